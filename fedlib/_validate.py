@@ -1,0 +1,120 @@
+"""Input checks shared by every public function of :mod:`fedlib`.
+
+Each helper raises :class:`ValueError` whose message starts with the name of the
+offending parameter, so a user sees *which* argument was wrong, never a bare
+numpy broadcasting error twenty frames deep.
+"""
+from __future__ import annotations
+
+import numbers
+from typing import Any
+
+import numpy as np
+
+__all__ = [
+    "check_positive",
+    "check_nonnegative",
+    "check_in_range",
+    "check_probability_vector",
+    "check_weights",
+    "check_local_steps",
+    "check_finite_array",
+    "check_choice",
+    "check_int",
+]
+
+
+def _is_number(x: Any) -> bool:
+    return isinstance(x, numbers.Real) and not isinstance(x, bool)
+
+
+def check_positive(name: str, value: Any) -> float:
+    """Return ``float(value)`` if it is a finite number > 0, else raise ``ValueError``."""
+    if not _is_number(value) or not np.isfinite(value) or value <= 0:
+        raise ValueError(f"{name} must be a finite number > 0, got {value!r}")
+    return float(value)
+
+
+def check_nonnegative(name: str, value: Any) -> float:
+    """Return ``float(value)`` if it is a finite number >= 0, else raise ``ValueError``."""
+    if not _is_number(value) or not np.isfinite(value) or value < 0:
+        raise ValueError(f"{name} must be a finite number >= 0, got {value!r}")
+    return float(value)
+
+
+def check_in_range(name: str, value: Any, low: float, high: float, *, high_inclusive: bool = False) -> float:
+    """Return ``float(value)`` if ``low <= value < high`` (or ``<= high``), else raise."""
+    ok = _is_number(value) and np.isfinite(value) and value >= low and (value <= high if high_inclusive else value < high)
+    if not ok:
+        bracket = "]" if high_inclusive else ")"
+        raise ValueError(f"{name} must lie in [{low}, {high}{bracket}, got {value!r}")
+    return float(value)
+
+
+def check_int(name: str, value: Any, *, minimum: int = 0) -> int:
+    """Return ``int(value)`` if it is an integer >= ``minimum``, else raise."""
+    if isinstance(value, bool) or not isinstance(value, (numbers.Integral, np.integer)) or value < minimum:
+        raise ValueError(f"{name} must be an integer >= {minimum}, got {value!r}")
+    return int(value)
+
+
+def check_finite_array(name: str, value: Any, *, ndim: int | None = None, shape: tuple | None = None) -> np.ndarray:
+    """Convert to a float64 array and check that it is finite (and of the given ndim/shape)."""
+    try:
+        arr = np.asarray(value, dtype=np.float64)
+    except (TypeError, ValueError) as exc:
+        raise ValueError(f"{name} must be an array of numbers: {exc}") from None
+    if ndim is not None and arr.ndim != ndim:
+        raise ValueError(f"{name} must have {ndim} dimension(s), got shape {arr.shape}")
+    if shape is not None and arr.shape != tuple(shape):
+        raise ValueError(f"{name} must have shape {tuple(shape)}, got {arr.shape}")
+    if not np.all(np.isfinite(arr)):
+        raise ValueError(f"{name} contains NaN or inf")
+    return arr
+
+
+def check_weights(name: str, value: Any, *, size: int | None = None) -> np.ndarray:
+    """Non-negative finite 1-d weights (need not sum to one)."""
+    arr = check_finite_array(name, value, ndim=1)
+    if arr.size == 0:
+        raise ValueError(f"{name} must not be empty")
+    if size is not None and arr.size != size:
+        raise ValueError(f"{name} must have {size} entries (one per client), got {arr.size}")
+    if np.any(arr < 0):
+        raise ValueError(f"{name} must be non-negative, got min {arr.min()!r}")
+    return arr
+
+
+def check_probability_vector(name: str, value: Any, *, size: int | None = None, atol: float = 1e-9) -> np.ndarray:
+    """Weights p_i >= 0 with sum 1 (within ``atol``)."""
+    arr = check_weights(name, value, size=size)
+    total = float(arr.sum())
+    if abs(total - 1.0) > atol:
+        raise ValueError(f"{name} must sum to 1 (within {atol:g}), got sum {total!r}")
+    return arr
+
+
+def check_local_steps(name: str, value: Any, *, size: int | None = None) -> np.ndarray:
+    """Local step counts tau_i: integers >= 1, one per client."""
+    arr = np.asarray(value)
+    if arr.ndim != 1 or arr.size == 0:
+        raise ValueError(f"{name} must be a non-empty 1-d array of integers, got shape {arr.shape}")
+    if size is not None and arr.size != size:
+        raise ValueError(f"{name} must have {size} entries (one per client), got {arr.size}")
+    if arr.dtype.kind == "f":
+        if not np.all(np.isfinite(arr)) or np.any(arr != np.round(arr)):
+            raise ValueError(f"{name} must hold integers, got {arr!r}")
+    elif arr.dtype.kind not in "iu":
+        raise ValueError(f"{name} must hold integers, got dtype {arr.dtype}")
+    arr = arr.astype(np.int64)
+    if np.any(arr < 1):
+        bad = int(np.flatnonzero(arr < 1)[0])
+        raise ValueError(f"{name} must be >= 1 for every client (client {bad} has {arr[bad]})")
+    return arr
+
+
+def check_choice(name: str, value: Any, choices) -> str:
+    """``value`` must be one of ``choices`` (strings)."""
+    if value not in choices:
+        raise ValueError(f"{name} must be one of {sorted(choices)}, got {value!r}")
+    return value

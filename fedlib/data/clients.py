@@ -1,0 +1,95 @@
+"""The federated data set type shared by every in-memory problem (Synthetic, LEAF).
+
+A :class:`FederatedDataset` holds one training and one test array pair per client.
+Client weights follow the paper: :math:`p_i = n_i / n` with :math:`n_i` the number of
+*training* samples of client :math:`i` (paper §2).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Sequence
+
+import numpy as np
+
+__all__ = ["FederatedDataset"]
+
+
+@dataclass(frozen=True)
+class FederatedDataset:
+    """Per-client arrays of a classification problem.
+
+    Attributes
+    ----------
+    train_x, train_y, test_x, test_y:
+        Lists with one array per client: ``x`` is ``(n_i, d)`` float64, ``y`` is
+        ``(n_i,)`` int64 with labels in ``[0, num_classes)``.  A client's test set may
+        be empty; its training set may not.
+    num_classes:
+        Number of labels.
+    name:
+        Human-readable origin (``"synthetic(1,1)"``, a file path, ...), used in errors.
+    meta:
+        Free-form provenance (generator parameters, source file, user ids, ...).
+    """
+
+    train_x: Sequence[np.ndarray]
+    train_y: Sequence[np.ndarray]
+    test_x: Sequence[np.ndarray]
+    test_y: Sequence[np.ndarray]
+    num_classes: int
+    name: str = "dataset"
+    meta: dict = field(default_factory=dict)
+
+    def __post_init__(self):
+        m = len(self.train_x)
+        src = self.name
+        if m == 0:
+            raise ValueError(f"{src}: the data set has no clients")
+        for label, seq in (("train_y", self.train_y), ("test_x", self.test_x), ("test_y", self.test_y)):
+            if len(seq) != m:
+                raise ValueError(f"{src}: {label} has {len(seq)} clients but train_x has {m}")
+        if not isinstance(self.num_classes, (int, np.integer)) or self.num_classes < 2:
+            raise ValueError(f"{src}: num_classes must be an integer >= 2, got {self.num_classes!r}")
+        dim = None
+        for i in range(m):
+            for part, xs, ys in (("train", self.train_x[i], self.train_y[i]), ("test", self.test_x[i], self.test_y[i])):
+                x = np.asarray(xs)
+                y = np.asarray(ys)
+                if x.ndim != 2:
+                    raise ValueError(f"{src}: client {i} {part} x must be 2-d (samples, features), got shape {x.shape}")
+                if y.ndim != 1 or y.shape[0] != x.shape[0]:
+                    raise ValueError(f"{src}: client {i} {part} y has shape {y.shape}, expected ({x.shape[0]},)")
+                if part == "train" and x.shape[0] == 0:
+                    raise ValueError(f"{src}: client {i} has no training samples")
+                if x.shape[0] and dim is not None and x.shape[1] != dim:
+                    raise ValueError(f"{src}: client {i} {part} x has {x.shape[1]} features, expected {dim}")
+                if x.shape[0]:
+                    dim = x.shape[1]
+                if not np.all(np.isfinite(x)):
+                    raise ValueError(f"{src}: client {i} {part} x contains NaN or inf")
+                if y.size and (y.dtype.kind not in "iu" or y.min() < 0 or y.max() >= self.num_classes):
+                    raise ValueError(
+                        f"{src}: client {i} {part} labels must be integers in [0, {self.num_classes}), "
+                        f"got range [{y.min()}, {y.max()}] dtype {y.dtype}"
+                    )
+
+    @property
+    def num_clients(self) -> int:
+        """Number of clients :math:`m`."""
+        return len(self.train_x)
+
+    @property
+    def num_features(self) -> int:
+        """Feature dimension :math:`d`."""
+        return int(np.asarray(self.train_x[0]).shape[1])
+
+    @property
+    def num_samples(self) -> np.ndarray:
+        """Training sizes :math:`n_i`, shape ``(m,)``."""
+        return np.array([len(y) for y in self.train_y], dtype=np.int64)
+
+    @property
+    def weights(self) -> np.ndarray:
+        r"""Client weights :math:`p_i = n_i / \sum_j n_j` (paper eq. 1)."""
+        n = self.num_samples.astype(np.float64)
+        return n / n.sum()
