@@ -1,0 +1,170 @@
+r"""Federated algorithms as ``init`` / client ``init``-``step``-``final`` / server ``apply``
+(fedjax style), all instances of the general update rule (eq. 4).
+
+========================  ===============  =======================  ================================
+name                      aggregation      variance reduction       notes
+========================  ===============  =======================  ================================
+``fedavg``                FedAvg (eq. 6)   —                        any local solver
+``fedprox``               FedAvg (eq. 6)   —                        needs a solver with :math:`\mu>0`
+``fednova``               FedNova (§5)     —                        ``tau_eff`` policy
+``scaffold``              FedAvg           SCAFFOLD variates
+``vrlsgd``                FedAvg           VRLSGD variates          heterogeneous :math:`\tau_i` (§3)
+``fednova-vr``            FedNova          SCAFFOLD-style (§5, H)   with momentum: Alg. 2 of App. H
+========================  ===============  =======================  ================================
+
+A round::
+
+    state = algo.init(params, num_clients)
+    for i in participants:
+        s = algo.client_init(state, i)                 # solver state at x^(t,0) (+ VR correction)
+        for k in range(tau_i): s = algo.solver.update(s, grad(s.params))
+        updates.append(algo.client_final(state, s))   # Delta_i, ||a_i||_1 (tracked online), tau_i
+    state, diag = algo.apply(state, participation, updates)
+
+Engines (:mod:`fedlib.engines`) run many clients at once but call the same
+``apply``; :func:`fedlib.engines.reference.run_sequential` is the plain loop above.
+"""
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, NamedTuple, Optional, Sequence
+
+import numpy as np
+
+from ._validate import check_choice, check_positive
+from .rule import aggregate, effective_weights
+from .sampling import Participation
+from .server import ServerOptimizer, plain
+from .solvers import LocalSolver, SolverState
+from .theory import chi_square
+from .tree import tree_all_finite, tree_sub
+from .variance import ControlVariates, correction, init_control_variates, update_control_variates
+
+__all__ = ["ALGORITHMS", "ServerState", "ClientUpdate", "RoundDiagnostics", "FederatedAlgorithm", "make_algorithm"]
+
+#: name -> (aggregation, variance reduction)
+ALGORITHMS = {
+    "fedavg": ("fedavg", None),
+    "fedprox": ("fedavg", None),
+    "fednova": ("fednova", None),
+    "scaffold": ("fedavg", "scaffold"),
+    "vrlsgd": ("fedavg", "vrlsgd"),
+    "fednova-vr": ("fednova", "scaffold"),
+}
+
+
+class ServerState(NamedTuple):
+    """Global model, server-optimizer state, control variates (or None), round index."""
+
+    params: Any
+    server: Any
+    variates: Optional[ControlVariates]
+    round: int
+
+
+class ClientUpdate(NamedTuple):
+    """What a client sends: its change :math:`\\Delta_i`, :math:`\\|a_i\\|_1` and :math:`\\tau_i`."""
+
+    client: int
+    delta: Any
+    a_norm: float
+    local_steps: int
+
+
+class RoundDiagnostics(NamedTuple):
+    """Per-round eq.-4 quantities: participants, their :math:`\\tau_i`, :math:`\\|a_i\\|_1`,
+    :math:`\\tau_{\\text{eff}}`, weights :math:`w_i` and :math:`\\chi^2` between the
+    (normalised) sampling weights and :math:`w` (= :math:`\\chi^2_{p\\|w}` with full participation)."""
+
+    clients: np.ndarray
+    local_steps: np.ndarray
+    a_norms: np.ndarray
+    tau_eff: float
+    weights: np.ndarray
+    chi2: float
+
+
+@dataclasses.dataclass(frozen=True)
+class FederatedAlgorithm:
+    """One algorithm of the table above, with its local solver and server optimizer.
+
+    ``p`` are the weights of all clients (:math:`p_i = n_i/n`), needed by the
+    variance-reduction means. ``tau_eff`` is FedNova's policy (``None``,
+    ``"a_norm"``, ``"local_steps"`` or a number).
+    """
+
+    name: str
+    solver: LocalSolver
+    server: ServerOptimizer = dataclasses.field(default_factory=plain)
+    tau_eff: Any = None
+
+    def __post_init__(self):
+        check_choice("algorithm", self.name, tuple(ALGORITHMS))
+        if not isinstance(self.solver, LocalSolver):
+            raise ValueError(f"solver must be a fedlib.solvers.LocalSolver, got {type(self.solver).__name__}")
+        if self.name == "fedprox" and self.solver.mu <= 0:
+            raise ValueError("mu must be > 0 for fedprox (use a proximal solver)")
+        if self.tau_eff is not None and self.aggregation != "fednova":
+            raise ValueError(f"tau_eff can only be set for FedNova-based algorithms, not {self.name!r}")
+
+    @property
+    def aggregation(self) -> str:
+        return ALGORITHMS[self.name][0]
+
+    @property
+    def variance(self) -> Optional[str]:
+        return ALGORITHMS[self.name][1]
+
+    # -------------------------------------------------------------- server init
+    def init(self, params: Any, num_clients: int) -> ServerState:
+        """Server state at round 0 for ``num_clients`` clients."""
+        variates = init_control_variates(params, num_clients, self.variance) if self.variance else None
+        return ServerState(params, self.server.init(params), variates, 0)
+
+    # -------------------------------------------------------------- client side
+    def client_init(self, state: ServerState, client: int, solver: Optional[LocalSolver] = None) -> SolverState:
+        """Solver state of ``client`` at :math:`x^{(t,0)}`, with its VR correction if any."""
+        solver = solver or self.solver
+        corr = correction(state.variates, client) if state.variates is not None else None
+        return solver.init(state.params, corr)
+
+    def client_final(self, state: ServerState, client: int, solver_state: SolverState) -> ClientUpdate:
+        """Package a finished local run: :math:`\\Delta_i = x_i^{(t,\\tau_i)} - x^{(t,0)}`."""
+        if solver_state.step < 1:
+            raise ValueError(f"local_steps: client {client} took no local step")
+        return ClientUpdate(int(client), tree_sub(solver_state.params, state.params), float(solver_state.a_norm),
+                            int(solver_state.step))
+
+    # -------------------------------------------------------------- server side
+    def apply(self, state: ServerState, participation: Participation, updates: Sequence[ClientUpdate], lr: float,
+              p: Any = None) -> tuple[ServerState, RoundDiagnostics]:
+        """Aggregate ``updates`` (in the order of ``participation.clients``) with eq. 4,
+        update the variates, then apply the server optimizer. ``lr`` is this round's
+        client learning rate; ``p`` (all clients' weights) is required with VR."""
+        lr = check_positive("lr", lr)
+        updates = list(updates)
+        clients = np.asarray([u.client for u in updates])
+        if not np.array_equal(clients, participation.clients):
+            raise ValueError("updates must come in the order of participation.clients")
+        a_norms = np.array([u.a_norm for u in updates])
+        steps = np.array([u.local_steps for u in updates], dtype=np.int64)
+        deltas = [u.delta for u in updates]
+        agg = aggregate(deltas, participation.weights, a_norms, self.aggregation, self.tau_eff, steps)
+        if not tree_all_finite(agg.change):
+            raise FloatingPointError(f"round {state.round}: the aggregated update is not finite (diverged)")
+        variates = state.variates
+        if variates is not None:
+            if p is None:
+                raise ValueError("p (weights of all clients) is required with variance reduction")
+            variates = update_control_variates(variates, clients, deltas, lr, a_norms, p, steps, agg.change)
+        params, server_state = self.server.update(agg.change, state.server, state.params, lr)
+        omega = participation.weights / participation.weights.sum()
+        w = agg.weights / agg.weights.sum()
+        diag = RoundDiagnostics(clients, steps, a_norms, agg.tau_eff, agg.weights, chi_square(omega, w))
+        return ServerState(params, server_state, variates, state.round + 1), diag
+
+
+def make_algorithm(name: str, solver: LocalSolver, server: Optional[ServerOptimizer] = None,
+                   tau_eff: Any = None) -> FederatedAlgorithm:
+    """Convenience constructor: ``make_algorithm("fednova", momentum_sgd(0.02))``."""
+    return FederatedAlgorithm(name, solver, server or plain(), tau_eff)

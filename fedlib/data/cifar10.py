@@ -1,0 +1,278 @@
+"""CIFAR-10 as plain numpy arrays, read straight from the "python version" batch files.
+
+The Table 1 chapter trains VGG-11 on CIFAR-10 split over 16 clients (REFERENCE §4,
+paper §6).  This module only *reads* the images; partitioning is in
+:mod:`fedlib.data.partition`, the model in :mod:`fedlib.models`.
+
+On-disk layout (the official archive and torchvision's ``CIFAR10(root=...)``)::
+
+    root/cifar-10-batches-py/data_batch_1 ... data_batch_5, test_batch, batches.meta
+
+Each batch is a pickled ``dict`` with ``data``, an ``(n, 3072)`` uint8 array whose rows
+are channel-planar RGB images (1024 red, then 1024 green, then 1024 blue values, each
+plane row-major 32x32), and ``labels``, a list of ``n`` ints in ``0..9``.
+
+The batches are unpickled directly instead of going through
+``torchvision.datasets.CIFAR10``: torchvision refuses any copy whose md5 sums differ from
+the official ones even when pixels, labels and order are identical (the shared copy of
+this project is such a copy).  Images come back as ``(N, 32, 32, 3)`` uint8 (NHWC, the
+layout of ``torchvision``'s ``.data`` attribute), in the original order, so index ``i``
+here is index ``i`` of every other CIFAR-10 loader — which matters because the
+Dirichlet partition of the paper is defined on the standard training order.
+
+The small class-balanced sample shipped in ``data/cifar10-sample/`` (written by
+``scripts/make_cifar_sample.py``) is loaded by :func:`load_cifar10_sample` and has the
+same type, so code and tests can run without the 170 MB data set.
+"""
+from __future__ import annotations
+
+import pickle
+from pathlib import Path
+from typing import NamedTuple
+
+import numpy as np
+
+__all__ = [
+    "Cifar10Arrays",
+    "load_cifar10",
+    "load_cifar10_sample",
+    "CIFAR10_MEAN",
+    "CIFAR10_STD",
+    "CIFAR10_CLASSES",
+    "BATCH_FOLDER",
+    "TRAIN_FILES",
+    "TEST_FILE",
+    "DEFAULT_SAMPLE_PATH",
+]
+
+#: Per-channel RGB mean used by the official FedNova code to normalise inputs (REFERENCE §4).
+CIFAR10_MEAN = (0.4914, 0.4822, 0.4465)
+#: Per-channel RGB standard deviation used by the official FedNova code (REFERENCE §4).
+CIFAR10_STD = (0.2023, 0.1994, 0.2010)
+#: Class names, in label order (``batches.meta``).
+CIFAR10_CLASSES = ("airplane", "automobile", "bird", "cat", "deer", "dog", "frog", "horse", "ship", "truck")
+
+#: Name of the folder that holds the batch files.
+BATCH_FOLDER = "cifar-10-batches-py"
+#: Training batch files, in the order that defines the standard training order.
+TRAIN_FILES = tuple(f"data_batch_{i}" for i in range(1, 6))
+#: Test batch file.
+TEST_FILE = "test_batch"
+
+_IMAGE_SHAPE = (32, 32, 3)
+_ROW_LENGTH = 3 * 32 * 32
+_NUM_CLASSES = len(CIFAR10_CLASSES)
+
+#: Where :func:`load_cifar10_sample` looks by default (inside a source checkout).
+DEFAULT_SAMPLE_PATH = Path(__file__).resolve().parents[2] / "data" / "cifar10-sample" / "cifar10-sample.npz"
+
+
+class Cifar10Arrays(NamedTuple):
+    """CIFAR-10 (or a subset of it) as numpy arrays.
+
+    Attributes
+    ----------
+    train_images, test_images:
+        ``(N, 32, 32, 3)`` uint8, NHWC, RGB, values 0..255, in the original order.
+    train_labels, test_labels:
+        ``(N,)`` int64 in ``0..9`` (see :data:`CIFAR10_CLASSES`).
+    source:
+        Where the arrays were read from (batch folder or ``.npz`` file), for messages.
+    """
+
+    train_images: np.ndarray
+    train_labels: np.ndarray
+    test_images: np.ndarray
+    test_labels: np.ndarray
+    source: str
+
+
+# --------------------------------------------------------------------------- real data
+
+
+def _missing_message(folder: Path, missing: list[str] | None = None) -> str:
+    what = f"the CIFAR-10 batch folder {folder}" if missing is None else (
+        f"{', '.join(missing)} in the CIFAR-10 batch folder {folder}"
+    )
+    return (
+        f"CIFAR-10 not found: looked for {what} "
+        f"(expected files {', '.join(TRAIN_FILES)}, {TEST_FILE}). "
+        f"To get it, call load_cifar10({str(folder.parent)!r}, download=True) "
+        "(or pass --download on the command line), which downloads the official archive "
+        f"with torchvision; or copy an existing '{BATCH_FOLDER}' folder to {folder}."
+    )
+
+
+def _resolve_folder(root: Path) -> Path:
+    """``root/cifar-10-batches-py``, or ``root`` itself when it already is that folder."""
+    if root.name == BATCH_FOLDER or (root / TRAIN_FILES[0]).is_file():
+        return root
+    return root / BATCH_FOLDER
+
+
+def _read_batch(path: Path) -> tuple[np.ndarray, np.ndarray]:
+    """One batch file as ``(images NHWC uint8, labels int64)``; ValueError naming the file."""
+    try:
+        with open(path, "rb") as fh:
+            batch = pickle.load(fh, encoding="latin1")
+    except OSError:
+        raise
+    except Exception as exc:  # UnpicklingError, EOFError (truncated), ValueError, ...
+        raise ValueError(f"{path}: not a readable CIFAR-10 batch file (unpickling failed: "
+                         f"{type(exc).__name__}: {exc}); the file may be truncated or corrupt") from None
+    if not isinstance(batch, dict) or "data" not in batch or "labels" not in batch:
+        keys = sorted(batch) if isinstance(batch, dict) else type(batch).__name__
+        raise ValueError(f"{path}: expected a dict with 'data' and 'labels' (a CIFAR-10 batch), got {keys}")
+    data = batch["data"]
+    if not isinstance(data, np.ndarray) or data.dtype != np.uint8 or data.ndim != 2 or data.shape[1] != _ROW_LENGTH:
+        desc = f"{data.dtype} array of shape {data.shape}" if isinstance(data, np.ndarray) else type(data).__name__
+        raise ValueError(f"{path}: 'data' must be a uint8 array of shape (n, {_ROW_LENGTH}), got {desc}")
+    try:
+        labels = np.asarray(batch["labels"])
+    except Exception as exc:  # ragged nested lists and the like
+        raise ValueError(f"{path}: 'labels' is not a list of integers ({exc})") from None
+    if labels.ndim != 1 or labels.shape[0] != data.shape[0]:
+        raise ValueError(f"{path}: 'labels' must hold one label per image ({data.shape[0]}), got shape {labels.shape}")
+    if labels.size and labels.dtype.kind not in "iu":
+        raise ValueError(f"{path}: 'labels' must be integers, got dtype {labels.dtype}")
+    labels = labels.astype(np.int64)
+    if labels.size and (labels.min() < 0 or labels.max() >= _NUM_CLASSES):
+        raise ValueError(f"{path}: labels must lie in 0..{_NUM_CLASSES - 1}, got range "
+                         f"{int(labels.min())}..{int(labels.max())}")
+    # channel-planar rows -> (n, 3, 32, 32) -> NHWC
+    images = np.ascontiguousarray(data.reshape(-1, 3, 32, 32).transpose(0, 2, 3, 1))
+    return images, labels
+
+
+def _read_split(folder: Path, names) -> tuple[np.ndarray, np.ndarray]:
+    parts = [_read_batch(folder / name) for name in names]
+    if len(parts) == 1:
+        return parts[0]
+    return np.concatenate([p[0] for p in parts]), np.concatenate([p[1] for p in parts])
+
+
+def _download(root: Path) -> None:
+    try:
+        import torchvision
+    except ImportError as exc:  # pragma: no cover - torchvision is a dependency
+        raise RuntimeError("download=True needs torchvision installed") from exc
+    root.mkdir(parents=True, exist_ok=True)
+    # Downloads, verifies and extracts the official archive (train and test together).
+    torchvision.datasets.CIFAR10(str(root), train=True, download=True)
+
+
+def load_cifar10(root, download: bool = False) -> Cifar10Arrays:
+    """Load the full CIFAR-10 data set (50,000 training and 10,000 test images).
+
+    Parameters
+    ----------
+    root:
+        Folder that *contains* ``cifar-10-batches-py/`` (the ``root`` of torchvision's
+        ``CIFAR10``), or that batch folder itself.
+    download:
+        If the batch folder does not exist, download the official archive into ``root``
+        with ``torchvision.datasets.CIFAR10(root, train=True, download=True)`` and read
+        it.  An existing folder is never re-downloaded or checked against md5 sums.
+
+    Returns
+    -------
+    Cifar10Arrays
+        Training images in the standard order (``data_batch_1`` … ``data_batch_5``),
+        test images in ``test_batch`` order; uint8 NHWC images, int64 labels.
+
+    Raises
+    ------
+    FileNotFoundError
+        The folder or a batch file is missing (and ``download`` is false); the message
+        gives the path looked at and how to get the data.
+    ValueError
+        A batch file cannot be unpickled (corrupt, truncated) or holds data of the
+        wrong shape, a wrong number of labels or labels outside 0..9; names the file.
+
+    Examples
+    --------
+    >>> cifar = load_cifar10("/work/shared/data")          # doctest: +SKIP
+    >>> cifar.train_images.shape, cifar.train_labels[:3]   # doctest: +SKIP
+    ((50000, 32, 32, 3), array([6, 9, 9]))
+    """
+    if not isinstance(root, (str, Path)) or str(root) == "":
+        raise ValueError(f"root must be a path (str or pathlib.Path), got {root!r}")
+    root = Path(root).expanduser()
+    folder = _resolve_folder(root)
+    if not folder.is_dir():
+        if not download:
+            raise FileNotFoundError(_missing_message(folder))
+        download_root = folder.parent
+        _download(download_root)
+        folder = download_root / BATCH_FOLDER
+        if not folder.is_dir():  # pragma: no cover - torchvision changed its layout
+            raise FileNotFoundError(f"download finished but {folder} does not exist")
+    missing = [name for name in TRAIN_FILES + (TEST_FILE,) if not (folder / name).is_file()]
+    if missing:
+        raise FileNotFoundError(_missing_message(folder, missing))
+    train_images, train_labels = _read_split(folder, TRAIN_FILES)
+    test_images, test_labels = _read_split(folder, (TEST_FILE,))
+    return Cifar10Arrays(train_images, train_labels, test_images, test_labels, str(folder))
+
+
+# --------------------------------------------------------------------------- the shipped sample
+
+
+def _check_arrays(source: str, images, labels, split: str) -> tuple[np.ndarray, np.ndarray]:
+    images = np.asarray(images)
+    labels = np.asarray(labels)
+    if images.dtype != np.uint8 or images.ndim != 4 or images.shape[1:] != _IMAGE_SHAPE:
+        raise ValueError(f"{source}: {split}_images must be uint8 of shape (n, 32, 32, 3), "
+                         f"got {images.dtype} {images.shape}")
+    if labels.ndim != 1 or labels.shape[0] != images.shape[0] or (labels.size and labels.dtype.kind not in "iu"):
+        raise ValueError(f"{source}: {split}_labels must be {images.shape[0]} integers, got {labels.dtype} {labels.shape}")
+    labels = labels.astype(np.int64)
+    if labels.size and (labels.min() < 0 or labels.max() >= _NUM_CLASSES):
+        raise ValueError(f"{source}: {split}_labels must lie in 0..{_NUM_CLASSES - 1}")
+    return images, labels
+
+
+def load_cifar10_sample(path=None) -> Cifar10Arrays:
+    """Load the small class-balanced CIFAR-10 sample shipped with the repository.
+
+    The default file, ``data/cifar10-sample/cifar10-sample.npz`` next to the ``fedlib``
+    package of a source checkout, holds 4,000 training images (the first 400 of each
+    class in the standard training order) and 1,000 test images (the first 100 of each
+    class); see the ``README.md`` beside it for provenance.  Images keep their original
+    relative order.  Meant for tests, CPU demos and the book's quick runs — not for
+    reproducing Table 1.
+
+    Parameters
+    ----------
+    path:
+        Another ``.npz`` with the keys ``train_images``, ``train_labels``,
+        ``test_images``, ``test_labels`` (as written by ``scripts/make_cifar_sample.py``).
+
+    Raises
+    ------
+    FileNotFoundError
+        The file does not exist (e.g. ``fedlib`` was installed without the repository's
+        ``data/`` folder); the message says how to recreate it.
+    ValueError
+        The file lacks a key or holds arrays of the wrong type or shape.
+    """
+    file = DEFAULT_SAMPLE_PATH if path is None else Path(path).expanduser()
+    if not file.is_file():
+        raise FileNotFoundError(
+            f"CIFAR-10 sample not found at {file}. It ships in the repository's data/cifar10-sample/ "
+            "folder (not in an installed wheel); recreate it from the full data set with "
+            "'python scripts/make_cifar_sample.py --root DIR' (DIR containing cifar-10-batches-py), "
+            "or pass path= to a copy."
+        )
+    try:
+        with np.load(file, allow_pickle=False) as npz:
+            arrays = {key: npz[key] for key in npz.files}
+    except Exception as exc:
+        raise ValueError(f"{file}: not a readable .npz file ({type(exc).__name__}: {exc})") from None
+    needed = ("train_images", "train_labels", "test_images", "test_labels")
+    missing = [key for key in needed if key not in arrays]
+    if missing:
+        raise ValueError(f"{file}: missing array(s) {', '.join(missing)}")
+    train = _check_arrays(str(file), arrays["train_images"], arrays["train_labels"], "train")
+    test = _check_arrays(str(file), arrays["test_images"], arrays["test_labels"], "test")
+    return Cifar10Arrays(train[0], train[1], test[0], test[1], str(file))

@@ -1,0 +1,171 @@
+r"""VGG-11 (no BatchNorm) as in the official FedNova CIFAR-10 experiment.
+
+The Table 1 chapter trains this network (REFERENCE §4, paper §6).  Architecture, with
+``M`` a 2x2 max-pool of stride 2 and every number a 3x3 convolution (padding 1) of that
+many output channels followed by ReLU::
+
+    64, M, 128, M, 256, 256, M, 512, 512, M, 512, 512, M       (32x32x3 -> 1x1x512)
+    Dropout(0.5), Linear(512, 512), ReLU, Dropout(0.5), Linear(512, 512), ReLU, Linear(512, 10)
+
+9,750,922 parameters.  Initialisation as the official code: convolution weights
+:math:`\mathcal N(0, 2 / (3 \cdot 3 \cdot c_\text{out}))` (He, fan-out), convolution
+biases 0, linear layers PyTorch's default (weights
+:math:`\mathcal U(-1/\sqrt{f_\text{in}}, 1/\sqrt{f_\text{in}})` via
+``kaiming_uniform_(a=sqrt(5))``, biases :math:`\mathcal U(-1/\sqrt{f_\text{in}}, 1/\sqrt{f_\text{in}})`).
+
+Layout
+------
+:func:`vgg11` returns ONE flat :class:`torch.nn.Sequential` of standard layers only, so
+other code can walk it layer by layer (for instance to turn it into a grouped-convolution
+network that trains many clients at once).  Indices at ``width=1``::
+
+     0 Conv2d(3, 64)     1 ReLU   2 MaxPool2d
+     3 Conv2d(64, 128)   4 ReLU   5 MaxPool2d
+     6 Conv2d(128, 256)  7 ReLU   8 Conv2d(256, 256)  9 ReLU  10 MaxPool2d
+    11 Conv2d(256, 512) 12 ReLU  13 Conv2d(512, 512) 14 ReLU  15 MaxPool2d
+    16 Conv2d(512, 512) 17 ReLU  18 Conv2d(512, 512) 19 ReLU  20 MaxPool2d
+    21 Flatten
+    22 Dropout(0.5)     23 Linear(512, 512)  24 ReLU
+    25 Dropout(0.5)     26 Linear(512, 512)  27 ReLU
+    28 Linear(512, 10)
+
+(``state_dict`` keys are therefore ``"0.weight"``, ``"23.bias"``, ... instead of the
+official ``features.N`` / ``classifier.N``.)  ReLUs are not in-place (numerically the
+same, friendlier to ``torch.func`` transforms).  Inputs must be 32x32: five pools leave
+1x1 pixels, so the flattened feature vector has exactly the last channel count.
+
+Seeded initialisation
+---------------------
+Layers are created without initialisation (:func:`torch.nn.utils.skip_init`) and then
+initialised in layer order from one :class:`torch.Generator`, so ``vgg11(seed=s)`` gives
+the same weights for the same ``s`` on every call and never touches torch's global RNG
+(it follows the paper's "identical initial models" for all clients).  The weights have
+the official distribution but are not bitwise the official ones (those come from torch's
+global RNG, including the default init each layer draws on construction).
+"""
+from __future__ import annotations
+
+import math
+
+import torch
+from torch import nn
+
+from ._validate import check_int, check_positive
+from .rng import torch_generator
+
+__all__ = ["vgg11", "count_parameters", "scaled_width", "VGG11_CFG", "VGG11_NUM_PARAMETERS"]
+
+#: Layer configuration "A" of Simonyan & Zisserman (VGG-11): channel counts and ``"M"`` pools.
+VGG11_CFG = (64, "M", 128, "M", 256, 256, "M", 512, 512, "M", 512, 512, "M")
+#: Parameter count of :func:`vgg11` at ``width=1`` with 10 classes (REFERENCE §4).
+VGG11_NUM_PARAMETERS = 9_750_922
+
+_HIDDEN = 512
+_DROPOUT = 0.5
+
+
+def scaled_width(channels: int, width: float) -> int:
+    """Channel count ``max(1, round(channels * width))`` used by :func:`vgg11`.
+
+    Python's :func:`round` (ties to even).  Exposed so that code rebuilding the network
+    (e.g. a grouped-convolution version) computes the same sizes.
+    """
+    return max(1, int(round(channels * width)))
+
+
+def _resolve_generator(seed) -> torch.Generator | None:
+    if seed is None:
+        return None
+    if isinstance(seed, torch.Generator):
+        return seed
+    return torch_generator(check_int("seed", seed, minimum=0), "init")
+
+
+def _init_conv(conv: nn.Conv2d, gen: torch.Generator | None) -> None:
+    """Official FedNova init: N(0, sqrt(2 / (kh * kw * out_channels))), bias 0."""
+    fan_out = conv.kernel_size[0] * conv.kernel_size[1] * conv.out_channels
+    nn.init.normal_(conv.weight, mean=0.0, std=math.sqrt(2.0 / fan_out), generator=gen)
+    if conv.bias is not None:
+        nn.init.zeros_(conv.bias)
+
+
+def _init_linear(linear: nn.Linear, gen: torch.Generator | None) -> None:
+    """PyTorch's default ``nn.Linear.reset_parameters``, drawing from ``gen``."""
+    nn.init.kaiming_uniform_(linear.weight, a=math.sqrt(5), generator=gen)
+    if linear.bias is not None:
+        bound = 1.0 / math.sqrt(linear.in_features) if linear.in_features > 0 else 0.0
+        nn.init.uniform_(linear.bias, -bound, bound, generator=gen)
+
+
+def vgg11(num_classes: int = 10, width: float = 1.0, seed=None, *, dropout: float = _DROPOUT) -> nn.Sequential:
+    """VGG-11 without BatchNorm for 32x32 RGB inputs, as one flat ``nn.Sequential``.
+
+    See the module docstring for the architecture, the layer indices and the
+    initialisation.
+
+    Parameters
+    ----------
+    num_classes:
+        Outputs of the last linear layer (10 for CIFAR-10).
+    width:
+        Width multiplier ``w > 0``: every convolution gets ``max(1, round(c * w))``
+        channels and the two hidden linear layers ``max(1, round(512 * w))`` units.
+        ``width=1`` is the paper's network (9,750,922 parameters); small widths (e.g.
+        0.125, ~0.16 M parameters) make CPU tests and demos cheap.
+    seed:
+        ``None``: initialise from torch's global RNG (like ``torch.nn`` layers do).
+        An ``int``: draw from ``fedlib.rng.torch_generator(seed, "init")`` — same seed,
+        same weights, global RNG untouched.  A ``torch.Generator``: draw from it
+        (advancing it).
+    dropout:
+        Drop probability of the two Dropout layers (0.5 officially).
+
+    Returns
+    -------
+    torch.nn.Sequential
+        On the CPU in float32; move it with ``.to(device)``.
+    """
+    num_classes = check_int("num_classes", num_classes, minimum=1)
+    width = check_positive("width", width)
+    if not (0.0 <= float(dropout) < 1.0):
+        raise ValueError(f"dropout must lie in [0, 1), got {dropout!r}")
+    gen = _resolve_generator(seed)
+
+    layers: list[nn.Module] = []
+    in_channels = 3
+    for item in VGG11_CFG:
+        if item == "M":
+            layers.append(nn.MaxPool2d(kernel_size=2, stride=2))
+        else:
+            out_channels = scaled_width(item, width)
+            layers.append(nn.utils.skip_init(nn.Conv2d, in_channels, out_channels, kernel_size=3, padding=1))
+            layers.append(nn.ReLU())
+            in_channels = out_channels
+    hidden = scaled_width(_HIDDEN, width)
+    layers += [
+        nn.Flatten(),
+        nn.Dropout(dropout),
+        nn.utils.skip_init(nn.Linear, in_channels, hidden),
+        nn.ReLU(),
+        nn.Dropout(dropout),
+        nn.utils.skip_init(nn.Linear, hidden, hidden),
+        nn.ReLU(),
+        nn.utils.skip_init(nn.Linear, hidden, num_classes),
+    ]
+    with torch.no_grad():
+        for layer in layers:
+            if isinstance(layer, nn.Conv2d):
+                _init_conv(layer, gen)
+            elif isinstance(layer, nn.Linear):
+                _init_linear(layer, gen)
+    return nn.Sequential(*layers)
+
+
+def count_parameters(module: nn.Module, trainable_only: bool = False) -> int:
+    """Number of scalar parameters of ``module`` (shared tensors counted once).
+
+    With ``trainable_only`` only parameters with ``requires_grad`` are counted.
+    """
+    if not isinstance(module, nn.Module):
+        raise ValueError(f"module must be a torch.nn.Module, got {type(module).__name__}")
+    return sum(p.numel() for p in module.parameters() if p.requires_grad or not trainable_only)

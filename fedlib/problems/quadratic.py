@@ -1,0 +1,85 @@
+r"""Quadratic clients :math:`F_i(x) = \frac12 x^\top H_i x - e_i^\top x` (paper §3, App. A).
+
+Used by the chapters on objective inconsistency and on FedProx's trade-off; the
+closed forms live in :mod:`fedlib.theory`.
+"""
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+
+from .._validate import check_int, check_positive
+from ..rng import generator
+from ..theory import _check_quadratic, quadratic_global_optimum
+
+__all__ = ["QuadraticProblem", "random_quadratic"]
+
+
+@dataclasses.dataclass(frozen=True)
+class QuadraticProblem:
+    """``H`` (m, d, d) symmetric PSD, ``e`` (m, d), weights ``p`` (m,)."""
+
+    H: np.ndarray
+    e: np.ndarray
+    p: np.ndarray
+
+    def __post_init__(self):
+        H, e, p, _ = _check_quadratic(self.H, self.e, self.p)
+        object.__setattr__(self, "H", H)
+        object.__setattr__(self, "e", e)
+        object.__setattr__(self, "p", p)
+
+    @property
+    def num_clients(self) -> int:
+        return self.H.shape[0]
+
+    @property
+    def dim(self) -> int:
+        return self.H.shape[1]
+
+    def grad(self, x: np.ndarray, client: int) -> np.ndarray:
+        r""":math:`\nabla F_i(x) = H_i x - e_i`."""
+        return self.H[client] @ x - self.e[client]
+
+    def global_grad(self, x: np.ndarray) -> np.ndarray:
+        r""":math:`\nabla F(x) = \sum_i p_i (H_i x - e_i)`."""
+        return np.einsum("i,ijk,k->j", self.p, self.H, x) - self.p @ self.e
+
+    def loss(self, x: np.ndarray) -> float:
+        r""":math:`F(x) = \sum_i p_i F_i(x)`."""
+        return float(0.5 * x @ np.einsum("i,ijk->jk", self.p, self.H) @ x - (self.p @ self.e) @ x)
+
+    def optimum(self) -> np.ndarray:
+        """The global minimiser :math:`x^*`."""
+        return quadratic_global_optimum(self.H, self.e, self.p)
+
+    def grad_fn(self):
+        """``(params, client, round, step) -> grad`` for :func:`fedlib.engines.reference.run_sequential`."""
+        return lambda x, i, t, k: self.grad(x, i)
+
+
+def random_quadratic(num_clients: int, dim: int, seed: int = 0, *, eig_range=(0.5, 2.0), spread: float = 5.0,
+                     p=None) -> QuadraticProblem:
+    r"""Random SPD :math:`H_i = Q_i \operatorname{diag}(\lambda_i) Q_i^\top` (eigenvalues uniform in
+    ``eig_range``, :math:`Q_i` Haar-random) and :math:`e_i = H_i x_i^*` with local optima
+    :math:`x_i^* \sim N(0, \text{spread}^2 I)`; equal weights unless ``p`` given."""
+    m = check_int("num_clients", num_clients, minimum=1)
+    d = check_int("dim", dim, minimum=1)
+    lo, hi = eig_range
+    check_positive("eig_range[0]", lo)
+    if hi < lo:
+        raise ValueError(f"eig_range must be (low, high) with low <= high, got {eig_range!r}")
+    check_positive("spread", spread)
+    H = np.empty((m, d, d))
+    e = np.empty((m, d))
+    for i in range(m):
+        g = generator(seed, "data", i)
+        Q, R = np.linalg.qr(g.standard_normal((d, d)))
+        Q = Q * np.sign(np.diag(R))
+        lam = g.uniform(lo, hi, size=d)
+        H[i] = (Q * lam) @ Q.T
+        H[i] = 0.5 * (H[i] + H[i].T)
+        e[i] = H[i] @ (spread * g.standard_normal(d))
+    p = np.full(m, 1.0 / m) if p is None else np.asarray(p, dtype=np.float64)
+    return QuadraticProblem(H, e, p)

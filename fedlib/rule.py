@@ -1,0 +1,225 @@
+r"""The general update rule of the paper (eq. 4) and its aggregators.
+
+Paper §4, eq. (4):
+
+.. math::
+
+    x^{(t+1,0)} - x^{(t,0)} = -\tau_{\text{eff}} \sum_{i=1}^m w_i\, \eta\, d_i^{(t)},
+    \qquad d_i = \frac{G_i a_i}{\|a_i\|_1} = -\frac{\Delta_i}{\eta \|a_i\|_1},
+    \qquad \sum_i w_i = 1.
+
+================================  ==============================================  ==================================================
+algorithm                         :math:`\tau_{\text{eff}}`                        :math:`w_i`
+================================  ==============================================  ==================================================
+FedAvg / FedProx (eq. 6)          :math:`\sum_i p_i\|a_i\|_1`                      :math:`p_i\|a_i\|_1 / \sum_j p_j\|a_j\|_1`
+FedNova (§5)                      default :math:`\sum_i p_i\|a_i\|_1`; or          :math:`p_i`
+                                  :math:`\sum_i p_i\tau_i`; or any number > 0
+================================  ==============================================  ==================================================
+
+Implementation: the server change is a *single* weighted sum of the client changes,
+
+.. math::
+
+    x^{(t+1,0)} - x^{(t,0)} = \sum_i c_i \Delta_i, \qquad c_i = \frac{\tau_{\text{eff}} w_i}{\|a_i\|_1},
+
+so no normalised copy :math:`d_i` of any model is ever materialised (for FedAvg
+:math:`c_i = p_i`: plain weighted averaging). ``tau_eff`` is the *scale* of the
+step, never a weight inside a normalised mean (the mistake of REFERENCE §5).
+
+With client sampling (App. G) the weights :math:`p_i` are replaced by the unbiased
+sampling weights :math:`\omega_i` of :mod:`fedlib.sampling` (they sum to one in
+expectation only); the formulas above are otherwise unchanged.
+"""
+from __future__ import annotations
+
+import numbers
+from typing import Any, NamedTuple, Optional, Sequence, Union
+
+import numpy as np
+
+from ._validate import check_choice, check_local_steps, check_positive, check_probability_vector, check_weights
+from .tree import tree_map, tree_stacked_weighted_sum, tree_weighted_sum
+
+__all__ = [
+    "AGGREGATIONS",
+    "TAU_EFF_POLICIES",
+    "normalized_update",
+    "fedavg_weights",
+    "fednova_weights",
+    "effective_weights",
+    "aggregation_coefficients",
+    "Aggregate",
+    "aggregate",
+    "aggregate_stacked",
+]
+
+AGGREGATIONS = ("fedavg", "fednova")
+TAU_EFF_POLICIES = ("a_norm", "local_steps")
+
+TauEff = Union[None, str, float]
+
+
+def _check_a_norms(a_norms: Any, size: int) -> np.ndarray:
+    a = check_weights("a_norms", a_norms, size=size)
+    if np.any(a <= 0):
+        raise ValueError(f"a_norms must be > 0 for every client (client {int(np.flatnonzero(a <= 0)[0])} has {a.min()!r})")
+    return a
+
+
+def normalized_update(delta: Any, lr: float, a_norm: float) -> Any:
+    r"""The normalised gradient :math:`d_i = -\Delta_i / (\eta \|a_i\|_1)` (paper eq. 4).
+
+    Works on any tree of arrays or tensors; returns a new tree.
+    """
+    lr = check_positive("lr", lr)
+    a_norm = check_positive("a_norm", a_norm)
+    scale = -1.0 / (lr * a_norm)
+    return tree_map(lambda x: x * scale, delta)
+
+
+def fedavg_weights(p: Any, a_norms: Any) -> tuple[float, np.ndarray]:
+    r"""FedAvg/FedProx's implicit :math:`(\tau_{\text{eff}}, w)` (paper eq. 6).
+
+    .. math::
+
+        \tau_{\text{eff}} = \sum_i p_i \|a_i\|_1, \qquad w_i = \frac{p_i\|a_i\|_1}{\sum_j p_j\|a_j\|_1}.
+
+    Parameters
+    ----------
+    p : (m,) client weights :math:`p_i = n_i/n` (non-negative, summing to 1).
+    a_norms : (m,) :math:`\|a_i\|_1 > 0` of each client's local solver.
+
+    Returns
+    -------
+    (tau_eff, w)
+
+    Example
+    -------
+    >>> tau_eff, w = fedavg_weights([0.5, 0.5], [2.0, 6.0])
+    >>> tau_eff, w.tolist()
+    (4.0, [0.25, 0.75])
+    """
+    p = check_probability_vector("p", p)
+    a = _check_a_norms(a_norms, p.size)
+    return _fedavg(p, a)
+
+
+def _fedavg(p: np.ndarray, a: np.ndarray) -> tuple[float, np.ndarray]:
+    pa = p * a
+    tau_eff = float(pa.sum())
+    if tau_eff <= 0:
+        raise ValueError("p: the client weights are all zero")
+    return tau_eff, pa / tau_eff
+
+
+def _tau_eff_value(tau_eff: TauEff, p: np.ndarray, a: np.ndarray, local_steps: Any) -> float:
+    if tau_eff is None or (isinstance(tau_eff, str) and tau_eff == "a_norm"):
+        return float(np.dot(p, a))
+    if isinstance(tau_eff, str):
+        check_choice("tau_eff", tau_eff, TAU_EFF_POLICIES)
+        if local_steps is None:
+            raise ValueError("local_steps is required when tau_eff='local_steps'")
+        steps = check_local_steps("local_steps", local_steps, size=p.size)
+        return float(np.dot(p, steps))
+    if isinstance(tau_eff, numbers.Real) and not isinstance(tau_eff, bool):
+        return check_positive("tau_eff", tau_eff)
+    raise ValueError(f"tau_eff must be None, 'a_norm', 'local_steps' or a number > 0, got {tau_eff!r}")
+
+
+def fednova_weights(p: Any, a_norms: Any, tau_eff: TauEff = None, local_steps: Any = None) -> tuple[float, np.ndarray]:
+    r"""FedNova's :math:`(\tau_{\text{eff}}, w)` (paper §5): :math:`w_i = p_i`.
+
+    ``tau_eff`` policy: ``None`` or ``"a_norm"`` gives the default
+    :math:`\sum_i p_i \|a_i\|_1`; ``"local_steps"`` gives :math:`\sum_i p_i \tau_i`
+    (suggested with proximal solvers, needs ``local_steps``); a number is used as is.
+    Every positive value keeps the objective consistent; it only scales the step.
+
+    Example
+    -------
+    >>> fednova_weights([0.5, 0.5], [2.0, 6.0])[0]
+    4.0
+    """
+    p = check_probability_vector("p", p)
+    a = _check_a_norms(a_norms, p.size)
+    return _tau_eff_value(tau_eff, p, a, local_steps), p.copy()
+
+
+def effective_weights(algorithm: str, client_weights: Any, a_norms: Any, tau_eff: TauEff = None,
+                      local_steps: Any = None) -> tuple[float, np.ndarray]:
+    r""":math:`(\tau_{\text{eff}}, w)` of ``algorithm`` for (possibly sampled) weights :math:`\omega_i`.
+
+    Same formulas as :func:`fedavg_weights` / :func:`fednova_weights` with :math:`p`
+    replaced by the unbiased weights :math:`\omega` (which need not sum to one).
+    ``tau_eff`` overrides are only meaningful for FedNova.
+    """
+    check_choice("algorithm", algorithm, AGGREGATIONS)
+    w = check_weights("client_weights", client_weights)
+    if w.sum() <= 0:
+        raise ValueError("client_weights must not all be zero")
+    a = _check_a_norms(a_norms, w.size)
+    if algorithm == "fedavg":
+        if tau_eff is not None:
+            raise ValueError("tau_eff: FedAvg's tau_eff is implicit (sum_i p_i ||a_i||_1); use algorithm='fednova' to set it")
+        return _fedavg(w, a)
+    return _tau_eff_value(tau_eff, w, a, local_steps), w.copy()
+
+
+def aggregation_coefficients(tau_eff: float, weights: Any, a_norms: Any) -> np.ndarray:
+    r"""Coefficients :math:`c_i = \tau_{\text{eff}} w_i / \|a_i\|_1` with
+    :math:`x^{(t+1,0)} - x^{(t,0)} = \sum_i c_i \Delta_i` (eq. 4 rewritten)."""
+    tau_eff = check_positive("tau_eff", tau_eff)
+    w = check_weights("weights", weights)
+    a = _check_a_norms(a_norms, w.size)
+    return tau_eff * w / a
+
+
+class Aggregate(NamedTuple):
+    """Result of one server aggregation.
+
+    ``change`` is :math:`x^{(t+1,0)} - x^{(t,0)}` before any server optimizer,
+    ``tau_eff`` and ``weights`` the eq.-4 quantities, ``coefficients`` the
+    :math:`c_i` multiplying :math:`\\Delta_i`.
+    """
+
+    change: Any
+    tau_eff: float
+    weights: np.ndarray
+    coefficients: np.ndarray
+
+
+def aggregate(deltas: Sequence[Any], client_weights: Any, a_norms: Any, algorithm: str = "fednova",
+              tau_eff: TauEff = None, local_steps: Any = None) -> Aggregate:
+    r"""Aggregate client changes :math:`\Delta_i` with the general rule (eq. 4).
+
+    Parameters
+    ----------
+    deltas : sequence of trees :math:`\Delta_i = x_i^{(t,\tau_i)} - x^{(t,0)}` (numpy or torch).
+    client_weights : (m,) :math:`p_i` (full participation) or sampling weights :math:`\omega_i`.
+    a_norms : (m,) :math:`\|a_i\|_1` reported by the local solvers.
+    algorithm : ``"fedavg"`` (also FedProx) or ``"fednova"``.
+    tau_eff : FedNova's policy (see :func:`fednova_weights`).
+    local_steps : (m,) :math:`\tau_i`, needed for ``tau_eff="local_steps"``.
+
+    Example
+    -------
+    >>> import numpy as np
+    >>> deltas = [np.array([-2.0]), np.array([-6.0])]   # tau = 2 and 6 SGD steps of gradient 1, lr 1
+    >>> aggregate(deltas, [0.5, 0.5], [2, 6], "fedavg").change
+    array([-4.])
+    >>> aggregate(deltas, [0.5, 0.5], [2, 6], "fednova").change   # tau_eff * mean(d_i) = 4 * 1
+    array([-4.])
+    """
+    deltas = list(deltas)
+    tau, w = effective_weights(algorithm, client_weights, a_norms, tau_eff, local_steps)
+    if len(deltas) != w.size:
+        raise ValueError(f"deltas has {len(deltas)} clients but client_weights has {w.size}")
+    c = tau * w / np.asarray(a_norms, dtype=np.float64)
+    return Aggregate(tree_weighted_sum(deltas, c), tau, w, c)
+
+
+def aggregate_stacked(deltas: Any, client_weights: Any, a_norms: Any, algorithm: str = "fednova",
+                      tau_eff: TauEff = None, local_steps: Any = None) -> Aggregate:
+    """:func:`aggregate` for a tree whose leaves stack the clients on axis 0."""
+    tau, w = effective_weights(algorithm, client_weights, a_norms, tau_eff, local_steps)
+    c = tau * w / np.asarray(a_norms, dtype=np.float64)
+    return Aggregate(tree_stacked_weighted_sum(deltas, c), tau, w, c)

@@ -1,0 +1,216 @@
+r"""How many local steps :math:`\tau_i^{(t)}` each client takes in round :math:`t`.
+
+Paper §2: with :math:`E` local epochs of batch :math:`B`, :math:`\tau_i = E\lceil n_i/B\rceil`
+here (the official code keeps the last partial batch; the paper writes
+:math:`\lfloor E n_i/B \rfloor`); with a fixed wall-clock round, :math:`\tau_i` is the
+number of steps finished in the window. Every schedule is an object with
+``local_steps(round) -> (m,) int64`` (and ``epochs(round)`` where it applies), and
+every random draw comes from ``fedlib.rng.generator(seed, "local_steps", round, client)``
+— independent per (run, round, client), never a reseeded global RNG.
+"""
+from __future__ import annotations
+
+import dataclasses
+from typing import Optional
+
+import numpy as np
+
+from ._validate import check_finite_array, check_int, check_local_steps, check_nonnegative, check_positive
+from .rng import generator
+
+__all__ = ["steps_per_epoch", "FixedSteps", "RandomSteps", "FixedEpochs", "RandomEpochs", "WallClock", "parse_epochs", "make_epoch_schedule"]
+
+
+def steps_per_epoch(num_samples, batch_size: int) -> np.ndarray:
+    r""":math:`\lceil n_i / B \rceil` mini-batches per epoch (last partial batch kept)."""
+    n = np.asarray(num_samples)
+    if n.ndim != 1 or n.size == 0 or n.dtype.kind not in "iu":
+        raise ValueError(f"num_samples must be a non-empty 1-d integer array, got {n!r}")
+    if np.any(n < 1):
+        raise ValueError(f"num_samples: client {int(np.flatnonzero(n < 1)[0])} has no data")
+    b = check_int("batch_size", batch_size, minimum=1)
+    return -(-n.astype(np.int64) // b)
+
+
+@dataclasses.dataclass(frozen=True)
+class FixedSteps:
+    """The same :math:`\\tau_i` every round (e.g. the quadratic chapter's fixed panel)."""
+
+    steps: tuple
+
+    def __init__(self, steps):
+        object.__setattr__(self, "steps", tuple(int(s) for s in check_local_steps("steps", steps)))
+
+    @property
+    def num_clients(self) -> int:
+        return len(self.steps)
+
+    def local_steps(self, round_index: int) -> np.ndarray:
+        return np.array(self.steps, dtype=np.int64)
+
+
+@dataclasses.dataclass(frozen=True)
+class RandomSteps:
+    """:math:`\\tau_i^{(t)}` uniform on the inclusive range ``[low, high]``, per client and round."""
+
+    num_clients: int
+    low: int
+    high: int
+    seed: int = 0
+
+    def __post_init__(self):
+        check_int("num_clients", self.num_clients, minimum=1)
+        check_int("low", self.low, minimum=1)
+        check_int("high", self.high, minimum=1)
+        if self.high < self.low:
+            raise ValueError(f"high must be >= low, got low={self.low}, high={self.high}")
+
+    def local_steps(self, round_index: int) -> np.ndarray:
+        return np.array([generator(self.seed, "local_steps", round_index, i).integers(self.low, self.high + 1)
+                         for i in range(self.num_clients)], dtype=np.int64)
+
+
+@dataclasses.dataclass(frozen=True)
+class FixedEpochs:
+    """:math:`\\tau_i = E \\lceil n_i/B \\rceil` with the same :math:`E` for everyone, every round."""
+
+    num_samples: tuple
+    batch_size: int
+    epochs: int
+
+    def __init__(self, num_samples, batch_size: int, epochs: int):
+        spe = steps_per_epoch(np.asarray(num_samples), batch_size)
+        object.__setattr__(self, "num_samples", tuple(int(n) for n in num_samples))
+        object.__setattr__(self, "batch_size", int(batch_size))
+        object.__setattr__(self, "epochs", check_int("epochs", epochs, minimum=1))
+        object.__setattr__(self, "_spe", spe)
+
+    @property
+    def num_clients(self) -> int:
+        return len(self.num_samples)
+
+    def epochs_of(self, round_index: int) -> np.ndarray:
+        return np.full(self.num_clients, self.epochs, dtype=np.int64)
+
+    def local_steps(self, round_index: int) -> np.ndarray:
+        return self.epochs * self._spe
+
+
+@dataclasses.dataclass(frozen=True)
+class RandomEpochs:
+    """:math:`E_i^{(t)}` uniform on the **inclusive** range ``[low, high]`` (default 2..5,
+    not numpy's exclusive ``{2,3,4}``, REFERENCE §4); :math:`\\tau_i = E_i^{(t)}\\lceil n_i/B\\rceil`."""
+
+    num_samples: tuple
+    batch_size: int
+    low: int = 2
+    high: int = 5
+    seed: int = 0
+
+    def __init__(self, num_samples, batch_size: int, low: int = 2, high: int = 5, seed: int = 0):
+        spe = steps_per_epoch(np.asarray(num_samples), batch_size)
+        check_int("low", low, minimum=1)
+        check_int("high", high, minimum=1)
+        if high < low:
+            raise ValueError(f"high must be >= low, got low={low}, high={high}")
+        object.__setattr__(self, "num_samples", tuple(int(n) for n in num_samples))
+        object.__setattr__(self, "batch_size", int(batch_size))
+        object.__setattr__(self, "low", int(low))
+        object.__setattr__(self, "high", int(high))
+        object.__setattr__(self, "seed", check_int("seed", seed))
+        object.__setattr__(self, "_spe", spe)
+
+    @property
+    def num_clients(self) -> int:
+        return len(self.num_samples)
+
+    def epochs_of(self, round_index: int) -> np.ndarray:
+        return np.array([generator(self.seed, "local_steps", round_index, i).integers(self.low, self.high + 1)
+                         for i in range(self.num_clients)], dtype=np.int64)
+
+    def local_steps(self, round_index: int) -> np.ndarray:
+        return self.epochs_of(round_index) * self._spe
+
+
+@dataclasses.dataclass(frozen=True)
+class WallClock:
+    r"""Fixed-length rounds: client :math:`i` runs at ``speeds[i]`` steps per second for
+    ``round_seconds``; each round its speed is multiplied by a lognormal slowdown
+    :math:`e^{\sigma Z}` (``jitter`` :math:`=\sigma`) and, with probability
+    ``straggler_prob``, by ``straggler_factor`` (a straggler). It contributes the steps it
+    finished, :math:`\tau_i^{(t)} = \max(1, \lfloor T s_i^{(t)} \rfloor)` — stragglers
+    are included with their partial work, and every client finishes at least one step.
+    """
+
+    speeds: tuple
+    round_seconds: float
+    jitter: float = 0.0
+    straggler_prob: float = 0.0
+    straggler_factor: float = 0.1
+    seed: int = 0
+
+    def __init__(self, speeds, round_seconds: float, jitter: float = 0.0, straggler_prob: float = 0.0,
+                 straggler_factor: float = 0.1, seed: int = 0):
+        s = check_finite_array("speeds", speeds, ndim=1)
+        if s.size == 0 or np.any(s <= 0):
+            raise ValueError("speeds must be a non-empty array of steps/second > 0")
+        object.__setattr__(self, "speeds", tuple(float(v) for v in s))
+        object.__setattr__(self, "round_seconds", check_positive("round_seconds", round_seconds))
+        object.__setattr__(self, "jitter", check_nonnegative("jitter", jitter))
+        if not 0 <= straggler_prob <= 1:
+            raise ValueError(f"straggler_prob must lie in [0, 1], got {straggler_prob!r}")
+        object.__setattr__(self, "straggler_prob", float(straggler_prob))
+        if not 0 < straggler_factor <= 1:
+            raise ValueError(f"straggler_factor must lie in (0, 1], got {straggler_factor!r}")
+        object.__setattr__(self, "straggler_factor", float(straggler_factor))
+        object.__setattr__(self, "seed", check_int("seed", seed))
+
+    @property
+    def num_clients(self) -> int:
+        return len(self.speeds)
+
+    def local_steps(self, round_index: int) -> np.ndarray:
+        out = np.empty(self.num_clients, dtype=np.int64)
+        for i, s in enumerate(self.speeds):
+            g = generator(self.seed, "local_steps", round_index, i)
+            rate = s * np.exp(self.jitter * g.standard_normal())
+            if g.random() < self.straggler_prob:
+                rate *= self.straggler_factor
+            out[i] = max(1, int(np.floor(self.round_seconds * rate)))
+        return out
+
+
+def parse_epochs(text: str) -> tuple[int, int]:
+    """Parse ``"2"`` -> (2, 2) or an inclusive range ``"2-5"`` -> (2, 5)."""
+    try:
+        if "-" in str(text):
+            lo, hi = (int(v) for v in str(text).split("-", 1))
+        else:
+            lo = hi = int(text)
+    except ValueError:
+        raise ValueError(f"epochs must be an integer like '2' or an inclusive range like '2-5', got {text!r}") from None
+    if lo < 1 or hi < lo:
+        raise ValueError(f"epochs range must satisfy 1 <= low <= high, got {text!r}")
+    return lo, hi
+
+
+def make_epoch_schedule(num_samples, batch_size: int, epochs, seed: int = 0):
+    """:class:`FixedEpochs` for ``"2"``, :class:`RandomEpochs` for ``"2-5"`` (or a (low, high) pair)."""
+    lo, hi = parse_epochs(epochs) if isinstance(epochs, str) else (epochs if isinstance(epochs, tuple) else (epochs, epochs))
+    if lo == hi:
+        return FixedEpochs(num_samples, batch_size, lo)
+    return RandomEpochs(num_samples, batch_size, lo, hi, seed)
+
+
+def step_decay_lr(base_lr: float, round_index: int, total_rounds: int, milestones=(0.5, 0.75), factor: float = 0.1) -> float:
+    r"""Client learning rate of round ``round_index`` (from 0): divided by ``1/factor`` after
+    each milestone fraction of ``total_rounds`` (paper §6: ÷10 at 50%, ÷100 at 75%;
+    with 100 rounds the official code decays at rounds 50 and 75)."""
+    base_lr = check_positive("lr", base_lr)
+    check_int("round_index", round_index)
+    total = check_int("total_rounds", total_rounds, minimum=1)
+    passed = sum(round_index >= int(round(f * total)) for f in milestones)
+    return base_lr * factor ** passed
+
+
+__all__ += ["step_decay_lr"]

@@ -1,0 +1,128 @@
+r"""Server optimizers applied to the aggregated change of eq. (4) (paper §5).
+
+FedNova "is used to update the server momentum buffer instead of directly updating the
+server model": the server receives :math:`D^{(t)} = -\tau_{\text{eff}}\sum_i w_i\eta d_i`
+(the output of :func:`fedlib.rule.aggregate`) and turns it into the model change.
+
+Each factory returns a :class:`ServerOptimizer` ``(init, update)`` pair (optax style):
+``state = opt.init(params)``; ``params, state = opt.update(change, state, params, lr)``
+where ``lr`` is the current client learning rate :math:`\eta` (used by server momentum).
+States are NamedTuples so they can be checkpointed.
+"""
+from __future__ import annotations
+
+from typing import Any, Callable, NamedTuple
+
+import numpy as np
+
+from ._validate import check_in_range, check_positive
+from .tree import tree_map, tree_zeros_like
+
+__all__ = ["ServerOptimizer", "PlainState", "MomentumState", "AdamState", "plain", "momentum", "adam", "make_server_optimizer", "SERVER_OPTIMIZERS"]
+
+
+class ServerOptimizer(NamedTuple):
+    """An ``(init, update)`` pair; ``name`` labels results."""
+
+    init: Callable[[Any], Any]
+    update: Callable[..., tuple]
+    name: str
+
+
+class PlainState(NamedTuple):
+    count: int
+
+
+class MomentumState(NamedTuple):
+    buffer: Any
+    count: int
+
+
+class AdamState(NamedTuple):
+    m: Any
+    v: Any
+    count: int
+
+
+def plain(server_lr: float = 1.0) -> ServerOptimizer:
+    r"""Apply the aggregate directly: :math:`x \leftarrow x + \eta_g D` (:math:`\eta_g = 1`: eq. 4)."""
+    server_lr = check_positive("server_lr", server_lr)
+
+    def init(params):
+        return PlainState(0)
+
+    def update(change, state, params, lr=None):
+        new = tree_map(lambda x, d: x + server_lr * d, params, change)
+        return new, PlainState(state.count + 1)
+
+    return ServerOptimizer(init, update, "plain")
+
+
+def momentum(beta: float = 0.9) -> ServerOptimizer:
+    r"""Server momentum as the official ``gmf`` (REFERENCE §4):
+
+    .. math::
+
+        u \leftarrow \beta u - D/\eta, \qquad x \leftarrow x - \eta u,
+
+    with :math:`u = 0` before the first round (so the first buffer is :math:`-D/\eta`).
+    The buffer persists across rounds (re-creating it every round silently disables
+    momentum, REFERENCE §5). With :math:`\beta = 0` it equals :func:`plain`.
+    """
+    beta = check_in_range("beta", beta, 0.0, 1.0)
+
+    def init(params):
+        return MomentumState(tree_zeros_like(params), 0)
+
+    def update(change, state, params, lr):
+        lr = check_positive("lr", lr)
+        buf = tree_map(lambda u, d: beta * u - d / lr, state.buffer, change)
+        new = tree_map(lambda x, u: x - lr * u, params, buf)
+        return new, MomentumState(buf, state.count + 1)
+
+    return ServerOptimizer(init, update, "momentum")
+
+
+def adam(server_lr: float = 0.01, b1: float = 0.9, b2: float = 0.99, eps: float = 1e-3) -> ServerOptimizer:
+    r"""FedAdam (Reddi et al., *Adaptive Federated Optimization*, 2021, Alg. 2):
+
+    .. math::
+
+        m \leftarrow \beta_1 m + (1-\beta_1) D,\quad
+        v \leftarrow \beta_2 v + (1-\beta_2) D^2,\quad
+        x \leftarrow x + \eta_g\, m / (\sqrt{v} + \epsilon),
+
+    element-wise, without bias correction (as in that paper), :math:`D` the aggregate.
+    """
+    server_lr = check_positive("server_lr", server_lr)
+    b1 = check_in_range("b1", b1, 0.0, 1.0)
+    b2 = check_in_range("b2", b2, 0.0, 1.0)
+    eps = check_positive("eps", eps)
+
+    def _sqrt(x):
+        return x.sqrt() if hasattr(x, "sqrt") else np.sqrt(x)
+
+    def init(params):
+        return AdamState(tree_zeros_like(params), tree_zeros_like(params), 0)
+
+    def update(change, state, params, lr=None):
+        m = tree_map(lambda a, d: b1 * a + (1 - b1) * d, state.m, change)
+        v = tree_map(lambda a, d: b2 * a + (1 - b2) * d * d, state.v, change)
+        new = tree_map(lambda x, a, b: x + server_lr * a / (_sqrt(b) + eps), params, m, v)
+        return new, AdamState(m, v, state.count + 1)
+
+    return ServerOptimizer(init, update, "adam")
+
+
+SERVER_OPTIMIZERS = ("plain", "momentum", "adam")
+
+
+def make_server_optimizer(name: str, *, server_lr: float = 1.0, beta: float = 0.9) -> ServerOptimizer:
+    """Build a server optimizer by name (``plain``, ``momentum``, ``adam``)."""
+    if name == "plain":
+        return plain(server_lr)
+    if name == "momentum":
+        return momentum(beta)
+    if name == "adam":
+        return adam(server_lr)
+    raise ValueError(f"server optimizer must be one of {list(SERVER_OPTIMIZERS)}, got {name!r}")

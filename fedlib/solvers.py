@@ -1,0 +1,380 @@
+r"""Local solvers: what a client runs for :math:`\tau_i` steps, and its vector :math:`a_i`.
+
+Paper §4.1 and App. B: a client that starts from :math:`x^{(t,0)}` and takes
+:math:`\tau_i` steps of a *linear* local solver ends with
+
+.. math::
+
+    \Delta_i = x_i^{(t,\tau_i)} - x^{(t,0)} = -\eta\, G_i a_i,
+    \qquad G_i = [g_i(x^{(t,0)}), \dots, g_i(x^{(t,\tau_i-1)})],
+
+where column :math:`j` of :math:`G_i` is the (stochastic) gradient taken at local step
+:math:`j` and :math:`a_i \ge 0` depends only on the solver and :math:`\tau_i`.
+Weight decay and variance-reduction corrections are *added to the gradient*, so they
+are part of :math:`G_i`, not of :math:`a_i` (REFERENCE §1).
+
+One class, :class:`LocalSolver`, implements the step
+
+.. math::
+
+    \tilde g_k &= g_k + \lambda x_k + c_i
+        \quad\text{(weight decay } \lambda\text{, VR correction } c_i\text{)}\\
+    u_{k+1} &= \rho\, u_k + \tilde g_k \quad (u_0 = 0;\ \text{only if } \rho > 0)\\
+    x_{k+1} &= x_k - \eta_k\bigl(u_{k+1} + \mu\,(x_k - x^{(t,0)})\bigr),
+
+with :math:`\eta_k = \eta\, s_k` for a within-round step-size schedule :math:`s_k`.
+The proximal term is added *outside* the momentum buffer — the official code meant
+this but added it in place into the buffer (REFERENCE §5). The factories
+:func:`sgd`, :func:`decayed_sgd`, :func:`proximal_sgd`, :func:`momentum_sgd` and
+:func:`momentum_proximal_sgd` choose the hyper-parameters.
+
+Closed forms of :math:`a_i` (entry :math:`j = 0, \dots, \tau-1` weighs the gradient of
+step :math:`j`; :math:`\alpha = \eta\mu`; :math:`n = \tau - 1 - j`):
+
+=====================  ==============================================  ==========================================================
+solver                 :math:`a_{i,j}`                                  :math:`\|a_i\|_1`
+=====================  ==============================================  ==========================================================
+SGD                    :math:`1`                                        :math:`\tau`
+schedule :math:`s_j`   :math:`s_j`                                      :math:`\sum_j s_j`
+proximal               :math:`(1-\alpha)^{n}`                           :math:`(1-(1-\alpha)^\tau)/\alpha`
+momentum               :math:`(1-\rho^{n+1})/(1-\rho)`                  :math:`[\tau - \rho(1-\rho^\tau)/(1-\rho)]/(1-\rho)`
+momentum + prox        :math:`\sum_{k=0}^{n}(1-\alpha)^{n-k}\rho^{k}`   :math:`\bigl[\tfrac{(1-\alpha)(1-(1-\alpha)^\tau)}{\alpha} - \tfrac{\rho(1-\rho^\tau)}{1-\rho}\bigr] / (1-\alpha-\rho)`
+=====================  ==============================================  ==========================================================
+
+*Momentum + prox, derived.* With :math:`y_k = x_k - x^{(t,0)}` and :math:`v_k = \eta u_k`,
+the step is linear: :math:`v_{k+1} = \rho v_k + \eta g_k`,
+:math:`y_{k+1} = (1-\alpha) y_k - \rho v_k - \eta g_k`. The response of :math:`y_\tau`
+to :math:`g_j` is :math:`-\eta\, p_{\tau-1-j}` with :math:`p_0 = 1`,
+:math:`p_{n+1} = (1-\alpha)p_n + \rho^{n+1}`, i.e.
+:math:`p_n = \sum_{k=0}^{n}(1-\alpha)^{n-k}\rho^k
+= \frac{(1-\alpha)^{n+1} - \rho^{n+1}}{1-\alpha-\rho}` (:math:`(n+1)\rho^n` when
+:math:`1-\alpha=\rho`). It is *not* what running the momentum counter and then the
+prox counter gives (the official code's vector).
+
+*Online tracking.* Each solver also tracks :math:`\|a_i\|_1` while it runs: a scalar
+"shadow" copy of the same step, driven by a unit gradient from :math:`0` with no weight
+decay or correction, gives :math:`y_k = -\eta \sum_j a^{(k)}_j`, hence
+:math:`\|a\|_1 = -y_k/\eta` after any :math:`k` steps. For the factories above this is
+the running counter of the official code, done right for momentum + prox.
+
+Used by every chapter (the update-rule anatomy chapter plots these vectors).
+
+Example
+-------
+>>> import numpy as np
+>>> s = momentum_sgd(lr=0.1, momentum=0.5)
+>>> np.round(s.a_vector(3), 4)
+array([1.75, 1.5 , 1.  ])
+>>> state = s.init(np.zeros(2))
+>>> for _ in range(3):
+...     state = s.update(state, np.ones(2))
+>>> round(state.a_norm, 12), round(s.a_norm(3), 12)
+(4.25, 4.25)
+"""
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, Callable, NamedTuple, Optional, Sequence
+
+import numpy as np
+
+from ._validate import check_in_range, check_int, check_nonnegative, check_positive
+from .tree import tree_map
+
+__all__ = [
+    "SolverState",
+    "LocalSolver",
+    "sgd",
+    "decayed_sgd",
+    "proximal_sgd",
+    "momentum_sgd",
+    "momentum_proximal_sgd",
+    "make_solver",
+    "SOLVERS",
+]
+
+
+class SolverState(NamedTuple):
+    """State of one client's local run (or of a stack of clients in lock-step).
+
+    ``params`` is :math:`x_k`; ``anchor`` is :math:`x^{(t,0)}` (kept only with a
+    proximal term); ``momentum`` is :math:`u_k` (only with :math:`\\rho > 0`);
+    ``correction`` the constant VR term :math:`c_i` (or ``None``); ``step`` is
+    :math:`k`; ``shadow`` the scalar pair :math:`(y_k, v_k)` of the online counter and
+    ``a_norm`` the running :math:`\\|a^{(k)}\\|_1`.
+    """
+
+    params: Any
+    anchor: Any
+    momentum: Any
+    correction: Any
+    step: int
+    shadow: tuple
+    a_norm: float
+
+
+def _axpy_leaf(x, y, a):
+    """x + a*y for arrays, tensors and floats (out of place)."""
+    return x + a * y
+
+
+@dataclasses.dataclass(frozen=True)
+class LocalSolver:
+    r"""A linear local solver (see the module docstring for the step and its :math:`a_i`).
+
+    Parameters
+    ----------
+    lr : float
+        Reference client learning rate :math:`\eta > 0`.
+    momentum : float
+        Heavy-ball factor :math:`\rho \in [0, 1)`; the buffer starts at 0 every round.
+    mu : float
+        Proximal coefficient :math:`\mu \ge 0`; requires :math:`\eta_k \mu \le 1`.
+    weight_decay : float
+        :math:`\lambda \ge 0`, added to the gradient (not part of :math:`a_i`).
+    lr_schedule : callable or None
+        ``k -> s_k > 0``: within-round step size :math:`\eta_k = \eta s_k`.
+    name : str
+        Label used in results and figures.
+    """
+
+    lr: float
+    momentum: float = 0.0
+    mu: float = 0.0
+    weight_decay: float = 0.0
+    lr_schedule: Optional[Callable[[int], float]] = None
+    name: str = "sgd"
+
+    def __post_init__(self):
+        check_positive("lr", self.lr)
+        check_in_range("momentum", self.momentum, 0.0, 1.0)
+        check_nonnegative("mu", self.mu)
+        check_nonnegative("weight_decay", self.weight_decay)
+        if self.lr_schedule is not None and not callable(self.lr_schedule):
+            raise ValueError(f"lr_schedule must be callable k -> factor, got {self.lr_schedule!r}")
+        if self.lr_schedule is None and self.lr * self.mu > 1.0:
+            raise ValueError(f"mu: lr*mu must be <= 1 for a proximal step, got lr*mu = {self.lr * self.mu!r}")
+
+    # ------------------------------------------------------------------ helpers
+    @property
+    def alpha(self) -> float:
+        r""":math:`\alpha = \eta\mu`."""
+        return self.lr * self.mu
+
+    def with_lr(self, lr: float) -> "LocalSolver":
+        """The same solver with another reference learning rate (e.g. a decayed one)."""
+        return dataclasses.replace(self, lr=lr)
+
+    def step_size(self, k: int) -> float:
+        r""":math:`\eta_k = \eta\, s_k` of local step ``k``."""
+        if self.lr_schedule is None:
+            return self.lr
+        s = float(self.lr_schedule(k))
+        if not np.isfinite(s) or s <= 0:
+            raise ValueError(f"lr_schedule({k}) must be a finite factor > 0, got {s!r}")
+        if self.lr * s * self.mu > 1.0:
+            raise ValueError(f"mu: lr*factor*mu must be <= 1 at step {k}, got {self.lr * s * self.mu!r}")
+        return self.lr * s
+
+    # ------------------------------------------------------------ the algorithm
+    def init(self, params: Any, correction: Any = None) -> SolverState:
+        """Start a round at ``params`` = :math:`x^{(t,0)}` (optionally with a VR correction)."""
+        anchor = params if self.mu > 0 else None
+        momentum = tree_map(lambda x: x * 0, params) if self.momentum > 0 else None
+        return SolverState(params, anchor, momentum, correction, 0, (0.0, 0.0), 0.0)
+
+    def _direction_and_params(self, x, g, u, x0, corr, lr_k, wd):
+        """One step on leaves; returns (new_x, new_u)."""
+        if wd:
+            g = g + wd * x
+        if corr is not None:
+            g = g + corr
+        if self.momentum > 0:
+            u = self.momentum * u + g
+            direction = u
+        else:
+            direction = g
+        if self.mu > 0:
+            direction = direction + self.mu * (x - x0)  # new object: never into the buffer
+        return x - lr_k * direction, u
+
+    def update(self, state: SolverState, grads: Any) -> SolverState:
+        """Take one local step with the gradient ``grads`` (a tree like ``params``)."""
+        k = state.step
+        lr_k = self.step_size(k)
+        wd = self.weight_decay
+        mom = state.momentum
+        anchor = state.anchor
+        corr = state.correction
+
+        new_u_leaves = []
+
+        def leaf(x, g, *rest):
+            it = iter(rest)
+            u = next(it) if mom is not None else None
+            x0 = next(it) if anchor is not None else None
+            c = next(it) if corr is not None else None
+            nx, nu = self._direction_and_params(x, g, u, x0, c, lr_k, wd)
+            new_u_leaves.append(nu)
+            return nx
+
+        extra = [t for t in (mom, anchor, corr) if t is not None]
+        new_params = tree_map(leaf, state.params, grads, *extra)
+        if mom is not None:
+            it = iter(new_u_leaves)
+            new_mom = tree_map(lambda _: next(it), mom)
+        else:
+            new_mom = None
+        # Online counter: the same step on a scalar from 0 with unit gradient.
+        y, v = state.shadow
+        ny, nv = self._direction_and_params(y, 1.0, v, 0.0, None, lr_k, 0.0)
+        return SolverState(new_params, anchor, new_mom, corr, k + 1, (ny, nv), -ny / self.lr)
+
+    def run(self, params: Any, grad_fn: Callable[[Any, int], Any], local_steps: int, correction: Any = None):
+        """Run ``local_steps`` steps with ``grad_fn(params, k)``; return the final state."""
+        local_steps = check_int("local_steps", local_steps, minimum=1)
+        state = self.init(params, correction)
+        for k in range(local_steps):
+            state = self.update(state, grad_fn(state.params, k))
+        return state
+
+    # ------------------------------------------------------------ closed forms
+    def a_vector(self, tau: int) -> np.ndarray:
+        r"""Closed-form :math:`a_i` for ``tau`` local steps (length ``tau``, float64).
+
+        With a within-round schedule combined with momentum or prox there is no
+        simple closed form; then the vector is the exact impulse response of the
+        linear recursion :math:`(y, v)` above.
+        """
+        tau = check_int("tau", tau, minimum=1)
+        n = np.arange(tau - 1, -1, -1, dtype=np.float64)  # n = tau-1-j
+        rho, alpha = self.momentum, self.alpha
+        if self.lr_schedule is not None:
+            s = np.array([self.step_size(k) / self.lr for k in range(tau)])
+            if rho == 0 and self.mu == 0:
+                return s
+            return self._impulse_response(tau)
+        if rho == 0 and alpha == 0:
+            return np.ones(tau)
+        if rho == 0:
+            return (1.0 - alpha) ** n
+        if alpha == 0:
+            return (1.0 - rho ** (n + 1)) / (1.0 - rho)
+        q = 1.0 - alpha
+        if abs(q - rho) < 1e-2:
+            # p_n = sum_k q^(n-k) rho^k by its recursion p_{n+1} = q p_n + rho^(n+1):
+            # the ratio form cancels catastrophically when q ~ rho.
+            p = np.empty(tau)
+            p[0] = 1.0
+            for i in range(1, tau):
+                p[i] = q * p[i - 1] + rho ** i
+            return p[::-1].copy()
+        return (q ** (n + 1) - rho ** (n + 1)) / (q - rho)
+
+    def a_norm(self, tau: int) -> float:
+        r"""Closed-form :math:`\|a_i\|_1` for ``tau`` local steps (table in the module doc)."""
+        tau = check_int("tau", tau, minimum=1)
+        rho, alpha = self.momentum, self.alpha
+        if self.lr_schedule is not None:
+            return float(np.sum(self.a_vector(tau)))
+        if rho == 0 and alpha == 0:
+            return float(tau)
+        if rho == 0:
+            return (1.0 - (1.0 - alpha) ** tau) / alpha
+        mom_sum = rho * (1.0 - rho ** tau) / (1.0 - rho)
+        if alpha == 0:
+            return (tau - mom_sum) / (1.0 - rho)
+        q = 1.0 - alpha
+        if abs(q - rho) < 1e-2:
+            return float(np.sum(self.a_vector(tau)))
+        return (q * (1.0 - q ** tau) / alpha - mom_sum) / (q - rho)
+
+    def _impulse_response(self, tau: int) -> np.ndarray:
+        """a_j from the linear recursion with per-step sizes (exact, O(tau^2))."""
+        a = np.empty(tau)
+        for j in range(tau):
+            y = v = 0.0
+            for k in range(tau):
+                g = 1.0 if k == j else 0.0
+                y, v = self._direction_and_params(y, g, v, 0.0, None, self.step_size(k), 0.0)
+            a[j] = -y / self.lr
+        return a
+
+
+# ---------------------------------------------------------------- factories
+def sgd(lr: float, weight_decay: float = 0.0) -> LocalSolver:
+    r"""Plain local SGD: :math:`x_{k+1} = x_k - \eta g_k`; :math:`a_i = [1, \dots, 1]`,
+    :math:`\|a_i\|_1 = \tau_i` (paper eq. 6, FedAvg)."""
+    return LocalSolver(lr=lr, weight_decay=weight_decay, name="sgd")
+
+
+def decayed_sgd(lr: float, gamma: Optional[float] = None, schedule: Optional[Callable[[int], float]] = None,
+                weight_decay: float = 0.0) -> LocalSolver:
+    r"""SGD with a step size that changes within the round, :math:`\eta_k = \eta s_k`.
+
+    ``gamma`` gives the paper's exponential decay :math:`s_k = \gamma^k` (§4.1:
+    :math:`a_i = [1, \gamma, \dots, \gamma^{\tau_i-1}]`,
+    :math:`\|a_i\|_1 = (1-\gamma^{\tau_i})/(1-\gamma)`); ``schedule`` any ``k -> s_k > 0``.
+    """
+    if (gamma is None) == (schedule is None):
+        raise ValueError("decayed_sgd: give exactly one of gamma or schedule")
+    if gamma is not None:
+        g = check_positive("gamma", gamma)
+        schedule = _ExponentialDecay(g)
+    return LocalSolver(lr=lr, weight_decay=weight_decay, lr_schedule=schedule, name="decayed-sgd")
+
+
+@dataclasses.dataclass(frozen=True)
+class _ExponentialDecay:
+    gamma: float
+
+    def __call__(self, k: int) -> float:
+        return self.gamma ** k
+
+
+def proximal_sgd(lr: float, mu: float, weight_decay: float = 0.0) -> LocalSolver:
+    r"""FedProx's local solver: :math:`x_{k+1} = x_k - \eta(g_k + \mu(x_k - x^{(t,0)}))`.
+
+    :math:`a_i = [(1-\alpha)^{\tau_i-1}, \dots, (1-\alpha), 1]`,
+    :math:`\|a_i\|_1 = (1-(1-\alpha)^{\tau_i})/\alpha`, :math:`\alpha = \eta\mu` (paper eq. 7, App. B.1).
+    """
+    check_nonnegative("mu", mu)
+    return LocalSolver(lr=lr, mu=mu, weight_decay=weight_decay, name="prox")
+
+
+def momentum_sgd(lr: float, momentum: float = 0.9, weight_decay: float = 0.0) -> LocalSolver:
+    r"""Heavy-ball local SGD, buffer reset each round: :math:`u_{k+1} = \rho u_k + g_k`,
+    :math:`x_{k+1} = x_k - \eta u_{k+1}`.
+
+    :math:`a_i = [1-\rho^{\tau_i}, \dots, 1-\rho]/(1-\rho)`,
+    :math:`\|a_i\|_1 = [\tau_i - \rho(1-\rho^{\tau_i})/(1-\rho)]/(1-\rho)` (paper §4.1, App. B.2).
+    """
+    return LocalSolver(lr=lr, momentum=momentum, weight_decay=weight_decay, name="momentum")
+
+
+def momentum_proximal_sgd(lr: float, momentum: float = 0.9, mu: float = 0.0, weight_decay: float = 0.0) -> LocalSolver:
+    r"""Heavy-ball SGD with a proximal term outside the buffer:
+    :math:`u_{k+1} = \rho u_k + g_k`, :math:`x_{k+1} = x_k - \eta(u_{k+1} + \mu(x_k - x^{(t,0)}))`.
+
+    :math:`a_{i,j} = \frac{(1-\alpha)^{n+1} - \rho^{n+1}}{1-\alpha-\rho}`, :math:`n = \tau_i-1-j`
+    (derived in the module docstring; not the official code's counter).
+    """
+    return LocalSolver(lr=lr, momentum=momentum, mu=mu, weight_decay=weight_decay, name="momentum-prox")
+
+
+SOLVERS = ("sgd", "prox", "momentum", "momentum-prox")
+
+
+def make_solver(name: str, lr: float, *, momentum: float = 0.9, mu: float = 0.0, weight_decay: float = 0.0) -> LocalSolver:
+    """Build a solver by name: ``"sgd"``, ``"prox"``, ``"momentum"`` or ``"momentum-prox"``."""
+    if name == "sgd":
+        return sgd(lr, weight_decay)
+    if name == "prox":
+        if mu <= 0:
+            raise ValueError(f"mu must be > 0 for the proximal solver, got {mu!r}")
+        return proximal_sgd(lr, mu, weight_decay)
+    if name == "momentum":
+        return momentum_sgd(lr, momentum, weight_decay)
+    if name == "momentum-prox":
+        return momentum_proximal_sgd(lr, momentum, mu, weight_decay)
+    raise ValueError(f"solver must be one of {list(SOLVERS)}, got {name!r}")

@@ -1,0 +1,291 @@
+r"""Theory quantities of the paper as functions: weights, :math:`\chi^2`, slowdown,
+Theorem 1's :math:`A, B, C`, FedProx's closed forms, Corollary 2, the two-client lower
+bound (App. D.1) and the closed-form fixed points on quadratics (Lemma 1, App. A).
+
+Used by the chapters "The general update rule", "Objective inconsistency on
+quadratics" and "FedProx's :math:`\alpha` trade-off".
+"""
+from __future__ import annotations
+
+from typing import Any, NamedTuple, Sequence
+
+import numpy as np
+
+from ._validate import (check_choice, check_finite_array, check_int, check_local_steps, check_nonnegative,
+                        check_positive, check_probability_vector, check_weights)
+from .rule import fedavg_weights, fednova_weights
+
+__all__ = [
+    "fedavg_weights",
+    "fednova_weights",
+    "chi_square",
+    "slowdown",
+    "theorem1_constants",
+    "Theorem1Terms",
+    "theorem1_bound",
+    "fedprox_weights",
+    "corollary2_best_alpha",
+    "TwoClientExample",
+    "two_client_lower_bound",
+    "quadratic_global_optimum",
+    "quadratic_local_operator",
+    "quadratic_round_map",
+    "quadratic_fixed_point",
+    "lemma1_small_lr_limit",
+]
+
+
+# ---------------------------------------------------------------- inconsistency
+def chi_square(p: Any, w: Any) -> float:
+    r"""Chi-square divergence :math:`\chi^2_{p\|w} = \sum_i (p_i - w_i)^2 / w_i` (Theorem 2).
+
+    Zero iff :math:`w = p` (no objective inconsistency). Raises if some :math:`w_i = 0`
+    while :math:`p_i > 0` (the divergence is infinite).
+
+    >>> chi_square([0.5, 0.5], [0.25, 0.75])
+    0.3333333333333333
+    """
+    p = check_probability_vector("p", p)
+    w = check_probability_vector("w", w, size=p.size)
+    zero = w == 0
+    if np.any(zero & (p > 0)):
+        raise ValueError("w: chi-square is infinite (w_i = 0 where p_i > 0)")
+    keep = ~zero
+    return float(np.sum((p[keep] - w[keep]) ** 2 / w[keep]))
+
+
+def slowdown(local_steps: Any, tau_eff: float) -> float:
+    r"""The slowdown :math:`\bar\tau / \tau_{\text{eff}}`, :math:`\bar\tau = \frac1m\sum_i \tau_i` (§4)."""
+    steps = check_local_steps("local_steps", local_steps)
+    return float(steps.mean()) / check_positive("tau_eff", tau_eff)
+
+
+# ---------------------------------------------------------------- Theorem 1
+def theorem1_constants(w: Any, a_vectors: Sequence[Any], tau_eff: float) -> tuple[float, float, float]:
+    r"""Theorem 1's constants for weights :math:`w`, solver vectors :math:`a_i` and :math:`\tau_{\text{eff}}`:
+
+    .. math::
+
+        A = m\,\tau_{\text{eff}} \sum_i w_i^2 \frac{\|a_i\|_2^2}{\|a_i\|_1^2},\qquad
+        B = \sum_i w_i\bigl(\|a_i\|_2^2 - a_{i,-1}^2\bigr),\qquad
+        C = \max_i\bigl\{\|a_i\|_1^2 - \|a_i\|_1 a_{i,-1}\bigr\},
+
+    :math:`a_{i,-1}` the last entry of :math:`a_i`. (The extracted paper text lacks
+    the display; these are the arXiv v1 definitions, consistent with App. C's
+    :math:`D = 4\eta^2L^2\max_i\{\|a_i\|_1(\|a_i\|_1 - a_{i,-1})\}` and with App. E.1:
+    for FedAvg with SGD and :math:`p_i = 1/m`, :math:`A = 1`.)
+    """
+    w = check_weights("w", w)
+    if len(a_vectors) != w.size:
+        raise ValueError(f"a_vectors has {len(a_vectors)} clients but w has {w.size}")
+    tau_eff = check_positive("tau_eff", tau_eff)
+    m = w.size
+    A = B = 0.0
+    C = -np.inf
+    for wi, a in zip(w, a_vectors):
+        a = check_weights("a_vectors[i]", a)
+        l1, l2sq, last = a.sum(), float(np.dot(a, a)), float(a[-1])
+        if l1 <= 0:
+            raise ValueError("a_vectors: every a_i needs a positive entry")
+        A += wi ** 2 * l2sq / l1 ** 2
+        B += wi * (l2sq - last ** 2)
+        C = max(C, l1 ** 2 - l1 * last)
+    return float(m * tau_eff * A), float(B), float(C)
+
+
+class Theorem1Terms(NamedTuple):
+    """The four terms of Theorem 1's bound (constants of the O(.) set to 1)."""
+
+    slowdown_term: float
+    variance_term: float
+    local_drift_term: float
+    heterogeneity_term: float
+
+    @property
+    def total(self) -> float:
+        return self.slowdown_term + self.variance_term + self.local_drift_term + self.heterogeneity_term
+
+
+def theorem1_bound(m: int, tau_bar: float, rounds: int, tau_eff: float, A: float, B: float, C: float,
+                   sigma2: float = 1.0, kappa2: float = 1.0) -> Theorem1Terms:
+    r"""Theorem 1 (eq. 8) with :math:`\eta = \sqrt{m/(\bar\tau T)}` and unit constants:
+
+    .. math::
+
+        \frac{\bar\tau/\tau_{\text{eff}}}{\sqrt{m\bar\tau T}} + \frac{A\sigma^2}{\sqrt{m\bar\tau T}}
+        + \frac{m B\sigma^2}{\bar\tau T} + \frac{m C \kappa^2}{\bar\tau T}.
+    """
+    m = check_int("m", m, minimum=1)
+    tau_bar = check_positive("tau_bar", tau_bar)
+    T = check_int("rounds", rounds, minimum=1)
+    tau_eff = check_positive("tau_eff", tau_eff)
+    s = np.sqrt(m * tau_bar * T)
+    return Theorem1Terms((tau_bar / tau_eff) / s, A * sigma2 / s, m * B * sigma2 / (tau_bar * T),
+                         m * C * kappa2 / (tau_bar * T))
+
+
+# ---------------------------------------------------------------- FedProx
+def fedprox_weights(p: Any, local_steps: Any, alpha: float) -> tuple[float, np.ndarray]:
+    r"""FedProx's implicit :math:`(\tau_{\text{eff}}, w)` as a function of :math:`\alpha = \eta\mu` (eq. 7):
+
+    .. math::
+
+        \tau_{\text{eff}} = \sum_i p_i \frac{1-(1-\alpha)^{\tau_i}}{\alpha},\qquad
+        w_i = \frac{p_i[1-(1-\alpha)^{\tau_i}]}{\sum_j p_j[1-(1-\alpha)^{\tau_j}]},
+
+    with the :math:`\alpha \to 0` limit (FedAvg: :math:`\|a_i\|_1 = \tau_i`) at :math:`\alpha = 0`.
+    :math:`\alpha = 1` gives :math:`\tau_{\text{eff}} = 1`, :math:`w = p` (consistent, slowest).
+    """
+    p = check_probability_vector("p", p)
+    steps = check_local_steps("local_steps", local_steps, size=p.size).astype(np.float64)
+    alpha = check_nonnegative("alpha", alpha)
+    if alpha > 1:
+        raise ValueError(f"alpha must lie in [0, 1], got {alpha!r}")
+    a = steps if alpha == 0 else -np.expm1(steps * np.log1p(-alpha)) / alpha if alpha < 1 else np.ones_like(steps)
+    return fedavg_weights(p, a)
+
+
+def corollary2_best_alpha(m: int, tau_bar: float, rounds: int, constant: float = 1.0) -> float:
+    r"""Corollary 2: :math:`\alpha^\star = c\, m^{1/2} / (\bar\tau^{1/2} T^{1/6})` minimises FedProx's
+    bound (order only; ``constant`` is the unknown :math:`c`), clipped to :math:`[0, 1]`."""
+    m = check_int("m", m, minimum=1)
+    tau_bar = check_positive("tau_bar", tau_bar)
+    T = check_int("rounds", rounds, minimum=1)
+    c = check_positive("constant", constant)
+    return float(min(1.0, c * np.sqrt(m) / (np.sqrt(tau_bar) * T ** (1.0 / 6.0))))
+
+
+# ---------------------------------------------------------------- App. D.1
+class TwoClientExample(NamedTuple):
+    """App. D.1's example: limits and the :math:`\\chi^2\\kappa^2` floor."""
+
+    weights: np.ndarray
+    chi2: float
+    kappa2: float
+    x_limit: float
+    grad_norm_sq: float
+
+
+def two_client_lower_bound(tau1: int, tau2: int, a: float = 1.0) -> TwoClientExample:
+    r"""Two clients, :math:`F_1 = \frac12(x-a)^2`, :math:`F_2 = \frac12(x+a)^2`, :math:`p = (\frac12, \frac12)`,
+    FedAvg with :math:`\tau_1, \tau_2` local GD steps as :math:`\eta \to 0` (App. D.1).
+
+    :math:`w_i = \tau_i/(\tau_1+\tau_2)`, :math:`\chi^2 = (\tau_2-\tau_1)^2/(2\tau_1\tau_2)`,
+    :math:`\kappa^2 = 2 w_1 w_2 a^2`, limit :math:`\tilde x = a(\tau_1-\tau_2)/(\tau_1+\tau_2)` and
+    :math:`\|\nabla F(\tilde x)\|^2 = \tilde x^2 = \chi^2\kappa^2`: the floor is attained.
+    """
+    t1 = check_int("tau1", tau1, minimum=1)
+    t2 = check_int("tau2", tau2, minimum=1)
+    a = check_positive("a", a)
+    w = np.array([t1, t2], dtype=np.float64) / (t1 + t2)
+    chi2 = chi_square([0.5, 0.5], w)
+    kappa2 = 2 * w[0] * w[1] * a ** 2
+    x = a * (t1 - t2) / (t1 + t2)
+    return TwoClientExample(w, chi2, float(kappa2), float(x), float(x ** 2))
+
+
+# ---------------------------------------------------------------- quadratics
+def _check_quadratic(H, e, p, local_steps=None):
+    H = check_finite_array("H", H, ndim=3)
+    m, d, d2 = H.shape
+    if d != d2:
+        raise ValueError(f"H must have shape (m, d, d), got {H.shape}")
+    e = check_finite_array("e", e, shape=(m, d))
+    p = check_probability_vector("p", p, size=m)
+    if not np.allclose(H, np.transpose(H, (0, 2, 1)), atol=1e-10 * max(1.0, np.abs(H).max())):
+        raise ValueError("H: every H_i must be symmetric")
+    steps = None if local_steps is None else check_local_steps("local_steps", local_steps, size=m)
+    return H, e, p, steps
+
+
+def quadratic_global_optimum(H: Any, e: Any, p: Any) -> np.ndarray:
+    r""":math:`x^* = \bar H^{-1}\bar e`, :math:`\bar H = \sum_i p_i H_i`, :math:`\bar e = \sum_i p_i e_i`
+    for :math:`F = \sum_i p_i(\frac12 x^\top H_i x - e_i^\top x)` (App. A)."""
+    H, e, p, _ = _check_quadratic(H, e, p)
+    return np.linalg.solve(np.tensordot(p, H, 1), p @ e)
+
+
+def quadratic_local_operator(H_i: Any, local_steps: int, lr: float, mu: float = 0.0) -> np.ndarray:
+    r"""The paper's :math:`K_i(\eta,\mu) = \eta\sum_{k=0}^{\tau_i-1}(I - \eta\mu I - \eta H_i)^k
+    = [I-(I-\eta\mu I-\eta H_i)^{\tau_i}](H_i+\mu I)^{-1}` (App. A): full-batch local GD
+    with prox gives :math:`\Delta_i = -K_i \nabla F_i(x^{(t,0)})`. Computed by the sum
+    (no inverse, so singular :math:`H_i` are fine)."""
+    H_i = check_finite_array("H_i", H_i, ndim=2)
+    tau = check_int("local_steps", local_steps, minimum=1)
+    lr = check_positive("lr", lr)
+    mu = check_nonnegative("mu", mu)
+    d = H_i.shape[0]
+    step = np.eye(d) - lr * mu * np.eye(d) - lr * H_i
+    K = np.zeros((d, d))
+    P = np.eye(d)
+    for _ in range(tau):
+        K += P
+        P = P @ step
+    return lr * K
+
+
+def quadratic_round_map(H: Any, e: Any, p: Any, local_steps: Any, lr: float, algorithm: str,
+                        mu: float = 0.0, tau_eff: Any = None) -> tuple[np.ndarray, np.ndarray]:
+    r"""One round as an affine map :math:`x \mapsto M x + b` (full participation, full-batch GD).
+
+    FedAvg/FedProx: :math:`x^+ = x - \sum_i p_i K_i(H_i x - e_i)`; FedNova:
+    :math:`x^+ = x - \tau_{\text{eff}}\sum_i p_i K_i (H_i x - e_i)/\|a_i\|_1` with the
+    (proximal) SGD :math:`\|a_i\|_1` and ``tau_eff`` as in :func:`fednova_weights`.
+    """
+    H, e, p, steps = _check_quadratic(H, e, p, local_steps)
+    check_choice("algorithm", algorithm, ("fedavg", "fedprox", "fednova"))
+    lr = check_positive("lr", lr)
+    mu = check_nonnegative("mu", mu)
+    alpha = lr * mu
+    if alpha > 1:
+        raise ValueError(f"mu: lr*mu must be <= 1, got {alpha!r}")
+    a_norms = steps.astype(np.float64) if alpha == 0 else (1 - (1 - alpha) ** steps) / alpha
+    if algorithm == "fednova":
+        te, w = fednova_weights(p, a_norms, tau_eff, steps)
+        coef = te * w / a_norms
+    else:
+        coef = p
+    m, d, _ = H.shape
+    M = np.eye(d)
+    b = np.zeros(d)
+    for i in range(m):
+        K = quadratic_local_operator(H[i], int(steps[i]), lr, mu)
+        M -= coef[i] * K @ H[i]
+        b += coef[i] * K @ e[i]
+    return M, b
+
+
+def quadratic_fixed_point(H: Any, e: Any, p: Any, local_steps: Any, lr: float, algorithm: str,
+                          mu: float = 0.0, tau_eff: Any = None) -> np.ndarray:
+    r"""Closed-form limit of ``algorithm``'s rounds on :math:`F_i = \frac12 x^\top H_i x - e_i^\top x`
+    (App. A, REFERENCE §2), full participation and full-batch local GD:
+
+    .. math::
+
+        \tilde x = \Bigl(\sum_i c_i K_i H_i\Bigr)^{-1} \sum_i c_i K_i e_i,
+
+    :math:`c_i = p_i` for FedAvg/FedProx (``mu`` > 0 for FedProx) and
+    :math:`c_i = p_i/\|a_i\|_1` for FedNova (any :math:`\tau_{\text{eff}}` gives the same
+    point). FedAvg's is :math:`(\sum p_i M_i)^{-1}\sum p_i M_i x_i^*` with
+    :math:`M_i = I-(I-\eta H_i)^{\tau_i}`; FedNova's tends to :math:`x^*` as :math:`\eta\to 0`.
+    Raises if a round does not contract (spectral radius of the round map >= 1): then
+    the iterates do not converge to the point.
+
+    Parameters: ``H`` (m, d, d) symmetric, ``e`` (m, d), ``p`` (m,), ``local_steps`` (m,) ints.
+    """
+    M, b = quadratic_round_map(H, e, p, local_steps, lr, algorithm, mu, tau_eff)
+    rho = float(np.max(np.abs(np.linalg.eigvals(M))))
+    if rho >= 1:
+        raise ValueError(f"lr: the rounds do not converge (spectral radius of the round map {rho:.4g} >= 1)")
+    return np.linalg.solve(np.eye(M.shape[0]) - M, b)
+
+
+def lemma1_small_lr_limit(e: Any, p: Any, local_steps: Any) -> np.ndarray:
+    r"""Lemma 1 (:math:`H_i = I`, :math:`\eta \to 0`): FedAvg converges to
+    :math:`\tilde x = \sum_i p_i\tau_i e_i / \sum_i p_i\tau_i` (with :math:`p_i = 1/m`:
+    :math:`\sum_i\tau_i e_i/\sum_i\tau_i`), while :math:`x^* = \sum_i p_i e_i`."""
+    e = check_finite_array("e", e, ndim=2)
+    p = check_probability_vector("p", p, size=e.shape[0])
+    steps = check_local_steps("local_steps", local_steps, size=e.shape[0]).astype(np.float64)
+    wt = p * steps
+    return wt @ e / wt.sum()

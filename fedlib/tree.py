@@ -1,0 +1,201 @@
+"""Minimal pytree helpers: the same arithmetic on numpy arrays, torch tensors and
+nested ``dict`` / ``list`` / ``tuple`` / ``NamedTuple`` containers of them.
+
+The update rule (eq. 4) only ever needs *linear* operations on models — weighted sums
+of client changes, scaling, adding — so :mod:`fedlib` never flattens a model or copies it
+per client: :func:`tree_weighted_sum` accumulates ``sum_i c_i * tree_i`` leaf by leaf
+with one output buffer per leaf.
+
+Leaves are ``numpy.ndarray``, numpy scalars, Python numbers or ``torch.Tensor``.
+"""
+from __future__ import annotations
+
+from typing import Any, Callable, Sequence
+
+import numpy as np
+
+__all__ = [
+    "tree_map",
+    "tree_leaves",
+    "tree_structure_equal",
+    "tree_add",
+    "tree_sub",
+    "tree_scale",
+    "tree_axpy",
+    "tree_zeros_like",
+    "tree_weighted_sum",
+    "tree_vdot",
+    "tree_norm",
+    "tree_all_finite",
+    "tree_copy",
+]
+
+
+def _is_namedtuple(x: Any) -> bool:
+    return isinstance(x, tuple) and hasattr(x, "_fields")
+
+
+def _is_leaf(x: Any) -> bool:
+    return not isinstance(x, (dict, list, tuple))
+
+
+def tree_map(fn: Callable, tree: Any, *rest: Any) -> Any:
+    """Apply ``fn`` leaf-wise to ``tree`` and the trees in ``rest`` (same structure)."""
+    if isinstance(tree, dict):
+        for r in rest:
+            if not isinstance(r, dict) or r.keys() != tree.keys():
+                raise ValueError(f"tree structures differ: dict keys {list(tree)} vs {getattr(r, 'keys', lambda: r)()}")
+        return type(tree)((k, tree_map(fn, tree[k], *(r[k] for r in rest))) for k in tree)
+    if isinstance(tree, (list, tuple)):
+        for r in rest:
+            if not isinstance(r, (list, tuple)) or len(r) != len(tree):
+                raise ValueError("tree structures differ: sequences of different length or type")
+        items = [tree_map(fn, *xs) for xs in zip(tree, *rest)]
+        if _is_namedtuple(tree):
+            return type(tree)(*items)
+        return type(tree)(items)
+    return fn(tree, *rest)
+
+
+def tree_leaves(tree: Any) -> list:
+    """The leaves of ``tree`` in a fixed (insertion) order."""
+    out: list = []
+    tree_map(lambda x: out.append(x), tree)
+    return out
+
+
+def tree_structure_equal(a: Any, b: Any) -> bool:
+    """True when ``a`` and ``b`` have the same containers and leaf shapes."""
+    try:
+        tree_map(lambda x, y: None if np.shape(x) == np.shape(y) else (_ for _ in ()).throw(ValueError()), a, b)
+    except ValueError:
+        return False
+    return True
+
+
+def tree_add(a: Any, b: Any) -> Any:
+    """Leaf-wise ``a + b``."""
+    return tree_map(lambda x, y: x + y, a, b)
+
+
+def tree_sub(a: Any, b: Any) -> Any:
+    """Leaf-wise ``a - b``."""
+    return tree_map(lambda x, y: x - y, a, b)
+
+
+def tree_scale(a: Any, s: float) -> Any:
+    """Leaf-wise ``s * a``."""
+    return tree_map(lambda x: x * s, a)
+
+
+def tree_axpy(alpha: float, x: Any, y: Any) -> Any:
+    """Leaf-wise ``alpha * x + y``."""
+    return tree_map(lambda u, v: alpha * u + v, x, y)
+
+
+def tree_zeros_like(a: Any) -> Any:
+    """A tree of zeros with the leaves' shapes, dtypes and devices."""
+    def zeros(x):
+        if hasattr(x, "new_zeros"):  # torch.Tensor
+            return x.new_zeros(x.shape)
+        return np.zeros_like(x)
+
+    return tree_map(zeros, a)
+
+
+def tree_copy(a: Any) -> Any:
+    """A deep copy of the leaves (``clone`` for tensors, ``copy`` for arrays)."""
+    return tree_map(lambda x: x.clone() if hasattr(x, "clone") else np.array(x, copy=True), a)
+
+
+def tree_weighted_sum(trees: Sequence[Any], coefficients: Sequence[float]) -> Any:
+    r"""Return :math:`\sum_i c_i\, \mathrm{tree}_i` leaf by leaf.
+
+    One output buffer per leaf is allocated; the inputs are read once and never
+    copied. ``coefficients`` are Python/numpy floats (one per tree).
+    """
+    trees = list(trees)
+    coefficients = [float(c) for c in np.asarray(coefficients, dtype=np.float64).ravel()]
+    if len(trees) == 0:
+        raise ValueError("trees must not be empty")
+    if len(trees) != len(coefficients):
+        raise ValueError(f"coefficients has {len(coefficients)} entries but there are {len(trees)} trees")
+
+    def acc(*leaves):
+        out = leaves[0] * coefficients[0]
+        for c, leaf in zip(coefficients[1:], leaves[1:]):
+            if c == 0.0:
+                continue
+            if hasattr(out, "add_"):
+                out.add_(leaf, alpha=c)
+            else:
+                out += c * leaf
+        return out
+
+    return tree_map(acc, *trees)
+
+
+def tree_vdot(a: Any, b: Any) -> float:
+    """Sum over leaves of the inner products ``<a, b>``."""
+    total = 0.0
+    for x, y in zip(tree_leaves(a), tree_leaves(b)):
+        if hasattr(x, "detach"):
+            total += float((x * y).sum().item())
+        else:
+            total += float(np.vdot(np.asarray(x).ravel(), np.asarray(y).ravel()).real)
+    return total
+
+
+def tree_norm(a: Any) -> float:
+    """Euclidean norm of all leaves concatenated."""
+    return float(np.sqrt(tree_vdot(a, a)))
+
+
+def tree_all_finite(a: Any) -> bool:
+    """True when no leaf holds NaN or inf."""
+    for x in tree_leaves(a):
+        if hasattr(x, "isfinite"):
+            if not bool(x.isfinite().all()):
+                return False
+        elif not np.all(np.isfinite(x)):
+            return False
+    return True
+
+
+def tree_stacked_weighted_sum(stacked: Any, coefficients: Sequence[float]) -> Any:
+    r"""Return :math:`\sum_i c_i\, \mathrm{stacked}[i]` for a tree whose leaves carry a
+    leading client axis of length ``len(coefficients)`` (numpy or torch)."""
+    c = np.asarray(coefficients, dtype=np.float64).ravel()
+
+    def contract(x):
+        if x.shape[0] != c.size:
+            raise ValueError(f"stacked leaf has leading size {x.shape[0]} but there are {c.size} coefficients")
+        if hasattr(x, "new_tensor"):
+            return (x.new_tensor(c).reshape((-1,) + (1,) * (x.ndim - 1)) * x).sum(0)
+        return np.tensordot(c, x, axes=(0, 0))
+
+    return tree_map(contract, stacked)
+
+
+def tree_stack(trees: Sequence[Any]) -> Any:
+    """Stack a sequence of same-structure trees along a new leading axis."""
+    trees = list(trees)
+    if not trees:
+        raise ValueError("trees must not be empty")
+
+    def stack(*xs):
+        if hasattr(xs[0], "detach"):
+            import torch
+
+            return torch.stack(list(xs))
+        return np.stack(xs)
+
+    return tree_map(stack, *trees)
+
+
+def tree_index(stacked: Any, i) -> Any:
+    """Row ``i`` (an int, slice or index array) of every leaf of a stacked tree."""
+    return tree_map(lambda x: x[i], stacked)
+
+
+__all__ += ["tree_stacked_weighted_sum", "tree_stack", "tree_index"]

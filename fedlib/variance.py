@@ -1,0 +1,111 @@
+r"""Cross-client variance reduction: control variates added to every local gradient.
+
+Client :math:`i` uses :math:`g_i(x) + c_i^{\text{corr}}` at every local step of round
+:math:`t` (passed to :meth:`fedlib.solvers.LocalSolver.init` as ``correction``), with
+
+.. math::
+
+    c_i^{\text{corr}} = \bar c - c_i .
+
+* **SCAFFOLD** (Karimireddy et al. 2020, option II) and **FedNova-VR** (paper §5,
+  App. H): :math:`c_i` is client :math:`i`'s *normalised raw gradient* of its last
+  round, :math:`c_i \leftarrow d_i - c_i^{\text{corr}} = G_i a_i/\|a_i\|_1` (the correction
+  itself removed; equals SCAFFOLD's :math:`c_i - c + (x - y_i)/(K\eta)` for SGD), and
+  :math:`\bar c = \sum_{j=1}^m p_j c_j` over **all** clients (not only the sampled
+  ones). So the correction is the paper's
+  :math:`\sum_j p_j d_j^{(t-1)} - d_i^{(t-1)}`. The two algorithms differ only in the
+  aggregation (FedAvg vs FedNova weights).
+* **VRLSGD** (Liang et al. 2019) with heterogeneous steps, as paper §3 describes
+  ("replace the same local steps :math:`\tau` by :math:`\tau_i`"):
+  :math:`\bar c = 0` and :math:`c_i \leftarrow c_i - (\Delta_i - \Delta)/(\eta\tau_i)`,
+  :math:`\Delta = \sum_j p_j\Delta_j` the FedAvg change. With equal :math:`\tau_i` and
+  SGD this is exactly SCAFFOLD; with random :math:`\tau_i` it is not consistent.
+
+State is kept *stacked*: every leaf has a leading axis of length :math:`m` (the
+variates are one model per client, as in SCAFFOLD; there is no way around that).
+Used by the quadratic chapter (VRLSGD) and the CIFAR-10 Table 1 chapter.
+"""
+from __future__ import annotations
+
+from typing import Any, NamedTuple, Sequence
+
+import numpy as np
+
+from ._validate import check_choice, check_local_steps, check_positive, check_probability_vector, check_weights
+from .tree import tree_map, tree_stacked_weighted_sum, tree_zeros_like
+
+__all__ = ["VARIANCE_REDUCTIONS", "ControlVariates", "init_control_variates", "correction", "update_control_variates"]
+
+VARIANCE_REDUCTIONS = ("scaffold", "vrlsgd")
+
+
+class ControlVariates(NamedTuple):
+    """``client``: stacked :math:`c_i` (leading axis m); ``mean``: :math:`\\bar c`; ``kind``."""
+
+    client: Any
+    mean: Any
+    kind: str
+
+
+def _stack_zeros(params: Any, m: int) -> Any:
+    def z(x):
+        if hasattr(x, "new_zeros"):
+            return x.new_zeros((m,) + tuple(x.shape))
+        return np.zeros((m,) + np.shape(x), dtype=np.result_type(x, np.float64) if np.ndim(x) == 0 else np.asarray(x).dtype)
+
+    return tree_map(z, params)
+
+
+def init_control_variates(params: Any, num_clients: int, kind: str = "scaffold") -> ControlVariates:
+    """All-zero variates (first round uncorrected), one per client."""
+    check_choice("kind", kind, VARIANCE_REDUCTIONS)
+    if not isinstance(num_clients, (int, np.integer)) or num_clients < 1:
+        raise ValueError(f"num_clients must be an integer >= 1, got {num_clients!r}")
+    return ControlVariates(_stack_zeros(params, int(num_clients)), tree_zeros_like(params), kind)
+
+
+def correction(state: ControlVariates, client: int) -> Any:
+    r"""The term :math:`\bar c - c_i` that client ``client`` adds to each gradient."""
+    return tree_map(lambda cm, cs: cm - cs[client], state.mean, state.client)
+
+
+def update_control_variates(state: ControlVariates, clients: Sequence[int], deltas: Sequence[Any], lr: float,
+                            a_norms: Any, p: Any, local_steps: Any = None, server_change: Any = None) -> ControlVariates:
+    r"""Update the variates after a round.
+
+    ``clients`` participated with changes ``deltas`` (:math:`\Delta_i`), solver norms
+    ``a_norms`` and the corrections they used (``correction(state, i)``); ``p`` are the
+    weights of **all** :math:`m` clients. VRLSGD also needs ``local_steps``
+    (:math:`\tau_i` of the participants) and ``server_change`` (:math:`\sum_j p_j \Delta_j`).
+    Returns a new state (inputs are not modified).
+    """
+    lr = check_positive("lr", lr)
+    clients = [int(c) for c in clients]
+    deltas = list(deltas)
+    if len(deltas) != len(clients):
+        raise ValueError(f"deltas has {len(deltas)} entries but clients has {len(clients)}")
+    a = check_weights("a_norms", a_norms, size=len(clients))
+    p = np.asarray(p, dtype=np.float64)
+    new_client = tree_map(lambda x: x.clone() if hasattr(x, "clone") else x.copy(), state.client)
+    if state.kind == "scaffold":
+        p = check_probability_vector("p", p)
+        for i, d, an in zip(clients, deltas, a):
+            # raw normalised gradient: d_i - (cbar - c_i) with d_i = -Delta_i / (lr * ||a_i||_1)
+            def upd(cs, dl, cm, i=i, an=an):
+                cs[i] = -dl / (lr * an) - (cm - cs[i])
+                return cs
+
+            new_client = tree_map(upd, new_client, d, state.mean)
+        mean = tree_stacked_weighted_sum(new_client, p)
+        return ControlVariates(new_client, mean, state.kind)
+    # vrlsgd
+    if local_steps is None or server_change is None:
+        raise ValueError("local_steps and server_change are required for VRLSGD")
+    steps = check_local_steps("local_steps", local_steps, size=len(clients))
+    for i, d, tau in zip(clients, deltas, steps):
+        def upd(cs, dl, sc, i=i, tau=tau):
+            cs[i] = cs[i] - (dl - sc) / (lr * tau)
+            return cs
+
+        new_client = tree_map(upd, new_client, d, server_change)
+    return ControlVariates(new_client, state.mean, state.kind)
