@@ -236,8 +236,8 @@ def load_cifar10_sample(path=None) -> Cifar10Arrays:
     """Load the small class-balanced CIFAR-10 sample shipped with the repository.
 
     The default file, ``data/cifar10-sample/cifar10-sample.npz`` next to the ``fedlib``
-    package of a source checkout, holds 4,000 training images (the first 400 of each
-    class in the standard training order) and 1,000 test images (the first 100 of each
+    package of a source checkout, holds 2,000 training images (the first 200 of each
+    class in the standard training order) and 500 test images (the first 50 of each
     class); see the ``README.md`` beside it for provenance.  Images keep their original
     relative order.  Meant for tests, CPU demos and the book's quick runs — not for
     reproducing Table 1.

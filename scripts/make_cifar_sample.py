@@ -1,0 +1,168 @@
+#!/usr/bin/env python
+"""Write the small class-balanced CIFAR-10 sample shipped in ``data/cifar10-sample/``.
+
+Selection (deterministic, no randomness): the first ``--train-per-class`` images of each
+class in the standard training order (``data_batch_1`` … ``data_batch_5``) and the first
+``--test-per-class`` images of each class in ``test_batch`` order.  The selected images
+keep their original relative order (they are *not* grouped by class), and their
+original indices are stored too.
+
+Output: ``cifar10-sample.npz`` (a compressed ``.npz`` as from ``numpy.savez_compressed``,
+written with fixed zip timestamps so that a rerun gives the same bytes) with
+
+* ``train_images`` uint8 (n, 32, 32, 3) NHWC, ``train_labels`` int64 (n,)
+* ``test_images``, ``test_labels`` likewise
+* ``train_index``, ``test_index`` int64: positions in the full training / test set
+
+and a ``README.md`` with the provenance and the file's sha256.
+
+The default 400 + 100 images per class take about 14 MB: CIFAR images are nearly
+incompressible losslessly (about 2.8 kB each after deflate).  Read it back with
+:func:`fedlib.data.cifar10.load_cifar10_sample`.
+
+Usage::
+
+    python scripts/make_cifar_sample.py --root /work/shared/data
+"""
+from __future__ import annotations
+
+import argparse
+import hashlib
+import sys
+import zipfile
+from pathlib import Path
+
+import numpy as np
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+from fedlib.data.cifar10 import CIFAR10_CLASSES, load_cifar10  # noqa: E402
+
+DEFAULT_OUT = REPO / "data" / "cifar10-sample"
+FILE_NAME = "cifar10-sample.npz"
+
+
+def first_per_class(labels: np.ndarray, per_class: int, num_classes: int = 10) -> np.ndarray:
+    """Sorted indices of the first ``per_class`` occurrences of every class in ``labels``."""
+    chosen = []
+    for k in range(num_classes):
+        idx = np.flatnonzero(labels == k)
+        if idx.size < per_class:
+            raise ValueError(f"class {k} has only {idx.size} images, fewer than per_class={per_class}")
+        chosen.append(idx[:per_class])
+    return np.sort(np.concatenate(chosen)).astype(np.int64)
+
+
+def save_npz_reproducibly(path: Path, **arrays: np.ndarray) -> None:
+    """Like :func:`numpy.savez_compressed`, but byte-for-byte reproducible.
+
+    ``numpy.savez_compressed`` stamps every zip member with the current time, so the
+    same arrays give a different file (and sha256) on every run.  Here each member gets
+    the fixed zip epoch 1980-01-01 instead; the result is an ordinary ``.npz``.
+    """
+    with zipfile.ZipFile(path, "w", compression=zipfile.ZIP_DEFLATED) as zf:
+        for name, array in arrays.items():
+            info = zipfile.ZipInfo(name + ".npy", date_time=(1980, 1, 1, 0, 0, 0))
+            info.compress_type = zipfile.ZIP_DEFLATED
+            info.external_attr = 0o644 << 16
+            with zf.open(info, "w", force_zip64=True) as member:
+                np.lib.format.write_array(member, np.ascontiguousarray(array), allow_pickle=False)
+
+
+def sha256(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+README = """# CIFAR-10 sample
+
+A small, class-balanced, deterministic subset of the real CIFAR-10 data set, for tests,
+CPU demos and quick runs of the book. It is **not** enough to reproduce Table 1 of the
+FedNova paper, which uses all 50,000 training images (see `fedlib.data.cifar10.load_cifar10`).
+
+| file | `{file}` |
+|---|---|
+| size | {size_bytes:,} bytes ({size_mb:.1f} MB) |
+| sha256 | `{digest}` |
+| training images | {n_train:,} ({train_pc} per class) |
+| test images | {n_test:,} ({test_pc} per class) |
+
+## Source
+
+The CIFAR-10 "python version" batch files (`cifar-10-batches-py/`: `data_batch_1` …
+`data_batch_5`, `test_batch`) of A. Krizhevsky, *Learning Multiple Layers of Features from
+Tiny Images*, 2009 (https://www.cs.toronto.edu/~kriz/cifar.html). Pixels, labels and
+image order are those of the original release; the copy used was `{source}`.
+
+## Selection
+
+No randomness. Training: the first {train_pc} images of each class (labels 0..9 =
+{classes}) in the standard training order (batches 1 to 5 concatenated). Test: the first
+{test_pc} images of each class in `test_batch` order. The selected images keep their
+original relative order; `train_index` / `test_index` hold their positions in the full
+training / test set.
+
+## Contents (`numpy.load`)
+
+- `train_images` uint8 ({n_train}, 32, 32, 3), NHWC, RGB; `train_labels` int64 ({n_train},)
+- `test_images` uint8 ({n_test}, 32, 32, 3); `test_labels` int64 ({n_test},)
+- `train_index` int64 ({n_train},), `test_index` int64 ({n_test},)
+
+Load with `fedlib.data.cifar10.load_cifar10_sample()`.
+
+## Command
+
+```
+{command}
+```
+"""
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--root", default="/work/shared/data",
+                        help="folder containing cifar-10-batches-py/ (or that folder itself)")
+    parser.add_argument("--download", action="store_true", help="download CIFAR-10 into --root if missing")
+    parser.add_argument("--out", default=str(DEFAULT_OUT), help="output folder (default: data/cifar10-sample)")
+    parser.add_argument("--train-per-class", type=int, default=200)
+    parser.add_argument("--test-per-class", type=int, default=50)
+    args = parser.parse_args(argv)
+    if args.train_per_class < 1 or args.test_per_class < 1:
+        parser.error("--train-per-class and --test-per-class must be >= 1")
+
+    cifar = load_cifar10(args.root, download=args.download)
+    train_index = first_per_class(cifar.train_labels, args.train_per_class)
+    test_index = first_per_class(cifar.test_labels, args.test_per_class)
+
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    file = out / FILE_NAME
+    save_npz_reproducibly(
+        file,
+        train_images=cifar.train_images[train_index],
+        train_labels=cifar.train_labels[train_index],
+        test_images=cifar.test_images[test_index],
+        test_labels=cifar.test_labels[test_index],
+        train_index=train_index,
+        test_index=test_index,
+    )
+    size = file.stat().st_size
+    command = "python scripts/make_cifar_sample.py --root " + str(args.root)
+    if args.train_per_class != 400 or args.test_per_class != 100:
+        command += f" --train-per-class {args.train_per_class} --test-per-class {args.test_per_class}"
+    (out / "README.md").write_text(README.format(
+        file=FILE_NAME, size_bytes=size, size_mb=size / 1e6, digest=sha256(file),
+        n_train=train_index.size, n_test=test_index.size,
+        train_pc=args.train_per_class, test_pc=args.test_per_class,
+        source=cifar.source, classes=", ".join(CIFAR10_CLASSES), command=command,
+    ))
+    print(f"wrote {file} ({size / 1e6:.1f} MB): {train_index.size} train, {test_index.size} test images")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,222 @@
+"""CIFAR-10 loader: real batches (when present), the shipped sample, and corrupt/missing files."""
+from __future__ import annotations
+
+import pickle
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from fedlib.data.cifar10 import (
+    CIFAR10_MEAN,
+    CIFAR10_STD,
+    DEFAULT_SAMPLE_PATH,
+    TEST_FILE,
+    TRAIN_FILES,
+    Cifar10Arrays,
+    load_cifar10,
+    load_cifar10_sample,
+)
+
+REAL_ROOT = Path("/work/shared/data")
+needs_real = pytest.mark.skipif(not (REAL_ROOT / "cifar-10-batches-py").is_dir(), reason="real CIFAR-10 not present")
+
+
+@pytest.fixture(scope="module")
+def real():
+    return load_cifar10(REAL_ROOT)
+
+
+def _write_batch(path: Path, n: int = 6, *, seed: int = 0, data=None, labels=None) -> tuple[np.ndarray, list]:
+    rng = np.random.default_rng(seed)
+    if data is None:
+        data = rng.integers(0, 256, size=(n, 3072), dtype=np.uint8)
+    if labels is None:
+        labels = [int(v) for v in rng.integers(0, 10, size=n)]
+    with open(path, "wb") as fh:
+        pickle.dump({"batch_label": "fake", "data": data, "labels": labels, "filenames": ["x.png"] * len(labels)}, fh)
+    return data, labels
+
+
+def _fake_folder(root: Path, n: int = 6) -> Path:
+    folder = root / "cifar-10-batches-py"
+    folder.mkdir(parents=True)
+    for i, name in enumerate(TRAIN_FILES + (TEST_FILE,)):
+        _write_batch(folder / name, n, seed=i)
+    return folder
+
+
+@needs_real
+def test_real_shapes_dtypes_counts(real):
+    assert isinstance(real, Cifar10Arrays)
+    assert real.train_images.shape == (50000, 32, 32, 3) and real.train_images.dtype == np.uint8
+    assert real.test_images.shape == (10000, 32, 32, 3) and real.test_images.dtype == np.uint8
+    assert real.train_labels.dtype == np.int64 and real.test_labels.dtype == np.int64
+    assert np.bincount(real.train_labels).tolist() == [5000] * 10
+    assert np.bincount(real.test_labels).tolist() == [1000] * 10
+    assert real.train_images.flags.c_contiguous
+    assert Path(real.source).name == "cifar-10-batches-py"
+
+
+@needs_real
+def test_real_matches_raw_pickle_layout(real):
+    folder = REAL_ROOT / "cifar-10-batches-py"
+    with open(folder / "data_batch_1", "rb") as fh:
+        raw = pickle.load(fh, encoding="latin1")
+    row = raw["data"][0]
+    # channel-planar row: R plane, G plane, B plane, each row-major 32x32
+    assert real.train_images[0, 0, :5, 0].tolist() == row[0:5].tolist()
+    assert real.train_images[0, 0, :5, 1].tolist() == row[1024:1029].tolist()
+    assert real.train_images[0, 0, :5, 2].tolist() == row[2048:2053].tolist()
+    assert real.train_images[0, 1, 0, 0] == row[32]
+    assert real.train_labels[:10].tolist() == raw["labels"][:10]
+    with open(folder / "data_batch_5", "rb") as fh:  # order: batch 5 is last
+        raw5 = pickle.load(fh, encoding="latin1")
+    assert real.train_labels[-1] == raw5["labels"][-1]
+    np.testing.assert_array_equal(real.train_images[-1].transpose(2, 0, 1).ravel(), raw5["data"][-1])
+
+
+def test_root_may_be_the_batch_folder_itself(tmp_path):
+    folder = _fake_folder(tmp_path)
+    a = load_cifar10(tmp_path)
+    b = load_cifar10(folder)
+    np.testing.assert_array_equal(a.train_images, b.train_images)
+    assert a.source == b.source
+
+
+def test_fake_batches_round_trip(tmp_path):
+    folder = _fake_folder(tmp_path, n=4)
+    c = load_cifar10(str(tmp_path))
+    assert c.train_images.shape == (20, 32, 32, 3) and c.test_images.shape == (4, 32, 32, 3)
+    with open(folder / "data_batch_2", "rb") as fh:
+        raw = pickle.load(fh, encoding="latin1")
+    np.testing.assert_array_equal(c.train_images[4:8].transpose(0, 3, 1, 2).reshape(4, -1), raw["data"])
+    assert c.train_labels[4:8].tolist() == raw["labels"]
+
+
+def test_missing_folder_message(tmp_path):
+    with pytest.raises(FileNotFoundError) as err:
+        load_cifar10(tmp_path / "nowhere")
+    msg = str(err.value)
+    assert str(tmp_path / "nowhere" / "cifar-10-batches-py") in msg
+    assert "download=True" in msg and "--download" in msg
+
+
+def test_download_only_when_missing(tmp_path, monkeypatch):
+    import fedlib.data.cifar10 as mod
+
+    calls = []
+
+    def fake_download(root):
+        calls.append(root)
+        _fake_folder(root)
+
+    monkeypatch.setattr(mod, "_download", fake_download)
+    c = load_cifar10(tmp_path / "new", download=True)
+    assert calls == [tmp_path / "new"]
+    assert c.train_images.shape == (30, 32, 32, 3)
+    load_cifar10(tmp_path / "new", download=True)  # present now: no second download
+    assert len(calls) == 1
+
+
+def test_missing_batch_file(tmp_path):
+    folder = _fake_folder(tmp_path)
+    (folder / "data_batch_3").unlink()
+    with pytest.raises(FileNotFoundError, match="data_batch_3"):
+        load_cifar10(tmp_path)
+
+
+def test_truncated_file(tmp_path):
+    folder = _fake_folder(tmp_path)
+    path = folder / "data_batch_2"
+    path.write_bytes(path.read_bytes()[:5000])
+    with pytest.raises(ValueError, match="data_batch_2"):
+        load_cifar10(tmp_path)
+
+
+def test_garbage_file(tmp_path):
+    folder = _fake_folder(tmp_path)
+    (folder / TEST_FILE).write_bytes(b"this is not a pickle")
+    with pytest.raises(ValueError, match=TEST_FILE):
+        load_cifar10(tmp_path)
+
+
+@pytest.mark.parametrize(
+    "data, labels, match",
+    [
+        (np.zeros((5, 3072 - 1), np.uint8), [0] * 5, "shape"),
+        (np.zeros((5, 3, 32, 32), np.uint8), [0] * 5, "shape"),
+        (np.zeros((5, 3072), np.float32), [0] * 5, "uint8"),
+        (np.zeros((5, 3072), np.uint8), [0] * 4, "one label per image"),
+        (np.zeros((5, 3072), np.uint8), [0, 1, 2, 3, 10], "0..9"),
+        (np.zeros((5, 3072), np.uint8), [0, 1, 2, 3, -1], "0..9"),
+    ],
+)
+def test_bad_batch_contents(tmp_path, data, labels, match):
+    folder = _fake_folder(tmp_path)
+    _write_batch(folder / "data_batch_4", data=data, labels=labels)
+    with pytest.raises(ValueError, match=match) as err:
+        load_cifar10(tmp_path)
+    assert "data_batch_4" in str(err.value)
+
+
+def test_not_a_cifar_dict(tmp_path):
+    folder = _fake_folder(tmp_path)
+    with open(folder / "data_batch_1", "wb") as fh:
+        pickle.dump({"data": np.zeros((2, 3072), np.uint8), "fine_labels": [0, 1]}, fh)
+    with pytest.raises(ValueError, match="data_batch_1.*'labels'"):
+        load_cifar10(tmp_path)
+
+
+def test_bad_root_type():
+    with pytest.raises(ValueError, match="root"):
+        load_cifar10(None)
+
+
+# ------------------------------------------------------------------ shipped sample
+
+
+@pytest.mark.skipif(not DEFAULT_SAMPLE_PATH.is_file(), reason="sample not generated")
+def test_sample_loader():
+    s = load_cifar10_sample()
+    assert s.train_images.shape == (2000, 32, 32, 3) and s.train_images.dtype == np.uint8
+    assert s.test_images.shape == (500, 32, 32, 3)
+    assert np.bincount(s.train_labels).tolist() == [200] * 10
+    assert np.bincount(s.test_labels).tolist() == [50] * 10
+    assert s.train_labels.dtype == np.int64
+
+
+@needs_real
+@pytest.mark.skipif(not DEFAULT_SAMPLE_PATH.is_file(), reason="sample not generated")
+def test_sample_is_first_per_class_of_real(real):
+    s = load_cifar10_sample()
+    with np.load(DEFAULT_SAMPLE_PATH) as z:
+        idx = z["train_index"]
+        tidx = z["test_index"]
+    assert np.all(np.diff(idx) > 0)
+    np.testing.assert_array_equal(s.train_images, real.train_images[idx])
+    np.testing.assert_array_equal(s.test_labels, real.test_labels[tidx])
+    # first 200 per class: no unselected image of class k precedes the 200th selected one
+    for k in range(10):
+        assert np.array_equal(idx[s.train_labels == k], np.flatnonzero(real.train_labels == k)[:200])
+
+
+def test_sample_missing_message(tmp_path):
+    with pytest.raises(FileNotFoundError, match="make_cifar_sample.py"):
+        load_cifar10_sample(tmp_path / "absent.npz")
+
+
+def test_sample_bad_file(tmp_path):
+    bad = tmp_path / "bad.npz"
+    np.savez(bad, train_images=np.zeros((2, 32, 32, 3), np.uint8), train_labels=np.zeros(2, np.int64))
+    with pytest.raises(ValueError, match="test_images"):
+        load_cifar10_sample(bad)
+    np.savez(bad, train_images=np.zeros((2, 3, 32, 32), np.uint8), train_labels=np.zeros(2, np.int64),
+             test_images=np.zeros((1, 32, 32, 3), np.uint8), test_labels=np.zeros(1, np.int64))
+    with pytest.raises(ValueError, match="train_images"):
+        load_cifar10_sample(bad)
+
+
+def test_normalisation_constants():
+    assert CIFAR10_MEAN == (0.4914, 0.4822, 0.4465)
+    assert CIFAR10_STD == (0.2023, 0.1994, 0.2010)

@@ -1,0 +1,293 @@
+"""Tests of the LEAF / FedProx JSON reader and writer."""
+from __future__ import annotations
+
+import json
+import os
+import re
+
+import numpy as np
+import pytest
+
+from fedlib.data.clients import FederatedDataset
+from fedlib.data.leaf import load_leaf, save_leaf
+from fedlib.data.synthetic import synthetic
+
+
+def _doc(users, xs, ys, counts=None):
+    return {
+        "users": users,
+        "num_samples": [len(y) for y in ys] if counts is None else counts,
+        "user_data": {u: {"x": x, "y": y} for u, x, y in zip(users, xs, ys)},
+    }
+
+
+def _write(path, doc):
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(doc if isinstance(doc, str) else json.dumps(doc))
+    return path
+
+
+def _good():
+    return _doc(["a", "b"], [[[0.0, 1.0], [2.0, 3.0]], [[4.0, 5.0]]], [[0, 1], [2]])
+
+
+def _assert_same(a: FederatedDataset, b: FederatedDataset):
+    assert a.num_clients == b.num_clients and a.num_classes == b.num_classes
+    for k in range(a.num_clients):
+        for part in ("train_x", "train_y", "test_x", "test_y"):
+            u, v = getattr(a, part)[k], getattr(b, part)[k]
+            assert u.shape == v.shape and u.dtype == v.dtype
+            np.testing.assert_array_equal(u, v)
+
+
+@pytest.fixture(scope="module")
+def small() -> FederatedDataset:
+    return synthetic(num_clients=4, seed=0, num_samples=[55, 60, 12, 70])
+
+
+# ------------------------------------------------------------------ round trips / layouts
+
+
+def test_round_trip_folder(tmp_path, small):
+    files = save_leaf(small, tmp_path / "ds")
+    assert sorted(os.path.relpath(f, tmp_path) for f in files) == ["ds/test/test.json", "ds/train/train.json"]
+    back = load_leaf(tmp_path / "ds", num_classes=10)
+    _assert_same(small, back)
+    assert back.meta["users"] == small.meta["users"] and back.meta["has_test"] is True
+    assert back.name == str(tmp_path / "ds")
+    # no temporary files are left behind
+    assert sorted(os.listdir(tmp_path / "ds" / "train")) == ["train.json"]
+
+
+def test_round_trip_single_file(tmp_path, small):
+    with pytest.raises(ValueError, match="test samples"):
+        save_leaf(small, tmp_path / "one.json")
+    save_leaf(small, tmp_path / "one.json", drop_test=True)
+    back = load_leaf(tmp_path / "one.json", num_classes=10, name="mine")
+    assert back.name == "mine" and back.meta["has_test"] is False
+    for k in range(small.num_clients):
+        np.testing.assert_array_equal(back.train_x[k], small.train_x[k])
+        np.testing.assert_array_equal(back.train_y[k], small.train_y[k])
+        assert back.test_x[k].shape == (0, 60) and back.test_y[k].shape == (0,)
+        assert back.test_y[k].dtype == np.int64
+
+
+def test_save_overwrites_atomically(tmp_path, small):
+    target = tmp_path / "one.json"
+    target.write_text("old")
+    save_leaf(small, target, drop_test=True)
+    assert load_leaf(target).num_clients == 4
+    assert os.listdir(tmp_path) == ["one.json"]
+
+
+def test_save_default_user_ids(tmp_path):
+    ds = FederatedDataset([np.ones((2, 3))], [np.array([0, 1])], [np.zeros((0, 3))], [np.zeros(0, np.int64)], 2)
+    save_leaf(ds, tmp_path / "f.json")
+    assert json.loads((tmp_path / "f.json").read_text())["users"] == ["f_00000"]
+
+
+def test_fedprox_layout_several_files_merged(tmp_path):
+    """train/ and test/ with several files; float labels as FedProx writes them."""
+    root = tmp_path / "synthetic_1_1" / "data"
+    _write(root / "train" / "a.json", _doc(["u1", "u2"], [[[1.0, 2.0]], [[3.0, 4.0]]], [[1.0], [2.0]]))
+    _write(root / "train" / "b.json", _doc(["u3", "u1"], [[[5.0, 6.0]], [[7.0, 8.0]]], [[0.0], [3.0]]))
+    _write(root / "test" / "t.json", _doc(["u3", "u2", "u1"], [[[9.0, 9.0]], [], [[1.0, 1.0]]], [[4], [], [0]]))
+    ds = load_leaf(root)
+    assert ds.meta["users"] == ["u1", "u2", "u3"]
+    np.testing.assert_array_equal(ds.train_x[0], [[1.0, 2.0], [7.0, 8.0]])
+    np.testing.assert_array_equal(ds.train_y[0], [1, 3])
+    assert ds.train_y[0].dtype == np.int64
+    np.testing.assert_array_equal(ds.test_x[2], [[9.0, 9.0]])
+    assert ds.test_x[1].shape == (0, 2)
+    assert ds.num_classes == 5  # max label (4, in test) + 1
+    assert ds.num_samples.tolist() == [2, 1, 1]
+
+
+def test_folder_of_json_files_is_train_only(tmp_path):
+    _write(tmp_path / "x" / "1.json", _good())
+    _write(tmp_path / "x" / "2.json", _doc(["c"], [[[0.5, 0.5]]], [[0]]))
+    ds = load_leaf(tmp_path / "x")
+    assert ds.meta["users"] == ["a", "b", "c"] and ds.meta["has_test"] is False
+    assert ds.num_classes == 3 and ds.test_x[2].shape == (0, 2)
+
+
+def test_train_folder_without_test_folder(tmp_path):
+    _write(tmp_path / "r" / "train" / "1.json", _good())
+    ds = load_leaf(tmp_path / "r")
+    assert ds.meta["has_test"] is False and ds.num_clients == 2
+
+
+def test_num_classes_at_least_two(tmp_path):
+    f = _write(tmp_path / "z.json", _doc(["a"], [[[1.0]]], [[0]]))
+    assert load_leaf(f).num_classes == 2
+    assert load_leaf(f, num_classes=7).num_classes == 7
+
+
+# ------------------------------------------------------------------ errors
+
+
+def _raises(path, pattern, **kwargs):
+    with pytest.raises(ValueError, match=pattern) as info:
+        load_leaf(path, **kwargs)
+    return str(info.value)
+
+
+def _bad_file(tmp_path, doc, pattern, fname="bad.json", **kwargs):
+    f = _write(tmp_path / fname, doc)
+    msg = _raises(f, pattern, **kwargs)
+    assert fname in msg, msg
+    return msg
+
+
+def test_missing_path(tmp_path):
+    _raises(tmp_path / "nope.json", r"nope\.json.*no such file")
+
+
+def test_empty_folder(tmp_path):
+    (tmp_path / "empty").mkdir()
+    _raises(tmp_path / "empty", r"empty.*no \.json files")
+
+
+def test_test_folder_without_train(tmp_path):
+    _write(tmp_path / "r" / "test" / "1.json", _good())
+    _raises(tmp_path / "r", "no train/ subfolder")
+
+
+def test_not_json(tmp_path):
+    _bad_file(tmp_path, "{not json", "not valid JSON")
+
+
+def test_not_an_object(tmp_path):
+    _bad_file(tmp_path, "[1, 2]", "top level")
+
+
+@pytest.mark.parametrize("key", ["users", "num_samples", "user_data"])
+def test_missing_key(tmp_path, key):
+    doc = _good()
+    del doc[key]
+    _bad_file(tmp_path, doc, f"missing key.*{key}")
+
+
+def test_num_samples_disagree(tmp_path):
+    doc = _good()
+    doc["num_samples"] = [2, 5]
+    _bad_file(tmp_path, doc, r"'b' num_samples = 5 disagrees")
+
+
+def test_num_samples_wrong_length(tmp_path):
+    doc = _good()
+    doc["num_samples"] = [2]
+    _bad_file(tmp_path, doc, "num_samples")
+
+
+def test_user_missing_from_user_data(tmp_path):
+    doc = _good()
+    del doc["user_data"]["b"]
+    _bad_file(tmp_path, doc, r"'b' is in 'users' but missing from 'user_data'")
+
+
+def test_duplicate_user(tmp_path):
+    doc = _good()
+    doc["users"] = ["a", "a"]
+    _bad_file(tmp_path, doc, "listed twice")
+
+
+def test_user_entry_without_x(tmp_path):
+    doc = _good()
+    del doc["user_data"]["a"]["x"]
+    _bad_file(tmp_path, doc, "keys 'x' and 'y'")
+
+
+def test_x_y_length_mismatch(tmp_path):
+    doc = _good()
+    doc["user_data"]["a"]["y"] = [0]
+    _bad_file(tmp_path, doc, "2 rows of x but 1 labels")
+
+
+def test_ragged_x(tmp_path):
+    doc = _good()
+    doc["user_data"]["a"]["x"] = [[0.0, 1.0], [2.0]]
+    _bad_file(tmp_path, doc, "ragged")
+
+
+def test_feature_dim_differs_between_users(tmp_path):
+    doc = _good()
+    doc["user_data"]["b"]["x"] = [[4.0, 5.0, 6.0]]
+    _bad_file(tmp_path, doc, "3 features")
+
+
+@pytest.mark.parametrize("value", ['"1.5"', "null", '{"a": 1}'])
+def test_non_numeric_x(tmp_path, value):
+    text = json.dumps(_good()).replace("5.0", value)
+    _bad_file(tmp_path, text, "non-numeric|not a list|rows of numbers")
+
+
+@pytest.mark.parametrize("value", ["NaN", "Infinity", "-Infinity"])
+def test_non_finite_x(tmp_path, value):
+    text = json.dumps(_good()).replace("5.0", value)
+    _bad_file(tmp_path, text, "NaN or inf")
+
+
+@pytest.mark.parametrize("label", [1.5, "1", None, True, [1]])
+def test_non_integer_label(tmp_path, label):
+    doc = _good()
+    doc["user_data"]["a"]["y"] = [0, label]
+    _bad_file(tmp_path, doc, "not an integer label")
+
+
+def test_negative_label(tmp_path):
+    doc = _good()
+    doc["user_data"]["a"]["y"] = [0, -1]
+    _bad_file(tmp_path, doc, "negative")
+
+
+def test_label_out_of_range(tmp_path):
+    _bad_file(tmp_path, _good(), re.escape("out of range [0, 2)"), num_classes=2)
+
+
+def test_bad_num_classes(tmp_path):
+    f = _write(tmp_path / "ok.json", _good())
+    _raises(f, "num_classes", num_classes=1)
+
+
+def test_empty_client(tmp_path):
+    doc = _doc(["a", "b"], [[[0.0, 1.0]], []], [[0], []])
+    msg = _bad_file(tmp_path, doc, r"'b' has no training samples")
+    assert "empty client" in msg
+
+
+def test_no_users(tmp_path):
+    _bad_file(tmp_path, _doc([], [], []), "no users")
+
+
+def test_train_test_users_differ(tmp_path):
+    _write(tmp_path / "r" / "train" / "tr.json", _good())
+    _write(tmp_path / "r" / "test" / "te.json", _doc(["a", "c"], [[[0.0, 0.0]], [[1.0, 1.0]]], [[0], [1]]))
+    msg = _raises(tmp_path / "r", "test users differ from train users")
+    assert "test" in msg and "tr.json" in msg and "'c'" in msg and "'b'" in msg
+
+
+def test_error_in_test_file_names_it(tmp_path):
+    _write(tmp_path / "r" / "train" / "tr.json", _good())
+    bad = _good()
+    bad["user_data"]["a"]["y"] = [0, 0.5]
+    _write(tmp_path / "r" / "test" / "te.json", bad)
+    msg = _raises(tmp_path / "r", "not an integer label")
+    assert "te.json" in msg
+
+
+def test_test_feature_dim_differs(tmp_path):
+    _write(tmp_path / "r" / "train" / "tr.json", _good())
+    _write(tmp_path / "r" / "test" / "te.json", _doc(["a", "b"], [[[0.0]], [[1.0]]], [[0], [1]]))
+    msg = _raises(tmp_path / "r", "features")
+    assert "te.json" in msg and "tr.json" in msg
+
+
+def test_save_rejects_bad_targets(tmp_path, small):
+    with pytest.raises(ValueError, match="dataset"):
+        save_leaf("not a dataset", tmp_path / "d")
+    with pytest.raises(ValueError, match="does not exist"):
+        save_leaf(small, tmp_path / "missing" / "f.json", drop_test=True)
+    (tmp_path / "plain").write_text("x")
+    with pytest.raises(ValueError, match="not a folder"):
+        save_leaf(small, tmp_path / "plain")

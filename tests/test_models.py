@@ -1,0 +1,100 @@
+"""VGG-11 of the official FedNova code: size, layout, output, seeded init."""
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+from torch import nn
+
+from fedlib.models import VGG11_NUM_PARAMETERS, count_parameters, scaled_width, vgg11
+
+
+@pytest.fixture(scope="module")
+def full():
+    return vgg11(seed=0)
+
+
+def _same(a: nn.Module, b: nn.Module) -> bool:
+    sa, sb = a.state_dict(), b.state_dict()
+    return sa.keys() == sb.keys() and all(torch.equal(sa[k], sb[k]) for k in sa)
+
+
+def test_parameter_count(full):
+    assert count_parameters(full) == VGG11_NUM_PARAMETERS == 9_750_922
+
+
+def test_flat_layout(full):
+    assert isinstance(full, nn.Sequential) and len(full) == 29
+    kinds = [type(m).__name__ for m in full]
+    assert kinds[21:] == ["Flatten", "Dropout", "Linear", "ReLU", "Dropout", "Linear", "ReLU", "Linear"]
+    convs = [m for m in full if isinstance(m, nn.Conv2d)]
+    assert [c.out_channels for c in convs] == [64, 128, 256, 256, 512, 512, 512, 512]
+    assert all(c.kernel_size == (3, 3) and c.padding == (1, 1) for c in convs)
+    assert sum(isinstance(m, nn.MaxPool2d) for m in full) == 5
+    assert all(not any(True for _ in m.children()) for m in full)  # only leaf layers
+
+
+def test_init_distribution(full):
+    for m in full:
+        if isinstance(m, nn.Conv2d):
+            assert torch.count_nonzero(m.bias) == 0
+            expected = math.sqrt(2.0 / (9 * m.out_channels))
+            assert abs(m.weight.std().item() / expected - 1) < 0.05
+        elif isinstance(m, nn.Linear):
+            bound = 1 / math.sqrt(m.in_features)
+            assert m.weight.abs().max().item() <= bound and m.bias.abs().max().item() <= bound
+
+
+def test_output_shape():
+    model = vgg11(width=0.125, seed=0).eval()
+    out = model(torch.randn(3, 3, 32, 32, generator=torch.Generator().manual_seed(0)))
+    assert out.shape == (3, 10) and torch.all(torch.isfinite(out))
+    assert vgg11(num_classes=7, width=0.125, seed=0)(torch.zeros(2, 3, 32, 32)).shape == (2, 7)
+
+
+def test_seeded_determinism_without_global_rng():
+    state = torch.get_rng_state()
+    a, b, c = vgg11(width=0.25, seed=3), vgg11(width=0.25, seed=3), vgg11(width=0.25, seed=4)
+    assert torch.equal(torch.get_rng_state(), state)
+    assert _same(a, b) and not _same(a, c)
+    g1, g2 = torch.Generator().manual_seed(9), torch.Generator().manual_seed(9)
+    assert _same(vgg11(width=0.25, seed=g1), vgg11(width=0.25, seed=g2))
+
+
+def test_unseeded_uses_global_rng():
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(5)
+        a = vgg11(width=0.125)
+        torch.manual_seed(5)
+        b = vgg11(width=0.125)
+    assert _same(a, b)
+
+
+def test_small_width():
+    small = vgg11(width=0.125, seed=0)
+    convs = [m for m in small if isinstance(m, nn.Conv2d)]
+    assert [c.out_channels for c in convs] == [8, 16, 32, 32, 64, 64, 64, 64]
+    assert [m.out_features for m in small if isinstance(m, nn.Linear)] == [64, 64, 10]
+    assert count_parameters(small) < 200_000
+    assert scaled_width(64, 0.001) == 1
+
+
+def test_count_parameters_trainable_only():
+    model = vgg11(width=0.125, seed=0)
+    total = count_parameters(model)
+    model[0].weight.requires_grad_(False)
+    assert count_parameters(model, trainable_only=True) == total - model[0].weight.numel()
+    with pytest.raises(ValueError, match="module"):
+        count_parameters("not a module")
+
+
+def test_validation():
+    with pytest.raises(ValueError, match="width"):
+        vgg11(width=0)
+    with pytest.raises(ValueError, match="num_classes"):
+        vgg11(num_classes=0)
+    with pytest.raises(ValueError, match="seed"):
+        vgg11(seed=-1)
+    with pytest.raises(ValueError, match="dropout"):
+        vgg11(dropout=1.0)

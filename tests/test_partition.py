@@ -1,0 +1,184 @@
+"""Dirichlet (official and modern-RNG) and IID partitions."""
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from fedlib.data.partition import (
+    class_counts,
+    dirichlet_partition,
+    dirichlet_partition_generator,
+    iid_partition,
+)
+
+REAL_ROOT = Path("/work/shared/data")
+needs_real = pytest.mark.skipif(not (REAL_ROOT / "cifar-10-batches-py").is_dir(), reason="real CIFAR-10 not present")
+
+
+def _labels(n_per_class=300, k=10, seed=0):
+    y = np.repeat(np.arange(k), n_per_class)
+    return np.random.default_rng(seed).permutation(y)
+
+
+def _official_transcription(labels, n_nets, alpha, seed, K=10, threshold=10):
+    """The official loop written out on numpy's *global* legacy RNG (state restored after)."""
+    saved = np.random.get_state()
+    try:
+        np.random.seed(seed)
+        N = len(labels)
+        min_size = 0
+        while min_size < threshold:
+            idx_batch = [[] for _ in range(n_nets)]
+            for k in range(K):
+                idx_k = np.where(labels == k)[0]
+                np.random.shuffle(idx_k)
+                p = np.random.dirichlet(np.repeat(alpha, n_nets))
+                p = np.array([pj * (len(b) < N / n_nets) for pj, b in zip(p, idx_batch)])
+                p = p / p.sum()
+                cuts = (np.cumsum(p) * len(idx_k)).astype(int)[:-1]
+                idx_batch = [b + part.tolist() for b, part in zip(idx_batch, np.split(idx_k, cuts))]
+                min_size = min(len(b) for b in idx_batch)
+        for j in range(n_nets):
+            np.random.shuffle(idx_batch[j])
+        return idx_batch
+    finally:
+        np.random.set_state(saved)
+
+
+def _check_valid(parts, n, num_clients, min_size):
+    assert len(parts) == num_clients
+    assert all(p.dtype == np.int64 and p.ndim == 1 for p in parts)
+    assert min(p.size for p in parts) >= min_size
+    allidx = np.concatenate(parts)
+    assert allidx.size == n
+    np.testing.assert_array_equal(np.sort(allidx), np.arange(n))
+
+
+def test_matches_official_loop_call_for_call():
+    y = _labels()
+    for seed, alpha, m in [(2020, 0.1, 16), (7, 0.5, 5), (3, 0.05, 8)]:
+        ours = dirichlet_partition(y, m, alpha, seed)
+        ref = _official_transcription(y, m, alpha, seed)
+        assert [p.tolist() for p in ours] == ref
+
+
+def test_global_numpy_state_untouched():
+    y = _labels()
+    before = np.random.get_state()[1].copy()
+    dirichlet_partition(y, 16, 0.1, 2020)
+    np.testing.assert_array_equal(np.random.get_state()[1], before)
+
+
+def test_determinism_and_seed_dependence():
+    y = _labels()
+    a = dirichlet_partition(y, 16, 0.1, 2020)
+    b = dirichlet_partition(y, 16, 0.1, 2020)
+    c = dirichlet_partition(y, 16, 0.1, 2021)
+    assert all(np.array_equal(u, v) for u, v in zip(a, b))
+    assert any(u.shape != v.shape or not np.array_equal(u, v) for u, v in zip(a, c))
+
+
+@pytest.mark.parametrize("m, alpha, min_size", [(16, 0.1, 10), (4, 1.0, 10), (10, 0.05, 20), (3, 100.0, 0)])
+def test_invariants(m, alpha, min_size):
+    y = _labels()
+    _check_valid(dirichlet_partition(y, m, alpha, 1, min_size), y.size, m, min_size)
+    _check_valid(dirichlet_partition_generator(y, m, alpha, 1, min_size), y.size, m, min_size)
+
+
+def test_generator_variant():
+    y = _labels()
+    a = dirichlet_partition_generator(y, 16, 0.1, 5)
+    b = dirichlet_partition_generator(y, 16, 0.1, np.random.default_rng(123))
+    c = dirichlet_partition_generator(y, 16, 0.1, 5)
+    d = dirichlet_partition_generator(y, 16, 0.1, 6)
+    assert all(np.array_equal(u, v) for u, v in zip(a, c))
+    assert any(u.shape != v.shape or not np.array_equal(u, v) for u, v in zip(a, d))
+    _check_valid(b, y.size, 16, 10)
+    legacy = dirichlet_partition(y, 16, 0.1, 5)
+    assert any(u.shape != v.shape or not np.array_equal(u, v) for u, v in zip(a, legacy))
+
+
+def test_small_alpha_is_skewed_large_alpha_balanced():
+    y = _labels()
+    skew = class_counts(y, dirichlet_partition(y, 16, 0.1, 2020))
+    flat = class_counts(y, dirichlet_partition(y, 16, 1000.0, 2020))
+    top3 = lambda c: np.sort(c, axis=1)[:, ::-1][:, :3].sum(1) / c.sum(1)  # noqa: E731
+    assert np.mean(top3(skew) >= 0.5) >= 0.75
+    assert np.all(top3(flat) < 0.45)
+
+
+def test_class_counts_sums():
+    y = _labels(50)
+    parts = dirichlet_partition(y, 4, 0.3, 0)
+    c = class_counts(y, parts)
+    assert c.shape == (4, 10)
+    np.testing.assert_array_equal(c.sum(0), np.bincount(y))
+    np.testing.assert_array_equal(c.sum(1), [p.size for p in parts])
+
+
+def test_validation_errors():
+    y = _labels(20)
+    with pytest.raises(ValueError, match="num_clients"):
+        dirichlet_partition(y, 0)
+    with pytest.raises(ValueError, match="alpha"):
+        dirichlet_partition(y, 4, alpha=0)
+    with pytest.raises(ValueError, match="alpha"):
+        dirichlet_partition(y, 4, alpha=float("nan"))
+    with pytest.raises(ValueError, match="seed"):
+        dirichlet_partition(y, 4, seed=-1)
+    with pytest.raises(ValueError, match="min_size"):
+        dirichlet_partition(y, 4, min_size=-1)
+    with pytest.raises(ValueError, match="labels"):
+        dirichlet_partition(y.astype(float), 4)
+    with pytest.raises(ValueError, match="labels"):
+        dirichlet_partition(y.reshape(10, -1), 4)
+    with pytest.raises(ValueError, match="labels"):
+        dirichlet_partition(y - 1, 4)
+    with pytest.raises(ValueError, match="num_classes"):
+        dirichlet_partition(y, 4, num_classes=5)
+    with pytest.raises(ValueError, match="min_size"):  # 30 x 10 > 200 samples
+        dirichlet_partition(y, 30, min_size=10)
+    with pytest.raises(ValueError, match="rng_or_seed"):
+        dirichlet_partition_generator(y, 4, 0.1, np.random.RandomState(0))
+
+
+def test_gives_up_after_max_attempts():
+    y = _labels(20)  # 200 samples, 19 clients x 10 is feasible but essentially never drawn at alpha=0.01
+    with pytest.raises(ValueError, match="max_attempts=5"):
+        dirichlet_partition(y, 19, 0.01, 0, 10, max_attempts=5)
+
+
+def test_iid_partition():
+    parts = iid_partition(103, 10, 0)
+    _check_valid(parts, 103, 10, 10)
+    assert sorted(p.size for p in parts) == [10] * 7 + [11] * 3
+    again = iid_partition(103, 10, 0)
+    other = iid_partition(103, 10, 1)
+    assert all(np.array_equal(u, v) for u, v in zip(parts, again))
+    assert not all(np.array_equal(u, v) for u, v in zip(parts, other))
+    with pytest.raises(ValueError, match="num_clients"):
+        iid_partition(3, 4, 0)
+    with pytest.raises(ValueError, match="seed"):
+        iid_partition(10, 2, -3)
+
+
+@needs_real
+def test_official_partition_of_real_cifar10():
+    from fedlib.data.cifar10 import load_cifar10
+
+    y = load_cifar10(REAL_ROOT).train_labels
+    parts = dirichlet_partition(y)  # 16 clients, alpha 0.1, seed 2020, min size 10
+    _check_valid(parts, 50000, 16, 10)
+    ref = _official_transcription(y, 16, 0.1, 2020)
+    assert [p.tolist() for p in parts] == ref
+    counts = class_counts(y, parts)
+    top3 = np.sort(counts, axis=1)[:, ::-1][:, :3].sum(1) / counts.sum(1)
+    assert np.mean(top3 >= 0.5) >= 0.75  # very skewed
+    sizes = np.array([p.size for p in parts])
+    print("official per-client sizes:", sizes.tolist())
+    assert sizes.max() / sizes.min() > 5
+    # Paper Table 1 header: tau_i <= 1020 = E * ceil(max n_i / 32) with E = 5 (REFERENCE §4).
+    assert 5 * math.ceil(sizes.max() / 32) == 1020
