@@ -1,0 +1,310 @@
+#!/usr/bin/env python3
+"""Execute the book's chapters with papermill, then render them with jupyter-book.
+
+Usage (paths are resolved against the repository root, whatever the cwd)::
+
+    .venv/bin/python scripts/build_book.py --profile ci      # what `make book` runs
+    .venv/bin/python scripts/build_book.py --profile full    # PROFILE=full make book
+    .venv/bin/python scripts/build_book.py --render-only     # re-render, no execution
+                                                             # (after editing intro.md, ...)
+
+How the build tree works
+------------------------
+The sources (``_config.yml``, ``_toc.yml``, ``book/``) never contain outputs.
+This script
+
+1. reads ``_toc.yml`` and collects every page it lists (root first);
+2. recreates ``_build/executed/`` as a mirror of the book sources: the two
+   configuration files and every non-notebook file under ``book/``
+   (``intro.md``, ``_static/`` with the vendored MathJax, images, ...);
+3. executes each notebook listed in the TOC with papermill into the same
+   relative path of the mirror (``book/01_update_rule.ipynb`` ->
+   ``_build/executed/book/01_update_rule.ipynb``), with kernel ``python3`` of
+   the running interpreter (the venv), the working directory set to the
+   **repository root**, and ``profile`` (plus ``seed`` when ``--seed`` is
+   given) injected after the cell tagged ``parameters``;
+4. copies ``figures/`` (written by the chapters) to ``_build/executed/figures``
+   so that Markdown references such as ``../figures/x.png`` resolve in the
+   mirror exactly as in the sources;
+5. renders the mirror with ``jupyter-book build _build/executed --path-output
+   <root> --all -n -W --keep-going`` (execution is off in ``_config.yml``),
+   which writes ``_build/html``.
+
+A chapter that raises (e.g. a failing ``assert``) makes papermill raise
+``PapermillExecutionError``: the remaining chapters are still executed (unless
+``--fail-fast``) so that every failure is reported at once, nothing is
+rendered (a previous ``_build/html`` is removed first), and the exit status
+is 1. Any Sphinx warning fails the render (``-W``) with a non-zero status.
+
+Per-chapter wall times are printed and written to ``_build/chapter_times.json``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import yaml
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+
+#: Files at the book root that belong to the book tree (globs; *.bib for
+#: sphinxcontrib-bibtex, should a chapter cite with {cite}).
+ROOT_FILES = ("_config.yml", "_toc.yml", "*.bib")
+#: Directories at the book root copied into the mirror *after* execution,
+#: so that they hold what the chapters wrote.
+ROOT_DIRS_AFTER_EXECUTION = ("figures",)
+#: Directory names never copied into the mirror.
+IGNORED_DIR_NAMES = {".ipynb_checkpoints", "__pycache__"}
+
+
+@dataclass(frozen=True)
+class Layout:
+    """Where the sources are and where the build writes, for a book rooted at ``root``."""
+
+    root: Path
+
+    @property
+    def build(self) -> Path:
+        return self.root / "_build"
+
+    @property
+    def executed(self) -> Path:
+        """Mirror of the book sources holding the executed notebooks."""
+        return self.build / "executed"
+
+    @property
+    def times_json(self) -> Path:
+        return self.build / "chapter_times.json"
+
+    def rel(self, path: Path) -> str:
+        return path.relative_to(self.root).as_posix()
+
+
+def toc_docnames(toc_path: Path) -> list[str]:
+    """Return every ``file:`` entry of a jb-book ``_toc.yml``, root first, in order."""
+    toc = yaml.safe_load(toc_path.read_text(encoding="utf8"))
+    names = [toc["root"]]
+
+    def walk(entries):
+        for entry in entries or []:
+            if "file" in entry:
+                names.append(entry["file"])
+            for key in ("parts", "chapters", "sections"):
+                walk(entry.get(key))
+
+    walk([toc])
+    return names
+
+
+def resolve_page(root: Path, docname: str) -> Path:
+    """Map a TOC docname (path without extension) to its source file."""
+    for suffix in (".ipynb", ".md"):
+        path = root / f"{docname}{suffix}"
+        if path.is_file():
+            return path
+    raise FileNotFoundError(f"_toc.yml lists {docname!r} but neither .ipynb nor .md exists")
+
+
+def prepare_mirror(layout: Layout) -> None:
+    """Recreate the mirror with the configuration and every non-notebook source file."""
+    if layout.executed.exists():
+        shutil.rmtree(layout.executed)
+    copy_sources_into_mirror(layout)
+
+
+def copy_sources_into_mirror(layout: Layout) -> None:
+    """Copy (overwrite) the configuration and every non-notebook file under book/."""
+    layout.executed.mkdir(parents=True, exist_ok=True)
+    for pattern in ROOT_FILES:
+        for src in layout.root.glob(pattern):
+            shutil.copy2(src, layout.executed / src.name)
+    for src in sorted((layout.root / "book").rglob("*")):
+        rel = src.relative_to(layout.root)
+        if src.is_dir() or src.suffix == ".ipynb" or IGNORED_DIR_NAMES & set(rel.parts):
+            continue  # notebooks of the TOC are written by papermill; others are not built
+        dst = layout.executed / rel
+        dst.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(src, dst)
+
+
+def copy_outputs_into_mirror(layout: Layout) -> None:
+    """Copy what the chapters wrote at the book root (figures/) into the mirror."""
+    for name in ROOT_DIRS_AFTER_EXECUTION:
+        src = layout.root / name
+        if src.is_dir():
+            shutil.copytree(src, layout.executed / name, dirs_exist_ok=True,
+                            ignore=shutil.ignore_patterns(*IGNORED_DIR_NAMES))
+
+
+def use_venv_kernel() -> str:
+    """Make kernel ``python3`` resolve to this interpreter; return the executable it runs.
+
+    Kernel specs in the user's data dir (``~/.local/share/jupyter``) shadow the
+    venv's; putting ``sys.prefix/share/jupyter`` first on ``JUPYTER_PATH``
+    makes the venv's spec (or ipykernel's built-in one) win.
+    """
+    venv_data = str(Path(sys.prefix) / "share" / "jupyter")
+    paths = [venv_data, *filter(None, os.environ.get("JUPYTER_PATH", "").split(os.pathsep))]
+    os.environ["JUPYTER_PATH"] = os.pathsep.join(dict.fromkeys(paths))
+
+    from jupyter_client.kernelspec import KernelSpecManager
+
+    argv0 = KernelSpecManager().get_kernel_spec("python3").argv[0]
+    # jupyter_client substitutes sys.executable for a bare "python"/"python3".
+    if argv0 in {"python", f"python{sys.version_info[0]}",
+                 f"python{sys.version_info[0]}.{sys.version_info[1]}"}:
+        argv0 = sys.executable
+    return argv0
+
+
+def execute(layout: Layout, notebook: Path, parameters: dict, timeout: int | None,
+            seconds: dict[str, float]) -> None:
+    """Execute one chapter into the mirror; record its wall time in ``seconds``.
+
+    Raises whatever papermill raises (``PapermillExecutionError`` for an
+    exception in a cell); the partially executed notebook is still written.
+    """
+    import papermill as pm
+
+    out = layout.executed / notebook.relative_to(layout.root)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    start = time.perf_counter()
+    try:
+        pm.execute_notebook(
+            str(notebook),
+            str(out),
+            parameters=parameters,
+            kernel_name="python3",
+            cwd=str(layout.root),
+            progress_bar=False,
+            execution_timeout=timeout,
+        )
+    finally:
+        seconds[layout.rel(notebook)] = time.perf_counter() - start
+
+
+def failure_summary(exc: Exception) -> str:
+    """One line describing why a chapter failed (``AssertionError: ...`` for a cell)."""
+    ename, evalue = getattr(exc, "ename", None), getattr(exc, "evalue", None)
+    if ename:  # papermill.exceptions.PapermillExecutionError
+        cell = getattr(exc, "exec_count", None)
+        return f"{ename}: {evalue} (cell In[{cell}])"
+    lines = str(exc).strip().splitlines()
+    return f"{type(exc).__name__}: {lines[-1] if lines else ''}"
+
+
+def render(layout: Layout) -> int:
+    """Render the mirror to ``_build/html``; return jupyter-book's exit status."""
+    jb = Path(sys.executable).parent / "jupyter-book"
+    cmd = [
+        str(jb) if jb.exists() else "jupyter-book",
+        "build", str(layout.executed),
+        "--path-output", str(layout.root),  # jupyter-book appends _build/html
+        "--builder", "html",
+        "--all",                            # fresh environment: every warning is re-emitted
+        "-n", "-W", "--keep-going",
+    ]
+    print("$ " + " ".join(cmd), flush=True)
+    start = time.perf_counter()
+    status = subprocess.call(cmd, cwd=layout.root)
+    print(f"[render] jupyter-book exited {status} in {time.perf_counter() - start:.1f} s",
+          flush=True)
+    return status
+
+
+def execute_all(layout: Layout, parameters: dict, timeout: int | None,
+                fail_fast: bool) -> bool:
+    """Execute every notebook of the TOC; write and print the timings; True if all passed."""
+    pages = [resolve_page(layout.root, d) for d in toc_docnames(layout.root / "_toc.yml")]
+    notebooks = [layout.rel(p) for p in pages if p.suffix == ".ipynb"]
+    print(f"parameters={parameters}  kernel python3 -> {use_venv_kernel()}  "
+          f"cwd={layout.root}", flush=True)
+
+    # A stale book must not survive a failed execution (the browser tests read it).
+    shutil.rmtree(layout.build / "html", ignore_errors=True)
+    prepare_mirror(layout)
+    times: dict[str, float] = {}
+    failures: dict[str, str] = {}
+    for name in notebooks:
+        print(f"[execute] {name} ...", flush=True)
+        try:
+            execute(layout, layout.root / name, parameters, timeout, times)
+        except Exception as exc:  # PapermillExecutionError, dead kernel, timeout, ...
+            failures[name] = failure_summary(exc)
+            print(f"[execute] {name}: FAILED after {times[name]:.1f} s\n{exc}",
+                  file=sys.stderr, flush=True)
+            if fail_fast:
+                break
+        else:
+            print(f"[execute] {name}: ok in {times[name]:.1f} s", flush=True)
+    copy_outputs_into_mirror(layout)
+
+    layout.times_json.write_text(json.dumps({
+        "parameters": parameters,
+        "seconds": {name: round(t, 3) for name, t in times.items()},
+        "total_seconds": round(sum(times.values()), 3),
+        "failed": sorted(failures),
+    }, indent=2) + "\n", encoding="utf8")
+
+    print(f"\nchapter execution times ({parameters}):")
+    for name in notebooks:
+        status = f"{times[name]:8.1f} s" if name in times else "   skipped"
+        print(f"  {status}  {name}{'  FAILED' if name in failures else ''}")
+    print(f"  {sum(times.values()):8.1f} s  total  (-> {layout.rel(layout.times_json)})",
+          flush=True)
+    if failures:
+        print(f"\n{len(failures)} chapter(s) failed, the book is not rendered:",
+              file=sys.stderr)
+        for name, msg in failures.items():
+            print(f"  {name}: {msg}", file=sys.stderr)
+    return not failures
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
+    parser.add_argument("--profile", default=os.environ.get("PROFILE", "ci"),
+                        help="value injected as `profile` into every chapter (default: ci)")
+    parser.add_argument("--seed", type=int, default=None,
+                        help="also inject `seed` (default: each chapter keeps its own)")
+    parser.add_argument("--timeout", type=int, default=None,
+                        help="per-cell execution timeout in seconds (default: none)")
+    parser.add_argument("--fail-fast", action="store_true",
+                        help="stop at the first chapter that fails")
+    parser.add_argument("--root", type=Path, default=REPO_ROOT,
+                        help="book root holding _config.yml and _toc.yml (default: this repo)")
+    mode = parser.add_mutually_exclusive_group()
+    mode.add_argument("--no-render", action="store_true", help="execute only")
+    mode.add_argument("--render-only", action="store_true",
+                      help="render the last executed notebooks (with fresh non-notebook "
+                           "sources) without executing")
+    args = parser.parse_args(argv)
+    layout = Layout(args.root.resolve())
+
+    if args.render_only:
+        if not layout.executed.is_dir():
+            print(f"error: {layout.executed} does not exist; execute first", file=sys.stderr)
+            return 2
+        # Pick up edits of intro.md, _config.yml, _toc.yml, _static/ and figures/;
+        # the notebooks stay as last executed.
+        copy_sources_into_mirror(layout)
+        copy_outputs_into_mirror(layout)
+        return render(layout)
+
+    parameters: dict = {"profile": args.profile}
+    if args.seed is not None:
+        parameters["seed"] = args.seed
+    if not execute_all(layout, parameters, args.timeout, args.fail_fast):
+        return 1
+    return 0 if args.no_render else render(layout)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

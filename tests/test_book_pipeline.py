@@ -1,0 +1,200 @@
+"""The book's sources and its build pipeline (scripts/build_book.py), without a browser.
+
+* the notebooks under ``book/`` are committed clean (no outputs, no counts);
+* every page of ``_toc.yml`` exists and every chapter has one ``parameters``
+  cell defining ``profile`` and ``seed``;
+* ``_config.yml`` keeps execution off and MathJax local;
+* the build script executes with papermill from the book root, injects the
+  profile, mirrors the tree, and fails on a failing ``assert`` (on a scratch
+  book in a temporary directory, without rendering).
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import nbformat
+import pytest
+import yaml
+
+ROOT = Path(__file__).resolve().parents[1]
+BUILD_SCRIPT = ROOT / "scripts" / "build_book.py"
+CONFIG = yaml.safe_load((ROOT / "_config.yml").read_text(encoding="utf8"))
+TOC = yaml.safe_load((ROOT / "_toc.yml").read_text(encoding="utf8"))
+
+
+def toc_docnames() -> list[str]:
+    """Every ``file:`` of the TOC, root first."""
+    names = [TOC["root"]]
+
+    def walk(entries):
+        for entry in entries or []:
+            if "file" in entry:
+                names.append(entry["file"])
+            for key in ("parts", "chapters", "sections"):
+                walk(entry.get(key))
+
+    walk([TOC])
+    return names
+
+
+CHAPTERS = [d for d in toc_docnames() if (ROOT / f"{d}.ipynb").is_file()]
+SOURCE_NOTEBOOKS = sorted(p for p in (ROOT / "book").rglob("*.ipynb")
+                          if ".ipynb_checkpoints" not in p.parts)
+
+
+def assigned_names(source: str) -> dict[str, ast.expr]:
+    """Top-level ``name = value`` assignments of a code cell."""
+    names = {}
+    for node in ast.parse(source).body:
+        if isinstance(node, ast.Assign):
+            for target in node.targets:
+                if isinstance(target, ast.Name):
+                    names[target.id] = node.value
+        elif isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name):
+            names[node.target.id] = node.value
+    return names
+
+
+# --------------------------------------------------------------------- TOC ---
+
+def test_toc_is_a_flat_numbered_book():
+    assert TOC["format"] == "jb-book"
+    assert TOC["root"] == "book/intro"
+    assert TOC.get("options", {}).get("numbered") is True
+    assert "parts" not in TOC
+    assert TOC["chapters"], "the TOC lists no chapter"
+
+
+@pytest.mark.parametrize("docname", toc_docnames())
+def test_toc_page_exists(docname):
+    assert docname.startswith("book/"), "pages live under book/"
+    found = [s for s in (".ipynb", ".md") if (ROOT / f"{docname}{s}").is_file()]
+    assert len(found) == 1, f"{docname}: expected exactly one of .ipynb/.md, found {found}"
+    if docname != TOC["root"]:
+        assert found == [".ipynb"], f"chapter {docname} must be a notebook"
+
+
+# --------------------------------------------------------- notebook sources ---
+
+@pytest.mark.parametrize("path", SOURCE_NOTEBOOKS, ids=lambda p: p.name)
+def test_sources_have_no_outputs(path):
+    nb = nbformat.read(path, as_version=4)
+    nbformat.validate(nb)
+    for i, cell in enumerate(nb.cells):
+        if cell.cell_type == "code":
+            assert cell.outputs == [], f"{path.name} cell {i}: committed outputs"
+            assert cell.execution_count is None, f"{path.name} cell {i}: execution_count"
+        assert "injected-parameters" not in cell.metadata.get("tags", []), \
+            f"{path.name} cell {i}: papermill's injected cell was committed"
+        assert "papermill" not in cell.metadata, f"{path.name} cell {i}: papermill metadata"
+    assert "papermill" not in nb.metadata, f"{path.name}: executed by papermill, not clean"
+
+
+@pytest.mark.parametrize("docname", CHAPTERS)
+def test_chapter_has_one_parameters_cell(docname):
+    nb = nbformat.read(ROOT / f"{docname}.ipynb", as_version=4)
+    cells = [c for c in nb.cells if "parameters" in c.metadata.get("tags", [])]
+    assert len(cells) == 1, f"{docname}: {len(cells)} cells tagged 'parameters'"
+    assert cells[0].cell_type == "code"
+    names = assigned_names(cells[0].source)
+    assert {"profile", "seed"} <= set(names), f"{docname}: parameters define {sorted(names)}"
+    assert ast.literal_eval(names["profile"]) == "ci", "the default profile is 'ci'"
+    assert isinstance(ast.literal_eval(names["seed"]), int)
+    assert nb.metadata.get("kernelspec", {}).get("name") == "python3"
+
+
+@pytest.mark.parametrize("docname", CHAPTERS)
+def test_chapter_starts_with_a_title(docname):
+    nb = nbformat.read(ROOT / f"{docname}.ipynb", as_version=4)
+    first = nb.cells[0]
+    assert first.cell_type == "markdown" and first.source.startswith("# "), \
+        f"{docname}: the first cell must be a '# Title' markdown cell"
+
+
+# ------------------------------------------------------------------ config ---
+
+def test_config_execution_is_off_and_toc_only():
+    assert CONFIG["execute"]["execute_notebooks"] == "off"
+    assert CONFIG["only_build_toc_files"] is True
+
+
+def test_config_mathjax_is_local():
+    sphinx = CONFIG["sphinx"]["config"]
+    path = sphinx["mathjax_path"]
+    assert "://" not in path and not path.startswith("/"), path
+    # A relative mathjax_path is resolved against _static/ of the HTML output,
+    # which receives the contents of every html_static_path entry.
+    assert any((ROOT / static / path).is_file() for static in sphinx["html_static_path"])
+    # jupyter-book would load every *.js of a root-level _static/ on every page.
+    assert not (ROOT / "_static").exists()
+
+
+def test_config_fetches_nothing():
+    sphinx = CONFIG["sphinx"]["config"]
+    assert sphinx.get("intersphinx_mapping") == {}
+    assert sphinx.get("nb_ipywidgets_js") == {}
+    assert CONFIG.get("launch_buttons", {}).get("thebe") is False
+
+
+# ---------------------------------------------------------- build script ---
+
+def _notebook(path: Path, *sources: str) -> None:
+    nb = nbformat.v4.new_notebook()
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3",
+                                 "language": "python"}
+    nb.cells = [nbformat.v4.new_markdown_cell(f"# {path.stem}"),
+                nbformat.v4.new_code_cell('profile = "ci"\nseed = 0',
+                                          metadata={"tags": ["parameters"]})]
+    nb.cells += [nbformat.v4.new_code_cell(s) for s in sources]
+    path.parent.mkdir(parents=True, exist_ok=True)
+    nbformat.write(nb, path)
+
+
+def test_build_script_executes_in_root_and_fails_on_assert(tmp_path):
+    """A scratch book: one passing and one failing chapter, executed but not rendered."""
+    book = tmp_path / "scratch"
+    (book / "book").mkdir(parents=True)
+    shutil.copy2(ROOT / "_config.yml", book / "_config.yml")
+    (book / "book" / "intro.md").write_text("# Scratch\n", encoding="utf8")
+    (book / "book" / "notes.txt").write_text("copied as is\n", encoding="utf8")
+    (book / "_toc.yml").write_text(
+        "format: jb-book\nroot: book/intro\nchapters:\n"
+        "  - file: book/good\n  - file: book/bad\n", encoding="utf8")
+    _notebook(book / "book" / "good.ipynb",
+              "import os, pathlib\n"
+              "assert pathlib.Path(os.getcwd()).resolve() == pathlib.Path('_toc.yml').resolve().parent\n"
+              "assert (pathlib.Path('book') / 'good.ipynb').is_file()  # cwd = book root\n"
+              "pathlib.Path('figures').mkdir(exist_ok=True)\n"
+              "pathlib.Path('figures/f.txt').write_text(profile)\n"
+              "print('profile is', profile)")
+    _notebook(book / "book" / "bad.ipynb", "assert profile == 'nope', 'chapter claim failed'")
+
+    proc = subprocess.run(
+        [sys.executable, str(BUILD_SCRIPT), "--root", str(book), "--profile", "full",
+         "--no-render"], capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert "AssertionError: chapter claim failed" in proc.stderr
+
+    executed = book / "_build" / "executed"
+    assert (executed / "_config.yml").is_file() and (executed / "_toc.yml").is_file()
+    assert (executed / "book" / "intro.md").is_file()
+    assert (executed / "book" / "notes.txt").is_file()
+    assert (executed / "figures" / "f.txt").read_text() == "full"
+
+    good = nbformat.read(executed / "book" / "good.ipynb", as_version=4)
+    injected = [c for c in good.cells if "injected-parameters" in c.metadata.get("tags", [])]
+    assert len(injected) == 1 and "profile = \"full\"" in injected[0].source
+    assert "profile is full" in "".join(o.get("text", "") for c in good.cells
+                                        if c.cell_type == "code" for o in c.outputs)
+
+    times = json.loads((book / "_build" / "chapter_times.json").read_text())
+    assert times["parameters"] == {"profile": "full"}
+    assert set(times["seconds"]) == {"book/good.ipynb", "book/bad.ipynb"}
+    assert times["failed"] == ["book/bad.ipynb"]
+    assert not (book / "_build" / "html").exists(), "a failed execution must not render"
