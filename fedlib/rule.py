@@ -114,7 +114,7 @@ def _fedavg(p: np.ndarray, a: np.ndarray) -> tuple[float, np.ndarray]:
 
 def _tau_eff_value(tau_eff: TauEff, p: np.ndarray, a: np.ndarray, local_steps: Any) -> float:
     if tau_eff is None or (isinstance(tau_eff, str) and tau_eff == "a_norm"):
-        return float(np.dot(p, a))
+        return float((p * a).sum())  # bit-identical to FedAvg's tau_eff
     if isinstance(tau_eff, str):
         check_choice("tau_eff", tau_eff, TAU_EFF_POLICIES)
         if local_steps is None:
@@ -214,7 +214,11 @@ def aggregate(deltas: Sequence[Any], client_weights: Any, a_norms: Any, algorith
     if len(deltas) != w.size:
         raise ValueError(f"deltas has {len(deltas)} clients but client_weights has {w.size}")
     c = tau * w / np.asarray(a_norms, dtype=np.float64)
-    return Aggregate(tree_weighted_sum(deltas, c), tau, w, c)
+    try:
+        change = tree_weighted_sum(deltas, c)
+    except ValueError as exc:  # structure or leaf-shape mismatch between clients
+        raise ValueError(f"deltas: the clients' changes differ in structure or shape ({exc})") from None
+    return Aggregate(change, tau, w, c)
 
 
 def aggregate_stacked(deltas: Any, client_weights: Any, a_norms: Any, algorithm: str = "fednova",
@@ -222,4 +226,8 @@ def aggregate_stacked(deltas: Any, client_weights: Any, a_norms: Any, algorithm:
     """:func:`aggregate` for a tree whose leaves stack the clients on axis 0."""
     tau, w = effective_weights(algorithm, client_weights, a_norms, tau_eff, local_steps)
     c = tau * w / np.asarray(a_norms, dtype=np.float64)
-    return Aggregate(tree_stacked_weighted_sum(deltas, c), tau, w, c)
+    try:
+        change = tree_stacked_weighted_sum(deltas, c)
+    except ValueError as exc:
+        raise ValueError(f"deltas: {exc}") from None
+    return Aggregate(change, tau, w, c)

@@ -74,12 +74,13 @@ array([1.75, 1.5 , 1.  ])
 from __future__ import annotations
 
 import dataclasses
+import math
 from typing import Any, Callable, NamedTuple, Optional, Sequence
 
 import numpy as np
 
 from ._validate import check_in_range, check_int, check_nonnegative, check_positive
-from .tree import tree_map
+from .tree import tree_leaves, tree_map
 
 __all__ = [
     "SolverState",
@@ -152,7 +153,7 @@ class LocalSolver:
         check_nonnegative("weight_decay", self.weight_decay)
         if self.lr_schedule is not None and not callable(self.lr_schedule):
             raise ValueError(f"lr_schedule must be callable k -> factor, got {self.lr_schedule!r}")
-        if self.lr_schedule is None and self.lr * self.mu > 1.0:
+        if self.lr_schedule is None and self.lr * self.mu > 1.0 + 1e-12:
             raise ValueError(f"mu: lr*mu must be <= 1 for a proximal step, got lr*mu = {self.lr * self.mu!r}")
 
     # ------------------------------------------------------------------ helpers
@@ -172,13 +173,21 @@ class LocalSolver:
         s = float(self.lr_schedule(k))
         if not np.isfinite(s) or s <= 0:
             raise ValueError(f"lr_schedule({k}) must be a finite factor > 0, got {s!r}")
-        if self.lr * s * self.mu > 1.0:
+        if self.lr * s * self.mu > 1.0 + 1e-12:
             raise ValueError(f"mu: lr*factor*mu must be <= 1 at step {k}, got {self.lr * s * self.mu!r}")
         return self.lr * s
 
     # ------------------------------------------------------------ the algorithm
     def init(self, params: Any, correction: Any = None) -> SolverState:
         """Start a round at ``params`` = :math:`x^{(t,0)}` (optionally with a VR correction)."""
+        if correction is not None:
+            try:
+                same = all(np.shape(c) == np.shape(x) for x, c in zip(tree_leaves(params), tree_leaves(correction)))
+                tree_map(lambda x, c: None, params, correction)
+            except ValueError:
+                same = False
+            if not same:
+                raise ValueError("correction must be a tree with the structure and leaf shapes of params")
         anchor = params if self.mu > 0 else None
         momentum = tree_map(lambda x: x * 0, params) if self.momentum > 0 else None
         return SolverState(params, anchor, momentum, correction, 0, (0.0, 0.0), 0.0)
@@ -210,6 +219,8 @@ class LocalSolver:
         new_u_leaves = []
 
         def leaf(x, g, *rest):
+            if np.shape(g) != np.shape(x):  # numpy/torch would broadcast e.g. (d, 1) onto (d,) silently
+                raise ValueError(f"grads: a leaf has shape {tuple(np.shape(g))} but the parameter has {tuple(np.shape(x))}")
             it = iter(rest)
             u = next(it) if mom is not None else None
             x0 = next(it) if anchor is not None else None
@@ -219,7 +230,12 @@ class LocalSolver:
             return nx
 
         extra = [t for t in (mom, anchor, corr) if t is not None]
-        new_params = tree_map(leaf, state.params, grads, *extra)
+        try:
+            new_params = tree_map(leaf, state.params, grads, *extra)
+        except ValueError as exc:
+            if str(exc).startswith("tree structures differ"):
+                raise ValueError(f"grads (or correction) must have the structure of params: {exc}") from None
+            raise
         if mom is not None:
             it = iter(new_u_leaves)
             new_mom = tree_map(lambda _: next(it), mom)
@@ -280,14 +296,14 @@ class LocalSolver:
         if rho == 0 and alpha == 0:
             return float(tau)
         if rho == 0:
-            return (1.0 - (1.0 - alpha) ** tau) / alpha
+            return _one_minus_pow(alpha, tau) / alpha
         mom_sum = rho * (1.0 - rho ** tau) / (1.0 - rho)
         if alpha == 0:
             return (tau - mom_sum) / (1.0 - rho)
         q = 1.0 - alpha
         if abs(q - rho) < 1e-2:
             return float(np.sum(self.a_vector(tau)))
-        return (q * (1.0 - q ** tau) / alpha - mom_sum) / (q - rho)
+        return (q * _one_minus_pow(alpha, tau) / alpha - mom_sum) / (q - rho)
 
     def _impulse_response(self, tau: int) -> np.ndarray:
         """a_j from the linear recursion with per-step sizes (exact, O(tau^2))."""
@@ -299,6 +315,14 @@ class LocalSolver:
                 y, v = self._direction_and_params(y, g, v, 0.0, None, self.step_size(k), 0.0)
             a[j] = -y / self.lr
         return a
+
+
+def _one_minus_pow(alpha: float, tau: int) -> float:
+    r""":math:`1 - (1-\alpha)^\tau` without cancellation for small :math:`\alpha` (FedProx's
+    :math:`\alpha = \eta\mu` is often ~1e-5, where the plain formula loses ~6 digits)."""
+    if alpha >= 1.0:
+        return 1.0
+    return -math.expm1(tau * math.log1p(-alpha))
 
 
 # ---------------------------------------------------------------- factories

@@ -1,0 +1,260 @@
+r"""Taking the general update rule apart: measure :math:`G_i` and :math:`a_i` of real local runs.
+
+Used by the chapter "The general update rule" (paper §4.1, App. B). Three kinds of
+measurement, all on the real :class:`fedlib.solvers.LocalSolver` step:
+
+* :func:`trace_local_run` runs a solver and records the *effective* gradient of every
+  local step (the gradient passed in plus the weight-decay term :math:`\lambda x_k`,
+  which belongs to :math:`G_i`, not to :math:`a_i`), so that the change
+  :math:`\Delta_i` can be rebuilt from the rule :math:`\Delta_i = -\eta G_i a_i`
+  (:func:`delta_from_rule`).
+* :func:`probe_a_vector` reads :math:`a_i` off a run on a probe problem whose gradient
+  at local step :math:`k` is the unit vector :math:`e_k` (independent of the
+  parameters): then :math:`G_i = I` and :math:`\Delta_i = -\eta a_i` exactly.
+* :func:`official_counter_a_norm` is the running counter of the official FedNova code
+  for momentum + prox (momentum counter first, then prox counter), and
+  :func:`official_inplace_a_vector` the true :math:`a_i` of the official code's
+  *dynamics*, which add the proximal term in place into the momentum buffer.
+
+The client problem of the chapter is multinomial logistic regression on one
+Synthetic(1, 1) client (:class:`SoftmaxRegressionClient`, mini-batch gradients).
+
+Example
+-------
+>>> import numpy as np
+>>> from fedlib.solvers import momentum_proximal_sgd
+>>> s = momentum_proximal_sgd(lr=0.1, momentum=0.5, mu=1.0)
+>>> bool(np.allclose(probe_a_vector(s, 4), s.a_vector(4)))
+True
+>>> round(official_counter_a_norm(1, 0.5, 0.1), 12)   # the true ||a||_1 for one step is 1
+1.9
+"""
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, Callable, NamedTuple
+
+import numpy as np
+
+from ._validate import check_in_range, check_int, check_nonnegative, check_positive
+from .rng import generator
+from .solvers import LocalSolver, SolverState
+
+__all__ = [
+    "LocalTrace",
+    "trace_local_run",
+    "delta_from_rule",
+    "relative_error",
+    "RuleCheck",
+    "check_update_rule",
+    "a_norm_curves",
+    "probe_a_vector",
+    "official_counter_a_norm",
+    "official_inplace_a_vector",
+    "SoftmaxRegressionClient",
+]
+
+
+class LocalTrace(NamedTuple):
+    r"""One recorded local run.
+
+    ``G`` is :math:`(P, \tau)`: column :math:`k` is the effective gradient of step
+    :math:`k` (gradient + weight decay); ``delta`` is :math:`\Delta_i = x^{(\tau)} - x^{(0)}`;
+    ``a_norm`` the solver's online :math:`\|a_i\|_1`; ``state`` the final solver state.
+    """
+
+    G: np.ndarray
+    delta: np.ndarray
+    a_norm: float
+    state: SolverState
+
+
+def trace_local_run(solver: LocalSolver, params: np.ndarray, grad_fn: Callable[[np.ndarray, int], np.ndarray],
+                    local_steps: int) -> LocalTrace:
+    r"""Run ``solver`` for ``local_steps`` steps from the flat vector ``params`` with
+    ``grad_fn(x, k)`` and record the effective gradients :math:`g_k + \lambda x_k`."""
+    tau = check_int("local_steps", local_steps, minimum=1)
+    x0 = np.asarray(params, dtype=np.float64)
+    if x0.ndim != 1:
+        raise ValueError(f"params must be a flat 1-d vector, got shape {x0.shape}")
+    G = np.empty((x0.size, tau))
+    state = solver.init(x0)
+    for k in range(tau):
+        g = np.asarray(grad_fn(state.params, k), dtype=np.float64)
+        G[:, k] = g + solver.weight_decay * state.params
+        state = solver.update(state, g)
+    return LocalTrace(G, state.params - x0, float(state.a_norm), state)
+
+
+def delta_from_rule(G: np.ndarray, a: np.ndarray, lr: float) -> np.ndarray:
+    r"""The paper's :math:`\Delta_i = -\eta\, G_i a_i`."""
+    lr = check_positive("lr", lr)
+    G = np.asarray(G, dtype=np.float64)
+    a = np.asarray(a, dtype=np.float64)
+    if G.ndim != 2 or a.shape != (G.shape[1],):
+        raise ValueError(f"G must be (P, tau) and a (tau,), got {G.shape} and {a.shape}")
+    return -lr * (G @ a)
+
+
+def relative_error(x: Any, reference: Any) -> float:
+    r""":math:`\|x - r\|_2 / \|r\|_2` (plain :math:`\|x - r\|_2` when :math:`r = 0`)."""
+    x = np.asarray(x, dtype=np.float64)
+    r = np.asarray(reference, dtype=np.float64)
+    if x.shape != r.shape:
+        raise ValueError(f"shapes differ: {x.shape} vs {r.shape}")
+    scale = float(np.linalg.norm(r))
+    err = float(np.linalg.norm(x - r))
+    return err / scale if scale > 0 else err
+
+
+class RuleCheck(NamedTuple):
+    r"""Result of :func:`check_update_rule`: relative errors of :math:`\Delta_i` rebuilt from
+    the closed-form :math:`a_i` and of the online :math:`\|a_i\|_1`, plus the sizes compared."""
+
+    delta_error: float
+    a_norm_error: float
+    a_norm: float
+    delta_norm: float
+
+
+def check_update_rule(solver: LocalSolver, params: np.ndarray, grad_fn: Callable[[np.ndarray, int], np.ndarray],
+                      local_steps: int) -> RuleCheck:
+    r"""Run ``solver`` (:func:`trace_local_run`) and compare its real :math:`\Delta_i` with
+    :math:`-\eta G_i a_i` (closed-form :meth:`~fedlib.solvers.LocalSolver.a_vector`), and its
+    online :math:`\|a_i\|_1` with the closed form :meth:`~fedlib.solvers.LocalSolver.a_norm`."""
+    trace = trace_local_run(solver, params, grad_fn, local_steps)
+    rebuilt = delta_from_rule(trace.G, solver.a_vector(local_steps), solver.lr)
+    closed = solver.a_norm(local_steps)
+    return RuleCheck(relative_error(rebuilt, trace.delta), abs(trace.a_norm - closed) / closed, closed,
+                     float(np.linalg.norm(trace.delta)))
+
+
+def a_norm_curves(solver: LocalSolver, max_steps: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    r"""For :math:`\tau = 1..` ``max_steps``: ``(taus, closed, probed)`` with the closed-form
+    :math:`\|a_i\|_1` and the one measured by :func:`probe_a_vector` on the real solver."""
+    taus = np.arange(1, check_int("max_steps", max_steps, minimum=1) + 1)
+    closed = np.array([solver.a_norm(int(t)) for t in taus])
+    probed = np.array([probe_a_vector(solver, int(t)).sum() for t in taus])
+    return taus, closed, probed
+
+
+def probe_a_vector(solver: LocalSolver, local_steps: int) -> np.ndarray:
+    r"""Measure :math:`a_i` by running ``solver`` on a :math:`\tau`-dimensional probe whose
+    gradient at step :math:`k` is :math:`e_k`: :math:`G_i = I`, so :math:`a_i = -\Delta_i/\eta`.
+
+    Weight decay is switched off for the probe (it would add :math:`\lambda x_k` to
+    :math:`G_i`; it is never part of :math:`a_i`).
+    """
+    tau = check_int("local_steps", local_steps, minimum=1)
+    probe = dataclasses.replace(solver, weight_decay=0.0)
+    eye = np.eye(tau)
+    state = probe.run(np.zeros(tau), lambda x, k: eye[k], tau)
+    return -state.params / probe.lr
+
+
+def official_counter_a_norm(local_steps: int, momentum: float, alpha: float) -> float:
+    r"""The official FedNova code's running :math:`\|a_i\|_1` for momentum + prox.
+
+    Per step it runs the momentum counter, then the prox counter
+    (``local_counter = local_counter * rho + 1``; ``vec += local_counter``;
+    ``vec *= 1 - eta*mu``; ``vec += 1``), i.e. :math:`c \leftarrow \rho c + 1`,
+    :math:`S \leftarrow (S + c)(1-\alpha) + 1` from :math:`S = c = 0`. For either
+    solver alone the counter is right; for both it is not the :math:`\|a_i\|_1` of any
+    of the two dynamics (see :func:`official_inplace_a_vector`).
+    """
+    tau = check_int("local_steps", local_steps, minimum=1)
+    rho = check_in_range("momentum", momentum, 0.0, 1.0)
+    alpha = check_in_range("alpha", alpha, 0.0, 1.0, high_inclusive=True)
+    c = s = 0.0
+    for _ in range(tau):
+        if rho > 0:
+            c = c * rho + 1.0
+            s += c
+        if alpha > 0:
+            s = s * (1.0 - alpha) + 1.0
+        if rho == 0 and alpha == 0:
+            s += 1.0
+    return s
+
+
+def official_inplace_a_vector(local_steps: int, lr: float, momentum: float, mu: float) -> np.ndarray:
+    r""":math:`a_i` of the official code's momentum + prox *dynamics*, where the proximal
+    term is added in place into the momentum buffer (REFERENCE §5):
+
+    .. math::
+
+        u_{k+1} = \rho u_k + g_k + \mu (x_k - x^{(t,0)}), \qquad x_{k+1} = x_k - \eta u_{k+1}.
+
+    Computed as the exact impulse response of this linear recursion (entry :math:`j`
+    weighs :math:`g_j`). For comparison only: :mod:`fedlib.solvers` keeps the prox term
+    outside the buffer.
+    """
+    tau = check_int("local_steps", local_steps, minimum=1)
+    lr = check_positive("lr", lr)
+    rho = check_in_range("momentum", momentum, 0.0, 1.0)
+    mu = check_nonnegative("mu", mu)
+    a = np.empty(tau)
+    for j in range(tau):
+        y = u = 0.0
+        for k in range(tau):
+            u = rho * u + (1.0 if k == j else 0.0) + mu * y
+            y = y - lr * u
+        a[j] = -y / lr
+    return a
+
+
+@dataclasses.dataclass(frozen=True)
+class SoftmaxRegressionClient:
+    r"""One client of multinomial logistic regression, :math:`F_i(W, b) =
+    \frac{1}{n_i}\sum_s \ell(\operatorname{softmax}(x_s^\top W + b), y_s)` (cross-entropy).
+
+    Parameters are one flat vector ``[vec(W) (d*C, row-major), b (C)]``.
+    :meth:`grad` returns the mini-batch gradient of local step ``k``; the batch is a
+    draw without replacement from stream ``generator(seed, "batches", k)``.
+    """
+
+    x: np.ndarray
+    y: np.ndarray
+    num_classes: int
+    batch_size: int = 20
+    seed: int = 0
+
+    def __post_init__(self):
+        x = np.asarray(self.x, dtype=np.float64)
+        y = np.asarray(self.y)
+        if x.ndim != 2 or y.shape != (x.shape[0],):
+            raise ValueError(f"x must be (n, d) and y (n,), got {x.shape} and {y.shape}")
+        check_int("num_classes", self.num_classes, minimum=2)
+        check_int("batch_size", self.batch_size, minimum=1)
+        object.__setattr__(self, "x", x)
+        object.__setattr__(self, "y", y.astype(np.int64))
+
+    @property
+    def num_params(self) -> int:
+        return (self.x.shape[1] + 1) * self.num_classes
+
+    def init_params(self) -> np.ndarray:
+        """Small random start from ``generator(seed, "init")`` (zero would make every
+        first-step gradient column equal up to sign)."""
+        return 0.01 * generator(self.seed, "init").standard_normal(self.num_params)
+
+    def full_grad(self, params: np.ndarray, idx: Any = None) -> np.ndarray:
+        """Gradient of the mean cross-entropy over the rows ``idx`` (all rows if None)."""
+        x = self.x if idx is None else self.x[idx]
+        y = self.y if idx is None else self.y[idx]
+        d, C = self.x.shape[1], self.num_classes
+        W = params[: d * C].reshape(d, C)
+        b = params[d * C:]
+        z = x @ W + b
+        z -= z.max(axis=1, keepdims=True)
+        prob = np.exp(z)
+        prob /= prob.sum(axis=1, keepdims=True)
+        prob[np.arange(len(y)), y] -= 1.0
+        prob /= len(y)
+        return np.concatenate([(x.T @ prob).ravel(), prob.sum(axis=0)])
+
+    def grad(self, params: np.ndarray, k: int) -> np.ndarray:
+        """Mini-batch gradient of local step ``k``."""
+        n = self.x.shape[0]
+        idx = generator(self.seed, "batches", k).choice(n, size=min(self.batch_size, n), replace=False)
+        return self.full_grad(params, idx)

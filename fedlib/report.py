@@ -1,0 +1,33 @@
+"""Small display helpers for the book's chapters (tables as Markdown)."""
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+__all__ = ["markdown_table", "fmt"]
+
+
+def fmt(value: Any, spec: str = ".3g") -> str:
+    """Format numbers with ``spec`` (floats) and leave everything else as ``str``."""
+    if isinstance(value, bool):
+        return str(value)
+    if isinstance(value, int):
+        return str(value)
+    try:
+        return format(float(value), spec)
+    except (TypeError, ValueError):
+        return str(value)
+
+
+def markdown_table(header: Sequence[str], rows: Sequence[Sequence[Any]], spec: str = ".3g") -> str:
+    """A Markdown (MyST) table; numbers are formatted with ``spec``.
+
+    >>> print(markdown_table(["a", "b"], [["x", 0.5]]))
+    | a | b |
+    |---|---|
+    | x | 0.5 |
+    """
+    if any(len(r) != len(header) for r in rows):
+        raise ValueError("every row must have as many cells as the header")
+    lines = ["| " + " | ".join(str(h) for h in header) + " |", "|" + "---|" * len(header)]
+    lines += ["| " + " | ".join(fmt(v, spec) for v in r) + " |" for r in rows]
+    return "\n".join(lines)

@@ -1,0 +1,170 @@
+r"""FedProx's :math:`\alpha = \eta\mu` trade-off (paper §4.2, Figure 4, Corollary 2).
+
+Used by the chapter "FedProx's :math:`\alpha` trade-off". FedProx's local solver has
+:math:`a_i = [(1-\alpha)^{\tau_i-1}, \dots, 1]`, so (eq. 7)
+
+.. math::
+
+    \tau_{\text{eff}}(\alpha) = \sum_i p_i \frac{1-(1-\alpha)^{\tau_i}}{\alpha}, \qquad
+    w_i(\alpha) = \frac{p_i[1-(1-\alpha)^{\tau_i}]}{\sum_j p_j[1-(1-\alpha)^{\tau_j}]}.
+
+Larger :math:`\alpha` brings :math:`w` closer to :math:`p` (smaller
+:math:`\chi^2_{p\|w}`, the inconsistency of Theorem 2) but shrinks
+:math:`\tau_{\text{eff}}` (larger slowdown :math:`\bar\tau/\tau_{\text{eff}}`, the
+first term of Theorem 1).
+
+* :func:`fedprox_curves` — the closed forms on a grid of :math:`\alpha`;
+* :func:`measured_fedprox_weights` — the same from real proximal-SGD runs (online
+  :math:`\|a_i\|_1` fed to :func:`fedlib.rule.fedavg_weights`);
+* :func:`fedprox_sweep` — distance to :math:`x^*` after :math:`T` rounds on a quadratic,
+  FedProx for every :math:`\alpha` and FedNova with the same proximal solver and
+  :math:`\tau_{\text{eff}} = \sum_i p_i\tau_i`, with :func:`fedlib.engines.reference.run_sequential`;
+* :func:`closed_form_distances` — the same distances from the affine round map
+  (:func:`fedlib.theory.quadratic_round_map`), cheap for many :math:`T`.
+"""
+from __future__ import annotations
+
+from typing import Any, NamedTuple, Optional, Sequence
+
+import numpy as np
+
+from ._validate import check_int, check_local_steps, check_positive
+from .algorithms import make_algorithm
+from .engines.reference import run_sequential
+from .problems.quadratic import QuadraticProblem
+from .rule import fedavg_weights
+from .schedules import FixedSteps
+from .solvers import proximal_sgd, sgd
+from .theory import chi_square, fedprox_weights, quadratic_round_map, slowdown
+
+__all__ = ["FedProxCurves", "fedprox_curves", "measured_fedprox_weights", "mu_for_alpha", "Sweep",
+           "fedprox_sweep", "closed_form_distances", "round_contraction"]
+
+
+class FedProxCurves(NamedTuple):
+    r"""Closed forms on a grid: ``alphas``, :math:`\tau_{\text{eff}}`, :math:`\chi^2_{p\|w}`,
+    slowdown :math:`\bar\tau/\tau_{\text{eff}}` (arrays of the grid's length)."""
+
+    alphas: np.ndarray
+    tau_eff: np.ndarray
+    chi2: np.ndarray
+    slowdown: np.ndarray
+
+
+def _check_alphas(alphas: Any) -> np.ndarray:
+    a = np.asarray(alphas, dtype=np.float64)
+    if a.ndim != 1 or a.size == 0 or not np.all(np.isfinite(a)) or np.any(a < 0) or np.any(a > 1):
+        raise ValueError(f"alphas must be a non-empty 1-d array of values in [0, 1], got {alphas!r}")
+    return a
+
+
+def fedprox_curves(p: Any, local_steps: Any, alphas: Any) -> FedProxCurves:
+    r""":math:`\tau_{\text{eff}}`, :math:`\chi^2_{p\|w}` and the slowdown of FedProx for every
+    :math:`\alpha` in ``alphas`` (:func:`fedlib.theory.fedprox_weights`; :math:`\alpha = 0` is FedAvg)."""
+    a = _check_alphas(alphas)
+    steps = check_local_steps("local_steps", local_steps)
+    tau_eff = np.empty(a.size)
+    chi2 = np.empty(a.size)
+    for k, alpha in enumerate(a):
+        tau_eff[k], w = fedprox_weights(p, steps, float(alpha))
+        chi2[k] = chi_square(p, w)
+    return FedProxCurves(a, tau_eff, chi2, np.array([slowdown(steps, t) for t in tau_eff]))
+
+
+def mu_for_alpha(alpha: float, lr: float) -> float:
+    r""":math:`\mu = \alpha/\eta`, nudged down by one ulp if rounding makes :math:`\eta\mu > 1`."""
+    lr = check_positive("lr", lr)
+    mu = float(alpha) / lr
+    while lr * mu > 1.0:
+        mu = float(np.nextafter(mu, 0.0))
+    return mu
+
+
+def measured_fedprox_weights(problem: QuadraticProblem, local_steps: Any, lr: float, alpha: float,
+                             params: Optional[np.ndarray] = None) -> tuple[float, np.ndarray, np.ndarray]:
+    r"""Run proximal SGD (:math:`\mu = \alpha/\eta`) for :math:`\tau_i` steps on every client
+    of ``problem`` from ``params`` (default 0), read each solver's online
+    :math:`\|a_i\|_1`, and return ``(tau_eff, w, a_norms)`` of FedAvg's rule (eq. 6)."""
+    steps = check_local_steps("local_steps", local_steps, size=problem.num_clients)
+    solver = proximal_sgd(lr, mu_for_alpha(alpha, lr))
+    x0 = np.zeros(problem.dim) if params is None else np.asarray(params, dtype=np.float64)
+    a_norms = np.array([solver.run(x0, lambda x, k, i=i: problem.grad(x, i), int(steps[i])).a_norm
+                        for i in range(problem.num_clients)])
+    tau_eff, w = fedavg_weights(problem.p, a_norms)
+    return tau_eff, w, a_norms
+
+
+class Sweep(NamedTuple):
+    r"""Distances :math:`\|x^{(T,0)} - x^*\|` after ``rounds`` rounds: FedAvg (plain SGD,
+    :math:`\alpha = 0`), FedProx and FedNova-prox for every :math:`\alpha` of ``alphas``."""
+
+    alphas: np.ndarray
+    rounds: int
+    fedavg: float
+    fedprox: np.ndarray
+    fednova: np.ndarray
+
+
+def _distance(algorithm, problem: QuadraticProblem, schedule, rounds: int, x0: np.ndarray, x_star: np.ndarray) -> float:
+    run = run_sequential(algorithm, x0, problem.grad_fn(), problem.p, schedule, rounds)
+    return float(np.linalg.norm(run.state.params - x_star))
+
+
+def fedprox_sweep(problem: QuadraticProblem, local_steps: Sequence[int], lr: float, alphas: Any, rounds: int,
+                  params: Optional[np.ndarray] = None) -> Sweep:
+    r"""Run :math:`T` = ``rounds`` rounds (full participation, full-batch gradients,
+    fixed :math:`\tau_i`) of FedAvg, of FedProx with :math:`\mu = \alpha/\eta` and of
+    FedNova with the same proximal solver and :math:`\tau_{\text{eff}} = \sum_i p_i\tau_i`,
+    from ``params`` (default 0); return the distances to :math:`x^*`."""
+    a = _check_alphas(alphas)
+    if np.any(a <= 0):
+        raise ValueError("alphas must be > 0 (alpha = 0 is FedAvg, reported separately)")
+    rounds = check_int("rounds", rounds, minimum=1)
+    schedule = FixedSteps(local_steps)
+    x0 = np.zeros(problem.dim) if params is None else np.asarray(params, dtype=np.float64)
+    x_star = problem.optimum()
+    fedavg = _distance(make_algorithm("fedavg", sgd(lr)), problem, schedule, rounds, x0, x_star)
+    prox = np.empty(a.size)
+    nova = np.empty(a.size)
+    for k, alpha in enumerate(a):
+        solver = proximal_sgd(lr, mu_for_alpha(alpha, lr))
+        prox[k] = _distance(make_algorithm("fedprox", solver), problem, schedule, rounds, x0, x_star)
+        nova[k] = _distance(make_algorithm("fednova", solver, tau_eff="local_steps"), problem, schedule, rounds,
+                            x0, x_star)
+    return Sweep(a, rounds, fedavg, prox, nova)
+
+
+def closed_form_distances(problem: QuadraticProblem, local_steps: Sequence[int], lr: float, alphas: Any,
+                          rounds: Sequence[int], algorithm: str = "fedprox", tau_eff: Any = None,
+                          params: Optional[np.ndarray] = None) -> np.ndarray:
+    r"""Distances :math:`\|x^{(T,0)} - x^*\|` for every :math:`T` in ``rounds`` (rows) and
+    :math:`\alpha` in ``alphas`` (columns), by iterating the exact affine round map
+    :math:`x \mapsto Mx + b` of :func:`fedlib.theory.quadratic_round_map` (full-batch GD)."""
+    a = _check_alphas(alphas)
+    T = [check_int("rounds", t, minimum=0) for t in rounds]
+    order = np.argsort(T, kind="stable")
+    x0 = np.zeros(problem.dim) if params is None else np.asarray(params, dtype=np.float64)
+    x_star = problem.optimum()
+    out = np.empty((len(T), a.size))
+    for k, alpha in enumerate(a):
+        mu = mu_for_alpha(alpha, lr)
+        alg = "fedavg" if (alpha == 0 and algorithm == "fedprox") else algorithm
+        M, b = quadratic_round_map(problem.H, problem.e, problem.p, local_steps, lr, alg, mu, tau_eff)
+        x, t = x0.copy(), 0
+        for r in order:
+            target = T[r]
+            for _ in range(target - t):
+                x = M @ x + b
+            t = target
+            out[r, k] = np.linalg.norm(x - x_star)
+    return out
+
+
+def round_contraction(problem: QuadraticProblem, local_steps: Sequence[int], lr: float, alpha: float,
+                      algorithm: str = "fedprox", tau_eff: Any = None) -> float:
+    r"""Spectral radius of the round map :math:`x \mapsto Mx + b` of FedProx (or FedAvg at
+    :math:`\alpha = 0`, or ``algorithm``): the error to the fixed point shrinks by about
+    this factor per round."""
+    alg = "fedavg" if (alpha == 0 and algorithm == "fedprox") else algorithm
+    M, _ = quadratic_round_map(problem.H, problem.e, problem.p, local_steps, lr, alg, mu_for_alpha(alpha, lr), tau_eff)
+    return float(np.max(np.abs(np.linalg.eigvals(M))))
