@@ -71,6 +71,7 @@ def sample_uniform_without_replacement(p, q: int, rng: np.random.Generator) -> P
 def sample_clients(scheme: str, p, q: int | None, seed: int, round_index: int) -> Participation:
     """Participants of round ``round_index`` under ``scheme`` (seeded per (seed, round))."""
     check_choice("sampling", scheme, SAMPLING_SCHEMES)
+    round_index = check_int("round_index", round_index)
     if scheme == "full":
         return full_participation(p)
     rng = generator(seed, "sampling", round_index)

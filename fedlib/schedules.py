@@ -66,6 +66,7 @@ class RandomSteps:
             raise ValueError(f"high must be >= low, got low={self.low}, high={self.high}")
 
     def local_steps(self, round_index: int) -> np.ndarray:
+        round_index = check_int("round_index", round_index)
         return np.array([generator(self.seed, "local_steps", round_index, i).integers(self.low, self.high + 1)
                          for i in range(self.num_clients)], dtype=np.int64)
 
@@ -125,6 +126,7 @@ class RandomEpochs:
         return len(self.num_samples)
 
     def epochs_of(self, round_index: int) -> np.ndarray:
+        round_index = check_int("round_index", round_index)
         return np.array([generator(self.seed, "local_steps", round_index, i).integers(self.low, self.high + 1)
                          for i in range(self.num_clients)], dtype=np.int64)
 
@@ -170,6 +172,7 @@ class WallClock:
         return len(self.speeds)
 
     def local_steps(self, round_index: int) -> np.ndarray:
+        round_index = check_int("round_index", round_index)
         out = np.empty(self.num_clients, dtype=np.int64)
         for i, s in enumerate(self.speeds):
             g = generator(self.seed, "local_steps", round_index, i)

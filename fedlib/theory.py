@@ -170,8 +170,12 @@ def two_client_lower_bound(tau1: int, tau2: int, a: float = 1.0) -> TwoClientExa
     r"""Two clients, :math:`F_1 = \frac12(x-a)^2`, :math:`F_2 = \frac12(x+a)^2`, :math:`p = (\frac12, \frac12)`,
     FedAvg with :math:`\tau_1, \tau_2` local GD steps as :math:`\eta \to 0` (App. D.1).
 
-    :math:`w_i = \tau_i/(\tau_1+\tau_2)`, :math:`\chi^2 = (\tau_2-\tau_1)^2/(2\tau_1\tau_2)`,
-    :math:`\kappa^2 = 2 w_1 w_2 a^2`, limit :math:`\tilde x = a(\tau_1-\tau_2)/(\tau_1+\tau_2)` and
+    :math:`w_i = \tau_i/(\tau_1+\tau_2)`, :math:`\chi^2_{p\|w} = (\tau_2-\tau_1)^2/(4\tau_1\tau_2)`
+    (the definition evaluated; the paper writes :math:`/(2\tau_1\tau_2)`), :math:`\kappa^2 = 4 w_1 w_2 a^2`
+    (the smallest :math:`\kappa^2` of Assumption 3 with :math:`\beta^2 = 1`, since
+    :math:`\sum_i w_i (x \mp a)^2 - (\sum_i w_i (x \mp a))^2 = 4w_1w_2a^2`; the paper writes
+    :math:`2w_1w_2a^2` — the two factors of 2 cancel), limit
+    :math:`\tilde x = a(\tau_1-\tau_2)/(\tau_1+\tau_2)` and
     :math:`\|\nabla F(\tilde x)\|^2 = \tilde x^2 = \chi^2\kappa^2`: the floor is attained.
     """
     t1 = check_int("tau1", tau1, minimum=1)
@@ -179,7 +183,7 @@ def two_client_lower_bound(tau1: int, tau2: int, a: float = 1.0) -> TwoClientExa
     a = check_positive("a", a)
     w = np.array([t1, t2], dtype=np.float64) / (t1 + t2)
     chi2 = chi_square([0.5, 0.5], w)
-    kappa2 = 2 * w[0] * w[1] * a ** 2
+    kappa2 = 4 * w[0] * w[1] * a ** 2
     x = a * (t1 - t2) / (t1 + t2)
     return TwoClientExample(w, chi2, float(kappa2), float(x), float(x ** 2))
 
@@ -239,7 +243,12 @@ def quadratic_round_map(H: Any, e: Any, p: Any, local_steps: Any, lr: float, alg
     alpha = lr * mu
     if alpha > 1:
         raise ValueError(f"mu: lr*mu must be <= 1, got {alpha!r}")
-    a_norms = steps.astype(np.float64) if alpha == 0 else (1 - (1 - alpha) ** steps) / alpha
+    if alpha == 0:
+        a_norms = steps.astype(np.float64)
+    elif alpha < 1:  # (1 - (1-alpha)^tau) / alpha without cancellation for small alpha
+        a_norms = -np.expm1(steps * np.log1p(-alpha)) / alpha
+    else:
+        a_norms = np.ones(steps.size)
     if algorithm == "fednova":
         te, w = fednova_weights(p, a_norms, tau_eff, steps)
         coef = te * w / a_norms

@@ -122,6 +122,10 @@ def tree_weighted_sum(trees: Sequence[Any], coefficients: Sequence[float]) -> An
         raise ValueError(f"coefficients has {len(coefficients)} entries but there are {len(trees)} trees")
 
     def acc(*leaves):
+        shape = np.shape(leaves[0])
+        for i, leaf in enumerate(leaves[1:], 1):
+            if np.shape(leaf) != shape:  # in-place += would broadcast a smaller leaf silently
+                raise ValueError(f"trees: leaf of tree {i} has shape {tuple(np.shape(leaf))}, tree 0 has {tuple(shape)}")
         out = leaves[0] * coefficients[0]
         for c, leaf in zip(coefficients[1:], leaves[1:]):
             if c == 0.0:

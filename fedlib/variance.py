@@ -32,7 +32,7 @@ from typing import Any, NamedTuple, Sequence
 import numpy as np
 
 from ._validate import check_choice, check_local_steps, check_positive, check_probability_vector, check_weights
-from .tree import tree_map, tree_stacked_weighted_sum, tree_zeros_like
+from .tree import tree_leaves, tree_map, tree_stacked_weighted_sum, tree_zeros_like
 
 __all__ = ["VARIANCE_REDUCTIONS", "ControlVariates", "init_control_variates", "correction", "update_control_variates"]
 
@@ -64,8 +64,20 @@ def init_control_variates(params: Any, num_clients: int, kind: str = "scaffold")
     return ControlVariates(_stack_zeros(params, int(num_clients)), tree_zeros_like(params), kind)
 
 
+def _num_clients(state: ControlVariates) -> int:
+    leaves = tree_leaves(state.client)
+    return int(np.shape(leaves[0])[0]) if leaves else 0
+
+
+def _check_client(name: str, client: Any, m: int) -> int:
+    if isinstance(client, bool) or not isinstance(client, (int, np.integer)) or not 0 <= client < m:
+        raise ValueError(f"{name} must be a client index in [0, {m}), got {client!r}")
+    return int(client)
+
+
 def correction(state: ControlVariates, client: int) -> Any:
     r"""The term :math:`\bar c - c_i` that client ``client`` adds to each gradient."""
+    client = _check_client("client", client, _num_clients(state))
     return tree_map(lambda cm, cs: cm - cs[client], state.mean, state.client)
 
 
@@ -80,15 +92,19 @@ def update_control_variates(state: ControlVariates, clients: Sequence[int], delt
     Returns a new state (inputs are not modified).
     """
     lr = check_positive("lr", lr)
-    clients = [int(c) for c in clients]
+    m = _num_clients(state)
+    clients = [_check_client("clients", c, m) for c in np.asarray(clients).ravel().tolist()]
+    if len(set(clients)) != len(clients):
+        raise ValueError(f"clients must be distinct, got {clients}")
     deltas = list(deltas)
     if len(deltas) != len(clients):
         raise ValueError(f"deltas has {len(deltas)} entries but clients has {len(clients)}")
     a = check_weights("a_norms", a_norms, size=len(clients))
-    p = np.asarray(p, dtype=np.float64)
+    if np.any(a <= 0):
+        raise ValueError(f"a_norms must be > 0 for every client, got {a.tolist()}")
+    p = check_probability_vector("p", p, size=m)
     new_client = tree_map(lambda x: x.clone() if hasattr(x, "clone") else x.copy(), state.client)
     if state.kind == "scaffold":
-        p = check_probability_vector("p", p)
         for i, d, an in zip(clients, deltas, a):
             # raw normalised gradient: d_i - (cbar - c_i) with d_i = -Delta_i / (lr * ||a_i||_1)
             def upd(cs, dl, cm, i=i, an=an):

@@ -1,0 +1,277 @@
+"""Every public function of the core validates its inputs and raises ValueError naming
+the offending parameter (never a numpy broadcasting error or a silent wrong result)."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from fedlib import algorithms as AL
+from fedlib import rng as RNG
+from fedlib import rule as R
+from fedlib import sampling as SA
+from fedlib import schedules as SC
+from fedlib import server as SV
+from fedlib import solvers as S
+from fedlib import theory as TH
+from fedlib import tree as T
+from fedlib import variance as V
+from fedlib.engines.reference import run_sequential
+from fedlib.problems import QuadraticProblem, random_quadratic
+
+NAN, INF = float("nan"), float("inf")
+P2 = [0.5, 0.5]
+H2 = np.stack([np.eye(2), 2 * np.eye(2)])
+E2 = np.ones((2, 2))
+CV = V.ControlVariates(np.zeros((3, 2)), np.zeros(2), "scaffold")
+STEP = lambda solver: solver.update(solver.init(np.zeros(2)), np.ones(2))  # noqa: E731
+
+CASES = [
+    # ------------------------------------------------------------ solvers: lr, mu, momentum, weight decay
+    ("sgd lr=0", lambda: S.sgd(0.0), "lr"),
+    ("sgd lr<0", lambda: S.sgd(-0.1), "lr"),
+    ("sgd lr=nan", lambda: S.sgd(NAN), "lr"),
+    ("sgd lr=inf", lambda: S.sgd(INF), "lr"),
+    ("sgd lr=str", lambda: S.sgd("0.1"), "lr"),
+    ("sgd lr=bool", lambda: S.sgd(True), "lr"),
+    ("sgd weight_decay<0", lambda: S.sgd(0.1, weight_decay=-1e-4), "weight_decay"),
+    ("prox mu<0", lambda: S.proximal_sgd(0.1, -0.5), "mu"),
+    ("prox mu=nan", lambda: S.proximal_sgd(0.1, NAN), "mu"),
+    ("prox lr*mu>1", lambda: S.proximal_sgd(0.5, 3.0), "mu"),
+    ("momentum rho=1", lambda: S.momentum_sgd(0.1, 1.0), "momentum"),
+    ("momentum rho=-0.1", lambda: S.momentum_sgd(0.1, -0.1), "momentum"),
+    ("momentum rho=1.5", lambda: S.momentum_sgd(0.1, 1.5), "momentum"),
+    ("momentum rho=nan", lambda: S.momentum_sgd(0.1, NAN), "momentum"),
+    ("momentum-prox rho=1", lambda: S.momentum_proximal_sgd(0.1, 1.0, 0.1), "momentum"),
+    ("momentum-prox mu<0", lambda: S.momentum_proximal_sgd(0.1, 0.5, -1.0), "mu"),
+    ("momentum-prox lr<0", lambda: S.momentum_proximal_sgd(-0.1, 0.5, 1.0), "lr"),
+    ("LocalSolver schedule not callable", lambda: S.LocalSolver(0.1, lr_schedule=0.5), "lr_schedule"),
+    ("schedule factor 0", lambda: STEP(S.decayed_sgd(0.1, schedule=lambda k: 0.0)), "lr_schedule"),
+    ("schedule lr*s*mu>1", lambda: STEP(S.LocalSolver(0.5, mu=1.5, lr_schedule=lambda k: 2.0)), "mu"),
+    ("decayed gamma=0", lambda: S.decayed_sgd(0.1, gamma=0.0), "gamma"),
+    ("decayed gamma<0", lambda: S.decayed_sgd(0.1, gamma=-0.5), "gamma"),
+    ("decayed both", lambda: S.decayed_sgd(0.1, gamma=0.5, schedule=lambda k: 1.0), "gamma"),
+    ("decayed neither", lambda: S.decayed_sgd(0.1), "schedule"),
+    ("make_solver unknown", lambda: S.make_solver("adam", 0.1), "solver"),
+    ("make_solver prox mu=0", lambda: S.make_solver("prox", 0.1), "mu"),
+    ("make_solver lr=0", lambda: S.make_solver("momentum", 0.0), "lr"),
+    ("a_vector tau=0", lambda: S.sgd(0.1).a_vector(0), "tau"),
+    ("a_norm tau=-1", lambda: S.momentum_sgd(0.1).a_norm(-1), "tau"),
+    ("a_norm tau=2.5", lambda: S.momentum_sgd(0.1).a_norm(2.5), "tau"),
+    ("run local_steps=0", lambda: S.sgd(0.1).run(np.zeros(2), lambda x, k: x, 0), "local_steps"),
+    ("update grads shape", lambda: S.sgd(0.1).update(S.sgd(0.1).init(np.zeros(2)), np.ones((2, 1))), "grads"),
+    ("update grads keys", lambda: S.sgd(0.1).update(S.sgd(0.1).init({"a": np.zeros(2)}), {"b": np.zeros(2)}), "grads"),
+    ("init correction shape", lambda: S.sgd(0.1).init(np.zeros(2), np.zeros(3)), "correction"),
+    # ------------------------------------------------------------ rule
+    ("normalized_update lr=0", lambda: R.normalized_update(np.ones(2), 0.0, 1.0), "lr"),
+    ("normalized_update a_norm=0", lambda: R.normalized_update(np.ones(2), 0.1, 0.0), "a_norm"),
+    ("fedavg_weights p negative", lambda: R.fedavg_weights([1.2, -0.2], [1, 1]), "p"),
+    ("fedavg_weights p sum", lambda: R.fedavg_weights([0.5, 0.6], [1, 1]), "p"),
+    ("fedavg_weights p sum 1+1e-8", lambda: R.fedavg_weights([0.5, 0.5 + 1e-8], [1, 1]), "p"),
+    ("fedavg_weights p nan", lambda: R.fedavg_weights([NAN, 0.5], [1, 1]), "p"),
+    ("fedavg_weights p inf", lambda: R.fedavg_weights([INF, 0.5], [1, 1]), "p"),
+    ("fedavg_weights p empty", lambda: R.fedavg_weights([], []), "p"),
+    ("fedavg_weights p 2-d", lambda: R.fedavg_weights([[0.5, 0.5]], [1, 1]), "p"),
+    ("fedavg_weights a_norms nan", lambda: R.fedavg_weights(P2, [1, NAN]), "a_norms"),
+    ("fedavg_weights a_norms inf", lambda: R.fedavg_weights(P2, [INF, 1]), "a_norms"),
+    ("fedavg_weights a_norms 0", lambda: R.fedavg_weights(P2, [0, 1]), "a_norms"),
+    ("fedavg_weights a_norms count", lambda: R.fedavg_weights(P2, [1, 1, 1]), "a_norms"),
+    ("fednova_weights tau_eff 0", lambda: R.fednova_weights(P2, [1, 2], 0.0), "tau_eff"),
+    ("fednova_weights tau_eff -1", lambda: R.fednova_weights(P2, [1, 2], -1), "tau_eff"),
+    ("fednova_weights tau_eff nan", lambda: R.fednova_weights(P2, [1, 2], NAN), "tau_eff"),
+    ("fednova_weights tau_eff name", lambda: R.fednova_weights(P2, [1, 2], "harmonic"), "tau_eff"),
+    ("fednova_weights tau_eff bool", lambda: R.fednova_weights(P2, [1, 2], True), "tau_eff"),
+    ("fednova_weights local_steps missing", lambda: R.fednova_weights(P2, [1, 2], "local_steps"), "local_steps"),
+    ("fednova_weights local_steps 0", lambda: R.fednova_weights(P2, [1, 2], "local_steps", [0, 2]), "local_steps"),
+    ("fednova_weights local_steps count", lambda: R.fednova_weights(P2, [1, 2], "local_steps", [1, 2, 3]), "local_steps"),
+    ("fednova_weights local_steps float", lambda: R.fednova_weights(P2, [1, 2], "local_steps", [1.5, 2]), "local_steps"),
+    ("effective_weights algorithm", lambda: R.effective_weights("fedprox2", P2, [1, 1]), "algorithm"),
+    ("effective_weights zero weights", lambda: R.effective_weights("fedavg", [0, 0], [1, 1]), "client_weights"),
+    ("effective_weights negative", lambda: R.effective_weights("fednova", [-0.5, 1.5], [1, 1]), "client_weights"),
+    ("aggregate unknown algorithm", lambda: R.aggregate([np.ones(2)] * 2, P2, [1, 1], "fedsgd"), "algorithm"),
+    ("aggregate client count", lambda: R.aggregate([np.ones(2)] * 3, P2, [1, 1]), "deltas"),
+    ("aggregate a_norms count", lambda: R.aggregate([np.ones(2)] * 2, P2, [1, 1, 1]), "a_norms"),
+    ("aggregate weights nan", lambda: R.aggregate([np.ones(2)] * 2, [NAN, 1], [1, 1]), "client_weights"),
+    ("aggregate delta shapes", lambda: R.aggregate([np.ones(2), np.ones(1)], P2, [1, 1]), "deltas"),
+    ("aggregate delta torch shapes", lambda: R.aggregate([torch.ones(2), torch.ones(1)], P2, [1, 1]), "deltas"),
+    ("aggregate delta keys", lambda: R.aggregate([{"a": np.ones(2)}, {"b": np.ones(2)}], P2, [1, 1]), "deltas"),
+    ("aggregate fedavg tau_eff", lambda: R.aggregate([np.ones(2)] * 2, P2, [1, 1], "fedavg", tau_eff=2.0), "tau_eff"),
+    ("aggregate_stacked client count", lambda: R.aggregate_stacked(np.ones((3, 2)), P2, [1, 1]), "deltas"),
+    ("aggregation_coefficients tau_eff", lambda: R.aggregation_coefficients(0.0, P2, [1, 1]), "tau_eff"),
+    ("aggregation_coefficients a_norms count", lambda: R.aggregation_coefficients(1.0, P2, [1]), "a_norms"),
+    # ------------------------------------------------------------ server
+    ("plain server_lr 0", lambda: SV.plain(0.0), "server_lr"),
+    ("plain server_lr nan", lambda: SV.plain(NAN), "server_lr"),
+    ("momentum beta 1", lambda: SV.momentum(1.0), "beta"),
+    ("momentum beta -0.1", lambda: SV.momentum(-0.1), "beta"),
+    ("momentum update lr 0", lambda: SV.momentum(0.9).update(np.ones(2), SV.momentum(0.9).init(np.ones(2)), np.ones(2), 0.0), "lr"),
+    ("momentum update lr None", lambda: SV.momentum(0.9).update(np.ones(2), SV.momentum(0.9).init(np.ones(2)), np.ones(2), None), "lr"),
+    ("adam server_lr -1", lambda: SV.adam(-1.0), "server_lr"),
+    ("adam b1 1", lambda: SV.adam(0.1, b1=1.0), "b1"),
+    ("adam b2 -1", lambda: SV.adam(0.1, b2=-1.0), "b2"),
+    ("adam eps 0", lambda: SV.adam(0.1, eps=0.0), "eps"),
+    ("make_server_optimizer unknown", lambda: SV.make_server_optimizer("sgd"), "server"),
+    # ------------------------------------------------------------ variance
+    ("init_control_variates kind", lambda: V.init_control_variates(np.zeros(2), 3, "mime"), "kind"),
+    ("init_control_variates num_clients 0", lambda: V.init_control_variates(np.zeros(2), 0), "num_clients"),
+    ("correction client out of range", lambda: V.correction(CV, 3), "client"),
+    ("correction client negative", lambda: V.correction(CV, -1), "client"),
+    ("update lr 0", lambda: V.update_control_variates(CV, [0], [np.ones(2)], 0.0, [1.0], [0.2, 0.3, 0.5]), "lr"),
+    ("update p count", lambda: V.update_control_variates(CV, [0], [np.ones(2)], 0.1, [1.0], P2), "p"),
+    ("update p sum", lambda: V.update_control_variates(CV, [0], [np.ones(2)], 0.1, [1.0], [0.2, 0.3, 0.6]), "p"),
+    ("update p nan", lambda: V.update_control_variates(CV, [0], [np.ones(2)], 0.1, [1.0], [NAN, 0.5, 0.5]), "p"),
+    ("update a_norms 0", lambda: V.update_control_variates(CV, [0], [np.ones(2)], 0.1, [0.0], [0.2, 0.3, 0.5]), "a_norms"),
+    ("update a_norms inf", lambda: V.update_control_variates(CV, [0], [np.ones(2)], 0.1, [INF], [0.2, 0.3, 0.5]), "a_norms"),
+    ("update a_norms count", lambda: V.update_control_variates(CV, [0], [np.ones(2)], 0.1, [1.0, 1.0], [0.2, 0.3, 0.5]), "a_norms"),
+    ("update deltas count", lambda: V.update_control_variates(CV, [0, 1], [np.ones(2)], 0.1, [1.0, 1.0], [0.2, 0.3, 0.5]), "deltas"),
+    ("update client out of range", lambda: V.update_control_variates(CV, [5], [np.ones(2)], 0.1, [1.0], [0.2, 0.3, 0.5]), "clients"),
+    ("update duplicate clients", lambda: V.update_control_variates(CV, [1, 1], [np.ones(2)] * 2, 0.1, [1.0, 1.0], [0.2, 0.3, 0.5]), "clients"),
+    ("vrlsgd local_steps 0", lambda: V.update_control_variates(CV._replace(kind="vrlsgd"), [0], [np.ones(2)], 0.1, [1.0],
+                                                               [0.2, 0.3, 0.5], [0], np.zeros(2)), "local_steps"),
+    # ------------------------------------------------------------ sampling
+    ("sample_clients unknown scheme", lambda: SA.sample_clients("poisson", P2, 1, 0, 0), "sampling"),
+    ("sample_clients too many w/o replacement", lambda: SA.sample_clients("uniform", P2, 3, 0, 0), "clients_per_round"),
+    ("sample_clients q=0", lambda: SA.sample_clients("with-replacement", P2, 0, 0, 0), "clients_per_round"),
+    ("sample_clients q=None", lambda: SA.sample_clients("uniform", P2, None, 0, 0), "clients_per_round"),
+    ("sample_clients q float", lambda: SA.sample_clients("uniform", P2, 1.0, 0, 0), "clients_per_round"),
+    ("sample_clients p sum", lambda: SA.sample_clients("with-replacement", [0.5, 0.4], 1, 0, 0), "p"),
+    ("sample_clients p negative", lambda: SA.sample_clients("uniform", [1.5, -0.5], 1, 0, 0), "p"),
+    ("sample_clients p nan", lambda: SA.sample_clients("full", [NAN, 0.5], None, 0, 0), "p"),
+    ("sample_clients seed -1", lambda: SA.sample_clients("uniform", P2, 1, -1, 0), "seed"),
+    ("sample_clients round -1", lambda: SA.sample_clients("uniform", P2, 1, 0, -1), "round"),
+    ("full_participation p", lambda: SA.full_participation([0.3, 0.3]), "p"),
+    # ------------------------------------------------------------ schedules
+    ("steps_per_epoch no data", lambda: SC.steps_per_epoch(np.array([10, 0]), 32), "num_samples"),
+    ("steps_per_epoch negative", lambda: SC.steps_per_epoch(np.array([-3]), 32), "num_samples"),
+    ("steps_per_epoch float n", lambda: SC.steps_per_epoch(np.array([10.5]), 32), "num_samples"),
+    ("steps_per_epoch batch 0", lambda: SC.steps_per_epoch(np.array([10]), 0), "batch_size"),
+    ("FixedEpochs no data", lambda: SC.FixedEpochs([10, 0], 32, 2), "num_samples"),
+    ("FixedEpochs epochs 0", lambda: SC.FixedEpochs([10], 32, 0), "epochs"),
+    ("RandomEpochs low 0", lambda: SC.RandomEpochs([10], 32, 0, 5), "low"),
+    ("RandomEpochs high<low", lambda: SC.RandomEpochs([10], 32, 5, 2), "high"),
+    ("RandomEpochs seed -1", lambda: SC.RandomEpochs([10], 32, 2, 5, seed=-1), "seed"),
+    ("RandomEpochs round -1", lambda: SC.RandomEpochs([10], 32, 2, 5).local_steps(-1), "round"),
+    ("RandomSteps round -1", lambda: SC.RandomSteps(3, 1, 4).local_steps(-1), "round"),
+    ("WallClock round -1", lambda: SC.WallClock([1.0], 1.0).local_steps(-1), "round"),
+    ("FixedSteps tau 0", lambda: SC.FixedSteps([3, 0]), "steps"),
+    ("FixedSteps tau 1.5", lambda: SC.FixedSteps([3, 1.5]), "steps"),
+    ("RandomSteps low 0", lambda: SC.RandomSteps(3, 0, 4), "low"),
+    ("RandomSteps num_clients 0", lambda: SC.RandomSteps(0, 1, 4), "num_clients"),
+    ("RandomSteps high<low", lambda: SC.RandomSteps(3, 4, 2), "high"),
+    ("WallClock speeds 0", lambda: SC.WallClock([1.0, 0.0], 1.0), "speeds"),
+    ("WallClock speeds nan", lambda: SC.WallClock([1.0, NAN], 1.0), "speeds"),
+    ("WallClock round_seconds 0", lambda: SC.WallClock([1.0], 0.0), "round_seconds"),
+    ("WallClock jitter -1", lambda: SC.WallClock([1.0], 1.0, jitter=-1.0), "jitter"),
+    ("WallClock straggler_prob 1.5", lambda: SC.WallClock([1.0], 1.0, straggler_prob=1.5), "straggler_prob"),
+    ("WallClock straggler_prob nan", lambda: SC.WallClock([1.0], 1.0, straggler_prob=NAN), "straggler_prob"),
+    ("WallClock straggler_factor 0", lambda: SC.WallClock([1.0], 1.0, straggler_factor=0.0), "straggler_factor"),
+    ("parse_epochs 5-2", lambda: SC.parse_epochs("5-2"), "epochs"),
+    ("parse_epochs 0", lambda: SC.parse_epochs("0"), "epochs"),
+    ("parse_epochs text", lambda: SC.parse_epochs("two"), "epochs"),
+    ("make_epoch_schedule no data", lambda: SC.make_epoch_schedule([0, 5], 32, "2"), "num_samples"),
+    ("step_decay_lr lr 0", lambda: SC.step_decay_lr(0.0, 1, 100), "lr"),
+    ("step_decay_lr lr -1", lambda: SC.step_decay_lr(-1.0, 1, 100), "lr"),
+    ("step_decay_lr total 0", lambda: SC.step_decay_lr(0.1, 1, 0), "total_rounds"),
+    ("step_decay_lr round -1", lambda: SC.step_decay_lr(0.1, -1, 10), "round_index"),
+    # ------------------------------------------------------------ rng
+    ("generator seed -1", lambda: RNG.generator(-1, "data"), "seed"),
+    ("generator seed float", lambda: RNG.generator(1.5, "data"), "seed"),
+    ("generator purpose empty", lambda: RNG.generator(0, ""), "purpose"),
+    ("generator purpose int", lambda: RNG.generator(0, 3), "purpose"),
+    ("generator key -1", lambda: RNG.generator(0, "data", -1), "key"),
+    # ------------------------------------------------------------ theory
+    ("chi_square p sum", lambda: TH.chi_square([0.5, 0.6], P2), "p"),
+    ("chi_square w count", lambda: TH.chi_square(P2, [0.2, 0.3, 0.5]), "w"),
+    ("chi_square w nan", lambda: TH.chi_square(P2, [NAN, 0.5]), "w"),
+    ("chi_square w zero", lambda: TH.chi_square(P2, [1.0, 0.0]), "w"),
+    ("slowdown tau 0", lambda: TH.slowdown([0, 2], 1.0), "local_steps"),
+    ("slowdown tau_eff 0", lambda: TH.slowdown([1, 2], 0.0), "tau_eff"),
+    ("theorem1 w nan", lambda: TH.theorem1_constants([NAN, 1], [np.ones(1)] * 2, 1.0), "w"),
+    ("theorem1 a count", lambda: TH.theorem1_constants(P2, [np.ones(1)], 1.0), "a_vectors"),
+    ("theorem1 a nan", lambda: TH.theorem1_constants(P2, [np.ones(1), np.array([NAN])], 1.0), "a_vectors"),
+    ("theorem1 a negative", lambda: TH.theorem1_constants(P2, [np.ones(1), np.array([-1.0])], 1.0), "a_vectors"),
+    ("theorem1 tau_eff 0", lambda: TH.theorem1_constants(P2, [np.ones(1)] * 2, 0.0), "tau_eff"),
+    ("theorem1_bound m 0", lambda: TH.theorem1_bound(0, 1.0, 10, 1.0, 1, 1, 1), "m"),
+    ("theorem1_bound rounds 0", lambda: TH.theorem1_bound(2, 1.0, 0, 1.0, 1, 1, 1), "rounds"),
+    ("theorem1_bound tau_bar 0", lambda: TH.theorem1_bound(2, 0.0, 5, 1.0, 1, 1, 1), "tau_bar"),
+    ("fedprox_weights alpha -0.1", lambda: TH.fedprox_weights(P2, [1, 2], -0.1), "alpha"),
+    ("fedprox_weights alpha 1.5", lambda: TH.fedprox_weights(P2, [1, 2], 1.5), "alpha"),
+    ("fedprox_weights alpha nan", lambda: TH.fedprox_weights(P2, [1, 2], NAN), "alpha"),
+    ("fedprox_weights tau 0", lambda: TH.fedprox_weights(P2, [0, 2], 0.1), "local_steps"),
+    ("fedprox_weights p negative", lambda: TH.fedprox_weights([-0.5, 1.5], [1, 2], 0.1), "p"),
+    ("corollary2 tau_bar 0", lambda: TH.corollary2_best_alpha(2, 0.0, 10), "tau_bar"),
+    ("corollary2 constant 0", lambda: TH.corollary2_best_alpha(2, 1.0, 10, constant=0.0), "constant"),
+    ("two_client tau1 0", lambda: TH.two_client_lower_bound(0, 2), "tau1"),
+    ("two_client tau2 -1", lambda: TH.two_client_lower_bound(1, -1), "tau2"),
+    ("two_client a nan", lambda: TH.two_client_lower_bound(1, 2, NAN), "a"),
+    ("global_optimum H nan", lambda: TH.quadratic_global_optimum(np.where(H2 == 2, NAN, H2), E2, P2), "H"),
+    ("global_optimum H inf", lambda: TH.quadratic_global_optimum(np.where(H2 == 2, INF, H2), E2, P2), "H"),
+    ("global_optimum H 2-d", lambda: TH.quadratic_global_optimum(np.eye(2), E2, P2), "H"),
+    ("global_optimum H not square", lambda: TH.quadratic_global_optimum(np.ones((2, 2, 3)), E2, P2), "H"),
+    ("global_optimum H asymmetric", lambda: TH.quadratic_global_optimum(np.stack([np.eye(2), [[1.0, 1.0], [0.0, 1.0]]]), E2, P2), "H"),
+    ("global_optimum e nan", lambda: TH.quadratic_global_optimum(H2, np.array([[1.0, NAN], [0.0, 1.0]]), P2), "e"),
+    ("global_optimum e shape", lambda: TH.quadratic_global_optimum(H2, np.ones((3, 2)), P2), "e"),
+    ("global_optimum p count", lambda: TH.quadratic_global_optimum(H2, E2, [0.2, 0.3, 0.5]), "p"),
+    ("global_optimum p nan", lambda: TH.quadratic_global_optimum(H2, E2, [NAN, 0.5]), "p"),
+    ("local_operator H nan", lambda: TH.quadratic_local_operator(np.array([[NAN]]), 2, 0.1), "H_i"),
+    ("local_operator tau 0", lambda: TH.quadratic_local_operator(np.eye(2), 0, 0.1), "local_steps"),
+    ("local_operator lr 0", lambda: TH.quadratic_local_operator(np.eye(2), 2, 0.0), "lr"),
+    ("local_operator mu -1", lambda: TH.quadratic_local_operator(np.eye(2), 2, 0.1, -1.0), "mu"),
+    ("round_map algorithm", lambda: TH.quadratic_round_map(H2, E2, P2, [1, 2], 0.1, "scaffold"), "algorithm"),
+    ("round_map tau 0", lambda: TH.quadratic_round_map(H2, E2, P2, [0, 2], 0.1, "fedavg"), "local_steps"),
+    ("round_map tau count", lambda: TH.quadratic_round_map(H2, E2, P2, [1, 2, 3], 0.1, "fedavg"), "local_steps"),
+    ("round_map lr -0.1", lambda: TH.quadratic_round_map(H2, E2, P2, [1, 2], -0.1, "fedavg"), "lr"),
+    ("round_map lr*mu>1", lambda: TH.quadratic_round_map(H2, E2, P2, [1, 2], 0.5, "fedprox", mu=3.0), "mu"),
+    ("round_map tau_eff 0", lambda: TH.quadratic_round_map(H2, E2, P2, [1, 2], 0.1, "fednova", tau_eff=0.0), "tau_eff"),
+    ("fixed_point diverges", lambda: TH.quadratic_fixed_point(H2, E2, P2, [5, 5], 1.5, "fedavg"), "lr"),
+    ("fixed_point e nan", lambda: TH.quadratic_fixed_point(H2, np.full((2, 2), NAN), P2, [1, 2], 0.1, "fedavg"), "e"),
+    ("lemma1 e inf", lambda: TH.lemma1_small_lr_limit(np.array([[INF], [1.0]]), P2, [1, 2]), "e"),
+    ("lemma1 p count", lambda: TH.lemma1_small_lr_limit(np.ones((2, 1)), [1.0], [1, 2]), "p"),
+    ("lemma1 tau 0", lambda: TH.lemma1_small_lr_limit(np.ones((2, 1)), P2, [1, 0]), "local_steps"),
+    # ------------------------------------------------------------ problems, algorithms, reference engine
+    ("QuadraticProblem p", lambda: QuadraticProblem(H2, E2, np.array([0.7, 0.7])), "p"),
+    ("QuadraticProblem H nan", lambda: QuadraticProblem(np.full((2, 2, 2), NAN), E2, np.array(P2)), "H"),
+    ("random_quadratic num_clients 0", lambda: random_quadratic(0, 3), "num_clients"),
+    ("random_quadratic dim 0", lambda: random_quadratic(2, 0), "dim"),
+    ("random_quadratic spread 0", lambda: random_quadratic(2, 2, spread=0.0), "spread"),
+    ("random_quadratic eig_range", lambda: random_quadratic(2, 2, eig_range=(2.0, 1.0)), "eig_range"),
+    ("make_algorithm unknown", lambda: AL.make_algorithm("fedopt", S.sgd(0.1)), "algorithm"),
+    ("FederatedAlgorithm solver", lambda: AL.FederatedAlgorithm("fedavg", None), "solver"),
+    ("FederatedAlgorithm fedprox mu 0", lambda: AL.FederatedAlgorithm("fedprox", S.momentum_sgd(0.1)), "mu"),
+    ("run_sequential p", lambda: run_sequential(AL.make_algorithm("fedavg", S.sgd(0.1)), np.zeros(1), lambda *a: np.zeros(1),
+                                               [0.5, 0.6], SC.FixedSteps([1, 1]), 1), "p"),
+    ("run_sequential rounds -1", lambda: run_sequential(AL.make_algorithm("fedavg", S.sgd(0.1)), np.zeros(1), lambda *a: np.zeros(1),
+                                                       P2, SC.FixedSteps([1, 1]), -1), "rounds"),
+    ("run_sequential sampling", lambda: run_sequential(AL.make_algorithm("fedavg", S.sgd(0.1)), np.zeros(1), lambda *a: np.zeros(1),
+                                                      P2, SC.FixedSteps([1, 1]), 1, sampling="random"), "sampling"),
+    ("run_sequential too many clients", lambda: run_sequential(AL.make_algorithm("fedavg", S.sgd(0.1)), np.zeros(1),
+                                                              lambda *a: np.zeros(1), P2, SC.FixedSteps([1, 1]), 1,
+                                                              sampling="uniform", clients_per_round=3), "clients_per_round"),
+    # ------------------------------------------------------------ tree
+    ("tree_weighted_sum coefficient count", lambda: T.tree_weighted_sum([np.ones(2)], [1.0, 2.0]), "coefficients"),
+    ("tree_weighted_sum shapes", lambda: T.tree_weighted_sum([np.ones(2), np.ones(1)], [1.0, 2.0]), "shape"),
+    ("tree_map structure", lambda: T.tree_add({"a": 1.0}, {"a": 1.0, "b": 2.0}), "structure"),
+    ("tree_stacked_weighted_sum size", lambda: T.tree_stacked_weighted_sum(np.ones((3, 2)), [1.0]), "coefficients"),
+]
+
+
+@pytest.mark.parametrize("fn,match", [c[1:] for c in CASES], ids=[c[0] for c in CASES])
+def test_bad_input_raises_value_error_naming_parameter(fn, match):
+    with pytest.raises(ValueError, match=match):
+        fn()
+
+
+def test_valid_boundaries_are_accepted():
+    """The edges of the valid ranges must not raise."""
+    S.momentum_sgd(0.1, 0.0)                        # ρ = 0
+    S.momentum_sgd(0.1, 0.999)                      # ρ < 1
+    S.proximal_sgd(0.5, 2.0)                        # α = 1 exactly
+    S.proximal_sgd(0.1, 0.0)                        # μ = 0
+    R.fedavg_weights([0.5, 0.5 + 5e-10], [1, 1])   # within the 1e-9 tolerance
+    R.fedavg_weights([1.0, 0.0], [1, 1])            # a client with zero weight
+    SA.sample_clients("uniform", P2, 2, 0, 0)       # q = m
+    SA.sample_clients("with-replacement", P2, 5, 0, 0)   # q > m with replacement is fine
+    SC.WallClock([1.0], 1.0, straggler_prob=1.0, straggler_factor=1.0)
+    TH.fedprox_weights(P2, [1, 2], 0.0)
+    TH.fedprox_weights(P2, [1, 2], 1.0)
+    SC.parse_epochs("1-1")

@@ -1,0 +1,170 @@
+"""The general update rule (eq. 4): hand-computed aggregates, FedAvg = plain averaging,
+FedNova = FedAvg when nothing is heterogeneous, τ_eff is a scale (REFERENCE §5)."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from fedlib import rule as R
+from fedlib import solvers as S
+from fedlib.tree import tree_leaves, tree_stack
+
+# Three clients, hand example: Δ_i = −η ‖a_i‖₁ d_i with η = 1.
+P = np.array([0.2, 0.3, 0.5])
+A = np.array([1.0, 2.0, 2.5])          # ‖a_i‖₁ (e.g. proximal solvers)
+TAU = np.array([1, 3, 4])               # local steps
+D = [np.array([1.0, 0.0]), np.array([2.0, -1.0]), np.array([0.5, 4.0])]
+DELTAS = [np.array([-1.0, 0.0]), np.array([-4.0, 2.0]), np.array([-1.25, -10.0])]
+
+
+def test_hand_example_deltas_are_consistent():
+    for d, a, delta in zip(D, A, DELTAS):
+        np.testing.assert_allclose(R.normalized_update(delta, 1.0, a), d, rtol=0, atol=1e-15)
+
+
+def test_hand_fedavg():
+    agg = R.aggregate(DELTAS, P, A, "fedavg")
+    # Σ p_i Δ_i = 0.2[-1,0] + 0.3[-4,2] + 0.5[-1.25,-10]
+    np.testing.assert_allclose(agg.change, [-2.025, -4.4], rtol=0, atol=1e-14)
+    assert agg.tau_eff == pytest.approx(2.05, abs=1e-15)   # 0.2*1 + 0.3*2 + 0.5*2.5
+    np.testing.assert_allclose(agg.weights, np.array([0.2, 0.6, 1.25]) / 2.05, atol=1e-15)
+    np.testing.assert_allclose(agg.coefficients, P, atol=1e-15)
+
+
+@pytest.mark.parametrize("policy,tau_eff,expected", [
+    (None, 2.05, [-2.1525, -3.485]),            # Σ p_i ‖a_i‖₁ = 2.05; Σ p_i d_i = [1.05, 1.7]
+    ("a_norm", 2.05, [-2.1525, -3.485]),
+    ("local_steps", 3.1, [-3.255, -5.27]),      # Σ p_i τ_i = 0.2 + 0.9 + 2.0
+    (3.0, 3.0, [-3.15, -5.1]),
+])
+def test_hand_fednova(policy, tau_eff, expected):
+    agg = R.aggregate(DELTAS, P, A, "fednova", tau_eff=policy, local_steps=TAU)
+    np.testing.assert_allclose(agg.change, expected, rtol=0, atol=1e-14)
+    assert agg.tau_eff == pytest.approx(tau_eff, abs=1e-15)
+    np.testing.assert_array_equal(agg.weights, P)
+    np.testing.assert_allclose(agg.coefficients, tau_eff * P / A, atol=1e-15)
+    np.testing.assert_allclose(R.aggregation_coefficients(agg.tau_eff, agg.weights, A), agg.coefficients, atol=0)
+
+
+def test_two_client_example_and_weights():
+    tau_eff, w = R.fedavg_weights([0.5, 0.5], [2.0, 6.0])
+    assert tau_eff == 4.0 and w.tolist() == [0.25, 0.75]
+    tau_eff, w = R.fednova_weights([0.5, 0.5], [2.0, 6.0])
+    assert tau_eff == 4.0 and w.tolist() == [0.5, 0.5]
+    assert R.fednova_weights([0.5, 0.5], [2.0, 6.0], "local_steps", [3, 9])[0] == 6.0
+    assert R.fednova_weights([0.5, 0.5], [2.0, 6.0], 7)[0] == 7.0
+    p = np.array([0.5, 0.5])
+    assert R.fednova_weights(p, [1.0, 1.0])[1] is not p
+
+
+def test_tau_eff_is_a_scale_not_a_weight():
+    """REFERENCE §5's first mistake: τ_eff inside a normalised mean → harmonic mean of ‖a_i‖₁.
+
+    Two SGD clients with τ = 2 and 6, every gradient = 1, η = 1: d_i = 1, so FedNova's
+    step is τ_eff · Σ p_i d_i = Σ p_i τ_i = 4, while the harmonic mean would give 3.
+    """
+    deltas = [np.array([-2.0]), np.array([-6.0])]
+    agg = R.aggregate(deltas, [0.5, 0.5], [2.0, 6.0], "fednova")
+    harmonic = 1.0 / (0.5 / 2.0 + 0.5 / 6.0)
+    assert harmonic == pytest.approx(3.0)
+    assert agg.change[0] == pytest.approx(-4.0, abs=1e-15)
+    # a mistaken normalised mean sum(c_i Δ_i) / sum(c_i) would give -3
+    c = agg.coefficients
+    assert (c @ np.array([-2.0, -6.0])) / c.sum() == pytest.approx(-3.0)
+    assert c.sum() != pytest.approx(1.0)
+    # the change scales linearly with τ_eff
+    for t in (0.5, 4.0, 10.0):
+        assert R.aggregate(deltas, [0.5, 0.5], [2.0, 6.0], "fednova", tau_eff=t).change[0] == pytest.approx(-t, abs=1e-14)
+
+
+def _random_deltas(rng, m, shape=(4, 3)):
+    return [rng.standard_normal(shape) for _ in range(m)]
+
+
+@pytest.mark.parametrize("solver", [S.sgd(0.1), S.momentum_sgd(0.1, 0.9), S.proximal_sgd(0.1, 0.5),
+                                    S.momentum_proximal_sgd(0.1, 0.5, 2.0)], ids=lambda s: s.name)
+def test_fednova_equals_fedavg_when_homogeneous(solver):
+    rng = np.random.default_rng(0)
+    m = 7
+    p = rng.random(m)
+    p /= p.sum()
+    a = np.full(m, solver.a_norm(5))
+    deltas = _random_deltas(rng, m)
+    avg = R.aggregate(deltas, p, a, "fedavg").change
+    nova = R.aggregate(deltas, p, a, "fednova").change
+    assert np.max(np.abs(avg - nova)) <= 1e-14 * np.max(np.abs(avg))
+    # FedNova's weights are p, FedAvg's equal p only in this homogeneous case
+    np.testing.assert_allclose(R.fedavg_weights(p, a)[1], p, rtol=1e-14)
+
+
+def test_fedavg_is_plain_weighted_averaging_and_eq4():
+    rng = np.random.default_rng(1)
+    m, lr = 9, 0.03
+    p = rng.random(m)
+    p /= p.sum()
+    a = rng.uniform(1, 30, m)
+    deltas = _random_deltas(rng, m)
+    plain = sum(pi * d for pi, d in zip(p, deltas))
+    for alg in ("fedavg", "fednova"):
+        agg = R.aggregate(deltas, p, a, alg)
+        # eq. 4 written out with the normalised gradients d_i
+        tau_eff, w = (R.fedavg_weights if alg == "fedavg" else R.fednova_weights)(p, a)
+        eq4 = -tau_eff * sum(wi * lr * R.normalized_update(d, lr, ai) for wi, d, ai in zip(w, deltas, a))
+        assert np.linalg.norm(agg.change - eq4) <= 1e-14 * np.linalg.norm(eq4)
+        if alg == "fedavg":
+            assert np.linalg.norm(agg.change - plain) <= 1e-14 * np.linalg.norm(plain)
+        else:
+            assert np.linalg.norm(agg.change - plain) > 1e-3 * np.linalg.norm(plain)
+
+
+def test_normalized_update_numpy_torch_and_trees():
+    delta = {"w": np.array([[-0.4, 0.2]]), "b": (np.array([0.8]),)}
+    d = R.normalized_update(delta, 0.1, 4.0)
+    np.testing.assert_allclose(d["w"], [[1.0, -0.5]], atol=1e-15)
+    np.testing.assert_allclose(d["b"][0], [-2.0], atol=1e-15)
+    assert delta["w"][0, 0] == -0.4  # input untouched
+    t = R.normalized_update(torch.tensor([-0.4, 0.2], dtype=torch.float64), 0.1, 4.0)
+    assert isinstance(t, torch.Tensor)
+    torch.testing.assert_close(t, torch.tensor([1.0, -0.5], dtype=torch.float64))
+
+
+@pytest.mark.parametrize("alg,policy", [("fedavg", None), ("fednova", None), ("fednova", "local_steps"), ("fednova", 2.5)])
+def test_torch_dict_tuple_trees_match_numpy(alg, policy):
+    rng = np.random.default_rng(2)
+    m = 4
+    p = rng.random(m)
+    p /= p.sum()
+    a = rng.uniform(1, 10, m)
+    steps = rng.integers(1, 12, m)
+    np_trees = [{"conv": rng.standard_normal((2, 3)), "head": (rng.standard_normal(5), rng.standard_normal(()))} for _ in range(m)]
+    t_trees = [{"conv": torch.as_tensor(t["conv"]), "head": tuple(torch.as_tensor(x) for x in t["head"])} for t in np_trees]
+    ref = R.aggregate(np_trees, p, a, alg, policy, steps)
+    got = R.aggregate(t_trees, p, a, alg, policy, steps)
+    assert isinstance(got.change["head"], tuple) and isinstance(got.change["conv"], torch.Tensor)
+    for x, y in zip(tree_leaves(got.change), tree_leaves(ref.change)):
+        np.testing.assert_allclose(x.numpy(), y, rtol=1e-14, atol=1e-15)
+    # stacked variant (leading client axis) equals the list variant, numpy and torch
+    for trees in (np_trees, t_trees):
+        st = R.aggregate_stacked(tree_stack(trees), p, a, alg, policy, steps)
+        for x, y in zip(tree_leaves(st.change), tree_leaves(ref.change)):
+            np.testing.assert_allclose(np.asarray(x), y, rtol=1e-13, atol=1e-14)
+        assert st.tau_eff == ref.tau_eff
+        np.testing.assert_array_equal(st.coefficients, ref.coefficients)
+    # the clients' trees were not modified
+    for t, tt in zip(np_trees, t_trees):
+        np.testing.assert_array_equal(t["conv"], tt["conv"].numpy())
+
+
+def test_sampled_weights_need_not_sum_to_one():
+    """With uniform sampling ω_i = p_i m / q: FedAvg's coefficients are ω, FedNova's τ_eff ω_i/‖a_i‖₁."""
+    omega = np.array([0.6, 0.9])
+    a = np.array([2.0, 3.0])
+    tau, w = R.effective_weights("fedavg", omega, a)
+    assert tau == pytest.approx(0.6 * 2 + 0.9 * 3)
+    agg = R.aggregate([np.ones(1), np.ones(1)], omega, a, "fedavg")
+    np.testing.assert_allclose(agg.coefficients, omega, atol=1e-15)
+    agg = R.aggregate([np.ones(1), np.ones(1)], omega, a, "fednova", tau_eff=2.0)
+    np.testing.assert_allclose(agg.coefficients, 2.0 * omega / a, atol=1e-15)
+    with pytest.raises(ValueError, match="tau_eff"):
+        R.effective_weights("fedavg", omega, a, tau_eff=3.0)

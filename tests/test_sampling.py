@@ -1,0 +1,131 @@
+"""Client sampling (paper §4, App. G): both schemes unbiased — exhaustively for small m,
+and by Monte Carlo with the real seeded sampler — plus seeded reproducibility."""
+from __future__ import annotations
+
+import itertools
+import math
+
+import numpy as np
+import pytest
+
+from fedlib import rule as R
+from fedlib import sampling as SA
+from fedlib.tree import tree_leaves
+
+P4 = np.array([0.1, 0.2, 0.3, 0.4])
+A4 = np.array([2.0, 5.0, 1.0, 3.5])     # ‖a_i‖₁ of the clients (heterogeneous)
+
+
+class _FixedDraw:
+    """Stands in for a numpy Generator: ``choice`` returns a prescribed draw."""
+
+    def __init__(self, draw):
+        self.draw = np.asarray(draw)
+
+    def choice(self, m, size, replace, p=None):
+        assert len(self.draw) == size
+        return self.draw.copy()
+
+
+def _client_changes(m, seed=0):
+    rng = np.random.default_rng(seed)
+    return [{"w": rng.standard_normal((2, 3)), "b": rng.standard_normal(2)} for _ in range(m)]
+
+
+def _enumerate(scheme, p, q):
+    """All outcomes of a sampler with their exact probabilities, weights from the real sampler code."""
+    m = len(p)
+    if scheme == "with-replacement":
+        for draw in itertools.product(range(m), repeat=q):
+            yield float(np.prod(p[list(draw)])), SA.sample_with_replacement(p, q, _FixedDraw(draw))
+    else:
+        subsets = list(itertools.combinations(range(m), q))
+        for sub in subsets:
+            yield 1.0 / len(subsets), SA.sample_uniform_without_replacement(p, q, _FixedDraw(sub[::-1]))
+
+
+def _flat(tree):
+    return np.concatenate([np.ravel(x) for x in tree_leaves(tree)])
+
+
+@pytest.mark.parametrize("scheme", ["with-replacement", "uniform"])
+@pytest.mark.parametrize("q", [1, 2, 3])
+def test_exhaustive_unbiased_fedavg_aggregate(scheme, q):
+    deltas = _client_changes(4)
+    full = _flat(R.aggregate(deltas, P4, A4, "fedavg").change)
+    expected = np.zeros_like(full)
+    expected_fixed_nova = np.zeros_like(full)
+    total_prob = 0.0
+    for prob, part in _enumerate(scheme, P4, q):
+        assert np.all(np.diff(part.clients) > 0)  # sorted, distinct
+        sub = [deltas[i] for i in part.clients]
+        expected += prob * _flat(R.aggregate(sub, part.weights, A4[part.clients], "fedavg").change)
+        expected_fixed_nova += prob * _flat(R.aggregate(sub, part.weights, A4[part.clients], "fednova", tau_eff=2.5).change)
+        total_prob += prob
+    assert total_prob == pytest.approx(1.0, abs=1e-14)
+    assert np.max(np.abs(expected - full)) <= 1e-12
+    # FedNova with a fixed τ_eff is linear in ω, hence unbiased too
+    full_nova = _flat(R.aggregate(deltas, P4, A4, "fednova", tau_eff=2.5).change)
+    assert np.max(np.abs(expected_fixed_nova - full_nova)) <= 1e-12
+
+
+def test_exhaustive_weights_hand():
+    # with replacement, q = 2, draw (3, 3): client 3 trains once with weight 1
+    part = SA.sample_with_replacement(P4, 2, _FixedDraw([3, 3]))
+    assert part.clients.tolist() == [3] and part.weights.tolist() == [1.0]
+    part = SA.sample_with_replacement(P4, 3, _FixedDraw([2, 0, 2]))
+    assert part.clients.tolist() == [0, 2]
+    np.testing.assert_allclose(part.weights, [1 / 3, 2 / 3])
+    # uniform: ω_i = p_i m / q
+    part = SA.sample_uniform_without_replacement(P4, 2, _FixedDraw([3, 1]))
+    assert part.clients.tolist() == [1, 3]
+    np.testing.assert_allclose(part.weights, [0.2 * 4 / 2, 0.4 * 4 / 2])
+    full = SA.full_participation(P4)
+    assert full.clients.tolist() == [0, 1, 2, 3] and full.weights.tolist() == P4.tolist()
+    assert SA.sample_clients("full", P4, None, 0, 5).weights.tolist() == P4.tolist()
+
+
+@pytest.mark.parametrize("scheme", ["with-replacement", "uniform"])
+def test_monte_carlo_unbiased_real_sampler(scheme):
+    """20 000 rounds of ``sample_clients``; every coordinate of the mean within 5 standard errors."""
+    m, q, n = 6, 3, 20_000
+    p = np.array([0.05, 0.1, 0.15, 0.2, 0.2, 0.3])
+    z = np.random.default_rng(1).standard_normal((m, 4))
+    z = np.hstack([z, np.eye(m)])  # also E[ω_i] = p_i for every client
+    target = p @ z
+    draws = np.empty((n, z.shape[1]))
+    for t in range(n):
+        part = SA.sample_clients(scheme, p, q, 123, t)
+        draws[t] = part.weights @ z[part.clients]
+    mean = draws.mean(0)
+    se = draws.std(0, ddof=1) / math.sqrt(n)
+    assert np.all(se > 0)
+    assert np.all(np.abs(mean - target) <= 5 * se), (mean - target) / se
+    # a biased variant (uniform sampling with weights p_i / Σ_S p_j) is caught by the same test
+    if scheme == "uniform":
+        biased = np.empty_like(draws)
+        for t in range(n // 4):
+            part = SA.sample_clients(scheme, p, q, 123, t)
+            wb = p[part.clients] / p[part.clients].sum()
+            biased[t] = wb @ z[part.clients]
+        b = biased[: n // 4]
+        assert np.any(np.abs(b.mean(0) - target) > 5 * b.std(0, ddof=1) / math.sqrt(len(b)))
+
+
+def test_seeded_reproducibility():
+    p = np.full(10, 0.1)
+    for scheme in ("with-replacement", "uniform"):
+        a = SA.sample_clients(scheme, p, 4, 7, 3)
+        b = SA.sample_clients(scheme, p, 4, 7, 3)
+        np.testing.assert_array_equal(a.clients, b.clients)
+        np.testing.assert_array_equal(a.weights, b.weights)
+        rounds = {tuple(SA.sample_clients(scheme, p, 4, 7, t).clients) for t in range(20)}
+        assert len(rounds) > 5  # different rounds differ
+        seeds = [tuple(SA.sample_clients(scheme, p, 4, s, 3).clients) for s in range(20)]
+        assert len(set(seeds)) > 5  # different seeds differ (no global reseeding)
+
+
+def test_uniform_all_clients_is_full_participation():
+    part = SA.sample_clients("uniform", P4, 4, 0, 0)
+    assert part.clients.tolist() == [0, 1, 2, 3]
+    np.testing.assert_allclose(part.weights, P4)

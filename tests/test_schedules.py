@@ -1,0 +1,98 @@
+"""Local-step schedules: τ_i = E·ceil(n_i/B), inclusive random epochs seeded per
+(seed, round, client), wall-clock rounds with stragglers, step-decayed client lr."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from fedlib import schedules as SC
+from fedlib.rng import generator
+
+N = [100, 32, 33, 1, 64, 65]
+
+
+def test_steps_per_epoch_and_fixed_epochs():
+    np.testing.assert_array_equal(SC.steps_per_epoch(np.array(N), 32), [4, 1, 2, 1, 2, 3])
+    fe = SC.FixedEpochs(N, 32, 2)
+    np.testing.assert_array_equal(fe.local_steps(0), [8, 2, 4, 2, 4, 6])
+    np.testing.assert_array_equal(fe.local_steps(99), fe.local_steps(0))
+    np.testing.assert_array_equal(fe.epochs_of(3), [2] * 6)
+    assert fe.num_clients == 6 and fe.local_steps(0).dtype == np.int64
+    # the official CIFAR-10 case: n_i = 3125 images, batch 32, E = 2 -> 2 * 98 = 196
+    assert SC.FixedEpochs([3125], 32, 2).local_steps(0)[0] == 196
+
+
+def test_fixed_and_random_steps():
+    fs = SC.FixedSteps([3, 1, 7])
+    np.testing.assert_array_equal(fs.local_steps(5), [3, 1, 7])
+    assert fs.num_clients == 3
+    rs = SC.RandomSteps(50, 2, 4, seed=1)
+    seen = np.concatenate([rs.local_steps(t) for t in range(10)])
+    assert set(seen.tolist()) == {2, 3, 4}
+    np.testing.assert_array_equal(rs.local_steps(3), SC.RandomSteps(50, 2, 4, seed=1).local_steps(3))
+
+
+def test_random_epochs_inclusive_bounds():
+    re = SC.RandomEpochs([10] * 20, 5, 2, 5, seed=0)   # 2 steps per epoch
+    epochs = np.concatenate([re.epochs_of(t) for t in range(25)])  # 500 draws
+    counts = {e: int(np.sum(epochs == e)) for e in range(0, 8)}
+    assert counts[2] > 0 and counts[5] > 0 and counts[3] > 0 and counts[4] > 0
+    assert counts[1] == 0 and counts[6] == 0 and epochs.min() >= 2 and epochs.max() <= 5
+    for t in (0, 7):
+        np.testing.assert_array_equal(re.local_steps(t), 2 * re.epochs_of(t))
+    # roughly uniform over the four values
+    assert all(abs(counts[e] / 500 - 0.25) < 0.08 for e in (2, 3, 4, 5))
+
+
+def test_random_epochs_seeded_per_round_and_client():
+    re = SC.RandomEpochs([40] * 30, 8, 2, 5, seed=3)
+    a, b = re.epochs_of(4), SC.RandomEpochs([40] * 30, 8, 2, 5, seed=3).epochs_of(4)
+    np.testing.assert_array_equal(a, b)                   # same args -> identical
+    assert not np.array_equal(re.epochs_of(4), re.epochs_of(5))   # rounds differ
+    assert not np.array_equal(re.epochs_of(4), SC.RandomEpochs([40] * 30, 8, 2, 5, seed=4).epochs_of(4))
+    # client c's draw comes from the (seed, "local_steps", round, c) stream
+    for c in (0, 17):
+        assert re.epochs_of(4)[c] == generator(3, "local_steps", 4, c).integers(2, 6)
+    # (client c, round t) is not (client c+1, round t-1): the sequences are not shifted copies
+    rows = np.array([re.epochs_of(t) for t in range(6)])
+    assert not all(np.array_equal(rows[t, :-1], rows[t - 1, 1:]) for t in range(1, 6))
+
+
+def test_make_epoch_schedule_and_parse():
+    assert SC.parse_epochs("2") == (2, 2)
+    assert SC.parse_epochs("2-5") == (2, 5)
+    assert SC.parse_epochs(3) == (3, 3)
+    assert isinstance(SC.make_epoch_schedule(N, 32, "2"), SC.FixedEpochs)
+    r = SC.make_epoch_schedule(N, 32, "2-5", seed=1)
+    assert isinstance(r, SC.RandomEpochs) and (r.low, r.high, r.seed) == (2, 5, 1)
+    assert isinstance(SC.make_epoch_schedule(N, 32, (1, 3)), SC.RandomEpochs)
+    assert SC.make_epoch_schedule(N, 32, 2).epochs == 2
+    for bad in ("5-2", "0", "abc", "", "2-", "1.5"):
+        with pytest.raises(ValueError, match="epochs"):
+            SC.parse_epochs(bad)
+
+
+def test_wall_clock():
+    speeds = [10.0, 5.0, 1.0, 0.01]
+    wc = SC.WallClock(speeds, round_seconds=2.0)
+    np.testing.assert_array_equal(wc.local_steps(0), [20, 10, 2, 1])   # floor(T s), at least 1
+    slow = SC.WallClock(speeds, 2.0, straggler_prob=1.0, straggler_factor=0.25)
+    np.testing.assert_array_equal(slow.local_steps(0), [5, 2, 1, 1])
+    mixed = SC.WallClock([100.0] * 40, 1.0, jitter=0.1, straggler_prob=0.3, straggler_factor=0.1, seed=5)
+    steps = np.concatenate([mixed.local_steps(t) for t in range(5)])
+    assert steps.min() >= 1
+    assert np.sum(steps < 30) > 10 and np.sum(steps > 60) > 50   # stragglers take ~10x fewer steps
+    np.testing.assert_array_equal(mixed.local_steps(2), SC.WallClock([100.0] * 40, 1.0, 0.1, 0.3, 0.1, seed=5).local_steps(2))
+    assert not np.array_equal(mixed.local_steps(2), mixed.local_steps(3))
+    assert wc.num_clients == 4
+
+
+def test_step_decay_lr():
+    lr = 0.05
+    assert SC.step_decay_lr(lr, 0, 100) == lr
+    assert SC.step_decay_lr(lr, 49, 100) == lr
+    assert SC.step_decay_lr(lr, 50, 100) == pytest.approx(lr / 10, rel=1e-14)
+    assert SC.step_decay_lr(lr, 74, 100) == pytest.approx(lr / 10, rel=1e-14)
+    assert SC.step_decay_lr(lr, 75, 100) == pytest.approx(lr / 100, rel=1e-14)
+    assert SC.step_decay_lr(lr, 99, 100) == pytest.approx(lr / 100, rel=1e-14)
+    assert SC.step_decay_lr(1.0, 10, 20, milestones=(0.5,), factor=0.5) == 0.5

@@ -1,0 +1,330 @@
+"""Local solvers (paper §4.1, App. B): Δ = −η G a with the *effective* gradients,
+the online ‖a‖₁ counter, hand-checked a vectors, momentum + prox vs the official counter."""
+from __future__ import annotations
+
+import zlib
+
+import numpy as np
+import pytest
+import torch
+
+from fedlib import solvers as S
+from fedlib.tree import tree_leaves
+
+LR = 0.1
+
+
+def _flat(tree) -> np.ndarray:
+    out = []
+    for leaf in tree_leaves(tree):
+        if isinstance(leaf, torch.Tensor):
+            leaf = leaf.detach().cpu().numpy()
+        out.append(np.asarray(leaf, dtype=np.float64).ravel())
+    return np.concatenate(out)
+
+
+def _schedule(k: int) -> float:  # a custom within-round step-size factor
+    return 1.0 / (1.0 + 0.3 * k) if k % 3 else 0.7
+
+
+# (id, builder(weight_decay) -> solver); lr*mu stays <= 1 for every step.
+BUILDERS = [
+    ("sgd", lambda wd: S.sgd(LR, weight_decay=wd)),
+    ("decayed-gamma", lambda wd: S.decayed_sgd(LR, gamma=0.8, weight_decay=wd)),
+    ("custom-schedule", lambda wd: S.decayed_sgd(LR, schedule=_schedule, weight_decay=wd)),
+    ("prox", lambda wd: S.proximal_sgd(LR, mu=3.0, weight_decay=wd)),
+    ("momentum", lambda wd: S.momentum_sgd(LR, 0.7, weight_decay=wd)),
+    ("momentum-prox", lambda wd: S.momentum_proximal_sgd(LR, 0.6, mu=2.5, weight_decay=wd)),
+    ("momentum-prox-degenerate", lambda wd: S.momentum_proximal_sgd(LR, 0.5, mu=(0.5 + 1e-9) / LR, weight_decay=wd)),
+    ("momentum-prox-schedule", lambda wd: S.LocalSolver(LR, momentum=0.8, mu=1.5, weight_decay=wd,
+                                                        lr_schedule=_schedule, name="mps")),
+]
+BUILDER_IDS = [b[0] for b in BUILDERS]
+
+
+class _Problem:
+    """Gradient oracles on a flat vector of size d: random per step, quadratic, logistic."""
+
+    def __init__(self, kind: str, d: int, seed: int):
+        self.kind = kind
+        rng = np.random.default_rng(seed)
+        self.rng = rng
+        if kind == "quadratic":
+            Q = rng.standard_normal((d, d))
+            self.A = Q @ Q.T / d + 0.5 * np.eye(d)
+            self.b = rng.standard_normal(d)
+        elif kind == "logistic":
+            self.X = rng.standard_normal((40, d))
+            self.y = (rng.random(40) < 0.5).astype(np.float64)
+
+    def grad(self, x: np.ndarray) -> np.ndarray:
+        if self.kind == "random":
+            return self.rng.standard_normal(x.shape)
+        if self.kind == "quadratic":
+            return self.A @ x - self.b
+        z = self.X @ x
+        return self.X.T @ (1.0 / (1.0 + np.exp(-z)) - self.y) / len(self.y)
+
+
+def _measure(solver, x0_tree, unflatten, grad_flat, tau, correction=None):
+    """Run ``tau`` steps; return Δ (flat) and the stacked effective gradients G (d, tau)."""
+    wd = solver.weight_decay
+    corr_flat = None if correction is None else _flat(correction)
+    cols = []
+
+    def grad_fn(params, k):
+        x = _flat(params)
+        g = grad_flat(x)
+        eff = g + wd * x
+        if corr_flat is not None:
+            eff = eff + corr_flat
+        cols.append(eff)
+        return unflatten(g)
+
+    state = solver.run(x0_tree, grad_fn, tau, correction)
+    return _flat(state.params) - _flat(x0_tree), np.stack(cols, axis=1), state
+
+
+def _rel(a, b):
+    return np.linalg.norm(a - b) / max(np.linalg.norm(b), 1e-300)
+
+
+@pytest.mark.parametrize("name,build", BUILDERS, ids=BUILDER_IDS)
+@pytest.mark.parametrize("kind", ["random", "quadratic", "logistic"])
+@pytest.mark.parametrize("wd,with_corr", [(0.0, False), (0.05, False), (0.0, True), (0.03, True)])
+def test_delta_equals_minus_eta_G_a_numpy(name, build, kind, wd, with_corr):
+    d, tau = 6, 9
+    solver = build(wd)
+    prob = _Problem(kind, d, seed=zlib.crc32(repr((name, kind, wd, with_corr)).encode()))
+    x0 = prob.rng.standard_normal(d)
+    x0_copy = x0.copy()
+    corr = prob.rng.standard_normal(d) if with_corr else None
+    delta, G, state = _measure(solver, x0, lambda v: v, prob.grad, tau, corr)
+    a = solver.a_vector(tau)
+    assert G.shape == (d, tau) and a.shape == (tau,)
+    assert _rel(delta, -solver.lr * G @ a) <= 1e-12
+    # online counter == closed form == sum of the vector
+    assert abs(state.a_norm - solver.a_norm(tau)) <= 1e-12 * solver.a_norm(tau)
+    assert abs(a.sum() - solver.a_norm(tau)) <= 1e-12 * solver.a_norm(tau)
+    assert state.step == tau
+    np.testing.assert_array_equal(x0, x0_copy)  # the start point is never modified in place
+
+
+def test_weight_decay_and_correction_change_the_run():
+    """Sanity: the effective-gradient terms really enter (else the test above is vacuous)."""
+    prob = _Problem("quadratic", 5, 1)
+    x0 = np.ones(5)
+    base = S.momentum_sgd(LR, 0.5).run(x0, lambda x, k: prob.grad(x), 6).params
+    wd = S.momentum_sgd(LR, 0.5, weight_decay=0.1).run(x0, lambda x, k: prob.grad(x), 6).params
+    vr = S.momentum_sgd(LR, 0.5).run(x0, lambda x, k: prob.grad(x), 6, correction=np.full(5, 0.3)).params
+    assert np.linalg.norm(base - wd) > 1e-3 and np.linalg.norm(base - vr) > 1e-3
+
+
+@pytest.mark.parametrize("name,build", BUILDERS, ids=BUILDER_IDS)
+@pytest.mark.parametrize("wd,with_corr", [(0.0, False), (0.02, True)])
+def test_delta_equals_minus_eta_G_a_torch_dict(name, build, wd, with_corr):
+    """Same identity on a dict pytree of float64 torch tensors."""
+    solver = build(wd)
+    g = torch.Generator().manual_seed(7)
+    x0 = {"w": torch.randn(3, 2, generator=g, dtype=torch.float64), "b": torch.randn(2, generator=g, dtype=torch.float64)}
+    x0_copy = {k: v.clone() for k, v in x0.items()}
+    corr = ({"w": torch.randn(3, 2, generator=g, dtype=torch.float64), "b": torch.randn(2, generator=g, dtype=torch.float64)}
+            if with_corr else None)
+
+    def unflatten(v):
+        t = torch.as_tensor(v, dtype=torch.float64)
+        return {"w": t[:6].reshape(3, 2).clone(), "b": t[6:].clone()}
+
+    prob = _Problem("quadratic", 8, 3)
+    tau = 7
+    delta, G, state = _measure(solver, x0, unflatten, prob.grad, tau, corr)
+    assert isinstance(state.params["w"], torch.Tensor) and state.params["w"].dtype == torch.float64
+    assert _rel(delta, -solver.lr * G @ solver.a_vector(tau)) <= 1e-12
+    assert abs(state.a_norm - solver.a_norm(tau)) <= 1e-12 * solver.a_norm(tau)
+    for k in x0:
+        assert torch.equal(x0[k], x0_copy[k])
+
+
+def test_tuple_pytree_with_python_float_leaf():
+    solver = S.momentum_proximal_sgd(LR, 0.3, mu=1.0)
+    x0 = (np.array([1.0, -2.0]), 0.5)
+    grads = [(np.array([0.2, 0.1]), -0.4), (np.array([-0.3, 0.5]), 0.1), (np.array([1.0, 0.0]), 0.2)]
+    state = solver.run(x0, lambda x, k: grads[k], 3)
+    G = np.stack([np.append(g[0], g[1]) for g in grads], axis=1)
+    delta = np.append(state.params[0], state.params[1]) - np.append(x0[0], x0[1])
+    assert isinstance(state.params, tuple)
+    assert _rel(delta, -LR * G @ solver.a_vector(3)) <= 1e-12
+
+
+# ------------------------------------------------------------------ online ‖a‖₁ counter
+def _check_counter(solver, taus=50):
+    state = solver.init(np.zeros(1))
+    for k in range(1, taus + 1):
+        state = solver.update(state, np.ones(1))
+        closed = solver.a_norm(k)
+        vec = solver.a_vector(k)
+        assert vec.shape == (k,) and np.all(vec >= 0)
+        assert abs(state.a_norm - closed) <= 1e-12 * closed, (k, state.a_norm, closed)
+        assert abs(vec.sum() - closed) <= 1e-12 * closed, (k, vec.sum(), closed)
+        # with a unit gradient and x0 = 0 the counter is also the measured -Δ/η
+        assert abs(-state.params[0] / solver.lr - closed) <= 1e-12 * closed
+
+
+def _random_hparams(seed):
+    rng = np.random.default_rng(seed)
+    lr = float(rng.uniform(0.01, 1.0))
+    rho = float(rng.uniform(0.0, 0.99))
+    alpha = float(1.0 - rng.random())  # in (0, 1]
+    mu = alpha / lr
+    while lr * mu > 1.0:
+        mu = np.nextafter(mu, 0.0)
+    return lr, rho, mu
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_online_counter_random_hyperparameters(seed):
+    lr, rho, mu = _random_hparams(seed)
+    for solver in (S.sgd(lr), S.proximal_sgd(lr, mu), S.momentum_sgd(lr, rho), S.momentum_proximal_sgd(lr, rho, mu),
+                   S.decayed_sgd(lr, gamma=0.5 + rho / 2)):
+        _check_counter(solver)
+
+
+@pytest.mark.parametrize("delta", [0.0, 1e-12, -1e-9, 1e-6, -1e-4, 1e-3, 9.99e-3, -1.001e-2, 2e-2])
+@pytest.mark.parametrize("rho", [0.3, 0.9])
+def test_online_counter_near_degenerate(rho, delta):
+    """1 − α ≈ ρ: the closed form's denominator 1 − α − ρ vanishes."""
+    lr = 0.5
+    alpha = 1.0 - rho + delta
+    _check_counter(S.momentum_proximal_sgd(lr, rho, mu=alpha / lr))
+
+
+@pytest.mark.parametrize("alpha", [1e-9, 1e-7, 1e-5, 1.0])
+def test_online_counter_extreme_alpha(alpha):
+    """Tiny α (e.g. CIFAR's μ = 0.001, η = 0.02: α = 2e-5) and α = 1 exactly."""
+    lr = 0.5
+    _check_counter(S.proximal_sgd(lr, alpha / lr))
+    _check_counter(S.momentum_proximal_sgd(lr, 0.9, alpha / lr))
+
+
+def test_closed_form_table():
+    """‖a‖₁ against the closed forms of REFERENCE §1 written out independently."""
+    for tau in (1, 2, 5, 17):
+        rho, alpha, gamma = 0.6, 0.25, 0.9
+        assert S.sgd(0.1).a_norm(tau) == tau
+        assert S.momentum_sgd(0.1, rho).a_norm(tau) == pytest.approx((tau - rho * (1 - rho**tau) / (1 - rho)) / (1 - rho), rel=1e-13)
+        assert S.proximal_sgd(0.5, alpha / 0.5).a_norm(tau) == pytest.approx((1 - (1 - alpha) ** tau) / alpha, rel=1e-13)
+        assert S.decayed_sgd(0.1, gamma=gamma).a_norm(tau) == pytest.approx((1 - gamma**tau) / (1 - gamma), rel=1e-13)
+        q = 1 - alpha
+        mp = ((q * (1 - q**tau) / alpha) - rho * (1 - rho**tau) / (1 - rho)) / (q - rho)
+        assert S.momentum_proximal_sgd(0.5, rho, alpha / 0.5).a_norm(tau) == pytest.approx(mp, rel=1e-13)
+
+
+# ------------------------------------------------------------------ hand-checked vectors
+def test_hand_vectors():
+    np.testing.assert_allclose(S.momentum_sgd(0.1, 0.5).a_vector(3), [1.75, 1.5, 1.0], rtol=0, atol=1e-15)
+    assert S.momentum_sgd(0.1, 0.5).a_norm(3) == pytest.approx(4.25, abs=1e-15)
+    np.testing.assert_allclose(S.proximal_sgd(0.5, 1.0).a_vector(3), [0.25, 0.5, 1.0], rtol=0, atol=1e-15)
+    assert S.proximal_sgd(0.5, 1.0).a_norm(3) == pytest.approx(1.75, abs=1e-15)
+    np.testing.assert_array_equal(S.sgd(0.3).a_vector(4), [1, 1, 1, 1])
+    np.testing.assert_allclose(S.decayed_sgd(0.1, gamma=0.5).a_vector(3), [1.0, 0.5, 0.25], atol=1e-15)
+    # momentum + prox, τ = 2 by hand: x2 = -η[(1 + ρ - α) g0 + g1]
+    rho, alpha = 0.3, 0.2
+    np.testing.assert_allclose(S.momentum_proximal_sgd(1.0, rho, alpha).a_vector(2), [1 + rho - alpha, 1.0], atol=1e-15)
+    # ρ = 1 − α = 0.5: p_n = (n+1) ρ^n -> a = [0.75, 1, 1]
+    np.testing.assert_allclose(S.momentum_proximal_sgd(0.5, 0.5, 1.0).a_vector(3), [0.75, 1.0, 1.0], atol=1e-15)
+
+
+def _official_counter(rho: float, alpha: float, tau: int) -> float:
+    """The official FedNova optimizer's running normaliser: c ← ρc + 1; S ← (S + c)(1−α) + 1."""
+    c = s = 0.0
+    for _ in range(tau):
+        c = rho * c + 1.0
+        s = (s + c) * (1.0 - alpha) + 1.0
+    return s
+
+
+def test_official_counter_matches_for_single_features():
+    """For momentum alone / prox alone the official counter is right (c and S separately)."""
+    for tau in (1, 3, 8):
+        c = s = 0.0
+        for _ in range(tau):
+            c = 0.7 * c + 1
+            s += c
+        assert S.momentum_sgd(0.1, 0.7).a_norm(tau) == pytest.approx(s, rel=1e-13)
+        s = 0.0
+        for _ in range(tau):
+            s = s * (1 - 0.3) + 1
+        assert S.proximal_sgd(0.1, 3.0).a_norm(tau) == pytest.approx(s, rel=1e-13)
+
+
+@pytest.mark.parametrize("rho,alpha,tau", [(0.5, 0.5, 3), (0.9, 0.1, 10), (0.2, 0.7, 4), (0.9, 0.02, 25)])
+def test_momentum_prox_is_not_the_official_counter(rho, alpha, tau):
+    lr = 0.5
+    solver = S.momentum_proximal_sgd(lr, rho, alpha / lr)
+    # measured ‖a‖₁: one impulse per step, scalar model
+    measured = np.empty(tau)
+    for j in range(tau):
+        st = solver.run(np.zeros(1), lambda x, k, j=j: np.array([1.0 if k == j else 0.0]), tau)
+        measured[j] = -st.params[0] / lr
+    np.testing.assert_allclose(solver.a_vector(tau), measured, rtol=1e-12)
+    ours = solver.run(np.zeros(1), lambda x, k: np.ones(1), tau).a_norm
+    assert ours == pytest.approx(measured.sum(), rel=1e-12)
+    assert solver.a_norm(tau) == pytest.approx(measured.sum(), rel=1e-12)
+    official = _official_counter(rho, alpha, tau)
+    assert abs(official - measured.sum()) > 1e-3 * measured.sum()
+    if (rho, alpha, tau) == (0.5, 0.5, 3):
+        assert measured.sum() == pytest.approx(2.75, abs=1e-14) and official == pytest.approx(3.125, abs=1e-14)
+
+
+def test_momentum_buffer_not_touched_by_prox():
+    """u_{k+1} = ρ u_k + g_k exactly, even with μ > 0 (REFERENCE §5: prox added into the buffer)."""
+    rho = 0.8
+    solver = S.momentum_proximal_sgd(0.1, rho, mu=4.0)
+    rng = np.random.default_rng(0)
+    state = solver.init(rng.standard_normal(4))
+    u = np.zeros(4)
+    for _ in range(6):
+        g = rng.standard_normal(4)
+        state = solver.update(state, g)
+        u = rho * u + g
+        np.testing.assert_array_equal(state.momentum, u)
+    # the model moved away from the anchor, so a prox term into the buffer would have shown
+    assert np.linalg.norm(state.params - state.anchor) > 0.1
+
+
+def test_momentum_buffer_reset_each_round():
+    solver = S.momentum_sgd(0.1, 0.9)
+    s = solver.run(np.zeros(3), lambda x, k: np.ones(3), 4)
+    fresh = solver.init(s.params)
+    np.testing.assert_array_equal(fresh.momentum, np.zeros(3))
+    assert fresh.a_norm == 0.0 and fresh.step == 0
+
+
+def test_solver_misc():
+    s = S.momentum_proximal_sgd(0.2, 0.5, mu=2.0)
+    assert s.alpha == pytest.approx(0.4)
+    s2 = s.with_lr(0.1)
+    assert s2.lr == 0.1 and s2.momentum == 0.5 and s2.mu == 2.0 and s.lr == 0.2
+    assert S.decayed_sgd(0.2, gamma=0.5).step_size(3) == pytest.approx(0.2 * 0.125)
+    assert S.sgd(0.2).step_size(10) == 0.2
+    assert S.make_solver("sgd", 0.1).name == "sgd"
+    assert S.make_solver("prox", 0.1, mu=0.5).mu == 0.5
+    assert S.make_solver("momentum", 0.1, momentum=0.3).momentum == 0.3
+    m = S.make_solver("momentum-prox", 0.1, momentum=0.3, mu=0.5, weight_decay=1e-4)
+    assert (m.momentum, m.mu, m.weight_decay) == (0.3, 0.5, 1e-4)
+    assert set(S.SOLVERS) == {"sgd", "prox", "momentum", "momentum-prox"}
+    # a frozen dataclass: hyper-parameters cannot be changed behind the counter's back
+    with pytest.raises(Exception):
+        s.lr = 1.0
+
+
+def test_gradient_shape_mismatch_is_rejected():
+    """A (d, 1) gradient would broadcast a (d,) model into (d, d) silently."""
+    solver = S.sgd(0.1)
+    state = solver.init(np.zeros(3))
+    with pytest.raises(ValueError, match="grads"):
+        solver.update(state, np.zeros((3, 1)))
+    with pytest.raises(ValueError, match="grads"):
+        solver.update(solver.init({"a": np.zeros(2)}), {"b": np.zeros(2)})
+    with pytest.raises(ValueError, match="correction"):
+        solver.init(np.zeros(3), correction=np.zeros((3, 1)))

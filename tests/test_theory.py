@@ -1,0 +1,257 @@
+"""Theory functions: χ², slowdown, Theorem 1's constants, FedProx's weights, App. D.1,
+and the closed-form quadratic fixed points checked against simulated rounds."""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from fedlib import theory as TH
+from fedlib.algorithms import make_algorithm
+from fedlib.engines.reference import run_sequential
+from fedlib.problems import QuadraticProblem, random_quadratic
+from fedlib.rule import fedavg_weights
+from fedlib.schedules import FixedSteps
+from fedlib.solvers import momentum_sgd, proximal_sgd, sgd
+
+
+# ---------------------------------------------------------------- χ², slowdown
+def test_chi_square_hand():
+    assert TH.chi_square([0.5, 0.5], [0.25, 0.75]) == pytest.approx(1 / 3, abs=1e-15)
+    # 0.1²/0.1 + 0.3²/0.6 + 0.2²/0.3 = 0.1 + 0.15 + 0.1333…
+    assert TH.chi_square([0.2, 0.3, 0.5], [0.1, 0.6, 0.3]) == pytest.approx(0.1 + 0.15 + 0.04 / 0.3, abs=1e-15)
+    assert TH.chi_square([0.2, 0.3, 0.5], [0.2, 0.3, 0.5]) == 0.0
+    assert TH.chi_square([0.5, 0.5, 0.0], [0.5, 0.5, 0.0]) == 0.0   # w_i = 0 with p_i = 0 is fine
+    with pytest.raises(ValueError, match="w"):
+        TH.chi_square([0.5, 0.5], [1.0, 0.0])
+
+
+def test_slowdown():
+    assert TH.slowdown([2, 4, 6], 2.0) == 2.0
+    # FedAvg with SGD: τ_eff = Σ p_i τ_i; equal p and τ gives 1
+    assert TH.slowdown([5, 5], fedavg_weights([0.5, 0.5], [5, 5])[0]) == 1.0
+
+
+# ---------------------------------------------------------------- App. D.1
+# The paper writes χ² = (τ₂−τ₁)²/(2τ₁τ₂) and κ² = 2w₁w₂a²; evaluating its own definitions gives
+# (τ₂−τ₁)²/(4τ₁τ₂) and 4w₁w₂a² (the factors of 2 cancel in χ²κ², which is what D.1 needs).
+@pytest.mark.parametrize("t1,t2,a", [(1, 3, 1.0), (2, 10, 0.5), (7, 7, 2.0), (5, 1, 3.0)])
+def test_two_client_lower_bound(t1, t2, a):
+    ex = TH.two_client_lower_bound(t1, t2, a)
+    w1, w2 = t1 / (t1 + t2), t2 / (t1 + t2)
+    np.testing.assert_allclose(ex.weights, [w1, w2], rtol=1e-15)
+    # χ² by its definition, written out
+    chi2_def = (w1 - 0.5) ** 2 / w1 + (w2 - 0.5) ** 2 / w2
+    assert ex.chi2 == pytest.approx(chi2_def, rel=1e-13, abs=1e-15)
+    assert ex.chi2 == pytest.approx((t2 - t1) ** 2 / (4 * t1 * t2), rel=1e-13, abs=1e-15)
+    paper_chi2 = (t2 - t1) ** 2 / (2 * t1 * t2)
+    assert ex.chi2 == pytest.approx(paper_chi2 / 2, rel=1e-13, abs=1e-15)
+    # κ²: the smallest constant of Assumption 3 with β² = 1, max over x of
+    # Σ w_i F_i'(x)² − (Σ w_i F_i'(x))² (constant in x for this pair)
+    xs = np.linspace(-5, 5, 11)
+    gap = w1 * (xs - a) ** 2 + w2 * (xs + a) ** 2 - (w1 * (xs - a) + w2 * (xs + a)) ** 2
+    assert ex.kappa2 == pytest.approx(gap.max(), rel=1e-12, abs=1e-14)
+    assert ex.kappa2 == pytest.approx(4 * w1 * w2 * a**2, rel=1e-14)
+    # the floor χ²κ² equals ‖∇F(x̃)‖² = x̃² (∇F(x) = x for F = ½F1 + ½F2) — and so does the paper's pair
+    assert ex.grad_norm_sq == pytest.approx(ex.chi2 * ex.kappa2, rel=1e-12, abs=1e-15)
+    assert ex.grad_norm_sq == pytest.approx(paper_chi2 * 2 * w1 * w2 * a**2, rel=1e-12, abs=1e-15)
+    assert ex.grad_norm_sq == pytest.approx(ex.x_limit**2, rel=1e-15, abs=1e-15)
+    # the limit is FedAvg's fixed point on F1 = ½(x−a)², F2 = ½(x+a)² as η → 0
+    H = np.ones((2, 1, 1))
+    e = np.array([[a], [-a]])
+    x = TH.quadratic_fixed_point(H, e, [0.5, 0.5], [t1, t2], 1e-6, "fedavg")
+    assert x[0] == pytest.approx(ex.x_limit, abs=1e-5 * a)
+
+
+def test_two_client_hand():
+    ex = TH.two_client_lower_bound(1, 3, 1.0)
+    # w = (1/4, 3/4): χ² = (1/4)²/(1/4) + (1/4)²/(3/4) = 1/4 + 1/12 = 1/3
+    assert ex.chi2 == pytest.approx(1 / 3, abs=1e-15)
+    assert ex.kappa2 == pytest.approx(4 * 0.25 * 0.75, abs=1e-15)
+    assert ex.x_limit == pytest.approx(-0.5) and ex.grad_norm_sq == pytest.approx(0.25)
+    assert ex.chi2 * ex.kappa2 == pytest.approx(0.25, abs=1e-15)
+
+
+# ---------------------------------------------------------------- FedProx
+@pytest.mark.parametrize("alpha", [1e-6, 0.01, 0.2, 0.7])
+def test_fedprox_weights_match_prox_solver(alpha):
+    p = np.array([0.1, 0.4, 0.2, 0.3])
+    steps = np.array([1, 10, 4, 25])
+    lr = 0.05
+    a = np.array([proximal_sgd(lr, alpha / lr).a_norm(int(t)) for t in steps])
+    te, w = TH.fedprox_weights(p, steps, alpha)
+    te2, w2 = fedavg_weights(p, a)
+    assert te == pytest.approx(te2, rel=1e-12)
+    np.testing.assert_allclose(w, w2, rtol=1e-12)
+
+
+def test_fedprox_limits():
+    p = np.array([0.1, 0.4, 0.2, 0.3])
+    steps = np.array([1, 10, 4, 25])
+    te0, w0 = TH.fedprox_weights(p, steps, 0.0)
+    assert te0 == pytest.approx(p @ steps) and np.allclose(w0, p * steps / (p @ steps))
+    te_small, w_small = TH.fedprox_weights(p, steps, 1e-12)      # α → 0: FedAvg with SGD
+    assert te_small == pytest.approx(te0, rel=1e-9)
+    np.testing.assert_allclose(w_small, w0, rtol=1e-9)
+    te1, w1 = TH.fedprox_weights(p, steps, 1.0)                   # α = 1: consistent, τ_eff = 1
+    assert te1 == 1.0
+    np.testing.assert_allclose(w1, p, atol=1e-15)
+    # χ² decreases and τ_eff decreases as α grows (Figure 4's trade-off)
+    alphas = [0.0, 0.01, 0.1, 0.5, 1.0]
+    chis = [TH.chi_square(p, TH.fedprox_weights(p, steps, al)[1]) for al in alphas]
+    taus = [TH.fedprox_weights(p, steps, al)[0] for al in alphas]
+    assert all(x > y for x, y in zip(chis, chis[1:-1])) and chis[-1] == pytest.approx(0.0, abs=1e-15)
+    assert all(x > y for x, y in zip(taus, taus[1:]))
+
+
+def test_corollary2():
+    assert TH.corollary2_best_alpha(4, 16.0, 64) == pytest.approx(2 / (4 * 2))   # √m / (√τ̄ T^{1/6})
+    assert TH.corollary2_best_alpha(4, 16.0, 64, constant=2.0) == pytest.approx(0.5)
+    assert TH.corollary2_best_alpha(100, 1.0, 1) == 1.0                           # clipped
+
+
+# ---------------------------------------------------------------- Theorem 1
+def test_theorem1_fedavg_sgd_equal_p_gives_A_equal_1():
+    rng = np.random.default_rng(0)
+    for m in (2, 5, 16):
+        steps = rng.integers(1, 40, m)
+        p = np.full(m, 1 / m)
+        te, w = fedavg_weights(p, steps.astype(float))
+        A, B, C = TH.theorem1_constants(w, [np.ones(t) for t in steps], te)
+        assert A == pytest.approx(1.0, rel=1e-13)
+        assert B == pytest.approx(float(w @ (steps - 1)), rel=1e-13)
+        assert C == pytest.approx(float(np.max(steps**2 - steps)), rel=1e-13)
+
+
+def test_theorem1_hand():
+    a = [np.ones(1), np.ones(3)]
+    # FedNova, w = p = [.5, .5], τ_eff = 2: A = 2·2·(.25/1 + .25/3), B = .5·0 + .5·2, C = max(0, 6)
+    A, B, C = TH.theorem1_constants([0.5, 0.5], a, 2.0)
+    assert (A, B, C) == pytest.approx((4 / 3, 1.0, 6.0), rel=1e-14)
+    # FedAvg, w = [.25, .75]: A = 4·(.0625 + .5625/3) = 1, B = .75·2
+    A, B, C = TH.theorem1_constants([0.25, 0.75], a, 2.0)
+    assert (A, B, C) == pytest.approx((1.0, 1.5, 6.0), rel=1e-14)
+    # momentum ρ = .5, τ = 3: a = [1.75, 1.5, 1]; ‖a‖₂² = 6.3125, ‖a‖₁ = 4.25
+    A, B, C = TH.theorem1_constants([1.0], [momentum_sgd(0.1, 0.5).a_vector(3)], 4.25)
+    assert (A, B, C) == pytest.approx((4.25 * 6.3125 / 4.25**2, 5.3125, 4.25**2 - 4.25), rel=1e-14)
+
+
+def test_theorem1_bound_hand():
+    terms = TH.theorem1_bound(4, 2.0, 8, 1.0, 1.0, 2.0, 3.0)
+    # √(m τ̄ T) = 8: (2/1)/8, 1/8, 4·2/16, 4·3/16
+    assert terms == pytest.approx((0.25, 0.125, 0.5, 0.75))
+    assert terms.total == pytest.approx(1.625)
+    t2 = TH.theorem1_bound(4, 2.0, 8, 1.0, 1.0, 2.0, 3.0, sigma2=2.0, kappa2=0.0)
+    assert t2 == pytest.approx((0.25, 0.25, 1.0, 0.0))
+
+
+# ---------------------------------------------------------------- quadratics
+def test_local_operator_matches_paper_and_solver():
+    prob = random_quadratic(1, 5, seed=3)
+    H, e = prob.H[0], prob.e[0]
+    lr, mu, tau = 0.1, 0.7, 6
+    K = TH.quadratic_local_operator(H, tau, lr, mu)
+    d = H.shape[0]
+    closed = (np.eye(d) - np.linalg.matrix_power(np.eye(d) - lr * mu * np.eye(d) - lr * H, tau)) @ np.linalg.inv(H + mu * np.eye(d))
+    np.testing.assert_allclose(K, closed, rtol=1e-12, atol=1e-13)
+    x0 = np.random.default_rng(0).standard_normal(d)
+    run = proximal_sgd(lr, mu).run(x0, lambda x, k: H @ x - e, tau)
+    np.testing.assert_allclose(run.params - x0, -K @ (H @ x0 - e), rtol=1e-12, atol=1e-13)
+
+
+def test_global_optimum():
+    prob = random_quadratic(4, 6, seed=1, p=[0.1, 0.2, 0.3, 0.4])
+    x = TH.quadratic_global_optimum(prob.H, prob.e, prob.p)
+    assert np.linalg.norm(prob.global_grad(x)) <= 1e-12 * np.linalg.norm(prob.e)
+    np.testing.assert_allclose(prob.optimum(), x)
+
+
+def _instance(seed, m=8, d=10):
+    rng = np.random.default_rng(seed)
+    p = rng.uniform(0.5, 1.5, m)
+    p /= p.sum()
+    prob = random_quadratic(m, d, seed=seed, eig_range=(1.0, 2.0), p=p)
+    steps = rng.integers(1, 9, m)
+    assert len(set(steps.tolist())) > 2  # heterogeneous
+    return prob, steps
+
+
+ALGOS = [("fedavg", lambda lr: sgd(lr), 0.0, None), ("fedprox", lambda lr: proximal_sgd(lr, 1.0), 1.0, None),
+         ("fednova", lambda lr: sgd(lr), 0.0, None), ("fednova", lambda lr: proximal_sgd(lr, 1.0), 1.0, "local_steps")]
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+@pytest.mark.parametrize("name,make,mu,tau_eff", ALGOS, ids=["fedavg", "fedprox", "fednova", "fednova-prox"])
+def test_fixed_point_matches_simulation(seed, name, make, mu, tau_eff):
+    prob, steps = _instance(seed)
+    lr = 0.1
+    M, b = TH.quadratic_round_map(prob.H, prob.e, prob.p, steps, lr, name, mu, tau_eff)
+    rho = float(np.max(np.abs(np.linalg.eigvals(M))))
+    assert rho < 0.9
+    x_fp = TH.quadratic_fixed_point(prob.H, prob.e, prob.p, steps, lr, name, mu, tau_eff)
+    x0 = np.zeros(prob.dim)
+    rounds = int(math.ceil(math.log(1e-14) / math.log(rho))) + 5
+    algo = make_algorithm(name, make(lr), tau_eff=tau_eff)
+    run = run_sequential(algo, x0, prob.grad_fn(), prob.p, FixedSteps(steps), rounds,
+                         metric_fn=lambda x, t: np.array(x, copy=True) if t <= 1 else None)
+    # one simulated round is the affine map x -> M x + b
+    np.testing.assert_allclose(run.metrics[1], M @ x0 + b, rtol=1e-12, atol=1e-13)
+    x_sim = run.state.params
+    assert np.linalg.norm(x_sim - x_fp) <= 1e-10 * np.linalg.norm(x_fp)
+    if name == "fedavg":  # heterogeneous steps: FedAvg's point is not x*
+        assert np.linalg.norm(x_fp - prob.optimum()) > 1e-3 * np.linalg.norm(prob.optimum())
+
+
+def test_fednova_fixed_point_independent_of_tau_eff():
+    prob, steps = _instance(5)
+    pts = [TH.quadratic_fixed_point(prob.H, prob.e, prob.p, steps, 0.05, "fednova", tau_eff=t) for t in (None, "local_steps", 2.0)]
+    for x in pts[1:]:
+        np.testing.assert_allclose(x, pts[0], rtol=1e-10)
+
+
+def test_fednova_fixed_point_tends_to_optimum_linearly_in_lr():
+    prob, steps = _instance(7)
+    x_star = prob.optimum()
+    lrs = [0.04, 0.02, 0.01, 0.005, 0.0025]
+    err_nova = [np.linalg.norm(TH.quadratic_fixed_point(prob.H, prob.e, prob.p, steps, lr, "fednova") - x_star) for lr in lrs]
+    err_avg = [np.linalg.norm(TH.quadratic_fixed_point(prob.H, prob.e, prob.p, steps, lr, "fedavg") - x_star) for lr in lrs]
+    ratios = [a / b for a, b in zip(err_nova, err_nova[1:])]
+    assert all(1.8 < r < 2.2 for r in ratios), ratios          # error ∝ lr
+    assert err_nova[-1] < 0.02 * err_avg[-1]
+    # FedAvg's error does not vanish as lr → 0 (objective inconsistency)
+    assert err_avg[-1] > 0.5 * err_avg[0]
+
+
+def test_lemma1_small_lr_limit():
+    rng = np.random.default_rng(3)
+    m, d = 6, 4
+    e = rng.standard_normal((m, d)) * 3
+    p = rng.uniform(0.5, 1, m)
+    p /= p.sum()
+    steps = rng.integers(1, 12, m)
+    H = np.broadcast_to(np.eye(d), (m, d, d)).copy()
+    lim = TH.lemma1_small_lr_limit(e, p, steps)
+    np.testing.assert_allclose(lim, (p * steps) @ e / (p @ steps), rtol=1e-14)
+    x = TH.quadratic_fixed_point(H, e, p, steps, 1e-7, "fedavg")
+    assert np.linalg.norm(x - lim) <= 1e-5 * np.linalg.norm(lim)
+    assert np.linalg.norm(lim - p @ e) > 0.05 * np.linalg.norm(p @ e)   # ≠ x* = Σ p_i e_i
+    # equal p: Σ τ_i e_i / Σ τ_i
+    q = np.full(m, 1 / m)
+    np.testing.assert_allclose(TH.lemma1_small_lr_limit(e, q, steps), steps @ e / steps.sum(), rtol=1e-14)
+
+
+def test_fixed_point_raises_when_rounds_diverge():
+    prob, steps = _instance(0)
+    with pytest.raises(ValueError, match="lr"):
+        TH.quadratic_fixed_point(prob.H, prob.e, prob.p, steps, 1.5, "fedavg")
+
+
+def test_quadratic_problem_helpers():
+    prob = QuadraticProblem(np.stack([np.eye(2), 2 * np.eye(2)]), np.array([[1.0, 0.0], [0.0, 2.0]]), np.array([0.5, 0.5]))
+    x = np.array([1.0, 1.0])
+    np.testing.assert_allclose(prob.grad(x, 1), [2.0, 0.0])
+    np.testing.assert_allclose(prob.global_grad(x), [0.5 * 0 + 0.5 * 2, 0.5 * 1 + 0.5 * 0])
+    assert prob.loss(x) == pytest.approx(0.5 * 1.5 * 2 - (0.5 + 1.0))
+    np.testing.assert_allclose(prob.optimum(), [1 / 3, 2 / 3])
+    assert prob.num_clients == 2 and prob.dim == 2

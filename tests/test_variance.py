@@ -1,0 +1,135 @@
+"""Control variates: SCAFFOLD / FedNova-VR (c̄ − c_i, c_i the raw normalised gradient,
+c̄ over all clients with weights p) and VRLSGD (= SCAFFOLD for equal τ_i and SGD)."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from fedlib import variance as V
+from fedlib.algorithms import make_algorithm
+from fedlib.engines.reference import run_sequential
+from fedlib.problems import random_quadratic
+from fedlib.schedules import FixedSteps, RandomSteps
+from fedlib.solvers import momentum_sgd, sgd
+
+P3 = np.array([0.5, 0.25, 0.25])
+C3 = np.array([[1.0, 0.0], [0.0, 1.0], [2.0, 2.0]])
+
+
+def _state(kind="scaffold"):
+    st = V.init_control_variates(np.zeros(2), 3, kind)
+    mean = P3 @ C3 if kind == "scaffold" else np.zeros(2)
+    return V.ControlVariates(C3.copy(), mean, kind)
+
+
+def test_init_and_correction_shapes():
+    st = V.init_control_variates({"w": np.ones((2, 3)), "b": torch.ones(4, dtype=torch.float64)}, 5)
+    assert st.client["w"].shape == (5, 2, 3) and st.client["b"].shape == (5, 4)
+    assert isinstance(st.client["b"], torch.Tensor) and st.kind == "scaffold"
+    corr = V.correction(st, 4)
+    assert np.all(corr["w"] == 0) and torch.all(corr["b"] == 0)
+
+
+def test_scaffold_hand_example():
+    st = _state()
+    np.testing.assert_allclose(st.mean, [1.0, 0.75])
+    np.testing.assert_allclose(V.correction(st, 0), [0.0, 0.75])     # c̄ − c_0
+    np.testing.assert_allclose(V.correction(st, 2), [-1.0, -1.25])
+    lr = 0.1
+    deltas = [np.array([-0.2, 0.0]), np.array([0.4, -0.8])]          # d_0 = [1, 0], d_2 = [-1, 2]
+    new = V.update_control_variates(st, [0, 2], deltas, lr, [2.0, 4.0], P3)
+    # raw normalised gradient = d_i − (c̄ − c_i)
+    np.testing.assert_allclose(new.client[0], [1.0, -0.75], atol=1e-15)
+    np.testing.assert_allclose(new.client[1], [0.0, 1.0], atol=0)     # did not participate
+    np.testing.assert_allclose(new.client[2], [0.0, 3.25], atol=1e-15)
+    # mean over ALL clients with p: 0.5[1,-.75] + .25[0,1] + .25[0,3.25]
+    np.testing.assert_allclose(new.mean, [0.5, 0.6875], atol=1e-15)
+    sampled_only = (0.5 * new.client[0] + 0.25 * new.client[2]) / 0.75
+    assert np.linalg.norm(new.mean - sampled_only) > 0.1
+    # the input state is not modified
+    np.testing.assert_array_equal(st.client, C3)
+    np.testing.assert_allclose(st.mean, [1.0, 0.75])
+
+
+def test_vrlsgd_hand_example():
+    st = V.ControlVariates(C3.copy(), np.zeros(2), "vrlsgd")
+    np.testing.assert_allclose(V.correction(st, 1), [0.0, -1.0])      # c̄ = 0: correction = −c_i
+    lr = 0.1
+    deltas = [np.array([-0.2, 0.0]), np.array([0.4, -0.8])]
+    server_change = np.array([0.1, -0.2])
+    new = V.update_control_variates(st, [0, 2], deltas, lr, [2.0, 4.0], P3, local_steps=[2, 4],
+                                    server_change=server_change)
+    # c_i ← c_i − (Δ_i − Δ)/(η τ_i)
+    np.testing.assert_allclose(new.client[0], [2.5, -1.0], atol=1e-14)
+    np.testing.assert_allclose(new.client[2], [1.25, 3.5], atol=1e-14)
+    np.testing.assert_array_equal(new.client[1], [0.0, 1.0])
+    np.testing.assert_array_equal(new.mean, [0.0, 0.0])
+    with pytest.raises(ValueError, match="local_steps"):
+        V.update_control_variates(st, [0], deltas[:1], lr, [1.0], P3)
+
+
+def test_torch_variates_update():
+    st = V.ControlVariates(torch.as_tensor(C3), torch.as_tensor(P3 @ C3), "scaffold")
+    new = V.update_control_variates(st, [0, 2], [torch.tensor([-0.2, 0.0], dtype=torch.float64),
+                                                 torch.tensor([0.4, -0.8], dtype=torch.float64)], 0.1, [2.0, 4.0], P3)
+    np.testing.assert_allclose(new.mean.numpy(), [0.5, 0.6875], atol=1e-15)
+    np.testing.assert_array_equal(st.client.numpy(), C3)
+
+
+def test_variates_are_raw_normalised_gradients_in_a_run():
+    """Run 2 rounds with partial participation and momentum; check c_i = G_i^raw a / ‖a‖₁ for
+    the participants of the last round, untouched for the others, and c̄ = Σ_j p_j c_j over all."""
+    prob = random_quadratic(5, 3, seed=4, p=[0.1, 0.3, 0.2, 0.15, 0.25])
+    solver = momentum_sgd(0.05, 0.5)
+    steps = FixedSteps([2, 5, 3, 4, 1])
+    raw = {}
+
+    def grad_fn(x, i, t, k):
+        g = prob.grad(x, i)
+        raw.setdefault((t, i), []).append(g)
+        return g
+
+    for name in ("scaffold", "fednova-vr"):
+        raw.clear()
+        algo = make_algorithm(name, solver)
+        run = run_sequential(algo, np.zeros(3), grad_fn, prob.p, steps, 2, sampling="uniform", clients_per_round=2, seed=3)
+        cv = run.state.variates
+        last = set(run.diagnostics[1].clients.tolist())
+        first = set(run.diagnostics[0].clients.tolist())
+        for i in range(5):
+            t = 1 if i in last else (0 if i in first else None)
+            if t is None:
+                np.testing.assert_array_equal(cv.client[i], 0.0)
+                continue
+            G = np.stack(raw[(t, i)], axis=1)
+            a = solver.a_vector(G.shape[1])
+            np.testing.assert_allclose(cv.client[i], G @ a / a.sum(), rtol=1e-11, atol=1e-12)
+        np.testing.assert_allclose(cv.mean, prob.p @ cv.client, rtol=1e-14, atol=1e-15)
+
+
+def _history(name, prob, schedule, rounds, lr=0.05):
+    algo = make_algorithm(name, sgd(lr))
+    run = run_sequential(algo, np.zeros(prob.dim), prob.grad_fn(), prob.p, schedule, rounds,
+                         metric_fn=lambda x, t: np.array(x, copy=True))
+    return np.array(run.metrics)
+
+
+def test_vrlsgd_equals_scaffold_for_equal_steps():
+    prob = random_quadratic(6, 4, seed=11, p=[0.1, 0.2, 0.3, 0.1, 0.2, 0.1])
+    sc = _history("scaffold", prob, FixedSteps([4] * 6), 8)
+    vr = _history("vrlsgd", prob, FixedSteps([4] * 6), 8)
+    assert np.linalg.norm(sc[-1] - sc[1]) > 1e-2  # the runs move
+    assert np.max(np.abs(sc - vr)) <= 1e-12 * np.max(np.abs(sc))
+    # and both differ from plain FedAvg after round 1 (the corrections act)
+    avg = _history("fedavg", prob, FixedSteps([4] * 6), 8)
+    np.testing.assert_allclose(sc[1], avg[1], rtol=1e-13)
+    assert np.linalg.norm(sc[3] - avg[3]) > 1e-4
+
+
+def test_vrlsgd_differs_from_scaffold_for_random_steps():
+    prob = random_quadratic(6, 4, seed=11)
+    sched = RandomSteps(6, 1, 10, seed=2)
+    sc = _history("scaffold", prob, sched, 8)
+    vr = _history("vrlsgd", prob, sched, 8)
+    assert np.linalg.norm(sc[-1] - vr[-1]) > 1e-3 * np.linalg.norm(sc[-1])
