@@ -1,0 +1,5 @@
+"""Experiment helpers shared by the book's chapters (one module per chapter family).
+
+- :mod:`fedlib.experiments.quadratic` — quadratic clients: simulated limits vs closed
+  forms, Lemma 1, Figure 2, the two-client example of App. D.1.
+"""

@@ -1,0 +1,349 @@
+r"""Experiments on quadratic clients :math:`F_i(x) = \frac12 x^\top H_i x - e_i^\top x`
+(paper §3, Lemma 1, App. A, Theorem 2 and App. D.1).
+
+Used by the chapter "Objective inconsistency on quadratics". Everything here *runs*
+the library's algorithms (:func:`fedlib.engines.reference.run_sequential` with
+full-batch gradients, i.e. local gradient descent) or *evaluates* the closed forms of
+:mod:`fedlib.theory`; the chapter compares the two.
+
+Example
+-------
+>>> from fedlib.problems import random_quadratic
+>>> from fedlib.schedules import FixedSteps
+>>> prob = random_quadratic(4, 3, seed=0)
+>>> run = run_quadratic(prob, "fednova", 0.05, FixedSteps([1, 2, 3, 4]), 200)
+>>> bool(run.distances[-1] < run.distances[0]), run.diverged
+(True, False)
+"""
+from __future__ import annotations
+
+import math
+from typing import Any, Callable, Mapping, NamedTuple, Optional, Sequence
+
+import numpy as np
+
+from .._validate import check_choice, check_int, check_local_steps, check_positive
+from ..algorithms import FederatedAlgorithm, make_algorithm
+from ..engines.reference import run_sequential
+from ..problems.quadratic import QuadraticProblem
+from ..rng import generator
+from ..solvers import proximal_sgd, sgd
+from ..theory import quadratic_fixed_point, quadratic_global_optimum, quadratic_round_map
+
+__all__ = [
+    "LABELS",
+    "CLOSED_FORM",
+    "quadratic_algorithm",
+    "QuadraticRun",
+    "run_quadratic",
+    "fixed_point",
+    "round_map_radius",
+    "rounds_to_converge",
+    "surrogate_optimum",
+    "tau_weighted_optimum",
+    "identity_quadratic",
+    "two_client_problem",
+    "instance_seed",
+    "fixed_local_steps",
+    "assumption3_kappa2",
+    "FixedPointCheck",
+    "fixed_point_check",
+    "TwoClientPoint",
+    "two_client_sweep",
+    "loglog_slope",
+    "markdown_table",
+    "STYLES",
+    "plot_distance_panel",
+]
+
+#: Display names of the algorithms compared in Figure 2.
+LABELS = {"fedavg": "FedAvg", "fedprox": "FedProx", "vrlsgd": "VRLSGD", "fednova": "FedNova"}
+#: Algorithms with a closed-form fixed point in :func:`fedlib.theory.quadratic_fixed_point`.
+CLOSED_FORM = ("fedavg", "fedprox", "fednova")
+
+
+# ---------------------------------------------------------------- algorithms
+def quadratic_algorithm(name: str, lr: float, mu: float = 0.0) -> FederatedAlgorithm:
+    r"""``name`` (``fedavg``, ``fedprox``, ``fednova``, ``vrlsgd``) with local (full-batch)
+    gradient descent at step ``lr``; FedProx uses the proximal solver with ``mu`` > 0,
+    the others plain SGD (``mu`` is ignored for them)."""
+    check_choice("name", name, tuple(LABELS))
+    if name == "fedprox":
+        return make_algorithm(name, proximal_sgd(lr, check_positive("mu", mu)))
+    return make_algorithm(name, sgd(lr))
+
+
+class QuadraticRun(NamedTuple):
+    """One simulated run.
+
+    ``distances[t]`` is :math:`\\|x^{(t,0)} - x_{\\text{ref}}\\|` for the rounds that
+    were completed (``distances[0]`` at the start); ``params`` the last recorded iterate.
+    ``diverged`` is True when the run stopped early because the aggregate became
+    non-finite (``FloatingPointError`` from :meth:`FederatedAlgorithm.apply`) or the
+    distance exceeded ``stop_above``; ``diverged_round`` is the round it stopped at.
+    """
+
+    name: str
+    params: np.ndarray
+    distances: np.ndarray
+    diverged: bool
+    diverged_round: Optional[int]
+    reason: str
+
+
+class _Stop(Exception):
+    def __init__(self, round_index: int):
+        super().__init__(round_index)
+        self.round_index = round_index
+
+
+def run_quadratic(problem: QuadraticProblem, name: str, lr: float, schedule, rounds: int, *, mu: float = 0.0,
+                  x0: Any = None, reference: Any = None, stop_above: Optional[float] = None) -> QuadraticRun:
+    r"""Run ``rounds`` rounds of ``name`` on ``problem`` (full participation, full-batch
+    local GD, :math:`\tau_i^{(t)}` from ``schedule``) from ``x0`` (default 0) and record the
+    distance to ``reference`` (default :math:`x^*`) after every round.
+
+    Divergence does not raise: the run stops and is marked (see :class:`QuadraticRun`).
+    """
+    rounds = check_int("rounds", rounds, minimum=0)
+    ref = problem.optimum() if reference is None else np.asarray(reference, dtype=np.float64)
+    x0 = np.zeros(problem.dim) if x0 is None else np.array(x0, dtype=np.float64)
+    if stop_above is not None:
+        stop_above = check_positive("stop_above", stop_above)
+    dist: list[float] = []
+    last = [x0]
+
+    def metric(x, t):
+        d = float(np.linalg.norm(x - ref))
+        dist.append(d)
+        if np.all(np.isfinite(x)):
+            last[0] = x
+        if stop_above is not None and not d <= stop_above:  # also catches nan
+            raise _Stop(t)
+        return None
+
+    algo = quadratic_algorithm(name, lr, mu)
+    diverged, at, reason = False, None, ""
+    with np.errstate(over="ignore", invalid="ignore"):
+        try:
+            run_sequential(algo, x0, problem.grad_fn(), problem.p, schedule, rounds, metric_fn=metric)
+        except _Stop as exc:
+            diverged, at, reason = True, exc.round_index, f"distance > {stop_above:g}"
+        except FloatingPointError as exc:
+            diverged, at, reason = True, len(dist), str(exc)
+    return QuadraticRun(name, np.asarray(last[0]), np.asarray(dist), diverged, at, reason)
+
+
+# ---------------------------------------------------------------- closed forms
+def fixed_point(problem: QuadraticProblem, name: str, lr: float, local_steps: Any, mu: float = 0.0) -> np.ndarray:
+    """:func:`fedlib.theory.quadratic_fixed_point` for ``problem`` (FedAvg, FedProx, FedNova)."""
+    check_choice("name", name, CLOSED_FORM)
+    return quadratic_fixed_point(problem.H, problem.e, problem.p, local_steps, lr, name,
+                                 mu=mu if name == "fedprox" else 0.0)
+
+
+def round_map_radius(problem: QuadraticProblem, name: str, lr: float, local_steps: Any, mu: float = 0.0) -> float:
+    """Spectral radius of one round's affine map (< 1: the rounds converge, geometrically)."""
+    check_choice("name", name, CLOSED_FORM)
+    M, _ = quadratic_round_map(problem.H, problem.e, problem.p, local_steps, lr, name,
+                               mu=mu if name == "fedprox" else 0.0)
+    return float(np.max(np.abs(np.linalg.eigvals(M))))
+
+
+def rounds_to_converge(problem: QuadraticProblem, name: str, lr: float, local_steps: Any, mu: float = 0.0,
+                       reduction: float = 1e-13) -> int:
+    r"""Rounds :math:`T` with :math:`\rho^T \le` ``reduction``, :math:`\rho` the spectral radius of
+    the round map. The map is symmetric (each :math:`K_i H_i` is a function of :math:`H_i`),
+    so after :math:`T` rounds :math:`\|x^{(T,0)} - \tilde x\| \le \rho^T \|x^{(0,0)} - \tilde x\|`."""
+    rho = round_map_radius(problem, name, lr, local_steps, mu)
+    if rho >= 1:
+        raise ValueError(f"lr: the rounds of {name} do not converge (spectral radius {rho:.4g} >= 1)")
+    return max(1, math.ceil(math.log(reduction) / math.log(rho)))
+
+
+def surrogate_optimum(problem: QuadraticProblem, weights: Any) -> np.ndarray:
+    r"""Minimiser of the surrogate :math:`\tilde F = \sum_i w_i F_i` (Theorem 1), ``weights`` summing to 1."""
+    return quadratic_global_optimum(problem.H, problem.e, weights)
+
+
+def tau_weighted_optimum(problem: QuadraticProblem, local_steps: Any) -> np.ndarray:
+    r"""Minimiser of :math:`\tilde F` with :math:`w_i = p_i\tau_i/\sum_j p_j\tau_j`: FedAvg's
+    :math:`\eta \to 0` limit (Lemma 1 for general :math:`H_i`: :math:`K_i \approx \eta\tau_i I`)."""
+    steps = check_local_steps("local_steps", local_steps, size=problem.num_clients).astype(np.float64)
+    w = problem.p * steps
+    return surrogate_optimum(problem, w / w.sum())
+
+
+# ---------------------------------------------------------------- problems
+def identity_quadratic(num_clients: int, dim: int, seed: int = 0, spread: float = 5.0, p: Any = None) -> QuadraticProblem:
+    r"""Lemma 1's setting: :math:`H_i = I` exactly, :math:`e_i = x_i^* \sim N(0, \text{spread}^2 I)`
+    (stream ``(seed, "data", i)``), equal weights unless ``p`` is given."""
+    m = check_int("num_clients", num_clients, minimum=1)
+    d = check_int("dim", dim, minimum=1)
+    spread = check_positive("spread", spread)
+    H = np.broadcast_to(np.eye(d), (m, d, d)).copy()
+    e = np.stack([spread * generator(seed, "data", i).standard_normal(d) for i in range(m)])
+    p = np.full(m, 1.0 / m) if p is None else np.asarray(p, dtype=np.float64)
+    return QuadraticProblem(H, e, p)
+
+
+def two_client_problem(a: float = 1.0) -> QuadraticProblem:
+    r"""App. D.1: :math:`F_1 = \frac12(x-a)^2`, :math:`F_2 = \frac12(x+a)^2` (:math:`H_i = 1`,
+    :math:`e = \pm a`, up to constants), :math:`p = (\frac12, \frac12)`, so :math:`x^* = 0` and
+    :math:`\nabla F(x) = x`."""
+    a = check_positive("a", a)
+    return QuadraticProblem(np.ones((2, 1, 1)), np.array([[a], [-a]]), np.array([0.5, 0.5]))
+
+
+def instance_seed(seed: int, index: int, purpose: str = "instances") -> int:
+    """An integer seed for random instance ``index`` of run ``seed`` (stream ``(seed, purpose, index)``),
+    e.g. for :func:`fedlib.problems.random_quadratic`."""
+    return int(generator(seed, purpose, check_int("index", index)).integers(2 ** 31))
+
+
+def fixed_local_steps(seed: int, index: int, num_clients: int, low: int, high: int,
+                      purpose: str = "fixed_local_steps") -> np.ndarray:
+    r"""Heterogeneous :math:`\tau_i`, uniform on the inclusive range ``[low, high]``, drawn once
+    (stream ``(seed, purpose, index)``)."""
+    m = check_int("num_clients", num_clients, minimum=1)
+    low = check_int("low", low, minimum=1)
+    high = check_int("high", high, minimum=low)
+    return generator(seed, purpose, check_int("index", index)).integers(low, high + 1, size=m)
+
+
+def assumption3_kappa2(problem: QuadraticProblem, weights: Any, points: Any) -> float:
+    r"""Smallest :math:`\kappa^2` for which Assumption 3 holds with :math:`\beta^2 = 1` at the
+    given points: :math:`\max_x \sum_i w_i\|\nabla F_i(x)\|^2 - \|\sum_i w_i \nabla F_i(x)\|^2`
+    (``points`` has shape (n, d)). For clients with a common Hessian the expression does not
+    depend on :math:`x`."""
+    w = np.asarray(weights, dtype=np.float64)
+    best = -np.inf
+    for x in np.atleast_2d(np.asarray(points, dtype=np.float64)):
+        g = np.stack([problem.grad(x, i) for i in range(problem.num_clients)])
+        best = max(best, float(w @ np.sum(g ** 2, axis=1) - np.sum((w @ g) ** 2)))
+    return best
+
+
+# ---------------------------------------------------------------- experiments
+class FixedPointCheck(NamedTuple):
+    """Simulated limit vs closed form for one algorithm on one instance."""
+
+    name: str
+    rounds: int
+    radius: float
+    closed_form: np.ndarray
+    simulated: np.ndarray
+    rel_error: float
+    dist_to_opt: float
+
+
+def fixed_point_check(problem: QuadraticProblem, local_steps: Any, lr: float, mu: float = 0.0,
+                      names: Sequence[str] = CLOSED_FORM, reduction: float = 1e-13) -> list[FixedPointCheck]:
+    r"""For each algorithm: simulate from 0 for :func:`rounds_to_converge` rounds with fixed
+    :math:`\tau_i` and compare with the closed form; ``rel_error`` is
+    :math:`\|x^{(T,0)} - \tilde x\| / \|\tilde x\|`, ``dist_to_opt`` is :math:`\|\tilde x - x^*\|`."""
+    from ..schedules import FixedSteps
+
+    steps = check_local_steps("local_steps", local_steps, size=problem.num_clients)
+    schedule = FixedSteps(steps)
+    xs = problem.optimum()
+    out = []
+    for name in names:
+        rounds = rounds_to_converge(problem, name, lr, steps, mu, reduction)
+        xt = fixed_point(problem, name, lr, steps, mu)
+        run = run_quadratic(problem, name, lr, schedule, rounds, mu=mu, reference=xt)
+        if run.diverged:
+            raise FloatingPointError(f"{name} diverged ({run.reason})")
+        out.append(FixedPointCheck(name, rounds, round_map_radius(problem, name, lr, steps, mu), xt, run.params,
+                                   float(run.distances[-1] / np.linalg.norm(xt)), float(np.linalg.norm(xt - xs))))
+    return out
+
+
+class TwoClientPoint(NamedTuple):
+    """App. D.1 at one :math:`(\\tau_1, \\tau_2)`: simulated limits and their :math:`\\|\\nabla F\\|^2`."""
+
+    tau1: int
+    tau2: int
+    rounds: dict
+    x_limit: dict
+    grad_norm_sq: dict
+
+
+def two_client_sweep(tau1: int, tau2_values: Sequence[int], lr: float, a: float = 1.0,
+                     names: Sequence[str] = ("fedavg", "fednova"), reduction: float = 1e-10) -> list[TwoClientPoint]:
+    r"""Simulate App. D.1's example from :math:`x = x^* = 0` for each :math:`\tau_2` until the
+    round map has contracted by ``reduction``; return :math:`\|\nabla F(x^{(T,0)})\|^2` per algorithm."""
+    from ..schedules import FixedSteps
+
+    problem = two_client_problem(a)
+    out = []
+    for tau2 in tau2_values:
+        steps = np.array([tau1, tau2])
+        rounds, xl, g2 = {}, {}, {}
+        for name in names:
+            rounds[name] = rounds_to_converge(problem, name, lr, steps, reduction=reduction)
+            run = run_quadratic(problem, name, lr, FixedSteps(steps), rounds[name])
+            if run.diverged:
+                raise FloatingPointError(f"{name} diverged ({run.reason})")
+            xl[name] = float(run.params[0])
+            g2[name] = float(np.sum(problem.global_grad(run.params) ** 2))
+        out.append(TwoClientPoint(int(tau1), int(tau2), rounds, xl, g2))
+    return out
+
+
+# ---------------------------------------------------------------- reporting
+def loglog_slope(x: Any, y: Any) -> float:
+    """Least-squares slope of :math:`\\log y` against :math:`\\log x` (order of convergence)."""
+    x = np.asarray(x, dtype=np.float64)
+    y = np.asarray(y, dtype=np.float64)
+    if x.shape != y.shape or x.size < 2 or np.any(x <= 0) or np.any(y <= 0):
+        raise ValueError("loglog_slope needs two positive arrays of the same length >= 2")
+    return float(np.polyfit(np.log(x), np.log(y), 1)[0])
+
+
+def markdown_table(headers: Sequence[str], rows: Sequence[Sequence[Any]], fmt: str = ".3g") -> str:
+    """A Markdown table; floats are formatted with ``fmt``, everything else with ``str``."""
+    def cell(v):
+        if isinstance(v, (float, np.floating)):
+            return format(float(v), fmt)
+        return str(v)
+
+    lines = ["| " + " | ".join(headers) + " |", "|" + "---|" * len(headers)]
+    lines += ["| " + " | ".join(cell(v) for v in row) + " |" for row in rows]
+    return "\n".join(lines)
+
+
+#: Colours and line styles of the algorithms in the chapter's figures.
+STYLES = {
+    "fedavg": dict(color="C0", ls="-"),
+    "fedprox": dict(color="C1", ls="-"),
+    "vrlsgd": dict(color="C2", ls="-"),
+    "fednova": dict(color="C3", ls="--"),
+}
+
+
+def plot_distance_panel(ax, runs: Mapping[str, QuadraticRun], title: str, floors: Optional[Mapping[str, float]] = None,
+                        ymax: Optional[float] = None) -> None:
+    r"""One panel of Figure 2: :math:`\|x^{(t,0)} - x^*\|` vs rounds (log y) per algorithm;
+    optional dotted lines at the closed-form distances ``floors``; a run that diverged
+    ends with a cross and a note."""
+    for name, run in runs.items():
+        st = STYLES.get(name, {})
+        t = np.arange(run.distances.size)
+        label = LABELS.get(name, name) + (" (diverged)" if run.diverged else "")
+        ax.plot(t, run.distances, label=label, lw=1.6, **st)
+        if run.diverged:
+            top = ymax if ymax else run.distances[-1]
+            y = min(run.distances[-1], top) if np.isfinite(run.distances[-1]) else top
+            ax.plot([t[-1]], [y], marker="x", ms=10, mew=2, color=st.get("color"), clip_on=False)
+            ax.annotate(f"{LABELS.get(name, name)} diverges\n(stopped at round {run.diverged_round})", (t[-1], y),
+                        textcoords="offset points", xytext=(10, -24), ha="left", fontsize=8,
+                        color=st.get("color"))
+    for name, value in (floors or {}).items():
+        ax.axhline(value, color=STYLES.get(name, {}).get("color"), ls=":", lw=1)
+    ax.set_yscale("log")
+    if ymax:
+        ax.set_ylim(top=ymax)
+    ax.set_title(title)
+    ax.set_xlabel("round $t$")
+    ax.grid(True, which="major", alpha=0.3)

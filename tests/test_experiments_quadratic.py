@@ -1,0 +1,64 @@
+"""fedlib.experiments.quadratic: simulated limits, divergence marking, App. D.1 helpers."""
+import numpy as np
+import pytest
+
+from fedlib import theory
+from fedlib.experiments import quadratic as Q
+from fedlib.problems import random_quadratic
+from fedlib.schedules import FixedSteps, RandomSteps
+
+
+@pytest.fixture(scope="module")
+def small():
+    prob = random_quadratic(4, 3, seed=1)
+    return prob, np.array([1, 3, 5, 2])
+
+
+@pytest.mark.parametrize("name,mu", [("fedavg", 0.0), ("fedprox", 1.0), ("fednova", 0.0)])
+def test_simulated_limit_matches_closed_form(small, name, mu):
+    prob, tau = small
+    (check,) = Q.fixed_point_check(prob, tau, 0.05, mu, names=(name,))
+    assert check.rel_error < 1e-10
+    assert check.rounds == Q.rounds_to_converge(prob, name, 0.05, tau, mu)
+
+
+def test_vrlsgd_fixed_heterogeneous_steps_reaches_tau_weighted_optimum(small):
+    prob, tau = small
+    target = Q.tau_weighted_optimum(prob, tau)
+    run = Q.run_quadratic(prob, "vrlsgd", 0.05, FixedSteps(tau), 600, reference=target)
+    assert not run.diverged and run.distances[-1] < 1e-8 * np.linalg.norm(target)
+
+
+def test_divergence_is_marked_not_raised():
+    prob = random_quadratic(8, 4, seed=0)
+    run = Q.run_quadratic(prob, "vrlsgd", 0.01, RandomSteps(8, 1, 10, seed=0), 300, stop_above=1e4)
+    assert run.diverged and run.diverged_round == run.distances.size - 1
+    assert run.distances[-1] > 1e4 and np.all(np.isfinite(run.params))
+
+
+def test_tau_weighted_optimum_is_lemma1_limit_for_identity_hessians():
+    prob = Q.identity_quadratic(5, 3, seed=2)
+    tau = np.array([1, 2, 3, 4, 5])
+    np.testing.assert_allclose(Q.tau_weighted_optimum(prob, tau), theory.lemma1_small_lr_limit(prob.e, prob.p, tau),
+                               rtol=1e-12)
+    np.testing.assert_array_equal(prob.H[0], np.eye(3))
+
+
+def test_two_client_helpers():
+    prob = Q.two_client_problem(2.0)
+    assert np.allclose(prob.optimum(), 0.0)
+    w = np.array([0.25, 0.75])
+    assert Q.assumption3_kappa2(prob, w, np.linspace(-1, 1, 5)[:, None]) == pytest.approx(4 * w.prod() * 4.0)
+    (pt,) = Q.two_client_sweep(1, [4], 1e-2, a=2.0, reduction=1e-8)
+    ex = theory.two_client_lower_bound(1, 4, 2.0)
+    assert pt.grad_norm_sq["fedavg"] == pytest.approx(ex.grad_norm_sq, rel=0.05)
+    assert pt.grad_norm_sq["fednova"] < 1e-2 * ex.grad_norm_sq
+
+
+def test_reporting_helpers():
+    x = np.logspace(-3, -1, 5)
+    assert Q.loglog_slope(x, 3 * x ** 2) == pytest.approx(2.0)
+    table = Q.markdown_table(["a", "b"], [[1, 0.123456], ["x", 2.0]])
+    assert table.splitlines()[0] == "| a | b |" and "0.123" in table and len(table.splitlines()) == 4
+    with pytest.raises(ValueError):
+        Q.quadratic_algorithm("fedprox", 0.1, 0.0)
