@@ -1,0 +1,167 @@
+r"""Device-side randomness of the CIFAR-10 engine: crop + flip augmentation and seeded dropout.
+
+Augmentation (REFERENCE §4: ``RandomCrop(32, padding=4)``, ``RandomHorizontalFlip``,
+then ``Normalize(mean, std)``) is split in two parts:
+
+* the *random parameters* — a crop offset ``(dy, dx)`` in ``0..2*padding`` and a flip bit
+  per sample — drawn from a seeded :class:`torch.Generator`
+  (:func:`crop_flip_params`; the engine uses one CPU generator
+  ``fedlib.rng.torch_generator(seed, "augment", round, client)`` per client and round, so a
+  run's augmentation does not depend on the device, on the other clients or on how many
+  runs are stacked);
+* the *pixel work* — one gather from the zero-padded ``uint8`` NHWC images
+  (:func:`pad_images`, :func:`crop_flip_gather`) and the normalisation
+  (:func:`normalize`) — done where the images live (on the GPU in the engine).
+
+Zero padding in ``uint8`` is what torchvision's ``RandomCrop(padding=4)`` does before
+``ToTensor``: a padded pixel becomes :math:`-\text{mean}/\text{std}` after normalising.
+
+Dropout masks (:func:`seeded_dropout_mask`) come from a counter-based integer hash of
+``(key, step, layer, position)`` computed with ``int64`` tensor ops — no generator state,
+so the same mask is produced on the CPU and the GPU, inside ``torch.func.vmap``, and
+inside a captured CUDA graph (the step index is a device tensor). ``key`` is
+:func:`dropout_key` ``(seed, round, client)``: every client of every run has its own
+stream, independent of the stacking.
+"""
+from __future__ import annotations
+
+import math
+from typing import Sequence
+
+import numpy as np
+import torch
+
+from .._validate import check_int
+from ..rng import seed_sequence
+
+__all__ = [
+    "pad_images",
+    "crop_flip_params",
+    "crop_flip_gather",
+    "normalize",
+    "random_crop_flip",
+    "dropout_key",
+    "seeded_dropout_mask",
+]
+
+
+# --------------------------------------------------------------------------- augmentation
+def pad_images(images: torch.Tensor, padding: int) -> torch.Tensor:
+    """Zero-pad ``(N, H, W, C)`` images by ``padding`` pixels on each side of H and W."""
+    padding = check_int("padding", padding)
+    if images.ndim != 4:
+        raise ValueError(f"images must be (N, H, W, C), got shape {tuple(images.shape)}")
+    if padding == 0:
+        return images.contiguous()
+    n, h, w, c = images.shape
+    out = images.new_zeros((n, h + 2 * padding, w + 2 * padding, c))
+    out[:, padding:padding + h, padding:padding + w] = images
+    return out
+
+
+def crop_flip_params(generator: torch.Generator, shape: Sequence[int], padding: int = 4):
+    """Random crop offsets and flip bits for ``shape`` samples, drawn from ``generator``.
+
+    Returns ``(dy, dx, flip)``, int64 tensors of ``shape`` on the generator's device:
+    ``dy, dx`` uniform on ``0..2*padding`` (offset of the crop inside the padded image)
+    and ``flip`` in ``{0, 1}``. Draw order (part of the reproducibility contract): one
+    ``randint`` of shape ``(*shape, 2)`` for the offsets, then one of ``shape`` for the flips.
+    """
+    padding = check_int("padding", padding)
+    shape = tuple(int(s) for s in shape)
+    dev = generator.device
+    off = torch.randint(0, 2 * padding + 1, shape + (2,), generator=generator, device=dev)
+    flip = torch.randint(0, 2, shape, generator=generator, device=dev)
+    return off[..., 0], off[..., 1], flip
+
+
+def crop_flip_gather(padded: torch.Tensor, index: torch.Tensor, dy: torch.Tensor, dx: torch.Tensor,
+                     flip: torch.Tensor, size: Sequence[int], *, batch_last: bool = False) -> torch.Tensor:
+    """Crop (and flip) samples out of padded ``(N, H+2p, W+2p, C)`` images with one gather.
+
+    ``index, dy, dx, flip`` share a shape ``S``: image number, crop offsets, flip bit of
+    each output sample. Returns ``S + (H, W, C)`` (same dtype as ``padded``). With
+    ``batch_last=True`` and ``S = (B, M)`` the result is laid out ``(B, H, W, M, C)`` — the
+    memory order of a channels-last grouped input ``(B, M*C, H, W)`` — without a copy.
+    The flip is folded into the column index: column ``w`` reads ``dx + w`` or
+    ``dx + W - 1 - w``.
+    """
+    h, w = (int(s) for s in size)
+    dev = padded.device
+    ar_h = torch.arange(h, device=dev)
+    ar_w = torch.arange(w, device=dev)
+    if batch_last:
+        if index.ndim != 2:
+            raise ValueError("batch_last=True needs (B, M) index arrays")
+        # (B, H, 1, M), (B, 1, W, M), (B, 1, 1, M)
+        rows = dy[:, None, None, :] + ar_h[None, :, None, None]
+        fl = flip[:, None, None, :]
+        cols = dx[:, None, None, :] + torch.where(fl.bool(), (w - 1) - ar_w[None, None, :, None], ar_w[None, None, :, None])
+        return padded[index[:, None, None, :], rows, cols]
+    rows = dy[..., None, None] + ar_h[:, None]
+    fl = flip[..., None, None]
+    cols = dx[..., None, None] + torch.where(fl.bool(), (w - 1) - ar_w[None, :], ar_w[None, :])
+    return padded[index[..., None, None], rows, cols]
+
+
+def normalize(images: torch.Tensor, mean: torch.Tensor, std: torch.Tensor, dtype=torch.float32) -> torch.Tensor:
+    """``(x / 255 - mean) / std`` over the last (channel) axis, as ``ToTensor`` + ``Normalize``."""
+    return (images.to(dtype) / 255.0).sub_(mean.to(dtype)).div_(std.to(dtype))
+
+
+def random_crop_flip(images: torch.Tensor, generator: torch.Generator, padding: int = 4) -> torch.Tensor:
+    """Convenience: augment ``(N, H, W, C)`` uint8 images (random crop with zero padding + flip).
+
+    Parameters come from :func:`crop_flip_params` on ``generator`` (moved to the images'
+    device if they differ); the same generator state gives the same images.
+    """
+    n, h, w, _ = images.shape
+    dy, dx, flip = crop_flip_params(generator, (n,), padding)
+    dy, dx, flip = dy.to(images.device), dx.to(images.device), flip.to(images.device)
+    index = torch.arange(n, device=images.device)
+    return crop_flip_gather(pad_images(images, padding), index, dy, dx, flip, (h, w))
+
+
+# --------------------------------------------------------------------------- seeded dropout
+_M32 = 0xFFFFFFFF
+_MUL = 0x45D9F3B          # < 2**31: (x < 2**32) * _MUL < 2**63, no int64 overflow
+_STEP_MUL = 0x9E3779B1 & 0x7FFFFFFF
+
+
+def _mix32(h: torch.Tensor) -> torch.Tensor:
+    """A 32-bit integer finaliser (int64 tensor in [0, 2**32) -> same range)."""
+    h = (((h >> 16) ^ h) * _MUL) & _M32
+    h = (((h >> 16) ^ h) * _MUL) & _M32
+    return (h >> 16) ^ h
+
+
+def dropout_key(seed: int, round_index: int, client: int) -> int:
+    """The 32-bit dropout key of ``client`` in round ``round_index`` of run ``seed``
+    (from ``fedlib.rng.seed_sequence(seed, "dropout", round, client)``)."""
+    return int(seed_sequence(seed, "dropout", round_index, client).generate_state(1, dtype=np.uint32)[0])
+
+
+def seeded_dropout_mask(keys: torch.Tensor, step, layer: int, shape: Sequence[int], p: float,
+                        dtype=torch.float32) -> torch.Tensor:
+    """Inverted-dropout mask ``K + shape`` (values 0 or ``1/(1-p)``) for int64 ``keys`` of shape ``K``.
+
+    Element at flat position ``q`` of ``shape`` (row-major, e.g. ``q = n*F + f`` for a
+    ``(B, F)`` activation) is dropped when the top 24 bits of
+    ``mix(mix(key ^ mix(step*c + layer)) + mix(q))`` fall below ``p * 2**24``. ``step`` is
+    an int or an int64 tensor (0-d, possibly on the device, as in a CUDA graph). Works
+    under ``torch.func.vmap`` (``keys`` batched) and gives the same bits on every device.
+    """
+    if not 0.0 <= p < 1.0:
+        raise ValueError(f"p must lie in [0, 1), got {p!r}")
+    shape = tuple(int(s) for s in shape)
+    dev = keys.device
+    if not torch.is_tensor(step):
+        step = torch.tensor(int(step), dtype=torch.int64, device=dev)
+    base = _mix32(keys.to(torch.int64) ^ _mix32((step.to(torch.int64) * _STEP_MUL + (layer + 1)) & _M32))
+    base = base.reshape(tuple(keys.shape) + (1,) * len(shape))
+    pos = _mix32(torch.arange(math.prod(shape), device=dev, dtype=torch.int64).view(shape))
+    h = _mix32((base + pos) & _M32)
+    h = _mix32(h ^ base)
+    threshold = int(round(p * (1 << 24)))
+    keep = (h >> 8) >= threshold
+    return keep.to(dtype) * (1.0 / (1.0 - p))

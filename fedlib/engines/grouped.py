@@ -1,0 +1,240 @@
+r"""M copies of a network of standard layers written as ONE network (grouped convolutions).
+
+The fast path of :mod:`fedlib.engines.stacked`. A network built from ``Conv2d``,
+``Linear``, ``ReLU``, ``MaxPool2d``, ``AvgPool2d``, ``Dropout``, ``Flatten`` and
+``Identity`` (a flat or nested :class:`torch.nn.Sequential`, e.g. :func:`fedlib.models.vgg11`)
+is turned into a network that trains ``M`` independent copies at once:
+
+* activations before ``Flatten`` are ``(B, M*C, H, W)``: model ``j``'s batch sits in
+  channel group ``j`` (channels ``j*C .. j*C+C-1``); a convolution is
+  ``conv2d(x, W.reshape(M*out, in, kh, kw), groups=M)``, a pool or a ReLU acts per
+  channel, so the models never mix. The input is channels-last: memory order
+  ``(B, H, W, M, C)``;
+* after ``Flatten`` activations are ``(M, B, F)`` and a ``Linear`` is one
+  ``torch.baddbmm(bias, x, W^T)`` over the model axis.
+
+Parameters are stored stacked, ``(M, *shape)`` per parameter of the plain network (same
+names as its ``named_parameters()``). A convolution weight's storage is
+``(M, out, kh, kw, in)`` and the stacked tensor is its permuted view
+``(M, out, in, kh, kw)``, so ``W[:a].reshape(a*out, in, kh, kw)`` is a *view* with
+channels-last strides (what cuDNN wants for channels-last inputs): the first ``a``
+models — the active prefix when clients are sorted by :math:`\tau_i` descending — are
+trained by slicing, never by copying.
+
+Every model's result equals the plain network's on that model's batch, up to the
+floating-point summation order of the grouped kernels.
+"""
+from __future__ import annotations
+
+from typing import Dict, List, NamedTuple, Optional
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from .augment import seeded_dropout_mask
+
+__all__ = ["GroupedNetwork", "GROUPED_LAYERS", "leaf_layers"]
+
+#: Layer types the grouped network can express.
+GROUPED_LAYERS = (nn.Conv2d, nn.Linear, nn.ReLU, nn.MaxPool2d, nn.AvgPool2d, nn.Dropout, nn.Flatten, nn.Identity)
+
+
+class _Layer(NamedTuple):
+    kind: str                    # conv, linear, relu, maxpool, avgpool, dropout, flatten
+    weight: Optional[str] = None
+    bias: Optional[str] = None
+    options: dict = {}
+
+
+def leaf_layers(model: nn.Module) -> list:
+    """``(name, module)`` of the leaf layers of a flat or nested ``nn.Sequential`` in forward order.
+
+    Raises ``ValueError`` if any container is not an ``nn.Sequential``.
+    """
+    if not isinstance(model, nn.Sequential):
+        raise ValueError(f"the grouped path needs an nn.Sequential of standard layers, got {type(model).__name__}; "
+                         "use path='vmap' for other modules")
+    out = []
+    for name, mod in model.named_modules():
+        children = list(mod.children())
+        if children:
+            if not isinstance(mod, nn.Sequential):
+                raise ValueError(f"the grouped path needs nested nn.Sequential containers only, but {name or 'model'!r} "
+                                 f"is a {type(mod).__name__}; use path='vmap'")
+            continue
+        out.append((name, mod))
+    return out
+
+
+class GroupedNetwork:
+    """``num_models`` copies of ``model`` as one grouped network with stacked parameters.
+
+    Parameters
+    ----------
+    model : nn.Sequential of :data:`GROUPED_LAYERS` (only its structure is used).
+    num_models : number of stacked copies ``M``.
+    device, dtype : where and in which precision the stacked parameters live.
+    channels_last : store convolution weights (and expect inputs) channels-last.
+
+    Attributes
+    ----------
+    params : dict name -> stacked tensor ``(M, *shape)`` (uninitialised; the engine fills it).
+    num_dropout : number of ``Dropout`` layers (their ids are 0, 1, ... in forward order).
+    in_channels : channels of one model's input image.
+    """
+
+    def __init__(self, model: nn.Module, num_models: int, *, device, dtype=torch.float32, channels_last: bool = True):
+        if not isinstance(num_models, int) or num_models < 1:
+            raise ValueError(f"num_models must be an integer >= 1, got {num_models!r}")
+        self.num_models = num_models
+        self.device = torch.device(device)
+        self.dtype = dtype
+        self.channels_last = bool(channels_last)
+        buffers = [n for n, _ in model.named_buffers()]
+        if buffers:
+            raise ValueError(f"model has buffers {buffers[:3]} (e.g. BatchNorm running statistics): the stacked "
+                             "engines refuse them, since averaging/normalising running statistics as if they were "
+                             "gradient progress is wrong (REFERENCE §5)")
+        self.layers: List[_Layer] = []
+        self.params: Dict[str, torch.Tensor] = {}
+        self.shapes: Dict[str, tuple] = {}
+        stage = "image"
+        self.in_channels = None
+        n_drop = 0
+        for name, mod in leaf_layers(model):
+            prefix = f"{name}." if name else ""
+            if type(mod) not in GROUPED_LAYERS:
+                raise ValueError(f"layer {name!r} is a {type(mod).__name__}; the grouped path supports only "
+                                 f"{', '.join(t.__name__ for t in GROUPED_LAYERS)} — use path='vmap'")
+            if isinstance(mod, nn.Conv2d):
+                if stage != "image":
+                    raise ValueError(f"layer {name!r}: Conv2d after Flatten is not supported")
+                if mod.groups != 1 or mod.padding_mode != "zeros":
+                    raise ValueError(f"layer {name!r}: only Conv2d with groups=1 and padding_mode='zeros' is supported")
+                if self.in_channels is None:
+                    self.in_channels = mod.in_channels
+                w = prefix + "weight"
+                self._alloc(w, tuple(mod.weight.shape), conv=True)
+                b = None
+                if mod.bias is not None:
+                    b = prefix + "bias"
+                    self._alloc(b, tuple(mod.bias.shape))
+                self.layers.append(_Layer("conv", w, b, dict(stride=mod.stride, padding=mod.padding,
+                                                            dilation=mod.dilation, out=mod.out_channels)))
+            elif isinstance(mod, nn.Linear):
+                if stage != "vector":
+                    raise ValueError(f"layer {name!r}: Linear before Flatten is not supported (add nn.Flatten)")
+                w = prefix + "weight"
+                self._alloc(w, tuple(mod.weight.shape))
+                b = None
+                if mod.bias is not None:
+                    b = prefix + "bias"
+                    self._alloc(b, tuple(mod.bias.shape))
+                self.layers.append(_Layer("linear", w, b))
+            elif isinstance(mod, nn.ReLU):
+                self.layers.append(_Layer("relu"))
+            elif isinstance(mod, (nn.MaxPool2d, nn.AvgPool2d)):
+                if stage != "image":
+                    raise ValueError(f"layer {name!r}: pooling after Flatten is not supported")
+                if isinstance(mod, nn.MaxPool2d):
+                    if mod.return_indices:
+                        raise ValueError(f"layer {name!r}: MaxPool2d(return_indices=True) is not supported")
+                    opts = dict(kernel_size=mod.kernel_size, stride=mod.stride, padding=mod.padding,
+                                dilation=mod.dilation, ceil_mode=mod.ceil_mode)
+                    self.layers.append(_Layer("maxpool", options=opts))
+                else:
+                    opts = dict(kernel_size=mod.kernel_size, stride=mod.stride, padding=mod.padding,
+                                ceil_mode=mod.ceil_mode, count_include_pad=mod.count_include_pad,
+                                divisor_override=mod.divisor_override)
+                    self.layers.append(_Layer("avgpool", options=opts))
+            elif isinstance(mod, nn.Dropout):
+                if mod.p > 0:
+                    self.layers.append(_Layer("dropout", options=dict(p=float(mod.p), id=n_drop, stage=stage)))
+                n_drop += 1
+            elif isinstance(mod, nn.Flatten):
+                if stage != "image" or mod.start_dim != 1 or mod.end_dim != -1:
+                    raise ValueError(f"layer {name!r}: only one Flatten(start_dim=1, end_dim=-1) is supported")
+                stage = "vector"
+                self.layers.append(_Layer("flatten"))
+            # Identity: nothing
+        if stage != "vector":
+            raise ValueError("the grouped path needs a network that ends with Flatten + Linear layers (logits per model)")
+        if self.in_channels is None:
+            raise ValueError("the grouped path needs image inputs: the network must contain a Conv2d before Flatten")
+        self.num_dropout = n_drop
+        names = [n for n, _ in model.named_parameters()]
+        if sorted(names) != sorted(self.params):
+            raise ValueError(f"parameters {sorted(set(names) ^ set(self.params))} are not covered by the grouped layers")
+        self.names = names
+
+    # ------------------------------------------------------------------ storage
+    def _alloc(self, name: str, shape: tuple, conv: bool = False) -> None:
+        m = self.num_models
+        if conv and self.channels_last:
+            out, cin, kh, kw = shape
+            t = torch.zeros((m, out, kh, kw, cin), device=self.device, dtype=self.dtype).permute(0, 1, 4, 2, 3)
+        else:
+            t = torch.zeros((m,) + shape, device=self.device, dtype=self.dtype)
+        self.params[name] = t
+        self.shapes[name] = shape
+
+    def prefix(self, a: int) -> Dict[str, torch.Tensor]:
+        """Views ``{name: params[name][:a]}`` of the first ``a`` models (no copies)."""
+        return {n: t[:a] for n, t in self.params.items()}
+
+    # ------------------------------------------------------------------ input layout
+    def image_input(self, x: torch.Tensor) -> torch.Tensor:
+        """``(B, H, W, a, C)`` images -> grouped input ``(B, a*C, H, W)`` (channels-last view
+        when ``x`` is contiguous; a contiguous NCHW copy when ``channels_last=False``)."""
+        b, h, w, a, c = x.shape
+        out = x.reshape(b, h, w, a * c).permute(0, 3, 1, 2)
+        return out if self.channels_last else out.contiguous()
+
+    # ------------------------------------------------------------------ forward
+    def forward(self, params: Dict[str, torch.Tensor], x: torch.Tensor, a: int,
+                dropout_keys: Optional[torch.Tensor] = None, step=None) -> torch.Tensor:
+        """Logits ``(a, B, K)`` of the first ``a`` models.
+
+        ``params`` maps names to ``(a, *shape)`` tensors (e.g. :meth:`prefix` views or leaves
+        made from them); ``x`` is the grouped input ``(B, a*C, H, W)``. Dropout is applied
+        with :func:`~fedlib.engines.augment.seeded_dropout_mask` when ``dropout_keys``
+        (int64 ``(a,)``) and ``step`` are given, and skipped otherwise (evaluation).
+        """
+        bsz = x.shape[0]
+        for layer in self.layers:
+            k = layer.kind
+            if k == "conv":
+                w = params[layer.weight]
+                o = layer.options
+                w4 = w.reshape((a * w.shape[1],) + tuple(w.shape[2:]))
+                bias = params[layer.bias].reshape(-1) if layer.bias is not None else None
+                x = F.conv2d(x, w4, bias, o["stride"], o["padding"], o["dilation"], a)
+            elif k == "linear":
+                w = params[layer.weight]
+                if layer.bias is not None:
+                    x = torch.baddbmm(params[layer.bias].unsqueeze(1), x, w.transpose(1, 2))
+                else:
+                    x = torch.bmm(x, w.transpose(1, 2))
+            elif k == "relu":
+                x = F.relu(x)
+            elif k == "maxpool":
+                x = F.max_pool2d(x, **layer.options)
+            elif k == "avgpool":
+                x = F.avg_pool2d(x, **layer.options)
+            elif k == "flatten":
+                _, ac, h, w_ = x.shape
+                x = x.unflatten(1, (a, ac // a)).permute(1, 0, 2, 3, 4).reshape(a, bsz, -1)
+            elif k == "dropout":
+                if dropout_keys is None:
+                    continue
+                o = layer.options
+                if o["stage"] == "vector":
+                    mask = seeded_dropout_mask(dropout_keys[:a], step, o["id"], x.shape[1:], o["p"], x.dtype)
+                else:
+                    _, ac, h, w_ = x.shape
+                    c = ac // a
+                    mask = seeded_dropout_mask(dropout_keys[:a], step, o["id"], (bsz, c, h, w_), o["p"], x.dtype)
+                    mask = mask.permute(1, 0, 2, 3, 4).reshape(bsz, ac, h, w_)
+                x = x * mask
+        return x

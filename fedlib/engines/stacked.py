@@ -1,0 +1,916 @@
+r"""The stacked-client torch engine: all clients of a round (of several runs) trained together.
+
+Used by the CIFAR-10 / VGG-11 chapter (Table 1, paper §6, REFERENCE §4). Every local
+step of every client of every stacked run is one forward/backward of one network:
+
+``path="grouped"`` (fast)
+    the network (an ``nn.Sequential`` of standard layers, e.g. :func:`fedlib.models.vgg11`)
+    is rewritten as ONE network of grouped convolutions (``groups=M``, channels-last) and
+    batched matmuls (:class:`fedlib.engines.grouped.GroupedNetwork`).
+``path="vmap"`` (generic)
+    any ``nn.Module`` without buffers, through ``torch.func.functional_call`` /
+    ``vmap`` / ``grad_and_value`` over the stacked parameters.
+
+Both paths share everything else, and both are tested against the plain per-client loop
+:func:`fedlib.engines.reference.run_sequential` to 1e-10 in float64.
+
+A round
+-------
+1. *Plan (host).* For every run: its client lr (:func:`fedlib.schedules.step_decay_lr`
+   by default), participants (:func:`fedlib.sampling.sample_clients`), local steps
+   :math:`\tau_i` (its schedule; :math:`E\lceil n_i/B\rceil` for CIFAR). All participating
+   (run, client) pairs become the ``M_t`` rows of the stack, **sorted by** :math:`\tau`
+   **descending**, so the models still running at local step ``k`` are a prefix
+   ``[:a_k]`` and slicing the stacked parameters is a view. Mini-batches:
+   :func:`client_batch_plan` (a fresh permutation per epoch from
+   ``generator(seed, "batches", round, client)``, last partial batch kept, padded to
+   ``B`` with a 0/1 mask); augmentation parameters: :func:`client_augment_params`
+   (``torch_generator(seed, "augment", round, client)``, CPU); dropout key:
+   :func:`~fedlib.engines.augment.dropout_key`. :math:`\|a_i\|_1` comes from the solver's
+   online counter (the same scalar recursion as :meth:`LocalSolver.update`).
+2. *Load (device).* One copy of the round's index/mask/offset/lr tables into static
+   buffers; rows of the stacked parameters set to their run's global model, momentum
+   zeroed, VR corrections :math:`\bar c - c_i` written.
+3. *Local steps.* Step ``k`` with ``a_k`` active models: gather + crop/flip + normalise
+   the batch on the device; forward, loss = per-model mean cross-entropy over its real
+   samples (padding masked) summed over models (models are independent, so each gets
+   exactly its own gradient); backward; the solver update as in-place tensor ops on the
+   prefix views (exactly :class:`fedlib.solvers.LocalSolver`'s rule, per-model
+   coefficients):
+   :math:`\tilde g = g + \lambda x + c`, :math:`u \leftarrow \rho u + \tilde g`,
+   :math:`x \leftarrow x - \eta_k(u + \mu(x - x_0))` (prox outside the buffer);
+   per-model losses accumulate on the device — no host sync inside the round.
+4. *Aggregate.* Non-finite loss of any model -> ``FloatingPointError`` naming round,
+   run and clients. The stacked parameters become :math:`\Delta_i` in place, and each
+   run's :meth:`FederatedAlgorithm.apply` receives ``ClientUpdate``\ s whose deltas are
+   views of the stack (so VR, FedNova, server momentum... come from the library).
+5. *Evaluate.* The R new global models go to rows ``0..R-1`` and are evaluated together
+   (same grouped/vmap network, no dropout) on the full test set.
+
+Several runs stacked
+--------------------
+``StackedEngine(model, data, [RunSpec(...), RunSpec(...), ...])`` trains R runs as
+``M = sum of their participants`` models: same architecture, each run with its own
+initial model, algorithm (solver, aggregation, VR, server optimizer), seed, schedule,
+client split, lr schedule and sampling. Coefficients that differ between runs
+(:math:`\eta_k, \lambda, \rho, \mu`) are per-model vectors; the buffers that exist only
+for some solvers (momentum, prox anchor, VR correction) are allocated when any run
+needs them, and a zero coefficient makes a run's step identical to its own solver's.
+
+CUDA graphs (``cuda_graph=True``, CUDA only)
+--------------------------------------------
+The whole local step — gather/augment, forward, backward, update, loss accumulation and
+the step counter ``k += 1`` — reads only *static* device buffers (the round tables are
+indexed by the on-device counter ``k``; the lr is a table too), so a captured step is
+replayed with no host input at all. A graph is captured per **distinct prefix size**
+``a`` (shapes differ), lazily, the first time ``a`` runs for at least
+``graph_min_steps`` steps of a round (shorter segments run eagerly), after one real
+eager step of size ``a`` on the capture stream as warm-up (cuDNN/cuBLAS initialisation);
+graphs are cached across rounds (keyed by ``a``), so with fixed :math:`E` the capture
+cost is paid once, and with random :math:`E` at most ``M`` graphs exist. All graphs
+share one memory pool: every tensor allocated during a capture is a temporary freed
+before the capture ends, so replays in any order cannot clobber each other. Autocast
+runs with ``cache_enabled=False`` (required inside graphs). The step tables are
+allocated for the schedules' largest possible :math:`\tau` (:func:`max_local_steps`;
+``E_max * max_i ceil(n_i/B)`` for the epoch schedules), so graphs are never recaptured;
+with a schedule of unknown bound they grow by 1.5x when a round needs more steps, and
+the graphs are dropped and recaptured then. Graphs hold no host state: the round's
+data, lr, coefficients and dropout keys are copied into the static buffers before the
+first step of the round.
+
+Example
+-------
+Table 1's momentum row, FedAvg and FedNova, three seeds each, as one stack of
+6 runs x 16 clients = 96 models on one GPU::
+
+    from fedlib.algorithms import make_algorithm
+    from fedlib.data.cifar10 import load_cifar10
+    from fedlib.data.partition import dirichlet_partition
+    from fedlib.models import vgg11
+    from fedlib.schedules import make_epoch_schedule
+    from fedlib.solvers import momentum_sgd
+
+    cifar = load_cifar10("/work/shared/data")
+    parts = dirichlet_partition(cifar.train_labels, 16, 0.1)      # official split, seed 2020
+    sizes = [len(c) for c in parts]
+    runs = [RunSpec(make_algorithm(a, momentum_sgd(0.02, 0.9, weight_decay=1e-4)), parts,
+                    make_epoch_schedule(sizes, 32, "2-5", seed=s), seed=s, params=vgg11(seed=s),
+                    name=f"{a}-s{s}")
+            for a in ("fedavg", "fednova") for s in (0, 1, 2)]
+    engine = StackedEngine(vgg11(), cifar, runs, rounds=100, device="cuda",
+                           precision="bf16", cuda_graph=True)
+    for records in engine.train():        # one list of RoundRecord (one per run) per round
+        print([f"{r.name} {r.test_accuracy:.3f}" for r in records])
+
+``engine.run_round()`` trains a single round; ``engine.states[r]`` is run ``r``'s
+:class:`~fedlib.algorithms.ServerState` (global model, server momentum, variates),
+``engine.history`` all records, ``engine.last_timing`` the last round's timing.
+
+Precision: ``dtype`` (float32 default, float64 for exactness tests) is the dtype of the
+parameters, solver state and update; ``precision="bf16"`` (CUDA only) runs forward and
+backward under ``torch.autocast(bfloat16)`` with float32 master parameters.
+
+Buffers: modules with buffers (BatchNorm running statistics) and BatchNorm layers are
+refused — normalising running statistics as if they were gradient progress is wrong
+(REFERENCE §5), and batch statistics would also mix in the padded samples.
+"""
+from __future__ import annotations
+
+import copy
+import dataclasses
+import math
+import time
+from typing import Any, Callable, Dict, List, Mapping, NamedTuple, Optional, Sequence
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from .._validate import check_choice, check_int
+from ..algorithms import ClientUpdate, FederatedAlgorithm, RoundDiagnostics, ServerState
+from ..data.cifar10 import CIFAR10_MEAN, CIFAR10_STD
+from ..rng import generator, torch_generator
+from ..sampling import sample_clients
+from ..schedules import FixedEpochs, FixedSteps, RandomEpochs, RandomSteps, step_decay_lr, steps_per_epoch
+from ..solvers import LocalSolver
+from .augment import crop_flip_gather, crop_flip_params, dropout_key, normalize, pad_images, seeded_dropout_mask
+from .grouped import GroupedNetwork
+
+__all__ = [
+    "RunSpec",
+    "RoundRecord",
+    "RoundTiming",
+    "StackedEngine",
+    "train_stacked",
+    "client_batch_plan",
+    "client_augment_params",
+    "online_a_norms",
+    "max_local_steps",
+    "PATHS",
+    "PRECISIONS",
+]
+
+PATHS = ("grouped", "vmap")
+PRECISIONS = ("fp32", "bf16")
+
+
+# =========================================================================== public helpers
+def client_batch_plan(seed: int, round_index: int, client: int, num_samples: int, local_steps: int,
+                      batch_size: int):
+    r"""Mini-batches of one client in one round: ``(positions, counts)``.
+
+    Epoch ``e`` is a fresh permutation of ``0..n-1`` drawn from
+    ``fedlib.rng.generator(seed, "batches", round, client)`` (epochs in order, one
+    generator per round and client), cut into :math:`\lceil n/B\rceil` batches with the
+    last partial batch kept; local step ``k`` uses batch ``k mod spe`` of epoch
+    ``k // spe``. ``positions`` is ``(local_steps, B)`` int64 (positions in the client's
+    sample list; the tail of a partial batch repeats its first entry, as padding) and
+    ``counts`` ``(local_steps,)`` the number of real samples of each batch.
+    """
+    n = check_int("num_samples", num_samples, minimum=1)
+    tau = check_int("local_steps", local_steps, minimum=1)
+    b = check_int("batch_size", batch_size, minimum=1)
+    spe = -(-n // b)
+    epochs = -(-tau // spe)
+    g = generator(seed, "batches", round_index, client)
+    last = n - (spe - 1) * b
+    pos = np.empty((epochs, spe * b), dtype=np.int64)
+    for e in range(epochs):
+        perm = g.permutation(n)
+        pos[e, :n] = perm
+        pos[e, n:] = perm[(spe - 1) * b]
+    counts = np.full(spe, b, dtype=np.int64)
+    counts[-1] = last
+    return pos.reshape(epochs * spe, b)[:tau], np.tile(counts, epochs)[:tau]
+
+
+def client_augment_params(seed: int, round_index: int, client: int, local_steps: int, batch_size: int,
+                          padding: int = 4):
+    """Crop offsets and flip bits ``(dy, dx, flip)``, each ``(local_steps, B)`` int64 on the CPU,
+    from ``torch_generator(seed, "augment", round, client)`` (see
+    :func:`fedlib.engines.augment.crop_flip_params`)."""
+    g = torch_generator(seed, "augment", round_index, client)
+    return crop_flip_params(g, (local_steps, batch_size), padding)
+
+
+def online_a_norms(solver: LocalSolver, steps: int) -> np.ndarray:
+    r""":math:`\|a^{(k)}\|_1` after ``k = 1..steps`` local steps, by the solver's own online
+    counter (the scalar shadow recursion of :meth:`LocalSolver.update`)."""
+    out = np.empty(steps)
+    y = v = 0.0
+    for k in range(steps):
+        y, v = solver._direction_and_params(y, 1.0, v, 0.0, None, solver.step_size(k), 0.0)
+        out[k] = -y / solver.lr
+    return out
+
+
+def max_local_steps(schedule) -> Optional[int]:
+    """Upper bound of ``schedule.local_steps(t)`` over all rounds for the schedules of
+    :mod:`fedlib.schedules` with one (``None`` otherwise)."""
+    if isinstance(schedule, FixedSteps):
+        return max(schedule.steps)
+    if isinstance(schedule, RandomSteps):
+        return schedule.high
+    if isinstance(schedule, (FixedEpochs, RandomEpochs)):
+        spe = int(steps_per_epoch(np.asarray(schedule.num_samples), schedule.batch_size).max())
+        return spe * (schedule.epochs if isinstance(schedule, FixedEpochs) else schedule.high)
+    return None
+
+
+# =========================================================================== specs & records
+@dataclasses.dataclass
+class RunSpec:
+    """One federated run of a stack.
+
+    Attributes
+    ----------
+    algorithm : the :class:`~fedlib.algorithms.FederatedAlgorithm` (solver, aggregation,
+        VR, server optimizer, tau_eff).
+    clients : one int array per client: its indices into the engine's training set.
+        :math:`p_i = n_i / \\sum_j n_j`.
+    schedule : object with ``local_steps(round) -> (m,) ints`` (``fedlib.schedules``;
+        for CIFAR ``make_epoch_schedule(sizes, 32, "2")`` or ``"2-5"``).
+    seed : the run's seed (batches, augmentation, dropout, sampling streams).
+    params : initial global model: ``None`` (the engine's ``model``), an ``nn.Module``
+        of the same architecture, or a mapping name -> tensor.
+    lr_at : ``round -> client lr``; default :func:`fedlib.schedules.step_decay_lr` of the
+        solver's lr over the engine's ``rounds`` (÷10 at 50 %, ÷100 at 75 %).
+    sampling, clients_per_round : participation (:func:`fedlib.sampling.sample_clients`).
+    name : label used in messages and records.
+    """
+
+    algorithm: FederatedAlgorithm
+    clients: Sequence[Any]
+    schedule: Any
+    seed: int = 0
+    params: Any = None
+    lr_at: Optional[Callable[[int], float]] = None
+    sampling: str = "full"
+    clients_per_round: Optional[int] = None
+    name: str = ""
+
+
+class RoundRecord(NamedTuple):
+    """What one run did in one round.
+
+    ``test_accuracy`` / ``test_loss`` of the new global model on the full test set (NaN
+    without test data); ``train_loss`` the participation-weighted mean of the clients'
+    mean mini-batch losses during the round, ``client_losses`` those means (in
+    participation order); ``diagnostics`` from :meth:`FederatedAlgorithm.apply`.
+    """
+
+    run: int
+    name: str
+    round: int
+    lr: float
+    test_accuracy: float
+    test_loss: float
+    train_loss: float
+    client_losses: np.ndarray
+    diagnostics: RoundDiagnostics
+
+
+class RoundTiming(NamedTuple):
+    """Wall-clock of the last round: local training (incl. host planning and loading),
+    aggregation, evaluation; ``images`` = real training samples processed,
+    ``steps`` = number of stacked steps, ``graphs`` = number of cached CUDA graphs."""
+
+    train_seconds: float
+    aggregate_seconds: float
+    eval_seconds: float
+    images: int
+    steps: int
+    graphs: int
+
+
+# =========================================================================== the vmap network
+_BATCHNORM = (nn.modules.batchnorm._BatchNorm, nn.SyncBatchNorm)
+_OTHER_DROPOUT = (nn.Dropout1d, nn.Dropout2d, nn.Dropout3d, nn.AlphaDropout, nn.FeatureAlphaDropout)
+
+
+class _VmapNetwork:
+    """M copies of any buffer-free module through ``torch.func`` over stacked parameters.
+
+    The module is run in eval mode on the ``meta`` device as a template for
+    ``functional_call``; its ``nn.Dropout`` layers get forward hooks that apply
+    :func:`seeded_dropout_mask` with the current model's key (so masks are per client,
+    seeded, and identical to the grouped path's). Other dropout variants and BatchNorm
+    are refused.
+    """
+
+    def __init__(self, model: nn.Module, num_models: int, *, device, dtype):
+        from torch.func import functional_call, grad_and_value, vmap
+
+        buffers = [n for n, _ in model.named_buffers()]
+        if buffers:
+            raise ValueError(f"model has buffers {buffers[:3]} (e.g. BatchNorm running statistics): the stacked "
+                             "engines refuse them, since averaging/normalising running statistics as if they were "
+                             "gradient progress is wrong (REFERENCE §5)")
+        for name, mod in model.named_modules():
+            if isinstance(mod, _BATCHNORM):
+                raise ValueError(f"layer {name!r} is a {type(mod).__name__}: BatchNorm is not supported by the stacked "
+                                 "engines (batch statistics would mix in padded samples; running statistics must not "
+                                 "be averaged as gradient progress, REFERENCE §5)")
+            if isinstance(mod, _OTHER_DROPOUT):
+                raise ValueError(f"layer {name!r} is a {type(mod).__name__}: only nn.Dropout is supported (the engine "
+                                 "replaces it by seeded per-client masks)")
+        self.device = torch.device(device)
+        self.dtype = dtype
+        self.names = [n for n, _ in model.named_parameters()]
+        self.shapes = {n: tuple(p.shape) for n, p in model.named_parameters()}
+        self.params = {n: torch.zeros((num_models,) + s, device=self.device, dtype=dtype) for n, s in self.shapes.items()}
+        self.template = copy.deepcopy(model).to("meta").eval()
+        self._ctx = None
+        drop = [m for m in self.template.modules() if type(m) is nn.Dropout]
+        for i, mod in enumerate(drop):
+            mod.register_forward_hook(self._make_hook(i, float(mod.p)))
+        self.num_dropout = len(drop)
+        template = self.template
+
+        def loss_one(params, x, y, mask, key, step):
+            self._ctx = (key, step)
+            try:
+                logits = functional_call(template, params, (x,))
+            finally:
+                self._ctx = None
+            ce = F.cross_entropy(logits.float() if logits.dtype == torch.bfloat16 else logits, y, reduction="none")
+            return (ce * mask).sum() / mask.sum()
+
+        def loss_one_nodrop(params, x, y, mask):
+            logits = functional_call(template, params, (x,))
+            ce = F.cross_entropy(logits.float() if logits.dtype == torch.bfloat16 else logits, y, reduction="none")
+            return (ce * mask).sum() / mask.sum()
+
+        self._grad = vmap(grad_and_value(loss_one), in_dims=(0, 0, 0, 0, 0, None))
+        self._grad_nodrop = vmap(grad_and_value(loss_one_nodrop), in_dims=(0, 0, 0, 0))
+        self._logits = vmap(lambda p, x: functional_call(template, p, (x,)), in_dims=(0, None))
+
+    def _make_hook(self, layer: int, p: float):
+        def hook(module, inputs, output):
+            if self._ctx is None or p == 0.0:
+                return None
+            key, step = self._ctx
+            return output * seeded_dropout_mask(key, step, layer, output.shape, p, output.dtype)
+
+        return hook
+
+    def prefix(self, a: int):
+        return {n: t[:a] for n, t in self.params.items()}
+
+    def loss_and_grads(self, a, x, y, mask, keys, step):
+        """x ``(a, B, C, H, W)``, y/mask ``(a, B)`` -> (grads dict, per-model loss (a,))."""
+        if keys is None:
+            return self._grad_nodrop(self.prefix(a), x, y, mask)
+        return self._grad(self.prefix(a), x, y, mask, keys[:a], step)
+
+    def logits(self, a, x):
+        """Shared input ``(N, C, H, W)`` -> ``(a, N, K)``."""
+        return self._logits(self.prefix(a), x)
+
+
+# =========================================================================== the engine
+def _as_param_dict(obj, names, shapes, device, dtype, what) -> Dict[str, torch.Tensor]:
+    if isinstance(obj, nn.Module):
+        obj = dict(obj.named_parameters())
+    if not isinstance(obj, Mapping):
+        raise ValueError(f"{what} must be None, an nn.Module or a mapping name -> tensor, got {type(obj).__name__}")
+    if sorted(obj) != sorted(names):
+        raise ValueError(f"{what}: parameter names differ from the model's: {sorted(set(obj) ^ set(names))[:5]}")
+    out = {}
+    for n in names:
+        t = torch.as_tensor(obj[n])
+        if tuple(t.shape) != shapes[n]:
+            raise ValueError(f"{what}: parameter {n!r} has shape {tuple(t.shape)}, the model's is {shapes[n]}")
+        out[n] = t.detach().to(device=device, dtype=dtype).clone()
+    return out
+
+
+class _RunInfo(NamedTuple):
+    clients: List[np.ndarray]
+    sizes: np.ndarray
+    p: np.ndarray
+
+
+class _Plan(NamedTuple):
+    rows: list            # (run, client, tau) per row, sorted by tau descending
+    taus: np.ndarray
+    segments: list        # (a, n_steps)
+    participations: list  # per run
+    lrs: list             # per run
+    solvers: list         # per run
+    a_norms: np.ndarray   # per row
+
+
+class StackedEngine:
+    r"""Train R federated runs × their clients as one stacked network on one device.
+
+    Parameters
+    ----------
+    model : ``nn.Module`` (the architecture; its parameters are the default initial model).
+        ``path="grouped"`` needs an ``nn.Sequential`` of standard layers; ``"vmap"`` any
+        module without buffers. Only ``nn.Dropout`` randomness is supported (seeded).
+    data : object with ``train_images`` ``(N, H, W, C)`` uint8, ``train_labels`` ``(N,)``,
+        and optionally ``test_images`` / ``test_labels`` (e.g.
+        :func:`fedlib.data.cifar10.load_cifar10`); numpy or torch. Moved to ``device`` once.
+    runs : list of :class:`RunSpec` (R >= 1).
+    rounds : total number of rounds (sets the default step-decay lr schedule).
+    path : ``"grouped"`` or ``"vmap"``.
+    device : ``"cpu"``, ``"cuda"``, ``"cuda:1"``...
+    dtype : parameter/solver dtype (default float32; float64 for exactness tests).
+    precision : ``"fp32"`` or ``"bf16"`` (autocast, CUDA only).
+    cuda_graph : capture local steps in CUDA graphs (CUDA only; see module docstring).
+    graph_min_steps : shortest prefix segment worth capturing (shorter ones run eagerly).
+    augment : random crop (``padding``) + horizontal flip of training images.
+    dropout : apply the model's ``nn.Dropout`` layers (seeded per client) in training.
+    batch_size : :math:`B` (32 in the paper).
+    mean, std : normalisation (CIFAR-10's by default).
+    channels_last : grouped path memory format.
+    eval_batch_size : test images per evaluation batch (per stacked run).
+    """
+
+    def __init__(self, model: nn.Module, data: Any, runs: Sequence[RunSpec], *, rounds: int, path: str = "grouped",
+                 device="cpu", dtype: torch.dtype = torch.float32, precision: str = "fp32", cuda_graph: bool = False,
+                 graph_min_steps: int = 2, augment: bool = True, padding: int = 4, dropout: bool = True,
+                 batch_size: int = 32, mean: Sequence[float] = CIFAR10_MEAN, std: Sequence[float] = CIFAR10_STD,
+                 channels_last: bool = True, eval_batch_size: int = 1000):
+        check_choice("path", path, PATHS)
+        check_choice("precision", precision, PRECISIONS)
+        self.rounds = check_int("rounds", rounds, minimum=1)
+        self.batch_size = check_int("batch_size", batch_size, minimum=1)
+        self.padding = check_int("padding", padding)
+        self.graph_min_steps = check_int("graph_min_steps", graph_min_steps, minimum=1)
+        self.eval_batch_size = check_int("eval_batch_size", eval_batch_size, minimum=1)
+        try:
+            dev = torch.device(device)
+        except (RuntimeError, TypeError) as exc:
+            raise ValueError(f"device: not a torch device: {device!r} ({exc})") from None
+        if dev.type == "cuda" and not torch.cuda.is_available():
+            raise ValueError(f"device={device!r} but CUDA is not available on this machine (torch {torch.__version__}, "
+                             f"built with CUDA {torch.version.cuda}); use device='cpu'")
+        if dev.type == "cuda" and dev.index is None:
+            dev = torch.device("cuda", torch.cuda.current_device())
+        if precision == "bf16" and dev.type != "cuda":
+            raise ValueError(f"precision='bf16' (autocast) needs a CUDA device, got device={str(dev)!r}; use precision='fp32'")
+        if cuda_graph and dev.type != "cuda":
+            raise ValueError(f"cuda_graph=True needs a CUDA device, got device={str(dev)!r}; use cuda_graph=False")
+        if dtype not in (torch.float32, torch.float64):
+            raise ValueError(f"dtype must be torch.float32 or torch.float64, got {dtype!r}")
+        if precision == "bf16" and dtype != torch.float32:
+            raise ValueError("precision='bf16' keeps float32 master parameters: use dtype=torch.float32")
+        if not isinstance(model, nn.Module):
+            raise ValueError(f"model must be a torch.nn.Module, got {type(model).__name__}")
+        runs = list(runs)
+        if not runs or not all(isinstance(r, RunSpec) for r in runs):
+            raise ValueError("runs must be a non-empty list of RunSpec")
+        self.device, self.dtype, self.path, self.precision = dev, dtype, path, precision
+        self.cuda_graph, self.augment, self.dropout = bool(cuda_graph), bool(augment), bool(dropout)
+        self.runs = runs
+
+        # ------------------------------------------------------------- data
+        tr_x = torch.as_tensor(np.asarray(data.train_images) if not torch.is_tensor(data.train_images) else data.train_images)
+        tr_y = torch.as_tensor(np.asarray(data.train_labels) if not torch.is_tensor(data.train_labels) else data.train_labels)
+        if tr_x.dtype != torch.uint8 or tr_x.ndim != 4:
+            raise ValueError(f"data.train_images must be uint8 (N, H, W, C), got {tr_x.dtype} {tuple(tr_x.shape)}")
+        if tr_y.ndim != 1 or tr_y.shape[0] != tr_x.shape[0]:
+            raise ValueError(f"data.train_labels must hold one label per image, got shape {tuple(tr_y.shape)}")
+        self.num_train = int(tr_x.shape[0])
+        self.image_size = (int(tr_x.shape[1]), int(tr_x.shape[2]))
+        self.channels = int(tr_x.shape[3])
+        if len(mean) != self.channels or len(std) != self.channels:
+            raise ValueError(f"mean/std must have {self.channels} entries (one per channel)")
+        self._train = pad_images(tr_x.to(dev), self.padding)
+        self._train_labels = tr_y.to(device=dev, dtype=torch.int64)
+        self._mean = torch.tensor(mean, device=dev, dtype=dtype)
+        self._std = torch.tensor(std, device=dev, dtype=dtype)
+        te_x = getattr(data, "test_images", None)
+        te_y = getattr(data, "test_labels", None)
+        if te_x is not None and te_y is not None:
+            self._test = torch.as_tensor(np.asarray(te_x) if not torch.is_tensor(te_x) else te_x).to(dev)
+            self._test_labels = torch.as_tensor(np.asarray(te_y) if not torch.is_tensor(te_y) else te_y).to(dev, torch.int64)
+            if self._test.dtype != torch.uint8 or tuple(self._test.shape[1:]) != tuple(tr_x.shape[1:]):
+                raise ValueError("data.test_images must be uint8 with the training images' (H, W, C)")
+        else:
+            self._test = self._test_labels = None
+
+        # ------------------------------------------------------------- runs
+        self._info: List[_RunInfo] = []
+        for r, run in enumerate(runs):
+            if not isinstance(run.algorithm, FederatedAlgorithm):
+                raise ValueError(f"runs[{r}].algorithm must be a FederatedAlgorithm")
+            cl = [np.asarray(c, dtype=np.int64).ravel() for c in run.clients]
+            if not cl:
+                raise ValueError(f"runs[{r}].clients must list at least one client")
+            for i, c in enumerate(cl):
+                if c.size == 0:
+                    raise ValueError(f"runs[{r}].clients[{i}] is empty (every client needs data)")
+                if c.min() < 0 or c.max() >= self.num_train:
+                    raise ValueError(f"runs[{r}].clients[{i}] has indices outside 0..{self.num_train - 1}")
+            sizes = np.array([c.size for c in cl], dtype=np.int64)
+            check_int(f"runs[{r}].seed", run.seed)
+            check_choice(f"runs[{r}].sampling", run.sampling, ("full", "with-replacement", "uniform"))
+            self._info.append(_RunInfo(cl, sizes, sizes / sizes.sum()))
+        self.max_models = sum(len(i.clients) for i in self._info)
+
+        # ------------------------------------------------------------- network + stacked state
+        M = self.max_models
+        if path == "grouped":
+            self.net = GroupedNetwork(model, M, device=dev, dtype=dtype, channels_last=channels_last)
+            if self.net.in_channels != self.channels:
+                raise ValueError(f"model expects {self.net.in_channels} input channels, images have {self.channels}")
+        else:
+            self.net = _VmapNetwork(model, M, device=dev, dtype=dtype)
+        self.names = list(self.net.names)
+        shapes = dict(self.net.shapes)
+        default = {n: p for n, p in model.named_parameters()}
+        self.states: List[ServerState] = []
+        for r, run in enumerate(runs):
+            init = default if run.params is None else run.params
+            params = _as_param_dict(init, self.names, shapes, dev, dtype, f"runs[{r}].params")
+            self.states.append(run.algorithm.init(params, len(self._info[r].clients)))
+        solvers = [run.algorithm.solver for run in runs]
+        self._any_momentum = any(s.momentum > 0 for s in solvers)
+        self._any_prox = any(s.mu > 0 for s in solvers)
+        self._any_wd = any(s.weight_decay > 0 for s in solvers)
+        self._any_vr = any(run.algorithm.variance is not None for run in runs)
+        self.x = self.net.params  # name -> (M, ...) stacked parameters (views for grouped conv weights)
+
+        def like(t):
+            return torch.zeros_like(t)  # keeps the (channels-last) strides
+
+        self.u = {n: like(t) for n, t in self.x.items()} if self._any_momentum else None
+        self.x0 = {n: like(t) for n, t in self.x.items()} if self._any_prox else None
+        self.c = {n: like(t) for n, t in self.x.items()} if self._any_vr else None
+        self._coef = torch.zeros((3, M), device=dev, dtype=dtype)  # wd, rho, mu per row
+        self._keys = torch.zeros(M, device=dev, dtype=torch.int64)
+        self._loss_sum = torch.zeros(M, device=dev, dtype=torch.float64 if dtype == torch.float64 else torch.float32)
+        self._k = torch.zeros(1, device=dev, dtype=torch.int64)
+        self._tau_cap = 0
+        self._graphs: Dict[int, Any] = {}
+        self._graph_pool = None
+        self._stream = None
+        self.round_index = 0
+        self.last_timing: Optional[RoundTiming] = None
+        self.history: List[List[RoundRecord]] = []
+
+    # ------------------------------------------------------------------ accessors
+    @property
+    def num_runs(self) -> int:
+        return len(self.runs)
+
+    def params(self, run: int = 0) -> Dict[str, torch.Tensor]:
+        """Current global model of ``run`` (name -> tensor), loadable with ``model.load_state_dict``."""
+        return self.states[run].params
+
+    def p(self, run: int = 0) -> np.ndarray:
+        """Client weights :math:`p_i = n_i/n` of ``run``."""
+        return self._info[run].p.copy()
+
+    # ------------------------------------------------------------------ host planning
+    def _plan(self, t: int) -> _Plan:
+        rows, parts, lrs, solvers, a_rows = [], [], [], [], []
+        for r, (run, info) in enumerate(zip(self.runs, self._info)):
+            lr = float(run.lr_at(t)) if run.lr_at is not None else step_decay_lr(run.algorithm.solver.lr, t, self.rounds)
+            solver = run.algorithm.solver.with_lr(lr)
+            part = sample_clients(run.sampling, info.p, run.clients_per_round, run.seed, t)
+            steps = np.asarray(run.schedule.local_steps(t))
+            if steps.shape != (len(info.clients),) or steps.dtype.kind not in "iu" or np.any(steps < 1):
+                raise ValueError(f"runs[{r}].schedule.local_steps({t}) must give {len(info.clients)} integers >= 1, "
+                                 f"got {steps!r}")
+            for i in part.clients:
+                rows.append((r, int(i), int(steps[i])))
+            parts.append(part)
+            lrs.append(lr)
+            solvers.append(solver)
+        rows.sort(key=lambda x: (-x[2], x[0], x[1]))
+        taus = np.array([row[2] for row in rows], dtype=np.int64)
+        # a_norm per row from each run's online counter
+        cache: Dict[int, np.ndarray] = {}
+        a_norms = np.empty(len(rows))
+        for j, (r, i, tau) in enumerate(rows):
+            if r not in cache:
+                cache[r] = online_a_norms(solvers[r], int(max(tt for rr, _, tt in rows if rr == r)))
+            a_norms[j] = cache[r][tau - 1]
+        segments = []
+        for k in range(int(taus[0])):
+            a = int(np.sum(taus > k))
+            if segments and segments[-1][0] == a:
+                segments[-1][1] += 1
+            else:
+                segments.append([a, 1])
+        return _Plan(rows, taus, [tuple(s) for s in segments], parts, lrs, solvers, a_norms)
+
+    def _ensure_tables(self, tau_max: int) -> None:
+        if tau_max <= self._tau_cap:
+            return
+        # capacity: the schedules' bound when every run has one (graphs are then never
+        # recaptured), else 1.5x growth (each growth drops the captured graphs)
+        bounds = [max_local_steps(run.schedule) for run in self.runs]
+        cap = max(tau_max, int(math.ceil(1.5 * self._tau_cap)))
+        if all(b is not None for b in bounds):
+            cap = max(tau_max, max(bounds))
+        M, B, dev = self.max_models, self.batch_size, self.device
+        self._idx = torch.zeros((cap, B, M), device=dev, dtype=torch.int64)
+        self._dy = torch.full((cap, B, M), self.padding, device=dev, dtype=torch.int64)
+        self._dx = torch.full((cap, B, M), self.padding, device=dev, dtype=torch.int64)
+        self._flip = torch.zeros((cap, B, M), device=dev, dtype=torch.int64)
+        self._mask = torch.zeros((cap, B, M), device=dev, dtype=self.dtype)
+        self._lr = torch.zeros((cap, M), device=dev, dtype=self.dtype)
+        self._tau_cap = cap
+        self._graphs.clear()  # they read the old tables
+
+    def _load(self, plan: _Plan, t: int) -> None:
+        Mt = len(plan.rows)
+        tau_max = int(plan.taus[0])
+        B = self.batch_size
+        self._ensure_tables(tau_max)
+        idx = np.zeros((tau_max, B, Mt), dtype=np.int64)
+        mask = np.zeros((tau_max, B, Mt))
+        lr = np.zeros((tau_max, Mt))
+        coef = np.zeros((3, Mt))
+        keys = np.zeros(Mt, dtype=np.int64)
+        dy = dx = flip = None
+        if self.augment:
+            dy = torch.full((tau_max, B, Mt), self.padding, dtype=torch.int64)
+            dx = dy.clone()
+            flip = torch.zeros((tau_max, B, Mt), dtype=torch.int64)
+        for j, (r, i, tau) in enumerate(plan.rows):
+            run, info, solver = self.runs[r], self._info[r], plan.solvers[r]
+            pos, counts = client_batch_plan(run.seed, t, i, int(info.sizes[i]), tau, B)
+            idx[:tau, :, j] = info.clients[i][pos]
+            mask[:tau, :, j] = np.arange(B)[None, :] < counts[:, None]
+            if solver.lr_schedule is None:
+                lr[:tau, j] = solver.lr
+            else:
+                lr[:tau, j] = [solver.step_size(k) for k in range(tau)]
+            coef[:, j] = (solver.weight_decay, solver.momentum, solver.mu)
+            keys[j] = dropout_key(run.seed, t, i)
+            if self.augment:
+                a_dy, a_dx, a_fl = client_augment_params(run.seed, t, i, tau, B, self.padding)
+                dy[:tau, :, j], dx[:tau, :, j], flip[:tau, :, j] = a_dy, a_dx, a_fl
+        with torch.no_grad():
+            self._idx[:tau_max, :, :Mt].copy_(torch.from_numpy(idx))
+            self._mask[:tau_max, :, :Mt].copy_(torch.from_numpy(mask))
+            self._lr[:tau_max, :Mt].copy_(torch.from_numpy(lr))
+            if self.augment:
+                self._dy[:tau_max, :, :Mt].copy_(dy)
+                self._dx[:tau_max, :, :Mt].copy_(dx)
+                self._flip[:tau_max, :, :Mt].copy_(flip)
+            self._coef[:, :Mt].copy_(torch.from_numpy(coef))
+            self._keys[:Mt].copy_(torch.from_numpy(keys))
+            self._loss_sum.zero_()
+            self._k.zero_()
+            # rows <- their run's global model (and anchor); VR corrections; momentum 0
+            for r in range(self.num_runs):
+                rows_r = [j for j, row in enumerate(plan.rows) if row[0] == r]
+                if not rows_r:
+                    continue
+                rt = torch.tensor(rows_r, device=self.device, dtype=torch.int64)
+                g = self.states[r].params
+                for n in self.names:
+                    src = g[n].unsqueeze(0).expand((len(rows_r),) + tuple(g[n].shape))
+                    self.x[n].index_put_((rt,), src)
+                    if self.x0 is not None:
+                        self.x0[n].index_put_((rt,), src)
+                if self.c is not None:
+                    var = self.states[r].variates
+                    for n in self.names:
+                        if var is None:
+                            self.c[n].index_fill_(0, rt, 0.0)
+                        else:
+                            cl = torch.tensor([plan.rows[j][1] for j in rows_r], device=self.device, dtype=torch.int64)
+                            self.c[n].index_put_((rt,), var.mean[n].unsqueeze(0) - var.client[n].index_select(0, cl))
+            if self.u is not None:
+                for n in self.names:
+                    self.u[n].zero_()
+
+    # ------------------------------------------------------------------ one local step
+    def _autocast(self):
+        if self.precision == "bf16":
+            return torch.autocast(device_type="cuda", dtype=torch.bfloat16, cache_enabled=False)
+        return torch.autocast(device_type=self.device.type, enabled=False)
+
+    def _batch(self, a: int):
+        """Gather + augment + normalise the batch of local step k (device counter) for the first a rows."""
+        k = self._k
+        sel = lambda t: t.index_select(0, k).squeeze(0)[..., :a]  # noqa: E731  (B, a) or (a,)
+        idx = sel(self._idx)
+        imgs = crop_flip_gather(self._train, idx, sel(self._dy), sel(self._dx), sel(self._flip), self.image_size,
+                                batch_last=True)  # (B, H, W, a, C) uint8
+        x = normalize(imgs, self._mean, self._std, self.dtype)
+        y = self._train_labels[idx].t()   # (a, B)
+        mask = sel(self._mask).t()        # (a, B)
+        return x, y, mask
+
+    def _step(self, a: int) -> None:
+        x, y, mask = self._batch(a)
+        keys = self._keys if self.dropout and self.net.num_dropout else None
+        step = self._k.squeeze(0)
+        if self.path == "grouped":
+            leaves = {n: t[:a].detach().requires_grad_() for n, t in self.x.items()}
+            with self._autocast():
+                logits = self.net.forward(leaves, self.net.image_input(x), a, keys, step)
+                bsz = logits.shape[1]
+                ce = F.cross_entropy(logits.reshape(a * bsz, -1).float() if logits.dtype == torch.bfloat16
+                                     else logits.reshape(a * bsz, -1), y.reshape(-1), reduction="none")
+            per = (ce.view(a, bsz).to(mask.dtype) * mask).sum(1) / mask.sum(1)
+            grads = torch.autograd.grad(per.sum(), [leaves[n] for n in self.names])
+            grads = dict(zip(self.names, grads))
+        else:
+            xv = x.permute(3, 0, 4, 1, 2)  # (a, B, C, H, W)
+            with self._autocast():
+                grads, per = self.net.loss_and_grads(a, xv, y, mask, keys, step)
+        with torch.no_grad():
+            self._update(a, grads)
+            self._loss_sum[:a] += per.detach().to(self._loss_sum.dtype)
+            self._k += 1
+
+    def _update(self, a: int, grads: Dict[str, torch.Tensor]) -> None:
+        r"""LocalSolver's step on the first ``a`` rows, in place, per-model coefficients.
+
+        Works in place on the (fresh) gradient buffers; with momentum and weight decay a
+        leaf costs three fused element-wise passes (``g += wd x``; ``u = g + rho u``;
+        ``x += -lr_k u``) and no temporaries. Same arithmetic as
+        :meth:`LocalSolver.update`: :math:`\tilde g = g + \lambda x + c`,
+        :math:`u = \rho u + \tilde g`, :math:`x - \eta_k(u + \mu(x - x_0))`.
+        """
+        neg_lr = -self._lr.index_select(0, self._k).squeeze(0)[:a]
+        wd, rho, mu = self._coef[0, :a], self._coef[1, :a], self._coef[2, :a]
+        for n in self.names:
+            x = self.x[n][:a]
+            shape = (a,) + (1,) * (x.ndim - 1)
+            g = grads[n]
+            if g.dtype != x.dtype:
+                g = g.to(x.dtype)
+            elif any(st == 0 and sz > 1 for st, sz in zip(g.stride(), g.shape)):
+                g = g.clone()  # an expanded gradient (generic modules) cannot be updated in place
+            if self._any_wd:
+                g.addcmul_(x, wd.view(shape))                        # g + wd * x
+            if self.c is not None:
+                g.add_(self.c[n][:a])                                # + VR correction
+            if self.u is not None:
+                u = self.u[n][:a]
+                torch.addcmul(g, u, rho.view(shape), out=u)          # u <- rho u + g
+                d = u
+            else:
+                d = g
+            if self.x0 is not None:                                  # prox outside the buffer
+                diff = x - self.x0[n][:a]
+                d = d.addcmul_(diff, mu.view(shape)) if d is g else torch.addcmul(d, diff, mu.view(shape))
+            x.addcmul_(d, neg_lr.view(shape))                        # x <- x - lr_k d
+
+    # ------------------------------------------------------------------ CUDA graphs
+    def _run_segment_graph(self, a: int, n: int) -> None:
+        if a not in self._graphs and n < self.graph_min_steps:
+            for _ in range(n):
+                self._step(a)
+            return
+        if self._stream is None:
+            self._stream = torch.cuda.Stream(device=self.device)
+            self._graph_pool = torch.cuda.graph_pool_handle()
+        if a not in self._graphs:
+            s = self._stream
+            s.wait_stream(torch.cuda.current_stream(self.device))
+            with torch.cuda.stream(s):
+                self._step(a)  # a real step, doubling as the warm-up before capture
+            torch.cuda.current_stream(self.device).wait_stream(s)
+            n -= 1
+            g = torch.cuda.CUDAGraph()
+            with torch.cuda.graph(g, pool=self._graph_pool, stream=s):
+                self._step(a)
+            self._graphs[a] = g
+        g = self._graphs[a]
+        for _ in range(n):
+            g.replay()
+
+    # ------------------------------------------------------------------ a round
+    def run_round(self) -> List[RoundRecord]:
+        """Train one round of every run; return one :class:`RoundRecord` per run."""
+        t = self.round_index
+        if t >= self.rounds:
+            raise ValueError(f"all {self.rounds} rounds are done")
+        sync = torch.cuda.synchronize if self.device.type == "cuda" else (lambda *a: None)
+        t0 = time.perf_counter()
+        plan = self._plan(t)
+        self._load(plan, t)
+        for a, n in plan.segments:
+            if self.cuda_graph:
+                self._run_segment_graph(a, n)
+            else:
+                for _ in range(n):
+                    self._step(a)
+        Mt = len(plan.rows)
+        loss_sum = self._loss_sum[:Mt].double().cpu().numpy()  # the round's one host sync
+        sync()
+        t1 = time.perf_counter()
+        client_loss = loss_sum / plan.taus
+        bad = ~np.isfinite(client_loss)
+        if bad.any():
+            r = plan.rows[int(np.flatnonzero(bad)[0])][0]
+            clients = [plan.rows[j][1] for j in np.flatnonzero(bad) if plan.rows[j][0] == r]
+            raise FloatingPointError(f"round {t}, run {r}{' (' + self.runs[r].name + ')' if self.runs[r].name else ''}: "
+                                     f"training loss is not finite for client(s) {clients} (diverged; try a smaller lr)")
+        records_partial = []
+        with torch.no_grad():
+            # stacked params -> Delta_i in place
+            for r in range(self.num_runs):
+                rows_r = [j for j, row in enumerate(plan.rows) if row[0] == r]
+                if not rows_r:
+                    continue
+                rt = torch.tensor(rows_r, device=self.device, dtype=torch.int64)
+                g = self.states[r].params
+                for n in self.names:
+                    self.x[n].index_put_((rt,), -g[n].unsqueeze(0).expand((len(rows_r),) + tuple(g[n].shape)),
+                                         accumulate=True)
+            for r, run in enumerate(self.runs):
+                part = plan.participations[r]
+                where = {plan.rows[j][1]: j for j in range(Mt) if plan.rows[j][0] == r}
+                updates = []
+                for i in part.clients:
+                    j = where[int(i)]
+                    updates.append(ClientUpdate(int(i), {n: self.x[n][j] for n in self.names}, float(plan.a_norms[j]),
+                                                int(plan.taus[j])))
+                try:
+                    state, diag = run.algorithm.apply(self.states[r], part, updates, plan.lrs[r], self._info[r].p)
+                except FloatingPointError as exc:
+                    raise FloatingPointError(f"run {r}{' (' + run.name + ')' if run.name else ''}: {exc}") from exc
+                self.states[r] = state
+                cl = np.array([client_loss[where[int(i)]] for i in part.clients])
+                w = part.weights / part.weights.sum()
+                records_partial.append((r, run.name, t, plan.lrs[r], float(np.dot(w, cl)), cl, diag))
+        sync()
+        t2 = time.perf_counter()
+        acc, tloss = self.evaluate()
+        t3 = time.perf_counter()
+        records = [RoundRecord(r, nm, tt, lr, float(acc[r]), float(tloss[r]), trl, cl, diag)
+                   for (r, nm, tt, lr, trl, cl, diag) in records_partial]
+        self.last_timing = RoundTiming(t1 - t0, t2 - t1, t3 - t2, self._real_images(plan), int(plan.taus[0]),
+                                       len(self._graphs))
+        self.round_index += 1
+        self.history.append(records)
+        return records
+
+    def _real_images(self, plan: _Plan) -> int:
+        total = 0
+        for r, i, tau in plan.rows:
+            n, b = int(self._info[r].sizes[i]), self.batch_size
+            spe = -(-n // b)
+            full, rest = divmod(tau, spe)
+            total += full * n + min(rest * b, n)
+        return total
+
+    def train(self, rounds: Optional[int] = None, callback: Optional[Callable[[List[RoundRecord]], Any]] = None):
+        """Run ``rounds`` more rounds (default: all remaining); ``callback(records)`` after each.
+        Returns the list of per-round record lists."""
+        n = self.rounds - self.round_index if rounds is None else check_int("rounds", rounds)
+        out = []
+        for _ in range(n):
+            rec = self.run_round()
+            out.append(rec)
+            if callback is not None:
+                callback(rec)
+        return out
+
+    # ------------------------------------------------------------------ evaluation
+    @torch.no_grad()
+    def evaluate(self, params: Optional[Sequence[Mapping[str, torch.Tensor]]] = None):
+        """Test accuracy and mean loss of each run's global model (or of ``params``, a list of
+        R models) on the full test set, all runs in one batched forward. NaN without test data."""
+        models = [s.params for s in self.states] if params is None else list(params)
+        R = len(models)
+        if self._test is None:
+            return np.full(R, np.nan), np.full(R, np.nan)
+        if R > self.max_models:
+            raise ValueError(f"can evaluate at most {self.max_models} models at once")
+        for r, g in enumerate(models):
+            for n in self.names:
+                self.x[n][r].copy_(g[n])
+        correct = torch.zeros(R, device=self.device, dtype=torch.int64)
+        loss = torch.zeros(R, device=self.device, dtype=torch.float64)
+        N = self._test.shape[0]
+        for s in range(0, N, self.eval_batch_size):
+            imgs = self._test[s:s + self.eval_batch_size]
+            y = self._test_labels[s:s + self.eval_batch_size]
+            xb = normalize(imgs, self._mean, self._std, self.dtype)  # (b, H, W, C)
+            with self._autocast():
+                if self.path == "grouped":
+                    b, h, w, c = xb.shape
+                    xg = xb.unsqueeze(3).expand(b, h, w, R, c).contiguous()
+                    logits = self.net.forward(self.net.prefix(R), self.net.image_input(xg), R)
+                else:
+                    logits = self.net.logits(R, xb.permute(0, 3, 1, 2))
+            logits = logits.float() if logits.dtype == torch.bfloat16 else logits
+            correct += (logits.argmax(-1) == y.unsqueeze(0)).sum(1)
+            yy = y.unsqueeze(0).expand(R, -1)
+            loss += F.cross_entropy(logits.reshape(-1, logits.shape[-1]), yy.reshape(-1),
+                                    reduction="none").view(R, -1).sum(1).double()
+        return (correct.double() / N).cpu().numpy(), (loss / N).cpu().numpy()
+
+
+def train_stacked(model: nn.Module, data: Any, runs: Sequence[RunSpec], rounds: int, *,
+                  callback: Optional[Callable] = None, **options) -> StackedEngine:
+    """Build a :class:`StackedEngine`, train all ``rounds`` and return it (``engine.history``
+    holds the records, ``engine.states`` the final server states)."""
+    engine = StackedEngine(model, data, runs, rounds=rounds, **options)
+    engine.train(callback=callback)
+    return engine

@@ -1,0 +1,559 @@
+"""The stacked-client engine (grouped and vmap paths) against the plain per-client loop.
+
+Everything in float64 on the CPU with a tiny VGG-11 (width 1/32) and a handful of
+images per client: both paths must equal ``fedlib.engines.reference.run_sequential``
+(driven by ``torch.func.grad`` of the plain model on the very same batches, crops, flips
+and dropout masks) to 1e-10, for every local solver and algorithm, with several runs
+stacked in one engine.
+"""
+from __future__ import annotations
+
+import contextlib
+
+import numpy as np
+import pytest
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from fedlib.algorithms import make_algorithm
+from fedlib.data.cifar10 import CIFAR10_MEAN, CIFAR10_STD, load_cifar10_sample
+from fedlib.engines.augment import (crop_flip_gather, crop_flip_params, dropout_key, normalize, pad_images,
+                                    random_crop_flip, seeded_dropout_mask)
+from fedlib.engines.grouped import GroupedNetwork, leaf_layers
+from fedlib.engines.reference import run_sequential
+from fedlib.engines.stacked import (RunSpec, StackedEngine, client_augment_params, client_batch_plan,
+                                    online_a_norms)
+from fedlib.models import vgg11
+from fedlib.schedules import FixedEpochs, RandomEpochs, step_decay_lr
+from fedlib.server import momentum as server_momentum
+from fedlib.solvers import momentum_proximal_sgd, momentum_sgd, proximal_sgd, sgd
+
+B = 4
+ROUNDS = 3
+WIDTH = 1 / 32
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _one_thread():
+    """Tiny float64 kernels: one thread is faster and robust to a busy machine."""
+    n = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(n)
+
+
+class _Data:
+    def __init__(self, d, n_test=40):
+        self.train_images, self.train_labels = d.train_images, d.train_labels
+        self.test_images, self.test_labels = d.test_images[:n_test], d.test_labels[:n_test]
+
+
+
+
+@pytest.fixture(scope="module")
+def data():
+    return _Data(load_cifar10_sample())
+
+
+@pytest.fixture(scope="module")
+def model():
+    return vgg11(width=WIDTH, seed=0)
+
+
+def _clients(offset, sizes):
+    out, start = [], offset
+    for n in sizes:
+        out.append(np.arange(start, start + n) * 7 % 2000)  # mixed classes
+        start += n
+    return out
+
+
+def _params64(seed):
+    return {n: p.detach().double().clone() for n, p in vgg11(width=WIDTH, seed=seed).named_parameters()}
+
+
+def _runs():
+    """Nine runs: every solver, every algorithm, unequal sizes, partial batches, random epochs."""
+    sizes = [5, 9, 3]
+    wd = 1e-4
+    specs = [
+        ("fedavg-sgd", make_algorithm("fedavg", sgd(0.05)), FixedEpochs(sizes, B, 1), {}),
+        ("fedavg-momentum", make_algorithm("fedavg", momentum_sgd(0.02, 0.9)), FixedEpochs(sizes, B, 2), {}),
+        ("fedprox", make_algorithm("fedprox", proximal_sgd(0.05, mu=0.5)), RandomEpochs(sizes, B, 1, 2, seed=3), {}),
+        ("fedavg-momentum-prox-wd", make_algorithm("fedavg", momentum_proximal_sgd(0.02, 0.9, mu=0.5, weight_decay=wd)),
+         FixedEpochs(sizes, B, 1), {}),
+        ("fednova-momentum-wd", make_algorithm("fednova", momentum_sgd(0.02, 0.9, weight_decay=wd)),
+         RandomEpochs(sizes, B, 1, 2, seed=4), {}),
+        ("scaffold", make_algorithm("scaffold", sgd(0.05, weight_decay=wd)), FixedEpochs(sizes, B, 1), {}),
+        ("fednova-vr-momentum", make_algorithm("fednova-vr", momentum_sgd(0.02, 0.9)), RandomEpochs(sizes, B, 1, 2, seed=5),
+         {"lr_at": lambda t: 0.02 * (0.5 ** t)}),
+        ("fednova-server-momentum", make_algorithm("fednova", sgd(0.05, weight_decay=wd), server_momentum(0.9),
+                                                   tau_eff="local_steps"), FixedEpochs(sizes, B, 1), {}),
+        ("fedavg-sampled", make_algorithm("fedavg", sgd(0.05)), FixedEpochs(sizes, B, 1),
+         {"sampling": "uniform", "clients_per_round": 2}),
+    ]
+    runs = []
+    for r, (name, algo, sched, kw) in enumerate(specs):
+        runs.append(RunSpec(algo, _clients(37 * r, sizes), sched, seed=10 + r, params=_params64(r), name=name, **kw))
+    return runs
+
+
+# ---------------------------------------------------------------- the reference
+def _reference_forward(model, params, x, key, step, dropout):
+    """Plain per-client forward of the Sequential, dropout from the engine's seeded masks."""
+    h, drop_id = x, 0
+    for name, mod in leaf_layers(model):
+        if isinstance(mod, nn.Dropout):
+            if dropout and mod.p > 0:
+                h = h * seeded_dropout_mask(key, step, drop_id, h.shape, mod.p, h.dtype)
+            drop_id += 1
+            continue
+        local = {k.split(".")[-1]: v for k, v in params.items() if k.rsplit(".", 1)[0] == name}
+        h = torch.func.functional_call(mod, local, (h,))
+    return h
+
+
+def _reference(model, data, run, *, augment, dropout, rounds=ROUNDS, engine_rounds=ROUNDS):
+    imgs = torch.as_tensor(data.train_images)
+    labels = torch.as_tensor(data.train_labels)
+    padded = pad_images(imgs, 4)
+    mean = torch.tensor(CIFAR10_MEAN, dtype=torch.float64)
+    std = torch.tensor(CIFAR10_STD, dtype=torch.float64)
+    sizes = [len(c) for c in run.clients]
+
+    def loss_fn(params, x, y, key, step):
+        return F.cross_entropy(_reference_forward(model, params, x, key, step, dropout), y)
+
+    grad = torch.func.grad(loss_fn)
+    cache = {}
+
+    def grad_fn(params, client, t, k):
+        if (t, client) not in cache:
+            tau = int(run.schedule.local_steps(t)[client])
+            pos, counts = client_batch_plan(run.seed, t, client, sizes[client], tau, B)
+            aug = client_augment_params(run.seed, t, client, tau, B, 4) if augment else None
+            cache[(t, client)] = (pos, counts, aug)
+        pos, counts, aug = cache[(t, client)]
+        c = int(counts[k])
+        idx = torch.as_tensor(run.clients[client][pos[k, :c]])
+        if aug is None:
+            four = torch.full((c,), 4, dtype=torch.int64)
+            dy, dx, fl = four, four, torch.zeros(c, dtype=torch.int64)
+        else:
+            dy, dx, fl = (a[k, :c] for a in aug)
+        x = crop_flip_gather(padded, idx, dy, dx, fl, (32, 32))
+        x = normalize(x, mean, std, torch.float64).permute(0, 3, 1, 2)
+        key = torch.tensor(dropout_key(run.seed, t, client), dtype=torch.int64)
+        return grad(params, x, labels[idx], key, torch.tensor(k, dtype=torch.int64))
+
+    lr_at = run.lr_at or (lambda t: step_decay_lr(run.algorithm.solver.lr, t, engine_rounds))
+    p = np.array(sizes) / sum(sizes)
+    return run_sequential(run.algorithm, dict(run.params), grad_fn, p, run.schedule, rounds,
+                          sampling=run.sampling, clients_per_round=run.clients_per_round, seed=run.seed, lr_at=lr_at)
+
+
+def _max_rel(a, b):
+    return max(float((a[n] - b[n]).abs().max() / b[n].abs().max().clamp_min(1e-300)) for n in b)
+
+
+@pytest.fixture(scope="module")
+def references(model, data):
+    runs = _runs()
+    return runs, [_reference(model, data, run, augment=True, dropout=True) for run in runs]
+
+
+@pytest.fixture(scope="module")
+def engines(model, data, references):
+    runs, _ = references
+    out = {}
+    for path in ("grouped", "vmap"):
+        eng = StackedEngine(model, data, runs, rounds=ROUNDS, path=path, dtype=torch.float64, batch_size=B,
+                            eval_batch_size=25)
+        eng.train()
+        out[path] = eng
+    return out
+
+
+# ---------------------------------------------------------------- equality with the reference
+@pytest.mark.parametrize("path", ["grouped", "vmap"])
+def test_engine_equals_sequential_reference(path, engines, references):
+    runs, refs = references
+    eng = engines[path]
+    assert eng.max_models == 27 and eng.round_index == ROUNDS
+    for r, (run, ref) in enumerate(zip(runs, refs)):
+        got, want = eng.states[r], ref.state
+        assert _max_rel(got.params, want.params) < 1e-10, run.name
+        # the run really moved away from its start
+        assert _max_rel(got.params, run.params) > 1e-6, run.name
+        for t in range(ROUNDS):
+            d_eng, d_ref = eng.history[t][r].diagnostics, ref.diagnostics[t]
+            np.testing.assert_array_equal(d_eng.clients, d_ref.clients)
+            np.testing.assert_array_equal(d_eng.local_steps, d_ref.local_steps)
+            np.testing.assert_allclose(d_eng.a_norms, d_ref.a_norms, rtol=1e-14)
+            np.testing.assert_allclose(d_eng.weights, d_ref.weights, rtol=1e-14)
+        if want.variates is not None:
+            assert _max_rel(got.variates.client, want.variates.client) < 1e-9, run.name
+        if run.algorithm.server.name == "momentum":
+            assert _max_rel(got.server.buffer, want.server.buffer) < 1e-10
+
+
+def test_schedules_really_vary(engines):
+    """The test setup exercises shrinking prefixes, partial batches and partial participation."""
+    eng = engines["grouped"]
+    steps = [rec.diagnostics.local_steps for rnd in eng.history for rec in rnd]
+    assert len({s for st in steps for s in st.tolist()}) >= 4
+    assert any(len(rec.diagnostics.clients) == 2 for rnd in eng.history for rec in rnd)
+
+
+def test_grouped_equals_vmap(engines):
+    g, v = engines["grouped"], engines["vmap"]
+    for r in range(g.num_runs):
+        assert _max_rel(g.states[r].params, v.states[r].params) < 1e-11
+        for t in range(ROUNDS):
+            a, b = g.history[t][r], v.history[t][r]
+            assert a.test_accuracy == b.test_accuracy
+            assert abs(a.test_loss - b.test_loss) < 1e-10 and abs(a.train_loss - b.train_loss) < 1e-10
+
+
+def test_batched_evaluation_matches_plain_model(engines, model, data):
+    eng = engines["grouped"]
+    acc, loss = eng.evaluate()
+    x = normalize(torch.as_tensor(data.test_images), torch.tensor(CIFAR10_MEAN, dtype=torch.float64),
+                  torch.tensor(CIFAR10_STD, dtype=torch.float64), torch.float64).permute(0, 3, 1, 2)
+    y = torch.as_tensor(data.test_labels)
+    for r in (0, 4, 7):
+        plain = vgg11(width=WIDTH).double().eval()
+        plain.load_state_dict(eng.params(r))
+        with torch.no_grad():
+            logits = plain(x)
+        assert acc[r] == pytest.approx(float((logits.argmax(1) == y).double().mean()), abs=0)
+        assert loss[r] == pytest.approx(float(F.cross_entropy(logits, y)), rel=1e-10)
+        assert eng.history[-1][r].test_accuracy == acc[r]
+
+
+def test_float32_without_augmentation_or_dropout(model, data):
+    """float32, no augmentation, no dropout: both paths agree with each other and with the reference."""
+    sizes = [6, 3]
+    algo = make_algorithm("fednova", momentum_sgd(0.02, 0.9, weight_decay=1e-4))
+    run = RunSpec(algo, _clients(5, sizes), FixedEpochs(sizes, B, 2), seed=7, params=_params64(3))
+    ref = _reference(model, data, run, augment=False, dropout=False, rounds=2, engine_rounds=2)
+    for path in ("grouped", "vmap"):
+        eng = StackedEngine(model, data, [run], rounds=2, path=path, batch_size=B, augment=False, dropout=False,
+                            eval_batch_size=30)
+        eng.train()
+        got = {n: t.double() for n, t in eng.params(0).items()}
+        assert eng.params(0)["0.weight"].dtype == torch.float32
+        assert _max_rel(got, ref.state.params) < 1e-5
+
+
+# ---------------------------------------------------------------- prefix views
+def test_prefix_slices_are_views(model):
+    net = GroupedNetwork(model, 5, device="cpu", dtype=torch.float64)
+    for name, full in net.params.items():
+        for a in (1, 3, 5):
+            v = full[:a]
+            leaf = v.detach().requires_grad_()
+            assert v.data_ptr() == full.data_ptr() == leaf.data_ptr()
+    w = net.params["0.weight"]  # (M, out, in, 3, 3), storage (M, out, 3, 3, in)
+    for a in (1, 2, 5):
+        g = w[:a].reshape((a * w.shape[1],) + tuple(w.shape[2:]))
+        assert g.data_ptr() == w.data_ptr() and g.is_contiguous(memory_format=torch.channels_last)
+        assert g.untyped_storage().data_ptr() == w.untyped_storage().data_ptr()
+
+
+def test_grouped_forward_matches_plain_models():
+    torch.manual_seed(0)
+    models = [vgg11(width=WIDTH, seed=s).double() for s in range(3)]
+    net = GroupedNetwork(models[0], 3, device="cpu", dtype=torch.float64)
+    for j, m in enumerate(models):
+        for n, p in m.named_parameters():
+            net.params[n][j].copy_(p)
+    x = torch.randn(3, 4, 32, 32, 3, dtype=torch.float64)  # (a, B, H, W, C)
+    xg = net.image_input(x.permute(1, 2, 3, 0, 4).contiguous())
+    out = net.forward(net.prefix(2), xg[:, :2 * 3], 2)
+    for j in range(2):
+        ref = models[j].eval()(x[j].permute(0, 3, 1, 2))
+        assert torch.allclose(out[j], ref, rtol=1e-12, atol=1e-12)
+
+
+# ---------------------------------------------------------------- augmentation & dropout
+def test_augmentation_deterministic_and_seeded():
+    a = client_augment_params(0, 1, 2, 5, 8)
+    b = client_augment_params(0, 1, 2, 5, 8)
+    c = client_augment_params(1, 1, 2, 5, 8)
+    d = client_augment_params(0, 2, 2, 5, 8)
+    assert all(torch.equal(x, y) for x, y in zip(a, b))
+    assert not all(torch.equal(x, y) for x, y in zip(a, c))
+    assert not all(torch.equal(x, y) for x, y in zip(a, d))
+    dy, dx, fl = a
+    assert dy.min() >= 0 and dy.max() <= 8 and set(fl.unique().tolist()) <= {0, 1}
+    imgs = torch.randint(0, 256, (6, 32, 32, 3), dtype=torch.uint8, generator=torch.Generator().manual_seed(0))
+    g1, g2, g3 = (torch.Generator().manual_seed(s) for s in (5, 5, 6))
+    assert torch.equal(random_crop_flip(imgs, g1), random_crop_flip(imgs, g2))
+    assert not torch.equal(random_crop_flip(imgs, torch.Generator().manual_seed(5)), random_crop_flip(imgs, g3))
+
+
+def test_crop_flip_matches_torch_ops():
+    imgs = torch.randint(0, 256, (4, 32, 32, 3), dtype=torch.uint8, generator=torch.Generator().manual_seed(1))
+    dy, dx, fl = crop_flip_params(torch.Generator().manual_seed(2), (4,), 4)
+    out = crop_flip_gather(pad_images(imgs, 4), torch.arange(4), dy, dx, fl, (32, 32))
+    padded = F.pad(imgs.permute(0, 3, 1, 2), (4, 4, 4, 4))  # zero padding, NCHW
+    for n in range(4):
+        crop = padded[n, :, dy[n]:dy[n] + 32, dx[n]:dx[n] + 32]
+        if fl[n]:
+            crop = crop.flip(-1)
+        assert torch.equal(out[n], crop.permute(1, 2, 0))
+    # (B, M) samples laid out (B, H, W, M, C) equals the plain layout permuted
+    idx = torch.tensor([[0, 1, 2], [3, 2, 1]])
+    dy2, dx2, fl2 = crop_flip_params(torch.Generator().manual_seed(3), (2, 3), 4)
+    a = crop_flip_gather(pad_images(imgs, 4), idx, dy2, dx2, fl2, (32, 32), batch_last=True)
+    b = crop_flip_gather(pad_images(imgs, 4), idx, dy2, dx2, fl2, (32, 32))
+    assert torch.equal(a, b.permute(0, 2, 3, 1, 4))
+
+
+def test_seeded_dropout_mask():
+    keys = torch.tensor([dropout_key(0, 0, c) for c in range(3)])
+    m = seeded_dropout_mask(keys, 4, 0, (32, 512), 0.5, torch.float64)
+    assert m.shape == (3, 32, 512)
+    assert set(m.unique().tolist()) == {0.0, 2.0}
+    assert abs(float((m == 0).double().mean()) - 0.5) < 0.01
+    assert not torch.equal(m[0], m[1])
+    assert torch.equal(m, seeded_dropout_mask(keys, torch.tensor(4), 0, (32, 512), 0.5, torch.float64))
+    assert not torch.equal(m, seeded_dropout_mask(keys, 5, 0, (32, 512), 0.5, torch.float64))
+    assert not torch.equal(m, seeded_dropout_mask(keys, 4, 1, (32, 512), 0.5, torch.float64))
+    single = seeded_dropout_mask(keys[1], 4, 0, (32, 512), 0.5, torch.float64)
+    assert torch.equal(single, m[1])
+    vm = torch.func.vmap(lambda k: seeded_dropout_mask(k, torch.tensor(4), 0, (32, 512), 0.5, torch.float64))(keys)
+    assert torch.equal(vm, m)
+
+
+def test_batch_plan():
+    pos, counts = client_batch_plan(3, 1, 2, 10, 7, 4)  # spe 3, epochs needed 3
+    assert pos.shape == (7, 4) and counts.tolist() == [4, 4, 2, 4, 4, 2, 4]
+    for e in range(2):
+        ep = np.concatenate([pos[3 * e + b, :counts[3 * e + b]] for b in range(3)])
+        assert sorted(ep.tolist()) == list(range(10))
+    assert not np.array_equal(pos[:3], pos[3:6])
+    assert np.array_equal(client_batch_plan(3, 1, 2, 10, 7, 4)[0], pos)
+    assert not np.array_equal(client_batch_plan(3, 2, 2, 10, 7, 4)[0], pos)
+    assert np.array_equal(client_batch_plan(3, 1, 2, 10, 4, 4)[0], pos[:4])
+
+
+def test_online_a_norms_match_closed_forms():
+    s = momentum_proximal_sgd(0.05, 0.9, mu=0.3)
+    a = online_a_norms(s, 12)
+    np.testing.assert_allclose(a, [s.a_norm(k) for k in range(1, 13)], rtol=1e-12)
+
+
+# ---------------------------------------------------------------- guards
+def test_clear_errors(model, data):
+    run = RunSpec(make_algorithm("fedavg", sgd(0.05)), _clients(0, [4, 4]), FixedEpochs([4, 4], B, 1))
+    with pytest.raises(ValueError, match="bf16.*CUDA"):
+        StackedEngine(model, data, [run], rounds=1, precision="bf16")
+    with pytest.raises(ValueError, match="cuda_graph.*CUDA"):
+        StackedEngine(model, data, [run], rounds=1, cuda_graph=True)
+    if not torch.cuda.is_available():
+        with pytest.raises(ValueError, match="CUDA is not available"):
+            StackedEngine(model, data, [run], rounds=1, device="cuda")
+    with pytest.raises(ValueError, match="path"):
+        StackedEngine(model, data, [run], rounds=1, path="fast")
+    bn = nn.Sequential(nn.Conv2d(3, 4, 3, padding=1), nn.BatchNorm2d(4), nn.ReLU(), nn.AdaptiveAvgPool2d(1),
+                       nn.Flatten(), nn.Linear(4, 10))
+    for path in ("grouped", "vmap"):
+        with pytest.raises(ValueError, match="BatchNorm|buffers"):
+            StackedEngine(bn, data, [run], rounds=1, path=path)
+    with pytest.raises(ValueError, match="AdaptiveAvgPool2d.*vmap"):
+        StackedEngine(nn.Sequential(nn.Conv2d(3, 4, 3), nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(4, 10)),
+                      data, [run], rounds=1)
+
+
+def test_divergence_names_round_and_run(model, data):
+    ok = RunSpec(make_algorithm("fedavg", sgd(0.01)), _clients(0, [8, 8]), FixedEpochs([8, 8], B, 2), name="fine")
+    bad = RunSpec(make_algorithm("fedavg", sgd(1e12)), _clients(0, [8, 8]), FixedEpochs([8, 8], B, 2), name="blowup")
+    eng = StackedEngine(model, data, [ok, bad], rounds=2, batch_size=B, augment=False)
+    with pytest.raises(FloatingPointError, match=r"round [01], run 1 \(blowup\)"):
+        eng.train()
+
+
+class _CustomNet(nn.Module):
+    """Not a Sequential: only the vmap path can train it."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv = nn.Conv2d(3, 4, 5, stride=4)
+        self.drop = nn.Dropout(0.3)
+        self.fc = nn.Linear(4 * 7 * 7, 10)
+
+    def forward(self, x):
+        return self.fc(self.drop(torch.tanh(self.conv(x)).flatten(1)))
+
+
+def test_vmap_path_trains_any_module(data):
+    torch.manual_seed(0)
+    net = _CustomNet()
+    sizes = [5, 9]
+    run = RunSpec(make_algorithm("scaffold", momentum_sgd(0.05, 0.9)), _clients(3, sizes), FixedEpochs(sizes, B, 1),
+                  seed=2, params={n: p.detach().double() for n, p in net.named_parameters()})
+    with pytest.raises(ValueError, match="Sequential"):
+        StackedEngine(net, data, [run], rounds=2)
+    eng = StackedEngine(net, data, [run], rounds=2, path="vmap", dtype=torch.float64, batch_size=B)
+    eng.train()
+
+    def fwd(params, x, key, step):  # the same module with the engine's dropout masks
+        h = torch.tanh(F.conv2d(x, params["conv.weight"], params["conv.bias"], stride=4)).flatten(1)
+        h = h * seeded_dropout_mask(key, step, 0, h.shape, 0.3, h.dtype)
+        return F.linear(h, params["fc.weight"], params["fc.bias"])
+
+    imgs, labels = torch.as_tensor(data.train_images), torch.as_tensor(data.train_labels)
+    padded = pad_images(imgs, 4)
+    mean, std = torch.tensor(CIFAR10_MEAN, dtype=torch.float64), torch.tensor(CIFAR10_STD, dtype=torch.float64)
+    grad = torch.func.grad(lambda p, x, y, k, s: F.cross_entropy(fwd(p, x, k, s), y))
+
+    def grad_fn(params, client, t, k):
+        tau = int(run.schedule.local_steps(t)[client])
+        pos, counts = client_batch_plan(run.seed, t, client, sizes[client], tau, B)
+        dy, dx, fl = (a[k, :counts[k]] for a in client_augment_params(run.seed, t, client, tau, B, 4))
+        idx = torch.as_tensor(run.clients[client][pos[k, :counts[k]]])
+        x = normalize(crop_flip_gather(padded, idx, dy, dx, fl, (32, 32)), mean, std, torch.float64)
+        key = torch.tensor(dropout_key(run.seed, t, client))
+        return grad(params, x.permute(0, 3, 1, 2), labels[idx], key, torch.tensor(k))
+
+    p = np.array(sizes) / sum(sizes)
+    ref = run_sequential(run.algorithm, dict(run.params), grad_fn, p, run.schedule, 2,
+                         lr_at=lambda t: step_decay_lr(0.05, t, 2))
+    assert _max_rel(eng.params(0), ref.state.params) < 1e-10
+
+
+class _Unbounded:
+    """A schedule the engine knows no bound for (its step tables must grow)."""
+
+    def __init__(self, inner):
+        self.inner = inner
+
+    def local_steps(self, t):
+        return self.inner.local_steps(t) + t  # grows every round
+
+
+@pytest.mark.parametrize("bounded", [True, False])
+def test_cuda_graph_bookkeeping_with_fake_graphs(monkeypatch, model, data, bounded):
+    """The graph path's control flow on the CPU: fake graphs whose capture records the step
+    without executing it (state snapshot + restore, like a real capture) and whose replay
+    runs it. Must equal the eager engine bitwise; with a bounded schedule one capture per
+    prefix size, reused across rounds; growing tables drop and recapture graphs."""
+    sizes = [9, 5, 3, 6]
+    sched = RandomEpochs(sizes, B, 1, 3, seed=1)
+    run = RunSpec(make_algorithm("fednova", momentum_sgd(0.02, 0.9, weight_decay=1e-4)), _clients(11, sizes),
+                  sched if bounded else _Unbounded(sched), seed=4, params=_params64(2))
+    kw = dict(rounds=3, path="grouped", dtype=torch.float64, batch_size=B, graph_min_steps=2)
+    eager = StackedEngine(model, data, [run], **kw)
+    eager.train()
+    eng = StackedEngine(model, data, [run], **kw)
+    eng.cuda_graph = True
+    real_step = eng._step
+    captures, current = [], {"graph": None}
+
+    def tensors():
+        out = list(eng.x.values()) + list((eng.u or {}).values()) + [eng._loss_sum, eng._k]
+        return out
+
+    class Graph:
+        a = None
+
+        def replay(self):
+            real_step(self.a)
+
+    class Capture:
+        def __init__(self, g, pool=None, stream=None):
+            self.g = g
+
+        def __enter__(self):
+            self.snap = [t.clone() for t in tensors()]
+            current["graph"] = self.g
+            captures.append(self.g)
+
+        def __exit__(self, *exc):
+            for t, s in zip(tensors(), self.snap):
+                t.copy_(s)
+            current["graph"] = None
+
+    class Stream:
+        def wait_stream(self, other):
+            pass
+
+    def step(a):
+        if current["graph"] is not None:
+            current["graph"].a = a
+        real_step(a)
+
+    eng._step = step
+    monkeypatch.setattr(torch.cuda, "CUDAGraph", Graph)
+    monkeypatch.setattr(torch.cuda, "graph", Capture)
+    monkeypatch.setattr(torch.cuda, "Stream", lambda device=None: Stream())
+    monkeypatch.setattr(torch.cuda, "current_stream", lambda device=None: Stream())
+    monkeypatch.setattr(torch.cuda, "stream", lambda s: contextlib.nullcontext())
+    monkeypatch.setattr(torch.cuda, "graph_pool_handle", lambda: None)
+    eng.train()
+    for n in eng.names:
+        assert torch.equal(eng.params(0)[n], eager.params(0)[n])
+    if bounded:
+        assert len(captures) == len(eng._graphs) >= 2  # captured once per prefix size, reused across rounds
+    else:
+        assert len(captures) > len(eng._graphs) >= 1 and eng._tau_cap >= 3 * 3 + 2
+    assert all(g.a is not None for g in captures)
+    sizes_used = {a for rnd in range(3) for a, n in eng._plan(rnd).segments if n >= 2}
+    assert set(eng._graphs) <= sizes_used
+
+
+# ---------------------------------------------------------------- devices (CUDA parts run only on a GPU)
+DEVICES = ["cpu"] + (["cuda"] if torch.cuda.is_available() else [])
+
+
+def _device_runs():
+    sizes = [9, 5, 3, 6]
+    return [
+        RunSpec(make_algorithm("fednova", momentum_sgd(0.02, 0.9, weight_decay=1e-4)), _clients(3, sizes),
+                RandomEpochs(sizes, B, 1, 3, seed=1), seed=4, params=_params64(2)),
+        RunSpec(make_algorithm("scaffold", proximal_sgd(0.05, mu=0.1)), _clients(50, sizes),
+                FixedEpochs(sizes, B, 2), seed=5, params=_params64(3)),
+    ]
+
+
+@pytest.mark.parametrize("path", ["grouped", "vmap"])
+@pytest.mark.parametrize("device", DEVICES)
+def test_device_and_cuda_graph_match_cpu(device, path, model, data):
+    """float64: the engine on ``device`` (eager, and with CUDA graphs on a GPU) equals the CPU engine."""
+    kw = dict(rounds=3, path=path, dtype=torch.float64, batch_size=B, eval_batch_size=20)
+    cpu = StackedEngine(model, data, _device_runs(), **kw)
+    cpu.train()
+    for extra in [{}] + ([{"cuda_graph": True}] if device == "cuda" else []):
+        eng = StackedEngine(model, data, _device_runs(), device=device, **kw, **extra)
+        eng.train()
+        for r in range(2):
+            got = {n: t.cpu() for n, t in eng.params(r).items()}
+            assert _max_rel(got, cpu.params(r)) < 1e-9, (device, extra, r)
+            assert eng.history[-1][r].test_accuracy == cpu.history[-1][r].test_accuracy
+        if extra:
+            assert len(eng._graphs) >= 2
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+@pytest.mark.parametrize("path", ["grouped", "vmap"])
+def test_cuda_bf16_graph_float32(path, model, data):
+    """float32 eager vs graph agree closely; bf16 (+graph) trains, stays finite and near float32."""
+    kw = dict(rounds=2, path=path, device="cuda", batch_size=B, eval_batch_size=20)
+    runs = _device_runs()
+    eager = StackedEngine(model, data, runs, **kw)
+    eager.train()
+    graph = StackedEngine(model, data, runs, cuda_graph=True, **kw)
+    graph.train()
+    bf16 = StackedEngine(model, data, runs, cuda_graph=True, precision="bf16", **kw)
+    bf16.train()
+    for r in range(2):
+        ref = {n: t.double() for n, t in eager.params(r).items()}
+        assert _max_rel({n: t.double() for n, t in graph.params(r).items()}, ref) < 1e-4
+        half = {n: t.double() for n, t in bf16.params(r).items()}
+        assert all(torch.isfinite(t).all() for t in half.values())
+        assert bf16.params(r)["0.weight"].dtype == torch.float32
+        assert _max_rel(half, ref) < 0.2
+        assert np.isfinite(bf16.history[-1][r].test_loss)
