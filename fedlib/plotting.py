@@ -24,10 +24,15 @@ def save_figure(fig, name: str) -> list[Path]:
     """Save ``fig`` as ``figures/<name>.png`` (150 dpi) and ``.svg``; return the paths."""
     if not name or "/" in name or name.endswith((".png", ".svg")):
         raise ValueError(f"name must be a bare file stem like 'fig2_quadratics', got {name!r}")
+    import matplotlib
+
     folder = figures_dir()
     out = []
-    for ext, kw in (("png", {"dpi": 150}), ("svg", {})):
-        path = folder / f"{name}.{ext}"
-        fig.savefig(path, bbox_inches="tight", **kw)
-        out.append(path)
+    # Fixed SVG ids and no timestamps: re-running a chapter rewrites identical files.
+    with matplotlib.rc_context({"svg.hashsalt": "fednova-book"}):
+        for ext, kw in (("png", {"dpi": 150, "metadata": {"Software": None}}),
+                        ("svg", {"metadata": {"Date": None, "Creator": None}})):
+            path = folder / f"{name}.{ext}"
+            fig.savefig(path, bbox_inches="tight", **kw)
+            out.append(path)
     return out
