@@ -1,0 +1,124 @@
+"""``python -m fedlib``: the command line.
+
+::
+
+    python -m fedlib run synthetic [flags]      # one run on Synthetic(alpha, beta) or a LEAF file
+    python -m fedlib bench synthetic [flags]    # batched engine vs the per-client loop
+    python -m fedlib <command> --help           # every flag, with its default
+
+Commands are registered in :data:`COMMANDS` as ``"module:function"`` strings; the
+function receives the ``argparse`` sub-parsers object of its group, adds its parser
+(flags from :mod:`fedlib.cli.common`) and sets ``handler=`` (``args -> exit status``).
+A module that does not exist (yet) is skipped, so new commands — ``run cifar10``,
+``bench cifar10``, ``table1``, ``rerun`` — plug in by adding their module.
+
+Exit status: 0 on success; 2 for bad input — an unknown or malformed flag, an impossible
+flag combination (:class:`fedlib.cli.common.CLIError`), a missing or malformed data
+file (``ValueError`` naming the file), a diverged run
+(:class:`fedlib.engines.batched.DivergenceError`, naming the round) — with the message
+on stderr and no output file; 1 for an unexpected internal error (traceback).
+"""
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+from typing import Optional, Sequence
+
+__all__ = ["COMMANDS", "build_parser", "main"]
+
+#: group -> {name: "module:function adding the parser"}; "" is the top level.
+COMMANDS = {
+    "run": {
+        "synthetic": "fedlib.cli.synthetic:add_run_parser",
+        "cifar10": "fedlib.cli.cifar10:add_run_parser",
+    },
+    "bench": {
+        "synthetic": "fedlib.cli.synthetic:add_bench_parser",
+        "cifar10": "fedlib.cli.cifar10:add_bench_parser",
+    },
+    "": {
+        "table1": "fedlib.cli.cifar10:add_table1_parser",
+        "rerun": "fedlib.cli.rerun:add_rerun_parser",
+    },
+}
+
+_GROUP_HELP = {
+    "run": "train one configuration and write its per-round history",
+    "bench": "measure the speed of the engines",
+}
+
+
+def _load(spec: str):
+    module_name, func = spec.split(":")
+    try:
+        module = importlib.import_module(module_name)
+    except ModuleNotFoundError as exc:
+        if exc.name == module_name:  # not written yet: skip; a broken import inside it still raises
+            return None
+        raise
+    return getattr(module, func, None)
+
+
+def build_parser(only: Optional[tuple] = None) -> argparse.ArgumentParser:
+    """The parser with every registered command, or only ``only = (group, name)`` (the
+    one being run: other command modules are then not even imported)."""
+    from .common import HelpFormatter
+
+    parser = argparse.ArgumentParser(
+        prog="python -m fedlib", formatter_class=HelpFormatter,
+        description="FedNova (Wang et al., NeurIPS 2020) reproduced: run and benchmark federated algorithms.")
+    top = parser.add_subparsers(dest="command", metavar="COMMAND")
+    top.required = True
+    for group, entries in COMMANDS.items():
+        if only is not None and group != only[0]:
+            continue
+        if group == "":
+            for name, spec in entries.items():
+                add = _load(spec) if only is None or name == only[1] else None
+                if add is not None:
+                    add(top)
+            continue
+        adders = [a for a in (_load(s) for n, s in entries.items() if only is None or n == only[1]) if a is not None]
+        if not adders:
+            continue
+        gp = top.add_parser(group, help=_GROUP_HELP.get(group, group), formatter_class=HelpFormatter,
+                            description=_GROUP_HELP.get(group, group))
+        sub = gp.add_subparsers(dest="target", metavar="TARGET")
+        sub.required = True
+        for add in adders:
+            add(sub)
+    return parser
+
+
+def _requested(argv: Sequence[str]) -> Optional[tuple]:
+    """``(group, name)`` when ``argv`` names a registered command, else ``None``."""
+    if len(argv) >= 2 and argv[0] in COMMANDS and argv[0] != "" and argv[1] in COMMANDS[argv[0]]:
+        return argv[0], argv[1]
+    if argv and argv[0] in COMMANDS[""]:
+        return "", argv[0]
+    return None
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    """Parse ``argv`` (default ``sys.argv[1:]``), run the command, return its exit status."""
+    from ..engines.batched import DivergenceError
+    from .common import CLIError
+
+    argv = list(sys.argv[1:] if argv is None else argv)
+    only = _requested(argv)
+    parser = build_parser(only)
+    if only is not None and _load(COMMANDS[only[0]][only[1]]) is None:
+        parser = build_parser()  # that command's module is missing: show what exists
+    args = parser.parse_args(argv)  # exits with status 2 on unknown / malformed flags
+    try:
+        return int(args.handler(args) or 0)
+    except DivergenceError as exc:
+        print(f"{parser.prog}: error: {exc} (nothing written)", file=sys.stderr)
+        return 2
+    except (CLIError, ValueError) as exc:
+        print(f"{parser.prog}: error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print(f"{parser.prog}: interrupted (nothing written)", file=sys.stderr)
+        return 130

@@ -1,0 +1,336 @@
+"""``python -m fedlib run cifar10``, ``python -m fedlib bench cifar10`` and ``python -m fedlib table1``.
+
+VGG-11 (no BatchNorm, :func:`fedlib.models.vgg11`) on CIFAR-10 split over 16 clients by
+the official Dir(0.1) partition (seed 2020), trained by the stacked-client engine
+(:mod:`fedlib.engines.stacked`). Defaults are the paper's setup (REFERENCE §4).
+
+Example::
+
+    python -m fedlib run cifar10 --data-root /data --algorithm fednova --epochs 2-5 --out fednova.json
+    python -m fedlib run cifar10 --sample --width 0.03 --rounds 2 --out tiny.json      # CPU, seconds
+    python -m fedlib table1 --results data/results/cifar10 --budget-seconds 600 --data-root /data \\
+        --precision bf16 --cuda-graph
+    python -m fedlib bench cifar10 --width 0.03 --steps 6 --json bench.json
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from ..results import RunClock, make_result, write_result
+from .common import (ALGORITHM_FLAGS, SCHEDULE_FLAGS, CLIError, HelpFormatter, add_algorithm_args, add_device_arg,
+                     add_output_args, add_schedule_args, build_algorithm, check_output_path, check_participation,
+                     config_from_args, info, progress_bar, resolve_epochs)
+
+__all__ = ["add_run_parser", "add_bench_parser", "add_table1_parser", "run_cifar10", "bench_cifar10_command",
+           "table1_command", "load_data_from_args"]
+
+DESCRIPTION = """\
+Train VGG-11 (no BatchNorm; --width scales its channels) on CIFAR-10 split over --num-clients
+clients by the official Dirichlet(--partition-alpha) partition (seed --partition-seed, fixed
+whatever the run seed), with one federated algorithm, and write the per-round history
+(training loss, test accuracy on all test images, tau_eff, chi^2(p||w), local steps tau_i,
+client lr) to --out. Defaults are the paper's setup: 16 clients, Dir(0.1), batch 32, 100
+rounds, client lr /10 after 50% and /100 after 75% of the rounds, weight decay 1e-4,
+lr 0.05 for local SGD (use 0.02 with --solver momentum)."""
+
+
+def _positive(text: str) -> float:
+    try:
+        v = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be a number, got {text!r}") from None
+    if not 0 < v < float("inf"):
+        raise argparse.ArgumentTypeError(f"must be a finite number > 0, got {text!r}")
+    return v
+
+
+def _int_min(low: int):
+    def parse(text: str) -> int:
+        try:
+            v = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"must be an integer, got {text!r}") from None
+        if v < low:
+            raise argparse.ArgumentTypeError(f"must be >= {low}, got {v}")
+        return v
+
+    return parse
+
+
+def _add_data_args(p: argparse.ArgumentParser, *, clients: bool = True) -> None:
+    g = p.add_argument_group("data")
+    g.add_argument("--data-root", type=Path, default=None,
+                   help="folder containing cifar-10-batches-py (or that folder itself)")
+    g.add_argument("--download", action="store_true",
+                   help="download the official archive into --data-root if the batch folder is missing")
+    g.add_argument("--sample", action="store_true",
+                   help="use the shipped 2,000/500-image sample data/cifar10-sample (CPU demos, tests)")
+    if clients:
+        g.add_argument("--num-clients", type=_int_min(1), default=16, help="number of clients")
+        g.add_argument("--partition-alpha", type=_positive, default=0.1, help="Dirichlet concentration of the split")
+        g.add_argument("--partition-seed", type=_int_min(0), default=2020,
+                       help="seed of the split (numpy legacy generator; the official code's 2020)")
+
+
+def _add_engine_args(p: argparse.ArgumentParser, *, precisions=("fp32", "bf16", "fp64")) -> None:
+    g = p.add_argument_group("engine")
+    g.add_argument("--width", type=_positive, default=1.0,
+                   help="VGG-11 width multiplier (1 = the paper's 9.75 M parameters; e.g. 0.03 for CPU tests)")
+    g.add_argument("--precision", choices=list(precisions), default="fp32",
+                   help="fp32; bf16 = autocast with float32 master weights (CUDA only); fp64 (exactness checks)")
+    g.add_argument("--path", choices=["grouped", "vmap"], default="grouped",
+                   help="grouped: clients as one network of grouped convolutions; vmap: torch.func.vmap")
+    g.add_argument("--cuda-graph", action="store_true", help="capture the local steps in CUDA graphs (CUDA only)")
+    add_device_arg(g)
+
+
+def load_data_from_args(args: argparse.Namespace):
+    """The data named by ``--sample`` / ``--data-root`` (``--download``), errors as CLIError."""
+    from ..experiments.cifar10 import load_data
+
+    if args.sample and args.data_root is not None:
+        raise CLIError("--sample and --data-root exclude each other")
+    if not args.sample and args.data_root is None:
+        raise CLIError("no data: pass --data-root DIR (the folder containing cifar-10-batches-py; add --download "
+                       "to fetch it) or --sample for the shipped sample")
+    try:
+        return load_data(args.data_root, sample=args.sample, download=args.download)
+    except FileNotFoundError as exc:
+        flag = "--sample" if args.sample else "--data-root"
+        raise CLIError(f"{flag}: {exc}") from None
+    except ValueError as exc:
+        raise CLIError(f"{'--sample' if args.sample else '--data-root'}: {exc}") from None
+
+
+def _check_device(args: argparse.Namespace) -> str:
+    import torch
+
+    from ..experiments.cifar10 import resolve_device
+
+    device = resolve_device(args.device)
+    try:
+        dev = torch.device(device)
+    except (RuntimeError, TypeError) as exc:
+        raise CLIError(f"--device: not a torch device: {device!r} ({exc})") from None
+    if dev.type == "cuda" and not torch.cuda.is_available():
+        raise CLIError(f"--device {device}: torch sees no CUDA GPU on this machine; use --device cpu")
+    if args.precision == "bf16" and dev.type != "cuda":
+        raise CLIError(f"--precision bf16 needs a CUDA GPU (autocast with bfloat16), but the device is {device}"
+                       + ("" if torch.cuda.is_available() else " (torch sees no GPU)") + "; use --precision fp32")
+    if args.cuda_graph and dev.type != "cuda":
+        raise CLIError(f"--cuda-graph needs a CUDA GPU, but the device is {device}; drop --cuda-graph")
+    return device
+
+
+# ============================================================================ run cifar10
+def add_run_parser(sub) -> argparse.ArgumentParser:
+    p = sub.add_parser("cifar10", help="VGG-11 on CIFAR-10 split over 16 clients (Table 1 setup)",
+                       description=DESCRIPTION, formatter_class=HelpFormatter)
+    _add_data_args(p)
+    add_algorithm_args(p, algorithm="fednova", lr=0.05, lr_decay="step", weight_decay=1e-4)
+    add_schedule_args(p, rounds=100, epochs="2", batch_size=32)
+    _add_engine_args(p)
+    add_output_args(p)
+    p.set_defaults(handler=run_cifar10)
+    return p
+
+
+def run_cifar10(args: argparse.Namespace) -> int:
+    from ..experiments.cifar10 import train_runs
+
+    check_output_path(args.out)
+    algorithm = build_algorithm(args)
+    lo, hi = resolve_epochs(args)
+    device = _check_device(args)
+    check_participation(args, args.num_clients)
+    data = load_data_from_args(args)
+    try:
+        from ..data.partition import dirichlet_partition
+
+        parts = dirichlet_partition(data.train_labels, args.num_clients, args.partition_alpha, args.partition_seed)
+    except ValueError as exc:
+        raise CLIError(f"--num-clients / --partition-alpha: {exc}") from None
+    name = f"{args.algorithm} seed {args.seed}"
+    bar = progress_bar(args, args.rounds, args.algorithm)
+
+    def on_round(t, records, elapsed):
+        if bar is not None:
+            bar.set_postfix(loss=f"{records[0].train_loss:.4f}", acc=f"{records[0].test_accuracy:.3f}", refresh=False)
+            bar.update(1)
+
+    try:
+        with RunClock() as clock:
+            res = train_runs([{"algorithm": algorithm, "epochs": (lo, hi), "seed": args.seed, "name": name,
+                               "sampling": args.sampling, "clients_per_round": args.clients_per_round}],
+                             data, parts, rounds=args.rounds, width=args.width, device=device,
+                             precision=args.precision, path=args.path, cuda_graph=args.cuda_graph,
+                             batch_size=args.batch_size, lr_decay=args.lr_decay, callback=on_round)
+    except FloatingPointError as exc:
+        raise CLIError(f"run cifar10 ({name}): {exc}; nothing written") from None
+    finally:
+        if bar is not None:
+            bar.close()
+    history = res["histories"][0]
+    config = {"problem": "cifar10-vgg11",
+              "data": {"source": data.source, "num_train": int(len(data.train_labels)),
+                       "num_test": int(len(data.test_labels)), "num_clients": args.num_clients,
+                       "partition_alpha": args.partition_alpha, "partition_seed": args.partition_seed,
+                       "num_samples": [len(c) for c in parts]},
+              **config_from_args(args, ALGORITHM_FLAGS + SCHEDULE_FLAGS),
+              "width": args.width, "precision": args.precision, "path": args.path, "cuda_graph": args.cuda_graph,
+              "device": device}
+    last = history[-1]
+    summary = {"final_train_loss": last["train_loss"], "final_test_accuracy": last["test_accuracy"],
+               "rounds": len(history), "seconds_per_round": res["seconds"] / len(history)}
+    result = make_result(config, history, clock.provenance(device), summary=summary)
+    if args.out is not None:
+        write_result(args.out, result)
+    info(args, f"{args.algorithm}: final training loss {last['train_loss']:.4f}, test accuracy "
+               f"{last['test_accuracy']:.4f} after {len(history)} rounds ({result['provenance']['wall_time_s']:.1f} s)"
+               + (f"; wrote {args.out}" if args.out else ""))
+    return 0
+
+
+# ============================================================================ bench cifar10
+BENCH_DESCRIPTION = """\
+Images per second, in one process on one device, of (a) the per-client eager loop common
+simulators use (one VGG-11, torch.optim.SGD, clients one after another, batch 32) and (b)
+the stacked engine, on the same round: the official Dir(0.1) split (seed 2020) of the
+available labels over 16 clients, E = 2, the clients' tau_i scaled so that the longest one
+runs --steps local steps (the shrinking-prefix structure kept; --full-round for the whole
+round). One warm-up round per side, then --repeat timed rounds (median); evaluation
+excluded. Without --data-root the shipped sample is used. On a CPU use a tiny --width
+(default 0.03 without a GPU, 1 with one)."""
+
+def add_bench_parser(sub) -> argparse.ArgumentParser:
+    p = sub.add_parser("cifar10", help="stacked engine vs the per-client eager loop on VGG-11",
+                       description=BENCH_DESCRIPTION,
+                       formatter_class=HelpFormatter)
+    _add_data_args(p, clients=False)
+    g = p.add_argument_group("benchmark")
+    g.add_argument("--steps", type=_int_min(1), default=20,
+                   help="local steps of the longest client (the round's tau_i scaled to it)")
+    g.add_argument("--full-round", action="store_true", help="time the whole E = 2 round instead of --steps")
+    g.add_argument("--repeat", type=_int_min(1), default=2, help="timed rounds per side (after one warm-up)")
+    _add_engine_args(p, precisions=("fp32", "bf16"))
+    g.add_argument("--json", type=Path, default=None, help="write the measurements (with provenance) to this file")
+    g.add_argument("--quiet", action="store_true", help="print nothing but errors")
+    p.set_defaults(handler=bench_cifar10_command, width=0.03 if not _has_cuda() else 1.0)
+    return p
+
+
+def _has_cuda() -> bool:
+    try:
+        import torch
+
+        return torch.cuda.is_available()
+    except Exception:  # pragma: no cover
+        return False
+
+
+def bench_cifar10_command(args: argparse.Namespace) -> int:
+    from ..experiments.cifar10 import bench_cifar10, format_bench
+
+    check_output_path(args.json)
+    device = _check_device(args)
+    if not args.sample and args.data_root is None:
+        args.sample = True  # the benchmark needs only the labels' split and some images
+    data = load_data_from_args(args)
+    say = None if args.quiet else (lambda s: print(s, file=sys.stderr, flush=True))
+    with RunClock() as clock:
+        out = bench_cifar10(data, width=args.width, steps=None if args.full_round else args.steps, device=device,
+                            precision=args.precision, cuda_graph=args.cuda_graph, path=args.path,
+                            repeat=args.repeat, progress=say)
+    out["config"]["data"] = data.source
+    result = make_result(out["config"], None, clock.provenance(device), kind="bench", summary=out["results"])
+    if args.json is not None:
+        write_result(args.json, result)
+    if not args.quiet:
+        print(format_bench(out["results"]))
+        if args.json is not None:
+            print(f"wrote {args.json}")
+    return 0
+
+
+# ============================================================================ table1
+TABLE1_DESCRIPTION = """\
+Run the Table 1 cells (paper Section 6) that are missing from --results, one result file
+{cell_id}__seed{s}.json per cell and seed, in this order: every cell with the first seed,
+then every cell with the next seed. Cells: E=2 and E~U(2,5) (inclusive) x local SGD,
+momentum, proximal (FedAvg/FedProx vs FedNova); SCAFFOLD, FedNova-VR and momentum + VR
+(U(2,5)); hybrid momentum (local + server momentum 0.9) and server momentum 0.9 alone
+(FedNova, U(2,5)). lr 0.02 with momentum (local or server), else 0.05; mu 0.005 (E=2),
+0.001 (U(2,5)). A run whose estimated time (seconds per run-round from earlier results with
+the same engine settings, else measured on the first round) does not fit in the remaining
+--budget-seconds is not started."""
+
+
+def add_table1_parser(sub) -> argparse.ArgumentParser:
+    p = sub.add_parser("table1", help="run the missing Table 1 cells within a time budget",
+                       description=TABLE1_DESCRIPTION, formatter_class=HelpFormatter)
+    p.add_argument("--results", type=Path, default=Path("data/results/cifar10"),
+                   help="folder of the result files (created if missing)")
+    p.add_argument("--budget-seconds", type=float, required=True,
+                   help="wall-clock budget; no run is started that is not expected to finish within it")
+    p.add_argument("--seeds", default="0,1,2", help="comma-separated run seeds")
+    p.add_argument("--cells", default=None, help="comma-separated cell ids (default: all, in table order)")
+    p.add_argument("--rounds", type=_int_min(1), default=100, help="rounds per run (100 in the paper)")
+    p.add_argument("--stack", type=_int_min(1), default=None,
+                   help="runs trained together in one engine (default: 6 on CUDA, 2 on the CPU)")
+    p.add_argument("--dry-run", action="store_true", help="list what would run, run nothing")
+    p.add_argument("--list-cells", action="store_true", help="print the cells and their hyper-parameters")
+    _add_data_args(p, clients=False)
+    _add_engine_args(p)
+    p.set_defaults(handler=table1_command)
+    return p
+
+
+def _parse_seeds(text: str):
+    try:
+        seeds = [int(s) for s in text.split(",") if s.strip() != ""]
+    except ValueError:
+        raise CLIError(f"--seeds: expected comma-separated integers like 0,1,2, got {text!r}") from None
+    if not seeds or any(s < 0 for s in seeds) or len(set(seeds)) != len(seeds):
+        raise CLIError(f"--seeds: expected distinct integers >= 0, got {text!r}")
+    return seeds
+
+
+def table1_command(args: argparse.Namespace) -> int:
+    from ..experiments.cifar10 import CELL_IDS, CELLS, run_table1
+
+    if args.list_cells:
+        for c in CELLS:
+            print(f"{c.id:26s} {c.algorithm:10s} solver={c.solver:8s} E={c.epochs:3s} lr={c.lr} mu={c.mu} "
+                  f"server={c.server}" + (f" beta={c.server_momentum}" if c.server_momentum else "")
+                  + (f" tau_eff={c.tau_eff}" if c.tau_eff else ""))
+        return 0
+    if not args.budget_seconds >= 0:
+        raise CLIError(f"--budget-seconds must be >= 0, got {args.budget_seconds}")
+    seeds = _parse_seeds(args.seeds)
+    cells = None
+    if args.cells:
+        cells = [c.strip() for c in args.cells.split(",") if c.strip()]
+        bad = [c for c in cells if c not in CELL_IDS]
+        if bad:
+            raise CLIError(f"--cells: unknown cell(s) {bad}; known: {', '.join(CELL_IDS)}")
+    if args.results.exists() and not args.results.is_dir():
+        raise CLIError(f"--results {args.results}: not a folder")
+    if args.dry_run:
+        run_table1(args.results, budget_seconds=args.budget_seconds, seeds=seeds, cells=cells, dry_run=True)
+        return 0
+    device = _check_device(args)
+    data = load_data_from_args(args)
+    args.results.mkdir(parents=True, exist_ok=True)
+    stack = args.stack or (6 if device.startswith("cuda") else 2)
+    try:
+        out = run_table1(args.results, budget_seconds=args.budget_seconds, seeds=seeds, cells=cells, data=data,
+                         data_source=data.source, width=args.width, rounds=args.rounds, device=device,
+                         precision=args.precision, path=args.path, cuda_graph=args.cuda_graph, stack=stack,
+                         log=lambda s: print(s, flush=True))
+    except FloatingPointError as exc:
+        raise CLIError(str(exc)) from None
+    print(f"table1: {len(out['written'])} written, {len(out['skipped'])} already present, "
+          f"{len(out['not_started'])} not started, {len(out['aborted'])} stopped for the budget", flush=True)
+    return 0

@@ -1,0 +1,321 @@
+"""Flags, checks and plumbing shared by every ``python -m fedlib`` command.
+
+A command module (``fedlib/cli/synthetic.py``, ``fedlib/cli/cifar10.py``, ...) builds
+its parser from these groups, with its own defaults::
+
+    p = subparsers.add_parser("synthetic", help=..., formatter_class=HelpFormatter)
+    add_algorithm_args(p, lr=0.02)
+    add_schedule_args(p, rounds=100, epochs="2", batch_size=20)
+    add_output_args(p)
+    p.set_defaults(handler=my_run)
+
+and, in the handler, turns the parsed flags into library objects:
+:func:`build_algorithm` (algorithm + local solver + server optimizer, with every
+impossible combination reported as :class:`CLIError` naming the flag),
+:func:`check_participation`, :func:`lr_schedule`, :func:`check_output_path`,
+:func:`progress_bar`, and finally :func:`fedlib.results.write_result`.
+:func:`config_from_args` records the resolved flags in the result's ``config``.
+
+Errors: :class:`CLIError` (and ``ValueError`` from the library, e.g. a malformed data
+file, and :class:`~fedlib.engines.batched.DivergenceError`) are printed as
+``fedlib: error: ...`` on stderr with exit status 2 by :func:`fedlib.cli.main`; no
+output file is written.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from pathlib import Path
+from typing import Callable, Optional
+
+from ..algorithms import ALGORITHMS, FederatedAlgorithm, make_algorithm
+from ..sampling import SAMPLING_SCHEMES
+from ..schedules import parse_epochs, step_decay_lr
+from ..server import SERVER_OPTIMIZERS, make_server_optimizer
+from ..solvers import SOLVERS, make_solver
+
+__all__ = ["CLIError", "HelpFormatter", "add_algorithm_args", "add_schedule_args", "add_output_args", "add_device_arg",
+           "build_algorithm", "resolve_epochs", "check_participation", "lr_schedule", "check_output_path",
+           "progress_bar", "config_from_args", "ALGORITHM_FLAGS", "SCHEDULE_FLAGS"]
+
+
+class CLIError(ValueError):
+    """A bad flag or flag combination; the message names the flag."""
+
+
+class HelpFormatter(argparse.ArgumentDefaultsHelpFormatter, argparse.RawDescriptionHelpFormatter):
+    """Shows ``(default: X)`` except where the default is ``None``/``False`` (the help says what happens)."""
+
+    def _get_help_string(self, action):
+        if action.default is None or action.default is False or action.default is argparse.SUPPRESS:
+            return action.help
+        return super()._get_help_string(action)
+
+
+def _positive_float(flag: str) -> Callable[[str], float]:
+    def parse(text: str) -> float:
+        try:
+            value = float(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"must be a number, got {text!r}") from None
+        if not value > 0 or value != value or value == float("inf"):
+            raise argparse.ArgumentTypeError(f"must be a finite number > 0, got {text!r}")
+        return value
+
+    return parse
+
+
+def _nonneg_float(flag: str) -> Callable[[str], float]:
+    def parse(text: str) -> float:
+        try:
+            value = float(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"must be a number, got {text!r}") from None
+        if not value >= 0 or value == float("inf"):
+            raise argparse.ArgumentTypeError(f"must be a finite number >= 0, got {text!r}")
+        return value
+
+    return parse
+
+
+def _int_at_least(flag: str, low: int) -> Callable[[str], int]:
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"must be an integer, got {text!r}") from None
+        if value < low:
+            raise argparse.ArgumentTypeError(f"must be >= {low}, got {value}")
+        return value
+
+    return parse
+
+
+def _unit_interval(flag: str) -> Callable[[str], float]:
+    def parse(text: str) -> float:
+        try:
+            value = float(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"must be a number, got {text!r}") from None
+        if not 0 <= value < 1:
+            raise argparse.ArgumentTypeError(f"must lie in [0, 1), got {text!r}")
+        return value
+
+    return parse
+
+
+def _tau_eff(text: str):
+    if text in ("a_norm", "local_steps"):
+        return text
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be 'a_norm', 'local_steps' or a number > 0, got {text!r}") from None
+    if not value > 0 or value == float("inf"):
+        raise argparse.ArgumentTypeError(f"must be a finite number > 0, got {text!r}")
+    return value
+
+
+def _epochs(text: str) -> str:
+    try:
+        parse_epochs(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+    return text
+
+
+#: dest names of the flags added by add_algorithm_args / add_schedule_args (recorded in configs).
+ALGORITHM_FLAGS = ("algorithm", "solver", "lr", "lr_decay", "mu", "momentum", "weight_decay", "tau_eff", "server",
+                   "server_momentum", "server_lr")
+SCHEDULE_FLAGS = ("rounds", "epochs", "batch_size", "clients_per_round", "sampling", "seed")
+
+
+def add_algorithm_args(parser: argparse.ArgumentParser, *, algorithm: str = "fednova", lr: float = 0.02,
+                       lr_decay: str = "constant", weight_decay: float = 0.0) -> argparse._ArgumentGroup:
+    """``--algorithm --solver --lr --lr-decay --mu --momentum --weight-decay --tau-eff
+    --server --server-momentum --server-lr`` (defaults per command)."""
+    g = parser.add_argument_group("algorithm")
+    g.add_argument("--algorithm", choices=list(ALGORITHMS), default=algorithm,
+                   help="federated algorithm (fedprox = FedAvg aggregation with a proximal local solver)")
+    g.add_argument("--solver", choices=list(SOLVERS), default=None,
+                   help="local solver (default: prox for fedprox, else sgd)")
+    g.add_argument("--lr", type=_positive_float("--lr"), default=lr, help="client learning rate eta")
+    g.add_argument("--lr-decay", choices=["constant", "step"], default=lr_decay,
+                   help="client lr across rounds: constant, or step = /10 after 50%% and /100 after 75%% "
+                        "of the rounds")
+    g.add_argument("--mu", type=_nonneg_float("--mu"), default=None,
+                   help="proximal coefficient mu (> 0; required by fedprox and the prox solvers, refused by "
+                        "the others)")
+    g.add_argument("--momentum", type=_unit_interval("--momentum"), default=None,
+                   help="local heavy-ball factor rho in [0, 1) for the momentum solvers (default: 0.9)")
+    g.add_argument("--weight-decay", type=_nonneg_float("--weight-decay"), default=weight_decay,
+                   help="weight decay added to every local gradient (not part of a_i)")
+    g.add_argument("--tau-eff", type=_tau_eff, default=None,
+                   help="FedNova's tau_eff: a_norm (sum p_i ||a_i||_1), local_steps (sum p_i tau_i) or a number; "
+                        "only for fednova / fednova-vr (default: a_norm)")
+    g.add_argument("--server", choices=list(SERVER_OPTIMIZERS), default="plain",
+                   help="server optimizer applied to the aggregated update")
+    g.add_argument("--server-momentum", type=_unit_interval("--server-momentum"), default=None,
+                   help="server momentum factor beta for --server momentum (default: 0.9)")
+    g.add_argument("--server-lr", type=_positive_float("--server-lr"), default=None,
+                   help="server learning rate for --server plain (default: 1) or adam (default: 0.01)")
+    return g
+
+
+def add_schedule_args(parser: argparse.ArgumentParser, *, rounds: int = 100, epochs: str = "2",
+                      batch_size: int = 20) -> argparse._ArgumentGroup:
+    """``--rounds --epochs --batch-size --clients-per-round --sampling --seed``."""
+    g = parser.add_argument_group("rounds and clients")
+    g.add_argument("--rounds", type=_int_at_least("--rounds", 1), default=rounds, help="communication rounds")
+    g.add_argument("--epochs", type=_epochs, default=epochs,
+                   help="local epochs E: an integer ('2') or an inclusive range ('2-5') drawn per client and round; "
+                        "tau_i = E * ceil(n_i / batch size)")
+    g.add_argument("--batch-size", type=_int_at_least("--batch-size", 1), default=batch_size,
+                   help="mini-batch size per client")
+    g.add_argument("--sampling", choices=list(SAMPLING_SCHEMES), default="full",
+                   help="client participation: full, with-replacement (q draws with probability p_i, simple "
+                        "average) or uniform (q distinct clients, weights p_i m / q)")
+    g.add_argument("--clients-per-round", type=_int_at_least("--clients-per-round", 1), default=None,
+                   help="q, clients per round (required by --sampling with-replacement / uniform)")
+    g.add_argument("--seed", type=_int_at_least("--seed", 0), default=0,
+                   help="run seed: mini-batches, sampling, random epochs")
+    return g
+
+
+def add_device_arg(parser_or_group, *, default: Optional[str] = None) -> None:
+    """``--device`` (``cpu``, ``cuda``, ``cuda:1``; default: CUDA when torch sees a GPU)."""
+    parser_or_group.add_argument("--device", default=default,
+                                 help="torch device (default: cuda when torch sees a GPU, else cpu)")
+
+
+def add_output_args(parser: argparse.ArgumentParser) -> argparse._ArgumentGroup:
+    """``--out --quiet --progress``."""
+    g = parser.add_argument_group("output")
+    g.add_argument("--out", type=Path, default=None,
+                   help="write the result (config, provenance, per-round history) to this JSON file, atomically")
+    g.add_argument("--quiet", action="store_true", help="no progress bar and no summary on stdout")
+    g.add_argument("--progress", action="store_true",
+                   help="show the progress bar even when stderr is not a terminal")
+    return g
+
+
+# ----------------------------------------------------------------------------- resolution
+def build_algorithm(args: argparse.Namespace) -> FederatedAlgorithm:
+    """The algorithm, local solver and server optimizer named by the flags.
+
+    Fills ``args.solver`` / ``args.momentum`` / ``args.server_momentum`` /
+    ``args.server_lr`` with their resolved defaults; raises :class:`CLIError` naming the
+    flag for every impossible combination.
+    """
+    algo = args.algorithm
+    solver = args.solver
+    if solver is None:
+        solver = "prox" if algo == "fedprox" else "sgd"
+    proximal = solver in ("prox", "momentum-prox")
+    if algo == "fedprox" and not proximal:
+        raise CLIError(f"--solver: fedprox needs a proximal local solver (prox or momentum-prox), got {solver}")
+    if proximal and not (args.mu is not None and args.mu > 0):
+        what = "fedprox" if algo == "fedprox" else f"--solver {solver}"
+        raise CLIError(f"--mu: {what} needs a proximal coefficient --mu > 0"
+                       + (f", got {args.mu:g}" if args.mu is not None else ""))
+    if not proximal and args.mu is not None:
+        raise CLIError(f"--mu is only used by the prox solvers (prox, momentum-prox), not by --solver {solver}")
+    uses_momentum = solver in ("momentum", "momentum-prox")
+    if not uses_momentum and args.momentum is not None:
+        raise CLIError(f"--momentum is only used by the momentum solvers, not by --solver {solver}")
+    momentum = (0.9 if args.momentum is None else args.momentum) if uses_momentum else None
+    if args.tau_eff is not None and ALGORITHMS[algo][0] != "fednova":
+        raise CLIError(f"--tau-eff can only be set for fednova and fednova-vr, not {algo} (its tau_eff is implicit)")
+    if args.server_momentum is not None and args.server != "momentum":
+        raise CLIError(f"--server-momentum needs --server momentum, got --server {args.server}")
+    if args.server_lr is not None and args.server == "momentum":
+        raise CLIError("--server-lr is not used by --server momentum (its step is the client lr)")
+    server_momentum = (0.9 if args.server_momentum is None else args.server_momentum) \
+        if args.server == "momentum" else None
+    server_lr = None if args.server == "momentum" else (
+        args.server_lr if args.server_lr is not None else (0.01 if args.server == "adam" else 1.0))
+    try:
+        local = make_solver(solver, args.lr, momentum=momentum if momentum is not None else 0.9,
+                            mu=args.mu or 0.0, weight_decay=args.weight_decay)
+    except ValueError as exc:
+        flag = "--mu" if str(exc).startswith("mu") else "--lr" if str(exc).startswith("lr") else "--solver"
+        raise CLIError(f"{flag}: {exc}") from None
+    server = make_server_optimizer(args.server, server_lr=server_lr or 1.0, beta=server_momentum or 0.9)
+    args.solver, args.momentum, args.server_momentum, args.server_lr = solver, momentum, server_momentum, server_lr
+    try:
+        return make_algorithm(algo, local, server, args.tau_eff)
+    except ValueError as exc:
+        raise CLIError(f"--algorithm {algo}: {exc}") from None
+
+
+def resolve_epochs(args: argparse.Namespace) -> tuple[int, int]:
+    """``(low, high)`` of ``--epochs`` (inclusive)."""
+    try:
+        return parse_epochs(args.epochs)
+    except ValueError as exc:
+        raise CLIError(f"--epochs: {exc}") from None
+
+
+def check_participation(args: argparse.Namespace, num_clients: int) -> None:
+    """``--sampling`` / ``--clients-per-round`` against the number of clients."""
+    q = args.clients_per_round
+    if args.sampling == "full":
+        if q is not None and q != num_clients:
+            raise CLIError(f"--clients-per-round {q} needs --sampling with-replacement or uniform "
+                           f"(with --sampling full all {num_clients} clients take part)")
+        return
+    if q is None:
+        raise CLIError(f"--clients-per-round is required with --sampling {args.sampling}")
+    if args.sampling == "uniform" and q > num_clients:
+        raise CLIError(f"--clients-per-round {q} is larger than the number of clients ({num_clients}); "
+                       "--sampling uniform draws distinct clients")
+
+
+def lr_schedule(args: argparse.Namespace) -> Optional[Callable[[int], float]]:
+    """``round -> client lr`` for ``--lr-decay step`` (``None`` = constant)."""
+    if args.lr_decay == "constant":
+        return None
+    base, total = args.lr, args.rounds
+    return lambda t: step_decay_lr(base, t, total)
+
+
+def check_output_path(path: Optional[Path]) -> None:
+    """Fail *before* the run if ``--out`` cannot be written."""
+    if path is None:
+        return
+    folder = path.parent if str(path.parent) else Path(".")
+    if path.is_dir():
+        raise CLIError(f"--out {path}: is a folder, give a file name like result.json")
+    if not folder.is_dir():
+        raise CLIError(f"--out {path}: folder {folder} does not exist")
+    if not os.access(folder, os.W_OK):
+        raise CLIError(f"--out {path}: folder {folder} is not writable")
+
+
+def progress_bar(args: argparse.Namespace, total: int, desc: str):
+    """A tqdm bar on stderr (round, loss, ETA) when stderr is a terminal (or ``--progress``),
+    never with ``--quiet``; returns ``None`` when disabled."""
+    if args.quiet or not (args.progress or sys.stderr.isatty()):
+        return None
+    from tqdm.auto import tqdm
+
+    return tqdm(total=total, desc=desc, unit="round", file=sys.stderr, dynamic_ncols=True)
+
+
+def config_from_args(args: argparse.Namespace, names) -> dict:
+    """``{name: value}`` of the resolved flags ``names`` (paths as strings)."""
+    out = {}
+    for name in names:
+        value = getattr(args, name, None)
+        out[name] = os.fspath(value) if isinstance(value, os.PathLike) else value
+    return out
+
+
+def info(args: argparse.Namespace, message: str) -> None:
+    """Print ``message`` on stdout unless ``--quiet``."""
+    if not args.quiet:
+        print(message, flush=True)
+
+
+__all__ += ["info"]

@@ -1,0 +1,208 @@
+"""``python -m fedlib run synthetic`` and ``python -m fedlib bench synthetic``.
+
+Multinomial logistic regression (:mod:`fedlib.problems.logistic`) on Synthetic(alpha,
+beta) generated on the fly (FedProx's generator, :func:`fedlib.data.synthetic`) or on a
+LEAF / FedProx JSON file or folder (``--data``), trained by the batched engine
+(:mod:`fedlib.engines.batched`) or the per-client loop (``--engine reference``).
+
+Example::
+
+    python -m fedlib run synthetic --algorithm fednova --epochs 1-5 --rounds 100 --out fednova.json
+    python -m fedlib run synthetic --algorithm fedprox --mu 1 --sampling with-replacement \\
+        --clients-per-round 10 --out fedprox.json
+    OMP_NUM_THREADS=2 OPENBLAS_NUM_THREADS=2 python -m fedlib bench synthetic --json bench.json
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from pathlib import Path
+
+from ..results import RunClock, make_result, write_result
+from .common import (ALGORITHM_FLAGS, SCHEDULE_FLAGS, CLIError, HelpFormatter, add_algorithm_args, add_device_arg,
+                     add_output_args, add_schedule_args, build_algorithm, check_output_path, check_participation,
+                     config_from_args, info, lr_schedule, progress_bar, resolve_epochs)
+
+__all__ = ["add_run_parser", "add_bench_parser", "run_synthetic", "bench_synthetic_command", "load_dataset"]
+
+DESCRIPTION = """\
+Train multinomial logistic regression (d -> C, FedNova paper Section 6) with one federated
+algorithm and write the per-round history (global training loss F(x) = sum_i p_i F_i(x),
+test accuracy on the union of the client test sets, tau_eff, chi^2(p||w), the local steps
+tau_i) to --out. Data: Synthetic(--alpha, --beta) with --num-clients clients (FedProx's
+generator, seed --data-seed), or a LEAF / FedProx JSON file or folder (--data).
+Paper settings: batch 20, lr 0.02, E = 2 or E_i ~ U{1..5}."""
+
+
+def _nonneg(text: str) -> float:
+    try:
+        v = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be a number, got {text!r}") from None
+    if not 0 <= v < float("inf"):
+        raise argparse.ArgumentTypeError(f"must be a finite number >= 0, got {text!r}")
+    return v
+
+
+def _int_min(low: int):
+    def parse(text: str) -> int:
+        try:
+            v = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"must be an integer, got {text!r}") from None
+        if v < low:
+            raise argparse.ArgumentTypeError(f"must be >= {low}, got {v}")
+        return v
+
+    return parse
+
+
+def _add_data_args(p: argparse.ArgumentParser) -> None:
+    g = p.add_argument_group("data")
+    g.add_argument("--data", type=Path, default=None,
+                   help="a LEAF / FedProx JSON file (training data only) or folder (train/ and test/ subfolders); "
+                        "default: generate Synthetic(--alpha, --beta)")
+    g.add_argument("--alpha", type=_nonneg, default=1.0, help="Synthetic: spread of the client models (std)")
+    g.add_argument("--beta", type=_nonneg, default=1.0, help="Synthetic: spread of the client inputs (std)")
+    g.add_argument("--num-clients", type=_int_min(1), default=30, help="Synthetic: number of clients")
+    g.add_argument("--data-seed", type=_int_min(0), default=0,
+                   help="Synthetic: seed of the data set (fixed across run seeds, like the paper's one data set)")
+    g.add_argument("--num-classes", type=_int_min(2), default=None,
+                   help="number of classes (default: 10 for Synthetic; largest label + 1 for --data)")
+    g.add_argument("--l2", type=_nonneg, default=0.0,
+                   help="L2 penalty l2/2 ||W||^2 (FedProx's model declares 0.001 but never adds it to its loss)")
+
+
+def add_run_parser(sub) -> argparse.ArgumentParser:
+    p = sub.add_parser("synthetic", help="logistic regression on Synthetic(alpha, beta) or LEAF data",
+                       description=DESCRIPTION, formatter_class=HelpFormatter)
+    _add_data_args(p)
+    add_algorithm_args(p, algorithm="fednova", lr=0.02)
+    add_schedule_args(p, rounds=100, epochs="2", batch_size=20)
+    g = p.add_argument_group("engine")
+    g.add_argument("--engine", choices=["batched", "reference"], default="batched",
+                   help="batched: all clients of a round as array operations; reference: one client after "
+                        "another (the same numbers, slower)")
+    g.add_argument("--backend", choices=["numpy", "torch"], default="numpy",
+                   help="array library of the batched engine (torch runs on --device)")
+    add_device_arg(g)
+    add_output_args(p)
+    p.set_defaults(handler=run_synthetic)
+    return p
+
+
+def load_dataset(args: argparse.Namespace):
+    """The federated data set named by ``--data`` or the Synthetic flags."""
+    from ..data import load_leaf, synthetic
+
+    if args.data is not None:
+        try:
+            return load_leaf(args.data, num_classes=args.num_classes)
+        except ValueError as exc:
+            raise CLIError(f"--data: {exc}") from None
+    return synthetic(args.alpha, args.beta, num_clients=args.num_clients, seed=args.data_seed,
+                     num_classes=args.num_classes or 10)
+
+
+def _data_config(args, ds) -> dict:
+    base = {"num_clients": ds.num_clients, "num_features": ds.num_features, "num_classes": ds.num_classes,
+            "num_samples": ds.num_samples.tolist()}
+    if args.data is not None:
+        return {"source": os.fspath(args.data), "name": ds.name, **base}
+    return {"generator": "synthetic", "alpha": args.alpha, "beta": args.beta, "data_seed": args.data_seed, **base}
+
+
+def run_synthetic(args: argparse.Namespace) -> int:
+    from ..engines.batched import resolve_device, run_engine
+    from ..problems.logistic import LogisticProblem
+    from ..schedules import make_epoch_schedule
+
+    check_output_path(args.out)
+    algorithm = build_algorithm(args)
+    if args.engine == "reference" and (args.backend != "numpy" or args.device not in (None, "cpu")):
+        raise CLIError("--engine reference runs with numpy on the CPU: drop --backend / --device")
+    try:
+        device = resolve_device(args.backend, args.device)
+    except ValueError as exc:
+        raise CLIError(f"--device: {str(exc).removeprefix('device: ')}") from None
+    lo, hi = resolve_epochs(args)
+    ds = load_dataset(args)
+    check_participation(args, ds.num_clients)
+    problem = LogisticProblem(ds, l2=args.l2, num_classes=args.num_classes)
+    schedule = make_epoch_schedule(problem.num_samples, args.batch_size, (lo, hi), seed=args.seed)
+
+    bar = progress_bar(args, args.rounds, args.algorithm)
+
+    def on_round(rec):
+        if bar is not None:
+            loss = rec.get("train_loss")
+            bar.set_postfix(loss=f"{loss:.4f}" if loss is not None else "-", refresh=False)
+            bar.update(1)
+
+    try:
+        with RunClock() as clock:
+            run = run_engine(args.engine, algorithm, problem, schedule, args.rounds, batch_size=args.batch_size,
+                             seed=args.seed, sampling=args.sampling, clients_per_round=args.clients_per_round,
+                             lr_at=lr_schedule(args), backend=args.backend, device=device, callback=on_round)
+    finally:
+        if bar is not None:
+            bar.close()
+
+    config = {"problem": "synthetic-logistic" if args.data is None else "leaf-logistic",
+              "data": _data_config(args, ds), "l2": args.l2,
+              **config_from_args(args, ALGORITHM_FLAGS + SCHEDULE_FLAGS),
+              "engine": args.engine, "backend": args.backend, "device": device}
+    last = run.history[-1]
+    summary = {"final_train_loss": last["train_loss"], "final_test_accuracy": last["test_accuracy"],
+               "rounds": len(run.history)}
+    result = make_result(config, run.history, clock.provenance(device), initial=run.initial, summary=summary)
+    if args.out is not None:
+        write_result(args.out, result)
+    acc = last["test_accuracy"]
+    info(args, f"{args.algorithm}: final training loss {last['train_loss']:.6f}, test accuracy "
+               f"{'-' if acc is None else f'{acc:.4f}'} after {len(run.history)} rounds "
+               f"({result['provenance']['wall_time_s']:.1f} s)" + (f"; wrote {args.out}" if args.out else ""))
+    return 0
+
+
+# ----------------------------------------------------------------------------- bench
+def add_bench_parser(sub) -> argparse.ArgumentParser:
+    from ..bench import __doc__ as bench_doc
+
+    p = sub.add_parser("synthetic", help="batched engine vs the per-client loop on Synthetic(1,1)",
+                       description=bench_doc.split("\n\n")[0] + "\n\nRun with 2 threads: OMP_NUM_THREADS=2 "
+                       "OPENBLAS_NUM_THREADS=2 MKL_NUM_THREADS=2 python -m fedlib bench synthetic",
+                       formatter_class=HelpFormatter)
+    p.add_argument("--rounds", type=_int_min(1), default=5, help="rounds timed per engine and repetition")
+    p.add_argument("--repeat", type=_int_min(1), default=3, help="repetitions (the median is reported)")
+    p.add_argument("--epochs", default="2", help="local epochs: '2' or an inclusive range like '2-5'")
+    p.add_argument("--algorithm", choices=["fedavg", "fednova", "scaffold", "vrlsgd", "fednova-vr"],
+                   default="fednova", help="algorithm (local SGD, lr 0.02, batch 20)")
+    p.add_argument("--data-seed", type=_int_min(0), default=0, help="seed of the Synthetic(1,1) data set")
+    p.add_argument("--equal-sizes", action="store_true",
+                   help="split the same total number of samples equally over the clients (no critical path)")
+    p.add_argument("--with-eval", action="store_true", help="also evaluate F(x) after every round (both engines)")
+    p.add_argument("--json", type=Path, default=None, help="write the measurements (with provenance) to this file")
+    p.add_argument("--quiet", action="store_true", help="print nothing but errors")
+    p.set_defaults(handler=bench_synthetic_command)
+    return p
+
+
+def bench_synthetic_command(args: argparse.Namespace) -> int:
+    from ..bench import bench_synthetic, format_bench
+
+    check_output_path(args.json)
+    resolve_epochs(args)
+    with RunClock() as clock:
+        out = bench_synthetic(rounds=args.rounds, repeat=args.repeat, epochs=args.epochs, algorithm=args.algorithm,
+                              data_seed=args.data_seed, equal_sizes=args.equal_sizes, evaluate=args.with_eval,
+                              progress=None if args.quiet else (lambda s: print(s, file=sys.stderr, flush=True)))
+    result = make_result(out["config"], None, clock.provenance("cpu"), kind="bench", summary=out["results"])
+    if args.json is not None:
+        write_result(args.json, result)
+    if not args.quiet:
+        print(format_bench(out["results"]))
+        if args.json is not None:
+            print(f"wrote {args.json}")
+    return 0

@@ -1,0 +1,582 @@
+r"""The batched in-memory engine: all participating clients of a round advance together.
+
+For problems whose data fit in memory (Synthetic, LEAF; :class:`fedlib.problems.logistic.LogisticProblem`)
+a round of any algorithm of :mod:`fedlib.algorithms` runs as array operations over a
+leading *client axis* — there is no Python loop over clients inside a local step:
+
+1. participants :math:`S` (:func:`fedlib.sampling.sample_clients`) and their
+   :math:`\tau_i` (the schedule) are drawn; the clients are sorted by :math:`\tau_i`
+   descending, so the clients still running at local step :math:`k` are a **shrinking
+   prefix** ``[:a_k]`` of the stack (slice views; finished clients cost nothing);
+2. every client's mini-batches of the round are drawn up front
+   (:func:`minibatch_indices`: a fresh permutation per epoch from
+   ``generator(seed, "batches", round, client)``, :math:`\lceil n_i/B\rceil` batches per
+   epoch, the last partial batch kept) and gathered step-major into one array, padded to
+   ``B`` with per-sample weights :math:`1/|\text{batch}|` (0 on padding), so each
+   client's loss is the mean over its real samples;
+3. each local step is one batched gradient (:func:`fedlib.problems.logistic.packed_grad_`,
+   batched matmul on packed parameters :math:`\Theta=[W;b]`, shape ``(q, d+1, C)``)
+   followed by the local solver's step on the stack — weight decay, the stacked VR
+   correction :math:`\bar c - c_i`, heavy-ball momentum, the proximal term and
+   :math:`\eta_k`, element-wise exactly as :meth:`fedlib.solvers.LocalSolver.update`
+   (whose online counter gives :math:`\|a_i\|_1`; it is the same for every client at
+   the same step). ``fast=False`` calls ``LocalSolver.update`` itself on the stacked
+   arrays instead (slower, same numbers);
+4. the clients' changes go to :meth:`fedlib.algorithms.FederatedAlgorithm.apply`
+   (aggregation, control variates, server optimizer), then the global training loss
+   :math:`F(x)` and the test accuracy are evaluated.
+
+:func:`run_reference` runs the *same* algorithm the way common simulators do — for each
+client, for each local step: gradient, update — through
+:func:`fedlib.engines.reference.run_sequential` with a gradient function that draws the
+same batches (:class:`EpochBatcher`); the tests check both give the same numbers.
+
+Backends: ``"numpy"`` (default, float64 on the CPU) and ``"torch"`` (float64 tensors
+on ``device``; ``None`` picks CUDA when torch sees a GPU) — the same code, only the
+gradient kernel differs.
+
+Divergence: a non-finite aggregated update (``apply`` raises ``FloatingPointError``)
+or a non-finite training loss stops the run with :class:`DivergenceError`, whose
+``round`` attribute (and message) names the round (counted from 0).
+
+Example
+-------
+>>> from fedlib.data import synthetic
+>>> from fedlib.problems.logistic import LogisticProblem
+>>> from fedlib.algorithms import make_algorithm
+>>> from fedlib.solvers import sgd
+>>> from fedlib.schedules import FixedEpochs
+>>> prob = LogisticProblem(synthetic(num_clients=5, seed=0))
+>>> sched = FixedEpochs(prob.num_samples, 20, 1)
+>>> run = run_batched(make_algorithm("fednova", sgd(0.02)), prob, sched, 3, batch_size=20)
+>>> len(run.history), run.history[-1]["train_loss"] < run.initial["train_loss"]
+(3, True)
+"""
+from __future__ import annotations
+
+import re
+import time
+from typing import Callable, NamedTuple, Optional
+
+import numpy as np
+
+from .._validate import check_choice, check_int
+from ..algorithms import ClientUpdate, FederatedAlgorithm, ServerState
+from ..problems.logistic import LogisticProblem, pack_params, packed_grad_, unpack_params
+from ..rng import generator
+from ..sampling import SAMPLING_SCHEMES, sample_clients
+from ..solvers import SolverState
+from .reference import run_sequential
+
+__all__ = ["BACKENDS", "DivergenceError", "EngineRun", "minibatch_indices", "EpochBatcher", "run_batched",
+           "run_reference", "run_engine", "resolve_device"]
+
+BACKENDS = ("numpy", "torch")
+ENGINES = ("batched", "reference")
+
+#: Bytes of gathered mini-batches held at once (a window of steps; cache-sized is fastest).
+GATHER_BYTES = 2 ** 19
+
+
+class DivergenceError(FloatingPointError):
+    """The run diverged in round ``round`` (counted from 0): NaN/inf loss or update."""
+
+    def __init__(self, round_index: int, detail: str):
+        self.round = int(round_index)
+        super().__init__(f"diverged in round {self.round}: {detail}")
+
+
+class EngineRun(NamedTuple):
+    """Final parameters (``{"W", "b"}`` numpy), final server state (packed for the
+    batched engine), metrics before the first round, and one record per round."""
+
+    params: dict
+    state: ServerState
+    initial: dict
+    history: list
+
+
+# ----------------------------------------------------------------------------- batches
+def minibatch_indices(num_samples: int, batch_size: int, steps: int, rng: np.random.Generator):
+    r"""Sample indices of ``steps`` consecutive mini-batches of one client.
+
+    Epoch after epoch, a fresh permutation ``rng.permutation(num_samples)`` is cut into
+    :math:`\lceil n/B\rceil` batches (the last one partial when :math:`B \nmid n`);
+    step ``k`` uses batch ``k mod ceil(n/B)`` of epoch ``k // ceil(n/B)``.
+
+    Returns ``(idx, counts)``: ``idx`` ``(steps, B)`` int64 (padding entries are 0) and
+    ``counts`` ``(steps,)`` the real batch sizes.
+    """
+    n = check_int("num_samples", num_samples, minimum=1)
+    b = check_int("batch_size", batch_size, minimum=1)
+    steps = check_int("steps", steps, minimum=0)
+    spe = -(-n // b)
+    epochs = -(-steps // spe) if steps else 0
+    flat = np.zeros((epochs, spe * b), dtype=np.int64)
+    for e in range(epochs):
+        flat[e, :n] = rng.permutation(n)
+    idx = flat.reshape(epochs * spe, b)[:steps]
+    last = n - (spe - 1) * b
+    counts = np.full(epochs * spe, b, dtype=np.int64)
+    counts[spe - 1::spe] = last
+    return idx, counts[:steps]
+
+
+class EpochBatcher:
+    """Mini-batches like a data loader, for the per-client loop: ``batch(round, client, step)``
+    returns the sample indices of that step (the same as :func:`minibatch_indices` with
+    ``generator(seed, "batches", round, client)``), drawing one permutation per epoch
+    lazily. Only the current round is cached."""
+
+    def __init__(self, num_samples, batch_size: int, seed: int):
+        self.num_samples = np.asarray(num_samples, dtype=np.int64)
+        self.batch_size = check_int("batch_size", batch_size, minimum=1)
+        self.seed = check_int("seed", seed)
+        self._round = None
+        self._cache: dict = {}
+
+    def batch(self, round_index: int, client: int, step: int) -> np.ndarray:
+        if round_index != self._round:
+            self._round, self._cache = round_index, {}
+        entry = self._cache.get(client)
+        if entry is None:
+            entry = self._cache[client] = (generator(self.seed, "batches", round_index, client), [])
+        rng, perms = entry
+        n = int(self.num_samples[client])
+        spe = -(-n // self.batch_size)
+        epoch, j = divmod(step, spe)
+        while len(perms) <= epoch:
+            perms.append(rng.permutation(n))
+        return perms[epoch][j * self.batch_size:(j + 1) * self.batch_size]
+
+
+# ----------------------------------------------------------------------------- backends
+def resolve_device(backend: str, device: Optional[str]) -> str:
+    """The device a run uses: ``"cpu"`` for numpy; for torch ``device`` or, if ``None``,
+    ``"cuda"`` when torch sees a GPU, else ``"cpu"``."""
+    check_choice("backend", backend, BACKENDS)
+    if backend == "numpy":
+        if device not in (None, "cpu"):
+            raise ValueError(f"device: the numpy backend runs on the CPU only, got {device!r} (use backend='torch')")
+        return "cpu"
+    import torch
+
+    if device is None:
+        return "cuda" if torch.cuda.is_available() else "cpu"
+    if str(device).startswith("cuda") and not torch.cuda.is_available():
+        raise ValueError(f"device: {device!r} requested but torch sees no GPU")
+    return str(device)
+
+
+class _Numpy:
+    name = "numpy"
+
+    def __init__(self, device):
+        self.device = "cpu"
+
+    def asarray(self, x):
+        return np.ascontiguousarray(x, dtype=np.float64) if np.asarray(x).dtype.kind == "f" else np.asarray(x)
+
+    def empty(self, shape):
+        return np.empty(shape)
+
+    def zeros(self, shape):
+        return np.zeros(shape)
+
+    def to_numpy(self, x):
+        return x
+
+    @staticmethod
+    def mul(a, s, out):
+        return np.multiply(a, s, out=out)
+
+    @staticmethod
+    def sub(a, b, out):
+        return np.subtract(a, b, out=out)
+
+    @staticmethod
+    def take(src, rows, out):
+        """``out[...] = src[rows]`` (rows of ``src`` indexed by an integer array)."""
+        np.take(src, rows, axis=0, out=out, mode="clip")  # "raise" would buffer the output
+
+
+class _Torch:
+    name = "torch"
+
+    def __init__(self, device):
+        import torch
+
+        self.torch = torch
+        self.device = torch.device(device)
+
+    def asarray(self, x):
+        x = np.asarray(x)
+        dtype = self.torch.float64 if x.dtype.kind == "f" else self.torch.int64
+        return self.torch.as_tensor(x, dtype=dtype, device=self.device)
+
+    def empty(self, shape):
+        return self.torch.empty(shape, dtype=self.torch.float64, device=self.device)
+
+    def zeros(self, shape):
+        return self.torch.zeros(shape, dtype=self.torch.float64, device=self.device)
+
+    def to_numpy(self, x):
+        return x.detach().cpu().numpy()
+
+    def mul(self, a, s, out):
+        return self.torch.mul(a, s, out=out)
+
+    def sub(self, a, b, out):
+        return self.torch.sub(a, b, out=out)
+
+    def take(self, src, rows, out):
+        idx = self.torch.as_tensor(np.ascontiguousarray(rows).reshape(-1), device=self.device)
+        self.torch.index_select(src, 0, idx, out=out.view(-1, src.shape[1]))
+
+
+def _make_backend(backend: str, device: Optional[str]):
+    dev = resolve_device(backend, device)
+    return _Numpy(dev) if backend == "numpy" else _Torch(dev)
+
+
+# ----------------------------------------------------------------------------- checks
+def _check_common(algorithm, problem, schedule, rounds, batch_size, sampling, clients_per_round, seed):
+    if not isinstance(algorithm, FederatedAlgorithm):
+        raise ValueError(f"algorithm must be a fedlib FederatedAlgorithm, got {type(algorithm).__name__}")
+    if not isinstance(problem, LogisticProblem):
+        raise ValueError(f"problem must be a LogisticProblem, got {type(problem).__name__}")
+    rounds = check_int("rounds", rounds, minimum=0)
+    batch_size = check_int("batch_size", batch_size, minimum=1)
+    seed = check_int("seed", seed)
+    check_choice("sampling", sampling, SAMPLING_SCHEMES)
+    if not hasattr(schedule, "local_steps"):
+        raise ValueError("schedule must have a local_steps(round) method (see fedlib.schedules)")
+    m = problem.num_clients
+    if getattr(schedule, "num_clients", m) != m:
+        raise ValueError(f"schedule is for {schedule.num_clients} clients but the problem has {m}")
+    sb = getattr(schedule, "batch_size", None)
+    if sb is not None and sb != batch_size:
+        raise ValueError(f"batch_size: the epoch schedule counts steps with batch size {sb}, got {batch_size}")
+    if sampling != "full":
+        if clients_per_round is None:
+            raise ValueError(f"clients_per_round is required with sampling={sampling!r}")
+        clients_per_round = check_int("clients_per_round", clients_per_round, minimum=1)
+        if sampling == "uniform" and clients_per_round > m:
+            raise ValueError(f"clients_per_round: cannot sample {clients_per_round} of {m} clients without replacement")
+    return rounds, batch_size, seed, clients_per_round
+
+
+def _round_lr(algorithm, lr_at, t) -> float:
+    return float(algorithm.solver.lr if lr_at is None else lr_at(t))
+
+
+def _record(t, lr, diag, metrics, seconds) -> dict:
+    rec = {
+        "round": int(t),
+        "lr": float(lr),
+        "train_loss": metrics.get("train_loss"),
+        "test_accuracy": metrics.get("test_accuracy"),
+        "tau_eff": float(diag.tau_eff),
+        "chi2": float(diag.chi2),
+        "clients": [int(c) for c in diag.clients],
+        "local_steps": [int(s) for s in diag.local_steps],
+        "a_norms": [float(a) for a in diag.a_norms],
+        "weights": [float(w) for w in diag.weights],
+        "time_s": float(seconds),
+    }
+    return rec
+
+
+def _metrics(problem: LogisticProblem, params: dict, t: int, evaluate: bool) -> dict:
+    if not evaluate:
+        return {}
+    with np.errstate(all="ignore"):
+        m = problem.metrics(params)
+    if not np.isfinite(m["train_loss"]):
+        raise DivergenceError(t, f"the training loss is {m['train_loss']} (lower the learning rate)")
+    return m
+
+
+# ----------------------------------------------------------------------------- the batched engine
+def run_batched(algorithm: FederatedAlgorithm, problem: LogisticProblem, schedule, rounds: int, *, batch_size: int,
+                seed: int = 0, sampling: str = "full", clients_per_round: Optional[int] = None,
+                lr_at: Optional[Callable[[int], float]] = None, params: Optional[dict] = None,
+                backend: str = "numpy", device: Optional[str] = None, evaluate: bool = True, fast: bool = True,
+                callback: Optional[Callable[[dict], None]] = None) -> EngineRun:
+    r"""Run ``rounds`` rounds of ``algorithm`` on ``problem`` with all participants batched.
+
+    Parameters
+    ----------
+    algorithm : a :class:`~fedlib.algorithms.FederatedAlgorithm` (any solver, VR, server optimizer).
+    problem : :class:`~fedlib.problems.logistic.LogisticProblem`.
+    schedule : ``local_steps(round) -> (m,)`` :math:`\tau_i` (:mod:`fedlib.schedules`;
+        an epoch schedule must use ``batch_size``).
+    batch_size : :math:`B`.
+    seed : run seed: batches, sampling (and the schedule's own seed for random epochs).
+    sampling, clients_per_round : participation (``"full"``, ``"with-replacement"``, ``"uniform"``).
+    lr_at : ``round -> client lr`` (default: the solver's lr every round).
+    params : starting parameters ``{"W", "b"}`` (default: zeros).
+    backend, device : ``"numpy"`` or ``"torch"`` (device ``None`` = CUDA if available).
+    evaluate : compute ``train_loss`` / ``test_accuracy`` after every round.
+    fast : fused in-place solver step (default) or :meth:`LocalSolver.update` on the stack.
+    callback : called with each round's record.
+
+    Returns
+    -------
+    :class:`EngineRun`; each history record has ``round`` (from 0), ``lr``,
+    ``train_loss`` (:math:`F(x)` after the round), ``test_accuracy``, ``tau_eff``,
+    ``chi2``, ``clients``, ``local_steps`` (:math:`\tau_i`), ``a_norms``, ``weights``
+    (:math:`w_i`) and ``time_s``.
+    """
+    rounds, batch_size, seed, clients_per_round = _check_common(
+        algorithm, problem, schedule, rounds, batch_size, sampling, clients_per_round, seed)
+    be = _make_backend(backend, device)
+    x0 = problem.init_params() if params is None else params
+    problem.model._check_params(x0, stacked=False)
+    p = problem.p
+    m = problem.num_clients
+    B = batch_size
+    D = problem.model.num_features + 1
+    C = problem.model.num_classes
+    l2 = problem.l2
+    n_i = problem.num_samples
+
+    # data on the backend: features with a trailing 1 (bias), one-hot labels
+    xa_np = np.concatenate([problem.train_x, np.ones((problem.train_x.shape[0], 1))], axis=1)
+    Xall = be.asarray(xa_np)
+    Yall = be.asarray(np.eye(C)[problem.train_y])
+
+    state = algorithm.init(be.asarray(pack_params(x0)), m)
+    initial = _metrics(problem, _to_dict(be, state.params), -1, evaluate) if evaluate else {}
+    history = []
+    for t in range(rounds):
+        start = time.perf_counter()
+        lr = _round_lr(algorithm, lr_at, t)
+        solver = algorithm.solver.with_lr(lr)
+        part = sample_clients(sampling, p, clients_per_round, seed, t)
+        steps_all = np.asarray(schedule.local_steps(t), dtype=np.int64)
+        tau = steps_all[part.clients]
+        if np.any(tau < 1):
+            raise ValueError(f"schedule: round {t} gives a participant {int(tau.min())} local steps (need >= 1)")
+        order = np.argsort(-tau, kind="stable")
+        sorted_clients = part.clients[order]
+        tau_s = tau[order]
+        theta0 = state.params
+        corr = None
+        if state.variates is not None:  # stacked c_bar - c_i, in sorted order
+            idx = be.asarray(sorted_clients) if be.name == "torch" else sorted_clients
+            corr = state.variates.mean[None] - state.variates.client[idx]
+        inv = np.empty_like(order)
+        inv[order] = np.arange(order.size)
+        with np.errstate(all="ignore"):  # NaN/inf are caught by apply and by the training loss
+            finals, a_norms_s = _local_phase(be, solver, theta0, corr, sorted_clients, tau_s, n_i, problem.offsets,
+                                             Xall, Yall, B, D, C, l2, seed, t, fast)
+            deltas = finals - theta0[None]
+            updates = [ClientUpdate(int(c), deltas[int(inv[j])], float(a_norms_s[inv[j]]), int(tau[j]))
+                       for j, c in enumerate(part.clients)]
+            try:
+                state, diag = algorithm.apply(state, part, updates, lr, p)
+            except FloatingPointError as exc:
+                raise DivergenceError(t, str(exc).split(": ", 1)[-1]) from None
+        met = _metrics(problem, _to_dict(be, state.params), t, evaluate)
+        rec = _record(t, lr, diag, met, time.perf_counter() - start)
+        history.append(rec)
+        if callback is not None:
+            callback(rec)
+    return EngineRun(_to_dict(be, state.params, copy=True), state, initial, history)
+
+
+def _to_dict(be, theta, copy: bool = False) -> dict:
+    arr = be.to_numpy(theta)
+    if copy:
+        arr = np.array(arr, copy=True)
+    return unpack_params(arr)
+
+
+def _local_phase(be, solver, theta0, corr, clients, tau, n_i, offsets, Xall, Yall, B, D, C, l2, seed, t, fast):
+    """Run the local steps of the sorted participants; return (final params stacked, a_norms)."""
+    q = clients.size
+    K = int(tau[0])
+    # clients still running at step k: #{tau_j > k}, a prefix since tau is sorted descending
+    active = np.searchsorted(-tau, -np.arange(K), side="left")
+    off = np.concatenate([[0], np.cumsum(active)])
+    R = int(off[-1])
+    gidx = np.zeros((R, B), dtype=np.int64)
+    wts = np.zeros((R, B))
+    cols = np.arange(B)[None, :]
+    for j, c in enumerate(clients):
+        idx, cnt = minibatch_indices(int(n_i[c]), B, int(tau[j]), generator(seed, "batches", t, int(c)))
+        rows = off[:tau[j]] + j
+        gidx[rows] = idx + offsets[c]
+        wts[rows] = (cols < cnt[:, None]) / cnt[:, None]
+
+    # step sizes and the online counter ||a^(k)||_1 (the same for every client at step k)
+    lrs = [solver.step_size(k) for k in range(K)]
+    anorm_after = np.empty(K)
+    y = v = 0.0
+    for k in range(K):
+        y, v = solver._direction_and_params(y, 1.0, v, 0.0, None, lrs[k], 0.0)
+        anorm_after[k] = -y / solver.lr
+    a_norms = anorm_after[tau - 1]
+
+    theta = be.empty((q, D, C))
+    theta[...] = theta0
+    bufs = (be.empty((q, B, C)), be.empty((q, D, C)), be.empty((q, D, C)))
+    mom = be.zeros((q, D, C)) if solver.momentum > 0 else None
+    kernel = _grad_kernel(be)
+    generic = None
+    if not fast:
+        generic = [SolverState(theta, theta0 if solver.mu > 0 else None, mom, corr, 0, (0.0, 0.0), 0.0), q]
+
+    active_list = active.tolist()
+    # windows of steps whose gathered mini-batches fit in GATHER_BYTES (cache-sized, reused buffers)
+    max_rows = min(max(int(GATHER_BYTES // (B * (D + C + 1) * 8)), q), R)
+    Xbuf, Ybuf, Wbuf = be.empty((max_rows, B, D)), be.empty((max_rows, B, C)), be.empty((max_rows, B, 1))
+    k0 = 0
+    while k0 < K:
+        k1 = int(np.searchsorted(off, off[k0] + max_rows, side="right")) - 1
+        k1 = min(max(k1, k0 + 1), K)
+        r0, r1 = int(off[k0]), int(off[k1])
+        n = r1 - r0
+        Xw, Yw, ww = Xbuf[:n], Ybuf[:n], Wbuf[:n]
+        be.take(Xall, gidx[r0:r1], Xw)
+        be.take(Yall, gidx[r0:r1], Yw)
+        ww[...] = be.asarray(wts[r0:r1, :, None])
+        Yw *= ww
+        window = (k0, k1, active_list, (off[k0:k1 + 1] - r0).tolist(), lrs, Xw, Yw, ww)
+        if fast:
+            _steps_fast(be, kernel, solver, theta, theta0, mom, corr, bufs, l2, window)
+        else:
+            _steps_generic(kernel, solver, theta, generic, bufs, l2, window)
+        k0 = k1
+    if not fast:
+        state, width = generic
+        theta[:width] = state.params[:width]
+    return theta, a_norms
+
+
+def _grad_kernel(be):
+    from ..problems import logistic
+
+    return logistic._packed_grad_torch if be.name == "torch" else logistic._packed_grad_numpy
+
+
+def _steps_fast(be, kernel, solver, theta, theta0, mom, corr, bufs, l2, window):
+    """Local steps k0..k1-1 in place on the stack: LocalSolver's step, element-wise in the
+    same order of operations (hence the same bits)."""
+    k0, k1, active, off, lrs, Xw, Yw, ww = window
+    Zb, Gb, Tb = bufs
+    rho, mu, wd = solver.momentum, solver.mu, solver.weight_decay
+    plain = not (rho > 0 or mu > 0 or wd or corr is not None)
+    for k in range(k0, k1):
+        a = active[k]
+        s0 = off[k - k0]
+        s1 = s0 + a
+        th = theta[:a]
+        g = Gb[:a]
+        kernel(th, Xw[s0:s1], Yw[s0:s1], ww[s0:s1], Zb[:a], g, l2)
+        if plain:  # x <- x - lr_k * g
+            g *= lrs[k]
+            th -= g
+            continue
+        tmp = Tb[:a]
+        if wd:
+            g += be.mul(th, wd, tmp)
+        if corr is not None:
+            g += corr[:a]
+        if rho > 0:
+            direction = mom[:a]
+            direction *= rho
+            direction += g
+        else:
+            direction = g
+        if mu > 0:
+            prox = be.sub(th, theta0, tmp)
+            prox *= mu
+            prox += direction
+            direction = prox
+        th -= be.mul(direction, lrs[k], tmp)
+
+
+def _steps_generic(kernel, solver, theta, generic, bufs, l2, window):
+    """Local steps k0..k1-1 with :meth:`LocalSolver.update` on the stacked arrays (out of
+    place); rows of clients that finish are copied back into ``theta``."""
+    k0, k1, active, off, lrs, Xw, Yw, ww = window
+    Zb, Gb, _ = bufs
+    state, width = generic
+    for k in range(k0, k1):
+        a = active[k]
+        if a < width:  # clients [a:width] finished: keep their rows, shrink the views
+            theta[a:width] = state.params[a:width]
+            state = SolverState(state.params[:a], _head(state.anchor, a), _head(state.momentum, a),
+                                _head(state.correction, a), state.step, state.shadow, state.a_norm)
+            width = a
+        s0 = off[k - k0]
+        kernel(state.params, Xw[s0:s0 + a], Yw[s0:s0 + a], ww[s0:s0 + a], Zb[:a], Gb[:a], l2)
+        state = solver.update(state, Gb[:a])
+    generic[0], generic[1] = state, width
+
+
+def _head(x, a):
+    if x is None:
+        return None
+    if getattr(x, "ndim", 0) >= 3:  # stacked (clients first); the shared anchor x^(t,0) is 2-d
+        return x[:a]
+    return x
+
+
+# ----------------------------------------------------------------------------- the per-client loop
+_ROUND_RE = re.compile(r"round (\d+)")
+
+
+def run_reference(algorithm: FederatedAlgorithm, problem: LogisticProblem, schedule, rounds: int, *,
+                  batch_size: int, seed: int = 0, sampling: str = "full", clients_per_round: Optional[int] = None,
+                  lr_at: Optional[Callable[[int], float]] = None, params: Optional[dict] = None,
+                  evaluate: bool = True, callback: Optional[Callable[[dict], None]] = None, **unused) -> EngineRun:
+    r"""The same run as :func:`run_batched`, one client after another and one step after
+    another (:func:`fedlib.engines.reference.run_sequential` with
+    :meth:`LogisticProblem.grad_fn`): the way common simulators train. Same arguments
+    (``backend``/``device``/``fast`` are ignored: numpy only), same records."""
+    rounds, batch_size, seed, clients_per_round = _check_common(
+        algorithm, problem, schedule, rounds, batch_size, sampling, clients_per_round, seed)
+    x0 = problem.init_params() if params is None else params
+    problem.model._check_params(x0, stacked=False)
+    records: list = []
+    clock = [time.perf_counter()]
+
+    def metric_fn(prm, t_done):
+        if t_done == 0:
+            clock[0] = time.perf_counter()
+            return _metrics(problem, prm, -1, evaluate) if evaluate else {}
+        t = t_done - 1
+        met = _metrics(problem, prm, t, evaluate)
+        now = time.perf_counter()
+        records.append((met, now - clock[0]))
+        clock[0] = now
+        return met
+
+    try:
+        with np.errstate(all="ignore"):  # NaN/inf are caught by apply and the loss check
+            run = run_sequential(algorithm, x0, problem.grad_fn(seed, batch_size), problem.p, schedule, rounds,
+                                 sampling=sampling, clients_per_round=clients_per_round, seed=seed,
+                                 lr_at=lr_at, metric_fn=metric_fn)
+    except DivergenceError:
+        raise
+    except FloatingPointError as exc:
+        mt = _ROUND_RE.search(str(exc))
+        raise DivergenceError(int(mt.group(1)) if mt else len(records), str(exc).split(": ", 1)[-1]) from None
+    history = []
+    for t, (diag, (met, sec)) in enumerate(zip(run.diagnostics, records)):
+        rec = _record(t, _round_lr(algorithm, lr_at, t), diag, met, sec)
+        history.append(rec)
+        if callback is not None:
+            callback(rec)
+    initial = run.metrics[0] if run.metrics else {}
+    params_out = {k: np.array(v, copy=True) for k, v in run.state.params.items()}
+    return EngineRun(params_out, run.state, initial, history)
+
+
+def run_engine(engine: str, *args, **kwargs) -> EngineRun:
+    """:func:`run_batched` (``engine="batched"``) or :func:`run_reference` (``"reference"``)."""
+    check_choice("engine", engine, ENGINES)
+    return (run_batched if engine == "batched" else run_reference)(*args, **kwargs)

@@ -1,0 +1,641 @@
+r"""CIFAR-10 / VGG-11 (paper §6, Table 1): the cells, the paper's values, the runner, the benchmark.
+
+Everything the ``run cifar10`` / ``table1`` / ``bench cifar10`` commands and the Table 1
+chapter need, as library code:
+
+* :data:`PAPER` — the official setup (REFERENCE §4): 16 clients, Dir(0.1) partition with
+  seed 2020, batch 32, 100 rounds, client lr ÷10 at 50 % and ÷100 at 75 % of the rounds,
+  weight decay 1e-4, momentum 0.9.
+* :data:`CELLS` — the Table 1 cells in the order they are run, each a :class:`Cell`
+  (algorithm, local solver, E, lr, μ, server optimizer). Hyper-parameters from paper
+  App. I: lr 0.02 with momentum (local *or* server momentum — our reading for the two
+  server-momentum cells), 0.05 otherwise; μ = 0.005 for E = 2 and 0.001 for E ~ U(2, 5);
+  local and server momentum 0.9. FedNova-prox uses ``tau_eff="local_steps"``.
+* :data:`PAPER_VALUES`, :data:`RERUN_VALUES` — published numbers with their source tag
+  (``confirmed`` / ``unconfirmed``); never produced by this code.
+* :func:`train_runs` — several runs stacked in one :class:`~fedlib.engines.stacked.StackedEngine`,
+  returning one history (list of per-round dicts) per run.
+* :func:`run_table1` — the budgeted runner behind ``python -m fedlib table1``: one result
+  file ``{cell_id}__seed{s}.json`` per (cell, seed), skipping present ones, never starting
+  a run that its time estimate says cannot finish within the budget.
+* :func:`bench_cifar10` — per-client eager loop vs the engine on the real round structure.
+* :func:`table1_summary` — mean ± std over the seeds with results, for the chapter.
+"""
+from __future__ import annotations
+
+import dataclasses
+import json
+import time
+from pathlib import Path
+from typing import Any, Callable, Dict, List, Optional, Sequence
+
+import numpy as np
+
+__all__ = ["PAPER", "Cell", "CELLS", "CELL_IDS", "PAPER_VALUES", "RERUN_VALUES", "EPOCH_SETTINGS", "load_data",
+           "official_partition", "train_runs", "history_record", "result_name", "plan_table1", "run_table1",
+           "load_table1_results", "table1_summary", "bench_cifar10", "format_bench", "PROFILES"]
+
+#: The official setup (REFERENCE §4).
+PAPER = dict(num_clients=16, partition_alpha=0.1, partition_seed=2020, batch_size=32, rounds=100,
+             weight_decay=1e-4, momentum=0.9, server_momentum=0.9, lr_momentum=0.02, lr_sgd=0.05,
+             mu={"2": 0.005, "2-5": 0.001}, num_train=50000, num_test=10000)
+
+#: Column labels of the two epoch settings (E = 2 for all; E_i ~ U{2..5} per client and round, inclusive).
+EPOCH_SETTINGS = {"2": "E=2", "2-5": "E~U(2,5)"}
+
+
+@dataclasses.dataclass(frozen=True)
+class Cell:
+    """One Table 1 cell: ``row`` (solver row), ``epochs`` (``"2"`` / ``"2-5"``), ``method``
+    (column: FedAvg / FedNova / ...), and the run's algorithm, local solver and server optimizer."""
+
+    id: str
+    row: str
+    epochs: str
+    method: str
+    algorithm: str
+    solver: str
+    lr: float
+    mu: float = 0.0
+    momentum: Optional[float] = None
+    server: str = "plain"
+    server_momentum: Optional[float] = None
+    tau_eff: Any = None
+
+    def make_algorithm(self, weight_decay: float = PAPER["weight_decay"]):
+        """The :class:`~fedlib.algorithms.FederatedAlgorithm` of this cell."""
+        from ..algorithms import make_algorithm
+        from ..server import make_server_optimizer
+        from ..solvers import make_solver
+
+        solver = make_solver(self.solver, self.lr, momentum=self.momentum or 0.9, mu=self.mu,
+                             weight_decay=weight_decay)
+        server = make_server_optimizer(self.server, beta=self.server_momentum or 0.9)
+        return make_algorithm(self.algorithm, solver, server, self.tau_eff)
+
+    def config(self) -> dict:
+        return dataclasses.asdict(self)
+
+
+def _cells() -> List[Cell]:
+    m, lr_m, lr_s = PAPER["momentum"], PAPER["lr_momentum"], PAPER["lr_sgd"]
+    beta = PAPER["server_momentum"]
+    out = []
+    for ep in ("2", "2-5"):
+        tag = "e2" if ep == "2" else "u25"
+        out += [Cell(f"sgd-{tag}-fedavg", "SGD", ep, "FedAvg", "fedavg", "sgd", lr_s),
+                Cell(f"sgd-{tag}-fednova", "SGD", ep, "FedNova", "fednova", "sgd", lr_s)]
+        out += [Cell(f"momentum-{tag}-fedavg", "momentum", ep, "FedAvg", "fedavg", "momentum", lr_m, momentum=m),
+                Cell(f"momentum-{tag}-fednova", "momentum", ep, "FedNova", "fednova", "momentum", lr_m, momentum=m)]
+    order = ["sgd-e2", "momentum-e2", "sgd-u25", "momentum-u25"]
+    out.sort(key=lambda c: order.index(c.id.rsplit("-", 1)[0]))
+    for ep in ("2", "2-5"):
+        tag = "e2" if ep == "2" else "u25"
+        mu = PAPER["mu"][ep]
+        out += [Cell(f"prox-{tag}-fedprox", "proximal", ep, "FedProx", "fedprox", "prox", lr_s, mu=mu),
+                Cell(f"prox-{tag}-fednova", "proximal", ep, "FedNova", "fednova", "prox", lr_s, mu=mu,
+                     tau_eff="local_steps")]
+    out += [Cell("vr-u25-scaffold", "VR", "2-5", "SCAFFOLD", "scaffold", "sgd", lr_s),
+            Cell("vr-u25-fednova", "VR", "2-5", "FedNova", "fednova-vr", "sgd", lr_s),
+            Cell("momentum-vr-u25-fednova", "momentum + VR", "2-5", "FedNova", "fednova-vr", "momentum", lr_m,
+                 momentum=m),
+            Cell("hybrid-u25-fednova", "hybrid momentum", "2-5", "FedNova", "fednova", "momentum", lr_m, momentum=m,
+                 server="momentum", server_momentum=beta),
+            Cell("servermom-u25-fednova", "server momentum", "2-5", "FedNova", "fednova", "sgd", lr_m,
+                 server="momentum", server_momentum=beta)]
+    return out
+
+
+#: The Table 1 cells, in run order (within one seed).
+CELLS: List[Cell] = _cells()
+CELL_IDS = [c.id for c in CELLS]
+_BY_ID = {c.id: c for c in CELLS}
+
+#: Paper values (test accuracy %, mean over 3 seeds; ``std`` where the text gives one) with their source tag.
+#: ``value=None`` = the paper has a number we could not confirm.
+PAPER_VALUES: Dict[str, dict] = {
+    "sgd-e2-fedavg": dict(value=60.68, source="paper Table 1", status="confirmed"),
+    "sgd-e2-fednova": dict(value=66.31, source="paper Table 1", status="confirmed"),
+    "momentum-e2-fedavg": dict(value=65.26, source="paper Table 1", status="confirmed"),
+    "momentum-e2-fednova": dict(value=73.32, source="paper Table 1", status="confirmed"),
+    "sgd-u25-fedavg": dict(value=64.22, source="paper Table 1", status="confirmed"),
+    "sgd-u25-fednova": dict(value=73.22, source="paper Table 1", status="confirmed"),
+    "momentum-u25-fedavg": dict(value=70.44, source="paper Table 1", status="confirmed"),
+    "momentum-u25-fednova": dict(value=77.07, source="paper Table 1", status="confirmed"),
+    "prox-e2-fedprox": dict(value=60.4, source="paper Table 1 (approximate)", status="unconfirmed"),
+    "prox-e2-fednova": dict(value=69.9, source="paper Table 1 (approximate)", status="unconfirmed"),
+    "prox-u25-fedprox": dict(value=63.7, source="paper Table 1 (approximate)", status="unconfirmed"),
+    "prox-u25-fednova": dict(value=73.4, source="paper Table 1 (approximate)", status="unconfirmed"),
+    "vr-u25-scaffold": dict(value=74.72, source="paper Table 1", status="confirmed"),
+    "vr-u25-fednova": dict(value=None, source="paper Table 1", status="unconfirmed"),
+    "momentum-vr-u25-fednova": dict(value=79.19, source="paper Table 1", status="confirmed"),
+    "hybrid-u25-fednova": dict(value=81.15, std=0.38, source="paper §6 text", status="confirmed"),
+    "servermom-u25-fednova": dict(value=77.49, std=0.25, source="paper §6 text", status="confirmed"),
+}
+
+#: A later independent re-run of the official setup (its E in {2,3,4} for the random-epoch row).
+RERUN_VALUES: Dict[str, dict] = {
+    "sgd-e2-fedavg": dict(value=62.35, source="independent re-run"),
+    "sgd-e2-fednova": dict(value=67.04, source="independent re-run"),
+    "momentum-e2-fedavg": dict(value=70.78, source="independent re-run"),
+    "momentum-e2-fednova": dict(value=73.01, source="independent re-run"),
+    "sgd-u25-fedavg": dict(value=64.30, source="independent re-run, E in {2,3,4}"),
+    "sgd-u25-fednova": dict(value=70.54, source="independent re-run, E in {2,3,4}"),
+}
+
+#: Sizes of the chapter's demo run (FedAvg vs FedNova, E ~ U(2,5), the shipped sample, CPU):
+#: ``ci`` a tiny width for a few rounds (seconds, 1 thread); ``full`` a wider network for longer.
+#: Table 1 itself comes from the result files in ``data/results/cifar10`` in both profiles.
+PROFILES = {
+    "ci": dict(demo_width=0.03, demo_rounds=4, demo_lr=0.05, demo_epochs="2-5", threads=1),
+    "full": dict(demo_width=0.125, demo_rounds=20, demo_lr=0.05, demo_epochs="2-5", threads=None),
+}
+
+
+# ============================================================================ data
+def load_data(data_root=None, *, sample: bool = False, download: bool = False):
+    """CIFAR-10 arrays: the shipped sample (``sample=True``) or the batch folder under ``data_root``.
+
+    Raises ``FileNotFoundError`` (path + how to get the data) or ``ValueError`` (corrupt
+    file, named) from :mod:`fedlib.data.cifar10`."""
+    from ..data.cifar10 import load_cifar10, load_cifar10_sample
+
+    if sample:
+        return load_cifar10_sample()
+    if data_root is None:
+        raise ValueError("no CIFAR-10 location given: pass data_root (the folder containing cifar-10-batches-py) "
+                         "or sample=True")
+    return load_cifar10(data_root, download=download)
+
+
+def official_partition(labels, num_clients: int = PAPER["num_clients"], alpha: float = PAPER["partition_alpha"],
+                       seed: int = PAPER["partition_seed"]):
+    """The official Dir(alpha) split of ``labels`` (:func:`fedlib.data.partition.dirichlet_partition`)."""
+    from ..data.partition import dirichlet_partition
+
+    return dirichlet_partition(labels, num_clients, alpha, seed)
+
+
+def result_name(cell_id: str, seed: int) -> str:
+    return f"{cell_id}__seed{seed}.json"
+
+
+# ============================================================================ training
+def history_record(rec) -> dict:
+    """A :class:`~fedlib.engines.stacked.RoundRecord` as a result-file history entry."""
+    d = rec.diagnostics
+    return {"round": int(rec.round), "train_loss": float(rec.train_loss), "test_accuracy": float(rec.test_accuracy),
+            "test_loss": float(rec.test_loss), "tau_eff": float(d.tau_eff), "chi2": float(d.chi2),
+            "local_steps": [int(s) for s in d.local_steps], "lr": float(rec.lr)}
+
+
+def resolve_device(device: Optional[str]) -> str:
+    import torch
+
+    if device is None:
+        return "cuda" if torch.cuda.is_available() else "cpu"
+    return str(device)
+
+
+def train_runs(runs: Sequence[dict], data, parts, *, rounds: int, width: float = 1.0, device: Optional[str] = None,
+               precision: str = "fp32", path: str = "grouped", cuda_graph: bool = False,
+               batch_size: int = PAPER["batch_size"], lr_decay: str = "step",
+               callback: Optional[Callable[[int, list, float], Any]] = None) -> dict:
+    """Train several runs stacked in one engine.
+
+    ``runs``: dicts with ``algorithm`` (a FederatedAlgorithm), ``epochs`` (``"2"``,
+    ``"2-5"`` or a ``(low, high)`` pair), ``seed``, ``name`` and optionally ``sampling`` /
+    ``clients_per_round``. Every run starts from ``vgg11(width, seed=run seed)`` (so FedAvg
+    and FedNova of one seed share their initial model). ``precision``: ``fp32``,
+    ``bf16`` (CUDA) or ``fp64``. ``callback(round, records, seconds_so_far)`` after every
+    round; returning ``False`` stops training (the histories so far are returned with
+    ``stopped=True``). Returns ``{"histories", "seconds", "round_seconds", "stopped",
+    "device"}``. Non-finite losses raise ``FloatingPointError`` naming round and run.
+    """
+    import torch
+
+    from ..engines.stacked import RunSpec, StackedEngine
+    from ..models import vgg11
+    from ..schedules import make_epoch_schedule, step_decay_lr
+
+    device = resolve_device(device)
+    dtype = torch.float64 if precision == "fp64" else torch.float32
+    prec = "bf16" if precision == "bf16" else "fp32"
+    sizes = [len(c) for c in parts]
+    specs = []
+    for r in runs:
+        alg = r["algorithm"]
+        if lr_decay == "step":
+            lr_at = (lambda t, lr=alg.solver.lr: step_decay_lr(lr, t, rounds))
+        else:
+            lr_at = (lambda t, lr=alg.solver.lr: lr)
+        specs.append(RunSpec(alg, parts, make_epoch_schedule(sizes, batch_size, r["epochs"], seed=r["seed"]),
+                             seed=r["seed"], params=vgg11(width=width, seed=r["seed"]), lr_at=lr_at,
+                             sampling=r.get("sampling", "full"), clients_per_round=r.get("clients_per_round"),
+                             name=r.get("name", "")))
+    engine = StackedEngine(vgg11(width=width, seed=0), data, specs, rounds=rounds, path=path, device=device,
+                           dtype=dtype, precision=prec, cuda_graph=cuda_graph, batch_size=batch_size)
+    histories: List[list] = [[] for _ in specs]
+    round_seconds = []
+    t0 = time.perf_counter()
+    stopped = False
+    for t in range(rounds):
+        ts = time.perf_counter()
+        records = engine.run_round()
+        round_seconds.append(time.perf_counter() - ts)
+        for rec in records:
+            histories[rec.run].append(history_record(rec))
+        if callback is not None and callback(t, records, time.perf_counter() - t0) is False:
+            stopped = t + 1 < rounds
+            break
+    return {"histories": histories, "seconds": time.perf_counter() - t0, "round_seconds": round_seconds,
+            "stopped": stopped, "device": device}
+
+
+# ============================================================================ Table 1 runner
+def plan_table1(results_dir, seeds: Sequence[int] = (0, 1, 2), cells: Sequence[str] = None) -> List[dict]:
+    """Every (cell, seed) in run order — all cells of the first seed, then the next seed —
+    with its result file and whether it is already present."""
+    results_dir = Path(results_dir)
+    ids = list(cells) if cells is not None else CELL_IDS
+    unknown = [c for c in ids if c not in _BY_ID]
+    if unknown:
+        raise ValueError(f"unknown Table 1 cell(s) {unknown}; known: {CELL_IDS}")
+    out = []
+    for s in seeds:
+        for cid in ids:
+            path = results_dir / result_name(cid, s)
+            out.append({"cell": _BY_ID[cid], "seed": int(s), "path": path, "present": path.is_file()})
+    return out
+
+
+def _previous_rate(results_dir: Path, key: dict) -> Optional[float]:
+    """Seconds per (run x round) measured by earlier results with the same engine settings."""
+    rates = []
+    for f in sorted(Path(results_dir).glob("*__seed*.json")):
+        try:
+            doc = json.loads(f.read_text())
+            eng = doc["config"]["engine"]
+            rate = doc["summary"]["seconds_per_run_round"]
+        except Exception:
+            continue
+        if all(eng.get(k) == v for k, v in key.items()) and rate:
+            rates.append(float(rate))
+    return float(np.median(rates)) if rates else None
+
+
+def run_table1(results_dir, *, budget_seconds: float, seeds: Sequence[int] = (0, 1, 2), data=None, data_source="",
+               width: float = 1.0, rounds: int = PAPER["rounds"], device: Optional[str] = None,
+               precision: str = "fp32", path: str = "grouped", cuda_graph: bool = False, stack: int = 1,
+               cells: Optional[Sequence[str]] = None, safety: float = 1.15, dry_run: bool = False,
+               log: Callable[[str], Any] = print) -> dict:
+    """Run the missing Table 1 (cell, seed) results that fit in ``budget_seconds``.
+
+    Runs are taken in :func:`plan_table1` order, ``stack`` at a time in one engine. A
+    group's time is estimated from seconds per (run x round) — from earlier results with
+    the same engine settings, else measured on this group's first round — times
+    ``safety``; a group that does not fit in the remaining budget is shrunk, and when not
+    even one run fits nothing more is started. While training, a group whose projected
+    finish passes the deadline is stopped and writes nothing. Returns
+    ``{"written": [...], "skipped": [...], "not_started": [...], "aborted": [...]}``.
+    """
+    from ..results import make_provenance, make_result, write_result
+
+    start = time.time()
+    deadline = start + float(budget_seconds)
+    results_dir = Path(results_dir)
+    plan = plan_table1(results_dir, seeds, cells)
+    skipped = [p for p in plan if p["present"]]
+    todo = [p for p in plan if not p["present"]]
+    out = {"written": [], "skipped": [str(p["path"]) for p in skipped], "not_started": [], "aborted": []}
+    for p in skipped:
+        log(f"present: {p['path'].name}")
+    if dry_run:
+        for p in todo:
+            log(f"would run: {p['cell'].id} seed {p['seed']} -> {p['path']}")
+        out["not_started"] = [str(p["path"]) for p in todo]
+        return out
+    if not todo:
+        return out
+    if data is None:
+        raise ValueError("data is required unless dry_run=True")
+    device = resolve_device(device)
+    engine_key = {"width": width, "precision": precision, "path": path, "cuda_graph": cuda_graph,
+                  "device_type": device.split(":")[0], "num_train": int(len(data.train_labels))}
+    rate = _previous_rate(results_dir, engine_key)  # seconds per run-round (stacked)
+    parts = official_partition(data.train_labels)
+    while todo:
+        remaining = deadline - time.time()
+        k = min(stack, len(todo))
+        if rate is not None:
+            k = min(k, int(remaining / (rate * rounds * safety)))
+            if k < 1:
+                log(f"budget: {remaining:.0f} s left, one run needs ~{rate * rounds * safety:.0f} s; stopping")
+                break
+        group = todo[:k]
+        names = [f"{p['cell'].id}__seed{p['seed']}" for p in group]
+        log(f"training {len(group)} run(s) stacked: {', '.join(names)}")
+        runs = [{"algorithm": p["cell"].make_algorithm(), "epochs": p["cell"].epochs, "seed": p["seed"],
+                 "name": f"{p['cell'].id}__seed{p['seed']}"} for p in group]
+        started = time.time()
+        state = {"reason": None}
+
+        marks = [0.0]
+
+        def check(t, records, elapsed, k=len(group)):
+            # round 0 carries the warm-up (cuDNN autotuning, CUDA-graph captures): the
+            # projection uses the later rounds once there are any
+            marks.append(elapsed)
+            durations = np.diff(marks)
+            if t + 1 >= rounds:
+                return True
+            if t == 0:
+                per = durations[0]
+                if time.time() + per * (rounds - 1) / 3 <= deadline:
+                    return True  # even at a third of the warm-up round's time it may fit: measure more
+            else:
+                per = float(np.mean(durations[1:]))
+            projected = time.time() + per * (rounds - t - 1) * (safety if t < 3 else 1.0)
+            if projected > deadline:
+                state["reason"] = (f"after round {t} ({elapsed:.1f} s): projected finish "
+                                   f"{projected - deadline:.0f} s past the budget")
+                state["rate"] = per / k
+                return False
+            return True
+
+        try:
+            res = train_runs(runs, data, parts, rounds=rounds, width=width, device=device, precision=precision,
+                             path=path, cuda_graph=cuda_graph, callback=check)
+        except FloatingPointError as exc:
+            raise FloatingPointError(f"table1 cells {names}: {exc} (no result written for this group)") from exc
+        finished = time.time()
+        if res["stopped"]:
+            rate = state["rate"]
+            out["aborted"] += names
+            log(f"stopped {', '.join(names)} {state['reason']}; nothing written")
+            if len(group) == 1:
+                break
+            continue
+        per_run_round = res["seconds"] / (rounds * len(group))
+        rate = per_run_round
+        prov = make_provenance(started, finished, device)
+        for p, hist in zip(group, res["histories"]):
+            cell = p["cell"]
+            config = {"problem": "cifar10-vgg11", "table1_cell": cell.config(), "cell_id": cell.id, "seed": p["seed"],
+                      "data": {"source": data_source, "num_train": int(len(data.train_labels)),
+                               "num_test": int(len(data.test_labels)), "num_clients": PAPER["num_clients"],
+                               "partition_alpha": PAPER["partition_alpha"],
+                               "partition_seed": PAPER["partition_seed"]},
+                      "rounds": rounds, "batch_size": PAPER["batch_size"], "weight_decay": PAPER["weight_decay"],
+                      "lr_decay": "step", "engine": {**engine_key, "stacked_runs": len(group)}}
+            last = hist[-1]
+            summary = {"final_test_accuracy": last["test_accuracy"], "final_train_loss": last["train_loss"],
+                       "rounds": len(hist), "group_seconds": res["seconds"], "seconds_per_run_round": per_run_round}
+            write_result(p["path"], make_result(config, hist, prov, summary=summary))
+            out["written"].append(str(p["path"]))
+            log(f"wrote {p['path']} (final test accuracy {last['test_accuracy']:.4f})")
+        todo = todo[len(group):]
+    out["not_started"] = [str(p["path"]) for p in todo if str(p["path"]) not in out["written"]]
+    return out
+
+
+# ============================================================================ the chapter's table
+def load_table1_results(results_dir) -> Dict[str, Dict[int, dict]]:
+    """``{cell_id: {seed: result}}`` of the result files present (unreadable files raise ValueError)."""
+    from ..results import read_result
+
+    out: Dict[str, Dict[int, dict]] = {}
+    folder = Path(results_dir)
+    if not folder.is_dir():
+        return out
+    for cid in CELL_IDS:
+        for f in sorted(folder.glob(f"{cid}__seed*.json")):
+            seed = int(f.stem.rsplit("__seed", 1)[1])
+            out.setdefault(cid, {})[seed] = read_result(f)
+    return out
+
+
+def table1_summary(results: Dict[str, Dict[int, dict]]) -> List[dict]:
+    """One row per cell: final test accuracy (%) mean ± std over the seeds with results
+    (``None`` when not yet run), number of seeds, paper and re-run values."""
+    rows = []
+    for c in CELLS:
+        accs = [r["history"][-1]["test_accuracy"] for r in results.get(c.id, {}).values()
+                if r.get("history") and r["history"][-1]["test_accuracy"] is not None]
+        accs = 100 * np.array(accs, dtype=float)
+        paper = PAPER_VALUES.get(c.id, {})
+        rerun = RERUN_VALUES.get(c.id, {})
+        deviations = set()
+        for r in results.get(c.id, {}).values():
+            cfg = r.get("config", {})
+            eng, data = cfg.get("engine", {}), cfg.get("data", {})
+            if eng.get("width", 1.0) != 1.0:
+                deviations.add(f"width {eng.get('width')}")
+            if cfg.get("rounds", PAPER["rounds"]) != PAPER["rounds"]:
+                deviations.add(f"{cfg.get('rounds')} rounds")
+            if data.get("num_train", PAPER["num_train"]) != PAPER["num_train"]:
+                deviations.add(f"{data.get('num_train')} training images")
+        rows.append({"cell": c.id, "row": c.row, "setting": EPOCH_SETTINGS[c.epochs], "method": c.method,
+                     "n_seeds": int(accs.size), "mean": float(accs.mean()) if accs.size else None,
+                     "std": float(accs.std(ddof=1)) if accs.size > 1 else (0.0 if accs.size else None),
+                     "paper": paper.get("value"), "paper_std": paper.get("std"),
+                     "paper_status": paper.get("status"), "rerun": rerun.get("value"),
+                     "rerun_source": rerun.get("source"), "deviations": sorted(deviations)})
+    return rows
+
+
+def format_summary_rows(rows: List[dict]) -> List[list]:
+    """Rows of strings for a markdown table; missing results are ``not yet run``."""
+    out = []
+    for r in rows:
+        ours = ("not yet run" if r["mean"] is None else f"{r['mean']:.2f}" if r["n_seeds"] == 1
+                else f"{r['mean']:.2f} ± {r['std']:.2f}")
+        if r.get("deviations"):
+            ours += f" (not the paper's setup: {', '.join(r['deviations'])})"
+        if r["paper"] is None:
+            paper = "[unconfirmed]" if r["paper_status"] == "unconfirmed" else "—"
+        else:
+            paper = f"{r['paper']:.2f}" + (f" ± {r['paper_std']:.2f}" if r["paper_std"] else "")
+            if r["paper_status"] == "unconfirmed":
+                paper = f"≈{r['paper']:.1f} [unconfirmed]"
+        rerun = "—" if r["rerun"] is None else f"{r['rerun']:.2f}" + (" (E∈{2,3,4})" if "2,3,4" in r["rerun_source"] else "")
+        out.append([r["row"], r["setting"], r["method"], ours, str(r["n_seeds"]), paper, rerun])
+    return out
+
+
+__all__ += ["format_summary_rows", "resolve_device"]
+
+
+# ============================================================================ benchmark
+def _round_steps(sizes, batch_size: int, epochs: int, steps: Optional[int]) -> np.ndarray:
+    """tau_i = E ceil(n_i / B) of the split, scaled so the longest client does ``steps``
+    (the shrinking-prefix shape of the round kept); ``None`` = the full round."""
+    from ..schedules import steps_per_epoch
+
+    tau = epochs * steps_per_epoch(np.asarray(sizes), batch_size)
+    if steps is None:
+        return tau.astype(np.int64)
+    return np.maximum(1, np.round(tau * (steps / tau.max()))).astype(np.int64)
+
+
+def bench_cifar10(data, *, width: float = 1.0, steps: Optional[int] = 20, device: Optional[str] = None,
+                  precision: str = "fp32", cuda_graph: bool = False, path: str = "grouped", repeat: int = 2,
+                  epochs: int = 2, batch_size: int = PAPER["batch_size"], seed: int = 0,
+                  progress: Optional[Callable[[str], Any]] = None) -> dict:
+    """Images/s of the sequential per-client eager loop and of the stacked engine on one round.
+
+    The round: official Dir(0.1) split of ``data``'s labels over 16 clients, ``E = 2``,
+    :math:`\\tau_i = E\\lceil n_i/32\\rceil` scaled so the longest client takes ``steps``
+    local steps (``None``: the whole round). *Sequential*: one ``vgg11(width)``, one
+    ``torch.optim.SGD(lr=0.05, weight_decay=1e-4)``, clients one after another, each
+    starting from the global weights, batches of 32 gathered, cropped/flipped and
+    normalised on the device (dropout on). *Engine*: :class:`StackedEngine` (``path``,
+    ``precision``, ``cuda_graph``) training the same 16 clients, FedAvg with local SGD,
+    evaluation excluded. Each side runs one warm-up round, then ``repeat`` timed rounds;
+    the median is reported. Real images counted (last partial batch included).
+    """
+    import torch
+
+    from ..algorithms import make_algorithm
+    from ..engines.augment import crop_flip_gather, normalize, pad_images
+    from ..data.cifar10 import CIFAR10_MEAN, CIFAR10_STD
+    from ..engines.stacked import RunSpec, StackedEngine
+    from ..models import vgg11
+    from ..schedules import FixedSteps, steps_per_epoch
+    from ..solvers import sgd
+
+    device = resolve_device(device)
+    dev = torch.device(device)
+    sync = (lambda: torch.cuda.synchronize(dev)) if dev.type == "cuda" else (lambda: None)
+    say = progress or (lambda s: None)
+    parts = official_partition(data.train_labels)
+    sizes = np.array([len(c) for c in parts])
+    tau = _round_steps(sizes, batch_size, epochs, steps)
+    spe = steps_per_epoch(sizes, batch_size)
+    images_round = 0
+    for n, t, s in zip(sizes, tau, spe):
+        full, rest = divmod(int(t), int(s))
+        images_round += full * int(n) + min(rest * batch_size, int(n))
+
+    # --------------------------------------------------------------- sequential eager loop
+    model = vgg11(width=width, seed=seed).to(dev)
+    if dev.type == "cuda":
+        model = model.to(memory_format=torch.channels_last)
+    global_state = {k: v.detach().clone() for k, v in model.state_dict().items()}
+    opt = torch.optim.SGD(model.parameters(), lr=0.05, weight_decay=1e-4)
+    padded = pad_images(torch.as_tensor(data.train_images).to(dev), 4)
+    labels = torch.as_tensor(data.train_labels).to(dev, torch.int64)
+    mean = torch.tensor(CIFAR10_MEAN, device=dev)
+    std = torch.tensor(CIFAR10_STD, device=dev)
+    client_idx = [torch.as_tensor(c, device=dev) for c in parts]
+    gen = torch.Generator(device=dev).manual_seed(seed)
+    autocast = (lambda: torch.autocast("cuda", dtype=torch.bfloat16)) if precision == "bf16" else None
+
+    def sequential_round():
+        model.train()
+        for i, idx in enumerate(client_idx):
+            model.load_state_dict(global_state)
+            n = idx.numel()
+            perm = torch.randperm(n, generator=gen, device=dev)
+            for k in range(int(tau[i])):
+                b = k % int(spe[i])
+                sel = idx[perm[b * batch_size:(b + 1) * batch_size]]
+                m = sel.numel()
+                dy = torch.randint(0, 9, (m,), generator=gen, device=dev)
+                dx = torch.randint(0, 9, (m,), generator=gen, device=dev)
+                fl = torch.randint(0, 2, (m,), generator=gen, device=dev)
+                x = crop_flip_gather(padded, sel, dy, dx, fl, (32, 32))
+                x = normalize(x, mean, std).permute(0, 3, 1, 2)
+                if autocast is not None:
+                    with autocast():
+                        loss = torch.nn.functional.cross_entropy(model(x), labels[sel])
+                else:
+                    loss = torch.nn.functional.cross_entropy(model(x), labels[sel])
+                opt.zero_grad(set_to_none=True)
+                loss.backward()
+                opt.step()
+        sync()
+
+    seq_times = []
+    for r in range(repeat + 1):
+        sync()
+        t0 = time.perf_counter()
+        sequential_round()
+        seq_times.append(time.perf_counter() - t0)
+        say(f"sequential round {r}: {seq_times[-1]:.2f} s" + (" (warm-up)" if r == 0 else ""))
+    del model, opt
+
+    # --------------------------------------------------------------- the engine
+    class _TrainOnly:
+        train_images = data.train_images
+        train_labels = data.train_labels
+
+    alg = make_algorithm("fedavg", sgd(0.05, weight_decay=1e-4))
+    run = RunSpec(alg, parts, FixedSteps(tau), seed=seed, params=vgg11(width=width, seed=seed), name="bench")
+    engine = StackedEngine(vgg11(width=width, seed=seed), _TrainOnly(), [run], rounds=repeat + 1, path=path,
+                           device=device, precision="bf16" if precision == "bf16" else "fp32",
+                           dtype=torch.float64 if precision == "fp64" else torch.float32, cuda_graph=cuda_graph,
+                           batch_size=batch_size)
+    eng_times = []
+    for r in range(repeat + 1):
+        engine.run_round()
+        eng_times.append(engine.last_timing.train_seconds)
+        say(f"engine round {r}: {eng_times[-1]:.2f} s" + (" (warm-up)" if r == 0 else ""))
+    seq = float(np.median(seq_times[1:]))
+    eng = float(np.median(eng_times[1:]))
+    results = {"sequential_images_per_s": images_round / seq, "engine_images_per_s": images_round / eng,
+               "ratio": seq / eng, "sequential_seconds": seq, "engine_seconds": eng,
+               "images_per_round": int(images_round), "max_local_steps": int(tau.max()),
+               "sum_local_steps": int(tau.sum()), "prefix_efficiency": float(tau.sum() / (len(tau) * tau.max()))}
+    config = {"benchmark": "cifar10-vgg11", "width": width, "steps": steps, "epochs": epochs,
+              "batch_size": batch_size, "device": device, "precision": precision, "cuda_graph": cuda_graph,
+              "path": path, "repeat": repeat, "num_clients": len(parts), "num_train": int(len(data.train_labels)),
+              "client_sizes": sizes.tolist(), "local_steps": tau.tolist(),
+              "threads": torch.get_num_threads()}
+    return {"config": config, "results": results}
+
+
+def format_bench(results: dict) -> str:
+    return (f"sequential per-client loop: {results['sequential_images_per_s']:10.0f} images/s\n"
+            f"stacked engine:             {results['engine_images_per_s']:10.0f} images/s\n"
+            f"ratio (engine / sequential): {results['ratio']:.2f}x   "
+            f"({results['images_per_round']} images per round, max tau {results['max_local_steps']}, "
+            f"prefix efficiency {results['prefix_efficiency']:.2f})")
+
+
+# ============================================================================ chapter helpers
+def demo_run(*, width: float, rounds: int, seed: int = 0, lr: float = 0.05, epochs: str = "2-5",
+             algorithms: Sequence[str] = ("fedavg", "fednova"), device: str = "cpu", lr_decay: str = "constant",
+             data=None) -> dict:
+    """FedAvg and FedNova (local SGD, weight decay 1e-4) from the same initial model on the
+    shipped sample split by the official Dir(0.1) partition, stacked in one engine.
+    Returns ``{name: history}`` plus ``"seconds"`` and ``"sizes"``."""
+    from ..algorithms import make_algorithm
+    from ..solvers import sgd
+
+    data = load_data(sample=True) if data is None else data
+    parts = official_partition(data.train_labels)
+    runs = [{"algorithm": make_algorithm(a, sgd(lr, weight_decay=PAPER["weight_decay"])), "epochs": epochs,
+             "seed": seed, "name": a} for a in algorithms]
+    res = train_runs(runs, data, parts, rounds=rounds, width=width, device=device, lr_decay=lr_decay)
+    out = {a: h for a, h in zip(algorithms, res["histories"])}
+    out["seconds"] = res["seconds"]
+    out["sizes"] = [len(c) for c in parts]
+    return out
+
+
+def mean_curves(results: Dict[str, Dict[int, dict]], key: str = "test_accuracy") -> Dict[str, dict]:
+    """Per cell with results: rounds, mean and std over seeds of ``key`` per round (common rounds only)."""
+    out = {}
+    for cid, by_seed in results.items():
+        hs = [r["history"] for r in by_seed.values() if r.get("history")]
+        if not hs:
+            continue
+        n = min(len(h) for h in hs)
+        vals = np.array([[np.nan if h[t][key] is None else h[t][key] for t in range(n)] for h in hs], dtype=float)
+        out[cid] = {"round": np.arange(n), "mean": np.nanmean(vals, 0), "std": np.nanstd(vals, 0),
+                    "n_seeds": len(hs)}
+    return out
+
+
+__all__ += ["demo_run", "mean_curves"]

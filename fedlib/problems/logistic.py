@@ -1,0 +1,349 @@
+r"""Multinomial logistic regression on in-memory federated data (Synthetic, LEAF).
+
+The model of the paper's Synthetic(1,1) experiment (§6, Figure 5; REFERENCE §3):
+:math:`d \to C` (60 → 10) softmax regression with parameters
+``{"W": (d, C), "b": (C,)}``. Client :math:`i` minimises the mean cross-entropy over its
+training samples plus an optional L2 penalty on ``W``,
+
+.. math::
+
+    F_i(W, b) = \frac{1}{n_i}\sum_{s=1}^{n_i} \Bigl[\log\sum_c e^{z_{sc}} - z_{s y_s}\Bigr]
+        + \frac{\lambda}{2}\|W\|_F^2, \qquad z_s = x_s^\top W + b,
+
+and the global objective is :math:`F = \sum_i p_i F_i` with :math:`p_i = n_i/n`, i.e.
+the mean loss over *all* training samples (plus the same penalty).
+
+``l2`` (:math:`\lambda`) defaults to **0**. FedProx's ``mclr`` model declares
+``kernel_regularizer=l2_regularizer(0.001)`` on ``W`` but its training loss is
+``tf.losses.sparse_softmax_cross_entropy`` alone, so the penalty is collected and never
+added (read in the FedProx repository): what it actually optimises is ``l2=0``.
+``l2=0.001`` gives the declared penalty (TensorFlow's ``l2_regularizer(s)`` is
+:math:`s\|W\|^2/2`); the bias is never penalised.
+
+Gradients, with :math:`P = \mathrm{softmax}(Z)` and :math:`Y` one-hot, per batch of
+weights :math:`\omega_s` (:math:`1/|\text{batch}|` for real samples, 0 for padding):
+
+.. math::
+
+    \nabla_W = X^\top \bigl(\omega \odot (P - Y)\bigr) + \lambda W, \qquad
+    \nabla_b = \mathbf 1^\top \bigl(\omega \odot (P - Y)\bigr).
+
+Three forms, all float64 numpy (the packed kernel also takes torch tensors):
+
+* :meth:`LogisticRegression.loss_and_grad` — one client's batch, the plain way
+  (used by the per-client reference loop);
+* :meth:`LogisticRegression.loss_and_grad_stacked` — many clients at once, parameters
+  ``{"W": (q, d, C), "b": (q, C)}`` and batches ``(q, B, d)`` with a 0/1 mask, by batched
+  matmul (padding rows of a short last batch are masked out, so the loss is the mean
+  over the real samples);
+* :func:`packed_grad_` — the in-place kernel of :mod:`fedlib.engines.batched` on
+  *packed* parameters :math:`\Theta = [W; b]` of shape ``(..., d+1, C)`` and features
+  augmented with a constant 1 (so the bias is one more row).
+
+:class:`LogisticProblem` binds the model to a :class:`~fedlib.data.FederatedDataset`:
+global training loss :math:`F(x)`, test accuracy on the union of the clients' test sets,
+and the per-client mini-batch gradient function of the reference loop.
+
+Used by the chapter "Synthetic(1,1) logistic regression (Figure 5)" and by
+``python -m fedlib run synthetic``.
+
+Example
+-------
+>>> import numpy as np
+>>> from fedlib.data import synthetic
+>>> prob = LogisticProblem(synthetic(num_clients=3, seed=0))
+>>> x0 = prob.init_params()
+>>> bool(abs(prob.loss(x0) - np.log(10)) < 1e-12)   # zero weights: uniform softmax
+True
+"""
+from __future__ import annotations
+
+from typing import Any, Optional
+
+import numpy as np
+
+from .._validate import check_int, check_nonnegative
+from ..data.clients import FederatedDataset
+
+__all__ = ["LogisticRegression", "LogisticProblem", "pack_params", "unpack_params", "packed_grad_"]
+
+
+def _is_torch(x: Any) -> bool:
+    return hasattr(x, "detach") and hasattr(x, "new_zeros")
+
+
+def pack_params(params: dict) -> np.ndarray:
+    r"""``{"W": (..., d, C), "b": (..., C)}`` -> :math:`\Theta = [W; b]` of shape ``(..., d+1, C)``."""
+    W, b = params["W"], params["b"]
+    if _is_torch(W):
+        import torch
+
+        return torch.cat([W, b.unsqueeze(-2)], dim=-2)
+    return np.concatenate([np.asarray(W), np.asarray(b)[..., None, :]], axis=-2)
+
+
+def unpack_params(theta) -> dict:
+    r""":math:`\Theta` ``(..., d+1, C)`` -> ``{"W": (..., d, C), "b": (..., C)}`` (views)."""
+    return {"W": theta[..., :-1, :], "b": theta[..., -1, :]}
+
+
+def packed_grad_(theta, X, Yw, w, Z, G, l2: float = 0.0) -> None:
+    r"""In place: ``G`` :math:`\leftarrow \nabla_\Theta` of the weighted batch loss.
+
+    Shapes (a leading client axis ``q`` is optional, the same on all arguments):
+    ``theta`` ``(q, D, C)`` with :math:`D = d+1` (last row the bias), ``X`` ``(q, B, D)``
+    (features with a trailing 1), ``Yw`` ``(q, B, C)`` the one-hot labels times the
+    sample weights, ``w`` ``(q, B, 1)`` the sample weights (:math:`1/\text{batch size}`
+    for real samples, 0 for padding), ``Z`` ``(q, B, C)`` scratch, ``G`` ``(q, D, C)``
+    output. numpy arrays or torch tensors (all of one kind).
+    """
+    (_packed_grad_torch if _is_torch(theta) else _packed_grad_numpy)(theta, X, Yw, w, Z, G, l2)
+
+
+#: Below this, a softmax row sum may have underflowed after the per-client shift.
+_UNDERFLOW = 1e-200
+_ONES: dict = {}
+
+
+def _packed_grad_numpy(theta, X, Yw, w, Z, G, l2):
+    # Shift the logits by each *client's* batch maximum (one fast contiguous reduction
+    # instead of one per row); softmax is shift-invariant, nothing overflows, and the
+    # rare row pushed to underflow (sum < 1e-200) is redone with its own maximum.
+    np.matmul(X, theta, out=Z)
+    C = Z.shape[-1]
+    flat = Z.reshape(-1, Z.shape[-2] * C)
+    flat -= flat.max(axis=1, keepdims=True)
+    np.exp(Z, out=Z)
+    ones = _ONES.get(C)
+    if ones is None:
+        ones = _ONES[C] = np.ones(C)
+    s = (Z.reshape(-1, C) @ ones).reshape(Z.shape[:-1] + (1,))  # row sums by one BLAS call
+    if s.min() < _UNDERFLOW:
+        np.matmul(X, theta, out=Z)
+        Z -= Z.max(axis=-1, keepdims=True)
+        np.exp(Z, out=Z)
+        s = Z.sum(axis=-1, keepdims=True)
+    np.divide(w, s, out=s)
+    Z *= s
+    Z -= Yw
+    np.matmul(X.swapaxes(-1, -2), Z, out=G)
+    if l2:
+        G[..., :-1, :] += l2 * theta[..., :-1, :]
+
+
+def _packed_grad_torch(theta, X, Yw, w, Z, G, l2):
+    import torch
+
+    torch.matmul(X, theta, out=Z)
+    Z -= Z.amax(dim=-1, keepdim=True)
+    Z.exp_()
+    s = Z.sum(dim=-1, keepdim=True)
+    torch.div(w, s, out=s)
+    Z *= s
+    Z -= Yw
+    torch.matmul(X.transpose(-1, -2), Z, out=G)
+    if l2:
+        G[..., :-1, :] += l2 * theta[..., :-1, :]
+
+
+def _log_softmax_loss(z: np.ndarray, y: np.ndarray) -> np.ndarray:
+    """Per-sample cross-entropy for logits ``z`` (..., C) and labels ``y`` (...)."""
+    m = z.max(axis=-1, keepdims=True)
+    lse = np.log(np.exp(z - m).sum(axis=-1)) + m[..., 0]
+    return lse - np.take_along_axis(z, y[..., None], axis=-1)[..., 0]
+
+
+def _grad(W, b, x, y, l2):
+    """The plain one-batch gradient (no checks): softmax(xW + b) - onehot(y), averaged."""
+    n = y.shape[0]
+    z = x @ W + b
+    z -= z.max(axis=1, keepdims=True)
+    p = np.exp(z)
+    p /= p.sum(axis=1, keepdims=True)
+    p[np.arange(n), y] -= 1.0
+    p /= n
+    gW = x.T @ p
+    if l2:
+        gW += l2 * W
+    return {"W": gW, "b": p.sum(axis=0)}
+
+
+class LogisticRegression:
+    r"""Softmax regression :math:`d \to C` with an optional L2 penalty ``l2`` on ``W``
+    (default 0; see the module docstring for FedProx's 0.001)."""
+
+    def __init__(self, num_features: int = 60, num_classes: int = 10, l2: float = 0.0):
+        self.num_features = check_int("num_features", num_features, minimum=1)
+        self.num_classes = check_int("num_classes", num_classes, minimum=2)
+        self.l2 = check_nonnegative("l2", l2)
+
+    def __repr__(self) -> str:
+        return f"LogisticRegression(num_features={self.num_features}, num_classes={self.num_classes}, l2={self.l2})"
+
+    # ------------------------------------------------------------------ params
+    def init_params(self) -> dict:
+        """All-zero parameters (the objective is convex; every run starts from the same point)."""
+        return {"W": np.zeros((self.num_features, self.num_classes)), "b": np.zeros(self.num_classes)}
+
+    def _check_params(self, params: Any, stacked: bool) -> tuple[np.ndarray, np.ndarray]:
+        if not isinstance(params, dict) or set(params) != {"W", "b"}:
+            raise ValueError(f"params must be a dict with keys 'W' and 'b', got {type(params).__name__}")
+        W, b = np.asarray(params["W"], dtype=np.float64), np.asarray(params["b"], dtype=np.float64)
+        lead = W.shape[:1] if stacked else ()
+        if W.shape != lead + (self.num_features, self.num_classes) or b.shape != lead + (self.num_classes,):
+            raise ValueError(f"params: W has shape {W.shape} and b {b.shape}, expected "
+                             f"{lead + (self.num_features, self.num_classes)} and {lead + (self.num_classes,)}")
+        return W, b
+
+    def _check_batch(self, x, y, lead: tuple) -> tuple[np.ndarray, np.ndarray]:
+        x = np.asarray(x, dtype=np.float64)
+        y = np.asarray(y)
+        if x.ndim != len(lead) + 2 or x.shape[:len(lead)] != lead or x.shape[-1] != self.num_features:
+            raise ValueError(f"x must have shape {lead + ('B', self.num_features)}, got {x.shape}")
+        if y.shape != x.shape[:-1] or y.dtype.kind not in "iu":
+            raise ValueError(f"y must be integer labels of shape {x.shape[:-1]}, got {y.shape} {y.dtype}")
+        if y.size and (y.min() < 0 or y.max() >= self.num_classes):
+            raise ValueError(f"y: labels must lie in [0, {self.num_classes})")
+        return x, y.astype(np.int64)
+
+    # ------------------------------------------------------------ one client
+    def logits(self, params: dict, x) -> np.ndarray:
+        """:math:`z = x W + b`, shape ``(n, C)``."""
+        W, b = self._check_params(params, stacked=False)
+        return np.asarray(x, dtype=np.float64) @ W + b
+
+    def grad(self, params: dict, x, y) -> dict:
+        """Gradient ``{"W", "b"}`` of the mean cross-entropy (+ penalty) of one batch."""
+        W, b = self._check_params(params, stacked=False)
+        x, y = self._check_batch(x, y, ())
+        if y.shape[0] == 0:
+            raise ValueError("x: the batch is empty")
+        return _grad(W, b, x, y, self.l2)
+
+    def loss_and_grad(self, params: dict, x, y) -> tuple[float, dict]:
+        """Mean cross-entropy (+ penalty) of one batch and its gradient ``{"W", "b"}``."""
+        grads = self.grad(params, x, y)
+        return self.loss(params, x, y), grads
+
+    # ------------------------------------------------------------ many clients
+    def loss_and_grad_stacked(self, params: dict, x, y, mask=None) -> tuple[np.ndarray, dict]:
+        r"""Losses ``(q,)`` and gradients ``{"W": (q, d, C), "b": (q, C)}`` of ``q`` clients at once.
+
+        ``x`` ``(q, B, d)``, ``y`` ``(q, B)``, ``mask`` ``(q, B)`` (1 for real samples,
+        0 for padding; default all real). Client ``j``'s loss is the mean over its
+        real samples, exactly :meth:`loss_and_grad` on them.
+        """
+        W, b = self._check_params(params, stacked=True)
+        q = W.shape[0]
+        x, y = self._check_batch(x, y, (q,))
+        mask = np.ones(y.shape) if mask is None else np.asarray(mask, dtype=np.float64)
+        if mask.shape != y.shape:
+            raise ValueError(f"mask must have shape {y.shape}, got {mask.shape}")
+        count = mask.sum(axis=1)
+        if np.any(count <= 0):
+            raise ValueError(f"mask: client {int(np.flatnonzero(count <= 0)[0])} has an empty batch")
+        w = mask / count[:, None]
+        z = np.matmul(x, W) + b[:, None, :]
+        loss = np.einsum("qb,qb->q", w, _log_softmax_loss(z, y))
+        onehot = np.eye(self.num_classes)[y]
+        theta = pack_params({"W": W, "b": b})
+        xa = np.concatenate([x, np.ones(x.shape[:-1] + (1,))], axis=-1)
+        G = np.empty_like(theta)
+        packed_grad_(theta, xa, onehot * w[..., None], w[..., None], np.empty(z.shape), G, self.l2)
+        if self.l2:
+            loss = loss + 0.5 * self.l2 * np.einsum("qdc,qdc->q", W, W)
+        return loss, unpack_params(G)
+
+    # ------------------------------------------------------------ evaluation
+    def loss(self, params: dict, x, y) -> float:
+        """Mean cross-entropy (+ penalty) over ``(x, y)``."""
+        W, b = self._check_params(params, stacked=False)
+        x, y = self._check_batch(x, y, ())
+        if y.size == 0:
+            raise ValueError("x: no samples")
+        val = float(_log_softmax_loss(x @ W + b, y).mean())
+        return val + (0.5 * self.l2 * float(np.sum(W * W)) if self.l2 else 0.0)
+
+    def accuracy(self, params: dict, x, y) -> float:
+        """Fraction of ``argmax`` predictions equal to ``y`` (NaN without samples)."""
+        x, y = self._check_batch(x, y, ())
+        if y.size == 0:
+            return float("nan")
+        return float(np.mean(np.argmax(self.logits(params, x), axis=1) == y))
+
+
+class LogisticProblem:
+    r"""A :class:`LogisticRegression` model on a :class:`~fedlib.data.FederatedDataset`.
+
+    Holds the concatenated training data (for :math:`F(x) = \sum_i p_i F_i(x)`, the
+    mean over all training samples) and test data (union of the client test sets).
+    ``num_classes`` defaults to the data set's.
+    """
+
+    def __init__(self, dataset: FederatedDataset, l2: float = 0.0, num_classes: Optional[int] = None):
+        if not isinstance(dataset, FederatedDataset):
+            raise ValueError(f"dataset must be a FederatedDataset, got {type(dataset).__name__}")
+        c = dataset.num_classes if num_classes is None else check_int("num_classes", num_classes, minimum=2)
+        if c < dataset.num_classes:
+            raise ValueError(f"num_classes: {dataset.name} has labels up to {dataset.num_classes - 1}, got {c}")
+        self.dataset = dataset
+        self.model = LogisticRegression(dataset.num_features, c, l2)
+        self.num_samples = dataset.num_samples
+        self.p = dataset.weights
+        self.offsets = np.concatenate([[0], np.cumsum(self.num_samples)]).astype(np.int64)
+        self.train_x = np.ascontiguousarray(np.concatenate([np.asarray(x, dtype=np.float64) for x in dataset.train_x]))
+        self.train_y = np.concatenate([np.asarray(y, dtype=np.int64) for y in dataset.train_y])
+        tx = [np.asarray(x, dtype=np.float64).reshape(-1, dataset.num_features) for x in dataset.test_x]
+        self.test_x = np.concatenate(tx) if tx else np.zeros((0, dataset.num_features))
+        self.test_y = np.concatenate([np.asarray(y, dtype=np.int64) for y in dataset.test_y])
+
+    @property
+    def num_clients(self) -> int:
+        return self.dataset.num_clients
+
+    @property
+    def l2(self) -> float:
+        return self.model.l2
+
+    def init_params(self) -> dict:
+        return self.model.init_params()
+
+    def loss(self, params: dict) -> float:
+        r"""Global training loss :math:`F(x) = \sum_i p_i F_i(x)` on all training data."""
+        return self.model.loss(params, self.train_x, self.train_y)
+
+    def client_loss(self, params: dict, client: int) -> float:
+        """:math:`F_i(x)` on client ``client``'s training data."""
+        i = check_int("client", client)
+        return self.model.loss(params, self.dataset.train_x[i], self.dataset.train_y[i])
+
+    def test_accuracy(self, params: dict) -> float:
+        """Accuracy on the union of the client test sets (NaN when there is none)."""
+        return self.model.accuracy(params, self.test_x, self.test_y)
+
+    def grad_fn(self, seed: int, batch_size: int):
+        r"""``grad_fn(params, client, round, step)`` for
+        :func:`fedlib.engines.reference.run_sequential`: the gradient of client's
+        mini-batch ``step``, with the batches of :func:`fedlib.engines.batched.minibatch_indices`
+        (a fresh permutation of its samples each epoch from
+        ``generator(seed, "batches", round, client)``, last partial batch kept).
+
+        Like a data loader, each client's permutations are drawn lazily, one per epoch.
+        """
+        from ..engines.batched import EpochBatcher
+
+        batcher = EpochBatcher(self.num_samples, batch_size, seed)
+        l2 = self.l2
+        xs = [np.asarray(x, dtype=np.float64) for x in self.dataset.train_x]
+        ys = [np.asarray(y, dtype=np.int64) for y in self.dataset.train_y]
+
+        def grad(params, client, round_index, step):
+            idx = batcher.batch(round_index, client, step)
+            return _grad(params["W"], params["b"], xs[client][idx], ys[client][idx], l2)
+
+        return grad
+
+    def metrics(self, params: dict) -> dict:
+        """``{"train_loss": F(x), "test_accuracy": ...}`` (test accuracy ``None`` without test data)."""
+        acc = self.test_accuracy(params)
+        return {"train_loss": self.loss(params), "test_accuracy": None if np.isnan(acc) else acc}

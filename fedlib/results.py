@@ -1,0 +1,280 @@
+"""Result records of runs: the schema, provenance and atomic JSON files.
+
+Every run the command line writes (``python -m fedlib run ...``) and every benchmark is
+one JSON object::
+
+    {"schema": "fedlib.result/1",
+     "kind": "run",                       # or "bench", ... (only runs must have a history)
+     "config": {...},                     # everything needed to rerun it (resolved flags)
+     "provenance": {"fedlib": "0.1.0", "git_commit": "<sha>" | "unknown", "git_dirty": bool | null,
+                    "python": "3.11.7", "numpy": "...", "torch": "..." | null, "platform": "...",
+                    "device": "cpu" | "<GPU name>", "threads": {...}, "command": "python -m fedlib ...",
+                    "started_utc": "...Z", "finished_utc": "...Z", "wall_time_s": 12.3},
+     "initial": {"train_loss": ..., "test_accuracy": ...},     # optional: before round 0
+     "history": [{"round": 0, "train_loss": ..., "test_accuracy": ... | null, "tau_eff": ...,
+                  "chi2": ..., "local_steps": [...], ...}, ...],   # one record per round
+     "summary": {...}}                    # optional: final values
+
+Rounds are counted from 0 and ``train_loss`` is measured *after* the round.
+Non-finite numbers are written as ``null`` (JSON has no NaN).
+
+:func:`write_result` serialises first, then writes a temporary file in the target's
+folder and :func:`os.replace`-s it: a reader sees the old file or the new one, never a
+partial one, and a failure leaves the target untouched. :func:`read_result` checks the
+schema and raises ``ValueError`` naming the file and the problem.
+
+Shared by ``fedlib.cli.synthetic``, the CIFAR-10 commands and the book's chapters.
+"""
+from __future__ import annotations
+
+import datetime as _dt
+import json
+import math
+import numbers
+import os
+import platform
+import subprocess
+import sys
+import tempfile
+import time
+from importlib import metadata
+from pathlib import Path
+from typing import Any, Mapping, Optional, Sequence
+
+import numpy as np
+
+__all__ = ["SCHEMA", "HISTORY_KEYS", "PROVENANCE_KEYS", "git_commit", "device_name", "make_provenance", "RunClock",
+           "make_result", "to_jsonable", "validate_result", "write_result", "read_result"]
+
+SCHEMA = "fedlib.result/1"
+#: Keys every history record has.
+HISTORY_KEYS = ("round", "train_loss", "test_accuracy", "tau_eff", "chi2", "local_steps")
+#: Keys every provenance block has.
+PROVENANCE_KEYS = ("fedlib", "git_commit", "python", "numpy", "torch", "platform", "device", "command",
+                   "started_utc", "finished_utc", "wall_time_s")
+
+
+# ----------------------------------------------------------------------------- provenance
+def _repo_root() -> Path:
+    return Path(__file__).resolve().parents[1]
+
+
+def git_commit(root: Optional[os.PathLike] = None) -> tuple[str, Optional[bool]]:
+    """``(commit sha, dirty)`` of the git checkout holding fedlib, or ``("unknown", None)``."""
+    root = Path(root) if root is not None else _repo_root()
+    if not (root / ".git").exists():
+        return "unknown", None
+    try:
+        sha = subprocess.run(["git", "-C", str(root), "rev-parse", "HEAD"], capture_output=True, text=True,
+                             timeout=10, check=True).stdout.strip()
+        status = subprocess.run(["git", "-C", str(root), "status", "--porcelain", "--untracked-files=no"],
+                                capture_output=True, text=True, timeout=10, check=True).stdout
+    except (OSError, subprocess.SubprocessError):
+        return "unknown", None
+    return (sha or "unknown"), (bool(status.strip()) if sha else None)
+
+
+def _version(dist: str) -> Optional[str]:
+    try:
+        return metadata.version(dist)
+    except metadata.PackageNotFoundError:
+        return None
+
+
+def device_name(device: Any = "cpu") -> str:
+    """``"cpu"`` or the GPU's name for a CUDA ``device`` (torch)."""
+    dev = str(device)
+    if not dev.startswith("cuda"):
+        return "cpu"
+    try:
+        import torch
+
+        return torch.cuda.get_device_name(torch.device(dev))
+    except Exception:  # noqa: BLE001 - provenance must never fail a run
+        return dev
+
+
+def _utc(ts: float) -> str:
+    return _dt.datetime.fromtimestamp(ts, _dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def _threads() -> dict:
+    env = {k: os.environ.get(k) for k in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")}
+    try:
+        cores = len(os.sched_getaffinity(0))
+    except AttributeError:  # not on Linux
+        cores = os.cpu_count()
+    return {"cpus_available": cores, **{k: v for k, v in env.items() if v is not None}}
+
+
+def _command() -> str:
+    """``sys.argv`` joined, with ``python -m fedlib`` for the package's entry points."""
+    argv = list(sys.argv)
+    if argv and argv[0].replace("\\", "/").endswith(("fedlib/__main__.py", "fedlib/cli/__main__.py")):
+        argv = ["python", "-m", "fedlib"] + argv[1:]
+    elif argv:
+        argv = [Path(sys.executable).name] + argv
+    return " ".join(argv)
+
+
+def make_provenance(started: float, finished: float, device: Any = "cpu", command: Optional[str] = None) -> dict:
+    """Provenance of a run that ran from ``started`` to ``finished`` (``time.time()`` values)."""
+    from . import __version__
+
+    sha, dirty = git_commit()
+    return {
+        "fedlib": __version__,
+        "git_commit": sha,
+        "git_dirty": dirty,
+        "python": platform.python_version(),
+        "numpy": np.__version__,
+        "torch": _version("torch"),
+        "platform": platform.platform(),
+        "device": device_name(device),
+        "threads": _threads(),
+        "command": command if command is not None else _command(),
+        "started_utc": _utc(started),
+        "finished_utc": _utc(finished),
+        "wall_time_s": round(float(finished - started), 6),
+    }
+
+
+class RunClock:
+    """``with RunClock() as clock: ...`` then ``clock.provenance(device)``."""
+
+    def __enter__(self):
+        self.started = time.time()
+        self.finished = None
+        return self
+
+    def __exit__(self, *exc):
+        self.finished = time.time()
+        return False
+
+    def provenance(self, device: Any = "cpu", command: Optional[str] = None) -> dict:
+        return make_provenance(self.started, self.finished if self.finished is not None else time.time(), device,
+                               command)
+
+
+# ----------------------------------------------------------------------------- records
+def to_jsonable(obj: Any) -> Any:
+    """Plain JSON types: numpy scalars/arrays to numbers/lists, non-finite floats to ``None``."""
+    if isinstance(obj, Mapping):
+        return {str(k): to_jsonable(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [to_jsonable(v) for v in obj]
+    if isinstance(obj, np.ndarray):
+        return to_jsonable(obj.tolist())
+    if isinstance(obj, (bool, np.bool_)):
+        return bool(obj)
+    if isinstance(obj, numbers.Integral):
+        return int(obj)
+    if isinstance(obj, numbers.Real):
+        f = float(obj)
+        return f if math.isfinite(f) else None
+    if obj is None or isinstance(obj, str):
+        return obj
+    if isinstance(obj, os.PathLike):
+        return os.fspath(obj)
+    raise ValueError(f"cannot store a {type(obj).__name__} in a result record: {obj!r}")
+
+
+def make_result(config: Mapping, history: Optional[Sequence[Mapping]], provenance: Mapping, *, kind: str = "run",
+                initial: Optional[Mapping] = None, summary: Optional[Mapping] = None) -> dict:
+    """Assemble (and validate) a result record; values are converted with :func:`to_jsonable`."""
+    result = {"schema": SCHEMA, "kind": kind, "config": dict(config), "provenance": dict(provenance)}
+    if initial is not None:
+        result["initial"] = dict(initial)
+    if history is not None:
+        result["history"] = [dict(h) for h in history]
+    if summary is not None:
+        result["summary"] = dict(summary)
+    result = to_jsonable(result)
+    validate_result(result)
+    return result
+
+
+def _is_num(x) -> bool:
+    return isinstance(x, (int, float)) and not isinstance(x, bool)
+
+
+def validate_result(result: Any, where: str = "result") -> dict:
+    """Check the schema; raise ``ValueError`` starting with ``where`` on the first problem."""
+    if not isinstance(result, dict):
+        raise ValueError(f"{where}: a result must be a JSON object, got {type(result).__name__}")
+    if result.get("schema") != SCHEMA:
+        raise ValueError(f"{where}: schema must be {SCHEMA!r}, got {result.get('schema')!r}")
+    for key in ("config", "provenance"):
+        if not isinstance(result.get(key), dict):
+            raise ValueError(f"{where}: {key!r} must be an object")
+    missing = [k for k in PROVENANCE_KEYS if k not in result["provenance"]]
+    if missing:
+        raise ValueError(f"{where}: provenance lacks {missing}")
+    if not isinstance(result.get("kind"), str):
+        raise ValueError(f"{where}: 'kind' must be a string such as 'run'")
+    if result["kind"] != "run" and "history" not in result:
+        return result  # e.g. a benchmark: no per-round training records
+    history = result.get("history")
+    if not isinstance(history, list):
+        raise ValueError(f"{where}: 'history' must be a list of per-round records")
+    for i, rec in enumerate(history):
+        if not isinstance(rec, dict):
+            raise ValueError(f"{where}: history[{i}] must be an object")
+        missing = [k for k in HISTORY_KEYS if k not in rec]
+        if missing:
+            raise ValueError(f"{where}: history[{i}] lacks {missing}")
+        if not isinstance(rec["round"], int) or isinstance(rec["round"], bool) or rec["round"] < 0:
+            raise ValueError(f"{where}: history[{i}].round must be an integer >= 0, got {rec['round']!r}")
+        if i and rec["round"] <= history[i - 1]["round"]:
+            raise ValueError(f"{where}: history rounds must increase (history[{i}].round = {rec['round']})")
+        for k in ("train_loss", "test_accuracy", "tau_eff", "chi2"):
+            if rec[k] is not None and not _is_num(rec[k]):
+                raise ValueError(f"{where}: history[{i}].{k} must be a number or null, got {rec[k]!r}")
+        steps = rec["local_steps"]
+        if not isinstance(steps, list) or not all(isinstance(s, int) and not isinstance(s, bool) for s in steps):
+            raise ValueError(f"{where}: history[{i}].local_steps must be a list of integers")
+    return result
+
+
+# ----------------------------------------------------------------------------- files
+def write_result(path: os.PathLike, result: Mapping) -> Path:
+    """Write ``result`` to ``path`` atomically (temporary file in the same folder, fsync,
+    :func:`os.replace`); nothing is left behind on failure. Returns the path."""
+    path = Path(path)
+    doc = to_jsonable(result)
+    validate_result(doc, str(path))
+    text = json.dumps(doc, indent=1, allow_nan=False) + "\n"  # serialise before touching the disk
+    folder = path.parent if str(path.parent) else Path(".")
+    if not folder.is_dir():
+        raise ValueError(f"{path}: folder {folder} does not exist")
+    if path.is_dir():
+        raise ValueError(f"{path}: is a folder")
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=folder)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.write(text)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except FileNotFoundError:
+            pass
+        raise
+    return path
+
+
+def read_result(path: os.PathLike) -> dict:
+    """Read and validate a result file; ``ValueError`` names the file and the problem."""
+    path = Path(path)
+    try:
+        with open(path, "r", encoding="utf-8") as fh:
+            doc = json.load(fh)
+    except FileNotFoundError:
+        raise ValueError(f"{path}: file not found") from None
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise ValueError(f"{path}: not valid JSON ({exc})") from None
+    except OSError as exc:
+        raise ValueError(f"{path}: cannot read ({exc})") from None
+    return validate_result(doc, str(path))

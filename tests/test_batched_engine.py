@@ -1,0 +1,197 @@
+"""The batched engine against the per-client loop (run_sequential), the torch backend
+against numpy, mini-batching, divergence (fedlib.engines.batched)."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from fedlib.algorithms import make_algorithm
+from fedlib.data import synthetic
+from fedlib.engines import batched
+from fedlib.engines.batched import (DivergenceError, EpochBatcher, minibatch_indices, run_batched, run_engine,
+                                    run_reference)
+from fedlib.problems.logistic import LogisticProblem
+from fedlib.rng import generator
+from fedlib.schedules import FixedEpochs, FixedSteps, RandomEpochs, step_decay_lr
+from fedlib.server import adam, momentum
+from fedlib.solvers import decayed_sgd, momentum_proximal_sgd, momentum_sgd, proximal_sgd, sgd
+
+B = 8
+SIZES = [30, 45, 61, 17, 80, 52]
+
+
+@pytest.fixture(scope="module")
+def prob():
+    return LogisticProblem(synthetic(num_clients=6, seed=1, num_samples=SIZES), l2=0.001)
+
+
+def _assert_same(r1, r2, tol=1e-10):
+    assert len(r1.history) == len(r2.history)
+    for h1, h2 in zip(r1.history, r2.history):
+        assert h1["clients"] == h2["clients"] and h1["local_steps"] == h2["local_steps"]
+        assert h1["train_loss"] == pytest.approx(h2["train_loss"], abs=tol, rel=0)
+        assert h1["tau_eff"] == pytest.approx(h2["tau_eff"], rel=1e-12)
+        assert h1["chi2"] == pytest.approx(h2["chi2"], rel=1e-9, abs=1e-14)
+        np.testing.assert_allclose(h1["a_norms"], h2["a_norms"], rtol=1e-12)
+        if h1["test_accuracy"] is not None:
+            assert h1["test_accuracy"] == h2["test_accuracy"]
+    for k in ("W", "b"):
+        np.testing.assert_allclose(r1.params[k], r2.params[k], atol=tol, rtol=0)
+
+
+CASES = [
+    ("fedavg", lambda: sgd(0.05), None, "full", None),
+    ("fednova", lambda: sgd(0.05), None, "with-replacement", 4),
+    ("fedprox", lambda: proximal_sgd(0.05, 0.5), None, "uniform", 3),
+    ("scaffold", lambda: sgd(0.05), None, "full", None),
+    ("vrlsgd", lambda: sgd(0.05, weight_decay=1e-3), None, "uniform", 4),
+    ("fednova-vr", lambda: momentum_sgd(0.02, 0.9), None, "with-replacement", 5),
+    ("fednova-vr", lambda: momentum_proximal_sgd(0.02, 0.8, 0.3, weight_decay=1e-3), "momentum", "full", None),
+    ("fednova", lambda: momentum_sgd(0.02, 0.9), "adam", "uniform", 5),
+    ("fedavg", lambda: decayed_sgd(0.05, gamma=0.97), None, "full", None),
+]
+
+
+@pytest.mark.parametrize("name,solver,server,sampling,q", CASES)
+def test_batched_equals_per_client_loop(prob, name, solver, server, sampling, q):
+    """Same batches, same sampling, same random epochs: same numbers to 1e-10 (float64)."""
+    algo = make_algorithm(name, solver(), {"momentum": momentum(0.5), "adam": adam(0.01), None: None}[server])
+    sched = RandomEpochs(prob.num_samples, B, 1, 3, seed=7)
+    kw = dict(batch_size=B, seed=3, sampling=sampling, clients_per_round=q,
+              lr_at=lambda t: step_decay_lr(algo.solver.lr, t, 4))
+    fast = run_batched(algo, prob, sched, 4, **kw)
+    loop = run_reference(algo, prob, sched, 4, **kw)
+    _assert_same(fast, loop)
+    assert [h["lr"] for h in fast.history] == [h["lr"] for h in loop.history]
+
+
+def test_generic_solver_path_is_bitwise_the_fast_path(prob):
+    """fast=False runs LocalSolver.update on the stacked arrays: identical bits."""
+    algo = make_algorithm("fednova-vr", momentum_proximal_sgd(0.02, 0.9, 0.3, weight_decay=1e-3))
+    sched = RandomEpochs(prob.num_samples, B, 1, 3, seed=1)
+    r1 = run_batched(algo, prob, sched, 3, batch_size=B, seed=2)
+    r2 = run_batched(algo, prob, sched, 3, batch_size=B, seed=2, fast=False)
+    for k in ("W", "b"):
+        assert np.array_equal(r1.params[k], r2.params[k])
+
+
+def test_small_gather_windows_give_the_same_numbers(prob, monkeypatch):
+    algo = make_algorithm("fednova", momentum_sgd(0.02, 0.9))
+    sched = RandomEpochs(prob.num_samples, B, 1, 3, seed=1)
+    r1 = run_batched(algo, prob, sched, 2, batch_size=B)
+    monkeypatch.setattr(batched, "GATHER_BYTES", 1)  # one window per step
+    r2 = run_batched(algo, prob, sched, 2, batch_size=B)
+    for k in ("W", "b"):
+        assert np.array_equal(r1.params[k], r2.params[k])
+
+
+@pytest.mark.parametrize("name,solver,server,sampling,q", [CASES[0], CASES[5], CASES[6]])
+def test_torch_backend_equals_numpy(prob, name, solver, server, sampling, q):
+    pytest.importorskip("torch")
+    algo = make_algorithm(name, solver(), {"momentum": momentum(0.5), None: None}[server])
+    sched = RandomEpochs(prob.num_samples, B, 1, 3, seed=7)
+    kw = dict(batch_size=B, seed=3, sampling=sampling, clients_per_round=q)
+    r_np = run_batched(algo, prob, sched, 3, **kw)
+    r_t = run_batched(algo, prob, sched, 3, backend="torch", device="cpu", **kw)
+    _assert_same(r_np, r_t)
+
+
+def test_history_records(prob):
+    algo = make_algorithm("fedavg", sgd(0.05))
+    sched = FixedEpochs(prob.num_samples, B, 2)
+    seen = []
+    run = run_batched(algo, prob, sched, 3, batch_size=B, callback=seen.append)
+    assert len(run.history) == 3 and seen == run.history
+    h = run.history[0]
+    for key in ("round", "lr", "train_loss", "test_accuracy", "tau_eff", "chi2", "clients", "local_steps", "a_norms",
+                "weights", "time_s"):
+        assert key in h
+    assert [r["round"] for r in run.history] == [0, 1, 2]
+    # E = 2 epochs of ceil(n_i / B) steps; FedAvg with SGD: ||a_i|| = tau_i, tau_eff = sum p_i tau_i
+    tau = 2 * -(-prob.num_samples // B)  # training sizes (90% of SIZES)
+    assert h["local_steps"] == tau.tolist() and h["clients"] == list(range(6))
+    assert h["tau_eff"] == pytest.approx(float(prob.p @ tau))
+    assert run.initial["train_loss"] == pytest.approx(np.log(10))
+    assert run.history[-1]["train_loss"] < run.initial["train_loss"]
+    # equal epochs, different n_i: FedAvg's weights differ from p, so chi2 > 0
+    assert h["chi2"] > 0
+
+
+def test_fednova_with_equal_steps_is_fedavg(prob):
+    sched = FixedSteps([5] * 6)
+    r1 = run_batched(make_algorithm("fedavg", sgd(0.05)), prob, sched, 3, batch_size=B)
+    r2 = run_batched(make_algorithm("fednova", sgd(0.05)), prob, sched, 3, batch_size=B)
+    for k in ("W", "b"):
+        np.testing.assert_allclose(r1.params[k], r2.params[k], atol=1e-13)
+    assert r1.history[0]["chi2"] == pytest.approx(0.0, abs=1e-15)
+
+
+def test_run_engine_dispatch(prob):
+    algo = make_algorithm("fedavg", sgd(0.05))
+    sched = FixedEpochs(prob.num_samples, B, 1)
+    a = run_engine("batched", algo, prob, sched, 1, batch_size=B)
+    b = run_engine("reference", algo, prob, sched, 1, batch_size=B)
+    _assert_same(a, b)
+    with pytest.raises(ValueError, match="engine"):
+        run_engine("gpu", algo, prob, sched, 1, batch_size=B)
+
+
+# ----------------------------------------------------------------------------- batches
+def test_minibatch_indices_epochs_are_permutations_and_last_batch_partial():
+    n, b = 23, 5
+    idx, counts = minibatch_indices(n, b, 12, generator(0, "batches", 0, 0))
+    assert idx.shape == (12, 5) and counts.tolist() == [5, 5, 5, 5, 3] * 2 + [5, 5]
+    for e in range(2):
+        rows = idx[5 * e:5 * e + 5]
+        real = np.concatenate([r[:c] for r, c in zip(rows, counts[5 * e:5 * e + 5])])
+        assert sorted(real.tolist()) == list(range(n))
+    assert not np.array_equal(idx[:4], idx[5:9])  # a fresh permutation each epoch
+
+
+def test_epoch_batcher_matches_minibatch_indices():
+    sizes = [23, 7]
+    eb = EpochBatcher(sizes, 5, seed=4)
+    for client, n in enumerate(sizes):
+        idx, counts = minibatch_indices(n, 5, 11, generator(4, "batches", 2, client))
+        for k in range(11):
+            assert eb.batch(2, client, k).tolist() == idx[k, :counts[k]].tolist()
+
+
+# ----------------------------------------------------------------------------- errors
+@pytest.mark.parametrize("engine", ["batched", "reference"])
+def test_divergence_names_the_round(prob, engine):
+    algo = make_algorithm("fedavg", sgd(1e6))
+    sched = FixedEpochs(prob.num_samples, B, 2)
+    with pytest.raises(DivergenceError, match=r"diverged in round \d+") as info:
+        with np.errstate(all="ignore"):
+            run_engine(engine, algo, prob, sched, 50, batch_size=B)
+    assert isinstance(info.value, FloatingPointError) and 0 <= info.value.round < 50
+
+
+def test_bad_arguments(prob):
+    algo = make_algorithm("fedavg", sgd(0.05))
+    with pytest.raises(ValueError, match="batch_size"):
+        run_batched(algo, prob, FixedEpochs(prob.num_samples, 10, 1), 1, batch_size=B)
+    with pytest.raises(ValueError, match="clients_per_round"):
+        run_batched(algo, prob, FixedEpochs(prob.num_samples, B, 1), 1, batch_size=B, sampling="uniform",
+                    clients_per_round=7)
+    with pytest.raises(ValueError, match="clients_per_round"):
+        run_batched(algo, prob, FixedEpochs(prob.num_samples, B, 1), 1, batch_size=B, sampling="with-replacement")
+    with pytest.raises(ValueError, match="schedule"):
+        run_batched(algo, prob, FixedSteps([1, 2]), 1, batch_size=B)
+    with pytest.raises(ValueError, match="backend"):
+        run_batched(algo, prob, FixedSteps([1] * 6), 1, batch_size=B, backend="jax")
+    with pytest.raises(ValueError, match="device"):
+        run_batched(algo, prob, FixedSteps([1] * 6), 1, batch_size=B, device="cuda")
+
+
+def test_docstring_examples():
+    import doctest
+
+    from fedlib.engines import batched as mod_batched
+    from fedlib.experiments import synthetic as mod_synthetic
+    from fedlib.problems import logistic as mod_logistic
+
+    for mod in (mod_batched, mod_logistic, mod_synthetic):
+        res = doctest.testmod(mod, optionflags=doctest.ELLIPSIS)
+        assert res.failed == 0, f"{mod.__name__}: {res.failed} docstring example(s) failed"

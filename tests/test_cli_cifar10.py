@@ -1,0 +1,120 @@
+"""``python -m fedlib run cifar10`` / ``bench cifar10`` end to end at a tiny width on the shipped sample."""
+from __future__ import annotations
+
+import json
+import pickle
+
+import numpy as np
+import pytest
+import torch
+
+from fedlib.cli import main
+from fedlib.results import read_result
+
+TINY = ["--sample", "--width", "0.03", "--device", "cpu"]
+
+
+@pytest.fixture(autouse=True)
+def one_thread():
+    n = torch.get_num_threads()
+    torch.set_num_threads(1)  # tiny convolutions: threads only add contention on a shared CI box
+    yield
+    torch.set_num_threads(n)
+
+
+def test_run_cifar10_writes_a_valid_result(tmp_path, capsys):
+    out = tmp_path / "r.json"
+    rc = main(["run", "cifar10", *TINY, "--rounds", "2", "--epochs", "2-5", "--algorithm", "fedavg", "--out", str(out)])
+    assert rc == 0, capsys.readouterr().err
+    res = read_result(out)
+    assert res["config"]["data"]["num_clients"] == 16 and res["config"]["batch_size"] == 32
+    assert res["config"]["weight_decay"] == 1e-4 and res["config"]["lr_decay"] == "step"
+    h = res["history"]
+    assert [r["round"] for r in h] == [0, 1]
+    for r in h:
+        assert set(r) >= {"round", "train_loss", "test_accuracy", "tau_eff", "chi2", "local_steps", "lr"}
+        assert len(r["local_steps"]) == 16 and 0 <= r["test_accuracy"] <= 1
+        assert r["chi2"] > 0  # FedAvg with unequal tau_i
+    assert h[1]["lr"] == pytest.approx(0.005)  # /10 after 50% of 2 rounds
+    assert res["provenance"]["wall_time_s"] > 0
+    assert "wrote" in capsys.readouterr().out
+
+
+def test_missing_data_root(tmp_path, capsys):
+    out = tmp_path / "r.json"
+    missing = tmp_path / "nowhere"
+    assert main(["run", "cifar10", "--data-root", str(missing), "--rounds", "1", "--out", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert str(missing) in err and "--download" in err
+    assert not out.exists()
+
+
+def test_no_data_flag(tmp_path, capsys):
+    assert main(["run", "cifar10", "--rounds", "1"]) == 2
+    assert "--data-root" in capsys.readouterr().err
+
+
+def _fake_batch(path, n=20, seed=0):
+    rng = np.random.default_rng(seed)
+    with open(path, "wb") as fh:
+        pickle.dump({"data": rng.integers(0, 256, (n, 3072), dtype=np.uint8),
+                     "labels": rng.integers(0, 10, n).tolist()}, fh)
+
+
+def test_corrupt_batch_file_is_named(tmp_path, capsys):
+    folder = tmp_path / "cifar-10-batches-py"
+    folder.mkdir()
+    for i, name in enumerate(["data_batch_1", "data_batch_2", "data_batch_3", "data_batch_4", "data_batch_5",
+                              "test_batch"]):
+        _fake_batch(folder / name, seed=i)
+    (folder / "data_batch_3").write_bytes(b"\x80\x04 truncated")
+    out = tmp_path / "r.json"
+    assert main(["run", "cifar10", "--data-root", str(tmp_path), "--rounds", "1", "--out", str(out)]) == 2
+    assert "data_batch_3" in capsys.readouterr().err
+    assert not out.exists()
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="checks the no-GPU message")
+def test_bf16_without_gpu(tmp_path, capsys):
+    out = tmp_path / "r.json"
+    assert main(["run", "cifar10", "--sample", "--precision", "bf16", "--out", str(out)]) == 2
+    assert "bf16" in capsys.readouterr().err
+    assert not out.exists()
+
+
+@pytest.mark.parametrize("flags", [["--solver", "adagrad"], ["--algorithm", "fedsgd"]])
+def test_unknown_solver_or_algorithm(tmp_path, flags):
+    out = tmp_path / "r.json"
+    with pytest.raises(SystemExit) as exc:
+        main(["run", "cifar10", *TINY, "--out", str(out), *flags])
+    assert exc.value.code == 2
+    assert not out.exists()
+
+
+def test_impossible_combination(tmp_path, capsys):
+    assert main(["run", "cifar10", *TINY, "--algorithm", "fedprox", "--out", str(tmp_path / "r.json")]) == 2
+    assert "--mu" in capsys.readouterr().err
+
+
+def test_divergence_writes_nothing(tmp_path, capsys):
+    out = tmp_path / "r.json"
+    rc = main(["run", "cifar10", *TINY, "--rounds", "2", "--lr", "1e6", "--out", str(out)])
+    assert rc == 2
+    err = capsys.readouterr().err
+    assert "round 0" in err and "nothing written" in err and "fednova seed 0" in err
+    assert not out.exists()
+
+
+def test_bench_cifar10(tmp_path, capsys):
+    out = tmp_path / "b.json"
+    assert main(["bench", "cifar10", "--sample", "--width", "0.03", "--steps", "3", "--repeat", "1", "--device", "cpu",
+                 "--json", str(out), "--quiet"]) == 0
+    doc = json.loads(out.read_text())
+    assert doc["kind"] == "bench"
+    s = doc["summary"]
+    assert s["sequential_images_per_s"] > 0 and s["engine_images_per_s"] > 0
+    assert s["ratio"] == pytest.approx(s["engine_images_per_s"] / s["sequential_images_per_s"])
+    assert s["max_local_steps"] == 3 and doc["config"]["local_steps"]
+    assert main(["bench", "cifar10", "--sample", "--width", "0.03", "--steps", "2", "--repeat", "1",
+                 "--device", "cpu"]) == 0
+    assert "ratio" in capsys.readouterr().out

@@ -1,0 +1,198 @@
+"""``python -m fedlib run synthetic`` / ``bench synthetic``: end to end on a tiny LEAF data set
+written in tmp_path, and every bad input (exit status 2, the message names the flag or
+file, no output file)."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from fedlib.cli import main
+from fedlib.data import save_leaf, synthetic
+from fedlib.results import HISTORY_KEYS, PROVENANCE_KEYS, read_result
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(scope="module")
+def leaf_dir(tmp_path_factory):
+    """A tiny LEAF folder (train/ and test/) with 4 clients."""
+    folder = tmp_path_factory.mktemp("leaf") / "tiny"
+    save_leaf(synthetic(num_clients=4, seed=0, num_samples=[30, 40, 25, 50]), folder)
+    return folder
+
+
+@pytest.fixture(scope="module")
+def leaf_file(tmp_path_factory):
+    """A single LEAF .json file (training data only)."""
+    path = tmp_path_factory.mktemp("leaf1") / "train.json"
+    save_leaf(synthetic(num_clients=3, seed=1, num_samples=[20, 30, 25]), path, drop_test=True)
+    return path
+
+
+def _subprocess(*args):
+    env = dict(os.environ, PYTHONPATH=str(REPO), OMP_NUM_THREADS="1")
+    return subprocess.run([sys.executable, "-m", "fedlib", *args], capture_output=True, text=True, cwd=REPO,
+                          env=env, timeout=300)
+
+
+def _cli(capsys, *args):
+    """Run the CLI in-process: (exit status, stdout, stderr)."""
+    try:
+        code = main(list(args))
+    except SystemExit as exc:  # argparse errors
+        code = exc.code
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+# ----------------------------------------------------------------------------- end to end
+def test_run_synthetic_end_to_end_subprocess(leaf_dir, tmp_path):
+    out = tmp_path / "res.json"
+    proc = _subprocess("run", "synthetic", "--data", str(leaf_dir), "--algorithm", "fednova", "--rounds", "3",
+                       "--batch-size", "10", "--epochs", "1-3", "--out", str(out))
+    assert proc.returncode == 0, proc.stderr
+    assert "final training loss" in proc.stdout and str(out) in proc.stdout
+    doc = json.loads(out.read_text())
+    assert read_result(out) == doc
+    assert doc["kind"] == "run"
+    for key in ("config", "provenance", "history"):
+        assert key in doc
+    cfg = doc["config"]
+    assert cfg["algorithm"] == "fednova" and cfg["rounds"] == 3 and cfg["epochs"] == "1-3"
+    assert cfg["data"]["source"] == str(leaf_dir) and cfg["data"]["num_clients"] == 4
+    prov = doc["provenance"]
+    for key in PROVENANCE_KEYS:
+        assert key in prov
+    assert prov["command"].startswith("python -m fedlib run synthetic")
+    assert prov["device"] == "cpu" and prov["wall_time_s"] >= 0
+    assert len(doc["history"]) == 3
+    for i, rec in enumerate(doc["history"]):
+        for key in HISTORY_KEYS:
+            assert key in rec
+        assert rec["round"] == i and len(rec["local_steps"]) == 4
+        assert 0 <= rec["test_accuracy"] <= 1 and np.isfinite(rec["train_loss"])
+    assert doc["history"][-1]["train_loss"] < doc["initial"]["train_loss"]
+
+
+def test_run_synthetic_generated_data_in_process(capsys, tmp_path):
+    out = tmp_path / "r.json"
+    code, stdout, err = _cli(capsys, "run", "synthetic", "--num-clients", "5", "--rounds", "2", "--algorithm",
+                             "fedprox", "--mu", "0.1", "--sampling", "with-replacement", "--clients-per-round", "3",
+                             "--server", "momentum", "--out", str(out), "--progress")
+    assert code == 0, err
+    doc = read_result(out)
+    assert doc["config"]["solver"] == "prox" and doc["config"]["mu"] == 0.1
+    assert doc["config"]["server_momentum"] == 0.9 and doc["config"]["data"]["generator"] == "synthetic"
+    assert len(doc["history"]) == 2 and len(doc["history"][0]["clients"]) <= 3
+    assert "round" in err  # the tqdm bar (forced by --progress)
+
+
+def test_reference_engine_gives_the_same_history(capsys, tmp_path, leaf_file):
+    res = []
+    for engine in ("batched", "reference"):
+        out = tmp_path / f"{engine}.json"
+        code, _, err = _cli(capsys, "run", "synthetic", "--data", str(leaf_file), "--rounds", "2", "--engine",
+                            engine, "--solver", "momentum", "--algorithm", "fednova", "--batch-size", "8",
+                            "--quiet", "--out", str(out))
+        assert code == 0, err
+        res.append(read_result(out))
+    a, b = (r["history"] for r in res)
+    assert [h["train_loss"] for h in a] == pytest.approx([h["train_loss"] for h in b], abs=1e-10)
+    assert a[0]["test_accuracy"] is None  # a single file has no test data
+    assert res[0]["config"]["momentum"] == 0.9
+
+
+def test_bench_synthetic_writes_json(capsys, tmp_path):
+    out = tmp_path / "bench.json"
+    code, stdout, err = _cli(capsys, "bench", "synthetic", "--rounds", "1", "--repeat", "1", "--json", str(out))
+    assert code == 0, err
+    assert "speedup" in stdout
+    doc = read_result(out)
+    assert doc["kind"] == "bench" and doc["summary"]["max_abs_param_diff"] <= 1e-10
+    assert doc["summary"]["speedup_wall"] > 0 and doc["config"]["num_clients"] == 30
+
+
+def test_help_documents_flags_and_defaults(capsys):
+    code, out, _ = _cli(capsys, "run", "synthetic", "--help")
+    assert code == 0
+    for flag in ("--algorithm", "--solver", "--lr", "--mu", "--momentum", "--weight-decay", "--tau-eff", "--server",
+                 "--server-momentum", "--server-lr", "--rounds", "--epochs", "--batch-size", "--clients-per-round",
+                 "--sampling", "--seed", "--data", "--alpha", "--beta", "--num-clients", "--out", "--quiet"):
+        assert flag in out
+    assert "(default: 0.02)" in out and "(default: 20)" in out
+
+
+# ----------------------------------------------------------------------------- bad input
+BAD = [
+    # (args, text the message must contain)
+    (["--data", "{missing}"], "{missing}"),
+    (["--data", "{malformed}"], "{malformed}"),
+    (["--sampling", "uniform", "--clients-per-round", "50"], "--clients-per-round"),
+    (["--sampling", "with-replacement"], "--clients-per-round"),
+    (["--clients-per-round", "2"], "--clients-per-round"),
+    (["--algorithm", "fedprox"], "--mu"),
+    (["--algorithm", "fedprox", "--mu", "0"], "--mu"),
+    (["--algorithm", "fedprox", "--solver", "sgd", "--mu", "1"], "--solver"),
+    (["--solver", "sgd", "--mu", "0.1"], "--mu"),
+    (["--solver", "sgd", "--momentum", "0.5"], "--momentum"),
+    (["--algorithm", "fedavg", "--tau-eff", "3"], "--tau-eff"),
+    (["--server-momentum", "0.5"], "--server-momentum"),
+    (["--epochs", "2-x"], "--epochs"),
+    (["--epochs", "5-2"], "--epochs"),
+    (["--epochs", "0"], "--epochs"),
+    (["--lr", "-1"], "--lr"),
+    (["--momentum", "1.5", "--solver", "momentum"], "--momentum"),
+    (["--rounds", "0"], "--rounds"),
+    (["--out", "{nofolder}"], "--out"),
+    (["--device", "cuda"], "--device"),  # the numpy backend runs on the CPU
+    (["--engine", "reference", "--backend", "torch"], "--engine reference"),
+    (["--no-such-flag"], "--no-such-flag"),
+]
+
+
+@pytest.mark.parametrize("args,needle", BAD, ids=[" ".join(a) for a, _ in BAD])
+def test_bad_input_exits_2_names_the_problem_and_writes_nothing(capsys, tmp_path, leaf_dir, args, needle):
+    paths = {"missing": str(tmp_path / "nope.json"), "malformed": str(tmp_path / "bad.json"),
+             "nofolder": str(tmp_path / "no" / "dir" / "r.json")}
+    (tmp_path / "bad.json").write_text('{"users": ["a"], "num_samples": [1], "user_data": ')
+    args = [a.format(**paths) for a in args]
+    needle = needle.format(**paths)
+    out = tmp_path / "out.json"
+    extra = [] if "--data" in args else ["--data", str(leaf_dir)]
+    if "--out" not in args:
+        extra += ["--out", str(out)]
+    code, stdout, err = _cli(capsys, "run", "synthetic", "--rounds", "2", *extra, *args) if "--rounds" not in args \
+        else _cli(capsys, "run", "synthetic", *extra, *args)
+    assert code == 2
+    assert needle in err, err
+    assert not out.exists() and not Path(paths["nofolder"]).exists()
+    assert list(tmp_path.glob(".*.tmp")) == []
+
+
+def test_bad_data_file_subprocess_exit_status(tmp_path):
+    bad = tmp_path / "broken.json"
+    bad.write_text("not json")
+    out = tmp_path / "out.json"
+    proc = _subprocess("run", "synthetic", "--data", str(bad), "--out", str(out))
+    assert proc.returncode == 2
+    assert str(bad) in proc.stderr and "not valid JSON" in proc.stderr
+    assert not out.exists() and proc.stdout == ""
+
+
+def test_divergence_names_the_round_and_writes_nothing(capsys, tmp_path, leaf_dir):
+    out = tmp_path / "out.json"
+    out_existing = tmp_path / "keep.json"
+    out_existing.write_text("old")
+    for target, before in ((out, None), (out_existing, "old")):
+        # with an L2 penalty a huge lr blows up geometrically (plain softmax gradients are bounded)
+        code, _, err = _cli(capsys, "run", "synthetic", "--data", str(leaf_dir), "--lr", "1e6", "--l2", "0.001",
+                            "--rounds", "20", "--out", str(target))
+        assert code == 2
+        assert "diverged in round" in err and "nothing written" in err
+        assert (target.read_text() if target.exists() else None) == before

@@ -1,0 +1,43 @@
+"""``fedlib.experiments.custom``: a user-defined module on per-client tensors through the stacked engine."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+from torch import nn
+
+from fedlib.experiments.custom import train_clients
+
+
+def _clients(seed=0):
+    g = torch.Generator().manual_seed(seed)
+    teacher = torch.randn(6, 3, generator=g)
+    xs = [torch.randn(n, 6, generator=g) + torch.randn(6, generator=g) for n in (5, 17, 40)]
+    return xs, [(x @ teacher).argmax(1) for x in xs]
+
+
+def test_fedavg_vs_fednova_on_an_mlp():
+    torch.manual_seed(0)
+    xs, ys = _clients()
+    model = nn.Sequential(nn.Linear(6, 8), nn.ReLU(), nn.Dropout(0.1), nn.Linear(8, 3))
+    out = train_clients(model, xs, ys, rounds=4, lr=0.1, epochs="1-3", batch_size=4, test_x=xs[2], test_y=ys[2])
+    p = np.array([5, 17, 40]) / 62
+    for r in out["fednova"]:
+        assert r["chi2"] == pytest.approx(0, abs=1e-12)
+        assert r["tau_eff"] == pytest.approx(float(p @ np.array(r["local_steps"])))
+    assert all(r["chi2"] > 0 for r in out["fedavg"])
+    for a in ("fedavg", "fednova"):
+        assert out[a][-1]["train_loss"] < out[a][0]["train_loss"]
+        assert 0 <= out[a][-1]["test_accuracy"] <= 1
+    # same initial model and the same local steps for both runs
+    assert [r["local_steps"] for r in out["fedavg"]] == [r["local_steps"] for r in out["fednova"]]
+
+
+def test_buffers_and_bad_tensors_refused():
+    xs, ys = _clients()
+    with pytest.raises(ValueError, match="buffers"):
+        train_clients(nn.Sequential(nn.Linear(6, 3), nn.BatchNorm1d(3)), xs, ys, rounds=1)
+    with pytest.raises(ValueError, match="same clients"):
+        train_clients(nn.Linear(6, 3), xs, ys[:2], rounds=1)
+    with pytest.raises(ValueError, match="client 1"):
+        train_clients(nn.Linear(6, 3), xs, [ys[0], ys[1][:3], ys[2]], rounds=1)
