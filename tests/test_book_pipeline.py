@@ -20,6 +20,7 @@ from pathlib import Path
 
 import nbformat
 import pytest
+from bookutil import toc_docnames
 import yaml
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -28,19 +29,6 @@ CONFIG = yaml.safe_load((ROOT / "_config.yml").read_text(encoding="utf8"))
 TOC = yaml.safe_load((ROOT / "_toc.yml").read_text(encoding="utf8"))
 
 
-def toc_docnames() -> list[str]:
-    """Every ``file:`` of the TOC, root first."""
-    names = [TOC["root"]]
-
-    def walk(entries):
-        for entry in entries or []:
-            if "file" in entry:
-                names.append(entry["file"])
-            for key in ("parts", "chapters", "sections"):
-                walk(entry.get(key))
-
-    walk([TOC])
-    return names
 
 
 CHAPTERS = [d for d in toc_docnames() if (ROOT / f"{d}.ipynb").is_file()]

@@ -35,6 +35,7 @@ from pathlib import Path
 
 import nbformat
 import pytest
+from bookutil import toc_docnames as _toc_docnames
 import yaml
 
 pytestmark = pytest.mark.browser
@@ -57,19 +58,6 @@ def _unavailable(reason: str) -> None:
     pytest.skip(reason)
 
 
-def _toc_docnames() -> list[str]:
-    toc = yaml.safe_load((ROOT / "_toc.yml").read_text(encoding="utf8"))
-    names = [toc["root"]]
-
-    def walk(entries):
-        for entry in entries or []:
-            if "file" in entry:
-                names.append(entry["file"])
-            for key in ("parts", "chapters", "sections"):
-                walk(entry.get(key))
-
-    walk([toc])
-    return names
 
 
 def _markdown(docname: str) -> str:
