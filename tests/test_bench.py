@@ -1,0 +1,70 @@
+"""``fedlib.bench``: the three engines of ``bench synthetic`` (batched, simulator-style
+torch loop, lean numpy loop) run the same training and agree to 1e-10; no timing is
+asserted."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from fedlib.algorithms import make_algorithm
+from fedlib.bench import bench_synthetic, format_bench, run_simulator
+from fedlib.data import synthetic
+from fedlib.engines.batched import run_batched
+from fedlib.problems.logistic import LogisticProblem
+from fedlib.schedules import make_epoch_schedule
+from fedlib.solvers import momentum_sgd, sgd
+
+pytest.importorskip("torch")
+
+KEYS = ("batched_round_s", "reference_round_s", "simulator_round_s", "speedup_wall", "speedup_cpu",
+        "speedup_vs_simulator_wall", "speedup_vs_simulator_cpu", "batched_round_cpu_s", "reference_round_cpu_s",
+        "simulator_round_cpu_s", "client_steps_per_round", "max_local_steps", "critical_path_bound",
+        "reference_us_per_client_step", "simulator_us_per_client_step", "batched_us_per_batched_step",
+        "max_abs_param_diff", "max_abs_param_diff_reference", "max_abs_param_diff_simulator", "raw")
+
+
+@pytest.mark.parametrize("algorithm,epochs", [("fednova", "1-3"), ("fedavg", "2")])
+def test_tiny_bench_three_engines_agree(algorithm, epochs):
+    out = bench_synthetic(rounds=1, repeat=1, num_clients=4, epochs=epochs, algorithm=algorithm)
+    r = out["results"]
+    assert set(KEYS) <= set(r)
+    assert r["max_abs_param_diff"] <= 1e-10
+    assert r["max_abs_param_diff_simulator"] <= 1e-10 and r["max_abs_param_diff_reference"] <= 1e-10
+    assert set(r["raw"]) == {"batched", "simulator", "reference"}
+    for name in ("batched", "simulator", "reference"):
+        assert len(r["raw"][name]["wall"]) == 1 and r[f"{name}_round_s"] > 0
+    assert r["speedup_wall"] > 0 and r["speedup_vs_simulator_wall"] > 0
+    assert r["critical_path_bound"] == pytest.approx(r["client_steps_per_round"] / r["max_local_steps"])
+    assert 1.0 <= r["critical_path_bound"] <= 4.0
+    text = format_bench(r)
+    assert "simulator" in text and "lean numpy loop" in text and "critical path" in text
+    assert out["config"]["torch_threads"] >= 1 and len(out["config"]["engines"]) == 3
+
+
+def test_bench_without_simulator_for_vr_algorithms():
+    """The simulator-style loop is FedAvg/FedNova only: skipped (None) for VR algorithms."""
+    r = bench_synthetic(rounds=1, repeat=1, num_clients=3, algorithm="scaffold")["results"]
+    assert r["simulator_round_s"] is None and r["speedup_vs_simulator_wall"] is None
+    assert r["max_abs_param_diff"] <= 1e-10 and "simulator" not in r["raw"]
+    assert "simulator" not in format_bench(r)
+
+
+def test_run_simulator_matches_batched_over_rounds_with_l2():
+    prob = LogisticProblem(synthetic(num_clients=3, seed=2, num_samples=[30, 55, 41]), l2=0.01)
+    sched = make_epoch_schedule(prob.num_samples, 10, (1, 3), seed=5)
+    algo = make_algorithm("fednova", sgd(0.05))
+    ref = run_batched(algo, prob, sched, 3, batch_size=10, seed=5, evaluate=True)
+    sim = run_simulator(algo, prob, sched, 3, batch_size=10, seed=5, evaluate=True)
+    for k in ("W", "b"):
+        np.testing.assert_allclose(sim["params"][k], ref.params[k], rtol=0, atol=1e-10)
+    assert len(sim["metrics"]) == 3
+    assert sim["metrics"][-1]["train_loss"] == pytest.approx(ref.history[-1]["train_loss"], abs=1e-10)
+
+
+def test_run_simulator_refuses_what_it_does_not_run():
+    prob = LogisticProblem(synthetic(num_clients=2, seed=0, num_samples=[20, 30]))
+    sched = make_epoch_schedule(prob.num_samples, 10, (1, 1), seed=0)
+    with pytest.raises(ValueError, match="plain local SGD"):
+        run_simulator(make_algorithm("fednova", momentum_sgd(0.1, 0.5)), prob, sched, 1, batch_size=10)
+    with pytest.raises(ValueError, match="FedAvg and FedNova"):
+        run_simulator(make_algorithm("scaffold", sgd(0.1)), prob, sched, 1, batch_size=10)
