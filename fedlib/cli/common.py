@@ -37,7 +37,8 @@ from ..solvers import SOLVERS, make_solver
 
 __all__ = ["CLIError", "HelpFormatter", "add_algorithm_args", "add_schedule_args", "add_output_args", "add_device_arg",
            "build_algorithm", "resolve_epochs", "check_participation", "lr_schedule", "check_output_path",
-           "progress_bar", "config_from_args", "ALGORITHM_FLAGS", "SCHEDULE_FLAGS"]
+           "progress_bar", "config_from_args", "ALGORITHM_FLAGS", "SCHEDULE_FLAGS", "add_checkpoint_args",
+           "resolve_checkpoint"]
 
 
 class CLIError(ValueError):
@@ -198,6 +199,46 @@ def add_output_args(parser: argparse.ArgumentParser) -> argparse._ArgumentGroup:
     g.add_argument("--progress", action="store_true",
                    help="show the progress bar even when stderr is not a terminal")
     return g
+
+
+def add_checkpoint_args(parser: argparse.ArgumentParser, *, distributed: bool = False) -> argparse._ArgumentGroup:
+    """``--checkpoint-every --checkpoint --resume`` (and ``--distributed``)."""
+    g = parser.add_argument_group("checkpoints" + (" and processes" if distributed else ""))
+    g.add_argument("--checkpoint-every", type=_int_at_least("--checkpoint-every", 1), default=None, metavar="K",
+                   help="write a checkpoint (model, server optimizer, control variates, history, config, round) "
+                        "atomically every K rounds and after the last one")
+    g.add_argument("--checkpoint", type=Path, default=None, metavar="PATH",
+                   help="checkpoint file (default: <out>.ckpt)")
+    g.add_argument("--resume", action="store_true",
+                   help="continue from the checkpoint (refused if it was written by another configuration)")
+    if distributed:
+        g.add_argument("--distributed", action="store_true",
+                       help="split the clients across torch.distributed ranks (automatic under torchrun: "
+                            "WORLD_SIZE/RANK set); gloo on the CPU, NCCL on GPUs; rank 0 writes --out")
+    return g
+
+
+def resolve_checkpoint(args: argparse.Namespace) -> Optional[Path]:
+    """The checkpoint path of ``--checkpoint-every`` / ``--resume`` (``None`` when unused)."""
+    from ..checkpoint import default_checkpoint_path
+
+    every, path, resume = getattr(args, "checkpoint_every", None), getattr(args, "checkpoint", None), \
+        getattr(args, "resume", False)
+    if every is None and not resume:
+        if path is not None:
+            raise CLIError("--checkpoint needs --checkpoint-every K or --resume")
+        return None
+    path = path if path is not None else default_checkpoint_path(args.out)
+    if path is None:
+        raise CLIError("--checkpoint-every / --resume need --checkpoint PATH or --out (default: <out>.ckpt)")
+    if path.is_dir():
+        raise CLIError(f"--checkpoint {path}: is a folder, give a file name")
+    folder = path.parent if str(path.parent) else Path(".")
+    if not folder.is_dir():
+        raise CLIError(f"--checkpoint {path}: folder {folder} does not exist")
+    if resume and not path.is_file():
+        raise CLIError(f"--resume: checkpoint {path} not found")
+    return path
 
 
 # ----------------------------------------------------------------------------- resolution

@@ -20,9 +20,10 @@ import sys
 from pathlib import Path
 
 from ..results import RunClock, make_result, write_result
-from .common import (ALGORITHM_FLAGS, SCHEDULE_FLAGS, CLIError, HelpFormatter, add_algorithm_args, add_device_arg,
-                     add_output_args, add_schedule_args, build_algorithm, check_output_path, check_participation,
-                     config_from_args, info, lr_schedule, progress_bar, resolve_epochs)
+from .common import (ALGORITHM_FLAGS, SCHEDULE_FLAGS, CLIError, HelpFormatter, add_algorithm_args,
+                     add_checkpoint_args, add_device_arg, add_output_args, add_schedule_args, build_algorithm,
+                     check_output_path, check_participation, config_from_args, info, lr_schedule, progress_bar,
+                     resolve_checkpoint, resolve_epochs)
 
 __all__ = ["add_run_parser", "add_bench_parser", "run_synthetic", "bench_synthetic_command", "load_dataset"]
 
@@ -88,6 +89,7 @@ def add_run_parser(sub) -> argparse.ArgumentParser:
                    help="array library of the batched engine (torch runs on --device)")
     add_device_arg(g)
     add_output_args(p)
+    add_checkpoint_args(p, distributed=True)
     p.set_defaults(handler=run_synthetic)
     return p
 
@@ -113,7 +115,16 @@ def _data_config(args, ds) -> dict:
     return {"generator": "synthetic", "alpha": args.alpha, "beta": args.beta, "data_seed": args.data_seed, **base}
 
 
+def _world_size_from_env() -> int:
+    try:
+        return int(os.environ.get("WORLD_SIZE", "1"))
+    except ValueError:
+        raise CLIError(f"--distributed: WORLD_SIZE={os.environ.get('WORLD_SIZE')!r} is not an integer") from None
+
+
 def run_synthetic(args: argparse.Namespace) -> int:
+    from ..checkpoint import check_config, load_checkpoint, save_checkpoint
+    from ..distributed import gather_variates, init_from_env, under_torchrun
     from ..engines.batched import resolve_device, run_engine
     from ..problems.logistic import LogisticProblem
     from ..schedules import make_epoch_schedule
@@ -127,12 +138,53 @@ def run_synthetic(args: argparse.Namespace) -> int:
     except ValueError as exc:
         raise CLIError(f"--device: {str(exc).removeprefix('device: ')}") from None
     lo, hi = resolve_epochs(args)
+    ckpt_path = resolve_checkpoint(args)
+    distributed = bool(getattr(args, "distributed", False)) or under_torchrun()
+    if distributed and args.engine != "batched":
+        raise CLIError("--distributed runs the batched engine: drop --engine reference")
+    if ckpt_path is not None and args.engine != "batched":
+        raise CLIError("--checkpoint-every / --resume need --engine batched")
     ds = load_dataset(args)
     check_participation(args, ds.num_clients)
+    if distributed:
+        world = _world_size_from_env()
+        if world > ds.num_clients:
+            raise CLIError(f"--distributed: world size {world} is larger than the number of clients "
+                           f"({ds.num_clients}); use at most {ds.num_clients} processes")
     problem = LogisticProblem(ds, l2=args.l2, num_classes=args.num_classes)
     schedule = make_epoch_schedule(problem.num_samples, args.batch_size, (lo, hi), seed=args.seed)
+    config = {"problem": "synthetic-logistic" if args.data is None else "leaf-logistic",
+              "data": _data_config(args, ds), "l2": args.l2,
+              **config_from_args(args, ALGORITHM_FLAGS + SCHEDULE_FLAGS),
+              "engine": args.engine, "backend": args.backend, "device": device}
 
-    bar = progress_bar(args, args.rounds, args.algorithm)
+    resume = None
+    if args.resume:
+        doc = load_checkpoint(ckpt_path, kind="synthetic")
+        check_config(ckpt_path, doc["config"], config)
+        resume = {"state": doc["state"], "history": doc["history"], "initial": doc["initial"]}
+
+    comm = None
+    if distributed:
+        try:
+            comm = init_from_env(device)
+        except ValueError as exc:
+            raise CLIError(str(exc)) from None
+    rank0 = comm is None or comm.rank == 0
+    every = args.checkpoint_every
+
+    def on_round_end(state, history, initial):
+        done = len(history)
+        if ckpt_path is None or every is None or not (done % every == 0 or done == args.rounds):
+            return
+        variates = gather_variates(comm, state.variates, problem.num_clients)  # a collective: every rank
+        if rank0:
+            save_checkpoint(ckpt_path, config=config, round_done=done, state=state._replace(variates=variates),
+                            history=history, initial=initial, seed=args.seed, kind="synthetic")
+
+    bar = progress_bar(args, args.rounds, args.algorithm) if rank0 else None
+    if bar is not None and resume is not None:
+        bar.update(len(resume["history"]))
 
     def on_round(rec):
         if bar is not None:
@@ -140,23 +192,31 @@ def run_synthetic(args: argparse.Namespace) -> int:
             bar.set_postfix(loss=f"{loss:.4f}" if loss is not None else "-", refresh=False)
             bar.update(1)
 
+    extra = {} if comm is None and ckpt_path is None else {"comm": comm, "resume": resume,
+                                                           "on_round_end": on_round_end}
     try:
         with RunClock() as clock:
             run = run_engine(args.engine, algorithm, problem, schedule, args.rounds, batch_size=args.batch_size,
                              seed=args.seed, sampling=args.sampling, clients_per_round=args.clients_per_round,
-                             lr_at=lr_schedule(args), backend=args.backend, device=device, callback=on_round)
+                             lr_at=lr_schedule(args), backend=args.backend, device=device, callback=on_round,
+                             **extra)
     finally:
         if bar is not None:
             bar.close()
+        if comm is not None:
+            import torch.distributed as dist
 
-    config = {"problem": "synthetic-logistic" if args.data is None else "leaf-logistic",
-              "data": _data_config(args, ds), "l2": args.l2,
-              **config_from_args(args, ALGORITHM_FLAGS + SCHEDULE_FLAGS),
-              "engine": args.engine, "backend": args.backend, "device": device}
+            if dist.is_initialized():
+                dist.destroy_process_group()
+
+    if comm is not None:
+        config["world_size"] = comm.world_size
     last = run.history[-1]
     summary = {"final_train_loss": last["train_loss"], "final_test_accuracy": last["test_accuracy"],
                "rounds": len(run.history)}
     result = make_result(config, run.history, clock.provenance(device), initial=run.initial, summary=summary)
+    if not rank0:
+        return 0
     if args.out is not None:
         write_result(args.out, result)
     acc = last["test_accuracy"]

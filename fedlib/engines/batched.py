@@ -302,7 +302,8 @@ def run_batched(algorithm: FederatedAlgorithm, problem: LogisticProblem, schedul
                 seed: int = 0, sampling: str = "full", clients_per_round: Optional[int] = None,
                 lr_at: Optional[Callable[[int], float]] = None, params: Optional[dict] = None,
                 backend: str = "numpy", device: Optional[str] = None, evaluate: bool = True, fast: bool = True,
-                callback: Optional[Callable[[dict], None]] = None) -> EngineRun:
+                callback: Optional[Callable[[dict], None]] = None, comm=None, resume: Optional[dict] = None,
+                on_round_end: Optional[Callable[[ServerState, list, dict], None]] = None) -> EngineRun:
     r"""Run ``rounds`` rounds of ``algorithm`` on ``problem`` with all participants batched.
 
     Parameters
@@ -320,6 +321,13 @@ def run_batched(algorithm: FederatedAlgorithm, problem: LogisticProblem, schedul
     evaluate : compute ``train_loss`` / ``test_accuracy`` after every round.
     fast : fused in-place solver step (default) or :meth:`LocalSolver.update` on the stack.
     callback : called with each round's record.
+    comm : a :class:`fedlib.distributed.Communicator` (``None``: one process). Each rank
+        then trains only the participants it owns and the aggregation runs with
+        collectives (:func:`fedlib.distributed.distributed_apply`); every rank ends each
+        round with the same global model.
+    resume : ``{"state", "history", "initial"}`` of a checkpoint (:mod:`fedlib.checkpoint`):
+        continue after round ``len(history) - 1`` with that server state.
+    on_round_end : ``(state, history, initial)`` after every round (checkpointing).
 
     Returns
     -------
@@ -346,20 +354,28 @@ def run_batched(algorithm: FederatedAlgorithm, problem: LogisticProblem, schedul
     Xall = be.asarray(xa_np)
     Yall = be.asarray(np.eye(C)[problem.train_y])
 
-    state = algorithm.init(be.asarray(pack_params(x0)), m)
-    initial = _metrics(problem, _to_dict(be, state.params), -1, evaluate) if evaluate else {}
-    history = []
-    for t in range(rounds):
+    if comm is not None:
+        comm.check_clients(m)
+    if resume is None:
+        state = algorithm.init(be.asarray(pack_params(x0)), m)
+        initial = _metrics(problem, _to_dict(be, state.params), -1, evaluate) if evaluate else {}
+        history = []
+    else:
+        state = _state_to_backend(be, resume["state"])
+        initial, history = dict(resume.get("initial") or {}), [dict(h) for h in resume["history"]]
+    for t in range(len(history), rounds):
         start = time.perf_counter()
         lr = _round_lr(algorithm, lr_at, t)
         solver = algorithm.solver.with_lr(lr)
         part = sample_clients(sampling, p, clients_per_round, seed, t)
         steps_all = np.asarray(schedule.local_steps(t), dtype=np.int64)
-        tau = steps_all[part.clients]
-        if np.any(tau < 1):
-            raise ValueError(f"schedule: round {t} gives a participant {int(tau.min())} local steps (need >= 1)")
+        tau_all = steps_all[part.clients]
+        if np.any(tau_all < 1):
+            raise ValueError(f"schedule: round {t} gives a participant {int(tau_all.min())} local steps (need >= 1)")
+        mine = part.clients if comm is None else part.clients[comm.owns(part.clients, m)]
+        tau = tau_all if comm is None else steps_all[mine]
         order = np.argsort(-tau, kind="stable")
-        sorted_clients = part.clients[order]
+        sorted_clients = mine[order]
         tau_s = tau[order]
         theta0 = state.params
         corr = None
@@ -369,13 +385,21 @@ def run_batched(algorithm: FederatedAlgorithm, problem: LogisticProblem, schedul
         inv = np.empty_like(order)
         inv[order] = np.arange(order.size)
         with np.errstate(all="ignore"):  # NaN/inf are caught by apply and by the training loss
-            finals, a_norms_s = _local_phase(be, solver, theta0, corr, sorted_clients, tau_s, n_i, problem.offsets,
-                                             Xall, Yall, B, D, C, l2, seed, t, fast)
-            deltas = finals - theta0[None]
+            if mine.size:
+                finals, a_norms_s = _local_phase(be, solver, theta0, corr, sorted_clients, tau_s, n_i,
+                                                 problem.offsets, Xall, Yall, B, D, C, l2, seed, t, fast)
+                deltas = finals - theta0[None]
+            else:  # this rank owns no participant of the round
+                a_norms_s, deltas = np.empty(0), None
             updates = [ClientUpdate(int(c), deltas[int(inv[j])], float(a_norms_s[inv[j]]), int(tau[j]))
-                       for j, c in enumerate(part.clients)]
+                       for j, c in enumerate(mine)]
             try:
-                state, diag = algorithm.apply(state, part, updates, lr, p)
+                if comm is None:
+                    state, diag = algorithm.apply(state, part, updates, lr, p)
+                else:
+                    from ..distributed import distributed_apply
+
+                    state, diag = distributed_apply(comm, algorithm, state, part, updates, lr, p)
             except FloatingPointError as exc:
                 raise DivergenceError(t, str(exc).split(": ", 1)[-1]) from None
         met = _metrics(problem, _to_dict(be, state.params), t, evaluate)
@@ -383,7 +407,33 @@ def run_batched(algorithm: FederatedAlgorithm, problem: LogisticProblem, schedul
         history.append(rec)
         if callback is not None:
             callback(rec)
+        if on_round_end is not None:
+            on_round_end(state, history, initial)
     return EngineRun(_to_dict(be, state.params, copy=True), state, initial, history)
+
+
+def _state_to_backend(be, state: ServerState) -> ServerState:
+    """A (checkpointed, numpy) server state with every array moved to the backend."""
+    from ..tree import tree_map
+
+    def conv(x):
+        if isinstance(x, np.ndarray) or hasattr(x, "detach"):
+            x = x.detach().cpu().numpy() if hasattr(x, "detach") else x
+            return be.asarray(np.array(x, copy=True))
+        return x
+
+    def conv_tuple(obj):
+        if obj is None:
+            return None
+        if isinstance(obj, tuple) and hasattr(obj, "_fields"):
+            return type(obj)(*[conv_tuple(v) for v in obj])
+        if isinstance(obj, (np.ndarray,)) or hasattr(obj, "detach"):
+            return conv(obj)
+        if isinstance(obj, (dict, list)):
+            return tree_map(conv, obj)
+        return obj
+
+    return ServerState(conv(state.params), conv_tuple(state.server), conv_tuple(state.variates), int(state.round))
 
 
 def _to_dict(be, theta, copy: bool = False) -> dict:

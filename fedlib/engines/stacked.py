@@ -850,6 +850,58 @@ class StackedEngine:
         self.history.append(records)
         return records
 
+    # ------------------------------------------------------------------ checkpoints
+    def state_dict(self) -> dict:
+        """What the next round depends on: the round index, every run's
+        :class:`~fedlib.algorithms.ServerState` (global model, server optimizer state,
+        control variates; tensors copied to the CPU) and the records so far. All other
+        buffers (local momentum, anchors, VR corrections, batch tables) are rebuilt at the
+        start of each round, and every random draw comes from (seed, round, client) streams."""
+        from ..checkpoint import to_numpy_tree
+
+        def cpu(x):
+            return x.detach().cpu().clone() if torch.is_tensor(x) else x
+
+        def conv(obj):
+            if torch.is_tensor(obj):
+                return cpu(obj)
+            if isinstance(obj, tuple) and hasattr(obj, "_fields"):
+                return type(obj)(*[conv(v) for v in obj])
+            if isinstance(obj, dict):
+                return {k: conv(v) for k, v in obj.items()}
+            if isinstance(obj, (list, tuple)):
+                return type(obj)(conv(v) for v in obj)
+            return obj
+
+        return {"round": int(self.round_index), "num_runs": self.num_runs,
+                "run_names": [r.name for r in self.runs], "states": [conv(s) for s in self.states],
+                "history": to_numpy_tree([list(h) for h in self.history])}
+
+    def load_state_dict(self, state: Mapping) -> None:
+        """Restore :meth:`state_dict` (tensors moved to this engine's device and dtype)."""
+        if int(state.get("num_runs", -1)) != self.num_runs:
+            raise ValueError(f"state: {state.get('num_runs')} runs in the checkpoint, the engine has {self.num_runs}")
+        rnd = int(state["round"])
+        if not 0 <= rnd <= self.rounds:
+            raise ValueError(f"state: round {rnd} outside 0..{self.rounds}")
+
+        def conv(obj):
+            if isinstance(obj, np.ndarray):
+                obj = torch.from_numpy(np.array(obj, copy=True))
+            if torch.is_tensor(obj):
+                return obj.to(device=self.device, dtype=self.dtype if obj.is_floating_point() else obj.dtype).clone()
+            if isinstance(obj, tuple) and hasattr(obj, "_fields"):
+                return type(obj)(*[conv(v) for v in obj])
+            if isinstance(obj, dict):
+                return {k: conv(v) for k, v in obj.items()}
+            if isinstance(obj, (list, tuple)):
+                return type(obj)(conv(v) for v in obj)
+            return obj
+
+        self.states = [conv(s) for s in state["states"]]
+        self.round_index = rnd
+        self.history = [list(h) for h in state.get("history", [])]
+
     def _real_images(self, plan: _Plan) -> int:
         total = 0
         for r, i, tau in plan.rows:

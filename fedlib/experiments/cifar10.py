@@ -200,7 +200,8 @@ def resolve_device(device: Optional[str]) -> str:
 def train_runs(runs: Sequence[dict], data, parts, *, rounds: int, width: float = 1.0, device: Optional[str] = None,
                precision: str = "fp32", path: str = "grouped", cuda_graph: bool = False,
                batch_size: int = PAPER["batch_size"], lr_decay: str = "step",
-               callback: Optional[Callable[[int, list, float], Any]] = None) -> dict:
+               callback: Optional[Callable[[int, list, float], Any]] = None, checkpoint=None,
+               checkpoint_every: int = 1, checkpoint_config: Optional[dict] = None) -> dict:
     """Train several runs stacked in one engine.
 
     ``runs``: dicts with ``algorithm`` (a FederatedAlgorithm), ``epochs`` (``"2"``,
@@ -210,7 +211,12 @@ def train_runs(runs: Sequence[dict], data, parts, *, rounds: int, width: float =
     ``bf16`` (CUDA) or ``fp64``. ``callback(round, records, seconds_so_far)`` after every
     round; returning ``False`` stops training (the histories so far are returned with
     ``stopped=True``). Returns ``{"histories", "seconds", "round_seconds", "stopped",
-    "device"}``. Non-finite losses raise ``FloatingPointError`` naming round and run.
+    "device", "resumed_from"}``. Non-finite losses raise ``FloatingPointError`` naming round and run.
+
+    ``checkpoint``: a file written atomically every ``checkpoint_every`` rounds
+    (:meth:`StackedEngine.state_dict` + the histories, :mod:`fedlib.checkpoint`); when it
+    exists the group resumes from it instead of starting over (refused if its
+    ``checkpoint_config`` — default: the run names, rounds, width, precision — differs).
     """
     import torch
 
@@ -236,20 +242,37 @@ def train_runs(runs: Sequence[dict], data, parts, *, rounds: int, width: float =
     engine = StackedEngine(vgg11(width=width, seed=0), data, specs, rounds=rounds, path=path, device=device,
                            dtype=dtype, precision=prec, cuda_graph=cuda_graph, batch_size=batch_size)
     histories: List[list] = [[] for _ in specs]
+    resumed_from = 0
+    ck_config = dict(checkpoint_config) if checkpoint_config is not None else {
+        "runs": [r.get("name", "") for r in runs], "seeds": [r["seed"] for r in runs], "rounds": rounds,
+        "width": width, "precision": precision, "batch_size": batch_size, "lr_decay": lr_decay}
+    if checkpoint is not None and Path(checkpoint).is_file():
+        from ..checkpoint import check_config, load_checkpoint
+
+        doc = load_checkpoint(checkpoint, kind="table1")
+        check_config(checkpoint, doc["config"], ck_config)
+        engine.load_state_dict(doc["state"])
+        histories = [list(h) for h in doc["extra"]["histories"]]
+        resumed_from = engine.round_index
     round_seconds = []
     t0 = time.perf_counter()
     stopped = False
-    for t in range(rounds):
+    for t in range(resumed_from, rounds):
         ts = time.perf_counter()
         records = engine.run_round()
         round_seconds.append(time.perf_counter() - ts)
         for rec in records:
             histories[rec.run].append(history_record(rec))
+        if checkpoint is not None and ((t + 1) % checkpoint_every == 0 or t + 1 == rounds):
+            from ..checkpoint import save_checkpoint
+
+            save_checkpoint(checkpoint, config=ck_config, round_done=t + 1, state=engine.state_dict(), history=[],
+                            seed=None, kind="table1", extra={"histories": histories})
         if callback is not None and callback(t, records, time.perf_counter() - t0) is False:
             stopped = t + 1 < rounds
             break
     return {"histories": histories, "seconds": time.perf_counter() - t0, "round_seconds": round_seconds,
-            "stopped": stopped, "device": device}
+            "stopped": stopped, "device": device, "resumed_from": resumed_from}
 
 
 # ============================================================================ Table 1 runner
@@ -296,7 +319,10 @@ def run_table1(results_dir, *, budget_seconds: float, seeds: Sequence[int] = (0,
     the same engine settings, else measured on this group's first round — times
     ``safety``; a group that does not fit in the remaining budget is shrunk, and when not
     even one run fits nothing more is started. While training, a group whose projected
-    finish passes the deadline is stopped and writes nothing. Returns
+    finish passes the deadline is stopped and writes nothing. Each group checkpoints every
+    round to ``results_dir/.ckpt__<names>.pkl`` (removed once its results are written): a
+    group killed mid-way (crash, ``kill -9``, preemption) resumes from its last round on the
+    next call instead of starting over. Returns
     ``{"written": [...], "skipped": [...], "not_started": [...], "aborted": [...]}``.
     """
     from ..results import make_provenance, make_result, write_result
@@ -349,7 +375,7 @@ def run_table1(results_dir, *, budget_seconds: float, seeds: Sequence[int] = (0,
             durations = np.diff(marks)
             if t + 1 >= rounds:
                 return True
-            if t == 0:
+            if len(durations) == 1:  # the first round of this session (round 0, or the first after a resume)
                 per = durations[0]
                 if time.time() + per * (rounds - 1) / 3 <= deadline:
                     return True  # even at a third of the warm-up round's time it may fit: measure more
@@ -363,20 +389,22 @@ def run_table1(results_dir, *, budget_seconds: float, seeds: Sequence[int] = (0,
                 return False
             return True
 
+        ckpt = results_dir / (".ckpt__" + "+".join(names) + ".pkl")  # resumes an interrupted group
         try:
             res = train_runs(runs, data, parts, rounds=rounds, width=width, device=device, precision=precision,
-                             path=path, cuda_graph=cuda_graph, callback=check)
+                             path=path, cuda_graph=cuda_graph, callback=check, checkpoint=ckpt)
         except FloatingPointError as exc:
             raise FloatingPointError(f"table1 cells {names}: {exc} (no result written for this group)") from exc
         finished = time.time()
-        if res["stopped"]:
+        if res["stopped"]:  # a polite stop by the budget writes nothing (a crash leaves ckpt to resume from)
+            ckpt.unlink(missing_ok=True)
             rate = state["rate"]
             out["aborted"] += names
             log(f"stopped {', '.join(names)} {state['reason']}; nothing written")
             if len(group) == 1:
                 break
             continue
-        per_run_round = res["seconds"] / (rounds * len(group))
+        per_run_round = res["seconds"] / (max(rounds - res.get("resumed_from", 0), 1) * len(group))
         rate = per_run_round
         prov = make_provenance(started, finished, device)
         for p, hist in zip(group, res["histories"]):
@@ -394,6 +422,9 @@ def run_table1(results_dir, *, budget_seconds: float, seeds: Sequence[int] = (0,
             write_result(p["path"], make_result(config, hist, prov, summary=summary))
             out["written"].append(str(p["path"]))
             log(f"wrote {p['path']} (final test accuracy {last['test_accuracy']:.4f})")
+        if res.get("resumed_from"):
+            log(f"resumed {', '.join(names)} from round {res['resumed_from']} ({ckpt.name})")
+        ckpt.unlink(missing_ok=True)
         todo = todo[len(group):]
     out["not_started"] = [str(p["path"]) for p in todo if str(p["path"]) not in out["written"]]
     return out

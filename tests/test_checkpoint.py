@@ -1,0 +1,113 @@
+"""Checkpoints: kill -9 in the middle of a run, resume, get the uninterrupted run bit for bit."""
+import json
+import os
+import pickle
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from fedlib.checkpoint import CheckpointError, check_config, config_diff, load_checkpoint, save_checkpoint
+from fedlib.cli import main
+
+ROOT = Path(__file__).resolve().parents[1]
+FLAGS = ["run", "synthetic", "--num-clients", "20", "--epochs", "1-3", "--algorithm", "fednova-vr", "--server",
+         "momentum", "--sampling", "uniform", "--clients-per-round", "8", "--quiet", "--checkpoint-every", "4"]
+
+
+def _history(path):
+    return [{k: v for k, v in rec.items() if k != "time_s"} for rec in json.loads(Path(path).read_text())["history"]]
+
+
+def test_kill_9_then_resume_equals_uninterrupted(tmp_path):
+    rounds = "400"
+    full = tmp_path / "full.json"
+    assert main(FLAGS + ["--rounds", rounds, "--out", str(full)]) == 0
+
+    out = tmp_path / "killed.json"
+    ckpt = tmp_path / "killed.json.ckpt"
+    env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONPATH=str(ROOT))
+    proc = subprocess.Popen([sys.executable, "-m", "fedlib"] + FLAGS + ["--rounds", rounds, "--out", str(out)],
+                            cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    deadline = time.time() + 120
+    while not ckpt.exists() and time.time() < deadline and proc.poll() is None:
+        time.sleep(0.02)
+    time.sleep(0.3)  # let it get a few more checkpoints in: kill mid-run, possibly mid-write
+    proc.send_signal(signal.SIGKILL)
+    proc.wait(timeout=30)
+    assert proc.returncode == -signal.SIGKILL, "the run finished before it could be killed; make it longer"
+    assert not out.exists()  # no partial result
+    done = pickle.loads(ckpt.read_bytes())["round"]
+    assert 0 < done < int(rounds)
+
+    assert main(FLAGS + ["--rounds", rounds, "--out", str(out), "--resume"]) == 0
+    assert _history(out) == _history(full)
+    a = pickle.loads(ckpt.read_bytes())
+    b = pickle.loads((tmp_path / "full.json.ckpt").read_bytes())
+    assert a["round"] == b["round"] == int(rounds)
+    assert a["state"].params.tobytes() == b["state"].params.tobytes()
+    assert a["state"].variates.client.tobytes() == b["state"].variates.client.tobytes()
+    assert a["state"].server[0].tobytes() == b["state"].server[0].tobytes()
+    assert a["rng"] == {"seed": 0, "next_round": int(rounds), "note": a["rng"]["note"]}
+
+
+def test_resume_refuses_another_config(tmp_path, capsys):
+    out = tmp_path / "r.json"
+    assert main(FLAGS + ["--rounds", "4", "--out", str(out)]) == 0
+    out.unlink()
+    assert main(FLAGS + ["--rounds", "4", "--out", str(out), "--resume", "--lr", "0.05"]) == 2
+    err = capsys.readouterr().err
+    assert "another configuration" in err and "lr (checkpoint 0.02, now 0.05)" in err
+    assert not out.exists()
+
+
+def test_checkpoint_roundtrip_and_errors(tmp_path):
+    path = tmp_path / "c.ckpt"
+    save_checkpoint(path, config={"a": 1, "b": {"c": 2}}, round_done=3, state={"x": np.arange(3.0)}, history=[],
+                    seed=7, kind="synthetic")
+    doc = load_checkpoint(path, kind="synthetic")
+    assert doc["round"] == 3 and doc["rng"]["seed"] == 7 and np.array_equal(doc["state"]["x"], np.arange(3.0))
+    assert config_diff({"a": 1, "b": {"c": 2}}, {"a": 1, "b": {"c": 3}, "d": 0}) == ["b.c", "d"]
+    with pytest.raises(CheckpointError, match="differing keys: b.c"):
+        check_config(path, {"b": {"c": 2}}, {"b": {"c": 3}})
+    with pytest.raises(CheckpointError, match="expected 'table1'"):
+        load_checkpoint(path, kind="table1")
+    path.write_bytes(b"garbage")
+    with pytest.raises(CheckpointError, match="corrupt"):
+        load_checkpoint(path)
+    with pytest.raises(CheckpointError, match="not found"):
+        load_checkpoint(tmp_path / "none.ckpt")
+
+
+def test_stacked_engine_state_round_trip(tmp_path):
+    """train 2 rounds == train 1, state_dict through a checkpoint file, new engine, load, train 1."""
+    import torch
+
+    from fedlib.checkpoint import load_checkpoint, save_checkpoint
+    from fedlib.experiments import cifar10 as C
+
+    torch.set_num_threads(1)
+    data = C.load_data(sample=True)
+    parts = C.official_partition(data.train_labels)
+    cell = C._BY_ID[C.CELL_IDS[0]]
+    runs = [{"algorithm": C.Cell(**{**cell.config(), "algorithm": "fednova-vr", "server": "momentum",
+                                    "server_momentum": 0.9}).make_algorithm(),
+             "epochs": "2", "seed": 1, "name": "a"}]
+    kw = dict(rounds=2, width=0.03, device="cpu", precision="fp64")
+    full = C.train_runs(runs, data, parts, **kw)
+    ck = tmp_path / "g.pkl"
+    stop = C.train_runs(runs, data, parts, **kw, checkpoint=ck, callback=lambda t, r, s: t < 0)  # "crash" after round 0
+    assert stop["stopped"] and load_checkpoint(ck, kind="table1")["round"] == 1
+    res = C.train_runs(runs, data, parts, **kw, checkpoint=ck)
+    assert res["resumed_from"] == 1
+    strip = lambda hs: [[{k: v for k, v in r.items() if k != "time_s"} for r in h] for h in hs]  # noqa: E731
+    assert strip(res["histories"]) == strip(full["histories"])
+    doc = load_checkpoint(ck, kind="table1")
+    assert doc["round"] == 2
+    # another configuration is refused
+    with pytest.raises(CheckpointError, match="differing keys: width"):
+        C.train_runs(runs, data, parts, **{**kw, "width": 0.05}, checkpoint=ck)

@@ -1,0 +1,108 @@
+"""torch.distributed backend of the batched engine: 1 vs 2 vs 3 gloo processes give the same run."""
+import json
+import os
+import pickle
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from fedlib.distributed import LocalCommunicator, distributed_apply, owned_clients, under_torchrun
+
+ROOT = Path(__file__).resolve().parents[1]
+FLAGS = ["run", "synthetic", "--num-clients", "5", "--rounds", "3", "--epochs", "1-3", "--algorithm", "fednova-vr",
+         "--server", "momentum", "--sampling", "uniform", "--clients-per-round", "4", "--quiet",
+         "--checkpoint-every", "3"]
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _env():
+    env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONPATH=str(ROOT))
+    for k in ("WORLD_SIZE", "RANK", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT"):
+        env.pop(k, None)
+    return env
+
+
+def _torchrun(n, out):
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", str(n), "--master_port",
+           str(_free_port()), "-m", "fedlib"] + FLAGS + ["--out", str(out)]
+    proc = subprocess.run(cmd, cwd=ROOT, env=_env(), capture_output=True, text=True, timeout=240)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+
+
+def _max_diff(h1, h2):
+    d = 0.0
+    for a, b in zip(h1, h2, strict=True):
+        assert a["clients"] == b["clients"] and a["local_steps"] == b["local_steps"]
+        for k in ("train_loss", "test_accuracy", "tau_eff", "chi2", "lr"):
+            d = max(d, abs(a[k] - b[k]))
+        for k in ("weights", "a_norms"):
+            d = max(d, float(np.max(np.abs(np.subtract(a[k], b[k])))))
+    return d
+
+
+def test_one_two_three_processes_agree(tmp_path):
+    from fedlib.cli import main
+
+    assert main(FLAGS + ["--out", str(tmp_path / "w0.json")]) == 0
+    ref = json.loads((tmp_path / "w0.json").read_text())
+    ref_ckpt = pickle.loads((tmp_path / "w0.json.ckpt").read_bytes())
+    for n in (2, 3):
+        out = tmp_path / f"w{n}.json"
+        _torchrun(n, out)
+        res = json.loads(out.read_text())
+        assert res["config"]["world_size"] == n
+        diff = _max_diff(ref["history"], res["history"])
+        print(f"world size {n}: max abs difference of the history vs one process = {diff:.3g}")
+        assert diff <= 1e-10
+        ck = pickle.loads((tmp_path / f"w{n}.json.ckpt").read_bytes())
+        assert np.max(np.abs(ck["state"].params - ref_ckpt["state"].params)) <= 1e-10
+        # the gathered control variates and the server momentum match too
+        assert np.max(np.abs(ck["state"].variates.client - ref_ckpt["state"].variates.client)) <= 1e-10
+        assert np.max(np.abs(ck["state"].server[0] - ref_ckpt["state"].server[0])) <= 1e-10
+        assert sorted(p.name for p in tmp_path.iterdir() if p.name.startswith(f"w{n}")) == \
+            [f"w{n}.json", f"w{n}.json.ckpt"]  # rank 0 only wrote
+
+
+def test_owned_clients_partition():
+    blocks = [owned_clients(7, 3, r) for r in range(3)]
+    assert np.array_equal(np.concatenate(blocks), np.arange(7))
+    with pytest.raises(ValueError, match="world size: 4 processes but only 3 clients"):
+        owned_clients(3, 4, 0)
+
+
+def test_under_torchrun():
+    assert under_torchrun({"WORLD_SIZE": "2", "RANK": "0"})
+    assert not under_torchrun({})
+
+
+@pytest.mark.parametrize("name", ["fednova", "fedavg", "scaffold", "vrlsgd", "fednova-vr"])
+def test_distributed_apply_world_one_matches_apply(name):
+    from fedlib.algorithms import ClientUpdate, make_algorithm
+    from fedlib.sampling import full_participation
+    from fedlib.server import momentum
+    from fedlib.solvers import sgd
+
+    rng = np.random.default_rng(0)
+    algo = make_algorithm(name, sgd(0.1), momentum(0.9))
+    p = np.array([0.1, 0.2, 0.3, 0.4])
+    state = algo.init(np.zeros((3, 2)), 4)
+    part = full_participation(p)
+    for _ in range(2):
+        ups = [ClientUpdate(i, rng.normal(size=(3, 2)), float(i + 1), i + 1) for i in range(4)]
+        s1, d1 = algo.apply(state, part, ups, 0.1, p)
+        s2, d2 = distributed_apply(LocalCommunicator(), algo, state, part, ups[::-1], 0.1, p)
+        np.testing.assert_allclose(s2.params, s1.params, rtol=0, atol=1e-14)
+        assert d1.tau_eff == d2.tau_eff and np.array_equal(d1.weights, d2.weights)
+        if s1.variates is not None:
+            np.testing.assert_allclose(s2.variates.client, s1.variates.client, rtol=0, atol=1e-14)
+            np.testing.assert_allclose(s2.variates.mean, s1.variates.mean, rtol=0, atol=1e-14)
+        state = s1
