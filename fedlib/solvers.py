@@ -53,9 +53,10 @@ prox counter gives (the official code's vector).
 
 *Online tracking.* Each solver also tracks :math:`\|a_i\|_1` while it runs: a scalar
 "shadow" copy of the same step, driven by a unit gradient from :math:`0` with no weight
-decay or correction, gives :math:`y_k = -\eta \sum_j a^{(k)}_j`, hence
-:math:`\|a\|_1 = -y_k/\eta` after any :math:`k` steps. For the factories above this is
-the running counter of the official code, done right for momentum + prox.
+decay or correction, moves by :math:`-\eta\sum_j a^{(k)}_j` after :math:`k` steps; kept in
+units of :math:`\eta` (:meth:`LocalSolver.counter_step`) it *is* :math:`\|a^{(k)}\|_1`. For
+the factories above this is the running counter of the official code, done right for
+momentum + prox.
 
 Used by every chapter (the update-rule anatomy chapter plots these vectors).
 
@@ -101,8 +102,8 @@ class SolverState(NamedTuple):
     ``params`` is :math:`x_k`; ``anchor`` is :math:`x^{(t,0)}` (kept only with a
     proximal term); ``momentum`` is :math:`u_k` (only with :math:`\\rho > 0`);
     ``correction`` the constant VR term :math:`c_i` (or ``None``); ``step`` is
-    :math:`k`; ``shadow`` the scalar pair :math:`(y_k, v_k)` of the online counter and
-    ``a_norm`` the running :math:`\\|a^{(k)}\\|_1`.
+    :math:`k`; ``shadow`` the scalar pair of the online counter
+    (:meth:`LocalSolver.counter_step`) and ``a_norm`` the running :math:`\\|a^{(k)}\\|_1`.
     """
 
     params: Any
@@ -241,10 +242,33 @@ class LocalSolver:
             new_mom = tree_map(lambda _: next(it), mom)
         else:
             new_mom = None
-        # Online counter: the same step on a scalar from 0 with unit gradient.
-        y, v = state.shadow
-        ny, nv = self._direction_and_params(y, 1.0, v, 0.0, None, lr_k, 0.0)
-        return SolverState(new_params, anchor, new_mom, corr, k + 1, (ny, nv), -ny / self.lr)
+        counter = self.counter_step(k, state.shadow)
+        return SolverState(new_params, anchor, new_mom, corr, k + 1, counter, counter[0])
+
+    def counter_step(self, k: int, counter: tuple) -> tuple:
+        r"""One step of the online counter :math:`(A_k, \hat u_k)` with :math:`A_k = \|a^{(k)}\|_1`.
+
+        It is the solver's own step applied to a scalar that starts at 0 with unit
+        gradient, written in units of :math:`\eta` (so it is exact for SGD, as the
+        official code's counters are): :math:`\hat u_{k+1} = \rho\hat u_k + 1`,
+        :math:`A_{k+1} = (1 - \eta_k\mu) A_k + s_k \hat u_{k+1}`, :math:`s_k = \eta_k/\eta`.
+        """
+        a, u = counter
+        lr_k = self.step_size(k)
+        u = self.momentum * u + 1.0 if self.momentum > 0 else 1.0
+        return ((1.0 - lr_k * self.mu) * a + (lr_k / self.lr) * u, u) if self.mu > 0 else (a + (lr_k / self.lr) * u, u)
+
+    def online_a_norms(self, steps: int) -> np.ndarray:
+        r"""The online counter after ``k = 1..steps`` local steps (entry ``k-1``): what a
+        client that stops after ``k`` steps reports as :math:`\|a_i\|_1`. The same for
+        every client at the same step, so batched engines compute it once per round."""
+        steps = check_int("steps", steps, minimum=0)
+        out = np.empty(steps)
+        counter = (0.0, 0.0)
+        for k in range(steps):
+            counter = self.counter_step(k, counter)
+            out[k] = counter[0]
+        return out
 
     def run(self, params: Any, grad_fn: Callable[[Any, int], Any], local_steps: int, correction: Any = None):
         """Run ``local_steps`` steps with ``grad_fn(params, k)``; return the final state."""

@@ -462,12 +462,7 @@ def _local_phase(be, solver, theta0, corr, clients, tau, n_i, offsets, Xall, Yal
 
     # step sizes and the online counter ||a^(k)||_1 (the same for every client at step k)
     lrs = [solver.step_size(k) for k in range(K)]
-    anorm_after = np.empty(K)
-    y = v = 0.0
-    for k in range(K):
-        y, v = solver._direction_and_params(y, 1.0, v, 0.0, None, lrs[k], 0.0)
-        anorm_after[k] = -y / solver.lr
-    a_norms = anorm_after[tau - 1]
+    a_norms = solver.online_a_norms(K)[tau - 1]
 
     theta = be.empty((q, D, C))
     theta[...] = theta0

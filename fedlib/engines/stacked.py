@@ -196,13 +196,8 @@ def client_augment_params(seed: int, round_index: int, client: int, local_steps:
 
 def online_a_norms(solver: LocalSolver, steps: int) -> np.ndarray:
     r""":math:`\|a^{(k)}\|_1` after ``k = 1..steps`` local steps, by the solver's own online
-    counter (the scalar shadow recursion of :meth:`LocalSolver.update`)."""
-    out = np.empty(steps)
-    y = v = 0.0
-    for k in range(steps):
-        y, v = solver._direction_and_params(y, 1.0, v, 0.0, None, solver.step_size(k), 0.0)
-        out[k] = -y / solver.lr
-    return out
+    counter (:meth:`LocalSolver.online_a_norms`)."""
+    return solver.online_a_norms(steps)
 
 
 def max_local_steps(schedule) -> Optional[int]:
