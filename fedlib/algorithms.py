@@ -32,7 +32,7 @@ from typing import Any, NamedTuple, Optional, Sequence
 import numpy as np
 
 from ._validate import check_choice, check_positive
-from .rule import aggregate, effective_weights
+from .rule import aggregate
 from .sampling import Participation
 from .server import ServerOptimizer, plain
 from .solvers import LocalSolver, SolverState

@@ -26,11 +26,12 @@ from __future__ import annotations
 
 import os
 import pickle
-import tempfile
 from pathlib import Path
 from typing import Any, Mapping, Optional
 
 import numpy as np
+
+from ._io import atomic_write
 
 __all__ = ["FORMAT", "CheckpointError", "to_numpy_tree", "save_checkpoint", "load_checkpoint", "config_diff",
            "check_config", "default_checkpoint_path"]
@@ -80,19 +81,7 @@ def save_checkpoint(path: os.PathLike, *, config: Mapping, round_done: int, stat
     folder = path.parent if str(path.parent) else Path(".")
     if not folder.is_dir():
         raise CheckpointError(f"--checkpoint {path}: folder {folder} does not exist")
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=folder)
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(blob)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except FileNotFoundError:
-            pass
-        raise
+    atomic_write(path, blob)
     return path
 
 

@@ -35,13 +35,14 @@ import os
 import platform
 import subprocess
 import sys
-import tempfile
 import time
 from importlib import metadata
 from pathlib import Path
 from typing import Any, Mapping, Optional, Sequence
 
 import numpy as np
+
+from ._io import atomic_write, read_json
 
 __all__ = ["SCHEMA", "HISTORY_KEYS", "PROVENANCE_KEYS", "git_commit", "device_name", "make_provenance", "RunClock",
            "make_result", "to_jsonable", "validate_result", "write_result", "read_result"]
@@ -249,32 +250,12 @@ def write_result(path: os.PathLike, result: Mapping) -> Path:
         raise ValueError(f"{path}: folder {folder} does not exist")
     if path.is_dir():
         raise ValueError(f"{path}: is a folder")
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=folder)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(text)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except FileNotFoundError:
-            pass
-        raise
+    atomic_write(path, text)
     return path
 
 
 def read_result(path: os.PathLike) -> dict:
     """Read and validate a result file; ``ValueError`` names the file and the problem."""
     path = Path(path)
-    try:
-        with open(path, "r", encoding="utf-8") as fh:
-            doc = json.load(fh)
-    except FileNotFoundError:
-        raise ValueError(f"{path}: file not found") from None
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise ValueError(f"{path}: not valid JSON ({exc})") from None
-    except OSError as exc:
-        raise ValueError(f"{path}: cannot read ({exc})") from None
+    doc = read_json(path)
     return validate_result(doc, str(path))

@@ -33,7 +33,7 @@ expectation only); the formulas above are otherwise unchanged.
 from __future__ import annotations
 
 import numbers
-from typing import Any, NamedTuple, Optional, Sequence, Union
+from typing import Any, NamedTuple, Sequence, Union
 
 import numpy as np
 

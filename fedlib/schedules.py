@@ -11,7 +11,6 @@ every random draw comes from ``fedlib.rng.generator(seed, "local_steps", round, 
 from __future__ import annotations
 
 import dataclasses
-from typing import Optional
 
 import numpy as np
 

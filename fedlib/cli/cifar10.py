@@ -21,7 +21,7 @@ from pathlib import Path
 from ..results import RunClock, make_result, write_result
 from .common import (ALGORITHM_FLAGS, SCHEDULE_FLAGS, CLIError, HelpFormatter, add_algorithm_args, add_device_arg,
                      add_output_args, add_schedule_args, build_algorithm, check_output_path, check_participation,
-                     config_from_args, info, progress_bar, resolve_epochs)
+                     config_from_args, info, int_at_least, positive_float, progress_bar, resolve_epochs)
 
 __all__ = ["add_run_parser", "add_bench_parser", "add_table1_parser", "run_cifar10", "bench_cifar10_command",
            "table1_command", "load_data_from_args"]
@@ -36,29 +36,6 @@ rounds, client lr /10 after 50% and /100 after 75% of the rounds, weight decay 1
 lr 0.05 for local SGD (use 0.02 with --solver momentum)."""
 
 
-def _positive(text: str) -> float:
-    try:
-        v = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"must be a number, got {text!r}") from None
-    if not 0 < v < float("inf"):
-        raise argparse.ArgumentTypeError(f"must be a finite number > 0, got {text!r}")
-    return v
-
-
-def _int_min(low: int):
-    def parse(text: str) -> int:
-        try:
-            v = int(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"must be an integer, got {text!r}") from None
-        if v < low:
-            raise argparse.ArgumentTypeError(f"must be >= {low}, got {v}")
-        return v
-
-    return parse
-
-
 def _add_data_args(p: argparse.ArgumentParser, *, clients: bool = True) -> None:
     g = p.add_argument_group("data")
     g.add_argument("--data-root", type=Path, default=None,
@@ -68,15 +45,15 @@ def _add_data_args(p: argparse.ArgumentParser, *, clients: bool = True) -> None:
     g.add_argument("--sample", action="store_true",
                    help="use the shipped 2,000/500-image sample data/cifar10-sample (CPU demos, tests)")
     if clients:
-        g.add_argument("--num-clients", type=_int_min(1), default=16, help="number of clients")
-        g.add_argument("--partition-alpha", type=_positive, default=0.1, help="Dirichlet concentration of the split")
-        g.add_argument("--partition-seed", type=_int_min(0), default=2020,
+        g.add_argument("--num-clients", type=int_at_least(1), default=16, help="number of clients")
+        g.add_argument("--partition-alpha", type=positive_float, default=0.1, help="Dirichlet concentration of the split")
+        g.add_argument("--partition-seed", type=int_at_least(0), default=2020,
                        help="seed of the split (numpy legacy generator; the official code's 2020)")
 
 
 def _add_engine_args(p: argparse.ArgumentParser, *, precisions=("fp32", "bf16", "fp64")) -> None:
     g = p.add_argument_group("engine")
-    g.add_argument("--width", type=_positive, default=1.0,
+    g.add_argument("--width", type=positive_float, default=1.0,
                    help="VGG-11 width multiplier (1 = the paper's 9.75 M parameters; e.g. 0.03 for CPU tests)")
     g.add_argument("--precision", choices=list(precisions), default="fp32",
                    help="fp32; bf16 = autocast with float32 master weights (CUDA only); fp64 (exactness checks)")
@@ -210,10 +187,10 @@ def add_bench_parser(sub) -> argparse.ArgumentParser:
                        formatter_class=HelpFormatter)
     _add_data_args(p, clients=False)
     g = p.add_argument_group("benchmark")
-    g.add_argument("--steps", type=_int_min(1), default=20,
+    g.add_argument("--steps", type=int_at_least(1), default=20,
                    help="local steps of the longest client (the round's tau_i scaled to it)")
     g.add_argument("--full-round", action="store_true", help="time the whole E = 2 round instead of --steps")
-    g.add_argument("--repeat", type=_int_min(1), default=2, help="timed rounds per side (after one warm-up)")
+    g.add_argument("--repeat", type=int_at_least(1), default=2, help="timed rounds per side (after one warm-up)")
     _add_engine_args(p, precisions=("fp32", "bf16"))
     g.add_argument("--json", type=Path, default=None, help="write the measurements (with provenance) to this file")
     g.add_argument("--quiet", action="store_true", help="print nothing but errors")
@@ -276,8 +253,8 @@ def add_table1_parser(sub) -> argparse.ArgumentParser:
                    help="wall-clock budget; no run is started that is not expected to finish within it")
     p.add_argument("--seeds", default="0,1,2", help="comma-separated run seeds")
     p.add_argument("--cells", default=None, help="comma-separated cell ids (default: all, in table order)")
-    p.add_argument("--rounds", type=_int_min(1), default=100, help="rounds per run (100 in the paper)")
-    p.add_argument("--stack", type=_int_min(1), default=None,
+    p.add_argument("--rounds", type=int_at_least(1), default=100, help="rounds per run (100 in the paper)")
+    p.add_argument("--stack", type=int_at_least(1), default=None,
                    help="runs trained together in one engine (default: 6 on CUDA, 2 on the CPU)")
     p.add_argument("--dry-run", action="store_true", help="list what would run, run nothing")
     p.add_argument("--list-cells", action="store_true", help="print the cells and their hyper-parameters")

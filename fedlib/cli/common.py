@@ -54,53 +54,43 @@ class HelpFormatter(argparse.ArgumentDefaultsHelpFormatter, argparse.RawDescript
         return super()._get_help_string(action)
 
 
-def _positive_float(flag: str) -> Callable[[str], float]:
-    def parse(text: str) -> float:
-        try:
-            value = float(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"must be a number, got {text!r}") from None
-        if not value > 0 or value != value or value == float("inf"):
-            raise argparse.ArgumentTypeError(f"must be a finite number > 0, got {text!r}")
-        return value
-
-    return parse
+def _number(text: str, kind=float):
+    try:
+        return kind(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be {'an integer' if kind is int else 'a number'}, got {text!r}") from None
 
 
-def _nonneg_float(flag: str) -> Callable[[str], float]:
-    def parse(text: str) -> float:
-        try:
-            value = float(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"must be a number, got {text!r}") from None
-        if not value >= 0 or value == float("inf"):
-            raise argparse.ArgumentTypeError(f"must be a finite number >= 0, got {text!r}")
-        return value
-
-    return parse
+def positive_float(text: str) -> float:
+    """argparse type: a finite number > 0."""
+    value = _number(text)
+    if not 0 < value < float("inf"):
+        raise argparse.ArgumentTypeError(f"must be a finite number > 0, got {text!r}")
+    return value
 
 
-def _int_at_least(flag: str, low: int) -> Callable[[str], int]:
+def nonneg_float(text: str) -> float:
+    """argparse type: a finite number >= 0."""
+    value = _number(text)
+    if not 0 <= value < float("inf"):
+        raise argparse.ArgumentTypeError(f"must be a finite number >= 0, got {text!r}")
+    return value
+
+
+def unit_interval(text: str) -> float:
+    """argparse type: a number in [0, 1)."""
+    value = _number(text)
+    if not 0 <= value < 1:
+        raise argparse.ArgumentTypeError(f"must lie in [0, 1), got {text!r}")
+    return value
+
+
+def int_at_least(low: int) -> Callable[[str], int]:
+    """argparse type factory: an integer >= ``low``."""
     def parse(text: str) -> int:
-        try:
-            value = int(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"must be an integer, got {text!r}") from None
+        value = _number(text, int)
         if value < low:
             raise argparse.ArgumentTypeError(f"must be >= {low}, got {value}")
-        return value
-
-    return parse
-
-
-def _unit_interval(flag: str) -> Callable[[str], float]:
-    def parse(text: str) -> float:
-        try:
-            value = float(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"must be a number, got {text!r}") from None
-        if not 0 <= value < 1:
-            raise argparse.ArgumentTypeError(f"must lie in [0, 1), got {text!r}")
         return value
 
     return parse
@@ -141,25 +131,25 @@ def add_algorithm_args(parser: argparse.ArgumentParser, *, algorithm: str = "fed
                    help="federated algorithm (fedprox = FedAvg aggregation with a proximal local solver)")
     g.add_argument("--solver", choices=list(SOLVERS), default=None,
                    help="local solver (default: prox for fedprox, else sgd)")
-    g.add_argument("--lr", type=_positive_float("--lr"), default=lr, help="client learning rate eta")
+    g.add_argument("--lr", type=positive_float, default=lr, help="client learning rate eta")
     g.add_argument("--lr-decay", choices=["constant", "step"], default=lr_decay,
                    help="client lr across rounds: constant, or step = /10 after 50%% and /100 after 75%% "
                         "of the rounds")
-    g.add_argument("--mu", type=_nonneg_float("--mu"), default=None,
+    g.add_argument("--mu", type=nonneg_float, default=None,
                    help="proximal coefficient mu (> 0; required by fedprox and the prox solvers, refused by "
                         "the others)")
-    g.add_argument("--momentum", type=_unit_interval("--momentum"), default=None,
+    g.add_argument("--momentum", type=unit_interval, default=None,
                    help="local heavy-ball factor rho in [0, 1) for the momentum solvers (default: 0.9)")
-    g.add_argument("--weight-decay", type=_nonneg_float("--weight-decay"), default=weight_decay,
+    g.add_argument("--weight-decay", type=nonneg_float, default=weight_decay,
                    help="weight decay added to every local gradient (not part of a_i)")
     g.add_argument("--tau-eff", type=_tau_eff, default=None,
                    help="FedNova's tau_eff: a_norm (sum p_i ||a_i||_1), local_steps (sum p_i tau_i) or a number; "
                         "only for fednova / fednova-vr (default: a_norm)")
     g.add_argument("--server", choices=list(SERVER_OPTIMIZERS), default="plain",
                    help="server optimizer applied to the aggregated update")
-    g.add_argument("--server-momentum", type=_unit_interval("--server-momentum"), default=None,
+    g.add_argument("--server-momentum", type=unit_interval, default=None,
                    help="server momentum factor beta for --server momentum (default: 0.9)")
-    g.add_argument("--server-lr", type=_positive_float("--server-lr"), default=None,
+    g.add_argument("--server-lr", type=positive_float, default=None,
                    help="server learning rate for --server plain (default: 1) or adam (default: 0.01)")
     return g
 
@@ -168,18 +158,18 @@ def add_schedule_args(parser: argparse.ArgumentParser, *, rounds: int = 100, epo
                       batch_size: int = 20) -> argparse._ArgumentGroup:
     """``--rounds --epochs --batch-size --clients-per-round --sampling --seed``."""
     g = parser.add_argument_group("rounds and clients")
-    g.add_argument("--rounds", type=_int_at_least("--rounds", 1), default=rounds, help="communication rounds")
+    g.add_argument("--rounds", type=int_at_least(1), default=rounds, help="communication rounds")
     g.add_argument("--epochs", type=_epochs, default=epochs,
                    help="local epochs E: an integer ('2') or an inclusive range ('2-5') drawn per client and round; "
                         "tau_i = E * ceil(n_i / batch size)")
-    g.add_argument("--batch-size", type=_int_at_least("--batch-size", 1), default=batch_size,
+    g.add_argument("--batch-size", type=int_at_least(1), default=batch_size,
                    help="mini-batch size per client")
     g.add_argument("--sampling", choices=list(SAMPLING_SCHEMES), default="full",
                    help="client participation: full, with-replacement (q draws with probability p_i, simple "
                         "average) or uniform (q distinct clients, weights p_i m / q)")
-    g.add_argument("--clients-per-round", type=_int_at_least("--clients-per-round", 1), default=None,
+    g.add_argument("--clients-per-round", type=int_at_least(1), default=None,
                    help="q, clients per round (required by --sampling with-replacement / uniform)")
-    g.add_argument("--seed", type=_int_at_least("--seed", 0), default=0,
+    g.add_argument("--seed", type=int_at_least(0), default=0,
                    help="run seed: mini-batches, sampling, random epochs")
     return g
 
@@ -204,7 +194,7 @@ def add_output_args(parser: argparse.ArgumentParser) -> argparse._ArgumentGroup:
 def add_checkpoint_args(parser: argparse.ArgumentParser, *, distributed: bool = False) -> argparse._ArgumentGroup:
     """``--checkpoint-every --checkpoint --resume`` (and ``--distributed``)."""
     g = parser.add_argument_group("checkpoints" + (" and processes" if distributed else ""))
-    g.add_argument("--checkpoint-every", type=_int_at_least("--checkpoint-every", 1), default=None, metavar="K",
+    g.add_argument("--checkpoint-every", type=int_at_least(1), default=None, metavar="K",
                    help="write a checkpoint (model, server optimizer, control variates, history, config, round) "
                         "atomically every K rounds and after the last one")
     g.add_argument("--checkpoint", type=Path, default=None, metavar="PATH",

@@ -23,7 +23,7 @@ from ..results import RunClock, make_result, write_result
 from .common import (ALGORITHM_FLAGS, SCHEDULE_FLAGS, CLIError, HelpFormatter, add_algorithm_args,
                      add_checkpoint_args, add_device_arg, add_output_args, add_schedule_args, build_algorithm,
                      check_output_path, check_participation, config_from_args, info, lr_schedule, progress_bar,
-                     resolve_checkpoint, resolve_epochs)
+                     int_at_least, nonneg_float, resolve_checkpoint, resolve_epochs)
 
 __all__ = ["add_run_parser", "add_bench_parser", "run_synthetic", "bench_synthetic_command", "load_dataset"]
 
@@ -36,42 +36,19 @@ generator, seed --data-seed), or a LEAF / FedProx JSON file or folder (--data).
 Paper settings: batch 20, lr 0.02, E = 2 or E_i ~ U{1..5}."""
 
 
-def _nonneg(text: str) -> float:
-    try:
-        v = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"must be a number, got {text!r}") from None
-    if not 0 <= v < float("inf"):
-        raise argparse.ArgumentTypeError(f"must be a finite number >= 0, got {text!r}")
-    return v
-
-
-def _int_min(low: int):
-    def parse(text: str) -> int:
-        try:
-            v = int(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"must be an integer, got {text!r}") from None
-        if v < low:
-            raise argparse.ArgumentTypeError(f"must be >= {low}, got {v}")
-        return v
-
-    return parse
-
-
 def _add_data_args(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("data")
     g.add_argument("--data", type=Path, default=None,
                    help="a LEAF / FedProx JSON file (training data only) or folder (train/ and test/ subfolders); "
                         "default: generate Synthetic(--alpha, --beta)")
-    g.add_argument("--alpha", type=_nonneg, default=1.0, help="Synthetic: spread of the client models (std)")
-    g.add_argument("--beta", type=_nonneg, default=1.0, help="Synthetic: spread of the client inputs (std)")
-    g.add_argument("--num-clients", type=_int_min(1), default=30, help="Synthetic: number of clients")
-    g.add_argument("--data-seed", type=_int_min(0), default=0,
+    g.add_argument("--alpha", type=nonneg_float, default=1.0, help="Synthetic: spread of the client models (std)")
+    g.add_argument("--beta", type=nonneg_float, default=1.0, help="Synthetic: spread of the client inputs (std)")
+    g.add_argument("--num-clients", type=int_at_least(1), default=30, help="Synthetic: number of clients")
+    g.add_argument("--data-seed", type=int_at_least(0), default=0,
                    help="Synthetic: seed of the data set (fixed across run seeds, like the paper's one data set)")
-    g.add_argument("--num-classes", type=_int_min(2), default=None,
+    g.add_argument("--num-classes", type=int_at_least(2), default=None,
                    help="number of classes (default: 10 for Synthetic; largest label + 1 for --data)")
-    g.add_argument("--l2", type=_nonneg, default=0.0,
+    g.add_argument("--l2", type=nonneg_float, default=0.0,
                    help="L2 penalty l2/2 ||W||^2 (FedProx's model declares 0.001 but never adds it to its loss)")
 
 
@@ -234,12 +211,12 @@ def add_bench_parser(sub) -> argparse.ArgumentParser:
                        description=bench_doc.split("\n\n")[0] + "\n\nRun with 2 threads: OMP_NUM_THREADS=2 "
                        "OPENBLAS_NUM_THREADS=2 MKL_NUM_THREADS=2 python -m fedlib bench synthetic",
                        formatter_class=HelpFormatter)
-    p.add_argument("--rounds", type=_int_min(1), default=5, help="rounds timed per engine and repetition")
-    p.add_argument("--repeat", type=_int_min(1), default=3, help="repetitions (the median is reported)")
+    p.add_argument("--rounds", type=int_at_least(1), default=5, help="rounds timed per engine and repetition")
+    p.add_argument("--repeat", type=int_at_least(1), default=3, help="repetitions (the median is reported)")
     p.add_argument("--epochs", default="2", help="local epochs: '2' or an inclusive range like '2-5'")
     p.add_argument("--algorithm", choices=["fedavg", "fednova", "scaffold", "vrlsgd", "fednova-vr"],
                    default="fednova", help="algorithm (local SGD, lr 0.02, batch 20)")
-    p.add_argument("--data-seed", type=_int_min(0), default=0, help="seed of the Synthetic(1,1) data set")
+    p.add_argument("--data-seed", type=int_at_least(0), default=0, help="seed of the Synthetic(1,1) data set")
     p.add_argument("--equal-sizes", action="store_true",
                    help="split the same total number of samples equally over the clients (no critical path)")
     p.add_argument("--with-eval", action="store_true", help="also evaluate F(x) after every round (both engines)")

@@ -40,12 +40,11 @@ True
 from __future__ import annotations
 
 import json
-import os
-import tempfile
 from pathlib import Path
 
 import numpy as np
 
+from .._io import atomic_write, read_json
 from .._validate import check_int
 from .clients import FederatedDataset
 
@@ -124,15 +123,7 @@ def _as_labels(file: Path, user: str, y, num_classes: int | None) -> np.ndarray:
 
 def _read_file(file: Path, num_classes: int | None):
     """Parse one LEAF file into ``(users, {user: (x, y)})`` after checking it."""
-    try:
-        with open(file, "r", encoding="utf-8") as fh:
-            doc = json.load(fh)
-    except FileNotFoundError:
-        raise ValueError(f"{file}: file not found") from None
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise ValueError(f"{file}: not valid JSON ({exc})") from None
-    except OSError as exc:
-        raise ValueError(f"{file}: cannot read ({exc})") from None
+    doc = read_json(file)
     if not isinstance(doc, dict):
         raise ValueError(f"{file}: top level must be a JSON object with keys {list(_KEYS)}")
     missing = [k for k in _KEYS if k not in doc]
@@ -315,20 +306,8 @@ def _document(users: list[str], xs, ys) -> dict:
 
 
 def _write_atomic(file: Path, doc: dict) -> None:
-    """Write JSON to a temporary file in the same folder, then ``os.replace`` it."""
-    fd, tmp = tempfile.mkstemp(prefix=f".{file.name}.", suffix=".tmp", dir=file.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            json.dump(doc, fh, allow_nan=False)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, file)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except FileNotFoundError:
-            pass
-        raise
+    """Write JSON atomically (:func:`fedlib._io.atomic_write`)."""
+    atomic_write(file, json.dumps(doc, allow_nan=False))
 
 
 def save_leaf(dataset: FederatedDataset, path, *, drop_test: bool = False) -> list[str]:

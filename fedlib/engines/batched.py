@@ -62,7 +62,7 @@ import numpy as np
 
 from .._validate import check_choice, check_int
 from ..algorithms import ClientUpdate, FederatedAlgorithm, ServerState
-from ..problems.logistic import LogisticProblem, pack_params, packed_grad_, unpack_params
+from ..problems.logistic import LogisticProblem, pack_params, unpack_params
 from ..rng import generator
 from ..sampling import SAMPLING_SCHEMES, sample_clients
 from ..solvers import SolverState

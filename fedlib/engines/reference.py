@@ -8,7 +8,6 @@ from __future__ import annotations
 
 from typing import Any, Callable, NamedTuple, Optional
 
-import numpy as np
 
 from .._validate import check_int, check_probability_vector
 from ..algorithms import FederatedAlgorithm, RoundDiagnostics, ServerState

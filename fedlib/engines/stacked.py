@@ -563,7 +563,7 @@ class StackedEngine:
 
     # ------------------------------------------------------------------ host planning
     def _plan(self, t: int) -> _Plan:
-        rows, parts, lrs, solvers, a_rows = [], [], [], [], []
+        rows, parts, lrs, solvers = [], [], [], []
         for r, (run, info) in enumerate(zip(self.runs, self._info)):
             lr = float(run.lr_at(t)) if run.lr_at is not None else step_decay_lr(run.algorithm.solver.lr, t, self.rounds)
             solver = run.algorithm.solver.with_lr(lr)

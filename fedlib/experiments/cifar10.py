@@ -594,7 +594,7 @@ def bench_cifar10(data, *, width: float = 1.0, steps: Optional[int] = 20, device
         sequential_round()
         seq_times.append(time.perf_counter() - t0)
         say(f"sequential round {r}: {seq_times[-1]:.2f} s" + (" (warm-up)" if r == 0 else ""))
-    del model, opt
+    model = opt = None  # free the sequential model before the engine allocates
 
     # --------------------------------------------------------------- the engine
     class _TrainOnly:

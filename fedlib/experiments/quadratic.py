@@ -18,7 +18,7 @@ Example
 from __future__ import annotations
 
 import math
-from typing import Any, Callable, Mapping, NamedTuple, Optional, Sequence
+from typing import Any, Mapping, NamedTuple, Optional, Sequence
 
 import numpy as np
 

@@ -1,0 +1,50 @@
+"""Files: atomic writes and JSON reads with errors that name the file.
+
+A write goes to a temporary file in the target's folder, is flushed and fsync-ed, then
+:func:`os.replace`-d over the target: a reader (or a run killed at any moment) sees the
+old file or the new one, never a partial one. Used by results, checkpoints and LEAF files.
+"""
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from pathlib import Path
+from typing import Union
+
+__all__ = ["atomic_write", "read_json"]
+
+
+def atomic_write(path: os.PathLike, data: Union[bytes, str]) -> Path:
+    """Write ``data`` (bytes, or text as UTF-8) to ``path`` atomically; return the path."""
+    path = Path(path)
+    folder = path.parent if str(path.parent) else Path(".")
+    blob = data.encode("utf-8") if isinstance(data, str) else data
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=folder)
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(blob)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except FileNotFoundError:
+            pass
+        raise
+    return path
+
+
+def read_json(path: os.PathLike):
+    """Parse a JSON file; ``ValueError`` says which file and what is wrong with it."""
+    path = Path(path)
+    try:
+        with open(path, "r", encoding="utf-8") as fh:
+            return json.load(fh)
+    except FileNotFoundError:
+        raise ValueError(f"{path}: file not found") from None
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise ValueError(f"{path}: not valid JSON ({exc})") from None
+    except OSError as exc:
+        raise ValueError(f"{path}: cannot read ({exc})") from None
