@@ -28,7 +28,14 @@ step, never a weight inside a normalised mean (the mistake of REFERENCE §5).
 
 With client sampling (App. G) the weights :math:`p_i` are replaced by the unbiased
 sampling weights :math:`\omega_i` of :mod:`fedlib.sampling` (they sum to one in
-expectation only); the formulas above are otherwise unchanged.
+expectation only); the formulas above are otherwise unchanged. FedAvg's change
+:math:`\sum_{i\in S}\omega_i\Delta_i` is then unbiased. FedNova's default
+:math:`\tau_{\text{eff}} = \sum_{i\in S}\omega_i\|a_i\|_1` is estimated from the same
+sample as the direction :math:`\sum_{i\in S}\omega_i d_i`, and the product of the two is
+*not* unbiased: with uniform sampling and one large client it overshoots badly (the
+Synthetic chapter measures it). Pass a number instead — e.g. the population value
+:math:`\sum_{i=1}^m p_i\,\mathbb E\|a_i\|_1` — for an unbiased step; the paper allows
+any positive :math:`\tau_{\text{eff}}`.
 """
 from __future__ import annotations
 
