@@ -21,7 +21,10 @@ leading *client axis* — there is no Python loop over clients inside a local st
    :math:`\eta_k`, element-wise exactly as :meth:`fedlib.solvers.LocalSolver.update`
    (whose online counter gives :math:`\|a_i\|_1`; it is the same for every client at
    the same step). ``fast=False`` calls ``LocalSolver.update`` itself on the stacked
-   arrays instead (slower, same numbers);
+   arrays instead (slower, same numbers). With numpy, the steps where a single client is
+   left (the critical path on skewed data) run on 2-d views
+   (:func:`fedlib.problems.logistic._packed_grad_numpy_one`: the same operations in the
+   same order, hence the same bits, with fewer and cheaper calls);
 4. the clients' changes go to :meth:`fedlib.algorithms.FederatedAlgorithm.apply`
    (aggregation, control variates, server optimizer), then the global training loss
    :math:`F(x)` and the test accuracy are evaluated.
@@ -62,7 +65,8 @@ import numpy as np
 
 from .._validate import check_choice, check_int
 from ..algorithms import ClientUpdate, FederatedAlgorithm, ServerState
-from ..problems.logistic import LogisticProblem, pack_params, unpack_params
+from ..problems.logistic import _UNDERFLOW, LogisticProblem, _ones, pack_params, unpack_params
+from ..problems.logistic import _packed_grad_numpy_one as _grad_one
 from ..rng import generator
 from ..sampling import SAMPLING_SCHEMES, sample_clients
 from ..solvers import SolverState
@@ -110,6 +114,11 @@ def minibatch_indices(num_samples: int, batch_size: int, steps: int, rng: np.ran
     n = check_int("num_samples", num_samples, minimum=1)
     b = check_int("batch_size", batch_size, minimum=1)
     steps = check_int("steps", steps, minimum=0)
+    return _minibatch_indices(n, b, steps, rng)
+
+
+def _minibatch_indices(n: int, b: int, steps: int, rng: np.random.Generator):
+    """:func:`minibatch_indices` without the argument checks (python ints)."""
     spe = -(-n // b)
     epochs = -(-steps // spe) if steps else 0
     flat = np.zeros((epochs, spe * b), dtype=np.int64)
@@ -363,6 +372,7 @@ def run_batched(algorithm: FederatedAlgorithm, problem: LogisticProblem, schedul
     else:
         state = _state_to_backend(be, resume["state"])
         initial, history = dict(resume.get("initial") or {}), [dict(h) for h in resume["history"]]
+    cache: dict = {}  # per learning rate: local step sizes and online counters
     for t in range(len(history), rounds):
         start = time.perf_counter()
         lr = _round_lr(algorithm, lr_at, t)
@@ -387,7 +397,7 @@ def run_batched(algorithm: FederatedAlgorithm, problem: LogisticProblem, schedul
         with np.errstate(all="ignore"):  # NaN/inf are caught by apply and by the training loss
             if mine.size:
                 finals, a_norms_s = _local_phase(be, solver, theta0, corr, sorted_clients, tau_s, n_i,
-                                                 problem.offsets, Xall, Yall, B, D, C, l2, seed, t, fast)
+                                                 problem.offsets, Xall, Yall, B, D, C, l2, seed, t, fast, cache)
                 deltas = finals - theta0[None]
             else:  # this rank owns no participant of the round
                 a_norms_s, deltas = np.empty(0), None
@@ -443,7 +453,8 @@ def _to_dict(be, theta, copy: bool = False) -> dict:
     return unpack_params(arr)
 
 
-def _local_phase(be, solver, theta0, corr, clients, tau, n_i, offsets, Xall, Yall, B, D, C, l2, seed, t, fast):
+def _local_phase(be, solver, theta0, corr, clients, tau, n_i, offsets, Xall, Yall, B, D, C, l2, seed, t, fast,
+                 cache=None):
     """Run the local steps of the sorted participants; return (final params stacked, a_norms)."""
     q = clients.size
     K = int(tau[0])
@@ -451,22 +462,31 @@ def _local_phase(be, solver, theta0, corr, clients, tau, n_i, offsets, Xall, Yal
     active = np.searchsorted(-tau, -np.arange(K), side="left")
     off = np.concatenate([[0], np.cumsum(active)])
     R = int(off[-1])
-    gidx = np.zeros((R, B), dtype=np.int64)
-    wts = np.zeros((R, B))
-    cols = np.arange(B)[None, :]
-    for j, c in enumerate(clients):
-        idx, cnt = minibatch_indices(int(n_i[c]), B, int(tau[j]), generator(seed, "batches", t, int(c)))
-        rows = off[:tau[j]] + j
-        gidx[rows] = idx + offsets[c]
-        wts[rows] = (cols < cnt[:, None]) / cnt[:, None]
+    idx_all, cnt_all = [], []
+    for c, tj in zip(clients.tolist(), tau.tolist()):
+        idx, cnt = _minibatch_indices(int(n_i[c]), B, tj, generator(seed, "batches", t, c))
+        idx_all.append(idx)
+        cnt_all.append(cnt)
+    # client j's step k is row off[k] + j (every row is some client's step)
+    rows = off[np.arange(R) - np.repeat(np.cumsum(tau) - tau, tau)] + np.repeat(np.arange(q), tau)
+    gidx = np.empty((R, B), dtype=np.int64)
+    gidx[rows] = np.concatenate(idx_all) + np.repeat(offsets[clients], tau)[:, None]
+    cnts = np.empty((R, 1), dtype=np.int64)
+    cnts[rows, 0] = np.concatenate(cnt_all)
+    wts = ((np.arange(B)[None, :] < cnts) / cnts)[:, :, None]
 
-    # step sizes and the online counter ||a^(k)||_1 (the same for every client at step k)
-    lrs = [solver.step_size(k) for k in range(K)]
-    a_norms = solver.online_a_norms(K)[tau - 1]
+    # step sizes and the online counter ||a^(k)||_1 (the same for every client at step k;
+    # entry k depends on k only, so a run computes them once per learning rate)
+    cached = None if cache is None else cache.get(solver.lr)
+    if cached is None or len(cached[0]) < K:
+        cached = ([solver.step_size(k) for k in range(K)], solver.online_a_norms(K))
+        if cache is not None:
+            cache[solver.lr] = cached
+    lrs = cached[0]
+    a_norms = cached[1][tau - 1]
 
     theta = be.empty((q, D, C))
     theta[...] = theta0
-    bufs = (be.empty((q, B, C)), be.empty((q, D, C)), be.empty((q, D, C)))
     mom = be.zeros((q, D, C)) if solver.momentum > 0 else None
     kernel = _grad_kernel(be)
     generic = None
@@ -476,17 +496,26 @@ def _local_phase(be, solver, theta0, corr, clients, tau, n_i, offsets, Xall, Yal
     active_list = active.tolist()
     # windows of steps whose gathered mini-batches fit in GATHER_BYTES (cache-sized, reused buffers)
     max_rows = min(max(int(GATHER_BYTES // (B * (D + C + 1) * 8)), q), R)
-    Xbuf, Ybuf, Wbuf = be.empty((max_rows, B, D)), be.empty((max_rows, B, C)), be.empty((max_rows, B, 1))
+    Xbuf, Ybuf = be.empty((max_rows, B, D)), be.empty((max_rows, B, C))
+    Wbuf = None if be.name == "numpy" else be.empty((max_rows, B, 1))  # numpy: views of wts
+    # scratch: Z, G, solver temporary; single-client steps: row sums (B, 1) and per step
+    # (max_rows, B), a 0-d for the batch maximum
+    bufs = (be.empty((q, B, C)), be.empty((q, D, C)), be.empty((q, D, C)), be.empty((B, 1)), be.empty((max_rows, B)),
+            be.empty(()))
     k0 = 0
     while k0 < K:
         k1 = int(np.searchsorted(off, off[k0] + max_rows, side="right")) - 1
         k1 = min(max(k1, k0 + 1), K)
         r0, r1 = int(off[k0]), int(off[k1])
         n = r1 - r0
-        Xw, Yw, ww = Xbuf[:n], Ybuf[:n], Wbuf[:n]
+        Xw, Yw = Xbuf[:n], Ybuf[:n]
         be.take(Xall, gidx[r0:r1], Xw)
         be.take(Yall, gidx[r0:r1], Yw)
-        ww[...] = be.asarray(wts[r0:r1, :, None])
+        if Wbuf is None:
+            ww = wts[r0:r1]
+        else:
+            ww = Wbuf[:n]
+            ww[...] = be.asarray(wts[r0:r1])
         Yw *= ww
         window = (k0, k1, active_list, (off[k0:k1 + 1] - r0).tolist(), lrs, Xw, Yw, ww)
         if fast:
@@ -508,12 +537,21 @@ def _grad_kernel(be):
 
 def _steps_fast(be, kernel, solver, theta, theta0, mom, corr, bufs, l2, window):
     """Local steps k0..k1-1 in place on the stack: LocalSolver's step, element-wise in the
-    same order of operations (hence the same bits)."""
+    same order of operations (hence the same bits).
+
+    numpy: once a single client is left (the critical path: most steps on skewed data),
+    the steps run on 2-d views with :func:`fedlib.problems.logistic._packed_grad_numpy_one`
+    (the same operations, fewer and cheaper calls)."""
     k0, k1, active, off, lrs, Xw, Yw, ww = window
-    Zb, Gb, Tb = bufs
+    Zb, Gb, Tb = bufs[:3]
     rho, mu, wd = solver.momentum, solver.mu, solver.weight_decay
     plain = not (rho > 0 or mu > 0 or wd or corr is not None)
-    for k in range(k0, k1):
+    k_one = k1
+    if be.name == "numpy" and active[k1 - 1] == 1:  # active is non-increasing: steps [k_one, k1) run one client
+        k_one = k1 - 1
+        while k_one > k0 and active[k_one - 1] == 1:
+            k_one -= 1
+    for k in range(k0, k_one):
         a = active[k]
         s0 = off[k - k0]
         s1 = s0 + a
@@ -524,30 +562,67 @@ def _steps_fast(be, kernel, solver, theta, theta0, mom, corr, bufs, l2, window):
             g *= lrs[k]
             th -= g
             continue
-        tmp = Tb[:a]
-        if wd:
-            g += be.mul(th, wd, tmp)
-        if corr is not None:
-            g += corr[:a]
-        if rho > 0:
-            direction = mom[:a]
-            direction *= rho
-            direction += g
-        else:
-            direction = g
-        if mu > 0:
-            prox = be.sub(th, theta0, tmp)
-            prox *= mu
-            prox += direction
-            direction = prox
-        th -= be.mul(direction, lrs[k], tmp)
+        _solver_step(be, th, g, Tb[:a], None if mom is None else mom[:a], None if corr is None else corr[:a],
+                     theta0, rho, mu, wd, lrs[k])
+    if k_one == k1:
+        return
+    r0 = off[k_one - k0]
+    r1 = r0 + (k1 - k_one)
+    th, g, Z, tmp, s_col, sums, mx = theta[0], Gb[0], Zb[0], Tb[0], bufs[3], bufs[4][:r1 - r0], bufs[5]
+    s = s_col[:, 0]
+    _ones(Z.shape[1])
+    Xs = Xw[r0:r1]
+    rows = (Xs, Xs.swapaxes(1, 2), Yw[r0:r1], ww[r0:r1, :, 0], lrs[k_one:k1])
+    if plain:
+        # the underflow check once for these steps: the row sums are kept and checked at
+        # the end; if one underflowed (or is NaN), the steps are redone from a copy with
+        # the check at every step
+        start = th.copy()
+        mul, sub = np.multiply, np.subtract
+        for X1, XT1, Y1, w1, lr, sums1 in zip(*rows, sums):
+            _grad_one(th, X1, XT1, Y1, w1, Z, g, s, s_col, mx, l2, sums1)
+            mul(g, lr, g)
+            sub(th, g, th)
+        if np.minimum.reduce(sums, axis=None) >= _UNDERFLOW:
+            return
+        th[...] = start
+        for X1, XT1, Y1, w1, lr in zip(*rows):
+            _grad_one(th, X1, XT1, Y1, w1, Z, g, s, s_col, mx, l2)
+            g *= lr
+            th -= g
+        return
+    m1 = None if mom is None else mom[0]
+    c1 = None if corr is None else corr[0]
+    for X1, XT1, Y1, w1, lr in zip(*rows):
+        _grad_one(th, X1, XT1, Y1, w1, Z, g, s, s_col, mx, l2)
+        _solver_step(be, th, g, tmp, m1, c1, theta0, rho, mu, wd, lr)
+
+
+def _solver_step(be, th, g, tmp, mom, corr, theta0, rho, mu, wd, lr):
+    """The non-plain in-place step (weight decay, correction, momentum, proximal term)."""
+    if wd:
+        g += be.mul(th, wd, tmp)
+    if corr is not None:
+        g += corr
+    if rho > 0:
+        direction = mom
+        direction *= rho
+        direction += g
+    else:
+        direction = g
+    if mu > 0:
+        prox = be.sub(th, theta0, tmp)
+        prox *= mu
+        prox += direction
+        direction = prox
+    th -= be.mul(direction, lr, tmp)
 
 
 def _steps_generic(kernel, solver, theta, generic, bufs, l2, window):
     """Local steps k0..k1-1 with :meth:`LocalSolver.update` on the stacked arrays (out of
     place); rows of clients that finish are copied back into ``theta``."""
     k0, k1, active, off, lrs, Xw, Yw, ww = window
-    Zb, Gb, _ = bufs
+    Zb, Gb = bufs[:2]
     state, width = generic
     for k in range(k0, k1):
         a = active[k]

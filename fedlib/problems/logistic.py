@@ -105,30 +105,75 @@ _UNDERFLOW = 1e-200
 _ONES: dict = {}
 
 
-def _packed_grad_numpy(theta, X, Yw, w, Z, G, l2):
+def _packed_grad_numpy(theta, X, Yw, w, Z, G, l2, _matmul=np.matmul, _exp=np.exp, _div=np.divide,
+                       _sub=np.subtract, _mul=np.multiply, _max=np.maximum.reduce, _min=np.minimum.reduce):
     # Shift the logits by each *client's* batch maximum (one fast contiguous reduction
     # instead of one per row); softmax is shift-invariant, nothing overflows, and the
     # rare row pushed to underflow (sum < 1e-200) is redone with its own maximum.
-    np.matmul(X, theta, out=Z)
+    _matmul(X, theta, out=Z)
     C = Z.shape[-1]
     flat = Z.reshape(-1, Z.shape[-2] * C)
-    flat -= flat.max(axis=1, keepdims=True)
-    np.exp(Z, out=Z)
+    _sub(flat, _max(flat, 1, None, None, True), flat)  # flat -= flat.max(axis=1, keepdims=True)
+    _exp(Z, Z)
+    ones = _ONES.get(C)
+    if ones is None:
+        ones = _ones(C)
+    s = (Z.reshape(-1, C) @ ones).reshape(Z.shape[:-1] + (1,))  # row sums by one BLAS call
+    if _min(s, None) < _UNDERFLOW:
+        _matmul(X, theta, out=Z)
+        Z -= Z.max(axis=-1, keepdims=True)
+        _exp(Z, Z)
+        s = Z.sum(axis=-1, keepdims=True)
+    _div(w, s, s)
+    _mul(Z, s, Z)
+    _sub(Z, Yw, Z)
+    _matmul(X.swapaxes(-1, -2), Z, out=G)
+    if l2:
+        G[..., :-1, :] += l2 * theta[..., :-1, :]
+
+
+def _ones(C: int) -> np.ndarray:
     ones = _ONES.get(C)
     if ones is None:
         ones = _ONES[C] = np.ones(C)
-    s = (Z.reshape(-1, C) @ ones).reshape(Z.shape[:-1] + (1,))  # row sums by one BLAS call
-    if s.min() < _UNDERFLOW:
-        np.matmul(X, theta, out=Z)
-        Z -= Z.max(axis=-1, keepdims=True)
-        np.exp(Z, out=Z)
-        s = Z.sum(axis=-1, keepdims=True)
-    np.divide(w, s, out=s)
-    Z *= s
-    Z -= Yw
-    np.matmul(X.swapaxes(-1, -2), Z, out=G)
+    return ones
+
+
+def _packed_grad_numpy_one(theta, X, XT, Yw, w, Z, G, s, s_col, m, l2, sums=None, _dot=np.dot, _exp=np.exp,
+                           _div=np.divide, _sub=np.subtract, _mul=np.multiply, _max=np.maximum.reduce,
+                           _min=np.minimum.reduce):
+    """:func:`_packed_grad_numpy` for a single client on 2-d arrays (a batched step with
+    one active client): the same operations in the same order, hence the same bits, with
+    plain 2-d BLAS calls (cheaper than ``matmul`` on stacks of one) and positional
+    ``out`` arguments (the per-call overhead dominates at these sizes).
+
+    ``theta`` ``(D, C)``, ``X`` ``(B, D)`` and ``XT`` its transpose (a view), ``Yw``
+    ``(B, C)``, ``w`` ``(B,)`` (flat weights), ``Z`` ``(B, C)`` scratch, ``G`` ``(D, C)``
+    output, ``s`` ``(B,)`` scratch and ``s_col`` its ``(B, 1)`` view, ``m`` a 0-d scratch.
+
+    ``sums`` (optional, ``(B,)``): write the softmax row sums there and skip the underflow
+    check — the caller checks them later (``min(sums) < _UNDERFLOW``) and redoes the steps
+    with the check if any underflowed.
+    """
+    _dot(X, theta, Z)
+    _sub(Z, _max(Z, None, None, m), Z)  # Z -= Z.max(): the client's batch maximum (as the stacked kernel)
+    _exp(Z, Z)
+    if sums is None:
+        _dot(Z, _ONES[Z.shape[1]], s)  # row sums: the same BLAS matrix-vector product
+        if _min(s, None) < _UNDERFLOW:
+            _dot(X, theta, Z)
+            Z -= Z.max(axis=-1, keepdims=True)
+            _exp(Z, Z)
+            Z.sum(axis=-1, out=s)
+        _div(w, s, s)
+    else:
+        _dot(Z, _ONES[Z.shape[1]], sums)
+        _div(w, sums, s)
+    _mul(Z, s_col, Z)
+    _sub(Z, Yw, Z)
+    _dot(XT, Z, G)
     if l2:
-        G[..., :-1, :] += l2 * theta[..., :-1, :]
+        G[:-1] += l2 * theta[:-1]
 
 
 def _packed_grad_torch(theta, X, Yw, w, Z, G, l2):
