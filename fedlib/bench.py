@@ -45,11 +45,10 @@ larger because each of its steps also pays the per-step overhead of autograd, th
 ``nn.Module`` call, the optimizer and the batch indexing (tens of µs against a few µs
 of arithmetic on a 20 × 60 batch) — a cost the batched engine pays only once per
 lock-step. In numbers, speedup ≈ bound × (loop µs per client step / batched µs per
-batched step): on Synthetic(1,1), 30 clients, 2 epochs, one torch thread, about
-1.9 × (200 µs / 23 µs) ≈ 17× against the simulator-style loop and 1.9 × (31 / 23) ≈ 2.6×
-against the lean loop. The benchmark reports the bound, the per-step costs of each
-engine, and (``equal_sizes=True``) the same total data split equally, where the bound
-is the number of clients.
+batched step); the benchmark reports the bound, the per-step costs of each engine and
+both ratios (measured results with provenance: ``data/results/bench/``), and
+(``equal_sizes=True``) the same total data split equally, where the bound is the number
+of clients.
 
 Threads: with ``OMP_NUM_THREADS=2`` torch's OpenMP workers gain nothing on 20 × 60
 batches, and on a machine shared with other processes they wait for each other at
