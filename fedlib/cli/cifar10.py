@@ -19,7 +19,7 @@ import sys
 from pathlib import Path
 
 from ..results import RunClock, make_result, write_result
-from .common import (ALGORITHM_FLAGS, SCHEDULE_FLAGS, CLIError, HelpFormatter, add_algorithm_args, add_device_arg,
+from .common import (emit_bench, ALGORITHM_FLAGS, SCHEDULE_FLAGS, CLIError, HelpFormatter, add_algorithm_args, add_device_arg,
                      add_output_args, add_schedule_args, build_algorithm, check_output_path, check_participation,
                      config_from_args, info, int_at_least, positive_float, progress_bar, resolve_epochs)
 
@@ -221,14 +221,7 @@ def bench_cifar10_command(args: argparse.Namespace) -> int:
                             precision=args.precision, cuda_graph=args.cuda_graph, path=args.path,
                             repeat=args.repeat, progress=say)
     out["config"]["data"] = data.source
-    result = make_result(out["config"], None, clock.provenance(device), kind="bench", summary=out["results"])
-    if args.json is not None:
-        write_result(args.json, result)
-    if not args.quiet:
-        print(format_bench(out["results"]))
-        if args.json is not None:
-            print(f"wrote {args.json}")
-    return 0
+    return emit_bench(args, out, clock.provenance(device), format_bench)
 
 
 # ============================================================================ table1

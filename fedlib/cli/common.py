@@ -350,3 +350,17 @@ def info(args: argparse.Namespace, message: str) -> None:
 
 
 __all__ += ["info"]
+
+
+def emit_bench(args: argparse.Namespace, out: dict, provenance: dict, format_fn) -> int:
+    """Write a benchmark's result (``--json``, atomically, with provenance) and print it."""
+    from ..results import make_result, write_result
+
+    result = make_result(out["config"], None, provenance, kind="bench", summary=out["results"])
+    if args.json is not None:
+        write_result(args.json, result)
+    if not args.quiet:
+        print(format_fn(out["results"]))
+        if args.json is not None:
+            print(f"wrote {args.json}")
+    return 0

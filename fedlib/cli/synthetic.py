@@ -20,7 +20,7 @@ import sys
 from pathlib import Path
 
 from ..results import RunClock, make_result, write_result
-from .common import (ALGORITHM_FLAGS, SCHEDULE_FLAGS, CLIError, HelpFormatter, add_algorithm_args,
+from .common import (emit_bench, ALGORITHM_FLAGS, SCHEDULE_FLAGS, CLIError, HelpFormatter, add_algorithm_args,
                      add_checkpoint_args, add_device_arg, add_output_args, add_schedule_args, build_algorithm,
                      check_output_path, check_participation, config_from_args, info, lr_schedule, progress_bar,
                      int_at_least, nonneg_float, resolve_checkpoint, resolve_epochs)
@@ -235,11 +235,4 @@ def bench_synthetic_command(args: argparse.Namespace) -> int:
         out = bench_synthetic(rounds=args.rounds, repeat=args.repeat, epochs=args.epochs, algorithm=args.algorithm,
                               data_seed=args.data_seed, equal_sizes=args.equal_sizes, evaluate=args.with_eval,
                               progress=None if args.quiet else (lambda s: print(s, file=sys.stderr, flush=True)))
-    result = make_result(out["config"], None, clock.provenance("cpu"), kind="bench", summary=out["results"])
-    if args.json is not None:
-        write_result(args.json, result)
-    if not args.quiet:
-        print(format_bench(out["results"]))
-        if args.json is not None:
-            print(f"wrote {args.json}")
-    return 0
+    return emit_bench(args, out, clock.provenance("cpu"), format_bench)

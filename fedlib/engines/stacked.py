@@ -561,6 +561,11 @@ class StackedEngine:
         """Client weights :math:`p_i = n_i/n` of ``run``."""
         return self._info[run].p.copy()
 
+    def _run_rows(self, plan: "_Plan", r: int):
+        """Index tensor of run ``r``'s rows in the stack (``None`` when it has no participant)."""
+        rows_r = [j for j, row in enumerate(plan.rows) if row[0] == r]
+        return torch.tensor(rows_r, device=self.device, dtype=torch.int64) if rows_r else None
+
     # ------------------------------------------------------------------ host planning
     def _plan(self, t: int) -> _Plan:
         rows, parts, lrs, solvers = [], [], [], []
@@ -657,13 +662,12 @@ class StackedEngine:
             self._k.zero_()
             # rows <- their run's global model (and anchor); VR corrections; momentum 0
             for r in range(self.num_runs):
-                rows_r = [j for j, row in enumerate(plan.rows) if row[0] == r]
-                if not rows_r:
+                rt = self._run_rows(plan, r)
+                if rt is None:
                     continue
-                rt = torch.tensor(rows_r, device=self.device, dtype=torch.int64)
                 g = self.states[r].params
                 for n in self.names:
-                    src = g[n].unsqueeze(0).expand((len(rows_r),) + tuple(g[n].shape))
+                    src = g[n].unsqueeze(0).expand((rt.numel(),) + tuple(g[n].shape))
                     self.x[n].index_put_((rt,), src)
                     if self.x0 is not None:
                         self.x0[n].index_put_((rt,), src)
@@ -673,7 +677,7 @@ class StackedEngine:
                         if var is None:
                             self.c[n].index_fill_(0, rt, 0.0)
                         else:
-                            cl = torch.tensor([plan.rows[j][1] for j in rows_r], device=self.device, dtype=torch.int64)
+                            cl = torch.tensor([plan.rows[j][1] for j in rt.tolist()], device=self.device, dtype=torch.int64)
                             self.c[n].index_put_((rt,), var.mean[n].unsqueeze(0) - var.client[n].index_select(0, cl))
             if self.u is not None:
                 for n in self.names:
@@ -809,13 +813,12 @@ class StackedEngine:
         with torch.no_grad():
             # stacked params -> Delta_i in place
             for r in range(self.num_runs):
-                rows_r = [j for j, row in enumerate(plan.rows) if row[0] == r]
-                if not rows_r:
+                rt = self._run_rows(plan, r)
+                if rt is None:
                     continue
-                rt = torch.tensor(rows_r, device=self.device, dtype=torch.int64)
                 g = self.states[r].params
                 for n in self.names:
-                    self.x[n].index_put_((rt,), -g[n].unsqueeze(0).expand((len(rows_r),) + tuple(g[n].shape)),
+                    self.x[n].index_put_((rt,), -g[n].unsqueeze(0).expand((rt.numel(),) + tuple(g[n].shape)),
                                          accumulate=True)
             for r, run in enumerate(self.runs):
                 part = plan.participations[r]
