@@ -134,6 +134,7 @@ from ..rng import generator, torch_generator
 from ..sampling import sample_clients
 from ..schedules import FixedEpochs, FixedSteps, RandomEpochs, RandomSteps, step_decay_lr, steps_per_epoch
 from ..solvers import LocalSolver
+from ..tree import tree_map
 from .augment import crop_flip_gather, crop_flip_params, dropout_key, normalize, pad_images, seeded_dropout_mask
 from .grouped import GroupedNetwork
 
@@ -860,19 +861,8 @@ class StackedEngine:
         def cpu(x):
             return x.detach().cpu().clone() if torch.is_tensor(x) else x
 
-        def conv(obj):
-            if torch.is_tensor(obj):
-                return cpu(obj)
-            if isinstance(obj, tuple) and hasattr(obj, "_fields"):
-                return type(obj)(*[conv(v) for v in obj])
-            if isinstance(obj, dict):
-                return {k: conv(v) for k, v in obj.items()}
-            if isinstance(obj, (list, tuple)):
-                return type(obj)(conv(v) for v in obj)
-            return obj
-
         return {"round": int(self.round_index), "num_runs": self.num_runs,
-                "run_names": [r.name for r in self.runs], "states": [conv(s) for s in self.states],
+                "run_names": [r.name for r in self.runs], "states": [tree_map(cpu, s) for s in self.states],
                 "history": to_numpy_tree([list(h) for h in self.history])}
 
     def load_state_dict(self, state: Mapping) -> None:
@@ -883,20 +873,14 @@ class StackedEngine:
         if not 0 <= rnd <= self.rounds:
             raise ValueError(f"state: round {rnd} outside 0..{self.rounds}")
 
-        def conv(obj):
+        def to_device(obj):
             if isinstance(obj, np.ndarray):
                 obj = torch.from_numpy(np.array(obj, copy=True))
             if torch.is_tensor(obj):
                 return obj.to(device=self.device, dtype=self.dtype if obj.is_floating_point() else obj.dtype).clone()
-            if isinstance(obj, tuple) and hasattr(obj, "_fields"):
-                return type(obj)(*[conv(v) for v in obj])
-            if isinstance(obj, dict):
-                return {k: conv(v) for k, v in obj.items()}
-            if isinstance(obj, (list, tuple)):
-                return type(obj)(conv(v) for v in obj)
             return obj
 
-        self.states = [conv(s) for s in state["states"]]
+        self.states = [tree_map(to_device, s) for s in state["states"]]
         self.round_index = rnd
         self.history = [list(h) for h in state.get("history", [])]
 
