@@ -22,7 +22,7 @@ incompressible losslessly (about 2.8 kB each after deflate).  Read it back with
 
 Usage::
 
-    python scripts/make_cifar_sample.py --root /work/shared/data
+    python scripts/make_cifar_sample.py --root ../shared/data
 """
 from __future__ import annotations
 
@@ -124,7 +124,7 @@ Load with `fedlib.data.cifar10.load_cifar10_sample()`.
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--root", default="/work/shared/data",
+    parser.add_argument("--root", default=str(Path(__file__).resolve().parents[2] / "shared" / "data"),
                         help="folder containing cifar-10-batches-py/ (or that folder itself)")
     parser.add_argument("--download", action="store_true", help="download CIFAR-10 into --root if missing")
     parser.add_argument("--out", default=str(DEFAULT_OUT), help="output folder (default: data/cifar10-sample)")

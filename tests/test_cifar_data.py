@@ -18,8 +18,7 @@ from fedlib.data.cifar10 import (
     load_cifar10_sample,
 )
 
-REAL_ROOT = Path("/work/shared/data")
-needs_real = pytest.mark.skipif(not (REAL_ROOT / "cifar-10-batches-py").is_dir(), reason="real CIFAR-10 not present")
+from shared_data import REAL_ROOT, needs_real
 
 
 @pytest.fixture(scope="module")

@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import math
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -14,8 +13,7 @@ from fedlib.data.partition import (
     iid_partition,
 )
 
-REAL_ROOT = Path("/work/shared/data")
-needs_real = pytest.mark.skipif(not (REAL_ROOT / "cifar-10-batches-py").is_dir(), reason="real CIFAR-10 not present")
+from shared_data import REAL_ROOT, needs_real
 
 
 def _labels(n_per_class=300, k=10, seed=0):

@@ -191,7 +191,7 @@ def load_cifar10(root, download: bool = False) -> Cifar10Arrays:
 
     Examples
     --------
-    >>> cifar = load_cifar10("/work/shared/data")          # doctest: +SKIP
+    >>> cifar = load_cifar10("path/to/data")               # doctest: +SKIP
     >>> cifar.train_images.shape, cifar.train_labels[:3]   # doctest: +SKIP
     ((50000, 32, 32, 3), array([6, 9, 9]))
     """

@@ -90,7 +90,7 @@ Table 1's momentum row, FedAvg and FedNova, three seeds each, as one stack of
     from fedlib.schedules import make_epoch_schedule
     from fedlib.solvers import momentum_sgd
 
-    cifar = load_cifar10("/work/shared/data")
+    cifar = load_cifar10("path/to/data")   # the folder holding cifar-10-batches-py
     parts = dirichlet_partition(cifar.train_labels, 16, 0.1)      # official split, seed 2020
     sizes = [len(c) for c in parts]
     runs = [RunSpec(make_algorithm(a, momentum_sgd(0.02, 0.9, weight_decay=1e-4)), parts,
