@@ -61,10 +61,14 @@ def _repo_root() -> Path:
 
 
 def git_commit(root: Optional[os.PathLike] = None) -> tuple[str, Optional[bool]]:
-    """``(commit sha, dirty)`` of the git checkout holding fedlib, or ``("unknown", None)``."""
+    """``(commit sha, dirty)`` of the git checkout holding fedlib, or ``("unknown", None)``.
+
+    A copy of the tree without ``.git`` (e.g. shipped to a GPU machine) reports the commit
+    given in the environment variable ``FEDLIB_GIT_COMMIT`` (its dirty flag unknown)."""
     root = Path(root) if root is not None else _repo_root()
     if not (root / ".git").exists():
-        return "unknown", None
+        given = os.environ.get("FEDLIB_GIT_COMMIT", "").strip()
+        return (given, None) if given else ("unknown", None)
     try:
         sha = subprocess.run(["git", "-C", str(root), "rev-parse", "HEAD"], capture_output=True, text=True,
                              timeout=10, check=True).stdout.strip()

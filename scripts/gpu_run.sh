@@ -1,19 +1,31 @@
 #!/usr/bin/env bash
-# Run the GPU part of the CIFAR-10 chapter within a wall-clock budget.
+# Run the GPU part of the CIFAR-10 chapter (issue: H200 benchmark + Table 1) within a budget.
 #
 #   scripts/gpu_run.sh OUT_DIR DATA_ROOT BUDGET_SECONDS
 #
+# DATA_ROOT is the folder holding cifar-10-batches-py, or `sample` for the shipped
+# 2,000-image sample (only for the CPU smoke test of this script, tests/test_gpu_script.py).
+#
 # 1. checks the GPU (nvidia-smi, torch.cuda);
-# 2. runs the CUDA-only engine tests (when pytest is installed);
-# 3. benchmarks the per-client eager loop against the stacked engine at width 1, bf16,
-#    CUDA graph (OUT_DIR/bench_cifar10.json; eager bf16 if the graph path fails);
-# 4. runs `python -m fedlib table1` with what is left of the budget, writing one result
-#    file per (cell, seed) to OUT_DIR/cifar10 (no run is started that its estimate says
-#    cannot finish in time).
-# Everything is logged to OUT_DIR/log.txt. Each step is wrapped in `timeout`, so the
-# script ends on its own within BUDGET_SECONDS (plus a few seconds of kill grace).
-# Environment: PYTHON (default .venv/bin/python if present, else python3),
-# BENCH_STEPS (default 40), TABLE1_STACK (default 6), TABLE1_ROUNDS (default 100).
+# 2. runs the CUDA-only engine tests (when pytest is installed), at most 90 s;
+# 3. benchmarks the per-client eager loop against the stacked engine (width 1, bf16,
+#    CUDA graph; BENCH_RUNS runs stacked): OUT_DIR/bench_cifar10.json; if the graph path
+#    fails, the eager bf16 step (OUT_DIR/bench_cifar10_eager.json) and Table 1 runs eager;
+# 4. runs `python -m fedlib table1` with what is left of the budget on the results folder
+#    RESULTS (default data/results/cifar10: the runs already committed there are skipped),
+#    its first time estimate from the benchmark's engine rate, no checkpoints (a device
+#    machine keeps nothing between sessions, so they could not be resumed anyway);
+# 5. packs the result files that step 4 wrote into OUT_DIR/cifar10-results.tar.gz (a
+#    device call returns at most 8 files); `scripts/import_gpu_results.py` unpacks,
+#    checks and files them into the repository.
+# Everything is logged to OUT_DIR/log.txt. Each step is wrapped in `timeout`, so the script
+# ends on its own within BUDGET_SECONDS (plus a few seconds of kill grace).
+#
+# Environment (defaults in brackets): PYTHON [.venv/bin/python if present, else python3],
+# DEVICE [cuda], WIDTH [1], PRECISION [bf16], CUDA_GRAPH [1 on CUDA, else 0],
+# BENCH_STEPS [40], BENCH_RUNS [4], RUN_CUDA_TESTS [1], RESULTS [data/results/cifar10],
+# TABLE1_STACK [6 on CUDA, 2 on the CPU], TABLE1_ROUNDS [100], TABLE1_SEEDS [0,1,2],
+# TABLE1_CELLS [all, in table order], FEDLIB_GIT_COMMIT [the commit, for a copy without .git].
 set -u -o pipefail
 
 if [ $# -ne 3 ]; then
@@ -29,81 +41,133 @@ cd "$(dirname "$0")/.."
 if [ -z "${PYTHON:-}" ]; then
     if [ -x .venv/bin/python ]; then PYTHON=.venv/bin/python; else PYTHON=python3; fi
 fi
-mkdir -p "$OUT_DIR/cifar10"
+DEVICE=${DEVICE:-cuda}
+ON_CUDA=0
+case $DEVICE in cuda*) ON_CUDA=1;; esac
+WIDTH=${WIDTH:-1}
+PRECISION=${PRECISION:-bf16}
+CUDA_GRAPH=${CUDA_GRAPH:-$ON_CUDA}
+RESULTS=${RESULTS:-data/results/cifar10}
+export PYTHONUNBUFFERED=1
+mkdir -p "$OUT_DIR" "$RESULTS"
 LOG=$OUT_DIR/log.txt
 START=$(date +%s)
 left() { echo $(( BUDGET - ($(date +%s) - START) )); }
 log() { echo "[$(date -u +%H:%M:%S) +$(( $(date +%s) - START ))s] $*" | tee -a "$LOG"; }
 
-log "gpu_run.sh: out=$OUT_DIR data=$DATA_ROOT budget=${BUDGET}s python=$PYTHON commit=$(git rev-parse HEAD 2>/dev/null || echo unknown)"
+if [ "$DATA_ROOT" = sample ]; then
+    DATA_ARGS=(--sample)
+elif [ -d "$DATA_ROOT" ]; then
+    DATA_ARGS=(--data-root "$DATA_ROOT")
+else
+    echo "DATA_ROOT $DATA_ROOT does not exist (give the folder holding cifar-10-batches-py, or 'sample')" >&2
+    exit 2
+fi
+GRAPH_FLAG=()
+[ "$CUDA_GRAPH" = 1 ] && GRAPH_FLAG=(--cuda-graph)
+ENGINE_ARGS=(--width "$WIDTH" --precision "$PRECISION" --device "$DEVICE")
+
+log "gpu_run.sh: out=$OUT_DIR data=$DATA_ROOT budget=${BUDGET}s python=$PYTHON device=$DEVICE width=$WIDTH" \
+    "precision=$PRECISION cuda_graph=$CUDA_GRAPH results=$RESULTS" \
+    "commit=$(git rev-parse HEAD 2>/dev/null || echo "${FEDLIB_GIT_COMMIT:-unknown}")"
 
 # --------------------------------------------------------------------- 1. the GPU
-{ timeout 30 nvidia-smi || echo "nvidia-smi failed or missing"; } 2>&1 | tee -a "$LOG"
-if ! timeout 120 "$PYTHON" -c "
+if [ "$ON_CUDA" = 1 ]; then
+    { timeout 30 nvidia-smi || echo "nvidia-smi failed or missing"; } 2>&1 | tee -a "$LOG"
+    if ! timeout 120 "$PYTHON" -c "
 import torch, sys
 print('torch', torch.__version__, 'cuda', torch.version.cuda, 'available', torch.cuda.is_available())
 if not torch.cuda.is_available():
     sys.exit(3)
 print('device', torch.cuda.get_device_name(0), 'bf16', torch.cuda.is_bf16_supported())
 " 2>&1 | tee -a "$LOG"; then
-    log "no usable CUDA GPU: stopping"
-    exit 3
-fi
-if [ ! -d "$DATA_ROOT" ]; then
-    log "DATA_ROOT $DATA_ROOT does not exist: stopping"
-    exit 2
+        log "no usable CUDA GPU: stopping"
+        exit 3
+    fi
+else
+    log "DEVICE=$DEVICE: no GPU check (a smoke test of this script)"
 fi
 
 # --------------------------------------------------------------------- 2. CUDA checks
 # The CUDA paths (grouped channels-last convolutions, bf16, CUDA graphs) were written and
-# tested on CPUs only: run the CUDA-only tests first when pytest is there (engine on CUDA
-# = engine on CPU to 1e-9 in float64, graph = eager), at most 90 s.
-if "$PYTHON" -c "import pytest" 2>/dev/null; then
+# tested on CPUs: run the CUDA-only tests first (engine on CUDA = engine on CPU to 1e-9 in
+# float64, CUDA graph = eager, bf16 near float32), at most 90 s.
+if [ "$ON_CUDA" = 1 ] && [ "${RUN_CUDA_TESTS:-1}" = 1 ] && "$PYTHON" -c "import pytest" 2>/dev/null; then
     log "CUDA tests of the stacked engine"
-    timeout -k 5 90 "$PYTHON" -m pytest -q -p no:cacheprovider tests/test_stacked_engine.py -k "device or cuda" 2>&1 \
+    timeout -k 5 90 "$PYTHON" -m pytest -q -p no:cacheprovider tests/test_stacked_engine.py -m cuda 2>&1 \
         | tail -n 30 | tee -a "$LOG"
     log "CUDA tests exit status ${PIPESTATUS[0]}"
 else
-    log "pytest not installed: CUDA tests skipped"
+    log "CUDA tests skipped (no CUDA device, RUN_CUDA_TESTS=0 or no pytest)"
 fi
 
 # --------------------------------------------------------------------- 3. benchmark
 # at most a fifth of the budget, at most 180 s. If the CUDA-graph step fails, measure the
-# eager bf16 step instead, and run Table 1 in the mode that worked.
-GRAPH_FLAG=--cuda-graph
+# eager step instead, and run Table 1 in the mode that worked.
+IPS_ARGS=()
+bench() {  # bench JSON_FILE [extra flags...]
+    local json=$1
+    shift
+    timeout -k 5 "$BENCH_LIMIT" "$PYTHON" -m fedlib bench cifar10 "${DATA_ARGS[@]}" "${ENGINE_ARGS[@]}" "$@" \
+        --steps "${BENCH_STEPS:-40}" --repeat 2 --runs "${BENCH_RUNS:-4}" --json "$json" 2>&1 | tee -a "$LOG"
+    return "${PIPESTATUS[0]}"
+}
+engine_rate() {  # 80% of the engine images/s of a bench JSON file (nothing if unreadable): the bench
+    # times local steps only, a Table 1 round also plans, aggregates and evaluates
+    "$PYTHON" -c "import json,sys; print(round(0.8 * json.load(open(sys.argv[1]))['summary']['engine_images_per_s']))" \
+        "$1" 2>/dev/null
+}
 BENCH_LIMIT=$(( BUDGET / 5 < 180 ? BUDGET / 5 : 180 ))
-if [ "$BENCH_LIMIT" -ge 30 ]; then
-    log "bench cifar10 (width 1, bf16, CUDA graph), limit ${BENCH_LIMIT}s"
-    timeout -k 5 "$BENCH_LIMIT" "$PYTHON" -m fedlib bench cifar10 --data-root "$DATA_ROOT" --width 1 \
-        --precision bf16 --cuda-graph --device cuda --steps "${BENCH_STEPS:-40}" --repeat 2 \
-        --json "$OUT_DIR/bench_cifar10.json" 2>&1 | tee -a "$LOG"
-    status=${PIPESTATUS[0]}
+if [ "$BENCH_LIMIT" -ge 20 ]; then
+    log "bench cifar10 (${GRAPH_FLAG[*]:-eager}), limit ${BENCH_LIMIT}s"
+    bench "$OUT_DIR/bench_cifar10.json" "${GRAPH_FLAG[@]}"
+    status=$?
     log "bench exit status $status"
-    if [ "$status" -ne 0 ] && [ "$status" -ne 124 ] && [ "$status" -ne 137 ]; then
-        GRAPH_FLAG=
-        log "bench cifar10 without CUDA graph (eager bf16), limit ${BENCH_LIMIT}s"
-        timeout -k 5 "$BENCH_LIMIT" "$PYTHON" -m fedlib bench cifar10 --data-root "$DATA_ROOT" --width 1 \
-            --precision bf16 --device cuda --steps "${BENCH_STEPS:-40}" --repeat 2 \
-            --json "$OUT_DIR/bench_cifar10_eager.json" 2>&1 | tee -a "$LOG"
-        log "eager bench exit status ${PIPESTATUS[0]}"
+    BENCH_JSON=$OUT_DIR/bench_cifar10.json
+    if [ "$status" -ne 0 ] && [ "${#GRAPH_FLAG[@]}" -gt 0 ] && [ "$status" -ne 124 ] && [ "$status" -ne 137 ]; then
+        GRAPH_FLAG=()
+        log "bench cifar10 without CUDA graph (eager), limit ${BENCH_LIMIT}s"
+        bench "$OUT_DIR/bench_cifar10_eager.json"
+        log "eager bench exit status $?"
+        BENCH_JSON=$OUT_DIR/bench_cifar10_eager.json
+    fi
+    IPS=$(engine_rate "$BENCH_JSON")
+    if [ -n "$IPS" ]; then
+        IPS_ARGS=(--images-per-second "$IPS")
+        log "Table 1's first estimate: $IPS images/s (80% of the benchmark's engine rate)"
     fi
 else
     log "budget too small for the benchmark: skipped"
 fi
 
 # --------------------------------------------------------------------- 4. Table 1
-# keep 20 s for interpreter start + data loading, 15 s of margin before the hard limit
+# keep 45 s for interpreter start, data loading and packing, 10 s before the hard limit
+BEFORE=$(cd "$RESULTS" && ls -1 -- *__seed*.json 2>/dev/null | sort)
 REMAIN=$(left)
 HARD=$(( REMAIN - 10 ))
 INNER=$(( REMAIN - 45 ))
-if [ "$INNER" -lt 30 ]; then
+if [ "$INNER" -lt 20 ]; then
     log "only ${REMAIN}s left: Table 1 not started"
 else
-    log "table1 with --budget-seconds $INNER (hard limit ${HARD}s) ${GRAPH_FLAG:-(eager)}"
-    timeout -k 5 "$HARD" "$PYTHON" -m fedlib table1 --results "$OUT_DIR/cifar10" --budget-seconds "$INNER" \
-        --data-root "$DATA_ROOT" --width 1 --precision bf16 $GRAPH_FLAG --device cuda \
-        --stack "${TABLE1_STACK:-6}" --rounds "${TABLE1_ROUNDS:-100}" 2>&1 | tee -a "$LOG"
+    CELL_ARGS=()
+    [ -n "${TABLE1_CELLS:-}" ] && CELL_ARGS=(--cells "$TABLE1_CELLS")
+    STACK=${TABLE1_STACK:-$([ "$ON_CUDA" = 1 ] && echo 6 || echo 2)}
+    log "table1 --budget-seconds $INNER (hard limit ${HARD}s) ${GRAPH_FLAG[*]:-(eager)} stack $STACK"
+    timeout -k 5 "$HARD" "$PYTHON" -m fedlib table1 --results "$RESULTS" --budget-seconds "$INNER" \
+        "${DATA_ARGS[@]}" "${ENGINE_ARGS[@]}" "${GRAPH_FLAG[@]}" "${IPS_ARGS[@]}" "${CELL_ARGS[@]}" \
+        --seeds "${TABLE1_SEEDS:-0,1,2}" --stack "$STACK" --rounds "${TABLE1_ROUNDS:-100}" --checkpoint-every 0 \
+        2>&1 | tee -a "$LOG"
     log "table1 exit status ${PIPESTATUS[0]}"
 fi
-ls -l "$OUT_DIR/cifar10" 2>&1 | tee -a "$LOG"
+
+# --------------------------------------------------------------------- 5. pack the new results
+AFTER=$(cd "$RESULTS" && ls -1 -- *__seed*.json 2>/dev/null | sort)
+NEW=$(comm -13 <(printf '%s\n' "$BEFORE") <(printf '%s\n' "$AFTER") | sed '/^$/d')
+if [ -n "$NEW" ]; then
+    # shellcheck disable=SC2086
+    tar -czf "$OUT_DIR/cifar10-results.tar.gz" -C "$RESULTS" $NEW
+    log "packed $(echo "$NEW" | wc -l) new result file(s) into $OUT_DIR/cifar10-results.tar.gz:" $NEW
+else
+    log "no new Table 1 result"
+fi
 log "done after $(( $(date +%s) - START ))s of ${BUDGET}s"

@@ -99,8 +99,10 @@ CLI_CASES = [
     ("--distributed with the reference engine", lambda t: SYN + ["--distributed", "--engine", "reference"], {},
      "--distributed runs the batched engine"),
     ("cuda without a GPU", lambda t: SYN + ["--backend", "torch", "--device", "cuda"], {}, "--device"),
-    ("bf16 without a GPU", lambda t: ["run", "cifar10", "--sample", "--precision", "bf16", "--device", "cpu",
-                                       "--rounds", "1", "--width", "0.03", "--quiet"], {}, "--precision bf16"),
+    ("unknown precision", lambda t: ["run", "cifar10", "--sample", "--precision", "fp16", "--device", "cpu",
+                                      "--rounds", "1", "--width", "0.03", "--quiet"], {}, "--precision"),
+    ("CUDA graph without a GPU", lambda t: ["run", "cifar10", "--sample", "--cuda-graph", "--device", "cpu",
+                                             "--rounds", "1", "--width", "0.03", "--quiet"], {}, "--cuda-graph"),
     ("corrupt CIFAR batch", lambda t: ["run", "cifar10", "--data-root", _corrupt_cifar(t), "--device", "cpu",
                                         "--rounds", "1", "--width", "0.03", "--quiet"], {}, "data_batch_1"),
     ("missing CIFAR data", lambda t: ["run", "cifar10", "--data-root", str(t / "nodata"), "--device", "cpu",
@@ -196,11 +198,13 @@ def _world_too_big():
     return owned_clients(2, 3, 0)
 
 
-def _bf16_cpu():
+def _bf16_fp64():
+    import torch
     import torch.nn as nn
 
     from fedlib.engines.stacked import StackedEngine
-    return StackedEngine(nn.Sequential(nn.Flatten(), nn.Linear(12, 2)), None, [], rounds=1, precision="bf16")
+    return StackedEngine(nn.Sequential(nn.Flatten(), nn.Linear(12, 2)), None, [], rounds=1, precision="bf16",
+                         dtype=torch.float64)
 
 
 def _cifar_batch(tmp):
@@ -220,7 +224,7 @@ API_CASES = [
     ("unknown algorithm (API)", lambda t: _unknown_algorithm(), "algorithm"),
     ("more clients than exist without replacement", lambda t: _impossible_sampling(), "clients_per_round"),
     ("world size > clients (API)", lambda t: _world_too_big(), "world size"),
-    ("bf16 without GPU (API)", lambda t: _bf16_cpu(), "bf16"),
+    ("bf16 with float64 master parameters (API)", lambda t: _bf16_fp64(), "bf16"),
     ("malformed CIFAR batch", _cifar_batch, "data_batch_1"),
 ]
 

@@ -38,11 +38,15 @@ def test_make_result_converts_and_has_the_schema():
     json.dumps(res, allow_nan=False)  # plain JSON
 
 
-def test_provenance_git_and_versions(tmp_path):
+def test_provenance_git_and_versions(tmp_path, monkeypatch):
+    monkeypatch.delenv("FEDLIB_GIT_COMMIT", raising=False)
     prov = make_provenance(0.0, 1.0, command="x")
     assert prov["numpy"] == np.__version__ and prov["command"] == "x" and prov["device"] == "cpu"
     assert prov["git_commit"] == "unknown" or len(prov["git_commit"]) == 40
     assert git_commit(tmp_path) == ("unknown", None)  # not a git checkout
+    # a copy without .git (e.g. on a GPU machine) is told its commit
+    monkeypatch.setenv("FEDLIB_GIT_COMMIT", "a" * 40)
+    assert git_commit(tmp_path) == ("a" * 40, None)
 
 
 def test_run_clock():

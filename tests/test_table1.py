@@ -86,3 +86,80 @@ def test_group_past_the_budget_is_stopped_and_writes_nothing(tmp_path):
     assert out["written"] == [] and len(out["aborted"]) == 2 and len(out["not_started"]) == 2
     assert any("nothing written" in line for line in logs)
     assert list(tmp_path.iterdir()) == []
+
+
+def test_round_work_counts_epochs_and_evaluation():
+    assert C.mean_epochs("2") == 2 and C.mean_epochs("2-5") == 3.5
+    assert C.round_work("2", 50000, 10000) == pytest.approx(2 * 50000 + 10000 / 3)
+    # a U(2,5) run is ~1.75x an E = 2 run (the evaluation adds a little to both)
+    assert C.round_work("2-5", 50000, 10000) / C.round_work("2", 50000, 10000) == pytest.approx(1.7258, abs=1e-4)
+
+
+def _fake_train_runs(calls, seconds_per_image):
+    """Stands in for train_runs: records the group, 'takes' work x rate seconds (no real time)."""
+    def fake(runs, data, parts, *, rounds, callback=None, checkpoint=None, **kw):
+        n_train, n_test = len(data.train_labels), len(data.test_labels)
+        work = sum(C.round_work(r["epochs"], n_train, n_test) for r in runs)
+        calls.append({"names": [r["name"] for r in runs], "checkpoint": checkpoint})
+        hist = [{"round": t, "test_accuracy": 0.1 + 0.01 * t, "train_loss": 2.0, "chi2": 0.0,
+                 "tau_eff": 1.0, "local_steps": [1]} for t in range(rounds)]
+        return {"histories": [list(hist) for _ in runs], "seconds": seconds_per_image * work * rounds,
+                "round_seconds": [], "stopped": False, "device": "cpu", "resumed_from": 0}
+    return fake
+
+
+def test_groups_sized_by_work_and_hint(tmp_path, monkeypatch):
+    """Estimates in images: with a 1000 images/s hint, 10 rounds on the sample (2000 train /
+    500 test) an E = 2 run needs 41.7 s x 1.15 = 47.9 s and a U(2,5) run 82.4 s: a 60 s
+    budget takes the two E = 2 runs one at a time and does not start the U(2,5) run."""
+    calls = []
+    monkeypatch.setattr(C, "train_runs", _fake_train_runs(calls, 1e-3))
+    data = C.load_data(sample=True)
+    logs = []
+    out = C.run_table1(tmp_path, budget_seconds=60, seeds=(0,), cells=["sgd-e2-fedavg", "sgd-e2-fednova",
+                                                                        "sgd-u25-fedavg"],
+                       data=data, width=0.03, rounds=10, device="cpu", stack=4, images_per_second=1000,
+                       checkpoint_every=0, log=logs.append)
+    assert [c["names"] for c in calls] == [["sgd-e2-fedavg__seed0"], ["sgd-e2-fednova__seed0"]]
+    assert all(c["checkpoint"] is None for c in calls)
+    assert len(out["written"]) == 2 and out["not_started"] == [str(tmp_path / "sgd-u25-fedavg__seed0.json")]
+    assert any("the next run needs ~82 s" in line for line in logs), logs
+    res = read_result(tmp_path / "sgd-e2-fedavg__seed0.json")
+    assert res["summary"]["images_per_second"] == pytest.approx(1000)
+    assert res["summary"]["best_test_accuracy"] == pytest.approx(0.19)
+    assert res["summary"]["seconds_per_run"] == pytest.approx(41.667, abs=1e-3)
+    # the written results now give the rate (no hint needed): a bigger budget stacks the rest
+    calls.clear()
+    out = C.run_table1(tmp_path, budget_seconds=200, seeds=(0,), cells=["sgd-e2-fedavg", "sgd-u25-fedavg",
+                                                                         "sgd-u25-fednova"],
+                       data=data, width=0.03, rounds=10, device="cpu", stack=4, log=logs.append)
+    assert [c["names"] for c in calls] == [["sgd-u25-fedavg__seed0", "sgd-u25-fednova__seed0"]]
+    assert calls[0]["checkpoint"] is not None  # checkpoint_every=1 by default
+    assert any("1000 images/s from earlier results" in line for line in logs)
+    # the chapter's table: final and best accuracy, device minutes per run
+    rows = {r["cell"]: r for r in C.table1_summary(C.load_table1_results(tmp_path))}
+    r = rows["sgd-e2-fedavg"]
+    assert r["n_seeds"] == 1 and r["mean"] == pytest.approx(19.0) and r["best"] == pytest.approx(19.0)
+    assert r["seconds_per_run"] == pytest.approx(41.667, abs=1e-3)
+    assert rows["sgd-u25-fednova"]["seconds_per_run"] == pytest.approx(71.667, abs=1e-3)
+    text = {row[0] + row[1] + row[2]: row for row in C.format_summary_rows(list(rows.values()))}
+    assert text["SGDE=2FedAvg"][4] == "19.00" and text["SGDE=2FedAvg"][6].startswith("0.7 (")
+    assert text["momentumE=2FedAvg"][3:7] == ["not yet run", "—", "0", "—"]
+    assert len(C.SUMMARY_HEADERS) == len(text["SGDE=2FedAvg"])
+
+
+def test_bad_hint_and_checkpoint_every(tmp_path, capsys):
+    data = C.load_data(sample=True)
+    with pytest.raises(ValueError, match="images_per_second"):
+        C.run_table1(tmp_path, budget_seconds=10, seeds=(0,), cells=["sgd-e2-fedavg"], data=data, width=0.03,
+                     rounds=1, device="cpu", images_per_second=0)
+    with pytest.raises(ValueError, match="checkpoint_every"):
+        C.run_table1(tmp_path, budget_seconds=10, seeds=(0,), cells=["sgd-e2-fedavg"], data=data, width=0.03,
+                     rounds=1, device="cpu", checkpoint_every=-1)
+    base = ["table1", "--results", str(tmp_path), "--sample", "--budget-seconds", "1", "--device", "cpu"]
+    for flag, value in (("--images-per-second", "0"), ("--checkpoint-every", "-1")):
+        with pytest.raises(SystemExit) as exc:
+            main([*base, flag, value])
+        assert exc.value.code == 2
+    err = capsys.readouterr().err
+    assert "--images-per-second" in err and "--checkpoint-every" in err

@@ -56,7 +56,8 @@ def _add_engine_args(p: argparse.ArgumentParser, *, precisions=("fp32", "bf16", 
     g.add_argument("--width", type=positive_float, default=1.0,
                    help="VGG-11 width multiplier (1 = the paper's 9.75 M parameters; e.g. 0.03 for CPU tests)")
     g.add_argument("--precision", choices=list(precisions), default="fp32",
-                   help="fp32; bf16 = autocast with float32 master weights (CUDA only); fp64 (exactness checks)")
+                   help="fp32; bf16 = autocast with float32 master weights (meant for GPUs; slow but "
+                        "correct on a CPU); fp64 (exactness checks)")
     g.add_argument("--path", choices=["grouped", "vmap"], default="grouped",
                    help="grouped: clients as one network of grouped convolutions; vmap: torch.func.vmap")
     g.add_argument("--cuda-graph", action="store_true", help="capture the local steps in CUDA graphs (CUDA only)")
@@ -93,9 +94,6 @@ def _check_device(args: argparse.Namespace) -> str:
         raise CLIError(f"--device: not a torch device: {device!r} ({exc})") from None
     if dev.type == "cuda" and not torch.cuda.is_available():
         raise CLIError(f"--device {device}: torch sees no CUDA GPU on this machine; use --device cpu")
-    if args.precision == "bf16" and dev.type != "cuda":
-        raise CLIError(f"--precision bf16 needs a CUDA GPU (autocast with bfloat16), but the device is {device}"
-                       + ("" if torch.cuda.is_available() else " (torch sees no GPU)") + "; use --precision fp32")
     if args.cuda_graph and dev.type != "cuda":
         raise CLIError(f"--cuda-graph needs a CUDA GPU, but the device is {device}; drop --cuda-graph")
     return device
@@ -191,6 +189,8 @@ def add_bench_parser(sub) -> argparse.ArgumentParser:
                    help="local steps of the longest client (the round's tau_i scaled to it)")
     g.add_argument("--full-round", action="store_true", help="time the whole E = 2 round instead of --steps")
     g.add_argument("--repeat", type=int_at_least(1), default=2, help="timed rounds per side (after one warm-up)")
+    g.add_argument("--runs", type=int_at_least(1), default=1,
+                   help="federated runs stacked in the engine (Table 1 stacks several: `table1 --stack`)")
     _add_engine_args(p, precisions=("fp32", "bf16"))
     g.add_argument("--json", type=Path, default=None, help="write the measurements (with provenance) to this file")
     g.add_argument("--quiet", action="store_true", help="print nothing but errors")
@@ -219,7 +219,7 @@ def bench_cifar10_command(args: argparse.Namespace) -> int:
     with RunClock() as clock:
         out = bench_cifar10(data, width=args.width, steps=None if args.full_round else args.steps, device=device,
                             precision=args.precision, cuda_graph=args.cuda_graph, path=args.path,
-                            repeat=args.repeat, progress=say)
+                            repeat=args.repeat, runs=args.runs, progress=say)
     out["config"]["data"] = data.source
     return emit_bench(args, out, clock.provenance(device), format_bench)
 
@@ -232,9 +232,11 @@ then every cell with the next seed. Cells: E=2 and E~U(2,5) (inclusive) x local 
 momentum, proximal (FedAvg/FedProx vs FedNova); SCAFFOLD, FedNova-VR and momentum + VR
 (U(2,5)); hybrid momentum (local + server momentum 0.9) and server momentum 0.9 alone
 (FedNova, U(2,5)). lr 0.02 with momentum (local or server), else 0.05; mu 0.005 (E=2),
-0.001 (U(2,5)). A run whose estimated time (seconds per run-round from earlier results with
-the same engine settings, else measured on the first round) does not fit in the remaining
---budget-seconds is not started."""
+0.001 (U(2,5)). Time is estimated in training images (a U(2,5) run does 1.75x the work of
+an E=2 run) at a rate taken from the groups already measured in this call, else from
+earlier results with the same engine settings, else from --images-per-second; a run whose
+estimate does not fit in the remaining --budget-seconds is not started, and a group whose
+projected finish passes the budget while training is stopped and writes nothing."""
 
 
 def add_table1_parser(sub) -> argparse.ArgumentParser:
@@ -249,6 +251,12 @@ def add_table1_parser(sub) -> argparse.ArgumentParser:
     p.add_argument("--rounds", type=int_at_least(1), default=100, help="rounds per run (100 in the paper)")
     p.add_argument("--stack", type=int_at_least(1), default=None,
                    help="runs trained together in one engine (default: 6 on CUDA, 2 on the CPU)")
+    p.add_argument("--images-per-second", type=positive_float, default=None,
+                   help="throughput hint for the first time estimate (e.g. the engine rate that `bench cifar10` "
+                        "measured on this device); used until a group has been measured")
+    p.add_argument("--checkpoint-every", type=int_at_least(0), default=1,
+                   help="checkpoint each group every N rounds so a killed call resumes it (0: never; each "
+                        "checkpoint copies every stacked model to the host)")
     p.add_argument("--dry-run", action="store_true", help="list what would run, run nothing")
     p.add_argument("--list-cells", action="store_true", help="print the cells and their hyper-parameters")
     _add_data_args(p, clients=False)
@@ -298,6 +306,7 @@ def table1_command(args: argparse.Namespace) -> int:
         out = run_table1(args.results, budget_seconds=args.budget_seconds, seeds=seeds, cells=cells, data=data,
                          data_source=data.source, width=args.width, rounds=args.rounds, device=device,
                          precision=args.precision, path=args.path, cuda_graph=args.cuda_graph, stack=stack,
+                         images_per_second=args.images_per_second, checkpoint_every=args.checkpoint_every,
                          log=lambda s: print(s, flush=True))
     except FloatingPointError as exc:
         raise CLIError(str(exc)) from None

@@ -32,7 +32,7 @@ from typing import Any, Callable, Dict, List, Optional, Sequence
 import numpy as np
 
 __all__ = ["PAPER", "Cell", "CELLS", "CELL_IDS", "PAPER_VALUES", "RERUN_VALUES", "EPOCH_SETTINGS", "load_data",
-           "official_partition", "train_runs", "history_record", "result_name", "plan_table1", "run_table1",
+           "official_partition", "mean_epochs", "round_work", "train_runs", "history_record", "result_name", "plan_table1", "run_table1",
            "load_table1_results", "table1_summary", "bench_cifar10", "format_bench", "PROFILES"]
 
 #: The official setup (REFERENCE §4).
@@ -208,7 +208,7 @@ def train_runs(runs: Sequence[dict], data, parts, *, rounds: int, width: float =
     ``"2-5"`` or a ``(low, high)`` pair), ``seed``, ``name`` and optionally ``sampling`` /
     ``clients_per_round``. Every run starts from ``vgg11(width, seed=run seed)`` (so FedAvg
     and FedNova of one seed share their initial model). ``precision``: ``fp32``,
-    ``bf16`` (CUDA) or ``fp64``. ``callback(round, records, seconds_so_far)`` after every
+    ``bf16`` (autocast; meant for GPUs) or ``fp64``. ``callback(round, records, seconds_so_far)`` after every
     round; returning ``False`` stops training (the histories so far are returned with
     ``stopped=True``). Returns ``{"histories", "seconds", "round_seconds", "stopped",
     "device", "resumed_from"}``. Non-finite losses raise ``FloatingPointError`` naming round and run.
@@ -292,18 +292,37 @@ def plan_table1(results_dir, seeds: Sequence[int] = (0, 1, 2), cells: Sequence[s
     return out
 
 
+def mean_epochs(epochs: str) -> float:
+    """Expected local epochs per client and round of an epoch setting: ``"2"`` -> 2,
+    ``"2-5"`` (uniform on 2..5 inclusive) -> 3.5."""
+    from ..schedules import parse_epochs
+
+    low, high = parse_epochs(epochs)
+    return (low + high) / 2.0
+
+
+def round_work(epochs: str, num_train: int, num_test: int) -> float:
+    r"""Work of one round of one run, in training-image equivalents: every epoch passes
+    all ``num_train`` images once (last partial batches kept), so
+    :math:`\bar E\,N_{train}`, plus the evaluation's forward pass over the test set
+    (about a third of a training step per image). The unit of Table 1's time estimates."""
+    return mean_epochs(epochs) * float(num_train) + float(num_test) / 3.0
+
+
 def _previous_rate(results_dir: Path, key: dict) -> Optional[float]:
-    """Seconds per (run x round) measured by earlier results with the same engine settings."""
+    """Seconds per unit of :func:`round_work` measured by earlier results with the same engine settings."""
     rates = []
     for f in sorted(Path(results_dir).glob("*__seed*.json")):
         try:
             doc = json.loads(f.read_text())
             eng = doc["config"]["engine"]
-            rate = doc["summary"]["seconds_per_run_round"]
+            work = round_work(doc["config"]["table1_cell"]["epochs"], doc["config"]["data"]["num_train"],
+                              doc["config"]["data"]["num_test"])
+            rate = float(doc["summary"]["seconds_per_run_round"]) / work
         except Exception:
             continue
-        if all(eng.get(k) == v for k, v in key.items()) and rate:
-            rates.append(float(rate))
+        if all(eng.get(k) == v for k, v in key.items()) and rate > 0:
+            rates.append(rate)
     return float(np.median(rates)) if rates else None
 
 
@@ -311,19 +330,27 @@ def run_table1(results_dir, *, budget_seconds: float, seeds: Sequence[int] = (0,
                width: float = 1.0, rounds: int = PAPER["rounds"], device: Optional[str] = None,
                precision: str = "fp32", path: str = "grouped", cuda_graph: bool = False, stack: int = 1,
                cells: Optional[Sequence[str]] = None, safety: float = 1.15, dry_run: bool = False,
+               images_per_second: Optional[float] = None, checkpoint_every: int = 1,
                log: Callable[[str], Any] = print) -> dict:
     """Run the missing Table 1 (cell, seed) results that fit in ``budget_seconds``.
 
-    Runs are taken in :func:`plan_table1` order, ``stack`` at a time in one engine. A
-    group's time is estimated from seconds per (run x round) — from earlier results with
-    the same engine settings, else measured on this group's first round — times
-    ``safety``; a group that does not fit in the remaining budget is shrunk, and when not
-    even one run fits nothing more is started. While training, a group whose projected
-    finish passes the deadline is stopped and writes nothing. Each group checkpoints every
-    round to ``results_dir/.ckpt__<names>.pkl`` (removed once its results are written): a
-    group killed mid-way (crash, ``kill -9``, preemption) resumes from its last round on the
-    next call instead of starting over. Returns
-    ``{"written": [...], "skipped": [...], "not_started": [...], "aborted": [...]}``.
+    Runs are taken in :func:`plan_table1` order, up to ``stack`` at a time in one engine.
+    Time estimates count work in training-image equivalents (:func:`round_work`: a
+    U(2,5) run does 1.75x the work of an E = 2 run) times a rate in seconds per image,
+    taken from (first that exists) the groups measured in this call, earlier results with
+    the same engine settings, ``1 / images_per_second`` (a hint, e.g. the engine rate of
+    ``bench cifar10`` on the same device); without any, the first group is started and
+    measured. A group is the longest prefix of the remaining runs (at most ``stack``)
+    whose estimate times ``safety`` fits in the remaining budget; when not even the next
+    run fits, nothing more is started (runs are never taken out of order). While
+    training, a group whose projected finish passes the deadline is stopped and writes
+    nothing, and the next group is sized with the rate it measured. With
+    ``checkpoint_every = n > 0`` each group checkpoints every ``n`` rounds to
+    ``results_dir/.ckpt__<names>.pkl`` (removed once its results are written): a group
+    killed mid-way (crash, ``kill -9``, preemption) resumes from there on the next call
+    instead of starting over; 0 writes no checkpoints (each costs a copy of every run's
+    model to the host). Returns ``{"written": [...], "skipped": [...], "not_started":
+    [...], "aborted": [...]}``.
     """
     from ..results import make_provenance, make_result, write_result
 
@@ -348,19 +375,41 @@ def run_table1(results_dir, *, budget_seconds: float, seeds: Sequence[int] = (0,
     device = resolve_device(device)
     engine_key = {"width": width, "precision": precision, "path": path, "cuda_graph": cuda_graph,
                   "device_type": device.split(":")[0], "num_train": int(len(data.train_labels))}
-    rate = _previous_rate(results_dir, engine_key)  # seconds per run-round (stacked)
+    rate = _previous_rate(results_dir, engine_key)  # seconds per unit of round_work
+    if rate is not None:
+        log(f"estimate: {1 / rate:.0f} images/s from earlier results with the same engine settings")
+    elif images_per_second is not None:
+        if not images_per_second > 0:
+            raise ValueError(f"images_per_second must be > 0, got {images_per_second!r}")
+        rate = 1.0 / float(images_per_second)
+        log(f"estimate: {images_per_second:.0f} images/s (hint) until a group is measured")
+    checkpoint_every = int(checkpoint_every)
+    if checkpoint_every < 0:
+        raise ValueError(f"checkpoint_every must be >= 0, got {checkpoint_every}")
     parts = official_partition(data.train_labels)
+    test_labels = getattr(data, "test_labels", None)
+    n_train, n_test = int(len(data.train_labels)), (0 if test_labels is None else int(len(test_labels)))
+
+    def work(p):
+        return round_work(p["cell"].epochs, n_train, n_test)
+
     while todo:
         remaining = deadline - time.time()
         k = min(stack, len(todo))
         if rate is not None:
-            k = min(k, int(remaining / (rate * rounds * safety)))
-            if k < 1:
-                log(f"budget: {remaining:.0f} s left, one run needs ~{rate * rounds * safety:.0f} s; stopping")
+            fits = 0
+            while fits < k and safety * rate * rounds * sum(work(p) for p in todo[:fits + 1]) <= remaining:
+                fits += 1
+            if fits < 1:
+                log(f"budget: {remaining:.0f} s left, the next run needs ~{safety * rate * rounds * work(todo[0]):.0f} s; "
+                    "stopping")
                 break
+            k = fits
         group = todo[:k]
         names = [f"{p['cell'].id}__seed{p['seed']}" for p in group]
-        log(f"training {len(group)} run(s) stacked: {', '.join(names)}")
+        group_work = sum(work(p) for p in group)
+        est = f" (estimate {rate * rounds * group_work:.0f} s)" if rate is not None else ""
+        log(f"training {len(group)} run(s) stacked{est}: {', '.join(names)}")
         runs = [{"algorithm": p["cell"].make_algorithm(), "epochs": p["cell"].epochs, "seed": p["seed"],
                  "name": f"{p['cell'].id}__seed{p['seed']}"} for p in group]
         started = time.time()
@@ -368,7 +417,7 @@ def run_table1(results_dir, *, budget_seconds: float, seeds: Sequence[int] = (0,
 
         marks = [0.0]
 
-        def check(t, records, elapsed, k=len(group)):
+        def check(t, records, elapsed, group_work=group_work):
             # round 0 carries the warm-up (cuDNN autotuning, CUDA-graph captures): the
             # projection uses the later rounds once there are any
             marks.append(elapsed)
@@ -385,14 +434,15 @@ def run_table1(results_dir, *, budget_seconds: float, seeds: Sequence[int] = (0,
             if projected > deadline:
                 state["reason"] = (f"after round {t} ({elapsed:.1f} s): projected finish "
                                    f"{projected - deadline:.0f} s past the budget")
-                state["rate"] = per / k
+                state["rate"] = per / group_work
                 return False
             return True
 
         ckpt = results_dir / (".ckpt__" + "+".join(names) + ".pkl")  # resumes an interrupted group
         try:
             res = train_runs(runs, data, parts, rounds=rounds, width=width, device=device, precision=precision,
-                             path=path, cuda_graph=cuda_graph, callback=check, checkpoint=ckpt)
+                             path=path, cuda_graph=cuda_graph, callback=check,
+                             checkpoint=ckpt if checkpoint_every else None, checkpoint_every=max(checkpoint_every, 1))
         except FloatingPointError as exc:
             raise FloatingPointError(f"table1 cells {names}: {exc} (no result written for this group)") from exc
         finished = time.time()
@@ -404,8 +454,10 @@ def run_table1(results_dir, *, budget_seconds: float, seeds: Sequence[int] = (0,
             if len(group) == 1:
                 break
             continue
-        per_run_round = res["seconds"] / (max(rounds - res.get("resumed_from", 0), 1) * len(group))
-        rate = per_run_round
+        trained_rounds = max(rounds - res.get("resumed_from", 0), 1)
+        per_run_round = res["seconds"] / (trained_rounds * len(group))
+        rate = res["seconds"] / (trained_rounds * group_work)
+        log(f"measured {1 / rate:.0f} images/s (training + evaluation, {len(group)} run(s) stacked)")
         prov = make_provenance(started, finished, device)
         for p, hist in zip(group, res["histories"]):
             cell = p["cell"]
@@ -418,7 +470,10 @@ def run_table1(results_dir, *, budget_seconds: float, seeds: Sequence[int] = (0,
                       "lr_decay": "step", "engine": {**engine_key, "stacked_runs": len(group)}}
             last = hist[-1]
             summary = {"final_test_accuracy": last["test_accuracy"], "final_train_loss": last["train_loss"],
-                       "rounds": len(hist), "group_seconds": res["seconds"], "seconds_per_run_round": per_run_round}
+                       "best_test_accuracy": max(h["test_accuracy"] for h in hist),
+                       "rounds": len(hist), "group_seconds": res["seconds"], "runs_in_group": len(group),
+                       "seconds_per_run": res["seconds"] / len(group), "seconds_per_run_round": per_run_round,
+                       "images_per_second": 1.0 / rate}
             write_result(p["path"], make_result(config, hist, prov, summary=summary))
             out["written"].append(str(p["path"]))
             log(f"wrote {p['path']} (final test accuracy {last['test_accuracy']:.4f})")
@@ -446,14 +501,29 @@ def load_table1_results(results_dir) -> Dict[str, Dict[int, dict]]:
     return out
 
 
+def run_seconds(result: dict) -> Optional[float]:
+    """Device time of one Table 1 run: its share of its stacked group's wall time
+    (``summary.seconds_per_run``, else provenance wall time / runs stacked)."""
+    summary = result.get("summary") or {}
+    if summary.get("seconds_per_run") is not None:
+        return float(summary["seconds_per_run"])
+    wall = (result.get("provenance") or {}).get("wall_time_s")
+    runs = ((result.get("config") or {}).get("engine") or {}).get("stacked_runs") or 1
+    return None if wall is None else float(wall) / int(runs)
+
+
 def table1_summary(results: Dict[str, Dict[int, dict]]) -> List[dict]:
     """One row per cell: final test accuracy (%) mean ± std over the seeds with results
-    (``None`` when not yet run), number of seeds, paper and re-run values."""
+    (``None`` when not yet run), the mean best accuracy over the rounds, number of seeds,
+    device time per run and the devices, paper and re-run values."""
     rows = []
     for c in CELLS:
-        accs = [r["history"][-1]["test_accuracy"] for r in results.get(c.id, {}).values()
+        done = [r for r in results.get(c.id, {}).values()
                 if r.get("history") and r["history"][-1]["test_accuracy"] is not None]
-        accs = 100 * np.array(accs, dtype=float)
+        accs = 100 * np.array([r["history"][-1]["test_accuracy"] for r in done], dtype=float)
+        best = 100 * np.array([max(h["test_accuracy"] for h in r["history"]) for r in done], dtype=float)
+        secs = [t for t in (run_seconds(r) for r in done) if t is not None]
+        devices = sorted({str((r.get("provenance") or {}).get("device", "?")) for r in done})
         paper = PAPER_VALUES.get(c.id, {})
         rerun = RERUN_VALUES.get(c.id, {})
         deviations = set()
@@ -469,14 +539,22 @@ def table1_summary(results: Dict[str, Dict[int, dict]]) -> List[dict]:
         rows.append({"cell": c.id, "row": c.row, "setting": EPOCH_SETTINGS[c.epochs], "method": c.method,
                      "n_seeds": int(accs.size), "mean": float(accs.mean()) if accs.size else None,
                      "std": float(accs.std(ddof=1)) if accs.size > 1 else (0.0 if accs.size else None),
+                     "best": float(best.mean()) if best.size else None,
+                     "seconds_per_run": float(np.mean(secs)) if secs else None, "devices": devices,
                      "paper": paper.get("value"), "paper_std": paper.get("std"),
                      "paper_status": paper.get("status"), "rerun": rerun.get("value"),
                      "rerun_source": rerun.get("source"), "deviations": sorted(deviations)})
     return rows
 
 
+#: Column headers of :func:`format_summary_rows`.
+SUMMARY_HEADERS = ["row", "E", "method", "this repository (final)", "best round", "seeds", "minutes per run",
+                   "paper", "independent re-run"]
+
+
 def format_summary_rows(rows: List[dict]) -> List[list]:
-    """Rows of strings for a markdown table; missing results are ``not yet run``."""
+    """Rows of strings for a markdown table (:data:`SUMMARY_HEADERS`); missing results are
+    ``not yet run``; the time column names the device(s)."""
     out = []
     for r in rows:
         ours = ("not yet run" if r["mean"] is None else f"{r['mean']:.2f}" if r["n_seeds"] == 1
@@ -490,11 +568,35 @@ def format_summary_rows(rows: List[dict]) -> List[list]:
             if r["paper_status"] == "unconfirmed":
                 paper = f"≈{r['paper']:.1f} [unconfirmed]"
         rerun = "—" if r["rerun"] is None else f"{r['rerun']:.2f}" + (" (E∈{2,3,4})" if "2,3,4" in r["rerun_source"] else "")
-        out.append([r["row"], r["setting"], r["method"], ours, str(r["n_seeds"]), paper, rerun])
+        best = "—" if r.get("best") is None else f"{r['best']:.2f}"
+        minutes = ("—" if r.get("seconds_per_run") is None
+                   else f"{r['seconds_per_run'] / 60:.1f} ({', '.join(r.get('devices') or [])})")
+        out.append([r["row"], r["setting"], r["method"], ours, best, str(r["n_seeds"]), minutes, paper, rerun])
     return out
 
 
-__all__ += ["format_summary_rows", "resolve_device"]
+def load_benchmarks(folder, prefix: str = "cifar10") -> List[dict]:
+    """The benchmark result files ``folder/<prefix>*.json`` (``bench cifar10 --json``) as
+    table rows: device, width, precision, CUDA graph, runs stacked, images/s of the
+    sequential loop and of the engine, their ratio, torch version, commit, file name."""
+    from ..results import read_result
+
+    rows = []
+    for f in sorted(Path(folder).glob(f"{prefix}*.json")):
+        doc = read_result(f)
+        if doc.get("kind") != "bench":
+            continue
+        cfg, s, prov = doc["config"], doc["summary"], doc["provenance"]
+        rows.append({"file": f.name, "device": prov.get("device"), "width": cfg.get("width"),
+                     "precision": cfg.get("precision"), "cuda_graph": bool(cfg.get("cuda_graph")),
+                     "runs": int(cfg.get("runs", 1)), "steps": cfg.get("steps"),
+                     "sequential_images_per_s": s["sequential_images_per_s"],
+                     "engine_images_per_s": s["engine_images_per_s"], "ratio": s["ratio"],
+                     "torch": prov.get("torch"), "commit": str(prov.get("git_commit", ""))[:10]})
+    return rows
+
+
+__all__ += ["format_summary_rows", "resolve_device", "run_seconds", "SUMMARY_HEADERS", "load_benchmarks"]
 
 
 # ============================================================================ benchmark
@@ -511,7 +613,7 @@ def _round_steps(sizes, batch_size: int, epochs: int, steps: Optional[int]) -> n
 
 def bench_cifar10(data, *, width: float = 1.0, steps: Optional[int] = 20, device: Optional[str] = None,
                   precision: str = "fp32", cuda_graph: bool = False, path: str = "grouped", repeat: int = 2,
-                  epochs: int = 2, batch_size: int = PAPER["batch_size"], seed: int = 0,
+                  epochs: int = 2, batch_size: int = PAPER["batch_size"], seed: int = 0, runs: int = 1,
                   progress: Optional[Callable[[str], Any]] = None) -> dict:
     """Images/s of the sequential per-client eager loop and of the stacked engine on one round.
 
@@ -522,8 +624,11 @@ def bench_cifar10(data, *, width: float = 1.0, steps: Optional[int] = 20, device
     starting from the global weights, batches of 32 gathered, cropped/flipped and
     normalised on the device (dropout on). *Engine*: :class:`StackedEngine` (``path``,
     ``precision``, ``cuda_graph``) training the same 16 clients, FedAvg with local SGD,
-    evaluation excluded. Each side runs one warm-up round, then ``repeat`` timed rounds;
-    the median is reported. Real images counted (last partial batch included).
+    evaluation excluded; with ``runs = R > 1``, R such runs (seeds ``seed .. seed+R-1``)
+    stacked in one engine as Table 1 does (R x 16 models; the sequential loop's rate does
+    not depend on R: it trains one model at a time). Each side runs one warm-up round,
+    then ``repeat`` timed rounds; the median is reported. Real images counted (last
+    partial batch included); ``ratio`` = engine images/s over sequential images/s.
     """
     import torch
 
@@ -535,6 +640,8 @@ def bench_cifar10(data, *, width: float = 1.0, steps: Optional[int] = 20, device
     from ..schedules import FixedSteps, steps_per_epoch
     from ..solvers import sgd
 
+    if not isinstance(runs, int) or isinstance(runs, bool) or runs < 1:
+        raise ValueError(f"runs must be an integer >= 1, got {runs!r}")
     device = resolve_device(device)
     dev = torch.device(device)
     sync = (lambda: torch.cuda.synchronize(dev)) if dev.type == "cuda" else (lambda: None)
@@ -560,7 +667,7 @@ def bench_cifar10(data, *, width: float = 1.0, steps: Optional[int] = 20, device
     std = torch.tensor(CIFAR10_STD, device=dev)
     client_idx = [torch.as_tensor(c, device=dev) for c in parts]
     gen = torch.Generator(device=dev).manual_seed(seed)
-    autocast = (lambda: torch.autocast("cuda", dtype=torch.bfloat16)) if precision == "bf16" else None
+    autocast = (lambda: torch.autocast(dev.type, dtype=torch.bfloat16)) if precision == "bf16" else None
 
     def sequential_round():
         model.train()
@@ -602,8 +709,9 @@ def bench_cifar10(data, *, width: float = 1.0, steps: Optional[int] = 20, device
         train_labels = data.train_labels
 
     alg = make_algorithm("fedavg", sgd(0.05, weight_decay=1e-4))
-    run = RunSpec(alg, parts, FixedSteps(tau), seed=seed, params=vgg11(width=width, seed=seed), name="bench")
-    engine = StackedEngine(vgg11(width=width, seed=seed), _TrainOnly(), [run], rounds=repeat + 1, path=path,
+    specs = [RunSpec(alg, parts, FixedSteps(tau), seed=seed + r, params=vgg11(width=width, seed=seed + r),
+                     name=f"bench{r}") for r in range(runs)]
+    engine = StackedEngine(vgg11(width=width, seed=seed), _TrainOnly(), specs, rounds=repeat + 1, path=path,
                            device=device, precision="bf16" if precision == "bf16" else "fp32",
                            dtype=torch.float64 if precision == "fp64" else torch.float32, cuda_graph=cuda_graph,
                            batch_size=batch_size)
@@ -614,13 +722,13 @@ def bench_cifar10(data, *, width: float = 1.0, steps: Optional[int] = 20, device
         say(f"engine round {r}: {eng_times[-1]:.2f} s" + (" (warm-up)" if r == 0 else ""))
     seq = float(np.median(seq_times[1:]))
     eng = float(np.median(eng_times[1:]))
-    results = {"sequential_images_per_s": images_round / seq, "engine_images_per_s": images_round / eng,
-               "ratio": seq / eng, "sequential_seconds": seq, "engine_seconds": eng,
+    results = {"sequential_images_per_s": images_round / seq, "engine_images_per_s": runs * images_round / eng,
+               "ratio": runs * seq / eng, "sequential_seconds": seq, "engine_seconds": eng, "runs_stacked": runs,
                "images_per_round": int(images_round), "max_local_steps": int(tau.max()),
                "sum_local_steps": int(tau.sum()), "prefix_efficiency": float(tau.sum() / (len(tau) * tau.max()))}
     config = {"benchmark": "cifar10-vgg11", "width": width, "steps": steps, "epochs": epochs,
               "batch_size": batch_size, "device": device, "precision": precision, "cuda_graph": cuda_graph,
-              "path": path, "repeat": repeat, "num_clients": len(parts), "num_train": int(len(data.train_labels)),
+              "path": path, "repeat": repeat, "runs": runs, "num_clients": len(parts), "num_train": int(len(data.train_labels)),
               "client_sizes": sizes.tolist(), "local_steps": tau.tolist(),
               "threads": torch.get_num_threads()}
     return {"config": config, "results": results}
@@ -630,7 +738,8 @@ def format_bench(results: dict) -> str:
     return (f"sequential per-client loop: {results['sequential_images_per_s']:10.0f} images/s\n"
             f"stacked engine:             {results['engine_images_per_s']:10.0f} images/s\n"
             f"ratio (engine / sequential): {results['ratio']:.2f}x   "
-            f"({results['images_per_round']} images per round, max tau {results['max_local_steps']}, "
+            f"({results.get('runs_stacked', 1)} run(s) stacked, "
+            f"{results['images_per_round']} images per round per run, max tau {results['max_local_steps']}, "
             f"prefix efficiency {results['prefix_efficiency']:.2f})")
 
 

@@ -1,0 +1,137 @@
+#!/usr/bin/env python3
+"""File what ``scripts/gpu_run.sh`` brought back from a GPU machine into the repository.
+
+    python scripts/import_gpu_results.py FOLDER [--repo .] [--tag h200] [--force]
+
+FOLDER holds the script's output (``log.txt``, ``bench_cifar10.json`` and/or
+``bench_cifar10_eager.json``, ``cifar10-results.tar.gz``). Every file is checked before
+anything is written:
+
+* each Table 1 result in the archive must be named ``<cell>__seed<s>.json``, pass the
+  result schema (:func:`fedlib.results.validate_result`), name the same cell and seed in
+  its config, and carry a device in its provenance; it goes to
+  ``data/results/cifar10/`` (an existing file is kept unless ``--force``);
+* a benchmark must be a ``bench`` result; it goes to
+  ``data/results/bench/cifar10_<tag>_<precision>[_graph]_r<runs>.json``;
+* the log goes to ``data/results/gpu-logs/<UTC date-time>_<tag>.log``.
+
+Prints what it filed; exits 2 (writing nothing) if any file fails its check.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import shutil
+import sys
+import tarfile
+import tempfile
+import time
+from pathlib import Path
+
+NAME = re.compile(r"^(?P<cell>[a-z0-9-]+)__seed(?P<seed>\d+)\.json$")
+
+
+class ImportErrorList(Exception):
+    pass
+
+
+def _load(path: Path, where: str) -> dict:
+    from fedlib.results import validate_result
+
+    try:
+        doc = json.loads(path.read_text())
+    except (OSError, ValueError) as exc:
+        raise ImportErrorList(f"{where}: not readable JSON ({exc})") from None
+    try:
+        validate_result(doc, where)
+    except ValueError as exc:
+        raise ImportErrorList(str(exc)) from None
+    if not str(doc["provenance"].get("device") or "").strip():
+        raise ImportErrorList(f"{where}: provenance names no device")
+    return doc
+
+
+def plan_import(folder: Path, repo: Path, tag: str, force: bool, scratch: Path) -> list:
+    """``[(source, destination, what)]`` after checking every file (raises ImportErrorList)."""
+    from fedlib.experiments.cifar10 import CELL_IDS
+
+    moves = []
+    archive = folder / "cifar10-results.tar.gz"
+    if archive.is_file():
+        with tarfile.open(archive, "r:gz") as tar:
+            members = tar.getmembers()
+            for m in members:
+                if not m.isfile() or "/" in m.name or not NAME.match(m.name):
+                    raise ImportErrorList(f"{archive.name}: unexpected member {m.name!r}")
+            tar.extractall(scratch, filter="data")
+        for m in members:
+            match = NAME.match(m.name)
+            src = scratch / m.name
+            doc = _load(src, f"{archive.name}:{m.name}")
+            cfg = doc["config"]
+            if match["cell"] not in CELL_IDS:
+                raise ImportErrorList(f"{m.name}: unknown Table 1 cell {match['cell']!r}")
+            if cfg.get("cell_id") != match["cell"] or int(cfg.get("seed", -1)) != int(match["seed"]):
+                raise ImportErrorList(f"{m.name}: its config says cell {cfg.get('cell_id')!r} seed {cfg.get('seed')!r}")
+            dest = repo / "data" / "results" / "cifar10" / m.name
+            if dest.exists() and not force:
+                print(f"kept existing {dest.relative_to(repo)} (use --force to replace it)")
+                continue
+            moves.append((src, dest, f"Table 1 {match['cell']} seed {match['seed']}: final test accuracy "
+                                     f"{doc['summary']['final_test_accuracy']:.4f}, {doc['provenance']['device']}"))
+    for name in ("bench_cifar10.json", "bench_cifar10_eager.json"):
+        src = folder / name
+        if not src.is_file():
+            continue
+        doc = _load(src, name)
+        if doc.get("kind") != "bench":
+            raise ImportErrorList(f"{name}: not a benchmark result (kind {doc.get('kind')!r})")
+        cfg = doc["config"]
+        stem = f"cifar10_{tag}_{cfg.get('precision', 'fp32')}{'_graph' if cfg.get('cuda_graph') else ''}" \
+               f"_r{cfg.get('runs', 1)}"
+        dest = repo / "data" / "results" / "bench" / f"{stem}.json"
+        if dest.exists() and not force:
+            print(f"kept existing {dest.relative_to(repo)} (use --force to replace it)")
+            continue
+        s = doc["summary"]
+        moves.append((src, dest, f"benchmark: engine {s['engine_images_per_s']:.0f} images/s, sequential "
+                                 f"{s['sequential_images_per_s']:.0f} images/s, ratio {s['ratio']:.2f}x"))
+    log = folder / "log.txt"
+    if log.is_file():
+        stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime(log.stat().st_mtime))
+        moves.append((log, repo / "data" / "results" / "gpu-logs" / f"{stamp}_{tag}.log", "log"))
+    if not moves:
+        raise ImportErrorList(f"{folder}: nothing to import")
+    return moves
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("folder", type=Path, help="the folder gpu_run.sh wrote (the device call's files)")
+    ap.add_argument("--repo", type=Path, default=Path(__file__).resolve().parents[1], help="repository root")
+    ap.add_argument("--tag", default="h200", help="device tag used in file names (letters, digits, -)")
+    ap.add_argument("--force", action="store_true", help="replace files that exist already")
+    args = ap.parse_args(argv)
+    sys.path.insert(0, str(args.repo))
+    if not re.fullmatch(r"[A-Za-z0-9-]+", args.tag):
+        print(f"--tag must be letters, digits and '-', got {args.tag!r}", file=sys.stderr)
+        return 2
+    if not args.folder.is_dir():
+        print(f"{args.folder}: not a folder", file=sys.stderr)
+        return 2
+    with tempfile.TemporaryDirectory() as scratch:
+        try:
+            moves = plan_import(args.folder, args.repo, args.tag, args.force, Path(scratch))
+        except (ImportErrorList, tarfile.TarError) as exc:
+            print(f"import_gpu_results: {exc} (nothing written)", file=sys.stderr)
+            return 2
+        for src, dest, what in moves:
+            dest.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(src, dest)
+            print(f"{dest.relative_to(args.repo)}  <- {what}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

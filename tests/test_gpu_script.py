@@ -1,0 +1,95 @@
+"""scripts/gpu_run.sh and scripts/import_gpu_results.py, run on the CPU (DEVICE=cpu, the
+shipped sample, tiny width): the glue that a scarce GPU session depends on works before
+any GPU time is spent on it."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import tarfile
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+CELLS = ["sgd-e2-fedavg", "sgd-e2-fednova", "sgd-u25-fedavg"]
+
+
+def _gpu_run(out, results, budget=100):
+    env = dict(os.environ, DEVICE="cpu", WIDTH="0.03", TABLE1_ROUNDS="1", TABLE1_SEEDS="0",
+               TABLE1_CELLS=",".join(CELLS), BENCH_STEPS="2", BENCH_RUNS="2", RESULTS=str(results),
+               PYTHON=sys.executable, OMP_NUM_THREADS="1")
+    return subprocess.run(["bash", str(ROOT / "scripts" / "gpu_run.sh"), str(out), "sample", str(budget)], env=env,
+                          capture_output=True, text=True, timeout=300)
+
+
+def _import(folder, repo, *extra):
+    return subprocess.run([sys.executable, str(ROOT / "scripts" / "import_gpu_results.py"), str(folder),
+                           "--repo", str(repo), "--tag", "cpu-smoke", *extra],
+                          capture_output=True, text=True, timeout=120, cwd=ROOT)
+
+
+@pytest.fixture(scope="module")
+def first_call(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("gpu_run")
+    proc = _gpu_run(tmp / "out", tmp / "results")
+    return tmp, proc
+
+
+def test_script_benchmarks_runs_table1_and_packs(first_call):
+    tmp, proc = first_call
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    out = tmp / "out"
+    assert sorted(p.name for p in out.iterdir()) == ["bench_cifar10.json", "cifar10-results.tar.gz", "log.txt"]
+    bench = json.loads((out / "bench_cifar10.json").read_text())
+    assert bench["config"]["runs"] == 2 and bench["config"]["precision"] == "bf16"
+    log = (out / "log.txt").read_text()
+    assert "80% of the benchmark's engine rate" in log and "table1 exit status 0" in log
+    with tarfile.open(out / "cifar10-results.tar.gz") as tar:
+        assert sorted(tar.getnames()) == sorted(f"{c}__seed0.json" for c in CELLS)
+    # results land in RESULTS (a later call skips them) and say how they were made
+    doc = json.loads((tmp / "results" / "sgd-e2-fedavg__seed0.json").read_text())
+    assert doc["config"]["engine"]["precision"] == "bf16" and doc["summary"]["seconds_per_run"] > 0
+
+
+def test_second_call_skips_present_results(first_call):
+    tmp, _ = first_call
+    proc = _gpu_run(tmp / "out2", tmp / "results")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    log = (tmp / "out2" / "log.txt").read_text()
+    assert "no new Table 1 result" in log and "3 already present" in proc.stdout
+    assert not (tmp / "out2" / "cifar10-results.tar.gz").exists()
+
+
+def test_import_files_results_and_refuses_bad_ones(first_call, tmp_path):
+    tmp, _ = first_call
+    repo = tmp_path / "repo"
+    proc = _import(tmp / "out", repo)
+    assert proc.returncode == 0, proc.stderr
+    assert sorted(p.name for p in (repo / "data/results/cifar10").iterdir()) == sorted(f"{c}__seed0.json" for c in CELLS)
+    assert [p.name for p in (repo / "data/results/bench").iterdir()] == ["cifar10_cpu-smoke_bf16_r2.json"]
+    assert len(list((repo / "data/results/gpu-logs").iterdir())) == 1
+    assert "final test accuracy" in proc.stdout and "ratio" in proc.stdout
+    # again: existing files are kept
+    proc = _import(tmp / "out", repo)
+    assert proc.returncode == 0 and "kept existing data/results/cifar10/sgd-e2-fedavg__seed0.json" in proc.stdout
+    # a result renamed to another cell, or a broken archive: refused, nothing written
+    bad = tmp_path / "bad"
+    bad.mkdir()
+    with tarfile.open(bad / "cifar10-results.tar.gz", "w:gz") as tar:
+        tar.add(tmp / "results" / "sgd-e2-fedavg__seed0.json", arcname="momentum-e2-fedavg__seed0.json")
+    proc = _import(bad, tmp_path / "repo2")
+    assert proc.returncode == 2 and "its config says cell 'sgd-e2-fedavg'" in proc.stderr
+    assert not (tmp_path / "repo2").exists()
+    (bad / "cifar10-results.tar.gz").write_bytes(b"not a tar file")
+    proc = _import(bad, tmp_path / "repo2")
+    assert proc.returncode == 2 and "nothing written" in proc.stderr
+
+
+def test_script_refuses_bad_arguments(tmp_path):
+    script = str(ROOT / "scripts" / "gpu_run.sh")
+    for args, msg in ((["x"], "usage"), ([str(tmp_path), "sample", "ten"], "whole number"),
+                      ([str(tmp_path), str(tmp_path / "nodata"), "10"], "does not exist")):
+        proc = subprocess.run(["bash", script, *args], capture_output=True, text=True, timeout=60)
+        assert proc.returncode == 2 and msg in proc.stderr
