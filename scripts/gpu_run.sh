@@ -9,8 +9,9 @@
 # 1. checks the GPU (nvidia-smi, torch.cuda);
 # 2. runs the CUDA-only engine tests (when pytest is installed), at most 90 s;
 # 3. benchmarks the per-client eager loop against the stacked engine (width 1, bf16,
-#    CUDA graph; BENCH_RUNS runs stacked): OUT_DIR/bench_cifar10.json; if the graph path
-#    fails, the eager bf16 step (OUT_DIR/bench_cifar10_eager.json) and Table 1 runs eager;
+#    BENCH_RUNS runs stacked), with CUDA graphs (OUT_DIR/bench_cifar10.json) and eager
+#    (OUT_DIR/bench_cifar10_eager.json, plus one profiled round: OUT_DIR/profile_eager.txt),
+#    each at most a sixth of the budget; if the graph path fails, Table 1 runs eager;
 # 4. runs `python -m fedlib table1` with what is left of the budget on the results folder
 #    RESULTS (default data/results/cifar10: the runs already committed there are skipped),
 #    its first time estimate from the benchmark's engine rate, no checkpoints (a device
@@ -117,24 +118,34 @@ engine_rate() {  # 80% of the engine images/s of a bench JSON file (nothing if u
     "$PYTHON" -c "import json,sys; print(round(0.8 * json.load(open(sys.argv[1]))['summary']['engine_images_per_s']))" \
         "$1" 2>/dev/null
 }
-BENCH_LIMIT=$(( BUDGET / 5 < 180 ? BUDGET / 5 : 180 ))
-if [ "$BENCH_LIMIT" -ge 20 ]; then
-    log "bench cifar10 (${GRAPH_FLAG[*]:-eager}), limit ${BENCH_LIMIT}s"
-    bench "$OUT_DIR/bench_cifar10.json" "${GRAPH_FLAG[@]}"
-    status=$?
-    log "bench exit status $status"
-    BENCH_JSON=$OUT_DIR/bench_cifar10.json
-    if [ "$status" -ne 0 ] && [ "${#GRAPH_FLAG[@]}" -gt 0 ] && [ "$status" -ne 124 ] && [ "$status" -ne 137 ]; then
-        GRAPH_FLAG=()
-        log "bench cifar10 without CUDA graph (eager), limit ${BENCH_LIMIT}s"
-        bench "$OUT_DIR/bench_cifar10_eager.json"
-        log "eager bench exit status $?"
-        BENCH_JSON=$OUT_DIR/bench_cifar10_eager.json
+BENCH_LIMIT=$(( BUDGET / 6 < 150 ? BUDGET / 6 : 150 ))
+if [ "$BENCH_LIMIT" -ge 15 ]; then
+    BENCH_JSON=
+    if [ "${#GRAPH_FLAG[@]}" -gt 0 ]; then
+        log "bench cifar10 with CUDA graphs, limit ${BENCH_LIMIT}s"
+        bench "$OUT_DIR/bench_cifar10.json" "${GRAPH_FLAG[@]}"
+        status=$?
+        log "bench exit status $status"
+        if [ "$status" -eq 0 ]; then
+            BENCH_JSON=$OUT_DIR/bench_cifar10.json
+        elif [ "$status" -ne 124 ] && [ "$status" -ne 137 ]; then
+            GRAPH_FLAG=()
+            log "the CUDA-graph step failed: Table 1 runs eager"
+        fi
     fi
-    IPS=$(engine_rate "$BENCH_JSON")
-    if [ -n "$IPS" ]; then
-        IPS_ARGS=(--images-per-second "$IPS")
-        log "Table 1's first estimate: $IPS images/s (80% of the benchmark's engine rate)"
+    # the eager step, profiled (one more round under torch.profiler): the graphs' gain, and
+    # where the time goes for the next optimisation
+    log "bench cifar10 eager + profile, limit ${BENCH_LIMIT}s"
+    bench "$OUT_DIR/bench_cifar10_eager.json" --profile "$OUT_DIR/profile_eager.txt"
+    status=$?
+    log "eager bench exit status $status"
+    if [ -z "$BENCH_JSON" ] && [ "$status" -eq 0 ]; then BENCH_JSON=$OUT_DIR/bench_cifar10_eager.json; fi
+    if [ -n "$BENCH_JSON" ]; then
+        IPS=$(engine_rate "$BENCH_JSON")
+        if [ -n "$IPS" ]; then
+            IPS_ARGS=(--images-per-second "$IPS")
+            log "Table 1's first estimate: $IPS images/s (80% of the benchmark's engine rate)"
+        fi
     fi
 else
     log "budget too small for the benchmark: skipped"

@@ -13,6 +13,7 @@ anything is written:
   ``data/results/cifar10/`` (an existing file is kept unless ``--force``);
 * a benchmark must be a ``bench`` result; it goes to
   ``data/results/bench/cifar10_<tag>_<precision>[_graph]_r<runs>.json``;
+* a profile table ``profile_<x>.txt`` goes to ``data/results/bench/profile_<x>_<tag>.txt``;
 * the log goes to ``data/results/gpu-logs/<UTC date-time>_<tag>.log``.
 
 Prints what it filed; exits 2 (writing nothing) if any file fails its check.
@@ -97,6 +98,8 @@ def plan_import(folder: Path, repo: Path, tag: str, force: bool, scratch: Path) 
         s = doc["summary"]
         moves.append((src, dest, f"benchmark: engine {s['engine_images_per_s']:.0f} images/s, sequential "
                                  f"{s['sequential_images_per_s']:.0f} images/s, ratio {s['ratio']:.2f}x"))
+    for prof in sorted(folder.glob("profile_*.txt")):
+        moves.append((prof, repo / "data" / "results" / "bench" / f"{prof.stem}_{tag}.txt", "profile"))
     log = folder / "log.txt"
     if log.is_file():
         stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime(log.stat().st_mtime))

@@ -129,3 +129,10 @@ def test_bench_cifar10(tmp_path, capsys):
     assert main(["bench", "cifar10", "--sample", "--width", "0.03", "--steps", "2", "--repeat", "1",
                  "--device", "cpu"]) == 0
     assert "ratio" in capsys.readouterr().out
+    # --profile: the operator table of one more (untimed) engine round; a bad path fails first
+    assert main(["bench", "cifar10", "--sample", "--width", "0.03", "--steps", "2", "--repeat", "1", "--device", "cpu",
+                 "--profile", str(tmp_path / "no" / "p.txt"), "--quiet"]) == 2
+    assert "--profile" in capsys.readouterr().err
+    assert main(["bench", "cifar10", "--sample", "--width", "0.03", "--steps", "2", "--repeat", "1", "--device", "cpu",
+                 "--profile", str(tmp_path / "p.txt"), "--quiet"]) == 0
+    assert "aten::" in (tmp_path / "p.txt").read_text()

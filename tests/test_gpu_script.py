@@ -41,8 +41,10 @@ def test_script_benchmarks_runs_table1_and_packs(first_call):
     tmp, proc = first_call
     assert proc.returncode == 0, proc.stdout + proc.stderr
     out = tmp / "out"
-    assert sorted(p.name for p in out.iterdir()) == ["bench_cifar10.json", "cifar10-results.tar.gz", "log.txt"]
-    bench = json.loads((out / "bench_cifar10.json").read_text())
+    assert sorted(p.name for p in out.iterdir()) == ["bench_cifar10_eager.json", "cifar10-results.tar.gz", "log.txt",
+                                                     "profile_eager.txt"]
+    assert "Self CPU" in (out / "profile_eager.txt").read_text()  # the profiler's operator table
+    bench = json.loads((out / "bench_cifar10_eager.json").read_text())
     assert bench["config"]["runs"] == 2 and bench["config"]["precision"] == "bf16"
     log = (out / "log.txt").read_text()
     assert "80% of the benchmark's engine rate" in log and "table1 exit status 0" in log
@@ -68,7 +70,8 @@ def test_import_files_results_and_refuses_bad_ones(first_call, tmp_path):
     proc = _import(tmp / "out", repo)
     assert proc.returncode == 0, proc.stderr
     assert sorted(p.name for p in (repo / "data/results/cifar10").iterdir()) == sorted(f"{c}__seed0.json" for c in CELLS)
-    assert [p.name for p in (repo / "data/results/bench").iterdir()] == ["cifar10_cpu-smoke_bf16_r2.json"]
+    assert sorted(p.name for p in (repo / "data/results/bench").iterdir()) == [
+        "cifar10_cpu-smoke_bf16_r2.json", "profile_eager_cpu-smoke.txt"]
     assert len(list((repo / "data/results/gpu-logs").iterdir())) == 1
     assert "final test accuracy" in proc.stdout and "ratio" in proc.stdout
     # again: existing files are kept

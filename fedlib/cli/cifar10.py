@@ -193,6 +193,8 @@ def add_bench_parser(sub) -> argparse.ArgumentParser:
                    help="federated runs stacked in the engine (Table 1 stacks several: `table1 --stack`)")
     _add_engine_args(p, precisions=("fp32", "bf16"))
     g.add_argument("--json", type=Path, default=None, help="write the measurements (with provenance) to this file")
+    g.add_argument("--profile", type=Path, default=None,
+                   help="also profile one engine round (torch.profiler) and write its operator table to this file")
     g.add_argument("--quiet", action="store_true", help="print nothing but errors")
     p.set_defaults(handler=bench_cifar10_command, width=0.03 if not _has_cuda() else 1.0)
     return p
@@ -210,7 +212,8 @@ def _has_cuda() -> bool:
 def bench_cifar10_command(args: argparse.Namespace) -> int:
     from ..experiments.cifar10 import bench_cifar10, format_bench
 
-    check_output_path(args.json)
+    check_output_path(args.json, "--json")
+    check_output_path(args.profile, "--profile")
     device = _check_device(args)
     if not args.sample and args.data_root is None:
         args.sample = True  # the benchmark needs only the labels' split and some images
@@ -219,8 +222,14 @@ def bench_cifar10_command(args: argparse.Namespace) -> int:
     with RunClock() as clock:
         out = bench_cifar10(data, width=args.width, steps=None if args.full_round else args.steps, device=device,
                             precision=args.precision, cuda_graph=args.cuda_graph, path=args.path,
-                            repeat=args.repeat, runs=args.runs, progress=say)
+                            repeat=args.repeat, runs=args.runs, profile=args.profile is not None, progress=say)
     out["config"]["data"] = data.source
+    if args.profile is not None:
+        from .._io import atomic_write
+
+        atomic_write(args.profile, out.pop("profile") + "\n")
+        if not args.quiet:
+            print(f"wrote {args.profile}")
     return emit_bench(args, out, clock.provenance(device), format_bench)
 
 

@@ -311,17 +311,17 @@ def lr_schedule(args: argparse.Namespace) -> Optional[Callable[[int], float]]:
     return lambda t: step_decay_lr(base, t, total)
 
 
-def check_output_path(path: Optional[Path]) -> None:
-    """Fail *before* the run if ``--out`` cannot be written."""
+def check_output_path(path: Optional[Path], flag: str = "--out") -> None:
+    """Fail *before* the run if the output file of ``flag`` cannot be written."""
     if path is None:
         return
     folder = path.parent if str(path.parent) else Path(".")
     if path.is_dir():
-        raise CLIError(f"--out {path}: is a folder, give a file name like result.json")
+        raise CLIError(f"{flag} {path}: is a folder, give a file name like result.json")
     if not folder.is_dir():
-        raise CLIError(f"--out {path}: folder {folder} does not exist")
+        raise CLIError(f"{flag} {path}: folder {folder} does not exist")
     if not os.access(folder, os.W_OK):
-        raise CLIError(f"--out {path}: folder {folder} is not writable")
+        raise CLIError(f"{flag} {path}: folder {folder} is not writable")
 
 
 def progress_bar(args: argparse.Namespace, total: int, desc: str):

@@ -229,7 +229,7 @@ def add_bench_parser(sub) -> argparse.ArgumentParser:
 def bench_synthetic_command(args: argparse.Namespace) -> int:
     from ..bench import bench_synthetic, format_bench
 
-    check_output_path(args.json)
+    check_output_path(args.json, "--json")
     resolve_epochs(args)
     with RunClock() as clock:
         out = bench_synthetic(rounds=args.rounds, repeat=args.repeat, epochs=args.epochs, algorithm=args.algorithm,

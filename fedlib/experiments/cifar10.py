@@ -614,7 +614,7 @@ def _round_steps(sizes, batch_size: int, epochs: int, steps: Optional[int]) -> n
 def bench_cifar10(data, *, width: float = 1.0, steps: Optional[int] = 20, device: Optional[str] = None,
                   precision: str = "fp32", cuda_graph: bool = False, path: str = "grouped", repeat: int = 2,
                   epochs: int = 2, batch_size: int = PAPER["batch_size"], seed: int = 0, runs: int = 1,
-                  progress: Optional[Callable[[str], Any]] = None) -> dict:
+                  profile: bool = False, progress: Optional[Callable[[str], Any]] = None) -> dict:
     """Images/s of the sequential per-client eager loop and of the stacked engine on one round.
 
     The round: official Dir(0.1) split of ``data``'s labels over 16 clients, ``E = 2``,
@@ -629,6 +629,9 @@ def bench_cifar10(data, *, width: float = 1.0, steps: Optional[int] = 20, device
     not depend on R: it trains one model at a time). Each side runs one warm-up round,
     then ``repeat`` timed rounds; the median is reported. Real images counted (last
     partial batch included); ``ratio`` = engine images/s over sequential images/s.
+    ``profile=True`` adds one more engine round under :mod:`torch.profiler` (not timed)
+    and returns its operator table (top 30 by device time, or CPU time on a CPU) as
+    ``out["profile"]``: where the step's time goes, for the next optimisation.
     """
     import torch
 
@@ -711,7 +714,8 @@ def bench_cifar10(data, *, width: float = 1.0, steps: Optional[int] = 20, device
     alg = make_algorithm("fedavg", sgd(0.05, weight_decay=1e-4))
     specs = [RunSpec(alg, parts, FixedSteps(tau), seed=seed + r, params=vgg11(width=width, seed=seed + r),
                      name=f"bench{r}") for r in range(runs)]
-    engine = StackedEngine(vgg11(width=width, seed=seed), _TrainOnly(), specs, rounds=repeat + 1, path=path,
+    engine = StackedEngine(vgg11(width=width, seed=seed), _TrainOnly(), specs, rounds=repeat + 1 + int(profile),
+                           path=path,
                            device=device, precision="bf16" if precision == "bf16" else "fp32",
                            dtype=torch.float64 if precision == "fp64" else torch.float32, cuda_graph=cuda_graph,
                            batch_size=batch_size)
@@ -720,6 +724,17 @@ def bench_cifar10(data, *, width: float = 1.0, steps: Optional[int] = 20, device
         engine.run_round()
         eng_times.append(engine.last_timing.train_seconds)
         say(f"engine round {r}: {eng_times[-1]:.2f} s" + (" (warm-up)" if r == 0 else ""))
+    profile_table = None
+    if profile:
+        from torch.profiler import ProfilerActivity
+        from torch.profiler import profile as torch_profile
+
+        activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if dev.type == "cuda" else [])
+        with torch_profile(activities=activities) as prof:
+            engine.run_round()
+        sort = "self_cuda_time_total" if dev.type == "cuda" else "self_cpu_time_total"
+        profile_table = prof.key_averages().table(sort_by=sort, row_limit=30)
+        say(f"profiled one engine round ({engine.last_timing.train_seconds:.2f} s under the profiler)")
     seq = float(np.median(seq_times[1:]))
     eng = float(np.median(eng_times[1:]))
     results = {"sequential_images_per_s": images_round / seq, "engine_images_per_s": runs * images_round / eng,
@@ -731,7 +746,10 @@ def bench_cifar10(data, *, width: float = 1.0, steps: Optional[int] = 20, device
               "path": path, "repeat": repeat, "runs": runs, "num_clients": len(parts), "num_train": int(len(data.train_labels)),
               "client_sizes": sizes.tolist(), "local_steps": tau.tolist(),
               "threads": torch.get_num_threads()}
-    return {"config": config, "results": results}
+    out = {"config": config, "results": results}
+    if profile_table is not None:
+        out["profile"] = profile_table
+    return out
 
 
 def format_bench(results: dict) -> str:
