@@ -97,7 +97,12 @@ if [ "$ON_CUDA" = 1 ] && [ "${RUN_CUDA_TESTS:-1}" = 1 ] && "$PYTHON" -c "import 
     log "CUDA tests of the stacked engine"
     timeout -k 5 90 "$PYTHON" -m pytest -q -p no:cacheprovider tests/test_stacked_engine.py -m cuda 2>&1 \
         | tail -n 30 | tee -a "$LOG"
-    log "CUDA tests exit status ${PIPESTATUS[0]}"
+    status=${PIPESTATUS[0]}
+    log "CUDA tests exit status $status"
+    if [ "$status" -ne 0 ] && [ "$status" -ne 5 ] && [ "${#GRAPH_FLAG[@]}" -gt 0 ]; then
+        GRAPH_FLAG=()
+        log "WARNING: CUDA tests failed: no CUDA graphs from here on (the failures above need a look)"
+    fi
 else
     log "CUDA tests skipped (no CUDA device, RUN_CUDA_TESTS=0 or no pytest)"
 fi

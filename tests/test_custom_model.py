@@ -41,3 +41,23 @@ def test_buffers_and_bad_tensors_refused():
         train_clients(nn.Linear(6, 3), xs, ys[:2], rounds=1)
     with pytest.raises(ValueError, match="client 1"):
         train_clients(nn.Linear(6, 3), xs, [ys[0], ys[1][:3], ys[2]], rounds=1)
+
+
+def test_evaluation_equals_the_plain_model():
+    """The engine's batched evaluation (through the test_batches hook, in chunks) gives each
+    run's global model the accuracy and loss of a plain forward pass."""
+    xs, ys = _clients(1)
+    model = nn.Sequential(nn.Linear(6, 8), nn.ReLU(), nn.Linear(8, 3))
+    test_x, test_y = torch.cat(xs), torch.cat(ys)
+    out = train_clients(model, xs, ys, rounds=2, lr=0.1, epochs="1-2", batch_size=4, test_x=test_x, test_y=test_y)
+    engine = out["engine"]
+    engine.eval_batch_size = 7  # several chunks, the last one partial
+    acc, loss = engine.evaluate()
+    for r, name in enumerate(("fedavg", "fednova")):
+        plain = nn.Sequential(nn.Linear(6, 8), nn.ReLU(), nn.Linear(8, 3))
+        plain.load_state_dict({n: t for n, t in engine.params(r).items()})
+        with torch.no_grad():
+            logits = plain(test_x)
+        assert acc[r] == pytest.approx(float((logits.argmax(1) == test_y).double().mean()), abs=1e-12)
+        assert loss[r] == pytest.approx(float(nn.functional.cross_entropy(logits, test_y)), rel=1e-5)
+        assert out[name][-1]["test_accuracy"] == pytest.approx(acc[r], abs=1e-12)

@@ -690,26 +690,56 @@ class StackedEngine:
             return torch.autocast(device_type=self.device.type, dtype=torch.bfloat16, cache_enabled=False)
         return torch.autocast(device_type=self.device.type, enabled=False)
 
-    def _batch(self, a: int):
-        """Gather + augment + normalise the batch of local step k (device counter) for the first a rows."""
+    # ------------------------------------------------------------------ inputs (override points)
+    def step_indices(self, a: int):
+        """Training-set indices ``(B, a)`` (int64) and sample mask ``(a, B)`` (1 = real
+        sample, 0 = padding of a last partial batch) of the current local step for the
+        first ``a`` models. Read from the device step counter, so it can be captured in a
+        CUDA graph; for subclasses that bring their own data (:meth:`train_batch`)."""
+        sel = lambda t: t.index_select(0, self._k).squeeze(0)[..., :a]  # noqa: E731  (B, a)
+        return sel(self._idx), sel(self._mask).t()
+
+    def train_batch(self, a: int):
+        """Inputs of the current local step for the first ``a`` models: ``(x, y, mask)``.
+
+        ``x`` in the network's layout — grouped path ``(B, a*C, H, W)`` (channels-last),
+        vmap path ``(a, B, *input_shape)`` —, labels ``y`` and ``mask`` ``(a, B)``. The
+        default gathers the uint8 images on the device with this step's crop offsets and
+        flips and normalises them. Override it (with :meth:`test_batches`) to feed other
+        data, as :class:`fedlib.experiments.custom.TensorEngine` does; it must read only
+        device state (:meth:`step_indices`) to work inside CUDA graphs.
+        """
         k = self._k
         sel = lambda t: t.index_select(0, k).squeeze(0)[..., :a]  # noqa: E731  (B, a) or (a,)
-        idx = sel(self._idx)
+        idx, mask = self.step_indices(a)
         imgs = crop_flip_gather(self._train, idx, sel(self._dy), sel(self._dx), sel(self._flip), self.image_size,
                                 batch_last=True)  # (B, H, W, a, C) uint8
         x = normalize(imgs, self._mean, self._std, self.dtype)
         y = self._train_labels[idx].t()   # (a, B)
-        mask = sel(self._mask).t()        # (a, B)
-        return x, y, mask
+        if self.path == "grouped":
+            return self.net.image_input(x), y, mask
+        return x.permute(3, 0, 4, 1, 2), y, mask  # (a, B, C, H, W)
+
+    def test_batches(self):
+        """Yield the test set as ``(x, y)`` chunks of at most ``eval_batch_size`` samples,
+        ``x`` in the plain model's input layout ``(b, *input_shape)`` (NCHW images,
+        normalised) and ``y`` int64 labels; nothing without test data. Override point,
+        with :meth:`train_batch`."""
+        if self._test is None:
+            return
+        for s in range(0, self._test.shape[0], self.eval_batch_size):
+            imgs = self._test[s:s + self.eval_batch_size]
+            xb = normalize(imgs, self._mean, self._std, self.dtype)  # (b, H, W, C)
+            yield xb.permute(0, 3, 1, 2), self._test_labels[s:s + self.eval_batch_size]
 
     def _step(self, a: int) -> None:
-        x, y, mask = self._batch(a)
+        x, y, mask = self.train_batch(a)
         keys = self._keys if self.dropout and self.net.num_dropout else None
         step = self._k.squeeze(0)
         if self.path == "grouped":
             leaves = {n: t[:a].detach().requires_grad_() for n, t in self.x.items()}
             with self._autocast():
-                logits = self.net.forward(leaves, self.net.image_input(x), a, keys, step)
+                logits = self.net.forward(leaves, x, a, keys, step)
                 bsz = logits.shape[1]
                 ce = F.cross_entropy(logits.reshape(a * bsz, -1).float() if logits.dtype == torch.bfloat16
                                      else logits.reshape(a * bsz, -1), y.reshape(-1), reduction="none")
@@ -717,9 +747,8 @@ class StackedEngine:
             grads = torch.autograd.grad(per.sum(), [leaves[n] for n in self.names])
             grads = dict(zip(self.names, grads))
         else:
-            xv = x.permute(3, 0, 4, 1, 2)  # (a, B, C, H, W)
             with self._autocast():
-                grads, per = self.net.loss_and_grads(a, xv, y, mask, keys, step)
+                grads, per = self.net.loss_and_grads(a, x, y, mask, keys, step)
         with torch.no_grad():
             self._update(a, grads)
             self._loss_sum[:a] += per.detach().to(self._loss_sum.dtype)
@@ -912,8 +941,6 @@ class StackedEngine:
         R models) on the full test set, all runs in one batched forward. NaN without test data."""
         models = [s.params for s in self.states] if params is None else list(params)
         R = len(models)
-        if self._test is None:
-            return np.full(R, np.nan), np.full(R, np.nan)
         if R > self.max_models:
             raise ValueError(f"can evaluate at most {self.max_models} models at once")
         for r, g in enumerate(models):
@@ -921,24 +948,24 @@ class StackedEngine:
                 self.x[n][r].copy_(g[n])
         correct = torch.zeros(R, device=self.device, dtype=torch.int64)
         loss = torch.zeros(R, device=self.device, dtype=torch.float64)
-        N = self._test.shape[0]
-        for s in range(0, N, self.eval_batch_size):
-            imgs = self._test[s:s + self.eval_batch_size]
-            y = self._test_labels[s:s + self.eval_batch_size]
-            xb = normalize(imgs, self._mean, self._std, self.dtype)  # (b, H, W, C)
+        count = 0
+        for xb, y in self.test_batches():
             with self._autocast():
-                if self.path == "grouped":
-                    b, h, w, c = xb.shape
-                    xg = xb.unsqueeze(3).expand(b, h, w, R, c).contiguous()
+                if self.path == "grouped":  # (b, C, H, W) -> grouped (b, R*C, H, W), channels-last
+                    b, c, h, w = xb.shape
+                    xg = xb.permute(0, 2, 3, 1).unsqueeze(3).expand(b, h, w, R, c).contiguous()
                     logits = self.net.forward(self.net.prefix(R), self.net.image_input(xg), R)
                 else:
-                    logits = self.net.logits(R, xb.permute(0, 3, 1, 2))
+                    logits = self.net.logits(R, xb)
             logits = logits.float() if logits.dtype == torch.bfloat16 else logits
             correct += (logits.argmax(-1) == y.unsqueeze(0)).sum(1)
             yy = y.unsqueeze(0).expand(R, -1)
             loss += F.cross_entropy(logits.reshape(-1, logits.shape[-1]), yy.reshape(-1),
                                     reduction="none").view(R, -1).sum(1).double()
-        return (correct.double() / N).cpu().numpy(), (loss / N).cpu().numpy()
+            count += int(y.shape[0])
+        if count == 0:
+            return np.full(R, np.nan), np.full(R, np.nan)
+        return (correct.double() / count).cpu().numpy(), (loss / count).cpu().numpy()
 
 
 def train_stacked(model: nn.Module, data: Any, runs: Sequence[RunSpec], rounds: int, *,

@@ -23,7 +23,6 @@ from typing import Any, Dict, Sequence
 
 import numpy as np
 import torch
-import torch.nn.functional as F
 from torch import nn
 
 from ..engines.stacked import RunSpec, StackedEngine
@@ -43,8 +42,9 @@ class TensorEngine(StackedEngine):
 
     ``features`` ``(N, *shape)`` float, ``labels`` ``(N,)`` int; optional ``test_features`` /
     ``test_labels``. Everything else — runs, clients as index arrays, schedules, solver
-    update, aggregation — is the parent's; only the batch (a gather of feature rows) and the
-    evaluation differ.
+    update, aggregation, evaluation — is the parent's; only the two input hooks differ:
+    :meth:`train_batch` gathers feature rows and :meth:`test_batches` yields the test
+    features (the way to feed any data to the engine).
     """
 
     def __init__(self, model: nn.Module, features, labels, runs: Sequence[RunSpec], *, rounds: int,
@@ -71,35 +71,19 @@ class TensorEngine(StackedEngine):
             self._test_features = tx.to(self.device, self.dtype)
             self._test_feature_labels = ty.to(self.device, torch.int64)
 
-    def _batch(self, a: int):
-        sel = lambda t: t.index_select(0, self._k).squeeze(0)[..., :a]  # noqa: E731
-        idx = sel(self._idx).t()                 # (a, B)
-        return self._features[idx], self._train_labels[idx], sel(self._mask).t()
+    def train_batch(self, a: int):
+        """Rows of the feature tensor for the current local step: ``(a, B, *shape)``."""
+        idx, mask = self.step_indices(a)
+        idx = idx.t()  # (a, B)
+        return self._features[idx], self._train_labels[idx], mask
 
-    def _step(self, a: int) -> None:
-        x, y, mask = self._batch(a)
-        keys = self._keys if self.dropout and self.net.num_dropout else None
-        with self._autocast():
-            grads, per = self.net.loss_and_grads(a, x, y, mask, keys, self._k.squeeze(0))
-        with torch.no_grad():
-            self._update(a, grads)
-            self._loss_sum[:a] += per.detach().to(self._loss_sum.dtype)
-            self._k += 1
-
-    @torch.no_grad()
-    def evaluate(self, params=None):
-        models = [s.params for s in self.states] if params is None else list(params)
-        R = len(models)
+    def test_batches(self):
+        """The test features in chunks of ``eval_batch_size`` rows (nothing without them)."""
         if self._test_features is None:
-            return np.full(R, np.nan), np.full(R, np.nan)
-        for r, g in enumerate(models):
-            for n in self.names:
-                self.x[n][r].copy_(g[n])
-        logits = self.net.logits(R, self._test_features).float()  # (R, N, K)
-        y = self._test_feature_labels
-        acc = (logits.argmax(-1) == y).double().mean(1)
-        loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), y.repeat(R), reduction="none").view(R, -1)
-        return acc.cpu().numpy(), loss.double().mean(1).cpu().numpy()
+            return
+        for s in range(0, self._test_features.shape[0], self.eval_batch_size):
+            yield (self._test_features[s:s + self.eval_batch_size],
+                   self._test_feature_labels[s:s + self.eval_batch_size])
 
 
 def train_clients(model: nn.Module, client_x: Sequence[Any], client_y: Sequence[Any], *, rounds: int = 20,
