@@ -19,12 +19,14 @@
 # 5. packs the result files that step 4 wrote into OUT_DIR/cifar10-results.tar.gz (a
 #    device call returns at most 8 files); `scripts/import_gpu_results.py` unpacks,
 #    checks and files them into the repository.
+# A later session, once the benchmark and the CUDA tests are in, can give all its time to
+# Table 1 with SKIP_BENCH=1 RUN_CUDA_TESTS=0 (estimates then come from the committed results).
 # Everything is logged to OUT_DIR/log.txt. Each step is wrapped in `timeout`, so the script
 # ends on its own within BUDGET_SECONDS (plus a few seconds of kill grace).
 #
 # Environment (defaults in brackets): PYTHON [.venv/bin/python if present, else python3],
 # DEVICE [cuda], WIDTH [1], PRECISION [bf16], CUDA_GRAPH [1 on CUDA, else 0],
-# BENCH_STEPS [40], BENCH_RUNS [4], RUN_CUDA_TESTS [1], RESULTS [data/results/cifar10],
+# BENCH_STEPS [40], BENCH_RUNS [4], SKIP_BENCH [0], RUN_CUDA_TESTS [1], RESULTS [data/results/cifar10],
 # TABLE1_STACK [6 on CUDA, 2 on the CPU], TABLE1_ROUNDS [100], TABLE1_SEEDS [0,1,2],
 # TABLE1_CELLS [all, in table order], FEDLIB_GIT_COMMIT [the commit, for a copy without .git].
 set -u -o pipefail
@@ -124,7 +126,9 @@ engine_rate() {  # 80% of the engine images/s of a bench JSON file (nothing if u
         "$1" 2>/dev/null
 }
 BENCH_LIMIT=$(( BUDGET / 6 < 150 ? BUDGET / 6 : 150 ))
-if [ "$BENCH_LIMIT" -ge 15 ]; then
+if [ "${SKIP_BENCH:-0}" = 1 ]; then
+    log "SKIP_BENCH=1: no benchmark (Table 1 estimates from the results already in $RESULTS)"
+elif [ "$BENCH_LIMIT" -ge 15 ]; then
     BENCH_JSON=
     if [ "${#GRAPH_FLAG[@]}" -gt 0 ]; then
         log "bench cifar10 with CUDA graphs, limit ${BENCH_LIMIT}s"

@@ -16,8 +16,8 @@ ROOT = Path(__file__).resolve().parents[1]
 CELLS = ["sgd-e2-fedavg", "sgd-e2-fednova", "sgd-u25-fedavg"]
 
 
-def _gpu_run(out, results, budget=100):
-    env = dict(os.environ, DEVICE="cpu", WIDTH="0.03", TABLE1_ROUNDS="1", TABLE1_SEEDS="0",
+def _gpu_run(out, results, budget=100, **extra):
+    env = dict(os.environ, **extra, DEVICE="cpu", WIDTH="0.03", TABLE1_ROUNDS="1", TABLE1_SEEDS="0",
                TABLE1_CELLS=",".join(CELLS), BENCH_STEPS="2", BENCH_RUNS="2", RESULTS=str(results),
                PYTHON=sys.executable, OMP_NUM_THREADS="1")
     return subprocess.run(["bash", str(ROOT / "scripts" / "gpu_run.sh"), str(out), "sample", str(budget)], env=env,
@@ -57,10 +57,11 @@ def test_script_benchmarks_runs_table1_and_packs(first_call):
 
 def test_second_call_skips_present_results(first_call):
     tmp, _ = first_call
-    proc = _gpu_run(tmp / "out2", tmp / "results")
+    proc = _gpu_run(tmp / "out2", tmp / "results", SKIP_BENCH="1")
     assert proc.returncode == 0, proc.stdout + proc.stderr
     log = (tmp / "out2" / "log.txt").read_text()
     assert "no new Table 1 result" in log and "3 already present" in proc.stdout
+    assert "SKIP_BENCH=1: no benchmark" in log and not (tmp / "out2" / "bench_cifar10_eager.json").exists()
     assert not (tmp / "out2" / "cifar10-results.tar.gz").exists()
 
 

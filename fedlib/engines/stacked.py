@@ -567,6 +567,17 @@ class StackedEngine:
         rows_r = [j for j, row in enumerate(plan.rows) if row[0] == r]
         return torch.tensor(rows_r, device=self.device, dtype=torch.int64) if rows_r else None
 
+    def _global_rows(self, plan: "_Plan"):
+        """``(run, its rows, parameter name, the run's global tensor expanded to those rows)``
+        for every run with participants and every parameter."""
+        for r in range(self.num_runs):
+            rt = self._run_rows(plan, r)
+            if rt is None:
+                continue
+            g = self.states[r].params
+            for n in self.names:
+                yield r, rt, n, g[n].unsqueeze(0).expand((rt.numel(),) + tuple(g[n].shape))
+
     # ------------------------------------------------------------------ host planning
     def _plan(self, t: int) -> _Plan:
         rows, parts, lrs, solvers = [], [], [], []
@@ -662,24 +673,21 @@ class StackedEngine:
             self._loss_sum.zero_()
             self._k.zero_()
             # rows <- their run's global model (and anchor); VR corrections; momentum 0
-            for r in range(self.num_runs):
+            for r, rt, n, src in self._global_rows(plan):
+                self.x[n].index_put_((rt,), src)
+                if self.x0 is not None:
+                    self.x0[n].index_put_((rt,), src)
+            for r in range(self.num_runs) if self.c is not None else ():
                 rt = self._run_rows(plan, r)
                 if rt is None:
                     continue
-                g = self.states[r].params
+                var = self.states[r].variates
+                cl = torch.tensor([plan.rows[j][1] for j in rt.tolist()], device=self.device, dtype=torch.int64)
                 for n in self.names:
-                    src = g[n].unsqueeze(0).expand((rt.numel(),) + tuple(g[n].shape))
-                    self.x[n].index_put_((rt,), src)
-                    if self.x0 is not None:
-                        self.x0[n].index_put_((rt,), src)
-                if self.c is not None:
-                    var = self.states[r].variates
-                    for n in self.names:
-                        if var is None:
-                            self.c[n].index_fill_(0, rt, 0.0)
-                        else:
-                            cl = torch.tensor([plan.rows[j][1] for j in rt.tolist()], device=self.device, dtype=torch.int64)
-                            self.c[n].index_put_((rt,), var.mean[n].unsqueeze(0) - var.client[n].index_select(0, cl))
+                    if var is None:
+                        self.c[n].index_fill_(0, rt, 0.0)
+                    else:
+                        self.c[n].index_put_((rt,), var.mean[n].unsqueeze(0) - var.client[n].index_select(0, cl))
             if self.u is not None:
                 for n in self.names:
                     self.u[n].zero_()
@@ -842,14 +850,8 @@ class StackedEngine:
         records_partial = []
         with torch.no_grad():
             # stacked params -> Delta_i in place
-            for r in range(self.num_runs):
-                rt = self._run_rows(plan, r)
-                if rt is None:
-                    continue
-                g = self.states[r].params
-                for n in self.names:
-                    self.x[n].index_put_((rt,), -g[n].unsqueeze(0).expand((rt.numel(),) + tuple(g[n].shape)),
-                                         accumulate=True)
+            for r, rt, n, src in self._global_rows(plan):
+                self.x[n].index_put_((rt,), -src, accumulate=True)
             for r, run in enumerate(self.runs):
                 part = plan.participations[r]
                 where = {plan.rows[j][1]: j for j in range(Mt) if plan.rows[j][0] == r}
