@@ -98,6 +98,19 @@ def test_chapter_has_one_parameters_cell(docname):
 
 
 @pytest.mark.parametrize("docname", CHAPTERS)
+def test_papermill_reads_every_parameter(docname):
+    """`papermill --help-notebook` lists every parameter with its comment as help: one
+    name per line, no '=' inside a comment (papermill skips such lines with a warning)."""
+    pytest.importorskip("papermill")
+    from papermill.translators import PythonTranslator
+
+    nb = nbformat.read(ROOT / f"{docname}.ipynb", as_version=4)
+    cell = next(c for c in nb.cells if "parameters" in c.metadata.get("tags", []))
+    found = [p.name for p in PythonTranslator.inspect(cell)]
+    assert found == list(assigned_names(cell.source)), docname
+
+
+@pytest.mark.parametrize("docname", CHAPTERS)
 def test_chapter_starts_with_a_title(docname):
     nb = nbformat.read(ROOT / f"{docname}.ipynb", as_version=4)
     first = nb.cells[0]

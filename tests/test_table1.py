@@ -43,6 +43,12 @@ def test_dry_run_order_seed_first(tmp_path, capsys):
     assert seeds == [0] * 17 + [1] * 17 + [2] * 17
     assert lines[0].startswith("would run: sgd-e2-fedavg seed 0")
     assert not list(tmp_path.iterdir())
+    # with a rate: each run's device time (100 rounds x (2 x 50,000 + 10,000 / 3) images at 100k/s)
+    assert main(["table1", "--results", str(tmp_path), "--budget-seconds", "0", "--dry-run", "--seeds", "0",
+                 "--images-per-second", "100000"]) == 0
+    lines = [l for l in capsys.readouterr().out.splitlines() if l.startswith("would run")]
+    assert "(~103 s at 100000 images/s; 103 s so far)" in lines[0]
+    assert "(~178 s at 100000 images/s" in lines[4]  # sgd-u25-fedavg
 
 
 def test_bad_flags(tmp_path, capsys):
@@ -163,3 +169,15 @@ def test_bad_hint_and_checkpoint_every(tmp_path, capsys):
         assert exc.value.code == 2
     err = capsys.readouterr().err
     assert "--images-per-second" in err and "--checkpoint-every" in err
+
+
+def test_output_into_a_closed_pipe_is_quiet(tmp_path):
+    """`python -m fedlib table1 --dry-run ... | head -1`: no traceback when the reader goes away."""
+    import subprocess
+    import sys
+
+    cmd = (f"{sys.executable} -m fedlib table1 --results {tmp_path} --budget-seconds 0 --dry-run "
+           f"--images-per-second 80000 | head -1")
+    proc = subprocess.run(["bash", "-c", cmd], capture_output=True, text=True, timeout=120)
+    assert proc.stdout.startswith("would run: sgd-e2-fedavg seed 0") and proc.stdout.count("\n") == 1
+    assert "Traceback" not in proc.stderr and "BrokenPipeError" not in proc.stderr, proc.stderr

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import sys
 from typing import Optional, Sequence
 
@@ -122,3 +123,9 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     except KeyboardInterrupt:
         print(f"{parser.prog}: interrupted (nothing written)", file=sys.stderr)
         return 130
+    except BrokenPipeError:  # the reader went away (`... | head`): stop quietly, as Unix tools do
+        try:
+            sys.stdout = open(os.devnull, "w")
+        except OSError:
+            pass
+        return 141

@@ -305,7 +305,8 @@ def table1_command(args: argparse.Namespace) -> int:
     if args.results.exists() and not args.results.is_dir():
         raise CLIError(f"--results {args.results}: not a folder")
     if args.dry_run:
-        run_table1(args.results, budget_seconds=args.budget_seconds, seeds=seeds, cells=cells, dry_run=True)
+        run_table1(args.results, budget_seconds=args.budget_seconds, seeds=seeds, cells=cells, dry_run=True,
+                   rounds=args.rounds, images_per_second=args.images_per_second)
         return 0
     device = _check_device(args)
     data = load_data_from_args(args)

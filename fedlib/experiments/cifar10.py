@@ -364,8 +364,15 @@ def run_table1(results_dir, *, budget_seconds: float, seeds: Sequence[int] = (0,
     for p in skipped:
         log(f"present: {p['path'].name}")
     if dry_run:
+        # with a rate (images_per_second), each run's device time at the paper's data size
+        total = 0.0
         for p in todo:
-            log(f"would run: {p['cell'].id} seed {p['seed']} -> {p['path']}")
+            line = f"would run: {p['cell'].id} seed {p['seed']} -> {p['path']}"
+            if images_per_second:
+                secs = rounds * round_work(p["cell"].epochs, PAPER["num_train"], PAPER["num_test"]) / images_per_second
+                total += secs
+                line += f"  (~{secs:.0f} s at {images_per_second:.0f} images/s; {total:.0f} s so far)"
+            log(line)
         out["not_started"] = [str(p["path"]) for p in todo]
         return out
     if not todo:
