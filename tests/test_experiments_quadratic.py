@@ -62,3 +62,48 @@ def test_reporting_helpers():
     assert table.splitlines()[0] == "| a | b |" and "0.123" in table and len(table.splitlines()) == 4
     with pytest.raises(ValueError):
         Q.quadratic_algorithm("fedprox", 0.1, 0.0)
+
+
+def test_one_round_matches_the_update_rule_by_hand():
+    """Figure 1: the next global models of a one-round run equal eq. (4) computed by hand from
+    the clients' local paths; FedAvg's limit strays towards the busier client's optimum, FedNova's
+    tends to x* like O(lr)."""
+    from fedlib.experiments.quadratic import figure1_problem, one_round
+
+    prob = figure1_problem()
+    np.testing.assert_allclose(prob.optimum(), [-2 / 3, 1.0], atol=1e-12)
+    r = one_round(prob, [0.0, -2.0], [10, 2], 0.05)
+    ends = np.array([path[-1] for path in r.paths])
+    assert [len(path) for path in r.paths] == [11, 3]
+    np.testing.assert_allclose(r.fedavg, 0.5 * ends.sum(0), atol=1e-12)
+    tau_eff = 0.5 * (10 + 2)
+    np.testing.assert_allclose(r.fednova, r.x0 + tau_eff * 0.5 * ((ends[0] - r.x0) / 10 + (ends[1] - r.x0) / 2),
+                               atol=1e-12)
+    np.testing.assert_allclose(r.client_optima, [[2, 1], [-2, 1]], atol=1e-12)
+    busy = r.client_optima[0]
+    assert np.linalg.norm(r.fedavg_limit - busy) < np.linalg.norm(r.optimum - busy)
+    gaps = [np.linalg.norm(one_round(prob, [0.0, -2.0], [10, 2], lr).fednova_limit - r.optimum)
+            for lr in (0.04, 0.02, 0.01)]
+    assert gaps[0] > gaps[1] > gaps[2] and 1.8 < gaps[0] / gaps[1] < 2.2 and 1.8 < gaps[1] / gaps[2] < 2.2
+    with pytest.raises(ValueError, match="x0"):
+        one_round(prob, [0.0], [10, 2], 0.05)
+    with pytest.raises(ValueError, match="local_steps"):
+        one_round(prob, [0.0, 0.0], [10], 0.05)
+
+
+def test_plot_one_round_draws_2d_only():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from fedlib.experiments.quadratic import figure1_problem, one_round, plot_one_round
+
+    prob = figure1_problem()
+    fig, ax = plt.subplots()
+    plot_one_round(ax, prob, one_round(prob, [0.0, -2.0], [10, 2], 0.05))
+    labels = [line.get_label() for line in ax.get_lines()]
+    assert "FedNova limit" in labels and "client 1: 10 local steps" in labels
+    with pytest.raises(ValueError, match="2-d"):
+        plot_one_round(ax, random_quadratic(2, 3, seed=0), one_round(prob, [0.0, -2.0], [10, 2], 0.05))
+    plt.close(fig)

@@ -54,6 +54,10 @@ __all__ = [
     "markdown_table",
     "STYLES",
     "plot_distance_panel",
+    "figure1_problem",
+    "OneRound",
+    "one_round",
+    "plot_one_round",
 ]
 
 #: Display names of the algorithms compared in Figure 2.
@@ -347,3 +351,94 @@ def plot_distance_panel(ax, runs: Mapping[str, QuadraticRun], title: str, floors
     ax.set_title(title)
     ax.set_xlabel("round $t$")
     ax.grid(True, which="major", alpha=0.3)
+
+
+# ---------------------------------------------------------------- Figure 1: one round in the plane
+def figure1_problem() -> QuadraticProblem:
+    r"""Paper Figure 1's picture as numbers: two clients in the plane with anisotropic
+    quadratics, minima :math:`x_1^* = (2, 1)` and :math:`x_2^* = (-2, 1)`,
+    :math:`H_1 = \mathrm{diag}(1, 3)`, :math:`H_2 = \mathrm{diag}(2, 1)`, :math:`p = (\frac12, \frac12)`."""
+    H = np.array([np.diag([1.0, 3.0]), np.diag([2.0, 1.0])])
+    minima = np.array([[2.0, 1.0], [-2.0, 1.0]])
+    e = np.einsum("ijk,ik->ij", H, minima)  # grad F_i(x) = H_i (x - x_i^*)
+    return QuadraticProblem(H, e, np.array([0.5, 0.5]))
+
+
+class OneRound(NamedTuple):
+    r"""One round of local gradient descent from ``x0`` and where the server goes.
+
+    ``paths[i]`` is client ``i``'s local trajectory :math:`x_i^{(t,0)}, \dots, x_i^{(t,\tau_i)}`
+    (``(tau_i + 1, d)``); ``fedavg`` / ``fednova`` the next global model
+    :math:`x^{(t+1,0)}` of each algorithm (taken from a one-round run of the library's
+    algorithms); ``fedavg_limit`` / ``fednova_limit`` their closed-form fixed points
+    (App. A); ``client_optima`` the :math:`x_i^*`; ``optimum`` :math:`x^*`.
+    """
+
+    x0: np.ndarray
+    local_steps: np.ndarray
+    lr: float
+    paths: list
+    fedavg: np.ndarray
+    fednova: np.ndarray
+    fedavg_limit: np.ndarray
+    fednova_limit: np.ndarray
+    client_optima: np.ndarray
+    optimum: np.ndarray
+
+
+def one_round(problem: QuadraticProblem, x0: Any, local_steps: Sequence[int], lr: float) -> OneRound:
+    r"""Every client runs :math:`\tau_i` steps of gradient descent from ``x0``; FedAvg
+    averages the results with weights :math:`p_i`, FedNova averages the normalised
+    updates :math:`\Delta_i/\tau_i` and scales by :math:`\tau_{\text{eff}} = \sum_i p_i\tau_i`
+    (eq. 4 with plain SGD, :math:`\|a_i\|_1 = \tau_i`). The next global models come
+    from :func:`run_quadratic` (one round); the local paths from :class:`fedlib.solvers.LocalSolver`."""
+    from ..schedules import FixedSteps
+
+    tau = check_local_steps("local_steps", local_steps, size=problem.num_clients)
+    lr = check_positive("lr", lr)
+    x0 = np.array(x0, dtype=np.float64)
+    if x0.shape != (problem.dim,):
+        raise ValueError(f"x0 must have shape ({problem.dim},), got {x0.shape}")
+    solver = sgd(lr)
+    paths = []
+    for i in range(problem.num_clients):
+        state = solver.init(x0)
+        path = [x0]
+        for k in range(int(tau[i])):
+            state = solver.update(state, problem.grad(state.params, i))
+            path.append(state.params)
+        paths.append(np.array(path))
+    nxt = {name: run_quadratic(problem, name, lr, FixedSteps(tau), 1, x0=x0).params for name in ("fedavg", "fednova")}
+    minima = np.array([np.linalg.solve(problem.H[i], problem.e[i]) for i in range(problem.num_clients)])
+    return OneRound(x0, tau, lr, paths, nxt["fedavg"], nxt["fednova"], fixed_point(problem, "fedavg", lr, tau),
+                    fixed_point(problem, "fednova", lr, tau), minima, problem.optimum())
+
+
+def plot_one_round(ax, problem: QuadraticProblem, r: OneRound, span: float = 3.2) -> None:
+    """Figure 1 of the paper drawn from :func:`one_round`: level sets of the global
+    objective, each client's local path, FedAvg's and FedNova's next global model and
+    their limits, the client optima and :math:`x^*` (2-d problems only)."""
+    if problem.dim != 2:
+        raise ValueError(f"plot_one_round draws 2-d problems, got dimension {problem.dim}")
+    g = np.linspace(-span, span, 161)
+    X, Y = np.meshgrid(g, g)
+    pts = np.stack([X.ravel(), Y.ravel()], 1)
+    Hbar = np.einsum("i,ijk->jk", problem.p, problem.H)
+    F = 0.5 * np.einsum("nj,jk,nk->n", pts, Hbar, pts) - pts @ (problem.p @ problem.e)
+    ax.contour(X, Y, F.reshape(X.shape), levels=12, colors="0.85", linewidths=0.8)
+    colors = ("tab:orange", "tab:green", "tab:purple", "tab:brown")
+    for i, path in enumerate(r.paths):
+        c = colors[i % len(colors)]
+        ax.plot(path[:, 0], path[:, 1], "-o", color=c, ms=3, lw=1.2,
+                label=f"client {i + 1}: {int(r.local_steps[i])} local steps")
+        ax.plot(*r.client_optima[i], marker="*", color=c, ms=13, ls="none")
+        ax.annotate(f"$x_{i + 1}^*$", r.client_optima[i], textcoords="offset points", xytext=(6, 4))
+    ax.plot(*r.x0, "ks", ms=6, label="$x^{(t,0)}$")
+    ax.plot(*r.fedavg, "o", color="tab:blue", ms=8, label="FedAvg $x^{(t+1,0)}$")
+    ax.plot(*r.fednova, "o", color="tab:red", ms=8, label="FedNova $x^{(t+1,0)}$")
+    ax.plot(*r.fedavg_limit, "x", color="tab:blue", ms=10, mew=2, label="FedAvg limit")
+    ax.plot(*r.fednova_limit, "x", color="tab:red", ms=10, mew=2, label="FedNova limit")
+    ax.plot(*r.optimum, "k*", ms=14, label="$x^*$")
+    ax.set_xlim(-span, span), ax.set_ylim(-span, span)
+    ax.set_aspect("equal")
+    ax.legend(fontsize=7, loc="lower left", framealpha=0.9)
