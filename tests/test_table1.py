@@ -181,3 +181,17 @@ def test_output_into_a_closed_pipe_is_quiet(tmp_path):
     proc = subprocess.run(["bash", "-c", cmd], capture_output=True, text=True, timeout=120)
     assert proc.stdout.startswith("would run: sgd-e2-fedavg seed 0") and proc.stdout.count("\n") == 1
     assert "Traceback" not in proc.stderr and "BrokenPipeError" not in proc.stderr, proc.stderr
+
+
+def test_rounds_to_match_figure7():
+    """FedNova's first round at FedAvg's final accuracy, by hand on two made-up histories."""
+    def res(accs):
+        return {"history": [{"round": t, "test_accuracy": a} for t, a in enumerate(accs)]}
+
+    results = {"sgd-e2-fedavg": {0: res([0.1, 0.3, 0.5, 0.6]), 1: res([0.2, 0.4, 0.5, 0.9])},
+               "sgd-e2-fednova": {0: res([0.2, 0.6, 0.7, 0.8]), 1: res([0.3, 0.5, 0.6, 0.7])},
+               "momentum-e2-fedavg": {0: res([0.5])}}  # no FedNova partner: no row
+    rows = C.rounds_to_match(results)
+    assert [(r["seed"], r["fednova_rounds"], r["fraction"]) for r in rows] == [(0, 2, 0.5), (1, None, None)]
+    assert rows[0]["baseline"] == "FedAvg" and rows[0]["baseline_final"] == 0.6 and rows[0]["setting"] == "E=2"
+    assert C.rounds_to_match({}) == []

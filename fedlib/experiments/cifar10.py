@@ -804,3 +804,30 @@ def mean_curves(results: Dict[str, Dict[int, dict]], key: str = "test_accuracy")
 
 
 __all__ += ["demo_run", "mean_curves"]
+
+
+def rounds_to_match(results: Dict[str, Dict[int, dict]]) -> List[dict]:
+    """Paper App. I, Figure 7: "FedNova only requires about half of the total rounds to
+    achieve the same test accuracy as FedAvg". For every Table 1 pair (same row and epoch
+    setting, FedAvg/FedProx/SCAFFOLD vs FedNova) and every seed that both have: FedAvg's
+    final test accuracy, the first round (1-based count) at which FedNova reaches it
+    (``None`` if it never does), and that count as a fraction of FedAvg's rounds."""
+    rows = []
+    for c in CELLS:
+        if c.method == "FedNova":
+            continue
+        nova = next((d for d in CELLS if d.method == "FedNova" and d.row == c.row and d.epochs == c.epochs), None)
+        if nova is None:
+            continue
+        base, ours = results.get(c.id, {}), results.get(nova.id, {})
+        for seed in sorted(set(base) & set(ours)):
+            hb, hn = base[seed]["history"], ours[seed]["history"]
+            target = hb[-1]["test_accuracy"]
+            hit = next((t + 1 for t, h in enumerate(hn) if h["test_accuracy"] >= target), None)
+            rows.append({"row": c.row, "setting": EPOCH_SETTINGS[c.epochs], "baseline": c.method, "seed": seed,
+                         "baseline_final": target, "baseline_rounds": len(hb), "fednova_rounds": hit,
+                         "fraction": None if hit is None else hit / len(hb)})
+    return rows
+
+
+__all__ += ["rounds_to_match"]
