@@ -16,8 +16,9 @@
 #    RESULTS (default data/results/cifar10: the runs already committed there are skipped),
 #    its first time estimate from the benchmark's engine rate, no checkpoints (a device
 #    machine keeps nothing between sessions, so they could not be resumed anyway);
-# 5. packs the result files that step 4 wrote into OUT_DIR/cifar10-results.tar.gz (a
-#    device call returns at most 8 files); `scripts/import_gpu_results.py` unpacks,
+# 5. packs the result files that step 4 writes into OUT_DIR/cifar10-results.tar.gz as
+#    they appear (a device call returns at most 8 files, and what is under OUT_DIR comes
+#    back even when the call is cut short); `scripts/import_gpu_results.py` unpacks,
 #    checks and files them into the repository.
 # A later session, once the benchmark and the CUDA tests are in, can give all its time to
 # Table 1 with SKIP_BENCH=1 RUN_CUDA_TESTS=0 (estimates then come from the committed results).
@@ -161,8 +162,22 @@ else
 fi
 
 # --------------------------------------------------------------------- 4. Table 1
-# keep 45 s for interpreter start, data loading and packing, 10 s before the hard limit
+# keep 45 s for interpreter start, data loading and packing, 10 s before the hard limit.
+# The new result files are packed into OUT_DIR/cifar10-results.tar.gz as soon as they
+# appear (checked every 5 s), so that they come back even if the call is cut short.
 BEFORE=$(cd "$RESULTS" && ls -1 -- *__seed*.json 2>/dev/null | sort)
+NEW=
+PACKED=
+pack_new() {
+    local after
+    after=$(cd "$RESULTS" && ls -1 -- *__seed*.json 2>/dev/null | sort)
+    NEW=$(comm -13 <(printf '%s\n' "$BEFORE") <(printf '%s\n' "$after") | sed '/^$/d')
+    if [ -n "$NEW" ] && [ "$NEW" != "$PACKED" ]; then
+        # shellcheck disable=SC2086
+        tar -czf "$OUT_DIR/.cifar10-results.tmp" -C "$RESULTS" $NEW \
+            && mv -f "$OUT_DIR/.cifar10-results.tmp" "$OUT_DIR/cifar10-results.tar.gz" && PACKED=$NEW
+    fi
+}
 REMAIN=$(left)
 HARD=$(( REMAIN - 10 ))
 INNER=$(( REMAIN - 45 ))
@@ -173,19 +188,24 @@ else
     [ -n "${TABLE1_CELLS:-}" ] && CELL_ARGS=(--cells "$TABLE1_CELLS")
     STACK=${TABLE1_STACK:-$([ "$ON_CUDA" = 1 ] && echo 6 || echo 2)}
     log "table1 --budget-seconds $INNER (hard limit ${HARD}s) ${GRAPH_FLAG[*]:-(eager)} stack $STACK"
-    timeout -k 5 "$HARD" "$PYTHON" -m fedlib table1 --results "$RESULTS" --budget-seconds "$INNER" \
+    STATUS_FILE=$(mktemp)
+    ( timeout -k 5 "$HARD" "$PYTHON" -m fedlib table1 --results "$RESULTS" --budget-seconds "$INNER" \
         "${DATA_ARGS[@]}" "${ENGINE_ARGS[@]}" "${GRAPH_FLAG[@]}" "${IPS_ARGS[@]}" "${CELL_ARGS[@]}" \
         --seeds "${TABLE1_SEEDS:-0,1,2}" --stack "$STACK" --rounds "${TABLE1_ROUNDS:-100}" --checkpoint-every 0 \
-        2>&1 | tee -a "$LOG"
-    log "table1 exit status ${PIPESTATUS[0]}"
+        2>&1 | tee -a "$LOG"; echo "${PIPESTATUS[0]}" > "$STATUS_FILE" ) &
+    TABLE1_PID=$!
+    while kill -0 "$TABLE1_PID" 2>/dev/null; do
+        sleep 5
+        pack_new
+    done
+    wait "$TABLE1_PID"
+    log "table1 exit status $(cat "$STATUS_FILE" 2>/dev/null || echo unknown)"
+    rm -f "$STATUS_FILE"
 fi
 
-# --------------------------------------------------------------------- 5. pack the new results
-AFTER=$(cd "$RESULTS" && ls -1 -- *__seed*.json 2>/dev/null | sort)
-NEW=$(comm -13 <(printf '%s\n' "$BEFORE") <(printf '%s\n' "$AFTER") | sed '/^$/d')
+# --------------------------------------------------------------------- 5. the new results
+pack_new
 if [ -n "$NEW" ]; then
-    # shellcheck disable=SC2086
-    tar -czf "$OUT_DIR/cifar10-results.tar.gz" -C "$RESULTS" $NEW
     log "packed $(echo "$NEW" | wc -l) new result file(s) into $OUT_DIR/cifar10-results.tar.gz:" $NEW
 else
     log "no new Table 1 result"

@@ -97,3 +97,33 @@ def test_script_refuses_bad_arguments(tmp_path):
                       ([str(tmp_path), str(tmp_path / "nodata"), "10"], "does not exist")):
         proc = subprocess.run(["bash", script, *args], capture_output=True, text=True, timeout=60)
         assert proc.returncode == 2 and msg in proc.stderr
+
+
+def test_results_come_back_when_the_call_is_cut_short(tmp_path):
+    """A device call cut at its time limit returns what is under OUT: the finished results
+    are packed as soon as they exist, not only at the end. Kill the whole script (SIGKILL)
+    right after the first pack and read the archive."""
+    import signal
+    import time
+
+    out = tmp_path / "out"
+    env = dict(os.environ, DEVICE="cpu", WIDTH="0.03", TABLE1_ROUNDS="2", TABLE1_SEEDS="0,1",
+               TABLE1_CELLS=",".join(CELLS), SKIP_BENCH="1", RESULTS=str(tmp_path / "results"),
+               PYTHON=sys.executable, OMP_NUM_THREADS="1")
+    proc = subprocess.Popen(["bash", str(ROOT / "scripts" / "gpu_run.sh"), str(out), "sample", "200"], env=env,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    archive = out / "cifar10-results.tar.gz"
+    deadline = time.time() + 240
+    try:
+        while time.time() < deadline and not archive.exists() and proc.poll() is None:
+            time.sleep(0.1)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait(timeout=60)
+    assert archive.exists()
+    with tarfile.open(archive) as tar:
+        names = tar.getnames()
+        assert names and all(n.endswith(".json") for n in names)
+        for member in tar.getmembers():
+            assert json.loads(tar.extractfile(member).read())["kind"] == "run"
