@@ -170,7 +170,7 @@ def init_from_env(device: str = "cpu", backend: Optional[str] = None, timeout_s:
 
 def distributed_apply(comm: Communicator, algorithm: FederatedAlgorithm, state: ServerState,
                       participation: Participation, updates: Sequence, lr: float, p) -> tuple:
-    """:meth:`FederatedAlgorithm.apply` with the participants split across ranks.
+    """:meth:`~fedlib.algorithms.FederatedAlgorithm.apply` with the participants split across ranks.
 
     ``updates`` are this rank's :class:`~fedlib.algorithms.ClientUpdate` (its owned
     participants, any order). Returns ``(state, diagnostics)``, identical on every rank.

@@ -55,7 +55,7 @@ from .rng import torch_generator
 
 __all__ = ["vgg11", "count_parameters", "scaled_width", "VGG11_CFG", "VGG11_NUM_PARAMETERS"]
 
-#: Layer configuration "A" of Simonyan & Zisserman (VGG-11): channel counts and ``"M"`` pools.
+#: VGG-11's layers, configuration "A" of Simonyan & Zisserman — channel counts and ``"M"`` pools.
 VGG11_CFG = (64, "M", 128, "M", 256, 256, "M", 512, 512, "M", 512, 512, "M")
 #: Parameter count of :func:`vgg11` at ``width=1`` with 10 classes (REFERENCE §4).
 VGG11_NUM_PARAMETERS = 9_750_922

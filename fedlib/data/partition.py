@@ -5,7 +5,7 @@ training set is split over :math:`m` clients by drawing, for every class, the sh
 that class that each client receives from a symmetric Dirichlet distribution.
 
 The algorithm (Hsu et al. 2019, as used by Lin et al. and by the official FedNova code)
--------------------------------------------------------------------------------------
+---------------------------------------------------------------------------------------
 Let :math:`n` be the number of samples, :math:`K` the number of classes and
 :math:`S_j` the index list of client :math:`j` (initially empty).  For every class
 :math:`k = 0, \dots, K-1` *in order*:

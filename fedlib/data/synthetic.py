@@ -8,7 +8,7 @@ how much their *inputs* differ; ``Synthetic(0, 0)`` is still non-IID (each clien
 own :math:`W_k`, :math:`v_k`), while ``iid=True`` gives the FedProx "synthetic_iid" set.
 
 Generative model (client :math:`k = 1..m`, feature :math:`j = 1..d`, :math:`C` classes)
---------------------------------------------------------------------------------------
+---------------------------------------------------------------------------------------
 
 .. math::
 

@@ -23,7 +23,7 @@ leading *client axis* — there is no Python loop over clients inside a local st
    the same step). ``fast=False`` calls ``LocalSolver.update`` itself on the stacked
    arrays instead (slower, same numbers). With numpy, the steps where a single client is
    left (the critical path on skewed data) run on 2-d views
-   (:func:`fedlib.problems.logistic._packed_grad_numpy_one`: the same operations in the
+   (``fedlib.problems.logistic._packed_grad_numpy_one``: the same operations in the
    same order, hence the same bits, with fewer and cheaper calls);
 4. the clients' changes go to :meth:`fedlib.algorithms.FederatedAlgorithm.apply`
    (aggregation, control variates, server optimizer), then the global training loss
@@ -328,7 +328,7 @@ def run_batched(algorithm: FederatedAlgorithm, problem: LogisticProblem, schedul
     params : starting parameters ``{"W", "b"}`` (default: zeros).
     backend, device : ``"numpy"`` or ``"torch"`` (device ``None`` = CUDA if available).
     evaluate : compute ``train_loss`` / ``test_accuracy`` after every round.
-    fast : fused in-place solver step (default) or :meth:`LocalSolver.update` on the stack.
+    fast : fused in-place solver step (default) or :meth:`~fedlib.solvers.LocalSolver.update` on the stack.
     callback : called with each round's record.
     comm : a :class:`fedlib.distributed.Communicator` (``None``: one process). Each rank
         then trains only the participants it owns and the aggregation runs with
@@ -540,7 +540,7 @@ def _steps_fast(be, kernel, solver, theta, theta0, mom, corr, bufs, l2, window):
     same order of operations (hence the same bits).
 
     numpy: once a single client is left (the critical path: most steps on skewed data),
-    the steps run on 2-d views with :func:`fedlib.problems.logistic._packed_grad_numpy_one`
+    the steps run on 2-d views with ``fedlib.problems.logistic._packed_grad_numpy_one``
     (the same operations, fewer and cheaper calls)."""
     k0, k1, active, off, lrs, Xw, Yw, ww = window
     Zb, Gb, Tb = bufs[:3]
@@ -619,7 +619,7 @@ def _solver_step(be, th, g, tmp, mom, corr, theta0, rho, mu, wd, lr):
 
 
 def _steps_generic(kernel, solver, theta, generic, bufs, l2, window):
-    """Local steps k0..k1-1 with :meth:`LocalSolver.update` on the stacked arrays (out of
+    """Local steps k0..k1-1 with :meth:`~fedlib.solvers.LocalSolver.update` on the stacked arrays (out of
     place); rows of clients that finish are copied back into ``theta``."""
     k0, k1, active, off, lrs, Xw, Yw, ww = window
     Zb, Gb = bufs[:2]
@@ -655,7 +655,7 @@ def run_reference(algorithm: FederatedAlgorithm, problem: LogisticProblem, sched
                   evaluate: bool = True, callback: Optional[Callable[[dict], None]] = None, **unused) -> EngineRun:
     r"""The same run as :func:`run_batched`, one client after another and one step after
     another (:func:`fedlib.engines.reference.run_sequential` with
-    :meth:`LogisticProblem.grad_fn`): the way common simulators train. Same arguments
+    :meth:`~fedlib.problems.logistic.LogisticProblem.grad_fn`): the way common simulators train. Same arguments
     (``backend``/``device``/``fast`` are ignored: numpy only), same records."""
     rounds, batch_size, seed, clients_per_round = _check_common(
         algorithm, problem, schedule, rounds, batch_size, sampling, clients_per_round, seed)

@@ -27,7 +27,7 @@ A round
    ``B`` with a 0/1 mask); augmentation parameters: :func:`client_augment_params`
    (``torch_generator(seed, "augment", round, client)``, CPU); dropout key:
    :func:`~fedlib.engines.augment.dropout_key`. :math:`\|a_i\|_1` comes from the solver's
-   online counter (the same scalar recursion as :meth:`LocalSolver.update`).
+   online counter (the same scalar recursion as :meth:`~fedlib.solvers.LocalSolver.update`).
 2. *Load (device).* One copy of the round's index/mask/offset/lr tables into static
    buffers; rows of the stacked parameters set to their run's global model, momentum
    zeroed, VR corrections :math:`\bar c - c_i` written.
@@ -42,7 +42,7 @@ A round
    per-model losses accumulate on the device — no host sync inside the round.
 4. *Aggregate.* Non-finite loss of any model -> ``FloatingPointError`` naming round,
    run and clients. The stacked parameters become :math:`\Delta_i` in place, and each
-   run's :meth:`FederatedAlgorithm.apply` receives ``ClientUpdate``\ s whose deltas are
+   run's :meth:`~fedlib.algorithms.FederatedAlgorithm.apply` receives ``ClientUpdate``\ s whose deltas are
    views of the stack (so VR, FedNova, server momentum... come from the library).
 5. *Evaluate.* The R new global models go to rows ``0..R-1`` and are evaluated together
    (same grouped/vmap network, no dropout) on the full test set.
@@ -198,7 +198,7 @@ def client_augment_params(seed: int, round_index: int, client: int, local_steps:
 
 def online_a_norms(solver: LocalSolver, steps: int) -> np.ndarray:
     r""":math:`\|a^{(k)}\|_1` after ``k = 1..steps`` local steps, by the solver's own online
-    counter (:meth:`LocalSolver.online_a_norms`)."""
+    counter (:meth:`~fedlib.solvers.LocalSolver.online_a_norms`)."""
     return solver.online_a_norms(steps)
 
 
@@ -254,7 +254,7 @@ class RoundRecord(NamedTuple):
     ``test_accuracy`` / ``test_loss`` of the new global model on the full test set (NaN
     without test data); ``train_loss`` the participation-weighted mean of the clients'
     mean mini-batch losses during the round, ``client_losses`` those means (in
-    participation order); ``diagnostics`` from :meth:`FederatedAlgorithm.apply`.
+    participation order); ``diagnostics`` from :meth:`~fedlib.algorithms.FederatedAlgorithm.apply`.
     """
 
     run: int
@@ -768,7 +768,7 @@ class StackedEngine:
         Works in place on the (fresh) gradient buffers; with momentum and weight decay a
         leaf costs three fused element-wise passes (``g += wd x``; ``u = g + rho u``;
         ``x += -lr_k u``) and no temporaries. Same arithmetic as
-        :meth:`LocalSolver.update`: :math:`\tilde g = g + \lambda x + c`,
+        :meth:`~fedlib.solvers.LocalSolver.update`: :math:`\tilde g = g + \lambda x + c`,
         :math:`u = \rho u + \tilde g`, :math:`x - \eta_k(u + \mu(x - x_0))`.
         """
         neg_lr = -self._lr.index_select(0, self._k).squeeze(0)[:a]

@@ -38,7 +38,7 @@ def _as_tensor(t, what: str) -> torch.Tensor:
 
 
 class TensorEngine(StackedEngine):
-    """:class:`StackedEngine` (``path="vmap"``) on feature tensors instead of uint8 images.
+    """:class:`~fedlib.engines.stacked.StackedEngine` (``path="vmap"``) on feature tensors instead of uint8 images.
 
     ``features`` ``(N, *shape)`` float, ``labels`` ``(N,)`` int; optional ``test_features`` /
     ``test_labels``. Everything else — runs, clients as index arrays, schedules, solver

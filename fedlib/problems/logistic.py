@@ -40,7 +40,7 @@ Three forms, all float64 numpy (the packed kernel also takes torch tensors):
   *packed* parameters :math:`\Theta = [W; b]` of shape ``(..., d+1, C)`` and features
   augmented with a constant 1 (so the bias is one more row).
 
-:class:`LogisticProblem` binds the model to a :class:`~fedlib.data.FederatedDataset`:
+:class:`LogisticProblem` binds the model to a :class:`~fedlib.data.clients.FederatedDataset`:
 global training loss :math:`F(x)`, test accuracy on the union of the clients' test sets,
 and the per-client mini-batch gradient function of the reference loop.
 
@@ -318,7 +318,7 @@ class LogisticRegression:
 
 
 class LogisticProblem:
-    r"""A :class:`LogisticRegression` model on a :class:`~fedlib.data.FederatedDataset`.
+    r"""A :class:`LogisticRegression` model on a :class:`~fedlib.data.clients.FederatedDataset`.
 
     Holds the concatenated training data (for :math:`F(x) = \sum_i p_i F_i(x)`, the
     mean over all training samples) and test data (union of the client test sets).
