@@ -1,0 +1,175 @@
+r"""Theorem 1 beyond quadratics: which objective each algorithm's limit is stationary for.
+
+Used by the chapter "The surrogate objective beyond quadratics". Paper §4, Theorem 1:
+with local SGD and heterogeneous :math:`\tau_i`, the general rule (eq. 4) converges to a
+stationary point of the *surrogate*
+
+.. math::
+
+    \widetilde F(x) = \sum_{i=1}^m w_i F_i(x), \qquad
+    w_i = \frac{p_i \|a_i\|_1}{\sum_j p_j \|a_j\|_1}
+    \quad(\text{FedAvg: } w_i = p_i\tau_i / \textstyle\sum_j p_j\tau_j),
+
+not of :math:`F = \sum_i p_i F_i` — unless :math:`w = p`, which is what FedNova
+enforces. On quadratics (chapter 2) the limits have closed forms; here the clients
+minimise multinomial logistic regression (:mod:`fedlib.problems.logistic`, the model
+of the Synthetic(1,1) experiment, with an L2 penalty so that :math:`F` and
+:math:`\widetilde F` have unique minimisers), where they do not.
+
+How a limit is found without a closed form: one round of an algorithm with full-batch
+local gradient descent is a deterministic map :math:`\Phi` of the global model (the
+library's own round, :func:`fedlib.engines.reference.run_sequential`); its fixed point
+:math:`\tilde x = \Phi(\tilde x)` is solved for with Newton–Krylov
+(:func:`scipy.optimize.root`, each function evaluation = one real round), and the
+residual :math:`\|\Phi(\tilde x) - \tilde x\|` is reported. The minimisers of :math:`F`
+and :math:`\widetilde F` are solved for the same way from their gradients. The claim
+to check: as :math:`\eta \to 0`, FedAvg's limit tends to :math:`\arg\min \widetilde F`
+and FedNova's to :math:`\arg\min F`, each within :math:`O(\eta)`.
+"""
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, List, NamedTuple, Sequence
+
+import numpy as np
+
+from .._validate import check_choice, check_local_steps, check_positive
+from ..algorithms import make_algorithm
+from ..data.clients import FederatedDataset
+from ..engines.reference import run_sequential
+from ..problems.logistic import LogisticProblem, pack_params, unpack_params
+from ..schedules import FixedSteps
+from ..solvers import sgd
+from ..theory import fedavg_weights
+
+__all__ = ["unit_scaled", "full_batch_grad_fn", "client_gradients", "round_map", "canonical", "fixed_point_of_round",
+           "weighted_minimizer", "SurrogatePoint", "surrogate_sweep"]
+
+ALGORITHMS = ("fedavg", "fednova")
+
+
+def unit_scaled(dataset: FederatedDataset) -> FederatedDataset:
+    r"""``dataset`` with every feature vector divided by :math:`\sqrt{\lambda_{\max}}` of
+    the pooled training second moment :math:`\frac1n\sum_s x_s x_s^\top` (train and test
+    alike), so the logistic loss is about 1/2-smooth and full-batch local steps with
+    :math:`\eta\tau_i` up to a few units are stable. Synthetic(1,1)'s raw features have
+    :math:`\lambda_{\max}` in the hundreds (client-specific means)."""
+    X = np.concatenate([np.asarray(x, dtype=np.float64) for x in dataset.train_x])
+    scale = 1.0 / np.sqrt(np.linalg.eigvalsh(X.T @ X / X.shape[0]).max())
+    return dataclasses.replace(dataset, train_x=[np.asarray(x, dtype=np.float64) * scale for x in dataset.train_x],
+                               test_x=[np.asarray(x, dtype=np.float64) * scale for x in dataset.test_x])
+
+
+def full_batch_grad_fn(problem: LogisticProblem):
+    """``grad_fn(params, client, round, step)``: client's gradient on all its training data."""
+    xs = [np.asarray(x, dtype=np.float64) for x in problem.dataset.train_x]
+    ys = [np.asarray(y, dtype=np.int64) for y in problem.dataset.train_y]
+    return lambda params, i, t, k: problem.model.grad(params, xs[i], ys[i])
+
+
+def client_gradients(problem: LogisticProblem, params: dict) -> np.ndarray:
+    r"""``(m, P)``: :math:`\nabla F_i(x)` of every client, packed and flattened."""
+    grad = full_batch_grad_fn(problem)
+    return np.array([pack_params(grad(params, i, 0, 0)).ravel() for i in range(problem.num_clients)])
+
+
+def round_map(problem: LogisticProblem, algorithm: str, lr: float, local_steps: Sequence[int]):
+    r""":math:`\Phi`: packed flat parameters -> packed flat parameters after one round of
+    ``algorithm`` (``"fedavg"`` or ``"fednova"``, local gradient descent at step ``lr``,
+    :math:`\tau_i` = ``local_steps``, full participation), run by
+    :func:`~fedlib.engines.reference.run_sequential`."""
+    check_choice("algorithm", algorithm, ALGORITHMS)
+    lr = check_positive("lr", lr)
+    tau = check_local_steps("local_steps", local_steps, size=problem.num_clients)
+    alg = make_algorithm(algorithm, sgd(lr))
+    grad = full_batch_grad_fn(problem)
+    shape = pack_params(problem.init_params()).shape
+    schedule = FixedSteps(tau)
+
+    def phi(v: np.ndarray) -> np.ndarray:
+        params = unpack_params(np.asarray(v, dtype=np.float64).reshape(shape))
+        return pack_params(run_sequential(alg, params, grad, problem.p, schedule, 1).state.params).ravel()
+
+    return phi
+
+
+def canonical(params: dict) -> np.ndarray:
+    r"""Packed flat parameters with the bias centred over the classes. The logits, hence
+    every :math:`F_i`, are unchanged by adding one constant to all classes' biases (the
+    bias carries no penalty), so that direction is flat: minimisers and fixed points are
+    compared in the quotient, after removing it."""
+    theta = pack_params(params).copy()
+    theta[-1] -= theta[-1].mean()
+    return theta.ravel()
+
+
+def _solve(fun, x0: np.ndarray, tol: float, what: str) -> np.ndarray:
+    from scipy.optimize import root
+
+    sol = root(fun, x0, method="krylov", options={"fatol": tol, "maxiter": 200})
+    if not sol.success:
+        raise RuntimeError(f"{what}: Newton-Krylov did not converge ({sol.message})")
+    return sol.x
+
+
+def fixed_point_of_round(problem: LogisticProblem, algorithm: str, lr: float, local_steps: Sequence[int],
+                         tol: float = 1e-13) -> tuple[dict, float]:
+    r"""The limit :math:`\tilde x = \Phi(\tilde x)` of ``algorithm`` (see :func:`round_map`)
+    and its residual :math:`\|\Phi(\tilde x) - \tilde x\|` (one more real round)."""
+    phi = round_map(problem, algorithm, lr, local_steps)
+    x0 = pack_params(problem.init_params()).ravel()
+    x = _solve(lambda v: phi(v) - v, x0, tol, f"fixed point of {algorithm} (lr {lr})")
+    shape = pack_params(problem.init_params()).shape
+    return unpack_params(x.reshape(shape)), float(np.linalg.norm(phi(x) - x))
+
+
+def weighted_minimizer(problem: LogisticProblem, weights: Any, tol: float = 1e-13) -> tuple[dict, float]:
+    r""":math:`\arg\min_x \sum_i w_i F_i(x)` (unique with an L2 penalty) and the norm of the
+    weighted gradient there; ``weights = problem.p`` gives the minimiser of :math:`F`."""
+    w = np.asarray(weights, dtype=np.float64)
+    if w.shape != (problem.num_clients,) or np.any(w < 0) or not np.isclose(w.sum(), 1.0):
+        raise ValueError(f"weights must be {problem.num_clients} non-negative numbers summing to 1")
+    shape = pack_params(problem.init_params()).shape
+
+    def grad(v):
+        return w @ client_gradients(problem, unpack_params(v.reshape(shape)))
+
+    x = _solve(grad, pack_params(problem.init_params()).ravel(), tol, "weighted minimiser")
+    return unpack_params(x.reshape(shape)), float(np.linalg.norm(grad(x)))
+
+
+class SurrogatePoint(NamedTuple):
+    r"""One algorithm's limit at one step size: the fixed-point residual, its distances to
+    :math:`\arg\min F` and :math:`\arg\min\widetilde F` (:func:`canonical`), and the norms of
+    :math:`\nabla F` and :math:`\nabla\widetilde F` there."""
+
+    algorithm: str
+    lr: float
+    residual: float
+    dist_to_F_min: float
+    dist_to_surrogate_min: float
+    grad_F: float
+    grad_surrogate: float
+
+
+def surrogate_sweep(problem: LogisticProblem, local_steps: Sequence[int], lrs: Sequence[float],
+                    algorithms: Sequence[str] = ALGORITHMS) -> tuple[List[SurrogatePoint], dict]:
+    r"""Every algorithm's limit for every ``lr``, against the two minimisers. Returns the
+    points and ``{"w", "p", "F_min", "surrogate_min", "gap"}`` (FedAvg's weights
+    :math:`w_i = p_i\tau_i/\sum_j p_j\tau_j`, the two minimisers and their distance)."""
+    tau = check_local_steps("local_steps", local_steps, size=problem.num_clients)
+    _, w = fedavg_weights(problem.p, tau.astype(np.float64))
+    x_f, _ = weighted_minimizer(problem, problem.p)
+    x_s, _ = weighted_minimizer(problem, w)
+    vf, vs = canonical(x_f), canonical(x_s)
+    points = []
+    for lr in lrs:
+        for name in algorithms:
+            x, res = fixed_point_of_round(problem, name, lr, tau)
+            v = canonical(x)
+            G = client_gradients(problem, x)
+            points.append(SurrogatePoint(name, float(lr), res, float(np.linalg.norm(v - vf)),
+                                         float(np.linalg.norm(v - vs)), float(np.linalg.norm(problem.p @ G)),
+                                         float(np.linalg.norm(w @ G))))
+    info = {"w": w, "p": problem.p.copy(), "F_min": x_f, "surrogate_min": x_s, "gap": float(np.linalg.norm(vf - vs))}
+    return points, info
