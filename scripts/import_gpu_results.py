@@ -116,7 +116,7 @@ def main(argv=None) -> int:
     ap.add_argument("--tag", default="h200", help="device tag used in file names (letters, digits, -)")
     ap.add_argument("--force", action="store_true", help="replace files that exist already")
     args = ap.parse_args(argv)
-    sys.path.insert(0, str(args.repo))
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # this checkout's fedlib
     if not re.fullmatch(r"[A-Za-z0-9-]+", args.tag):
         print(f"--tag must be letters, digits and '-', got {args.tag!r}", file=sys.stderr)
         return 2
