@@ -27,7 +27,7 @@
 #
 # Environment (defaults in brackets): PYTHON [.venv/bin/python if present, else python3],
 # DEVICE [cuda], WIDTH [1], PRECISION [bf16], CUDA_GRAPH [1 on CUDA, else 0],
-# BENCH_STEPS [40], BENCH_RUNS [4], SKIP_BENCH [0], RUN_CUDA_TESTS [1], RESULTS [data/results/cifar10],
+# BENCH_STEPS [100], BENCH_RUNS [4], SKIP_BENCH [0], RUN_CUDA_TESTS [1], RESULTS [data/results/cifar10],
 # TABLE1_STACK [6 on CUDA, 2 on the CPU], TABLE1_ROUNDS [100], TABLE1_SEEDS [0,1,2],
 # TABLE1_CELLS [all, in table order], FEDLIB_GIT_COMMIT [the commit, for a copy without .git].
 set -u -o pipefail
@@ -118,7 +118,7 @@ bench() {  # bench JSON_FILE [extra flags...]
     local json=$1
     shift
     timeout -k 5 "$BENCH_LIMIT" "$PYTHON" -m fedlib bench cifar10 "${DATA_ARGS[@]}" "${ENGINE_ARGS[@]}" "$@" \
-        --steps "${BENCH_STEPS:-40}" --repeat 2 --runs "${BENCH_RUNS:-4}" --json "$json" 2>&1 | tee -a "$LOG"
+        --steps "${BENCH_STEPS:-100}" --repeat 2 --runs "${BENCH_RUNS:-4}" --json "$json" 2>&1 | tee -a "$LOG"
     return "${PIPESTATUS[0]}"
 }
 engine_rate() {  # 80% of the engine images/s of a bench JSON file (nothing if unreadable): the bench
