@@ -216,3 +216,11 @@ def test_build_script_executes_in_root_and_fails_on_assert(tmp_path):
     assert set(times["seconds"]) == {"book/good.ipynb", "book/bad.ipynb"}
     assert times["failed"] == ["book/bad.ipynb"]
     assert not (book / "_build" / "html").exists(), "a failed execution must not render"
+
+
+def test_intro_says_what_every_chapter_checks():
+    """The intro's "What is checked where" table has one row per chapter, in TOC order."""
+    text = (ROOT / "book" / "intro.md").read_text()
+    section = text.split("## What is checked where", 1)[1].split("\n## ", 1)[0]
+    rows = [line for line in section.splitlines() if re.match(r"^\| *\d+ *\|", line)]
+    assert [int(r.split("|")[1]) for r in rows] == list(range(1, len(CHAPTERS) + 1)), rows
