@@ -224,3 +224,16 @@ def test_intro_says_what_every_chapter_checks():
     section = text.split("## What is checked where", 1)[1].split("\n## ", 1)[0]
     rows = [line for line in section.splitlines() if re.match(r"^\| *\d+ *\|", line)]
     assert [int(r.split("|")[1]) for r in rows] == list(range(1, len(CHAPTERS) + 1)), rows
+
+
+def test_api_hook_turns_prose_entries_into_descriptions():
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("fedlib_autodoc", ROOT / "book" / "_ext" / "fedlib_autodoc.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    doc = ["Intro : not a section.", "", "Parameters", "----------", "rounds : total number of rounds.",
+           "    more about rounds.", "a, b : two at once.", "", "Returns", "-------", "x : kept as it is"]
+    assert mod.prose_entries(doc) == ["Intro : not a section.", "", "Parameters", "----------", "rounds",
+                                      "    total number of rounds.", "    more about rounds.", "a, b",
+                                      "    two at once.", "", "Returns", "-------", "x : kept as it is"]
