@@ -195,3 +195,22 @@ def test_rounds_to_match_figure7():
     assert [(r["seed"], r["fednova_rounds"], r["fraction"]) for r in rows] == [(0, 2, 0.5), (1, None, None)]
     assert rows[0]["baseline"] == "FedAvg" and rows[0]["baseline_final"] == 0.6 and rows[0]["setting"] == "E=2"
     assert C.rounds_to_match({}) == []
+
+
+def test_summary_flag_prints_the_table(tmp_path, capsys, monkeypatch):
+    """`table1 --summary` prints the chapter's table from the result files (no budget needed)."""
+    calls = []
+    monkeypatch.setattr(C, "train_runs", _fake_train_runs(calls, 1e-3))
+    data = C.load_data(sample=True)
+    C.run_table1(tmp_path, budget_seconds=1000, seeds=(0,), cells=["sgd-e2-fedavg", "sgd-e2-fednova"], data=data,
+                 width=0.03, rounds=4, device="cpu", stack=2, images_per_second=1000, checkpoint_every=0,
+                 log=lambda s: None)
+    capsys.readouterr()
+    assert main(["table1", "--results", str(tmp_path), "--summary"]) == 0
+    out = capsys.readouterr().out
+    assert ("| SGD | E=2 | FedAvg | 13.00 (not the paper's setup: 2000 training images, 4 rounds, width 0.03) "
+            "| 13.00 | 1 | 0.3 (cpu) | 60.68 |") in out
+    assert "| momentum | E=2 | FedAvg | not yet run |" in out
+    assert "FedNova reaches it at round" in out
+    assert main(["table1", "--results", str(tmp_path)]) == 2
+    assert "--budget-seconds is required" in capsys.readouterr().err

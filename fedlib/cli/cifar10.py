@@ -253,7 +253,7 @@ def add_table1_parser(sub) -> argparse.ArgumentParser:
                        description=TABLE1_DESCRIPTION, formatter_class=HelpFormatter)
     p.add_argument("--results", type=Path, default=Path("data/results/cifar10"),
                    help="folder of the result files (created if missing)")
-    p.add_argument("--budget-seconds", type=float, required=True,
+    p.add_argument("--budget-seconds", type=float, default=None,
                    help="wall-clock budget; no run is started that is not expected to finish within it")
     p.add_argument("--seeds", default="0,1,2", help="comma-separated run seeds")
     p.add_argument("--cells", default=None, help="comma-separated cell ids (default: all, in table order)")
@@ -267,6 +267,10 @@ def add_table1_parser(sub) -> argparse.ArgumentParser:
                    help="checkpoint each group every N rounds so a killed call resumes it (0: never; each "
                         "checkpoint copies every stacked model to the host)")
     p.add_argument("--dry-run", action="store_true", help="list what would run, run nothing")
+    p.add_argument("--summary", action="store_true",
+                   help="print the table of the results present in --results (final and best accuracy, seeds, "
+                        "minutes per run, the paper's values) and the rounds FedNova needs to reach FedAvg's "
+                        "final accuracy; run nothing")
     p.add_argument("--list-cells", action="store_true", help="print the cells and their hyper-parameters")
     _add_data_args(p, clients=False)
     _add_engine_args(p)
@@ -293,6 +297,23 @@ def table1_command(args: argparse.Namespace) -> int:
                   f"server={c.server}" + (f" beta={c.server_momentum}" if c.server_momentum else "")
                   + (f" tau_eff={c.tau_eff}" if c.tau_eff else ""))
         return 0
+    if args.summary:
+        from ..experiments.cifar10 import (SUMMARY_HEADERS, format_summary_rows, load_table1_results,
+                                           rounds_to_match, table1_summary)
+        from ..report import markdown_table
+
+        results = load_table1_results(args.results)
+        print(markdown_table(SUMMARY_HEADERS, format_summary_rows(table1_summary(results)), spec="s"))
+        match = rounds_to_match(results)
+        if match:
+            print()
+            print(markdown_table(["row", "E", "baseline", "seed", "baseline final (%)", "FedNova reaches it at round"],
+                                 [[m["row"], m["setting"], m["baseline"], m["seed"], f"{100 * m['baseline_final']:.2f}",
+                                   "never" if m["fednova_rounds"] is None else m["fednova_rounds"]] for m in match],
+                                 spec="s"))
+        return 0
+    if args.budget_seconds is None:
+        raise CLIError("--budget-seconds is required (the wall-clock budget; 0 with --dry-run lists what is missing)")
     if not args.budget_seconds >= 0:
         raise CLIError(f"--budget-seconds must be >= 0, got {args.budget_seconds}")
     seeds = _parse_seeds(args.seeds)
