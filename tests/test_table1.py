@@ -214,3 +214,16 @@ def test_summary_flag_prints_the_table(tmp_path, capsys, monkeypatch):
     assert "FedNova reaches it at round" in out
     assert main(["table1", "--results", str(tmp_path)]) == 2
     assert "--budget-seconds is required" in capsys.readouterr().err
+
+
+def test_summary_flags_what_differs_from_the_paper():
+    """A result at the paper's scale in float32 has no deviation; bf16, a width or fewer rounds are named."""
+    def result(**engine):
+        return {"kind": "run", "history": [{"round": 0, "test_accuracy": 0.5}],
+                "config": {"rounds": 100, "data": {"num_train": 50000},
+                           "engine": {"width": 1.0, "precision": "fp32", **engine}}}
+
+    rows = {r["cell"]: r for r in C.table1_summary({"sgd-e2-fedavg": {0: result()},
+                                                     "sgd-e2-fednova": {0: result(precision="bf16", width=0.5)}})}
+    assert rows["sgd-e2-fedavg"]["deviations"] == []
+    assert rows["sgd-e2-fednova"]["deviations"] == ["bf16 autocast", "width 0.5"]

@@ -543,6 +543,8 @@ def table1_summary(results: Dict[str, Dict[int, dict]]) -> List[dict]:
                 deviations.add(f"{cfg.get('rounds')} rounds")
             if data.get("num_train", PAPER["num_train"]) != PAPER["num_train"]:
                 deviations.add(f"{data.get('num_train')} training images")
+            if eng.get("precision", "fp32") != "fp32":  # the official runs are float32
+                deviations.add(f"{eng.get('precision')} autocast")
         rows.append({"cell": c.id, "row": c.row, "setting": EPOCH_SETTINGS[c.epochs], "method": c.method,
                      "n_seeds": int(accs.size), "mean": float(accs.mean()) if accs.size else None,
                      "std": float(accs.std(ddof=1)) if accs.size > 1 else (0.0 if accs.size else None),
