@@ -21,7 +21,6 @@ Prints what it filed; exits 2 (writing nothing) if any file fails its check.
 from __future__ import annotations
 
 import argparse
-import json
 import re
 import shutil
 import sys
@@ -38,16 +37,12 @@ class ImportErrorList(Exception):
 
 
 def _load(path: Path, where: str) -> dict:
-    from fedlib.results import validate_result
+    from fedlib.results import read_result
 
     try:
-        doc = json.loads(path.read_text())
-    except (OSError, ValueError) as exc:
-        raise ImportErrorList(f"{where}: not readable JSON ({exc})") from None
-    try:
-        validate_result(doc, where)
+        doc = read_result(path)
     except ValueError as exc:
-        raise ImportErrorList(str(exc)) from None
+        raise ImportErrorList(f"{where}: {exc}") from None
     if not str(doc["provenance"].get("device") or "").strip():
         raise ImportErrorList(f"{where}: provenance names no device")
     return doc

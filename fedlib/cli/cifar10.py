@@ -298,8 +298,8 @@ def table1_command(args: argparse.Namespace) -> int:
                   + (f" tau_eff={c.tau_eff}" if c.tau_eff else ""))
         return 0
     if args.summary:
-        from ..experiments.cifar10 import (SUMMARY_HEADERS, format_summary_rows, load_table1_results,
-                                           rounds_to_match, table1_summary)
+        from ..experiments.cifar10 import (MATCH_HEADERS, SUMMARY_HEADERS, format_match_rows, format_summary_rows,
+                                           load_table1_results, rounds_to_match, table1_summary)
         from ..report import markdown_table
 
         results = load_table1_results(args.results)
@@ -307,10 +307,7 @@ def table1_command(args: argparse.Namespace) -> int:
         match = rounds_to_match(results)
         if match:
             print()
-            print(markdown_table(["row", "E", "baseline", "seed", "baseline final (%)", "FedNova reaches it at round"],
-                                 [[m["row"], m["setting"], m["baseline"], m["seed"], f"{100 * m['baseline_final']:.2f}",
-                                   "never" if m["fednova_rounds"] is None else m["fednova_rounds"]] for m in match],
-                                 spec="s"))
+            print(markdown_table(MATCH_HEADERS, format_match_rows(match), spec="s"))
         return 0
     if args.budget_seconds is None:
         raise CLIError("--budget-seconds is required (the wall-clock budget; 0 with --dry-run lists what is missing)")

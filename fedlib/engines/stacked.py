@@ -119,6 +119,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import itertools
 import math
 import time
 from typing import Any, Callable, Dict, List, Mapping, NamedTuple, Optional, Sequence
@@ -677,16 +678,18 @@ class StackedEngine:
                 self.x[n].index_put_((rt,), src)
                 if self.x0 is not None:
                     self.x0[n].index_put_((rt,), src)
-            for r in range(self.num_runs) if self.c is not None else ():
-                rt = self._run_rows(plan, r)
-                if rt is None:
-                    continue
-                var = self.states[r].variates
-                cl = torch.tensor([plan.rows[j][1] for j in rt.tolist()], device=self.device, dtype=torch.int64)
-                for n in self.names:
+            if self.c is not None:
+                for r in range(self.num_runs):
+                    rt = self._run_rows(plan, r)
+                    if rt is None:
+                        continue
+                    var = self.states[r].variates
                     if var is None:
-                        self.c[n].index_fill_(0, rt, 0.0)
-                    else:
+                        for n in self.names:
+                            self.c[n].index_fill_(0, rt, 0.0)
+                        continue
+                    cl = torch.tensor([plan.rows[j][1] for j in rt.tolist()], device=self.device, dtype=torch.int64)
+                    for n in self.names:
                         self.c[n].index_put_((rt,), var.mean[n].unsqueeze(0) - var.client[n].index_select(0, cl))
             if self.u is not None:
                 for n in self.names:
@@ -699,13 +702,17 @@ class StackedEngine:
         return torch.autocast(device_type=self.device.type, enabled=False)
 
     # ------------------------------------------------------------------ inputs (override points)
+    def _at_step(self, table: torch.Tensor, a: int) -> torch.Tensor:
+        """Row ``k`` (the device step counter) of a step table, first ``a`` models:
+        ``(cap, B, M) -> (B, a)`` or ``(cap, M) -> (a,)``, with no host sync."""
+        return table.index_select(0, self._k).squeeze(0)[..., :a]
+
     def step_indices(self, a: int):
         """Training-set indices ``(B, a)`` (int64) and sample mask ``(a, B)`` (1 = real
         sample, 0 = padding of a last partial batch) of the current local step for the
         first ``a`` models. Read from the device step counter, so it can be captured in a
         CUDA graph; for subclasses that bring their own data (:meth:`train_batch`)."""
-        sel = lambda t: t.index_select(0, self._k).squeeze(0)[..., :a]  # noqa: E731  (B, a)
-        return sel(self._idx), sel(self._mask).t()
+        return self._at_step(self._idx, a), self._at_step(self._mask, a).t()
 
     def train_batch(self, a: int):
         """Inputs of the current local step for the first ``a`` models: ``(x, y, mask)``.
@@ -717,11 +724,9 @@ class StackedEngine:
         data, as :class:`fedlib.experiments.custom.TensorEngine` does; it must read only
         device state (:meth:`step_indices`) to work inside CUDA graphs.
         """
-        k = self._k
-        sel = lambda t: t.index_select(0, k).squeeze(0)[..., :a]  # noqa: E731  (B, a) or (a,)
         idx, mask = self.step_indices(a)
-        imgs = crop_flip_gather(self._train, idx, sel(self._dy), sel(self._dx), sel(self._flip), self.image_size,
-                                batch_last=True)  # (B, H, W, a, C) uint8
+        imgs = crop_flip_gather(self._train, idx, self._at_step(self._dy, a), self._at_step(self._dx, a),
+                                self._at_step(self._flip, a), self.image_size, batch_last=True)  # (B, H, W, a, C)
         x = normalize(imgs, self._mean, self._std, self.dtype)
         y = self._train_labels[idx].t()   # (a, B)
         if self.path == "grouped":
@@ -771,7 +776,7 @@ class StackedEngine:
         :meth:`~fedlib.solvers.LocalSolver.update`: :math:`\tilde g = g + \lambda x + c`,
         :math:`u = \rho u + \tilde g`, :math:`x - \eta_k(u + \mu(x - x_0))`.
         """
-        neg_lr = -self._lr.index_select(0, self._k).squeeze(0)[:a]
+        neg_lr = -self._at_step(self._lr, a)
         wd, rho, mu = self._coef[0, :a], self._coef[1, :a], self._coef[2, :a]
         for n in self.names:
             x = self.x[n][:a]
@@ -945,13 +950,17 @@ class StackedEngine:
         R = len(models)
         if R > self.max_models:
             raise ValueError(f"can evaluate at most {self.max_models} models at once")
+        batches = iter(self.test_batches())
+        first = next(batches, None)
+        if first is None:  # no test data: nothing to copy or run
+            return np.full(R, np.nan), np.full(R, np.nan)
         for r, g in enumerate(models):
             for n in self.names:
                 self.x[n][r].copy_(g[n])
         correct = torch.zeros(R, device=self.device, dtype=torch.int64)
         loss = torch.zeros(R, device=self.device, dtype=torch.float64)
         count = 0
-        for xb, y in self.test_batches():
+        for xb, y in itertools.chain([first], batches):
             with self._autocast():
                 if self.path == "grouped":  # (b, C, H, W) -> grouped (b, R*C, H, W), channels-last
                     b, c, h, w = xb.shape
@@ -965,8 +974,6 @@ class StackedEngine:
             loss += F.cross_entropy(logits.reshape(-1, logits.shape[-1]), yy.reshape(-1),
                                     reduction="none").view(R, -1).sum(1).double()
             count += int(y.shape[0])
-        if count == 0:
-            return np.full(R, np.nan), np.full(R, np.nan)
         return (correct.double() / count).cpu().numpy(), (loss / count).cpu().numpy()
 
 

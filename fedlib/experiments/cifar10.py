@@ -310,19 +310,18 @@ def round_work(epochs: str, num_train: int, num_test: int) -> float:
 
 
 def _previous_rate(results_dir: Path, key: dict) -> Optional[float]:
-    """Seconds per unit of :func:`round_work` measured by earlier results with the same engine settings."""
+    """Seconds per unit of :func:`round_work`: the median of the rates (``images_per_second``)
+    that earlier results with the same engine settings measured."""
     rates = []
     for f in sorted(Path(results_dir).glob("*__seed*.json")):
         try:
             doc = json.loads(f.read_text())
             eng = doc["config"]["engine"]
-            work = round_work(doc["config"]["table1_cell"]["epochs"], doc["config"]["data"]["num_train"],
-                              doc["config"]["data"]["num_test"])
-            rate = float(doc["summary"]["seconds_per_run_round"]) / work
+            ips = float(doc["summary"]["images_per_second"])
         except Exception:
             continue
-        if all(eng.get(k) == v for k, v in key.items()) and rate > 0:
-            rates.append(rate)
+        if all(eng.get(k) == v for k, v in key.items()) and ips > 0:
+            rates.append(1.0 / ips)
     return float(np.median(rates)) if rates else None
 
 
@@ -832,4 +831,16 @@ def rounds_to_match(results: Dict[str, Dict[int, dict]]) -> List[dict]:
     return rows
 
 
-__all__ += ["rounds_to_match"]
+#: Column headers of :func:`format_match_rows`.
+MATCH_HEADERS = ["row", "E", "baseline", "seed", "baseline final (%)", "FedNova reaches it at round",
+                 "fraction of rounds"]
+
+
+def format_match_rows(rows: List[dict]) -> List[list]:
+    """Rows of strings for a markdown table (:data:`MATCH_HEADERS`) of :func:`rounds_to_match`."""
+    return [[m["row"], m["setting"], m["baseline"], m["seed"], f"{100 * m['baseline_final']:.2f}",
+             "never" if m["fednova_rounds"] is None else m["fednova_rounds"],
+             "—" if m["fraction"] is None else f"{m['fraction']:.2f}"] for m in rows]
+
+
+__all__ += ["rounds_to_match", "MATCH_HEADERS", "format_match_rows"]

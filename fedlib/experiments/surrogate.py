@@ -33,7 +33,7 @@ from typing import Any, List, NamedTuple, Sequence
 
 import numpy as np
 
-from .._validate import check_choice, check_local_steps, check_positive
+from .._validate import check_choice, check_local_steps, check_positive, check_probability_vector
 from ..algorithms import make_algorithm
 from ..data.clients import FederatedDataset
 from ..engines.reference import run_sequential
@@ -67,9 +67,10 @@ def full_batch_grad_fn(problem: LogisticProblem):
     return lambda params, i, t, k: problem.model.grad(params, xs[i], ys[i])
 
 
-def client_gradients(problem: LogisticProblem, params: dict) -> np.ndarray:
-    r"""``(m, P)``: :math:`\nabla F_i(x)` of every client, packed and flattened."""
-    grad = full_batch_grad_fn(problem)
+def client_gradients(problem: LogisticProblem, params: dict, grad_fn=None) -> np.ndarray:
+    r"""``(m, P)``: :math:`\nabla F_i(x)` of every client, packed and flattened
+    (``grad_fn``: a :func:`full_batch_grad_fn` of ``problem`` to reuse across calls)."""
+    grad = full_batch_grad_fn(problem) if grad_fn is None else grad_fn
     return np.array([pack_params(grad(params, i, 0, 0)).ravel() for i in range(problem.num_clients)])
 
 
@@ -126,13 +127,12 @@ def fixed_point_of_round(problem: LogisticProblem, algorithm: str, lr: float, lo
 def weighted_minimizer(problem: LogisticProblem, weights: Any, tol: float = 1e-13) -> tuple[dict, float]:
     r""":math:`\arg\min_x \sum_i w_i F_i(x)` (unique with an L2 penalty) and the norm of the
     weighted gradient there; ``weights = problem.p`` gives the minimiser of :math:`F`."""
-    w = np.asarray(weights, dtype=np.float64)
-    if w.shape != (problem.num_clients,) or np.any(w < 0) or not np.isclose(w.sum(), 1.0):
-        raise ValueError(f"weights must be {problem.num_clients} non-negative numbers summing to 1")
+    w = check_probability_vector("weights", weights, size=problem.num_clients)
     shape = pack_params(problem.init_params()).shape
+    grad_fn = full_batch_grad_fn(problem)
 
     def grad(v):
-        return w @ client_gradients(problem, unpack_params(v.reshape(shape)))
+        return w @ client_gradients(problem, unpack_params(v.reshape(shape)), grad_fn)
 
     x = _solve(grad, pack_params(problem.init_params()).ravel(), tol, "weighted minimiser")
     return unpack_params(x.reshape(shape)), float(np.linalg.norm(grad(x)))
