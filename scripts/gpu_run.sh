@@ -3,8 +3,11 @@
 #
 #   scripts/gpu_run.sh OUT_DIR DATA_ROOT BUDGET_SECONDS
 #
-# DATA_ROOT is the folder holding cifar-10-batches-py, or `sample` for the shipped
-# 2,000-image sample (only for the CPU smoke test of this script, tests/test_gpu_script.py).
+# DATA_ROOT is the folder holding cifar-10-batches-py, `sample` for the shipped 2,000-image
+# sample (only for the CPU smoke test of this script, tests/test_gpu_script.py), or
+# `random-images` (the benchmark only, SKIP_TABLE1=1): the shipped labels of all 50,000
+# training images with random pixels, so that the benchmark times Table 1's real split on a
+# machine that is still receiving the images.
 #
 # 1. checks the GPU (nvidia-smi, torch.cuda);
 # 2. runs the CUDA-only engine tests (when pytest is installed), at most 90 s;
@@ -22,12 +25,19 @@
 #    checks and files them into the repository.
 # A later session, once the benchmark and the CUDA tests are in, can give all its time to
 # Table 1 with SKIP_BENCH=1 RUN_CUDA_TESTS=0 (estimates then come from the committed results).
+# The device calls that carry the CIFAR-10 parts one by one can share the work: the first
+# (data still incomplete) runs the tests and the benchmark with DATA_ROOT=random-images
+# SKIP_TABLE1=1, the last runs Table 1 with SKIP_BENCH=1 RUN_CUDA_TESTS=0 and
+# IMAGES_PER_SECOND from the first (data/results/bench/NOTES.md has the exact calls).
 # Everything is logged to OUT_DIR/log.txt. Each step is wrapped in `timeout`, so the script
 # ends on its own within BUDGET_SECONDS (plus a few seconds of kill grace).
 #
 # Environment (defaults in brackets): PYTHON [.venv/bin/python if present, else python3],
 # DEVICE [cuda], WIDTH [1], PRECISION [bf16], CUDA_GRAPH [1 on CUDA, else 0],
-# BENCH_STEPS [100], BENCH_RUNS [4], SKIP_BENCH [0], RUN_CUDA_TESTS [1], RESULTS [data/results/cifar10],
+# BENCH_STEPS [100], BENCH_RUNS [4], BENCH_REPEAT [2 timed rounds a side], BENCH_MODES [graph eager: the CUDA-graph bench, then the
+# eager one with the profile; either alone], BENCH_LIMIT [a sixth of the budget, at most 150 s,
+# per bench], SKIP_BENCH [0], RUN_CUDA_TESTS [1], CUDA_TESTS_LIMIT [90], RESULTS [data/results/cifar10],
+# SKIP_TABLE1 [0], IMAGES_PER_SECOND [none: Table 1's first estimate when no bench ran here],
 # TABLE1_STACK [6 on CUDA, 2 on the CPU], TABLE1_ROUNDS [100], TABLE1_SEEDS [0,1,2],
 # TABLE1_CELLS [all, in table order], FEDLIB_GIT_COMMIT [the commit, for a copy without .git].
 set -u -o pipefail
@@ -61,6 +71,12 @@ log() { echo "[$(date -u +%H:%M:%S) +$(( $(date +%s) - START ))s] $*" | tee -a "
 
 if [ "$DATA_ROOT" = sample ]; then
     DATA_ARGS=(--sample)
+elif [ "$DATA_ROOT" = random-images ]; then
+    if [ "${SKIP_TABLE1:-0}" != 1 ]; then
+        echo "DATA_ROOT random-images is for the benchmark alone: set SKIP_TABLE1=1 (Table 1 trains on the real images)" >&2
+        exit 2
+    fi
+    DATA_ARGS=(--random-images)
 elif [ -d "$DATA_ROOT" ]; then
     DATA_ARGS=(--data-root "$DATA_ROOT")
 else
@@ -98,7 +114,7 @@ fi
 # float64, CUDA graph = eager, bf16 near float32), at most 90 s.
 if [ "$ON_CUDA" = 1 ] && [ "${RUN_CUDA_TESTS:-1}" = 1 ] && "$PYTHON" -c "import pytest" 2>/dev/null; then
     log "CUDA tests of the stacked engine"
-    timeout -k 5 90 "$PYTHON" -m pytest -q -p no:cacheprovider tests/test_stacked_engine.py -m cuda 2>&1 \
+    timeout -k 5 "${CUDA_TESTS_LIMIT:-90}" "$PYTHON" -m pytest -q -p no:cacheprovider tests/test_stacked_engine.py -m cuda 2>&1 \
         | tail -n 30 | tee -a "$LOG"
     status=${PIPESTATUS[0]}
     log "CUDA tests exit status $status"
@@ -114,11 +130,15 @@ fi
 # at most a fifth of the budget, at most 180 s. If the CUDA-graph step fails, measure the
 # eager step instead, and run Table 1 in the mode that worked.
 IPS_ARGS=()
+if [ -n "${IMAGES_PER_SECOND:-}" ]; then
+    case $IMAGES_PER_SECOND in *[!0-9]*) echo "IMAGES_PER_SECOND must be a whole number, got '$IMAGES_PER_SECOND'" >&2; exit 2;; esac
+    IPS_ARGS=(--images-per-second "$IMAGES_PER_SECOND")
+fi
 bench() {  # bench JSON_FILE [extra flags...]
     local json=$1
     shift
     timeout -k 5 "$BENCH_LIMIT" "$PYTHON" -m fedlib bench cifar10 "${DATA_ARGS[@]}" "${ENGINE_ARGS[@]}" "$@" \
-        --steps "${BENCH_STEPS:-100}" --repeat 2 --runs "${BENCH_RUNS:-4}" --json "$json" 2>&1 | tee -a "$LOG"
+        --steps "${BENCH_STEPS:-100}" --repeat "${BENCH_REPEAT:-2}" --runs "${BENCH_RUNS:-4}" --json "$json" 2>&1 | tee -a "$LOG"
     return "${PIPESTATUS[0]}"
 }
 engine_rate() {  # 80% of the engine images/s of a bench JSON file (nothing if unreadable): the bench
@@ -126,12 +146,13 @@ engine_rate() {  # 80% of the engine images/s of a bench JSON file (nothing if u
     "$PYTHON" -c "import json,sys; print(round(0.8 * json.load(open(sys.argv[1]))['summary']['engine_images_per_s']))" \
         "$1" 2>/dev/null
 }
-BENCH_LIMIT=$(( BUDGET / 6 < 150 ? BUDGET / 6 : 150 ))
+BENCH_LIMIT=${BENCH_LIMIT:-$(( BUDGET / 6 < 150 ? BUDGET / 6 : 150 ))}
+BENCH_MODES=${BENCH_MODES:-graph eager}
 if [ "${SKIP_BENCH:-0}" = 1 ]; then
     log "SKIP_BENCH=1: no benchmark (Table 1 estimates from the results already in $RESULTS)"
 elif [ "$BENCH_LIMIT" -ge 15 ]; then
     BENCH_JSON=
-    if [ "${#GRAPH_FLAG[@]}" -gt 0 ]; then
+    if [ "${#GRAPH_FLAG[@]}" -gt 0 ] && [[ " $BENCH_MODES " == *" graph "* ]]; then
         log "bench cifar10 with CUDA graphs, limit ${BENCH_LIMIT}s"
         bench "$OUT_DIR/bench_cifar10.json" "${GRAPH_FLAG[@]}"
         status=$?
@@ -145,11 +166,13 @@ elif [ "$BENCH_LIMIT" -ge 15 ]; then
     fi
     # the eager step, profiled (one more round under torch.profiler): the graphs' gain, and
     # where the time goes for the next optimisation
-    log "bench cifar10 eager + profile, limit ${BENCH_LIMIT}s"
-    bench "$OUT_DIR/bench_cifar10_eager.json" --profile "$OUT_DIR/profile_eager.txt"
-    status=$?
-    log "eager bench exit status $status"
-    if [ -z "$BENCH_JSON" ] && [ "$status" -eq 0 ]; then BENCH_JSON=$OUT_DIR/bench_cifar10_eager.json; fi
+    if [[ " $BENCH_MODES " == *" eager "* ]]; then
+        log "bench cifar10 eager + profile, limit ${BENCH_LIMIT}s"
+        bench "$OUT_DIR/bench_cifar10_eager.json" --profile "$OUT_DIR/profile_eager.txt"
+        status=$?
+        log "eager bench exit status $status"
+        if [ -z "$BENCH_JSON" ] && [ "$status" -eq 0 ]; then BENCH_JSON=$OUT_DIR/bench_cifar10_eager.json; fi
+    fi
     if [ -n "$BENCH_JSON" ]; then
         IPS=$(engine_rate "$BENCH_JSON")
         if [ -n "$IPS" ]; then
@@ -181,7 +204,9 @@ pack_new() {
 REMAIN=$(left)
 HARD=$(( REMAIN - 10 ))
 INNER=$(( REMAIN - 45 ))
-if [ "$INNER" -lt 20 ]; then
+if [ "${SKIP_TABLE1:-0}" = 1 ]; then
+    log "SKIP_TABLE1=1: no Table 1 runs"
+elif [ "$INNER" -lt 20 ]; then
     log "only ${REMAIN}s left: Table 1 not started"
 else
     CELL_ARGS=()
@@ -204,8 +229,10 @@ else
 fi
 
 # --------------------------------------------------------------------- 5. the new results
-pack_new
-if [ -n "$NEW" ]; then
+[ "${SKIP_TABLE1:-0}" = 1 ] || pack_new
+if [ "${SKIP_TABLE1:-0}" = 1 ]; then
+    :
+elif [ -n "$NEW" ]; then
     log "packed $(echo "$NEW" | wc -l) new result file(s) into $OUT_DIR/cifar10-results.tar.gz:" $NEW
 else
     log "no new Table 1 result"

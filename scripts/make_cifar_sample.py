@@ -20,6 +20,11 @@ The default 400 + 100 images per class take about 14 MB: CIFAR images are nearly
 incompressible losslessly (about 2.8 kB each after deflate).  Read it back with
 :func:`fedlib.data.cifar10.load_cifar10_sample`.
 
+Beside it, ``cifar10-labels.npz`` holds *all* 50,000 training and 10,000 test labels
+(uint8, about 30 kB): enough to build the official Dir(0.1) split of the full training
+set without its images — what the speed benchmark needs on a machine that does not hold
+the data yet (:func:`fedlib.data.cifar10.cifar10_random_images`).
+
 Usage::
 
     python scripts/make_cifar_sample.py --root ../shared/data
@@ -41,6 +46,7 @@ from fedlib.data.cifar10 import CIFAR10_CLASSES, load_cifar10  # noqa: E402
 
 DEFAULT_OUT = REPO / "data" / "cifar10-sample"
 FILE_NAME = "cifar10-sample.npz"
+LABELS_FILE_NAME = "cifar10-labels.npz"
 
 
 def first_per_class(labels: np.ndarray, per_class: int, num_classes: int = 10) -> np.ndarray:
@@ -114,6 +120,15 @@ training / test set.
 
 Load with `fedlib.data.cifar10.load_cifar10_sample()`.
 
+## All labels: `{labels_file}`
+
+{labels_size:,} bytes, sha256 `{labels_digest}`: `train_labels` uint8 (50000,) and
+`test_labels` uint8 (10000,), every label of the full data set in the standard order. With
+them the official Dir(0.1) split of the 50,000 training images is built without the
+images: `fedlib.data.cifar10.cifar10_random_images()` pairs them with random pixels for
+speed benchmarks (`python -m fedlib bench cifar10 --random-images`), whose work depends on
+the split and the shapes, not on the pixels.
+
 ## Command
 
 ```
@@ -151,6 +166,9 @@ def main(argv=None) -> int:
         test_index=test_index,
     )
     size = file.stat().st_size
+    labels_file = out / LABELS_FILE_NAME
+    save_npz_reproducibly(labels_file, train_labels=cifar.train_labels.astype(np.uint8),
+                          test_labels=cifar.test_labels.astype(np.uint8))
     command = "python scripts/make_cifar_sample.py --root " + str(args.root)
     if args.train_per_class != 400 or args.test_per_class != 100:
         command += f" --train-per-class {args.train_per_class} --test-per-class {args.test_per_class}"
@@ -159,6 +177,7 @@ def main(argv=None) -> int:
         n_train=train_index.size, n_test=test_index.size,
         train_pc=args.train_per_class, test_pc=args.test_per_class,
         source=cifar.source, classes=", ".join(CIFAR10_CLASSES), command=command,
+        labels_file=LABELS_FILE_NAME, labels_size=labels_file.stat().st_size, labels_digest=sha256(labels_file),
     ))
     print(f"wrote {file} ({size / 1e6:.1f} MB): {train_index.size} train, {test_index.size} test images")
     return 0

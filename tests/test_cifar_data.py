@@ -219,3 +219,49 @@ def test_sample_bad_file(tmp_path):
 def test_normalisation_constants():
     assert CIFAR10_MEAN == (0.4914, 0.4822, 0.4465)
     assert CIFAR10_STD == (0.2023, 0.1994, 0.2010)
+
+
+# --------------------------------------------------------------------------- labels + random pixels
+
+
+def test_random_images_have_the_shipped_labels_and_seeded_pixels():
+    from fedlib.data.cifar10 import cifar10_random_images
+
+    a = cifar10_random_images(seed=3)
+    assert a.train_images.shape == (50000, 32, 32, 3) and a.test_images.shape == (10000, 32, 32, 3)
+    assert a.train_images.dtype == np.uint8 and a.train_labels.dtype == np.int64
+    assert np.bincount(a.train_labels, minlength=10).tolist() == [5000] * 10
+    assert np.bincount(a.test_labels, minlength=10).tolist() == [1000] * 10
+    b = cifar10_random_images(seed=3)
+    assert np.array_equal(a.train_images, b.train_images)
+    assert not np.array_equal(a.train_images[:100], cifar10_random_images(seed=4).train_images[:100])
+    # the shipped sample is the first 200 of each class: its labels agree with the full label list
+    sample = load_cifar10_sample()
+    with np.load(DEFAULT_SAMPLE_PATH) as npz:
+        assert np.array_equal(a.train_labels[npz["train_index"]], sample.train_labels)
+        assert np.array_equal(a.test_labels[npz["test_index"]], sample.test_labels)
+
+
+@needs_real
+def test_random_images_labels_are_the_real_ones(real):
+    from fedlib.data.cifar10 import cifar10_random_images
+    from fedlib.experiments.cifar10 import official_partition
+
+    a = cifar10_random_images()
+    assert np.array_equal(a.train_labels, real.train_labels) and np.array_equal(a.test_labels, real.test_labels)
+    # hence the same official split as Table 1's
+    for x, y in zip(official_partition(a.train_labels), official_partition(real.train_labels)):
+        assert np.array_equal(x, y)
+
+
+def test_random_images_bad_files(tmp_path):
+    from fedlib.data.cifar10 import cifar10_random_images
+
+    with pytest.raises(FileNotFoundError, match="make_cifar_sample"):
+        cifar10_random_images(path=tmp_path / "nope.npz")
+    np.savez(tmp_path / "one.npz", train_labels=np.zeros(3, np.uint8))
+    with pytest.raises(ValueError, match="test_labels"):
+        cifar10_random_images(path=tmp_path / "one.npz")
+    np.savez(tmp_path / "bad.npz", train_labels=np.array([0, 11], np.uint8), test_labels=np.zeros(2, np.uint8))
+    with pytest.raises(ValueError, match="0..9"):
+        cifar10_random_images(path=tmp_path / "bad.npz")

@@ -136,3 +136,15 @@ def test_bench_cifar10(tmp_path, capsys):
     assert main(["bench", "cifar10", "--sample", "--width", "0.03", "--steps", "2", "--repeat", "1", "--device", "cpu",
                  "--profile", str(tmp_path / "p.txt"), "--quiet"]) == 0
     assert "aten::" in (tmp_path / "p.txt").read_text()
+
+
+def test_bench_cifar10_random_images(tmp_path, capsys):
+    # the real 50,000-image split from the shipped labels, random pixels: the official sizes
+    out = tmp_path / "b.json"
+    assert main(["bench", "cifar10", "--random-images", "--width", "0.03", "--steps", "2", "--repeat", "1",
+                 "--device", "cpu", "--json", str(out), "--quiet"]) == 0
+    doc = json.loads(out.read_text())
+    assert doc["config"]["num_train"] == 50000 and sum(doc["config"]["client_sizes"]) == 50000
+    assert "random images" in doc["config"]["data"]
+    assert main(["bench", "cifar10", "--random-images", "--sample", "--device", "cpu"]) == 2
+    assert "excludes" in capsys.readouterr().err

@@ -16,11 +16,12 @@ ROOT = Path(__file__).resolve().parents[1]
 CELLS = ["sgd-e2-fedavg", "sgd-e2-fednova", "sgd-u25-fedavg"]
 
 
-def _gpu_run(out, results, budget=100, **extra):
-    env = dict(os.environ, **extra, DEVICE="cpu", WIDTH="0.03", TABLE1_ROUNDS="1", TABLE1_SEEDS="0",
+def _gpu_run(out, results, budget=100, data="sample", **extra):
+    env = dict(os.environ, DEVICE="cpu", WIDTH="0.03", TABLE1_ROUNDS="1", TABLE1_SEEDS="0",
                TABLE1_CELLS=",".join(CELLS), BENCH_STEPS="2", BENCH_RUNS="2", RESULTS=str(results),
                PYTHON=sys.executable, OMP_NUM_THREADS="1")
-    return subprocess.run(["bash", str(ROOT / "scripts" / "gpu_run.sh"), str(out), "sample", str(budget)], env=env,
+    env.update(extra)
+    return subprocess.run(["bash", str(ROOT / "scripts" / "gpu_run.sh"), str(out), data, str(budget)], env=env,
                           capture_output=True, text=True, timeout=300)
 
 
@@ -89,6 +90,29 @@ def test_import_files_results_and_refuses_bad_ones(first_call, tmp_path):
     (bad / "cifar10-results.tar.gz").write_bytes(b"not a tar file")
     proc = _import(bad, tmp_path / "repo2")
     assert proc.returncode == 2 and "nothing written" in proc.stderr
+
+
+def test_split_calls_bench_on_random_images_then_table1_with_the_hint(tmp_path):
+    """The device calls that carry the CIFAR-10 parts one by one: the first benchmarks the
+    real split with random pixels (no Table 1), the last runs Table 1 with the rate handed on."""
+    first = _gpu_run(tmp_path / "a", tmp_path / "results", data="random-images", SKIP_TABLE1="1",
+                     BENCH_MODES="eager")
+    assert first.returncode == 0, first.stdout + first.stderr
+    assert sorted(p.name for p in (tmp_path / "a").iterdir()) == ["bench_cifar10_eager.json", "log.txt",
+                                                                  "profile_eager.txt"]
+    bench = json.loads((tmp_path / "a" / "bench_cifar10_eager.json").read_text())
+    assert bench["config"]["num_train"] == 50000 and "random images" in bench["config"]["data"]
+    assert "SKIP_TABLE1=1: no Table 1 runs" in (tmp_path / "a" / "log.txt").read_text()
+    last = _gpu_run(tmp_path / "b", tmp_path / "results", SKIP_BENCH="1", RUN_CUDA_TESTS="0",
+                    IMAGES_PER_SECOND="1000", TABLE1_CELLS="sgd-e2-fedavg")
+    assert last.returncode == 0, last.stdout + last.stderr
+    assert "estimate: 1000 images/s (hint)" in last.stdout
+    with tarfile.open(tmp_path / "b" / "cifar10-results.tar.gz") as tar:
+        assert tar.getnames() == ["sgd-e2-fedavg__seed0.json"]
+    # random pixels never train Table 1; a rate must be a number
+    for extra, msg in (({}, "SKIP_TABLE1=1"), ({"SKIP_TABLE1": "1", "IMAGES_PER_SECOND": "1e5"}, "whole number")):
+        proc = _gpu_run(tmp_path / "c", tmp_path / "results", data="random-images", **extra)
+        assert proc.returncode == 2 and msg in proc.stderr
 
 
 def test_script_refuses_bad_arguments(tmp_path):

@@ -176,14 +176,20 @@ the stacked engine, on the same round: the official Dir(0.1) split (seed 2020) o
 available labels over 16 clients, E = 2, the clients' tau_i scaled so that the longest one
 runs --steps local steps (the shrinking-prefix structure kept; --full-round for the whole
 round). One warm-up round per side, then --repeat timed rounds (median); evaluation
-excluded. Without --data-root the shipped sample is used. On a CPU use a tiny --width
-(default 0.03 without a GPU, 1 with one)."""
+excluded. Without --data-root the shipped sample is used; --random-images times the real
+50,000-image split (all labels ship with the repository) with random pixels, for a machine
+that does not hold the images. On a CPU use a tiny --width (default 0.03 without a GPU, 1
+with one)."""
 
 def add_bench_parser(sub) -> argparse.ArgumentParser:
     p = sub.add_parser("cifar10", help="stacked engine vs the per-client eager loop on VGG-11",
                        description=BENCH_DESCRIPTION,
                        formatter_class=HelpFormatter)
     _add_data_args(p, clients=False)
+    p.add_argument_group("data").add_argument(
+        "--random-images", action="store_true",
+        help="the real labels of all 50,000 training images (shipped) with random pixels: the Table 1 split's "
+             "work without the images")
     g = p.add_argument_group("benchmark")
     g.add_argument("--steps", type=int_at_least(1), default=20,
                    help="local steps of the longest client (the round's tau_i scaled to it)")
@@ -215,9 +221,19 @@ def bench_cifar10_command(args: argparse.Namespace) -> int:
     check_output_path(args.json, "--json")
     check_output_path(args.profile, "--profile")
     device = _check_device(args)
-    if not args.sample and args.data_root is None:
-        args.sample = True  # the benchmark needs only the labels' split and some images
-    data = load_data_from_args(args)
+    if args.random_images:
+        from ..data.cifar10 import cifar10_random_images
+
+        if args.sample or args.data_root is not None:
+            raise CLIError("--random-images excludes --sample and --data-root")
+        try:
+            data = cifar10_random_images()
+        except (FileNotFoundError, ValueError) as exc:
+            raise CLIError(f"--random-images: {exc}") from None
+    else:
+        if not args.sample and args.data_root is None:
+            args.sample = True  # the benchmark needs only the labels' split and some images
+        data = load_data_from_args(args)
     say = None if args.quiet else (lambda s: print(s, file=sys.stderr, flush=True))
     with RunClock() as clock:
         out = bench_cifar10(data, width=args.width, steps=None if args.full_round else args.steps, device=device,

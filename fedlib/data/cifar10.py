@@ -36,6 +36,8 @@ __all__ = [
     "Cifar10Arrays",
     "load_cifar10",
     "load_cifar10_sample",
+    "cifar10_random_images",
+    "DEFAULT_LABELS_PATH",
     "CIFAR10_MEAN",
     "CIFAR10_STD",
     "CIFAR10_CLASSES",
@@ -65,6 +67,8 @@ _NUM_CLASSES = len(CIFAR10_CLASSES)
 
 #: Where :func:`load_cifar10_sample` looks by default (inside a source checkout).
 DEFAULT_SAMPLE_PATH = Path(__file__).resolve().parents[2] / "data" / "cifar10-sample" / "cifar10-sample.npz"
+#: Where :func:`cifar10_random_images` reads every label of the full data set (a source checkout).
+DEFAULT_LABELS_PATH = DEFAULT_SAMPLE_PATH.with_name("cifar10-labels.npz")
 
 
 class Cifar10Arrays(NamedTuple):
@@ -276,3 +280,58 @@ def load_cifar10_sample(path=None) -> Cifar10Arrays:
     train = _check_arrays(str(file), arrays["train_images"], arrays["train_labels"], "train")
     test = _check_arrays(str(file), arrays["test_images"], arrays["test_labels"], "test")
     return Cifar10Arrays(train[0], train[1], test[0], test[1], str(file))
+
+
+# --------------------------------------------------------------------------- labels only (benchmarks)
+
+
+def cifar10_random_images(seed: int = 0, path=None) -> Cifar10Arrays:
+    """The real CIFAR-10 labels (all 50,000 + 10,000, shipped) with uniformly random pixels.
+
+    A speed benchmark's work depends on the federated split (which is built from the
+    labels: :func:`fedlib.data.partition.dirichlet_partition`) and on the tensor shapes,
+    not on the pixels. This stand-in lets ``bench cifar10 --random-images`` time the
+    real Table 1 round — the official Dir(0.1) split of the 50,000 training labels — on a
+    machine that does not hold the images (a GPU machine still receiving them).
+    Never use it to train for accuracy.
+
+    Parameters
+    ----------
+    seed:
+        Seed of the pixels (``numpy.random.default_rng(seed)``).
+    path:
+        Another ``.npz`` with ``train_labels`` and ``test_labels`` (default
+        ``data/cifar10-sample/cifar10-labels.npz``, written by
+        ``scripts/make_cifar_sample.py``).
+
+    Raises
+    ------
+    FileNotFoundError, ValueError
+        As :func:`load_cifar10_sample`: a missing file, a missing key, labels out of range.
+
+    Examples
+    --------
+    >>> d = cifar10_random_images()                       # doctest: +SKIP
+    >>> d.train_images.shape, int(d.train_labels[0])      # doctest: +SKIP
+    ((50000, 32, 32, 3), 6)
+    """
+    file = DEFAULT_LABELS_PATH if path is None else Path(path).expanduser()
+    if not file.is_file():
+        raise FileNotFoundError(
+            f"CIFAR-10 labels not found at {file}. They ship in the repository's data/cifar10-sample/ "
+            "folder; recreate them with 'python scripts/make_cifar_sample.py --root DIR'.")
+    try:
+        with np.load(file, allow_pickle=False) as npz:
+            labels = {key: npz[key] for key in ("train_labels", "test_labels") if key in npz.files}
+    except Exception as exc:
+        raise ValueError(f"{file}: not a readable .npz file ({type(exc).__name__}: {exc})") from None
+    missing = [key for key in ("train_labels", "test_labels") if key not in labels]
+    if missing:
+        raise ValueError(f"{file}: missing array(s) {', '.join(missing)}")
+    rng = np.random.default_rng(seed)
+    out = []
+    for split in ("train", "test"):
+        lab = labels[f"{split}_labels"]
+        images = rng.integers(0, 256, size=(len(lab),) + _IMAGE_SHAPE, dtype=np.uint8)
+        out.extend(_check_arrays(str(file), images, lab, split))
+    return Cifar10Arrays(out[0], out[1], out[2], out[3], f"{file} labels + random images (seed {seed})")
