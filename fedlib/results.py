@@ -63,12 +63,16 @@ def _repo_root() -> Path:
 def git_commit(root: Optional[os.PathLike] = None) -> tuple[str, Optional[bool]]:
     """``(commit sha, dirty)`` of the git checkout holding fedlib, or ``("unknown", None)``.
 
-    A copy of the tree without ``.git`` (e.g. shipped to a GPU machine) reports the commit
-    given in the environment variable ``FEDLIB_GIT_COMMIT`` (its dirty flag unknown)."""
+    The environment variable ``FEDLIB_GIT_COMMIT``, when set, is the answer (its dirty flag
+    unknown): a copy of the tree shipped to another machine (a GPU machine) may carry no
+    ``.git``, or a stale one — the device tool of this project sent the session's first
+    commit while the tree was a later one — so the caller who made the copy names its commit."""
+    given = os.environ.get("FEDLIB_GIT_COMMIT", "").strip()
+    if given:
+        return given, None
     root = Path(root) if root is not None else _repo_root()
     if not (root / ".git").exists():
-        given = os.environ.get("FEDLIB_GIT_COMMIT", "").strip()
-        return (given, None) if given else ("unknown", None)
+        return "unknown", None
     try:
         sha = subprocess.run(["git", "-C", str(root), "rev-parse", "HEAD"], capture_output=True, text=True,
                              timeout=10, check=True).stdout.strip()

@@ -37,9 +37,10 @@
 # BENCH_STEPS [100], BENCH_RUNS [4], BENCH_REPEAT [2 timed rounds a side], BENCH_MODES [graph eager: the CUDA-graph bench, then the
 # eager one with the profile; either alone], BENCH_LIMIT [a sixth of the budget, at most 150 s,
 # per bench], SKIP_BENCH [0], RUN_CUDA_TESTS [1], CUDA_TESTS_LIMIT [90], RESULTS [data/results/cifar10],
-# SKIP_TABLE1 [0], IMAGES_PER_SECOND [none: Table 1's first estimate when no bench ran here],
+# SEED_RESULTS_FROM [none], SKIP_TABLE1 [0], IMAGES_PER_SECOND [none: Table 1's first estimate when no bench ran here],
 # TABLE1_STACK [6 on CUDA, 2 on the CPU], TABLE1_ROUNDS [100], TABLE1_SEEDS [0,1,2],
-# TABLE1_CELLS [all, in table order], FEDLIB_GIT_COMMIT [the commit, for a copy without .git].
+# TABLE1_CELLS [all, in table order], FEDLIB_GIT_COMMIT [the commit of the tree: a device copy's
+# .git may be missing or stale (it was: the session's first commit), so the caller names it].
 set -u -o pipefail
 
 if [ $# -ne 3 ]; then
@@ -64,6 +65,15 @@ CUDA_GRAPH=${CUDA_GRAPH:-$ON_CUDA}
 RESULTS=${RESULTS:-data/results/cifar10}
 export PYTHONUNBUFFERED=1
 mkdir -p "$OUT_DIR" "$RESULTS"
+# A device call gets a fresh copy of the tree, so results written into it by an earlier call
+# on the same (warm) machine are gone; a RESULTS folder outside the tree (/tmp/table1) stays.
+# SEED_RESULTS_FROM (e.g. data/results/cifar10) copies the committed results into it first,
+# never overwriting, so that neither they nor an earlier call's runs are trained again.
+if [ -n "${SEED_RESULTS_FROM:-}" ]; then
+    for f in "$SEED_RESULTS_FROM"/*__seed*.json; do
+        [ -e "$f" ] && [ ! -e "$RESULTS/$(basename "$f")" ] && cp "$f" "$RESULTS/"
+    done
+fi
 LOG=$OUT_DIR/log.txt
 START=$(date +%s)
 left() { echo $(( BUDGET - ($(date +%s) - START) )); }
@@ -89,7 +99,7 @@ ENGINE_ARGS=(--width "$WIDTH" --precision "$PRECISION" --device "$DEVICE")
 
 log "gpu_run.sh: out=$OUT_DIR data=$DATA_ROOT budget=${BUDGET}s python=$PYTHON device=$DEVICE width=$WIDTH" \
     "precision=$PRECISION cuda_graph=$CUDA_GRAPH results=$RESULTS" \
-    "commit=$(git rev-parse HEAD 2>/dev/null || echo "${FEDLIB_GIT_COMMIT:-unknown}")"
+    "commit=${FEDLIB_GIT_COMMIT:-$(git rev-parse HEAD 2>/dev/null || echo unknown)}"
 
 # --------------------------------------------------------------------- 1. the GPU
 if [ "$ON_CUDA" = 1 ]; then

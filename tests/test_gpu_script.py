@@ -109,6 +109,16 @@ def test_split_calls_bench_on_random_images_then_table1_with_the_hint(tmp_path):
     assert "estimate: 1000 images/s (hint)" in last.stdout
     with tarfile.open(tmp_path / "b" / "cifar10-results.tar.gz") as tar:
         assert tar.getnames() == ["sgd-e2-fedavg__seed0.json"]
+    # a later call on the same machine with RESULTS outside the (re-sent) tree, seeded from the
+    # committed folder: what is committed or was written by the earlier call is not trained again
+    committed = tmp_path / "committed"
+    committed.mkdir()
+    (committed / "sgd-e2-fednova__seed0.json").write_bytes((tmp_path / "results" / "sgd-e2-fedavg__seed0.json").read_bytes())
+    again = _gpu_run(tmp_path / "d", tmp_path / "results", SKIP_BENCH="1", RUN_CUDA_TESTS="0",
+                     IMAGES_PER_SECOND="1000", TABLE1_CELLS="sgd-e2-fedavg,sgd-e2-fednova",
+                     SEED_RESULTS_FROM=str(committed))
+    assert again.returncode == 0, again.stdout + again.stderr
+    assert "2 already present" in again.stdout and "no new Table 1 result" in (tmp_path / "d" / "log.txt").read_text()
     # random pixels never train Table 1; a rate must be a number
     for extra, msg in (({}, "SKIP_TABLE1=1"), ({"SKIP_TABLE1": "1", "IMAGES_PER_SECOND": "1e5"}, "whole number")):
         proc = _gpu_run(tmp_path / "c", tmp_path / "results", data="random-images", **extra)

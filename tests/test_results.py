@@ -47,6 +47,9 @@ def test_provenance_git_and_versions(tmp_path, monkeypatch):
     # a copy without .git (e.g. on a GPU machine) is told its commit
     monkeypatch.setenv("FEDLIB_GIT_COMMIT", "a" * 40)
     assert git_commit(tmp_path) == ("a" * 40, None)
+    # ... and so is a copy with a stale .git: the caller's word wins over the checkout's HEAD
+    assert git_commit() == ("a" * 40, None)
+    assert make_provenance(0.0, 1.0)["git_commit"] == "a" * 40
 
 
 def test_run_clock():

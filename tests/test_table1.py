@@ -227,3 +227,46 @@ def test_summary_flags_what_differs_from_the_paper():
                                                      "sgd-e2-fednova": {0: result(precision="bf16", width=0.5)}})}
     assert rows["sgd-e2-fedavg"]["deviations"] == []
     assert rows["sgd-e2-fednova"]["deviations"] == ["bf16 autocast", "width 0.5"]
+
+
+def test_fednova_gaps_by_hand():
+    """FedNova's lead over its baseline on common seeds, and the paper's lead where confirmed."""
+    def res(acc):
+        return {"history": [{"round": 0, "test_accuracy": acc}]}
+
+    results = {"sgd-e2-fedavg": {0: res(0.60), 1: res(0.62), 2: res(0.5)},
+               "sgd-e2-fednova": {0: res(0.66), 1: res(0.70)},       # seed 2 has no partner: left out
+               "prox-e2-fedprox": {0: res(0.6)}, "prox-e2-fednova": {0: res(0.7)},
+               "momentum-e2-fedavg": {0: res(0.7)}}                   # no FedNova result: no row
+    rows = C.fednova_gaps(results)
+    assert [(r["row"], r["seeds"]) for r in rows] == [("SGD", [0, 1]), ("proximal", [0])]
+    sgd, prox = rows
+    assert sgd["baseline_final"] == pytest.approx(61.0) and sgd["fednova_final"] == pytest.approx(68.0)
+    assert sgd["gap"] == pytest.approx(7.0) and sgd["gap_per_seed"] == pytest.approx([6.0, 8.0])
+    assert sgd["paper_gap"] == pytest.approx(66.31 - 60.68)
+    assert prox["paper_gap"] is None  # the proximal row's paper values are unconfirmed
+    assert C.format_gap_rows(rows)[0] == ["SGD", "E=2", "FedAvg", "0, 1", "61.00", "68.00", "+7.00", "+5.63"]
+    assert C.fednova_gaps({}) == []
+
+
+def test_repeat_differences(tmp_path):
+    """A second run of the same cell and seed, filed as <cell>__seed<s>__<tag>.json: both finals,
+    their difference, the largest per-round gap; files without a Table 1 partner are ignored."""
+    from fedlib.results import make_provenance, make_result, write_result
+
+    def res(accs, stacked):
+        hist = [{"round": t, "train_loss": 1.0, "test_accuracy": a, "tau_eff": 2.0, "chi2": 0.0, "local_steps": [2]}
+                for t, a in enumerate(accs)]
+        return make_result({"engine": {"stacked_runs": stacked}}, hist, make_provenance(0.0, 1.0, "dev"))
+
+    results = {"sgd-e2-fedavg": {0: res([0.1, 0.5, 0.6], 2)}}
+    for name, doc in (("sgd-e2-fedavg__seed0__alone.json", res([0.1, 0.52, 0.59], 1)),
+                      ("sgd-e2-fedavg__seed1__alone.json", res([0.2], 1)),        # no seed-1 result
+                      ("nonsense__seed0__x.json", res([0.2], 1))):
+        write_result(tmp_path / name, doc)
+    rows = C.repeat_differences(results, tmp_path)
+    assert len(rows) == 1
+    r = rows[0]
+    assert (r["cell"], r["seed"], r["tag"], r["stacked"], r["repeat_stacked"]) == ("sgd-e2-fedavg", 0, "alone", 2, 1)
+    assert r["difference"] == pytest.approx(-1.0) and r["max_round_difference"] == pytest.approx(2.0)
+    assert C.repeat_differences(results, tmp_path / "none") == []

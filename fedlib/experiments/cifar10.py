@@ -814,12 +814,7 @@ def rounds_to_match(results: Dict[str, Dict[int, dict]]) -> List[dict]:
     final test accuracy, the first round (1-based count) at which FedNova reaches it
     (``None`` if it never does), and that count as a fraction of FedAvg's rounds."""
     rows = []
-    for c in CELLS:
-        if c.method == "FedNova":
-            continue
-        nova = next((d for d in CELLS if d.method == "FedNova" and d.row == c.row and d.epochs == c.epochs), None)
-        if nova is None:
-            continue
+    for c, nova in _pairs():
         base, ours = results.get(c.id, {}), results.get(nova.id, {})
         for seed in sorted(set(base) & set(ours)):
             hb, hn = base[seed]["history"], ours[seed]["history"]
@@ -844,3 +839,83 @@ def format_match_rows(rows: List[dict]) -> List[list]:
 
 
 __all__ += ["rounds_to_match", "MATCH_HEADERS", "format_match_rows"]
+
+
+def _pairs():
+    """``(baseline cell, FedNova cell)`` of every Table 1 row and epoch setting that has both."""
+    for c in CELLS:
+        if c.method == "FedNova":
+            continue
+        nova = next((d for d in CELLS if d.method == "FedNova" and d.row == c.row and d.epochs == c.epochs), None)
+        if nova is not None:
+            yield c, nova
+
+
+def fednova_gaps(results: Dict[str, Dict[int, dict]]) -> List[dict]:
+    """The paper's claim in numbers: for every Table 1 pair (FedAvg/FedProx/SCAFFOLD vs
+    FedNova, same row and epoch setting) with results for common seeds, the final test
+    accuracies (%, mean over those seeds), FedNova's lead in points (mean and per seed) and
+    the paper's lead (``None`` where a paper value is missing or unconfirmed)."""
+    rows = []
+    for c, nova in _pairs():
+        base, ours = results.get(c.id, {}), results.get(nova.id, {})
+        seeds = sorted(set(base) & set(ours))
+        if not seeds:
+            continue
+        b = np.array([100 * base[s]["history"][-1]["test_accuracy"] for s in seeds])
+        n = np.array([100 * ours[s]["history"][-1]["test_accuracy"] for s in seeds])
+        pb, pn = PAPER_VALUES.get(c.id, {}), PAPER_VALUES.get(nova.id, {})
+        confirmed = all(p.get("value") is not None and p.get("status") != "unconfirmed" for p in (pb, pn))
+        rows.append({"row": c.row, "setting": EPOCH_SETTINGS[c.epochs], "baseline": c.method, "seeds": seeds,
+                     "baseline_final": float(b.mean()), "fednova_final": float(n.mean()),
+                     "gap": float((n - b).mean()), "gap_per_seed": (n - b).tolist(),
+                     "paper_gap": (pn["value"] - pb["value"]) if confirmed else None})
+    return rows
+
+
+#: Column headers of :func:`format_gap_rows`.
+GAP_HEADERS = ["row", "E", "baseline", "seeds", "baseline final (%)", "FedNova final (%)",
+               "FedNova's lead (points)", "paper's lead"]
+
+
+def format_gap_rows(rows: List[dict]) -> List[list]:
+    """Rows of strings for a markdown table (:data:`GAP_HEADERS`) of :func:`fednova_gaps`."""
+    return [[g["row"], g["setting"], g["baseline"], ", ".join(map(str, g["seeds"])), f"{g['baseline_final']:.2f}",
+             f"{g['fednova_final']:.2f}", f"{g['gap']:+.2f}",
+             "—" if g["paper_gap"] is None else f"{g['paper_gap']:+.2f}"] for g in rows]
+
+
+def repeat_differences(results: Dict[str, Dict[int, dict]], repeats_dir) -> List[dict]:
+    """Runs made twice with the same cell, seed and settings: every file
+    ``repeats_dir/<cell>__seed<s>__<tag>.json`` next to the Table 1 result of that cell and
+    seed. Per pair: both final test accuracies (%), their difference and the largest
+    per-round difference (points), and the numbers of runs stacked in each engine — how far
+    apart bf16 autocast and non-deterministic GPU kernels put two runs that the seeds make
+    identical in exact arithmetic (the scale below which a difference in Table 1 means nothing)."""
+    from ..results import read_result
+
+    rows = []
+    folder = Path(repeats_dir)
+    if not folder.is_dir():
+        return rows
+    for f in sorted(folder.glob("*__seed*__*.json")):
+        cid, rest = f.stem.split("__seed", 1)
+        seed_text, tag = rest.split("__", 1)
+        if cid not in _BY_ID or not seed_text.isdigit() or int(seed_text) not in results.get(cid, {}):
+            continue
+        seed = int(seed_text)
+        a, b = results[cid][seed], read_result(f)
+        ha, hb = a["history"], b["history"]
+        n = min(len(ha), len(hb))
+        per_round = [100 * abs(ha[t]["test_accuracy"] - hb[t]["test_accuracy"]) for t in range(n)]
+        rows.append({"cell": cid, "seed": seed, "tag": tag, "final": 100 * ha[-1]["test_accuracy"],
+                     "repeat_final": 100 * hb[-1]["test_accuracy"],
+                     "difference": 100 * (hb[-1]["test_accuracy"] - ha[-1]["test_accuracy"]),
+                     "max_round_difference": max(per_round) if per_round else None,
+                     "stacked": (a["config"].get("engine") or {}).get("stacked_runs"),
+                     "repeat_stacked": (b["config"].get("engine") or {}).get("stacked_runs"),
+                     "device": (b.get("provenance") or {}).get("device")})
+    return rows
+
+
+__all__ += ["fednova_gaps", "GAP_HEADERS", "format_gap_rows", "repeat_differences"]
