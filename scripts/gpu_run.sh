@@ -13,8 +13,9 @@
 # 2. runs the CUDA-only engine tests (when pytest is installed), at most 90 s;
 # 3. benchmarks the per-client eager loop against the stacked engine (width 1, bf16,
 #    BENCH_RUNS runs stacked), with CUDA graphs (OUT_DIR/bench_cifar10.json) and eager
-#    (OUT_DIR/bench_cifar10_eager.json, plus one profiled round: OUT_DIR/profile_eager.txt),
-#    each at most a sixth of the budget; if the graph path fails, Table 1 runs eager;
+#    (OUT_DIR/bench_cifar10_eager.json), and profiles one short eager round
+#    (OUT_DIR/profile_eager.txt), each at most a sixth of the budget; if the graph path
+#    fails, Table 1 runs eager;
 # 4. runs `python -m fedlib table1` with what is left of the budget on the results folder
 #    RESULTS (default data/results/cifar10: the runs already committed there are skipped),
 #    its first time estimate from the benchmark's engine rate, no checkpoints (a device
@@ -34,10 +35,12 @@
 #
 # Environment (defaults in brackets): PYTHON [.venv/bin/python if present, else python3],
 # DEVICE [cuda], WIDTH [1], PRECISION [bf16], CUDA_GRAPH [1 on CUDA, else 0],
-# BENCH_STEPS [100], BENCH_RUNS [4], BENCH_REPEAT [2 timed rounds a side], BENCH_MODES [graph eager: the CUDA-graph bench, then the
-# eager one with the profile; either alone], BENCH_LIMIT [a sixth of the budget, at most 150 s,
+# BENCH_STEPS [100], BENCH_RUNS [4], BENCH_REPEAT [2 timed rounds a side], BENCH_MODES [graph eager profile: the
+# CUDA-graph bench, the eager one, a profiled eager round of PROFILE_STEPS [10] steps; any of them], BENCH_LIMIT [a sixth of the budget, at most 150 s,
 # per bench], SKIP_BENCH [0], RUN_CUDA_TESTS [1], CUDA_TESTS_LIMIT [90], RESULTS [data/results/cifar10],
-# SEED_RESULTS_FROM [none], SKIP_TABLE1 [0], IMAGES_PER_SECOND [none: Table 1's first estimate when no bench ran here],
+# SEED_RESULTS_FROM [none], CONTINUE_LATER_SECONDS [0: this is the last call; N: a call with about N
+# more seconds of Table 1 follows on this machine, so a group may pause here with a checkpoint in
+# RESULTS, which must then lie outside the tree, e.g. /tmp/table1], SKIP_TABLE1 [0], IMAGES_PER_SECOND [none: Table 1's first estimate when no bench ran here],
 # TABLE1_STACK [6 on CUDA, 2 on the CPU], TABLE1_ROUNDS [100], TABLE1_SEEDS [0,1,2],
 # TABLE1_CELLS [all, in table order], FEDLIB_GIT_COMMIT [the commit of the tree: a device copy's
 # .git may be missing or stale (it was: the session's first commit), so the caller names it].
@@ -64,6 +67,11 @@ PRECISION=${PRECISION:-bf16}
 CUDA_GRAPH=${CUDA_GRAPH:-$ON_CUDA}
 RESULTS=${RESULTS:-data/results/cifar10}
 export PYTHONUNBUFFERED=1
+case ${CONTINUE_LATER_SECONDS:-0} in ''|*[!0-9]*) echo "CONTINUE_LATER_SECONDS must be a whole number, got '${CONTINUE_LATER_SECONDS:-}'" >&2; exit 2;; esac
+if [ "${CONTINUE_LATER_SECONDS:-0}" != 0 ] && [ "$RESULTS" = data/results/cifar10 ]; then
+    echo "CONTINUE_LATER_SECONDS needs RESULTS outside the tree (e.g. /tmp/table1): the next call gets a fresh tree" >&2
+    exit 2
+fi
 mkdir -p "$OUT_DIR" "$RESULTS"
 # A device call gets a fresh copy of the tree, so results written into it by an earlier call
 # on the same (warm) machine are gone; a RESULTS folder outside the tree (/tmp/table1) stays.
@@ -157,7 +165,7 @@ engine_rate() {  # 80% of the engine images/s of a bench JSON file (nothing if u
         "$1" 2>/dev/null
 }
 BENCH_LIMIT=${BENCH_LIMIT:-$(( BUDGET / 6 < 150 ? BUDGET / 6 : 150 ))}
-BENCH_MODES=${BENCH_MODES:-graph eager}
+BENCH_MODES=${BENCH_MODES:-graph eager profile}
 if [ "${SKIP_BENCH:-0}" = 1 ]; then
     log "SKIP_BENCH=1: no benchmark (Table 1 estimates from the results already in $RESULTS)"
 elif [ "$BENCH_LIMIT" -ge 15 ]; then
@@ -177,11 +185,20 @@ elif [ "$BENCH_LIMIT" -ge 15 ]; then
     # the eager step, profiled (one more round under torch.profiler): the graphs' gain, and
     # where the time goes for the next optimisation
     if [[ " $BENCH_MODES " == *" eager "* ]]; then
-        log "bench cifar10 eager + profile, limit ${BENCH_LIMIT}s"
-        bench "$OUT_DIR/bench_cifar10_eager.json" --profile "$OUT_DIR/profile_eager.txt"
+        log "bench cifar10 eager, limit ${BENCH_LIMIT}s"
+        bench "$OUT_DIR/bench_cifar10_eager.json"
         status=$?
         log "eager bench exit status $status"
         if [ -z "$BENCH_JSON" ] && [ "$status" -eq 0 ]; then BENCH_JSON=$OUT_DIR/bench_cifar10_eager.json; fi
+    fi
+    # a short round under torch.profiler: a 100-step round of 4 x 16 models records too many
+    # events (on the H200 it did not finish in 70 s)
+    if [[ " $BENCH_MODES " == *" profile "* ]]; then
+        log "profile of one eager engine round of ${PROFILE_STEPS:-10} steps, limit ${BENCH_LIMIT}s"
+        timeout -k 5 "$BENCH_LIMIT" "$PYTHON" -m fedlib bench cifar10 "${DATA_ARGS[@]}" "${ENGINE_ARGS[@]}" \
+            --steps "${PROFILE_STEPS:-10}" --repeat 1 --runs "${BENCH_RUNS:-4}" --profile "$OUT_DIR/profile_eager.txt" \
+            2>&1 | tee -a "$LOG"
+        log "profile exit status ${PIPESTATUS[0]}"
     fi
     if [ -n "$BENCH_JSON" ]; then
         IPS=$(engine_rate "$BENCH_JSON")
@@ -227,6 +244,7 @@ else
     ( timeout -k 5 "$HARD" "$PYTHON" -m fedlib table1 --results "$RESULTS" --budget-seconds "$INNER" \
         "${DATA_ARGS[@]}" "${ENGINE_ARGS[@]}" "${GRAPH_FLAG[@]}" "${IPS_ARGS[@]}" "${CELL_ARGS[@]}" \
         --seeds "${TABLE1_SEEDS:-0,1,2}" --stack "$STACK" --rounds "${TABLE1_ROUNDS:-100}" --checkpoint-every 0 \
+        --continue-later "${CONTINUE_LATER_SECONDS:-0}" \
         2>&1 | tee -a "$LOG"; echo "${PIPESTATUS[0]}" > "$STATUS_FILE" ) &
     TABLE1_PID=$!
     while kill -0 "$TABLE1_PID" 2>/dev/null; do

@@ -111,3 +111,19 @@ def test_stacked_engine_state_round_trip(tmp_path):
     # another configuration is refused
     with pytest.raises(CheckpointError, match="differing keys: width"):
         C.train_runs(runs, data, parts, **{**kw, "width": 0.05}, checkpoint=ck)
+    # a pause (Table 1 across two device calls): no periodic checkpoints, one when the callback
+    # stops; the resumed call reports the time already spent and the first start
+    ck2 = tmp_path / "paused.pkl"
+    first = C.train_runs(runs, data, parts, **kw, checkpoint=ck2, checkpoint_every=0, save_on_stop=True,
+                         callback=lambda t, r, s: False)
+    doc = load_checkpoint(ck2, kind="table1")
+    assert first["stopped"] and doc["round"] == 1
+    assert 0 < doc["extra"]["seconds"] <= first["seconds"] and doc["extra"]["started"] == first["started"]
+    second = C.train_runs(runs, data, parts, **kw, checkpoint=ck2, checkpoint_every=0, save_on_stop=True)
+    assert second["resumed_from"] == 1 and second["seconds_before"] == doc["extra"]["seconds"]
+    assert second["started"] == first["started"] and not second["stopped"]
+    assert strip(second["histories"]) == strip(full["histories"])
+    # without save_on_stop and with checkpoint_every=0 nothing is written
+    ck3 = tmp_path / "none.pkl"
+    C.train_runs(runs, data, parts, **kw, checkpoint=ck3, checkpoint_every=0, callback=lambda t, r, s: False)
+    assert not ck3.exists()

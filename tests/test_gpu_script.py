@@ -96,7 +96,7 @@ def test_split_calls_bench_on_random_images_then_table1_with_the_hint(tmp_path):
     """The device calls that carry the CIFAR-10 parts one by one: the first benchmarks the
     real split with random pixels (no Table 1), the last runs Table 1 with the rate handed on."""
     first = _gpu_run(tmp_path / "a", tmp_path / "results", data="random-images", SKIP_TABLE1="1",
-                     BENCH_MODES="eager")
+                     BENCH_MODES="eager profile", PROFILE_STEPS="2")
     assert first.returncode == 0, first.stdout + first.stderr
     assert sorted(p.name for p in (tmp_path / "a").iterdir()) == ["bench_cifar10_eager.json", "log.txt",
                                                                   "profile_eager.txt"]
@@ -123,6 +123,31 @@ def test_split_calls_bench_on_random_images_then_table1_with_the_hint(tmp_path):
     for extra, msg in (({}, "SKIP_TABLE1=1"), ({"SKIP_TABLE1": "1", "IMAGES_PER_SECOND": "1e5"}, "whole number")):
         proc = _gpu_run(tmp_path / "c", tmp_path / "results", data="random-images", **extra)
         assert proc.returncode == 2 and msg in proc.stderr
+
+
+def test_a_group_paused_in_one_call_is_finished_by_the_next(tmp_path):
+    """CONTINUE_LATER_SECONDS: the call's Table 1 time ends inside a group, which pauses with a
+    checkpoint in RESULTS (outside the tree, as /tmp on the device); the next call on the same
+    machine resumes it and writes the results, packed by that call."""
+    kw = dict(SKIP_BENCH="1", RUN_CUDA_TESTS="0", IMAGES_PER_SECOND="1000", TABLE1_ROUNDS="60",
+              TABLE1_CELLS="sgd-e2-fedavg,sgd-e2-fednova", PRECISION="fp32")
+    # 66 s: 21 s for Table 1 after the script's reserve, less than the 60 rounds take here (~1 s each)
+    first = _gpu_run(tmp_path / "a", tmp_path / "results", budget=66, CONTINUE_LATER_SECONDS="1200", **kw)
+    assert first.returncode == 0, first.stdout + first.stderr
+    assert "paused sgd-e2-fedavg__seed0, sgd-e2-fednova__seed0" in first.stdout, first.stdout
+    assert "2 paused for the next call" in first.stdout
+    assert list((tmp_path / "results").glob(".ckpt__*.pkl")) and not (tmp_path / "a" / "cifar10-results.tar.gz").exists()
+    second = _gpu_run(tmp_path / "b", tmp_path / "results", budget=200, **kw)
+    assert second.returncode == 0, second.stdout + second.stderr
+    assert "resuming after round" in second.stdout and "2 written" in second.stdout
+    assert not list((tmp_path / "results").glob(".ckpt__*.pkl"))
+    with tarfile.open(tmp_path / "b" / "cifar10-results.tar.gz") as tar:
+        assert sorted(tar.getnames()) == ["sgd-e2-fedavg__seed0.json", "sgd-e2-fednova__seed0.json"]
+        doc = json.loads(tar.extractfile("sgd-e2-fednova__seed0.json").read())
+    assert doc["summary"]["resumed_after_round"] > 0 and len(doc["history"]) == 60
+    # the checkpoint has to survive the next call's fresh tree
+    proc = _gpu_run(tmp_path / "c", "data/results/cifar10", CONTINUE_LATER_SECONDS="60", **kw)
+    assert proc.returncode == 2 and "outside the tree" in proc.stderr
 
 
 def test_script_refuses_bad_arguments(tmp_path):

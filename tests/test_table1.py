@@ -270,3 +270,88 @@ def test_repeat_differences(tmp_path):
     assert (r["cell"], r["seed"], r["tag"], r["stacked"], r["repeat_stacked"]) == ("sgd-e2-fedavg", 0, "alone", 2, 1)
     assert r["difference"] == pytest.approx(-1.0) and r["max_round_difference"] == pytest.approx(2.0)
     assert C.repeat_differences(results, tmp_path / "none") == []
+
+
+class _Clock:
+    """Stands in for the ``time`` module inside fedlib.experiments.cifar10: seconds pass only
+    when the fake trainer trains."""
+
+    def __init__(self):
+        self.now = 1000.0
+
+    def time(self):
+        return self.now
+
+    def perf_counter(self):
+        return self.now
+
+
+def _pausable_train_runs(clock, calls, seconds_per_image):
+    """train_runs as seen by run_table1: rounds take work x rate seconds of the fake clock, the
+    callback may stop them, a checkpoint (round, time spent, first start) is written at a stop
+    with save_on_stop and read back on the next call."""
+    from fedlib.checkpoint import load_checkpoint, save_checkpoint
+
+    def fake(runs, data, parts, *, rounds, callback=None, checkpoint=None, checkpoint_every=1, save_on_stop=False,
+             **kw):
+        n_train, n_test = len(data.train_labels), len(data.test_labels)
+        per_round = seconds_per_image * sum(C.round_work(r["epochs"], n_train, n_test) for r in runs)
+        start, before, started = 0, 0.0, clock.now
+        if checkpoint is not None and checkpoint.is_file():
+            doc = load_checkpoint(checkpoint, kind="table1")
+            start, before, started = doc["round"], doc["extra"]["seconds"], doc["extra"]["started"]
+        calls.append({"names": [r["name"] for r in runs], "from": start})
+        t0 = clock.now
+        hist = [{"round": t, "test_accuracy": 0.1 + 0.01 * t, "train_loss": 2.0, "chi2": 0.0, "tau_eff": 1.0,
+                 "local_steps": [1]} for t in range(rounds)]
+        stopped = False
+        for t in range(start, rounds):
+            clock.now += per_round
+            if callback is not None and callback(t, [], clock.now - t0) is False:
+                stopped = t + 1 < rounds
+                if stopped and save_on_stop and checkpoint is not None:
+                    save_checkpoint(checkpoint, config={}, round_done=t + 1, state={}, history=[], kind="table1",
+                                    extra={"seconds": before + clock.now - t0, "started": started})
+                break
+        return {"histories": [list(hist) for _ in runs], "seconds": clock.now - t0, "round_seconds": [],
+                "stopped": stopped, "device": "cpu", "resumed_from": start, "seconds_before": before,
+                "started": started}
+    return fake
+
+
+def test_continue_later_pauses_a_group_and_the_next_call_resumes_it(tmp_path, monkeypatch):
+    """With 1000 images/s on the sample an E = 2 run's round is 4.17 s, so a stacked pair's is
+    8.33 s and its 10 rounds 83.3 s (95.8 s with the 15 % margin). A 30 s call followed by a
+    100 s one: the pair starts (it fits 30 + 100 s), pauses after 3 rounds (a 4th would end at
+    33.3 s), and the next call resumes it from round 3 and writes both results with the time of
+    both calls."""
+    clock, calls, logs = _Clock(), [], []
+    monkeypatch.setattr(C, "time", clock)
+    monkeypatch.setattr(C, "train_runs", _pausable_train_runs(clock, calls, 1e-3))
+    data = C.load_data(sample=True)
+    kw = dict(seeds=(0,), cells=["sgd-e2-fedavg", "sgd-e2-fednova"], data=data, width=0.03, rounds=10,
+              device="cpu", stack=2, images_per_second=1000, checkpoint_every=0, log=logs.append)
+    # without continue_later the pair does not fit in 30 s: nothing starts
+    out = C.run_table1(tmp_path, budget_seconds=30, **kw)
+    assert calls == [] and len(out["not_started"]) == 2
+    out = C.run_table1(tmp_path, budget_seconds=30, continue_later=100, **kw)
+    names = ["sgd-e2-fedavg__seed0", "sgd-e2-fednova__seed0"]
+    assert calls == [{"names": names, "from": 0}]
+    assert out["paused"] == names and out["written"] == [] and out["not_started"] == []
+    ckpt = tmp_path / ".ckpt__sgd-e2-fedavg__seed0+sgd-e2-fednova__seed0.pkl"
+    assert ckpt.is_file() and any("paused" in line and "round 3 of 10" in line for line in logs), logs
+    # a last call too short for the 7 rounds left (58.3 s x 1.15 = 67 s) leaves the checkpoint alone
+    out = C.run_table1(tmp_path, budget_seconds=60, **kw)
+    assert len(calls) == 1 and ckpt.is_file() and out["written"] == []
+    assert any("the paused group" in line and "last 7 rounds" in line for line in logs), logs
+    # the next call resumes from round 3 and finishes
+    out = C.run_table1(tmp_path, budget_seconds=100, **kw)
+    assert calls[-1] == {"names": names, "from": 3}
+    assert len(out["written"]) == 2 and not ckpt.exists()
+    res = read_result(tmp_path / "sgd-e2-fedavg__seed0.json")
+    s = res["summary"]
+    assert s["group_seconds"] == pytest.approx(83.333, abs=1e-3)  # both calls' training time
+    assert s["seconds_per_run"] == pytest.approx(41.667, abs=1e-3) and s["resumed_after_round"] == 3
+    assert s["images_per_second"] == pytest.approx(1000)
+    with pytest.raises(ValueError, match="continue_later"):
+        C.run_table1(tmp_path / "x", budget_seconds=1, continue_later=-1, **kw)

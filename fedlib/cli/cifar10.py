@@ -282,6 +282,10 @@ def add_table1_parser(sub) -> argparse.ArgumentParser:
     p.add_argument("--checkpoint-every", type=int_at_least(0), default=1,
                    help="checkpoint each group every N rounds so a killed call resumes it (0: never; each "
                         "checkpoint copies every stacked model to the host)")
+    p.add_argument("--continue-later", type=float, default=0.0, metavar="SECONDS",
+                   help="another call on this machine follows with about SECONDS more: size groups to the budget "
+                        "plus SECONDS, and pause a group at this call's budget (checkpoint in --results) for the "
+                        "next call to resume (a GPU session's calls share /tmp; the last call passes 0)")
     p.add_argument("--dry-run", action="store_true", help="list what would run, run nothing")
     p.add_argument("--summary", action="store_true",
                    help="print the table of the results present in --results (final and best accuracy, seeds, "
@@ -329,6 +333,8 @@ def table1_command(args: argparse.Namespace) -> int:
         raise CLIError("--budget-seconds is required (the wall-clock budget; 0 with --dry-run lists what is missing)")
     if not args.budget_seconds >= 0:
         raise CLIError(f"--budget-seconds must be >= 0, got {args.budget_seconds}")
+    if not args.continue_later >= 0:
+        raise CLIError(f"--continue-later must be >= 0 seconds, got {args.continue_later}")
     seeds = _parse_seeds(args.seeds)
     cells = None
     if args.cells:
@@ -351,9 +357,10 @@ def table1_command(args: argparse.Namespace) -> int:
                          data_source=data.source, width=args.width, rounds=args.rounds, device=device,
                          precision=args.precision, path=args.path, cuda_graph=args.cuda_graph, stack=stack,
                          images_per_second=args.images_per_second, checkpoint_every=args.checkpoint_every,
-                         log=lambda s: print(s, flush=True))
+                         continue_later=args.continue_later, log=lambda s: print(s, flush=True))
     except FloatingPointError as exc:
         raise CLIError(str(exc)) from None
     print(f"table1: {len(out['written'])} written, {len(out['skipped'])} already present, "
-          f"{len(out['not_started'])} not started, {len(out['aborted'])} stopped for the budget", flush=True)
+          f"{len(out['not_started'])} not started, {len(out['aborted'])} stopped for the budget"
+          + (f", {len(out['paused'])} paused for the next call" if out["paused"] else ""), flush=True)
     return 0

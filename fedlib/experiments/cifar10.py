@@ -201,7 +201,8 @@ def train_runs(runs: Sequence[dict], data, parts, *, rounds: int, width: float =
                precision: str = "fp32", path: str = "grouped", cuda_graph: bool = False,
                batch_size: int = PAPER["batch_size"], lr_decay: str = "step",
                callback: Optional[Callable[[int, list, float], Any]] = None, checkpoint=None,
-               checkpoint_every: int = 1, checkpoint_config: Optional[dict] = None) -> dict:
+               checkpoint_every: int = 1, checkpoint_config: Optional[dict] = None,
+               save_on_stop: bool = False) -> dict:
     """Train several runs stacked in one engine.
 
     ``runs``: dicts with ``algorithm`` (a FederatedAlgorithm), ``epochs`` (``"2"``,
@@ -211,12 +212,17 @@ def train_runs(runs: Sequence[dict], data, parts, *, rounds: int, width: float =
     ``bf16`` (autocast; meant for GPUs) or ``fp64``. ``callback(round, records, seconds_so_far)`` after every
     round; returning ``False`` stops training (the histories so far are returned with
     ``stopped=True``). Returns ``{"histories", "seconds", "round_seconds", "stopped",
-    "device", "resumed_from"}``. Non-finite losses raise ``FloatingPointError`` naming round and run.
+    "device", "resumed_from", "seconds_before", "started"}``: ``seconds`` is this call's
+    training time, ``seconds_before`` the training time a resumed checkpoint had already
+    spent, ``started`` the ``time.time()`` of the group's first start (this call's, or the
+    checkpoint's). Non-finite losses raise ``FloatingPointError`` naming round and run.
 
-    ``checkpoint``: a file written atomically every ``checkpoint_every`` rounds
-    (:meth:`StackedEngine.state_dict` + the histories, :mod:`fedlib.checkpoint`); when it
-    exists the group resumes from it instead of starting over (refused if its
-    ``checkpoint_config`` — default: the run names, rounds, width, precision — differs).
+    ``checkpoint``: a file written atomically every ``checkpoint_every`` rounds (0: never
+    periodically), and when the callback stops training if ``save_on_stop``
+    (:meth:`StackedEngine.state_dict` + the histories + the time spent,
+    :mod:`fedlib.checkpoint`); when it exists the group resumes from it instead of starting
+    over (refused if its ``checkpoint_config`` — default: the run names, rounds, width,
+    precision — differs).
     """
     import torch
 
@@ -243,6 +249,7 @@ def train_runs(runs: Sequence[dict], data, parts, *, rounds: int, width: float =
                            dtype=dtype, precision=prec, cuda_graph=cuda_graph, batch_size=batch_size)
     histories: List[list] = [[] for _ in specs]
     resumed_from = 0
+    seconds_before, started = 0.0, time.time()
     ck_config = dict(checkpoint_config) if checkpoint_config is not None else {
         "runs": [r.get("name", "") for r in runs], "seeds": [r["seed"] for r in runs], "rounds": rounds,
         "width": width, "precision": precision, "batch_size": batch_size, "lr_decay": lr_decay}
@@ -254,25 +261,38 @@ def train_runs(runs: Sequence[dict], data, parts, *, rounds: int, width: float =
         engine.load_state_dict(doc["state"])
         histories = [list(h) for h in doc["extra"]["histories"]]
         resumed_from = engine.round_index
+        seconds_before = float(doc["extra"].get("seconds", 0.0))
+        started = float(doc["extra"].get("started", started))
     round_seconds = []
     t0 = time.perf_counter()
     stopped = False
+
+    def save(round_done):
+        from ..checkpoint import save_checkpoint
+
+        save_checkpoint(checkpoint, config=ck_config, round_done=round_done, state=engine.state_dict(), history=[],
+                        seed=None, kind="table1",
+                        extra={"histories": histories, "seconds": seconds_before + time.perf_counter() - t0,
+                               "started": started})
+
     for t in range(resumed_from, rounds):
         ts = time.perf_counter()
         records = engine.run_round()
         round_seconds.append(time.perf_counter() - ts)
         for rec in records:
             histories[rec.run].append(history_record(rec))
-        if checkpoint is not None and ((t + 1) % checkpoint_every == 0 or t + 1 == rounds):
-            from ..checkpoint import save_checkpoint
-
-            save_checkpoint(checkpoint, config=ck_config, round_done=t + 1, state=engine.state_dict(), history=[],
-                            seed=None, kind="table1", extra={"histories": histories})
+        saved = False
+        if checkpoint is not None and checkpoint_every > 0 and ((t + 1) % checkpoint_every == 0 or t + 1 == rounds):
+            save(t + 1)
+            saved = True
         if callback is not None and callback(t, records, time.perf_counter() - t0) is False:
             stopped = t + 1 < rounds
+            if stopped and save_on_stop and checkpoint is not None and not saved:
+                save(t + 1)
             break
     return {"histories": histories, "seconds": time.perf_counter() - t0, "round_seconds": round_seconds,
-            "stopped": stopped, "device": device, "resumed_from": resumed_from}
+            "stopped": stopped, "device": device, "resumed_from": resumed_from, "seconds_before": seconds_before,
+            "started": started}
 
 
 # ============================================================================ Table 1 runner
@@ -330,7 +350,7 @@ def run_table1(results_dir, *, budget_seconds: float, seeds: Sequence[int] = (0,
                precision: str = "fp32", path: str = "grouped", cuda_graph: bool = False, stack: int = 1,
                cells: Optional[Sequence[str]] = None, safety: float = 1.15, dry_run: bool = False,
                images_per_second: Optional[float] = None, checkpoint_every: int = 1,
-               log: Callable[[str], Any] = print) -> dict:
+               continue_later: float = 0.0, log: Callable[[str], Any] = print) -> dict:
     """Run the missing Table 1 (cell, seed) results that fit in ``budget_seconds``.
 
     Runs are taken in :func:`plan_table1` order, up to ``stack`` at a time in one engine.
@@ -348,8 +368,15 @@ def run_table1(results_dir, *, budget_seconds: float, seeds: Sequence[int] = (0,
     ``results_dir/.ckpt__<names>.pkl`` (removed once its results are written): a group
     killed mid-way (crash, ``kill -9``, preemption) resumes from there on the next call
     instead of starting over; 0 writes no checkpoints (each costs a copy of every run's
-    model to the host). Returns ``{"written": [...], "skipped": [...], "not_started":
-    [...], "aborted": [...]}``.
+    model to the host). A group with a checkpoint in ``results_dir`` (killed, or paused
+    as below) is resumed first, its estimate counting only its remaining rounds.
+
+    ``continue_later = S > 0`` says that another call on the same machine follows with
+    about ``S`` more seconds (a GPU session's calls share ``/tmp``): groups are sized to
+    fit the remaining budget plus ``S``, and a group that reaches this call's deadline
+    saves a checkpoint after its last whole round and *pauses*; the next call (with
+    ``continue_later = 0`` if it is the last) resumes it. Returns ``{"written": [...],
+    "skipped": [...], "not_started": [...], "aborted": [...], "paused": [...]}``.
     """
     from ..results import make_provenance, make_result, write_result
 
@@ -359,7 +386,8 @@ def run_table1(results_dir, *, budget_seconds: float, seeds: Sequence[int] = (0,
     plan = plan_table1(results_dir, seeds, cells)
     skipped = [p for p in plan if p["present"]]
     todo = [p for p in plan if not p["present"]]
-    out = {"written": [], "skipped": [str(p["path"]) for p in skipped], "not_started": [], "aborted": []}
+    out = {"written": [], "skipped": [str(p["path"]) for p in skipped], "not_started": [], "aborted": [],
+           "paused": []}
     for p in skipped:
         log(f"present: {p['path'].name}")
     if dry_run:
@@ -392,6 +420,8 @@ def run_table1(results_dir, *, budget_seconds: float, seeds: Sequence[int] = (0,
     checkpoint_every = int(checkpoint_every)
     if checkpoint_every < 0:
         raise ValueError(f"checkpoint_every must be >= 0, got {checkpoint_every}")
+    if not float(continue_later) >= 0:
+        raise ValueError(f"continue_later must be >= 0 seconds, got {continue_later!r}")
     parts = official_partition(data.train_labels)
     test_labels = getattr(data, "test_labels", None)
     n_train, n_test = int(len(data.train_labels)), (0 if test_labels is None else int(len(test_labels)))
@@ -399,27 +429,62 @@ def run_table1(results_dir, *, budget_seconds: float, seeds: Sequence[int] = (0,
     def work(p):
         return round_work(p["cell"].epochs, n_train, n_test)
 
+    def names_of(group):
+        return [f"{p['cell'].id}__seed{p['seed']}" for p in group]
+
+    def ckpt_path(names):
+        return results_dir / (".ckpt__" + "+".join(names) + ".pkl")
+
+    def paused_group():
+        """The longest prefix of ``todo`` with a checkpoint (a paused or killed group), the
+        rounds it has done and the training seconds they took (``None`` if not recorded),
+        or ``(0, 0, None)``."""
+        from ..checkpoint import CheckpointError, load_checkpoint
+
+        for j in range(len(todo), 0, -1):
+            f = ckpt_path(names_of(todo[:j]))
+            if f.is_file():
+                try:
+                    doc = load_checkpoint(f, kind="table1")
+                except CheckpointError as exc:
+                    log(f"ignoring {f.name}: {exc}")
+                    continue
+                return j, int(doc["round"]), doc.get("extra", {}).get("seconds")
+        return 0, 0, None
+
+    later = float(continue_later)
     while todo:
         remaining = deadline - time.time()
         k = min(stack, len(todo))
-        if rate is not None:
+        k_resume, done, spent = paused_group()
+        if k_resume:
+            k = k_resume
+            if spent and done:  # the rate this group measured before its pause (warm-up included)
+                rate = float(spent) / (done * sum(work(p) for p in todo[:k]))
+            need = None if rate is None else safety * rate * (rounds - done) * sum(work(p) for p in todo[:k])
+            if need is not None and need > remaining + later:
+                log(f"budget: {remaining:.0f} s left (+{later:.0f} s later), the paused group "
+                    f"{', '.join(names_of(todo[:k]))} needs ~{need:.0f} s for its last {rounds - done} rounds; stopping")
+                break
+        elif rate is not None:
             fits = 0
-            while fits < k and safety * rate * rounds * sum(work(p) for p in todo[:fits + 1]) <= remaining:
+            while fits < k and safety * rate * rounds * sum(work(p) for p in todo[:fits + 1]) <= remaining + later:
                 fits += 1
             if fits < 1:
-                log(f"budget: {remaining:.0f} s left, the next run needs ~{safety * rate * rounds * work(todo[0]):.0f} s; "
-                    "stopping")
+                log(f"budget: {remaining:.0f} s left" + (f" (+{later:.0f} s later)" if later else "") +
+                    f", the next run needs ~{safety * rate * rounds * work(todo[0]):.0f} s; stopping")
                 break
             k = fits
         group = todo[:k]
-        names = [f"{p['cell'].id}__seed{p['seed']}" for p in group]
+        names = names_of(group)
         group_work = sum(work(p) for p in group)
-        est = f" (estimate {rate * rounds * group_work:.0f} s)" if rate is not None else ""
-        log(f"training {len(group)} run(s) stacked{est}: {', '.join(names)}")
+        est = f" (estimate {rate * (rounds - done) * group_work:.0f} s)" if rate is not None else ""
+        log(f"training {len(group)} run(s) stacked{est}: {', '.join(names)}"
+            + (f", resuming after round {done}" if done else ""))
         runs = [{"algorithm": p["cell"].make_algorithm(), "epochs": p["cell"].epochs, "seed": p["seed"],
                  "name": f"{p['cell'].id}__seed{p['seed']}"} for p in group]
         started = time.time()
-        state = {"reason": None}
+        state = {"reason": None, "paused": False}
 
         marks = [0.0]
 
@@ -430,28 +495,40 @@ def run_table1(results_dir, *, budget_seconds: float, seeds: Sequence[int] = (0,
             durations = np.diff(marks)
             if t + 1 >= rounds:
                 return True
-            if len(durations) == 1:  # the first round of this session (round 0, or the first after a resume)
+            now = time.time()
+            if len(durations) == 1:  # the first round of this call (round 0, or the first after a resume)
                 per = durations[0]
-                if time.time() + per * (rounds - 1) / 3 <= deadline:
+                if now + per * (rounds - t - 1) / 3 <= deadline + later and now + per <= deadline:
                     return True  # even at a third of the warm-up round's time it may fit: measure more
             else:
                 per = float(np.mean(durations[1:]))
-            projected = time.time() + per * (rounds - t - 1) * (safety if t < 3 else 1.0)
-            if projected > deadline:
+            projected = now + per * (rounds - t - 1) * (safety if t < 3 else 1.0)
+            if projected > deadline + later:
                 state["reason"] = (f"after round {t} ({elapsed:.1f} s): projected finish "
-                                   f"{projected - deadline:.0f} s past the budget")
+                                   f"{projected - deadline - later:.0f} s past the budget")
                 state["rate"] = per / group_work
+                return False
+            if later and now + per > deadline:  # the next round would end past this call: pause here
+                state["paused"], state["round_done"] = True, t + 1
+                state["reason"] = f"after round {t} ({elapsed:.1f} s in this call)"
                 return False
             return True
 
-        ckpt = results_dir / (".ckpt__" + "+".join(names) + ".pkl")  # resumes an interrupted group
+        ckpt = ckpt_path(names)  # resumes an interrupted or paused group
+        use_ckpt = checkpoint_every > 0 or later > 0 or ckpt.is_file()
         try:
             res = train_runs(runs, data, parts, rounds=rounds, width=width, device=device, precision=precision,
                              path=path, cuda_graph=cuda_graph, callback=check,
-                             checkpoint=ckpt if checkpoint_every else None, checkpoint_every=max(checkpoint_every, 1))
+                             checkpoint=ckpt if use_ckpt else None, checkpoint_every=checkpoint_every,
+                             save_on_stop=later > 0)
         except FloatingPointError as exc:
             raise FloatingPointError(f"table1 cells {names}: {exc} (no result written for this group)") from exc
         finished = time.time()
+        if res["stopped"] and state["paused"]:  # continues in the next call, from the checkpoint
+            out["paused"] += names
+            log(f"paused {', '.join(names)} {state['reason']}: checkpoint {ckpt.name} "
+                f"(round {state['round_done']} of {rounds}); the next call resumes it")
+            break
         if res["stopped"]:  # a polite stop by the budget writes nothing (a crash leaves ckpt to resume from)
             ckpt.unlink(missing_ok=True)
             rate = state["rate"]
@@ -461,10 +538,11 @@ def run_table1(results_dir, *, budget_seconds: float, seeds: Sequence[int] = (0,
                 break
             continue
         trained_rounds = max(rounds - res.get("resumed_from", 0), 1)
-        per_run_round = res["seconds"] / (trained_rounds * len(group))
         rate = res["seconds"] / (trained_rounds * group_work)
+        group_seconds = res["seconds"] + res.get("seconds_before", 0.0)
+        per_run_round = group_seconds / (rounds * len(group))
         log(f"measured {1 / rate:.0f} images/s (training + evaluation, {len(group)} run(s) stacked)")
-        prov = make_provenance(started, finished, device)
+        prov = make_provenance(res.get("started", started), finished, device)
         for p, hist in zip(group, res["histories"]):
             cell = p["cell"]
             config = {"problem": "cifar10-vgg11", "table1_cell": cell.config(), "cell_id": cell.id, "seed": p["seed"],
@@ -477,9 +555,11 @@ def run_table1(results_dir, *, budget_seconds: float, seeds: Sequence[int] = (0,
             last = hist[-1]
             summary = {"final_test_accuracy": last["test_accuracy"], "final_train_loss": last["train_loss"],
                        "best_test_accuracy": max(h["test_accuracy"] for h in hist),
-                       "rounds": len(hist), "group_seconds": res["seconds"], "runs_in_group": len(group),
-                       "seconds_per_run": res["seconds"] / len(group), "seconds_per_run_round": per_run_round,
+                       "rounds": len(hist), "group_seconds": group_seconds, "runs_in_group": len(group),
+                       "seconds_per_run": group_seconds / len(group), "seconds_per_run_round": per_run_round,
                        "images_per_second": 1.0 / rate}
+            if res.get("resumed_from"):
+                summary["resumed_after_round"] = int(res["resumed_from"])
             write_result(p["path"], make_result(config, hist, prov, summary=summary))
             out["written"].append(str(p["path"]))
             log(f"wrote {p['path']} (final test accuracy {last['test_accuracy']:.4f})")
@@ -487,7 +567,8 @@ def run_table1(results_dir, *, budget_seconds: float, seeds: Sequence[int] = (0,
             log(f"resumed {', '.join(names)} from round {res['resumed_from']} ({ckpt.name})")
         ckpt.unlink(missing_ok=True)
         todo = todo[len(group):]
-    out["not_started"] = [str(p["path"]) for p in todo if str(p["path"]) not in out["written"]]
+    out["not_started"] = [str(p["path"]) for p in todo
+                          if str(p["path"]) not in out["written"] and p["path"].stem not in out["paused"]]
     return out
 
 
