@@ -212,6 +212,7 @@ def test_summary_flag_prints_the_table(tmp_path, capsys, monkeypatch):
             "| 13.00 | 1 | 0.3 (cpu) | 60.68 |") in out
     assert "| momentum | E=2 | FedAvg | not yet run |" in out
     assert "FedNova reaches it at round" in out
+    assert "| SGD | E=2 | FedAvg | 0 | 13.00 | 13.00 | +0.00 | +5.63 |" in out  # FedNova's lead (the fake: none)
     assert main(["table1", "--results", str(tmp_path)]) == 2
     assert "--budget-seconds is required" in capsys.readouterr().err
 

@@ -289,8 +289,8 @@ def add_table1_parser(sub) -> argparse.ArgumentParser:
     p.add_argument("--dry-run", action="store_true", help="list what would run, run nothing")
     p.add_argument("--summary", action="store_true",
                    help="print the table of the results present in --results (final and best accuracy, seeds, "
-                        "minutes per run, the paper's values) and the rounds FedNova needs to reach FedAvg's "
-                        "final accuracy; run nothing")
+                        "minutes per run, the paper's values), FedNova's lead over its baseline per pair and the "
+                        "rounds FedNova needs to reach FedAvg's final accuracy; run nothing")
     p.add_argument("--list-cells", action="store_true", help="print the cells and their hyper-parameters")
     _add_data_args(p, clients=False)
     _add_engine_args(p)
@@ -318,12 +318,17 @@ def table1_command(args: argparse.Namespace) -> int:
                   + (f" tau_eff={c.tau_eff}" if c.tau_eff else ""))
         return 0
     if args.summary:
-        from ..experiments.cifar10 import (MATCH_HEADERS, SUMMARY_HEADERS, format_match_rows, format_summary_rows,
+        from ..experiments.cifar10 import (GAP_HEADERS, MATCH_HEADERS, SUMMARY_HEADERS, fednova_gaps,
+                                           format_gap_rows, format_match_rows, format_summary_rows,
                                            load_table1_results, rounds_to_match, table1_summary)
         from ..report import markdown_table
 
         results = load_table1_results(args.results)
         print(markdown_table(SUMMARY_HEADERS, format_summary_rows(table1_summary(results)), spec="s"))
+        gaps = fednova_gaps(results)
+        if gaps:
+            print()
+            print(markdown_table(GAP_HEADERS, format_gap_rows(gaps), spec="s"))
         match = rounds_to_match(results)
         if match:
             print()
