@@ -234,6 +234,10 @@ def test_random_images_have_the_shipped_labels_and_seeded_pixels():
     assert np.bincount(a.test_labels, minlength=10).tolist() == [1000] * 10
     b = cifar10_random_images(seed=3)
     assert np.array_equal(a.train_images, b.train_images)
+    from fedlib.data.cifar10 import load_cifar10_labels
+
+    train_labels, test_labels = load_cifar10_labels()
+    assert np.array_equal(train_labels, a.train_labels) and np.array_equal(test_labels, a.test_labels)
     assert not np.array_equal(a.train_images[:100], cifar10_random_images(seed=4).train_images[:100])
     # the shipped sample is the first 200 of each class: its labels agree with the full label list
     sample = load_cifar10_sample()

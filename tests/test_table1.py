@@ -356,3 +356,40 @@ def test_continue_later_pauses_a_group_and_the_next_call_resumes_it(tmp_path, mo
     assert s["images_per_second"] == pytest.approx(1000)
     with pytest.raises(ValueError, match="continue_later"):
         C.run_table1(tmp_path / "x", budget_seconds=1, continue_later=-1, **kw)
+
+
+def test_check_recorded_diagnostics_by_hand():
+    """Recorded tau_eff and chi2 against closed forms written out here: plain SGD has
+    ||a_i||_1 = tau_i, momentum rho = 0.9 has sum_k (1 - rho^(k+1)) / (1 - rho); FedAvg's
+    w_i = p_i ||a_i||_1 / sum_j p_j ||a_j||_1, FedNova's w = p; chi2 = sum (p - w)^2 / w."""
+    import numpy as np
+
+    from fedlib.schedules import steps_per_epoch
+
+    labels = C.load_data(sample=True).train_labels
+    n = np.array([len(c) for c in C.official_partition(labels)], dtype=float)
+    p = n / n.sum()
+    tau = 2 * steps_per_epoch(n.astype(int), 32)
+    mom = np.array([sum((1 - 0.9 ** (k + 1)) / 0.1 for k in range(int(t))) for t in tau])
+
+    def hist(a, fedavg, lr):
+        w = p * a / (p @ a) if fedavg else p
+        return {"history": [{"round": 0, "lr": lr, "local_steps": tau.tolist(), "tau_eff": float(p @ a),
+                             "chi2": float(np.sum((p - w) ** 2 / w))}]}
+
+    results = {"sgd-e2-fedavg": {0: hist(tau.astype(float), True, 0.05)},
+               "sgd-e2-fednova": {0: hist(tau.astype(float), False, 0.05)},
+               "momentum-e2-fedavg": {1: hist(mom, True, 0.02)}}
+    rows = C.check_recorded_diagnostics(results, labels)
+    assert [(r["cell"], r["seed"]) for r in rows] == [("sgd-e2-fedavg", 0), ("sgd-e2-fednova", 0),
+                                                      ("momentum-e2-fedavg", 1)]
+    assert all(r["tau_eff_rel_error"] < 1e-12 and r["chi2_abs_error"] < 1e-12 for r in rows), rows
+    assert rows[0]["chi2"] > 0.1 and rows[1]["chi2"] == 0.0
+    # a recorded value that is off shows up
+    results["sgd-e2-fedavg"][0]["history"][0]["chi2"] += 1e-3
+    results["sgd-e2-fednova"][0]["history"][0]["tau_eff"] *= 1.01
+    rows = C.check_recorded_diagnostics(results, labels)
+    assert rows[0]["chi2_abs_error"] == pytest.approx(1e-3) and rows[1]["tau_eff_rel_error"] == pytest.approx(0.01)
+    with pytest.raises(ValueError, match="official split has 16"):
+        C.check_recorded_diagnostics({"sgd-e2-fedavg": {0: {"history": [{**results["sgd-e2-fedavg"][0]["history"][0],
+                                                                          "local_steps": [2, 2]}]}}}, labels)

@@ -37,6 +37,7 @@ __all__ = [
     "load_cifar10",
     "load_cifar10_sample",
     "cifar10_random_images",
+    "load_cifar10_labels",
     "DEFAULT_LABELS_PATH",
     "CIFAR10_MEAN",
     "CIFAR10_STD",
@@ -285,6 +286,43 @@ def load_cifar10_sample(path=None) -> Cifar10Arrays:
 # --------------------------------------------------------------------------- labels only (benchmarks)
 
 
+def load_cifar10_labels(path=None) -> tuple[np.ndarray, np.ndarray]:
+    """Every CIFAR-10 label, ``(train_labels, test_labels)`` (int64, 50,000 and 10,000, in
+    the standard order), from the shipped ``data/cifar10-sample/cifar10-labels.npz`` (30 kB)
+    or ``path``: what the official split (:func:`fedlib.data.partition.dirichlet_partition`)
+    needs, without the images. Chapter 5 rebuilds the split with it to check the
+    diagnostics that GPU runs recorded.
+
+    Raises
+    ------
+    FileNotFoundError, ValueError
+        A missing file, a missing key, labels out of range.
+    """
+    file = DEFAULT_LABELS_PATH if path is None else Path(path).expanduser()
+    if not file.is_file():
+        raise FileNotFoundError(
+            f"CIFAR-10 labels not found at {file}. They ship in the repository's data/cifar10-sample/ "
+            "folder; recreate them with 'python scripts/make_cifar_sample.py --root DIR'.")
+    try:
+        with np.load(file, allow_pickle=False) as npz:
+            labels = {key: npz[key] for key in ("train_labels", "test_labels") if key in npz.files}
+    except Exception as exc:
+        raise ValueError(f"{file}: not a readable .npz file ({type(exc).__name__}: {exc})") from None
+    missing = [key for key in ("train_labels", "test_labels") if key not in labels]
+    if missing:
+        raise ValueError(f"{file}: missing array(s) {', '.join(missing)}")
+    out = []
+    for split in ("train", "test"):
+        lab = np.asarray(labels[f"{split}_labels"])
+        if lab.ndim != 1 or (lab.size and lab.dtype.kind not in "iu"):
+            raise ValueError(f"{file}: {split}_labels must be a vector of integers, got {lab.dtype} {lab.shape}")
+        lab = lab.astype(np.int64)
+        if lab.size and (lab.min() < 0 or lab.max() >= _NUM_CLASSES):
+            raise ValueError(f"{file}: {split}_labels must lie in 0..{_NUM_CLASSES - 1}")
+        out.append(lab)
+    return out[0], out[1]
+
+
 def cifar10_random_images(seed: int = 0, path=None) -> Cifar10Arrays:
     """The real CIFAR-10 labels (all 50,000 + 10,000, shipped) with uniformly random pixels.
 
@@ -315,23 +353,10 @@ def cifar10_random_images(seed: int = 0, path=None) -> Cifar10Arrays:
     >>> d.train_images.shape, int(d.train_labels[0])      # doctest: +SKIP
     ((50000, 32, 32, 3), 6)
     """
+    train_labels, test_labels = load_cifar10_labels(path)
     file = DEFAULT_LABELS_PATH if path is None else Path(path).expanduser()
-    if not file.is_file():
-        raise FileNotFoundError(
-            f"CIFAR-10 labels not found at {file}. They ship in the repository's data/cifar10-sample/ "
-            "folder; recreate them with 'python scripts/make_cifar_sample.py --root DIR'.")
-    try:
-        with np.load(file, allow_pickle=False) as npz:
-            labels = {key: npz[key] for key in ("train_labels", "test_labels") if key in npz.files}
-    except Exception as exc:
-        raise ValueError(f"{file}: not a readable .npz file ({type(exc).__name__}: {exc})") from None
-    missing = [key for key in ("train_labels", "test_labels") if key not in labels]
-    if missing:
-        raise ValueError(f"{file}: missing array(s) {', '.join(missing)}")
     rng = np.random.default_rng(seed)
-    out = []
-    for split in ("train", "test"):
-        lab = labels[f"{split}_labels"]
-        images = rng.integers(0, 256, size=(len(lab),) + _IMAGE_SHAPE, dtype=np.uint8)
-        out.extend(_check_arrays(str(file), images, lab, split))
-    return Cifar10Arrays(out[0], out[1], out[2], out[3], f"{file} labels + random images (seed {seed})")
+    train_images = rng.integers(0, 256, size=(len(train_labels),) + _IMAGE_SHAPE, dtype=np.uint8)
+    test_images = rng.integers(0, 256, size=(len(test_labels),) + _IMAGE_SHAPE, dtype=np.uint8)
+    return Cifar10Arrays(train_images, train_labels, test_images, test_labels,
+                         f"{file} labels + random images (seed {seed})")

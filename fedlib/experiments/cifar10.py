@@ -1000,3 +1000,44 @@ def repeat_differences(results: Dict[str, Dict[int, dict]], repeats_dir) -> List
 
 
 __all__ += ["fednova_gaps", "GAP_HEADERS", "format_gap_rows", "repeat_differences"]
+
+
+def check_recorded_diagnostics(results: Dict[str, Dict[int, dict]], train_labels) -> List[dict]:
+    r"""The diagnostics a Table 1 run recorded, against the paper's closed forms.
+
+    For every result and round: rebuild the official split of ``train_labels`` here
+    (:math:`p_i = n_i / n`), take the recorded local steps :math:`\tau_i` and the round's
+    learning rate, compute :math:`\|a_i\|_1` from the closed form of the cell's local
+    solver (:meth:`fedlib.solvers.LocalSolver.a_norm`; the engine uses the running
+    counter instead), then eq. 4's :math:`\tau_{\text{eff}}` and :math:`w`
+    (:func:`fedlib.rule.effective_weights`) and :math:`\chi^2_{p\|w} = \sum_i (p_i-w_i)^2/w_i`
+    (:func:`fedlib.theory.chi_square`). Per result: the largest relative error of
+    :math:`\tau_{\text{eff}}` and absolute error of :math:`\chi^2` over the rounds, and the
+    first round's recorded values. Full participation only (every Table 1 cell)."""
+    from ..rule import effective_weights
+    from ..theory import chi_square
+
+    sizes = np.array([len(c) for c in official_partition(np.asarray(train_labels))], dtype=np.float64)
+    p = sizes / sizes.sum()
+    rows = []
+    for cid, by_seed in results.items():
+        alg = _BY_ID[cid].make_algorithm()
+        for seed, res in sorted(by_seed.items()):
+            err_tau, err_chi = 0.0, 0.0
+            for h in res["history"]:
+                steps = np.asarray(h["local_steps"], dtype=np.int64)
+                if steps.size != p.size:
+                    raise ValueError(f"{cid} seed {seed} round {h['round']}: {steps.size} clients recorded, "
+                                     f"the official split has {p.size}")
+                solver = alg.solver.with_lr(float(h["lr"]))
+                a = np.array([solver.a_norm(int(t)) for t in steps])
+                tau_eff, w = effective_weights(alg.aggregation, p, a, alg.tau_eff, steps)
+                err_tau = max(err_tau, abs(h["tau_eff"] - tau_eff) / tau_eff)
+                err_chi = max(err_chi, abs(h["chi2"] - chi_square(p, w / w.sum())))
+            first = res["history"][0]
+            rows.append({"cell": cid, "seed": seed, "rounds": len(res["history"]), "tau_eff": first["tau_eff"],
+                         "chi2": first["chi2"], "tau_eff_rel_error": err_tau, "chi2_abs_error": err_chi})
+    return rows
+
+
+__all__ += ["check_recorded_diagnostics"]
