@@ -99,6 +99,11 @@ def test_sources_have_no_outputs(path):
             f"{path.name} cell {i}: papermill's injected cell was committed"
         assert "papermill" not in cell.metadata, f"{path.name} cell {i}: papermill metadata"
     assert "papermill" not in nb.metadata, f"{path.name}: executed by papermill, not clean"
+    # nbformat.read fills in missing cell ids (with a warning): look at the file itself
+    import json
+
+    ids = [c.get("id") for c in json.loads(path.read_text())["cells"]]
+    assert None not in ids and len(set(ids)) == len(ids), f"{path.name}: cells without a (unique) id"
 
 
 @pytest.mark.parametrize("docname", CHAPTERS)
