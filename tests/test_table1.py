@@ -393,3 +393,25 @@ def test_check_recorded_diagnostics_by_hand():
     with pytest.raises(ValueError, match="official split has 16"):
         C.check_recorded_diagnostics({"sgd-e2-fedavg": {0: {"history": [{**results["sgd-e2-fedavg"][0]["history"][0],
                                                                           "local_steps": [2, 2]}]}}}, labels)
+
+
+def test_summary_lines_say_what_was_measured():
+    """Chapter 5's summary from the committed-looking pieces; nothing when nothing exists."""
+    summary = [{"n_seeds": 1, "devices": ["H200"]}, {"n_seeds": 0, "devices": []}]
+    gaps = [{"row": "SGD", "setting": "E=2", "baseline": "FedAvg", "seeds": [0], "baseline_final": 58.82,
+             "fednova_final": 66.53, "gap": 7.71, "paper_gap": 5.63}]
+    checks = [{"chi2": 0.3246, "tau_eff_rel_error": 0.0, "chi2_abs_error": 2e-16},
+              {"chi2": 0.0, "tau_eff_rel_error": 1e-16, "chi2_abs_error": 0.0}]
+    match = [{"baseline": "FedAvg", "row": "SGD", "setting": "E=2", "seed": 0, "fednova_rounds": 52,
+              "baseline_rounds": 100, "fraction": 0.52}]
+    repeats = [{"cell": "sgd-e2-fedavg", "seed": 0, "difference": -0.11}]
+    bench = [{"cuda_graph": True, "device": "H200", "engine_images_per_s": 77225.0, "ratio": 11.44, "runs": 4},
+             {"cuda_graph": False, "device": "cpu", "engine_images_per_s": 1.0, "ratio": 2.0, "runs": 1}]
+    lines = C.summary_lines(summary, gaps, checks, match, repeats, bench)
+    assert lines[0] == "- 1 of 2 Table 1 cells have results (1 runs; devices: H200)."
+    assert "FedNova 66.53 % vs FedAvg 58.82 % (+7.71 points over 1 seed(s); the paper: +5.63)" in lines[1]
+    assert "largest errors 1e-16 relative, 2e-16 absolute); χ² of the baselines: 0.325; FedNova's: 0." in lines[2]
+    assert "after 52 of 100 rounds" in lines[3] and "0.11 points apart" in lines[4]
+    assert lines[5] == "- Speed on H200: the stacked engine 77,225 images/s, 11.4× the per-client loop (4 runs stacked)."
+    assert len(lines) == 6  # the CPU benchmark (no CUDA graph) is not a speed claim
+    assert C.summary_lines([], [], [], [], [], []) == ["- 0 of 0 Table 1 cells have results (0 runs; devices: none)."]

@@ -20,6 +20,13 @@ chapter need, as library code:
   a run that its time estimate says cannot finish within the budget.
 * :func:`bench_cifar10` — per-client eager loop vs the engine on the real round structure.
 * :func:`table1_summary` — mean ± std over the seeds with results, for the chapter.
+* Chapter 5's checks on the runs that exist: :func:`fednova_gaps` (FedNova's lead per
+  pair), :func:`repeat_differences` (same-seed runs: the noise floor),
+  :func:`check_recorded_diagnostics` (recorded :math:`\tau_{\text{eff}}`, :math:`\chi^2`
+  against the closed forms), :func:`rounds_to_match` (App. I, Figure 7) and
+  :func:`summary_lines`.
+* ``run_table1(..., continue_later=S)`` lets a group span two device calls of one GPU
+  session (pause with a checkpoint, resume in the next call).
 """
 from __future__ import annotations
 
@@ -1041,3 +1048,41 @@ def check_recorded_diagnostics(results: Dict[str, Dict[int, dict]], train_labels
 
 
 __all__ += ["check_recorded_diagnostics"]
+
+
+def summary_lines(summary: List[dict], gaps: List[dict], checks: List[dict], match: List[dict],
+                  repeats: List[dict], bench: List[dict]) -> List[str]:
+    """Chapter 5's closing summary as markdown bullet points, from what
+    :func:`table1_summary`, :func:`fednova_gaps`, :func:`check_recorded_diagnostics`,
+    :func:`rounds_to_match`, :func:`repeat_differences` and :func:`load_benchmarks`
+    return: it says what was measured and nothing else."""
+    devices = sorted({d for r in summary for d in r["devices"]})
+    lines = [f"- {sum(r['n_seeds'] > 0 for r in summary)} of {len(summary)} Table 1 cells have results "
+             f"({sum(r['n_seeds'] for r in summary)} runs; devices: {', '.join(devices) or 'none'})."]
+    for g in gaps:
+        paper = "—" if g["paper_gap"] is None else f"{g['paper_gap']:+.2f}"
+        lines.append(f"- {g['row']}, {g['setting']}: FedNova {g['fednova_final']:.2f} % vs {g['baseline']} "
+                     f"{g['baseline_final']:.2f} % ({g['gap']:+.2f} points over {len(g['seeds'])} seed(s); "
+                     f"the paper: {paper}).")
+    if checks:
+        baselines = sorted({f"{c['chi2']:.3f}" for c in checks if c["chi2"] > 0})
+        lines.append(f"- The τ_eff and χ² that the {len(checks)} run(s) recorded in every round equal the closed "
+                     f"forms on the official split (largest errors {max(c['tau_eff_rel_error'] for c in checks):.0e} "
+                     f"relative, {max(c['chi2_abs_error'] for c in checks):.0e} absolute)"
+                     + (f"; χ² of the baselines: {', '.join(baselines)}" if baselines else "") + "; FedNova's: 0.")
+    for m in match:
+        if m["fraction"] is not None:
+            lines.append(f"- FedNova reaches {m['baseline']}'s final accuracy ({m['row']}, {m['setting']}, "
+                         f"seed {m['seed']}) after {m['fednova_rounds']} of {m['baseline_rounds']} rounds "
+                         "(the paper: about half).")
+    for r in repeats:
+        lines.append(f"- The same run made twice ({r['cell']}, seed {r['seed']}) ends {abs(r['difference']):.2f} "
+                     "points apart: differences of that size between cells mean nothing.")
+    for b in bench:
+        if b["cuda_graph"]:
+            lines.append(f"- Speed on {b['device']}: the stacked engine {b['engine_images_per_s']:,.0f} images/s, "
+                         f"{b['ratio']:.1f}× the per-client loop ({b['runs']} runs stacked).")
+    return lines
+
+
+__all__ += ["summary_lines"]
