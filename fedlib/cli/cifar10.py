@@ -36,7 +36,8 @@ rounds, client lr /10 after 50% and /100 after 75% of the rounds, weight decay 1
 lr 0.05 for local SGD (use 0.02 with --solver momentum)."""
 
 
-def _add_data_args(p: argparse.ArgumentParser, *, clients: bool = True) -> None:
+def _add_data_args(p: argparse.ArgumentParser, *, clients: bool = True):
+    """The data flags; returns their argument group (for command-specific additions)."""
     g = p.add_argument_group("data")
     g.add_argument("--data-root", type=Path, default=None,
                    help="folder containing cifar-10-batches-py (or that folder itself)")
@@ -49,6 +50,7 @@ def _add_data_args(p: argparse.ArgumentParser, *, clients: bool = True) -> None:
         g.add_argument("--partition-alpha", type=positive_float, default=0.1, help="Dirichlet concentration of the split")
         g.add_argument("--partition-seed", type=int_at_least(0), default=2020,
                        help="seed of the split (numpy legacy generator; the official code's 2020)")
+    return g
 
 
 def _add_engine_args(p: argparse.ArgumentParser, *, precisions=("fp32", "bf16", "fp64")) -> None:
@@ -185,8 +187,7 @@ def add_bench_parser(sub) -> argparse.ArgumentParser:
     p = sub.add_parser("cifar10", help="stacked engine vs the per-client eager loop on VGG-11",
                        description=BENCH_DESCRIPTION,
                        formatter_class=HelpFormatter)
-    _add_data_args(p, clients=False)
-    p.add_argument_group("data").add_argument(
+    _add_data_args(p, clients=False).add_argument(
         "--random-images", action="store_true",
         help="the real labels of all 50,000 training images (shipped) with random pixels: the Table 1 split's "
              "work without the images")

@@ -223,18 +223,37 @@ def load_cifar10(root, download: bool = False) -> Cifar10Arrays:
 # --------------------------------------------------------------------------- the shipped sample
 
 
-def _check_arrays(source: str, images, labels, split: str) -> tuple[np.ndarray, np.ndarray]:
-    images = np.asarray(images)
+def _check_labels(source: str, labels, split: str, n: int | None = None) -> np.ndarray:
+    """``labels`` as int64 after checking: a vector (of ``n`` entries if given) of classes 0..9."""
     labels = np.asarray(labels)
-    if images.dtype != np.uint8 or images.ndim != 4 or images.shape[1:] != _IMAGE_SHAPE:
-        raise ValueError(f"{source}: {split}_images must be uint8 of shape (n, 32, 32, 3), "
-                         f"got {images.dtype} {images.shape}")
-    if labels.ndim != 1 or labels.shape[0] != images.shape[0] or (labels.size and labels.dtype.kind not in "iu"):
-        raise ValueError(f"{source}: {split}_labels must be {images.shape[0]} integers, got {labels.dtype} {labels.shape}")
+    if labels.ndim != 1 or (n is not None and labels.shape[0] != n) or (labels.size and labels.dtype.kind not in "iu"):
+        what = "a vector of integers" if n is None else f"{n} integers"
+        raise ValueError(f"{source}: {split}_labels must be {what}, got {labels.dtype} {labels.shape}")
     labels = labels.astype(np.int64)
     if labels.size and (labels.min() < 0 or labels.max() >= _NUM_CLASSES):
         raise ValueError(f"{source}: {split}_labels must lie in 0..{_NUM_CLASSES - 1}")
-    return images, labels
+    return labels
+
+
+def _check_arrays(source: str, images, labels, split: str) -> tuple[np.ndarray, np.ndarray]:
+    images = np.asarray(images)
+    if images.dtype != np.uint8 or images.ndim != 4 or images.shape[1:] != _IMAGE_SHAPE:
+        raise ValueError(f"{source}: {split}_images must be uint8 of shape (n, 32, 32, 3), "
+                         f"got {images.dtype} {images.shape}")
+    return images, _check_labels(source, labels, split, images.shape[0])
+
+
+def _read_npz(file: Path, needed: tuple) -> dict:
+    """The arrays ``needed`` of the ``.npz`` ``file`` (ValueError: unreadable, or a key missing)."""
+    try:
+        with np.load(file, allow_pickle=False) as npz:
+            arrays = {key: npz[key] for key in needed if key in npz.files}
+    except Exception as exc:
+        raise ValueError(f"{file}: not a readable .npz file ({type(exc).__name__}: {exc})") from None
+    missing = [key for key in needed if key not in arrays]
+    if missing:
+        raise ValueError(f"{file}: missing array(s) {', '.join(missing)}")
+    return arrays
 
 
 def load_cifar10_sample(path=None) -> Cifar10Arrays:
@@ -269,15 +288,7 @@ def load_cifar10_sample(path=None) -> Cifar10Arrays:
             "'python scripts/make_cifar_sample.py --root DIR' (DIR containing cifar-10-batches-py), "
             "or pass path= to a copy."
         )
-    try:
-        with np.load(file, allow_pickle=False) as npz:
-            arrays = {key: npz[key] for key in npz.files}
-    except Exception as exc:
-        raise ValueError(f"{file}: not a readable .npz file ({type(exc).__name__}: {exc})") from None
-    needed = ("train_images", "train_labels", "test_images", "test_labels")
-    missing = [key for key in needed if key not in arrays]
-    if missing:
-        raise ValueError(f"{file}: missing array(s) {', '.join(missing)}")
+    arrays = _read_npz(file, ("train_images", "train_labels", "test_images", "test_labels"))
     train = _check_arrays(str(file), arrays["train_images"], arrays["train_labels"], "train")
     test = _check_arrays(str(file), arrays["test_images"], arrays["test_labels"], "test")
     return Cifar10Arrays(train[0], train[1], test[0], test[1], str(file))
@@ -303,24 +314,9 @@ def load_cifar10_labels(path=None) -> tuple[np.ndarray, np.ndarray]:
         raise FileNotFoundError(
             f"CIFAR-10 labels not found at {file}. They ship in the repository's data/cifar10-sample/ "
             "folder; recreate them with 'python scripts/make_cifar_sample.py --root DIR'.")
-    try:
-        with np.load(file, allow_pickle=False) as npz:
-            labels = {key: npz[key] for key in ("train_labels", "test_labels") if key in npz.files}
-    except Exception as exc:
-        raise ValueError(f"{file}: not a readable .npz file ({type(exc).__name__}: {exc})") from None
-    missing = [key for key in ("train_labels", "test_labels") if key not in labels]
-    if missing:
-        raise ValueError(f"{file}: missing array(s) {', '.join(missing)}")
-    out = []
-    for split in ("train", "test"):
-        lab = np.asarray(labels[f"{split}_labels"])
-        if lab.ndim != 1 or (lab.size and lab.dtype.kind not in "iu"):
-            raise ValueError(f"{file}: {split}_labels must be a vector of integers, got {lab.dtype} {lab.shape}")
-        lab = lab.astype(np.int64)
-        if lab.size and (lab.min() < 0 or lab.max() >= _NUM_CLASSES):
-            raise ValueError(f"{file}: {split}_labels must lie in 0..{_NUM_CLASSES - 1}")
-        out.append(lab)
-    return out[0], out[1]
+    arrays = _read_npz(file, ("train_labels", "test_labels"))
+    return (_check_labels(str(file), arrays["train_labels"], "train"),
+            _check_labels(str(file), arrays["test_labels"], "test"))
 
 
 def cifar10_random_images(seed: int = 0, path=None) -> Cifar10Arrays:

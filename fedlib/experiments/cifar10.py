@@ -466,9 +466,10 @@ def run_table1(results_dir, *, budget_seconds: float, seeds: Sequence[int] = (0,
         k_resume, done, spent = paused_group()
         if k_resume:
             k = k_resume
+            resume_work = sum(work(p) for p in todo[:k])
             if spent and done:  # the rate this group measured before its pause (warm-up included)
-                rate = float(spent) / (done * sum(work(p) for p in todo[:k]))
-            need = None if rate is None else safety * rate * (rounds - done) * sum(work(p) for p in todo[:k])
+                rate = float(spent) / (done * resume_work)
+            need = None if rate is None else safety * rate * (rounds - done) * resume_work
             if need is not None and need > remaining + later:
                 log(f"budget: {remaining:.0f} s left (+{later:.0f} s later), the paused group "
                     f"{', '.join(names_of(todo[:k]))} needs ~{need:.0f} s for its last {rounds - done} rounds; stopping")
@@ -488,8 +489,8 @@ def run_table1(results_dir, *, budget_seconds: float, seeds: Sequence[int] = (0,
         est = f" (estimate {rate * (rounds - done) * group_work:.0f} s)" if rate is not None else ""
         log(f"training {len(group)} run(s) stacked{est}: {', '.join(names)}"
             + (f", resuming after round {done}" if done else ""))
-        runs = [{"algorithm": p["cell"].make_algorithm(), "epochs": p["cell"].epochs, "seed": p["seed"],
-                 "name": f"{p['cell'].id}__seed{p['seed']}"} for p in group]
+        runs = [{"algorithm": p["cell"].make_algorithm(), "epochs": p["cell"].epochs, "seed": p["seed"], "name": name}
+                for p, name in zip(group, names)]
         started = time.time()
         state = {"reason": None, "paused": False}
 
