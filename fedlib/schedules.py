@@ -17,7 +17,7 @@ import numpy as np
 from ._validate import check_finite_array, check_int, check_local_steps, check_nonnegative, check_positive
 from .rng import generator
 
-__all__ = ["steps_per_epoch", "FixedSteps", "RandomSteps", "FixedEpochs", "RandomEpochs", "WallClock", "parse_epochs", "make_epoch_schedule"]
+__all__ = ["steps_per_epoch", "FixedSteps", "RandomSteps", "FixedEpochs", "RandomEpochs", "WallClock", "RandomLocalWork", "parse_epochs", "make_epoch_schedule"]
 
 
 def steps_per_epoch(num_samples, batch_size: int) -> np.ndarray:
@@ -180,6 +180,67 @@ class WallClock:
                 rate *= self.straggler_factor
             out[i] = max(1, int(np.floor(self.round_seconds * rate)))
         return out
+
+
+@dataclasses.dataclass(frozen=True)
+class RandomLocalWork:
+    r"""Arbitrary local work per client and round (Theorem 3): client :math:`i` takes
+    :math:`\tau_i^{(t)}` steps, uniform on its own inclusive range ``[low[i], high[i]]``,
+    with local solver number :math:`s_i^{(t)}`, uniform on ``0 .. num_solvers-1`` — so both
+    :math:`\tau_i` and :math:`a_i` change from round to round, and clients differ in how
+    much they do on average.
+
+    One stream per round, ``generator(seed, "local_work", round)``: the steps of all
+    clients are drawn first, then the solver numbers. Used by chapter 8 with
+    :func:`fedlib.engines.quadratic.run_replicas` and the ``solver_at`` hook of
+    :func:`fedlib.engines.reference.run_sequential`.
+
+    Example
+    -------
+    >>> work = RandomLocalWork(low=[1, 5], high=[2, 10], num_solvers=3, seed=0)
+    >>> steps, solvers = work.draw(0)
+    >>> bool(1 <= steps[0] <= 2 and 5 <= steps[1] <= 10), bool(set(solvers) <= {0, 1, 2})
+    (True, True)
+    """
+
+    low: tuple
+    high: tuple
+    num_solvers: int = 1
+    seed: int = 0
+
+    def __init__(self, low, high, num_solvers: int = 1, seed: int = 0):
+        lo = check_local_steps("low", low)
+        hi = check_local_steps("high", high, size=lo.size)
+        if np.any(hi < lo):
+            bad = int(np.flatnonzero(hi < lo)[0])
+            raise ValueError(f"high must be >= low for every client (client {bad}: low {lo[bad]}, high {hi[bad]})")
+        object.__setattr__(self, "low", tuple(int(v) for v in lo))
+        object.__setattr__(self, "high", tuple(int(v) for v in hi))
+        object.__setattr__(self, "num_solvers", check_int("num_solvers", num_solvers, minimum=1))
+        object.__setattr__(self, "seed", check_int("seed", seed))
+
+    @property
+    def num_clients(self) -> int:
+        return len(self.low)
+
+    @property
+    def mean_steps(self) -> np.ndarray:
+        r""":math:`\mathbb E[\tau_i^{(t)}] = (\text{low}_i + \text{high}_i)/2` per client."""
+        return (np.array(self.low, dtype=np.float64) + np.array(self.high, dtype=np.float64)) / 2
+
+    def draw(self, round_index: int) -> tuple[np.ndarray, np.ndarray]:
+        """``(steps, solver_numbers)`` of round ``round_index``, each ``(m,)`` int64."""
+        round_index = check_int("round_index", round_index)
+        g = generator(self.seed, "local_work", round_index)
+        lo = np.array(self.low, dtype=np.int64)
+        steps = lo + g.integers(0, np.array(self.high, dtype=np.int64) - lo + 1)
+        return steps.astype(np.int64), g.integers(0, self.num_solvers, size=lo.size).astype(np.int64)
+
+    def local_steps(self, round_index: int) -> np.ndarray:
+        return self.draw(round_index)[0]
+
+    def solver_numbers(self, round_index: int) -> np.ndarray:
+        return self.draw(round_index)[1]
 
 
 def parse_epochs(text: str) -> tuple[int, int]:

@@ -11,6 +11,7 @@ from typing import Any, Callable, NamedTuple, Optional
 
 from .._validate import check_int, check_probability_vector
 from ..algorithms import FederatedAlgorithm, RoundDiagnostics, ServerState
+from ..solvers import LocalSolver
 from ..sampling import sample_clients
 
 __all__ = ["run_sequential", "SequentialRun"]
@@ -27,7 +28,8 @@ class SequentialRun(NamedTuple):
 def run_sequential(algorithm: FederatedAlgorithm, params: Any, grad_fn: Callable[..., Any], p: Any, schedule,
                    rounds: int, *, sampling: str = "full", clients_per_round: Optional[int] = None, seed: int = 0,
                    lr_at: Optional[Callable[[int], float]] = None,
-                   metric_fn: Optional[Callable[[Any, int], Any]] = None) -> SequentialRun:
+                   metric_fn: Optional[Callable[[Any, int], Any]] = None,
+                   solver_at: Optional[Callable[[int, int], LocalSolver]] = None) -> SequentialRun:
     r"""Run ``rounds`` rounds of ``algorithm`` one client at a time.
 
     Parameters
@@ -39,9 +41,17 @@ def run_sequential(algorithm: FederatedAlgorithm, params: Any, grad_fn: Callable
     lr_at : ``round -> client lr`` (default: the solver's lr every round).
     metric_fn : ``metric_fn(params, round) -> value`` recorded after every round
         (and once before the first, at index 0 of ``metrics``).
+    solver_at : ``(round, client) -> LocalSolver``: each client's own local solver in each
+        round (Theorem 3: :math:`a_i^{(t)}` may change with the client and the round; each
+        client reports the :math:`\|a_i\|_1` of the solver it ran). It replaces
+        ``algorithm.solver`` on the clients and cannot be combined with ``lr_at`` (the
+        solver carries its learning rate); the server side still receives
+        ``algorithm.solver.lr``.
     """
     p = check_probability_vector("p", p)
     rounds = check_int("rounds", rounds, minimum=0)
+    if solver_at is not None and lr_at is not None:
+        raise ValueError("solver_at and lr_at cannot be combined: each client's solver carries its own lr")
     state = algorithm.init(params, p.size)
     diagnostics: list[RoundDiagnostics] = []
     metrics = [metric_fn(state.params, 0)] if metric_fn else []
@@ -52,12 +62,20 @@ def run_sequential(algorithm: FederatedAlgorithm, params: Any, grad_fn: Callable
         steps = schedule.local_steps(t)
         updates = []
         for i in part.clients:
-            s = algorithm.client_init(state, int(i), solver)
+            own = solver if solver_at is None else _client_solver(solver_at, t, int(i))
+            s = algorithm.client_init(state, int(i), own)
             for k in range(int(steps[i])):
-                s = solver.update(s, grad_fn(s.params, int(i), t, k))
+                s = own.update(s, grad_fn(s.params, int(i), t, k))
             updates.append(algorithm.client_final(state, int(i), s))
         state, diag = algorithm.apply(state, part, updates, lr, p)
         diagnostics.append(diag)
         if metric_fn:
             metrics.append(metric_fn(state.params, t + 1))
     return SequentialRun(state, diagnostics, metrics)
+
+
+def _client_solver(solver_at, round_index: int, client: int) -> LocalSolver:
+    solver = solver_at(round_index, client)
+    if not isinstance(solver, LocalSolver):
+        raise ValueError(f"solver_at({round_index}, {client}) must return a LocalSolver, got {type(solver).__name__}")
+    return solver

@@ -1,0 +1,238 @@
+r"""Many independent runs on quadratic clients at once, with noisy gradients and
+arbitrary local work (chapter 8: Theorem 3 and linear speedup).
+
+Clients are :math:`F_i(x) = \frac12 x^\top H_i x - e_i^\top x`
+(:class:`fedlib.problems.quadratic.QuadraticProblem`); a local step of client :math:`i`
+at local step :math:`k` of round :math:`t` sees the stochastic gradient
+
+.. math::
+
+    g_i(x) = H_i x - e_i + \sigma\,\xi^{(r)}_{t,i,k},\qquad \xi \sim N(0, I_d),
+
+independently for every replica :math:`r` (an independent run: its own noise, the same
+local work). The noise of a round is one draw ``generator(seed, "gradient_noise", t)``
+of shape ``(replicas, m, max_i tau_i, d)`` (:func:`gradient_noise`), so a replica's
+run can be repeated alone with :func:`fedlib.engines.reference.run_sequential`
+(:func:`noisy_grad_fn`); the tests check both give the same numbers.
+
+Each round, :class:`fedlib.schedules.RandomLocalWork` (or any schedule with
+``draw(round) -> (steps, solver_numbers)``) gives every client its :math:`\tau_i^{(t)}` and
+which of ``solvers`` it runs. Clients are sorted by :math:`\tau_i` so the ones still
+running at local step :math:`k` are a prefix; their step is the one of
+:class:`fedlib.solvers.LocalSolver` (heavy-ball momentum :math:`\rho_i`, proximal
+:math:`\mu_i`, step sizes :math:`\eta s_{i,k}`) with per-client coefficients. The server
+step is eq. (4): :math:`x^{(t+1,0)} = x^{(t,0)} + \sum_i c_i\Delta_i` with
+:math:`c_i = \tau_{\text{eff}} w_i / \|a_i\|_1` from :func:`fedlib.rule.effective_weights`
+and the solvers' closed-form :math:`\|a_i\|_1` (:meth:`fedlib.solvers.LocalSolver.a_norm`).
+
+Example
+-------
+>>> from fedlib.problems import random_quadratic
+>>> from fedlib.schedules import RandomLocalWork
+>>> from fedlib.solvers import sgd, momentum_sgd
+>>> prob = random_quadratic(4, 3, seed=0)
+>>> work = RandomLocalWork([1, 1, 4, 4], [2, 2, 8, 8], num_solvers=2, seed=0)
+>>> solvers = [sgd(0.02), momentum_sgd(0.02, 0.5)]
+>>> nova = run_replicas(prob, "fednova", solvers, work, 300, sigma=0.1, replicas=4)
+>>> avg = run_replicas(prob, "fedavg", solvers, work, 300, sigma=0.1, replicas=4)
+>>> nova.distance.shape, float(nova.distance[0, 0]) > 4      # (rounds + 1, replicas); ||x* - 0||
+((301, 4), True)
+>>> bool(nova.distance[-1].max() < 0.2 < 2.5 < avg.distance[-1].min())   # FedNova near x*, FedAvg not
+True
+"""
+from __future__ import annotations
+
+from typing import Any, Callable, NamedTuple, Optional, Sequence
+
+import numpy as np
+
+from .._validate import check_choice, check_finite_array, check_int, check_local_steps, check_nonnegative
+from ..problems.quadratic import QuadraticProblem
+from ..rng import generator
+from ..rule import AGGREGATIONS, aggregation_coefficients, effective_weights
+from ..sampling import SAMPLING_SCHEMES, sample_clients
+from ..solvers import LocalSolver
+from ..theory import chi_square
+
+__all__ = ["ReplicaRun", "gradient_noise", "noisy_grad_fn", "run_replicas"]
+
+
+class ReplicaRun(NamedTuple):
+    """What :func:`run_replicas` recorded, replica on the last axis.
+
+    ``grad_norm2[t, r]`` is :math:`\\|\\nabla F(x^{(t,0)})\\|^2` of replica ``r`` before round
+    ``t`` (row ``rounds`` is after the last round); ``distance[t, r]`` is
+    :math:`\\|x^{(t,0)} - x^*\\|`, ``surrogate_distance[t, r]`` the distance to the point
+    passed as ``surrogate`` (``None`` without one); ``tau_eff`` and ``chi2`` are per round
+    (the same for every replica: local work is shared); ``mean_local_steps`` is
+    :math:`\\tilde\\tau`, the average of :math:`\\bar\\tau^{(t)}` over the rounds;
+    ``params`` is the final ``(replicas, d)``.
+    """
+
+    grad_norm2: np.ndarray
+    distance: np.ndarray
+    surrogate_distance: Optional[np.ndarray]
+    tau_eff: np.ndarray
+    chi2: np.ndarray
+    mean_local_steps: float
+    params: np.ndarray
+
+
+def gradient_noise(seed: int, round_index: int, replicas: int, num_clients: int, max_steps: int, dim: int,
+                   sigma: float) -> np.ndarray:
+    r""":math:`\sigma\xi` of round ``round_index``: shape ``(replicas, m, max_steps, d)``, one
+    draw from ``generator(seed, "gradient_noise", round_index)`` (zeros when ``sigma == 0``)."""
+    shape = (replicas, num_clients, max_steps, dim)
+    if sigma == 0:
+        return np.zeros(shape)
+    return sigma * generator(seed, "gradient_noise", round_index).standard_normal(shape)
+
+
+def noisy_grad_fn(problem: QuadraticProblem, sigma: float, seed: int, replicas: int, replica: int,
+                  local_steps: Callable[[int], Any]) -> Callable[[np.ndarray, int, int, int], np.ndarray]:
+    """``grad_fn(x, client, round, step)`` of replica ``replica`` for
+    :func:`fedlib.engines.reference.run_sequential`: the same gradients :func:`run_replicas`
+    uses (``local_steps(round)`` gives the round's :math:`\\tau_i`, to size the draw)."""
+    cache: dict = {}
+
+    def grad(x, client, round_index, step):
+        if cache.get("round") != round_index:
+            tau_max = int(np.max(local_steps(round_index)))
+            cache["round"] = round_index
+            cache["noise"] = gradient_noise(seed, round_index, replicas, problem.num_clients, tau_max, problem.dim,
+                                            sigma)[replica]
+        return problem.grad(x, client) + cache["noise"][client, step]
+
+    return grad
+
+
+def run_replicas(problem: QuadraticProblem, aggregation: str, solvers: Sequence[LocalSolver], work, rounds: int, *,
+                 sigma: float = 0.0, replicas: int = 1, seed: int = 0, sampling: str = "full",
+                 clients_per_round: Optional[int] = None, x0: Any = None, surrogate: Any = None,
+                 progress: Optional[Callable[[int], None]] = None) -> ReplicaRun:
+    r"""Run ``replicas`` independent runs of FedAvg or FedNova (plain server step) at once.
+
+    Parameters
+    ----------
+    problem : the quadratic clients and their weights :math:`p_i`.
+    aggregation : ``"fedavg"`` (:math:`w_i \propto p_i\|a_i\|_1`) or ``"fednova"``
+        (:math:`w_i = p_i`, :math:`\tau_{\text{eff}} = \sum_i p_i\|a_i\|_1`).
+    solvers : the local solvers a client may run (each carries its learning rate); no
+        weight decay.
+    work : ``draw(round) -> (steps (m,), solver_numbers (m,))``, e.g.
+        :class:`fedlib.schedules.RandomLocalWork`.
+    rounds : :math:`T`.
+    sigma : gradient noise :math:`\sigma \ge 0` (0: full gradients, every replica the same).
+    replicas, seed : number of independent runs; the seed of the noise and sampling streams.
+    sampling, clients_per_round : participation (:func:`fedlib.sampling.sample_clients`,
+        drawn with ``seed``; the same participants for every replica). The participants'
+        weights :math:`\omega_i` replace :math:`p_i` in eq. (4), as in
+        :meth:`fedlib.algorithms.FederatedAlgorithm.apply`; ``mean_local_steps`` then
+        averages :math:`\tau_i` over the participants (App. G's :math:`\tilde\tau`).
+    x0 : starting point (default 0).
+    surrogate : a point :math:`\tilde x` (e.g. the minimiser of a surrogate objective) whose
+        distance to every iterate is recorded too.
+    progress : called with the round index after every round (e.g. a progress bar).
+    """
+    check_choice("aggregation", aggregation, AGGREGATIONS)
+    solvers = list(solvers)
+    if not solvers or not all(isinstance(s, LocalSolver) for s in solvers):
+        raise ValueError("solvers must be a non-empty sequence of LocalSolver")
+    if any(s.weight_decay for s in solvers):
+        raise ValueError("solvers: weight decay is not supported by run_replicas")
+    rounds = check_int("rounds", rounds, minimum=0)
+    sigma = check_nonnegative("sigma", sigma)
+    replicas = check_int("replicas", replicas, minimum=1)
+    seed = check_int("seed", seed)
+    check_choice("sampling", sampling, SAMPLING_SCHEMES)
+    m, d = problem.num_clients, problem.dim
+    x = np.zeros((replicas, d)) if x0 is None else np.broadcast_to(
+        check_finite_array("x0", x0, shape=(d,)), (replicas, d)).copy()
+    p = problem.p
+    h_bar = np.einsum("i,ijk->jk", p, problem.H)
+    e_bar = p @ problem.e
+    x_star = problem.optimum()
+    x_tilde = None if surrogate is None else check_finite_array("surrogate", surrogate, shape=(d,))
+    rho = np.array([s.momentum for s in solvers])
+    mu = np.array([s.mu for s in solvers])
+    a_norm_cache: dict = {}
+    lr_cache: dict = {}
+
+    grad_norm2 = np.empty((rounds + 1, replicas))
+    distance = np.empty((rounds + 1, replicas))
+    surrogate_distance = None if x_tilde is None else np.empty((rounds + 1, replicas))
+
+    def record(row, xs):
+        with np.errstate(over="ignore"):  # a run on its way to diverging records inf
+            g = xs @ h_bar.T - e_bar
+            grad_norm2[row] = np.einsum("rd,rd->r", g, g)
+            distance[row] = np.linalg.norm(xs - x_star, axis=1)
+            if x_tilde is not None:
+                surrogate_distance[row] = np.linalg.norm(xs - x_tilde, axis=1)
+
+    tau_eff = np.empty(rounds)
+    chi2 = np.empty(rounds)
+    record(0, x)
+    total_steps = 0.0
+    for t in range(rounds):
+        steps, choice = work.draw(t)
+        steps = check_local_steps("steps", steps, size=m)
+        choice = np.asarray(choice, dtype=np.int64)
+        if choice.shape != (m,) or np.any(choice < 0) or np.any(choice >= len(solvers)):
+            raise ValueError(f"work.draw({t}): solver numbers must be (m,) in 0..{len(solvers) - 1}")
+        part = sample_clients(sampling, p, clients_per_round, seed, t)
+        noise_all = gradient_noise(seed, t, replicas, m, int(steps.max()), d, sigma)
+        by_steps = np.argsort(-steps[part.clients], kind="stable")  # participants, tau descending
+        order, omega = part.clients[by_steps], part.weights[by_steps]
+        tau = steps[order]
+        sol = choice[order]
+        total_steps += float(tau.mean())
+        tau_max = int(tau[0])
+        noise = noise_all[:, order, :tau_max]
+        H, e = problem.H[order], problem.e[order]
+        lr_table = np.stack([_step_sizes(solvers[j], tau_max, lr_cache, j) for j in sol])  # (participants, tau_max)
+        rho_i, mu_i = rho[sol][None, :, None], mu[sol][None, :, None]
+        x_start = np.broadcast_to(x[:, None, :], (replicas, order.size, d))
+        xl = x_start.copy()
+        u = np.zeros_like(xl)
+        a_norms = np.array([_a_norm(solvers[j], int(tk), a_norm_cache, j) for j, tk in zip(sol, tau)])
+        te, w = effective_weights(aggregation, omega, a_norms)
+        c = aggregation_coefficients(te, w, a_norms)
+        with np.errstate(over="ignore", invalid="ignore"):  # a diverging run is reported below, by round
+            _local_steps(xl, u, x_start, H, e, noise, tau, lr_table, rho_i, mu_i)
+            x = x + np.einsum("i,rid->rd", c, xl - x_start)
+        if not np.all(np.isfinite(x)):
+            raise FloatingPointError(f"round {t}: the iterate is not finite (diverged)")
+        tau_eff[t] = te
+        chi2[t] = chi_square(omega / omega.sum(), w / w.sum())
+        record(t + 1, x)
+        if progress is not None:
+            progress(t)
+    return ReplicaRun(grad_norm2, distance, surrogate_distance, tau_eff, chi2, total_steps / max(rounds, 1), x)
+
+
+def _local_steps(xl, u, x_start, H, e, noise, tau, lr_table, rho_i, mu_i) -> None:
+    """All local steps of a round, in place on ``xl`` (iterates) and ``u`` (momentum buffers)."""
+    for k in range(int(tau[0])):
+        n = int(np.count_nonzero(tau > k))  # clients still running: a prefix (tau sorted descending)
+        xs, us = xl[:, :n], u[:, :n]
+        g = np.matmul(H[:n], xs[..., None])[..., 0] - e[:n] + noise[:, :n, k]
+        us *= rho_i[:, :n]
+        us += g
+        direction = us + mu_i[:, :n] * (xs - x_start[:, :n])
+        xs -= lr_table[:n, k][None, :, None] * direction
+
+
+def _step_sizes(solver: LocalSolver, tau_max: int, cache: dict, key: int) -> np.ndarray:
+    have = cache.get(key)
+    if have is None or have.size < tau_max:
+        have = np.array([solver.step_size(k) for k in range(tau_max)])
+        cache[key] = have
+    return have[:tau_max]
+
+
+def _a_norm(solver: LocalSolver, tau: int, cache: dict, key: int) -> float:
+    value = cache.get((key, tau))
+    if value is None:
+        value = cache[(key, tau)] = solver.a_norm(tau)
+    return value

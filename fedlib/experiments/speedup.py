@@ -1,0 +1,316 @@
+r"""Theorem 3 (arbitrary local work) and linear speedup, on quadratic clients (chapter 8).
+
+Theorem 3: if client :math:`i` runs any number :math:`\tau_i^{(t)}` of steps of any linear
+local solver :math:`a_i^{(t)}` in round :math:`t`, FedNova with
+:math:`\eta = \sqrt{m/(\tilde\tau T)}`, :math:`\tilde\tau = \frac1T\sum_t \bar\tau^{(t)}`,
+reaches a stationary point of :math:`F = \sum_i p_i F_i` at the rate
+
+.. math::
+
+    \frac1T\sum_{t<T}\mathbb E\,\|\nabla F(x^{(t,0)})\|^2 = \mathcal O\Bigl(\frac{1}{\sqrt{m\tilde\tau T}}\Bigr),
+
+so :math:`\gamma` times more clients need :math:`\gamma` times fewer rounds for the same
+error ("linear speedup", §4). FedAvg under the same local work follows the surrogate of
+Theorem 1 with weights that change every round; for small :math:`\eta` it averages them,
+:math:`w_i \propto p_i\,\mathbb E\|a_i^{(t)}\|_1` (:func:`time_averaged_surrogate`).
+
+Everything here runs :func:`fedlib.engines.quadratic.run_replicas` (tested against the
+per-client reference loop) and reports what it measured:
+
+- :func:`consistency_sweep` — full gradients, :math:`T` growing and :math:`\eta` shrinking as
+  in Theorem 3: FedNova's distance to :math:`x^*`, FedAvg's distance to :math:`x^*` and to
+  the time-averaged surrogate's minimiser :math:`\tilde x`;
+- :func:`speedup_grid` — noisy gradients, :math:`m` clients made of ``copies`` copies of
+  the same base clients (so :math:`F` is the same for every :math:`m`), :math:`T` rounds:
+  the left-hand side of Theorem 3 against :math:`m\tilde\tau T`.
+
+Example
+-------
+>>> base, work = base_setup(seed=0)
+>>> rows = consistency_sweep(base, work, [50, 200], lr_scale=0.5)
+>>> bool(rows[1].fednova_distance < rows[0].fednova_distance)
+True
+"""
+from __future__ import annotations
+
+import math
+from typing import Any, Callable, NamedTuple, Optional, Sequence
+
+import numpy as np
+
+from .._validate import check_choice, check_int, check_nonnegative, check_positive
+from ..engines.quadratic import run_replicas
+from ..problems.quadratic import QuadraticProblem, random_quadratic
+from ..rule import AGGREGATIONS
+from ..schedules import RandomLocalWork
+from ..solvers import LocalSolver, decayed_sgd, momentum_sgd, proximal_sgd, sgd
+from .quadratic import surrogate_optimum
+
+__all__ = [
+    "SOLVER_NAMES",
+    "make_solvers",
+    "base_setup",
+    "replicate",
+    "mean_a_norms",
+    "time_averaged_surrogate",
+    "theorem3_lr",
+    "ConsistencyRow",
+    "consistency_sweep",
+    "SpeedupRow",
+    "speedup_grid",
+    "equal_budget_ratios",
+    "plot_consistency",
+    "plot_speedup",
+    "summary_markdown",
+]
+
+#: Labels of the four local solvers of :func:`make_solvers`, in their order.
+SOLVER_NAMES = ("SGD", "momentum 0.5", "prox mu=1", "decayed 0.9^k")
+BASE_LOW = (1, 2, 4, 8)
+BASE_HIGH = (4, 6, 12, 16)
+
+
+def make_solvers(lr: float, momentum: float = 0.5, mu: float = 1.0, gamma: float = 0.9) -> list[LocalSolver]:
+    r"""The four local solvers a client picks from each round (:data:`SOLVER_NAMES`):
+    SGD, heavy-ball momentum :math:`\rho`, proximal SGD :math:`\mu`, and SGD with step
+    sizes :math:`\eta\gamma^k` — four different :math:`a_i` for the same :math:`\tau_i`."""
+    return [sgd(lr), momentum_sgd(lr, momentum), proximal_sgd(lr, mu), decayed_sgd(lr, gamma=gamma)]
+
+
+def base_setup(seed: int = 0, dim: int = 10, spread: float = 1.0) -> tuple[QuadraticProblem, RandomLocalWork]:
+    r"""Four quadratic clients (:func:`fedlib.problems.quadratic.random_quadratic`, equal :math:`p_i`)
+    and their local work: client :math:`i` takes :math:`\tau_i^{(t)}` uniform on
+    ``[BASE_LOW[i], BASE_HIGH[i]]`` = [1,4], [2,6], [4,12], [8,16] and one of the
+    :data:`SOLVER_NAMES`, drawn afresh every round (:class:`fedlib.schedules.RandomLocalWork`)."""
+    problem = random_quadratic(len(BASE_LOW), dim, seed=seed, spread=spread)
+    return problem, RandomLocalWork(BASE_LOW, BASE_HIGH, num_solvers=len(SOLVER_NAMES), seed=seed)
+
+
+def replicate(problem: QuadraticProblem, work: RandomLocalWork, copies: int) -> tuple[QuadraticProblem, RandomLocalWork]:
+    r"""``copies`` copies of every client (weights :math:`p_i/\text{copies}`): the same
+    :math:`F`, ``copies`` times more clients, each drawing its own local work."""
+    copies = check_int("copies", copies, minimum=1)
+    rep = QuadraticProblem(np.tile(problem.H, (copies, 1, 1)), np.tile(problem.e, (copies, 1)),
+                           np.tile(problem.p, copies) / copies)
+    return rep, RandomLocalWork(np.tile(work.low, copies), np.tile(work.high, copies), work.num_solvers, work.seed)
+
+
+def mean_a_norms(work: RandomLocalWork, solvers: Sequence[LocalSolver]) -> np.ndarray:
+    r""":math:`\mathbb E\|a_i^{(t)}\|_1` per client: the closed-form :math:`\|a\|_1` averaged over
+    the client's uniform :math:`\tau` range and the uniformly drawn solvers (exact)."""
+    if len(solvers) != work.num_solvers:
+        raise ValueError(f"solvers: work draws among {work.num_solvers} solvers, got {len(solvers)}")
+    return np.array([np.mean([s.a_norm(tau) for s in solvers for tau in range(lo, hi + 1)])
+                     for lo, hi in zip(work.low, work.high)])
+
+
+def time_averaged_surrogate(problem: QuadraticProblem, work: RandomLocalWork,
+                            solvers: Sequence[LocalSolver]) -> tuple[np.ndarray, np.ndarray]:
+    r"""FedAvg's small-:math:`\eta` target under random local work: weights
+    :math:`w_i = p_i\bar a_i / \sum_j p_j\bar a_j` with :math:`\bar a_i = \mathbb E\|a_i\|_1`
+    (:func:`mean_a_norms`), and :math:`\tilde x = \arg\min \sum_i w_i F_i`. Returns ``(w, x_tilde)``."""
+    w = problem.p * mean_a_norms(work, solvers)
+    w = w / w.sum()
+    return w, surrogate_optimum(problem, w)
+
+
+def theorem3_lr(lr_scale: float, num_clients: int, tau_tilde: float, rounds: int) -> float:
+    r"""Theorem 3's step size :math:`\eta = c\sqrt{m/(\tilde\tau T)}` (the theorem's
+    :math:`\mathcal O` hides the constant :math:`c`)."""
+    check_positive("lr_scale", lr_scale)
+    check_int("num_clients", num_clients, minimum=1)
+    check_positive("tau_tilde", tau_tilde)
+    check_int("rounds", rounds, minimum=1)
+    return lr_scale * math.sqrt(num_clients / (tau_tilde * rounds))
+
+
+def _rms_last_half(values: np.ndarray) -> float:
+    half = values.shape[0] // 2
+    return float(np.sqrt(np.mean(values[half:] ** 2)))
+
+
+class ConsistencyRow(NamedTuple):
+    """One :math:`T` of :func:`consistency_sweep`; distances are RMS over the last half of the rounds."""
+
+    rounds: int
+    lr: float
+    fednova_distance: float        # to x*
+    fednova_min_grad2: float       # min_t ||grad F(x_t)||^2
+    fedavg_distance: float         # to x*
+    fedavg_surrogate_distance: float  # to x_tilde
+    fedavg_min_grad2: float
+    surrogate_gap: float           # ||x* - x_tilde||
+    floor: float                   # ||grad F(x_tilde)||^2
+
+
+def consistency_sweep(problem: QuadraticProblem, work: RandomLocalWork, rounds_list: Sequence[int], *,
+                      lr_scale: float = 0.5, solver_factory: Callable[[float], Sequence[LocalSolver]] = make_solvers,
+                      progress: Optional[Callable[[str], None]] = None) -> list[ConsistencyRow]:
+    r"""Full gradients, Theorem 3's :math:`\eta = c\sqrt{m/(\tilde\tau T)}` for each :math:`T`:
+    where FedNova and FedAvg end up under arbitrary local work (:math:`\tilde\tau` is
+    the expected :math:`\bar\tau`, ``work.mean_steps.mean()``)."""
+    tau_tilde = float(work.mean_steps.mean())
+    x_star = problem.optimum()
+    rows = []
+    for T in rounds_list:
+        lr = theorem3_lr(lr_scale, problem.num_clients, tau_tilde, int(T))
+        solvers = list(solver_factory(lr))
+        _, x_tilde = time_averaged_surrogate(problem, work, solvers)
+        nova = run_replicas(problem, "fednova", solvers, work, int(T))
+        avg = run_replicas(problem, "fedavg", solvers, work, int(T), surrogate=x_tilde)
+        g = problem.global_grad(x_tilde)
+        rows.append(ConsistencyRow(int(T), lr, _rms_last_half(nova.distance[:, 0]), float(nova.grad_norm2[:, 0].min()),
+                                   _rms_last_half(avg.distance[:, 0]), _rms_last_half(avg.surrogate_distance[:, 0]),
+                                   float(avg.grad_norm2[:, 0].min()), float(np.linalg.norm(x_star - x_tilde)),
+                                   float(g @ g)))
+        if progress:
+            progress(f"T={T}")
+    return rows
+
+
+class SpeedupRow(NamedTuple):
+    r"""One cell of :func:`speedup_grid`: ``mean_grad2`` is
+    :math:`\frac1T\sum_{t<T}\|\nabla F(x^{(t,0)})\|^2` averaged over the replicas, ``stderr``
+    its standard error across them; ``budget`` = :math:`m\tilde\tau T` (measured :math:`\tilde\tau`)."""
+
+    algorithm: str
+    clients: int
+    rounds: int
+    tau_tilde: float
+    lr: float
+    mean_grad2: float
+    stderr: float
+
+    @property
+    def budget(self) -> float:
+        return self.clients * self.tau_tilde * self.rounds
+
+
+def speedup_grid(problem: QuadraticProblem, work: RandomLocalWork, copies_list: Sequence[int],
+                 rounds_list: Sequence[int], *, lr_scale: float = 0.1, sigma: float = 3.0, replicas: int = 8,
+                 seed: int = 0, algorithms: Sequence[str] = ("fednova",),
+                 solver_factory: Callable[[float], Sequence[LocalSolver]] = make_solvers,
+                 progress: Optional[Callable[[str], None]] = None) -> list[SpeedupRow]:
+    r"""Noisy gradients (:math:`\sigma`), :math:`m = \text{copies}\times` base clients,
+    :math:`T` rounds, :math:`\eta = c\sqrt{m/(\tilde\tau T)}`: Theorem 3's left-hand side for
+    every (algorithm, :math:`m`, :math:`T`), ``replicas`` independent runs each."""
+    check_nonnegative("sigma", sigma)
+    for a in algorithms:
+        check_choice("algorithms", a, AGGREGATIONS)
+    rows = []
+    for copies in copies_list:
+        prob, w = replicate(problem, work, copies)
+        tau_tilde = float(w.mean_steps.mean())
+        for T in rounds_list:
+            lr = theorem3_lr(lr_scale, prob.num_clients, tau_tilde, int(T))
+            for a in algorithms:
+                run = run_replicas(prob, a, list(solver_factory(lr)), w, int(T), sigma=sigma, replicas=replicas,
+                                   seed=seed)
+                per_replica = run.grad_norm2[:-1].mean(axis=0)
+                err = float(per_replica.std(ddof=1) / math.sqrt(replicas)) if replicas > 1 else float("nan")
+                rows.append(SpeedupRow(a, prob.num_clients, int(T), run.mean_local_steps, lr,
+                                       float(per_replica.mean()), err))
+                if progress:
+                    progress(f"{a} m={prob.num_clients} T={T}")
+    return rows
+
+
+def equal_budget_ratios(rows: Sequence[SpeedupRow], algorithm: str = "fednova", rtol: float = 0.05) -> list[tuple]:
+    r"""Groups of cells with the same :math:`m\tilde\tau T` (within ``rtol``; e.g. :math:`4m`
+    clients for :math:`T/4` rounds): ``(budget, [(m, T, mean_grad2), ...], max/min)`` for
+    every group of two or more — linear speedup says the ratio is close to 1."""
+    cells = sorted((r for r in rows if r.algorithm == algorithm), key=lambda r: r.budget)
+    groups: list[list[SpeedupRow]] = []
+    for r in cells:
+        if groups and abs(r.budget / groups[-1][0].budget - 1) <= rtol:
+            groups[-1].append(r)
+        else:
+            groups.append([r])
+    out = []
+    for g in groups:
+        if len(g) > 1:
+            vals = [r.mean_grad2 for r in g]
+            out.append((g[0].budget, [(r.clients, r.rounds, r.mean_grad2) for r in g], max(vals) / min(vals)))
+    return out
+
+
+def plot_consistency(axes, rows: Sequence[ConsistencyRow]) -> None:
+    """Left: distances against :math:`\\eta`; right: :math:`\\min_t\\|\\nabla F\\|^2` against :math:`T`."""
+    lr = [r.lr for r in rows]
+    T = [r.rounds for r in rows]
+    ax = axes[0]
+    ax.loglog(lr, [r.fednova_distance for r in rows], "o-", color="C3", label=r"FedNova: $\|x - x^*\|$")
+    ax.loglog(lr, [r.fedavg_distance for r in rows], "s-", color="C0", label=r"FedAvg: $\|x - x^*\|$")
+    ax.loglog(lr, [r.fedavg_surrogate_distance for r in rows], "s--", color="C0", mfc="none",
+              label=r"FedAvg: $\|x - \tilde x\|$")
+    ax.set_xticks(lr, [f"{v:.2g}" for v in lr])
+    ax.minorticks_off()
+    ax.set_xlabel(r"$\eta = c\sqrt{m/(\tilde\tau T)}$")
+    ax.set_ylabel("RMS distance, last half of the rounds")
+    ax.legend(fontsize=8)
+    ax = axes[1]
+    ax.loglog(T, [r.fednova_min_grad2 for r in rows], "o-", color="C3", label="FedNova")
+    ax.loglog(T, [r.fedavg_min_grad2 for r in rows], "s-", color="C0", label="FedAvg")
+    ax.axhline(rows[-1].floor, color="C0", ls=":", label=r"$\|\nabla F(\tilde x)\|^2$")
+    ax.set_ylim(top=3 * rows[-1].floor)
+    ax.set_xlabel("rounds $T$")
+    ax.set_ylabel(r"$\min_t \|\nabla F(x^{(t,0)})\|^2$")
+    ax.legend(fontsize=8)
+
+
+def plot_speedup(ax, rows: Sequence[SpeedupRow]) -> None:
+    """Theorem 3's left-hand side against :math:`m\\tilde\\tau T`, one line per :math:`m`
+    (filled: FedNova, open: FedAvg), with a :math:`(m\\tilde\\tau T)^{-1/2}` guide."""
+    markers = "osD^v<>"
+    for k, m in enumerate(sorted({r.clients for r in rows})):
+        for a, style in (("fednova", dict(color="C3")), ("fedavg", dict(color="C0", mfc="none"))):
+            sel = sorted((r for r in rows if r.clients == m and r.algorithm == a), key=lambda r: r.rounds)
+            if sel:
+                ax.loglog([r.budget for r in sel], [r.mean_grad2 for r in sel], marker=markers[k % len(markers)],
+                          ls="-" if a == "fednova" else "--", label=f"{'FedNova' if a == 'fednova' else 'FedAvg'}, m={m}",
+                          **style)
+    nova = [r for r in rows if r.algorithm == "fednova"]
+    if nova:
+        b = np.array(sorted(r.budget for r in nova))
+        ref = min(nova, key=lambda r: r.budget)
+        ax.loglog(b, ref.mean_grad2 * np.sqrt(ref.budget / b), color="k", lw=0.8, ls=":", label=r"$\propto (m\tilde\tau T)^{-1/2}$")
+    ax.set_xlabel(r"$m\tilde\tau T$ (local steps of all clients)")
+    ax.set_ylabel(r"$\frac{1}{T}\sum_t \|\nabla F(x^{(t,0)})\|^2$")
+    ax.legend(fontsize=7, ncol=2)
+
+
+def summary_markdown(consistency: Sequence[ConsistencyRow], grid: Sequence[SpeedupRow], slope_fednova: float,
+                     slope_fedavg_surrogate: float, slope_speedup: float, groups: Sequence[tuple]) -> str:
+    """Chapter 8's summary, written from the measured rows (nothing typed in by hand)."""
+    first, last = consistency[0], consistency[-1]
+    nova = [r for r in grid if r.algorithm == "fednova"]
+    avg = [r for r in grid if r.algorithm == "fedavg"]
+    worst = max(groups, key=lambda g: g[2]) if groups else None
+    lines = [
+        f"- **Theorem 3, arbitrary local work.** With $\\tau_i^{{(t)}}$ and the local solver redrawn for every "
+        f"client every round and $\\eta = c\\sqrt{{m/(\\tilde\\tau T)}}$ for $T = {first.rounds}, \\dots, {last.rounds}$, "
+        f"FedNova's distance to $x^*$ fell from {first.fednova_distance:.3g} to {last.fednova_distance:.3g} "
+        f"(log-log slope {slope_fednova:.2f} in $\\eta$). FedAvg, with the same clients and the same local work, "
+        f"stayed {last.fedavg_distance:.3g} from $x^*$ ($\\|x^* - \\tilde x\\| = {last.surrogate_gap:.3g}$) and "
+        f"approached $\\tilde x$, the minimiser of the surrogate with time-averaged weights "
+        f"$w_i \\propto p_i\\,\\mathbb E\\|a_i\\|_1$ ({first.fedavg_surrogate_distance:.3g} → "
+        f"{last.fedavg_surrogate_distance:.3g}, slope {slope_fedavg_surrogate:.2f}: the random weights make it "
+        f"wander around $\\tilde x$).",
+    ]
+    if nova:
+        lines.append(
+            f"- **Linear speedup.** With noisy gradients, FedNova's $\\frac1T\\sum_t\\|\\nabla F\\|^2$ fell with "
+            f"slope {slope_speedup:.3f} against $m\\tilde\\tau T$ over $m = {min(r.clients for r in nova)}, \\dots, "
+            f"{max(r.clients for r in nova)}$ and $T = {min(r.rounds for r in nova)}, \\dots, {max(r.rounds for r in nova)}$ "
+            f"(Theorem 3: $-1/2$)."
+            + (f" Cells with the same $m\\tilde\\tau T$ — more clients, proportionally fewer rounds — agreed within "
+               f"a factor {worst[2]:.2f} at worst ({'; '.join(f'm={m}, T={T}: {v:.3g}' for m, T, v in worst[1])}). "
+               f"Theorem 3's rate is the leading term for large $T$; App. E asks for $T \\gtrsim (m\\bar\\tau T)^{{3/4}}$ "
+               f"before it dominates." if worst else ""))
+    if avg:
+        top = max(avg, key=lambda r: r.budget)
+        lines.append(
+            f"- FedAvg gains nothing from more clients or rounds here: {top.mean_grad2:.3g} at the largest budget, "
+            f"near $\\|\\nabla F(\\tilde x)\\|^2 = {last.floor:.3g}$: objective inconsistency, which more clients "
+            f"and more rounds do not average away.")
+    return "\n".join(lines)

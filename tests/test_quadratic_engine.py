@@ -1,0 +1,246 @@
+"""fedlib.engines.quadratic (many runs at once, arbitrary local work), RandomLocalWork,
+run_sequential's solver_at hook, and fedlib.experiments.speedup (chapter 8)."""
+import math
+
+import numpy as np
+import pytest
+
+from fedlib.algorithms import make_algorithm
+from fedlib.engines.quadratic import gradient_noise, noisy_grad_fn, run_replicas
+from fedlib.engines.reference import run_sequential
+from fedlib.experiments import speedup as S
+from fedlib.experiments.quadratic import surrogate_optimum, tau_weighted_optimum
+from fedlib.problems import random_quadratic
+from fedlib.schedules import FixedSteps, RandomLocalWork
+from fedlib.solvers import decayed_sgd, momentum_proximal_sgd, momentum_sgd, proximal_sgd, sgd
+from fedlib.theory import chi_square
+
+ALL_SOLVERS = [sgd(0.03), momentum_sgd(0.03, 0.5), proximal_sgd(0.03, 2.0), decayed_sgd(0.03, gamma=0.9),
+               momentum_proximal_sgd(0.03, 0.3, 1.0)]
+
+
+class _Fixed:
+    """Local work with fixed steps and solver numbers (hand-checkable cases)."""
+
+    def __init__(self, steps, choice):
+        self.steps, self.choice = np.asarray(steps), np.asarray(choice)
+
+    def draw(self, t):
+        return self.steps.copy(), self.choice.copy()
+
+
+# ------------------------------------------------------------------ RandomLocalWork
+def test_random_local_work_ranges_streams_and_errors():
+    work = RandomLocalWork([1, 3, 5], [2, 3, 9], num_solvers=4, seed=5)
+    draws = [work.draw(t) for t in range(300)]
+    steps = np.array([d[0] for d in draws])
+    choice = np.array([d[1] for d in draws])
+    assert steps.dtype == np.int64 and choice.dtype == np.int64
+    assert steps[:, 0].min() == 1 and steps[:, 0].max() == 2 and np.all(steps[:, 1] == 3)
+    assert steps[:, 2].min() == 5 and steps[:, 2].max() == 9  # inclusive range
+    assert set(np.unique(choice)) == {0, 1, 2, 3}
+    np.testing.assert_allclose(steps.mean(axis=0), work.mean_steps, rtol=0.05)
+    # the same stream every time; another seed, another stream
+    assert all(np.array_equal(a, b) for a, b in zip(work.draw(7), RandomLocalWork([1, 3, 5], [2, 3, 9], 4, 5).draw(7)))
+    assert not np.array_equal(steps[:, 2], np.array([RandomLocalWork([1, 3, 5], [2, 3, 9], 4, 6).draw(t)[0][2]
+                                                     for t in range(300)]))
+    assert np.array_equal(work.local_steps(3), work.draw(3)[0]) and np.array_equal(work.solver_numbers(3), work.draw(3)[1])
+    with pytest.raises(ValueError, match="high must be >= low.*client 1"):
+        RandomLocalWork([1, 4], [2, 3])
+    with pytest.raises(ValueError, match="low"):
+        RandomLocalWork([0, 1], [2, 3])
+    with pytest.raises(ValueError, match="high must have 2"):
+        RandomLocalWork([1, 1], [2, 3, 4])
+    with pytest.raises(ValueError, match="num_solvers"):
+        RandomLocalWork([1], [2], num_solvers=0)
+
+
+# ------------------------------------------------------------------ the reference loop's solver_at
+def test_solver_at_same_solver_is_plain_run_and_errors():
+    prob = random_quadratic(3, 2, seed=0)
+    algo = make_algorithm("fednova", sgd(0.05))
+    sched = FixedSteps([1, 2, 3])
+    plain = run_sequential(algo, np.zeros(2), prob.grad_fn(), prob.p, sched, 5)
+    hooked = run_sequential(algo, np.zeros(2), prob.grad_fn(), prob.p, sched, 5, solver_at=lambda t, i: sgd(0.05))
+    np.testing.assert_array_equal(plain.state.params, hooked.state.params)
+    with pytest.raises(ValueError, match="cannot be combined"):
+        run_sequential(algo, np.zeros(2), prob.grad_fn(), prob.p, sched, 1, solver_at=lambda t, i: sgd(0.05),
+                       lr_at=lambda t: 0.1)
+    with pytest.raises(ValueError, match=r"solver_at\(0, 0\) must return a LocalSolver"):
+        run_sequential(algo, np.zeros(2), prob.grad_fn(), prob.p, sched, 1, solver_at=lambda t, i: "sgd")
+
+
+def test_solver_at_reports_each_clients_own_a_norm():
+    """Two clients, one SGD and one momentum: tau_eff = sum_i p_i ||a_i||_1 of *their* solvers."""
+    prob = random_quadratic(2, 2, seed=1)
+    mom = momentum_sgd(0.05, 0.5)
+    run = run_sequential(make_algorithm("fednova", sgd(0.05)), np.zeros(2), prob.grad_fn(), prob.p, FixedSteps([3, 4]),
+                         1, solver_at=lambda t, i: [sgd(0.05), mom][i])
+    d = run.diagnostics[0]
+    # momentum 0.5, 4 steps: a = [1.875, 1.75, 1.5, 1] -> ||a||_1 = 6.125
+    np.testing.assert_allclose(d.a_norms, [3.0, 6.125], rtol=1e-15)
+    assert d.tau_eff == pytest.approx(0.5 * 3 + 0.5 * 6.125, rel=1e-15)
+
+
+# ------------------------------------------------------------------ run_replicas vs the reference loop
+@pytest.mark.parametrize("aggregation", ["fedavg", "fednova"])
+@pytest.mark.parametrize("sigma,sampling", [(0.0, "full"), (0.7, "full"), (0.7, "with-replacement"), (0.7, "uniform")])
+def test_run_replicas_equals_reference_loop(aggregation, sigma, sampling):
+    prob = random_quadratic(5, 3, seed=2, p=[0.1, 0.3, 0.2, 0.25, 0.15])
+    work = RandomLocalWork([1, 1, 2, 3, 5], [2, 4, 6, 8, 9], num_solvers=len(ALL_SOLVERS), seed=3)
+    replicas, rounds = 3, 12
+    q = None if sampling == "full" else 3
+    x0 = np.array([0.5, -1.0, 2.0])
+    run = run_replicas(prob, aggregation, ALL_SOLVERS, work, rounds, sigma=sigma, replicas=replicas, seed=7, x0=x0,
+                       sampling=sampling, clients_per_round=q)
+    x_star = prob.optimum()
+    for r in range(replicas):
+        ref = run_sequential(make_algorithm(aggregation, ALL_SOLVERS[0]), x0, noisy_grad_fn(prob, sigma, 7, replicas, r,
+                                                                                            work.local_steps),
+                             prob.p, work, rounds, solver_at=lambda t, i: ALL_SOLVERS[work.solver_numbers(t)[i]],
+                             metric_fn=lambda x, t: x.copy(), sampling=sampling, clients_per_round=q, seed=7)
+        np.testing.assert_allclose(run.params[r], ref.state.params, rtol=0, atol=1e-12)
+        xs = np.array(ref.metrics)
+        grads = xs @ np.einsum("i,ijk->jk", prob.p, prob.H).T - prob.p @ prob.e
+        np.testing.assert_allclose(run.grad_norm2[:, r], np.sum(grads ** 2, axis=1), rtol=1e-10)
+        np.testing.assert_allclose(run.distance[:, r], np.linalg.norm(xs - x_star, axis=1), rtol=1e-10)
+        np.testing.assert_allclose(run.tau_eff, [d.tau_eff for d in ref.diagnostics], rtol=1e-13)
+        np.testing.assert_allclose(run.chi2, [d.chi2 for d in ref.diagnostics], atol=1e-13)
+    if sigma == 0:
+        assert np.all(run.params == run.params[0])  # no noise: every replica is the same run
+    else:
+        assert np.ptp(run.params, axis=0).max() > 1e-3
+    assert run.surrogate_distance is None
+    taus = [d.local_steps for d in ref.diagnostics]  # the participants' steps
+    assert run.mean_local_steps == pytest.approx(np.mean([np.mean(s) for s in taus]))
+    if sampling != "full":
+        assert min(len(s) for s in taus) < 5
+
+
+def test_run_replicas_by_hand():
+    """Fixed work: tau = (1, 3), SGD for both, one round from 0 on F_i = |x - x_i*|^2 / 2 (H = I)."""
+    from fedlib.problems.quadratic import QuadraticProblem
+
+    prob = QuadraticProblem(np.ones((2, 1, 1)), np.array([[1.0], [-1.0]]), np.array([0.5, 0.5]))
+    work = _Fixed([1, 3], [0, 0])
+    lr = 0.5
+    # client 0: 1 step: x = 0.5; client 1: 3 steps towards -1: -0.5, -0.75, -0.875
+    avg = run_replicas(prob, "fedavg", [sgd(lr)], work, 1)
+    assert avg.params[0, 0] == pytest.approx(0.5 * 0.5 + 0.5 * -0.875)
+    assert avg.tau_eff[0] == pytest.approx(2.0) and avg.chi2[0] == pytest.approx(chi_square([0.5, 0.5], [0.25, 0.75]))
+    nova = run_replicas(prob, "fednova", [sgd(lr)], work, 1, surrogate=[1.0])
+    # tau_eff = 2, d_1 = 0.5 / (0.5 * 1), d_2 = -0.875 / (0.5 * 3): x = 2 * 0.5 * (d_1 + d_2) * 0.5
+    assert nova.params[0, 0] == pytest.approx(2 * 0.5 * (0.5 / 1 + -0.875 / 3))
+    assert nova.chi2[0] == 0
+    assert nova.surrogate_distance[1, 0] == pytest.approx(abs(nova.params[0, 0] - 1.0))
+    assert nova.grad_norm2[0, 0] == 0.0  # x* = 0 is the start
+
+
+def test_gradient_noise_stream():
+    a = gradient_noise(3, 4, 2, 3, 5, 2, 0.5)
+    b = gradient_noise(3, 4, 2, 3, 5, 2, 1.0)
+    assert a.shape == (2, 3, 5, 2)
+    np.testing.assert_array_equal(2 * a, b)
+    assert not np.array_equal(a, gradient_noise(3, 5, 2, 3, 5, 2, 0.5))
+    assert np.all(gradient_noise(3, 4, 2, 3, 5, 2, 0.0) == 0)
+
+
+def test_run_replicas_bad_inputs():
+    prob = random_quadratic(2, 2, seed=0)
+    work = _Fixed([1, 2], [0, 0])
+    with pytest.raises(ValueError, match="aggregation"):
+        run_replicas(prob, "scaffold", [sgd(0.1)], work, 1)
+    with pytest.raises(ValueError, match="solvers must be"):
+        run_replicas(prob, "fednova", [], work, 1)
+    with pytest.raises(ValueError, match="weight decay"):
+        run_replicas(prob, "fednova", [sgd(0.1, weight_decay=0.1)], work, 1)
+    with pytest.raises(ValueError, match="solver numbers"):
+        run_replicas(prob, "fednova", [sgd(0.1)], _Fixed([1, 2], [0, 1]), 1)
+    with pytest.raises(ValueError, match="steps"):
+        run_replicas(prob, "fednova", [sgd(0.1)], _Fixed([0, 2], [0, 0]), 1)
+    with pytest.raises(ValueError, match="x0"):
+        run_replicas(prob, "fednova", [sgd(0.1)], work, 1, x0=np.zeros(3))
+    with pytest.raises(ValueError, match="sigma"):
+        run_replicas(prob, "fednova", [sgd(0.1)], work, 1, sigma=-1)
+    with pytest.raises(FloatingPointError, match="round"):
+        run_replicas(prob, "fednova", [sgd(50.0)], _Fixed([20, 20], [0, 0]), 50)
+
+
+# ------------------------------------------------------------------ fedlib.experiments.speedup
+def test_mean_a_norms_and_time_averaged_surrogate():
+    base, work = S.base_setup(seed=0, dim=3)
+    # SGD only: E||a||_1 = E tau = (low + high) / 2, and x~ is FedAvg's tau-weighted optimum
+    one = RandomLocalWork(work.low, work.high, num_solvers=1, seed=0)
+    np.testing.assert_allclose(S.mean_a_norms(one, [sgd(0.01)]), one.mean_steps, rtol=1e-15)
+    w, x_tilde = S.time_averaged_surrogate(base, one, [sgd(0.01)])
+    np.testing.assert_allclose(x_tilde, tau_weighted_optimum(base, 2 * one.mean_steps), rtol=1e-12)  # integers; w is scale-free
+    # four solvers: the closed form equals the average over many drawn rounds (law of large numbers)
+    solvers = S.make_solvers(0.01)
+    draws = [work.draw(t) for t in range(4000)]
+    values = np.array([[solvers[c].a_norm(int(s)) for s, c in zip(*d)] for d in draws])
+    stderr = values.std(axis=0) / np.sqrt(len(draws))
+    assert np.all(np.abs(S.mean_a_norms(work, solvers) - values.mean(axis=0)) < 4 * stderr)
+    w, x_tilde = S.time_averaged_surrogate(base, work, solvers)
+    np.testing.assert_allclose(x_tilde, surrogate_optimum(base, w), rtol=1e-14)
+    assert w.sum() == pytest.approx(1) and np.all(np.diff(w) > 0)  # longer ranges, larger weight
+    with pytest.raises(ValueError, match="solvers"):
+        S.mean_a_norms(work, solvers[:2])
+
+
+def test_replicate_keeps_the_objective():
+    base, work = S.base_setup(seed=1, dim=3)
+    rep, rwork = S.replicate(base, work, 3)
+    assert rep.num_clients == 12 and rwork.num_clients == 12 and rep.p.sum() == pytest.approx(1)
+    np.testing.assert_allclose(rep.optimum(), base.optimum(), rtol=1e-12)
+    x = np.array([0.3, -0.2, 1.0])
+    np.testing.assert_allclose(rep.global_grad(x), base.global_grad(x), rtol=1e-12)
+    np.testing.assert_allclose(rwork.mean_steps, np.tile(work.mean_steps, 3))
+    steps = rwork.local_steps(0)
+    assert not np.array_equal(steps[:4], steps[4:8]) or not np.array_equal(rwork.local_steps(1)[:4], rwork.local_steps(1)[4:8])
+
+
+def test_theorem3_lr():
+    assert S.theorem3_lr(0.5, 16, 4.0, 100) == pytest.approx(0.5 * math.sqrt(16 / 400))
+    with pytest.raises(ValueError, match="rounds"):
+        S.theorem3_lr(0.5, 16, 4.0, 0)
+
+
+def test_consistency_sweep_small():
+    base, work = S.base_setup(seed=0, dim=4)
+    rows = S.consistency_sweep(base, work, [100, 400])
+    assert [r.rounds for r in rows] == [100, 400]
+    assert rows[1].lr == pytest.approx(rows[0].lr / 2)
+    assert rows[1].fednova_distance < rows[0].fednova_distance < rows[0].fedavg_distance
+    assert rows[1].fedavg_min_grad2 > 10 * rows[1].fednova_min_grad2
+
+
+def test_speedup_grid_and_equal_budget_groups():
+    base, work = S.base_setup(seed=0, dim=3)
+    rows = S.speedup_grid(base, work, [1, 2], [40, 80], sigma=1.0, replicas=3, algorithms=("fednova", "fedavg"))
+    assert [(r.algorithm, r.clients, r.rounds) for r in rows][:4] == [("fednova", 4, 40), ("fedavg", 4, 40),
+                                                                      ("fednova", 4, 80), ("fedavg", 4, 80)]
+    assert all(r.mean_grad2 > 0 and r.stderr > 0 for r in rows)
+    r = rows[-1]
+    assert r.budget == pytest.approx(r.clients * r.tau_tilde * r.rounds)
+    assert r.lr == pytest.approx(S.theorem3_lr(0.1, 8, float(np.mean(np.tile(work.mean_steps, 2))), 80))
+    with pytest.raises(ValueError, match="algorithms"):
+        S.speedup_grid(base, work, [1], [10], algorithms=("scaffold",))
+
+
+def test_equal_budget_ratios_groups_by_budget():
+    rows = [S.SpeedupRow("fednova", 4, 400, 5.0, 0.1, 0.2, 0.01), S.SpeedupRow("fednova", 16, 100, 5.02, 0.1, 0.25, 0.01),
+            S.SpeedupRow("fednova", 4, 100, 5.0, 0.1, 0.4, 0.01), S.SpeedupRow("fedavg", 16, 100, 5.0, 0.1, 9.0, 0.1)]
+    groups = S.equal_budget_ratios(rows)
+    assert len(groups) == 1
+    budget, cells, ratio = groups[0]
+    assert budget == pytest.approx(8000) and [c[:2] for c in cells] == [(4, 400), (16, 100)]
+    assert ratio == pytest.approx(1.25)
+
+
+def test_summary_markdown_uses_the_numbers():
+    cons = [S.ConsistencyRow(100, 0.04, 0.15, 0.016, 0.46, 0.26, 0.18, 0.59, 0.70),
+            S.ConsistencyRow(400, 0.02, 0.086, 0.005, 0.54, 0.17, 0.29, 0.59, 0.71)]
+    grid = [S.SpeedupRow("fednova", 4, 100, 5.0, 0.1, 0.2, 0.01), S.SpeedupRow("fedavg", 4, 100, 5.0, 0.1, 0.7, 0.01)]
+    text = S.summary_markdown(cons, grid, 0.937, 0.475, -0.48, [(2000.0, [(4, 100, 0.2), (16, 25, 0.23)], 1.15)])
+    for needle in ("0.15", "0.086", "0.94", "0.47", "-0.480", "1.15", "m=16, T=25", "0.7 at the largest", "0.71"):
+        assert needle in text
