@@ -244,3 +244,15 @@ def test_summary_markdown_uses_the_numbers():
     text = S.summary_markdown(cons, grid, 0.937, 0.475, -0.48, [(2000.0, [(4, 100, 0.2), (16, 25, 0.23)], 1.15)])
     for needle in ("0.15", "0.086", "0.94", "0.47", "-0.480", "1.15", "m=16, T=25", "0.7 at the largest", "0.71"):
         assert needle in text
+    assert "times faster" not in text
+    text = S.summary_markdown(cons, grid, 0.937, 0.475, -0.48, [], S.EngineCheck(0.1, 1.9, 2e-16))
+    assert "19.0 times faster" in text and "2.0e-16" in text and "at worst" not in text
+
+
+def test_check_against_reference_same_numbers():
+    base, work = S.base_setup(seed=2, dim=3)
+    prob, w = S.replicate(base, work, 2)
+    check = S.check_against_reference(prob, w, S.make_solvers(0.02), 15, replicas=2)
+    assert check.max_difference < 1e-12
+    assert check.seconds_engine > 0 and check.seconds_reference > 0
+    assert check.speedup == pytest.approx(check.seconds_reference / check.seconds_engine)
