@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from fedlib.algorithms import make_algorithm
-from fedlib.engines.quadratic import gradient_noise, noisy_grad_fn, run_replicas
+from fedlib.engines.quadratic import client_solvers, gradient_noise, noisy_grad_fn, run_replicas
 from fedlib.engines.reference import run_sequential
 from fedlib.experiments import speedup as S
 from fedlib.experiments.quadratic import surrogate_optimum, tau_weighted_optimum
@@ -97,7 +97,7 @@ def test_run_replicas_equals_reference_loop(aggregation, sigma, sampling):
     for r in range(replicas):
         ref = run_sequential(make_algorithm(aggregation, ALL_SOLVERS[0]), x0, noisy_grad_fn(prob, sigma, 7, replicas, r,
                                                                                             work.local_steps),
-                             prob.p, work, rounds, solver_at=lambda t, i: ALL_SOLVERS[work.solver_numbers(t)[i]],
+                             prob.p, work, rounds, solver_at=client_solvers(work, ALL_SOLVERS),
                              metric_fn=lambda x, t: x.copy(), sampling=sampling, clients_per_round=q, seed=7)
         np.testing.assert_allclose(run.params[r], ref.state.params, rtol=0, atol=1e-12)
         xs = np.array(ref.metrics)

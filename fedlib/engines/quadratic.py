@@ -54,7 +54,7 @@ from ..sampling import SAMPLING_SCHEMES, sample_clients
 from ..solvers import LocalSolver
 from ..theory import chi_square
 
-__all__ = ["ReplicaRun", "gradient_noise", "noisy_grad_fn", "run_replicas"]
+__all__ = ["ReplicaRun", "gradient_noise", "noisy_grad_fn", "client_solvers", "run_replicas"]
 
 
 class ReplicaRun(NamedTuple):
@@ -104,6 +104,22 @@ def noisy_grad_fn(problem: QuadraticProblem, sigma: float, seed: int, replicas: 
         return problem.grad(x, client) + cache["noise"][client, step]
 
     return grad
+
+
+def client_solvers(work, solvers: Sequence[LocalSolver]) -> Callable[[int, int], LocalSolver]:
+    """``solver_at(round, client)`` for :func:`fedlib.engines.reference.run_sequential`: the
+    solver ``work.draw(round)`` gives the client, as :func:`run_replicas` uses it (the
+    round's draw is made once, not once per client)."""
+    solvers = list(solvers)
+    cache: dict = {}
+
+    def solver_at(round_index, client):
+        if cache.get("round") != round_index:
+            cache["round"] = round_index
+            cache["numbers"] = work.draw(round_index)[1]
+        return solvers[cache["numbers"][client]]
+
+    return solver_at
 
 
 def run_replicas(problem: QuadraticProblem, aggregation: str, solvers: Sequence[LocalSolver], work, rounds: int, *,

@@ -41,7 +41,7 @@ import numpy as np
 
 from .._validate import check_choice, check_int, check_nonnegative, check_positive
 from ..algorithms import make_algorithm
-from ..engines.quadratic import noisy_grad_fn, run_replicas
+from ..engines.quadratic import client_solvers, noisy_grad_fn, run_replicas
 from ..engines.reference import run_sequential
 from ..problems.quadratic import QuadraticProblem, random_quadratic
 from ..rule import AGGREGATIONS
@@ -356,6 +356,6 @@ def check_against_reference(problem: QuadraticProblem, work: RandomLocalWork, so
     for r in range(replicas):
         ref = run_sequential(make_algorithm(aggregation, solvers[0]), np.zeros(problem.dim),
                              noisy_grad_fn(problem, sigma, seed, replicas, r, work.local_steps), problem.p, work, rounds,
-                             solver_at=lambda t, i: solvers[work.solver_numbers(t)[i]])
+                             solver_at=client_solvers(work, solvers))
         diff = max(diff, float(np.max(np.abs(ref.state.params - run.params[r]))))
     return EngineCheck(seconds_engine, time.perf_counter() - start, diff)
