@@ -96,7 +96,9 @@ def test_run_replicas_equals_reference_loop(aggregation, sigma, sampling):
     x_star = prob.optimum()
     for r in range(replicas):
         ref = run_sequential(make_algorithm(aggregation, ALL_SOLVERS[0]), x0, noisy_grad_fn(prob, sigma, 7, replicas, r,
-                                                                                            work.local_steps),
+                                                                                            work.local_steps,
+                                                                                            sampling=sampling,
+                                                                                            clients_per_round=q),
                              prob.p, work, rounds, solver_at=client_solvers(work, ALL_SOLVERS),
                              metric_fn=lambda x, t: x.copy(), sampling=sampling, clients_per_round=q, seed=7)
         np.testing.assert_allclose(run.params[r], ref.state.params, rtol=0, atol=1e-12)
@@ -256,3 +258,67 @@ def test_check_against_reference_same_numbers():
     assert check.max_difference < 1e-12
     assert check.seconds_engine > 0 and check.seconds_reference > 0
     assert check.speedup == pytest.approx(check.seconds_reference / check.seconds_engine)
+
+
+# ------------------------------------------------------------------ App. G: client sampling
+def test_sampled_rounds_draw_noise_for_participants_only():
+    """Under sampling a round's noise is one draw for its participants (in client order): the
+    gradients a participant sees do not depend on how many clients there are in all."""
+    prob = random_quadratic(6, 2, seed=1)
+    work = RandomLocalWork([2] * 6, [4] * 6, num_solvers=1, seed=0)
+    from fedlib.sampling import sample_clients
+    grad = noisy_grad_fn(prob, 0.5, 3, 2, 1, work.local_steps, sampling="uniform", clients_per_round=2)
+    part = sample_clients("uniform", prob.p, 2, 3, 0)
+    steps = work.local_steps(0)
+    noise = gradient_noise(3, 0, 2, 2, int(steps[part.clients].max()), 2, 0.5)[1]
+    x = np.array([0.3, -0.2])
+    for rank, client in enumerate(part.clients):
+        np.testing.assert_allclose(grad(x, int(client), 0, 1) - prob.grad(x, int(client)), noise[rank, 1],
+                                   rtol=0, atol=1e-15)
+    with pytest.raises(ValueError, match="sampling"):
+        noisy_grad_fn(prob, 0.5, 3, 2, 1, work.local_steps, sampling="poisson")
+
+
+def test_sampling_grid_averages_independent_seeds():
+    base, work = S.base_setup(seed=0, dim=3)
+    rows = S.sampling_grid(base, work, [2], [2, 4], [30, 60], sigma=1.0, replicas=2, seeds=3, seed=5)
+    assert [(r.population, r.clients, r.rounds) for r in rows] == [(8, 2, 30), (8, 2, 60), (8, 4, 30), (8, 4, 60)]
+    prob, w = S.replicate(base, work, 2)
+    r = rows[1]
+    lr = S.theorem3_lr(0.1, 2, float(prob.p @ w.mean_steps), 60)
+    assert r.lr == pytest.approx(lr)
+    per_seed = [run_replicas(prob, "fednova", S.make_solvers(lr), w, 60, sigma=1.0, replicas=2, seed=s,
+                             sampling="with-replacement", clients_per_round=2) for s in (5, 6, 7)]
+    values = [float(run.grad_norm2[:-1].mean()) for run in per_seed]
+    assert r.mean_grad2 == pytest.approx(np.mean(values), rel=1e-12)
+    assert r.stderr == pytest.approx(np.std(values, ddof=1) / math.sqrt(3), rel=1e-12)
+    assert r.tau_tilde == pytest.approx(np.mean([run.mean_local_steps for run in per_seed]))
+    assert len(set(values)) == 3  # the seeds are independent runs
+    from fedlib.sampling import effective_participants
+    assert r.effective_clients == pytest.approx(effective_participants("with-replacement", prob.p, 2))
+    assert r.budget == pytest.approx(2 * r.tau_tilde * 60)
+    assert S.sampling_grid(base, work, [2], [2], [30], sigma=1.0, replicas=2, seeds=2, seed=5)[0] == \
+        S.sampling_grid(base, work, [2], [2], [30], sigma=1.0, replicas=2, seeds=2, seed=5)[0]
+    with pytest.raises(ValueError, match="scheme"):
+        S.sampling_grid(base, work, [1], [2], [10], scheme="full")
+    with pytest.raises(ValueError, match="seeds"):
+        S.sampling_grid(base, work, [1], [2], [10], seeds=1)
+    with pytest.raises(ValueError, match="clients_per_round"):
+        S.sampling_grid(base, work, [1], [5], [10], scheme="uniform")
+
+
+def test_sampling_gain_and_summary_use_the_numbers():
+    def row(m, q, T, v, eff):
+        return S.SamplingRow("fednova", "with-replacement", m, q, T, 6.5, 0.01, v, 0.01, eff)
+
+    big = [row(256, 4, 1024, 0.2, 3.95), row(256, 16, 1024, 0.1, 15.1), row(256, 16, 256, 0.19, 15.1)]
+    small = [row(4, 4, 1024, 0.3, 2.29), row(4, 16, 1024, 0.25, 3.37)]
+    assert S.sampling_gain(big, 256, 1024, 4, 16) == pytest.approx(2.0)
+    assert S.sampling_gain(small, 4, 1024, 4, 16) == pytest.approx(1.2)
+    with pytest.raises(ValueError, match="no cell"):
+        S.sampling_gain(big, 256, 4096, 4, 16)
+    text = S.sampling_summary(big, small, -0.479, [(2.7e4, [(4, 1024, 0.2), (16, 256, 0.19)], 1.05)], 2.0, 1.2, 4, 16)
+    for needle in ("m = 256", "-0.479", "1.05", "q=16, T=256", "2.00×", "1.20×", "3.95 → 15.1", "2.29 → 3.37",
+                   "\\sqrt{16/4} = 2.00", "\\tilde\\tau"):
+        assert needle in text, needle
+    assert "\t" not in text and "\f" not in text

@@ -129,3 +129,40 @@ def test_uniform_all_clients_is_full_participation():
     part = SA.sample_clients("uniform", P4, 4, 0, 0)
     assert part.clients.tolist() == [0, 1, 2, 3]
     np.testing.assert_allclose(part.weights, P4)
+
+
+# ------------------------------------------------------------------ effective_participants
+@pytest.mark.parametrize("scheme", ["with-replacement", "uniform"])
+@pytest.mark.parametrize("q", [1, 2, 3, 4])
+def test_effective_participants_exhaustive(scheme, q):
+    """1 / E[sum_i omega_i^2], exactly, over every outcome of the real sampler code."""
+    expected = sum(prob * float(part.weights @ part.weights) for prob, part in _enumerate(scheme, P4, q))
+    assert SA.effective_participants(scheme, P4, q) == pytest.approx(1.0 / expected, rel=1e-12)
+
+
+def test_effective_participants_noise_variance_monte_carlo():
+    """The variance of sum_i omega_i xi_i over seeded rounds is sigma^2 / q_eff (within 4 s.e.)."""
+    rng = np.random.default_rng(5)
+    p = rng.dirichlet(np.ones(12))
+    for scheme, q in [("with-replacement", 8), ("with-replacement", 40), ("uniform", 5)]:
+        sums = []
+        for t in range(6000):
+            part = SA.sample_clients(scheme, p, q, seed=3, round_index=t)
+            sums.append(part.weights @ rng.standard_normal(part.clients.size))
+        sums = np.array(sums)
+        var, se = sums.var(), sums.var() * math.sqrt(2 / (sums.size - 1))
+        assert abs(var - 1 / SA.effective_participants(scheme, p, q)) < 4 * se, scheme
+
+
+def test_effective_participants_limits_and_errors():
+    p = np.full(16, 1 / 16)
+    assert SA.effective_participants("full", p) == pytest.approx(16)
+    assert SA.effective_participants("uniform", p, 5) == pytest.approx(5)
+    assert SA.effective_participants("with-replacement", p, 1) == pytest.approx(1)
+    # with replacement saturates at 1 / ||p||^2 = m however many draws
+    assert SA.effective_participants("with-replacement", p, 10**6) == pytest.approx(16, rel=1e-4)
+    assert SA.effective_participants("full", [0.5, 0.25, 0.25]) == pytest.approx(1 / 0.375)
+    with pytest.raises(ValueError, match="clients_per_round"):
+        SA.effective_participants("uniform", p, 17)
+    with pytest.raises(ValueError, match="sampling"):
+        SA.effective_participants("poisson", p, 2)

@@ -11,9 +11,12 @@ at local step :math:`k` of round :math:`t` sees the stochastic gradient
 
 independently for every replica :math:`r` (an independent run: its own noise, the same
 local work). The noise of a round is one draw ``generator(seed, "gradient_noise", t)``
-of shape ``(replicas, m, max_i tau_i, d)`` (:func:`gradient_noise`), so a replica's
-run can be repeated alone with :func:`fedlib.engines.reference.run_sequential`
-(:func:`noisy_grad_fn`); the tests check both give the same numbers.
+of shape ``(replicas, |S_t|, max_{i in S_t} tau_i, d)`` for the round's participants
+:math:`S_t` in increasing client order (all :math:`m` clients without sampling;
+:func:`gradient_noise`), so a replica's run can be repeated alone with
+:func:`fedlib.engines.reference.run_sequential` (:func:`noisy_grad_fn`); the tests check
+both give the same numbers. Only participants draw noise, so a round with :math:`q \ll m`
+sampled clients costs :math:`O(q)`, not :math:`O(m)`.
 
 Each round, :class:`fedlib.schedules.RandomLocalWork` (or any schedule with
 ``draw(round) -> (steps, solver_numbers)``) gives every client its :math:`\tau_i^{(t)}` and
@@ -80,8 +83,9 @@ class ReplicaRun(NamedTuple):
 
 def gradient_noise(seed: int, round_index: int, replicas: int, num_clients: int, max_steps: int, dim: int,
                    sigma: float) -> np.ndarray:
-    r""":math:`\sigma\xi` of round ``round_index``: shape ``(replicas, m, max_steps, d)``, one
-    draw from ``generator(seed, "gradient_noise", round_index)`` (zeros when ``sigma == 0``)."""
+    r""":math:`\sigma\xi` of round ``round_index``: shape ``(replicas, num_clients, max_steps, d)``
+    (``num_clients``: the round's participants, in increasing client order), one draw from
+    ``generator(seed, "gradient_noise", round_index)`` (zeros when ``sigma == 0``)."""
     shape = (replicas, num_clients, max_steps, dim)
     if sigma == 0:
         return np.zeros(shape)
@@ -89,19 +93,24 @@ def gradient_noise(seed: int, round_index: int, replicas: int, num_clients: int,
 
 
 def noisy_grad_fn(problem: QuadraticProblem, sigma: float, seed: int, replicas: int, replica: int,
-                  local_steps: Callable[[int], Any]) -> Callable[[np.ndarray, int, int, int], np.ndarray]:
+                  local_steps: Callable[[int], Any], *, sampling: str = "full",
+                  clients_per_round: Optional[int] = None) -> Callable[[np.ndarray, int, int, int], np.ndarray]:
     """``grad_fn(x, client, round, step)`` of replica ``replica`` for
     :func:`fedlib.engines.reference.run_sequential`: the same gradients :func:`run_replicas`
-    uses (``local_steps(round)`` gives the round's :math:`\\tau_i`, to size the draw)."""
+    uses (``local_steps(round)`` gives the round's :math:`\tau_i`, to size the draw;
+    ``sampling``/``clients_per_round`` must be those of the run, which fix who draws noise)."""
+    check_choice("sampling", sampling, SAMPLING_SCHEMES)
     cache: dict = {}
 
     def grad(x, client, round_index, step):
         if cache.get("round") != round_index:
-            tau_max = int(np.max(local_steps(round_index)))
+            part = sample_clients(sampling, problem.p, clients_per_round, seed, round_index)
+            tau_max = int(np.max(np.asarray(local_steps(round_index))[part.clients]))
             cache["round"] = round_index
-            cache["noise"] = gradient_noise(seed, round_index, replicas, problem.num_clients, tau_max, problem.dim,
+            cache["rank"] = {int(c): k for k, c in enumerate(part.clients)}
+            cache["noise"] = gradient_noise(seed, round_index, replicas, part.clients.size, tau_max, problem.dim,
                                             sigma)[replica]
-        return problem.grad(x, client) + cache["noise"][client, step]
+        return problem.grad(x, client) + cache["noise"][cache["rank"][client], step]
 
     return grad
 
@@ -197,14 +206,13 @@ def run_replicas(problem: QuadraticProblem, aggregation: str, solvers: Sequence[
         if choice.shape != (m,) or np.any(choice < 0) or np.any(choice >= len(solvers)):
             raise ValueError(f"work.draw({t}): solver numbers must be (m,) in 0..{len(solvers) - 1}")
         part = sample_clients(sampling, p, clients_per_round, seed, t)
-        noise_all = gradient_noise(seed, t, replicas, m, int(steps.max()), d, sigma)
         by_steps = np.argsort(-steps[part.clients], kind="stable")  # participants, tau descending
         order, omega = part.clients[by_steps], part.weights[by_steps]
         tau = steps[order]
         sol = choice[order]
         total_steps += float(tau.mean())
         tau_max = int(tau[0])
-        noise = noise_all[:, order, :tau_max]
+        noise = gradient_noise(seed, t, replicas, order.size, tau_max, d, sigma)[:, by_steps]
         H, e = problem.H[order], problem.e[order]
         lr_table = np.stack([_step_sizes(solvers[j], tau_max, lr_cache, j) for j in sol])  # (participants, tau_max)
         rho_i, mu_i = rho[sol][None, :, None], mu[sol][None, :, None]

@@ -22,7 +22,12 @@ per-client reference loop) and reports what it measured:
   the time-averaged surrogate's minimiser :math:`\tilde x`;
 - :func:`speedup_grid` — noisy gradients, :math:`m` clients made of ``copies`` copies of
   the same base clients (so :math:`F` is the same for every :math:`m`), :math:`T` rounds:
-  the left-hand side of Theorem 3 against :math:`m\tilde\tau T`.
+  the left-hand side of Theorem 3 against :math:`m\tilde\tau T`;
+- :func:`sampling_grid` — App. G: :math:`q` of the :math:`m` clients per round, sampled
+  with replacement :math:`\propto p_i`, :math:`\eta = c\sqrt{q/(\tilde\tau T)}`: the same
+  left-hand side against :math:`q\tilde\tau T`, averaged over independent sampling seeds,
+  with the effective number of participants
+  (:func:`fedlib.sampling.effective_participants`).
 
 Example
 -------
@@ -45,6 +50,7 @@ from ..engines.quadratic import client_solvers, noisy_grad_fn, run_replicas
 from ..engines.reference import run_sequential
 from ..problems.quadratic import QuadraticProblem, random_quadratic
 from ..rule import AGGREGATIONS
+from ..sampling import SAMPLING_SCHEMES, effective_participants
 from ..schedules import RandomLocalWork
 from ..solvers import LocalSolver, decayed_sgd, momentum_sgd, proximal_sgd, sgd
 from .quadratic import surrogate_optimum
@@ -62,6 +68,11 @@ __all__ = [
     "SpeedupRow",
     "speedup_grid",
     "equal_budget_ratios",
+    "SamplingRow",
+    "sampling_grid",
+    "plot_sampling",
+    "sampling_gain",
+    "sampling_summary",
     "plot_consistency",
     "plot_speedup",
     "summary_markdown",
@@ -220,6 +231,72 @@ def speedup_grid(problem: QuadraticProblem, work: RandomLocalWork, copies_list: 
     return rows
 
 
+class SamplingRow(NamedTuple):
+    r"""One cell of :func:`sampling_grid`. ``clients`` is :math:`q` (participants per round,
+    the :math:`q` of App. G's rate), ``population`` is :math:`m`; ``mean_grad2`` is
+    :math:`\frac1T\sum_{t<T}\|\nabla F(x^{(t,0)})\|^2` averaged over ``seeds`` independent
+    sampling seeds × replicas, ``stderr`` its standard error across the seeds (replicas of
+    one seed share its participants); ``tau_tilde`` is measured over the participants;
+    ``effective_clients`` is :func:`fedlib.sampling.effective_participants`."""
+
+    algorithm: str
+    scheme: str
+    population: int
+    clients: int
+    rounds: int
+    tau_tilde: float
+    lr: float
+    mean_grad2: float
+    stderr: float
+    effective_clients: float
+
+    @property
+    def budget(self) -> float:
+        return self.clients * self.tau_tilde * self.rounds
+
+
+def sampling_grid(problem: QuadraticProblem, work: RandomLocalWork, copies_list: Sequence[int],
+                  clients_per_round: Sequence[int], rounds_list: Sequence[int], *,
+                  scheme: str = "with-replacement", lr_scale: float = 0.1, sigma: float = 3.0, replicas: int = 4,
+                  seeds: int = 4, seed: int = 0, algorithm: str = "fednova",
+                  solver_factory: Callable[[float], Sequence[LocalSolver]] = make_solvers,
+                  progress: Optional[Callable[[str], None]] = None) -> list[SamplingRow]:
+    r"""App. G: FedNova with :math:`q` clients sampled per round out of
+    :math:`m = \text{copies}\times` base clients, for every (:math:`m`, :math:`q`, :math:`T`),
+    :math:`\eta = c\sqrt{q/(\tilde\tau T)}` with :math:`\tilde\tau = \sum_i p_i\mathbb E\tau_i`
+    (the expected steps of a client drawn :math:`\propto p`).
+
+    Sampling seed :math:`s` (``seed, seed + 1, ...``) fixes the participants of every round
+    and the gradient noise of its ``replicas`` runs; the local work is ``work``'s for all.
+    """
+    check_choice("scheme", scheme, SAMPLING_SCHEMES)
+    if scheme == "full":
+        raise ValueError("scheme: sampling_grid samples clients; use speedup_grid for full participation")
+    check_choice("algorithm", algorithm, AGGREGATIONS)
+    check_nonnegative("sigma", sigma)
+    seeds = check_int("seeds", seeds, minimum=2)
+    rows = []
+    for copies in copies_list:
+        prob, w = replicate(problem, work, copies)
+        tau_expected = float(prob.p @ w.mean_steps)
+        for q in clients_per_round:
+            q_eff = effective_participants(scheme, prob.p, q)
+            for T in rounds_list:
+                lr = theorem3_lr(lr_scale, int(q), tau_expected, int(T))
+                per_seed, taus = [], []
+                for s in range(seed, seed + seeds):
+                    run = run_replicas(prob, algorithm, list(solver_factory(lr)), w, int(T), sigma=sigma,
+                                       replicas=replicas, seed=s, sampling=scheme, clients_per_round=int(q))
+                    per_seed.append(float(run.grad_norm2[:-1].mean()))
+                    taus.append(run.mean_local_steps)
+                rows.append(SamplingRow(algorithm, scheme, prob.num_clients, int(q), int(T), float(np.mean(taus)), lr,
+                                        float(np.mean(per_seed)), float(np.std(per_seed, ddof=1) / math.sqrt(seeds)),
+                                        q_eff))
+                if progress:
+                    progress(f"m={prob.num_clients} q={q} T={T}")
+    return rows
+
+
 def equal_budget_ratios(rows: Sequence[SpeedupRow], algorithm: str = "fednova", rtol: float = 0.05) -> list[tuple]:
     r"""Groups of cells with the same :math:`m\tilde\tau T` (within ``rtol``; e.g. :math:`4m`
     clients for :math:`T/4` rounds): ``(budget, [(m, T, mean_grad2), ...], max/min)`` for
@@ -284,6 +361,47 @@ def plot_speedup(ax, rows: Sequence[SpeedupRow]) -> None:
     ax.legend(fontsize=7, ncol=2)
 
 
+def plot_sampling(axes, rows: Sequence[SamplingRow], rounds: int) -> None:
+    r"""Left: App. G's left-hand side against :math:`q\tilde\tau T` for the largest population,
+    one line per :math:`q`, with a :math:`(q\tilde\tau T)^{-1/2}` guide; right: the error at
+    ``rounds`` rounds against :math:`q`, one line per population :math:`m` (where sampling with
+    replacement stops paying: :math:`q_{\text{eff}}` saturates at :math:`m`)."""
+    markers = "osD^v<>"
+    big = max(r.population for r in rows)
+    sel = [r for r in rows if r.population == big]
+    ax = axes[0]
+    for k, q in enumerate(sorted({r.clients for r in sel})):
+        line = sorted((r for r in sel if r.clients == q), key=lambda r: r.rounds)
+        ax.errorbar([r.budget for r in line], [r.mean_grad2 for r in line], yerr=[r.stderr for r in line],
+                    marker=markers[k % len(markers)], color=f"C{k + 3}", capsize=2, label=f"q={q}")
+    b = np.array(sorted(r.budget for r in sel))
+    ref = min(sel, key=lambda r: r.budget)
+    ax.plot(b, ref.mean_grad2 * np.sqrt(ref.budget / b), color="k", lw=0.8, ls=":", label=r"$\propto (q\tilde\tau T)^{-1/2}$")
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlabel(r"$q\tilde\tau T$ (local steps of the participants)")
+    ax.set_ylabel(r"$\frac{1}{T}\sum_t \|\nabla F(x^{(t,0)})\|^2$")
+    ax.set_title(f"m = {big} clients, q sampled per round", fontsize=9)
+    ax.legend(fontsize=7)
+    ax = axes[1]
+    for k, m in enumerate(sorted({r.population for r in rows})):
+        line = sorted((r for r in rows if r.population == m and r.rounds == rounds), key=lambda r: r.clients)
+        if line:
+            bars = ax.errorbar([r.clients for r in line], [r.mean_grad2 for r in line], yerr=[r.stderr for r in line],
+                               marker=markers[k % len(markers)], capsize=2, label=f"m={m}")
+            if m < max(r.clients for r in line):
+                ax.axvline(m, color=bars.lines[0].get_color(), lw=0.8, ls=":", label=f"q = m = {m}")
+            if m == big:
+                q = np.array([r.clients for r in line], dtype=float)
+                ax.plot(q, line[0].mean_grad2 * np.sqrt(q[0] / q), color="k", lw=0.8, ls=":",
+                        label=r"$\propto q^{-1/2}$ (App. G)")
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlabel("clients sampled per round $q$ (with replacement)")
+    ax.set_ylabel(r"$\frac{1}{T}\sum_t \|\nabla F(x^{(t,0)})\|^2$" + f", T = {rounds}")
+    ax.legend(fontsize=7)
+
+
 def summary_markdown(consistency: Sequence[ConsistencyRow], grid: Sequence[SpeedupRow], slope_fednova: float,
                      slope_fedavg_surrogate: float, slope_speedup: float, groups: Sequence[tuple],
                      check: Optional["EngineCheck"] = None) -> str:
@@ -324,6 +442,43 @@ def summary_markdown(consistency: Sequence[ConsistencyRow], grid: Sequence[Speed
             f"- The engine gave the reference loop's numbers (largest difference {check.max_difference:.1e}) "
             f"{check.speedup:.1f} times faster ({check.seconds_engine:.2f} s vs {check.seconds_reference:.2f} s, "
             f"measured in this execution).")
+    return "\n".join(lines)
+
+
+def sampling_gain(rows: Sequence[SamplingRow], population: int, rounds: int, q_from: int, q_to: int) -> float:
+    r"""Error at ``q_from`` over error at ``q_to`` participants per round (same :math:`m`, :math:`T`):
+    how much more participants bought; App. G's rate predicts :math:`\sqrt{q_{to}/q_{from}}`."""
+    def cell(q):
+        for r in rows:
+            if r.population == population and r.rounds == rounds and r.clients == q:
+                return r.mean_grad2
+        raise ValueError(f"no cell with m={population}, T={rounds}, q={q}")
+    return cell(q_from) / cell(q_to)
+
+
+def sampling_summary(big: Sequence[SamplingRow], small: Sequence[SamplingRow], slope: float,
+                     groups: Sequence[tuple], gain_big: float, gain_small: float, q_from: int, q_to: int) -> str:
+    """Chapter 8's summary of the client-sampling part, from the measured rows."""
+    m_big, m_small = big[0].population, small[0].population
+    worst = max(groups, key=lambda g: g[2]) if groups else None
+    eff_small = {r.clients: r.effective_clients for r in small}
+    eff_big = {r.clients: r.effective_clients for r in big}
+    lines = [
+        f"- **Client sampling (App. G).** With $q$ of $m = {m_big}$ clients drawn per round with replacement "
+        f"$\\propto p_i$ and $\\eta = c\\sqrt{{q/(\\tilde\\tau T)}}$, FedNova's $\\frac1T\\sum_t\\|\\nabla F\\|^2$ fell with "
+        f"slope {slope:.3f} against $q\\tilde\\tau T$ over $q = {min(r.clients for r in big)}, \\dots, "
+        f"{max(r.clients for r in big)}$ and $T = {min(r.rounds for r in big)}, \\dots, {max(r.rounds for r in big)}$ "
+        f"(App. G: $-1/2$)"
+        + (f"; cells with the same $q\\tilde\\tau T$ agreed within a factor {worst[2]:.2f} at worst "
+           f"({'; '.join(f'q={q}, T={T}: {v:.3g}' for q, T, v in worst[1])})." if worst else "."),
+        f"- **Where the speedup stops.** A client drawn $k$ times trains once, with weight $k/q$ (the proof of App. G "
+        f"indexes mini-batches by client), so the average is worth $q_{{\\text{{eff}}}} = q/(1 + (q-1)\\|p\\|_2^2)$ "
+        f"independent updates, never more than $m$. Going from $q = {q_from}$ to $q = {q_to}$ lowered the error "
+        f"{gain_big:.2f}× with $m = {m_big}$ clients ($q_{{\\text{{eff}}}}$ {eff_big.get(q_from, float('nan')):.3g} → "
+        f"{eff_big.get(q_to, float('nan')):.3g}) but {gain_small:.2f}× with $m = {m_small}$ "
+        f"($q_{{\\text{{eff}}}}$ {eff_small.get(q_from, float('nan')):.3g} → {eff_small.get(q_to, float('nan')):.3g}); "
+        f"App. G's rate, read with $q \\ll m$, predicts $\\sqrt{{{q_to}/{q_from}}} = {math.sqrt(q_to / q_from):.2f}$.",
+    ]
     return "\n".join(lines)
 
 
