@@ -170,16 +170,32 @@ class WallClock:
     def num_clients(self) -> int:
         return len(self.speeds)
 
-    def local_steps(self, round_index: int) -> np.ndarray:
+    def rates(self, round_index: int) -> np.ndarray:
+        r"""Every client's speed :math:`s_i^{(t)}` in round ``round_index`` (steps per second,
+        jitter and straggling included); one stream per (seed, round, client)."""
         round_index = check_int("round_index", round_index)
-        out = np.empty(self.num_clients, dtype=np.int64)
+        out = np.empty(self.num_clients)
         for i, s in enumerate(self.speeds):
             g = generator(self.seed, "local_steps", round_index, i)
             rate = s * np.exp(self.jitter * g.standard_normal())
             if g.random() < self.straggler_prob:
                 rate *= self.straggler_factor
-            out[i] = max(1, int(np.floor(self.round_seconds * rate)))
+            out[i] = rate
         return out
+
+    def local_steps(self, round_index: int) -> np.ndarray:
+        return np.maximum(1, np.floor(self.round_seconds * self.rates(round_index))).astype(np.int64)
+
+    def seconds_to_finish(self, steps, round_index: int) -> float:
+        r"""How long round ``round_index`` lasts if every client must finish ``steps``
+        local steps (an int or one per client) at this round's speeds:
+        :math:`\max_i \tau_i / s_i^{(t)}` — the synchronous round that waits for the slowest
+        client (paper §1), against the fixed ``round_seconds`` of :meth:`local_steps`."""
+        steps = np.asarray(steps)
+        if steps.ndim == 0:
+            steps = np.full(self.num_clients, steps)
+        steps = check_local_steps("steps", steps, size=self.num_clients)
+        return float(np.max(steps / self.rates(round_index)))
 
 
 @dataclasses.dataclass(frozen=True)

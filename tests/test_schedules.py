@@ -87,6 +87,28 @@ def test_wall_clock():
     assert wc.num_clients == 4
 
 
+def test_wall_clock_rates_and_synchronous_round():
+    """By hand: no jitter, every client straggles (factor 1/4): rates are speeds / 4; a round in
+    which everyone must finish tau steps lasts max_i tau_i / rate_i."""
+    wc = SC.WallClock([10.0, 5.0, 1.0], 2.0, straggler_prob=1.0, straggler_factor=0.25)
+    np.testing.assert_allclose(wc.rates(3), [2.5, 1.25, 0.25])
+    assert wc.seconds_to_finish(4, 3) == pytest.approx(16.0)          # the slowest: 4 / 0.25
+    assert wc.seconds_to_finish([10, 5, 1], 3) == pytest.approx(4.0)  # 10/2.5 = 5/1.25 = 1/0.25
+    mixed = SC.WallClock([3.0, 8.0, 20.0, 1.5], 1.5, jitter=0.3, straggler_prob=0.4, straggler_factor=0.1, seed=2)
+    for t in range(20):
+        r = mixed.rates(t)
+        np.testing.assert_array_equal(mixed.local_steps(t), np.maximum(1, np.floor(1.5 * r)).astype(int))
+        # finishing what the fixed-length round gave takes at most the round (and the 1-step floor)
+        assert mixed.seconds_to_finish(mixed.local_steps(t), t) <= max(1.5, float(np.max(1 / r))) + 1e-12
+        assert mixed.seconds_to_finish(2, t) == pytest.approx(float(np.max(2 / r)))
+    with pytest.raises(ValueError, match="steps"):
+        mixed.seconds_to_finish([1, 2], 0)
+    with pytest.raises(ValueError, match="steps"):
+        mixed.seconds_to_finish(0, 0)
+    with pytest.raises(ValueError, match="round"):
+        mixed.rates(-1)
+
+
 def test_step_decay_lr():
     lr = 0.05
     assert SC.step_decay_lr(lr, 0, 100) == lr

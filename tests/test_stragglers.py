@@ -1,0 +1,119 @@
+"""Chapter 9's strategies (fixed-length rounds vs waiting for the slowest client): the clock
+accounting by hand, the runs against the engine called directly, and the measures."""
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+import pytest
+
+from fedlib.algorithms import make_algorithm
+from fedlib.engines.batched import run_batched
+from fedlib.experiments import stragglers as ST
+from fedlib.experiments.synthetic import make_problem
+from fedlib.schedules import FixedSteps, WallClock
+from fedlib.solvers import sgd
+from fedlib.theory import chi_square
+
+
+@pytest.fixture(scope="module")
+def problem():
+    return make_problem(num_clients=6)
+
+
+def test_make_clock_speeds_and_sync_steps():
+    clock = ST.make_clock(9, seed=4, median_speed=10.0, spread=0.5, round_seconds=2.0)
+    assert clock.num_clients == 9 and clock.round_seconds == 2.0 and clock.seed == 4
+    np.testing.assert_array_equal(clock.speeds, ST.make_clock(9, seed=4, median_speed=10.0, spread=0.5).speeds)
+    assert not np.array_equal(clock.speeds, ST.make_clock(9, seed=5, median_speed=10.0, spread=0.5).speeds)
+    flat = ST.make_clock(5, spread=0.0, median_speed=7.5, round_seconds=2.0)
+    np.testing.assert_allclose(flat.speeds, 7.5)
+    assert ST.sync_steps_of(flat) == 15
+    assert ST.sync_steps_of(WallClock([0.1, 0.2], 1.0)) == 1
+    with pytest.raises(ValueError, match="median_speed"):
+        ST.make_clock(3, median_speed=0.0)
+    with pytest.raises(ValueError, match="spread"):
+        ST.make_clock(3, spread=-1.0)
+
+
+def test_runs_are_the_engine_with_the_clock(problem):
+    clock = ST.make_clock(problem.num_clients, seed=1, median_speed=6.0, round_seconds=1.0, straggler_prob=0.3)
+    rounds, seeds = 4, (2, 3)
+    runs = ST.run_strategies(problem, clock, rounds, seeds, lr=0.05)
+    assert list(runs) == list(ST.STRATEGIES)
+    tau = ST.sync_steps_of(clock)
+    for strategy, c in runs.items():
+        assert c.losses.shape == (2, rounds + 1) and c.seconds.shape == (2, rounds + 1) and c.chi2.shape == (2, rounds)
+        assert np.all(c.seconds[:, 0] == 0) and np.all(np.diff(c.seconds, axis=1) > 0)
+        for k, s in enumerate(seeds):
+            run_clock = dataclasses.replace(clock, seed=s)
+            if strategy == "wait-for-all":
+                schedule, agg = FixedSteps([tau] * problem.num_clients), "fedavg"
+                durations = [float(np.max(tau / run_clock.rates(t))) for t in range(rounds)]
+            else:
+                schedule, agg = run_clock, strategy.split("-")[0]
+                durations = [max(1.0, float(np.max(run_clock.local_steps(t) / run_clock.rates(t)))) for t in range(rounds)]
+            run = run_batched(make_algorithm(agg, sgd(0.05)), problem, schedule, rounds, batch_size=20, seed=s)
+            np.testing.assert_allclose(c.losses[k], [run.initial["train_loss"]] + [h["train_loss"] for h in run.history],
+                                       rtol=1e-12)
+            np.testing.assert_allclose(c.seconds[k, 1:], np.cumsum(durations), rtol=1e-12)
+            np.testing.assert_allclose(c.chi2[k], [chi_square(problem.p, np.array(h["weights"])) for h in run.history],
+                                       atol=1e-12)
+    assert np.all(runs["wait-for-all"].chi2 < 1e-12) and np.all(runs["fednova-fixed-time"].chi2 < 1e-12)
+    assert np.all(runs["fedavg-fixed-time"].chi2 > 0)
+    assert runs["wait-for-all"].mean_steps[0] == tau
+    assert runs["fedavg-fixed-time"].label == ST.LABELS["fedavg-fixed-time"]
+
+
+def test_bad_inputs(problem):
+    clock = ST.make_clock(problem.num_clients)
+    with pytest.raises(ValueError, match="strategy"):
+        ST.run_strategy(problem, clock, "fedprox-fixed-time", 2, [0])
+    with pytest.raises(ValueError, match="clock"):
+        ST.run_strategy(problem, ST.make_clock(3), "wait-for-all", 2, [0])
+    with pytest.raises(ValueError, match="sync_steps"):
+        ST.run_strategy(problem, clock, "wait-for-all", 2, [0], sync_steps=0)
+    with pytest.raises(ValueError, match="rounds"):
+        ST.run_strategy(problem, clock, "wait-for-all", 0, [0])
+
+
+def _curves(losses, seconds, strategy="wait-for-all"):
+    losses, seconds = np.atleast_2d(losses).astype(float), np.atleast_2d(seconds).astype(float)
+    return ST.StragglerCurves(strategy, tuple(range(len(losses))), losses, seconds,
+                              np.zeros((len(losses), losses.shape[1] - 1)), np.ones(len(losses)))
+
+
+def test_loss_at_time_to_reach_and_end_loss_by_hand():
+    c = _curves([[2.0, 1.5, 1.2, 1.0, 0.9], [2.0, 1.8, 1.1, 1.05, 1.0]], [[0, 1, 3, 6, 10], [0, 2, 4, 6, 8]])
+    np.testing.assert_array_equal(ST.loss_at(c, 0.5), [2.0, 2.0])
+    np.testing.assert_array_equal(ST.loss_at(c, 3.0), [1.2, 1.8])   # a round finished at 3 s counts
+    np.testing.assert_array_equal(ST.loss_at(c, 100), [0.9, 1.0])
+    np.testing.assert_array_equal(ST.time_to_reach(c, 1.1), [6.0, 4.0])
+    np.testing.assert_array_equal(ST.time_to_reach(c, 0.95), [10.0, np.inf])
+    np.testing.assert_array_equal(ST.smoothed_end_loss(c, fraction=0.5), [0.95, 1.025])
+    np.testing.assert_array_equal(ST.smoothed_end_loss(c, fraction=0.01), [0.9, 1.0])
+
+
+def test_last_lead_round_by_hand():
+    rounds = np.arange(1, 101)
+    ahead = _curves(np.concatenate([[3.0], np.where(rounds <= 40, 1.0, 2.0)]), np.arange(101))
+    behind = _curves(np.concatenate([[3.0], np.full(100, 1.5)]), np.arange(101))
+    assert ST.last_lead_round(ahead, behind, window=1).tolist() == [40]
+    assert ST.last_lead_round(behind, ahead, window=1).tolist() == [100]
+    never = _curves(np.concatenate([[3.0], np.full(100, 2.0)]), np.arange(101))
+    assert ST.last_lead_round(never, behind, window=5).tolist() == [0]
+
+
+def test_summary_uses_the_numbers():
+    wait = _curves([[2.0, 1.0, 0.5]], [[0, 10, 20]])
+    avg = _curves([[2.0, 0.9, 0.8]], [[0, 1, 2]], "fedavg-fixed-time")._replace(chi2=np.array([[0.5, 0.7]]))
+    nova = _curves([[2.0, 0.8, 0.6]], [[0, 1, 2]], "fednova-fixed-time")
+    runs = {"wait-for-all": wait, "fedavg-fixed-time": avg, "fednova-fixed-time": nova}
+    ends = {k: c.losses[:, -1] for k, c in runs.items()}
+    times = {"wait-for-all": np.array([20.0]), "fedavg-fixed-time": np.array([np.inf]), "fednova-fixed-time": np.array([2.0])}
+    text = ST.summary_markdown(runs, 2.0, 0.6, times, ends, np.array([0]))
+    for needle in ("10.0 s", "1.00 s", "At 2 s", "2.000", "0.600", "10.0×", "0.600 on average", "0.8000", "0.6000",
+                   "from the first rounds"):
+        assert needle in text, needle
+    text = ST.summary_markdown(runs, 2.0, 0.6, times, ends, np.array([120]))
+    assert "until round 120" in text
