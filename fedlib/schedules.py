@@ -190,7 +190,7 @@ class WallClock:
         r"""How long round ``round_index`` lasts if every client must finish ``steps``
         local steps (an int or one per client) at this round's speeds:
         :math:`\max_i \tau_i / s_i^{(t)}` — the synchronous round that waits for the slowest
-        client (paper §1), against the fixed ``round_seconds`` of :meth:`local_steps`."""
+        client (paper §1), against the fixed ``round_seconds`` of ``local_steps``."""
         steps = np.asarray(steps)
         if steps.ndim == 0:
             steps = np.full(self.num_clients, steps)
