@@ -141,6 +141,9 @@ class WallClock:
     ``straggler_prob``, by ``straggler_factor`` (a straggler). It contributes the steps it
     finished, :math:`\tau_i^{(t)} = \max(1, \lfloor T s_i^{(t)} \rfloor)` — stragglers
     are included with their partial work, and every client finishes at least one step.
+    :meth:`~fedlib.schedules.WallClock.rates` gives the round's speeds and
+    :meth:`~fedlib.schedules.WallClock.seconds_to_finish` how long a round
+    that waits for every client lasts; chapter 9 (stragglers) runs both kinds of round.
     """
 
     speeds: tuple
