@@ -86,11 +86,16 @@ class RoundDiagnostics(NamedTuple):
 
 @dataclasses.dataclass(frozen=True)
 class FederatedAlgorithm:
-    """One algorithm of the table above, with its local solver and server optimizer.
+    r"""One algorithm of the table above, with its local solver and server optimizer.
 
     ``p`` are the weights of all clients (:math:`p_i = n_i/n`), needed by the
     variance-reduction means. ``tau_eff`` is FedNova's policy (``None``,
-    ``"a_norm"``, ``"local_steps"`` or a number).
+    ``"a_norm"``, ``"local_steps"`` or a number). With client sampling only a number
+    keeps FedNova consistent: the policies compute :math:`\tau_{\text{eff}}` from the
+    round's participants, and :math:`\mathbb E[\tau_{\text{eff}}\sum_{i\in S}\omega_i d_i]`
+    then carries FedAvg's weights with weight :math:`1/q` (chapter 8 measures it;
+    :func:`fedlib.experiments.speedup.population_tau_eff` and
+    ``fedlib.experiments.synthetic.population_tau_eff`` give the population value).
     """
 
     name: str

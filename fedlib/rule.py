@@ -139,7 +139,9 @@ def fednova_weights(p: Any, a_norms: Any, tau_eff: TauEff = None, local_steps: A
     ``tau_eff`` policy: ``None`` or ``"a_norm"`` gives the default
     :math:`\sum_i p_i \|a_i\|_1`; ``"local_steps"`` gives :math:`\sum_i p_i \tau_i`
     (suggested with proximal solvers, needs ``local_steps``); a number is used as is.
-    Every positive value keeps the objective consistent; it only scales the step.
+    With full participation every positive value keeps the objective consistent; it only
+    scales the step. Under client sampling only a value that does not depend on the sample
+    does (chapter 8, :func:`fedlib.experiments.speedup.sampling_bias`).
 
     Example
     -------

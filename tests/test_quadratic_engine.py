@@ -287,8 +287,11 @@ def test_sampling_grid_averages_independent_seeds():
     r = rows[1]
     lr = S.theorem3_lr(0.1, 2, float(prob.p @ w.mean_steps), 60)
     assert r.lr == pytest.approx(lr)
+    fixed = S.population_tau_eff(prob, w, S.make_solvers(lr))
+    assert fixed == pytest.approx(float(prob.p @ S.mean_a_norms(w, S.make_solvers(lr))))
     per_seed = [run_replicas(prob, "fednova", S.make_solvers(lr), w, 60, sigma=1.0, replicas=2, seed=s,
-                             sampling="with-replacement", clients_per_round=2) for s in (5, 6, 7)]
+                             sampling="with-replacement", clients_per_round=2, tau_eff=fixed) for s in (5, 6, 7)]
+    assert np.all(per_seed[0].tau_eff == fixed) and r.tau_eff == "population"
     values = [float(run.grad_norm2[:-1].mean()) for run in per_seed]
     assert r.mean_grad2 == pytest.approx(np.mean(values), rel=1e-12)
     assert r.stderr == pytest.approx(np.std(values, ddof=1) / math.sqrt(3), rel=1e-12)
@@ -299,6 +302,13 @@ def test_sampling_grid_averages_independent_seeds():
     assert r.budget == pytest.approx(2 * r.tau_tilde * 60)
     assert S.sampling_grid(base, work, [2], [2], [30], sigma=1.0, replicas=2, seeds=2, seed=5)[0] == \
         S.sampling_grid(base, work, [2], [2], [30], sigma=1.0, replicas=2, seeds=2, seed=5)[0]
+    sample = S.sampling_grid(base, work, [2], [2], [60], sigma=1.0, replicas=2, seeds=2, seed=5, tau_eff="participants")
+    plain = [run_replicas(prob, "fednova", S.make_solvers(lr), w, 60, sigma=1.0, replicas=2, seed=s,
+                          sampling="with-replacement", clients_per_round=2) for s in (5, 6)]
+    assert sample[0].tau_eff == "participants"
+    assert sample[0].mean_grad2 == pytest.approx(np.mean([float(run.grad_norm2[:-1].mean()) for run in plain]))
+    with pytest.raises(ValueError, match="tau_eff"):
+        S.sampling_grid(base, work, [1], [2], [10], tau_eff="server")
     with pytest.raises(ValueError, match="scheme"):
         S.sampling_grid(base, work, [1], [2], [10], scheme="full")
     with pytest.raises(ValueError, match="seeds"):
@@ -322,3 +332,47 @@ def test_sampling_gain_and_summary_use_the_numbers():
                    "\\sqrt{16/4} = 2.00", "\\tilde\\tau"):
         assert needle in text, needle
     assert "\t" not in text and "\f" not in text
+
+
+def test_run_replicas_fixed_tau_eff_equals_reference_loop():
+    prob = random_quadratic(5, 3, seed=4, p=[0.1, 0.3, 0.2, 0.25, 0.15])
+    work = RandomLocalWork([1, 1, 2, 3, 5], [2, 4, 6, 8, 9], num_solvers=len(ALL_SOLVERS), seed=1)
+    run = run_replicas(prob, "fednova", ALL_SOLVERS, work, 10, sigma=0.5, replicas=2, seed=3, sampling="with-replacement",
+                       clients_per_round=3, tau_eff=4.25)
+    assert np.all(run.tau_eff == 4.25)
+    for r in range(2):
+        ref = run_sequential(make_algorithm("fednova", ALL_SOLVERS[0], tau_eff=4.25), np.zeros(3),
+                             noisy_grad_fn(prob, 0.5, 3, 2, r, work.local_steps, sampling="with-replacement",
+                                           clients_per_round=3),
+                             prob.p, work, 10, solver_at=client_solvers(work, ALL_SOLVERS), sampling="with-replacement",
+                             clients_per_round=3, seed=3)
+        np.testing.assert_allclose(run.params[r], ref.state.params, rtol=0, atol=1e-12)
+    with pytest.raises(ValueError, match="tau_eff"):
+        run_replicas(prob, "fedavg", ALL_SOLVERS, work, 2, tau_eff=3.0)
+    with pytest.raises(ValueError, match="tau_eff"):
+        run_replicas(prob, "fednova", ALL_SOLVERS, work, 2, tau_eff=0.0)
+
+
+def test_mean_params_is_the_average_of_the_second_half():
+    prob = random_quadratic(3, 2, seed=0)
+    work = RandomLocalWork([1, 2, 3], [2, 3, 5], num_solvers=1, seed=0)
+    xs = [run_replicas(prob, "fednova", [sgd(0.05)], work, T, sigma=0.3, replicas=2, seed=1).params for T in range(8)]
+    run = run_replicas(prob, "fednova", [sgd(0.05)], work, 7, sigma=0.3, replicas=2, seed=1)
+    np.testing.assert_allclose(run.mean_params, np.mean(xs[4:], axis=0), rtol=1e-13)   # t = 4..7
+    one = run_replicas(prob, "fednova", [sgd(0.05)], work, 1, sigma=0.3, replicas=2, seed=1)
+    np.testing.assert_allclose(one.mean_params, one.params, rtol=1e-15)
+    zero = run_replicas(prob, "fednova", [sgd(0.05)], work, 0, replicas=2)
+    np.testing.assert_array_equal(zero.mean_params, np.zeros((2, 2)))
+
+
+def test_sampling_bias_participants_tau_eff_is_biased():
+    """q = 2 of the four base clients, full gradients: with the sample's tau_eff the averaged
+    iterate stays away from x* (the 1/q FedAvg-like term); with the population tau_eff it is near."""
+    base, work = S.base_setup(seed=0, dim=4)
+    rows = S.sampling_bias(base, work, [2], [1500], seeds=2)
+    (r,) = rows
+    assert (r.clients, r.rounds) == (2, 1500)
+    assert r.participants_distance > 3 * r.population_distance
+    assert r.participants_stderr >= 0 and r.population_stderr >= 0
+    with pytest.raises(ValueError, match="seeds"):
+        S.sampling_bias(base, work, [2], [10], seeds=1)

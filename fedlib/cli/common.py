@@ -144,7 +144,9 @@ def add_algorithm_args(parser: argparse.ArgumentParser, *, algorithm: str = "fed
                    help="weight decay added to every local gradient (not part of a_i)")
     g.add_argument("--tau-eff", type=_tau_eff, default=None,
                    help="FedNova's tau_eff: a_norm (sum p_i ||a_i||_1), local_steps (sum p_i tau_i) or a number; "
-                        "only for fednova / fednova-vr (default: a_norm)")
+                        "only for fednova / fednova-vr (default: a_norm). With client sampling pass a number: "
+                        "a_norm and local_steps then depend on the sample, which adds a FedAvg-like term of "
+                        "weight 1/q to the expected update (book, chapter 8)")
     g.add_argument("--server", choices=list(SERVER_OPTIMIZERS), default="plain",
                    help="server optimizer applied to the aggregated update")
     g.add_argument("--server-momentum", type=unit_interval, default=None,

@@ -49,7 +49,8 @@ from typing import Any, Callable, NamedTuple, Optional, Sequence
 
 import numpy as np
 
-from .._validate import check_choice, check_finite_array, check_int, check_local_steps, check_nonnegative
+from .._validate import (check_choice, check_finite_array, check_int, check_local_steps, check_nonnegative,
+                         check_positive)
 from ..problems.quadratic import QuadraticProblem
 from ..rng import generator
 from ..rule import AGGREGATIONS, aggregation_coefficients, effective_weights
@@ -69,7 +70,9 @@ class ReplicaRun(NamedTuple):
     passed as ``surrogate`` (``None`` without one); ``tau_eff`` and ``chi2`` are per round
     (the same for every replica: local work is shared); ``mean_local_steps`` is
     :math:`\\tilde\\tau`, the average of :math:`\\bar\\tau^{(t)}` over the rounds;
-    ``params`` is the final ``(replicas, d)``.
+    ``params`` is the final ``(replicas, d)``; ``mean_params`` the average of
+    :math:`x^{(t,0)}` over the second half of the rounds, :math:`t \\ge \\lceil T/2\\rceil`
+    (Polyak averaging: where a run wanders around, without its noise).
     """
 
     grad_norm2: np.ndarray
@@ -79,6 +82,7 @@ class ReplicaRun(NamedTuple):
     chi2: np.ndarray
     mean_local_steps: float
     params: np.ndarray
+    mean_params: np.ndarray
 
 
 def gradient_noise(seed: int, round_index: int, replicas: int, num_clients: int, max_steps: int, dim: int,
@@ -133,8 +137,8 @@ def client_solvers(work, solvers: Sequence[LocalSolver]) -> Callable[[int, int],
 
 def run_replicas(problem: QuadraticProblem, aggregation: str, solvers: Sequence[LocalSolver], work, rounds: int, *,
                  sigma: float = 0.0, replicas: int = 1, seed: int = 0, sampling: str = "full",
-                 clients_per_round: Optional[int] = None, x0: Any = None, surrogate: Any = None,
-                 progress: Optional[Callable[[int], None]] = None) -> ReplicaRun:
+                 clients_per_round: Optional[int] = None, tau_eff: Optional[float] = None, x0: Any = None,
+                 surrogate: Any = None, progress: Optional[Callable[[int], None]] = None) -> ReplicaRun:
     r"""Run ``replicas`` independent runs of FedAvg or FedNova (plain server step) at once.
 
     Parameters
@@ -154,6 +158,13 @@ def run_replicas(problem: QuadraticProblem, aggregation: str, solvers: Sequence[
         weights :math:`\omega_i` replace :math:`p_i` in eq. (4), as in
         :meth:`fedlib.algorithms.FederatedAlgorithm.apply`; ``mean_local_steps`` then
         averages :math:`\tau_i` over the participants (App. G's :math:`\tilde\tau`).
+    tau_eff : FedNova only: a fixed :math:`\tau_{\text{eff}}` for every round (e.g.
+        :math:`\sum_i p_i\,\mathbb E\|a_i\|_1` over all clients) instead of
+        :math:`\sum_{i\in S}\omega_i\|a_i\|_1` of the round's participants. Under sampling
+        the default multiplies two sample-dependent factors, and
+        :math:`\mathbb E[\tau_{\text{eff}}\sum_i\omega_i d_i]` then carries a FedAvg-like term
+        (:math:`\mathbb E\,\omega_i\omega_j = (1-\frac1q)p_ip_j + \delta_{ij}p_i/q` with
+        replacement): a fixed value keeps the expected update on :math:`F` (chapter 8).
     x0 : starting point (default 0).
     surrogate : a point :math:`\tilde x` (e.g. the minimiser of a surrogate objective) whose
         distance to every iterate is recorded too.
@@ -170,6 +181,10 @@ def run_replicas(problem: QuadraticProblem, aggregation: str, solvers: Sequence[
     replicas = check_int("replicas", replicas, minimum=1)
     seed = check_int("seed", seed)
     check_choice("sampling", sampling, SAMPLING_SCHEMES)
+    if tau_eff is not None:
+        if aggregation != "fednova":
+            raise ValueError("tau_eff: only FedNova takes a fixed tau_eff (FedAvg's is implicit)")
+        tau_eff = check_positive("tau_eff", tau_eff)
     m, d = problem.num_clients, problem.dim
     x = np.zeros((replicas, d)) if x0 is None else np.broadcast_to(
         check_finite_array("x0", x0, shape=(d,)), (replicas, d)).copy()
@@ -195,9 +210,12 @@ def run_replicas(problem: QuadraticProblem, aggregation: str, solvers: Sequence[
             if x_tilde is not None:
                 surrogate_distance[row] = np.linalg.norm(xs - x_tilde, axis=1)
 
+    tau_eff_fixed = tau_eff
     tau_eff = np.empty(rounds)
     chi2 = np.empty(rounds)
     record(0, x)
+    average_from = (rounds + 1) // 2
+    x_sum = x.copy() if average_from == 0 else np.zeros_like(x)
     total_steps = 0.0
     for t in range(rounds):
         steps, choice = work.draw(t)
@@ -220,7 +238,7 @@ def run_replicas(problem: QuadraticProblem, aggregation: str, solvers: Sequence[
         xl = x_start.copy()
         u = np.zeros_like(xl)
         a_norms = np.array([_a_norm(solvers[j], int(tk), a_norm_cache, j) for j, tk in zip(sol, tau)])
-        te, w = effective_weights(aggregation, omega, a_norms)
+        te, w = effective_weights(aggregation, omega, a_norms, tau_eff=tau_eff_fixed)
         c = aggregation_coefficients(te, w, a_norms)
         with np.errstate(over="ignore", invalid="ignore"):  # a diverging run is reported below, by round
             _local_steps(xl, u, x_start, H, e, noise, tau, lr_table, rho_i, mu_i)
@@ -230,9 +248,12 @@ def run_replicas(problem: QuadraticProblem, aggregation: str, solvers: Sequence[
         tau_eff[t] = te
         chi2[t] = chi_square(omega / omega.sum(), w / w.sum())
         record(t + 1, x)
+        if t + 1 >= average_from:
+            x_sum += x
         if progress is not None:
             progress(t)
-    return ReplicaRun(grad_norm2, distance, surrogate_distance, tau_eff, chi2, total_steps / max(rounds, 1), x)
+    return ReplicaRun(grad_norm2, distance, surrogate_distance, tau_eff, chi2, total_steps / max(rounds, 1), x,
+                      x_sum / (rounds + 1 - average_from))
 
 
 def _local_steps(xl, u, x_start, H, e, noise, tau, lr_table, rho_i, mu_i) -> None:
