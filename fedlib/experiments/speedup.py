@@ -323,7 +323,7 @@ TAU_EFF_CHOICES = ("population", "participants")
 
 class BiasRow(NamedTuple):
     r"""One (:math:`q`, :math:`T`) of :func:`sampling_bias`: distance of FedNova's
-    Polyak-averaged iterate (:attr:`fedlib.engines.quadratic.ReplicaRun.mean_params`) to
+    Polyak-averaged iterate (``ReplicaRun.mean_params`` of :func:`fedlib.engines.quadratic.run_replicas`) to
     :math:`x^*`, mean over seeds, with :math:`\tau_{\text{eff}}` of the round's participants
     and fixed to the population value."""
 
