@@ -141,9 +141,10 @@ class WallClock:
     ``straggler_prob``, by ``straggler_factor`` (a straggler). It contributes the steps it
     finished, :math:`\tau_i^{(t)} = \max(1, \lfloor T s_i^{(t)} \rfloor)` — stragglers
     are included with their partial work, and every client finishes at least one step.
-    :meth:`~fedlib.schedules.WallClock.rates` gives the round's speeds and
-    :meth:`~fedlib.schedules.WallClock.seconds_to_finish` how long a round
-    that waits for every client lasts; chapter 9 (stragglers) runs both kinds of round.
+    :meth:`~fedlib.schedules.WallClock.rates` gives the round's speeds,
+    :meth:`~fedlib.schedules.WallClock.round_duration` how long a fixed-length round really
+    lasts and :meth:`~fedlib.schedules.WallClock.seconds_to_finish` how long a round that
+    waits for every client lasts; chapter 9 (stragglers) runs both kinds of round.
     """
 
     speeds: tuple
@@ -187,7 +188,17 @@ class WallClock:
         return out
 
     def local_steps(self, round_index: int) -> np.ndarray:
-        return np.maximum(1, np.floor(self.round_seconds * self.rates(round_index))).astype(np.int64)
+        return self._steps_at(self.rates(round_index))
+
+    def _steps_at(self, rates: np.ndarray) -> np.ndarray:
+        return np.maximum(1, np.floor(self.round_seconds * rates)).astype(np.int64)
+
+    def round_duration(self, round_index: int) -> float:
+        r"""How long fixed-length round ``round_index`` really lasts: ``round_seconds``, or
+        longer when a client too slow for one step in the window still finishes it,
+        :math:`\max(T_r, \max_i \tau_i^{(t)}/s_i^{(t)})` (one draw of the round's speeds)."""
+        rates = self.rates(round_index)
+        return max(self.round_seconds, float(np.max(self._steps_at(rates) / rates)))
 
     def seconds_to_finish(self, steps, round_index: int) -> float:
         r"""How long round ``round_index`` lasts if every client must finish ``steps``

@@ -210,8 +210,7 @@ def run_replicas(problem: QuadraticProblem, aggregation: str, solvers: Sequence[
             if x_tilde is not None:
                 surrogate_distance[row] = np.linalg.norm(xs - x_tilde, axis=1)
 
-    tau_eff_fixed = tau_eff
-    tau_eff = np.empty(rounds)
+    tau_eff_rounds = np.empty(rounds)
     chi2 = np.empty(rounds)
     record(0, x)
     average_from = (rounds + 1) // 2
@@ -238,21 +237,21 @@ def run_replicas(problem: QuadraticProblem, aggregation: str, solvers: Sequence[
         xl = x_start.copy()
         u = np.zeros_like(xl)
         a_norms = np.array([_a_norm(solvers[j], int(tk), a_norm_cache, j) for j, tk in zip(sol, tau)])
-        te, w = effective_weights(aggregation, omega, a_norms, tau_eff=tau_eff_fixed)
+        te, w = effective_weights(aggregation, omega, a_norms, tau_eff=tau_eff)
         c = aggregation_coefficients(te, w, a_norms)
         with np.errstate(over="ignore", invalid="ignore"):  # a diverging run is reported below, by round
             _local_steps(xl, u, x_start, H, e, noise, tau, lr_table, rho_i, mu_i)
             x = x + np.einsum("i,rid->rd", c, xl - x_start)
         if not np.all(np.isfinite(x)):
             raise FloatingPointError(f"round {t}: the iterate is not finite (diverged)")
-        tau_eff[t] = te
+        tau_eff_rounds[t] = te
         chi2[t] = chi_square(omega / omega.sum(), w / w.sum())
         record(t + 1, x)
         if t + 1 >= average_from:
             x_sum += x
         if progress is not None:
             progress(t)
-    return ReplicaRun(grad_norm2, distance, surrogate_distance, tau_eff, chi2, total_steps / max(rounds, 1), x,
+    return ReplicaRun(grad_norm2, distance, surrogate_distance, tau_eff_rounds, chi2, total_steps / max(rounds, 1), x,
                       x_sum / (rounds + 1 - average_from))
 
 

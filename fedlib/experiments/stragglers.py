@@ -118,8 +118,7 @@ def run_strategy(problem: LogisticProblem, clock: WallClock, strategy: str, roun
             durations = [run_clock.seconds_to_finish(tau, t) for t in range(rounds)]
         else:
             schedule, aggregation = run_clock, strategy.split("-")[0]
-            durations = [max(clock.round_seconds, run_clock.seconds_to_finish(run_clock.local_steps(t), t))
-                         for t in range(rounds)]
+            durations = [run_clock.round_duration(t) for t in range(rounds)]
         run = run_batched(make_algorithm(aggregation, sgd(lr)), problem, schedule, rounds, batch_size=batch_size,
                           seed=int(seed))
         losses.append([run.initial["train_loss"]] + [h["train_loss"] for h in run.history])
