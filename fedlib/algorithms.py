@@ -93,7 +93,9 @@ class FederatedAlgorithm:
     ``"a_norm"``, ``"local_steps"`` or a number). With client sampling only a number
     keeps FedNova consistent: the policies compute :math:`\tau_{\text{eff}}` from the
     round's participants, and :math:`\mathbb E[\tau_{\text{eff}}\sum_{i\in S}\omega_i d_i]`
-    then carries FedAvg's weights with weight :math:`1/q` (chapter 8 measures it;
+    then carries FedAvg's weights with weight :math:`1/q` (App. H's
+    :math:`\sum_{i\in S}p_i\|a_i\|_1` leans the same way;
+    :func:`fedlib.sampling.expected_server_weights` gives both in closed form, chapter 8 measures them;
     :func:`fedlib.experiments.speedup.population_tau_eff` and
     ``fedlib.experiments.synthetic.population_tau_eff`` give the population value).
     """

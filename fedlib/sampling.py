@@ -15,7 +15,9 @@ weights :math:`\omega_i` such that, for any client quantities :math:`z_i`,
 
 Every draw comes from ``fedlib.rng.generator(seed, "sampling", round)``.
 Used by the Synthetic (Figure 5) chapter's partial-participation panel and chapter 8's
-client-sampling part (App. G; :func:`effective_participants`).
+client-sampling part (App. G; :func:`effective_participants`, and
+:func:`expected_server_weights` for where FedNova settles when :math:`\tau_{\text{eff}}`
+is taken from the sample).
 """
 from __future__ import annotations
 
@@ -23,13 +25,20 @@ from typing import NamedTuple
 
 import numpy as np
 
-from ._validate import check_choice, check_int, check_probability_vector
+from ._validate import check_choice, check_finite_array, check_int, check_positive, check_probability_vector
 from .rng import generator
 
-__all__ = ["SAMPLING_SCHEMES", "Participation", "full_participation", "sample_with_replacement",
-           "sample_uniform_without_replacement", "sample_clients", "effective_participants"]
+__all__ = ["SAMPLING_SCHEMES", "SAMPLE_TAU_EFF", "Participation", "full_participation", "sample_with_replacement",
+           "sample_uniform_without_replacement", "sample_clients", "effective_participants", "WeightMoments",
+           "weight_moments", "expected_server_weights"]
 
 SAMPLING_SCHEMES = ("full", "with-replacement", "uniform")
+
+#: FedNova's :math:`\tau_{\text{eff}}` taken from a round's sample :math:`S`:
+#: ``"participants"`` :math:`\sum_{i\in S}\omega_i\|a_i\|_1` (eq. 4 with :math:`\omega`
+#: in place of :math:`p`, the library's default under sampling) and ``"selected_p"``
+#: :math:`\sum_{i\in S}p_i\|a_i\|_1` (App. H's choice).
+SAMPLE_TAU_EFF = ("participants", "selected_p")
 
 
 class Participation(NamedTuple):
@@ -119,3 +128,101 @@ def effective_participants(scheme: str, p, q: int | None = None) -> float:
     if scheme == "with-replacement":
         return q / (1.0 + (q - 1) * p2)
     return q / (p.size * p2)
+
+
+class WeightMoments(NamedTuple):
+    r"""Second moments of a scheme's weights over its random sample :math:`S`
+    (:math:`\omega_i = 0` for :math:`i \notin S`): ``pair[i, j]`` :math:`= \mathbb E[\omega_i\omega_j]`
+    and ``presence[i, j]`` :math:`= \mathbb E[\mathbb 1\{i\in S\}\,\omega_j]`."""
+
+    pair: np.ndarray
+    presence: np.ndarray
+
+
+def weight_moments(scheme: str, p, q: int | None = None) -> WeightMoments:
+    r"""Exact :math:`\mathbb E[\omega_i\omega_j]` and :math:`\mathbb E[\mathbb 1\{i\in S\}\omega_j]`.
+
+    * full: :math:`\omega = p` always: :math:`pp^\top` and :math:`p_j`.
+    * with replacement (:math:`k_i` of the :math:`q` draws on client :math:`i`,
+      :math:`\omega_i = k_i/q`, multinomial counts):
+      :math:`\mathbb E[\omega_i\omega_j] = (1-\frac1q)p_ip_j + \delta_{ij}\frac{p_i}{q}`; for
+      :math:`i\ne j`, :math:`\mathbb E[\mathbb 1\{i\in S\}\omega_j] = p_j - P(i\notin S)\,
+      \mathbb E[\omega_j \mid i\notin S] = p_j\bigl(1-(1-p_i)^{q-1}\bigr)` (given :math:`i` is
+      never drawn, the draws follow :math:`p_j/(1-p_i)`), and :math:`p_j` on the diagonal.
+    * uniform without replacement (:math:`\omega_i = p_i m/q`, :math:`P(i\in S) = q/m`,
+      :math:`P(i,j\in S) = \frac{q(q-1)}{m(m-1)}`): :math:`\mathbb E[\omega_i\omega_j] =
+      p_ip_j\frac{m(q-1)}{q(m-1)}` for :math:`i\ne j` and :math:`p_i^2\frac mq` on the diagonal;
+      :math:`\mathbb E[\mathbb 1\{i\in S\}\omega_j] = p_j\frac{q-1}{m-1}` for :math:`i\ne j`.
+
+    Tested against every outcome of the samplers' own code (``tests/test_sampling.py``).
+
+    Example
+    -------
+    >>> weight_moments("with-replacement", [0.5, 0.5], 2).pair.tolist()   # (1 - 1/2)/4 + 1/4 on the diagonal
+    [[0.375, 0.125], [0.125, 0.375]]
+    """
+    check_choice("sampling", scheme, SAMPLING_SCHEMES)
+    p = check_probability_vector("p", p)
+    m = p.size
+    if scheme == "full":
+        return WeightMoments(np.outer(p, p), np.broadcast_to(p, (m, m)).copy())
+    q = _check_q(q, m, replace=scheme == "with-replacement")
+    if scheme == "with-replacement":
+        pair = (1.0 - 1.0 / q) * np.outer(p, p) + np.diag(p) / q
+        presence = p[None, :] * (1.0 - (1.0 - p[:, None]) ** (q - 1))
+    else:
+        both = 0.0 if m == 1 else (q - 1) / (m - 1)  # P(j in S | i in S), i != j
+        pair = np.outer(p, p) * (m / q) * both
+        np.fill_diagonal(pair, p * p * m / q)
+        presence = np.broadcast_to(p * both, (m, m)).copy()
+    np.fill_diagonal(presence, p)
+    return WeightMoments(pair, presence)
+
+
+def expected_server_weights(scheme: str, p, a_norms, q: int | None = None, tau_eff="participants") -> np.ndarray:
+    r"""The weights :math:`c_j` of FedNova's expected server step under client sampling,
+
+    .. math::
+
+        \mathbb E\Bigl[\tau_{\text{eff}}(S)\sum_{j\in S}\omega_j d_j\Bigr] = \sum_{j=1}^m c_j d_j ,
+
+    for client directions :math:`d_j` and norms :math:`\|a_j\|_1` that do not depend on the
+    sample (full gradients at a given point; or random local work drawn independently of
+    the sample, with ``a_norms`` its means :math:`\mathbb E\|a_j\|_1`). By ``tau_eff``:
+
+    * a number :math:`\tau` (fixed): :math:`c_j = \tau p_j` — the expected step is along
+      :math:`\sum_j p_j d_j`, FedNova's consistent direction;
+    * ``"participants"``, :math:`\tau_{\text{eff}} = \sum_{i\in S}\omega_i\|a_i\|_1`:
+      :math:`c_j = \sum_i \|a_i\|_1\,\mathbb E[\omega_i\omega_j]`; with replacement
+      :math:`(1-\frac1q)\,p_j\sum_ip_i\|a_i\|_1 + \frac1q\,p_j\|a_j\|_1` — a FedAvg-like term
+      of weight :math:`1/q`;
+    * ``"selected_p"`` (App. H), :math:`\tau_{\text{eff}} = \sum_{i\in S}p_i\|a_i\|_1`:
+      :math:`c_j = \sum_i p_i\|a_i\|_1\,\mathbb E[\mathbb 1\{i\in S\}\omega_j]`; with
+      replacement :math:`p_j\bigl[\sum_i p_i\|a_i\|_1\pi_i + p_j\|a_j\|_1(1-p_j)^{q-1}\bigr]`,
+      :math:`\pi_i = 1-(1-p_i)^{q-1}`: a smaller step and again more weight on clients
+      with large :math:`\|a_j\|_1`.
+
+    With full gradients and :math:`\eta \to 0`, :math:`d_j \to \nabla F_j(x)`, so the
+    averaged iterate settles at the stationary point of :math:`\sum_j c_j F_j` (for
+    quadratics :func:`fedlib.theory.quadratic_global_optimum` with weights :math:`c/\sum c`)
+    and the objective inconsistency is :math:`\chi^2_{p\|c/\sum c}`; chapter 8 measures both.
+    With full participation every choice gives :math:`c = p\sum_ip_i\|a_i\|_1` (or
+    :math:`\tau p`).
+
+    Example
+    -------
+    >>> c = expected_server_weights("with-replacement", [0.5, 0.5], [1.0, 3.0], 2)
+    >>> (c / c.sum()).tolist()   # c_j = 0.5 + 0.25 ||a_j||_1: more than p_j = 1/2 for ||a||_1 = 3
+    [0.375, 0.625]
+    """
+    moments = weight_moments(scheme, p, q)
+    p = np.asarray(p, dtype=float)
+    a = check_finite_array("a_norms", a_norms, shape=p.shape)
+    if np.any(a <= 0):
+        raise ValueError("a_norms must be > 0")
+    if isinstance(tau_eff, str):
+        check_choice("tau_eff", tau_eff, SAMPLE_TAU_EFF)
+        if tau_eff == "participants":
+            return a @ moments.pair
+        return (p * a) @ moments.presence
+    return check_positive("tau_eff", tau_eff) * p

@@ -307,6 +307,11 @@ def test_sampling_grid_averages_independent_seeds():
                           sampling="with-replacement", clients_per_round=2) for s in (5, 6)]
     assert sample[0].tau_eff == "participants"
     assert sample[0].mean_grad2 == pytest.approx(np.mean([float(run.grad_norm2[:-1].mean()) for run in plain]))
+    app_h = S.sampling_grid(base, work, [2], [2], [60], sigma=1.0, replicas=2, seeds=2, seed=5, tau_eff="selected_p")
+    plain_h = [run_replicas(prob, "fednova", S.make_solvers(lr), w, 60, sigma=1.0, replicas=2, seed=s,
+                            sampling="with-replacement", clients_per_round=2, tau_eff="selected_p") for s in (5, 6)]
+    assert app_h[0].tau_eff == "selected_p"
+    assert app_h[0].mean_grad2 == pytest.approx(np.mean([float(run.grad_norm2[:-1].mean()) for run in plain_h]))
     with pytest.raises(ValueError, match="tau_eff"):
         S.sampling_grid(base, work, [1], [2], [10], tau_eff="server")
     with pytest.raises(ValueError, match="scheme"):
@@ -332,6 +337,17 @@ def test_sampling_gain_and_summary_use_the_numbers():
                    "\\sqrt{16/4} = 2.00", "\\tilde\\tau"):
         assert needle in text, needle
     assert "\t" not in text and "\f" not in text
+    bias = [S.BiasRow(2, T, lr, c, d, 0.01, pred, off, 0.08, 1.0)
+            for T, lr, c, d, pred, off in [(1000, 0.0087, "population", 0.064, 0.0, 0.064),
+                                           (4000, 0.0043, "population", 0.031, 0.0, 0.031),
+                                           (1000, 0.0087, "participants", 0.284, 0.304, 0.086),
+                                           (4000, 0.0043, "participants", 0.293, 0.304, 0.033),
+                                           (1000, 0.0087, "selected_p", 0.250, 0.261, 0.078),
+                                           (4000, 0.0043, "selected_p", 0.253, 0.262, 0.032)]]
+    text = S.sampling_summary(big, small, -0.479, [], 2.0, 1.2, 4, 16, bias)
+    for needle in ("$q = 2$", "fell 2×", "0.284 → 0.293", "closed-form limit 0.304", "0.033 from it at $T = 4000$",
+                   "0.25 → 0.253", "App. H", "0.064 → 0.031"):
+        assert needle in text, needle
 
 
 def test_run_replicas_fixed_tau_eff_equals_reference_loop():
@@ -365,14 +381,57 @@ def test_mean_params_is_the_average_of_the_second_half():
     np.testing.assert_array_equal(zero.mean_params, np.zeros((2, 2)))
 
 
-def test_sampling_bias_participants_tau_eff_is_biased():
-    """q = 2 of the four base clients, full gradients: with the sample's tau_eff the averaged
-    iterate stays away from x* (the 1/q FedAvg-like term); with the population tau_eff it is near."""
+def test_sampling_bias_sample_tau_eff_is_biased_where_predicted():
+    """q = 2 of the four base clients, full gradients: with either tau_eff taken from the sample
+    the averaged iterate stays away from x*, near the closed-form limit x_c; with the population
+    tau_eff it is near x* (predicted distance 0, chi2 0, step scale 1)."""
     base, work = S.base_setup(seed=0, dim=4)
     rows = S.sampling_bias(base, work, [2], [1500], seeds=2)
-    (r,) = rows
-    assert (r.clients, r.rounds) == (2, 1500)
-    assert r.participants_distance > 3 * r.population_distance
-    assert r.participants_stderr >= 0 and r.population_stderr >= 0
+    assert [(r.clients, r.rounds, r.tau_eff) for r in rows] == [(2, 1500, c) for c in S.TAU_EFF_CHOICES]
+    fixed = S.bias_row(rows, 2, 1500, "population")
+    assert fixed.predicted < 1e-12 and fixed.chi2 < 1e-15 and fixed.step_scale == pytest.approx(1.0)
+    assert fixed.off_prediction == pytest.approx(fixed.distance, abs=1e-12)
+    for choice in ("participants", "selected_p"):
+        r = S.bias_row(rows, 2, 1500, choice)
+        assert r.distance > 3 * fixed.distance and r.predicted > 3 * fixed.distance
+        assert r.off_prediction < 0.5 * r.predicted and r.chi2 > 0 and r.stderr >= 0
+    assert S.bias_row(rows, 2, 1500, "participants").step_scale == pytest.approx(1.0)  # E[sum omega a] = sum p a
+    assert S.bias_row(rows, 2, 1500, "selected_p").step_scale < 1.0                  # App. H: a smaller step
     with pytest.raises(ValueError, match="seeds"):
         S.sampling_bias(base, work, [2], [10], seeds=1)
+    with pytest.raises(ValueError, match="tau_effs"):
+        S.sampling_bias(base, work, [2], [10], tau_effs=["server"])
+    with pytest.raises(ValueError, match="scheme"):
+        S.sampling_bias(base, work, [2], [10], scheme="full")
+    with pytest.raises(ValueError, match="no sampling_bias row"):
+        S.bias_row(rows, 4, 1500, "population")
+
+
+def test_run_replicas_selected_p_tau_eff_is_app_h():
+    """tau_eff="selected_p": every round's tau_eff is sum_{i in S} p_i ||a_i||_1 of that round's
+    sample (App. H); one round equals a run with that number fixed; under full participation it
+    is the default."""
+    from fedlib.sampling import sample_clients
+
+    prob = random_quadratic(5, 3, seed=4, p=[0.1, 0.3, 0.2, 0.25, 0.15])
+    work = RandomLocalWork([1, 1, 2, 3, 5], [2, 4, 6, 8, 9], num_solvers=1, seed=1)
+    solvers = [ALL_SOLVERS[0]]
+    run = run_replicas(prob, "fednova", solvers, work, 12, sigma=0.5, replicas=2, seed=3, sampling="with-replacement",
+                       clients_per_round=3, tau_eff="selected_p")
+    for t in range(12):
+        part = sample_clients("with-replacement", prob.p, 3, 3, t)
+        steps = work.draw(t)[0][part.clients]
+        a = np.array([solvers[0].a_norm(int(k)) for k in steps])
+        assert run.tau_eff[t] == pytest.approx(float(prob.p[part.clients] @ a), rel=1e-13)
+    one = run_replicas(prob, "fednova", solvers, work, 1, sigma=0.5, replicas=2, seed=3, sampling="with-replacement",
+                       clients_per_round=3, tau_eff="selected_p")
+    fixed = run_replicas(prob, "fednova", solvers, work, 1, sigma=0.5, replicas=2, seed=3, sampling="with-replacement",
+                         clients_per_round=3, tau_eff=float(run.tau_eff[0]))
+    np.testing.assert_allclose(one.params, fixed.params, rtol=0, atol=1e-14)
+    full = run_replicas(prob, "fednova", solvers, work, 6, sigma=0.5, replicas=2, seed=3, tau_eff="selected_p")
+    default = run_replicas(prob, "fednova", solvers, work, 6, sigma=0.5, replicas=2, seed=3)
+    np.testing.assert_allclose(full.params, default.params, rtol=0, atol=1e-13)
+    with pytest.raises(ValueError, match="tau_eff"):
+        run_replicas(prob, "fednova", solvers, work, 2, tau_eff="participants")
+    with pytest.raises(ValueError, match="tau_eff"):
+        run_replicas(prob, "fedavg", solvers, work, 2, tau_eff="selected_p")

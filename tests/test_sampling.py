@@ -166,3 +166,85 @@ def test_effective_participants_limits_and_errors():
         SA.effective_participants("uniform", p, 17)
     with pytest.raises(ValueError, match="sampling"):
         SA.effective_participants("poisson", p, 2)
+
+
+# ------------------------------------------------------------------ weight moments, FedNova's expected step
+@pytest.mark.parametrize("scheme", ["with-replacement", "uniform"])
+@pytest.mark.parametrize("q", [1, 2, 3, 4])
+def test_weight_moments_exhaustive(scheme, q):
+    """E[omega_i omega_j] and E[1{i in S} omega_j] over every outcome of the real sampler code."""
+    m = P4.size
+    pair, presence = np.zeros((m, m)), np.zeros((m, m))
+    for prob, part in _enumerate(scheme, P4, q):
+        omega = np.zeros(m)
+        omega[part.clients] = part.weights
+        chosen = np.zeros(m)
+        chosen[part.clients] = 1.0
+        pair += prob * np.outer(omega, omega)
+        presence += prob * np.outer(chosen, omega)
+    got = SA.weight_moments(scheme, P4, q)
+    np.testing.assert_allclose(got.pair, pair, rtol=1e-12, atol=1e-15)
+    np.testing.assert_allclose(got.presence, presence, rtol=1e-12, atol=1e-15)
+
+
+def test_weight_moments_full_and_by_hand():
+    full = SA.weight_moments("full", P4)
+    np.testing.assert_array_equal(full.pair, np.outer(P4, P4))
+    np.testing.assert_array_equal(full.presence, np.tile(P4, (4, 1)))
+    # two equal clients, q = 2 draws with replacement: S = {0} w.p. 1/4 (omega_0 = 1),
+    # {1} w.p. 1/4, {0, 1} w.p. 1/2 (omega = 1/2 each)
+    wr = SA.weight_moments("with-replacement", [0.5, 0.5], 2)
+    np.testing.assert_allclose(wr.pair, [[0.25 + 0.125, 0.125], [0.125, 0.375]], rtol=1e-15)
+    np.testing.assert_allclose(wr.presence, [[0.5, 0.25], [0.25, 0.5]], rtol=1e-15)  # E[1{0 in S} omega_1] = 1/2 * 1/2
+    one = SA.weight_moments("uniform", [1.0], 1)
+    np.testing.assert_array_equal(one.pair, [[1.0]])
+    with pytest.raises(ValueError, match="clients_per_round"):
+        SA.weight_moments("uniform", P4, 5)
+    with pytest.raises(ValueError, match="sampling"):
+        SA.weight_moments("poisson", P4, 2)
+
+
+@pytest.mark.parametrize("scheme", ["full", "with-replacement", "uniform"])
+@pytest.mark.parametrize("tau_eff", ["participants", "selected_p", 3.25])
+def test_expected_server_weights_equal_the_aggregate_averaged_over_samples(scheme, tau_eff):
+    """E[server change] of the rule's own aggregate (FedNova, tau_eff of the sample or fixed), every
+    outcome enumerated, equals sum_j c_j d_j with d_j = Delta_j / ||a_j||_1."""
+    q = 3
+    deltas = _client_changes(4, seed=2)
+    d = [_flat(x) / a for x, a in zip(deltas, A4)]
+    outcomes = [(1.0, SA.full_participation(P4))] if scheme == "full" else _enumerate(scheme, P4, q)
+    expected = np.zeros_like(d[0])
+    for prob, part in outcomes:
+        sel = list(part.clients)
+        if tau_eff == "selected_p":
+            policy = float(P4[sel] @ A4[sel])
+        elif tau_eff == "participants":
+            policy = None  # the rule's default: sum_i omega_i ||a_i||_1
+        else:
+            policy = tau_eff
+        agg = R.aggregate([deltas[i] for i in sel], part.weights, A4[sel], "fednova", policy)
+        expected += prob * _flat(agg.change)
+    c = SA.expected_server_weights(scheme, P4, A4, None if scheme == "full" else q, tau_eff)
+    np.testing.assert_allclose(sum(cj * dj for cj, dj in zip(c, d)), expected, rtol=1e-12, atol=1e-14)
+
+
+def test_expected_server_weights_by_hand_and_errors():
+    # with replacement: c_j = (1 - 1/q) p_j sum_i p_i a_i + p_j a_j / q
+    c = SA.expected_server_weights("with-replacement", P4, A4, 3, "participants")
+    np.testing.assert_allclose(c, (2 / 3) * P4 * (P4 @ A4) + P4 * A4 / 3, rtol=1e-14)
+    # App. H: p_j [sum_i p_i a_i pi_i + p_j a_j (1 - p_j)^(q-1)], pi_i = 1 - (1 - p_i)^(q-1)
+    pi = 1 - (1 - P4) ** 2
+    c = SA.expected_server_weights("with-replacement", P4, A4, 3, "selected_p")
+    np.testing.assert_allclose(c, P4 * ((P4 * A4) @ pi + P4 * A4 * (1 - P4) ** 2), rtol=1e-14)
+    # full participation: every choice is consistent
+    for policy in ("participants", "selected_p"):
+        np.testing.assert_allclose(SA.expected_server_weights("full", P4, A4, tau_eff=policy), P4 * (P4 @ A4), rtol=1e-14)
+    np.testing.assert_allclose(SA.expected_server_weights("uniform", P4, A4, 2, 2.0), 2 * P4, rtol=1e-15)
+    with pytest.raises(ValueError, match="tau_eff"):
+        SA.expected_server_weights("uniform", P4, A4, 2, "sample")
+    with pytest.raises(ValueError, match="tau_eff"):
+        SA.expected_server_weights("uniform", P4, A4, 2, 0.0)
+    with pytest.raises(ValueError, match="a_norms"):
+        SA.expected_server_weights("uniform", P4, A4[:3], 2)
+    with pytest.raises(ValueError, match="a_norms"):
+        SA.expected_server_weights("uniform", P4, -A4, 2)

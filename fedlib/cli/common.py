@@ -146,7 +146,8 @@ def add_algorithm_args(parser: argparse.ArgumentParser, *, algorithm: str = "fed
                    help="FedNova's tau_eff: a_norm (sum p_i ||a_i||_1), local_steps (sum p_i tau_i) or a number; "
                         "only for fednova / fednova-vr (default: a_norm). With client sampling pass a number: "
                         "a_norm and local_steps then depend on the sample, which adds a FedAvg-like term of "
-                        "weight 1/q to the expected update (book, chapter 8)")
+                        "weight 1/q to the expected update (so does App. H's sum over the sample of p_i ||a_i||_1; "
+                        "book, chapter 8)")
     g.add_argument("--server", choices=list(SERVER_OPTIMIZERS), default="plain",
                    help="server optimizer applied to the aggregated update")
     g.add_argument("--server-momentum", type=unit_interval, default=None,

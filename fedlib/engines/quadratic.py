@@ -45,7 +45,7 @@ True
 """
 from __future__ import annotations
 
-from typing import Any, Callable, NamedTuple, Optional, Sequence
+from typing import Any, Callable, NamedTuple, Optional, Sequence, Union
 
 import numpy as np
 
@@ -137,7 +137,7 @@ def client_solvers(work, solvers: Sequence[LocalSolver]) -> Callable[[int, int],
 
 def run_replicas(problem: QuadraticProblem, aggregation: str, solvers: Sequence[LocalSolver], work, rounds: int, *,
                  sigma: float = 0.0, replicas: int = 1, seed: int = 0, sampling: str = "full",
-                 clients_per_round: Optional[int] = None, tau_eff: Optional[float] = None, x0: Any = None,
+                 clients_per_round: Optional[int] = None, tau_eff: Union[None, float, str] = None, x0: Any = None,
                  surrogate: Any = None, progress: Optional[Callable[[int], None]] = None) -> ReplicaRun:
     r"""Run ``replicas`` independent runs of FedAvg or FedNova (plain server step) at once.
 
@@ -160,11 +160,12 @@ def run_replicas(problem: QuadraticProblem, aggregation: str, solvers: Sequence[
         averages :math:`\tau_i` over the participants (App. G's :math:`\tilde\tau`).
     tau_eff : FedNova only: a fixed :math:`\tau_{\text{eff}}` for every round (e.g.
         :math:`\sum_i p_i\,\mathbb E\|a_i\|_1` over all clients) instead of
-        :math:`\sum_{i\in S}\omega_i\|a_i\|_1` of the round's participants. Under sampling
-        the default multiplies two sample-dependent factors, and
-        :math:`\mathbb E[\tau_{\text{eff}}\sum_i\omega_i d_i]` then carries a FedAvg-like term
-        (:math:`\mathbb E\,\omega_i\omega_j = (1-\frac1q)p_ip_j + \delta_{ij}p_i/q` with
-        replacement): a fixed value keeps the expected update on :math:`F` (chapter 8).
+        :math:`\sum_{i\in S}\omega_i\|a_i\|_1` of the round's participants (``None``), or
+        ``"selected_p"``: App. H's :math:`\sum_{i\in S}p_i\|a_i\|_1`. Under sampling both
+        sample-dependent choices multiply two sample-dependent factors, and
+        :math:`\mathbb E[\tau_{\text{eff}}\sum_i\omega_i d_i]` then leans towards clients with
+        large :math:`\|a_i\|_1` (:func:`fedlib.sampling.expected_server_weights`); a fixed value
+        keeps the expected update on :math:`F` (chapter 8).
     x0 : starting point (default 0).
     surrogate : a point :math:`\tilde x` (e.g. the minimiser of a surrogate objective) whose
         distance to every iterate is recorded too.
@@ -183,8 +184,12 @@ def run_replicas(problem: QuadraticProblem, aggregation: str, solvers: Sequence[
     check_choice("sampling", sampling, SAMPLING_SCHEMES)
     if tau_eff is not None:
         if aggregation != "fednova":
-            raise ValueError("tau_eff: only FedNova takes a fixed tau_eff (FedAvg's is implicit)")
-        tau_eff = check_positive("tau_eff", tau_eff)
+            raise ValueError("tau_eff: only FedNova takes a tau_eff policy (FedAvg's is implicit)")
+        if isinstance(tau_eff, str):
+            if tau_eff != "selected_p":
+                raise ValueError(f"tau_eff must be None, a number > 0 or 'selected_p', got {tau_eff!r}")
+        else:
+            tau_eff = check_positive("tau_eff", tau_eff)
     m, d = problem.num_clients, problem.dim
     x = np.zeros((replicas, d)) if x0 is None else np.broadcast_to(
         check_finite_array("x0", x0, shape=(d,)), (replicas, d)).copy()
@@ -237,7 +242,8 @@ def run_replicas(problem: QuadraticProblem, aggregation: str, solvers: Sequence[
         xl = x_start.copy()
         u = np.zeros_like(xl)
         a_norms = np.array([_a_norm(solvers[j], int(tk), a_norm_cache, j) for j, tk in zip(sol, tau)])
-        te, w = effective_weights(aggregation, omega, a_norms, tau_eff=tau_eff)
+        policy = float(p[order] @ a_norms) if tau_eff == "selected_p" else tau_eff
+        te, w = effective_weights(aggregation, omega, a_norms, tau_eff=policy)
         c = aggregation_coefficients(te, w, a_norms)
         with np.errstate(over="ignore", invalid="ignore"):  # a diverging run is reported below, by round
             _local_steps(xl, u, x_start, H, e, noise, tau, lr_table, rho_i, mu_i)

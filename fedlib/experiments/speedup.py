@@ -28,6 +28,10 @@ per-client reference loop) and reports what it measured:
   left-hand side against :math:`q\tilde\tau T`, averaged over independent sampling seeds,
   with the effective number of participants
   (:func:`fedlib.sampling.effective_participants`).
+- :func:`sampling_bias` — full gradients under sampling: where FedNova's averaged iterate
+  settles with a fixed :math:`\tau_{\text{eff}}` and with two taken from the sample (the
+  library's default and App. H's), against the closed-form limit of
+  :func:`fedlib.sampling.expected_server_weights`.
 
 Example
 -------
@@ -50,9 +54,10 @@ from ..engines.quadratic import client_solvers, noisy_grad_fn, run_replicas
 from ..engines.reference import run_sequential
 from ..problems.quadratic import QuadraticProblem, random_quadratic
 from ..rule import AGGREGATIONS
-from ..sampling import SAMPLING_SCHEMES, effective_participants
+from ..sampling import SAMPLING_SCHEMES, effective_participants, expected_server_weights
 from ..schedules import RandomLocalWork
 from ..solvers import LocalSolver, decayed_sgd, momentum_sgd, proximal_sgd, sgd
+from ..theory import chi_square, quadratic_global_optimum
 from .quadratic import surrogate_optimum
 
 __all__ = [
@@ -74,6 +79,7 @@ __all__ = [
     "TAU_EFF_CHOICES",
     "BiasRow",
     "sampling_bias",
+    "bias_row",
     "plot_sampling",
     "sampling_gain",
     "sampling_summary",
@@ -280,9 +286,9 @@ def sampling_grid(problem: QuadraticProblem, work: RandomLocalWork, copies_list:
     Sampling seed :math:`s` (``seed, seed + 1, ...``) fixes the participants of every round
     and the gradient noise of its ``replicas`` runs; the local work is ``work``'s for all.
     ``tau_eff`` (FedNova): ``"population"`` — the fixed :func:`population_tau_eff`, which
-    keeps the expected update on :math:`F` — or ``"participants"`` —
-    :math:`\sum_{i\in S}\omega_i\|a_i\|_1` of each round's sample, which biases it
-    (:func:`sampling_bias`).
+    keeps the expected update on :math:`F` — or one taken from each round's sample,
+    ``"participants"`` (:math:`\sum_{i\in S}\omega_i\|a_i\|_1`) or ``"selected_p"`` (App. H's
+    :math:`\sum_{i\in S}p_i\|a_i\|_1`), which bias it (:func:`sampling_bias`).
     """
     check_choice("scheme", scheme, SAMPLING_SCHEMES)
     if scheme == "full":
@@ -302,7 +308,8 @@ def sampling_grid(problem: QuadraticProblem, work: RandomLocalWork, copies_list:
             for T in rounds_list:
                 lr = theorem3_lr(lr_scale, int(q), tau_expected, int(T))
                 solvers = list(solver_factory(lr))
-                fixed = population_tau_eff(prob, w, solvers) if tau_eff == "population" else None
+                fixed = {"population": population_tau_eff(prob, w, solvers) if tau_eff == "population" else None,
+                         "participants": None, "selected_p": "selected_p"}[tau_eff]
                 per_seed, taus = [], []
                 for s in range(seed, seed + seeds):
                     run = run_replicas(prob, algorithm, solvers, w, int(T), sigma=sigma, replicas=replicas, seed=s,
@@ -317,47 +324,69 @@ def sampling_grid(problem: QuadraticProblem, work: RandomLocalWork, copies_list:
     return rows
 
 
-#: FedNova's :math:`\tau_{\text{eff}}` under sampling in :func:`sampling_grid` / :func:`sampling_bias`.
-TAU_EFF_CHOICES = ("population", "participants")
+#: FedNova's :math:`\tau_{\text{eff}}` under sampling in :func:`sampling_grid` / :func:`sampling_bias`:
+#: ``"population"`` (fixed, :func:`population_tau_eff`), ``"participants"``
+#: (:math:`\sum_{i\in S}\omega_i\|a_i\|_1`, the library's default under sampling) and
+#: ``"selected_p"`` (App. H's :math:`\sum_{i\in S}p_i\|a_i\|_1`).
+TAU_EFF_CHOICES = ("population", "participants", "selected_p")
 
 
 class BiasRow(NamedTuple):
-    r"""One (:math:`q`, :math:`T`) of :func:`sampling_bias`: distance of FedNova's
-    Polyak-averaged iterate (``ReplicaRun.mean_params`` of :func:`fedlib.engines.quadratic.run_replicas`) to
-    :math:`x^*`, mean over seeds, with :math:`\tau_{\text{eff}}` of the round's participants
-    and fixed to the population value."""
+    r"""One (:math:`q`, :math:`T`, :math:`\tau_{\text{eff}}` choice) of :func:`sampling_bias`.
+
+    ``distance`` (± ``stderr`` over seeds) is the mean distance of FedNova's Polyak-averaged
+    iterate (``ReplicaRun.mean_params`` of :func:`fedlib.engines.quadratic.run_replicas`) to
+    :math:`x^*`; ``predicted`` the distance to :math:`x^*` of the closed-form limit
+    :math:`x_c` (the minimiser of :math:`\sum_j c_jF_j`, :math:`c` from
+    :func:`fedlib.sampling.expected_server_weights`) and ``off_prediction`` the mean
+    distance of the averaged iterate to :math:`x_c`; ``chi2`` is
+    :math:`\chi^2_{p\|c/\sum c}` and ``step_scale`` :math:`\sum_jc_j / \sum_jp_j\mathbb E\|a_j\|_1`
+    (how much the expected server step shrinks against the fixed population value)."""
 
     clients: int
     rounds: int
     lr: float
-    participants_distance: float
-    participants_stderr: float
-    population_distance: float
-    population_stderr: float
+    tau_eff: str
+    distance: float
+    stderr: float
+    predicted: float
+    off_prediction: float
+    chi2: float
+    step_scale: float
 
 
 def sampling_bias(problem: QuadraticProblem, work: RandomLocalWork, clients_per_round: Sequence[int],
                   rounds_list: Sequence[int], *, lr_scale: float = 0.5, seeds: int = 3, seed: int = 0,
-                  scheme: str = "with-replacement",
+                  scheme: str = "with-replacement", tau_effs: Sequence[str] = TAU_EFF_CHOICES,
                   solver_factory: Callable[[float], Sequence[LocalSolver]] = make_solvers) -> list[BiasRow]:
-    r"""Where FedNova settles under sampling, full gradients, :math:`\eta = c\sqrt{q/(\tilde\tau T)}`.
+    r"""Where FedNova settles under sampling, full gradients, :math:`\eta = c\sqrt{q/(\tilde\tau T)}`,
+    for each :math:`\tau_{\text{eff}}` choice of :data:`TAU_EFF_CHOICES`, measured and predicted.
 
-    With :math:`\tau_{\text{eff}} = \sum_{i\in S}\omega_i\|a_i\|_1` taken from the round's
-    sample, the expected server step is
-    :math:`\mathbb E[\tau_{\text{eff}}\sum_j\omega_j d_j] = \sum_{i,j}\mathbb E[\omega_i\omega_j]\,\|a_i\|_1 d_j`,
-    and with replacement :math:`\mathbb E[\omega_i\omega_j] = (1 - \frac1q)p_ip_j + \delta_{ij}\frac{p_i}{q}`:
+    With :math:`\tau_{\text{eff}}` taken from the round's sample, the expected server step
+    :math:`\mathbb E[\tau_{\text{eff}}\sum_{j\in S}\omega_jd_j] = \sum_jc_jd_j` has
+    :math:`c \not\propto p` (:func:`fedlib.sampling.expected_server_weights`); with replacement
+    and :math:`\tau_{\text{eff}} = \sum_{i\in S}\omega_i\|a_i\|_1` (:math:`\mathbb E[\omega_i\omega_j]
+    = (1 - \frac1q)p_ip_j + \delta_{ij}\frac{p_i}{q}`):
 
     .. math::
 
-        \Bigl(1-\frac1q\Bigr)\Bigl(\sum_i p_i\|a_i\|_1\Bigr)\sum_j p_j d_j + \frac1q\sum_i p_i\|a_i\|_1 d_i ,
+        c_j = \Bigl(1-\frac1q\Bigr)p_j\sum_i p_i\|a_i\|_1 + \frac1q\,p_j\|a_j\|_1 ,
 
-    whose second term is FedAvg's (weights :math:`\propto p_i\|a_i\|_1`): an
-    objective inconsistency of weight :math:`1/q` that no step size removes. A fixed
-    :math:`\tau_{\text{eff}}` (:func:`population_tau_eff`) leaves
-    :math:`\tau_{\text{eff}}\sum_j p_j d_j`, whose zero is :math:`x^*` as :math:`\eta\to 0`.
+    whose second term is FedAvg's (weights :math:`\propto p_j\|a_j\|_1`): an objective
+    inconsistency of weight :math:`1/q` that no step size removes. App. H's
+    :math:`\sum_{i\in S}p_i\|a_i\|_1` leans the same way. As :math:`\eta\to 0`,
+    :math:`d_j\to\nabla F_j`, so the averaged iterate tends to the minimiser :math:`x_c` of
+    :math:`\sum_jc_jF_j` (``predicted``; ``a_norms`` their means over the random local work,
+    which is drawn independently of the sample). A fixed :math:`\tau_{\text{eff}}`
+    (:func:`population_tau_eff`) gives :math:`c\propto p` and :math:`x_c = x^*`.
     Each seed is one run (its own participants); the averaged iterate removes the wandering.
     """
     check_choice("scheme", scheme, SAMPLING_SCHEMES)
+    if scheme == "full":
+        raise ValueError("scheme: sampling_bias samples clients (with full participation every choice is consistent)")
+    tau_effs = [check_choice("tau_effs", c, TAU_EFF_CHOICES) for c in tau_effs]
+    if not tau_effs:
+        raise ValueError("tau_effs must name at least one choice")
     seeds = check_int("seeds", seeds, minimum=2)
     x_star = problem.optimum()
     tau_tilde = float(problem.p @ work.mean_steps)
@@ -366,16 +395,29 @@ def sampling_bias(problem: QuadraticProblem, work: RandomLocalWork, clients_per_
         for T in rounds_list:
             lr = theorem3_lr(lr_scale, int(q), tau_tilde, int(T))
             solvers = list(solver_factory(lr))
-            dist = {}
-            for name, fixed in (("participants", None), ("population", population_tau_eff(problem, work, solvers))):
-                dist[name] = [float(np.linalg.norm(run_replicas(problem, "fednova", solvers, work, int(T), seed=s,
-                                                                sampling=scheme, clients_per_round=int(q),
-                                                                tau_eff=fixed).mean_params[0] - x_star))
-                              for s in range(seed, seed + seeds)]
-            se = {k: float(np.std(v, ddof=1) / math.sqrt(seeds)) for k, v in dist.items()}
-            rows.append(BiasRow(int(q), int(T), lr, float(np.mean(dist["participants"])), se["participants"],
-                                float(np.mean(dist["population"])), se["population"]))
+            a_mean = mean_a_norms(work, solvers)
+            fixed = float(problem.p @ a_mean)  # population_tau_eff
+            for choice in tau_effs:
+                policy = {"population": fixed, "participants": None, "selected_p": "selected_p"}[choice]
+                c = expected_server_weights(scheme, problem.p, a_mean, int(q), fixed if choice == "population" else choice)
+                x_c = quadratic_global_optimum(problem.H, problem.e, c / c.sum())
+                means = [run_replicas(problem, "fednova", solvers, work, int(T), seed=s, sampling=scheme,
+                                      clients_per_round=int(q), tau_eff=policy).mean_params[0]
+                         for s in range(seed, seed + seeds)]
+                dist = [float(np.linalg.norm(x - x_star)) for x in means]
+                rows.append(BiasRow(int(q), int(T), lr, choice, float(np.mean(dist)),
+                                    float(np.std(dist, ddof=1) / math.sqrt(seeds)), float(np.linalg.norm(x_c - x_star)),
+                                    float(np.mean([np.linalg.norm(x - x_c) for x in means])),
+                                    chi_square(problem.p, c / c.sum()), float(c.sum() / fixed)))
     return rows
+
+
+def bias_row(rows: Sequence[BiasRow], clients: int, rounds: int, tau_eff: str) -> BiasRow:
+    """The row of :func:`sampling_bias` for (``clients``, ``rounds``, ``tau_eff``)."""
+    for r in rows:
+        if (r.clients, r.rounds, r.tau_eff) == (clients, rounds, tau_eff):
+            return r
+    raise ValueError(f"no sampling_bias row with q={clients}, T={rounds}, tau_eff={tau_eff!r}")
 
 
 def equal_budget_ratios(rows: Sequence[SpeedupRow], algorithm: str = "fednova", rtol: float = 0.05) -> list[tuple]:
@@ -563,14 +605,25 @@ def sampling_summary(big: Sequence[SamplingRow], small: Sequence[SamplingRow], s
     ]
     if bias:
         q = min(r.clients for r in bias)
-        sel = sorted((r for r in bias if r.clients == q), key=lambda r: r.rounds)
-        lines.append(
-            f"- **FedNova's $\\tau_{{\\text{{eff}}}}$ under sampling must be fixed.** Taken from each round's sample "
-            f"($\\sum_{{i\\in S}}\\omega_i\\|a_i\\|_1$), it adds a FedAvg-like term of weight $1/q$ to the expected "
-            f"update: with $q = {q}$ and full gradients the averaged iterate stayed {sel[0].participants_distance:.3g} → "
-            f"{sel[-1].participants_distance:.3g} from $x^*$ as $\\eta$ fell {sel[0].lr / sel[-1].lr:.0f}×, against "
-            f"{sel[0].population_distance:.3g} → {sel[-1].population_distance:.3g} with the population value "
-            f"$\\sum_i p_i\\,\\mathbb E\\|a_i\\|_1$ (used in all the runs above).")
+        T_short, T_long = min(r.rounds for r in bias), max(r.rounds for r in bias)
+        row = {(r.tau_eff, r.rounds): r for r in bias if r.clients == q}
+        fixed_short, fixed_long = row.get(("population", T_short)), row.get(("population", T_long))
+        parts = []
+        for choice, label in (("participants", "$\\sum_{i\\in S}\\omega_i\\|a_i\\|_1$ (the library's default under "
+                                               "sampling)"),
+                              ("selected_p", "App. H's $\\sum_{i\\in S}p_i\\|a_i\\|_1$")):
+            a, b = row.get((choice, T_short)), row.get((choice, T_long))
+            if a and b:
+                parts.append(f"with {label}, {a.distance:.3g} → {b.distance:.3g} "
+                             f"(closed-form limit {b.predicted:.3g}; {b.off_prediction:.3g} from it at $T = {T_long}$)")
+        if parts and fixed_short and fixed_long:
+            lines.append(
+                f"- **FedNova's $\\tau_{{\\text{{eff}}}}$ under sampling must be fixed.** Taken from each round's sample, "
+                f"it tilts the expected update towards clients with large $\\|a_i\\|_1$. With $q = {q}$ and full "
+                f"gradients, as $\\eta$ fell {fixed_short.lr / fixed_long.lr:.0f}×, the averaged iterate's distance to "
+                f"$x^*$ went: " + "; ".join(parts)
+                + f"; with the population value $\\sum_i p_i\\,\\mathbb E\\|a_i\\|_1$ (used in all the runs above) "
+                f"{fixed_short.distance:.3g} → {fixed_long.distance:.3g}.")
     return "\n".join(lines)
 
 
