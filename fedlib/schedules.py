@@ -307,3 +307,45 @@ def step_decay_lr(base_lr: float, round_index: int, total_rounds: int, milestone
 
 
 __all__ += ["step_decay_lr"]
+
+
+def expected_a_norms(schedule, solver) -> np.ndarray:
+    r""":math:`\mathbb E\|a_i\|_1` of every client under ``schedule`` for a local ``solver``
+    (its closed form ``solver.a_norm(tau)``, averaged over the schedule's uniform draws):
+
+    * :class:`FixedSteps` / :class:`FixedEpochs`: :math:`\|a(\tau_i)\|_1`;
+    * :class:`RandomSteps`: the mean of :math:`\|a(\tau)\|_1` over :math:`\tau \in [\text{low}, \text{high}]`;
+    * :class:`RandomEpochs`: the mean of :math:`\|a(E\lceil n_i/B\rceil)\|_1` over
+      :math:`E \in [\text{low}, \text{high}]`.
+
+    :math:`\sum_i p_i\,\mathbb E\|a_i\|_1` is FedNova's sample-independent
+    :math:`\tau_{\text{eff}}` under client sampling (the CLI's ``--tau-eff population``;
+    chapter 8 shows why one taken from the sample is biased). ``solver`` is any object with
+    ``a_norm(tau)``, e.g. a :class:`fedlib.solvers.LocalSolver` (whose :math:`\|a\|_1` uses
+    its own learning rate: a round-level learning-rate decay changes it only for solvers
+    whose :math:`a_i` depends on :math:`\eta`, such as the proximal ones). A
+    :class:`WallClock` has no closed form (its :math:`\tau_i` depend on simulated speeds).
+
+    Example
+    -------
+    >>> from fedlib.solvers import sgd
+    >>> expected_a_norms(RandomEpochs([64, 32], 32, 2, 5), sgd(0.1)).tolist()   # E[E] * ceil(n_i / 32)
+    [7.0, 3.5]
+    """
+    if not callable(getattr(solver, "a_norm", None)):
+        raise ValueError(f"solver must have an a_norm(tau) method, got {type(solver).__name__}")
+    if isinstance(schedule, FixedSteps):
+        taus = [[s] for s in schedule.steps]
+    elif isinstance(schedule, RandomSteps):
+        taus = [range(schedule.low, schedule.high + 1)] * schedule.num_clients
+    elif isinstance(schedule, FixedEpochs):
+        taus = [[schedule.epochs * int(s)] for s in schedule._spe]
+    elif isinstance(schedule, RandomEpochs):
+        taus = [[e * int(s) for e in range(schedule.low, schedule.high + 1)] for s in schedule._spe]
+    else:
+        raise ValueError(f"schedule: no closed-form E||a_i||_1 for {type(schedule).__name__} "
+                         "(FixedSteps, RandomSteps, FixedEpochs or RandomEpochs)")
+    return np.array([np.mean([solver.a_norm(int(t)) for t in ts]) for ts in taus])
+
+
+__all__ += ["expected_a_norms"]

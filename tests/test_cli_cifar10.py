@@ -41,6 +41,21 @@ def test_run_cifar10_writes_a_valid_result(tmp_path, capsys):
     assert "wrote" in capsys.readouterr().out
 
 
+def test_run_cifar10_tau_eff_population_under_sampling(tmp_path, capsys):
+    """--tau-eff population from the split's sizes (recorded in the config), --epochs 2, local
+    SGD: tau_eff = sum_i p_i * 2 * ceil(n_i / 32), the same every round whichever clients come."""
+    out = tmp_path / "r.json"
+    rc = main(["run", "cifar10", *TINY, "--rounds", "2", "--epochs", "2", "--algorithm", "fednova", "--sampling",
+               "uniform", "--clients-per-round", "4", "--tau-eff", "population", "--quiet", "--out", str(out)])
+    assert rc == 0, capsys.readouterr().err
+    res = read_result(out)
+    n = np.array(res["config"]["data"]["num_samples"])
+    expected = float(n / n.sum() @ (2 * -(-n // 32)))
+    assert res["config"]["tau_eff_value"] == pytest.approx(expected, rel=1e-14)
+    assert [r["tau_eff"] for r in res["history"]] == pytest.approx([expected] * 2, rel=1e-14)
+    assert "warning" not in capsys.readouterr().err
+
+
 def test_missing_data_root(tmp_path, capsys):
     out = tmp_path / "r.json"
     missing = tmp_path / "nowhere"

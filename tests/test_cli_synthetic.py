@@ -93,6 +93,35 @@ def test_run_synthetic_generated_data_in_process(capsys, tmp_path):
     assert "round" in err  # the tqdm bar (forced by --progress)
 
 
+def test_tau_eff_population_and_the_sampling_warning(capsys, tmp_path, leaf_dir):
+    """--tau-eff population: sum_i p_i E||a_i||_1 over all clients, by hand from the training
+    sizes (27, 36, 22, 45: the train split of the 30, 40, 25, 50 samples), batch 10,
+    E ~ U{1..3}, local SGD (||a||_1 = tau): E[E] ceil(n_i/10) = 2 * (3, 4, 3, 5), p = n / 130.
+    Every round uses it; a FedNova run that samples with a tau_eff from the sample warns (only then)."""
+    common = ["run", "synthetic", "--data", str(leaf_dir), "--algorithm", "fednova", "--rounds", "3", "--batch-size",
+              "10", "--epochs", "1-3", "--sampling", "with-replacement", "--clients-per-round", "2", "--quiet"]
+    out = tmp_path / "pop.json"
+    code, _, err = _cli(capsys, *common, "--tau-eff", "population", "--out", str(out))
+    assert code == 0, err
+    assert "warning" not in err
+    doc = read_result(out)
+    n = np.array([27, 36, 22, 45])
+    expected = float(n / n.sum() @ (2.0 * np.array([3, 4, 3, 5])))  # 1032 / 130
+    assert doc["config"]["tau_eff"] == "population"
+    assert doc["config"]["tau_eff_value"] == pytest.approx(expected, rel=1e-14)
+    assert [h["tau_eff"] for h in doc["history"]] == pytest.approx([expected] * 3, rel=1e-14)
+    code, _, err = _cli(capsys, *common, "--out", str(tmp_path / "sample.json"))
+    assert code == 0 and "warning: fednova with --sampling with-replacement" in err and "--tau-eff population" in err
+    taus = [h["tau_eff"] for h in read_result(tmp_path / "sample.json")["history"]]
+    assert len(set(taus)) > 1  # taken from each round's sample
+    code, _, err = _cli(capsys, *common, "--tau-eff", "12.5", "--out", str(tmp_path / "fixed.json"))
+    assert code == 0 and "warning" not in err
+    code, _, err = _cli(capsys, *common[:-5], "--quiet", "--out", str(tmp_path / "full.json"))  # full participation
+    assert code == 0 and "warning" not in err
+    code, _, err = _cli(capsys, *common, "--algorithm", "fedavg", "--tau-eff", "population")
+    assert code == 2 and "--tau-eff" in err
+
+
 def test_reference_engine_gives_the_same_history(capsys, tmp_path, leaf_file):
     res = []
     for engine in ("batched", "reference"):
@@ -142,6 +171,7 @@ BAD = [
     (["--solver", "sgd", "--mu", "0.1"], "--mu"),
     (["--solver", "sgd", "--momentum", "0.5"], "--momentum"),
     (["--algorithm", "fedavg", "--tau-eff", "3"], "--tau-eff"),
+    (["--tau-eff", "sample"], "--tau-eff"),
     (["--server-momentum", "0.5"], "--server-momentum"),
     (["--epochs", "2-x"], "--epochs"),
     (["--epochs", "5-2"], "--epochs"),

@@ -118,3 +118,25 @@ def test_step_decay_lr():
     assert SC.step_decay_lr(lr, 75, 100) == pytest.approx(lr / 100, rel=1e-14)
     assert SC.step_decay_lr(lr, 99, 100) == pytest.approx(lr / 100, rel=1e-14)
     assert SC.step_decay_lr(1.0, 10, 20, milestones=(0.5,), factor=0.5) == 0.5
+
+
+# ----------------------------------------------------------------------------- expected_a_norms
+def test_expected_a_norms_by_hand_for_every_schedule():
+    from fedlib.schedules import FixedEpochs, FixedSteps, RandomEpochs, RandomSteps, expected_a_norms
+    from fedlib.solvers import momentum_sgd, sgd
+
+    plain, heavy = sgd(0.1), momentum_sgd(0.1, 0.5)
+    # momentum 0.5: ||a(tau)||_1 = sum_{k<tau} (1 - 0.5^(k+1)) / 0.5 -> tau=1: 1, tau=2: 2.5, tau=3: 4.25
+    np.testing.assert_allclose(expected_a_norms(FixedSteps([1, 3]), heavy), [1.0, 4.25], rtol=1e-15)
+    np.testing.assert_allclose(expected_a_norms(RandomSteps(2, 1, 3), heavy), [2.5833333333333335] * 2, rtol=1e-15)
+    # ceil(n / 4) = 3, 1, 2 steps per epoch
+    np.testing.assert_array_equal(expected_a_norms(FixedEpochs([9, 4, 5], 4, 2), plain), [6.0, 2.0, 4.0])
+    np.testing.assert_allclose(expected_a_norms(RandomEpochs([9, 4, 5], 4, 1, 2), plain), [4.5, 1.5, 3.0], rtol=1e-15)
+    # the mean of the real draws approaches it (RandomEpochs draws E per client and round)
+    sched = RandomEpochs([9, 4, 5], 4, 1, 3, seed=3)
+    drawn = np.mean([sched.local_steps(t) for t in range(4000)], axis=0)
+    np.testing.assert_allclose(drawn, expected_a_norms(sched, plain), rtol=0.03)
+    with pytest.raises(ValueError, match="closed-form"):
+        expected_a_norms(SC.WallClock([1.0, 2.0], 1.0), plain)
+    with pytest.raises(ValueError, match="a_norm"):
+        expected_a_norms(FixedSteps([1]), object())

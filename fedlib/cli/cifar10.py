@@ -21,7 +21,8 @@ from pathlib import Path
 from ..results import RunClock, make_result, write_result
 from .common import (emit_bench, ALGORITHM_FLAGS, SCHEDULE_FLAGS, CLIError, HelpFormatter, add_algorithm_args, add_device_arg,
                      add_output_args, add_schedule_args, build_algorithm, check_output_path, check_participation,
-                     config_from_args, info, int_at_least, positive_float, progress_bar, resolve_epochs)
+                     config_from_args, info, int_at_least, positive_float, progress_bar, resolve_epochs,
+                     resolve_tau_eff)
 
 __all__ = ["add_run_parser", "add_bench_parser", "add_table1_parser", "run_cifar10", "bench_cifar10_command",
            "table1_command", "load_data_from_args"]
@@ -129,6 +130,7 @@ def run_cifar10(args: argparse.Namespace) -> int:
         parts = dirichlet_partition(data.train_labels, args.num_clients, args.partition_alpha, args.partition_seed)
     except ValueError as exc:
         raise CLIError(f"--num-clients / --partition-alpha: {exc}") from None
+    algorithm, tau_eff_value = resolve_tau_eff(args, algorithm, [len(c) for c in parts], args.batch_size, (lo, hi))
     name = f"{args.algorithm} seed {args.seed}"
     bar = progress_bar(args, args.rounds, args.algorithm)
 
@@ -158,6 +160,8 @@ def run_cifar10(args: argparse.Namespace) -> int:
               **config_from_args(args, ALGORITHM_FLAGS + SCHEDULE_FLAGS),
               "width": args.width, "precision": args.precision, "path": args.path, "cuda_graph": args.cuda_graph,
               "device": device}
+    if tau_eff_value is not None:
+        config["tau_eff_value"] = tau_eff_value
     last = history[-1]
     summary = {"final_train_loss": last["train_loss"], "final_test_accuracy": last["test_accuracy"],
                "rounds": len(history), "seconds_per_round": res["seconds"] / len(history)}

@@ -97,12 +97,13 @@ def int_at_least(low: int) -> Callable[[str], int]:
 
 
 def _tau_eff(text: str):
-    if text in ("a_norm", "local_steps"):
+    if text in ("a_norm", "local_steps", "population"):
         return text
     try:
         value = float(text)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"must be 'a_norm', 'local_steps' or a number > 0, got {text!r}") from None
+        raise argparse.ArgumentTypeError(
+            f"must be 'a_norm', 'local_steps', 'population' or a number > 0, got {text!r}") from None
     if not value > 0 or value == float("inf"):
         raise argparse.ArgumentTypeError(f"must be a finite number > 0, got {text!r}")
     return value
@@ -143,11 +144,12 @@ def add_algorithm_args(parser: argparse.ArgumentParser, *, algorithm: str = "fed
     g.add_argument("--weight-decay", type=nonneg_float, default=weight_decay,
                    help="weight decay added to every local gradient (not part of a_i)")
     g.add_argument("--tau-eff", type=_tau_eff, default=None,
-                   help="FedNova's tau_eff: a_norm (sum p_i ||a_i||_1), local_steps (sum p_i tau_i) or a number; "
-                        "only for fednova / fednova-vr (default: a_norm). With client sampling pass a number: "
-                        "a_norm and local_steps then depend on the sample, which adds a FedAvg-like term of "
-                        "weight 1/q to the expected update (so does App. H's sum over the sample of p_i ||a_i||_1; "
-                        "book, chapter 8)")
+                   help="FedNova's tau_eff: a_norm (sum p_i ||a_i||_1), local_steps (sum p_i tau_i), population "
+                        "(sum over all clients of p_i E||a_i||_1, from the data sizes, --epochs and the solver) or "
+                        "a number; only for fednova / fednova-vr (default: a_norm). With client sampling use "
+                        "population or a number: a_norm and local_steps then depend on the sample, which adds a "
+                        "FedAvg-like term of weight 1/q to the expected update (so does App. H's sum over the "
+                        "sample of p_i ||a_i||_1; book, chapter 8)")
     g.add_argument("--server", choices=list(SERVER_OPTIMIZERS), default="plain",
                    help="server optimizer applied to the aggregated update")
     g.add_argument("--server-momentum", type=unit_interval, default=None,
@@ -277,10 +279,37 @@ def build_algorithm(args: argparse.Namespace) -> FederatedAlgorithm:
         raise CLIError(f"{flag}: {exc}") from None
     server = make_server_optimizer(args.server, server_lr=server_lr or 1.0, beta=server_momentum or 0.9)
     args.solver, args.momentum, args.server_momentum, args.server_lr = solver, momentum, server_momentum, server_lr
-    try:
-        return make_algorithm(algo, local, server, args.tau_eff)
+    try:  # "population" needs the clients' data sizes: resolve_tau_eff sets it once they are known
+        return make_algorithm(algo, local, server, None if args.tau_eff == "population" else args.tau_eff)
     except ValueError as exc:
         raise CLIError(f"--algorithm {algo}: {exc}") from None
+
+
+def resolve_tau_eff(args: argparse.Namespace, algorithm: FederatedAlgorithm, num_samples, batch_size: int,
+                    epochs: tuple[int, int]) -> tuple[FederatedAlgorithm, Optional[float]]:
+    r"""``--tau-eff population``: FedNova's sample-independent
+    :math:`\tau_{\text{eff}} = \sum_i p_i\,\mathbb E\|a_i\|_1` over all clients
+    (:math:`p_i = n_i/n`, :func:`fedlib.schedules.expected_a_norms` of ``--epochs`` and the
+    local solver), set on ``algorithm``; returns it with the value (``None`` for the other
+    choices). Warns on stderr when FedNova samples clients with a :math:`\tau_{\text{eff}}`
+    taken from the sample (biased: book, chapter 8)."""
+    import dataclasses
+
+    import numpy as np
+
+    from ..schedules import expected_a_norms, make_epoch_schedule
+
+    if args.tau_eff == "population":
+        n = np.asarray(num_samples, dtype=np.int64)
+        a = expected_a_norms(make_epoch_schedule(n, batch_size, tuple(epochs)), algorithm.solver)
+        value = float((n / n.sum()) @ a)
+        return dataclasses.replace(algorithm, tau_eff=value), value
+    if args.sampling != "full" and ALGORITHMS[args.algorithm][0] == "fednova" and not isinstance(args.tau_eff, float):
+        print(f"warning: {args.algorithm} with --sampling {args.sampling} takes tau_eff from each round's sample "
+              f"({args.tau_eff or 'a_norm'}), which biases the expected update towards clients with large "
+              "||a_i||_1 (book, chapter 8); pass --tau-eff population for a sample-independent value",
+              file=sys.stderr, flush=True)
+    return algorithm, None
 
 
 def resolve_epochs(args: argparse.Namespace) -> tuple[int, int]:
@@ -352,7 +381,7 @@ def info(args: argparse.Namespace, message: str) -> None:
         print(message, flush=True)
 
 
-__all__ += ["info"]
+__all__ += ["info", "resolve_tau_eff"]
 
 
 def emit_bench(args: argparse.Namespace, out: dict, provenance: dict, format_fn) -> int:

@@ -23,7 +23,7 @@ from ..results import RunClock, make_result, write_result
 from .common import (emit_bench, ALGORITHM_FLAGS, SCHEDULE_FLAGS, CLIError, HelpFormatter, add_algorithm_args,
                      add_checkpoint_args, add_device_arg, add_output_args, add_schedule_args, build_algorithm,
                      check_output_path, check_participation, config_from_args, info, lr_schedule, progress_bar,
-                     int_at_least, nonneg_float, resolve_checkpoint, resolve_epochs)
+                     int_at_least, nonneg_float, resolve_checkpoint, resolve_epochs, resolve_tau_eff)
 
 __all__ = ["add_run_parser", "add_bench_parser", "run_synthetic", "bench_synthetic_command", "load_dataset"]
 
@@ -130,10 +130,13 @@ def run_synthetic(args: argparse.Namespace) -> int:
                            f"({ds.num_clients}); use at most {ds.num_clients} processes")
     problem = LogisticProblem(ds, l2=args.l2, num_classes=args.num_classes)
     schedule = make_epoch_schedule(problem.num_samples, args.batch_size, (lo, hi), seed=args.seed)
+    algorithm, tau_eff_value = resolve_tau_eff(args, algorithm, problem.num_samples, args.batch_size, (lo, hi))
     config = {"problem": "synthetic-logistic" if args.data is None else "leaf-logistic",
               "data": _data_config(args, ds), "l2": args.l2,
               **config_from_args(args, ALGORITHM_FLAGS + SCHEDULE_FLAGS),
               "engine": args.engine, "backend": args.backend, "device": device}
+    if tau_eff_value is not None:
+        config["tau_eff_value"] = tau_eff_value
 
     resume = None
     if args.resume:

@@ -40,7 +40,7 @@ from ..algorithms import FederatedAlgorithm, make_algorithm
 from ..data import synthetic
 from ..engines.batched import run_batched
 from ..problems.logistic import LogisticProblem
-from ..schedules import make_epoch_schedule, steps_per_epoch
+from ..schedules import expected_a_norms, make_epoch_schedule
 from ..solvers import LocalSolver, proximal_sgd, sgd
 
 __all__ = ["PAPER", "PROFILES", "Setting", "SETTINGS", "make_problem", "population_tau_eff", "fedavg_sgd",
@@ -73,10 +73,9 @@ class Setting:
 
     def expected_a_norms(self, problem: LogisticProblem, solver: LocalSolver,
                          batch_size: int = PAPER["batch_size"]) -> np.ndarray:
-        r""":math:`\mathbb E\|a_i\|_1` of every client over the uniform epochs (closed forms)."""
-        spe = steps_per_epoch(problem.num_samples, batch_size)
-        es = range(self.epochs[0], self.epochs[1] + 1)
-        return np.array([np.mean([solver.a_norm(int(e * s)) for e in es]) for s in spe])
+        r""":math:`\mathbb E\|a_i\|_1` of every client over the uniform epochs
+        (:func:`fedlib.schedules.expected_a_norms`)."""
+        return expected_a_norms(self.schedule(problem, 0, batch_size), solver)
 
 
 SETTINGS = (
