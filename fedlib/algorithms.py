@@ -96,8 +96,7 @@ class FederatedAlgorithm:
     then carries FedAvg's weights with weight :math:`1/q` (App. H's
     :math:`\sum_{i\in S}p_i\|a_i\|_1` leans the same way;
     :func:`fedlib.sampling.expected_server_weights` gives both in closed form, chapter 8 measures them;
-    :func:`fedlib.experiments.speedup.population_tau_eff` and
-    ``fedlib.experiments.synthetic.population_tau_eff`` give the population value).
+    :func:`fedlib.schedules.population_tau_eff` gives the population value).
     """
 
     name: str

@@ -348,4 +348,24 @@ def expected_a_norms(schedule, solver) -> np.ndarray:
     return np.array([np.mean([solver.a_norm(int(t)) for t in ts]) for ts in taus])
 
 
-__all__ += ["expected_a_norms"]
+def population_tau_eff(p, schedule, solver) -> float:
+    r"""FedNova's sample-independent :math:`\tau_{\text{eff}} = \sum_{i=1}^m p_i\,\mathbb E\|a_i\|_1`
+    over *all* clients (:func:`expected_a_norms`): pass it as ``tau_eff`` to
+    :func:`fedlib.algorithms.make_algorithm` when clients are sampled (the CLI's
+    ``--tau-eff population``; chapter 8 shows that a value taken from each round's sample
+    is biased).
+
+    Example
+    -------
+    >>> from fedlib.solvers import sgd
+    >>> population_tau_eff([0.75, 0.25], RandomEpochs([64, 32], 32, 2, 5), sgd(0.1))   # 0.75 * 7 + 0.25 * 3.5
+    6.125
+    """
+    from ._validate import check_probability_vector
+
+    a = expected_a_norms(schedule, solver)
+    p = check_probability_vector("p", p, size=a.size)
+    return float(p @ a)
+
+
+__all__ += ["expected_a_norms", "population_tau_eff"]

@@ -140,3 +140,15 @@ def test_expected_a_norms_by_hand_for_every_schedule():
         expected_a_norms(SC.WallClock([1.0, 2.0], 1.0), plain)
     with pytest.raises(ValueError, match="a_norm"):
         expected_a_norms(FixedSteps([1]), object())
+
+
+def test_population_tau_eff_by_hand_and_errors():
+    from fedlib.schedules import FixedEpochs, population_tau_eff
+    from fedlib.solvers import sgd
+
+    # ceil(n / 4) = 3, 1, 2; E = 2: ||a||_1 = 6, 2, 4
+    assert population_tau_eff([0.5, 0.25, 0.25], FixedEpochs([9, 4, 5], 4, 2), sgd(0.1)) == pytest.approx(4.5)
+    with pytest.raises(ValueError, match="p"):
+        population_tau_eff([0.5, 0.5], FixedEpochs([9, 4, 5], 4, 2), sgd(0.1))
+    with pytest.raises(ValueError, match="p"):
+        population_tau_eff([0.5, 0.25, 0.5], FixedEpochs([9, 4, 5], 4, 2), sgd(0.1))

@@ -289,7 +289,7 @@ def resolve_tau_eff(args: argparse.Namespace, algorithm: FederatedAlgorithm, num
                     epochs: tuple[int, int]) -> tuple[FederatedAlgorithm, Optional[float]]:
     r"""``--tau-eff population``: FedNova's sample-independent
     :math:`\tau_{\text{eff}} = \sum_i p_i\,\mathbb E\|a_i\|_1` over all clients
-    (:math:`p_i = n_i/n`, :func:`fedlib.schedules.expected_a_norms` of ``--epochs`` and the
+    (:math:`p_i = n_i/n`, :func:`fedlib.schedules.population_tau_eff` of ``--epochs`` and the
     local solver), set on ``algorithm``; returns it with the value (``None`` for the other
     choices). Warns on stderr when FedNova samples clients with a :math:`\tau_{\text{eff}}`
     taken from the sample (biased: book, chapter 8)."""
@@ -297,12 +297,11 @@ def resolve_tau_eff(args: argparse.Namespace, algorithm: FederatedAlgorithm, num
 
     import numpy as np
 
-    from ..schedules import expected_a_norms, make_epoch_schedule
+    from ..schedules import make_epoch_schedule, population_tau_eff
 
     if args.tau_eff == "population":
         n = np.asarray(num_samples, dtype=np.int64)
-        a = expected_a_norms(make_epoch_schedule(n, batch_size, tuple(epochs)), algorithm.solver)
-        value = float((n / n.sum()) @ a)
+        value = population_tau_eff(n / n.sum(), make_epoch_schedule(n, batch_size, tuple(epochs)), algorithm.solver)
         return dataclasses.replace(algorithm, tau_eff=value), value
     if args.sampling != "full" and ALGORITHMS[args.algorithm][0] == "fednova" and not isinstance(args.tau_eff, float):
         print(f"warning: {args.algorithm} with --sampling {args.sampling} takes tau_eff from each round's sample "

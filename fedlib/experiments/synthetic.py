@@ -41,6 +41,7 @@ from ..data import synthetic
 from ..engines.batched import run_batched
 from ..problems.logistic import LogisticProblem
 from ..schedules import expected_a_norms, make_epoch_schedule
+from ..schedules import population_tau_eff as _population_tau_eff
 from ..solvers import LocalSolver, proximal_sgd, sgd
 
 __all__ = ["PAPER", "PROFILES", "Setting", "SETTINGS", "make_problem", "population_tau_eff", "fedavg_sgd",
@@ -94,8 +95,9 @@ def make_problem(data_seed: int = 0, l2: float = 0.0, **overrides) -> LogisticPr
 def population_tau_eff(problem: LogisticProblem, setting: Setting, solver: LocalSolver,
                        batch_size: int = PAPER["batch_size"]) -> float:
     r""":math:`\sum_{i=1}^m p_i\,\mathbb E\|a_i\|_1` over *all* clients: FedNova's
-    sample-independent :math:`\tau_{\text{eff}}` under client sampling."""
-    return float(problem.p @ setting.expected_a_norms(problem, solver, batch_size))
+    sample-independent :math:`\tau_{\text{eff}}` under client sampling
+    (:func:`fedlib.schedules.population_tau_eff` of the setting's epochs)."""
+    return _population_tau_eff(problem.p, setting.schedule(problem, 0, batch_size), solver)
 
 
 # --------------------------------------------------------------------------- algorithms
