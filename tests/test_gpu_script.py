@@ -129,9 +129,10 @@ def test_a_group_paused_in_one_call_is_finished_by_the_next(tmp_path):
     """CONTINUE_LATER_SECONDS: the call's Table 1 time ends inside a group, which pauses with a
     checkpoint in RESULTS (outside the tree, as /tmp on the device); the next call on the same
     machine resumes it and writes the results, packed by that call."""
-    kw = dict(SKIP_BENCH="1", RUN_CUDA_TESTS="0", IMAGES_PER_SECOND="1000", TABLE1_ROUNDS="60",
+    kw = dict(SKIP_BENCH="1", RUN_CUDA_TESTS="0", IMAGES_PER_SECOND="5000", TABLE1_ROUNDS="60",
               TABLE1_CELLS="sgd-e2-fedavg,sgd-e2-fednova", PRECISION="fp32")
     # 66 s: 21 s for Table 1 after the script's reserve, less than the 60 rounds take here (~1 s each)
+    # and more than 3 rounds at the hinted rate (1.7 s each), so that the group starts in this call
     first = _gpu_run(tmp_path / "a", tmp_path / "results", budget=66, CONTINUE_LATER_SECONDS="1200", **kw)
     assert first.returncode == 0, first.stdout + first.stderr
     assert "paused sgd-e2-fedavg__seed0, sgd-e2-fednova__seed0" in first.stdout, first.stdout

@@ -358,6 +358,34 @@ def test_continue_later_pauses_a_group_and_the_next_call_resumes_it(tmp_path, mo
         C.run_table1(tmp_path / "x", budget_seconds=1, continue_later=-1, **kw)
 
 
+def test_continue_later_leaves_a_group_without_three_rounds_for_the_next_call(tmp_path, monkeypatch):
+    """1000 images/s: a stacked E = 2 pair's 10 rounds take 83.3 s, a single run's round 4.17 s.
+    In a 95 s call followed by another, the pair finishes with 11.7 s left: under 3 rounds of
+    the next run, which is not started (it would pause after its warm-up round). Resumed after
+    one round whose warm-up took 30 s, a group is sized with the earlier rate (9 x 4.17 s x 1.15
+    = 43 s fits in 60 s), not with 30 s a round."""
+    from fedlib.checkpoint import save_checkpoint
+
+    clock, calls, logs = _Clock(), [], []
+    monkeypatch.setattr(C, "time", clock)
+    monkeypatch.setattr(C, "train_runs", _pausable_train_runs(clock, calls, 1e-3))
+    data = C.load_data(sample=True)
+    kw = dict(seeds=(0,), cells=["sgd-e2-fedavg", "sgd-e2-fednova", "momentum-e2-fedavg"], data=data, width=0.03,
+              rounds=10, device="cpu", stack=2, images_per_second=1000, checkpoint_every=0, log=logs.append)
+    out = C.run_table1(tmp_path, budget_seconds=95, continue_later=100, **kw)
+    assert [c["names"] for c in calls] == [["sgd-e2-fedavg__seed0", "sgd-e2-fednova__seed0"]]
+    assert len(out["written"]) == 2 and out["paused"] == []
+    assert out["not_started"] == [str(tmp_path / "momentum-e2-fedavg__seed0.json")]
+    assert any("under 3 rounds" in line and "starts in the next call" in line for line in logs), logs
+    # a paused group with one round done, whose warm-up round took 30 s
+    ckpt = tmp_path / ".ckpt__momentum-e2-fedavg__seed0.pkl"
+    save_checkpoint(ckpt, config={}, round_done=1, state={}, history=[], kind="table1",
+                    extra={"seconds": 30.0, "started": clock.now})
+    out = C.run_table1(tmp_path, budget_seconds=60, **kw)
+    assert calls[-1] == {"names": ["momentum-e2-fedavg__seed0"], "from": 1}
+    assert out["written"] == [str(tmp_path / "momentum-e2-fedavg__seed0.json")] and not ckpt.exists()
+
+
 def test_check_recorded_diagnostics_by_hand():
     """Recorded tau_eff and chi2 against closed forms written out here: plain SGD has
     ||a_i||_1 = tau_i, momentum rho = 0.9 has sum_k (1 - rho^(k+1)) / (1 - rho); FedAvg's

@@ -40,7 +40,7 @@ import numpy as np
 
 __all__ = ["PAPER", "Cell", "CELLS", "CELL_IDS", "PAPER_VALUES", "RERUN_VALUES", "EPOCH_SETTINGS", "load_data",
            "official_partition", "mean_epochs", "round_work", "train_runs", "history_record", "result_name", "plan_table1", "run_table1",
-           "load_table1_results", "table1_summary", "bench_cifar10", "format_bench", "PROFILES"]
+           "load_table1_results", "table1_summary", "bench_cifar10", "format_bench", "PROFILES", "MIN_MEASURED_ROUNDS"]
 
 #: The official setup (REFERENCE §4).
 PAPER = dict(num_clients=16, partition_alpha=0.1, partition_seed=2020, batch_size=32, rounds=100,
@@ -352,6 +352,12 @@ def _previous_rate(results_dir: Path, key: dict) -> Optional[float]:
     return float(np.median(rates)) if rates else None
 
 
+#: Rounds a group must have trained before its own measured rate replaces an earlier estimate
+#: when it is resumed, and the fewest rounds of its estimated time a call with
+#: ``continue_later`` must have left to start a group.
+MIN_MEASURED_ROUNDS = 3
+
+
 def run_table1(results_dir, *, budget_seconds: float, seeds: Sequence[int] = (0, 1, 2), data=None, data_source="",
                width: float = 1.0, rounds: int = PAPER["rounds"], device: Optional[str] = None,
                precision: str = "fp32", path: str = "grouped", cuda_graph: bool = False, stack: int = 1,
@@ -382,7 +388,10 @@ def run_table1(results_dir, *, budget_seconds: float, seeds: Sequence[int] = (0,
     about ``S`` more seconds (a GPU session's calls share ``/tmp``): groups are sized to
     fit the remaining budget plus ``S``, and a group that reaches this call's deadline
     saves a checkpoint after its last whole round and *pauses*; the next call (with
-    ``continue_later = 0`` if it is the last) resumes it. Returns ``{"written": [...],
+    ``continue_later = 0`` if it is the last) resumes it. Such a call starts no group with
+    less than :data:`MIN_MEASURED_ROUNDS` rounds of its estimated time left (it would pause
+    after its warm-up round); a group resumed after fewer rounds than that is sized with the
+    earlier estimate, not with the rate of its warm-up. Returns ``{"written": [...],
     "skipped": [...], "not_started": [...], "aborted": [...], "paused": [...]}``.
     """
     from ..results import make_provenance, make_result, write_result
@@ -467,7 +476,10 @@ def run_table1(results_dir, *, budget_seconds: float, seeds: Sequence[int] = (0,
         if k_resume:
             k = k_resume
             resume_work = sum(work(p) for p in todo[:k])
-            if spent and done:  # the rate this group measured before its pause (warm-up included)
+            # the rate this group measured before its pause, warm-up included: after fewer than
+            # MIN_MEASURED_ROUNDS rounds the warm-up (cuDNN tuning, CUDA-graph captures) dominates
+            # it, so an earlier estimate, when there is one, is the better guess
+            if spent and done and (done >= MIN_MEASURED_ROUNDS or rate is None):
                 rate = float(spent) / (done * resume_work)
             need = None if rate is None else safety * rate * (rounds - done) * resume_work
             if need is not None and need > remaining + later:
@@ -483,6 +495,13 @@ def run_table1(results_dir, *, budget_seconds: float, seeds: Sequence[int] = (0,
                     f", the next run needs ~{safety * rate * rounds * work(todo[0]):.0f} s; stopping")
                 break
             k = fits
+            per_round = rate * sum(work(p) for p in todo[:k])
+            if later and remaining < MIN_MEASURED_ROUNDS * per_round:
+                # it would pause after its warm-up round, and a rate measured on that alone is
+                # far too slow: the next call starts it instead
+                log(f"{remaining:.0f} s left in this call, under {MIN_MEASURED_ROUNDS} rounds "
+                    f"(~{per_round:.1f} s each) of {', '.join(names_of(todo[:k]))}: it starts in the next call")
+                break
         group = todo[:k]
         names = names_of(group)
         group_work = sum(work(p) for p in group)
