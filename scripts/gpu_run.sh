@@ -34,7 +34,7 @@
 # ends on its own within BUDGET_SECONDS (plus a few seconds of kill grace).
 #
 # Environment (defaults in brackets): PYTHON [.venv/bin/python if present, else python3],
-# DEVICE [cuda], WIDTH [1], PRECISION [bf16], CUDA_GRAPH [1 on CUDA, else 0],
+# DEVICE [cuda], WIDTH [1], PRECISION [bf16], CUDA_GRAPH [1 on CUDA, else 0], CUDNN_BENCHMARK [0; 1: cuDNN's algorithm search for the bench and Table 1],
 # BENCH_STEPS [100], BENCH_RUNS [4], BENCH_REPEAT [2 timed rounds a side], BENCH_MODES [graph eager profile: the
 # CUDA-graph bench, the eager one, a profiled eager round of PROFILE_STEPS [10] steps; any of them], BENCH_LIMIT [a sixth of the budget, at most 150 s,
 # per bench], SKIP_BENCH [0], RUN_CUDA_TESTS [1], CUDA_TESTS_LIMIT [90], RESULTS [data/results/cifar10],
@@ -104,6 +104,7 @@ fi
 GRAPH_FLAG=()
 [ "$CUDA_GRAPH" = 1 ] && GRAPH_FLAG=(--cuda-graph)
 ENGINE_ARGS=(--width "$WIDTH" --precision "$PRECISION" --device "$DEVICE")
+[ "${CUDNN_BENCHMARK:-0}" = 1 ] && ENGINE_ARGS+=(--cudnn-benchmark)
 
 log "gpu_run.sh: out=$OUT_DIR data=$DATA_ROOT budget=${BUDGET}s python=$PYTHON device=$DEVICE width=$WIDTH" \
     "precision=$PRECISION cuda_graph=$CUDA_GRAPH results=$RESULTS" \

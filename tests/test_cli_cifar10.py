@@ -163,3 +163,43 @@ def test_bench_cifar10_random_images(tmp_path, capsys):
     assert "random images" in doc["config"]["data"]
     assert main(["bench", "cifar10", "--random-images", "--sample", "--device", "cpu"]) == 2
     assert "excludes" in capsys.readouterr().err
+
+
+def test_bench_cifar10_compares_cudnn_benchmark_in_one_run(tmp_path, capsys):
+    """--compare-cudnn-benchmark: a second engine timed with cuDNN's search on; its rate and gain
+    follow from its own timed rounds (on a CPU the flag changes nothing but the code path runs).
+    The flag is restored afterwards."""
+    import torch
+
+    out = tmp_path / "b.json"
+    before = torch.backends.cudnn.benchmark
+    assert main(["bench", "cifar10", *TINY, "--steps", "2", "--repeat", "1", "--compare-cudnn-benchmark",
+                 "--json", str(out)]) == 0
+    assert "engine with cudnn.benchmark" in capsys.readouterr().out
+    assert torch.backends.cudnn.benchmark == before
+    doc = json.loads(out.read_text())
+    s = doc["summary"]
+    assert s["engine_images_per_s_cudnn_benchmark"] == pytest.approx(s["images_per_round"] / s["engine_seconds_cudnn_benchmark"])
+    assert s["cudnn_benchmark_gain"] == pytest.approx(s["engine_seconds"] / s["engine_seconds_cudnn_benchmark"])
+    assert doc["config"]["compare_cudnn_benchmark"] is True and doc["config"]["cudnn_benchmark"] is False
+    assert main(["bench", "cifar10", *TINY, "--steps", "2", "--repeat", "1", "--cudnn-benchmark", "--json", str(out),
+                 "--quiet"]) == 0
+    doc = json.loads(out.read_text())
+    assert doc["config"]["cudnn_benchmark"] is True and "cudnn_benchmark_gain" not in doc["summary"]
+    assert main(["bench", "cifar10", *TINY, "--cudnn-benchmark", "--compare-cudnn-benchmark"]) == 2
+    assert "--compare-cudnn-benchmark" in capsys.readouterr().err
+
+
+def test_cudnn_benchmark_context_sets_and_restores_the_flag():
+    import torch
+
+    from fedlib.experiments.cifar10 import cudnn_benchmark
+
+    before = torch.backends.cudnn.benchmark
+    with cudnn_benchmark(not before):
+        assert torch.backends.cudnn.benchmark == (not before)
+    assert torch.backends.cudnn.benchmark == before
+    with pytest.raises(RuntimeError):
+        with cudnn_benchmark(not before):
+            raise RuntimeError("boom")
+    assert torch.backends.cudnn.benchmark == before

@@ -386,6 +386,38 @@ def test_continue_later_leaves_a_group_without_three_rounds_for_the_next_call(tm
     assert out["written"] == [str(tmp_path / "momentum-e2-fedavg__seed0.json")] and not ckpt.exists()
 
 
+def test_cudnn_benchmark_is_on_while_training_and_recorded(tmp_path, monkeypatch):
+    """cudnn_bench: the flag is on inside train_runs (off again after), the results record it
+    in their engine settings, and only results with the same setting give the time estimate."""
+    import torch
+
+    clock, calls, logs, flags = _Clock(), [], [], []
+    monkeypatch.setattr(C, "time", clock)
+    fake = _pausable_train_runs(clock, calls, 1e-3)
+
+    def spy(*a, **kw):
+        flags.append(torch.backends.cudnn.benchmark)
+        return fake(*a, **kw)
+
+    monkeypatch.setattr(C, "train_runs", spy)
+    data = C.load_data(sample=True)
+    kw = dict(seeds=(0,), data=data, width=0.03, rounds=4, device="cpu", stack=1, checkpoint_every=0,
+              log=logs.append)
+    before = torch.backends.cudnn.benchmark
+    C.run_table1(tmp_path, budget_seconds=1000, cells=["sgd-e2-fedavg"], images_per_second=1000, **kw)
+    C.run_table1(tmp_path, budget_seconds=1000, cells=["sgd-e2-fednova"], images_per_second=2000,
+                 cudnn_bench=True, **kw)
+    assert flags == [before, True] and torch.backends.cudnn.benchmark == before
+    plain = read_result(tmp_path / "sgd-e2-fedavg__seed0.json")["config"]["engine"]
+    tuned = read_result(tmp_path / "sgd-e2-fednova__seed0.json")["config"]["engine"]
+    assert "cudnn_benchmark" not in plain and tuned["cudnn_benchmark"] is True
+    # the second call's estimate came from its hint, not from the first call's result (other setting)
+    assert any("2000 images/s (hint)" in line for line in logs), logs
+    logs.clear()
+    C.run_table1(tmp_path, budget_seconds=1000, cells=["momentum-e2-fedavg"], cudnn_bench=True, **kw)
+    assert any("from earlier results with the same engine settings" in line for line in logs), logs
+
+
 def test_check_recorded_diagnostics_by_hand():
     """Recorded tau_eff and chi2 against closed forms written out here: plain SGD has
     ||a_i||_1 = tau_i, momentum rho = 0.9 has sum_k (1 - rho^(k+1)) / (1 - rho); FedAvg's

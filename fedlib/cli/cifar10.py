@@ -64,6 +64,9 @@ def _add_engine_args(p: argparse.ArgumentParser, *, precisions=("fp32", "bf16", 
     g.add_argument("--path", choices=["grouped", "vmap"], default="grouped",
                    help="grouped: clients as one network of grouped convolutions; vmap: torch.func.vmap")
     g.add_argument("--cuda-graph", action="store_true", help="capture the local steps in CUDA graphs (CUDA only)")
+    g.add_argument("--cudnn-benchmark", action="store_true",
+                   help="let cuDNN time its convolution algorithms for every new shape and keep the fastest "
+                        "(torch.backends.cudnn.benchmark) instead of choosing by heuristics; recorded in the output")
     add_device_arg(g)
 
 
@@ -116,7 +119,7 @@ def add_run_parser(sub) -> argparse.ArgumentParser:
 
 
 def run_cifar10(args: argparse.Namespace) -> int:
-    from ..experiments.cifar10 import train_runs
+    from ..experiments.cifar10 import cudnn_benchmark, train_runs
 
     check_output_path(args.out)
     algorithm = build_algorithm(args)
@@ -140,7 +143,7 @@ def run_cifar10(args: argparse.Namespace) -> int:
             bar.update(1)
 
     try:
-        with RunClock() as clock:
+        with RunClock() as clock, cudnn_benchmark(args.cudnn_benchmark):
             res = train_runs([{"algorithm": algorithm, "epochs": (lo, hi), "seed": args.seed, "name": name,
                                "sampling": args.sampling, "clients_per_round": args.clients_per_round}],
                              data, parts, rounds=args.rounds, width=args.width, device=device,
@@ -162,6 +165,8 @@ def run_cifar10(args: argparse.Namespace) -> int:
               "device": device}
     if tau_eff_value is not None:
         config["tau_eff_value"] = tau_eff_value
+    if args.cudnn_benchmark:
+        config["cudnn_benchmark"] = True
     last = history[-1]
     summary = {"final_train_loss": last["train_loss"], "final_test_accuracy": last["test_accuracy"],
                "rounds": len(history), "seconds_per_round": res["seconds"] / len(history)}
@@ -206,6 +211,9 @@ def add_bench_parser(sub) -> argparse.ArgumentParser:
     g.add_argument("--json", type=Path, default=None, help="write the measurements (with provenance) to this file")
     g.add_argument("--profile", type=Path, default=None,
                    help="also profile one engine round (torch.profiler) and write its operator table to this file")
+    g.add_argument("--compare-cudnn-benchmark", action="store_true",
+                   help="also time a second engine with cuDNN's algorithm search on (the first one uses its "
+                        "heuristics) and report the gain, measured in this run")
     g.add_argument("--quiet", action="store_true", help="print nothing but errors")
     p.set_defaults(handler=bench_cifar10_command, width=0.03 if not _has_cuda() else 1.0)
     return p
@@ -226,6 +234,8 @@ def bench_cifar10_command(args: argparse.Namespace) -> int:
     check_output_path(args.json, "--json")
     check_output_path(args.profile, "--profile")
     device = _check_device(args)
+    if args.cudnn_benchmark and args.compare_cudnn_benchmark:
+        raise CLIError("--compare-cudnn-benchmark times the heuristics against the search: drop --cudnn-benchmark")
     if args.random_images:
         from ..data.cifar10 import cifar10_random_images
 
@@ -243,7 +253,9 @@ def bench_cifar10_command(args: argparse.Namespace) -> int:
     with RunClock() as clock:
         out = bench_cifar10(data, width=args.width, steps=None if args.full_round else args.steps, device=device,
                             precision=args.precision, cuda_graph=args.cuda_graph, path=args.path,
-                            repeat=args.repeat, runs=args.runs, profile=args.profile is not None, progress=say)
+                            repeat=args.repeat, runs=args.runs, profile=args.profile is not None,
+                            cudnn_bench=args.cudnn_benchmark, compare_cudnn_benchmark=args.compare_cudnn_benchmark,
+                            progress=say)
     out["config"]["data"] = data.source
     if args.profile is not None:
         from .._io import atomic_write
@@ -367,7 +379,8 @@ def table1_command(args: argparse.Namespace) -> int:
                          data_source=data.source, width=args.width, rounds=args.rounds, device=device,
                          precision=args.precision, path=args.path, cuda_graph=args.cuda_graph, stack=stack,
                          images_per_second=args.images_per_second, checkpoint_every=args.checkpoint_every,
-                         continue_later=args.continue_later, log=lambda s: print(s, flush=True))
+                         continue_later=args.continue_later, cudnn_bench=args.cudnn_benchmark,
+                         log=lambda s: print(s, flush=True))
     except FloatingPointError as exc:
         raise CLIError(str(exc)) from None
     print(f"table1: {len(out['written'])} written, {len(out['skipped'])} already present, "

@@ -30,6 +30,7 @@ chapter need, as library code:
 """
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import time
@@ -40,7 +41,8 @@ import numpy as np
 
 __all__ = ["PAPER", "Cell", "CELLS", "CELL_IDS", "PAPER_VALUES", "RERUN_VALUES", "EPOCH_SETTINGS", "load_data",
            "official_partition", "mean_epochs", "round_work", "train_runs", "history_record", "result_name", "plan_table1", "run_table1",
-           "load_table1_results", "table1_summary", "bench_cifar10", "format_bench", "PROFILES", "MIN_MEASURED_ROUNDS"]
+           "load_table1_results", "table1_summary", "bench_cifar10", "format_bench", "PROFILES", "MIN_MEASURED_ROUNDS",
+           "cudnn_benchmark"]
 
 #: The official setup (REFERENCE §4).
 PAPER = dict(num_clients=16, partition_alpha=0.1, partition_seed=2020, batch_size=32, rounds=100,
@@ -204,6 +206,27 @@ def resolve_device(device: Optional[str]) -> str:
     return str(device)
 
 
+@contextlib.contextmanager
+def cudnn_benchmark(enabled: bool):
+    """``torch.backends.cudnn.benchmark = enabled`` inside the block, restored after it.
+
+    On, cuDNN times its convolution algorithms for every new input shape (once per shape
+    and process; the engine's shrinking prefix of active clients makes a few dozen shapes)
+    and keeps the fastest, instead of choosing by heuristics. A speed candidate for the
+    grouped channels-last convolutions (``data/results/bench/NOTES.md``: cuDNN's
+    ``nhwcSliceCKernel`` took 13 % of a profiled round); ``bench cifar10
+    --compare-cudnn-benchmark`` measures it against the heuristics in one run. No effect
+    off CUDA."""
+    import torch
+
+    before = torch.backends.cudnn.benchmark
+    torch.backends.cudnn.benchmark = bool(enabled)
+    try:
+        yield
+    finally:
+        torch.backends.cudnn.benchmark = before
+
+
 def train_runs(runs: Sequence[dict], data, parts, *, rounds: int, width: float = 1.0, device: Optional[str] = None,
                precision: str = "fp32", path: str = "grouped", cuda_graph: bool = False,
                batch_size: int = PAPER["batch_size"], lr_decay: str = "step",
@@ -363,7 +386,8 @@ def run_table1(results_dir, *, budget_seconds: float, seeds: Sequence[int] = (0,
                precision: str = "fp32", path: str = "grouped", cuda_graph: bool = False, stack: int = 1,
                cells: Optional[Sequence[str]] = None, safety: float = 1.15, dry_run: bool = False,
                images_per_second: Optional[float] = None, checkpoint_every: int = 1,
-               continue_later: float = 0.0, log: Callable[[str], Any] = print) -> dict:
+               continue_later: float = 0.0, cudnn_bench: bool = False,
+               log: Callable[[str], Any] = print) -> dict:
     """Run the missing Table 1 (cell, seed) results that fit in ``budget_seconds``.
 
     Runs are taken in :func:`plan_table1` order, up to ``stack`` at a time in one engine.
@@ -388,7 +412,8 @@ def run_table1(results_dir, *, budget_seconds: float, seeds: Sequence[int] = (0,
     about ``S`` more seconds (a GPU session's calls share ``/tmp``): groups are sized to
     fit the remaining budget plus ``S``, and a group that reaches this call's deadline
     saves a checkpoint after its last whole round and *pauses*; the next call (with
-    ``continue_later = 0`` if it is the last) resumes it. Such a call starts no group with
+    ``continue_later = 0`` if it is the last) resumes it. ``cudnn_bench`` trains with
+    :func:`cudnn_benchmark` on (recorded in each result's engine settings). Such a call starts no group with
     less than :data:`MIN_MEASURED_ROUNDS` rounds of its estimated time left (it would pause
     after its warm-up round); a group resumed after fewer rounds than that is sized with the
     earlier estimate, not with the rate of its warm-up. Returns ``{"written": [...],
@@ -425,6 +450,8 @@ def run_table1(results_dir, *, budget_seconds: float, seeds: Sequence[int] = (0,
     device = resolve_device(device)
     engine_key = {"width": width, "precision": precision, "path": path, "cuda_graph": cuda_graph,
                   "device_type": device.split(":")[0], "num_train": int(len(data.train_labels))}
+    if cudnn_bench:  # recorded only when on, so that earlier results (without the key) still match when off
+        engine_key["cudnn_benchmark"] = True
     rate = _previous_rate(results_dir, engine_key)  # seconds per unit of round_work
     if rate is not None:
         log(f"estimate: {1 / rate:.0f} images/s from earlier results with the same engine settings")
@@ -477,7 +504,7 @@ def run_table1(results_dir, *, budget_seconds: float, seeds: Sequence[int] = (0,
             k = k_resume
             resume_work = sum(work(p) for p in todo[:k])
             # the rate this group measured before its pause, warm-up included: after fewer than
-            # MIN_MEASURED_ROUNDS rounds the warm-up (cuDNN tuning, CUDA-graph captures) dominates
+            # MIN_MEASURED_ROUNDS rounds the warm-up (CUDA-graph captures; cuDNN search if on) dominates
             # it, so an earlier estimate, when there is one, is the better guess
             if spent and done and (done >= MIN_MEASURED_ROUNDS or rate is None):
                 rate = float(spent) / (done * resume_work)
@@ -516,7 +543,7 @@ def run_table1(results_dir, *, budget_seconds: float, seeds: Sequence[int] = (0,
         marks = [0.0]
 
         def check(t, records, elapsed, group_work=group_work):
-            # round 0 carries the warm-up (cuDNN autotuning, CUDA-graph captures): the
+            # round 0 carries the warm-up (CUDA-graph captures; cuDNN search if on): the
             # projection uses the later rounds once there are any
             marks.append(elapsed)
             durations = np.diff(marks)
@@ -544,10 +571,11 @@ def run_table1(results_dir, *, budget_seconds: float, seeds: Sequence[int] = (0,
         ckpt = ckpt_path(names)  # resumes an interrupted or paused group
         use_ckpt = checkpoint_every > 0 or later > 0 or ckpt.is_file()
         try:
-            res = train_runs(runs, data, parts, rounds=rounds, width=width, device=device, precision=precision,
-                             path=path, cuda_graph=cuda_graph, callback=check,
-                             checkpoint=ckpt if use_ckpt else None, checkpoint_every=checkpoint_every,
-                             save_on_stop=later > 0)
+            with cudnn_benchmark(cudnn_bench):
+                res = train_runs(runs, data, parts, rounds=rounds, width=width, device=device, precision=precision,
+                                 path=path, cuda_graph=cuda_graph, callback=check,
+                                 checkpoint=ckpt if use_ckpt else None, checkpoint_every=checkpoint_every,
+                                 save_on_stop=later > 0)
         except FloatingPointError as exc:
             raise FloatingPointError(f"table1 cells {names}: {exc} (no result written for this group)") from exc
         finished = time.time()
@@ -730,7 +758,8 @@ def _round_steps(sizes, batch_size: int, epochs: int, steps: Optional[int]) -> n
 def bench_cifar10(data, *, width: float = 1.0, steps: Optional[int] = 20, device: Optional[str] = None,
                   precision: str = "fp32", cuda_graph: bool = False, path: str = "grouped", repeat: int = 2,
                   epochs: int = 2, batch_size: int = PAPER["batch_size"], seed: int = 0, runs: int = 1,
-                  profile: bool = False, progress: Optional[Callable[[str], Any]] = None) -> dict:
+                  profile: bool = False, cudnn_bench: bool = False, compare_cudnn_benchmark: bool = False,
+                  progress: Optional[Callable[[str], Any]] = None) -> dict:
     """Images/s of the sequential per-client eager loop and of the stacked engine on one round.
 
     The round: official Dir(0.1) split of ``data``'s labels over 16 clients, ``E = 2``,
@@ -748,7 +777,25 @@ def bench_cifar10(data, *, width: float = 1.0, steps: Optional[int] = 20, device
     ``profile=True`` adds one more engine round under :mod:`torch.profiler` (not timed)
     and returns its operator table (top 30 by device time, or CPU time on a CPU) as
     ``out["profile"]``: where the step's time goes, for the next optimisation.
+    ``cudnn_bench`` times both sides with :func:`cudnn_benchmark` on;
+    ``compare_cudnn_benchmark`` then also times a second engine (same runs, fresh) with it
+    on — after the first, with it as ``cudnn_bench`` says — and reports
+    ``engine_images_per_s_cudnn_benchmark`` and ``cudnn_benchmark_gain`` (its rate over the
+    first engine's, measured in this call).
     """
+    if not isinstance(runs, int) or isinstance(runs, bool) or runs < 1:
+        raise ValueError(f"runs must be an integer >= 1, got {runs!r}")
+    if cudnn_bench and compare_cudnn_benchmark:
+        raise ValueError("compare_cudnn_benchmark compares against the heuristics: leave cudnn_bench off")
+    with cudnn_benchmark(cudnn_bench):
+        return _bench_cifar10(data, width=width, steps=steps, device=device, precision=precision,
+                              cuda_graph=cuda_graph, path=path, repeat=repeat, epochs=epochs, batch_size=batch_size,
+                              seed=seed, runs=runs, profile=profile, cudnn_bench=cudnn_bench,
+                              compare_cudnn_benchmark=compare_cudnn_benchmark, progress=progress)
+
+
+def _bench_cifar10(data, *, width, steps, device, precision, cuda_graph, path, repeat, epochs, batch_size, seed,
+                   runs, profile, cudnn_bench, compare_cudnn_benchmark, progress) -> dict:
     import torch
 
     from ..algorithms import make_algorithm
@@ -759,8 +806,6 @@ def bench_cifar10(data, *, width: float = 1.0, steps: Optional[int] = 20, device
     from ..schedules import FixedSteps, steps_per_epoch
     from ..solvers import sgd
 
-    if not isinstance(runs, int) or isinstance(runs, bool) or runs < 1:
-        raise ValueError(f"runs must be an integer >= 1, got {runs!r}")
     device = resolve_device(device)
     dev = torch.device(device)
     sync = (lambda: torch.cuda.synchronize(dev)) if dev.type == "cuda" else (lambda: None)
@@ -828,18 +873,25 @@ def bench_cifar10(data, *, width: float = 1.0, steps: Optional[int] = 20, device
         train_labels = data.train_labels
 
     alg = make_algorithm("fedavg", sgd(0.05, weight_decay=1e-4))
-    specs = [RunSpec(alg, parts, FixedSteps(tau), seed=seed + r, params=vgg11(width=width, seed=seed + r),
-                     name=f"bench{r}") for r in range(runs)]
-    engine = StackedEngine(vgg11(width=width, seed=seed), _TrainOnly(), specs, rounds=repeat + 1 + int(profile),
-                           path=path,
-                           device=device, precision="bf16" if precision == "bf16" else "fp32",
-                           dtype=torch.float64 if precision == "fp64" else torch.float32, cuda_graph=cuda_graph,
-                           batch_size=batch_size)
-    eng_times = []
-    for r in range(repeat + 1):
-        engine.run_round()
-        eng_times.append(engine.last_timing.train_seconds)
-        say(f"engine round {r}: {eng_times[-1]:.2f} s" + (" (warm-up)" if r == 0 else ""))
+
+    def make_engine(extra_rounds):
+        specs = [RunSpec(alg, parts, FixedSteps(tau), seed=seed + r, params=vgg11(width=width, seed=seed + r),
+                         name=f"bench{r}") for r in range(runs)]
+        return StackedEngine(vgg11(width=width, seed=seed), _TrainOnly(), specs, rounds=repeat + 1 + extra_rounds,
+                             path=path, device=device, precision="bf16" if precision == "bf16" else "fp32",
+                             dtype=torch.float64 if precision == "fp64" else torch.float32, cuda_graph=cuda_graph,
+                             batch_size=batch_size)
+
+    def time_engine(engine, label):
+        times = []
+        for r in range(repeat + 1):
+            engine.run_round()
+            times.append(engine.last_timing.train_seconds)
+            say(f"{label} round {r}: {times[-1]:.2f} s" + (" (warm-up)" if r == 0 else ""))
+        return times
+
+    engine = make_engine(int(profile))
+    eng_times = time_engine(engine, "engine")
     profile_table = None
     if profile:
         from torch.profiler import ProfilerActivity
@@ -857,9 +909,19 @@ def bench_cifar10(data, *, width: float = 1.0, steps: Optional[int] = 20, device
                "ratio": runs * seq / eng, "sequential_seconds": seq, "engine_seconds": eng, "runs_stacked": runs,
                "images_per_round": int(images_round), "max_local_steps": int(tau.max()),
                "sum_local_steps": int(tau.sum()), "prefix_efficiency": float(tau.sum() / (len(tau) * tau.max()))}
+    if compare_cudnn_benchmark:
+        engine = None
+        if dev.type == "cuda":
+            torch.cuda.empty_cache()
+        with cudnn_benchmark(True):
+            tuned = float(np.median(time_engine(make_engine(0), "engine, cudnn.benchmark")[1:]))
+        results.update({"engine_seconds_cudnn_benchmark": tuned,
+                        "engine_images_per_s_cudnn_benchmark": runs * images_round / tuned,
+                        "cudnn_benchmark_gain": eng / tuned})
     config = {"benchmark": "cifar10-vgg11", "width": width, "steps": steps, "epochs": epochs,
               "batch_size": batch_size, "device": device, "precision": precision, "cuda_graph": cuda_graph,
               "path": path, "repeat": repeat, "runs": runs, "num_clients": len(parts), "num_train": int(len(data.train_labels)),
+              "cudnn_benchmark": bool(cudnn_bench), "compare_cudnn_benchmark": bool(compare_cudnn_benchmark),
               "client_sizes": sizes.tolist(), "local_steps": tau.tolist(),
               "threads": torch.get_num_threads()}
     out = {"config": config, "results": results}
@@ -869,12 +931,16 @@ def bench_cifar10(data, *, width: float = 1.0, steps: Optional[int] = 20, device
 
 
 def format_bench(results: dict) -> str:
-    return (f"sequential per-client loop: {results['sequential_images_per_s']:10.0f} images/s\n"
+    text = (f"sequential per-client loop: {results['sequential_images_per_s']:10.0f} images/s\n"
             f"stacked engine:             {results['engine_images_per_s']:10.0f} images/s\n"
             f"ratio (engine / sequential): {results['ratio']:.2f}x   "
             f"({results.get('runs_stacked', 1)} run(s) stacked, "
             f"{results['images_per_round']} images per round per run, max tau {results['max_local_steps']}, "
             f"prefix efficiency {results['prefix_efficiency']:.2f})")
+    if "cudnn_benchmark_gain" in results:
+        text += (f"\nengine with cudnn.benchmark: {results['engine_images_per_s_cudnn_benchmark']:9.0f} images/s "
+                 f"({results['cudnn_benchmark_gain']:.3f}x the heuristics' engine, same call)")
+    return text
 
 
 # ============================================================================ chapter helpers
