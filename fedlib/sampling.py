@@ -195,7 +195,7 @@ def expected_server_weights(scheme: str, p, a_norms, q: int | None = None, tau_e
     * ``"participants"``, :math:`\tau_{\text{eff}} = \sum_{i\in S}\omega_i\|a_i\|_1`:
       :math:`c_j = \sum_i \|a_i\|_1\,\mathbb E[\omega_i\omega_j]`; with replacement
       :math:`(1-\frac1q)\,p_j\sum_ip_i\|a_i\|_1 + \frac1q\,p_j\|a_j\|_1` — a FedAvg-like term
-      of weight :math:`1/q`;
+      of weight :math:`1/q` (with :math:`q = 1`, FedAvg in expectation);
     * ``"selected_p"`` (App. H), :math:`\tau_{\text{eff}} = \sum_{i\in S}p_i\|a_i\|_1`:
       :math:`c_j = \sum_i p_i\|a_i\|_1\,\mathbb E[\mathbb 1\{i\in S\}\omega_j]`; with
       replacement :math:`p_j\bigl[\sum_i p_i\|a_i\|_1\pi_i + p_j\|a_j\|_1(1-p_j)^{q-1}\bigr]`,

@@ -248,3 +248,19 @@ def test_expected_server_weights_by_hand_and_errors():
         SA.expected_server_weights("uniform", P4, A4[:3], 2)
     with pytest.raises(ValueError, match="a_norms"):
         SA.expected_server_weights("uniform", P4, -A4, 2)
+
+
+def test_expected_server_weights_limits():
+    """q = m without replacement is full participation. One draw with replacement (client j
+    with probability p_j, weight 1) makes FedNova with the sample's tau_eff = ||a_j||_1 exactly
+    FedAvg in expectation (c_j = p_j ||a_j||_1); App. H's tau_eff = p_j ||a_j||_1 gives
+    c_j = p_j^2 ||a_j||_1. Many draws approach the consistent c = p sum_i p_i ||a_i||_1."""
+    full = SA.expected_server_weights("full", P4, A4)
+    np.testing.assert_allclose(SA.expected_server_weights("with-replacement", P4, A4, 1, "participants"), P4 * A4,
+                               rtol=1e-14)
+    np.testing.assert_allclose(SA.expected_server_weights("with-replacement", P4, A4, 1, "selected_p"),
+                               P4 ** 2 * A4, rtol=1e-14)
+    for policy in ("participants", "selected_p"):
+        np.testing.assert_allclose(SA.expected_server_weights("uniform", P4, A4, 4, policy), full, rtol=1e-14)
+        many = SA.expected_server_weights("with-replacement", P4, A4, 10_000, policy)
+        np.testing.assert_allclose(many, full, rtol=1e-3)
