@@ -337,7 +337,7 @@ def test_sampling_gain_and_summary_use_the_numbers():
                    "\\sqrt{16/4} = 2.00", "\\tilde\\tau"):
         assert needle in text, needle
     assert "\t" not in text and "\f" not in text
-    bias = [S.BiasRow(2, T, lr, c, d, 0.01, pred, off, 0.08, 1.0)
+    bias = [S.BiasRow(2, T, lr, c, d, 0.01, pred, off, 0.08, 1.0, np.zeros((2, 3)), np.zeros(3))
             for T, lr, c, d, pred, off in [(1000, 0.0087, "population", 0.064, 0.0, 0.064),
                                            (4000, 0.0043, "population", 0.031, 0.0, 0.031),
                                            (1000, 0.0087, "participants", 0.284, 0.304, 0.086),
@@ -435,3 +435,27 @@ def test_run_replicas_selected_p_tau_eff_is_app_h():
         run_replicas(prob, "fednova", solvers, work, 2, tau_eff="participants")
     with pytest.raises(ValueError, match="tau_eff"):
         run_replicas(prob, "fedavg", solvers, work, 2, tau_eff="selected_p")
+
+
+def test_plot_bias_puts_the_limits_where_they_are():
+    """plot_bias: x* at the origin, the default's predicted limit on the first axis at its
+    true distance, every seed's averaged iterate drawn; a missing (q, T) is refused."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    base, work = S.base_setup(seed=0, dim=4)
+    rows = S.sampling_bias(base, work, [2], [300], seeds=2)
+    fig, ax = plt.subplots()
+    S.plot_bias(ax, rows, base.optimum(), 2, 300)
+    lines = {ln.get_label(): ln for ln in ax.get_lines()}
+    x_c = [lines["predicted limit $x_c$ (default)"], lines["predicted limit $x_c$ (App. H)"]]
+    assert lines["$x^*$"].get_xdata()[0] == 0
+    default = S.bias_row(rows, 2, 300, "participants")
+    assert x_c[0].get_xdata()[0] == pytest.approx(default.predicted, rel=1e-12)
+    assert x_c[0].get_ydata()[0] == pytest.approx(0.0, abs=1e-12)
+    assert sum(len(ln.get_xdata()) for label, ln in lines.items() if "averaged" in label) == 3 * 2
+    with pytest.raises(ValueError, match="plot_bias"):
+        S.plot_bias(ax, rows, base.optimum(), 4, 300)
+    plt.close(fig)

@@ -80,6 +80,7 @@ __all__ = [
     "BiasRow",
     "sampling_bias",
     "bias_row",
+    "plot_bias",
     "plot_sampling",
     "sampling_gain",
     "sampling_summary",
@@ -341,7 +342,8 @@ class BiasRow(NamedTuple):
     :func:`fedlib.sampling.expected_server_weights`) and ``off_prediction`` the mean
     distance of the averaged iterate to :math:`x_c`; ``chi2`` is
     :math:`\chi^2_{p\|c/\sum c}` and ``step_scale`` :math:`\sum_jc_j / \sum_jp_j\mathbb E\|a_j\|_1`
-    (how much the expected server step shrinks against the fixed population value)."""
+    (how much the expected server step shrinks against the fixed population value);
+    ``averaged`` holds the seeds' averaged iterates (seeds × d) and ``limit`` :math:`x_c`."""
 
     clients: int
     rounds: int
@@ -353,6 +355,8 @@ class BiasRow(NamedTuple):
     off_prediction: float
     chi2: float
     step_scale: float
+    averaged: np.ndarray
+    limit: np.ndarray
 
 
 def sampling_bias(problem: QuadraticProblem, work: RandomLocalWork, clients_per_round: Sequence[int],
@@ -408,7 +412,7 @@ def sampling_bias(problem: QuadraticProblem, work: RandomLocalWork, clients_per_
                 rows.append(BiasRow(int(q), int(T), lr, choice, float(np.mean(dist)),
                                     float(np.std(dist, ddof=1) / math.sqrt(seeds)), float(np.linalg.norm(x_c - x_star)),
                                     float(np.mean([np.linalg.norm(x - x_c) for x in means])),
-                                    chi_square(problem.p, c / c.sum()), float(c.sum() / fixed)))
+                                    chi_square(problem.p, c / c.sum()), float(c.sum() / fixed), np.array(means), x_c))
     return rows
 
 
@@ -418,6 +422,40 @@ def bias_row(rows: Sequence[BiasRow], clients: int, rounds: int, tau_eff: str) -
         if (r.clients, r.rounds, r.tau_eff) == (clients, rounds, tau_eff):
             return r
     raise ValueError(f"no sampling_bias row with q={clients}, T={rounds}, tau_eff={tau_eff!r}")
+
+
+def plot_bias(ax, rows: Sequence[BiasRow], x_star: np.ndarray, clients: int, rounds: int) -> None:
+    r"""The seeds' averaged iterates of :func:`sampling_bias` (``clients``, ``rounds``) and the
+    closed-form limits :math:`x_c`, in the plane through :math:`x^*` spanned by the limits of
+    the two sample-dependent choices (coordinates along an orthonormal basis of it, so the
+    distances along the axes are true; the points' components off the plane are dropped).
+    Used by chapter 8."""
+    sel = {r.tau_eff: r for r in rows if (r.clients, r.rounds) == (clients, rounds)}
+    dirs = [sel[c].limit - x_star for c in ("participants", "selected_p") if c in sel]
+    if not dirs:
+        raise ValueError(f"plot_bias needs a sample-dependent tau_eff row with q={clients}, T={rounds}")
+    basis, _ = np.linalg.qr(np.stack(dirs, axis=1))  # (d, 1 or 2), orthonormal columns
+    basis = basis * np.sign(np.sum(basis * np.stack(dirs, axis=1), axis=0) + 1e-300)  # towards the limits
+    if basis.shape[1] == 1:
+        basis = np.column_stack([basis[:, 0], np.zeros_like(basis[:, 0])])
+    labels = {"population": "fixed (population)", "participants": r"$\sum_{S}\omega_i\|a_i\|_1$ (default)",
+              "selected_p": r"$\sum_{S}p_i\|a_i\|_1$ (App. H)"}
+    ax.plot(0, 0, marker="*", ms=14, color="k", ls="none", label=r"$x^*$")
+    for k, (choice, r) in enumerate(sel.items()):
+        pts = (r.averaged - x_star) @ basis
+        ax.plot(pts[:, 0], pts[:, 1], marker="o", ls="none", color=f"C{k}", alpha=0.8,
+                label=f"{labels.get(choice, choice)}: averaged iterates")
+        if choice != "population":
+            lim = (r.limit - x_star) @ basis
+            ax.plot(lim[0], lim[1], marker="X", ms=11, color=f"C{k}", ls="none", mec="k",
+                    label="predicted limit $x_c$ (" + ("default" if choice == "participants" else "App. H") + ")")
+    ax.axhline(0, color="0.8", lw=0.6, zorder=0)
+    lo, hi = ax.get_xlim()
+    ax.set_ylim(-0.35 * (hi - lo), 0.35 * (hi - lo))  # the same scale on both axes, as far as the box allows
+    ax.set_xlabel(r"along the default's $x_c - x^*$")
+    ax.set_ylabel("orthogonal, towards App. H's")
+    ax.set_title(f"q = {clients}, T = {rounds}, full gradients", fontsize=9)
+    ax.legend(fontsize=7, loc="lower left")
 
 
 def equal_budget_ratios(rows: Sequence[SpeedupRow], algorithm: str = "fednova", rtol: float = 0.05) -> list[tuple]:
