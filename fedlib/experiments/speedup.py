@@ -309,8 +309,8 @@ def sampling_grid(problem: QuadraticProblem, work: RandomLocalWork, copies_list:
             for T in rounds_list:
                 lr = theorem3_lr(lr_scale, int(q), tau_expected, int(T))
                 solvers = list(solver_factory(lr))
-                fixed = {"population": population_tau_eff(prob, w, solvers) if tau_eff == "population" else None,
-                         "participants": None, "selected_p": "selected_p"}[tau_eff]
+                fixed = _replica_tau_eff(tau_eff, population_tau_eff(prob, w, solvers) if tau_eff == "population"
+                                         else None)
                 per_seed, taus = [], []
                 for s in range(seed, seed + seeds):
                     run = run_replicas(prob, algorithm, solvers, w, int(T), sigma=sigma, replicas=replicas, seed=s,
@@ -330,6 +330,12 @@ def sampling_grid(problem: QuadraticProblem, work: RandomLocalWork, copies_list:
 #: (:math:`\sum_{i\in S}\omega_i\|a_i\|_1`, the library's default under sampling) and
 #: ``"selected_p"`` (App. H's :math:`\sum_{i\in S}p_i\|a_i\|_1`).
 TAU_EFF_CHOICES = ("population", "participants", "selected_p")
+
+
+def _replica_tau_eff(choice: str, population_value: Optional[float]):
+    """:func:`run_replicas`' ``tau_eff`` for a :data:`TAU_EFF_CHOICES` entry: the population
+    value itself, ``None`` (the participants' default) or ``"selected_p"``."""
+    return {"population": population_value, "participants": None, "selected_p": "selected_p"}[choice]
 
 
 class BiasRow(NamedTuple):
@@ -402,7 +408,7 @@ def sampling_bias(problem: QuadraticProblem, work: RandomLocalWork, clients_per_
             a_mean = mean_a_norms(work, solvers)
             fixed = float(problem.p @ a_mean)  # population_tau_eff
             for choice in tau_effs:
-                policy = {"population": fixed, "participants": None, "selected_p": "selected_p"}[choice]
+                policy = _replica_tau_eff(choice, fixed)
                 c = expected_server_weights(scheme, problem.p, a_mean, int(q), fixed if choice == "population" else choice)
                 x_c = quadratic_global_optimum(problem.H, problem.e, c / c.sum())
                 means = [run_replicas(problem, "fednova", solvers, work, int(T), seed=s, sampling=scheme,
