@@ -1,9 +1,12 @@
 r"""Theory quantities of the paper as functions: weights, :math:`\chi^2`, slowdown,
 Theorem 1's :math:`A, B, C`, FedProx's closed forms, Corollary 2, the two-client lower
-bound (App. D.1) and the closed-form fixed points on quadratics (Lemma 1, App. A).
+bound (App. D.1), the closed-form fixed points on quadratics (Lemma 1, App. A) and, on
+the same quadratics, the exact round maps of the paper's §5 combinations: cross-client
+variance reduction (SCAFFOLD, FedNova-VR, VRLSGD), local momentum and server momentum.
 
 Used by the chapters "The general update rule", "Objective inconsistency on
-quadratics" and "FedProx's :math:`\alpha` trade-off".
+quadratics", "FedProx's :math:`\alpha` trade-off" and "FedNova with variance reduction and
+momentum".
 """
 from __future__ import annotations
 
@@ -32,6 +35,10 @@ __all__ = [
     "quadratic_round_map",
     "quadratic_fixed_point",
     "lemma1_small_lr_limit",
+    "quadratic_vr_round_map",
+    "quadratic_vr_fixed_point",
+    "server_momentum_round_map",
+    "spectral_radius",
 ]
 
 
@@ -209,46 +216,75 @@ def quadratic_global_optimum(H: Any, e: Any, p: Any) -> np.ndarray:
     return np.linalg.solve(np.tensordot(p, H, 1), p @ e)
 
 
-def quadratic_local_operator(H_i: Any, local_steps: int, lr: float, mu: float = 0.0) -> np.ndarray:
+def quadratic_local_operator(H_i: Any, local_steps: int, lr: float, mu: float = 0.0,
+                             momentum: float = 0.0) -> np.ndarray:
     r"""The paper's :math:`K_i(\eta,\mu) = \eta\sum_{k=0}^{\tau_i-1}(I - \eta\mu I - \eta H_i)^k
     = [I-(I-\eta\mu I-\eta H_i)^{\tau_i}](H_i+\mu I)^{-1}` (App. A): full-batch local GD
     with prox gives :math:`\Delta_i = -K_i \nabla F_i(x^{(t,0)})`. Computed by the sum
-    (no inverse, so singular :math:`H_i` are fine)."""
+    (no inverse, so singular :math:`H_i` are fine).
+
+    With ``momentum`` :math:`\rho > 0` (the local heavy ball of
+    :func:`fedlib.solvers.momentum_proximal_sgd`, buffer 0 at the start of the round,
+    prox outside the buffer) the round is still linear in :math:`g = \nabla F_i(x^{(t,0)})`
+    (plus any constant added to every gradient, e.g. a VR correction):
+    :math:`\Delta_i = -K_i g` with :math:`K_i = -D_{\tau_i}` from the matrix recursion
+    :math:`U_{k+1} = \rho U_k + H_i D_k + I`, :math:`D_{k+1} = D_k - \eta(U_{k+1} + \mu D_k)`,
+    :math:`D_0 = U_0 = 0`."""
     H_i = check_finite_array("H_i", H_i, ndim=2)
     tau = check_int("local_steps", local_steps, minimum=1)
     lr = check_positive("lr", lr)
     mu = check_nonnegative("mu", mu)
+    rho = check_nonnegative("momentum", momentum)
+    if rho >= 1:
+        raise ValueError(f"momentum must be in [0, 1), got {momentum!r}")
     d = H_i.shape[0]
-    step = np.eye(d) - lr * mu * np.eye(d) - lr * H_i
-    K = np.zeros((d, d))
-    P = np.eye(d)
+    if rho == 0:
+        step = np.eye(d) - lr * mu * np.eye(d) - lr * H_i
+        K = np.zeros((d, d))
+        P = np.eye(d)
+        for _ in range(tau):
+            K += P
+            P = P @ step
+        return lr * K
+    D = np.zeros((d, d))
+    U = np.zeros((d, d))
     for _ in range(tau):
-        K += P
-        P = P @ step
-    return lr * K
+        U = rho * U + H_i @ D + np.eye(d)
+        D = D - lr * (U + mu * D)
+    return -D
+
+
+def _local_a_norms(steps: np.ndarray, lr: float, mu: float, momentum: float) -> np.ndarray:
+    r""":math:`\|a_i\|_1` of (proximal, momentum) SGD for each client's ``steps``."""
+    alpha = lr * mu
+    if alpha > 1:
+        raise ValueError(f"mu: lr*mu must be <= 1, got {alpha!r}")
+    if momentum > 0:
+        from .solvers import LocalSolver  # the solver's own closed form (tested against its steps)
+
+        solver = LocalSolver(lr, momentum=momentum, mu=mu)
+        return np.array([solver.a_norm(int(t)) for t in steps])
+    if alpha == 0:
+        return steps.astype(np.float64)
+    if alpha < 1:  # (1 - (1-alpha)^tau) / alpha without cancellation for small alpha
+        return -np.expm1(steps * np.log1p(-alpha)) / alpha
+    return np.ones(steps.size)
 
 
 def quadratic_round_map(H: Any, e: Any, p: Any, local_steps: Any, lr: float, algorithm: str,
-                        mu: float = 0.0, tau_eff: Any = None) -> tuple[np.ndarray, np.ndarray]:
+                        mu: float = 0.0, tau_eff: Any = None, momentum: float = 0.0) -> tuple[np.ndarray, np.ndarray]:
     r"""One round as an affine map :math:`x \mapsto M x + b` (full participation, full-batch GD).
 
     FedAvg/FedProx: :math:`x^+ = x - \sum_i p_i K_i(H_i x - e_i)`; FedNova:
     :math:`x^+ = x - \tau_{\text{eff}}\sum_i p_i K_i (H_i x - e_i)/\|a_i\|_1` with the
-    (proximal) SGD :math:`\|a_i\|_1` and ``tau_eff`` as in :func:`fednova_weights`.
+    (proximal, momentum) SGD :math:`\|a_i\|_1` and ``tau_eff`` as in :func:`fednova_weights`;
+    :math:`K_i` from :func:`quadratic_local_operator` (``momentum``: local heavy ball).
     """
     H, e, p, steps = _check_quadratic(H, e, p, local_steps)
     check_choice("algorithm", algorithm, ("fedavg", "fedprox", "fednova"))
     lr = check_positive("lr", lr)
     mu = check_nonnegative("mu", mu)
-    alpha = lr * mu
-    if alpha > 1:
-        raise ValueError(f"mu: lr*mu must be <= 1, got {alpha!r}")
-    if alpha == 0:
-        a_norms = steps.astype(np.float64)
-    elif alpha < 1:  # (1 - (1-alpha)^tau) / alpha without cancellation for small alpha
-        a_norms = -np.expm1(steps * np.log1p(-alpha)) / alpha
-    else:
-        a_norms = np.ones(steps.size)
+    a_norms = _local_a_norms(steps, lr, mu, check_nonnegative("momentum", momentum))
     if algorithm == "fednova":
         te, w = fednova_weights(p, a_norms, tau_eff, steps)
         coef = te * w / a_norms
@@ -258,14 +294,14 @@ def quadratic_round_map(H: Any, e: Any, p: Any, local_steps: Any, lr: float, alg
     M = np.eye(d)
     b = np.zeros(d)
     for i in range(m):
-        K = quadratic_local_operator(H[i], int(steps[i]), lr, mu)
+        K = quadratic_local_operator(H[i], int(steps[i]), lr, mu, momentum)
         M -= coef[i] * K @ H[i]
         b += coef[i] * K @ e[i]
     return M, b
 
 
 def quadratic_fixed_point(H: Any, e: Any, p: Any, local_steps: Any, lr: float, algorithm: str,
-                          mu: float = 0.0, tau_eff: Any = None) -> np.ndarray:
+                          mu: float = 0.0, tau_eff: Any = None, momentum: float = 0.0) -> np.ndarray:
     r"""Closed-form limit of ``algorithm``'s rounds on :math:`F_i = \frac12 x^\top H_i x - e_i^\top x`
     (App. A, REFERENCE §2), full participation and full-batch local GD:
 
@@ -275,15 +311,16 @@ def quadratic_fixed_point(H: Any, e: Any, p: Any, local_steps: Any, lr: float, a
 
     :math:`c_i = p_i` for FedAvg/FedProx (``mu`` > 0 for FedProx) and
     :math:`c_i = p_i/\|a_i\|_1` for FedNova (any :math:`\tau_{\text{eff}}` gives the same
-    point). FedAvg's is :math:`(\sum p_i M_i)^{-1}\sum p_i M_i x_i^*` with
+    point; ``momentum``: local heavy ball, see :func:`quadratic_local_operator`). FedAvg's is
+    :math:`(\sum p_i M_i)^{-1}\sum p_i M_i x_i^*` with
     :math:`M_i = I-(I-\eta H_i)^{\tau_i}`; FedNova's tends to :math:`x^*` as :math:`\eta\to 0`.
     Raises if a round does not contract (spectral radius of the round map >= 1): then
     the iterates do not converge to the point.
 
     Parameters: ``H`` (m, d, d) symmetric, ``e`` (m, d), ``p`` (m,), ``local_steps`` (m,) ints.
     """
-    M, b = quadratic_round_map(H, e, p, local_steps, lr, algorithm, mu, tau_eff)
-    rho = float(np.max(np.abs(np.linalg.eigvals(M))))
+    M, b = quadratic_round_map(H, e, p, local_steps, lr, algorithm, mu, tau_eff, momentum)
+    rho = spectral_radius(M)
     if rho >= 1:
         raise ValueError(f"lr: the rounds do not converge (spectral radius of the round map {rho:.4g} >= 1)")
     return np.linalg.solve(np.eye(M.shape[0]) - M, b)
@@ -298,3 +335,151 @@ def lemma1_small_lr_limit(e: Any, p: Any, local_steps: Any) -> np.ndarray:
     steps = check_local_steps("local_steps", local_steps, size=e.shape[0]).astype(np.float64)
     wt = p * steps
     return wt @ e / wt.sum()
+
+
+# ---------------------------------------------------------------- §5 combinations on quadratics
+def spectral_radius(M: Any) -> float:
+    r""":math:`\max_k |\lambda_k(M)|`: a round map :math:`s \mapsto Ms + b` converges
+    (geometrically, at this rate per round asymptotically) from every start iff it is < 1."""
+    M = check_finite_array("M", M, ndim=2)
+    if M.shape[0] != M.shape[1]:
+        raise ValueError(f"M must be square, got shape {M.shape}")
+    return float(np.max(np.abs(np.linalg.eigvals(M)))) if M.size else 0.0
+
+
+VR_ALGORITHMS = ("scaffold", "fednova-vr", "vrlsgd")
+
+
+def quadratic_vr_round_map(H: Any, e: Any, p: Any, local_steps: Any, lr: float, algorithm: str,
+                           mu: float = 0.0, momentum: float = 0.0,
+                           tau_eff: Any = None) -> tuple[np.ndarray, np.ndarray]:
+    r"""One round of a variance-reduced algorithm as an affine map on the stacked state
+    :math:`s = (x, c_1, \dots, c_m)` (length :math:`d(m+1)`): :math:`s^+ = Ms + b`.
+
+    Full participation, full-batch local (proximal, momentum) GD, the control variates of
+    :mod:`fedlib.variance`. Client :math:`i` adds :math:`z_i = \bar c - c_i` to every
+    gradient, so :math:`\Delta_i = -K_i(H_i x - e_i + z_i)` (:func:`quadratic_local_operator`).
+
+    * ``scaffold`` / ``fednova-vr`` (§5: the correction :math:`\sum_j p_j d_j^{(t-1)} - d_i^{(t-1)}`):
+      :math:`\bar c = \sum_j p_j c_j`, :math:`c_i^+ = d_i - z_i` with
+      :math:`d_i = -\Delta_i/(\eta\|a_i\|_1)`; the server takes :math:`x^+ = x + \sum_i p_i\Delta_i`
+      (SCAFFOLD, FedAvg's aggregation) or
+      :math:`x^+ = x - \eta\tau_{\text{eff}}\sum_i p_i d_i` (FedNova-VR, App. H).
+    * ``vrlsgd`` (§3, heterogeneous steps): :math:`\bar c = 0`,
+      :math:`c_i^+ = c_i - (\Delta_i - \sum_j p_j\Delta_j)/(\eta\tau_i)`, FedAvg's aggregation.
+
+    For ``scaffold`` and ``fednova-vr`` every round map, whatever the :math:`\tau_i`, solver or
+    :math:`\tau_{\text{eff}}`, fixes :math:`(x^*, \nabla F_1(x^*), \dots, \nabla F_m(x^*))`: the
+    corrected local gradient :math:`\nabla F_i(x) + \bar c - c_i` vanishes there, so no client
+    moves (see :func:`quadratic_vr_fixed_point`). Used by chapter 10.
+    """
+    H, e, p, steps = _check_quadratic(H, e, p, local_steps)
+    check_choice("algorithm", algorithm, VR_ALGORITHMS)
+    lr = check_positive("lr", lr)
+    mu = check_nonnegative("mu", mu)
+    rho = check_nonnegative("momentum", momentum)
+    a_norms = _local_a_norms(steps, lr, mu, rho)
+    m, d, _ = H.shape
+    if algorithm == "fednova-vr":
+        te, w = fednova_weights(p, a_norms, tau_eff, steps)
+        coef = te * w / a_norms
+    else:
+        if tau_eff is not None:
+            raise ValueError(f"tau_eff can only be set for fednova-vr, not {algorithm!r}")
+        coef = p
+    I = np.eye(d)
+    K = [quadratic_local_operator(H[i], int(steps[i]), lr, mu, rho) for i in range(m)]
+    # z_i = sum_j Z[i, j] c_j
+    Z = np.tile(p, (m, 1)) - np.eye(m) if algorithm != "vrlsgd" else -np.eye(m)
+    n = d * (m + 1)
+    M = np.zeros((n, n))
+    b = np.zeros(n)
+    blk = lambda r, c: (slice(r * d, (r + 1) * d), slice(c * d, (c + 1) * d))  # noqa: E731
+    # Delta_i = DX[i] x + sum_j Z[i, j] DC[i] c_j + DB[i]
+    DX = [-K[i] @ H[i] for i in range(m)]
+    DC = [-K[i] for i in range(m)]
+    DB = [K[i] @ e[i] for i in range(m)]
+    # server: x+ = x + sum_i coef_i Delta_i
+    M[blk(0, 0)] = I + sum(coef[i] * DX[i] for i in range(m))
+    for j in range(m):
+        M[blk(0, j + 1)] = sum(coef[i] * Z[i, j] * DC[i] for i in range(m))
+    b[:d] = sum(coef[i] * DB[i] for i in range(m))
+    if algorithm == "vrlsgd":
+        # c_i+ = c_i - (Delta_i - sum_l p_l Delta_l) / (lr tau_i)
+        mean_dx = sum(p[l] * DX[l] for l in range(m))
+        mean_db = sum(p[l] * DB[l] for l in range(m))
+        for i in range(m):
+            s = 1.0 / (lr * steps[i])
+            r = slice((i + 1) * d, (i + 2) * d)
+            M[r, :d] = -s * (DX[i] - mean_dx)
+            for j in range(m):
+                own = Z[i, j] * DC[i] - sum(p[l] * Z[l, j] * DC[l] for l in range(m))
+                M[blk(i + 1, j + 1)] = (I if i == j else 0 * I) - s * own
+            b[r] = -s * (DB[i] - mean_db)
+        return M, b
+    # c_i+ = d_i - z_i = -Delta_i / (lr ||a_i||_1) - z_i
+    for i in range(m):
+        s = 1.0 / (lr * a_norms[i])
+        r = slice((i + 1) * d, (i + 2) * d)
+        M[r, :d] = -s * DX[i]
+        for j in range(m):
+            M[blk(i + 1, j + 1)] = Z[i, j] * (-s * DC[i] - I)
+        b[r] = -s * DB[i]
+    return M, b
+
+
+def quadratic_vr_fixed_point(H: Any, e: Any, p: Any, local_steps: Any, lr: float, algorithm: str,
+                             mu: float = 0.0, momentum: float = 0.0,
+                             tau_eff: Any = None) -> tuple[np.ndarray, np.ndarray]:
+    r"""Limit :math:`(x, (c_i)_i)` of :func:`quadratic_vr_round_map`'s rounds (``scaffold`` or
+    ``fednova-vr``), by solving :math:`(I - M)s = b`.
+
+    The variates are determined up to a common shift (:math:`z_i` ignores it, and every
+    round forgets it: :math:`M` maps :math:`(0, v, \dots, v)` to 0), so the solution is
+    unique once the map contracts. By the argument in :func:`quadratic_vr_round_map` it is
+    :math:`x = x^*` and :math:`c_i = \nabla F_i(x^*)` for every :math:`\eta`, :math:`\tau_i`
+    and solver: unlike FedAvg, FedProx and FedNova (:func:`quadratic_fixed_point`), no
+    :math:`O(\eta)` term. VRLSGD is excluded: it conserves :math:`\sum_i p_i\tau_i c_i`, so its
+    limit depends on the start (:math:`I - M` is singular). Raises if the map does not contract.
+    """
+    if algorithm == "vrlsgd":
+        raise ValueError("algorithm: VRLSGD's limit depends on its initial variates (it conserves "
+                         "sum_i p_i tau_i c_i); iterate quadratic_vr_round_map instead")
+    M, b = quadratic_vr_round_map(H, e, p, local_steps, lr, algorithm, mu, momentum, tau_eff)
+    rho = spectral_radius(M)
+    if rho >= 1:
+        raise ValueError(f"lr: the rounds do not converge (spectral radius of the round map {rho:.4g} >= 1)")
+    s = np.linalg.solve(np.eye(M.shape[0]) - M, b)
+    d = np.shape(e)[1]
+    return s[:d], s[d:].reshape(-1, d)
+
+
+def server_momentum_round_map(M: Any, b: Any, beta: float, dim: Any = None) -> tuple[np.ndarray, np.ndarray]:
+    r"""A round map :math:`s^+ = Ms + b` followed by server momentum
+    (:func:`fedlib.server.momentum`: :math:`u \leftarrow \beta u - D/\eta`, :math:`x \leftarrow x - \eta u`,
+    which is :math:`x_{t+1} = x_t + D_t + \beta(x_t - x_{t-1})`, heavy ball on the rounds),
+    as an affine map on :math:`(s_t, x_{t-1})`.
+
+    :math:`x` is the first ``dim`` entries of :math:`s` (default: all; with VR the variates
+    are updated from the clients' changes and do not feel the server momentum). Start from
+    :math:`x_{-1} = x_0` (the buffer is 0 before the first round). Every fixed point of
+    :math:`s \mapsto Ms + b` gives one of this map with :math:`x_{t-1} = x_t`: momentum changes
+    how fast the rounds get there, not where. Returns ``(M2, b2)`` of size ``n + dim``.
+    """
+    M = check_finite_array("M", M, ndim=2)
+    n = M.shape[0]
+    if M.shape != (n, n):
+        raise ValueError(f"M must be square, got shape {M.shape}")
+    b = check_finite_array("b", b, shape=(n,))
+    beta = check_nonnegative("beta", beta)
+    if beta >= 1:
+        raise ValueError(f"beta must be in [0, 1), got {beta!r}")
+    k = n if dim is None else check_int("dim", dim, minimum=1)
+    if k > n:
+        raise ValueError(f"dim must be <= {n}, got {k}")
+    P = np.eye(k, n)
+    M2 = np.zeros((n + k, n + k))
+    M2[:n, :n] = M + beta * P.T @ P
+    M2[:n, n:] = -beta * P.T
+    M2[n:, :n] = P
+    return M2, np.concatenate([b, np.zeros(k)])

@@ -102,11 +102,15 @@ class _Stop(Exception):
 
 
 def run_quadratic(problem: QuadraticProblem, name: str, lr: float, schedule, rounds: int, *, mu: float = 0.0,
-                  x0: Any = None, reference: Any = None, stop_above: Optional[float] = None) -> QuadraticRun:
+                  x0: Any = None, reference: Any = None, stop_above: Optional[float] = None,
+                  algorithm: Optional[FederatedAlgorithm] = None) -> QuadraticRun:
     r"""Run ``rounds`` rounds of ``name`` on ``problem`` (full participation, full-batch
     local GD, :math:`\tau_i^{(t)}` from ``schedule``) from ``x0`` (default 0) and record the
     distance to ``reference`` (default :math:`x^*`) after every round.
 
+    ``algorithm``: run this :class:`~fedlib.algorithms.FederatedAlgorithm` instead of
+    :func:`quadratic_algorithm` ``(name, lr, mu)`` (``name`` is then only its label; its
+    solver's learning rate is used in every round and ``lr`` must equal it).
     Divergence does not raise: the run stops and is marked (see :class:`QuadraticRun`).
     """
     rounds = check_int("rounds", rounds, minimum=0)
@@ -126,7 +130,14 @@ def run_quadratic(problem: QuadraticProblem, name: str, lr: float, schedule, rou
             raise _Stop(t)
         return None
 
-    algo = quadratic_algorithm(name, lr, mu)
+    if algorithm is None:
+        algo = quadratic_algorithm(name, lr, mu)
+    elif not isinstance(algorithm, FederatedAlgorithm):
+        raise ValueError(f"algorithm must be a fedlib.algorithms.FederatedAlgorithm, got {type(algorithm).__name__}")
+    elif not math.isclose(algorithm.solver.lr, lr):
+        raise ValueError(f"lr ({lr!r}) must equal the algorithm's solver lr ({algorithm.solver.lr!r})")
+    else:
+        algo = algorithm
     diverged, at, reason = False, None, ""
     with np.errstate(over="ignore", invalid="ignore"):
         try:

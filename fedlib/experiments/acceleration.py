@@ -1,0 +1,329 @@
+r"""FedNova combined with acceleration techniques (paper §5, App. H, Table 1's VR and
+momentum rows), on quadratic clients where every round is an exact affine map.
+
+Used by the chapter "FedNova with variance reduction and momentum". A *variant* is an
+algorithm of :mod:`fedlib.algorithms` with a local solver (plain or heavy-ball SGD) and
+a server optimizer (plain or server momentum, :func:`fedlib.server.momentum`):
+
+=========================  ===========================================================
+variant                    what it is
+=========================  ===========================================================
+``fedavg``, ``fednova``    local GD, plain server
+``vrlsgd``                 VRLSGD with heterogeneous steps (§3)
+``scaffold``               SCAFFOLD (FedAvg's aggregation, the paper's correction)
+``fednova-vr``             FedNova-VR (§5: correction :math:`\sum_j p_j d_j - d_i`)
+``fednova-vr-momentum``    FedNova with local momentum and VR (App. H, Alg. 2)
+``fedavg-momentum``        FedAvg, local momentum
+``fednova-momentum``       FedNova, local momentum
+``fedavg-servermom``       FedAvg, server momentum
+``fednova-servermom``      FedNova, server momentum
+``fedavg-hybrid``          FedAvg, local + server momentum
+``fednova-hybrid``         FedNova, local + server momentum ("hybrid", Table 1)
+=========================  ===========================================================
+
+Everything is done twice: :func:`run_variant` *runs* the library's algorithm
+(:func:`fedlib.engines.reference.run_sequential`, one client and one step at a time),
+:func:`variant_round_map` *writes the round down* in closed form
+(:func:`fedlib.theory.quadratic_round_map`, :func:`~fedlib.theory.quadratic_vr_round_map`,
+:func:`~fedlib.theory.server_momentum_round_map`), and the chapter compares the two.
+
+Example
+-------
+>>> from fedlib.problems import random_quadratic
+>>> from fedlib.schedules import FixedSteps
+>>> prob = random_quadratic(3, 2, seed=0)
+>>> steps = FixedSteps([1, 3, 6])
+>>> run = run_variant(prob, "fednova-vr", 0.05, steps, 300)
+>>> bool(run.distances[-1] < 1e-9 * run.distances[0])   # x* itself, no O(lr) term
+True
+>>> limit = variant_limit(prob, "fednova", 0.05, [1, 3, 6])
+>>> bool(np.linalg.norm(limit - prob.optimum()) > 1e-4)   # FedNova alone: O(lr) away
+True
+"""
+from __future__ import annotations
+
+import math
+from typing import Any, NamedTuple, Optional, Sequence
+
+import numpy as np
+
+from .._validate import check_choice, check_int, check_in_range, check_local_steps, check_positive
+from ..algorithms import FederatedAlgorithm, make_algorithm
+from ..problems.quadratic import QuadraticProblem
+from ..schedules import FixedSteps
+from ..server import momentum as server_momentum
+from ..solvers import momentum_sgd, sgd
+from ..theory import (VR_ALGORITHMS, quadratic_round_map, quadratic_vr_round_map, server_momentum_round_map,
+                      spectral_radius)
+from .quadratic import QuadraticRun, run_quadratic
+
+__all__ = [
+    "Variant",
+    "VARIANTS",
+    "make_variant",
+    "RoundMap",
+    "variant_round_map",
+    "initial_state",
+    "variant_limit",
+    "variant_radius",
+    "iterate_round_maps",
+    "run_variant",
+    "measured_rate",
+    "Comparison",
+    "compare_with_closed_form",
+    "RateCheck",
+    "rate_check",
+    "limit_distances",
+    "STYLES",
+]
+
+
+class Variant(NamedTuple):
+    """``label`` for figures; ``algorithm`` (a :data:`fedlib.algorithms.ALGORITHMS` name);
+    whether the clients use heavy-ball momentum and the server uses server momentum."""
+
+    label: str
+    algorithm: str
+    local_momentum: bool
+    server_momentum: bool
+
+
+#: The variants of the chapter (see the module docstring).
+VARIANTS = {
+    "fedavg": Variant("FedAvg", "fedavg", False, False),
+    "fednova": Variant("FedNova", "fednova", False, False),
+    "vrlsgd": Variant("VRLSGD", "vrlsgd", False, False),
+    "scaffold": Variant("SCAFFOLD", "scaffold", False, False),
+    "fednova-vr": Variant("FedNova-VR", "fednova-vr", False, False),
+    "fednova-vr-momentum": Variant("FedNova, momentum + VR", "fednova-vr", True, False),
+    "fedavg-momentum": Variant("FedAvg, local momentum", "fedavg", True, False),
+    "fednova-momentum": Variant("FedNova, local momentum", "fednova", True, False),
+    "fedavg-servermom": Variant("FedAvg, server momentum", "fedavg", False, True),
+    "fednova-servermom": Variant("FedNova, server momentum", "fednova", False, True),
+    "fedavg-hybrid": Variant("FedAvg, hybrid momentum", "fedavg", True, True),
+    "fednova-hybrid": Variant("FedNova, hybrid momentum", "fednova", True, True),
+}
+
+#: Colours and line styles of the variants in the chapter's figures.
+STYLES = {
+    "fedavg": dict(color="C0", ls="-"),
+    "fednova": dict(color="C3", ls="--"),
+    "vrlsgd": dict(color="C2", ls="-"),
+    "scaffold": dict(color="C4", ls="-"),
+    "fednova-vr": dict(color="C1", ls="--"),
+    "fednova-vr-momentum": dict(color="C5", ls=":"),
+    "fedavg-momentum": dict(color="C0", ls="-."),
+    "fednova-momentum": dict(color="C3", ls="-."),
+    "fedavg-servermom": dict(color="C9", ls="-"),
+    "fednova-servermom": dict(color="C6", ls="--"),
+    "fedavg-hybrid": dict(color="C7", ls="-"),
+    "fednova-hybrid": dict(color="C8", ls="--"),
+}
+
+
+def _variant(name: str) -> Variant:
+    check_choice("variant", name, tuple(VARIANTS))
+    return VARIANTS[name]
+
+
+def _check_coefficients(local_momentum: float, server_beta: float) -> tuple[float, float]:
+    rho = check_in_range("local_momentum", local_momentum, 0.0, 1.0)
+    beta = check_in_range("server_beta", server_beta, 0.0, 1.0)
+    if rho >= 1 or beta >= 1:
+        raise ValueError(f"local_momentum and server_beta must be < 1, got {local_momentum!r}, {server_beta!r}")
+    return rho, beta
+
+
+def make_variant(name: str, lr: float, *, local_momentum: float = 0.9, server_beta: float = 0.9) -> FederatedAlgorithm:
+    r"""The :class:`~fedlib.algorithms.FederatedAlgorithm` of variant ``name``: local GD at
+    step ``lr`` (heavy ball :math:`\rho` = ``local_momentum`` where the variant has local
+    momentum), server momentum :math:`\beta` = ``server_beta`` where it has server momentum."""
+    v = _variant(name)
+    lr = check_positive("lr", lr)
+    rho, beta = _check_coefficients(local_momentum, server_beta)
+    solver = momentum_sgd(lr, rho) if v.local_momentum and rho > 0 else sgd(lr)
+    server = server_momentum(beta) if v.server_momentum else None
+    return make_algorithm(v.algorithm, solver, server)
+
+
+class RoundMap(NamedTuple):
+    r"""One round as :math:`s \mapsto Ms + b` on the variant's state :math:`s`: the model
+    :math:`x` (``s[:dim]``), then the control variates :math:`c_1..c_m` (VR variants), then
+    :math:`x_{t-1}` (server momentum)."""
+
+    M: np.ndarray
+    b: np.ndarray
+    dim: int
+
+
+def variant_round_map(problem: QuadraticProblem, name: str, lr: float, local_steps: Any, *,
+                      local_momentum: float = 0.9, server_beta: float = 0.9) -> RoundMap:
+    """Closed form of one round of variant ``name`` with the clients' ``local_steps``
+    (full participation, full-batch local GD), from :mod:`fedlib.theory`."""
+    v = _variant(name)
+    lr = check_positive("lr", lr)
+    rho, beta = _check_coefficients(local_momentum, server_beta)
+    rho = rho if v.local_momentum else 0.0
+    steps = check_local_steps("local_steps", local_steps, size=problem.num_clients)
+    if v.algorithm in VR_ALGORITHMS:
+        M, b = quadratic_vr_round_map(problem.H, problem.e, problem.p, steps, lr, v.algorithm, momentum=rho)
+    else:
+        M, b = quadratic_round_map(problem.H, problem.e, problem.p, steps, lr, v.algorithm, momentum=rho)
+    if v.server_momentum:
+        M, b = server_momentum_round_map(M, b, beta, dim=problem.dim)
+    return RoundMap(M, b, problem.dim)
+
+
+def initial_state(problem: QuadraticProblem, name: str, x0: Any = None) -> np.ndarray:
+    r"""The state at round 0 of :func:`variant_round_map`: :math:`x_0` (default 0), zero
+    variates (the first round is uncorrected, as in :mod:`fedlib.variance`), and
+    :math:`x_{-1} = x_0` (server momentum buffer 0)."""
+    v = _variant(name)
+    d = problem.dim
+    x0 = np.zeros(d) if x0 is None else np.asarray(x0, dtype=np.float64)
+    if x0.shape != (d,):
+        raise ValueError(f"x0 must have shape ({d},), got {x0.shape}")
+    parts = [x0]
+    if v.algorithm in VR_ALGORITHMS:
+        parts.append(np.zeros(d * problem.num_clients))
+    if v.server_momentum:
+        parts.append(x0)
+    return np.concatenate(parts)
+
+
+def variant_radius(problem: QuadraticProblem, name: str, lr: float, local_steps: Any, **coefficients) -> float:
+    """Spectral radius of :func:`variant_round_map` (< 1: the rounds converge, at this rate)."""
+    return spectral_radius(variant_round_map(problem, name, lr, local_steps, **coefficients).M)
+
+
+def variant_limit(problem: QuadraticProblem, name: str, lr: float, local_steps: Any, **coefficients) -> np.ndarray:
+    r"""Closed-form limit of :math:`x` under fixed ``local_steps`` (solve :math:`(I-M)s = b`).
+
+    Raises for ``vrlsgd`` (its limit depends on the start: it conserves
+    :math:`\sum_i p_i\tau_i c_i`) and when the round map does not contract."""
+    if _variant(name).algorithm == "vrlsgd":
+        raise ValueError("variant: VRLSGD's limit depends on its initial variates; iterate the round maps")
+    rm = variant_round_map(problem, name, lr, local_steps, **coefficients)
+    rho = spectral_radius(rm.M)
+    if rho >= 1:
+        raise ValueError(f"lr: the rounds of {name} do not converge (spectral radius {rho:.4g} >= 1)")
+    return np.linalg.solve(np.eye(rm.M.shape[0]) - rm.M, rm.b)[:rm.dim]
+
+
+def iterate_round_maps(problem: QuadraticProblem, name: str, lr: float, schedule, rounds: int, *, x0: Any = None,
+                       reference: Any = None, **coefficients) -> np.ndarray:
+    r"""Distances :math:`\|x_t - x_{\text{ref}}\|`, :math:`t = 0..T`, from iterating the
+    closed-form round maps with the schedule's :math:`\tau_i^{(t)}` (a new map per round
+    when the steps change) — what :func:`run_variant` should measure."""
+    rounds = check_int("rounds", rounds, minimum=0)
+    ref = problem.optimum() if reference is None else np.asarray(reference, dtype=np.float64)
+    s = initial_state(problem, name, x0)
+    d = problem.dim
+    out = [float(np.linalg.norm(s[:d] - ref))]
+    cache: dict = {}
+    for t in range(rounds):
+        steps = np.asarray(schedule.local_steps(t))
+        key = steps.tobytes()
+        if key not in cache:
+            if len(cache) > 256:
+                cache.clear()
+            cache[key] = variant_round_map(problem, name, lr, steps, **coefficients)
+        rm = cache[key]
+        s = rm.M @ s + rm.b
+        out.append(float(np.linalg.norm(s[:d] - ref)))
+    return np.asarray(out)
+
+
+def run_variant(problem: QuadraticProblem, name: str, lr: float, schedule, rounds: int, *, x0: Any = None,
+                reference: Any = None, stop_above: Optional[float] = None, local_momentum: float = 0.9,
+                server_beta: float = 0.9) -> QuadraticRun:
+    """Run variant ``name`` with the library's algorithm (:func:`make_variant` through
+    :func:`fedlib.experiments.quadratic.run_quadratic`); distances to ``reference``
+    (default :math:`x^*`) after every round; divergence stops the run and marks it."""
+    algo = make_variant(name, lr, local_momentum=local_momentum, server_beta=server_beta)
+    return run_quadratic(problem, name, lr, schedule, rounds, x0=x0, reference=reference, stop_above=stop_above,
+                         algorithm=algo)
+
+
+def measured_rate(distances: Sequence[float], start: int, stop: Optional[int] = None) -> float:
+    r"""Per-round contraction measured on ``distances[start:stop]``: :math:`e^s`, with :math:`s`
+    the least-squares slope of :math:`\log\delta_t` against :math:`t` (a fit rather than the two
+    end points, so that the oscillation of complex eigenvalues, e.g. with server momentum,
+    averages out). To compare with a spectral radius, take ``start`` past the transient and
+    ``stop`` before rounding error, distances to the limit."""
+    d = np.asarray(distances, dtype=np.float64)
+    stop = d.size if stop is None else stop
+    start = check_int("start", start, minimum=0)
+    if not 0 <= start < stop - 1 <= d.size - 1:
+        raise ValueError(f"need 0 <= start < stop - 1 <= {d.size - 1}, got start={start}, stop={stop}")
+    window = d[start:stop]
+    if not np.all(np.isfinite(window) & (window > 0)):
+        raise ValueError(f"distances[{start}:{stop}] must be finite and > 0")
+    return float(np.exp(np.polyfit(np.arange(start, stop), np.log(window), 1)[0]))
+
+
+class Comparison(NamedTuple):
+    """A run of the library (:func:`run_variant`) next to its closed form
+    (:func:`iterate_round_maps`): both distance series and their largest difference."""
+
+    name: str
+    run: QuadraticRun
+    closed: np.ndarray
+    max_difference: float
+    max_relative_difference: float
+
+
+def compare_with_closed_form(problem: QuadraticProblem, name: str, lr: float, schedule, rounds: int, *,
+                             stop_above: Optional[float] = None, **coefficients) -> Comparison:
+    r"""Run variant ``name`` and iterate its closed-form round maps over the same rounds
+    (distances to :math:`x^*`); ``max_difference`` over the rounds the run completed, and
+    ``max_relative_difference``, each round's difference divided by
+    :math:`\max(\|x^*\|, \text{distance})` (for runs that grow)."""
+    run = run_variant(problem, name, lr, schedule, rounds, stop_above=stop_above, **coefficients)
+    closed = iterate_round_maps(problem, name, lr, schedule, rounds, **coefficients)
+    n = run.distances.size
+    with np.errstate(invalid="ignore", over="ignore"):
+        gap = np.abs(run.distances - closed[:n])
+        rel = gap / np.maximum(np.linalg.norm(problem.optimum()), closed[:n])
+    return Comparison(name, run, closed, float(np.max(gap)), float(np.max(rel)))
+
+
+class RateCheck(NamedTuple):
+    r"""The spectral radius of a variant's round map next to the per-round contraction of
+    its run towards the closed-form limit (``measured``, on rounds ``window``), and the
+    limit's distance to :math:`x^*`."""
+
+    name: str
+    radius: float
+    measured: float
+    window: tuple
+    limit_distance: float
+
+
+def rate_check(problem: QuadraticProblem, name: str, lr: float, local_steps: Any, rounds: int, *,
+               floor: float = 1e-12, **coefficients) -> RateCheck:
+    r"""Run ``name`` with fixed ``local_steps`` and measure its contraction towards
+    :func:`variant_limit`: from the middle of the rounds before the distance fell below
+    ``floor`` times the first one (rounding error) to that round. Runs at most ``rounds``
+    rounds, and not much more than the spectral radius says the floor needs."""
+    limit = variant_limit(problem, name, lr, local_steps, **coefficients)
+    radius = variant_radius(problem, name, lr, local_steps, **coefficients)
+    rounds = check_int("rounds", rounds, minimum=2)
+    # no need to run far past the floor: about log(floor)/log(radius) rounds, with a margin for the transient
+    rounds = min(rounds, max(20, math.ceil(1.5 * math.log(floor) / math.log(radius)) + 20))
+    run = run_variant(problem, name, lr, FixedSteps(local_steps), rounds, reference=limit, **coefficients)
+    d = run.distances
+    below = np.flatnonzero(d < floor * d[0])
+    stop = int(below[0]) + 1 if below.size else d.size
+    start = stop // 2
+    return RateCheck(name, radius, measured_rate(d, start, stop), (start, stop),
+                     float(np.linalg.norm(limit - problem.optimum())))
+
+
+def limit_distances(problem: QuadraticProblem, names: Sequence[str], lrs: Sequence[float], local_steps: Any,
+                    **coefficients) -> dict:
+    r"""``{name: array}`` of :math:`\|\tilde x(\eta) - x^*\|` over the learning rates ``lrs``
+    (closed-form limits, :func:`variant_limit`)."""
+    x_star = problem.optimum()
+    return {n: np.array([np.linalg.norm(variant_limit(problem, n, float(lr), local_steps, **coefficients) - x_star)
+                         for lr in lrs]) for n in names}

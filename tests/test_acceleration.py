@@ -1,0 +1,244 @@
+"""§5 combinations on quadratics: the closed-form round maps of fedlib.theory
+(variance reduction, local momentum, server momentum) against the library's own rounds,
+on random problems, states and local steps; the fixed points they imply."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from fedlib import theory as T
+from fedlib.algorithms import make_algorithm
+from fedlib.experiments import acceleration as A
+from fedlib.experiments.quadratic import run_quadratic
+from fedlib.problems import random_quadratic
+from fedlib.sampling import sample_clients
+from fedlib.schedules import FixedSteps, RandomSteps
+from fedlib.solvers import LocalSolver, sgd
+from fedlib.variance import ControlVariates
+
+
+def _random_setting(seed, m=4, d=3):
+    rng = np.random.default_rng(seed)
+    p = rng.dirichlet(np.ones(m))
+    prob = random_quadratic(m, d, seed=seed, p=p)
+    steps = rng.integers(1, 8, size=m)
+    return prob, steps, rng
+
+
+def _one_round(algo, prob, x, c, steps, lr):
+    """One round of the library's algorithm from the state (x, c), written out as
+    run_sequential's loop (so that the variates can start anywhere)."""
+    state = algo.init(x, prob.num_clients)
+    if c is not None:
+        kind = state.variates.kind
+        mean = prob.p @ c if kind == "scaffold" else np.zeros(prob.dim)
+        state = state._replace(variates=ControlVariates(c.copy(), mean, kind))
+    part = sample_clients("full", prob.p, None, 0, 0)
+    updates = []
+    for i in part.clients:
+        s = algo.client_init(state, int(i))
+        for _ in range(int(steps[i])):
+            s = algo.solver.update(s, prob.grad(s.params, int(i)))
+        updates.append(algo.client_final(state, int(i), s))
+    new, _ = algo.apply(state, part, updates, lr, prob.p)
+    return new
+
+
+SOLVERS = {
+    "sgd": dict(momentum=0.0, mu=0.0),
+    "prox": dict(momentum=0.0, mu=0.7),
+    "momentum": dict(momentum=0.9, mu=0.0),
+    "momentum-prox": dict(momentum=0.6, mu=0.4),
+}
+
+
+@pytest.mark.parametrize("algorithm", T.VR_ALGORITHMS)
+@pytest.mark.parametrize("solver", list(SOLVERS))
+@pytest.mark.parametrize("seed", [0, 1])
+def test_vr_round_map_equals_the_library_round_from_a_random_state(algorithm, solver, seed):
+    prob, steps, rng = _random_setting(seed)
+    lr = 0.07
+    kw = SOLVERS[solver]
+    algo = make_algorithm(algorithm, LocalSolver(lr, momentum=kw["momentum"], mu=kw["mu"]))
+    x = rng.standard_normal(prob.dim)
+    c = rng.standard_normal((prob.num_clients, prob.dim))
+    new = _one_round(algo, prob, x, c, steps, lr)
+    M, b = T.quadratic_vr_round_map(prob.H, prob.e, prob.p, steps, lr, algorithm, mu=kw["mu"], momentum=kw["momentum"])
+    s = M @ np.concatenate([x, c.ravel()]) + b
+    np.testing.assert_allclose(s[:prob.dim], new.params, rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(s[prob.dim:].reshape(c.shape), new.variates.client, rtol=1e-12, atol=1e-11)
+
+
+@pytest.mark.parametrize("algorithm", ["fedavg", "fedprox", "fednova"])
+@pytest.mark.parametrize("rho", [0.5, 0.9])
+def test_round_map_with_local_momentum_equals_the_library_round(algorithm, rho):
+    prob, steps, rng = _random_setting(3)
+    lr, mu = 0.05, (0.8 if algorithm == "fedprox" else 0.0)
+    algo = make_algorithm(algorithm, LocalSolver(lr, momentum=rho, mu=mu))
+    x = rng.standard_normal(prob.dim)
+    new = _one_round(algo, prob, x, None, steps, lr)
+    M, b = T.quadratic_round_map(prob.H, prob.e, prob.p, steps, lr, algorithm, mu=mu, momentum=rho)
+    np.testing.assert_allclose(M @ x + b, new.params, rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.parametrize("rho,mu", [(0.0, 0.0), (0.0, 0.5), (0.9, 0.0), (0.7, 0.3)])
+def test_local_operator_with_momentum_is_the_solvers_displacement(rho, mu):
+    prob, _, rng = _random_setting(5, m=1, d=4)
+    lr, tau = 0.1, 7
+    x0 = rng.standard_normal(4)
+    corr = rng.standard_normal(4)   # a constant added to every gradient (a VR correction)
+    final = LocalSolver(lr, momentum=rho, mu=mu).run(x0, lambda x, k: prob.grad(x, 0), tau, corr)
+    K = T.quadratic_local_operator(prob.H[0], tau, lr, mu, momentum=rho)
+    np.testing.assert_allclose(final.params - x0, -K @ (prob.grad(x0, 0) + corr), rtol=1e-12, atol=1e-13)
+
+
+def test_local_operator_momentum_zero_is_the_papers_sum():
+    prob, _, _ = _random_setting(6, m=1, d=3)
+    # the momentum recursion with rho -> 0 and the closed-form sum agree
+    a = T.quadratic_local_operator(prob.H[0], 9, 0.1, 0.2, momentum=0.0)
+    b = T.quadratic_local_operator(prob.H[0], 9, 0.1, 0.2, momentum=1e-14)
+    np.testing.assert_allclose(a, b, rtol=1e-10, atol=1e-13)
+
+
+@pytest.mark.parametrize("algorithm", ["scaffold", "fednova-vr"])
+@pytest.mark.parametrize("solver", list(SOLVERS))
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_vr_fixed_point_is_the_optimum_with_the_local_gradients(algorithm, solver, seed):
+    prob, steps, _ = _random_setting(seed)
+    kw = SOLVERS[solver]
+    x, c = T.quadratic_vr_fixed_point(prob.H, prob.e, prob.p, steps, 0.05, algorithm, **kw)
+    x_star = prob.optimum()
+    np.testing.assert_allclose(x, x_star, rtol=1e-9, atol=1e-10)
+    grads = np.array([prob.grad(x_star, i) for i in range(prob.num_clients)])
+    np.testing.assert_allclose(c, grads, rtol=1e-8, atol=1e-9)
+
+
+@pytest.mark.parametrize("algorithm", ["scaffold", "fednova-vr"])
+def test_vr_round_map_forgets_a_common_shift_of_the_variates(algorithm):
+    prob, steps, rng = _random_setting(4)
+    M, _ = T.quadratic_vr_round_map(prob.H, prob.e, prob.p, steps, 0.05, algorithm)
+    v = rng.standard_normal(prob.dim)
+    shift = np.concatenate([np.zeros(prob.dim), np.tile(v, prob.num_clients)])
+    np.testing.assert_allclose(M @ shift, 0.0, atol=1e-12)
+
+
+def test_vrlsgd_conserves_the_tau_weighted_variates_and_has_no_unique_limit():
+    prob, steps, _ = _random_setting(7)
+    M, b = T.quadratic_vr_round_map(prob.H, prob.e, prob.p, steps, 0.05, "vrlsgd")
+    d = prob.dim
+    w = np.concatenate([np.zeros((d, d))] + [prob.p[i] * steps[i] * np.eye(d) for i in range(prob.num_clients)],
+                       axis=1)   # s -> sum_i p_i tau_i c_i
+    np.testing.assert_allclose(w @ M, w, atol=1e-12)
+    np.testing.assert_allclose(w @ b, 0.0, atol=1e-12)
+    assert T.spectral_radius(M) == pytest.approx(1.0, abs=1e-9)
+    with pytest.raises(ValueError, match="initial variates"):
+        T.quadratic_vr_fixed_point(prob.H, prob.e, prob.p, steps, 0.05, "vrlsgd")
+
+
+@pytest.mark.parametrize("beta", [0.0, 0.3, 0.9])
+def test_server_momentum_radius_is_the_heavy_ball_roots_of_each_eigenvalue(beta):
+    prob, steps, _ = _random_setting(8)
+    M, b = T.quadratic_round_map(prob.H, prob.e, prob.p, steps, 0.05, "fedavg")
+    mus = np.linalg.eigvals(M)   # FedAvg's M is symmetric: real eigenvalues
+    assert np.allclose(mus.imag, 0)
+    # x_{t+1} = (M + beta I) x_t - beta x_{t-1}: r^2 - (mu + beta) r + beta = 0 per eigenvalue
+    expected = max(np.max(np.abs(np.roots([1.0, -(mu + beta), beta]))) for mu in mus.real)
+    M2, b2 = T.server_momentum_round_map(M, b, beta)
+    assert T.spectral_radius(M2) == pytest.approx(expected, rel=1e-9)
+    # same limit, with x_{t-1} = x_t
+    s = np.linalg.solve(np.eye(M2.shape[0]) - M2, b2)
+    x = T.quadratic_fixed_point(prob.H, prob.e, prob.p, steps, 0.05, "fedavg")
+    np.testing.assert_allclose(s[:prob.dim], x, rtol=1e-10)
+    np.testing.assert_allclose(s[prob.dim:], x, rtol=1e-10)
+
+
+@pytest.mark.parametrize("name", list(A.VARIANTS))
+@pytest.mark.parametrize("random_steps", [False, True])
+def test_every_variant_runs_as_its_closed_form(name, random_steps):
+    prob, steps, _ = _random_setting(9, m=5, d=3)
+    schedule = RandomSteps(5, 1, 6, seed=2) if random_steps else FixedSteps(steps)
+    run = A.run_variant(prob, name, 0.04, schedule, 40, local_momentum=0.8, server_beta=0.6)
+    closed = A.iterate_round_maps(prob, name, 0.04, schedule, 40, local_momentum=0.8, server_beta=0.6)
+    assert not run.diverged
+    np.testing.assert_allclose(run.distances, closed, rtol=1e-10, atol=1e-12)
+
+
+@pytest.mark.parametrize("name", ["scaffold", "fednova-vr", "fednova-vr-momentum"])
+def test_vr_variants_reach_the_optimum_even_with_random_steps(name):
+    prob, _, _ = _random_setting(10, m=5, d=3)
+    run = A.run_variant(prob, name, 0.05, RandomSteps(5, 1, 8, seed=1), 400)
+    assert run.distances[-1] < 1e-11 * np.linalg.norm(prob.optimum())
+
+
+@pytest.mark.parametrize("plain,accelerated", [("fedavg", "fedavg-servermom"), ("fednova", "fednova-servermom"),
+                                               ("fedavg-momentum", "fedavg-hybrid"),
+                                               ("fednova-momentum", "fednova-hybrid")])
+def test_server_momentum_does_not_move_the_limit(plain, accelerated):
+    prob, steps, _ = _random_setting(11)
+    a = A.variant_limit(prob, plain, 0.03, steps, local_momentum=0.7)
+    for beta in (0.2, 0.5, 0.8):
+        b = A.variant_limit(prob, accelerated, 0.03, steps, local_momentum=0.7, server_beta=beta)
+        np.testing.assert_allclose(b, a, rtol=1e-10)
+
+
+def test_variant_limits_of_plain_variants_are_the_theory_fixed_points():
+    prob, steps, _ = _random_setting(12)
+    for name in ("fedavg", "fednova"):
+        np.testing.assert_allclose(A.variant_limit(prob, name, 0.05, steps),
+                                   T.quadratic_fixed_point(prob.H, prob.e, prob.p, steps, 0.05, name), rtol=1e-12)
+    x = A.variant_limit(prob, "fednova-momentum", 0.05, steps, local_momentum=0.5)
+    np.testing.assert_allclose(x, T.quadratic_fixed_point(prob.H, prob.e, prob.p, steps, 0.05, "fednova",
+                                                          momentum=0.5), rtol=1e-12)
+
+
+def test_initial_state_layout():
+    prob, _, _ = _random_setting(13, m=3, d=2)
+    x0 = np.array([1.0, -2.0])
+    assert A.initial_state(prob, "fedavg", x0).tolist() == [1.0, -2.0]
+    assert A.initial_state(prob, "fednova-servermom", x0).tolist() == [1.0, -2.0, 1.0, -2.0]
+    s = A.initial_state(prob, "scaffold", x0)
+    assert s.shape == (2 + 6,) and np.all(s[2:] == 0)
+
+
+def test_measured_rate_hand():
+    d = 3.0 * 0.5 ** np.arange(10)
+    assert A.measured_rate(d, 2) == pytest.approx(0.5)
+    assert A.measured_rate(d, 0, 5) == pytest.approx(0.5)
+
+
+@pytest.mark.parametrize("call,match", [
+    (lambda p: A.make_variant("nope", 0.1), "variant"),
+    (lambda p: A.make_variant("fedavg", 0.1, server_beta=1.0), "server_beta"),
+    (lambda p: A.make_variant("fedavg", 0.1, local_momentum=-0.1), "local_momentum"),
+    (lambda p: A.variant_limit(p, "vrlsgd", 0.1, [1, 2, 3]), "VRLSGD"),
+    (lambda p: A.variant_limit(p, "fedavg", 5.0, [1, 2, 3]), "do not converge"),
+    (lambda p: A.initial_state(p, "fedavg", [1.0]), "x0"),
+    (lambda p: A.measured_rate([1.0, 0.5], 1), "start"),
+    (lambda p: A.measured_rate([1.0, 0.0, 0.0], 0), "finite and > 0"),
+    (lambda p: T.server_momentum_round_map(np.eye(2), np.zeros(2), 1.0), "beta"),
+    (lambda p: T.server_momentum_round_map(np.eye(2), np.zeros(2), 0.5, dim=3), "dim"),
+    (lambda p: T.server_momentum_round_map(np.eye(2), np.zeros(3), 0.5), "b"),
+    (lambda p: T.quadratic_vr_round_map(p.H, p.e, p.p, [1, 2, 3], 0.1, "fedavg"), "algorithm"),
+    (lambda p: T.quadratic_vr_round_map(p.H, p.e, p.p, [1, 2, 3], 0.1, "scaffold", tau_eff=2.0), "tau_eff"),
+    (lambda p: T.quadratic_local_operator(p.H[0], 3, 0.1, momentum=1.0), "momentum"),
+    (lambda p: T.spectral_radius(np.ones((2, 3))), "square"),
+    (lambda p: run_quadratic(p, "x", 0.2, FixedSteps([1, 1, 1]), 2, algorithm=make_algorithm("fedavg", sgd(0.1))),
+     "lr"),
+    (lambda p: run_quadratic(p, "x", 0.1, FixedSteps([1, 1, 1]), 2, algorithm="fedavg"), "FederatedAlgorithm"),
+])
+def test_bad_inputs(call, match):
+    prob = random_quadratic(3, 2, seed=0)
+    with pytest.raises(ValueError, match=match):
+        call(prob)
+
+
+def test_rate_check_and_comparison_helpers():
+    prob, steps, _ = _random_setting(14, m=4, d=3)
+    rc = A.rate_check(prob, "fednova-servermom", 0.05, steps, 400, server_beta=0.5)
+    assert rc.measured == pytest.approx(rc.radius, rel=0.03)
+    assert rc.limit_distance == pytest.approx(np.linalg.norm(A.variant_limit(prob, "fednova", 0.05, steps)
+                                                             - prob.optimum()), rel=1e-10)
+    cmp = A.compare_with_closed_form(prob, "scaffold", 0.05, FixedSteps(steps), 30)
+    assert cmp.max_difference < 1e-12 and cmp.closed.size == 31
+    lims = A.limit_distances(prob, ["fednova", "fednova-vr"], [0.01, 0.02], steps)
+    assert lims["fednova"][1] > 1.5 * lims["fednova"][0] and np.all(lims["fednova-vr"] < 1e-10)
