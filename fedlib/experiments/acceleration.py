@@ -238,7 +238,7 @@ def run_variant(problem: QuadraticProblem, name: str, lr: float, schedule, round
                 reference: Any = None, stop_above: Optional[float] = None, local_momentum: float = 0.9,
                 server_beta: float = 0.9) -> QuadraticRun:
     """Run variant ``name`` with the library's algorithm (:func:`make_variant` through
-    :func:`fedlib.experiments.quadratic.run_quadratic`); distances to ``reference``
+    ``fedlib.experiments.quadratic.run_quadratic``); distances to ``reference``
     (default :math:`x^*`) after every round; divergence stops the run and marks it."""
     algo = make_variant(name, lr, local_momentum=local_momentum, server_beta=server_beta)
     return run_quadratic(problem, name, lr, schedule, rounds, x0=x0, reference=reference, stop_above=stop_above,
