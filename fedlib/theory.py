@@ -148,8 +148,7 @@ def fedprox_weights(p: Any, local_steps: Any, alpha: float) -> tuple[float, np.n
     alpha = check_nonnegative("alpha", alpha)
     if alpha > 1:
         raise ValueError(f"alpha must lie in [0, 1], got {alpha!r}")
-    a = steps if alpha == 0 else -np.expm1(steps * np.log1p(-alpha)) / alpha if alpha < 1 else np.ones_like(steps)
-    return fedavg_weights(p, a)
+    return fedavg_weights(p, _prox_a_norms(steps, alpha))
 
 
 def corollary2_best_alpha(m: int, tau_bar: float, rounds: int, constant: float = 1.0) -> float:
@@ -264,9 +263,15 @@ def _local_a_norms(steps: np.ndarray, lr: float, mu: float, momentum: float) -> 
 
         solver = LocalSolver(lr, momentum=momentum, mu=mu)
         return np.array([solver.a_norm(int(t)) for t in steps])
+    return _prox_a_norms(steps, alpha)
+
+
+def _prox_a_norms(steps: np.ndarray, alpha: float) -> np.ndarray:
+    r""":math:`\|a_i\|_1 = (1 - (1-\alpha)^{\tau_i})/\alpha` of proximal SGD (eq. 7), without
+    cancellation for small :math:`\alpha`; :math:`\tau_i` at :math:`\alpha = 0`, 1 at :math:`\alpha = 1`."""
     if alpha == 0:
         return steps.astype(np.float64)
-    if alpha < 1:  # (1 - (1-alpha)^tau) / alpha without cancellation for small alpha
+    if alpha < 1:
         return -np.expm1(steps * np.log1p(-alpha)) / alpha
     return np.ones(steps.size)
 
