@@ -242,3 +242,17 @@ def test_rate_check_and_comparison_helpers():
     assert cmp.max_difference < 1e-12 and cmp.closed.size == 31
     lims = A.limit_distances(prob, ["fednova", "fednova-vr"], [0.01, 0.02], steps)
     assert lims["fednova"][1] > 1.5 * lims["fednova"][0] and np.all(lims["fednova-vr"] < 1e-10)
+
+
+def test_logistic_losses_equal_steps_make_scaffold_and_fednova_vr_one_algorithm():
+    from fedlib.data.synthetic import synthetic
+    from fedlib.problems.logistic import LogisticProblem
+
+    prob = LogisticProblem(synthetic(1.0, 1.0, num_clients=5, dim=6, num_classes=3, seed=0,
+                                     num_samples=[30, 40, 20, 50, 25]))
+    equal = A.logistic_losses(prob, "scaffold", 0.02, FixedSteps([3] * 5), [0, 1], 4)
+    same = A.logistic_losses(prob, "fednova-vr", 0.02, FixedSteps([3] * 5), [0, 1], 4)
+    assert equal.shape == (2, 5) and np.all(np.isfinite(equal))
+    np.testing.assert_allclose(same, equal, rtol=1e-12)   # tau_eff p_i / tau_i = p_i: the same rounds
+    hetero = A.logistic_losses(prob, "fednova-vr", 0.02, FixedSteps([1, 2, 3, 4, 9]), [0], 4)
+    assert not np.allclose(hetero[0], A.logistic_losses(prob, "scaffold", 0.02, FixedSteps([1, 2, 3, 4, 9]), [0], 4)[0])

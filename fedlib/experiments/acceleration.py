@@ -74,6 +74,7 @@ __all__ = [
     "RateCheck",
     "rate_check",
     "limit_distances",
+    "logistic_losses",
     "STYLES",
 ]
 
@@ -327,3 +328,21 @@ def limit_distances(problem: QuadraticProblem, names: Sequence[str], lrs: Sequen
     x_star = problem.optimum()
     return {n: np.array([np.linalg.norm(variant_limit(problem, n, float(lr), local_steps, **coefficients) - x_star)
                          for lr in lrs]) for n in names}
+
+
+def logistic_losses(problem, name: str, lr: float, schedule, seeds: Sequence[int], rounds: int, *,
+                    batch_size: int = 20, **coefficients) -> np.ndarray:
+    r"""Beyond quadratics: variant ``name`` on a :class:`~fedlib.problems.logistic.LogisticProblem`
+    (e.g. Synthetic(1,1)) with mini-batches, through the batched engine
+    (:func:`fedlib.engines.batched.run_batched`), full participation. Returns the global
+    training loss :math:`F(x)` of every seed and round, ``(len(seeds), rounds + 1)``, the
+    initial loss first."""
+    from ..engines.batched import run_batched
+
+    rounds = check_int("rounds", rounds, minimum=1)
+    out = []
+    for seed in seeds:
+        run = run_batched(make_variant(name, lr, **coefficients), problem, schedule, rounds, batch_size=batch_size,
+                          seed=int(seed))
+        out.append([run.initial["train_loss"]] + [h["train_loss"] for h in run.history])
+    return np.asarray(out)
