@@ -256,3 +256,10 @@ def test_logistic_losses_equal_steps_make_scaffold_and_fednova_vr_one_algorithm(
     np.testing.assert_allclose(same, equal, rtol=1e-12)   # tau_eff p_i / tau_i = p_i: the same rounds
     hetero = A.logistic_losses(prob, "fednova-vr", 0.02, FixedSteps([1, 2, 3, 4, 9]), [0], 4)
     assert not np.allclose(hetero[0], A.logistic_losses(prob, "scaffold", 0.02, FixedSteps([1, 2, 3, 4, 9]), [0], 4)[0])
+
+
+def test_closed_form_iteration_stops_where_the_run_stops():
+    prob = random_quadratic(16, 20, seed=0)   # chapter 10's instance: VRLSGD diverges with random steps
+    cmp = A.compare_with_closed_form(prob, "vrlsgd", 0.02, RandomSteps(16, 1, 10, seed=0), 200, stop_above=1e3)
+    assert cmp.run.diverged and cmp.closed.size == cmp.run.distances.size
+    assert cmp.closed[-1] > 1e3 and np.all(cmp.closed[:-1] <= 1e3) and cmp.max_relative_difference < 1e-9

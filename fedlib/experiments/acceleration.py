@@ -212,11 +212,14 @@ def variant_limit(problem: QuadraticProblem, name: str, lr: float, local_steps: 
 
 
 def iterate_round_maps(problem: QuadraticProblem, name: str, lr: float, schedule, rounds: int, *, x0: Any = None,
-                       reference: Any = None, **coefficients) -> np.ndarray:
+                       reference: Any = None, stop_above: Optional[float] = None, **coefficients) -> np.ndarray:
     r"""Distances :math:`\|x_t - x_{\text{ref}}\|`, :math:`t = 0..T`, from iterating the
     closed-form round maps with the schedule's :math:`\tau_i^{(t)}` (a new map per round
-    when the steps change) — what :func:`run_variant` should measure."""
+    when the steps change) — what :func:`run_variant` should measure. With ``stop_above``
+    the iteration ends after the first distance above it (as :func:`run_variant` does)."""
     rounds = check_int("rounds", rounds, minimum=0)
+    if stop_above is not None:
+        stop_above = check_positive("stop_above", stop_above)
     ref = problem.optimum() if reference is None else np.asarray(reference, dtype=np.float64)
     s = initial_state(problem, name, x0)
     d = problem.dim
@@ -232,6 +235,8 @@ def iterate_round_maps(problem: QuadraticProblem, name: str, lr: float, schedule
         rm = cache[key]
         s = rm.M @ s + rm.b
         out.append(float(np.linalg.norm(s[:d] - ref)))
+        if stop_above is not None and not out[-1] <= stop_above:
+            break
     return np.asarray(out)
 
 
@@ -281,10 +286,10 @@ def compare_with_closed_form(problem: QuadraticProblem, name: str, lr: float, sc
     ``max_relative_difference``, each round's difference divided by
     :math:`\max(\|x^*\|, \text{distance})` (for runs that grow)."""
     run = run_variant(problem, name, lr, schedule, rounds, stop_above=stop_above, **coefficients)
-    closed = iterate_round_maps(problem, name, lr, schedule, rounds, **coefficients)
-    n = run.distances.size
+    closed = iterate_round_maps(problem, name, lr, schedule, rounds, stop_above=stop_above, **coefficients)
+    n = min(run.distances.size, closed.size)
     with np.errstate(invalid="ignore", over="ignore"):
-        gap = np.abs(run.distances - closed[:n])
+        gap = np.abs(run.distances[:n] - closed[:n])
         rel = gap / np.maximum(np.linalg.norm(problem.optimum()), closed[:n])
     return Comparison(name, run, closed, float(np.max(gap)), float(np.max(rel)))
 
