@@ -263,3 +263,17 @@ def test_closed_form_iteration_stops_where_the_run_stops():
     cmp = A.compare_with_closed_form(prob, "vrlsgd", 0.02, RandomSteps(16, 1, 10, seed=0), 200, stop_above=1e3)
     assert cmp.run.diverged and cmp.closed.size == cmp.run.distances.size
     assert cmp.closed[-1] > 1e3 and np.all(cmp.closed[:-1] <= 1e3) and cmp.max_relative_difference < 1e-9
+
+
+def test_probe_script_runs(tmp_path):
+    """scripts/probe_scaffold_synthetic.py (the numbers behind notes on chapter 10, part 5), smoke-run."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    script = Path(__file__).resolve().parents[1] / "scripts" / "probe_scaffold_synthetic.py"
+    out = subprocess.run([sys.executable, str(script), "--only", "steps", "quadratic", "momentum", "--rounds", "1",
+                          "--seeds", "0"], capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr
+    assert "largest client capped at 40" in out.stdout and "spectral radius" in out.stdout
+    assert "fednova-hybrid" in out.stdout
