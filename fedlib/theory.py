@@ -17,6 +17,7 @@ import numpy as np
 from ._validate import (check_choice, check_finite_array, check_int, check_local_steps, check_nonnegative,
                         check_positive, check_probability_vector, check_weights)
 from .rule import fedavg_weights, fednova_weights
+from .solvers import LocalSolver
 
 __all__ = [
     "fedavg_weights",
@@ -258,9 +259,7 @@ def _local_a_norms(steps: np.ndarray, lr: float, mu: float, momentum: float) -> 
     alpha = lr * mu
     if alpha > 1:
         raise ValueError(f"mu: lr*mu must be <= 1, got {alpha!r}")
-    if momentum > 0:
-        from .solvers import LocalSolver  # the solver's own closed form (tested against its steps)
-
+    if momentum > 0:  # the solver's own closed form (tested against its steps)
         solver = LocalSolver(lr, momentum=momentum, mu=mu)
         return np.array([solver.a_norm(int(t)) for t in steps])
     return _prox_a_norms(steps, alpha)
@@ -392,45 +391,34 @@ def quadratic_vr_round_map(H: Any, e: Any, p: Any, local_steps: Any, lr: float, 
         if tau_eff is not None:
             raise ValueError(f"tau_eff can only be set for fednova-vr, not {algorithm!r}")
         coef = p
-    I = np.eye(d)
-    K = [quadratic_local_operator(H[i], int(steps[i]), lr, mu, rho) for i in range(m)]
-    # z_i = sum_j Z[i, j] c_j
-    Z = np.tile(p, (m, 1)) - np.eye(m) if algorithm != "vrlsgd" else -np.eye(m)
-    n = d * (m + 1)
-    M = np.zeros((n, n))
-    b = np.zeros(n)
-    blk = lambda r, c: (slice(r * d, (r + 1) * d), slice(c * d, (c + 1) * d))  # noqa: E731
-    # Delta_i = DX[i] x + sum_j Z[i, j] DC[i] c_j + DB[i]
-    DX = [-K[i] @ H[i] for i in range(m)]
-    DC = [-K[i] for i in range(m)]
-    DB = [K[i] @ e[i] for i in range(m)]
-    # server: x+ = x + sum_i coef_i Delta_i
-    M[blk(0, 0)] = I + sum(coef[i] * DX[i] for i in range(m))
-    for j in range(m):
-        M[blk(0, j + 1)] = sum(coef[i] * Z[i, j] * DC[i] for i in range(m))
-    b[:d] = sum(coef[i] * DB[i] for i in range(m))
+    K = np.stack([quadratic_local_operator(H[i], int(steps[i]), lr, mu, rho) for i in range(m)])
+    # Delta_i = DX_i x + sum_j W_ij c_j + DB_i, with z_i = sum_j Z_ij c_j and W_ij = -Z_ij K_i
+    Z = p[None, :] - np.eye(m) if algorithm != "vrlsgd" else -np.eye(m)
+    DX = -K @ H                                    # (m, d, d)
+    DB = np.einsum("ikl,il->ik", K, e)             # (m, d)
+    W = -Z[:, :, None, None] * K[:, None]          # (m, m, d, d)
+    eye_d = np.eye(d)
+    # the server: x+ = x + sum_i coef_i Delta_i
+    x_x = eye_d + np.einsum("i,ikl->kl", coef, DX)
+    x_c = np.einsum("i,ijkl->jkl", coef, W)
+    b_x = coef @ DB
     if algorithm == "vrlsgd":
         # c_i+ = c_i - (Delta_i - sum_l p_l Delta_l) / (lr tau_i)
-        mean_dx = sum(p[l] * DX[l] for l in range(m))
-        mean_db = sum(p[l] * DB[l] for l in range(m))
-        for i in range(m):
-            s = 1.0 / (lr * steps[i])
-            r = slice((i + 1) * d, (i + 2) * d)
-            M[r, :d] = -s * (DX[i] - mean_dx)
-            for j in range(m):
-                own = Z[i, j] * DC[i] - sum(p[l] * Z[l, j] * DC[l] for l in range(m))
-                M[blk(i + 1, j + 1)] = (I if i == j else 0 * I) - s * own
-            b[r] = -s * (DB[i] - mean_db)
-        return M, b
-    # c_i+ = d_i - z_i = -Delta_i / (lr ||a_i||_1) - z_i
-    for i in range(m):
-        s = 1.0 / (lr * a_norms[i])
-        r = slice((i + 1) * d, (i + 2) * d)
-        M[r, :d] = -s * DX[i]
-        for j in range(m):
-            M[blk(i + 1, j + 1)] = Z[i, j] * (-s * DC[i] - I)
-        b[r] = -s * DB[i]
-    return M, b
+        scale = 1.0 / (lr * steps)
+        c_x = -scale[:, None, None] * (DX - np.einsum("l,lkn->kn", p, DX))
+        c_c = np.eye(m)[:, :, None, None] * eye_d - scale[:, None, None, None] * (W - np.einsum("l,ljkn->jkn", p, W))
+        b_c = -scale[:, None] * (DB - p @ DB)
+    else:
+        # c_i+ = d_i - z_i = -Delta_i / (lr ||a_i||_1) - z_i
+        scale = 1.0 / (lr * a_norms)
+        c_x = -scale[:, None, None] * DX
+        c_c = -scale[:, None, None, None] * W - Z[:, :, None, None] * eye_d
+        b_c = -scale[:, None] * DB
+    # assemble the blocks (rows x, c_1..c_m; columns x, c_1..c_m)
+    blocks = np.empty((m + 1, m + 1, d, d))
+    blocks[0, 0], blocks[0, 1:], blocks[1:, 0], blocks[1:, 1:] = x_x, x_c, c_x, c_c
+    M = blocks.transpose(0, 2, 1, 3).reshape(d * (m + 1), d * (m + 1))
+    return M, np.concatenate([b_x, b_c.ravel()])
 
 
 def quadratic_vr_fixed_point(H: Any, e: Any, p: Any, local_steps: Any, lr: float, algorithm: str,

@@ -49,6 +49,7 @@ import numpy as np
 
 from .._validate import check_choice, check_int, check_in_range, check_local_steps, check_positive
 from ..algorithms import FederatedAlgorithm, make_algorithm
+from ..engines.batched import run_batched
 from ..problems.quadratic import QuadraticProblem
 from ..schedules import FixedSteps
 from ..server import momentum as server_momentum
@@ -202,13 +203,19 @@ def variant_limit(problem: QuadraticProblem, name: str, lr: float, local_steps: 
 
     Raises for ``vrlsgd`` (its limit depends on the start: it conserves
     :math:`\sum_i p_i\tau_i c_i`) and when the round map does not contract."""
+    return _limit_and_radius(problem, name, lr, local_steps, **coefficients)[0]
+
+
+def _limit_and_radius(problem: QuadraticProblem, name: str, lr: float, local_steps: Any,
+                      **coefficients) -> tuple[np.ndarray, float]:
+    """:func:`variant_limit` and :func:`variant_radius` from one round map."""
     if _variant(name).algorithm == "vrlsgd":
         raise ValueError("variant: VRLSGD's limit depends on its initial variates; iterate the round maps")
     rm = variant_round_map(problem, name, lr, local_steps, **coefficients)
     rho = spectral_radius(rm.M)
     if rho >= 1:
         raise ValueError(f"lr: the rounds of {name} do not converge (spectral radius {rho:.4g} >= 1)")
-    return np.linalg.solve(np.eye(rm.M.shape[0]) - rm.M, rm.b)[:rm.dim]
+    return np.linalg.solve(np.eye(rm.M.shape[0]) - rm.M, rm.b)[:rm.dim], rho
 
 
 def iterate_round_maps(problem: QuadraticProblem, name: str, lr: float, schedule, rounds: int, *, x0: Any = None,
@@ -312,8 +319,7 @@ def rate_check(problem: QuadraticProblem, name: str, lr: float, local_steps: Any
     :func:`variant_limit`: from the middle of the rounds before the distance fell below
     ``floor`` times the first one (rounding error) to that round. Runs at most ``rounds``
     rounds, and not much more than the spectral radius says the floor needs."""
-    limit = variant_limit(problem, name, lr, local_steps, **coefficients)
-    radius = variant_radius(problem, name, lr, local_steps, **coefficients)
+    limit, radius = _limit_and_radius(problem, name, lr, local_steps, **coefficients)
     rounds = check_int("rounds", rounds, minimum=2)
     # no need to run far past the floor: about log(floor)/log(radius) rounds, with a margin for the transient
     rounds = min(rounds, max(20, math.ceil(1.5 * math.log(floor) / math.log(radius)) + 20))
@@ -342,8 +348,6 @@ def logistic_losses(problem, name: str, lr: float, schedule, seeds: Sequence[int
     (:func:`fedlib.engines.batched.run_batched`), full participation. Returns the global
     training loss :math:`F(x)` of every seed and round, ``(len(seeds), rounds + 1)``, the
     initial loss first."""
-    from ..engines.batched import run_batched
-
     rounds = check_int("rounds", rounds, minimum=1)
     out = []
     for seed in seeds:
