@@ -37,6 +37,7 @@ __all__ = [
     "quadratic_fixed_point",
     "lemma1_small_lr_limit",
     "quadratic_vr_round_map",
+    "quadratic_vr_round_operator",
     "quadratic_vr_fixed_point",
     "server_momentum_round_map",
     "spectral_radius",
@@ -220,8 +221,8 @@ def quadratic_local_operator(H_i: Any, local_steps: int, lr: float, mu: float = 
                              momentum: float = 0.0) -> np.ndarray:
     r"""The paper's :math:`K_i(\eta,\mu) = \eta\sum_{k=0}^{\tau_i-1}(I - \eta\mu I - \eta H_i)^k
     = [I-(I-\eta\mu I-\eta H_i)^{\tau_i}](H_i+\mu I)^{-1}` (App. A): full-batch local GD
-    with prox gives :math:`\Delta_i = -K_i \nabla F_i(x^{(t,0)})`. Computed by the sum
-    (no inverse, so singular :math:`H_i` are fine).
+    with prox gives :math:`\Delta_i = -K_i \nabla F_i(x^{(t,0)})`. Computed by the sum, doubling
+    its number of terms (O(log tau_i) matrix products; no inverse, so singular :math:`H_i` are fine).
 
     With ``momentum`` :math:`\rho > 0` (the local heavy ball of
     :func:`fedlib.solvers.momentum_proximal_sgd`, buffer 0 at the start of the round,
@@ -239,12 +240,17 @@ def quadratic_local_operator(H_i: Any, local_steps: int, lr: float, mu: float = 
         raise ValueError(f"momentum must be in [0, 1), got {momentum!r}")
     d = H_i.shape[0]
     if rho == 0:
+        # S_n = sum_{k<n} A^k and P_n = A^n by doubling over the bits of tau:
+        # S_2n = S_n + P_n S_n, P_2n = P_n^2; S_n+1 = S_n + P_n, P_n+1 = P_n A (O(log tau) products)
         step = np.eye(d) - lr * mu * np.eye(d) - lr * H_i
         K = np.zeros((d, d))
         P = np.eye(d)
-        for _ in range(tau):
-            K += P
-            P = P @ step
+        for bit in bin(tau)[2:]:
+            K = K + P @ K
+            P = P @ P
+            if bit == "1":
+                K = K + P
+                P = P @ step
         return lr * K
     D = np.zeros((d, d))
     U = np.zeros((d, d))
@@ -342,16 +348,63 @@ def lemma1_small_lr_limit(e: Any, p: Any, local_steps: Any) -> np.ndarray:
 
 
 # ---------------------------------------------------------------- §5 combinations on quadratics
-def spectral_radius(M: Any) -> float:
+def spectral_radius(M: Any, tol: float = 1e-6) -> float:
     r""":math:`\max_k |\lambda_k(M)|`: a round map :math:`s \mapsto Ms + b` converges
-    (geometrically, at this rate per round asymptotically) from every start iff it is < 1."""
+    (geometrically, at this rate per round asymptotically) from every start iff it is < 1.
+
+    ``M``: a square array (all eigenvalues, exactly), or a ``scipy.sparse.linalg.LinearOperator``
+    such as :func:`quadratic_vr_round_operator` (the largest-magnitude eigenvalues by
+    ARPACK to relative tolerance ``tol``; raises if ARPACK does not converge; operators
+    with at most 600 rows are formed and solved exactly)."""
+    from scipy.sparse.linalg import LinearOperator
+
+    if isinstance(M, LinearOperator):
+        return _operator_radius(M, check_positive("tol", tol))
     M = check_finite_array("M", M, ndim=2)
     if M.shape[0] != M.shape[1]:
         raise ValueError(f"M must be square, got shape {M.shape}")
     return float(np.max(np.abs(np.linalg.eigvals(M)))) if M.size else 0.0
 
 
+def _operator_radius(op, tol: float) -> float:
+    from scipy.sparse.linalg import ArpackNoConvergence, eigs
+
+    n, n2 = op.shape
+    if n != n2:
+        raise ValueError(f"M must be square, got shape {op.shape}")
+    if n <= 600:
+        return spectral_radius(op.matmat(np.eye(n)))
+    try:   # a wide Krylov space for the clusters of eigenvalues next to 1 (ill-conditioned H_i)
+        vals = eigs(op, k=1, which="LM", tol=tol, ncv=min(n - 1, 120), maxiter=20 * n,
+                    v0=np.ones(n) / np.sqrt(n), return_eigenvectors=False)
+    except ArpackNoConvergence as err:
+        raise RuntimeError(f"spectral_radius: ARPACK did not converge ({err})") from None
+    return float(np.max(np.abs(vals)))
+
+
 VR_ALGORITHMS = ("scaffold", "fednova-vr", "vrlsgd")
+
+
+def _vr_round_parts(H, p, steps, lr, algorithm, mu, momentum, tau_eff):
+    r"""What every VR round map needs: the server coefficients :math:`c_i` of
+    :math:`x^+ = x + \sum_i c_i\Delta_i`, :math:`\|a_i\|_1`, the local operators :math:`K_i` and
+    the correction matrix :math:`Z` (:math:`z_i = \sum_j Z_{ij}c_j`)."""
+    check_choice("algorithm", algorithm, VR_ALGORITHMS)
+    lr = check_positive("lr", lr)
+    mu = check_nonnegative("mu", mu)
+    rho = check_nonnegative("momentum", momentum)
+    a_norms = _local_a_norms(steps, lr, mu, rho)
+    m = H.shape[0]
+    if algorithm == "fednova-vr":
+        te, w = fednova_weights(p, a_norms, tau_eff, steps)
+        coef = te * w / a_norms
+    else:
+        if tau_eff is not None:
+            raise ValueError(f"tau_eff can only be set for fednova-vr, not {algorithm!r}")
+        coef = p
+    K = np.stack([quadratic_local_operator(H[i], int(steps[i]), lr, mu, rho) for i in range(m)])
+    Z = p[None, :] - np.eye(m) if algorithm != "vrlsgd" else -np.eye(m)
+    return lr, coef, a_norms, K, Z
 
 
 def quadratic_vr_round_map(H: Any, e: Any, p: Any, local_steps: Any, lr: float, algorithm: str,
@@ -378,22 +431,9 @@ def quadratic_vr_round_map(H: Any, e: Any, p: Any, local_steps: Any, lr: float, 
     moves (see :func:`quadratic_vr_fixed_point`). Used by chapter 10.
     """
     H, e, p, steps = _check_quadratic(H, e, p, local_steps)
-    check_choice("algorithm", algorithm, VR_ALGORITHMS)
-    lr = check_positive("lr", lr)
-    mu = check_nonnegative("mu", mu)
-    rho = check_nonnegative("momentum", momentum)
-    a_norms = _local_a_norms(steps, lr, mu, rho)
+    lr, coef, a_norms, K, Z = _vr_round_parts(H, p, steps, lr, algorithm, mu, momentum, tau_eff)
     m, d, _ = H.shape
-    if algorithm == "fednova-vr":
-        te, w = fednova_weights(p, a_norms, tau_eff, steps)
-        coef = te * w / a_norms
-    else:
-        if tau_eff is not None:
-            raise ValueError(f"tau_eff can only be set for fednova-vr, not {algorithm!r}")
-        coef = p
-    K = np.stack([quadratic_local_operator(H[i], int(steps[i]), lr, mu, rho) for i in range(m)])
     # Delta_i = DX_i x + sum_j W_ij c_j + DB_i, with z_i = sum_j Z_ij c_j and W_ij = -Z_ij K_i
-    Z = p[None, :] - np.eye(m) if algorithm != "vrlsgd" else -np.eye(m)
     DX = -K @ H                                    # (m, d, d)
     DB = np.einsum("ikl,il->ik", K, e)             # (m, d)
     W = -Z[:, :, None, None] * K[:, None]          # (m, m, d, d)
@@ -419,6 +459,50 @@ def quadratic_vr_round_map(H: Any, e: Any, p: Any, local_steps: Any, lr: float, 
     blocks[0, 0], blocks[0, 1:], blocks[1:, 0], blocks[1:, 1:] = x_x, x_c, c_x, c_c
     M = blocks.transpose(0, 2, 1, 3).reshape(d * (m + 1), d * (m + 1))
     return M, np.concatenate([b_x, b_c.ravel()])
+
+
+def quadratic_vr_round_operator(H: Any, p: Any, local_steps: Any, lr: float, algorithm: str,
+                                mu: float = 0.0, momentum: float = 0.0, tau_eff: Any = None):
+    r"""The linear part :math:`M` of :func:`quadratic_vr_round_map` as a
+    ``scipy.sparse.linalg.LinearOperator`` on :math:`(x, c_1, \dots, c_m)`, applied without
+    forming the :math:`d(m+1) \times d(m+1)` matrix (:math:`O(md^2)` per product instead of
+    :math:`O(m^2d^2)` memory): for the round maps of real models, whose :math:`d` is in the
+    hundreds.
+
+    With :math:`z_i = \bar c - c_i` (``vrlsgd``: :math:`-c_i`) and
+    :math:`\Delta_i = -K_i(H_i x + z_i)`, it returns
+    :math:`x^+ = x + \sum_i c_i\Delta_i` and :math:`c_i^+ = -\Delta_i/(\eta\|a_i\|_1) - z_i`
+    (``vrlsgd``: :math:`c_i - (\Delta_i - \sum_j p_j\Delta_j)/(\eta\tau_i)`), the server
+    coefficients :math:`c_i` as in :func:`quadratic_vr_round_map`. Its
+    :func:`spectral_radius` says whether the rounds converge.
+
+    **Linearisation.** At a consistent fixed point :math:`(x^*, \nabla F_i(x^*))` of a smooth
+    non-quadratic problem, a round of SCAFFOLD or FedNova-VR is, to first order, this map
+    with :math:`H_i = \nabla^2 F_i(x^*)`: its spectral radius decides whether rounds started
+    near :math:`x^*` stay there (chapter 10, part 6).
+    """
+    from scipy.sparse.linalg import LinearOperator
+
+    H = check_finite_array("H", H, ndim=3)
+    H, _, p, steps = _check_quadratic(H, np.zeros(H.shape[:2]), p, local_steps)
+    m, d, _ = H.shape
+    lr, coef, a_norms, K, Z = _vr_round_parts(H, p, steps, lr, algorithm, mu, momentum, tau_eff)
+    KHK = np.concatenate([K @ H, K], axis=2)
+    vrlsgd = algorithm == "vrlsgd"
+    scale = 1.0 / (lr * (steps if vrlsgd else a_norms))
+
+    def matvec(s):
+        s = np.asarray(s, dtype=np.float64).reshape(-1)
+        x, c = s[:d], s[d:].reshape(m, d)
+        z = Z @ c
+        # Delta_i = -[K_i H_i, K_i] (x; z_i): one batched product over the clients
+        delta = -(KHK @ np.concatenate([np.broadcast_to(x, (m, d)), z], axis=1)[:, :, None])[:, :, 0]
+        x_new = x + coef @ delta
+        c_new = c - scale[:, None] * (delta - p @ delta) if vrlsgd else -scale[:, None] * delta - z
+        return np.concatenate([x_new, c_new.ravel()])
+
+    n = d * (m + 1)
+    return LinearOperator((n, n), matvec=matvec, dtype=np.float64)
 
 
 def quadratic_vr_fixed_point(H: Any, e: Any, p: Any, local_steps: Any, lr: float, algorithm: str,

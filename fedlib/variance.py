@@ -34,7 +34,8 @@ import numpy as np
 from ._validate import check_choice, check_local_steps, check_positive, check_probability_vector, check_weights
 from .tree import tree_leaves, tree_map, tree_stacked_weighted_sum, tree_zeros_like
 
-__all__ = ["VARIANCE_REDUCTIONS", "ControlVariates", "init_control_variates", "correction", "update_control_variates"]
+__all__ = ["VARIANCE_REDUCTIONS", "ControlVariates", "init_control_variates", "control_variates", "correction",
+           "update_control_variates"]
 
 VARIANCE_REDUCTIONS = ("scaffold", "vrlsgd")
 
@@ -62,6 +63,24 @@ def init_control_variates(params: Any, num_clients: int, kind: str = "scaffold")
     if not isinstance(num_clients, (int, np.integer)) or num_clients < 1:
         raise ValueError(f"num_clients must be an integer >= 1, got {num_clients!r}")
     return ControlVariates(_stack_zeros(params, int(num_clients)), tree_zeros_like(params), kind)
+
+
+def control_variates(client: Any, p: Any, kind: str = "scaffold") -> ControlVariates:
+    r"""Variates with given values: ``client`` is the stacked :math:`c_i` (every leaf with a
+    leading axis of length :math:`m`), ``p`` the weights of all clients; the mean is
+    :math:`\bar c = \sum_i p_i c_i` (ignored by VRLSGD, which keeps :math:`\bar c = 0`).
+    E.g. :math:`c_i = \nabla F_i(x^*)`, the fixed point of SCAFFOLD and FedNova-VR (chapter 10)."""
+    check_choice("kind", kind, VARIANCE_REDUCTIONS)
+    leaves = tree_leaves(client)
+    if not leaves:
+        raise ValueError("client: no arrays")
+    m = int(np.shape(leaves[0])[0]) if np.ndim(leaves[0]) else 0
+    if m < 1 or any(np.ndim(x) < 1 or np.shape(x)[0] != m for x in leaves):
+        raise ValueError("client: every leaf must have the same leading axis (one entry per client)")
+    p = check_probability_vector("p", p, size=m)
+    if kind == "vrlsgd":
+        return ControlVariates(client, tree_map(lambda x: x[0] * 0, client), kind)
+    return ControlVariates(client, tree_stacked_weighted_sum(client, p), kind)
 
 
 def _num_clients(state: ControlVariates) -> int:

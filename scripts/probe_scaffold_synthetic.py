@@ -1,6 +1,7 @@
 """Probes behind chapter 10, part 5 (SCAFFOLD vs FedNova-VR on Synthetic(1,1) with the
 paper's E = 2): which change makes SCAFFOLD's rounds fail or recover. Prints tables; the
-numbers quoted in notes come from this script.
+numbers quoted in notes come from this script. Chapter 10, part 6 explains what these probes
+find (the round linearised at the optimum: SCAFFOLD's net correction is one round stale).
 
     python scripts/probe_scaffold_synthetic.py                   # all probes (~5 min on 2 cores)
     python scripts/probe_scaffold_synthetic.py --only steps l2   # some of them

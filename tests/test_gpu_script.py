@@ -19,7 +19,7 @@ CELLS = ["sgd-e2-fedavg", "sgd-e2-fednova", "sgd-u25-fedavg"]
 def _gpu_run(out, results, budget=100, data="sample", **extra):
     env = dict(os.environ, DEVICE="cpu", WIDTH="0.03", TABLE1_ROUNDS="1", TABLE1_SEEDS="0",
                TABLE1_CELLS=",".join(CELLS), BENCH_STEPS="2", BENCH_RUNS="2", RESULTS=str(results),
-               PYTHON=sys.executable, OMP_NUM_THREADS="1")
+               PYTHON=sys.executable, OMP_NUM_THREADS="1", PROFILE_STEPS="2")
     env.update(extra)
     return subprocess.run(["bash", str(ROOT / "scripts" / "gpu_run.sh"), str(out), data, str(budget)], env=env,
                           capture_output=True, text=True, timeout=300)
@@ -129,23 +129,24 @@ def test_a_group_paused_in_one_call_is_finished_by_the_next(tmp_path):
     """CONTINUE_LATER_SECONDS: the call's Table 1 time ends inside a group, which pauses with a
     checkpoint in RESULTS (outside the tree, as /tmp on the device); the next call on the same
     machine resumes it and writes the results, packed by that call."""
-    kw = dict(SKIP_BENCH="1", RUN_CUDA_TESTS="0", IMAGES_PER_SECOND="5000", TABLE1_ROUNDS="60",
+    kw = dict(SKIP_BENCH="1", RUN_CUDA_TESTS="0", IMAGES_PER_SECOND="5000", TABLE1_ROUNDS="30",
               TABLE1_CELLS="sgd-e2-fedavg,sgd-e2-fednova", PRECISION="fp32")
-    # 66 s: 21 s for Table 1 after the script's reserve, less than the 60 rounds take here (~1 s each)
-    # and more than 3 rounds at the hinted rate (1.7 s each), so that the group starts in this call
+    # 66 s: 21 s for Table 1 after the script's reserve, less than the 30 rounds take (1 to 3.5 s each on
+    # the CPUs we have measured) and more than 3 rounds at the hinted rate (1.7 s each), so that the group
+    # starts in this call. The second call's 300 s cover the rest at 3.5 s a round with room to spare.
     first = _gpu_run(tmp_path / "a", tmp_path / "results", budget=66, CONTINUE_LATER_SECONDS="1200", **kw)
     assert first.returncode == 0, first.stdout + first.stderr
     assert "paused sgd-e2-fedavg__seed0, sgd-e2-fednova__seed0" in first.stdout, first.stdout
     assert "2 paused for the next call" in first.stdout
     assert list((tmp_path / "results").glob(".ckpt__*.pkl")) and not (tmp_path / "a" / "cifar10-results.tar.gz").exists()
-    second = _gpu_run(tmp_path / "b", tmp_path / "results", budget=200, **kw)
+    second = _gpu_run(tmp_path / "b", tmp_path / "results", budget=300, **kw)
     assert second.returncode == 0, second.stdout + second.stderr
     assert "resuming after round" in second.stdout and "2 written" in second.stdout
     assert not list((tmp_path / "results").glob(".ckpt__*.pkl"))
     with tarfile.open(tmp_path / "b" / "cifar10-results.tar.gz") as tar:
         assert sorted(tar.getnames()) == ["sgd-e2-fedavg__seed0.json", "sgd-e2-fednova__seed0.json"]
         doc = json.loads(tar.extractfile("sgd-e2-fednova__seed0.json").read())
-    assert doc["summary"]["resumed_after_round"] > 0 and len(doc["history"]) == 60
+    assert doc["summary"]["resumed_after_round"] > 0 and len(doc["history"]) == 30
     # the checkpoint has to survive the next call's fresh tree
     proc = _gpu_run(tmp_path / "c", "data/results/cifar10", CONTINUE_LATER_SECONDS="60", **kw)
     assert proc.returncode == 2 and "outside the tree" in proc.stderr
@@ -169,7 +170,7 @@ def test_results_come_back_when_the_call_is_cut_short(tmp_path):
     out = tmp_path / "out"
     env = dict(os.environ, DEVICE="cpu", WIDTH="0.03", TABLE1_ROUNDS="2", TABLE1_SEEDS="0,1",
                TABLE1_CELLS=",".join(CELLS), SKIP_BENCH="1", RESULTS=str(tmp_path / "results"),
-               PYTHON=sys.executable, OMP_NUM_THREADS="1")
+               PYTHON=sys.executable, OMP_NUM_THREADS="1", PROFILE_STEPS="2")
     proc = subprocess.Popen(["bash", str(ROOT / "scripts" / "gpu_run.sh"), str(out), "sample", "200"], env=env,
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
     archive = out / "cifar10-results.tar.gz"

@@ -29,7 +29,8 @@ def run_sequential(algorithm: FederatedAlgorithm, params: Any, grad_fn: Callable
                    rounds: int, *, sampling: str = "full", clients_per_round: Optional[int] = None, seed: int = 0,
                    lr_at: Optional[Callable[[int], float]] = None,
                    metric_fn: Optional[Callable[[Any, int], Any]] = None,
-                   solver_at: Optional[Callable[[int, int], LocalSolver]] = None) -> SequentialRun:
+                   solver_at: Optional[Callable[[int, int], LocalSolver]] = None,
+                   initial_state: Optional[ServerState] = None) -> SequentialRun:
     r"""Run ``rounds`` rounds of ``algorithm`` one client at a time.
 
     Parameters
@@ -47,12 +48,25 @@ def run_sequential(algorithm: FederatedAlgorithm, params: Any, grad_fn: Callable
         ``algorithm.solver`` on the clients and cannot be combined with ``lr_at`` (the
         solver carries its learning rate); the server side still receives
         ``algorithm.solver.lr``.
+    initial_state : start from this server state (e.g. one with chosen control variates,
+        or the state of an earlier run) instead of ``algorithm.init(params, m)``; ``params``
+        must then be ``None``. Rounds, schedules and sampling still count from round 0.
     """
     p = check_probability_vector("p", p)
     rounds = check_int("rounds", rounds, minimum=0)
     if solver_at is not None and lr_at is not None:
         raise ValueError("solver_at and lr_at cannot be combined: each client's solver carries its own lr")
-    state = algorithm.init(params, p.size)
+    if initial_state is None:
+        state = algorithm.init(params, p.size)
+    else:
+        if params is not None:
+            raise ValueError("params must be None when initial_state is given (the state holds the model)")
+        if not isinstance(initial_state, ServerState):
+            raise ValueError(f"initial_state must be a fedlib.algorithms.ServerState, got {type(initial_state).__name__}")
+        if (initial_state.variates is None) != (algorithm.variance is None):
+            raise ValueError(f"initial_state: {algorithm.name!r} needs "
+                             f"{'control variates' if algorithm.variance else 'no control variates'}")
+        state = initial_state
     diagnostics: list[RoundDiagnostics] = []
     metrics = [metric_fn(state.params, 0)] if metric_fn else []
     for t in range(rounds):

@@ -76,6 +76,12 @@ __all__ = [
     "rate_check",
     "limit_distances",
     "logistic_losses",
+    "LogisticOptimum",
+    "flat_directions",
+    "logistic_optimum",
+    "linearised_vr_radius",
+    "Perturbation",
+    "perturbation_growth",
     "STYLES",
 ]
 
@@ -355,3 +361,145 @@ def logistic_losses(problem, name: str, lr: float, schedule, seeds: Sequence[int
                           seed=int(seed))
         out.append([run.initial["train_loss"]] + [h["train_loss"] for h in run.history])
     return np.asarray(out)
+
+
+# --------------------------------------------------------------------------- linearised VR at x*
+class LogisticOptimum(NamedTuple):
+    r"""The minimiser :math:`x^*` of :math:`F = \sum_i p_i F_i` of a logistic problem and
+    what the VR rounds look like there.
+
+    ``theta``: :math:`x^*` packed and flattened (the bias centred over the classes);
+    ``client_grads``: :math:`\nabla F_i(x^*)`, ``(m, P)`` (SCAFFOLD's and FedNova-VR's
+    fixed-point variates); ``grad_norm``: :math:`\|\nabla F(x^*)\|`; ``basis``: ``(P, r)``,
+    an orthonormal basis of the directions that are not flat (:func:`flat_directions`);
+    ``hessians``: :math:`Q^\top\nabla^2 F_i(x^*)Q`, ``(m, r, r)``; ``newton_steps``."""
+
+    theta: np.ndarray
+    client_grads: np.ndarray
+    grad_norm: float
+    basis: np.ndarray
+    hessians: np.ndarray
+    newton_steps: int
+
+
+def flat_directions(problem) -> np.ndarray:
+    r"""``(P, k)`` orthonormal basis of the directions along which every :math:`F_i` of a
+    :class:`~fedlib.problems.logistic.LogisticProblem` is constant: adding one vector to every
+    class's column of :math:`\Theta = [W; b]` leaves the softmax unchanged (:math:`k = d+1`;
+    with an L2 penalty on :math:`W` only the bias direction, :math:`k = 1`)."""
+    D, C = problem.model.num_features + 1, problem.model.num_classes
+    rows = range(D) if problem.l2 == 0 else [D - 1]
+    B = np.zeros((D * C, len(rows)))
+    for col, j in enumerate(rows):
+        B[j * C:(j + 1) * C, col] = 1.0 / math.sqrt(C)
+    return B
+
+
+def logistic_optimum(problem, tol: float = 1e-11, max_steps: int = 100) -> LogisticOptimum:
+    r""":math:`x^* = \arg\min F` by Newton's method with backtracking, in the coordinates
+    orthogonal to the flat directions (where :math:`\nabla^2 F` is positive definite),
+    until :math:`\|\nabla F\| \le` ``tol``. Raises if it does not get there in ``max_steps``.
+    Chapter 10, part 6 (Synthetic(1,1): 21 steps)."""
+    from ..problems.logistic import pack_params, unpack_params
+
+    tol = check_positive("tol", tol)
+    max_steps = check_int("max_steps", max_steps, minimum=1)
+    shape = pack_params(problem.init_params()).shape
+    flat = flat_directions(problem)
+    Q = np.linalg.svd(np.eye(flat.shape[0]) - flat @ flat.T)[0][:, :flat.shape[0] - flat.shape[1]]
+    p = np.asarray(problem.p, dtype=np.float64)
+
+    def unpack(v):
+        return unpack_params(v.reshape(shape))
+
+    def grads(v):
+        return np.array([pack_params(problem.model.grad(unpack(v), problem.dataset.train_x[i],
+                                                         problem.dataset.train_y[i])).ravel()
+                         for i in range(problem.num_clients)])
+
+    def hessians(v):
+        return np.array([Q.T @ problem.client_hessian(unpack(v), i) @ Q for i in range(problem.num_clients)])
+
+    theta = pack_params(problem.init_params()).ravel()
+    G = grads(theta)
+    for step in range(max_steps + 1):
+        g = p @ G
+        if np.linalg.norm(g) <= tol:
+            break
+        if step == max_steps:
+            raise RuntimeError(f"logistic_optimum: |grad F| = {np.linalg.norm(g):.3g} > tol after {max_steps} "
+                               "Newton steps")
+        Hs = hessians(theta)
+        direction = -Q @ np.linalg.solve(np.tensordot(p, Hs, 1), Q.T @ g)
+        f0, t = problem.loss(unpack(theta)), 1.0
+        while problem.loss(unpack(theta + t * direction)) > f0 + 1e-4 * t * (g @ direction) and t > 1e-10:
+            t /= 2
+        theta = theta + t * direction
+        G = grads(theta)
+    theta = theta - flat @ (flat.T @ theta)   # the canonical representative (bias and columns centred)
+    return LogisticOptimum(theta, grads(theta), float(np.linalg.norm(p @ G)), Q, hessians(theta), step)
+
+
+def linearised_vr_radius(problem, optimum: LogisticOptimum, name: str, lr: float, local_steps: Any) -> float:
+    r"""Spectral radius of a VR round (``scaffold``, ``fednova-vr``; local GD at step ``lr``,
+    fixed ``local_steps``, full participation) linearised at its fixed point
+    :math:`(x^*, \nabla F_1(x^*), \dots)`: :func:`fedlib.theory.quadratic_vr_round_operator`
+    with :math:`H_i = \nabla^2 F_i(x^*)` (flat directions removed). Above 1, rounds started
+    next to :math:`x^*` move away from it (chapter 10, part 6). Near 1, with ill-conditioned
+    Hessians, ARPACK can need minutes: the eigenvalues crowd together."""
+    from ..theory import quadratic_vr_round_operator
+
+    if name not in ("scaffold", "fednova-vr"):
+        raise ValueError(f"name must be 'scaffold' or 'fednova-vr', got {name!r}")
+    return spectral_radius(quadratic_vr_round_operator(optimum.hessians, problem.p, local_steps, lr, name))
+
+
+class Perturbation(NamedTuple):
+    r"""Rounds of the library started next to :math:`(x^*, \nabla F_i(x^*))`: the distance of
+    the state :math:`(x, c_1, \dots, c_m)` to that fixed point after every round (the
+    perturbation first) and its per-round growth :func:`measured_rate` on the second half."""
+
+    name: str
+    distances: np.ndarray
+    rate: float
+
+
+def perturbation_growth(problem, optimum: LogisticOptimum, name: str, lr: float, local_steps: Any, rounds: int, *,
+                        size: float = 1e-7, seed: int = 0) -> Perturbation:
+    r"""Start ``name`` (``scaffold`` or ``fednova-vr``, local GD on each client's full data,
+    through :func:`fedlib.engines.reference.run_sequential`) at :math:`x^* + \delta` with the
+    fixed-point variates :math:`c_i = \nabla F_i(x^*)`, :math:`\delta` random outside the flat
+    directions with :math:`\|\delta\| =` ``size`` (from ``SeedSequence(seed)``), and record how
+    the perturbation grows or shrinks over ``rounds`` rounds. Its rate is the measured
+    counterpart of :func:`linearised_vr_radius` (while it stays small). Chapter 10, part 6."""
+    from ..engines.reference import run_sequential
+    from ..problems.logistic import pack_params, unpack_params
+    from ..variance import control_variates
+    from .surrogate import full_batch_grad_fn
+
+    if name not in ("scaffold", "fednova-vr"):
+        raise ValueError(f"name must be 'scaffold' or 'fednova-vr', got {name!r}")
+    rounds = check_int("rounds", rounds, minimum=2)
+    size = check_positive("size", size)
+    shape = pack_params(problem.init_params()).shape
+    m = problem.num_clients
+    steps = check_local_steps("local_steps", local_steps, size=m)
+    rng = np.random.default_rng(np.random.SeedSequence(int(seed)))
+    delta = optimum.basis @ rng.standard_normal(optimum.basis.shape[1])
+    algo = make_algorithm(name, sgd(lr))
+    variates = control_variates(unpack_params(optimum.client_grads.reshape((m,) + shape)), problem.p, "scaffold")
+    state = algo.init(unpack_params((optimum.theta + size * delta / np.linalg.norm(delta)).reshape(shape)), m)
+    state = state._replace(variates=variates)
+    grad, schedule = full_batch_grad_fn(problem), FixedSteps(steps)
+
+    def distance(s):
+        x = pack_params(s.params).ravel() - optimum.theta
+        c = pack_params(s.variates.client).reshape(m, -1) - optimum.client_grads
+        return math.sqrt(float(x @ x) + float(np.sum(c * c)))
+
+    out = [distance(state)]
+    for _ in range(rounds):
+        state = run_sequential(algo, None, grad, problem.p, schedule, 1, initial_state=state).state
+        out.append(distance(state))
+    d = np.asarray(out)
+    return Perturbation(name, d, measured_rate(d, rounds // 2))

@@ -270,6 +270,43 @@ class LogisticRegression:
         grads = self.grad(params, x, y)
         return self.loss(params, x, y), grads
 
+    def hessian(self, params: dict, x, y) -> np.ndarray:
+        r"""Hessian of the mean cross-entropy (+ penalty) of one batch, ``(P, P)`` with
+        :math:`P = (d+1)C`, in the order of ``pack_params(params).ravel()``
+        (:math:`\Theta_{jc}` at index :math:`jC + c`, the bias as row :math:`d`):
+
+        .. math::
+
+            \nabla^2 F = \frac1n\sum_{s=1}^n \tilde x_s\tilde x_s^\top \otimes
+                \bigl(\mathrm{diag}(P_s) - P_sP_s^\top\bigr) + \lambda\,(I_d \oplus 0)\otimes I_C,
+
+        :math:`\tilde x_s = (x_s, 1)`, :math:`P_s = \mathrm{softmax}(z_s)`. Singular: adding one
+        vector to every class's column of :math:`\Theta` leaves every softmax unchanged, so
+        those :math:`d+1` directions are flat (:math:`\lambda = 0`; with :math:`\lambda > 0` only
+        the bias one). Used by chapter 10 (the linearised VR rounds at :math:`x^*`)."""
+        W, b = self._check_params(params, stacked=False)
+        x, y = self._check_batch(x, y, ())
+        n = y.shape[0]
+        if n == 0:
+            raise ValueError("x: the batch is empty")
+        C = self.num_classes
+        xa = np.concatenate([x, np.ones((n, 1))], axis=1)
+        z = xa[:, :-1] @ W + b
+        z -= z.max(axis=1, keepdims=True)
+        prob = np.exp(z)
+        prob /= prob.sum(axis=1, keepdims=True)
+        D = xa.shape[1]
+        H = np.zeros((D, C, D, C))
+        for c in range(C):
+            H[:, c, :, c] = (xa * prob[:, c:c + 1]).T @ xa
+        M = (xa[:, :, None] * prob[:, None, :]).reshape(n, D * C)
+        H = H.reshape(D * C, D * C) - M.T @ M
+        H = (H + H.T) / (2 * n)   # exactly symmetric (the two products round differently)
+        if self.l2:
+            idx = np.arange((D - 1) * C)
+            H[idx, idx] += self.l2
+        return H
+
     # ------------------------------------------------------------ many clients
     def loss_and_grad_stacked(self, params: dict, x, y, mask=None) -> tuple[np.ndarray, dict]:
         r"""Losses ``(q,)`` and gradients ``{"W": (q, d, C), "b": (q, C)}`` of ``q`` clients at once.
@@ -361,6 +398,14 @@ class LogisticProblem:
         """:math:`F_i(x)` on client ``client``'s training data."""
         i = check_int("client", client)
         return self.model.loss(params, self.dataset.train_x[i], self.dataset.train_y[i])
+
+    def client_hessian(self, params: dict, client: int) -> np.ndarray:
+        r""":math:`\nabla^2 F_i(x)` on client ``client``'s training data
+        (:meth:`LogisticRegression.hessian`, packed order)."""
+        i = check_int("client", client, minimum=0)
+        if i >= self.num_clients:
+            raise ValueError(f"client must be in [0, {self.num_clients}), got {client!r}")
+        return self.model.hessian(params, self.dataset.train_x[i], self.dataset.train_y[i])
 
     def test_accuracy(self, params: dict) -> float:
         """Accuracy on the union of the client test sets (NaN when there is none)."""

@@ -1,0 +1,237 @@
+"""Why SCAFFOLD and FedNova-VR part ways on Synthetic(1,1) (chapter 10, part 6): the
+matrix-free VR round operator against the dense round map, the logistic Hessian against
+finite differences, the linearisation against real rounds, and the aggregation identities
+(SCAFFOLD = FedAvg-weighted fresh gradients + a net correction from last round's variates;
+FedNova-VR = the p-weighted fresh gradients alone) against the library's rounds."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from fedlib import theory as T
+from fedlib.algorithms import make_algorithm
+from fedlib.data import synthetic
+from fedlib.engines.reference import run_sequential
+from fedlib.experiments import acceleration as A
+from fedlib.problems import random_quadratic
+from fedlib.problems.logistic import LogisticProblem, LogisticRegression, pack_params, unpack_params
+from fedlib.schedules import FixedSteps
+from fedlib.solvers import sgd
+from fedlib.variance import control_variates
+
+
+# ------------------------------------------------------------------ theory: the operator
+@pytest.mark.parametrize("algorithm", T.VR_ALGORITHMS)
+@pytest.mark.parametrize("mu,momentum", [(0.0, 0.0), (0.3, 0.0), (0.0, 0.6), (0.2, 0.5)])
+def test_round_operator_is_the_dense_round_map(algorithm, mu, momentum):
+    rng = np.random.default_rng(abs(hash((algorithm, mu, momentum))) % 2**32)
+    p = rng.dirichlet(np.ones(4))
+    q = random_quadratic(4, 5, seed=int(rng.integers(100)), p=p)
+    steps = rng.integers(1, 30, size=4)
+    M, _ = T.quadratic_vr_round_map(q.H, q.e, q.p, steps, 0.04, algorithm, mu=mu, momentum=momentum)
+    op = T.quadratic_vr_round_operator(q.H, q.p, steps, 0.04, algorithm, mu=mu, momentum=momentum)
+    V = rng.standard_normal((M.shape[0], 3))
+    assert np.abs(op.matmat(V) - M @ V).max() < 1e-12 * max(1.0, np.abs(M).max())
+
+
+def test_round_operator_tau_eff_and_bad_inputs():
+    q = random_quadratic(3, 2, seed=1)
+    M, _ = T.quadratic_vr_round_map(q.H, q.e, q.p, [1, 2, 3], 0.1, "fednova-vr", tau_eff=5.0)
+    op = T.quadratic_vr_round_operator(q.H, q.p, [1, 2, 3], 0.1, "fednova-vr", tau_eff=5.0)
+    assert np.allclose(op.matmat(np.eye(8)), M, atol=1e-14)
+    with pytest.raises(ValueError, match="algorithm"):
+        T.quadratic_vr_round_operator(q.H, q.p, [1, 2, 3], 0.1, "fedavg")
+    with pytest.raises(ValueError, match="tau_eff"):
+        T.quadratic_vr_round_operator(q.H, q.p, [1, 2, 3], 0.1, "scaffold", tau_eff=2.0)
+    with pytest.raises(ValueError, match="local_steps"):
+        T.quadratic_vr_round_operator(q.H, q.p, [1, 2], 0.1, "scaffold")
+    with pytest.raises(ValueError, match="symmetric"):
+        T.quadratic_vr_round_operator(q.H + np.triu(np.ones((2, 2)), 1), q.p, [1, 2, 3], 0.1, "scaffold")
+
+
+def test_spectral_radius_of_a_large_operator_by_arpack():
+    # 6 * 130 = 780 > 600 rows: ARPACK, against all eigenvalues of the dense map
+    q = random_quadratic(5, 130, seed=3, eig_range=(0.1, 2.0), p=np.random.default_rng(3).dirichlet(np.ones(5)))
+    steps = [1, 4, 9, 30, 2]
+    M, _ = T.quadratic_vr_round_map(q.H, q.e, q.p, steps, 0.3, "scaffold")
+    op = T.quadratic_vr_round_operator(q.H, q.p, steps, 0.3, "scaffold")
+    assert abs(T.spectral_radius(op) / T.spectral_radius(M) - 1) < 1e-8
+    with pytest.raises(ValueError, match="tol"):
+        T.spectral_radius(op, tol=0)
+
+
+@pytest.mark.parametrize("tau", [1, 2, 3, 5, 8, 17, 64, 100, 255])
+def test_local_operator_by_doubling_is_the_sum(tau):
+    rng = np.random.default_rng(tau)
+    A_ = rng.standard_normal((4, 4))
+    H = A_ @ A_.T / 4
+    lr, mu = 0.07, 0.2
+    step = np.eye(4) * (1 - lr * mu) - lr * H
+    total = np.zeros((4, 4))
+    power = np.eye(4)
+    for _ in range(tau):
+        total += power
+        power = power @ step
+    assert np.allclose(T.quadratic_local_operator(H, tau, lr, mu), lr * total, rtol=1e-12, atol=1e-14)
+
+
+# ------------------------------------------------------------------ the logistic Hessian
+@pytest.mark.parametrize("l2", [0.0, 0.25])
+def test_logistic_hessian_is_the_derivative_of_the_gradient(l2):
+    rng = np.random.default_rng(7)
+    model = LogisticRegression(4, 3, l2)
+    x, y = rng.standard_normal((9, 4)), rng.integers(0, 3, 9)
+    theta = rng.standard_normal((5, 3))
+    H = model.hessian(unpack_params(theta), x, y)
+
+    def grad(v):
+        return pack_params(model.grad(unpack_params(v.reshape(5, 3)), x, y)).ravel()
+
+    h = 1e-6
+    fd = np.stack([(grad(theta.ravel() + h * e) - grad(theta.ravel() - h * e)) / (2 * h) for e in np.eye(15)], axis=1)
+    assert np.abs(H - fd).max() < 1e-8
+    assert np.array_equal(H, H.T)
+    assert np.linalg.eigvalsh(H).min() > -1e-12
+    problem = LogisticProblem(synthetic(num_clients=2, dim=4, num_classes=3, seed=0), l2=l2)
+    flat = A.flat_directions(problem)
+    assert flat.shape == (15, 5 if l2 == 0 else 1)
+    assert np.allclose(flat.T @ flat, np.eye(flat.shape[1]))
+    assert np.abs(H @ flat).max() < 1e-12                     # flat: no curvature there
+    assert np.linalg.matrix_rank(H) == 15 - flat.shape[1]      # ... and nowhere else
+
+
+def test_logistic_hessian_bad_inputs():
+    problem = LogisticProblem(synthetic(num_clients=2, dim=4, num_classes=3, seed=0))
+    with pytest.raises(ValueError, match="client"):
+        problem.client_hessian(problem.init_params(), 2)
+    with pytest.raises(ValueError, match="empty"):
+        problem.model.hessian(problem.init_params(), np.zeros((0, 4)), np.zeros(0, dtype=int))
+
+
+# ------------------------------------------------------------------ runs from a chosen state
+def test_initial_state_continues_a_run_exactly():
+    q = random_quadratic(3, 4, seed=2, p=[0.5, 0.3, 0.2])
+    algo = make_algorithm("scaffold", sgd(0.05))
+    sched = FixedSteps([2, 5, 9])
+    grad = q.grad_fn()
+    whole = run_sequential(algo, np.zeros(4), grad, q.p, sched, 3)
+    first = run_sequential(algo, np.zeros(4), grad, q.p, sched, 2)
+    rest = run_sequential(algo, None, grad, q.p, sched, 1, initial_state=first.state)
+    assert np.array_equal(rest.state.params, whole.state.params)
+    assert np.array_equal(rest.state.variates.client, whole.state.variates.client)
+    with pytest.raises(ValueError, match="params must be None"):
+        run_sequential(algo, np.zeros(4), grad, q.p, sched, 1, initial_state=first.state)
+    with pytest.raises(ValueError, match="ServerState"):
+        run_sequential(algo, None, grad, q.p, sched, 1, initial_state=(np.zeros(4),))
+    with pytest.raises(ValueError, match="control variates"):
+        run_sequential(make_algorithm("fednova", sgd(0.05)), None, grad, q.p, sched, 1, initial_state=first.state)
+
+
+def test_control_variates_constructor():
+    c = np.arange(6.0).reshape(3, 2)
+    cv = control_variates(c, [0.5, 0.25, 0.25])
+    assert np.allclose(cv.mean, [1.5, 2.5]) and cv.kind == "scaffold"
+    assert np.array_equal(control_variates(c, [0.5, 0.25, 0.25], "vrlsgd").mean, [0.0, 0.0])
+    with pytest.raises(ValueError, match="p"):
+        control_variates(c, [0.5, 0.5])
+    with pytest.raises(ValueError, match="kind"):
+        control_variates(c, [0.5, 0.25, 0.25], "fednova")
+    with pytest.raises(ValueError, match="leading axis"):
+        control_variates({"a": np.zeros((3, 2)), "b": np.zeros((2,))}, [0.5, 0.25, 0.25])
+
+
+# ------------------------------------------------------------------ the aggregation identities
+@pytest.mark.parametrize("seed", range(4))
+def test_scaffold_carries_a_net_correction_fednova_vr_does_not(seed):
+    """With local SGD, Delta_i = -lr tau_i (gbar_i + cbar - c_i), gbar_i the mean raw gradient
+    of the (corrected) local run. So SCAFFOLD's change is -lr sum p_i tau_i gbar_i
+    - lr sum p_i (tau_bar - tau_i) c_i, FedNova-VR's is -lr tau_bar sum p_i gbar_i, and both
+    set c_i <- gbar_i. gbar_i is computed here by an independent loop."""
+    rng = np.random.default_rng(seed)
+    m, d, lr = 4, 3, 0.05
+    p = rng.dirichlet(np.ones(m))
+    q = random_quadratic(m, d, seed=seed, p=p)
+    steps = rng.integers(1, 12, size=m)
+    x0, c = rng.standard_normal(d), rng.standard_normal((m, d))
+    cbar = p @ c
+    gbar = np.empty((m, d))
+    for i in range(m):
+        y, total = x0.copy(), np.zeros(d)
+        for _ in range(steps[i]):
+            g = q.H[i] @ y - q.e[i]
+            total += g
+            y = y - lr * (g + cbar - c[i])
+        gbar[i] = total / steps[i]
+    tau_bar = p @ steps
+    expected = {"scaffold": -lr * (p * steps) @ gbar - lr * (p * (tau_bar - steps)) @ c,
+                "fednova-vr": -lr * tau_bar * p @ gbar}
+    for name, change in expected.items():
+        algo = make_algorithm(name, sgd(lr))
+        state = algo.init(x0.copy(), m)._replace(variates=control_variates(c.copy(), p))
+        out = run_sequential(algo, None, q.grad_fn(), p, FixedSteps(steps), 1, initial_state=state).state
+        assert np.allclose(out.params - x0, change, rtol=1e-12, atol=1e-13), name
+        assert np.allclose(out.variates.client, gbar, rtol=1e-12, atol=1e-13), name
+    if np.ptp(steps) > 0:   # the net correction vanishes only with equal steps (or equal variates)
+        assert np.linalg.norm((p * (tau_bar - steps)) @ c) > 1e-6
+
+
+# ------------------------------------------------------------------ the linearisation at x*
+@pytest.fixture(scope="module")
+def small_logistic():
+    problem = LogisticProblem(synthetic(0, 0, num_clients=3, dim=5, num_classes=3, num_samples=[300, 500, 900], seed=1))
+    return problem, A.logistic_optimum(problem)
+
+
+def test_logistic_optimum(small_logistic):
+    problem, opt = small_logistic
+    assert opt.grad_norm < 1e-12
+    assert np.linalg.norm(problem.p @ opt.client_grads) < 1e-12
+    assert np.abs(A.flat_directions(problem).T @ opt.theta).max() < 1e-12   # canonical representative
+    assert opt.basis.shape == (18, 12) and opt.hessians.shape == (3, 12, 12)
+    assert np.linalg.eigvalsh(np.tensordot(problem.p, opt.hessians, 1)).min() > 0
+
+
+@pytest.mark.parametrize("name", ["scaffold", "fednova-vr"])
+def test_linearisation_predicts_a_real_round(small_logistic, name):
+    """One real round from (x* + eps v, grad F_i(x*) + eps w) moves the state by eps M (v, w)
+    + O(eps^2), M the round operator with the Hessians at x* (in the basis of non-flat
+    directions)."""
+    problem, opt = small_logistic
+    m, Q, lr, steps = problem.num_clients, opt.basis, 0.1, [3, 7, 15]
+    rng = np.random.default_rng(0)
+    v, w = rng.standard_normal(Q.shape[1]), rng.standard_normal((m, Q.shape[1]))
+    op = T.quadratic_vr_round_operator(opt.hessians, problem.p, steps, lr, name)
+    predicted = op @ np.concatenate([v, w.ravel()])
+    shape = pack_params(problem.init_params()).shape
+    from fedlib.experiments.surrogate import full_batch_grad_fn
+
+    errors = []
+    for eps in (1e-3, 1e-4):
+        algo = make_algorithm(name, sgd(lr))
+        state = algo.init(unpack_params((opt.theta + eps * Q @ v).reshape(shape)), m)
+        c = opt.client_grads + eps * w @ Q.T
+        state = state._replace(variates=control_variates(unpack_params(c.reshape((m,) + shape)), problem.p))
+        out = run_sequential(algo, None, full_batch_grad_fn(problem), problem.p, FixedSteps(steps), 1,
+                             initial_state=state).state
+        dx = Q.T @ (pack_params(out.params).ravel() - opt.theta) / eps
+        dc = (pack_params(out.variates.client).reshape(m, -1) - opt.client_grads) @ Q / eps
+        errors.append(np.linalg.norm(np.concatenate([dx, dc.ravel()]) - predicted) / np.linalg.norm(predicted))
+    assert errors[1] < 1e-4 and errors[1] < 0.2 * errors[0], errors   # first order: the error shrinks with eps
+
+
+def test_perturbation_growth_and_radius(small_logistic):
+    problem, opt = small_logistic
+    steps = [2, 4, 40]   # lr 1: SCAFFOLD has an isolated eigenvalue outside the unit circle
+    radius = A.linearised_vr_radius(problem, opt, "scaffold", 1.0, steps)
+    run = A.perturbation_growth(problem, opt, "scaffold", 1.0, steps, 40, size=1e-8, seed=3)
+    assert radius > 1.2
+    assert run.distances.shape == (41,) and abs(run.distances[0] / 1e-8 - 1) < 1e-6
+    assert abs(run.rate / radius - 1) < 0.02, (run.rate, radius)
+    # the same setting is stable for FedNova-VR, and the perturbation decays
+    assert A.linearised_vr_radius(problem, opt, "fednova-vr", 1.0, steps) < 1
+    decay = A.perturbation_growth(problem, opt, "fednova-vr", 1.0, steps, 40, size=1e-8, seed=3)
+    assert decay.rate < 1 and decay.distances[-1] < decay.distances[0]
+    with pytest.raises(ValueError, match="name"):
+        A.linearised_vr_radius(problem, opt, "fedavg", 0.1, steps)
+    with pytest.raises(ValueError, match="name"):
+        A.perturbation_growth(problem, opt, "vrlsgd", 0.1, steps, 5)
