@@ -36,6 +36,12 @@ A chapter that raises (e.g. a failing ``assert``) makes papermill raise
 rendered (a previous ``_build/html`` is removed first), and the exit status
 is 1. Any Sphinx warning fails the render (``-W``) with a non-zero status.
 
+Chapters are independent (each writes its own ``figures/chNN_*`` files), so
+``--jobs N`` (default: 2 where there are 2 or more cores, ``$BOOK_JOBS`` overrides)
+executes N at a time, longest first when an earlier ``_build/chapter_times.json``
+of the same parameters says which are long (else in TOC order). With N > 1, each
+kernel gets ``cores // N`` BLAS/OpenMP threads unless ``OMP_NUM_THREADS`` is set.
+
 Per-chapter wall times are printed and written to ``_build/chapter_times.json``.
 """
 
@@ -48,6 +54,7 @@ import shutil
 import subprocess
 import sys
 import time
+from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -220,37 +227,84 @@ def render(layout: Layout) -> int:
     return status
 
 
+def default_jobs() -> int:
+    """``$BOOK_JOBS`` if set, else 2 on a machine with 2 or more cores, else 1."""
+    value = os.environ.get("BOOK_JOBS")
+    if value:
+        return int(value)
+    return 2 if (os.cpu_count() or 1) >= 2 else 1
+
+
+def execution_order(layout: Layout, notebooks: list[str], parameters: dict) -> list[str]:
+    """Longest first by an earlier run with the same parameters, else the TOC order."""
+    try:
+        previous = json.loads(layout.times_json.read_text(encoding="utf8"))
+    except (OSError, ValueError):
+        return notebooks
+    if previous.get("parameters") != parameters:
+        return notebooks
+    seconds = previous.get("seconds", {})
+    return sorted(notebooks, key=lambda n: -float(seconds.get(n, 0.0)))
+
+
+def limit_threads(jobs: int) -> None:
+    """Give each of ``jobs`` kernels its share of the cores (kernels inherit the environment)."""
+    if jobs > 1 and "OMP_NUM_THREADS" not in os.environ:
+        share = str(max(1, (os.cpu_count() or 1) // jobs))
+        for var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
+            os.environ.setdefault(var, share)
+
+
 def execute_all(layout: Layout, parameters: dict, timeout: int | None,
-                fail_fast: bool) -> bool:
-    """Execute every notebook of the TOC; write and print the timings; True if all passed."""
+                fail_fast: bool, jobs: int = 1) -> bool:
+    """Execute every notebook of the TOC, ``jobs`` at a time; write and print the timings;
+    True if all passed."""
+    if jobs < 1:
+        raise ValueError(f"jobs must be >= 1, got {jobs}")
     pages = [resolve_page(layout.root, d) for d in toc_docnames(layout.root / "_toc.yml")]
     notebooks = [layout.rel(p) for p in pages if p.suffix == ".ipynb"]
+    order = execution_order(layout, notebooks, parameters)
+    limit_threads(jobs)
     print(f"parameters={parameters}  kernel python3 -> {use_venv_kernel()}  "
-          f"cwd={layout.root}", flush=True)
+          f"cwd={layout.root}  jobs={jobs}", flush=True)
 
     # A stale book must not survive a failed execution (the browser tests read it).
     shutil.rmtree(layout.build / "html", ignore_errors=True)
     prepare_mirror(layout)
     times: dict[str, float] = {}
     failures: dict[str, str] = {}
-    for name in notebooks:
+    start = time.perf_counter()
+
+    def run(name: str) -> None:
         print(f"[execute] {name} ...", flush=True)
-        try:
-            execute(layout, layout.root / name, parameters, timeout, times)
-        except Exception as exc:  # PapermillExecutionError, dead kernel, timeout, ...
-            failures[name] = failure_summary(exc)
-            print(f"[execute] {name}: FAILED after {times[name]:.1f} s\n{exc}",
-                  file=sys.stderr, flush=True)
-            if fail_fast:
-                break
-        else:
-            print(f"[execute] {name}: ok in {times[name]:.1f} s", flush=True)
+        execute(layout, layout.root / name, parameters, timeout, times)
+
+    with ThreadPoolExecutor(max_workers=jobs) as pool:
+        pending = {pool.submit(run, name): name for name in order}
+        while pending:
+            done, _ = wait(pending, return_when=FIRST_COMPLETED)
+            for future in done:
+                name = pending.pop(future)
+                exc = future.exception()
+                if exc is None:
+                    print(f"[execute] {name}: ok in {times[name]:.1f} s", flush=True)
+                    continue
+                # PapermillExecutionError, dead kernel, timeout, ...
+                failures[name] = failure_summary(exc)
+                print(f"[execute] {name}: FAILED after {times.get(name, 0.0):.1f} s\n{exc}",
+                      file=sys.stderr, flush=True)
+                if fail_fast:
+                    for other in pending:
+                        other.cancel()
+    wall = time.perf_counter() - start
     copy_outputs_into_mirror(layout)
 
     layout.times_json.write_text(json.dumps({
         "parameters": parameters,
         "seconds": {name: round(t, 3) for name, t in times.items()},
         "total_seconds": round(sum(times.values()), 3),
+        "wall_seconds": round(wall, 3),
+        "jobs": jobs,
         "failed": sorted(failures),
     }, indent=2) + "\n", encoding="utf8")
 
@@ -258,8 +312,8 @@ def execute_all(layout: Layout, parameters: dict, timeout: int | None,
     for name in notebooks:
         status = f"{times[name]:8.1f} s" if name in times else "   skipped"
         print(f"  {status}  {name}{'  FAILED' if name in failures else ''}")
-    print(f"  {sum(times.values()):8.1f} s  total  (-> {layout.rel(layout.times_json)})",
-          flush=True)
+    print(f"  {sum(times.values()):8.1f} s  total, {wall:.1f} s wall with {jobs} job(s)  "
+          f"(-> {layout.rel(layout.times_json)})", flush=True)
     if failures:
         print(f"\n{len(failures)} chapter(s) failed, the book is not rendered:",
               file=sys.stderr)
@@ -278,6 +332,8 @@ def main(argv: list[str] | None = None) -> int:
                         help="per-cell execution timeout in seconds (default: none)")
     parser.add_argument("--fail-fast", action="store_true",
                         help="stop at the first chapter that fails")
+    parser.add_argument("--jobs", type=int, default=None,
+                        help="chapters executed at a time (default: $BOOK_JOBS, else 2 with 2+ cores)")
     parser.add_argument("--root", type=Path, default=REPO_ROOT,
                         help="book root holding _config.yml and _toc.yml (default: this repo)")
     mode = parser.add_mutually_exclusive_group()
@@ -301,7 +357,10 @@ def main(argv: list[str] | None = None) -> int:
     parameters: dict = {"profile": args.profile}
     if args.seed is not None:
         parameters["seed"] = args.seed
-    if not execute_all(layout, parameters, args.timeout, args.fail_fast):
+    jobs = default_jobs() if args.jobs is None else args.jobs
+    if jobs < 1:
+        parser.error(f"--jobs must be >= 1, got {jobs}")
+    if not execute_all(layout, parameters, args.timeout, args.fail_fast, jobs):
         return 1
     return 0 if args.no_render else render(layout)
 

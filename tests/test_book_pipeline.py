@@ -21,7 +21,7 @@ from pathlib import Path
 
 import nbformat
 import pytest
-from bookutil import toc_docnames
+from bookutil import build_script, toc_docnames
 import yaml
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -200,7 +200,7 @@ def test_build_script_executes_in_root_and_fails_on_assert(tmp_path):
 
     proc = subprocess.run(
         [sys.executable, str(BUILD_SCRIPT), "--root", str(book), "--profile", "full",
-         "--no-render"], capture_output=True, text=True, timeout=300)
+         "--no-render", "--jobs", "2"], capture_output=True, text=True, timeout=300)
     assert proc.returncode == 1, proc.stdout + proc.stderr
     assert "AssertionError: chapter claim failed" in proc.stderr
 
@@ -220,6 +220,7 @@ def test_build_script_executes_in_root_and_fails_on_assert(tmp_path):
     assert times["parameters"] == {"profile": "full"}
     assert set(times["seconds"]) == {"book/good.ipynb", "book/bad.ipynb"}
     assert times["failed"] == ["book/bad.ipynb"]
+    assert times["jobs"] == 2 and 0 < times["wall_seconds"]
     assert not (book / "_build" / "html").exists(), "a failed execution must not render"
 
 
@@ -242,3 +243,19 @@ def test_api_hook_turns_prose_entries_into_descriptions():
     assert mod.prose_entries(doc) == ["Intro : not a section.", "", "Parameters", "----------", "rounds",
                                       "    total number of rounds.", "    more about rounds.", "a, b",
                                       "    two at once.", "", "Returns", "-------", "x : kept as it is"]
+
+
+def test_build_script_runs_the_longest_chapters_first(tmp_path):
+    """With an earlier run's timings for the same parameters, the slowest chapters start first
+    (a shorter wall time with several jobs); without them, or for other parameters, TOC order."""
+    bb = build_script()
+    layout = bb.Layout(tmp_path)
+    names = ["book/a.ipynb", "book/b.ipynb", "book/c.ipynb"]
+    assert bb.execution_order(layout, names, {"profile": "ci"}) == names  # no timings yet
+    layout.times_json.parent.mkdir(parents=True)
+    layout.times_json.write_text(json.dumps({"parameters": {"profile": "ci"},
+                                             "seconds": {"book/a.ipynb": 1.0, "book/c.ipynb": 9.0}}))
+    assert bb.execution_order(layout, names, {"profile": "ci"}) == ["book/c.ipynb", "book/a.ipynb", "book/b.ipynb"]
+    assert bb.execution_order(layout, names, {"profile": "full"}) == names
+    with pytest.raises(SystemExit):
+        bb.main(["--root", str(tmp_path), "--jobs", "0"])

@@ -34,7 +34,7 @@ def _import(folder, repo, *extra):
 @pytest.fixture(scope="module")
 def first_call(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("gpu_run")
-    proc = _gpu_run(tmp / "out", tmp / "results")
+    proc = _gpu_run(tmp / "out", tmp / "results", budget=150)  # the bench and the profile get 25 s each
     return tmp, proc
 
 
