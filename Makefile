@@ -2,7 +2,8 @@
 #
 #   make env               create .venv (if missing) and install '.[book,test]';
 #                          a no-op while .venv/.stamp is newer than pyproject.toml
-#   make test              run the test suite (tests/test_browser.py needs `make book` first)
+#   make test              run the test suite (tests/test_browser.py needs `make book` first):
+#                          TEST_JOBS (2) processes, then the tests marked `serial` alone
 #   make book              execute every chapter of _toc.yml with papermill and render
 #                          the executed notebooks to _build/html (see scripts/build_book.py)
 #   PROFILE=full make book the same with the paper's full-size settings
@@ -13,6 +14,7 @@ VENV    := .venv
 PY      := $(VENV)/bin/python
 STAMP   := $(VENV)/.stamp
 PROFILE ?= ci
+TEST_JOBS ?= 2
 
 .PHONY: env test book clean
 
@@ -24,7 +26,8 @@ $(STAMP): pyproject.toml
 	@touch $(STAMP)
 
 test: env
-	$(PY) -m pytest -q
+	$(PY) -m pytest -q -n $(TEST_JOBS) --dist loadfile -m "not serial"
+	$(PY) -m pytest -q -m serial
 
 book: env
 	$(PY) scripts/build_book.py --profile $(PROFILE)

@@ -39,7 +39,8 @@ is 1. Any Sphinx warning fails the render (``-W``) with a non-zero status.
 Chapters are independent (each writes its own ``figures/chNN_*`` files), so
 ``--jobs N`` (default: 2 where there are 2 or more cores, ``$BOOK_JOBS`` overrides)
 executes N at a time, longest first when an earlier ``_build/chapter_times.json``
-of the same parameters says which are long (else in TOC order). With N > 1, each
+of the same parameters says which are long (else the TOC order reversed: the later
+chapters are the longer ones, so a fresh build does not start its longest chapter last). With N > 1, each
 kernel gets ``cores // N`` BLAS/OpenMP threads unless ``OMP_NUM_THREADS`` is set.
 
 Per-chapter wall times are printed and written to ``_build/chapter_times.json``.
@@ -236,13 +237,14 @@ def default_jobs() -> int:
 
 
 def execution_order(layout: Layout, notebooks: list[str], parameters: dict) -> list[str]:
-    """Longest first by an earlier run with the same parameters, else the TOC order."""
+    """Longest first by an earlier run with the same parameters, else the TOC order reversed
+    (the later chapters are the longer ones)."""
     try:
         previous = json.loads(layout.times_json.read_text(encoding="utf8"))
     except (OSError, ValueError):
-        return notebooks
+        return notebooks[::-1]
     if previous.get("parameters") != parameters:
-        return notebooks
+        return notebooks[::-1]
     seconds = previous.get("seconds", {})
     return sorted(notebooks, key=lambda n: -float(seconds.get(n, 0.0)))
 

@@ -39,7 +39,7 @@ import pytest
 from bookutil import toc_docnames as _toc_docnames
 import yaml
 
-pytestmark = pytest.mark.browser
+pytestmark = [pytest.mark.browser, pytest.mark.serial]
 
 ROOT = Path(__file__).resolve().parents[1]
 HTML_DIR = ROOT / "_build" / "html"

@@ -12,6 +12,10 @@ from pathlib import Path
 
 import pytest
 
+# the script's steps run under wall-clock budgets: a second test process on the same cores
+# would make them time out (make test runs these alone, after the parallel part)
+pytestmark = pytest.mark.serial
+
 ROOT = Path(__file__).resolve().parents[1]
 CELLS = ["sgd-e2-fedavg", "sgd-e2-fednova", "sgd-u25-fedavg"]
 
