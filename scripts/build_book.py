@@ -228,6 +228,13 @@ def render(layout: Layout) -> int:
     return status
 
 
+def log(line: str, stream=None) -> None:
+    """One whole line in one write (the chapters' threads print concurrently)."""
+    stream = stream or sys.stdout
+    stream.write(line + "\n")
+    stream.flush()
+
+
 def default_jobs() -> int:
     """``$BOOK_JOBS`` if set, else 2 on a machine with 2 or more cores, else 1."""
     value = os.environ.get("BOOK_JOBS")
@@ -278,7 +285,7 @@ def execute_all(layout: Layout, parameters: dict, timeout: int | None,
     start = time.perf_counter()
 
     def run(name: str) -> None:
-        print(f"[execute] {name} ...", flush=True)
+        log(f"[execute] {name} ...")
         execute(layout, layout.root / name, parameters, timeout, times)
 
     with ThreadPoolExecutor(max_workers=jobs) as pool:
@@ -289,7 +296,7 @@ def execute_all(layout: Layout, parameters: dict, timeout: int | None,
                 name = pending.pop(future)
                 exc = future.exception()
                 if exc is None:
-                    print(f"[execute] {name}: ok in {times[name]:.1f} s", flush=True)
+                    log(f"[execute] {name}: ok in {times[name]:.1f} s")
                     continue
                 # PapermillExecutionError, dead kernel, timeout, ...
                 failures[name] = failure_summary(exc)
