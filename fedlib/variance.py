@@ -79,7 +79,7 @@ def control_variates(client: Any, p: Any, kind: str = "scaffold") -> ControlVari
         raise ValueError("client: every leaf must have the same leading axis (one entry per client)")
     p = check_probability_vector("p", p, size=m)
     if kind == "vrlsgd":
-        return ControlVariates(client, tree_map(lambda x: x[0] * 0, client), kind)
+        return ControlVariates(client, tree_map(lambda x: np.zeros_like(x[0]), client), kind)
     return ControlVariates(client, tree_stacked_weighted_sum(client, p), kind)
 
 

@@ -268,8 +268,6 @@ def execute_all(layout: Layout, parameters: dict, timeout: int | None,
                 fail_fast: bool, jobs: int = 1) -> bool:
     """Execute every notebook of the TOC, ``jobs`` at a time; write and print the timings;
     True if all passed."""
-    if jobs < 1:
-        raise ValueError(f"jobs must be >= 1, got {jobs}")
     pages = [resolve_page(layout.root, d) for d in toc_docnames(layout.root / "_toc.yml")]
     notebooks = [layout.rel(p) for p in pages if p.suffix == ".ipynb"]
     order = execution_order(layout, notebooks, parameters)

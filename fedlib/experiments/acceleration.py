@@ -76,6 +76,7 @@ __all__ = [
     "rate_check",
     "limit_distances",
     "logistic_losses",
+    "LINEARISED_VR",
     "LogisticOptimum",
     "flat_directions",
     "logistic_optimum",
@@ -401,6 +402,7 @@ def logistic_optimum(problem, tol: float = 1e-11, max_steps: int = 100) -> Logis
     until :math:`\|\nabla F\| \le` ``tol``. Raises if it does not get there in ``max_steps``.
     Chapter 10, part 6 (Synthetic(1,1): 21 steps)."""
     from ..problems.logistic import pack_params, unpack_params
+    from .surrogate import client_gradients, full_batch_grad_fn
 
     tol = check_positive("tol", tol)
     max_steps = check_int("max_steps", max_steps, minimum=1)
@@ -412,10 +414,10 @@ def logistic_optimum(problem, tol: float = 1e-11, max_steps: int = 100) -> Logis
     def unpack(v):
         return unpack_params(v.reshape(shape))
 
+    grad_fn = full_batch_grad_fn(problem)
+
     def grads(v):
-        return np.array([pack_params(problem.model.grad(unpack(v), problem.dataset.train_x[i],
-                                                         problem.dataset.train_y[i])).ravel()
-                         for i in range(problem.num_clients)])
+        return client_gradients(problem, unpack(v), grad_fn)
 
     def hessians(v):
         return np.array([Q.T @ problem.client_hessian(unpack(v), i) @ Q for i in range(problem.num_clients)])
@@ -436,8 +438,13 @@ def logistic_optimum(problem, tol: float = 1e-11, max_steps: int = 100) -> Logis
             t /= 2
         theta = theta + t * direction
         G = grads(theta)
-    theta = theta - flat @ (flat.T @ theta)   # the canonical representative (bias and columns centred)
-    return LogisticOptimum(theta, grads(theta), float(np.linalg.norm(p @ G)), Q, hessians(theta), step)
+    # the canonical representative (bias and columns centred); the gradients do not change along flat directions
+    theta = theta - flat @ (flat.T @ theta)
+    return LogisticOptimum(theta, G, float(np.linalg.norm(p @ G)), Q, hessians(theta), step)
+
+
+#: The VR algorithms whose rounds share the fixed point (x*, grad F_i(x*)) (local GD, full batch).
+LINEARISED_VR = ("scaffold", "fednova-vr")
 
 
 def linearised_vr_radius(problem, optimum: LogisticOptimum, name: str, lr: float, local_steps: Any) -> float:
@@ -449,8 +456,7 @@ def linearised_vr_radius(problem, optimum: LogisticOptimum, name: str, lr: float
     Hessians, ARPACK can need minutes: the eigenvalues crowd together."""
     from ..theory import quadratic_vr_round_operator
 
-    if name not in ("scaffold", "fednova-vr"):
-        raise ValueError(f"name must be 'scaffold' or 'fednova-vr', got {name!r}")
+    check_choice("name", name, LINEARISED_VR)
     return spectral_radius(quadratic_vr_round_operator(optimum.hessians, problem.p, local_steps, lr, name))
 
 
@@ -477,8 +483,7 @@ def perturbation_growth(problem, optimum: LogisticOptimum, name: str, lr: float,
     from ..variance import control_variates
     from .surrogate import full_batch_grad_fn
 
-    if name not in ("scaffold", "fednova-vr"):
-        raise ValueError(f"name must be 'scaffold' or 'fednova-vr', got {name!r}")
+    check_choice("name", name, LINEARISED_VR)
     rounds = check_int("rounds", rounds, minimum=2)
     size = check_positive("size", size)
     shape = pack_params(problem.init_params()).shape
