@@ -3,7 +3,7 @@
 #   make env               create .venv (if missing) and install '.[book,test]';
 #                          a no-op while .venv/.stamp is newer than pyproject.toml
 #   make test              run the test suite (tests/test_browser.py needs `make book` first):
-#                          TEST_JOBS (2) processes, then the tests marked `serial` alone
+#                          TEST_JOBS (2) processes, then the tests marked `serial` (browser) alone
 #   make book              execute every chapter of _toc.yml with papermill and render
 #                          the executed notebooks to _build/html (see scripts/build_book.py)
 #   PROFILE=full make book the same with the paper's full-size settings

@@ -4,7 +4,7 @@
 #   scripts/gpu_run.sh OUT_DIR DATA_ROOT BUDGET_SECONDS
 #
 # DATA_ROOT is the folder holding cifar-10-batches-py, `sample` for the shipped 2,000-image
-# sample (only for the CPU smoke test of this script, tests/test_gpu_script.py), or
+# sample (only for the CPU smoke tests of this script, tests/test_gpu_script*.py), or
 # `random-images` (the benchmark only, SKIP_TABLE1=1): the shipped labels of all 50,000
 # training images with random pixels, so that the benchmark times Table 1's real split on a
 # machine that is still receiving the images.
