@@ -4,7 +4,32 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-__all__ = ["figures_dir", "save_figure"]
+__all__ = ["ALGORITHM_COLORS", "algorithm_color", "figures_dir", "save_figure"]
+
+#: One colour per algorithm family in every figure of the book: FedAvg blue and FedNova red,
+#: as in the paper's Figure 7 ("FedNova (red curve) outperforms FedAvg (blue curve)").
+#: Variants of a family (momentum, VR, fixed-time rounds...) share its colour or take a
+#: free one, and differ by line style.
+ALGORITHM_COLORS = {
+    "fedavg": "C0",
+    "fedprox": "C1",
+    "vrlsgd": "C2",
+    "fednova": "C3",
+    "scaffold": "C4",
+}
+
+
+def algorithm_color(label: str):
+    """The :data:`ALGORITHM_COLORS` colour of the family that ``label`` names or starts with
+    (case and spaces ignored: ``"FedNova"``, ``"fednova-vr"``, ``"FedNova, m=4"`` are all FedNova's);
+    ``None`` (matplotlib's next colour) for a label of no listed family.
+
+    >>> algorithm_color("FedNova-prox"), algorithm_color("FedAvg momentum"), algorithm_color("SGD")
+    ('C3', 'C0', None)
+    """
+    key = str(label).strip().lower()
+    names = [n for n in ALGORITHM_COLORS if key.startswith(n)]
+    return ALGORITHM_COLORS[max(names, key=len)] if names else None
 
 
 def figures_dir() -> Path:

@@ -50,6 +50,7 @@ import numpy as np
 from .._validate import check_choice, check_int, check_in_range, check_local_steps, check_positive
 from ..algorithms import FederatedAlgorithm, make_algorithm
 from ..engines.batched import run_batched
+from ..plotting import ALGORITHM_COLORS
 from ..problems.quadratic import QuadraticProblem
 from ..schedules import FixedSteps
 from ..server import momentum as server_momentum
@@ -115,14 +116,14 @@ VARIANTS = {
 
 #: Colours and line styles of the variants in the chapter's figures.
 STYLES = {
-    "fedavg": dict(color="C0", ls="-"),
-    "fednova": dict(color="C3", ls="--"),
-    "vrlsgd": dict(color="C2", ls="-"),
-    "scaffold": dict(color="C4", ls="-"),
+    "fedavg": dict(color=ALGORITHM_COLORS["fedavg"], ls="-"),
+    "fednova": dict(color=ALGORITHM_COLORS["fednova"], ls="--"),
+    "vrlsgd": dict(color=ALGORITHM_COLORS["vrlsgd"], ls="-"),
+    "scaffold": dict(color=ALGORITHM_COLORS["scaffold"], ls="-"),
     "fednova-vr": dict(color="C1", ls="--"),
     "fednova-vr-momentum": dict(color="C5", ls=":"),
-    "fedavg-momentum": dict(color="C0", ls="-."),
-    "fednova-momentum": dict(color="C3", ls="-."),
+    "fedavg-momentum": dict(color=ALGORITHM_COLORS["fedavg"], ls="-."),
+    "fednova-momentum": dict(color=ALGORITHM_COLORS["fednova"], ls="-."),
     "fedavg-servermom": dict(color="C9", ls="-"),
     "fednova-servermom": dict(color="C6", ls="--"),
     "fedavg-hybrid": dict(color="C7", ls="-"),

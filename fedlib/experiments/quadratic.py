@@ -25,6 +25,7 @@ import numpy as np
 from .._validate import check_choice, check_int, check_local_steps, check_positive
 from ..algorithms import FederatedAlgorithm, make_algorithm
 from ..engines.reference import run_sequential
+from ..plotting import ALGORITHM_COLORS
 from ..problems.quadratic import QuadraticProblem
 from ..rng import generator
 from ..solvers import proximal_sgd, sgd
@@ -329,12 +330,8 @@ def markdown_table(headers: Sequence[str], rows: Sequence[Sequence[Any]], fmt: s
 
 
 #: Colours and line styles of the algorithms in the chapter's figures.
-STYLES = {
-    "fedavg": dict(color="C0", ls="-"),
-    "fedprox": dict(color="C1", ls="-"),
-    "vrlsgd": dict(color="C2", ls="-"),
-    "fednova": dict(color="C3", ls="--"),
-}
+STYLES = {name: dict(color=ALGORITHM_COLORS[name], ls="--" if name == "fednova" else "-")
+          for name in ("fedavg", "fedprox", "vrlsgd", "fednova")}
 
 
 def plot_distance_panel(ax, runs: Mapping[str, QuadraticRun], title: str, floors: Optional[Mapping[str, float]] = None,
@@ -445,10 +442,11 @@ def plot_one_round(ax, problem: QuadraticProblem, r: OneRound, span: float = 3.2
         ax.plot(*r.client_optima[i], marker="*", color=c, ms=13, ls="none")
         ax.annotate(f"$x_{i + 1}^*$", r.client_optima[i], textcoords="offset points", xytext=(6, 4))
     ax.plot(*r.x0, "ks", ms=6, label="$x^{(t,0)}$")
-    ax.plot(*r.fedavg, "o", color="tab:blue", ms=8, label="FedAvg $x^{(t+1,0)}$")
-    ax.plot(*r.fednova, "o", color="tab:red", ms=8, label="FedNova $x^{(t+1,0)}$")
-    ax.plot(*r.fedavg_limit, "x", color="tab:blue", ms=10, mew=2, label="FedAvg limit")
-    ax.plot(*r.fednova_limit, "x", color="tab:red", ms=10, mew=2, label="FedNova limit")
+    avg, nova = ALGORITHM_COLORS["fedavg"], ALGORITHM_COLORS["fednova"]
+    ax.plot(*r.fedavg, "o", color=avg, ms=8, label="FedAvg $x^{(t+1,0)}$")
+    ax.plot(*r.fednova, "o", color=nova, ms=8, label="FedNova $x^{(t+1,0)}$")
+    ax.plot(*r.fedavg_limit, "x", color=avg, ms=10, mew=2, label="FedAvg limit")
+    ax.plot(*r.fednova_limit, "x", color=nova, ms=10, mew=2, label="FedNova limit")
     ax.plot(*r.optimum, "k*", ms=14, label="$x^*$")
     ax.set_xlim(-span, span), ax.set_ylim(-span, span)
     ax.set_aspect("equal")

@@ -52,6 +52,7 @@ from .._validate import check_choice, check_int, check_nonnegative, check_positi
 from ..algorithms import make_algorithm
 from ..engines.quadratic import client_solvers, noisy_grad_fn, run_replicas
 from ..engines.reference import run_sequential
+from ..plotting import ALGORITHM_COLORS
 from ..problems.quadratic import QuadraticProblem, random_quadratic
 from ..rule import AGGREGATIONS
 from ..sampling import SAMPLING_SCHEMES, effective_participants, expected_server_weights
@@ -486,11 +487,12 @@ def equal_budget_ratios(rows: Sequence[SpeedupRow], algorithm: str = "fednova", 
 def plot_consistency(axes, rows: Sequence[ConsistencyRow]) -> None:
     """Left: distances against :math:`\\eta`; right: :math:`\\min_t\\|\\nabla F\\|^2` against :math:`T`."""
     lr = [r.lr for r in rows]
+    avg, nova = ALGORITHM_COLORS["fedavg"], ALGORITHM_COLORS["fednova"]
     T = [r.rounds for r in rows]
     ax = axes[0]
-    ax.loglog(lr, [r.fednova_distance for r in rows], "o-", color="C3", label=r"FedNova: $\|x - x^*\|$")
-    ax.loglog(lr, [r.fedavg_distance for r in rows], "s-", color="C0", label=r"FedAvg: $\|x - x^*\|$")
-    ax.loglog(lr, [r.fedavg_surrogate_distance for r in rows], "s--", color="C0", mfc="none",
+    ax.loglog(lr, [r.fednova_distance for r in rows], "o-", color=nova, label=r"FedNova: $\|x - x^*\|$")
+    ax.loglog(lr, [r.fedavg_distance for r in rows], "s-", color=avg, label=r"FedAvg: $\|x - x^*\|$")
+    ax.loglog(lr, [r.fedavg_surrogate_distance for r in rows], "s--", color=avg, mfc="none",
               label=r"FedAvg: $\|x - \tilde x\|$")
     ax.set_xticks(lr, [f"{v:.2g}" for v in lr])
     ax.minorticks_off()
@@ -498,9 +500,9 @@ def plot_consistency(axes, rows: Sequence[ConsistencyRow]) -> None:
     ax.set_ylabel("RMS distance, last half of the rounds")
     ax.legend(fontsize=8)
     ax = axes[1]
-    ax.loglog(T, [r.fednova_min_grad2 for r in rows], "o-", color="C3", label="FedNova")
-    ax.loglog(T, [r.fedavg_min_grad2 for r in rows], "s-", color="C0", label="FedAvg")
-    ax.axhline(rows[-1].floor, color="C0", ls=":", label=r"$\|\nabla F(\tilde x)\|^2$")
+    ax.loglog(T, [r.fednova_min_grad2 for r in rows], "o-", color=nova, label="FedNova")
+    ax.loglog(T, [r.fedavg_min_grad2 for r in rows], "s-", color=avg, label="FedAvg")
+    ax.axhline(rows[-1].floor, color=avg, ls=":", label=r"$\|\nabla F(\tilde x)\|^2$")
     ax.set_ylim(top=3 * rows[-1].floor)
     ax.set_xlabel("rounds $T$")
     ax.set_ylabel(r"$\min_t \|\nabla F(x^{(t,0)})\|^2$")
@@ -512,7 +514,8 @@ def plot_speedup(ax, rows: Sequence[SpeedupRow]) -> None:
     (filled: FedNova, open: FedAvg), with a :math:`(m\\tilde\\tau T)^{-1/2}` guide."""
     markers = "osD^v<>"
     for k, m in enumerate(sorted({r.clients for r in rows})):
-        for a, style in (("fednova", dict(color="C3")), ("fedavg", dict(color="C0", mfc="none"))):
+        for a, style in (("fednova", dict(color=ALGORITHM_COLORS["fednova"])),
+                         ("fedavg", dict(color=ALGORITHM_COLORS["fedavg"], mfc="none"))):
             sel = sorted((r for r in rows if r.clients == m and r.algorithm == a), key=lambda r: r.rounds)
             if sel:
                 ax.loglog([r.budget for r in sel], [r.mean_grad2 for r in sel], marker=markers[k % len(markers)],

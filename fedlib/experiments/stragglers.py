@@ -45,6 +45,7 @@ import numpy as np
 from .._validate import check_choice, check_int, check_nonnegative, check_positive
 from ..algorithms import make_algorithm
 from ..engines.batched import run_batched
+from ..plotting import ALGORITHM_COLORS
 from ..problems.logistic import LogisticProblem
 from ..rng import generator
 from ..schedules import FixedSteps, WallClock
@@ -180,7 +181,8 @@ def last_lead_round(ahead: StragglerCurves, behind: StragglerCurves, window: int
 def plot_loss_vs_time(axes, runs: Mapping[str, StragglerCurves]) -> None:
     """Left: training loss against wall-clock seconds (log scale; every seed, thin);
     right: against rounds."""
-    colors = {"wait-for-all": "C2", "fedavg-fixed-time": "C0", "fednova-fixed-time": "C3"}
+    colors = {"wait-for-all": "C2", "fedavg-fixed-time": ALGORITHM_COLORS["fedavg"],
+              "fednova-fixed-time": ALGORITHM_COLORS["fednova"]}
     for strategy, c in runs.items():
         for k in range(len(c.seeds)):
             kw = dict(color=colors[strategy], lw=0.9, alpha=0.9 if k == 0 else 0.35,

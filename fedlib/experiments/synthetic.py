@@ -39,6 +39,7 @@ import numpy as np
 from ..algorithms import FederatedAlgorithm, make_algorithm
 from ..data import synthetic
 from ..engines.batched import run_batched
+from ..plotting import ALGORITHM_COLORS
 from ..problems.logistic import LogisticProblem
 from ..schedules import expected_a_norms, make_epoch_schedule
 from ..schedules import population_tau_eff as _population_tau_eff
@@ -206,11 +207,7 @@ def claim_holds(grid: Mapping, settings: Iterable[str], better: str = "FedNova",
 
 # --------------------------------------------------------------------------- figures
 #: label -> matplotlib style
-LABEL_STYLE = {
-    "FedAvg": {"color": "tab:blue"},
-    "FedProx": {"color": "tab:orange"},
-    "FedNova": {"color": "tab:green"},
-}
+LABEL_STYLE = {label: {"color": ALGORITHM_COLORS[label.lower()]} for label in ("FedAvg", "FedProx", "FedNova")}
 
 
 def _style(label: str, i: int) -> dict:

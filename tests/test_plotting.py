@@ -1,0 +1,44 @@
+"""fedlib.plotting: where figures go, and one colour per algorithm family in every chapter."""
+from __future__ import annotations
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+import pytest  # noqa: E402
+
+from fedlib.experiments import acceleration, quadratic, synthetic  # noqa: E402
+from fedlib.plotting import ALGORITHM_COLORS, algorithm_color, save_figure  # noqa: E402
+
+
+def test_every_chapter_palette_uses_the_family_colours():
+    # FedAvg blue and FedNova red, as in the paper's Figure 7
+    assert ALGORITHM_COLORS["fedavg"] == "C0" and ALGORITHM_COLORS["fednova"] == "C3"
+    assert len(set(ALGORITHM_COLORS.values())) == len(ALGORITHM_COLORS)
+    for styles in (quadratic.STYLES, acceleration.STYLES):
+        for name, style in styles.items():  # the families, and local momentum drawn in its family's colour
+            if name in ALGORITHM_COLORS or name in ("fedavg-momentum", "fednova-momentum"):
+                assert style["color"] == algorithm_color(name), (name, style)
+    for label, style in synthetic.LABEL_STYLE.items():
+        assert style["color"] == algorithm_color(label)
+
+
+@pytest.mark.parametrize("label, color", [("FedNova", "C3"), ("fednova-vr", "C3"), (" FedAvg, m=4", "C0"),
+                                          ("FedProx", "C1"), ("SCAFFOLD", "C4"), ("SGD", None), ("", None)])
+def test_algorithm_color_by_family(label, color):
+    assert algorithm_color(label) == color
+
+
+def test_save_figure_writes_png_and_svg_deterministically(tmp_path, monkeypatch):
+    monkeypatch.setenv("FEDLIB_FIGURES", str(tmp_path))
+    fig, ax = plt.subplots()
+    ax.plot([0, 1], [1, 0], color=algorithm_color("FedNova"))
+    paths = save_figure(fig, "probe")
+    assert [p.name for p in paths] == ["probe.png", "probe.svg"]
+    first = [p.read_bytes() for p in paths]
+    save_figure(fig, "probe")
+    assert [p.read_bytes() for p in paths] == first  # no timestamps: re-running a chapter rewrites identical files
+    plt.close(fig)
+    for bad in ("", "a/b", "x.png"):
+        with pytest.raises(ValueError, match="bare file stem"):
+            save_figure(fig, bad)
