@@ -21,7 +21,7 @@ ALGORITHM_COLORS = {
 
 def algorithm_color(label: str):
     """The :data:`ALGORITHM_COLORS` colour of the family that ``label`` names or starts with
-    (case and spaces ignored: ``"FedNova"``, ``"fednova-vr"``, ``"FedNova, m=4"`` are all FedNova's);
+    (case and surrounding spaces ignored: ``"FedNova"``, ``"fednova-vr"``, ``"FedNova, m=4"`` are all FedNova's);
     ``None`` (matplotlib's next colour) for a label of no listed family.
 
     >>> algorithm_color("FedNova-prox"), algorithm_color("FedAvg momentum"), algorithm_color("SGD")

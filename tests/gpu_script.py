@@ -20,13 +20,18 @@ CPU_ENV = dict(DEVICE="cpu", WIDTH="0.03", TABLE1_ROUNDS="1", TABLE1_SEEDS="0", 
                BENCH_STEPS="2", BENCH_RUNS="2", OMP_NUM_THREADS="1", PROFILE_STEPS="2")
 
 
-def gpu_run(out, results, budget=100, data="sample", **extra):
-    """``bash scripts/gpu_run.sh OUT DATA BUDGET`` with :data:`CPU_ENV` (``extra`` overrides),
-    results in ``results``; the completed process (text output captured)."""
+def gpu_run_call(out, results, budget=100, data="sample", **extra):
+    """The command line and environment of ``bash scripts/gpu_run.sh OUT DATA BUDGET`` with
+    :data:`CPU_ENV` (``extra`` overrides) and results in ``results``."""
     env = dict(os.environ, **CPU_ENV, RESULTS=str(results), PYTHON=sys.executable)
     env.update(extra)
-    return subprocess.run(["bash", str(ROOT / "scripts" / "gpu_run.sh"), str(out), data, str(budget)], env=env,
-                          capture_output=True, text=True, timeout=int(budget) + 120)
+    return ["bash", str(ROOT / "scripts" / "gpu_run.sh"), str(out), data, str(budget)], env
+
+
+def gpu_run(out, results, budget=100, data="sample", **extra):
+    """Run :func:`gpu_run_call`'s command to its end; the completed process (text output captured)."""
+    cmd, env = gpu_run_call(out, results, budget, data, **extra)
+    return subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=int(budget) + 120)
 
 
 def import_results(folder, repo, *extra):

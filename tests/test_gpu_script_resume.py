@@ -6,12 +6,11 @@ import json
 import os
 import signal
 import subprocess
-import sys
 import tarfile
 import time
 
 import pytest
-from gpu_script import CPU_ENV, ROOT, gpu_run
+from gpu_script import gpu_run, gpu_run_call
 
 pytestmark = pytest.mark.slow
 
@@ -48,11 +47,9 @@ def test_results_come_back_when_the_call_is_cut_short(tmp_path):
     are packed as soon as they exist, not only at the end. Kill the whole script (SIGKILL)
     right after the first pack and read the archive."""
     out = tmp_path / "out"
-    env = dict(os.environ, **CPU_ENV)
-    env.update(TABLE1_ROUNDS="2", TABLE1_SEEDS="0,1", SKIP_BENCH="1", RESULTS=str(tmp_path / "results"),
-               PYTHON=sys.executable)
-    proc = subprocess.Popen(["bash", str(ROOT / "scripts" / "gpu_run.sh"), str(out), "sample", "200"], env=env,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    cmd, env = gpu_run_call(out, tmp_path / "results", budget=200, TABLE1_ROUNDS="2", TABLE1_SEEDS="0,1",
+                            SKIP_BENCH="1")
+    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
     archive = out / "cifar10-results.tar.gz"
     deadline = time.time() + 240
     try:

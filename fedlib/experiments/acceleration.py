@@ -433,7 +433,8 @@ def logistic_optimum(problem, tol: float = 1e-11, max_steps: int = 100) -> Logis
             raise RuntimeError(f"logistic_optimum: |grad F| = {np.linalg.norm(g):.3g} > tol after {max_steps} "
                                "Newton steps")
         # Newton's step needs only the Hessian of F: sum before projecting (one projection, not m)
-        H = sum(p_i * problem.client_hessian(unpack(theta), i) for i, p_i in enumerate(p))
+        params = unpack(theta)
+        H = sum(p_i * problem.client_hessian(params, i) for i, p_i in enumerate(p))
         direction = -Q @ np.linalg.solve(Q.T @ H @ Q, Q.T @ g)
         f0, t = problem.loss(unpack(theta)), 1.0
         while problem.loss(unpack(theta + t * direction)) > f0 + 1e-4 * t * (g @ direction) and t > 1e-10:
