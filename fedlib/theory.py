@@ -38,9 +38,12 @@ __all__ = [
     "lemma1_small_lr_limit",
     "quadratic_vr_round_map",
     "quadratic_vr_round_operator",
+    "quadratic_vr_shift_invert",
+    "quadratic_vr_eigenvalues_near",
     "quadratic_vr_fixed_point",
     "server_momentum_round_map",
     "spectral_radius",
+    "leading_eigenvalues",
 ]
 
 
@@ -353,33 +356,51 @@ def spectral_radius(M: Any, tol: float = 1e-6) -> float:
     (geometrically, at this rate per round asymptotically) from every start iff it is < 1.
 
     ``M``: a square array (all eigenvalues, exactly), or a ``scipy.sparse.linalg.LinearOperator``
-    such as :func:`quadratic_vr_round_operator` (the largest-magnitude eigenvalues by
-    ARPACK to relative tolerance ``tol``; raises if ARPACK does not converge; operators
-    with at most 600 rows are formed and solved exactly)."""
-    from scipy.sparse.linalg import LinearOperator
+    such as :func:`quadratic_vr_round_operator` (the largest-magnitude eigenvalue by
+    ARPACK to relative tolerance ``tol``, :func:`leading_eigenvalues`; raises if ARPACK does
+    not converge; operators with at most 600 rows are formed and solved exactly)."""
+    if np.shape(M) == (0, 0):
+        return 0.0
+    return float(np.abs(leading_eigenvalues(M, k=1, tol=tol)[0]))
 
+
+def leading_eigenvalues(M: Any, k: int = 1, tol: float = 1e-6) -> np.ndarray:
+    r"""The ``k`` eigenvalues of :math:`M` largest in modulus, largest first (complex; ties in
+    modulus in the order ``numpy``/ARPACK return them). ``M`` as in :func:`spectral_radius`:
+    a square array (exact), or a ``LinearOperator`` (ARPACK, implicitly restarted Arnoldi, to
+    relative tolerance ``tol``, on a Krylov space of at least 120 vectors for the clusters next
+    to 1 that ill-conditioned :math:`H_i` make; formed and solved exactly up to 600 rows).
+    Chapter 10, part 6: SCAFFOLD's unstable linearised round has a complex pair on top, an
+    oscillation.
+
+    >>> leading_eigenvalues(np.array([[0.0, -2.0], [2.0, 0.0]]), k=2)   # a rotation, scaled by 2
+    array([0.+2.j, 0.-2.j])
+    """
+    from scipy.sparse.linalg import ArpackNoConvergence, LinearOperator, eigs
+
+    k = check_int("k", k, minimum=1)
+    tol = check_positive("tol", tol)
     if isinstance(M, LinearOperator):
-        return _operator_radius(M, check_positive("tol", tol))
+        n, n2 = M.shape
+        if n != n2:
+            raise ValueError(f"M must be square, got shape {M.shape}")
+        if n > 600:
+            if k >= n - 1:
+                raise ValueError(f"k must be below {n - 1} for ARPACK (the operator has {n} rows), got {k}")
+            try:
+                vals = eigs(M, k=k, which="LM", tol=tol, ncv=min(n - 1, max(120, 2 * k + 1)), maxiter=20 * n,
+                            v0=np.ones(n) / np.sqrt(n), return_eigenvectors=False)
+            except ArpackNoConvergence as err:
+                raise RuntimeError(f"leading_eigenvalues: ARPACK did not converge ({err})") from None
+            return vals[np.argsort(-np.abs(vals), kind="stable")]
+        M = M.matmat(np.eye(n))
     M = check_finite_array("M", M, ndim=2)
     if M.shape[0] != M.shape[1]:
         raise ValueError(f"M must be square, got shape {M.shape}")
-    return float(np.max(np.abs(np.linalg.eigvals(M)))) if M.size else 0.0
-
-
-def _operator_radius(op, tol: float) -> float:
-    from scipy.sparse.linalg import ArpackNoConvergence, eigs
-
-    n, n2 = op.shape
-    if n != n2:
-        raise ValueError(f"M must be square, got shape {op.shape}")
-    if n <= 600:
-        return spectral_radius(op.matmat(np.eye(n)))
-    try:   # a wide Krylov space for the clusters of eigenvalues next to 1 (ill-conditioned H_i)
-        vals = eigs(op, k=1, which="LM", tol=tol, ncv=min(n - 1, 120), maxiter=20 * n,
-                    v0=np.ones(n) / np.sqrt(n), return_eigenvectors=False)
-    except ArpackNoConvergence as err:
-        raise RuntimeError(f"spectral_radius: ARPACK did not converge ({err})") from None
-    return float(np.max(np.abs(vals)))
+    if k > M.shape[0]:
+        raise ValueError(f"k must be at most {M.shape[0]} (the size of M), got {k}")
+    vals = np.linalg.eigvals(M).astype(complex)
+    return vals[np.argsort(-np.abs(vals), kind="stable")][:k]
 
 
 VR_ALGORITHMS = ("scaffold", "fednova-vr", "vrlsgd")
@@ -503,6 +524,124 @@ def quadratic_vr_round_operator(H: Any, p: Any, local_steps: Any, lr: float, alg
 
     n = d * (m + 1)
     return LinearOperator((n, n), matvec=matvec, dtype=np.float64)
+
+
+def quadratic_vr_shift_invert(H: Any, p: Any, local_steps: Any, lr: float, algorithm: str, sigma: complex,
+                              mu: float = 0.0, momentum: float = 0.0, tau_eff: Any = None):
+    r""":math:`(M - \sigma I)^{-1}` for the round operator :math:`M` of
+    :func:`quadratic_vr_round_operator` (``scaffold``, ``fednova-vr``), as a
+    ``scipy.sparse.linalg.LinearOperator``: exact solves in :math:`O(md^2)` each after an
+    :math:`O(md^3)` set-up, never forming the :math:`d(m+1)`-square matrix. With ARPACK it
+    finds the eigenvalues of :math:`M` nearest :math:`\sigma` (:func:`quadratic_vr_eigenvalues_near`),
+    where the plain Krylov iteration behind :func:`spectral_radius` crawls: ill-conditioned
+    :math:`H_i` put hundreds of eigenvalues within :math:`10^{-2}` of 1.
+
+    **The elimination** (a derivation of this library). With :math:`L_i = K_i/(\eta\|a_i\|_1)`,
+    a round is :math:`c_i^+ = L_i(H_i x + z_i) - z_i`, :math:`x^+ = x - \sum_i \gamma_i K_i(H_i x + z_i)`
+    with :math:`z_i = s - c_i`, :math:`s = \sum_j p_j c_j` and the server coefficients :math:`\gamma_i`.
+    Solving :math:`(M - \sigma I)(x, c) = (b_x, b_c)`: the :math:`c_i` rows give
+    :math:`z_i = R_i(b_{c,i} - L_iH_i x + \sigma s)`, :math:`R_i = (L_i + (\sigma - 1)I)^{-1}`;
+    :math:`\sum_i p_i z_i = 0` and the :math:`x` row leave a :math:`2d \times 2d` system in
+    :math:`(x, s)`:
+
+    .. math::
+        \begin{pmatrix} -\sum_i p_iR_iL_iH_i & \sigma\sum_i p_iR_i \\
+        (1-\sigma)I - \sum_i\gamma_iK_i(I - R_iL_i)H_i & -\sigma\sum_i\gamma_iK_iR_i \end{pmatrix}
+        \begin{pmatrix} x \\ s\end{pmatrix} =
+        \begin{pmatrix} -\sum_i p_iR_ib_{c,i} \\ b_x + \sum_i\gamma_iK_iR_ib_{c,i}\end{pmatrix},
+
+    then :math:`c_i = s - z_i`. ``sigma`` may be complex (the operator is then complex).
+    Raises ``ValueError`` where the elimination breaks down: :math:`\sigma = 0` (every round
+    forgets a common shift of the variates, so 0 is always an eigenvalue), :math:`1-\sigma`
+    an eigenvalue of some :math:`L_i`, or :math:`\sigma` an eigenvalue of :math:`M`.
+    Chapter 10, part 6."""
+    import scipy.linalg as sla
+    from scipy.sparse.linalg import LinearOperator
+
+    check_choice("algorithm", algorithm, ("scaffold", "fednova-vr"))
+    sigma = complex(sigma)
+    if not np.isfinite(sigma):
+        raise ValueError(f"sigma must be finite, got {sigma!r}")
+    if sigma == 0:
+        raise ValueError("sigma: 0 is always an eigenvalue of a VR round (a common shift of the variates is "
+                         "forgotten in one round); shift elsewhere")
+    sigma = sigma.real if sigma.imag == 0 else sigma
+    H = check_finite_array("H", H, ndim=3)
+    H, _, p, steps = _check_quadratic(H, np.zeros(H.shape[:2]), p, local_steps)
+    m, d, _ = H.shape
+    lr, coef, a_norms, K, _ = _vr_round_parts(H, p, steps, lr, algorithm, mu, momentum, tau_eff)
+    eye = np.eye(d)
+    L = K / (lr * a_norms)[:, None, None]
+    try:
+        R = np.linalg.inv(L + (sigma - 1) * eye)
+    except np.linalg.LinAlgError:
+        raise ValueError(f"sigma: 1 - sigma = {1 - sigma} is an eigenvalue of some client's "
+                         "L_i = K_i/(lr ||a_i||_1); shift elsewhere") from None
+    RLH = R @ (L @ H)
+    KR = K @ R
+    A = np.block([[-np.einsum("i,ijk->jk", p, RLH), sigma * np.einsum("i,ijk->jk", p, R)],
+                  [(1 - sigma) * eye - np.einsum("i,ijk->jk", coef, K @ H - KR @ (L @ H)),
+                   -sigma * np.einsum("i,ijk->jk", coef, KR)]])
+    lu = sla.lu_factor(A, check_finite=True)
+    if np.min(np.abs(np.diag(lu[0]))) <= 1e-14 * np.abs(A).max():
+        raise ValueError(f"sigma = {sigma} is an eigenvalue of the round map (M - sigma I is singular)")
+    dtype = np.result_type(A.dtype, np.float64)
+
+    def solve(b):
+        b = np.asarray(b).reshape(-1)
+        bx, bc = b[:d], b[d:].reshape(m, d)
+        Rb = np.einsum("ijk,ik->ij", R, bc)
+        rhs = np.concatenate([-(p @ Rb), bx + coef @ np.einsum("ijk,ik->ij", K, Rb)])
+        xs = sla.lu_solve(lu, rhs)
+        x, s = xs[:d], xs[d:]
+        z = Rb - np.einsum("ijk,k->ij", RLH, x) + sigma * np.einsum("ijk,k->ij", R, s)
+        return np.concatenate([x, (s[None] - z).ravel()])
+
+    n = d * (m + 1)
+    return LinearOperator((n, n), matvec=solve, dtype=dtype)
+
+
+def quadratic_vr_eigenvalues_near(H: Any, p: Any, local_steps: Any, lr: float, algorithm: str,
+                                  sigma: complex = 1.0, k: int = 6, mu: float = 0.0, momentum: float = 0.0,
+                                  tau_eff: Any = None, tol: float = 1e-12) -> np.ndarray:
+    r"""The ``k`` eigenvalues of the VR round operator :math:`M` (:func:`quadratic_vr_round_operator`)
+    nearest ``sigma``, nearest first: ARPACK on :func:`quadratic_vr_shift_invert`
+    (:math:`\mu = 1/(\lambda - \sigma)`, so the eigenvalues nearest :math:`\sigma` are the
+    largest in modulus and well apart). Operators with at most 600 rows are solved densely.
+    Raises if ARPACK does not converge.
+
+    Chapter 10, part 6: on Synthetic(1,1) linearised at :math:`x^*` the eigenvalues nearest 1
+    of both SCAFFOLD and FedNova-VR are :math:`1 - \eta\bar\tau\lambda_k(\nabla^2F(x^*))`, the
+    flattest directions of :math:`F` moving as under gradient descent with step
+    :math:`\eta\bar\tau`.
+
+    One client, one local step of lr 0.1 on :math:`H = \mathrm{diag}(1, 4)`: the variate is
+    exact after a round, and :math:`x` moves as gradient descent, :math:`1 - 0.1\cdot\{1, 4\}`:
+
+    >>> quadratic_vr_eigenvalues_near([[[1.0, 0.0], [0.0, 4.0]]], [1.0], [1], 0.1, "scaffold", k=2)
+    array([0.9, 0.6])
+    """
+    from scipy.sparse.linalg import ArpackNoConvergence, eigs
+
+    k = check_int("k", k, minimum=1)
+    tol = check_positive("tol", tol)
+    op = quadratic_vr_shift_invert(H, p, local_steps, lr, algorithm, sigma, mu, momentum, tau_eff)
+    n = op.shape[0]
+    if n <= 600:
+        if k > n:
+            raise ValueError(f"k must be at most {n} (the operator has {n} rows), got {k}")
+        inv = np.linalg.eigvals(op.matmat(np.eye(n, dtype=op.dtype)))
+    else:
+        if k >= n - 1:
+            raise ValueError(f"k must be below {n - 1} for ARPACK (the operator has {n} rows), got {k}")
+        try:
+            inv = eigs(op, k=k, which="LM", tol=tol, ncv=min(n - 1, max(2 * k + 1, 40)),
+                       v0=np.ones(n, dtype=op.dtype) / np.sqrt(n), return_eigenvectors=False)
+        except ArpackNoConvergence as err:
+            raise RuntimeError(f"quadratic_vr_eigenvalues_near: ARPACK did not converge ({err})") from None
+    lam = complex(sigma) + 1.0 / inv
+    lam = lam[np.argsort(np.abs(lam - sigma), kind="stable")][:k]
+    return lam.real if np.all(lam.imag == 0) else lam
 
 
 def quadratic_vr_fixed_point(H: Any, e: Any, p: Any, local_steps: Any, lr: float, algorithm: str,

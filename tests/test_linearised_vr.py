@@ -60,6 +60,72 @@ def test_spectral_radius_of_a_large_operator_by_arpack():
         T.spectral_radius(op, tol=0)
 
 
+@pytest.mark.parametrize("algorithm", ["scaffold", "fednova-vr"])
+@pytest.mark.parametrize("mu,momentum,tau_eff", [(0.0, 0.0, None), (0.3, 0.0, None), (0.0, 0.6, 7.5),
+                                                 (0.2, 0.5, None)])
+@pytest.mark.parametrize("sigma", [1.0, 0.93, -0.4, 0.6 + 0.7j])
+def test_shift_invert_solves_with_the_dense_round_map(algorithm, mu, momentum, tau_eff, sigma):
+    rng = np.random.default_rng(abs(hash((algorithm, mu, momentum, sigma))) % 2**32)
+    p = rng.dirichlet(np.ones(4))
+    q = random_quadratic(4, 5, seed=int(rng.integers(100)), p=p)
+    steps = rng.integers(1, 30, size=4)
+    tau_eff = tau_eff if algorithm == "fednova-vr" else None
+    M, _ = T.quadratic_vr_round_map(q.H, q.e, q.p, steps, 0.04, algorithm, mu=mu, momentum=momentum, tau_eff=tau_eff)
+    S = T.quadratic_vr_shift_invert(q.H, q.p, steps, 0.04, algorithm, sigma, mu=mu, momentum=momentum, tau_eff=tau_eff)
+    B = rng.standard_normal((M.shape[0], 3))
+    X = S.matmat(B)
+    assert (np.iscomplexobj(X)) == (np.imag(sigma) != 0)
+    assert np.abs((M - sigma * np.eye(M.shape[0])) @ X - B).max() < 1e-10 * np.abs(X).max()
+    near = T.quadratic_vr_eigenvalues_near(q.H, q.p, steps, 0.04, algorithm, sigma, k=5, mu=mu, momentum=momentum,
+                                           tau_eff=tau_eff)
+    every = np.linalg.eigvals(M)
+    expected = every[np.argsort(np.abs(every - sigma))][:5]
+    assert np.allclose(np.abs(near - sigma), np.abs(expected - sigma), rtol=1e-8, atol=1e-12)
+    assert all(np.abs(every - lam).min() < 1e-8 for lam in near)
+
+
+def test_eigenvalues_near_by_arpack_on_a_large_operator():
+    # 6 * 130 = 780 > 600 rows: ARPACK on the shift-invert operator, against all eigenvalues of the dense map
+    q = random_quadratic(5, 130, seed=3, eig_range=(1e-4, 2.0), p=np.random.default_rng(3).dirichlet(np.ones(5)))
+    steps = [1, 4, 9, 30, 2]
+    for name in ("scaffold", "fednova-vr"):
+        M, _ = T.quadratic_vr_round_map(q.H, q.e, q.p, steps, 0.3, name)
+        every = np.linalg.eigvals(M)
+        for sigma in (1.0, -0.5 + 0.2j):
+            near = T.quadratic_vr_eigenvalues_near(q.H, q.p, steps, 0.3, name, sigma, k=4)
+            expected = every[np.argsort(np.abs(every - sigma))][:4]
+            assert np.allclose(np.abs(near - sigma), np.abs(expected - sigma), rtol=1e-7)
+    # the flattest directions: three directions u_k with H_i u_k = eps_ik u_k (eps ~ 1e-6) give both algorithms
+    # the eigenvalues nearest 1: 1 - lr tau_bar sum_i p_i eps_ik, up to O((lr tau_i eps_ik)^2)
+    rng = np.random.default_rng(5)
+    U = np.linalg.qr(rng.standard_normal((130, 130)))[0]
+    eps = rng.uniform(1e-6, 3e-6, size=(5, 3))
+    H = np.stack([U @ np.diag(np.concatenate([eps[i], rng.uniform(0.1, 2.0, 127)])) @ U.T for i in range(5)])
+    tau_bar = float(q.p @ np.asarray(steps))
+    flat = np.sort(1 - 0.3 * tau_bar * (q.p @ eps))[::-1]
+    for name in ("scaffold", "fednova-vr"):
+        near = T.quadratic_vr_eigenvalues_near(H, q.p, steps, 0.3, name, 1.0, k=3)
+        assert np.all(np.abs(near - flat) < 1e-4 * (1 - flat)), (name, near, flat)
+
+
+def test_shift_invert_bad_inputs():
+    q = random_quadratic(3, 2, seed=1)
+    with pytest.raises(ValueError, match="always an eigenvalue"):
+        T.quadratic_vr_shift_invert(q.H, q.p, [1, 2, 3], 0.1, "scaffold", 0.0)
+    with pytest.raises(ValueError, match="algorithm"):
+        T.quadratic_vr_shift_invert(q.H, q.p, [1, 2, 3], 0.1, "vrlsgd", 1.0)
+    with pytest.raises(ValueError, match="finite"):
+        T.quadratic_vr_shift_invert(q.H, q.p, [1, 2, 3], 0.1, "scaffold", float("nan"))
+    M, _ = T.quadratic_vr_round_map(q.H, q.e, q.p, [1, 2, 3], 0.1, "scaffold")
+    lam = np.linalg.eigvals(M)
+    lam = lam[np.argmax(np.abs(lam))]
+    with pytest.raises(ValueError, match="eigenvalue of the round map"):
+        T.quadratic_vr_shift_invert(q.H, q.p, [1, 2, 3], 0.1, "scaffold", lam)
+    with pytest.raises(ValueError, match="k must be at most 8"):
+        T.quadratic_vr_eigenvalues_near(q.H, q.p, [1, 2, 3], 0.1, "scaffold", 1.0, k=9)
+    assert T.quadratic_vr_eigenvalues_near(q.H, q.p, [1, 2, 3], 0.1, "scaffold", 1.0, k=8).shape == (8,)
+
+
 @pytest.mark.parametrize("tau", [1, 2, 3, 5, 8, 17, 64, 100, 255])
 def test_local_operator_by_doubling_is_the_sum(tau):
     rng = np.random.default_rng(tau)
@@ -235,3 +301,57 @@ def test_perturbation_growth_and_radius(small_logistic):
         A.linearised_vr_radius(problem, opt, "fedavg", 0.1, steps)
     with pytest.raises(ValueError, match="name"):
         A.perturbation_growth(problem, opt, "vrlsgd", 0.1, steps, 5)
+
+
+def test_leading_eigenvalues_dense_and_by_arpack():
+    q = random_quadratic(5, 130, seed=3, eig_range=(0.1, 2.0), p=np.random.default_rng(3).dirichlet(np.ones(5)))
+    steps = [1, 4, 9, 30, 2]
+    M, _ = T.quadratic_vr_round_map(q.H, q.e, q.p, steps, 0.3, "scaffold")
+    op = T.quadratic_vr_round_operator(q.H, q.p, steps, 0.3, "scaffold")
+    exact = np.linalg.eigvals(M)
+    exact = exact[np.argsort(-np.abs(exact))]
+    dense, arpack = T.leading_eigenvalues(M, k=4), T.leading_eigenvalues(op, k=4, tol=1e-10)
+    assert np.allclose(np.abs(dense), np.abs(exact[:4]), rtol=1e-12, atol=0)
+    assert np.allclose(np.abs(arpack), np.abs(exact[:4]), rtol=1e-8, atol=0)
+    for lam in arpack:   # each one is an eigenvalue of M, not just a modulus
+        assert np.abs(exact - lam).min() < 1e-8 * np.abs(lam)
+    assert np.all(np.diff(np.abs(arpack)) <= 1e-12)   # largest first
+    assert T.spectral_radius(op) == pytest.approx(abs(arpack[0]), rel=1e-6)
+    # a rotation by 90 degrees: a pair on the unit circle
+    R = np.array([[0.0, -1.0], [1.0, 0.0]])
+    assert sorted(T.leading_eigenvalues(R, k=2).imag) == pytest.approx([-1.0, 1.0])
+    assert T.spectral_radius(np.zeros((0, 0))) == 0.0
+    with pytest.raises(ValueError, match="k must be"):
+        T.leading_eigenvalues(R, k=3)
+    with pytest.raises(ValueError, match="k must be"):
+        T.leading_eigenvalues(op, k=op.shape[0] - 1)
+    with pytest.raises(ValueError, match="square"):
+        T.leading_eigenvalues(np.ones((2, 3)))
+    with pytest.raises(ValueError, match="k"):
+        T.leading_eigenvalues(R, k=0)
+
+
+def test_linearised_eigenvalues_and_the_slow_modes(small_logistic):
+    """The linearised VR rounds' eigenvalues nearest 1 are gradient descent's on F at step
+    lr * tau_bar, to first order in lr: the relative error in 1 - lambda shrinks with lr."""
+    problem, opt = small_logistic
+    steps = np.array([2, 4, 40])
+    tau_bar = float(problem.p @ steps)
+    for name in ("scaffold", "fednova-vr"):
+        errors = []
+        for lr in (1e-2, 1e-3):
+            near = A.linearised_vr_eigenvalues(problem, opt, name, lr, steps, k=3, near=1.0)
+            gd = A.linearised_gd_eigenvalues(problem, opt, lr * tau_bar)[:3]
+            assert near.dtype.kind == "f" and np.all(np.abs(near - 1) <= np.abs(near[-1] - 1))
+            errors.append(np.abs((near - gd) / (1 - gd)).max())
+        assert errors[0] < 1e-3 and 0.05 < errors[1] / errors[0] < 0.15, (name, errors)  # linear in lr
+        lead = A.linearised_vr_eigenvalues(problem, opt, name, 1.0, steps, k=2)
+        assert abs(lead[0]) == pytest.approx(A.linearised_vr_radius(problem, opt, name, 1.0, steps), rel=1e-12)
+    gd = A.linearised_gd_eigenvalues(problem, opt, 0.5)
+    H = np.tensordot(problem.p, opt.hessians, 1)
+    assert np.allclose(np.sort(gd), np.sort(1 - 0.5 * np.linalg.eigvalsh(H)), atol=1e-14)
+    assert np.all(np.diff(np.abs(gd - 1)) >= 0)
+    with pytest.raises(ValueError, match="name"):
+        A.linearised_vr_eigenvalues(problem, opt, "fedavg", 0.1, steps)
+    with pytest.raises(ValueError, match="step"):
+        A.linearised_gd_eigenvalues(problem, opt, 0.0)

@@ -82,6 +82,8 @@ __all__ = [
     "flat_directions",
     "logistic_optimum",
     "linearised_vr_radius",
+    "linearised_vr_eigenvalues",
+    "linearised_gd_eigenvalues",
     "Perturbation",
     "perturbation_growth",
     "STYLES",
@@ -461,6 +463,41 @@ def linearised_vr_radius(problem, optimum: LogisticOptimum, name: str, lr: float
 
     check_choice("name", name, LINEARISED_VR)
     return spectral_radius(quadratic_vr_round_operator(optimum.hessians, problem.p, local_steps, lr, name))
+
+
+def linearised_vr_eigenvalues(problem, optimum: LogisticOptimum, name: str, lr: float, local_steps: Any, *,
+                              k: int = 4, near: Optional[complex] = None) -> np.ndarray:
+    r"""``k`` eigenvalues of the linearised VR round of :func:`linearised_vr_radius`: the largest
+    in modulus (``near=None``, :func:`fedlib.theory.leading_eigenvalues`), or those nearest
+    ``near`` by shift-invert (:func:`fedlib.theory.quadratic_vr_eigenvalues_near`), which
+    finds the crowd next to 1 in seconds where plain Arnoldi takes minutes. Chapter 10, part 6:
+    SCAFFOLD's largest are a complex pair outside the unit circle (an oscillation); the
+    eigenvalues nearest 1 of both algorithms are :func:`linearised_gd_eigenvalues` at step
+    :math:`\eta\bar\tau`."""
+    from ..theory import leading_eigenvalues, quadratic_vr_eigenvalues_near, quadratic_vr_round_operator
+
+    check_choice("name", name, LINEARISED_VR)
+    if near is None:
+        return leading_eigenvalues(quadratic_vr_round_operator(optimum.hessians, problem.p, local_steps, lr, name), k=k)
+    return quadratic_vr_eigenvalues_near(optimum.hessians, problem.p, local_steps, lr, name, sigma=near, k=k)
+
+
+def linearised_gd_eigenvalues(problem, optimum: LogisticOptimum, step: float) -> np.ndarray:
+    r"""Eigenvalues of gradient descent on :math:`F` at step ``step`` linearised at :math:`x^*`,
+    :math:`1 - \text{step}\cdot\lambda_k(\nabla^2F(x^*))` with
+    :math:`\nabla^2F = \sum_i p_i\nabla^2F_i` on the non-flat directions, nearest 1 first.
+
+    Chapter 10, part 6 compares them, at step :math:`\eta\bar\tau`
+    (:math:`\bar\tau = \sum_ip_i\tau_i`), with the VR rounds' eigenvalues nearest 1. Why they
+    should agree: along a direction where :math:`F` is flat the rounds move slowly, last
+    round's variates equal this round's mean gradients :math:`\bar g_i` to first order, and
+    both SCAFFOLD's step :math:`-\eta\sum_ip_i\tau_i\bar g_i - \eta\sum_ip_i(\bar\tau-\tau_i)c_i`
+    and FedNova-VR's :math:`-\eta\bar\tau\sum_ip_i\bar g_i` become
+    :math:`-\eta\bar\tau\nabla F`: the one-round lag acts only on the fast modes."""
+    step = check_positive("step", step)
+    hessian = np.einsum("i,ijk->jk", np.asarray(problem.p, dtype=float), optimum.hessians)
+    vals = 1.0 - step * np.linalg.eigvalsh(hessian)
+    return vals[np.argsort(np.abs(vals - 1.0), kind="stable")]
 
 
 class Perturbation(NamedTuple):
