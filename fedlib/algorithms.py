@@ -18,8 +18,8 @@ A round::
     for i in participants:
         s = algo.client_init(state, i)                 # solver state at x^(t,0) (+ VR correction)
         for k in range(tau_i): s = algo.solver.update(s, grad(s.params))
-        updates.append(algo.client_final(state, s))   # Delta_i, ||a_i||_1 (tracked online), tau_i
-    state, diag = algo.apply(state, participation, updates)
+        updates.append(algo.client_final(state, i, s))  # Delta_i, ||a_i||_1 (tracked online), tau_i
+    state, diag = algo.apply(state, participation, updates, lr, p)  # p: all clients' weights (VR)
 
 Engines (:mod:`fedlib.engines`) run many clients at once but call the same
 ``apply``; :func:`fedlib.engines.reference.run_sequential` is the plain loop above.
@@ -31,8 +31,8 @@ from typing import Any, NamedTuple, Optional, Sequence
 
 import numpy as np
 
-from ._validate import check_choice, check_positive
-from .rule import aggregate
+from ._validate import check_choice, check_int, check_positive
+from .rule import aggregate, check_tau_eff
 from .sampling import Participation
 from .server import ServerOptimizer, plain
 from .solvers import LocalSolver, SolverState
@@ -112,6 +112,7 @@ class FederatedAlgorithm:
             raise ValueError("mu must be > 0 for fedprox (use a proximal solver)")
         if self.tau_eff is not None and self.aggregation != "fednova":
             raise ValueError(f"tau_eff can only be set for FedNova-based algorithms, not {self.name!r}")
+        check_tau_eff(self.tau_eff)
 
     @property
     def aggregation(self) -> str:
@@ -124,6 +125,7 @@ class FederatedAlgorithm:
     # -------------------------------------------------------------- server init
     def init(self, params: Any, num_clients: int) -> ServerState:
         """Server state at round 0 for ``num_clients`` clients."""
+        num_clients = check_int("num_clients", num_clients, minimum=1)
         variates = init_control_variates(params, num_clients, self.variance) if self.variance else None
         return ServerState(params, self.server.init(params), variates, 0)
 
@@ -148,6 +150,7 @@ class FederatedAlgorithm:
         update the variates, then apply the server optimizer. ``lr`` is this round's
         client learning rate; ``p`` (all clients' weights) is required with VR."""
         lr = check_positive("lr", lr)
+        participation = Participation(np.asarray(participation.clients), np.asarray(participation.weights, dtype=float))
         updates = list(updates)
         clients = np.asarray([u.client for u in updates])
         if not np.array_equal(clients, participation.clients):

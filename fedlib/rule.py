@@ -50,6 +50,7 @@ from .tree import tree_map, tree_stacked_weighted_sum, tree_weighted_sum
 __all__ = [
     "AGGREGATIONS",
     "TAU_EFF_POLICIES",
+    "check_tau_eff",
     "normalized_update",
     "fedavg_weights",
     "fednova_weights",
@@ -119,18 +120,28 @@ def _fedavg(p: np.ndarray, a: np.ndarray) -> tuple[float, np.ndarray]:
     return tau_eff, pa / tau_eff
 
 
-def _tau_eff_value(tau_eff: TauEff, p: np.ndarray, a: np.ndarray, local_steps: Any) -> float:
-    if tau_eff is None or (isinstance(tau_eff, str) and tau_eff == "a_norm"):
-        return float((p * a).sum())  # bit-identical to FedAvg's tau_eff
+def check_tau_eff(tau_eff: TauEff) -> TauEff:
+    """``tau_eff`` as FedNova takes it: ``None``, a policy of :data:`TAU_EFF_POLICIES`, or
+    a finite number > 0 (returned as ``float``); ``ValueError`` otherwise."""
+    if tau_eff is None:
+        return None
     if isinstance(tau_eff, str):
-        check_choice("tau_eff", tau_eff, TAU_EFF_POLICIES)
+        return check_choice("tau_eff", tau_eff, TAU_EFF_POLICIES)
+    if isinstance(tau_eff, numbers.Real) and not isinstance(tau_eff, bool):
+        return check_positive("tau_eff", tau_eff)
+    raise ValueError(f"tau_eff must be None, 'a_norm', 'local_steps' or a number > 0, got {tau_eff!r}")
+
+
+def _tau_eff_value(tau_eff: TauEff, p: np.ndarray, a: np.ndarray, local_steps: Any) -> float:
+    tau_eff = check_tau_eff(tau_eff)
+    if tau_eff is None or tau_eff == "a_norm":
+        return float((p * a).sum())  # bit-identical to FedAvg's tau_eff
+    if tau_eff == "local_steps":
         if local_steps is None:
             raise ValueError("local_steps is required when tau_eff='local_steps'")
         steps = check_local_steps("local_steps", local_steps, size=p.size)
         return float(np.dot(p, steps))
-    if isinstance(tau_eff, numbers.Real) and not isinstance(tau_eff, bool):
-        return check_positive("tau_eff", tau_eff)
-    raise ValueError(f"tau_eff must be None, 'a_norm', 'local_steps' or a number > 0, got {tau_eff!r}")
+    return tau_eff
 
 
 def fednova_weights(p: Any, a_norms: Any, tau_eff: TauEff = None, local_steps: Any = None) -> tuple[float, np.ndarray]:

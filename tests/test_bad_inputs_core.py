@@ -77,6 +77,17 @@ CASES = [
     ("fedavg_weights a_norms 0", lambda: R.fedavg_weights(P2, [0, 1]), "a_norms"),
     ("fedavg_weights a_norms count", lambda: R.fedavg_weights(P2, [1, 1, 1]), "a_norms"),
     ("fednova_weights tau_eff 0", lambda: R.fednova_weights(P2, [1, 2], 0.0), "tau_eff"),
+    ("make_algorithm tau_eff -1", lambda: AL.make_algorithm("fednova", S.sgd(0.1), tau_eff=-1), "tau_eff"),
+    ("make_algorithm tau_eff name", lambda: AL.make_algorithm("fednova", S.sgd(0.1), tau_eff="foo"), "tau_eff"),
+    ("make_algorithm tau_eff nan", lambda: AL.make_algorithm("fednova-vr", S.sgd(0.1), tau_eff=NAN), "tau_eff"),
+    ("check_tau_eff list", lambda: R.check_tau_eff([2.0]), "tau_eff"),
+    ("algorithm init 0 clients", lambda: AL.make_algorithm("fednova", S.sgd(0.1)).init(np.zeros(2), 0), "num_clients"),
+    ("run_sequential short schedule", lambda: run_sequential(AL.make_algorithm("fedavg", S.sgd(0.1)), np.zeros(2),
+                                                             lambda x, i, t, k: x, [0.25] * 4, SC.FixedSteps([1, 2]), 1),
+     "one step count per client"),
+    ("run_sequential long schedule", lambda: run_sequential(AL.make_algorithm("fedavg", S.sgd(0.1)), np.zeros(2),
+                                                            lambda x, i, t, k: x, P2, SC.FixedSteps([1, 2, 3]), 1),
+     "one step count per client"),
     ("fednova_weights tau_eff -1", lambda: R.fednova_weights(P2, [1, 2], -1), "tau_eff"),
     ("fednova_weights tau_eff nan", lambda: R.fednova_weights(P2, [1, 2], NAN), "tau_eff"),
     ("fednova_weights tau_eff name", lambda: R.fednova_weights(P2, [1, 2], "harmonic"), "tau_eff"),
@@ -275,3 +286,16 @@ def test_valid_boundaries_are_accepted():
     TH.fedprox_weights(P2, [1, 2], 0.0)
     TH.fedprox_weights(P2, [1, 2], 1.0)
     SC.parse_epochs("1-1")
+    for policy in (None, "a_norm", "local_steps", 3, 2.5):   # every tau_eff FedNova takes
+        assert AL.make_algorithm("fednova", S.sgd(0.1), tau_eff=policy).tau_eff == policy
+
+
+def test_participation_given_as_lists():
+    """apply takes a Participation whose fields are plain lists (the README builds rounds by hand)."""
+    algo = AL.make_algorithm("fednova", S.sgd(0.1))
+    state = algo.init(np.zeros(2), 2)
+    updates = [algo.client_final(state, i, algo.solver.update(algo.client_init(state, i), np.ones(2))) for i in (0, 1)]
+    listed, arrays = SA.Participation([0, 1], [0.5, 0.5]), SA.Participation(np.arange(2), np.array(P2))
+    a, da = algo.apply(state, listed, updates, 0.1)
+    b, db = algo.apply(state, arrays, updates, 0.1)
+    assert np.array_equal(a.params, b.params) and da.chi2 == db.chi2

@@ -157,6 +157,16 @@ def test_help_documents_flags_and_defaults(capsys):
     assert "(default: 0.02)" in out and "(default: 20)" in out
 
 
+@pytest.mark.parametrize("command", [("run", "synthetic"), ("bench", "synthetic"), ("run", "cifar10"),
+                                     ("bench", "cifar10"), ("table1",), ("rerun",)])
+def test_help_reads_as_plain_text(capsys, command):
+    """No reST markup in the help, and a flag's help mentions only choices it offers."""
+    code, out, _ = _cli(capsys, *command, "--help")
+    assert code == 0 and "``" not in out
+    if "--precision {fp32,bf16}" in out:
+        assert "fp64" not in out
+
+
 # ----------------------------------------------------------------------------- bad input
 BAD = [
     # (args, text the message must contain)

@@ -43,6 +43,35 @@ def test_buffers_and_bad_tensors_refused():
         train_clients(nn.Linear(6, 3), xs, [ys[0], ys[1][:3], ys[2]], rounds=1)
 
 
+@pytest.mark.parametrize("case,match", [
+    ("frozen", "requires_grad=False"), ("repeated", "repeat"), ("string", "sequence of names"),
+    ("lr_decay", "lr_decay"), ("label range", r"client_y\[1\]: labels must lie in 0..2"),
+    ("float labels", "integer class labels"), ("feature shape", "client 2: features of shape"),
+    ("test labels", "test_y"), ("not logits", "logits"),
+])
+def test_bad_inputs_are_refused_before_training(case, match):
+    """Each of these used to train silently (a frozen layer changed, two runs merged into one
+    history, an unknown lr_decay ran as constant, float labels were truncated) or failed deep
+    inside torch."""
+    xs, ys = _clients()
+    frozen = nn.Linear(6, 3)
+    frozen.bias.requires_grad_(False)
+    calls = {
+        "frozen": lambda: train_clients(frozen, xs, ys, rounds=1),
+        "repeated": lambda: train_clients(nn.Linear(6, 3), xs, ys, rounds=1, algorithms=("fedavg", "fedavg")),
+        "string": lambda: train_clients(nn.Linear(6, 3), xs, ys, rounds=1, algorithms="fednova"),
+        "lr_decay": lambda: train_clients(nn.Linear(6, 3), xs, ys, rounds=1, lr_decay="cosine"),
+        "label range": lambda: train_clients(nn.Linear(6, 3), xs, [ys[0], ys[1] + 3, ys[2]], rounds=1),
+        "float labels": lambda: train_clients(nn.Linear(6, 3), xs, [y.float() for y in ys], rounds=1),
+        "feature shape": lambda: train_clients(nn.Linear(6, 3), xs[:2] + [torch.randn(4, 7)], ys[:2] + [ys[2][:4]],
+                                               rounds=1),
+        "test labels": lambda: train_clients(nn.Linear(6, 3), xs, ys, rounds=1, test_x=xs[0], test_y=ys[0] - 1),
+        "not logits": lambda: train_clients(nn.Sequential(nn.Linear(6, 3), nn.Flatten(0)), xs, ys, rounds=1),
+    }
+    with pytest.raises(ValueError, match=match):
+        calls[case]()
+
+
 def test_evaluation_equals_the_plain_model():
     """The engine's batched evaluation (through the test_batches hook, in chunks) gives each
     run's global model the accuracy and loss of a plain forward pass."""

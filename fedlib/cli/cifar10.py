@@ -59,8 +59,8 @@ def _add_engine_args(p: argparse.ArgumentParser, *, precisions=("fp32", "bf16", 
     g.add_argument("--width", type=positive_float, default=1.0,
                    help="VGG-11 width multiplier (1 = the paper's 9.75 M parameters; e.g. 0.03 for CPU tests)")
     g.add_argument("--precision", choices=list(precisions), default="fp32",
-                   help="fp32; bf16 = autocast with float32 master weights (meant for GPUs; slow but "
-                        "correct on a CPU); fp64 (exactness checks)")
+                   help="fp32; bf16 = autocast with float32 master weights (meant for GPUs; slow but correct on a CPU)"
+                        + ("; fp64 (exactness checks)" if "fp64" in precisions else ""))
     g.add_argument("--path", choices=["grouped", "vmap"], default="grouped",
                    help="grouped: clients as one network of grouped convolutions; vmap: torch.func.vmap")
     g.add_argument("--cuda-graph", action="store_true", help="capture the local steps in CUDA graphs (CUDA only)")
@@ -287,7 +287,8 @@ def add_table1_parser(sub) -> argparse.ArgumentParser:
     p.add_argument("--results", type=Path, default=Path("data/results/cifar10"),
                    help="folder of the result files (created if missing)")
     p.add_argument("--budget-seconds", type=float, default=None,
-                   help="wall-clock budget; no run is started that is not expected to finish within it")
+                   help="wall-clock budget (required; no default); no run is started that is not expected "
+                        "to finish within it")
     p.add_argument("--seeds", default="0,1,2", help="comma-separated run seeds")
     p.add_argument("--cells", default=None, help="comma-separated cell ids (default: all, in table order)")
     p.add_argument("--rounds", type=int_at_least(1), default=100, help="rounds per run (100 in the paper)")

@@ -46,12 +46,16 @@ class CLIError(ValueError):
 
 
 class HelpFormatter(argparse.ArgumentDefaultsHelpFormatter, argparse.RawDescriptionHelpFormatter):
-    """Shows ``(default: X)`` except where the default is ``None``/``False`` (the help says what happens)."""
+    """Shows ``(default: X)`` except where the default is ``None``/``False`` (the help says what happens);
+    descriptions taken from docstrings lose their reST literal quotes (double backticks)."""
 
     def _get_help_string(self, action):
         if action.default is None or action.default is False or action.default is argparse.SUPPRESS:
             return action.help
         return super()._get_help_string(action)
+
+    def _format_text(self, text):
+        return super()._format_text(text.replace("``", ""))
 
 
 def _number(text: str, kind=float):

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import Any, Callable, NamedTuple, Optional
 
+import numpy as np
 
 from .._validate import check_int, check_probability_vector
 from ..algorithms import FederatedAlgorithm, RoundDiagnostics, ServerState
@@ -73,7 +74,10 @@ def run_sequential(algorithm: FederatedAlgorithm, params: Any, grad_fn: Callable
         lr = algorithm.solver.lr if lr_at is None else lr_at(t)
         solver = algorithm.solver.with_lr(lr)
         part = sample_clients(sampling, p, clients_per_round, seed, t)
-        steps = schedule.local_steps(t)
+        steps = np.asarray(schedule.local_steps(t))
+        if steps.shape != (p.size,):
+            raise ValueError(f"schedule.local_steps({t}) must give one step count per client ({p.size} clients in p), "
+                             f"got shape {steps.shape}")
         updates = []
         for i in part.clients:
             own = solver if solver_at is None else _client_solver(solver_at, t, int(i))

@@ -510,6 +510,11 @@ class StackedEngine:
         self.max_models = sum(len(i.clients) for i in self._info)
 
         # ------------------------------------------------------------- network + stacked state
+        frozen = [n for n, prm in model.named_parameters() if not prm.requires_grad]
+        if frozen:
+            raise ValueError(f"model has parameters with requires_grad=False {frozen[:3]}: the stacked engines train "
+                             "every parameter, so a frozen layer would silently change; make the frozen part a "
+                             "constant of the model (e.g. precompute its features) or unfreeze it")
         M = self.max_models
         if path == "grouped":
             self.net = GroupedNetwork(model, M, device=dev, dtype=dtype, channels_last=channels_last)

@@ -25,6 +25,7 @@ import numpy as np
 import torch
 from torch import nn
 
+from .._validate import check_choice
 from ..engines.stacked import RunSpec, StackedEngine
 
 __all__ = ["TensorEngine", "train_clients"]
@@ -86,6 +87,34 @@ class TensorEngine(StackedEngine):
                    self._test_feature_labels[s:s + self.eval_batch_size])
 
 
+def _num_classes(model: nn.Module, x: torch.Tensor) -> int:
+    """K of the model's logits (B, K), from one sample of ``x``."""
+    ref = next(iter(model.parameters()), None)
+    sample = x[:1].to(ref.device if ref is not None else "cpu", ref.dtype if ref is not None else torch.float32)
+    training = model.training
+    model.eval()   # one sample: BatchNorm in training mode would refuse it (and the engine refuses BatchNorm later)
+    try:
+        with torch.no_grad():
+            out = model(sample)
+    except Exception as exc:
+        raise ValueError(f"model could not be applied to one sample of client_x[0], shape {tuple(sample.shape)} "
+                         f"({type(exc).__name__}: {exc})") from None
+    finally:
+        model.train(training)
+    if not isinstance(out, torch.Tensor) or out.ndim != 2 or out.shape[0] != 1:
+        raise ValueError(f"model must map a batch (B, *feature_shape) to logits (B, K), got "
+                         f"{tuple(out.shape) if isinstance(out, torch.Tensor) else type(out).__name__} for B = 1")
+    return int(out.shape[1])
+
+
+def _check_labels(y: torch.Tensor, num_classes: int, what: str) -> None:
+    if y.is_floating_point() or y.is_complex() or y.dtype == torch.bool:
+        raise ValueError(f"{what} must hold integer class labels, got {y.dtype}")
+    if y.numel() and (int(y.min()) < 0 or int(y.max()) >= num_classes):
+        raise ValueError(f"{what}: labels must lie in 0..{num_classes - 1} (the model has {num_classes} logits), "
+                         f"got {int(y.min())}..{int(y.max())}")
+
+
 def train_clients(model: nn.Module, client_x: Sequence[Any], client_y: Sequence[Any], *, rounds: int = 20,
                   lr: float = 0.05, epochs="1-5", batch_size: int = 32, algorithms=("fedavg", "fednova"),
                   solver: str = "sgd", momentum: float = 0.9, mu: float = 0.0, weight_decay: float = 0.0,
@@ -105,14 +134,26 @@ def train_clients(model: nn.Module, client_x: Sequence[Any], client_y: Sequence[
     from ..solvers import make_solver
     from .cifar10 import history_record
 
+    if isinstance(algorithms, str) or not algorithms:
+        raise ValueError(f"algorithms must be a non-empty sequence of names, e.g. ('fedavg', 'fednova'), got {algorithms!r}")
+    algorithms = tuple(algorithms)
+    if len(set(algorithms)) != len(algorithms):
+        raise ValueError(f"algorithms must not repeat a name (one history per name), got {algorithms}")
+    check_choice("lr_decay", lr_decay, ("constant", "step"))
     if len(client_x) != len(client_y) or not client_x:
         raise ValueError(f"client_x and client_y must list the same clients (got {len(client_x)} and {len(client_y)})")
     xs = [_as_tensor(x, f"client_x[{i}]") for i, x in enumerate(client_x)]
     ys = [_as_tensor(y, f"client_y[{i}]") for i, y in enumerate(client_y)]
+    num_classes = _num_classes(model, xs[0])
     for i, (x, y) in enumerate(zip(xs, ys)):
-        if x.shape[0] == 0 or x.shape[0] != y.shape[0]:
+        if x.ndim < 2 or x.shape[0] == 0 or y.ndim != 1 or x.shape[0] != y.shape[0]:
             raise ValueError(f"client {i}: needs n_i >= 1 samples and one label per sample, got {tuple(x.shape)} / "
                              f"{tuple(y.shape)}")
+        if x.shape[1:] != xs[0].shape[1:]:
+            raise ValueError(f"client {i}: features of shape {tuple(x.shape[1:])}, client 0 has {tuple(xs[0].shape[1:])}")
+        _check_labels(y, num_classes, f"client_y[{i}]")
+    if test_y is not None:
+        _check_labels(_as_tensor(test_y, "test_y"), num_classes, "test_y")
     sizes = [int(x.shape[0]) for x in xs]
     offsets = np.cumsum([0] + sizes)
     parts = [np.arange(offsets[i], offsets[i + 1]) for i in range(len(sizes))]
