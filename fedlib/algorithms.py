@@ -126,6 +126,8 @@ class FederatedAlgorithm:
     def init(self, params: Any, num_clients: int) -> ServerState:
         """Server state at round 0 for ``num_clients`` clients."""
         num_clients = check_int("num_clients", num_clients, minimum=1)
+        if not tree_all_finite(params):
+            raise ValueError("params hold NaN or inf (the initial model must be finite)")
         variates = init_control_variates(params, num_clients, self.variance) if self.variance else None
         return ServerState(params, self.server.init(params), variates, 0)
 

@@ -121,7 +121,7 @@ def _fedavg(p: np.ndarray, a: np.ndarray) -> tuple[float, np.ndarray]:
 
 
 def check_tau_eff(tau_eff: TauEff) -> TauEff:
-    """``tau_eff`` as FedNova takes it: ``None``, a policy of :data:`TAU_EFF_POLICIES`, or
+    """``tau_eff`` as FedNova takes it: ``None``, a policy of ``TAU_EFF_POLICIES``, or
     a finite number > 0 (returned as ``float``); ``ValueError`` otherwise."""
     if tau_eff is None:
         return None

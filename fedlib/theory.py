@@ -608,7 +608,8 @@ def quadratic_vr_eigenvalues_near(H: Any, p: Any, local_steps: Any, lr: float, a
     nearest ``sigma``, nearest first: ARPACK on :func:`quadratic_vr_shift_invert`
     (:math:`\mu = 1/(\lambda - \sigma)`, so the eigenvalues nearest :math:`\sigma` are the
     largest in modulus and well apart). Operators with at most 600 rows are solved densely.
-    Raises if ARPACK does not converge.
+    Raises if ARPACK does not converge. A ``k`` that cuts through a complex-conjugate pair
+    returns one member of it (ask for ``k + 1`` to see both).
 
     Chapter 10, part 6: on Synthetic(1,1) linearised at :math:`x^*` the eigenvalues nearest 1
     of both SCAFFOLD and FedNova-VR are :math:`1 - \eta\bar\tau\lambda_k(\nabla^2F(x^*))`, the

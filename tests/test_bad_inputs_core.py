@@ -82,6 +82,10 @@ CASES = [
     ("make_algorithm tau_eff nan", lambda: AL.make_algorithm("fednova-vr", S.sgd(0.1), tau_eff=NAN), "tau_eff"),
     ("check_tau_eff list", lambda: R.check_tau_eff([2.0]), "tau_eff"),
     ("algorithm init 0 clients", lambda: AL.make_algorithm("fednova", S.sgd(0.1)).init(np.zeros(2), 0), "num_clients"),
+    ("algorithm init nan params", lambda: AL.make_algorithm("fedavg", S.sgd(0.1)).init(np.array([0.0, NAN]), 2),
+     "params"),
+    ("algorithm init inf torch params", lambda: AL.make_algorithm("fedavg", S.sgd(0.1)).init(
+        {"w": torch.tensor([INF])}, 2), "params"),
     ("run_sequential short schedule", lambda: run_sequential(AL.make_algorithm("fedavg", S.sgd(0.1)), np.zeros(2),
                                                              lambda x, i, t, k: x, [0.25] * 4, SC.FixedSteps([1, 2]), 1),
      "one step count per client"),

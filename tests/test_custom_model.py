@@ -47,7 +47,7 @@ def test_buffers_and_bad_tensors_refused():
     ("frozen", "requires_grad=False"), ("repeated", "repeat"), ("string", "sequence of names"),
     ("lr_decay", "lr_decay"), ("label range", r"client_y\[1\]: labels must lie in 0..2"),
     ("float labels", "integer class labels"), ("feature shape", "client 2: features of shape"),
-    ("test labels", "test_y"), ("not logits", "logits"),
+    ("test labels", "test_y"), ("not logits", "logits"), ("nan features", "NaN or inf"),
 ])
 def test_bad_inputs_are_refused_before_training(case, match):
     """Each of these used to train silently (a frozen layer changed, two runs merged into one
@@ -67,6 +67,8 @@ def test_bad_inputs_are_refused_before_training(case, match):
                                                rounds=1),
         "test labels": lambda: train_clients(nn.Linear(6, 3), xs, ys, rounds=1, test_x=xs[0], test_y=ys[0] - 1),
         "not logits": lambda: train_clients(nn.Sequential(nn.Linear(6, 3), nn.Flatten(0)), xs, ys, rounds=1),
+        "nan features": lambda: train_clients(nn.Linear(6, 3), [xs[0], xs[1].clone().fill_(float("nan")), xs[2]],
+                                              ys, rounds=1),
     }
     with pytest.raises(ValueError, match=match):
         calls[case]()

@@ -57,6 +57,8 @@ class TensorEngine(StackedEngine):
         y = _as_tensor(labels, "labels")
         if not x.is_floating_point() or x.ndim < 2:
             raise ValueError(f"features must be a float tensor (N, ...), got {x.dtype} {tuple(x.shape)}")
+        if not bool(torch.isfinite(x).all()):
+            raise ValueError(f"features hold NaN or inf (row {int((~torch.isfinite(x)).flatten(1).any(1).nonzero()[0])})")
         if y.ndim != 1 or y.shape[0] != x.shape[0] or y.is_floating_point():
             raise ValueError(f"labels must be {x.shape[0]} integers, got {y.dtype} {tuple(y.shape)}")
         # the parent validates and stores images; give it a 1-pixel placeholder per sample
@@ -69,6 +71,8 @@ class TensorEngine(StackedEngine):
             tx, ty = _as_tensor(test_features, "test_features"), _as_tensor(test_labels, "test_labels")
             if tuple(tx.shape[1:]) != tuple(x.shape[1:]) or ty.shape != (tx.shape[0],):
                 raise ValueError("test_features / test_labels must match the training features' shape")
+            if not tx.is_floating_point() or not bool(torch.isfinite(tx).all()):
+                raise ValueError(f"test_features must be finite floats, got {tx.dtype} with NaN/inf or not float")
             self._test_features = tx.to(self.device, self.dtype)
             self._test_feature_labels = ty.to(self.device, torch.int64)
 
