@@ -83,6 +83,9 @@ def sample_clients(scheme: str, p, q: int | None, seed: int, round_index: int) -
     check_choice("sampling", scheme, SAMPLING_SCHEMES)
     round_index = check_int("round_index", round_index)
     if scheme == "full":
+        if q is not None:
+            raise ValueError(f"clients_per_round: full participation takes every client, so q = {q} would be ignored; "
+                             "give clients_per_round only with sampling 'with-replacement' or 'uniform'")
         return full_participation(p)
     rng = generator(seed, "sampling", round_index)
     if scheme == "with-replacement":

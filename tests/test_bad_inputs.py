@@ -185,6 +185,18 @@ def _shape_mismatch():
                        params={"W": np.zeros((3, 3)), "b": np.zeros(3)})
 
 
+def _full_with_q():
+    from fedlib.algorithms import make_algorithm
+    from fedlib.data import synthetic
+    from fedlib.engines.batched import run_batched
+    from fedlib.problems.logistic import LogisticProblem
+    from fedlib.schedules import FixedSteps
+    from fedlib.solvers import sgd
+    prob = LogisticProblem(synthetic(num_clients=2, seed=0))
+    return run_batched(make_algorithm("fednova", sgd(0.1)), prob, FixedSteps([1, 1]), 1, batch_size=20,
+                       clients_per_round=1)
+
+
 def _unknown_algorithm():
     from fedlib.algorithms import make_algorithm
     from fedlib.solvers import sgd
@@ -226,6 +238,7 @@ API_CASES = [
     ("params shape mismatch", lambda t: _shape_mismatch(), "W"),
     ("unknown algorithm (API)", lambda t: _unknown_algorithm(), "algorithm"),
     ("more clients than exist without replacement", lambda t: _impossible_sampling(), "clients_per_round"),
+    ("clients_per_round with full participation", lambda t: _full_with_q(), "full participation"),
     ("world size > clients (API)", lambda t: _world_too_big(), "world size"),
     ("bf16 with float64 master parameters (API)", lambda t: _bf16_fp64(), "bf16"),
     ("malformed CIFAR batch", _cifar_batch, "data_batch_1"),

@@ -272,6 +272,9 @@ def _check_common(algorithm, problem, schedule, rounds, batch_size, sampling, cl
         clients_per_round = check_int("clients_per_round", clients_per_round, minimum=1)
         if sampling == "uniform" and clients_per_round > m:
             raise ValueError(f"clients_per_round: cannot sample {clients_per_round} of {m} clients without replacement")
+    elif clients_per_round is not None:
+        raise ValueError(f"clients_per_round: full participation takes every client, so q = {clients_per_round} "
+                         "would be ignored; give it only with sampling 'with-replacement' or 'uniform'")
     return rounds, batch_size, seed, clients_per_round
 
 
