@@ -81,6 +81,11 @@ CASES = [
     ("make_algorithm tau_eff name", lambda: AL.make_algorithm("fednova", S.sgd(0.1), tau_eff="foo"), "tau_eff"),
     ("make_algorithm tau_eff nan", lambda: AL.make_algorithm("fednova-vr", S.sgd(0.1), tau_eff=NAN), "tau_eff"),
     ("check_tau_eff list", lambda: R.check_tau_eff([2.0]), "tau_eff"),
+    ("quadratic params of another dimension", lambda: run_sequential(
+        AL.make_algorithm("fedavg", S.sgd(0.1)), np.zeros(3), random_quadratic(2, 2, seed=0).grad_fn(), P2,
+        SC.FixedSteps([1, 2]), 1), "dimension 2"),
+    ("aggregate torch and numpy deltas", lambda: R.aggregate([np.ones(2), torch.ones(2)], P2, [1, 1], "fednova"),
+     "torch tensor"),
     ("algorithm init 0 clients", lambda: AL.make_algorithm("fednova", S.sgd(0.1)).init(np.zeros(2), 0), "num_clients"),
     ("algorithm init nan params", lambda: AL.make_algorithm("fedavg", S.sgd(0.1)).init(np.array([0.0, NAN]), 2),
      "params"),

@@ -211,6 +211,8 @@ def test_bad_input_exits_2_names_the_problem_and_writes_nothing(capsys, tmp_path
         else _cli(capsys, "run", "synthetic", *extra, *args)
     assert code == 2
     assert needle in err, err
+    if "usage:" not in err:   # our checks after parsing name the sub-command too
+        assert err.startswith("python -m fedlib run synthetic: error:"), err
     assert not out.exists() and not Path(paths["nofolder"]).exists()
     assert list(tmp_path.glob(".*.tmp")) == []
 

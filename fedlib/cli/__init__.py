@@ -112,16 +112,17 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     if only is not None and _load(COMMANDS[only[0]][only[1]]) is None:
         parser = build_parser()  # that command's module is missing: show what exists
     args = parser.parse_args(argv)  # exits with status 2 on unknown / malformed flags
+    prog = " ".join([parser.prog, *(name for name in (only or ()) if name)])  # e.g. "python -m fedlib run synthetic"
     try:
         return int(args.handler(args) or 0)
     except DivergenceError as exc:
-        print(f"{parser.prog}: error: {exc} (nothing written)", file=sys.stderr)
+        print(f"{prog}: error: {exc} (nothing written)", file=sys.stderr)
         return 2
     except (CLIError, ValueError) as exc:
-        print(f"{parser.prog}: error: {exc}", file=sys.stderr)
+        print(f"{prog}: error: {exc}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
-        print(f"{parser.prog}: interrupted (nothing written)", file=sys.stderr)
+        print(f"{prog}: interrupted (nothing written)", file=sys.stderr)
         return 130
     except BrokenPipeError:  # the reader went away (`... | head`): stop quietly, as Unix tools do
         try:

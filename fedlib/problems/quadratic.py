@@ -40,6 +40,8 @@ class QuadraticProblem:
 
     def grad(self, x: np.ndarray, client: int) -> np.ndarray:
         r""":math:`\nabla F_i(x) = H_i x - e_i`."""
+        if np.shape(x) != (self.H.shape[1],):
+            raise ValueError(f"x must be a vector of the problem's dimension {self.H.shape[1]}, got shape {np.shape(x)}")
         return self.H[client] @ x - self.e[client]
 
     def global_grad(self, x: np.ndarray) -> np.ndarray:
