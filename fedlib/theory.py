@@ -376,31 +376,43 @@ def leading_eigenvalues(M: Any, k: int = 1, tol: float = 1e-6) -> np.ndarray:
     >>> leading_eigenvalues(np.array([[0.0, -2.0], [2.0, 0.0]]), k=2)   # a rotation, scaled by 2
     array([0.+2.j, 0.-2.j])
     """
-    from scipy.sparse.linalg import ArpackNoConvergence, LinearOperator, eigs
+    from scipy.sparse.linalg import LinearOperator
 
     k = check_int("k", k, minimum=1)
     tol = check_positive("tol", tol)
     if isinstance(M, LinearOperator):
-        n, n2 = M.shape
-        if n != n2:
+        if M.shape[0] != M.shape[1]:
             raise ValueError(f"M must be square, got shape {M.shape}")
-        if n > 600:
-            if k >= n - 1:
-                raise ValueError(f"k must be below {n - 1} for ARPACK (the operator has {n} rows), got {k}")
-            try:
-                vals = eigs(M, k=k, which="LM", tol=tol, ncv=min(n - 1, max(120, 2 * k + 1)), maxiter=20 * n,
-                            v0=np.ones(n) / np.sqrt(n), return_eigenvectors=False)
-            except ArpackNoConvergence as err:
-                raise RuntimeError(f"leading_eigenvalues: ARPACK did not converge ({err})") from None
-            return vals[np.argsort(-np.abs(vals), kind="stable")]
-        M = M.matmat(np.eye(n))
-    M = check_finite_array("M", M, ndim=2)
-    if M.shape[0] != M.shape[1]:
-        raise ValueError(f"M must be square, got shape {M.shape}")
-    if k > M.shape[0]:
-        raise ValueError(f"k must be at most {M.shape[0]} (the size of M), got {k}")
-    vals = np.linalg.eigvals(M).astype(complex)
+        # a wide Krylov space for the clusters next to 1
+        vals = _largest_modulus(M, k, tol, min_ncv=120, maxiter=20 * M.shape[0], what="leading_eigenvalues")
+    else:
+        M = check_finite_array("M", M, ndim=2)
+        if M.shape[0] != M.shape[1]:
+            raise ValueError(f"M must be square, got shape {M.shape}")
+        if k > M.shape[0]:
+            raise ValueError(f"k must be at most {M.shape[0]} (the size of M), got {k}")
+        vals = np.linalg.eigvals(M)
+    vals = vals.astype(complex)
     return vals[np.argsort(-np.abs(vals), kind="stable")][:k]
+
+
+def _largest_modulus(op, k: int, tol: float, *, min_ncv: int, maxiter=None, what: str) -> np.ndarray:
+    """Eigenvalues of the square ``LinearOperator`` ``op`` including its ``k`` largest in modulus
+    (unsorted): all of them from the formed matrix up to 600 rows, else ``k`` by ARPACK."""
+    from scipy.sparse.linalg import ArpackNoConvergence, eigs
+
+    n = op.shape[0]
+    if n <= 600:
+        if k > n:
+            raise ValueError(f"k must be at most {n} (the operator has {n} rows), got {k}")
+        return np.linalg.eigvals(op.matmat(np.eye(n, dtype=op.dtype)))
+    if k >= n - 1:
+        raise ValueError(f"k must be below {n - 1} for ARPACK (the operator has {n} rows), got {k}")
+    try:
+        return eigs(op, k=k, which="LM", tol=tol, ncv=min(n - 1, max(min_ncv, 2 * k + 1)), maxiter=maxiter,
+                    v0=np.ones(n, dtype=op.dtype) / np.sqrt(n), return_eigenvectors=False)
+    except ArpackNoConvergence as err:
+        raise RuntimeError(f"{what}: ARPACK did not converge ({err})") from None
 
 
 VR_ALGORITHMS = ("scaffold", "fednova-vr", "vrlsgd")
@@ -577,10 +589,11 @@ def quadratic_vr_shift_invert(H: Any, p: Any, local_steps: Any, lr: float, algor
     except np.linalg.LinAlgError:
         raise ValueError(f"sigma: 1 - sigma = {1 - sigma} is an eigenvalue of some client's "
                          "L_i = K_i/(lr ||a_i||_1); shift elsewhere") from None
-    RLH = R @ (L @ H)
+    LH = L @ H
+    RLH = R @ LH
     KR = K @ R
     A = np.block([[-np.einsum("i,ijk->jk", p, RLH), sigma * np.einsum("i,ijk->jk", p, R)],
-                  [(1 - sigma) * eye - np.einsum("i,ijk->jk", coef, K @ H - KR @ (L @ H)),
+                  [(1 - sigma) * eye - np.einsum("i,ijk->jk", coef, K @ H - KR @ LH),
                    -sigma * np.einsum("i,ijk->jk", coef, KR)]])
     lu = sla.lu_factor(A, check_finite=True)
     if np.min(np.abs(np.diag(lu[0]))) <= 1e-14 * np.abs(A).max():
@@ -622,24 +635,10 @@ def quadratic_vr_eigenvalues_near(H: Any, p: Any, local_steps: Any, lr: float, a
     >>> quadratic_vr_eigenvalues_near([[[1.0, 0.0], [0.0, 4.0]]], [1.0], [1], 0.1, "scaffold", k=2)
     array([0.9, 0.6])
     """
-    from scipy.sparse.linalg import ArpackNoConvergence, eigs
-
     k = check_int("k", k, minimum=1)
     tol = check_positive("tol", tol)
     op = quadratic_vr_shift_invert(H, p, local_steps, lr, algorithm, sigma, mu, momentum, tau_eff)
-    n = op.shape[0]
-    if n <= 600:
-        if k > n:
-            raise ValueError(f"k must be at most {n} (the operator has {n} rows), got {k}")
-        inv = np.linalg.eigvals(op.matmat(np.eye(n, dtype=op.dtype)))
-    else:
-        if k >= n - 1:
-            raise ValueError(f"k must be below {n - 1} for ARPACK (the operator has {n} rows), got {k}")
-        try:
-            inv = eigs(op, k=k, which="LM", tol=tol, ncv=min(n - 1, max(2 * k + 1, 40)),
-                       v0=np.ones(n, dtype=op.dtype) / np.sqrt(n), return_eigenvectors=False)
-        except ArpackNoConvergence as err:
-            raise RuntimeError(f"quadratic_vr_eigenvalues_near: ARPACK did not converge ({err})") from None
+    inv = _largest_modulus(op, k, tol, min_ncv=40, what="quadratic_vr_eigenvalues_near")
     lam = complex(sigma) + 1.0 / inv
     lam = lam[np.argsort(np.abs(lam - sigma), kind="stable")][:k]
     return lam.real if np.all(lam.imag == 0) else lam

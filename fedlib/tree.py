@@ -121,15 +121,16 @@ def tree_weighted_sum(trees: Sequence[Any], coefficients: Sequence[float]) -> An
     if len(trees) != len(coefficients):
         raise ValueError(f"coefficients has {len(coefficients)} entries but there are {len(trees)} trees")
 
+    kinds = {True: "a torch tensor", False: "a numpy array"}
+
     def acc(*leaves):
-        shape = np.shape(leaves[0])
+        shape, torch_leaf = np.shape(leaves[0]), hasattr(leaves[0], "add_")
         for i, leaf in enumerate(leaves[1:], 1):
             if np.shape(leaf) != shape:  # in-place += would broadcast a smaller leaf silently
                 raise ValueError(f"trees: leaf of tree {i} has shape {tuple(np.shape(leaf))}, tree 0 has {tuple(shape)}")
-            if hasattr(leaf, "add_") != hasattr(leaves[0], "add_"):
-                kinds = {True: "a torch tensor", False: "a numpy array"}
-                raise ValueError(f"trees: leaf of tree {i} is {kinds[hasattr(leaf, 'add_')]}, tree 0's is "
-                                 f"{kinds[hasattr(leaves[0], 'add_')]} (use one kind for every client)")
+            if hasattr(leaf, "add_") != torch_leaf:
+                raise ValueError(f"trees: leaf of tree {i} is {kinds[not torch_leaf]}, tree 0's is "
+                                 f"{kinds[torch_leaf]} (use one kind for every client)")
         out = leaves[0] * coefficients[0]
         for c, leaf in zip(coefficients[1:], leaves[1:]):
             if c == 0.0:
