@@ -524,18 +524,25 @@ def quadratic_vr_round_operator(H: Any, p: Any, local_steps: Any, lr: float, alg
     vrlsgd = algorithm == "vrlsgd"
     scale = 1.0 / (lr * (steps if vrlsgd else a_norms))
 
-    def matvec(s):
-        s = np.asarray(s, dtype=np.float64).reshape(-1)
-        x, c = s[:d], s[d:].reshape(m, d)
-        z = Z @ c
+    def matmat(S):
+        S = np.asarray(S, dtype=np.float64)
+        k = S.shape[1]
+        x, c = S[:d], S[d:].reshape(m, d, k)
+        z = np.einsum("ij,jdk->idk", Z, c)
         # Delta_i = -[K_i H_i, K_i] (x; z_i): one batched product over the clients
-        delta = -(KHK @ np.concatenate([np.broadcast_to(x, (m, d)), z], axis=1)[:, :, None])[:, :, 0]
-        x_new = x + coef @ delta
-        c_new = c - scale[:, None] * (delta - p @ delta) if vrlsgd else -scale[:, None] * delta - z
-        return np.concatenate([x_new, c_new.ravel()])
+        delta = -(KHK @ np.concatenate([np.broadcast_to(x, (m, d, k)), z], axis=1))
+        x_new = x + np.einsum("i,idk->dk", coef, delta)
+        if vrlsgd:
+            c_new = c - scale[:, None, None] * (delta - np.einsum("i,idk->dk", p, delta))
+        else:
+            c_new = -scale[:, None, None] * delta - z
+        return np.concatenate([x_new, c_new.reshape(m * d, k)])
+
+    def matvec(s):
+        return matmat(np.asarray(s, dtype=np.float64).reshape(-1, 1))[:, 0]
 
     n = d * (m + 1)
-    return LinearOperator((n, n), matvec=matvec, dtype=np.float64)
+    return LinearOperator((n, n), matvec=matvec, matmat=matmat, dtype=np.float64)
 
 
 def quadratic_vr_shift_invert(H: Any, p: Any, local_steps: Any, lr: float, algorithm: str, sigma: complex,

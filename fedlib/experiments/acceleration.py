@@ -84,6 +84,9 @@ __all__ = [
     "linearised_vr_radius",
     "linearised_vr_eigenvalues",
     "linearised_gd_eigenvalues",
+    "linearised_vr_matrix",
+    "spectrum_summary",
+    "read_vr_spectrum",
     "Perturbation",
     "perturbation_growth",
     "STYLES",
@@ -498,6 +501,76 @@ def linearised_gd_eigenvalues(problem, optimum: LogisticOptimum, step: float) ->
     hessian = np.einsum("i,ijk->jk", np.asarray(problem.p, dtype=float), optimum.hessians)
     vals = 1.0 - step * np.linalg.eigvalsh(hessian)
     return vals[np.argsort(np.abs(vals - 1.0), kind="stable")]
+
+
+def linearised_vr_matrix(problem, optimum: LogisticOptimum, name: str, lr: float, local_steps: Any, *,
+                         chunk: int = 512) -> np.ndarray:
+    r"""The linearised VR round of :func:`linearised_vr_radius` as a dense
+    :math:`d(m+1) \times d(m+1)` matrix, formed ``chunk`` columns at a time through the
+    operator's block product (17,019 rows, 2.3 GB, about a minute for chapter 10's
+    Synthetic(1,1)). For a dense eigensolver: ``scripts/vr_spectrum.py`` computes every
+    eigenvalue of it once, and chapter 10, part 6 reads them (:func:`read_vr_spectrum`)."""
+    from ..theory import quadratic_vr_round_operator
+
+    check_choice("name", name, LINEARISED_VR)
+    chunk = check_int("chunk", chunk, minimum=1)
+    op = quadratic_vr_round_operator(optimum.hessians, problem.p, local_steps, lr, name)
+    n = op.shape[0]
+    M = np.empty((n, n))
+    for start in range(0, n, chunk):
+        stop = min(n, start + chunk)
+        block = np.zeros((n, stop - start))
+        block[np.arange(start, stop), np.arange(stop - start)] = 1.0
+        M[:, start:stop] = op.matmat(block)
+    return M
+
+
+def spectrum_summary(eigenvalues: Any, *, k: int = 8, slow: float = 0.05) -> dict:
+    r"""What chapter 10 reads off a whole spectrum: ``radius`` (largest modulus),
+    ``outside_unit_circle`` (how many :math:`|\lambda| > 1`), ``leading`` (the ``k`` largest
+    in modulus), ``nearest_one`` (the ``k`` nearest 1), ``slow_count`` (how many lie within
+    ``slow`` of 1: the modes that move like gradient descent on :math:`F`) and
+    ``fast_radius``, the largest modulus of the others (how fast everything else settles
+    or grows per round). Complex numbers as ``[re, im]`` pairs (JSON has none)."""
+    vals = np.asarray(eigenvalues, dtype=complex).reshape(-1)
+    if vals.size == 0 or not np.all(np.isfinite(vals)):
+        raise ValueError("eigenvalues must be a non-empty array of finite numbers")
+    k = check_int("k", k, minimum=1)
+    slow = check_positive("slow", slow)
+    lead = vals[np.argsort(-np.abs(vals), kind="stable")][:k]
+    near = vals[np.argsort(np.abs(vals - 1.0), kind="stable")][:k]
+    fast = vals[np.abs(vals - 1.0) >= slow]
+
+    def pairs(z):
+        return [[float(v.real), float(v.imag)] for v in z]
+
+    return {"radius": float(np.abs(vals).max()), "outside_unit_circle": int(np.sum(np.abs(vals) > 1.0)),
+            "leading": pairs(lead), "nearest_one": pairs(near), "slow": slow,
+            "slow_count": int(vals.size - fast.size),
+            "fast_radius": float(np.abs(fast).max()) if fast.size else None}
+
+
+def read_vr_spectrum(folder: Any, name: str) -> tuple[np.ndarray, dict]:
+    r"""``(eigenvalues, record)`` written by ``scripts/vr_spectrum.py`` for ``name`` in
+    ``folder`` (``<name>.npz`` and its result record ``<name>.json``, with provenance).
+    Raises ``FileNotFoundError`` if either is missing and ``ValueError`` if they disagree
+    (count, radius). Chapter 10, part 6."""
+    from pathlib import Path
+
+    from ..results import read_result
+
+    check_choice("name", name, LINEARISED_VR)
+    folder = Path(folder)
+    record = read_result(folder / f"{name}.json")
+    if record.get("kind") != "linearised-spectrum":
+        raise ValueError(f"{folder / (name + '.json')}: kind must be 'linearised-spectrum', got {record.get('kind')!r}")
+    with np.load(folder / f"{name}.npz") as npz:
+        vals = np.asarray(npz["eigenvalues"], dtype=complex)
+    rows, radius = record["config"]["rows"], record["summary"]["radius"]
+    if vals.size != rows or not math.isclose(float(np.abs(vals).max()), radius, rel_tol=1e-12):
+        raise ValueError(f"{folder / (name + '.npz')}: {vals.size} eigenvalues of radius {np.abs(vals).max()!r}, "
+                         f"but its record says {rows} of radius {radius!r}")
+    return vals, record
 
 
 class Perturbation(NamedTuple):
