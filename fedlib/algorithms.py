@@ -40,7 +40,8 @@ from .theory import chi_square
 from .tree import tree_all_finite, tree_sub
 from .variance import ControlVariates, correction, init_control_variates, update_control_variates
 
-__all__ = ["ALGORITHMS", "ServerState", "ClientUpdate", "RoundDiagnostics", "FederatedAlgorithm", "make_algorithm"]
+__all__ = ["ALGORITHMS", "ServerState", "ClientUpdate", "RoundDiagnostics", "FederatedAlgorithm", "make_algorithm",
+           "check_client_indices"]
 
 #: name -> (aggregation, variance reduction)
 ALGORITHMS = {
@@ -54,12 +55,16 @@ ALGORITHMS = {
 
 
 class ServerState(NamedTuple):
-    """Global model, server-optimizer state, control variates (or None), round index."""
+    """Global model, server-optimizer state, control variates (or None), round index and
+    the number of clients :math:`m` given to :meth:`FederatedAlgorithm.init` (``None`` in a
+    state built by hand or read from a checkpoint older than this field: then client indices
+    are not checked against it)."""
 
     params: Any
     server: Any
     variates: Optional[ControlVariates]
     round: int
+    num_clients: Optional[int] = None
 
 
 class ClientUpdate(NamedTuple):
@@ -82,6 +87,18 @@ class RoundDiagnostics(NamedTuple):
     tau_eff: float
     weights: np.ndarray
     chi2: float
+
+
+def check_client_indices(clients: Any, num_clients: Optional[int]) -> None:
+    """Raise ``ValueError`` unless every index in ``clients`` lies in ``0..num_clients-1``
+    (no check when ``num_clients`` is ``None``)."""
+    if num_clients is None:
+        return
+    clients = np.asarray(clients).reshape(-1)
+    bad = clients[(clients < 0) | (clients >= num_clients)]
+    if bad.size:
+        raise ValueError(f"client {int(bad[0])} is not one of the {num_clients} clients given to init "
+                         f"(indices 0..{num_clients - 1})")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -129,12 +146,13 @@ class FederatedAlgorithm:
         if not tree_all_finite(params):
             raise ValueError("params hold NaN or inf (the initial model must be finite)")
         variates = init_control_variates(params, num_clients, self.variance) if self.variance else None
-        return ServerState(params, self.server.init(params), variates, 0)
+        return ServerState(params, self.server.init(params), variates, 0, num_clients)
 
     # -------------------------------------------------------------- client side
     def client_init(self, state: ServerState, client: int, solver: Optional[LocalSolver] = None) -> SolverState:
         """Solver state of ``client`` at :math:`x^{(t,0)}`, with its VR correction if any."""
         solver = solver or self.solver
+        check_client_indices([client], state.num_clients)
         corr = correction(state.variates, client) if state.variates is not None else None
         return solver.init(state.params, corr)
 
@@ -157,6 +175,7 @@ class FederatedAlgorithm:
         clients = np.asarray([u.client for u in updates])
         if not np.array_equal(clients, participation.clients):
             raise ValueError("updates must come in the order of participation.clients")
+        check_client_indices(clients, state.num_clients)
         a_norms = np.array([u.a_norm for u in updates])
         steps = np.array([u.local_steps for u in updates], dtype=np.int64)
         deltas = [u.delta for u in updates]
@@ -172,7 +191,7 @@ class FederatedAlgorithm:
         omega = participation.weights / participation.weights.sum()
         w = agg.weights / agg.weights.sum()
         diag = RoundDiagnostics(clients, steps, a_norms, agg.tau_eff, agg.weights, chi_square(omega, w))
-        return ServerState(params, server_state, variates, state.round + 1), diag
+        return ServerState(params, server_state, variates, state.round + 1, state.num_clients), diag
 
 
 def make_algorithm(name: str, solver: LocalSolver, server: Optional[ServerOptimizer] = None,

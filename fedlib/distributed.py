@@ -41,7 +41,7 @@ from typing import Optional, Sequence
 
 import numpy as np
 
-from .algorithms import FederatedAlgorithm, RoundDiagnostics, ServerState
+from .algorithms import FederatedAlgorithm, RoundDiagnostics, ServerState, check_client_indices
 from .rule import effective_weights
 from .sampling import Participation
 from .theory import chi_square
@@ -176,6 +176,7 @@ def distributed_apply(comm: Communicator, algorithm: FederatedAlgorithm, state: 
     participants, any order). Returns ``(state, diagnostics)``, identical on every rank.
     """
     clients = np.asarray(participation.clients)
+    check_client_indices(clients, state.num_clients)
     mine = {int(u.client): u for u in updates}
     info = comm.all_gather_object({c: (float(u.a_norm), int(u.local_steps)) for c, u in mine.items()})
     merged: dict = {}
@@ -204,7 +205,7 @@ def distributed_apply(comm: Communicator, algorithm: FederatedAlgorithm, state: 
     omega = participation.weights / participation.weights.sum()
     wn = w / w.sum()
     diag = RoundDiagnostics(clients, steps, a_norms, tau, w, chi_square(omega, wn))
-    return ServerState(params, server_state, variates, state.round + 1), diag
+    return ServerState(params, server_state, variates, state.round + 1, state.num_clients), diag
 
 
 def _update_variates(comm, variates: ControlVariates, own, mine, lr, p, change) -> ControlVariates:

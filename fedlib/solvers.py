@@ -80,7 +80,7 @@ from typing import Any, Callable, NamedTuple, Optional
 
 import numpy as np
 
-from ._validate import check_in_range, check_int, check_nonnegative, check_positive
+from ._validate import _is_number, check_in_range, check_int, check_nonnegative, check_positive
 from .tree import tree_leaves, tree_map
 
 __all__ = [
@@ -362,11 +362,15 @@ def decayed_sgd(lr: float, gamma: Optional[float] = None, schedule: Optional[Cal
 
     ``gamma`` gives the paper's exponential decay :math:`s_k = \gamma^k` (§4.1:
     :math:`a_i = [1, \gamma, \dots, \gamma^{\tau_i-1}]`,
-    :math:`\|a_i\|_1 = (1-\gamma^{\tau_i})/(1-\gamma)`); ``schedule`` any ``k -> s_k > 0``.
+    :math:`\|a_i\|_1 = (1-\gamma^{\tau_i})/(1-\gamma)`), :math:`0 < \gamma \le 1` (a step size
+    that grows within the round goes through ``schedule``); ``schedule`` any ``k -> s_k > 0``.
     """
     if (gamma is None) == (schedule is None):
         raise ValueError("decayed_sgd: give exactly one of gamma or schedule")
     if gamma is not None:
+        if _is_number(gamma) and gamma > 1:
+            raise ValueError(f"gamma must lie in (0, 1] (a decay), got {gamma!r}; for a step size that grows "
+                             "within the round pass schedule=lambda k: gamma ** k")
         g = check_positive("gamma", gamma)
         schedule = _ExponentialDecay(g)
     return LocalSolver(lr=lr, weight_decay=weight_decay, lr_schedule=schedule, name="decayed-sgd")

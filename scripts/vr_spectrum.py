@@ -13,6 +13,7 @@ against what it computes itself.
 
     python scripts/vr_spectrum.py                          # both algorithms, the chapter's setting
     python scripts/vr_spectrum.py --algorithms fednova-vr
+    python scripts/vr_spectrum.py --lr 0.005 --out /tmp/lr0.005   # for chapter 10 run with synthetic_lrs=[0.005]
     python scripts/vr_spectrum.py --smoke --out /tmp/s     # a 3-client problem in seconds
 """
 from __future__ import annotations
@@ -28,13 +29,13 @@ from fedlib.experiments import acceleration as A
 from fedlib.results import make_provenance, to_jsonable, write_result
 
 
-def chapter_problem():
-    """Chapter 10, part 6: Synthetic(1,1), 30 clients, local GD for E = 2 epochs of batch 20, lr 0.02."""
+def chapter_problem(lr: float):
+    """Chapter 10, part 6: Synthetic(1,1), 30 clients, local GD for E = 2 epochs of batch 20 at ``lr``."""
     from fedlib.experiments.synthetic import make_problem
     from fedlib.schedules import steps_per_epoch
 
     problem = make_problem()
-    return problem, 2 * steps_per_epoch(problem.num_samples, 20), 0.02, "Synthetic(1,1), data seed 0, E = 2, batch 20"
+    return problem, 2 * steps_per_epoch(problem.num_samples, 20), lr, "Synthetic(1,1), data seed 0, E = 2, batch 20"
 
 
 def smoke_problem():
@@ -51,10 +52,16 @@ def main(argv=None) -> int:
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--algorithms", nargs="+", default=["fednova-vr", "scaffold"],
                         choices=["scaffold", "fednova-vr"])
+    parser.add_argument("--lr", type=float, default=0.02,
+                        help="client learning rate (default 0.02: chapter 10's synthetic_lrs[-1] in both profiles)")
     parser.add_argument("--out", type=Path, default=Path("data/results/linearised"))
     parser.add_argument("--smoke", action="store_true", help="a 3-client Synthetic(0,0) problem (seconds)")
     args = parser.parse_args(argv)
-    problem, steps, lr, setting = smoke_problem() if args.smoke else chapter_problem()
+    if not (args.lr > 0 and np.isfinite(args.lr)):
+        parser.error(f"--lr must be a finite number > 0, got {args.lr}")
+    if args.smoke and args.lr != 0.02:
+        parser.error("--smoke runs the 3-client problem at its own lr 1.0; drop --lr")
+    problem, steps, lr, setting = smoke_problem() if args.smoke else chapter_problem(args.lr)
     t0 = time.perf_counter()
     optimum = A.logistic_optimum(problem)
     print(f"x*: {optimum.newton_steps} Newton steps in {time.perf_counter() - t0:.1f} s; "

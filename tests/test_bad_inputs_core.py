@@ -50,6 +50,7 @@ CASES = [
     ("schedule lr*s*mu>1", lambda: STEP(S.LocalSolver(0.5, mu=1.5, lr_schedule=lambda k: 2.0)), "mu"),
     ("decayed gamma=0", lambda: S.decayed_sgd(0.1, gamma=0.0), "gamma"),
     ("decayed gamma<0", lambda: S.decayed_sgd(0.1, gamma=-0.5), "gamma"),
+    ("decayed gamma>1", lambda: S.decayed_sgd(0.1, gamma=1.5), "gamma must lie in \\(0, 1\\]"),
     ("decayed both", lambda: S.decayed_sgd(0.1, gamma=0.5, schedule=lambda k: 1.0), "gamma"),
     ("decayed neither", lambda: S.decayed_sgd(0.1), "schedule"),
     ("make_solver unknown", lambda: S.make_solver("adam", 0.1), "solver"),
@@ -312,3 +313,25 @@ def test_participation_given_as_lists():
     a, da = algo.apply(state, listed, updates, 0.1)
     b, db = algo.apply(state, arrays, updates, 0.1)
     assert np.array_equal(a.params, b.params) and da.chi2 == db.chi2
+
+
+@pytest.mark.parametrize("name", ["fedavg", "fednova", "scaffold"])
+def test_client_index_beyond_init(name):
+    """A client index outside 0..m-1 (m given to init) is refused by client_init and apply,
+    with or without control variates; a hand-built state without m is not checked."""
+    algo = AL.make_algorithm(name, S.sgd(0.1))
+    state = algo.init(np.zeros(2), 2)
+    assert state.num_clients == 2
+    with pytest.raises(ValueError, match="client 2 is not one of the 2 clients"):
+        algo.client_init(state, 2)
+    updates = [algo.client_final(state, i, algo.solver.update(algo.client_init(state, i), np.ones(2))) for i in (0, 1)]
+    moved = [u._replace(client=c) for u, c in zip(updates, (0, 5))]
+    with pytest.raises(ValueError, match="client 5 is not one of the 2 clients"):
+        algo.apply(state, SA.Participation([0, 5], [0.5, 0.5]), moved, 0.1, p=P2)
+    with pytest.raises(ValueError, match="client -1 is not one of"):
+        algo.apply(state, SA.Participation([0, -1], [0.5, 0.5]), [updates[0], updates[1]._replace(client=-1)], 0.1, p=P2)
+    new, _ = algo.apply(state, SA.Participation([0, 1], [0.5, 0.5]), updates, 0.1, p=P2)
+    assert new.num_clients == 2 and new.round == 1
+    if name != "scaffold":  # no variates to index: a state without m takes any index
+        bare = state._replace(num_clients=None)
+        algo.apply(bare, SA.Participation([0, 5], [0.5, 0.5]), moved, 0.1)

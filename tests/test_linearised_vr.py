@@ -355,3 +355,68 @@ def test_linearised_eigenvalues_and_the_slow_modes(small_logistic):
         A.linearised_vr_eigenvalues(problem, opt, "fedavg", 0.1, steps)
     with pytest.raises(ValueError, match="step"):
         A.linearised_gd_eigenvalues(problem, opt, 0.0)
+
+
+# ------------------------------------------------------------------ the whole spectrum (dense)
+@pytest.mark.parametrize("chunk", [1, 7, 512])
+def test_linearised_vr_matrix_is_the_operator(small_logistic, chunk):
+    problem, opt = small_logistic
+    steps = np.array([2, 4, 40])
+    for name in ("scaffold", "fednova-vr"):
+        M = A.linearised_vr_matrix(problem, opt, name, 1.0, steps, chunk=chunk)
+        op = T.quadratic_vr_round_operator(opt.hessians, problem.p, steps, 1.0, name)
+        V = np.random.default_rng(chunk).standard_normal((M.shape[0], 3))
+        assert M.shape == (48, 48) and np.abs(M @ V - op.matmat(V)).max() < 1e-12 * np.abs(M).max()
+        assert np.abs(np.linalg.eigvals(M)).max() == pytest.approx(
+            A.linearised_vr_radius(problem, opt, name, 1.0, steps), rel=1e-12)
+    with pytest.raises(ValueError, match="chunk"):
+        A.linearised_vr_matrix(problem, opt, "scaffold", 1.0, steps, chunk=0)
+
+
+def test_spectrum_summary_by_hand():
+    vals = np.array([0.5, 0.99, 0.999, 1.2j, -1.2j, 0.0, -0.97, 0.2 + 0.1j])
+    s = A.spectrum_summary(vals, k=3, slow=0.05)
+    assert s["radius"] == pytest.approx(1.2) and s["outside_unit_circle"] == 2
+    assert s["leading"][:2] == [[0.0, 1.2], [0.0, -1.2]] and s["leading"][2] == [0.999, 0.0]
+    assert s["nearest_one"] == [[0.999, 0.0], [0.99, 0.0], [0.5, 0.0]]
+    assert s["slow_count"] == 2 and s["fast_radius"] == pytest.approx(1.2)
+    assert A.spectrum_summary([0.99, 0.98], slow=0.05)["fast_radius"] is None
+    for bad in ([], [np.nan], [1.0, np.inf]):
+        with pytest.raises(ValueError, match="eigenvalues"):
+            A.spectrum_summary(bad)
+
+
+def test_vr_spectrum_script_and_reader(tmp_path):
+    """scripts/vr_spectrum.py --smoke (chapter 10's 3-client problem) writes what read_vr_spectrum
+    reads: the eigenvalues of the dense matrix, a radius equal to linearised_vr_radius."""
+    import runpy
+    import sys
+    from pathlib import Path
+
+    script = Path(__file__).resolve().parents[1] / "scripts" / "vr_spectrum.py"
+    argv = sys.argv
+    try:
+        sys.argv = [str(script), "--smoke", "--out", str(tmp_path)]
+        with pytest.raises(SystemExit) as done:
+            runpy.run_path(str(script), run_name="__main__")
+    finally:
+        sys.argv = argv
+    assert done.value.code == 0
+    problem = LogisticProblem(synthetic(0, 0, num_clients=3, dim=5, num_classes=3, num_samples=[300, 500, 900], seed=1))
+    opt = A.logistic_optimum(problem)
+    for name in ("scaffold", "fednova-vr"):
+        vals, record = A.read_vr_spectrum(tmp_path, name)
+        assert vals.size == record["config"]["rows"] == 48 and record["config"]["local_steps"] == [2, 4, 40]
+        assert record["summary"]["radius"] == pytest.approx(
+            A.linearised_vr_radius(problem, opt, name, 1.0, [2, 4, 40]), rel=1e-10)
+        assert record["provenance"]["command"].endswith("--smoke --out " + str(tmp_path))
+    np.savez_compressed(tmp_path / "scaffold.npz", eigenvalues=vals[:-1])   # a spectrum that is not the record's
+    with pytest.raises(ValueError, match="its record says 48"):
+        A.read_vr_spectrum(tmp_path, "scaffold")
+    with pytest.raises(ValueError, match="file not found"):
+        A.read_vr_spectrum(tmp_path / "missing", "scaffold")
+    (tmp_path / "fednova-vr.npz").unlink()
+    with pytest.raises(ValueError, match="fednova-vr.npz: file not found"):
+        A.read_vr_spectrum(tmp_path, "fednova-vr")
+    with pytest.raises(ValueError, match="name"):
+        A.read_vr_spectrum(tmp_path, "fedavg")

@@ -446,7 +446,8 @@ def _state_to_backend(be, state: ServerState) -> ServerState:
             return tree_map(conv, obj)
         return obj
 
-    return ServerState(conv(state.params), conv_tuple(state.server), conv_tuple(state.variates), int(state.round))
+    return ServerState(conv(state.params), conv_tuple(state.server), conv_tuple(state.variates), int(state.round),
+                       state.num_clients)
 
 
 def _to_dict(be, theta, copy: bool = False) -> dict:

@@ -553,8 +553,8 @@ def spectrum_summary(eigenvalues: Any, *, k: int = 8, slow: float = 0.05) -> dic
 def read_vr_spectrum(folder: Any, name: str) -> tuple[np.ndarray, dict]:
     r"""``(eigenvalues, record)`` written by ``scripts/vr_spectrum.py`` for ``name`` in
     ``folder`` (``<name>.npz`` and its result record ``<name>.json``, with provenance).
-    Raises ``FileNotFoundError`` if either is missing and ``ValueError`` if they disagree
-    (count, radius). Chapter 10, part 6."""
+    Raises ``ValueError`` if either is missing or they disagree (count, radius). Chapter 10,
+    part 6."""
     from pathlib import Path
 
     from ..results import read_result
@@ -564,8 +564,11 @@ def read_vr_spectrum(folder: Any, name: str) -> tuple[np.ndarray, dict]:
     record = read_result(folder / f"{name}.json")
     if record.get("kind") != "linearised-spectrum":
         raise ValueError(f"{folder / (name + '.json')}: kind must be 'linearised-spectrum', got {record.get('kind')!r}")
-    with np.load(folder / f"{name}.npz") as npz:
-        vals = np.asarray(npz["eigenvalues"], dtype=complex)
+    try:
+        with np.load(folder / f"{name}.npz") as npz:
+            vals = np.asarray(npz["eigenvalues"], dtype=complex)
+    except FileNotFoundError:
+        raise ValueError(f"{folder / (name + '.npz')}: file not found (its record is there)") from None
     rows, radius = record["config"]["rows"], record["summary"]["radius"]
     if vals.size != rows or not math.isclose(float(np.abs(vals).max()), radius, rel_tol=1e-12):
         raise ValueError(f"{folder / (name + '.npz')}: {vals.size} eigenvalues of radius {np.abs(vals).max()!r}, "
