@@ -509,7 +509,9 @@ def linearised_vr_matrix(problem, optimum: LogisticOptimum, name: str, lr: float
     :math:`d(m+1) \times d(m+1)` matrix, formed ``chunk`` columns at a time through the
     operator's block product (17,019 rows, 2.3 GB, about a minute for chapter 10's
     Synthetic(1,1)). For a dense eigensolver: ``scripts/vr_spectrum.py`` computes every
-    eigenvalue of it once, and chapter 10, part 6 reads them (:func:`read_vr_spectrum`)."""
+    eigenvalue of it and writes them for :func:`read_vr_spectrum` (LAPACK did not finish within
+    2 h 15 min on 2 cores for that matrix; a 4,743-row one of the same structure takes 44 s on one
+    core, so expect hours here, less on a many-core machine)."""
     from ..theory import quadratic_vr_round_operator
 
     check_choice("name", name, LINEARISED_VR)
@@ -553,8 +555,7 @@ def spectrum_summary(eigenvalues: Any, *, k: int = 8, slow: float = 0.05) -> dic
 def read_vr_spectrum(folder: Any, name: str) -> tuple[np.ndarray, dict]:
     r"""``(eigenvalues, record)`` written by ``scripts/vr_spectrum.py`` for ``name`` in
     ``folder`` (``<name>.npz`` and its result record ``<name>.json``, with provenance).
-    Raises ``ValueError`` if either is missing or they disagree (count, radius). Chapter 10,
-    part 6."""
+    Raises ``ValueError`` if either is missing or they disagree (count, radius)."""
     from pathlib import Path
 
     from ..results import read_result
