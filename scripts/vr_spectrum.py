@@ -21,14 +21,16 @@ into ``--out`` (default ``data/results/linearised/``), for
 from __future__ import annotations
 
 import argparse
+import io
 import sys
 import time
 from pathlib import Path
 
 import numpy as np
 
+from fedlib._io import atomic_write
 from fedlib.experiments import acceleration as A
-from fedlib.results import make_provenance, to_jsonable, write_result
+from fedlib.results import make_provenance, make_result, write_result
 
 
 def chapter_problem(lr: float):
@@ -80,15 +82,14 @@ def main(argv=None) -> int:
         finished = time.time()
         summary = A.spectrum_summary(vals)
         print(f"{name}: eigenvalues in {finished - formed:.0f} s; radius {summary['radius']:.10f}", flush=True)
-        np.savez_compressed(args.out / f"{name}.npz.tmp.npz", eigenvalues=vals)
-        (args.out / f"{name}.npz.tmp.npz").replace(args.out / f"{name}.npz")
-        result = {"schema": "fedlib.result/1", "kind": "linearised-spectrum",
-                  "config": {"algorithm": name, "lr": lr, "local_steps": np.asarray(steps).tolist(),
-                             "problem": setting, "rows": int(vals.size)},
-                  "provenance": make_provenance(started, finished),
-                  "summary": {**summary, "matrix_seconds": round(formed - started, 3),
-                              "eigvals_seconds": round(finished - formed, 3)}}
-        write_result(args.out / f"{name}.json", to_jsonable(result))
+        buffer = io.BytesIO()
+        np.savez_compressed(buffer, eigenvalues=vals)
+        atomic_write(args.out / f"{name}.npz", buffer.getvalue())
+        config = {"algorithm": name, "lr": lr, "local_steps": np.asarray(steps).tolist(), "problem": setting,
+                  "rows": int(vals.size)}
+        summary |= {"matrix_seconds": round(formed - started, 3), "eigvals_seconds": round(finished - formed, 3)}
+        write_result(args.out / f"{name}.json", make_result(config, None, make_provenance(started, finished),
+                                                             kind="linearised-spectrum", summary=summary))
     return 0
 
 

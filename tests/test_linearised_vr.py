@@ -386,7 +386,7 @@ def test_spectrum_summary_by_hand():
             A.spectrum_summary(bad)
 
 
-def test_vr_spectrum_script_and_reader(tmp_path):
+def test_vr_spectrum_script_and_reader(small_logistic, tmp_path):
     """scripts/vr_spectrum.py --smoke (chapter 10's 3-client problem) writes what read_vr_spectrum
     reads: the eigenvalues of the dense matrix, a radius equal to linearised_vr_radius."""
     import runpy
@@ -402,8 +402,7 @@ def test_vr_spectrum_script_and_reader(tmp_path):
     finally:
         sys.argv = argv
     assert done.value.code == 0
-    problem = LogisticProblem(synthetic(0, 0, num_clients=3, dim=5, num_classes=3, num_samples=[300, 500, 900], seed=1))
-    opt = A.logistic_optimum(problem)
+    problem, opt = small_logistic   # the script's smoke problem
     for name in ("scaffold", "fednova-vr"):
         vals, record = A.read_vr_spectrum(tmp_path, name)
         assert vals.size == record["config"]["rows"] == 48 and record["config"]["local_steps"] == [2, 4, 40]

@@ -521,9 +521,7 @@ def linearised_vr_matrix(problem, optimum: LogisticOptimum, name: str, lr: float
     M = np.empty((n, n))
     for start in range(0, n, chunk):
         stop = min(n, start + chunk)
-        block = np.zeros((n, stop - start))
-        block[np.arange(start, stop), np.arange(stop - start)] = 1.0
-        M[:, start:stop] = op.matmat(block)
+        M[:, start:stop] = op.matmat(np.eye(n, stop - start, -start))  # columns start..stop-1 of I
     return M
 
 
