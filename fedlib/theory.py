@@ -651,6 +651,155 @@ def quadratic_vr_eigenvalues_near(H: Any, p: Any, local_steps: Any, lr: float, a
     return lam.real if np.all(lam.imag == 0) else lam
 
 
+class EigenvalueCount(NamedTuple):
+    r"""How many eigenvalues of a round operator lie outside the circle :math:`|\sigma| = r`
+    (:func:`quadratic_vr_count_outside`): ``outside`` + ``inside`` = ``rows``; ``evaluations``
+    is the number of determinants it took."""
+
+    radius: float
+    outside: int
+    inside: int
+    rows: int
+    evaluations: int
+
+
+def quadratic_vr_count_outside(H: Any, p: Any, local_steps: Any, lr: float, algorithm: str, radius: float,
+                               mu: float = 0.0, momentum: float = 0.0, tau_eff: Any = None, *,
+                               max_phase_step: float = 0.8, progress: bool = False) -> EigenvalueCount:
+    r"""Count the eigenvalues :math:`\lambda` of the VR round operator :math:`M`
+    (:func:`quadratic_vr_round_operator`; ``scaffold``, ``fednova-vr``) with :math:`|\lambda| > r`,
+    without forming :math:`M` or computing its eigenvalues: with no eigenvalue outside
+    :math:`r` the spectral radius is at most :math:`r`, where Arnoldi cannot say so because
+    hundreds of eigenvalues crowd next to 1. Chapter 10, part 6 (``scripts/vr_spectrum.py``).
+
+    **The determinant** (a derivation of this library; the elimination of
+    :func:`quadratic_vr_shift_invert`). With :math:`L_i = K_i/(\eta\|a_i\|_1)`,
+    :math:`R_i = (L_i + (\sigma-1)I)^{-1}` and the server coefficients :math:`\gamma_i`,
+
+    .. math::
+        \det(M - \sigma I) = \sigma^d \det\tilde A(\sigma) \prod_{i=1}^m \det(L_i + (\sigma - 1)I),
+        \qquad \tilde A(\sigma) = \begin{pmatrix} -\sum_i p_iR_iL_iH_i & \sum_i p_iR_i \\
+        (1-\sigma)I - \sum_i\gamma_iK_i(I - R_iL_i)H_i & -\sum_i\gamma_iK_iR_i \end{pmatrix},
+
+    a :math:`2d \times 2d` matrix (tested against the dense determinant). :math:`\sigma^d` is the
+    common shift of the variates that every round forgets; the zeros of the product are
+    :math:`1 - \ell_{ik}` for the eigenvalues :math:`\ell_{ik}` of :math:`L_i`, known exactly.
+    By the argument principle the number of eigenvalues inside :math:`|\sigma| = r` is
+
+    .. math::
+        d + \#\{(i, k): |1 - \ell_{ik}| < r\} + \frac{1}{2\pi}\Delta_{|\sigma| = r}\arg\det\tilde A(\sigma).
+
+    :math:`K_i` and :math:`L_i` are polynomials in :math:`H_i`, so in the eigenbases of the
+    :math:`H_i` each block of :math:`\tilde A` is :math:`\sum_{i,k} w_{ik}(\sigma)\,q_{ik}q_{ik}^\top`:
+    one matrix product of :math:`O(md^3)` per point :math:`\sigma`. The phase is followed along
+    the upper half circle (:math:`M` is real, so the lower half mirrors it) with steps that keep
+    every change of :math:`\arg\det\tilde A` below ``max_phase_step`` radians (and of
+    :math:`\log|\det\tilde A|` below four times that) and stay within half the distance to the
+    nearest :math:`1 - \ell_{ik}`. A phase that winds by a whole turn within one step would be
+    missed; tests compare the count with all eigenvalues of the dense matrix. Typically a few
+    hundred to a few thousand points.
+
+    Raises ``ValueError`` if an eigenvalue of :math:`M` or some :math:`1 - \ell_{ik}` lies on
+    the circle (choose another ``radius``), ``RuntimeError`` if the phase cannot be followed
+    (an eigenvalue within about :math:`10^{-13}r` of the circle) or the count comes out
+    inconsistent. ``progress=True`` shows a bar over the half circle.
+
+    One client, one local step of lr 0.1 on :math:`H = \mathrm{diag}(1, 4)`: the eigenvalues
+    are 0.9, 0.6 (as gradient descent) and 0, 0 (the variate's two coordinates):
+
+    >>> quadratic_vr_count_outside([[[1.0, 0.0], [0.0, 4.0]]], [1.0], [1], 0.1, "scaffold", 0.7).outside
+    1
+    """
+    check_choice("algorithm", algorithm, ("scaffold", "fednova-vr"))
+    radius = check_positive("radius", radius)
+    max_phase_step = check_positive("max_phase_step", max_phase_step)
+    if max_phase_step > 1.5:
+        raise ValueError(f"max_phase_step must be at most 1.5 radians (larger steps can skip a turn of the "
+                         f"phase), got {max_phase_step}")
+    H = check_finite_array("H", H, ndim=3)
+    H, _, p, steps = _check_quadratic(H, np.zeros(H.shape[:2]), p, local_steps)
+    m, d, _ = H.shape
+    lr, coef, a_norms, K, _ = _vr_round_parts(H, p, steps, lr, algorithm, mu, momentum, tau_eff)
+    h, Q = np.linalg.eigh(H)
+    QtKQ = np.swapaxes(Q, 1, 2) @ K @ Q
+    kappa = np.einsum("ikk->ik", QtKQ)
+    if np.abs(QtKQ - kappa[:, :, None] * np.eye(d)).max() > 1e-9 * max(1.0, np.abs(kappa).max()):
+        raise RuntimeError("K_i is not diagonal in the eigenbasis of H_i")  # cannot happen: K_i = poly(H_i)
+    ell = (kappa / (lr * a_norms)[:, None]).ravel()
+    poles = 1.0 - ell
+    if np.any(np.abs(np.abs(poles) - radius) <= 1e-12 * radius):
+        raise ValueError(f"radius: {radius} is |1 - l| for an eigenvalue l of some L_i = K_i/(lr ||a_i||_1) "
+                         "(a pole of the determinant lies on the circle); choose another radius")
+    Q_all = np.ascontiguousarray(Q.transpose(1, 0, 2).reshape(d, m * d))  # columns q_ik, (i, k) as in ell
+    Q_allT = np.ascontiguousarray(Q_all.T)
+    hf, kf = h.ravel(), kappa.ravel()
+    pw, gw = np.repeat(p, d), np.repeat(coef, d)
+    fixed = [pw * ell * hf, pw, gw * kf * ell * hf, gw * kf]  # times r_ik(sigma) = 1/(l_ik + sigma - 1)
+    KH = np.einsum("i,ijk->jk", coef, K @ H)
+    eye = np.eye(d)
+    buffer = np.empty((2 * d, m * d))
+    evaluations = 0
+
+    def log_det(sigma: complex) -> tuple[float, float]:
+        nonlocal evaluations
+        evaluations += 1
+        r = 1.0 / (ell + (sigma - 1.0))
+        S = []
+        for w in fixed:
+            wr = w * r
+            np.multiply(Q_all, wr.real, out=buffer[:d])
+            np.multiply(Q_all, wr.imag, out=buffer[d:])
+            both = buffer @ Q_allT
+            S.append(both[:d] + 1j * both[d:])
+        A = np.block([[-S[0], S[1]], [(1 - sigma) * eye - KH + S[2], -S[3]]])
+        sign, logabs = np.linalg.slogdet(A)
+        if sign == 0 or not np.isfinite(logabs):
+            raise ValueError(f"radius: sigma = {sigma} on the circle is an eigenvalue of the round map "
+                             "(or within rounding of one); choose another radius")
+        return float(np.angle(sign)), float(logabs)
+
+    def pole_gap(theta: float) -> float:  # distance from the point at angle theta to the nearest 1 - l_ik, in angle
+        return float(np.abs(radius * np.exp(1j * theta) - poles).min()) / radius
+
+    bar = None
+    if progress:
+        from tqdm.auto import tqdm
+        bar = tqdm(total=1000, desc=f"{algorithm}: |sigma| = {radius:.8g}", unit="‰", leave=False)
+    theta, phase, logabs = 0.0, *log_det(radius)
+    turned, step = 0.0, 1e-3
+    try:
+        while theta < np.pi:
+            step = min(step, np.pi - theta, 0.5 * pole_gap(theta))
+            while True:
+                new_phase, new_logabs = log_det(radius * np.exp(1j * (theta + step)))
+                d_phase = (new_phase - phase + np.pi) % (2 * np.pi) - np.pi
+                d_log = abs(new_logabs - logabs)
+                if abs(d_phase) <= max_phase_step and d_log <= 4 * max_phase_step:
+                    break
+                step /= 3
+                if step < 1e-13:
+                    raise RuntimeError(f"radius: the phase of the determinant cannot be followed near angle {theta:.6g} "
+                                       "(an eigenvalue within ~1e-13 of the circle?); choose another radius")
+            if bar is not None:
+                bar.update(int(1000 * (theta + step) / np.pi) - int(1000 * theta / np.pi))
+            theta += step
+            turned += d_phase
+            phase, logabs = new_phase, new_logabs
+            step *= min(2.0, 0.8 * max_phase_step / max(abs(d_phase), d_log / 4, 1e-3 * max_phase_step))
+    finally:
+        if bar is not None:
+            bar.close()
+    winding = turned / np.pi  # the whole circle turns twice the upper half; both ends are real
+    if abs(winding - round(winding)) > 1e-6:
+        raise RuntimeError(f"the phase turned by {turned!r} on the half circle, not a multiple of pi")
+    n = d * (m + 1)
+    inside = d + int(np.sum(np.abs(poles) < radius)) + int(round(winding))
+    if not 0 <= inside <= n:
+        raise RuntimeError(f"the count came out as {inside} eigenvalues inside of {n}: a turn of the phase was missed; "
+                           "lower max_phase_step")
+    return EigenvalueCount(radius, n - inside, inside, n, evaluations)
+
+
 def quadratic_vr_fixed_point(H: Any, e: Any, p: Any, local_steps: Any, lr: float, algorithm: str,
                              mu: float = 0.0, momentum: float = 0.0,
                              tau_eff: Any = None) -> tuple[np.ndarray, np.ndarray]:

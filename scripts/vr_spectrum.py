@@ -1,22 +1,31 @@
-"""Every eigenvalue of the VR round (SCAFFOLD, FedNova-VR) linearised at the optimum of
-Synthetic(1,1): the whole spectrum behind chapter 10, part 6, by a dense eigensolver.
+"""Every eigenvalue, or a count that pins the spectral radius, of the VR round (SCAFFOLD,
+FedNova-VR) linearised at the optimum of Synthetic(1,1): the spectrum behind chapter 10, part 6.
 
 The chapter finds the leading eigenvalues by Arnoldi and those nearest 1 by shift-invert in
-seconds; neither bounds FedNova-VR's spectral radius (hundreds of eigenvalues crowd next
-to 1). This script forms the operator ``fedlib.theory.quadratic_vr_round_operator`` (17,019
-rows for the chapter's problem: 549 non-flat directions x (1 + 30 clients)) as a dense matrix
-and asks LAPACK for all its eigenvalues: about 2.3 GB, formed in 31 s; the eigenvalues did not
-come within 2 h 15 min on 2 cores here (a 4,743-row matrix of the same structure takes 44 s on
-one core: the cost grows as rows cubed, and worse once the matrix leaves the caches), so run it
-on a many-core machine. It writes, per algorithm, ``<name>.npz`` (the eigenvalues) and
-``<name>.json`` (provenance, the setting, the radius, the leading and the nearest-1 eigenvalues)
-into ``--out`` (default ``data/results/linearised/``), for
-``fedlib.experiments.acceleration.read_vr_spectrum``.
+seconds; neither bounds FedNova-VR's spectral radius from above (hundreds of eigenvalues crowd
+next to 1). Two ways to do it here, both writing into ``--out`` (default
+``data/results/linearised/``) with provenance:
 
-    python scripts/vr_spectrum.py                          # both algorithms, the chapter's setting (hours)
-    python scripts/vr_spectrum.py --algorithms fednova-vr
+* ``--method contour`` (the default): the eigenvalue nearest 1, lambda_1, by shift-invert, then
+  ``fedlib.theory.quadratic_vr_count_outside`` counts the eigenvalues outside the circle of radius
+  |lambda_1| + slack (1 - |lambda_1|) (``--slack``, default 1e-3) and outside every ``--radius``
+  given: the argument principle on a 2d x 2d determinant, one O(m d^3) matrix product per point of
+  the circle. None outside that first circle puts the spectral radius between |lambda_1| and it.
+  Writes ``<name>-count.json`` (kind ``linearised-count``) for
+  ``fedlib.experiments.acceleration.read_vr_count``.
+* ``--method dense``: forms the operator ``fedlib.theory.quadratic_vr_round_operator`` (17,019 rows
+  for the chapter's problem: 549 non-flat directions x (1 + 30 clients)) as a dense matrix and
+  asks LAPACK for all its eigenvalues: about 2.3 GB, formed in 31 s; the eigenvalues did not come
+  within 2 h 15 min on 2 cores here (a 4,743-row matrix of the same structure takes 44 s on one
+  core: the cost grows as rows cubed, and worse once the matrix leaves the caches), so run it on a
+  many-core machine. Writes ``<name>.npz`` (the eigenvalues) and ``<name>.json`` (kind
+  ``linearised-spectrum``) for ``fedlib.experiments.acceleration.read_vr_spectrum``.
+
+    python scripts/vr_spectrum.py --algorithms fednova-vr     # the count behind chapter 10
+    python scripts/vr_spectrum.py --algorithms scaffold --radius 1.0
+    python scripts/vr_spectrum.py --method dense               # every eigenvalue (hours)
     python scripts/vr_spectrum.py --lr 0.005 --out /tmp/lr0.005   # for chapter 10 run with synthetic_lrs=[0.005]
-    python scripts/vr_spectrum.py --smoke --out /tmp/s     # a 3-client problem in seconds
+    python scripts/vr_spectrum.py --smoke --out /tmp/s          # a 3-client problem in seconds
 """
 from __future__ import annotations
 
@@ -51,18 +60,78 @@ def smoke_problem():
     return problem, np.array([2, 4, 40]), 1.0, "Synthetic(0,0), 3 clients (smoke test)"
 
 
+def write_dense(problem, optimum, name: str, lr: float, steps, setting: str, out: Path) -> None:
+    """Every eigenvalue by LAPACK: ``<name>.npz`` and ``<name>.json``."""
+    started = time.time()
+    M = A.linearised_vr_matrix(problem, optimum, name, lr, steps)
+    formed = time.time()
+    print(f"{name}: matrix {M.shape[0]} x {M.shape[1]} formed in {formed - started:.1f} s; eigenvalues ...", flush=True)
+    vals = np.linalg.eigvals(M)
+    del M
+    finished = time.time()
+    summary = A.spectrum_summary(vals)
+    print(f"{name}: eigenvalues in {finished - formed:.0f} s; radius {summary['radius']:.10f}", flush=True)
+    buffer = io.BytesIO()
+    np.savez_compressed(buffer, eigenvalues=vals)
+    atomic_write(out / f"{name}.npz", buffer.getvalue())
+    config = {"algorithm": name, "lr": lr, "local_steps": np.asarray(steps).tolist(), "problem": setting,
+              "rows": int(vals.size), "method": "dense"}
+    summary |= {"matrix_seconds": round(formed - started, 3), "eigvals_seconds": round(finished - formed, 3)}
+    write_result(out / f"{name}.json", make_result(config, None, make_provenance(started, finished),
+                                                     kind="linearised-spectrum", summary=summary))
+
+
+def write_count(problem, optimum, name: str, lr: float, steps, setting: str, out: Path, slack: float,
+                radii: list[float], progress: bool) -> None:
+    """The eigenvalue nearest 1 and the counts outside the circles: ``<name>-count.json``."""
+    started = time.time()
+    nearest = complex(A.linearised_vr_eigenvalues(problem, optimum, name, lr, steps, k=1, near=1.0)[0])
+    first = abs(nearest) + slack * (1 - abs(nearest))
+    print(f"{name}: eigenvalue nearest 1 {nearest:.10f} in {time.time() - started:.1f} s; counting outside "
+          f"|sigma| = {first:.10f}" + (f" and {radii}" if radii else ""), flush=True)
+    counts = []
+    for radius in [first, *radii]:
+        t0 = time.time()
+        c = A.linearised_vr_count_outside(problem, optimum, name, lr, steps, radius, progress=progress)
+        counts.append({"radius": c.radius, "outside": c.outside, "inside": c.inside, "evaluations": c.evaluations,
+                       "seconds": round(time.time() - t0, 3)})
+        print(f"{name}: {c.outside} of {c.rows} eigenvalues outside |sigma| = {c.radius:.10f} "
+              f"({c.evaluations} determinants, {time.time() - t0:.0f} s)", flush=True)
+    finished = time.time()
+    config = {"algorithm": name, "lr": lr, "local_steps": np.asarray(steps).tolist(), "problem": setting,
+              "rows": counts[0]["outside"] + counts[0]["inside"], "method": "contour", "slack": slack}
+    summary = {"nearest_one": [nearest.real, nearest.imag], "counts": counts,
+               "radius_bounds": [abs(nearest), first] if counts[0]["outside"] == 0 else None}
+    write_result(out / f"{name}-count.json", make_result(config, None, make_provenance(started, finished),
+                                                           kind="linearised-count", summary=summary))
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--algorithms", nargs="+", default=["fednova-vr", "scaffold"],
                         choices=["scaffold", "fednova-vr"])
+    parser.add_argument("--method", choices=["contour", "dense"], default="contour",
+                        help="contour: count the eigenvalues outside circles (default); dense: all of them by LAPACK")
     parser.add_argument("--lr", type=float, default=0.02,
                         help="client learning rate (default 0.02: chapter 10's synthetic_lrs[-1] in both profiles)")
+    parser.add_argument("--slack", type=float, default=1e-3,
+                        help="contour: the first circle's radius is |l1| + slack (1 - |l1|), l1 the eigenvalue "
+                             "nearest 1 (default 1e-3)")
+    parser.add_argument("--radius", type=float, action="append", default=[],
+                        help="contour: also count outside this radius (repeatable)")
     parser.add_argument("--out", type=Path, default=Path("data/results/linearised"))
     parser.add_argument("--smoke", action="store_true", help="a 3-client Synthetic(0,0) problem (seconds)")
+    parser.add_argument("--progress", action="store_true", help="contour: a progress bar per circle")
     args = parser.parse_args(argv)
     if not (args.lr > 0 and np.isfinite(args.lr)):
         parser.error(f"--lr must be a finite number > 0, got {args.lr}")
+    if not (0 < args.slack < 1):
+        parser.error(f"--slack must lie strictly between 0 and 1, got {args.slack}")
+    if any(not (r > 0 and np.isfinite(r)) for r in args.radius):
+        parser.error(f"--radius must be finite numbers > 0, got {args.radius}")
+    if args.method == "dense" and (args.radius or args.slack != 1e-3 or args.progress):
+        parser.error("--radius, --slack and --progress go with --method contour")
     if args.smoke and args.lr != 0.02:
         parser.error("--smoke runs the 3-client problem at its own lr 1.0; drop --lr")
     problem, steps, lr, setting = smoke_problem() if args.smoke else chapter_problem(args.lr)
@@ -72,24 +141,10 @@ def main(argv=None) -> int:
           f"{optimum.basis.shape[1]} non-flat directions", flush=True)
     args.out.mkdir(parents=True, exist_ok=True)
     for name in args.algorithms:
-        started = time.time()
-        M = A.linearised_vr_matrix(problem, optimum, name, lr, steps)
-        formed = time.time()
-        print(f"{name}: matrix {M.shape[0]} x {M.shape[1]} formed in {formed - started:.1f} s; eigenvalues ...",
-              flush=True)
-        vals = np.linalg.eigvals(M)
-        del M
-        finished = time.time()
-        summary = A.spectrum_summary(vals)
-        print(f"{name}: eigenvalues in {finished - formed:.0f} s; radius {summary['radius']:.10f}", flush=True)
-        buffer = io.BytesIO()
-        np.savez_compressed(buffer, eigenvalues=vals)
-        atomic_write(args.out / f"{name}.npz", buffer.getvalue())
-        config = {"algorithm": name, "lr": lr, "local_steps": np.asarray(steps).tolist(), "problem": setting,
-                  "rows": int(vals.size)}
-        summary |= {"matrix_seconds": round(formed - started, 3), "eigvals_seconds": round(finished - formed, 3)}
-        write_result(args.out / f"{name}.json", make_result(config, None, make_provenance(started, finished),
-                                                             kind="linearised-spectrum", summary=summary))
+        if args.method == "dense":
+            write_dense(problem, optimum, name, lr, steps, setting, args.out)
+        else:
+            write_count(problem, optimum, name, lr, steps, setting, args.out, args.slack, args.radius, args.progress)
     return 0
 
 

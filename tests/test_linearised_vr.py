@@ -396,7 +396,7 @@ def test_vr_spectrum_script_and_reader(small_logistic, tmp_path):
     script = Path(__file__).resolve().parents[1] / "scripts" / "vr_spectrum.py"
     argv = sys.argv
     try:
-        sys.argv = [str(script), "--smoke", "--out", str(tmp_path)]
+        sys.argv = [str(script), "--smoke", "--method", "dense", "--out", str(tmp_path)]
         with pytest.raises(SystemExit) as done:
             runpy.run_path(str(script), run_name="__main__")
     finally:
@@ -408,7 +408,7 @@ def test_vr_spectrum_script_and_reader(small_logistic, tmp_path):
         assert vals.size == record["config"]["rows"] == 48 and record["config"]["local_steps"] == [2, 4, 40]
         assert record["summary"]["radius"] == pytest.approx(
             A.linearised_vr_radius(problem, opt, name, 1.0, [2, 4, 40]), rel=1e-10)
-        assert record["provenance"]["command"].endswith("--smoke --out " + str(tmp_path))
+        assert record["provenance"]["command"].endswith("--smoke --method dense --out " + str(tmp_path))
     np.savez_compressed(tmp_path / "scaffold.npz", eigenvalues=vals[:-1])   # a spectrum that is not the record's
     with pytest.raises(ValueError, match="its record says 48"):
         A.read_vr_spectrum(tmp_path, "scaffold")

@@ -485,6 +485,20 @@ def linearised_vr_eigenvalues(problem, optimum: LogisticOptimum, name: str, lr: 
     return quadratic_vr_eigenvalues_near(optimum.hessians, problem.p, local_steps, lr, name, sigma=near, k=k)
 
 
+def linearised_vr_count_outside(problem, optimum: LogisticOptimum, name: str, lr: float, local_steps: Any,
+                                radius: float, *, progress: bool = False):
+    r"""How many eigenvalues of the linearised VR round of :func:`linearised_vr_radius` lie
+    outside :math:`|\sigma| = r`: :func:`fedlib.theory.quadratic_vr_count_outside` (the argument
+    principle on a :math:`2d \times 2d` determinant, no eigensolver) with
+    :math:`H_i = \nabla^2 F_i(x^*)`. None outside a circle just above the eigenvalue nearest 1
+    pins FedNova-VR's spectral radius, which Arnoldi cannot reach through the crowd of
+    eigenvalues next to 1 (chapter 10, part 6; ``scripts/vr_spectrum.py --method contour``)."""
+    from ..theory import quadratic_vr_count_outside
+
+    check_choice("name", name, LINEARISED_VR)
+    return quadratic_vr_count_outside(optimum.hessians, problem.p, local_steps, lr, name, radius, progress=progress)
+
+
 def linearised_gd_eigenvalues(problem, optimum: LogisticOptimum, step: float) -> np.ndarray:
     r"""Eigenvalues of gradient descent on :math:`F` at step ``step`` linearised at :math:`x^*`,
     :math:`1 - \text{step}\cdot\lambda_k(\nabla^2F(x^*))` with
@@ -573,6 +587,34 @@ def read_vr_spectrum(folder: Any, name: str) -> tuple[np.ndarray, dict]:
         raise ValueError(f"{folder / (name + '.npz')}: {vals.size} eigenvalues of radius {np.abs(vals).max()!r}, "
                          f"but its record says {rows} of radius {radius!r}")
     return vals, record
+
+
+def read_vr_count(folder: Any, name: str) -> dict:
+    r"""The result record ``<name>-count.json`` written by ``scripts/vr_spectrum.py --method contour``
+    in ``folder``: ``summary["nearest_one"]`` (the eigenvalue nearest 1, ``[re, im]``),
+    ``summary["counts"]`` (per circle: ``radius``, ``outside``, ``inside``, ``evaluations``,
+    ``seconds``) and ``summary["radius_bounds"]`` (``[|lambda_1|, r]`` when no eigenvalue lies
+    outside the first circle, else ``None``), with provenance. Raises ``ValueError`` if it is
+    missing or does not add up."""
+    from pathlib import Path
+
+    from ..results import read_result
+
+    check_choice("name", name, LINEARISED_VR)
+    path = Path(folder) / f"{name}-count.json"
+    record = read_result(path)
+    if record.get("kind") != "linearised-count":
+        raise ValueError(f"{path}: kind must be 'linearised-count', got {record.get('kind')!r}")
+    rows, summary = record["config"]["rows"], record["summary"]
+    counts = summary["counts"]
+    if not counts or any(c["outside"] + c["inside"] != rows or min(c["outside"], c["inside"]) < 0 for c in counts):
+        raise ValueError(f"{path}: every count must split the {rows} eigenvalues into outside + inside")
+    lower = math.hypot(*summary["nearest_one"])
+    expected = [lower, counts[0]["radius"]] if counts[0]["outside"] == 0 else None
+    if summary["radius_bounds"] != expected:
+        raise ValueError(f"{path}: radius_bounds {summary['radius_bounds']} do not follow from the first count "
+                         f"({counts[0]['outside']} outside |sigma| = {counts[0]['radius']})")
+    return record
 
 
 class Perturbation(NamedTuple):
