@@ -40,6 +40,8 @@ __all__ = [
     "quadratic_vr_round_operator",
     "quadratic_vr_shift_invert",
     "quadratic_vr_eigenvalues_near",
+    "EigenvalueCount",
+    "quadratic_vr_count_outside",
     "quadratic_vr_fixed_point",
     "server_momentum_round_map",
     "spectral_radius",
@@ -664,7 +666,7 @@ class EigenvalueCount(NamedTuple):
 
 
 def quadratic_vr_count_outside(H: Any, p: Any, local_steps: Any, lr: float, algorithm: str, radius: float,
-                               mu: float = 0.0, momentum: float = 0.0, tau_eff: Any = None, *,
+                               mu: float = 0.0, momentum: float = 0.0, tau_eff: Any = None, *, deflate: Any = None,
                                max_phase_step: float = 0.8, progress: bool = False) -> EigenvalueCount:
     r"""Count the eigenvalues :math:`\lambda` of the VR round operator :math:`M`
     (:func:`quadratic_vr_round_operator`; ``scaffold``, ``fednova-vr``) with :math:`|\lambda| > r`,
@@ -696,13 +698,20 @@ def quadratic_vr_count_outside(H: Any, p: Any, local_steps: Any, lr: float, algo
     every change of :math:`\arg\det\tilde A` below ``max_phase_step`` radians (and of
     :math:`\log|\det\tilde A|` below four times that) and stay within half the distance to the
     nearest :math:`1 - \ell_{ik}`. A phase that winds by a whole turn within one step would be
-    missed; tests compare the count with all eigenvalues of the dense matrix. Typically a few
-    hundred to a few thousand points.
+    missed; tests compare the count with all eigenvalues of the dense matrix.
+
+    **Deflation.** A crowd of eigenvalues next to the circle makes the phase turn fast there
+    (thousands of points). ``deflate`` takes points :math:`\mu_k` (approximate eigenvalues):
+    the phase of :math:`\sigma^c/\prod_k(\sigma - \mu_k)` (:math:`c` of them inside the
+    circle) is added exactly, arc by arc, and only the rest is followed by sampling. The count
+    stays exact for *any* points off the circle; points close to eigenvalues make the rest
+    smooth and the steps long (chapter 10: gradient descent's eigenvalues,
+    :func:`fedlib.experiments.acceleration.linearised_vr_count_outside`).
 
     Raises ``ValueError`` if an eigenvalue of :math:`M` or some :math:`1 - \ell_{ik}` lies on
-    the circle (choose another ``radius``), ``RuntimeError`` if the phase cannot be followed
-    (an eigenvalue within about :math:`10^{-13}r` of the circle) or the count comes out
-    inconsistent. ``progress=True`` shows a bar over the half circle.
+    the circle or within about :math:`10^{-13}` of it, or a deflation point on it (choose another
+    ``radius``), ``RuntimeError`` if the count comes out inconsistent (a turn of the phase
+    missed). ``progress=True`` shows a bar over the half circle.
 
     One client, one local step of lr 0.1 on :math:`H = \mathrm{diag}(1, 4)`: the eigenvalues
     are 0.9, 0.6 (as gradient descent) and 0, 0 (the variate's two coordinates):
@@ -761,31 +770,62 @@ def quadratic_vr_count_outside(H: Any, p: Any, local_steps: Any, lr: float, algo
     def pole_gap(theta: float) -> float:  # distance from the point at angle theta to the nearest 1 - l_ik, in angle
         return float(np.abs(radius * np.exp(1j * theta) - poles).min()) / radius
 
+    points = np.zeros(0, dtype=complex) if deflate is None else np.asarray(deflate, dtype=complex).reshape(-1)
+    if not np.all(np.isfinite(points)):
+        raise ValueError("deflate must hold finite numbers")
+    if np.any(np.abs(np.abs(points) - radius) <= 1e-12 * radius):
+        raise ValueError(f"deflate: a point lies on the circle |sigma| = {radius}; choose another radius")
+    inner = np.abs(points) < radius
+    compensate = int(inner.sum())  # sigma^c / prod_k (sigma - mu_k): no winding of its own
+
+    def known_turn(theta_a: float, theta_b: float) -> float:
+        """The exact change of sum_k arg(sigma - mu_k) - c arg(sigma) along the arc theta_a -> theta_b (<= pi)."""
+        if points.size == 0:
+            return 0.0
+        turn = np.angle((radius * np.exp(1j * theta_b) - points) / (radius * np.exp(1j * theta_a) - points))
+        turn = np.where(inner & (turn < 0), turn + 2 * np.pi, turn)  # inside: arg grows monotonically, (0, 2 pi)
+        return float(turn.sum()) - compensate * (theta_b - theta_a)
+
+    def known_log(theta: float) -> float:
+        return float(np.log(np.abs(radius * np.exp(1j * theta) - points)).sum()) if points.size else 0.0
+
+    def singular_gap(theta: float) -> float:
+        """Distance from the point at angle theta to the nearest 1 - l_ik or deflation point, in angle."""
+        sigma = radius * np.exp(1j * theta)
+        gap = np.abs(sigma - poles).min()
+        if points.size:
+            gap = min(gap, np.abs(sigma - points).min())
+        return float(gap) / radius
+
     bar = None
     if progress:
         from tqdm.auto import tqdm
         bar = tqdm(total=1000, desc=f"{algorithm}: |sigma| = {radius:.8g}", unit="‰", leave=False)
     theta, phase, logabs = 0.0, *log_det(radius)
-    turned, step = 0.0, 1e-3
+    logabs -= known_log(0.0)
+    turned, step = 0.0, 1e-6  # small first: after it a step at most doubles
     try:
         while theta < np.pi:
-            step = min(step, np.pi - theta, 0.5 * pole_gap(theta))
+            step = min(step, np.pi - theta, 0.5 * singular_gap(theta))
             while True:
                 new_phase, new_logabs = log_det(radius * np.exp(1j * (theta + step)))
-                d_phase = (new_phase - phase + np.pi) % (2 * np.pi) - np.pi
+                new_logabs -= known_log(theta + step)
+                known = known_turn(theta, theta + step)
+                d_rest = (new_phase - phase - known + np.pi) % (2 * np.pi) - np.pi  # what the points do not explain
                 d_log = abs(new_logabs - logabs)
-                if abs(d_phase) <= max_phase_step and d_log <= 4 * max_phase_step:
+                if abs(d_rest) <= max_phase_step and d_log <= 4 * max_phase_step:
                     break
                 step /= 3
                 if step < 1e-13:
-                    raise RuntimeError(f"radius: the phase of the determinant cannot be followed near angle {theta:.6g} "
-                                       "(an eigenvalue within ~1e-13 of the circle?); choose another radius")
+                    raise ValueError(f"radius: the phase of the determinant cannot be followed near angle {theta:.6g}: "
+                                     "an eigenvalue of the round map lies on the circle or within ~1e-13 of it; "
+                                     "choose another radius")
             if bar is not None:
                 bar.update(int(1000 * (theta + step) / np.pi) - int(1000 * theta / np.pi))
             theta += step
-            turned += d_phase
+            turned += d_rest + known  # the change of arg det A~ itself
             phase, logabs = new_phase, new_logabs
-            step *= min(2.0, 0.8 * max_phase_step / max(abs(d_phase), d_log / 4, 1e-3 * max_phase_step))
+            step *= min(2.0, 0.8 * max_phase_step / max(abs(d_rest), d_log / 4, 1e-3 * max_phase_step))
     finally:
         if bar is not None:
             bar.close()

@@ -419,3 +419,143 @@ def test_vr_spectrum_script_and_reader(small_logistic, tmp_path):
         A.read_vr_spectrum(tmp_path, "fednova-vr")
     with pytest.raises(ValueError, match="name"):
         A.read_vr_spectrum(tmp_path, "fedavg")
+
+
+# ------------------------------------------------------------------ counting eigenvalues outside a circle
+def _between_moduli(vals, count=6):
+    """Radii halfway between neighbouring distinct moduli of ``vals`` (never on an eigenvalue)."""
+    mod = np.unique(np.round(np.abs(vals), 9))
+    mod = mod[mod > 1e-6]
+    mids = (mod[:-1] + mod[1:]) / 2
+    picks = np.linspace(0, mids.size - 1, min(count, mids.size)).round().astype(int)
+    return np.concatenate([mids[picks], [mod[0] / 2, mod[-1] * 1.1]])
+
+
+@pytest.mark.parametrize("algorithm", ["scaffold", "fednova-vr"])
+@pytest.mark.parametrize("mu,momentum,tau_eff", [(0.0, 0.0, None), (0.3, 0.0, None), (0.0, 0.6, 7.5),
+                                                 (0.2, 0.5, None)])
+def test_determinant_identity(algorithm, mu, momentum, tau_eff):
+    """det(M - sigma I) = sigma^d det A~(sigma) prod_i det(L_i + (sigma - 1) I), A~ as in the
+    docstring of quadratic_vr_count_outside, built here from dense inverses."""
+    rng = np.random.default_rng(abs(hash((algorithm, mu, momentum, "det"))) % 2**32)
+    q = random_quadratic(3, 4, seed=int(rng.integers(100)), p=rng.dirichlet(np.ones(3)))
+    steps = rng.integers(1, 12, size=3)
+    tau_eff = tau_eff if algorithm == "fednova-vr" else None
+    M, _ = T.quadratic_vr_round_map(q.H, q.e, q.p, steps, 0.05, algorithm, mu=mu, momentum=momentum, tau_eff=tau_eff)
+    _, coef, a_norms, K, _ = T._vr_round_parts(q.H, q.p, steps, 0.05, algorithm, mu, momentum, tau_eff)
+    L = K / (0.05 * a_norms)[:, None, None]
+    eye = np.eye(4)
+    for sigma in (0.3 + 0.2j, 1.7 - 0.4j, -0.5, 2.0, 0.99j):
+        R = np.linalg.inv(L + (sigma - 1) * eye)
+        blocks = [[-np.einsum("i,ijk->jk", q.p, R @ L @ q.H), np.einsum("i,ijk->jk", q.p, R)],
+                  [(1 - sigma) * eye - np.einsum("i,ijk->jk", coef, K @ (eye - R @ L) @ q.H),
+                   -np.einsum("i,ijk->jk", coef, K @ R)]]
+        right = sigma ** 4 * np.linalg.det(np.block(blocks)) * np.prod(np.linalg.det(L + (sigma - 1) * eye))
+        left = np.linalg.det(M - sigma * np.eye(M.shape[0]))
+        assert abs(left - right) < 1e-10 * max(1.0, abs(left)), (sigma, left, right)
+
+
+@pytest.mark.parametrize("algorithm", ["scaffold", "fednova-vr"])
+@pytest.mark.parametrize("mu,momentum,tau_eff", [(0.0, 0.0, None), (0.3, 0.0, None), (0.0, 0.6, 7.5),
+                                                 (0.2, 0.5, None)])
+def test_count_outside_is_the_dense_count(algorithm, mu, momentum, tau_eff):
+    rng = np.random.default_rng(abs(hash((algorithm, mu, momentum, "count"))) % 2**32)
+    q = random_quadratic(4, 5, seed=int(rng.integers(100)), p=rng.dirichlet(np.ones(4)))
+    steps = rng.integers(1, 30, size=4)
+    tau_eff = tau_eff if algorithm == "fednova-vr" else None
+    lr = float(rng.choice([0.04, 0.3]))   # 0.3: SCAFFOLD usually has eigenvalues outside the unit circle
+    M, _ = T.quadratic_vr_round_map(q.H, q.e, q.p, steps, lr, algorithm, mu=mu, momentum=momentum, tau_eff=tau_eff)
+    every = np.linalg.eigvals(M)
+    for radius in _between_moduli(every):
+        c = T.quadratic_vr_count_outside(q.H, q.p, steps, lr, algorithm, radius, mu=mu, momentum=momentum,
+                                         tau_eff=tau_eff)
+        assert (c.outside, c.rows) == (int(np.sum(np.abs(every) > radius)), 25), (radius, c)
+        assert c.inside == 25 - c.outside and c.radius == radius and c.evaluations > 2
+
+
+def test_count_outside_through_a_crowd_next_to_one():
+    """Ill-conditioned clients (eigenvalues down to 1e-6) put a crowd of eigenvalues next to 1,
+    as on Synthetic(1,1): the counts still equal the dense ones, on circles through the crowd."""
+    rng = np.random.default_rng(11)
+    q = random_quadratic(5, 30, seed=4, eig_range=(1e-6, 3.0), p=rng.dirichlet(np.ones(5)))
+    steps = [2, 7, 40, 5, 120]
+    for name in ("scaffold", "fednova-vr"):
+        M, _ = T.quadratic_vr_round_map(q.H, q.e, q.p, steps, 0.2, name)
+        every = np.linalg.eigvals(M)
+        top = np.sort(np.abs(every))[::-1]
+        radii = list(_between_moduli(every, count=4)) + [(top[0] + top[1]) / 2, top[0] + 1e-3 * (1 - top[0])]
+        for radius in radii:
+            c = T.quadratic_vr_count_outside(q.H, q.p, steps, 0.2, name, radius)
+            assert c.outside == int(np.sum(np.abs(every) > radius)), (name, radius, c)
+
+
+def test_count_outside_on_the_linearised_logistic_rounds(small_logistic):
+    problem, opt = small_logistic
+    for name in ("scaffold", "fednova-vr"):
+        every = np.linalg.eigvals(A.linearised_vr_matrix(problem, opt, name, 1.0, [2, 4, 40]))
+        for radius in _between_moduli(every):
+            c = A.linearised_vr_count_outside(problem, opt, name, 1.0, [2, 4, 40], radius)
+            assert c.outside == int(np.sum(np.abs(every) > radius)), (name, radius, c)
+
+
+def test_count_outside_bad_inputs():
+    H = [[[1.0, 0.0], [0.0, 4.0]]]
+    # one client, one step: eigenvalues 0.9, 0.6 (gradient descent) and 0, 0
+    assert T.quadratic_vr_count_outside(H, [1.0], [1], 0.1, "scaffold", 0.7).outside == 1
+    for bad in (0.0, -1.0, float("nan"), float("inf")):
+        with pytest.raises(ValueError, match="radius"):
+            T.quadratic_vr_count_outside(H, [1.0], [1], 0.1, "scaffold", bad)
+    with pytest.raises(ValueError, match="algorithm"):
+        T.quadratic_vr_count_outside(H, [1.0], [1], 0.1, "vrlsgd", 0.7)
+    with pytest.raises(ValueError, match="max_phase_step"):
+        T.quadratic_vr_count_outside(H, [1.0], [1], 0.1, "scaffold", 0.7, max_phase_step=2.0)
+    with pytest.raises(ValueError, match="eigenvalue of the round map"):
+        T.quadratic_vr_count_outside(H, [1.0], [1], 0.1, "scaffold", 0.9)   # sigma = 0.9 is an eigenvalue
+    # three local steps on h = 1: l = (1 + 0.9 + 0.81) / 3, a pole of the determinant at 1 - l
+    with pytest.raises(ValueError, match="pole"):
+        T.quadratic_vr_count_outside(H, [1.0], [3], 0.1, "scaffold", 1 - 2.71 / 3)
+
+
+def test_vr_spectrum_script_counts_and_reader(small_logistic, tmp_path):
+    """scripts/vr_spectrum.py --smoke --method contour writes what read_vr_count reads: the
+    eigenvalue nearest 1 and counts that agree with every eigenvalue of the dense matrix."""
+    import json
+    import runpy
+    import sys
+    from pathlib import Path
+
+    script = Path(__file__).resolve().parents[1] / "scripts" / "vr_spectrum.py"
+    argv = sys.argv
+    try:
+        sys.argv = [str(script), "--smoke", "--radius", "1.0", "--out", str(tmp_path)]
+        with pytest.raises(SystemExit) as done:
+            runpy.run_path(str(script), run_name="__main__")
+    finally:
+        sys.argv = argv
+    assert done.value.code == 0
+    problem, opt = small_logistic
+    for name in ("scaffold", "fednova-vr"):
+        record = A.read_vr_count(tmp_path, name)
+        every = np.linalg.eigvals(A.linearised_vr_matrix(problem, opt, name, 1.0, [2, 4, 40]))
+        counts = record["summary"]["counts"]
+        assert [c["radius"] for c in counts][1:] == [1.0] and record["config"]["rows"] == 48
+        assert [c["outside"] for c in counts] == [int(np.sum(np.abs(every) > c["radius"])) for c in counts]
+        near = complex(*record["summary"]["nearest_one"])
+        assert np.abs(every - near).min() < 1e-10 and abs(near - 1) == pytest.approx(np.abs(every - 1).min())
+    bounds = A.read_vr_count(tmp_path, "fednova-vr")["summary"]["radius_bounds"]   # FedNova-VR: pinned
+    assert bounds[0] <= A.linearised_vr_radius(problem, opt, "fednova-vr", 1.0, [2, 4, 40]) <= bounds[1]
+    assert A.read_vr_count(tmp_path, "scaffold")["summary"]["radius_bounds"] is None   # 4 outside: no bound
+    path = tmp_path / "fednova-vr-count.json"
+    record = json.loads(path.read_text())
+    record["summary"]["counts"][0]["outside"] = 1
+    path.write_text(json.dumps(record))
+    with pytest.raises(ValueError, match="outside \\+ inside"):
+        A.read_vr_count(tmp_path, "fednova-vr")
+    record["summary"]["counts"][0]["inside"] = 47
+    path.write_text(json.dumps(record))
+    with pytest.raises(ValueError, match="radius_bounds"):
+        A.read_vr_count(tmp_path, "fednova-vr")
+    with pytest.raises(ValueError, match="not found|No such file"):
+        A.read_vr_count(tmp_path / "missing", "scaffold")
+    with pytest.raises(ValueError, match="name"):
+        A.read_vr_count(tmp_path, "fedavg")

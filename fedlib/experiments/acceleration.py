@@ -83,10 +83,12 @@ __all__ = [
     "logistic_optimum",
     "linearised_vr_radius",
     "linearised_vr_eigenvalues",
+    "linearised_vr_count_outside",
     "linearised_gd_eigenvalues",
     "linearised_vr_matrix",
     "spectrum_summary",
     "read_vr_spectrum",
+    "read_vr_count",
     "Perturbation",
     "perturbation_growth",
     "STYLES",
@@ -486,18 +488,29 @@ def linearised_vr_eigenvalues(problem, optimum: LogisticOptimum, name: str, lr: 
 
 
 def linearised_vr_count_outside(problem, optimum: LogisticOptimum, name: str, lr: float, local_steps: Any,
-                                radius: float, *, progress: bool = False):
+                                radius: float, *, deflate: Any = "gradient-descent", max_phase_step: float = 0.8,
+                                progress: bool = False):
     r"""How many eigenvalues of the linearised VR round of :func:`linearised_vr_radius` lie
     outside :math:`|\sigma| = r`: :func:`fedlib.theory.quadratic_vr_count_outside` (the argument
     principle on a :math:`2d \times 2d` determinant, no eigensolver) with
     :math:`H_i = \nabla^2 F_i(x^*)`. None outside a circle just above the eigenvalue nearest 1
     pins FedNova-VR's spectral radius, which Arnoldi cannot reach through the crowd of
-    eigenvalues next to 1 (chapter 10, part 6; ``scripts/vr_spectrum.py --method contour``)."""
+    eigenvalues next to 1 (chapter 10, part 6; ``scripts/vr_spectrum.py``).
+
+    ``deflate="gradient-descent"`` (the default) hands the count the crowd's approximations,
+    gradient descent's eigenvalues at step :math:`\eta\bar\tau`
+    (:func:`linearised_gd_eigenvalues`): their phase is followed exactly, which cuts the points
+    needed on the circle several-fold (the count is exact for any points); ``None`` or an
+    array of points as in :func:`fedlib.theory.quadratic_vr_count_outside`."""
     from ..theory import quadratic_vr_count_outside
 
     check_choice("name", name, LINEARISED_VR)
-    return quadratic_vr_count_outside(optimum.hessians, problem.p, local_steps, lr, name, radius, progress=progress)
-
+    if isinstance(deflate, str):
+        check_choice("deflate", deflate, ("gradient-descent",))
+        steps = check_local_steps("local_steps", local_steps, size=len(problem.p))
+        deflate = linearised_gd_eigenvalues(problem, optimum, lr * float(np.asarray(problem.p) @ steps))
+    return quadratic_vr_count_outside(optimum.hessians, problem.p, local_steps, lr, name, radius, deflate=deflate,
+                                      max_phase_step=max_phase_step, progress=progress)
 
 def linearised_gd_eigenvalues(problem, optimum: LogisticOptimum, step: float) -> np.ndarray:
     r"""Eigenvalues of gradient descent on :math:`F` at step ``step`` linearised at :math:`x^*`,
@@ -592,8 +605,8 @@ def read_vr_spectrum(folder: Any, name: str) -> tuple[np.ndarray, dict]:
 def read_vr_count(folder: Any, name: str) -> dict:
     r"""The result record ``<name>-count.json`` written by ``scripts/vr_spectrum.py --method contour``
     in ``folder``: ``summary["nearest_one"]`` (the eigenvalue nearest 1, ``[re, im]``),
-    ``summary["counts"]`` (per circle: ``radius``, ``outside``, ``inside``, ``evaluations``,
-    ``seconds``) and ``summary["radius_bounds"]`` (``[|lambda_1|, r]`` when no eigenvalue lies
+    ``summary["counts"]`` (per circle: ``radius``, ``outside``, ``inside``, and per phase step
+    ``evaluations`` and ``seconds``) and ``summary["radius_bounds"]`` (``[|lambda_1|, r]`` when no eigenvalue lies
     outside the first circle, else ``None``), with provenance. Raises ``ValueError`` if it is
     missing or does not add up."""
     from pathlib import Path
