@@ -725,6 +725,11 @@ def quadratic_vr_count_outside(H: Any, p: Any, local_steps: Any, lr: float, algo
     if max_phase_step > 1.5:
         raise ValueError(f"max_phase_step must be at most 1.5 radians (larger steps can skip a turn of the "
                          f"phase), got {max_phase_step}")
+    points = np.zeros(0, dtype=complex) if deflate is None else np.asarray(deflate, dtype=complex).reshape(-1)
+    if not np.all(np.isfinite(points)):
+        raise ValueError("deflate must hold finite numbers")
+    if np.any(np.abs(np.abs(points) - radius) <= 1e-12 * radius):
+        raise ValueError(f"deflate: a point lies on the circle |sigma| = {radius}; choose another radius")
     H = check_finite_array("H", H, ndim=3)
     H, _, p, steps = _check_quadratic(H, np.zeros(H.shape[:2]), p, local_steps)
     m, d, _ = H.shape
@@ -767,14 +772,6 @@ def quadratic_vr_count_outside(H: Any, p: Any, local_steps: Any, lr: float, algo
                              "(or within rounding of one); choose another radius")
         return float(np.angle(sign)), float(logabs)
 
-    def pole_gap(theta: float) -> float:  # distance from the point at angle theta to the nearest 1 - l_ik, in angle
-        return float(np.abs(radius * np.exp(1j * theta) - poles).min()) / radius
-
-    points = np.zeros(0, dtype=complex) if deflate is None else np.asarray(deflate, dtype=complex).reshape(-1)
-    if not np.all(np.isfinite(points)):
-        raise ValueError("deflate must hold finite numbers")
-    if np.any(np.abs(np.abs(points) - radius) <= 1e-12 * radius):
-        raise ValueError(f"deflate: a point lies on the circle |sigma| = {radius}; choose another radius")
     inner = np.abs(points) < radius
     compensate = int(inner.sum())  # sigma^c / prod_k (sigma - mu_k): no winding of its own
 

@@ -2,7 +2,9 @@
 matrix-free VR round operator against the dense round map, the logistic Hessian against
 finite differences, the linearisation against real rounds, and the aggregation identities
 (SCAFFOLD = FedAvg-weighted fresh gradients + a net correction from last round's variates;
-FedNova-VR = the p-weighted fresh gradients alone) against the library's rounds."""
+FedNova-VR = the p-weighted fresh gradients alone) against the library's rounds, and the count of
+eigenvalues outside a circle (the determinant identity, the argument principle, deflation) against
+every eigenvalue of the dense matrix."""
 from __future__ import annotations
 
 import numpy as np
@@ -559,3 +561,40 @@ def test_vr_spectrum_script_counts_and_reader(small_logistic, tmp_path):
         A.read_vr_count(tmp_path / "missing", "scaffold")
     with pytest.raises(ValueError, match="name"):
         A.read_vr_count(tmp_path, "fedavg")
+
+
+@pytest.mark.parametrize("algorithm", ["scaffold", "fednova-vr"])
+def test_count_outside_with_deflation_points(algorithm):
+    """Deflation changes how the phase is followed, never the count: the eigenvalues themselves,
+    perturbed ones, random points inside and outside the circle all give the dense count."""
+    rng = np.random.default_rng(7 if algorithm == "scaffold" else 8)
+    q = random_quadratic(5, 30, seed=4, eig_range=(1e-6, 3.0), p=rng.dirichlet(np.ones(5)))
+    steps = [2, 7, 40, 5, 120]
+    M, _ = T.quadratic_vr_round_map(q.H, q.e, q.p, steps, 0.2, algorithm)
+    every = np.linalg.eigvals(M)
+    slow = every[np.argsort(np.abs(every - 1))[:40]]
+    points = {"exact": slow, "perturbed": slow * (1 + 1e-4 * rng.standard_normal(40)),
+              "random": rng.uniform(-1.5, 1.5, 30) + 1j * rng.uniform(-1.5, 1.5, 30)}
+    top = np.sort(np.abs(every))[::-1]
+    for radius in [*_between_moduli(every, count=3), top[0] + 1e-3 * (1 - top[0])]:
+        expected = int(np.sum(np.abs(every) > radius))
+        plain = T.quadratic_vr_count_outside(q.H, q.p, steps, 0.2, algorithm, radius)
+        for label, mu in points.items():
+            mu = mu[np.abs(np.abs(mu) - radius) > 1e-6]   # none on the circle
+            c = T.quadratic_vr_count_outside(q.H, q.p, steps, 0.2, algorithm, radius, deflate=mu)
+            assert c.outside == plain.outside == expected, (label, radius, c, plain.outside, expected)
+    with pytest.raises(ValueError, match="deflate"):
+        T.quadratic_vr_count_outside(q.H, q.p, steps, 0.2, algorithm, 0.5, deflate=[0.5j])
+    with pytest.raises(ValueError, match="deflate"):
+        T.quadratic_vr_count_outside(q.H, q.p, steps, 0.2, algorithm, 0.5, deflate=[np.nan])
+
+
+def test_linearised_count_deflates_gradient_descent(small_logistic):
+    problem, opt = small_logistic
+    every = np.linalg.eigvals(A.linearised_vr_matrix(problem, opt, "fednova-vr", 1.0, [2, 4, 40]))
+    radius = float(np.sort(np.abs(every))[-1]) * (1 + 1e-6)
+    counts = [A.linearised_vr_count_outside(problem, opt, "fednova-vr", 1.0, [2, 4, 40], radius, deflate=d)
+              for d in ("gradient-descent", None)]
+    assert [c.outside for c in counts] == [0, 0]
+    with pytest.raises(ValueError, match="deflate"):
+        A.linearised_vr_count_outside(problem, opt, "fednova-vr", 1.0, [2, 4, 40], radius, deflate="newton")

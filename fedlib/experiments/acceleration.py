@@ -535,8 +535,8 @@ def linearised_vr_matrix(problem, optimum: LogisticOptimum, name: str, lr: float
     r"""The linearised VR round of :func:`linearised_vr_radius` as a dense
     :math:`d(m+1) \times d(m+1)` matrix, formed ``chunk`` columns at a time through the
     operator's block product (17,019 rows, 2.3 GB, about a minute for chapter 10's
-    Synthetic(1,1)). For a dense eigensolver: ``scripts/vr_spectrum.py`` computes every
-    eigenvalue of it and writes them for :func:`read_vr_spectrum` (LAPACK did not finish within
+    Synthetic(1,1)). For a dense eigensolver: ``scripts/vr_spectrum.py --method dense`` computes
+    every eigenvalue of it and writes them for :func:`read_vr_spectrum` (LAPACK did not finish within
     2 h 15 min on 2 cores for that matrix; a 4,743-row one of the same structure takes 44 s on one
     core, so expect hours here, less on a many-core machine)."""
     from ..theory import quadratic_vr_round_operator
