@@ -388,9 +388,8 @@ def test_spectrum_summary_by_hand():
             A.spectrum_summary(bad)
 
 
-def test_vr_spectrum_script_and_reader(small_logistic, tmp_path):
-    """scripts/vr_spectrum.py --smoke (chapter 10's 3-client problem) writes what read_vr_spectrum
-    reads: the eigenvalues of the dense matrix, a radius equal to linearised_vr_radius."""
+def _run_vr_spectrum(*args: str) -> int:
+    """Run scripts/vr_spectrum.py as ``python scripts/vr_spectrum.py ARGS`` in this process; its exit code."""
     import runpy
     import sys
     from pathlib import Path
@@ -398,12 +397,18 @@ def test_vr_spectrum_script_and_reader(small_logistic, tmp_path):
     script = Path(__file__).resolve().parents[1] / "scripts" / "vr_spectrum.py"
     argv = sys.argv
     try:
-        sys.argv = [str(script), "--smoke", "--method", "dense", "--out", str(tmp_path)]
+        sys.argv = [str(script), *args]
         with pytest.raises(SystemExit) as done:
             runpy.run_path(str(script), run_name="__main__")
     finally:
         sys.argv = argv
-    assert done.value.code == 0
+    return done.value.code
+
+
+def test_vr_spectrum_script_and_reader(small_logistic, tmp_path):
+    """scripts/vr_spectrum.py --smoke (chapter 10's 3-client problem) writes what read_vr_spectrum
+    reads: the eigenvalues of the dense matrix, a radius equal to linearised_vr_radius."""
+    assert _run_vr_spectrum("--smoke", "--method", "dense", "--out", str(tmp_path)) == 0
     problem, opt = small_logistic   # the script's smoke problem
     for name in ("scaffold", "fednova-vr"):
         vals, record = A.read_vr_spectrum(tmp_path, name)
@@ -522,19 +527,8 @@ def test_vr_spectrum_script_counts_and_reader(small_logistic, tmp_path):
     """scripts/vr_spectrum.py --smoke --method contour writes what read_vr_count reads: the
     eigenvalue nearest 1 and counts that agree with every eigenvalue of the dense matrix."""
     import json
-    import runpy
-    import sys
-    from pathlib import Path
 
-    script = Path(__file__).resolve().parents[1] / "scripts" / "vr_spectrum.py"
-    argv = sys.argv
-    try:
-        sys.argv = [str(script), "--smoke", "--radius", "1.0", "--out", str(tmp_path)]
-        with pytest.raises(SystemExit) as done:
-            runpy.run_path(str(script), run_name="__main__")
-    finally:
-        sys.argv = argv
-    assert done.value.code == 0
+    assert _run_vr_spectrum("--smoke", "--radius", "1.0", "--out", str(tmp_path)) == 0
     problem, opt = small_logistic
     for name in ("scaffold", "fednova-vr"):
         record = A.read_vr_count(tmp_path, name)
@@ -598,3 +592,10 @@ def test_linearised_count_deflates_gradient_descent(small_logistic):
     assert [c.outside for c in counts] == [0, 0]
     with pytest.raises(ValueError, match="deflate"):
         A.linearised_vr_count_outside(problem, opt, "fednova-vr", 1.0, [2, 4, 40], radius, deflate="newton")
+
+
+@pytest.mark.parametrize("args", [["--slack", "0"], ["--slack", "1.5"], ["--radius", "-1"], ["--radius", "nan"],
+                                  ["--method", "dense", "--radius", "1.0"], ["--lr", "0"]])
+def test_vr_spectrum_script_refuses_bad_arguments(args, tmp_path, capsys):
+    assert _run_vr_spectrum("--smoke", *args, "--out", str(tmp_path)) == 2
+    assert "error:" in capsys.readouterr().err and not any(tmp_path.iterdir())
