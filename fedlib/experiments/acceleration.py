@@ -512,6 +512,7 @@ def linearised_vr_count_outside(problem, optimum: LogisticOptimum, name: str, lr
     return quadratic_vr_count_outside(optimum.hessians, problem.p, local_steps, lr, name, radius, deflate=deflate,
                                       max_phase_step=max_phase_step, progress=progress)
 
+
 def linearised_gd_eigenvalues(problem, optimum: LogisticOptimum, step: float) -> np.ndarray:
     r"""Eigenvalues of gradient descent on :math:`F` at step ``step`` linearised at :math:`x^*`,
     :math:`1 - \text{step}\cdot\lambda_k(\nabla^2F(x^*))` with
@@ -606,9 +607,9 @@ def read_vr_count(folder: Any, name: str) -> dict:
     r"""The result record ``<name>-count.json`` written by ``scripts/vr_spectrum.py --method contour``
     in ``folder``: ``summary["nearest_one"]`` (the eigenvalue nearest 1, ``[re, im]``),
     ``summary["counts"]`` (per circle: ``radius``, ``outside``, ``inside``, and per phase step
-    ``evaluations`` and ``seconds``) and ``summary["radius_bounds"]`` (``[|lambda_1|, r]`` when no eigenvalue lies
-    outside the first circle, else ``None``), with provenance. Raises ``ValueError`` if it is
-    missing or does not add up."""
+    ``evaluations`` and ``seconds``) and ``summary["radius_bounds"]`` (``[|lambda_1|, r]`` when
+    no eigenvalue lies outside the first circle, else ``None``), with provenance. Raises
+    ``ValueError`` if it is missing or does not add up."""
     from pathlib import Path
 
     from ..results import read_result
