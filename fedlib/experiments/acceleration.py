@@ -463,7 +463,8 @@ def linearised_vr_radius(problem, optimum: LogisticOptimum, name: str, lr: float
     :math:`(x^*, \nabla F_1(x^*), \dots)`: :func:`fedlib.theory.quadratic_vr_round_operator`
     with :math:`H_i = \nabla^2 F_i(x^*)` (flat directions removed). Above 1, rounds started
     next to :math:`x^*` move away from it (chapter 10, part 6). Near 1, with ill-conditioned
-    Hessians, ARPACK can need minutes: the eigenvalues crowd together."""
+    Hessians, ARPACK can need minutes: the eigenvalues crowd together, and
+    :func:`linearised_vr_count_outside` bounds the radius instead."""
     from ..theory import quadratic_vr_round_operator
 
     check_choice("name", name, LINEARISED_VR)
