@@ -489,7 +489,7 @@ def linearised_vr_eigenvalues(problem, optimum: LogisticOptimum, name: str, lr: 
 
 
 def linearised_vr_count_outside(problem, optimum: LogisticOptimum, name: str, lr: float, local_steps: Any,
-                                radius: float, *, deflate: Any = "gradient-descent", max_phase_step: float = 0.8,
+                                radius: float, *, deflate: Any = "gradient-descent", max_phase_step: float = 0.4,
                                 progress: bool = False):
     r"""How many eigenvalues of the linearised VR round of :func:`linearised_vr_radius` lie
     outside :math:`|\sigma| = r`: :func:`fedlib.theory.quadratic_vr_count_outside` (the argument
