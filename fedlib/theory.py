@@ -779,25 +779,20 @@ def quadratic_vr_count_outside(H: Any, p: Any, local_steps: Any, lr: float, algo
 
     inner = np.abs(points) < radius
     compensate = int(inner.sum())  # sigma^c / prod_k (sigma - mu_k): no winding of its own
+    singular = np.concatenate([poles, points])
 
     def known_turn(theta_a: float, theta_b: float) -> float:
         """The exact change of sum_k arg(sigma - mu_k) - c arg(sigma) along the arc theta_a -> theta_b (<= pi)."""
-        if points.size == 0:
-            return 0.0
         turn = np.angle((radius * np.exp(1j * theta_b) - points) / (radius * np.exp(1j * theta_a) - points))
         turn = np.where(inner & (turn < 0), turn + 2 * np.pi, turn)  # inside: arg grows monotonically, (0, 2 pi)
         return float(turn.sum()) - compensate * (theta_b - theta_a)
 
     def known_log(theta: float) -> float:
-        return float(np.log(np.abs(radius * np.exp(1j * theta) - points)).sum()) if points.size else 0.0
+        return float(np.log(np.abs(radius * np.exp(1j * theta) - points)).sum())
 
     def singular_gap(theta: float) -> float:
         """Distance from the point at angle theta to the nearest 1 - l_ik or deflation point, in angle."""
-        sigma = radius * np.exp(1j * theta)
-        gap = np.abs(sigma - poles).min()
-        if points.size:
-            gap = min(gap, np.abs(sigma - points).min())
-        return float(gap) / radius
+        return float(np.abs(radius * np.exp(1j * theta) - singular).min()) / radius
 
     bar = None
     if progress:

@@ -42,6 +42,10 @@ from fedlib.experiments import acceleration as A
 from fedlib.results import make_provenance, make_result, write_result
 
 
+#: Each count is made at these phase steps (radians) and must agree.
+PHASE_STEPS = (0.8, 0.4)
+
+
 def chapter_problem(lr: float):
     """Chapter 10, part 6: Synthetic(1,1), 30 clients, local GD for E = 2 epochs of batch 20 at ``lr``."""
     from fedlib.experiments.synthetic import make_problem
@@ -91,24 +95,24 @@ def write_count(problem, optimum, name: str, lr: float, steps, setting: str, out
           f"|sigma| = {first:.10f}" + (f" and {radii}" if radii else ""), flush=True)
     counts = []
     for radius in [first, *radii]:
-        record = {}
-        for phase_step in (0.8, 0.4):  # the same count with half the phase step: no turn skipped
+        passes = []  # the same count at every phase step: no turn skipped
+        for phase_step in PHASE_STEPS:
             t0 = time.time()
             c = A.linearised_vr_count_outside(problem, optimum, name, lr, steps, radius, max_phase_step=phase_step,
                                               progress=progress)
+            passes.append((c, round(time.time() - t0, 3)))
             print(f"{name}: {c.outside} of {c.rows} eigenvalues outside |sigma| = {c.radius:.10f} "
-                  f"(phase steps <= {phase_step}: {c.evaluations} determinants, {time.time() - t0:.0f} s)", flush=True)
-            if record and c.outside != record["outside"]:
-                raise SystemExit(f"{name}: the count at |sigma| = {radius} changed with the phase step "
-                                 f"({record['outside']} vs {c.outside}); lower it further")
-            record = record or {"radius": c.radius, "outside": c.outside, "inside": c.inside}
-            record.setdefault("evaluations", []).append(c.evaluations)
-            record.setdefault("seconds", []).append(round(time.time() - t0, 3))
-        counts.append(record)
+                  f"(phase steps <= {phase_step}: {c.evaluations} determinants, {passes[-1][1]:.0f} s)", flush=True)
+        if len({c.outside for c, _ in passes}) > 1:
+            raise SystemExit(f"{name}: the count at |sigma| = {radius} changed with the phase step "
+                             f"({[c.outside for c, _ in passes]} at {list(PHASE_STEPS)}); lower it further")
+        c = passes[0][0]
+        counts.append({"radius": c.radius, "outside": c.outside, "inside": c.inside,
+                       "evaluations": [c.evaluations for c, _ in passes], "seconds": [t for _, t in passes]})
     finished = time.time()
     config = {"algorithm": name, "lr": lr, "local_steps": np.asarray(steps).tolist(), "problem": setting,
               "rows": counts[0]["outside"] + counts[0]["inside"], "method": "contour", "slack": slack,
-              "deflate": "gradient-descent", "max_phase_step": [0.8, 0.4]}
+              "deflate": "gradient-descent", "max_phase_step": list(PHASE_STEPS)}
     summary = {"nearest_one": [nearest.real, nearest.imag], "counts": counts,
                "radius_bounds": [abs(nearest), first] if counts[0]["outside"] == 0 else None}
     write_result(out / f"{name}-count.json", make_result(config, None, make_provenance(started, finished),

@@ -7,6 +7,9 @@ eigenvalues outside a circle (the determinant identity, the argument principle, 
 every eigenvalue of the dense matrix."""
 from __future__ import annotations
 
+import runpy
+from pathlib import Path
+
 import numpy as np
 import pytest
 
@@ -20,6 +23,8 @@ from fedlib.problems.logistic import LogisticProblem, LogisticRegression, pack_p
 from fedlib.schedules import FixedSteps
 from fedlib.solvers import sgd
 from fedlib.variance import control_variates
+
+SCRIPTS = Path(__file__).resolve().parents[1] / "scripts"
 
 
 def _rng(*key) -> np.random.Generator:
@@ -395,17 +400,11 @@ def test_spectrum_summary_by_hand():
             A.spectrum_summary(bad)
 
 
-def _run_vr_spectrum(*args: str) -> int:
-    return _run_script("vr_spectrum.py", *args)
-
-
 def _run_script(name: str, *args: str) -> int:
     """Run ``python scripts/NAME ARGS`` in this process; its exit code."""
-    import runpy
     import sys
-    from pathlib import Path
 
-    script = Path(__file__).resolve().parents[1] / "scripts" / name
+    script = SCRIPTS / name
     argv = sys.argv
     try:
         sys.argv = [str(script), *args]
@@ -419,7 +418,7 @@ def _run_script(name: str, *args: str) -> int:
 def test_vr_spectrum_script_and_reader(small_logistic, tmp_path):
     """scripts/vr_spectrum.py --smoke (chapter 10's 3-client problem) writes what read_vr_spectrum
     reads: the eigenvalues of the dense matrix, a radius equal to linearised_vr_radius."""
-    assert _run_vr_spectrum("--smoke", "--method", "dense", "--out", str(tmp_path)) == 0
+    assert _run_script("vr_spectrum.py", "--smoke", "--method", "dense", "--out", str(tmp_path)) == 0
     problem, opt = small_logistic   # the script's smoke problem
     for name in ("scaffold", "fednova-vr"):
         vals, record = A.read_vr_spectrum(tmp_path, name)
@@ -440,13 +439,8 @@ def test_vr_spectrum_script_and_reader(small_logistic, tmp_path):
 
 
 # ------------------------------------------------------------------ counting eigenvalues outside a circle
-def _between_moduli(vals, count=6):
-    """Radii halfway between neighbouring distinct moduli of ``vals`` (never on an eigenvalue)."""
-    mod = np.unique(np.round(np.abs(vals), 9))
-    mod = mod[mod > 1e-6]
-    mids = (mod[:-1] + mod[1:]) / 2
-    picks = np.linspace(0, mids.size - 1, min(count, mids.size)).round().astype(int)
-    return np.concatenate([mids[picks], [mod[0] / 2, mod[-1] * 1.1]])
+#: Radii halfway between neighbouring distinct moduli (never on an eigenvalue), as the accuracy script picks them.
+_between_moduli = runpy.run_path(str(SCRIPTS / "count_outside_accuracy.py"))["radii_between"]
 
 
 @pytest.mark.parametrize("algorithm", ["scaffold", "fednova-vr"])
@@ -539,7 +533,7 @@ def test_vr_spectrum_script_counts_and_reader(small_logistic, tmp_path):
     eigenvalue nearest 1 and counts that agree with every eigenvalue of the dense matrix."""
     import json
 
-    assert _run_vr_spectrum("--smoke", "--radius", "1.0", "--out", str(tmp_path)) == 0
+    assert _run_script("vr_spectrum.py", "--smoke", "--radius", "1.0", "--out", str(tmp_path)) == 0
     problem, opt = small_logistic
     for name in ("scaffold", "fednova-vr"):
         record = A.read_vr_count(tmp_path, name)
@@ -608,7 +602,7 @@ def test_linearised_count_deflates_gradient_descent(small_logistic):
 @pytest.mark.parametrize("args", [["--slack", "0"], ["--slack", "1.5"], ["--radius", "-1"], ["--radius", "nan"],
                                   ["--method", "dense", "--radius", "1.0"], ["--lr", "0"]])
 def test_vr_spectrum_script_refuses_bad_arguments(args, tmp_path, capsys):
-    assert _run_vr_spectrum("--smoke", *args, "--out", str(tmp_path)) == 2
+    assert _run_script("vr_spectrum.py", "--smoke", *args, "--out", str(tmp_path)) == 2
     assert "error:" in capsys.readouterr().err and not any(tmp_path.iterdir())
 
 
