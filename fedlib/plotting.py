@@ -1,8 +1,11 @@
-"""Figure helpers for the book: one place that knows where ``figures/`` is."""
+"""Figure helpers for the book: one place that knows where ``figures/`` is (and that only the
+``full`` profile writes the committed figures)."""
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
+from typing import Optional
 
 __all__ = ["ALGORITHM_COLORS", "algorithm_color", "figures_dir", "save_figure"]
 
@@ -45,13 +48,31 @@ def figures_dir() -> Path:
     return path
 
 
-def save_figure(fig, name: str) -> list[Path]:
-    """Save ``fig`` as ``figures/<name>.png`` (150 dpi) and ``.svg``; return the paths."""
+def save_figure(fig, name: str, *, profile: Optional[str] = None) -> list[Path]:
+    """Save ``fig`` as ``<folder>/<name>.png`` (150 dpi) and ``.svg``; return the paths.
+
+    ``<folder>`` is :func:`figures_dir` for ``profile=None`` (your own notebooks) and for
+    ``profile="full"``; for any other profile it is its subfolder ``<profile>/`` (e.g.
+    ``figures/ci/``, ignored by git). Every chapter passes its ``profile`` parameter, so
+    the committed figures are always those of ``PROFILE=full make book`` and a quick
+    ``ci`` run cannot replace them with its smaller experiments.
+
+    In a chapter (``profile`` comes from its ``parameters`` cell)::
+
+        save_figure(fig, "ch02_figure2_quadratic", profile=profile)
+        # full -> figures/ch02_figure2_quadratic.{png,svg}; ci -> figures/ci/...
+    """
     if not name or "/" in name or name.endswith((".png", ".svg")):
         raise ValueError(f"name must be a bare file stem like 'fig2_quadratics', got {name!r}")
+    if profile is not None and (not isinstance(profile, str) or not re.fullmatch(r"[A-Za-z0-9_-]+", profile)):
+        raise ValueError(f"profile must be None or a profile name such as 'ci' or 'full' (letters, digits, '-', '_'), "
+                         f"got {profile!r}")
     import matplotlib
 
     folder = figures_dir()
+    if profile not in (None, "full"):
+        folder = folder / profile
+        folder.mkdir(exist_ok=True)
     out = []
     # Fixed SVG ids and no timestamps: re-running a chapter rewrites identical files.
     with matplotlib.rc_context({"svg.hashsalt": "fednova-book"}):

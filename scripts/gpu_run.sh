@@ -36,7 +36,9 @@
 # Environment (defaults in brackets): PYTHON [.venv/bin/python if present, else python3],
 # DEVICE [cuda], WIDTH [1], PRECISION [bf16], CUDA_GRAPH [1 on CUDA, else 0], CUDNN_BENCHMARK [0; 1: cuDNN's algorithm search for the bench and Table 1],
 # BENCH_STEPS [100], BENCH_RUNS [4], BENCH_REPEAT [2 timed rounds a side], BENCH_MODES [graph eager profile: the
-# CUDA-graph bench, the eager one, a profiled eager round of PROFILE_STEPS [10] steps; any of them], BENCH_LIMIT [a sixth of the budget, at most 150 s,
+# CUDA-graph bench, the eager one, a profiled eager round of PROFILE_STEPS [10] steps; any of them, and `compare`:
+# the base engine (graphs if on) against each of BENCH_COMPARE [base cudnn-benchmark channels-first runs=8]
+# (`bench cifar10 --compare`) in one process, OUT_DIR/bench_cifar10_compare.json], BENCH_LIMIT [a sixth of the budget, at most 150 s,
 # per bench], SKIP_BENCH [0], RUN_CUDA_TESTS [1], CUDA_TESTS_LIMIT [90], RESULTS [data/results/cifar10],
 # SEED_RESULTS_FROM [none], CONTINUE_LATER_SECONDS [0: this is the last call; N: a call with about N
 # more seconds of Table 1 follows on this machine, so a group may pause here with a checkpoint in
@@ -200,6 +202,14 @@ elif [ "$BENCH_LIMIT" -ge 15 ]; then
             --steps "${PROFILE_STEPS:-10}" --repeat 1 --runs "${BENCH_RUNS:-4}" --profile "$OUT_DIR/profile_eager.txt" \
             2>&1 | tee -a "$LOG"
         log "profile exit status ${PIPESTATUS[0]}"
+    fi
+    # speed candidates, each timed against the base engine in the same process (not a default
+    # mode: a session that has its benchmark spends what is left on these)
+    if [[ " $BENCH_MODES " == *" compare "* ]]; then
+        read -r -a COMPARE <<< "${BENCH_COMPARE:-base cudnn-benchmark channels-first runs=8}"
+        log "bench cifar10 against variants: ${COMPARE[*]}, limit ${BENCH_LIMIT}s"
+        bench "$OUT_DIR/bench_cifar10_compare.json" "${GRAPH_FLAG[@]}" --compare "${COMPARE[@]}"
+        log "compare bench exit status $?"
     fi
     if [ -n "$BENCH_JSON" ]; then
         IPS=$(engine_rate "$BENCH_JSON")

@@ -3,8 +3,8 @@
 
     python scripts/import_gpu_results.py FOLDER [--repo .] [--tag h200] [--force]
 
-FOLDER holds the script's output (``log.txt``, ``bench_cifar10.json`` and/or
-``bench_cifar10_eager.json``, ``cifar10-results.tar.gz``). Every file is checked before
+FOLDER holds the script's output (``log.txt``, ``bench_cifar10.json``,
+``bench_cifar10_eager.json`` and/or ``bench_cifar10_compare.json``, ``cifar10-results.tar.gz``). Every file is checked before
 anything is written:
 
 * each Table 1 result in the archive must be named ``<cell>__seed<s>.json``, pass the
@@ -76,7 +76,7 @@ def plan_import(folder: Path, repo: Path, tag: str, force: bool, scratch: Path) 
                 continue
             moves.append((src, dest, f"Table 1 {match['cell']} seed {match['seed']}: final test accuracy "
                                      f"{doc['summary']['final_test_accuracy']:.4f}, {doc['provenance']['device']}"))
-    for name in ("bench_cifar10.json", "bench_cifar10_eager.json"):
+    for name in ("bench_cifar10.json", "bench_cifar10_eager.json", "bench_cifar10_compare.json"):
         src = folder / name
         if not src.is_file():
             continue
@@ -85,14 +85,15 @@ def plan_import(folder: Path, repo: Path, tag: str, force: bool, scratch: Path) 
             raise ImportErrorList(f"{name}: not a benchmark result (kind {doc.get('kind')!r})")
         cfg = doc["config"]
         stem = f"cifar10_{tag}_{cfg.get('precision', 'fp32')}{'_graph' if cfg.get('cuda_graph') else ''}" \
-               f"_r{cfg.get('runs', 1)}"
+               f"_r{cfg.get('runs', 1)}{'_compare' if cfg.get('compare') else ''}"
         dest = repo / "data" / "results" / "bench" / f"{stem}.json"
         if dest.exists() and not force:
             print(f"kept existing {dest.relative_to(repo)} (use --force to replace it)")
             continue
         s = doc["summary"]
+        gains = "".join(f", {v['variant']} {v['gain']:.3f}x" for v in s.get("variants", ()))
         moves.append((src, dest, f"benchmark: engine {s['engine_images_per_s']:.0f} images/s, sequential "
-                                 f"{s['sequential_images_per_s']:.0f} images/s, ratio {s['ratio']:.2f}x"))
+                                 f"{s['sequential_images_per_s']:.0f} images/s, ratio {s['ratio']:.2f}x{gains}"))
     for prof in sorted(folder.glob("profile_*.txt")):
         moves.append((prof, repo / "data" / "results" / "bench" / f"{prof.stem}_{tag}.txt", "profile"))
     log = folder / "log.txt"

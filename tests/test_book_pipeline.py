@@ -133,6 +133,26 @@ def test_papermill_reads_every_parameter(docname):
 
 
 @pytest.mark.parametrize("docname", CHAPTERS)
+def test_chapter_figures_follow_the_profile(docname):
+    """Every ``save_figure`` call of a chapter passes ``profile=profile``: a ``ci`` run then
+    writes to the ignored ``figures/ci/`` and only ``PROFILE=full make book`` replaces the
+    committed figures (a ``ci`` build once overwrote them)."""
+    nb = nbformat.read(ROOT / f"{docname}.ipynb", as_version=4)
+    calls = []
+    for cell in nb.cells:
+        if cell.cell_type != "code":
+            continue
+        tree = ast.parse("\n".join(l for l in cell.source.splitlines() if not l.lstrip().startswith(("%", "!"))))
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Call) and getattr(node.func, "id", getattr(node.func, "attr", None)) == "save_figure":
+                kw = {k.arg: k.value for k in node.keywords}
+                calls.append(ast.unparse(node))
+                assert isinstance(kw.get("profile"), ast.Name) and kw["profile"].id == "profile", \
+                    f"{docname}: {ast.unparse(node)} must pass profile=profile"
+    assert calls, f"{docname}: draws no figure"
+
+
+@pytest.mark.parametrize("docname", CHAPTERS)
 def test_chapter_starts_with_a_title(docname):
     nb = nbformat.read(ROOT / f"{docname}.ipynb", as_version=4)
     first = nb.cells[0]

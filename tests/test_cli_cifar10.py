@@ -165,29 +165,75 @@ def test_bench_cifar10_random_images(tmp_path, capsys):
     assert "excludes" in capsys.readouterr().err
 
 
-def test_bench_cifar10_compares_cudnn_benchmark_in_one_run(tmp_path, capsys):
-    """--compare-cudnn-benchmark: a second engine timed with cuDNN's search on; its rate and gain
-    follow from its own timed rounds (on a CPU the flag changes nothing but the code path runs).
-    The flag is restored afterwards."""
-    import torch
-
+def test_bench_cifar10_compares_variants_in_one_run(tmp_path, capsys):
+    """--compare: each variant is another engine timed after the base one in the same call;
+    its rate follows from its own timed rounds and its runs, its gain is its rate over the
+    base engine's. On a CPU cudnn-benchmark changes nothing but the code path runs; the
+    flag is restored afterwards."""
     out = tmp_path / "b.json"
     before = torch.backends.cudnn.benchmark
-    assert main(["bench", "cifar10", *TINY, "--steps", "2", "--repeat", "1", "--compare-cudnn-benchmark",
-                 "--json", str(out)]) == 0
-    assert "engine with cudnn.benchmark" in capsys.readouterr().out
+    assert main(["bench", "cifar10", *TINY, "--steps", "2", "--repeat", "1", "--compare", "cudnn-benchmark",
+                 "channels-first+runs=2", "--json", str(out)]) == 0
+    text = capsys.readouterr().out
+    assert "variant cudnn-benchmark:" in text and "variant channels-first+runs=2:" in text
     assert torch.backends.cudnn.benchmark == before
     doc = json.loads(out.read_text())
     s = doc["summary"]
-    assert s["engine_images_per_s_cudnn_benchmark"] == pytest.approx(s["images_per_round"] / s["engine_seconds_cudnn_benchmark"])
-    assert s["cudnn_benchmark_gain"] == pytest.approx(s["engine_seconds"] / s["engine_seconds_cudnn_benchmark"])
-    assert doc["config"]["compare_cudnn_benchmark"] is True and doc["config"]["cudnn_benchmark"] is False
+    assert doc["config"]["compare"] == ["cudnn-benchmark", "channels-first+runs=2"]
+    assert doc["config"]["cudnn_benchmark"] is False
+    v1, v2 = s["variants"]
+    assert v1["settings"] == {"runs": 1, "precision": "fp32", "cuda_graph": False, "channels_last": True,
+                              "cudnn_benchmark": True}
+    assert v2["settings"]["runs"] == 2 and v2["settings"]["channels_last"] is False
+    for v in (v1, v2):
+        runs = v["settings"]["runs"]
+        assert v["engine_images_per_s"] == pytest.approx(runs * s["images_per_round"] / v["engine_seconds"])
+        assert v["gain"] == pytest.approx(v["engine_images_per_s"] / s["engine_images_per_s"])
+    from fedlib.experiments.cifar10 import load_benchmarks
+
+    (row,) = load_benchmarks(tmp_path, prefix="b")  # what chapter 5's speed table reads
+    assert [v["variant"] for v in row["variants"]] == doc["config"]["compare"]
+    assert row["variants"][1]["gain"] == v2["gain"]
     assert main(["bench", "cifar10", *TINY, "--steps", "2", "--repeat", "1", "--cudnn-benchmark", "--json", str(out),
                  "--quiet"]) == 0
     doc = json.loads(out.read_text())
-    assert doc["config"]["cudnn_benchmark"] is True and "cudnn_benchmark_gain" not in doc["summary"]
-    assert main(["bench", "cifar10", *TINY, "--cudnn-benchmark", "--compare-cudnn-benchmark"]) == 2
-    assert "--compare-cudnn-benchmark" in capsys.readouterr().err
+    assert doc["config"]["cudnn_benchmark"] is True and "variants" not in doc["summary"]
+    for bad, says in ((["--cudnn-benchmark", "--compare", "cudnn-benchmark"], "already the base"),
+                      (["--compare", "runs=1"], "already the base"), (["--compare", "fast"], "unknown 'fast'"),
+                      (["--compare", "eager", "eager"], "twice"), (["--compare", "cuda-graph"], "CUDA"),
+                      (["--compare", "runs=0"], "N >= 1"), (["--compare", "cudnn-benchmark+cudnn-benchmark"], "twice"),
+                      (["--compare", "precision=fp16"], "precision must be")):
+        assert main(["bench", "cifar10", *TINY, *bad]) == 2, bad
+        assert says in capsys.readouterr().err, bad
+
+
+@pytest.mark.parametrize("text, change", [("cudnn-benchmark", {"cudnn_benchmark": True}),
+                                          ("channels-first", {"channels_last": False}),
+                                          ("eager", {"cuda_graph": False}),
+                                          ("runs=8", {"runs": 8}), ("base", {}),
+                                          ("precision=fp32", {"precision": "fp32"}),
+                                          ("cudnn-benchmark+runs=6+channels-first",
+                                           {"cudnn_benchmark": True, "runs": 6, "channels_last": False})])
+def test_parse_bench_variant_changes_only_what_it_names(text, change):
+    from fedlib.experiments.cifar10 import parse_bench_variant
+
+    base = {"runs": 4, "precision": "bf16", "cuda_graph": True, "channels_last": True, "cudnn_benchmark": False}
+    got = parse_bench_variant(text, runs=4, precision="bf16", cuda_graph=True, path="grouped", cudnn_bench=False,
+                              cuda=True)
+    assert got == {**base, **change}
+
+
+def test_parse_bench_variant_refuses_what_cannot_be_measured():
+    from fedlib.experiments.cifar10 import bench_cifar10, parse_bench_variant
+
+    kw = dict(runs=1, precision="fp32", cuda_graph=False, path="vmap", cudnn_bench=False, cuda=False)
+    for text, says in (("channels-first", "grouped path"), ("", "non-empty"), ("eager", "already"),
+                       ("runs=x", "whole number"), ("cuda-graph", "CUDA"), ("runs=2+runs=3", "changes runs twice"),
+                       ("base+runs=2", "unknown 'base'")):
+        with pytest.raises(ValueError, match=says):
+            parse_bench_variant(text, **kw)
+    with pytest.raises(ValueError, match="list of variants"):
+        bench_cifar10(None, compare="eager")
 
 
 def test_cudnn_benchmark_context_sets_and_restores_the_flag():

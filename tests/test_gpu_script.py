@@ -80,13 +80,25 @@ def test_split_calls_bench_on_random_images_then_table1_with_the_hint(tmp_path):
     """The device calls that carry the CIFAR-10 parts one by one: the first benchmarks the
     real split with random pixels (no Table 1), the last runs Table 1 with the rate handed on."""
     first = gpu_run(tmp_path / "a", tmp_path / "results", budget=240, data="random-images", SKIP_TABLE1="1",
-                    BENCH_MODES="eager profile")
+                    BENCH_MODES="eager profile compare", BENCH_COMPARE="base runs=3")
     assert first.returncode == 0, first.stdout + first.stderr
-    assert sorted(p.name for p in (tmp_path / "a").iterdir()) == ["bench_cifar10_eager.json", "log.txt",
-                                                                  "profile_eager.txt"]
+    assert sorted(p.name for p in (tmp_path / "a").iterdir()) == ["bench_cifar10_compare.json", "bench_cifar10_eager.json",
+                                                                  "log.txt", "profile_eager.txt"]
     bench = json.loads((tmp_path / "a" / "bench_cifar10_eager.json").read_text())
     assert bench["config"]["num_train"] == 50000 and "random images" in bench["config"]["data"]
     assert "SKIP_TABLE1=1: no Table 1 runs" in (tmp_path / "a" / "log.txt").read_text()
+    compare = json.loads((tmp_path / "a" / "bench_cifar10_compare.json").read_text())
+    assert [v["variant"] for v in compare["summary"]["variants"]] == ["base", "runs=3"]
+    imported = import_results(tmp_path / "a", tmp_path / "repo")
+    assert imported.returncode == 0, imported.stderr
+    assert "base " in imported.stdout and "runs=3 " in imported.stdout
+    assert (tmp_path / "repo/data/results/bench/cifar10_cpu-smoke_bf16_r2_compare.json").is_file()
+    # a variant the bench refuses (runs=2 is the base) is logged and the script goes on
+    refused = gpu_run(tmp_path / "e", tmp_path / "results", budget=240, data="random-images", SKIP_TABLE1="1",
+                      BENCH_MODES="compare", BENCH_COMPARE="runs=2")
+    assert refused.returncode == 0, refused.stdout + refused.stderr
+    log = (tmp_path / "e" / "log.txt").read_text()
+    assert "compare bench exit status 2" in log and "already the base engine's setting" in log
     last = gpu_run(tmp_path / "b", tmp_path / "results", SKIP_BENCH="1", RUN_CUDA_TESTS="0",
                     IMAGES_PER_SECOND="1000", TABLE1_CELLS="sgd-e2-fedavg")
     assert last.returncode == 0, last.stdout + last.stderr

@@ -42,3 +42,31 @@ def test_save_figure_writes_png_and_svg_deterministically(tmp_path, monkeypatch)
     for bad in ("", "a/b", "x.png"):
         with pytest.raises(ValueError, match="bare file stem"):
             save_figure(fig, bad)
+
+
+def test_save_figure_keeps_other_profiles_out_of_the_committed_folder(tmp_path, monkeypatch):
+    """full (and None) write to figures/; any other profile to figures/<profile>/ (git-ignored),
+    so a ci run never replaces the committed full-profile figures."""
+    monkeypatch.setenv("FEDLIB_FIGURES", str(tmp_path))
+    fig, ax = plt.subplots()
+    ax.plot([0, 1], [0, 1])
+    assert save_figure(fig, "a", profile="full")[0] == tmp_path / "a.png"
+    assert save_figure(fig, "a")[1] == tmp_path / "a.svg"
+    assert [p.relative_to(tmp_path).as_posix() for p in save_figure(fig, "a", profile="ci")] == ["ci/a.png", "ci/a.svg"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a.png", "a.svg", "ci"]
+    for bad in ("", "../x", "a/b", 3, "full profile"):
+        with pytest.raises(ValueError, match="profile must be"):
+            save_figure(fig, "a", profile=bad)
+    plt.close(fig)
+
+
+def test_committed_figures_ignore_other_profiles():
+    import subprocess
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    res = subprocess.run(["git", "check-ignore", "-q", "figures/ci/x.png"], cwd=root)
+    if res.returncode == 128:
+        pytest.skip("not a git checkout")
+    assert res.returncode == 0, "figures/<profile>/ must be ignored by git"
+    assert subprocess.run(["git", "check-ignore", "-q", "figures/x.png"], cwd=root).returncode == 1

@@ -211,9 +211,13 @@ def add_bench_parser(sub) -> argparse.ArgumentParser:
     g.add_argument("--json", type=Path, default=None, help="write the measurements (with provenance) to this file")
     g.add_argument("--profile", type=Path, default=None,
                    help="also profile one engine round (torch.profiler) and write its operator table to this file")
-    g.add_argument("--compare-cudnn-benchmark", action="store_true",
-                   help="also time a second engine with cuDNN's algorithm search on (the first one uses its "
-                        "heuristics) and report the gain, measured in this run")
+    g.add_argument("--compare", nargs="+", default=[], metavar="VARIANT",
+                   help="speed candidates, each timed as another engine after the base one in this run, on the "
+                        "same round, with its gain in images/s over the base: cudnn-benchmark (cuDNN's "
+                        "algorithm search), channels-first (NCHW grouped convolutions), eager, cuda-graph, "
+                        "runs=N, precision=fp32|bf16; several changes in one variant joined with '+'; "
+                        "base = the base engine again (the comparison's own spread) "
+                        "(e.g. --compare cudnn-benchmark runs=8 cudnn-benchmark+runs=8 base)")
     g.add_argument("--quiet", action="store_true", help="print nothing but errors")
     p.set_defaults(handler=bench_cifar10_command, width=0.03 if not _has_cuda() else 1.0)
     return p
@@ -229,13 +233,19 @@ def _has_cuda() -> bool:
 
 
 def bench_cifar10_command(args: argparse.Namespace) -> int:
-    from ..experiments.cifar10 import bench_cifar10, format_bench
+    from ..experiments.cifar10 import bench_cifar10, format_bench, parse_bench_variant
 
     check_output_path(args.json, "--json")
     check_output_path(args.profile, "--profile")
     device = _check_device(args)
-    if args.cudnn_benchmark and args.compare_cudnn_benchmark:
-        raise CLIError("--compare-cudnn-benchmark times the heuristics against the search: drop --cudnn-benchmark")
+    if len(set(args.compare)) != len(args.compare):
+        raise CLIError(f"--compare lists a variant twice: {' '.join(args.compare)}")
+    for variant in args.compare:  # before the data is read
+        try:
+            parse_bench_variant(variant, runs=args.runs, precision=args.precision, cuda_graph=args.cuda_graph,
+                                path=args.path, cudnn_bench=args.cudnn_benchmark, cuda=device.startswith("cuda"))
+        except ValueError as exc:
+            raise CLIError(f"--compare: {exc}") from None
     if args.random_images:
         from ..data.cifar10 import cifar10_random_images
 
@@ -254,8 +264,7 @@ def bench_cifar10_command(args: argparse.Namespace) -> int:
         out = bench_cifar10(data, width=args.width, steps=None if args.full_round else args.steps, device=device,
                             precision=args.precision, cuda_graph=args.cuda_graph, path=args.path,
                             repeat=args.repeat, runs=args.runs, profile=args.profile is not None,
-                            cudnn_bench=args.cudnn_benchmark, compare_cudnn_benchmark=args.compare_cudnn_benchmark,
-                            progress=say)
+                            cudnn_bench=args.cudnn_benchmark, compare=args.compare, progress=say)
     out["config"]["data"] = data.source
     if args.profile is not None:
         from .._io import atomic_write

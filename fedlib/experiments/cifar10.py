@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import gc
 import json
 import time
 from pathlib import Path
@@ -39,10 +40,12 @@ from typing import Any, Callable, Dict, List, Optional, Sequence
 
 import numpy as np
 
+from .._validate import check_choice
+
 __all__ = ["PAPER", "Cell", "CELLS", "CELL_IDS", "PAPER_VALUES", "RERUN_VALUES", "EPOCH_SETTINGS", "load_data",
            "official_partition", "mean_epochs", "round_work", "train_runs", "history_record", "result_name", "plan_table1", "run_table1",
            "load_table1_results", "table1_summary", "bench_cifar10", "format_bench", "PROFILES", "MIN_MEASURED_ROUNDS",
-           "cudnn_benchmark"]
+           "cudnn_benchmark", "BENCH_VARIANTS", "parse_bench_variant"]
 
 #: The official setup (REFERENCE §4).
 PAPER = dict(num_clients=16, partition_alpha=0.1, partition_seed=2020, batch_size=32, rounds=100,
@@ -215,7 +218,7 @@ def cudnn_benchmark(enabled: bool):
     and keeps the fastest, instead of choosing by heuristics. A speed candidate for the
     grouped channels-last convolutions (``data/results/bench/NOTES.md``: cuDNN's
     ``nhwcSliceCKernel`` took 13 % of a profiled round); ``bench cifar10
-    --compare-cudnn-benchmark`` measures it against the heuristics in one run. No effect
+    --compare cudnn-benchmark`` measures it against the heuristics in one run. No effect
     off CUDA."""
     import torch
 
@@ -722,7 +725,8 @@ def format_summary_rows(rows: List[dict]) -> List[list]:
 def load_benchmarks(folder, prefix: str = "cifar10") -> List[dict]:
     """The benchmark result files ``folder/<prefix>*.json`` (``bench cifar10 --json``) as
     table rows: device, width, precision, CUDA graph, runs stacked, images/s of the
-    sequential loop and of the engine, their ratio, torch version, commit, file name."""
+    sequential loop and of the engine, their ratio, torch version, commit, file name, and
+    ``variants`` (``--compare``: each variant's name, images/s and gain over the engine)."""
     from ..results import read_result
 
     rows = []
@@ -736,7 +740,9 @@ def load_benchmarks(folder, prefix: str = "cifar10") -> List[dict]:
                      "runs": int(cfg.get("runs", 1)), "steps": cfg.get("steps"),
                      "sequential_images_per_s": s["sequential_images_per_s"],
                      "engine_images_per_s": s["engine_images_per_s"], "ratio": s["ratio"],
-                     "torch": prov.get("torch"), "commit": str(prov.get("git_commit", ""))[:10]})
+                     "torch": prov.get("torch"), "commit": str(prov.get("git_commit", ""))[:10],
+                     "variants": [{"variant": v["variant"], "engine_images_per_s": v["engine_images_per_s"],
+                                   "gain": v["gain"]} for v in s.get("variants", ())]})
     return rows
 
 
@@ -755,10 +761,76 @@ def _round_steps(sizes, batch_size: int, epochs: int, steps: Optional[int]) -> n
     return np.maximum(1, np.round(tau * (steps / tau.max()))).astype(np.int64)
 
 
+#: Precisions of the benchmark's engine (those of :class:`~fedlib.engines.stacked.StackedEngine`).
+PRECISION_CHOICES = ("fp32", "bf16")
+
+#: What a ``bench cifar10 --compare`` variant may change in the engine (one ``+``-joined
+#: variant may change several): ``cudnn-benchmark`` (cuDNN's algorithm search on),
+#: ``channels-first`` (grouped convolutions on NCHW tensors instead of channels-last),
+#: ``eager`` (no CUDA graphs), ``cuda-graph`` (CUDA graphs on), ``runs=N`` (N runs stacked),
+#: ``precision=fp32|bf16``; ``base`` alone is the base engine again (fresh, timed last in its
+#: turn): the spread of the comparison itself.
+BENCH_VARIANTS = ("base", "cudnn-benchmark", "channels-first", "eager", "cuda-graph", "runs=N", "precision=P")
+
+
+def parse_bench_variant(text: str, *, runs: int, precision: str, cuda_graph: bool, path: str, cudnn_bench: bool,
+                        cuda: bool) -> dict:
+    """The engine settings of one ``bench cifar10 --compare`` variant, relative to the base
+    engine's: a dict with the keys ``runs``, ``precision``, ``cuda_graph``, ``channels_last``
+    and ``cudnn_benchmark``. ``text`` joins one or more of :data:`BENCH_VARIANTS` with
+    ``+`` (``"cudnn-benchmark+runs=8"``). Raises ``ValueError`` for an unknown token, two
+    tokens that change the same setting, or one that changes nothing (``eager`` of an eager base,
+    ``runs=4`` with ``runs=4``...) — a variant is there to be measured against the base.
+
+    >>> parse_bench_variant("cudnn-benchmark+runs=8", runs=4, precision="bf16", cuda_graph=True,
+    ...                     path="grouped", cudnn_bench=False, cuda=True)["runs"]
+    8
+    """
+    settings = {"runs": runs, "precision": precision, "cuda_graph": bool(cuda_graph), "channels_last": True,
+                "cudnn_benchmark": bool(cudnn_bench)}
+    if not isinstance(text, str) or not text.strip():
+        raise ValueError(f"a variant must be a non-empty string, got {text!r}")
+    if text == "base":
+        return settings
+    changed = set()
+    for token in text.split("+"):
+        key = token.split("=", 1)[0]
+        if token == "cudnn-benchmark":
+            change = ("cudnn_benchmark", True)
+        elif token == "channels-first":
+            if path != "grouped":
+                raise ValueError(f"variant {text!r}: channels-first is a setting of the grouped path, not {path!r}")
+            change = ("channels_last", False)
+        elif token in ("eager", "cuda-graph"):
+            if token == "cuda-graph" and not cuda:
+                raise ValueError(f"variant {text!r}: CUDA graphs need a CUDA device")
+            change = ("cuda_graph", token == "cuda-graph")
+        elif key == "runs":
+            value = token[5:]
+            if not value.isdigit() or int(value) < 1:
+                raise ValueError(f"variant {text!r}: runs=N needs a whole number N >= 1, got {value!r}")
+            change = ("runs", int(value))
+        elif key == "precision":
+            if token[10:] not in PRECISION_CHOICES:
+                raise ValueError(f"variant {text!r}: precision must be one of {PRECISION_CHOICES}, got {token[10:]!r}")
+            change = ("precision", token[10:])
+        else:
+            raise ValueError(f"variant {text!r}: unknown {token!r}; choose from {', '.join(BENCH_VARIANTS)} "
+                             "(all but base may be joined with '+')")
+        name, value = change
+        if name in changed:
+            raise ValueError(f"variant {text!r}: changes {name} twice")
+        changed.add(name)
+        if settings[name] == value:
+            raise ValueError(f"variant {text!r}: {token!r} is already the base engine's setting")
+        settings[name] = value
+    return settings
+
+
 def bench_cifar10(data, *, width: float = 1.0, steps: Optional[int] = 20, device: Optional[str] = None,
                   precision: str = "fp32", cuda_graph: bool = False, path: str = "grouped", repeat: int = 2,
                   epochs: int = 2, batch_size: int = PAPER["batch_size"], seed: int = 0, runs: int = 1,
-                  profile: bool = False, cudnn_bench: bool = False, compare_cudnn_benchmark: bool = False,
+                  profile: bool = False, cudnn_bench: bool = False, compare: Sequence[str] = (),
                   progress: Optional[Callable[[str], Any]] = None) -> dict:
     """Images/s of the sequential per-client eager loop and of the stacked engine on one round.
 
@@ -777,25 +849,38 @@ def bench_cifar10(data, *, width: float = 1.0, steps: Optional[int] = 20, device
     ``profile=True`` adds one more engine round under :mod:`torch.profiler` (not timed)
     and returns its operator table (top 30 by device time, or CPU time on a CPU) as
     ``out["profile"]``: where the step's time goes, for the next optimisation.
-    ``cudnn_bench`` times both sides with :func:`cudnn_benchmark` on;
-    ``compare_cudnn_benchmark`` then also times a second engine (same runs, fresh) with it
-    on — after the first, with it as ``cudnn_bench`` says — and reports
-    ``engine_images_per_s_cudnn_benchmark`` and ``cudnn_benchmark_gain`` (its rate over the
-    first engine's, measured in this call).
+    ``cudnn_bench`` times both sides with :func:`cudnn_benchmark` on.
+
+    ``compare`` lists speed candidates (:func:`parse_bench_variant`: ``"cudnn-benchmark"``,
+    ``"channels-first"``, ``"runs=8"``, ``"cudnn-benchmark+runs=8"``, ``"base"``...), each timed after
+    the base engine, in the same process on the same round, as a fresh engine (one warm-up
+    round — CUDA graph captures, cuDNN's search — then ``repeat`` timed rounds, median).
+    ``out["results"]["variants"]`` holds one entry per variant: its settings,
+    ``engine_seconds``, ``engine_images_per_s`` and ``gain`` = its images/s over the base
+    engine's (images/s, not seconds: ``runs=N`` changes the work of a round). This is how a
+    change is kept or dropped: measured against the baseline of the same call, with
+    ``"base"`` (the base engine once more) showing how far a gain of 1 spreads in that call.
     """
     if not isinstance(runs, int) or isinstance(runs, bool) or runs < 1:
         raise ValueError(f"runs must be an integer >= 1, got {runs!r}")
-    if cudnn_bench and compare_cudnn_benchmark:
-        raise ValueError("compare_cudnn_benchmark compares against the heuristics: leave cudnn_bench off")
+    check_choice("precision", precision, PRECISION_CHOICES)
+    if isinstance(compare, str):
+        raise ValueError(f"compare must be a list of variants, got the string {compare!r} (use [{compare!r}])")
+    compare = list(compare)
+    if len(set(compare)) != len(compare):
+        raise ValueError(f"compare lists a variant twice: {compare}")
+    cuda = resolve_device(device).startswith("cuda")
+    variants = [(v, parse_bench_variant(v, runs=runs, precision=precision, cuda_graph=cuda_graph, path=path,
+                                        cudnn_bench=cudnn_bench, cuda=cuda)) for v in compare]
     with cudnn_benchmark(cudnn_bench):
         return _bench_cifar10(data, width=width, steps=steps, device=device, precision=precision,
                               cuda_graph=cuda_graph, path=path, repeat=repeat, epochs=epochs, batch_size=batch_size,
                               seed=seed, runs=runs, profile=profile, cudnn_bench=cudnn_bench,
-                              compare_cudnn_benchmark=compare_cudnn_benchmark, progress=progress)
+                              variants=variants, progress=progress)
 
 
 def _bench_cifar10(data, *, width, steps, device, precision, cuda_graph, path, repeat, epochs, batch_size, seed,
-                   runs, profile, cudnn_bench, compare_cudnn_benchmark, progress) -> dict:
+                   runs, profile, cudnn_bench, variants, progress) -> dict:
     import torch
 
     from ..algorithms import make_algorithm
@@ -874,13 +959,12 @@ def _bench_cifar10(data, *, width, steps, device, precision, cuda_graph, path, r
 
     alg = make_algorithm("fedavg", sgd(0.05, weight_decay=1e-4))
 
-    def make_engine(extra_rounds):
+    def make_engine(extra_rounds, *, runs=runs, precision=precision, cuda_graph=cuda_graph, channels_last=True):
         specs = [RunSpec(alg, parts, FixedSteps(tau), seed=seed + r, params=vgg11(width=width, seed=seed + r),
                          name=f"bench{r}") for r in range(runs)]
         return StackedEngine(vgg11(width=width, seed=seed), _TrainOnly(), specs, rounds=repeat + 1 + extra_rounds,
-                             path=path, device=device, precision="bf16" if precision == "bf16" else "fp32",
-                             dtype=torch.float64 if precision == "fp64" else torch.float32, cuda_graph=cuda_graph,
-                             batch_size=batch_size)
+                             path=path, device=device, precision=precision, cuda_graph=cuda_graph,
+                             batch_size=batch_size, channels_last=channels_last)
 
     def time_engine(engine, label):
         times = []
@@ -909,19 +993,25 @@ def _bench_cifar10(data, *, width, steps, device, precision, cuda_graph, path, r
                "ratio": runs * seq / eng, "sequential_seconds": seq, "engine_seconds": eng, "runs_stacked": runs,
                "images_per_round": int(images_round), "max_local_steps": int(tau.max()),
                "sum_local_steps": int(tau.sum()), "prefix_efficiency": float(tau.sum() / (len(tau) * tau.max()))}
-    if compare_cudnn_benchmark:
-        engine = None
+    if variants:
+        results["variants"] = []
+    for name, settings in variants:
+        engine = None  # free the previous engine (and its CUDA graphs) before the next allocates
+        gc.collect()
         if dev.type == "cuda":
             torch.cuda.empty_cache()
-        with cudnn_benchmark(True):
-            tuned = float(np.median(time_engine(make_engine(0), "engine, cudnn.benchmark")[1:]))
-        results.update({"engine_seconds_cudnn_benchmark": tuned,
-                        "engine_images_per_s_cudnn_benchmark": runs * images_round / tuned,
-                        "cudnn_benchmark_gain": eng / tuned})
+        with cudnn_benchmark(settings["cudnn_benchmark"]):
+            other = make_engine(0, runs=settings["runs"], precision=settings["precision"],
+                                cuda_graph=settings["cuda_graph"], channels_last=settings["channels_last"])
+            secs = float(np.median(time_engine(other, f"engine, {name}")[1:]))
+        other = None
+        rate = settings["runs"] * images_round / secs
+        results["variants"].append({"variant": name, "settings": settings, "engine_seconds": secs,
+                                    "engine_images_per_s": rate, "gain": rate / results["engine_images_per_s"]})
     config = {"benchmark": "cifar10-vgg11", "width": width, "steps": steps, "epochs": epochs,
               "batch_size": batch_size, "device": device, "precision": precision, "cuda_graph": cuda_graph,
               "path": path, "repeat": repeat, "runs": runs, "num_clients": len(parts), "num_train": int(len(data.train_labels)),
-              "cudnn_benchmark": bool(cudnn_bench), "compare_cudnn_benchmark": bool(compare_cudnn_benchmark),
+              "cudnn_benchmark": bool(cudnn_bench), "compare": [name for name, _ in variants],
               "client_sizes": sizes.tolist(), "local_steps": tau.tolist(),
               "threads": torch.get_num_threads()}
     out = {"config": config, "results": results}
@@ -937,9 +1027,9 @@ def format_bench(results: dict) -> str:
             f"({results.get('runs_stacked', 1)} run(s) stacked, "
             f"{results['images_per_round']} images per round per run, max tau {results['max_local_steps']}, "
             f"prefix efficiency {results['prefix_efficiency']:.2f})")
-    if "cudnn_benchmark_gain" in results:
-        text += (f"\nengine with cudnn.benchmark: {results['engine_images_per_s_cudnn_benchmark']:9.0f} images/s "
-                 f"({results['cudnn_benchmark_gain']:.3f}x the heuristics' engine, same call)")
+    for v in results.get("variants", ()):
+        text += (f"\nvariant {v['variant']}: {v['engine_images_per_s']:10.0f} images/s "
+                 f"({v['gain']:.3f}x the base engine, same call)")
     return text
 
 
