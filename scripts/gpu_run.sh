@@ -35,9 +35,11 @@
 #
 # Environment (defaults in brackets): PYTHON [.venv/bin/python if present, else python3],
 # DEVICE [cuda], WIDTH [1], PRECISION [bf16], CUDA_GRAPH [1 on CUDA, else 0], CUDNN_BENCHMARK [0; 1: cuDNN's algorithm search for the bench and Table 1],
+# CONV [cudnn; gemm: the im2col + batched-matmul convolutions (fedlib.engines.im2col) for the bench and Table 1],
 # BENCH_STEPS [100], BENCH_RUNS [4], BENCH_REPEAT [2 timed rounds a side], BENCH_MODES [graph eager profile: the
 # CUDA-graph bench, the eager one, a profiled eager round of PROFILE_STEPS [10] steps; any of them, and `compare`:
-# the base engine (graphs if on) against each of BENCH_COMPARE [base cudnn-benchmark channels-first runs=8]
+# the base engine (graphs if on) against each of BENCH_COMPARE [base conv=gemm cudnn-benchmark
+# channels-first runs=8 conv=gemm+runs=8]
 # (`bench cifar10 --compare`) in one process, OUT_DIR/bench_cifar10_compare.json], BENCH_LIMIT [a sixth of the budget, at most 150 s,
 # per bench], SKIP_BENCH [0], RUN_CUDA_TESTS [1], CUDA_TESTS_LIMIT [90], RESULTS [data/results/cifar10],
 # SEED_RESULTS_FROM [none], CONTINUE_LATER_SECONDS [0: this is the last call; N: a call with about N
@@ -107,6 +109,11 @@ GRAPH_FLAG=()
 [ "$CUDA_GRAPH" = 1 ] && GRAPH_FLAG=(--cuda-graph)
 ENGINE_ARGS=(--width "$WIDTH" --precision "$PRECISION" --device "$DEVICE")
 [ "${CUDNN_BENCHMARK:-0}" = 1 ] && ENGINE_ARGS+=(--cudnn-benchmark)
+case ${CONV:-cudnn} in
+    cudnn) ;;
+    gemm) ENGINE_ARGS+=(--conv gemm) ;;
+    *) echo "CONV must be cudnn or gemm, got '${CONV}'" >&2; exit 2 ;;
+esac
 
 log "gpu_run.sh: out=$OUT_DIR data=$DATA_ROOT budget=${BUDGET}s python=$PYTHON device=$DEVICE width=$WIDTH" \
     "precision=$PRECISION cuda_graph=$CUDA_GRAPH results=$RESULTS" \
@@ -206,7 +213,7 @@ elif [ "$BENCH_LIMIT" -ge 15 ]; then
     # speed candidates, each timed against the base engine in the same process (not a default
     # mode: a session that has its benchmark spends what is left on these)
     if [[ " $BENCH_MODES " == *" compare "* ]]; then
-        read -r -a COMPARE <<< "${BENCH_COMPARE:-base cudnn-benchmark channels-first runs=8}"
+        read -r -a COMPARE <<< "${BENCH_COMPARE:-base conv=gemm cudnn-benchmark channels-first runs=8 conv=gemm+runs=8}"
         log "bench cifar10 against variants: ${COMPARE[*]}, limit ${BENCH_LIMIT}s"
         bench "$OUT_DIR/bench_cifar10_compare.json" "${GRAPH_FLAG[@]}" --compare "${COMPARE[@]}"
         log "compare bench exit status $?"

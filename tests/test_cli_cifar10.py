@@ -165,6 +165,16 @@ def test_bench_cifar10_random_images(tmp_path, capsys):
     assert "excludes" in capsys.readouterr().err
 
 
+def test_run_cifar10_with_gemm_convolutions_records_it(tmp_path):
+    """--conv gemm trains through the im2col convolutions and says so in the result; it is
+    refused with --path vmap."""
+    out = tmp_path / "g.json"
+    assert main(["run", "cifar10", *TINY, "--rounds", "1", "--conv", "gemm", "--out", str(out), "--quiet"]) == 0
+    doc = read_result(out)
+    assert doc["config"]["conv"] == "gemm" and math.isfinite(doc["summary"]["final_train_loss"])
+    assert main(["run", "cifar10", *TINY, "--rounds", "1", "--conv", "gemm", "--path", "vmap"]) == 2
+
+
 def test_bench_cifar10_compares_variants_in_one_run(tmp_path, capsys):
     """--compare: each variant is another engine timed after the base one in the same call;
     its rate follows from its own timed rounds and its runs, its gain is its rate over the
@@ -173,19 +183,20 @@ def test_bench_cifar10_compares_variants_in_one_run(tmp_path, capsys):
     out = tmp_path / "b.json"
     before = torch.backends.cudnn.benchmark
     assert main(["bench", "cifar10", *TINY, "--steps", "2", "--repeat", "1", "--compare", "cudnn-benchmark",
-                 "channels-first+runs=2", "--json", str(out)]) == 0
+                 "channels-first+runs=2", "conv=gemm", "--json", str(out)]) == 0
     text = capsys.readouterr().out
     assert "variant cudnn-benchmark:" in text and "variant channels-first+runs=2:" in text
     assert torch.backends.cudnn.benchmark == before
     doc = json.loads(out.read_text())
     s = doc["summary"]
-    assert doc["config"]["compare"] == ["cudnn-benchmark", "channels-first+runs=2"]
+    assert doc["config"]["compare"] == ["cudnn-benchmark", "channels-first+runs=2", "conv=gemm"]
     assert doc["config"]["cudnn_benchmark"] is False
-    v1, v2 = s["variants"]
+    v1, v2, v3 = s["variants"]
+    assert v3["settings"]["conv"] == "gemm" and doc["config"]["conv"] == "cudnn"
     assert v1["settings"] == {"runs": 1, "precision": "fp32", "cuda_graph": False, "channels_last": True,
-                              "cudnn_benchmark": True}
+                              "cudnn_benchmark": True, "conv": "cudnn"}
     assert v2["settings"]["runs"] == 2 and v2["settings"]["channels_last"] is False
-    for v in (v1, v2):
+    for v in (v1, v2, v3):
         runs = v["settings"]["runs"]
         assert v["engine_images_per_s"] == pytest.approx(runs * s["images_per_round"] / v["engine_seconds"])
         assert v["gain"] == pytest.approx(v["engine_images_per_s"] / s["engine_images_per_s"])
@@ -207,17 +218,53 @@ def test_bench_cifar10_compares_variants_in_one_run(tmp_path, capsys):
         assert says in capsys.readouterr().err, bad
 
 
+def test_bench_hands_on_partial_results_and_a_killed_call_keeps_them(tmp_path, monkeypatch):
+    """on_partial gets the measurements after the base engine and after each variant but the
+    last; through the CLI, a call that dies during a variant leaves the file of what finished."""
+    from fedlib.experiments import cifar10 as C
+
+    data = C.load_data(sample=True)
+    partials = []
+    out = C.bench_cifar10(data, width=0.03, steps=2, repeat=1, device="cpu", compare=["base", "runs=2"],
+                          on_partial=partials.append)
+    assert [len(p["results"]["variants"]) for p in partials] == [0, 1]
+    assert all(p["results"]["partial"] for p in partials) and "partial" not in out["results"]
+    assert partials[1]["results"]["variants"][0] == out["results"]["variants"][0]
+    assert partials[0]["results"]["engine_images_per_s"] == out["results"]["engine_images_per_s"]
+
+    from fedlib.engines import stacked
+
+    made = []
+
+    class Dies(stacked.StackedEngine):
+        def __init__(self, *a, **kw):
+            made.append(kw.get("conv"))
+            if len(made) == 3:  # the base engine, the first variant, then the second variant dies
+                raise RuntimeError("the device call's time limit")
+            super().__init__(*a, **kw)
+
+    monkeypatch.setattr(stacked, "StackedEngine", Dies)
+    path = tmp_path / "cut.json"
+    with pytest.raises(RuntimeError, match="time limit"):
+        main(["bench", "cifar10", *TINY, "--steps", "2", "--repeat", "1", "--compare", "base", "conv=gemm",
+              "--json", str(path), "--quiet"])
+    doc = read_result(path)
+    assert doc["summary"]["partial"] is True and [v["variant"] for v in doc["summary"]["variants"]] == ["base"]
+    assert doc["config"]["compare"] == ["base", "conv=gemm"] and "sample" in doc["config"]["data"]
+
+
 @pytest.mark.parametrize("text, change", [("cudnn-benchmark", {"cudnn_benchmark": True}),
                                           ("channels-first", {"channels_last": False}),
                                           ("eager", {"cuda_graph": False}),
                                           ("runs=8", {"runs": 8}), ("base", {}),
-                                          ("precision=fp32", {"precision": "fp32"}),
+                                          ("precision=fp32", {"precision": "fp32"}), ("conv=gemm", {"conv": "gemm"}),
                                           ("cudnn-benchmark+runs=6+channels-first",
                                            {"cudnn_benchmark": True, "runs": 6, "channels_last": False})])
 def test_parse_bench_variant_changes_only_what_it_names(text, change):
     from fedlib.experiments.cifar10 import parse_bench_variant
 
-    base = {"runs": 4, "precision": "bf16", "cuda_graph": True, "channels_last": True, "cudnn_benchmark": False}
+    base = {"runs": 4, "precision": "bf16", "cuda_graph": True, "channels_last": True, "cudnn_benchmark": False,
+            "conv": "cudnn"}
     got = parse_bench_variant(text, runs=4, precision="bf16", cuda_graph=True, path="grouped", cudnn_bench=False,
                               cuda=True)
     assert got == {**base, **change}
@@ -229,11 +276,19 @@ def test_parse_bench_variant_refuses_what_cannot_be_measured():
     kw = dict(runs=1, precision="fp32", cuda_graph=False, path="vmap", cudnn_bench=False, cuda=False)
     for text, says in (("channels-first", "grouped path"), ("", "non-empty"), ("eager", "already"),
                        ("runs=x", "whole number"), ("cuda-graph", "CUDA"), ("runs=2+runs=3", "changes runs twice"),
-                       ("base+runs=2", "unknown 'base'")):
+                       ("base+runs=2", "unknown 'base'"), ("conv=gemm", "grouped path")):
         with pytest.raises(ValueError, match=says):
             parse_bench_variant(text, **kw)
     with pytest.raises(ValueError, match="list of variants"):
         bench_cifar10(None, compare="eager")
+    grouped = dict(kw, path="grouped")
+    with pytest.raises(ValueError, match="cannot be combined with channels-first"):
+        parse_bench_variant("conv=gemm+channels-first", **grouped)
+    with pytest.raises(ValueError, match="already"):
+        parse_bench_variant("conv=gemm", **dict(grouped, conv="gemm"))
+    assert parse_bench_variant("conv=cudnn", **dict(grouped, conv="gemm"))["conv"] == "cudnn"
+    with pytest.raises(ValueError, match="conv must be one of"):
+        parse_bench_variant("conv=fft", **grouped)
 
 
 def test_cudnn_benchmark_context_sets_and_restores_the_flag():

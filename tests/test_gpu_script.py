@@ -127,3 +127,5 @@ def test_script_refuses_bad_arguments(tmp_path):
                       ([str(tmp_path), str(tmp_path / "nodata"), "10"], "does not exist")):
         proc = subprocess.run(["bash", script, *args], capture_output=True, text=True, timeout=60)
         assert proc.returncode == 2 and msg in proc.stderr
+    proc = gpu_run(tmp_path / "o", tmp_path / "r", CONV="fft")
+    assert proc.returncode == 2 and "CONV must be cudnn or gemm" in proc.stderr

@@ -32,6 +32,9 @@ from fedlib.solvers import momentum_proximal_sgd, momentum_sgd, proximal_sgd, sg
 B = 4
 ROUNDS = 3
 WIDTH = 1 / 32
+#: the engine variants every equality test covers: the grouped network with cuDNN-style grouped
+#: convolutions, the same network with im2col + batched matrix products, and torch.func.vmap
+VARIANTS = {"grouped": dict(path="grouped"), "gemm": dict(path="grouped", conv="gemm"), "vmap": dict(path="vmap")}
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -174,8 +177,8 @@ def references(model, data):
 def engines(model, data, references):
     runs, _ = references
     out = {}
-    for path in ("grouped", "vmap"):
-        eng = StackedEngine(model, data, runs, rounds=ROUNDS, path=path, dtype=torch.float64, batch_size=B,
+    for path in VARIANTS:
+        eng = StackedEngine(model, data, runs, rounds=ROUNDS, **VARIANTS[path], dtype=torch.float64, batch_size=B,
                             eval_batch_size=25)
         eng.train()
         out[path] = eng
@@ -183,7 +186,7 @@ def engines(model, data, references):
 
 
 # ---------------------------------------------------------------- equality with the reference
-@pytest.mark.parametrize("path", ["grouped", "vmap"])
+@pytest.mark.parametrize("path", list(VARIANTS))
 def test_engine_equals_sequential_reference(path, engines, references):
     runs, refs = references
     eng = engines[path]
@@ -213,8 +216,9 @@ def test_schedules_really_vary(engines):
     assert any(len(rec.diagnostics.clients) == 2 for rnd in eng.history for rec in rnd)
 
 
-def test_grouped_equals_vmap(engines):
-    g, v = engines["grouped"], engines["vmap"]
+@pytest.mark.parametrize("other", ["vmap", "gemm"])
+def test_grouped_equals_the_other_variants(engines, other):
+    g, v = engines["grouped"], engines[other]
     for r in range(g.num_runs):
         assert _max_rel(g.states[r].params, v.states[r].params) < 1e-11
         for t in range(ROUNDS):
@@ -245,9 +249,9 @@ def test_float32_without_augmentation_or_dropout(model, data):
     algo = make_algorithm("fednova", momentum_sgd(0.02, 0.9, weight_decay=1e-4))
     run = RunSpec(algo, _clients(5, sizes), FixedEpochs(sizes, B, 2), seed=7, params=_params64(3))
     ref = _reference(model, data, run, augment=False, dropout=False, rounds=2, engine_rounds=2)
-    for path in ("grouped", "vmap"):
-        eng = StackedEngine(model, data, [run], rounds=2, path=path, batch_size=B, augment=False, dropout=False,
-                            eval_batch_size=30)
+    for path in VARIANTS:
+        eng = StackedEngine(model, data, [run], rounds=2, **VARIANTS[path], batch_size=B, augment=False,
+                            dropout=False, eval_batch_size=30)
         eng.train()
         got = {n: t.double() for n, t in eng.params(0).items()}
         assert eng.params(0)["0.weight"].dtype == torch.float32
@@ -269,19 +273,107 @@ def test_prefix_slices_are_views(model):
         assert g.untyped_storage().data_ptr() == w.untyped_storage().data_ptr()
 
 
-def test_grouped_forward_matches_plain_models():
+@pytest.mark.parametrize("conv", ["cudnn", "gemm"])
+def test_grouped_forward_matches_plain_models(conv):
     torch.manual_seed(0)
     models = [vgg11(width=WIDTH, seed=s).double() for s in range(3)]
-    net = GroupedNetwork(models[0], 3, device="cpu", dtype=torch.float64)
+    net = GroupedNetwork(models[0], 3, device="cpu", dtype=torch.float64, conv=conv)
     for j, m in enumerate(models):
         for n, p in m.named_parameters():
             net.params[n][j].copy_(p)
     x = torch.randn(3, 4, 32, 32, 3, dtype=torch.float64)  # (a, B, H, W, C)
-    xg = net.image_input(x.permute(1, 2, 3, 0, 4).contiguous())
-    out = net.forward(net.prefix(2), xg[:, :2 * 3], 2)
+    xg = net.image_input(x[:2].permute(1, 2, 3, 0, 4).contiguous())
+    out = net.forward(net.prefix(2), xg, 2)
     for j in range(2):
         ref = models[j].eval()(x[j].permute(0, 3, 1, 2))
         assert torch.allclose(out[j], ref, rtol=1e-12, atol=1e-12)
+
+
+# ---------------------------------------------------------------- convolutions as batched matrix products
+@pytest.mark.parametrize("kernel, padding, bias", [((3, 3), (1, 1), True), ((1, 1), (0, 0), True),
+                                                   ((5, 3), (2, 0), False), ((2, 2), (1, 1), True)])
+def test_stacked_conv2d_is_each_models_conv2d(kernel, padding, bias):
+    """im2col + bmm (fedlib.engines.im2col) = F.conv2d of every model on its own batch, and its
+    hand-written backward (col2im) passes torch.autograd.gradcheck."""
+    from fedlib.engines.im2col import stacked_conv2d
+
+    g = torch.Generator().manual_seed(sum(kernel) * 10 + sum(padding))
+    a, b, h, w, c, out = 3, 2, 7, 6, 4, 5
+    x = torch.randn(a, b, h, w, c, dtype=torch.float64, generator=g, requires_grad=True)
+    wt = torch.randn(a, out, *kernel, c, dtype=torch.float64, generator=g, requires_grad=True)  # (a, out, kh, kw, in)
+    bs = torch.randn(a, out, dtype=torch.float64, generator=g, requires_grad=True) if bias else None
+    y = stacked_conv2d(x, wt, bs, padding)
+    for j in range(a):
+        ref = F.conv2d(x[j].permute(0, 3, 1, 2), wt[j].permute(0, 3, 1, 2), None if bs is None else bs[j],
+                       padding=padding).permute(0, 2, 3, 1)
+        assert y[j].shape == ref.shape and torch.allclose(y[j], ref, rtol=1e-12, atol=1e-12)
+    inputs = (x, wt) + ((bs,) if bias else ())
+    assert torch.autograd.gradcheck(lambda *t: stacked_conv2d(t[0], t[1], t[2] if bias else None, padding), inputs)
+
+
+def test_stacked_conv2d_bf16_autocast_and_pooling():
+    """Under autocast the products run in bf16 (output bf16, close to float32) and the float32
+    inputs get float32 gradients; stacked pooling is each model's pooling."""
+    from fedlib.engines.im2col import stacked_conv2d, stacked_pool2d
+
+    g = torch.Generator().manual_seed(3)
+    x = torch.randn(2, 3, 8, 8, 6, generator=g, requires_grad=True)
+    wt = torch.randn(2, 4, 3, 3, 6, generator=g, requires_grad=True)
+    bs = torch.randn(2, 4, generator=g, requires_grad=True)
+    ref = stacked_conv2d(x, wt, bs, (1, 1)).detach()
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        y = stacked_conv2d(x, wt, bs, (1, 1))
+    assert y.dtype == torch.bfloat16 and ref.dtype == torch.float32
+    rel = float((y.detach().float() - ref).norm() / ref.norm())
+    assert 0 < rel < 2e-2, rel
+    y.float().square().sum().backward()
+    assert x.grad.dtype == wt.grad.dtype == bs.grad.dtype == torch.float32
+    for kind, fn in (("max", F.max_pool2d), ("avg", F.avg_pool2d)):
+        got = stacked_pool2d(ref, kind, kernel_size=2, stride=2)
+        for j in range(2):
+            want = fn(ref[j].permute(0, 3, 1, 2), kernel_size=2, stride=2).permute(0, 2, 3, 1)
+            assert torch.equal(got[j], want)
+
+
+def test_gemm_network_with_image_dropout_avgpool_and_no_bias_matches_cudnn():
+    """A network with every layer kind the gemm forward handles (dropout before Flatten, average
+    pooling, a convolution without bias): same logits and gradients as the grouped convolutions."""
+    torch.manual_seed(2)
+    model = nn.Sequential(nn.Conv2d(3, 4, 3, padding=1, bias=False), nn.ReLU(), nn.Dropout(0.3),
+                          nn.Conv2d(4, 6, 3, padding=(0, 1)), nn.AvgPool2d(2), nn.MaxPool2d(2), nn.Flatten(),
+                          nn.Dropout(0.2), nn.Linear(6 * 1 * 2, 5))
+    a, bsz = 3, 2
+    nets = {c: GroupedNetwork(model, a, device="cpu", dtype=torch.float64, conv=c) for c in ("cudnn", "gemm")}
+    for n, t in nets["cudnn"].params.items():
+        t.copy_(torch.randn_like(t))
+        nets["gemm"].params[n].copy_(t)
+    x = torch.randn(bsz, 6, 9, a, 3, dtype=torch.float64)
+    keys = torch.tensor([11, 12, 13])
+    out = {}
+    for c, net in nets.items():
+        leaves = {n: t.detach().requires_grad_() for n, t in net.params.items()}
+        y = net.forward(leaves, net.image_input(x), a, keys, torch.tensor(4))
+        out[c] = (y, torch.autograd.grad(y.square().sum(), [leaves[n] for n in net.names]))
+    assert torch.allclose(out["gemm"][0], out["cudnn"][0], rtol=1e-12, atol=1e-12)
+    plain = nets["gemm"].forward(nets["gemm"].params, nets["gemm"].image_input(x), a)  # no dropout
+    assert not torch.allclose(plain, out["gemm"][0])  # the dropout masks really dropped something
+    for g1, g2 in zip(out["gemm"][1], out["cudnn"][1]):
+        assert g1.shape == g2.shape and g1.stride() == g2.stride()  # updates run on matching layouts
+        assert torch.allclose(g1, g2, rtol=1e-11, atol=1e-11)
+
+
+def test_gemm_refuses_what_it_cannot_compute(model, data):
+    run = RunSpec(make_algorithm("fedavg", sgd(0.05)), _clients(0, [4, 4]), FixedEpochs([4, 4], B, 1))
+    with pytest.raises(ValueError, match="conv must be one of"):
+        GroupedNetwork(model, 2, device="cpu", conv="winograd")
+    with pytest.raises(ValueError, match="channels_last=True"):
+        GroupedNetwork(model, 2, device="cpu", conv="gemm", channels_last=False)
+    strided = nn.Sequential(nn.Conv2d(3, 4, 3, stride=2), nn.Flatten(), nn.Linear(4 * 15 * 15, 10))
+    with pytest.raises(ValueError, match="stride 1.*use conv='cudnn'"):
+        GroupedNetwork(strided, 2, device="cpu", conv="gemm")
+    GroupedNetwork(strided, 2, device="cpu")  # fine with the grouped convolutions
+    with pytest.raises(ValueError, match="setting of path='grouped'"):
+        StackedEngine(model, data, [run], rounds=1, path="vmap", conv="gemm")
 
 
 # ---------------------------------------------------------------- augmentation & dropout
@@ -529,11 +621,11 @@ def _device_runs():
     ]
 
 
-@pytest.mark.parametrize("path", ["grouped", "vmap"])
+@pytest.mark.parametrize("path", list(VARIANTS))
 @pytest.mark.parametrize("device", DEVICES)
 def test_device_and_cuda_graph_match_cpu(device, path, model, data):
     """float64: the engine on ``device`` (eager, and with CUDA graphs on a GPU) equals the CPU engine."""
-    kw = dict(rounds=3, path=path, dtype=torch.float64, batch_size=B, eval_batch_size=20)
+    kw = dict(rounds=3, **VARIANTS[path], dtype=torch.float64, batch_size=B, eval_batch_size=20)
     cpu = StackedEngine(model, data, _device_runs(), **kw)
     cpu.train()
     for extra in [{}] + ([{"cuda_graph": True}] if device == "cuda" else []):
@@ -547,13 +639,13 @@ def test_device_and_cuda_graph_match_cpu(device, path, model, data):
             assert len(eng._graphs) >= 2
 
 
-@pytest.mark.parametrize("path", ["grouped", "vmap"])
+@pytest.mark.parametrize("path", list(VARIANTS))
 @pytest.mark.parametrize("device", DEVICES)
 def test_bf16_autocast_near_float32(device, path, model, data):
     """bf16 autocast (Table 1's GPU mode; on the CPU too, so CI runs the path): float32
     master parameters, finite, within bf16 rounding of the float32 engine after 2 rounds;
     on a GPU also float32 eager = float32 CUDA graph and bf16 eager = bf16 CUDA graph."""
-    kw = dict(rounds=2, path=path, device=device, batch_size=B, eval_batch_size=20)
+    kw = dict(rounds=2, **VARIANTS[path], device=device, batch_size=B, eval_batch_size=20)
     runs = _device_runs()
     eager = StackedEngine(model, data, runs, **kw)
     eager.train()

@@ -418,6 +418,29 @@ def test_cudnn_benchmark_is_on_while_training_and_recorded(tmp_path, monkeypatch
     assert any("from earlier results with the same engine settings" in line for line in logs), logs
 
 
+def test_conv_implementation_is_passed_on_and_recorded(tmp_path, monkeypatch):
+    """conv="gemm": train_runs gets it, the results record it in their engine settings (the
+    default records nothing, so earlier results still match), and estimates come only from
+    results with the same setting."""
+    clock, calls, logs, convs = _Clock(), [], [], []
+    monkeypatch.setattr(C, "time", clock)
+    fake = _pausable_train_runs(clock, calls, 1e-3)
+
+    def spy(*a, **kw):
+        convs.append(kw.get("conv"))
+        return fake(*a, **kw)
+
+    monkeypatch.setattr(C, "train_runs", spy)
+    kw = dict(seeds=(0,), data=C.load_data(sample=True), width=0.03, rounds=4, device="cpu", stack=1,
+              checkpoint_every=0, log=logs.append)
+    C.run_table1(tmp_path, budget_seconds=1000, cells=["sgd-e2-fedavg"], images_per_second=1000, **kw)
+    C.run_table1(tmp_path, budget_seconds=1000, cells=["sgd-e2-fednova"], images_per_second=2000, conv="gemm", **kw)
+    assert convs == ["cudnn", "gemm"]
+    assert "conv" not in read_result(tmp_path / "sgd-e2-fedavg__seed0.json")["config"]["engine"]
+    assert read_result(tmp_path / "sgd-e2-fednova__seed0.json")["config"]["engine"]["conv"] == "gemm"
+    assert any("2000 images/s (hint)" in line for line in logs), logs
+
+
 def test_check_recorded_diagnostics_by_hand():
     """Recorded tau_eff and chi2 against closed forms written out here: plain SGD has
     ||a_i||_1 = tau_i, momentum rho = 0.9 has sum_k (1 - rho^(k+1)) / (1 - rho); FedAvg's

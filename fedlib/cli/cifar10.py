@@ -64,6 +64,10 @@ def _add_engine_args(p: argparse.ArgumentParser, *, precisions=("fp32", "bf16", 
     g.add_argument("--path", choices=["grouped", "vmap"], default="grouped",
                    help="grouped: clients as one network of grouped convolutions; vmap: torch.func.vmap")
     g.add_argument("--cuda-graph", action="store_true", help="capture the local steps in CUDA graphs (CUDA only)")
+    g.add_argument("--conv", choices=["cudnn", "gemm"], default="cudnn",
+                   help="grouped path's convolutions: cudnn = one grouped conv2d per layer; gemm = im2col + batched "
+                        "matrix products (fedlib.engines.im2col; same results up to rounding); recorded in the "
+                        "output when gemm")
     g.add_argument("--cudnn-benchmark", action="store_true",
                    help="let cuDNN time its convolution algorithms for every new shape and keep the fastest "
                         "(torch.backends.cudnn.benchmark) instead of choosing by heuristics; recorded in the output")
@@ -102,6 +106,8 @@ def _check_device(args: argparse.Namespace) -> str:
         raise CLIError(f"--device {device}: torch sees no CUDA GPU on this machine; use --device cpu")
     if args.cuda_graph and dev.type != "cuda":
         raise CLIError(f"--cuda-graph needs a CUDA GPU, but the device is {device}; drop --cuda-graph")
+    if getattr(args, "conv", "cudnn") != "cudnn" and args.path != "grouped":
+        raise CLIError(f"--conv {args.conv} is a setting of --path grouped (the vmap path convolves with vmap)")
     return device
 
 
@@ -147,7 +153,7 @@ def run_cifar10(args: argparse.Namespace) -> int:
             res = train_runs([{"algorithm": algorithm, "epochs": (lo, hi), "seed": args.seed, "name": name,
                                "sampling": args.sampling, "clients_per_round": args.clients_per_round}],
                              data, parts, rounds=args.rounds, width=args.width, device=device,
-                             precision=args.precision, path=args.path, cuda_graph=args.cuda_graph,
+                             precision=args.precision, path=args.path, cuda_graph=args.cuda_graph, conv=args.conv,
                              batch_size=args.batch_size, lr_decay=args.lr_decay, callback=on_round)
     except FloatingPointError as exc:
         raise CLIError(f"run cifar10 ({name}): {exc}; nothing written") from None
@@ -167,6 +173,8 @@ def run_cifar10(args: argparse.Namespace) -> int:
         config["tau_eff_value"] = tau_eff_value
     if args.cudnn_benchmark:
         config["cudnn_benchmark"] = True
+    if args.conv != "cudnn":
+        config["conv"] = args.conv
     last = history[-1]
     summary = {"final_train_loss": last["train_loss"], "final_test_accuracy": last["test_accuracy"],
                "rounds": len(history), "seconds_per_round": res["seconds"] / len(history)}
@@ -215,7 +223,7 @@ def add_bench_parser(sub) -> argparse.ArgumentParser:
                    help="speed candidates, each timed as another engine after the base one in this run, on the "
                         "same round, with its gain in images/s over the base: cudnn-benchmark (cuDNN's "
                         "algorithm search), channels-first (NCHW grouped convolutions), eager, cuda-graph, "
-                        "runs=N, precision=fp32|bf16; several changes in one variant joined with '+'; "
+                        "runs=N, precision=fp32|bf16, conv=gemm|cudnn; several changes in one variant joined with '+'; "
                         "base = the base engine again (the comparison's own spread) "
                         "(e.g. --compare cudnn-benchmark runs=8 cudnn-benchmark+runs=8 base)")
     g.add_argument("--quiet", action="store_true", help="print nothing but errors")
@@ -243,7 +251,8 @@ def bench_cifar10_command(args: argparse.Namespace) -> int:
     for variant in args.compare:  # before the data is read
         try:
             parse_bench_variant(variant, runs=args.runs, precision=args.precision, cuda_graph=args.cuda_graph,
-                                path=args.path, cudnn_bench=args.cudnn_benchmark, cuda=device.startswith("cuda"))
+                                path=args.path, cudnn_bench=args.cudnn_benchmark, cuda=device.startswith("cuda"),
+                                conv=args.conv)
         except ValueError as exc:
             raise CLIError(f"--compare: {exc}") from None
     if args.random_images:
@@ -261,10 +270,18 @@ def bench_cifar10_command(args: argparse.Namespace) -> int:
         data = load_data_from_args(args)
     say = None if args.quiet else (lambda s: print(s, file=sys.stderr, flush=True))
     with RunClock() as clock:
+        def write_partial(partial):  # a call cut short keeps what it finished
+            from ..results import make_result, write_result
+
+            config = {**partial["config"], "data": data.source}
+            write_result(args.json, make_result(config, None, clock.provenance(device), kind="bench",
+                                                summary=partial["results"]))
+
         out = bench_cifar10(data, width=args.width, steps=None if args.full_round else args.steps, device=device,
                             precision=args.precision, cuda_graph=args.cuda_graph, path=args.path,
                             repeat=args.repeat, runs=args.runs, profile=args.profile is not None,
-                            cudnn_bench=args.cudnn_benchmark, compare=args.compare, progress=say)
+                            cudnn_bench=args.cudnn_benchmark, conv=args.conv, compare=args.compare, progress=say,
+                            on_partial=write_partial if args.json is not None else None)
     out["config"]["data"] = data.source
     if args.profile is not None:
         from .._io import atomic_write
@@ -389,7 +406,7 @@ def table1_command(args: argparse.Namespace) -> int:
                          data_source=data.source, width=args.width, rounds=args.rounds, device=device,
                          precision=args.precision, path=args.path, cuda_graph=args.cuda_graph, stack=stack,
                          images_per_second=args.images_per_second, checkpoint_every=args.checkpoint_every,
-                         continue_later=args.continue_later, cudnn_bench=args.cudnn_benchmark,
+                         continue_later=args.continue_later, cudnn_bench=args.cudnn_benchmark, conv=args.conv,
                          log=lambda s: print(s, flush=True))
     except FloatingPointError as exc:
         raise CLIError(str(exc)) from None

@@ -33,8 +33,12 @@ import torch.nn.functional as F
 from torch import nn
 
 from .augment import seeded_dropout_mask
+from .im2col import stacked_conv2d, stacked_pool2d
 
-__all__ = ["GroupedNetwork", "GROUPED_LAYERS", "leaf_layers"]
+__all__ = ["GroupedNetwork", "GROUPED_LAYERS", "CONV_IMPLEMENTATIONS", "leaf_layers"]
+
+#: How :class:`GroupedNetwork` computes its convolutions.
+CONV_IMPLEMENTATIONS = ("cudnn", "gemm")
 
 #: Layer types the grouped network can express.
 GROUPED_LAYERS = (nn.Conv2d, nn.Linear, nn.ReLU, nn.MaxPool2d, nn.AvgPool2d, nn.Dropout, nn.Flatten, nn.Identity)
@@ -76,6 +80,13 @@ class GroupedNetwork:
     num_models : number of stacked copies ``M``.
     device, dtype : where and in which precision the stacked parameters live.
     channels_last : store convolution weights (and expect inputs) channels-last.
+    conv : ``"cudnn"`` (default): each convolution is one grouped ``F.conv2d`` on the
+        ``(B, M*C, H, W)`` layout above; ``"gemm"``: activations are model-major
+        ``(a, B, H, W, C)`` before ``Flatten`` and each convolution is an im2col + batched
+        matrix product (:func:`fedlib.engines.im2col.stacked_conv2d`; stride 1 and
+        dilation 1 only; needs ``channels_last=True``, the weights' storage order). Same
+        results up to the summation order; which is faster is for ``bench cifar10
+        --compare conv=gemm`` to say.
 
     Attributes
     ----------
@@ -84,9 +95,16 @@ class GroupedNetwork:
     in_channels : channels of one model's input image.
     """
 
-    def __init__(self, model: nn.Module, num_models: int, *, device, dtype=torch.float32, channels_last: bool = True):
+    def __init__(self, model: nn.Module, num_models: int, *, device, dtype=torch.float32, channels_last: bool = True,
+                 conv: str = "cudnn"):
         if not isinstance(num_models, int) or num_models < 1:
             raise ValueError(f"num_models must be an integer >= 1, got {num_models!r}")
+        if conv not in CONV_IMPLEMENTATIONS:
+            raise ValueError(f"conv must be one of {CONV_IMPLEMENTATIONS}, got {conv!r}")
+        if conv == "gemm" and not channels_last:
+            raise ValueError("conv='gemm' reads the convolution weights in their channels-last storage order "
+                             "(out, kh, kw, in): leave channels_last=True")
+        self.conv = conv
         self.num_models = num_models
         self.device = torch.device(device)
         self.dtype = dtype
@@ -112,6 +130,11 @@ class GroupedNetwork:
                     raise ValueError(f"layer {name!r}: Conv2d after Flatten is not supported")
                 if mod.groups != 1 or mod.padding_mode != "zeros":
                     raise ValueError(f"layer {name!r}: only Conv2d with groups=1 and padding_mode='zeros' is supported")
+                if conv == "gemm" and (tuple(mod.stride) != (1, 1) or tuple(mod.dilation) != (1, 1)
+                                       or isinstance(mod.padding, str)):
+                    raise ValueError(f"layer {name!r}: conv='gemm' supports stride 1, dilation 1 and integer padding "
+                                     f"(got stride {mod.stride}, dilation {mod.dilation}, padding {mod.padding!r}); "
+                                     "use conv='cudnn'")
                 if self.in_channels is None:
                     self.in_channels = mod.in_channels
                 w = prefix + "weight"
@@ -186,7 +209,10 @@ class GroupedNetwork:
     # ------------------------------------------------------------------ input layout
     def image_input(self, x: torch.Tensor) -> torch.Tensor:
         """``(B, H, W, a, C)`` images -> grouped input ``(B, a*C, H, W)`` (channels-last view
-        when ``x`` is contiguous; a contiguous NCHW copy when ``channels_last=False``)."""
+        when ``x`` is contiguous; a contiguous NCHW copy when ``channels_last=False``);
+        with ``conv="gemm"`` the model-major ``(a, B, H, W, C)`` (a copy)."""
+        if self.conv == "gemm":
+            return x.permute(3, 0, 1, 2, 4).contiguous()
         b, h, w, a, c = x.shape
         out = x.reshape(b, h, w, a * c).permute(0, 3, 1, 2)
         return out if self.channels_last else out.contiguous()
@@ -197,10 +223,13 @@ class GroupedNetwork:
         """Logits ``(a, B, K)`` of the first ``a`` models.
 
         ``params`` maps names to ``(a, *shape)`` tensors (e.g. :meth:`prefix` views or leaves
-        made from them); ``x`` is the grouped input ``(B, a*C, H, W)``. Dropout is applied
+        made from them); ``x`` is the grouped input ``(B, a*C, H, W)`` (:meth:`image_input`;
+        ``(a, B, H, W, C)`` with ``conv="gemm"``). Dropout is applied
         with :func:`~fedlib.engines.augment.seeded_dropout_mask` when ``dropout_keys``
         (int64 ``(a,)``) and ``step`` are given, and skipped otherwise (evaluation).
         """
+        if self.conv == "gemm":
+            return self._forward_gemm(params, x, a, dropout_keys, step)
         bsz = x.shape[0]
         for layer in self.layers:
             k = layer.kind
@@ -236,5 +265,39 @@ class GroupedNetwork:
                     c = ac // a
                     mask = seeded_dropout_mask(dropout_keys[:a], step, o["id"], (bsz, c, h, w_), o["p"], x.dtype)
                     mask = mask.permute(1, 0, 2, 3, 4).reshape(bsz, ac, h, w_)
+                x = x * mask
+        return x
+
+    def _forward_gemm(self, params, x, a, dropout_keys, step) -> torch.Tensor:
+        """:meth:`forward` on model-major ``(a, B, H, W, C)`` activations (``conv="gemm"``)."""
+        bsz = x.shape[1]
+        for layer in self.layers:
+            k = layer.kind
+            if k == "conv":
+                w = params[layer.weight].permute(0, 1, 3, 4, 2)  # (a, out, kh, kw, in): the storage order
+                bias = params[layer.bias] if layer.bias is not None else None
+                x = stacked_conv2d(x, w, bias, layer.options["padding"])
+            elif k == "linear":
+                w = params[layer.weight]
+                if layer.bias is not None:
+                    x = torch.baddbmm(params[layer.bias].unsqueeze(1), x, w.transpose(1, 2))
+                else:
+                    x = torch.bmm(x, w.transpose(1, 2))
+            elif k == "relu":
+                x = F.relu(x)
+            elif k in ("maxpool", "avgpool"):
+                x = stacked_pool2d(x, k[:3], **layer.options)
+            elif k == "flatten":  # the plain model flattens (C, H, W)
+                x = x.permute(0, 1, 4, 2, 3).reshape(a, bsz, -1)
+            elif k == "dropout":
+                if dropout_keys is None:
+                    continue
+                o = layer.options
+                if o["stage"] == "vector":
+                    mask = seeded_dropout_mask(dropout_keys[:a], step, o["id"], x.shape[1:], o["p"], x.dtype)
+                else:
+                    _, _, h, w_, c = x.shape
+                    mask = seeded_dropout_mask(dropout_keys[:a], step, o["id"], (bsz, c, h, w_), o["p"], x.dtype)
+                    mask = mask.permute(0, 1, 3, 4, 2)
                 x = x * mask
         return x

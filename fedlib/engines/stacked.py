@@ -425,6 +425,9 @@ class StackedEngine:
     batch_size : :math:`B` (32 in the paper).
     mean, std : normalisation (CIFAR-10's by default).
     channels_last : grouped path memory format.
+    conv : grouped path convolutions, ``"cudnn"`` (grouped ``F.conv2d``) or ``"gemm"``
+        (im2col + batched matrix products, :mod:`fedlib.engines.im2col`); see
+        :class:`~fedlib.engines.grouped.GroupedNetwork`.
     eval_batch_size : test images per evaluation batch (per stacked run).
     """
 
@@ -432,7 +435,7 @@ class StackedEngine:
                  device="cpu", dtype: torch.dtype = torch.float32, precision: str = "fp32", cuda_graph: bool = False,
                  graph_min_steps: int = 2, augment: bool = True, padding: int = 4, dropout: bool = True,
                  batch_size: int = 32, mean: Sequence[float] = CIFAR10_MEAN, std: Sequence[float] = CIFAR10_STD,
-                 channels_last: bool = True, eval_batch_size: int = 1000):
+                 channels_last: bool = True, conv: str = "cudnn", eval_batch_size: int = 1000):
         check_choice("path", path, PATHS)
         check_choice("precision", precision, PRECISIONS)
         self.rounds = check_int("rounds", rounds, minimum=1)
@@ -517,10 +520,13 @@ class StackedEngine:
                              "constant of the model (e.g. precompute its features) or unfreeze it")
         M = self.max_models
         if path == "grouped":
-            self.net = GroupedNetwork(model, M, device=dev, dtype=dtype, channels_last=channels_last)
+            self.net = GroupedNetwork(model, M, device=dev, dtype=dtype, channels_last=channels_last, conv=conv)
             if self.net.in_channels != self.channels:
                 raise ValueError(f"model expects {self.net.in_channels} input channels, images have {self.channels}")
         else:
+            if conv != "cudnn":
+                raise ValueError(f"conv={conv!r} is a setting of path='grouped' (the vmap path convolves with "
+                                 "torch.func.vmap)")
             self.net = _VmapNetwork(model, M, device=dev, dtype=dtype)
         self.names = list(self.net.names)
         shapes = dict(self.net.shapes)

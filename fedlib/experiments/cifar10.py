@@ -231,7 +231,7 @@ def cudnn_benchmark(enabled: bool):
 
 
 def train_runs(runs: Sequence[dict], data, parts, *, rounds: int, width: float = 1.0, device: Optional[str] = None,
-               precision: str = "fp32", path: str = "grouped", cuda_graph: bool = False,
+               precision: str = "fp32", path: str = "grouped", cuda_graph: bool = False, conv: str = "cudnn",
                batch_size: int = PAPER["batch_size"], lr_decay: str = "step",
                callback: Optional[Callable[[int, list, float], Any]] = None, checkpoint=None,
                checkpoint_every: int = 1, checkpoint_config: Optional[dict] = None,
@@ -242,7 +242,8 @@ def train_runs(runs: Sequence[dict], data, parts, *, rounds: int, width: float =
     ``"2-5"`` or a ``(low, high)`` pair), ``seed``, ``name`` and optionally ``sampling`` /
     ``clients_per_round``. Every run starts from ``vgg11(width, seed=run seed)`` (so FedAvg
     and FedNova of one seed share their initial model). ``precision``: ``fp32``,
-    ``bf16`` (autocast; meant for GPUs) or ``fp64``. ``callback(round, records, seconds_so_far)`` after every
+    ``bf16`` (autocast; meant for GPUs) or ``fp64``; ``conv``: the grouped path's convolutions
+    (:class:`~fedlib.engines.stacked.StackedEngine`). ``callback(round, records, seconds_so_far)`` after every
     round; returning ``False`` stops training (the histories so far are returned with
     ``stopped=True``). Returns ``{"histories", "seconds", "round_seconds", "stopped",
     "device", "resumed_from", "seconds_before", "started"}``: ``seconds`` is this call's
@@ -279,7 +280,7 @@ def train_runs(runs: Sequence[dict], data, parts, *, rounds: int, width: float =
                              sampling=r.get("sampling", "full"), clients_per_round=r.get("clients_per_round"),
                              name=r.get("name", "")))
     engine = StackedEngine(vgg11(width=width, seed=0), data, specs, rounds=rounds, path=path, device=device,
-                           dtype=dtype, precision=prec, cuda_graph=cuda_graph, batch_size=batch_size)
+                           dtype=dtype, precision=prec, cuda_graph=cuda_graph, conv=conv, batch_size=batch_size)
     histories: List[list] = [[] for _ in specs]
     resumed_from = 0
     seconds_before, started = 0.0, time.time()
@@ -389,7 +390,7 @@ def run_table1(results_dir, *, budget_seconds: float, seeds: Sequence[int] = (0,
                precision: str = "fp32", path: str = "grouped", cuda_graph: bool = False, stack: int = 1,
                cells: Optional[Sequence[str]] = None, safety: float = 1.15, dry_run: bool = False,
                images_per_second: Optional[float] = None, checkpoint_every: int = 1,
-               continue_later: float = 0.0, cudnn_bench: bool = False,
+               continue_later: float = 0.0, cudnn_bench: bool = False, conv: str = "cudnn",
                log: Callable[[str], Any] = print) -> dict:
     """Run the missing Table 1 (cell, seed) results that fit in ``budget_seconds``.
 
@@ -416,7 +417,8 @@ def run_table1(results_dir, *, budget_seconds: float, seeds: Sequence[int] = (0,
     fit the remaining budget plus ``S``, and a group that reaches this call's deadline
     saves a checkpoint after its last whole round and *pauses*; the next call (with
     ``continue_later = 0`` if it is the last) resumes it. ``cudnn_bench`` trains with
-    :func:`cudnn_benchmark` on (recorded in each result's engine settings). Such a call starts no group with
+    :func:`cudnn_benchmark` on, ``conv="gemm"`` with the im2col convolutions (each recorded
+    in the results' engine settings when not the default). Such a call starts no group with
     less than :data:`MIN_MEASURED_ROUNDS` rounds of its estimated time left (it would pause
     after its warm-up round); a group resumed after fewer rounds than that is sized with the
     earlier estimate, not with the rate of its warm-up. Returns ``{"written": [...],
@@ -455,6 +457,8 @@ def run_table1(results_dir, *, budget_seconds: float, seeds: Sequence[int] = (0,
                   "device_type": device.split(":")[0], "num_train": int(len(data.train_labels))}
     if cudnn_bench:  # recorded only when on, so that earlier results (without the key) still match when off
         engine_key["cudnn_benchmark"] = True
+    if conv != "cudnn":  # likewise
+        engine_key["conv"] = conv
     rate = _previous_rate(results_dir, engine_key)  # seconds per unit of round_work
     if rate is not None:
         log(f"estimate: {1 / rate:.0f} images/s from earlier results with the same engine settings")
@@ -576,7 +580,7 @@ def run_table1(results_dir, *, budget_seconds: float, seeds: Sequence[int] = (0,
         try:
             with cudnn_benchmark(cudnn_bench):
                 res = train_runs(runs, data, parts, rounds=rounds, width=width, device=device, precision=precision,
-                                 path=path, cuda_graph=cuda_graph, callback=check,
+                                 path=path, cuda_graph=cuda_graph, conv=conv, callback=check,
                                  checkpoint=ckpt if use_ckpt else None, checkpoint_every=checkpoint_every,
                                  save_on_stop=later > 0)
         except FloatingPointError as exc:
@@ -763,21 +767,25 @@ def _round_steps(sizes, batch_size: int, epochs: int, steps: Optional[int]) -> n
 
 #: Precisions of the benchmark's engine (those of :class:`~fedlib.engines.stacked.StackedEngine`).
 PRECISION_CHOICES = ("fp32", "bf16")
+#: Convolution implementations of the grouped path (:data:`fedlib.engines.grouped.CONV_IMPLEMENTATIONS`).
+CONV_CHOICES = ("cudnn", "gemm")
 
 #: What a ``bench cifar10 --compare`` variant may change in the engine (one ``+``-joined
 #: variant may change several): ``cudnn-benchmark`` (cuDNN's algorithm search on),
 #: ``channels-first`` (grouped convolutions on NCHW tensors instead of channels-last),
 #: ``eager`` (no CUDA graphs), ``cuda-graph`` (CUDA graphs on), ``runs=N`` (N runs stacked),
-#: ``precision=fp32|bf16``; ``base`` alone is the base engine again (fresh, timed last in its
+#: ``precision=fp32|bf16``, ``conv=gemm|cudnn`` (:mod:`fedlib.engines.im2col`'s batched matrix
+#: products instead of cuDNN's grouped convolutions); ``base`` alone is the base engine again (fresh, timed last in its
 #: turn): the spread of the comparison itself.
-BENCH_VARIANTS = ("base", "cudnn-benchmark", "channels-first", "eager", "cuda-graph", "runs=N", "precision=P")
+BENCH_VARIANTS = ("base", "cudnn-benchmark", "channels-first", "eager", "cuda-graph", "runs=N", "precision=P",
+                  "conv=C")
 
 
 def parse_bench_variant(text: str, *, runs: int, precision: str, cuda_graph: bool, path: str, cudnn_bench: bool,
-                        cuda: bool) -> dict:
+                        cuda: bool, conv: str = "cudnn") -> dict:
     """The engine settings of one ``bench cifar10 --compare`` variant, relative to the base
-    engine's: a dict with the keys ``runs``, ``precision``, ``cuda_graph``, ``channels_last``
-    and ``cudnn_benchmark``. ``text`` joins one or more of :data:`BENCH_VARIANTS` with
+    engine's: a dict with the keys ``runs``, ``precision``, ``cuda_graph``, ``channels_last``,
+    ``cudnn_benchmark`` and ``conv``. ``text`` joins one or more of :data:`BENCH_VARIANTS` with
     ``+`` (``"cudnn-benchmark+runs=8"``). Raises ``ValueError`` for an unknown token, two
     tokens that change the same setting, or one that changes nothing (``eager`` of an eager base,
     ``runs=4`` with ``runs=4``...) — a variant is there to be measured against the base.
@@ -787,7 +795,7 @@ def parse_bench_variant(text: str, *, runs: int, precision: str, cuda_graph: boo
     8
     """
     settings = {"runs": runs, "precision": precision, "cuda_graph": bool(cuda_graph), "channels_last": True,
-                "cudnn_benchmark": bool(cudnn_bench)}
+                "cudnn_benchmark": bool(cudnn_bench), "conv": conv}
     if not isinstance(text, str) or not text.strip():
         raise ValueError(f"a variant must be a non-empty string, got {text!r}")
     if text == "base":
@@ -810,6 +818,12 @@ def parse_bench_variant(text: str, *, runs: int, precision: str, cuda_graph: boo
             if not value.isdigit() or int(value) < 1:
                 raise ValueError(f"variant {text!r}: runs=N needs a whole number N >= 1, got {value!r}")
             change = ("runs", int(value))
+        elif key == "conv":
+            if path != "grouped":
+                raise ValueError(f"variant {text!r}: conv is a setting of the grouped path, not {path!r}")
+            if token[5:] not in CONV_CHOICES:
+                raise ValueError(f"variant {text!r}: conv must be one of {CONV_CHOICES}, got {token[5:]!r}")
+            change = ("conv", token[5:])
         elif key == "precision":
             if token[10:] not in PRECISION_CHOICES:
                 raise ValueError(f"variant {text!r}: precision must be one of {PRECISION_CHOICES}, got {token[10:]!r}")
@@ -824,14 +838,18 @@ def parse_bench_variant(text: str, *, runs: int, precision: str, cuda_graph: boo
         if settings[name] == value:
             raise ValueError(f"variant {text!r}: {token!r} is already the base engine's setting")
         settings[name] = value
+    if settings["conv"] == "gemm" and not settings["channels_last"]:
+        raise ValueError(f"variant {text!r}: conv=gemm reads the weights in their channels-last order; "
+                         "it cannot be combined with channels-first")
     return settings
 
 
 def bench_cifar10(data, *, width: float = 1.0, steps: Optional[int] = 20, device: Optional[str] = None,
                   precision: str = "fp32", cuda_graph: bool = False, path: str = "grouped", repeat: int = 2,
                   epochs: int = 2, batch_size: int = PAPER["batch_size"], seed: int = 0, runs: int = 1,
-                  profile: bool = False, cudnn_bench: bool = False, compare: Sequence[str] = (),
-                  progress: Optional[Callable[[str], Any]] = None) -> dict:
+                  profile: bool = False, cudnn_bench: bool = False, conv: str = "cudnn", compare: Sequence[str] = (),
+                  progress: Optional[Callable[[str], Any]] = None,
+                  on_partial: Optional[Callable[[dict], Any]] = None) -> dict:
     """Images/s of the sequential per-client eager loop and of the stacked engine on one round.
 
     The round: official Dir(0.1) split of ``data``'s labels over 16 clients, ``E = 2``,
@@ -849,7 +867,8 @@ def bench_cifar10(data, *, width: float = 1.0, steps: Optional[int] = 20, device
     ``profile=True`` adds one more engine round under :mod:`torch.profiler` (not timed)
     and returns its operator table (top 30 by device time, or CPU time on a CPU) as
     ``out["profile"]``: where the step's time goes, for the next optimisation.
-    ``cudnn_bench`` times both sides with :func:`cudnn_benchmark` on.
+    ``cudnn_bench`` times both sides with :func:`cudnn_benchmark` on; ``conv`` is the engine's
+    convolution implementation (``"cudnn"`` or ``"gemm"``, :mod:`fedlib.engines.im2col`).
 
     ``compare`` lists speed candidates (:func:`parse_bench_variant`: ``"cudnn-benchmark"``,
     ``"channels-first"``, ``"runs=8"``, ``"cudnn-benchmark+runs=8"``, ``"base"``...), each timed after
@@ -860,10 +879,15 @@ def bench_cifar10(data, *, width: float = 1.0, steps: Optional[int] = 20, device
     engine's (images/s, not seconds: ``runs=N`` changes the work of a round). This is how a
     change is kept or dropped: measured against the baseline of the same call, with
     ``"base"`` (the base engine once more) showing how far a gain of 1 spreads in that call.
+    ``on_partial(out)``, when given and there are variants, receives what is measured so far
+    (``out["results"]["partial"] = True``) after the base engine and after each variant but
+    the last: a caller that writes it keeps the finished measurements of a call cut short
+    (a device call's time limit).
     """
     if not isinstance(runs, int) or isinstance(runs, bool) or runs < 1:
         raise ValueError(f"runs must be an integer >= 1, got {runs!r}")
     check_choice("precision", precision, PRECISION_CHOICES)
+    check_choice("conv", conv, CONV_CHOICES)
     if isinstance(compare, str):
         raise ValueError(f"compare must be a list of variants, got the string {compare!r} (use [{compare!r}])")
     compare = list(compare)
@@ -871,16 +895,16 @@ def bench_cifar10(data, *, width: float = 1.0, steps: Optional[int] = 20, device
         raise ValueError(f"compare lists a variant twice: {compare}")
     cuda = resolve_device(device).startswith("cuda")
     variants = [(v, parse_bench_variant(v, runs=runs, precision=precision, cuda_graph=cuda_graph, path=path,
-                                        cudnn_bench=cudnn_bench, cuda=cuda)) for v in compare]
+                                        cudnn_bench=cudnn_bench, cuda=cuda, conv=conv)) for v in compare]
     with cudnn_benchmark(cudnn_bench):
         return _bench_cifar10(data, width=width, steps=steps, device=device, precision=precision,
                               cuda_graph=cuda_graph, path=path, repeat=repeat, epochs=epochs, batch_size=batch_size,
-                              seed=seed, runs=runs, profile=profile, cudnn_bench=cudnn_bench,
-                              variants=variants, progress=progress)
+                              seed=seed, runs=runs, profile=profile, cudnn_bench=cudnn_bench, conv=conv,
+                              variants=variants, progress=progress, on_partial=on_partial)
 
 
 def _bench_cifar10(data, *, width, steps, device, precision, cuda_graph, path, repeat, epochs, batch_size, seed,
-                   runs, profile, cudnn_bench, variants, progress) -> dict:
+                   runs, profile, cudnn_bench, conv, variants, progress, on_partial) -> dict:
     import torch
 
     from ..algorithms import make_algorithm
@@ -903,6 +927,13 @@ def _bench_cifar10(data, *, width, steps, device, precision, cuda_graph, path, r
     for n, t, s in zip(sizes, tau, spe):
         full, rest = divmod(int(t), int(s))
         images_round += full * int(n) + min(rest * batch_size, int(n))
+
+    config = {"benchmark": "cifar10-vgg11", "width": width, "steps": steps, "epochs": epochs,
+              "batch_size": batch_size, "device": device, "precision": precision, "cuda_graph": cuda_graph,
+              "path": path, "repeat": repeat, "runs": runs, "num_clients": len(parts), "num_train": int(len(data.train_labels)),
+              "cudnn_benchmark": bool(cudnn_bench), "conv": conv, "compare": [name for name, _ in variants],
+              "client_sizes": sizes.tolist(), "local_steps": tau.tolist(),
+              "threads": torch.get_num_threads()}
 
     # --------------------------------------------------------------- sequential eager loop
     model = vgg11(width=width, seed=seed).to(dev)
@@ -959,12 +990,13 @@ def _bench_cifar10(data, *, width, steps, device, precision, cuda_graph, path, r
 
     alg = make_algorithm("fedavg", sgd(0.05, weight_decay=1e-4))
 
-    def make_engine(extra_rounds, *, runs=runs, precision=precision, cuda_graph=cuda_graph, channels_last=True):
+    def make_engine(extra_rounds, *, runs=runs, precision=precision, cuda_graph=cuda_graph, channels_last=True,
+                    conv=conv):
         specs = [RunSpec(alg, parts, FixedSteps(tau), seed=seed + r, params=vgg11(width=width, seed=seed + r),
                          name=f"bench{r}") for r in range(runs)]
         return StackedEngine(vgg11(width=width, seed=seed), _TrainOnly(), specs, rounds=repeat + 1 + extra_rounds,
                              path=path, device=device, precision=precision, cuda_graph=cuda_graph,
-                             batch_size=batch_size, channels_last=channels_last)
+                             batch_size=batch_size, channels_last=channels_last, conv=conv)
 
     def time_engine(engine, label):
         times = []
@@ -996,24 +1028,22 @@ def _bench_cifar10(data, *, width, steps, device, precision, cuda_graph, path, r
     if variants:
         results["variants"] = []
     for name, settings in variants:
+        if on_partial is not None:
+            on_partial({"config": dict(config), "results": {**results, "variants": list(results["variants"]),
+                                                            "partial": True}})
         engine = None  # free the previous engine (and its CUDA graphs) before the next allocates
         gc.collect()
         if dev.type == "cuda":
             torch.cuda.empty_cache()
         with cudnn_benchmark(settings["cudnn_benchmark"]):
             other = make_engine(0, runs=settings["runs"], precision=settings["precision"],
-                                cuda_graph=settings["cuda_graph"], channels_last=settings["channels_last"])
+                                cuda_graph=settings["cuda_graph"], channels_last=settings["channels_last"],
+                                conv=settings["conv"])
             secs = float(np.median(time_engine(other, f"engine, {name}")[1:]))
         other = None
         rate = settings["runs"] * images_round / secs
         results["variants"].append({"variant": name, "settings": settings, "engine_seconds": secs,
                                     "engine_images_per_s": rate, "gain": rate / results["engine_images_per_s"]})
-    config = {"benchmark": "cifar10-vgg11", "width": width, "steps": steps, "epochs": epochs,
-              "batch_size": batch_size, "device": device, "precision": precision, "cuda_graph": cuda_graph,
-              "path": path, "repeat": repeat, "runs": runs, "num_clients": len(parts), "num_train": int(len(data.train_labels)),
-              "cudnn_benchmark": bool(cudnn_bench), "compare": [name for name, _ in variants],
-              "client_sizes": sizes.tolist(), "local_steps": tau.tolist(),
-              "threads": torch.get_num_threads()}
     out = {"config": config, "results": results}
     if profile_table is not None:
         out["profile"] = profile_table
