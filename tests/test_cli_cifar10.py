@@ -270,6 +270,15 @@ def test_parse_bench_variant_changes_only_what_it_names(text, change):
     assert got == {**base, **change}
 
 
+def test_bench_choices_are_the_engines():
+    """experiments.cifar10 names the engine's choices without importing torch; they must agree."""
+    from fedlib.engines.grouped import CONV_IMPLEMENTATIONS
+    from fedlib.engines.stacked import PRECISIONS
+    from fedlib.experiments.cifar10 import CONV_CHOICES, PRECISION_CHOICES
+
+    assert CONV_CHOICES == CONV_IMPLEMENTATIONS and PRECISION_CHOICES == PRECISIONS
+
+
 def test_parse_bench_variant_refuses_what_cannot_be_measured():
     from fedlib.experiments.cifar10 import bench_cifar10, parse_bench_variant
 

@@ -775,8 +775,8 @@ CONV_CHOICES = ("cudnn", "gemm")
 #: ``channels-first`` (grouped convolutions on NCHW tensors instead of channels-last),
 #: ``eager`` (no CUDA graphs), ``cuda-graph`` (CUDA graphs on), ``runs=N`` (N runs stacked),
 #: ``precision=fp32|bf16``, ``conv=gemm|cudnn`` (:mod:`fedlib.engines.im2col`'s batched matrix
-#: products instead of cuDNN's grouped convolutions); ``base`` alone is the base engine again (fresh, timed last in its
-#: turn): the spread of the comparison itself.
+#: products instead of cuDNN's grouped convolutions); ``base`` alone is the base engine again
+#: (a fresh one, timed in its turn): the spread of the comparison itself.
 BENCH_VARIANTS = ("base", "cudnn-benchmark", "channels-first", "eager", "cuda-graph", "runs=N", "precision=P",
                   "conv=C")
 
