@@ -91,7 +91,8 @@ def plan_import(folder: Path, repo: Path, tag: str, force: bool, scratch: Path) 
             print(f"kept existing {dest.relative_to(repo)} (use --force to replace it)")
             continue
         s = doc["summary"]
-        gains = "".join(f", {v['variant']} {v['gain']:.3f}x" for v in s.get("variants", ()))
+        gains = "".join(f", {v['variant']} " + ("failed" if "error" in v else f"{v['gain']:.3f}x")
+                        for v in s.get("variants", ()))
         moves.append((src, dest, f"benchmark: engine {s['engine_images_per_s']:.0f} images/s, sequential "
                                  f"{s['sequential_images_per_s']:.0f} images/s, ratio {s['ratio']:.2f}x{gains}"))
     for prof in sorted(folder.glob("profile_*.txt")):

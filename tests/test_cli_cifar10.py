@@ -218,7 +218,7 @@ def test_bench_cifar10_compares_variants_in_one_run(tmp_path, capsys):
         assert says in capsys.readouterr().err, bad
 
 
-def test_bench_hands_on_partial_results_and_a_killed_call_keeps_them(tmp_path, monkeypatch):
+def test_bench_hands_on_partial_results_and_a_killed_call_keeps_them(tmp_path, monkeypatch, capsys):
     """on_partial gets the measurements after the base engine and after each variant but the
     last; through the CLI, a call that dies during a variant leaves the file of what finished."""
     from fedlib.experiments import cifar10 as C
@@ -236,21 +236,45 @@ def test_bench_hands_on_partial_results_and_a_killed_call_keeps_them(tmp_path, m
 
     made = []
 
-    class Dies(stacked.StackedEngine):
+    class Dies(stacked.StackedEngine):  # the base engine, the first variant, then the call is killed
         def __init__(self, *a, **kw):
             made.append(kw.get("conv"))
-            if len(made) == 3:  # the base engine, the first variant, then the second variant dies
-                raise RuntimeError("the device call's time limit")
+            if len(made) == 3:
+                raise KeyboardInterrupt("the device call's time limit")
             super().__init__(*a, **kw)
 
     monkeypatch.setattr(stacked, "StackedEngine", Dies)
     path = tmp_path / "cut.json"
-    with pytest.raises(RuntimeError, match="time limit"):
-        main(["bench", "cifar10", *TINY, "--steps", "2", "--repeat", "1", "--compare", "base", "conv=gemm",
-              "--json", str(path), "--quiet"])
+    assert main(["bench", "cifar10", *TINY, "--steps", "2", "--repeat", "1", "--compare", "base", "conv=gemm",
+                 "--json", str(path), "--quiet"]) == 130
+    assert "keeps the base engine and the 1 variant(s) finished before" in capsys.readouterr().err
     doc = read_result(path)
     assert doc["summary"]["partial"] is True and [v["variant"] for v in doc["summary"]["variants"]] == ["base"]
     assert doc["config"]["compare"] == ["base", "conv=gemm"] and "sample" in doc["config"]["data"]
+
+
+def test_bench_records_a_failed_variant_and_goes_on(tmp_path, monkeypatch, capsys):
+    """A variant that raises (say, out of memory) is recorded with its error and the next one
+    still runs: one failed candidate does not cost the others' device time."""
+    from fedlib.engines import stacked
+    from fedlib.experiments.cifar10 import load_benchmarks
+
+    class NoGemm(stacked.StackedEngine):
+        def __init__(self, *a, **kw):
+            if kw.get("conv") == "gemm":
+                raise RuntimeError("CUDA out of memory (simulated)")
+            super().__init__(*a, **kw)
+
+    monkeypatch.setattr(stacked, "StackedEngine", NoGemm)
+    path = tmp_path / "bench-f.json"
+    assert main(["bench", "cifar10", *TINY, "--steps", "2", "--repeat", "1", "--compare", "conv=gemm", "runs=2",
+                 "--json", str(path)]) == 0
+    assert "variant conv=gemm: failed (RuntimeError: CUDA out of memory (simulated))" in capsys.readouterr().out
+    failed, ok = read_result(path)["summary"]["variants"]
+    assert "out of memory" in failed["error"] and "gain" not in failed
+    assert ok["variant"] == "runs=2" and ok["gain"] > 0
+    (row,) = load_benchmarks(tmp_path, prefix="bench-f")
+    assert row["variants"][0]["gain"] is None and "out of memory" in row["variants"][0]["error"]
 
 
 @pytest.mark.parametrize("text, change", [("cudnn-benchmark", {"cudnn_benchmark": True}),

@@ -269,6 +269,7 @@ def bench_cifar10_command(args: argparse.Namespace) -> int:
             args.sample = True  # the benchmark needs only the labels' split and some images
         data = load_data_from_args(args)
     say = None if args.quiet else (lambda s: print(s, file=sys.stderr, flush=True))
+    partial_written = []
     with RunClock() as clock:
         def write_partial(partial):  # a call cut short keeps what it finished
             from ..results import make_result, write_result
@@ -276,12 +277,20 @@ def bench_cifar10_command(args: argparse.Namespace) -> int:
             config = {**partial["config"], "data": data.source}
             write_result(args.json, make_result(config, None, clock.provenance(device), kind="bench",
                                                 summary=partial["results"]))
+            partial_written.append(len(partial["results"]["variants"]))
 
-        out = bench_cifar10(data, width=args.width, steps=None if args.full_round else args.steps, device=device,
-                            precision=args.precision, cuda_graph=args.cuda_graph, path=args.path,
-                            repeat=args.repeat, runs=args.runs, profile=args.profile is not None,
-                            cudnn_bench=args.cudnn_benchmark, conv=args.conv, compare=args.compare, progress=say,
-                            on_partial=write_partial if args.json is not None else None)
+        try:
+            out = bench_cifar10(data, width=args.width, steps=None if args.full_round else args.steps,
+                                device=device, precision=args.precision, cuda_graph=args.cuda_graph, path=args.path,
+                                repeat=args.repeat, runs=args.runs, profile=args.profile is not None,
+                                cudnn_bench=args.cudnn_benchmark, conv=args.conv, compare=args.compare,
+                                progress=say, on_partial=write_partial if args.json is not None else None)
+        except KeyboardInterrupt:
+            if not partial_written:
+                raise
+            print(f"python -m fedlib bench cifar10: interrupted; {args.json} keeps the base engine and the "
+                  f"{partial_written[-1]} variant(s) finished before", file=sys.stderr)
+            return 130
     out["config"]["data"] = data.source
     if args.profile is not None:
         from .._io import atomic_write

@@ -730,7 +730,8 @@ def load_benchmarks(folder, prefix: str = "cifar10") -> List[dict]:
     """The benchmark result files ``folder/<prefix>*.json`` (``bench cifar10 --json``) as
     table rows: device, width, precision, CUDA graph, runs stacked, images/s of the
     sequential loop and of the engine, their ratio, torch version, commit, file name, and
-    ``variants`` (``--compare``: each variant's name, images/s and gain over the engine)."""
+    ``variants`` (``--compare``: each variant's name, images/s and gain over the engine, or
+    ``error`` for one that failed)."""
     from ..results import read_result
 
     rows = []
@@ -745,8 +746,8 @@ def load_benchmarks(folder, prefix: str = "cifar10") -> List[dict]:
                      "sequential_images_per_s": s["sequential_images_per_s"],
                      "engine_images_per_s": s["engine_images_per_s"], "ratio": s["ratio"],
                      "torch": prov.get("torch"), "commit": str(prov.get("git_commit", ""))[:10],
-                     "variants": [{"variant": v["variant"], "engine_images_per_s": v["engine_images_per_s"],
-                                   "gain": v["gain"]} for v in s.get("variants", ())]})
+                     "variants": [{"variant": v["variant"], "engine_images_per_s": v.get("engine_images_per_s"),
+                                   "gain": v.get("gain"), "error": v.get("error")} for v in s.get("variants", ())]})
     return rows
 
 
@@ -879,7 +880,8 @@ def bench_cifar10(data, *, width: float = 1.0, steps: Optional[int] = 20, device
     engine's (images/s, not seconds: ``runs=N`` changes the work of a round). This is how a
     change is kept or dropped: measured against the baseline of the same call, with
     ``"base"`` (the base engine once more) showing how far a gain of 1 spreads in that call.
-    ``on_partial(out)``, when given and there are variants, receives what is measured so far
+    A variant that raises (out of memory, a kernel the device lacks...) is recorded with its
+    ``error`` instead of rates, and the next one runs. ``on_partial(out)``, when given and there are variants, receives what is measured so far
     (``out["results"]["partial"] = True``) after the base engine and after each variant but
     the last: a caller that writes it keeps the finished measurements of a call cut short
     (a device call's time limit).
@@ -1035,12 +1037,21 @@ def _bench_cifar10(data, *, width, steps, device, precision, cuda_graph, path, r
         gc.collect()
         if dev.type == "cuda":
             torch.cuda.empty_cache()
-        with cudnn_benchmark(settings["cudnn_benchmark"]):
-            other = make_engine(0, runs=settings["runs"], precision=settings["precision"],
-                                cuda_graph=settings["cuda_graph"], channels_last=settings["channels_last"],
-                                conv=settings["conv"])
-            secs = float(np.median(time_engine(other, f"engine, {name}")[1:]))
-        other = None
+        try:
+            with cudnn_benchmark(settings["cudnn_benchmark"]):
+                other = make_engine(0, runs=settings["runs"], precision=settings["precision"],
+                                    cuda_graph=settings["cuda_graph"], channels_last=settings["channels_last"],
+                                    conv=settings["conv"])
+                secs = float(np.median(time_engine(other, f"engine, {name}")[1:]))
+        except Exception as exc:  # noqa: BLE001 — one failed candidate must not cost the others' device time
+            if dev.type == "cuda":
+                torch.cuda.synchronize(dev)  # a device-side error surfaces here rather than in the next variant
+            say(f"engine, {name}: failed: {type(exc).__name__}: {exc}")
+            results["variants"].append({"variant": name, "settings": settings,
+                                        "error": f"{type(exc).__name__}: {exc}"[:500]})
+            continue
+        finally:
+            other = None
         rate = settings["runs"] * images_round / secs
         results["variants"].append({"variant": name, "settings": settings, "engine_seconds": secs,
                                     "engine_images_per_s": rate, "gain": rate / results["engine_images_per_s"]})
@@ -1058,6 +1069,9 @@ def format_bench(results: dict) -> str:
             f"{results['images_per_round']} images per round per run, max tau {results['max_local_steps']}, "
             f"prefix efficiency {results['prefix_efficiency']:.2f})")
     for v in results.get("variants", ()):
+        if "error" in v:
+            text += f"\nvariant {v['variant']}: failed ({v['error']})"
+            continue
         text += (f"\nvariant {v['variant']}: {v['engine_images_per_s']:10.0f} images/s "
                  f"({v['gain']:.3f}x the base engine, same call)")
     return text
