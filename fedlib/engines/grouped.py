@@ -228,55 +228,19 @@ class GroupedNetwork:
         with :func:`~fedlib.engines.augment.seeded_dropout_mask` when ``dropout_keys``
         (int64 ``(a,)``) and ``step`` are given, and skipped otherwise (evaluation).
         """
-        if self.conv == "gemm":
-            return self._forward_gemm(params, x, a, dropout_keys, step)
-        bsz = x.shape[0]
+        gemm = self.conv == "gemm"
+        bsz = x.shape[1] if gemm else x.shape[0]
         for layer in self.layers:
             k = layer.kind
             if k == "conv":
-                w = params[layer.weight]
-                o = layer.options
-                w4 = w.reshape((a * w.shape[1],) + tuple(w.shape[2:]))
-                bias = params[layer.bias].reshape(-1) if layer.bias is not None else None
-                x = F.conv2d(x, w4, bias, o["stride"], o["padding"], o["dilation"], a)
-            elif k == "linear":
-                w = params[layer.weight]
-                if layer.bias is not None:
-                    x = torch.baddbmm(params[layer.bias].unsqueeze(1), x, w.transpose(1, 2))
-                else:
-                    x = torch.bmm(x, w.transpose(1, 2))
-            elif k == "relu":
-                x = F.relu(x)
-            elif k == "maxpool":
-                x = F.max_pool2d(x, **layer.options)
-            elif k == "avgpool":
-                x = F.avg_pool2d(x, **layer.options)
-            elif k == "flatten":
-                _, ac, h, w_ = x.shape
-                x = x.unflatten(1, (a, ac // a)).permute(1, 0, 2, 3, 4).reshape(a, bsz, -1)
-            elif k == "dropout":
-                if dropout_keys is None:
-                    continue
-                o = layer.options
-                if o["stage"] == "vector":
-                    mask = seeded_dropout_mask(dropout_keys[:a], step, o["id"], x.shape[1:], o["p"], x.dtype)
-                else:
-                    _, ac, h, w_ = x.shape
-                    c = ac // a
-                    mask = seeded_dropout_mask(dropout_keys[:a], step, o["id"], (bsz, c, h, w_), o["p"], x.dtype)
-                    mask = mask.permute(1, 0, 2, 3, 4).reshape(bsz, ac, h, w_)
-                x = x * mask
-        return x
-
-    def _forward_gemm(self, params, x, a, dropout_keys, step) -> torch.Tensor:
-        """:meth:`forward` on model-major ``(a, B, H, W, C)`` activations (``conv="gemm"``)."""
-        bsz = x.shape[1]
-        for layer in self.layers:
-            k = layer.kind
-            if k == "conv":
-                w = params[layer.weight].permute(0, 1, 3, 4, 2)  # (a, out, kh, kw, in): the storage order
+                w, o = params[layer.weight], layer.options
                 bias = params[layer.bias] if layer.bias is not None else None
-                x = stacked_conv2d(x, w, bias, layer.options["padding"])
+                if gemm:  # weight as (a, out, kh, kw, in): its storage order
+                    x = stacked_conv2d(x, w.permute(0, 1, 3, 4, 2), bias, o["padding"])
+                else:
+                    w4 = w.reshape((a * w.shape[1],) + tuple(w.shape[2:]))
+                    x = F.conv2d(x, w4, None if bias is None else bias.reshape(-1), o["stride"], o["padding"],
+                                 o["dilation"], a)
             elif k == "linear":
                 w = params[layer.weight]
                 if layer.bias is not None:
@@ -286,18 +250,29 @@ class GroupedNetwork:
             elif k == "relu":
                 x = F.relu(x)
             elif k in ("maxpool", "avgpool"):
-                x = stacked_pool2d(x, k[:3], **layer.options)
-            elif k == "flatten":  # the plain model flattens (C, H, W)
-                x = x.permute(0, 1, 4, 2, 3).reshape(a, bsz, -1)
+                if gemm:
+                    x = stacked_pool2d(x, k[:3], **layer.options)
+                else:
+                    x = (F.max_pool2d if k == "maxpool" else F.avg_pool2d)(x, **layer.options)
+            elif k == "flatten":  # to (a, B, C*H*W), flattened in the plain model's (C, H, W) order
+                if gemm:
+                    x = x.permute(0, 1, 4, 2, 3).reshape(a, bsz, -1)
+                else:
+                    x = x.unflatten(1, (a, x.shape[1] // a)).permute(1, 0, 2, 3, 4).reshape(a, bsz, -1)
             elif k == "dropout":
                 if dropout_keys is None:
                     continue
                 o = layer.options
                 if o["stage"] == "vector":
                     mask = seeded_dropout_mask(dropout_keys[:a], step, o["id"], x.shape[1:], o["p"], x.dtype)
-                else:
-                    _, _, h, w_, c = x.shape
+                else:  # one (B, C, H, W) mask per model, laid out as the activations
+                    if gemm:
+                        _, _, h, w_, c = x.shape
+                    else:
+                        _, ac, h, w_ = x.shape
+                        c = ac // a
                     mask = seeded_dropout_mask(dropout_keys[:a], step, o["id"], (bsz, c, h, w_), o["p"], x.dtype)
-                    mask = mask.permute(0, 1, 3, 4, 2)
+                    mask = (mask.permute(0, 1, 3, 4, 2) if gemm
+                            else mask.permute(1, 0, 2, 3, 4).reshape(bsz, a * c, h, w_))
                 x = x * mask
         return x
