@@ -43,6 +43,20 @@ def test_buffers_and_bad_tensors_refused():
         train_clients(nn.Linear(6, 3), xs, [ys[0], ys[1][:3], ys[2]], rounds=1)
 
 
+@pytest.mark.parametrize("option", ["path", "augment", "padding", "mean", "std", "channels_last", "conv"])
+def test_tensor_engine_refuses_image_options(option):
+    """TensorEngine is the vmap path on feature rows: image options are refused by name."""
+    from fedlib.algorithms import make_algorithm
+    from fedlib.engines.stacked import RunSpec
+    from fedlib.experiments.custom import TensorEngine
+    from fedlib.schedules import FixedSteps
+    from fedlib.solvers import sgd
+
+    run = RunSpec(make_algorithm("fednova", sgd(0.1)), [np.arange(4), np.arange(4, 8)], FixedSteps([1, 1]))
+    with pytest.raises(ValueError, match=f"does not take '{option}'"):
+        TensorEngine(nn.Linear(6, 3), torch.randn(8, 6), torch.arange(8) % 3, [run], rounds=1, **{option: None})
+
+
 @pytest.mark.parametrize("case,match", [
     ("frozen", "requires_grad=False"), ("repeated", "repeat"), ("string", "sequence of names"),
     ("lr_decay", "lr_decay"), ("label range", r"client_y\[1\]: labels must lie in 0..2"),

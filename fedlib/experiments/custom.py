@@ -50,7 +50,7 @@ class TensorEngine(StackedEngine):
 
     def __init__(self, model: nn.Module, features, labels, runs: Sequence[RunSpec], *, rounds: int,
                  test_features=None, test_labels=None, **options):
-        for bad in ("path", "augment", "padding", "mean", "std", "channels_last"):
+        for bad in ("path", "augment", "padding", "mean", "std", "channels_last", "conv"):
             if bad in options:
                 raise ValueError(f"TensorEngine does not take {bad!r} (vmap path, no image processing)")
         x = _as_tensor(features, "features")
