@@ -20,10 +20,10 @@ from fedlib.algorithms import make_algorithm
 from fedlib.data.cifar10 import CIFAR10_MEAN, CIFAR10_STD, load_cifar10_sample
 from fedlib.engines.augment import (crop_flip_gather, crop_flip_params, dropout_key, normalize, pad_images,
                                     random_crop_flip, seeded_dropout_mask)
-from fedlib.engines.grouped import GroupedNetwork, leaf_layers
+from fedlib.engines.grouped import GroupedNetwork
 from fedlib.engines.reference import run_sequential
 from fedlib.engines.stacked import (RunSpec, StackedEngine, client_augment_params, client_batch_plan,
-                                    online_a_norms)
+                                    online_a_norms, reference_run)
 from fedlib.models import vgg11
 from fedlib.schedules import FixedEpochs, RandomEpochs, step_decay_lr
 from fedlib.server import momentum as server_momentum
@@ -103,57 +103,10 @@ def _runs():
 
 
 # ---------------------------------------------------------------- the reference
-def _reference_forward(model, params, x, key, step, dropout):
-    """Plain per-client forward of the Sequential, dropout from the engine's seeded masks."""
-    h, drop_id = x, 0
-    for name, mod in leaf_layers(model):
-        if isinstance(mod, nn.Dropout):
-            if dropout and mod.p > 0:
-                h = h * seeded_dropout_mask(key, step, drop_id, h.shape, mod.p, h.dtype)
-            drop_id += 1
-            continue
-        local = {k.split(".")[-1]: v for k, v in params.items() if k.rsplit(".", 1)[0] == name}
-        h = torch.func.functional_call(mod, local, (h,))
-    return h
-
-
 def _reference(model, data, run, *, augment, dropout, rounds=ROUNDS, engine_rounds=ROUNDS):
-    imgs = torch.as_tensor(data.train_images)
-    labels = torch.as_tensor(data.train_labels)
-    padded = pad_images(imgs, 4)
-    mean = torch.tensor(CIFAR10_MEAN, dtype=torch.float64)
-    std = torch.tensor(CIFAR10_STD, dtype=torch.float64)
-    sizes = [len(c) for c in run.clients]
-
-    def loss_fn(params, x, y, key, step):
-        return F.cross_entropy(_reference_forward(model, params, x, key, step, dropout), y)
-
-    grad = torch.func.grad(loss_fn)
-    cache = {}
-
-    def grad_fn(params, client, t, k):
-        if (t, client) not in cache:
-            tau = int(run.schedule.local_steps(t)[client])
-            pos, counts = client_batch_plan(run.seed, t, client, sizes[client], tau, B)
-            aug = client_augment_params(run.seed, t, client, tau, B, 4) if augment else None
-            cache[(t, client)] = (pos, counts, aug)
-        pos, counts, aug = cache[(t, client)]
-        c = int(counts[k])
-        idx = torch.as_tensor(run.clients[client][pos[k, :c]])
-        if aug is None:
-            four = torch.full((c,), 4, dtype=torch.int64)
-            dy, dx, fl = four, four, torch.zeros(c, dtype=torch.int64)
-        else:
-            dy, dx, fl = (a[k, :c] for a in aug)
-        x = crop_flip_gather(padded, idx, dy, dx, fl, (32, 32))
-        x = normalize(x, mean, std, torch.float64).permute(0, 3, 1, 2)
-        key = torch.tensor(dropout_key(run.seed, t, client), dtype=torch.int64)
-        return grad(params, x, labels[idx], key, torch.tensor(k, dtype=torch.int64))
-
-    lr_at = run.lr_at or (lambda t: step_decay_lr(run.algorithm.solver.lr, t, engine_rounds))
-    p = np.array(sizes) / sum(sizes)
-    return run_sequential(run.algorithm, dict(run.params), grad_fn, p, run.schedule, rounds,
-                          sampling=run.sampling, clients_per_round=run.clients_per_round, seed=run.seed, lr_at=lr_at)
+    """The plain per-client loop on the engine's batches, crops, flips and dropout masks."""
+    return reference_run(model, data, run, rounds=rounds, engine_rounds=engine_rounds, batch_size=B,
+                         augment=augment, dropout=dropout)
 
 
 def _max_rel(a, b):
@@ -524,6 +477,13 @@ def test_vmap_path_trains_any_module(data):
     ref = run_sequential(run.algorithm, dict(run.params), grad_fn, p, run.schedule, 2,
                          lr_at=lambda t: step_decay_lr(0.05, t, 2))
     assert _max_rel(eng.params(0), ref.state.params) < 1e-10
+    # the library's reference does the same for any module, with dropout and without
+    assert _max_rel(eng.params(0), reference_run(net, data, run, rounds=2, batch_size=B).state.params) < 1e-10
+    plain = StackedEngine(net, data, [run], rounds=2, path="vmap", dtype=torch.float64, batch_size=B, dropout=False)
+    plain.train()
+    ref = reference_run(net, data, run, rounds=2, batch_size=B, dropout=False)
+    assert _max_rel(plain.params(0), ref.state.params) < 1e-10
+    assert _max_rel(plain.params(0), eng.params(0)) > 1e-6  # dropout really changed the engine's run
 
 
 class _Unbounded:
@@ -670,3 +630,39 @@ def test_bf16_autocast_near_float32(device, path, model, data):
             assert _max_rel({n: t.double() for n, t in graph.params(r).items()}, ref) < 1e-4
             half = {n: t.double() for n, t in bf16.params(r).items()}
             assert _global_rel({n: t.double() for n, t in bf16_graph.params(r).items()}, half) < 1e-2
+
+
+# ---------------------------------------------------------------- the library's reference, as chapter 5 uses it
+def test_engine_against_reference_helper_of_chapter_5():
+    """fedlib.experiments.cifar10.engine_against_reference: every engine variant, every run,
+    the same models as the per-client loop (float64), the same tau_eff and weights, and the
+    runs moved."""
+    from fedlib.experiments.cifar10 import ENGINE_VARIANTS, engine_against_reference
+
+    out = engine_against_reference(width=WIDTH, rounds=1, clients=2, samples_per_client=10, batch_size=4)
+    assert {(r["engine"], r["run"]) for r in out["rows"]} == {(e, n) for e in ENGINE_VARIANTS for n in (
+        "FedAvg, momentum", "FedNova, momentum", "FedNova-VR, SGD")}
+    for r in out["rows"]:
+        assert r["param_rel"] < 1e-10 and r["tau_eff_rel"] < 1e-12 and r["weights_diff"] < 1e-12, r
+        assert r["moved"] > 1e-4, r
+    assert out["sizes"] == [10, 10] and set(out["seconds"]) == {"per-client loop", *ENGINE_VARIANTS}
+
+
+def test_reference_run_refuses_bad_inputs(model, data):
+    run = RunSpec(make_algorithm("fedavg", sgd(0.05)), _clients(0, [4, 4]), FixedEpochs([4, 4], B, 1))
+    with pytest.raises(ValueError, match="RunSpec"):
+        reference_run(model, data, "run", rounds=1)
+    with pytest.raises(ValueError, match="nn.Module"):
+        reference_run(lambda x: x, data, run, rounds=1)
+    with pytest.raises(ValueError, match="engine_rounds"):
+        reference_run(model, data, run, rounds=3, engine_rounds=2)
+    with pytest.raises(ValueError, match="Dropout2d"):
+        reference_run(nn.Sequential(nn.Conv2d(3, 2, 3), nn.Dropout2d(0.1), nn.Flatten(), nn.Linear(2 * 30 * 30, 10)),
+                      data, run, rounds=1)
+
+    class Floats:
+        train_images = np.zeros((8, 32, 32, 3), dtype=np.float32)
+        train_labels = np.zeros(8, dtype=np.int64)
+
+    with pytest.raises(ValueError, match="uint8"):
+        reference_run(model, Floats, run, rounds=1)

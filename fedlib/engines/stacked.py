@@ -12,7 +12,9 @@ step of every client of every stacked run is one forward/backward of one network
     ``vmap`` / ``grad_and_value`` over the stacked parameters.
 
 Both paths share everything else, and both are tested against the plain per-client loop
-:func:`fedlib.engines.reference.run_sequential` to 1e-10 in float64.
+:func:`fedlib.engines.reference.run_sequential` to 1e-10 in float64, fed the very same
+batches, crops, flips and dropout masks by :func:`reference_run` (chapter 5 runs that check
+in the book).
 
 A round
 -------
@@ -139,8 +141,10 @@ from ..solvers import LocalSolver
 from ..tree import tree_map
 from .augment import crop_flip_gather, crop_flip_params, dropout_key, normalize, pad_images, seeded_dropout_mask
 from .grouped import GroupedNetwork
+from .reference import SequentialRun, run_sequential
 
 __all__ = [
+    "reference_run",
     "RunSpec",
     "RoundRecord",
     "RoundTiming",
@@ -287,19 +291,16 @@ _BATCHNORM = (nn.modules.batchnorm._BatchNorm, nn.SyncBatchNorm)
 _OTHER_DROPOUT = (nn.Dropout1d, nn.Dropout2d, nn.Dropout3d, nn.AlphaDropout, nn.FeatureAlphaDropout)
 
 
-class _VmapNetwork:
-    """M copies of any buffer-free module through ``torch.func`` over stacked parameters.
+class _SeededDropoutModule:
+    """A buffer-free ``model`` as a template for ``functional_call`` (a copy on the ``meta``
+    device, eval mode) whose ``nn.Dropout`` layers multiply by
+    :func:`~fedlib.engines.augment.seeded_dropout_mask` for the (key, step) of the current
+    call — layer ids 0, 1, ... in ``modules()`` order, as the grouped path numbers them —
+    and do nothing in a call without one. The vmap path and :func:`reference_run` share it,
+    so both draw exactly the grouped path's masks. BatchNorm, buffers and other dropout
+    variants are refused."""
 
-    The module is run in eval mode on the ``meta`` device as a template for
-    ``functional_call``; its ``nn.Dropout`` layers get forward hooks that apply
-    :func:`seeded_dropout_mask` with the current model's key (so masks are per client,
-    seeded, and identical to the grouped path's). Other dropout variants and BatchNorm
-    are refused.
-    """
-
-    def __init__(self, model: nn.Module, num_models: int, *, device, dtype):
-        from torch.func import functional_call, grad_and_value, vmap
-
+    def __init__(self, model: nn.Module):
         buffers = [n for n, _ in model.named_buffers()]
         if buffers:
             raise ValueError(f"model has buffers {buffers[:3]} (e.g. BatchNorm running statistics): the stacked "
@@ -313,38 +314,14 @@ class _VmapNetwork:
             if isinstance(mod, _OTHER_DROPOUT):
                 raise ValueError(f"layer {name!r} is a {type(mod).__name__}: only nn.Dropout is supported (the engine "
                                  "replaces it by seeded per-client masks)")
-        self.device = torch.device(device)
-        self.dtype = dtype
-        self.names = [n for n, _ in model.named_parameters()]
-        self.shapes = {n: tuple(p.shape) for n, p in model.named_parameters()}
-        self.params = {n: torch.zeros((num_models,) + s, device=self.device, dtype=dtype) for n, s in self.shapes.items()}
         self.template = copy.deepcopy(model).to("meta").eval()
         self._ctx = None
         drop = [m for m in self.template.modules() if type(m) is nn.Dropout]
         for i, mod in enumerate(drop):
-            mod.register_forward_hook(self._make_hook(i, float(mod.p)))
+            mod.register_forward_hook(self._hook(i, float(mod.p)))
         self.num_dropout = len(drop)
-        template = self.template
 
-        def loss_one(params, x, y, mask, key, step):
-            self._ctx = (key, step)
-            try:
-                logits = functional_call(template, params, (x,))
-            finally:
-                self._ctx = None
-            ce = F.cross_entropy(logits.float() if logits.dtype == torch.bfloat16 else logits, y, reduction="none")
-            return (ce * mask).sum() / mask.sum()
-
-        def loss_one_nodrop(params, x, y, mask):
-            logits = functional_call(template, params, (x,))
-            ce = F.cross_entropy(logits.float() if logits.dtype == torch.bfloat16 else logits, y, reduction="none")
-            return (ce * mask).sum() / mask.sum()
-
-        self._grad = vmap(grad_and_value(loss_one), in_dims=(0, 0, 0, 0, 0, None))
-        self._grad_nodrop = vmap(grad_and_value(loss_one_nodrop), in_dims=(0, 0, 0, 0))
-        self._logits = vmap(lambda p, x: functional_call(template, p, (x,)), in_dims=(0, None))
-
-    def _make_hook(self, layer: int, p: float):
+    def _hook(self, layer: int, p: float):
         def hook(module, inputs, output):
             if self._ctx is None or p == 0.0:
                 return None
@@ -352,6 +329,50 @@ class _VmapNetwork:
             return output * seeded_dropout_mask(key, step, layer, output.shape, p, output.dtype)
 
         return hook
+
+    def __call__(self, params, x, key=None, step=None):
+        """Logits of the module with ``params`` (a name -> tensor mapping) on ``x``; dropout
+        masks of (``key``, ``step``) when ``key`` is given."""
+        self._ctx = None if key is None else (key, step)
+        try:
+            return torch.func.functional_call(self.template, params, (x,))
+        finally:
+            self._ctx = None
+
+
+class _VmapNetwork:
+    """M copies of any buffer-free module through ``torch.func`` over stacked parameters.
+
+    The module is run through :class:`_SeededDropoutModule` (a ``meta``-device template for
+    ``functional_call`` whose ``nn.Dropout`` layers apply :func:`seeded_dropout_mask` with
+    the current model's key: masks per client, seeded, identical to the grouped path's).
+    Other dropout variants and BatchNorm are refused.
+    """
+
+    def __init__(self, model: nn.Module, num_models: int, *, device, dtype):
+        from torch.func import grad_and_value, vmap
+
+        module = _SeededDropoutModule(model)
+        self.device = torch.device(device)
+        self.dtype = dtype
+        self.names = [n for n, _ in model.named_parameters()]
+        self.shapes = {n: tuple(p.shape) for n, p in model.named_parameters()}
+        self.params = {n: torch.zeros((num_models,) + s, device=self.device, dtype=dtype) for n, s in self.shapes.items()}
+        self.num_dropout = module.num_dropout
+
+        def mean_loss(logits, y, mask):
+            ce = F.cross_entropy(logits.float() if logits.dtype == torch.bfloat16 else logits, y, reduction="none")
+            return (ce * mask).sum() / mask.sum()
+
+        def loss_one(params, x, y, mask, key, step):
+            return mean_loss(module(params, x, key, step), y, mask)
+
+        def loss_one_nodrop(params, x, y, mask):
+            return mean_loss(module(params, x), y, mask)
+
+        self._grad = vmap(grad_and_value(loss_one), in_dims=(0, 0, 0, 0, 0, None))
+        self._grad_nodrop = vmap(grad_and_value(loss_one_nodrop), in_dims=(0, 0, 0, 0))
+        self._logits = vmap(lambda p, x: module(p, x), in_dims=(0, None))
 
     def prefix(self, a: int):
         return {n: t[:a] for n, t in self.params.items()}
@@ -997,3 +1018,81 @@ def train_stacked(model: nn.Module, data: Any, runs: Sequence[RunSpec], rounds: 
     engine = StackedEngine(model, data, runs, rounds=rounds, **options)
     engine.train(callback=callback)
     return engine
+
+
+def reference_run(model: nn.Module, data: Any, run: RunSpec, *, rounds: int, engine_rounds: Optional[int] = None,
+                  batch_size: int = 32, augment: bool = True, padding: int = 4, dropout: bool = True,
+                  mean: Sequence[float] = CIFAR10_MEAN, std: Sequence[float] = CIFAR10_STD,
+                  dtype: torch.dtype = torch.float64) -> SequentialRun:
+    r"""``run`` through the plain per-client loop, on exactly the data :class:`StackedEngine` feeds it.
+
+    Client :math:`i`'s local step :math:`k` of round :math:`t` uses the engine's mini-batch
+    (:func:`client_batch_plan`; the real samples of a last partial batch only), crop offsets
+    and flips (:func:`client_augment_params`; the centre crop without ``augment``) and
+    dropout masks (:func:`~fedlib.engines.augment.dropout_key`,
+    :func:`~fedlib.engines.augment.seeded_dropout_mask`), and its gradient is
+    ``torch.func.grad`` of the plain ``model``'s mean cross-entropy on them; the rounds are
+    :func:`fedlib.engines.reference.run_sequential` — one client after another, one step
+    after another, the solver, aggregation, variance reduction and server optimizer of
+    ``run.algorithm``. So an engine built with the same ``data``, ``batch_size``,
+    ``augment``, ``padding``, ``dropout``, ``mean``, ``std`` and ``dtype`` must end where
+    this run ends, up to floating-point summation order (the tests ask 1e-10 in float64;
+    chapter 5 checks it in the book).
+
+    ``engine_rounds`` is the engine's ``rounds`` (it sets the default step-decay lr schedule
+    when ``run.lr_at`` is None; default ``rounds``). Any module the engine takes works
+    (``nn.Dropout`` layers get the engine's masks; other dropout variants are refused, as by
+    the engine). Slow by design (one small forward/backward per step): a check, not a trainer.
+    """
+    if not isinstance(model, nn.Module):
+        raise ValueError(f"model must be a torch.nn.Module, got {type(model).__name__}")
+    if not isinstance(run, RunSpec):
+        raise ValueError(f"run must be a RunSpec, got {type(run).__name__}")
+    rounds = check_int("rounds", rounds, minimum=1)
+    engine_rounds = rounds if engine_rounds is None else check_int("engine_rounds", engine_rounds, minimum=rounds)
+    b = check_int("batch_size", batch_size, minimum=1)
+    padding = check_int("padding", padding)
+    plain = _SeededDropoutModule(model)
+    images = torch.as_tensor(np.asarray(data.train_images) if not torch.is_tensor(data.train_images)
+                             else data.train_images)
+    labels = torch.as_tensor(np.asarray(data.train_labels) if not torch.is_tensor(data.train_labels)
+                             else data.train_labels).to(torch.int64)
+    if images.dtype != torch.uint8 or images.ndim != 4:
+        raise ValueError(f"data.train_images must be uint8 (N, H, W, C), got {images.dtype} {tuple(images.shape)}")
+    size = (int(images.shape[1]), int(images.shape[2]))
+    padded = pad_images(images, padding)
+    mean_t, std_t = torch.tensor(mean, dtype=dtype), torch.tensor(std, dtype=dtype)
+    clients = [np.asarray(c, dtype=np.int64).ravel() for c in run.clients]
+    sizes = [len(c) for c in clients]
+    init = dict(model.named_parameters()) if run.params is None else (
+        dict(run.params.named_parameters()) if isinstance(run.params, nn.Module) else dict(run.params))
+    params = {n: torch.as_tensor(v).detach().to(dtype).clone() for n, v in init.items()}
+
+    def loss(prm, x, y, key, step):
+        return F.cross_entropy(plain(prm, x, key, step) if dropout else plain(prm, x), y)
+
+    grad = torch.func.grad(loss)
+    plans: Dict[tuple, tuple] = {}
+
+    def grad_fn(prm, client, t, k):
+        if (t, client) not in plans:  # the whole round's plan of this client, as the engine draws it
+            tau = int(np.asarray(run.schedule.local_steps(t))[client])
+            pos, counts = client_batch_plan(run.seed, t, client, sizes[client], tau, b)
+            aug = client_augment_params(run.seed, t, client, tau, b, padding) if augment else None
+            plans[(t, client)] = (pos, counts, aug)
+        pos, counts, aug = plans[(t, client)]
+        c = int(counts[k])
+        idx = torch.as_tensor(clients[client][pos[k, :c]])
+        if aug is None:
+            centre = torch.full((c,), padding, dtype=torch.int64)
+            dy, dx, fl = centre, centre, torch.zeros(c, dtype=torch.int64)
+        else:
+            dy, dx, fl = (v[k, :c] for v in aug)
+        x = normalize(crop_flip_gather(padded, idx, dy, dx, fl, size), mean_t, std_t, dtype).permute(0, 3, 1, 2)
+        key = torch.tensor(dropout_key(run.seed, t, client), dtype=torch.int64)
+        return grad(prm, x, labels[idx], key, torch.tensor(k, dtype=torch.int64))
+
+    lr_at = run.lr_at or (lambda t: step_decay_lr(run.algorithm.solver.lr, t, engine_rounds))
+    p = np.array(sizes, dtype=float) / sum(sizes)
+    return run_sequential(run.algorithm, params, grad_fn, p, run.schedule, rounds, sampling=run.sampling,
+                          clients_per_round=run.clients_per_round, seed=run.seed, lr_at=lr_at)

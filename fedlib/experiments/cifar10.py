@@ -36,7 +36,7 @@ import gc
 import json
 import time
 from pathlib import Path
-from typing import Any, Callable, Dict, List, Optional, Sequence
+from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence
 
 import numpy as np
 
@@ -159,8 +159,12 @@ RERUN_VALUES: Dict[str, dict] = {
 #: ``ci`` a tiny width for a few rounds (seconds, 1 thread); ``full`` a wider network for longer.
 #: Table 1 itself comes from the result files in ``data/results/cifar10`` in both profiles.
 PROFILES = {
-    "ci": dict(demo_width=0.03, demo_rounds=4, demo_lr=0.05, demo_epochs="2-5", threads=1),
-    "full": dict(demo_width=0.125, demo_rounds=20, demo_lr=0.05, demo_epochs="2-5", threads=None),
+    "ci": dict(demo_width=0.03, demo_rounds=4, demo_lr=0.05, demo_epochs="2-5", threads=1,
+               reference_width=1 / 32, reference_rounds=2, reference_clients=4, reference_samples=24,
+               reference_batch=8),
+    "full": dict(demo_width=0.125, demo_rounds=20, demo_lr=0.05, demo_epochs="2-5", threads=None,
+                 reference_width=1 / 8, reference_rounds=3, reference_clients=16, reference_samples=64,
+                 reference_batch=32),
 }
 
 
@@ -1113,6 +1117,83 @@ def mean_curves(results: Dict[str, Dict[int, dict]], key: str = "test_accuracy")
 
 
 __all__ += ["demo_run", "mean_curves"]
+
+#: The engine variants chapter 5 checks against the per-client loop: name -> StackedEngine options.
+ENGINE_VARIANTS = {"grouped convolutions": {"path": "grouped"},
+                   "im2col + batched matmul": {"path": "grouped", "conv": "gemm"},
+                   "torch.func.vmap": {"path": "vmap"}}
+
+
+def engine_against_reference(*, width: float, rounds: int, clients: int, samples_per_client: int,
+                             batch_size: int, seed: int = 0, data=None,
+                             variants: Optional[Mapping[str, dict]] = None) -> dict:
+    r"""Chapter 5: the stacked engine against the plain per-client loop, in float64.
+
+    Three runs stacked in each engine — FedAvg and FedNova with local momentum and weight
+    decay (Table 1's momentum rows) and FedNova-VR with local SGD —, each with
+    :math:`E_i^{(t)} \sim \mathcal U(2, 5)`, augmentation and dropout, on the first
+    ``clients`` clients of the official split of the shipped sample (their first
+    ``samples_per_client`` images), from ``vgg11(width, seed + r)``. Every engine of
+    ``variants`` (default :data:`ENGINE_VARIANTS`) trains the three runs for ``rounds``
+    rounds; :func:`fedlib.engines.stacked.reference_run` trains each run alone, one client
+    and one step after another, on the same batches, crops, flips and dropout masks.
+    Returns ``{"rows": [...], "seconds": {...}}``: per (engine, run) the largest relative
+    difference of any final global parameter (``max |x - x_ref| / max |x_ref|`` per tensor)
+    and of the recorded :math:`\tau_\text{eff}` and weights :math:`w_i` over the rounds, and
+    ``moved`` = :math:`\|x_T - x_0\| / \|x_0\|` of the reference (the runs really trained).
+    """
+    import torch
+
+    from ..algorithms import make_algorithm
+    from ..engines.stacked import RunSpec, StackedEngine, reference_run
+    from ..models import vgg11
+    from ..schedules import RandomEpochs
+    from ..solvers import momentum_sgd, sgd
+
+    data = load_data(sample=True) if data is None else data
+    parts = [np.asarray(c)[:samples_per_client] for c in official_partition(data.train_labels)[:clients]]
+    sizes = [len(c) for c in parts]
+    wd = PAPER["weight_decay"]
+    algorithms = [("FedAvg, momentum", make_algorithm("fedavg", momentum_sgd(0.02, 0.9, weight_decay=wd))),
+                  ("FedNova, momentum", make_algorithm("fednova", momentum_sgd(0.02, 0.9, weight_decay=wd))),
+                  ("FedNova-VR, SGD", make_algorithm("fednova-vr", sgd(0.05, weight_decay=wd)))]
+
+    def params(r):
+        return {n: p.detach().double() for n, p in vgg11(width=width, seed=seed + r).named_parameters()}
+
+    runs = [RunSpec(alg, parts, RandomEpochs(sizes, batch_size, 2, 5, seed=seed + r), seed=seed + r,
+                    params=params(r), name=name) for r, (name, alg) in enumerate(algorithms)]
+
+    class _TrainOnly:
+        train_images, train_labels = data.train_images, data.train_labels
+
+    model = vgg11(width=width, seed=seed)
+    seconds = {}
+    t0 = time.perf_counter()
+    refs = [reference_run(model, _TrainOnly, run, rounds=rounds, batch_size=batch_size) for run in runs]
+    seconds["per-client loop"] = time.perf_counter() - t0
+    rows = []
+    for label, options in (ENGINE_VARIANTS if variants is None else variants).items():
+        t0 = time.perf_counter()
+        engine = StackedEngine(model, _TrainOnly, runs, rounds=rounds, dtype=torch.float64, batch_size=batch_size,
+                               **options)
+        engine.train()
+        seconds[label] = time.perf_counter() - t0
+        for r, (run, ref) in enumerate(zip(runs, refs)):
+            got, want = engine.params(r), ref.state.params
+            param_rel = max(float((got[n] - want[n]).abs().max() / want[n].abs().max()) for n in want)
+            diag = [rec[r].diagnostics for rec in engine.history]
+            tau_rel = max(abs(d.tau_eff - w.tau_eff) / abs(w.tau_eff) for d, w in zip(diag, ref.diagnostics))
+            w_diff = max(float(np.abs(np.asarray(d.weights) - np.asarray(w.weights)).max())
+                         for d, w in zip(diag, ref.diagnostics))
+            moved = (sum(float(((want[n] - run.params[n]) ** 2).sum()) for n in want)
+                     / sum(float((run.params[n] ** 2).sum()) for n in want)) ** 0.5
+            rows.append({"engine": label, "run": run.name, "param_rel": param_rel, "tau_eff_rel": tau_rel,
+                         "weights_diff": w_diff, "moved": moved})
+    return {"rows": rows, "seconds": seconds, "sizes": sizes}
+
+
+__all__ += ["ENGINE_VARIANTS", "engine_against_reference"]
 
 
 def rounds_to_match(results: Dict[str, Dict[int, dict]]) -> List[dict]:
