@@ -106,3 +106,21 @@ def test_evaluation_equals_the_plain_model():
         assert acc[r] == pytest.approx(float((logits.argmax(1) == test_y).double().mean()), abs=1e-12)
         assert loss[r] == pytest.approx(float(nn.functional.cross_entropy(logits, test_y)), rel=1e-5)
         assert out[name][-1]["test_accuracy"] == pytest.approx(acc[r], abs=1e-12)
+
+
+def test_reference_differences_is_summation_noise_in_float64():
+    """reference_differences: the engine's final models against the per-client loop on the same
+    batches and dropout masks — 1e-16-ish in float64, larger (but small) in float32; anything
+    but train_clients' result is refused."""
+    from fedlib.experiments.custom import reference_differences
+
+    xs, ys = _clients()
+    torch.manual_seed(1)
+    model = nn.Sequential(nn.Linear(6, 8), nn.ReLU(), nn.Dropout(0.3), nn.Linear(8, 3))
+    out64 = train_clients(model, xs, ys, rounds=2, batch_size=4, dtype=torch.float64)
+    d64 = reference_differences(model, out64)
+    assert set(d64) == {"fedavg", "fednova"} and max(d64.values()) < 1e-12, d64
+    d32 = reference_differences(model, train_clients(model, xs, ys, rounds=2, batch_size=4))
+    assert 0 < max(d32.values()) < 1e-4, d32
+    with pytest.raises(ValueError, match="what train_clients returned"):
+        reference_differences(model, {"fedavg": []})

@@ -1039,8 +1039,11 @@ def reference_run(model: nn.Module, data: Any, run: RunSpec, *, rounds: int, eng
     this run ends, up to floating-point summation order (the tests ask 1e-10 in float64;
     chapter 5 checks it in the book).
 
-    ``engine_rounds`` is the engine's ``rounds`` (it sets the default step-decay lr schedule
-    when ``run.lr_at`` is None; default ``rounds``). Any module the engine takes works
+    ``data`` holds ``train_labels`` and either ``train_images`` (uint8 ``(N, H, W, C)``, as
+    for :class:`StackedEngine`) or ``train_features`` (float ``(N, ...)``, as for
+    :class:`fedlib.experiments.custom.TensorEngine`: the batch is those rows, no
+    augmentation). ``engine_rounds`` is the engine's ``rounds`` (it sets the default
+    step-decay lr schedule when ``run.lr_at`` is None; default ``rounds``). Any module the engine takes works
     (``nn.Dropout`` layers get the engine's masks; other dropout variants are refused, as by
     the engine). Slow by design (one small forward/backward per step): a check, not a trainer.
     """
@@ -1053,15 +1056,23 @@ def reference_run(model: nn.Module, data: Any, run: RunSpec, *, rounds: int, eng
     b = check_int("batch_size", batch_size, minimum=1)
     padding = check_int("padding", padding)
     plain = _SeededDropoutModule(model)
-    images = torch.as_tensor(np.asarray(data.train_images) if not torch.is_tensor(data.train_images)
-                             else data.train_images)
     labels = torch.as_tensor(np.asarray(data.train_labels) if not torch.is_tensor(data.train_labels)
                              else data.train_labels).to(torch.int64)
-    if images.dtype != torch.uint8 or images.ndim != 4:
-        raise ValueError(f"data.train_images must be uint8 (N, H, W, C), got {images.dtype} {tuple(images.shape)}")
-    size = (int(images.shape[1]), int(images.shape[2]))
-    padded = pad_images(images, padding)
-    mean_t, std_t = torch.tensor(mean, dtype=dtype), torch.tensor(std, dtype=dtype)
+    features = getattr(data, "train_features", None)
+    if features is not None:
+        features = torch.as_tensor(features)
+        if not features.is_floating_point() or features.ndim < 2 or features.shape[0] != labels.shape[0]:
+            raise ValueError(f"data.train_features must be floats (N, ...) with one row per label, got "
+                             f"{features.dtype} {tuple(features.shape)}")
+        features = features.to(dtype)
+    else:
+        images = torch.as_tensor(np.asarray(data.train_images) if not torch.is_tensor(data.train_images)
+                                 else data.train_images)
+        if images.dtype != torch.uint8 or images.ndim != 4:
+            raise ValueError(f"data.train_images must be uint8 (N, H, W, C), got {images.dtype} {tuple(images.shape)}")
+        size = (int(images.shape[1]), int(images.shape[2]))
+        padded = pad_images(images, padding)
+        mean_t, std_t = torch.tensor(mean, dtype=dtype), torch.tensor(std, dtype=dtype)
     clients = [np.asarray(c, dtype=np.int64).ravel() for c in run.clients]
     sizes = [len(c) for c in clients]
     init = dict(model.named_parameters()) if run.params is None else (
@@ -1078,18 +1089,20 @@ def reference_run(model: nn.Module, data: Any, run: RunSpec, *, rounds: int, eng
         if (t, client) not in plans:  # the whole round's plan of this client, as the engine draws it
             tau = int(np.asarray(run.schedule.local_steps(t))[client])
             pos, counts = client_batch_plan(run.seed, t, client, sizes[client], tau, b)
-            aug = client_augment_params(run.seed, t, client, tau, b, padding) if augment else None
+            aug = client_augment_params(run.seed, t, client, tau, b, padding) if augment and features is None else None
             plans[(t, client)] = (pos, counts, aug)
         pos, counts, aug = plans[(t, client)]
         c = int(counts[k])
         idx = torch.as_tensor(clients[client][pos[k, :c]])
+        key = torch.tensor(dropout_key(run.seed, t, client), dtype=torch.int64)
+        if features is not None:
+            return grad(prm, features[idx], labels[idx], key, torch.tensor(k, dtype=torch.int64))
         if aug is None:
             centre = torch.full((c,), padding, dtype=torch.int64)
             dy, dx, fl = centre, centre, torch.zeros(c, dtype=torch.int64)
         else:
             dy, dx, fl = (v[k, :c] for v in aug)
         x = normalize(crop_flip_gather(padded, idx, dy, dx, fl, size), mean_t, std_t, dtype).permute(0, 3, 1, 2)
-        key = torch.tensor(dropout_key(run.seed, t, client), dtype=torch.int64)
         return grad(prm, x, labels[idx], key, torch.tensor(k, dtype=torch.int64))
 
     lr_at = run.lr_at or (lambda t: step_decay_lr(run.algorithm.solver.lr, t, engine_rounds))

@@ -14,7 +14,8 @@ algorithm) start from ``model``'s parameters and train together in one
 :class:`TensorEngine` — the stacked engine's ``vmap`` path with feature tensors instead
 of images (no augmentation, no normalisation). Weights :math:`p_i = n_i / n`,
 :math:`\tau_i = E_i \lceil n_i / B \rceil`, mini-batches, lr schedule, aggregation,
-diagnostics: exactly as for CIFAR-10.
+diagnostics: exactly as for CIFAR-10. :func:`reference_differences` checks a result against
+the plain per-client loop on the same mini-batches (run it with ``dtype=torch.float64``).
 """
 from __future__ import annotations
 
@@ -26,9 +27,9 @@ import torch
 from torch import nn
 
 from .._validate import check_choice
-from ..engines.stacked import RunSpec, StackedEngine
+from ..engines.stacked import RunSpec, StackedEngine, reference_run
 
-__all__ = ["TensorEngine", "train_clients"]
+__all__ = ["TensorEngine", "train_clients", "reference_differences"]
 
 
 def _as_tensor(t, what: str) -> torch.Tensor:
@@ -123,7 +124,7 @@ def train_clients(model: nn.Module, client_x: Sequence[Any], client_y: Sequence[
                   lr: float = 0.05, epochs="1-5", batch_size: int = 32, algorithms=("fedavg", "fednova"),
                   solver: str = "sgd", momentum: float = 0.9, mu: float = 0.0, weight_decay: float = 0.0,
                   lr_decay: str = "constant", seed: int = 0, test_x=None, test_y=None, device="cpu",
-                  dropout: bool = True) -> Dict[str, list]:
+                  dropout: bool = True, dtype: torch.dtype = torch.float32) -> Dict[str, list]:
     """Train ``model`` federatedly on per-client tensors with each of ``algorithms``.
 
     Returns ``{algorithm: history}``, a history being one dict per round with ``round``,
@@ -132,6 +133,7 @@ def train_clients(model: nn.Module, client_x: Sequence[Any], client_y: Sequence[
     ``tau_eff``, ``chi2``, ``local_steps``, ``lr``; plus ``"engine"``: the trained
     :class:`TensorEngine` (``engine.states[r].params`` are the final global models).
     ``epochs``: ``"2"`` or an inclusive range ``"1-5"`` drawn per client and round.
+    ``dtype``: of the parameters and features (float64 for :func:`reference_differences`).
     """
     from ..algorithms import make_algorithm
     from ..schedules import make_epoch_schedule, step_decay_lr
@@ -170,10 +172,35 @@ def train_clients(model: nn.Module, client_x: Sequence[Any], client_y: Sequence[
         runs.append(RunSpec(make_algorithm(name, local), parts, make_epoch_schedule(sizes, batch_size, epochs, seed=seed),
                             seed=seed, lr_at=lr_at, name=name))
     engine = TensorEngine(model, feats, labels, runs, rounds=rounds, test_features=test_x, test_labels=test_y,
-                          device=device, batch_size=batch_size, dropout=dropout)
+                          device=device, batch_size=batch_size, dropout=dropout, dtype=dtype)
     out: Dict[str, Any] = {name: [] for name in algorithms}
     for _ in range(rounds):
         for rec in engine.run_round():
             out[rec.name].append(history_record(rec))
     out["engine"] = engine
+    return out
+
+
+def reference_differences(model: nn.Module, result: Dict[str, Any]) -> Dict[str, float]:
+    r"""How far :func:`train_clients`' final global models are from the plain per-client loop.
+
+    Each run of ``result["engine"]`` is trained again by
+    :func:`fedlib.engines.stacked.reference_run` — one client after another, one local step
+    after another, the gradient of ``model`` itself on the same mini-batches and dropout
+    masks — for as many rounds as the engine trained; returns ``{algorithm: max over
+    parameters of max |x - x_ref| / max |x_ref|}``. With ``train_clients(...,
+    dtype=torch.float64)`` this is summation-order noise (chapter 6 asserts it below
+    1e-10); in float32 it grows with the rounds. ``model`` must be the one given to
+    :func:`train_clients` (its parameters are the runs' initial model).
+    """
+    engine = result.get("engine") if isinstance(result, dict) else None
+    if not isinstance(engine, TensorEngine):
+        raise ValueError("result must be what train_clients returned (a dict with its 'engine')")
+    data = SimpleNamespace(train_features=engine._features.cpu(), train_labels=engine._train_labels.cpu())
+    out = {}
+    for r, run in enumerate(engine.runs):
+        ref = reference_run(model, data, run, rounds=engine.round_index, engine_rounds=engine.rounds,
+                            batch_size=engine.batch_size, dropout=engine.dropout, dtype=engine.dtype).state.params
+        got = {n: t.cpu() for n, t in engine.params(r).items()}
+        out[run.name] = max(float((got[n] - ref[n]).abs().max() / ref[n].abs().max().clamp_min(1e-300)) for n in ref)
     return out
