@@ -337,3 +337,21 @@ def test_cudnn_benchmark_context_sets_and_restores_the_flag():
         with cudnn_benchmark(not before):
             raise RuntimeError("boom")
     assert torch.backends.cudnn.benchmark == before
+
+
+def test_format_bench_marks_gains_inside_the_base_spread():
+    """With a `base` variant, a variant whose gain lies within |base gain - 1| of 1 is marked as
+    no measured change; one outside it and a failed one are printed as they are."""
+    from fedlib.experiments.cifar10 import format_bench
+
+    results = {"sequential_images_per_s": 1000.0, "engine_images_per_s": 5000.0, "ratio": 5.0,
+               "images_per_round": 100, "max_local_steps": 3, "prefix_efficiency": 0.5,
+               "variants": [{"variant": "base", "gain": 1.04, "engine_images_per_s": 5200.0},
+                            {"variant": "conv=gemm", "gain": 1.5, "engine_images_per_s": 7500.0},
+                            {"variant": "runs=8", "gain": 0.97, "engine_images_per_s": 4850.0},
+                            {"variant": "channels-first", "error": "RuntimeError: out of memory"}]}
+    lines = format_bench(results).splitlines()
+    assert lines[3].startswith("variant base:") and "spread" not in lines[3]
+    assert "1.500x" in lines[4] and "spread" not in lines[4]
+    assert "0.970x" in lines[5] and "within the base engine's own spread (±0.040)" in lines[5]
+    assert lines[6] == "variant channels-first: failed (RuntimeError: out of memory)"

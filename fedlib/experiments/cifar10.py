@@ -1072,12 +1072,17 @@ def format_bench(results: dict) -> str:
             f"({results.get('runs_stacked', 1)} run(s) stacked, "
             f"{results['images_per_round']} images per round per run, max tau {results['max_local_steps']}, "
             f"prefix efficiency {results['prefix_efficiency']:.2f})")
-    for v in results.get("variants", ()):
+    variants = results.get("variants", ())
+    base = next((v for v in variants if v["variant"] == "base" and "error" not in v), None)
+    spread = None if base is None else abs(base["gain"] - 1.0)
+    for v in variants:
         if "error" in v:
             text += f"\nvariant {v['variant']}: failed ({v['error']})"
             continue
         text += (f"\nvariant {v['variant']}: {v['engine_images_per_s']:10.0f} images/s "
                  f"({v['gain']:.3f}x the base engine, same call)")
+        if spread is not None and v is not base and abs(v["gain"] - 1.0) <= spread:
+            text += f" — within the base engine's own spread (±{spread:.3f}): no measured change"
     return text
 
 
