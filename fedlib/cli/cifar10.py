@@ -19,7 +19,7 @@ import sys
 from pathlib import Path
 
 from ..results import RunClock, make_result, write_result
-from .common import (emit_bench, ALGORITHM_FLAGS, SCHEDULE_FLAGS, CLIError, HelpFormatter, add_algorithm_args, add_device_arg,
+from .common import (emit_bench, write_bench, ALGORITHM_FLAGS, SCHEDULE_FLAGS, CLIError, HelpFormatter, add_algorithm_args, add_device_arg,
                      add_output_args, add_schedule_args, build_algorithm, check_output_path, check_participation,
                      config_from_args, info, int_at_least, positive_float, progress_bar, resolve_epochs,
                      resolve_tau_eff)
@@ -241,20 +241,17 @@ def _has_cuda() -> bool:
 
 
 def bench_cifar10_command(args: argparse.Namespace) -> int:
-    from ..experiments.cifar10 import bench_cifar10, format_bench, parse_bench_variant
+    from ..experiments.cifar10 import bench_cifar10, format_bench, parse_bench_variants
 
     check_output_path(args.json, "--json")
     check_output_path(args.profile, "--profile")
     device = _check_device(args)
-    if len(set(args.compare)) != len(args.compare):
-        raise CLIError(f"--compare lists a variant twice: {' '.join(args.compare)}")
-    for variant in args.compare:  # before the data is read
-        try:
-            parse_bench_variant(variant, runs=args.runs, precision=args.precision, cuda_graph=args.cuda_graph,
-                                path=args.path, cudnn_bench=args.cudnn_benchmark, cuda=device.startswith("cuda"),
-                                conv=args.conv)
-        except ValueError as exc:
-            raise CLIError(f"--compare: {exc}") from None
+    try:  # before the data is read
+        parse_bench_variants(args.compare, runs=args.runs, precision=args.precision, cuda_graph=args.cuda_graph,
+                             path=args.path, cudnn_bench=args.cudnn_benchmark, cuda=device.startswith("cuda"),
+                             conv=args.conv)
+    except ValueError as exc:
+        raise CLIError(f"--compare: {exc}") from None
     if args.random_images:
         from ..data.cifar10 import cifar10_random_images
 
@@ -272,11 +269,8 @@ def bench_cifar10_command(args: argparse.Namespace) -> int:
     partial_written = []
     with RunClock() as clock:
         def write_partial(partial):  # a call cut short keeps what it finished
-            from ..results import make_result, write_result
-
-            config = {**partial["config"], "data": data.source}
-            write_result(args.json, make_result(config, None, clock.provenance(device), kind="bench",
-                                                summary=partial["results"]))
+            partial["config"]["data"] = data.source
+            write_bench(args.json, partial, clock.provenance(device))
             partial_written.append(len(partial["results"]["variants"]))
 
         try:

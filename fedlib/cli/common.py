@@ -387,13 +387,17 @@ def info(args: argparse.Namespace, message: str) -> None:
 __all__ += ["info", "resolve_tau_eff"]
 
 
-def emit_bench(args: argparse.Namespace, out: dict, provenance: dict, format_fn) -> int:
-    """Write a benchmark's result (``--json``, atomically, with provenance) and print it."""
+def write_bench(path, out: dict, provenance: dict) -> None:
+    """A benchmark's ``{"config", "results"}`` as a result file (kind ``bench``, atomically)."""
     from ..results import make_result, write_result
 
-    result = make_result(out["config"], None, provenance, kind="bench", summary=out["results"])
+    write_result(path, make_result(out["config"], None, provenance, kind="bench", summary=out["results"]))
+
+
+def emit_bench(args: argparse.Namespace, out: dict, provenance: dict, format_fn) -> int:
+    """Write a benchmark's result (``--json``, atomically, with provenance) and print it."""
     if args.json is not None:
-        write_result(args.json, result)
+        write_bench(args.json, out, provenance)
     if not args.quiet:
         print(format_fn(out["results"]))
         if args.json is not None:

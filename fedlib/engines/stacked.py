@@ -145,6 +145,7 @@ from .reference import SequentialRun, run_sequential
 
 __all__ = [
     "reference_run",
+    "max_relative_difference",
     "RunSpec",
     "RoundRecord",
     "RoundTiming",
@@ -389,6 +390,19 @@ class _VmapNetwork:
 
 
 # =========================================================================== the engine
+def _as_torch(x) -> torch.Tensor:
+    """A tensor from a tensor, a numpy array or a nested list (no copy where none is needed)."""
+    return x if torch.is_tensor(x) else torch.as_tensor(np.asarray(x))
+
+
+def _train_images(data) -> torch.Tensor:
+    """``data.train_images`` as a uint8 ``(N, H, W, C)`` tensor, or ``ValueError``."""
+    images = _as_torch(data.train_images)
+    if images.dtype != torch.uint8 or images.ndim != 4:
+        raise ValueError(f"data.train_images must be uint8 (N, H, W, C), got {images.dtype} {tuple(images.shape)}")
+    return images
+
+
 def _as_param_dict(obj, names, shapes, device, dtype, what) -> Dict[str, torch.Tensor]:
     if isinstance(obj, nn.Module):
         obj = dict(obj.named_parameters())
@@ -489,10 +503,8 @@ class StackedEngine:
         self.runs = runs
 
         # ------------------------------------------------------------- data
-        tr_x = torch.as_tensor(np.asarray(data.train_images) if not torch.is_tensor(data.train_images) else data.train_images)
-        tr_y = torch.as_tensor(np.asarray(data.train_labels) if not torch.is_tensor(data.train_labels) else data.train_labels)
-        if tr_x.dtype != torch.uint8 or tr_x.ndim != 4:
-            raise ValueError(f"data.train_images must be uint8 (N, H, W, C), got {tr_x.dtype} {tuple(tr_x.shape)}")
+        tr_x = _train_images(data)
+        tr_y = _as_torch(data.train_labels)
         if tr_y.ndim != 1 or tr_y.shape[0] != tr_x.shape[0]:
             raise ValueError(f"data.train_labels must hold one label per image, got shape {tuple(tr_y.shape)}")
         self.num_train = int(tr_x.shape[0])
@@ -507,8 +519,8 @@ class StackedEngine:
         te_x = getattr(data, "test_images", None)
         te_y = getattr(data, "test_labels", None)
         if te_x is not None and te_y is not None:
-            self._test = torch.as_tensor(np.asarray(te_x) if not torch.is_tensor(te_x) else te_x).to(dev)
-            self._test_labels = torch.as_tensor(np.asarray(te_y) if not torch.is_tensor(te_y) else te_y).to(dev, torch.int64)
+            self._test = _as_torch(te_x).to(dev)
+            self._test_labels = _as_torch(te_y).to(dev, torch.int64)
             if self._test.dtype != torch.uint8 or tuple(self._test.shape[1:]) != tuple(tr_x.shape[1:]):
                 raise ValueError("data.test_images must be uint8 with the training images' (H, W, C)")
         else:
@@ -1056,8 +1068,7 @@ def reference_run(model: nn.Module, data: Any, run: RunSpec, *, rounds: int, eng
     b = check_int("batch_size", batch_size, minimum=1)
     padding = check_int("padding", padding)
     plain = _SeededDropoutModule(model)
-    labels = torch.as_tensor(np.asarray(data.train_labels) if not torch.is_tensor(data.train_labels)
-                             else data.train_labels).to(torch.int64)
+    labels = _as_torch(data.train_labels).to(torch.int64)
     features = getattr(data, "train_features", None)
     if features is not None:
         features = torch.as_tensor(features)
@@ -1066,10 +1077,7 @@ def reference_run(model: nn.Module, data: Any, run: RunSpec, *, rounds: int, eng
                              f"{features.dtype} {tuple(features.shape)}")
         features = features.to(dtype)
     else:
-        images = torch.as_tensor(np.asarray(data.train_images) if not torch.is_tensor(data.train_images)
-                                 else data.train_images)
-        if images.dtype != torch.uint8 or images.ndim != 4:
-            raise ValueError(f"data.train_images must be uint8 (N, H, W, C), got {images.dtype} {tuple(images.shape)}")
+        images = _train_images(data)
         size = (int(images.shape[1]), int(images.shape[2]))
         padded = pad_images(images, padding)
         mean_t, std_t = torch.tensor(mean, dtype=dtype), torch.tensor(std, dtype=dtype)
@@ -1109,3 +1117,10 @@ def reference_run(model: nn.Module, data: Any, run: RunSpec, *, rounds: int, eng
     p = np.array(sizes, dtype=float) / sum(sizes)
     return run_sequential(run.algorithm, params, grad_fn, p, run.schedule, rounds, sampling=run.sampling,
                           clients_per_round=run.clients_per_round, seed=run.seed, lr_at=lr_at)
+
+
+def max_relative_difference(got: Mapping[str, torch.Tensor], want: Mapping[str, torch.Tensor]) -> float:
+    """``max`` over the tensors of ``want`` of ``max |got - want| / max |want|`` (``got`` moved
+    to ``want``'s device): how far an engine's model is from :func:`reference_run`'s."""
+    return max(float((got[n].to(want[n].device) - want[n]).abs().max() / want[n].abs().max().clamp_min(1e-300))
+               for n in want)

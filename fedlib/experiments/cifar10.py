@@ -45,7 +45,7 @@ from .._validate import check_choice
 __all__ = ["PAPER", "Cell", "CELLS", "CELL_IDS", "PAPER_VALUES", "RERUN_VALUES", "EPOCH_SETTINGS", "load_data",
            "official_partition", "mean_epochs", "round_work", "train_runs", "history_record", "result_name", "plan_table1", "run_table1",
            "load_table1_results", "table1_summary", "bench_cifar10", "format_bench", "PROFILES", "MIN_MEASURED_ROUNDS",
-           "cudnn_benchmark", "BENCH_VARIANTS", "parse_bench_variant"]
+           "cudnn_benchmark", "BENCH_VARIANTS", "parse_bench_variant", "parse_bench_variants"]
 
 #: The official setup (REFERENCE §4).
 PAPER = dict(num_clients=16, partition_alpha=0.1, partition_seed=2020, batch_size=32, rounds=100,
@@ -849,6 +849,25 @@ def parse_bench_variant(text: str, *, runs: int, precision: str, cuda_graph: boo
     return settings
 
 
+def parse_bench_variants(compare: Sequence[str], **base) -> List[tuple]:
+    """``[(variant, settings), ...]`` for a list of ``--compare`` variants
+    (:func:`parse_bench_variant` with the base engine's settings ``base``); ``ValueError`` for a
+    string instead of a list or a variant listed twice."""
+    if isinstance(compare, str):
+        raise ValueError(f"compare must be a list of variants, got the string {compare!r} (use [{compare!r}])")
+    compare = list(compare)
+    if len(set(compare)) != len(compare):
+        raise ValueError(f"compare lists a variant twice: {compare}")
+    return [(v, parse_bench_variant(v, **base)) for v in compare]
+
+
+def _train_only(data):
+    """``data``'s training images and labels alone (an engine built on it does not evaluate)."""
+    from types import SimpleNamespace
+
+    return SimpleNamespace(train_images=data.train_images, train_labels=data.train_labels)
+
+
 def bench_cifar10(data, *, width: float = 1.0, steps: Optional[int] = 20, device: Optional[str] = None,
                   precision: str = "fp32", cuda_graph: bool = False, path: str = "grouped", repeat: int = 2,
                   epochs: int = 2, batch_size: int = PAPER["batch_size"], seed: int = 0, runs: int = 1,
@@ -894,14 +913,8 @@ def bench_cifar10(data, *, width: float = 1.0, steps: Optional[int] = 20, device
         raise ValueError(f"runs must be an integer >= 1, got {runs!r}")
     check_choice("precision", precision, PRECISION_CHOICES)
     check_choice("conv", conv, CONV_CHOICES)
-    if isinstance(compare, str):
-        raise ValueError(f"compare must be a list of variants, got the string {compare!r} (use [{compare!r}])")
-    compare = list(compare)
-    if len(set(compare)) != len(compare):
-        raise ValueError(f"compare lists a variant twice: {compare}")
-    cuda = resolve_device(device).startswith("cuda")
-    variants = [(v, parse_bench_variant(v, runs=runs, precision=precision, cuda_graph=cuda_graph, path=path,
-                                        cudnn_bench=cudnn_bench, cuda=cuda, conv=conv)) for v in compare]
+    variants = parse_bench_variants(compare, runs=runs, precision=precision, cuda_graph=cuda_graph, path=path,
+                                    cudnn_bench=cudnn_bench, cuda=resolve_device(device).startswith("cuda"), conv=conv)
     with cudnn_benchmark(cudnn_bench):
         return _bench_cifar10(data, width=width, steps=steps, device=device, precision=precision,
                               cuda_graph=cuda_graph, path=path, repeat=repeat, epochs=epochs, batch_size=batch_size,
@@ -990,17 +1003,13 @@ def _bench_cifar10(data, *, width, steps, device, precision, cuda_graph, path, r
     model = opt = None  # free the sequential model before the engine allocates
 
     # --------------------------------------------------------------- the engine
-    class _TrainOnly:
-        train_images = data.train_images
-        train_labels = data.train_labels
-
     alg = make_algorithm("fedavg", sgd(0.05, weight_decay=1e-4))
 
     def make_engine(extra_rounds, *, runs=runs, precision=precision, cuda_graph=cuda_graph, channels_last=True,
                     conv=conv):
         specs = [RunSpec(alg, parts, FixedSteps(tau), seed=seed + r, params=vgg11(width=width, seed=seed + r),
                          name=f"bench{r}") for r in range(runs)]
-        return StackedEngine(vgg11(width=width, seed=seed), _TrainOnly(), specs, rounds=repeat + 1 + extra_rounds,
+        return StackedEngine(vgg11(width=width, seed=seed), _train_only(data), specs, rounds=repeat + 1 + extra_rounds,
                              path=path, device=device, precision=precision, cuda_graph=cuda_graph,
                              batch_size=batch_size, channels_last=channels_last, conv=conv)
 
@@ -1150,7 +1159,7 @@ def engine_against_reference(*, width: float, rounds: int, clients: int, samples
     import torch
 
     from ..algorithms import make_algorithm
-    from ..engines.stacked import RunSpec, StackedEngine, reference_run
+    from ..engines.stacked import RunSpec, StackedEngine, max_relative_difference, reference_run
     from ..models import vgg11
     from ..schedules import RandomEpochs
     from ..solvers import momentum_sgd, sgd
@@ -1169,24 +1178,22 @@ def engine_against_reference(*, width: float, rounds: int, clients: int, samples
     runs = [RunSpec(alg, parts, RandomEpochs(sizes, batch_size, 2, 5, seed=seed + r), seed=seed + r,
                     params=params(r), name=name) for r, (name, alg) in enumerate(algorithms)]
 
-    class _TrainOnly:
-        train_images, train_labels = data.train_images, data.train_labels
-
+    train = _train_only(data)
     model = vgg11(width=width, seed=seed)
     seconds = {}
     t0 = time.perf_counter()
-    refs = [reference_run(model, _TrainOnly, run, rounds=rounds, batch_size=batch_size) for run in runs]
+    refs = [reference_run(model, train, run, rounds=rounds, batch_size=batch_size) for run in runs]
     seconds["per-client loop"] = time.perf_counter() - t0
     rows = []
     for label, options in (ENGINE_VARIANTS if variants is None else variants).items():
         t0 = time.perf_counter()
-        engine = StackedEngine(model, _TrainOnly, runs, rounds=rounds, dtype=torch.float64, batch_size=batch_size,
+        engine = StackedEngine(model, train, runs, rounds=rounds, dtype=torch.float64, batch_size=batch_size,
                                **options)
         engine.train()
         seconds[label] = time.perf_counter() - t0
         for r, (run, ref) in enumerate(zip(runs, refs)):
-            got, want = engine.params(r), ref.state.params
-            param_rel = max(float((got[n] - want[n]).abs().max() / want[n].abs().max()) for n in want)
+            want = ref.state.params
+            param_rel = max_relative_difference(engine.params(r), want)
             diag = [rec[r].diagnostics for rec in engine.history]
             tau_rel = max(abs(d.tau_eff - w.tau_eff) / abs(w.tau_eff) for d, w in zip(diag, ref.diagnostics))
             w_diff = max(float(np.abs(np.asarray(d.weights) - np.asarray(w.weights)).max())

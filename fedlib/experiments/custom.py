@@ -27,7 +27,7 @@ import torch
 from torch import nn
 
 from .._validate import check_choice
-from ..engines.stacked import RunSpec, StackedEngine, reference_run
+from ..engines.stacked import RunSpec, StackedEngine, max_relative_difference, reference_run
 
 __all__ = ["TensorEngine", "train_clients", "reference_differences"]
 
@@ -201,6 +201,5 @@ def reference_differences(model: nn.Module, result: Dict[str, Any]) -> Dict[str,
     for r, run in enumerate(engine.runs):
         ref = reference_run(model, data, run, rounds=engine.round_index, engine_rounds=engine.rounds,
                             batch_size=engine.batch_size, dropout=engine.dropout, dtype=engine.dtype).state.params
-        got = {n: t.cpu() for n, t in engine.params(r).items()}
-        out[run.name] = max(float((got[n] - ref[n]).abs().max() / ref[n].abs().max().clamp_min(1e-300)) for n in ref)
+        out[run.name] = max_relative_difference(engine.params(r), ref)
     return out
