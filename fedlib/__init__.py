@@ -10,6 +10,7 @@ Modules mirror the paper:
 - :mod:`fedlib.sampling` — unbiased client sampling (App. G)
 - :mod:`fedlib.theory` — :math:`\\chi^2`, slowdown, Theorem 1, FedProx, D.1, quadratic fixed points
 - :mod:`fedlib.algorithms` — FedAvg, FedProx, FedNova, SCAFFOLD, VRLSGD, FedNova-VR
+- :mod:`fedlib.optim` — a local solver as a ``torch.optim.Optimizer``: FedNova in your own loop
 - :mod:`fedlib.problems`, :mod:`fedlib.data`, :mod:`fedlib.models` — problems and data
 - :mod:`fedlib.engines` — reference loop, batched and stacked-client engines
 """

@@ -1,0 +1,280 @@
+r"""FedNova in your own PyTorch training loop: a local solver as a ``torch.optim.Optimizer``.
+
+The update rule (eq. 4) asks one thing of a client beyond its change
+:math:`\Delta_i = x_i^{(t,\tau_i)} - x^{(t,0)}`: the norm :math:`\|a_i\|_1` of its local
+solver's aggregation vector. :class:`ClientOptimizer` takes the steps of a
+:class:`fedlib.solvers.LocalSolver` on a model's parameters inside any loop that calls
+``loss.backward(); opt.step()`` — your ``DataLoader``, your loss, your model — and tracks
+:math:`\|a_i\|_1` online while it runs (:meth:`fedlib.solvers.LocalSolver.counter_step`).
+The server side is :meth:`fedlib.algorithms.FederatedAlgorithm.apply`, unchanged:
+
+.. math::
+
+    x^{(t+1,0)} = x^{(t,0)} - \tau_{\text{eff}} \sum_i w_i\, \eta\, d_i,
+    \qquad d_i = -\frac{\Delta_i}{\eta\,\|a_i\|_1},
+
+with FedNova's :math:`w_i = p_i`, :math:`\tau_{\text{eff}} = \sum_i p_i\|a_i\|_1`, or any other
+algorithm of :mod:`fedlib.algorithms` (FedAvg, FedProx, SCAFFOLD, FedNova-VR, server momentum).
+
+A round, in user code (chapter 6 runs it)::
+
+    algo = make_algorithm("fednova", momentum_sgd(lr=0.02, weight_decay=1e-4))
+    server = algo.init(parameters_of(model), num_clients=m)
+    opt = ClientOptimizer(model.parameters(), algo.solver)
+    for t in range(rounds):
+        updates = []
+        for i in range(m):
+            opt.begin(algo.client_init(server, i))     # x^(t,0) into the model, buffers reset
+            for x, y in loaders[i]:                    # tau_i local steps, any number
+                opt.zero_grad()
+                F.cross_entropy(model(x), y).backward()
+                opt.step()
+            updates.append(algo.client_final(server, i, opt.solver_state))
+        server, diag = algo.apply(server, full_participation(p), updates, opt.lr, p)
+
+With plain SGD or heavy-ball momentum and weight decay these are the steps of
+``torch.optim.SGD(lr, momentum, weight_decay=...)`` (``dampening=0``, no Nesterov; the
+tests compare the two), so an existing training loop changes in the optimizer's line only.
+
+Rules, each enforced with an error rather than a silent change of the algorithm:
+
+* one parameter group; momentum, :math:`\mu` and weight decay are set on the solver;
+* the learning rate may change between rounds (a ``torch.optim.lr_scheduler`` stepped once
+  per round; :meth:`ClientOptimizer.begin` reads the group's ``lr``), never within a round,
+  since :math:`a_i` depends on every step size of the round;
+* a parameter whose ``grad`` is ``None`` in a step takes the step with a zero gradient
+  (its weight decay, momentum and proximal terms still act): every parameter takes every
+  local step, as eq. (4) assumes (``torch.optim.SGD`` would skip it);
+* the optimizer state is the round's :class:`fedlib.solvers.SolverState`; it is not saved
+  by ``state_dict`` (checkpoint the server state between rounds instead).
+
+Buffers (BatchNorm running statistics) are not parameters moved by gradient steps and are
+outside the update rule: average them across clients yourself (e.g. with weights
+:math:`p_i`); normalising them by :math:`\|a_i\|_1` is a known mistake (REFERENCE §5).
+
+Example
+-------
+>>> import torch
+>>> from fedlib.solvers import momentum_sgd
+>>> w = torch.nn.Parameter(torch.zeros(2, dtype=torch.float64))
+>>> solver = momentum_sgd(lr=0.1, momentum=0.5)
+>>> opt = ClientOptimizer([w], solver)
+>>> opt.begin(solver.init([torch.zeros(2, dtype=torch.float64)]))
+>>> for _ in range(3):
+...     opt.zero_grad()
+...     (w - 1.0).pow(2).sum().backward()
+...     opt.step()
+>>> opt.local_steps, round(opt.a_norm, 12), round(solver.a_norm(3), 12)
+(3, 4.25, 4.25)
+"""
+from __future__ import annotations
+
+from typing import Callable, Iterable, List, Optional, Sequence
+
+import torch
+
+from .solvers import LocalSolver, SolverState
+
+__all__ = ["ClientOptimizer", "parameters_of", "copy_into"]
+
+
+def parameters_of(model: torch.nn.Module) -> List[torch.Tensor]:
+    """Detached copies of ``model.parameters()``, in order: the global model of
+    :meth:`fedlib.algorithms.FederatedAlgorithm.init` for a :class:`ClientOptimizer` on
+    ``model.parameters()``."""
+    if not isinstance(model, torch.nn.Module):
+        raise ValueError(f"model must be a torch.nn.Module, got {type(model).__name__}")
+    return [p.detach().clone() for p in model.parameters()]
+
+
+def copy_into(params: Iterable[torch.Tensor], values: Sequence[torch.Tensor]) -> None:
+    """Copy ``values`` (e.g. a server state's ``params``) into ``params`` in place, checking
+    count, shapes, dtypes and devices (to evaluate the global model with your own code)."""
+    params = list(params)
+    _check_like(params, values, "values")
+    with torch.no_grad():
+        for p, v in zip(params, values):
+            p.copy_(v)
+
+
+def _check_like(params: List[torch.Tensor], values, what: str) -> None:
+    if not isinstance(values, (list, tuple)) or not all(isinstance(v, torch.Tensor) for v in values):
+        raise ValueError(f"{what} must be a list of tensors, one per parameter in the optimizer's order "
+                         f"(fedlib.optim.parameters_of(model) builds it), got {type(values).__name__}")
+    if len(values) != len(params):
+        raise ValueError(f"{what} has {len(values)} tensors but there are {len(params)} parameters")
+    for k, (p, v) in enumerate(zip(params, values)):
+        if v.shape != p.shape or v.dtype != p.dtype or v.device != p.device:
+            raise ValueError(f"{what}[{k}] is {v.dtype} {tuple(v.shape)} on {v.device} but parameter {k} is "
+                             f"{p.dtype} {tuple(p.shape)} on {p.device}")
+
+
+def _step_in_place(solver: LocalSolver, state: SolverState, params: List[torch.Tensor],
+                   grads: List[torch.Tensor]) -> SolverState:
+    r""":meth:`fedlib.solvers.LocalSolver.update` in place on ``params`` (and the momentum
+    buffer), with multi-tensor ``torch._foreach_*`` kernels as ``torch.optim.SGD`` uses: the
+    same arithmetic, :math:`\tilde g = g + \lambda x + c`, :math:`u \leftarrow \rho u + \tilde g`,
+    :math:`x \leftarrow x - \eta_k (u + \mu (x - x^{(t,0)}))`, without copying the model.
+    The gradients are never written (the caller's ``.grad`` stay as they were)."""
+    k = state.step
+    d = list(grads)
+    if solver.weight_decay:
+        d = torch._foreach_add(d, params, alpha=solver.weight_decay)
+    if state.correction is not None:
+        d = torch._foreach_add(d, list(state.correction))
+    momentum = state.momentum
+    if momentum is not None:
+        torch._foreach_mul_(momentum, solver.momentum)
+        torch._foreach_add_(momentum, d)
+        d = momentum
+    if state.anchor is not None:  # the proximal term, outside the momentum buffer
+        d = torch._foreach_add(d, torch._foreach_sub(params, list(state.anchor)), alpha=solver.mu)
+    torch._foreach_add_(params, d, alpha=-solver.step_size(k))
+    counter = solver.counter_step(k, state.shadow)
+    return state._replace(step=k + 1, momentum=momentum, shadow=counter, a_norm=counter[0])
+
+
+class ClientOptimizer(torch.optim.Optimizer):
+    r"""A :class:`fedlib.solvers.LocalSolver` stepping ``params`` in a user's training loop.
+
+    Parameters
+    ----------
+    params : iterable of tensors
+        The model's parameters (one group, e.g. ``model.parameters()``), in the order of the
+        server state's ``params`` (:func:`parameters_of`).
+    solver : LocalSolver
+        The local solver (:func:`fedlib.solvers.momentum_sgd`, ...; usually
+        ``algorithm.solver``). Its ``lr`` is the group's initial ``lr``.
+
+    Each round: :meth:`begin` with the client's starting
+    :class:`~fedlib.solvers.SolverState` (``algorithm.client_init(server, i)``: the global
+    model :math:`x^{(t,0)}`, and the control-variate correction of SCAFFOLD / FedNova-VR),
+    then ``loss.backward(); opt.step()`` for each local step, then
+    ``algorithm.client_final(server, i, opt.solver_state)``. A step is
+    :meth:`fedlib.solvers.LocalSolver.update` with the parameters' gradients:
+    :math:`\tilde g_k = g_k + \lambda x_k + c_i`, :math:`u_{k+1} = \rho u_k + \tilde g_k`,
+    :math:`x_{k+1} = x_k - \eta_k (u_{k+1} + \mu (x_k - x^{(t,0)}))`; the state's
+    ``a_norm`` is :math:`\|a^{(k)}\|_1` after :math:`k` steps (App. B).
+    The step works in place with multi-tensor kernels, as ``torch.optim.SGD`` does; the
+    tests check it against :meth:`~fedlib.solvers.LocalSolver.update`. Used by chapter 6.
+    """
+
+    def __init__(self, params: Iterable[torch.Tensor], solver: LocalSolver):
+        if not isinstance(solver, LocalSolver):
+            raise ValueError(f"solver must be a fedlib.solvers.LocalSolver, got {type(solver).__name__}")
+        self._initialising = True
+        super().__init__(params, {"lr": solver.lr})
+        self._initialising = False
+        if len(self.param_groups) != 1:
+            raise ValueError(f"params: one parameter group only (one solver for all parameters, as the a_i "
+                             f"assume), got {len(self.param_groups)}")
+        extra = sorted(set(self.param_groups[0]) - {"params", "lr"})
+        if extra:
+            raise ValueError(f"params: the group sets {extra}; set momentum, mu and weight_decay on the LocalSolver")
+        for k, p in enumerate(self._params):
+            if not p.is_floating_point():
+                raise ValueError(f"params[{k}] is {p.dtype}: parameters must be floating point")
+        self._base = solver
+        self._solver: Optional[LocalSolver] = None
+        self._state: Optional[SolverState] = None
+
+    def add_param_group(self, param_group: dict) -> None:
+        """Refused after construction: one solver, one parameter group."""
+        if not getattr(self, "_initialising", False):
+            raise ValueError("ClientOptimizer has one parameter group; build another optimizer for other parameters")
+        super().add_param_group(param_group)
+
+    # ------------------------------------------------------------------ properties
+    @property
+    def _params(self) -> List[torch.Tensor]:
+        return self.param_groups[0]["params"]
+
+    @property
+    def solver(self) -> LocalSolver:
+        """The solver of the current round (the constructor's, with the group's ``lr`` at :meth:`begin`)."""
+        return self._solver if self._solver is not None else self._base.with_lr(self.param_groups[0]["lr"])
+
+    @property
+    def lr(self) -> float:
+        """The round's client learning rate :math:`\\eta` (what ``algorithm.apply`` takes)."""
+        return float(self.solver.lr)
+
+    @property
+    def local_steps(self) -> int:
+        """Steps taken since :meth:`begin`."""
+        return 0 if self._state is None else int(self._state.step)
+
+    @property
+    def a_norm(self) -> float:
+        """:math:`\\|a^{(k)}\\|_1` after the :math:`k` steps taken since :meth:`begin`."""
+        return 0.0 if self._state is None else float(self._state.a_norm)
+
+    @property
+    def solver_state(self) -> SolverState:
+        """The round's :class:`~fedlib.solvers.SolverState`, its ``params`` copies of the
+        current parameters (for ``algorithm.client_final``)."""
+        self._require_round()
+        return self._state._replace(params=[p.detach().clone() for p in self._params])
+
+    # ------------------------------------------------------------------ the round
+    def begin(self, solver_state: SolverState, solver: Optional[LocalSolver] = None) -> None:
+        """Start a client's round: copy ``solver_state.params`` (:math:`x^{(t,0)}`, a list of
+        tensors like the parameters) into the parameters and reset the momentum buffer and
+        the :math:`\\|a_i\\|_1` counter. ``solver`` replaces the round's solver (e.g. a client's
+        own, Theorem 3); by default it is the constructor's with the group's current ``lr``."""
+        if not isinstance(solver_state, SolverState):
+            raise ValueError(f"solver_state must be a fedlib.solvers.SolverState (algorithm.client_init(server, i)), "
+                             f"got {type(solver_state).__name__}")
+        if solver_state.step != 0:
+            raise ValueError(f"solver_state must be a round's start (step 0), got step {solver_state.step}")
+        if solver is not None and not isinstance(solver, LocalSolver):
+            raise ValueError(f"solver must be a fedlib.solvers.LocalSolver, got {type(solver).__name__}")
+        params = self._params
+        _check_like(params, solver_state.params, "solver_state.params")
+        if solver_state.correction is not None:
+            _check_like(params, solver_state.correction, "solver_state.correction")
+        group = self.param_groups[0]
+        solver = solver if solver is not None else self._base.with_lr(float(group["lr"]))
+        group["lr"] = solver.lr
+        start = [v.detach().clone() for v in solver_state.params]
+        copy_into(params, start)
+        self._solver = solver
+        # a fresh state from the copied start: the anchor (prox) and the zero momentum
+        # buffer never alias the caller's tensors or the live parameters
+        self._state = solver.init(start, solver_state.correction)._replace(params=[p.detach() for p in params])
+
+    def _require_round(self) -> None:
+        if self._state is None:
+            raise RuntimeError("call begin(algorithm.client_init(server, client)) before the round's first step")
+
+    @torch.no_grad()
+    def step(self, closure: Optional[Callable[[], torch.Tensor]] = None):
+        """One local step with the parameters' current gradients (``closure``, if given, is
+        called first with gradients enabled and its loss returned, as in ``torch.optim``)."""
+        self._require_round()
+        lr = float(self.param_groups[0]["lr"])
+        if lr != self._solver.lr:
+            raise ValueError(f"lr: the learning rate changed within a round ({self._solver.lr!r} -> {lr!r}); "
+                             "a_i depends on every step size of the round: change it between rounds (before "
+                             "begin), or give begin() a solver with a within-round schedule (decayed_sgd)")
+        loss = None
+        if closure is not None:
+            with torch.enable_grad():
+                loss = closure()
+        params = self._params
+        grads = []
+        for k, p in enumerate(params):
+            if p.grad is not None and p.grad.is_sparse:
+                raise ValueError(f"params[{k}] has a sparse gradient: ClientOptimizer needs dense gradients")
+            grads.append(torch.zeros_like(p) if p.grad is None else p.grad.detach())
+        self._state = _step_in_place(self._solver, self._state, params, grads)
+        return loss
+        return loss
+
+    # ------------------------------------------------------------------ not supported
+    def state_dict(self):
+        raise NotImplementedError("ClientOptimizer's state is one client's round (fedlib.solvers.SolverState); "
+                                  "checkpoint the server state between rounds instead")
+
+    def load_state_dict(self, state_dict) -> None:
+        raise NotImplementedError("ClientOptimizer's state is one client's round: start rounds with begin()")

@@ -1,0 +1,268 @@
+"""``fedlib.optim.ClientOptimizer``: a local solver inside a user's own PyTorch loop.
+
+Checked against torch's own optimizer (the same steps), against the closed forms of
+:math:`\\|a_i\\|_1` (App. B) and against :func:`fedlib.engines.reference.run_sequential` on the
+same mini-batches (whole federated runs, every algorithm family)."""
+from __future__ import annotations
+
+import copy
+
+import numpy as np
+import pytest
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from fedlib.algorithms import make_algorithm
+from fedlib.engines.reference import run_sequential
+from fedlib.optim import ClientOptimizer, copy_into, parameters_of
+from fedlib.rng import generator
+from fedlib.sampling import full_participation, sample_clients
+from fedlib.schedules import FixedSteps
+from fedlib.server import momentum as server_momentum
+from fedlib.solvers import decayed_sgd, momentum_proximal_sgd, momentum_sgd, proximal_sgd, sgd
+
+D = torch.float64
+
+
+def _model(seed=0):
+    torch.manual_seed(seed)
+    return nn.Sequential(nn.Linear(5, 7), nn.Tanh(), nn.Linear(7, 3)).to(D)
+
+
+def _data(m=3, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    xs = [torch.randn(n, 5, generator=g, dtype=D) + torch.randn(5, generator=g, dtype=D) for n in (9, 14, 25)[:m]]
+    return xs, [(x[:, :3] * torch.tensor([1.0, -1.0, 0.5], dtype=D)).argmax(1) for x in xs]
+
+
+def _batch(xs, ys, client, t, k, b=4):
+    """The mini-batch of (client, round, step), from its own seeded stream."""
+    idx = torch.as_tensor(generator(7, "batches", t, client, k).choice(len(xs[client]), size=b, replace=False))
+    return xs[client][idx], ys[client][idx]
+
+
+def _max_diff(a, b):
+    return max(float((u.detach() - v.detach()).abs().max()) for u, v in zip(a, b))
+
+
+@pytest.mark.parametrize("momentum,weight_decay", [(0.0, 0.0), (0.9, 1e-3), (0.5, 0.0)])
+def test_same_steps_as_torch_sgd(momentum, weight_decay):
+    """SGD / heavy ball with weight decay: the steps of torch.optim.SGD (dampening 0, no Nesterov)."""
+    model = _model()
+    twin = copy.deepcopy(model)
+    solver = momentum_sgd(0.1, momentum, weight_decay) if momentum else sgd(0.1, weight_decay)
+    opt = ClientOptimizer(model.parameters(), solver)
+    ref = torch.optim.SGD(twin.parameters(), lr=0.1, momentum=momentum, weight_decay=weight_decay)
+    opt.begin(solver.init(parameters_of(model)))
+    xs, ys = _data()
+    for k in range(8):
+        x, y = _batch(xs, ys, 2, 0, k)
+        for net, o in ((model, opt), (twin, ref)):
+            o.zero_grad()
+            F.cross_entropy(net(x), y).backward()
+            o.step()
+    assert _max_diff(model.parameters(), twin.parameters()) < 1e-13
+    assert opt.local_steps == 8
+
+
+@pytest.mark.parametrize("trial", range(6))
+def test_a_norm_is_the_closed_form(trial):
+    """The optimizer's online ||a_i||_1 after tau steps equals the solver's closed form (App. B)."""
+    rng = np.random.default_rng(trial)
+    lr, rho, mu, tau = 0.05, float(rng.uniform(0, 0.95)), float(rng.uniform(0, 5)), int(rng.integers(1, 30))
+    solver = [sgd(lr), proximal_sgd(lr, mu), momentum_sgd(lr, rho), momentum_proximal_sgd(lr, rho, mu),
+              decayed_sgd(lr, gamma=0.9), momentum_proximal_sgd(lr, rho, mu, weight_decay=0.01)][trial]
+    model = _model(trial)
+    opt = ClientOptimizer(model.parameters(), solver)
+    opt.begin(solver.init(parameters_of(model)))
+    xs, ys = _data()
+    for k in range(tau):
+        opt.zero_grad()
+        x, y = _batch(xs, ys, 1, 0, k)
+        F.cross_entropy(model(x), y).backward()
+        opt.step()
+    assert opt.a_norm == pytest.approx(solver.a_norm(tau), rel=1e-12)
+    assert opt.a_norm == pytest.approx(float(solver.a_vector(tau).sum()), rel=1e-12)
+
+
+def _user_loop(algo, model, xs, ys, steps, rounds, p, *, sampling="full", q=None, lrs=None):
+    """What a user writes: their model, their loss, ClientOptimizer + algorithm.apply."""
+    server = algo.init(parameters_of(model), len(xs))
+    opt = ClientOptimizer(model.parameters(), algo.solver)
+    diags = []
+    for t in range(rounds):
+        if lrs is not None:
+            opt.param_groups[0]["lr"] = lrs(t)  # what an lr scheduler stepped once per round does
+        part = full_participation(p) if sampling == "full" else sample_clients(sampling, p, q, 0, t)
+        updates = []
+        for i in part.clients:
+            opt.begin(algo.client_init(server, int(i)))
+            for k in range(steps[i]):
+                x, y = _batch(xs, ys, int(i), t, k)
+                opt.zero_grad()
+                F.cross_entropy(model(x), y).backward()
+                opt.step()
+            updates.append(algo.client_final(server, int(i), opt.solver_state))
+        server, diag = algo.apply(server, part, updates, opt.lr, p)
+        diags.append(diag)
+    return server, diags
+
+
+def _reference(algo, model, xs, ys, steps, rounds, p, **kw):
+    names = [n for n, _ in model.named_parameters()]
+    plain = copy.deepcopy(model)
+
+    def loss(prm, x, y):
+        return F.cross_entropy(torch.func.functional_call(plain, dict(zip(names, prm)), (x,)), y)
+
+    grad = torch.func.grad(loss)
+
+    def grad_fn(prm, client, t, k):
+        return list(grad(list(prm), *_batch(xs, ys, client, t, k)))
+
+    return run_sequential(algo, parameters_of(model), grad_fn, p, FixedSteps(steps), rounds, **kw)
+
+
+@pytest.mark.parametrize("name,solver,server", [
+    ("fedavg", momentum_sgd(0.05, 0.9, weight_decay=1e-3), None),
+    ("fednova", momentum_sgd(0.05, 0.9, weight_decay=1e-3), None),
+    ("fednova", momentum_proximal_sgd(0.05, 0.6, mu=0.5), None),
+    ("fedprox", proximal_sgd(0.05, mu=1.0), None),
+    ("scaffold", sgd(0.05), None),
+    ("fednova-vr", momentum_sgd(0.05, 0.5), None),
+    ("fednova", sgd(0.05), server_momentum(0.9)),
+])
+def test_federated_run_equals_the_reference_loop(name, solver, server):
+    """Whole runs (heterogeneous tau_i, 4 rounds): the user's loop ends where run_sequential ends."""
+    xs, ys = _data()
+    p = np.array([len(x) for x in xs], dtype=float)
+    p /= p.sum()
+    steps = [2, 5, 11]
+    algo = make_algorithm(name, solver, server)
+    got, diags = _user_loop(algo, _model(), xs, ys, steps, 4, p)
+    want = _reference(algo, _model(), xs, ys, steps, 4, p)
+    assert _max_diff(got.params, want.state.params) < 1e-12
+    for d, e in zip(diags, want.diagnostics):
+        np.testing.assert_allclose(d.a_norms, e.a_norms, rtol=1e-14)
+        assert d.chi2 == pytest.approx(e.chi2, abs=1e-14)
+    if name.startswith("fednova") and server is None:
+        assert all(abs(d.chi2) < 1e-12 for d in diags)
+
+
+def test_lr_between_rounds_and_sampling():
+    """A learning rate set between rounds (a scheduler) and sampled clients: as run_sequential's lr_at."""
+    xs, ys = _data()
+    p = np.array([len(x) for x in xs], dtype=float)
+    p /= p.sum()
+    steps = [3, 4, 6]
+    algo = make_algorithm("fednova", momentum_sgd(0.05, 0.9))
+    lrs = lambda t: 0.05 * 0.5 ** t  # noqa: E731
+    got, _ = _user_loop(algo, _model(), xs, ys, steps, 3, p, sampling="with-replacement", q=2, lrs=lrs)
+    want = _reference(algo, _model(), xs, ys, steps, 3, p, sampling="with-replacement", clients_per_round=2,
+                      lr_at=lrs)
+    assert _max_diff(got.params, want.state.params) < 1e-12
+
+
+def test_missing_gradient_is_a_zero_gradient():
+    """A parameter unused by the loss still takes the step (weight decay acts), unlike torch.optim.SGD."""
+    model = _model()
+    solver = sgd(0.1, weight_decay=0.5)
+    opt = ClientOptimizer(model.parameters(), solver)
+    start = parameters_of(model)
+    opt.begin(solver.init(start))
+    opt.zero_grad()
+    model[0](torch.ones(1, 5, dtype=D)).sum().backward()  # the last layer gets no gradient
+    opt.step()
+    for p, s in zip(list(model.parameters())[2:], start[2:]):
+        torch.testing.assert_close(p.detach(), s * (1 - 0.1 * 0.5), rtol=1e-15, atol=0)
+
+
+def test_closure_and_copy_into():
+    model = _model()
+    solver = sgd(0.1)
+    opt = ClientOptimizer(model.parameters(), solver)
+    start = parameters_of(model)
+    opt.begin(solver.init(start))
+    xs, ys = _data()
+
+    def closure():
+        opt.zero_grad()
+        loss = F.cross_entropy(model(xs[0]), ys[0])
+        loss.backward()
+        return loss
+
+    loss = opt.step(closure)
+    assert torch.is_tensor(loss) and opt.local_steps == 1
+    assert _max_diff(model.parameters(), start) > 0
+    copy_into(model.parameters(), start)
+    assert _max_diff(model.parameters(), start) == 0
+    # begin() copies the start and never aliases it: the caller's tensors stay as they were
+    before = [s.clone() for s in start]
+    opt.begin(solver.init(start))
+    opt.step(closure)
+    assert _max_diff(start, before) == 0
+
+
+def test_bad_use_is_refused():
+    model = _model()
+    params = parameters_of(model)
+    solver = momentum_sgd(0.1, 0.9)
+    with pytest.raises(ValueError, match="LocalSolver"):
+        ClientOptimizer(model.parameters(), torch.optim.SGD)
+    with pytest.raises(ValueError, match="one parameter group"):
+        ClientOptimizer([{"params": model[0].parameters()}, {"params": model[2].parameters()}], solver)
+    with pytest.raises(ValueError, match="weight_decay"):
+        ClientOptimizer([{"params": model.parameters(), "weight_decay": 0.1}], solver)
+    opt = ClientOptimizer(model.parameters(), solver)
+    with pytest.raises(ValueError, match="one parameter group"):
+        opt.add_param_group({"params": [torch.zeros(2, requires_grad=True)]})
+    with pytest.raises(RuntimeError, match="begin"):
+        opt.step()
+    with pytest.raises(RuntimeError, match="begin"):
+        opt.solver_state
+    with pytest.raises(ValueError, match="SolverState"):
+        opt.begin(params)
+    with pytest.raises(ValueError, match="has 3 tensors but there are 4"):
+        opt.begin(solver.init(params[:3]))
+    with pytest.raises(ValueError, match=r"solver_state.params\[0\] is torch.float32"):
+        opt.begin(solver.init([p.float() for p in params]))
+    with pytest.raises(ValueError, match="list of tensors"):
+        opt.begin(solver.init({"w": params[0]}))
+    state = solver.init(params)
+    with pytest.raises(ValueError, match="step 0"):
+        opt.begin(state._replace(step=2))
+    opt.begin(state)
+    opt.param_groups[0]["lr"] = 0.01  # a scheduler stepped within the round
+    with pytest.raises(ValueError, match="changed within a round"):
+        opt.step()
+    with pytest.raises(NotImplementedError, match="server state"):
+        opt.state_dict()
+    with pytest.raises(ValueError, match="Module"):
+        parameters_of(params)
+
+
+@pytest.mark.parametrize("solver", [sgd(0.1), sgd(0.1, weight_decay=0.1), momentum_proximal_sgd(0.1, 0.5, mu=1.0),
+                                    momentum_sgd(0.1, 0.9, weight_decay=0.1), decayed_sgd(0.1, gamma=0.8)])
+def test_in_place_step_is_the_solver_update(solver):
+    """Random parameters, gradients and a VR correction: the in-place multi-tensor step equals
+    LocalSolver.update step for step, and the caller's gradients are never written."""
+    g = torch.Generator().manual_seed(3)
+    shapes = [(4, 3), (3,), (2, 2, 2)]
+    params = [nn.Parameter(torch.randn(s, generator=g, dtype=D)) for s in shapes]
+    start = [p.detach().clone() for p in params]
+    corr = [torch.randn(s, generator=g, dtype=D) for s in shapes]
+    kept = [s.clone() for s in start]
+    opt = ClientOptimizer(params, solver)
+    opt.begin(solver.init(start, corr))
+    want = solver.init(start, corr)
+    for k in range(5):
+        grads = [torch.randn(s, generator=g, dtype=D) for s in shapes]
+        for p, gr in zip(params, grads):
+            p.grad = gr.clone()
+        opt.step()
+        want = solver.update(want, grads)
+        assert _max_diff([p.grad for p in params], grads) == 0
+        assert _max_diff(params, want.params) < 1e-14
+        assert opt.a_norm == want.a_norm and opt.local_steps == want.step == k + 1
+    assert _max_diff(start, kept) == 0  # the round's start (the prox anchor) was never written
