@@ -150,6 +150,9 @@ if [ "$ON_CUDA" = 1 ] && [ "${RUN_CUDA_TESTS:-1}" = 1 ] && "$PYTHON" -c "import 
         GRAPH_FLAG=()
         log "WARNING: CUDA tests failed: no CUDA graphs from here on (the failures above need a look)"
     fi
+    # fedlib.optim.ClientOptimizer on CUDA (users' own loops; the engine does not use it)
+    timeout -k 5 30 "$PYTHON" -m pytest -q -p no:cacheprovider tests/test_optim.py -m cuda 2>&1 | tail -n 10 | tee -a "$LOG"
+    log "CUDA tests of ClientOptimizer exit status ${PIPESTATUS[0]}"
 else
     log "CUDA tests skipped (no CUDA device, RUN_CUDA_TESTS=0 or no pytest)"
 fi

@@ -23,6 +23,8 @@ from fedlib.server import momentum as server_momentum
 from fedlib.solvers import decayed_sgd, momentum_proximal_sgd, momentum_sgd, proximal_sgd, sgd
 
 D = torch.float64
+#: the CUDA cases run on a GPU machine (scripts/gpu_run.sh runs this file with -m cuda)
+DEVICES = ["cpu"] + ([pytest.param("cuda", marks=pytest.mark.cuda)] if torch.cuda.is_available() else [])
 
 
 def _model(seed=0):
@@ -46,10 +48,11 @@ def _max_diff(a, b):
     return max(float((u.detach() - v.detach()).abs().max()) for u, v in zip(a, b))
 
 
+@pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("momentum,weight_decay", [(0.0, 0.0), (0.9, 1e-3), (0.5, 0.0)])
-def test_same_steps_as_torch_sgd(momentum, weight_decay):
+def test_same_steps_as_torch_sgd(momentum, weight_decay, device):
     """SGD / heavy ball with weight decay: the steps of torch.optim.SGD (dampening 0, no Nesterov)."""
-    model = _model()
+    model = _model().to(device)
     twin = copy.deepcopy(model)
     solver = momentum_sgd(0.1, momentum, weight_decay) if momentum else sgd(0.1, weight_decay)
     opt = ClientOptimizer(model.parameters(), solver)
@@ -57,7 +60,7 @@ def test_same_steps_as_torch_sgd(momentum, weight_decay):
     opt.begin(solver.init(parameters_of(model)))
     xs, ys = _data()
     for k in range(8):
-        x, y = _batch(xs, ys, 2, 0, k)
+        x, y = (v.to(device) for v in _batch(xs, ys, 2, 0, k))
         for net, o in ((model, opt), (twin, ref)):
             o.zero_grad()
             F.cross_entropy(net(x), y).backward()
@@ -244,20 +247,21 @@ def test_bad_use_is_refused():
 
 @pytest.mark.parametrize("solver", [sgd(0.1), sgd(0.1, weight_decay=0.1), momentum_proximal_sgd(0.1, 0.5, mu=1.0),
                                     momentum_sgd(0.1, 0.9, weight_decay=0.1), decayed_sgd(0.1, gamma=0.8)])
-def test_in_place_step_is_the_solver_update(solver):
+@pytest.mark.parametrize("device", DEVICES)
+def test_in_place_step_is_the_solver_update(solver, device):
     """Random parameters, gradients and a VR correction: the in-place multi-tensor step equals
     LocalSolver.update step for step, and the caller's gradients are never written."""
     g = torch.Generator().manual_seed(3)
     shapes = [(4, 3), (3,), (2, 2, 2)]
-    params = [nn.Parameter(torch.randn(s, generator=g, dtype=D)) for s in shapes]
+    params = [nn.Parameter(torch.randn(s, generator=g, dtype=D).to(device)) for s in shapes]
     start = [p.detach().clone() for p in params]
-    corr = [torch.randn(s, generator=g, dtype=D) for s in shapes]
+    corr = [torch.randn(s, generator=g, dtype=D).to(device) for s in shapes]
     kept = [s.clone() for s in start]
     opt = ClientOptimizer(params, solver)
     opt.begin(solver.init(start, corr))
     want = solver.init(start, corr)
     for k in range(5):
-        grads = [torch.randn(s, generator=g, dtype=D) for s in shapes]
+        grads = [torch.randn(s, generator=g, dtype=D).to(device) for s in shapes]
         for p, gr in zip(params, grads):
             p.grad = gr.clone()
         opt.step()
