@@ -1,6 +1,7 @@
 """The README (and the book's introduction) as a user follows it: its Python runs, its
 ``python -m fedlib`` lines parse, its papermill lines name real chapters and parameters, the
-files it names exist. Documentation that drifts from the code fails here."""
+files it names exist; and the GPU notes' commands parse. Documentation that drifts from the code
+fails here."""
 from __future__ import annotations
 
 import ast
@@ -101,3 +102,34 @@ def test_the_files_the_readme_names_exist():
     assert len(named) >= 8
     missing = sorted(n for n in named if not (ROOT / n).exists())
     assert not missing, f"the README names files that do not exist: {missing}"
+
+
+def _notes_spans():
+    """The commands of the GPU notes (the calls a session with a device runs as written)."""
+    text = (ROOT / "data" / "results" / "bench" / "NOTES.md").read_text()
+    return [" ".join(m.split()) for m in re.findall(r"`([^`]*(?:-m fedlib|gpu_run\.sh)[^`]*)`", text, flags=re.S)]
+
+
+def test_the_gpu_notes_commands_parse():
+    """A flag that no longer exists would cost device time: every `-m fedlib` command of
+    data/results/bench/NOTES.md parses, every variable it sets for scripts/gpu_run.sh is read
+    by the script, and every --compare variant is valid."""
+    script = (ROOT / "scripts" / "gpu_run.sh").read_text()
+    spans = _notes_spans()
+    assert len(spans) >= 5
+    parsed = 0
+    for span in spans:
+        if "-m fedlib" in span:
+            argv = shlex.split(span.split("-m fedlib", 1)[1].replace("$OUT", "/tmp/out"))
+            build_parser().parse_args(argv)
+            parsed += 1
+        if "gpu_run.sh" in span:
+            for name in re.findall(r"(?:^|[\s&])([A-Z][A-Z0-9_]+)=", span.split("gpu_run.sh")[0]):
+                assert re.search(rf"\b{name}\b", script), f"NOTES.md sets {name} but scripts/gpu_run.sh never reads it"
+    assert parsed >= 2
+    default = re.search(r'BENCH_COMPARE:-([^}"]+)', script)
+    assert default, "gpu_run.sh has no default BENCH_COMPARE"
+    from fedlib.experiments.cifar10 import parse_bench_variants
+
+    parse_bench_variants(default.group(1).split(), runs=4, precision="bf16", cuda_graph=True, path="grouped",
+                         cudnn_bench=False, cuda=True, conv="cudnn")
