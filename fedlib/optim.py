@@ -39,6 +39,8 @@ tests compare the two), so an existing training loop changes in the optimizer's 
 Rules, each enforced with an error rather than a silent change of the algorithm:
 
 * one parameter group; momentum, :math:`\mu` and weight decay are set on the solver;
+* trainable parameters only (``requires_grad``): a frozen one would still be moved by weight
+  decay and the proximal term, so it is refused — pass the same subset to :func:`parameters_of`;
 * the learning rate may change between rounds (a ``torch.optim.lr_scheduler`` stepped once
   per round; :meth:`ClientOptimizer.begin` reads the group's ``lr``), never within a round,
   since :math:`a_i` depends on every step size of the round;
@@ -78,13 +80,20 @@ from .solvers import LocalSolver, SolverState
 __all__ = ["ClientOptimizer", "parameters_of", "copy_into"]
 
 
-def parameters_of(model: torch.nn.Module) -> List[torch.Tensor]:
-    """Detached copies of ``model.parameters()``, in order: the global model of
-    :meth:`fedlib.algorithms.FederatedAlgorithm.init` for a :class:`ClientOptimizer` on
-    ``model.parameters()``."""
-    if not isinstance(model, torch.nn.Module):
-        raise ValueError(f"model must be a torch.nn.Module, got {type(model).__name__}")
-    return [p.detach().clone() for p in model.parameters()]
+def parameters_of(model) -> List[torch.Tensor]:
+    """Detached copies of ``model.parameters()`` (or of an iterable of parameters, e.g. the
+    trainable ones only), in order: the global model of
+    :meth:`fedlib.algorithms.FederatedAlgorithm.init` for a :class:`ClientOptimizer` on the
+    same parameters."""
+    if isinstance(model, torch.nn.Module):
+        params = list(model.parameters())
+    elif isinstance(model, torch.Tensor) or not hasattr(model, "__iter__"):
+        raise ValueError(f"model must be a torch.nn.Module or an iterable of parameters, got {type(model).__name__}")
+    else:
+        params = list(model)
+        if not all(isinstance(p, torch.Tensor) for p in params):
+            raise ValueError("model: an iterable of parameters must hold tensors only")
+    return [p.detach().clone() for p in params]
 
 
 def copy_into(params: Iterable[torch.Tensor], values: Sequence[torch.Tensor]) -> None:
@@ -174,6 +183,10 @@ class ClientOptimizer(torch.optim.Optimizer):
         for k, p in enumerate(self._params):
             if not p.is_floating_point():
                 raise ValueError(f"params[{k}] is {p.dtype}: parameters must be floating point")
+            if not p.requires_grad:  # else weight decay and prox would move a frozen parameter
+                raise ValueError(f"params[{k}] does not require grad (frozen): pass the trainable parameters only, "
+                                 "e.g. [p for p in model.parameters() if p.requires_grad], and the same list to "
+                                 "parameters_of")
         self._base = solver
         self._solver: Optional[LocalSolver] = None
         self._state: Optional[SolverState] = None

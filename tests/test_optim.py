@@ -242,7 +242,15 @@ def test_bad_use_is_refused():
     with pytest.raises(NotImplementedError, match="server state"):
         opt.state_dict()
     with pytest.raises(ValueError, match="Module"):
-        parameters_of(params)
+        parameters_of(params[0])
+    frozen = _model()
+    frozen[0].weight.requires_grad_(False)
+    with pytest.raises(ValueError, match=r"params\[0\] does not require grad"):
+        ClientOptimizer(frozen.parameters(), solver)
+    trainable = [p for p in frozen.parameters() if p.requires_grad]
+    opt = ClientOptimizer(trainable, solver)
+    opt.begin(solver.init(parameters_of(trainable)))  # the trainable subset on both sides
+    assert opt.local_steps == 0
 
 
 @pytest.mark.parametrize("solver", [sgd(0.1), sgd(0.1, weight_decay=0.1), momentum_proximal_sgd(0.1, 0.5, mu=1.0),
