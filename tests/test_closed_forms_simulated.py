@@ -1,0 +1,255 @@
+"""Closed forms against what the library's rounds actually do, on random inputs.
+
+Each test draws its instances at random (several seeds) and compares a closed form of the paper
+with the real rounds of :func:`fedlib.engines.reference.run_sequential`:
+
+* Theorem 1's :math:`A` (eq. 8) with the variance of real server changes under gradient noise;
+* the :math:`\\eta \\to 0` limits — Lemma 1 (FedAvg, :math:`w_i \\propto p_i\\tau_i`), eq. 7 (FedProx,
+  :math:`w_i \\propto p_i[1-(1-\\alpha)^{\\tau_i}]`), App. D.1 (two clients) — with the fixed point of
+  the real round map, identified from real rounds (on quadratics a round is affine:
+  :math:`x \\mapsto Mx + b`, so :math:`d + 1` rounds from chosen points give :math:`M` and :math:`b`);
+* the round map's spectral radius (:func:`fedlib.tradeoff.round_contraction`) with the identified :math:`M`;
+* :math:`\\mathbb E\\|a_i\\|_1` and the population :math:`\\tau_{\\text{eff}}` with the average of what
+  clients report over many rounds;
+* App. G's sampling moments with exhaustive enumeration of the sampler, on random :math:`p`.
+"""
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+import pytest
+
+from fedlib.algorithms import make_algorithm
+from fedlib.engines.reference import run_sequential
+from fedlib.experiments.quadratic import identity_quadratic, surrogate_optimum, tau_weighted_optimum
+from fedlib.problems import random_quadratic
+from fedlib.rng import generator
+from fedlib.schedules import FixedSteps, RandomSteps, expected_a_norms, population_tau_eff
+from fedlib.solvers import momentum_proximal_sgd, momentum_sgd, proximal_sgd, sgd
+from fedlib.theory import fedprox_weights, lemma1_small_lr_limit, theorem1_constants, two_client_lower_bound
+from fedlib.tradeoff import round_contraction
+
+SEEDS = range(4)
+
+
+# ------------------------------------------------------------------ Theorem 1's A
+@pytest.mark.parametrize("seed", SEEDS)
+@pytest.mark.parametrize("name", ["fedavg", "fednova"])
+def test_theorem1_A_is_the_variance_of_real_server_changes(name, seed):
+    r"""Zero Hessians, gradients pure noise :math:`\xi \sim N(0, \sigma^2 I)`: one real round moves the
+    server by :math:`-\eta\tau_{\text{eff}}\sum_i w_i G_i a_i/\|a_i\|_1`, whose per-coordinate variance is
+    :math:`\eta^2\tau_{\text{eff}} A\sigma^2/m` — measured over 40,000 coordinates, with each client's
+    own random solver and :math:`\tau_i`, and the round's own :math:`w` and :math:`\tau_{\text{eff}}`."""
+    rng = np.random.default_rng(seed)
+    m, d, lr, sigma = 5, 40_000, 0.05, 0.7
+    p = rng.dirichlet(np.ones(m))
+    steps = rng.integers(1, 9, size=m)
+    solvers = [momentum_proximal_sgd(lr, float(rng.uniform(0, 0.9)), mu=float(rng.uniform(0, 10)))
+               for _ in range(m)]
+
+    def noise(x, i, t, k):
+        return sigma * generator(seed, "batches", t, i, k).standard_normal(d)
+
+    algo = make_algorithm(name, sgd(lr))
+    run = run_sequential(algo, np.zeros(d), noise, p, FixedSteps(steps), 1, solver_at=lambda t, i: solvers[i])
+    diag = run.diagnostics[0]
+    w = np.asarray(diag.weights) / np.sum(diag.weights)
+    A, _, _ = theorem1_constants(w, [s.a_vector(int(t)) for s, t in zip(solvers, steps)], float(diag.tau_eff))
+    measured = run.state.params.var() * m / (lr ** 2 * float(diag.tau_eff) * sigma ** 2)
+    assert measured == pytest.approx(A, rel=0.05)  # sampling error of a variance over 40,000 values: ~0.7 %
+
+
+# ------------------------------------------------------------------ fixed points of the real rounds
+def _round_map(algo, problem, steps, solver=None):
+    """(M, b) of one real round x -> Mx + b (full-batch local steps on a quadratic)."""
+    d = problem.e.shape[1]
+    kw = {} if solver is None else {"solver_at": lambda t, i: solver}
+
+    def one_round(x):
+        return run_sequential(algo, x, problem.grad_fn(), problem.p, FixedSteps(steps), 1, **kw).state.params
+
+    b = one_round(np.zeros(d))
+    M = np.column_stack([one_round(np.eye(d)[j]) - b for j in range(d)])
+    return M, b
+
+
+def _fixed_point(M, b):
+    return np.linalg.solve(np.eye(len(b)) - M, b)
+
+
+def _limits(make_algo, problem, steps, lrs):
+    return [_fixed_point(*_round_map(make_algo(lr), problem, steps)) for lr in lrs]
+
+
+LRS = (0.004, 0.002, 0.001)
+
+
+def _first_order(distances):
+    """Halving eta halves the distance (O(eta)), to within 15 %."""
+    ratios = np.array(distances[:-1]) / np.array(distances[1:])
+    return np.all(np.abs(ratios - 2) < 0.3), ratios
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+def test_lemma1_fedavg_limit_of_the_real_rounds(seed):
+    """Lemma 1 (H_i = I): FedAvg's limit tends to sum p_i tau_i e_i / sum p_i tau_i at O(eta), not to x*."""
+    rng = np.random.default_rng(seed)
+    problem = identity_quadratic(4, 3, seed=seed, p=rng.dirichlet(np.ones(4)))
+    steps = rng.integers(1, 12, size=4)
+    target = lemma1_small_lr_limit(problem.e, problem.p, steps)
+    limits = _limits(lambda lr: make_algorithm("fedavg", sgd(lr)), problem, steps, LRS)
+    ok, ratios = _first_order([np.linalg.norm(x - target) for x in limits])
+    assert ok, ratios
+    assert np.linalg.norm(limits[-1] - target) < 0.05 * np.linalg.norm(target - problem.optimum())
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+def test_tau_weighted_limit_for_general_hessians(seed):
+    """Lemma 1 for general H_i: FedAvg -> argmin sum_i p_i tau_i F_i / sum_j p_j tau_j at O(eta)."""
+    rng = np.random.default_rng(seed)
+    problem = random_quadratic(3, 3, seed=seed, p=rng.dirichlet(np.ones(3)))
+    steps = rng.integers(1, 12, size=3)
+    target = tau_weighted_optimum(problem, steps)
+    limits = _limits(lambda lr: make_algorithm("fedavg", sgd(lr)), problem, steps, LRS)
+    ok, ratios = _first_order([np.linalg.norm(x - target) for x in limits])
+    assert ok, ratios
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+def test_fedprox_weights_give_the_limit_of_real_fedprox_rounds(seed):
+    """eq. 7: with alpha = eta mu fixed, FedProx's limit tends to argmin sum_i w_i F_i with
+    w_i ∝ p_i [1 - (1 - alpha)^tau_i] (fedprox_weights) at O(eta)."""
+    rng = np.random.default_rng(seed)
+    problem = random_quadratic(3, 3, seed=10 + seed, p=rng.dirichlet(np.ones(3)))
+    steps = rng.integers(1, 15, size=3)
+    alpha = float(rng.uniform(0.05, 0.5))
+    _, w = fedprox_weights(problem.p, steps, alpha)
+    target = surrogate_optimum(problem, w)
+    limits = _limits(lambda lr: make_algorithm("fedprox", proximal_sgd(lr, alpha / lr)), problem, steps, LRS)
+    ok, ratios = _first_order([np.linalg.norm(x - target) for x in limits])
+    assert ok, ratios
+    other = surrogate_optimum(problem, problem.p * steps / (problem.p @ steps))  # alpha -> 0 (FedAvg) is not it
+    assert np.linalg.norm(limits[-1] - target) < 0.1 * np.linalg.norm(other - target)
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+def test_two_client_example_is_the_limit_of_real_rounds(seed):
+    """App. D.1: F_1 = (x - a)^2 / 2, F_2 = (x + a)^2 / 2, p = (1/2, 1/2): FedAvg's limit tends to
+    a (tau_1 - tau_2) / (tau_1 + tau_2), and the floor |grad F(x~)|^2 = chi^2 kappa^2 is attained."""
+    from fedlib.problems.quadratic import QuadraticProblem
+
+    rng = np.random.default_rng(seed)
+    t1, t2 = (int(v) for v in rng.integers(1, 20, size=2))
+    a = float(rng.uniform(0.5, 3))
+    problem = QuadraticProblem(np.ones((2, 1, 1)), np.array([[a], [-a]]), np.array([0.5, 0.5]))
+    ex = two_client_lower_bound(t1, t2, a)
+    limits = _limits(lambda lr: make_algorithm("fedavg", sgd(lr)), problem, [t1, t2], LRS)
+    dist = [abs(float(x[0]) - ex.x_limit) for x in limits]
+    if t1 == t2:
+        assert max(dist) < 1e-12
+        return
+    ok, ratios = _first_order(dist)
+    assert ok, ratios
+    assert float(limits[-1][0]) ** 2 == pytest.approx(ex.chi2 * ex.kappa2, rel=0.05)  # grad F(x) = x here
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+@pytest.mark.parametrize("algorithm,alpha", [("fedprox", 0.3), ("fedavg", 0.0), ("fednova", 0.0)])
+def test_round_contraction_is_the_real_rounds_radius(algorithm, alpha, seed):
+    """round_contraction (the closed-form map's spectral radius) = that of the map identified from
+    real rounds, and the real rounds' distance to their fixed point shrinks at that rate."""
+    rng = np.random.default_rng(seed)
+    problem = random_quadratic(3, 4, seed=20 + seed, p=rng.dirichlet(np.ones(3)))
+    steps = [int(v) for v in rng.integers(1, 10, size=3)]
+    lr = 0.05
+    rho = round_contraction(problem, steps, lr, alpha, algorithm=algorithm)
+    solver = proximal_sgd(lr, alpha / lr) if alpha > 0 else sgd(lr)
+    M, b = _round_map(make_algorithm(algorithm, solver), problem, steps)
+    assert rho == pytest.approx(float(np.max(np.abs(np.linalg.eigvals(M)))), rel=1e-10)
+    x_fix = _fixed_point(M, b)
+    run = run_sequential(make_algorithm(algorithm, solver), np.zeros(4), problem.grad_fn(), problem.p,
+                         FixedSteps(steps), 60, metric_fn=lambda x, t: np.linalg.norm(x - x_fix))
+    err = np.array(run.metrics)
+    rate = (err[60] / err[30]) ** (1 / 30)
+    assert rate == pytest.approx(rho, rel=0.02)
+
+
+# ------------------------------------------------------------------ E||a_i||_1 and the population tau_eff
+@pytest.mark.parametrize("seed", SEEDS)
+def test_expected_a_norms_are_the_mean_of_what_clients_report(seed):
+    """RandomSteps with momentum / prox solvers: the mean of the ||a_i||_1 reported by real rounds
+    over 3,000 rounds is expected_a_norms, and sum_i p_i of it is population_tau_eff."""
+    rng = np.random.default_rng(seed)
+    m, rounds = 4, 3000
+    p = rng.dirichlet(np.ones(m))
+    low = int(rng.integers(1, 5))
+    schedule = RandomSteps(m, low, low + int(rng.integers(2, 12)), seed=seed)
+    solver = [momentum_sgd(0.01, float(rng.uniform(0.1, 0.9))), proximal_sgd(0.01, float(rng.uniform(1, 50))),
+              momentum_proximal_sgd(0.01, 0.5, mu=20.0), sgd(0.01)][seed % 4]
+    run = run_sequential(make_algorithm("fednova", solver), np.zeros(1), lambda x, i, t, k: np.zeros(1), p,
+                         schedule, rounds)
+    reported = np.array([d.a_norms for d in run.diagnostics])
+    want = expected_a_norms(schedule, solver)
+    spread = reported.std(axis=0) / np.sqrt(rounds)
+    assert np.all(np.abs(reported.mean(axis=0) - want) < 4 * spread + 1e-12), (reported.mean(axis=0), want)
+    assert population_tau_eff(p, schedule, solver) == pytest.approx(float(p @ want), rel=1e-12)
+    taus = np.array([d.tau_eff for d in run.diagnostics])  # FedNova's default tau_eff: sum_i p_i ||a_i||_1
+    assert abs(taus.mean() - population_tau_eff(p, schedule, solver)) < 4 * taus.std() / np.sqrt(rounds)
+
+
+# ------------------------------------------------------------------ App. G's moments on random p
+def _enumerate(scheme, p, q):
+    """Every outcome of the sampler with its probability: (probability, clients, weights)."""
+    from fedlib.sampling import Participation
+
+    m = len(p)
+    out = []
+    if scheme == "with-replacement":
+        for draws in itertools.product(range(m), repeat=q):
+            prob = float(np.prod(p[list(draws)]))
+            clients, counts = np.unique(draws, return_counts=True)
+            out.append((prob, Participation(clients, counts / q)))
+    else:
+        for subset in itertools.combinations(range(m), q):
+            clients = np.array(subset)
+            out.append((1 / len(list(itertools.combinations(range(m), q))), Participation(clients, p[clients] * m / q)))
+    return out
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+@pytest.mark.parametrize("scheme", ["with-replacement", "uniform"])
+def test_sampling_moments_by_enumeration_on_random_p(scheme, seed):
+    """weight_moments, effective_participants and expected_server_weights against every outcome of
+    the sampler (with its probability), for random p, a and q."""
+    from fedlib.sampling import effective_participants, expected_server_weights, weight_moments
+
+    rng = np.random.default_rng(seed)
+    m = int(rng.integers(3, 6))
+    q = int(rng.integers(2, m))
+    p = rng.dirichlet(np.ones(m))
+    a = rng.uniform(1, 20, size=m)
+    outcomes = _enumerate(scheme, p, q)
+    assert sum(pr for pr, _ in outcomes) == pytest.approx(1, abs=1e-12)
+    mean_w, pair, presence, sum_sq = np.zeros(m), np.zeros((m, m)), np.zeros((m, m)), 0.0
+    c_part, c_sel = np.zeros(m), np.zeros(m)
+    for pr, part in outcomes:
+        omega = np.zeros(m)
+        omega[part.clients] = part.weights
+        mean_w += pr * omega
+        pair += pr * np.outer(omega, omega)
+        chosen = omega > 0
+        presence += pr * np.outer(chosen.astype(float), omega)
+        sum_sq += pr * float(omega @ omega)
+        tau_part = float(omega @ a)  # the library's default: sum_S omega_i ||a_i||_1
+        tau_sel = float(p[chosen] @ a[chosen])  # App. H: sum_S p_i ||a_i||_1
+        c_part += pr * tau_part * omega
+        c_sel += pr * tau_sel * omega
+    np.testing.assert_allclose(mean_w, p, rtol=1e-12)  # both schemes are unbiased: E[omega] = p (App. G)
+    moments = weight_moments(scheme, p, q)
+    np.testing.assert_allclose(moments.pair, pair, rtol=1e-12, atol=1e-15)
+    np.testing.assert_allclose(moments.presence, presence, rtol=1e-12, atol=1e-15)
+    assert effective_participants(scheme, p, q) == pytest.approx(1 / sum_sq, rel=1e-12)
+    # E[tau_eff sum_S omega_i d_i] = sum_i c_i d_i: the coefficient of client i's d_i
+    np.testing.assert_allclose(expected_server_weights(scheme, p, a, q, "participants"), c_part, rtol=1e-12)
+    np.testing.assert_allclose(expected_server_weights(scheme, p, a, q, "selected_p"), c_sel, rtol=1e-12)
