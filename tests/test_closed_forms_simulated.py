@@ -253,3 +253,57 @@ def test_sampling_moments_by_enumeration_on_random_p(scheme, seed):
     # E[tau_eff sum_S omega_i d_i] = sum_i c_i d_i: the coefficient of client i's d_i
     np.testing.assert_allclose(expected_server_weights(scheme, p, a, q, "participants"), c_part, rtol=1e-12)
     np.testing.assert_allclose(expected_server_weights(scheme, p, a, q, "selected_p"), c_sel, rtol=1e-12)
+
+
+# ------------------------------------------------------------------ a_i entry by entry
+@pytest.mark.parametrize("seed", range(12))
+def test_a_vector_entries_are_the_solvers_impulse_responses(seed):
+    """Random solver, hyper-parameters and tau: entry j of a_vector(tau) is -Delta/eta of a run whose
+    only gradient is a unit impulse at local step j (App. B: Delta = -eta G a, column by column)."""
+    from fedlib.solvers import decayed_sgd
+
+    rng = np.random.default_rng(100 + seed)
+    lr, tau = float(rng.uniform(0.01, 0.5)), int(rng.integers(1, 40))
+    rho, mu = float(rng.uniform(0, 0.95)), float(rng.uniform(0, 1.0)) / lr
+    solver = [sgd(lr), proximal_sgd(lr, mu), momentum_sgd(lr, rho), momentum_proximal_sgd(lr, rho, mu),
+              decayed_sgd(lr, gamma=float(rng.uniform(0.5, 1.0))), sgd(lr, weight_decay=0.0)][seed % 6]
+    measured = np.array([-solver.run(np.zeros(1), lambda x, k, j=j: np.array([float(k == j)]), tau).params[0] / lr
+                         for j in range(tau)])
+    np.testing.assert_allclose(solver.a_vector(tau), measured, rtol=1e-10, atol=1e-13)
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+def test_time_averaged_surrogate_is_the_limit_of_the_expected_round(seed):
+    r"""Theorems 1 and 3 under random local work (chapter 8): each round draws client i's tau_i and
+    solver independently of the model, so the mean iterate follows the *expected* round map
+    x -> x + sum_i p_i E[Delta_i(x)]. Built here from real local runs (every tau of the client's
+    range with every solver, each client's Delta_i identified from single-client rounds), its fixed
+    point tends to time_averaged_surrogate's x~ (w_i ∝ p_i E||a_i||_1) at O(eta) — and not to the
+    point weighted by E[tau_i], which momentum makes different."""
+    from fedlib.experiments.speedup import time_averaged_surrogate
+    from fedlib.problems.quadratic import QuadraticProblem
+    from fedlib.schedules import RandomLocalWork
+
+    rng = np.random.default_rng(seed)
+    problem = random_quadratic(3, 2, seed=30 + seed, p=rng.dirichlet(np.ones(3)))
+    low = rng.integers(1, 6, size=3)
+    work = RandomLocalWork(low=low, high=low + rng.integers(0, 6, size=3), num_solvers=2, seed=seed)
+    d = problem.e.shape[1]
+    limits, targets = [], []
+    for lr in LRS:
+        solvers = [sgd(lr), momentum_sgd(lr, float(rng.uniform(0.5, 0.9)))]
+        mean_M, mean_b = np.zeros((d, d)), np.zeros(d)
+        for i in range(3):
+            client = QuadraticProblem(problem.H[i:i + 1], problem.e[i:i + 1], np.ones(1))
+            draws = [(tau, s) for tau in range(int(work.low[i]), int(work.high[i]) + 1) for s in solvers]
+            for tau, s in draws:
+                M, b = _round_map(make_algorithm("fedavg", s), client, [tau], solver=s)
+                mean_M += problem.p[i] * (M - np.eye(d)) / len(draws)
+                mean_b += problem.p[i] * b / len(draws)
+        limits.append(_fixed_point(np.eye(d) + mean_M, mean_b))
+        targets.append(time_averaged_surrogate(problem, work, solvers)[1])
+    ok, ratios = _first_order([np.linalg.norm(x - t) for x, t in zip(limits, targets)])
+    assert ok, ratios
+    mean_tau = (np.asarray(work.low) + np.asarray(work.high)) / 2
+    by_tau = surrogate_optimum(problem, problem.p * mean_tau / (problem.p @ mean_tau))
+    assert np.linalg.norm(limits[-1] - targets[-1]) < 0.2 * np.linalg.norm(limits[-1] - by_tau)
