@@ -307,3 +307,22 @@ def test_time_averaged_surrogate_is_the_limit_of_the_expected_round(seed):
     mean_tau = (np.asarray(work.low) + np.asarray(work.high)) / 2
     by_tau = surrogate_optimum(problem, problem.p * mean_tau / (problem.p @ mean_tau))
     assert np.linalg.norm(limits[-1] - targets[-1]) < 0.2 * np.linalg.norm(limits[-1] - by_tau)
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_local_operator_is_the_real_local_run(seed):
+    r"""App. A: K_i(eta, mu) (and its momentum version) maps the start gradient to the real local
+    run's change, Delta_i = -K_i grad F_i(x0), for random H_i, x0, eta, mu, rho and tau."""
+    from fedlib.theory import quadratic_local_operator
+
+    rng = np.random.default_rng(200 + seed)
+    problem = random_quadratic(1, 4, seed=seed, eig_range=(0.1, 3.0))
+    lr = float(rng.uniform(0.01, 0.3))
+    tau = int(rng.integers(1, 30))
+    mu = float(rng.uniform(0, 1.0 / lr)) if seed % 2 else 0.0
+    rho = float(rng.uniform(0, 0.9)) if seed % 4 >= 2 else 0.0
+    solver = momentum_proximal_sgd(lr, rho, mu) if rho else (proximal_sgd(lr, mu) if mu else sgd(lr))
+    x0 = rng.normal(size=4)
+    delta = solver.run(x0, lambda x, k: problem.grad(x, 0), tau).params - x0
+    K = quadratic_local_operator(problem.H[0], tau, lr, mu, momentum=rho)
+    np.testing.assert_allclose(delta, -K @ problem.grad(x0, 0), rtol=1e-9, atol=1e-12)
