@@ -51,8 +51,10 @@ Rules, each enforced with an error rather than a silent change of the algorithm:
   by ``state_dict`` (checkpoint the server state between rounds instead).
 
 Buffers (BatchNorm running statistics) are not parameters moved by gradient steps and are
-outside the update rule: average them across clients yourself (e.g. with weights
-:math:`p_i`); normalising them by :math:`\|a_i\|_1` is a known mistake (REFERENCE §5).
+outside the update rule: give each client the global buffers at the start of its round
+(:func:`copy_into` on ``model.buffers()``) and average the clients' ones after it
+(:func:`buffers_of`, :func:`average_buffers` with weights :math:`p_i`); normalising them by
+:math:`\|a_i\|_1` is a known mistake (REFERENCE §5).
 
 Example
 -------
@@ -77,7 +79,7 @@ import torch
 
 from .solvers import LocalSolver, SolverState
 
-__all__ = ["ClientOptimizer", "parameters_of", "copy_into"]
+__all__ = ["ClientOptimizer", "parameters_of", "copy_into", "buffers_of", "average_buffers"]
 
 
 def parameters_of(model) -> List[torch.Tensor]:
@@ -104,6 +106,40 @@ def copy_into(params: Iterable[torch.Tensor], values: Sequence[torch.Tensor]) ->
     with torch.no_grad():
         for p, v in zip(params, values):
             p.copy_(v)
+
+
+def buffers_of(model: torch.nn.Module) -> List[torch.Tensor]:
+    """Detached copies of ``model.buffers()`` (BatchNorm running statistics...), in order."""
+    if not isinstance(model, torch.nn.Module):
+        raise ValueError(f"model must be a torch.nn.Module, got {type(model).__name__}")
+    return [b.detach().clone() for b in model.buffers()]
+
+
+def average_buffers(client_buffers: Sequence[Sequence[torch.Tensor]], weights) -> List[torch.Tensor]:
+    r"""The clients' buffers averaged with ``weights`` (normalised to sum 1, e.g. :math:`p_i` of
+    the round's participants): :math:`\sum_i w_i b_i` for floating-point buffers (running means
+    and variances), rounded to the nearest integer for integer ones (``num_batches_tracked``).
+
+    Buffers are not moved by gradient steps, so they take no part in the update rule: no
+    :math:`\|a_i\|_1`, no :math:`\tau_{\text{eff}}` (normalising them as gradient progress is a
+    known mistake, REFERENCE §5). Give each client the averaged buffers at the start of its
+    round (:func:`copy_into` on ``model.buffers()``) and average theirs after it."""
+    client_buffers = [list(b) for b in client_buffers]
+    if not client_buffers:
+        raise ValueError("client_buffers: no client")
+    w = torch.as_tensor(weights, dtype=torch.float64).flatten()
+    if w.numel() != len(client_buffers) or not torch.all(torch.isfinite(w)) or torch.any(w < 0) or w.sum() <= 0:
+        raise ValueError(f"weights must be {len(client_buffers)} finite numbers >= 0 with a positive sum")
+    w = w / w.sum()
+    first = client_buffers[0]
+    for i, bufs in enumerate(client_buffers[1:], 1):
+        _check_like(first, bufs, f"client_buffers[{i}]")
+    out = []
+    for k, ref in enumerate(first):
+        stack = torch.stack([bufs[k].detach() for bufs in client_buffers]).to(torch.float64)
+        mean = torch.tensordot(w.to(stack.device), stack, dims=1)
+        out.append(mean.to(ref.dtype) if ref.is_floating_point() else mean.round().to(ref.dtype))
+    return out
 
 
 def _check_like(params: List[torch.Tensor], values, what: str) -> None:

@@ -278,3 +278,47 @@ def test_in_place_step_is_the_solver_update(solver, device):
         assert _max_diff(params, want.params) < 1e-14
         assert opt.a_norm == want.a_norm and opt.local_steps == want.step == k + 1
     assert _max_diff(start, kept) == 0  # the round's start (the prox anchor) was never written
+
+
+def test_batchnorm_buffers_are_averaged_not_normalised():
+    """A BatchNorm model in the user's loop: parameters through ClientOptimizer and the rule,
+    running statistics handed out at each client's start and averaged with p after the round."""
+    from fedlib.optim import average_buffers, buffers_of
+
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(5, 7), nn.BatchNorm1d(7), nn.ReLU(), nn.Linear(7, 3)).to(D)
+    xs, ys = _data()
+    p = np.array([len(x) for x in xs], dtype=float)
+    p /= p.sum()
+    steps = [2, 3, 5]
+    algo = make_algorithm("fednova", momentum_sgd(0.05, 0.9))
+    server = algo.init(parameters_of(model), 3)
+    global_buffers = buffers_of(model)
+    opt = ClientOptimizer(model.parameters(), algo.solver)
+    for t in range(2):
+        updates, client_buffers = [], []
+        for i in range(3):
+            copy_into(model.buffers(), global_buffers)
+            opt.begin(algo.client_init(server, i))
+            for k in range(steps[i]):
+                x, y = _batch(xs, ys, i, t, k)
+                opt.zero_grad()
+                F.cross_entropy(model(x), y).backward()
+                opt.step()
+            updates.append(algo.client_final(server, i, opt.solver_state))
+            client_buffers.append(buffers_of(model))
+        server, diag = algo.apply(server, full_participation(p), updates, opt.lr, p)
+        global_buffers = average_buffers(client_buffers, p)
+        for k, b in enumerate(global_buffers):
+            if b.is_floating_point():
+                want = sum(pi * cb[k] for pi, cb in zip(p, client_buffers))
+                torch.testing.assert_close(b, want, rtol=1e-12, atol=1e-14)
+            else:  # num_batches_tracked: every client saw t * ... + steps[i] batches; the p-weighted mean, rounded
+                assert int(b) == round(sum(pi * int(cb[k]) for pi, cb in zip(p, client_buffers)))
+        assert abs(diag.chi2) < 1e-12
+    # the running variance stays a variance (positive): no division by ||a_i||_1 anywhere
+    assert bool(torch.all(global_buffers[1] > 0))
+    with pytest.raises(ValueError, match="weights must be 3"):
+        average_buffers(client_buffers, [0.5, 0.5])
+    with pytest.raises(ValueError, match=r"client_buffers\[1\] has 2 tensors"):
+        average_buffers([client_buffers[0], client_buffers[1][:2]], [0.5, 0.5])
