@@ -326,3 +326,23 @@ def test_local_operator_is_the_real_local_run(seed):
     delta = solver.run(x0, lambda x, k: problem.grad(x, 0), tau).params - x0
     K = quadratic_local_operator(problem.H[0], tau, lr, mu, momentum=rho)
     np.testing.assert_allclose(delta, -K @ problem.grad(x0, 0), rtol=1e-9, atol=1e-12)
+
+
+@pytest.mark.parametrize("seed", range(6))
+@pytest.mark.parametrize("name", ["fedavg", "fedprox", "fednova"])
+def test_round_map_is_the_real_round(name, seed):
+    """quadratic_round_map (App. A, with local momentum and prox) equals the affine map identified
+    from the library's real rounds, on random quadratics, weights, tau_i, eta, mu and rho."""
+    from fedlib.theory import quadratic_round_map
+
+    rng = np.random.default_rng(300 + seed)
+    problem = random_quadratic(3, 3, seed=40 + seed, p=rng.dirichlet(np.ones(3)))
+    steps = [int(v) for v in rng.integers(1, 12, size=3)]
+    lr = float(rng.uniform(0.01, 0.2))
+    rho = float(rng.uniform(0, 0.9)) if seed % 2 else 0.0
+    mu = float(rng.uniform(0.1, 1.0 / lr)) if name == "fedprox" or seed % 3 == 0 else 0.0
+    solver = momentum_proximal_sgd(lr, rho, mu) if rho else (proximal_sgd(lr, mu) if mu else sgd(lr))
+    M, b = _round_map(make_algorithm(name, solver), problem, steps)
+    M_cf, b_cf = quadratic_round_map(problem.H, problem.e, problem.p, steps, lr, name, mu=mu, momentum=rho)
+    np.testing.assert_allclose(M, M_cf, rtol=1e-9, atol=1e-12)
+    np.testing.assert_allclose(b, b_cf, rtol=1e-9, atol=1e-12)
