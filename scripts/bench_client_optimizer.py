@@ -1,0 +1,60 @@
+"""Time one local step of ``fedlib.optim.ClientOptimizer`` against ``torch.optim.SGD`` in the same run.
+
+Both take the same step (heavy ball, weight decay) on copies of one model; only ``opt.step()`` is
+timed (forward and backward are the same for both), as the median over ``--steps`` steps, in
+alternating repeats. Prints the two medians and their ratio (ClientOptimizer / torch.optim.SGD).
+
+    python scripts/bench_client_optimizer.py --width 0.5 --steps 20 --repeat 2
+"""
+from __future__ import annotations
+
+import argparse
+import copy
+import time
+
+import torch
+import torch.nn.functional as F
+
+from fedlib.models import vgg11
+from fedlib.optim import ClientOptimizer, parameters_of
+from fedlib.solvers import momentum_sgd
+
+
+def median_step_seconds(opt, net, x, y, steps: int) -> float:
+    times = []
+    for _ in range(steps):
+        opt.zero_grad()
+        F.cross_entropy(net(x), y).backward()
+        t0 = time.perf_counter()
+        opt.step()
+        times.append(time.perf_counter() - t0)
+    return sorted(times)[steps // 2]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
+    parser.add_argument("--width", type=float, default=0.5, help="VGG-11 width multiplier (default 0.5)")
+    parser.add_argument("--steps", type=int, default=20, help="timed steps per repeat (default 20)")
+    parser.add_argument("--repeat", type=int, default=2, help="repeats, each timing both optimizers (default 2)")
+    parser.add_argument("--threads", type=int, default=2, help="torch threads (default 2)")
+    args = parser.parse_args()
+    torch.manual_seed(0)
+    torch.set_num_threads(args.threads)
+    net = vgg11(width=args.width, seed=0)
+    print(f"VGG-11 width {args.width}: {sum(p.numel() for p in net.parameters()):,} parameters, batch 32, "
+          f"{args.threads} threads, torch {torch.__version__}")
+    x, y = torch.randn(32, 3, 32, 32), torch.randint(0, 10, (32,))
+    solver = momentum_sgd(0.02, 0.9, weight_decay=1e-4)
+    ours, theirs = copy.deepcopy(net), copy.deepcopy(net)
+    opt = ClientOptimizer(ours.parameters(), solver)
+    opt.begin(solver.init(parameters_of(ours)))
+    ref = torch.optim.SGD(theirs.parameters(), lr=0.02, momentum=0.9, weight_decay=1e-4)
+    for r in range(args.repeat):
+        a = median_step_seconds(opt, ours, x, y, args.steps)
+        b = median_step_seconds(ref, theirs, x, y, args.steps)
+        print(f"repeat {r}: ClientOptimizer.step {a * 1e3:.2f} ms, torch.optim.SGD.step {b * 1e3:.2f} ms, "
+              f"ratio {a / b:.2f}")
+
+
+if __name__ == "__main__":
+    main()
