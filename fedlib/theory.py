@@ -160,7 +160,16 @@ def fedprox_weights(p: Any, local_steps: Any, alpha: float) -> tuple[float, np.n
 
 def corollary2_best_alpha(m: int, tau_bar: float, rounds: int, constant: float = 1.0) -> float:
     r"""Corollary 2: :math:`\alpha^\star = c\, m^{1/2} / (\bar\tau^{1/2} T^{1/6})` minimises FedProx's
-    bound (order only; ``constant`` is the unknown :math:`c`), clipped to :math:`[0, 1]`."""
+    bound, clipped to :math:`[0, 1]`.
+
+    The paper gives the order only. With :func:`theorem1_bound`'s unit constants,
+    :math:`p_i = 1/m`, :math:`\tau_i = \bar\tau` and :math:`\alpha\bar\tau \gg 1` (so
+    :math:`(1-\alpha)^{\bar\tau} \approx 0`): :math:`\tau_{\text{eff}} \approx 1/\alpha`,
+    :math:`A \approx \frac12`, :math:`B \approx 1/(2\alpha)`, :math:`C \approx 1/\alpha^2`; the
+    slowdown term :math:`\alpha\bar\tau/\sqrt{m\bar\tau T}` against the heterogeneity term
+    :math:`m\kappa^2/(\alpha^2\bar\tau T)` gives :math:`c = (2\kappa^2)^{1/3}` (the :math:`B` term is
+    smaller by a factor :math:`\alpha\sigma^2/(2\kappa^2)`). Chapter 3 and the tests compare it with
+    the numerical minimiser :func:`fedlib.tradeoff.fedprox_bound_best_alpha`."""
     m = check_int("m", m, minimum=1)
     tau_bar = check_positive("tau_bar", tau_bar)
     T = check_int("rounds", rounds, minimum=1)

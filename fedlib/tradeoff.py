@@ -20,7 +20,10 @@ first term of Theorem 1).
   FedProx for every :math:`\alpha` and FedNova with the same proximal solver and
   :math:`\tau_{\text{eff}} = \sum_i p_i\tau_i`, with :func:`fedlib.engines.reference.run_sequential`;
 * :func:`closed_form_distances` — the same distances from the affine round map
-  (:func:`fedlib.theory.quadratic_round_map`), cheap for many :math:`T`.
+  (:func:`fedlib.theory.quadratic_round_map`), cheap for many :math:`T`;
+* :func:`fedprox_bound` and :func:`fedprox_bound_best_alpha` — Theorem 1's bound (eq. 8) for
+  FedProx as a function of :math:`\alpha`, and its minimiser found numerically: what Corollary 2's
+  closed form (:func:`fedlib.theory.corollary2_best_alpha`) is checked against.
 """
 from __future__ import annotations
 
@@ -35,10 +38,11 @@ from .problems.quadratic import QuadraticProblem
 from .rule import fedavg_weights
 from .schedules import FixedSteps
 from .solvers import proximal_sgd, sgd
-from .theory import chi_square, fedprox_weights, quadratic_round_map, slowdown
+from .theory import (Theorem1Terms, chi_square, fedprox_weights, quadratic_round_map, slowdown, theorem1_bound,
+                     theorem1_constants)
 
 __all__ = ["FedProxCurves", "fedprox_curves", "measured_fedprox_weights", "mu_for_alpha", "Sweep",
-           "fedprox_sweep", "closed_form_distances", "round_contraction"]
+           "fedprox_sweep", "closed_form_distances", "round_contraction", "fedprox_bound", "fedprox_bound_best_alpha"]
 
 
 class FedProxCurves(NamedTuple):
@@ -168,3 +172,36 @@ def round_contraction(problem: QuadraticProblem, local_steps: Sequence[int], lr:
     alg = "fedavg" if (alpha == 0 and algorithm == "fedprox") else algorithm
     M, _ = quadratic_round_map(problem.H, problem.e, problem.p, local_steps, lr, alg, mu_for_alpha(alpha, lr), tau_eff)
     return float(np.max(np.abs(np.linalg.eigvals(M))))
+
+
+def fedprox_bound(alpha: float, m: int, tau_bar: int, rounds: int, sigma2: float = 1.0,
+                  kappa2: float = 1.0) -> Theorem1Terms:
+    r"""Theorem 1's bound (eq. 8, :func:`fedlib.theory.theorem1_bound`: unit constants,
+    :math:`\eta = \sqrt{m/(\bar\tau T)}`) for FedProx with :math:`p_i = 1/m` and
+    :math:`\tau_i = \bar\tau` (Corollary 2's setting): :math:`A, B, C` from the proximal
+    :math:`a = [(1-\alpha)^{\bar\tau-1}, \dots, 1]` (:func:`fedlib.theory.theorem1_constants`),
+    :math:`\tau_{\text{eff}} = \|a\|_1`."""
+    if not (0.0 < float(alpha) <= 1.0):
+        raise ValueError(f"alpha must lie in (0, 1], got {alpha!r}")
+    m = check_int("m", m, minimum=1)
+    tau = check_int("tau_bar", tau_bar, minimum=1)
+    a = (1.0 - float(alpha)) ** np.arange(tau - 1, -1, -1, dtype=np.float64)
+    tau_eff = float(a.sum())
+    A, B, C = theorem1_constants(np.full(m, 1.0 / m), [a] * m, tau_eff)
+    return theorem1_bound(m, float(tau), rounds, tau_eff, A, B, C, sigma2, kappa2)
+
+
+def fedprox_bound_best_alpha(m: int, tau_bar: int, rounds: int, sigma2: float = 1.0, kappa2: float = 1.0) -> float:
+    r"""The :math:`\alpha \in [10^{-9}, 1]` that minimises :func:`fedprox_bound`'s total, found
+    numerically (bounded scalar minimisation over :math:`\log\alpha`). For
+    :math:`\alpha\bar\tau \gg 1` it is Corollary 2's
+    :math:`(2\kappa^2)^{1/3} m^{1/2}\bar\tau^{-1/2}T^{-1/6}` (see
+    :func:`fedlib.theory.corollary2_best_alpha`; chapter 3 compares the two)."""
+    from scipy.optimize import minimize_scalar
+
+    def total(log_alpha):
+        return fedprox_bound(float(np.exp(log_alpha)), m, tau_bar, rounds, sigma2, kappa2).total
+
+    res = minimize_scalar(total, bounds=(np.log(1e-9), 0.0), method="bounded", options={"xatol": 1e-10})
+    return float(np.exp(res.x))
+

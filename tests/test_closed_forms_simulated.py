@@ -346,3 +346,24 @@ def test_round_map_is_the_real_round(name, seed):
     M_cf, b_cf = quadratic_round_map(problem.H, problem.e, problem.p, steps, lr, name, mu=mu, momentum=rho)
     np.testing.assert_allclose(M, M_cf, rtol=1e-9, atol=1e-12)
     np.testing.assert_allclose(b, b_cf, rtol=1e-9, atol=1e-12)
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_corollary2_constant_is_the_bound_minimiser(seed):
+    """Corollary 2 with c = (2 kappa^2)^(1/3) is the alpha that minimises eq. 8 for FedProx (A, B, C
+    from the proximal a_i, found numerically), for random m, tau, T, sigma^2, kappa^2 with alpha tau >> 1;
+    and it is not the minimiser with c = 1 (the order-only reading)."""
+    from fedlib.theory import corollary2_best_alpha
+    from fedlib.tradeoff import fedprox_bound_best_alpha
+
+    rng = np.random.default_rng(400 + seed)
+    m, tau = int(rng.integers(4, 65)), int(rng.integers(500, 5000))
+    sigma2, kappa2 = float(rng.uniform(0.2, 5)), float(rng.uniform(0.2, 5))
+    c = (2 * kappa2) ** (1 / 3)
+    t_max = (c * np.sqrt(m * tau) / 10) ** 6  # keeps alpha* tau >= 10
+    T = int(10 ** rng.uniform(4, np.log10(t_max)))
+    numeric = fedprox_bound_best_alpha(m, tau, T, sigma2, kappa2)
+    assert numeric * tau >= 9
+    assert numeric == pytest.approx(corollary2_best_alpha(m, tau, T, constant=c), rel=0.03)
+    if abs(c - 1) > 0.2:
+        assert numeric != pytest.approx(corollary2_best_alpha(m, tau, T), rel=0.1)
