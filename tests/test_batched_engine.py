@@ -195,3 +195,29 @@ def test_docstring_examples():
     for mod in (mod_batched, mod_logistic, mod_synthetic):
         res = doctest.testmod(mod, optionflags=doctest.ELLIPSIS)
         assert res.failed == 0, f"{mod.__name__}: {res.failed} docstring example(s) failed"
+
+
+def test_lr_sweep_keeps_eta_times_rounds():
+    """experiments.synthetic.lr_sweep (chapter 4): rounds scale as 0.02 / lr, each factory gets its lr,
+    and the runs at the paper's lr are run_setting's."""
+    import dataclasses
+
+    from fedlib.data.synthetic import synthetic
+    from fedlib.experiments import synthetic as S
+    from fedlib.problems.logistic import LogisticProblem
+
+    prob = LogisticProblem(synthetic(1, 1, num_clients=5, dim=6, seed=0))
+    setting = dataclasses.replace(S.SETTINGS[0], name="tiny")
+    seen = []
+
+    def fedavg(problem, st, lr):
+        seen.append(lr)
+        return S.fedavg_sgd(problem, st, lr)
+
+    out = S.lr_sweep(prob, setting, {"FedAvg": fedavg}, (0.02, 0.005), (0,), 3)
+    assert out[0.02, "FedAvg"].losses.shape == (1, 4) and out[0.005, "FedAvg"].losses.shape == (1, 13)
+    assert seen == [0.02, 0.005]
+    same = S.run_setting(prob, setting, S.fedavg_sgd, (0,), 3)
+    np.testing.assert_array_equal(out[0.02, "FedAvg"].losses, same.losses)
+    with pytest.raises(ValueError, match="lrs"):
+        S.lr_sweep(prob, setting, {"FedAvg": fedavg}, (0.0,), (0,), 3)

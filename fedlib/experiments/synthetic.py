@@ -36,6 +36,7 @@ from typing import Callable, Iterable, Mapping, NamedTuple, Optional, Sequence
 
 import numpy as np
 
+from .._validate import check_positive
 from ..algorithms import FederatedAlgorithm, make_algorithm
 from ..data import synthetic
 from ..engines.batched import run_batched
@@ -47,7 +48,7 @@ from ..solvers import LocalSolver, proximal_sgd, sgd
 
 __all__ = ["PAPER", "PROFILES", "Setting", "SETTINGS", "make_problem", "population_tau_eff", "fedavg_sgd",
            "fednova_sgd", "fedprox", "with_solver", "Curves", "run_setting", "run_grid", "final_losses",
-           "claim_holds", "end_loss", "plot_losses", "plot_diagnostics", "LABEL_STYLE"]
+           "claim_holds", "end_loss", "plot_losses", "plot_diagnostics", "LABEL_STYLE", "lr_sweep"]
 
 #: The paper's synthetic settings (App. I) and the data (REFERENCE §3).
 PAPER = {"alpha": 1.0, "beta": 1.0, "num_clients": 30, "batch_size": 20, "lr": 0.02}
@@ -179,6 +180,23 @@ def run_grid(problem: LogisticProblem, settings: Iterable[Setting], algorithms: 
             out[setting.name, label] = run_setting(problem, setting, factory, seeds, rounds)
             if progress:
                 progress(f"{setting.name:8s} {label:18s} {out[setting.name, label].seconds.sum():6.1f} s")
+    return out
+
+
+def lr_sweep(problem: LogisticProblem, setting: Setting, algorithms: Mapping[str, Callable], lrs: Sequence[float],
+             seeds: Sequence[int], rounds: int) -> dict:
+    r"""``{(lr, label): Curves}``: each factory ``factory(problem, setting, lr)`` at every client
+    learning rate of ``lrs``, with :math:`\eta T` held at the paper's: ``rounds`` at
+    :math:`\eta = 0.02`, ``round(rounds * 0.02 / lr)`` at ``lr``. Chapter 4 uses it to show that
+    FedNova's loss to FedAvg under sampling with replacement is a step-size effect (the spread of
+    the server step grows with :math:`\eta`) that reverses at smaller :math:`\eta`."""
+    out = {}
+    for lr in lrs:
+        lr = check_positive("lrs", lr)
+        steps = max(1, int(round(rounds * PAPER["lr"] / lr)))
+        for label, factory in algorithms.items():
+            out[lr, label] = run_setting(problem, setting, lambda prob, st, f=factory, lr=lr: f(prob, st, lr), seeds,
+                                         steps)
     return out
 
 
