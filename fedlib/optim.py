@@ -318,7 +318,6 @@ class ClientOptimizer(torch.optim.Optimizer):
             grads.append(torch.zeros_like(p) if p.grad is None else p.grad.detach())
         self._state = _step_in_place(self._solver, self._state, params, grads)
         return loss
-        return loss
 
     # ------------------------------------------------------------------ not supported
     def state_dict(self):

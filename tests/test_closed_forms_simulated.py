@@ -11,11 +11,8 @@ with the real rounds of :func:`fedlib.engines.reference.run_sequential`:
 * the round map's spectral radius (:func:`fedlib.tradeoff.round_contraction`) with the identified :math:`M`;
 * :math:`\\mathbb E\\|a_i\\|_1` and the population :math:`\\tau_{\\text{eff}}` with the average of what
   clients report over many rounds;
-* App. G's sampling moments with exhaustive enumeration of the sampler, on random :math:`p`.
 """
 from __future__ import annotations
-
-import itertools
 
 import numpy as np
 import pytest
@@ -196,63 +193,6 @@ def test_expected_a_norms_are_the_mean_of_what_clients_report(seed):
     assert population_tau_eff(p, schedule, solver) == pytest.approx(float(p @ want), rel=1e-12)
     taus = np.array([d.tau_eff for d in run.diagnostics])  # FedNova's default tau_eff: sum_i p_i ||a_i||_1
     assert abs(taus.mean() - population_tau_eff(p, schedule, solver)) < 4 * taus.std() / np.sqrt(rounds)
-
-
-# ------------------------------------------------------------------ App. G's moments on random p
-def _enumerate(scheme, p, q):
-    """Every outcome of the sampler with its probability: (probability, clients, weights)."""
-    from fedlib.sampling import Participation
-
-    m = len(p)
-    out = []
-    if scheme == "with-replacement":
-        for draws in itertools.product(range(m), repeat=q):
-            prob = float(np.prod(p[list(draws)]))
-            clients, counts = np.unique(draws, return_counts=True)
-            out.append((prob, Participation(clients, counts / q)))
-    else:
-        for subset in itertools.combinations(range(m), q):
-            clients = np.array(subset)
-            out.append((1 / len(list(itertools.combinations(range(m), q))), Participation(clients, p[clients] * m / q)))
-    return out
-
-
-@pytest.mark.parametrize("seed", SEEDS)
-@pytest.mark.parametrize("scheme", ["with-replacement", "uniform"])
-def test_sampling_moments_by_enumeration_on_random_p(scheme, seed):
-    """weight_moments, effective_participants and expected_server_weights against every outcome of
-    the sampler (with its probability), for random p, a and q."""
-    from fedlib.sampling import effective_participants, expected_server_weights, weight_moments
-
-    rng = np.random.default_rng(seed)
-    m = int(rng.integers(3, 6))
-    q = int(rng.integers(2, m))
-    p = rng.dirichlet(np.ones(m))
-    a = rng.uniform(1, 20, size=m)
-    outcomes = _enumerate(scheme, p, q)
-    assert sum(pr for pr, _ in outcomes) == pytest.approx(1, abs=1e-12)
-    mean_w, pair, presence, sum_sq = np.zeros(m), np.zeros((m, m)), np.zeros((m, m)), 0.0
-    c_part, c_sel = np.zeros(m), np.zeros(m)
-    for pr, part in outcomes:
-        omega = np.zeros(m)
-        omega[part.clients] = part.weights
-        mean_w += pr * omega
-        pair += pr * np.outer(omega, omega)
-        chosen = omega > 0
-        presence += pr * np.outer(chosen.astype(float), omega)
-        sum_sq += pr * float(omega @ omega)
-        tau_part = float(omega @ a)  # the library's default: sum_S omega_i ||a_i||_1
-        tau_sel = float(p[chosen] @ a[chosen])  # App. H: sum_S p_i ||a_i||_1
-        c_part += pr * tau_part * omega
-        c_sel += pr * tau_sel * omega
-    np.testing.assert_allclose(mean_w, p, rtol=1e-12)  # both schemes are unbiased: E[omega] = p (App. G)
-    moments = weight_moments(scheme, p, q)
-    np.testing.assert_allclose(moments.pair, pair, rtol=1e-12, atol=1e-15)
-    np.testing.assert_allclose(moments.presence, presence, rtol=1e-12, atol=1e-15)
-    assert effective_participants(scheme, p, q) == pytest.approx(1 / sum_sq, rel=1e-12)
-    # E[tau_eff sum_S omega_i d_i] = sum_i c_i d_i: the coefficient of client i's d_i
-    np.testing.assert_allclose(expected_server_weights(scheme, p, a, q, "participants"), c_part, rtol=1e-12)
-    np.testing.assert_allclose(expected_server_weights(scheme, p, a, q, "selected_p"), c_sel, rtol=1e-12)
 
 
 # ------------------------------------------------------------------ a_i entry by entry

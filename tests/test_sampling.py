@@ -264,3 +264,39 @@ def test_expected_server_weights_limits():
         np.testing.assert_allclose(SA.expected_server_weights("uniform", P4, A4, 4, policy), full, rtol=1e-14)
         many = SA.expected_server_weights("with-replacement", P4, A4, 10_000, policy)
         np.testing.assert_allclose(many, full, rtol=1e-3)
+
+
+@pytest.mark.parametrize("seed", range(4))
+@pytest.mark.parametrize("scheme", ["with-replacement", "uniform"])
+def test_sampling_moments_by_enumeration_on_random_p(scheme, seed):
+    """weight_moments, effective_participants and expected_server_weights against every outcome of
+    the real sampler code (with its probability), for random p, a and q (the tests above use P4)."""
+    rng = np.random.default_rng(seed)
+    m = int(rng.integers(3, 6))
+    q = int(rng.integers(2, m))
+    p = rng.dirichlet(np.ones(m))
+    a = rng.uniform(1, 20, size=m)
+    outcomes = list(_enumerate(scheme, p, q))
+    assert sum(pr for pr, _ in outcomes) == pytest.approx(1, abs=1e-12)
+    mean_w, pair, presence, sum_sq = np.zeros(m), np.zeros((m, m)), np.zeros((m, m)), 0.0
+    c_part, c_sel = np.zeros(m), np.zeros(m)
+    for pr, part in outcomes:
+        omega = np.zeros(m)
+        omega[part.clients] = part.weights
+        mean_w += pr * omega
+        pair += pr * np.outer(omega, omega)
+        chosen = omega > 0
+        presence += pr * np.outer(chosen.astype(float), omega)
+        sum_sq += pr * float(omega @ omega)
+        tau_part = float(omega @ a)  # the library's default: sum_S omega_i ||a_i||_1
+        tau_sel = float(p[chosen] @ a[chosen])  # App. H: sum_S p_i ||a_i||_1
+        c_part += pr * tau_part * omega
+        c_sel += pr * tau_sel * omega
+    np.testing.assert_allclose(mean_w, p, rtol=1e-12)  # both schemes are unbiased: E[omega] = p (App. G)
+    moments = SA.weight_moments(scheme, p, q)
+    np.testing.assert_allclose(moments.pair, pair, rtol=1e-12, atol=1e-15)
+    np.testing.assert_allclose(moments.presence, presence, rtol=1e-12, atol=1e-15)
+    assert SA.effective_participants(scheme, p, q) == pytest.approx(1 / sum_sq, rel=1e-12)
+    # E[tau_eff sum_S omega_i d_i] = sum_i c_i d_i: the coefficient of client i's d_i
+    np.testing.assert_allclose(SA.expected_server_weights(scheme, p, a, q, "participants"), c_part, rtol=1e-12)
+    np.testing.assert_allclose(SA.expected_server_weights(scheme, p, a, q, "selected_p"), c_sel, rtol=1e-12)
