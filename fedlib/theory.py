@@ -1,12 +1,14 @@
 r"""Theory quantities of the paper as functions: weights, :math:`\chi^2`, slowdown,
-Theorem 1's :math:`A, B, C`, FedProx's closed forms, Corollary 2, the two-client lower
-bound (App. D.1), the closed-form fixed points on quadratics (Lemma 1, App. A) and, on
-the same quadratics, the exact round maps of the paper's §5 combinations: cross-client
-variance reduction (SCAFFOLD, FedNova-VR, VRLSGD), local momentum and server momentum.
+Theorem 1's :math:`A, B, C` and its bound with App. C's constants (with Assumption 1 and
+3's :math:`L, \beta^2, \kappa^2` of quadratic clients), FedProx's closed forms, Corollary 2,
+the two-client lower bound (App. D.1), the closed-form fixed points on quadratics (Lemma 1,
+App. A) and, on the same quadratics, the exact round maps of the paper's §5 combinations:
+cross-client variance reduction (SCAFFOLD, FedNova-VR, VRLSGD), local momentum and server
+momentum.
 
 Used by the chapters "The general update rule", "Objective inconsistency on
-quadratics", "FedProx's :math:`\alpha` trade-off" and "FedNova with variance reduction and
-momentum".
+quadratics", "FedProx's :math:`\alpha` trade-off", "Theorem 1: the surrogate objective"
+and "FedNova with variance reduction and momentum".
 """
 from __future__ import annotations
 
@@ -27,10 +29,15 @@ __all__ = [
     "theorem1_constants",
     "Theorem1Terms",
     "theorem1_bound",
+    "theorem1_max_beta2",
+    "theorem1_explicit_bound",
     "fedprox_weights",
     "corollary2_best_alpha",
     "TwoClientExample",
     "two_client_lower_bound",
+    "quadratic_smoothness",
+    "quadratic_min_beta2",
+    "quadratic_kappa2",
     "quadratic_global_optimum",
     "quadratic_local_operator",
     "quadratic_round_map",
@@ -138,6 +145,77 @@ def theorem1_bound(m: int, tau_bar: float, rounds: int, tau_eff: float, A: float
                          m * C * kappa2 / (tau_bar * T))
 
 
+def theorem1_max_beta2(lr: float, L: float, C: float) -> float:
+    r"""The largest :math:`\beta^2` that App. C's step-size condition admits,
+    :math:`D \le 1/(2\beta^2 + 1)` with :math:`D = 4\eta^2L^2 C`:
+    :math:`\beta^2 = (1/D - 1)/2` (``inf`` when :math:`C = 0`, i.e. one local step).
+
+    Assumption 3 holds for every :math:`\beta^2` above its smallest value, with a
+    :math:`\kappa^2(\beta^2)` that decreases in :math:`\beta^2`
+    (:func:`quadratic_kappa2`), so this is the :math:`\beta^2` that makes
+    :func:`theorem1_explicit_bound` smallest."""
+    lr = check_positive("lr", lr)
+    L = check_positive("L", L)
+    C = check_nonnegative("C", C)
+    D = 4 * lr ** 2 * L ** 2 * C
+    return float("inf") if D == 0 else float((1 / D - 1) / 2)
+
+
+def theorem1_explicit_bound(lr: float, rounds: int, *, L: float, sigma2: float, beta2: float, kappa2: float,
+                            initial_gap: float, w: Any, a_vectors: Sequence[Any], tau_eff: float) -> Theorem1Terms:
+    r"""Theorem 1 with its constants (App. C, the version that keeps :math:`\eta`):
+
+    .. math::
+
+        \frac1T\sum_{t<T}\mathbb E\,\|\nabla\widetilde F(x^{(t,0)})\|^2 \le
+        \frac{4[\widetilde F(x^{(0,0)}) - \widetilde F_{\inf}]}{\eta\,\tau_{\text{eff}}T}
+        + \frac{4\eta L\sigma^2 A}{m} + 6\eta^2L^2\sigma^2 B + 12\eta^2L^2\kappa^2 C
+
+    (so :math:`\min_t` too), with :math:`A, B, C` of :func:`theorem1_constants`, for
+    :math:`\eta L\tau_{\text{eff}} \le 1/2` and
+    :math:`D = 4\eta^2L^2\max_i\|a_i\|_1(\|a_i\|_1 - a_{i,-1}) \le 1/(2\beta^2+1)`
+    (checked: a :class:`ValueError` says which fails). :math:`L`: Assumption 1,
+    :math:`\sigma^2`: Assumption 2 (:math:`\mathbb E\|g - \nabla F_i\|^2 \le \sigma^2`),
+    :math:`\beta^2 \ge 1, \kappa^2`: Assumption 3 for the weights :math:`w`.
+    With :math:`\eta = \sqrt{m/(\bar\tau T)}` the four terms are those of eq. (8)
+    (:func:`theorem1_bound`) times 4, 4, 6 and 12.
+
+    The display is missing from the extracted paper text; this is the arXiv version's.
+    For local SGD (:math:`a_i = \mathbf 1_{\tau_i}`) it follows from this argument, which
+    gives smaller constants: :math:`L`-smoothness of :math:`\widetilde F` and
+    :math:`\eta L\tau_{\text{eff}} \le 1/2` give
+    :math:`\|\nabla\widetilde F\|^2 \le 2\,\Delta\widetilde F/(\eta\tau_{\text{eff}})
+    + 2\eta L\sigma^2 A/m + \mathbb E\|\nabla\widetilde F - \sum_i w_i h_i\|^2` per round
+    (:math:`h_i` the combination :math:`a_i/\|a_i\|_1` of full gradients along client
+    :math:`i`'s path); the last term is at most :math:`L^2\sum_i w_i Q_i`,
+    :math:`Q_i = \frac1{\tau_i}\sum_k\mathbb E\|x_{i,k} - x\|^2
+    \le [\eta^2\sigma^2(\tau_i - 1) + 2\eta^2\tau_i(\tau_i-1)\|\nabla F_i(x)\|^2]/(1 - D/2)`,
+    and Assumption 3 with :math:`D\beta^2/(2-D) \le 1/2` absorbs half of
+    :math:`\|\nabla\widetilde F\|^2`: the constants come out as 4, 4, 3 and 6. For other
+    :math:`a_i` the chapter measures whether the bound holds. Used by chapter 7.
+    """
+    lr = check_positive("lr", lr)
+    T = check_int("rounds", rounds, minimum=1)
+    L = check_positive("L", L)
+    sigma2 = check_nonnegative("sigma2", sigma2)
+    beta2 = check_positive("beta2", beta2)
+    if beta2 < 1:
+        raise ValueError(f"beta2 must be >= 1 (Assumption 3), got {beta2!r}")
+    kappa2 = check_nonnegative("kappa2", kappa2)
+    initial_gap = check_nonnegative("initial_gap", initial_gap)
+    w = check_probability_vector("w", w)
+    A, B, C = theorem1_constants(w, a_vectors, tau_eff)
+    if lr * L * tau_eff > 0.5:
+        raise ValueError(f"lr: Theorem 1 needs eta L tau_eff <= 1/2, got {lr * L * tau_eff:.4g}")
+    D = 4 * lr ** 2 * L ** 2 * C
+    if D > 1 / (2 * beta2 + 1):
+        raise ValueError(f"lr: Theorem 1 needs D = 4 eta^2 L^2 C <= 1/(2 beta^2 + 1) = {1 / (2 * beta2 + 1):.4g}, "
+                         f"got {D:.4g}")
+    m = w.size
+    return Theorem1Terms(4 * initial_gap / (lr * tau_eff * T), 4 * lr * L * sigma2 * A / m,
+                         6 * lr ** 2 * L ** 2 * sigma2 * B, 12 * lr ** 2 * L ** 2 * kappa2 * C)
+
+
 # ---------------------------------------------------------------- FedProx
 def fedprox_weights(p: Any, local_steps: Any, alpha: float) -> tuple[float, np.ndarray]:
     r"""FedProx's implicit :math:`(\tau_{\text{eff}}, w)` as a function of :math:`\alpha = \eta\mu` (eq. 7):
@@ -222,6 +300,59 @@ def _check_quadratic(H, e, p, local_steps=None):
         raise ValueError("H: every H_i must be symmetric")
     steps = None if local_steps is None else check_local_steps("local_steps", local_steps, size=m)
     return H, e, p, steps
+
+
+def quadratic_smoothness(H: Any) -> float:
+    r"""Assumption 1's :math:`L = \max_i \lambda_{\max}(H_i)` of quadratic clients."""
+    H = check_finite_array("H", H, ndim=3)
+    return float(max(np.linalg.eigvalsh(0.5 * (h + h.T))[-1] for h in H))
+
+
+def _assumption3_parts(H, e, w):
+    H, e, w, _ = _check_quadratic(H, e, w)
+    h_w = np.tensordot(w, H, 1)
+    return H, e, w, h_w, w @ e, np.einsum("i,ijk,ikl->jl", w, H, H)
+
+
+def quadratic_min_beta2(H: Any, w: Any) -> float:
+    r"""The smallest :math:`\beta^2` for which Assumption 3,
+    :math:`\sum_i w_i\|\nabla F_i(x)\|^2 \le \beta^2\|\sum_i w_i\nabla F_i(x)\|^2 + \kappa^2`,
+    holds with a finite :math:`\kappa^2` on quadratic clients: the quadratic parts must
+    satisfy :math:`\sum_i w_i H_i^2 \preceq \beta^2 \widetilde H^2`,
+    :math:`\widetilde H = \sum_i w_i H_i`, so
+    :math:`\beta^2_{\min} = \lambda_{\max}(\widetilde H^{-1}(\sum_i w_i H_i^2)\widetilde H^{-1})`
+    (:math:`\ge 1`; :math:`\kappa^2` is finite for every larger :math:`\beta^2`)."""
+    H = check_finite_array("H", H, ndim=3)
+    _, _, _, h_w, _, h2_w = _assumption3_parts(H, np.zeros(H.shape[:2]), w)
+    inv = np.linalg.inv(h_w)
+    return float(max(1.0, np.linalg.eigvalsh(0.5 * (inv @ h2_w @ inv + (inv @ h2_w @ inv).T))[-1]))
+
+
+def quadratic_kappa2(H: Any, e: Any, w: Any, beta2: float) -> float:
+    r"""The smallest :math:`\kappa^2` of Assumption 3 for a given :math:`\beta^2` on quadratic
+    clients :math:`F_i = \frac12 x^\top H_i x - e_i^\top x`:
+
+    .. math::
+
+        \kappa^2(\beta^2) = \sup_x \Bigl[\sum_i w_i\|H_i x - e_i\|^2 - \beta^2\|\widetilde H x - \tilde e\|^2\Bigr]
+        = c - b^\top Q^{-1} b,
+
+    :math:`Q = \sum_i w_i H_i^2 - \beta^2\widetilde H^2 \prec 0`,
+    :math:`b = \sum_i w_i H_i e_i - \beta^2\widetilde H\tilde e`,
+    :math:`c = \sum_i w_i\|e_i\|^2 - \beta^2\|\tilde e\|^2` (the supremum is attained at
+    :math:`x = Q^{-1}b`). Identical clients give 0 for every :math:`\beta^2 > 1`.
+    ``beta2`` must exceed :func:`quadratic_min_beta2` (else the supremum is infinite)."""
+    H, e, w, h_w, e_w, h2_w = _assumption3_parts(H, e, w)
+    beta2 = check_positive("beta2", beta2)
+    Q = h2_w - beta2 * h_w @ h_w
+    Q = 0.5 * (Q + Q.T)
+    top = np.linalg.eigvalsh(Q)[-1]
+    if top >= -1e-12 * max(1.0, np.abs(Q).max()):
+        raise ValueError(f"beta2 = {beta2!r} is not above quadratic_min_beta2 = {quadratic_min_beta2(H, w)!r}: "
+                         "kappa^2 would be infinite")
+    b = np.einsum("i,ijk,ik->j", w, H, e) - beta2 * h_w @ e_w
+    c = float(w @ np.einsum("ij,ij->i", e, e) - beta2 * e_w @ e_w)
+    return max(0.0, c - float(b @ np.linalg.solve(Q, b)))
 
 
 def quadratic_global_optimum(H: Any, e: Any, p: Any) -> np.ndarray:

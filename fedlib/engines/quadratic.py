@@ -50,7 +50,7 @@ from typing import Any, Callable, NamedTuple, Optional, Sequence, Union
 import numpy as np
 
 from .._validate import (check_choice, check_finite_array, check_int, check_local_steps, check_nonnegative,
-                         check_positive)
+                         check_positive, check_probability_vector)
 from ..problems.quadratic import QuadraticProblem
 from ..rng import generator
 from ..rule import AGGREGATIONS, aggregation_coefficients, effective_weights
@@ -72,7 +72,10 @@ class ReplicaRun(NamedTuple):
     :math:`\\tilde\\tau`, the average of :math:`\\bar\\tau^{(t)}` over the rounds;
     ``params`` is the final ``(replicas, d)``; ``mean_params`` the average of
     :math:`x^{(t,0)}` over the second half of the rounds, :math:`t \\ge \\lceil T/2\\rceil`
-    (Polyak averaging: where a run wanders around, without its noise).
+    (Polyak averaging: where a run wanders around, without its noise);
+    ``surrogate_grad_norm2[t, r]`` is :math:`\\|\\nabla\\widetilde F(x^{(t,0)})\\|^2` of the
+    surrogate :math:`\\widetilde F = \\sum_i w_i F_i` whose weights were passed as
+    ``surrogate_weights`` (``None`` without them; Theorem 1's left-hand side).
     """
 
     grad_norm2: np.ndarray
@@ -83,6 +86,7 @@ class ReplicaRun(NamedTuple):
     mean_local_steps: float
     params: np.ndarray
     mean_params: np.ndarray
+    surrogate_grad_norm2: Optional[np.ndarray] = None
 
 
 def gradient_noise(seed: int, round_index: int, replicas: int, num_clients: int, max_steps: int, dim: int,
@@ -138,7 +142,8 @@ def client_solvers(work, solvers: Sequence[LocalSolver]) -> Callable[[int, int],
 def run_replicas(problem: QuadraticProblem, aggregation: str, solvers: Sequence[LocalSolver], work, rounds: int, *,
                  sigma: float = 0.0, replicas: int = 1, seed: int = 0, sampling: str = "full",
                  clients_per_round: Optional[int] = None, tau_eff: Union[None, float, str] = None, x0: Any = None,
-                 surrogate: Any = None, progress: Optional[Callable[[int], None]] = None) -> ReplicaRun:
+                 surrogate: Any = None, surrogate_weights: Any = None,
+                 progress: Optional[Callable[[int], None]] = None) -> ReplicaRun:
     r"""Run ``replicas`` independent runs of FedAvg or FedNova (plain server step) at once.
 
     Parameters
@@ -169,6 +174,9 @@ def run_replicas(problem: QuadraticProblem, aggregation: str, solvers: Sequence[
     x0 : starting point (default 0).
     surrogate : a point :math:`\tilde x` (e.g. the minimiser of a surrogate objective) whose
         distance to every iterate is recorded too.
+    surrogate_weights : weights :math:`w` (``(m,)``, non-negative, summing to 1) of a
+        surrogate :math:`\\widetilde F = \\sum_i w_i F_i` whose squared gradient norm at every
+        iterate is recorded too (Theorem 1 bounds it; chapter 7).
     progress : called with the round index after every round (e.g. a progress bar).
     """
     check_choice("aggregation", aggregation, AGGREGATIONS)
@@ -198,6 +206,9 @@ def run_replicas(problem: QuadraticProblem, aggregation: str, solvers: Sequence[
     e_bar = p @ problem.e
     x_star = problem.optimum()
     x_tilde = None if surrogate is None else check_finite_array("surrogate", surrogate, shape=(d,))
+    if surrogate_weights is not None:
+        w_sur = check_probability_vector("surrogate_weights", surrogate_weights, size=m)
+        h_sur, e_sur = np.einsum("i,ijk->jk", w_sur, problem.H), w_sur @ problem.e
     rho = np.array([s.momentum for s in solvers])
     mu = np.array([s.mu for s in solvers])
     a_norm_cache: dict = {}
@@ -206,6 +217,7 @@ def run_replicas(problem: QuadraticProblem, aggregation: str, solvers: Sequence[
     grad_norm2 = np.empty((rounds + 1, replicas))
     distance = np.empty((rounds + 1, replicas))
     surrogate_distance = None if x_tilde is None else np.empty((rounds + 1, replicas))
+    surrogate_grad_norm2 = None if surrogate_weights is None else np.empty((rounds + 1, replicas))
 
     def record(row, xs):
         with np.errstate(over="ignore"):  # a run on its way to diverging records inf
@@ -214,6 +226,9 @@ def run_replicas(problem: QuadraticProblem, aggregation: str, solvers: Sequence[
             distance[row] = np.linalg.norm(xs - x_star, axis=1)
             if x_tilde is not None:
                 surrogate_distance[row] = np.linalg.norm(xs - x_tilde, axis=1)
+            if surrogate_grad_norm2 is not None:
+                gs = xs @ h_sur.T - e_sur
+                surrogate_grad_norm2[row] = np.einsum("rd,rd->r", gs, gs)
 
     tau_eff_rounds = np.empty(rounds)
     chi2 = np.empty(rounds)
@@ -258,7 +273,7 @@ def run_replicas(problem: QuadraticProblem, aggregation: str, solvers: Sequence[
         if progress is not None:
             progress(t)
     return ReplicaRun(grad_norm2, distance, surrogate_distance, tau_eff_rounds, chi2, total_steps / max(rounds, 1), x,
-                      x_sum / (rounds + 1 - average_from))
+                      x_sum / (rounds + 1 - average_from), surrogate_grad_norm2)
 
 
 def _local_steps(xl, u, x_start, H, e, noise, tau, lr_table, rho_i, mu_i) -> None:

@@ -1,0 +1,164 @@
+r"""Theorem 1 with its constants, measured on noisy quadratic clients (chapter 7).
+
+Theorem 1 (App. C, the version that keeps the step size :math:`\eta`): every algorithm of
+the general update rule (eq. 4) with weights :math:`w` satisfies
+
+.. math::
+
+    \frac1T\sum_{t<T}\mathbb E\,\|\nabla\widetilde F(x^{(t,0)})\|^2 \le
+    \frac{4[\widetilde F(x^{(0,0)}) - \widetilde F_{\inf}]}{\eta\,\tau_{\text{eff}}T}
+    + \frac{4\eta L\sigma^2 A}{m} + 6\eta^2L^2\sigma^2 B + 12\eta^2L^2\kappa^2 C,
+    \qquad \widetilde F = \sum_i w_i F_i
+
+(:func:`fedlib.theory.theorem1_explicit_bound`). On quadratic clients
+:math:`F_i = \frac12 x^\top H_i x - e_i^\top x` with gradient noise
+:math:`\sigma_0\xi`, :math:`\xi \sim N(0, I_d)`, every constant is known exactly:
+:math:`L = \max_i\lambda_{\max}(H_i)`, :math:`\sigma^2 = \sigma_0^2 d`, and for each
+:math:`\beta^2` the smallest :math:`\kappa^2` (:func:`fedlib.theory.quadratic_kappa2`).
+:func:`bound_check` runs the library's replica engine
+(:func:`fedlib.engines.quadratic.run_replicas`, which records
+:math:`\|\nabla\widetilde F\|^2` for the weights it is given), averages over replicas
+and rounds, and puts the measured left-hand side next to the bound. It also evaluates
+the bound as if the algorithm minimised :math:`F = \sum_i p_i F_i` (the same formula
+with :math:`p` for :math:`w`): FedAvg's :math:`\|\nabla F\|^2` must break that one once
+:math:`T` is large (Theorem 2's floor), FedNova's :math:`\widetilde F` is :math:`F`.
+
+Example
+-------
+>>> problem, steps = default_setup(seed=0)
+>>> row = bound_check(problem, steps, "fednova", "sgd", 100, replicas=4)
+>>> bool(row.measured <= row.bound.total)
+True
+"""
+from __future__ import annotations
+
+import math
+from typing import Any, NamedTuple, Optional, Sequence
+
+import numpy as np
+
+from .._validate import check_choice, check_int, check_local_steps, check_nonnegative, check_positive
+from ..engines.quadratic import run_replicas
+from ..problems.quadratic import QuadraticProblem, random_quadratic
+from ..rule import AGGREGATIONS, effective_weights
+from ..schedules import RandomLocalWork
+from ..solvers import make_solver
+from ..theory import (Theorem1Terms, quadratic_kappa2, quadratic_min_beta2, quadratic_smoothness,
+                      theorem1_constants, theorem1_explicit_bound, theorem1_max_beta2)
+
+__all__ = ["DEFAULT_STEPS", "default_setup", "objective_gap", "Theorem1Row", "bound_check"]
+
+DEFAULT_STEPS = (1, 2, 3, 4, 6, 8, 12, 16)
+"""The fixed :math:`\\tau_i` of :func:`default_setup`'s eight clients."""
+
+SOLVERS = ("sgd", "momentum")
+
+
+def default_setup(seed: int = 0, dim: int = 10) -> tuple[QuadraticProblem, np.ndarray]:
+    r"""Eight random quadratic clients (:func:`fedlib.problems.quadratic.random_quadratic`,
+    eigenvalues in [0.5, 2], local optima :math:`\sim N(0, I)`, :math:`p_i = 1/8`) and their
+    fixed local steps :data:`DEFAULT_STEPS`."""
+    problem = random_quadratic(len(DEFAULT_STEPS), dim, seed=seed, spread=1.0)
+    return problem, np.array(DEFAULT_STEPS, dtype=np.int64)
+
+
+def objective_gap(problem: QuadraticProblem, weights: Any, x0: Any = None) -> float:
+    r""":math:`\widetilde F(x_0) - \min\widetilde F` for :math:`\widetilde F = \sum_i w_i F_i`
+    (:math:`x_0 = 0` by default): :math:`\frac12 (x_0 - \tilde x)^\top\widetilde H(x_0 - \tilde x)`."""
+    w = np.asarray(weights, dtype=np.float64)
+    h_w = np.tensordot(w, problem.H, 1)
+    x_tilde = np.linalg.solve(h_w, w @ problem.e)
+    diff = (np.zeros(problem.dim) if x0 is None else np.asarray(x0, dtype=np.float64)) - x_tilde
+    return float(0.5 * diff @ h_w @ diff)
+
+
+class Theorem1Row(NamedTuple):
+    """One run of :func:`bound_check`.
+
+    ``measured`` is :math:`\\frac1T\\sum_{t<T}` of the replica mean of
+    :math:`\\|\\nabla\\widetilde F(x^{(t,0)})\\|^2` (the left-hand side), ``measured_min`` its
+    smallest round; ``bound`` the right-hand side (:class:`fedlib.theory.Theorem1Terms`) at
+    ``beta2`` (the largest the step size admits) and ``kappa2``; ``true_measured`` and
+    ``true_bound`` the same for :math:`F = \\sum_i p_i F_i` (``true_bound`` is ``None`` when
+    the step size admits no :math:`\\beta^2` for :math:`p`); ``tau_eff`` and ``w`` the
+    algorithm's.
+    """
+
+    algorithm: str
+    solver: str
+    rounds: int
+    lr: float
+    replicas: int
+    tau_eff: float
+    w: np.ndarray
+    beta2: float
+    kappa2: float
+    bound: Theorem1Terms
+    measured: float
+    measured_min: float
+    true_measured: float
+    true_bound: Optional[Theorem1Terms]
+
+    @property
+    def ratio(self) -> float:
+        """Bound over measured value: how loose Theorem 1 is (at least 1 if it holds)."""
+        return self.bound.total / self.measured
+
+
+def _bound_for(problem, weights, lr, rounds, L, sigma2, a_vectors, tau_eff, C) -> tuple[float, float, Theorem1Terms]:
+    beta2 = theorem1_max_beta2(lr, L, C)
+    if not beta2 > quadratic_min_beta2(problem.H, weights):
+        raise ValueError(f"lr = {lr:.4g} is too large for Theorem 1 with these weights: the step-size condition "
+                         f"allows beta^2 <= {beta2:.4g} but Assumption 3 needs beta^2 > "
+                         f"{quadratic_min_beta2(problem.H, weights):.4g}")
+    beta2 = min(beta2, 1e12)
+    kappa2 = quadratic_kappa2(problem.H, problem.e, weights, beta2)
+    terms = theorem1_explicit_bound(lr, rounds, L=L, sigma2=sigma2, beta2=beta2, kappa2=kappa2,
+                                    initial_gap=objective_gap(problem, weights), w=weights, a_vectors=a_vectors,
+                                    tau_eff=tau_eff)
+    return beta2, kappa2, terms
+
+
+def bound_check(problem: QuadraticProblem, local_steps: Sequence[int], algorithm: str, solver: str, rounds: int, *,
+                lr_scale: float = 0.05, momentum: float = 0.5, sigma: float = 0.5, replicas: int = 32,
+                seed: int = 0) -> Theorem1Row:
+    r"""Measure both sides of Theorem 1 for one algorithm, local solver and :math:`T`.
+
+    Parameters
+    ----------
+    problem, local_steps : quadratic clients and their fixed :math:`\tau_i`.
+    algorithm : ``"fedavg"`` (:math:`w_i \propto p_i\|a_i\|_1`) or ``"fednova"`` (:math:`w = p`).
+    solver : ``"sgd"`` or ``"momentum"`` (heavy ball with ``momentum``), for every client.
+    rounds : :math:`T`.
+    lr_scale : :math:`c` in :math:`\eta = c\sqrt{m/(\bar\tau T)}` (Theorem 1's step size up
+        to the constant); a :class:`ValueError` if :math:`\eta` breaks the theorem's conditions.
+    sigma : :math:`\sigma_0`, so :math:`\sigma^2 = \sigma_0^2 d`.
+    replicas, seed : independent runs averaged for the expectation; the noise seed.
+    """
+    algorithm = check_choice("algorithm", algorithm, AGGREGATIONS)
+    solver = check_choice("solver", solver, SOLVERS)
+    steps = check_local_steps("local_steps", local_steps, size=problem.num_clients)
+    rounds = check_int("rounds", rounds, minimum=1)
+    lr_scale = check_positive("lr_scale", lr_scale)
+    sigma = check_nonnegative("sigma", sigma)
+    m, d = problem.num_clients, problem.dim
+    lr = lr_scale * math.sqrt(m / (float(steps.mean()) * rounds))
+    local = make_solver(solver, lr, momentum=momentum)
+    a_vectors = [local.a_vector(int(t)) for t in steps]
+    a_norms = np.array([a.sum() for a in a_vectors])
+    tau_eff, w = effective_weights(algorithm, problem.p, a_norms)
+    w = w / w.sum()
+    L = quadratic_smoothness(problem.H)
+    sigma2 = sigma ** 2 * d
+    C = theorem1_constants(w, a_vectors, tau_eff)[2]
+    beta2, kappa2, bound = _bound_for(problem, w, lr, rounds, L, sigma2, a_vectors, tau_eff, C)
+    try:
+        true_bound = _bound_for(problem, problem.p, lr, rounds, L, sigma2, a_vectors, tau_eff, C)[2]
+    except ValueError:
+        true_bound = None
+    run = run_replicas(problem, algorithm, [local], RandomLocalWork(steps, steps, 1, seed), rounds, sigma=sigma,
+                       replicas=check_int("replicas", replicas, minimum=1), seed=seed, surrogate_weights=w)
+    per_round = run.surrogate_grad_norm2[:rounds].mean(axis=1)
+    true_per_round = run.grad_norm2[:rounds].mean(axis=1)
+    return Theorem1Row(algorithm, solver, rounds, lr, replicas, float(tau_eff), w, beta2, kappa2, bound,
+                       float(per_round.mean()), float(per_round.min()), float(true_per_round.mean()), true_bound)

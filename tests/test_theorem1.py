@@ -1,0 +1,167 @@
+"""Theorem 1 with its constants (App. C): Assumption 3's constants on quadratics against
+brute force, the explicit bound against eq. (8)'s form and against real runs."""
+import math
+
+import numpy as np
+import pytest
+from scipy.linalg import eigh
+from scipy.optimize import minimize
+
+from fedlib import theory as TH
+from fedlib.engines.quadratic import run_replicas
+from fedlib.experiments import theorem1 as T1
+from fedlib.problems.quadratic import QuadraticProblem, random_quadratic
+from fedlib.schedules import RandomLocalWork
+from fedlib.solvers import momentum_sgd, sgd
+
+
+def _weights(rng, m):
+    w = rng.uniform(0.1, 1.0, m)
+    return w / w.sum()
+
+
+def _assumption3_gap(problem, w, beta2, x):
+    """sum_i w_i ||grad F_i(x)||^2 - beta^2 ||grad F~(x)||^2, straight from the gradients."""
+    grads = np.einsum("ijk,k->ij", problem.H, x) - problem.e
+    return float(w @ np.einsum("ij,ij->i", grads, grads) - beta2 * np.sum((w @ grads) ** 2))
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2, 3])
+def test_kappa2_is_the_supremum_of_assumption3(seed):
+    rng = np.random.default_rng(seed)
+    problem = random_quadratic(5, 4, seed=seed, spread=2.0)
+    w = _weights(rng, 5)
+    beta2 = TH.quadratic_min_beta2(problem.H, w) * rng.uniform(1.05, 3.0)
+    kappa2 = TH.quadratic_kappa2(problem.H, problem.e, w, beta2)
+    # an upper bound at random points ...
+    for _ in range(200):
+        x = rng.normal(scale=rng.uniform(0.1, 20.0), size=4)
+        assert _assumption3_gap(problem, w, beta2, x) <= kappa2 * (1 + 1e-10) + 1e-10
+    # ... and attained: a numerical maximiser finds the same value
+    best = minimize(lambda x: -_assumption3_gap(problem, w, beta2, x), np.zeros(4), method="BFGS",
+                    options={"gtol": 1e-10})
+    assert -best.fun == pytest.approx(kappa2, rel=1e-7)
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_min_beta2_is_the_generalised_eigenvalue(seed):
+    rng = np.random.default_rng(seed)
+    problem = random_quadratic(4, 3, seed=seed)
+    w = _weights(rng, 4)
+    h_w = np.tensordot(w, problem.H, 1)
+    h2_w = sum(wi * H @ H for wi, H in zip(w, problem.H))
+    expected = eigh(h2_w, h_w @ h_w, eigvals_only=True)[-1]
+    got = TH.quadratic_min_beta2(problem.H, w)
+    assert got == pytest.approx(max(1.0, expected), rel=1e-10)
+    assert got >= 1.0
+    # below it Assumption 3's gap grows without bound along the top direction: no finite kappa^2
+    with pytest.raises(ValueError, match="infinite"):
+        TH.quadratic_kappa2(problem.H, problem.e, w, got * (1 - 1e-6))
+    vals, vecs = eigh(h2_w, h_w @ h_w)
+    v = vecs[:, -1]
+    beta2 = got * 0.99
+    assert _assumption3_gap(problem, w, beta2, 1e4 * v) > 1e6
+
+
+def test_identical_clients_have_beta2_one_and_kappa2_zero():
+    """The paper's remark under Assumption 3: identical local functions give beta^2 = 1, kappa^2 = 0."""
+    base = random_quadratic(1, 3, seed=4)
+    problem = QuadraticProblem(np.repeat(base.H, 3, axis=0), np.repeat(base.e, 3, axis=0), np.full(3, 1 / 3))
+    w = np.array([0.2, 0.3, 0.5])
+    assert TH.quadratic_min_beta2(problem.H, w) == pytest.approx(1.0, abs=1e-10)
+    for beta2 in (1.01, 2.0, 10.0):
+        assert TH.quadratic_kappa2(problem.H, problem.e, w, beta2) == pytest.approx(0.0, abs=1e-9)
+
+
+def test_smoothness_is_the_largest_eigenvalue():
+    problem = random_quadratic(3, 4, seed=2, eig_range=(0.5, 3.0))
+    assert TH.quadratic_smoothness(problem.H) == pytest.approx(max(np.linalg.eigvalsh(H)[-1] for H in problem.H))
+
+
+@pytest.mark.parametrize("lr,L,C", [(0.01, 2.0, 30.0), (0.003, 1.5, 240.0), (0.1, 1.0, 0.5)])
+def test_max_beta2_meets_the_condition_with_equality(lr, L, C):
+    beta2 = TH.theorem1_max_beta2(lr, L, C)
+    assert 4 * lr ** 2 * L ** 2 * C == pytest.approx(1 / (2 * beta2 + 1), rel=1e-12)
+    assert TH.theorem1_max_beta2(lr, L, 0.0) == math.inf
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_explicit_bound_with_theorem_step_is_eq8_times_constants(seed):
+    """With eta = sqrt(m / (tau_bar T)) the explicit terms are eq. (8)'s (theorem1_bound) times
+    4 gap, 4 L, 6 L^2 and 12 L^2."""
+    rng = np.random.default_rng(seed)
+    m, T = 4, 5000
+    steps = rng.integers(1, 8, size=m)
+    w = _weights(rng, m)
+    solver = momentum_sgd(1.0, 0.5)
+    a = [solver.a_vector(int(t)) for t in steps]
+    tau_eff = float(rng.uniform(1.0, 4.0))
+    A, B, C = TH.theorem1_constants(w, a, tau_eff)
+    tau_bar = float(steps.mean())
+    lr = math.sqrt(m / (tau_bar * T))
+    L, sigma2, kappa2, gap = 0.3, 2.0, 3.0, 5.0
+    got = TH.theorem1_explicit_bound(lr, T, L=L, sigma2=sigma2, beta2=1.0, kappa2=kappa2, initial_gap=gap, w=w,
+                                     a_vectors=a, tau_eff=tau_eff)
+    ref = TH.theorem1_bound(m, tau_bar, T, tau_eff, A, B, C, sigma2=sigma2, kappa2=kappa2)
+    np.testing.assert_allclose(got, [4 * gap * ref.slowdown_term, 4 * L * ref.variance_term,
+                                     6 * L ** 2 * ref.local_drift_term, 12 * L ** 2 * ref.heterogeneity_term],
+                               rtol=1e-12)
+
+
+def test_explicit_bound_refuses_a_step_size_outside_its_conditions():
+    a = [np.ones(4), np.ones(2)]
+    common = dict(L=1.0, sigma2=1.0, kappa2=1.0, initial_gap=1.0, w=[0.5, 0.5], a_vectors=a)
+    with pytest.raises(ValueError, match="eta L tau_eff"):
+        TH.theorem1_explicit_bound(0.2, 10, beta2=1.0, tau_eff=3.0, **common)
+    with pytest.raises(ValueError, match="D = 4 eta"):
+        TH.theorem1_explicit_bound(0.15, 10, beta2=5.0, tau_eff=3.0, **common)
+    with pytest.raises(ValueError, match="beta2 must be >= 1"):
+        TH.theorem1_explicit_bound(0.01, 10, beta2=0.5, tau_eff=3.0, **common)
+    TH.theorem1_explicit_bound(0.01, 10, beta2=5.0, tau_eff=3.0, **common)
+
+
+def test_run_replicas_records_the_surrogate_gradient():
+    problem = random_quadratic(3, 4, seed=1)
+    steps = np.array([1, 3, 5])
+    w = np.array([0.2, 0.3, 0.5])
+    run = run_replicas(problem, "fedavg", [sgd(0.05)], RandomLocalWork(steps, steps, 1, 0), 7, sigma=0.3, replicas=3,
+                       seed=2, surrogate_weights=w)
+    g = run.params @ np.tensordot(w, problem.H, 1).T - w @ problem.e
+    np.testing.assert_allclose(run.surrogate_grad_norm2[-1], np.sum(g ** 2, axis=1), rtol=1e-12)
+    same = run_replicas(problem, "fedavg", [sgd(0.05)], RandomLocalWork(steps, steps, 1, 0), 7, sigma=0.3,
+                        replicas=3, seed=2, surrogate_weights=problem.p)
+    np.testing.assert_allclose(same.surrogate_grad_norm2, same.grad_norm2, rtol=1e-12)
+    assert run_replicas(problem, "fedavg", [sgd(0.05)], RandomLocalWork(steps, steps, 1, 0), 2).surrogate_grad_norm2 \
+        is None
+    with pytest.raises(ValueError, match="surrogate_weights"):
+        run_replicas(problem, "fedavg", [sgd(0.05)], RandomLocalWork(steps, steps, 1, 0), 2, surrogate_weights=[0.5, 0.5])
+    with pytest.raises(ValueError, match="surrogate_weights"):
+        run_replicas(problem, "fedavg", [sgd(0.05)], RandomLocalWork(steps, steps, 1, 0), 2,
+                     surrogate_weights=[0.5, 0.5, 0.5])
+
+
+@pytest.mark.parametrize("algorithm", ["fedavg", "fednova"])
+@pytest.mark.parametrize("solver", ["sgd", "momentum"])
+def test_bound_holds_on_real_runs(algorithm, solver):
+    problem, steps = T1.default_setup(seed=1, dim=4)
+    row = T1.bound_check(problem, steps, algorithm, solver, 200, replicas=8, seed=3)
+    assert row.measured <= row.bound.total
+    assert row.measured_min <= row.measured
+    if algorithm == "fednova":
+        np.testing.assert_allclose(row.w, problem.p)
+        assert row.true_measured == row.measured and row.true_bound == row.bound
+
+
+def test_fedavg_breaks_the_bound_read_for_the_true_objective():
+    """Long enough runs: FedAvg's ||grad F||^2 stays at its floor, above the bound Theorem 1
+    would give if F (weights p) were its objective; its surrogate's bound holds."""
+    problem, steps = T1.default_setup(seed=0, dim=10)
+    row = T1.bound_check(problem, steps, "fedavg", "sgd", 1000, replicas=4)
+    assert row.measured <= row.bound.total
+    assert row.true_bound is not None and row.true_measured > row.true_bound.total
+
+
+def test_bound_check_refuses_a_too_large_step():
+    problem, steps = T1.default_setup(seed=0, dim=3)
+    with pytest.raises(ValueError, match="too large"):
+        T1.bound_check(problem, steps, "fednova", "sgd", 10, lr_scale=5.0)
