@@ -9,7 +9,7 @@ from scipy.optimize import minimize
 
 from fedlib import theory as TH
 from fedlib.engines.quadratic import run_replicas
-from fedlib.experiments import theorem1 as T1
+from fedlib.experiments import bounds
 from fedlib.problems.quadratic import QuadraticProblem, random_quadratic
 from fedlib.schedules import RandomLocalWork
 from fedlib.solvers import momentum_sgd, sgd
@@ -143,8 +143,8 @@ def test_run_replicas_records_the_surrogate_gradient():
 @pytest.mark.parametrize("algorithm", ["fedavg", "fednova"])
 @pytest.mark.parametrize("solver", ["sgd", "momentum"])
 def test_bound_holds_on_real_runs(algorithm, solver):
-    problem, steps = T1.default_setup(seed=1, dim=4)
-    row = T1.bound_check(problem, steps, algorithm, solver, 200, replicas=8, seed=3)
+    problem, steps = bounds.default_setup(seed=1, dim=4)
+    row = bounds.bound_check(problem, steps, algorithm, solver, 200, replicas=8, seed=3)
     assert row.measured <= row.bound.total
     assert row.measured_min <= row.measured
     if algorithm == "fednova":
@@ -155,13 +155,44 @@ def test_bound_holds_on_real_runs(algorithm, solver):
 def test_fedavg_breaks_the_bound_read_for_the_true_objective():
     """Long enough runs: FedAvg's ||grad F||^2 stays at its floor, above the bound Theorem 1
     would give if F (weights p) were its objective; its surrogate's bound holds."""
-    problem, steps = T1.default_setup(seed=0, dim=10)
-    row = T1.bound_check(problem, steps, "fedavg", "sgd", 1000, replicas=4)
+    problem, steps = bounds.default_setup(seed=0, dim=10)
+    row = bounds.bound_check(problem, steps, "fedavg", "sgd", 1000, replicas=4)
     assert row.measured <= row.bound.total
     assert row.true_bound is not None and row.true_measured > row.true_bound.total
 
 
 def test_bound_check_refuses_a_too_large_step():
-    problem, steps = T1.default_setup(seed=0, dim=3)
+    problem, steps = bounds.default_setup(seed=0, dim=3)
     with pytest.raises(ValueError, match="too large"):
-        T1.bound_check(problem, steps, "fednova", "sgd", 10, lr_scale=5.0)
+        bounds.bound_check(problem, steps, "fednova", "sgd", 10, lr_scale=5.0)
+
+
+def test_theorem3_with_fixed_work_is_theorem1():
+    """One solver and the same tau_i every round: Theorem 3's weighted averages are Theorem 1's terms."""
+    problem, steps = bounds.default_setup(seed=2, dim=4)
+    row1 = bounds.bound_check(problem, steps, "fednova", "momentum", 150, replicas=3, seed=5)
+    row3 = bounds.theorem3_check(problem, RandomLocalWork(steps, steps, 1, 0), [momentum_sgd(row1.lr, 0.5)], 150,
+                                 replicas=3, seed=5)
+    np.testing.assert_allclose(row3.bound, row1.bound, rtol=1e-12)
+    assert row3.measured == pytest.approx(row1.measured, rel=1e-12)
+    assert row3.beta2 == row1.beta2 and row3.kappa2 == row1.kappa2
+
+
+def test_theorem3_holds_under_random_local_work():
+    from fedlib.experiments import speedup as S
+    base, work = S.base_setup(seed=1, dim=4)
+    lr = S.theorem3_lr(0.05, base.num_clients, float(work.mean_steps.mean()), 300)
+    row = bounds.theorem3_check(base, work, S.make_solvers(lr), 300, replicas=6, seed=2)
+    assert row.tau_eff.min() < row.tau_eff.max()  # the local work really changed
+    assert row.measured_min <= row.measured <= row.bound.total
+
+
+def test_theorem3_check_refuses_bad_input():
+    from fedlib.experiments import speedup as S
+    base, work = S.base_setup(seed=0, dim=3)
+    with pytest.raises(ValueError, match="one step size"):
+        bounds.theorem3_check(base, work, [sgd(0.001), sgd(0.002), sgd(0.001), sgd(0.001)], 5)
+    with pytest.raises(ValueError, match="draws among 4 solvers"):
+        bounds.theorem3_check(base, work, [sgd(0.001)], 5)
+    with pytest.raises(ValueError, match="too large for Theorem 3"):
+        bounds.theorem3_check(base, work, S.make_solvers(0.2), 5)

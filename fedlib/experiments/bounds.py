@@ -1,4 +1,4 @@
-r"""Theorem 1 with its constants, measured on noisy quadratic clients (chapter 7).
+r"""Theorems 1 and 3 with their constants, measured on noisy quadratic clients (chapters 7, 8).
 
 Theorem 1 (App. C, the version that keeps the step size :math:`\eta`): every algorithm of
 the general update rule (eq. 4) with weights :math:`w` satisfies
@@ -23,6 +23,18 @@ the bound as if the algorithm minimised :math:`F = \sum_i p_i F_i` (the same for
 with :math:`p` for :math:`w`): FedAvg's :math:`\|\nabla F\|^2` must break that one once
 :math:`T` is large (Theorem 2's floor), FedNova's :math:`\widetilde F` is :math:`F`.
 
+Theorem 3 (FedNova, :math:`\tau_i^{(t)}` and :math:`a_i^{(t)}` changing every round) says the
+bound is the same with :math:`\bar\tau, A, B, C` "replaced by their average values over all
+rounds". The per-round inequality behind Theorem 1 is
+:math:`\tau_{\text{eff}}^{(t)}\,\mathbb E\|\nabla F(x^{(t,0)})\|^2 \le
+4\,\mathbb E[F(x^{(t,0)}) - F(x^{(t+1,0)})]/\eta + \tau_{\text{eff}}^{(t)} R_t`
+(:math:`R_t` the last three terms with round :math:`t`'s :math:`A, B, C`); summed over the
+rounds it gives the bound on the :math:`\tau_{\text{eff}}^{(t)}`-weighted average of
+:math:`\mathbb E\|\nabla F\|^2`, with :math:`\tau_{\text{eff}}T` replaced by
+:math:`\sum_t\tau_{\text{eff}}^{(t)}` and the other terms averaged with the same weights, for a
+step size that meets the conditions in every round (:func:`theorem3_check`). The minimum over
+the rounds is below that average.
+
 Example
 -------
 >>> problem, steps = default_setup(seed=0)
@@ -42,11 +54,12 @@ from ..engines.quadratic import run_replicas
 from ..problems.quadratic import QuadraticProblem, random_quadratic
 from ..rule import AGGREGATIONS, effective_weights
 from ..schedules import RandomLocalWork
-from ..solvers import make_solver
+from ..solvers import LocalSolver, make_solver
 from ..theory import (Theorem1Terms, quadratic_kappa2, quadratic_min_beta2, quadratic_smoothness,
                       theorem1_constants, theorem1_explicit_bound, theorem1_max_beta2)
 
-__all__ = ["DEFAULT_STEPS", "default_setup", "objective_gap", "Theorem1Row", "bound_check"]
+__all__ = ["DEFAULT_STEPS", "default_setup", "objective_gap", "Theorem1Row", "bound_check", "Theorem3Row",
+           "theorem3_check"]
 
 DEFAULT_STEPS = (1, 2, 3, 4, 6, 8, 12, 16)
 """The fixed :math:`\\tau_i` of :func:`default_setup`'s eight clients."""
@@ -162,3 +175,95 @@ def bound_check(problem: QuadraticProblem, local_steps: Sequence[int], algorithm
     true_per_round = run.grad_norm2[:rounds].mean(axis=1)
     return Theorem1Row(algorithm, solver, rounds, lr, replicas, float(tau_eff), w, beta2, kappa2, bound,
                        float(per_round.mean()), float(per_round.min()), float(true_per_round.mean()), true_bound)
+
+
+class Theorem3Row(NamedTuple):
+    """One run of :func:`theorem3_check` (FedNova, local work redrawn every round).
+
+    ``measured`` is the :math:`\\tau_{\\text{eff}}^{(t)}`-weighted average over the rounds of the
+    replica mean of :math:`\\|\\nabla F(x^{(t,0)})\\|^2`, ``measured_min`` its smallest round;
+    ``bound`` the right-hand side with the same weights (:class:`fedlib.theory.Theorem1Terms`);
+    ``tau_eff`` the per-round :math:`\\tau_{\\text{eff}}^{(t)}`.
+    """
+
+    rounds: int
+    lr: float
+    replicas: int
+    tau_eff: np.ndarray
+    beta2: float
+    kappa2: float
+    bound: Theorem1Terms
+    measured: float
+    measured_min: float
+
+    @property
+    def ratio(self) -> float:
+        """Bound over measured value (at least 1 if Theorem 3 holds)."""
+        return self.bound.total / self.measured
+
+
+def theorem3_check(problem: QuadraticProblem, work: RandomLocalWork, solvers: Sequence[LocalSolver], rounds: int, *,
+                   sigma: float = 0.5, replicas: int = 32, seed: int = 0) -> Theorem3Row:
+    r"""Both sides of Theorem 3 for FedNova under arbitrary local work.
+
+    Client :math:`i` runs ``work.draw(t)``'s :math:`\tau_i^{(t)}` steps of solver
+    ``solvers[s_i^{(t)}]`` (all with the same step size :math:`\eta`, e.g.
+    :func:`fedlib.experiments.speedup.make_solvers`); :math:`\tau_{\text{eff}}^{(t)} = \sum_i
+    p_i\|a_i^{(t)}\|_1` and round :math:`t`'s :math:`A_t, B_t, C_t`
+    (:func:`fedlib.theory.theorem1_constants` with :math:`w = p`) give
+
+    .. math::
+
+        \frac{\sum_t\tau_{\text{eff}}^{(t)}\mathbb E\|\nabla F(x^{(t,0)})\|^2}{\sum_t\tau_{\text{eff}}^{(t)}}
+        \le \frac{4[F(x^{(0,0)}) - F_{\inf}]}{\eta\sum_t\tau_{\text{eff}}^{(t)}}
+        + \frac{\sum_t\tau_{\text{eff}}^{(t)}\bigl(4\eta L\sigma^2A_t/m + 6\eta^2L^2\sigma^2B_t
+        + 12\eta^2L^2\kappa^2C_t\bigr)}{\sum_t\tau_{\text{eff}}^{(t)}},
+
+    for :math:`\eta L\max_t\tau_{\text{eff}}^{(t)} \le 1/2` and
+    :math:`4\eta^2L^2\max_t C_t \le 1/(2\beta^2+1)` (else a :class:`ValueError`), with the
+    largest such :math:`\beta^2` and its :math:`\kappa^2` for :math:`p`. Noise
+    :math:`\sigma_0\xi`, :math:`\sigma^2 = \sigma_0^2 d`. Used by chapter 8.
+    """
+    solvers = list(solvers)
+    if not solvers or not all(isinstance(s, LocalSolver) for s in solvers):
+        raise ValueError("solvers must be a non-empty sequence of LocalSolver")
+    lrs = {float(s.lr) for s in solvers}
+    if len(lrs) != 1:
+        raise ValueError(f"solvers: Theorem 3 has one step size eta; got {sorted(lrs)}")
+    if len(solvers) != work.num_solvers:
+        raise ValueError(f"solvers: work draws among {work.num_solvers} solvers, got {len(solvers)}")
+    rounds = check_int("rounds", rounds, minimum=1)
+    sigma = check_nonnegative("sigma", sigma)
+    lr = lrs.pop()
+    p = problem.p
+    m, d = problem.num_clients, problem.dim
+    tau_eff = np.empty(rounds)
+    abc = np.empty((rounds, 3))
+    for t in range(rounds):
+        steps, numbers = work.draw(t)
+        a_vectors = [solvers[int(j)].a_vector(int(s)) for s, j in zip(steps, numbers)]
+        tau_eff[t] = float(sum(pi * a.sum() for pi, a in zip(p, a_vectors)))
+        abc[t] = theorem1_constants(p, a_vectors, tau_eff[t])
+    L = quadratic_smoothness(problem.H)
+    if lr * L * tau_eff.max() > 0.5:
+        raise ValueError(f"the step size is too large for Theorem 3: eta L max_t tau_eff = "
+                         f"{lr * L * tau_eff.max():.4g} > 1/2")
+    beta2 = theorem1_max_beta2(lr, L, float(abc[:, 2].max()))
+    if not beta2 > quadratic_min_beta2(problem.H, p):
+        raise ValueError(f"the step size is too large for Theorem 3: the step-size condition allows "
+                         f"beta^2 <= {beta2:.4g} but Assumption 3 needs beta^2 > {quadratic_min_beta2(problem.H, p):.4g}")
+    beta2 = min(beta2, 1e12)
+    kappa2 = quadratic_kappa2(problem.H, problem.e, p, beta2)
+    sigma2 = sigma ** 2 * d
+    weights = tau_eff / tau_eff.sum()
+    bound = Theorem1Terms(4 * objective_gap(problem, p) / (lr * tau_eff.sum()),
+                          float(weights @ (4 * lr * L * sigma2 * abc[:, 0] / m)),
+                          float(weights @ (6 * lr ** 2 * L ** 2 * sigma2 * abc[:, 1])),
+                          float(weights @ (12 * lr ** 2 * L ** 2 * kappa2 * abc[:, 2])))
+    run = run_replicas(problem, "fednova", solvers, work, rounds, sigma=sigma,
+                       replicas=check_int("replicas", replicas, minimum=1), seed=seed)
+    if not np.allclose(run.tau_eff, tau_eff, rtol=1e-12, atol=0.0):
+        raise RuntimeError("run_replicas' tau_eff differs from the one the bound was computed with")
+    per_round = run.grad_norm2[:rounds].mean(axis=1)
+    return Theorem3Row(rounds, lr, replicas, tau_eff, beta2, kappa2, bound, float(weights @ per_round),
+                       float(per_round.min()))
