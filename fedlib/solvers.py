@@ -115,11 +115,6 @@ class SolverState(NamedTuple):
     a_norm: float
 
 
-def _axpy_leaf(x, y, a):
-    """x + a*y for arrays, tensors and floats (out of place)."""
-    return x + a * y
-
-
 @dataclasses.dataclass(frozen=True)
 class LocalSolver:
     r"""A linear local solver (see the module docstring for the step and its :math:`a_i`).

@@ -221,3 +221,20 @@ def test_lr_sweep_keeps_eta_times_rounds():
     np.testing.assert_array_equal(out[0.02, "FedAvg"].losses, same.losses)
     with pytest.raises(ValueError, match="lrs"):
         S.lr_sweep(prob, setting, {"FedAvg": fedavg}, (0.0,), (0,), 3)
+
+
+def test_reference_refuses_what_only_the_batched_engine_does(prob):
+    """run_reference takes run_batched's arguments, but never drops a checkpoint, a communicator or
+    a typo silently."""
+    algo = make_algorithm("fednova", sgd(0.05))
+    sched = FixedSteps(np.full(prob.num_clients, 2))
+    kw = dict(batch_size=B, seed=0, evaluate=False)
+    run = run_engine("reference", algo, prob, sched, 1, backend="torch", device="cpu", fast=False, **kw)
+    assert len(run.history) == 1
+    for extra in (dict(resume={"state": None}), dict(comm=object()), dict(on_round_end=lambda *a: None)):
+        with pytest.raises(ValueError, match="run_reference does not support"):
+            run_reference(algo, prob, sched, 1, **kw, **extra)
+    with pytest.raises(TypeError):
+        run_reference(algo, prob, sched, 1, clients_per_rond=2, **kw)
+    with pytest.raises(ValueError, match="backend"):
+        run_reference(algo, prob, sched, 1, backend="jax", **kw)

@@ -328,3 +328,16 @@ def test_gradient_shape_mismatch_is_rejected():
         solver.update(solver.init({"a": np.zeros(2)}), {"b": np.zeros(2)})
     with pytest.raises(ValueError, match="correction"):
         solver.init(np.zeros(3), correction=np.zeros((3, 1)))
+
+
+def test_defaults_are_plain_sgd_and_the_papers_momentum():
+    """LocalSolver(lr) is plain SGD (no momentum, prox or weight decay: a_i = 1, x - lr g), and the
+    factories' default heavy-ball factor is the paper's rho = 0.9 (REFERENCE §4)."""
+    from fedlib.solvers import LocalSolver, make_solver, momentum_proximal_sgd
+    plain = LocalSolver(lr=0.1)
+    np.testing.assert_array_equal(plain.a_vector(4), np.ones(4))
+    state = plain.update(plain.init(np.array([1.0, -2.0])), np.array([0.5, 0.5]))
+    np.testing.assert_allclose(state.params, [0.95, -2.05], rtol=0, atol=1e-15)
+    assert make_solver("momentum", 0.1).momentum == 0.9
+    assert make_solver("momentum-prox", 0.1, mu=0.01).momentum == 0.9
+    assert momentum_proximal_sgd(0.1).momentum == 0.9 and momentum_proximal_sgd(0.1).mu == 0.0

@@ -656,11 +656,20 @@ _ROUND_RE = re.compile(r"round (\d+)")
 def run_reference(algorithm: FederatedAlgorithm, problem: LogisticProblem, schedule, rounds: int, *,
                   batch_size: int, seed: int = 0, sampling: str = "full", clients_per_round: Optional[int] = None,
                   lr_at: Optional[Callable[[int], float]] = None, params: Optional[dict] = None,
-                  evaluate: bool = True, callback: Optional[Callable[[dict], None]] = None, **unused) -> EngineRun:
+                  backend: str = "numpy", device: Optional[str] = None, evaluate: bool = True, fast: bool = True,
+                  callback: Optional[Callable[[dict], None]] = None, comm=None, resume: Optional[dict] = None,
+                  on_round_end: Optional[Callable[[ServerState, list, dict], None]] = None) -> EngineRun:
     r"""The same run as :func:`run_batched`, one client after another and one step after
     another (:func:`fedlib.engines.reference.run_sequential` with
     :meth:`~fedlib.problems.logistic.LogisticProblem.grad_fn`): the way common simulators train. Same arguments
-    (``backend``/``device``/``fast`` are ignored: numpy only), same records."""
+    and records; ``backend``, ``device`` and ``fast`` only choose how :func:`run_batched` computes, so they are
+    accepted and ignored here (numpy, float64). ``comm``, ``resume`` and ``on_round_end`` (several processes,
+    checkpoints) are :func:`run_batched`'s alone: anything but ``None`` is refused, never silently dropped."""
+    check_choice("backend", backend, BACKENDS)
+    for name, value in (("comm", comm), ("resume", resume), ("on_round_end", on_round_end)):
+        if value is not None:
+            raise ValueError(f"{name}: run_reference does not support it (several processes and checkpoints are "
+                             "run_batched's); use engine='batched'")
     rounds, batch_size, seed, clients_per_round = _check_common(
         algorithm, problem, schedule, rounds, batch_size, sampling, clients_per_round, seed)
     x0 = problem.init_params() if params is None else params
