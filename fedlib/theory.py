@@ -31,6 +31,7 @@ __all__ = [
     "theorem1_bound",
     "theorem1_max_beta2",
     "theorem1_explicit_bound",
+    "theorem2_bound",
     "fedprox_weights",
     "corollary2_best_alpha",
     "TwoClientExample",
@@ -216,6 +217,29 @@ def theorem1_explicit_bound(lr: float, rounds: int, *, L: float, sigma2: float, 
                          6 * lr ** 2 * L ** 2 * sigma2 * B, 12 * lr ** 2 * L ** 2 * kappa2 * C)
 
 
+def theorem2_bound(chi2: float, beta2: float, kappa2: float, surrogate_grad2: float) -> float:
+    r"""Theorem 2 (App. D), the bound on the true objective's gradient from the surrogate's:
+
+    .. math::
+
+        \|\nabla F(x)\|^2 \le 2\bigl[\chi^2_{p\|w}(\beta^2 - 1) + 1\bigr]\,\|\nabla\widetilde F(x)\|^2
+        + 2\chi^2_{p\|w}\kappa^2
+
+    for every :math:`x` (so also for averages of expectations, with Theorem 1's bound for
+    :math:`\|\nabla\widetilde F\|^2`). It follows from
+    :math:`\nabla F - \nabla\widetilde F = \sum_i (p_i - w_i)(\nabla F_i - \nabla\widetilde F)`,
+    Cauchy–Schwarz, Assumption 3 with the weights :math:`w` and
+    :math:`\|u + v\|^2 \le 2\|u\|^2 + 2\|v\|^2`. ``surrogate_grad2`` is
+    :math:`\|\nabla\widetilde F\|^2` (or a bound on it). Chapters 2 and 7."""
+    chi2 = check_nonnegative("chi2", chi2)
+    beta2 = check_positive("beta2", beta2)
+    if beta2 < 1:
+        raise ValueError(f"beta2 must be >= 1 (Assumption 3), got {beta2!r}")
+    kappa2 = check_nonnegative("kappa2", kappa2)
+    surrogate_grad2 = check_nonnegative("surrogate_grad2", surrogate_grad2)
+    return float(2 * (chi2 * (beta2 - 1) + 1) * surrogate_grad2 + 2 * chi2 * kappa2)
+
+
 # ---------------------------------------------------------------- FedProx
 def fedprox_weights(p: Any, local_steps: Any, alpha: float) -> tuple[float, np.ndarray]:
     r"""FedProx's implicit :math:`(\tau_{\text{eff}}, w)` as a function of :math:`\alpha = \eta\mu` (eq. 7):
@@ -335,24 +359,32 @@ def quadratic_kappa2(H: Any, e: Any, w: Any, beta2: float) -> float:
     .. math::
 
         \kappa^2(\beta^2) = \sup_x \Bigl[\sum_i w_i\|H_i x - e_i\|^2 - \beta^2\|\widetilde H x - \tilde e\|^2\Bigr]
-        = c - b^\top Q^{-1} b,
+        = c - b^\top Q^{+} b,
 
-    :math:`Q = \sum_i w_i H_i^2 - \beta^2\widetilde H^2 \prec 0`,
+    :math:`Q = \sum_i w_i H_i^2 - \beta^2\widetilde H^2 \preceq 0`,
     :math:`b = \sum_i w_i H_i e_i - \beta^2\widetilde H\tilde e`,
-    :math:`c = \sum_i w_i\|e_i\|^2 - \beta^2\|\tilde e\|^2` (the supremum is attained at
-    :math:`x = Q^{-1}b`). Identical clients give 0 for every :math:`\beta^2 > 1`.
-    ``beta2`` must exceed :func:`quadratic_min_beta2` (else the supremum is infinite)."""
+    :math:`c = \sum_i w_i\|e_i\|^2 - \beta^2\|\tilde e\|^2` (attained at :math:`x = Q^{+}b`;
+    :math:`Q^+` the pseudo-inverse). The supremum is finite for every :math:`\beta^2` above
+    :func:`quadratic_min_beta2`, and at that value only when :math:`b` has no component in
+    :math:`Q`'s null space (e.g. clients with a common Hessian at :math:`\beta^2 = 1`, where
+    :math:`\kappa^2 = \sum_i w_i\|\nabla F_i - \nabla\widetilde F\|^2` does not depend on
+    :math:`x`; chapter 2's App. D.1 example); otherwise a :class:`ValueError`. Identical
+    clients give 0 for every :math:`\beta^2 \ge 1`."""
     H, e, w, h_w, e_w, h2_w = _assumption3_parts(H, e, w)
     beta2 = check_positive("beta2", beta2)
     Q = h2_w - beta2 * h_w @ h_w
-    Q = 0.5 * (Q + Q.T)
-    top = np.linalg.eigvalsh(Q)[-1]
-    if top >= -1e-12 * max(1.0, np.abs(Q).max()):
-        raise ValueError(f"beta2 = {beta2!r} is not above quadratic_min_beta2 = {quadratic_min_beta2(H, w)!r}: "
-                         "kappa^2 would be infinite")
+    lam, V = np.linalg.eigh(0.5 * (Q + Q.T))
     b = np.einsum("i,ijk,ik->j", w, H, e) - beta2 * h_w @ e_w
     c = float(w @ np.einsum("ij,ij->i", e, e) - beta2 * e_w @ e_w)
-    return max(0.0, c - float(b @ np.linalg.solve(Q, b)))
+    scale = max(1.0, float(np.abs(lam).max()))
+    tol = 1e-10 * scale
+    coords = V.T @ b
+    null = np.abs(lam) <= tol
+    if np.any(lam > tol) or np.any(np.abs(coords[null]) > 1e-8 * max(1.0, float(np.abs(b).max()))):
+        raise ValueError(f"beta2 = {beta2!r}: kappa^2 would be infinite (Assumption 3 needs beta^2 above "
+                         f"quadratic_min_beta2 = {quadratic_min_beta2(H, w)!r}, or at it with b in the range of Q)")
+    neg = ~null
+    return max(0.0, c - float(np.sum(coords[neg] ** 2 / lam[neg])))
 
 
 def quadratic_global_optimum(H: Any, e: Any, p: Any) -> np.ndarray:

@@ -196,3 +196,52 @@ def test_theorem3_check_refuses_bad_input():
         bounds.theorem3_check(base, work, [sgd(0.001)], 5)
     with pytest.raises(ValueError, match="too large for Theorem 3"):
         bounds.theorem3_check(base, work, S.make_solvers(0.2), 5)
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_kappa2_at_beta2_one_for_a_common_hessian_is_the_gradient_spread(seed):
+    """Common H: sum_i w_i ||grad F_i||^2 - ||grad F~||^2 = sum_i w_i ||e_i - e~||^2 for every x, so
+    kappa^2(1) is that constant (the supremum exists at beta^2 = beta^2_min = 1)."""
+    rng = np.random.default_rng(seed)
+    base = random_quadratic(1, 3, seed=seed)
+    e = rng.normal(size=(4, 3))
+    problem = QuadraticProblem(np.repeat(base.H, 4, axis=0), e, np.full(4, 0.25))
+    w = _weights(rng, 4)
+    spread = float(w @ np.sum((e - w @ e) ** 2, axis=1))
+    assert TH.quadratic_kappa2(problem.H, problem.e, w, 1.0) == pytest.approx(spread, rel=1e-10)
+    for _ in range(20):
+        x = rng.normal(scale=5.0, size=3)
+        assert _assumption3_gap(problem, w, 1.0, x) == pytest.approx(spread, rel=1e-9)
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2, 3])
+def test_theorem2_holds_pointwise_with_exact_constants(seed):
+    """||grad F(x)||^2 <= 2[chi^2 (beta^2 - 1) + 1] ||grad F~(x)||^2 + 2 chi^2 kappa^2 at random x, with FedAvg's
+    w for random tau_i and Assumption 3's exact kappa^2(beta^2); and the intermediate step
+    ||grad F - grad F~||^2 <= chi^2 [(beta^2 - 1) ||grad F~||^2 + kappa^2]."""
+    rng = np.random.default_rng(seed)
+    problem = random_quadratic(6, 4, seed=seed, spread=2.0)
+    w = problem.p * rng.integers(1, 12, size=6)
+    w = w / w.sum()
+    chi2 = TH.chi_square(problem.p, w)
+    for beta2 in TH.quadratic_min_beta2(problem.H, w) * np.array([1.01, 1.5, 4.0]):
+        kappa2 = TH.quadratic_kappa2(problem.H, problem.e, w, beta2)
+        for _ in range(50):
+            x = rng.normal(scale=rng.uniform(0.1, 10.0), size=4)
+            grads = np.einsum("ijk,k->ij", problem.H, x) - problem.e
+            g_true, g_sur = problem.p @ grads, w @ grads
+            gap2 = float(np.sum((g_true - g_sur) ** 2))
+            assert gap2 <= chi2 * ((beta2 - 1) * float(g_sur @ g_sur) + kappa2) * (1 + 1e-10) + 1e-12
+            assert float(g_true @ g_true) <= TH.theorem2_bound(chi2, beta2, kappa2, float(g_sur @ g_sur)) * (1 + 1e-10)
+
+
+def test_theorem2_two_client_example_attains_half_the_floor():
+    """App. D.1: at FedAvg's small-eta limit (grad F~ = 0), ||grad F||^2 = chi^2 kappa^2, half of the 2 chi^2 kappa^2
+    of Theorem 2 (kappa^2 the smallest for beta^2 = 1)."""
+    from fedlib.experiments import quadratic as Q
+    for tau2 in (2, 5, 20):
+        ex = TH.two_client_lower_bound(1, tau2, 1.5)
+        problem = Q.two_client_problem(1.5)
+        kappa2 = TH.quadratic_kappa2(problem.H, problem.e, ex.weights, 1.0)
+        chi2 = TH.chi_square([0.5, 0.5], ex.weights)
+        assert TH.theorem2_bound(chi2, 1.0, kappa2, 0.0) == pytest.approx(2 * ex.grad_norm_sq, rel=1e-12)

@@ -55,8 +55,8 @@ from ..problems.quadratic import QuadraticProblem, random_quadratic
 from ..rule import AGGREGATIONS, effective_weights
 from ..schedules import RandomLocalWork
 from ..solvers import LocalSolver, make_solver
-from ..theory import (Theorem1Terms, quadratic_kappa2, quadratic_min_beta2, quadratic_smoothness,
-                      theorem1_constants, theorem1_explicit_bound, theorem1_max_beta2)
+from ..theory import (Theorem1Terms, chi_square, quadratic_kappa2, quadratic_min_beta2, quadratic_smoothness,
+                      theorem1_constants, theorem1_explicit_bound, theorem1_max_beta2, theorem2_bound)
 
 __all__ = ["DEFAULT_STEPS", "default_setup", "objective_gap", "Theorem1Row", "bound_check", "Theorem3Row",
            "theorem3_check"]
@@ -94,7 +94,9 @@ class Theorem1Row(NamedTuple):
     ``beta2`` (the largest the step size admits) and ``kappa2``; ``true_measured`` and
     ``true_bound`` the same for :math:`F = \\sum_i p_i F_i` (``true_bound`` is ``None`` when
     the step size admits no :math:`\\beta^2` for :math:`p`); ``tau_eff`` and ``w`` the
-    algorithm's.
+    algorithm's; ``chi2`` is :math:`\\chi^2_{p\\|w}` and ``theorem2_bound`` Theorem 2's bound on
+    ``true_measured`` (:func:`fedlib.theory.theorem2_bound` with ``bound.total`` for the
+    surrogate, at the :math:`\\beta^2` of a grid that makes it smallest).
     """
 
     algorithm: str
@@ -111,6 +113,8 @@ class Theorem1Row(NamedTuple):
     measured_min: float
     true_measured: float
     true_bound: Optional[Theorem1Terms]
+    chi2: float
+    theorem2_bound: float
 
     @property
     def ratio(self) -> float:
@@ -173,8 +177,12 @@ def bound_check(problem: QuadraticProblem, local_steps: Sequence[int], algorithm
                        replicas=check_int("replicas", replicas, minimum=1), seed=seed, surrogate_weights=w)
     per_round = run.surrogate_grad_norm2[:rounds].mean(axis=1)
     true_per_round = run.grad_norm2[:rounds].mean(axis=1)
+    chi2 = chi_square(problem.p, w)
+    grid = quadratic_min_beta2(problem.H, w) * np.geomspace(1.001, 1000.0, 40)
+    theorem2 = min(theorem2_bound(chi2, b, quadratic_kappa2(problem.H, problem.e, w, b), bound.total) for b in grid)
     return Theorem1Row(algorithm, solver, rounds, lr, replicas, float(tau_eff), w, beta2, kappa2, bound,
-                       float(per_round.mean()), float(per_round.min()), float(true_per_round.mean()), true_bound)
+                       float(per_round.mean()), float(per_round.min()), float(true_per_round.mean()), true_bound,
+                       chi2, theorem2)
 
 
 class Theorem3Row(NamedTuple):

@@ -46,7 +46,6 @@ __all__ = [
     "two_client_problem",
     "instance_seed",
     "fixed_local_steps",
-    "assumption3_kappa2",
     "FixedPointCheck",
     "fixed_point_check",
     "TwoClientPoint",
@@ -225,19 +224,6 @@ def fixed_local_steps(seed: int, index: int, num_clients: int, low: int, high: i
     low = check_int("low", low, minimum=1)
     high = check_int("high", high, minimum=low)
     return generator(seed, purpose, check_int("index", index)).integers(low, high + 1, size=m)
-
-
-def assumption3_kappa2(problem: QuadraticProblem, weights: Any, points: Any) -> float:
-    r"""Smallest :math:`\kappa^2` for which Assumption 3 holds with :math:`\beta^2 = 1` at the
-    given points: :math:`\max_x \sum_i w_i\|\nabla F_i(x)\|^2 - \|\sum_i w_i \nabla F_i(x)\|^2`
-    (``points`` has shape (n, d)). For clients with a common Hessian the expression does not
-    depend on :math:`x`."""
-    w = np.asarray(weights, dtype=np.float64)
-    best = -np.inf
-    for x in np.atleast_2d(np.asarray(points, dtype=np.float64)):
-        g = np.stack([problem.grad(x, i) for i in range(problem.num_clients)])
-        best = max(best, float(w @ np.sum(g ** 2, axis=1) - np.sum((w @ g) ** 2)))
-    return best
 
 
 # ---------------------------------------------------------------- experiments
