@@ -341,3 +341,26 @@ def test_defaults_are_plain_sgd_and_the_papers_momentum():
     assert make_solver("momentum", 0.1).momentum == 0.9
     assert make_solver("momentum-prox", 0.1, mu=0.01).momentum == 0.9
     assert momentum_proximal_sgd(0.1).momentum == 0.9 and momentum_proximal_sgd(0.1).mu == 0.0
+
+
+def test_alpha_one_is_allowed_and_is_the_papers_extreme_case():
+    """lr*mu = 1 (alpha = 1, §4.2: FedProx becomes consistent with tau_eff = 1) is a valid proximal step:
+    a_i = e_last, ||a_i||_1 = 1, and every step lands on x0 - lr g; just above 1 it is refused."""
+    from fedlib.solvers import decayed_sgd, proximal_sgd
+    solver = proximal_sgd(0.25, 4.0)
+    assert solver.alpha == 1.0
+    np.testing.assert_array_equal(solver.a_vector(5), [0, 0, 0, 0, 1])
+    assert solver.a_norm(5) == 1.0
+    state = solver.init(np.array([1.0, 2.0]))
+    for g in ([1.0, 0.0], [0.0, 4.0]):
+        state = solver.update(state, np.array(g))
+        np.testing.assert_allclose(state.params, np.array([1.0, 2.0]) - 0.25 * np.array(g), atol=1e-15)
+    with pytest.raises(ValueError, match="mu"):
+        proximal_sgd(0.25, 4.0 * (1 + 1e-9))
+    sched = decayed_sgd(0.25, schedule=lambda k: 1.0 if k == 0 else 2.0)
+    sched_prox = S.LocalSolver(lr=0.25, mu=4.0, lr_schedule=sched.lr_schedule)
+    sched_prox.step_size(0)
+    with pytest.raises(ValueError, match="lr\\*factor\\*mu"):
+        sched_prox.step_size(1)
+    with pytest.raises(ValueError, match="finite factor > 0"):
+        S.LocalSolver(lr=0.25, lr_schedule=lambda k: 0.0).step_size(0)
