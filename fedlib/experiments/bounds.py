@@ -118,7 +118,7 @@ class Theorem1Row(NamedTuple):
 
     @property
     def ratio(self) -> float:
-        """Bound over measured value: how loose Theorem 1 is (at least 1 if it holds)."""
+        """The bound divided by the measured value (how loose Theorem 1 is; at least 1 when it holds)."""
         return self.bound.total / self.measured
 
 
@@ -206,7 +206,7 @@ class Theorem3Row(NamedTuple):
 
     @property
     def ratio(self) -> float:
-        """Bound over measured value (at least 1 if Theorem 3 holds)."""
+        """The bound divided by the measured value (at least 1 when Theorem 3 holds)."""
         return self.bound.total / self.measured
 
 
