@@ -209,7 +209,7 @@ def theorem1_explicit_bound(lr: float, rounds: int, *, L: float, sigma2: float, 
     if lr * L * tau_eff > 0.5:
         raise ValueError(f"lr: Theorem 1 needs eta L tau_eff <= 1/2, got {lr * L * tau_eff:.4g}")
     D = 4 * lr ** 2 * L ** 2 * C
-    if D > 1 / (2 * beta2 + 1):
+    if D > (1 + 1e-12) / (2 * beta2 + 1):  # (rounding: theorem1_max_beta2 meets it with equality)
         raise ValueError(f"lr: Theorem 1 needs D = 4 eta^2 L^2 C <= 1/(2 beta^2 + 1) = {1 / (2 * beta2 + 1):.4g}, "
                          f"got {D:.4g}")
     m = w.size

@@ -83,6 +83,14 @@ def test_max_beta2_meets_the_condition_with_equality(lr, L, C):
     beta2 = TH.theorem1_max_beta2(lr, L, C)
     assert 4 * lr ** 2 * L ** 2 * C == pytest.approx(1 / (2 * beta2 + 1), rel=1e-12)
     assert TH.theorem1_max_beta2(lr, L, 0.0) == math.inf
+    # the largest beta^2 is accepted by the bound despite rounding (C as theorem1_constants gives it)
+    a = [np.ones(3), np.ones(2)]
+    C_sgd = TH.theorem1_constants([0.5, 0.5], a, 2.5)[2]
+    for lr_ in np.geomspace(1e-4, 0.05, 25):
+        b2 = TH.theorem1_max_beta2(lr_, L, C_sgd)
+        if b2 >= 1 and lr_ * L * 2.5 <= 0.5:
+            TH.theorem1_explicit_bound(lr_, 10, L=L, sigma2=1.0, beta2=b2, kappa2=1.0, initial_gap=1.0, w=[0.5, 0.5],
+                                       a_vectors=a, tau_eff=2.5)
 
 
 @pytest.mark.parametrize("seed", [0, 1, 2])
