@@ -122,14 +122,19 @@ class Theorem1Row(NamedTuple):
         return self.bound.total / self.measured
 
 
-def _bound_for(problem, weights, lr, rounds, L, sigma2, a_vectors, tau_eff, C) -> tuple[float, float, Theorem1Terms]:
+def _assumption3_pair(problem, weights, lr, L, C, theorem: str) -> tuple[float, float]:
+    """The largest beta^2 the step-size condition admits, and Assumption 3's kappa^2 for it."""
     beta2 = theorem1_max_beta2(lr, L, C)
-    if not beta2 > quadratic_min_beta2(problem.H, weights):
-        raise ValueError(f"lr = {lr:.4g} is too large for Theorem 1 with these weights: the step-size condition "
-                         f"allows beta^2 <= {beta2:.4g} but Assumption 3 needs beta^2 > "
-                         f"{quadratic_min_beta2(problem.H, weights):.4g}")
+    smallest = quadratic_min_beta2(problem.H, weights)
+    if not beta2 > smallest:
+        raise ValueError(f"lr = {lr:.4g} is too large for {theorem} with these weights: the step-size condition "
+                         f"allows beta^2 <= {beta2:.4g} but Assumption 3 needs beta^2 > {smallest:.4g}")
     beta2 = min(beta2, 1e12)
-    kappa2 = quadratic_kappa2(problem.H, problem.e, weights, beta2)
+    return beta2, quadratic_kappa2(problem.H, problem.e, weights, beta2)
+
+
+def _bound_for(problem, weights, lr, rounds, L, sigma2, a_vectors, tau_eff, C) -> tuple[float, float, Theorem1Terms]:
+    beta2, kappa2 = _assumption3_pair(problem, weights, lr, L, C, "Theorem 1")
     terms = theorem1_explicit_bound(lr, rounds, L=L, sigma2=sigma2, beta2=beta2, kappa2=kappa2,
                                     initial_gap=objective_gap(problem, weights), w=weights, a_vectors=a_vectors,
                                     tau_eff=tau_eff)
@@ -254,14 +259,9 @@ def theorem3_check(problem: QuadraticProblem, work: RandomLocalWork, solvers: Se
         abc[t] = theorem1_constants(p, a_vectors, tau_eff[t])
     L = quadratic_smoothness(problem.H)
     if lr * L * tau_eff.max() > 0.5:
-        raise ValueError(f"the step size is too large for Theorem 3: eta L max_t tau_eff = "
+        raise ValueError(f"lr = {lr:.4g} is too large for Theorem 3: eta L max_t tau_eff = "
                          f"{lr * L * tau_eff.max():.4g} > 1/2")
-    beta2 = theorem1_max_beta2(lr, L, float(abc[:, 2].max()))
-    if not beta2 > quadratic_min_beta2(problem.H, p):
-        raise ValueError(f"the step size is too large for Theorem 3: the step-size condition allows "
-                         f"beta^2 <= {beta2:.4g} but Assumption 3 needs beta^2 > {quadratic_min_beta2(problem.H, p):.4g}")
-    beta2 = min(beta2, 1e12)
-    kappa2 = quadratic_kappa2(problem.H, problem.e, p, beta2)
+    beta2, kappa2 = _assumption3_pair(problem, p, lr, L, float(abc[:, 2].max()), "Theorem 3")
     sigma2 = sigma ** 2 * d
     weights = tau_eff / tau_eff.sum()
     bound = Theorem1Terms(4 * objective_gap(problem, p) / (lr * tau_eff.sum()),
