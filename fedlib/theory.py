@@ -181,7 +181,9 @@ def theorem1_explicit_bound(lr: float, rounds: int, *, L: float, sigma2: float, 
     With :math:`\eta = \sqrt{m/(\bar\tau T)}` the four terms are those of eq. (8)
     (:func:`theorem1_bound`) times 4, 4, 6 and 12.
 
-    The display is missing from the extracted paper text; this is the arXiv version's.
+    The extracted paper text states both conditions (App. C.4, C.6) and :math:`D`, but not the
+    final display: its constants 4, 4, 6, 12 are recalled from the arXiv version (unconfirmed
+    here) and match eq. (8) term by term.
     For local SGD (:math:`a_i = \mathbf 1_{\tau_i}`) it follows from this argument, which
     gives smaller constants: :math:`L`-smoothness of :math:`\widetilde F` and
     :math:`\eta L\tau_{\text{eff}} \le 1/2` give
