@@ -146,6 +146,13 @@ def theorem1_bound(m: int, tau_bar: float, rounds: int, tau_eff: float, A: float
                          m * C * kappa2 / (tau_bar * T))
 
 
+def _check_beta2(beta2: float) -> float:
+    beta2 = check_positive("beta2", beta2)
+    if beta2 < 1:
+        raise ValueError(f"beta2 must be >= 1 (Assumption 3), got {beta2!r}")
+    return beta2
+
+
 def theorem1_max_beta2(lr: float, L: float, C: float) -> float:
     r"""The largest :math:`\beta^2` that App. C's step-size condition admits,
     :math:`D \le 1/(2\beta^2 + 1)` with :math:`D = 4\eta^2L^2 C`:
@@ -201,9 +208,7 @@ def theorem1_explicit_bound(lr: float, rounds: int, *, L: float, sigma2: float, 
     T = check_int("rounds", rounds, minimum=1)
     L = check_positive("L", L)
     sigma2 = check_nonnegative("sigma2", sigma2)
-    beta2 = check_positive("beta2", beta2)
-    if beta2 < 1:
-        raise ValueError(f"beta2 must be >= 1 (Assumption 3), got {beta2!r}")
+    beta2 = _check_beta2(beta2)
     kappa2 = check_nonnegative("kappa2", kappa2)
     initial_gap = check_nonnegative("initial_gap", initial_gap)
     w = check_probability_vector("w", w)
@@ -234,9 +239,7 @@ def theorem2_bound(chi2: float, beta2: float, kappa2: float, surrogate_grad2: fl
     :math:`\|u + v\|^2 \le 2\|u\|^2 + 2\|v\|^2`. ``surrogate_grad2`` is
     :math:`\|\nabla\widetilde F\|^2` (or a bound on it). Chapters 2 and 7."""
     chi2 = check_nonnegative("chi2", chi2)
-    beta2 = check_positive("beta2", beta2)
-    if beta2 < 1:
-        raise ValueError(f"beta2 must be >= 1 (Assumption 3), got {beta2!r}")
+    beta2 = _check_beta2(beta2)
     kappa2 = check_nonnegative("kappa2", kappa2)
     surrogate_grad2 = check_nonnegative("surrogate_grad2", surrogate_grad2)
     return float(2 * (chi2 * (beta2 - 1) + 1) * surrogate_grad2 + 2 * chi2 * kappa2)
