@@ -133,3 +133,19 @@ def test_vrlsgd_differs_from_scaffold_for_random_steps():
     sc = _history("scaffold", prob, sched, 8)
     vr = _history("vrlsgd", prob, sched, 8)
     assert np.linalg.norm(sc[-1] - vr[-1]) > 1e-3 * np.linalg.norm(sc[-1])
+
+
+@pytest.mark.parametrize("name", ["scaffold", "fednova-vr"])
+def test_one_client_has_no_correction_and_is_plain_local_sgd(name):
+    """m = 1: the mean variate is the client's own, so the correction c_bar - c_1 is 0 every round and
+    the VR algorithm is its plain counterpart (FedAvg / FedNova), round for round."""
+    st = V.init_control_variates(np.zeros(2), 1)
+    assert st.client.shape == (1, 2)
+    cv = V.control_variates(np.array([[3.0, -1.0]]), [1.0])
+    np.testing.assert_array_equal(cv.mean, [3.0, -1.0])
+    np.testing.assert_array_equal(V.correction(cv, 0), [0.0, 0.0])
+    problem = random_quadratic(1, 3, seed=4)
+    plain = {"scaffold": "fedavg", "fednova-vr": "fednova"}[name]
+    runs = [run_sequential(make_algorithm(n, sgd(0.05)), np.zeros(3), problem.grad_fn(), problem.p,
+                           RandomSteps(1, 1, 6, seed=2), 5) for n in (name, plain)]
+    np.testing.assert_allclose(runs[0].state.params, runs[1].state.params, rtol=1e-13, atol=1e-15)
