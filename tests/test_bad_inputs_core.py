@@ -165,6 +165,11 @@ CASES = [
     ("sample_clients seed -1", lambda: SA.sample_clients("uniform", P2, 1, -1, 0), "seed"),
     ("sample_clients round -1", lambda: SA.sample_clients("uniform", P2, 1, 0, -1), "round"),
     ("full_participation p", lambda: SA.full_participation([0.3, 0.3]), "p"),
+    ("expected_server_weights a 0", lambda: SA.expected_server_weights("with-replacement", P2, [0.0, 1.0], 2),
+     "a_norms"),
+    ("expected_server_weights a nan", lambda: SA.expected_server_weights("full", P2, [NAN, 1.0], None), "a_norms"),
+    ("expected_server_weights tau_eff", lambda: SA.expected_server_weights("full", P2, [1.0, 2.0], None, "all"),
+     "tau_eff"),
     # ------------------------------------------------------------ schedules
     ("steps_per_epoch no data", lambda: SC.steps_per_epoch(np.array([10, 0]), 32), "num_samples"),
     ("steps_per_epoch negative", lambda: SC.steps_per_epoch(np.array([-3]), 32), "num_samples"),
