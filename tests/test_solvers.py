@@ -364,3 +364,12 @@ def test_alpha_one_is_allowed_and_is_the_papers_extreme_case():
         sched_prox.step_size(1)
     with pytest.raises(ValueError, match="finite factor > 0"):
         S.LocalSolver(lr=0.25, lr_schedule=lambda k: 0.0).step_size(0)
+
+
+def test_run_takes_a_single_step_and_refuses_zero():
+    solver = S.momentum_sgd(0.1, 0.9)
+    state = solver.run(np.array([1.0]), lambda x, k: 2.0 * x, 1)
+    np.testing.assert_allclose(state.params, [0.8], rtol=0, atol=1e-15)
+    assert state.step == 1 and state.a_norm == 1.0
+    with pytest.raises(ValueError, match="local_steps"):
+        solver.run(np.array([1.0]), lambda x, k: x, 0)
