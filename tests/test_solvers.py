@@ -373,3 +373,16 @@ def test_run_takes_a_single_step_and_refuses_zero():
     assert state.step == 1 and state.a_norm == 1.0
     with pytest.raises(ValueError, match="local_steps"):
         solver.run(np.array([1.0]), lambda x, k: x, 0)
+
+
+def test_gamma_one_is_plain_sgd_and_zero_steps_have_no_counter():
+    """decayed_sgd's gamma lies in (0, 1]: gamma = 1 is allowed and is SGD (a_i = 1, the same steps);
+    online_a_norms(0) is empty (a client that took no step reports nothing)."""
+    flat, plain = S.decayed_sgd(0.1, gamma=1.0), S.sgd(0.1)
+    np.testing.assert_array_equal(flat.a_vector(5), plain.a_vector(5))
+    grad = lambda x, k: x - k  # noqa: E731
+    np.testing.assert_array_equal(flat.run(np.array([2.0]), grad, 4).params, plain.run(np.array([2.0]), grad, 4).params)
+    with pytest.raises(ValueError, match="gamma"):
+        S.decayed_sgd(0.1, gamma=1.0 + 1e-9)
+    assert plain.online_a_norms(0).shape == (0,)
+    np.testing.assert_array_equal(plain.online_a_norms(3), [1.0, 2.0, 3.0])
