@@ -152,3 +152,20 @@ def test_population_tau_eff_by_hand_and_errors():
         population_tau_eff([0.5, 0.5], FixedEpochs([9, 4, 5], 4, 2), sgd(0.1))
     with pytest.raises(ValueError, match="p"):
         population_tau_eff([0.5, 0.25, 0.5], FixedEpochs([9, 4, 5], 4, 2), sgd(0.1))
+
+
+def test_degenerate_random_ranges_are_fixed_and_the_default_is_the_papers_u25():
+    """low == high is allowed and gives the fixed schedule; RandomEpochs' default range is the paper's
+    E ~ U(2, 5), inclusive (REFERENCE §4)."""
+    n = [10, 33, 64]
+    for t in range(3):
+        np.testing.assert_array_equal(SC.RandomSteps(3, 4, 4, seed=1).local_steps(t), [4, 4, 4])
+        np.testing.assert_array_equal(SC.RandomEpochs(n, 8, 3, 3, seed=1).local_steps(t),
+                                      SC.FixedEpochs(n, 8, 3).local_steps(t))
+        steps, solvers = SC.RandomLocalWork([2, 5], [2, 5], num_solvers=1).draw(t)
+        np.testing.assert_array_equal(steps, [2, 5])
+        np.testing.assert_array_equal(solvers, [0, 0])
+    default = SC.RandomEpochs([40] * 200, 8)
+    assert (default.low, default.high) == (2, 5)
+    epochs = np.concatenate([default.epochs_of(t) for t in range(5)])
+    assert set(epochs.tolist()) == {2, 3, 4, 5}
