@@ -195,6 +195,7 @@ CASES = [
     ("WallClock straggler_prob 1.5", lambda: SC.WallClock([1.0], 1.0, straggler_prob=1.5), "straggler_prob"),
     ("WallClock straggler_prob nan", lambda: SC.WallClock([1.0], 1.0, straggler_prob=NAN), "straggler_prob"),
     ("WallClock straggler_factor 0", lambda: SC.WallClock([1.0], 1.0, straggler_factor=0.0), "straggler_factor"),
+    ("WallClock straggler_factor 1.5", lambda: SC.WallClock([1.0], 1.0, straggler_factor=1.5), "straggler_factor"),
     ("parse_epochs 5-2", lambda: SC.parse_epochs("5-2"), "epochs"),
     ("parse_epochs 0", lambda: SC.parse_epochs("0"), "epochs"),
     ("parse_epochs text", lambda: SC.parse_epochs("two"), "epochs"),
