@@ -55,8 +55,9 @@ from ..problems.quadratic import QuadraticProblem, random_quadratic
 from ..rule import AGGREGATIONS, effective_weights
 from ..schedules import RandomLocalWork
 from ..solvers import LocalSolver, make_solver
-from ..theory import (Theorem1Terms, chi_square, quadratic_kappa2, quadratic_min_beta2, quadratic_smoothness,
-                      theorem1_constants, theorem1_explicit_bound, theorem1_max_beta2, theorem2_bound)
+from ..theory import (Theorem1Terms, chi_square, quadratic_global_optimum, quadratic_kappa2, quadratic_min_beta2,
+                      quadratic_smoothness, theorem1_constants, theorem1_explicit_bound, theorem1_max_beta2,
+                      theorem2_bound)
 
 __all__ = ["DEFAULT_STEPS", "default_setup", "objective_gap", "Theorem1Row", "bound_check", "Theorem3Row",
            "theorem3_check"]
@@ -79,10 +80,9 @@ def objective_gap(problem: QuadraticProblem, weights: Any, x0: Any = None) -> fl
     r""":math:`\widetilde F(x_0) - \min\widetilde F` for :math:`\widetilde F = \sum_i w_i F_i`
     (:math:`x_0 = 0` by default): :math:`\frac12 (x_0 - \tilde x)^\top\widetilde H(x_0 - \tilde x)`."""
     w = np.asarray(weights, dtype=np.float64)
-    h_w = np.tensordot(w, problem.H, 1)
-    x_tilde = np.linalg.solve(h_w, w @ problem.e)
-    diff = (np.zeros(problem.dim) if x0 is None else np.asarray(x0, dtype=np.float64)) - x_tilde
-    return float(0.5 * diff @ h_w @ diff)
+    diff = (np.zeros(problem.dim) if x0 is None else np.asarray(x0, dtype=np.float64)) \
+        - quadratic_global_optimum(problem.H, problem.e, w)
+    return float(0.5 * diff @ np.tensordot(w, problem.H, 1) @ diff)
 
 
 class Theorem1Row(NamedTuple):
@@ -169,7 +169,6 @@ def bound_check(problem: QuadraticProblem, local_steps: Sequence[int], algorithm
     a_vectors = [local.a_vector(int(t)) for t in steps]
     a_norms = np.array([a.sum() for a in a_vectors])
     tau_eff, w = effective_weights(algorithm, problem.p, a_norms)
-    w = w / w.sum()
     L = quadratic_smoothness(problem.H)
     sigma2 = sigma ** 2 * d
     C = theorem1_constants(w, a_vectors, tau_eff)[2]
@@ -249,29 +248,30 @@ def theorem3_check(problem: QuadraticProblem, work: RandomLocalWork, solvers: Se
     sigma = check_nonnegative("sigma", sigma)
     lr = lrs.pop()
     p = problem.p
-    m, d = problem.num_clients, problem.dim
-    tau_eff = np.empty(rounds)
-    abc = np.empty((rounds, 3))
+    d = problem.dim
+    rounds_a = []
     for t in range(rounds):
         steps, numbers = work.draw(t)
-        a_vectors = [solvers[int(j)].a_vector(int(s)) for s, j in zip(steps, numbers)]
-        tau_eff[t] = float(sum(pi * a.sum() for pi, a in zip(p, a_vectors)))
-        abc[t] = theorem1_constants(p, a_vectors, tau_eff[t])
+        rounds_a.append([solvers[int(j)].a_vector(int(s)) for s, j in zip(steps, numbers)])
+    tau_eff = np.array([float(sum(pi * a.sum() for pi, a in zip(p, a_vectors))) for a_vectors in rounds_a])
     L = quadratic_smoothness(problem.H)
     if lr * L * tau_eff.max() > 0.5:
         raise ValueError(f"lr = {lr:.4g} is too large for Theorem 3: eta L max_t tau_eff = "
                          f"{lr * L * tau_eff.max():.4g} > 1/2")
-    beta2, kappa2 = _assumption3_pair(problem, p, lr, L, float(abc[:, 2].max()), "Theorem 3")
-    sigma2 = sigma ** 2 * d
+    C_max = max(theorem1_constants(p, a_vectors, te)[2] for a_vectors, te in zip(rounds_a, tau_eff))
+    beta2, kappa2 = _assumption3_pair(problem, p, lr, L, C_max, "Theorem 3")
+    # Theorem 1's bound of every round (with T rounds), averaged with weights tau_eff^(t): its first
+    # term becomes 4 gap / (eta sum_t tau_eff^(t)), the others the weighted averages of the docstring
     weights = tau_eff / tau_eff.sum()
-    bound = Theorem1Terms(4 * objective_gap(problem, p) / (lr * tau_eff.sum()),
-                          float(weights @ (4 * lr * L * sigma2 * abc[:, 0] / m)),
-                          float(weights @ (6 * lr ** 2 * L ** 2 * sigma2 * abc[:, 1])),
-                          float(weights @ (12 * lr ** 2 * L ** 2 * kappa2 * abc[:, 2])))
+    gap = objective_gap(problem, p)
+    per_round = np.array([theorem1_explicit_bound(lr, rounds, L=L, sigma2=sigma ** 2 * d, beta2=beta2, kappa2=kappa2,
+                                                  initial_gap=gap, w=p, a_vectors=a_vectors, tau_eff=te)
+                          for a_vectors, te in zip(rounds_a, tau_eff)])
+    bound = Theorem1Terms(*(float(v) for v in weights @ per_round))
     run = run_replicas(problem, "fednova", solvers, work, rounds, sigma=sigma,
                        replicas=check_int("replicas", replicas, minimum=1), seed=seed)
     if not np.allclose(run.tau_eff, tau_eff, rtol=1e-12, atol=0.0):
         raise RuntimeError("run_replicas' tau_eff differs from the one the bound was computed with")
-    per_round = run.grad_norm2[:rounds].mean(axis=1)
-    return Theorem3Row(rounds, lr, replicas, tau_eff, beta2, kappa2, bound, float(weights @ per_round),
-                       float(per_round.min()))
+    measured = run.grad_norm2[:rounds].mean(axis=1)
+    return Theorem3Row(rounds, lr, replicas, tau_eff, beta2, kappa2, bound, float(weights @ measured),
+                       float(measured.min()))
