@@ -1,7 +1,9 @@
 # fednova-book: `make test`, `make book` (PROFILE=ci|full), `make clean`.
 #
-#   make env               create .venv (if missing) and install '.[book,test]';
-#                          a no-op while .venv/.stamp is newer than pyproject.toml
+#   make env               create .venv (if missing) and install '.[book,test]' at the versions
+#                          pinned in constraints.txt (CONSTRAINTS= make env: let pip choose);
+#                          a no-op while .venv/.stamp is newer than pyproject.toml and constraints.txt
+#   make lock              rewrite constraints.txt from what .venv holds (after a deliberate upgrade)
 #   make test              run the test suite (tests/test_browser.py needs `make book` first):
 #                          TEST_JOBS (2) processes, then the tests marked `serial` (browser) alone
 #   make book              execute every chapter of _toc.yml with papermill and render
@@ -15,15 +17,22 @@ PY      := $(VENV)/bin/python
 STAMP   := $(VENV)/.stamp
 PROFILE ?= ci
 TEST_JOBS ?= 2
+CONSTRAINTS ?= constraints.txt
 
-.PHONY: env test book clean
+.PHONY: env lock test book clean
 
 env: $(STAMP)
 
-$(STAMP): pyproject.toml
+$(STAMP): pyproject.toml $(CONSTRAINTS)
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install -e '.[book,test]'
+	$(PY) -m pip install $(if $(CONSTRAINTS),-c $(CONSTRAINTS)) -e '.[book,test]'
 	@touch $(STAMP)
+
+lock: env
+	@{ sed -n '/^#/p' constraints.txt; $(PY) -m pip freeze --exclude-editable | grep -v '^#' | LC_ALL=C sort -f; } > constraints.txt.new
+	@mv constraints.txt.new constraints.txt
+	@touch $(STAMP)
+	@echo "constraints.txt: $$(grep -vc '^#' constraints.txt) packages pinned"
 
 test: env
 	$(PY) -m pytest -q -n $(TEST_JOBS) --dist loadfile -m "not serial"
