@@ -16,7 +16,7 @@ written with fixed zip timestamps so that a rerun gives the same bytes) with
 
 and a ``README.md`` with the provenance and the file's sha256.
 
-The default 400 + 100 images per class take about 14 MB: CIFAR images are nearly
+The default 200 + 50 images per class take about 7 MB: CIFAR images are nearly
 incompressible losslessly (about 2.8 kB each after deflate).  Read it back with
 :func:`fedlib.data.cifar10.load_cifar10_sample`.
 

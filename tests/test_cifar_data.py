@@ -269,3 +269,29 @@ def test_random_images_bad_files(tmp_path):
     np.savez(tmp_path / "bad.npz", train_labels=np.array([0, 11], np.uint8), test_labels=np.zeros(2, np.uint8))
     with pytest.raises(ValueError, match="0..9"):
         cifar10_random_images(path=tmp_path / "bad.npz")
+
+
+def test_an_incomplete_folder_is_downloaded_again_with_download_true(tmp_path, monkeypatch):
+    """An interrupted extraction leaves a folder without some batches: ``download=True``
+    fetches the archive again instead of failing with advice to pass ``download=True``."""
+    import fedlib.data.cifar10 as mod
+
+    folder = _fake_folder(tmp_path)
+    (folder / "data_batch_3").unlink()
+    calls = []
+
+    def fake_download(root):  # torchvision re-extracts the archive over the folder
+        calls.append(root)
+        _write_batch(root / "cifar-10-batches-py" / "data_batch_3", 6, seed=3)
+
+    monkeypatch.setattr(mod, "_download", fake_download)
+    c = load_cifar10(tmp_path, download=True)
+    assert calls == [tmp_path] and c.train_images.shape == (30, 32, 32, 3)
+
+    def broken_download(root):
+        calls.append(root)
+
+    (folder / "data_batch_3").unlink()
+    monkeypatch.setattr(mod, "_download", broken_download)
+    with pytest.raises(FileNotFoundError, match="still lacks data_batch_3"):
+        load_cifar10(tmp_path, download=True)

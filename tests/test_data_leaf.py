@@ -291,3 +291,43 @@ def test_save_rejects_bad_targets(tmp_path, small):
     (tmp_path / "plain").write_text("x")
     with pytest.raises(ValueError, match="not a folder"):
         save_leaf(small, tmp_path / "plain")
+
+
+# ------------------------------------------------------------------ client order, odd labels, odd paths
+
+
+def test_clients_are_sorted_by_user_id_as_leaf_and_fedprox_read_them(tmp_path):
+    """LEAF's and FedProx's ``read_data`` take ``sorted(data.keys())``: client i here is client i
+    there. ``client_order="appearance"`` keeps the order of the files' ``users`` lists."""
+    root = tmp_path / "d"
+    _write(root / "train" / "s_10.json", _doc(["u_c", "u_a"], [[[1.0]], [[2.0]]], [[0], [1]]))
+    _write(root / "train" / "s_2.json", _doc(["u_b"], [[[3.0]]], [[1]]))
+    ds = load_leaf(root)
+    assert ds.meta["users"] == ["u_a", "u_b", "u_c"]
+    assert [x[0, 0] for x in ds.train_x] == [2.0, 3.0, 1.0]
+    seen = load_leaf(root, client_order="appearance")  # files by name: s_10.json before s_2.json
+    assert seen.meta["users"] == ["u_c", "u_a", "u_b"]
+    assert [x[0, 0] for x in seen.train_x] == [1.0, 2.0, 3.0]
+    with pytest.raises(ValueError, match="client_order"):
+        load_leaf(root, client_order="random")
+
+
+@pytest.mark.parametrize("y, index", [([1, 1e20], 1), ([0, 2**70], 1), ([2**63, 1], 0), ([3, 2.0**62], 1)])
+def test_labels_too_large_for_int64_are_named(tmp_path, y, index):
+    doc = _doc(["a"], [[[0.0]] * len(y)], [y])
+    msg = _bad_file(tmp_path, doc, rf"'a' y\[{index}\] = .* too large for a label")
+    assert "-9223372036854775808" not in msg  # not the value after an int64 overflow
+
+
+@pytest.mark.parametrize("path", [None, "", 3])
+def test_path_must_be_a_path(path):
+    with pytest.raises(ValueError, match="path must be a file or folder path"):
+        load_leaf(path)
+
+
+def test_federated_dataset_x_must_be_numbers():
+    with pytest.raises(ValueError, match="client 0 train x must hold real numbers"):
+        FederatedDataset([np.array([["a", "b"]])], [np.array([0])], [np.zeros((0, 2))], [np.zeros(0, np.int64)], 2)
+    ints = FederatedDataset([np.ones((2, 3), dtype=np.int64)], [np.array([0, 1])], [np.zeros((0, 3))],
+                            [np.zeros(0, np.int64)], 2)
+    assert ints.num_features == 3

@@ -150,6 +150,9 @@ def test_small_train_fraction_keeps_one_training_sample():
         ({"iid": "yes"}, "iid"),
         ({"num_samples": 0}, "num_samples"),
         ({"num_samples": [10, 10]}, "num_samples"),
+        ({"num_samples": 5.0}, "num_samples"),
+        ({"num_samples": "50"}, "num_samples"),
+        ({"num_samples": True}, "num_samples"),
     ],
 )
 def test_bad_parameters(kwargs, name):

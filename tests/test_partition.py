@@ -180,3 +180,26 @@ def test_official_partition_of_real_cifar10():
     assert sizes.max() / sizes.min() > 5
     # Paper Table 1 header: tau_i <= 1020 = E * ceil(max n_i / 32) with E = 5 (REFERENCE §4).
     assert 5 * math.ceil(sizes.max() / 32) == 1020
+
+
+@pytest.mark.parametrize("labels, m, alpha, min_size, k", [
+    (np.repeat(np.arange(8), 20), 1, 0.1, 10, 10),    # one client: full before the empty classes 8, 9
+    (np.array([0, 0, 1, 1]), 2, 1000.0, 2, 3),        # both clients full before the empty class 2
+    (np.repeat([0, 2, 5], 30), 4, 0.3, 5, 10),        # empty classes between and after the real ones
+])
+def test_empty_classes_hand_out_nothing_and_keep_their_draws(labels, m, alpha, min_size, k):
+    """A class no sample has still makes its shuffle and Dirichlet draw (the official code's fixed
+    K = 10), and hands out nothing — even when every client is already full, where the official
+    code divides 0 by 0 (NaN shares of an empty class: empty pieces). The result is the official one."""
+    with np.errstate(invalid="ignore", divide="ignore"):
+        official = _official_transcription(labels, m, alpha, 2020, K=k, threshold=min_size)
+    parts = dirichlet_partition(labels, m, alpha, seed=2020, min_size=min_size, num_classes=k)
+    assert [p.tolist() for p in parts] == [list(b) for b in official]
+    _check_valid(parts, labels.size, m, min_size)
+
+
+def test_class_counts_refuses_float_indices():
+    with pytest.raises(ValueError, match=r"parts\[0\] must hold integer indices"):
+        class_counts([0, 1, 2], [np.array([0.7, 1.2])])
+    np.testing.assert_array_equal(class_counts([0, 1, 2], [np.array([], dtype=float), [2, 0]]),
+                                  [[0, 0, 0], [1, 0, 1]])

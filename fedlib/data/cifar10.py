@@ -175,9 +175,10 @@ def load_cifar10(root, download: bool = False) -> Cifar10Arrays:
         Folder that *contains* ``cifar-10-batches-py/`` (the ``root`` of torchvision's
         ``CIFAR10``), or that batch folder itself.
     download:
-        If the batch folder does not exist, download the official archive into ``root``
-        with ``torchvision.datasets.CIFAR10(root, train=True, download=True)`` and read
-        it.  An existing folder is never re-downloaded or checked against md5 sums.
+        If the batch folder does not exist or lacks a batch file (an interrupted
+        extraction), download the official archive into ``root`` with
+        ``torchvision.datasets.CIFAR10(root, train=True, download=True)`` and read it.  A
+        complete folder is never re-downloaded or checked against md5 sums.
 
     Returns
     -------
@@ -213,6 +214,11 @@ def load_cifar10(root, download: bool = False) -> Cifar10Arrays:
         if not folder.is_dir():  # pragma: no cover - torchvision changed its layout
             raise FileNotFoundError(f"download finished but {folder} does not exist")
     missing = [name for name in TRAIN_FILES + (TEST_FILE,) if not (folder / name).is_file()]
+    if missing and download:  # an incomplete folder (an interrupted extraction): fetch it again
+        _download(folder.parent)
+        missing = [name for name in TRAIN_FILES + (TEST_FILE,) if not (folder / name).is_file()]
+        if missing:
+            raise FileNotFoundError(f"download finished but {folder} still lacks {', '.join(missing)}")
     if missing:
         raise FileNotFoundError(_missing_message(folder, missing))
     train_images, train_labels = _read_split(folder, TRAIN_FILES)

@@ -21,8 +21,9 @@ class FederatedDataset:
     Attributes
     ----------
     train_x, train_y, test_x, test_y:
-        Lists with one array per client: ``x`` is ``(n_i, d)`` float64, ``y`` is
-        ``(n_i,)`` int64 with labels in ``[0, num_classes)``.  A client's test set may
+        Lists with one array per client: ``x`` is ``(n_i, d)`` real numbers (float64 as
+        every loader returns; integer features are accepted and kept as given), ``y`` is
+        ``(n_i,)`` integers with labels in ``[0, num_classes)``.  A client's test set may
         be empty; its training set may not.
     num_classes:
         Number of labels.
@@ -65,6 +66,8 @@ class FederatedDataset:
                     raise ValueError(f"{src}: client {i} {part} x has {x.shape[1]} features, expected {dim}")
                 if x.shape[0]:
                     dim = x.shape[1]
+                if x.dtype.kind not in "iuf":
+                    raise ValueError(f"{src}: client {i} {part} x must hold real numbers, got dtype {x.dtype}")
                 if not np.all(np.isfinite(x)):
                     raise ValueError(f"{src}: client {i} {part} x contains NaN or inf")
                 if y.size and (y.dtype.kind not in "iu" or y.min() < 0 or y.max() >= self.num_classes):

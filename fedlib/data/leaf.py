@@ -15,8 +15,11 @@ One JSON file holds some users::
 * a folder of ``.json`` files: training data only.
 
 Files in a folder are read in sorted name order and merged by user: a user listed in
-several files gets their samples concatenated in that order.  Clients follow the order
-in which users first appear in the ``"users"`` lists of the training files.  Labels
+several files gets their samples concatenated in that order (the readers of LEAF and
+FedProx keep only the last file's samples of such a user).  Clients are the training
+users sorted by id, as in those readers (``sorted(data.keys())``), so client ``i`` here is
+client ``i`` there; ``client_order="appearance"`` keeps the order in which users first
+appear in the ``"users"`` lists of the training files instead.  Labels
 may be written as integer-valued floats (``3.0``), as the FedProx generator does.
 (For speed, ``x`` is converted by numpy in one go, so a stray JSON ``true``/``false``
 among numbers in ``x`` reads as 1/0; in ``y`` it is rejected.)
@@ -104,7 +107,10 @@ def _as_labels(file: Path, user: str, y, num_classes: int | None) -> np.ndarray:
     except ValueError:
         arr = np.array(y, dtype=object)
     if arr.ndim != 1 or arr.dtype.kind not in "iuf" or any(type(v) is bool for v in y):
-        bad = next((i for i, v in enumerate(y) if isinstance(v, bool) or not isinstance(v, (int, float))), 0)
+        bad = next((i for i, v in enumerate(y) if isinstance(v, bool) or not isinstance(v, (int, float))), None)
+        if bad is None:  # only numbers, but some integer too large for int64 (an object array)
+            bad = next(i for i, v in enumerate(y) if isinstance(v, int) and not -2**63 <= v < 2**63)
+            raise ValueError(f"{where}[{bad}] = {y[bad]!r} is too large for a label")
         raise ValueError(f"{where}[{bad}] = {y[bad]!r} is not an integer label")
     if arr.dtype.kind == "f":
         ok = np.isfinite(arr) & (arr == np.round(arr))
@@ -115,6 +121,9 @@ def _as_labels(file: Path, user: str, y, num_classes: int | None) -> np.ndarray:
     if lo < 0:
         bad = int(np.argmin(arr))
         raise ValueError(f"{where}[{bad}] = {y[bad]!r} is negative")
+    if hi >= 2**62:  # no real label set has that many classes; int64 (and float rounding) end near here
+        bad = int(np.argmax(arr))
+        raise ValueError(f"{where}[{bad}] = {y[bad]!r} is too large for a label")
     if num_classes is not None and hi >= num_classes:
         bad = int(np.argmax(arr))
         raise ValueError(f"{where}[{bad}] = {y[bad]!r} is out of range [0, {num_classes})")
@@ -192,7 +201,8 @@ def _read_split(files: list[Path], num_classes: int | None):
     return order, out, origin, dim, dim_file
 
 
-def load_leaf(path, num_classes: int | None = None, name: str | None = None) -> FederatedDataset:
+def load_leaf(path, num_classes: int | None = None, name: str | None = None, *,
+              client_order: str = "sorted") -> FederatedDataset:
     """Load a LEAF / FedProx JSON data set (see the module docstring for the layouts).
 
     Parameters
@@ -205,11 +215,15 @@ def load_leaf(path, num_classes: int | None = None, name: str | None = None) -> 
         largest label over train and test plus one, and at least 2.
     name:
         Name of the returned data set; default ``str(path)``.
+    client_order:
+        ``"sorted"`` (default): clients are the training users sorted by id, the order of
+        LEAF's and FedProx's ``read_data``; ``"appearance"``: in the order users first
+        appear in the ``"users"`` lists of the training files (files in name order).
 
     Returns
     -------
     FederatedDataset
-        One client per training user, in order of first appearance.  ``meta`` holds
+        One client per training user, in ``client_order``.  ``meta`` holds
         ``source``, ``users``, ``train_files``, ``test_files`` and ``has_test``.
 
     Raises
@@ -223,6 +237,10 @@ def load_leaf(path, num_classes: int | None = None, name: str | None = None) -> 
     """
     if num_classes is not None:
         num_classes = check_int("num_classes", num_classes, minimum=2)
+    if client_order not in ("sorted", "appearance"):
+        raise ValueError(f"client_order must be 'sorted' or 'appearance', got {client_order!r}")
+    if not isinstance(path, (str, Path)) or str(path) == "":
+        raise ValueError(f"path must be a file or folder path (str or pathlib.Path), got {path!r}")
     root = Path(path)
     if not root.exists():
         raise ValueError(f"{root}: no such file or folder")
@@ -237,6 +255,8 @@ def load_leaf(path, num_classes: int | None = None, name: str | None = None) -> 
         train_files, test_files = _json_files(root), []
 
     users, train, origin, dim, dim_file = _read_split(train_files, num_classes)
+    if client_order == "sorted":
+        users = sorted(users)
     train_where = train_files[0] if len(train_files) == 1 else train_files[0].parent
     if not users:
         raise ValueError(f"{train_where}: no users")

@@ -120,6 +120,11 @@ def _dirichlet_split(
             idx_k = by_class[k].copy()
             shuffle(idx_k)
             q = dirichlet(concentration)
+            if idx_k.size == 0:
+                # An empty class (a label below num_classes that no sample has): its draws are
+                # made, as in the official code, and it hands out nothing.  Skipped before the
+                # check below, which would otherwise see all clients full and fail every attempt.
+                continue
             q = np.array([qj * (len(s) < fair_share) for qj, s in zip(q, clients)])
             total = q.sum()
             if not (np.isfinite(total) and total > 0):
@@ -179,7 +184,9 @@ def dirichlet_partition(
         official loop tests ``min_size < K`` with ``K = 10`` classes).
     num_classes:
         :math:`K`; default ``max(labels) + 1``.  Empty classes still consume their random
-        draws, as in the official code with its fixed ``K = 10``.
+        draws, as in the official code with its fixed ``K = 10`` — so on labels without the
+        top classes (a subset of CIFAR-10 with only classes 0..7, say) pass
+        ``num_classes=10`` to get the official split.
     max_attempts:
         Give up with ``ValueError`` after this many attempts.
 
@@ -266,7 +273,10 @@ def class_counts(labels, parts, num_classes: int | None = None) -> np.ndarray:
     y, num_classes = _check_labels(labels, num_classes)
     counts = np.zeros((len(parts), num_classes), dtype=np.int64)
     for j, idx in enumerate(parts):
-        idx = np.asarray(idx, dtype=np.int64)
+        idx = np.asarray(idx)
+        if idx.size and idx.dtype.kind not in "iu":
+            raise ValueError(f"parts[{j}] must hold integer indices, got dtype {idx.dtype}")
+        idx = idx.astype(np.int64, copy=False)
         if idx.size and (idx.min() < 0 or idx.max() >= y.size):
             raise ValueError(f"parts[{j}] holds indices outside 0..{y.size - 1}")
         counts[j] = np.bincount(y[idx], minlength=num_classes)

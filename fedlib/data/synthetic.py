@@ -82,6 +82,9 @@ def _client_sizes(seed: int, num_clients: int, num_samples) -> np.ndarray:
         return np.floor(z).astype(np.int64) + MIN_SAMPLES
     if isinstance(num_samples, (numbers.Integral, np.integer)) and not isinstance(num_samples, bool):
         return np.full(num_clients, check_int("num_samples", num_samples, minimum=1), dtype=np.int64)
+    if isinstance(num_samples, (str, bytes, bool)) or not hasattr(num_samples, "__len__"):
+        raise ValueError(f"num_samples must be None, a positive integer or one positive integer per client, "
+                         f"got {num_samples!r}")
     sizes = list(num_samples)
     if len(sizes) != num_clients:
         raise ValueError(f"num_samples must have {num_clients} entries (one per client), got {len(sizes)}")
