@@ -3,11 +3,16 @@
 A write goes to a temporary file in the target's folder, is flushed and fsync-ed, then
 :func:`os.replace`-d over the target: a reader (or a run killed at any moment) sees the
 old file or the new one, never a partial one. Used by results, checkpoints and LEAF files.
+
+The file gets the mode an ordinary ``open(path, "w")`` would give it: the mode of the
+file it replaces, or ``0o666`` less the process umask for a new file (the temporary
+file itself is created ``0o600``).
 """
 from __future__ import annotations
 
 import json
 import os
+import stat
 import tempfile
 from pathlib import Path
 from typing import Union
@@ -15,8 +20,20 @@ from typing import Union
 __all__ = ["atomic_write", "read_json"]
 
 
+def _mode_for(path: Path) -> int:
+    """Permission bits for a write to ``path``: those of the existing file (followed
+    through a symlink), else ``0o666`` less the umask."""
+    try:
+        return stat.S_IMODE(os.stat(path).st_mode)
+    except FileNotFoundError:
+        umask = os.umask(0)  # the only portable way to read it: set, then restore at once
+        os.umask(umask)
+        return 0o666 & ~umask
+
+
 def atomic_write(path: os.PathLike, data: Union[bytes, str]) -> Path:
-    """Write ``data`` (bytes, or text as UTF-8) to ``path`` atomically; return the path."""
+    """Write ``data`` (bytes, or text as UTF-8) to ``path`` atomically; return the path.
+    The file keeps the mode of the one it replaces; a new one gets ``0o666`` less the umask."""
     path = Path(path)
     folder = path.parent if str(path.parent) else Path(".")
     blob = data.encode("utf-8") if isinstance(data, str) else data
@@ -26,6 +43,7 @@ def atomic_write(path: os.PathLike, data: Union[bytes, str]) -> Path:
             fh.write(blob)
             fh.flush()
             os.fsync(fh.fileno())
+        os.chmod(tmp, _mode_for(path))
         os.replace(tmp, path)
     except BaseException:
         try:

@@ -116,13 +116,18 @@ def config_diff(a: Mapping, b: Mapping, prefix: str = "") -> list:
     return out
 
 
-def check_config(path: os.PathLike, saved: Mapping, current: Mapping) -> None:
-    """Refuse to resume a checkpoint written by another configuration."""
+def check_config(path: os.PathLike, saved: Mapping, current: Mapping, *, who: str = "--resume",
+                 hint: str = "") -> None:
+    """Refuse to resume a checkpoint written by another configuration.
+
+    The message starts with ``who`` (the flag or command that resumes) and ends with
+    ``hint`` (what to do about it), after the differing keys and both values of each.
+    """
     diff = config_diff(dict(saved), dict(current))
     if diff:
         detail = ", ".join(f"{k} (checkpoint {_get(saved, k)!r}, now {_get(current, k)!r})" for k in diff[:8])
-        raise CheckpointError(f"--resume: checkpoint {path} was written by another configuration; "
-                              f"differing keys: {detail}")
+        raise CheckpointError(f"{who}: checkpoint {path} was written by another configuration; "
+                              f"differing keys: {detail}" + (f"; {hint}" if hint else ""))
 
 
 def _get(cfg: Mapping, dotted: str):

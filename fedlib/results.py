@@ -9,7 +9,9 @@ one JSON object::
      "provenance": {"fedlib": "0.1.0", "git_commit": "<sha>" | "unknown", "git_dirty": bool | null,
                     "python": "3.11.7", "numpy": "...", "torch": "..." | null, "platform": "...",
                     "device": "cpu" | "<GPU name>", "threads": {...}, "command": "python -m fedlib ...",
-                    "started_utc": "...Z", "finished_utc": "...Z", "wall_time_s": 12.3},
+                    "started_utc": "...Z", "finished_utc": "...Z", "wall_time_s": 12.3,
+                    "git_changed_during_run": bool,      # runs timed by RunClock only
+                    "git_commit_end": "<sha>", "git_dirty_end": bool | null},  # only when it changed
      "initial": {"train_loss": ..., "test_accuracy": ...},     # optional: before round 0
      "history": [{"round": 0, "train_loss": ..., "test_accuracy": ... | null, "tau_eff": ...,
                   "chi2": ..., "local_steps": [...], ...}, ...],   # one record per round
@@ -17,6 +19,16 @@ one JSON object::
 
 Rounds are counted from 0 and ``train_loss`` is measured *after* the round.
 Non-finite numbers are written as ``null`` (JSON has no NaN).
+
+``git_commit`` / ``git_dirty`` name the code that ran: :class:`RunClock` reads them when
+the run starts. If they differ when the provenance is made (a commit or an edit during
+the run), ``git_changed_during_run`` is ``true``, ``git_commit_end`` / ``git_dirty_end``
+hold the later state, and a warning is issued. The comparison sees a new commit and a
+clean tree becoming dirty (or clean), not a further edit to an already dirty tree.
+
+``command`` is the command line, shell-quoted (:func:`shlex.join`): ``sys.argv``, or,
+inside :func:`recorded_command` (``fedlib.cli.main(argv)`` called with an explicit
+``argv``), the command given there.
 
 :func:`write_result` serialises first, then writes a temporary file in the target's
 folder and :func:`os.replace`-s it: a reader sees the old file or the new one, never a
@@ -27,24 +39,29 @@ Shared by ``fedlib.cli.synthetic``, the CIFAR-10 commands and the book's chapter
 """
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import datetime as _dt
 import json
 import math
 import numbers
 import os
 import platform
+import shlex
 import subprocess
 import sys
 import time
+import warnings
 from importlib import metadata
 from pathlib import Path
-from typing import Any, Mapping, Optional, Sequence
+from typing import Any, Iterator, Mapping, Optional, Sequence
 
 import numpy as np
 
 from ._io import atomic_write, read_json
 
 __all__ = ["SCHEMA", "HISTORY_KEYS", "PROVENANCE_KEYS", "git_commit", "device_name", "make_provenance", "RunClock",
+           "recorded_command",
            "make_result", "to_jsonable", "validate_result", "write_result", "read_result"]
 
 SCHEMA = "fedlib.result/1"
@@ -116,22 +133,56 @@ def _threads() -> dict:
     return {"cpus_available": cores, **{k: v for k, v in env.items() if v is not None}}
 
 
+#: The command line :func:`recorded_command` set (``None``: read ``sys.argv``).
+_RECORDED_COMMAND: contextvars.ContextVar[Optional[str]] = contextvars.ContextVar("fedlib_recorded_command",
+                                                                                   default=None)
+
+
+@contextlib.contextmanager
+def recorded_command(argv: Sequence[str]) -> Iterator[str]:
+    """Within the block, provenance records the command line ``argv`` (the whole line,
+    e.g. ``["python", "-m", "fedlib", "run", "synthetic", ...]``), shell-quoted, instead of
+    ``sys.argv``; yields that string. Blocks nest: leaving one restores the command of the
+    enclosing block (``fedlib rerun`` calls ``fedlib.cli.main`` inside its own)."""
+    if isinstance(argv, str) or not all(isinstance(a, str) for a in argv):
+        raise TypeError(f"recorded_command needs a list of strings (one per argument), got {argv!r}")
+    command = shlex.join(argv)
+    token = _RECORDED_COMMAND.set(command)
+    try:
+        yield command
+    finally:
+        _RECORDED_COMMAND.reset(token)
+
+
 def _command() -> str:
-    """``sys.argv`` joined, with ``python -m fedlib`` for the package's entry points."""
+    """The command line, shell-quoted: the innermost :func:`recorded_command`, else
+    ``sys.argv`` with ``python -m fedlib`` for the package's entry points (and the
+    interpreter's name before any other script)."""
+    recorded = _RECORDED_COMMAND.get()
+    if recorded is not None:
+        return recorded
     argv = list(sys.argv)
     if argv and argv[0].replace("\\", "/").endswith(("fedlib/__main__.py", "fedlib/cli/__main__.py")):
         argv = ["python", "-m", "fedlib"] + argv[1:]
     elif argv:
         argv = [Path(sys.executable).name] + argv
-    return " ".join(argv)
+    return shlex.join(argv)
 
 
-def make_provenance(started: float, finished: float, device: Any = "cpu", command: Optional[str] = None) -> dict:
-    """Provenance of a run that ran from ``started`` to ``finished`` (``time.time()`` values)."""
+def make_provenance(started: float, finished: float, device: Any = "cpu", command: Optional[str] = None, *,
+                    git_start: Optional[tuple[str, Optional[bool]]] = None) -> dict:
+    """Provenance of a run that ran from ``started`` to ``finished`` (``time.time()`` values).
+
+    ``git_start`` is :func:`git_commit` read when the run started (:class:`RunClock` does
+    this); the commit is read again now and, if it differs, the record says so
+    (``git_changed_during_run``, ``git_commit_end``, ``git_dirty_end``) and a
+    ``UserWarning`` is issued. Without ``git_start`` the commit read now is recorded and
+    no comparison is made. ``command`` defaults to the current command line (see
+    :func:`recorded_command`)."""
     from . import __version__
 
     sha, dirty = git_commit()
-    return {
+    prov = {
         "fedlib": __version__,
         "git_commit": sha,
         "git_dirty": dirty,
@@ -146,12 +197,27 @@ def make_provenance(started: float, finished: float, device: Any = "cpu", comman
         "finished_utc": _utc(finished),
         "wall_time_s": round(float(finished - started), 6),
     }
+    if git_start is not None:
+        start_sha, start_dirty = git_start
+        changed = (start_sha, start_dirty) != (sha, dirty)
+        prov.update(git_commit=start_sha, git_dirty=start_dirty, git_changed_during_run=changed)
+        if changed:
+            prov.update(git_commit_end=sha, git_dirty_end=dirty)
+            warnings.warn(f"the git checkout changed during the run: commit {start_sha} (dirty: {start_dirty}) "
+                          f"at the start, {sha} (dirty: {dirty}) at the end; the result records the start "
+                          f"and marks git_changed_during_run", UserWarning, stacklevel=2)
+    return prov
 
 
 class RunClock:
-    """``with RunClock() as clock: ...`` then ``clock.provenance(device)``."""
+    """``with RunClock() as clock: ...`` then ``clock.provenance(device)``.
+
+    Entering reads the git commit and dirty flag (:func:`git_commit`), then the start
+    time; leaving reads the finish time. :meth:`provenance` records the commit read at
+    the start and flags a change since (see :func:`make_provenance`)."""
 
     def __enter__(self):
+        self.git_start = git_commit()
         self.started = time.time()
         self.finished = None
         return self
@@ -161,8 +227,9 @@ class RunClock:
         return False
 
     def provenance(self, device: Any = "cpu", command: Optional[str] = None) -> dict:
+        """:func:`make_provenance` of the timed block (up to now while still inside it)."""
         return make_provenance(self.started, self.finished if self.finished is not None else time.time(), device,
-                               command)
+                               command, git_start=self.git_start)
 
 
 # ----------------------------------------------------------------------------- records

@@ -14,6 +14,7 @@ import pytest
 from fedlib.cli import main
 
 SYN = ["run", "synthetic", "--num-clients", "3", "--rounds", "2", "--quiet"]
+LEAF = ["run", "synthetic", "--rounds", "2", "--quiet"]  # --data: no Synthetic flags (they are refused)
 
 
 def _leaf(tmp, name="bad.json", *, users=("a", "b"), x=None, y=None):
@@ -75,16 +76,20 @@ CLI_CASES = [
     ("tau_eff policy unknown", lambda t: SYN + ["--tau-eff", "sample"], {}, "argument --tau-eff"),
     ("tau_eff population for FedAvg", lambda t: SYN + ["--algorithm", "fedavg", "--tau-eff", "population"], {},
      "--tau-eff can only be set for fednova"),
-    ("missing LEAF file", lambda t: SYN + ["--data", str(t / "nope.json")], {}, "nope.json"),
-    ("corrupt LEAF JSON", lambda t: SYN + ["--data", (t / "c.json").write_text("{oops") and str(t / "c.json")], {},
+    ("missing LEAF file", lambda t: LEAF + ["--data", str(t / "nope.json")], {}, "nope.json"),
+    ("corrupt LEAF JSON", lambda t: LEAF + ["--data", (t / "c.json").write_text("{oops") and str(t / "c.json")], {},
      "c.json: not valid JSON"),
-    ("NaN in data", lambda t: SYN + ["--data", _nan_leaf(t)], {}, "NaN"),
-    ("label out of range", lambda t: SYN + ["--data", _leaf(t, y={"a": [0, 7], "b": [0, 1]}), "--num-classes", "2"],
+    ("NaN in data", lambda t: LEAF + ["--data", _nan_leaf(t)], {}, "NaN"),
+    ("label out of range", lambda t: LEAF + ["--data", _leaf(t, y={"a": [0, 7], "b": [0, 1]}), "--num-classes", "2"],
      {}, "out of range [0, 2)"),
-    ("empty client", lambda t: SYN + ["--data", _leaf(t, x={"a": [], "b": [[0.0, 1.0]]}, y={"a": [], "b": [0]})],
+    ("empty client", lambda t: LEAF + ["--data", _leaf(t, x={"a": [], "b": [[0.0, 1.0]]}, y={"a": [], "b": [0]})],
      {}, "has no training samples"),
-    ("feature shape mismatch", lambda t: SYN + ["--data", _leaf(t, x={"a": [[0.0, 1.0]], "b": [[0.0, 1.0, 2.0]]},
+    ("feature shape mismatch", lambda t: LEAF + ["--data", _leaf(t, x={"a": [[0.0, 1.0]], "b": [[0.0, 1.0, 2.0]]},
                                                                  y={"a": [0], "b": [1]})], {}, "features"),
+    ("Synthetic flag with --data", lambda t: LEAF + ["--data", _leaf(t), "--alpha", "3"], {},
+     "--alpha: describes the generated Synthetic data"),
+    ("--out is the --data file", lambda t: LEAF + ["--data", _leaf(t), "--out", _leaf(t)], {},
+     "is the --data file; writing the result would replace the data"),
     ("divergence", lambda t: ["run", "synthetic", "--num-clients", "3", "--rounds", "20", "--quiet", "--lr", "1e6", "--l2", "0.001"], {}, "diverged in round"),
     ("out folder missing", lambda t: SYN + ["--out", str(t / "no" / "r.json")], {}, "--out"),
     ("resume without checkpoint", lambda t: SYN + ["--resume", "--checkpoint", str(t / "none.ckpt")], {},

@@ -238,3 +238,14 @@ def test_reference_refuses_what_only_the_batched_engine_does(prob):
         run_reference(algo, prob, sched, 1, clients_per_rond=2, **kw)
     with pytest.raises(ValueError, match="backend"):
         run_reference(algo, prob, sched, 1, backend="jax", **kw)
+
+
+def test_a_batch_larger_than_every_client_is_full_batch_without_the_memory(prob):
+    """Above the largest n_i every batch is the client's whole data (same draws), so a huge
+    batch size gives the numbers of batch = max n_i, and the engine allocates for max n_i only."""
+    algo = make_algorithm("fednova", momentum_sgd(0.02, 0.9))
+    top = int(max(SIZES))
+    runs = [run_batched(algo, prob, FixedSteps([3, 1, 2, 4, 2, 1]), 3, batch_size=b, seed=5) for b in (top, 10**9)]
+    _assert_same(runs[0], runs[1], tol=1e-13)
+    ref = run_reference(algo, prob, FixedSteps([3, 1, 2, 4, 2, 1]), 3, batch_size=10**9, seed=5)
+    _assert_same(runs[1], ref)

@@ -46,6 +46,13 @@ def test_kill_9_then_resume_equals_uninterrupted(tmp_path):
 
     assert main(FLAGS + ["--rounds", rounds, "--out", str(out), "--resume"]) == 0
     assert _history(out) == _history(full)
+    # the result says that this process computed only the rounds after the checkpoint, and who did the rest
+    prov = json.loads(out.read_text())["provenance"]
+    resumed = prov["resumed"]
+    assert resumed["from_round"] == done
+    (seg,) = resumed["earlier_segments"]
+    assert seg["rounds"] == [0, done] and seg["seconds"] > 0 and seg["git_commit"] == prov["git_commit"]
+    assert "resumed" not in json.loads(full.read_text())["provenance"]
     a = pickle.loads(ckpt.read_bytes())
     b = pickle.loads((tmp_path / "full.json.ckpt").read_bytes())
     assert a["round"] == b["round"] == int(rounds)

@@ -16,7 +16,12 @@ Exit status: 0 on success; 2 for bad input — an unknown or malformed flag, an 
 flag combination (:class:`fedlib.cli.common.CLIError`), a missing or malformed data
 file (``ValueError`` naming the file), a diverged run
 (:class:`fedlib.engines.batched.DivergenceError`, naming the round) — with the message
-on stderr and no output file; 1 for an unexpected internal error (traceback).
+on stderr and no output file; 1 for an unexpected internal error (traceback); 130 when
+interrupted (Ctrl-C) — the message names the run's checkpoint file when one exists
+(``--checkpoint-every``), to continue with ``--resume``.
+
+Provenance: a result records the command ``python -m fedlib <argv>`` when :func:`main`
+is given ``argv`` (a script, a test, ``rerun``), else the process's ``sys.argv``.
 """
 from __future__ import annotations
 
@@ -24,6 +29,7 @@ import argparse
 import importlib
 import os
 import sys
+from pathlib import Path
 from typing import Optional, Sequence
 
 __all__ = ["COMMANDS", "build_parser", "main"]
@@ -101,12 +107,35 @@ def _requested(argv: Sequence[str]) -> Optional[tuple]:
     return None
 
 
+def _kept_checkpoint(args: argparse.Namespace) -> Optional[Path]:
+    """The run's checkpoint file if it exists (``None`` without checkpoint flags)."""
+    from .common import CLIError, resolve_checkpoint
+
+    try:
+        path = resolve_checkpoint(args)
+    except CLIError:  # impossible checkpoint flags: the run stopped before writing one
+        return None
+    return path if path is not None and path.is_file() else None
+
+
 def main(argv: Optional[Sequence[str]] = None) -> int:
-    """Parse ``argv`` (default ``sys.argv[1:]``), run the command, return its exit status."""
+    """Parse ``argv`` (default ``sys.argv[1:]``), run the command, return its exit status.
+
+    With an explicit ``argv``, results record the command ``python -m fedlib <argv>``
+    (:func:`fedlib.results.recorded_command`); with ``None``, ``sys.argv``."""
+    from ..results import recorded_command
+
+    if argv is None:
+        return _main(sys.argv[1:])
+    argv = list(argv)
+    with recorded_command(["python", "-m", "fedlib", *argv]):
+        return _main(argv)
+
+
+def _main(argv: list) -> int:
     from ..engines.batched import DivergenceError
     from .common import CLIError
 
-    argv = list(sys.argv[1:] if argv is None else argv)
     only = _requested(argv)
     parser = build_parser(only)
     if only is not None and _load(COMMANDS[only[0]][only[1]]) is None:
@@ -122,7 +151,12 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         print(f"{prog}: error: {exc}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
-        print(f"{prog}: interrupted (nothing written)", file=sys.stderr)
+        ckpt = _kept_checkpoint(args)
+        if ckpt is None:
+            print(f"{prog}: interrupted (nothing written)", file=sys.stderr)
+        else:
+            print(f"{prog}: interrupted; checkpoint {ckpt} kept: run the same command with --resume to continue "
+                  f"from it", file=sys.stderr)
         return 130
     except BrokenPipeError:  # the reader went away (`... | head`): stop quietly, as Unix tools do
         try:

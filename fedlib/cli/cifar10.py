@@ -80,6 +80,8 @@ def load_data_from_args(args: argparse.Namespace):
 
     if args.sample and args.data_root is not None:
         raise CLIError("--sample and --data-root exclude each other")
+    if args.sample and args.download:
+        raise CLIError("--download fetches the full data set into --data-root; the shipped --sample needs none")
     if not args.sample and args.data_root is None:
         raise CLIError("no data: pass --data-root DIR (the folder containing cifar-10-batches-py; add --download "
                        "to fetch it) or --sample for the shipped sample")
@@ -356,7 +358,8 @@ def _parse_seeds(text: str):
 
 
 def table1_command(args: argparse.Namespace) -> int:
-    from ..experiments.cifar10 import CELL_IDS, CELLS, run_table1
+    from ..checkpoint import CheckpointError
+    from ..experiments.cifar10 import CELL_IDS, CELLS, OtherSetupError, run_table1
 
     if args.list_cells:
         for c in CELLS:
@@ -370,6 +373,8 @@ def table1_command(args: argparse.Namespace) -> int:
                                            load_table1_results, rounds_to_match, table1_summary)
         from ..report import markdown_table
 
+        if not args.results.is_dir():
+            raise CLIError(f"--results {args.results}: no such folder")
         results = load_table1_results(args.results)
         print(markdown_table(SUMMARY_HEADERS, format_summary_rows(table1_summary(results)), spec="s"))
         gaps = fednova_gaps(results)
@@ -397,8 +402,11 @@ def table1_command(args: argparse.Namespace) -> int:
     if args.results.exists() and not args.results.is_dir():
         raise CLIError(f"--results {args.results}: not a folder")
     if args.dry_run:
-        run_table1(args.results, budget_seconds=args.budget_seconds, seeds=seeds, cells=cells, dry_run=True,
-                   rounds=args.rounds, images_per_second=args.images_per_second)
+        try:
+            run_table1(args.results, budget_seconds=args.budget_seconds, seeds=seeds, cells=cells, dry_run=True,
+                       rounds=args.rounds, images_per_second=args.images_per_second)
+        except OtherSetupError as exc:
+            raise CLIError(f"--results: {exc}") from None
         return 0
     device = _check_device(args)
     data = load_data_from_args(args)
@@ -412,6 +420,10 @@ def table1_command(args: argparse.Namespace) -> int:
                          continue_later=args.continue_later, cudnn_bench=args.cudnn_benchmark, conv=args.conv,
                          log=lambda s: print(s, flush=True))
     except FloatingPointError as exc:
+        raise CLIError(str(exc)) from None
+    except OtherSetupError as exc:
+        raise CLIError(f"--results: {exc}") from None
+    except CheckpointError as exc:  # a paused or killed group's checkpoint of another configuration
         raise CLIError(str(exc)) from None
     print(f"table1: {len(out['written'])} written, {len(out['skipped'])} already present, "
           f"{len(out['not_started'])} not started, {len(out['aborted'])} stopped for the budget"

@@ -217,6 +217,17 @@ def add_checkpoint_args(parser: argparse.ArgumentParser, *, distributed: bool = 
     return g
 
 
+def _same_file(a: os.PathLike, b: os.PathLike) -> bool:
+    """Whether two paths name the same file (after ``~`` and symlinks; existing or not)."""
+    return Path(a).expanduser().resolve() == Path(b).expanduser().resolve()
+
+
+def check_not_input(out: Optional[os.PathLike], data: Optional[os.PathLike], flag: str = "--out") -> None:
+    """Refuse an output path that is the input data file (writing the result would replace it)."""
+    if out is not None and data is not None and _same_file(out, data):
+        raise CLIError(f"{flag} {out}: is the --data file; writing the result would replace the data")
+
+
 def resolve_checkpoint(args: argparse.Namespace) -> Optional[Path]:
     """The checkpoint path of ``--checkpoint-every`` / ``--resume`` (``None`` when unused)."""
     from ..checkpoint import default_checkpoint_path
@@ -230,6 +241,10 @@ def resolve_checkpoint(args: argparse.Namespace) -> Optional[Path]:
     path = path if path is not None else default_checkpoint_path(args.out)
     if path is None:
         raise CLIError("--checkpoint-every / --resume need --checkpoint PATH or --out (default: <out>.ckpt)")
+    for flag in ("out", "data"):  # a checkpoint written over the result or the input destroys it
+        other = getattr(args, flag, None)
+        if other is not None and _same_file(path, other):
+            raise CLIError(f"--checkpoint {path}: is the --{flag} file; give the checkpoint its own name")
     if path.is_dir():
         raise CLIError(f"--checkpoint {path}: is a folder, give a file name")
     folder = path.parent if str(path.parent) else Path(".")
@@ -307,7 +322,9 @@ def resolve_tau_eff(args: argparse.Namespace, algorithm: FederatedAlgorithm, num
         n = np.asarray(num_samples, dtype=np.int64)
         value = population_tau_eff(n / n.sum(), make_epoch_schedule(n, batch_size, tuple(epochs)), algorithm.solver)
         return dataclasses.replace(algorithm, tau_eff=value), value
-    if args.sampling != "full" and ALGORITHMS[args.algorithm][0] == "fednova" and not isinstance(args.tau_eff, float):
+    everyone = args.sampling == "uniform" and args.clients_per_round == len(num_samples)  # omega_i = p_i, all i
+    if (args.sampling != "full" and not everyone and ALGORITHMS[args.algorithm][0] == "fednova"
+            and not isinstance(args.tau_eff, float)):
         print(f"warning: {args.algorithm} with --sampling {args.sampling} takes tau_eff from each round's sample "
               f"({args.tau_eff or 'a_norm'}), which biases the expected update towards clients with large "
               "||a_i||_1 (book, chapter 8); pass --tau-eff population for a sample-independent value",
@@ -359,14 +376,15 @@ def check_output_path(path: Optional[Path], flag: str = "--out") -> None:
         raise CLIError(f"{flag} {path}: folder {folder} is not writable")
 
 
-def progress_bar(args: argparse.Namespace, total: int, desc: str):
+def progress_bar(args: argparse.Namespace, total: int, desc: str, initial: int = 0):
     """A tqdm bar on stderr (round, loss, ETA) when stderr is a terminal (or ``--progress``),
-    never with ``--quiet``; returns ``None`` when disabled."""
+    never with ``--quiet``; returns ``None`` when disabled. ``initial``: rounds already done
+    (a resumed run), shown as done without counting towards the rate."""
     if args.quiet or not (args.progress or sys.stderr.isatty()):
         return None
     from tqdm.auto import tqdm
 
-    return tqdm(total=total, desc=desc, unit="round", file=sys.stderr, dynamic_ncols=True)
+    return tqdm(total=total, initial=initial, desc=desc, unit="round", file=sys.stderr, dynamic_ncols=True)
 
 
 def config_from_args(args: argparse.Namespace, names) -> dict:

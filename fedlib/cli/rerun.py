@@ -3,112 +3,284 @@
 Every ``run synthetic`` result records its resolved configuration (``config``), seed,
 git commit and command line (``provenance``). ``rerun`` turns the config back into
 flags, runs it again (one process, whatever ``world_size`` the original used) and
-compares the two histories round by round (every field but ``time_s``; numbers to
-``--tol``, default 1e-12): exit status 0 when they match, 1 with the first differing
-round and field, 2 for a bad input (unreadable result, a kind of result it cannot rerun).
+compares the two results: ``config``, ``initial``, ``history`` (round by round) and
+``summary``; numbers to ``--tol`` (default 1e-12), everything else exactly. Ignored:
+what differs between two runs of the same config — the wall-clock and speed fields
+(history ``time_s``; summary seconds and images per second),
+``config.world_size`` (the number of processes) and ``config.data.name`` (a LEAF
+path as typed). Exit status 0 when they match; 1 (MISMATCH) with the first
+difference of each part that differs, config first, then initial, history, summary;
+2 for a bad input (unreadable result, a kind of result it cannot rerun, a recorded
+config that lacks a key or holds an invalid value, --out naming the result itself).
 """
 from __future__ import annotations
 
 import argparse
+import contextlib
+import io
 import math
+import os
+import re
 import sys
 import tempfile
 from pathlib import Path
 from typing import Any, Optional
 
-from .common import CLIError, HelpFormatter
+from .common import CLIError, HelpFormatter, check_output_path, nonneg_float
 
-__all__ = ["add_rerun_parser", "rerun_command", "argv_from_config", "compare_histories"]
+__all__ = ["add_rerun_parser", "rerun_command", "argv_from_config", "compare_histories", "compare_results",
+           "CONFIG_IGNORED", "SUMMARY_IGNORED", "HISTORY_IGNORED"]
 
 RERUNNABLE = ("synthetic-logistic", "leaf-logistic")
 _FLAGS = ("algorithm", "solver", "lr", "lr_decay", "mu", "momentum", "weight_decay", "tau_eff", "server",
           "server_momentum", "server_lr", "rounds", "epochs", "batch_size", "sampling", "clients_per_round", "seed",
           "engine", "backend", "l2")
+#: the ``_FLAGS`` that ``run synthetic`` records as null when the flag is unused (any other null is invalid).
+_NULLABLE = ("mu", "momentum", "tau_eff", "server_momentum", "server_lr", "clients_per_round")
+#: ``config.data`` keys turned into flags, per problem: (key, flag).
+_DATA_FLAGS = {
+    "synthetic-logistic": (("alpha", "alpha"), ("beta", "beta"), ("num_clients", "num-clients"),
+                           ("data_seed", "data-seed"), ("num_classes", "num-classes")),
+    "leaf-logistic": (("source", "data"), ("num_classes", "num-classes")),
+}
+
+#: ``config`` keys (dotted paths) not compared, as they describe how the run was started, not
+#: what it computed: ``world_size``, the number of torch.distributed processes (the rerun uses
+#: one); ``data.name``, a LEAF data set's label, the ``--data`` path as typed (the rerun passes
+#: ``config.data.source``). ``data.source`` itself is compared as a resolved path (an older
+#: result may record it relative to the folder it was run from, which is where rerun reads it).
+CONFIG_IGNORED = ("world_size", "data.name")
+#: top-level ``summary`` keys not compared: wall-clock and speed measurements (and how many
+#: runs shared the timed group), which differ between two runs of the same config.
+SUMMARY_IGNORED = ("seconds_per_round", "seconds_per_run", "seconds_per_run_round", "group_seconds",
+                   "images_per_second", "runs_in_group")
+#: per-round ``history`` fields not compared: the round's wall-clock time.
+HISTORY_IGNORED = ("time_s",)
 
 
 def add_rerun_parser(sub) -> argparse.ArgumentParser:
-    p = sub.add_parser("rerun", help="rerun a result file from its config and check the history matches",
+    p = sub.add_parser("rerun", help="rerun a result file from its config and check the result matches",
                        description=__doc__.split("\n\n", 1)[1], formatter_class=HelpFormatter)
     p.add_argument("result", type=Path, help="a result JSON written by python -m fedlib run synthetic")
-    p.add_argument("--out", type=Path, default=None, help="keep the new result here (default: not kept)")
-    p.add_argument("--tol", type=float, default=1e-12, help="largest allowed absolute difference of a number")
+    p.add_argument("--out", type=Path, default=None,
+                   help="keep the new result here (default: not kept); must not be the result being checked")
+    p.add_argument("--tol", type=nonneg_float, default=1e-12,
+                   help="largest allowed absolute difference of a number (a finite number >= 0)")
     p.add_argument("--quiet", action="store_true", help="print only the verdict")
     p.set_defaults(handler=rerun_command)
     return p
 
 
-def argv_from_config(config: dict) -> list:
-    """``run synthetic`` flags reproducing ``config`` (a result's ``config``)."""
+# ----------------------------------------------------------------------------- config -> flags
+def _flag_value(value: Any, path: str) -> str:
+    """``value`` (a recorded config value at ``path``) as a flag's text; floats by ``repr``
+    so that they round-trip exactly. Raises :class:`CLIError` for a non-scalar."""
+    if isinstance(value, float):
+        return repr(value)
+    if isinstance(value, (str, int)) and not isinstance(value, bool):
+        return str(value)
+    raise CLIError(f"the recorded config is invalid: {path} must be a string or a number, "
+                   f"got {value!r}")
+
+
+def _flags_from_config(config: dict) -> list:
+    """``[(flag, text, config path)]`` of the ``run synthetic`` flags reproducing ``config``.
+
+    Raises :class:`CLIError` naming the config key when the problem is not rerunnable, when
+    a key rerun needs is missing, or when its value is null (where null is not allowed) or
+    not a string or number."""
     problem = config.get("problem")
     if problem not in RERUNNABLE:
-        raise CLIError(f"rerun: config.problem is {problem!r}; rerun supports {list(RERUNNABLE)} results "
+        raise CLIError(f"config.problem is {problem!r}; rerun supports {list(RERUNNABLE)} results "
                        "(CIFAR-10: rerun the cell with python -m fedlib table1 / run cifar10)")
-    data = config.get("data") or {}
-    argv = ["run", "synthetic"]
-    if problem == "leaf-logistic":
-        argv += ["--data", str(data["source"]), "--num-classes", str(data["num_classes"])]
-    else:
-        argv += ["--alpha", repr(data["alpha"]), "--beta", repr(data["beta"]), "--num-clients",
-                 str(data["num_clients"]), "--data-seed", str(data["data_seed"]), "--num-classes",
-                 str(data["num_classes"])]
+    data = config.get("data")
+    if "data" not in config:
+        raise CLIError("the recorded config lacks config.data, which rerun needs")
+    if not isinstance(data, dict):
+        got = "null" if data is None else repr(data)
+        raise CLIError(f"the recorded config is invalid: config.data must be an object, got {got}")
+    flags = []
+    for key, flag in _DATA_FLAGS[problem]:
+        path = f"config.data.{key}"
+        if key not in data:
+            raise CLIError(f"the recorded config lacks {path}, which rerun needs for a {problem} result")
+        if data[key] is None:
+            raise CLIError(f"the recorded config is invalid: {path} is null")
+        flags.append((flag, _flag_value(data[key], path), path))
     for name in _FLAGS:
-        value = config.get(name)
+        path = f"config.{name}"
+        if name not in config:
+            raise CLIError(f"the recorded config lacks {path}, which rerun needs "
+                           "(run synthetic records every flag, null when unused)")
+        value = config[name]
         if value is None:
+            if name not in _NULLABLE:
+                raise CLIError(f"the recorded config is invalid: {path} is null")
             continue
-        argv += ["--" + name.replace("_", "-"), repr(value) if isinstance(value, float) else str(value)]
-    if config.get("backend") == "torch" and config.get("device"):
-        argv += ["--device", str(config["device"])]
-    return argv
+        flags.append((name.replace("_", "-"), _flag_value(value, path), path))
+    if config.get("backend") == "torch":
+        if config.get("device") is None:
+            raise CLIError("the recorded config lacks config.device, which rerun needs for --backend torch")
+        flags.append(("device", _flag_value(config["device"], "config.device"), "config.device"))
+    return flags
 
 
-def _diff(a: Any, b: Any, tol: float) -> Optional[str]:
-    if isinstance(a, bool) or isinstance(b, bool) or a is None or b is None or isinstance(a, str):
-        return None if a == b else f"{a!r} != {b!r}"
-    if isinstance(a, (int, float)) and isinstance(b, (int, float)):
+def argv_from_config(config: dict) -> list:
+    """``run synthetic`` arguments reproducing ``config`` (a result's ``config``), each flag
+    as ``--name=value`` (so that a value starting with ``-`` stays the flag's value).
+
+    Raises :class:`CLIError` naming the config key when a key rerun needs is missing or
+    invalid (see :func:`_flags_from_config`); values are checked by the parser later."""
+    return _argv(_flags_from_config(config))
+
+
+def _argv(flags: list) -> list:
+    return ["run", "synthetic"] + [f"--{flag}={text}" for flag, text, _ in flags]
+
+
+def _check_argv(argv: list, paths: dict) -> None:
+    """Parse ``argv`` with the ``run synthetic`` parser; a value it refuses raises
+    :class:`CLIError` ("the recorded config is invalid: config.KEY (--flag): why") instead
+    of argparse's usage message and ``SystemExit``. ``paths``: flag -> config path."""
+    from . import build_parser
+
+    parser = build_parser(("run", "synthetic"))
+    err = io.StringIO()
+    try:
+        with contextlib.redirect_stderr(err):
+            parser.parse_args(argv)
+    except SystemExit:
+        lines = [ln for ln in err.getvalue().splitlines() if ": error: " in ln]
+        why = lines[-1].split(": error: ", 1)[1] if lines else err.getvalue().strip() or "refused by run synthetic"
+        m = re.match(r"argument (--[\w-]+)(?:/[^:]*)?: (.*)", why)
+        if m and m.group(1) in paths:
+            why = f"{paths[m.group(1)]} ({m.group(1)}): {m.group(2)}"
+        raise CLIError(f"the recorded config is invalid: {why}") from None
+
+
+# ----------------------------------------------------------------------------- comparison
+def _first_difference(a: Any, b: Any, tol: float, path: str) -> Optional[str]:
+    """``None`` when ``a`` (recorded) and ``b`` (rerun) match, else ``"PATH: why"`` for the
+    first difference in key order / list order. Numbers (int or float, not bool) match when
+    they differ by at most ``tol``; anything else (strings, bools, null, types) exactly."""
+    num_a = isinstance(a, (int, float)) and not isinstance(a, bool)
+    num_b = isinstance(b, (int, float)) and not isinstance(b, bool)
+    if num_a and num_b:
         if a == b or (math.isfinite(a) and math.isfinite(b) and abs(a - b) <= tol):
             return None
-        return f"{a!r} != {b!r} (difference {abs(a - b):.3g})"
+        return f"{path}: {a!r} != {b!r} (difference {abs(a - b):.3g})"
     if isinstance(a, list) and isinstance(b, list):
         if len(a) != len(b):
-            return f"lengths {len(a)} != {len(b)}"
+            return f"{path}: length {len(a)} != {len(b)}"
         for i, (x, y) in enumerate(zip(a, b)):
-            d = _diff(x, y, tol)
+            d = _first_difference(x, y, tol, f"{path}[{i}]")
             if d is not None:
-                return f"[{i}]: {d}"
+                return d
         return None
     if isinstance(a, dict) and isinstance(b, dict):
-        for k in sorted(set(a) | set(b)):
-            if k not in a or k not in b:
-                return f"key {k!r} only in one"
-            d = _diff(a[k], b[k], tol)
+        for key in list(a) + [k for k in b if k not in a]:
+            sub = f"{path}.{key}" if path else str(key)
+            if key not in b:
+                return f"{sub}: only in the recorded result ({a[key]!r})"
+            if key not in a:
+                return f"{sub}: only in the rerun ({b[key]!r})"
+            d = _first_difference(a[key], b[key], tol, sub)
             if d is not None:
-                return f".{k}{d if d.startswith('[') else ': ' + d}"
+                return d
         return None
-    return None if a == b else f"{a!r} != {b!r}"
-
-
-def compare_histories(old: list, new: list, tol: float = 1e-12, ignore=("time_s",)) -> Optional[str]:
-    """``None`` when the histories match, else ``"round R, field F: ..."`` (the first difference)."""
-    if len(old) != len(new):
-        return f"{len(old)} rounds recorded, the rerun has {len(new)}"
-    for a, b in zip(old, new):
-        for key in [k for k in a if k not in ignore] + [k for k in b if k not in a and k not in ignore]:
-            if key not in a or key not in b:
-                return f"round {a.get('round')}, field {key}: only in one history"
-            d = _diff(a[key], b[key], tol)
-            if d is not None:
-                return f"round {a.get('round')}, field {key}: {d}"
+    if type(a) is not type(b) or a != b:
+        return f"{path}: {a!r} != {b!r}"
     return None
 
 
+def compare_histories(old: list, new: list, tol: float = 1e-12, ignore=HISTORY_IGNORED) -> Optional[str]:
+    """``None`` when the histories match, else ``"round R, field F (history[i].F...): ..."``
+    (the first difference; fields in ``ignore`` are skipped)."""
+    if len(old) != len(new):
+        return f"history: {len(old)} rounds recorded, the rerun has {len(new)}"
+    for i, (a, b) in enumerate(zip(old, new)):
+        for key in [k for k in a if k not in ignore] + [k for k in b if k not in a and k not in ignore]:
+            where = f"round {a.get('round')}, field {key}"
+            if key not in b:
+                return f"{where} (history[{i}].{key}): only in the recorded history"
+            if key not in a:
+                return f"{where} (history[{i}].{key}): only in the rerun's history"
+            d = _first_difference(a[key], b[key], tol, f"history[{i}].{key}")
+            if d is not None:
+                at, why = d.split(": ", 1)
+                return f"{where} ({at}): {why}"
+    return None
+
+
+def _without(value: Any, ignore) -> Any:
+    """``value`` without the dotted paths ``ignore`` (``"a.b"``: key ``b`` of the object under ``a``)."""
+    if not isinstance(value, dict):
+        return value
+    out = {k: v for k, v in value.items() if k not in ignore}
+    for path in ignore:
+        head, _, rest = path.partition(".")
+        if rest and isinstance(out.get(head), dict):
+            out[head] = _without(out[head], (rest,))
+    return out
+
+
+def _comparable_config(config: Any) -> Any:
+    """``config`` without :data:`CONFIG_IGNORED`, with ``data.source`` resolved to an absolute path."""
+    out = _without(config, CONFIG_IGNORED)
+    data = out.get("data") if isinstance(out, dict) else None
+    if isinstance(data, dict) and isinstance(data.get("source"), str):
+        out["data"] = {**data, "source": os.fspath(Path(data["source"]).expanduser().resolve())}
+    return out
+
+
+def compare_results(old: dict, new: dict, tol: float = 1e-12) -> list:
+    """The first difference of each part that differs, in the order config, initial,
+    history, summary (empty when the results match): ``config.data.num_samples[0]: 999 != 55``,
+    ``initial.train_loss: ...``, ``round R, field F (history[i].F): ...``,
+    ``summary.final_test_accuracy: ...``. Numbers match to ``tol``, the rest exactly;
+    :data:`CONFIG_IGNORED`, :data:`SUMMARY_IGNORED` and :data:`HISTORY_IGNORED` are skipped
+    (``config.data.source`` is compared resolved)."""
+    diffs = []
+    for name in ("config", "initial", "history", "summary"):
+        if name not in old or name not in new:
+            if (name in old) != (name in new):
+                diffs.append(f"{name}: only in the {'recorded result' if name in old else 'rerun'}")
+            continue
+        if name == "history":
+            d = compare_histories(old["history"], new["history"], tol)
+        elif name == "config":
+            d = _first_difference(_comparable_config(old[name]), _comparable_config(new[name]), tol, name)
+        else:
+            ignore = SUMMARY_IGNORED if name == "summary" else ()
+            d = _first_difference(_without(old[name], ignore), _without(new[name], ignore), tol, name)
+        if d is not None:
+            diffs.append(d)
+    return diffs
+
+
+def _same_file(a: Path, b: Path) -> bool:
+    """Whether paths ``a`` and ``b`` name the same file (after symlinks; hard links too when both exist)."""
+    if a.resolve() == b.resolve():
+        return True
+    return a.exists() and b.exists() and os.path.samefile(a, b)
+
+
+# ----------------------------------------------------------------------------- command
 def rerun_command(args: argparse.Namespace) -> int:
     from ..results import git_commit, read_result
     from . import main
 
+    if args.out is not None:
+        if _same_file(args.out, args.result):
+            raise CLIError(f"--out {args.out}: is the result being checked ({args.result}); "
+                           "give another file name (the rerun would overwrite it)")
+        check_output_path(args.out)
     old = read_result(args.result)
     if old.get("kind") != "run" or not old.get("history"):
-        raise CLIError(f"rerun: {args.result} is not a run result with a history")
-    argv = argv_from_config(old["config"])
+        raise CLIError(f"{args.result} is not a run result with a history")
+    flags = _flags_from_config(old["config"])
+    argv = _argv(flags)
+    _check_argv(argv, {"--" + flag: path for flag, _, path in flags})
     sha, _ = git_commit()
     prov = old["provenance"]
     if not args.quiet:
@@ -118,15 +290,20 @@ def rerun_command(args: argparse.Namespace) -> int:
             print(f"note: the result was made at commit {prov.get('git_commit')}, this checkout is {sha}", flush=True)
     with tempfile.TemporaryDirectory() as tmp:
         out = args.out if args.out is not None else Path(tmp) / "rerun.json"
-        status = main(argv + ["--out", str(out), "--quiet"])
+        try:
+            status = main(argv + ["--out", str(out), "--quiet"])
+        except SystemExit as exc:  # argparse: _check_argv accepted these flags, so this is not expected
+            raise CLIError(f"the recorded config is invalid: run synthetic refused its flags "
+                           f"(exit status {exc.code}): {' '.join(argv[2:])}") from None
         if status != 0:
-            print(f"rerun: the rerun failed (exit status {status})", file=sys.stderr)
+            print(f"rerun: the rerun of the recorded config failed (exit status {status}; see the error above)",
+                  file=sys.stderr)
             return status
         new = read_result(out)
-    diff = compare_histories(old["history"], new["history"], args.tol)
-    if diff is None:
-        print(f"match: {len(new['history'])} rounds equal to {args.tol:g}"
-              + (f"; wrote {args.out}" if args.out is not None else ""))
+    diffs = compare_results(old, new, args.tol)
+    wrote = f"; wrote {args.out}" if args.out is not None else ""
+    if not diffs:
+        print(f"match: {len(new['history'])} rounds, initial, summary and config equal to {args.tol:g}" + wrote)
         return 0
-    print(f"MISMATCH: {diff}" + (f"; wrote {args.out}" if args.out is not None else ""))
+    print("MISMATCH: " + "; ".join(diffs) + wrote)
     return 1

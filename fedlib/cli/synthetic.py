@@ -22,8 +22,8 @@ from pathlib import Path
 from ..results import RunClock, make_result, write_result
 from .common import (emit_bench, ALGORITHM_FLAGS, SCHEDULE_FLAGS, CLIError, HelpFormatter, add_algorithm_args,
                      add_checkpoint_args, add_device_arg, add_output_args, add_schedule_args, build_algorithm,
-                     check_output_path, check_participation, config_from_args, info, lr_schedule, progress_bar,
-                     int_at_least, nonneg_float, resolve_checkpoint, resolve_epochs, resolve_tau_eff)
+                     check_not_input, check_output_path, check_participation, config_from_args, info, lr_schedule,
+                     progress_bar, int_at_least, nonneg_float, resolve_checkpoint, resolve_epochs, resolve_tau_eff)
 
 __all__ = ["add_run_parser", "add_bench_parser", "run_synthetic", "bench_synthetic_command", "load_dataset"]
 
@@ -36,15 +36,19 @@ generator, seed --data-seed), or a LEAF / FedProx JSON file or folder (--data).
 Paper settings: batch 20, lr 0.02, E = 2 or E_i ~ U{1..5}."""
 
 
+#: Defaults of the flags that describe the generated Synthetic data (meaningless with --data).
+SYNTHETIC_DEFAULTS = {"alpha": 1.0, "beta": 1.0, "num_clients": 30, "data_seed": 0}
+
+
 def _add_data_args(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("data")
     g.add_argument("--data", type=Path, default=None,
                    help="a LEAF / FedProx JSON file (training data only) or folder (train/ and test/ subfolders); "
                         "default: generate Synthetic(--alpha, --beta)")
-    g.add_argument("--alpha", type=nonneg_float, default=1.0, help="Synthetic: spread of the client models (std)")
-    g.add_argument("--beta", type=nonneg_float, default=1.0, help="Synthetic: spread of the client inputs (std)")
-    g.add_argument("--num-clients", type=int_at_least(1), default=30, help="Synthetic: number of clients")
-    g.add_argument("--data-seed", type=int_at_least(0), default=0,
+    g.add_argument("--alpha", type=nonneg_float, default=SYNTHETIC_DEFAULTS["alpha"], help="Synthetic: spread of the client models (std)")
+    g.add_argument("--beta", type=nonneg_float, default=SYNTHETIC_DEFAULTS["beta"], help="Synthetic: spread of the client inputs (std)")
+    g.add_argument("--num-clients", type=int_at_least(1), default=SYNTHETIC_DEFAULTS["num_clients"], help="Synthetic: number of clients")
+    g.add_argument("--data-seed", type=int_at_least(0), default=SYNTHETIC_DEFAULTS["data_seed"],
                    help="Synthetic: seed of the data set (fixed across run seeds, like the paper's one data set)")
     g.add_argument("--num-classes", type=int_at_least(2), default=None,
                    help="number of classes (default: 10 for Synthetic; largest label + 1 for --data)")
@@ -76,6 +80,12 @@ def load_dataset(args: argparse.Namespace):
     from ..data import load_leaf, synthetic
 
     if args.data is not None:
+        ignored = [k for k, v in SYNTHETIC_DEFAULTS.items() if getattr(args, k) != v]
+        if ignored:
+            flags = ", ".join("--" + k.replace("_", "-") for k in ignored)
+            one = len(ignored) == 1
+            raise CLIError(f"{flags}: {'describes' if one else 'describe'} the generated Synthetic data, not "
+                           f"--data {args.data}; drop {'it' if one else 'them'}")
         try:
             return load_leaf(args.data, num_classes=args.num_classes)
         except ValueError as exc:
@@ -87,8 +97,8 @@ def load_dataset(args: argparse.Namespace):
 def _data_config(args, ds) -> dict:
     base = {"num_clients": ds.num_clients, "num_features": ds.num_features, "num_classes": ds.num_classes,
             "num_samples": ds.num_samples.tolist()}
-    if args.data is not None:
-        return {"source": os.fspath(args.data), "name": ds.name, **base}
+    if args.data is not None:  # absolute: a rerun from another folder finds it
+        return {"source": os.fspath(Path(args.data).expanduser().resolve()), "name": ds.name, **base}
     return {"generator": "synthetic", "alpha": args.alpha, "beta": args.beta, "data_seed": args.data_seed, **base}
 
 
@@ -99,6 +109,33 @@ def _world_size_from_env() -> int:
         raise CLIError(f"--distributed: WORLD_SIZE={os.environ.get('WORLD_SIZE')!r} is not an integer") from None
 
 
+def rank0_of(distributed: bool) -> bool:
+    """Whether this process prints (rank 0, or not distributed): ``RANK`` from torchrun's environment."""
+    return not distributed or os.environ.get("RANK", "0") == "0"
+
+
+def _segment_start(first_round: int) -> dict:
+    """What a checkpoint records of the process computing rounds ``first_round..``: its
+    start, code and versions (a resumed run's provenance lists every earlier segment)."""
+    import time
+
+    from .. import __version__
+    from ..results import _utc, git_commit
+
+    sha, dirty = git_commit()
+    return {"rounds": [first_round, first_round], "started_utc": _utc(time.time()), "_t0": time.perf_counter(),
+            "git_commit": sha, "git_dirty": dirty, "fedlib": __version__}
+
+
+def _segment_end(segment: dict, done: int) -> dict:
+    import time
+
+    out = {k: v for k, v in segment.items() if not k.startswith("_")}
+    out["rounds"] = [segment["rounds"][0], done]
+    out["seconds"] = round(time.perf_counter() - segment["_t0"], 6)
+    return out
+
+
 def run_synthetic(args: argparse.Namespace) -> int:
     from ..checkpoint import check_config, load_checkpoint, save_checkpoint
     from ..distributed import gather_variates, init_from_env, under_torchrun
@@ -107,13 +144,15 @@ def run_synthetic(args: argparse.Namespace) -> int:
     from ..schedules import make_epoch_schedule
 
     check_output_path(args.out)
+    check_not_input(args.out, args.data)
     algorithm = build_algorithm(args)
     if args.engine == "reference" and (args.backend != "numpy" or args.device not in (None, "cpu")):
         raise CLIError("--engine reference runs with numpy on the CPU: drop --backend / --device")
     try:
         device = resolve_device(args.backend, args.device)
     except ValueError as exc:
-        raise CLIError(f"--device: {str(exc).removeprefix('device: ')}") from None
+        raise CLIError("--device: " + str(exc).removeprefix("device: ").replace("backend='torch'", "--backend torch")) \
+            from None
     lo, hi = resolve_epochs(args)
     ckpt_path = resolve_checkpoint(args)
     distributed = bool(getattr(args, "distributed", False)) or under_torchrun()
@@ -139,10 +178,19 @@ def run_synthetic(args: argparse.Namespace) -> int:
         config["tau_eff_value"] = tau_eff_value
 
     resume = None
+    earlier: list = []  # the segments of the run that earlier processes computed (resumed runs)
     if args.resume:
         doc = load_checkpoint(ckpt_path, kind="synthetic")
         check_config(ckpt_path, doc["config"], config)
         resume = {"state": doc["state"], "history": doc["history"], "initial": doc["initial"]}
+        earlier = list((doc.get("extra") or {}).get("segments") or [])
+    segment = _segment_start(0 if resume is None else len(resume["history"]))
+    if earlier and rank0_of(distributed):
+        commits = sorted({e.get("git_commit") for e in earlier} - {segment["git_commit"]})
+        if commits:
+            print(f"warning: --resume: rounds before {segment['rounds'][0]} were computed by commit(s) "
+                  f"{', '.join(map(str, commits))}, this process runs {segment['git_commit']} "
+                  "(recorded in the result's provenance.resumed)", file=sys.stderr, flush=True)
 
     comm = None
     if distributed:
@@ -160,11 +208,11 @@ def run_synthetic(args: argparse.Namespace) -> int:
         variates = gather_variates(comm, state.variates, problem.num_clients)  # a collective: every rank
         if rank0:
             save_checkpoint(ckpt_path, config=config, round_done=done, state=state._replace(variates=variates),
-                            history=history, initial=initial, seed=args.seed, kind="synthetic")
+                            history=history, initial=initial, seed=args.seed, kind="synthetic",
+                            extra={"segments": earlier + [_segment_end(segment, done)]})
 
-    bar = progress_bar(args, args.rounds, args.algorithm) if rank0 else None
-    if bar is not None and resume is not None:
-        bar.update(len(resume["history"]))
+    bar = progress_bar(args, args.rounds, args.algorithm,
+                       initial=0 if resume is None else len(resume["history"])) if rank0 else None
 
     def on_round(rec):
         if bar is not None:
@@ -194,7 +242,12 @@ def run_synthetic(args: argparse.Namespace) -> int:
     last = run.history[-1]
     summary = {"final_train_loss": last["train_loss"], "final_test_accuracy": last["test_accuracy"],
                "rounds": len(run.history)}
-    result = make_result(config, run.history, clock.provenance(device), initial=run.initial, summary=summary)
+    provenance = clock.provenance(device)
+    if resume is not None:  # this process computed only the rounds after the checkpoint
+        provenance["resumed"] = {"from_round": segment["rounds"][0], "earlier_segments": earlier,
+                                 "note": "wall_time_s and the versions above are this process's; earlier_segments "
+                                         "lists the processes that computed the rounds before"}
+    result = make_result(config, run.history, provenance, initial=run.initial, summary=summary)
     if not rank0:
         return 0
     if args.out is not None:

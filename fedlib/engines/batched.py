@@ -172,6 +172,10 @@ def resolve_device(backend: str, device: Optional[str]) -> str:
 
     if device is None:
         return "cuda" if torch.cuda.is_available() else "cpu"
+    try:
+        torch.device(device)
+    except (RuntimeError, TypeError) as exc:
+        raise ValueError(f"device: not a torch device: {device!r} ({exc})") from None
     if str(device).startswith("cuda") and not torch.cuda.is_available():
         raise ValueError(f"device: {device!r} requested but torch sees no GPU")
     return str(device)
@@ -355,11 +359,14 @@ def run_batched(algorithm: FederatedAlgorithm, problem: LogisticProblem, schedul
     problem.model._check_params(x0, stacked=False)
     p = problem.p
     m = problem.num_clients
-    B = batch_size
+    n_i = problem.num_samples
+    # A batch never holds more than a client's n_i samples: above the largest n_i every batch
+    # is the client's whole (permuted) data, with the same draws, so the buffers need no more
+    # width than max n_i (a --batch-size of 10**7 must not allocate for 10**7 rows).
+    B = min(batch_size, int(n_i.max()))
     D = problem.model.num_features + 1
     C = problem.model.num_classes
     l2 = problem.l2
-    n_i = problem.num_samples
 
     # data on the backend: features with a trailing 1 (bias), one-hot labels
     xa_np = np.concatenate([problem.train_x, np.ones((problem.train_x.shape[0], 1))], axis=1)

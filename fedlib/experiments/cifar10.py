@@ -295,7 +295,9 @@ def train_runs(runs: Sequence[dict], data, parts, *, rounds: int, width: float =
         from ..checkpoint import check_config, load_checkpoint
 
         doc = load_checkpoint(checkpoint, kind="table1")
-        check_config(checkpoint, doc["config"], ck_config)
+        check_config(checkpoint, doc["config"], ck_config, who="table1",
+                     hint="run with the checkpoint's settings to finish that group, or delete the file to "
+                          "train it afresh")
         engine.load_state_dict(doc["state"])
         histories = [list(h) for h in doc["extra"]["histories"]]
         resumed_from = engine.round_index
@@ -348,6 +350,29 @@ def plan_table1(results_dir, seeds: Sequence[int] = (0, 1, 2), cells: Sequence[s
             path = results_dir / result_name(cid, s)
             out.append({"cell": _BY_ID[cid], "seed": int(s), "path": path, "present": path.is_file()})
     return out
+
+
+class OtherSetupError(ValueError):
+    """A result file in the Table 1 folder that is not a run of the requested setup."""
+
+
+def _check_present(present: Sequence[dict], *, rounds: int, width: Optional[float] = None,
+                   num_train: Optional[int] = None) -> None:
+    """A result file counts as done only if it is a run of the requested setup: refuse one
+    of other rounds, width or training-set size (a quick ``--sample --rounds 2`` call into
+    the same folder would otherwise stand in for the real run), naming the file."""
+    for p in present:
+        try:
+            cfg = json.loads(Path(p["path"]).read_text())["config"]
+            found = {"rounds": cfg["rounds"], "width": cfg["engine"]["width"], "num_train": cfg["data"]["num_train"]}
+        except (OSError, ValueError, KeyError, TypeError) as exc:
+            raise OtherSetupError(f"{p['path']}: present but not a readable Table 1 result ({exc!r}); "
+                             "move it away to run the cell") from None
+        wanted = {"rounds": rounds, "width": width, "num_train": num_train}
+        diff = [f"{k} {found[k]!r} (requested {v!r})" for k, v in wanted.items() if v is not None and found[k] != v]
+        if diff:
+            raise OtherSetupError(f"{p['path']}: present, but a run of another setup: {', '.join(diff)}; use another "
+                             "--results folder (or move the file away) to run this one")
 
 
 def mean_epochs(epochs: str) -> float:
@@ -428,14 +453,17 @@ def run_table1(results_dir, *, budget_seconds: float, seeds: Sequence[int] = (0,
     earlier estimate, not with the rate of its warm-up. Returns ``{"written": [...],
     "skipped": [...], "not_started": [...], "aborted": [...], "paused": [...]}``.
     """
-    from ..results import make_provenance, make_result, write_result
+    from ..results import _utc, git_commit, make_provenance, make_result, write_result
 
+    git_start = git_commit()  # the code of this call (a change during the call is flagged at the end)
     start = time.time()
     deadline = start + float(budget_seconds)
     results_dir = Path(results_dir)
     plan = plan_table1(results_dir, seeds, cells)
     skipped = [p for p in plan if p["present"]]
     todo = [p for p in plan if not p["present"]]
+    _check_present(skipped, rounds=rounds, width=None if dry_run else width,
+                   num_train=None if data is None else int(len(data.train_labels)))
     out = {"written": [], "skipped": [str(p["path"]) for p in skipped], "not_started": [], "aborted": [],
            "paused": []}
     for p in skipped:
@@ -448,7 +476,11 @@ def run_table1(results_dir, *, budget_seconds: float, seeds: Sequence[int] = (0,
             if images_per_second:
                 secs = rounds * round_work(p["cell"].epochs, PAPER["num_train"], PAPER["num_test"]) / images_per_second
                 total += secs
-                line += f"  (~{secs:.0f} s at {images_per_second:.0f} images/s; {total:.0f} s so far)"
+                line += f"  (~{secs:.0f} s at {images_per_second:.0f} images/s; {total:.0f} s so far"
+                if safety * total > budget_seconds:  # one after another: stacking may fit a little more
+                    line = line.replace("would run:", "beyond the budget:", 1)
+                    line += f"; over --budget-seconds {budget_seconds:g} with the x{safety} safety margin"
+                line += ")"
             log(line)
         out["not_started"] = [str(p["path"]) for p in todo]
         return out
@@ -608,7 +640,12 @@ def run_table1(results_dir, *, budget_seconds: float, seeds: Sequence[int] = (0,
         group_seconds = res["seconds"] + res.get("seconds_before", 0.0)
         per_run_round = group_seconds / (rounds * len(group))
         log(f"measured {1 / rate:.0f} images/s (training + evaluation, {len(group)} run(s) stacked)")
-        prov = make_provenance(res.get("started", started), finished, device)
+        # wall_time_s: this call's share; a group resumed from a checkpoint also says when it first
+        # started and how many seconds of training earlier calls did (not the time in between)
+        prov = make_provenance(started, finished, device, git_start=git_start)
+        if res.get("resumed_from"):
+            prov["resumed"] = {"from_round": int(res["resumed_from"]), "first_started_utc": _utc(res["started"]),
+                               "training_seconds_before": float(res.get("seconds_before", 0.0))}
         for p, hist in zip(group, res["histories"]):
             cell = p["cell"]
             config = {"problem": "cifar10-vgg11", "table1_cell": cell.config(), "cell_id": cell.id, "seed": p["seed"],
@@ -755,7 +792,8 @@ def load_benchmarks(folder, prefix: str = "cifar10") -> List[dict]:
     return rows
 
 
-__all__ += ["format_summary_rows", "resolve_device", "run_seconds", "SUMMARY_HEADERS", "load_benchmarks"]
+__all__ += ["format_summary_rows", "resolve_device", "run_seconds", "SUMMARY_HEADERS", "load_benchmarks",
+            "OtherSetupError"]
 
 
 # ============================================================================ benchmark

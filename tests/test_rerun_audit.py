@@ -1,0 +1,174 @@
+"""``python -m fedlib rerun``: the audit's defects stay fixed.
+
+--out naming the checked file is refused; initial, summary and config are compared too
+(not only the history), with the part and key path named; a recorded config that lacks a
+key or holds an invalid value is a bad input (exit 2, one line, no traceback or usage);
+--tol must be a finite number >= 0. Every run is a 2-round, 3-client Synthetic run."""
+from __future__ import annotations
+
+import json
+import os
+
+import pytest
+
+from fedlib.cli import main
+
+FLAGS = ["run", "synthetic", "--num-clients", "3", "--rounds", "2", "--epochs", "1", "--quiet"]
+
+
+def _cli(capsys, *args):
+    """(exit status, stdout, stderr) of the CLI run in-process (argparse errors included)."""
+    capsys.readouterr()
+    try:
+        code = main([str(a) for a in args])
+    except SystemExit as exc:
+        code = exc.code
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+@pytest.fixture(scope="module")
+def original(tmp_path_factory):
+    """A small run synthetic result (read it, do not modify it)."""
+    path = tmp_path_factory.mktemp("rerun_audit") / "orig.json"
+    assert main(FLAGS + ["--out", str(path)]) == 0
+    return path
+
+
+def _tampered(original, tmp_path, edit):
+    doc = json.loads(original.read_text())
+    edit(doc)
+    path = tmp_path / "tampered.json"
+    path.write_text(json.dumps(doc))
+    return path
+
+
+def test_untampered_result_matches(original, capsys):
+    code, out, _ = _cli(capsys, "rerun", original, "--quiet")
+    assert code == 0 and out.startswith("match: 2 rounds"), out
+
+
+# ----------------------------------------------------------------------------- defect 1: --out
+@pytest.mark.parametrize("how", ["same", "dotdot", "symlink", "hardlink"])
+def test_out_naming_the_checked_result_is_refused(original, tmp_path, capsys, monkeypatch, how):
+    res = _tampered(original, tmp_path, lambda d: d["summary"].update(final_test_accuracy=0.99))
+    before = res.read_bytes()
+    monkeypatch.chdir(tmp_path)
+    if how == "same":
+        arg, out = res, res
+    elif how == "dotdot":
+        arg, out = res.name, os.path.join("..", tmp_path.name, res.name)
+    else:
+        arg, out = tmp_path / "alias.json", res
+        (os.symlink if how == "symlink" else os.link)(res, arg)
+    code, out_text, err = _cli(capsys, "rerun", arg, "--out", out)
+    assert code == 2, out_text + err
+    assert "--out" in err and "is the result being checked" in err and "Traceback" not in err
+    assert len(err.strip().splitlines()) == 1
+    assert res.read_bytes() == before  # not overwritten: a second rerun still sees the tampering
+    assert _cli(capsys, "rerun", res, "--quiet")[0] == 1
+
+
+# ----------------------------------------------------------------------------- defect 2: what is compared
+TAMPER = [
+    ("summary.final_test_accuracy", lambda d: d["summary"].update(final_test_accuracy=0.99)),
+    ("summary.final_train_loss",
+     lambda d: d["summary"].update(final_train_loss=d["summary"]["final_train_loss"] + 1e-9)),
+    ("summary.rounds", lambda d: d["summary"].update(rounds=3)),
+    ("initial.train_loss", lambda d: d["initial"].update(train_loss=0.001)),
+    ("config.data.num_samples[0]", lambda d: d["config"]["data"]["num_samples"].__setitem__(0, 999)),
+    ("config.data.num_features", lambda d: d["config"]["data"].update(num_features=3)),
+    ("config.data.generator", lambda d: d["config"]["data"].update(generator="other")),
+    ("config.extra: only in the recorded result", lambda d: d["config"].update(extra=1)),
+    ("summary.final_test_accuracy: only in the rerun", lambda d: d["summary"].pop("final_test_accuracy")),
+]
+
+
+@pytest.mark.parametrize("needle,edit", TAMPER, ids=[t[0] for t in TAMPER])
+def test_tampered_initial_summary_or_config_is_a_mismatch(original, tmp_path, capsys, needle, edit):
+    res = _tampered(original, tmp_path, edit)
+    code, out, err = _cli(capsys, "rerun", res, "--quiet")
+    assert code == 1, out + err
+    assert out.startswith("MISMATCH: " + needle), out
+
+
+def test_mismatch_names_every_differing_part_config_first(original, tmp_path, capsys):
+    def edit(d):
+        d["summary"]["final_test_accuracy"] = 0.99
+        d["history"][1]["tau_eff"] += 1.0
+        d["config"]["data"]["num_features"] = 3
+        d["initial"]["train_loss"] = 0.001
+
+    code, out, _ = _cli(capsys, "rerun", _tampered(original, tmp_path, edit), "--quiet")
+    assert code == 1
+    parts = [out.index(s) for s in ("MISMATCH: config.data.num_features", "initial.train_loss",
+                                    "field tau_eff (history[1].tau_eff)", "summary.final_test_accuracy")]
+    assert parts == sorted(parts), out
+
+
+def test_history_difference_names_round_and_field(original, tmp_path, capsys):
+    res = _tampered(original, tmp_path, lambda d: d["history"][1]["a_norms"].__setitem__(2, 5.0))
+    code, out, _ = _cli(capsys, "rerun", res, "--quiet")
+    assert code == 1 and out.startswith("MISMATCH: round 1, field a_norms (history[1].a_norms[2])"), out
+
+
+def test_tolerance_applies_to_initial_and_summary(original, tmp_path, capsys):
+    def edit(d):
+        d["initial"]["train_loss"] += 1e-9
+        d["summary"]["final_train_loss"] += 1e-9
+
+    res = _tampered(original, tmp_path, edit)
+    assert _cli(capsys, "rerun", res, "--quiet")[0] == 1
+    code, out, _ = _cli(capsys, "rerun", res, "--quiet", "--tol", "1e-6")
+    assert code == 0, out
+
+
+def test_wall_clock_and_process_count_are_not_compared(original, tmp_path, capsys):
+    def edit(d):
+        d["config"]["world_size"] = 2          # a torchrun run: rerun uses one process
+        d["summary"]["seconds_per_round"] = 123.0
+        d["summary"]["images_per_second"] = 4.5
+        d["history"][0]["time_s"] = 99.0
+
+    code, out, err = _cli(capsys, "rerun", _tampered(original, tmp_path, edit), "--quiet")
+    assert code == 0, out + err
+
+
+# ----------------------------------------------------------------------------- defect 3: bad configs
+BAD_CONFIG = [
+    ("no data.alpha", lambda c: c["data"].pop("alpha"), "config.data.alpha"),
+    ("no data.num_classes", lambda c: c["data"].pop("num_classes"), "config.data.num_classes"),
+    ("data null", lambda c: c.update(data=None), "config.data must be an object, got null"),
+    ("no data", lambda c: c.pop("data"), "config.data"),
+    ("no lr", lambda c: c.pop("lr"), "config.lr"),
+    ("no mu", lambda c: c.pop("mu"), "config.mu"),
+    ("rounds null", lambda c: c.update(rounds=None), "config.rounds is null"),
+    ("lr abc", lambda c: c.update(lr="abc"), "the recorded config is invalid: config.lr (--lr)"),
+    ("lr list", lambda c: c.update(lr=[1]), "the recorded config is invalid: config.lr"),
+    ("lr negative", lambda c: c.update(lr=-1.0), "config.lr (--lr)"),
+    ("epochs -x", lambda c: c.update(epochs="-x"), "config.epochs (--epochs)"),
+    ("unknown algorithm", lambda c: c.update(algorithm="nope"), "config.algorithm (--algorithm)"),
+    ("alpha abc", lambda c: c["data"].update(alpha="abc"), "config.data.alpha (--alpha)"),
+]
+
+
+@pytest.mark.parametrize("name,edit,needle", BAD_CONFIG, ids=[b[0] for b in BAD_CONFIG])
+def test_bad_recorded_config_exits_2_naming_the_key(original, tmp_path, capsys, name, edit, needle):
+    res = _tampered(original, tmp_path, lambda d: edit(d["config"]))
+    code, out, err = _cli(capsys, "rerun", res, "--quiet")
+    assert code == 2, out + err
+    assert needle in err, err
+    assert "Traceback" not in err and "usage:" not in err and len(err.strip().splitlines()) == 1, err
+    assert not out
+
+
+# ----------------------------------------------------------------------------- defect 4: --tol
+@pytest.mark.parametrize("tol", ["-1", "nan", "inf", "abc"])
+def test_tol_must_be_finite_and_nonnegative(original, capsys, tol):
+    code, out, err = _cli(capsys, "rerun", original, f"--tol={tol}")
+    assert code == 2 and "--tol" in err and not out, err
+
+
+def test_tol_zero_is_accepted(original, capsys):
+    code, out, _ = _cli(capsys, "rerun", original, "--tol", "0", "--quiet")
+    assert code == 0 and out.startswith("match:"), out
