@@ -91,3 +91,19 @@ def test_table1_dry_run_marks_what_is_beyond_the_budget(tmp_path, capsys):
 def test_table1_summary_of_a_missing_folder_is_an_error(tmp_path, capsys):
     err = _err(capsys, ["table1", "--summary", "--results", str(tmp_path / "typo")])
     assert "no such folder" in err
+
+
+def test_cifar10_batch_larger_than_every_client_is_refused(capsys):
+    err = _err(capsys, ["run", "cifar10", "--sample", "--width", "0.03", "--rounds", "1", "--batch-size", "100000",
+                        "--device", "cpu"])
+    assert "--batch-size 100000 is larger than the largest client" in err
+
+
+def test_table1_logs_progress_while_a_group_trains(tmp_path, capsys):
+    assert main(["table1", "--results", str(tmp_path), "--budget-seconds", "300", "--seeds", "0", "--cells",
+                 "sgd-e2-fedavg", "--rounds", "10", "--sample", "--width", "0.03", "--device", "cpu",
+                 "--stack", "1"]) == 0
+    out = capsys.readouterr().out
+    assert "  round 10/10 after " in out and "test accuracy 0." in out
+    prov = json.loads((tmp_path / "sgd-e2-fedavg__seed0.json").read_text())["provenance"]
+    assert prov["git_changed_during_run"] is False and "resumed" not in prov

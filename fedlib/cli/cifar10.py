@@ -141,6 +141,10 @@ def run_cifar10(args: argparse.Namespace) -> int:
         parts = dirichlet_partition(data.train_labels, args.num_clients, args.partition_alpha, args.partition_seed)
     except ValueError as exc:
         raise CLIError(f"--num-clients / --partition-alpha: {exc}") from None
+    largest = max(len(c) for c in parts)
+    if args.batch_size > largest:  # the engine pads every batch to B: beyond n_i that is only wasted work
+        raise CLIError(f"--batch-size {args.batch_size} is larger than the largest client ({largest} images); "
+                       f"--batch-size {largest} already trains every client on all its images per step")
     algorithm, tau_eff_value = resolve_tau_eff(args, algorithm, [len(c) for c in parts], args.batch_size, (lo, hi))
     name = f"{args.algorithm} seed {args.seed}"
     bar = progress_bar(args, args.rounds, args.algorithm)

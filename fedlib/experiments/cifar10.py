@@ -408,6 +408,9 @@ def _previous_rate(results_dir: Path, key: dict) -> Optional[float]:
     return float(np.median(rates)) if rates else None
 
 
+#: A log line every this many rounds while a Table 1 group trains.
+PROGRESS_EVERY = 10
+
 #: Rounds a group must have trained before its own measured rate replaces an earlier estimate
 #: when it is resumed, and the fewest rounds of its estimated time a call with
 #: ``continue_later`` must have left to start a group.
@@ -590,6 +593,9 @@ def run_table1(results_dir, *, budget_seconds: float, seeds: Sequence[int] = (0,
             # projection uses the later rounds once there are any
             marks.append(elapsed)
             durations = np.diff(marks)
+            if (t + 1) % PROGRESS_EVERY == 0:  # a line in the log now and then: a group runs for minutes
+                acc = ", ".join(f"{r.test_accuracy:.3f}" for r in records)
+                log(f"  round {t + 1}/{rounds} after {elapsed:.0f} s in this call; test accuracy {acc}")
             if t + 1 >= rounds:
                 return True
             now = time.time()
