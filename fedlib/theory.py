@@ -141,6 +141,8 @@ def theorem1_bound(m: int, tau_bar: float, rounds: int, tau_eff: float, A: float
     tau_bar = check_positive("tau_bar", tau_bar)
     T = check_int("rounds", rounds, minimum=1)
     tau_eff = check_positive("tau_eff", tau_eff)
+    A, B, C = (check_nonnegative(n, v) for n, v in (("A", A), ("B", B), ("C", C)))
+    sigma2, kappa2 = check_nonnegative("sigma2", sigma2), check_nonnegative("kappa2", kappa2)
     s = np.sqrt(m * tau_bar * T)
     return Theorem1Terms((tau_bar / tau_eff) / s, A * sigma2 / s, m * B * sigma2 / (tau_bar * T),
                          m * C * kappa2 / (tau_bar * T))
@@ -156,7 +158,9 @@ def _check_beta2(beta2: float) -> float:
 def theorem1_max_beta2(lr: float, L: float, C: float) -> float:
     r"""The largest :math:`\beta^2` that App. C's step-size condition admits,
     :math:`D \le 1/(2\beta^2 + 1)` with :math:`D = 4\eta^2L^2 C`:
-    :math:`\beta^2 = (1/D - 1)/2` (``inf`` when :math:`C = 0`, i.e. one local step).
+    :math:`\beta^2 = (1/D - 1)/2` (``inf`` when :math:`C = 0`, i.e. one local step). A
+    ``ValueError`` when :math:`D > 1/3`: then no :math:`\beta^2 \ge 1` (Assumption 3) qualifies,
+    the step is too large.
 
     Assumption 3 holds for every :math:`\beta^2` above its smallest value, with a
     :math:`\kappa^2(\beta^2)` that decreases in :math:`\beta^2`
@@ -166,6 +170,9 @@ def theorem1_max_beta2(lr: float, L: float, C: float) -> float:
     L = check_positive("L", L)
     C = check_nonnegative("C", C)
     D = 4 * lr ** 2 * L ** 2 * C
+    if D > (1 + 1e-12) / 3:
+        raise ValueError(f"lr = {lr!r} is too large for App. C's condition: D = 4 lr^2 L^2 C = {D:.4g} > 1/3 "
+                         "admits no beta^2 >= 1")
     return float("inf") if D == 0 else float((1 / D - 1) / 2)
 
 
@@ -269,14 +276,16 @@ def corollary2_best_alpha(m: int, tau_bar: float, rounds: int, constant: float =
     r"""Corollary 2: :math:`\alpha^\star = c\, m^{1/2} / (\bar\tau^{1/2} T^{1/6})` minimises FedProx's
     bound, clipped to :math:`[0, 1]`.
 
-    The paper gives the order only. With :func:`theorem1_bound`'s unit constants,
+    The paper gives the order only, and the default ``constant`` :math:`c = 1` is that order
+    alone. With :func:`theorem1_bound`'s unit constants,
     :math:`p_i = 1/m`, :math:`\tau_i = \bar\tau` and :math:`\alpha\bar\tau \gg 1` (so
     :math:`(1-\alpha)^{\bar\tau} \approx 0`): :math:`\tau_{\text{eff}} \approx 1/\alpha`,
     :math:`A \approx \frac12`, :math:`B \approx 1/(2\alpha)`, :math:`C \approx 1/\alpha^2`; the
     slowdown term :math:`\alpha\bar\tau/\sqrt{m\bar\tau T}` against the heterogeneity term
     :math:`m\kappa^2/(\alpha^2\bar\tau T)` gives :math:`c = (2\kappa^2)^{1/3}` (the :math:`B` term is
-    smaller by a factor :math:`\alpha\sigma^2/(2\kappa^2)`). Chapter 3 and the tests compare it with
-    the numerical minimiser :func:`fedlib.tradeoff.fedprox_bound_best_alpha`."""
+    smaller by a factor :math:`\alpha\sigma^2/(2\kappa^2)`) — :math:`c = 2^{1/3}` at
+    :func:`theorem1_bound`'s default :math:`\kappa^2 = 1`. Chapter 3 and the tests compare that
+    with the numerical minimiser :func:`fedlib.tradeoff.fedprox_bound_best_alpha`."""
     m = check_int("m", m, minimum=1)
     tau_bar = check_positive("tau_bar", tau_bar)
     T = check_int("rounds", rounds, minimum=1)
@@ -318,13 +327,13 @@ def two_client_lower_bound(tau1: int, tau2: int, a: float = 1.0) -> TwoClientExa
 
 
 # ---------------------------------------------------------------- quadratics
-def _check_quadratic(H, e, p, local_steps=None):
+def _check_quadratic(H, e, p, local_steps=None, weights_name: str = "p"):
     H = check_finite_array("H", H, ndim=3)
     m, d, d2 = H.shape
     if d != d2:
         raise ValueError(f"H must have shape (m, d, d), got {H.shape}")
     e = check_finite_array("e", e, shape=(m, d))
-    p = check_probability_vector("p", p, size=m)
+    p = check_probability_vector(weights_name, p, size=m)
     if not np.allclose(H, np.transpose(H, (0, 2, 1)), atol=1e-10 * max(1.0, np.abs(H).max())):
         raise ValueError("H: every H_i must be symmetric")
     steps = None if local_steps is None else check_local_steps("local_steps", local_steps, size=m)
@@ -332,13 +341,15 @@ def _check_quadratic(H, e, p, local_steps=None):
 
 
 def quadratic_smoothness(H: Any) -> float:
-    r"""Assumption 1's :math:`L = \max_i \lambda_{\max}(H_i)` of quadratic clients."""
+    r"""Assumption 1's :math:`L = \max_i \|H_i\|_2 = \max_i \max|\lambda(H_i)|` of quadratic
+    clients (:math:`\|\nabla F_i(x) - \nabla F_i(y)\| = \|H_i(x-y)\| \le L\|x-y\|`; for positive
+    semi-definite :math:`H_i` the largest eigenvalue)."""
     H = check_finite_array("H", H, ndim=3)
-    return float(max(np.linalg.eigvalsh(0.5 * (h + h.T))[-1] for h in H))
+    return float(max(np.abs(np.linalg.eigvalsh(0.5 * (h + h.T))).max() for h in H))
 
 
 def _assumption3_parts(H, e, w):
-    H, e, w, _ = _check_quadratic(H, e, w)
+    H, e, w, _ = _check_quadratic(H, e, w, weights_name="w")
     h_w = np.tensordot(w, H, 1)
     return H, e, w, h_w, w @ e, np.einsum("i,ijk,ikl->jl", w, H, H)
 
@@ -349,12 +360,23 @@ def quadratic_min_beta2(H: Any, w: Any) -> float:
     holds with a finite :math:`\kappa^2` on quadratic clients: the quadratic parts must
     satisfy :math:`\sum_i w_i H_i^2 \preceq \beta^2 \widetilde H^2`,
     :math:`\widetilde H = \sum_i w_i H_i`, so
-    :math:`\beta^2_{\min} = \lambda_{\max}(\widetilde H^{-1}(\sum_i w_i H_i^2)\widetilde H^{-1})`
-    (:math:`\ge 1`; :math:`\kappa^2` is finite for every larger :math:`\beta^2`)."""
+    :math:`\beta^2_{\min} = \lambda_{\max}(\widetilde H^{+}(\sum_i w_i H_i^2)\widetilde H^{+})`
+    (:math:`\ge 1`; :math:`\kappa^2` is finite for every larger :math:`\beta^2`), with the
+    pseudo-inverse on :math:`\widetilde H`'s range when :math:`\widetilde H` is singular — which
+    is all there is when :math:`\sum_i w_i H_i^2` vanishes on its null space (always, for positive
+    semi-definite :math:`H_i`); otherwise no :math:`\beta^2` bounds that direction and the
+    result is ``inf``."""
     H = check_finite_array("H", H, ndim=3)
     _, _, _, h_w, _, h2_w = _assumption3_parts(H, np.zeros(H.shape[:2]), w)
-    inv = np.linalg.inv(h_w)
-    return float(max(1.0, np.linalg.eigvalsh(0.5 * (inv @ h2_w @ inv + (inv @ h2_w @ inv).T))[-1]))
+    lam, V = np.linalg.eigh(0.5 * (h_w + h_w.T))
+    scale = max(1.0, float(np.abs(lam).max()))
+    rng = np.abs(lam) > 1e-12 * scale
+    null = V[:, ~rng]
+    if null.size and np.abs(null.T @ h2_w @ null).max() > 1e-10 * max(1.0, float(np.abs(h2_w).max())):
+        return float("inf")
+    inv = (V[:, rng] / lam[rng]) @ V[:, rng].T
+    sandwich = inv @ h2_w @ inv
+    return float(max(1.0, np.linalg.eigvalsh(0.5 * (sandwich + sandwich.T))[-1]))
 
 
 def quadratic_kappa2(H: Any, e: Any, w: Any, beta2: float) -> float:
@@ -386,8 +408,9 @@ def quadratic_kappa2(H: Any, e: Any, w: Any, beta2: float) -> float:
     coords = V.T @ b
     null = np.abs(lam) <= tol
     if np.any(lam > tol) or np.any(np.abs(coords[null]) > 1e-8 * max(1.0, float(np.abs(b).max()))):
+        smallest = quadratic_min_beta2(H, w)
         raise ValueError(f"beta2 = {beta2!r}: kappa^2 would be infinite (Assumption 3 needs beta^2 above "
-                         f"quadratic_min_beta2 = {quadratic_min_beta2(H, w)!r}, or at it with b in the range of Q)")
+                         f"quadratic_min_beta2 = {smallest!r}, or at it with b in the range of Q)")
     neg = ~null
     return max(0.0, c - float(np.sum(coords[neg] ** 2 / lam[neg])))
 
@@ -417,6 +440,8 @@ def quadratic_local_operator(H_i: Any, local_steps: int, lr: float, mu: float = 
     tau = check_int("local_steps", local_steps, minimum=1)
     lr = check_positive("lr", lr)
     mu = check_nonnegative("mu", mu)
+    if lr * mu > 1:
+        raise ValueError(f"mu: lr*mu must be <= 1 (the proximal step), got {lr * mu!r}")
     rho = check_nonnegative("momentum", momentum)
     if rho >= 1:
         raise ValueError(f"momentum must be in [0, 1), got {momentum!r}")
@@ -471,9 +496,14 @@ def quadratic_round_map(H: Any, e: Any, p: Any, local_steps: Any, lr: float, alg
     :math:`x^+ = x - \tau_{\text{eff}}\sum_i p_i K_i (H_i x - e_i)/\|a_i\|_1` with the
     (proximal, momentum) SGD :math:`\|a_i\|_1` and ``tau_eff`` as in :func:`fednova_weights`;
     :math:`K_i` from :func:`quadratic_local_operator` (``momentum``: local heavy ball).
+    ``"fedavg"`` and ``"fedprox"`` are the same aggregation: the local solver (``mu``) makes
+    the difference, as in the paper (FedProx = FedAvg with proximal local steps); ``tau_eff``
+    is FedNova's alone (FedAvg's is implicit) and refused for them.
     """
     H, e, p, steps = _check_quadratic(H, e, p, local_steps)
     check_choice("algorithm", algorithm, ("fedavg", "fedprox", "fednova"))
+    if tau_eff is not None and algorithm != "fednova":
+        raise ValueError(f"tau_eff: only fednova takes a tau_eff policy, {algorithm}'s is implicit; got {tau_eff!r}")
     lr = check_positive("lr", lr)
     mu = check_nonnegative("mu", mu)
     a_norms = _local_a_norms(steps, lr, mu, check_nonnegative("momentum", momentum))

@@ -255,3 +255,65 @@ def test_quadratic_problem_helpers():
     assert prob.loss(x) == pytest.approx(0.5 * 1.5 * 2 - (0.5 + 1.0))
     np.testing.assert_allclose(prob.optimum(), [1 / 3, 2 / 3])
     assert prob.num_clients == 2 and prob.dim == 2
+
+
+# ---------------------------------------------------------------- found by an audit of the closed forms
+def test_smoothness_is_the_spectral_norm_even_for_an_indefinite_hessian():
+    from fedlib.theory import quadratic_smoothness
+
+    assert quadratic_smoothness([[[-5.0, 0.0], [0.0, 1.0]]]) == 5.0
+    rng = np.random.default_rng(0)
+    H = rng.normal(size=(3, 4, 4))
+    H = H + H.transpose(0, 2, 1)  # indefinite
+    assert quadratic_smoothness(H) == pytest.approx(max(np.linalg.norm(h, 2) for h in H), rel=1e-12)
+
+
+def test_min_beta2_with_a_singular_average_hessian():
+    """H = {diag(1, 0), diag(2, 0)}: Assumption 3 only concerns the first coordinate, where
+    w1 h1^2 + w2 h2^2 = 2.5 and (w1 h1 + w2 h2)^2 = 2.25, so beta^2_min = 2.5 / 2.25."""
+    from fedlib.theory import quadratic_kappa2, quadratic_min_beta2
+
+    H = np.array([np.diag([1.0, 0.0]), np.diag([2.0, 0.0])])
+    assert quadratic_min_beta2(H, [0.5, 0.5]) == pytest.approx(2.5 / 2.25)
+    e = np.array([[1.0, 0.0], [0.0, 0.0]])
+    assert np.isfinite(quadratic_kappa2(H, e, [0.5, 0.5], 5.0))
+    with pytest.raises(ValueError, match="kappa\\^2 would be infinite"):
+        quadratic_kappa2(H, e, [0.5, 0.5], 1.05)
+    # indefinite clients whose average vanishes in a direction they do not: no beta^2 works
+    H2 = np.array([np.diag([1.0, 1.0]), np.diag([1.0, -1.0])])
+    assert quadratic_min_beta2(H2, [0.5, 0.5]) == np.inf
+
+
+def test_assumption3_names_w_in_its_errors():
+    from fedlib.theory import quadratic_min_beta2
+
+    with pytest.raises(ValueError, match="^w must sum to 1"):
+        quadratic_min_beta2(np.array([np.eye(2)] * 2), [0.5, 0.6])
+
+
+@pytest.mark.parametrize("name", ["A", "B", "C", "sigma2", "kappa2"])
+def test_theorem1_bound_refuses_negative_or_nan_constants(name):
+    from fedlib.theory import theorem1_bound
+
+    kwargs = dict(A=1.0, B=1.0, C=1.0, sigma2=1.0, kappa2=1.0)
+    for bad in (-1.0, float("nan")):
+        with pytest.raises(ValueError, match=name):
+            theorem1_bound(10, 5.0, 100, 4.0, **{**kwargs, name: bad})
+
+
+def test_max_beta2_refuses_a_step_that_admits_no_beta2():
+    from fedlib.theory import theorem1_max_beta2
+
+    assert theorem1_max_beta2(1.0, 1.0, 1 / 12) == pytest.approx(1.0)  # D = 1/3: beta^2 = 1 exactly
+    with pytest.raises(ValueError, match="too large"):
+        theorem1_max_beta2(1.0, 1.0, 1.0)
+
+
+def test_round_map_refuses_tau_eff_for_fedavg_and_a_prox_step_above_one():
+    from fedlib.theory import quadratic_local_operator, quadratic_round_map
+
+    H, e = np.array([np.eye(2), 2 * np.eye(2)]), np.ones((2, 2))
+    with pytest.raises(ValueError, match="tau_eff: only fednova"):
+        quadratic_round_map(H, e, [0.5, 0.5], [2, 3], 0.1, "fedavg", tau_eff=2.0)
+    with pytest.raises(ValueError, match="lr\\*mu must be <= 1"):
+        quadratic_local_operator(np.eye(2), 3, 1.0, mu=5.0)
