@@ -47,8 +47,10 @@ Rules, each enforced with an error rather than a silent change of the algorithm:
 * a parameter whose ``grad`` is ``None`` in a step takes the step with a zero gradient
   (its weight decay, momentum and proximal terms still act): every parameter takes every
   local step, as eq. (4) assumes (``torch.optim.SGD`` would skip it);
-* the optimizer state is the round's :class:`fedlib.solvers.SolverState`; it is not saved
-  by ``state_dict`` (checkpoint the server state between rounds instead).
+* the optimizer state is the round's :class:`fedlib.solvers.SolverState`: ``state_dict`` and
+  ``load_state_dict`` raise ``NotImplementedError``, and the optimizer cannot be copied or
+  pickled (checkpoint the server state between rounds instead);
+* each parameter once (a tied weight listed twice would take every step twice).
 
 Buffers (BatchNorm running statistics) are not parameters moved by gradient steps and are
 outside the update rule: give each client the global buffers at the start of its round
@@ -189,7 +191,8 @@ class ClientOptimizer(torch.optim.Optimizer):
         server state's ``params`` (:func:`parameters_of`).
     solver : LocalSolver
         The local solver (:func:`fedlib.solvers.momentum_sgd`, ...; usually
-        ``algorithm.solver``). Its ``lr`` is the group's initial ``lr``.
+        ``algorithm.solver``). Its ``lr`` is the group's initial ``lr`` (a parameter-group dict
+        with another ``lr`` is refused; a scheduler may change it between rounds).
 
     Each round: :meth:`begin` with the client's starting
     :class:`~fedlib.solvers.SolverState` (``algorithm.client_init(server, i)``: the global
@@ -216,6 +219,12 @@ class ClientOptimizer(torch.optim.Optimizer):
         extra = sorted(set(self.param_groups[0]) - {"params", "lr"})
         if extra:
             raise ValueError(f"params: the group sets {extra}; set momentum, mu and weight_decay on the LocalSolver")
+        if self.param_groups[0]["lr"] != solver.lr:
+            raise ValueError(f"params: the group's lr {self.param_groups[0]['lr']!r} differs from solver.lr "
+                             f"{solver.lr!r}; set the learning rate on the solver")
+        if len({id(p) for p in self._params}) != len(self._params):
+            raise ValueError("params: a parameter is listed twice (a tied weight?); it would take every step twice "
+                             "— list each parameter once, e.g. model.parameters()")
         for k, p in enumerate(self._params):
             if not p.is_floating_point():
                 raise ValueError(f"params[{k}] is {p.dtype}: parameters must be floating point")
@@ -226,6 +235,11 @@ class ClientOptimizer(torch.optim.Optimizer):
         self._base = solver
         self._solver: Optional[LocalSolver] = None
         self._state: Optional[SolverState] = None
+        self._round_lr: Optional[float] = None  # the group's lr when the round began
+
+    def __getstate__(self):
+        raise TypeError("a ClientOptimizer cannot be copied or pickled (its state is one client's round): build one "
+                        "per model, and checkpoint the server state between rounds")
 
     def add_param_group(self, param_group: dict) -> None:
         """Refused after construction: one solver, one parameter group."""
@@ -283,8 +297,8 @@ class ClientOptimizer(torch.optim.Optimizer):
         if solver_state.correction is not None:
             _check_like(params, solver_state.correction, "solver_state.correction")
         group = self.param_groups[0]
-        solver = solver if solver is not None else self._base.with_lr(float(group["lr"]))
-        group["lr"] = solver.lr
+        self._round_lr = float(group["lr"])  # a given solver brings its own lr; the group's is left as it is
+        solver = solver if solver is not None else self._base.with_lr(self._round_lr)
         start = [v.detach().clone() for v in solver_state.params]
         copy_into(params, start)
         self._solver = solver
@@ -302,8 +316,8 @@ class ClientOptimizer(torch.optim.Optimizer):
         called first with gradients enabled and its loss returned, as in ``torch.optim``)."""
         self._require_round()
         lr = float(self.param_groups[0]["lr"])
-        if lr != self._solver.lr:
-            raise ValueError(f"lr: the learning rate changed within a round ({self._solver.lr!r} -> {lr!r}); "
+        if lr != self._round_lr:
+            raise ValueError(f"lr: the learning rate changed within a round ({self._round_lr!r} -> {lr!r}); "
                              "a_i depends on every step size of the round: change it between rounds (before "
                              "begin), or give begin() a solver with a within-round schedule (decayed_sgd)")
         loss = None
@@ -313,6 +327,10 @@ class ClientOptimizer(torch.optim.Optimizer):
         params = self._params
         grads = []
         for k, p in enumerate(params):
+            if not p.requires_grad:
+                raise ValueError(f"params[{k}] was frozen (requires_grad=False) after the optimizer was built: weight "
+                                 "decay and the proximal term would still move it; build the optimizer on the "
+                                 "trainable parameters only")
             if p.grad is not None and p.grad.is_sparse:
                 raise ValueError(f"params[{k}] has a sparse gradient: ClientOptimizer needs dense gradients")
             grads.append(torch.zeros_like(p) if p.grad is None else p.grad.detach())

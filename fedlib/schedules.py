@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import dataclasses
 
+import math
+
 import numpy as np
 
 from ._validate import check_finite_array, check_int, check_local_steps, check_nonnegative, check_positive
@@ -298,11 +300,13 @@ def make_epoch_schedule(num_samples, batch_size: int, epochs, seed: int = 0):
 def step_decay_lr(base_lr: float, round_index: int, total_rounds: int, milestones=(0.5, 0.75), factor: float = 0.1) -> float:
     r"""Client learning rate of round ``round_index`` (from 0): divided by ``1/factor`` after
     each milestone fraction of ``total_rounds`` (paper §6: ÷10 at 50%, ÷100 at 75%;
-    with 100 rounds the official code decays at rounds 50 and 75)."""
+    with 100 rounds the official code decays at rounds 50 and 75). A milestone
+    :math:`f` is round :math:`\max(1, \lfloor fT + \tfrac12\rfloor)` (halves round up, and
+    round 0 always has the base rate)."""
     base_lr = check_positive("lr", base_lr)
     check_int("round_index", round_index)
     total = check_int("total_rounds", total_rounds, minimum=1)
-    passed = sum(round_index >= int(round(f * total)) for f in milestones)
+    passed = sum(round_index >= max(1, math.floor(f * total + 0.5)) for f in milestones)
     return base_lr * factor ** passed
 
 

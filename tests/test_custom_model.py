@@ -124,3 +124,63 @@ def test_reference_differences_is_summation_noise_in_float64():
     assert 0 < max(d32.values()) < 1e-4, d32
     with pytest.raises(ValueError, match="what train_clients returned"):
         reference_differences(model, {"fedavg": []})
+
+
+# ---------------------------------------------------------------- found by audits of the engines' inputs
+class _Tied(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.a, self.b = nn.Linear(6, 6), nn.Linear(6, 6)
+        self.b.weight = self.a.weight
+        self.head = nn.Linear(6, 3)
+
+    def forward(self, x):
+        return self.head(torch.relu(self.b(torch.relu(self.a(x)))))
+
+
+def test_tied_parameters_are_refused_not_untied():
+    xs, ys = _clients()
+    with pytest.raises(ValueError, match="'b.weight' is tied to 'a.weight'"):
+        train_clients(_Tied(), xs, ys, rounds=1)
+
+
+def test_a_reused_layer_is_refused_by_the_grouped_path():
+    from fedlib.engines.grouped import leaf_layers
+
+    relu = nn.ReLU()
+    with pytest.raises(ValueError, match="same module object.*path='vmap'"):
+        leaf_layers(nn.Sequential(nn.Linear(6, 6), relu, nn.Linear(6, 3), relu))
+
+
+def test_float64_features_are_not_rounded_through_float32():
+    xs, ys = _clients()
+    xs = [x.double() + 1e-12 for x in xs]
+    out = train_clients(nn.Sequential(nn.Linear(6, 3)), xs, ys, rounds=1, batch_size=4, dtype=torch.float64)
+    assert torch.equal(out["engine"]._features, torch.cat(xs))
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    (dict(test_y=torch.zeros(3, dtype=torch.int64)), "test_x and test_y go together"),
+    (dict(test_x=torch.zeros(3, 6)), "test_x and test_y go together"),
+])
+def test_test_x_and_test_y_go_together(kwargs, message):
+    xs, ys = _clients()
+    with pytest.raises(ValueError, match=message):
+        train_clients(nn.Sequential(nn.Linear(6, 3)), xs, ys, rounds=1, **kwargs)
+
+
+def test_client_checks_come_before_the_model_is_called():
+    xs, ys = _clients()
+    xs[0], ys[0] = xs[0][:0], ys[0][:0]
+    with pytest.raises(ValueError, match="client 0: needs n_i >= 1 samples"):
+        train_clients(nn.Sequential(nn.Linear(6, 3)), xs, ys, rounds=1)
+    xs, ys = _clients()
+    xs[1] = xs[1].clone()
+    xs[1][4, 2] = float("nan")
+    with pytest.raises(ValueError, match=r"client_x\[1\] holds NaN or inf \(sample 4\)"):
+        train_clients(nn.Sequential(nn.Linear(6, 3)), xs, ys, rounds=1)
+    xs, ys = _clients()
+    with pytest.raises(ValueError, match="must be a float tensor"):
+        train_clients(nn.Sequential(nn.Linear(6, 3)), [x.long() for x in xs], ys, rounds=1)
+    with pytest.raises(ValueError, match="same clients"):  # one stacked tensor is not a list of clients
+        train_clients(nn.Sequential(nn.Linear(6, 3)), torch.zeros(0, 5, 6), ys, rounds=1)

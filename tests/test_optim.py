@@ -322,3 +322,63 @@ def test_batchnorm_buffers_are_averaged_not_normalised():
         average_buffers(client_buffers, [0.5, 0.5])
     with pytest.raises(ValueError, match=r"client_buffers\[1\] has 2 tensors"):
         average_buffers([client_buffers[0], client_buffers[1][:2]], [0.5, 0.5])
+
+
+# ---------------------------------------------------------------- found by an audit of the user-facing API
+def _one_param():
+    return torch.nn.Parameter(torch.ones(3, dtype=torch.float64))
+
+
+def test_a_client_solver_given_to_begin_does_not_leak_into_the_next_round():
+    from fedlib.solvers import sgd
+
+    w = _one_param()
+    opt = ClientOptimizer([w], sgd(0.1))
+    start = sgd(0.1).init([torch.zeros(3, dtype=torch.float64)])
+    opt.begin(start, solver=sgd(0.5))
+    assert opt.lr == 0.5
+    w.grad = torch.ones(3, dtype=torch.float64)
+    opt.step()
+    opt.begin(start)  # no solver: the constructor's, at the group's lr
+    assert opt.lr == 0.1 and opt.param_groups[0]["lr"] == 0.1
+    opt.step()
+    assert torch.allclose(w.detach(), torch.full((3,), -0.1, dtype=torch.float64))
+
+
+@pytest.mark.filterwarnings("ignore:optimizer contains a parameter group with duplicate parameters")
+def test_a_parameter_listed_twice_is_refused():
+    from fedlib.solvers import sgd
+
+    w = _one_param()
+    with pytest.raises(ValueError, match="listed twice"):
+        ClientOptimizer([w, w], sgd(0.1))
+
+
+def test_a_group_lr_other_than_the_solvers_is_refused():
+    from fedlib.solvers import sgd
+
+    with pytest.raises(ValueError, match="differs from solver.lr"):
+        ClientOptimizer([{"params": [_one_param()], "lr": 0.5}], sgd(0.1))
+
+
+def test_freezing_a_parameter_after_construction_is_caught_at_the_step():
+    from fedlib.solvers import sgd
+
+    w = _one_param()
+    opt = ClientOptimizer([w], sgd(0.1, weight_decay=0.1))
+    opt.begin(sgd(0.1).init([torch.zeros(3, dtype=torch.float64)]))
+    w.requires_grad_(False)
+    with pytest.raises(ValueError, match="frozen"):
+        opt.step()
+
+
+def test_the_optimizer_cannot_be_copied_or_pickled():
+    import copy
+    import pickle
+
+    from fedlib.solvers import sgd
+
+    opt = ClientOptimizer([_one_param()], sgd(0.1))
+    for how in (copy.deepcopy, pickle.dumps):
+        with pytest.raises(TypeError, match="cannot be copied or pickled"):
+            how(opt)

@@ -169,3 +169,10 @@ def test_degenerate_random_ranges_are_fixed_and_the_default_is_the_papers_u25():
     assert (default.low, default.high) == (2, 5)
     epochs = np.concatenate([default.epochs_of(t) for t in range(5)])
     assert set(epochs.tolist()) == {2, 3, 4, 5}
+
+
+def test_step_decay_milestones_round_half_up_and_never_at_round_zero():
+    lr = 0.1
+    assert [SC.step_decay_lr(lr, t, 1) for t in range(1)] == [lr]  # one round: the base rate
+    assert [round(SC.step_decay_lr(lr, t, 5) / lr, 12) for t in range(5)] == [1, 1, 1, 0.1, 0.01]  # 2.5 -> 3, 3.75 -> 4
+    assert [round(SC.step_decay_lr(lr, t, 4) / lr, 12) for t in range(4)] == [1, 1, 0.1, 0.01]

@@ -666,3 +666,46 @@ def test_reference_run_refuses_bad_inputs(model, data):
 
     with pytest.raises(ValueError, match="uint8"):
         reference_run(model, Floats, run, rounds=1)
+
+
+def test_inputs_that_would_be_truncated_or_mismatched_are_refused(model, data):
+    """Float client indices (truncated), a boolean mask (read as 0/1), float labels (truncated),
+    a test label count that differs from the test images: refused at construction."""
+    algo = make_algorithm("fedavg", sgd(0.05))
+    clients = _clients(0, [4, 4])
+    for bad in ([c.astype(float) + 0.7 for c in clients], [np.ones(8, dtype=bool)] * 2):
+        run = RunSpec(algo, bad, FixedEpochs([4, 4], B, 1))
+        with pytest.raises(ValueError, match=r"runs\[0\].clients\[0\] must hold integer sample indices"):
+            StackedEngine(model, data, [run], rounds=1)
+    run = RunSpec(algo, clients, FixedEpochs([4, 4], B, 1))
+
+    class Odd(_Data):
+        pass
+
+    odd = Odd(load_cifar10_sample())
+    odd.train_labels = odd.train_labels.astype(float) + 0.5
+    with pytest.raises(ValueError, match="data.train_labels must hold integer class labels"):
+        StackedEngine(model, odd, [run], rounds=1)
+    odd = Odd(load_cifar10_sample())
+    odd.test_labels = odd.test_labels[:-1]
+    with pytest.raises(ValueError, match="data.test_labels must hold one label per test image"):
+        StackedEngine(model, odd, [run], rounds=1)
+
+
+def test_a_checkpoint_of_another_algorithms_state_is_refused(model, data):
+    clients = _clients(0, [4, 4])
+    plain = RunSpec(make_algorithm("fedavg", sgd(0.05)), clients, FixedEpochs([4, 4], B, 1))
+    vr = RunSpec(make_algorithm("scaffold", sgd(0.05)), clients, FixedEpochs([4, 4], B, 1))
+    eng = StackedEngine(model, data, [plain], rounds=2, dtype=torch.float64, batch_size=B)
+    eng.run_round()
+    with pytest.raises(ValueError, match="keeps control variates but the checkpoint has none"):
+        StackedEngine(model, data, [vr], rounds=2, dtype=torch.float64, batch_size=B).load_state_dict(eng.state_dict())
+
+
+def test_train_runs_refuses_unknown_precision_and_lr_decay(data):
+    from fedlib.experiments.cifar10 import train_runs
+
+    runs = [{"algorithm": make_algorithm("fedavg", sgd(0.05)), "epochs": "1", "seed": 0, "name": "a"}]
+    for kwargs, name in ((dict(precision="fp16"), "precision"), (dict(lr_decay="Step"), "lr_decay")):
+        with pytest.raises(ValueError, match=name):
+            train_runs(runs, data, _clients(0, [4, 4]), rounds=1, width=WIDTH, **kwargs)

@@ -315,6 +315,13 @@ class _SeededDropoutModule:
             if isinstance(mod, _OTHER_DROPOUT):
                 raise ValueError(f"layer {name!r} is a {type(mod).__name__}: only nn.Dropout is supported (the engine "
                                  "replaces it by seeded per-client masks)")
+        every = [n for n, _ in model.named_parameters(remove_duplicate=False)]
+        if len(every) != len(dict(model.named_parameters())):
+            once = {id(t): n for n, t in model.named_parameters()}
+            tied = next(n for n, t in model.named_parameters(remove_duplicate=False) if once[id(t)] != n)
+            raise ValueError(f"parameter {tied!r} is tied to {once[id(model.get_parameter(tied))]!r} (one tensor, two "
+                             "names): the stacked engines give every name its own per-client copy, which would "
+                             "untie them; untie the weights or train the model with fedlib.optim.ClientOptimizer")
         self.template = copy.deepcopy(model).to("meta").eval()
         self._ctx = None
         drop = [m for m in self.template.modules() if type(m) is nn.Dropout]
@@ -390,6 +397,14 @@ class _VmapNetwork:
 
 
 # =========================================================================== the engine
+def _check_int_labels(y: torch.Tensor, name: str) -> None:
+    """Labels must be non-negative integers (a float label would be truncated by the cast)."""
+    if y.is_floating_point() or y.is_complex() or y.dtype == torch.bool:
+        raise ValueError(f"{name} must hold integer class labels, got {y.dtype}")
+    if y.numel() and int(y.min()) < 0:
+        raise ValueError(f"{name} holds a negative label ({int(y.min())})")
+
+
 def _as_torch(x) -> torch.Tensor:
     """A tensor from a tensor, a numpy array or a nested list (no copy where none is needed)."""
     return x if torch.is_tensor(x) else torch.as_tensor(np.asarray(x))
@@ -507,6 +522,7 @@ class StackedEngine:
         tr_y = _as_torch(data.train_labels)
         if tr_y.ndim != 1 or tr_y.shape[0] != tr_x.shape[0]:
             raise ValueError(f"data.train_labels must hold one label per image, got shape {tuple(tr_y.shape)}")
+        _check_int_labels(tr_y, "data.train_labels")
         self.num_train = int(tr_x.shape[0])
         self.image_size = (int(tr_x.shape[1]), int(tr_x.shape[2]))
         self.channels = int(tr_x.shape[3])
@@ -519,8 +535,12 @@ class StackedEngine:
         te_x = getattr(data, "test_images", None)
         te_y = getattr(data, "test_labels", None)
         if te_x is not None and te_y is not None:
+            te_y = _as_torch(te_y)
+            if te_y.ndim != 1 or te_y.shape[0] != _as_torch(te_x).shape[0]:
+                raise ValueError(f"data.test_labels must hold one label per test image, got shape {tuple(te_y.shape)}")
+            _check_int_labels(te_y, "data.test_labels")
             self._test = _as_torch(te_x).to(dev)
-            self._test_labels = _as_torch(te_y).to(dev, torch.int64)
+            self._test_labels = te_y.to(dev, torch.int64)
             if self._test.dtype != torch.uint8 or tuple(self._test.shape[1:]) != tuple(tr_x.shape[1:]):
                 raise ValueError("data.test_images must be uint8 with the training images' (H, W, C)")
         else:
@@ -531,7 +551,11 @@ class StackedEngine:
         for r, run in enumerate(runs):
             if not isinstance(run.algorithm, FederatedAlgorithm):
                 raise ValueError(f"runs[{r}].algorithm must be a FederatedAlgorithm")
-            cl = [np.asarray(c, dtype=np.int64).ravel() for c in run.clients]
+            cl = [np.asarray(c) for c in run.clients]
+            for i, c in enumerate(cl):
+                if c.size and c.dtype.kind not in "iu":  # a float array would be truncated, a bool mask read as 0/1
+                    raise ValueError(f"runs[{r}].clients[{i}] must hold integer sample indices, got dtype {c.dtype}")
+            cl = [c.astype(np.int64).ravel() for c in cl]
             if not cl:
                 raise ValueError(f"runs[{r}].clients must list at least one client")
             for i, c in enumerate(cl):
@@ -960,6 +984,12 @@ class StackedEngine:
                 return obj.to(device=self.device, dtype=self.dtype if obj.is_floating_point() else obj.dtype).clone()
             return obj
 
+        for r, (run, s) in enumerate(zip(self.runs, state["states"])):
+            has, wants = getattr(s, "variates", None) is not None, run.algorithm.variance is not None
+            if has != wants:
+                raise ValueError(f"state: run {r} ({run.name}) "
+                                 + ("has control variates in the checkpoint but its algorithm keeps none" if has else
+                                    "keeps control variates but the checkpoint has none (another algorithm's state)"))
         self.states = [tree_map(to_device, s) for s in state["states"]]
         self.round_index = rnd
         self.history = [list(h) for h in state.get("history", [])]

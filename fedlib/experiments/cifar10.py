@@ -268,6 +268,10 @@ def train_runs(runs: Sequence[dict], data, parts, *, rounds: int, width: float =
     from ..models import vgg11
     from ..schedules import make_epoch_schedule, step_decay_lr
 
+    from .._validate import check_choice
+
+    check_choice("precision", precision, ("fp32", "bf16", "fp64"))
+    check_choice("lr_decay", lr_decay, ("step", "constant"))
     device = resolve_device(device)
     dtype = torch.float64 if precision == "fp64" else torch.float32
     prec = "bf16" if precision == "bf16" else "fp32"

@@ -146,24 +146,32 @@ def train_clients(model: nn.Module, client_x: Sequence[Any], client_y: Sequence[
     if len(set(algorithms)) != len(algorithms):
         raise ValueError(f"algorithms must not repeat a name (one history per name), got {algorithms}")
     check_choice("lr_decay", lr_decay, ("constant", "step"))
-    if len(client_x) != len(client_y) or not client_x:
+    if len(client_x) != len(client_y) or len(client_x) == 0:
         raise ValueError(f"client_x and client_y must list the same clients (got {len(client_x)} and {len(client_y)})")
+    if (test_x is None) != (test_y is None):
+        raise ValueError("test_x and test_y go together: give both (evaluation) or neither")
     xs = [_as_tensor(x, f"client_x[{i}]") for i, x in enumerate(client_x)]
     ys = [_as_tensor(y, f"client_y[{i}]") for i, y in enumerate(client_y)]
-    num_classes = _num_classes(model, xs[0])
     for i, (x, y) in enumerate(zip(xs, ys)):
         if x.ndim < 2 or x.shape[0] == 0 or y.ndim != 1 or x.shape[0] != y.shape[0]:
             raise ValueError(f"client {i}: needs n_i >= 1 samples and one label per sample, got {tuple(x.shape)} / "
                              f"{tuple(y.shape)}")
         if x.shape[1:] != xs[0].shape[1:]:
             raise ValueError(f"client {i}: features of shape {tuple(x.shape[1:])}, client 0 has {tuple(xs[0].shape[1:])}")
+        if not x.is_floating_point():
+            raise ValueError(f"client_x[{i}] must be a float tensor, got {x.dtype}")
+        if not bool(torch.isfinite(x).all()):
+            row = int((~torch.isfinite(x)).flatten(1).any(1).nonzero()[0])
+            raise ValueError(f"client_x[{i}] holds NaN or inf (sample {row})")
+    num_classes = _num_classes(model, xs[0])
+    for i, y in enumerate(ys):
         _check_labels(y, num_classes, f"client_y[{i}]")
     if test_y is not None:
         _check_labels(_as_tensor(test_y, "test_y"), num_classes, "test_y")
     sizes = [int(x.shape[0]) for x in xs]
     offsets = np.cumsum([0] + sizes)
     parts = [np.arange(offsets[i], offsets[i + 1]) for i in range(len(sizes))]
-    feats = torch.cat([x.float() for x in xs])
+    feats = torch.cat([x.to(dtype) for x in xs])  # in the run's dtype: float64 features are not rounded
     labels = torch.cat([y.long() for y in ys])
     runs = []
     for name in algorithms:
