@@ -26,7 +26,7 @@ the run), ``git_changed_during_run`` is ``true``, ``git_commit_end`` / ``git_dir
 hold the later state, and a warning is issued. The comparison sees a new commit and a
 clean tree becoming dirty (or clean), not a further edit to an already dirty tree.
 
-``command`` is the command line, shell-quoted (:func:`shlex.join`): ``sys.argv``, or,
+``command`` is the command line, shell-quoted (``shlex.join``): ``sys.argv``, or,
 inside :func:`recorded_command` (``fedlib.cli.main(argv)`` called with an explicit
 ``argv``), the command given there.
 

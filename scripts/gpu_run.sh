@@ -18,8 +18,9 @@
 #    fails, Table 1 runs eager;
 # 4. runs `python -m fedlib table1` with what is left of the budget on the results folder
 #    RESULTS (default data/results/cifar10: the runs already committed there are skipped),
-#    its first time estimate from the benchmark's engine rate, no checkpoints (a device
-#    machine keeps nothing between sessions, so they could not be resumed anyway);
+#    its first time estimate from the benchmark's engine rate; with CONTINUE_LATER_SECONDS a
+#    group may pause at the call's end with a checkpoint in RESULTS (outside the tree) for the
+#    next call on the same machine to resume;
 # 5. packs the result files that step 4 writes into OUT_DIR/cifar10-results.tar.gz as
 #    they appear (a device call returns at most 8 files, and what is under OUT_DIR comes
 #    back even when the call is cut short); `scripts/import_gpu_results.py` unpacks,
@@ -71,10 +72,29 @@ PRECISION=${PRECISION:-bf16}
 CUDA_GRAPH=${CUDA_GRAPH:-$ON_CUDA}
 RESULTS=${RESULTS:-data/results/cifar10}
 export PYTHONUNBUFFERED=1
-case ${CONTINUE_LATER_SECONDS:-0} in ''|*[!0-9]*) echo "CONTINUE_LATER_SECONDS must be a whole number, got '${CONTINUE_LATER_SECONDS:-}'" >&2; exit 2;; esac
-if [ "${CONTINUE_LATER_SECONDS:-0}" != 0 ] && [ "$RESULTS" = data/results/cifar10 ]; then
-    echo "CONTINUE_LATER_SECONDS needs RESULTS outside the tree (e.g. /tmp/table1): the next call gets a fresh tree" >&2
+# A mistyped setting must stop the call at once (seconds), not change what it does (minutes of
+# device time): switches are 0 or 1, limits and counts whole numbers, names known.
+for name in SKIP_BENCH SKIP_TABLE1 RUN_CUDA_TESTS CUDA_GRAPH CUDNN_BENCHMARK; do
+    case ${!name:-0} in 0|1) ;; *) echo "$name must be 0 or 1, got '${!name}'" >&2; exit 2;; esac
+done
+for name in CONTINUE_LATER_SECONDS CUDA_TESTS_LIMIT BENCH_LIMIT BENCH_STEPS BENCH_RUNS BENCH_REPEAT PROFILE_STEPS \
+            TABLE1_STACK TABLE1_ROUNDS IMAGES_PER_SECOND; do
+    case ${!name-} in *[!0-9]*) echo "$name must be a whole number, got '${!name}'" >&2; exit 2;; esac
+done
+KNOWN=" SKIP_BENCH SKIP_TABLE1 BENCH_LIMIT BENCH_STEPS BENCH_RUNS BENCH_REPEAT BENCH_MODES BENCH_COMPARE \
+TABLE1_STACK TABLE1_ROUNDS TABLE1_SEEDS TABLE1_CELLS CONTINUE_LATER_SECONDS "
+for name in $(compgen -e | grep -E '^(SKIP_|BENCH_|TABLE1_|CONTINUE_)' || true); do
+    [[ $KNOWN == *" $name "* ]] || { echo "unknown setting $name (a typo? known: $KNOWN)" >&2; exit 2; }
+done
+if [ -n "${SEED_RESULTS_FROM:-}" ] && ! compgen -G "$SEED_RESULTS_FROM/*__seed*.json" >/dev/null; then
+    echo "SEED_RESULTS_FROM=$SEED_RESULTS_FROM holds no *__seed*.json result files (a typo?)" >&2
     exit 2
+fi
+if [ "${CONTINUE_LATER_SECONDS:-0}" != 0 ]; then
+    case $(realpath -m "$RESULTS")/ in "$(pwd -P)"/*)
+        echo "CONTINUE_LATER_SECONDS needs RESULTS outside the tree (e.g. /tmp/table1): the next call gets a fresh tree" >&2
+        exit 2;;
+    esac
 fi
 mkdir -p "$OUT_DIR" "$RESULTS"
 # A device call gets a fresh copy of the tree, so results written into it by an earlier call
@@ -116,7 +136,11 @@ case ${CONV:-cudnn} in
 esac
 
 log "gpu_run.sh: out=$OUT_DIR data=$DATA_ROOT budget=${BUDGET}s python=$PYTHON device=$DEVICE width=$WIDTH" \
-    "precision=$PRECISION cuda_graph=$CUDA_GRAPH results=$RESULTS" \
+    "precision=$PRECISION cuda_graph=$CUDA_GRAPH conv=${CONV:-cudnn} results=$RESULTS" \
+    "seed_results_from=${SEED_RESULTS_FROM:-} continue_later=${CONTINUE_LATER_SECONDS:-0}" \
+    "images_per_second=${IMAGES_PER_SECOND:-} skip_bench=${SKIP_BENCH:-0} skip_table1=${SKIP_TABLE1:-0}" \
+    "run_cuda_tests=${RUN_CUDA_TESTS:-1} cells=${TABLE1_CELLS:-all} seeds=${TABLE1_SEEDS:-0,1,2}" \
+    "stack=${TABLE1_STACK:-default} rounds=${TABLE1_ROUNDS:-100} bench_modes=${BENCH_MODES:-default}" \
     "commit=${FEDLIB_GIT_COMMIT:-$(git rev-parse HEAD 2>/dev/null || echo unknown)}"
 
 # --------------------------------------------------------------------- 1. the GPU
@@ -158,7 +182,7 @@ else
 fi
 
 # --------------------------------------------------------------------- 3. benchmark
-# at most a fifth of the budget, at most 180 s. If the CUDA-graph step fails, measure the
+# at most a sixth of the budget, at most 150 s, each. If the CUDA-graph step fails, measure the
 # eager step instead, and run Table 1 in the mode that worked.
 IPS_ARGS=()
 if [ -n "${IMAGES_PER_SECOND:-}" ]; then
@@ -273,7 +297,8 @@ else
         pack_new
     done
     wait "$TABLE1_PID"
-    log "table1 exit status $(cat "$STATUS_FILE" 2>/dev/null || echo unknown)"
+    TABLE1_STATUS=$(cat "$STATUS_FILE" 2>/dev/null || echo 1)
+    log "table1 exit status $TABLE1_STATUS"
     rm -f "$STATUS_FILE"
 fi
 
@@ -287,3 +312,4 @@ else
     log "no new Table 1 result"
 fi
 log "done after $(( $(date +%s) - START ))s of ${BUDGET}s"
+exit "${TABLE1_STATUS:-0}"  # a failed table1 shows in the call's exit status, not only in the log

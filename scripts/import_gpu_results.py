@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """File what ``scripts/gpu_run.sh`` brought back from a GPU machine into the repository.
 
-    python scripts/import_gpu_results.py FOLDER [--repo .] [--tag h200] [--force]
+    python scripts/import_gpu_results.py FOLDER [--repo .] [--tag h200] [--force] [--smoke]
 
 FOLDER holds the script's output (``log.txt``, ``bench_cifar10.json``,
 ``bench_cifar10_eager.json`` and/or ``bench_cifar10_compare.json``, ``cifar10-results.tar.gz``). Every file is checked before
@@ -9,7 +9,10 @@ anything is written:
 
 * each Table 1 result in the archive must be named ``<cell>__seed<s>.json``, pass the
   result schema (:func:`fedlib.results.validate_result`), name the same cell and seed in
-  its config, and carry a device in its provenance; it goes to
+  its config, carry a device in its provenance, and be a run of the paper's setup (100
+  rounds, width 1, all 50,000 training and 10,000 test images, on a GPU) — ``table1`` refuses
+  to count a result of another setup as done, so one filed by mistake would block its cell;
+  ``--smoke`` lifts this for the CPU tests of the scripts; it goes to
   ``data/results/cifar10/`` (an existing file is kept unless ``--force``);
 * a benchmark must be a ``bench`` result; it goes to
   ``data/results/bench/cifar10_<tag>_<precision>[_graph]_r<runs>.json``;
@@ -48,7 +51,21 @@ def _load(path: Path, where: str) -> dict:
     return doc
 
 
-def plan_import(folder: Path, repo: Path, tag: str, force: bool, scratch: Path) -> list:
+#: what a Table 1 result must be to be filed (``--smoke`` lifts it): the paper's setup, on a GPU
+PAPER_SETUP = {"rounds": 100, "width": 1.0, "num_train": 50000, "num_test": 10000}
+
+
+def _paper_setup_problems(doc: dict) -> list:
+    cfg = doc["config"]
+    found = {"rounds": cfg.get("rounds"), "width": (cfg.get("engine") or {}).get("width"),
+             "num_train": (cfg.get("data") or {}).get("num_train"), "num_test": (cfg.get("data") or {}).get("num_test")}
+    out = [f"{k} {found[k]!r} (the paper's: {v!r})" for k, v in PAPER_SETUP.items() if found[k] != v]
+    if str(doc["provenance"].get("device", "")).strip().lower() == "cpu":
+        out.append("device cpu (Table 1 results come from a GPU)")
+    return out
+
+
+def plan_import(folder: Path, repo: Path, tag: str, force: bool, scratch: Path, smoke: bool = False) -> list:
     """``[(source, destination, what)]`` after checking every file (raises ImportErrorList)."""
     from fedlib.experiments.cifar10 import CELL_IDS
 
@@ -70,6 +87,10 @@ def plan_import(folder: Path, repo: Path, tag: str, force: bool, scratch: Path) 
                 raise ImportErrorList(f"{m.name}: unknown Table 1 cell {match['cell']!r}")
             if cfg.get("cell_id") != match["cell"] or int(cfg.get("seed", -1)) != int(match["seed"]):
                 raise ImportErrorList(f"{m.name}: its config says cell {cfg.get('cell_id')!r} seed {cfg.get('seed')!r}")
+            problems = [] if smoke else _paper_setup_problems(doc)
+            if problems:
+                raise ImportErrorList(f"{m.name}: not a run of the paper's setup: {', '.join(problems)} "
+                                      "(--smoke files it anyway, for tests of the scripts)")
             dest = repo / "data" / "results" / "cifar10" / m.name
             if dest.exists() and not force:
                 print(f"kept existing {dest.relative_to(repo)} (use --force to replace it)")
@@ -112,6 +133,8 @@ def main(argv=None) -> int:
     ap.add_argument("--repo", type=Path, default=Path(__file__).resolve().parents[1], help="repository root")
     ap.add_argument("--tag", default="h200", help="device tag used in file names (letters, digits, -)")
     ap.add_argument("--force", action="store_true", help="replace files that exist already")
+    ap.add_argument("--smoke", action="store_true",
+                    help="file Table 1 results of another setup too (the CPU tests of the scripts)")
     args = ap.parse_args(argv)
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # this checkout's fedlib
     if not re.fullmatch(r"[A-Za-z0-9-]+", args.tag):
@@ -122,7 +145,7 @@ def main(argv=None) -> int:
         return 2
     with tempfile.TemporaryDirectory() as scratch:
         try:
-            moves = plan_import(args.folder, args.repo, args.tag, args.force, Path(scratch))
+            moves = plan_import(args.folder, args.repo, args.tag, args.force, Path(scratch), smoke=args.smoke)
         except (ImportErrorList, tarfile.TarError) as exc:
             print(f"import_gpu_results: {exc} (nothing written)", file=sys.stderr)
             return 2

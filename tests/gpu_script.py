@@ -34,8 +34,9 @@ def gpu_run(out, results, budget=100, data="sample", **extra):
     return subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=int(budget) + 120)
 
 
-def import_results(folder, repo, *extra):
-    """``scripts/import_gpu_results.py FOLDER --repo REPO --tag cpu-smoke``; the completed process."""
+def import_results(folder, repo, *extra, smoke=True):
+    """``scripts/import_gpu_results.py FOLDER --repo REPO --tag cpu-smoke [--smoke]``; the completed
+    process (``--smoke``: the CPU runs of these tests are not the paper's setup)."""
     return subprocess.run([sys.executable, str(ROOT / "scripts" / "import_gpu_results.py"), str(folder),
-                           "--repo", str(repo), "--tag", "cpu-smoke", *extra],
+                           "--repo", str(repo), "--tag", "cpu-smoke", *(["--smoke"] if smoke else []), *extra],
                           capture_output=True, text=True, timeout=120, cwd=ROOT)

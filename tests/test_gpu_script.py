@@ -74,6 +74,26 @@ def test_import_files_results_and_refuses_bad_ones(first_call, tmp_path):
     (bad / "cifar10-results.tar.gz").write_bytes(b"not a tar file")
     proc = import_results(bad, tmp_path / "repo2")
     assert proc.returncode == 2 and "nothing written" in proc.stderr
+    # without --smoke, a CPU run on the sample is not filed as Table 1 (table1 would refuse it later)
+    proc = import_results(tmp / "out", tmp_path / "repo3", smoke=False)
+    assert proc.returncode == 2 and "not a run of the paper's setup" in proc.stderr, proc.stderr
+    assert "width 0.03 (the paper's: 1.0)" in proc.stderr and "device cpu" in proc.stderr
+    assert not (tmp_path / "repo3").exists()
+
+
+@pytest.mark.parametrize("env, message", [
+    (dict(SKIP_BENCH="yes"), "SKIP_BENCH must be 0 or 1"),
+    (dict(BENCH_LIMIT="95s"), "BENCH_LIMIT must be a whole number"),
+    (dict(TABLE1_CELL="sgd-e2-fedavg"), "unknown setting TABLE1_CELL"),
+    (dict(SEED_RESULTS_FROM="data/result/cifar10"), "holds no *__seed*.json result files"),
+    (dict(CONTINUE_LATER_SECONDS="60", RESULTS="./data/results/cifar10"), "needs RESULTS outside the tree"),
+])
+def test_a_mistyped_setting_stops_the_call_at_once(tmp_path, env, message):
+    """A typo must cost seconds, not a device call spent doing something else."""
+    results = env.pop("RESULTS", tmp_path / "results")
+    proc = gpu_run(tmp_path / "out", results, **env)
+    assert proc.returncode == 2 and message in proc.stderr, proc.stdout + proc.stderr
+    assert not (tmp_path / "out" / "log.txt").exists()
 
 
 def test_split_calls_bench_on_random_images_then_table1_with_the_hint(tmp_path):

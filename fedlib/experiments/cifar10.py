@@ -558,7 +558,12 @@ def run_table1(results_dir, *, budget_seconds: float, seeds: Sequence[int] = (0,
             # it, so an earlier estimate, when there is one, is the better guess
             if spent and done and (done >= MIN_MEASURED_ROUNDS or rate is None):
                 rate = float(spent) / (done * resume_work)
-            need = None if rate is None else safety * rate * (rounds - done) * resume_work
+            # In the session's last call (no later call) a paused group left alone is lost with the
+            # machine, so its own rate, measured over several rounds, is trusted without the margin:
+            # the in-training check still stops it if its pace will not finish by the deadline.
+            measured = bool(spent) and done >= MIN_MEASURED_ROUNDS
+            margin = 1.0 if measured and not later else safety
+            need = None if rate is None else margin * rate * (rounds - done) * resume_work
             if need is not None and need > remaining + later:
                 log(f"budget: {remaining:.0f} s left (+{later:.0f} s later), the paused group "
                     f"{', '.join(names_of(todo[:k]))} needs ~{need:.0f} s for its last {rounds - done} rounds; stopping")
@@ -670,7 +675,7 @@ def run_table1(results_dir, *, budget_seconds: float, seeds: Sequence[int] = (0,
                        "best_test_accuracy": max(h["test_accuracy"] for h in hist),
                        "rounds": len(hist), "group_seconds": group_seconds, "runs_in_group": len(group),
                        "seconds_per_run": group_seconds / len(group), "seconds_per_run_round": per_run_round,
-                       "images_per_second": 1.0 / rate}
+                       "images_per_second": rounds * group_work / group_seconds}  # over all calls of the group
             if res.get("resumed_from"):
                 summary["resumed_after_round"] = int(res["resumed_from"])
             write_result(p["path"], make_result(config, hist, prov, summary=summary))

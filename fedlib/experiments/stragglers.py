@@ -167,7 +167,7 @@ def smoothed_end_loss(curves: StragglerCurves, fraction: float = 0.05) -> np.nda
 
 
 def last_lead_round(ahead: StragglerCurves, behind: StragglerCurves, window: int = 25) -> np.ndarray:
-    """Per seed: the last round at which ``ahead`` still has the lower loss (running medians
+    """Per seed: the last round at which ``ahead`` still has the lower loss (running means
     over ``window`` rounds, same rounds for both; 0 if never)."""
     out = []
     for a, b in zip(ahead.losses, behind.losses):
@@ -219,11 +219,11 @@ def summary_markdown(runs: Mapping[str, StragglerCurves], end_seconds: float, ta
     ]
     if lead_rounds is not None:
         if np.all(lead_rounds == 0):
-            lines.append("- FedNova's loss (running median over 25 rounds) was below FedAvg's from the first rounds "
+            lines.append("- FedNova's loss (running mean over 25 rounds) was below FedAvg's from the first rounds "
                          "on, for every seed.")
         else:
             lines.append(
-                f"- FedAvg's loss (running median over 25 rounds) was lower until round "
+                f"- FedAvg's loss (running mean over 25 rounds) was lower until round "
                 f"{', '.join(str(int(r)) for r in lead_rounds)} (per seed; 0: never) — the fast clients' extra steps "
                 f"count more — and FedNova's after: the objective inconsistency of Theorem 1 shows once the loss "
                 f"approaches the optimum of FedAvg's surrogate.")
