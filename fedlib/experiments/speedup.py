@@ -221,7 +221,9 @@ def speedup_grid(problem: QuadraticProblem, work: RandomLocalWork, copies_list: 
                  progress: Optional[Callable[[str], None]] = None) -> list[SpeedupRow]:
     r"""Noisy gradients (:math:`\sigma`), :math:`m = \text{copies}\times` base clients,
     :math:`T` rounds, :math:`\eta = c\sqrt{m/(\tilde\tau T)}`: Theorem 3's left-hand side for
-    every (algorithm, :math:`m`, :math:`T`), ``replicas`` independent runs each."""
+    every (algorithm, :math:`m`, :math:`T`), ``replicas`` runs each: independent gradient noise,
+    the same draws of local work (:math:`\tau_i^{(t)}` and solvers; the first :math:`m` clients of
+    a larger :math:`m` reuse a smaller one's draws), so the standard error is that of the noise."""
     check_nonnegative("sigma", sigma)
     for a in algorithms:
         check_choice("algorithms", a, AGGREGATIONS)
