@@ -31,8 +31,9 @@ the result is bitwise identical on every rank and does not depend on the collect
 internal algorithm; it differs from one process only by the order of the floating-point
 additions (about 1e-16 relative in float64). Only rank 0 writes the result file.
 
-:class:`LocalCommunicator` simulates ``world_size`` ranks in one process *only* for
-ownership bookkeeping (world size 1); the tests compare 1, 2 and 3 gloo processes.
+:class:`LocalCommunicator` is the one-process communicator (world size 1); the tests compare
+1, 2 and 3 gloo processes. A run's returned state has every client's control variate on
+every rank (:func:`gather_variates` at the end of :func:`fedlib.engines.batched.run_batched`).
 """
 from __future__ import annotations
 

@@ -305,13 +305,14 @@ def build_algorithm(args: argparse.Namespace) -> FederatedAlgorithm:
 
 
 def resolve_tau_eff(args: argparse.Namespace, algorithm: FederatedAlgorithm, num_samples, batch_size: int,
-                    epochs: tuple[int, int]) -> tuple[FederatedAlgorithm, Optional[float]]:
+                    epochs: tuple[int, int], *, warn: bool = True) -> tuple[FederatedAlgorithm, Optional[float]]:
     r"""``--tau-eff population``: FedNova's sample-independent
     :math:`\tau_{\text{eff}} = \sum_i p_i\,\mathbb E\|a_i\|_1` over all clients
     (:math:`p_i = n_i/n`, :func:`fedlib.schedules.population_tau_eff` of ``--epochs`` and the
     local solver), set on ``algorithm``; returns it with the value (``None`` for the other
     choices). Warns on stderr when FedNova samples clients with a :math:`\tau_{\text{eff}}`
-    taken from the sample (biased: book, chapter 8)."""
+    taken from the sample (biased: book, chapter 8), unless ``warn`` is false (the other ranks of a
+    distributed run)."""
     import dataclasses
 
     import numpy as np
@@ -323,7 +324,7 @@ def resolve_tau_eff(args: argparse.Namespace, algorithm: FederatedAlgorithm, num
         value = population_tau_eff(n / n.sum(), make_epoch_schedule(n, batch_size, tuple(epochs)), algorithm.solver)
         return dataclasses.replace(algorithm, tau_eff=value), value
     everyone = args.sampling == "uniform" and args.clients_per_round == len(num_samples)  # omega_i = p_i, all i
-    if (args.sampling != "full" and not everyone and ALGORITHMS[args.algorithm][0] == "fednova"
+    if (warn and args.sampling != "full" and not everyone and ALGORITHMS[args.algorithm][0] == "fednova"
             and not isinstance(args.tau_eff, float)):
         print(f"warning: {args.algorithm} with --sampling {args.sampling} takes tau_eff from each round's sample "
               f"({args.tau_eff or 'a_norm'}), which biases the expected update towards clients with large "

@@ -15,6 +15,7 @@ Example::
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import sys
 from pathlib import Path
@@ -169,7 +170,8 @@ def run_synthetic(args: argparse.Namespace) -> int:
                            f"({ds.num_clients}); use at most {ds.num_clients} processes")
     problem = LogisticProblem(ds, l2=args.l2, num_classes=args.num_classes)
     schedule = make_epoch_schedule(problem.num_samples, args.batch_size, (lo, hi), seed=args.seed)
-    algorithm, tau_eff_value = resolve_tau_eff(args, algorithm, problem.num_samples, args.batch_size, (lo, hi))
+    algorithm, tau_eff_value = resolve_tau_eff(args, algorithm, problem.num_samples, args.batch_size, (lo, hi),
+                                               warn=rank0_of(distributed))
     config = {"problem": "synthetic-logistic" if args.data is None else "leaf-logistic",
               "data": _data_config(args, ds), "l2": args.l2,
               **config_from_args(args, ALGORITHM_FLAGS + SCHEDULE_FLAGS),
@@ -199,6 +201,22 @@ def run_synthetic(args: argparse.Namespace) -> int:
         except ValueError as exc:
             raise CLIError(str(exc)) from None
     rank0 = comm is None or comm.rank == 0
+    segment["world_size"] = 1 if comm is None else comm.world_size
+    if comm is not None and comm.world_size > 1:
+        # every rank reads its own checkpoint file: they must all resume from the same round of the
+        # same run, or ranks at different rounds would train together (a machine without the file
+        # has already stopped with "checkpoint not found")
+        same = {k: v for k, v in config.items() if k != "device"}  # a rank's own GPU may be named differently
+        seen = comm.all_gather_object((segment["rounds"][0], json.dumps(same, sort_keys=True, default=str)))
+        if len(set(seen)) > 1:
+            raise CLIError(f"--resume: the ranks resumed from different checkpoints (rounds "
+                           f"{[r for r, _ in seen]}); every rank must read the same checkpoint file, e.g. on a "
+                           "shared filesystem")
+        earlier_sizes = sorted({e.get("world_size") for e in earlier} - {None, comm.world_size})
+        if earlier_sizes and rank0:
+            print(f"warning: --resume: earlier rounds ran on {earlier_sizes} process(es), these on "
+                  f"{comm.world_size}: the sums add in another order (differences near 1e-16 relative)",
+                  file=sys.stderr, flush=True)
     every = args.checkpoint_every
 
     def on_round_end(state, history, initial):

@@ -429,6 +429,10 @@ def run_batched(algorithm: FederatedAlgorithm, problem: LogisticProblem, schedul
             callback(rec)
         if on_round_end is not None:
             on_round_end(state, history, initial)
+    if comm is not None and state.variates is not None:
+        from ..distributed import gather_variates  # each rank updated only its own c_i: the full stack
+
+        state = state._replace(variates=gather_variates(comm, state.variates, m))
     return EngineRun(_to_dict(be, state.params, copy=True), state, initial, history)
 
 
