@@ -99,7 +99,7 @@ def run_simulator(algorithm: FederatedAlgorithm, problem: LogisticProblem, sched
     ``opt.step()``, ``zero_grad()``. The client reports :math:`\Delta_i` and
     :math:`\tau_i` (:math:`\|a_i\|_1 = \tau_i` for SGD); the server aggregates with
     :func:`fedlib.rule.aggregate` and adds the change. Returns the final parameters
-    ``{"W", "b"}`` (numpy) and, with ``evaluate``, :meth:`LogisticProblem.metrics` per round.
+    ``{"W", "b"}`` (numpy) and, with ``evaluate``, :meth:`fedlib.problems.logistic.LogisticProblem.metrics` per round.
     """
     import torch
     import torch.nn.functional as F

@@ -9,8 +9,8 @@ from typing import Optional
 
 __all__ = ["ALGORITHM_COLORS", "algorithm_color", "figures_dir", "save_figure"]
 
-#: One colour per algorithm family in every figure of the book: FedAvg blue and FedNova red,
-#: as in the paper's Figure 7 ("FedNova (red curve) outperforms FedAvg (blue curve)").
+#: One colour per algorithm family in every figure of the book (FedAvg blue and FedNova red,
+#: as in the paper's Figure 7, "FedNova (red curve) outperforms FedAvg (blue curve)").
 #: Variants of a family (momentum, VR, fixed-time rounds...) share its colour or take a
 #: free one, and differ by line style.
 ALGORITHM_COLORS = {

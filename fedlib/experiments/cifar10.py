@@ -257,7 +257,7 @@ def train_runs(runs: Sequence[dict], data, parts, *, rounds: int, width: float =
 
     ``checkpoint``: a file written atomically every ``checkpoint_every`` rounds (0: never
     periodically), and when the callback stops training if ``save_on_stop``
-    (:meth:`StackedEngine.state_dict` + the histories + the time spent,
+    (:meth:`fedlib.engines.stacked.StackedEngine.state_dict` + the histories + the time spent,
     :mod:`fedlib.checkpoint`); when it exists the group resumes from it instead of starting
     over (refused if its ``checkpoint_config`` — default: the run names, rounds, width,
     precision — differs).
@@ -934,7 +934,7 @@ def bench_cifar10(data, *, width: float = 1.0, steps: Optional[int] = 20, device
     local steps (``None``: the whole round). *Sequential*: one ``vgg11(width)``, one
     ``torch.optim.SGD(lr=0.05, weight_decay=1e-4)``, clients one after another, each
     starting from the global weights, batches of 32 gathered, cropped/flipped and
-    normalised on the device (dropout on). *Engine*: :class:`StackedEngine` (``path``,
+    normalised on the device (dropout on). *Engine*: :class:`~fedlib.engines.stacked.StackedEngine` (``path``,
     ``precision``, ``cuda_graph``) training the same 16 clients, FedAvg with local SGD,
     evaluation excluded; with ``runs = R > 1``, R such runs (seeds ``seed .. seed+R-1``)
     stacked in one engine as Table 1 does (R x 16 models; the sequential loop's rate does
@@ -1185,7 +1185,7 @@ def mean_curves(results: Dict[str, Dict[int, dict]], key: str = "test_accuracy")
 
 __all__ += ["demo_run", "mean_curves"]
 
-#: The engine variants chapter 5 checks against the per-client loop: name -> StackedEngine options.
+#: The engine variants that chapter 5 checks against the per-client loop (name to StackedEngine options).
 ENGINE_VARIANTS = {"grouped convolutions": {"path": "grouped"},
                    "im2col + batched matmul": {"path": "grouped", "conv": "gemm"},
                    "torch.func.vmap": {"path": "vmap"}}

@@ -83,7 +83,7 @@ class QuadraticRun(NamedTuple):
     ``distances[t]`` is :math:`\\|x^{(t,0)} - x_{\\text{ref}}\\|` for the rounds that
     were completed (``distances[0]`` at the start); ``params`` the last recorded iterate.
     ``diverged`` is True when the run stopped early because the aggregate became
-    non-finite (``FloatingPointError`` from :meth:`FederatedAlgorithm.apply`) or the
+    non-finite (``FloatingPointError`` from :meth:`fedlib.algorithms.FederatedAlgorithm.apply`) or the
     distance exceeded ``stop_above``; ``diverged_round`` is the round it stopped at.
     """
 
@@ -212,7 +212,7 @@ def two_client_problem(a: float = 1.0) -> QuadraticProblem:
 
 def instance_seed(seed: int, index: int, purpose: str = "instances") -> int:
     """An integer seed for random instance ``index`` of run ``seed`` (stream ``(seed, purpose, index)``),
-    e.g. for :func:`fedlib.problems.random_quadratic`."""
+    e.g. for :func:`fedlib.problems.quadratic.random_quadratic`."""
     return int(generator(seed, purpose, check_int("index", index)).integers(2 ** 31))
 
 

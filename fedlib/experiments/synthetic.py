@@ -4,7 +4,7 @@ Multinomial logistic regression (:mod:`fedlib.problems.logistic`) on one
 Synthetic(1,1) data set (30 clients, FedProx's generator, data seed 0 — the paper used
 one fixed data file), batch 20, client lr 0.02 (paper App. I), trained by the batched
 engine (:func:`fedlib.engines.batched.run_batched`) under three settings of
-:data:`SETTINGS`:
+``SETTINGS``:
 
 * ``fixed`` — every client runs :math:`E = 2` epochs: :math:`\tau_i = 2\lceil n_i/20\rceil`
   still differs across clients because the sizes :math:`n_i` do;
@@ -53,7 +53,7 @@ __all__ = ["PAPER", "PROFILES", "Setting", "SETTINGS", "make_problem", "populati
 #: The paper's synthetic settings (App. I) and the data (REFERENCE §3).
 PAPER = {"alpha": 1.0, "beta": 1.0, "num_clients": 30, "batch_size": 20, "lr": 0.02}
 
-#: Book profiles: ``ci`` runs in well under two minutes on two cores, ``full`` at the paper's scale.
+#: The book's profiles, ``ci`` (well under two minutes on two cores) and ``full`` (the paper's scale).
 PROFILES = {
     "ci": {"rounds": 20, "seeds": (0, 1, 2), "solver_rounds": 20, "sweep_rounds": 20},
     "full": {"rounds": 200, "seeds": (0, 1, 2), "solver_rounds": 200, "sweep_rounds": 100},
