@@ -709,3 +709,15 @@ def test_train_runs_refuses_unknown_precision_and_lr_decay(data):
     for kwargs, name in ((dict(precision="fp16"), "precision"), (dict(lr_decay="Step"), "lr_decay")):
         with pytest.raises(ValueError, match=name):
             train_runs(runs, data, _clients(0, [4, 4]), rounds=1, width=WIDTH, **kwargs)
+
+
+def test_participation_and_schedule_errors_come_at_construction(model, data):
+    clients = _clients(0, [4, 4])
+    bad = [RunSpec(make_algorithm("fedavg", sgd(0.05)), clients, FixedEpochs([4, 4], B, 1), clients_per_round=1),
+           RunSpec(make_algorithm("fedavg", sgd(0.05)), clients, FixedEpochs([4, 4], B, 1), sampling="uniform",
+                   clients_per_round=3),
+           RunSpec(make_algorithm("fedavg", sgd(0.05)), clients, FixedEpochs([4, 4, 4], B, 1))]
+    for run, message in zip(bad, (r"runs\[0\]: clients_per_round", r"runs\[0\]: .*clients_per_round",
+                                  r"runs\[0\].schedule.local_steps\(0\)")):
+        with pytest.raises(ValueError, match=message):
+            StackedEngine(model, data, [run], rounds=1)

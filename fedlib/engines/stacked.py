@@ -617,6 +617,7 @@ class StackedEngine:
         self.round_index = 0
         self.last_timing: Optional[RoundTiming] = None
         self.history: List[List[RoundRecord]] = []
+        self._plan(0)  # participation and schedule settings that cannot work fail here, not after the data moved
 
     # ------------------------------------------------------------------ accessors
     @property
@@ -653,7 +654,10 @@ class StackedEngine:
         for r, (run, info) in enumerate(zip(self.runs, self._info)):
             lr = float(run.lr_at(t)) if run.lr_at is not None else step_decay_lr(run.algorithm.solver.lr, t, self.rounds)
             solver = run.algorithm.solver.with_lr(lr)
-            part = sample_clients(run.sampling, info.p, run.clients_per_round, run.seed, t)
+            try:
+                part = sample_clients(run.sampling, info.p, run.clients_per_round, run.seed, t)
+            except ValueError as exc:
+                raise ValueError(f"runs[{r}]: {exc}") from None
             steps = np.asarray(run.schedule.local_steps(t))
             if steps.shape != (len(info.clients),) or steps.dtype.kind not in "iu" or np.any(steps < 1):
                 raise ValueError(f"runs[{r}].schedule.local_steps({t}) must give {len(info.clients)} integers >= 1, "
