@@ -38,7 +38,7 @@ from ..solvers import SOLVERS, make_solver
 __all__ = ["CLIError", "HelpFormatter", "add_algorithm_args", "add_schedule_args", "add_output_args", "add_device_arg",
            "build_algorithm", "resolve_epochs", "check_participation", "lr_schedule", "check_output_path",
            "progress_bar", "config_from_args", "ALGORITHM_FLAGS", "SCHEDULE_FLAGS", "add_checkpoint_args",
-           "resolve_checkpoint"]
+           "resolve_checkpoint", "same_file"]
 
 
 class CLIError(ValueError):
@@ -217,14 +217,16 @@ def add_checkpoint_args(parser: argparse.ArgumentParser, *, distributed: bool = 
     return g
 
 
-def _same_file(a: os.PathLike, b: os.PathLike) -> bool:
-    """Whether two paths name the same file (after ``~`` and symlinks; existing or not)."""
-    return Path(a).expanduser().resolve() == Path(b).expanduser().resolve()
+def same_file(a: os.PathLike, b: os.PathLike) -> bool:
+    """Whether two paths name the same file: after ``~`` and symlinks (existing or not), and
+    hard links too when both exist."""
+    a, b = Path(a).expanduser(), Path(b).expanduser()
+    return a.resolve() == b.resolve() or (a.exists() and b.exists() and os.path.samefile(a, b))
 
 
 def check_not_input(out: Optional[os.PathLike], data: Optional[os.PathLike], flag: str = "--out") -> None:
     """Refuse an output path that is the input data file (writing the result would replace it)."""
-    if out is not None and data is not None and _same_file(out, data):
+    if out is not None and data is not None and same_file(out, data):
         raise CLIError(f"{flag} {out}: is the --data file; writing the result would replace the data")
 
 
@@ -243,7 +245,7 @@ def resolve_checkpoint(args: argparse.Namespace) -> Optional[Path]:
         raise CLIError("--checkpoint-every / --resume need --checkpoint PATH or --out (default: <out>.ckpt)")
     for flag in ("out", "data"):  # a checkpoint written over the result or the input destroys it
         other = getattr(args, flag, None)
-        if other is not None and _same_file(path, other):
+        if other is not None and same_file(path, other):
             raise CLIError(f"--checkpoint {path}: is the --{flag} file; give the checkpoint its own name")
     if path.is_dir():
         raise CLIError(f"--checkpoint {path}: is a folder, give a file name")

@@ -26,7 +26,7 @@ import tempfile
 from pathlib import Path
 from typing import Any, Optional
 
-from .common import CLIError, HelpFormatter, check_output_path, nonneg_float
+from .common import CLIError, HelpFormatter, check_output_path, nonneg_float, same_file
 
 __all__ = ["add_rerun_parser", "rerun_command", "argv_from_config", "compare_histories", "compare_results",
            "CONFIG_IGNORED", "SUMMARY_IGNORED", "HISTORY_IGNORED"]
@@ -258,20 +258,13 @@ def compare_results(old: dict, new: dict, tol: float = 1e-12) -> list:
     return diffs
 
 
-def _same_file(a: Path, b: Path) -> bool:
-    """Whether paths ``a`` and ``b`` name the same file (after symlinks; hard links too when both exist)."""
-    if a.resolve() == b.resolve():
-        return True
-    return a.exists() and b.exists() and os.path.samefile(a, b)
-
-
 # ----------------------------------------------------------------------------- command
 def rerun_command(args: argparse.Namespace) -> int:
     from ..results import git_commit, read_result
     from . import main
 
     if args.out is not None:
-        if _same_file(args.out, args.result):
+        if same_file(args.out, args.result):
             raise CLIError(f"--out {args.out}: is the result being checked ({args.result}); "
                            "give another file name (the rerun would overwrite it)")
         check_output_path(args.out)

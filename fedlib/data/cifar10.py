@@ -166,6 +166,11 @@ def _download(root: Path) -> None:
     torchvision.datasets.CIFAR10(str(root), train=True, download=True)
 
 
+def _missing_batches(folder: Path) -> list:
+    """The batch files (five training, one test) that ``folder`` lacks."""
+    return [name for name in TRAIN_FILES + (TEST_FILE,) if not (folder / name).is_file()]
+
+
 def load_cifar10(root, download: bool = False) -> Cifar10Arrays:
     """Load the full CIFAR-10 data set (50,000 training and 10,000 test images).
 
@@ -213,10 +218,10 @@ def load_cifar10(root, download: bool = False) -> Cifar10Arrays:
         folder = download_root / BATCH_FOLDER
         if not folder.is_dir():  # pragma: no cover - torchvision changed its layout
             raise FileNotFoundError(f"download finished but {folder} does not exist")
-    missing = [name for name in TRAIN_FILES + (TEST_FILE,) if not (folder / name).is_file()]
+    missing = _missing_batches(folder)
     if missing and download:  # an incomplete folder (an interrupted extraction): fetch it again
         _download(folder.parent)
-        missing = [name for name in TRAIN_FILES + (TEST_FILE,) if not (folder / name).is_file()]
+        missing = _missing_batches(folder)
         if missing:
             raise FileNotFoundError(f"download finished but {folder} still lacks {', '.join(missing)}")
     if missing:

@@ -59,13 +59,13 @@ def leaf_layers(model: nn.Module) -> list:
     if not isinstance(model, nn.Sequential):
         raise ValueError(f"the grouped path needs an nn.Sequential of standard layers, got {type(model).__name__}; "
                          "use path='vmap' for other modules")
-    every = [name for name, _ in model.named_modules(remove_duplicate=False)]
-    if len(every) != len(dict(model.named_modules())):
-        once = {id(m): n for n, m in model.named_modules()}
-        again = [n for n, m in model.named_modules(remove_duplicate=False) if once[id(m)] != n]
-        raise ValueError(f"layer {again[0]!r} is the same module object as {once[id(dict(model.named_modules(remove_duplicate=False))[again[0]])]!r}: "
-                         "the grouped path builds one layer per module object, so a reused layer would be skipped; "
-                         "give each use its own layer, or use path='vmap'")
+    first_name: dict = {}
+    for name, mod in model.named_modules(remove_duplicate=False):
+        first = first_name.setdefault(id(mod), name)
+        if first != name:
+            raise ValueError(f"layer {name!r} is the same module object as {first!r}: the grouped path builds one "
+                             "layer per module object, so a reused layer would be skipped; give each use its own "
+                             "layer, or use path='vmap'")
     out = []
     for name, mod in model.named_modules():
         children = list(mod.children())

@@ -315,13 +315,13 @@ class _SeededDropoutModule:
             if isinstance(mod, _OTHER_DROPOUT):
                 raise ValueError(f"layer {name!r} is a {type(mod).__name__}: only nn.Dropout is supported (the engine "
                                  "replaces it by seeded per-client masks)")
-        every = [n for n, _ in model.named_parameters(remove_duplicate=False)]
-        if len(every) != len(dict(model.named_parameters())):
-            once = {id(t): n for n, t in model.named_parameters()}
-            tied = next(n for n, t in model.named_parameters(remove_duplicate=False) if once[id(t)] != n)
-            raise ValueError(f"parameter {tied!r} is tied to {once[id(model.get_parameter(tied))]!r} (one tensor, two "
-                             "names): the stacked engines give every name its own per-client copy, which would "
-                             "untie them; untie the weights or train the model with fedlib.optim.ClientOptimizer")
+        first_name: dict = {}
+        for name, t in model.named_parameters(remove_duplicate=False):
+            first = first_name.setdefault(id(t), name)
+            if first != name:
+                raise ValueError(f"parameter {name!r} is tied to {first!r} (one tensor, two names): the stacked "
+                                 "engines give every name its own per-client copy, which would untie them; untie "
+                                 "the weights or train the model with fedlib.optim.ClientOptimizer")
         self.template = copy.deepcopy(model).to("meta").eval()
         self._ctx = None
         drop = [m for m in self.template.modules() if type(m) is nn.Dropout]

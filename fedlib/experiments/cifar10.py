@@ -266,9 +266,8 @@ def train_runs(runs: Sequence[dict], data, parts, *, rounds: int, width: float =
 
     from ..engines.stacked import RunSpec, StackedEngine
     from ..models import vgg11
-    from ..schedules import make_epoch_schedule, step_decay_lr
-
     from .._validate import check_choice
+    from ..schedules import make_epoch_schedule, step_decay_lr
 
     check_choice("precision", precision, ("fp32", "bf16", "fp64"))
     check_choice("lr_decay", lr_decay, ("step", "constant"))
