@@ -94,8 +94,8 @@ def check_probability_vector(name: str, value: Any, *, size: int | None = None, 
     return arr
 
 
-def check_local_steps(name: str, value: Any, *, size: int | None = None) -> np.ndarray:
-    """Local step counts tau_i: integers >= 1, one per client."""
+def check_int_array(name: str, value: Any, *, size: int | None = None, minimum: int | None = None) -> np.ndarray:
+    """A non-empty 1-d array of integers (whole floats accepted), one per client, each >= ``minimum``."""
     arr = np.asarray(value)
     if arr.ndim != 1 or arr.size == 0:
         raise ValueError(f"{name} must be a non-empty 1-d array of integers, got shape {arr.shape}")
@@ -107,10 +107,15 @@ def check_local_steps(name: str, value: Any, *, size: int | None = None) -> np.n
     elif arr.dtype.kind not in "iu":
         raise ValueError(f"{name} must hold integers, got dtype {arr.dtype}")
     arr = arr.astype(np.int64)
-    if np.any(arr < 1):
-        bad = int(np.flatnonzero(arr < 1)[0])
-        raise ValueError(f"{name} must be >= 1 for every client (client {bad} has {arr[bad]})")
+    if minimum is not None and np.any(arr < minimum):
+        bad = int(np.flatnonzero(arr < minimum)[0])
+        raise ValueError(f"{name} must be >= {minimum} for every client (client {bad} has {arr[bad]})")
     return arr
+
+
+def check_local_steps(name: str, value: Any, *, size: int | None = None) -> np.ndarray:
+    """Local step counts tau_i: integers >= 1, one per client."""
+    return check_int_array(name, value, size=size, minimum=1)
 
 
 def check_choice(name: str, value: Any, choices) -> str:

@@ -15,6 +15,7 @@ name                      aggregation      variance reduction       notes
 A round::
 
     state = algo.init(params, num_clients)
+    updates = []
     for i in participants:
         s = algo.client_init(state, i)                 # solver state at x^(t,0) (+ VR correction)
         for k in range(tau_i): s = algo.solver.update(s, grad(s.params))

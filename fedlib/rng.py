@@ -26,7 +26,8 @@ from ._validate import check_int
 __all__ = ["seed_sequence", "generator", "torch_generator", "PURPOSES"]
 
 #: Purposes used inside fedlib; any other string works too.
-PURPOSES = ("local_steps", "sampling", "batches", "init", "partition", "data", "speeds", "augment", "dropout")
+PURPOSES = ("local_steps", "local_work", "sampling", "batches", "init", "partition", "data", "data_sizes", "data_shared",
+            "augment", "dropout", "gradient_noise", "client_speeds", "instances", "fixed_local_steps")
 
 
 def _purpose_key(purpose: str) -> int:

@@ -145,13 +145,20 @@ def tree_weighted_sum(trees: Sequence[Any], coefficients: Sequence[float]) -> An
 
 
 def tree_vdot(a: Any, b: Any) -> float:
-    """Sum over leaves of the inner products ``<a, b>``."""
+    """Sum over leaves of the inner products ``<a, b>``; leaves are paired as by
+    :func:`tree_map` (dicts by key) and must have the same shapes."""
     total = 0.0
-    for x, y in zip(tree_leaves(a), tree_leaves(b)):
+
+    def dot(x, y):
+        nonlocal total
+        if np.shape(x) != np.shape(y):
+            raise ValueError(f"tree_vdot: leaf shapes differ: {tuple(np.shape(x))} vs {tuple(np.shape(y))}")
         if hasattr(x, "detach"):
             total += float((x * y).sum().item())
         else:
             total += float(np.vdot(np.asarray(x).ravel(), np.asarray(y).ravel()).real)
+
+    tree_map(dot, a, b)
     return total
 
 

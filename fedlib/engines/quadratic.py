@@ -49,8 +49,8 @@ from typing import Any, Callable, NamedTuple, Optional, Sequence, Union
 
 import numpy as np
 
-from .._validate import (check_choice, check_finite_array, check_int, check_local_steps, check_nonnegative,
-                         check_positive, check_probability_vector)
+from .._validate import (check_choice, check_finite_array, check_int, check_int_array, check_local_steps,
+                         check_nonnegative, check_positive, check_probability_vector)
 from ..problems.quadratic import QuadraticProblem
 from ..rng import generator
 from ..rule import AGGREGATIONS, aggregation_coefficients, effective_weights
@@ -239,9 +239,9 @@ def run_replicas(problem: QuadraticProblem, aggregation: str, solvers: Sequence[
     for t in range(rounds):
         steps, choice = work.draw(t)
         steps = check_local_steps("steps", steps, size=m)
-        choice = np.asarray(choice, dtype=np.int64)
-        if choice.shape != (m,) or np.any(choice < 0) or np.any(choice >= len(solvers)):
-            raise ValueError(f"work.draw({t}): solver numbers must be (m,) in 0..{len(solvers) - 1}")
+        choice = check_int_array(f"work.draw({t}): solver numbers", choice, size=m, minimum=0)
+        if np.any(choice >= len(solvers)):
+            raise ValueError(f"work.draw({t}): solver numbers must be in 0..{len(solvers) - 1}, got {choice!r}")
         part = sample_clients(sampling, p, clients_per_round, seed, t)
         by_steps = np.argsort(-steps[part.clients], kind="stable")  # participants, tau descending
         order, omega = part.clients[by_steps], part.weights[by_steps]

@@ -246,8 +246,8 @@ def speedup_grid(problem: QuadraticProblem, work: RandomLocalWork, copies_list: 
 
 
 class SamplingRow(NamedTuple):
-    r"""One cell of :func:`sampling_grid`. ``clients`` is :math:`q` (participants per round,
-    the :math:`q` of App. G's rate), ``population`` is :math:`m`; ``mean_grad2`` is
+    r"""One cell of :func:`sampling_grid`. ``clients`` is :math:`q` (client draws per round,
+    the :math:`q` of App. G's rate; a client drawn twice trains once), ``population`` is :math:`m`; ``mean_grad2`` is
     :math:`\frac1T\sum_{t<T}\|\nabla F(x^{(t,0)})\|^2` averaged over ``seeds`` independent
     sampling seeds × replicas, ``stderr`` its standard error across the seeds (replicas of
     one seed share its participants); ``tau_tilde`` is measured over the participants;
@@ -551,7 +551,7 @@ def plot_sampling(axes, rows: Sequence[SamplingRow], rounds: int) -> None:
     ax.plot(b, ref.mean_grad2 * np.sqrt(ref.budget / b), color="k", lw=0.8, ls=":", label=r"$\propto (q\tilde\tau T)^{-1/2}$")
     ax.set_xscale("log")
     ax.set_yscale("log")
-    ax.set_xlabel(r"$q\tilde\tau T$ (local steps of the participants)")
+    ax.set_xlabel(r"$q\tilde\tau T$ ($q$ draws per round, $\tilde\tau$ local steps per draw)")
     ax.set_ylabel(r"$\frac{1}{T}\sum_t \|\nabla F(x^{(t,0)})\|^2$")
     ax.set_title(f"m = {big} clients, q sampled per round", fontsize=9)
     ax.legend(fontsize=7)
