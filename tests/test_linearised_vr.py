@@ -544,7 +544,8 @@ def test_vr_spectrum_script_counts_and_reader(small_logistic, tmp_path):
         near = complex(*record["summary"]["nearest_one"])
         assert np.abs(every - near).min() < 1e-10 and abs(near - 1) == pytest.approx(np.abs(every - 1).min())
     bounds = A.read_vr_count(tmp_path, "fednova-vr")["summary"]["radius_bounds"]   # FedNova-VR: pinned
-    assert bounds[0] <= A.linearised_vr_radius(problem, opt, "fednova-vr", 1.0, [2, 4, 40]) <= bounds[1]
+    radius = A.linearised_vr_radius(problem, opt, "fednova-vr", 1.0, [2, 4, 40])  # another process: ulps may differ
+    assert bounds[0] * (1 - 1e-12) <= radius <= bounds[1] * (1 + 1e-12)
     assert A.read_vr_count(tmp_path, "scaffold")["summary"]["radius_bounds"] is None   # 4 outside: no bound
     path = tmp_path / "fednova-vr-count.json"
     record = json.loads(path.read_text())
