@@ -31,7 +31,7 @@ from typing import Any, NamedTuple, Optional, Sequence
 
 import numpy as np
 
-from ._validate import check_int, check_local_steps, check_positive
+from ._validate import check_in_range, check_int, check_local_steps, check_positive
 from .algorithms import make_algorithm
 from .engines.reference import run_sequential
 from .problems.quadratic import QuadraticProblem
@@ -76,9 +76,10 @@ def fedprox_curves(p: Any, local_steps: Any, alphas: Any) -> FedProxCurves:
 
 
 def mu_for_alpha(alpha: float, lr: float) -> float:
-    r""":math:`\mu = \alpha/\eta`, nudged down by one ulp if rounding makes :math:`\eta\mu > 1`."""
+    r""":math:`\mu = \alpha/\eta` for :math:`\alpha \in [0, 1]`, nudged down by one ulp if rounding makes
+    :math:`\eta\mu > 1`."""
     lr = check_positive("lr", lr)
-    mu = float(alpha) / lr
+    mu = check_in_range("alpha", alpha, 0.0, 1.0, high_inclusive=True) / lr
     while lr * mu > 1.0:
         mu = float(np.nextafter(mu, 0.0))
     return mu
