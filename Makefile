@@ -1,11 +1,14 @@
 # fednova-book: `make test`, `make book` (PROFILE=ci|full), `make clean`.
 #
 #   make env               create .venv (if missing) and install '.[book,test]' at the versions
-#                          pinned in constraints.txt (CONSTRAINTS= make env: let pip choose);
+#                          pinned in constraints.txt (CONSTRAINTS= make env: let pip choose),
+#                          without byte-compiling (modules compile when first imported: a minute
+#                          less on two cores);
 #                          a no-op while .venv/.stamp is newer than pyproject.toml and constraints.txt
 #   make lock              rewrite constraints.txt from what .venv holds (after a deliberate upgrade)
 #   make test              run the test suite (tests/test_browser.py needs `make book` first):
-#                          TEST_JOBS (2) processes, then the tests marked `serial` (browser) alone
+#                          TEST_JOBS (2) processes of one BLAS thread each, then the tests
+#                          marked `serial` (browser) alone
 #   make book              execute every chapter of _toc.yml with papermill and render
 #                          the executed notebooks to _build/html (see scripts/build_book.py)
 #   PROFILE=full make book the same with the paper's full-size settings
@@ -18,6 +21,10 @@ STAMP   := $(VENV)/.stamp
 PROFILE ?= ci
 TEST_JOBS ?= 2
 CONSTRAINTS ?= constraints.txt
+# one BLAS/OpenMP/torch thread per test process when several run (unless OMP_NUM_THREADS is set):
+# two processes of two threads each on two cores spin against each other (a torch-heavy test
+# measured 63 s that way, 21 s with one thread each)
+TEST_THREADS := $(if $(filter-out 1,$(TEST_JOBS)),$(if $(OMP_NUM_THREADS),,OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 MKL_NUM_THREADS=1))
 
 .PHONY: env lock test book clean
 
@@ -25,7 +32,7 @@ env: $(STAMP)
 
 $(STAMP): pyproject.toml $(CONSTRAINTS)
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install $(if $(CONSTRAINTS),-c $(CONSTRAINTS)) -e '.[book,test]'
+	$(PY) -m pip install --no-compile $(if $(CONSTRAINTS),-c $(CONSTRAINTS)) -e '.[book,test]'
 	@touch $(STAMP)
 
 lock: env
@@ -35,7 +42,7 @@ lock: env
 	@echo "constraints.txt: $$(grep -vc '^#' constraints.txt) packages pinned"
 
 test: env
-	$(PY) -m pytest -q -n $(TEST_JOBS) --dist loadfile -m "not serial"
+	$(TEST_THREADS) $(PY) -m pytest -q -n $(TEST_JOBS) --dist loadfile -m "not serial"
 	$(PY) -m pytest -q -m serial
 
 book: env

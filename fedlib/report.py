@@ -7,8 +7,13 @@ __all__ = ["markdown_table", "fmt"]
 
 
 def fmt(value: Any, spec: str = ".3g") -> str:
-    """Format numbers with ``spec`` (floats) and leave everything else as ``str``."""
-    if isinstance(value, bool):
+    """Format numbers with ``spec`` (floats) and leave everything else as ``str``: a string is
+    kept as it is, even one that reads as a number (``"0.01"`` stays ``"0.01"``).
+
+    >>> fmt(0.01, ".4f"), fmt("0.01", ".4f"), fmt(3, ".4f"), fmt(None)
+    ('0.0100', '0.01', '3', 'None')
+    """
+    if isinstance(value, (bool, str)):
         return str(value)
     if isinstance(value, int):
         return str(value)

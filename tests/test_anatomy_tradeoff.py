@@ -72,5 +72,7 @@ def test_sweep_matches_round_map():
 def test_mu_for_alpha_and_table():
     assert 0.007 * tradeoff.mu_for_alpha(1.0, 0.007) <= 1.0
     assert markdown_table(["a"], [[1.5]]).splitlines()[-1] == "| 1.5 |"
+    # a string the caller formatted is kept (chapter 4's mu column read "0.0100" under a ".4f" spec)
+    assert markdown_table(["mu", "loss"], [["0.01", 0.5]], ".4f").splitlines()[-1] == "| 0.01 | 0.5000 |"
     with pytest.raises(ValueError):
         markdown_table(["a", "b"], [[1]])
