@@ -291,9 +291,10 @@ def test_logistic_problem_on_hand_made_dataset():
     H = prob.client_hessian(params, 1)
     np.testing.assert_allclose(H, _fd_hessian(params["W"], params["b"], x[1], y[1], 0.1), atol=1e-7)
     prob.client_hessian(params, 0)
-    for bad in (-1, 2):
-        with pytest.raises(ValueError, match="client"):
-            prob.client_hessian(params, bad)
+    for bad in (-1, 2):  # client_loss(-1) used to be the last client's loss, client_loss(2) an IndexError
+        for method in (prob.client_hessian, prob.client_loss):
+            with pytest.raises(ValueError, match="client"):
+                method(params, bad)
     # test set: the single sample (1, 2) of class 2
     pred = int(np.argmax(np.array([1.0, 2.0]) @ params["W"] + params["b"]))
     assert prob.test_accuracy(params) == float(pred == 2)

@@ -394,17 +394,22 @@ class LogisticProblem:
         r"""Global training loss :math:`F(x) = \sum_i p_i F_i(x)` on all training data."""
         return self.model.loss(params, self.train_x, self.train_y)
 
+    def _client_index(self, client: int) -> int:
+        """``client`` as an index in ``[0, m)`` (a negative one would pick a client from the end)."""
+        i = check_int("client", client, minimum=0)
+        if i >= self.num_clients:
+            raise ValueError(f"client must be in [0, {self.num_clients}), got {client!r}")
+        return i
+
     def client_loss(self, params: dict, client: int) -> float:
         """:math:`F_i(x)` on client ``client``'s training data."""
-        i = check_int("client", client)
+        i = self._client_index(client)
         return self.model.loss(params, self.dataset.train_x[i], self.dataset.train_y[i])
 
     def client_hessian(self, params: dict, client: int) -> np.ndarray:
         r""":math:`\nabla^2 F_i(x)` on client ``client``'s training data
         (:meth:`LogisticRegression.hessian`, packed order)."""
-        i = check_int("client", client, minimum=0)
-        if i >= self.num_clients:
-            raise ValueError(f"client must be in [0, {self.num_clients}), got {client!r}")
+        i = self._client_index(client)
         return self.model.hessian(params, self.dataset.train_x[i], self.dataset.train_y[i])
 
     def test_accuracy(self, params: dict) -> float:
