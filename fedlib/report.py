@@ -13,9 +13,7 @@ def fmt(value: Any, spec: str = ".3g") -> str:
     >>> fmt(0.01, ".4f"), fmt("0.01", ".4f"), fmt(3, ".4f"), fmt(None)
     ('0.0100', '0.01', '3', 'None')
     """
-    if isinstance(value, (bool, str)):
-        return str(value)
-    if isinstance(value, int):
+    if isinstance(value, (int, str)):  # bool is an int
         return str(value)
     try:
         return format(float(value), spec)
