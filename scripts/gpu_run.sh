@@ -258,6 +258,8 @@ fi
 
 # --------------------------------------------------------------------- 4. Table 1
 # keep 45 s for interpreter start, data loading and packing, 10 s before the hard limit.
+# Under 12 s of Table 1 is not worth an interpreter start; above that, table1 itself decides
+# which group fits (or, with CONTINUE_LATER_SECONDS, which may start and pause).
 # The new result files are packed into OUT_DIR/cifar10-results.tar.gz as soon as they
 # appear (checked every 5 s), so that they come back even if the call is cut short.
 BEFORE=$(cd "$RESULTS" && ls -1 -- *__seed*.json 2>/dev/null | sort)
@@ -278,7 +280,7 @@ HARD=$(( REMAIN - 10 ))
 INNER=$(( REMAIN - 45 ))
 if [ "${SKIP_TABLE1:-0}" = 1 ]; then
     log "SKIP_TABLE1=1: no Table 1 runs"
-elif [ "$INNER" -lt 20 ]; then
+elif [ "$INNER" -lt 12 ]; then
     log "only ${REMAIN}s left: Table 1 not started"
 else
     CELL_ARGS=()
