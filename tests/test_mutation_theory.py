@@ -468,3 +468,212 @@ def test_theorem2_bound_hand_value():
     assert TH.theorem2_bound(0.5, 3.0, 2.0, 4.0) == pytest.approx(18.0)
     # chi2 = 0 (w = p): ||grad F||^2 <= 2 ||grad F~||^2 whatever beta2, kappa2
     assert TH.theorem2_bound(0.0, 7.0, 5.0, 1.5) == pytest.approx(3.0)
+
+
+# ====================================================================== fedlib.theory, second pass
+_ONE_STEP = dict(L=2.0, sigma2=1.0, beta2=1.0, kappa2=1.0, initial_gap=1.0, w=[1.0], a_vectors=[np.ones(1)])
+
+
+def test_theorem1_explicit_bound_step_condition_boundary():
+    """eta L tau_eff <= 1/2 is inclusive, with L and tau_eff both factors. One step (a = [1]): C = 0, so D = 0
+    and only this condition can fail. lr = 1/16, L = 2, tau_eff = 4: eta L tau_eff = 1/2 exactly, accepted,
+    with A = m tau_eff w^2 ||a||_2^2/||a||_1^2 = 4, B = C = 0: terms 4/(0.0625*4*1) = 16,
+    4*0.0625*2*1*4/1 = 2, 0, 0."""
+    got = TH.theorem1_explicit_bound(0.0625, 1, tau_eff=4.0, **_ONE_STEP)
+    assert got == pytest.approx((16.0, 2.0, 0.0, 0.0), rel=1e-14, abs=0)
+    with pytest.raises(ValueError, match="eta L tau_eff"):      # 0.075 * 2 * 4 = 0.6 > 1/2
+        TH.theorem1_explicit_bound(0.075, 1, tau_eff=4.0, **_ONE_STEP)
+    with pytest.raises(ValueError, match="eta L tau_eff"):      # the next float above 1/2
+        TH.theorem1_explicit_bound(np.nextafter(0.0625, 1.0), 1, tau_eff=4.0, **_ONE_STEP)
+
+
+def test_theorem1_explicit_bound_D_condition_uses_beta2():
+    """D <= 1/(2 beta^2 + 1) with beta^2 = 2: 1/5. a = 1_3, w = [1], L = 1: C = 9 - 3 = 6, D = 24 lr^2.
+    lr = 0.1: D = 0.24 > 0.2, refused (eta L tau_eff = 0.3 is fine); lr = 0.09: D = 0.1944 <= 0.2, accepted."""
+    common = dict(L=1.0, sigma2=1.0, beta2=2.0, kappa2=1.0, initial_gap=1.0, w=[1.0], a_vectors=[np.ones(3)],
+                  tau_eff=3.0)
+    with pytest.raises(ValueError, match="D = 4"):
+        TH.theorem1_explicit_bound(0.1, 10, **common)
+    # accepted: A = 3 * 3/9 = 1, B = 3 - 1 = 2, C = 6; 4/(0.09*3*10), 4*0.09, 6*0.0081*2, 12*0.0081*6
+    got = TH.theorem1_explicit_bound(0.09, 10, **common)
+    assert got == pytest.approx((4 / 2.7, 0.36, 0.0972, 0.5832), rel=1e-12)
+
+
+def test_theorem1_constants_refuses_an_all_zero_a():
+    """||a_i||_1 = 0 (no gradient used at all) makes A = ||a||_2^2/||a||_1^2 undefined."""
+    with pytest.raises(ValueError, match="positive entry"):
+        TH.theorem1_constants([0.5, 0.5], [np.ones(2), np.zeros(3)], 2.0)
+    # the neighbour a = [0, 1] (proximal SGD at alpha = 1) is fine: A = 1 * 1 * 1/1, B = 1 - 1, C = 1 - 1
+    assert TH.theorem1_constants([1.0], [np.array([0.0, 1.0])], 1.0) == pytest.approx((1.0, 0.0, 0.0), abs=0)
+
+
+def test_local_operator_defaults_are_plain_gradient_descent():
+    """Defaults mu = 0, momentum = 0: K = eta sum_{k<tau} (I - eta H)^k, summed term by term here."""
+    rng = np.random.default_rng(21)
+    B = rng.standard_normal((3, 3))
+    H, lr, tau = B @ B.T, 0.07, 6
+    step, power, want = np.eye(3) - lr * H, np.eye(3), np.zeros((3, 3))
+    for _ in range(tau):
+        want += lr * power
+        power = power @ step
+    np.testing.assert_allclose(TH.quadratic_local_operator(H, tau, lr), want, rtol=1e-12, atol=1e-14)
+
+
+def test_min_beta2_is_inf_when_the_weighted_hessian_cancels():
+    """H_2 = -(3/7) H_1, w = (0.3, 0.7): sum_i w_i H_i = 0 in exact arithmetic (only rounding is left), while
+    sum_i w_i H_i^2 = (0.3 + 0.7 * 9/49) H_1^2 != 0: no beta^2 bounds sum_i w_i ||H_i x||^2 by beta^2 * 0."""
+    Q = _rotation(3, 1)
+    H1 = Q @ np.diag([1.0, 2.0, 0.5]) @ Q.T
+    assert TH.quadratic_min_beta2(np.array([H1, -(3 / 7) * H1]), [0.3, 0.7]) == float("inf")
+
+
+@pytest.mark.parametrize("beta2", [1.5, 3.0])
+def test_kappa2_is_homogeneous_and_rotation_invariant(beta2):
+    """kappa^2 = sup_x [sum_i w_i ||H_i x - e_i||^2 - beta^2 ||H~ x - e~||^2]: scaling H_i, e_i by c scales it
+    by c^2, rotating both leaves it. Two clients with a common null direction (the third coordinate; after the
+    rotation it is null only up to rounding). The reference: the stationary point of the concave quadratic by
+    least squares in the unrotated coordinates, the objective evaluated from its definition."""
+    rng = np.random.default_rng(5)
+    hs = np.array([[1.0, 2.0, 0.0], [3.0, 0.5, 0.0]])
+    e = rng.standard_normal((2, 3))
+    e[:, 2] = 0.0
+    w = np.array([0.4, 0.6])
+    H = np.array([np.diag(h) for h in hs])
+    Hw, ew = np.tensordot(w, H, 1), w @ e
+
+    def objective(x):
+        return float(w @ np.sum((H @ x - e) ** 2, axis=1) - beta2 * np.sum((Hw @ x - ew) ** 2))
+
+    # the gradient of the objective vanishes where (sum_i w_i H_i^2 - beta^2 Hw^2) x = sum_i w_i H_i e_i - beta^2 Hw ew
+    grad_matrix = np.einsum("i,ijk,ikl->jl", w, H, H) - beta2 * Hw @ Hw
+    grad_rhs = np.einsum("i,ijk,ik->j", w, H, e) - beta2 * Hw @ ew
+    want = objective(np.linalg.lstsq(grad_matrix, grad_rhs, rcond=None)[0])
+    Q = _rotation(3, 2)
+    for c in (1.0, 1e3):
+        Hc = np.array([c * Q @ np.diag(h) @ Q.T for h in hs])
+        assert TH.quadratic_kappa2(Hc, c * e @ Q.T, w, beta2) == pytest.approx(c ** 2 * want, rel=1e-9)
+
+
+def test_symmetry_check_is_relative_to_the_size_of_H():
+    """An asymmetry of 1e-9 next to an entry of 1e6 is rounding (1e-15 relative): accepted, and the optimum
+    is the solve with H as given."""
+    H = np.array([[[1e6, 0.0], [1e-9, 1.0]]])
+    e = np.array([[2e6, 3.0]])
+    np.testing.assert_allclose(TH.quadratic_global_optimum(H, e, [1.0]), np.linalg.solve(H[0], e[0]), rtol=1e-14)
+    with pytest.raises(ValueError, match="symmetric"):
+        TH.quadratic_global_optimum(np.array([[[1e6, 0.0], [1.0, 1.0]]]), e, [1.0])
+
+
+def test_shift_invert_refuses_every_eigenvalue_of_the_round_map():
+    """sigma at each nonzero eigenvalue of the dense round map (numpy's, so exact up to rounding)."""
+    q = random_quadratic(2, 2, seed=3, p=[0.4, 0.6])
+    M, _ = TH.quadratic_vr_round_map(q.H, q.e, q.p, [2, 3], 0.05, "scaffold")
+    ev = np.linalg.eigvals(M)
+    ev = ev[np.abs(ev) > 1e-8]
+    assert ev.size == 4
+    for s in ev:
+        with pytest.raises(ValueError, match="is an eigenvalue of the round map"):
+            TH.quadratic_vr_shift_invert(q.H, q.p, [2, 3], 0.05, "scaffold", s.real if s.imag == 0 else s)
+
+
+def test_count_outside_with_large_local_operators():
+    """Long rounds on nearly flat directions: ||K_i|| ~ 1.7e3 (lr tau h << 1 gives K ~ lr tau). The count
+    against every eigenvalue of the dense round map (moduli 0.9996, 0.9995, 0.994, then < 0.07)."""
+    Q = _rotation(3, 4)
+    H = np.array([Q @ np.diag([1e-6, 0.5, 1.0]) @ Q.T, Q @ np.diag([2e-6, 1.0, 0.3]) @ Q.T])
+    p, steps = [0.5, 0.5], [3000, 5000]
+    M, _ = TH.quadratic_vr_round_map(H, np.zeros((2, 3)), p, steps, 1.0, "fednova-vr")
+    want = int(np.sum(np.abs(np.linalg.eigvals(M)) > 0.97))
+    assert want == 3
+    assert TH.quadratic_vr_count_outside(H, p, steps, 1.0, "fednova-vr", 0.97).outside == want
+
+
+def test_count_outside_tolerances_are_relative_to_the_radius():
+    """On |sigma| = 100 a point or pole 1e-14 (relative) off the circle is on it up to rounding."""
+    H = [np.diag([1.0, 4.0])]                  # eigenvalues 0.9, 0.6, 0, 0: all inside radius 100
+    r = 100.0
+    with pytest.raises(ValueError, match="deflate"):
+        TH.quadratic_vr_count_outside(H, [1.0], [1], 0.1, "scaffold", r, deflate=[r * (1 + 1e-14) * np.exp(0.3j)])
+    assert TH.quadratic_vr_count_outside(H, [1.0], [1], 0.1, "scaffold", r, deflate=[1.5 * r]).outside == 0
+    # d = 1, h = -200, two steps of lr 1: K = 1 + 201 = 202, ||a||_1 = 2, l = 101: the pole 1 - l = -100;
+    # x+ = (1 + 202 * 200) x = 40401 x, the variate's eigenvalue is 0
+    with pytest.raises(ValueError, match="a pole of the determinant"):
+        TH.quadratic_vr_count_outside([[[-200.0]]], [1.0], [2], 1.0, "scaffold", r * (1 + 1e-14))
+    assert TH.quadratic_vr_count_outside([[[-200.0]]], [1.0], [2], 1.0, "scaffold", 2 * r).outside == 1
+
+
+def test_count_outside_max_phase_step_limit_is_inclusive():
+    H = [np.diag([1.0, 4.0])]                  # eigenvalues 0.9 | 0.6, 0, 0 around radius 0.7
+    assert TH.quadratic_vr_count_outside(H, [1.0], [1], 0.1, "scaffold", 0.7, max_phase_step=1.5).outside == 1
+    with pytest.raises(ValueError, match="at most 1.5"):
+        TH.quadratic_vr_count_outside(H, [1.0], [1], 0.1, "scaffold", 0.7, max_phase_step=np.nextafter(1.5, 2.0))
+
+
+def test_count_outside_progress_bar(monkeypatch):
+    """No bar by default; progress=True: one bar whose updates fill its total, 1000 per mille of the half
+    circle (the last per mille may be lost to rounding: int(1000 * theta / pi) at theta = pi can be 999)."""
+    bars = []
+
+    class FakeBar:
+        def __init__(self, total, **kwargs):
+            self.total, self.updates, self.closed = total, [], False
+            bars.append(self)
+
+        def update(self, n):
+            self.updates.append(n)
+
+        def close(self):
+            self.closed = True
+
+    monkeypatch.setattr("tqdm.auto.tqdm", FakeBar)
+    H = [np.diag([1.0, 4.0])]
+    assert TH.quadratic_vr_count_outside(H, [1.0], [1], 0.1, "scaffold", 0.7).outside == 1
+    assert bars == []
+    assert TH.quadratic_vr_count_outside(H, [1.0], [1], 0.1, "scaffold", 0.7, progress=True).outside == 1
+    (bar,) = bars
+    assert bar.total == 1000 and 999 <= sum(bar.updates) <= 1000 and min(bar.updates) >= 0 and bar.closed
+
+
+def test_leading_eigenvalues_default_tolerance_by_arpack():
+    """601 rows (ARPACK): the default relative tolerance 1e-6 against numpy's dense eigenvalues of a random
+    matrix (the top of its spectrum is a crowded circle of radius ~1, where a loose tolerance shows)."""
+    from scipy.sparse.linalg import aslinearoperator
+
+    A = np.random.default_rng(0).standard_normal((601, 601)) / np.sqrt(601)
+    every = np.linalg.eigvals(A)
+    top = every[np.argmax(np.abs(every))]
+    got = TH.leading_eigenvalues(aslinearoperator(A))
+    assert got.shape == (1,) and abs(got[0] - top) <= 1e-6 * abs(top)
+
+
+def test_leading_eigenvalues_dense_up_to_600_rows_arpack_above():
+    """Up to 600 rows the operator is formed (any k up to n); above, ARPACK, which needs k < n - 1 and a
+    Krylov space of more than k + 1 vectors (k = 301 of 601 rows)."""
+    from scipy.sparse.linalg import aslinearoperator
+
+    d = np.linspace(1.0, 2.0, 601) * np.where(np.arange(601) % 2, 1.0, -1.0)   # distinct moduli
+    order = np.argsort(-np.abs(d))
+    got = TH.leading_eigenvalues(aslinearoperator(np.diag(d[:600])), k=599)
+    np.testing.assert_allclose(got, d[:600][np.argsort(-np.abs(d[:600]))][:599], rtol=1e-14)
+    op = aslinearoperator(np.diag(d))
+    got = TH.leading_eigenvalues(op, k=301)
+    np.testing.assert_allclose(np.abs(got), np.abs(d[order[:301]]), rtol=1e-10)
+    with pytest.raises(ValueError, match="below 600"):
+        TH.leading_eigenvalues(op, k=600)
+
+
+def test_leading_eigenvalues_names_a_non_square_M():
+    """The library's own message (naming M), not numpy's LinAlgError."""
+    with pytest.raises(ValueError, match="^M must be square"):
+        TH.leading_eigenvalues(np.ones((2, 3)))
+
+
+def test_kappa2_at_the_smallest_beta2_needs_b_in_the_range_of_Q():
+    """H_1 = I, H_2 = diag(3, 1), w = (1/2, 1/2): beta^2 = 1.25 makes Q_11 = 5 - 1.25 * 4 = 0 exactly.
+    e = ((1, 0), (3, 0)): the gradients are (x1 - 1, x2) and (3 (x1 - 1), x2), so the bracket is
+    5 (x1-1)^2 + x2^2 - 1.25 (4 (x1-1)^2 + x2^2) = -x2^2 / 4, whose sup is 0.
+    e = ((1, 0), (0, 0)): the bracket is 1.5 x1 + 0.1875 - x2^2 / 4, unbounded in x1: kappa^2 is infinite."""
+    H = np.array([np.eye(2), np.diag([3.0, 1.0])])
+    assert TH.quadratic_kappa2(H, [[1.0, 0.0], [3.0, 0.0]], [0.5, 0.5], 1.25) == pytest.approx(0.0, abs=1e-15)
+    with pytest.raises(ValueError, match="infinite"):
+        TH.quadratic_kappa2(H, [[1.0, 0.0], [0.0, 0.0]], [0.5, 0.5], 1.25)
