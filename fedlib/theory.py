@@ -334,8 +334,11 @@ def _check_quadratic(H, e, p, local_steps=None, weights_name: str = "p"):
         raise ValueError(f"H must have shape (m, d, d), got {H.shape}")
     e = check_finite_array("e", e, shape=(m, d))
     p = check_probability_vector(weights_name, p, size=m)
-    if not np.allclose(H, np.transpose(H, (0, 2, 1)), atol=1e-10 * max(1.0, np.abs(H).max())):
-        raise ValueError("H: every H_i must be symmetric")
+    # relative to each H_i's own size (rounding leaves ~1e-16 of it), so any scale of H is judged alike
+    asymmetry = np.abs(H - np.transpose(H, (0, 2, 1))).max(axis=(1, 2), initial=0.0)
+    bad = np.flatnonzero(asymmetry > 1e-10 * np.abs(H).max(axis=(1, 2), initial=0.0))
+    if bad.size:
+        raise ValueError(f"H: every H_i must be symmetric; H_{bad[0]} is not (max |H - H^T| = {asymmetry[bad[0]]:.3g})")
     steps = None if local_steps is None else check_local_steps("local_steps", local_steps, size=m)
     return H, e, p, steps
 
@@ -346,6 +349,14 @@ def quadratic_smoothness(H: Any) -> float:
     semi-definite :math:`H_i` the largest eigenvalue)."""
     H = check_finite_array("H", H, ndim=3)
     return float(max(np.abs(np.linalg.eigvalsh(0.5 * (h + h.T))).max() for h in H))
+
+
+def _assumption3_scales(H: np.ndarray, w: np.ndarray) -> tuple[float, float]:
+    r"""Bounds :math:`\sum_i w_i\|H_i\|_2 \ge \|\widetilde H\|_2` and
+    :math:`\sum_i w_i\|H_i\|_2^2 \ge \|\sum_i w_i H_i^2\|_2`: the sizes that rounding in those sums is
+    relative to (0 only when every weighted H_i is 0)."""
+    norms = np.linalg.norm(H, 2, axis=(1, 2))
+    return float(w @ norms), float(w @ norms ** 2)
 
 
 def _assumption3_parts(H, e, w):
@@ -367,12 +378,12 @@ def quadratic_min_beta2(H: Any, w: Any) -> float:
     semi-definite :math:`H_i`); otherwise no :math:`\beta^2` bounds that direction and the
     result is ``inf``."""
     H = check_finite_array("H", H, ndim=3)
-    _, _, _, h_w, _, h2_w = _assumption3_parts(H, np.zeros(H.shape[:2]), w)
+    H, _, w, h_w, _, h2_w = _assumption3_parts(H, np.zeros(H.shape[:2]), w)
+    h_scale, h2_scale = _assumption3_scales(H, w)
     lam, V = np.linalg.eigh(0.5 * (h_w + h_w.T))
-    scale = max(1.0, float(np.abs(lam).max()))
-    rng = np.abs(lam) > 1e-12 * scale
+    rng = np.abs(lam) > 1e-12 * h_scale
     null = V[:, ~rng]
-    if null.size and np.abs(null.T @ h2_w @ null).max() > 1e-10 * max(1.0, float(np.abs(h2_w).max())):
+    if null.size and np.abs(null.T @ h2_w @ null).max() > 1e-10 * h2_scale:
         return float("inf")
     inv = (V[:, rng] / lam[rng]) @ V[:, rng].T
     sandwich = inv @ h2_w @ inv
@@ -403,11 +414,15 @@ def quadratic_kappa2(H: Any, e: Any, w: Any, beta2: float) -> float:
     lam, V = np.linalg.eigh(0.5 * (Q + Q.T))
     b = np.einsum("i,ijk,ik->j", w, H, e) - beta2 * h_w @ e_w
     c = float(w @ np.einsum("ij,ij->i", e, e) - beta2 * e_w @ e_w)
-    scale = max(1.0, float(np.abs(lam).max()))
-    tol = 1e-10 * scale
+    # tolerances relative to the sizes of the terms that cancel in Q and b (not to Q or b, which may be
+    # rounding noise, nor to 1, which would make the answer depend on the units of H and e)
+    h_scale, h2_scale = _assumption3_scales(H, w)
+    tol = 1e-10 * (h2_scale + beta2 * h_scale ** 2)
+    b_scale = float(w @ (np.linalg.norm(H, 2, axis=(1, 2)) * np.linalg.norm(e, axis=1))
+                    + beta2 * h_scale * np.linalg.norm(e_w))
     coords = V.T @ b
     null = np.abs(lam) <= tol
-    if np.any(lam > tol) or np.any(np.abs(coords[null]) > 1e-8 * max(1.0, float(np.abs(b).max()))):
+    if np.any(lam > tol) or np.any(np.abs(coords[null]) > 1e-8 * b_scale):
         smallest = quadratic_min_beta2(H, w)
         raise ValueError(f"beta2 = {beta2!r}: kappa^2 would be infinite (Assumption 3 needs beta^2 above "
                          f"quadratic_min_beta2 = {smallest!r}, or at it with b in the range of Q)")
@@ -437,6 +452,8 @@ def quadratic_local_operator(H_i: Any, local_steps: int, lr: float, mu: float = 
     :math:`U_{k+1} = \rho U_k + H_i D_k + I`, :math:`D_{k+1} = D_k - \eta(U_{k+1} + \mu D_k)`,
     :math:`D_0 = U_0 = 0`."""
     H_i = check_finite_array("H_i", H_i, ndim=2)
+    if H_i.shape[0] != H_i.shape[1]:
+        raise ValueError(f"H_i must be a square (d, d) matrix, got shape {H_i.shape}")
     tau = check_int("local_steps", local_steps, minimum=1)
     lr = check_positive("lr", lr)
     mu = check_nonnegative("mu", mu)
@@ -1008,6 +1025,7 @@ def quadratic_vr_count_outside(H: Any, p: Any, local_steps: Any, lr: float, algo
     theta, phase, logabs = 0.0, *log_det(radius)
     logabs -= known_log(0.0)
     turned, step = 0.0, 1e-6  # small first: after it a step at most doubles
+    shown = 0  # per mille of the half circle the bar shows
     try:
         while theta < np.pi:
             step = min(step, np.pi - theta, 0.5 * singular_gap(theta))
@@ -1025,11 +1043,15 @@ def quadratic_vr_count_outside(H: Any, p: Any, local_steps: Any, lr: float, algo
                                      "an eigenvalue of the round map lies on the circle or within ~1e-13 of it; "
                                      "choose another radius")
             if bar is not None:
-                bar.update(int(1000 * (theta + step) / np.pi) - int(1000 * theta / np.pi))
+                done = min(999, int(1000 * (theta + step) / np.pi))  # the last one after the loop
+                bar.update(done - shown)
+                shown = done
             theta += step
             turned += d_rest + known  # the change of arg det A~ itself
             phase, logabs = new_phase, new_logabs
             step *= min(2.0, 0.8 * max_phase_step / max(abs(d_rest), d_log / 4, 1e-3 * max_phase_step))
+        if bar is not None:
+            bar.update(1000 - shown)  # theta reached pi (rounding in theta + step may leave it at 999.99...)
     finally:
         if bar is not None:
             bar.close()

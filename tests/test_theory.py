@@ -284,6 +284,65 @@ def test_min_beta2_with_a_singular_average_hessian():
     assert quadratic_min_beta2(H2, [0.5, 0.5]) == np.inf
 
 
+SCALES = [1e-13, 1e-6, 1e-2, 1.0, 1e5]
+
+
+@pytest.mark.parametrize("s", SCALES)
+def test_min_beta2_does_not_depend_on_the_units_of_H(s):
+    """beta^2_min is a ratio of quadratic forms in H: H -> s H leaves it. Found by mutation testing: absolute
+    floors in the tolerances (max(1, ...)) turned the singular examples above into beta^2 = 1 below s ~ 1e-2
+    (the null-space test) and s ~ 1e-12 (the range test)."""
+    from fedlib.theory import quadratic_min_beta2
+
+    H = np.array([np.diag([1.0, 0.0]), np.diag([2.0, 0.0])])
+    assert quadratic_min_beta2(s * H, [0.5, 0.5]) == pytest.approx(2.5 / 2.25, rel=1e-12)
+    H2 = np.array([np.diag([1.0, 1e-4]), np.diag([1.0, -1e-4])])   # average singular, squares not
+    assert quadratic_min_beta2(s * H2, [0.5, 0.5]) == np.inf
+    prob = random_quadratic(4, 5, seed=11, p=[0.1, 0.2, 0.3, 0.4])
+    want = quadratic_min_beta2(prob.H, prob.p)
+    assert 1.0 < want < np.inf
+    assert quadratic_min_beta2(s * prob.H, prob.p) == pytest.approx(want, rel=1e-10)
+
+
+@pytest.mark.parametrize("s", SCALES)
+def test_kappa2_scales_as_the_square_of_the_units(s):
+    """Gradients H_i x - e_i scale by s with (H, e) -> (s H, s e) at the same x: kappa^2 by s^2. The old absolute
+    floor read every eigenvalue of Q as 0 below s ~ 1e-5 and returned max(0, c) (0.0 here, for 0.88 s^2); a
+    tolerance relative to b itself (rounding noise for identical clients) called kappa^2 infinite from s ~ 1e5."""
+    from fedlib.theory import quadratic_kappa2
+
+    H = np.array([np.diag([1.0, 2.0]), np.diag([3.0, 0.5])])
+    e = np.array([[1.0, 2.0], [-1.0, 0.5]])
+    want = quadratic_kappa2(H, e, [0.4, 0.6], 3.0)
+    assert want > 0.5
+    assert quadratic_kappa2(s * H, s * e, [0.4, 0.6], 3.0) == pytest.approx(s ** 2 * want, rel=1e-10, abs=0)
+    # identical clients: kappa^2 = sum_i w_i ||e_i - e_w||^2 at beta^2 = 1 (Q = 0 up to rounding, at any scale)
+    same = np.array([np.diag([1.0, 2.0])] * 2)
+    spread = 0.4 * 0.6 * np.sum((e[0] - e[1]) ** 2)
+    assert quadratic_kappa2(s * same, s * e, [0.4, 0.6], 1.0) == pytest.approx(s ** 2 * spread, rel=1e-10, abs=0)
+
+
+@pytest.mark.parametrize("s", SCALES)
+def test_symmetry_check_does_not_depend_on_the_units_of_H(s):
+    """An H_i that is not symmetric is refused at any scale (the old absolute floor let s = 1e-13 through),
+    and the message names it; rounding-level asymmetry (1e-14 relative) is accepted."""
+    H = s * np.array([np.eye(2), [[1.0, 0.5], [0.0, 1.0]]])
+    with pytest.raises(ValueError, match="H_1 is not"):
+        TH.quadratic_global_optimum(H, np.ones((2, 2)), [0.5, 0.5])
+    H = s * np.array([np.eye(2), [[2.0, 0.5], [0.5 * (1 + 1e-14), 1.0]]])
+    np.testing.assert_allclose(TH.quadratic_global_optimum(H, s * np.ones((2, 2)), [0.5, 0.5]),
+                               np.linalg.solve(0.5 * (H[0] + H[1]), s * np.ones(2)), rtol=1e-12)
+
+
+@pytest.mark.parametrize("shape", [(1, 3), (2, 3), (3, 2)])
+def test_local_operator_refuses_a_matrix_that_is_not_square(shape):
+    """(1, 3) used to return [[lr]] (only H_i's first dimension was read), (2, 3) numpy's broadcasting error."""
+    with pytest.raises(ValueError, match=r"^H_i must be a square"):
+        TH.quadratic_local_operator(np.ones(shape), 3, 0.1)
+    with pytest.raises(ValueError, match=r"^H_i must be a square"):
+        TH.quadratic_local_operator(np.ones(shape), 3, 0.1, momentum=0.5)
+
+
 def test_assumption3_names_w_in_its_errors():
     from fedlib.theory import quadratic_min_beta2
 
