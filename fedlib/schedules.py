@@ -19,7 +19,7 @@ import numpy as np
 from ._validate import check_finite_array, check_int, check_local_steps, check_nonnegative, check_positive
 from .rng import generator
 
-__all__ = ["steps_per_epoch", "FixedSteps", "RandomSteps", "FixedEpochs", "RandomEpochs", "WallClock", "RandomLocalWork", "parse_epochs", "make_epoch_schedule"]
+__all__ = ["steps_per_epoch", "FixedSteps", "RandomSteps", "FixedEpochs", "RandomEpochs", "WallClock", "whole_steps", "RandomLocalWork", "parse_epochs", "make_epoch_schedule"]
 
 
 def steps_per_epoch(num_samples, batch_size: int) -> np.ndarray:
@@ -135,6 +135,15 @@ class RandomEpochs:
         return self.epochs_of(round_index) * self._spe
 
 
+def whole_steps(work) -> np.ndarray:
+    r""":math:`\lfloor x\rfloor` of a number of steps :math:`x = T s` computed in floating point,
+    forgiving the few ulps by which a product that is a whole number in decimal falls below it
+    (``100 * 0.29`` is ``28.999999999999996``: 29 steps, as ``1 * 29.0`` and ``1e5 * 0.29e-3`` give),
+    so the count does not depend on the time unit."""
+    work = np.asarray(work, dtype=np.float64)
+    return np.floor(work * (1.0 + 8.0 * np.finfo(np.float64).eps))
+
+
 @dataclasses.dataclass(frozen=True)
 class WallClock:
     r"""Fixed-length rounds: client :math:`i` runs at ``speeds[i]`` steps per second for
@@ -193,14 +202,15 @@ class WallClock:
         return self._steps_at(self.rates(round_index))
 
     def _steps_at(self, rates: np.ndarray) -> np.ndarray:
-        return np.maximum(1, np.floor(self.round_seconds * rates)).astype(np.int64)
+        return np.maximum(1, whole_steps(self.round_seconds * rates)).astype(np.int64)
 
     def round_duration(self, round_index: int) -> float:
         r"""How long fixed-length round ``round_index`` really lasts: ``round_seconds``, or
         longer when a client too slow for one step in the window still finishes it,
         :math:`\max(T_r, \max_i \tau_i^{(t)}/s_i^{(t)})` (one draw of the round's speeds)."""
         rates = self.rates(round_index)
-        return max(self.round_seconds, float(np.max(self._steps_at(rates) / rates)))
+        # tau_i / s_i <= T unless tau_i is the one step forced on a client slower than 1/T
+        return max(self.round_seconds, float(np.max(1.0 / rates)))
 
     def seconds_to_finish(self, steps, round_index: int) -> float:
         r"""How long round ``round_index`` lasts if every client must finish ``steps``

@@ -828,8 +828,17 @@ def quadratic_vr_shift_invert(H: Any, p: Any, local_steps: Any, lr: float, algor
     A = np.block([[-np.einsum("i,ijk->jk", p, RLH), sigma * np.einsum("i,ijk->jk", p, R)],
                   [(1 - sigma) * eye - np.einsum("i,ijk->jk", coef, K @ H - KR @ LH),
                    -sigma * np.einsum("i,ijk->jk", coef, KR)]])
+    # equilibrate rows, then columns (by powers of 2: exact) before the singularity test: the blocks carry
+    # different units (top left ~ H, bottom right ~ K ~ lr), so H -> s H, lr -> lr/s (the same round map)
+    # would otherwise shrink the pivots like 1/s^2 against |A|.max() and call a regular sigma singular
+    def powers_of_two(v):
+        return 2.0 ** np.round(np.log2(np.where(v > 0, v, 1.0)))
+
+    row = powers_of_two(np.abs(A).max(axis=1))
+    col = powers_of_two(np.abs(A / row[:, None]).max(axis=0))
+    A = A / row[:, None] / col[None, :]
     lu = sla.lu_factor(A, check_finite=True)
-    if np.min(np.abs(np.diag(lu[0]))) <= 1e-14 * np.abs(A).max():
+    if np.min(np.abs(np.diag(lu[0]))) <= 1e-12 * np.abs(A).max():  # ~1e-14 at eigenvalues numpy computed
         raise ValueError(f"sigma = {sigma} is an eigenvalue of the round map (M - sigma I is singular)")
     dtype = np.result_type(A.dtype, np.float64)
 
@@ -838,7 +847,7 @@ def quadratic_vr_shift_invert(H: Any, p: Any, local_steps: Any, lr: float, algor
         bx, bc = b[:d], b[d:].reshape(m, d)
         Rb = np.einsum("ijk,ik->ij", R, bc)
         rhs = np.concatenate([-(p @ Rb), bx + coef @ np.einsum("ijk,ik->ij", K, Rb)])
-        xs = sla.lu_solve(lu, rhs)
+        xs = sla.lu_solve(lu, rhs / row) / col
         x, s = xs[:d], xs[d:]
         z = Rb - np.einsum("ijk,k->ij", RLH, x) + sigma * np.einsum("ijk,k->ij", R, s)
         return np.concatenate([x, (s[None] - z).ravel()])

@@ -7,6 +7,7 @@ eigenvalues outside a circle (the determinant identity, the argument principle, 
 every eigenvalue of the dense matrix."""
 from __future__ import annotations
 
+import dataclasses
 import runpy
 from pathlib import Path
 
@@ -269,6 +270,21 @@ def test_logistic_optimum(small_logistic):
     assert np.abs(A.flat_directions(problem).T @ opt.theta).max() < 1e-12   # canonical representative
     assert opt.basis.shape == (18, 12) and opt.hessians.shape == (3, 12, 12)
     assert np.linalg.eigvalsh(np.tensordot(problem.p, opt.hessians, 1)).min() > 0
+
+
+@pytest.mark.parametrize("s", [1e-3, 1e3, 1e6])
+def test_logistic_optimum_does_not_depend_on_the_units_of_the_features(small_logistic, s):
+    """Features times s: the optimum's weights are W*/s (the bias unchanged), reached in the same Newton steps.
+    The stopping test was an absolute |grad F| <= 1e-11, while the gradient and its rounding floor grow with
+    s: from s = 1e3 it raised after 100 steps (found by an audit of unit-dependent results)."""
+    problem, opt = small_logistic
+    ds = problem.dataset
+    scaled = dataclasses.replace(ds, train_x=[s * x for x in ds.train_x], test_x=[s * x for x in ds.test_x])
+    got = A.logistic_optimum(LogisticProblem(scaled))
+    theta = got.theta.reshape(6, 3).copy()     # 5 features and the bias, 3 classes
+    theta[:-1] *= s
+    np.testing.assert_allclose(theta.ravel(), opt.theta, rtol=0, atol=1e-12 * np.abs(opt.theta).max())
+    assert got.newton_steps == opt.newton_steps
 
 
 @pytest.mark.parametrize("name", ["scaffold", "fednova-vr"])

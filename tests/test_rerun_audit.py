@@ -172,3 +172,24 @@ def test_tol_must_be_finite_and_nonnegative(original, capsys, tol):
 def test_tol_zero_is_accepted(original, capsys):
     code, out, _ = _cli(capsys, "rerun", original, "--tol", "0", "--quiet")
     assert code == 0 and out.startswith("match:"), out
+
+
+# ----------------------------------------------------------------------------- the tolerance's scale
+def test_tolerance_is_relative_for_large_numbers_and_absolute_near_zero():
+    """|a - b| <= tol * max(1, |a|, |b|): one ulp of 25000 (3.6e-12, what summing in another order gives) is a
+    match at tol 1e-12 (the absolute test called it a MISMATCH); 1e-9 relative is not; near 0 the test is
+    absolute, so rounding noise around 0 matches."""
+    import math
+
+    from fedlib.cli.rerun import compare_histories
+
+    def hist(value):
+        return [{"round": 0, "train_loss": value}]
+
+    assert compare_histories(hist(2.5e4), hist(math.nextafter(2.5e4, math.inf))) is None
+    assert compare_histories(hist(-2.5e4), hist(math.nextafter(-2.5e4, 0.0))) is None
+    why = compare_histories(hist(2.5e4), hist(2.5e4 * (1 + 1e-9)))
+    assert why is not None and "train_loss" in why
+    assert compare_histories(hist(1e-17), hist(-3e-17)) is None
+    assert compare_histories(hist(0.5), hist(0.5 + 2e-12)) is not None
+    assert compare_histories(hist(2.5e4), hist(2.5e4 * (1 + 1e-9)), tol=1e-8) is None

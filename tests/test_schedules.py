@@ -176,3 +176,23 @@ def test_step_decay_milestones_round_half_up_and_never_at_round_zero():
     assert [SC.step_decay_lr(lr, t, 1) for t in range(1)] == [lr]  # one round: the base rate
     assert [round(SC.step_decay_lr(lr, t, 5) / lr, 12) for t in range(5)] == [1, 1, 1, 0.1, 0.01]  # 2.5 -> 3, 3.75 -> 4
     assert [round(SC.step_decay_lr(lr, t, 4) / lr, 12) for t in range(4)] == [1, 1, 0.1, 0.01]
+
+
+@pytest.mark.parametrize("round_seconds,speed", [(0.29, 100.0), (29.0, 1.0), (0.29e-3, 1e5), (2.9e4, 1e-3)])
+def test_wall_clock_steps_do_not_depend_on_the_time_unit(round_seconds, speed):
+    """29 steps however the round is measured: 100 * 0.29 is 28.999999999999996 in floating point, and a plain
+    floor gave 28 (found by an audit of unit-dependent results); round_duration stays the round."""
+    clock = SC.WallClock([speed, 2 * speed], round_seconds)
+    np.testing.assert_array_equal(clock.local_steps(0), [29, 58])
+    assert clock.round_duration(0) == round_seconds
+
+
+def test_whole_steps_forgives_ulps_only():
+    """A few ulps below a whole number count as it; anything visibly below does not."""
+    assert SC.whole_steps(np.nextafter(29.0, 0.0)) == 29.0
+    assert SC.whole_steps(29.0 * (1 - 1e-14)) == 28.0
+    np.testing.assert_array_equal(SC.whole_steps([0.0, 0.5, 0.9999999, 3.0]), [0.0, 0.0, 0.0, 3.0])
+    # the 1-step floor still makes a slow client's round last 1/rate
+    slow = SC.WallClock([0.5, 10.0], 1.0)
+    np.testing.assert_array_equal(slow.local_steps(0), [1, 10])
+    assert slow.round_duration(0) == 2.0

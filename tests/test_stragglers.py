@@ -30,6 +30,8 @@ def test_make_clock_speeds_and_sync_steps():
     np.testing.assert_allclose(flat.speeds, 7.5)
     assert ST.sync_steps_of(flat) == 15
     assert ST.sync_steps_of(WallClock([0.1, 0.2], 1.0)) == 1
+    # the median client's 100 * 0.29 = 28.999999999999996 steps are 29, as 1 * 29 (not 28)
+    assert ST.sync_steps_of(WallClock([100.0], 0.29)) == ST.sync_steps_of(WallClock([1.0], 29.0)) == 29
     with pytest.raises(ValueError, match="median_speed"):
         ST.make_clock(3, median_speed=0.0)
     with pytest.raises(ValueError, match="spread"):

@@ -334,6 +334,22 @@ def test_symmetry_check_does_not_depend_on_the_units_of_H(s):
                                np.linalg.solve(0.5 * (H[0] + H[1]), s * np.ones(2)), rtol=1e-12)
 
 
+@pytest.mark.parametrize("s", [1e-8, 1.0, 1e7, 1e8])
+def test_shift_invert_does_not_depend_on_the_units_of_H(s):
+    """H -> s H with lr -> lr/s is the same round map: the same eigenvalues near sigma. The singularity test
+    compared the pivots with max |A|, whose blocks carry different units (H against K ~ lr): from s ~ 1e7 (and
+    below 1e-8) it called a regular sigma an eigenvalue (found by an audit of unit-dependent results)."""
+    H = np.array([[[2.0, 0.5], [0.5, 1.0]], [[1.0, 0.0], [0.0, 3.0]]])
+    M, _ = TH.quadratic_vr_round_map(H, np.zeros((2, 2)), [0.5, 0.5], [2, 3], 0.05, "fednova-vr")
+    every = np.linalg.eigvals(M)
+    want = every[np.argsort(np.abs(every - 0.9))][:2]
+    got = TH.quadratic_vr_eigenvalues_near(s * H, [0.5, 0.5], [2, 3], 0.05 / s, "fednova-vr", sigma=0.9, k=2)
+    np.testing.assert_allclose(got, want, rtol=1e-9)
+    # an eigenvalue itself is still refused at every scale
+    with pytest.raises(ValueError, match="is an eigenvalue of the round map"):
+        TH.quadratic_vr_shift_invert(s * H, [0.5, 0.5], [2, 3], 0.05 / s, "fednova-vr", want[0].real)
+
+
 @pytest.mark.parametrize("shape", [(1, 3), (2, 3), (3, 2)])
 def test_local_operator_refuses_a_matrix_that_is_not_square(shape):
     """(1, 3) used to return [[lr]] (only H_i's first dimension was read), (2, 3) numpy's broadcasting error."""

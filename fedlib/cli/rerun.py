@@ -4,7 +4,8 @@ Every ``run synthetic`` result records its resolved configuration (``config``), 
 git commit and command line (``provenance``). ``rerun`` turns the config back into
 flags, runs it again (one process, whatever ``world_size`` the original used) and
 compares the two results: ``config``, ``initial``, ``history`` (round by round) and
-``summary``; numbers to ``--tol`` (default 1e-12), everything else exactly. Ignored:
+``summary``; numbers to ``--tol`` (default 1e-12: relative above 1 in magnitude, absolute
+below), everything else exactly. Ignored:
 what differs between two runs of the same config — the wall-clock and speed fields
 (history ``time_s``; summary seconds and images per second),
 ``config.world_size`` (the number of processes) and ``config.data.name`` (a LEAF
@@ -65,7 +66,8 @@ def add_rerun_parser(sub) -> argparse.ArgumentParser:
     p.add_argument("--out", type=Path, default=None,
                    help="keep the new result here (default: not kept); must not be the result being checked")
     p.add_argument("--tol", type=nonneg_float, default=1e-12,
-                   help="largest allowed absolute difference of a number (a finite number >= 0)")
+                   help="largest allowed difference of two numbers a, b relative to max(1, |a|, |b|) "
+                        "(relative above 1, absolute below; a finite number >= 0)")
     p.add_argument("--quiet", action="store_true", help="print only the verdict")
     p.set_defaults(handler=rerun_command)
     return p
@@ -160,13 +162,16 @@ def _check_argv(argv: list, paths: dict) -> None:
 
 # ----------------------------------------------------------------------------- comparison
 def _first_difference(a: Any, b: Any, tol: float, path: str) -> Optional[str]:
-    """``None`` when ``a`` (recorded) and ``b`` (rerun) match, else ``"PATH: why"`` for the
+    r"""``None`` when ``a`` (recorded) and ``b`` (rerun) match, else ``"PATH: why"`` for the
     first difference in key order / list order. Numbers (int or float, not bool) match when
-    they differ by at most ``tol``; anything else (strings, bools, null, types) exactly."""
+    :math:`|a - b| \le` ``tol`` :math:`\cdot\max(1, |a|, |b|)` (relative for large numbers, where
+    summing in another order moves the last digits: 25000.000000000004 against 25000.0 is one
+    ulp; absolute near 0, where a relative test would fail on rounding noise); anything else
+    (strings, bools, null, types) exactly."""
     num_a = isinstance(a, (int, float)) and not isinstance(a, bool)
     num_b = isinstance(b, (int, float)) and not isinstance(b, bool)
     if num_a and num_b:
-        if a == b or (math.isfinite(a) and math.isfinite(b) and abs(a - b) <= tol):
+        if a == b or (math.isfinite(a) and math.isfinite(b) and abs(a - b) <= tol * max(1.0, abs(a), abs(b))):
             return None
         return f"{path}: {a!r} != {b!r} (difference {abs(a - b):.3g})"
     if isinstance(a, list) and isinstance(b, list):

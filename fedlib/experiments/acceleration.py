@@ -407,7 +407,10 @@ def flat_directions(problem) -> np.ndarray:
 def logistic_optimum(problem, tol: float = 1e-11, max_steps: int = 100) -> LogisticOptimum:
     r""":math:`x^* = \arg\min F` by Newton's method with backtracking, in the coordinates
     orthogonal to the flat directions (where :math:`\nabla^2 F` is positive definite),
-    until :math:`\|\nabla F\| \le` ``tol``. Raises if it does not get there in ``max_steps``.
+    until :math:`\|\nabla F(\theta)\| \le` ``tol`` :math:`\cdot\sum_i p_i\|\nabla F_i(\theta_0)\|`,
+    relative to the client gradients at the start :math:`\theta_0` (whose size rounding is
+    relative to), so features in other units (the gradient scales with them) stop at the same
+    point. Raises if it does not get there in ``max_steps``.
     Chapter 10, part 6 (Synthetic(1,1): 21 steps)."""
     from ..problems.logistic import pack_params, unpack_params
     from .surrogate import client_gradients, full_batch_grad_fn
@@ -432,13 +435,14 @@ def logistic_optimum(problem, tol: float = 1e-11, max_steps: int = 100) -> Logis
 
     theta = pack_params(problem.init_params()).ravel()
     G = grads(theta)
+    stop = tol * float(p @ np.linalg.norm(G, axis=1))
     for step in range(max_steps + 1):
         g = p @ G
-        if np.linalg.norm(g) <= tol:
+        if np.linalg.norm(g) <= stop:
             break
         if step == max_steps:
-            raise RuntimeError(f"logistic_optimum: |grad F| = {np.linalg.norm(g):.3g} > tol after {max_steps} "
-                               "Newton steps")
+            raise RuntimeError(f"logistic_optimum: |grad F| = {np.linalg.norm(g):.3g} > {stop:.3g} (tol {tol:g} "
+                               f"relative to the client gradients at the start) after {max_steps} Newton steps")
         # Newton's step needs only the Hessian of F: sum before projecting (one projection, not m)
         params = unpack(theta)
         H = sum(p_i * problem.client_hessian(params, i) for i, p_i in enumerate(p))

@@ -48,7 +48,7 @@ from ..engines.batched import run_batched
 from ..plotting import ALGORITHM_COLORS
 from ..problems.logistic import LogisticProblem
 from ..rng import generator
-from ..schedules import FixedSteps, WallClock
+from ..schedules import FixedSteps, WallClock, whole_steps
 from ..solvers import sgd
 
 __all__ = ["STRATEGIES", "LABELS", "make_clock", "sync_steps_of", "StragglerCurves", "run_strategy",
@@ -81,7 +81,7 @@ def make_clock(num_clients: int, seed: int = 0, *, median_speed: float = 20.0, s
 def sync_steps_of(clock: WallClock) -> int:
     r"""The :math:`\tau` of ``"wait-for-all"``: what the median client finishes in one
     fixed-length round, :math:`\lfloor \operatorname{median}_i(s_i)\,T_r\rfloor` (at least 1)."""
-    return max(1, int(np.floor(np.median(clock.speeds) * clock.round_seconds)))
+    return max(1, int(whole_steps(np.median(clock.speeds) * clock.round_seconds)))
 
 
 class StragglerCurves(NamedTuple):
