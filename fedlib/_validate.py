@@ -86,8 +86,14 @@ def check_weights(name: str, value: Any, *, size: int | None = None) -> np.ndarr
 
 
 def check_probability_vector(name: str, value: Any, *, size: int | None = None, atol: float = 1e-9) -> np.ndarray:
-    """Weights p_i >= 0 with sum 1 (within ``atol``)."""
+    """Weights p_i >= 0 with sum 1 (within ``atol``, or within the rounding of the input's own
+    floating-point type when that is coarser: float32 weights of 1/3 sum to 1 + 3e-8)."""
+    given = getattr(value, "dtype", None)
     arr = check_weights(name, value, size=size)
+    if given is not None and np.issubdtype(given, np.floating):
+        # each p_i rounded to the type moves the sum by at most eps/2; 16 eps leaves room for computing
+        # p = n / n.sum() in that type (float32: 1.9e-6; float64 keeps atol)
+        atol = max(atol, 16.0 * float(np.finfo(given).eps))
     total = float(arr.sum())
     if abs(total - 1.0) > atol:
         raise ValueError(f"{name} must sum to 1 (within {atol:g}), got sum {total!r}")

@@ -71,9 +71,18 @@ def sample_with_replacement(p, q: int, rng: np.random.Generator) -> Participatio
 
 
 def sample_uniform_without_replacement(p, q: int, rng: np.random.Generator) -> Participation:
-    r"""Scheme (ii): :math:`q` distinct clients uniformly, weights :math:`p_i m/q`."""
+    r"""Scheme (ii): :math:`q` distinct clients uniformly, weights :math:`p_i m/q`.
+
+    Refuses a ``p`` with at least :math:`q` zero entries: a round could then draw only clients
+    of weight 0, whose update (:math:`\sum_{i\in S}\omega_i\Delta_i = 0`) has no
+    :math:`\tau_{\text{eff}}` or weights to report (drop those clients, or sample with replacement,
+    which draws by :math:`p`). The refusal comes in every round, so a run stops at round 0."""
     p = check_probability_vector("p", p)
     q = _check_q(q, p.size, replace=False)
+    zero = int(np.sum(p == 0))
+    if zero >= q:
+        raise ValueError(f"p: {zero} client(s) have weight 0, so uniform sampling of {q} client(s) per round could draw "
+                         "only them (a round without weight); drop them or use sampling 'with-replacement'")
     clients = np.sort(rng.choice(p.size, size=q, replace=False))
     return Participation(clients, p[clients] * p.size / q)
 

@@ -95,9 +95,13 @@ def theorem1_constants(w: Any, a_vectors: Sequence[Any], tau_eff: float) -> tupl
     :math:`a_{i,-1}` the last entry of :math:`a_i`. (The extracted paper text lacks
     the display; these are the arXiv v1 definitions, consistent with App. C's
     :math:`D = 4\eta^2L^2\max_i\{\|a_i\|_1(\|a_i\|_1 - a_{i,-1})\}` and with App. E.1:
-    for FedAvg with SGD and :math:`p_i = 1/m`, :math:`A = 1`.)
+    for FedAvg with SGD and :math:`p_i = 1/m`, :math:`A = 1`.) The max in :math:`C` runs over
+    the clients with :math:`w_i > 0`: it bounds App. C's :math:`\sum_i w_i(\cdot)_i`, to which a
+    client of weight 0 adds nothing (counting it would only loosen :math:`D` and refuse valid steps).
     """
     w = check_weights("w", w)
+    if not w.sum() > 0:
+        raise ValueError("w: at least one client needs a positive weight")
     if len(a_vectors) != w.size:
         raise ValueError(f"a_vectors has {len(a_vectors)} clients but w has {w.size}")
     tau_eff = check_positive("tau_eff", tau_eff)
@@ -111,7 +115,8 @@ def theorem1_constants(w: Any, a_vectors: Sequence[Any], tau_eff: float) -> tupl
             raise ValueError("a_vectors: every a_i needs a positive entry")
         A += wi ** 2 * l2sq / l1 ** 2
         B += wi * (l2sq - last ** 2)
-        C = max(C, l1 ** 2 - l1 * last)
+        if wi > 0:
+            C = max(C, l1 ** 2 - l1 * last)
     return float(m * tau_eff * A), float(B), float(C)
 
 

@@ -107,3 +107,23 @@ def test_plot_one_round_draws_2d_only():
     with pytest.raises(ValueError, match="2-d"):
         plot_one_round(ax, random_quadratic(2, 3, seed=0), one_round(prob, [0.0, -2.0], [10, 2], 0.05))
     plt.close(fig)
+
+
+def test_fedprox_closed_forms_need_mu_like_the_runs():
+    """FedProx at mu = 0 (FedAvg) is refused by quadratic_algorithm; the closed forms accepted it, so
+    fixed_point_check() with its defaults always raised, after simulating FedAvg. Now the closed forms
+    refuse it too, and the default names leave FedProx out when mu = 0."""
+    prob = random_quadratic(4, 3, seed=0)
+    steps = [1, 2, 3, 4]
+    for fn in (Q.fixed_point, Q.round_map_radius, Q.rounds_to_converge):
+        with pytest.raises(ValueError, match="^mu must be"):
+            fn(prob, "fedprox", 0.05, steps)
+    assert [c.name for c in Q.fixed_point_check(prob, steps, 0.05)] == ["fedavg", "fednova"]
+    with pytest.raises(ValueError, match="^mu must be"):
+        Q.fixed_point_check(prob, steps, 0.05, names=("fednova", "fedprox"))
+    with pytest.raises(ValueError, match="name"):
+        Q.fixed_point_check(prob, steps, 0.05, names=("fedavg", "scaffold"))
+    # mu > 0: all three, and mu is ignored by FedAvg and FedNova
+    checks = Q.fixed_point_check(prob, steps, 0.05, mu=0.1)
+    assert [c.name for c in checks] == ["fedavg", "fedprox", "fednova"] and max(c.rel_error for c in checks) < 1e-10
+    np.testing.assert_array_equal(Q.fixed_point(prob, "fedavg", 0.05, steps, mu=0.1), Q.fixed_point(prob, "fedavg", 0.05, steps))

@@ -300,3 +300,45 @@ def test_sampling_moments_by_enumeration_on_random_p(scheme, seed):
     # E[tau_eff sum_S omega_i d_i] = sum_i c_i d_i: the coefficient of client i's d_i
     np.testing.assert_allclose(SA.expected_server_weights(scheme, p, a, q, "participants"), c_part, rtol=1e-12)
     np.testing.assert_allclose(SA.expected_server_weights(scheme, p, a, q, "selected_p"), c_sel, rtol=1e-12)
+
+
+# ---------------------------------------------------------------- found by a metamorphic audit
+def test_uniform_sampling_refuses_a_sample_that_could_have_no_weight():
+    """p_i = 0 gives omega_i = 0 under uniform sampling; with q no larger than the number of such clients a
+    round could draw only them (FedNova then crashed in round 3 with 'client_weights must not all
+    be zero'). Now the first round refuses, naming the fix; q above that number, and sampling by p, run."""
+    from fedlib.algorithms import make_algorithm
+    from fedlib.engines.reference import run_sequential
+    from fedlib.problems import random_quadratic
+    from fedlib.schedules import FixedSteps
+    from fedlib.solvers import sgd
+
+    prob = random_quadratic(3, 2, seed=0, p=[0.5, 0.5, 0.0])
+    algo = make_algorithm("fednova", sgd(0.05))
+
+    def run(sampling, q):
+        return run_sequential(algo, np.zeros(2), prob.grad_fn(), prob.p, FixedSteps([1, 2, 3]), 10,
+                              sampling=sampling, clients_per_round=q)
+
+    with pytest.raises(ValueError, match=r"1 client\(s\) have weight 0, so uniform sampling of 1 client"):
+        run("uniform", 1)
+    assert run("uniform", 2).state.round == 10
+    out = run("with-replacement", 1)
+    assert out.state.round == 10 and all(2 not in d.clients for d in out.diagnostics)
+    with pytest.raises(ValueError, match="weight 0"):
+        SA.sample_clients("uniform", [0.0, 0.0, 1.0], 2, 0, 0)
+    assert SA.sample_clients("uniform", [0.0, 0.0, 1.0], 3, 0, 0).weights.tolist() == [0.0, 0.0, 1.0]
+
+
+def test_float32_weights_are_judged_at_float32_precision():
+    """float32 1/3 sums to 1 + 3e-8: refused by a 1e-9 test the float64 value would pass, while aggregate took it.
+    The tolerance follows the input's type (16 eps); float64 inputs keep 1e-9."""
+    p32 = np.full(3, 1 / 3, dtype=np.float32)
+    tau_eff, w = R.fedavg_weights(p32, [1.0, 2.0, 3.0])
+    assert tau_eff == pytest.approx(2.0, rel=1e-7)
+    assert SA.sample_clients("uniform", p32, 2, 0, 0).clients.size == 2
+    with pytest.raises(ValueError, match="must sum to 1"):
+        R.fedavg_weights(np.array([0.5, 0.5 + 1e-5], dtype=np.float32), [1.0, 2.0])
+    with pytest.raises(ValueError, match="must sum to 1"):
+        R.fedavg_weights(np.array([0.5, 0.5 + 1e-8]), [1.0, 2.0])
+    assert R.fedavg_weights([0.5, 0.5 + 1e-10], [1.0, 2.0])[0] == pytest.approx(1.5)

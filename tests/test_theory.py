@@ -392,3 +392,19 @@ def test_round_map_refuses_tau_eff_for_fedavg_and_a_prox_step_above_one():
         quadratic_round_map(H, e, [0.5, 0.5], [2, 3], 0.1, "fedavg", tau_eff=2.0)
     with pytest.raises(ValueError, match="lr\\*mu must be <= 1"):
         quadratic_local_operator(np.eye(2), 3, 1.0, mu=5.0)
+
+
+def test_theorem1_constants_ignore_clients_of_weight_zero_in_C():
+    """C bounds sum_i w_i (||a_i||_1^2 - ||a_i||_1 a_i,-1): a client of weight 0 adds nothing, so it must not set
+    the max (a 50-step client of weight 0 made C 2450 instead of 6 and refused lr 0.1). A and B never saw it;
+    A/m, the only way A enters the bound, is unchanged."""
+    a = [np.ones(2), np.ones(3)]
+    A2, B2, C2 = TH.theorem1_constants([0.5, 0.5], a, 2.5)
+    assert (B2, C2) == (pytest.approx(1.5), pytest.approx(6.0))      # C = max(4 - 2, 9 - 3)
+    A3, B3, C3 = TH.theorem1_constants([0.5, 0.5, 0.0], a + [np.ones(50)], 2.5)
+    assert (B3, C3) == (B2, C2) and A3 / 3 == pytest.approx(A2 / 2)
+    common = dict(L=1.0, sigma2=1.0, beta2=1.0, kappa2=1.0, initial_gap=1.0, tau_eff=2.5)
+    assert TH.theorem1_explicit_bound(0.1, 100, w=[0.5, 0.5, 0.0], a_vectors=a + [np.ones(50)], **common) == \
+        pytest.approx(TH.theorem1_explicit_bound(0.1, 100, w=[0.5, 0.5], a_vectors=a, **common))
+    with pytest.raises(ValueError, match="positive weight"):
+        TH.theorem1_constants([0.0, 0.0], a, 2.5)

@@ -150,18 +150,21 @@ def run_quadratic(problem: QuadraticProblem, name: str, lr: float, schedule, rou
 
 
 # ---------------------------------------------------------------- closed forms
-def fixed_point(problem: QuadraticProblem, name: str, lr: float, local_steps: Any, mu: float = 0.0) -> np.ndarray:
-    """:func:`fedlib.theory.quadratic_fixed_point` for ``problem`` (FedAvg, FedProx, FedNova)."""
+def _closed_form_mu(name: str, mu: float) -> float:
+    """The proximal ``mu`` of ``name``'s closed form: FedProx's (> 0, as :func:`quadratic_algorithm`
+    asks: FedProx at mu = 0 is FedAvg), 0 for the others (their ``mu`` is ignored)."""
     check_choice("name", name, CLOSED_FORM)
-    return quadratic_fixed_point(problem.H, problem.e, problem.p, local_steps, lr, name,
-                                 mu=mu if name == "fedprox" else 0.0)
+    return check_positive("mu", mu) if name == "fedprox" else 0.0
+
+
+def fixed_point(problem: QuadraticProblem, name: str, lr: float, local_steps: Any, mu: float = 0.0) -> np.ndarray:
+    """:func:`fedlib.theory.quadratic_fixed_point` for ``problem`` (FedAvg, FedProx with ``mu`` > 0, FedNova)."""
+    return quadratic_fixed_point(problem.H, problem.e, problem.p, local_steps, lr, name, mu=_closed_form_mu(name, mu))
 
 
 def round_map_radius(problem: QuadraticProblem, name: str, lr: float, local_steps: Any, mu: float = 0.0) -> float:
     """Spectral radius of one round's affine map (< 1: the rounds converge, geometrically)."""
-    check_choice("name", name, CLOSED_FORM)
-    M, _ = quadratic_round_map(problem.H, problem.e, problem.p, local_steps, lr, name,
-                               mu=mu if name == "fedprox" else 0.0)
+    M, _ = quadratic_round_map(problem.H, problem.e, problem.p, local_steps, lr, name, mu=_closed_form_mu(name, mu))
     return float(np.max(np.abs(np.linalg.eigvals(M))))
 
 
@@ -240,12 +243,18 @@ class FixedPointCheck(NamedTuple):
 
 
 def fixed_point_check(problem: QuadraticProblem, local_steps: Any, lr: float, mu: float = 0.0,
-                      names: Sequence[str] = CLOSED_FORM, reduction: float = 1e-13) -> list[FixedPointCheck]:
+                      names: Optional[Sequence[str]] = None, reduction: float = 1e-13) -> list[FixedPointCheck]:
     r"""For each algorithm: simulate from 0 for :func:`rounds_to_converge` rounds with fixed
     :math:`\tau_i` and compare with the closed form; ``rel_error`` is
-    :math:`\|x^{(T,0)} - \tilde x\| / \|\tilde x\|`, ``dist_to_opt`` is :math:`\|\tilde x - x^*\|`."""
+    :math:`\|x^{(T,0)} - \tilde x\| / \|\tilde x\|`, ``dist_to_opt`` is :math:`\|\tilde x - x^*\|`.
+    ``names`` defaults to :data:`CLOSED_FORM`, without FedProx when ``mu`` is 0 (FedProx needs
+    ``mu`` > 0); every name is checked before anything runs."""
     from ..schedules import FixedSteps
 
+    if names is None:
+        names = CLOSED_FORM if mu != 0 else tuple(n for n in CLOSED_FORM if n != "fedprox")
+    for name in names:
+        _closed_form_mu(name, mu)
     steps = check_local_steps("local_steps", local_steps, size=problem.num_clients)
     schedule = FixedSteps(steps)
     xs = problem.optimum()
