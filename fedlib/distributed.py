@@ -37,6 +37,7 @@ every rank (:func:`gather_variates` at the end of :func:`fedlib.engines.batched.
 """
 from __future__ import annotations
 
+import atexit
 import os
 from typing import Optional, Sequence
 
@@ -166,7 +167,19 @@ def init_from_env(device: str = "cpu", backend: Optional[str] = None, timeout_s:
         torch.cuda.set_device(local)
     if not dist.is_initialized():
         dist.init_process_group(backend, init_method="env://", timeout=datetime.timedelta(seconds=timeout_s))
+        # a group still alive when the interpreter shuts down is torn down by C++ destructors with its
+        # threads running: once in a while a rank then died with "terminate called without an active
+        # exception" (SIGABRT, exit status -6) after its work was done. Destroy it first.
+        atexit.register(_destroy_process_group)
     return TorchCommunicator(device)
+
+
+def _destroy_process_group() -> None:
+    """At exit: destroy the default process group if nobody did (the CLI does it itself)."""
+    import torch.distributed as dist
+
+    if dist.is_available() and dist.is_initialized():
+        dist.destroy_process_group()
 
 
 def distributed_apply(comm: Communicator, algorithm: FederatedAlgorithm, state: ServerState,

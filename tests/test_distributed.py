@@ -169,3 +169,22 @@ def test_a_distributed_run_returns_every_clients_control_variate(tmp_path):
     assert np.all(np.abs(ref).reshape(5, -1).max(axis=1) > 0)  # every client has a variate
     for rank in (0, 1):
         np.testing.assert_allclose(np.load(tmp_path / f"two_{rank}.npy"), ref, rtol=0, atol=1e-12)
+
+
+def test_init_from_env_destroys_its_process_group_at_exit(tmp_path):
+    """A script that never calls destroy_process_group (the variate test above): the group is destroyed before
+    the interpreter shuts down. A group left to the C++ destructors once killed a rank with "terminate called
+    without an active exception" (exit -6) after its work was done. The check runs after fedlib's handler
+    (atexit runs handlers last-registered first)."""
+    script = tmp_path / "exit.py"
+    script.write_text(
+        "import atexit\n"
+        "import torch.distributed as dist\n"
+        "from fedlib.distributed import init_from_env\n"
+        "atexit.register(lambda: print('initialised at exit:', dist.is_initialized()))\n"
+        "comm = init_from_env('cpu')\n"
+        "print('world', comm.world_size, dist.is_initialized())\n")
+    env = dict(_env(), WORLD_SIZE="1", RANK="0", LOCAL_RANK="0", MASTER_ADDR="127.0.0.1", MASTER_PORT=str(_free_port()))
+    done = subprocess.run([sys.executable, str(script)], env=env, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.splitlines() == ["world 1 True", "initialised at exit: False"], done.stdout
