@@ -213,6 +213,17 @@ def _impossible_sampling():
     return sample_clients("uniform", [0.5, 0.5], 3, 0, 0)
 
 
+def _weightless_sample():
+    from fedlib.sampling import sample_clients
+    return sample_clients("uniform", [0.5, 0.5, 0.0], 1, 0, 0)
+
+
+def _fedprox_without_mu():
+    from fedlib.experiments.quadratic import fixed_point
+    from fedlib.problems import random_quadratic
+    return fixed_point(random_quadratic(2, 2, seed=0), "fedprox", 0.05, [1, 2])
+
+
 def _world_too_big():
     from fedlib.distributed import owned_clients
     return owned_clients(2, 3, 0)
@@ -244,6 +255,8 @@ API_CASES = [
     ("unknown algorithm (API)", lambda t: _unknown_algorithm(), "algorithm"),
     ("more clients than exist without replacement", lambda t: _impossible_sampling(), "clients_per_round"),
     ("clients_per_round with full participation", lambda t: _full_with_q(), "full participation"),
+    ("uniform sampling that could draw only weight-0 clients", lambda t: _weightless_sample(), "have weight 0"),
+    ("FedProx closed form at mu = 0", lambda t: _fedprox_without_mu(), "mu must be"),
     ("world size > clients (API)", lambda t: _world_too_big(), "world size"),
     ("bf16 with float64 master parameters (API)", lambda t: _bf16_fp64(), "bf16"),
     ("malformed CIFAR batch", _cifar_batch, "data_batch_1"),
