@@ -33,8 +33,15 @@ def _mode_for(path: Path) -> int:
 
 def atomic_write(path: os.PathLike, data: Union[bytes, str]) -> Path:
     """Write ``data`` (bytes, or text as UTF-8) to ``path`` atomically; return the path.
-    The file keeps the mode of the one it replaces; a new one gets ``0o666`` less the umask."""
+    The file keeps the mode of the one it replaces; a new one gets ``0o666`` less the umask.
+    A symbolic link is followed (its target is replaced, the link stays a link); an existing
+    path that is not a regular file (a folder, a FIFO, a device) is refused, since renaming over
+    it would replace it rather than write into it."""
     path = Path(path)
+    if path.is_symlink():
+        path = Path(os.path.realpath(path))
+    if path.exists() and not path.is_file():
+        raise ValueError(f"{path}: exists and is not a regular file; refusing to replace it")
     folder = path.parent if str(path.parent) else Path(".")
     blob = data.encode("utf-8") if isinstance(data, str) else data
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=folder)
@@ -64,5 +71,7 @@ def read_json(path: os.PathLike):
         raise ValueError(f"{path}: file not found") from None
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
         raise ValueError(f"{path}: not valid JSON ({exc})") from None
+    except RecursionError:
+        raise ValueError(f"{path}: not a usable JSON document (nested too deeply)") from None
     except OSError as exc:
         raise ValueError(f"{path}: cannot read ({exc})") from None

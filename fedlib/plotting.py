@@ -73,12 +73,18 @@ def save_figure(fig, name: str, *, profile: Optional[str] = None) -> list[Path]:
     if profile not in (None, "full"):
         folder = folder / profile
         folder.mkdir(exist_ok=True)
-    out = []
-    # Fixed SVG ids and no timestamps: re-running a chapter rewrites identical files.
+    import io
+
+    from ._io import atomic_write
+
+    # Fixed SVG ids and no timestamps: re-running a chapter rewrites identical files. Both are rendered
+    # in memory before either is written, each written atomically: an interrupted chapter leaves the
+    # previous pair (not a truncated SVG, nor a new PNG next to an old SVG).
+    rendered = {}
     with matplotlib.rc_context({"svg.hashsalt": "fednova-book"}):
         for ext, kw in (("png", {"dpi": 150, "metadata": {"Software": None}}),
                         ("svg", {"metadata": {"Date": None, "Creator": None}})):
-            path = folder / f"{name}.{ext}"
-            fig.savefig(path, bbox_inches="tight", **kw)
-            out.append(path)
-    return out
+            buf = io.BytesIO()
+            fig.savefig(buf, format=ext, bbox_inches="tight", **kw)
+            rendered[folder / f"{name}.{ext}"] = buf.getvalue()
+    return [atomic_write(path, blob) for path, blob in rendered.items()]

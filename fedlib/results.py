@@ -47,6 +47,7 @@ import math
 import numbers
 import os
 import platform
+import re
 import shlex
 import subprocess
 import sys
@@ -72,6 +73,10 @@ PROVENANCE_KEYS = ("fedlib", "git_commit", "python", "numpy", "torch", "platform
                    "started_utc", "finished_utc", "wall_time_s")
 
 
+#: A full git commit; a result records it, or ``"unknown"`` outside a checkout.
+_SHA = re.compile(r"[0-9a-f]{40}")
+
+
 # ----------------------------------------------------------------------------- provenance
 def _repo_root() -> Path:
     return Path(__file__).resolve().parents[1]
@@ -86,7 +91,9 @@ def git_commit(root: Optional[os.PathLike] = None) -> tuple[str, Optional[bool]]
     commit while the tree was a later one — so the caller who made the copy names its commit."""
     given = os.environ.get("FEDLIB_GIT_COMMIT", "").strip()
     if given:
-        return given, None
+        if not _SHA.fullmatch(given.lower()):
+            raise ValueError(f"FEDLIB_GIT_COMMIT must be a full 40-hex-digit commit (git rev-parse HEAD), got {given!r}")
+        return given.lower(), None
     root = Path(root) if root is not None else _repo_root()
     if not (root / ".git").exists():
         return "unknown", None
@@ -219,17 +226,19 @@ class RunClock:
     def __enter__(self):
         self.git_start = git_commit()
         self.started = time.time()
+        self._ticks = time.monotonic()  # the duration: immune to the wall clock being set during the run
         self.finished = None
         return self
 
     def __exit__(self, *exc):
-        self.finished = time.time()
+        self.finished = self.started + (time.monotonic() - self._ticks)
         return False
 
     def provenance(self, device: Any = "cpu", command: Optional[str] = None) -> dict:
-        """:func:`make_provenance` of the timed block (up to now while still inside it)."""
-        return make_provenance(self.started, self.finished if self.finished is not None else time.time(), device,
-                               command, git_start=self.git_start)
+        """:func:`make_provenance` of the timed block (up to now while still inside it); the
+        finish time is the start plus the monotonic clock's duration, so ``wall_time_s`` >= 0."""
+        finished = self.finished if self.finished is not None else self.started + (time.monotonic() - self._ticks)
+        return make_provenance(self.started, finished, device, command, git_start=self.git_start)
 
 
 # ----------------------------------------------------------------------------- records
@@ -271,7 +280,46 @@ def make_result(config: Mapping, history: Optional[Sequence[Mapping]], provenanc
 
 
 def _is_num(x) -> bool:
-    return isinstance(x, (int, float)) and not isinstance(x, bool)
+    """A finite JSON number (not a bool; ``json`` reads NaN and Infinity as floats)."""
+    return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
+
+
+def _check_finite_numbers(value: Any, where: str) -> None:
+    """No NaN or +-inf anywhere (a result stores a missing number as null)."""
+    if isinstance(value, float) and not math.isfinite(value):
+        raise ValueError(f"{where}: {value!r} is not a finite number (a result stores a missing number as null)")
+    if isinstance(value, dict):
+        for k, v in value.items():
+            _check_finite_numbers(v, f"{where}.{k}")
+    elif isinstance(value, list):
+        for i, v in enumerate(value):
+            _check_finite_numbers(v, f"{where}[{i}]")
+
+
+def _check_provenance(prov: dict, where: str) -> None:
+    commit = prov["git_commit"]
+    if not (isinstance(commit, str) and (commit == "unknown" or _SHA.fullmatch(commit))):
+        raise ValueError(f"{where}: provenance.git_commit must be a 40-hex-digit commit or 'unknown', got {commit!r}")
+    if not _is_num(prov["wall_time_s"]) or prov["wall_time_s"] < 0:
+        raise ValueError(f"{where}: provenance.wall_time_s must be a number >= 0, got {prov['wall_time_s']!r}")
+    for key in ("device", "command", "fedlib", "python", "numpy", "platform"):
+        if not isinstance(prov[key], str) or not prov[key].strip():
+            raise ValueError(f"{where}: provenance.{key} must be a non-empty string, got {prov[key]!r}")
+    if prov["torch"] is not None and not (isinstance(prov["torch"], str) and prov["torch"].strip()):
+        raise ValueError(f"{where}: provenance.torch must be a version string or null, got {prov['torch']!r}")
+    stamps = {}
+    for key in ("started_utc", "finished_utc"):
+        try:
+            stamps[key] = _dt.datetime.fromisoformat(str(prov[key]).replace("Z", "+00:00"))
+        except ValueError:
+            raise ValueError(f"{where}: provenance.{key} must be an ISO 8601 time, got {prov[key]!r}") from None
+    try:
+        backwards = stamps["finished_utc"] < stamps["started_utc"]
+    except TypeError:  # one with a time zone, one without
+        raise ValueError(f"{where}: provenance.started_utc and finished_utc must both be UTC times") from None
+    if backwards:
+        raise ValueError(f"{where}: provenance.finished_utc ({prov['finished_utc']}) is before started_utc "
+                         f"({prov['started_utc']})")
 
 
 def validate_result(result: Any, where: str = "result") -> dict:
@@ -286,13 +334,21 @@ def validate_result(result: Any, where: str = "result") -> dict:
     missing = [k for k in PROVENANCE_KEYS if k not in result["provenance"]]
     if missing:
         raise ValueError(f"{where}: provenance lacks {missing}")
-    if not isinstance(result.get("kind"), str):
+    _check_provenance(result["provenance"], where)
+    if not isinstance(result.get("kind"), str) or not result["kind"]:
         raise ValueError(f"{where}: 'kind' must be a string such as 'run'")
+    for key in ("initial", "summary"):
+        if key in result and not isinstance(result[key], dict):
+            raise ValueError(f"{where}: {key!r} must be an object, got {type(result[key]).__name__}")
+    _check_finite_numbers(result, where)
     if result["kind"] != "run" and "history" not in result:
         return result  # e.g. a benchmark: no per-round training records
     history = result.get("history")
     if not isinstance(history, list):
         raise ValueError(f"{where}: 'history' must be a list of per-round records")
+    rounds = result["config"].get("rounds")
+    if _is_num(rounds) and isinstance(rounds, int) and len(history) != rounds:
+        raise ValueError(f"{where}: config.rounds is {rounds} but the history has {len(history)} records")
     for i, rec in enumerate(history):
         if not isinstance(rec, dict):
             raise ValueError(f"{where}: history[{i}] must be an object")
@@ -303,12 +359,16 @@ def validate_result(result: Any, where: str = "result") -> dict:
             raise ValueError(f"{where}: history[{i}].round must be an integer >= 0, got {rec['round']!r}")
         if i and rec["round"] <= history[i - 1]["round"]:
             raise ValueError(f"{where}: history rounds must increase (history[{i}].round = {rec['round']})")
+        if rec["round"] != i:
+            raise ValueError(f"{where}: history[{i}].round is {rec['round']}: the records must be rounds 0, 1, 2, ... "
+                             "with none missing")
         for k in ("train_loss", "test_accuracy", "tau_eff", "chi2"):
             if rec[k] is not None and not _is_num(rec[k]):
                 raise ValueError(f"{where}: history[{i}].{k} must be a number or null, got {rec[k]!r}")
         steps = rec["local_steps"]
-        if not isinstance(steps, list) or not all(isinstance(s, int) and not isinstance(s, bool) for s in steps):
-            raise ValueError(f"{where}: history[{i}].local_steps must be a list of integers")
+        if not isinstance(steps, list) or not all(isinstance(s, int) and not isinstance(s, bool) and s >= 0
+                                                  for s in steps):
+            raise ValueError(f"{where}: history[{i}].local_steps must be a list of integers >= 0")
     return result
 
 

@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import argparse
 import re
-import shutil
 import sys
 import tarfile
 import tempfile
@@ -149,9 +148,11 @@ def main(argv=None) -> int:
         except (ImportErrorList, tarfile.TarError) as exc:
             print(f"import_gpu_results: {exc} (nothing written)", file=sys.stderr)
             return 2
-        for src, dest, what in moves:
+        from fedlib._io import atomic_write
+
+        for src, dest, what in moves:  # every file was checked by plan_import; each lands whole or not at all
             dest.parent.mkdir(parents=True, exist_ok=True)
-            shutil.copyfile(src, dest)
+            atomic_write(dest, src.read_bytes())
             print(f"{dest.relative_to(args.repo)}  <- {what}")
     return 0
 

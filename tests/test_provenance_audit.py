@@ -187,3 +187,158 @@ def test_ctrl_c_before_any_file_says_nothing_written(tmp_path, monkeypatch, caps
     assert main(RUN + ["--out", str(out), *extra]) == 130
     assert "interrupted (nothing written)" in capsys.readouterr().err
     assert not out.exists() and not Path(str(out) + ".ckpt").exists()
+
+
+# ----------------------------------------------------------------------------- 6: what a result may hold
+def _good(rounds=3):
+    history = [{"round": r, "train_loss": 1.0 / (r + 1), "test_accuracy": None, "tau_eff": 2.0, "chi2": 0.0,
+                "local_steps": [2, 2]} for r in range(rounds)]
+    return make_result({"rounds": rounds}, history, make_provenance(0.0, 1.0, command="python -m fedlib run"))
+
+
+def _broken(edit):
+    doc = json.loads(json.dumps(_good()))
+    edit(doc)
+    return doc
+
+
+BAD_RESULTS = [
+    ("NaN in the history", lambda d: d["history"][2].update(train_loss=float("nan")), r"history\[2\].train_loss"),
+    ("Infinity in the summary", lambda d: d.update(summary={"best": float("inf")}), r"summary.best: inf"),
+    ("a round missing", lambda d: (d["history"].pop(1), d["config"].update(rounds=2)), r"history\[1\].round is 2"),
+    ("rounds from 5", lambda d: [h.update(round=h["round"] + 5) for h in d["history"]], r"history\[0\].round is 5"),
+    ("fewer records than rounds", lambda d: d["config"].update(rounds=4), "config.rounds is 4 but the history has 3"),
+    ("negative wall time", lambda d: d["provenance"].update(wall_time_s=-1.0), "wall_time_s must be a number >= 0"),
+    ("wall time null", lambda d: d["provenance"].update(wall_time_s=None), "wall_time_s"),
+    ("a short commit", lambda d: d["provenance"].update(git_commit="abc123"), "git_commit must be a 40-hex"),
+    ("a commit of other letters", lambda d: d["provenance"].update(git_commit="z" * 40), "git_commit"),
+    ("no device", lambda d: d["provenance"].update(device=""), "provenance.device"),
+    ("no command", lambda d: d["provenance"].update(command=None), "provenance.command"),
+    ("finished before started", lambda d: d["provenance"].update(started_utc="2030-01-01T00:00:00Z"),
+     "finished_utc .* is before started_utc"),
+    ("a time that is no time", lambda d: d["provenance"].update(started_utc="yesterday"), "ISO 8601"),
+    ("negative local steps", lambda d: d["history"][0].update(local_steps=[-3, 2]), "local_steps"),
+    ("summary a list", lambda d: d.update(summary=[1, 2]), "'summary' must be an object"),
+    ("initial a string", lambda d: d.update(initial="x"), "'initial' must be an object"),
+]
+
+
+@pytest.mark.parametrize("name,edit,message", BAD_RESULTS, ids=[b[0] for b in BAD_RESULTS])
+def test_read_result_refuses_what_the_book_must_not_show(tmp_path, name, edit, message):
+    """Each was read without a word before (found by an audit): a NaN accuracy or a history with rounds cut out
+    reached `table1 --summary` and the chapter's table. The file is written as json.dumps writes (NaN allowed)."""
+    path = tmp_path / "r.json"
+    path.write_text(json.dumps(_broken(edit)))
+    with pytest.raises(ValueError, match=message) as info:
+        read_result(path)
+    assert str(info.value).startswith(str(path))
+
+
+def test_the_committed_results_pass_the_checks():
+    root = Path(__file__).resolve().parents[1] / "data"
+    files = sorted(root.rglob("*.json"))
+    assert len(files) >= 10
+    for f in files:
+        read_result(f)
+
+
+def test_deep_nesting_is_a_value_error(tmp_path):
+    path = tmp_path / "deep.json"
+    path.write_text("[" * 100000 + "]" * 100000)
+    with pytest.raises(ValueError, match="nested too deeply"):
+        read_result(path)
+
+
+def test_fedlib_git_commit_must_be_a_full_commit(monkeypatch):
+    monkeypatch.setenv("FEDLIB_GIT_COMMIT", "not a sha; rm -rf")
+    with pytest.raises(ValueError, match="FEDLIB_GIT_COMMIT must be a full 40-hex-digit commit"):
+        fedlib.results.git_commit()
+    monkeypatch.setenv("FEDLIB_GIT_COMMIT", "AB" * 20)
+    assert fedlib.results.git_commit() == ("ab" * 20, None)
+
+
+def test_wall_time_comes_from_a_clock_that_cannot_go_back(fake_git, monkeypatch):
+    """The wall clock set back by an hour during the run: the duration is still the run's, not negative."""
+    import time as real_time
+
+    wall = real_time.time
+    with RunClock() as clock:
+        monkeypatch.setattr(real_time, "time", lambda: wall() - 3600.0)
+    monkeypatch.setattr(real_time, "time", wall)
+    prov = clock.provenance("cpu", command="c")
+    assert 0 <= prov["wall_time_s"] < 5
+    make_result({}, [], prov)
+
+
+@posix_only
+def test_atomic_write_follows_a_link_and_refuses_a_fifo(tmp_path):
+    target = tmp_path / "run42.json"
+    target.write_text("old")
+    link = tmp_path / "latest.json"
+    link.symlink_to(target.name)
+    atomic_write(link, "new")
+    assert link.is_symlink() and target.read_text() == "new"
+    fifo = tmp_path / "pipe"
+    os.mkfifo(fifo)
+    with pytest.raises(ValueError, match="not a regular file"):
+        atomic_write(fifo, "x")
+    assert stat.S_ISFIFO(fifo.stat().st_mode)
+
+
+def test_save_figure_interrupted_keeps_the_old_pair(tmp_path, monkeypatch):
+    """The SVG failing to render (Ctrl-C, a full disk) left a truncated SVG and a new PNG next to it."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from fedlib import plotting
+
+    monkeypatch.setattr(plotting, "figures_dir", lambda: tmp_path)
+    fig, ax = plt.subplots()
+    ax.plot([0, 1])
+    png, svg = plotting.save_figure(fig, "f")
+    old = (png.read_bytes(), svg.read_bytes())
+    ax.plot([1, 0])
+    real = fig.savefig
+
+    def fail_on_svg(buf, format=None, **kw):
+        if format == "svg":
+            raise KeyboardInterrupt
+        return real(buf, format=format, **kw)
+
+    monkeypatch.setattr(fig, "savefig", fail_on_svg)
+    with pytest.raises(KeyboardInterrupt):
+        plotting.save_figure(fig, "f")
+    assert (png.read_bytes(), svg.read_bytes()) == old
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["f.png", "f.svg"]
+    plt.close(fig)
+
+
+# ----------------------------------------------------------------------------- 7: refused before any work
+def test_unwritable_checkpoint_folder_is_refused_before_training(tmp_path, monkeypatch, capsys):
+    """It trained round 1, then died with PermissionError (exit 1) at the first checkpoint. (As root every folder
+    is writable, so os.access is made to say no for this one.)"""
+    ro = tmp_path / "ro"
+    ro.mkdir()
+    real = os.access
+    monkeypatch.setattr(os, "access", lambda p, mode, **kw: False if Path(p) == ro else real(p, mode, **kw))
+    started = []
+    monkeypatch.setattr(fedlib.engines.batched, "run_batched", lambda *a, **k: started.append(1))
+    rc = main(RUN + ["--checkpoint-every", "1", "--checkpoint", str(ro / "c.ckpt"), "--out", str(tmp_path / "r.json")])
+    assert rc == 2 and not started
+    assert f"--checkpoint {ro / 'c.ckpt'}: folder {ro} is not writable" in capsys.readouterr().err
+
+
+def test_bench_profile_must_not_be_the_json_file(tmp_path, capsys):
+    out = tmp_path / "x.json"
+    assert main(["bench", "cifar10", "--sample", "--json", str(out), "--profile", str(out)]) == 2
+    assert "--profile" in capsys.readouterr().err and not out.exists()
+
+
+def test_table1_results_folder_that_cannot_be_made_is_refused_before_training(tmp_path, capsys):
+    blocker = tmp_path / "file"
+    blocker.write_text("")
+    rc = main(["table1", "--sample", "--device", "cpu", "--budget-seconds", "60", "--results", str(blocker / "sub")])
+    assert rc == 2
+    assert "cannot create the folder" in capsys.readouterr().err

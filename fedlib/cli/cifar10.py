@@ -22,7 +22,7 @@ from ..results import RunClock, make_result, write_result
 from .common import (emit_bench, write_bench, ALGORITHM_FLAGS, SCHEDULE_FLAGS, CLIError, HelpFormatter, add_algorithm_args, add_device_arg,
                      add_output_args, add_schedule_args, build_algorithm, check_output_path, check_participation,
                      config_from_args, info, int_at_least, positive_float, progress_bar, resolve_epochs,
-                     resolve_tau_eff)
+                     resolve_tau_eff, same_file)
 
 __all__ = ["add_run_parser", "add_bench_parser", "add_table1_parser", "run_cifar10", "bench_cifar10_command",
            "table1_command", "load_data_from_args"]
@@ -251,6 +251,8 @@ def bench_cifar10_command(args: argparse.Namespace) -> int:
 
     check_output_path(args.json, "--json")
     check_output_path(args.profile, "--profile")
+    if args.json is not None and args.profile is not None and same_file(args.json, args.profile):
+        raise CLIError(f"--profile {args.profile}: is the --json file; give the profile its own name")
     device = _check_device(args)
     try:  # before the data is read
         parse_bench_variants(args.compare, runs=args.runs, precision=args.precision, cuda_graph=args.cuda_graph,
@@ -413,8 +415,12 @@ def table1_command(args: argparse.Namespace) -> int:
             raise CLIError(f"--results: {exc}") from None
         return 0
     device = _check_device(args)
+    try:  # before the data is read and anything trains: the results must have somewhere to go
+        args.results.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise CLIError(f"--results {args.results}: cannot create the folder ({exc.strerror})") from None
+    check_output_path(args.results / "result.json", "--results")
     data = load_data_from_args(args)
-    args.results.mkdir(parents=True, exist_ok=True)
     stack = args.stack or (6 if device.startswith("cuda") else 2)
     try:
         out = run_table1(args.results, budget_seconds=args.budget_seconds, seeds=seeds, cells=cells, data=data,

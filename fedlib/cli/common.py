@@ -252,6 +252,8 @@ def resolve_checkpoint(args: argparse.Namespace) -> Optional[Path]:
     folder = path.parent if str(path.parent) else Path(".")
     if not folder.is_dir():
         raise CLIError(f"--checkpoint {path}: folder {folder} does not exist")
+    if every is not None and not os.access(folder, os.W_OK):  # found before training, not at the first write
+        raise CLIError(f"--checkpoint {path}: folder {folder} is not writable")
     if resume and not path.is_file():
         raise CLIError(f"--resume: checkpoint {path} not found")
     return path
@@ -370,9 +372,13 @@ def check_output_path(path: Optional[Path], flag: str = "--out") -> None:
     """Fail *before* the run if the output file of ``flag`` cannot be written."""
     if path is None:
         return
+    if path.is_symlink():  # the result replaces the link's target (fedlib._io.atomic_write)
+        path = Path(os.path.realpath(path))
     folder = path.parent if str(path.parent) else Path(".")
     if path.is_dir():
         raise CLIError(f"{flag} {path}: is a folder, give a file name like result.json")
+    if path.exists() and not path.is_file():
+        raise CLIError(f"{flag} {path}: exists and is not a regular file (a FIFO or device); give a file name")
     if not folder.is_dir():
         raise CLIError(f"{flag} {path}: folder {folder} does not exist")
     if not os.access(folder, os.W_OK):
