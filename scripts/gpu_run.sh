@@ -134,6 +134,11 @@ case ${CONV:-cudnn} in
     gemm) ENGINE_ARGS+=(--conv gemm) ;;
     *) echo "CONV must be cudnn or gemm, got '${CONV}'" >&2; exit 2 ;;
 esac
+# fedlib refuses anything but a full commit when it writes a result: say so now, not after the bench
+if [ -n "${FEDLIB_GIT_COMMIT:-}" ] && ! [[ "${FEDLIB_GIT_COMMIT,,}" =~ ^[0-9a-f]{40}$ ]]; then
+    echo "FEDLIB_GIT_COMMIT must be a full 40-hex-digit commit (git rev-parse HEAD), got '${FEDLIB_GIT_COMMIT}'" >&2
+    exit 2
+fi
 
 log "gpu_run.sh: out=$OUT_DIR data=$DATA_ROOT budget=${BUDGET}s python=$PYTHON device=$DEVICE width=$WIDTH" \
     "precision=$PRECISION cuda_graph=$CUDA_GRAPH conv=${CONV:-cudnn} results=$RESULTS" \

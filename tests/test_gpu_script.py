@@ -87,6 +87,7 @@ def test_import_files_results_and_refuses_bad_ones(first_call, tmp_path):
     (dict(TABLE1_CELL="sgd-e2-fedavg"), "unknown setting TABLE1_CELL"),
     (dict(SEED_RESULTS_FROM="data/result/cifar10"), "holds no *__seed*.json result files"),
     (dict(CONTINUE_LATER_SECONDS="60", RESULTS="./data/results/cifar10"), "needs RESULTS outside the tree"),
+    (dict(FEDLIB_GIT_COMMIT="4f66826"), "FEDLIB_GIT_COMMIT must be a full 40-hex-digit commit"),
 ])
 def test_a_mistyped_setting_stops_the_call_at_once(tmp_path, env, message):
     """A typo must cost seconds, not a device call spent doing something else."""
