@@ -355,3 +355,23 @@ def test_format_bench_marks_gains_inside_the_base_spread():
     assert "1.500x" in lines[4] and "spread" not in lines[4]
     assert "0.970x" in lines[5] and "within the base engine's own spread (±0.040)" in lines[5]
     assert lines[6] == "variant channels-first: failed (RuntimeError: out of memory)"
+
+
+def test_bench_leaves_the_global_rng_alone():
+    """The sequential loop's dropout drew from torch's global RNG (found by an RNG audit): the caller's state
+    moved, and the loop differed between calls. It now runs on a forked RNG seeded from the run's stream."""
+    import random
+
+    import numpy as np
+    import torch
+
+    from fedlib.experiments import cifar10 as C
+
+    data = C.load_data(sample=True)
+    torch.manual_seed(123)
+    np.random.seed(123)
+    random.seed(123)
+    before = (torch.get_rng_state(), np.random.get_state()[1].copy(), random.getstate())
+    C.bench_cifar10(data, width=0.03, steps=1, repeat=0, device="cpu")
+    assert torch.equal(torch.get_rng_state(), before[0])
+    assert np.array_equal(np.random.get_state()[1], before[1]) and random.getstate() == before[2]

@@ -1017,7 +1017,9 @@ def _bench_cifar10(data, *, width, steps, device, precision, cuda_graph, path, r
     mean = torch.tensor(CIFAR10_MEAN, device=dev)
     std = torch.tensor(CIFAR10_STD, device=dev)
     client_idx = [torch.as_tensor(c, device=dev) for c in parts]
-    gen = torch.Generator(device=dev).manual_seed(seed)
+    from ..rng import seed_sequence, torch_generator
+
+    gen = torch_generator(seed, "batches", device=dev)
     autocast = (lambda: torch.autocast(dev.type, dtype=torch.bfloat16)) if precision == "bf16" else None
 
     def sequential_round():
@@ -1046,12 +1048,16 @@ def _bench_cifar10(data, *, width, steps, device, precision, cuda_graph, path, r
         sync()
 
     seq_times = []
-    for r in range(repeat + 1):
-        sync()
-        t0 = time.perf_counter()
-        sequential_round()
-        seq_times.append(time.perf_counter() - t0)
-        say(f"sequential round {r}: {seq_times[-1]:.2f} s" + (" (warm-up)" if r == 0 else ""))
+    # the loop's dropout layers draw from torch's global RNG: a forked copy, seeded from the run's stream,
+    # so the caller's global state is left as it was and the loop is the same every time
+    with torch.random.fork_rng(devices=[dev] if dev.type == "cuda" else []):
+        torch.manual_seed(int(seed_sequence(seed, "dropout").generate_state(1)[0]))
+        for r in range(repeat + 1):
+            sync()
+            t0 = time.perf_counter()
+            sequential_round()
+            seq_times.append(time.perf_counter() - t0)
+            say(f"sequential round {r}: {seq_times[-1]:.2f} s" + (" (warm-up)" if r == 0 else ""))
     model = opt = None  # free the sequential model before the engine allocates
 
     # --------------------------------------------------------------- the engine
