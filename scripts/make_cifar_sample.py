@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import argparse
 import hashlib
+import io
 import sys
 import zipfile
 from pathlib import Path
@@ -42,6 +43,7 @@ import numpy as np
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
+from fedlib._io import atomic_write  # noqa: E402
 from fedlib.data.cifar10 import CIFAR10_CLASSES, load_cifar10  # noqa: E402
 
 DEFAULT_OUT = REPO / "data" / "cifar10-sample"
@@ -67,13 +69,15 @@ def save_npz_reproducibly(path: Path, **arrays: np.ndarray) -> None:
     same arrays give a different file (and sha256) on every run.  Here each member gets
     the fixed zip epoch 1980-01-01 instead; the result is an ordinary ``.npz``.
     """
-    with zipfile.ZipFile(path, "w", compression=zipfile.ZIP_DEFLATED) as zf:
+    buf = io.BytesIO()  # built in memory, then written atomically: an interrupt keeps the old file whole
+    with zipfile.ZipFile(buf, "w", compression=zipfile.ZIP_DEFLATED) as zf:
         for name, array in arrays.items():
             info = zipfile.ZipInfo(name + ".npy", date_time=(1980, 1, 1, 0, 0, 0))
             info.compress_type = zipfile.ZIP_DEFLATED
             info.external_attr = 0o644 << 16
             with zf.open(info, "w", force_zip64=True) as member:
                 np.lib.format.write_array(member, np.ascontiguousarray(array), allow_pickle=False)
+    atomic_write(path, buf.getvalue())
 
 
 def sha256(path: Path) -> str:
@@ -172,7 +176,7 @@ def main(argv=None) -> int:
     command = "python scripts/make_cifar_sample.py --root " + str(args.root)
     if args.train_per_class != 400 or args.test_per_class != 100:
         command += f" --train-per-class {args.train_per_class} --test-per-class {args.test_per_class}"
-    (out / "README.md").write_text(README.format(
+    atomic_write(out / "README.md", README.format(
         file=FILE_NAME, size_bytes=size, size_mb=size / 1e6, digest=sha256(file),
         n_train=train_index.size, n_test=test_index.size,
         train_pc=args.train_per_class, test_pc=args.test_per_class,
