@@ -27,6 +27,14 @@ def _leaf(tmp, name="bad.json", *, users=("a", "b"), x=None, y=None):
     return str(path)
 
 
+def _leaf_folder(tmp):
+    """A LEAF folder (train/ and test/): a result written into train/ was read as data by the next run."""
+    for part in ("train", "test"):
+        (tmp / "ds" / part).mkdir(parents=True)
+        _leaf(tmp / "ds" / part, f"{part}.json")
+    return str(tmp / "ds")
+
+
 def _nan_leaf(tmp):
     path = tmp / "nan.json"
     path.write_text('{"users": ["a"], "num_samples": [2], "user_data": {"a": {"x": [[NaN, 1.0], [1.0, 0.0]], '
@@ -90,6 +98,8 @@ CLI_CASES = [
      "--alpha: describes the generated Synthetic data"),
     ("--out is the --data file", lambda t: LEAF + ["--data", _leaf(t), "--out", _leaf(t)], {},
      "is the --data file; writing the result would replace the data"),
+    ("--out inside a --data folder", lambda t: LEAF + ["--data", _leaf_folder(t), "--out", str(t / "ds" / "train" / "r.json")],
+     {}, "lies inside the --data folder"),
     ("divergence", lambda t: ["run", "synthetic", "--num-clients", "3", "--rounds", "20", "--quiet", "--lr", "1e6", "--l2", "0.001"], {}, "diverged in round"),
     ("out folder missing", lambda t: SYN + ["--out", str(t / "no" / "r.json")], {}, "--out"),
     ("resume without checkpoint", lambda t: SYN + ["--resume", "--checkpoint", str(t / "none.ckpt")], {},

@@ -225,9 +225,15 @@ def same_file(a: os.PathLike, b: os.PathLike) -> bool:
 
 
 def check_not_input(out: Optional[os.PathLike], data: Optional[os.PathLike], flag: str = "--out") -> None:
-    """Refuse an output path that is the input data file (writing the result would replace it)."""
-    if out is not None and data is not None and same_file(out, data):
+    """Refuse an output path that is the input data file (writing the result would replace it), or
+    that lies inside a ``--data`` folder (the next run would read the result as data)."""
+    if out is None or data is None:
+        return
+    if same_file(out, data):
         raise CLIError(f"{flag} {out}: is the --data file; writing the result would replace the data")
+    folder = Path(data)
+    if folder.is_dir() and Path(os.path.realpath(out)).is_relative_to(os.path.realpath(folder)):
+        raise CLIError(f"{flag} {out}: lies inside the --data folder {data}; the next run would read it as data")
 
 
 def resolve_checkpoint(args: argparse.Namespace) -> Optional[Path]:
