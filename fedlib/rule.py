@@ -112,11 +112,19 @@ def fedavg_weights(p: Any, a_norms: Any) -> tuple[float, np.ndarray]:
     return _fedavg(p, a)
 
 
+def _positive_tau_eff(tau_eff: float, p: np.ndarray) -> float:
+    """``sum_i p_i ||a_i||_1``, refused where it is not > 0: all-zero weights, or ``a_norms`` so small
+    (subnormal) that the products underflow to 0."""
+    if tau_eff > 0:
+        return tau_eff
+    if not np.any(p > 0):
+        raise ValueError("p: the client weights are all zero")
+    raise ValueError("a_norms: sum_i p_i ||a_i||_1 underflows to 0 (a_norms too small: subnormal numbers?)")
+
+
 def _fedavg(p: np.ndarray, a: np.ndarray) -> tuple[float, np.ndarray]:
     pa = p * a
-    tau_eff = float(pa.sum())
-    if tau_eff <= 0:
-        raise ValueError("p: the client weights are all zero")
+    tau_eff = _positive_tau_eff(float(pa.sum()), p)
     return tau_eff, pa / tau_eff
 
 
@@ -135,7 +143,7 @@ def check_tau_eff(tau_eff: TauEff) -> TauEff:
 def _tau_eff_value(tau_eff: TauEff, p: np.ndarray, a: np.ndarray, local_steps: Any) -> float:
     tau_eff = check_tau_eff(tau_eff)
     if tau_eff is None or tau_eff == "a_norm":
-        return float((p * a).sum())  # bit-identical to FedAvg's tau_eff
+        return _positive_tau_eff(float((p * a).sum()), p)  # bit-identical to FedAvg's tau_eff
     if tau_eff == "local_steps":
         if local_steps is None:
             raise ValueError("local_steps is required when tau_eff='local_steps'")

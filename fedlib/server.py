@@ -11,7 +11,7 @@ States are NamedTuples so they can be checkpointed.
 """
 from __future__ import annotations
 
-from typing import Any, Callable, NamedTuple
+from typing import Any, Callable, NamedTuple, Optional
 
 import numpy as np
 
@@ -117,12 +117,17 @@ def adam(server_lr: float = 0.01, b1: float = 0.9, b2: float = 0.99, eps: float 
 SERVER_OPTIMIZERS = ("plain", "momentum", "adam")
 
 
-def make_server_optimizer(name: str, *, server_lr: float = 1.0, beta: float = 0.9) -> ServerOptimizer:
-    """Build a server optimizer by name (``plain``, ``momentum``, ``adam``)."""
+def make_server_optimizer(name: str, *, server_lr: Optional[float] = None, beta: float = 0.9) -> ServerOptimizer:
+    """Build a server optimizer by name (``plain``, ``momentum``, ``adam``). ``server_lr``
+    ``None`` keeps each optimizer's own default (:func:`plain`'s 1, :func:`adam`'s 0.01: one
+    FedAdam step is about ``server_lr`` in size, so 1 would be a 100x larger step); server
+    momentum has no server learning rate (its step is the client lr), so one given is refused."""
     if name == "plain":
-        return plain(server_lr)
+        return plain() if server_lr is None else plain(server_lr)
     if name == "momentum":
+        if server_lr is not None:
+            raise ValueError("server_lr: server momentum has no server learning rate (its step is the client lr)")
         return momentum(beta)
     if name == "adam":
-        return adam(server_lr)
+        return adam() if server_lr is None else adam(server_lr)
     raise ValueError(f"server optimizer must be one of {list(SERVER_OPTIMIZERS)}, got {name!r}")

@@ -70,7 +70,9 @@ def test_vrlsgd_hand_example():
 
 
 def test_torch_variates_update():
-    st = V.ControlVariates(torch.as_tensor(C3), torch.as_tensor(P3 @ C3), "scaffold")
+    # torch.tensor copies (torch.as_tensor shared C3's memory, so "the input is unchanged" compared C3 with itself
+    # and could not fail: an update written into the caller's state passed the whole suite)
+    st = V.ControlVariates(torch.tensor(C3), torch.tensor(P3 @ C3), "scaffold")
     new = V.update_control_variates(st, [0, 2], [torch.tensor([-0.2, 0.0], dtype=torch.float64),
                                                  torch.tensor([0.4, -0.8], dtype=torch.float64)], 0.1, [2.0, 4.0], P3)
     np.testing.assert_allclose(new.mean.numpy(), [0.5, 0.6875], atol=1e-15)
