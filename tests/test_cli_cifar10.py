@@ -372,6 +372,9 @@ def test_bench_leaves_the_global_rng_alone():
     np.random.seed(123)
     random.seed(123)
     before = (torch.get_rng_state(), np.random.get_state()[1].copy(), random.getstate())
-    C.bench_cifar10(data, width=0.03, steps=1, repeat=0, device="cpu")
+    C.bench_cifar10(data, width=0.03, steps=1, repeat=1, device="cpu")
     assert torch.equal(torch.get_rng_state(), before[0])
     assert np.array_equal(np.random.get_state()[1], before[1]) and random.getstate() == before[2]
+    # repeat = 0 timed only the warm-up and reported the median of nothing (nan, with numpy's warning)
+    with pytest.raises(ValueError, match="^repeat must be an integer >= 1"):
+        C.bench_cifar10(data, width=0.03, steps=1, repeat=0, device="cpu")
