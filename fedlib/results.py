@@ -230,14 +230,18 @@ class RunClock:
         self.finished = None
         return self
 
+    def _now(self) -> float:
+        """The start plus the monotonic clock's duration (never before the start)."""
+        return self.started + (time.monotonic() - self._ticks)
+
     def __exit__(self, *exc):
-        self.finished = self.started + (time.monotonic() - self._ticks)
+        self.finished = self._now()
         return False
 
     def provenance(self, device: Any = "cpu", command: Optional[str] = None) -> dict:
         """:func:`make_provenance` of the timed block (up to now while still inside it); the
         finish time is the start plus the monotonic clock's duration, so ``wall_time_s`` >= 0."""
-        finished = self.finished if self.finished is not None else self.started + (time.monotonic() - self._ticks)
+        finished = self.finished if self.finished is not None else self._now()
         return make_provenance(self.started, finished, device, command, git_start=self.git_start)
 
 
@@ -347,7 +351,7 @@ def validate_result(result: Any, where: str = "result") -> dict:
     if not isinstance(history, list):
         raise ValueError(f"{where}: 'history' must be a list of per-round records")
     rounds = result["config"].get("rounds")
-    if _is_num(rounds) and isinstance(rounds, int) and len(history) != rounds:
+    if isinstance(rounds, int) and not isinstance(rounds, bool) and len(history) != rounds:
         raise ValueError(f"{where}: config.rounds is {rounds} but the history has {len(history)} records")
     for i, rec in enumerate(history):
         if not isinstance(rec, dict):

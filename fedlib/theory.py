@@ -356,12 +356,12 @@ def quadratic_smoothness(H: Any) -> float:
     return float(max(np.abs(np.linalg.eigvalsh(0.5 * (h + h.T))).max() for h in H))
 
 
-def _assumption3_scales(H: np.ndarray, w: np.ndarray) -> tuple[float, float]:
-    r"""Bounds :math:`\sum_i w_i\|H_i\|_2 \ge \|\widetilde H\|_2` and
+def _assumption3_scales(H: np.ndarray, w: np.ndarray) -> tuple[np.ndarray, float, float]:
+    r""":math:`\|H_i\|_2` and the bounds :math:`\sum_i w_i\|H_i\|_2 \ge \|\widetilde H\|_2` and
     :math:`\sum_i w_i\|H_i\|_2^2 \ge \|\sum_i w_i H_i^2\|_2`: the sizes that rounding in those sums is
     relative to (0 only when every weighted H_i is 0)."""
     norms = np.linalg.norm(H, 2, axis=(1, 2))
-    return float(w @ norms), float(w @ norms ** 2)
+    return norms, float(w @ norms), float(w @ norms ** 2)
 
 
 def _assumption3_parts(H, e, w):
@@ -384,7 +384,7 @@ def quadratic_min_beta2(H: Any, w: Any) -> float:
     result is ``inf``."""
     H = check_finite_array("H", H, ndim=3)
     H, _, w, h_w, _, h2_w = _assumption3_parts(H, np.zeros(H.shape[:2]), w)
-    h_scale, h2_scale = _assumption3_scales(H, w)
+    _, h_scale, h2_scale = _assumption3_scales(H, w)
     lam, V = np.linalg.eigh(0.5 * (h_w + h_w.T))
     rng = np.abs(lam) > 1e-12 * h_scale
     null = V[:, ~rng]
@@ -421,10 +421,9 @@ def quadratic_kappa2(H: Any, e: Any, w: Any, beta2: float) -> float:
     c = float(w @ np.einsum("ij,ij->i", e, e) - beta2 * e_w @ e_w)
     # tolerances relative to the sizes of the terms that cancel in Q and b (not to Q or b, which may be
     # rounding noise, nor to 1, which would make the answer depend on the units of H and e)
-    h_scale, h2_scale = _assumption3_scales(H, w)
+    norms, h_scale, h2_scale = _assumption3_scales(H, w)
     tol = 1e-10 * (h2_scale + beta2 * h_scale ** 2)
-    b_scale = float(w @ (np.linalg.norm(H, 2, axis=(1, 2)) * np.linalg.norm(e, axis=1))
-                    + beta2 * h_scale * np.linalg.norm(e_w))
+    b_scale = float(w @ (norms * np.linalg.norm(e, axis=1)) + beta2 * h_scale * np.linalg.norm(e_w))
     coords = V.T @ b
     null = np.abs(lam) <= tol
     if np.any(lam > tol) or np.any(np.abs(coords[null]) > 1e-8 * b_scale):

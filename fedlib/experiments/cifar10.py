@@ -40,7 +40,7 @@ from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence
 
 import numpy as np
 
-from .._validate import check_choice
+from .._validate import check_choice, check_int
 
 __all__ = ["PAPER", "Cell", "CELLS", "CELL_IDS", "PAPER_VALUES", "RERUN_VALUES", "EPOCH_SETTINGS", "load_data",
            "official_partition", "mean_epochs", "round_work", "train_runs", "history_record", "result_name", "plan_table1", "run_table1",
@@ -963,8 +963,7 @@ def bench_cifar10(data, *, width: float = 1.0, steps: Optional[int] = 20, device
     """
     if not isinstance(runs, int) or isinstance(runs, bool) or runs < 1:
         raise ValueError(f"runs must be an integer >= 1, got {runs!r}")
-    if not isinstance(repeat, int) or isinstance(repeat, bool) or repeat < 1:  # 0: only the warm-up, a median of nothing
-        raise ValueError(f"repeat must be an integer >= 1 (timed rounds after the warm-up), got {repeat!r}")
+    repeat = check_int("repeat", repeat, minimum=1)  # 0: only the warm-up, a median of nothing
     check_choice("precision", precision, PRECISION_CHOICES)
     check_choice("conv", conv, CONV_CHOICES)
     variants = parse_bench_variants(compare, runs=runs, precision=precision, cuda_graph=cuda_graph, path=path,
