@@ -17,6 +17,7 @@ import torch.nn.functional as F
 
 from fedlib.models import vgg11
 from fedlib.optim import ClientOptimizer, parameters_of
+from fedlib.rng import seed_sequence, torch_generator
 from fedlib.solvers import momentum_sgd
 
 
@@ -37,13 +38,27 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=20, help="timed steps per repeat (default 20)")
     parser.add_argument("--repeat", type=int, default=2, help="repeats, each timing both optimizers (default 2)")
     parser.add_argument("--threads", type=int, default=2, help="torch threads (default 2)")
+    parser.add_argument("--seed", type=int, default=0, help="seed of the model, the batch and dropout (default 0)")
     args = parser.parse_args()
-    torch.manual_seed(0)
+    for name in ("steps", "repeat", "threads"):
+        if getattr(args, name) < 1:
+            parser.error(f"--{name} must be >= 1, got {getattr(args, name)}")
+    if not args.width > 0:
+        parser.error(f"--width must be > 0, got {args.width}")
+    if args.seed < 0:
+        parser.error(f"--seed must be >= 0, got {args.seed}")
     torch.set_num_threads(args.threads)
-    net = vgg11(width=args.width, seed=0)
+    with torch.random.fork_rng(devices=[]):  # dropout draws from the global RNG: a forked copy, seeded from the run
+        torch.manual_seed(int(seed_sequence(args.seed, "dropout").generate_state(1)[0]))
+        run(args)
+
+
+def run(args) -> None:
+    net = vgg11(width=args.width, seed=args.seed)
     print(f"VGG-11 width {args.width}: {sum(p.numel() for p in net.parameters()):,} parameters, batch 32, "
           f"{args.threads} threads, torch {torch.__version__}")
-    x, y = torch.randn(32, 3, 32, 32), torch.randint(0, 10, (32,))
+    g = torch_generator(args.seed, "bench-batch")
+    x, y = torch.randn(32, 3, 32, 32, generator=g), torch.randint(0, 10, (32,), generator=g)
     solver = momentum_sgd(0.02, 0.9, weight_decay=1e-4)
     ours, theirs = copy.deepcopy(net), copy.deepcopy(net)
     opt = ClientOptimizer(ours.parameters(), solver)

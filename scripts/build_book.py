@@ -50,6 +50,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import shutil
 import subprocess
@@ -243,16 +244,31 @@ def default_jobs() -> int:
     return 2 if (os.cpu_count() or 1) >= 2 else 1
 
 
+def write_atomically(path: Path, text: str) -> None:
+    """Write ``text`` to a temporary file next to ``path``, then rename it over ``path``: a build
+    killed mid-write leaves the old file or the new one, never half of one."""
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    try:
+        tmp.write_text(text, encoding="utf8")
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)
+
+
 def execution_order(layout: Layout, notebooks: list[str], parameters: dict) -> list[str]:
     """Longest first by an earlier run with the same parameters, else the TOC order reversed
     (the later chapters are the longer ones)."""
     try:
         previous = json.loads(layout.times_json.read_text(encoding="utf8"))
-    except (OSError, ValueError):
+    except (OSError, ValueError, RecursionError):
         return notebooks[::-1]
-    if previous.get("parameters") != parameters:
+    if not isinstance(previous, dict) or previous.get("parameters") != parameters:
         return notebooks[::-1]
-    seconds = previous.get("seconds", {})
+    seconds = previous.get("seconds")
+    # only a hint for the order: a file edited by hand or written by another version is ignored
+    if not isinstance(seconds, dict) or not all(
+            isinstance(t, (int, float)) and not isinstance(t, bool) and math.isfinite(t) for t in seconds.values()):
+        return notebooks[::-1]
     return sorted(notebooks, key=lambda n: -float(seconds.get(n, 0.0)))
 
 
@@ -306,14 +322,14 @@ def execute_all(layout: Layout, parameters: dict, timeout: int | None,
     wall = time.perf_counter() - start
     copy_outputs_into_mirror(layout)
 
-    layout.times_json.write_text(json.dumps({
+    write_atomically(layout.times_json, json.dumps({
         "parameters": parameters,
         "seconds": {name: round(t, 3) for name, t in times.items()},
         "total_seconds": round(sum(times.values()), 3),
         "wall_seconds": round(wall, 3),
         "jobs": jobs,
         "failed": sorted(failures),
-    }, indent=2) + "\n", encoding="utf8")
+    }, indent=2) + "\n")
 
     print(f"\nchapter execution times ({parameters}):")
     for name in notebooks:

@@ -284,5 +284,16 @@ def test_build_script_runs_the_longest_chapters_first(tmp_path):
                                              "seconds": {"book/a.ipynb": 1.0, "book/c.ipynb": 9.0}}))
     assert bb.execution_order(layout, names, {"profile": "ci"}) == ["book/c.ipynb", "book/a.ipynb", "book/b.ipynb"]
     assert bb.execution_order(layout, names, {"profile": "full"}) == names[::-1]
+    # a timing file that is not what this script writes is only a lost hint, never a crash
+    for text in ("[1, 2]", '{"parameters": {"profile": "ci"}, "seconds": [9]}',
+                 '{"parameters": {"profile": "ci"}, "seconds": {"book/a.ipynb": "slow"}}',
+                 '{"parameters": {"profile": "ci"}, "seconds": {"book/a.ipynb": NaN}}',
+                 '{"parameters": {"profile": "ci"}, "seconds": {"book/a.ipynb": true}}',
+                 '{"parameters": {"profile": "ci"}, "seconds": {', "[" * 100000):
+        layout.times_json.write_text(text)
+        assert bb.execution_order(layout, names, {"profile": "ci"}) == names[::-1], text[:60]
+    bb.write_atomically(layout.times_json, '{"x": 1}\n')
+    assert layout.times_json.read_text() == '{"x": 1}\n'
+    assert [p.name for p in layout.times_json.parent.iterdir()] == [layout.times_json.name]  # no temporary left
     with pytest.raises(SystemExit):
         bb.main(["--root", str(tmp_path), "--jobs", "0"])

@@ -1,9 +1,12 @@
 """The measurement scripts quoted in the notes run (tiny sizes) and print what the notes quote."""
 from __future__ import annotations
 
+import runpy
 import subprocess
 import sys
 from pathlib import Path
+
+import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -17,6 +20,40 @@ def _run(*argv):
 def test_bench_client_optimizer_prints_a_ratio():
     text = _run("scripts/bench_client_optimizer.py", "--width", "0.03", "--steps", "3", "--repeat", "1", "--threads", "1")
     assert "ClientOptimizer.step" in text and "ratio" in text
+
+
+def _run_in_process(script, *argv):
+    import torch  # the scripts set torch's thread count: give the test worker its own back
+
+    saved, threads = sys.argv, torch.get_num_threads()
+    sys.argv = [script, *argv]
+    try:
+        runpy.run_path(str(ROOT / "scripts" / script), run_name="__main__")
+    finally:
+        sys.argv = saved
+        torch.set_num_threads(threads)
+
+
+@pytest.mark.parametrize("flag,value", [("--steps", "0"), ("--repeat", "0"), ("--threads", "0"),
+                                        ("--width", "0"), ("--seed", "-1")])
+def test_bench_client_optimizer_refuses_bad_arguments(flag, value, capsys):
+    """--steps 0 used to print the median of no steps (an IndexError); each bad value is an argparse
+    error naming the flag, before any model is built."""
+    with pytest.raises(SystemExit) as exit_info:
+        _run_in_process("bench_client_optimizer.py", flag, value)
+    assert exit_info.value.code == 2
+    assert flag in capsys.readouterr().err
+
+
+def test_bench_client_optimizer_leaves_the_global_rng_alone():
+    """The script seeds dropout in a forked copy of torch's global RNG and draws its batch from its own
+    generator: running it leaves the caller's global stream where it was."""
+    torch = pytest.importorskip("torch")
+    torch.manual_seed(123)
+    expected = torch.rand(3)
+    torch.manual_seed(123)
+    _run_in_process("bench_client_optimizer.py", "--width", "0.03", "--steps", "1", "--repeat", "1", "--threads", "1")
+    assert torch.equal(torch.rand(3), expected)
 
 
 def test_measure_host_planning_prints_each_round():
