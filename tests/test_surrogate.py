@@ -69,3 +69,81 @@ def test_bad_inputs(problem):
         S.round_map(problem, "fedavg", 0.1, [1, 1])
     with pytest.raises(ValueError, match="weights"):
         S.weighted_minimizer(problem, [0.5, 0.5, 0.5])
+
+
+def _scaled(problem, s):
+    import dataclasses
+
+    d = problem.dataset
+    return LogisticProblem(dataclasses.replace(d, train_x=[np.asarray(x) * s for x in d.train_x]), l2=problem.l2)
+
+
+@pytest.mark.parametrize("scale", [1e-3, 1.0, 1e3])
+def test_weighted_minimizer_in_any_feature_units(problem, scale):
+    """Features x 1e3 made the old Newton-Krylov solve (absolute tolerance 1e-13 on the gradient)
+    raise 'did not converge': the weighted Hessian has condition ~1e7 there. The Newton solve with exact
+    Hessians gets to a point where the weighted gradient is rounding-sized relative to its size at the
+    start, and no small step from it lowers sum_i w_i F_i."""
+    pr = _scaled(problem, scale)
+    w = np.array([0.5, 0.2, 0.3])
+    x, g = S.weighted_minimizer(pr, w)
+    G0 = S.client_gradients(pr, pr.init_params())
+    assert g <= 1e-11 * (w @ np.linalg.norm(G0, axis=1))
+    assert np.linalg.norm(w @ S.client_gradients(pr, x)) <= 1e-11 * (w @ np.linalg.norm(G0, axis=1))
+
+    def F(v):
+        return sum(w_i * pr.client_loss(unpack_params(v.reshape(pack_params(x).shape)), i) for i, w_i in enumerate(w))
+
+    v = pack_params(x).ravel()
+    rng = np.random.default_rng(0)
+    for _ in range(5):
+        step = rng.normal(size=v.shape) * 1e-4 / max(scale, 1.0)
+        assert F(v + step) >= F(v) - 1e-13 * abs(F(v))
+    assert abs(x["b"].sum()) < 1e-12  # the bias is returned centred (the flat direction removed)
+
+
+def test_weighted_minimizer_matches_an_independent_root_solve(problem):
+    """In unit-scaled features, the same minimiser as scipy's Newton-Krylov root of the weighted gradient
+    (what the function used before), compared in the canonical (bias-centred) coordinates."""
+    from scipy.optimize import root
+
+    w = np.array([0.1, 0.6, 0.3])
+    shape = pack_params(problem.init_params()).shape
+    sol = root(lambda v: w @ S.client_gradients(problem, unpack_params(v.reshape(shape))),
+               pack_params(problem.init_params()).ravel(), method="krylov", options={"fatol": 1e-13})
+    assert sol.success
+    x, _ = S.weighted_minimizer(problem, w)
+    np.testing.assert_allclose(S.canonical(x), S.canonical(unpack_params(sol.x.reshape(shape))), rtol=0, atol=1e-10)
+
+
+def test_weighted_minimizer_ignores_zero_weight_clients(problem):
+    """w = (0, 1, 0) is client 1's own minimiser: its gradient vanishes there, the others' do not."""
+    x, g = S.weighted_minimizer(problem, [0.0, 1.0, 0.0])
+    G, G0 = S.client_gradients(problem, x), S.client_gradients(problem, problem.init_params())
+    assert np.linalg.norm(G[1]) <= 1e-11 * np.linalg.norm(G0[1]) and g <= 1e-11 * np.linalg.norm(G0[1])
+    assert np.linalg.norm(G[0]) > 1e-3 and np.linalg.norm(G[2]) > 1e-3
+
+
+def test_newton_minimize_reports_a_short_budget(problem):
+    with pytest.raises(RuntimeError, match=r"weighted minimiser: \|grad\| = .* after 1 Newton steps"):
+        S.newton_minimize(problem, problem.p, max_steps=1, tol=1e-15, what="weighted minimiser")
+    for bad in ({"tol": 0.0}, {"max_steps": 0}):
+        with pytest.raises(ValueError, match=next(iter(bad))):
+            S.newton_minimize(problem, problem.p, **bad)
+
+
+def test_fixed_point_solver_breakdown_is_a_runtime_error_naming_the_cause(problem, monkeypatch):
+    """With features x 1e3 and a step size 1e-7 (the chapter's eta * ||H||), scipy's inner Krylov solve
+    can break down with a ValueError about 'a bug in the Jacobian approximation' (seen with lr =
+    0.1 / 1e3**2). Such a breakdown is now a RuntimeError that names the algorithm, the step size and the
+    remedy (scipy's exception simulated here: whether it breaks down or stops at maxiter depends on the
+    last bits of lr)."""
+    import scipy.optimize
+
+    def broken(*args, **kwargs):
+        raise ValueError("Jacobian inversion yielded zero vector. This indicates a bug in the Jacobian approximation.")
+
+    monkeypatch.setattr(scipy.optimize, "root", broken)
+    with pytest.raises(RuntimeError, match=r"fixed point of fedavg \(lr 0.1\): Newton-Krylov broke down "
+                                           r"\(Jacobian inversion.*unit-scaled features"):
+        S.fixed_point_of_round(problem, "fedavg", 0.1, [6, 3, 1])

@@ -58,6 +58,7 @@ from ..solvers import momentum_sgd, sgd
 from ..theory import (VR_ALGORITHMS, quadratic_round_map, quadratic_vr_round_map, server_momentum_round_map,
                       spectral_radius)
 from .quadratic import QuadraticRun, run_quadratic
+from .surrogate import flat_directions, newton_minimize
 
 __all__ = [
     "Variant",
@@ -391,70 +392,24 @@ class LogisticOptimum(NamedTuple):
     newton_steps: int
 
 
-def flat_directions(problem) -> np.ndarray:
-    r"""``(P, k)`` orthonormal basis of the directions along which every :math:`F_i` of a
-    :class:`~fedlib.problems.logistic.LogisticProblem` is constant: adding one vector to every
-    class's column of :math:`\Theta = [W; b]` leaves the softmax unchanged (:math:`k = d+1`;
-    with an L2 penalty on :math:`W` only the bias direction, :math:`k = 1`)."""
-    D, C = problem.model.num_features + 1, problem.model.num_classes
-    rows = range(D) if problem.l2 == 0 else [D - 1]
-    B = np.zeros((D * C, len(rows)))
-    for col, j in enumerate(rows):
-        B[j * C:(j + 1) * C, col] = 1.0 / math.sqrt(C)
-    return B
-
-
 def logistic_optimum(problem, tol: float = 1e-11, max_steps: int = 100) -> LogisticOptimum:
     r""":math:`x^* = \arg\min F` by Newton's method with backtracking, in the coordinates
     orthogonal to the flat directions (where :math:`\nabla^2 F` is positive definite),
     until :math:`\|\nabla F(\theta)\| \le` ``tol`` :math:`\cdot\sum_i p_i\|\nabla F_i(\theta_0)\|`,
     relative to the client gradients at the start :math:`\theta_0` (whose size rounding is
     relative to), so features in other units (the gradient scales with them) stop at the same
-    point. Raises if it does not get there in ``max_steps``.
+    point. Raises if it does not get there in ``max_steps``
+    (:func:`~fedlib.experiments.surrogate.newton_minimize` with :math:`w = p`).
     Chapter 10, part 6 (Synthetic(1,1): 21 steps)."""
     from ..problems.logistic import pack_params, unpack_params
-    from .surrogate import client_gradients, full_batch_grad_fn
 
-    tol = check_positive("tol", tol)
-    max_steps = check_int("max_steps", max_steps, minimum=1)
-    shape = pack_params(problem.init_params()).shape
-    flat = flat_directions(problem)
-    Q = np.linalg.svd(np.eye(flat.shape[0]) - flat @ flat.T)[0][:, :flat.shape[0] - flat.shape[1]]
     p = np.asarray(problem.p, dtype=np.float64)
-
-    def unpack(v):
-        return unpack_params(v.reshape(shape))
-
-    grad_fn = full_batch_grad_fn(problem)
-
-    def grads(v):
-        return client_gradients(problem, unpack(v), grad_fn)
-
-    def hessians(v):
-        return np.array([Q.T @ problem.client_hessian(unpack(v), i) @ Q for i in range(problem.num_clients)])
-
-    theta = pack_params(problem.init_params()).ravel()
-    G = grads(theta)
-    stop = tol * float(p @ np.linalg.norm(G, axis=1))
-    for step in range(max_steps + 1):
-        g = p @ G
-        if np.linalg.norm(g) <= stop:
-            break
-        if step == max_steps:
-            raise RuntimeError(f"logistic_optimum: |grad F| = {np.linalg.norm(g):.3g} > {stop:.3g} (tol {tol:g} "
-                               f"relative to the client gradients at the start) after {max_steps} Newton steps")
-        # Newton's step needs only the Hessian of F: sum before projecting (one projection, not m)
-        params = unpack(theta)
-        H = sum(p_i * problem.client_hessian(params, i) for i, p_i in enumerate(p))
-        direction = -Q @ np.linalg.solve(Q.T @ H @ Q, Q.T @ g)
-        f0, t = problem.loss(unpack(theta)), 1.0
-        while problem.loss(unpack(theta + t * direction)) > f0 + 1e-4 * t * (g @ direction) and t > 1e-10:
-            t /= 2
-        theta = theta + t * direction
-        G = grads(theta)
-    # the canonical representative (bias and columns centred); the gradients do not change along flat directions
-    theta = theta - flat @ (flat.T @ theta)
-    return LogisticOptimum(theta, G, float(np.linalg.norm(p @ G)), Q, hessians(theta), step)
+    theta, G, Q, steps = newton_minimize(problem, p, tol=tol, max_steps=max_steps, loss=problem.loss,
+                                         what="logistic_optimum")
+    shape = pack_params(problem.init_params()).shape
+    params = unpack_params(theta.reshape(shape))
+    hessians = np.array([Q.T @ problem.client_hessian(params, i) @ Q for i in range(problem.num_clients)])
+    return LogisticOptimum(theta, G, float(np.linalg.norm(p @ G)), Q, hessians, steps)
 
 
 #: The VR algorithms whose rounds share the fixed point (x*, grad F_i(x*)) (local GD, full batch).

@@ -29,11 +29,12 @@ and FedNova's to :math:`\arg\min F`, each within :math:`O(\eta)`.
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, List, NamedTuple, Sequence
+import math
+from typing import Any, Callable, List, NamedTuple, Optional, Sequence
 
 import numpy as np
 
-from .._validate import check_choice, check_local_steps, check_positive, check_probability_vector
+from .._validate import check_choice, check_int, check_local_steps, check_positive, check_probability_vector
 from ..algorithms import make_algorithm
 from ..data.clients import FederatedDataset
 from ..engines.reference import run_sequential
@@ -43,7 +44,7 @@ from ..solvers import sgd
 from ..theory import fedavg_weights
 
 __all__ = ["unit_scaled", "full_batch_grad_fn", "client_gradients", "round_map", "canonical", "fixed_point_of_round",
-           "weighted_minimizer", "SurrogatePoint", "surrogate_sweep"]
+           "flat_directions", "newton_minimize", "weighted_minimizer", "SurrogatePoint", "surrogate_sweep"]
 
 ALGORITHMS = ("fedavg", "fednova")
 
@@ -104,38 +105,130 @@ def canonical(params: dict) -> np.ndarray:
     return theta.ravel()
 
 
-def _solve(fun, x0: np.ndarray, tol: float, what: str) -> np.ndarray:
+def _solve(fun, x0: np.ndarray, tol: float, scale: float, what: str) -> np.ndarray:
+    r"""A root of ``fun`` from ``x0`` by Newton-Krylov, to :math:`\|f(x)\|_\infty \le` ``tol * scale``.
+
+    ``scale`` carries the units of ``fun`` (for a fixed point, the first round's step), so that
+    the same ``tol`` means the same thing for features in any units: an absolute tolerance is
+    below rounding noise for large residuals and loose for small ones. ``scale = 0`` means ``x0``
+    is already a root."""
     from scipy.optimize import root
 
-    sol = root(fun, x0, method="krylov", options={"fatol": tol, "maxiter": 200})
+    tol = check_positive("tol", tol)
+    if not np.isfinite(scale):
+        raise ValueError(f"{what}: the starting point gives a non-finite residual scale {scale!r}")
+    if scale == 0.0:
+        return np.array(x0, dtype=np.float64)
+    try:
+        sol = root(fun, x0, method="krylov", options={"fatol": tol * scale, "maxiter": 200})
+    except (ValueError, ArithmeticError, np.linalg.LinAlgError) as exc:  # scipy's inner Krylov solve broke down
+        raise RuntimeError(f"{what}: Newton-Krylov broke down ({exc}); an ill-conditioned round map (a step size "
+                           f"far below 1/L, features in large units) needs unit-scaled features") from exc
     if not sol.success:
-        raise RuntimeError(f"{what}: Newton-Krylov did not converge ({sol.message})")
+        raise RuntimeError(f"{what}: Newton-Krylov did not converge to {tol:g} x {scale:.3g} ({sol.message})")
     return sol.x
 
 
 def fixed_point_of_round(problem: LogisticProblem, algorithm: str, lr: float, local_steps: Sequence[int],
                          tol: float = 1e-13) -> tuple[dict, float]:
     r"""The limit :math:`\tilde x = \Phi(\tilde x)` of ``algorithm`` (see :func:`round_map`)
-    and its residual :math:`\|\Phi(\tilde x) - \tilde x\|` (one more real round)."""
+    and its residual :math:`\|\Phi(\tilde x) - \tilde x\|` (one more real round).
+
+    ``tol`` is relative: the solve stops when :math:`\|\Phi(x) - x\|_\infty \le`
+    ``tol`` :math:`\cdot \|\Phi(x_0) - x_0\|_2`, the first round's step from the initial point."""
     phi = round_map(problem, algorithm, lr, local_steps)
     x0 = pack_params(problem.init_params()).ravel()
-    x = _solve(lambda v: phi(v) - v, x0, tol, f"fixed point of {algorithm} (lr {lr})")
+    scale = float(np.linalg.norm(phi(x0) - x0))
+    x = _solve(lambda v: phi(v) - v, x0, tol, scale, f"fixed point of {algorithm} (lr {lr})")
     shape = pack_params(problem.init_params()).shape
     return unpack_params(x.reshape(shape)), float(np.linalg.norm(phi(x) - x))
 
 
-def weighted_minimizer(problem: LogisticProblem, weights: Any, tol: float = 1e-13) -> tuple[dict, float]:
-    r""":math:`\arg\min_x \sum_i w_i F_i(x)` (unique with an L2 penalty) and the norm of the
-    weighted gradient there; ``weights = problem.p`` gives the minimiser of :math:`F`."""
+def flat_directions(problem) -> np.ndarray:
+    r"""``(P, k)`` orthonormal basis of the directions along which every :math:`F_i` of a
+    :class:`~fedlib.problems.logistic.LogisticProblem` is constant: adding one vector to every
+    class's column of :math:`\Theta = [W; b]` leaves the softmax unchanged (:math:`k = d+1`;
+    with an L2 penalty on :math:`W` only the bias direction, :math:`k = 1`)."""
+    D, C = problem.model.num_features + 1, problem.model.num_classes
+    rows = range(D) if problem.l2 == 0 else [D - 1]
+    B = np.zeros((D * C, len(rows)))
+    for col, j in enumerate(rows):
+        B[j * C:(j + 1) * C, col] = 1.0 / math.sqrt(C)
+    return B
+
+
+
+def newton_minimize(problem: LogisticProblem, weights: Any, *, tol: float = 1e-11, max_steps: int = 100,
+                    loss: Optional[Callable[[dict], float]] = None,
+                    what: str = "newton_minimize") -> tuple[np.ndarray, np.ndarray, np.ndarray, int]:
+    r""":math:`\arg\min_\theta \sum_i w_i F_i(\theta)` by Newton's method with backtracking.
+
+    Newton steps :math:`\theta \leftarrow \theta - t\,Q(Q^\top H Q)^{-1}Q^\top g`, with
+    :math:`g = \sum_i w_i\nabla F_i`, :math:`H = \sum_i w_i\nabla^2 F_i` (exact Hessians) and
+    :math:`Q` an orthonormal basis orthogonal to :func:`flat_directions` (where :math:`H` is
+    positive definite), :math:`t` halved until the Armijo condition holds on ``loss``
+    (default :math:`\sum_i w_i F_i`). Stops when
+    :math:`\|g\|_2 \le` ``tol`` :math:`\cdot\sum_i w_i\|\nabla F_i(\theta_0)\|_2` at the start
+    :math:`\theta_0`: relative, so features in any units stop at the same point (the
+    gradients, and their rounding, scale with the features). Raises ``RuntimeError`` after
+    ``max_steps`` steps.
+
+    Returns ``(theta, client_grads, Q, steps)``: the minimiser packed and flattened with its
+    flat-direction component removed (the canonical representative), :math:`\nabla F_i` there
+    ``(m, P)``, the basis ``Q`` ``(P, r)`` and the number of Newton steps taken.
+    Used by :func:`weighted_minimizer` (chapter 7) and
+    :func:`~fedlib.experiments.acceleration.logistic_optimum` (chapter 10).
+    """
     w = check_probability_vector("weights", weights, size=problem.num_clients)
+    tol = check_positive("tol", tol)
+    max_steps = check_int("max_steps", max_steps, minimum=1)
     shape = pack_params(problem.init_params()).shape
+    flat = flat_directions(problem)
+    Q = np.linalg.svd(np.eye(flat.shape[0]) - flat @ flat.T)[0][:, :flat.shape[0] - flat.shape[1]]
     grad_fn = full_batch_grad_fn(problem)
 
-    def grad(v):
-        return w @ client_gradients(problem, unpack_params(v.reshape(shape)), grad_fn)
+    def unpack(v):
+        return unpack_params(v.reshape(shape))
 
-    x = _solve(grad, pack_params(problem.init_params()).ravel(), tol, "weighted minimiser")
-    return unpack_params(x.reshape(shape)), float(np.linalg.norm(grad(x)))
+    if loss is None:
+        def loss(params):
+            return float(sum(w_i * problem.client_loss(params, i) for i, w_i in enumerate(w) if w_i > 0))
+
+    theta = pack_params(problem.init_params()).ravel()
+    G = client_gradients(problem, unpack(theta), grad_fn)
+    stop = tol * float(w @ np.linalg.norm(G, axis=1))
+    for step in range(max_steps + 1):
+        g = w @ G
+        if np.linalg.norm(g) <= stop:
+            break
+        if step == max_steps:
+            raise RuntimeError(f"{what}: |grad| = {np.linalg.norm(g):.3g} > {stop:.3g} (tol {tol:g} relative to "
+                               f"the client gradients at the start) after {max_steps} Newton steps")
+        # Newton's step needs only the weighted Hessian: sum before projecting (one projection, not m)
+        params = unpack(theta)
+        H = sum(w_i * problem.client_hessian(params, i) for i, w_i in enumerate(w) if w_i > 0)
+        direction = -Q @ np.linalg.solve(Q.T @ H @ Q, Q.T @ g)
+        f0, t = loss(params), 1.0
+        while loss(unpack(theta + t * direction)) > f0 + 1e-4 * t * (g @ direction) and t > 1e-10:
+            t /= 2
+        theta = theta + t * direction
+        G = client_gradients(problem, unpack(theta), grad_fn)
+    # the canonical representative; the gradients do not change along flat directions
+    theta = theta - flat @ (flat.T @ theta)
+    return theta, G, Q, step
+
+
+def weighted_minimizer(problem: LogisticProblem, weights: Any, tol: float = 1e-11) -> tuple[dict, float]:
+    r""":math:`\arg\min_x \sum_i w_i F_i(x)` (unique with an L2 penalty, up to the flat bias
+    direction; returned with the bias centred) and the norm of the weighted gradient there;
+    ``weights = problem.p`` gives the minimiser of :math:`F`. Newton's method with exact
+    Hessians (:func:`newton_minimize`; ``tol`` is relative to the client gradients at the start),
+    so it converges for features in any units (an ill-conditioned :math:`\sum_i w_i\nabla^2 F_i`
+    included, where a Newton-Krylov solve stalls)."""
+    w = check_probability_vector("weights", weights, size=problem.num_clients)
+    theta, G, _, _ = newton_minimize(problem, w, tol=tol, what="weighted minimiser")
+    shape = pack_params(problem.init_params()).shape
+    return unpack_params(theta.reshape(shape)), float(np.linalg.norm(w @ G))
 
 
 class SurrogatePoint(NamedTuple):
