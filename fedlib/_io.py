@@ -17,7 +17,7 @@ import tempfile
 from pathlib import Path
 from typing import Union
 
-__all__ = ["atomic_write", "read_json"]
+__all__ = ["atomic_write", "atomic_write_all", "read_json"]
 
 
 def _mode_for(path: Path) -> int:
@@ -31,17 +31,18 @@ def _mode_for(path: Path) -> int:
         return 0o666 & ~umask
 
 
-def atomic_write(path: os.PathLike, data: Union[bytes, str]) -> Path:
-    """Write ``data`` (bytes, or text as UTF-8) to ``path`` atomically; return the path.
-    The file keeps the mode of the one it replaces; a new one gets ``0o666`` less the umask.
-    A symbolic link is followed (its target is replaced, the link stays a link); an existing
-    path that is not a regular file (a folder, a FIFO, a device) is refused, since renaming over
-    it would replace it rather than write into it."""
+def _target(path: os.PathLike) -> Path:
+    """The file a write to ``path`` replaces: a symlink's target; refuses a non-regular file."""
     path = Path(path)
     if path.is_symlink():
         path = Path(os.path.realpath(path))
     if path.exists() and not path.is_file():
         raise ValueError(f"{path}: exists and is not a regular file; refusing to replace it")
+    return path
+
+
+def _stage(path: Path, data: Union[bytes, str]) -> str:
+    """Write ``data`` to a fsync-ed temporary file next to ``path`` with ``path``'s future mode."""
     folder = path.parent if str(path.parent) else Path(".")
     blob = data.encode("utf-8") if isinstance(data, str) else data
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=folder)
@@ -51,14 +52,49 @@ def atomic_write(path: os.PathLike, data: Union[bytes, str]) -> Path:
             fh.flush()
             os.fsync(fh.fileno())
         os.chmod(tmp, _mode_for(path))
-        os.replace(tmp, path)
     except BaseException:
-        try:
-            os.unlink(tmp)
-        except FileNotFoundError:
-            pass
+        _unlink(tmp)
         raise
-    return path
+    return tmp
+
+
+def _unlink(tmp: str) -> None:
+    try:
+        os.unlink(tmp)
+    except FileNotFoundError:
+        pass
+
+
+def atomic_write(path: os.PathLike, data: Union[bytes, str]) -> Path:
+    """Write ``data`` (bytes, or text as UTF-8) to ``path`` atomically; return the path.
+    The file keeps the mode of the one it replaces; a new one gets ``0o666`` less the umask.
+    A symbolic link is followed (its target is replaced, the link stays a link); an existing
+    path that is not a regular file (a folder, a FIFO, a device) is refused, since renaming over
+    it would replace it rather than write into it."""
+    return atomic_write_all([(path, data)])[0]
+
+
+def atomic_write_all(items) -> list:
+    """Write several files that belong together (``[(path, data), ...]``, as :func:`atomic_write`):
+    every file is first written in full to a temporary file, and only then are they renamed over
+    their targets, one after the other. A failure or a kill while writing (the slow part) leaves
+    every old file in place; only a kill between the renames (microseconds) can leave some new
+    and some old. Returns the paths written."""
+    staged: list = []
+    try:
+        for path, data in items:
+            target = _target(path)
+            staged.append((_stage(target, data), target))
+        done = []
+        while staged:
+            tmp, target = staged[0]
+            os.replace(tmp, target)
+            staged.pop(0)
+            done.append(target)
+        return done
+    finally:
+        for tmp, _ in staged:
+            _unlink(tmp)
 
 
 def read_json(path: os.PathLike):

@@ -7,6 +7,8 @@ numpy broadcasting error twenty frames deep.
 from __future__ import annotations
 
 import numbers
+import os
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -21,6 +23,7 @@ __all__ = [
     "check_finite_array",
     "check_choice",
     "check_int",
+    "check_path",
 ]
 
 
@@ -56,6 +59,17 @@ def check_int(name: str, value: Any, *, minimum: int = 0) -> int:
     if isinstance(value, bool) or not isinstance(value, (numbers.Integral, np.integer)) or value < minimum:
         raise ValueError(f"{name} must be an integer >= {minimum}, got {value!r}")
     return int(value)
+
+
+def check_path(name: str, value: Any) -> Path:
+    """A non-empty ``str`` or :class:`os.PathLike` path as a :class:`~pathlib.Path`, ``~`` expanded."""
+    try:
+        text = os.fspath(value)
+    except TypeError:
+        text = None
+    if not isinstance(text, str) or text == "":
+        raise ValueError(f"{name} must be a file or folder path (str or os.PathLike), got {value!r}")
+    return Path(text).expanduser()
 
 
 def check_finite_array(name: str, value: Any, *, ndim: int | None = None, shape: tuple | None = None) -> np.ndarray:

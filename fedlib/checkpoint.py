@@ -32,6 +32,7 @@ from typing import Any, Mapping, Optional
 import numpy as np
 
 from ._io import atomic_write
+from ._validate import check_int
 
 __all__ = ["FORMAT", "CheckpointError", "to_numpy_tree", "save_checkpoint", "load_checkpoint", "config_diff",
            "check_config", "default_checkpoint_path"]
@@ -69,12 +70,21 @@ def default_checkpoint_path(out: Optional[os.PathLike]) -> Optional[Path]:
 def save_checkpoint(path: os.PathLike, *, config: Mapping, round_done: int, state: Any, history: list,
                     initial: Optional[Mapping] = None, seed: Optional[int] = None, kind: str = "run",
                     extra: Optional[Mapping] = None) -> Path:
-    """Write a checkpoint atomically (temporary file, fsync, :func:`os.replace`)."""
+    """Write a checkpoint atomically (temporary file, fsync, :func:`os.replace`).
+
+    ``round_done`` (rounds done, >= 0) and ``seed`` (>= 0, or ``None``) must be integers: they are
+    the RNG state (see the module docstring), so a float or negative value is refused, not rounded.
+    """
     path = Path(path)
-    doc = {"format": FORMAT, "kind": kind, "config": dict(config), "round": int(round_done),
+    round_done = check_int("round_done", round_done, minimum=0)
+    if seed is not None:
+        seed = check_int("seed", seed, minimum=0)
+    if not isinstance(config, Mapping):
+        raise CheckpointError(f"--checkpoint {path}: config must be a mapping, got {type(config).__name__}")
+    doc = {"format": FORMAT, "kind": kind, "config": dict(config), "round": round_done,
            "state": to_numpy_tree(state), "history": [dict(h) for h in history],
            "initial": dict(initial or {}),
-           "rng": {"seed": seed, "next_round": int(round_done),
+           "rng": {"seed": seed, "next_round": round_done,
                    "note": "all draws come from (seed, purpose, round, client) streams; nothing else carries state"},
            "extra": dict(extra or {})}
     blob = pickle.dumps(doc, protocol=4)
@@ -102,18 +112,43 @@ def load_checkpoint(path: os.PathLike, kind: Optional[str] = None) -> dict:
     return doc
 
 
-def config_diff(a: Mapping, b: Mapping, prefix: str = "") -> list:
-    """Dotted keys whose values differ between two (nested) config dicts."""
+def _same(x: Any, y: Any) -> bool:
+    """Config values equal: numpy arrays by shape and entries, NaN equal to NaN (a NaN in a
+    config would otherwise refuse every resume), sequences entry by entry."""
+    if isinstance(x, np.ndarray) or isinstance(y, np.ndarray):
+        xa, ya = np.asarray(x), np.asarray(y)
+        if xa.shape != ya.shape or xa.dtype.kind in "OSUV" or ya.dtype.kind in "OSUV":
+            return xa.shape == ya.shape and all(_same(u, v) for u, v in zip(xa.ravel().tolist(), ya.ravel().tolist()))
+        return bool(np.array_equal(xa, ya, equal_nan=xa.dtype.kind in "fc" and ya.dtype.kind in "fc"))
+    if isinstance(x, (list, tuple)) and isinstance(y, (list, tuple)):
+        return len(x) == len(y) and all(_same(u, v) for u, v in zip(x, y))
+    if isinstance(x, Mapping) and isinstance(y, Mapping):
+        return set(x) == set(y) and all(_same(x[k], y[k]) for k in x)
+    if isinstance(x, (float, np.floating)) and isinstance(y, (float, np.floating)) and x != x and y != y:
+        return True
+    try:
+        return bool(x == y)
+    except (TypeError, ValueError):  # an object whose == is not a truth value
+        return x is y
+
+
+def _diff_paths(a: Mapping, b: Mapping, prefix: tuple = ()) -> list:
     out = []
     for key in sorted(set(a) | set(b), key=str):
-        name = f"{prefix}{key}"
+        path = prefix + (key,)
         if key not in a or key not in b:
-            out.append(name)
+            out.append(path)
         elif isinstance(a[key], Mapping) and isinstance(b[key], Mapping):
-            out.extend(config_diff(a[key], b[key], name + "."))
-        elif a[key] != b[key]:
-            out.append(name)
+            out.extend(_diff_paths(a[key], b[key], path))
+        elif not _same(a[key], b[key]):
+            out.append(path)
     return out
+
+
+def config_diff(a: Mapping, b: Mapping, prefix: str = "") -> list:
+    """Dotted keys whose values differ between two (nested) config dicts (numpy arrays compared
+    entry by entry, NaN equal to NaN)."""
+    return [prefix + ".".join(str(k) for k in path) for path in _diff_paths(a, b)]
 
 
 def check_config(path: os.PathLike, saved: Mapping, current: Mapping, *, who: str = "--resume",
@@ -123,16 +158,20 @@ def check_config(path: os.PathLike, saved: Mapping, current: Mapping, *, who: st
     The message starts with ``who`` (the flag or command that resumes) and ends with
     ``hint`` (what to do about it), after the differing keys and both values of each.
     """
-    diff = config_diff(dict(saved), dict(current))
+    if not isinstance(saved, Mapping) or not isinstance(current, Mapping):
+        raise CheckpointError(f"{who}: checkpoint {path}: a config must be a mapping, got "
+                              f"{type(saved).__name__} and {type(current).__name__}")
+    diff = _diff_paths(dict(saved), dict(current))
     if diff:
-        detail = ", ".join(f"{k} (checkpoint {_get(saved, k)!r}, now {_get(current, k)!r})" for k in diff[:8])
+        detail = ", ".join(f"{'.'.join(str(k) for k in p)} (checkpoint {_get(saved, p)!r}, now {_get(current, p)!r})"
+                           for p in diff[:8])
         raise CheckpointError(f"{who}: checkpoint {path} was written by another configuration; "
                               f"differing keys: {detail}" + (f"; {hint}" if hint else ""))
 
 
-def _get(cfg: Mapping, dotted: str):
+def _get(cfg: Mapping, path: tuple):
     cur: Any = cfg
-    for part in dotted.split("."):
+    for part in path:
         if not isinstance(cur, Mapping) or part not in cur:
             return "<missing>"
         cur = cur[part]

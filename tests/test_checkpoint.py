@@ -134,3 +134,36 @@ def test_stacked_engine_state_round_trip(tmp_path):
     ck3 = tmp_path / "none.pkl"
     C.train_runs(runs, data, parts, **kw, checkpoint=ck3, checkpoint_every=0, callback=lambda t, r, s: False)
     assert not ck3.exists()
+
+
+def test_config_check_compares_arrays_nan_and_dotted_keys(tmp_path):
+    """Config values a user may put in a resumable run: numpy arrays (numpy's 'truth value of an array
+    is ambiguous' escaped as a bare ValueError), NaN (never equal to itself: every resume refused),
+    keys that contain a dot (the message showed both values as '<missing>')."""
+    from fedlib.checkpoint import CheckpointError, check_config, config_diff
+
+    same = {"lrs": np.array([0.1, 0.2]), "clip": float("nan"), "nested": {"w": np.array([np.nan, 1.0])},
+            "seq": [np.float64("nan"), 1], "a.b": 3}
+    check_config("c", same, {**same, "lrs": np.array([0.1, 0.2])})  # equal: no error
+    assert config_diff(same, dict(same)) == []
+    assert config_diff({"lrs": np.array([0.1, 0.2])}, {"lrs": np.array([0.1, 0.3])}) == ["lrs"]
+    assert config_diff({"lrs": np.array([0.1, 0.2])}, {"lrs": np.array([0.1, 0.2, 0.3])}) == ["lrs"]
+    assert config_diff({"x": float("nan")}, {"x": 1.0}) == ["x"]
+    with pytest.raises(CheckpointError, match=r"a\.b \(checkpoint 3, now 4\)"):
+        check_config("c", {"a.b": 3}, {"a.b": 4})
+    with pytest.raises(CheckpointError, match=r"n\.w \(checkpoint array\(\[1\., 2\.\]\), now array\(\[1\., 3\.\]\)\)"):
+        check_config("c", {"n": {"w": np.array([1.0, 2.0])}}, {"n": {"w": np.array([1.0, 3.0])}})
+
+
+@pytest.mark.parametrize("kwargs,match", [({"round_done": 2.9}, "round_done"), ({"round_done": -1}, "round_done"),
+                                          ({"seed": -5}, "seed"), ({"seed": 1.5}, "seed"),
+                                          ({"config": [("a", 1)]}, "config")])
+def test_save_checkpoint_refuses_what_it_would_have_rounded(tmp_path, kwargs, match):
+    """round_done = 2.9 was stored as 2 and seed = -5 as given: both are the run's RNG state."""
+    from fedlib.checkpoint import save_checkpoint
+
+    args = dict(config={"a": 1}, round_done=2, state={"w": np.zeros(2)}, history=[], seed=0)
+    args.update(kwargs)
+    with pytest.raises(ValueError, match=match):
+        save_checkpoint(tmp_path / "x.ckpt", **args)
+    assert not (tmp_path / "x.ckpt").exists()

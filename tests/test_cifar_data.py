@@ -1,6 +1,7 @@
 """CIFAR-10 loader: real batches (when present), the shipped sample, and corrupt/missing files."""
 from __future__ import annotations
 
+import os
 import pickle
 from pathlib import Path
 
@@ -295,3 +296,45 @@ def test_an_incomplete_folder_is_downloaded_again_with_download_true(tmp_path, m
     monkeypatch.setattr(mod, "_download", broken_download)
     with pytest.raises(FileNotFoundError, match="still lacks data_batch_3"):
         load_cifar10(tmp_path, download=True)
+
+
+def test_a_renamed_incomplete_batch_folder_is_not_downloaded_next_to_it(tmp_path, monkeypatch):
+    """A batch folder under another name (found by its data_batch_1) that lacks a file: download=True
+    used to download 170 MB into its parent's cifar-10-batches-py and then fail anyway ('still lacks
+    test_batch'), and the error without download advised load_cifar10(parent, download=True), which
+    reads another folder. Both now say to copy the missing files in, and nothing is downloaded."""
+    import fedlib.data.cifar10 as mod
+
+    folder = _fake_folder(tmp_path)
+    mine = folder.rename(tmp_path / "mycifar")
+    (mine / "test_batch").unlink()
+    calls = []
+    monkeypatch.setattr(mod, "_download", lambda root: calls.append(root))
+    with pytest.raises(FileNotFoundError, match=r"lacks test_batch; download=True cannot complete .*not named"):
+        load_cifar10(mine, download=True)
+    with pytest.raises(FileNotFoundError, match="copy the missing files into it") as info:
+        load_cifar10(mine)
+    assert "download=True" not in str(info.value)
+    assert calls == []
+    # complete, the renamed folder reads as usual
+    _write_batch(mine / "test_batch", 6, seed=5)
+    assert load_cifar10(mine, download=True).test_images.shape == (6, 32, 32, 3) and calls == []
+
+
+def test_paths_may_be_any_pathlike(tmp_path):
+    """load_cifar10 took only str and pathlib.Path (an os.PathLike such as os.DirEntry was refused)."""
+    _fake_folder(tmp_path)
+    entry = next(e for e in os.scandir(tmp_path) if e.name == "cifar-10-batches-py")
+    assert load_cifar10(entry).train_images.shape == (30, 32, 32, 3)
+    for bad in (b"/tmp", "", None, 3):
+        with pytest.raises(ValueError, match="root must be a file or folder path"):
+            load_cifar10(bad)
+
+
+@pytest.mark.parametrize("seed", [None, -1, 1.5])
+def test_random_images_need_an_integer_seed(seed):
+    """seed=None gave other pixels on every call (default_rng(None)), seed=-1 numpy's message."""
+    from fedlib.data.cifar10 import cifar10_random_images
+
+    with pytest.raises(ValueError, match="seed must be an integer >= 0"):
+        cifar10_random_images(seed=seed)

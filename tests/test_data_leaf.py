@@ -331,3 +331,78 @@ def test_federated_dataset_x_must_be_numbers():
     ints = FederatedDataset([np.ones((2, 3), dtype=np.int64)], [np.array([0, 1])], [np.zeros((0, 3))],
                             [np.zeros(0, np.int64)], 2)
     assert ints.num_features == 3
+
+
+def test_a_user_in_user_data_but_not_in_users_is_refused(tmp_path):
+    """LEAF's and FedProx's readers take the clients from user_data's keys; load_leaf took them from
+    'users' and dropped 'u0' without a word, so client i differed from client i there."""
+    doc = _good()
+    doc["user_data"]["u0"] = {"x": [[9.0, 9.0]], "y": [1]}
+    with pytest.raises(ValueError, match=r"user 'u0' is in 'user_data' but not in 'users'"):
+        load_leaf(_write(tmp_path / "a.json", doc))
+
+
+def _unsorted_dataset():
+    xs = [np.full((2, 3), float(i)) for i in range(3)]
+    ys = [np.array([i, i]) for i in range(3)]
+    return FederatedDataset(xs, ys, [np.zeros((1, 3)) + i for i in range(3)], [np.array([i]) for i in range(3)],
+                            num_classes=7, meta={"users": ["b", "c", "a"]})
+
+
+def test_save_then_load_round_trips_as_documented(tmp_path):
+    """save_leaf's Notes: with client_order='appearance' and num_classes given, the same data set;
+    the default 'sorted' order of the reference readers sorts the ids (here b, c, a -> a, b, c)."""
+    ds = _unsorted_dataset()
+    save_leaf(ds, tmp_path / "d")
+    _assert_same(load_leaf(tmp_path / "d", num_classes=7, client_order="appearance"), ds)
+    by_id = load_leaf(tmp_path / "d")
+    assert by_id.meta["users"] == ["a", "b", "c"] and by_id.num_classes == 3
+    np.testing.assert_array_equal(by_id.train_x[0], ds.train_x[2])
+
+
+def test_default_user_ids_sort_in_client_order_past_100000_clients():
+    """f_100000 sorted before f_99999: a data set of more than 100,000 clients came back permuted."""
+    from fedlib.data.leaf import _user_ids
+
+    small = FederatedDataset([np.zeros((1, 1))] * 3, [np.zeros(1, int)] * 3, [np.zeros((0, 1))] * 3,
+                             [np.zeros(0, int)] * 3, num_classes=2)
+    assert _user_ids(small) == ["f_00000", "f_00001", "f_00002"]  # the FedProx ids, unchanged
+    n = 100_001
+    big = FederatedDataset([np.zeros((1, 1))] * n, [np.zeros(1, int)] * n, [np.zeros((0, 1))] * n,
+                           [np.zeros(0, int)] * n, num_classes=2)
+    ids = _user_ids(big)
+    assert ids == sorted(ids) and ids[-1] == "f_100000" and ids[0] == "f_000000"
+
+
+def test_save_leaf_folder_writes_the_pair_or_nothing(tmp_path, monkeypatch):
+    """A failure while the test file is written (a full disk, a kill) left a new train.json next to the
+    old test.json, which load_leaf reads as one data set when the user ids match. Now both files are
+    written in full before either is renamed over its target."""
+    import fedlib._io as io
+
+    old = synthetic(num_clients=3, seed=0)
+    save_leaf(old, tmp_path / "d")
+    before = {p: p.read_bytes() for p in (tmp_path / "d").rglob("*.json")}
+    new = synthetic(num_clients=3, seed=1)
+    real_stage = io._stage
+
+    def failing_stage(path, data):
+        if path.name == "test.json":
+            raise OSError(28, "No space left on device")
+        return real_stage(path, data)
+
+    monkeypatch.setattr(io, "_stage", failing_stage)
+    with pytest.raises(OSError, match="No space"):
+        save_leaf(new, tmp_path / "d")
+    assert {p: p.read_bytes() for p in (tmp_path / "d").rglob("*.json")} == before
+    assert sorted(p.name for p in (tmp_path / "d").rglob("*")) == ["test", "test.json", "train", "train.json"]
+
+
+def test_load_leaf_paths_expand_home_and_take_any_pathlike(tmp_path, monkeypatch):
+    monkeypatch.setenv("HOME", str(tmp_path))
+    _write(tmp_path / "a.json", _good())
+    assert load_leaf("~/a.json").num_clients == 2
+    entry = next(e for e in os.scandir(tmp_path) if e.name == "a.json")
+    assert load_leaf(entry).num_clients == 2
+    with pytest.raises(ValueError, match="path must be a file or folder path"):
+        load_leaf(b"/tmp/a.json")

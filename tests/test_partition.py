@@ -203,3 +203,20 @@ def test_class_counts_refuses_float_indices():
         class_counts([0, 1, 2], [np.array([0.7, 1.2])])
     np.testing.assert_array_equal(class_counts([0, 1, 2], [np.array([], dtype=float), [2, 0]]),
                                   [[0, 0, 0], [1, 0, 1]])
+
+
+def test_class_counts_names_parts_of_the_wrong_shape():
+    """The official code's {client: indices} dict, a flat index list or nested lists raised numpy's
+    'object of too small depth'; each is a ValueError naming parts. A 2-d array (equal-size clients
+    stacked) is one client per row."""
+    from fedlib.data.partition import class_counts
+
+    y = [0, 1, 1, 0]
+    np.testing.assert_array_equal(class_counts(y, np.array([[0, 1], [2, 3]])), [[1, 1], [1, 1]])
+    np.testing.assert_array_equal(class_counts(y, [np.array([0, 1]), []]), [[1, 1], [0, 0]])
+    with pytest.raises(ValueError, match=r"parts must be a list .* got dict .*\[d\[j\] for j"):
+        class_counts(y, {0: [0, 1], 1: [2]})
+    with pytest.raises(ValueError, match=r"parts\[0\] must be a 1-d array of indices, got shape \(\)"):
+        class_counts(y, [0, 1])
+    with pytest.raises(ValueError, match=r"parts\[1\] must be a 1-d array of indices, got shape \(1, 1\)"):
+        class_counts(y, [[0], [[1]]])

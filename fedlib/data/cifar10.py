@@ -32,6 +32,8 @@ from typing import NamedTuple
 
 import numpy as np
 
+from .._validate import check_int, check_path
+
 __all__ = [
     "Cifar10Arrays",
     "load_cifar10",
@@ -99,6 +101,9 @@ def _missing_message(folder: Path, missing: list[str] | None = None) -> str:
     what = f"the CIFAR-10 batch folder {folder}" if missing is None else (
         f"{', '.join(missing)} in the CIFAR-10 batch folder {folder}"
     )
+    if folder.name != BATCH_FOLDER:  # a renamed batch folder: a download would go next to it
+        return (f"CIFAR-10 incomplete: looked for {what} (expected files {', '.join(TRAIN_FILES)}, {TEST_FILE}); "
+                "copy the missing files into it")
     return (
         f"CIFAR-10 not found: looked for {what} "
         f"(expected files {', '.join(TRAIN_FILES)}, {TEST_FILE}). "
@@ -206,10 +211,16 @@ def load_cifar10(root, download: bool = False) -> Cifar10Arrays:
     >>> cifar.train_images.shape, cifar.train_labels[:3]   # doctest: +SKIP
     ((50000, 32, 32, 3), array([6, 9, 9]))
     """
-    if not isinstance(root, (str, Path)) or str(root) == "":
-        raise ValueError(f"root must be a path (str or pathlib.Path), got {root!r}")
-    root = Path(root).expanduser()
+    root = check_path("root", root)
     folder = _resolve_folder(root)
+    if download and folder.name != BATCH_FOLDER and _missing_batches(folder):
+        # torchvision extracts into <parent>/cifar-10-batches-py: it would download next to this folder
+        # (170 MB) and then still find this one incomplete
+        raise FileNotFoundError(
+            f"{folder} holds CIFAR-10 batch files but lacks {', '.join(_missing_batches(folder))}; download=True "
+            f"cannot complete a batch folder not named '{BATCH_FOLDER}' (it would download into "
+            f"{folder.parent / BATCH_FOLDER}): copy the missing files in, or give the folder that should "
+            f"contain '{BATCH_FOLDER}'")
     if not folder.is_dir():
         if not download:
             raise FileNotFoundError(_missing_message(folder))
@@ -360,6 +371,7 @@ def cifar10_random_images(seed: int = 0, path=None) -> Cifar10Arrays:
     >>> d.train_images.shape, int(d.train_labels[0])      # doctest: +SKIP
     ((50000, 32, 32, 3), 6)
     """
+    seed = check_int("seed", seed, minimum=0)
     train_labels, test_labels = load_cifar10_labels(path)
     file = DEFAULT_LABELS_PATH if path is None else Path(path).expanduser()
     rng = np.random.default_rng(seed)

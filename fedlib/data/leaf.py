@@ -47,8 +47,8 @@ from pathlib import Path
 
 import numpy as np
 
-from .._io import atomic_write, read_json
-from .._validate import check_int
+from .._io import atomic_write, atomic_write_all, read_json
+from .._validate import check_int, check_path
 from .clients import FederatedDataset
 
 __all__ = ["load_leaf", "save_leaf"]
@@ -149,6 +149,10 @@ def _read_file(file: Path, num_classes: int | None):
         raise ValueError(f"{file}: 'num_samples' must be a list with one count per user ({len(users)}), got {got}")
     if not isinstance(data, dict):
         raise ValueError(f"{file}: 'user_data' must be an object mapping user -> {{x, y}}")
+    unlisted = [u for u in data if u not in set(users)]
+    if unlisted:  # LEAF's and FedProx's readers take the clients from user_data's keys: they would disagree
+        raise ValueError(f"{file}: user {unlisted[0]!r} is in 'user_data' but not in 'users'"
+                         + (f" ({len(unlisted)} such users)" if len(unlisted) > 1 else ""))
     parsed = {}
     for user, count in zip(users, counts):
         if user not in data:
@@ -239,9 +243,7 @@ def load_leaf(path, num_classes: int | None = None, name: str | None = None, *,
         num_classes = check_int("num_classes", num_classes, minimum=2)
     if client_order not in ("sorted", "appearance"):
         raise ValueError(f"client_order must be 'sorted' or 'appearance', got {client_order!r}")
-    if not isinstance(path, (str, Path)) or str(path) == "":
-        raise ValueError(f"path must be a file or folder path (str or pathlib.Path), got {path!r}")
-    root = Path(path)
+    root = check_path("path", path)
     if not root.exists():
         raise ValueError(f"{root}: no such file or folder")
     if root.is_file():
@@ -311,7 +313,8 @@ def _user_ids(dataset: FederatedDataset) -> list[str]:
         and len(set(users)) == len(users)
     ):
         return list(users)
-    return [f"f_{i:05d}" for i in range(dataset.num_clients)]
+    width = max(5, len(str(dataset.num_clients - 1)))  # ids that sort in client order (f_99999 < f_100000)
+    return [f"f_{i:0{width}d}" for i in range(dataset.num_clients)]
 
 
 def _document(users: list[str], xs, ys) -> dict:
@@ -337,7 +340,8 @@ def save_leaf(dataset: FederatedDataset, path, *, drop_test: bool = False) -> li
     ----------
     dataset:
         The data set.  User ids come from ``dataset.meta["users"]`` when present (one
-        distinct string per client), else ``f_00000, f_00001, ...``.
+        distinct string per client), else ``f_00000, f_00001, ...`` (more digits past
+        100,000 clients, so that the ids sort in client order).
     path:
         A path ending in ``.json``: one train-only file.  Anything else is a folder
         (created if needed) that receives ``train/train.json`` and ``test/test.json``.
@@ -350,13 +354,23 @@ def save_leaf(dataset: FederatedDataset, path, *, drop_test: bool = False) -> li
     Returns
     -------
     list of str
-        The files written.  Each is written atomically (temporary file in the same
-        folder, then :func:`os.replace`).
+        The files written.  Both are written in full to temporary files in their folders
+        before either replaces its target (:func:`fedlib._io.atomic_write_all`), so an error
+        or a kill while writing leaves the old pair.
+
+    Notes
+    -----
+    Reading the files back with :func:`load_leaf` gives this data set when
+
+    * ``client_order="appearance"`` is passed, or the user ids sort in client order (the
+      default ids do): the default ``"sorted"`` order of LEAF's readers sorts the ids;
+    * ``num_classes=dataset.num_classes`` is passed: the format has no class count, and
+      the loader's default is the largest label present plus one.
     """
     if not isinstance(dataset, FederatedDataset):
         raise ValueError(f"dataset must be a FederatedDataset, got {type(dataset).__name__}")
     users = _user_ids(dataset)
-    target = Path(path)
+    target = check_path("path", path)
     train_doc = _document(users, dataset.train_x, dataset.train_y)
     if target.suffix.lower() == ".json":
         if not drop_test and any(len(y) for y in dataset.test_y):
@@ -373,6 +387,6 @@ def save_leaf(dataset: FederatedDataset, path, *, drop_test: bool = False) -> li
     (target / "train").mkdir(parents=True, exist_ok=True)
     (target / "test").mkdir(parents=True, exist_ok=True)
     train_file, test_file = target / "train" / "train.json", target / "test" / "test.json"
-    _write_atomic(train_file, train_doc)
-    _write_atomic(test_file, _document(users, dataset.test_x, dataset.test_y))
+    atomic_write_all([(train_file, json.dumps(train_doc, allow_nan=False)),
+                      (test_file, json.dumps(_document(users, dataset.test_x, dataset.test_y), allow_nan=False))])
     return [str(train_file), str(test_file)]

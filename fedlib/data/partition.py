@@ -268,12 +268,24 @@ def iid_partition(n: int, num_clients: int, seed) -> list[np.ndarray]:
 def class_counts(labels, parts, num_classes: int | None = None) -> np.ndarray:
     """Matrix ``C[j, k]`` = number of samples of class ``k`` held by client ``j``.
 
-    ``parts`` is a list of index arrays as returned by the partition functions.
+    ``parts`` is a list of index arrays as returned by the partition functions (for the
+    official code's ``{client: indices}`` dict, pass ``[d[j] for j in range(len(d))]``).
     """
     y, num_classes = _check_labels(labels, num_classes)
+    if isinstance(parts, np.ndarray) and parts.ndim == 2:  # equal-size clients stacked: one row each
+        parts = list(parts)
+    if not isinstance(parts, (list, tuple)):
+        hint = " (the official code's {client: indices} dict: pass [d[j] for j in range(len(d))])" \
+            if isinstance(parts, dict) else ""
+        raise ValueError(f"parts must be a list of index arrays, one per client, got {type(parts).__name__}{hint}")
     counts = np.zeros((len(parts), num_classes), dtype=np.int64)
     for j, idx in enumerate(parts):
-        idx = np.asarray(idx)
+        try:
+            idx = np.asarray(idx)
+        except ValueError as exc:  # ragged nesting
+            raise ValueError(f"parts[{j}] must be a 1-d array of indices ({exc})") from None
+        if idx.ndim != 1:
+            raise ValueError(f"parts[{j}] must be a 1-d array of indices, got shape {idx.shape}")
         if idx.size and idx.dtype.kind not in "iu":
             raise ValueError(f"parts[{j}] must hold integer indices, got dtype {idx.dtype}")
         idx = idx.astype(np.int64, copy=False)
