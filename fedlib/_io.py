@@ -1,8 +1,8 @@
 """Files: atomic writes and JSON reads with errors that name the file.
 
 A write goes to a temporary file in the target's folder, is flushed and fsync-ed, then
-:func:`os.replace`-d over the target: a reader (or a run killed at any moment) sees the
-old file or the new one, never a partial one. Used by results, checkpoints and LEAF files.
+:func:`os.replace`-d over the target (and the folder fsync-ed): a reader (or a run killed at
+any moment) sees the old file or the new one, never a partial one. Used by results, checkpoints and LEAF files.
 
 The file gets the mode an ordinary ``open(path, "w")`` would give it: the mode of the
 file it replaces, or ``0o666`` less the process umask for a new file (the temporary
@@ -58,6 +58,21 @@ def _stage(path: Path, data: Union[bytes, str]) -> str:
     return tmp
 
 
+def _fsync_folder(folder: Path) -> None:
+    """Flush a folder's entry list, so that a rename survives a power loss (not only a kill).
+    Skipped where folders cannot be opened (Windows)."""
+    try:
+        fd = os.open(folder if str(folder) else ".", os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:  # some file systems refuse fsync on a folder; the rename itself is done
+        pass
+    finally:
+        os.close(fd)
+
+
 def _unlink(tmp: str) -> None:
     try:
         os.unlink(tmp)
@@ -91,6 +106,8 @@ def atomic_write_all(items) -> list:
             os.replace(tmp, target)
             staged.pop(0)
             done.append(target)
+        for folder in dict.fromkeys(t.parent for t in done):
+            _fsync_folder(folder)
         return done
     finally:
         for tmp, _ in staged:

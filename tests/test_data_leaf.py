@@ -406,3 +406,16 @@ def test_load_leaf_paths_expand_home_and_take_any_pathlike(tmp_path, monkeypatch
     assert load_leaf(entry).num_clients == 2
     with pytest.raises(ValueError, match="path must be a file or folder path"):
         load_leaf(b"/tmp/a.json")
+
+
+def test_atomic_writes_flush_the_folder_after_renaming(tmp_path, monkeypatch):
+    """After the renames, each target folder is fsync-ed once (a rename is only durable across a power
+    loss once its folder's entries are on disk)."""
+    import fedlib._io as io
+
+    synced = []
+    monkeypatch.setattr(io, "_fsync_folder", lambda folder: synced.append(folder))
+    save_leaf(synthetic(num_clients=2, seed=0), tmp_path / "d")
+    assert synced == [tmp_path / "d" / "train", tmp_path / "d" / "test"]
+    io.atomic_write_all([(tmp_path / "a.txt", "1"), (tmp_path / "b.txt", "2")])
+    assert synced[2:] == [tmp_path]
