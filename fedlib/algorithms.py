@@ -126,6 +126,10 @@ class FederatedAlgorithm:
         check_choice("algorithm", self.name, tuple(ALGORITHMS))
         if not isinstance(self.solver, LocalSolver):
             raise ValueError(f"solver must be a fedlib.solvers.LocalSolver, got {type(self.solver).__name__}")
+        if not isinstance(self.server, ServerOptimizer):
+            hint = (f" (for a server optimizer by name use fedlib.server.make_server_optimizer({self.server!r}))"
+                    if isinstance(self.server, str) else "")
+            raise ValueError(f"server must be a fedlib.server.ServerOptimizer, got {type(self.server).__name__}{hint}")
         if self.name == "fedprox" and self.solver.mu <= 0:
             raise ValueError("mu must be > 0 for fedprox (use a proximal solver)")
         if self.tau_eff is not None and self.aggregation != "fednova":

@@ -16,10 +16,11 @@ import math
 
 import numpy as np
 
-from ._validate import check_finite_array, check_int, check_local_steps, check_nonnegative, check_positive
+from ._validate import (check_finite_array, check_int, check_int_array, check_local_steps, check_nonnegative,
+                        check_positive)
 from .rng import generator
 
-__all__ = ["steps_per_epoch", "FixedSteps", "RandomSteps", "FixedEpochs", "RandomEpochs", "WallClock", "whole_steps", "RandomLocalWork", "parse_epochs", "make_epoch_schedule"]
+__all__ = ["steps_per_epoch", "FixedSteps", "RandomSteps", "FixedEpochs", "RandomEpochs", "WallClock", "whole_steps", "round_local_steps", "RandomLocalWork", "parse_epochs", "make_epoch_schedule"]
 
 
 def steps_per_epoch(num_samples, batch_size: int) -> np.ndarray:
@@ -133,6 +134,17 @@ class RandomEpochs:
 
     def local_steps(self, round_index: int) -> np.ndarray:
         return self.epochs_of(round_index) * self._spe
+
+
+def round_local_steps(schedule, round_index: int, num_clients: int) -> np.ndarray:
+    r"""``schedule.local_steps(round_index)`` checked, as the engines use it: one whole number
+    :math:`\tau_i \ge 0` per client (int64; integer-valued floats accepted, ``2.9`` refused
+    rather than cut to 2). Participants need :math:`\tau_i \ge 1`; the engines check that."""
+    steps = np.asarray(schedule.local_steps(round_index))
+    if steps.shape != (num_clients,):
+        raise ValueError(f"schedule.local_steps({round_index}) must give one step count per client "
+                         f"({num_clients} clients in p), got shape {steps.shape}")
+    return check_int_array(f"schedule.local_steps({round_index})", steps, size=num_clients, minimum=0)
 
 
 def whole_steps(work) -> np.ndarray:

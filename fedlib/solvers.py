@@ -93,6 +93,7 @@ __all__ = [
     "momentum_proximal_sgd",
     "make_solver",
     "SOLVERS",
+    "check_shared_lr",
 ]
 
 
@@ -425,3 +426,30 @@ def make_solver(name: str, lr: float, *, momentum: float = 0.9, mu: float = 0.0,
     if name == "momentum-prox":
         return momentum_proximal_sgd(lr, momentum, mu, weight_decay)
     raise ValueError(f"solver must be one of {list(SOLVERS)}, got {name!r}")
+
+
+def check_shared_lr(name: str, solvers, lr: Optional[float] = None) -> list:
+    r"""``solvers`` (a non-empty sequence of :class:`LocalSolver`) checked to share one base
+    learning rate :math:`\eta` (``lr`` if given, else the first solver's).
+
+    Every :math:`\|a_i\|_1` is counted in units of the solver's own :math:`\eta`
+    (:meth:`LocalSolver.counter_step`), and eq. (4) divides each client's change by
+    :math:`\eta\|a_i\|_1` with one :math:`\eta` (Theorem 3: :math:`a_i` may vary by client
+    and round, :math:`\eta` does not). Clients with base rates 0.01 and 0.03 would report the
+    same :math:`\|a_i\|_1` for changes three times apart: FedNova would weight the fast client
+    three times (and land on FedAvg's surrogate), and :math:`\chi^2` would read 0. A client's
+    own step size is a constant factor of :math:`\eta`, which its :math:`\|a_i\|_1` counts:
+    ``LocalSolver(lr=eta, lr_schedule=lambda k: 3.0)``.
+    """
+    solvers = list(solvers)
+    if not solvers or not all(isinstance(s, LocalSolver) for s in solvers):
+        raise ValueError(f"{name} must be a non-empty sequence of LocalSolver")
+    base = solvers[0].lr if lr is None else lr
+    for j, solver in enumerate(solvers):
+        if not math.isclose(solver.lr, base, rel_tol=1e-12, abs_tol=0.0):
+            raise ValueError(
+                f"{name}[{j}] has lr {solver.lr!r}, but the clients share one base learning rate ({base!r}): "
+                "||a_i||_1 is counted in units of each solver's own lr, so FedNova's normalisation would be off by "
+                f"their ratio; give a client its own step size as a constant factor of the base rate, "
+                f"LocalSolver(lr={base!r}, lr_schedule=lambda k: {solver.lr / base:.6g}) (its ||a_i||_1 counts it)")
+    return solvers

@@ -155,3 +155,16 @@ def test_variance_reduced_algorithms_run_to_the_optimum(name, solver):
     assert err_avg > 1e-2
     assert run.state.variates is not None and run.state.round == 120
     assert all(np.isfinite(d.tau_eff) for d in run.diagnostics)
+
+
+def test_server_optimizer_is_checked_when_the_algorithm_is_built():
+    """make_algorithm('fedavg', sgd(0.1), 'momentum') built, then failed at init with
+    AttributeError: 'str' object has no attribute 'init'."""
+    from fedlib.solvers import sgd
+
+    with pytest.raises(ValueError, match=r"server must be a fedlib.server.ServerOptimizer, got str .*"
+                                         r"make_server_optimizer\('momentum'\)"):
+        AL.make_algorithm("fedavg", sgd(0.1), "momentum")
+    with pytest.raises(ValueError, match="server must be a fedlib.server.ServerOptimizer, got int"):
+        AL.FederatedAlgorithm("fednova", sgd(0.1), 3)
+    assert AL.make_algorithm("fedavg", sgd(0.1), SV.make_server_optimizer("momentum")).server.name

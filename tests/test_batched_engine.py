@@ -249,3 +249,62 @@ def test_a_batch_larger_than_every_client_is_full_batch_without_the_memory(prob)
     _assert_same(runs[0], runs[1], tol=1e-13)
     ref = run_reference(algo, prob, FixedSteps([3, 1, 2, 4, 2, 1]), 3, batch_size=10**9, seed=5)
     _assert_same(runs[1], ref)
+
+
+class _Steps:
+    def __init__(self, value):
+        self.value = value
+
+    def local_steps(self, t):
+        return self.value
+
+
+@pytest.mark.parametrize("steps,match", [
+    (np.array([3] * 7), r"one step count per client \(6 clients in p\), got shape \(7,\)"),
+    (np.array([[3] * 6]), r"got shape \(1, 6\)"),
+    (3, r"got shape \(\)"),
+    (np.array([3, 2.9, 3, 3, 3, 3]), "must hold integers"),
+])
+@pytest.mark.parametrize("engine", ["batched", "reference"])
+def test_schedule_output_is_checked_by_both_engines(prob, steps, match, engine):
+    """run_batched took 7 step counts for 6 clients without a word (a (1, 6) array or a scalar gave a
+    bare IndexError), and both engines cut 2.9 steps to 2. Both now check the schedule's output alike
+    (fedlib.schedules.round_local_steps)."""
+    alg = make_algorithm("fedavg", sgd(0.05))
+    with pytest.raises(ValueError, match=match):
+        if engine == "batched":
+            run_batched(alg, prob, _Steps(steps), 1, batch_size=B)
+        else:
+            run_engine("reference", alg, prob, _Steps(steps), 1, batch_size=B)
+
+
+def test_resume_must_continue_this_run(prob):
+    """run_batched(resume=...) took any state: a FedAvg state under SCAFFOLD ran SCAFFOLD as FedAvg
+    (no variates), a SCAFFOLD state under FedAvg kept applying its variates, a 2-round history with
+    rounds=1 came back as 2 rounds, and run_reference's {'W', 'b'} state gave a TypeError."""
+    sched = FixedEpochs(prob.num_samples, B, 1)
+    fedavg, scaffold = make_algorithm("fedavg", sgd(0.05)), make_algorithm("scaffold", sgd(0.05))
+    ra = run_batched(fedavg, prob, sched, 2, batch_size=B)
+    rs = run_batched(scaffold, prob, sched, 2, batch_size=B)
+
+    def resume(run, **changes):
+        doc = {"state": run.state, "history": run.history, "initial": run.initial}
+        doc.update(changes)
+        return doc
+
+    with pytest.raises(ValueError, match=r"'scaffold' needs control variates, but the saved state has none"):
+        run_batched(scaffold, prob, sched, 4, batch_size=B, resume=resume(ra))
+    with pytest.raises(ValueError, match=r"'fedavg' needs no control variates, but the saved state has them"):
+        run_batched(fedavg, prob, sched, 4, batch_size=B, resume=resume(rs))
+    with pytest.raises(ValueError, match=r"2 rounds done, more than rounds = 1"):
+        run_batched(fedavg, prob, sched, 1, batch_size=B, resume=resume(ra))
+    with pytest.raises(ValueError, match=r"after round 2 but the history has 1 rounds"):
+        run_batched(fedavg, prob, sched, 4, batch_size=B, resume=resume(ra, history=ra.history[:1]))
+    ref = run_engine("reference", fedavg, prob, sched, 2, batch_size=B)
+    with pytest.raises(ValueError, match=r"packed array of shape .* got dict .*pack_params"):
+        run_batched(fedavg, prob, sched, 4, batch_size=B, resume=resume(ra, state=ref.state))
+    with pytest.raises(ValueError, match="resume must be a dict"):
+        run_batched(fedavg, prob, sched, 4, batch_size=B, resume=ra.state)
+    # the run's own checkpoint resumes to the straight run
+    _assert_same(run_batched(fedavg, prob, sched, 4, batch_size=B, resume=resume(ra)),
+                 run_batched(fedavg, prob, sched, 4, batch_size=B))

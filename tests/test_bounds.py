@@ -198,7 +198,7 @@ def test_theorem3_holds_under_random_local_work():
 def test_theorem3_check_refuses_bad_input():
     from fedlib.experiments import speedup as S
     base, work = S.base_setup(seed=0, dim=3)
-    with pytest.raises(ValueError, match="one step size"):
+    with pytest.raises(ValueError, match="share one base learning rate"):
         bounds.theorem3_check(base, work, [sgd(0.001), sgd(0.002), sgd(0.001), sgd(0.001)], 5)
     with pytest.raises(ValueError, match="draws among 4 solvers"):
         bounds.theorem3_check(base, work, [sgd(0.001)], 5)

@@ -167,6 +167,7 @@ def test_client_solvers_draws_once_per_round():
 @pytest.mark.parametrize("kwargs,match", [
     (dict(solvers=[sgd(0.1), sgd(0.1, weight_decay=0.1)]), "weight decay"),   # one solver with weight decay
     (dict(solvers=[sgd(0.1), "sgd"]), "solvers must be"),                        # one non-solver
+    (dict(solvers=[sgd(0.05), sgd(0.1)]), "share one base learning rate"),       # ||a_i||_1 in other units
     (dict(rounds=-1), "rounds must be an integer >= 0"),
     (dict(rounds=1.5), "rounds must be an integer >= 0"),
     (dict(replicas=0), "replicas must be an integer >= 1"),
@@ -181,7 +182,8 @@ def test_client_solvers_draws_once_per_round():
     (dict(rounds=0, aggregation="fedavg", tau_eff=3.0), "only FedNova"),
 ])
 def test_run_replicas_refuses_bad_arguments(kwargs, match):
-    args = dict(problem=_prob(), aggregation="fednova", solvers=[sgd(0.05), sgd(0.1)], work=_Fixed([1, 2, 3], [0, 1, 0]),
+    args = dict(problem=_prob(), aggregation="fednova", solvers=[sgd(0.05), momentum_sgd(0.05, 0.5)],
+                work=_Fixed([1, 2, 3], [0, 1, 0]),
                 rounds=1)
     args.update(kwargs)
     with pytest.raises(ValueError, match=match):
@@ -191,12 +193,12 @@ def test_run_replicas_refuses_bad_arguments(kwargs, match):
 def test_run_replicas_refuses_a_negative_solver_number():
     """'solver numbers must be (m,) in 0..k-1': -1 would silently pick the last solver."""
     with pytest.raises(ValueError, match="solver numbers"):
-        run_replicas(_prob(), "fednova", [sgd(0.05), sgd(0.1)], _Fixed([1, 2, 3], [0, -1, 0]), 1)
+        run_replicas(_prob(), "fednova", [sgd(0.05), momentum_sgd(0.05, 0.5)], _Fixed([1, 2, 3], [0, -1, 0]), 1)
 
 
 def test_run_replicas_refuses_non_integer_solver_numbers():
     with pytest.raises(ValueError, match="solver numbers"):
-        run_replicas(_prob(), "fednova", [sgd(0.05), sgd(0.1)], _Fixed([1, 2, 3], [0.0, 0.5, 1.7]), 1)
+        run_replicas(_prob(), "fednova", [sgd(0.05), momentum_sgd(0.05, 0.5)], _Fixed([1, 2, 3], [0.0, 0.5, 1.7]), 1)
 
 
 def test_work_may_return_lists():

@@ -11,6 +11,7 @@ from fedlib.engines.reference import run_sequential
 from fedlib.experiments import speedup as S
 from fedlib.experiments.quadratic import surrogate_optimum, tau_weighted_optimum
 from fedlib.problems import random_quadratic
+from fedlib.problems.quadratic import QuadraticProblem
 from fedlib.schedules import FixedSteps, RandomLocalWork
 from fedlib.solvers import decayed_sgd, momentum_proximal_sgd, momentum_sgd, proximal_sgd, sgd
 from fedlib.theory import chi_square
@@ -459,3 +460,38 @@ def test_plot_bias_puts_the_limits_where_they_are():
     with pytest.raises(ValueError, match="plot_bias"):
         S.plot_bias(ax, rows, base.optimum(), 4, 300)
     plt.close(fig)
+
+
+class _TwoSolvers:
+    """Both clients take 5 steps; client i runs solver i."""
+
+    def draw(self, t):
+        return np.array([5, 5]), np.array([0, 1])
+
+
+def test_clients_share_one_base_learning_rate():
+    """||a_i||_1 is counted in units of each solver's own lr: with sgd(0.01) and sgd(0.03) both clients
+    reported 5 for changes three times apart, FedNova went to FedAvg's surrogate (-0.485 instead of near
+    x* = 0) and chi2 read 0. Such solver lists are refused by every engine that takes several solvers;
+    the same client given its 3x step size as an lr_schedule factor is counted (||a_2||_1 = 15)."""
+    from fedlib.solvers import LocalSolver
+
+    prob = QuadraticProblem(np.ones((2, 1, 1)), np.array([[1.0], [-1.0]]), np.array([0.5, 0.5]))
+    for call in (lambda: run_replicas(prob, "fednova", [sgd(0.01), sgd(0.03)], _TwoSolvers(), 3),
+                 lambda: client_solvers(_TwoSolvers(), [sgd(0.01), sgd(0.03)]),
+                 lambda: run_sequential(make_algorithm("fednova", sgd(0.01)), np.zeros(1),
+                                        lambda x, i, t, k: prob.grad(x, i), prob.p, FixedSteps([5, 5]), 1,
+                                        solver_at=lambda t, i: sgd(0.03))):
+        with pytest.raises(ValueError, match=r"lr 0\.03, but the clients share one base learning rate \(0\.01\).*"
+                                             r"lr_schedule=lambda k: 3"):
+            call()
+    for lr in (0.01, 0.001):
+        three = LocalSolver(lr=lr, lr_schedule=lambda k: 3.0, name="sgd x3")
+        nova = run_replicas(prob, "fednova", [sgd(lr), three], _TwoSolvers(), int(3 / lr))
+        avg = run_replicas(prob, "fedavg", [sgd(lr), three], _TwoSolvers(), int(3 / lr))
+        assert nova.tau_eff[-1] == pytest.approx(0.5 * 5 + 0.5 * 15)
+        assert abs(nova.params[0, 0]) < 3 * lr           # FedNova: x* = 0 up to O(lr)
+        assert nova.chi2[-1] == 0.0
+        # FedAvg: w = (5, 15) / 20, the surrogate's minimiser (1 * 1 + 3 * -1) / 4 = -0.5, chi2 = sum (p-w)^2/w = 1/3
+        assert avg.params[0, 0] == pytest.approx(-0.5, abs=3 * lr)
+        assert avg.chi2[-1] == pytest.approx(1 / 3)

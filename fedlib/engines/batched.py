@@ -69,6 +69,7 @@ from ..problems.logistic import _UNDERFLOW, LogisticProblem, _ones, pack_params,
 from ..problems.logistic import _packed_grad_numpy_one as _grad_one
 from ..rng import generator
 from ..sampling import SAMPLING_SCHEMES, sample_clients
+from ..schedules import round_local_steps
 from ..solvers import SolverState
 from .reference import run_sequential
 
@@ -380,6 +381,7 @@ def run_batched(algorithm: FederatedAlgorithm, problem: LogisticProblem, schedul
         initial = _metrics(problem, _to_dict(be, state.params), -1, evaluate) if evaluate else {}
         history = []
     else:
+        _check_resume(algorithm, resume, rounds, m, pack_params(x0).shape)
         state = _state_to_backend(be, resume["state"])
         initial, history = dict(resume.get("initial") or {}), [dict(h) for h in resume["history"]]
     cache: dict = {}  # per learning rate: local step sizes and online counters
@@ -388,7 +390,7 @@ def run_batched(algorithm: FederatedAlgorithm, problem: LogisticProblem, schedul
         lr = _round_lr(algorithm, lr_at, t)
         solver = algorithm.solver.with_lr(lr)
         part = sample_clients(sampling, p, clients_per_round, seed, t)
-        steps_all = np.asarray(schedule.local_steps(t), dtype=np.int64)
+        steps_all = round_local_steps(schedule, t, m)
         tau_all = steps_all[part.clients]
         if np.any(tau_all < 1):
             raise ValueError(f"schedule: round {t} gives a participant {int(tau_all.min())} local steps (need >= 1)")
@@ -434,6 +436,37 @@ def run_batched(algorithm: FederatedAlgorithm, problem: LogisticProblem, schedul
 
         state = state._replace(variates=gather_variates(comm, state.variates, m))
     return EngineRun(_to_dict(be, state.params, copy=True), state, initial, history)
+
+
+def _check_resume(algorithm: FederatedAlgorithm, resume, rounds: int, m: int, packed_shape: tuple) -> None:
+    """``resume`` must continue this run: a server state of this algorithm (control variates
+    exactly when it uses them), for these ``m`` clients and this model, after ``len(history)``
+    rounds, no more than ``rounds``."""
+    if not isinstance(resume, dict) or "state" not in resume or "history" not in resume:
+        raise ValueError("resume must be a dict with 'state', 'history' (and 'initial'), as a checkpoint holds")
+    state, history = resume["state"], resume["history"]
+    if not isinstance(state, ServerState):
+        raise ValueError(f"resume['state'] must be a fedlib.algorithms.ServerState, got {type(state).__name__}")
+    if not isinstance(history, (list, tuple)):
+        raise ValueError(f"resume['history'] must be a list of round records, got {type(history).__name__}")
+    if (state.variates is None) != (algorithm.variance is None):
+        raise ValueError(f"resume: {algorithm.name!r} needs "
+                         f"{'control variates' if algorithm.variance else 'no control variates'}, but the saved "
+                         f"state {'has none' if state.variates is None else 'has them'} (written by another algorithm?)")
+    if state.num_clients != m:
+        raise ValueError(f"resume: the saved state is for {state.num_clients} clients, the problem has {m}")
+    if state.round != len(history):
+        raise ValueError(f"resume: the saved state is after round {state.round} but the history has "
+                         f"{len(history)} rounds")
+    if len(history) > rounds:
+        raise ValueError(f"resume: the checkpoint has {len(history)} rounds done, more than rounds = {rounds}")
+    params = state.params
+    shape = tuple(params.shape) if hasattr(params, "shape") else None
+    if shape != tuple(packed_shape):
+        got = f"shape {shape}" if shape is not None else type(params).__name__
+        raise ValueError(f"resume: the saved parameters must be the packed array of shape {tuple(packed_shape)} that "
+                         f"run_batched keeps, got {got} (a run_sequential state holds a dict {{'W', 'b'}}: pack it "
+                         f"with fedlib.problems.logistic.pack_params)")
 
 
 def _state_to_backend(be, state: ServerState) -> ServerState:

@@ -55,7 +55,7 @@ from ..problems.quadratic import QuadraticProblem
 from ..rng import generator
 from ..rule import AGGREGATIONS, aggregation_coefficients, effective_weights
 from ..sampling import SAMPLING_SCHEMES, sample_clients
-from ..solvers import LocalSolver
+from ..solvers import LocalSolver, check_shared_lr
 from ..theory import chi_square
 
 __all__ = ["ReplicaRun", "gradient_noise", "noisy_grad_fn", "client_solvers", "run_replicas"]
@@ -126,8 +126,9 @@ def noisy_grad_fn(problem: QuadraticProblem, sigma: float, seed: int, replicas: 
 def client_solvers(work, solvers: Sequence[LocalSolver]) -> Callable[[int, int], LocalSolver]:
     """``solver_at(round, client)`` for :func:`fedlib.engines.reference.run_sequential`: the
     solver ``work.draw(round)`` gives the client, as :func:`run_replicas` uses it (the
-    round's draw is made once, not once per client)."""
-    solvers = list(solvers)
+    round's draw is made once, not once per client). The solvers share one base learning rate
+    (:func:`fedlib.solvers.check_shared_lr`)."""
+    solvers = check_shared_lr("solvers", solvers)
     cache: dict = {}
 
     def solver_at(round_index, client):
@@ -151,8 +152,9 @@ def run_replicas(problem: QuadraticProblem, aggregation: str, solvers: Sequence[
     problem : the quadratic clients and their weights :math:`p_i`.
     aggregation : ``"fedavg"`` (:math:`w_i \propto p_i\|a_i\|_1`) or ``"fednova"``
         (:math:`w_i = p_i`, :math:`\tau_{\text{eff}} = \sum_i p_i\|a_i\|_1`).
-    solvers : the local solvers a client may run (each carries its learning rate); no
-        weight decay.
+    solvers : the local solvers a client may run, with one base learning rate :math:`\eta`
+        (:func:`fedlib.solvers.check_shared_lr`; per-client step sizes are ``lr_schedule``
+        factors of it); no weight decay.
     work : ``draw(round) -> (steps (m,), solver_numbers (m,))``, e.g.
         :class:`fedlib.schedules.RandomLocalWork`.
     rounds : :math:`T`.
@@ -180,9 +182,7 @@ def run_replicas(problem: QuadraticProblem, aggregation: str, solvers: Sequence[
     progress : called with the round index after every round (e.g. a progress bar).
     """
     check_choice("aggregation", aggregation, AGGREGATIONS)
-    solvers = list(solvers)
-    if not solvers or not all(isinstance(s, LocalSolver) for s in solvers):
-        raise ValueError("solvers must be a non-empty sequence of LocalSolver")
+    solvers = check_shared_lr("solvers", solvers)
     if any(s.weight_decay for s in solvers):
         raise ValueError("solvers: weight decay is not supported by run_replicas")
     rounds = check_int("rounds", rounds, minimum=0)

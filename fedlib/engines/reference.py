@@ -12,8 +12,9 @@ import numpy as np
 
 from .._validate import check_int, check_probability_vector
 from ..algorithms import FederatedAlgorithm, RoundDiagnostics, ServerState
-from ..solvers import LocalSolver
+from ..solvers import LocalSolver, check_shared_lr
 from ..sampling import sample_clients
+from ..schedules import round_local_steps
 
 __all__ = ["run_sequential", "SequentialRun"]
 
@@ -46,9 +47,10 @@ def run_sequential(algorithm: FederatedAlgorithm, params: Any, grad_fn: Callable
     solver_at : ``(round, client) -> LocalSolver``: each client's own local solver in each
         round (Theorem 3: :math:`a_i^{(t)}` may change with the client and the round; each
         client reports the :math:`\|a_i\|_1` of the solver it ran). It replaces
-        ``algorithm.solver`` on the clients and cannot be combined with ``lr_at`` (the
-        solver carries its learning rate); the server side still receives
-        ``algorithm.solver.lr``.
+        ``algorithm.solver`` on the clients and cannot be combined with ``lr_at``; every
+        solver it returns must have ``algorithm.solver.lr`` as its base learning rate, the
+        unit of :math:`\|a_i\|_1` (:func:`fedlib.solvers.check_shared_lr`: a client's own step
+        size is a constant ``lr_schedule`` factor).
     initial_state : start from this server state (e.g. one with chosen control variates,
         or the state of an earlier run) instead of ``algorithm.init(params, m)``; ``params``
         must then be ``None``. Rounds, schedules and sampling still count from round 0.
@@ -74,13 +76,10 @@ def run_sequential(algorithm: FederatedAlgorithm, params: Any, grad_fn: Callable
         lr = algorithm.solver.lr if lr_at is None else lr_at(t)
         solver = algorithm.solver.with_lr(lr)
         part = sample_clients(sampling, p, clients_per_round, seed, t)
-        steps = np.asarray(schedule.local_steps(t))
-        if steps.shape != (p.size,):
-            raise ValueError(f"schedule.local_steps({t}) must give one step count per client ({p.size} clients in p), "
-                             f"got shape {steps.shape}")
+        steps = round_local_steps(schedule, t, p.size)
         updates = []
         for i in part.clients:
-            own = solver if solver_at is None else _client_solver(solver_at, t, int(i))
+            own = solver if solver_at is None else _client_solver(solver_at, t, int(i), lr)
             s = algorithm.client_init(state, int(i), own)
             for k in range(int(steps[i])):
                 s = own.update(s, grad_fn(s.params, int(i), t, k))
@@ -92,8 +91,8 @@ def run_sequential(algorithm: FederatedAlgorithm, params: Any, grad_fn: Callable
     return SequentialRun(state, diagnostics, metrics)
 
 
-def _client_solver(solver_at, round_index: int, client: int) -> LocalSolver:
+def _client_solver(solver_at, round_index: int, client: int, lr: float) -> LocalSolver:
     solver = solver_at(round_index, client)
     if not isinstance(solver, LocalSolver):
         raise ValueError(f"solver_at({round_index}, {client}) must return a LocalSolver, got {type(solver).__name__}")
-    return solver
+    return check_shared_lr(f"solver_at({round_index}, {client}) -> solvers", [solver], lr=lr)[0]

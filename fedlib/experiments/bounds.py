@@ -54,7 +54,7 @@ from ..engines.quadratic import run_replicas
 from ..problems.quadratic import QuadraticProblem, random_quadratic
 from ..rule import AGGREGATIONS, effective_weights
 from ..schedules import RandomLocalWork
-from ..solvers import LocalSolver, make_solver
+from ..solvers import LocalSolver, check_shared_lr, make_solver
 from ..theory import (Theorem1Terms, chi_square, quadratic_global_optimum, quadratic_kappa2, quadratic_min_beta2,
                       quadratic_smoothness, theorem1_constants, theorem1_explicit_bound, theorem1_max_beta2,
                       theorem2_bound)
@@ -236,17 +236,12 @@ def theorem3_check(problem: QuadraticProblem, work: RandomLocalWork, solvers: Se
     largest such :math:`\beta^2` and its :math:`\kappa^2` for :math:`p`. Noise
     :math:`\sigma_0\xi`, :math:`\sigma^2 = \sigma_0^2 d`. Used by chapter 8.
     """
-    solvers = list(solvers)
-    if not solvers or not all(isinstance(s, LocalSolver) for s in solvers):
-        raise ValueError("solvers must be a non-empty sequence of LocalSolver")
-    lrs = {float(s.lr) for s in solvers}
-    if len(lrs) != 1:
-        raise ValueError(f"solvers: Theorem 3 has one step size eta; got {sorted(lrs)}")
+    solvers = check_shared_lr("solvers", solvers)  # Theorem 3 has one step size eta
     if len(solvers) != work.num_solvers:
         raise ValueError(f"solvers: work draws among {work.num_solvers} solvers, got {len(solvers)}")
     rounds = check_int("rounds", rounds, minimum=1)
     sigma = check_nonnegative("sigma", sigma)
-    lr = lrs.pop()
+    lr = float(solvers[0].lr)
     p = problem.p
     d = problem.dim
     rounds_a = []

@@ -57,7 +57,7 @@ from ..problems.quadratic import QuadraticProblem, random_quadratic
 from ..rule import AGGREGATIONS
 from ..sampling import SAMPLING_SCHEMES, effective_participants, expected_server_weights
 from ..schedules import RandomLocalWork
-from ..solvers import LocalSolver, decayed_sgd, momentum_sgd, proximal_sgd, sgd
+from ..solvers import LocalSolver, check_shared_lr, decayed_sgd, momentum_sgd, proximal_sgd, sgd
 from ..theory import chi_square, quadratic_global_optimum
 from .quadratic import surrogate_optimum
 
@@ -125,7 +125,10 @@ def replicate(problem: QuadraticProblem, work: RandomLocalWork, copies: int) -> 
 
 def mean_a_norms(work: RandomLocalWork, solvers: Sequence[LocalSolver]) -> np.ndarray:
     r""":math:`\mathbb E\|a_i^{(t)}\|_1` per client: the closed-form :math:`\|a\|_1` averaged over
-    the client's uniform :math:`\tau` range and the uniformly drawn solvers (exact)."""
+    the client's uniform :math:`\tau` range and the uniformly drawn solvers (exact). The solvers
+    share one base learning rate (:func:`fedlib.solvers.check_shared_lr`), the unit of every
+    :math:`\|a\|_1`."""
+    solvers = check_shared_lr("solvers", solvers)
     if len(solvers) != work.num_solvers:
         raise ValueError(f"solvers: work draws among {work.num_solvers} solvers, got {len(solvers)}")
     return np.array([np.mean([s.a_norm(tau) for s in solvers for tau in range(lo, hi + 1)])
