@@ -99,3 +99,43 @@ def test_to_numpy_tree_copies_and_keeps_containers():
     state = ServerState(params={"w": torch.ones(2)}, server=None, variates=None, round=3, num_clients=2)
     back = to_numpy_tree(state)
     assert type(back) is ServerState and isinstance(back.params["w"], np.ndarray) and back.round == 3
+
+
+def test_checkpoint_paths_may_be_strings(tmp_path):
+    """save_checkpoint/load_checkpoint take any path-like, a plain str included."""
+    from fedlib.checkpoint import load_checkpoint, save_checkpoint
+
+    path = str(tmp_path / "run.ckpt")
+    save_checkpoint(path, config={"a": 1}, round_done=2, state={"w": np.ones(2)}, history=[{"round": 0}], seed=4)
+    doc = load_checkpoint(path, kind="run")
+    assert doc["round"] == 2 and doc["rng"] == {"seed": 4, "next_round": 2, "note": doc["rng"]["note"]}
+    np.testing.assert_array_equal(doc["state"]["w"], np.ones(2))
+
+
+def test_load_checkpoint_refuses_other_pickles(tmp_path):
+    """A readable pickle that is not a fedlib checkpoint (no 'format', or not a dict) is a
+    CheckpointError naming the file, not a KeyError later."""
+    import pickle
+
+    from fedlib.checkpoint import CheckpointError, load_checkpoint
+
+    for i, obj in enumerate(({"round": 3}, [1, 2], {"format": "other/1"})):
+        path = tmp_path / f"{i}.ckpt"
+        path.write_bytes(pickle.dumps(obj))
+        with pytest.raises(CheckpointError, match=rf"{i}\.ckpt is not a fedlib.checkpoint/1 checkpoint"):
+            load_checkpoint(path)
+
+
+def test_config_diff_nested_and_message():
+    """A key that is a mapping on one side and a value on the other differs (no crash); a missing
+    nested key shows as '<missing>'; the message lists at most 8 keys."""
+    from fedlib.checkpoint import CheckpointError, check_config, config_diff
+
+    assert config_diff({"a": {"x": 1}}, {"a": 3}) == ["a"]
+    assert config_diff({"a": {"x": 1, "y": 2}}, {"a": {"x": 1}}) == ["a.y"]
+    with pytest.raises(CheckpointError, match=r"a\.y \(checkpoint 2, now '<missing>'\)"):
+        check_config("c", {"a": {"x": 1, "y": 2}}, {"a": {"x": 1}})
+    saved, now = {f"k{i}": i for i in range(10)}, {f"k{i}": -i - 1 for i in range(10)}
+    with pytest.raises(CheckpointError) as info:
+        check_config("c", saved, now)
+    assert str(info.value).count("(checkpoint") == 8 and "k7 (" in str(info.value) and "k8 (" not in str(info.value)
