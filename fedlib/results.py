@@ -17,7 +17,12 @@ one JSON object::
                   "chi2": ..., "local_steps": [...], ...}, ...],   # one record per round
      "summary": {...}}                    # optional: final values
 
-Rounds are counted from 0 and ``train_loss`` is measured *after* the round.
+Rounds are counted from 0. ``train_loss`` is measured *after* the round (:math:`F(x)` of the
+new global model) by ``run synthetic``; the CIFAR-10 runs (``run cifar10``, ``table1``)
+record instead the participation-weighted mean of the clients' mini-batch losses *during*
+the round (:class:`fedlib.engines.stacked.RoundRecord`: a pass over the 50,000 training
+images would cost as much as the round), with the new model's ``test_loss`` and
+``test_accuracy``; their ``summary.final_train_loss`` is the last round's such mean.
 Non-finite numbers are written as ``null`` (JSON has no NaN).
 
 ``git_commit`` / ``git_dirty`` name the code that ran: :class:`RunClock` reads them when

@@ -126,6 +126,9 @@ CLI_CASES = [
     ("missing CIFAR data", lambda t: ["run", "cifar10", "--data-root", str(t / "nodata"), "--device", "cpu",
                                        "--rounds", "1", "--quiet"], {}, "cifar-10-batches-py"),
     ("rerun of a corrupt result", lambda t: ["rerun", _not_a_result(t)], {}, "x.json: not valid JSON"),
+    # the seed went through to numpy, whose error was reported as '--num-clients / --partition-alpha'
+    ("partition seed of 2**32", lambda t: ["run", "cifar10", "--sample", "--partition-seed", "4294967296",
+                                           "--device", "cpu", "--quiet"], {}, "--partition-seed: must be an integer in"),
 ]
 
 

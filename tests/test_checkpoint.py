@@ -118,6 +118,14 @@ def test_stacked_engine_state_round_trip(tmp_path):
     # another configuration is refused
     with pytest.raises(CheckpointError, match="differing keys: width"):
         C.train_runs(runs, data, parts, **{**kw, "width": 0.05}, checkpoint=ck)
+    # ... and so is other data: table1 resumed a --sample checkpoint on another data folder and wrote
+    # a result naming only the new data (one pixel, or the client split, is enough to refuse)
+    images = data.train_images.copy()
+    images[7, 3, 3, 0] ^= 1
+    with pytest.raises(CheckpointError, match=r"differing keys: data\.sha256"):
+        C.train_runs(runs, data._replace(train_images=images), parts, **kw, checkpoint=ck)
+    with pytest.raises(CheckpointError, match=r"differing keys: data\.split_sha256"):
+        C.train_runs(runs, data, [parts[1], parts[0], *parts[2:]], **kw, checkpoint=ck)
     # a pause (Table 1 across two device calls): no periodic checkpoints, one when the callback
     # stops; the resumed call reports the time already spent and the first start
     ck2 = tmp_path / "paused.pkl"

@@ -107,3 +107,29 @@ def test_table1_logs_progress_while_a_group_trains(tmp_path, capsys):
     assert "  round 10/10 after " in out and "test accuracy 0." in out
     prov = json.loads((tmp_path / "sgd-e2-fedavg__seed0.json").read_text())["provenance"]
     assert prov["git_changed_during_run"] is False and "resumed" not in prov
+
+
+def test_cifar10_out_may_not_land_in_the_data(tmp_path, capsys):
+    """run cifar10 --out inside the batch folder replaced data_batch_1 with JSON (exit 0; the next run
+    failed with 'not a readable CIFAR-10 batch file'); the same for the shipped sample. Refused before
+    any data is read; a result next to the batch folder is fine."""
+    import pickle
+
+    import numpy as np
+
+    from fedlib.data.cifar10 import DEFAULT_SAMPLE_PATH, TEST_FILE, TRAIN_FILES
+
+    batches = tmp_path / "cifar-10-batches-py"
+    batches.mkdir()
+    for name in TRAIN_FILES + (TEST_FILE,):
+        with open(batches / name, "wb") as fh:
+            pickle.dump({"data": np.zeros((4, 3072), np.uint8), "labels": [0, 1, 2, 3]}, fh)
+    before = (batches / "data_batch_1").read_bytes()
+    base = ["run", "cifar10", "--width", "0.03", "--rounds", "1", "--quiet"]
+    for root in (tmp_path, batches):
+        err = _err(capsys, base + ["--data-root", str(root), "--out", str(batches / "data_batch_1")])
+        assert "lies inside the --data-root batch folder" in err
+    assert (batches / "data_batch_1").read_bytes() == before
+    sample = DEFAULT_SAMPLE_PATH.read_bytes()
+    err = _err(capsys, base + ["--sample", "--out", str(DEFAULT_SAMPLE_PATH)])
+    assert "lies inside the shipped --sample folder" in err and DEFAULT_SAMPLE_PATH.read_bytes() == sample

@@ -158,3 +158,18 @@ def test_small_train_fraction_keeps_one_training_sample():
 def test_bad_parameters(kwargs, name):
     with pytest.raises(ValueError, match=name):
         synthetic(**kwargs)
+
+
+def test_alpha_leaves_the_data_unchanged_as_in_fedprox():
+    """u_k ~ N(0, alpha^2) is added to every entry of W_k and b_k: every class score of a sample moves
+    by u_k (sum_j x_j + 1), so argmax, hence every label, is the same for any alpha (and x does not
+    involve alpha). The module docstring says so; beta does change the data."""
+    base = synthetic(alpha=0.0, beta=1.0, num_clients=4, seed=3)
+    for alpha in (0.5, 5.0):
+        other = synthetic(alpha=alpha, beta=1.0, num_clients=4, seed=3)
+        for k in range(4):
+            np.testing.assert_array_equal(other.train_x[k], base.train_x[k])
+            np.testing.assert_array_equal(other.train_y[k], base.train_y[k])
+            np.testing.assert_array_equal(other.test_y[k], base.test_y[k])
+    changed = synthetic(alpha=0.0, beta=3.0, num_clients=4, seed=3)
+    assert not np.array_equal(changed.train_x[0], base.train_x[0])

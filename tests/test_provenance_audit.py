@@ -342,3 +342,30 @@ def test_table1_results_folder_that_cannot_be_made_is_refused_before_training(tm
     rc = main(["table1", "--sample", "--device", "cpu", "--budget-seconds", "60", "--results", str(blocker / "sub")])
     assert rc == 2
     assert "cannot create the folder" in capsys.readouterr().err
+
+
+def test_resume_takes_the_same_data_file_however_its_path_is_typed(tmp_path, monkeypatch, capsys):
+    """--resume compared data.name, the --data path as typed: the same LEAF file given as an absolute
+    path (or from another folder) was refused as 'another configuration'. data.source (resolved)
+    identifies the file; another file is still refused."""
+    from fedlib.data.leaf import save_leaf
+    from fedlib.data.synthetic import synthetic
+
+    save_leaf(synthetic(num_clients=3, seed=0), tmp_path / "leaf.json", drop_test=True)
+    save_leaf(synthetic(num_clients=3, seed=1), tmp_path / "other.json", drop_test=True)
+    monkeypatch.chdir(tmp_path)
+    argv = ["run", "synthetic", "--rounds", "3", "--quiet", "--checkpoint-every", "1", "--out", "r.json"]
+    real_save = fedlib.checkpoint.save_checkpoint
+
+    def save_then_interrupt(*args, **kwargs):
+        real_save(*args, **kwargs)
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(fedlib.checkpoint, "save_checkpoint", save_then_interrupt)
+    assert main(argv + ["--data", "leaf.json"]) == 130
+    monkeypatch.setattr(fedlib.checkpoint, "save_checkpoint", real_save)
+    capsys.readouterr()
+    assert main(argv + ["--data", str(tmp_path / "other.json"), "--resume"]) == 2
+    assert "data.source (checkpoint" in capsys.readouterr().err
+    assert main(argv + ["--data", str(tmp_path / "leaf.json"), "--resume"]) == 0
+    assert len(read_result(tmp_path / "r.json")["history"]) == 3

@@ -193,3 +193,15 @@ def test_tolerance_is_relative_for_large_numbers_and_absolute_near_zero():
     assert compare_histories(hist(1e-17), hist(-3e-17)) is None
     assert compare_histories(hist(0.5), hist(0.5 + 2e-12)) is not None
     assert compare_histories(hist(2.5e4), hist(2.5e4 * (1 + 1e-9)), tol=1e-8) is None
+
+
+def test_rerun_shows_the_runs_progress_bar_unless_quiet(original, capsys):
+    """rerun always passed --quiet to the run it repeats, so a long rerun was silent until the verdict
+    even on a terminal. With --progress (or a terminal) the run's bar goes to stderr and only the
+    rerun's own lines to stdout; --quiet prints the verdict alone."""
+    code, out, err = _cli(capsys, "rerun", original, "--progress")
+    assert code == 0 and "2/2" in err and "round" in err
+    assert out.splitlines()[0].startswith("rerunning ") and out.splitlines()[-1].startswith("match: ")
+    assert all(line.startswith(("rerunning ", "note: ", "match: ")) for line in out.splitlines())
+    code, out, err = _cli(capsys, "rerun", original, "--quiet")
+    assert code == 0 and err == "" and len(out.splitlines()) == 1

@@ -89,7 +89,8 @@ def test_group_past_the_budget_is_stopped_and_writes_nothing(tmp_path):
     logs = []
     out = C.run_table1(tmp_path, budget_seconds=0.2, seeds=(0,), cells=["sgd-e2-fedavg", "sgd-e2-fednova"],
                        data=data, width=0.03, rounds=3, device="cpu", stack=2, log=logs.append)
-    assert out["written"] == [] and len(out["aborted"]) == 2 and len(out["not_started"]) == 2
+    # each run is counted once: stopped for the budget, not also "not started"
+    assert out["written"] == [] and len(out["aborted"]) == 2 and out["not_started"] == []
     assert any("nothing written" in line for line in logs)
     assert list(tmp_path.iterdir()) == []
 
@@ -500,3 +501,48 @@ def test_summary_lines_say_what_was_measured():
     assert lines[5] == "- Speed on H200: the stacked engine 77,225 images/s, 11.4× the per-client loop (4 runs stacked)."
     assert len(lines) == 6  # the CPU benchmark (no CUDA graph) is not a speed claim
     assert C.summary_lines([], [], [], [], [], []) == ["- 0 of 0 Table 1 cells have results (0 runs; devices: none)."]
+
+
+def test_ctrl_c_names_the_group_checkpoint_and_a_rerun_resumes_it(tmp_path, monkeypatch, capsys):
+    """Ctrl-C during table1 crashed with "AttributeError: 'Namespace' object has no attribute 'out'"
+    and exit 1 (the Ctrl-C handler looked for run's --out); it is exit 130 naming the group's
+    checkpoint, and the same command again resumes the group from it."""
+    import fedlib.checkpoint
+
+    args = ["table1", "--results", str(tmp_path), "--sample", "--width", "0.03", "--rounds", "2", "--device", "cpu",
+            "--seeds", "0", "--cells", "sgd-e2-fedavg", "--budget-seconds", "600"]
+    real_save = fedlib.checkpoint.save_checkpoint
+
+    def save_then_interrupt(*a, **kw):
+        real_save(*a, **kw)
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(fedlib.checkpoint, "save_checkpoint", save_then_interrupt)
+    capsys.readouterr()
+    assert main(args) == 130
+    err = capsys.readouterr().err
+    ckpt = tmp_path / ".ckpt__sgd-e2-fedavg__seed0.pkl"
+    assert ckpt.is_file() and f"checkpoint(s) {ckpt} kept: run the same command again" in err
+    monkeypatch.setattr(fedlib.checkpoint, "save_checkpoint", real_save)
+    assert main(args) == 0
+    res = read_result(tmp_path / "sgd-e2-fedavg__seed0.json")
+    assert res["summary"]["resumed_after_round"] == 1 and len(res["history"]) == 2 and not ckpt.exists()
+
+
+def test_no_budget_starts_nothing_and_counts_each_run_once(tmp_path, capsys):
+    """--budget-seconds 0 with no rate yet still trained a round (to measure one), then reported
+    '0 written, 0 already present, 1 not started, 1 stopped for the budget' for a single run."""
+    args = ["table1", "--results", str(tmp_path), "--sample", "--width", "0.03", "--rounds", "3", "--device", "cpu",
+            "--seeds", "0", "--cells", "sgd-e2-fedavg", "--budget-seconds", "0"]
+    capsys.readouterr()
+    assert main(args) == 0
+    out = capsys.readouterr().out
+    assert "0 written, 0 already present, 1 not started, 0 stopped for the budget" in out
+    assert list(tmp_path.iterdir()) == []
+    res = C.run_table1(tmp_path, budget_seconds=1e-9, seeds=(0,), cells=["sgd-e2-fedavg"], data=C.load_data(sample=True),
+                       width=0.03, rounds=3, device="cpu", log=lambda *a: None)
+    assert res["aborted"] == [] and len(res["not_started"]) == 1
+    # a run stopped for the budget (200 rounds never fit in 3 s) is counted there only
+    res = C.run_table1(tmp_path, budget_seconds=3.0, seeds=(0,), cells=["sgd-e2-fedavg"], data=C.load_data(sample=True),
+                       width=0.03, rounds=200, device="cpu", log=lambda *a: None)
+    assert res["aborted"] == ["sgd-e2-fedavg__seed0"] and res["not_started"] == [] and res["written"] == []

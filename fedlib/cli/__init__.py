@@ -107,15 +107,19 @@ def _requested(argv: Sequence[str]) -> Optional[tuple]:
     return None
 
 
-def _kept_checkpoint(args: argparse.Namespace) -> Optional[Path]:
-    """The run's checkpoint file if it exists (``None`` without checkpoint flags)."""
+def _kept_checkpoints(args: argparse.Namespace) -> list:
+    """The checkpoint files an interrupted command leaves to continue from: ``table1``'s
+    per-group files in its ``--results`` folder (it resumes them when run again), or the
+    ``--checkpoint`` / ``<out>.ckpt`` of a run (``[]`` without checkpoint flags)."""
     from .common import CLIError, resolve_checkpoint
 
+    if getattr(args, "results", None) is not None and not hasattr(args, "out"):  # table1
+        return sorted(Path(args.results).glob(".ckpt__*.pkl"))
     try:
         path = resolve_checkpoint(args)
     except CLIError:  # impossible checkpoint flags: the run stopped before writing one
-        return None
-    return path if path is not None and path.is_file() else None
+        return []
+    return [path] if path is not None and path.is_file() else []
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
@@ -151,12 +155,15 @@ def _main(argv: list) -> int:
         print(f"{prog}: error: {exc}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
-        ckpt = _kept_checkpoint(args)
-        if ckpt is None:
+        kept = _kept_checkpoints(args)
+        if not kept:
             print(f"{prog}: interrupted (nothing written)", file=sys.stderr)
-        else:
-            print(f"{prog}: interrupted; checkpoint {ckpt} kept: run the same command with --resume to continue "
+        elif hasattr(args, "out"):
+            print(f"{prog}: interrupted; checkpoint {kept[0]} kept: run the same command with --resume to continue "
                   f"from it", file=sys.stderr)
+        else:  # table1 resumes every group it finds a checkpoint of
+            print(f"{prog}: interrupted; checkpoint(s) {', '.join(str(k) for k in kept)} kept: run the same command "
+                  f"again to continue from them", file=sys.stderr)
         return 130
     except BrokenPipeError:  # the reader went away (`... | head`): stop quietly, as Unix tools do
         try:

@@ -15,13 +15,14 @@ Example::
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from pathlib import Path
 
 from ..results import RunClock, make_result, write_result
 from .common import (emit_bench, write_bench, ALGORITHM_FLAGS, SCHEDULE_FLAGS, CLIError, HelpFormatter, add_algorithm_args, add_device_arg,
                      add_output_args, add_schedule_args, build_algorithm, check_output_path, check_participation,
-                     config_from_args, info, int_at_least, positive_float, progress_bar, resolve_epochs,
+                     config_from_args, info, int_at_least, int_between, positive_float, progress_bar, resolve_epochs,
                      resolve_tau_eff, same_file)
 
 __all__ = ["add_run_parser", "add_bench_parser", "add_table1_parser", "run_cifar10", "bench_cifar10_command",
@@ -49,8 +50,8 @@ def _add_data_args(p: argparse.ArgumentParser, *, clients: bool = True):
     if clients:
         g.add_argument("--num-clients", type=int_at_least(1), default=16, help="number of clients")
         g.add_argument("--partition-alpha", type=positive_float, default=0.1, help="Dirichlet concentration of the split")
-        g.add_argument("--partition-seed", type=int_at_least(0), default=2020,
-                       help="seed of the split (numpy legacy generator; the official code's 2020)")
+        g.add_argument("--partition-seed", type=int_between(0, 2 ** 32 - 1), default=2020,
+                       help="seed of the split, 0 .. 2**32 - 1 (numpy legacy generator; the official code's 2020)")
     return g
 
 
@@ -94,6 +95,25 @@ def load_data_from_args(args: argparse.Namespace):
         raise CLIError(f"{'--sample' if args.sample else '--data-root'}: {exc}") from None
 
 
+def check_out_not_data(args: argparse.Namespace) -> None:
+    """Refuse an ``--out`` that would replace the input: a file of the shipped ``--sample``
+    folder, or a path inside the ``--data-root`` batch folder (``cifar-10-batches-py``)."""
+    from ..data.cifar10 import DEFAULT_SAMPLE_PATH, _resolve_folder
+
+    out = getattr(args, "out", None)
+    if out is None:
+        return
+    if args.sample:
+        folder, what = DEFAULT_SAMPLE_PATH.parent, "the shipped --sample folder"
+    elif args.data_root is not None:
+        folder, what = _resolve_folder(Path(args.data_root).expanduser()), "the --data-root batch folder"
+    else:
+        return
+    if Path(os.path.realpath(out)).is_relative_to(os.path.realpath(folder)):
+        raise CLIError(f"--out {out}: lies inside {what} {folder}; the result would replace or sit among the data "
+                       "files, give it a path outside")
+
+
 def _check_device(args: argparse.Namespace) -> str:
     import torch
 
@@ -130,6 +150,7 @@ def run_cifar10(args: argparse.Namespace) -> int:
     from ..experiments.cifar10 import cudnn_benchmark, train_runs
 
     check_output_path(args.out)
+    check_out_not_data(args)
     algorithm = build_algorithm(args)
     lo, hi = resolve_epochs(args)
     device = _check_device(args)

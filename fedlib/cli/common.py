@@ -100,6 +100,17 @@ def int_at_least(low: int) -> Callable[[str], int]:
     return parse
 
 
+def int_between(low: int, high: int) -> Callable[[str], int]:
+    """argparse type factory: an integer in ``[low, high]``."""
+    def parse(text: str) -> int:
+        value = _number(text, int)
+        if not low <= value <= high:
+            raise argparse.ArgumentTypeError(f"must be an integer in [{low}, {high}], got {value}")
+        return value
+
+    return parse
+
+
 def _tau_eff(text: str):
     if text in ("a_norm", "local_steps", "population"):
         return text
@@ -246,7 +257,7 @@ def resolve_checkpoint(args: argparse.Namespace) -> Optional[Path]:
         if path is not None:
             raise CLIError("--checkpoint needs --checkpoint-every K or --resume")
         return None
-    path = path if path is not None else default_checkpoint_path(args.out)
+    path = path if path is not None else default_checkpoint_path(getattr(args, "out", None))
     if path is None:
         raise CLIError("--checkpoint-every / --resume need --checkpoint PATH or --out (default: <out>.ckpt)")
     for flag in ("out", "data"):  # a checkpoint written over the result or the input destroys it
@@ -417,7 +428,7 @@ def info(args: argparse.Namespace, message: str) -> None:
         print(message, flush=True)
 
 
-__all__ += ["info", "resolve_tau_eff"]
+__all__ += ["info", "resolve_tau_eff", "int_between"]
 
 
 def write_bench(path, out: dict, provenance: dict) -> None:

@@ -69,6 +69,8 @@ def add_rerun_parser(sub) -> argparse.ArgumentParser:
                    help="largest allowed difference of two numbers a, b relative to max(1, |a|, |b|) "
                         "(relative above 1, absolute below; a finite number >= 0)")
     p.add_argument("--quiet", action="store_true", help="print only the verdict")
+    p.add_argument("--progress", action="store_true",
+                   help="show the rerun's progress bar even when stderr is not a terminal (never with --quiet)")
     p.set_defaults(handler=rerun_command)
     return p
 
@@ -288,8 +290,12 @@ def rerun_command(args: argparse.Namespace) -> int:
             print(f"note: the result was made at commit {prov.get('git_commit')}, this checkout is {sha}", flush=True)
     with tempfile.TemporaryDirectory() as tmp:
         out = args.out if args.out is not None else Path(tmp) / "rerun.json"
+        # the run's own progress bar (stderr) on a terminal or with --progress; its other lines are not
+        # the rerun's to print
+        show_bar = not args.quiet and (args.progress or sys.stderr.isatty())
         try:
-            status = main(argv + ["--out", str(out), "--quiet"])
+            with contextlib.redirect_stdout(io.StringIO()) if show_bar else contextlib.nullcontext():
+                status = main(argv + ["--out", str(out), "--progress" if show_bar else "--quiet"])
         except SystemExit as exc:  # argparse: _check_argv accepted these flags, so this is not expected
             raise CLIError(f"the recorded config is invalid: run synthetic refused its flags "
                            f"(exit status {exc.code}): {' '.join(argv[2:])}") from None

@@ -46,7 +46,8 @@ def _add_data_args(p: argparse.ArgumentParser) -> None:
     g.add_argument("--data", type=Path, default=None,
                    help="a LEAF / FedProx JSON file (training data only) or folder (train/ and test/ subfolders); "
                         "default: generate Synthetic(--alpha, --beta)")
-    g.add_argument("--alpha", type=nonneg_float, default=SYNTHETIC_DEFAULTS["alpha"], help="Synthetic: spread of the client models (std)")
+    g.add_argument("--alpha", type=nonneg_float, default=SYNTHETIC_DEFAULTS["alpha"], help="Synthetic: std of the client models' mean (as in FedProx's generator it shifts all class "
+                        "scores alike, so the data do not depend on it)")
     g.add_argument("--beta", type=nonneg_float, default=SYNTHETIC_DEFAULTS["beta"], help="Synthetic: spread of the client inputs (std)")
     g.add_argument("--num-clients", type=int_at_least(1), default=SYNTHETIC_DEFAULTS["num_clients"], help="Synthetic: number of clients")
     g.add_argument("--data-seed", type=int_at_least(0), default=SYNTHETIC_DEFAULTS["data_seed"],
@@ -101,6 +102,13 @@ def _data_config(args, ds) -> dict:
     if args.data is not None:  # absolute: a rerun from another folder finds it
         return {"source": os.fspath(Path(args.data).expanduser().resolve()), "name": ds.name, **base}
     return {"generator": "synthetic", "alpha": args.alpha, "beta": args.beta, "data_seed": args.data_seed, **base}
+
+
+def _without_data_name(config) -> dict:
+    config = dict(config)
+    if isinstance(config.get("data"), dict):
+        config["data"] = {k: v for k, v in config["data"].items() if k != "name"}
+    return config
 
 
 def _world_size_from_env() -> int:
@@ -183,7 +191,9 @@ def run_synthetic(args: argparse.Namespace) -> int:
     earlier: list = []  # the segments of the run that earlier processes computed (resumed runs)
     if args.resume:
         doc = load_checkpoint(ckpt_path, kind="synthetic")
-        check_config(ckpt_path, doc["config"], config)
+        # data.name is the --data path as typed (the resolved data.source identifies the file): the same
+        # file given from another folder, or through a link, resumes
+        check_config(ckpt_path, _without_data_name(doc["config"]), _without_data_name(config))
         resume = {"state": doc["state"], "history": doc["history"], "initial": doc["initial"]}
         earlier = list((doc.get("extra") or {}).get("segments") or [])
     segment = _segment_start(0 if resume is None else len(resume["history"]))

@@ -3,9 +3,17 @@ r"""The Synthetic(:math:`\alpha`, :math:`\beta`) federated classification proble
 This is the generator introduced with FedProx (T. Li, A. K. Sahu, M. Zaheer, M. Sanjabi,
 A. Talwalkar, V. Smith, *Federated Optimization in Heterogeneous Networks*, MLSys 2020)
 and used by FedNova for its logistic-regression experiments (the "Figure 5 chapter" of
-our book).  :math:`\alpha` controls how much the clients' *models* differ, :math:`\beta`
-how much their *inputs* differ; ``Synthetic(0, 0)`` is still non-IID (each client has its
-own :math:`W_k`, :math:`v_k`), while ``iid=True`` gives the FedProx "synthetic_iid" set.
+our book).  :math:`\alpha` is meant to spread the clients' *models*, :math:`\beta` their
+*inputs*; ``Synthetic(0, 0)`` is still non-IID (each client has its own :math:`W_k`,
+:math:`v_k`), while ``iid=True`` gives the FedProx "synthetic_iid" set.
+
+As in FedProx's code, :math:`\alpha` has no effect on the data: the mean :math:`u_k` is added
+to every entry of :math:`W_k` and :math:`b_k`, which adds :math:`u_k(\sum_j x_j + 1)` to *every*
+class score of a sample, and an :math:`\arg\max` does not see a shift common to all classes.
+With the same seed, ``synthetic(0, beta)`` and ``synthetic(5, beta)`` are the same data set
+(but for a rounding-level tie between two class scores; ``tests/test_data_synthetic.py``
+checks it); the clients differ through their own
+:math:`W_k, b_k, v_k` and through :math:`\beta`.
 
 Generative model (client :math:`k = 1..m`, feature :math:`j = 1..d`, :math:`C` classes)
 ---------------------------------------------------------------------------------------

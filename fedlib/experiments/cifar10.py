@@ -234,6 +234,33 @@ def cudnn_benchmark(enabled: bool):
         torch.backends.cudnn.benchmark = before
 
 
+def data_fingerprint(data, parts) -> dict:
+    """What a checkpoint of :func:`train_runs` must have been trained on: the sizes and a SHA-256
+    of the images and labels (train and test; ~0.3 s for the full CIFAR-10) and of the client
+    split. A resume on other data (``--sample`` against the real set, another folder, another
+    partition, random pixels with the real labels) is then refused instead of continuing."""
+    import hashlib
+
+    def as_bytes(arr) -> bytes:
+        if hasattr(arr, "detach"):
+            arr = arr.detach().cpu().numpy()
+        return np.ascontiguousarray(np.asarray(arr)).tobytes()
+
+    digest = hashlib.sha256()
+    for name in ("train_images", "train_labels", "test_images", "test_labels"):
+        arr = getattr(data, name, None)
+        digest.update(name.encode())
+        if arr is not None:
+            digest.update(repr(tuple(np.shape(arr))).encode())
+            digest.update(as_bytes(arr))
+    split = hashlib.sha256()
+    for part in parts:
+        split.update(np.asarray(part, dtype=np.int64).tobytes())
+        split.update(b"|")
+    return {"num_train": int(len(data.train_labels)), "num_test": int(len(data.test_labels)),
+            "sha256": digest.hexdigest()[:20], "split_sha256": split.hexdigest()[:20]}
+
+
 def train_runs(runs: Sequence[dict], data, parts, *, rounds: int, width: float = 1.0, device: Optional[str] = None,
                precision: str = "fp32", path: str = "grouped", cuda_graph: bool = False, conv: str = "cudnn",
                batch_size: int = PAPER["batch_size"], lr_decay: str = "step",
@@ -260,7 +287,7 @@ def train_runs(runs: Sequence[dict], data, parts, *, rounds: int, width: float =
     (:meth:`fedlib.engines.stacked.StackedEngine.state_dict` + the histories + the time spent,
     :mod:`fedlib.checkpoint`); when it exists the group resumes from it instead of starting
     over (refused if its ``checkpoint_config`` — default: the run names, rounds, width,
-    precision — differs).
+    precision — or the data it was trained on (:func:`data_fingerprint`) differs).
     """
     import torch
 
@@ -294,6 +321,8 @@ def train_runs(runs: Sequence[dict], data, parts, *, rounds: int, width: float =
     ck_config = dict(checkpoint_config) if checkpoint_config is not None else {
         "runs": [r.get("name", "") for r in runs], "seeds": [r["seed"] for r in runs], "rounds": rounds,
         "width": width, "precision": precision, "batch_size": batch_size, "lr_decay": lr_decay}
+    if checkpoint is not None:  # the data trained on, whatever the caller's config says
+        ck_config.setdefault("data", data_fingerprint(data, parts))
     if checkpoint is not None and Path(checkpoint).is_file():
         from ..checkpoint import check_config, load_checkpoint
 
@@ -547,6 +576,9 @@ def run_table1(results_dir, *, budget_seconds: float, seeds: Sequence[int] = (0,
     later = float(continue_later)
     while todo:
         remaining = deadline - time.time()
+        if remaining <= 0:  # without a rate yet, a group would still start (and train a round) to measure one
+            log("budget: no time left in this call; stopping")
+            break
         k = min(stack, len(todo))
         k_resume, done, spent = paused_group()
         if k_resume:
@@ -685,7 +717,8 @@ def run_table1(results_dir, *, budget_seconds: float, seeds: Sequence[int] = (0,
         ckpt.unlink(missing_ok=True)
         todo = todo[len(group):]
     out["not_started"] = [str(p["path"]) for p in todo
-                          if str(p["path"]) not in out["written"] and p["path"].stem not in out["paused"]]
+                          if str(p["path"]) not in out["written"] and p["path"].stem not in out["paused"]
+                          and p["path"].stem not in out["aborted"]]
     return out
 
 
@@ -806,7 +839,7 @@ def load_benchmarks(folder, prefix: str = "cifar10") -> List[dict]:
     return rows
 
 
-__all__ += ["format_summary_rows", "resolve_device", "run_seconds", "SUMMARY_HEADERS", "load_benchmarks",
+__all__ += ["data_fingerprint", "format_summary_rows", "resolve_device", "run_seconds", "SUMMARY_HEADERS", "load_benchmarks",
             "OtherSetupError"]
 
 
