@@ -80,7 +80,13 @@ class ClientUpdate(NamedTuple):
 class RoundDiagnostics(NamedTuple):
     """Per-round eq.-4 quantities: participants, their :math:`\\tau_i`, :math:`\\|a_i\\|_1`,
     :math:`\\tau_{\\text{eff}}`, weights :math:`w_i` and :math:`\\chi^2` between the
-    (normalised) sampling weights and :math:`w` (= :math:`\\chi^2_{p\\|w}` with full participation)."""
+    (normalised) sampling weights and :math:`w` (= :math:`\\chi^2_{p\\|w}` with full participation).
+
+    They describe the aggregated change :math:`-\\tau_{\\text{eff}}\\sum_i w_i\\eta d_i` of eq. (4), the
+    input of the server optimizer: with server momentum, Adam or a server learning rate other
+    than 1, the step actually taken is that optimizer's output, not this change. Under
+    client sampling ``weights`` are the unbiased :math:`\\omega_i`-based weights, which need not
+    sum to 1 (FedNova: :math:`w_i = \\omega_i = p_i m / q` for uniform sampling)."""
 
     clients: np.ndarray
     local_steps: np.ndarray
