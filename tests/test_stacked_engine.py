@@ -702,6 +702,29 @@ def test_a_checkpoint_of_another_algorithms_state_is_refused(model, data):
         StackedEngine(model, data, [vr], rounds=2, dtype=torch.float64, batch_size=B).load_state_dict(eng.state_dict())
 
 
+def test_a_checkpoint_of_other_runs_or_another_length_is_refused(model, data):
+    """load_state_dict ignored the saved run names and the number of rounds: [a, b] loaded into an
+    engine of [b, a] swapped the states, and a 4-round checkpoint in a 2-round engine continued on
+    another learning-rate schedule."""
+    clients = _clients(0, [4, 4])
+
+    def spec(name):
+        return RunSpec(make_algorithm("fedavg", sgd(0.05)), clients, FixedEpochs([4, 4], B, 1), name=name)
+
+    eng = StackedEngine(model, data, [spec("a"), spec("b")], rounds=4, dtype=torch.float64, batch_size=B)
+    eng.run_round()
+    state = eng.state_dict()
+    with pytest.raises(ValueError, match=r"runs are \['a', 'b'\], the engine's \['b', 'a'\]"):
+        StackedEngine(model, data, [spec("b"), spec("a")], rounds=4, dtype=torch.float64,
+                      batch_size=B).load_state_dict(state)
+    with pytest.raises(ValueError, match="a 4-round run, the engine runs 2 rounds"):
+        StackedEngine(model, data, [spec("a"), spec("b")], rounds=2, dtype=torch.float64,
+                      batch_size=B).load_state_dict(state)
+    same = StackedEngine(model, data, [spec("a"), spec("b")], rounds=4, dtype=torch.float64, batch_size=B)
+    same.load_state_dict(state)
+    assert same.round_index == 1
+
+
 def test_train_runs_refuses_unknown_precision_and_lr_decay(data):
     from fedlib.experiments.cifar10 import train_runs
 
@@ -721,3 +744,55 @@ def test_participation_and_schedule_errors_come_at_construction(model, data):
                                   r"runs\[0\].schedule.local_steps\(0\)")):
         with pytest.raises(ValueError, match=message):
             StackedEngine(model, data, [run], rounds=1)
+
+
+class _SharedGradient(nn.Module):
+    """x @ (w + dw).T: autograd hands w and dw one gradient tensor."""
+
+    def __init__(self):
+        super().__init__()
+        g = torch.Generator().manual_seed(0)
+        self.w = nn.Parameter(torch.randn(10, 3 * 32 * 32, generator=g) * 0.01)
+        self.dw = nn.Parameter(torch.randn(10, 3 * 32 * 32, generator=g) * 0.01)
+
+    def forward(self, x):
+        return x.flatten(1) @ (self.w + self.dw).t()
+
+
+@pytest.mark.parametrize("solver", [sgd(0.05, weight_decay=0.1), proximal_sgd(0.05, mu=0.5)], ids=["wd", "prox"])
+def test_vmap_path_with_a_gradient_shared_by_two_parameters(data, solver):
+    """The vmap path updated gradient buffers in place (g += wd x, + mu (x - x0)); with one tensor as the
+    gradient of w and dw, w's term leaked into dw's: 4.7e-3 (weight decay) and 7.4e-3 (prox) relative
+    error against the per-client reference. Overlapping gradients are now copied first."""
+    from fedlib.engines.stacked import _overlapping
+
+    m = _SharedGradient()
+    sizes = [6, 5]
+    run = RunSpec(make_algorithm("fedavg" if solver.mu == 0 else "fedprox", solver), _clients(0, sizes),
+                  FixedEpochs(sizes, B, 1), seed=1, params={n: p.detach().double() for n, p in m.named_parameters()})
+    reference = reference_run(m, data, run, rounds=1, batch_size=B)
+    engine = StackedEngine(m, data, [run], rounds=1, path="vmap", dtype=torch.float64, batch_size=B)
+    engine.train()
+    assert _max_rel(engine.states[0].params, reference.state.params) < 1e-13
+    # the overlap test itself: one tensor twice, overlapping views, disjoint views of one buffer
+    flat = torch.zeros(10)
+    assert _overlapping({"a": flat, "b": flat}) == {"a", "b"}
+    assert _overlapping({"a": flat[:6], "b": flat[4:], "c": torch.zeros(3)}) == {"a", "b"}
+    assert _overlapping({"a": flat[:5], "b": flat[5:]}) == set()
+    assert _overlapping({"a": flat[:8], "b": flat[1:2], "c": flat[5:6]}) == {"a", "b", "c"}
+
+
+def test_train_stacked_trains_and_leaves_the_callers_parameters_alone(model, data):
+    """train_stacked returns an engine that has run every round; the RunSpec's starting parameters are
+    copied onto the engine (training does not write into the caller's tensors)."""
+    from fedlib.engines.stacked import train_stacked
+
+    sizes = [5, 4]
+    start = _params64(2)
+    kept = {n: t.clone() for n, t in start.items()}
+    run = RunSpec(make_algorithm("fedavg", sgd(0.05)), _clients(0, sizes), FixedEpochs(sizes, B, 1), seed=2,
+                  params=start)
+    engine = train_stacked(model, data, [run], 2, dtype=torch.float64, batch_size=B, eval_batch_size=25)
+    assert engine.round_index == 2 and len(engine.history) == 2  # one list of run records per round
+    assert all(torch.equal(start[n], kept[n]) for n in kept)
+    assert _max_rel(engine.states[0].params, kept) > 0  # it did train

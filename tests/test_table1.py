@@ -546,3 +546,62 @@ def test_no_budget_starts_nothing_and_counts_each_run_once(tmp_path, capsys):
     res = C.run_table1(tmp_path, budget_seconds=3.0, seeds=(0,), cells=["sgd-e2-fedavg"], data=C.load_data(sample=True),
                        width=0.03, rounds=200, device="cpu", log=lambda *a: None)
     assert res["aborted"] == ["sgd-e2-fedavg__seed0"] and res["not_started"] == [] and res["written"] == []
+
+
+def _clocked_train_runs(clock, calls, seconds_per_run_round, resumed_from=0):
+    """train_runs on a fake clock: each round of k stacked runs takes k x seconds_per_run_round, and the
+    callback may stop it (as the budget check does)."""
+    import types
+
+    def fake(runs, data, parts, *, rounds, callback=None, **kw):
+        calls.append([r["name"] for r in runs])
+        def record(t):
+            return {"round": t, "train_loss": 1.0, "test_accuracy": 0.5, "test_loss": 1.0, "tau_eff": 1.0,
+                    "chi2": 0.0, "local_steps": [1], "lr": 0.1}
+
+        t0, stopped = clock["t"], False
+        hist = [[record(t) for t in range(resumed_from)] for _ in runs]  # the checkpoint's rounds
+        for t in range(resumed_from, rounds):
+            clock["t"] += seconds_per_run_round * len(runs)
+            for h in hist:
+                h.append(record(t))
+            if callback is not None and callback(t, [types.SimpleNamespace(test_accuracy=0.5)] * len(runs),
+                                                 clock["t"] - t0) is False:
+                stopped = t + 1 < rounds
+                break
+        return {"histories": hist, "seconds": clock["t"] - t0, "round_seconds": [], "stopped": stopped,
+                "device": "cpu", "resumed_from": resumed_from, "seconds_before": 10.0 * resumed_from, "started": t0}
+    return fake
+
+
+def test_a_run_stopped_in_a_big_group_then_written_alone_counts_once(tmp_path, monkeypatch):
+    """A group of 3 stopped for the budget is re-planned smaller; the run then written was also left
+    under 'aborted' ('1 written ... 3 stopped for the budget')."""
+    import types
+
+    clock, calls = {"t": 1000.0}, []
+    monkeypatch.setattr(C, "time", types.SimpleNamespace(time=lambda: clock["t"], perf_counter=lambda: clock["t"]))
+    monkeypatch.setattr(C, "train_runs", _clocked_train_runs(clock, calls, 10.0))
+    out = C.run_table1(tmp_path, budget_seconds=250, seeds=(0,), data=C.load_data(sample=True), width=0.03,
+                       rounds=10, device="cpu", stack=3, checkpoint_every=0, log=lambda *a: None,
+                       cells=["sgd-e2-fedavg", "sgd-e2-fednova", "momentum-e2-fedavg"])
+    assert calls[0] == ["sgd-e2-fedavg__seed0", "sgd-e2-fednova__seed0", "momentum-e2-fedavg__seed0"]
+    assert out["written"] == [str(tmp_path / "sgd-e2-fedavg__seed0.json")]
+    every = [p.split("/")[-1].removesuffix(".json") for p in out["written"] + out["not_started"]] + out["aborted"]
+    assert sorted(every) == sorted(set(every))  # each run in one list only
+    assert "sgd-e2-fedavg__seed0" not in out["aborted"]
+
+
+def test_resuming_a_finished_checkpoint_measures_no_rate(tmp_path, monkeypatch):
+    """Killed between the last checkpoint and writing the results, a group resumes with every round
+    done: it trained nothing, yet its ~0 s became the rate ('measured 416667 images/s', estimate 0 s)."""
+    import types
+
+    clock, calls, logs = {"t": 1000.0}, [], []
+    monkeypatch.setattr(C, "time", types.SimpleNamespace(time=lambda: clock["t"], perf_counter=lambda: clock["t"]))
+    monkeypatch.setattr(C, "train_runs", _clocked_train_runs(clock, calls, 10.0, resumed_from=10))
+    out = C.run_table1(tmp_path, budget_seconds=1000, seeds=(0,), data=C.load_data(sample=True), width=0.03,
+                       rounds=10, device="cpu", stack=1, checkpoint_every=0, log=logs.append,
+                       cells=["sgd-e2-fedavg"], images_per_second=1000)
+    assert len(out["written"]) == 1
+    assert not any(line.startswith("measured") for line in logs), logs

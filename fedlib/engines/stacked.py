@@ -850,14 +850,15 @@ class StackedEngine:
         """
         neg_lr = -self._at_step(self._lr, a)
         wd, rho, mu = self._coef[0, :a], self._coef[1, :a], self._coef[2, :a]
+        shared = _overlapping(grads)  # autograd may hand two parameters one gradient tensor (generic modules)
         for n in self.names:
             x = self.x[n][:a]
             shape = (a,) + (1,) * (x.ndim - 1)
             g = grads[n]
             if g.dtype != x.dtype:
                 g = g.to(x.dtype)
-            elif any(st == 0 and sz > 1 for st, sz in zip(g.stride(), g.shape)):
-                g = g.clone()  # an expanded gradient (generic modules) cannot be updated in place
+            elif n in shared or any(st == 0 and sz > 1 for st, sz in zip(g.stride(), g.shape)):
+                g = g.clone()  # an expanded or shared gradient cannot be updated in place
             if self._any_wd:
                 g.addcmul_(x, wd.view(shape))                        # g + wd * x
             if self.c is not None:
@@ -969,14 +970,23 @@ class StackedEngine:
         def cpu(x):
             return x.detach().cpu().clone() if torch.is_tensor(x) else x
 
-        return {"round": int(self.round_index), "num_runs": self.num_runs,
+        return {"round": int(self.round_index), "num_runs": self.num_runs, "rounds": int(self.rounds),
                 "run_names": [r.name for r in self.runs], "states": [tree_map(cpu, s) for s in self.states],
                 "history": to_numpy_tree([list(h) for h in self.history])}
 
     def load_state_dict(self, state: Mapping) -> None:
-        """Restore :meth:`state_dict` (tensors moved to this engine's device and dtype)."""
+        """Restore :meth:`state_dict` (tensors moved to this engine's device and dtype). The runs must
+        be the same, in the same order (their names), and so must the number of rounds (it sets the
+        learning-rate schedule of the remaining rounds)."""
         if int(state.get("num_runs", -1)) != self.num_runs:
             raise ValueError(f"state: {state.get('num_runs')} runs in the checkpoint, the engine has {self.num_runs}")
+        names = [r.name for r in self.runs]
+        if "run_names" in state and list(state["run_names"]) != names:
+            raise ValueError(f"state: the checkpoint's runs are {list(state['run_names'])}, the engine's {names} "
+                             "(the same runs in the same order, or each state lands on another run)")
+        if "rounds" in state and int(state["rounds"]) != self.rounds:
+            raise ValueError(f"state: the checkpoint is of a {int(state['rounds'])}-round run, the engine runs "
+                             f"{self.rounds} rounds (its learning-rate schedule would differ)")
         rnd = int(state["round"])
         if not 0 <= rnd <= self.rounds:
             raise ValueError(f"state: round {rnd} outside 0..{self.rounds}")
@@ -1055,6 +1065,28 @@ class StackedEngine:
         # divide on the host: CUDA divides a tensor by a number through its reciprocal (1 ulp off,
         # 0.07500000000000001 for 3/40), the host division is exact and the same on every device
         return correct.cpu().numpy() / count, loss.cpu().numpy() / count
+
+
+def _overlapping(grads: Mapping[str, torch.Tensor]) -> set:
+    """Names of the gradients whose memory overlaps another's. Autograd may return one tensor (or
+    overlapping views) as the gradient of two parameters, e.g. of ``w`` and ``dw`` in
+    ``x @ (w + dw).T``; updating one in place (weight decay, a prox or VR term) would then change
+    the other before it is read. Disjoint views of one buffer do not overlap."""
+    spans = []
+    for name, g in grads.items():
+        if g.numel() == 0:
+            continue
+        size = g.element_size()
+        start = g.storage_offset() * size
+        extent = (1 + sum((n - 1) * abs(st) for n, st in zip(g.shape, g.stride()))) * size
+        spans.append((g.untyped_storage().data_ptr(), start, start + extent, name))
+    spans.sort()
+    out: set = set()
+    for i, (p1, start1, _, n1) in enumerate(spans):
+        for p0, _, end0, n0 in spans[:i]:  # a few dozen parameters: pairs are cheap
+            if p0 == p1 and start1 < end0:
+                out.update((n0, n1))
+    return out
 
 
 def train_stacked(model: nn.Module, data: Any, runs: Sequence[RunSpec], rounds: int, *,

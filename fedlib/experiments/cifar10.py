@@ -681,11 +681,13 @@ def run_table1(results_dir, *, budget_seconds: float, seeds: Sequence[int] = (0,
             if len(group) == 1:
                 break
             continue
-        trained_rounds = max(rounds - res.get("resumed_from", 0), 1)
-        rate = res["seconds"] / (trained_rounds * group_work)
+        trained_rounds = rounds - res.get("resumed_from", 0)
+        if trained_rounds > 0:  # a checkpoint of a finished group (killed before its results were written)
+            rate = res["seconds"] / (trained_rounds * group_work)  # trains nothing and measures no rate
         group_seconds = res["seconds"] + res.get("seconds_before", 0.0)
         per_run_round = group_seconds / (rounds * len(group))
-        log(f"measured {1 / rate:.0f} images/s (training + evaluation, {len(group)} run(s) stacked)")
+        if trained_rounds > 0:
+            log(f"measured {1 / rate:.0f} images/s (training + evaluation, {len(group)} run(s) stacked)")
         # wall_time_s: this call's share; a group resumed from a checkpoint also says when it first
         # started and how many seconds of training earlier calls did (not the time in between)
         prov = make_provenance(started, finished, device, git_start=git_start)
@@ -716,6 +718,9 @@ def run_table1(results_dir, *, budget_seconds: float, seeds: Sequence[int] = (0,
             log(f"resumed {', '.join(names)} from round {res['resumed_from']} ({ckpt.name})")
         ckpt.unlink(missing_ok=True)
         todo = todo[len(group):]
+    # a run stopped with a larger group may have been written by a smaller one afterwards: one count each
+    written = {Path(w).stem for w in out["written"]}
+    out["aborted"] = [n for n in dict.fromkeys(out["aborted"]) if n not in written and n not in out["paused"]]
     out["not_started"] = [str(p["path"]) for p in todo
                           if str(p["path"]) not in out["written"] and p["path"].stem not in out["paused"]
                           and p["path"].stem not in out["aborted"]]
