@@ -850,7 +850,9 @@ class StackedEngine:
         """
         neg_lr = -self._at_step(self._lr, a)
         wd, rho, mu = self._coef[0, :a], self._coef[1, :a], self._coef[2, :a]
-        shared = _overlapping(grads)  # autograd may hand two parameters one gradient tensor (generic modules)
+        # autograd may hand two parameters of a generic module one gradient tensor (the grouped
+        # network computes each parameter's gradient into its own buffer)
+        shared = _overlapping(grads) if self.path != "grouped" else ()
         for n in self.names:
             x = self.x[n][:a]
             shape = (a,) + (1,) * (x.ndim - 1)
@@ -1080,12 +1082,16 @@ def _overlapping(grads: Mapping[str, torch.Tensor]) -> set:
         start = g.storage_offset() * size
         extent = (1 + sum((n - 1) * abs(st) for n, st in zip(g.shape, g.stride()))) * size
         spans.append((g.untyped_storage().data_ptr(), start, start + extent, name))
-    spans.sort()
+    by_storage: dict = {}
+    for ptr, start, end, name in spans:
+        by_storage.setdefault(ptr, []).append((start, end, name))
     out: set = set()
-    for i, (p1, start1, _, n1) in enumerate(spans):
-        for p0, _, end0, n0 in spans[:i]:  # a few dozen parameters: pairs are cheap
-            if p0 == p1 and start1 < end0:
-                out.update((n0, n1))
+    for group in by_storage.values():  # usually one gradient per storage: nothing to compare
+        group.sort()
+        for i, (start1, _, n1) in enumerate(group):
+            for _, end0, n0 in group[:i]:
+                if start1 < end0:
+                    out.update((n0, n1))
     return out
 
 
