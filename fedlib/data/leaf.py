@@ -355,7 +355,7 @@ def save_leaf(dataset: FederatedDataset, path, *, drop_test: bool = False) -> li
     -------
     list of str
         The files written.  Both are written in full to temporary files in their folders
-        before either replaces its target (:func:`fedlib._io.atomic_write_all`), so an error
+        before either replaces its target (``fedlib._io.atomic_write_all``), so an error
         or a kill while writing leaves the old pair.
 
     Notes
