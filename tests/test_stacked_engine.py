@@ -796,3 +796,29 @@ def test_train_stacked_trains_and_leaves_the_callers_parameters_alone(model, dat
     assert engine.round_index == 2 and len(engine.history) == 2  # one list of run records per round
     assert all(torch.equal(start[n], kept[n]) for n in kept)
     assert _max_rel(engine.states[0].params, kept) > 0  # it did train
+
+
+@pytest.mark.parametrize("kwargs,match", [
+    ({"rounds": 0}, "rounds must be an integer >= 1"),
+    ({"rounds": 2, "engine_rounds": 1}, "engine_rounds must be an integer >= 2"),
+    ({"rounds": 1, "batch_size": 0}, "batch_size must be an integer >= 1"),
+    ({"rounds": 1, "padding": -1}, "padding must be an integer >= 0"),
+])
+def test_reference_run_refuses_bad_arguments(model, data, kwargs, match):
+    run = RunSpec(make_algorithm("fedavg", sgd(0.05)), _clients(0, [4, 4]), FixedEpochs([4, 4], B, 1))
+    with pytest.raises(ValueError, match=match):
+        reference_run(model, data, run, **kwargs)
+
+
+@pytest.mark.parametrize("features", [np.zeros((2000, 5), dtype=np.int64), np.zeros(2000), np.zeros((1999, 5))],
+                         ids=["integers", "1-d", "one row short"])
+def test_reference_run_refuses_features_that_do_not_fit(model, data, features):
+    """Precomputed features must be floats (N, ...) with one row per training label."""
+    class WithFeatures(_Data):
+        pass
+
+    d = WithFeatures(load_cifar10_sample())
+    d.train_features = features
+    run = RunSpec(make_algorithm("fedavg", sgd(0.05)), _clients(0, [4, 4]), FixedEpochs([4, 4], B, 1))
+    with pytest.raises(ValueError, match=r"data.train_features must be floats \(N, \.\.\.\) with one row per label"):
+        reference_run(nn.Linear(5, 10), d, run, rounds=1, batch_size=B)
