@@ -100,12 +100,10 @@ def atomic_write_all(items) -> list:
         for path, data in items:
             target = _target(path)
             staged.append((_stage(target, data), target))
-        done = []
-        while staged:
-            tmp, target = staged[0]
+        for tmp, target in staged:
             os.replace(tmp, target)
-            staged.pop(0)
-            done.append(target)
+        done = [target for _, target in staged]
+        staged = []
         for folder in dict.fromkeys(t.parent for t in done):
             _fsync_folder(folder)
         return done

@@ -62,6 +62,8 @@ from pathlib import Path
 
 import yaml
 
+from fedlib._io import atomic_write  # temporary file + rename: a killed build leaves the old file
+
 REPO_ROOT = Path(__file__).resolve().parents[1]
 
 #: Files at the book root that belong to the book tree (globs; *.bib for
@@ -244,17 +246,6 @@ def default_jobs() -> int:
     return 2 if (os.cpu_count() or 1) >= 2 else 1
 
 
-def write_atomically(path: Path, text: str) -> None:
-    """Write ``text`` to a temporary file next to ``path``, then rename it over ``path``: a build
-    killed mid-write leaves the old file or the new one, never half of one."""
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    try:
-        tmp.write_text(text, encoding="utf8")
-        os.replace(tmp, path)
-    finally:
-        tmp.unlink(missing_ok=True)
-
-
 def execution_order(layout: Layout, notebooks: list[str], parameters: dict) -> list[str]:
     """Longest first by an earlier run with the same parameters, else the TOC order reversed
     (the later chapters are the longer ones)."""
@@ -322,7 +313,7 @@ def execute_all(layout: Layout, parameters: dict, timeout: int | None,
     wall = time.perf_counter() - start
     copy_outputs_into_mirror(layout)
 
-    write_atomically(layout.times_json, json.dumps({
+    atomic_write(layout.times_json, json.dumps({
         "parameters": parameters,
         "seconds": {name: round(t, 3) for name, t in times.items()},
         "total_seconds": round(sum(times.values()), 3),

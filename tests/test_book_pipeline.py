@@ -292,7 +292,7 @@ def test_build_script_runs_the_longest_chapters_first(tmp_path):
                  '{"parameters": {"profile": "ci"}, "seconds": {', "[" * 100000):
         layout.times_json.write_text(text)
         assert bb.execution_order(layout, names, {"profile": "ci"}) == names[::-1], text[:60]
-    bb.write_atomically(layout.times_json, '{"x": 1}\n')
+    bb.atomic_write(layout.times_json, '{"x": 1}\n')
     assert layout.times_json.read_text() == '{"x": 1}\n'
     assert [p.name for p in layout.times_json.parent.iterdir()] == [layout.times_json.name]  # no temporary left
     with pytest.raises(SystemExit):

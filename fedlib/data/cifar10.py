@@ -213,11 +213,12 @@ def load_cifar10(root, download: bool = False) -> Cifar10Arrays:
     """
     root = check_path("root", root)
     folder = _resolve_folder(root)
-    if download and folder.name != BATCH_FOLDER and _missing_batches(folder):
+    missing = _missing_batches(folder) if download and folder.name != BATCH_FOLDER else []
+    if missing:
         # torchvision extracts into <parent>/cifar-10-batches-py: it would download next to this folder
         # (170 MB) and then still find this one incomplete
         raise FileNotFoundError(
-            f"{folder} holds CIFAR-10 batch files but lacks {', '.join(_missing_batches(folder))}; download=True "
+            f"{folder} holds CIFAR-10 batch files but lacks {', '.join(missing)}; download=True "
             f"cannot complete a batch folder not named '{BATCH_FOLDER}' (it would download into "
             f"{folder.parent / BATCH_FOLDER}): copy the missing files in, or give the folder that should "
             f"contain '{BATCH_FOLDER}'")

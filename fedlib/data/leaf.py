@@ -149,7 +149,8 @@ def _read_file(file: Path, num_classes: int | None):
         raise ValueError(f"{file}: 'num_samples' must be a list with one count per user ({len(users)}), got {got}")
     if not isinstance(data, dict):
         raise ValueError(f"{file}: 'user_data' must be an object mapping user -> {{x, y}}")
-    unlisted = [u for u in data if u not in set(users)]
+    listed = set(users)
+    unlisted = [u for u in data if u not in listed]
     if unlisted:  # LEAF's and FedProx's readers take the clients from user_data's keys: they would disagree
         raise ValueError(f"{file}: user {unlisted[0]!r} is in 'user_data' but not in 'users'"
                          + (f" ({len(unlisted)} such users)" if len(unlisted) > 1 else ""))
@@ -328,9 +329,8 @@ def _document(users: list[str], xs, ys) -> dict:
     }
 
 
-def _write_atomic(file: Path, doc: dict) -> None:
-    """Write JSON atomically (:func:`fedlib._io.atomic_write`)."""
-    atomic_write(file, json.dumps(doc, allow_nan=False))
+def _json_text(doc: dict) -> str:
+    return json.dumps(doc, allow_nan=False)
 
 
 def save_leaf(dataset: FederatedDataset, path, *, drop_test: bool = False) -> list[str]:
@@ -380,13 +380,13 @@ def save_leaf(dataset: FederatedDataset, path, *, drop_test: bool = False) -> li
             )
         if not target.parent.is_dir():
             raise ValueError(f"{target}: folder {target.parent} does not exist")
-        _write_atomic(target, train_doc)
+        atomic_write(target, _json_text(train_doc))
         return [str(target)]
     if target.exists() and not target.is_dir():
         raise ValueError(f"{target}: exists and is not a folder (a single file must end in .json)")
     (target / "train").mkdir(parents=True, exist_ok=True)
     (target / "test").mkdir(parents=True, exist_ok=True)
     train_file, test_file = target / "train" / "train.json", target / "test" / "test.json"
-    atomic_write_all([(train_file, json.dumps(train_doc, allow_nan=False)),
-                      (test_file, json.dumps(_document(users, dataset.test_x, dataset.test_y), allow_nan=False))])
+    atomic_write_all([(train_file, _json_text(train_doc)),
+                      (test_file, _json_text(_document(users, dataset.test_x, dataset.test_y)))])
     return [str(train_file), str(test_file)]

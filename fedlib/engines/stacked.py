@@ -1074,17 +1074,14 @@ def _overlapping(grads: Mapping[str, torch.Tensor]) -> set:
     overlapping views) as the gradient of two parameters, e.g. of ``w`` and ``dw`` in
     ``x @ (w + dw).T``; updating one in place (weight decay, a prox or VR term) would then change
     the other before it is read. Disjoint views of one buffer do not overlap."""
-    spans = []
+    by_storage: dict = {}  # storage -> (first byte, end byte, name) of the gradients in it
     for name, g in grads.items():
         if g.numel() == 0:
             continue
         size = g.element_size()
         start = g.storage_offset() * size
         extent = (1 + sum((n - 1) * abs(st) for n, st in zip(g.shape, g.stride()))) * size
-        spans.append((g.untyped_storage().data_ptr(), start, start + extent, name))
-    by_storage: dict = {}
-    for ptr, start, end, name in spans:
-        by_storage.setdefault(ptr, []).append((start, end, name))
+        by_storage.setdefault(g.untyped_storage().data_ptr(), []).append((start, start + extent, name))
     out: set = set()
     for group in by_storage.values():  # usually one gradient per storage: nothing to compare
         group.sort()

@@ -684,10 +684,9 @@ def run_table1(results_dir, *, budget_seconds: float, seeds: Sequence[int] = (0,
         trained_rounds = rounds - res.get("resumed_from", 0)
         if trained_rounds > 0:  # a checkpoint of a finished group (killed before its results were written)
             rate = res["seconds"] / (trained_rounds * group_work)  # trains nothing and measures no rate
+            log(f"measured {1 / rate:.0f} images/s (training + evaluation, {len(group)} run(s) stacked)")
         group_seconds = res["seconds"] + res.get("seconds_before", 0.0)
         per_run_round = group_seconds / (rounds * len(group))
-        if trained_rounds > 0:
-            log(f"measured {1 / rate:.0f} images/s (training + evaluation, {len(group)} run(s) stacked)")
         # wall_time_s: this call's share; a group resumed from a checkpoint also says when it first
         # started and how many seconds of training earlier calls did (not the time in between)
         prov = make_provenance(started, finished, device, git_start=git_start)

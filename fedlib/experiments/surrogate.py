@@ -157,7 +157,6 @@ def flat_directions(problem) -> np.ndarray:
     return B
 
 
-
 def newton_minimize(problem: LogisticProblem, weights: Any, *, tol: float = 1e-11, max_steps: int = 100,
                     loss: Optional[Callable[[dict], float]] = None,
                     what: str = "newton_minimize") -> tuple[np.ndarray, np.ndarray, np.ndarray, int]:
