@@ -46,11 +46,22 @@ class CheckpointError(ValueError):
 
 def to_numpy_tree(obj: Any) -> Any:
     """A copy of ``obj`` with every torch tensor turned into a numpy array (NamedTuples,
-    dicts, lists and tuples kept)."""
+    dicts, lists and tuples kept).
+
+    A tensor of a dtype numpy lacks (``bfloat16``, the ``float8`` types) becomes a
+    ``float32`` array: every such value is exactly representable in ``float32``, so
+    nothing is rounded; casting the array back to the tensor's dtype restores it bit
+    for bit."""
     if obj is None or isinstance(obj, (str, bool, int, float, np.generic)):
         return obj
     if hasattr(obj, "detach"):
-        return obj.detach().cpu().numpy().copy()
+        t = obj.detach().cpu()
+        try:
+            return t.numpy().copy()
+        except TypeError:  # a dtype numpy lacks
+            if not t.is_floating_point():
+                raise
+            return t.float().numpy()
     if isinstance(obj, np.ndarray):
         return obj.copy()
     if isinstance(obj, tuple) and hasattr(obj, "_fields"):

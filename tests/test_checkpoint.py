@@ -175,3 +175,21 @@ def test_save_checkpoint_refuses_what_it_would_have_rounded(tmp_path, kwargs, ma
     with pytest.raises(ValueError, match=match):
         save_checkpoint(tmp_path / "x.ckpt", **args)
     assert not (tmp_path / "x.ckpt").exists()
+
+
+def test_to_numpy_tree_keeps_bf16_values_exactly(tmp_path):
+    """numpy has no bfloat16: such a tensor is saved as float32 (exact), and casting it back restores
+    the tensor bit for bit; a checkpoint holding one round-trips through save/load."""
+    import torch
+
+    from fedlib.checkpoint import load_checkpoint, save_checkpoint, to_numpy_tree
+
+    x = torch.randn(64, generator=torch.Generator().manual_seed(0)).to(torch.bfloat16)
+    half = torch.randn(4, generator=torch.Generator().manual_seed(1)).half()
+    out = to_numpy_tree({"w": x, "h": half, "i": torch.arange(3)})
+    assert out["w"].dtype == np.float32 and out["h"].dtype == np.float16 and out["i"].dtype == np.int64
+    assert torch.equal(torch.from_numpy(out["w"]).to(torch.bfloat16), x)
+    path = tmp_path / "bf16.ckpt"
+    save_checkpoint(path, config={"a": 1}, round_done=1, state={"w": x}, history=[{"round": 0}], seed=0)
+    back = load_checkpoint(path, kind="run")["state"]["w"]
+    assert torch.equal(torch.as_tensor(back).to(torch.bfloat16), x)
