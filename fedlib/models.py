@@ -50,7 +50,7 @@ import math
 import torch
 from torch import nn
 
-from ._validate import check_int, check_positive
+from ._validate import check_in_range, check_int, check_positive
 from .rng import torch_generator
 
 __all__ = ["vgg11", "count_parameters", "scaled_width", "VGG11_CFG", "VGG11_NUM_PARAMETERS"]
@@ -127,8 +127,7 @@ def vgg11(num_classes: int = 10, width: float = 1.0, seed=None, *, dropout: floa
     """
     num_classes = check_int("num_classes", num_classes, minimum=1)
     width = check_positive("width", width)
-    if not (0.0 <= float(dropout) < 1.0):
-        raise ValueError(f"dropout must lie in [0, 1), got {dropout!r}")
+    dropout = check_in_range("dropout", dropout, 0.0, 1.0)
     gen = _resolve_generator(seed)
 
     layers: list[nn.Module] = []

@@ -129,13 +129,16 @@ def average_buffers(client_buffers: Sequence[Sequence[torch.Tensor]], weights) -
     client_buffers = [list(b) for b in client_buffers]
     if not client_buffers:
         raise ValueError("client_buffers: no client")
-    w = torch.as_tensor(weights, dtype=torch.float64).flatten()
+    try:
+        w = torch.as_tensor(weights, dtype=torch.float64).flatten()
+    except (TypeError, ValueError, RuntimeError) as exc:
+        raise ValueError(f"weights must be {len(client_buffers)} numbers, got {weights!r} ({exc})") from None
     if w.numel() != len(client_buffers) or not torch.all(torch.isfinite(w)) or torch.any(w < 0) or w.sum() <= 0:
         raise ValueError(f"weights must be {len(client_buffers)} finite numbers >= 0 with a positive sum")
     w = w / w.sum()
     first = client_buffers[0]
     for i, bufs in enumerate(client_buffers[1:], 1):
-        _check_like(first, bufs, f"client_buffers[{i}]")
+        _check_like(first, bufs, f"client_buffers[{i}]", noun="buffer")
     out = []
     for k, ref in enumerate(first):
         stack = torch.stack([bufs[k].detach() for bufs in client_buffers]).to(torch.float64)
@@ -144,15 +147,16 @@ def average_buffers(client_buffers: Sequence[Sequence[torch.Tensor]], weights) -
     return out
 
 
-def _check_like(params: List[torch.Tensor], values, what: str) -> None:
+def _check_like(params: List[torch.Tensor], values, what: str, noun: str = "parameter") -> None:
     if not isinstance(values, (list, tuple)) or not all(isinstance(v, torch.Tensor) for v in values):
-        raise ValueError(f"{what} must be a list of tensors, one per parameter in the optimizer's order "
-                         f"(fedlib.optim.parameters_of(model) builds it), got {type(values).__name__}")
+        builder = "parameters_of(model)" if noun == "parameter" else "buffers_of(model)"
+        raise ValueError(f"{what} must be a list of tensors, one per {noun} in the model's order "
+                         f"({builder} builds it), got {type(values).__name__}")
     if len(values) != len(params):
-        raise ValueError(f"{what} has {len(values)} tensors but there are {len(params)} parameters")
+        raise ValueError(f"{what} has {len(values)} tensors but there are {len(params)} {noun}s")
     for k, (p, v) in enumerate(zip(params, values)):
         if v.shape != p.shape or v.dtype != p.dtype or v.device != p.device:
-            raise ValueError(f"{what}[{k}] is {v.dtype} {tuple(v.shape)} on {v.device} but parameter {k} is "
+            raise ValueError(f"{what}[{k}] is {v.dtype} {tuple(v.shape)} on {v.device} but {noun} {k} is "
                              f"{p.dtype} {tuple(p.shape)} on {p.device}")
 
 

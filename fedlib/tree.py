@@ -10,6 +10,7 @@ Leaves are ``numpy.ndarray``, numpy scalars, Python numbers or ``torch.Tensor``.
 """
 from __future__ import annotations
 
+import copy
 from typing import Any, Callable, Sequence
 
 import numpy as np
@@ -45,7 +46,13 @@ def tree_map(fn: Callable, tree: Any, *rest: Any) -> Any:
         for r in rest:
             if not isinstance(r, dict) or r.keys() != tree.keys():
                 raise ValueError(f"tree structures differ: dict keys {list(tree)} vs {getattr(r, 'keys', lambda: r)()}")
-        return type(tree)((k, tree_map(fn, tree[k], *(r[k] for r in rest))) for k in tree)
+        items = {k: tree_map(fn, tree[k], *(r[k] for r in rest)) for k in tree}
+        if type(tree) is dict:
+            return items
+        out = copy.copy(tree)  # a dict subclass (OrderedDict, defaultdict, ...) keeps its type and attributes
+        out.clear()
+        out.update(items)
+        return out
     if isinstance(tree, (list, tuple)):
         for r in rest:
             if not isinstance(r, (list, tuple)) or len(r) != len(tree):
@@ -65,7 +72,9 @@ def tree_leaves(tree: Any) -> list:
 
 
 def tree_structure_equal(a: Any, b: Any) -> bool:
-    """True when ``a`` and ``b`` have the same containers and leaf shapes."""
+    """True when ``a`` and ``b`` have the same nesting and leaf shapes: dicts with the same
+    keys, sequences of the same length (a list and a tuple of equal length match, as in
+    :func:`tree_map`), leaves of the same shape."""
     try:
         tree_map(lambda x, y: None if np.shape(x) == np.shape(y) else (_ for _ in ()).throw(ValueError()), a, b)
     except ValueError:
@@ -112,7 +121,9 @@ def tree_weighted_sum(trees: Sequence[Any], coefficients: Sequence[float]) -> An
     r"""Return :math:`\sum_i c_i\, \mathrm{tree}_i` leaf by leaf.
 
     One output buffer per leaf is allocated; the inputs are read once and never
-    copied. ``coefficients`` are Python/numpy floats (one per tree).
+    copied. ``coefficients`` are Python/numpy floats (one per tree). A tree whose
+    coefficient is 0 is left out of the sum (a client of weight 0 holding NaN or inf
+    does not reach the result), as in :func:`tree_stacked_weighted_sum`.
     """
     trees = list(trees)
     coefficients = [float(c) for c in np.asarray(coefficients, dtype=np.float64).ravel()]
@@ -122,6 +133,8 @@ def tree_weighted_sum(trees: Sequence[Any], coefficients: Sequence[float]) -> An
         raise ValueError(f"coefficients has {len(coefficients)} entries but there are {len(trees)} trees")
 
     kinds = {True: "a torch tensor", False: "a numpy array"}
+    # a zero coefficient drops its tree wherever it sits: 0 * NaN would otherwise be NaN
+    terms = [i for i, c in enumerate(coefficients) if c != 0.0]
 
     def acc(*leaves):
         shape, torch_leaf = np.shape(leaves[0]), hasattr(leaves[0], "add_")
@@ -131,10 +144,15 @@ def tree_weighted_sum(trees: Sequence[Any], coefficients: Sequence[float]) -> An
             if hasattr(leaf, "add_") != torch_leaf:
                 raise ValueError(f"trees: leaf of tree {i} is {kinds[not torch_leaf]}, tree 0's is "
                                  f"{kinds[torch_leaf]} (use one kind for every client)")
-        out = leaves[0] * coefficients[0]
-        for c, leaf in zip(coefficients[1:], leaves[1:]):
-            if c == 0.0:
-                continue
+        if not terms:  # every coefficient 0: zeros (not 0 * leaf, which keeps a NaN)
+            x = leaves[0]
+            if torch_leaf:
+                return x.new_zeros(x.shape, dtype=(x * 0.0).dtype)
+            return np.zeros(np.shape(x), dtype=np.result_type(x, 0.0))
+        first, rest = terms[0], terms[1:]
+        out = leaves[first] * coefficients[first]
+        for i in rest:
+            c, leaf = coefficients[i], leaves[i]
             if hasattr(out, "add_"):
                 out.add_(leaf, alpha=c)
             else:
@@ -146,7 +164,8 @@ def tree_weighted_sum(trees: Sequence[Any], coefficients: Sequence[float]) -> An
 
 def tree_vdot(a: Any, b: Any) -> float:
     """Sum over leaves of the inner products ``<a, b>``; leaves are paired as by
-    :func:`tree_map` (dicts by key) and must have the same shapes."""
+    :func:`tree_map` (dicts by key) and must have the same shapes. Real leaves are
+    accumulated in float64 whatever their dtype (a float16 sum overflows past 65504)."""
     total = 0.0
 
     def dot(x, y):
@@ -154,9 +173,14 @@ def tree_vdot(a: Any, b: Any) -> float:
         if np.shape(x) != np.shape(y):
             raise ValueError(f"tree_vdot: leaf shapes differ: {tuple(np.shape(x))} vs {tuple(np.shape(y))}")
         if hasattr(x, "detach"):
+            if x.is_floating_point():  # accumulate in float64: float16 overflows past 65504
+                x, y = x.double(), y.double()
             total += float((x * y).sum().item())
         else:
-            total += float(np.vdot(np.asarray(x).ravel(), np.asarray(y).ravel()).real)
+            xa, ya = np.asarray(x).ravel(), np.asarray(y).ravel()
+            if xa.dtype.kind in "fiub":
+                xa, ya = xa.astype(np.float64), ya.astype(np.float64)
+            total += float(np.vdot(xa, ya).real)
 
     tree_map(dot, a, b)
     return total
@@ -180,15 +204,25 @@ def tree_all_finite(a: Any) -> bool:
 
 def tree_stacked_weighted_sum(stacked: Any, coefficients: Sequence[float]) -> Any:
     r"""Return :math:`\sum_i c_i\, \mathrm{stacked}[i]` for a tree whose leaves carry a
-    leading client axis of length ``len(coefficients)`` (numpy or torch)."""
+    leading client axis of length ``len(coefficients)`` (numpy or torch).
+
+    Rows whose coefficient is 0 are left out (as in :func:`tree_weighted_sum`); integer
+    leaves give floating results (numpy: float64; torch: the default float dtype)."""
     c = np.asarray(coefficients, dtype=np.float64).ravel()
+    keep = np.flatnonzero(c != 0.0)
+    every_row = keep.size == c.size
 
     def contract(x):
         if x.shape[0] != c.size:
             raise ValueError(f"stacked leaf has leading size {x.shape[0]} but there are {c.size} coefficients")
         if hasattr(x, "new_tensor"):
-            return (x.new_tensor(c).reshape((-1,) + (1,) * (x.ndim - 1)) * x).sum(0)
-        return np.tensordot(c, x, axes=(0, 0))
+            import torch
+
+            rows = x if every_row else x[torch.as_tensor(keep, device=x.device)]
+            if not (rows.is_floating_point() or rows.is_complex()):  # new_tensor(c) would truncate c to ints
+                rows = rows.to(torch.get_default_dtype())
+            return (rows.new_tensor(c[keep]).reshape((-1,) + (1,) * (x.ndim - 1)) * rows).sum(0)
+        return np.tensordot(c[keep], x if every_row else x[keep], axes=(0, 0))
 
     return tree_map(contract, stacked)
 

@@ -98,3 +98,6 @@ def test_validation():
         vgg11(seed=-1)
     with pytest.raises(ValueError, match="dropout"):
         vgg11(dropout=1.0)
+    for bad in (None, "0.3", True, float("nan")):  # None and "0.3" gave bare TypeErrors from float() / nn.Dropout
+        with pytest.raises(ValueError, match="dropout must lie in"):
+            vgg11(width=0.0625, dropout=bad)

@@ -320,8 +320,12 @@ def test_batchnorm_buffers_are_averaged_not_normalised():
     assert bool(torch.all(global_buffers[1] > 0))
     with pytest.raises(ValueError, match="weights must be 3"):
         average_buffers(client_buffers, [0.5, 0.5])
-    with pytest.raises(ValueError, match=r"client_buffers\[1\] has 2 tensors"):
+    with pytest.raises(ValueError, match=r"client_buffers\[1\] has 2 tensors but there are 3 buffers"):
         average_buffers([client_buffers[0], client_buffers[1][:2]], [0.5, 0.5])
+    with pytest.raises(ValueError, match=r"client_buffers\[1\]\[0\] is .* but buffer 0 is"):
+        average_buffers([client_buffers[0], [b.float() for b in client_buffers[1]], client_buffers[2]], p)
+    with pytest.raises(ValueError, match="weights must be 3 numbers, got None"):  # was torch's bare TypeError
+        average_buffers(client_buffers, None)
 
 
 # ---------------------------------------------------------------- found by an audit of the user-facing API

@@ -264,6 +264,40 @@ def test_stacked_conv2d_is_each_models_conv2d(kernel, padding, bias):
     assert torch.autograd.gradcheck(lambda *t: stacked_conv2d(t[0], t[1], t[2] if bias else None, padding), inputs)
 
 
+def test_stacked_conv2d_refuses_what_it_cannot_do():
+    """Double backward raises (the saved im2col columns carry no graph: second derivatives came out
+    silently wrong, 49% relative error against F.conv2d's); an int padding means the same on both axes;
+    a bad padding or pooling kind is refused by name (kind "min" ran avg-pooling)."""
+    from fedlib.engines.im2col import stacked_conv2d, stacked_pool2d
+
+    g = torch.Generator().manual_seed(5)
+    x = torch.randn(2, 2, 5, 5, 3, dtype=torch.float64, generator=g, requires_grad=True)
+    wt = torch.randn(2, 4, 3, 3, 3, dtype=torch.float64, generator=g, requires_grad=True)
+    y = stacked_conv2d(x, wt, None, (1, 1))
+    with pytest.raises(RuntimeError, match="no second derivatives"):
+        torch.autograd.grad(y.square().sum(), x, create_graph=True)
+    gx, = torch.autograd.grad(y.square().sum(), x)  # first derivatives as before
+    assert gx.shape == x.shape and not gx.requires_grad
+    assert torch.equal(stacked_conv2d(x, wt, None, 1), y)
+    for bad in ((1,), (1, -1), "same", (1.5, 1), None):
+        with pytest.raises(ValueError, match="padding must be"):
+            stacked_conv2d(x, wt, None, bad)
+    with pytest.raises(ValueError, match="kind must be 'max' or 'avg'"):
+        stacked_pool2d(y, "min", kernel_size=2)
+
+
+def test_random_crop_flip_refuses_channels_first_images():
+    """random_crop_flip takes (N, H, W, C) uint8; an (N, 3, 32, 32) batch was read as 3 rows of 32 channels
+    and came back 81% zeros without an error."""
+    g = torch.Generator().manual_seed(0)
+    images = torch.randint(0, 256, (4, 32, 32, 3), dtype=torch.uint8, generator=g)
+    assert random_crop_flip(images, g).shape == images.shape
+    with pytest.raises(ValueError, match=r"channels-last.*permute\(0, 2, 3, 1\)"):
+        random_crop_flip(images.permute(0, 3, 1, 2), g)
+    with pytest.raises(ValueError, match="uint8"):
+        random_crop_flip(images.float(), g)
+
+
 def test_stacked_conv2d_bf16_autocast_and_pooling():
     """Under autocast the products run in bf16 (output bf16, close to float32) and the float32
     inputs get float32 gradients; stacked pooling is each model's pooling."""

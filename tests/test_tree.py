@@ -128,3 +128,57 @@ def test_stack_index_and_stacked_weighted_sum(lib):
         T.tree_stacked_weighted_sum(st, [1.0, 2.0])
     with pytest.raises(ValueError, match="trees"):
         T.tree_stack([])
+
+
+@pytest.mark.parametrize("lib", ["numpy", "torch"])
+def test_zero_coefficient_drops_its_tree_wherever_it_sits(lib):
+    """Sum_i c_i tree_i leaves out a tree of coefficient 0, so a weight-0 client holding NaN/inf reaches
+    the sum in no position (it did in position 0 only: 0 * nan = nan), in the list and the stacked form,
+    and through rule.aggregate; all-zero coefficients give zeros."""
+    from fedlib.rule import aggregate
+
+    wrap = (lambda a: a) if lib == "numpy" else torch.from_numpy
+    bad, good = wrap(np.array([np.nan, np.inf])), wrap(np.array([2.0, 3.0]))
+    for trees, c in (([good, bad], [1.0, 0.0]), ([bad, good], [0.0, 1.0]), ([bad, good, bad], [0.0, 1.0, 0.0])):
+        stacked = np.stack(trees) if lib == "numpy" else torch.stack(trees)
+        for out in (T.tree_weighted_sum(trees, c), T.tree_stacked_weighted_sum(stacked, c)):
+            np.testing.assert_array_equal(np.asarray(out), [2.0, 3.0])
+    zero = T.tree_weighted_sum([bad, bad], [0.0, 0.0])
+    assert type(zero) is type(bad) and zero.dtype == bad.dtype
+    np.testing.assert_array_equal(np.asarray(zero), [0.0, 0.0])
+    np.testing.assert_array_equal(np.asarray(T.tree_stacked_weighted_sum(stacked, [0.0, 0.0, 0.0])), [0.0, 0.0])
+    # FedAvg with p = (0, 1): the weight-0 client's NaN change is not in the server's change, first or last
+    for deltas, p in (([bad, good], [0.0, 1.0]), ([good, bad], [1.0, 0.0])):
+        np.testing.assert_array_equal(np.asarray(aggregate(deltas, p, [1.0, 1.0], "fedavg").change), [2.0, 3.0])
+
+
+def test_norm_and_vdot_accumulate_in_float64():
+    """tree_norm of float16 leaves: 1000 entries of 10 have norm 100 sqrt(10) = 316.2; a float16 sum of the
+    squares (1e5 > 65504) overflowed to inf, on numpy and torch; bfloat16 leaves are summed exactly too."""
+    x = np.full(1000, 10.0, dtype=np.float16)
+    assert T.tree_norm(x) == pytest.approx(100 * np.sqrt(10), rel=1e-12)
+    assert T.tree_norm(torch.from_numpy(x)) == pytest.approx(100 * np.sqrt(10), rel=1e-12)
+    assert T.tree_vdot({"a": torch.from_numpy(x)}, {"a": torch.from_numpy(x)}) == 1e5
+    y = torch.full((4096,), 1.0, dtype=torch.bfloat16)
+    assert T.tree_vdot(y, y) == 4096.0  # a bf16 running sum stalls at 256 (256 + 1 rounds to 256)
+    assert T.tree_vdot(np.arange(3, dtype=np.int8) * 60, np.arange(3, dtype=np.int8) * 60) == 60.0 ** 2 * 5
+
+
+def test_stacked_weighted_sum_of_integer_tensors_is_not_truncated():
+    """Weights 0.5 on int leaves: (2 + 6) / 2 = 4 and (4 + 8) / 2 = 6; torch's new_tensor(c) truncated the weights
+    to 0 on an int tensor; numpy gave floats."""
+    out = T.tree_stacked_weighted_sum(torch.tensor([[2, 4], [6, 8]]), [0.5, 0.5])
+    assert out.is_floating_point() and out.tolist() == [4.0, 6.0]
+    np.testing.assert_array_equal(T.tree_stacked_weighted_sum(np.array([[2, 4], [6, 8]]), [0.5, 0.5]), [4.0, 6.0])
+
+
+def test_tree_map_keeps_dict_subclasses():
+    """A defaultdict (whose constructor takes a factory first) and an OrderedDict come back as themselves."""
+    from collections import OrderedDict, defaultdict
+
+    d = defaultdict(list, {"w": np.ones(2)})
+    out = T.tree_map(lambda x: 2 * x, d)
+    assert type(out) is defaultdict and out.default_factory is list and out["w"].tolist() == [2.0, 2.0]
+    o = T.tree_map(lambda x: x + 1, OrderedDict([("b", np.zeros(1)), ("a", np.zeros(1))]))
+    assert type(o) is OrderedDict and list(o) == ["b", "a"] and o["a"].tolist() == [1.0]
+    assert d["w"].tolist() == [1.0, 1.0]  # the input is not changed

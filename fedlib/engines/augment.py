@@ -115,6 +115,11 @@ def random_crop_flip(images: torch.Tensor, generator: torch.Generator, padding: 
     Parameters come from :func:`crop_flip_params` on ``generator`` (moved to the images'
     device if they differ); the same generator state gives the same images.
     """
+    if images.ndim != 4 or images.dtype != torch.uint8:
+        raise ValueError(f"images must be uint8 (N, H, W, C), got {images.dtype} {tuple(images.shape)}")
+    if images.shape[1] in (1, 3, 4) and images.shape[3] not in (1, 3, 4):
+        raise ValueError(f"images must be channels-last (N, H, W, C), got shape {tuple(images.shape)}, which looks "
+                         "like (N, C, H, W): pass images.permute(0, 2, 3, 1)")
     n, h, w, _ = images.shape
     dy, dx, flip = crop_flip_params(generator, (n,), padding)
     dy, dx, flip = dy.to(images.device), dx.to(images.device), flip.to(images.device)

@@ -24,6 +24,7 @@ Whether it is faster than cuDNN's grouped kernels is measured, not assumed:
 """
 from __future__ import annotations
 
+import operator
 from typing import Optional, Tuple
 
 import torch
@@ -74,6 +75,9 @@ class _StackedConv(torch.autograd.Function):
 
     @staticmethod
     def backward(ctx, gy):
+        if torch.is_grad_enabled():  # create_graph=True: the saved columns carry no graph
+            raise RuntimeError("stacked_conv2d has no second derivatives (backward with create_graph=True): its "
+                               "im2col columns are saved without their graph; use F.conv2d (conv='cudnn') there")
         cols, wm = ctx.saved_tensors
         (a, b, h, wd, c), (kh, kw), (ph, pw), (ho, wo), has_bias = ctx.meta
         out = wm.shape[1]
@@ -96,6 +100,17 @@ class _StackedConv(torch.autograd.Function):
         return gx, gw, gb, None
 
 
+def _pair_of_paddings(padding) -> Tuple[int, int]:
+    """``(p_h, p_w)`` from a pair or one int, both integers >= 0."""
+    try:
+        pair = (operator.index(padding),) * 2 if not hasattr(padding, "__len__") else tuple(map(operator.index, padding))
+    except TypeError:
+        pair = ()
+    if len(pair) != 2 or min(pair) < 0:
+        raise ValueError(f"padding must be (p_h, p_w) of integers >= 0 (or one int), got {padding!r}")
+    return pair
+
+
 def stacked_conv2d(x: torch.Tensor, weight: torch.Tensor, bias: Optional[torch.Tensor],
                    padding: Tuple[int, int]) -> torch.Tensor:
     r"""``a`` independent 2-d convolutions (stride 1, dilation 1) as batched matrix products.
@@ -106,7 +121,7 @@ def stacked_conv2d(x: torch.Tensor, weight: torch.Tensor, bias: Optional[torch.T
     weight : ``(a, out, kh, kw, C)`` — model ``j``'s ``Conv2d`` weight permuted to
         ``(out, kh, kw, in)`` (any strides; the engine's stacked storage is already in this order).
     bias : ``(a, out)`` or ``None``.
-    padding : ``(p_h, p_w)`` zeros on each side.
+    padding : ``(p_h, p_w)`` zeros on each side (an int: the same on both axes).
 
     Returns ``(a, B, H', W', out)``: ``y[j]`` equals ``conv2d(x[j], weight[j])`` (NCHW
     permuted) up to the summation order. Under ``torch.autocast`` the inputs are cast to its
@@ -116,12 +131,14 @@ def stacked_conv2d(x: torch.Tensor, weight: torch.Tensor, bias: Optional[torch.T
     if dt is not None:
         x, weight = x.to(dt), weight.to(dt)
         bias = bias.to(dt) if bias is not None else None
-    return _StackedConv.apply(x, weight, bias, tuple(int(p) for p in padding))
+    return _StackedConv.apply(x, weight, bias, _pair_of_paddings(padding))
 
 
 def stacked_pool2d(x: torch.Tensor, kind: str, **options) -> torch.Tensor:
     """``max_pool2d`` / ``avg_pool2d`` (``kind`` ``"max"`` or ``"avg"``) of ``(a, B, H, W, C)``
     activations, per model and channel; returns ``(a, B, H', W', C)``."""
+    if kind not in ("max", "avg"):
+        raise ValueError(f"kind must be 'max' or 'avg', got {kind!r}")
     a, b, h, w, c = x.shape
     nchw = x.reshape(a * b, h, w, c).permute(0, 3, 1, 2)  # a channels-last view
     y = (F.max_pool2d if kind == "max" else F.avg_pool2d)(nchw, **options)
