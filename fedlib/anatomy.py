@@ -225,6 +225,9 @@ class SoftmaxRegressionClient:
         if x.ndim != 2 or y.shape != (x.shape[0],):
             raise ValueError(f"x must be (n, d) and y (n,), got {x.shape} and {y.shape}")
         check_int("num_classes", self.num_classes, minimum=2)
+        if y.size and (not np.issubdtype(y.dtype, np.integer) or y.min() < 0 or y.max() >= self.num_classes):
+            raise ValueError(f"y must hold integer labels in [0, {self.num_classes}), got values from "
+                             f"{y.min()!r} to {y.max()!r}")
         check_int("batch_size", self.batch_size, minimum=1)
         object.__setattr__(self, "x", x)
         object.__setattr__(self, "y", y.astype(np.int64))

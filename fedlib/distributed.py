@@ -43,11 +43,12 @@ from typing import Optional, Sequence
 
 import numpy as np
 
+from ._validate import check_positive, check_probability_vector
 from .algorithms import FederatedAlgorithm, RoundDiagnostics, ServerState, check_client_indices
 from .rule import effective_weights
 from .sampling import Participation
 from .theory import chi_square
-from .tree import tree_all_finite, tree_map, tree_weighted_sum
+from .tree import tree_all_finite, tree_index, tree_map, tree_weighted_sum
 from .variance import ControlVariates
 
 __all__ = ["Communicator", "LocalCommunicator", "TorchCommunicator", "under_torchrun", "init_from_env",
@@ -98,6 +99,7 @@ class Communicator:
         total = parts[0].copy()
         for part in parts[1:]:
             total += part
+        total = total.reshape(arr.shape)  # ascontiguousarray makes a 0-d leaf 1-d
         if is_torch:
             import torch
 
@@ -189,9 +191,19 @@ def distributed_apply(comm: Communicator, algorithm: FederatedAlgorithm, state: 
     ``updates`` are this rank's :class:`~fedlib.algorithms.ClientUpdate` (its owned
     participants, any order). Returns ``(state, diagnostics)``, identical on every rank.
     """
+    lr = check_positive("lr", lr)
     clients = np.asarray(participation.clients)
     check_client_indices(clients, state.num_clients)
+    if state.variates is not None:
+        if p is None:
+            raise ValueError("p (weights of all clients) is required with variance reduction")
+        p = check_probability_vector("p", p, size=state.num_clients)
+    updates = list(updates)
     mine = {int(u.client): u for u in updates}
+    owned = set(owned_clients(state.num_clients, comm.world_size, comm.rank).tolist())
+    if len(mine) != len(updates) or not set(mine) <= owned:
+        raise ValueError(f"updates: rank {comm.rank} must report each of its own participants once (it owns clients "
+                         f"{sorted(owned)}), got clients {[int(u.client) for u in updates]}")
     info = comm.all_gather_object({c: (float(u.a_norm), int(u.local_steps)) for c, u in mine.items()})
     merged: dict = {}
     for part in info:
@@ -224,21 +236,30 @@ def distributed_apply(comm: Communicator, algorithm: FederatedAlgorithm, state: 
 
 def _update_variates(comm, variates: ControlVariates, own, mine, lr, p, change) -> ControlVariates:
     """Each rank updates the :math:`c_i` of its own participants (element-wise as
-    :func:`fedlib.variance.update_control_variates`); :math:`\\bar c` is all-reduced."""
-    cs = variates.client
-    cs = cs.clone() if hasattr(cs, "clone") else cs.copy()
+    :func:`fedlib.variance.update_control_variates`, leaf by leaf); :math:`\\bar c` is all-reduced."""
+    cs = tree_map(lambda x: x.clone() if hasattr(x, "clone") else x.copy(), variates.client)
     p = np.asarray(p, dtype=np.float64)
     if variates.kind == "scaffold":
         for i in own:
             u = mine[i]
-            cs[i] = -u.delta / (lr * u.a_norm) - (variates.mean - cs[i])
+
+            def upd(c, dl, cm, i=i, an=u.a_norm):
+                c[i] = -dl / (lr * an) - (cm - c[i])
+                return c
+
+            cs = tree_map(upd, cs, u.delta, variates.mean)
         owned = owned_clients(p.size, comm.world_size, comm.rank)
-        part = tree_weighted_sum([cs[int(j)] for j in owned], p[owned])
-        mean = comm.allreduce_sum(part)
+        part = tree_weighted_sum([tree_index(cs, int(j)) for j in owned], p[owned])
+        mean = tree_map(comm.allreduce_sum, part)
         return ControlVariates(cs, mean, variates.kind)
     for i in own:  # vrlsgd: c_bar stays 0
         u = mine[i]
-        cs[i] = cs[i] - (u.delta - change) / (lr * u.local_steps)
+
+        def upd(c, dl, ch, i=i, tau=u.local_steps):
+            c[i] = c[i] - (dl - ch) / (lr * tau)
+            return c
+
+        cs = tree_map(upd, cs, u.delta, change)
     return ControlVariates(cs, variates.mean, variates.kind)
 
 
@@ -247,18 +268,21 @@ def gather_variates(comm: Communicator, variates: Optional[ControlVariates], num
     (for a checkpoint); ``None`` passes through."""
     if variates is None or comm is None or comm.world_size == 1:
         return variates
-    cs = variates.client
-    arr = cs.detach().cpu().numpy() if hasattr(cs, "detach") else np.asarray(cs)
-    parts = comm.all_gather_array(np.ascontiguousarray(arr))
-    full = np.array(arr, copy=True)
-    for r, part in enumerate(parts):
-        rows = owned_clients(num_clients, comm.world_size, r)
-        full[rows] = part[rows]
-    if hasattr(cs, "detach"):
-        import torch
 
-        full = torch.as_tensor(full, dtype=cs.dtype, device=cs.device)
-    return ControlVariates(full, variates.mean, variates.kind)
+    def gather(cs):
+        arr = cs.detach().cpu().numpy() if hasattr(cs, "detach") else np.asarray(cs)
+        parts = comm.all_gather_array(np.ascontiguousarray(arr))
+        full = np.array(arr, copy=True)
+        for r, part in enumerate(parts):
+            rows = owned_clients(num_clients, comm.world_size, r)
+            full[rows] = part[rows]
+        if hasattr(cs, "detach"):
+            import torch
+
+            full = torch.as_tensor(full, dtype=cs.dtype, device=cs.device)
+        return full
+
+    return ControlVariates(tree_map(gather, variates.client), variates.mean, variates.kind)
 
 
 __all__ += ["gather_variates"]

@@ -1,7 +1,10 @@
 """Small display helpers for the book's chapters (tables as Markdown)."""
 from __future__ import annotations
 
+import numbers
 from typing import Any, Sequence
+
+import numpy as np
 
 __all__ = ["markdown_table", "fmt"]
 
@@ -10,10 +13,12 @@ def fmt(value: Any, spec: str = ".3g") -> str:
     """Format numbers with ``spec`` (floats) and leave everything else as ``str``: a string is
     kept as it is, even one that reads as a number (``"0.01"`` stays ``"0.01"``).
 
-    >>> fmt(0.01, ".4f"), fmt("0.01", ".4f"), fmt(3, ".4f"), fmt(None)
-    ('0.0100', '0.01', '3', 'None')
+    >>> fmt(0.01, ".4f"), fmt("0.01", ".4f"), fmt(3, ".4f"), fmt(np.int64(12345)), fmt(None)
+    ('0.0100', '0.01', '3', '12345', 'None')
     """
-    if isinstance(value, (int, str)):  # bool is an int
+    if isinstance(value, (np.bool_, bool)):
+        return str(bool(value))
+    if isinstance(value, (numbers.Integral, str)):  # int and numpy integers alike
         return str(value)
     try:
         return format(float(value), spec)

@@ -277,3 +277,27 @@ def test_probe_script_runs(tmp_path):
     assert out.returncode == 0, out.stderr
     assert "largest client capped at 40" in out.stdout and "spectral radius" in out.stdout
     assert "fednova-hybrid" in out.stdout
+
+
+def test_rate_check_names_floor_and_a_zero_radius():
+    """floor outside (0, 1) gave 'math domain error' or an unrelated start/stop message; a round map of
+    spectral radius 0 (H_i = I, lr 1, one step: one round lands on the limit) has no rate to measure."""
+    from fedlib.problems.quadratic import QuadraticProblem
+
+    prob = random_quadratic(3, 2, seed=0)
+    for floor in (0.0, -1.0, 2.0, float("nan")):
+        with pytest.raises(ValueError, match="floor must lie in"):
+            A.rate_check(prob, "fednova", 0.05, [1, 3, 6], 200, floor=floor)
+    one = QuadraticProblem(np.array([np.eye(2), np.eye(2)]), np.eye(2), np.array([0.5, 0.5]))
+    with pytest.raises(ValueError, match="spectral radius 0"):
+        A.rate_check(one, "fedavg", 1.0, [1, 1], 50)
+
+
+def test_styles_do_not_borrow_another_familys_colour():
+    """'One colour per algorithm family in every figure': a style drawn in a family's colour belongs to that
+    family (FedNova-VR was drawn in FedProx's orange)."""
+    from fedlib.plotting import ALGORITHM_COLORS, algorithm_color
+
+    for name, style in A.STYLES.items():
+        if style["color"] in ALGORITHM_COLORS.values():
+            assert style["color"] == algorithm_color(name), (name, style)

@@ -76,3 +76,23 @@ def test_mu_for_alpha_and_table():
     assert markdown_table(["mu", "loss"], [["0.01", 0.5]], ".4f").splitlines()[-1] == "| 0.01 | 0.5000 |"
     with pytest.raises(ValueError):
         markdown_table(["a", "b"], [[1]])
+
+
+def test_softmax_client_refuses_labels_outside_the_classes():
+    """A label -1 was read as the last class (numpy's negative index), a label C failed later with a bare
+    IndexError; float labels are refused too."""
+    for y in ([0, 1, -1, 2], [0, 1, 3, 2], [0.0, 1.0, 2.0, 1.0]):
+        with pytest.raises(ValueError, match=r"y must hold integer labels in \[0, 3\)"):
+            anatomy.SoftmaxRegressionClient(np.ones((4, 2)), np.array(y), 3)
+    assert anatomy.SoftmaxRegressionClient(np.ones((4, 2)), np.array([0, 1, 2, 1]), 3).y.dtype == np.int64
+
+
+def test_fmt_formats_numpy_integers_as_integers():
+    """fmt keeps integers as integers (its docstring: fmt(3, '.4f') == '3'), numpy integers included
+    (np.int64(12345) came out as '1.23e+04'); numpy booleans print as True/False, not 1."""
+    from fedlib.report import fmt
+
+    assert fmt(np.int64(12345)) == fmt(12345) == "12345"
+    assert fmt(np.int32(3), ".4f") == "3" and fmt(np.bool_(True)) == "True" and fmt(False) == "False"
+    assert fmt(np.float64(0.5), ".2f") == "0.50"
+    assert markdown_table(["n"], [[np.int64(17019)]]).splitlines()[-1] == "| 17019 |"

@@ -188,3 +188,94 @@ def test_init_from_env_destroys_its_process_group_at_exit(tmp_path):
     done = subprocess.run([sys.executable, str(script)], env=env, capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr[-2000:]
     assert done.stdout.splitlines() == ["world 1 True", "initialised at exit: False"], done.stdout
+
+
+# ---------------------------------------------------------------- distributed_apply = apply, inputs included
+def _client_updates(m, tree=False, seed=0):
+    from fedlib.algorithms import ClientUpdate
+
+    rng = np.random.default_rng(seed)
+
+    def delta():
+        return {"W": rng.normal(size=(2, 3)), "b": rng.normal(size=3)} if tree else rng.normal(size=3)
+
+    return [ClientUpdate(i, delta(), float(i + 1), i + 1) for i in range(m)]
+
+
+@pytest.mark.parametrize("name", ["scaffold", "vrlsgd", "fednova-vr"])
+def test_distributed_apply_with_vr_on_tree_params_is_apply(name):
+    """Control variates of dict parameters (apply handles any tree): distributed_apply gave a TypeError
+    (scaffold) or KeyError (vrlsgd); now two rounds match apply to 1e-14, variates included."""
+    from fedlib.algorithms import make_algorithm
+    from fedlib.sampling import full_participation
+    from fedlib.solvers import sgd
+
+    p = np.array([0.3, 0.7])
+    algo = make_algorithm(name, sgd(0.1))
+    state = algo.init({"W": np.zeros((2, 3)), "b": np.zeros(3)}, 2)
+    for r in range(2):
+        ups = _client_updates(2, tree=True, seed=r)
+        want, _ = algo.apply(state, full_participation(p), ups, 0.1, p)
+        got, _ = distributed_apply(LocalCommunicator(), algo, state, full_participation(p), ups, 0.1, p)
+        for k in ("W", "b"):
+            np.testing.assert_allclose(got.params[k], want.params[k], rtol=0, atol=1e-14)
+            np.testing.assert_allclose(got.variates.client[k], want.variates.client[k], rtol=0, atol=1e-14)
+            np.testing.assert_allclose(got.variates.mean[k], want.variates.mean[k], rtol=0, atol=1e-14)
+        state = want
+
+
+def test_distributed_apply_keeps_scalar_leaves_scalar():
+    """A 0-d parameter stays 0-d through the all-reduce (it came back with shape (1,))."""
+    from fedlib.algorithms import ClientUpdate, make_algorithm
+    from fedlib.sampling import full_participation
+    from fedlib.solvers import sgd
+
+    p = np.array([0.5, 0.5])
+    algo = make_algorithm("fednova", sgd(0.1))
+    state = algo.init({"w": np.zeros(2), "s": np.array(0.0)}, 2)
+    ups = [ClientUpdate(i, {"w": np.ones(2), "s": np.array(float(i))}, 1.0, 1) for i in range(2)]
+    got, _ = distributed_apply(LocalCommunicator(), algo, state, full_participation(p), ups, 0.1, p)
+    want, _ = algo.apply(state, full_participation(p), ups, 0.1, p)
+    assert np.shape(got.params["s"]) == () and float(got.params["s"]) == float(want.params["s"]) == 0.5
+
+
+@pytest.mark.parametrize("lr, p, match", [(0.1, None, r"p \(weights of all clients\) is required"),
+                                          (0.1, [5.0, 5.0, 5.0, 5.0], "p must sum to 1"),
+                                          (0.0, [0.25] * 4, "lr must be")])
+def test_distributed_apply_checks_its_inputs_like_apply(lr, p, match):
+    """p = None gave an IndexError, p summing to 20 a control-variate mean 20x too large, lr = 0 NaN variates."""
+    from fedlib.algorithms import make_algorithm
+    from fedlib.sampling import full_participation
+    from fedlib.solvers import sgd
+
+    algo = make_algorithm("scaffold", sgd(0.1))
+    state = algo.init(np.zeros(3), 4)
+    with pytest.raises(ValueError, match=match):
+        distributed_apply(LocalCommunicator(), algo, state, full_participation(np.full(4, 0.25)), _client_updates(4),
+                          lr, p)
+
+
+def test_distributed_apply_refuses_updates_of_clients_the_rank_does_not_own():
+    """Every rank handing in every participant's update added each change world_size times (the merged
+    client set still looked complete); a rank must report its own participants, each once."""
+    from fedlib.algorithms import make_algorithm
+    from fedlib.distributed import Communicator
+    from fedlib.sampling import full_participation
+    from fedlib.solvers import sgd
+
+    class RankZeroOfTwo(Communicator):  # the check fires before any collective
+        rank, world_size = 0, 2
+
+        def all_gather_object(self, obj):
+            raise AssertionError("no collective expected")
+
+        all_gather_array = all_gather_object
+
+    algo = make_algorithm("fednova", sgd(0.1))
+    state = algo.init(np.zeros(3), 4)
+    part = full_participation(np.full(4, 0.25))
+    with pytest.raises(ValueError, match="updates: rank 0 must report each of its own participants once"):
+        distributed_apply(RankZeroOfTwo(), algo, state, part, _client_updates(4), 0.1, None)
+    ups = _client_updates(4)
+    with pytest.raises(ValueError, match="updates: rank 0"):  # one of its own, twice
+        distributed_apply(RankZeroOfTwo(), algo, state, part, [ups[0], ups[0]], 0.1, None)

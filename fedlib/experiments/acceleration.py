@@ -128,7 +128,7 @@ STYLES = {
     "fednova": dict(color=ALGORITHM_COLORS["fednova"], ls="--"),
     "vrlsgd": dict(color=ALGORITHM_COLORS["vrlsgd"], ls="-"),
     "scaffold": dict(color=ALGORITHM_COLORS["scaffold"], ls="-"),
-    "fednova-vr": dict(color="C1", ls="--"),
+    "fednova-vr": dict(color=ALGORITHM_COLORS["fednova"], ls=":"),
     "fednova-vr-momentum": dict(color="C5", ls=":"),
     "fedavg-momentum": dict(color=ALGORITHM_COLORS["fedavg"], ls="-."),
     "fednova-momentum": dict(color=ALGORITHM_COLORS["fednova"], ls="-."),
@@ -335,8 +335,14 @@ def rate_check(problem: QuadraticProblem, name: str, lr: float, local_steps: Any
     :func:`variant_limit`: from the middle of the rounds before the distance fell below
     ``floor`` times the first one (rounding error) to that round. Runs at most ``rounds``
     rounds, and not much more than the spectral radius says the floor needs."""
-    limit, radius = _limit_and_radius(problem, name, lr, local_steps, **coefficients)
     rounds = check_int("rounds", rounds, minimum=2)
+    floor = check_in_range("floor", floor, 0.0, 1.0)
+    if floor == 0:
+        raise ValueError("floor must lie in (0, 1), got 0.0")
+    limit, radius = _limit_and_radius(problem, name, lr, local_steps, **coefficients)
+    if radius == 0:
+        raise ValueError(f"lr: the round map of {name} has spectral radius 0 (one round reaches the limit): "
+                         "there is no rate to measure")
     # no need to run far past the floor: about log(floor)/log(radius) rounds, with a margin for the transient
     rounds = min(rounds, max(20, math.ceil(1.5 * math.log(floor) / math.log(radius)) + 20))
     run = run_variant(problem, name, lr, FixedSteps(local_steps), rounds, reference=limit, **coefficients)
