@@ -118,4 +118,6 @@ def test_summary_uses_the_numbers():
                    "from the first rounds"):
         assert needle in text, needle
     text = ST.summary_markdown(runs, 2.0, 0.6, times, ends, np.array([120]))
-    assert "until round 120" in text
+    assert "until round 120" in text and "running mean over 25 rounds" in text
+    text = ST.summary_markdown(runs, 2.0, 0.6, times, ends, np.array([120]), lead_window=7)
+    assert "running mean over 7 rounds" in text  # the window last_lead_round used, not always 25

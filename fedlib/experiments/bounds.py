@@ -49,7 +49,8 @@ from typing import Any, NamedTuple, Optional, Sequence
 
 import numpy as np
 
-from .._validate import check_choice, check_int, check_local_steps, check_nonnegative, check_positive
+from .._validate import (check_choice, check_int, check_local_steps, check_nonnegative, check_positive,
+                         check_probability_vector)
 from ..engines.quadratic import run_replicas
 from ..problems.quadratic import QuadraticProblem, random_quadratic
 from ..rule import AGGREGATIONS, effective_weights
@@ -79,7 +80,7 @@ def default_setup(seed: int = 0, dim: int = 10) -> tuple[QuadraticProblem, np.nd
 def objective_gap(problem: QuadraticProblem, weights: Any, x0: Any = None) -> float:
     r""":math:`\widetilde F(x_0) - \min\widetilde F` for :math:`\widetilde F = \sum_i w_i F_i`
     (:math:`x_0 = 0` by default): :math:`\frac12 (x_0 - \tilde x)^\top\widetilde H(x_0 - \tilde x)`."""
-    w = np.asarray(weights, dtype=np.float64)
+    w = check_probability_vector("weights", weights, size=problem.num_clients)
     diff = (np.zeros(problem.dim) if x0 is None else np.asarray(x0, dtype=np.float64)) \
         - quadratic_global_optimum(problem.H, problem.e, w)
     return float(0.5 * diff @ np.tensordot(w, problem.H, 1) @ diff)
@@ -239,6 +240,8 @@ def theorem3_check(problem: QuadraticProblem, work: RandomLocalWork, solvers: Se
     solvers = check_shared_lr("solvers", solvers)  # Theorem 3 has one step size eta
     if len(solvers) != work.num_solvers:
         raise ValueError(f"solvers: work draws among {work.num_solvers} solvers, got {len(solvers)}")
+    if work.num_clients != problem.num_clients:
+        raise ValueError(f"work: local work for {work.num_clients} clients, the problem has {problem.num_clients}")
     rounds = check_int("rounds", rounds, minimum=1)
     sigma = check_nonnegative("sigma", sigma)
     lr = float(solvers[0].lr)

@@ -123,6 +123,11 @@ def replicate(problem: QuadraticProblem, work: RandomLocalWork, copies: int) -> 
     return rep, RandomLocalWork(np.tile(work.low, copies), np.tile(work.high, copies), work.num_solvers, work.seed)
 
 
+def _check_work(problem: QuadraticProblem, work: RandomLocalWork) -> None:
+    if work.num_clients != problem.num_clients:
+        raise ValueError(f"work: local work for {work.num_clients} clients, the problem has {problem.num_clients}")
+
+
 def mean_a_norms(work: RandomLocalWork, solvers: Sequence[LocalSolver]) -> np.ndarray:
     r""":math:`\mathbb E\|a_i^{(t)}\|_1` per client: the closed-form :math:`\|a\|_1` averaged over
     the client's uniform :math:`\tau` range and the uniformly drawn solvers (exact). The solvers
@@ -140,6 +145,7 @@ def time_averaged_surrogate(problem: QuadraticProblem, work: RandomLocalWork,
     r"""FedAvg's small-:math:`\eta` target under random local work: weights
     :math:`w_i = p_i\bar a_i / \sum_j p_j\bar a_j` with :math:`\bar a_i = \mathbb E\|a_i\|_1`
     (:func:`mean_a_norms`), and :math:`\tilde x = \arg\min \sum_i w_i F_i`. Returns ``(w, x_tilde)``."""
+    _check_work(problem, work)
     w = problem.p * mean_a_norms(work, solvers)
     w = w / w.sum()
     return w, surrogate_optimum(problem, w)
@@ -180,6 +186,7 @@ def consistency_sweep(problem: QuadraticProblem, work: RandomLocalWork, rounds_l
     r"""Full gradients, Theorem 3's :math:`\eta = c\sqrt{m/(\tilde\tau T)}` for each :math:`T`:
     where FedNova and FedAvg end up under arbitrary local work (:math:`\tilde\tau` is
     the expected :math:`\bar\tau`, ``work.mean_steps.mean()``)."""
+    _check_work(problem, work)
     tau_tilde = float(work.mean_steps.mean())
     x_star = problem.optimum()
     rows = []
@@ -225,9 +232,12 @@ def speedup_grid(problem: QuadraticProblem, work: RandomLocalWork, copies_list: 
     r"""Noisy gradients (:math:`\sigma`), :math:`m = \text{copies}\times` base clients,
     :math:`T` rounds, :math:`\eta = c\sqrt{m/(\tilde\tau T)}`: Theorem 3's left-hand side for
     every (algorithm, :math:`m`, :math:`T`), ``replicas`` runs each: independent gradient noise,
-    the same draws of local work (:math:`\tau_i^{(t)}` and solvers; the first :math:`m` clients of
-    a larger :math:`m` reuse a smaller one's draws), so the standard error is that of the noise."""
+    the same draws of local work for every replica of a cell (the first :math:`m` clients of a larger
+    :math:`m` reuse a smaller one's :math:`\tau_i^{(t)}`, not its solver numbers, which
+    :class:`fedlib.schedules.RandomLocalWork` draws after all the steps), so the standard error is
+    that of the noise."""
     check_nonnegative("sigma", sigma)
+    _check_work(problem, work)
     for a in algorithms:
         check_choice("algorithms", a, AGGREGATIONS)
     rows = []
@@ -276,6 +286,7 @@ class SamplingRow(NamedTuple):
 def population_tau_eff(problem: QuadraticProblem, work: RandomLocalWork, solvers: Sequence[LocalSolver]) -> float:
     r"""FedNova's sample-independent :math:`\tau_{\text{eff}} = \sum_{i=1}^m p_i\,\mathbb E\|a_i\|_1`
     over *all* clients (:func:`mean_a_norms`), for rounds in which only some clients work."""
+    _check_work(problem, work)
     return float(problem.p @ mean_a_norms(work, solvers))
 
 
@@ -298,6 +309,7 @@ def sampling_grid(problem: QuadraticProblem, work: RandomLocalWork, copies_list:
     :math:`\sum_{i\in S}p_i\|a_i\|_1`), which bias it (:func:`sampling_bias`).
     """
     check_choice("scheme", scheme, SAMPLING_SCHEMES)
+    _check_work(problem, work)
     if scheme == "full":
         raise ValueError("scheme: sampling_grid samples clients; use speedup_grid for full participation")
     check_choice("algorithm", algorithm, AGGREGATIONS)
@@ -398,6 +410,7 @@ def sampling_bias(problem: QuadraticProblem, work: RandomLocalWork, clients_per_
     Each seed is one run (its own participants); the averaged iterate removes the wandering.
     """
     check_choice("scheme", scheme, SAMPLING_SCHEMES)
+    _check_work(problem, work)
     if scheme == "full":
         raise ValueError("scheme: sampling_bias samples clients (with full participation every choice is consistent)")
     tau_effs = [check_choice("tau_effs", c, TAU_EFF_CHOICES) for c in tau_effs]

@@ -111,6 +111,9 @@ def run_strategy(problem: LogisticProblem, clock: WallClock, strategy: str, roun
     if clock.num_clients != problem.num_clients:
         raise ValueError(f"clock: {clock.num_clients} clients, the problem has {problem.num_clients}")
     tau = sync_steps_of(clock) if sync_steps is None else check_int("sync_steps", sync_steps, minimum=1)
+    seeds = [check_int("seeds", s) for s in seeds]
+    if not seeds:
+        raise ValueError("seeds must name at least one run seed")
     losses, seconds, chi2, steps = [], [], [], []
     for seed in seeds:
         run_clock = dataclasses.replace(clock, seed=int(seed))
@@ -169,6 +172,12 @@ def smoothed_end_loss(curves: StragglerCurves, fraction: float = 0.05) -> np.nda
 def last_lead_round(ahead: StragglerCurves, behind: StragglerCurves, window: int = 25) -> np.ndarray:
     """Per seed: the last round at which ``ahead`` still has the lower loss (running means
     over ``window`` rounds, same rounds for both; 0 if never)."""
+    rounds = ahead.losses.shape[1] - 1
+    if behind.losses.shape[1] - 1 != rounds:
+        raise ValueError(f"behind: {behind.losses.shape[1] - 1} rounds, ahead has {rounds}")
+    window = check_int("window", window, minimum=1)
+    if window > rounds:
+        raise ValueError(f"window must be at most the {rounds} rounds of the curves, got {window}")
     out = []
     for a, b in zip(ahead.losses, behind.losses):
         k = np.ones(window) / window
@@ -199,8 +208,9 @@ def plot_loss_vs_time(axes, runs: Mapping[str, StragglerCurves]) -> None:
 
 def summary_markdown(runs: Mapping[str, StragglerCurves], end_seconds: float, target: float,
                      times: Mapping[str, np.ndarray], ends: Mapping[str, np.ndarray],
-                     lead_rounds: Optional[np.ndarray]) -> str:
-    """Chapter 9's summary, written from the measured curves."""
+                     lead_rounds: Optional[np.ndarray], lead_window: int = 25) -> str:
+    """Chapter 9's summary, written from the measured curves (``lead_window``: the running-mean
+    window ``lead_rounds`` came from, :func:`last_lead_round`'s ``window``)."""
     wait, avg, nova = runs["wait-for-all"], runs["fedavg-fixed-time"], runs["fednova-fixed-time"]
     per_round = wait.seconds[:, -1].mean() / (wait.seconds.shape[1] - 1)
     ratio = times["wait-for-all"] / times["fednova-fixed-time"]
@@ -219,11 +229,11 @@ def summary_markdown(runs: Mapping[str, StragglerCurves], end_seconds: float, ta
     ]
     if lead_rounds is not None:
         if np.all(lead_rounds == 0):
-            lines.append("- FedNova's loss (running mean over 25 rounds) was below FedAvg's from the first rounds "
-                         "on, for every seed.")
+            lines.append(f"- FedNova's loss (running mean over {lead_window} rounds) was below FedAvg's from the "
+                         "first rounds on, for every seed.")
         else:
             lines.append(
-                f"- FedAvg's loss (running mean over 25 rounds) was lower until round "
+                f"- FedAvg's loss (running mean over {lead_window} rounds) was lower until round "
                 f"{', '.join(str(int(r)) for r in lead_rounds)} (per seed; 0: never) — the fast clients' extra steps "
                 f"count more — and FedNova's after: the objective inconsistency of Theorem 1 shows once the loss "
                 f"approaches the optimum of FedAvg's surrogate.")
