@@ -184,3 +184,16 @@ def test_client_checks_come_before_the_model_is_called():
         train_clients(nn.Sequential(nn.Linear(6, 3)), [x.long() for x in xs], ys, rounds=1)
     with pytest.raises(ValueError, match="same clients"):  # one stacked tensor is not a list of clients
         train_clients(nn.Sequential(nn.Linear(6, 3)), torch.zeros(0, 5, 6), ys, rounds=1)
+
+
+def test_progress_bar_counts_rounds_on_stderr(capsys):
+    """progress=True: a tqdm bar on stderr that reaches rounds/rounds and shows each algorithm's last train
+    loss; the default prints nothing."""
+    xs, ys = _clients()
+    model = nn.Sequential(nn.Linear(6, 3))
+    quiet = train_clients(model, xs, ys, rounds=2, lr=0.1, epochs="1", batch_size=4, dropout=False)
+    assert capsys.readouterr().err == ""
+    loud = train_clients(model, xs, ys, rounds=2, lr=0.1, epochs="1", batch_size=4, dropout=False, progress=True)
+    err = capsys.readouterr().err
+    assert "train_clients" in err and "2/2" in err and "fedavg=" in err and "fednova=" in err
+    assert [r["train_loss"] for r in loud["fednova"]] == [r["train_loss"] for r in quiet["fednova"]]

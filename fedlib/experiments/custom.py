@@ -25,6 +25,7 @@ from typing import Any, Dict, Sequence
 import numpy as np
 import torch
 from torch import nn
+from tqdm import tqdm
 
 from .._validate import check_choice
 from ..engines.stacked import RunSpec, StackedEngine, max_relative_difference, reference_run
@@ -124,7 +125,7 @@ def train_clients(model: nn.Module, client_x: Sequence[Any], client_y: Sequence[
                   lr: float = 0.05, epochs="1-5", batch_size: int = 32, algorithms=("fedavg", "fednova"),
                   solver: str = "sgd", momentum: float = 0.9, mu: float = 0.0, weight_decay: float = 0.0,
                   lr_decay: str = "constant", seed: int = 0, test_x=None, test_y=None, device="cpu",
-                  dropout: bool = True, dtype: torch.dtype = torch.float32) -> Dict[str, list]:
+                  dropout: bool = True, dtype: torch.dtype = torch.float32, progress: bool = False) -> Dict[str, list]:
     """Train ``model`` federatedly on per-client tensors with each of ``algorithms``.
 
     Returns ``{algorithm: history}``, a history being one dict per round with ``round``,
@@ -134,6 +135,7 @@ def train_clients(model: nn.Module, client_x: Sequence[Any], client_y: Sequence[
     :class:`TensorEngine` (``engine.states[r].params`` are the final global models).
     ``epochs``: ``"2"`` or an inclusive range ``"1-5"`` drawn per client and round.
     ``dtype``: of the parameters and features (float64 for :func:`reference_differences`).
+    ``progress``: a tqdm bar on stderr, one tick per round, with each algorithm's last train loss.
     """
     from ..algorithms import make_algorithm
     from ..schedules import make_epoch_schedule, step_decay_lr
@@ -182,9 +184,12 @@ def train_clients(model: nn.Module, client_x: Sequence[Any], client_y: Sequence[
     engine = TensorEngine(model, feats, labels, runs, rounds=rounds, test_features=test_x, test_labels=test_y,
                           device=device, batch_size=batch_size, dropout=dropout, dtype=dtype)
     out: Dict[str, Any] = {name: [] for name in algorithms}
-    for _ in range(rounds):
-        for rec in engine.run_round():
-            out[rec.name].append(history_record(rec))
+    with tqdm(total=rounds, desc="train_clients", unit="round", disable=not progress) as bar:
+        for _ in range(rounds):
+            for rec in engine.run_round():
+                out[rec.name].append(history_record(rec))
+            bar.set_postfix({name: f"{out[name][-1]['train_loss']:.4g}" for name in algorithms}, refresh=False)
+            bar.update(1)
     out["engine"] = engine
     return out
 
