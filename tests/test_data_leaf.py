@@ -419,3 +419,37 @@ def test_atomic_writes_flush_the_folder_after_renaming(tmp_path, monkeypatch):
     assert synced == [tmp_path / "d" / "train", tmp_path / "d" / "test"]
     io.atomic_write_all([(tmp_path / "a.txt", "1"), (tmp_path / "b.txt", "2")])
     assert synced[2:] == [tmp_path]
+
+
+def _dataset_case(**change):
+    """Two clients (train 2 and 3 samples, test 1 each, 3 features, labels in 0..1), with ``change`` applied."""
+    parts = dict(train_x=[np.ones((2, 3)), np.ones((3, 3))], train_y=[np.array([0, 1]), np.array([1, 0, 1])],
+                 test_x=[np.ones((1, 3)), np.ones((1, 3))], test_y=[np.array([0]), np.array([1])], num_classes=2)
+    parts.update(change)
+    return parts
+
+
+@pytest.mark.parametrize("change, match", [
+    (dict(train_x=[], train_y=[], test_x=[], test_y=[]), "the data set has no clients"),
+    (dict(train_y=[np.array([0, 1])]), "train_y has 1 clients but train_x has 2"),
+    (dict(test_x=[np.ones((1, 3))]), "test_x has 1 clients"),
+    (dict(test_y=[np.array([0])] * 3), "test_y has 3 clients"),
+    (dict(num_classes=1), "num_classes must be an integer >= 2"),
+    (dict(num_classes=2.0), "num_classes must be an integer >= 2"),
+    (dict(train_x=[np.ones(2), np.ones((3, 3))]), r"client 0 train x must be 2-d"),
+    (dict(test_y=[np.array([[0]]), np.array([1])]), r"client 0 test y has shape \(1, 1\), expected \(1,\)"),
+    (dict(train_y=[np.array([0, 1]), np.array([1, 0])]), r"client 1 train y has shape \(2,\), expected \(3,\)"),
+    (dict(train_x=[np.ones((2, 3)), np.ones((0, 3))], train_y=[np.array([0, 1]), np.zeros(0, int)]),
+     "client 1 has no training samples"),
+    (dict(test_x=[np.ones((1, 3)), np.ones((1, 4))]), "client 1 test x has 4 features, expected 3"),
+    (dict(train_x=[np.ones((2, 3)), np.full((3, 3), np.nan)]), "client 1 train x contains NaN or inf"),
+    (dict(test_y=[np.array([0]), np.array([2])]), r"client 1 test labels must be integers in \[0, 2\)"),
+    (dict(train_y=[np.array([0, -1]), np.array([1, 0, 1])]), r"client 0 train labels must be integers in \[0, 2\)"),
+    (dict(train_y=[np.array([0.0, 1.0]), np.array([1, 0, 1])]), r"client 0 train labels must be integers .* dtype float64"),
+])
+def test_federated_dataset_names_what_is_wrong(change, match):
+    """Every check of FederatedDataset (a user's own data goes through it) names the data set, the client,
+    the part (train/test) and the problem; the unchanged case is accepted."""
+    assert FederatedDataset(**_dataset_case(), name="mine").num_clients == 2
+    with pytest.raises(ValueError, match=f"^mine: {match}"):
+        FederatedDataset(**_dataset_case(**change), name="mine")
