@@ -605,3 +605,19 @@ def test_resuming_a_finished_checkpoint_measures_no_rate(tmp_path, monkeypatch):
                        cells=["sgd-e2-fedavg"], images_per_second=1000)
     assert len(out["written"]) == 1
     assert not any(line.startswith("measured") for line in logs), logs
+
+
+def test_mean_curves_by_hand():
+    """Figure 6's curves: per cell, mean and (population) std over the seeds' histories, on the rounds every
+    seed has; a missing evaluation (None) is left out of that round's mean; cells without histories drop out."""
+    import numpy as np
+
+    h = lambda *acc: [{"round": t, "test_accuracy": a} for t, a in enumerate(acc)]  # noqa: E731
+    results = {"a": {0: {"history": h(0.1, 0.5, 0.9)}, 1: {"history": h(0.3, None)}},
+               "b": {0: {"history": []}}, "c": {2: {"history": h(0.2)}}}
+    out = C.mean_curves(results)
+    assert set(out) == {"a", "c"} and out["a"]["n_seeds"] == 2 and out["c"]["n_seeds"] == 1
+    np.testing.assert_array_equal(out["a"]["round"], [0, 1])
+    np.testing.assert_allclose(out["a"]["mean"], [0.2, 0.5], rtol=1e-15)
+    np.testing.assert_allclose(out["a"]["std"], [0.1, 0.0], rtol=1e-12, atol=1e-17)
+    np.testing.assert_array_equal(out["c"]["mean"], [0.2])
