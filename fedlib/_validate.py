@@ -69,7 +69,10 @@ def check_path(name: str, value: Any) -> Path:
         text = None
     if not isinstance(text, str) or text == "":
         raise ValueError(f"{name} must be a file or folder path (str or os.PathLike), got {value!r}")
-    return Path(text).expanduser()
+    try:
+        return Path(text).expanduser()
+    except RuntimeError as exc:  # "~user" of no known user
+        raise ValueError(f"{name}: cannot expand {text!r} ({exc})") from None
 
 
 def check_finite_array(name: str, value: Any, *, ndim: int | None = None, shape: tuple | None = None) -> np.ndarray:
@@ -126,6 +129,8 @@ def check_int_array(name: str, value: Any, *, size: int | None = None, minimum: 
             raise ValueError(f"{name} must hold integers, got {arr!r}")
     elif arr.dtype.kind not in "iu":
         raise ValueError(f"{name} must hold integers, got dtype {arr.dtype}")
+    if np.any(arr >= 2.0 ** 63) or np.any(arr < -(2.0 ** 63)):  # would wrap in int64
+        raise ValueError(f"{name} must hold integers below 2**63, got {arr!r}")
     arr = arr.astype(np.int64)
     if minimum is not None and np.any(arr < minimum):
         bad = int(np.flatnonzero(arr < minimum)[0])

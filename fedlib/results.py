@@ -322,10 +322,10 @@ def _check_provenance(prov: dict, where: str) -> None:
             stamps[key] = _dt.datetime.fromisoformat(str(prov[key]).replace("Z", "+00:00"))
         except ValueError:
             raise ValueError(f"{where}: provenance.{key} must be an ISO 8601 time, got {prov[key]!r}") from None
-    try:
-        backwards = stamps["finished_utc"] < stamps["started_utc"]
-    except TypeError:  # one with a time zone, one without
-        raise ValueError(f"{where}: provenance.started_utc and finished_utc must both be UTC times") from None
+        if stamps[key].utcoffset() != _dt.timedelta(0):  # no zone, or another one: not what the name says
+            raise ValueError(f"{where}: provenance.started_utc and finished_utc must both be UTC times (ending in Z "
+                             f"or +00:00), got {key} {prov[key]!r}")
+    backwards = stamps["finished_utc"] < stamps["started_utc"]
     if backwards:
         raise ValueError(f"{where}: provenance.finished_utc ({prov['finished_utc']}) is before started_utc "
                          f"({prov['started_utc']})")

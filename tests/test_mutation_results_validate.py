@@ -1,0 +1,410 @@
+"""Input checks (fedlib._validate, through the public functions that use them) and result
+records (fedlib.results): behaviour that the rest of the suite left unpinned."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from fedlib.rule import aggregation_coefficients, fednova_weights
+from fedlib.sampling import expected_server_weights
+from fedlib.tradeoff import fedprox_curves, mu_for_alpha
+
+
+# ----------------------------------------------------------------------------- fedlib._validate
+def test_alpha_one_is_allowed_for_fedprox():
+    """alpha lies in [0, 1] *inclusive* (mu = alpha / lr, the strongest proximal term): alpha = 1
+    gives mu = 1 / lr, and only values above 1 are refused."""
+    assert mu_for_alpha(1.0, 0.5) == 2.0
+    assert mu_for_alpha(1, 0.25) == 4.0
+    with pytest.raises(ValueError, match=r"^alpha must lie in \[0.0, 1.0\]"):
+        mu_for_alpha(1.0 + 1e-12, 0.5)
+
+
+def test_array_that_is_not_numbers_is_a_value_error_naming_it():
+    """An array argument that cannot be read as numbers (text, ragged lists) raises ValueError
+    starting with the parameter's name, not a bare error from inside the check."""
+    for bad in (["a", "b"], [[1.0], [2.0, 3.0]]):
+        with pytest.raises(ValueError, match="^a_norms must be an array of numbers"):
+            expected_server_weights("with-replacement", [0.5, 0.5], bad, 2)
+
+
+def test_empty_weights_are_refused():
+    """Weights must hold at least one client: aggregation_coefficients([] , []) is an error,
+    not an empty array of coefficients."""
+    with pytest.raises(ValueError, match="^weights must not be empty"):
+        aggregation_coefficients(1.0, [], [])
+    np.testing.assert_allclose(aggregation_coefficients(2.0, [0.25, 0.75], [1.0, 3.0]), [0.5, 0.5])
+
+
+def test_integer_probability_vector_is_accepted():
+    """p may be given as an integer array (a one-hot vector: all weight on one client); only
+    floating-point inputs get the looser float-rounding tolerance."""
+    tau, w = fednova_weights(np.array([0, 1]), [2.0, 6.0])
+    assert tau == 6.0
+    np.testing.assert_array_equal(w, [0.0, 1.0])
+    with pytest.raises(ValueError, match="^p must sum to 1"):
+        fednova_weights(np.array([1, 1]), [2.0, 6.0])
+
+
+def test_local_steps_accept_whole_floats_and_refuse_fractions():
+    """local_steps are integers; whole floats (2.0) count as integers, fractions (2.5) and
+    non-finite values are refused with a message naming local_steps."""
+    assert fednova_weights([0.5, 0.5], [2.0, 6.0], tau_eff="local_steps", local_steps=[2.0, 6.0])[0] == 4.0
+    assert fednova_weights([0.5, 0.5], [2.0, 6.0], tau_eff="local_steps", local_steps=np.array([2, 6]))[0] == 4.0
+    for bad in ([2.5, 6.5], [2.5, 6.0], [np.inf, 6.0], [np.nan, 6.0]):
+        with pytest.raises(ValueError, match="^local_steps must hold integers"):
+            fednova_weights([0.5, 0.5], [2.0, 6.0], tau_eff="local_steps", local_steps=bad)
+
+
+def test_local_steps_refuse_booleans_and_text():
+    """Booleans and strings are not step counts, even though numpy could cast them to int."""
+    for bad in ([True, True], ["2", "6"]):
+        with pytest.raises(ValueError, match="^local_steps must hold integers, got dtype"):
+            fednova_weights([0.5, 0.5], [2.0, 6.0], tau_eff="local_steps", local_steps=bad)
+
+
+def test_local_steps_must_be_a_non_empty_vector():
+    """local_steps (one count per client) must be a non-empty 1-d array even where no client
+    count is given to compare with (fedprox_curves)."""
+    assert fedprox_curves([0.5, 0.5], [2, 4], [0.5]).tau_eff.shape == (1,)
+    for bad in ([], [[2, 4]], 3):
+        with pytest.raises(ValueError, match="^local_steps must be a non-empty 1-d array of integers"):
+            fedprox_curves([0.5, 0.5], bad, [0.5])
+
+
+def test_local_steps_below_one_names_the_first_offending_client():
+    """A step count < 1 is refused, naming the first client below the minimum and its count."""
+    with pytest.raises(ValueError, match=r"^local_steps must be >= 1 for every client \(client 1 has 0\)"):
+        fednova_weights([0.5, 0.5], [2.0, 6.0], tau_eff="local_steps", local_steps=[1, 0])
+    with pytest.raises(ValueError, match=r"\(client 2 has -1\)"):
+        fednova_weights([0.25, 0.25, 0.5], [2.0, 6.0, 1.0], tau_eff="local_steps", local_steps=[3, 1, -1])
+
+
+# ----------------------------------------------------------------------------- fedlib.results
+def _git(root, *args):
+    import subprocess
+
+    return subprocess.run(["git", "-C", str(root), "-c", "user.name=t", "-c", "user.email=t@t", *args],
+                          capture_output=True, text=True, check=True).stdout.strip()
+
+
+@pytest.fixture
+def checkout(tmp_path, monkeypatch):
+    import shutil
+
+    if shutil.which("git") is None:
+        pytest.skip("git is not installed")
+    monkeypatch.delenv("FEDLIB_GIT_COMMIT", raising=False)
+    _git(tmp_path, "init", "-q")
+    (tmp_path / "a.txt").write_text("one\n")
+    _git(tmp_path, "add", "a.txt")
+    _git(tmp_path, "commit", "-q", "-m", "first")
+    return tmp_path
+
+
+def test_git_commit_of_a_checkout_is_its_head_and_dirty_flag(checkout):
+    """In a git checkout, git_commit gives HEAD's full sha and whether tracked files were edited
+    (untracked files do not make it dirty); a folder without .git gives ("unknown", None)."""
+    from fedlib.results import git_commit
+
+    head = _git(checkout, "rev-parse", "HEAD")
+    assert len(head) == 40
+    assert git_commit(checkout) == (head, False)
+    (checkout / "new.txt").write_text("untracked\n")
+    assert git_commit(checkout) == (head, False)
+    (checkout / "a.txt").write_text("two\n")
+    assert git_commit(checkout) == (head, True)
+    assert git_commit(checkout / "missing-sub") == ("unknown", None)
+
+
+def test_git_commit_defaults_to_the_checkout_holding_fedlib(monkeypatch):
+    """Without a root, git_commit reads the checkout that holds the fedlib package (the folder
+    above fedlib/), so a run from a clone records the clone's commit."""
+    import shutil
+    from pathlib import Path
+
+    import fedlib
+    from fedlib.results import git_commit
+
+    root = Path(fedlib.__file__).resolve().parent.parent
+    if not (root / ".git").exists() or shutil.which("git") is None:
+        pytest.skip("fedlib is not imported from a git checkout")
+    monkeypatch.delenv("FEDLIB_GIT_COMMIT", raising=False)
+    sha, dirty = git_commit()
+    assert sha == _git(root, "rev-parse", "HEAD") and isinstance(dirty, bool)
+
+
+def test_git_commit_of_a_checkout_git_cannot_read_is_unknown(tmp_path, monkeypatch):
+    """When git fails in a folder that has .git (no commit yet; a corrupt index), the commit is
+    "unknown" with dirty None, never git's error output or a guessed clean flag."""
+    import shutil
+
+    from fedlib.results import git_commit
+
+    if shutil.which("git") is None:
+        pytest.skip("git is not installed")
+    monkeypatch.delenv("FEDLIB_GIT_COMMIT", raising=False)
+    _git(tmp_path, "init", "-q")
+    assert git_commit(tmp_path) == ("unknown", None)  # HEAD not born yet (git prints "HEAD", exit 128)
+    (tmp_path / "a.txt").write_text("one\n")
+    _git(tmp_path, "add", "a.txt")
+    _git(tmp_path, "commit", "-q", "-m", "first")
+    (tmp_path / ".git" / "index").write_text("garbage\n")  # rev-parse still works, status fails
+    assert git_commit(tmp_path) == ("unknown", None)
+
+
+def test_device_name_cpu_and_cuda(monkeypatch):
+    """Provenance names a CPU device "cpu" without asking torch, and a CUDA device by its GPU's
+    name, or by the device string when torch cannot name it; a CUDA run is never called "cpu"."""
+    import sys
+    import types
+
+    from fedlib.results import device_name
+
+    asked = []
+
+    def get_device_name(dev):
+        asked.append(dev)
+        if dev == "cuda:7":
+            raise RuntimeError("no such device")
+        return "Fake GPU 141GB"
+
+    fake = types.SimpleNamespace(device=str, cuda=types.SimpleNamespace(get_device_name=get_device_name))
+    monkeypatch.setitem(sys.modules, "torch", fake)  # a torch stand-in: fast, and the same with or without a GPU
+    assert device_name("cpu") == "cpu" and device_name() == "cpu" and asked == []
+    assert device_name("cuda:0") == "Fake GPU 141GB" and asked == ["cuda:0"]
+    assert device_name("cuda:7") == "cuda:7"
+
+
+def test_provenance_records_the_thread_variables_that_are_set(monkeypatch):
+    """provenance.threads holds the number of usable CPUs and exactly those of OMP_NUM_THREADS,
+    OPENBLAS_NUM_THREADS, MKL_NUM_THREADS that are set, with their values."""
+    from fedlib.results import make_provenance
+
+    monkeypatch.setenv("OMP_NUM_THREADS", "3")
+    monkeypatch.setenv("OPENBLAS_NUM_THREADS", "2")
+    monkeypatch.delenv("MKL_NUM_THREADS", raising=False)
+    threads = make_provenance(0.0, 1.0, command="x")["threads"]
+    assert threads["OMP_NUM_THREADS"] == "3" and threads["OPENBLAS_NUM_THREADS"] == "2"
+    assert "MKL_NUM_THREADS" not in threads
+    assert isinstance(threads["cpus_available"], int) and threads["cpus_available"] >= 1
+
+
+def test_command_of_a_script_names_the_interpreter(monkeypatch):
+    """Outside recorded_command, provenance.command is sys.argv shell-quoted: a fedlib entry point
+    becomes "python -m fedlib ...", any other script is prefixed with the interpreter's name."""
+    import sys
+    from pathlib import Path
+
+    from fedlib.results import make_provenance
+
+    monkeypatch.setattr(sys, "argv", ["/x/my script.py", "a b", "c"])
+    assert make_provenance(0.0, 1.0)["command"] == f"{Path(sys.executable).name} '/x/my script.py' 'a b' c"
+    monkeypatch.setattr(sys, "argv", ["/site/fedlib/__main__.py", "run", "synthetic"])
+    assert make_provenance(0.0, 1.0)["command"] == "python -m fedlib run synthetic"
+
+
+def _prov(**edit):
+    from fedlib.results import make_provenance
+
+    prov = make_provenance(10.0, 12.5, command="x")
+    prov.update(edit)
+    return prov
+
+
+def _history(n):
+    return [{"round": t, "train_loss": 1.0, "test_accuracy": None, "tau_eff": 2.0, "chi2": 0.0,
+             "local_steps": [2, 3]} for t in range(n)]
+
+
+def test_make_result_validates_what_it_assembles():
+    """make_result checks the record it builds: a history whose length disagrees with
+    config.rounds, or a bad provenance, is a ValueError rather than a record written later."""
+    from fedlib.results import make_result
+
+    assert len(make_result({"rounds": 2}, _history(2), _prov())["history"]) == 2
+    with pytest.raises(ValueError, match="config.rounds is 2 but the history has 3 records"):
+        make_result({"rounds": 2}, _history(3), _prov())
+    with pytest.raises(ValueError, match="provenance.git_commit"):
+        make_result({"rounds": 2}, _history(2), _prov(git_commit="HEAD"))
+
+
+def test_nan_inside_a_list_is_refused_with_its_path():
+    """NaN or inf anywhere in a record, including inside lists (a list of per-client values in
+    config or summary), is refused, naming where it is (JSON stores a missing number as null)."""
+    from fedlib.results import SCHEMA, validate_result
+
+    doc = {"schema": SCHEMA, "kind": "bench", "config": {"p": [0.5, float("nan")]}, "provenance": _prov()}
+    with pytest.raises(ValueError, match=r"^result\.config\.p\[1\]: nan is not a finite number"):
+        validate_result(doc)
+    doc = {"schema": SCHEMA, "kind": "bench", "config": {}, "provenance": _prov(),
+           "summary": {"curve": [[1.0, 2.0], [3.0, float("inf")]]}}
+    with pytest.raises(ValueError, match=r"summary\.curve\[1\]\[1\]: inf"):
+        validate_result(doc)
+
+
+def test_zero_wall_time_is_valid():
+    """wall_time_s must be >= 0: a run that took no measurable time (started == finished) makes
+    a valid record, a negative duration does not."""
+    from fedlib.results import make_result
+
+    res = make_result({"rounds": 1}, _history(1), _prov(wall_time_s=0.0, finished_utc=_prov()["started_utc"]))
+    assert res["provenance"]["wall_time_s"] == 0.0
+    with pytest.raises(ValueError, match="wall_time_s must be a number >= 0"):
+        make_result({"rounds": 1}, _history(1), _prov(wall_time_s=-1e-6))
+
+
+def _bench(**edit):
+    from fedlib.results import SCHEMA
+
+    doc = {"schema": SCHEMA, "kind": "bench", "config": {}, "provenance": _prov()}
+    doc.update(edit)
+    return doc
+
+
+def test_provenance_torch_is_a_version_string_or_null():
+    """provenance.torch is the installed torch version or null (no torch); an empty string or a
+    number is refused."""
+    from fedlib.results import validate_result
+
+    assert validate_result(_bench(provenance=_prov(torch=None)))["provenance"]["torch"] is None
+    assert validate_result(_bench(provenance=_prov(torch="2.3.1")))["provenance"]["torch"] == "2.3.1"
+    for bad in ("", "  ", 3):
+        with pytest.raises(ValueError, match="provenance.torch must be a version string or null"):
+            validate_result(_bench(provenance=_prov(torch=bad)))
+
+
+def test_start_and_finish_times_must_both_be_utc():
+    """started_utc / finished_utc are compared; one with a time zone and one without is a
+    ValueError saying so, not a TypeError."""
+    from fedlib.results import validate_result
+
+    prov = _prov(started_utc="2024-01-01T00:00:00", finished_utc="2024-01-01T00:00:01Z")
+    with pytest.raises(ValueError, match="started_utc and finished_utc must both be UTC times"):
+        validate_result(_bench(provenance=prov))
+
+
+def test_a_result_that_is_not_an_object_is_a_value_error(tmp_path):
+    """A result file holding JSON that is not an object (a list, a number) is refused with a
+    ValueError naming the file."""
+    from fedlib.results import read_result, validate_result
+
+    for text in ("[1, 2]", "3", '"run"'):
+        (tmp_path / "r.json").write_text(text)
+        with pytest.raises(ValueError, match=r"r\.json: a result must be a JSON object"):
+            read_result(tmp_path / "r.json")
+    with pytest.raises(ValueError, match="^result: a result must be a JSON object, got list"):
+        validate_result([])
+
+
+def test_kind_must_be_a_non_empty_string():
+    """'kind' names the record ("run", "bench", ...): an empty string or a non-string is refused."""
+    from fedlib.results import validate_result
+
+    assert validate_result(_bench())["kind"] == "bench"
+    for bad in ("", 3, None):
+        with pytest.raises(ValueError, match="'kind' must be a string such as 'run'"):
+            validate_result(_bench(kind=bad))
+
+
+def test_history_records_must_be_objects_with_integer_rounds():
+    """Every history record is an object whose round is an int >= 0 (not a float, bool or
+    string), even where the value would compare equal to the expected round."""
+    from fedlib.results import make_result, validate_result
+
+    for bad in (5, "round", [0]):
+        doc = make_result({"rounds": 1}, _history(1), _prov())
+        doc["history"][0] = bad
+        with pytest.raises(ValueError, match=r"history\[0\] must be an object"):
+            validate_result(doc)
+    for bad in (1.0, True, "1"):
+        doc = make_result({"rounds": 2}, _history(2), _prov())
+        doc["history"][1]["round"] = bad
+        with pytest.raises(ValueError, match=r"history\[1\]\.round must be an integer >= 0"):
+            validate_result(doc)
+
+
+def test_local_steps_of_a_history_record_may_be_zero():
+    """history[i].local_steps are integers >= 0: a client that took no step (0) is allowed,
+    a negative count is not."""
+    from fedlib.results import make_result, validate_result
+
+    hist = _history(1)
+    hist[0]["local_steps"] = [0, 3]
+    assert make_result({"rounds": 1}, hist, _prov())["history"][0]["local_steps"] == [0, 3]
+    hist[0]["local_steps"] = [-1, 3]
+    with pytest.raises(ValueError, match=r"history\[0\]\.local_steps must be a list of integers >= 0"):
+        validate_result(_raw_run(hist))
+
+
+def _raw_run(history):
+    from fedlib.results import SCHEMA
+
+    return {"schema": SCHEMA, "kind": "run", "config": {"rounds": len(history)}, "provenance": _prov(),
+            "history": history}
+
+
+def test_write_result_takes_a_str_path_and_returns_a_path(tmp_path):
+    """write_result accepts the path as a str (or any os.PathLike) and returns it as a Path;
+    read_result reads back the same record."""
+    from pathlib import Path
+
+    from fedlib.results import make_result, read_result, write_result
+
+    res = make_result({"rounds": 1}, _history(1), _prov())
+    out = write_result(str(tmp_path / "r.json"), res)
+    assert isinstance(out, Path) and out == tmp_path / "r.json"
+    assert read_result(str(out)) == res
+
+
+def test_write_result_refuses_an_invalid_record_before_writing(tmp_path):
+    """write_result validates first: an invalid record (history shorter than config.rounds) is a
+    ValueError naming the file, and neither the file nor a temporary is left behind."""
+    from fedlib.results import write_result
+
+    with pytest.raises(ValueError, match=r"r\.json: config.rounds is 3 but the history has 1 records"):
+        write_result(tmp_path / "r.json", _raw_run(_history(1)) | {"config": {"rounds": 3}})
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_write_result_onto_a_folder_is_a_value_error(tmp_path):
+    """Writing a result where a folder stands is a ValueError naming it; the folder is untouched."""
+    from fedlib.results import make_result, write_result
+
+    (tmp_path / "r.json").mkdir()
+    with pytest.raises(ValueError, match=r"r\.json: is a folder"):
+        write_result(tmp_path / "r.json", make_result({"rounds": 1}, _history(1), _prov()))
+    assert [p.name for p in tmp_path.iterdir()] == ["r.json"] and (tmp_path / "r.json").is_dir()
+
+
+def test_provenance_times_must_carry_the_utc_zone():
+    """'_utc' means UTC: two times without a zone, or with another offset, are refused like a mix was
+    (they were accepted); Z and +00:00 both pass."""
+    from fedlib.results import validate_result
+
+    ok = _prov(started_utc="2024-01-01T00:00:00+00:00", finished_utc="2024-01-01T00:00:01Z")
+    assert validate_result(_bench(provenance=ok))["provenance"]["finished_utc"].endswith("Z")
+    for start, end in (("2024-01-01T00:00:00", "2024-01-01T00:00:01"),
+                       ("2024-01-01T00:00:00+02:00", "2024-01-01T00:00:01+02:00")):
+        with pytest.raises(ValueError, match="must both be UTC times"):
+            validate_result(_bench(provenance=_prov(started_utc=start, finished_utc=end)))
+
+
+def test_path_of_an_unknown_users_home_is_a_value_error():
+    """'~nosuchuser/...' cannot be expanded: a ValueError naming the parameter (Path.expanduser raised a
+    bare RuntimeError)."""
+    from fedlib.data.leaf import load_leaf
+
+    with pytest.raises(ValueError, match=r"^path: cannot expand '~nosuchuser_fedlib_test/a\.json'"):
+        load_leaf("~nosuchuser_fedlib_test/a.json")
+
+
+def test_step_counts_too_large_for_int64_are_refused_as_such():
+    """1e19 steps would wrap to a negative int64 (numpy warned, and the message quoted the wrapped value)."""
+    import warnings
+
+    for bad in ([1e19, 2], np.array([2 ** 64 - 1, 2], dtype=np.uint64)):
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            with pytest.raises(ValueError, match=r"^local_steps must hold integers below 2\*\*63"):
+                fedprox_curves([0.5, 0.5], bad, [0.5])
