@@ -349,6 +349,55 @@ def test_gemm_network_with_image_dropout_avgpool_and_no_bias_matches_cudnn():
         assert torch.allclose(g1, g2, rtol=1e-11, atol=1e-11)
 
 
+@pytest.mark.parametrize("layers, match", [
+    ([nn.Conv2d(3, 4, 3), nn.Flatten(), nn.Conv2d(4, 4, 1)], "Conv2d after Flatten"),
+    ([nn.Conv2d(3, 4, 3, groups=1, padding_mode="reflect"), nn.Flatten(), nn.Linear(4, 2)], "padding_mode='zeros'"),
+    ([nn.Conv2d(3, 4, 3), nn.Linear(4, 2), nn.Flatten()], "Linear before Flatten"),
+    ([nn.Conv2d(3, 4, 3), nn.Flatten(), nn.MaxPool2d(2), nn.Linear(4, 2)], "pooling after Flatten"),
+    ([nn.Conv2d(3, 4, 3), nn.MaxPool2d(2, return_indices=True), nn.Flatten(), nn.Linear(4, 2)], "return_indices"),
+    ([nn.Conv2d(3, 4, 3), nn.Flatten(), nn.Flatten(), nn.Linear(4, 2)], "only one Flatten"),
+    ([nn.Conv2d(3, 4, 3), nn.Flatten(start_dim=2), nn.Linear(4, 2)], "only one Flatten"),
+    ([nn.Conv2d(3, 4, 3), nn.ReLU()], "ends with Flatten"),
+    ([nn.Flatten(), nn.Linear(12, 2)], "must contain a Conv2d before Flatten"),
+    ([nn.Conv2d(3, 4, 3), nn.Tanh(), nn.Flatten(), nn.Linear(4, 2)], "Tanh; the grouped path supports only"),
+    ([nn.Conv2d(3, 4, 3), nn.BatchNorm2d(4), nn.Flatten(), nn.Linear(4, 2)], r"has buffers \['1.running_mean'"),
+])
+def test_grouped_network_refuses_layouts_it_cannot_stack(layers, match):
+    """Every network the grouped path cannot turn into grouped layers is refused by name at construction
+    (never mis-stacked), each with the offending layer and what to do."""
+    with pytest.raises(ValueError, match=match):
+        GroupedNetwork(nn.Sequential(*layers), 2, device="cpu")
+    with pytest.raises(ValueError, match="num_models must be an integer >= 1"):
+        GroupedNetwork(nn.Sequential(nn.Conv2d(3, 4, 3), nn.Flatten(), nn.Linear(4, 2)), 0, device="cpu")
+
+
+def test_grouped_parameters_outside_the_layers_are_refused():
+    """A parameter the grouped layers do not carry (here one registered on the container) would silently
+    stay untrained: refused by name."""
+    model = nn.Sequential(nn.Conv2d(3, 4, 3), nn.Flatten(), nn.Linear(4, 2))
+    model.register_parameter("scale", nn.Parameter(torch.ones(1)))
+    with pytest.raises(ValueError, match=r"parameters \['scale'\] are not covered"):
+        GroupedNetwork(model, 2, device="cpu")
+
+
+@pytest.mark.parametrize("conv", ["cudnn", "gemm"])
+def test_grouped_linear_without_bias_is_each_models_linear(conv):
+    """Linear layers without bias (the bmm branch) give each model's own logits."""
+    g = torch.Generator().manual_seed(4)
+    models = [nn.Sequential(nn.Conv2d(3, 2, 3, padding=1), nn.ReLU(), nn.Flatten(), nn.Linear(2 * 5 * 4, 6, bias=False),
+                            nn.ReLU(), nn.Linear(6, 3, bias=False)).double() for _ in range(3)]
+    net = GroupedNetwork(models[0], 3, device="cpu", dtype=torch.float64, conv=conv)
+    for j, m in enumerate(models):
+        for n, p in m.named_parameters():
+            with torch.no_grad():
+                p.copy_(torch.randn(p.shape, generator=g, dtype=torch.float64))
+            net.params[n][j].copy_(p.detach())
+    x = torch.randn(3, 2, 5, 4, 3, dtype=torch.float64, generator=g)  # (a, B, H, W, C)
+    out = net.forward(net.params, net.image_input(x.permute(1, 2, 3, 0, 4).contiguous()), 3)
+    for j, m in enumerate(models):
+        assert torch.allclose(out[j], m(x[j].permute(0, 3, 1, 2)), rtol=1e-12, atol=1e-12)
+
+
 def test_gemm_refuses_what_it_cannot_compute(model, data):
     run = RunSpec(make_algorithm("fedavg", sgd(0.05)), _clients(0, [4, 4]), FixedEpochs([4, 4], B, 1))
     with pytest.raises(ValueError, match="conv must be one of"):
