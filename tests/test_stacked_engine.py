@@ -905,3 +905,85 @@ def test_reference_run_refuses_features_that_do_not_fit(model, data, features):
     run = RunSpec(make_algorithm("fedavg", sgd(0.05)), _clients(0, [4, 4]), FixedEpochs([4, 4], B, 1))
     with pytest.raises(ValueError, match=r"data.train_features must be floats \(N, \.\.\.\) with one row per label"):
         reference_run(nn.Linear(5, 10), d, run, rounds=1, batch_size=B)
+
+
+@pytest.mark.parametrize("path", sorted(VARIANTS))
+def test_step_size_schedule_within_the_round_equals_the_reference(model, data, path):
+    """A solver whose step size changes within the round (decayed SGD, eta_k = eta gamma^k, §4.1; and a
+    per-round lr_at on top): every engine takes eta_k at step k and reports ||a_i||_1 = (1 - gamma^tau)/(1 - gamma),
+    as the per-client loop does (the engine's per-step lr table had no test with a schedule)."""
+    from fedlib.solvers import decayed_sgd
+
+    sizes = [6, 3]
+    solver = decayed_sgd(0.05, gamma=0.7, weight_decay=1e-4)
+    run = RunSpec(make_algorithm("fednova", solver), _clients(11, sizes), RandomEpochs(sizes, B, 1, 2, seed=8), seed=3,
+                  params=_params64(5), lr_at=lambda t: 0.05 * 0.5 ** t)
+    ref = _reference(model, data, run, augment=True, dropout=True, rounds=2, engine_rounds=2)
+    eng = StackedEngine(model, data, [run], rounds=2, **VARIANTS[path], batch_size=B, dtype=torch.float64)
+    eng.train()
+    assert _max_rel(eng.params(0), ref.state.params) < 1e-11
+    for t in range(2):
+        diag = eng.history[t][0].diagnostics
+        a_norms = (1 - 0.7 ** diag.local_steps) / 0.3
+        np.testing.assert_allclose(diag.a_norms, a_norms, rtol=1e-12)
+        assert diag.tau_eff == pytest.approx(float(run_p(run) @ a_norms), rel=1e-12)
+    constant = RunSpec(make_algorithm("fednova", sgd(0.05, weight_decay=1e-4)), run.clients, run.schedule, seed=3,
+                       params=_params64(5), lr_at=run.lr_at)
+    other = StackedEngine(model, data, [constant], rounds=1, **VARIANTS[path], batch_size=B, dtype=torch.float64)
+    other.train()
+    assert _max_rel(other.params(0), eng.states[0].params) > 1e-6  # the schedule changed the steps
+
+
+def run_p(run):
+    sizes = np.array([len(c) for c in run.clients], dtype=float)
+    return sizes / sizes.sum()
+
+
+def _one_run(**change):
+    spec = dict(algorithm=make_algorithm("fedavg", sgd(0.05)), clients=_clients(0, [4, 4]),
+                schedule=FixedEpochs([4, 4], B, 1))
+    spec.update(change)
+    return RunSpec(**spec)
+
+
+class _Images:
+    def __init__(self, data, **change):
+        self.train_images, self.train_labels = data.train_images[:50], data.train_labels[:50]
+        self.test_images, self.test_labels = data.test_images[:10], data.test_labels[:10]
+        self.__dict__.update(change)
+
+
+@pytest.mark.parametrize("case, match", [
+    (dict(device="tpu:0"), "device: not a torch device"),
+    (dict(dtype=torch.float16), "dtype must be torch.float32 or torch.float64"),
+    (dict(model="vgg11"), "model must be a torch.nn.Module"),
+    (dict(runs=[]), "runs must be a non-empty list of RunSpec"),
+    (dict(runs=["fedavg"]), "runs must be a non-empty list of RunSpec"),
+    (dict(data=dict(train_labels=np.zeros(49, np.int64))), "train_labels must hold one label per image"),
+    (dict(data=dict(test_labels=np.zeros(9, np.int64))), "test_labels must hold one label per test image"),
+    (dict(data=dict(test_images=np.zeros((10, 32, 32, 3), np.float32))), "test_images must be uint8"),
+    (dict(mean=(0.5, 0.5)), "mean/std must have 3 entries"),
+    (dict(run=dict(algorithm="fedavg")), r"runs\[0\].algorithm must be a FederatedAlgorithm"),
+    (dict(run=dict(clients=[])), r"runs\[0\].clients must list at least one client"),
+    (dict(run=dict(clients=[np.arange(4), np.zeros(0, np.int64)])), r"runs\[0\].clients\[1\] is empty"),
+    (dict(run=dict(clients=[np.arange(4), np.array([3, 50])])), r"runs\[0\].clients\[1\] has indices outside 0..49"),
+    (dict(run=dict(params="weights")), r"runs\[0\].params must be None, an nn.Module or a mapping"),
+    (dict(run=dict(params={"0.weight": torch.zeros(1)})), r"runs\[0\].params: parameter names differ"),
+    (dict(run=dict(shape=True)), r"runs\[0\].params: parameter '0.weight' has shape"),
+    (dict(model=nn.Sequential(nn.Conv2d(1, 4, 3), nn.Flatten(), nn.Linear(4 * 30 * 30, 10))),
+     "model expects 1 input channels, images have 3"),
+])
+def test_stacked_engine_refuses_bad_construction(model, data, case, match):
+    """Each check of StackedEngine's constructor names what is wrong before anything is trained (these
+    branches had no test)."""
+    case = dict(case)
+    run_change = case.pop("run", {})
+    if run_change.pop("shape", False):
+        params = {n: t.clone() for n, t in _params64(0).items()}
+        params["0.weight"] = params["0.weight"][:1]
+        run_change["params"] = params
+    kwargs = dict(model=model, data=_Images(data, **case.pop("data", {})), runs=[_one_run(**run_change)], rounds=1)
+    kwargs.update(case)
+    StackedEngine(model, _Images(data), [_one_run()], rounds=1)  # the unchanged case is fine
+    with pytest.raises(ValueError, match=match):
+        StackedEngine(**kwargs)
