@@ -621,3 +621,63 @@ def test_mean_curves_by_hand():
     np.testing.assert_allclose(out["a"]["mean"], [0.2, 0.5], rtol=1e-15)
     np.testing.assert_allclose(out["a"]["std"], [0.1, 0.0], rtol=1e-12, atol=1e-17)
     np.testing.assert_array_equal(out["c"]["mean"], [0.2])
+
+
+def _present(path, *, rounds=3, width=0.03, num_train=2000, ips=None):
+    import json
+
+    doc = {"config": {"rounds": rounds, "engine": {"width": width}, "data": {"num_train": num_train}}}
+    if ips is not None:
+        doc["config"]["engine"].update(precision="fp32")
+        doc["summary"] = {"images_per_second": ips}
+    path.write_text(json.dumps(doc))
+
+
+def test_present_results_that_cannot_be_read_or_need_no_data(tmp_path):
+    """A result file in the folder counts as done only when it can be read as a run of this setup: an unreadable
+    one is refused by name (not skipped, not overwritten); when every requested run is present, nothing needs the
+    data; with something left to run, data is required."""
+    bad = tmp_path / "sgd-e2-fedavg__seed0.json"
+    bad.write_text("{not json")
+    with pytest.raises(C.OtherSetupError, match=r"sgd-e2-fedavg__seed0\.json: present but not a readable Table 1"):
+        C.run_table1(tmp_path, budget_seconds=10, seeds=(0,), cells=["sgd-e2-fedavg"], dry_run=True, rounds=3)
+    assert bad.read_text() == "{not json"
+    _present(bad)
+    out = C.run_table1(tmp_path, budget_seconds=10, seeds=(0,), cells=["sgd-e2-fedavg"], data=None, rounds=3,
+                       width=0.03, log=lambda s: None)
+    assert out["skipped"] == [str(bad)] and out["written"] == out["not_started"] == []
+    with pytest.raises(ValueError, match="data is required unless dry_run=True"):
+        C.run_table1(tmp_path, budget_seconds=10, seeds=(0,), cells=["sgd-e2-fedavg", "sgd-e2-fednova"], data=None,
+                     rounds=3, width=0.03, log=lambda s: None)
+
+
+def test_previous_rate_reads_matching_results_and_ignores_unreadable_ones(tmp_path):
+    """The time estimate is the median seconds per image of earlier results with the same engine settings;
+    files that cannot be read, or of other settings, do not count."""
+    _present(tmp_path / "a__seed0.json", ips=1000.0)
+    _present(tmp_path / "b__seed0.json", ips=4000.0)
+    _present(tmp_path / "c__seed0.json", ips=2000.0)
+    _present(tmp_path / "d__seed0.json", width=1.0, ips=10.0)  # another width
+    (tmp_path / "e__seed0.json").write_text("[1, 2")
+    assert C._previous_rate(tmp_path, {"width": 0.03, "precision": "fp32"}) == pytest.approx(1 / 2000)
+    assert C._previous_rate(tmp_path, {"width": 0.5}) is None
+
+
+def test_corrupt_checkpoint_stops_the_call_before_training(tmp_path, capsys):
+    """A group checkpoint that cannot be loaded is refused by name, with what to do, before any group trains (it
+    was logged as 'ignoring' and then refused anyway by train_runs); the file is kept; the CLI exits 2."""
+    from fedlib.checkpoint import CheckpointError
+
+    data = C.load_data(sample=True)
+    ckpt = tmp_path / ".ckpt__sgd-e2-fedavg__seed0.pkl"
+    ckpt.write_bytes(b"garbage")
+    logs = []
+    with pytest.raises(CheckpointError, match=r"group checkpoint .*\.ckpt__sgd-e2-fedavg__seed0\.pkl cannot be resumed "
+                                              r"\(.*corrupt.*\); delete it"):
+        C.run_table1(tmp_path, budget_seconds=120, seeds=(0,), cells=["sgd-e2-fedavg"], data=data, width=0.03,
+                     rounds=1, device="cpu", log=logs.append)
+    assert ckpt.read_bytes() == b"garbage" and sorted(p.name for p in tmp_path.iterdir()) == [ckpt.name]
+    assert not any("training" in line for line in logs)
+    assert main(["table1", "--results", str(tmp_path), "--sample", "--width", "0.03", "--rounds", "1", "--device",
+                 "cpu", "--seeds", "0", "--cells", "sgd-e2-fedavg", "--budget-seconds", "60"]) == 2
+    assert "cannot be resumed" in capsys.readouterr().err

@@ -567,9 +567,9 @@ def run_table1(results_dir, *, budget_seconds: float, seeds: Sequence[int] = (0,
             if f.is_file():
                 try:
                     doc = load_checkpoint(f, kind="table1")
-                except CheckpointError as exc:
-                    log(f"ignoring {f.name}: {exc}")
-                    continue
+                except CheckpointError as exc:  # train_runs would refuse it too, after loading the data
+                    raise CheckpointError(f"table1: the group checkpoint {f} cannot be resumed ({exc}); delete it "
+                                          "(or move it away) to train this group from round 0") from None
                 return j, int(doc["round"]), doc.get("extra", {}).get("seconds")
         return 0, 0, None
 
