@@ -12,7 +12,10 @@ anything is written:
   its config, carry a device in its provenance, and be a run of the paper's setup (100
   rounds, width 1, all 50,000 training and 10,000 test images, on a GPU) — ``table1`` refuses
   to count a result of another setup as done, so one filed by mistake would block its cell;
-  ``--smoke`` lifts this for the CPU tests of the scripts; it goes to
+  its recorded cell, batch size, weight decay, lr schedule, clients and partition must be the
+  ones :data:`fedlib.experiments.cifar10.CELLS` / ``PAPER`` define now; it must name a commit
+  (not ``unknown``) that this repository holds, from a clean checkout unchanged during the run;
+  ``--smoke`` lifts the setup and commit checks for the CPU tests of the scripts; it goes to
   ``data/results/cifar10/`` (an existing file is kept unless ``--force``);
 * a benchmark must be a ``bench`` result; it goes to
   ``data/results/bench/cifar10_<tag>_<precision>[_graph]_r<runs>.json``;
@@ -64,9 +67,31 @@ def _paper_setup_problems(doc: dict) -> list:
     return out
 
 
+def _commit_problems(doc: dict, repo: Path) -> list:
+    """A result must name the commit that made it, from a clean checkout that did not change
+    during the run, and (where ``repo`` is a git checkout) one this repository holds."""
+    import subprocess
+
+    prov = doc["provenance"]
+    sha = str(prov.get("git_commit"))
+    out = []
+    if sha == "unknown":
+        out.append("provenance names no commit (git_commit 'unknown'; pass FEDLIB_GIT_COMMIT on the device)")
+    elif (repo / ".git").exists():
+        known = subprocess.run(["git", "-C", str(repo), "cat-file", "-e", f"{sha}^{{commit}}"],
+                               capture_output=True).returncode == 0
+        if not known:
+            out.append(f"commit {sha} is not in this repository")
+    if prov.get("git_dirty"):
+        out.append("the checkout had uncommitted changes (git_dirty)")
+    if prov.get("git_changed_during_run"):
+        out.append(f"the commit changed during the run ({sha} -> {prov.get('git_commit_end')})")
+    return out
+
+
 def plan_import(folder: Path, repo: Path, tag: str, force: bool, scratch: Path, smoke: bool = False) -> list:
     """``[(source, destination, what)]`` after checking every file (raises ImportErrorList)."""
-    from fedlib.experiments.cifar10 import CELL_IDS
+    from fedlib.experiments.cifar10 import CELL_IDS, cell_setup_problems
 
     moves = []
     archive = folder / "cifar10-results.tar.gz"
@@ -86,16 +111,25 @@ def plan_import(folder: Path, repo: Path, tag: str, force: bool, scratch: Path, 
                 raise ImportErrorList(f"{m.name}: unknown Table 1 cell {match['cell']!r}")
             if cfg.get("cell_id") != match["cell"] or int(cfg.get("seed", -1)) != int(match["seed"]):
                 raise ImportErrorList(f"{m.name}: its config says cell {cfg.get('cell_id')!r} seed {cfg.get('seed')!r}")
+            problems = cell_setup_problems(doc)
+            final = (doc.get("history") or [{}])[-1].get("test_accuracy")
+            if not isinstance(final, (int, float)) or isinstance(final, bool):
+                problems.append(f"no final test accuracy ({final!r})")
+            if problems:
+                raise ImportErrorList(f"{m.name}: not a run of its Table 1 cell: {', '.join(problems)}")
             problems = [] if smoke else _paper_setup_problems(doc)
             if problems:
                 raise ImportErrorList(f"{m.name}: not a run of the paper's setup: {', '.join(problems)} "
                                       "(--smoke files it anyway, for tests of the scripts)")
+            problems = [] if smoke else _commit_problems(doc, repo)
+            if problems:
+                raise ImportErrorList(f"{m.name}: provenance: {', '.join(problems)}")
             dest = repo / "data" / "results" / "cifar10" / m.name
             if dest.exists() and not force:
                 print(f"kept existing {dest.relative_to(repo)} (use --force to replace it)")
                 continue
             moves.append((src, dest, f"Table 1 {match['cell']} seed {match['seed']}: final test accuracy "
-                                     f"{doc['summary']['final_test_accuracy']:.4f}, {doc['provenance']['device']}"))
+                                     f"{final:.4f}, {doc['provenance']['device']}"))
     for name in ("bench_cifar10.json", "bench_cifar10_eager.json", "bench_cifar10_compare.json"):
         src = folder / name
         if not src.is_file():

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import subprocess
+import sys
 import tarfile
 
 import pytest
@@ -152,3 +153,26 @@ def test_script_refuses_bad_arguments(tmp_path):
         assert proc.returncode == 2 and msg in proc.stderr
     proc = gpu_run(tmp_path / "o", tmp_path / "r", CONV="fft")
     assert proc.returncode == 2 and "CONV must be cudnn or gemm" in proc.stderr
+
+
+def test_import_refuses_a_result_of_another_cell_definition_or_commit(tmp_path):
+    """audit-e: import checks the recorded cell against CELLS and the commit against this repository."""
+    import copy
+
+    base = json.loads((ROOT / "data/results/cifar10/momentum-e2-fednova__seed0.json").read_text())
+    cases = [(lambda d: d["config"]["table1_cell"].update(lr=0.5), "cell lr 0.5 (now 0.02)"),
+             (lambda d: d["provenance"].update(git_commit="unknown"), "names no commit"),
+             (lambda d: d["provenance"].update(git_commit="f" * 40), "is not in this repository"),
+             (lambda d: d["history"][-1].update(test_accuracy=None), "no final test accuracy")]
+    for i, (mutate, message) in enumerate(cases):
+        d = copy.deepcopy(base)
+        mutate(d)
+        folder = tmp_path / str(i)
+        folder.mkdir()
+        f = tmp_path / f"{i}.json"
+        f.write_text(json.dumps(d))
+        with tarfile.open(folder / "cifar10-results.tar.gz", "w:gz") as tar:
+            tar.add(f, arcname="momentum-e2-fednova__seed0.json")
+        proc = subprocess.run([sys.executable, str(ROOT / "scripts" / "import_gpu_results.py"), str(folder),
+                               "--repo", str(ROOT)], capture_output=True, text=True)
+        assert proc.returncode == 2 and message in proc.stderr and "nothing written" in proc.stderr, proc.stderr

@@ -1,6 +1,8 @@
 """The Table 1 runner (``python -m fedlib table1``): order, skipping, budget, one tiny real run."""
 from __future__ import annotations
 
+import re
+
 import pytest
 import torch
 
@@ -624,12 +626,15 @@ def test_mean_curves_by_hand():
 
 
 def _present(path, *, rounds=3, width=0.03, num_train=2000, ips=None):
+    """A committed Table 1 result (sgd-e2-fedavg, seed 0) as if run with other rounds, width, data size, rate."""
     import json
 
-    doc = {"config": {"rounds": rounds, "engine": {"width": width}, "data": {"num_train": num_train}}}
+    doc = _committed("sgd-e2-fedavg__seed0.json")
+    doc["config"].update(rounds=rounds)
+    doc["config"]["engine"].update(width=width, precision="fp32")
+    doc["config"]["data"].update(num_train=num_train)
     if ips is not None:
-        doc["config"]["engine"].update(precision="fp32")
-        doc["summary"] = {"images_per_second": ips}
+        doc["summary"]["images_per_second"] = ips
     path.write_text(json.dumps(doc))
 
 
@@ -681,3 +686,115 @@ def test_corrupt_checkpoint_stops_the_call_before_training(tmp_path, capsys):
     assert main(["table1", "--results", str(tmp_path), "--sample", "--width", "0.03", "--rounds", "1", "--device",
                  "cpu", "--seeds", "0", "--cells", "sgd-e2-fedavg", "--budget-seconds", "60"]) == 2
     assert "cannot be resumed" in capsys.readouterr().err
+# ------------------------------------------------------------------ audit-e: setup checks, rates, duplicates, resume
+def _committed(name="momentum-e2-fednova__seed0.json"):
+    import json
+
+    from pathlib import Path
+
+    return json.loads((Path(__file__).resolve().parents[1] / "data/results/cifar10" / name).read_text())
+
+
+@pytest.mark.parametrize("mutate, message", [
+    (lambda d: d["config"]["table1_cell"].update(lr=0.5), "cell lr 0.5 (now 0.02)"),
+    (lambda d: d["config"].update(batch_size=64), "batch_size 64"),
+    (lambda d: d["config"]["data"].update(partition_seed=7), "partition_seed 7"),
+])
+def test_a_present_result_of_another_cell_definition_is_not_counted_as_done(tmp_path, mutate, message):
+    import json
+
+    assert C.cell_setup_problems(_committed()) == []
+    d = _committed()
+    mutate(d)
+    (tmp_path / "momentum-e2-fednova__seed0.json").write_text(json.dumps(d))
+    with pytest.raises(C.OtherSetupError, match=re.escape(message)):
+        C.run_table1(tmp_path, budget_seconds=0, seeds=[0], cells=["momentum-e2-fednova"], dry_run=True,
+                     log=lambda s: None)
+
+
+def test_previous_rate_matches_opt_in_settings_both_ways_and_the_stacking(tmp_path):
+    import json
+
+    key = {"width": 1.0, "precision": "bf16", "path": "grouped", "cuda_graph": True, "device_type": "cuda",
+           "num_train": 50000}
+    for name, stacked, ips, extra in (("a__seed0.json", 1, 60000.0, {}), ("b__seed0.json", 2, 72000.0, {}),
+                                      ("c__seed0.json", 2, 200000.0, {"conv": "gemm"})):
+        d = _committed()
+        d["config"]["engine"].update(stacked_runs=stacked, **extra)
+        d["summary"]["images_per_second"] = ips
+        (tmp_path / name).write_text(json.dumps(d))
+    assert 1 / C._previous_rate(tmp_path, key, stacked=1) == pytest.approx(60000)
+    assert 1 / C._previous_rate(tmp_path, key, stacked=2) == pytest.approx(72000)  # not the gemm run
+    assert 1 / C._previous_rate(tmp_path, {**key, "conv": "gemm"}) == pytest.approx(200000)
+    assert C._previous_rate(tmp_path, key, stacked=6) is None
+
+
+def test_a_cell_or_seed_listed_twice_is_refused(tmp_path, capsys):
+    with pytest.raises(ValueError, match="listed twice"):
+        C.plan_table1(tmp_path, seeds=[0], cells=["sgd-e2-fedavg", "sgd-e2-fedavg"])
+    with pytest.raises(ValueError, match="listed twice"):
+        C.plan_table1(tmp_path, seeds=[0, 0], cells=["sgd-e2-fedavg"])
+    assert main(["table1", "--results", str(tmp_path), "--budget-seconds", "1", "--dry-run",
+                 "--cells", "sgd-e2-fedavg,sgd-e2-fedavg"]) == 2
+    assert "listed twice" in capsys.readouterr().err
+
+
+def test_a_paused_group_resumes_across_commits_on_record_but_not_under_another_cell(tmp_path, monkeypatch):
+    """A group paused by one call is resumed by the next even if the commit changed in between (a GPU session
+    commits between its calls), and the result names every earlier call's commit and command
+    (provenance.resumed.earlier_calls; it carried only the last call's); a group paused under another cell
+    definition (here its lr) is refused, naming the cells."""
+    import dataclasses
+
+    from fedlib.checkpoint import CheckpointError
+
+    data = C.load_data(sample=True)
+    kw = dict(seeds=[0], cells=["sgd-e2-fedavg"], data=data, width=0.03, rounds=30, device="cpu", stack=1,
+              checkpoint_every=0, images_per_second=4000, log=lambda s: None)
+    monkeypatch.setenv("FEDLIB_GIT_COMMIT", "a" * 40)
+    out = C.run_table1(tmp_path, budget_seconds=6, continue_later=100, **kw)  # ~1 s rounds: pauses after a few
+    assert out["paused"] == ["sgd-e2-fedavg__seed0"]
+    paused = {p.name for p in tmp_path.iterdir()}
+    with monkeypatch.context() as m:
+        m.setitem(C._BY_ID, "sgd-e2-fedavg", dataclasses.replace(C._BY_ID["sgd-e2-fedavg"], lr=0.07))
+        with pytest.raises(CheckpointError, match="cells"):
+            C.run_table1(tmp_path, budget_seconds=100, **kw)
+    assert {p.name for p in tmp_path.iterdir()} == paused  # the checkpoint is kept
+    monkeypatch.setenv("FEDLIB_GIT_COMMIT", "b" * 40)
+    out = C.run_table1(tmp_path, budget_seconds=300, **kw)
+    assert out["written"] and not out["paused"]
+    prov = read_result(tmp_path / "sgd-e2-fedavg__seed0.json")["provenance"]
+    assert prov["git_commit"] == "b" * 40 and prov["resumed"]["from_round"] > 0
+    earlier = prov["resumed"]["earlier_calls"]
+    assert [c["git_commit"] for c in earlier] == ["a" * 40] and earlier[0]["command"]
+
+
+def test_cell_setup_problems_checks_the_clients_of_every_round():
+    d = _committed()
+    for h in d["history"]:
+        h["local_steps"] = h["local_steps"][:8]
+    assert C.cell_setup_problems(d) == ["local_steps of 100 round(s) do not list 16 clients"]
+    assert C.cell_setup_problems(d, history=False) == []
+
+
+def test_format_final_shows_no_spread_for_one_seed():
+    """One seed has no spread: its value alone (the chapter printed '72.35 ± 0.00'); two or more: mean ± std;
+    a result of another setup says so."""
+    assert C.format_final({"mean": None, "std": None, "n_seeds": 0}) == "not yet run"
+    assert C.format_final({"mean": 72.35, "std": 0.0, "n_seeds": 1}) == "72.35"
+    assert C.format_final({"mean": 72.35, "std": 0.5, "n_seeds": 2}) == "72.35 ± 0.50"
+    assert C.format_final({"mean": 70.0, "std": 0.0, "n_seeds": 1, "deviations": ["rounds 2"]}) == \
+        "70.00 (not the paper's setup: rounds 2)"
+
+
+def test_dry_run_does_not_call_a_result_of_another_width_present(tmp_path):
+    """The dry run compares a present result with the requested width as the real call does (it said 'present'
+    and the real call then refused to start)."""
+    import json
+
+    d = _committed()
+    d["config"]["engine"]["width"] = 0.03
+    (tmp_path / "momentum-e2-fednova__seed0.json").write_text(json.dumps(d))
+    with pytest.raises(C.OtherSetupError, match=r"width 0\.03 \(requested 1\.0\)"):
+        C.run_table1(tmp_path, budget_seconds=0, seeds=[0], cells=["momentum-e2-fednova"], dry_run=True, width=1.0,
+                     log=lambda s: None)

@@ -426,6 +426,9 @@ def table1_command(args: argparse.Namespace) -> int:
         bad = [c for c in cells if c not in CELL_IDS]
         if bad:
             raise CLIError(f"--cells: unknown cell(s) {bad}; known: {', '.join(CELL_IDS)}")
+        twice = sorted({c for c in cells if cells.count(c) > 1})
+        if twice:
+            raise CLIError(f"--cells: {', '.join(twice)} listed twice (the run would be trained twice)")
     if args.results.exists() and not args.results.is_dir():
         raise CLIError(f"--results {args.results}: not a folder")
     if args.dry_run:

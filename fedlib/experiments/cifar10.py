@@ -266,7 +266,7 @@ def train_runs(runs: Sequence[dict], data, parts, *, rounds: int, width: float =
                batch_size: int = PAPER["batch_size"], lr_decay: str = "step",
                callback: Optional[Callable[[int, list, float], Any]] = None, checkpoint=None,
                checkpoint_every: int = 1, checkpoint_config: Optional[dict] = None,
-               save_on_stop: bool = False) -> dict:
+               save_on_stop: bool = False, call_info: Optional[dict] = None) -> dict:
     """Train several runs stacked in one engine.
 
     ``runs``: dicts with ``algorithm`` (a FederatedAlgorithm), ``epochs`` (``"2"``,
@@ -316,6 +316,7 @@ def train_runs(runs: Sequence[dict], data, parts, *, rounds: int, width: float =
     engine = StackedEngine(vgg11(width=width, seed=0), data, specs, rounds=rounds, path=path, device=device,
                            dtype=dtype, precision=prec, cuda_graph=cuda_graph, conv=conv, batch_size=batch_size)
     histories: List[list] = [[] for _ in specs]
+    calls_before: List[dict] = []  # call_info of the calls that trained this group before (from its checkpoint)
     resumed_from = 0
     seconds_before, started = 0.0, time.time()
     ck_config = dict(checkpoint_config) if checkpoint_config is not None else {
@@ -335,6 +336,7 @@ def train_runs(runs: Sequence[dict], data, parts, *, rounds: int, width: float =
         resumed_from = engine.round_index
         seconds_before = float(doc["extra"].get("seconds", 0.0))
         started = float(doc["extra"].get("started", started))
+        calls_before = list(doc["extra"].get("calls", []))
     round_seconds = []
     t0 = time.perf_counter()
     stopped = False
@@ -345,7 +347,7 @@ def train_runs(runs: Sequence[dict], data, parts, *, rounds: int, width: float =
         save_checkpoint(checkpoint, config=ck_config, round_done=round_done, state=engine.state_dict(), history=[],
                         seed=None, kind="table1",
                         extra={"histories": histories, "seconds": seconds_before + time.perf_counter() - t0,
-                               "started": started})
+                               "started": started, "calls": calls_before + [dict(call_info or {})]})
 
     for t in range(resumed_from, rounds):
         ts = time.perf_counter()
@@ -364,7 +366,7 @@ def train_runs(runs: Sequence[dict], data, parts, *, rounds: int, width: float =
             break
     return {"histories": histories, "seconds": time.perf_counter() - t0, "round_seconds": round_seconds,
             "stopped": stopped, "device": device, "resumed_from": resumed_from, "seconds_before": seconds_before,
-            "started": started}
+            "started": started, "calls_before": calls_before}
 
 
 # ============================================================================ Table 1 runner
@@ -376,6 +378,11 @@ def plan_table1(results_dir, seeds: Sequence[int] = (0, 1, 2), cells: Sequence[s
     unknown = [c for c in ids if c not in _BY_ID]
     if unknown:
         raise ValueError(f"unknown Table 1 cell(s) {unknown}; known: {CELL_IDS}")
+    twice = sorted({c for c in ids if ids.count(c) > 1}) + [f"seed {s}" for s in sorted(set(seeds))
+                                                            if list(seeds).count(s) > 1]
+    if twice:
+        raise ValueError(f"listed twice: {', '.join(map(str, twice))} (each run would be trained twice, stacked, "
+                         "and its result file written twice)")
     out = []
     for s in seeds:
         for cid in ids:
@@ -388,6 +395,37 @@ class OtherSetupError(ValueError):
     """A result file in the Table 1 folder that is not a run of the requested setup."""
 
 
+def cell_setup_problems(doc: Mapping, *, history: bool = True) -> List[str]:
+    """What makes result ``doc`` not a run of its Table 1 cell as this code defines it: an
+    unknown ``cell_id``, a recorded cell (algorithm, solver, lr, mu, momentum, server,
+    tau_eff) other than :data:`CELLS`' one, another batch size, weight decay, lr schedule,
+    number of clients or partition (alpha, seed), or (``history``) a history that does not
+    list one local-step count per client. ``[]`` if none."""
+    cfg = doc.get("config") or {}
+    cid = cfg.get("cell_id")
+    if cid not in _BY_ID:
+        return [f"unknown cell {cid!r}"]
+    out = []
+    recorded, wanted = cfg.get("table1_cell"), _BY_ID[cid].config()
+    if recorded != wanted:
+        diff = sorted(k for k in set(wanted) | set(recorded or {}) if (recorded or {}).get(k) != wanted.get(k))
+        out.append("cell " + ", ".join(f"{k} {(recorded or {}).get(k)!r} (now {wanted.get(k)!r})" for k in diff))
+    data = cfg.get("data") or {}
+    for key, found, want in (("batch_size", cfg.get("batch_size"), PAPER["batch_size"]),
+                             ("weight_decay", cfg.get("weight_decay"), PAPER["weight_decay"]),
+                             ("lr_decay", cfg.get("lr_decay"), "step"),
+                             ("num_clients", data.get("num_clients"), PAPER["num_clients"]),
+                             ("partition_alpha", data.get("partition_alpha"), PAPER["partition_alpha"]),
+                             ("partition_seed", data.get("partition_seed"), PAPER["partition_seed"])):
+        if found != want:
+            out.append(f"{key} {found!r} (the official {want!r})")
+    bad = [h.get("round") for h in (doc.get("history") or () if history else ())
+           if len(h.get("local_steps") or ()) != PAPER["num_clients"]]
+    if bad:
+        out.append(f"local_steps of {len(bad)} round(s) do not list {PAPER['num_clients']} clients")
+    return out
+
+
 def _check_present(present: Sequence[dict], *, rounds: int, width: Optional[float] = None,
                    num_train: Optional[int] = None) -> None:
     """A result file counts as done only if it is a run of the requested setup: refuse one
@@ -395,13 +433,15 @@ def _check_present(present: Sequence[dict], *, rounds: int, width: Optional[floa
     the same folder would otherwise stand in for the real run), naming the file."""
     for p in present:
         try:
-            cfg = json.loads(Path(p["path"]).read_text())["config"]
+            doc = json.loads(Path(p["path"]).read_text())
+            cfg = doc["config"]
             found = {"rounds": cfg["rounds"], "width": cfg["engine"]["width"], "num_train": cfg["data"]["num_train"]}
         except (OSError, ValueError, KeyError, TypeError) as exc:
             raise OtherSetupError(f"{p['path']}: present but not a readable Table 1 result ({exc!r}); "
                              "move it away to run the cell") from None
         wanted = {"rounds": rounds, "width": width, "num_train": num_train}
         diff = [f"{k} {found[k]!r} (requested {v!r})" for k, v in wanted.items() if v is not None and found[k] != v]
+        diff += cell_setup_problems(doc, history=False)
         if diff:
             raise OtherSetupError(f"{p['path']}: present, but a run of another setup: {', '.join(diff)}; use another "
                              "--results folder (or move the file away) to run this one")
@@ -424,7 +464,7 @@ def round_work(epochs: str, num_train: int, num_test: int) -> float:
     return mean_epochs(epochs) * float(num_train) + float(num_test) / 3.0
 
 
-def _previous_rate(results_dir: Path, key: dict) -> Optional[float]:
+def _previous_rate(results_dir: Path, key: dict, stacked: Optional[int] = None) -> Optional[float]:
     """Seconds per unit of :func:`round_work`: the median of the rates (``images_per_second``)
     that earlier results with the same engine settings measured."""
     rates = []
@@ -435,7 +475,14 @@ def _previous_rate(results_dir: Path, key: dict) -> Optional[float]:
             ips = float(doc["summary"]["images_per_second"])
         except Exception:
             continue
-        if all(eng.get(k) == v for k, v in key.items()) and ips > 0:
+        # both ways for the settings recorded only when not the default (a gemm or cuDNN-search
+        # result must not set a default call's pace), and the same number of runs stacked
+        # (1 run measured ~59k images/s, 2 stacked ~72k: more than the safety margin apart)
+        same = (all(eng.get(k) == v for k, v in key.items() if k not in ("conv", "cudnn_benchmark"))
+                and eng.get("conv", "cudnn") == key.get("conv", "cudnn")
+                and bool(eng.get("cudnn_benchmark", False)) == bool(key.get("cudnn_benchmark", False))
+                and (stacked is None or eng.get("stacked_runs") == stacked))
+        if same and ips > 0:
             rates.append(1.0 / ips)
     return float(np.median(rates)) if rates else None
 
@@ -488,7 +535,7 @@ def run_table1(results_dir, *, budget_seconds: float, seeds: Sequence[int] = (0,
     earlier estimate, not with the rate of its warm-up. Returns ``{"written": [...],
     "skipped": [...], "not_started": [...], "aborted": [...], "paused": [...]}``.
     """
-    from ..results import _utc, git_commit, make_provenance, make_result, write_result
+    from ..results import _command, _utc, git_commit, make_provenance, make_result, write_result
 
     git_start = git_commit()  # the code of this call (a change during the call is flagged at the end)
     start = time.time()
@@ -497,7 +544,7 @@ def run_table1(results_dir, *, budget_seconds: float, seeds: Sequence[int] = (0,
     plan = plan_table1(results_dir, seeds, cells)
     skipped = [p for p in plan if p["present"]]
     todo = [p for p in plan if not p["present"]]
-    _check_present(skipped, rounds=rounds, width=None if dry_run else width,
+    _check_present(skipped, rounds=rounds, width=width,
                    num_train=None if data is None else int(len(data.train_labels)))
     out = {"written": [], "skipped": [str(p["path"]) for p in skipped], "not_started": [], "aborted": [],
            "paused": []}
@@ -530,7 +577,10 @@ def run_table1(results_dir, *, budget_seconds: float, seeds: Sequence[int] = (0,
         engine_key["cudnn_benchmark"] = True
     if conv != "cudnn":  # likewise
         engine_key["conv"] = conv
-    rate = _previous_rate(results_dir, engine_key)  # seconds per unit of round_work
+    # seconds per unit of round_work: results stacked as this call stacks, else any number stacked
+    rate = _previous_rate(results_dir, engine_key, stacked=min(stack, len(todo)))
+    if rate is None:
+        rate = _previous_rate(results_dir, engine_key)
     if rate is not None:
         log(f"estimate: {1 / rate:.0f} images/s from earlier results with the same engine settings")
     elif images_per_second is not None:
@@ -661,10 +711,18 @@ def run_table1(results_dir, *, budget_seconds: float, seeds: Sequence[int] = (0,
         use_ckpt = checkpoint_every > 0 or later > 0 or ckpt.is_file()
         try:
             with cudnn_benchmark(cudnn_bench):
+                # the cells' definitions are part of the setup: a group paused under other ones is not resumed;
+                # another commit may resume it (a session commits between its calls), and the result names
+                # every call's commit and command (provenance.resumed.earlier_calls)
+                ck_config = {"runs": names, "seeds": [p["seed"] for p in group], "rounds": rounds, "width": width,
+                             "precision": precision, "batch_size": PAPER["batch_size"], "lr_decay": "step",
+                             "cells": [p["cell"].config() for p in group]}
                 res = train_runs(runs, data, parts, rounds=rounds, width=width, device=device, precision=precision,
                                  path=path, cuda_graph=cuda_graph, conv=conv, callback=check,
                                  checkpoint=ckpt if use_ckpt else None, checkpoint_every=checkpoint_every,
-                                 save_on_stop=later > 0)
+                                 checkpoint_config=ck_config, save_on_stop=later > 0,
+                                 call_info={"git_commit": git_start[0], "git_dirty": git_start[1],
+                                            "command": _command(), "started_utc": _utc(start)})
         except FloatingPointError as exc:
             raise FloatingPointError(f"table1 cells {names}: {exc} (no result written for this group)") from exc
         finished = time.time()
@@ -692,7 +750,8 @@ def run_table1(results_dir, *, budget_seconds: float, seeds: Sequence[int] = (0,
         prov = make_provenance(started, finished, device, git_start=git_start)
         if res.get("resumed_from"):
             prov["resumed"] = {"from_round": int(res["resumed_from"]), "first_started_utc": _utc(res["started"]),
-                               "training_seconds_before": float(res.get("seconds_before", 0.0))}
+                               "training_seconds_before": float(res.get("seconds_before", 0.0)),
+                               "earlier_calls": list(res.get("calls_before", []))}
         for p, hist in zip(group, res["histories"]):
             cell = p["cell"]
             config = {"problem": "cifar10-vgg11", "table1_cell": cell.config(), "cell_id": cell.id, "seed": p["seed"],
@@ -795,15 +854,23 @@ SUMMARY_HEADERS = ["row", "E", "method", "this repository (final)", "best round"
                    "paper", "independent re-run"]
 
 
+def format_final(row: dict) -> str:
+    """A :func:`table1_summary` row's final accuracy as text: ``not yet run``, the value of a
+    single seed (no ``± 0.00``: one seed has no spread to show), or ``mean ± std``; with the
+    ways the results differ from the paper's setup, if any."""
+    ours = ("not yet run" if row["mean"] is None else f"{row['mean']:.2f}" if row["n_seeds"] == 1
+            else f"{row['mean']:.2f} ± {row['std']:.2f}")
+    if row.get("deviations"):
+        ours += f" (not the paper's setup: {', '.join(row['deviations'])})"
+    return ours
+
+
 def format_summary_rows(rows: List[dict]) -> List[list]:
     """Rows of strings for a markdown table (:data:`SUMMARY_HEADERS`); missing results are
     ``not yet run``; the time column names the device(s)."""
     out = []
     for r in rows:
-        ours = ("not yet run" if r["mean"] is None else f"{r['mean']:.2f}" if r["n_seeds"] == 1
-                else f"{r['mean']:.2f} ± {r['std']:.2f}")
-        if r.get("deviations"):
-            ours += f" (not the paper's setup: {', '.join(r['deviations'])})"
+        ours = format_final(r)
         if r["paper"] is None:
             paper = "[unconfirmed]" if r["paper_status"] == "unconfirmed" else "—"
         else:
@@ -844,7 +911,7 @@ def load_benchmarks(folder, prefix: str = "cifar10") -> List[dict]:
 
 
 __all__ += ["data_fingerprint", "format_summary_rows", "resolve_device", "run_seconds", "SUMMARY_HEADERS", "load_benchmarks",
-            "OtherSetupError"]
+            "OtherSetupError", "cell_setup_problems", "format_final"]
 
 
 # ============================================================================ benchmark
