@@ -334,9 +334,10 @@ momentum, proximal (FedAvg/FedProx vs FedNova); SCAFFOLD, FedNova-VR and momentu
 (FedNova, U(2,5)). lr 0.02 with momentum (local or server), else 0.05; mu 0.005 (E=2),
 0.001 (U(2,5)). Time is estimated in training images (a U(2,5) run does 1.75x the work of
 an E=2 run) at a rate taken from the groups already measured in this call, else from
-earlier results with the same engine settings, else from --images-per-second; a run whose
-estimate does not fit in the remaining --budget-seconds is not started, and a group whose
-projected finish passes the budget while training is stopped and writes nothing."""
+earlier results with the same engine settings (those stacked as this call stacks first),
+else from --images-per-second; a run whose estimate does not fit in the remaining
+--budget-seconds is not started, and a group whose projected finish passes the budget while
+training is stopped and writes nothing."""
 
 
 def add_table1_parser(sub) -> argparse.ArgumentParser:

@@ -466,7 +466,8 @@ def round_work(epochs: str, num_train: int, num_test: int) -> float:
 
 def _previous_rate(results_dir: Path, key: dict, stacked: Optional[int] = None) -> Optional[float]:
     """Seconds per unit of :func:`round_work`: the median of the rates (``images_per_second``)
-    that earlier results with the same engine settings measured."""
+    that earlier results with the same engine settings measured (``stacked``: only those
+    trained with that many runs stacked; ``None`` if there are none)."""
     rates = []
     for f in sorted(Path(results_dir).glob("*__seed*.json")):
         try:
