@@ -1,0 +1,395 @@
+"""Behaviour of fedlib.engines.batched (run_batched, run_reference, run_engine, minibatch_indices,
+resolve_device) that the engine-equality tests do not pin: argument checks and their boundaries,
+the round a divergence names, checkpoints resumed on either backend, per-round hooks and records,
+the generic (fast=False) path with a decaying step size, and the single-client fast path
+(underflow redo, a fresh process). Every number is checked against run_reference / run_sequential
+or by hand."""
+from __future__ import annotations
+
+import time
+
+import numpy as np
+import pytest
+
+from fedlib.algorithms import make_algorithm
+from fedlib.data import synthetic
+from fedlib.data.clients import FederatedDataset
+from fedlib.engines import batched
+from fedlib.engines.batched import (DivergenceError, minibatch_indices, resolve_device, run_batched, run_engine,
+                                    run_reference)
+from fedlib.problems import logistic
+from fedlib.problems.logistic import LogisticProblem
+from fedlib.rng import generator
+from fedlib.schedules import FixedSteps
+from fedlib.server import momentum
+from fedlib.solvers import decayed_sgd, sgd
+
+B = 4
+ENGINES = ["batched", "reference"]
+
+
+@pytest.fixture(scope="module")
+def prob():
+    # 3 clients with 10, 8, 13 training samples, 60 features, 10 classes
+    return LogisticProblem(synthetic(num_clients=3, seed=1, num_samples=[12, 9, 15]), l2=0.001)
+
+
+def _same(r1, r2, tol=1e-10):
+    assert len(r1.history) == len(r2.history)
+    for h1, h2 in zip(r1.history, r2.history):
+        assert h1["clients"] == h2["clients"] and h1["local_steps"] == h2["local_steps"]
+        assert h1["train_loss"] == pytest.approx(h2["train_loss"], abs=tol, rel=0)
+        np.testing.assert_allclose(h1["a_norms"], h2["a_norms"], rtol=1e-12)
+    for k in ("W", "b"):
+        np.testing.assert_allclose(r1.params[k], r2.params[k], atol=tol, rtol=0)
+
+
+# ----------------------------------------------------------------------------- minibatch_indices
+def test_minibatch_indices_smallest_arguments_and_zero_steps():
+    """One sample in batches of one: every step is that sample; zero steps give empty arrays
+    and draw no permutation from the caller's generator."""
+    idx, counts = minibatch_indices(1, 1, 3, generator(0, "batches", 0, 0))
+    assert idx.tolist() == [[0], [0], [0]] and counts.tolist() == [1, 1, 1]
+    rng = generator(5, "batches", 0, 0)
+    idx, counts = minibatch_indices(4, 2, 0, rng)
+    assert idx.shape == (0, 2) and counts.shape == (0,)
+    assert rng.random() == generator(5, "batches", 0, 0).random()
+
+
+@pytest.mark.parametrize("args,name", [((0, 2, 3), "num_samples"), ((4, 0, 3), "batch_size"),
+                                       ((4, 2, -1), "steps"), ((4, 2, 2.5), "steps")])
+def test_minibatch_indices_checks_its_arguments(args, name):
+    """num_samples >= 1, batch_size >= 1, steps a whole number >= 0, each named when wrong."""
+    with pytest.raises(ValueError, match=name):
+        minibatch_indices(*args, generator(0, "batches", 0, 0))
+
+
+# ----------------------------------------------------------------------------- devices and backends
+def test_resolve_device():
+    """numpy runs on "cpu" only; torch takes any torch device, defaults to CUDA when torch sees a
+    GPU, and refuses a non-device or a CUDA device without a GPU."""
+    torch = pytest.importorskip("torch")
+    assert resolve_device("numpy", None) == "cpu" and resolve_device("numpy", "cpu") == "cpu"
+    with pytest.raises(ValueError, match="the numpy backend runs on the CPU only"):
+        resolve_device("numpy", "meta")
+    assert resolve_device("torch", None) == ("cuda" if torch.cuda.is_available() else "cpu")
+    assert resolve_device("torch", "meta") == "meta" and resolve_device("torch", "cpu") == "cpu"
+    with pytest.raises(ValueError, match="not a torch device: 'tpu'"):
+        resolve_device("torch", "tpu")
+    if torch.cuda.is_available():
+        assert resolve_device("torch", "cuda:0") == "cuda:0"
+    else:
+        with pytest.raises(ValueError, match="torch sees no GPU"):
+            resolve_device("torch", "cuda:0")
+
+
+def test_server_state_lives_on_the_chosen_backend(prob):
+    """The batched engine's final server state is packed on its backend: a numpy array for
+    backend='numpy', a torch tensor for 'torch'; the returned params are numpy either way."""
+    torch = pytest.importorskip("torch")
+    algo = make_algorithm("fedavg", sgd(0.05))
+    kw = dict(batch_size=B, evaluate=False)
+    r_np = run_batched(algo, prob, FixedSteps([2, 1, 3]), 1, **kw)
+    r_t = run_batched(algo, prob, FixedSteps([2, 1, 3]), 1, backend="torch", device="cpu", **kw)
+    assert isinstance(r_np.state.params, np.ndarray) and isinstance(r_t.state.params, torch.Tensor)
+    assert isinstance(r_t.params["W"], np.ndarray)
+    np.testing.assert_allclose(r_np.params["W"], r_t.params["W"], atol=1e-12)
+
+
+def test_run_engine_runs_the_engine_it_names(prob):
+    """run_engine('batched') is run_batched (packed server state), 'reference' is the per-client
+    loop (run_sequential's {'W', 'b'} state)."""
+    algo = make_algorithm("fedavg", sgd(0.05))
+    a = run_engine("batched", algo, prob, FixedSteps([2, 1, 3]), 1, batch_size=B)
+    b = run_engine("reference", algo, prob, FixedSteps([2, 1, 3]), 1, batch_size=B)
+    assert isinstance(a.state.params, np.ndarray) and a.state.params.shape == (61, 10)
+    assert isinstance(b.state.params, dict) and set(b.state.params) == {"W", "b"}
+    _same(a, b)
+
+
+# ----------------------------------------------------------------------------- argument checks
+class _Steps:
+    """A hand-written schedule: the same step counts every round (0 allowed, unlike FixedSteps)."""
+
+    def __init__(self, steps):
+        self.steps = steps
+
+    def local_steps(self, t):
+        return np.array(self.steps)
+
+
+BAD = [
+    (dict(algorithm="fedavg"), "algorithm must be a fedlib FederatedAlgorithm, got str"),
+    (dict(problem="data"), "problem must be a LogisticProblem, got str"),
+    (dict(rounds=-1), "rounds"),
+    (dict(batch_size=0), "batch_size"),
+    (dict(seed=1.5), "seed"),
+    (dict(sampling="sometimes"), "sampling"),
+    (dict(schedule=object()), "schedule must have a local_steps"),
+    (dict(sampling="uniform"), "clients_per_round is required"),
+    (dict(sampling="uniform", clients_per_round=0), "clients_per_round"),
+    (dict(sampling="uniform", clients_per_round=4), "cannot sample 4 of 3 clients"),
+    (dict(clients_per_round=2), "full participation takes every client"),
+    (dict(params={"W": np.zeros((60, 3)), "b": np.zeros(10)}), "params"),
+]
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+@pytest.mark.parametrize("bad,match", BAD, ids=[m for _, m in BAD])
+def test_both_engines_refuse_bad_arguments(prob, engine, bad, match):
+    """Each wrong argument is a ValueError naming it, before any training, in both engines."""
+    kw = dict(algorithm=make_algorithm("fedavg", sgd(0.05)), problem=prob, schedule=FixedSteps([2, 1, 3]),
+              rounds=1, batch_size=B)
+    kw.update(bad)
+    args = [kw.pop(k) for k in ("algorithm", "problem", "schedule", "rounds")]
+    with pytest.raises(ValueError, match=match):
+        run_engine(engine, *args, **kw)
+
+
+@pytest.mark.parametrize("engine,match", [
+    ("batched", r"schedule: round 0 gives a participant 0 local steps \(need >= 1\)"),
+    ("reference", "local_steps: client 1 took no local step")])
+def test_a_participant_with_no_local_step_is_refused(prob, engine, match):
+    """A schedule may give a client 0 steps (it then cannot take part); a participant with 0
+    steps is a ValueError, not an update with some other client's ||a_i||."""
+    with pytest.raises(ValueError, match=match):
+        run_engine(engine, make_algorithm("fednova", sgd(0.05)), prob, _Steps([2, 0, 3]), 1, batch_size=B)
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+def test_smallest_valid_arguments_run(prob, engine):
+    """rounds=0 gives the initial metrics (zero parameters: loss log 10) and no rounds;
+    batch_size=1 and clients_per_round 1 or m (uniform) or more than m (with replacement) run."""
+    algo = make_algorithm("fedavg", sgd(0.05))
+    sched = FixedSteps([2, 1, 3])
+    r0 = run_engine(engine, algo, prob, sched, 0, batch_size=B)
+    assert r0.history == [] and r0.initial["train_loss"] == pytest.approx(np.log(10), rel=1e-12)
+    r1 = run_engine(engine, algo, prob, sched, 1, batch_size=1, evaluate=False)
+    assert r1.history[0]["local_steps"] == [2, 1, 3]
+    for sampling, q, size in (("uniform", 1, 1), ("uniform", 3, 3), ("with-replacement", 5, None)):
+        r = run_engine(engine, algo, prob, sched, 1, batch_size=B, sampling=sampling, clients_per_round=q,
+                       evaluate=False)
+        if size is not None:
+            assert len(r.history[0]["clients"]) == size
+        else:
+            assert 1 <= len(r.history[0]["clients"]) <= 3
+
+
+# ----------------------------------------------------------------------------- divergence
+@pytest.mark.parametrize("engine", ENGINES)
+def test_divergence_names_the_round_of_each_cause(prob, engine):
+    """A non-finite loss at the start is round -1, a non-finite training loss after round 0
+    (lr 1e307: finite update, logits overflow) is round 0, and a non-finite update in round 0
+    (lr 1e308) is round 0 — all DivergenceError, whichever engine."""
+    sched = FixedSteps([1, 1, 1])
+    huge = {"W": np.zeros((60, 10)), "b": np.r_[1e308, -1e308, np.zeros(8)]}  # loss 1e308 - (-1e308) = inf
+    with np.errstate(all="ignore"):
+        with pytest.raises(DivergenceError, match="training loss is inf") as info:
+            run_engine(engine, make_algorithm("fedavg", sgd(0.05)), prob, sched, 2, batch_size=B, params=huge)
+        assert info.value.round == -1
+        with pytest.raises(DivergenceError, match=r"diverged in round 0: the training loss is nan") as info:
+            run_engine(engine, make_algorithm("fedavg", sgd(1e307)), prob, sched, 3, batch_size=B)
+        assert info.value.round == 0
+        with pytest.raises(DivergenceError, match=r"diverged in round 0: .*not finite") as info:
+            run_engine(engine, make_algorithm("fedavg", sgd(1e308)), prob, sched, 3, batch_size=B)
+        assert info.value.round == 0
+
+
+# ----------------------------------------------------------------------------- records and hooks
+@pytest.mark.parametrize("engine", ENGINES)
+def test_records_callback_time_and_returned_copies(prob, engine):
+    """The callback sees every record; time_s is the round's own wall time (within the call's);
+    the initial metrics are those before round 0 (loss log 10 at zero parameters); the returned
+    params are copies, not views of the final state."""
+    algo = make_algorithm("fednova", sgd(0.05))
+    seen = []
+    start = time.perf_counter()
+    run = run_engine(engine, algo, prob, FixedSteps([2, 1, 3]), 3, batch_size=B, callback=seen.append)
+    elapsed = time.perf_counter() - start
+    assert seen == run.history and [h["round"] for h in seen] == [0, 1, 2]
+    assert all(0 <= h["time_s"] <= elapsed for h in run.history)
+    assert run.initial["train_loss"] == pytest.approx(np.log(10), rel=1e-12)
+    assert run.history[0]["train_loss"] < run.initial["train_loss"]
+    state = run.state.params
+    for k in ("W", "b"):
+        assert not np.shares_memory(run.params[k], state if isinstance(state, np.ndarray) else state[k])
+
+
+def test_on_round_end_is_called_after_every_round(prob):
+    """on_round_end(state, history, initial) runs after each round with the state after it and
+    the history so far (what a checkpoint writes)."""
+    calls = []
+    run = run_batched(make_algorithm("fedavg", sgd(0.05)), prob, FixedSteps([2, 1, 3]), 3, batch_size=B,
+                      on_round_end=lambda s, h, i: calls.append((s.round, len(h), i["train_loss"])))
+    assert calls == [(1, 1, run.initial["train_loss"]), (2, 2, run.initial["train_loss"]),
+                     (3, 3, run.initial["train_loss"])]
+
+
+# ----------------------------------------------------------------------------- resume
+def _checkpoint(run):
+    return {"state": run.state, "history": run.history, "initial": run.initial}
+
+
+def test_resume_keeps_initial_metrics_and_server_momentum(prob):
+    """Resuming from a checkpoint continues the run: the same parameters, records and initial
+    metrics as the straight run, the server optimizer's momentum included; the checkpoint's
+    arrays are not changed by the resumed run."""
+    algo = make_algorithm("fednova", sgd(0.05), momentum(0.5))
+    sched = FixedSteps([2, 1, 3])
+    straight = run_batched(algo, prob, sched, 4, batch_size=B)
+    first = run_batched(algo, prob, sched, 2, batch_size=B)
+    doc = _checkpoint(first)
+    saved = doc["state"].params.copy()
+    resumed = run_batched(algo, prob, sched, 4, batch_size=B, resume=doc)
+    assert resumed.initial == straight.initial and resumed.initial["train_loss"] == pytest.approx(np.log(10))
+    _same(resumed, straight, tol=1e-13)
+    assert np.array_equal(doc["state"].params, saved)
+
+
+def test_a_numpy_checkpoint_resumes_on_the_torch_backend(prob):
+    """A checkpoint (numpy arrays: parameters, control variates, server state) resumes under
+    backend='torch' to the numbers of the straight numpy run."""
+    pytest.importorskip("torch")
+    algo = make_algorithm("scaffold", sgd(0.05), momentum(0.5))
+    sched = FixedSteps([2, 1, 3])
+    straight = run_batched(algo, prob, sched, 3, batch_size=B)
+    first = run_batched(algo, prob, sched, 2, batch_size=B)
+    resumed = run_batched(algo, prob, sched, 3, batch_size=B, resume=_checkpoint(first), backend="torch",
+                          device="cpu")
+    _same(resumed, straight)
+
+
+def test_resume_checks_what_it_is_given_and_a_finished_run_resumes_to_itself(prob):
+    """resume['state'] must be a ServerState, resume['history'] a list, the state for this
+    problem's number of clients (each a ValueError saying so); a checkpoint with every round
+    done resumes to the same run without training."""
+    algo = make_algorithm("fedavg", sgd(0.05))
+    sched = FixedSteps([2, 1, 3])
+    done = run_batched(algo, prob, sched, 2, batch_size=B)
+    doc = _checkpoint(done)
+    with pytest.raises(ValueError, match=r"resume\['state'\] must be a fedlib.algorithms.ServerState, got dict"):
+        run_batched(algo, prob, sched, 3, batch_size=B, resume={**doc, "state": dict(done.params)})
+    with pytest.raises(ValueError, match=r"resume\['history'\] must be a list of round records, got dict"):
+        run_batched(algo, prob, sched, 3, batch_size=B, resume={**doc, "history": {0: 0, 1: 1}})
+    prob4 = LogisticProblem(synthetic(num_clients=4, seed=1, num_samples=[12, 9, 15, 10]), l2=0.001)
+    with pytest.raises(ValueError, match="the saved state is for 3 clients, the problem has 4"):
+        run_batched(algo, prob4, FixedSteps([2, 1, 3, 1]), 3, batch_size=B, resume=doc)
+    again = run_batched(algo, prob, sched, 2, batch_size=B, resume=doc)
+    assert again.history == done.history and again.initial == done.initial
+    for k in ("W", "b"):
+        assert np.array_equal(again.params[k], done.params[k])
+
+
+# ----------------------------------------------------------------------------- the generic path
+def test_generic_path_with_a_decaying_step_size_and_small_windows(prob, monkeypatch):
+    """fast=False (LocalSolver.update on the stack) starts every client at local step 0, so a
+    step size gamma**k within the round gives the per-client loop's numbers, also when the
+    mini-batches are gathered one step at a time."""
+    algo = make_algorithm("fednova", decayed_sgd(0.1, gamma=0.8))
+    sched = FixedSteps([5, 3, 4])
+    ref = run_reference(algo, prob, sched, 2, batch_size=B)
+    monkeypatch.setattr(batched, "GATHER_BYTES", 1)  # one window per step
+    generic = run_batched(algo, prob, sched, 2, batch_size=B, fast=False)
+    _same(generic, ref)
+    assert generic.history[0]["a_norms"] == pytest.approx([(1 - 0.8 ** t) / 0.2 for t in (5, 3, 4)], rel=1e-12)
+
+
+# ----------------------------------------------------------------------------- the single-client fast path
+@pytest.mark.parametrize("steps", [[2, 1, 1], [1, 1, 4], [1, 2, 1], [3, 3, 3]])
+def test_batched_equals_the_loop_when_clients_stop_early(prob, steps):
+    """However the participants' step counts end (all but one client stopping after step 0, or
+    all stopping together), the batched run gives the per-client loop's numbers."""
+    algo = make_algorithm("fedavg", sgd(0.05))
+    fast = run_batched(algo, prob, FixedSteps(steps), 2, batch_size=B, seed=1)
+    _same(fast, run_reference(algo, prob, FixedSteps(steps), 2, batch_size=B, seed=1))
+
+
+def test_single_client_steps_in_a_fresh_process(prob, monkeypatch):
+    """A run whose every step has one client (uniform sampling of 1) works before any other
+    gradient was computed in the process (the kernel's ones-vector cache is empty) and gives
+    the per-client loop's numbers."""
+    monkeypatch.setattr(logistic, "_ONES", {})
+    algo = make_algorithm("fedavg", sgd(0.05))
+    kw = dict(batch_size=B, sampling="uniform", clients_per_round=1, seed=2)
+    fast = run_batched(algo, prob, FixedSteps([3, 2, 4]), 2, **kw)
+    _same(fast, run_reference(algo, prob, FixedSteps([3, 2, 4]), 2, **kw))
+
+
+def test_single_client_steps_redo_underflowed_softmax_rows():
+    """One client whose batches mix a sample with logits [1000, 0, 0] and samples with logits 0:
+    after the shift by the batch maximum the small rows' softmax sums underflow (exp(-1000) = 0),
+    and the engine redoes those steps with a per-row shift — the per-client loop's numbers."""
+    x = np.array([[10.0, 0.0], [0.0, 1.0], [0.0, -1.0], [1.0, 1.0], [0.0, 0.5]])
+    y = np.array([1, 0, 2, 1, 0])
+    ds = FederatedDataset([x], [y], [x[:1]], [y[:1]], num_classes=3)
+    prob1 = LogisticProblem(ds)
+    params = {"W": np.array([[100.0, 0.0, 0.0], [0.0, 0.0, 0.0]]), "b": np.zeros(3)}
+    algo = make_algorithm("fedavg", sgd(0.01))
+    kw = dict(batch_size=5, params=params, seed=0)
+    fast = run_batched(algo, prob1, FixedSteps([6]), 2, **kw)
+    ref = run_reference(algo, prob1, FixedSteps([6]), 2, **kw)
+    assert np.isfinite(fast.history[-1]["train_loss"])
+    _same(fast, ref, tol=1e-12)
+    # the gradient of the first step moves the weights: the runs are not trivially equal
+    assert not np.allclose(fast.params["W"], params["W"])
+
+
+# ----------------------------------------------------------------------------- several ranks
+class _ThreadComm:
+    """A communicator for ranks run as threads of this process (the collectives of
+    fedlib.distributed.Communicator over a shared list and a barrier)."""
+
+    def __new__(cls, rank, world, shared, barrier):
+        from fedlib.distributed import Communicator
+
+        class Comm(Communicator):
+            def _gather(self, obj):
+                barrier.wait()
+                shared[rank] = obj
+                barrier.wait()
+                out = list(shared)
+                barrier.wait()
+                return out
+
+            def all_gather_object(self, obj):
+                return self._gather(obj)
+
+            def all_gather_array(self, x):
+                return [np.array(a, copy=True) for a in self._gather(np.array(x, copy=True))]
+
+            def barrier(self):
+                barrier.wait()
+
+        comm = Comm()
+        comm.rank, comm.world_size = rank, world
+        return comm
+
+
+def test_each_rank_ends_with_every_clients_control_variate(prob):
+    """With comm, each rank trains and updates only its own clients' c_i, and the returned state
+    holds the full stack gathered from all ranks: SCAFFOLD on 2 ranks ends with the parameters
+    and control variates of the one-process run."""
+    import threading
+
+    algo = make_algorithm("scaffold", sgd(0.05))
+    sched = FixedSteps([2, 1, 3])
+    one = run_batched(algo, prob, sched, 2, batch_size=B)
+    shared, barrier, runs, errors = [None, None], threading.Barrier(2, timeout=30), [None, None], []
+
+    def rank(r):
+        try:
+            runs[r] = run_batched(algo, prob, sched, 2, batch_size=B, comm=_ThreadComm(r, 2, shared, barrier))
+        except Exception as exc:  # noqa: BLE001 - reported below
+            errors.append(exc)
+            barrier.abort()
+
+    threads = [threading.Thread(target=rank, args=(r,)) for r in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    assert not errors, errors
+    for run in runs:
+        np.testing.assert_allclose(run.params["W"], one.params["W"], atol=1e-12, rtol=0)
+        np.testing.assert_allclose(run.state.variates.client, one.state.variates.client, atol=1e-12, rtol=0)
+    assert all(np.any(c) for c in one.state.variates.client)  # every c_i was updated: not a comparison of zeros
