@@ -3,6 +3,7 @@ data source ignores, devices, and Table 1 result folders of another setup."""
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
@@ -64,8 +65,13 @@ def test_sample_with_download_is_refused(capsys):
 
 
 def _fake_result(path, rounds=100, width=1.0, num_train=50000):
-    path.write_text(json.dumps({"config": {"rounds": rounds, "engine": {"width": width},
-                                           "data": {"num_train": num_train}}}))
+    """The committed sgd-e2-fedavg seed-0 result as if run with other rounds, width or data size."""
+    root = Path(__file__).resolve().parents[1]
+    doc = json.loads((root / "data" / "results" / "cifar10" / "sgd-e2-fedavg__seed0.json").read_text())
+    doc["config"]["rounds"] = rounds
+    doc["config"]["engine"]["width"] = width
+    doc["config"]["data"]["num_train"] = num_train
+    path.write_text(json.dumps(doc))
 
 
 def test_table1_refuses_a_present_result_of_another_setup(tmp_path, capsys):
