@@ -49,7 +49,7 @@ from .rule import effective_weights
 from .sampling import Participation
 from .theory import chi_square
 from .tree import tree_all_finite, tree_index, tree_map, tree_weighted_sum
-from .variance import ControlVariates
+from .variance import ControlVariates, updated_client_variates
 
 __all__ = ["Communicator", "LocalCommunicator", "TorchCommunicator", "under_torchrun", "init_from_env",
            "owned_clients", "distributed_apply"]
@@ -237,30 +237,14 @@ def distributed_apply(comm: Communicator, algorithm: FederatedAlgorithm, state: 
 def _update_variates(comm, variates: ControlVariates, own, mine, lr, p, change) -> ControlVariates:
     """Each rank updates the :math:`c_i` of its own participants (element-wise as
     :func:`fedlib.variance.update_control_variates`, leaf by leaf); :math:`\\bar c` is all-reduced."""
-    cs = tree_map(lambda x: x.clone() if hasattr(x, "clone") else x.copy(), variates.client)
+    cs = updated_client_variates(variates, own, [mine[i].delta for i in own], lr, [mine[i].a_norm for i in own],
+                                 [mine[i].local_steps for i in own], change)
+    if variates.kind != "scaffold":  # vrlsgd: c_bar stays 0
+        return ControlVariates(cs, variates.mean, variates.kind)
     p = np.asarray(p, dtype=np.float64)
-    if variates.kind == "scaffold":
-        for i in own:
-            u = mine[i]
-
-            def upd(c, dl, cm, i=i, an=u.a_norm):
-                c[i] = -dl / (lr * an) - (cm - c[i])
-                return c
-
-            cs = tree_map(upd, cs, u.delta, variates.mean)
-        owned = owned_clients(p.size, comm.world_size, comm.rank)
-        part = tree_weighted_sum([tree_index(cs, int(j)) for j in owned], p[owned])
-        mean = tree_map(comm.allreduce_sum, part)
-        return ControlVariates(cs, mean, variates.kind)
-    for i in own:  # vrlsgd: c_bar stays 0
-        u = mine[i]
-
-        def upd(c, dl, ch, i=i, tau=u.local_steps):
-            c[i] = c[i] - (dl - ch) / (lr * tau)
-            return c
-
-        cs = tree_map(upd, cs, u.delta, change)
-    return ControlVariates(cs, variates.mean, variates.kind)
+    owned = owned_clients(p.size, comm.world_size, comm.rank)
+    part = tree_weighted_sum([tree_index(cs, int(j)) for j in owned], p[owned])
+    return ControlVariates(cs, tree_map(comm.allreduce_sum, part), variates.kind)
 
 
 def gather_variates(comm: Communicator, variates: Optional[ControlVariates], num_clients: int):

@@ -147,7 +147,9 @@ def tree_weighted_sum(trees: Sequence[Any], coefficients: Sequence[float]) -> An
         if not terms:  # every coefficient 0: zeros (not 0 * leaf, which keeps a NaN)
             x = leaves[0]
             if torch_leaf:
-                return x.new_zeros(x.shape, dtype=(x * 0.0).dtype)
+                import torch
+
+                return x.new_zeros(x.shape, dtype=torch.result_type(x, 0.0))
             return np.zeros(np.shape(x), dtype=np.result_type(x, 0.0))
         first, rest = terms[0], terms[1:]
         out = leaves[first] * coefficients[first]

@@ -35,7 +35,7 @@ from ._validate import check_choice, check_local_steps, check_positive, check_pr
 from .tree import tree_leaves, tree_map, tree_stacked_weighted_sum, tree_zeros_like
 
 __all__ = ["VARIANCE_REDUCTIONS", "ControlVariates", "init_control_variates", "control_variates", "correction",
-           "update_control_variates"]
+           "update_control_variates", "updated_client_variates"]
 
 VARIANCE_REDUCTIONS = ("scaffold", "vrlsgd")
 
@@ -122,25 +122,38 @@ def update_control_variates(state: ControlVariates, clients: Sequence[int], delt
     if np.any(a <= 0):
         raise ValueError(f"a_norms must be > 0 for every client, got {a.tolist()}")
     p = check_probability_vector("p", p, size=m)
+    if state.kind == "scaffold":
+        new_client = updated_client_variates(state, clients, deltas, lr, a)
+        return ControlVariates(new_client, tree_stacked_weighted_sum(new_client, p), state.kind)
+    # vrlsgd
+    if local_steps is None or server_change is None:
+        raise ValueError("local_steps and server_change are required for VRLSGD")
+    steps = check_local_steps("local_steps", local_steps, size=len(clients))
+    return ControlVariates(updated_client_variates(state, clients, deltas, lr, a, steps, server_change), state.mean,
+                           state.kind)
+
+
+def updated_client_variates(state: ControlVariates, clients: Sequence[int], deltas: Sequence[Any], lr: float,
+                            a_norms: Any, local_steps: Any = None, server_change: Any = None) -> Any:
+    r"""A copy of ``state.client`` with the rows of ``clients`` updated, :math:`\bar c` left
+    alone (the step of :func:`update_control_variates` before the mean; inputs unchecked):
+    SCAFFOLD / FedNova-VR's raw normalised gradient
+    :math:`c_i \leftarrow d_i - (\bar c - c_i)` with :math:`d_i = -\Delta_i/(\eta\|a_i\|_1)`,
+    VRLSGD's :math:`c_i \leftarrow c_i - (\Delta_i - \sum_j p_j\Delta_j)/(\eta\tau_i)`.
+    :func:`fedlib.distributed.distributed_apply` calls it for each rank's own clients."""
     new_client = tree_map(lambda x: x.clone() if hasattr(x, "clone") else x.copy(), state.client)
     if state.kind == "scaffold":
-        for i, d, an in zip(clients, deltas, a):
-            # raw normalised gradient: d_i - (cbar - c_i) with d_i = -Delta_i / (lr * ||a_i||_1)
+        for i, d, an in zip(clients, deltas, a_norms):
             def upd(cs, dl, cm, i=i, an=an):
                 cs[i] = -dl / (lr * an) - (cm - cs[i])
                 return cs
 
             new_client = tree_map(upd, new_client, d, state.mean)
-        mean = tree_stacked_weighted_sum(new_client, p)
-        return ControlVariates(new_client, mean, state.kind)
-    # vrlsgd
-    if local_steps is None or server_change is None:
-        raise ValueError("local_steps and server_change are required for VRLSGD")
-    steps = check_local_steps("local_steps", local_steps, size=len(clients))
-    for i, d, tau in zip(clients, deltas, steps):
+        return new_client
+    for i, d, tau in zip(clients, deltas, local_steps):
         def upd(cs, dl, sc, i=i, tau=tau):
             cs[i] = cs[i] - (dl - sc) / (lr * tau)
             return cs
 
         new_client = tree_map(upd, new_client, d, server_change)
-    return ControlVariates(new_client, state.mean, state.kind)
+    return new_client

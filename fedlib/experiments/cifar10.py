@@ -419,10 +419,10 @@ def cell_setup_problems(doc: Mapping, *, history: bool = True) -> List[str]:
                              ("partition_seed", data.get("partition_seed"), PAPER["partition_seed"])):
         if found != want:
             out.append(f"{key} {found!r} (the official {want!r})")
-    bad = [h.get("round") for h in (doc.get("history") or () if history else ())
-           if len(h.get("local_steps") or ()) != PAPER["num_clients"]]
+    bad = sum(len(h.get("local_steps") or ()) != PAPER["num_clients"] for h in (doc.get("history") or ()
+                                                                              if history else ()))
     if bad:
-        out.append(f"local_steps of {len(bad)} round(s) do not list {PAPER['num_clients']} clients")
+        out.append(f"local_steps of {bad} round(s) do not list {PAPER['num_clients']} clients")
     return out
 
 
