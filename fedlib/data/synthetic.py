@@ -88,6 +88,8 @@ def _client_sizes(seed: int, num_clients: int, num_samples) -> np.ndarray:
         rng = generator(seed, "data_sizes")
         z = rng.lognormal(LOGNORMAL_MEAN, LOGNORMAL_SIGMA, size=num_clients)
         return np.floor(z).astype(np.int64) + MIN_SAMPLES
+    if isinstance(num_samples, np.ndarray) and num_samples.ndim == 0:  # a 0-d array is its one value
+        num_samples = num_samples[()]
     if isinstance(num_samples, (numbers.Integral, np.integer)) and not isinstance(num_samples, bool):
         return np.full(num_clients, check_int("num_samples", num_samples, minimum=1), dtype=np.int64)
     if isinstance(num_samples, (str, bytes, bool)) or not hasattr(num_samples, "__len__"):

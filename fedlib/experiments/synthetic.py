@@ -32,6 +32,7 @@ Example
 from __future__ import annotations
 
 import dataclasses
+import inspect
 from typing import Callable, Iterable, Mapping, NamedTuple, Optional, Sequence
 
 import numpy as np
@@ -62,22 +63,26 @@ PROFILES = {
 
 @dataclasses.dataclass(frozen=True)
 class Setting:
-    """Local epochs ``(low, high)`` (inclusive, drawn per client and round when
-    ``low < high``) and participation (``sampling``, ``clients_per_round``)."""
+    r"""Local epochs ``(low, high)`` (inclusive, drawn per client and round when
+    ``low < high``), participation (``sampling``, ``clients_per_round``) and the
+    mini-batch size :math:`B` (:math:`\tau_i = E_i\lceil n_i/B\rceil`; the paper's 20)."""
 
     name: str
     label: str
     epochs: tuple
     sampling: str = "full"
     clients_per_round: Optional[int] = None
+    batch_size: int = PAPER["batch_size"]
 
-    def schedule(self, problem: LogisticProblem, seed: int, batch_size: int = PAPER["batch_size"]):
-        return make_epoch_schedule(problem.num_samples, batch_size, tuple(self.epochs), seed=seed)
+    def schedule(self, problem: LogisticProblem, seed: int, batch_size: Optional[int] = None):
+        """The local-step schedule (``batch_size``: default the setting's)."""
+        b = self.batch_size if batch_size is None else batch_size
+        return make_epoch_schedule(problem.num_samples, b, tuple(self.epochs), seed=seed)
 
     def expected_a_norms(self, problem: LogisticProblem, solver: LocalSolver,
-                         batch_size: int = PAPER["batch_size"]) -> np.ndarray:
+                         batch_size: Optional[int] = None) -> np.ndarray:
         r""":math:`\mathbb E\|a_i\|_1` of every client over the uniform epochs
-        (:func:`fedlib.schedules.expected_a_norms`)."""
+        (:func:`fedlib.schedules.expected_a_norms`; ``batch_size``: default the setting's)."""
         return expected_a_norms(self.schedule(problem, 0, batch_size), solver)
 
 
@@ -89,16 +94,26 @@ SETTINGS = (
 
 
 def make_problem(data_seed: int = 0, l2: float = 0.0, **overrides) -> LogisticProblem:
-    """Synthetic(1,1), 30 clients (FedProx's generator, ``data_seed``), logistic regression."""
+    """Synthetic(1,1), 30 clients (FedProx's generator, ``data_seed``), logistic regression.
+
+    ``overrides``: any other keyword argument of :func:`fedlib.data.synthetic` but ``seed``
+    (``alpha``, ``beta``, ``num_clients``, ``dim``, ``num_classes``, ``train_fraction``,
+    ``iid``, ``num_samples``); an unknown one is a ``ValueError``, not silently dropped."""
+    allowed = set(inspect.signature(synthetic).parameters) - {"seed"}
+    unknown = sorted(set(overrides) - allowed)
+    if unknown:
+        raise ValueError(f"overrides: {', '.join(unknown)} is not a parameter of synthetic() (the data seed is "
+                         f"data_seed); use {', '.join(sorted(allowed))}")
     kw = {"alpha": PAPER["alpha"], "beta": PAPER["beta"], "num_clients": PAPER["num_clients"], **overrides}
-    return LogisticProblem(synthetic(kw["alpha"], kw["beta"], num_clients=kw["num_clients"], seed=data_seed), l2=l2)
+    return LogisticProblem(synthetic(seed=data_seed, **kw), l2=l2)
 
 
 def population_tau_eff(problem: LogisticProblem, setting: Setting, solver: LocalSolver,
-                       batch_size: int = PAPER["batch_size"]) -> float:
+                       batch_size: Optional[int] = None) -> float:
     r""":math:`\sum_{i=1}^m p_i\,\mathbb E\|a_i\|_1` over *all* clients: FedNova's
     sample-independent :math:`\tau_{\text{eff}}` under client sampling
-    (:func:`fedlib.schedules.population_tau_eff` of the setting's epochs)."""
+    (:func:`fedlib.schedules.population_tau_eff` of the setting's epochs and, by default,
+    batch size)."""
     return _population_tau_eff(problem.p, setting.schedule(problem, 0, batch_size), solver)
 
 
@@ -115,8 +130,9 @@ def fednova_sgd(problem, setting, lr: float = PAPER["lr"]) -> FederatedAlgorithm
 
 
 def fedprox(mu: float, lr: float = PAPER["lr"]) -> Callable:
-    """FedProx (FedAvg aggregation, proximal local SGD with coefficient ``mu``)."""
-    def make(problem, setting):
+    """FedProx (FedAvg aggregation, proximal local SGD with coefficient ``mu``); the factory
+    takes an optional client ``lr`` too, like :func:`fedavg_sgd` (for :func:`lr_sweep`)."""
+    def make(problem, setting, lr: float = lr):
         return make_algorithm("fedprox", proximal_sgd(lr, mu))
 
     return make
@@ -151,10 +167,17 @@ class Curves(NamedTuple):
 
 
 def run_setting(problem: LogisticProblem, setting: Setting, factory: Callable, seeds: Sequence[int], rounds: int,
-                batch_size: int = PAPER["batch_size"]) -> Curves:
-    """Run one algorithm factory in one setting for every seed (batched engine)."""
+                batch_size: Optional[int] = None) -> Curves:
+    r"""Run one algorithm factory in one setting for every seed (batched engine).
+
+    ``batch_size`` (default the setting's) replaces the setting's before the factory sees
+    it, so that FedNova's population :math:`\tau_{\text{eff}}` (:func:`with_solver`) is the
+    one of the batches actually run."""
     import time
 
+    if batch_size is not None and batch_size != setting.batch_size:
+        setting = dataclasses.replace(setting, batch_size=batch_size)
+    batch_size = setting.batch_size
     losses, acc, chi2, tau, coef, secs = [], [], [], [], [], []
     for seed in seeds:
         algo = factory(problem, setting)

@@ -255,7 +255,10 @@ class LogisticRegression:
     def logits(self, params: dict, x) -> np.ndarray:
         """:math:`z = x W + b`, shape ``(n, C)``."""
         W, b = self._check_params(params, stacked=False)
-        return np.asarray(x, dtype=np.float64) @ W + b
+        x = np.asarray(x, dtype=np.float64)
+        if x.ndim != 2 or x.shape[1] != self.num_features:
+            raise ValueError(f"x must have shape ('n', {self.num_features}), got {x.shape}")
+        return x @ W + b
 
     def grad(self, params: dict, x, y) -> dict:
         """Gradient ``{"W", "b"}`` of the mean cross-entropy (+ penalty) of one batch."""
@@ -321,6 +324,8 @@ class LogisticRegression:
         mask = np.ones(y.shape) if mask is None else np.asarray(mask, dtype=np.float64)
         if mask.shape != y.shape:
             raise ValueError(f"mask must have shape {y.shape}, got {mask.shape}")
+        if not np.all((mask == 0) | (mask == 1)):  # any other value would weight the mean (or make it NaN)
+            raise ValueError("mask must hold only 0 (padding) and 1 (real samples)")
         count = mask.sum(axis=1)
         if np.any(count <= 0):
             raise ValueError(f"mask: client {int(np.flatnonzero(count <= 0)[0])} has an empty batch")

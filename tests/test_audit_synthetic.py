@@ -1,0 +1,75 @@
+"""Audit of the Synthetic(alpha, beta) logistic-regression code: each test failed before its fix."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from fedlib.data.synthetic import synthetic
+from fedlib.experiments import synthetic as S
+from fedlib.problems.logistic import LogisticRegression
+from fedlib.solvers import sgd
+
+
+def test_make_problem_forwards_every_synthetic_parameter_and_refuses_unknown():
+    # dim, num_classes and iid were silently dropped (only alpha, beta, num_clients reached synthetic())
+    prob = S.make_problem(num_clients=3, dim=5, num_classes=3, iid=True)
+    assert (prob.model.num_features, prob.model.num_classes, prob.dataset.name) == (5, 3, "synthetic_iid")
+    prob = S.make_problem(num_clients=2, num_samples=[60, 70], train_fraction=0.5)
+    assert prob.num_samples.tolist() == [30, 35]
+    with pytest.raises(ValueError, match="overrides: alpah"):
+        S.make_problem(num_clients=2, alpah=3.0)
+    with pytest.raises(ValueError, match="overrides: seed .*data_seed"):
+        S.make_problem(num_clients=2, seed=3)
+    # the defaults are still the chapter's Synthetic(1,1)
+    a, b = S.make_problem(data_seed=1, num_clients=3), synthetic(1.0, 1.0, num_clients=3, seed=1)
+    assert all(np.array_equal(x, y) for x, y in zip(a.dataset.train_x, b.train_x))
+
+
+def test_run_setting_batch_size_reaches_fednovas_population_tau_eff():
+    # FedNova's population tau_eff was computed for batch 20 whatever batch_size run_setting ran
+    prob = S.make_problem(num_clients=6)
+    partial = S.Setting("partial", "3 of 6", (1, 5), "uniform", 3)
+    curves = S.run_setting(prob, partial, S.fednova_sgd, [0], 1, batch_size=5)
+    want = S.population_tau_eff(prob, partial, sgd(0.02), batch_size=5)
+    assert want > 3 * S.population_tau_eff(prob, partial, sgd(0.02))
+    assert curves.tau_eff[0, 0] == pytest.approx(want, rel=1e-12)
+    # a setting may carry its batch size; run_setting's default is the setting's
+    small = S.Setting("partial", "3 of 6", (1, 5), "uniform", 3, batch_size=5)
+    assert S.run_setting(prob, small, S.fednova_sgd, [0], 1).tau_eff[0, 0] == curves.tau_eff[0, 0]
+
+
+def test_fedprox_factory_takes_the_lr_of_lr_sweep():
+    # lr_sweep calls factory(problem, setting, lr); fedprox's factory took two arguments (TypeError)
+    prob = S.make_problem(num_clients=3)
+    algo = S.fedprox(1.0)(prob, S.SETTINGS[0], 0.01)
+    assert algo.solver.lr == 0.01 and algo.solver.mu == 1.0
+    assert S.fedprox(1.0)(prob, S.SETTINGS[0]).solver.lr == S.PAPER["lr"]
+    out = S.lr_sweep(prob, S.SETTINGS[0], {"FedProx": S.fedprox(1.0)}, [0.04], [0], 2)
+    assert out[0.04, "FedProx"].losses.shape == (1, 2)
+
+
+@pytest.mark.parametrize("bad", [[1.0, np.nan], [1.0, 0.5], [2.0, -1.0]])
+def test_stacked_mask_must_be_zero_or_one(bad):
+    # a mask of other values gave a weighted mean (documented: the mean over the real samples) or NaN
+    model = LogisticRegression(3, 2)
+    params = {"W": np.zeros((1, 3, 2)), "b": np.zeros((1, 2))}
+    x, y = np.ones((1, 2, 3)), np.array([[0, 1]])
+    with pytest.raises(ValueError, match="mask must hold only 0"):
+        model.loss_and_grad_stacked(params, x, y, np.array([bad]))
+    model.loss_and_grad_stacked(params, x, y, np.array([[True, False]]))  # a boolean mask is fine
+
+
+@pytest.mark.parametrize("x", [np.ones((4, 5)), np.ones(3), np.ones((1, 4, 3))])
+def test_logits_checks_the_shape_of_x(x):
+    # a wrong feature count was a bare matmul error; a 1-d x silently gave shape (C,), not (n, C)
+    model = LogisticRegression(3, 2)
+    with pytest.raises(ValueError, match=r"x must have shape \('n', 3\)"):
+        model.logits(model.init_params(), x)
+
+
+def test_synthetic_accepts_a_zero_dimensional_num_samples_array():
+    # np.array(60) was a bare "TypeError: iteration over a 0-d array"
+    ds = synthetic(num_clients=2, num_samples=np.array(60))
+    assert ds.meta["total_samples"] == [60, 60]
+    with pytest.raises(ValueError, match="num_samples"):
+        synthetic(num_clients=2, num_samples=np.array(60.5))
