@@ -98,18 +98,25 @@ def theorem1_constants(w: Any, a_vectors: Sequence[Any], tau_eff: float) -> tupl
     for FedAvg with SGD and :math:`p_i = 1/m`, :math:`A = 1`.) The max in :math:`C` runs over
     the clients with :math:`w_i > 0`: it bounds App. C's :math:`\sum_i w_i(\cdot)_i`, to which a
     client of weight 0 adds nothing (counting it would only loosen :math:`D` and refuse valid steps).
+    :math:`w` must sum to 1, as Theorem 1's weights do (a ``ValueError`` otherwise).
     """
+    given = w
     w = check_weights("w", w)
     if not w.sum() > 0:
         raise ValueError("w: at least one client needs a positive weight")
+    w = check_probability_vector("w", given)  # Theorem 1's weights sum to 1 (unnormalised w scaled A and B)
+    try:
+        a_vectors = list(a_vectors)
+    except TypeError:
+        raise ValueError(f"a_vectors must be a sequence of one vector per client, got {a_vectors!r}") from None
     if len(a_vectors) != w.size:
         raise ValueError(f"a_vectors has {len(a_vectors)} clients but w has {w.size}")
     tau_eff = check_positive("tau_eff", tau_eff)
     m = w.size
     A = B = 0.0
     C = -np.inf
-    for wi, a in zip(w, a_vectors):
-        a = check_weights("a_vectors[i]", a)
+    for i, (wi, a) in enumerate(zip(w, a_vectors)):
+        a = check_weights(f"a_vectors[{i}]", a)
         l1, l2sq, last = a.sum(), float(np.dot(a, a)), float(a[-1])
         if l1 <= 0:
             raise ValueError("a_vectors: every a_i needs a positive entry")
@@ -353,6 +360,8 @@ def quadratic_smoothness(H: Any) -> float:
     clients (:math:`\|\nabla F_i(x) - \nabla F_i(y)\| = \|H_i(x-y)\| \le L\|x-y\|`; for positive
     semi-definite :math:`H_i` the largest eigenvalue)."""
     H = check_finite_array("H", H, ndim=3)
+    if 0 in H.shape or H.shape[1] != H.shape[2]:
+        raise ValueError(f"H must have shape (m, d, d) with m, d >= 1, got {H.shape}")
     return float(max(np.abs(np.linalg.eigvalsh(0.5 * (h + h.T))).max() for h in H))
 
 

@@ -281,6 +281,8 @@ def bench_cifar10_command(args: argparse.Namespace) -> int:
                              conv=args.conv)
     except ValueError as exc:
         raise CLIError(f"--compare: {exc}") from None
+    if args.download and args.data_root is None and not args.sample:  # was ignored, or blamed on --sample
+        raise CLIError("--download fetches the full data set into --data-root; pass --data-root DIR with it")
     if args.random_images:
         from ..data.cifar10 import cifar10_random_images
 
@@ -422,8 +424,10 @@ def table1_command(args: argparse.Namespace) -> int:
         raise CLIError(f"--continue-later must be >= 0 seconds, got {args.continue_later}")
     seeds = _parse_seeds(args.seeds)
     cells = None
-    if args.cells:
+    if args.cells is not None:
         cells = [c.strip() for c in args.cells.split(",") if c.strip()]
+        if not cells:  # "" or "," trained nothing (or everything) without a word
+            raise CLIError(f"--cells: expected comma-separated cell ids, got {args.cells!r}; omit --cells for all")
         bad = [c for c in cells if c not in CELL_IDS]
         if bad:
             raise CLIError(f"--cells: unknown cell(s) {bad}; known: {', '.join(CELL_IDS)}")
@@ -435,7 +439,7 @@ def table1_command(args: argparse.Namespace) -> int:
     if args.dry_run:
         try:
             run_table1(args.results, budget_seconds=args.budget_seconds, seeds=seeds, cells=cells, dry_run=True,
-                       rounds=args.rounds, images_per_second=args.images_per_second)
+                       rounds=args.rounds, width=args.width, images_per_second=args.images_per_second)
         except OtherSetupError as exc:
             raise CLIError(f"--results: {exc}") from None
         return 0
