@@ -445,9 +445,22 @@ def quadratic_kappa2(H: Any, e: Any, w: Any, beta2: float) -> float:
 
 def quadratic_global_optimum(H: Any, e: Any, p: Any) -> np.ndarray:
     r""":math:`x^* = \bar H^{-1}\bar e`, :math:`\bar H = \sum_i p_i H_i`, :math:`\bar e = \sum_i p_i e_i`
-    for :math:`F = \sum_i p_i(\frac12 x^\top H_i x - e_i^\top x)` (App. A)."""
+    for :math:`F = \sum_i p_i(\frac12 x^\top H_i x - e_i^\top x)` (App. A). Raises if :math:`\bar H` is
+    singular to working precision (:func:`_check_unique_solution`): then :math:`x^*` is not unique."""
     H, e, p, _ = _check_quadratic(H, e, p)
-    return np.linalg.solve(np.tensordot(p, H, 1), p @ e)
+    h_bar = np.tensordot(p, H, 1)
+    _check_unique_solution(h_bar, "H: sum_i p_i H_i is singular (the H_i of the clients with p_i > 0 share a "
+                                  "null direction), so x* is not unique")
+    return np.linalg.solve(h_bar, p @ e)
+
+
+def _check_unique_solution(A: np.ndarray, message: str) -> None:
+    r"""Raise ``ValueError(message)`` if the square ``A`` is singular to working precision (rank below
+    its size at ``numpy.linalg.matrix_rank``'s tolerance :math:`\sigma_{\max} d\,\epsilon`): a solve would
+    return a point fixed by rounding along the null direction, or numpy's bare ``LinAlgError``."""
+    if A.shape[0] and np.linalg.matrix_rank(A) < A.shape[0]:
+        smallest = np.linalg.svd(A, compute_uv=False)[-1]
+        raise ValueError(f"{message} (smallest singular value {smallest:.3g})")
 
 
 def quadratic_local_operator(H_i: Any, local_steps: int, lr: float, mu: float = 0.0,
@@ -567,11 +580,16 @@ def quadratic_fixed_point(H: Any, e: Any, p: Any, local_steps: Any, lr: float, a
     :math:`(\sum p_i M_i)^{-1}\sum p_i M_i x_i^*` with
     :math:`M_i = I-(I-\eta H_i)^{\tau_i}`; FedNova's tends to :math:`x^*` as :math:`\eta\to 0`.
     Raises if a round does not contract (spectral radius of the round map >= 1): then
-    the iterates do not converge to the point.
+    the iterates do not converge to the point; and if :math:`\sum_i c_i K_i H_i` is singular to
+    working precision (e.g. the :math:`H_i` share a null direction): then the limit depends on the start.
 
     Parameters: ``H`` (m, d, d) symmetric, ``e`` (m, d), ``p`` (m,), ``local_steps`` (m,) ints.
     """
     M, b = quadratic_round_map(H, e, p, local_steps, lr, algorithm, mu, tau_eff, momentum)
+    _check_unique_solution(np.eye(M.shape[0]) - M,
+                           "H: I - M = sum_i c_i K_i H_i is singular (a direction no client with p_i > 0 moves: "
+                           "H_i sharing a null direction, or lr so small that a round leaves x unchanged), so the "
+                           "fixed point is not unique")
     rho = spectral_radius(M)
     if rho >= 1:
         raise ValueError(f"lr: the rounds do not converge (spectral radius of the round map {rho:.4g} >= 1)")

@@ -93,9 +93,10 @@ def gradient_noise(seed: int, round_index: int, replicas: int, num_clients: int,
                    sigma: float) -> np.ndarray:
     r""":math:`\sigma\xi` of round ``round_index``: shape ``(replicas, num_clients, max_steps, d)``
     (``num_clients``: the round's participants, in increasing client order), one draw from
-    ``generator(seed, "gradient_noise", round_index)`` (zeros when ``sigma == 0``)."""
+    ``generator(seed, "gradient_noise", round_index)`` (zeros when ``sigma == 0``); ``sigma`` must be
+    a finite number >= 0."""
     shape = (replicas, num_clients, max_steps, dim)
-    if sigma == 0:
+    if check_nonnegative("sigma", sigma) == 0:
         return np.zeros(shape)
     return sigma * generator(seed, "gradient_noise", round_index).standard_normal(shape)
 
@@ -103,11 +104,16 @@ def gradient_noise(seed: int, round_index: int, replicas: int, num_clients: int,
 def noisy_grad_fn(problem: QuadraticProblem, sigma: float, seed: int, replicas: int, replica: int,
                   local_steps: Callable[[int], Any], *, sampling: str = "full",
                   clients_per_round: Optional[int] = None) -> Callable[[np.ndarray, int, int, int], np.ndarray]:
-    """``grad_fn(x, client, round, step)`` of replica ``replica`` for
+    r"""``grad_fn(x, client, round, step)`` of replica ``replica`` (``0 <= replica < replicas``) for
     :func:`fedlib.engines.reference.run_sequential`: the same gradients :func:`run_replicas`
     uses (``local_steps(round)`` gives the round's :math:`\tau_i`, to size the draw;
     ``sampling``/``clients_per_round`` must be those of the run, which fix who draws noise)."""
     check_choice("sampling", sampling, SAMPLING_SCHEMES)
+    sigma = check_nonnegative("sigma", sigma)
+    seed = check_int("seed", seed)
+    replicas = check_int("replicas", replicas, minimum=1)
+    if check_int("replica", replica) >= replicas:
+        raise ValueError(f"replica must be in 0..{replicas - 1} (one of the run's replicas), got {replica!r}")
     cache: dict = {}
 
     def grad(x, client, round_index, step):
@@ -177,7 +183,7 @@ def run_replicas(problem: QuadraticProblem, aggregation: str, solvers: Sequence[
     surrogate : a point :math:`\tilde x` (e.g. the minimiser of a surrogate objective) whose
         distance to every iterate is recorded too.
     surrogate_weights : weights :math:`w` (``(m,)``, non-negative, summing to 1) of a
-        surrogate :math:`\\widetilde F = \\sum_i w_i F_i` whose squared gradient norm at every
+        surrogate :math:`\widetilde F = \sum_i w_i F_i` whose squared gradient norm at every
         iterate is recorded too (Theorem 1 bounds it; chapter 7).
     progress : called with the round index after every round (e.g. a progress bar).
     """

@@ -22,7 +22,7 @@ from typing import Any, Mapping, NamedTuple, Optional, Sequence
 
 import numpy as np
 
-from .._validate import check_choice, check_int, check_local_steps, check_positive
+from .._validate import check_choice, check_finite_array, check_int, check_local_steps, check_positive
 from ..algorithms import FederatedAlgorithm, make_algorithm
 from ..engines.reference import run_sequential
 from ..plotting import ALGORITHM_COLORS
@@ -106,7 +106,8 @@ def run_quadratic(problem: QuadraticProblem, name: str, lr: float, schedule, rou
                   algorithm: Optional[FederatedAlgorithm] = None) -> QuadraticRun:
     r"""Run ``rounds`` rounds of ``name`` on ``problem`` (full participation, full-batch
     local GD, :math:`\tau_i^{(t)}` from ``schedule``) from ``x0`` (default 0) and record the
-    distance to ``reference`` (default :math:`x^*`) after every round.
+    distance to ``reference`` (default :math:`x^*`) after every round; ``x0`` and ``reference`` must be
+    finite vectors of the problem's dimension.
 
     ``algorithm``: run this :class:`~fedlib.algorithms.FederatedAlgorithm` instead of
     :func:`quadratic_algorithm` ``(name, lr, mu)`` (``name`` is then only its label; its
@@ -114,8 +115,9 @@ def run_quadratic(problem: QuadraticProblem, name: str, lr: float, schedule, rou
     Divergence does not raise: the run stops and is marked (see :class:`QuadraticRun`).
     """
     rounds = check_int("rounds", rounds, minimum=0)
-    ref = problem.optimum() if reference is None else np.asarray(reference, dtype=np.float64)
-    x0 = np.zeros(problem.dim) if x0 is None else np.array(x0, dtype=np.float64)
+    d = problem.dim
+    ref = problem.optimum() if reference is None else check_finite_array("reference", reference, shape=(d,))
+    x0 = np.zeros(d) if x0 is None else check_finite_array("x0", x0, shape=(d,)).copy()
     if stop_above is not None:
         stop_above = check_positive("stop_above", stop_above)
     dist: list[float] = []
@@ -172,10 +174,15 @@ def rounds_to_converge(problem: QuadraticProblem, name: str, lr: float, local_st
                        reduction: float = 1e-13) -> int:
     r"""Rounds :math:`T` with :math:`\rho^T \le` ``reduction``, :math:`\rho` the spectral radius of
     the round map. The map is symmetric (each :math:`K_i H_i` is a function of :math:`H_i`),
-    so after :math:`T` rounds :math:`\|x^{(T,0)} - \tilde x\| \le \rho^T \|x^{(0,0)} - \tilde x\|`."""
+    so after :math:`T` rounds :math:`\|x^{(T,0)} - \tilde x\| \le \rho^T \|x^{(0,0)} - \tilde x\|`.
+    ``reduction`` must lie in (0, 1); :math:`\rho = 0` (one round lands on :math:`\tilde x`) gives 1."""
+    if check_positive("reduction", reduction) >= 1:
+        raise ValueError(f"reduction must lie in (0, 1), got {reduction!r}")
     rho = round_map_radius(problem, name, lr, local_steps, mu)
     if rho >= 1:
         raise ValueError(f"lr: the rounds of {name} do not converge (spectral radius {rho:.4g} >= 1)")
+    if rho == 0:
+        return 1
     return max(1, math.ceil(math.log(reduction) / math.log(rho)))
 
 
@@ -246,7 +253,8 @@ def fixed_point_check(problem: QuadraticProblem, local_steps: Any, lr: float, mu
                       names: Optional[Sequence[str]] = None, reduction: float = 1e-13) -> list[FixedPointCheck]:
     r"""For each algorithm: simulate from 0 for :func:`rounds_to_converge` rounds with fixed
     :math:`\tau_i` and compare with the closed form; ``rel_error`` is
-    :math:`\|x^{(T,0)} - \tilde x\| / \|\tilde x\|`, ``dist_to_opt`` is :math:`\|\tilde x - x^*\|`.
+    :math:`\|x^{(T,0)} - \tilde x\| / \|\tilde x\|` (the absolute error when :math:`\tilde x = 0`),
+    ``dist_to_opt`` is :math:`\|\tilde x - x^*\|`.
     ``names`` defaults to :data:`CLOSED_FORM`, without FedProx when ``mu`` is 0 (FedProx needs
     ``mu`` > 0); every name is checked before anything runs."""
     from ..schedules import FixedSteps
@@ -265,8 +273,9 @@ def fixed_point_check(problem: QuadraticProblem, local_steps: Any, lr: float, mu
         run = run_quadratic(problem, name, lr, schedule, rounds, mu=mu, reference=xt)
         if run.diverged:
             raise FloatingPointError(f"{name} diverged ({run.reason})")
+        scale = float(np.linalg.norm(xt)) or 1.0  # x~ = 0: the absolute error (0/0 would be nan)
         out.append(FixedPointCheck(name, rounds, round_map_radius(problem, name, lr, steps, mu), xt, run.params,
-                                   float(run.distances[-1] / np.linalg.norm(xt)), float(np.linalg.norm(xt - xs))))
+                                   float(run.distances[-1] / scale), float(np.linalg.norm(xt - xs))))
     return out
 
 
@@ -307,8 +316,9 @@ def loglog_slope(x: Any, y: Any) -> float:
     """Least-squares slope of :math:`\\log y` against :math:`\\log x` (order of convergence)."""
     x = np.asarray(x, dtype=np.float64)
     y = np.asarray(y, dtype=np.float64)
-    if x.shape != y.shape or x.size < 2 or np.any(x <= 0) or np.any(y <= 0):
-        raise ValueError("loglog_slope needs two positive arrays of the same length >= 2")
+    if (x.ndim != 1 or x.shape != y.shape or x.size < 2 or not np.all(np.isfinite(x) & np.isfinite(y))
+            or np.any(x <= 0) or np.any(y <= 0)):
+        raise ValueError("loglog_slope needs two finite, positive 1-d arrays of the same length >= 2")
     return float(np.polyfit(np.log(x), np.log(y), 1)[0])
 
 
