@@ -38,7 +38,7 @@ from .sampling import Participation
 from .server import ServerOptimizer, plain
 from .solvers import LocalSolver, SolverState
 from .theory import chi_square
-from .tree import tree_all_finite, tree_sub
+from .tree import tree_all_finite, tree_leaves, tree_structure_equal, tree_sub
 from .variance import ControlVariates, correction, init_control_variates, update_control_variates
 
 __all__ = ["ALGORITHMS", "ServerState", "ClientUpdate", "RoundDiagnostics", "FederatedAlgorithm", "make_algorithm",
@@ -179,10 +179,19 @@ class FederatedAlgorithm:
               p: Any = None) -> tuple[ServerState, RoundDiagnostics]:
         """Aggregate ``updates`` (in the order of ``participation.clients``) with eq. 4,
         update the variates, then apply the server optimizer. ``lr`` is this round's
-        client learning rate; ``p`` (all clients' weights) is required with VR."""
+        client learning rate; ``p`` (all clients' weights) is required with VR. Each
+        ``updates[k].delta`` must have the structure and leaf shapes of ``state.params``
+        (``ValueError`` otherwise: :math:`x + \\sum_i c_i\\Delta_i` would broadcast)."""
         lr = check_positive("lr", lr)
+        if not all(hasattr(participation, f) for f in Participation._fields):
+            raise ValueError(f"participation must be a fedlib.sampling.Participation (full_participation(p), "
+                             f"sample_clients(...)), got {type(participation).__name__}")
         participation = Participation(np.asarray(participation.clients), np.asarray(participation.weights, dtype=float))
         updates = list(updates)
+        for k, u in enumerate(updates):
+            if not all(hasattr(u, f) for f in ClientUpdate._fields):
+                raise ValueError(f"updates[{k}] must be a ClientUpdate (algorithm.client_final(state, i, "
+                                 f"solver_state)), got {type(u).__name__}")
         clients = np.asarray([u.client for u in updates])
         if not np.array_equal(clients, participation.clients):
             raise ValueError("updates must come in the order of participation.clients")
@@ -191,6 +200,10 @@ class FederatedAlgorithm:
         steps = np.array([u.local_steps for u in updates], dtype=np.int64)
         deltas = [u.delta for u in updates]
         agg = aggregate(deltas, participation.weights, a_norms, self.aggregation, self.tau_eff, steps)
+        if not tree_structure_equal(agg.change, state.params):  # x + change would broadcast, e.g. (d,) onto (d, 1)
+            raise ValueError("updates: the clients' deltas must have the structure and leaf shapes of state.params "
+                             f"(leaf shapes {[tuple(np.shape(v)) for v in tree_leaves(deltas[0])]} vs "
+                             f"{[tuple(np.shape(v)) for v in tree_leaves(state.params)]})")
         if not tree_all_finite(agg.change):
             raise FloatingPointError(f"round {state.round}: the aggregated update is not finite (diverged)")
         variates = state.variates

@@ -35,6 +35,9 @@ A round, in user code (chapter 6 runs it)::
 With plain SGD or heavy-ball momentum and weight decay these are the steps of
 ``torch.optim.SGD(lr, momentum, weight_decay=...)`` (``dampening=0``, no Nesterov; the
 tests compare the two), so an existing training loop changes in the optimizer's line only.
+The step uses ``torch._foreach_*`` kernels, those of ``torch.optim.SGD`` on CUDA; on the CPU
+``torch.optim.SGD`` defaults to a per-tensor loop of the same operations, which gives the same
+float32/float64 numbers but rounds bfloat16/float16 parameters differently (``foreach=True`` matches).
 
 Rules, each enforced with an error rather than a silent change of the algorithm:
 
@@ -79,7 +82,7 @@ from typing import Callable, Iterable, List, Optional, Sequence
 
 import torch
 
-from .solvers import LocalSolver, SolverState
+from .solvers import LocalSolver, SolverState, check_shared_lr
 
 __all__ = ["ClientOptimizer", "parameters_of", "copy_into", "buffers_of", "average_buffers"]
 
@@ -126,6 +129,11 @@ def average_buffers(client_buffers: Sequence[Sequence[torch.Tensor]], weights) -
     :math:`\|a_i\|_1`, no :math:`\tau_{\text{eff}}` (normalising them as gradient progress is a
     known mistake, REFERENCE §5). Give each client the averaged buffers at the start of its
     round (:func:`copy_into` on ``model.buffers()``) and average theirs after it."""
+    client_buffers = list(client_buffers)
+    for i, bufs in enumerate(client_buffers):  # a tensor iterates over its rows: one model's buffers are no clients
+        if isinstance(bufs, torch.Tensor) or not hasattr(bufs, "__iter__"):
+            raise ValueError(f"client_buffers[{i}] must be one client's buffers, a list of tensors "
+                             f"(buffers_of(model)), got {type(bufs).__name__}: client_buffers lists the clients")
     client_buffers = [list(b) for b in client_buffers]
     if not client_buffers:
         raise ValueError("client_buffers: no client")
@@ -137,7 +145,7 @@ def average_buffers(client_buffers: Sequence[Sequence[torch.Tensor]], weights) -
         raise ValueError(f"weights must be {len(client_buffers)} finite numbers >= 0 with a positive sum")
     w = w / w.sum()
     first = client_buffers[0]
-    for i, bufs in enumerate(client_buffers[1:], 1):
+    for i, bufs in enumerate(client_buffers):
         _check_like(first, bufs, f"client_buffers[{i}]", noun="buffer")
     out = []
     for k, ref in enumerate(first):
@@ -163,8 +171,9 @@ def _check_like(params: List[torch.Tensor], values, what: str, noun: str = "para
 def _step_in_place(solver: LocalSolver, state: SolverState, params: List[torch.Tensor],
                    grads: List[torch.Tensor]) -> SolverState:
     r""":meth:`fedlib.solvers.LocalSolver.update` in place on ``params`` (and the momentum
-    buffer), with multi-tensor ``torch._foreach_*`` kernels as ``torch.optim.SGD`` uses: the
-    same arithmetic, :math:`\tilde g = g + \lambda x + c`, :math:`u \leftarrow \rho u + \tilde g`,
+    buffer), with multi-tensor ``torch._foreach_*`` kernels as ``torch.optim.SGD(foreach=True)`` uses
+    (its default on CUDA, not on the CPU): the same arithmetic, :math:`\tilde g = g + \lambda x + c`,
+    :math:`u \leftarrow \rho u + \tilde g`,
     :math:`x \leftarrow x - \eta_k (u + \mu (x - x^{(t,0)}))`, without copying the model.
     The gradients are never written (the caller's ``.grad`` stay as they were)."""
     k = state.step
@@ -207,7 +216,7 @@ class ClientOptimizer(torch.optim.Optimizer):
     :math:`\tilde g_k = g_k + \lambda x_k + c_i`, :math:`u_{k+1} = \rho u_k + \tilde g_k`,
     :math:`x_{k+1} = x_k - \eta_k (u_{k+1} + \mu (x_k - x^{(t,0)}))`; the state's
     ``a_norm`` is :math:`\|a^{(k)}\|_1` after :math:`k` steps (App. B).
-    The step works in place with multi-tensor kernels, as ``torch.optim.SGD`` does; the
+    The step works in place with multi-tensor kernels, as ``torch.optim.SGD(foreach=True)`` does; the
     tests check it against :meth:`~fedlib.solvers.LocalSolver.update`. Used by chapter 6.
     """
 
@@ -220,7 +229,7 @@ class ClientOptimizer(torch.optim.Optimizer):
         if len(self.param_groups) != 1:
             raise ValueError(f"params: one parameter group only (one solver for all parameters, as the a_i "
                              f"assume), got {len(self.param_groups)}")
-        extra = sorted(set(self.param_groups[0]) - {"params", "lr"})
+        extra = sorted(set(self.param_groups[0]) - {"params", "lr", "param_names"})  # names: model.named_parameters()
         if extra:
             raise ValueError(f"params: the group sets {extra}; set momentum, mu and weight_decay on the LocalSolver")
         if self.param_groups[0]["lr"] != solver.lr:
@@ -288,7 +297,10 @@ class ClientOptimizer(torch.optim.Optimizer):
         """Start a client's round: copy ``solver_state.params`` (:math:`x^{(t,0)}`, a list of
         tensors like the parameters) into the parameters and reset the momentum buffer and
         the :math:`\\|a_i\\|_1` counter. ``solver`` replaces the round's solver (e.g. a client's
-        own, Theorem 3); by default it is the constructor's with the group's current ``lr``."""
+        own, Theorem 3); by default it is the constructor's with the group's current ``lr``. A given
+        solver must have the group's ``lr`` as its base learning rate :math:`\\eta`, the unit of every
+        client's :math:`\\|a_i\\|_1` (:func:`fedlib.solvers.check_shared_lr`; a client's own step size
+        is a factor of it: ``LocalSolver(lr=eta, lr_schedule=lambda k: 3.0)``)."""
         if not isinstance(solver_state, SolverState):
             raise ValueError(f"solver_state must be a fedlib.solvers.SolverState (algorithm.client_init(server, i)), "
                              f"got {type(solver_state).__name__}")
@@ -296,12 +308,14 @@ class ClientOptimizer(torch.optim.Optimizer):
             raise ValueError(f"solver_state must be a round's start (step 0), got step {solver_state.step}")
         if solver is not None and not isinstance(solver, LocalSolver):
             raise ValueError(f"solver must be a fedlib.solvers.LocalSolver, got {type(solver).__name__}")
+        group = self.param_groups[0]
+        if solver is not None:  # ||a_i||_1 is counted in units of the solver's lr: one unit for all clients
+            check_shared_lr("solver", [solver], lr=float(group["lr"]))
         params = self._params
         _check_like(params, solver_state.params, "solver_state.params")
         if solver_state.correction is not None:
             _check_like(params, solver_state.correction, "solver_state.correction")
-        group = self.param_groups[0]
-        self._round_lr = float(group["lr"])  # a given solver brings its own lr; the group's is left as it is
+        self._round_lr = float(group["lr"])
         solver = solver if solver is not None else self._base.with_lr(self._round_lr)
         start = [v.detach().clone() for v in solver_state.params]
         copy_into(params, start)

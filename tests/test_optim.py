@@ -334,18 +334,22 @@ def _one_param():
 
 
 def test_a_client_solver_given_to_begin_does_not_leak_into_the_next_round():
-    from fedlib.solvers import sgd
+    from fedlib.solvers import LocalSolver, sgd
 
     w = _one_param()
     opt = ClientOptimizer([w], sgd(0.1))
     start = sgd(0.1).init([torch.zeros(3, dtype=torch.float64)])
-    opt.begin(start, solver=sgd(0.5))
-    assert opt.lr == 0.5
+    own = LocalSolver(lr=0.1, lr_schedule=lambda k: 5.0)  # the client's step size 0.5, as a factor of the shared lr
+    opt.begin(start, solver=own)
+    assert opt.solver is own
     w.grad = torch.ones(3, dtype=torch.float64)
     opt.step()
+    assert opt.a_norm == 5.0
+    assert torch.allclose(w.detach(), torch.full((3,), -0.5, dtype=torch.float64))
     opt.begin(start)  # no solver: the constructor's, at the group's lr
-    assert opt.lr == 0.1 and opt.param_groups[0]["lr"] == 0.1
+    assert opt.lr == 0.1 and opt.param_groups[0]["lr"] == 0.1 and opt.solver.lr_schedule is None
     opt.step()
+    assert opt.a_norm == 1.0
     assert torch.allclose(w.detach(), torch.full((3,), -0.1, dtype=torch.float64))
 
 

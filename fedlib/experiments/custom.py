@@ -134,6 +134,8 @@ def train_clients(model: nn.Module, client_x: Sequence[Any], client_y: Sequence[
     ``tau_eff``, ``chi2``, ``local_steps``, ``lr``; plus ``"engine"``: the trained
     :class:`TensorEngine` (``engine.states[r].params`` are the final global models).
     ``epochs``: ``"2"`` or an inclusive range ``"1-5"`` drawn per client and round.
+    ``solver``: ``"sgd"``, ``"prox"``, ``"momentum"`` or ``"momentum-prox"``
+    (:func:`fedlib.solvers.make_solver`); ``mu`` is refused with a solver without a proximal term.
     ``dtype``: of the parameters and features (float64 for :func:`reference_differences`).
     ``progress``: a tqdm bar on stderr, one tick per round, with each algorithm's last train loss.
     """
@@ -148,6 +150,9 @@ def train_clients(model: nn.Module, client_x: Sequence[Any], client_y: Sequence[
     if len(set(algorithms)) != len(algorithms):
         raise ValueError(f"algorithms must not repeat a name (one history per name), got {algorithms}")
     check_choice("lr_decay", lr_decay, ("constant", "step"))
+    if solver in ("sgd", "momentum") and isinstance(mu, (int, float)) and mu != 0:
+        raise ValueError(f"mu: solver {solver!r} has no proximal term, got mu = {mu!r} (FedProx: solver='prox' or "
+                         "'momentum-prox')")
     if len(client_x) != len(client_y) or len(client_x) == 0:
         raise ValueError(f"client_x and client_y must list the same clients (got {len(client_x)} and {len(client_y)})")
     if (test_x is None) != (test_y is None):
