@@ -52,7 +52,9 @@ __all__ = [
 
 #: Per-channel RGB mean used by the official FedNova code to normalise inputs (REFERENCE §4).
 CIFAR10_MEAN = (0.4914, 0.4822, 0.4465)
-#: Per-channel RGB standard deviation used by the official FedNova code (REFERENCE §4).
+#: Per-channel RGB "standard deviation" used by the official FedNova code (REFERENCE §4).  Not the
+#: pixel standard deviation of the training set (0.2470, 0.2435, 0.2616): it matches the mean over
+#: images of each image's own standard deviation (0.2022, 0.1993, 0.2009).  Kept for fidelity.
 CIFAR10_STD = (0.2023, 0.1994, 0.2010)
 #: Class names, in label order (``batches.meta``).
 CIFAR10_CLASSES = ("airplane", "automobile", "bird", "cat", "deer", "dog", "frog", "horse", "ship", "truck")
@@ -114,8 +116,9 @@ def _missing_message(folder: Path, missing: list[str] | None = None) -> str:
 
 
 def _resolve_folder(root: Path) -> Path:
-    """``root/cifar-10-batches-py``, or ``root`` itself when it already is that folder."""
-    if root.name == BATCH_FOLDER or (root / TRAIN_FILES[0]).is_file():
+    """``root/cifar-10-batches-py``, or ``root`` itself when it already is that folder (named so, or
+    holding any batch file: a renamed folder that lacks ``data_batch_1`` is still that folder)."""
+    if root.name == BATCH_FOLDER or any((root / name).is_file() for name in TRAIN_FILES + (TEST_FILE,)):
         return root
     return root / BATCH_FOLDER
 
@@ -204,6 +207,7 @@ def load_cifar10(root, download: bool = False) -> Cifar10Arrays:
     ValueError
         A batch file cannot be unpickled (corrupt, truncated) or holds data of the
         wrong shape, a wrong number of labels or labels outside 0..9; names the file.
+        ``root`` is a file or not a path, or ``download`` is not a bool.
 
     Examples
     --------
@@ -212,6 +216,11 @@ def load_cifar10(root, download: bool = False) -> Cifar10Arrays:
     ((50000, 32, 32, 3), array([6, 9, 9]))
     """
     root = check_path("root", root)
+    if not isinstance(download, (bool, np.bool_)):  # download="no" is truthy: it would fetch 170 MB
+        raise ValueError(f"download must be True or False, got {download!r}")
+    if root.is_file():  # a batch file or the downloaded archive: mkdir would fail on it with download=True
+        raise ValueError(f"root must be a folder (the one containing '{BATCH_FOLDER}', or that folder itself), "
+                         f"got the file {root}")
     folder = _resolve_folder(root)
     missing = _missing_batches(folder) if download and folder.name != BATCH_FOLDER else []
     if missing:
@@ -303,7 +312,7 @@ def load_cifar10_sample(path=None) -> Cifar10Arrays:
     ValueError
         The file lacks a key or holds arrays of the wrong type or shape.
     """
-    file = DEFAULT_SAMPLE_PATH if path is None else Path(path).expanduser()
+    file = DEFAULT_SAMPLE_PATH if path is None else check_path("path", path)
     if not file.is_file():
         raise FileNotFoundError(
             f"CIFAR-10 sample not found at {file}. It ships in the repository's data/cifar10-sample/ "
@@ -332,7 +341,7 @@ def load_cifar10_labels(path=None) -> tuple[np.ndarray, np.ndarray]:
     FileNotFoundError, ValueError
         A missing file, a missing key, labels out of range.
     """
-    file = DEFAULT_LABELS_PATH if path is None else Path(path).expanduser()
+    file = DEFAULT_LABELS_PATH if path is None else check_path("path", path)
     if not file.is_file():
         raise FileNotFoundError(
             f"CIFAR-10 labels not found at {file}. They ship in the repository's data/cifar10-sample/ "
@@ -374,7 +383,7 @@ def cifar10_random_images(seed: int = 0, path=None) -> Cifar10Arrays:
     """
     seed = check_int("seed", seed, minimum=0)
     train_labels, test_labels = load_cifar10_labels(path)
-    file = DEFAULT_LABELS_PATH if path is None else Path(path).expanduser()
+    file = DEFAULT_LABELS_PATH if path is None else check_path("path", path)
     rng = np.random.default_rng(seed)
     train_images = rng.integers(0, 256, size=(len(train_labels),) + _IMAGE_SHAPE, dtype=np.uint8)
     test_images = rng.integers(0, 256, size=(len(test_labels),) + _IMAGE_SHAPE, dtype=np.uint8)

@@ -42,8 +42,12 @@ class FederatedDataset:
     meta: dict = field(default_factory=dict)
 
     def __post_init__(self):
-        m = len(self.train_x)
         src = self.name
+        for label in ("train_x", "train_y", "test_x", "test_y"):
+            seq = getattr(self, label)
+            if isinstance(seq, (dict, str, bytes)) or not hasattr(seq, "__len__") or not hasattr(seq, "__getitem__"):
+                raise ValueError(f"{src}: {label} must be a list with one array per client, got {type(seq).__name__}")
+        m = len(self.train_x)
         if m == 0:
             raise ValueError(f"{src}: the data set has no clients")
         for label, seq in (("train_y", self.train_y), ("test_x", self.test_x), ("test_y", self.test_y)):
@@ -54,8 +58,11 @@ class FederatedDataset:
         dim = None
         for i in range(m):
             for part, xs, ys in (("train", self.train_x[i], self.train_y[i]), ("test", self.test_x[i], self.test_y[i])):
-                x = np.asarray(xs)
-                y = np.asarray(ys)
+                try:
+                    x = np.asarray(xs)
+                    y = np.asarray(ys)
+                except ValueError as exc:  # ragged rows
+                    raise ValueError(f"{src}: client {i} {part} x and y must be arrays ({exc})") from None
                 if x.ndim != 2:
                     raise ValueError(f"{src}: client {i} {part} x must be 2-d (samples, features), got shape {x.shape}")
                 if y.ndim != 1 or y.shape[0] != x.shape[0]:
@@ -70,7 +77,10 @@ class FederatedDataset:
                     raise ValueError(f"{src}: client {i} {part} x must hold real numbers, got dtype {x.dtype}")
                 if not np.all(np.isfinite(x)):
                     raise ValueError(f"{src}: client {i} {part} x contains NaN or inf")
-                if y.size and (y.dtype.kind not in "iu" or y.min() < 0 or y.max() >= self.num_classes):
+                if y.size and y.dtype.kind not in "iu":  # y.min() of strings or None would be numpy's own error
+                    raise ValueError(f"{src}: client {i} {part} labels must be integers in [0, {self.num_classes}), "
+                                     f"got dtype {y.dtype}")
+                if y.size and (y.min() < 0 or y.max() >= self.num_classes):
                     raise ValueError(
                         f"{src}: client {i} {part} labels must be integers in [0, {self.num_classes}), "
                         f"got range [{y.min()}, {y.max()}] dtype {y.dtype}"
