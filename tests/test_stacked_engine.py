@@ -25,7 +25,7 @@ from fedlib.engines.reference import run_sequential
 from fedlib.engines.stacked import (RunSpec, StackedEngine, client_augment_params, client_batch_plan,
                                     online_a_norms, reference_run)
 from fedlib.models import vgg11
-from fedlib.schedules import FixedEpochs, RandomEpochs, step_decay_lr
+from fedlib.schedules import FixedEpochs, FixedSteps, RandomEpochs, step_decay_lr
 from fedlib.server import momentum as server_momentum
 from fedlib.solvers import momentum_proximal_sgd, momentum_sgd, proximal_sgd, sgd
 
@@ -409,7 +409,7 @@ def test_gemm_refuses_what_it_cannot_compute(model, data):
         GroupedNetwork(strided, 2, device="cpu", conv="gemm")
     GroupedNetwork(strided, 2, device="cpu")  # fine with the grouped convolutions
     with pytest.raises(ValueError, match="setting of path='grouped'"):
-        StackedEngine(model, data, [run], rounds=1, path="vmap", conv="gemm")
+        StackedEngine(model, data, [run], rounds=1, batch_size=B, path="vmap", conv="gemm")
 
 
 # ---------------------------------------------------------------- augmentation & dropout
@@ -485,24 +485,24 @@ def test_online_a_norms_match_closed_forms():
 def test_clear_errors(model, data):
     run = RunSpec(make_algorithm("fedavg", sgd(0.05)), _clients(0, [4, 4]), FixedEpochs([4, 4], B, 1))
     with pytest.raises(ValueError, match="precision"):
-        StackedEngine(model, data, [run], rounds=1, precision="fp16")
+        StackedEngine(model, data, [run], rounds=1, batch_size=B, precision="fp16")
     with pytest.raises(ValueError, match="bf16.*float32"):
-        StackedEngine(model, data, [run], rounds=1, precision="bf16", dtype=torch.float64)
+        StackedEngine(model, data, [run], rounds=1, batch_size=B, precision="bf16", dtype=torch.float64)
     with pytest.raises(ValueError, match="cuda_graph.*CUDA"):
-        StackedEngine(model, data, [run], rounds=1, cuda_graph=True)
+        StackedEngine(model, data, [run], rounds=1, batch_size=B, cuda_graph=True)
     if not torch.cuda.is_available():
         with pytest.raises(ValueError, match="CUDA is not available"):
-            StackedEngine(model, data, [run], rounds=1, device="cuda")
+            StackedEngine(model, data, [run], rounds=1, batch_size=B, device="cuda")
     with pytest.raises(ValueError, match="path"):
-        StackedEngine(model, data, [run], rounds=1, path="fast")
+        StackedEngine(model, data, [run], rounds=1, batch_size=B, path="fast")
     bn = nn.Sequential(nn.Conv2d(3, 4, 3, padding=1), nn.BatchNorm2d(4), nn.ReLU(), nn.AdaptiveAvgPool2d(1),
                        nn.Flatten(), nn.Linear(4, 10))
     for path in ("grouped", "vmap"):
         with pytest.raises(ValueError, match="BatchNorm|buffers"):
-            StackedEngine(bn, data, [run], rounds=1, path=path)
+            StackedEngine(bn, data, [run], rounds=1, batch_size=B, path=path)
     with pytest.raises(ValueError, match="AdaptiveAvgPool2d.*vmap"):
         StackedEngine(nn.Sequential(nn.Conv2d(3, 4, 3), nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(4, 10)),
-                      data, [run], rounds=1)
+                      data, [run], rounds=1, batch_size=B)
 
 
 def test_divergence_names_round_and_run(model, data):
@@ -533,7 +533,7 @@ def test_vmap_path_trains_any_module(data):
     run = RunSpec(make_algorithm("scaffold", momentum_sgd(0.05, 0.9)), _clients(3, sizes), FixedEpochs(sizes, B, 1),
                   seed=2, params={n: p.detach().double() for n, p in net.named_parameters()})
     with pytest.raises(ValueError, match="Sequential"):
-        StackedEngine(net, data, [run], rounds=2)
+        StackedEngine(net, data, [run], rounds=2, batch_size=B)
     eng = StackedEngine(net, data, [run], rounds=2, path="vmap", dtype=torch.float64, batch_size=B)
     eng.train()
 
@@ -759,7 +759,7 @@ def test_inputs_that_would_be_truncated_or_mismatched_are_refused(model, data):
     for bad in ([c.astype(float) + 0.7 for c in clients], [np.ones(8, dtype=bool)] * 2):
         run = RunSpec(algo, bad, FixedEpochs([4, 4], B, 1))
         with pytest.raises(ValueError, match=r"runs\[0\].clients\[0\] must hold integer sample indices"):
-            StackedEngine(model, data, [run], rounds=1)
+            StackedEngine(model, data, [run], rounds=1, batch_size=B)
     run = RunSpec(algo, clients, FixedEpochs([4, 4], B, 1))
 
     class Odd(_Data):
@@ -768,11 +768,11 @@ def test_inputs_that_would_be_truncated_or_mismatched_are_refused(model, data):
     odd = Odd(load_cifar10_sample())
     odd.train_labels = odd.train_labels.astype(float) + 0.5
     with pytest.raises(ValueError, match="data.train_labels must hold integer class labels"):
-        StackedEngine(model, odd, [run], rounds=1)
+        StackedEngine(model, odd, [run], rounds=1, batch_size=B)
     odd = Odd(load_cifar10_sample())
     odd.test_labels = odd.test_labels[:-1]
     with pytest.raises(ValueError, match="data.test_labels must hold one label per test image"):
-        StackedEngine(model, odd, [run], rounds=1)
+        StackedEngine(model, odd, [run], rounds=1, batch_size=B)
 
 
 def test_a_checkpoint_of_another_algorithms_state_is_refused(model, data):
@@ -822,11 +822,11 @@ def test_participation_and_schedule_errors_come_at_construction(model, data):
     bad = [RunSpec(make_algorithm("fedavg", sgd(0.05)), clients, FixedEpochs([4, 4], B, 1), clients_per_round=1),
            RunSpec(make_algorithm("fedavg", sgd(0.05)), clients, FixedEpochs([4, 4], B, 1), sampling="uniform",
                    clients_per_round=3),
-           RunSpec(make_algorithm("fedavg", sgd(0.05)), clients, FixedEpochs([4, 4, 4], B, 1))]
+           RunSpec(make_algorithm("fedavg", sgd(0.05)), clients, FixedSteps([1, 1, 1]))]
     for run, message in zip(bad, (r"runs\[0\]: clients_per_round", r"runs\[0\]: .*clients_per_round",
                                   r"runs\[0\].schedule.local_steps\(0\)")):
         with pytest.raises(ValueError, match=message):
-            StackedEngine(model, data, [run], rounds=1)
+            StackedEngine(model, data, [run], rounds=1, batch_size=B)
 
 
 class _SharedGradient(nn.Module):
@@ -982,8 +982,9 @@ def test_stacked_engine_refuses_bad_construction(model, data, case, match):
         params = {n: t.clone() for n, t in _params64(0).items()}
         params["0.weight"] = params["0.weight"][:1]
         run_change["params"] = params
-    kwargs = dict(model=model, data=_Images(data, **case.pop("data", {})), runs=[_one_run(**run_change)], rounds=1)
+    kwargs = dict(model=model, data=_Images(data, **case.pop("data", {})), runs=[_one_run(**run_change)], rounds=1,
+                  batch_size=B)
     kwargs.update(case)
-    StackedEngine(model, _Images(data), [_one_run()], rounds=1)  # the unchanged case is fine
+    StackedEngine(model, _Images(data), [_one_run()], rounds=1, batch_size=B)  # the unchanged case is fine
     with pytest.raises(ValueError, match=match):
         StackedEngine(**kwargs)

@@ -271,6 +271,13 @@ def _check_common(algorithm, problem, schedule, rounds, batch_size, sampling, cl
     sb = getattr(schedule, "batch_size", None)
     if sb is not None and sb != batch_size:
         raise ValueError(f"batch_size: the epoch schedule counts steps with batch size {sb}, got {batch_size}")
+    sn = getattr(schedule, "num_samples", None)
+    if sn is not None and not np.array_equal(np.asarray(sn), problem.num_samples):
+        # tau_i = E ceil(n_i / B) of other sizes: the clients would run partial extra epochs (or miss samples)
+        bad = int(np.flatnonzero(np.asarray(sn) != problem.num_samples)[0])
+        raise ValueError(f"schedule: the epoch schedule counts steps for other client sizes (client {bad}: "
+                         f"{sn[bad]} samples, the problem's training set has {int(problem.num_samples[bad])}); "
+                         "build it from problem.num_samples")
     if sampling != "full":
         if clients_per_round is None:
             raise ValueError(f"clients_per_round is required with sampling={sampling!r}")
@@ -328,7 +335,7 @@ def run_batched(algorithm: FederatedAlgorithm, problem: LogisticProblem, schedul
     algorithm : a :class:`~fedlib.algorithms.FederatedAlgorithm` (any solver, VR, server optimizer).
     problem : :class:`~fedlib.problems.logistic.LogisticProblem`.
     schedule : ``local_steps(round) -> (m,)`` :math:`\tau_i` (:mod:`fedlib.schedules`;
-        an epoch schedule must use ``batch_size``).
+        an epoch schedule must use ``batch_size`` and ``problem.num_samples``).
     batch_size : :math:`B`.
     seed : run seed: batches, sampling (and the schedule's own seed for random epochs).
     sampling, clients_per_round : participation (``"full"``, ``"with-replacement"``, ``"uniform"``).
