@@ -64,6 +64,7 @@ from typing import Optional
 
 import numpy as np
 
+from ._validate import check_int
 from .algorithms import FederatedAlgorithm, make_algorithm
 from .data import synthetic
 from .engines.batched import EpochBatcher, run_batched, run_reference
@@ -182,8 +183,9 @@ def bench_synthetic(*, rounds: int = 5, repeat: int = 3, epochs: str = "2", algo
     skipped (its results are ``None``). ``progress`` (optional) is called with a short
     text after each measurement.
     """
-    if rounds < 1 or repeat < 1:
-        raise ValueError(f"rounds and repeat must be >= 1, got rounds={rounds}, repeat={repeat}")
+    # whole numbers >= 1 (repeat=True ran one repetition and recorded "repeat": true; 2.5 failed in range())
+    rounds = check_int("rounds", rounds, minimum=1)
+    repeat = check_int("repeat", repeat, minimum=1)
     lo, hi = parse_epochs(epochs)
     ds = synthetic(alpha, beta, num_clients=num_clients, seed=data_seed)
     if equal_sizes:  # the same total number of samples, split equally

@@ -29,6 +29,9 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3, help="rounds planned and loaded (default 3)")
     parser.add_argument("--steps", type=int, default=100, help="local steps of the longest client (default 100)")
     args = parser.parse_args()
+    for name in ("runs", "rounds", "steps"):  # --steps 0 or less planned a round of one step per client in silence
+        if getattr(args, name) < 1:
+            parser.error(f"--{name} must be >= 1, got {getattr(args, name)}")
     data = cifar10_random_images()
     parts = official_partition(data.train_labels)
     tau = _round_steps(np.array([len(c) for c in parts]), 32, 2, args.steps)

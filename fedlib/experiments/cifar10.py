@@ -43,7 +43,7 @@ import numpy as np
 from .._validate import check_choice, check_int
 
 __all__ = ["PAPER", "Cell", "CELLS", "CELL_IDS", "PAPER_VALUES", "RERUN_VALUES", "EPOCH_SETTINGS", "load_data",
-           "official_partition", "mean_epochs", "round_work", "train_runs", "history_record", "result_name", "plan_table1", "run_table1",
+           "official_partition", "mean_epochs", "round_work", "trained_images", "train_runs", "history_record", "result_name", "plan_table1", "run_table1",
            "load_table1_results", "table1_summary", "bench_cifar10", "format_bench", "PROFILES", "MIN_MEASURED_ROUNDS",
            "cudnn_benchmark", "BENCH_VARIANTS", "parse_bench_variant", "parse_bench_variants"]
 
@@ -464,6 +464,24 @@ def round_work(epochs: str, num_train: int, num_test: int) -> float:
     return mean_epochs(epochs) * float(num_train) + float(num_test) / 3.0
 
 
+def trained_images(history: Sequence[Mapping], sizes, batch_size: int) -> Optional[int]:
+    r"""The training images a run's ``history`` really processed: per round and client,
+    :math:`\lfloor\tau_i/s_i\rfloor n_i + \min((\tau_i \bmod s_i) B, n_i)` with
+    :math:`s_i = \lceil n_i/B\rceil` (a last partial batch counts its real samples), from the
+    recorded ``local_steps``; ``None`` when a round does not list one step count per client.
+    With random epochs (``"2-5"``) this is the drawn work, not :func:`round_work`'s expectation."""
+    sizes = np.asarray(sizes, dtype=np.int64)
+    spe = -(-sizes // int(batch_size))
+    total = 0
+    for h in history:
+        tau = np.asarray(h.get("local_steps", ()), dtype=np.int64)
+        if tau.shape != sizes.shape:
+            return None
+        full, rest = np.divmod(tau, spe)
+        total += int((full * sizes + np.minimum(rest * int(batch_size), sizes)).sum())
+    return total
+
+
 def _previous_rate(results_dir: Path, key: dict, stacked: Optional[int] = None) -> Optional[float]:
     """Seconds per unit of :func:`round_work`: the median of the rates (``images_per_second``)
     that earlier results with the same engine settings measured (``stacked``: only those
@@ -745,6 +763,12 @@ def run_table1(results_dir, *, budget_seconds: float, seeds: Sequence[int] = (0,
             rate = res["seconds"] / (trained_rounds * group_work)  # trains nothing and measures no rate
             log(f"measured {1 / rate:.0f} images/s (training + evaluation, {len(group)} run(s) stacked)")
         group_seconds = res["seconds"] + res.get("seconds_before", 0.0)
+        # images/s of the work really done: the drawn epochs of a U(2,5) run differ from round_work's
+        # expected 3.5 (seed 0: 1.1% fewer images), and a rate must count what was trained
+        sizes = [len(c) for c in parts]
+        done = [trained_images(h, sizes, PAPER["batch_size"]) for h in res["histories"]]
+        work_done = (sum(done) + len(done) * rounds * n_test / 3.0 if all(d is not None for d in done)
+                     else rounds * group_work)
         per_run_round = group_seconds / (rounds * len(group))
         # wall_time_s: this call's share; a group resumed from a checkpoint also says when it first
         # started and how many seconds of training earlier calls did (not the time in between)
@@ -767,7 +791,7 @@ def run_table1(results_dir, *, budget_seconds: float, seeds: Sequence[int] = (0,
                        "best_test_accuracy": max(h["test_accuracy"] for h in hist),
                        "rounds": len(hist), "group_seconds": group_seconds, "runs_in_group": len(group),
                        "seconds_per_run": group_seconds / len(group), "seconds_per_run_round": per_run_round,
-                       "images_per_second": rounds * group_work / group_seconds}  # over all calls of the group
+                       "images_per_second": work_done / group_seconds}  # over all calls of the group
             if res.get("resumed_from"):
                 summary["resumed_after_round"] = int(res["resumed_from"])
             write_result(p["path"], make_result(config, hist, prov, summary=summary))
@@ -1040,7 +1064,8 @@ def bench_cifar10(data, *, width: float = 1.0, steps: Optional[int] = 20, device
     starting from the global weights, batches of 32 gathered, cropped/flipped and
     normalised on the device (dropout on). *Engine*: :class:`~fedlib.engines.stacked.StackedEngine` (``path``,
     ``precision``, ``cuda_graph``) training the same 16 clients, FedAvg with local SGD,
-    evaluation excluded; with ``runs = R > 1``, R such runs (seeds ``seed .. seed+R-1``)
+    its time is the round's local training (host planning and loading included; aggregation
+    and evaluation excluded: the sequential loop does neither); with ``runs = R > 1``, R such runs (seeds ``seed .. seed+R-1``)
     stacked in one engine as Table 1 does (R x 16 models; the sequential loop's rate does
     not depend on R: it trains one model at a time). Each side runs one warm-up round,
     then ``repeat`` timed rounds; the median is reported. Real images counted (last
@@ -1069,10 +1094,23 @@ def bench_cifar10(data, *, width: float = 1.0, steps: Optional[int] = 20, device
     if not isinstance(runs, int) or isinstance(runs, bool) or runs < 1:
         raise ValueError(f"runs must be an integer >= 1, got {runs!r}")
     repeat = check_int("repeat", repeat, minimum=1)  # 0: only the warm-up, a median of nothing
+    # checked before anything is timed: steps <= 0 (or a float, a bool) timed a round of one step per client
+    # in silence, and epochs 0, another path or CUDA graphs on a CPU were refused only by the engine,
+    # after the sequential loop's rounds had been timed (seconds of device time)
+    if steps is not None:
+        steps = check_int("steps", steps, minimum=1)
+    epochs = check_int("epochs", epochs, minimum=1)
+    batch_size = check_int("batch_size", batch_size, minimum=1)
+    from ..engines.stacked import PATHS
+
+    check_choice("path", path, PATHS)
     check_choice("precision", precision, PRECISION_CHOICES)
     check_choice("conv", conv, CONV_CHOICES)
+    cuda = resolve_device(device).startswith("cuda")
+    if cuda_graph and not cuda:
+        raise ValueError(f"cuda_graph=True needs a CUDA device, got device={resolve_device(device)!r}")
     variants = parse_bench_variants(compare, runs=runs, precision=precision, cuda_graph=cuda_graph, path=path,
-                                    cudnn_bench=cudnn_bench, cuda=resolve_device(device).startswith("cuda"), conv=conv)
+                                    cudnn_bench=cudnn_bench, cuda=cuda, conv=conv)
     with cudnn_benchmark(cudnn_bench):
         return _bench_cifar10(data, width=width, steps=steps, device=device, precision=precision,
                               cuda_graph=cuda_graph, path=path, repeat=repeat, epochs=epochs, batch_size=batch_size,
