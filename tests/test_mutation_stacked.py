@@ -1,0 +1,267 @@
+"""Tests added by a mutation-testing pass over ``fedlib/engines/stacked.py``.
+
+Each test kills mutants of the engine that the rest of the suite let survive. Everything
+is tiny (6x6 images, a few samples per client, float64 on the CPU) so the file runs in
+seconds; the engine is compared with :func:`fedlib.engines.stacked.reference_run` (the plain
+per-client loop) or with hand-computed values.
+"""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+from torch import nn
+
+from fedlib.algorithms import make_algorithm
+from fedlib.engines.stacked import RunSpec, StackedEngine, reference_run
+from fedlib.schedules import FixedEpochs, FixedSteps
+from fedlib.solvers import sgd
+
+H = 6
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _one_thread():
+    n = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(n)
+
+
+class _Data:
+    def __init__(self, n=24, n_test=10, seed=0):
+        g = np.random.default_rng(seed)
+        self.train_images = g.integers(0, 256, (n, H, H, 3), dtype=np.uint8)
+        self.train_labels = g.integers(0, 3, n)
+        self.test_images = g.integers(0, 256, (n_test, H, H, 3), dtype=np.uint8)
+        self.test_labels = g.integers(0, 3, n_test)
+
+
+def _rel(a, b):
+    a = {n: t.detach() for n, t in a.items()}
+    b = {n: t.detach() for n, t in b.items()}
+    return max(float((a[n] - b[n]).abs().max() / b[n].abs().max().clamp_min(1e-300)) for n in b)
+
+
+class _SumTerm(nn.Module):
+    """Logits plus ``s.sum()``: autograd hands ``s`` an *expanded* gradient (stride 0)."""
+
+    def __init__(self):
+        super().__init__()
+        torch.manual_seed(0)
+        self.lin = nn.Linear(3 * H * H, 3)
+        self.s = nn.Parameter(torch.randn(2, 2))
+
+    def forward(self, x):
+        return self.lin(x.flatten(1)) + self.s.sum()
+
+
+def test_expanded_gradient_of_a_single_client_is_cloned_before_weight_decay():
+    """vmap path, one client (so the model axis has size 1): the gradient of ``s`` is a (1, 2, 2)
+    expansion with stride 0 in its size-2 dims; weight decay updates it in place, so the engine
+    must clone it (mutants: ``sz > 2``, ``st == 1`` in the expanded-gradient check)."""
+    data, model = _Data(), _SumTerm().double()
+    run = RunSpec(make_algorithm("fedavg", sgd(0.05, weight_decay=0.1)), [np.arange(7)], FixedEpochs([7], 3, 1),
+                  seed=1)
+    eng = StackedEngine(model, data, [run], rounds=2, path="vmap", dtype=torch.float64, batch_size=3)
+    eng.train()
+    ref = reference_run(model, data, run, rounds=2, batch_size=3)
+    assert _rel(eng.states[0].params, ref.state.params) < 1e-10
+    assert _rel(eng.states[0].params, dict(model.named_parameters())) > 1e-6
+
+
+def _net(seed=0, dropout=0.0):
+    """A tiny ``nn.Sequential`` the grouped path takes: 6x6x3 images -> 3 logits."""
+    torch.manual_seed(seed)
+    layers = [nn.Conv2d(3, 4, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2), nn.Flatten()]
+    if dropout:
+        layers.append(nn.Dropout(dropout))
+    return nn.Sequential(*layers, nn.Linear(4 * 3 * 3, 3))
+
+
+def _deep_net(seed=0):
+    torch.manual_seed(seed)
+    return nn.Sequential(nn.Conv2d(3, 4, 3, padding=1), nn.ReLU(), nn.Conv2d(4, 4, 3, padding=1), nn.ReLU(),
+                         nn.MaxPool2d(2), nn.Flatten(), nn.Linear(4 * 3 * 3, 3))
+
+
+def _plain_batch_loss(model, data, idx):
+    """Mean cross-entropy of the plain float64 ``model`` on the centre crops of samples ``idx``."""
+    from fedlib.data.cifar10 import CIFAR10_MEAN, CIFAR10_STD
+    x = torch.as_tensor(data.train_images[idx]).double() / 255.0
+    x = (x - torch.tensor(CIFAR10_MEAN, dtype=torch.float64)) / torch.tensor(CIFAR10_STD, dtype=torch.float64)
+    with torch.no_grad():
+        logits = model.double()(x.permute(0, 3, 1, 2))
+    return float(torch.nn.functional.cross_entropy(logits, torch.as_tensor(data.train_labels[idx])))
+
+
+@pytest.mark.parametrize("path", ["grouped", "vmap"])
+def test_client_losses_are_the_mean_mini_batch_loss_of_the_round(path):
+    """``RoundRecord.client_losses`` is each client's mean over its tau_i steps of the masked mean
+    batch loss, ``train_loss`` their participation-weighted mean (mutant: ``loss_sum * taus``).
+    With lr 1e-9 the parameters stay put, so every step's loss is the initial model's."""
+    from fedlib.engines.stacked import client_batch_plan
+    data, model = _Data(), _net()
+    clients = [np.arange(0, 5), np.arange(5, 14), np.arange(14, 17)]   # 2, 3 and 1 batches of 4
+    run = RunSpec(make_algorithm("fedavg", sgd(1e-9)), clients, FixedEpochs([5, 9, 3], 4, 1), seed=3)
+    # a second run samples 2 of 3 clients uniformly: weights p_i m / q, which do not sum to 1
+    sampled = RunSpec(make_algorithm("fedavg", sgd(1e-9)), clients, FixedEpochs([5, 9, 3], 4, 1), seed=3,
+                      sampling="uniform", clients_per_round=2)
+    eng = StackedEngine(model, data, [run, sampled], rounds=1, path=path, dtype=torch.float64, batch_size=4,
+                        augment=False)
+    rec, rec2 = eng.run_round()
+    want = []
+    for i, c in enumerate(clients):
+        pos, counts = client_batch_plan(3, 0, i, len(c), int(-(-len(c) // 4)), 4)
+        want.append(np.mean([_plain_batch_loss(model, data, c[pos[k, :counts[k]]]) for k in range(len(pos))]))
+    np.testing.assert_allclose(rec.client_losses, want, rtol=1e-6)
+    p = np.array([5, 9, 3]) / 17
+    assert rec.train_loss == pytest.approx(float(np.dot(p, want)), rel=1e-6)
+    from fedlib.sampling import sample_clients
+    draw = sample_clients("uniform", p, 2, 3, 0)            # the engine's draw: same seed and round
+    part, w = draw.clients, draw.weights
+    np.testing.assert_array_equal(rec2.diagnostics.clients, part)
+    assert len(part) == 2 and abs(w.sum() - 1) > 0.01
+    np.testing.assert_allclose(rec2.client_losses, [want[i] for i in part], rtol=1e-6)
+    assert rec2.train_loss == pytest.approx(float(np.dot(w, rec2.client_losses) / w.sum()), rel=1e-12)
+
+
+def test_divergence_names_the_first_diverging_run_and_exactly_its_clients():
+    """Two runs diverge, rows interleaved by tau: the message names the run of the first non-finite
+    row and that run's clients only, by client id (mutants in the row / client bookkeeping)."""
+    data = _Data(n=40)
+    sizes = [8, 4]                          # tau 4 and 2 (B=4, E=2): rows fine0, A0, B0, fine1, A1, B1, B2
+    cl = [np.arange(0, 8), np.arange(8, 12)]
+    sched = FixedEpochs(sizes, 4, 2)
+    fine = RunSpec(make_algorithm("fedavg", sgd(1e-3)), cl, sched, name="fine")
+    blow_a = RunSpec(make_algorithm("fedavg", sgd(1e15)), cl, sched, seed=1, name="blowA")
+    blow_b = RunSpec(make_algorithm("fedavg", sgd(1e15)), cl + [np.arange(12, 16)], FixedEpochs(sizes + [4], 4, 2),
+                     seed=2, name="blowB")
+    eng = StackedEngine(_deep_net(), data, [fine, blow_a, blow_b], rounds=1, batch_size=4, augment=False)
+    with pytest.raises(FloatingPointError, match=r"^round 0, run 1 \(blowA\): training loss is not finite for "
+                                                r"client\(s\) \[0, 1\] "):
+        eng.train()
+
+
+def test_a_non_finite_aggregate_names_the_run():
+    """Finite losses but an infinite step (lr 1e300 is inf in float32): the algorithm's
+    FloatingPointError comes out with the run named (mutant: the re-raise dropped)."""
+    data = _Data()
+    ok = RunSpec(make_algorithm("fedavg", sgd(0.01)), [np.arange(4)], FixedEpochs([4], 4, 1), name="ok")
+    run = RunSpec(make_algorithm("fedavg", sgd(1e300)), [np.arange(4)], FixedEpochs([4], 4, 1), name="inf")
+    eng = StackedEngine(_net(), data, [ok, run], rounds=1, batch_size=4, augment=False)
+    with pytest.raises(FloatingPointError, match=r"^run 1 \(inf\): .*not finite"):
+        eng.train()
+
+
+@pytest.mark.parametrize("name, args", [("num_samples", (0, 3, 2)), ("local_steps", (5, 0, 2)),
+                                        ("batch_size", (5, 3, 0))])
+def test_client_batch_plan_refuses_zero_by_name(name, args):
+    from fedlib.engines.stacked import client_batch_plan
+    with pytest.raises(ValueError, match=name):
+        client_batch_plan(0, 0, 0, *args)
+
+
+def test_client_batch_plan_of_one_sample_one_step_batches_of_one():
+    """The smallest legal plan (mutants: minimum 1 -> 2 in the argument checks)."""
+    from fedlib.engines.stacked import client_batch_plan
+    pos, counts = client_batch_plan(0, 0, 0, 1, 1, 1)
+    assert pos.tolist() == [[0]] and counts.tolist() == [1]
+    pos, counts = client_batch_plan(0, 0, 0, 3, 4, 1)
+    assert pos.shape == (4, 1) and counts.tolist() == [1, 1, 1, 1] and sorted(pos[:3, 0].tolist()) == [0, 1, 2]
+    pos, counts = client_batch_plan(0, 0, 0, 1, 2, 3)   # one sample, batch 3: padded with itself
+    assert pos.tolist() == [[0, 0, 0], [0, 0, 0]] and counts.tolist() == [1, 1]
+
+
+def test_client_augment_params_default_padding_is_cifars_4():
+    """The documented default crop padding is 4 pixels (mutants: 4 -> 3, 5)."""
+    from fedlib.engines.stacked import client_augment_params
+    got = client_augment_params(0, 1, 2, 50, 8)
+    want = client_augment_params(0, 1, 2, 50, 8, padding=4)
+    assert all(torch.equal(a, b) for a, b in zip(got, want))
+    dy, dx, _ = got
+    assert int(dy.max()) == int(dx.max()) == 8 and int(dy.min()) == int(dx.min()) == 0
+
+
+@pytest.mark.parametrize("path", ["grouped", "vmap"])
+def test_dropout_of_one_is_refused_not_skipped(path):
+    """nn.Dropout(1.0) zeroes everything: the seeded masks refuse p = 1 rather than the layer being
+    silently skipped (mutant: the vmap hook's ``p == 0.0`` -> ``p == 1.0``)."""
+    data = _Data()
+    run = RunSpec(make_algorithm("fedavg", sgd(0.05)), [np.arange(4)], FixedEpochs([4], 4, 1))
+    eng = StackedEngine(_net(dropout=1.0), data, [run], rounds=1, path=path, batch_size=4, augment=False)
+    with pytest.raises(ValueError, match=r"p must lie in \[0, 1\)"):
+        eng.run_round()
+
+
+class _Growing:
+    """A schedule with no known bound: tau = 4 + round."""
+
+    def local_steps(self, t):
+        return np.array([4 + t])
+
+
+def test_step_tables_grow_by_half_for_a_schedule_without_bound():
+    """Unknown bound: the step tables grow to max(needed, 1.5 x capacity), so a schedule growing by one
+    step a round reallocates (and drops CUDA graphs) only every few rounds (mutant: 1.5 -> 0.75).
+    With a known bound they are allocated once at the bound."""
+    data = _Data()
+    run = RunSpec(make_algorithm("fedavg", sgd(0.05)), [np.arange(4)], _Growing())
+    eng = StackedEngine(_net(), data, [run], rounds=4, batch_size=1, augment=False)
+    caps = []
+    for tau in (4, 5, 6, 7):
+        eng._ensure_tables(tau)
+        caps.append(eng._tau_cap)
+    assert caps == [4, 6, 6, 9]
+    bounded = RunSpec(make_algorithm("fedavg", sgd(0.05)), [np.arange(4), np.arange(4, 7)], FixedEpochs([4, 3], 2, 3))
+    eng = StackedEngine(_net(), data, [bounded], rounds=1, batch_size=2, augment=False)
+    eng._ensure_tables(1)
+    assert eng._tau_cap == 6 and eng._lr.shape[0] == 6
+
+
+def test_round_timing_counts_the_real_training_images():
+    """``last_timing.images`` is the number of real (unpadded) samples trained on: the sum of the
+    batch plans' counts, including a last partial epoch (mutants in ``_real_images``); ``steps`` is
+    the longest client's tau."""
+    from fedlib.engines.stacked import client_batch_plan
+    data = _Data()
+    sizes, taus = [5, 9, 3], [3, 7, 1]          # B=4: 1 epoch + 1 batch, 2 epochs + 1 batch, 1 batch
+    clients = [np.arange(0, 5), np.arange(5, 14), np.arange(14, 17)]
+    run = RunSpec(make_algorithm("fedavg", sgd(0.05)), clients, FixedSteps(taus), seed=2)
+    eng = StackedEngine(_net(), data, [run], rounds=1, batch_size=4, augment=False)
+    eng.run_round()
+    want = sum(int(client_batch_plan(2, 0, i, n, tau, 4)[1].sum()) for i, (n, tau) in enumerate(zip(sizes, taus)))
+    assert want == 9 + 22 + 3
+    assert eng.last_timing.images == want and eng.last_timing.steps == 7
+
+
+def test_max_relative_difference_by_hand():
+    """max over tensors of max|got - want| / max|want| (mutants: * for /, + for -)."""
+    from fedlib.engines.stacked import max_relative_difference
+    want = {"a": torch.tensor([1.0, -4.0]), "b": torch.tensor([[10.0]])}
+    got = {"a": torch.tensor([1.5, -4.0]), "b": torch.tensor([[10.0]])}
+    assert max_relative_difference(got, want) == 0.125
+    assert max_relative_difference(want, want) == 0.0
+    assert max_relative_difference({"a": torch.tensor([1e-3])}, {"a": torch.tensor([0.0])}) > 1e290
+
+
+@pytest.mark.parametrize("path", ["grouped", "vmap"])
+def test_evaluation_in_small_chunks_covers_the_whole_test_set(path):
+    """10 test images of 6x6 in chunks of 3: every image is evaluated once (mutant: the chunk loop
+    bounded by the image height instead of the number of images), accuracy and mean loss equal
+    the plain model's; more models than the stack holds are refused."""
+    from fedlib.data.cifar10 import CIFAR10_MEAN, CIFAR10_STD
+    data, model = _Data(), _net(seed=1).double()
+    run = RunSpec(make_algorithm("fedavg", sgd(0.05)), [np.arange(4)], FixedEpochs([4], 4, 1))
+    eng = StackedEngine(model, data, [run], rounds=1, path=path, dtype=torch.float64, batch_size=4,
+                        eval_batch_size=3)
+    acc, loss = eng.evaluate()
+    x = torch.as_tensor(data.test_images).double() / 255.0
+    x = (x - torch.tensor(CIFAR10_MEAN, dtype=torch.float64)) / torch.tensor(CIFAR10_STD, dtype=torch.float64)
+    y = torch.as_tensor(data.test_labels)
+    with torch.no_grad():
+        logits = model(x.permute(0, 3, 1, 2))
+    assert acc[0] == float((logits.argmax(1) == y).double().mean())
+    assert loss[0] == pytest.approx(float(torch.nn.functional.cross_entropy(logits, y)), rel=1e-12)
+    with pytest.raises(ValueError, match="at most 1 models"):
+        eng.evaluate([eng.params(0), eng.params(0)])
