@@ -11,16 +11,9 @@ import torch
 
 from fedlib.cli import main
 from fedlib.results import read_result
+from torch_threads import one_torch_thread  # noqa: F401 (autouse fixture)
 
 TINY = ["--sample", "--width", "0.03", "--device", "cpu"]
-
-
-@pytest.fixture(autouse=True)
-def one_thread():
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)  # tiny convolutions: threads only add contention on a shared CI box
-    yield
-    torch.set_num_threads(n)
 
 
 def test_run_cifar10_writes_a_valid_result(tmp_path, capsys):

@@ -16,16 +16,9 @@ from fedlib.algorithms import make_algorithm
 from fedlib.engines.stacked import RunSpec, StackedEngine, reference_run
 from fedlib.schedules import FixedEpochs, FixedSteps
 from fedlib.solvers import sgd
+from torch_threads import one_torch_thread  # noqa: F401 (autouse fixture)
 
 H = 6
-
-
-@pytest.fixture(scope="module", autouse=True)
-def _one_thread():
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)
 
 
 class _Data:

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import math
+import warnings
 
 import numpy as np
 import pytest
@@ -21,14 +22,18 @@ def _labels(n_per_class=300, k=10, seed=0):
     return np.random.default_rng(seed).permutation(y)
 
 
-def _official_transcription(labels, n_nets, alpha, seed, K=10, threshold=10):
-    """The official loop written out on numpy's *global* legacy RNG (state restored after)."""
+def _official_transcription(labels, n_nets, alpha, seed, K=10, threshold=10, give_up=None):
+    """The official loop written out on numpy's *global* legacy RNG (state restored after); with
+    ``give_up``, ``None`` after that many attempts (the official loop has no such counter)."""
     saved = np.random.get_state()
     try:
         np.random.seed(seed)
         N = len(labels)
-        min_size = 0
+        min_size, attempts = 0, 0
         while min_size < threshold:
+            attempts += 1
+            if give_up is not None and attempts > give_up:
+                return None
             idx_batch = [[] for _ in range(n_nets)]
             for k in range(K):
                 idx_k = np.where(labels == k)[0]
@@ -61,6 +66,32 @@ def test_matches_official_loop_call_for_call():
         ours = dirichlet_partition(y, m, alpha, seed)
         ref = _official_transcription(y, m, alpha, seed)
         assert [p.tolist() for p in ours] == ref
+
+
+def test_official_partition_call_for_call_on_random_inputs():
+    """Random label vectors (unbalanced classes, int32 / uint8 / int64, 1..11 classes), client counts,
+    alphas, seeds and thresholds: the split is the official loop's, list for list."""
+    rng = np.random.default_rng(20200)
+    compared = 0
+    for _ in range(60):
+        K = int(rng.integers(1, 12))
+        n = int(rng.integers(5, 300))
+        y = rng.choice(K, size=n, p=rng.dirichlet(np.ones(K))).astype(rng.choice([np.int32, np.uint8, np.int64]))
+        m = int(rng.integers(1, 17))
+        alpha = float(rng.choice([0.05, 0.1, 0.5, 2.0, 1000.0]))
+        seed = int(rng.integers(0, 2**32))
+        threshold = int(rng.integers(1, 5))
+        if m * threshold > n:
+            continue
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            ref = _official_transcription(y, m, alpha, seed, K=K, threshold=threshold, give_up=500)
+        if ref is None:  # too rarely met to compare in a test's time
+            continue
+        ours = dirichlet_partition(y, m, alpha, seed, threshold, num_classes=K)
+        assert [p.tolist() for p in ours] == [[int(i) for i in b] for b in ref], (K, n, m, alpha, seed, threshold)
+        compared += 1
+    assert compared >= 30
 
 
 def test_global_numpy_state_untouched():

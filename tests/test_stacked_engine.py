@@ -28,6 +28,7 @@ from fedlib.models import vgg11
 from fedlib.schedules import FixedEpochs, FixedSteps, RandomEpochs, step_decay_lr
 from fedlib.server import momentum as server_momentum
 from fedlib.solvers import momentum_proximal_sgd, momentum_sgd, proximal_sgd, sgd
+from torch_threads import one_torch_thread  # noqa: F401 (autouse fixture)
 
 B = 4
 ROUNDS = 3
@@ -37,21 +38,10 @@ WIDTH = 1 / 32
 VARIANTS = {"grouped": dict(path="grouped"), "gemm": dict(path="grouped", conv="gemm"), "vmap": dict(path="vmap")}
 
 
-@pytest.fixture(scope="module", autouse=True)
-def _one_thread():
-    """Tiny float64 kernels: one thread is faster and robust to a busy machine."""
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)
-
-
 class _Data:
     def __init__(self, d, n_test=40):
         self.train_images, self.train_labels = d.train_images, d.train_labels
         self.test_images, self.test_labels = d.test_images[:n_test], d.test_labels[:n_test]
-
-
 
 
 @pytest.fixture(scope="module")

@@ -9,14 +9,7 @@ import torch
 from fedlib.cli import main
 from fedlib.experiments import cifar10 as C
 from fedlib.results import read_result
-
-
-@pytest.fixture(autouse=True)
-def one_thread():
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)
+from torch_threads import one_torch_thread  # noqa: F401 (autouse fixture)
 
 
 def test_cells_and_hyper_parameters():
