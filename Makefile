@@ -11,7 +11,7 @@
 #                          marked `serial` (browser) alone
 #   make book              execute every chapter of _toc.yml with papermill and render
 #                          the executed notebooks to _build/html (see scripts/build_book.py)
-#   PROFILE=full make book the same with the paper's full-size settings
+#   PROFILE=full make book the same with the chapters' full-size settings (README.md says what they are)
 #   make clean             remove _build/ and caches (never .venv/, data/ or figures/)
 
 PYTHON  ?= python3

@@ -3,7 +3,7 @@ naming the parameter / flag / file, exit status 2 on the command line, and no re
 
 ``CLI_CASES`` run ``fedlib.cli.main`` in process (argparse errors raise ``SystemExit(2)``;
 everything else returns 2); ``API_CASES`` call the library. The README's troubleshooting
-table is generated from the same ids and fragments.
+table quotes these messages (written by hand; tests/test_readme.py runs its one-flag rows).
 """
 import json
 import pickle

@@ -133,3 +133,177 @@ def test_the_gpu_notes_commands_parse():
 
     parse_bench_variants(default.group(1).split(), runs=4, precision="bf16", cuda_graph=True, path="grouped",
                          cudnn_bench=False, cuda=True, conv="cudnn")
+
+
+# ------------------------------------------------------- names, flags, numbers, CI ---
+
+# Flags of other tools that the README quotes (torchrun, jupyter-book, scripts/vr_spectrum.py).
+OTHER_TOOLS_FLAGS = {"--nnodes", "--nproc_per_node", "--rdzv_backend", "--rdzv_endpoint", "--keep-going", "--method"}
+
+
+def _cli_options() -> set:
+    import argparse
+
+    opts = set()
+
+    def walk(parser):
+        for action in parser._actions:
+            opts.update(action.option_strings)
+            if isinstance(action, argparse._SubParsersAction):
+                for sub in action.choices.values():
+                    walk(sub)
+
+    walk(build_parser())
+    return opts
+
+
+def test_every_flag_the_docs_name_exists():
+    """Prose and tables name flags too (``--tau-eff population``, ``--resume``, ``--tol``, the
+    Troubleshooting table): each is an option of some ``python -m fedlib`` command, or one of
+    the other tools' flags listed above."""
+    known = _cli_options() | OTHER_TOOLS_FLAGS
+    for path in DOCS:
+        flags = set(re.findall(r"(?<![\w-])--[a-z][\w-]*", path.read_text()))
+        assert len(flags) >= (20 if path.name == "README.md" else 0)
+        assert flags <= known, f"{path.name} names flags no command has: {sorted(flags - known)}"
+
+
+def _resolves(dotted: str) -> bool:
+    import importlib
+
+    parts = dotted.split(".")
+    for k in range(len(parts), 0, -1):
+        try:
+            obj = importlib.import_module(".".join(parts[:k]))
+        except ImportError:
+            continue
+        for name in parts[k:]:
+            if not hasattr(obj, name):
+                return False
+            obj = getattr(obj, name)
+        return True
+    return False
+
+
+def test_every_fedlib_name_the_docs_give_exists():
+    """``fedlib.rule.aggregate``, ``fedlib.optim.ClientOptimizer``, ... : a module, or an
+    attribute of one."""
+    for path in DOCS:
+        names = set(re.findall(r"\bfedlib(?:\.[A-Za-z_]\w*)+", path.read_text()))
+        missing = sorted(n for n in names if not _resolves(n))
+        assert not missing, f"{path.name} names what fedlib does not have: {missing}"
+    assert len(set(re.findall(r"\bfedlib(?:\.[A-Za-z_]\w*)+", (ROOT / "README.md").read_text()))) >= 25
+
+
+def _architecture_rows() -> list:
+    text = (ROOT / "README.md").read_text()
+    section = text.split("## Architecture", 1)[1].split("\nScripts:", 1)[0]
+    # (first cell, whole row): the other cells hold math with escaped bars, so only the first is split off
+    return [(line.split("|")[1], line) for line in section.splitlines() if line.startswith("| `fedlib")]
+
+
+def test_the_architecture_table_lists_every_module_and_only_those():
+    import importlib
+    import pkgutil
+
+    import fedlib
+
+    rows = _architecture_rows()
+    listed = {name for row in rows for name in re.findall(r"`(fedlib\.\w+)`", row[0])}
+    actual = {f"fedlib.{m.name}" for m in pkgutil.iter_modules(fedlib.__path__) if m.name != "__main__"}
+    assert listed == actual, (f"missing from the table: {sorted(actual - listed)}; "
+                              f"in the table but not in fedlib: {sorted(listed - actual)}")
+    # the rows of the subpackages whose modules the table names one by one
+    for package in ("engines", "experiments"):
+        row = next(r for r in rows if f"`fedlib.{package}`" in r[0])
+        modules = {m.name for m in pkgutil.iter_modules(importlib.import_module(f"fedlib.{package}").__path__)}
+        named = set(re.findall(r"`(\w+)`", row[1]))
+        assert modules <= named, f"fedlib.{package}: the table's row does not name {sorted(modules - named)}"
+
+
+def _number(pattern: str) -> list:
+    match = re.search(pattern, (ROOT / "README.md").read_text(), flags=re.S)
+    assert match, f"the README no longer says {pattern!r}: update this test with it"
+    return [float(g.replace(",", "")) for g in match.groups()]
+
+
+def test_the_readme_numbers_match_their_sources():
+    """The numbers the README states come from the code or a committed file, not from memory."""
+    import numpy as np
+
+    from fedlib.experiments import cifar10 as C
+    from fedlib.models import VGG11_NUM_PARAMETERS
+
+    assert _number(r"VGG-11 \(no BatchNorm, ([\d,]+) parameters\)") == [VGG11_NUM_PARAMETERS]
+    n_train, n_test = _number(r"([\d,]+) training and ([\d,]+) test CIFAR-10\s+images")
+    with np.load(ROOT / "data" / "cifar10-sample" / "cifar10-sample.npz") as sample:
+        assert (n_train, n_test) == (len(sample["train_labels"]), len(sample["test_labels"]))
+    (n_labels,) = _number(r"all ([\d,]+) labels ship")
+    with np.load(ROOT / "data" / "cifar10-sample" / "cifar10-labels.npz") as labels:
+        assert n_labels == len(labels["train_labels"])
+    cells, seeds, rounds = _number(r"\((\d+) cells × (\d+) seeds × (\d+) rounds of VGG-11\)")
+    assert (cells, seeds, rounds) == (len(C.CELLS), 3, C.PAPER["rounds"])
+    (rows,) = _number(r"linearised SCAFFOLD\s+and FedNova-VR rounds, ([\d,]+) rows")
+    for name in ("scaffold", "fednova-vr"):
+        doc = json.loads((ROOT / "data" / "results" / "linearised" / f"{name}-count.json").read_text())
+        assert doc["config"]["rows"] == rows, name
+    rate, ratio = _number(r"engine ([\d.]+)k images/s, ([\d.]+)× the per-client loop")
+    measured = [json.loads(p.read_text())["summary"] for p in (ROOT / "data" / "results" / "bench").glob("*h200*.json")]
+    assert any(round(s["engine_images_per_s"] / 1000, 1) == rate and round(s["ratio"], 1) == ratio
+               for s in measured), (rate, ratio, measured)
+
+
+def test_ci_the_makefile_and_environment_yml_do_what_the_readme_says():
+    """README: `.ci/run` runs `make book` and then `make test`; `make test` runs the suite in
+    TEST_JOBS (2) processes, then the `serial` (browser) tests alone; environment.yml installs
+    the same extras as `make env`, on the Python of constraints.txt."""
+    ci = (ROOT / ".ci" / "run").read_text()
+    stages = re.findall(r'^stage "[^"]*" (.+)$', ci, flags=re.M)
+    assert "make book" in stages and "make test" in stages, stages
+    assert stages.index("make book") < stages.index("make test")
+    make = (ROOT / "Makefile").read_text()
+    assert re.search(r"^TEST_JOBS \?= 2$", make, flags=re.M)
+    recipe = make.split("\ntest: env\n", 1)[1].split("\n\n", 1)[0]
+    assert '-n $(TEST_JOBS)' in recipe and '-m "not serial"' in recipe and "-m serial" in recipe, recipe
+    extras = re.search(r"-e '(\.\[[\w,]+\])'", make).group(1)
+    env = (ROOT / "environment.yml").read_text()
+    assert f"- -e {extras}" in env, f"environment.yml does not install {extras} as `make env` does"
+    python = re.search(r"\(Python (3\.\d+), Linux", (ROOT / "constraints.txt").read_text()).group(1)
+    assert f"- python={python}" in env, f"environment.yml's Python is not the {python} that constraints.txt pins"
+
+
+def _troubleshooting_cli_rows() -> list:
+    """Rows of the README's Troubleshooting table whose input is one flag with its value and
+    nothing else (``--lr -0.1``, ``--epochs 0``, ``--data nope.json``, ...), with the message
+    up to its first elided part."""
+    text = (ROOT / "README.md").read_text().split("## Troubleshooting", 1)[1]
+    rows = []
+    for line in text.splitlines():
+        cells = line.split(" | ")
+        if not line.startswith("| `--") or len(cells) != 2 or " with" in cells[0]:
+            continue
+        argv = shlex.split(re.search(r"`([^`]+)`", cells[0]).group(1))
+        message = re.search(r"`([^`]+)`", cells[1]).group(1)
+        message = re.split(r"\.\.\.|\(\.\.\.\)|\(choose", message)[0].strip()
+        if len(argv) == 2:
+            rows.append(pytest.param(argv, message, id=" ".join(argv)))
+    return rows
+
+
+def test_there_are_troubleshooting_rows():
+    assert len(_troubleshooting_cli_rows()) >= 6
+
+
+@pytest.mark.parametrize("argv,message", _troubleshooting_cli_rows())
+def test_the_troubleshooting_messages_are_the_command_lines(argv, message, tmp_path, monkeypatch, capsys):
+    """Such a row, run as `run synthetic`: exit status 2, the README's message, no result file."""
+    from fedlib.cli import main
+
+    monkeypatch.chdir(tmp_path)
+    try:
+        status = main(["run", "synthetic", "--rounds", "1", "--quiet", *argv, "--out", "r.json"])
+    except SystemExit as exc:  # argparse's own errors
+        status = exc.code
+    assert status == 2
+    assert message in capsys.readouterr().err
+    assert not (tmp_path / "r.json").exists()
