@@ -151,8 +151,8 @@ def seeded_dropout_mask(keys: torch.Tensor, step, layer: int, shape: Sequence[in
     """Inverted-dropout mask ``K + shape`` (values 0 or ``1/(1-p)``) for int64 ``keys`` of shape ``K``.
 
     Element at flat position ``q`` of ``shape`` (row-major, e.g. ``q = n*F + f`` for a
-    ``(B, F)`` activation) is dropped when the top 24 bits of
-    ``mix(mix(key ^ mix(step*c + layer)) + mix(q))`` fall below ``p * 2**24``. ``step`` is
+    ``(B, F)`` activation) is dropped when the top 24 bits of ``mix(mix(base + mix(q)) ^ base)``,
+    ``base = mix(key ^ mix(step*c + layer + 1))`` (sums mod ``2**32``), fall below ``p * 2**24``. ``step`` is
     an int or an int64 tensor (0-d, possibly on the device, as in a CUDA graph). Works
     under ``torch.func.vmap`` (``keys`` batched) and gives the same bits on every device.
     """

@@ -1,0 +1,255 @@
+"""Tests added by a mutation-testing pass over ``fedlib/engines/augment.py`` and
+``fedlib/engines/im2col.py``.
+
+Each test kills mutants that the rest of the suite let survive (the engine-vs-reference
+tests cannot see most of them: the engine and the plain per-client reference share the
+crop / flip / normalisation / dropout code). Everything is tiny and on the CPU, so the file
+runs in about a second.
+"""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+import torch.nn.functional as F
+
+from fedlib.engines.augment import (crop_flip_gather, crop_flip_params, dropout_key, normalize, pad_images,
+                                    random_crop_flip, seeded_dropout_mask)
+from fedlib.engines.im2col import im2col, stacked_conv2d, stacked_pool2d
+
+
+def _images(shape, seed=0):
+    return torch.randint(0, 256, shape, dtype=torch.uint8, generator=torch.Generator().manual_seed(seed))
+
+
+# ---------------------------------------------------------------- augmentation
+@pytest.mark.parametrize("padding", [0, 1, 2, 3])
+def test_pad_images_is_zero_padding_of_h_and_w(padding):
+    """pad_images equals F.pad with zeros on H and W, for every padding (mutants: ``padding == 0`` ->
+    ``== 1``, ``2 * padding`` -> ``3 * padding`` in the output size)."""
+    imgs = _images((2, 5, 4, 3), seed=padding)
+    got = pad_images(imgs, padding)
+    want = F.pad(imgs.permute(0, 3, 1, 2), (padding,) * 4).permute(0, 2, 3, 1)
+    assert got.shape == want.shape and torch.equal(got, want)
+    assert got.is_contiguous()
+    assert torch.equal(pad_images(imgs, np.int64(padding)), want)
+
+
+def test_pad_images_and_crop_flip_params_refuse_bad_paddings_and_shapes():
+    """A negative or non-integer padding and a batch that is not (N, H, W, C) are refused by name
+    (mutants: the check_int calls and the ndim check dropped)."""
+    imgs = _images((2, 4, 4, 3))
+    for bad in (-1, 1.5, 2.0, True):
+        with pytest.raises(ValueError, match="padding must be an integer"):
+            pad_images(imgs, bad)
+        with pytest.raises(ValueError, match="padding must be an integer"):
+            crop_flip_params(torch.Generator().manual_seed(0), (3,), bad)
+    for padding in (0, 2):
+        with pytest.raises(ValueError, match=r"images must be \(N, H, W, C\)"):
+            pad_images(imgs[0], padding)
+    with pytest.raises(ValueError, match=r"batch_last=True needs \(B, M\) index arrays"):
+        crop_flip_gather(pad_images(imgs, 1), torch.arange(2), *crop_flip_params(torch.Generator(), (2,), 1),
+                         (4, 4), batch_last=True)
+
+
+def test_crop_flip_params_draw_order_and_default_padding():
+    """The documented draw order (one randint of (*shape, 2) in 0..2p for the offsets, then one of
+    shape in {0, 1} for the flips) and the default padding 4; shape may be any sequence of ints."""
+    for shape in ((7,), [2, 3], (np.int64(5),)):
+        dims = tuple(int(s) for s in shape)
+        g = torch.Generator().manual_seed(11)
+        off = torch.randint(0, 9, dims + (2,), generator=g)
+        flip = torch.randint(0, 2, dims, generator=g)
+        dy, dx, fl = crop_flip_params(torch.Generator().manual_seed(11), shape)
+        assert torch.equal(dy, off[..., 0]) and torch.equal(dx, off[..., 1]) and torch.equal(fl, flip)
+        assert dy.dtype == dx.dtype == fl.dtype == torch.int64 and dy.shape == dims
+    dy, dx, fl = crop_flip_params(torch.Generator().manual_seed(1), (400,), 2)
+    assert set(dy.tolist()) == set(dx.tolist()) == set(range(5)) and set(fl.tolist()) == {0, 1}
+    assert not torch.equal(dy, dx)
+
+
+def test_random_crop_flip_is_params_then_gather_with_default_padding_4():
+    """random_crop_flip = crop_flip_params (default padding 4) + pad_images + crop_flip_gather."""
+    imgs = _images((5, 6, 7, 3), seed=3)
+    for padding in (None, 4, 2):
+        kw = {} if padding is None else {"padding": padding}
+        p = 4 if padding is None else padding
+        got = random_crop_flip(imgs, torch.Generator().manual_seed(8), **kw)
+        dy, dx, fl = crop_flip_params(torch.Generator().manual_seed(8), (5,), p)
+        padded = F.pad(imgs.permute(0, 3, 1, 2), (p,) * 4)
+        for n in range(5):
+            crop = padded[n, :, dy[n]:dy[n] + 6, dx[n]:dx[n] + 7]
+            crop = crop.flip(-1) if fl[n] else crop
+            assert torch.equal(got[n], crop.permute(1, 2, 0)), (padding, n)
+
+
+@pytest.mark.parametrize("shape", [(2, 4, 4, 3), (2, 3, 3, 1), (2, 1, 5, 4), (2, 4, 5, 3), (3, 8, 8, 2), (2, 5, 5, 7)])
+def test_random_crop_flip_accepts_small_channels_last_images(shape):
+    """Channels-last batches whose H happens to be 1, 3 or 4 (but whose C is also a channel count)
+    are not mistaken for channels-first ones (mutant: ``and`` -> ``or`` in the layout check)."""
+    imgs = _images(shape)
+    assert random_crop_flip(imgs, torch.Generator().manual_seed(0), padding=1).shape == shape
+
+
+@pytest.mark.parametrize("shape", [(2, 3, 8, 8), (2, 1, 8, 8), (2, 4, 8, 8), (5, 3, 6, 6)])
+def test_random_crop_flip_refuses_channels_first_of_1_3_4_channels_any_batch(shape):
+    """Grey, RGB and RGBA channels-first batches are refused whatever their batch size (the suite
+    only tried RGB with a batch of 4, which also matches the tuple when shape[0] is checked)."""
+    with pytest.raises(ValueError, match="channels-last"):
+        random_crop_flip(_images(shape), torch.Generator().manual_seed(0))
+
+
+def test_normalize_is_to_tensor_then_normalize():
+    """(x / 255 - mean) / std per channel (mutants: ``/ 255`` -> ``* 255``, ``255 -> 127.5``)."""
+    imgs = torch.tensor([[[[0, 255, 51]], [[102, 204, 1]]]], dtype=torch.uint8)  # (1, 2, 1, 3)
+    mean = torch.tensor([0.5, 0.25, 0.125])
+    std = torch.tensor([0.5, 0.25, 2.0])
+    got = normalize(imgs, mean, std, torch.float64)
+    want = torch.tensor([[[[(0 / 255 - 0.5) / 0.5, (1 - 0.25) / 0.25, (0.2 - 0.125) / 2.0]],
+                          [[(0.4 - 0.5) / 0.5, (0.8 - 0.25) / 0.25, (1 / 255 - 0.125) / 2.0]]]], dtype=torch.float64)
+    assert got.dtype == torch.float64
+    assert torch.allclose(got, want, rtol=1e-12, atol=1e-12)
+    assert normalize(imgs, mean, std).dtype == torch.float32
+
+
+# ---------------------------------------------------------------- convolutions as batched matrix products
+def _conv_case(kernel, padding, h=4, w=3, a=2, b=2, c=3, out=2, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    x = torch.randn(a, b, h, w, c, dtype=torch.float64, generator=g)
+    wt = torch.randn(a, out, *kernel, c, dtype=torch.float64, generator=g)
+    bs = torch.randn(a, out, dtype=torch.float64, generator=g)
+    return x, wt, bs
+
+
+def _reference_conv(x, wt, bs, padding):
+    return torch.stack([F.conv2d(x[j].permute(0, 3, 1, 2), wt[j].permute(0, 3, 1, 2), None if bs is None else bs[j],
+                                 padding=padding).permute(0, 2, 3, 1) for j in range(x.shape[0])])
+
+
+@pytest.mark.parametrize("kernel, padding", [((4, 3), (0, 0)), ((6, 1), (1, 0)), ((2, 5), (0, 1))])
+def test_stacked_conv2d_with_a_one_pixel_output_side(kernel, padding):
+    """A kernel as large as the (padded) input gives an output of height or width 1, which is a valid
+    convolution (mutants: ``ho < 1`` -> ``ho <= 1`` / ``ho < 2`` and the same for ``wo``)."""
+    x, wt, bs = _conv_case(kernel, padding)
+    y = stacked_conv2d(x, wt, bs, padding)
+    ref = _reference_conv(x, wt, bs, padding)
+    assert y.shape == ref.shape and 1 in y.shape[2:4]
+    assert torch.allclose(y, ref, rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.parametrize("kernel, padding", [((5, 3), (0, 0)), ((4, 4), (0, 0)), ((7, 1), (1, 0)), ((2, 6), (0, 1))])
+def test_kernels_larger_than_the_padded_input_are_refused(kernel, padding):
+    """im2col refuses an output of height or width 0 (or less) by name, where F.conv2d also refuses it
+    (mutants: the raise dropped, ``< 1`` -> ``< 0``): as_strided read outside the input or an empty output."""
+    x, wt, bs = _conv_case(kernel, padding)
+    with pytest.raises(ValueError, match="does not fit a 4x3 input"):
+        stacked_conv2d(x, wt, bs, padding)
+    with pytest.raises(ValueError, match="does not fit a 4x3 input"):
+        im2col(x, kernel, padding)
+
+
+def test_im2col_patches_are_in_kh_kw_c_order():
+    """im2col's documented layout: row (b, i, j) holds the padded input's (kh, kw, C) window at (i, j)."""
+    x = torch.arange(2 * 1 * 3 * 4 * 2, dtype=torch.float64).view(2, 1, 3, 4, 2) + 1
+    cols = im2col(x, (2, 3), (1, 0))
+    xp = F.pad(x, (0, 0, 0, 0, 1, 1))
+    ho, wo = 3 + 2 - 2 + 1, 4 - 3 + 1
+    assert cols.shape == (2, ho * wo, 2 * 3 * 2)
+    for i in range(ho):
+        for j in range(wo):
+            assert torch.equal(cols[:, i * wo + j], xp[:, 0, i:i + 2, j:j + 3, :].reshape(2, -1))
+
+
+@pytest.mark.parametrize("wants", [(True, False, False), (False, True, False), (False, False, True),
+                                   (True, False, True), (False, True, True)])
+def test_stacked_conv2d_gradients_of_a_subset_of_its_inputs(wants):
+    """Gradients of any subset of (x, weight, bias) equal F.conv2d's: the backward reads
+    ``needs_input_grad`` of the right input (mutants: index 0 -> 1, 2 -> 1), e.g. the gradient of
+    the input alone (frozen weights) or of the bias alone."""
+    x, wt, bs = _conv_case((3, 2), (1, 1), h=5, w=4)
+    ins = [t.clone().requires_grad_(r) for t, r in zip((x, wt, bs), wants)]
+    refs = [t.clone().requires_grad_(r) for t, r in zip((x, wt, bs), wants)]
+    g = torch.randn(2, 2, 5, 5, 2, dtype=torch.float64, generator=torch.Generator().manual_seed(1))
+    (stacked_conv2d(*ins, (1, 1)) * g).sum().backward()
+    (_reference_conv(*refs, (1, 1)) * g).sum().backward()
+    for t, r, want in zip(ins, refs, wants):
+        if want:
+            assert t.grad is not None and torch.allclose(t.grad, r.grad, rtol=1e-12, atol=1e-12)
+        else:
+            assert t.grad is None
+
+
+# ---------------------------------------------------------------- seeded dropout
+_M32, _MUL, _STEP_MUL = 0xFFFFFFFF, 0x45D9F3B, 0x9E3779B1 & 0x7FFFFFFF
+
+
+def _mix(h):
+    h = (((h >> 16) ^ h) * _MUL) & _M32
+    h = (((h >> 16) ^ h) * _MUL) & _M32
+    return (h >> 16) ^ h
+
+
+def _hash(key, step, layer, q):
+    """The mask's 32-bit hash of element q, in Python integers (no int64 tensor arithmetic)."""
+    base = _mix(key ^ _mix((step * _STEP_MUL + layer + 1) & _M32))
+    return _mix(_mix((base + _mix(q)) & _M32) ^ base)
+
+
+def test_seeded_dropout_mask_is_the_documented_hash_bit_for_bit():
+    """The mask is part of a run's reproducibility contract (a result is re-run from its seed): every
+    element equals the integer hash computed in plain Python, for 32-bit keys near 2**32, large steps
+    and several layers (mutants: every constant of the hash, the shifts, the 24-bit threshold). The
+    docstring's formula lacked the ``+ 1`` on the layer and the final ``mix(h ^ base)``; it now says
+    what the code computes."""
+    keys = [0, 1, 0xFFFFFFFF, 0x80000000, dropout_key(3, 7, 2)]
+    shape = (3, 5)
+    cases = ((0, 0, 0.5), (1, 2, 0.3), (123457, 1, 0.9), (2 ** 31 + 5, 4, 0.125), (2 ** 40 + 3, 0, 0.5))
+    for step, layer, p in cases:
+        m = seeded_dropout_mask(torch.tensor(keys), step, layer, shape, p, torch.float64)
+        threshold = round(p * 2 ** 24)
+        want = torch.tensor([[(_hash(k, step, layer, q) >> 8) >= threshold for q in range(15)] for k in keys])
+        assert torch.equal(m != 0, want.view(len(keys), *shape)), (step, layer, p)
+        assert torch.equal(m[m != 0], torch.full_like(m[m != 0], 1 / (1 - p)))
+
+
+def test_an_element_whose_hash_equals_the_threshold_is_kept():
+    """Dropped means "below p * 2**24" (mutant: ``>=`` -> ``>``): choose p so that one element's top
+    24 bits are exactly the threshold."""
+    key = dropout_key(0, 1, 2)
+    top = _hash(key, 3, 0, 4) >> 8
+    p = top / 2 ** 24
+    assert 0 < p < 1
+    m = seeded_dropout_mask(torch.tensor(key), 3, 0, (6,), p, torch.float64)
+    assert m[4] == 1 / (1 - p)
+    m = seeded_dropout_mask(torch.tensor(key), 3, 0, (6,), (top + 1) / 2 ** 24, torch.float64)
+    assert m[4] == 0
+
+
+def test_seeded_dropout_mask_p_range():
+    """p = 0 keeps everything (scale 1); p = 1 and p < 0 are refused (mutants of ``0 <= p < 1``)."""
+    keys = torch.tensor([5, 6])
+    ones = torch.ones(2, 4, 3, dtype=torch.float64)
+    assert torch.equal(seeded_dropout_mask(keys, 0, 0, (4, 3), 0.0, torch.float64), ones)
+    for bad in (1.0, 1.5, -0.1):
+        with pytest.raises(ValueError, match=r"p must lie in \[0, 1\)"):
+            seeded_dropout_mask(keys, 0, 0, (4, 3), bad)
+
+
+def test_seeded_dropout_mask_with_a_batched_step_tensor():
+    """The step may be a tensor batched by torch.func.vmap (as a device tensor in a CUDA graph, it is
+    never read on the host; mutant: ``not torch.is_tensor(step)`` -> ``torch.is_tensor(step)`` calls
+    ``int(step)``)."""
+    keys = torch.tensor([dropout_key(0, 0, c) for c in range(2)])
+    steps = torch.tensor([0, 3, 9])
+    got = torch.func.vmap(lambda s: seeded_dropout_mask(keys, s, 1, (2, 3), 0.5, torch.float64))(steps)
+    want = torch.stack([seeded_dropout_mask(keys, int(s), 1, (2, 3), 0.5, torch.float64) for s in steps])
+    assert torch.equal(got, want)
+
+
+def test_seeded_dropout_mask_shape_may_be_any_sequence_of_ints():
+    """shape is converted to a tuple of ints first: a range, a numpy array or a list of numpy ints
+    give the tuple's mask (mutant: the conversion dropped; Tensor.view refuses a range or an array)."""
+    keys = torch.tensor([dropout_key(1, 0, c) for c in range(2)])
+    want = seeded_dropout_mask(keys, 2, 0, (2, 3), 0.5, torch.float64)
+    for shape in (range(2, 4), np.array([2, 3]), [np.int64(2), np.int64(3)]):
+        assert torch.equal(seeded_dropout_mask(keys, 2, 0, shape, 0.5, torch.float64), want)
