@@ -446,7 +446,7 @@ def quadratic_kappa2(H: Any, e: Any, w: Any, beta2: float) -> float:
 def quadratic_global_optimum(H: Any, e: Any, p: Any) -> np.ndarray:
     r""":math:`x^* = \bar H^{-1}\bar e`, :math:`\bar H = \sum_i p_i H_i`, :math:`\bar e = \sum_i p_i e_i`
     for :math:`F = \sum_i p_i(\frac12 x^\top H_i x - e_i^\top x)` (App. A). Raises if :math:`\bar H` is
-    singular to working precision (:func:`_check_unique_solution`): then :math:`x^*` is not unique."""
+    singular to working precision (rank below its size at numpy's default tolerance): then :math:`x^*` is not unique."""
     H, e, p, _ = _check_quadratic(H, e, p)
     h_bar = np.tensordot(p, H, 1)
     _check_unique_solution(h_bar, "H: sum_i p_i H_i is singular (the H_i of the clients with p_i > 0 share a "
