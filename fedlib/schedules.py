@@ -20,7 +20,8 @@ from ._validate import (check_finite_array, check_int, check_int_array, check_lo
                         check_positive)
 from .rng import generator
 
-__all__ = ["steps_per_epoch", "FixedSteps", "RandomSteps", "FixedEpochs", "RandomEpochs", "WallClock", "whole_steps", "round_local_steps", "RandomLocalWork", "parse_epochs", "make_epoch_schedule"]
+__all__ = ["steps_per_epoch", "FixedSteps", "RandomSteps", "FixedEpochs", "RandomEpochs", "WallClock", "whole_steps", "round_local_steps", "RandomLocalWork", "parse_epochs", "make_epoch_schedule",
+           "check_epoch_schedule"]
 
 
 def steps_per_epoch(num_samples, batch_size: int) -> np.ndarray:
@@ -318,6 +319,29 @@ def make_epoch_schedule(num_samples, batch_size: int, epochs, seed: int = 0):
         return FixedEpochs(num_samples, batch_size, lo)
     return RandomEpochs(num_samples, batch_size, lo, hi, seed)
 
+
+
+def check_epoch_schedule(schedule, num_samples, batch_size: int, name: str = "schedule") -> None:
+    r"""Refuse an epoch schedule (one with ``num_samples`` / ``batch_size``: :class:`FixedEpochs`,
+    :class:`RandomEpochs`) counted for other client sizes or another batch size than the engine's:
+    its :math:`\tau_i = E_i\lceil n_i/B\rceil` would make every client run part of an extra epoch
+    (or miss samples) without a word. Other schedules (steps, wall clock) pass. Used by the
+    batched, reference and stacked engines."""
+    sb = getattr(schedule, "batch_size", None)
+    if sb is not None and sb != batch_size:
+        raise ValueError(f"batch_size: {name} counts steps with batch size {sb}, the engine's is {batch_size}")
+    sn = getattr(schedule, "num_samples", None)
+    if sn is None:
+        return
+    sn, n = np.asarray(sn), np.asarray(num_samples)
+    if sn.shape != n.shape:
+        where = f"{sn.size} clients, the run has {n.size}"
+    elif not np.array_equal(sn, n):
+        bad = int(np.flatnonzero(sn != n)[0])
+        where = f"client {bad}: {int(sn[bad])} samples, the run's client has {int(n[bad])}"
+    else:
+        return
+    raise ValueError(f"{name} counts steps for other client sizes ({where}); build it from the clients' sizes")
 
 def step_decay_lr(base_lr: float, round_index: int, total_rounds: int, milestones=(0.5, 0.75), factor: float = 0.1) -> float:
     r"""Client learning rate of round ``round_index`` (from 0): divided by ``1/factor`` after

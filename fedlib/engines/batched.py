@@ -69,7 +69,7 @@ from ..problems.logistic import _UNDERFLOW, LogisticProblem, _ones, pack_params,
 from ..problems.logistic import _packed_grad_numpy_one as _grad_one
 from ..rng import generator
 from ..sampling import SAMPLING_SCHEMES, sample_clients
-from ..schedules import round_local_steps
+from ..schedules import check_epoch_schedule, round_local_steps
 from ..solvers import SolverState
 from .reference import run_sequential
 
@@ -268,16 +268,7 @@ def _check_common(algorithm, problem, schedule, rounds, batch_size, sampling, cl
     m = problem.num_clients
     if getattr(schedule, "num_clients", m) != m:
         raise ValueError(f"schedule is for {schedule.num_clients} clients but the problem has {m}")
-    sb = getattr(schedule, "batch_size", None)
-    if sb is not None and sb != batch_size:
-        raise ValueError(f"batch_size: the epoch schedule counts steps with batch size {sb}, got {batch_size}")
-    sn = getattr(schedule, "num_samples", None)
-    if sn is not None and not np.array_equal(np.asarray(sn), problem.num_samples):
-        # tau_i = E ceil(n_i / B) of other sizes: the clients would run partial extra epochs (or miss samples)
-        bad = int(np.flatnonzero(np.asarray(sn) != problem.num_samples)[0])
-        raise ValueError(f"schedule: the epoch schedule counts steps for other client sizes (client {bad}: "
-                         f"{sn[bad]} samples, the problem's training set has {int(problem.num_samples[bad])}); "
-                         "build it from problem.num_samples")
+    check_epoch_schedule(schedule, problem.num_samples, batch_size)
     if sampling != "full":
         if clients_per_round is None:
             raise ValueError(f"clients_per_round is required with sampling={sampling!r}")

@@ -136,7 +136,8 @@ from ..algorithms import ClientUpdate, FederatedAlgorithm, RoundDiagnostics, Ser
 from ..data.cifar10 import CIFAR10_MEAN, CIFAR10_STD
 from ..rng import generator, torch_generator
 from ..sampling import sample_clients
-from ..schedules import FixedEpochs, FixedSteps, RandomEpochs, RandomSteps, step_decay_lr, steps_per_epoch
+from ..schedules import (FixedEpochs, FixedSteps, RandomEpochs, RandomSteps, check_epoch_schedule, step_decay_lr,
+                         steps_per_epoch)
 from ..solvers import LocalSolver
 from ..tree import tree_map
 from .augment import crop_flip_gather, crop_flip_params, dropout_key, normalize, pad_images, seeded_dropout_mask
@@ -206,24 +207,6 @@ def online_a_norms(solver: LocalSolver, steps: int) -> np.ndarray:
     r""":math:`\|a^{(k)}\|_1` after ``k = 1..steps`` local steps, by the solver's own online
     counter (:meth:`~fedlib.solvers.LocalSolver.online_a_norms`)."""
     return solver.online_a_norms(steps)
-
-
-def _check_epoch_schedule(name: str, schedule, sizes: np.ndarray, batch_size: int) -> None:
-    r"""An epoch schedule (one with ``num_samples`` / ``batch_size``) counts
-    :math:`\tau_i = E_i\lceil n_i/B\rceil` for given sizes and :math:`B`: they must be the
-    clients' and the engine's, or every client would run part of an extra epoch (or miss samples)
-    without a word. Other schedules (steps, wall clock) are not checked."""
-    sb = getattr(schedule, "batch_size", None)
-    if sb is not None and sb != batch_size:
-        raise ValueError(f"{name} counts steps with batch size {sb}, the engine's is {batch_size}")
-    sn = getattr(schedule, "num_samples", None)
-    if sn is not None:
-        sn = np.asarray(sn)
-        if sn.shape != sizes.shape or not np.array_equal(sn, sizes):
-            bad = (int(np.flatnonzero(sn != sizes)[0]) if sn.shape == sizes.shape else None)
-            where = (f"client {bad}: {int(sn[bad])} samples, the run's client has {int(sizes[bad])}" if bad is not None
-                     else f"{sn.size} clients, the run has {sizes.size}")
-            raise ValueError(f"{name} counts steps for other client sizes ({where}); build it from the clients' sizes")
 
 
 def max_local_steps(schedule) -> Optional[int]:
@@ -637,7 +620,7 @@ class StackedEngine:
         self.last_timing: Optional[RoundTiming] = None
         self.history: List[List[RoundRecord]] = []
         for r, (run, info) in enumerate(zip(self.runs, self._info)):
-            _check_epoch_schedule(f"runs[{r}].schedule", run.schedule, info.sizes, self.batch_size)
+            check_epoch_schedule(run.schedule, info.sizes, self.batch_size, name=f"runs[{r}].schedule")
         self._plan(0)  # participation and schedule settings that cannot work fail here, not after the data moved
 
     # ------------------------------------------------------------------ accessors
@@ -1173,7 +1156,7 @@ def reference_run(model: nn.Module, data: Any, run: RunSpec, *, rounds: int, eng
         mean_t, std_t = torch.tensor(mean, dtype=dtype), torch.tensor(std, dtype=dtype)
     clients = [np.asarray(c, dtype=np.int64).ravel() for c in run.clients]
     sizes = [len(c) for c in clients]
-    _check_epoch_schedule("run.schedule", run.schedule, np.array(sizes, dtype=np.int64), b)
+    check_epoch_schedule(run.schedule, sizes, b, name="run.schedule")
     init = dict(model.named_parameters()) if run.params is None else (
         dict(run.params.named_parameters()) if isinstance(run.params, nn.Module) else dict(run.params))
     params = {n: torch.as_tensor(v).detach().to(dtype).clone() for n, v in init.items()}

@@ -470,8 +470,10 @@ def trained_images(history: Sequence[Mapping], sizes, batch_size: int) -> Option
     :math:`s_i = \lceil n_i/B\rceil` (a last partial batch counts its real samples), from the
     recorded ``local_steps``; ``None`` when a round does not list one step count per client.
     With random epochs (``"2-5"``) this is the drawn work, not :func:`round_work`'s expectation."""
+    from ..schedules import steps_per_epoch
+
     sizes = np.asarray(sizes, dtype=np.int64)
-    spe = -(-sizes // int(batch_size))
+    spe = steps_per_epoch(sizes, batch_size)
     total = 0
     for h in history:
         tau = np.asarray(h.get("local_steps", ()), dtype=np.int64)
