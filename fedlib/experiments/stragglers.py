@@ -42,7 +42,7 @@ from typing import Callable, Mapping, NamedTuple, Optional, Sequence
 
 import numpy as np
 
-from .._validate import check_choice, check_int, check_nonnegative, check_positive
+from .._validate import _is_number, check_choice, check_int, check_nonnegative, check_positive
 from ..algorithms import make_algorithm
 from ..engines.batched import run_batched
 from ..plotting import ALGORITHM_COLORS
@@ -105,11 +105,18 @@ class StragglerCurves(NamedTuple):
 def run_strategy(problem: LogisticProblem, clock: WallClock, strategy: str, rounds: int, seeds: Sequence[int], *,
                  sync_steps: Optional[int] = None, lr: float = 0.02, batch_size: int = 20) -> StragglerCurves:
     r"""Run one of :data:`STRATEGIES` for every seed; round durations from ``clock`` with
-    its straggling reseeded per run (``dataclasses.replace(clock, seed=seed)``)."""
+    its straggling reseeded per run (``dataclasses.replace(clock, seed=seed)``).
+
+    ``sync_steps`` is the :math:`\tau` of ``"wait-for-all"`` (default :func:`sync_steps_of`);
+    the fixed-length strategies take their steps from the clock, so for them it is refused
+    rather than ignored."""
     check_choice("strategy", strategy, STRATEGIES)
     rounds = check_int("rounds", rounds, minimum=1)
     if clock.num_clients != problem.num_clients:
         raise ValueError(f"clock: {clock.num_clients} clients, the problem has {problem.num_clients}")
+    if sync_steps is not None and strategy != "wait-for-all":
+        raise ValueError(f"sync_steps: only 'wait-for-all' runs a fixed number of steps; {strategy!r} takes "
+                         f"tau_i^(t) from the clock, got sync_steps={sync_steps!r}")
     tau = sync_steps_of(clock) if sync_steps is None else check_int("sync_steps", sync_steps, minimum=1)
     seeds = [check_int("seeds", s) for s in seeds]
     if not seeds:
@@ -136,10 +143,12 @@ def run_strategy(problem: LogisticProblem, clock: WallClock, strategy: str, roun
 def run_strategies(problem: LogisticProblem, clock: WallClock, rounds: int, seeds: Sequence[int], *,
                    sync_steps: Optional[int] = None, lr: float = 0.02, batch_size: int = 20,
                    progress: Optional[Callable[[str], None]] = None) -> dict:
-    """``{strategy: StragglerCurves}`` for all :data:`STRATEGIES`, the same rounds and seeds."""
+    r"""``{strategy: StragglerCurves}`` for all :data:`STRATEGIES`, the same rounds and seeds
+    (``sync_steps``: the :math:`\tau` of ``"wait-for-all"``, see :func:`run_strategy`)."""
     out = {}
     for strategy in STRATEGIES:
-        out[strategy] = run_strategy(problem, clock, strategy, rounds, seeds, sync_steps=sync_steps, lr=lr,
+        out[strategy] = run_strategy(problem, clock, strategy, rounds, seeds,
+                                     sync_steps=sync_steps if strategy == "wait-for-all" else None, lr=lr,
                                      batch_size=batch_size)
         if progress:
             progress(strategy)
@@ -147,7 +156,10 @@ def run_strategies(problem: LogisticProblem, clock: WallClock, rounds: int, seed
 
 
 def loss_at(curves: StragglerCurves, seconds: float) -> np.ndarray:
-    """Per seed: the loss of the last round finished by wall-clock time ``seconds``."""
+    r"""Per seed: the loss of the last round finished by wall-clock time ``seconds`` (a time
+    :math:`\ge 0`; ``inf``: the last round)."""
+    if not _is_number(seconds) or np.isnan(seconds) or seconds < 0:
+        raise ValueError(f"seconds must be a wall-clock time >= 0, got {seconds!r}")
     idx = np.array([np.searchsorted(s, seconds, side="right") - 1 for s in curves.seconds])
     return curves.losses[np.arange(len(idx)), idx]
 
@@ -155,6 +167,8 @@ def loss_at(curves: StragglerCurves, seconds: float) -> np.ndarray:
 def time_to_reach(curves: StragglerCurves, target: float) -> np.ndarray:
     """Per seed: the wall-clock time of the first round whose loss is at most ``target``
     (``inf`` if no round gets there)."""
+    if not _is_number(target) or np.isnan(target):
+        raise ValueError(f"target must be a loss (a number, not NaN), got {target!r}")
     out = np.full(len(curves.seeds), np.inf)
     for k, (loss, sec) in enumerate(zip(curves.losses, curves.seconds)):
         hit = np.flatnonzero(loss <= target)
@@ -164,17 +178,23 @@ def time_to_reach(curves: StragglerCurves, target: float) -> np.ndarray:
 
 
 def smoothed_end_loss(curves: StragglerCurves, fraction: float = 0.05) -> np.ndarray:
-    """Per seed: the median loss over the last ``fraction`` of the rounds (SGD noise averaged)."""
+    r"""Per seed: the median loss over the last ``fraction`` :math:`\in (0, 1]` of the rounds (SGD
+    noise averaged; at least the last round, never the initial loss)."""
+    if not _is_number(fraction) or not 0 < fraction <= 1:
+        raise ValueError(f"fraction must lie in (0, 1], got {fraction!r}")
     tail = max(1, int(round(fraction * (curves.losses.shape[1] - 1))))
     return np.median(curves.losses[:, -tail:], axis=1)
 
 
 def last_lead_round(ahead: StragglerCurves, behind: StragglerCurves, window: int = 25) -> np.ndarray:
     """Per seed: the last round at which ``ahead`` still has the lower loss (running means
-    over ``window`` rounds, same rounds for both; 0 if never)."""
+    over ``window`` rounds, same rounds and seeds for both; 0 if never)."""
     rounds = ahead.losses.shape[1] - 1
     if behind.losses.shape[1] - 1 != rounds:
         raise ValueError(f"behind: {behind.losses.shape[1] - 1} rounds, ahead has {rounds}")
+    if tuple(behind.seeds) != tuple(ahead.seeds):
+        raise ValueError(f"behind: seeds {tuple(behind.seeds)}, ahead has {tuple(ahead.seeds)} (runs are compared "
+                         "seed by seed)")
     window = check_int("window", window, minimum=1)
     if window > rounds:
         raise ValueError(f"window must be at most the {rounds} rounds of the curves, got {window}")
