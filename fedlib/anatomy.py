@@ -224,6 +224,8 @@ class SoftmaxRegressionClient:
         y = np.asarray(self.y)
         if x.ndim != 2 or y.shape != (x.shape[0],):
             raise ValueError(f"x must be (n, d) and y (n,), got {x.shape} and {y.shape}")
+        if x.shape[0] == 0:
+            raise ValueError("x: the client needs at least one sample (F_i is a mean over its samples)")
         check_int("num_classes", self.num_classes, minimum=2)
         if y.size and (not np.issubdtype(y.dtype, np.integer) or y.min() < 0 or y.max() >= self.num_classes):
             raise ValueError(f"y must hold integer labels in [0, {self.num_classes}), got values from "
@@ -242,9 +244,16 @@ class SoftmaxRegressionClient:
         return 0.01 * generator(self.seed, "init").standard_normal(self.num_params)
 
     def full_grad(self, params: np.ndarray, idx: Any = None) -> np.ndarray:
-        """Gradient of the mean cross-entropy over the rows ``idx`` (all rows if None)."""
+        """Gradient of the mean cross-entropy over the rows ``idx`` (all rows if None) at the flat
+        ``params`` of length :attr:`num_params`."""
+        params = np.asarray(params, dtype=np.float64)
+        if params.shape != (self.num_params,):
+            raise ValueError(f"params must be a flat vector of {self.num_params} entries "
+                             f"([vec(W), b]), got shape {params.shape}")
         x = self.x if idx is None else self.x[idx]
         y = self.y if idx is None else self.y[idx]
+        if y.size == 0:
+            raise ValueError(f"idx selects no sample (the mean cross-entropy over no rows is undefined), got {idx!r}")
         d, C = self.x.shape[1], self.num_classes
         W = params[: d * C].reshape(d, C)
         b = params[d * C:]

@@ -1,8 +1,9 @@
-"""Audit of chapter 9's measures (fedlib.experiments.stragglers): bad arguments that used to give a
-silently wrong number now raise a ValueError naming them."""
+"""Audit of chapter 9's measures (fedlib.experiments.stragglers) and of fedlib.anatomy's softmax client:
+bad arguments that used to give a silently wrong number now raise a ValueError naming them."""
 import numpy as np
 import pytest
 
+from fedlib import anatomy
 from fedlib.experiments import stragglers as ST
 from fedlib.experiments.synthetic import make_problem
 
@@ -73,3 +74,22 @@ def test_run_strategy_refuses_sync_steps_it_would_ignore(small_problem):
     assert runs["wait-for-all"].mean_steps.tolist() == [7.0]
     expected = np.mean(clock.local_steps(0))
     assert runs["fednova-fixed-time"].mean_steps.tolist() == [expected] != [7.0]
+
+
+def test_softmax_client_checks_params_and_samples():
+    """params one entry short of num_params gave a gradient of another length (its bias broadcast); a client
+    without samples, or an empty idx, gave a zero gradient for an undefined mean."""
+    rng = np.random.default_rng(0)
+    client = anatomy.SoftmaxRegressionClient(rng.standard_normal((10, 3)), rng.integers(0, 2, 10), 2)
+    assert client.num_params == 8
+    for bad in (np.zeros(7), np.zeros(9), np.zeros((8, 1))):
+        with pytest.raises(ValueError, match="params"):
+            client.full_grad(bad)
+    with pytest.raises(ValueError, match="params"):
+        client.grad(np.zeros(7), 0)
+    with pytest.raises(ValueError, match="idx"):
+        client.full_grad(np.zeros(8), idx=np.array([], dtype=int))
+    with pytest.raises(ValueError, match="at least one sample"):
+        anatomy.SoftmaxRegressionClient(np.zeros((0, 3)), np.zeros(0, dtype=int), 2)
+    assert client.full_grad(np.zeros(8)).shape == (8,)
+    np.testing.assert_allclose(client.full_grad(list(np.zeros(8))), client.full_grad(np.zeros(8)))
