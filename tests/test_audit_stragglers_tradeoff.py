@@ -93,3 +93,16 @@ def test_softmax_client_checks_params_and_samples():
         anatomy.SoftmaxRegressionClient(np.zeros((0, 3)), np.zeros(0, dtype=int), 2)
     assert client.full_grad(np.zeros(8)).shape == (8,)
     np.testing.assert_allclose(client.full_grad(list(np.zeros(8))), client.full_grad(np.zeros(8)))
+
+
+def test_summary_names_the_fraction_the_end_losses_came_from():
+    """summary_markdown wrote "the last 5% of rounds" whatever fraction gave ``ends``."""
+    c = {k: ST.StragglerCurves(k, (0,), np.array([[2.0, 1.0, 0.5]]), np.array([[0.0, 1.0, 2.0]]),
+                               np.array([[0.1, 0.2]]), np.array([3.0]))
+         for k in ST.STRATEGIES}
+    ends = {k: ST.smoothed_end_loss(v, 0.5) for k, v in c.items()}
+    times = {k: np.array([1.0]) for k in c}
+    assert "last 5% of rounds" in ST.summary_markdown(c, 2.0, 0.6, times, ends, None)
+    assert "last 50% of rounds" in ST.summary_markdown(c, 2.0, 0.6, times, ends, None, end_fraction=0.5)
+    with pytest.raises(ValueError, match="end_fraction"):
+        ST.summary_markdown(c, 2.0, 0.6, times, ends, None, end_fraction=0.0)

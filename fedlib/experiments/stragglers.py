@@ -228,9 +228,12 @@ def plot_loss_vs_time(axes, runs: Mapping[str, StragglerCurves]) -> None:
 
 def summary_markdown(runs: Mapping[str, StragglerCurves], end_seconds: float, target: float,
                      times: Mapping[str, np.ndarray], ends: Mapping[str, np.ndarray],
-                     lead_rounds: Optional[np.ndarray], lead_window: int = 25) -> str:
+                     lead_rounds: Optional[np.ndarray], lead_window: int = 25, end_fraction: float = 0.05) -> str:
     """Chapter 9's summary, written from the measured curves (``lead_window``: the running-mean
-    window ``lead_rounds`` came from, :func:`last_lead_round`'s ``window``)."""
+    window ``lead_rounds`` came from, :func:`last_lead_round`'s ``window``; ``end_fraction``: the
+    ``fraction`` of :func:`smoothed_end_loss` that gave ``ends``)."""
+    if not _is_number(end_fraction) or not 0 < end_fraction <= 1:
+        raise ValueError(f"end_fraction must lie in (0, 1], got {end_fraction!r}")
     wait, avg, nova = runs["wait-for-all"], runs["fedavg-fixed-time"], runs["fednova-fixed-time"]
     per_round = wait.seconds[:, -1].mean() / (wait.seconds.shape[1] - 1)
     ratio = times["wait-for-all"] / times["fednova-fixed-time"]
@@ -244,7 +247,7 @@ def summary_markdown(runs: Mapping[str, StragglerCurves], end_seconds: float, ta
         f"FedNova with fixed-length rounds (median over seeds; {', '.join(f'{r:.1f}×' for r in ratio)}).",
         f"- **Fixed-length rounds, FedAvg vs FedNova.** FedAvg weights clients by the steps they finished "
         f"($\\chi^2(p\\|w)$ {avg.chi2.mean():.3f} on average; FedNova's is {nova.chi2.mean():.1e}). End loss "
-        f"(median of the last 5% of rounds): FedAvg {ends['fedavg-fixed-time'].mean():.4f}, FedNova "
+        f"(median of the last {100 * end_fraction:g}% of rounds): FedAvg {ends['fedavg-fixed-time'].mean():.4f}, FedNova "
         f"{ends['fednova-fixed-time'].mean():.4f}.",
     ]
     if lead_rounds is not None:
