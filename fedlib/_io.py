@@ -112,12 +112,13 @@ def atomic_write_all(items) -> list:
             _unlink(tmp)
 
 
-def read_json(path: os.PathLike):
-    """Parse a JSON file; ``ValueError`` says which file and what is wrong with it."""
+def read_json(path: os.PathLike, *, object_pairs_hook=None):
+    """Parse a JSON file; ``ValueError`` says which file and what is wrong with it.
+    ``object_pairs_hook`` is passed to :func:`json.load` (e.g. to refuse duplicate keys)."""
     path = Path(path)
     try:
         with open(path, "r", encoding="utf-8") as fh:
-            return json.load(fh)
+            return json.load(fh, object_pairs_hook=object_pairs_hook)
     except FileNotFoundError:
         raise ValueError(f"{path}: file not found") from None
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:

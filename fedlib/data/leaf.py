@@ -130,9 +130,23 @@ def _as_labels(file: Path, user: str, y, num_classes: int | None) -> np.ndarray:
     return arr.astype(np.int64)
 
 
+def _unique_keys(file: Path):
+    """``object_pairs_hook`` refusing a key written twice in one JSON object: ``json`` keeps only
+    the last, so a user written twice in ``user_data`` would silently lose the first copy's data."""
+    def hook(pairs):
+        seen = set()
+        for key, _ in pairs:
+            if key in seen:
+                raise ValueError(f"{file}: key {key!r} appears twice in one JSON object (e.g. a user written "
+                                 "twice in 'user_data'); a JSON reader keeps only the last copy")
+            seen.add(key)
+        return dict(pairs)
+    return hook
+
+
 def _read_file(file: Path, num_classes: int | None):
     """Parse one LEAF file into ``(users, {user: (x, y)})`` after checking it."""
-    doc = read_json(file)
+    doc = read_json(file, object_pairs_hook=_unique_keys(file))
     if not isinstance(doc, dict):
         raise ValueError(f"{file}: top level must be a JSON object with keys {list(_KEYS)}")
     missing = [k for k in _KEYS if k not in doc]
@@ -235,7 +249,8 @@ def load_leaf(path, num_classes: int | None = None, name: str | None = None, *,
     ------
     ValueError
         Naming the file and the problem: missing file or folder, invalid JSON, missing
-        keys, ``num_samples`` disagreeing with the data, a listed user absent from
+        keys, a key written twice in one JSON object (``json`` would keep only the last
+        copy, e.g. of a user's data), ``num_samples`` disagreeing with the data, a listed user absent from
         ``user_data``, ragged / non-numeric / non-finite ``x``, non-integer or
         out-of-range labels, a user without training samples, different user sets in
         train and test, inconsistent feature dimensions.
