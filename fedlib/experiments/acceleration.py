@@ -47,7 +47,7 @@ from typing import Any, NamedTuple, Optional, Sequence
 
 import numpy as np
 
-from .._validate import check_choice, check_int, check_in_range, check_local_steps, check_positive
+from .._validate import check_choice, check_finite_array, check_int, check_in_range, check_local_steps, check_positive
 from ..algorithms import FederatedAlgorithm, make_algorithm
 from ..engines.batched import run_batched
 from ..plotting import ALGORITHM_COLORS
@@ -195,12 +195,11 @@ def variant_round_map(problem: QuadraticProblem, name: str, lr: float, local_ste
 def initial_state(problem: QuadraticProblem, name: str, x0: Any = None) -> np.ndarray:
     r"""The state at round 0 of :func:`variant_round_map`: :math:`x_0` (default 0), zero
     variates (the first round is uncorrected, as in :mod:`fedlib.variance`), and
-    :math:`x_{-1} = x_0` (server momentum buffer 0)."""
+    :math:`x_{-1} = x_0` (server momentum buffer 0). ``x0`` must be a finite vector of the
+    problem's dimension (as :func:`run_variant` requires)."""
     v = _variant(name)
     d = problem.dim
-    x0 = np.zeros(d) if x0 is None else np.asarray(x0, dtype=np.float64)
-    if x0.shape != (d,):
-        raise ValueError(f"x0 must have shape ({d},), got {x0.shape}")
+    x0 = np.zeros(d) if x0 is None else check_finite_array("x0", x0, shape=(d,))
     parts = [x0]
     if v.algorithm in VR_ALGORITHMS:
         parts.append(np.zeros(d * problem.num_clients))
@@ -239,11 +238,13 @@ def iterate_round_maps(problem: QuadraticProblem, name: str, lr: float, schedule
     r"""Distances :math:`\|x_t - x_{\text{ref}}\|`, :math:`t = 0..T`, from iterating the
     closed-form round maps with the schedule's :math:`\tau_i^{(t)}` (a new map per round
     when the steps change) — what :func:`run_variant` should measure. With ``stop_above``
-    the iteration ends after the first distance above it (as :func:`run_variant` does)."""
+    the iteration ends after the first distance above it (as :func:`run_variant` does).
+    ``x0`` and ``reference`` must be finite vectors of the problem's dimension, as for
+    :func:`run_variant`."""
     rounds = check_int("rounds", rounds, minimum=0)
     if stop_above is not None:
         stop_above = check_positive("stop_above", stop_above)
-    ref = problem.optimum() if reference is None else np.asarray(reference, dtype=np.float64)
+    ref = problem.optimum() if reference is None else check_finite_array("reference", reference, shape=(problem.dim,))
     s = initial_state(problem, name, x0)
     d = problem.dim
     out = [float(np.linalg.norm(s[:d] - ref))]
@@ -369,12 +370,15 @@ def logistic_losses(problem, name: str, lr: float, schedule, seeds: Sequence[int
     (e.g. Synthetic(1,1)) with mini-batches, through the batched engine
     (:func:`fedlib.engines.batched.run_batched`), full participation. Returns the global
     training loss :math:`F(x)` of every seed and round, ``(len(seeds), rounds + 1)``, the
-    initial loss first."""
+    initial loss first. ``seeds``: a non-empty sequence of integers >= 0 (run seeds)."""
     rounds = check_int("rounds", rounds, minimum=1)
+    seeds = [check_int("seeds", seed) for seed in seeds]
+    if not seeds:
+        raise ValueError("seeds must hold at least one run seed, got none")
     out = []
     for seed in seeds:
         run = run_batched(make_variant(name, lr, **coefficients), problem, schedule, rounds, batch_size=batch_size,
-                          seed=int(seed))
+                          seed=seed)
         out.append([run.initial["train_loss"]] + [h["train_loss"] for h in run.history])
     return np.asarray(out)
 
@@ -626,7 +630,7 @@ def perturbation_growth(problem, optimum: LogisticOptimum, name: str, lr: float,
     shape = pack_params(problem.init_params()).shape
     m = problem.num_clients
     steps = check_local_steps("local_steps", local_steps, size=m)
-    rng = np.random.default_rng(np.random.SeedSequence(int(seed)))
+    rng = np.random.default_rng(np.random.SeedSequence(check_int("seed", seed)))
     delta = optimum.basis @ rng.standard_normal(optimum.basis.shape[1])
     algo = make_algorithm(name, sgd(lr))
     variates = control_variates(unpack_params(optimum.client_grads.reshape((m,) + shape)), problem.p, "scaffold")
