@@ -54,9 +54,16 @@ def unit_scaled(dataset: FederatedDataset) -> FederatedDataset:
     the pooled training second moment :math:`\frac1n\sum_s x_s x_s^\top` (train and test
     alike), so the logistic loss is about 1/2-smooth and full-batch local steps with
     :math:`\eta\tau_i` up to a few units are stable. Synthetic(1,1)'s raw features have
-    :math:`\lambda_{\max}` in the hundreds (client-specific means)."""
+    :math:`\lambda_{\max}` in the hundreds (client-specific means). Raises ``ValueError`` when
+    :math:`\lambda_{\max}` is 0 (every training feature is 0) or not finite."""
     X = np.concatenate([np.asarray(x, dtype=np.float64) for x in dataset.train_x])
-    scale = 1.0 / np.sqrt(np.linalg.eigvalsh(X.T @ X / X.shape[0]).max())
+    with np.errstate(over="ignore", invalid="ignore"):
+        moment = X.T @ X / X.shape[0]
+    lam = float(np.linalg.eigvalsh(moment).max()) if np.all(np.isfinite(moment)) else float("inf")
+    if not 0 < lam < np.inf:
+        raise ValueError(f"{dataset.name}: the pooled training second moment has largest eigenvalue {lam!r}: "
+                         + ("every feature is 0, nothing to scale" if lam <= 0 else "features too large to square"))
+    scale = 1.0 / np.sqrt(lam)
     return dataclasses.replace(dataset, train_x=[np.asarray(x, dtype=np.float64) * scale for x in dataset.train_x],
                                test_x=[np.asarray(x, dtype=np.float64) * scale for x in dataset.test_x])
 
