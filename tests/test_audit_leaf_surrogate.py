@@ -107,3 +107,32 @@ def test_unit_scaled_names_all_zero_features():
     huge = dataclasses.replace(ds, train_x=[x * 1e200 for x in ds.train_x])
     with pytest.raises(ValueError, match="too large"):
         S.unit_scaled(huge)
+
+
+@pytest.mark.parametrize("drop", [("summary", "nearest_one"), ("summary", "radius_bounds"), ("config", "rows")])
+def test_read_vr_count_names_a_missing_field(tmp_path, drop):
+    """A record without one of its fields raised a KeyError (the docstring promises ValueError)."""
+    import json
+    from pathlib import Path
+
+    src = Path(__file__).resolve().parents[1] / "data" / "results" / "linearised" / "scaffold-count.json"
+    assert A.read_vr_count(src.parent, "scaffold")["kind"] == "linearised-count"  # the stored one reads
+    record = json.loads(src.read_text())
+    del record[drop[0]][drop[1]]
+    (tmp_path / "scaffold-count.json").write_text(json.dumps(record))
+    with pytest.raises(ValueError, match="a field is missing"):
+        A.read_vr_count(tmp_path, "scaffold")
+
+
+def test_read_vr_spectrum_names_a_missing_field(tmp_path):
+    import json
+    from pathlib import Path
+
+    src = Path(__file__).resolve().parents[1] / "data" / "results" / "linearised" / "scaffold-count.json"
+    record = json.loads(src.read_text())
+    record["kind"] = "linearised-spectrum"
+    del record["config"]["rows"]
+    (tmp_path / "scaffold.json").write_text(json.dumps(record))
+    np.savez(tmp_path / "scaffold.npz", eigenvalues=np.array([0.5 + 0.1j, 0.5 - 0.1j]))
+    with pytest.raises(ValueError, match="no config.rows"):
+        A.read_vr_spectrum(tmp_path, "scaffold")

@@ -566,7 +566,11 @@ def read_vr_spectrum(folder: Any, name: str) -> tuple[np.ndarray, dict]:
             vals = np.asarray(npz["eigenvalues"], dtype=complex)
     except FileNotFoundError:
         raise ValueError(f"{folder / (name + '.npz')}: file not found (its record is there)") from None
-    rows, radius = record["config"]["rows"], record["summary"]["radius"]
+    try:
+        rows, radius = record["config"]["rows"], record["summary"]["radius"]
+    except (KeyError, TypeError) as exc:
+        raise ValueError(f"{folder / (name + '.json')}: not a record of scripts/vr_spectrum.py "
+                         f"(no config.rows / summary.radius: {exc!r})") from None
     if vals.size != rows or not math.isclose(float(np.abs(vals).max()), radius, rel_tol=1e-12):
         raise ValueError(f"{folder / (name + '.npz')}: {vals.size} eigenvalues of radius {np.abs(vals).max()!r}, "
                          f"but its record says {rows} of radius {radius!r}")
@@ -589,13 +593,20 @@ def read_vr_count(folder: Any, name: str) -> dict:
     record = read_result(path)
     if record.get("kind") != "linearised-count":
         raise ValueError(f"{path}: kind must be 'linearised-count', got {record.get('kind')!r}")
-    rows, summary = record["config"]["rows"], record["summary"]
-    counts = summary["counts"]
-    if not counts or any(c["outside"] + c["inside"] != rows or min(c["outside"], c["inside"]) < 0 for c in counts):
+    try:
+        rows, summary = record["config"]["rows"], record["summary"]
+        counts, nearest, bounds = summary["counts"], summary["nearest_one"], summary["radius_bounds"]
+        bad = not counts or any(c["outside"] + c["inside"] != rows or min(c["outside"], c["inside"]) < 0
+                                for c in counts)
+        first_radius = None if bad else counts[0]["radius"]
+        lower = math.hypot(*nearest)
+    except (KeyError, TypeError) as exc:
+        raise ValueError(f"{path}: not a record of scripts/vr_spectrum.py --method contour "
+                         f"(a field is missing or of the wrong type: {exc!r})") from None
+    if bad:
         raise ValueError(f"{path}: every count must split the {rows} eigenvalues into outside + inside")
-    lower = math.hypot(*summary["nearest_one"])
-    expected = [lower, counts[0]["radius"]] if counts[0]["outside"] == 0 else None
-    if summary["radius_bounds"] != expected:
+    expected = [lower, first_radius] if counts[0]["outside"] == 0 else None
+    if bounds != expected:
         raise ValueError(f"{path}: radius_bounds {summary['radius_bounds']} do not follow from the first count "
                          f"({counts[0]['outside']} outside |sigma| = {counts[0]['radius']})")
     return record
