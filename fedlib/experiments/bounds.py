@@ -49,8 +49,8 @@ from typing import Any, NamedTuple, Optional, Sequence
 
 import numpy as np
 
-from .._validate import (check_choice, check_int, check_local_steps, check_nonnegative, check_positive,
-                         check_probability_vector)
+from .._validate import (check_choice, check_finite_array, check_int, check_local_steps, check_nonnegative,
+                         check_positive, check_probability_vector)
 from ..engines.quadratic import run_replicas
 from ..problems.quadratic import QuadraticProblem, random_quadratic
 from ..rule import AGGREGATIONS, effective_weights
@@ -81,8 +81,8 @@ def objective_gap(problem: QuadraticProblem, weights: Any, x0: Any = None) -> fl
     r""":math:`\widetilde F(x_0) - \min\widetilde F` for :math:`\widetilde F = \sum_i w_i F_i`
     (:math:`x_0 = 0` by default): :math:`\frac12 (x_0 - \tilde x)^\top\widetilde H(x_0 - \tilde x)`."""
     w = check_probability_vector("weights", weights, size=problem.num_clients)
-    diff = (np.zeros(problem.dim) if x0 is None else np.asarray(x0, dtype=np.float64)) \
-        - quadratic_global_optimum(problem.H, problem.e, w)
+    x0 = np.zeros(problem.dim) if x0 is None else check_finite_array("x0", x0, shape=(problem.dim,))
+    diff = x0 - quadratic_global_optimum(problem.H, problem.e, w)
     return float(0.5 * diff @ np.tensordot(w, problem.H, 1) @ diff)
 
 

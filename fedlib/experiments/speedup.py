@@ -123,6 +123,20 @@ def replicate(problem: QuadraticProblem, work: RandomLocalWork, copies: int) -> 
     return rep, RandomLocalWork(np.tile(work.low, copies), np.tile(work.high, copies), work.num_solvers, work.seed)
 
 
+def _check_counts(name: str, values: Any) -> list[int]:
+    """A non-empty sequence of integers >= 1 (rounds :math:`T`, sample sizes :math:`q`), each checked
+    by name: ``int()`` would have truncated 50.7 rounds to 50 without a word."""
+    if isinstance(values, (str, bytes)):
+        raise ValueError(f"{name} must be a sequence of integers, got {values!r}")
+    try:
+        values = list(values)
+    except TypeError:
+        raise ValueError(f"{name} must be a sequence of integers, got {values!r}") from None
+    if not values:
+        raise ValueError(f"{name} must name at least one value")
+    return [check_int(f"{name}[{k}]", v, minimum=1) for k, v in enumerate(values)]
+
+
 def _check_work(problem: QuadraticProblem, work: RandomLocalWork) -> None:
     if work.num_clients != problem.num_clients:
         raise ValueError(f"work: local work for {work.num_clients} clients, the problem has {problem.num_clients}")
@@ -187,6 +201,7 @@ def consistency_sweep(problem: QuadraticProblem, work: RandomLocalWork, rounds_l
     where FedNova and FedAvg end up under arbitrary local work (:math:`\tilde\tau` is
     the expected :math:`\bar\tau`, ``work.mean_steps.mean()``)."""
     _check_work(problem, work)
+    rounds_list = _check_counts("rounds_list", rounds_list)
     tau_tilde = float(work.mean_steps.mean())
     x_star = problem.optimum()
     rows = []
@@ -238,8 +253,13 @@ def speedup_grid(problem: QuadraticProblem, work: RandomLocalWork, copies_list: 
     that of the noise."""
     check_nonnegative("sigma", sigma)
     _check_work(problem, work)
-    for a in algorithms:
-        check_choice("algorithms", a, AGGREGATIONS)
+    copies_list = _check_counts("copies_list", copies_list)
+    rounds_list = _check_counts("rounds_list", rounds_list)
+    if isinstance(algorithms, str):
+        raise ValueError(f"algorithms must be a sequence of names, e.g. ({algorithms!r},), got {algorithms!r}")
+    algorithms = [check_choice("algorithms", a, AGGREGATIONS) for a in algorithms]
+    if not algorithms:
+        raise ValueError("algorithms must name at least one algorithm")
     rows = []
     for copies in copies_list:
         prob, w = replicate(problem, work, copies)
@@ -318,6 +338,9 @@ def sampling_grid(problem: QuadraticProblem, work: RandomLocalWork, copies_list:
         tau_eff = "participants"  # FedAvg's tau_eff is implicit
     check_nonnegative("sigma", sigma)
     seeds = check_int("seeds", seeds, minimum=2)
+    copies_list = _check_counts("copies_list", copies_list)
+    clients_per_round = _check_counts("clients_per_round", clients_per_round)
+    rounds_list = _check_counts("rounds_list", rounds_list)
     rows = []
     for copies in copies_list:
         prob, w = replicate(problem, work, copies)
@@ -417,6 +440,8 @@ def sampling_bias(problem: QuadraticProblem, work: RandomLocalWork, clients_per_
     if not tau_effs:
         raise ValueError("tau_effs must name at least one choice")
     seeds = check_int("seeds", seeds, minimum=2)
+    clients_per_round = _check_counts("clients_per_round", clients_per_round)
+    rounds_list = _check_counts("rounds_list", rounds_list)
     x_star = problem.optimum()
     tau_tilde = float(problem.p @ work.mean_steps)
     rows = []
@@ -487,6 +512,8 @@ def equal_budget_ratios(rows: Sequence[SpeedupRow], algorithm: str = "fednova", 
     r"""Groups of cells with the same :math:`m\tilde\tau T` (within ``rtol``; e.g. :math:`4m`
     clients for :math:`T/4` rounds): ``(budget, [(m, T, mean_grad2), ...], max/min)`` for
     every group of two or more — linear speedup says the ratio is close to 1."""
+    check_choice("algorithm", algorithm, AGGREGATIONS)
+    check_nonnegative("rtol", rtol)
     cells = sorted((r for r in rows if r.algorithm == algorithm), key=lambda r: r.budget)
     groups: list[list[SpeedupRow]] = []
     for r in cells:
