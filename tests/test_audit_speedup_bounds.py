@@ -81,3 +81,32 @@ def test_equal_budget_ratios_checks_algorithm_and_rtol():
         S.equal_budget_ratios(rows, algorithm="fednvoa")
     with pytest.raises(ValueError, match="^rtol"):
         S.equal_budget_ratios(rows, rtol=-0.1)
+
+
+def _unequal_setup():
+    from fedlib.problems.quadratic import random_quadratic
+    from fedlib.schedules import RandomLocalWork
+    problem = random_quadratic(4, 3, seed=0, spread=1.0, p=[0.55, 0.25, 0.15, 0.05])
+    return problem, RandomLocalWork([1, 2, 4, 8], [4, 6, 12, 16], num_solvers=4, seed=0)
+
+
+def test_uniform_sampling_step_size_uses_the_participants_mean_steps():
+    """App. G: eta = c sqrt(q / (tau~ T)), tau~ the participants' average local steps. Drawn uniformly,
+    a participant takes (1/m) sum_i E tau_i = 6.625 steps on average, not sum_i p_i E tau_i = 4.175 (the
+    value for draws proportional to p, which the uniform scheme used too: eta 1.26x too large)."""
+    problem, work = _unequal_setup()
+    assert S.participant_mean_steps("uniform", problem.p, work) == pytest.approx(6.625)
+    assert S.participant_mean_steps("with-replacement", problem.p, work) == pytest.approx(4.175)
+    with pytest.raises(ValueError, match="^scheme"):
+        S.participant_mean_steps("full", problem.p, work)
+    q, T, c = 2, 50, 0.1
+    for scheme, tau in (("uniform", 6.625), ("with-replacement", 4.175)):
+        row = S.sampling_grid(problem, work, [1], [q], [T], scheme=scheme, lr_scale=c, replicas=1, seeds=2,
+                              sigma=1.0)[0]
+        assert row.lr == pytest.approx(c * np.sqrt(q / (tau * T)), rel=1e-12)
+        bias = S.sampling_bias(problem, work, [q], [T], lr_scale=c, seeds=2, scheme=scheme,
+                               tau_effs=("population",))[0]
+        assert bias.lr == pytest.approx(c * np.sqrt(q / (tau * T)), rel=1e-12)
+    # the participants' measured average is the uniform mean, which the step size now assumes
+    row = S.sampling_grid(problem, work, [1], [q], [200], scheme="uniform", replicas=1, seeds=2, sigma=1.0)[0]
+    assert abs(row.tau_tilde / 6.625 - 1) < 0.1

@@ -48,7 +48,7 @@ from typing import Any, Callable, NamedTuple, Optional, Sequence
 
 import numpy as np
 
-from .._validate import check_choice, check_int, check_nonnegative, check_positive
+from .._validate import check_choice, check_int, check_nonnegative, check_positive, check_probability_vector
 from ..algorithms import make_algorithm
 from ..engines.quadratic import client_solvers, noisy_grad_fn, run_replicas
 from ..engines.reference import run_sequential
@@ -75,6 +75,7 @@ __all__ = [
     "speedup_grid",
     "equal_budget_ratios",
     "SamplingRow",
+    "participant_mean_steps",
     "population_tau_eff",
     "sampling_grid",
     "TAU_EFF_CHOICES",
@@ -303,6 +304,19 @@ class SamplingRow(NamedTuple):
         return self.clients * self.tau_tilde * self.rounds
 
 
+def participant_mean_steps(scheme: str, p: Any, work: RandomLocalWork) -> float:
+    r"""App. G's :math:`\tilde\tau` in expectation: the mean :math:`\mathbb E\tau` of a drawn client,
+    :math:`\sum_i p_i\,\mathbb E\tau_i` when clients are drawn with replacement :math:`\propto p_i`,
+    :math:`\frac1m\sum_i\mathbb E\tau_i` when they are drawn uniformly (without replacement),
+    :math:`\mathbb E\tau_i` = ``work.mean_steps``. The step size of :func:`sampling_grid` and
+    :func:`sampling_bias`."""
+    check_choice("scheme", scheme, SAMPLING_SCHEMES)
+    if scheme == "full":
+        raise ValueError("scheme: participant_mean_steps is for sampled clients ('with-replacement' or 'uniform')")
+    p = check_probability_vector("p", p, size=work.num_clients)
+    return float(p @ work.mean_steps) if scheme == "with-replacement" else float(work.mean_steps.mean())
+
+
 def population_tau_eff(problem: QuadraticProblem, work: RandomLocalWork, solvers: Sequence[LocalSolver]) -> float:
     r"""FedNova's sample-independent :math:`\tau_{\text{eff}} = \sum_{i=1}^m p_i\,\mathbb E\|a_i\|_1`
     over *all* clients (:func:`mean_a_norms`), for rounds in which only some clients work."""
@@ -318,8 +332,9 @@ def sampling_grid(problem: QuadraticProblem, work: RandomLocalWork, copies_list:
                   progress: Optional[Callable[[str], None]] = None) -> list[SamplingRow]:
     r"""App. G: FedNova with :math:`q` clients sampled per round out of
     :math:`m = \text{copies}\times` base clients, for every (:math:`m`, :math:`q`, :math:`T`),
-    :math:`\eta = c\sqrt{q/(\tilde\tau T)}` with :math:`\tilde\tau = \sum_i p_i\mathbb E\tau_i`
-    (the expected steps of a client drawn :math:`\propto p`).
+    :math:`\eta = c\sqrt{q/(\tilde\tau T)}` with :math:`\tilde\tau` the expected steps of a drawn
+    client (:func:`participant_mean_steps`: :math:`\sum_i p_i\mathbb E\tau_i` with replacement
+    :math:`\propto p`, :math:`\frac1m\sum_i\mathbb E\tau_i` uniformly).
 
     Sampling seed :math:`s` (``seed, seed + 1, ...``) fixes the participants of every round
     and the gradient noise of its ``replicas`` runs; the local work is ``work``'s for all.
@@ -344,7 +359,7 @@ def sampling_grid(problem: QuadraticProblem, work: RandomLocalWork, copies_list:
     rows = []
     for copies in copies_list:
         prob, w = replicate(problem, work, copies)
-        tau_expected = float(prob.p @ w.mean_steps)
+        tau_expected = participant_mean_steps(scheme, prob.p, w)
         for q in clients_per_round:
             q_eff = effective_participants(scheme, prob.p, q)
             for T in rounds_list:
@@ -410,8 +425,8 @@ def sampling_bias(problem: QuadraticProblem, work: RandomLocalWork, clients_per_
                   rounds_list: Sequence[int], *, lr_scale: float = 0.5, seeds: int = 3, seed: int = 0,
                   scheme: str = "with-replacement", tau_effs: Sequence[str] = TAU_EFF_CHOICES,
                   solver_factory: Callable[[float], Sequence[LocalSolver]] = make_solvers) -> list[BiasRow]:
-    r"""Where FedNova settles under sampling, full gradients, :math:`\eta = c\sqrt{q/(\tilde\tau T)}`,
-    for each :math:`\tau_{\text{eff}}` choice of :data:`TAU_EFF_CHOICES`, measured and predicted.
+    r"""Where FedNova settles under sampling, full gradients, :math:`\eta = c\sqrt{q/(\tilde\tau T)}`
+    (:math:`\tilde\tau` of :func:`participant_mean_steps`), for each :math:`\tau_{\text{eff}}` choice of :data:`TAU_EFF_CHOICES`, measured and predicted.
 
     With :math:`\tau_{\text{eff}}` taken from the round's sample, the expected server step
     :math:`\mathbb E[\tau_{\text{eff}}\sum_{j\in S}\omega_jd_j] = \sum_jc_jd_j` has
@@ -443,7 +458,7 @@ def sampling_bias(problem: QuadraticProblem, work: RandomLocalWork, clients_per_
     clients_per_round = _check_counts("clients_per_round", clients_per_round)
     rounds_list = _check_counts("rounds_list", rounds_list)
     x_star = problem.optimum()
-    tau_tilde = float(problem.p @ work.mean_steps)
+    tau_tilde = participant_mean_steps(scheme, problem.p, work)
     rows = []
     for q in clients_per_round:
         for T in rounds_list:
