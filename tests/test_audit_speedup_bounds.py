@@ -110,3 +110,14 @@ def test_uniform_sampling_step_size_uses_the_participants_mean_steps():
     # the participants' measured average is the uniform mean, which the step size now assumes
     row = S.sampling_grid(problem, work, [1], [q], [200], scheme="uniform", replicas=1, seeds=2, sigma=1.0)[0]
     assert abs(row.tau_tilde / 6.625 - 1) < 0.1
+
+
+def test_summary_does_not_give_fedprox_condition_as_theorem3s():
+    """App. E's T >~ (m tau T)^(3/4) belongs to FedProx with Corollary 2's alpha; Theorem 3's other terms
+    fall as m / (tau~ T) with eta = sqrt(m / (tau~ T)). The summary used to ascribe App. E's condition to FedNova."""
+    cons = [S.ConsistencyRow(100, 0.1, 0.2, 0.01, 0.5, 0.3, 0.3, 0.6, 0.7),
+            S.ConsistencyRow(400, 0.05, 0.1, 0.005, 0.5, 0.2, 0.3, 0.6, 0.7)]
+    grid = [S.SpeedupRow("fednova", 4, 100, 5.0, 0.1, 1.0, 0.0), S.SpeedupRow("fednova", 16, 25, 5.0, 0.1, 1.1, 0.0)]
+    text = S.summary_markdown(cons, grid, 1.0, 0.5, -0.5, S.equal_budget_ratios(grid))
+    assert "fall as $m/(\\tilde\\tau T)$" in text
+    assert "for FedProx at Corollary 2's $\\alpha$, not for FedNova" in text

@@ -659,8 +659,10 @@ def summary_markdown(consistency: Sequence[ConsistencyRow], grid: Sequence[Speed
             f"(Theorem 3: $-1/2$)."
             + (f" Cells with the same $m\\tilde\\tau T$ — more clients, proportionally fewer rounds — agreed within "
                f"a factor {worst[2]:.2f} at worst ({'; '.join(f'm={m}, T={T}: {v:.3g}' for m, T, v in worst[1])}). "
-               f"Theorem 3's rate is the leading term for large $T$; App. E asks for $T \\gtrsim (m\\bar\\tau T)^{{3/4}}$ "
-               f"before it dominates." if worst else ""))
+               f"Theorem 3's rate is the bound's leading term for large $T$: with this $\\eta$ its other two terms fall "
+               f"as $m/(\\tilde\\tau T)$, faster than $1/\\sqrt{{m\\tilde\\tau T}}$ (App. E's "
+               f"$T \\gtrsim (m\\bar\\tau T)^{{3/4}}$ is that condition for FedProx at Corollary 2's $\\alpha$, "
+               f"not for FedNova)." if worst else ""))
     if avg:
         top = max(avg, key=lambda r: r.budget)
         lines.append(
