@@ -121,3 +121,31 @@ def test_summary_does_not_give_fedprox_condition_as_theorem3s():
     text = S.summary_markdown(cons, grid, 1.0, 0.5, -0.5, S.equal_budget_ratios(grid))
     assert "fall as $m/(\\tilde\\tau T)$" in text
     assert "for FedProx at Corollary 2's $\\alpha$, not for FedNova" in text
+
+
+def test_run_replicas_tau_tilde_counts_every_draw_with_replacement():
+    """App. G: tau~ = sum_t sum_{i in S(t)} tau_i / (qT), S(t) the q draws. Drawn with replacement, a client
+    drawn k times counts k times; run_replicas counted each distinct participant once (p = (.9, .1), q = 3,
+    tau = (1, 5), T = 40, seed 5: 1.40 where the draws average 1.27)."""
+    from fedlib.engines.quadratic import run_replicas
+    from fedlib.problems.quadratic import random_quadratic
+    from fedlib.sampling import sample_clients
+    from fedlib.schedules import RandomLocalWork
+    from fedlib.solvers import sgd
+
+    p, q, T, seed = np.array([0.9, 0.1]), 3, 40, 5
+    problem = random_quadratic(2, 2, seed=0, p=p)
+    work = RandomLocalWork([1, 5], [1, 5])  # fixed steps: client 0 one, client 1 five
+    run = run_replicas(problem, "fednova", [sgd(0.01)], work, T, seed=seed, sampling="with-replacement",
+                       clients_per_round=q)
+    draws = []  # every round's q draws, rebuilt from the participants and their counts k_i = q omega_i
+    for t in range(T):
+        part = sample_clients("with-replacement", p, q, seed, t)
+        draws += [int(c) for c, w in zip(part.clients, part.weights) for _ in range(int(round(w * q)))]
+    assert len(draws) == q * T
+    expected = np.mean(np.where(np.array(draws) == 0, 1.0, 5.0))
+    assert run.mean_local_steps == pytest.approx(expected, rel=1e-12)
+    # uniform sampling without replacement: every participant once
+    run = run_replicas(problem, "fednova", [sgd(0.01)], work, T, seed=seed, sampling="uniform", clients_per_round=1)
+    picked = [int(sample_clients("uniform", p, 1, seed, t).clients[0]) for t in range(T)]
+    assert run.mean_local_steps == pytest.approx(np.mean(np.where(np.array(picked) == 0, 1.0, 5.0)), rel=1e-12)

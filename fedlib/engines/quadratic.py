@@ -69,7 +69,9 @@ class ReplicaRun(NamedTuple):
     :math:`\\|x^{(t,0)} - x^*\\|`, ``surrogate_distance[t, r]`` the distance to the point
     passed as ``surrogate`` (``None`` without one); ``tau_eff`` and ``chi2`` are per round
     (the same for every replica: local work is shared); ``mean_local_steps`` is
-    :math:`\\tilde\\tau`, the average of :math:`\\bar\\tau^{(t)}` over the rounds;
+    :math:`\\tilde\\tau`, the average of :math:`\\bar\\tau^{(t)}` over the rounds (under sampling
+    App. G's :math:`\\sum_{i\\in\\mathcal S^{(t)}}\\tau_i^{(t)}/q`, a client drawn :math:`k` times
+    with replacement counted :math:`k` times);
     ``params`` is the final ``(replicas, d)``; ``mean_params`` the average of
     :math:`x^{(t,0)}` over the second half of the rounds, :math:`t \\ge \\lceil T/2\\rceil`
     (Polyak averaging: where a run wanders around, without its noise);
@@ -170,7 +172,8 @@ def run_replicas(problem: QuadraticProblem, aggregation: str, solvers: Sequence[
         drawn with ``seed``; the same participants for every replica). The participants'
         weights :math:`\omega_i` replace :math:`p_i` in eq. (4), as in
         :meth:`fedlib.algorithms.FederatedAlgorithm.apply`; ``mean_local_steps`` then
-        averages :math:`\tau_i` over the participants (App. G's :math:`\tilde\tau`).
+        averages :math:`\tau_i` over the :math:`q` draws (App. G's :math:`\tilde\tau`; with
+        replacement a client drawn twice counts twice).
     tau_eff : FedNova only: a fixed :math:`\tau_{\text{eff}}` for every round (e.g.
         :math:`\sum_i p_i\,\mathbb E\|a_i\|_1` over all clients) instead of
         :math:`\sum_{i\in S}\omega_i\|a_i\|_1` of the round's participants (``None``), or
@@ -253,7 +256,9 @@ def run_replicas(problem: QuadraticProblem, aggregation: str, solvers: Sequence[
         order, omega = part.clients[by_steps], part.weights[by_steps]
         tau = steps[order]
         sol = choice[order]
-        total_steps += float(tau.mean())
+        # App. G's tau~: the mean over the q draws; with replacement a client drawn k times counts k times
+        # (omega = k / q); otherwise every participant once
+        total_steps += float(omega @ tau) if sampling == "with-replacement" else float(tau.mean())
         tau_max = int(tau[0])
         noise = gradient_noise(seed, t, replicas, order.size, tau_max, d, sigma)[:, by_steps]
         H, e = problem.H[order], problem.e[order]
