@@ -134,7 +134,13 @@ def test_split_calls_bench_on_random_images_then_table1_with_the_hint(tmp_path):
     # committed folder: what is committed or was written by the earlier call is not trained again
     committed = tmp_path / "committed"
     committed.mkdir()
-    (committed / "sgd-e2-fednova__seed0.json").write_bytes((tmp_path / "results" / "sgd-e2-fedavg__seed0.json").read_bytes())
+    # (FedAvg's result relabelled as FedNova's: a file's config must name the cell its name says)
+    from fedlib.experiments import cifar10 as table1
+
+    doc = json.loads((tmp_path / "results" / "sgd-e2-fedavg__seed0.json").read_text())
+    doc["config"]["cell_id"] = "sgd-e2-fednova"
+    doc["config"]["table1_cell"] = table1._BY_ID["sgd-e2-fednova"].config()
+    (committed / "sgd-e2-fednova__seed0.json").write_text(json.dumps(doc))
     again = gpu_run(tmp_path / "d", tmp_path / "results", SKIP_BENCH="1", IMAGES_PER_SECOND="1000",
                     TABLE1_CELLS="sgd-e2-fedavg,sgd-e2-fednova", SEED_RESULTS_FROM=str(committed), **fast)
     assert again.returncode == 0, again.stdout + again.stderr

@@ -251,14 +251,19 @@ def test_repeat_differences(tmp_path):
     their difference, the largest per-round gap; files without a Table 1 partner are ignored."""
     from fedlib.results import make_provenance, make_result, write_result
 
-    def res(accs, stacked):
+    def res(accs, stacked, seed=0):
         hist = [{"round": t, "train_loss": 1.0, "test_accuracy": a, "tau_eff": 2.0, "chi2": 0.0, "local_steps": [2]}
                 for t, a in enumerate(accs)]
-        return make_result({"engine": {"stacked_runs": stacked}}, hist, make_provenance(0.0, 1.0, "dev"))
+        # the run its name says, in the official setup (repeat_differences refuses any other)
+        config = {"cell_id": "sgd-e2-fedavg", "seed": seed, "table1_cell": C._BY_ID["sgd-e2-fedavg"].config(),
+                  "rounds": len(accs), "batch_size": 32, "weight_decay": 1e-4, "lr_decay": "step",
+                  "data": {"num_train": 50000, "num_clients": 16, "partition_alpha": 0.1, "partition_seed": 2020},
+                  "engine": {"stacked_runs": stacked, "width": 1.0}}
+        return make_result(config, hist, make_provenance(0.0, 1.0, "dev"))
 
     results = {"sgd-e2-fedavg": {0: res([0.1, 0.5, 0.6], 2)}}
     for name, doc in (("sgd-e2-fedavg__seed0__alone.json", res([0.1, 0.52, 0.59], 1)),
-                      ("sgd-e2-fedavg__seed1__alone.json", res([0.2], 1)),        # no seed-1 result
+                      ("sgd-e2-fedavg__seed1__alone.json", res([0.2], 1, seed=1)),        # no seed-1 result
                       ("nonsense__seed0__x.json", res([0.2], 1))):
         write_result(tmp_path / name, doc)
     rows = C.repeat_differences(results, tmp_path)
@@ -603,7 +608,7 @@ def test_resuming_a_finished_checkpoint_measures_no_rate(tmp_path, monkeypatch):
 
 
 def test_mean_curves_by_hand():
-    """Figure 6's curves: per cell, mean and (population) std over the seeds' histories, on the rounds every
+    """Figure 6's curves: per cell, mean and (sample, as the table's) std over the seeds' histories, on the rounds every
     seed has; a missing evaluation (None) is left out of that round's mean; cells without histories drop out."""
     import numpy as np
 
@@ -614,7 +619,7 @@ def test_mean_curves_by_hand():
     assert set(out) == {"a", "c"} and out["a"]["n_seeds"] == 2 and out["c"]["n_seeds"] == 1
     np.testing.assert_array_equal(out["a"]["round"], [0, 1])
     np.testing.assert_allclose(out["a"]["mean"], [0.2, 0.5], rtol=1e-15)
-    np.testing.assert_allclose(out["a"]["std"], [0.1, 0.0], rtol=1e-12, atol=1e-17)
+    np.testing.assert_allclose(out["a"]["std"], [0.02 ** 0.5, 0.0], rtol=1e-12, atol=1e-17)
     np.testing.assert_array_equal(out["c"]["mean"], [0.2])
 
 

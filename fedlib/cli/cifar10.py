@@ -405,7 +405,10 @@ def table1_command(args: argparse.Namespace) -> int:
 
         if not args.results.is_dir():
             raise CLIError(f"--results {args.results}: no such folder")
-        results = load_table1_results(args.results)
+        try:
+            results = load_table1_results(args.results)
+        except OtherSetupError as exc:
+            raise CLIError(f"--results: {exc}") from None
         print(markdown_table(SUMMARY_HEADERS, format_summary_rows(table1_summary(results)), spec="s"))
         gaps = fednova_gaps(results)
         if gaps:

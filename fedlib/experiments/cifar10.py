@@ -374,6 +374,8 @@ def plan_table1(results_dir, seeds: Sequence[int] = (0, 1, 2), cells: Sequence[s
     """Every (cell, seed) in run order — all cells of the first seed, then the next seed —
     with its result file and whether it is already present."""
     results_dir = Path(results_dir)
+    # a seed 0.5 or True was filed as "__seed0.5.json" / "__seedTrue.json" and trained as seed 0 / 1
+    seeds = [check_int("seed", s) for s in seeds]
     ids = list(cells) if cells is not None else CELL_IDS
     unknown = [c for c in ids if c not in _BY_ID]
     if unknown:
@@ -426,11 +428,25 @@ def cell_setup_problems(doc: Mapping, *, history: bool = True) -> List[str]:
     return out
 
 
+def _name_problems(doc: Mapping, name: str) -> List[str]:
+    """Whether result ``doc``, filed as ``name``, is the run its name says: ``config.cell_id``
+    and ``config.seed`` must give :func:`result_name` ``== name`` (a copied or renamed file, or
+    ``seed00`` next to ``seed0``, would otherwise count as another cell's or seed's run)."""
+    cfg = doc.get("config") or {}
+    cid, seed = cfg.get("cell_id"), cfg.get("seed")
+    if (isinstance(seed, bool) or not isinstance(seed, int) or seed < 0 or not isinstance(cid, str)
+            or result_name(cid, seed) != name):
+        return [f"its config says cell {cid!r} seed {seed!r}, not the run its name {name!r} says"]
+    return []
+
+
 def _check_present(present: Sequence[dict], *, rounds: int, width: Optional[float] = None,
                    num_train: Optional[int] = None) -> None:
     """A result file counts as done only if it is a run of the requested setup: refuse one
     of other rounds, width or training-set size (a quick ``--sample --rounds 2`` call into
-    the same folder would otherwise stand in for the real run), naming the file."""
+    the same folder would otherwise stand in for the real run), one whose config names
+    another cell or seed than its file name (:func:`_name_problems`), or one of another
+    setup (:func:`cell_setup_problems`), naming the file."""
     for p in present:
         try:
             doc = json.loads(Path(p["path"]).read_text())
@@ -441,7 +457,7 @@ def _check_present(present: Sequence[dict], *, rounds: int, width: Optional[floa
                              "move it away to run the cell") from None
         wanted = {"rounds": rounds, "width": width, "num_train": num_train}
         diff = [f"{k} {found[k]!r} (requested {v!r})" for k, v in wanted.items() if v is not None and found[k] != v]
-        diff += cell_setup_problems(doc, history=False)
+        diff += _name_problems(doc, Path(p["path"]).name) + cell_setup_problems(doc, history=False)
         if diff:
             raise OtherSetupError(f"{p['path']}: present, but a run of another setup: {', '.join(diff)}; use another "
                              "--results folder (or move the file away) to run this one")
@@ -558,6 +574,13 @@ def run_table1(results_dir, *, budget_seconds: float, seeds: Sequence[int] = (0,
     """
     from ..results import _command, _utc, git_commit, make_provenance, make_result, write_result
 
+    # a NaN budget passed every deadline comparison (a group without a rate trained all its rounds),
+    # stack 0 stopped at once with "the next run needs ~N s" whatever the budget
+    if not float(budget_seconds) >= 0:
+        raise ValueError(f"budget_seconds must be >= 0, got {budget_seconds!r}")
+    stack = check_int("stack", stack, minimum=1)
+    if not (np.isfinite(safety) and safety > 0):
+        raise ValueError(f"safety must be a finite factor > 0, got {safety!r}")
     git_start = git_commit()  # the code of this call (a change during the call is flagged at the end)
     start = time.time()
     deadline = start + float(budget_seconds)
@@ -814,7 +837,15 @@ def run_table1(results_dir, *, budget_seconds: float, seeds: Sequence[int] = (0,
 
 # ============================================================================ the chapter's table
 def load_table1_results(results_dir) -> Dict[str, Dict[int, dict]]:
-    """``{cell_id: {seed: result}}`` of the result files present (unreadable files raise ValueError)."""
+    """``{cell_id: {seed: result}}`` of the result files ``{cell_id}__seed{s}.json`` present.
+
+    Unreadable files raise ``ValueError``. A file that is not the run its name says (its
+    ``config.cell_id`` / ``config.seed``: a FedNova result copied to FedAvg's name, ``seed00``
+    next to ``seed0``, a ``__seed0__tag`` repeat in this folder) or not a run of its cell
+    in the official setup (:func:`cell_setup_problems`: another lr, μ, batch size, weight
+    decay, lr schedule, number of clients or partition) raises :class:`OtherSetupError`
+    naming it, instead of entering Table 1. Other sizes (width, rounds, training images,
+    precision) are allowed: :func:`table1_summary` lists them as deviations."""
     from ..results import read_result
 
     out: Dict[str, Dict[int, dict]] = {}
@@ -823,8 +854,12 @@ def load_table1_results(results_dir) -> Dict[str, Dict[int, dict]]:
         return out
     for cid in CELL_IDS:
         for f in sorted(folder.glob(f"{cid}__seed*.json")):
-            seed = int(f.stem.rsplit("__seed", 1)[1])
-            out.setdefault(cid, {})[seed] = read_result(f)
+            doc = read_result(f)
+            problems = _name_problems(doc, f.name) or cell_setup_problems(doc, history=False)
+            if problems:
+                raise OtherSetupError(f"{f}: not a Table 1 result of this setup: {', '.join(problems)}; move it "
+                                      "out of the Table 1 folder")
+            out.setdefault(cid, {})[int(doc["config"]["seed"])] = doc
     return out
 
 
@@ -1321,7 +1356,10 @@ def demo_run(*, width: float, rounds: int, seed: int = 0, lr: float = 0.05, epoc
 
 
 def mean_curves(results: Dict[str, Dict[int, dict]], key: str = "test_accuracy") -> Dict[str, dict]:
-    """Per cell with results: rounds, mean and std over seeds of ``key`` per round (common rounds only)."""
+    """Per cell with results: rounds, mean and standard deviation over seeds of ``key`` per
+    round (common rounds only; a missing evaluation, ``None``, is left out of its round). The
+    standard deviation is the sample one (``ddof=1``), as in :func:`table1_summary`, so that a
+    curve's band at the last round is the table's ``± std``; 0 where a round has one value."""
     out = {}
     for cid, by_seed in results.items():
         hs = [r["history"] for r in by_seed.values() if r.get("history")]
@@ -1329,8 +1367,10 @@ def mean_curves(results: Dict[str, Dict[int, dict]], key: str = "test_accuracy")
             continue
         n = min(len(h) for h in hs)
         vals = np.array([[np.nan if h[t][key] is None else h[t][key] for t in range(n)] for h in hs], dtype=float)
-        out[cid] = {"round": np.arange(n), "mean": np.nanmean(vals, 0), "std": np.nanstd(vals, 0),
-                    "n_seeds": len(hs)}
+        counts = np.sum(~np.isnan(vals), axis=0)
+        dev = np.where(np.isnan(vals), 0.0, vals - np.nanmean(vals, 0))
+        std = np.sqrt((dev ** 2).sum(0) / np.maximum(counts - 1, 1))  # 0 where one value (dev = 0)
+        out[cid] = {"round": np.arange(n), "mean": np.nanmean(vals, 0), "std": std, "n_seeds": len(hs)}
     return out
 
 
@@ -1496,7 +1536,13 @@ def repeat_differences(results: Dict[str, Dict[int, dict]], repeats_dir) -> List
     seed. Per pair: both final test accuracies (%), their difference and the largest
     per-round difference (points), and the numbers of runs stacked in each engine — how far
     apart bf16 autocast and non-deterministic GPU kernels put two runs that the seeds make
-    identical in exact arithmetic (the scale below which a difference in Table 1 means nothing)."""
+    identical in exact arithmetic (the scale below which a difference in Table 1 means nothing).
+
+    A repeat must be a run of the cell and seed its name says (:func:`_name_problems`), in the
+    official setup (:func:`cell_setup_problems`), with the Table 1 run's rounds, width and
+    training-set size and as many recorded rounds: otherwise :class:`OtherSetupError` naming
+    the file (another cell's run, or a short test run, made a "noise floor" out of a
+    different experiment)."""
     from ..results import read_result
 
     rows = []
@@ -1511,7 +1557,19 @@ def repeat_differences(results: Dict[str, Dict[int, dict]], repeats_dir) -> List
         seed = int(seed_text)
         a, b = results[cid][seed], read_result(f)
         ha, hb = a["history"], b["history"]
-        n = min(len(ha), len(hb))
+        problems = _name_problems(b, result_name(cid, seed)) or cell_setup_problems(b, history=False)
+        ca, cb = a.get("config") or {}, b.get("config") or {}
+        for key, va, vb in (("rounds", ca.get("rounds"), cb.get("rounds")),
+                            ("width", (ca.get("engine") or {}).get("width"), (cb.get("engine") or {}).get("width")),
+                            ("num_train", (ca.get("data") or {}).get("num_train"),
+                             (cb.get("data") or {}).get("num_train")),
+                            ("recorded rounds", len(ha), len(hb))):
+            if va != vb:
+                problems.append(f"{key} {vb!r} (the Table 1 run's {va!r})")
+        if problems:
+            raise OtherSetupError(f"{f}: not a repeat of {result_name(cid, seed)}: {', '.join(problems)}; move it "
+                                  "out of the repeats folder")
+        n = len(ha)
         per_round = [100 * abs(ha[t]["test_accuracy"] - hb[t]["test_accuracy"]) for t in range(n)]
         rows.append({"cell": cid, "seed": seed, "tag": tag, "final": 100 * ha[-1]["test_accuracy"],
                      "repeat_final": 100 * hb[-1]["test_accuracy"],
@@ -1536,23 +1594,40 @@ def check_recorded_diagnostics(results: Dict[str, Dict[int, dict]], train_labels
     counter instead), then eq. 4's :math:`\tau_{\text{eff}}` and :math:`w`
     (:func:`fedlib.rule.effective_weights`) and :math:`\chi^2_{p\|w} = \sum_i (p_i-w_i)^2/w_i`
     (:func:`fedlib.theory.chi_square`). Per result: the largest relative error of
-    :math:`\tau_{\text{eff}}` and absolute error of :math:`\chi^2` over the rounds, and the
-    first round's recorded values. Full participation only (every Table 1 cell)."""
+    :math:`\tau_{\text{eff}}` and absolute error of :math:`\chi^2` over the rounds, the
+    first round's recorded values, and ``epochs_drawn``, the distinct local epochs
+    :math:`E_i^{(t)} = \tau_i / \lceil n_i/B\rceil` of all clients and rounds. A recorded
+    :math:`\tau_i` that is not :math:`E\lceil n_i/B\rceil` with a whole :math:`E` of the cell's
+    setting (``"2"``: 2; ``"2-5"``: 2..5) raises ``ValueError``: :math:`\tau_{\text{eff}}` and
+    :math:`\chi^2` are recomputed from the recorded steps, so without this a run of other epochs
+    (E = 3 filed as E = 2) would pass. Whether every epoch of a range was drawn (the official
+    code's draw from {2, 3, 4} for "2 to 5" never gives 5) is left to the caller, from
+    ``epochs_drawn``. Full participation only (every Table 1 cell)."""
     from ..rule import effective_weights
+    from ..schedules import parse_epochs, steps_per_epoch
     from ..theory import chi_square
 
     sizes = np.array([len(c) for c in official_partition(np.asarray(train_labels))], dtype=np.float64)
     p = sizes / sizes.sum()
+    spe = steps_per_epoch(sizes.astype(np.int64), PAPER["batch_size"])
     rows = []
     for cid, by_seed in results.items():
         alg = _BY_ID[cid].make_algorithm()
+        low, high = parse_epochs(_BY_ID[cid].epochs)
         for seed, res in sorted(by_seed.items()):
             err_tau, err_chi = 0.0, 0.0
+            drawn = set()
             for h in res["history"]:
                 steps = np.asarray(h["local_steps"], dtype=np.int64)
                 if steps.size != p.size:
                     raise ValueError(f"{cid} seed {seed} round {h['round']}: {steps.size} clients recorded, "
                                      f"the official split has {p.size}")
+                epochs, rest = np.divmod(steps, spe)
+                if rest.any() or epochs.min() < low or epochs.max() > high:
+                    raise ValueError(f"{cid} seed {seed} round {h['round']}: local steps {steps.tolist()} are not "
+                                     f"E * ceil(n_i / {PAPER['batch_size']}) = E * {spe.tolist()} with a whole E "
+                                     f"in {low}..{high} (the cell's epochs {_BY_ID[cid].epochs!r})")
+                drawn.update(int(e) for e in epochs)
                 solver = alg.solver.with_lr(float(h["lr"]))
                 a = np.array([solver.a_norm(int(t)) for t in steps])
                 tau_eff, w = effective_weights(alg.aggregation, p, a, alg.tau_eff, steps)
@@ -1560,7 +1635,8 @@ def check_recorded_diagnostics(results: Dict[str, Dict[int, dict]], train_labels
                 err_chi = max(err_chi, abs(h["chi2"] - chi_square(p, w / w.sum())))
             first = res["history"][0]
             rows.append({"cell": cid, "seed": seed, "rounds": len(res["history"]), "tau_eff": first["tau_eff"],
-                         "chi2": first["chi2"], "tau_eff_rel_error": err_tau, "chi2_abs_error": err_chi})
+                         "chi2": first["chi2"], "tau_eff_rel_error": err_tau, "chi2_abs_error": err_chi,
+                         "epochs_drawn": sorted(drawn)})
     return rows
 
 
