@@ -37,21 +37,27 @@ generator, seed --data-seed), or a LEAF / FedProx JSON file or folder (--data).
 Paper settings: batch 20, lr 0.02, E = 2 or E_i ~ U{1..5}."""
 
 
-#: Defaults of the flags that describe the generated Synthetic data (meaningless with --data).
+#: Defaults of the flags that describe the generated Synthetic data (meaningless with --data). The
+#: parser's default is None, so that such a flag given with --data is refused even at this value;
+#: :func:`load_dataset` fills these in when the data are generated.
 SYNTHETIC_DEFAULTS = {"alpha": 1.0, "beta": 1.0, "num_clients": 30, "data_seed": 0}
 
 
 def _add_data_args(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("data")
+    d = SYNTHETIC_DEFAULTS
     g.add_argument("--data", type=Path, default=None,
                    help="a LEAF / FedProx JSON file (training data only) or folder (train/ and test/ subfolders); "
                         "default: generate Synthetic(--alpha, --beta)")
-    g.add_argument("--alpha", type=nonneg_float, default=SYNTHETIC_DEFAULTS["alpha"], help="Synthetic: std of the client models' mean (as in FedProx's generator it shifts all class "
-                        "scores alike, so the data do not depend on it)")
-    g.add_argument("--beta", type=nonneg_float, default=SYNTHETIC_DEFAULTS["beta"], help="Synthetic: spread of the client inputs (std)")
-    g.add_argument("--num-clients", type=int_at_least(1), default=SYNTHETIC_DEFAULTS["num_clients"], help="Synthetic: number of clients")
-    g.add_argument("--data-seed", type=int_at_least(0), default=SYNTHETIC_DEFAULTS["data_seed"],
-                   help="Synthetic: seed of the data set (fixed across run seeds, like the paper's one data set)")
+    g.add_argument("--alpha", type=nonneg_float, default=None, help="Synthetic: std of the client models' mean (as in FedProx's generator it shifts all class "
+                        f"scores alike, so the data do not depend on it) (default: {d['alpha']})")
+    g.add_argument("--beta", type=nonneg_float, default=None,
+                   help=f"Synthetic: spread of the client inputs (std) (default: {d['beta']})")
+    g.add_argument("--num-clients", type=int_at_least(1), default=None,
+                   help=f"Synthetic: number of clients (default: {d['num_clients']})")
+    g.add_argument("--data-seed", type=int_at_least(0), default=None,
+                   help="Synthetic: seed of the data set (fixed across run seeds, like the paper's one data set) "
+                        f"(default: {d['data_seed']})")
     g.add_argument("--num-classes", type=int_at_least(2), default=None,
                    help="number of classes (default: 10 for Synthetic; largest label + 1 for --data)")
     g.add_argument("--l2", type=nonneg_float, default=0.0,
@@ -78,11 +84,13 @@ def add_run_parser(sub) -> argparse.ArgumentParser:
 
 
 def load_dataset(args: argparse.Namespace):
-    """The federated data set named by ``--data`` or the Synthetic flags."""
+    """The federated data set named by ``--data`` or the Synthetic flags (whose unset values
+    it fills in from :data:`SYNTHETIC_DEFAULTS`; given with ``--data``, even at those values,
+    they are refused)."""
     from ..data import load_leaf, synthetic
 
     if args.data is not None:
-        ignored = [k for k, v in SYNTHETIC_DEFAULTS.items() if getattr(args, k) != v]
+        ignored = [k for k in SYNTHETIC_DEFAULTS if getattr(args, k) is not None]
         if ignored:
             flags = ", ".join("--" + k.replace("_", "-") for k in ignored)
             one = len(ignored) == 1
@@ -92,6 +100,9 @@ def load_dataset(args: argparse.Namespace):
             return load_leaf(args.data, num_classes=args.num_classes)
         except ValueError as exc:
             raise CLIError(f"--data: {exc}") from None
+    for key, value in SYNTHETIC_DEFAULTS.items():
+        if getattr(args, key) is None:
+            setattr(args, key, value)
     return synthetic(args.alpha, args.beta, num_clients=args.num_clients, seed=args.data_seed,
                      num_classes=args.num_classes or 10)
 
