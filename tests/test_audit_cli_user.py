@@ -1,9 +1,12 @@
 """Audit of the command line as a user meets it (run synthetic, checkpoints, rerun): one test per fix."""
 import json
+import pickle
 from pathlib import Path
 
 import pytest
 
+import fedlib.checkpoint
+import fedlib.engines.batched
 from fedlib.cli import main
 from fedlib.data.leaf import save_leaf
 from fedlib.data.synthetic import synthetic
@@ -35,3 +38,66 @@ def test_synthetic_defaults_still_apply_without_data(tmp_path):
     assert main(["run", "synthetic", "--rounds", "1", "--quiet", "--out", str(out)]) == 0
     data = json.loads(out.read_text())["config"]["data"]
     assert (data["alpha"], data["beta"], data["data_seed"], data["num_clients"]) == (1.0, 1.0, 0, 30)
+
+
+# ----------------------------------------------------------------------------- checkpoints not overwritten
+def _stop_after(round_done):
+    real = fedlib.checkpoint.save_checkpoint
+
+    def save_then_maybe_interrupt(*args, **kwargs):
+        real(*args, **kwargs)
+        if kwargs["round_done"] >= round_done:
+            raise KeyboardInterrupt
+
+    return save_then_maybe_interrupt
+
+
+def test_a_fresh_run_does_not_overwrite_an_unfinished_checkpoint(tmp_path, monkeypatch, capsys):
+    """After Ctrl-C the message says to --resume; the same command without --resume used to restart
+    from round 0 and replace the checkpoint at its first save, losing the rounds done."""
+    out = tmp_path / "r.json"
+    ckpt = Path(str(out) + ".ckpt")
+    argv = RUN + ["--rounds", "6", "--checkpoint-every", "1", "--out", str(out)]
+    real = fedlib.checkpoint.save_checkpoint
+    monkeypatch.setattr(fedlib.checkpoint, "save_checkpoint", _stop_after(4))
+    assert main(argv) == 130
+    assert pickle.loads(ckpt.read_bytes())["round"] == 4
+    capsys.readouterr()
+
+    monkeypatch.setattr(fedlib.checkpoint, "save_checkpoint", _stop_after(1))
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert f"--checkpoint {ckpt}: holds an unfinished run (4 of 6 rounds done)" in err and "--resume" in err
+    assert pickle.loads(ckpt.read_bytes())["round"] == 4 and not out.exists()
+
+    monkeypatch.setattr(fedlib.checkpoint, "save_checkpoint", real)
+    assert main(argv + ["--resume"]) == 0
+    assert len(json.loads(out.read_text())["history"]) == 6
+    assert main(argv) == 0  # the checkpoint of a finished run may be replaced
+
+
+def test_a_fresh_run_does_not_overwrite_a_file_that_is_not_a_checkpoint(tmp_path, capsys):
+    other = tmp_path / "notes.json"
+    other.write_text('{"keep": true}')
+    out = tmp_path / "r.json"
+    assert main(RUN + ["--rounds", "2", "--checkpoint-every", "1", "--checkpoint", str(other),
+                       "--out", str(out)]) == 2
+    assert "is not a synthetic checkpoint" in capsys.readouterr().err
+    assert other.read_text() == '{"keep": true}' and not out.exists()
+
+
+def test_ctrl_c_does_not_offer_an_earlier_runs_checkpoint(tmp_path, monkeypatch, capsys):
+    """Interrupted before its first checkpoint, a run named the finished checkpoint of another
+    configuration at <out>.ckpt as 'kept: run the same command with --resume', which then refused it."""
+    out = tmp_path / "r.json"
+    argv = RUN + ["--rounds", "2", "--checkpoint-every", "1", "--out", str(out)]
+    assert main(argv + ["--lr", "0.05"]) == 0
+    capsys.readouterr()
+
+    def interrupt(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(fedlib.engines.batched, "run_engine", interrupt)
+    assert main(argv) == 130
+    err = capsys.readouterr().err
+    assert "interrupted (nothing written)" in err and "--resume" not in err

@@ -110,7 +110,8 @@ def _requested(argv: Sequence[str]) -> Optional[tuple]:
 def _kept_checkpoints(args: argparse.Namespace) -> list:
     """The checkpoint files an interrupted command leaves to continue from: ``table1``'s
     per-group files in its ``--results`` folder (it resumes them when run again), or the
-    ``--checkpoint`` / ``<out>.ckpt`` of a run (``[]`` without checkpoint flags)."""
+    ``--checkpoint`` / ``<out>.ckpt`` of a run when that run wrote it or resumed from it
+    (``[]`` without checkpoint flags, or when the file there is an earlier run's)."""
     from .common import CLIError, resolve_checkpoint
 
     if getattr(args, "results", None) is not None and not hasattr(args, "out"):  # table1
@@ -119,7 +120,8 @@ def _kept_checkpoints(args: argparse.Namespace) -> list:
         path = resolve_checkpoint(args)
     except CLIError:  # impossible checkpoint flags: the run stopped before writing one
         return []
-    return [path] if path is not None and path.is_file() else []
+    ours = getattr(args, "resume", False) or getattr(args, "checkpoint_saved", False)
+    return [path] if path is not None and ours and path.is_file() else []
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:

@@ -38,7 +38,7 @@ from ..solvers import SOLVERS, make_solver
 __all__ = ["CLIError", "HelpFormatter", "add_algorithm_args", "add_schedule_args", "add_output_args", "add_device_arg",
            "build_algorithm", "resolve_epochs", "check_participation", "lr_schedule", "check_output_path",
            "progress_bar", "config_from_args", "ALGORITHM_FLAGS", "SCHEDULE_FLAGS", "add_checkpoint_args",
-           "resolve_checkpoint", "same_file"]
+           "resolve_checkpoint", "check_fresh_checkpoint", "same_file"]
 
 
 class CLIError(ValueError):
@@ -274,6 +274,28 @@ def resolve_checkpoint(args: argparse.Namespace) -> Optional[Path]:
     if resume and not path.is_file():
         raise CLIError(f"--resume: checkpoint {path} not found")
     return path
+
+
+def check_fresh_checkpoint(path: Optional[Path], kind: str) -> None:
+    """A run that starts from round 0 (``--checkpoint-every`` without ``--resume``) replaces
+    the file at ``path`` with its first checkpoint: refuse when that file holds an unfinished
+    run (whose rounds would be lost: the interrupted run's message says to continue it with
+    ``--resume``) or is not a fedlib checkpoint of this command (``kind``) at all. The
+    checkpoint of a finished run may be replaced."""
+    from ..checkpoint import CheckpointError, load_checkpoint
+
+    if path is None or not path.is_file():
+        return
+    try:
+        doc = load_checkpoint(path, kind=kind)
+    except CheckpointError:
+        raise CLIError(f"--checkpoint {path}: exists and is not a {kind} checkpoint of this command; the first "
+                       "checkpoint would replace it: give another --checkpoint (or --out)") from None
+    done, total = doc.get("round"), (doc.get("config") or {}).get("rounds")
+    if not (isinstance(done, int) and isinstance(total, int) and done >= total):
+        raise CLIError(f"--checkpoint {path}: holds an unfinished run ({done} of {total} rounds done), which this "
+                       "run would overwrite from round 0: continue it with --resume (and its flags), or delete the "
+                       "file or give another --checkpoint to start over")
 
 
 # ----------------------------------------------------------------------------- resolution

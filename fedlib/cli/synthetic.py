@@ -24,7 +24,8 @@ from ..results import RunClock, make_result, write_result
 from .common import (emit_bench, ALGORITHM_FLAGS, SCHEDULE_FLAGS, CLIError, HelpFormatter, add_algorithm_args,
                      add_checkpoint_args, add_device_arg, add_output_args, add_schedule_args, build_algorithm,
                      check_not_input, check_output_path, check_participation, config_from_args, info, lr_schedule,
-                     progress_bar, int_at_least, nonneg_float, resolve_checkpoint, resolve_epochs, resolve_tau_eff)
+                     progress_bar, int_at_least, nonneg_float, resolve_checkpoint, resolve_epochs, resolve_tau_eff,
+                     check_fresh_checkpoint)
 
 __all__ = ["add_run_parser", "add_bench_parser", "run_synthetic", "bench_synthetic_command", "load_dataset"]
 
@@ -207,6 +208,8 @@ def run_synthetic(args: argparse.Namespace) -> int:
         check_config(ckpt_path, _without_data_name(doc["config"]), _without_data_name(config))
         resume = {"state": doc["state"], "history": doc["history"], "initial": doc["initial"]}
         earlier = list((doc.get("extra") or {}).get("segments") or [])
+    else:
+        check_fresh_checkpoint(ckpt_path, "synthetic")
     segment = _segment_start(0 if resume is None else len(resume["history"]))
     if earlier and rank0_of(distributed):
         commits = sorted({e.get("git_commit") for e in earlier} - {segment["git_commit"]})
@@ -246,6 +249,9 @@ def run_synthetic(args: argparse.Namespace) -> int:
             return
         variates = gather_variates(comm, state.variates, problem.num_clients)  # a collective: every rank
         if rank0:
+            # an interrupted run names the checkpoint (fedlib.cli._kept_checkpoints): set before the write,
+            # which is atomic, so that a Ctrl-C right after it still does
+            args.checkpoint_saved = True
             save_checkpoint(ckpt_path, config=config, round_done=done, state=state._replace(variates=variates),
                             history=history, initial=initial, seed=args.seed, kind="synthetic",
                             extra={"segments": earlier + [_segment_end(segment, done)]})
