@@ -101,3 +101,19 @@ def test_ctrl_c_does_not_offer_an_earlier_runs_checkpoint(tmp_path, monkeypatch,
     assert main(argv) == 130
     err = capsys.readouterr().err
     assert "interrupted (nothing written)" in err and "--resume" not in err
+
+
+def test_divergence_after_a_checkpoint_names_it(tmp_path, capsys):
+    """A run that diverged after writing checkpoints said '(nothing written)' although its checkpoint
+    stayed, and the next fresh run at the same --out is (rightly) refused because of it."""
+    out = tmp_path / "r.json"
+    ckpt = Path(str(out) + ".ckpt")
+    # with an L2 penalty a huge lr blows up geometrically; round 0 is finite, later ones are not
+    argv = RUN + ["--lr", "30", "--l2", "1", "--rounds", "40", "--checkpoint-every", "1", "--out", str(out)]
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert "diverged in round" in err and ckpt.is_file() and not out.exists()
+    assert "nothing written" not in err and f"checkpoint {ckpt}" in err and "--checkpoint" in err
+    # without checkpoints the message is unchanged
+    assert main(RUN + ["--lr", "30", "--l2", "1", "--rounds", "40", "--out", str(tmp_path / "s.json")]) == 2
+    assert "(nothing written)" in capsys.readouterr().err

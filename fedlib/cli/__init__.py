@@ -151,7 +151,12 @@ def _main(argv: list) -> int:
     try:
         return int(args.handler(args) or 0)
     except DivergenceError as exc:
-        print(f"{prog}: error: {exc} (nothing written)", file=sys.stderr)
+        kept = _kept_checkpoints(args)
+        if not kept:
+            print(f"{prog}: error: {exc} (nothing written)", file=sys.stderr)
+        else:  # the rounds before the divergence were checkpointed: say so, and how to start again
+            print(f"{prog}: error: {exc} (no result written; checkpoint {kept[0]} of the rounds before it kept: "
+                  f"delete it or give another --checkpoint to start again, e.g. with a smaller --lr)", file=sys.stderr)
         return 2
     except (CLIError, ValueError) as exc:
         print(f"{prog}: error: {exc}", file=sys.stderr)
