@@ -117,3 +117,16 @@ def test_divergence_after_a_checkpoint_names_it(tmp_path, capsys):
     # without checkpoints the message is unchanged
     assert main(RUN + ["--lr", "30", "--l2", "1", "--rounds", "40", "--out", str(tmp_path / "s.json")]) == 2
     assert "(nothing written)" in capsys.readouterr().err
+
+
+def test_out_of_memory_is_a_clean_error(tmp_path, monkeypatch, capsys):
+    """--epochs 1000000000 asked numpy for 37 GiB and ended in a MemoryError traceback (exit 1)."""
+    def too_big(*args, **kwargs):
+        raise MemoryError("Unable to allocate 37.3 GiB")
+
+    monkeypatch.setattr(fedlib.engines.batched, "run_engine", too_big)
+    out = tmp_path / "r.json"
+    assert main(RUN + ["--rounds", "1", "--out", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert "error: out of memory (Unable to allocate 37.3 GiB)" in err and "Traceback" not in err
+    assert not out.exists()

@@ -161,6 +161,11 @@ def _main(argv: list) -> int:
     except (CLIError, ValueError) as exc:
         print(f"{prog}: error: {exc}", file=sys.stderr)
         return 2
+    except MemoryError as exc:  # e.g. --epochs 1000000000: billions of local steps to lay out
+        print(f"{prog}: error: out of memory ({exc}); the flags ask for more than this machine holds "
+              "(local steps = epochs x ceil(n_i / batch size), clients, classes): use smaller values "
+              "(nothing written)", file=sys.stderr)
+        return 2
     except KeyboardInterrupt:
         kept = _kept_checkpoints(args)
         if not kept:
