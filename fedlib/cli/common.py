@@ -160,7 +160,8 @@ def add_algorithm_args(parser: argparse.ArgumentParser, *, algorithm: str = "fed
                    help="weight decay added to every local gradient (not part of a_i)")
     g.add_argument("--tau-eff", type=_tau_eff, default=None,
                    help="FedNova's tau_eff: a_norm (sum p_i ||a_i||_1), local_steps (sum p_i tau_i), population "
-                        "(sum over all clients of p_i E||a_i||_1, from the data sizes, --epochs and the solver) or "
+                        "(sum over all clients of p_i E||a_i||_1, from the data sizes, --epochs and the solver at the base --lr, "
+                        "kept through --lr-decay) or "
                         "a number; only for fednova / fednova-vr (default: a_norm). With client sampling use "
                         "population or a number: a_norm and local_steps then depend on the sample, which adds a "
                         "FedAvg-like term of weight 1/q to the expected update (so does App. H's sum over the "
@@ -352,7 +353,8 @@ def resolve_tau_eff(args: argparse.Namespace, algorithm: FederatedAlgorithm, num
     r"""``--tau-eff population``: FedNova's sample-independent
     :math:`\tau_{\text{eff}} = \sum_i p_i\,\mathbb E\|a_i\|_1` over all clients
     (:math:`p_i = n_i/n`, :func:`fedlib.schedules.population_tau_eff` of ``--epochs`` and the
-    local solver), set on ``algorithm``; returns it with the value (``None`` for the other
+    local solver at the base ``--lr``; one value for the whole run, so with ``--lr-decay step``
+    a proximal solver's :math:`\alpha = \eta\mu` of later rounds does not change it), set on ``algorithm``; returns it with the value (``None`` for the other
     choices). Warns on stderr when FedNova samples clients with a :math:`\tau_{\text{eff}}`
     taken from the sample (biased: book, chapter 8), unless ``warn`` is false (the other ranks of a
     distributed run)."""
