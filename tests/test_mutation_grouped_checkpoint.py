@@ -1,0 +1,247 @@
+"""Tests added by a mutation-testing pass over ``fedlib/engines/grouped.py`` and ``fedlib/checkpoint.py``.
+
+Each test kills mutants that the rest of the suite let survive. The grouped network is compared
+with each model's own plain ``nn.Sequential`` (its ordinary torch forward, an independent
+implementation) on tiny float64 inputs; the checkpoint tests use values whose answer is known
+by hand.
+"""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+from torch import nn
+
+from fedlib.checkpoint import (CheckpointError, check_config, config_diff, load_checkpoint, save_checkpoint,
+                              to_numpy_tree)
+from fedlib.engines.augment import seeded_dropout_mask
+from fedlib.engines.grouped import GroupedNetwork, leaf_layers
+from torch_threads import one_torch_thread  # noqa: F401 (autouse fixture)
+
+
+# ---------------------------------------------------------------------------------- checkpoint.py
+
+
+@pytest.mark.filterwarnings("ignore:ComplexHalf support is experimental")
+def test_to_numpy_tree_refuses_a_complex_dtype_numpy_lacks():
+    """complex32 has no numpy dtype and is not floating: it is refused (TypeError), not cast to
+    float32, which would drop the imaginary part."""
+    z = torch.zeros(2, dtype=torch.complex64).to(torch.complex32)
+    with pytest.raises(TypeError):
+        to_numpy_tree({"z": z})
+
+
+def test_a_checkpoint_of_zero_rounds_is_allowed(tmp_path):
+    """round_done >= 0: a checkpoint written before the first round (0 rounds done) is legitimate."""
+    path = save_checkpoint(tmp_path / "c.ckpt", config={"a": 1}, round_done=0, state={}, history=[], seed=0)
+    doc = load_checkpoint(path)
+    assert doc["round"] == 0 and doc["rng"]["next_round"] == 0 and doc["rng"]["seed"] == 0
+
+
+def test_checkpoint_is_a_protocol_4_pickle(tmp_path):
+    """The file is a protocol-4 pickle (PROTO opcode 0x80 0x04): readable by every supported Python
+    and able to hold arrays over 4 GiB (protocol 3 cannot)."""
+    path = save_checkpoint(tmp_path / "c.ckpt", config={}, round_done=1, state={"w": np.ones(3)}, history=[])
+    assert path.read_bytes()[:2] == b"\x80\x04"
+
+
+def test_save_into_a_missing_folder_is_a_checkpoint_error(tmp_path):
+    with pytest.raises(CheckpointError, match="does not exist"):
+        save_checkpoint(tmp_path / "no" / "c.ckpt", config={}, round_done=1, state={}, history=[])
+    assert not (tmp_path / "no").exists()
+
+
+@pytest.mark.parametrize("a,b,same", [
+    ([1, 2], [1, 3], False),                      # same length, one entry differs
+    ([1, 2], [1, 2, 3], False),                   # a prefix is not the same list
+    ([1, 2], (1, 2), True),                       # list / tuple (a JSON round trip) are the same
+    ([1, 2], 3, False),                           # a list against a scalar: differs, no crash
+    (["a", "b"], "ab", False),                    # ... and against a string of the same length
+    ([{"k": 1}], [{"k": 2}], False),              # mappings inside a list: values compared
+    ([{"k": 1}], [{"k": 1}], True),
+    ([{"k": 1}], [{"j": 1}], False),              # ... and keys
+    (np.array([1.0, 2.0]), [1.0, 2.0], True),     # an array against the list it was saved as
+    ([1.0, 2.0], np.array([1.0, 2.0]), True),
+    (np.array([1.0, 2.0]), [1.0, 3.0], False),
+    (np.array([1, float("nan")], dtype=object), np.array([1, float("nan")], dtype=object), True),
+    (np.array([1, 2], dtype=object), np.array([1, 3], dtype=object), False),
+    (np.array([complex(np.nan, 1.0)]), np.array([complex(np.nan, 1.0)]), True),   # complex NaN equals itself
+    (np.array([complex(1.0, 2.0)]), np.array([complex(1.0, 3.0)]), False),
+    (np.array(["NaT"], dtype="M8[D]"), np.array([np.nan]), False),                 # NaT is not a float NaN
+])
+def test_config_values_compared_by_kind(a, b, same):
+    assert config_diff({"x": a}, {"x": b}) == ([] if same else ["x"])
+    assert config_diff({"x": b}, {"x": a}) == ([] if same else ["x"])
+
+
+class _Ambiguous:
+    """An object whose == is an array (no truth value): equal only to itself."""
+
+    def __eq__(self, other):
+        return np.array([True, False])
+
+    __hash__ = object.__hash__
+
+
+def test_a_value_whose_equality_is_not_a_truth_value_is_compared_by_identity():
+    v = _Ambiguous()
+    assert config_diff({"x": v}, {"x": v}) == []
+    assert config_diff({"x": v}, {"x": _Ambiguous()}) == ["x"]
+
+
+@pytest.mark.parametrize("saved,current", [([("a", 1)], {"a": 1}), ({"a": 1}, [("a", 1)]), (3, {})])
+def test_check_config_refuses_a_config_that_is_not_a_mapping(saved, current):
+    """A list of pairs would pass dict(): refused by name, not converted."""
+    with pytest.raises(CheckpointError, match="a config must be a mapping"):
+        check_config("c.ckpt", saved, current)
+
+
+# ------------------------------------------------------------------------------------ grouped.py
+M, B, H, W = 3, 2, 8, 7   # models, images per model, image size (not square: H and W must not be swapped)
+
+
+def _models(make, seed=0):
+    """``M`` float64 copies of ``make()`` with different random parameters."""
+    g = torch.Generator().manual_seed(seed)
+    models = [make().double() for _ in range(M)]
+    for m in models:
+        for p in m.parameters():
+            with torch.no_grad():
+                p.copy_(torch.randn(p.shape, generator=g, dtype=torch.float64))
+    return models
+
+
+def _grouped_logits(models, x, conv, dropout_keys=None, step=None):
+    """The grouped network's logits ``(M, B, K)`` for images ``x`` ``(M, B, H, W, C)``."""
+    net = GroupedNetwork(models[0], len(models), device="cpu", dtype=torch.float64, conv=conv)
+    for j, m in enumerate(models):
+        for n, p in m.named_parameters():
+            net.params[n][j].copy_(p.detach())
+    xg = net.image_input(x.permute(1, 2, 3, 0, 4).contiguous())
+    return net.forward(net.params, xg, len(models), dropout_keys=dropout_keys, step=step)
+
+
+def _close(got, want):
+    """float64, same layers: equal up to the summation order (torch.testing.assert_close would
+    import torch.distributed, seconds on a busy machine)."""
+    assert got.shape == want.shape
+    assert torch.allclose(got, want, rtol=1e-12, atol=1e-12), float((got - want).abs().max())
+
+
+def _images(c=3, seed=1):
+    return torch.randn(M, B, H, W, c, dtype=torch.float64, generator=torch.Generator().manual_seed(seed))
+
+
+def _head(make_body):
+    """body + Flatten + Linear, the Linear sized from the body's output on one image."""
+    def make():
+        body = make_body()
+        n = body(torch.zeros(1, 3, H, W)).numel()
+        return nn.Sequential(*body, nn.Flatten(), nn.Linear(n, 4))
+    return make
+
+
+# Every option of a convolution or a pooling layer, each set away from its default, one per case.
+LAYER_OPTIONS = {
+    "conv stride": lambda: nn.Sequential(nn.Conv2d(3, 4, 3, stride=2)),
+    "conv padding": lambda: nn.Sequential(nn.Conv2d(3, 4, 3, padding=2)),
+    "conv dilation": lambda: nn.Sequential(nn.Conv2d(3, 4, 3, dilation=2)),
+    "conv padding same": lambda: nn.Sequential(nn.Conv2d(3, 4, 3, padding="same")),
+    "maxpool stride": lambda: nn.Sequential(nn.Conv2d(3, 4, 1), nn.MaxPool2d(2, stride=1)),
+    "maxpool padding": lambda: nn.Sequential(nn.Conv2d(3, 4, 1), nn.MaxPool2d(2, padding=1)),
+    "maxpool dilation": lambda: nn.Sequential(nn.Conv2d(3, 4, 1), nn.MaxPool2d(2, stride=1, dilation=2)),
+    "maxpool ceil_mode": lambda: nn.Sequential(nn.Conv2d(3, 4, 1), nn.MaxPool2d(2, ceil_mode=True)),
+    "avgpool stride": lambda: nn.Sequential(nn.Conv2d(3, 4, 1), nn.AvgPool2d(2, stride=1)),
+    "avgpool padding": lambda: nn.Sequential(nn.Conv2d(3, 4, 1), nn.AvgPool2d(2, padding=1)),
+    "avgpool ceil_mode": lambda: nn.Sequential(nn.Conv2d(3, 4, 1), nn.AvgPool2d(2, ceil_mode=True)),
+    "avgpool count_include_pad": lambda: nn.Sequential(nn.Conv2d(3, 4, 1),
+                                                       nn.AvgPool2d(3, stride=1, padding=1, count_include_pad=False)),
+    "avgpool divisor_override": lambda: nn.Sequential(nn.Conv2d(3, 4, 1), nn.AvgPool2d(2, divisor_override=3)),
+}
+GEMM_CANNOT = {"conv stride", "conv dilation", "conv padding same"}
+
+
+@pytest.mark.parametrize("conv", ["cudnn", "gemm"])
+@pytest.mark.parametrize("case", list(LAYER_OPTIONS))
+def test_layer_options_reach_the_grouped_layers(case, conv):
+    """Each model's logits equal its own plain network's for every convolution / pooling option
+    (conv='gemm' refuses the convolutions it cannot compute, by name)."""
+    models = _models(_head(LAYER_OPTIONS[case]))
+    x = _images()
+    if conv == "gemm" and case in GEMM_CANNOT:
+        with pytest.raises(ValueError, match="conv='gemm' supports stride 1, dilation 1 and integer padding"):
+            _grouped_logits(models, x, conv)
+        return
+    out = _grouped_logits(models, x, conv)
+    for j, m in enumerate(models):
+        _close(out[j], m(x[j].permute(0, 3, 1, 2)))
+
+
+@pytest.mark.parametrize("conv", ["cudnn", "gemm"])
+def test_dropout_ids_count_every_dropout_layer_in_forward_order(conv):
+    """Dropout layer k (counting p=0 layers too) uses stream id k: each model's logits equal its
+    plain network's with seeded_dropout_mask(key_j, step, k, shape of one model's activation, p)
+    applied by hand after layer k."""
+    def make():
+        return nn.Sequential(nn.Conv2d(3, 4, 3, padding=1), nn.Dropout(0.0), nn.ReLU(), nn.Dropout(0.5),
+                             nn.Flatten(), nn.Dropout(0.4), nn.Linear(4 * H * W, 5), nn.Dropout(0.5), nn.Linear(5, 3))
+    models = _models(make)
+    x = _images()
+    keys = torch.tensor([11, 22, 33], dtype=torch.int64)
+    step = 5
+    out = _grouped_logits(models, x, conv, dropout_keys=keys, step=step)
+    for j, m in enumerate(models):
+        h = x[j].permute(0, 3, 1, 2)
+        k = 0
+        for layer in m:
+            h = layer(h) if not isinstance(layer, nn.Dropout) else h
+            if isinstance(layer, nn.Dropout):
+                if layer.p > 0:
+                    h = h * seeded_dropout_mask(keys[j:j + 1], step, k, tuple(h.shape), layer.p, h.dtype)[0]
+                k += 1
+        _close(out[j], h)
+    net = GroupedNetwork(models[0], M, device="cpu", dtype=torch.float64, conv=conv)
+    assert net.num_dropout == 4
+
+
+def test_in_channels_is_the_first_convolutions():
+    model = nn.Sequential(nn.Conv2d(3, 5, 1), nn.Conv2d(5, 2, 1), nn.Flatten(), nn.Linear(2, 2))
+    assert GroupedNetwork(model, 2, device="cpu").in_channels == 3
+
+
+def test_num_models_must_be_an_int():
+    model = nn.Sequential(nn.Conv2d(3, 4, 1), nn.Flatten(), nn.Linear(4, 2))
+    for bad in (2.0, np.float64(2.0), "2"):
+        with pytest.raises(ValueError, match="num_models must be an integer >= 1"):
+            GroupedNetwork(model, bad, device="cpu")
+
+
+def test_flatten_of_part_of_the_dimensions_is_refused():
+    model = nn.Sequential(nn.Conv2d(3, 4, 1), nn.Flatten(1, 2), nn.Linear(4, 2))
+    with pytest.raises(ValueError, match=r"only one Flatten\(start_dim=1, end_dim=-1\)"):
+        GroupedNetwork(model, 2, device="cpu")
+
+
+def test_leaf_layers_refuses_a_model_that_is_not_a_sequential():
+    with pytest.raises(ValueError, match="needs an nn.Sequential of standard layers, got Conv2d"):
+        leaf_layers(nn.Conv2d(3, 4, 1))
+
+
+class _Residual(nn.Module):
+    """x + conv(x): its children are all grouped layers, but its forward is not their sequence."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv = nn.Conv2d(4, 4, 3, padding=1)
+
+    def forward(self, x):
+        return x + self.conv(x)
+
+
+def test_a_container_that_is_not_a_sequential_is_refused_not_flattened():
+    """Stacking the residual block's children in order would silently drop the skip connection."""
+    model = nn.Sequential(nn.Conv2d(3, 4, 1), _Residual(), nn.Flatten(), nn.Linear(4 * H * W, 2))
+    with pytest.raises(ValueError, match="nested nn.Sequential containers only, but '1' is a _Residual"):
+        leaf_layers(model)
+    with pytest.raises(ValueError, match="nested nn.Sequential containers only"):
+        GroupedNetwork(model, 2, device="cpu")
