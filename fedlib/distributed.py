@@ -48,7 +48,7 @@ from .algorithms import FederatedAlgorithm, RoundDiagnostics, ServerState, check
 from .rule import effective_weights
 from .sampling import Participation
 from .theory import chi_square
-from .tree import tree_all_finite, tree_index, tree_map, tree_weighted_sum
+from .tree import tree_all_finite, tree_index, tree_leaves, tree_map, tree_structure_equal, tree_weighted_sum
 from .variance import ControlVariates, updated_client_variates
 
 __all__ = ["Communicator", "LocalCommunicator", "TorchCommunicator", "under_torchrun", "init_from_env",
@@ -92,7 +92,8 @@ class Communicator:
 
     def allreduce_sum(self, x):
         """:math:`\\sum_r x_r` over ranks, summed in rank order (identical bits on every rank).
-        ``x`` is a numpy array or a torch tensor (returned as the same kind)."""
+        ``x`` is a numpy array or a torch tensor (returned as the same kind and dtype; the sum is
+        taken in float64)."""
         is_torch = hasattr(x, "detach")
         arr = x.detach().cpu().numpy() if is_torch else np.asarray(x)
         parts = self.all_gather_array(np.ascontiguousarray(arr, dtype=np.float64))
@@ -104,7 +105,8 @@ class Communicator:
             import torch
 
             return torch.as_tensor(total, dtype=x.dtype, device=x.device)
-        return total
+        # a float32 leaf came back float64 (one process keeps float32): the model changed dtype
+        return total.astype(arr.dtype) if arr.dtype.kind == "f" else total
 
     def barrier(self) -> None:
         pass
@@ -204,6 +206,11 @@ def distributed_apply(comm: Communicator, algorithm: FederatedAlgorithm, state: 
     if len(mine) != len(updates) or not set(mine) <= owned:
         raise ValueError(f"updates: rank {comm.rank} must report each of its own participants once (it owns clients "
                          f"{sorted(owned)}), got clients {[int(u.client) for u in updates]}")
+    for u in updates:  # before any collective; x + change would broadcast, e.g. (d, 1) onto (d,)
+        if not tree_structure_equal(u.delta, state.params):
+            raise ValueError(f"updates: client {int(u.client)}'s delta must have the structure and leaf shapes of "
+                             f"state.params (leaf shapes {[tuple(np.shape(v)) for v in tree_leaves(u.delta)]} vs "
+                             f"{[tuple(np.shape(v)) for v in tree_leaves(state.params)]})")
     info = comm.all_gather_object({c: (float(u.a_norm), int(u.local_steps)) for c, u in mine.items()})
     merged: dict = {}
     for part in info:

@@ -1,0 +1,131 @@
+"""Audit of the distributed round, the control variates and the server optimizers.
+
+Two ranks are simulated in one process: each rank runs in its own thread and the
+collectives meet at a barrier (no process group, no sockets)."""
+import threading
+
+import numpy as np
+import pytest
+
+from fedlib.algorithms import ClientUpdate, make_algorithm
+from fedlib.distributed import Communicator, LocalCommunicator, distributed_apply, owned_clients
+from fedlib.sampling import full_participation, sample_clients
+from fedlib.server import adam, momentum, plain
+from fedlib.solvers import sgd
+
+
+class _Hub:
+    def __init__(self, n):
+        self.n, self.slots = n, [None] * n
+        self.barrier = threading.Barrier(n, timeout=20)
+
+    def gather(self, rank, obj):
+        self.slots[rank] = obj
+        self.barrier.wait()
+        out = list(self.slots)
+        self.barrier.wait()
+        return out
+
+
+class _ThreadComm(Communicator):
+    """One rank of an in-process world (the collectives of :class:`Communicator`)."""
+
+    def __init__(self, hub, rank):
+        self.hub, self.rank, self.world_size = hub, rank, hub.n
+
+    def all_gather_object(self, obj):
+        return self.hub.gather(self.rank, obj)
+
+    def all_gather_array(self, x):
+        return [np.array(a, copy=True) for a in self.hub.gather(self.rank, np.array(x, copy=True))]
+
+
+def _on_ranks(n, fn):
+    """``fn(comm)`` on ``n`` simulated ranks; their results (an error on any rank is raised)."""
+    hub, results, errors = _Hub(n), [None] * n, [None] * n
+
+    def target(r):
+        try:
+            results[r] = fn(_ThreadComm(hub, r))
+        except BaseException as exc:  # noqa: BLE001 - handed to the test
+            errors[r] = exc
+
+    threads = [threading.Thread(target=target, args=(r,)) for r in range(n)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    for e in errors:
+        if e is not None:
+            raise e
+    return results
+
+
+# ---------------------------------------------------------------- two ranks = one process
+@pytest.mark.parametrize("name", ["fedavg", "fednova", "scaffold", "vrlsgd", "fednova-vr"])
+def test_two_ranks_equal_one_process_for_every_sampling_and_server(name):
+    """Every sampling scheme (with-replacement: distinct sorted clients, weights counts/q) and
+    server optimizer; uniform q = 2 of 5 leaves a rank without participants in some rounds."""
+    m, p = 5, np.array([0.1, 0.15, 0.2, 0.25, 0.3])
+    empty_rank_rounds = 0
+    for server in (plain(0.5), momentum(0.9), adam(0.1)):
+        for sampling, q in (("full", None), ("with-replacement", 4), ("uniform", 2)):
+            algo = make_algorithm(name, sgd(0.1), server)
+            rng = np.random.default_rng(0)
+            one = algo.init(np.zeros(3), m)
+            ranks = [one, one]
+            for t in range(3):
+                part = sample_clients(sampling, p, q, 3, t)
+                ups = {int(c): ClientUpdate(int(c), rng.normal(size=3), float(rng.uniform(1, 5)),
+                                            int(rng.integers(1, 6))) for c in part.clients}
+                one, d1 = algo.apply(one, part, [ups[int(c)] for c in part.clients], 0.1, p)
+                empty_rank_rounds += any(not set(owned_clients(m, 2, r).tolist()) & set(ups) for r in range(2))
+
+                def step(comm, ranks=ranks, part=part, ups=ups):
+                    own = set(owned_clients(m, 2, comm.rank).tolist())
+                    return distributed_apply(comm, algo, ranks[comm.rank], part,
+                                             [u for c, u in ups.items() if c in own], 0.1, p)
+
+                res = _on_ranks(2, step)
+                ranks = [s for s, _ in res]
+                for r, (s, d) in enumerate(res):
+                    np.testing.assert_allclose(s.params, one.params, rtol=0, atol=1e-13)
+                    assert abs(d.tau_eff - d1.tau_eff) <= 1e-13 and np.allclose(d.weights, d1.weights, rtol=0,
+                                                                                  atol=1e-15)
+                    if one.variates is not None:  # each rank holds its own clients' c_i
+                        own = owned_clients(m, 2, r)
+                        np.testing.assert_allclose(s.variates.client[own], one.variates.client[own], rtol=0,
+                                                   atol=1e-13)
+                        np.testing.assert_allclose(s.variates.mean, one.variates.mean, rtol=0, atol=1e-13)
+    assert empty_rank_rounds > 0
+
+
+# ---------------------------------------------------------------- findings
+def test_distributed_apply_refuses_deltas_of_another_shape_like_apply():
+    """Deltas of shape (3, 1) for a (3,) model: apply refuses them; distributed_apply broadcast
+    x + change into a (3, 3) model without a word."""
+    p = np.full(2, 0.5)
+    algo = make_algorithm("fednova", sgd(0.1))
+    state = algo.init(np.zeros(3), 2)
+    ups = [ClientUpdate(i, np.ones((3, 1)), 1.0, 1) for i in range(2)]
+    with pytest.raises(ValueError, match="structure and leaf shapes of state.params"):
+        algo.apply(state, full_participation(p), ups, 0.1, p)
+    with pytest.raises(ValueError, match=r"updates: client 0's delta must have the structure and leaf shapes"):
+        distributed_apply(LocalCommunicator(), algo, state, full_participation(p), ups, 0.1, p)
+
+
+def test_allreduce_sum_keeps_a_float32_array_float32():
+    """A numpy float32 model came out of a 2-rank round as float64 (one process keeps float32)."""
+    p = np.full(4, 0.25)
+    algo = make_algorithm("fednova", sgd(0.1), momentum(0.9))
+    state = algo.init(np.zeros(3, np.float32), 4)
+    rng = np.random.default_rng(0)
+    ups = [ClientUpdate(i, rng.normal(size=3).astype(np.float32), float(i + 1), i + 1) for i in range(4)]
+    want, _ = algo.apply(state, full_participation(p), ups, 0.1, p)
+    res = _on_ranks(2, lambda c: distributed_apply(
+        c, algo, state, full_participation(p), [u for u in ups if u.client in owned_clients(4, 2, c.rank)], 0.1, p))
+    for s, _ in res:
+        assert s.params.dtype == want.params.dtype == np.float32
+        assert s.server.buffer.dtype == np.float32
+        np.testing.assert_allclose(s.params, want.params, rtol=1e-6)
+    assert LocalCommunicator().allreduce_sum(np.ones(2, np.float32)).dtype == np.float32
