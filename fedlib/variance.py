@@ -18,8 +18,10 @@ Client :math:`i` uses :math:`g_i(x) + c_i^{\text{corr}}` at every local step of 
 * **VRLSGD** (Liang et al. 2019) with heterogeneous steps, as paper §3 describes
   ("replace the same local steps :math:`\tau` by :math:`\tau_i`"):
   :math:`\bar c = 0` and :math:`c_i \leftarrow c_i - (\Delta_i - \Delta)/(\eta\tau_i)`,
-  :math:`\Delta = \sum_j p_j\Delta_j` the FedAvg change. With equal :math:`\tau_i` and
-  SGD this is exactly SCAFFOLD; with random :math:`\tau_i` it is not consistent.
+  :math:`\Delta = \sum_j p_j\Delta_j` the FedAvg change. With equal :math:`\tau_i`, SGD and
+  full participation this is exactly SCAFFOLD (under client sampling it is not: SCAFFOLD's
+  :math:`\bar c` moves the correction of the clients left out, VRLSGD's does not); with
+  random :math:`\tau_i` it is not consistent.
 
 State is kept *stacked*: every leaf has a leading axis of length :math:`m` (the
 variates are one model per client, as in SCAFFOLD; there is no way around that).
@@ -48,11 +50,25 @@ class ControlVariates(NamedTuple):
     kind: str
 
 
+def _float_copy(x: Any) -> Any:
+    """A copy of ``x`` with a floating dtype (integer leaves become float64 / torch's default
+    float): the variates hold gradients, and assigning one into an integer stack truncated it."""
+    if hasattr(x, "clone"):
+        if x.is_floating_point() or x.is_complex():
+            return x.clone()
+        import torch
+
+        return x.to(torch.get_default_dtype())
+    x = np.asarray(x)
+    return x.copy() if x.dtype.kind in "fc" else x.astype(np.float64)
+
+
 def _stack_zeros(params: Any, m: int) -> Any:
     def z(x):
+        x = _float_copy(x)
         if hasattr(x, "new_zeros"):
             return x.new_zeros((m,) + tuple(x.shape))
-        return np.zeros((m,) + np.shape(x), dtype=np.result_type(x, np.float64) if np.ndim(x) == 0 else np.asarray(x).dtype)
+        return np.zeros((m,) + np.shape(x), dtype=np.result_type(x, np.float64) if np.ndim(x) == 0 else x.dtype)
 
     return tree_map(z, params)
 
@@ -62,7 +78,7 @@ def init_control_variates(params: Any, num_clients: int, kind: str = "scaffold")
     check_choice("kind", kind, VARIANCE_REDUCTIONS)
     if not isinstance(num_clients, (int, np.integer)) or num_clients < 1:
         raise ValueError(f"num_clients must be an integer >= 1, got {num_clients!r}")
-    return ControlVariates(_stack_zeros(params, int(num_clients)), tree_zeros_like(params), kind)
+    return ControlVariates(_stack_zeros(params, int(num_clients)), tree_zeros_like(tree_map(_float_copy, params)), kind)
 
 
 def control_variates(client: Any, p: Any, kind: str = "scaffold") -> ControlVariates:
@@ -141,7 +157,7 @@ def updated_client_variates(state: ControlVariates, clients: Sequence[int], delt
     :math:`c_i \leftarrow d_i - (\bar c - c_i)` with :math:`d_i = -\Delta_i/(\eta\|a_i\|_1)`,
     VRLSGD's :math:`c_i \leftarrow c_i - (\Delta_i - \sum_j p_j\Delta_j)/(\eta\tau_i)`.
     :func:`fedlib.distributed.distributed_apply` calls it for each rank's own clients."""
-    new_client = tree_map(lambda x: x.clone() if hasattr(x, "clone") else x.copy(), state.client)
+    new_client = tree_map(_float_copy, state.client)  # integer variates (given by hand) would truncate
     if state.kind == "scaffold":
         for i, d, an in zip(clients, deltas, a_norms):
             def upd(cs, dl, cm, i=i, an=an):

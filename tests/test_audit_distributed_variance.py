@@ -129,3 +129,49 @@ def test_allreduce_sum_keeps_a_float32_array_float32():
         assert s.server.buffer.dtype == np.float32
         np.testing.assert_allclose(s.params, want.params, rtol=1e-6)
     assert LocalCommunicator().allreduce_sum(np.ones(2, np.float32)).dtype == np.float32
+
+
+@pytest.mark.parametrize("name", ["scaffold", "vrlsgd", "fednova-vr"])
+@pytest.mark.parametrize("backend", ["numpy", "torch"])
+def test_integer_initial_params_do_not_truncate_the_control_variates(name, backend):
+    """init(np.array([0, 0, 0])) stacked the c_i as int64: every update was truncated towards 0
+    (c_0 = [0, -1, -1] instead of [0.02, -1.47, -1.63] for SCAFFOLD) and the run drifted
+    (FedAvg-style algorithms are fine with integer params: the change is float)."""
+    from fedlib.engines.reference import run_sequential
+    from fedlib.schedules import FixedSteps
+
+    if backend == "torch":
+        torch = pytest.importorskip("torch")
+        e = torch.tensor([[0.3, 1.7, 2.2], [-1.4, 0.5, 0.9], [2.6, -0.8, 0.1]], dtype=torch.float64)
+        starts = (torch.zeros(3, dtype=torch.float64), torch.zeros(3, dtype=torch.int64))
+    else:
+        e = np.array([[0.3, 1.7, 2.2], [-1.4, 0.5, 0.9], [2.6, -0.8, 0.1]])
+        starts = (np.zeros(3), np.array([0, 0, 0]))
+    p = np.full(3, 1 / 3)
+    runs = [run_sequential(make_algorithm(name, sgd(0.1)), x0, lambda x, i, t, k: x - e[i], p,
+                           FixedSteps([1, 2, 3]), 4).state for x0 in starts]
+    assert np.asarray(runs[1].variates.client).dtype.kind == "f"
+    tol = 1e-12 if backend == "numpy" else 1e-5  # torch: integer leaves become the default float (float32)
+    np.testing.assert_allclose(np.asarray(runs[1].variates.client), np.asarray(runs[0].variates.client), rtol=0,
+                               atol=tol)
+    np.testing.assert_allclose(np.asarray(runs[1].params), np.asarray(runs[0].params), rtol=0, atol=tol)
+
+
+def test_vrlsgd_equals_scaffold_only_with_full_participation():
+    """The docstring said 'with equal tau_i and SGD this is exactly SCAFFOLD'; under client sampling
+    the two differ (SCAFFOLD's c_bar also moves the correction of clients left out)."""
+    import fedlib.variance
+    from fedlib.engines.reference import run_sequential
+    from fedlib.schedules import FixedSteps
+
+    p = np.array([0.2, 0.3, 0.5])
+    e = np.array([[0.3, 1.7, 2.2], [-1.4, 0.5, 0.9], [2.6, -0.8, 0.1]])
+
+    def final(name, sampling, q):
+        return run_sequential(make_algorithm(name, sgd(0.1)), np.zeros(3), lambda x, i, t, k: x - e[i], p,
+                              FixedSteps([3, 3, 3]), 6, sampling=sampling, clients_per_round=q).state.params
+
+    assert np.max(np.abs(final("scaffold", "full", None) - final("vrlsgd", "full", None))) <= 1e-12
+    assert np.max(np.abs(final("scaffold", "uniform", 2) - final("vrlsgd", "uniform", 2))) > 1e-2
+    doc = " ".join(fedlib.variance.__doc__.split())
+    assert "SGD and full participation this is exactly SCAFFOLD" in doc
