@@ -186,12 +186,31 @@ def _destroy_process_group() -> None:
         dist.destroy_process_group()
 
 
+def _updates_problem(rank: int, updates: list, mine: dict, owned, params) -> Optional[str]:
+    """Why this rank's ``updates`` cannot enter the round (``None`` if they can): each of its own
+    participants once, changes with the structure and leaf shapes of the model (``x + change``
+    would broadcast, e.g. ``(d, 1)`` onto ``(d,)``)."""
+    owned = set(np.asarray(owned).tolist())
+    if len(mine) != len(updates) or not set(mine) <= owned:
+        return (f"updates: rank {rank} must report each of its own participants once (it owns clients "
+                f"{sorted(owned)}), got clients {[int(u.client) for u in updates]}")
+    for u in updates:
+        if not tree_structure_equal(u.delta, params):
+            return (f"updates: client {int(u.client)}'s delta must have the structure and leaf shapes of "
+                    f"state.params (leaf shapes {[tuple(np.shape(v)) for v in tree_leaves(u.delta)]} vs "
+                    f"{[tuple(np.shape(v)) for v in tree_leaves(params)]})")
+    return None
+
+
 def distributed_apply(comm: Communicator, algorithm: FederatedAlgorithm, state: ServerState,
                       participation: Participation, updates: Sequence, lr: float, p) -> tuple:
     """:meth:`~fedlib.algorithms.FederatedAlgorithm.apply` with the participants split across ranks.
 
     ``updates`` are this rank's :class:`~fedlib.algorithms.ClientUpdate` (its owned
     participants, any order). Returns ``(state, diagnostics)``, identical on every rank.
+    Updates a rank cannot hand in (another rank's client, one twice, a change of another
+    shape than the model) raise the same ``ValueError`` on every rank, after the first
+    collective, rather than on that rank alone while the others wait in it.
     """
     lr = check_positive("lr", lr)
     clients = np.asarray(participation.clients)
@@ -202,16 +221,17 @@ def distributed_apply(comm: Communicator, algorithm: FederatedAlgorithm, state: 
         p = check_probability_vector("p", p, size=state.num_clients)
     updates = list(updates)
     mine = {int(u.client): u for u in updates}
-    owned = set(owned_clients(state.num_clients, comm.world_size, comm.rank).tolist())
-    if len(mine) != len(updates) or not set(mine) <= owned:
-        raise ValueError(f"updates: rank {comm.rank} must report each of its own participants once (it owns clients "
-                         f"{sorted(owned)}), got clients {[int(u.client) for u in updates]}")
-    for u in updates:  # before any collective; x + change would broadcast, e.g. (d, 1) onto (d,)
-        if not tree_structure_equal(u.delta, state.params):
-            raise ValueError(f"updates: client {int(u.client)}'s delta must have the structure and leaf shapes of "
-                             f"state.params (leaf shapes {[tuple(np.shape(v)) for v in tree_leaves(u.delta)]} vs "
-                             f"{[tuple(np.shape(v)) for v in tree_leaves(state.params)]})")
-    info = comm.all_gather_object({c: (float(u.a_norm), int(u.local_steps)) for c, u in mine.items()})
+    # this rank's own checks; the error travels with the first collective so that every rank raises it
+    # (a rank raising alone would leave the others waiting in that collective until the group's timeout)
+    error = _updates_problem(comm.rank, updates, mine, owned_clients(state.num_clients, comm.world_size, comm.rank),
+                             state.params)
+    gathered = comm.all_gather_object({"error": error,
+                                       "info": {} if error else {c: (float(u.a_norm), int(u.local_steps))
+                                                                 for c, u in mine.items()}})
+    errors = [g["error"] for g in gathered if g["error"]]
+    if errors:
+        raise ValueError("; ".join(errors))
+    info = [g["info"] for g in gathered]
     merged: dict = {}
     for part in info:
         merged.update(part)

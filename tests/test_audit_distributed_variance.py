@@ -205,3 +205,32 @@ def test_table1_cell_momentum_zero_is_kept():
     _, state = algo.server.update(np.array([1.0]), algo.server.init(np.zeros(1)), np.zeros(1), 0.1)
     _, state = algo.server.update(np.array([1.0]), state, np.zeros(1), 0.1)
     np.testing.assert_allclose(state.buffer, [-10.0])
+
+
+def test_a_bad_update_on_one_rank_raises_on_every_rank():
+    """Rank 0's check raised on rank 0 alone while rank 1 waited in the first collective (with gloo until
+    the process group's 600 s timeout); the error now travels with that collective to every rank."""
+    m = 4
+    p = np.full(m, 0.25)
+    algo = make_algorithm("fednova", sgd(0.1))
+    state = algo.init(np.zeros(3), m)
+    hub, errors = _Hub(2), [None, None]
+    hub.barrier = threading.Barrier(2, timeout=3)
+
+    def target(r):
+        comm = _ThreadComm(hub, r)
+        own = owned_clients(m, 2, r)
+        shape = (3, 1) if r == 0 else (3,)  # rank 0 hands in changes of another shape
+        ups = [ClientUpdate(int(c), np.ones(shape), 1.0, 1) for c in own]
+        try:
+            distributed_apply(comm, algo, state, full_participation(p), ups, 0.1, p)
+        except BaseException as exc:  # noqa: BLE001 - inspected below
+            errors[r] = exc
+
+    threads = [threading.Thread(target=target, args=(r,)) for r in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert all(isinstance(e, ValueError) for e in errors), errors
+    assert str(errors[0]) == str(errors[1]) and "client 0's delta must have the structure" in str(errors[1])

@@ -263,13 +263,15 @@ def test_distributed_apply_refuses_updates_of_clients_the_rank_does_not_own():
     from fedlib.sampling import full_participation
     from fedlib.solvers import sgd
 
-    class RankZeroOfTwo(Communicator):  # the check fires before any collective
+    class RankZeroOfTwo(Communicator):  # the error travels with the first collective; nothing is summed
         rank, world_size = 0, 2
 
         def all_gather_object(self, obj):
-            raise AssertionError("no collective expected")
+            assert obj["error"] and not obj["info"]
+            return [obj, {"error": None, "info": {2: (1.0, 1), 3: (1.0, 1)}}]  # rank 1: its own, fine
 
-        all_gather_array = all_gather_object
+        def all_gather_array(self, x):
+            raise AssertionError("no array collective expected")
 
     algo = make_algorithm("fednova", sgd(0.1))
     state = algo.init(np.zeros(3), 4)
