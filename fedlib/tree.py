@@ -208,8 +208,9 @@ def tree_stacked_weighted_sum(stacked: Any, coefficients: Sequence[float]) -> An
     r"""Return :math:`\sum_i c_i\, \mathrm{stacked}[i]` for a tree whose leaves carry a
     leading client axis of length ``len(coefficients)`` (numpy or torch).
 
-    Rows whose coefficient is 0 are left out (as in :func:`tree_weighted_sum`); integer
-    leaves give floating results (numpy: float64; torch: the default float dtype)."""
+    Rows whose coefficient is 0 are left out (as in :func:`tree_weighted_sum`); floating
+    leaves keep their dtype, integer leaves give floating results (numpy: float64; torch:
+    the default float dtype)."""
     c = np.asarray(coefficients, dtype=np.float64).ravel()
     keep = np.flatnonzero(c != 0.0)
     every_row = keep.size == c.size
@@ -224,7 +225,9 @@ def tree_stacked_weighted_sum(stacked: Any, coefficients: Sequence[float]) -> An
             if not (rows.is_floating_point() or rows.is_complex()):  # new_tensor(c) would truncate c to ints
                 rows = rows.to(torch.get_default_dtype())
             return (rows.new_tensor(c[keep]).reshape((-1,) + (1,) * (x.ndim - 1)) * rows).sum(0)
-        return np.tensordot(c[keep], x if every_row else x[keep], axes=(0, 0))
+        out = np.tensordot(c[keep], x if every_row else x[keep], axes=(0, 0))
+        # float64 coefficients would promote a float32 stack (tree_weighted_sum and torch keep its dtype)
+        return out.astype(x.dtype, copy=False) if x.dtype.kind in "fc" else out
 
     return tree_map(contract, stacked)
 

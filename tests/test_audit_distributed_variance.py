@@ -234,3 +234,20 @@ def test_a_bad_update_on_one_rank_raises_on_every_rank():
         t.join()
     assert all(isinstance(e, ValueError) for e in errors), errors
     assert str(errors[0]) == str(errors[1]) and "client 0's delta must have the structure" in str(errors[1])
+
+
+def test_stacked_weighted_sum_keeps_a_float32_stack_float32():
+    """c_bar = sum_j p_j c_j of float32 numpy variates came back float64 (tree_weighted_sum and torch kept float32)."""
+    from fedlib.tree import tree_stacked_weighted_sum
+
+    x = np.arange(6, dtype=np.float32).reshape(2, 3)
+    out = tree_stacked_weighted_sum(x, [0.25, 0.75])
+    assert out.dtype == np.float32
+    np.testing.assert_array_equal(out, np.array([2.25, 3.25, 4.25], dtype=np.float32))
+    assert tree_stacked_weighted_sum(np.arange(6).reshape(2, 3), [0.5, 0.5]).dtype == np.float64  # ints: float
+    algo = make_algorithm("scaffold", sgd(0.1))
+    p = np.full(2, 0.5)
+    state = algo.init(np.zeros(3, np.float32), 2)
+    ups = [ClientUpdate(i, np.full(3, i + 1.0, np.float32), 1.0, 1) for i in range(2)]
+    state, _ = algo.apply(state, full_participation(p), ups, 0.1, p)
+    assert state.params.dtype == state.variates.client.dtype == state.variates.mean.dtype == np.float32
