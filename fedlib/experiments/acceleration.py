@@ -248,6 +248,8 @@ def iterate_round_maps(problem: QuadraticProblem, name: str, lr: float, schedule
     s = initial_state(problem, name, x0)
     d = problem.dim
     out = [float(np.linalg.norm(s[:d] - ref))]
+    if stop_above is not None and not out[0] <= stop_above:  # run_variant checks the start too
+        return np.asarray(out)
     cache: dict = {}
     for t in range(rounds):
         steps = np.asarray(schedule.local_steps(t))
