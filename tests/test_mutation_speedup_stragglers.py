@@ -465,16 +465,10 @@ def test_sampling_summary_worst_group_and_incomplete_bias_rows():
     assert "0.284 → 0.293" in text and "App. H" not in text and "0.064 → 0.031" in text and "fell 2×" in text
 
 
-def test_check_against_reference_takes_any_iterable_and_times_inside_the_call():
-    import time
+def test_check_against_reference_takes_any_iterable():
     base, work = S.base_setup(seed=2, dim=2)
-    start = time.perf_counter()
     check = S.check_against_reference(base, work, iter(S.make_solvers(0.02)), 3, replicas=2)
-    elapsed = time.perf_counter() - start
-    assert check.max_difference < 1e-12
-    # both durations are parts of this call (a consistency check of the bookkeeping, not a speed bound)
-    assert 0 < check.seconds_engine and 0 < check.seconds_reference
-    assert check.seconds_engine + check.seconds_reference <= elapsed
+    assert check.max_difference < 1e-12  # (its wall times are reported, never asserted on)
 
 
 def test_sampling_summary_with_one_row_per_population():
