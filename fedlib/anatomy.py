@@ -245,7 +245,7 @@ class SoftmaxRegressionClient:
 
     def full_grad(self, params: np.ndarray, idx: Any = None) -> np.ndarray:
         """Gradient of the mean cross-entropy over the rows ``idx`` (all rows if None) at the flat
-        ``params`` of length :attr:`num_params`."""
+        ``params`` of length ``num_params``."""
         params = np.asarray(params, dtype=np.float64)
         if params.shape != (self.num_params,):
             raise ValueError(f"params must be a flat vector of {self.num_params} entries "

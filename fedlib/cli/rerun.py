@@ -134,7 +134,7 @@ def argv_from_config(config: dict) -> list:
     as ``--name=value`` (so that a value starting with ``-`` stays the flag's value).
 
     Raises :class:`CLIError` naming the config key when a key rerun needs is missing or
-    invalid (see :func:`_flags_from_config`); values are checked by the parser later."""
+    invalid (see ``_flags_from_config``); values are checked by the parser later."""
     return _argv(_flags_from_config(config))
 
 

@@ -1538,7 +1538,7 @@ def repeat_differences(results: Dict[str, Dict[int, dict]], repeats_dir) -> List
     apart bf16 autocast and non-deterministic GPU kernels put two runs that the seeds make
     identical in exact arithmetic (the scale below which a difference in Table 1 means nothing).
 
-    A repeat must be a run of the cell and seed its name says (:func:`_name_problems`), in the
+    A repeat must be a run of the cell and seed its name says (its ``config.cell_id`` and ``config.seed``), in the
     official setup (:func:`cell_setup_problems`), with the Table 1 run's rounds, width and
     training-set size and as many recorded rounds: otherwise :class:`OtherSetupError` naming
     the file (another cell's run, or a short test run, made a "noise floor" out of a
