@@ -320,7 +320,6 @@ def make_epoch_schedule(num_samples, batch_size: int, epochs, seed: int = 0):
     return RandomEpochs(num_samples, batch_size, lo, hi, seed)
 
 
-
 def check_epoch_schedule(schedule, num_samples, batch_size: int, name: str = "schedule") -> None:
     r"""Refuse an epoch schedule (one with ``num_samples`` / ``batch_size``: :class:`FixedEpochs`,
     :class:`RandomEpochs`) counted for other client sizes or another batch size than the engine's:

@@ -18,25 +18,21 @@ from fedlib.schedules import FixedSteps
 
 # ----------------------------------------------------------------------------- leaf
 
-def test_leaf_user_written_twice_in_user_data_is_refused(tmp_path):
-    """JSON keeps only the last of two equal keys: user 'a' written twice in user_data lost its first
-    copy's samples silently (num_samples agreed with the copy that was kept)."""
-    text = ('{"users": ["a", "b"], "num_samples": [2, 1], "user_data": {'
-            '"a": {"x": [[1.0, 2.0], [3.0, 4.0]], "y": [0, 1]}, '
-            '"b": {"x": [[5.0, 6.0]], "y": [1]}, '
-            '"a": {"x": [[7.0, 8.0], [9.0, 10.0]], "y": [1, 0]}}}')
+@pytest.mark.parametrize("text,match", [
+    # user 'a' written twice in user_data: the first copy's samples were lost (num_samples agreed with the last)
+    ('{"users": ["a", "b"], "num_samples": [2, 1], "user_data": {'
+     '"a": {"x": [[1.0, 2.0], [3.0, 4.0]], "y": [0, 1]}, '
+     '"b": {"x": [[5.0, 6.0]], "y": [1]}, '
+     '"a": {"x": [[7.0, 8.0], [9.0, 10.0]], "y": [1, 0]}}}', r"train\.json: key 'a' appears twice"),
+    # a key written twice inside one user's entry
+    ('{"users": ["a"], "num_samples": [1], "user_data": {'
+     '"a": {"x": [[1.0, 2.0]], "y": [0], "x": [[3.0, 4.0]]}}}', "key 'x' appears twice"),
+])
+def test_leaf_key_written_twice_is_refused(tmp_path, text, match):
+    """JSON keeps only the last of two equal keys, so a key written twice lost its first copy silently."""
     f = tmp_path / "train.json"
     f.write_text(text)
-    with pytest.raises(ValueError, match=r"train\.json: key 'a' appears twice"):
-        load_leaf(f)
-
-
-def test_leaf_key_written_twice_in_a_user_entry_is_refused(tmp_path):
-    text = ('{"users": ["a"], "num_samples": [1], "user_data": {'
-            '"a": {"x": [[1.0, 2.0]], "y": [0], "x": [[3.0, 4.0]]}}}')
-    f = tmp_path / "train.json"
-    f.write_text(text)
-    with pytest.raises(ValueError, match="key 'x' appears twice"):
+    with pytest.raises(ValueError, match=match):
         load_leaf(f)
 
 

@@ -177,11 +177,16 @@ def time_to_reach(curves: StragglerCurves, target: float) -> np.ndarray:
     return out
 
 
+def _check_fraction(name: str, value) -> None:
+    """A share of the rounds: a number in (0, 1]."""
+    if not _is_number(value) or not 0 < value <= 1:
+        raise ValueError(f"{name} must lie in (0, 1], got {value!r}")
+
+
 def smoothed_end_loss(curves: StragglerCurves, fraction: float = 0.05) -> np.ndarray:
     r"""Per seed: the median loss over the last ``fraction`` :math:`\in (0, 1]` of the rounds (SGD
     noise averaged; at least the last round, never the initial loss)."""
-    if not _is_number(fraction) or not 0 < fraction <= 1:
-        raise ValueError(f"fraction must lie in (0, 1], got {fraction!r}")
+    _check_fraction("fraction", fraction)
     tail = max(1, int(round(fraction * (curves.losses.shape[1] - 1))))
     return np.median(curves.losses[:, -tail:], axis=1)
 
@@ -232,8 +237,7 @@ def summary_markdown(runs: Mapping[str, StragglerCurves], end_seconds: float, ta
     """Chapter 9's summary, written from the measured curves (``lead_window``: the running-mean
     window ``lead_rounds`` came from, :func:`last_lead_round`'s ``window``; ``end_fraction``: the
     ``fraction`` of :func:`smoothed_end_loss` that gave ``ends``)."""
-    if not _is_number(end_fraction) or not 0 < end_fraction <= 1:
-        raise ValueError(f"end_fraction must lie in (0, 1], got {end_fraction!r}")
+    _check_fraction("end_fraction", end_fraction)
     wait, avg, nova = runs["wait-for-all"], runs["fedavg-fixed-time"], runs["fednova-fixed-time"]
     per_round = wait.seconds[:, -1].mean() / (wait.seconds.shape[1] - 1)
     ratio = times["wait-for-all"] / times["fednova-fixed-time"]
