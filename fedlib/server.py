@@ -117,17 +117,22 @@ def adam(server_lr: float = 0.01, b1: float = 0.9, b2: float = 0.99, eps: float 
 SERVER_OPTIMIZERS = ("plain", "momentum", "adam")
 
 
-def make_server_optimizer(name: str, *, server_lr: Optional[float] = None, beta: float = 0.9) -> ServerOptimizer:
+def make_server_optimizer(name: str, *, server_lr: Optional[float] = None,
+                          beta: Optional[float] = None) -> ServerOptimizer:
     """Build a server optimizer by name (``plain``, ``momentum``, ``adam``). ``server_lr``
     ``None`` keeps each optimizer's own default (:func:`plain`'s 1, :func:`adam`'s 0.01: one
     FedAdam step is about ``server_lr`` in size, so 1 would be a 100x larger step); server
-    momentum has no server learning rate (its step is the client lr), so one given is refused."""
+    momentum has no server learning rate (its step is the client lr), so one given is refused.
+    ``beta`` is server momentum's :math:`\beta` (``None``: 0.9); the other two have none, so one
+    given to them is refused rather than ignored."""
+    if name in SERVER_OPTIMIZERS and name != "momentum" and beta is not None:
+        raise ValueError(f"beta: only server momentum has a momentum factor, got beta={beta!r} for {name!r}")
     if name == "plain":
         return plain() if server_lr is None else plain(server_lr)
     if name == "momentum":
         if server_lr is not None:
             raise ValueError("server_lr: server momentum has no server learning rate (its step is the client lr)")
-        return momentum(beta)
+        return momentum(0.9 if beta is None else beta)
     if name == "adam":
         return adam() if server_lr is None else adam(server_lr)
     raise ValueError(f"server optimizer must be one of {list(SERVER_OPTIMIZERS)}, got {name!r}")

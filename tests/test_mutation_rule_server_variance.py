@@ -332,3 +332,15 @@ def test_make_server_optimizer_keeps_each_optimizers_default_lr():
     assert plain.update(change, plain.init(x), x)[0] == pytest.approx(change)
     with pytest.raises(ValueError, match="^server_lr"):
         SV.make_server_optimizer("momentum", server_lr=0.5)
+
+
+def test_make_server_optimizer_refuses_beta_it_would_ignore():
+    """beta was a default 0.9 that plain and adam silently ignored: make_server_optimizer("plain", beta=0.5)
+    ran plain averaging. Only server momentum takes it now; None still means 0.9 there."""
+    for name in ("plain", "adam"):
+        assert SV.make_server_optimizer(name, beta=None).name == name
+        with pytest.raises(ValueError, match="beta: only server momentum"):
+            SV.make_server_optimizer(name, beta=0.5)
+    np.testing.assert_allclose(_two_rounds(SV.make_server_optimizer("momentum", beta=None))[1], [0.72, 2.86], atol=1e-14)
+    np.testing.assert_allclose(_two_rounds(SV.make_server_optimizer("momentum", beta=0.0))[1],
+                               _two_rounds(SV.make_server_optimizer("plain"))[1], atol=1e-14)

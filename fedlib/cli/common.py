@@ -340,8 +340,7 @@ def build_algorithm(args: argparse.Namespace) -> FederatedAlgorithm:
     except ValueError as exc:
         flag = "--mu" if str(exc).startswith("mu") else "--lr" if str(exc).startswith("lr") else "--solver"
         raise CLIError(f"{flag}: {exc}") from None
-    server = make_server_optimizer(args.server, server_lr=server_lr,
-                                   beta=0.9 if server_momentum is None else server_momentum)  # 0 is a value
+    server = make_server_optimizer(args.server, server_lr=server_lr, beta=server_momentum)  # 0 is a value
     args.solver, args.momentum, args.server_momentum, args.server_lr = solver, momentum, server_momentum, server_lr
     try:  # "population" needs the clients' data sizes: resolve_tau_eff sets it once they are known
         return make_algorithm(algo, local, server, None if args.tau_eff == "population" else args.tau_eff)
