@@ -97,3 +97,14 @@ def test_engine_docstrings_keep_their_backslashes():
     """A non-raw docstring turned :math:`\\tau_i` into a TAB + 'au_i'; a raw one had \\\\widetilde."""
     assert "\t" not in E.noisy_grad_fn.__doc__ and r"\tau_i" in E.noisy_grad_fn.__doc__
     assert r"\\widetilde" not in E.run_replicas.__doc__
+
+
+def test_an_indefinite_client_hessian_is_refused():
+    """QuadraticProblem said PSD but took H_1 = diag(1, -1): F_1 unbounded below, and optimum() returned
+    the saddle of sum_i p_i H_i. A PSD H with a (rounded) zero eigenvalue, at any scale, is still taken."""
+    e = np.zeros((2, 2))
+    with pytest.raises(ValueError, match=r"^H: every H_i must be positive semi-definite; H_1 has the eigenvalue -1$"):
+        QuadraticProblem(np.array([np.eye(2), np.diag([1.0, -1.0])]), e, np.array([0.5, 0.5]))
+    H, e3 = _shared_null_direction(0)
+    for scale in (1e-13, 1.0, 1e12):
+        assert QuadraticProblem(scale * H, e3, np.array([0.5, 0.5])).num_clients == 2

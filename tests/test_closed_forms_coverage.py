@@ -30,6 +30,7 @@ compares the closed form with the library's own operational path:
 from __future__ import annotations
 
 import math
+import types
 
 import numpy as np
 import pytest
@@ -398,15 +399,22 @@ def test_closed_form_distances_are_those_of_real_rounds(seed):
 
 
 @pytest.mark.parametrize("seed", range(3))
-def test_quadratic_smoothness_is_the_lipschitz_constant_of_the_real_gradients(seed):
-    """Assumption 1's L of random (also indefinite) quadratic clients: no pair of points has a
-    gradient-difference ratio above it, and power iteration on the clients' real gradient
-    differences (problem.grad) reaches it."""
+@pytest.mark.parametrize("psd", [True, False])
+def test_quadratic_smoothness_is_the_lipschitz_constant_of_the_real_gradients(seed, psd):
+    """Assumption 1's L of random PSD (QuadraticProblem's gradients) and indefinite (H_i x - e_i, which
+    QuadraticProblem refuses) quadratic clients: no pair of points has a gradient-difference ratio above
+    it, and power iteration on the clients' real gradient differences reaches it."""
     rng = np.random.default_rng(1900 + seed)
     m, d = int(rng.integers(2, 5)), int(rng.integers(2, 6))
     H = rng.standard_normal((m, d, d))
-    H = H + np.transpose(H, (0, 2, 1))
-    problem = QuadraticProblem(H, rng.standard_normal((m, d)), rng.dirichlet(np.ones(m)))
+    H = H @ np.transpose(H, (0, 2, 1)) if psd else H + np.transpose(H, (0, 2, 1))
+    e = rng.standard_normal((m, d))
+    if psd:
+        problem = QuadraticProblem(H, e, rng.dirichlet(np.ones(m)))
+    else:
+        with pytest.raises(ValueError, match="positive semi-definite"):
+            QuadraticProblem(H, e, np.full(m, 1 / m))
+        problem = types.SimpleNamespace(H=H, grad=lambda x, i: H[i] @ x - e[i])
     L = theory.quadratic_smoothness(problem.H)
     ratios = []
     for i in range(m):

@@ -18,7 +18,9 @@ __all__ = ["QuadraticProblem", "random_quadratic"]
 
 @dataclasses.dataclass(frozen=True)
 class QuadraticProblem:
-    """``H`` (m, d, d) symmetric PSD, ``e`` (m, d), weights ``p`` (m,)."""
+    r"""Clients :math:`F_i(x) = \tfrac12 x^\top H_i x - e_i^\top x` with ``H`` (m, d, d) symmetric
+    positive semi-definite, ``e`` (m, d) and weights ``p`` (m,). An :math:`H_i` with a negative
+    eigenvalue is refused: :math:`F_i` would be unbounded below and :meth:`optimum` a saddle point."""
 
     H: np.ndarray
     e: np.ndarray
@@ -26,6 +28,12 @@ class QuadraticProblem:
 
     def __post_init__(self):
         H, e, p, _ = _check_quadratic(self.H, self.e, self.p)
+        if H.size:  # relative to each H_i's own size, as the symmetry check is: rounding leaves ~1e-16 of it
+            eig = np.linalg.eigvalsh(H)
+            bad = np.flatnonzero(eig[:, 0] < -1e-10 * np.abs(eig).max(axis=1))
+            if bad.size:
+                raise ValueError(f"H: every H_i must be positive semi-definite; H_{bad[0]} has the eigenvalue "
+                                 f"{eig[bad[0], 0]:.3g}")
         object.__setattr__(self, "H", H)
         object.__setattr__(self, "e", e)
         object.__setattr__(self, "p", p)
