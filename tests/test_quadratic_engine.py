@@ -495,3 +495,14 @@ def test_clients_share_one_base_learning_rate():
         # FedAvg: w = (5, 15) / 20, the surrogate's minimiser (1 * 1 + 3 * -1) / 4 = -0.5, chi2 = sum (p-w)^2/w = 1/3
         assert avg.params[0, 0] == pytest.approx(-0.5, abs=3 * lr)
         assert avg.chi2[-1] == pytest.approx(1 / 3)
+
+
+def test_run_replicas_with_no_rounds_has_no_mean_local_steps():
+    """rounds = 0 reported tau~ = 0.0, a number no run had: there is no round to average over."""
+    prob = QuadraticProblem(np.ones((2, 1, 1)), np.array([[1.0], [-1.0]]), np.array([0.5, 0.5]))
+    run = run_replicas(prob, "fednova", [sgd(0.1)], RandomLocalWork([2, 3], [2, 3]), 0, x0=[4.0])
+    assert math.isnan(run.mean_local_steps)
+    assert run.grad_norm2.shape == (1, 1) and run.grad_norm2[0, 0] == pytest.approx(16.0)
+    np.testing.assert_array_equal(run.mean_params, [[4.0]])
+    assert run.tau_eff.shape == (0,)
+    assert run_replicas(prob, "fednova", [sgd(0.1)], RandomLocalWork([2, 3], [2, 3]), 1).mean_local_steps == 2.5

@@ -45,6 +45,7 @@ True
 """
 from __future__ import annotations
 
+import math
 from typing import Any, Callable, NamedTuple, Optional, Sequence, Union
 
 import numpy as np
@@ -71,7 +72,7 @@ class ReplicaRun(NamedTuple):
     (the same for every replica: local work is shared); ``mean_local_steps`` is
     :math:`\\tilde\\tau`, the average of :math:`\\bar\\tau^{(t)}` over the rounds (under sampling
     App. G's :math:`\\sum_{i\\in\\mathcal S^{(t)}}\\tau_i^{(t)}/q`, a client drawn :math:`k` times
-    with replacement counted :math:`k` times);
+    with replacement counted :math:`k` times; NaN when ``rounds`` is 0: no round, no average);
     ``params`` is the final ``(replicas, d)``; ``mean_params`` the average of
     :math:`x^{(t,0)}` over the second half of the rounds, :math:`t \\ge \\lceil T/2\\rceil`
     (Polyak averaging: where a run wanders around, without its noise);
@@ -283,7 +284,7 @@ def run_replicas(problem: QuadraticProblem, aggregation: str, solvers: Sequence[
             x_sum += x
         if progress is not None:
             progress(t)
-    return ReplicaRun(grad_norm2, distance, surrogate_distance, tau_eff_rounds, chi2, total_steps / max(rounds, 1), x,
+    return ReplicaRun(grad_norm2, distance, surrogate_distance, tau_eff_rounds, chi2, total_steps / rounds if rounds else math.nan, x,
                       x_sum / (rounds + 1 - average_from), surrogate_grad_norm2)
 
 
