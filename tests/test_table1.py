@@ -501,6 +501,14 @@ def test_summary_lines_say_what_was_measured():
     assert lines[5] == "- Speed on H200: the stacked engine 77,225 images/s, 11.4× the per-client loop (4 runs stacked)."
     assert len(lines) == 6  # the CPU benchmark (no CUDA graph) is not a speed claim
     assert C.summary_lines([], [], [], [], [], []) == ["- 0 of 0 Table 1 cells have results (0 runs; devices: none)."]
+    # two H200 measurements (the committed benchmark and call 5's --compare file) name their files
+    two = [{**bench[0], "precision": "bf16", "file": "cifar10_h200_bf16_graph_r4.json"},
+           {**bench[0], "precision": "bf16", "file": "cifar10_h200_bf16_graph_r4_compare.json", "ratio": 11.0}]
+    assert C.summary_lines([], [], [], [], [], two)[1:] == [
+        "- Speed on H200 (bf16, cifar10_h200_bf16_graph_r4.json): the stacked engine 77,225 images/s, 11.4× the "
+        "per-client loop (4 runs stacked).",
+        "- Speed on H200 (bf16, cifar10_h200_bf16_graph_r4_compare.json): the stacked engine 77,225 images/s, 11.0× "
+        "the per-client loop (4 runs stacked)."]
 
 
 def test_ctrl_c_names_the_group_checkpoint_and_a_rerun_resumes_it(tmp_path, monkeypatch, capsys):

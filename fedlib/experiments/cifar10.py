@@ -1671,9 +1671,11 @@ def summary_lines(summary: List[dict], gaps: List[dict], checks: List[dict], mat
     for r in repeats:
         lines.append(f"- The same run made twice ({r['cell']}, seed {r['seed']}) ends {abs(r['difference']):.2f} "
                      "points apart: differences of that size between cells mean nothing.")
-    for b in bench:
+    for b in bench:  # two measurements on one device (e.g. call 5's --compare file) are told apart by their file
         if b["cuda_graph"]:
-            lines.append(f"- Speed on {b['device']}: the stacked engine {b['engine_images_per_s']:,.0f} images/s, "
+            source = ", ".join(str(b[k]) for k in ("precision", "file") if b.get(k))
+            where = f"{b['device']} ({source})" if source else b["device"]
+            lines.append(f"- Speed on {where}: the stacked engine {b['engine_images_per_s']:,.0f} images/s, "
                          f"{b['ratio']:.1f}× the per-client loop ({b['runs']} runs stacked).")
     return lines
 
