@@ -27,7 +27,8 @@ def fmt(value: Any, spec: str = ".3g") -> str:
 
 
 def markdown_table(header: Sequence[str], rows: Sequence[Sequence[Any]], spec: str = ".3g") -> str:
-    """A Markdown (MyST) table; numbers are formatted with ``spec``.
+    """A Markdown (MyST) table; numbers are formatted with ``spec``. A ``|`` inside a cell is
+    escaped (``\\|``) and a line break becomes a space, so a cell never splits the table.
 
     >>> print(markdown_table(["a", "b"], [["x", 0.5]]))
     | a | b |
@@ -36,6 +37,10 @@ def markdown_table(header: Sequence[str], rows: Sequence[Sequence[Any]], spec: s
     """
     if any(len(r) != len(header) for r in rows):
         raise ValueError("every row must have as many cells as the header")
-    lines = ["| " + " | ".join(str(h) for h in header) + " |", "|" + "---|" * len(header)]
-    lines += ["| " + " | ".join(fmt(v, spec) for v in r) + " |" for r in rows]
+
+    def cell(text: str) -> str:
+        return " ".join(text.splitlines()).replace("|", "\\|")
+
+    lines = ["| " + " | ".join(cell(str(h)) for h in header) + " |", "|" + "---|" * len(header)]
+    lines += ["| " + " | ".join(cell(fmt(v, spec)) for v in r) + " |" for r in rows]
     return "\n".join(lines)

@@ -52,6 +52,7 @@ import argparse
 import json
 import math
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -228,7 +229,30 @@ def render(layout: Layout) -> int:
     status = subprocess.call(cmd, cwd=layout.root)
     print(f"[render] jupyter-book exited {status} in {time.perf_counter() - start:.1f} s",
           flush=True)
+    if status == 0:
+        broken = unrendered_tables(layout.root / "_build" / "html")
+        for page, line in broken:
+            log(f"[render] {page}: a Markdown table came out as text: {line}", sys.stderr)
+        if broken:
+            return 1
     return status
+
+
+# An HTML paragraph whose first two lines are a Markdown table's header and delimiter row:
+# a table that the renderer left as text ("|---|" may have become "|—|" on the way).
+_TABLE_AS_TEXT = re.compile(r"^<p>(\|.*\|)[ \t]*\n\|(?:[ \t]*:?[-—–]+:?[ \t]*\|)+[ \t]*$", re.MULTILINE)
+
+
+def unrendered_tables(html_dir: Path) -> list[tuple[str, str]]:
+    """``(page, header row)`` for every Markdown table that the rendered pages show as text.
+
+    A chapter displays its tables as Markdown output; a renderer that does not parse tables there
+    (MyST-NB's default CommonMark) shows them as a paragraph of pipes and exits 0."""
+    found = []
+    for page in sorted(Path(html_dir).rglob("*.html")):
+        for match in _TABLE_AS_TEXT.finditer(page.read_text(encoding="utf8", errors="replace")):
+            found.append((str(page.relative_to(html_dir)), match.group(1)[:80]))
+    return found
 
 
 def log(line: str, stream=None) -> None:

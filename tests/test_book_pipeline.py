@@ -191,6 +191,38 @@ def test_config_fetches_nothing():
     assert CONFIG.get("launch_buttons", {}).get("thebe") is False
 
 
+def test_config_renders_markdown_outputs_with_tables():
+    """The chapters' tables are text/markdown outputs; MyST-NB's default ("commonmark") has no tables
+    and showed every one of them as a paragraph of pipes."""
+    assert CONFIG["sphinx"]["config"].get("nb_render_markdown_format") in ("myst", "gfm")
+
+
+def test_markdown_table_parses_as_one_table_even_with_pipes_in_cells():
+    from markdown_it import MarkdownIt
+
+    from fedlib.report import markdown_table
+
+    text = markdown_table(["α", "max |Δw_i|"], [["a|b", "two\nlines"], [0.5, 3]])
+    tokens = MarkdownIt("commonmark").enable("table").parse(text)
+    types = [t.type for t in tokens]
+    assert types.count("table_open") == 1 and types.count("th_open") == 2 and types.count("td_open") == 4
+    cells = [t.content for t in tokens if t.type == "inline"]
+    assert cells == ["α", "max |Δw_i|", "a|b", "two lines", "0.5", "3"]
+    html = MarkdownIt("commonmark").enable("table").render(text)
+    assert "<th>max |Δw_i|</th>" in html and "<td>a|b</td>" in html
+
+
+def test_build_script_finds_tables_left_as_text(tmp_path):
+    """What render() checks after jupyter-book: a table shown as a paragraph of pipes is found (with
+    "---" turned into an em dash on the way), a rendered table and prose with a pipe are not."""
+    (tmp_path / "book").mkdir()
+    (tmp_path / "book" / "bad.html").write_text(
+        "<div>\n<p>| μ | loss |\n|—|—|\n| 0.01 | 1.15 |</p>\n</div>\n<p>| a | b |\n|---|:---:|\n| 1 | 2 |</p>\n")
+    (tmp_path / "good.html").write_text("<table><tr><th>μ</th></tr></table>\n<p>| x | is a norm\nnext line</p>\n")
+    assert build_script().unrendered_tables(tmp_path) == [("book/bad.html", "| μ | loss |"),
+                                                           ("book/bad.html", "| a | b |")]
+
+
 # ---------------------------------------------------------- build script ---
 
 def _notebook(path: Path, *sources: str) -> None:
