@@ -1,0 +1,205 @@
+"""Tests added from mutation testing of fedlib.data.leaf, fedlib.data.cifar10 and
+fedlib.data.clients.
+
+The inputs are tiny hand-written LEAF JSON documents and CIFAR-format batches pickled into
+``tmp_path``; every expected value (a label index, a row number, a pixel) can be read off
+the input.  Error messages are matched in full from their start (the file name, then the
+problem), because ``tmp_path`` holds the test's name and a loose pattern such as
+``"ragged"`` would otherwise match the path instead of the message.
+"""
+from __future__ import annotations
+
+import json
+import pickle
+import re
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+
+from fedlib.data import cifar10 as cf
+from fedlib.data.clients import FederatedDataset
+from fedlib.data.leaf import _user_ids, load_leaf, save_leaf
+
+
+# --------------------------------------------------------------------------- LEAF helpers
+def _doc(users, xs, ys, counts=None):
+    return {
+        "users": users,
+        "num_samples": [len(y) for y in ys] if counts is None else counts,
+        "user_data": {u: {"x": x, "y": y} for u, x, y in zip(users, xs, ys)},
+    }
+
+
+def _write(path, doc):
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(doc if isinstance(doc, str) else json.dumps(doc))
+    return path
+
+
+def _refused(path, message, **kwargs):
+    """load_leaf(path) raises ValueError whose message is ``message`` (a literal) from its start."""
+    with pytest.raises(ValueError, match="^" + re.escape(message)):
+        load_leaf(path, **kwargs)
+
+
+def _one_user(tmp_path, x, y, count=None):
+    """A single-file data set with the one user ``'a'``; returns the file."""
+    return _write(tmp_path / "d.json", _doc(["a"], [x], [y], None if count is None else [count]))
+
+
+def _fd(train_x, test_x, num_classes=2):
+    """A FederatedDataset named 'mine' with the given x arrays and all labels 0."""
+    return FederatedDataset(
+        [np.asarray(x, dtype=np.float64) for x in train_x],
+        [np.zeros(len(x), dtype=np.int64) for x in train_x],
+        [np.asarray(x, dtype=np.float64) for x in test_x],
+        [np.zeros(len(x), dtype=np.int64) for x in test_x],
+        num_classes=num_classes, name="mine",
+    )
+
+
+# --------------------------------------------------------------------------- LEAF: layout
+def test_a_folder_reads_only_its_json_files(tmp_path):
+    _write(tmp_path / "part.json", _doc(["a"], [[[1.0, 2.0]]], [[1]]))
+    (tmp_path / "notes.txt").write_text("not json")
+    (tmp_path / "old.json").mkdir()  # a folder named like a file is not a file
+    ds = load_leaf(tmp_path)
+    assert ds.num_clients == 1 and ds.meta["train_files"] == [str(tmp_path / "part.json")]
+    np.testing.assert_array_equal(ds.train_x[0], [[1.0, 2.0]])
+
+
+# --------------------------------------------------------------------------- LEAF: x
+def test_x_that_is_not_a_list_is_named(tmp_path):
+    f = _one_user(tmp_path, 5, [0])
+    _refused(f, f"{f}: user 'a' x must be a list of rows, got int")
+
+
+def test_ragged_x_names_the_first_short_row(tmp_path):
+    f = _one_user(tmp_path, [[0.0, 1.0], [2.0, 3.0], [4.0]], [0, 1, 0])
+    _refused(f, f"{f}: user 'a' x is ragged: row 0 has 2 values, row 2 has 1")
+
+
+def test_a_row_that_is_not_a_list_is_named(tmp_path):
+    f = _one_user(tmp_path, [[0.0, 1.0], 5], [0, 1])
+    _refused(f, f"{f}: user 'a' x row 1 is not a list of numbers (got int)")
+
+
+def test_x_nested_too_deeply_is_refused(tmp_path):
+    f = _one_user(tmp_path, [[[0.0, 1.0]], [[2.0, 3.0]]], [0, 1])
+    _refused(f, f"{f}: user 'a' x must be a list of rows of numbers (nested too deeply)")
+
+
+def test_rows_without_features_are_refused(tmp_path):
+    f = _one_user(tmp_path, [[], []], [0, 1])
+    _refused(f, f"{f}: user 'a' x rows are empty (0 features)")
+
+
+def test_non_finite_x_names_its_row(tmp_path):
+    # NaN in row 2, column 0: the message gives the row (2), not the column (0)
+    f = _one_user(tmp_path, [[0.0, 1.0], [2.0, 3.0], [float("nan"), 4.0]], [0, 1, 0])
+    _refused(f, f"{f}: user 'a' x contains NaN or inf (row 2)")
+
+
+# --------------------------------------------------------------------------- LEAF: y
+def test_y_that_is_not_a_list_is_named(tmp_path):
+    f = _one_user(tmp_path, [[0.0]], 3, count=1)
+    _refused(f, f"{f}: user 'a' y must be a list of labels, got int")
+
+
+def test_negative_label_is_named(tmp_path):
+    f = _one_user(tmp_path, [[0.0], [1.0]], [0, -1])
+    _refused(f, f"{f}: user 'a' y[1] = -1 is negative")
+
+
+@pytest.mark.parametrize("y, index", [
+    ([-2**63, 2**70], 1),        # the smallest int64 is in range: the too-large one is y[1]
+    ([2**63, 2**70], 0),         # 2**63 is one past the largest int64
+    ([-200, 2**70], 1),
+    ([200, 2**70], 1),
+    ([2**62, 2**70], 1),
+    ([-2**62 - 1, 2**70], 1),
+    ([0, -2**63 - 1], 1),        # one below the smallest int64
+    ([0, -2**64], 1),
+])
+def test_the_first_label_outside_int64_is_named(tmp_path, y, index):
+    # integers outside int64 make numpy build an object array; the reader names the first such label
+    f = _one_user(tmp_path, [[0.0], [1.0]], y)
+    _refused(f, f"{f}: user 'a' y[{index}] = {y[index]!r} is too large for a label")
+
+
+def test_labels_up_to_two_to_the_62_are_accepted(tmp_path):
+    big = 2**62 - 1
+    assert load_leaf(_one_user(tmp_path / "ok", [[0.0], [1.0]], [0, big])).num_classes == big + 1
+    assert load_leaf(_one_user(tmp_path / "mid", [[0.0], [1.0]], [0, 200])).num_classes == 201
+    f = _one_user(tmp_path / "no", [[0.0], [1.0]], [0, 2**62])
+    _refused(f, f"{f}: user 'a' y[1] = {2**62} is too large for a label")
+
+
+# --------------------------------------------------------------------------- LEAF: document
+def test_users_must_be_a_list_of_strings(tmp_path):
+    doc = _doc(["a", "b"], [[[0.0]], [[1.0]]], [[0], [1]])
+    doc["users"] = "ab"  # iterating gives 'a', 'b': a lenient reader would load it
+    f = _write(tmp_path / "d.json", doc)
+    _refused(f, f"{f}: 'users' must be a list of strings")
+
+
+def test_the_user_listed_twice_is_named(tmp_path):
+    doc = _doc(["a", "b"], [[[0.0]], [[1.0]]], [[0], [1]])
+    doc["users"] = ["a", "b", "b"]
+    doc["num_samples"] = [1, 1, 1]
+    f = _write(tmp_path / "d.json", doc)
+    _refused(f, f"{f}: user 'b' is listed twice in 'users'")
+
+
+def test_user_data_must_be_an_object(tmp_path):
+    doc = _doc(["a"], [[[0.0]]], [[0]])
+    doc["user_data"] = []
+    f = _write(tmp_path / "d.json", doc)
+    _refused(f, f"{f}: 'user_data' must be an object mapping user -> {{x, y}}")
+
+
+@pytest.mark.parametrize("count", [1.0, True])
+def test_num_samples_must_be_an_integer(tmp_path, count):
+    f = _one_user(tmp_path, [[0.0]], [0], count=count)  # equal to 1, but not an int
+    _refused(f, f"{f}: user 'a' num_samples = {count!r} is not an integer")
+
+
+def test_num_classes_one_is_refused_before_reading(tmp_path):
+    f = _one_user(tmp_path, [[0.0]], [0])
+    _refused(f, "num_classes must be an integer >= 2, got 1", num_classes=1)
+
+
+@pytest.mark.parametrize("m, last", [(99_999, "f_99998"), (100_000, "f_99999"), (100_001, "f_100000")])
+def test_default_ids_widen_only_past_100000_clients(m, last):
+    # five digits while the largest index (m - 1) has at most five; a stand-in with the two
+    # attributes read, instead of a data set of 100,000 clients
+    ids = _user_ids(SimpleNamespace(meta={}, num_clients=m))
+    assert len(ids) == m and ids[0] == "f_" + "0" * (len(last) - 2) and ids[-1] == last
+
+
+def test_save_leaf_writes_no_nan_json(tmp_path):
+    ds = _fd([np.ones((2, 3))], [np.zeros((0, 3))])
+    ds.train_x[0][1, 2] = np.inf  # arrays stay writable: changed after the checks
+    with pytest.raises(ValueError, match="Out of range float values are not JSON compliant"):
+        save_leaf(ds, tmp_path / "d.json", drop_test=True)
+    assert not (tmp_path / "d.json").exists()
+
+
+def test_feature_dims_differing_within_a_split_name_both_files(tmp_path):
+    first = _write(tmp_path / "train" / "1.json", _doc(["a"], [[[0.0, 1.0]]], [[0]]))
+    second = _write(tmp_path / "train" / "2.json", _doc(["b"], [[[0.0, 1.0, 2.0]]], [[1]]))
+    _refused(tmp_path, f"{second}: user 'b' x has 3 features, but {first} has 2")
+
+
+# --------------------------------------------------------------------------- FederatedDataset
+def test_an_empty_test_set_of_another_width_is_accepted_and_not_the_reference():
+    # client 0's test set is (0, 5): empty, so its width neither fails nor becomes the width
+    # client 1 is checked against (3, from client 0's training set)
+    ds = _fd([np.ones((2, 3)), np.ones((1, 3))], [np.zeros((0, 5)), np.ones((1, 3))])
+    assert ds.num_features == 3 and ds.num_clients == 2
+
+
+def test_a_client_with_zero_features_is_refused_when_others_have_three():
+    with pytest.raises(ValueError, match=r"^mine: client 1 train x has 0 features, expected 3$"):
+        _fd([np.ones((2, 3)), np.ones((2, 0))], [np.zeros((0, 3)), np.zeros((0, 3))])
