@@ -12,6 +12,8 @@ from __future__ import annotations
 import json
 import pickle
 import re
+import sys
+from pathlib import Path
 from types import SimpleNamespace
 
 import numpy as np
@@ -203,3 +205,97 @@ def test_an_empty_test_set_of_another_width_is_accepted_and_not_the_reference():
 def test_a_client_with_zero_features_is_refused_when_others_have_three():
     with pytest.raises(ValueError, match=r"^mine: client 1 train x has 0 features, expected 3$"):
         _fd([np.ones((2, 3)), np.ones((2, 0))], [np.zeros((0, 3)), np.zeros((0, 3))])
+
+
+# --------------------------------------------------------------------------- CIFAR-10 helpers
+def _pickle(path, obj):
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "wb") as fh:
+        pickle.dump(obj, fh)
+    return path
+
+
+def _batch(path, data, labels):
+    return _pickle(path, {"batch_label": "hand-made", "data": data, "labels": labels})
+
+
+def _rows(values):
+    """One CIFAR row per value: every pixel of image k (all three planes) equals values[k]."""
+    return np.repeat(np.asarray(values, dtype=np.uint8)[:, None], 3072, axis=1)
+
+
+def _batch_folder(root, first=0):
+    """A full batch folder with two images per batch: batch b (data_batch_1.., then test_batch)
+    holds images filled with first + 2b and first + 2b + 1, labelled b and 9 - b."""
+    folder = root / cf.BATCH_FOLDER
+    for b, name in enumerate(cf.TRAIN_FILES + (cf.TEST_FILE,)):
+        _batch(folder / name, _rows([first + 2 * b, first + 2 * b + 1]), [b, 9 - b])
+    return folder
+
+
+# --------------------------------------------------------------------------- CIFAR-10: batches
+def test_a_read_error_is_passed_on_as_is(tmp_path, monkeypatch):
+    path = _batch(tmp_path / "data_batch_1", _rows([0]), [0])
+
+    def refuse(*args, **kwargs):
+        raise PermissionError(13, "Permission denied", str(path))
+
+    monkeypatch.setattr(cf, "open", refuse, raising=False)  # the module's open, not the builtin
+    with pytest.raises(PermissionError, match="Permission denied"):
+        cf._read_batch(path)
+
+
+def test_a_dict_without_labels_is_named_with_its_keys(tmp_path):
+    path = _pickle(tmp_path / "data_batch_1", {"data": _rows([0, 1]), "fine_labels": [0, 1]})
+    with pytest.raises(ValueError, match="^" + re.escape(
+            f"{path}: expected a dict with 'data' and 'labels' (a CIFAR-10 batch), got ['data', 'fine_labels']")):
+        cf._read_batch(path)
+
+
+def test_ragged_labels_are_refused(tmp_path):
+    path = _batch(tmp_path / "data_batch_1", _rows([0, 1]), [[0, 1], [2]])
+    with pytest.raises(ValueError, match="^" + re.escape(f"{path}: 'labels' is not a list of integers (")):
+        cf._read_batch(path)
+
+
+def test_float_labels_are_refused(tmp_path):
+    path = _batch(tmp_path / "data_batch_1", _rows([0, 1]), [0.0, 1.0])
+    with pytest.raises(ValueError, match="^" + re.escape(f"{path}: 'labels' must be integers, got dtype float64")):
+        cf._read_batch(path)
+
+
+# --------------------------------------------------------------------------- CIFAR-10: download
+def _fake_torchvision(monkeypatch, calls, create=True):
+    """A stand-in torchvision whose CIFAR10(root, train, download) records the call and, if
+    ``create``, writes a hand-made batch folder into root (as the real one extracts the archive)."""
+    def cifar10(root, train, download):
+        calls.append((root, train, download))
+        if create:
+            _batch_folder(Path(root))
+
+    monkeypatch.setitem(sys.modules, "torchvision", SimpleNamespace(datasets=SimpleNamespace(CIFAR10=cifar10)))
+
+
+def test_download_calls_torchvision_for_the_training_set_into_an_existing_root(tmp_path, monkeypatch):
+    calls = []
+    _fake_torchvision(monkeypatch, calls)
+    got = cf.load_cifar10(tmp_path, download=True)  # tmp_path exists: the root may already be there
+    assert calls == [(str(tmp_path), True, True)]
+    assert got.source == str(tmp_path / cf.BATCH_FOLDER)
+    assert got.train_labels.tolist() == [0, 9, 1, 8, 2, 7, 3, 6, 4, 5] and got.test_labels.tolist() == [5, 4]
+    assert got.train_images[:, 0, 0, 0].tolist() == list(range(10)) and got.test_images[:, 5, 7, 2].tolist() == [10, 11]
+
+
+def test_a_download_that_leaves_no_batch_folder_is_reported(tmp_path, monkeypatch):
+    calls = []
+    _fake_torchvision(monkeypatch, calls, create=False)
+    with pytest.raises(FileNotFoundError, match="^" + re.escape(
+            f"download finished but {tmp_path / cf.BATCH_FOLDER} does not exist")):
+        cf.load_cifar10(tmp_path, download=True)
+    assert len(calls) == 1
+
+
+def test_download_without_torchvision_says_so(tmp_path, monkeypatch):
+    monkeypatch.setitem(sys.modules, "torchvision", None)  # import torchvision raises ImportError
+    with pytest.raises(RuntimeError, match="^download=True needs torchvision installed$"):
+        cf.load_cifar10(tmp_path, download=True)
