@@ -299,3 +299,66 @@ def test_download_without_torchvision_says_so(tmp_path, monkeypatch):
     monkeypatch.setitem(sys.modules, "torchvision", None)  # import torchvision raises ImportError
     with pytest.raises(RuntimeError, match="^download=True needs torchvision installed$"):
         cf.load_cifar10(tmp_path, download=True)
+
+
+# --------------------------------------------------------------------------- CIFAR-10: .npz files
+def _sample_npz(path, train_labels, test_labels, n_train=2, n_test=1):
+    np.savez(path, train_images=np.zeros((n_train, 32, 32, 3), np.uint8), train_labels=train_labels,
+             test_images=np.zeros((n_test, 32, 32, 3), np.uint8), test_labels=test_labels)
+    return path
+
+
+def test_sample_labels_must_match_the_images_in_number(tmp_path):
+    f = _sample_npz(tmp_path / "s.npz", np.array([0, 1, 2]), np.array([3]))  # 2 images, 3 labels
+    with pytest.raises(ValueError, match="^" + re.escape(f"{f}: train_labels must be 2 integers, got int64 (3,)")):
+        cf.load_cifar10_sample(f)
+
+
+def test_sample_labels_must_be_integers(tmp_path):
+    f = _sample_npz(tmp_path / "s.npz", np.array([0.0, 1.0]), np.array([3]))
+    with pytest.raises(ValueError, match="^" + re.escape(f"{f}: train_labels must be 2 integers, got float64 (2,)")):
+        cf.load_cifar10_sample(f)
+
+
+def test_label_file_labels_must_be_a_vector(tmp_path):
+    f = tmp_path / "l.npz"
+    np.savez(f, train_labels=np.array([[0], [1]]), test_labels=np.array([2]))
+    with pytest.raises(ValueError, match="^" + re.escape(
+            f"{f}: train_labels must be a vector of integers, got int64 (2, 1)")):
+        cf.load_cifar10_labels(f)
+
+
+@pytest.mark.parametrize("bad", [10, -1])
+def test_label_ten_is_out_of_range(tmp_path, bad):
+    f = _sample_npz(tmp_path / "s.npz", np.array([9, 0]), np.array([bad]))
+    with pytest.raises(ValueError, match="^" + re.escape(f"{f}: test_labels must lie in 0..9")):
+        cf.load_cifar10_sample(f)
+    assert cf.load_cifar10_sample(_sample_npz(tmp_path / "ok.npz", np.array([9, 0]), np.array([5]))).test_labels.tolist() == [5]
+
+
+def test_an_npz_holding_a_pickled_object_array_is_not_unpickled(tmp_path):
+    f = tmp_path / "l.npz"
+    np.savez(f, train_labels=np.array([0, None], dtype=object), test_labels=np.array([1]))
+    with pytest.raises(ValueError, match="^" + re.escape(f"{f}: not a readable .npz file (ValueError: Object arrays")):
+        cf.load_cifar10_labels(f)
+
+
+def test_a_file_that_is_not_an_npz_is_named(tmp_path):
+    f = tmp_path / "l.npz"
+    f.write_text("not a zip archive")
+    with pytest.raises(ValueError, match="^" + re.escape(f"{f}: not a readable .npz file (")):
+        cf.load_cifar10_labels(f)
+
+
+def test_random_images_are_the_documented_draws(tmp_path):
+    # pixels: default_rng(seed).integers(0, 256) for the training images, then the test images
+    f = tmp_path / "l.npz"
+    np.savez(f, train_labels=np.array([3, 1, 4]), test_labels=np.array([1, 5]))
+    got = cf.cifar10_random_images(path=f)  # seed 0 by default
+    rng = np.random.default_rng(0)
+    train = rng.integers(0, 256, size=(3, 32, 32, 3), dtype=np.uint8)
+    test = rng.integers(0, 256, size=(2, 32, 32, 3), dtype=np.uint8)
+    assert np.array_equal(got.train_images, train) and np.array_equal(got.test_images, test)
+    assert got.train_labels.tolist() == [3, 1, 4] and got.test_labels.tolist() == [1, 5]
+    for images in (got.train_images, got.test_images):  # 9,216 and 6,144 draws: both ends occur
+        assert images.min() == 0 and images.max() == 255
