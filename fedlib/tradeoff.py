@@ -77,9 +77,11 @@ def fedprox_curves(p: Any, local_steps: Any, alphas: Any) -> FedProxCurves:
 
 def mu_for_alpha(alpha: float, lr: float) -> float:
     r""":math:`\mu = \alpha/\eta` for :math:`\alpha \in [0, 1]`, nudged down by one ulp if rounding makes
-    :math:`\eta\mu > 1`."""
+    :math:`\eta\mu > 1`. Raises if :math:`\alpha/\eta` overflows (a subnormal step size)."""
     lr = check_positive("lr", lr)
     mu = check_in_range("alpha", alpha, 0.0, 1.0, high_inclusive=True) / lr
+    if not np.isfinite(mu):
+        raise ValueError(f"lr: alpha/lr = {alpha!r}/{lr!r} overflows; lr must be larger")
     while lr * mu > 1.0:
         mu = float(np.nextafter(mu, 0.0))
     return mu

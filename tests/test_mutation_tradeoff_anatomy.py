@@ -99,6 +99,15 @@ def test_mu_for_alpha_refuses_a_step_size_that_is_not_positive(lr):
         tradeoff.mu_for_alpha(0.5, lr)
 
 
+def test_mu_for_alpha_refuses_a_step_size_whose_mu_overflows():
+    """With lr = 1e-310, 1/lr overflowed to inf and the nudge loop stepped it down to the largest float:
+    mu_for_alpha(1.0, 1e-310) returned 1.8e308, an eta*mu of 0.018 where alpha = 1 was asked for."""
+    with pytest.raises(ValueError, match="overflows"):
+        tradeoff.mu_for_alpha(1.0, 1e-310)
+    assert tradeoff.mu_for_alpha(1e-10, 1e-300) == pytest.approx(1e290, rel=1e-12)
+    for lr in (0.007, 0.1, 0.3, 2.5):
+        assert lr * tradeoff.mu_for_alpha(1.0, lr) == pytest.approx(1.0, rel=1e-15)
+
 
 def test_measured_fedprox_weights_names_local_steps():
     pb = _scalar_problem()
