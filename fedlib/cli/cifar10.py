@@ -440,9 +440,16 @@ def table1_command(args: argparse.Namespace) -> int:
     if args.results.exists() and not args.results.is_dir():
         raise CLIError(f"--results {args.results}: not a folder")
     if args.dry_run:
+        # present results must be of the data the real call would train on, and the estimates at its size: the
+        # shipped sample (read: it is small) with --sample, else the full training set (load_cifar10 reads
+        # exactly 50,000 images)
+        from ..experiments.cifar10 import PAPER
+
+        sample = load_data_from_args(args) if args.sample else None
         try:
             run_table1(args.results, budget_seconds=args.budget_seconds, seeds=seeds, cells=cells, dry_run=True,
-                       rounds=args.rounds, width=args.width, images_per_second=args.images_per_second)
+                       rounds=args.rounds, width=args.width, images_per_second=args.images_per_second,
+                       data=sample, num_train=PAPER["num_train"])
         except OtherSetupError as exc:
             raise CLIError(f"--results: {exc}") from None
         return 0

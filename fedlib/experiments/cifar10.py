@@ -539,7 +539,7 @@ def run_table1(results_dir, *, budget_seconds: float, seeds: Sequence[int] = (0,
                cells: Optional[Sequence[str]] = None, safety: float = 1.15, dry_run: bool = False,
                images_per_second: Optional[float] = None, checkpoint_every: int = 1,
                continue_later: float = 0.0, cudnn_bench: bool = False, conv: str = "cudnn",
-               log: Callable[[str], Any] = print) -> dict:
+               num_train: Optional[int] = None, log: Callable[[str], Any] = print) -> dict:
     """Run the missing Table 1 (cell, seed) results that fit in ``budget_seconds``.
 
     Runs are taken in :func:`plan_table1` order, up to ``stack`` at a time in one engine.
@@ -571,6 +571,11 @@ def run_table1(results_dir, *, budget_seconds: float, seeds: Sequence[int] = (0,
     after its warm-up round); a group resumed after fewer rounds than that is sized with the
     earlier estimate, not with the rate of its warm-up. Returns ``{"written": [...],
     "skipped": [...], "not_started": [...], "aborted": [...], "paused": [...]}``.
+
+    A present result counts as done only if it was trained on as many images as ``data``
+    holds; ``num_train`` gives that number when ``data`` is ``None`` (a dry run without
+    the data: the command line passes the full 50,000, and the sample itself with
+    ``--sample``). A dry run's time estimates are at the size of ``data``, else the paper's.
     """
     from ..results import _command, _utc, git_commit, make_provenance, make_result, write_result
 
@@ -589,18 +594,21 @@ def run_table1(results_dir, *, budget_seconds: float, seeds: Sequence[int] = (0,
     skipped = [p for p in plan if p["present"]]
     todo = [p for p in plan if not p["present"]]
     _check_present(skipped, rounds=rounds, width=width,
-                   num_train=None if data is None else int(len(data.train_labels)))
+                   num_train=num_train if data is None else int(len(data.train_labels)))
     out = {"written": [], "skipped": [str(p["path"]) for p in skipped], "not_started": [], "aborted": [],
            "paused": []}
     for p in skipped:
         log(f"present: {p['path'].name}")
     if dry_run:
-        # with a rate (images_per_second), each run's device time at the paper's data size
+        # with a rate (images_per_second), each run's device time at the size of data (else the paper's)
+        test_labels = getattr(data, "test_labels", None)
+        sizes = (PAPER["num_train"], PAPER["num_test"]) if data is None else \
+            (int(len(data.train_labels)), 0 if test_labels is None else int(len(test_labels)))
         total = 0.0
         for p in todo:
             line = f"would run: {p['cell'].id} seed {p['seed']} -> {p['path']}"
             if images_per_second:
-                secs = rounds * round_work(p["cell"].epochs, PAPER["num_train"], PAPER["num_test"]) / images_per_second
+                secs = rounds * round_work(p["cell"].epochs, *sizes) / images_per_second
                 total += secs
                 line += f"  (~{secs:.0f} s at {images_per_second:.0f} images/s; {total:.0f} s so far"
                 if safety * total > budget_seconds:  # one after another: stacking may fit a little more
