@@ -293,13 +293,18 @@ def rerun_command(args: argparse.Namespace) -> int:
         # the run's own progress bar (stderr) on a terminal or with --progress; its other lines are not
         # the rerun's to print
         show_bar = not args.quiet and (args.progress or sys.stderr.isatty())
+        # --quiet prints only the verdict: the run's warnings (stderr) are kept back, and shown only if it fails
+        held = io.StringIO()
         try:
-            with contextlib.redirect_stdout(io.StringIO()) if show_bar else contextlib.nullcontext():
+            with contextlib.redirect_stdout(io.StringIO()) if show_bar else contextlib.nullcontext(), \
+                    contextlib.redirect_stderr(held) if args.quiet else contextlib.nullcontext():
                 status = main(argv + ["--out", str(out), "--progress" if show_bar else "--quiet"])
         except SystemExit as exc:  # argparse: _check_argv accepted these flags, so this is not expected
+            sys.stderr.write(held.getvalue())
             raise CLIError(f"the recorded config is invalid: run synthetic refused its flags "
                            f"(exit status {exc.code}): {' '.join(argv[2:])}") from None
         if status != 0:
+            sys.stderr.write(held.getvalue())
             print(f"rerun: the rerun of the recorded config failed (exit status {status}; see the error above)",
                   file=sys.stderr)
             return status
