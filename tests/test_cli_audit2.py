@@ -1,0 +1,104 @@
+"""Second audit of the command line (``python -m fedlib``): each case below was accepted
+silently, or printed what it should not, before its fix."""
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from fedlib.cli import main
+from fedlib.data import save_leaf, synthetic
+
+ROOT = Path(__file__).resolve().parents[1]
+COMMITTED = ROOT / "data" / "results" / "cifar10" / "sgd-e2-fedavg__seed0.json"
+
+
+def _err(capsys, argv) -> str:
+    assert main(argv) == 2
+    return capsys.readouterr().err
+
+
+@pytest.fixture
+def leaf_dir(tmp_path):
+    folder = tmp_path / "leaf"
+    save_leaf(synthetic(num_clients=3, seed=0, num_samples=[30, 40, 25]), folder)
+    return folder
+
+
+# ----------------------------------------------------------------------------- table1 --dry-run
+def _sample_result(path: Path) -> None:
+    """The committed sgd-e2-fedavg seed-0 result as if made with ``--sample --width 0.03 --rounds 1``."""
+    doc = json.loads(COMMITTED.read_text())
+    doc["config"]["rounds"] = 1
+    doc["config"]["engine"]["width"] = 0.03
+    doc["config"]["data"]["num_train"] = 2000
+    path.write_text(json.dumps(doc))
+
+
+def test_table1_dry_run_does_not_count_a_sample_result_as_present(tmp_path, capsys):
+    """The dry run listed a --sample result as 'present' for the full data set (it did not know the data size),
+    and the real call with --data-root then refused the folder; with --sample it is present."""
+    _sample_result(tmp_path / "sgd-e2-fedavg__seed0.json")
+    argv = ["table1", "--results", str(tmp_path), "--budget-seconds", "0", "--dry-run", "--seeds", "0",
+            "--cells", "sgd-e2-fedavg", "--width", "0.03", "--rounds", "1"]
+    err = _err(capsys, argv)
+    assert "num_train 2000 (requested 50000)" in err
+    assert main(argv + ["--sample"]) == 0
+    assert "present: sgd-e2-fedavg__seed0.json" in capsys.readouterr().out
+
+
+def test_table1_dry_run_with_sample_estimates_at_the_sample_size(tmp_path, capsys):
+    """With --sample the dry run estimated each run at 50,000 images (~103 s at 1000 images/s for one E=2
+    round) and marked it beyond a budget that the real call, sized on the sample (~4 s), fits it in."""
+    argv = ["table1", "--results", str(tmp_path), "--budget-seconds", "50", "--dry-run", "--seeds", "0",
+            "--cells", "sgd-e2-fedavg", "--rounds", "1", "--images-per-second", "1000"]
+    assert main(argv + ["--sample"]) == 0
+    line = capsys.readouterr().out.strip()
+    assert line.startswith("would run: sgd-e2-fedavg seed 0") and "(~4 s at 1000 images/s" in line, line
+    assert main(argv) == 0  # without --sample: the full data set, as before
+    line = capsys.readouterr().out.strip()
+    assert line.startswith("beyond the budget:") and "(~103 s at 1000 images/s" in line, line
+
+
+# ----------------------------------------------------------------------------- checkpoint inside --data
+def test_the_checkpoint_may_not_lie_inside_the_data_folder(leaf_dir, tmp_path, capsys):
+    """A --checkpoint inside the --data folder was written there; named *.json, the next run read the pickle as
+    LEAF data and failed."""
+    ckpt = leaf_dir / "train" / "ckpt.json"
+    err = _err(capsys, ["run", "synthetic", "--data", str(leaf_dir), "--rounds", "1", "--quiet",
+                        "--checkpoint-every", "1", "--checkpoint", str(ckpt), "--out", str(tmp_path / "o.json")])
+    assert "lies inside the --data folder" in err and "--checkpoint" in err
+    assert not ckpt.exists() and not (tmp_path / "o.json").exists()
+    assert sorted(p.name for p in leaf_dir.rglob("*") if p.is_file()) == ["test.json", "train.json"]
+    # outside the folder it is fine, and the data still load
+    assert main(["run", "synthetic", "--data", str(leaf_dir), "--rounds", "1", "--quiet", "--checkpoint-every",
+                 "1", "--checkpoint", str(tmp_path / "ckpt.pkl"), "--out", str(tmp_path / "o.json")]) == 0
+
+
+# ----------------------------------------------------------------------------- rerun --quiet
+def test_rerun_quiet_prints_only_the_verdict(tmp_path, capsys):
+    """rerun --quiet let the run's sampling-bias warning through on stderr (twice in a shell)."""
+    original = tmp_path / "s.json"
+    assert main(["run", "synthetic", "--num-clients", "6", "--rounds", "2", "--sampling", "uniform",
+                 "--clients-per-round", "3", "--quiet", "--out", str(original)]) == 0
+    assert "warning:" in capsys.readouterr().err  # the run itself warns
+    assert main(["rerun", str(original), "--quiet"]) == 0
+    out, err = capsys.readouterr()
+    assert err == ""
+    assert out.startswith("match: 2 rounds")
+    assert main(["rerun", str(original)]) == 0  # without --quiet the warning is shown
+    assert "warning:" in capsys.readouterr().err
+
+
+def test_rerun_quiet_still_shows_why_the_run_failed(leaf_dir, tmp_path, capsys):
+    """With the run's stderr held back under --quiet, a failing rerun must still say why."""
+    original = tmp_path / "l.json"
+    assert main(["run", "synthetic", "--data", str(leaf_dir), "--rounds", "1", "--quiet", "--out",
+                 str(original)]) == 0
+    shutil.rmtree(leaf_dir)
+    assert main(["rerun", str(original), "--quiet"]) == 2
+    err = capsys.readouterr().err
+    assert "--data:" in err and "no such file or folder" in err
+    assert "the rerun of the recorded config failed" in err
