@@ -102,3 +102,12 @@ def test_rerun_quiet_still_shows_why_the_run_failed(leaf_dir, tmp_path, capsys):
     err = capsys.readouterr().err
     assert "--data:" in err and "no such file or folder" in err
     assert "the rerun of the recorded config failed" in err
+
+
+# ----------------------------------------------------------------------------- table1 --summary
+def test_table1_summary_of_a_file_says_it_is_not_a_folder(tmp_path, capsys):
+    """--summary --results FILE said 'no such folder' for a file that exists."""
+    f = tmp_path / "r.json"
+    f.write_text("{}")
+    assert "r.json: not a folder" in _err(capsys, ["table1", "--summary", "--results", str(f)])
+    assert "typo: no such folder" in _err(capsys, ["table1", "--summary", "--results", str(tmp_path / "typo")])

@@ -404,7 +404,7 @@ def table1_command(args: argparse.Namespace) -> int:
         from ..report import markdown_table
 
         if not args.results.is_dir():
-            raise CLIError(f"--results {args.results}: no such folder")
+            raise CLIError(f"--results {args.results}: {'not a folder' if args.results.exists() else 'no such folder'}")
         try:
             results = load_table1_results(args.results)
         except OtherSetupError as exc:
