@@ -111,3 +111,23 @@ def test_table1_summary_of_a_file_says_it_is_not_a_folder(tmp_path, capsys):
     f.write_text("{}")
     assert "r.json: not a folder" in _err(capsys, ["table1", "--summary", "--results", str(f)])
     assert "typo: no such folder" in _err(capsys, ["table1", "--summary", "--results", str(tmp_path / "typo")])
+
+
+# ----------------------------------------------------------------------------- bench cifar10 --json / --profile
+@pytest.mark.parametrize("flag", ["--json", "--profile"])
+def test_bench_cifar10_output_may_not_replace_the_data_it_reads(monkeypatch, capsys, flag):
+    """bench cifar10 --json data/cifar10-sample/cifar10-sample.npz benchmarked on the sample and then replaced it
+    with the JSON (exit 0; the next --sample run failed). The benchmark is replaced by a stub: before the fix it
+    was started (the stub fails the test before anything is written)."""
+    import fedlib.experiments.cifar10 as C
+    from fedlib.data.cifar10 import DEFAULT_SAMPLE_PATH
+
+    def started(*args, **kwargs):
+        raise AssertionError("the benchmark was started")
+
+    monkeypatch.setattr(C, "bench_cifar10", started)
+    before = DEFAULT_SAMPLE_PATH.read_bytes()
+    err = _err(capsys, ["bench", "cifar10", "--width", "0.03", "--steps", "1", "--repeat", "1", "--quiet",
+                        "--device", "cpu", flag, str(DEFAULT_SAMPLE_PATH)])
+    assert f"{flag} {DEFAULT_SAMPLE_PATH}: lies inside the shipped --sample folder" in err
+    assert DEFAULT_SAMPLE_PATH.read_bytes() == before

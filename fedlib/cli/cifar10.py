@@ -95,22 +95,24 @@ def load_data_from_args(args: argparse.Namespace):
         raise CLIError(f"{'--sample' if args.sample else '--data-root'}: {exc}") from None
 
 
-def check_out_not_data(args: argparse.Namespace) -> None:
-    """Refuse an ``--out`` that would replace the input: a file of the shipped ``--sample``
-    folder, or a path inside the ``--data-root`` batch folder (``cifar-10-batches-py``)."""
+def check_out_not_data(args: argparse.Namespace, flag: str = "--out") -> None:
+    """Refuse an output file (``--out``, or the output flag ``flag``, e.g. ``--json``) that
+    would replace the input: a file of the shipped ``--sample`` folder (which also holds the
+    labels of ``--random-images``), or a path inside the ``--data-root`` batch folder
+    (``cifar-10-batches-py``)."""
     from ..data.cifar10 import DEFAULT_SAMPLE_PATH, _resolve_folder
 
-    out = getattr(args, "out", None)
+    out = getattr(args, flag.lstrip("-").replace("-", "_"), None)
     if out is None:
         return
-    if args.sample:
+    if args.sample or getattr(args, "random_images", False):
         folder, what = DEFAULT_SAMPLE_PATH.parent, "the shipped --sample folder"
     elif args.data_root is not None:
         folder, what = _resolve_folder(Path(args.data_root).expanduser()), "the --data-root batch folder"
     else:
         return
     if Path(os.path.realpath(out)).is_relative_to(os.path.realpath(folder)):
-        raise CLIError(f"--out {out}: lies inside {what} {folder}; the result would replace or sit among the data "
+        raise CLIError(f"{flag} {out}: lies inside {what} {folder}; the result would replace or sit among the data "
                        "files, give it a path outside")
 
 
@@ -296,6 +298,8 @@ def bench_cifar10_command(args: argparse.Namespace) -> int:
         if not args.sample and args.data_root is None:
             args.sample = True  # the benchmark needs only the labels' split and some images
         data = load_data_from_args(args)
+    for flag in ("--json", "--profile"):  # written at the end (or as variants finish): not over the data read
+        check_out_not_data(args, flag)
     say = None if args.quiet else (lambda s: print(s, file=sys.stderr, flush=True))
     partial_written = []
     with RunClock() as clock:
