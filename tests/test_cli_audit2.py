@@ -131,3 +131,16 @@ def test_bench_cifar10_output_may_not_replace_the_data_it_reads(monkeypatch, cap
                         "--device", "cpu", flag, str(DEFAULT_SAMPLE_PATH)])
     assert f"{flag} {DEFAULT_SAMPLE_PATH}: lies inside the shipped --sample folder" in err
     assert DEFAULT_SAMPLE_PATH.read_bytes() == before
+
+
+# ----------------------------------------------------------------------------- integers past 64 bits
+@pytest.mark.parametrize("flags", [["--batch-size", "9" * 20], ["--epochs", "9" * 20],
+                                   ["--sampling", "with-replacement", "--clients-per-round", "9" * 20]])
+def test_an_integer_past_64_bits_is_bad_input_not_a_crash(tmp_path, capsys, flags):
+    """--batch-size / --epochs / --clients-per-round of 10**20 passed the parser and crashed with an OverflowError
+    traceback (exit 1, the status of an internal error); it is bad input: exit 2, one line, nothing written."""
+    out = tmp_path / "o.json"
+    err = _err(capsys, ["run", "synthetic", "--num-clients", "3", "--rounds", "1", "--quiet", "--tau-eff", "1",
+                        "--out", str(out)] + flags)
+    assert "too large for the 64-bit integers" in err and "Traceback" not in err
+    assert not out.exists()

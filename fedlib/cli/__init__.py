@@ -15,7 +15,8 @@ A module that does not exist (yet) is skipped, so new commands — ``run cifar10
 Exit status: 0 on success; 2 for bad input — an unknown or malformed flag, an impossible
 flag combination (:class:`fedlib.cli.common.CLIError`), a missing or malformed data
 file (``ValueError`` naming the file), a diverged run
-(:class:`fedlib.engines.batched.DivergenceError`, naming the round) — with the message
+(:class:`fedlib.engines.batched.DivergenceError`, naming the round), values too large for
+this machine (its memory, or 64-bit integers) — with the message
 on stderr and no output file; 1 for an unexpected internal error (traceback); 130 when
 interrupted (Ctrl-C) — the message names the run's checkpoint file when one exists
 (``--checkpoint-every``), to continue with ``--resume``.
@@ -165,6 +166,10 @@ def _main(argv: list) -> int:
         print(f"{prog}: error: out of memory ({exc}); the flags ask for more than this machine holds "
               "(local steps = epochs x ceil(n_i / batch size), clients, classes): use smaller values "
               "(nothing written)", file=sys.stderr)
+        return 2
+    except OverflowError as exc:  # e.g. --batch-size 10**20: past numpy's 64-bit integers
+        print(f"{prog}: error: a value is too large for the 64-bit integers it is computed with ({exc}); use "
+              "smaller values (nothing written)", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         kept = _kept_checkpoints(args)
