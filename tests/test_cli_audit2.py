@@ -144,3 +144,19 @@ def test_an_integer_past_64_bits_is_bad_input_not_a_crash(tmp_path, capsys, flag
                         "--out", str(out)] + flags)
     assert "too large for the 64-bit integers" in err and "Traceback" not in err
     assert not out.exists()
+
+
+# ----------------------------------------------------------------------------- ~ in --flag=PATH
+def test_a_leading_tilde_in_a_path_flag_is_the_home_folder(tmp_path, monkeypatch, capsys):
+    """The shell does not expand ~ after '--flag=': table1 --results=~/t1 created a folder named '~' in the working
+    directory, and run synthetic --out=~/r.json failed with 'folder ~ does not exist'."""
+    home, cwd = tmp_path / "home", tmp_path / "cwd"
+    home.mkdir()
+    cwd.mkdir()
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.chdir(cwd)
+    assert main(["run", "synthetic", "--num-clients", "3", "--rounds", "1", "--quiet", "--out=~/r.json"]) == 0
+    assert (home / "r.json").is_file()
+    assert main(["table1", "--results=~/t1", "--budget-seconds", "0", "--sample", "--width", "0.03", "--rounds", "1",
+                 "--cells", "sgd-e2-fedavg", "--seeds", "0", "--device", "cpu"]) == 0
+    assert (home / "t1").is_dir() and not (cwd / "~").exists()

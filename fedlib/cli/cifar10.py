@@ -23,7 +23,7 @@ from ..results import RunClock, make_result, write_result
 from .common import (emit_bench, write_bench, ALGORITHM_FLAGS, SCHEDULE_FLAGS, CLIError, HelpFormatter, add_algorithm_args, add_device_arg,
                      add_output_args, add_schedule_args, build_algorithm, check_output_path, check_participation,
                      config_from_args, info, int_at_least, int_between, positive_float, progress_bar, resolve_epochs,
-                     resolve_tau_eff, same_file)
+                     resolve_tau_eff, same_file, user_path)
 
 __all__ = ["add_run_parser", "add_bench_parser", "add_table1_parser", "run_cifar10", "bench_cifar10_command",
            "table1_command", "load_data_from_args"]
@@ -41,7 +41,7 @@ lr 0.05 for local SGD (use 0.02 with --solver momentum)."""
 def _add_data_args(p: argparse.ArgumentParser, *, clients: bool = True):
     """The data flags; returns their argument group (for command-specific additions)."""
     g = p.add_argument_group("data")
-    g.add_argument("--data-root", type=Path, default=None,
+    g.add_argument("--data-root", type=user_path, default=None,
                    help="folder containing cifar-10-batches-py (or that folder itself)")
     g.add_argument("--download", action="store_true",
                    help="download the official archive into --data-root if the batch folder is missing")
@@ -245,8 +245,8 @@ def add_bench_parser(sub) -> argparse.ArgumentParser:
     g.add_argument("--runs", type=int_at_least(1), default=1,
                    help="federated runs stacked in the engine (Table 1 stacks several: `table1 --stack`)")
     _add_engine_args(p, precisions=("fp32", "bf16"))
-    g.add_argument("--json", type=Path, default=None, help="write the measurements (with provenance) to this file")
-    g.add_argument("--profile", type=Path, default=None,
+    g.add_argument("--json", type=user_path, default=None, help="write the measurements (with provenance) to this file")
+    g.add_argument("--profile", type=user_path, default=None,
                    help="also profile one engine round (torch.profiler) and write its operator table to this file")
     g.add_argument("--compare", nargs="+", default=[], metavar="VARIANT",
                    help="speed candidates, each timed as another engine after the base one in this run, on the "
@@ -349,7 +349,7 @@ training is stopped and writes nothing."""
 def add_table1_parser(sub) -> argparse.ArgumentParser:
     p = sub.add_parser("table1", help="run the missing Table 1 cells within a time budget",
                        description=TABLE1_DESCRIPTION, formatter_class=HelpFormatter)
-    p.add_argument("--results", type=Path, default=Path("data/results/cifar10"),
+    p.add_argument("--results", type=user_path, default=Path("data/results/cifar10"),
                    help="folder of the result files (created if missing)")
     p.add_argument("--budget-seconds", type=float, default=None,
                    help="wall-clock budget (required; no default); no run is started that is not expected "

@@ -38,7 +38,7 @@ from ..solvers import SOLVERS, make_solver
 __all__ = ["CLIError", "HelpFormatter", "add_algorithm_args", "add_schedule_args", "add_output_args", "add_device_arg",
            "build_algorithm", "resolve_epochs", "check_participation", "lr_schedule", "check_output_path",
            "progress_bar", "config_from_args", "ALGORITHM_FLAGS", "SCHEDULE_FLAGS", "add_checkpoint_args",
-           "resolve_checkpoint", "check_fresh_checkpoint", "same_file"]
+           "resolve_checkpoint", "check_fresh_checkpoint", "same_file", "user_path"]
 
 
 class CLIError(ValueError):
@@ -87,6 +87,15 @@ def unit_interval(text: str) -> float:
     if not 0 <= value < 1:
         raise argparse.ArgumentTypeError(f"must lie in [0, 1), got {text!r}")
     return value
+
+
+def user_path(text: str) -> Path:
+    """argparse type: a path with a leading ``~`` / ``~user`` expanded, as the shell does for a
+    separate word but not after ``--flag=`` (``--results=~/t1`` created a folder named ``~``)."""
+    try:
+        return Path(text).expanduser()
+    except RuntimeError as exc:  # ~nosuchuser
+        raise argparse.ArgumentTypeError(f"cannot expand {text!r}: {exc}") from None
 
 
 def int_at_least(low: int) -> Callable[[str], int]:
@@ -204,7 +213,7 @@ def add_device_arg(parser_or_group, *, default: Optional[str] = None) -> None:
 def add_output_args(parser: argparse.ArgumentParser) -> argparse._ArgumentGroup:
     """``--out --quiet --progress``."""
     g = parser.add_argument_group("output")
-    g.add_argument("--out", type=Path, default=None,
+    g.add_argument("--out", type=user_path, default=None,
                    help="write the result (config, provenance, per-round history) to this JSON file, atomically")
     g.add_argument("--quiet", action="store_true", help="no progress bar and no summary on stdout")
     g.add_argument("--progress", action="store_true",
@@ -218,7 +227,7 @@ def add_checkpoint_args(parser: argparse.ArgumentParser, *, distributed: bool = 
     g.add_argument("--checkpoint-every", type=int_at_least(1), default=None, metavar="K",
                    help="write a checkpoint (model, server optimizer, control variates, history, config, round) "
                         "atomically every K rounds and after the last one")
-    g.add_argument("--checkpoint", type=Path, default=None, metavar="PATH",
+    g.add_argument("--checkpoint", type=user_path, default=None, metavar="PATH",
                    help="checkpoint file (default: <out>.ckpt)")
     g.add_argument("--resume", action="store_true",
                    help="continue from the checkpoint (refused if it was written by another configuration)")

@@ -27,7 +27,7 @@ import tempfile
 from pathlib import Path
 from typing import Any, Optional
 
-from .common import CLIError, HelpFormatter, check_output_path, nonneg_float, same_file
+from .common import CLIError, HelpFormatter, check_output_path, nonneg_float, same_file, user_path
 
 __all__ = ["add_rerun_parser", "rerun_command", "argv_from_config", "compare_histories", "compare_results",
            "CONFIG_IGNORED", "SUMMARY_IGNORED", "HISTORY_IGNORED"]
@@ -62,8 +62,8 @@ HISTORY_IGNORED = ("time_s",)
 def add_rerun_parser(sub) -> argparse.ArgumentParser:
     p = sub.add_parser("rerun", help="rerun a result file from its config and check the result matches",
                        description=__doc__.split("\n\n", 1)[1], formatter_class=HelpFormatter)
-    p.add_argument("result", type=Path, help="a result JSON written by python -m fedlib run synthetic")
-    p.add_argument("--out", type=Path, default=None,
+    p.add_argument("result", type=user_path, help="a result JSON written by python -m fedlib run synthetic")
+    p.add_argument("--out", type=user_path, default=None,
                    help="keep the new result here (default: not kept); must not be the result being checked")
     p.add_argument("--tol", type=nonneg_float, default=1e-12,
                    help="largest allowed difference of two numbers a, b relative to max(1, |a|, |b|) "

@@ -25,7 +25,7 @@ from .common import (emit_bench, ALGORITHM_FLAGS, SCHEDULE_FLAGS, CLIError, Help
                      add_checkpoint_args, add_device_arg, add_output_args, add_schedule_args, build_algorithm,
                      check_not_input, check_output_path, check_participation, config_from_args, info, lr_schedule,
                      progress_bar, int_at_least, nonneg_float, resolve_checkpoint, resolve_epochs, resolve_tau_eff,
-                     check_fresh_checkpoint)
+                     check_fresh_checkpoint, user_path)
 
 __all__ = ["add_run_parser", "add_bench_parser", "run_synthetic", "bench_synthetic_command", "load_dataset"]
 
@@ -47,7 +47,7 @@ SYNTHETIC_DEFAULTS = {"alpha": 1.0, "beta": 1.0, "num_clients": 30, "data_seed":
 def _add_data_args(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("data")
     d = SYNTHETIC_DEFAULTS
-    g.add_argument("--data", type=Path, default=None,
+    g.add_argument("--data", type=user_path, default=None,
                    help="a LEAF / FedProx JSON file (training data only) or folder (train/ and test/ subfolders); "
                         "default: generate Synthetic(--alpha, --beta)")
     g.add_argument("--alpha", type=nonneg_float, default=None, help="Synthetic: std of the client models' mean (as in FedProx's generator it shifts all class "
@@ -321,7 +321,7 @@ def add_bench_parser(sub) -> argparse.ArgumentParser:
     p.add_argument("--equal-sizes", action="store_true",
                    help="split the same total number of samples equally over the clients (no critical path)")
     p.add_argument("--with-eval", action="store_true", help="also evaluate F(x) after every round (both engines)")
-    p.add_argument("--json", type=Path, default=None, help="write the measurements (with provenance) to this file")
+    p.add_argument("--json", type=user_path, default=None, help="write the measurements (with provenance) to this file")
     p.add_argument("--quiet", action="store_true", help="print nothing but errors")
     p.set_defaults(handler=bench_synthetic_command)
     return p
