@@ -160,3 +160,20 @@ def test_a_leading_tilde_in_a_path_flag_is_the_home_folder(tmp_path, monkeypatch
     assert main(["table1", "--results=~/t1", "--budget-seconds", "0", "--sample", "--width", "0.03", "--rounds", "1",
                  "--cells", "sgd-e2-fedavg", "--seeds", "0", "--device", "cpu"]) == 0
     assert (home / "t1").is_dir() and not (cwd / "~").exists()
+
+
+# ----------------------------------------------------------------------------- --device cuda:N
+@pytest.mark.parametrize("argv", [
+    ["run", "synthetic", "--backend", "torch", "--num-clients", "3", "--rounds", "1", "--quiet"],
+    ["run", "cifar10", "--sample", "--width", "0.03", "--num-clients", "2", "--rounds", "1", "--quiet"],
+])
+def test_a_gpu_index_torch_does_not_see_is_refused_up_front(monkeypatch, capsys, argv):
+    """--device cuda:3 on a one-GPU machine passed the device checks (they only asked whether torch sees a GPU) and
+    the run failed at its first tensor with a CUDA 'invalid device ordinal' traceback (exit 1). Here torch is told
+    it sees one GPU; the run must stop before it starts."""
+    import torch
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 1)
+    err = _err(capsys, argv + ["--device", "cuda:3"])
+    assert "--device cuda:3: torch sees 1 GPU(s) on this machine (cuda:0)" in err
