@@ -177,3 +177,13 @@ def test_a_gpu_index_torch_does_not_see_is_refused_up_front(monkeypatch, capsys,
     monkeypatch.setattr(torch.cuda, "device_count", lambda: 1)
     err = _err(capsys, argv + ["--device", "cuda:3"])
     assert "--device cuda:3: torch sees 1 GPU(s) on this machine (cuda:0)" in err
+
+
+@pytest.mark.parametrize("argv", [
+    ["run", "synthetic", "--backend", "torch", "--num-clients", "3", "--rounds", "1", "--quiet"],
+    ["run", "cifar10", "--sample", "--width", "0.03", "--num-clients", "2", "--rounds", "1", "--quiet"],
+])
+def test_a_device_type_the_engines_do_not_run_on_is_refused(capsys, argv):
+    """--device meta / mps passed the checks and failed in the run with a traceback (exit 1)."""
+    err = _err(capsys, argv + ["--device", "meta"])
+    assert "--device meta: the engines run on cpu or cuda" in err and "Traceback" not in err

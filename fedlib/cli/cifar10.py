@@ -20,7 +20,7 @@ import sys
 from pathlib import Path
 
 from ..results import RunClock, make_result, write_result
-from .common import (check_cuda_index, emit_bench, write_bench, ALGORITHM_FLAGS, SCHEDULE_FLAGS, CLIError, HelpFormatter, add_algorithm_args, add_device_arg,
+from .common import (check_torch_device, emit_bench, write_bench, ALGORITHM_FLAGS, SCHEDULE_FLAGS, CLIError, HelpFormatter, add_algorithm_args, add_device_arg,
                      add_output_args, add_schedule_args, build_algorithm, check_output_path, check_participation,
                      config_from_args, info, int_at_least, int_between, positive_float, progress_bar, resolve_epochs,
                      resolve_tau_eff, same_file, user_path)
@@ -128,7 +128,7 @@ def _check_device(args: argparse.Namespace) -> str:
         raise CLIError(f"--device: not a torch device: {device!r} ({exc})") from None
     if dev.type == "cuda" and not torch.cuda.is_available():
         raise CLIError(f"--device {device}: torch sees no CUDA GPU on this machine; use --device cpu")
-    check_cuda_index(device)
+    check_torch_device(device)
     if args.cuda_graph and dev.type != "cuda":
         raise CLIError(f"--cuda-graph needs a CUDA GPU, but the device is {device}; drop --cuda-graph")
     if getattr(args, "conv", "cudnn") != "cudnn" and args.path != "grouped":

@@ -38,7 +38,7 @@ from ..solvers import SOLVERS, make_solver
 __all__ = ["CLIError", "HelpFormatter", "add_algorithm_args", "add_schedule_args", "add_output_args", "add_device_arg",
            "build_algorithm", "resolve_epochs", "check_participation", "lr_schedule", "check_output_path",
            "progress_bar", "config_from_args", "ALGORITHM_FLAGS", "SCHEDULE_FLAGS", "add_checkpoint_args",
-           "resolve_checkpoint", "check_fresh_checkpoint", "same_file", "user_path", "check_cuda_index"]
+           "resolve_checkpoint", "check_fresh_checkpoint", "same_file", "user_path", "check_torch_device"]
 
 
 class CLIError(ValueError):
@@ -245,15 +245,19 @@ def same_file(a: os.PathLike, b: os.PathLike) -> bool:
     return a.resolve() == b.resolve() or (a.exists() and b.exists() and os.path.samefile(a, b))
 
 
-def check_cuda_index(device: str, flag: str = "--device") -> None:
-    """Refuse ``cuda:N`` for a GPU that torch does not see (``N`` >= the number of GPUs): the
-    run started, and failed at its first tensor with a CUDA 'invalid device ordinal' traceback."""
-    if not str(device).startswith("cuda"):
+def check_torch_device(device: str, flag: str = "--device") -> None:
+    """Refuse a torch device the engines cannot run on: a type other than ``cpu`` / ``cuda``
+    (``mps``, ``meta``, ``xla``...), or ``cuda:N`` for a GPU that torch does not see (``N`` >=
+    the number of GPUs). Such a run started and failed at its first tensor with a traceback."""
+    if str(device) == "cpu":  # nothing to check (and no torch import for the numpy backend)
         return
     import torch
 
-    index, count = torch.device(device).index, torch.cuda.device_count()
-    if index is not None and index >= count:
+    dev = torch.device(device)
+    if dev.type not in ("cpu", "cuda"):
+        raise CLIError(f"{flag} {device}: the engines run on cpu or cuda (cuda:N), not {dev.type}")
+    count = torch.cuda.device_count() if dev.type == "cuda" else 0
+    if dev.type == "cuda" and dev.index is not None and dev.index >= count:
         raise CLIError(f"{flag} {device}: torch sees {count} GPU(s) on this machine"
                        + ("" if not count else " (cuda:0)" if count == 1 else f" (cuda:0 .. cuda:{count - 1})"))
 

@@ -21,7 +21,7 @@ import sys
 from pathlib import Path
 
 from ..results import RunClock, make_result, write_result
-from .common import (check_cuda_index, emit_bench, ALGORITHM_FLAGS, SCHEDULE_FLAGS, CLIError, HelpFormatter, add_algorithm_args,
+from .common import (check_torch_device, emit_bench, ALGORITHM_FLAGS, SCHEDULE_FLAGS, CLIError, HelpFormatter, add_algorithm_args,
                      add_checkpoint_args, add_device_arg, add_output_args, add_schedule_args, build_algorithm,
                      check_not_input, check_output_path, check_participation, config_from_args, info, lr_schedule,
                      progress_bar, int_at_least, nonneg_float, resolve_checkpoint, resolve_epochs, resolve_tau_eff,
@@ -174,7 +174,7 @@ def run_synthetic(args: argparse.Namespace) -> int:
     except ValueError as exc:
         raise CLIError("--device: " + str(exc).removeprefix("device: ").replace("backend='torch'", "--backend torch")) \
             from None
-    check_cuda_index(device)
+    check_torch_device(device)
     lo, hi = resolve_epochs(args)
     ckpt_path = resolve_checkpoint(args)
     distributed = bool(getattr(args, "distributed", False)) or under_torchrun()
