@@ -187,3 +187,15 @@ def test_a_device_type_the_engines_do_not_run_on_is_refused(capsys, argv):
     """--device meta / mps passed the checks and failed in the run with a traceback (exit 1)."""
     err = _err(capsys, argv + ["--device", "meta"])
     assert "--device meta: the engines run on cpu or cuda" in err and "Traceback" not in err
+
+
+# ----------------------------------------------------------------------------- an output under a file
+def test_an_output_under_a_file_says_the_folder_is_a_file(tmp_path, capsys):
+    """--out r.json/x.json (r.json a file) said 'folder r.json does not exist'."""
+    f = tmp_path / "r.json"
+    f.write_text("{}")
+    run = ["run", "synthetic", "--num-clients", "3", "--rounds", "1", "--quiet"]
+    assert f"folder {f} is a file" in _err(capsys, run + ["--out", str(f / "x.json")])
+    assert f"folder {f} is a file" in _err(capsys, run + ["--out", str(tmp_path / "o.json"), "--checkpoint-every",
+                                                          "1", "--checkpoint", str(f / "c.ckpt")])
+    assert "does not exist" in _err(capsys, run + ["--out", str(tmp_path / "no" / "x.json")])

@@ -300,7 +300,7 @@ def resolve_checkpoint(args: argparse.Namespace) -> Optional[Path]:
         raise CLIError(f"--checkpoint {path}: is a folder, give a file name")
     folder = path.parent if str(path.parent) else Path(".")
     if not folder.is_dir():
-        raise CLIError(f"--checkpoint {path}: folder {folder} does not exist")
+        raise CLIError(f"--checkpoint {path}: folder {folder} " + ("is a file" if folder.exists() else "does not exist"))
     if every is not None and not os.access(folder, os.W_OK):  # found before training, not at the first write
         raise CLIError(f"--checkpoint {path}: folder {folder} is not writable")
     if resume and not path.is_file():
@@ -452,7 +452,7 @@ def check_output_path(path: Optional[Path], flag: str = "--out") -> None:
     if path.exists() and not path.is_file():
         raise CLIError(f"{flag} {path}: exists and is not a regular file (a FIFO or device); give a file name")
     if not folder.is_dir():
-        raise CLIError(f"{flag} {path}: folder {folder} does not exist")
+        raise CLIError(f"{flag} {path}: folder {folder} " + ("is a file" if folder.exists() else "does not exist"))
     if not os.access(folder, os.W_OK):
         raise CLIError(f"{flag} {path}: folder {folder} is not writable")
 
