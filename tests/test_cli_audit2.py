@@ -199,3 +199,14 @@ def test_an_output_under_a_file_says_the_folder_is_a_file(tmp_path, capsys):
     assert f"folder {f} is a file" in _err(capsys, run + ["--out", str(tmp_path / "o.json"), "--checkpoint-every",
                                                           "1", "--checkpoint", str(f / "c.ckpt")])
     assert "does not exist" in _err(capsys, run + ["--out", str(tmp_path / "no" / "x.json")])
+
+
+# ----------------------------------------------------------------------------- --help of run cifar10 --seed
+def test_run_cifar10_help_says_the_seed_draws_the_initial_model(capsys):
+    """run cifar10 --help said the seed draws 'mini-batches, sampling, random epochs'; it also draws the initial
+    model (vgg11(seed=run seed)), augmentation and dropout: two seeds do not share their initial model."""
+    with pytest.raises(SystemExit) as exc:
+        main(["run", "cifar10", "--help"])
+    assert exc.value.code == 0
+    text = " ".join(capsys.readouterr().out.split())
+    assert "run seed: the initial model (the same for every algorithm)" in text

@@ -142,7 +142,9 @@ def add_run_parser(sub) -> argparse.ArgumentParser:
                        description=DESCRIPTION, formatter_class=HelpFormatter)
     _add_data_args(p)
     add_algorithm_args(p, algorithm="fednova", lr=0.05, lr_decay="step", weight_decay=1e-4)
-    add_schedule_args(p, rounds=100, epochs="2", batch_size=32)
+    add_schedule_args(p, rounds=100, epochs="2", batch_size=32,
+                      seed_help="run seed: the initial model (the same for every algorithm), mini-batches, "
+                                "augmentation, dropout, sampling, random epochs")
     _add_engine_args(p)
     add_output_args(p)
     p.set_defaults(handler=run_cifar10)

@@ -185,8 +185,10 @@ def add_algorithm_args(parser: argparse.ArgumentParser, *, algorithm: str = "fed
 
 
 def add_schedule_args(parser: argparse.ArgumentParser, *, rounds: int = 100, epochs: str = "2",
-                      batch_size: int = 20) -> argparse._ArgumentGroup:
-    """``--rounds --epochs --batch-size --clients-per-round --sampling --seed``."""
+                      batch_size: int = 20,
+                      seed_help: str = "run seed: mini-batches, sampling, random epochs") -> argparse._ArgumentGroup:
+    """``--rounds --epochs --batch-size --clients-per-round --sampling --seed`` (``seed_help``:
+    what the seed draws in this command)."""
     g = parser.add_argument_group("rounds and clients")
     g.add_argument("--rounds", type=int_at_least(1), default=rounds, help="communication rounds")
     g.add_argument("--epochs", type=_epochs, default=epochs,
@@ -199,8 +201,7 @@ def add_schedule_args(parser: argparse.ArgumentParser, *, rounds: int = 100, epo
                         "average) or uniform (q distinct clients, weights p_i m / q)")
     g.add_argument("--clients-per-round", type=int_at_least(1), default=None,
                    help="q, clients per round (required by --sampling with-replacement / uniform)")
-    g.add_argument("--seed", type=int_at_least(0), default=0,
-                   help="run seed: mini-batches, sampling, random epochs")
+    g.add_argument("--seed", type=int_at_least(0), default=0, help=seed_help)
     return g
 
 
