@@ -24,7 +24,7 @@ def test_validation():
         AL.make_algorithm("FedAvg", sgd(0.1))
     with pytest.raises(ValueError, match="solver"):
         AL.FederatedAlgorithm("fedavg", "sgd")
-    with pytest.raises(ValueError, match="mu"):
+    with pytest.raises(ValueError, match=r"^mu\b"):
         AL.FederatedAlgorithm("fedprox", sgd(0.1))
     with pytest.raises(ValueError, match="tau_eff"):
         AL.FederatedAlgorithm("fedavg", sgd(0.1), tau_eff=2.0)
@@ -112,7 +112,7 @@ def test_apply_input_checks():
     ups = [AL.ClientUpdate(1, np.zeros(2), 1.0, 1), AL.ClientUpdate(0, np.zeros(2), 1.0, 1)]
     with pytest.raises(ValueError, match="updates"):
         algo.apply(state, full_participation(p), ups, 0.1, p)
-    with pytest.raises(ValueError, match="p"):
+    with pytest.raises(ValueError, match=r"^p\b"):
         algo.apply(state, full_participation(p), ups[::-1], 0.1)
     with pytest.raises(ValueError, match="lr"):
         algo.apply(state, full_participation(p), ups[::-1], 0.0, p)

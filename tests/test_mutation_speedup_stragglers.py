@@ -306,7 +306,7 @@ def test_participant_mean_steps_checks_scheme_and_p():
     with pytest.raises(ValueError, match="scheme"):
         S.participant_mean_steps("poisson", base.p, work)
     for bad in ([0.5, 0.5, 0.5, 0.5], [0.5, 0.5], [1.5, -0.5, 0, 0]):
-        with pytest.raises(ValueError, match="p"):
+        with pytest.raises(ValueError, match=r"^p\b"):
             S.participant_mean_steps("with-replacement", bad, work)
 
 

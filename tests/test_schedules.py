@@ -148,9 +148,9 @@ def test_population_tau_eff_by_hand_and_errors():
 
     # ceil(n / 4) = 3, 1, 2; E = 2: ||a||_1 = 6, 2, 4
     assert population_tau_eff([0.5, 0.25, 0.25], FixedEpochs([9, 4, 5], 4, 2), sgd(0.1)) == pytest.approx(4.5)
-    with pytest.raises(ValueError, match="p"):
+    with pytest.raises(ValueError, match=r"^p\b"):
         population_tau_eff([0.5, 0.5], FixedEpochs([9, 4, 5], 4, 2), sgd(0.1))
-    with pytest.raises(ValueError, match="p"):
+    with pytest.raises(ValueError, match=r"^p\b"):
         population_tau_eff([0.5, 0.25, 0.5], FixedEpochs([9, 4, 5], 4, 2), sgd(0.1))
 
 

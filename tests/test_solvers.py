@@ -355,7 +355,7 @@ def test_alpha_one_is_allowed_and_is_the_papers_extreme_case():
     for g in ([1.0, 0.0], [0.0, 4.0]):
         state = solver.update(state, np.array(g))
         np.testing.assert_allclose(state.params, np.array([1.0, 2.0]) - 0.25 * np.array(g), atol=1e-15)
-    with pytest.raises(ValueError, match="mu"):
+    with pytest.raises(ValueError, match=r"^mu\b"):
         proximal_sgd(0.25, 4.0 * (1 + 1e-9))
     sched = decayed_sgd(0.25, schedule=lambda k: 1.0 if k == 0 else 2.0)
     sched_prox = S.LocalSolver(lr=0.25, mu=4.0, lr_schedule=sched.lr_schedule)
