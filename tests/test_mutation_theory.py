@@ -65,7 +65,7 @@ def test_fedprox_bound_hand_values():
     assert TR.fedprox_bound(0.5, 1, 1, 9) == pytest.approx((1 / 3, 1 / 3, 0.0, 0.0), abs=1e-15)
     for kwargs in (dict(alpha=0.0), dict(alpha=1.5), dict(m=0), dict(tau_bar=0)):
         args = {**dict(alpha=0.5, m=2, tau_bar=3, rounds=4), **kwargs}
-        with pytest.raises(ValueError, match=next(iter(kwargs))):
+        with pytest.raises(ValueError, match=rf"^{next(iter(kwargs))}\b"):
             TR.fedprox_bound(**args)
 
 
@@ -395,7 +395,7 @@ def test_theorem1_explicit_bound_checks_D_against_2beta2_plus_1():
 def test_corollary2_one_client_and_guards():
     assert TH.corollary2_best_alpha(1, 4.0, 64) == pytest.approx(1 / (2 * 2))   # sqrt(1) / (sqrt(4) 64^(1/6))
     for kwargs in (dict(m=0), dict(rounds=0)):
-        with pytest.raises(ValueError, match=next(iter(kwargs))):
+        with pytest.raises(ValueError, match=rf"^{next(iter(kwargs))}\b"):
             TH.corollary2_best_alpha(**{**dict(m=2, tau_bar=1.0, rounds=10), **kwargs})
     with pytest.raises(ValueError, match="tau2"):
         TH.two_client_lower_bound(1, 0)
