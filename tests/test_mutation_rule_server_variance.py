@@ -271,8 +271,8 @@ def test_update_control_variates_input_checks():
                       (lambda: V.update_control_variates(cv, [0, 1], d[:1], 0.1, [1.0, 1.0], P3), "^deltas has 1"),
                       (lambda: V.update_control_variates(cv, [0, 1], d, 0.1, [0.0, 1.0], P3), "^a_norms"),
                       (lambda: V.update_control_variates(cv, [0, 1], d, -0.1, [1.0, 1.0], P3), "^lr"),
-                      (lambda: V.update_control_variates(cv, [0, 1], d, 0.1, [1.0, 1.0], P2), "^p"),
-                      (lambda: V.update_control_variates(cv, [0, 1], d, 0.1, [1.0, 1.0], [0.5, 0.5, 0.5]), "^p")]:
+                      (lambda: V.update_control_variates(cv, [0, 1], d, 0.1, [1.0, 1.0], P2), r"^p\b"),
+                      (lambda: V.update_control_variates(cv, [0, 1], d, 0.1, [1.0, 1.0], [0.5, 0.5, 0.5]), r"^p\b")]:
         with pytest.raises(ValueError, match=msg):
             call()
     vr = V.control_variates(CV3, P3, "vrlsgd")

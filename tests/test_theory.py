@@ -372,7 +372,7 @@ def test_theorem1_bound_refuses_negative_or_nan_constants(name):
 
     kwargs = dict(A=1.0, B=1.0, C=1.0, sigma2=1.0, kappa2=1.0)
     for bad in (-1.0, float("nan")):
-        with pytest.raises(ValueError, match=name):
+        with pytest.raises(ValueError, match=rf"^{name}\b"):   # "A" alone matched any capital A
             theorem1_bound(10, 5.0, 100, 4.0, **{**kwargs, name: bad})
 
 
