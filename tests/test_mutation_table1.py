@@ -1,0 +1,313 @@
+"""Mutation pass on the Table 1 parts of fedlib.experiments.cifar10 (the cells, the checks on
+result files, the runner's planning and the chapter's summaries): tests that kill the mutants
+the other tests let survive. Every expected number is worked out by hand in the test (or its
+comment), never taken from the function under test; nothing here trains a network."""
+from __future__ import annotations
+
+import hashlib
+import json
+import types
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from fedlib.experiments import cifar10 as C
+
+COMMITTED = Path(__file__).resolve().parents[1] / "data" / "results" / "cifar10"
+
+
+def _committed(name="sgd-e2-fedavg__seed0.json"):
+    return json.loads((COMMITTED / name).read_text())
+
+
+# ====================================================================== the cells
+#: Paper App. I as REFERENCE reads it: (id, row, E, method, algorithm, solver, lr, mu, momentum,
+#: server, server momentum, tau_eff); lr 0.02 with (local or server) momentum, 0.05 otherwise;
+#: mu 0.005 for E = 2 and 0.001 for E ~ U(2, 5); FedNova-prox normalises by the local steps.
+EXPECTED_CELLS = [
+    ("sgd-e2-fedavg", "SGD", "2", "FedAvg", "fedavg", "sgd", 0.05, 0.0, None, "plain", None, None),
+    ("sgd-e2-fednova", "SGD", "2", "FedNova", "fednova", "sgd", 0.05, 0.0, None, "plain", None, None),
+    ("momentum-e2-fedavg", "momentum", "2", "FedAvg", "fedavg", "momentum", 0.02, 0.0, 0.9, "plain", None, None),
+    ("momentum-e2-fednova", "momentum", "2", "FedNova", "fednova", "momentum", 0.02, 0.0, 0.9, "plain", None, None),
+    ("sgd-u25-fedavg", "SGD", "2-5", "FedAvg", "fedavg", "sgd", 0.05, 0.0, None, "plain", None, None),
+    ("sgd-u25-fednova", "SGD", "2-5", "FedNova", "fednova", "sgd", 0.05, 0.0, None, "plain", None, None),
+    ("momentum-u25-fedavg", "momentum", "2-5", "FedAvg", "fedavg", "momentum", 0.02, 0.0, 0.9, "plain", None, None),
+    ("momentum-u25-fednova", "momentum", "2-5", "FedNova", "fednova", "momentum", 0.02, 0.0, 0.9, "plain", None,
+     None),
+    ("prox-e2-fedprox", "proximal", "2", "FedProx", "fedprox", "prox", 0.05, 0.005, None, "plain", None, None),
+    ("prox-e2-fednova", "proximal", "2", "FedNova", "fednova", "prox", 0.05, 0.005, None, "plain", None,
+     "local_steps"),
+    ("prox-u25-fedprox", "proximal", "2-5", "FedProx", "fedprox", "prox", 0.05, 0.001, None, "plain", None, None),
+    ("prox-u25-fednova", "proximal", "2-5", "FedNova", "fednova", "prox", 0.05, 0.001, None, "plain", None,
+     "local_steps"),
+    ("vr-u25-scaffold", "VR", "2-5", "SCAFFOLD", "scaffold", "sgd", 0.05, 0.0, None, "plain", None, None),
+    ("vr-u25-fednova", "VR", "2-5", "FedNova", "fednova-vr", "sgd", 0.05, 0.0, None, "plain", None, None),
+    ("momentum-vr-u25-fednova", "momentum + VR", "2-5", "FedNova", "fednova-vr", "momentum", 0.02, 0.0, 0.9, "plain",
+     None, None),
+    ("hybrid-u25-fednova", "hybrid momentum", "2-5", "FedNova", "fednova", "momentum", 0.02, 0.0, 0.9, "momentum",
+     0.9, None),
+    ("servermom-u25-fednova", "server momentum", "2-5", "FedNova", "fednova", "sgd", 0.02, 0.0, None, "momentum",
+     0.9, None),
+]
+
+
+def test_every_cell_is_paper_appendix_i_in_run_order():
+    """All 17 cells, field by field and in run order (the existing test pins the first eight ids
+    and a few values; a FedNova-prox run as plain FedNova, or SCAFFOLD as another method, passed it)."""
+    assert [tuple(c.config().values()) for c in C.CELLS] == EXPECTED_CELLS
+    assert C.CELL_IDS == [e[0] for e in EXPECTED_CELLS]
+
+
+def _server_after_two_rounds(server):
+    """Two server steps with the aggregate D = 1 and lr 1 from x = 0: server momentum gives
+    u = -1, x = 1, then u = -beta - 1, x = 2 + beta (plain: x = 2)."""
+    x = {"w": np.zeros(1)}
+    d = {"w": np.ones(1)}
+    state = server.init(x)
+    for _ in range(2):
+        x, state = server.update(d, state, x, 1.0)
+    return float(x["w"][0])
+
+
+def test_a_cell_without_momentum_values_gets_the_papers_0_9():
+    """A Cell of a momentum solver or server momentum that leaves ``momentum`` /
+    ``server_momentum`` unset gets the paper's 0.9 for both."""
+    cell = C.Cell("x", "r", "2", "FedNova", "fednova", "momentum", 0.02, server="momentum")
+    alg = cell.make_algorithm()
+    assert alg.solver.momentum == 0.9
+    assert _server_after_two_rounds(alg.server) == pytest.approx(2.9, abs=1e-12)
+    # given values are used as they are
+    alg = C.Cell("y", "r", "2", "FedNova", "fednova", "momentum", 0.02, momentum=0.5, server="momentum",
+                 server_momentum=0.25).make_algorithm()
+    assert alg.solver.momentum == 0.5
+    assert _server_after_two_rounds(alg.server) == pytest.approx(2.25, abs=1e-12)
+
+
+# ====================================================================== the data fingerprint
+def _data(train_images, train_labels, test_images, test_labels):
+    return types.SimpleNamespace(train_images=train_images, train_labels=train_labels, test_images=test_images,
+                                 test_labels=test_labels)
+
+
+def test_data_fingerprint_by_hand():
+    """SHA-256 over each field's name, shape and bytes (train images, train labels, test images,
+    test labels; a missing field: its name only), and over the client split with a separator
+    after each client, both cut to 20 hex digits."""
+    tri = np.arange(12, dtype=np.uint8).reshape(3, 2, 2)
+    trl = np.array([0, 1, 1], dtype=np.int64)
+    tel = np.array([2], dtype=np.int64)
+    parts = [np.array([0, 2]), np.array([1])]
+    fp = C.data_fingerprint(_data(tri, trl, None, tel), parts)
+    d = hashlib.sha256()
+    d.update(b"train_images" + b"(3, 2, 2)" + bytes(range(12)))
+    d.update(b"train_labels" + b"(3,)" + trl.tobytes())
+    d.update(b"test_images")
+    d.update(b"test_labels" + b"(1,)" + tel.tobytes())
+    s = hashlib.sha256(np.array([0, 2], dtype=np.int64).tobytes() + b"|" + np.array([1], dtype=np.int64).tobytes()
+                       + b"|")
+    assert fp == {"num_train": 3, "num_test": 1, "sha256": d.hexdigest()[:20], "split_sha256": s.hexdigest()[:20]}
+
+
+def test_data_fingerprint_tells_apart_what_a_resume_must_not_mix():
+    """Other pixels, the same pixels in another shape, the fields in other places, or another cut of
+    the same client order give another fingerprint."""
+    rng = np.random.default_rng(0)
+    tri = rng.integers(0, 255, size=(4, 2, 2), dtype=np.uint8)
+    trl, tel = np.array([0, 1, 0, 1]), np.array([1, 0])
+    parts = [[0, 1], [2, 3]]
+    base = C.data_fingerprint(_data(tri, trl, tri[:2], tel), parts)
+    assert C.data_fingerprint(_data(tri.copy(), trl, tri[:2].copy(), tel), parts) == base
+    other_pixels = tri.copy()
+    other_pixels[0, 0, 0] ^= 1
+    assert C.data_fingerprint(_data(other_pixels, trl, tri[:2], tel), parts)["sha256"] != base["sha256"]
+    assert C.data_fingerprint(_data(tri.reshape(4, 4), trl, tri[:2], tel), parts)["sha256"] != base["sha256"]
+    # the same arrays under other names: train images x = train labels, then moved to the test images
+    x = np.array([0, 1, 0, 1])
+    assert (C.data_fingerprint(_data(x, x, None, tel), parts)["sha256"]
+            != C.data_fingerprint(_data(None, x, x, tel), parts)["sha256"])
+    split = C.data_fingerprint(_data(tri, trl, tri[:2], tel), [[0], [1, 2, 3]])
+    assert split["sha256"] == base["sha256"] and split["split_sha256"] != base["split_sha256"]
+
+
+# ====================================================================== planning
+def test_plan_table1_defaults_to_every_cell_for_seeds_0_1_2(tmp_path):
+    """17 cells x seeds 0, 1, 2 by default, seed-major, none present in an empty folder."""
+    plan = C.plan_table1(tmp_path)
+    assert len(plan) == 51
+    assert [p["seed"] for p in plan] == [0] * 17 + [1] * 17 + [2] * 17
+    assert [p["cell"].id for p in plan[17:34]] == C.CELL_IDS
+    assert plan[18]["path"] == tmp_path / "sgd-e2-fednova__seed1.json"
+    assert not any(p["present"] for p in plan)
+
+
+def test_plan_table1_takes_a_folder_name_and_names_unknown_cells(tmp_path):
+    """A folder given as a string works as a Path; an unknown cell is refused by name with the
+    known ones (a ValueError, not a KeyError from the lookup)."""
+    (tmp_path / "sgd-e2-fedavg__seed3.json").write_text("{}")
+    plan = C.plan_table1(str(tmp_path), seeds=(3,), cells=["sgd-e2-fedavg", "vr-u25-scaffold"])
+    assert [(p["cell"].id, p["path"], p["present"]) for p in plan] == [
+        ("sgd-e2-fedavg", tmp_path / "sgd-e2-fedavg__seed3.json", True),
+        ("vr-u25-scaffold", tmp_path / "vr-u25-scaffold__seed3.json", False)]
+    with pytest.raises(ValueError, match=r"unknown Table 1 cell\(s\) \['nope'\]; known: \['sgd-e2-fedavg'"):
+        C.plan_table1(tmp_path, seeds=(0,), cells=["sgd-e2-fedavg", "nope"])
+
+
+# ====================================================================== checks on result files
+def test_cell_setup_problems_names_a_missing_or_extra_cell_field():
+    """A result without a recorded cell lists every field as missing; a recorded cell with a field
+    this code does not define names that field (both used to be refused; the names say why)."""
+    doc = _committed()
+    assert C.cell_setup_problems(doc) == []
+    del doc["config"]["table1_cell"]
+    (problem,) = C.cell_setup_problems(doc)
+    assert problem.startswith("cell algorithm None (now 'fedavg'), epochs None (now '2'), id None (now "
+                              "'sgd-e2-fedavg')")
+    doc = _committed()
+    doc["config"]["table1_cell"]["nesterov"] = True
+    assert C.cell_setup_problems(doc) == ["cell nesterov True (now None)"]
+
+
+def _with_rate(path, ips, **engine):
+    doc = _committed()
+    doc["config"]["engine"].update(engine)
+    doc["summary"]["images_per_second"] = ips
+    path.write_text(json.dumps(doc))
+
+
+def test_previous_rate_counts_slow_rates_and_skips_zero_or_negative_ones(tmp_path):
+    """Seconds per image = 1 / images_per_second: 0.5 images/s is a (slow) rate of 2 s per image;
+    a recorded 0 or a negative rate is no rate (not a division by zero)."""
+    _with_rate(tmp_path / "a__seed0.json", 0.5, width=0.5)
+    _with_rate(tmp_path / "b__seed0.json", 0.0, width=0.5)
+    _with_rate(tmp_path / "c__seed0.json", -4.0, width=0.5)
+    assert C._previous_rate(tmp_path, {"width": 0.5}) == 2.0
+    _with_rate(tmp_path / "d__seed0.json", 0.25, width=0.5)  # median of 2 and 4 s per image
+    assert C._previous_rate(tmp_path, {"width": 0.5}) == 3.0
+
+
+def test_run_seconds_shares_the_wall_time_among_the_runs_stacked():
+    """Without seconds_per_run: the provenance's wall time / runs stacked (1 when not recorded)."""
+    assert C.run_seconds({"summary": {"seconds_per_run": 7}, "provenance": {"wall_time_s": 100.0}}) == 7.0
+    doc = {"provenance": {"wall_time_s": 100.0}, "config": {"engine": {"stacked_runs": 4}}}
+    assert C.run_seconds(doc) == 25.0
+    assert C.run_seconds({"provenance": {"wall_time_s": 100.0}, "config": {"engine": {}}}) == 100.0
+    assert C.run_seconds({"provenance": {"wall_time_s": 100.0}}) == 100.0
+    assert C.run_seconds({"config": {"engine": {"stacked_runs": 4}}}) is None
+
+
+# ====================================================================== the runner's bookkeeping (no training)
+def _scripted_train_runs(calls, *, resumed_from=0, seconds=50.0, seconds_before=0.0):
+    """Stands in for train_runs: every run's history has test accuracy 0.1, 0.3, 0.2, 0.25 and
+    train loss 4, 3, 2, 1 over its 4 rounds; the group 'took' ``seconds`` in this call."""
+    def fake(runs, data, parts, *, rounds, **kw):
+        calls.append([r["name"] for r in runs])
+        acc, loss = [0.1, 0.3, 0.2, 0.25], [4.0, 3.0, 2.0, 1.0]
+        hist = [{"round": t, "train_loss": loss[t], "test_accuracy": acc[t], "test_loss": 1.0, "tau_eff": 1.0,
+                 "chi2": 0.0, "local_steps": [1], "lr": 0.05} for t in range(rounds)]
+        return {"histories": [list(hist) for _ in runs], "seconds": seconds, "round_seconds": [], "stopped": False,
+                "device": "cpu", "resumed_from": resumed_from, "seconds_before": seconds_before, "started": 0.0,
+                "calls_before": []}
+    return fake
+
+
+@pytest.fixture(scope="module")
+def sample():
+    return C.load_data(sample=True)
+
+
+def test_written_summary_of_a_stacked_group_by_hand(tmp_path, monkeypatch, sample):
+    """Two E = 2 runs stacked, 4 rounds in 50 s on the sample (2000 training, 500 test images):
+    final = the last round's values, best = 0.3, 25 s per run, 50 / (4 x 2) = 6.25 s per run and
+    round, and (no per-client steps recorded) 4 rounds x 2 x (2 x 2000 + 500 / 3) images / 50 s."""
+    assert (len(sample.train_labels), len(sample.test_labels)) == (2000, 500)
+    calls, logs = [], []
+    monkeypatch.setattr(C, "train_runs", _scripted_train_runs(calls))
+    out = C.run_table1(tmp_path, budget_seconds=1e6, seeds=(0,), cells=["sgd-e2-fedavg", "sgd-e2-fednova"],
+                       data=sample, width=0.03, rounds=4, device="cpu", stack=2, checkpoint_every=0,
+                       log=logs.append)
+    assert calls == [["sgd-e2-fedavg__seed0", "sgd-e2-fednova__seed0"]]
+    assert out["written"] == [str(tmp_path / "sgd-e2-fedavg__seed0.json"), str(tmp_path / "sgd-e2-fednova__seed0.json")]
+    doc = json.loads((tmp_path / "sgd-e2-fednova__seed0.json").read_text())
+    s = doc["summary"]
+    assert (s["final_test_accuracy"], s["final_train_loss"], s["best_test_accuracy"], s["rounds"]) == (0.25, 1.0, 0.3, 4)
+    assert (s["group_seconds"], s["runs_in_group"], s["seconds_per_run"]) == (50.0, 2, 25.0)
+    assert s["seconds_per_run_round"] == 6.25
+    assert s["images_per_second"] == pytest.approx(4 * 2 * (2 * 2000 + 500 / 3) / 50, rel=1e-12)
+    assert "resumed_after_round" not in s and "resumed" not in doc["provenance"]
+    assert doc["config"]["engine"]["stacked_runs"] == 2
+    assert f"wrote {tmp_path / 'sgd-e2-fedavg__seed0.json'} (final test accuracy 0.2500)" in logs
+    assert not any(line.startswith("resumed") for line in logs)
+    # the rate measured: 4 rounds x 2 x 4166.67 images in 50 s
+    assert "measured 667 images/s (training + evaluation, 2 run(s) stacked)" in logs
+
+
+def test_a_resumed_group_records_and_logs_where_it_resumed(tmp_path, monkeypatch, sample):
+    """Resumed after round 3 of 4 with 30 s of earlier training and 50 s in this call: 80 s in all,
+    the provenance and summary say so, the log names the checkpoint it came from, and the one
+    round trained in this call gives the rate, 2 x (2 x 2000 + 500 / 3) images / 50 s."""
+    calls, logs = [], []
+    monkeypatch.setattr(C, "train_runs", _scripted_train_runs(calls, resumed_from=3, seconds_before=30.0))
+    C.run_table1(tmp_path, budget_seconds=1e6, seeds=(0,), cells=["sgd-e2-fedavg", "sgd-e2-fednova"], data=sample,
+                 width=0.03, rounds=4, device="cpu", stack=2, checkpoint_every=0, log=logs.append)
+    doc = json.loads((tmp_path / "sgd-e2-fedavg__seed0.json").read_text())
+    assert doc["summary"]["group_seconds"] == 80.0 and doc["summary"]["resumed_after_round"] == 3
+    assert doc["summary"]["seconds_per_run_round"] == 10.0  # 80 / (4 rounds x 2 runs)
+    assert doc["provenance"]["resumed"]["from_round"] == 3
+    assert doc["provenance"]["resumed"]["training_seconds_before"] == 30.0
+    assert ("resumed sgd-e2-fedavg__seed0, sgd-e2-fednova__seed0 from round 3 "
+            "(.ckpt__sgd-e2-fedavg__seed0+sgd-e2-fednova__seed0.pkl)") in logs
+    assert "measured 167 images/s (training + evaluation, 2 run(s) stacked)" in logs
+
+
+# ====================================================================== the chapter's table
+def _result(accs, **extra):
+    return {"history": [{"round": t, "test_accuracy": a} for t, a in enumerate(accs)], **extra}
+
+
+def test_table1_summary_spread_by_hand():
+    """One seed: std 0 (not NaN, not a made-up spread); two seeds 60 % and 64 %: mean 62, sample
+    std sqrt((2^2 + 2^2) / 1) = 2.83; three seeds 60, 62, 67: std sqrt((3^2 + 1^2 + 4^2) / 2) = 3.61."""
+    rows = {r["cell"]: r for r in C.table1_summary({
+        "sgd-e2-fedavg": {0: _result([0.1, 0.6])},
+        "sgd-e2-fednova": {0: _result([0.2, 0.6]), 1: _result([0.3, 0.64])},
+        "sgd-u25-fedavg": {0: _result([0.60]), 1: _result([0.62]), 2: _result([0.67])}})}
+    one, two, three = rows["sgd-e2-fedavg"], rows["sgd-e2-fednova"], rows["sgd-u25-fedavg"]
+    assert (one["n_seeds"], one["mean"], one["std"]) == (1, 60.0, 0.0)
+    assert (two["n_seeds"], two["mean"]) == (2, 62.0) and two["std"] == pytest.approx(8 ** 0.5, rel=1e-12)
+    assert three["mean"] == pytest.approx(63.0) and three["std"] == pytest.approx(13 ** 0.5, rel=1e-12)
+    assert rows["momentum-e2-fedavg"]["std"] is None and rows["momentum-e2-fedavg"]["mean"] is None
+
+
+def test_table1_summary_counts_runs_by_their_final_evaluation():
+    """A run counts when its last round has a test accuracy (its first round's is not the one
+    that matters); one without history or without a final evaluation does not (and does not
+    break the row)."""
+    rows = {r["cell"]: r for r in C.table1_summary({"sgd-e2-fedavg": {
+        0: _result([0.3, 0.5]), 1: _result([0.4, None]), 2: {"history": []}}})}
+    r = rows["sgd-e2-fedavg"]
+    assert (r["n_seeds"], r["mean"], r["best"]) == (1, 50.0, 50.0)
+
+
+def test_table1_summary_flags_only_what_differs_from_the_paper():
+    """A result that records no width, rounds, data size or precision is the paper's setup; each
+    recorded difference is listed once per cell."""
+    plain = _result([0.5], config={"engine": {}, "data": {}})
+    rows = {r["cell"]: r for r in C.table1_summary({"sgd-e2-fedavg": {0: plain}})}
+    assert rows["sgd-e2-fedavg"]["deviations"] == []
+    odd = _result([0.5], config={"engine": {"width": 0.5, "precision": "bf16"}, "data": {"num_train": 2000},
+                                 "rounds": 3})
+    rows = {r["cell"]: r for r in C.table1_summary({"sgd-e2-fedavg": {0: odd, 1: odd}})}
+    assert rows["sgd-e2-fedavg"]["deviations"] == ["2000 training images", "3 rounds", "bf16 autocast", "width 0.5"]
+
+
+def test_paper_and_rerun_columns_of_the_table():
+    """Paper column: a confirmed value with 2 decimals (and the text's ± where it gives one), an
+    unconfirmed one as ≈ with 1 decimal, a missing unconfirmed one as [unconfirmed]; re-run column
+    with the re-run's epochs where they differ."""
+    text = {r[0] + "|" + r[1] + "|" + r[2]: r for r in C.format_summary_rows(C.table1_summary({}))}
+    assert text["SGD|E=2|FedAvg"][7:] == ["60.68", "62.35"]
+    assert text["SGD|E~U(2,5)|FedNova"][7:] == ["73.22", "70.54 (E∈{2,3,4})"]
+    assert text["proximal|E=2|FedProx"][7:] == ["≈60.4 [unconfirmed]", "—"]
+    assert text["VR|E~U(2,5)|FedNova"][7:] == ["[unconfirmed]", "—"]
+    assert text["hybrid momentum|E~U(2,5)|FedNova"][7:] == ["81.15 ± 0.38", "—"]
