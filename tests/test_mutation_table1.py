@@ -202,6 +202,7 @@ def _scripted_train_runs(calls, *, resumed_from=0, seconds=50.0, seconds_before=
     train loss 4, 3, 2, 1 over its 4 rounds; the group 'took' ``seconds`` in this call."""
     def fake(runs, data, parts, *, rounds, **kw):
         calls.append([r["name"] for r in runs])
+        calls.append(kw)
         acc, loss = [0.1, 0.3, 0.2, 0.25], [4.0, 3.0, 2.0, 1.0]
         hist = [{"round": t, "train_loss": loss[t], "test_accuracy": acc[t], "test_loss": 1.0, "tau_eff": 1.0,
                  "chi2": 0.0, "local_steps": [1], "lr": 0.05} for t in range(rounds)]
@@ -226,7 +227,7 @@ def test_written_summary_of_a_stacked_group_by_hand(tmp_path, monkeypatch, sampl
     out = C.run_table1(tmp_path, budget_seconds=1e6, seeds=(0,), cells=["sgd-e2-fedavg", "sgd-e2-fednova"],
                        data=sample, width=0.03, rounds=4, device="cpu", stack=2, checkpoint_every=0,
                        log=logs.append)
-    assert calls == [["sgd-e2-fedavg__seed0", "sgd-e2-fednova__seed0"]]
+    assert calls[0] == ["sgd-e2-fedavg__seed0", "sgd-e2-fednova__seed0"] and len(calls) == 2
     assert out["written"] == [str(tmp_path / "sgd-e2-fedavg__seed0.json"), str(tmp_path / "sgd-e2-fednova__seed0.json")]
     doc = json.loads((tmp_path / "sgd-e2-fednova__seed0.json").read_text())
     s = doc["summary"]
@@ -311,3 +312,83 @@ def test_paper_and_rerun_columns_of_the_table():
     assert text["proximal|E=2|FedProx"][7:] == ["≈60.4 [unconfirmed]", "—"]
     assert text["VR|E~U(2,5)|FedNova"][7:] == ["[unconfirmed]", "—"]
     assert text["hybrid momentum|E~U(2,5)|FedNova"][7:] == ["81.15 ± 0.38", "—"]
+
+
+def test_format_match_rows_by_hand():
+    """Percent with 2 decimals, the round FedNova reaches the baseline (or never) and its share."""
+    rows = [{"row": "SGD", "setting": "E=2", "baseline": "FedAvg", "seed": 0, "baseline_final": 0.6068,
+             "fednova_rounds": 3, "fraction": 0.3},
+            {"row": "SGD", "setting": "E=2", "baseline": "FedAvg", "seed": 1, "baseline_final": 0.5,
+             "fednova_rounds": None, "fraction": None}]
+    assert C.format_match_rows(rows) == [["SGD", "E=2", "FedAvg", 0, "60.68", 3, "0.30"],
+                                         ["SGD", "E=2", "FedAvg", 1, "50.00", "never", "—"]]
+
+
+def _clocked_train_runs(clock, calls, seconds_per_run_round):
+    """train_runs on a fake clock: a round of k stacked runs takes k x seconds_per_run_round; the
+    runner's callback may stop it."""
+    def fake(runs, data, parts, *, rounds, callback=None, **kw):
+        calls.append([r["name"] for r in runs])
+        t0, hist, stopped = clock["t"], [[] for _ in runs], False
+        for t in range(rounds):
+            clock["t"] += seconds_per_run_round * len(runs)
+            for h in hist:
+                h.append({"round": t, "train_loss": 1.0, "test_accuracy": 0.5, "test_loss": 1.0, "tau_eff": 1.0,
+                          "chi2": 0.0, "local_steps": [1], "lr": 0.05})
+            if callback(t, [types.SimpleNamespace(test_accuracy=0.5)] * len(runs), clock["t"] - t0) is False:
+                stopped = t + 1 < rounds
+                break
+        return {"histories": hist, "seconds": clock["t"] - t0, "round_seconds": [], "stopped": stopped,
+                "device": "cpu", "resumed_from": 0, "seconds_before": 0.0, "started": t0, "calls_before": []}
+    return fake
+
+
+def test_a_stopped_pair_is_retried_one_run_at_a_time(tmp_path, monkeypatch, sample):
+    """Budget 180 s, 10 rounds, 10 s per run and round: the pair (20 s a round) is stopped after
+    round 1 (1040 + 8 x 20 x 1.15 = 1224 > 1180); one run then needs 1.15 x 100 = 115 s of the
+    140 s left and is written; the other is left for later (40 s left)."""
+    clock, calls = {"t": 1000.0}, []
+    monkeypatch.setattr(C, "time", types.SimpleNamespace(time=lambda: clock["t"], perf_counter=lambda: clock["t"]))
+    monkeypatch.setattr(C, "train_runs", _clocked_train_runs(clock, calls, 10.0))
+    out = C.run_table1(tmp_path, budget_seconds=180, seeds=(0,), data=sample, width=0.03, rounds=10, device="cpu",
+                       stack=2, checkpoint_every=0, log=lambda *a: None, cells=["sgd-e2-fedavg", "sgd-e2-fednova"])
+    assert calls == [["sgd-e2-fedavg__seed0", "sgd-e2-fednova__seed0"], ["sgd-e2-fedavg__seed0"]]
+    assert out["written"] == [str(tmp_path / "sgd-e2-fedavg__seed0.json")]
+    assert out["aborted"] == ["sgd-e2-fednova__seed0"] and out["not_started"] == []
+
+
+def test_train_runs_gets_this_calls_commit_and_a_failure_names_the_group(tmp_path, monkeypatch, sample):
+    """The call's commit and dirty flag go to train_runs for the checkpoint's record; a
+    FloatingPointError while training names the group and says nothing was written."""
+    import fedlib.results
+
+    monkeypatch.setattr(fedlib.results, "git_commit", lambda: ("ab" * 20, True))
+    calls = []
+    monkeypatch.setattr(C, "train_runs", _scripted_train_runs(calls))
+    C.run_table1(tmp_path, budget_seconds=1e6, seeds=(0,), cells=["sgd-e2-fedavg"], data=sample, width=0.03,
+                 rounds=4, device="cpu", checkpoint_every=0, log=lambda *a: None)
+    info = calls[1]["call_info"]
+    assert (info["git_commit"], info["git_dirty"]) == ("ab" * 20, True)
+
+    def diverges(*a, **kw):
+        raise FloatingPointError("loss is nan")
+
+    monkeypatch.setattr(C, "train_runs", diverges)
+    with pytest.raises(FloatingPointError, match=r"table1 cells \['sgd-e2-fednova__seed0'\]: loss is nan "
+                                                 r"\(no result written for this group\)"):
+        C.run_table1(tmp_path, budget_seconds=1e6, seeds=(0,), cells=["sgd-e2-fednova"], data=sample, width=0.03,
+                     rounds=4, device="cpu", checkpoint_every=0, log=lambda *a: None)
+
+
+def test_a_repeat_tag_may_contain_double_underscores(tmp_path):
+    """``<cell>__seed<s>__<tag>.json``: the tag is everything after the seed's ``__``, also when
+    it holds ``__`` or ``__seed`` itself; final 60 % vs 61.5 %: +1.5 points."""
+    a = _committed()
+    a["history"][-1]["test_accuracy"] = 0.6
+    b = json.loads(json.dumps(a))
+    b["history"][-1]["test_accuracy"] = 0.615
+    for tag in ("bf16__run2", "again__seed1"):
+        (tmp_path / f"sgd-e2-fedavg__seed0__{tag}.json").write_text(json.dumps(b))
+    rows = C.repeat_differences({"sgd-e2-fedavg": {0: a}}, tmp_path)
+    assert [r["tag"] for r in rows] == ["again__seed1", "bf16__run2"]
+    assert rows[0]["difference"] == pytest.approx(1.5, abs=1e-12)
