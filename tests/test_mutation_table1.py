@@ -391,4 +391,44 @@ def test_a_repeat_tag_may_contain_double_underscores(tmp_path):
         (tmp_path / f"sgd-e2-fedavg__seed0__{tag}.json").write_text(json.dumps(b))
     rows = C.repeat_differences({"sgd-e2-fedavg": {0: a}}, tmp_path)
     assert [r["tag"] for r in rows] == ["again__seed1", "bf16__run2"]
-    assert rows[0]["difference"] == pytest.approx(1.5, abs=1e-12)
+    r = rows[0]
+    assert (r["cell"], r["seed"], r["final"], r["repeat_final"]) == ("sgd-e2-fedavg", 0, 60.0, 61.5)
+    assert r["difference"] == pytest.approx(1.5, abs=1e-12)
+    assert r["max_round_difference"] == pytest.approx(1.5, abs=1e-12)  # every other round is the same
+
+
+def _save_kw(folder, sample, **kw):
+    folder.mkdir()
+    calls = []
+    import fedlib.experiments.cifar10 as mod
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(mod, "train_runs", _scripted_train_runs(calls))
+        C.run_table1(folder, budget_seconds=1e6, seeds=(0,), cells=["sgd-e2-fedavg"], data=sample, width=0.03,
+                     rounds=4, device="cpu", log=lambda *a: None, **kw)
+    return calls[1]
+
+
+def test_a_call_with_a_later_one_checkpoints_and_saves_when_stopped(tmp_path, sample):
+    """continue_later > 0 (even half a second): the group checkpoints (also with checkpoint_every
+    0) and saves on a stop, to be resumed by the next call; without a later call it does not save
+    on a stop."""
+    kw = _save_kw(tmp_path / "a", sample, checkpoint_every=0, continue_later=0.5)
+    assert kw["checkpoint"] == tmp_path / "a" / ".ckpt__sgd-e2-fedavg__seed0.pkl" and kw["save_on_stop"] is True
+    kw = _save_kw(tmp_path / "b", sample, checkpoint_every=0)
+    assert kw["checkpoint"] is None and kw["save_on_stop"] is False
+    kw = _save_kw(tmp_path / "c", sample, checkpoint_every=1)
+    assert kw["checkpoint"] == tmp_path / "c" / ".ckpt__sgd-e2-fedavg__seed0.pkl" and kw["save_on_stop"] is False
+
+
+def test_a_group_pauses_only_when_its_next_round_would_end_past_the_call(tmp_path, monkeypatch, sample):
+    """Budget 50 s with 100 s in a later call, 10 s a round: after round 4 (t = 3, at 1040 s) the
+    next round ends exactly at the deadline, 1050 s, and is trained; after round 5 the next one
+    would end at 1060 s: the group pauses there."""
+    clock, calls, logs = {"t": 1000.0}, [], []
+    monkeypatch.setattr(C, "time", types.SimpleNamespace(time=lambda: clock["t"], perf_counter=lambda: clock["t"]))
+    monkeypatch.setattr(C, "train_runs", _clocked_train_runs(clock, calls, 10.0))
+    out = C.run_table1(tmp_path, budget_seconds=50, seeds=(0,), data=sample, width=0.03, rounds=10, device="cpu",
+                       continue_later=100, checkpoint_every=0, log=logs.append, cells=["sgd-e2-fedavg"])
+    assert out["paused"] == ["sgd-e2-fedavg__seed0"] and out["written"] == []
+    assert any("(round 5 of 10); the next call resumes it" in line for line in logs), logs
