@@ -393,6 +393,8 @@ def test_a_repeat_tag_may_contain_double_underscores(tmp_path):
     assert [r["tag"] for r in rows] == ["again__seed1", "bf16__run2"]
     r = rows[0]
     assert (r["cell"], r["seed"], r["final"], r["repeat_final"]) == ("sgd-e2-fedavg", 0, 60.0, 61.5)
+    assert (r["stacked"], r["repeat_stacked"]) == (a["config"]["engine"]["stacked_runs"],) * 2
+    assert r["device"] == a["provenance"]["device"] and r["device"]
     assert r["difference"] == pytest.approx(1.5, abs=1e-12)
     assert r["max_round_difference"] == pytest.approx(1.5, abs=1e-12)  # every other round is the same
 
@@ -432,3 +434,42 @@ def test_a_group_pauses_only_when_its_next_round_would_end_past_the_call(tmp_pat
                        continue_later=100, checkpoint_every=0, log=logs.append, cells=["sgd-e2-fedavg"])
     assert out["paused"] == ["sgd-e2-fedavg__seed0"] and out["written"] == []
     assert any("(round 5 of 10); the next call resumes it" in line for line in logs), logs
+
+
+def _timed_train_runs(clock, durations):
+    """One run whose round t takes durations[t] seconds on the fake clock (the runner may stop it)."""
+    def fake(runs, data, parts, *, rounds, callback=None, **kw):
+        t0, hist, stopped = clock["t"], [], False
+        for t in range(rounds):
+            clock["t"] += durations[t]
+            hist.append({"round": t, "train_loss": 1.0, "test_accuracy": 0.5, "test_loss": 1.0, "tau_eff": 1.0,
+                         "chi2": 0.0, "local_steps": [1], "lr": 0.05})
+            if callback(t, [types.SimpleNamespace(test_accuracy=0.5)], clock["t"] - t0) is False:
+                stopped = t + 1 < rounds
+                break
+        return {"histories": [hist], "seconds": clock["t"] - t0, "round_seconds": [], "stopped": stopped,
+                "device": "cpu", "resumed_from": 0, "seconds_before": 0.0, "started": t0, "calls_before": []}
+    return fake
+
+
+@pytest.mark.parametrize("durations, budget, written", [
+    # t = 3 at 1034 s, 8 s a round (rounds 1-3): 1034 + 6 x 8 = 1082 <= 1085 (with the 1.15 margin 1089: stopped)
+    ([10, 2, 2, 20, 2, 2, 2, 2, 2, 2], 85, True),
+    # t = 3 at 1064 s, 18 s a round: 1064 + 6 x 18 = 1172 > 1085: stopped
+    ([10, 2, 2, 50, 2, 2, 2, 2, 2, 2], 85, False),
+    # t = 2 at 1024 s, 7 s a round: 1024 + 7 x 7 x 1.15 = 1080.35 > 1075 (without the margin 1073): stopped
+    ([10, 2, 12, 2, 2, 2, 2, 2, 2, 2], 75, False),
+    # t = 3 at 1009 s, 2 s a round: 1009 + 6 x 2 = 1021 = the deadline: not past it
+    ([3, 1, 1, 4, 1, 1, 1, 1, 1, 1], 21, True),
+])
+def test_the_projection_uses_the_safety_margin_for_the_first_three_rounds_only(tmp_path, monkeypatch, sample,
+                                                                                durations, budget, written):
+    """While a group trains, its finish is projected from the mean round time after round 0,
+    times the safety margin (1.15) up to t = 2 and without it from t = 3; the group is stopped
+    when the projection is past the deadline (1000 s + budget)."""
+    clock = {"t": 1000.0}
+    monkeypatch.setattr(C, "time", types.SimpleNamespace(time=lambda: clock["t"], perf_counter=lambda: clock["t"]))
+    monkeypatch.setattr(C, "train_runs", _timed_train_runs(clock, durations))
+    out = C.run_table1(tmp_path, budget_seconds=budget, seeds=(0,), data=sample, width=0.03, rounds=10,
+                       device="cpu", checkpoint_every=0, log=lambda *a: None, cells=["sgd-e2-fedavg"])
+    assert out["written" if written else "aborted"] != [] and out["aborted" if written else "written"] == []
