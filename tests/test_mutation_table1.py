@@ -470,6 +470,16 @@ def test_the_projection_uses_the_safety_margin_for_the_first_three_rounds_only(t
     clock = {"t": 1000.0}
     monkeypatch.setattr(C, "time", types.SimpleNamespace(time=lambda: clock["t"], perf_counter=lambda: clock["t"]))
     monkeypatch.setattr(C, "train_runs", _timed_train_runs(clock, durations))
+    logs = []
     out = C.run_table1(tmp_path, budget_seconds=budget, seeds=(0,), data=sample, width=0.03, rounds=10,
-                       device="cpu", checkpoint_every=0, log=lambda *a: None, cells=["sgd-e2-fedavg"])
+                       device="cpu", checkpoint_every=0, log=logs.append, cells=["sgd-e2-fedavg"])
     assert out["written" if written else "aborted"] != [] and out["aborted" if written else "written"] == []
+    # a stopped single run ends the call at once (no second "budget: ... stopping" for the same run)
+    assert sum(line.startswith(("stopped", "budget:")) for line in logs) == (0 if written else 1), logs
+
+
+def test_run_table1_defaults_to_seeds_0_1_2(tmp_path):
+    """Without seeds, a dry run lists every cell for seeds 0, 1 and 2 (51 runs) and starts none."""
+    out = C.run_table1(tmp_path, budget_seconds=0, dry_run=True, log=lambda *a: None)
+    assert len(out["not_started"]) == 51 and out["written"] == out["skipped"] == []
+    assert {Path(p).name for p in out["not_started"]} == {f"{c}__seed{s}.json" for c in C.CELL_IDS for s in (0, 1, 2)}
