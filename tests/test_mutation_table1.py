@@ -452,30 +452,66 @@ def _timed_train_runs(clock, durations):
     return fake
 
 
-@pytest.mark.parametrize("durations, budget, written", [
+@pytest.mark.parametrize("durations, budget, later, stopped_after", [
+    # -- from round 1 on: the mean round time after round 0, x 1.15 up to t = 2, x 1 from t = 3
     # t = 3 at 1034 s, 8 s a round (rounds 1-3): 1034 + 6 x 8 = 1082 <= 1085 (with the 1.15 margin 1089: stopped)
-    ([10, 2, 2, 20, 2, 2, 2, 2, 2, 2], 85, True),
+    ([10, 2, 2, 20, 2, 2, 2, 2, 2, 2], 85, 0, None),
     # t = 3 at 1064 s, 18 s a round: 1064 + 6 x 18 = 1172 > 1085: stopped
-    ([10, 2, 2, 50, 2, 2, 2, 2, 2, 2], 85, False),
+    ([10, 2, 2, 50, 2, 2, 2, 2, 2, 2], 85, 0, 3),
     # t = 2 at 1024 s, 7 s a round: 1024 + 7 x 7 x 1.15 = 1080.35 > 1075 (without the margin 1073): stopped
-    ([10, 2, 12, 2, 2, 2, 2, 2, 2, 2], 75, False),
+    ([10, 2, 12, 2, 2, 2, 2, 2, 2, 2], 75, 0, 2),
     # t = 3 at 1009 s, 2 s a round: 1009 + 6 x 2 = 1021 = the deadline: not past it
-    ([3, 1, 1, 4, 1, 1, 1, 1, 1, 1], 21, True),
+    ([3, 1, 1, 4, 1, 1, 1, 1, 1, 1], 21, 0, None),
+    # -- round 0 (warm-up): goes on if a third of its time per round may fit and the next round ends in the call
+    # 1030 + 9 x 30 / 3 = 1120 <= 1120 and 1060 <= 1120: goes on (then 1 s rounds)
+    ([30, 1, 1, 1, 1, 1, 1, 1, 1, 1], 120, 0, None),
+    # 1120 > 1100: projected at full warm-up time, 1030 + 9 x 30 x 1.15 = 1340.5 > 1100: stopped
+    ([30, 1, 1, 1, 1, 1, 1, 1, 1, 1], 100, 0, 0),
+    # a later call's 20 s count for the whole run: 1120 <= 1100 + 20 and 1060 <= 1100
+    ([30, 1, 1, 1, 1, 1, 1, 1, 1, 1], 100, 20, None),
+    # the next round ends exactly at this call's deadline: 1025 + 25 = 1050 <= 1050
+    ([25, 1, 1, 1, 1, 1, 1, 1, 1, 1], 50, 100, None),
+    # ... but not past it: 1030 + 30 = 1060 > 1050 (1340.5 > 1150 at full warm-up time): stopped
+    ([30, 1, 1, 1, 1, 1, 1, 1, 1, 1], 50, 100, 0),
 ])
-def test_the_projection_uses_the_safety_margin_for_the_first_three_rounds_only(tmp_path, monkeypatch, sample,
-                                                                                durations, budget, written):
-    """While a group trains, its finish is projected from the mean round time after round 0,
-    times the safety margin (1.15) up to t = 2 and without it from t = 3; the group is stopped
-    when the projection is past the deadline (1000 s + budget)."""
+def test_the_in_training_projection_by_hand(tmp_path, monkeypatch, sample, durations, budget, later, stopped_after):
+    """While one run trains (10 rounds, the fake clock at 1000 s, the deadline at 1000 s + budget),
+    its finish is projected after every round: after round 0 (the warm-up) it goes on when at a
+    third of that round's time it may finish by the deadline plus a later call's seconds and its
+    next round ends within this call; otherwise, and from round 1 on with the mean time of the
+    rounds after round 0, it is stopped when the projection (x 1.15 up to t = 2) is past the
+    deadline plus the later call's seconds."""
     clock = {"t": 1000.0}
     monkeypatch.setattr(C, "time", types.SimpleNamespace(time=lambda: clock["t"], perf_counter=lambda: clock["t"]))
     monkeypatch.setattr(C, "train_runs", _timed_train_runs(clock, durations))
     logs = []
     out = C.run_table1(tmp_path, budget_seconds=budget, seeds=(0,), data=sample, width=0.03, rounds=10,
-                       device="cpu", checkpoint_every=0, log=logs.append, cells=["sgd-e2-fedavg"])
-    assert out["written" if written else "aborted"] != [] and out["aborted" if written else "written"] == []
-    # a stopped single run ends the call at once (no second "budget: ... stopping" for the same run)
-    assert sum(line.startswith(("stopped", "budget:")) for line in logs) == (0 if written else 1), logs
+                       device="cpu", checkpoint_every=0, continue_later=later, log=logs.append,
+                       cells=["sgd-e2-fedavg"])
+    assert out["paused"] == []
+    if stopped_after is None:
+        assert out["written"] == [str(tmp_path / "sgd-e2-fedavg__seed0.json")] and out["aborted"] == []
+        assert not any(line.startswith(("stopped", "budget:")) for line in logs), logs
+    else:
+        assert out["written"] == [] and out["aborted"] == ["sgd-e2-fedavg__seed0"]
+        # a stopped single run ends the call at once (no second "budget: ... stopping" for the same run)
+        (line,) = [line for line in logs if line.startswith(("stopped", "budget:"))]
+        assert line.startswith(f"stopped sgd-e2-fedavg__seed0 after round {stopped_after} ("), line
+
+
+def test_run_table1_defaults_one_run_at_a_time_at_full_width_and_100_rounds(tmp_path, monkeypatch, sample):
+    """Without stack, width and rounds: one run per group, and a present run of the paper's size
+    (width 1, 100 rounds, as the committed ones) counts as done."""
+    (tmp_path / "sgd-e2-fedavg__seed0.json").write_text(json.dumps(_committed()))
+    out = C.run_table1(tmp_path, budget_seconds=0, seeds=(0,), cells=["sgd-e2-fedavg", "sgd-e2-fednova"],
+                       dry_run=True, log=lambda *a: None)
+    assert out["skipped"] == [str(tmp_path / "sgd-e2-fedavg__seed0.json")]
+    calls = []
+    monkeypatch.setattr(C, "train_runs", _scripted_train_runs(calls))
+    (tmp_path / "b").mkdir()
+    C.run_table1(tmp_path / "b", budget_seconds=1e6, seeds=(0,), cells=["sgd-e2-fedavg", "sgd-e2-fednova"],
+                 data=sample, rounds=4, device="cpu", checkpoint_every=0, log=lambda *a: None)
+    assert [c for c in calls if isinstance(c, list)] == [["sgd-e2-fedavg__seed0"], ["sgd-e2-fednova__seed0"]]
 
 
 def test_run_table1_defaults_to_seeds_0_1_2(tmp_path):
