@@ -419,8 +419,16 @@ def test_a_call_with_a_later_one_checkpoints_and_saves_when_stopped(tmp_path, sa
     assert kw["checkpoint"] == tmp_path / "a" / ".ckpt__sgd-e2-fedavg__seed0.pkl" and kw["save_on_stop"] is True
     kw = _save_kw(tmp_path / "b", sample, checkpoint_every=0)
     assert kw["checkpoint"] is None and kw["save_on_stop"] is False
-    kw = _save_kw(tmp_path / "c", sample, checkpoint_every=1)
+    kw = _save_kw(tmp_path / "c", sample)  # checkpoints after every round by default
     assert kw["checkpoint"] == tmp_path / "c" / ".ckpt__sgd-e2-fedavg__seed0.pkl" and kw["save_on_stop"] is False
+    assert kw["checkpoint_every"] == 1
+
+
+@pytest.mark.parametrize("safety", [0.0, -1.0, float("inf"), float("nan")])
+def test_run_table1_refuses_a_safety_factor_that_is_not_finite_and_positive(tmp_path, safety):
+    with pytest.raises(ValueError, match="safety must be a finite factor > 0"):
+        C.run_table1(tmp_path, budget_seconds=10, seeds=(0,), cells=["sgd-e2-fedavg"], safety=safety, dry_run=True,
+                     log=lambda *a: None)
 
 
 def test_a_group_pauses_only_when_its_next_round_would_end_past_the_call(tmp_path, monkeypatch, sample):
@@ -473,6 +481,8 @@ def _timed_train_runs(clock, durations):
     ([25, 1, 1, 1, 1, 1, 1, 1, 1, 1], 50, 100, None),
     # ... but not past it: 1030 + 30 = 1060 > 1050 (1340.5 > 1150 at full warm-up time): stopped
     ([30, 1, 1, 1, 1, 1, 1, 1, 1, 1], 50, 100, 0),
+    # the last but one round is checked too: t = 8 at 1054 s, (7 x 2 + 30) / 8 = 5.5 s a round: 1059.5 > 1055
+    ([10, 2, 2, 2, 2, 2, 2, 2, 30, 2], 55, 0, 8),
 ])
 def test_the_in_training_projection_by_hand(tmp_path, monkeypatch, sample, durations, budget, later, stopped_after):
     """While one run trains (10 rounds, the fake clock at 1000 s, the deadline at 1000 s + budget),
@@ -489,14 +499,18 @@ def test_the_in_training_projection_by_hand(tmp_path, monkeypatch, sample, durat
                        device="cpu", checkpoint_every=0, continue_later=later, log=logs.append,
                        cells=["sgd-e2-fedavg"])
     assert out["paused"] == []
+    progress = [line for line in logs if line.startswith("  round")]
     if stopped_after is None:
         assert out["written"] == [str(tmp_path / "sgd-e2-fedavg__seed0.json")] and out["aborted"] == []
         assert not any(line.startswith(("stopped", "budget:")) for line in logs), logs
+        # a progress line every 10 rounds: here once, after the last round
+        assert progress == [f"  round 10/10 after {sum(durations)} s in this call; test accuracy 0.500"]
     else:
         assert out["written"] == [] and out["aborted"] == ["sgd-e2-fedavg__seed0"]
         # a stopped single run ends the call at once (no second "budget: ... stopping" for the same run)
         (line,) = [line for line in logs if line.startswith(("stopped", "budget:"))]
         assert line.startswith(f"stopped sgd-e2-fedavg__seed0 after round {stopped_after} ("), line
+        assert progress == []
 
 
 def test_run_table1_defaults_one_run_at_a_time_at_full_width_and_100_rounds(tmp_path, monkeypatch, sample):
