@@ -399,14 +399,14 @@ def test_a_repeat_tag_may_contain_double_underscores(tmp_path):
     assert r["max_round_difference"] == pytest.approx(1.5, abs=1e-12)  # every other round is the same
 
 
-def _save_kw(folder, sample, **kw):
+def _save_kw(folder, sample, folder_as_text=False, **kw):
     folder.mkdir()
     calls = []
     import fedlib.experiments.cifar10 as mod
 
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(mod, "train_runs", _scripted_train_runs(calls))
-        C.run_table1(folder, budget_seconds=1e6, seeds=(0,), cells=["sgd-e2-fedavg"], data=sample, width=0.03,
+        C.run_table1(str(folder) if folder_as_text else folder, budget_seconds=1e6, seeds=(0,), cells=["sgd-e2-fedavg"], data=sample, width=0.03,
                      rounds=4, device="cpu", log=lambda *a: None, **kw)
     return calls[1]
 
@@ -415,7 +415,7 @@ def test_a_call_with_a_later_one_checkpoints_and_saves_when_stopped(tmp_path, sa
     """continue_later > 0 (even half a second): the group checkpoints (also with checkpoint_every
     0) and saves on a stop, to be resumed by the next call; without a later call it does not save
     on a stop."""
-    kw = _save_kw(tmp_path / "a", sample, checkpoint_every=0, continue_later=0.5)
+    kw = _save_kw(tmp_path / "a", sample, checkpoint_every=0, continue_later=0.5, folder_as_text=True)
     assert kw["checkpoint"] == tmp_path / "a" / ".ckpt__sgd-e2-fedavg__seed0.pkl" and kw["save_on_stop"] is True
     kw = _save_kw(tmp_path / "b", sample, checkpoint_every=0)
     assert kw["checkpoint"] is None and kw["save_on_stop"] is False
@@ -473,7 +473,8 @@ def _timed_train_runs(clock, durations):
     # -- round 0 (warm-up): goes on if a third of its time per round may fit and the next round ends in the call
     # 1030 + 9 x 30 / 3 = 1120 <= 1120 and 1060 <= 1120: goes on (then 1 s rounds)
     ([30, 1, 1, 1, 1, 1, 1, 1, 1, 1], 120, 0, None),
-    # 1120 > 1100: projected at full warm-up time, 1030 + 9 x 30 x 1.15 = 1340.5 > 1100: stopped
+    # 1120 > 1119: projected at full warm-up time, 1030 + 9 x 30 x 1.15 = 1340.5 > 1119: stopped
+    ([30, 1, 1, 1, 1, 1, 1, 1, 1, 1], 119, 0, 0),
     ([30, 1, 1, 1, 1, 1, 1, 1, 1, 1], 100, 0, 0),
     # a later call's 20 s count for the whole run: 1120 <= 1100 + 20 and 1060 <= 1100
     ([30, 1, 1, 1, 1, 1, 1, 1, 1, 1], 100, 20, None),
@@ -517,9 +518,11 @@ def test_run_table1_defaults_one_run_at_a_time_at_full_width_and_100_rounds(tmp_
     """Without stack, width and rounds: one run per group, and a present run of the paper's size
     (width 1, 100 rounds, as the committed ones) counts as done."""
     (tmp_path / "sgd-e2-fedavg__seed0.json").write_text(json.dumps(_committed()))
+    logs = []
     out = C.run_table1(tmp_path, budget_seconds=0, seeds=(0,), cells=["sgd-e2-fedavg", "sgd-e2-fednova"],
-                       dry_run=True, log=lambda *a: None)
+                       dry_run=True, log=logs.append)
     assert out["skipped"] == [str(tmp_path / "sgd-e2-fedavg__seed0.json")]
+    assert logs[0] == "present: sgd-e2-fedavg__seed0.json"
     calls = []
     monkeypatch.setattr(C, "train_runs", _scripted_train_runs(calls))
     (tmp_path / "b").mkdir()
@@ -533,3 +536,36 @@ def test_run_table1_defaults_to_seeds_0_1_2(tmp_path):
     out = C.run_table1(tmp_path, budget_seconds=0, dry_run=True, log=lambda *a: None)
     assert len(out["not_started"]) == 51 and out["written"] == out["skipped"] == []
     assert {Path(p).name for p in out["not_started"]} == {f"{c}__seed{s}.json" for c in C.CELL_IDS for s in (0, 1, 2)}
+
+
+def test_dry_run_marks_runs_beyond_the_budget_only_past_it(tmp_path):
+    """3 rounds of an E = 2 run at 1000 images/s: 3 x (2 x 50,000 + 10,000 / 3) / 1000 = 310 s,
+    x 1.15 = 356.5 s; a budget of exactly that is not exceeded, a second run is."""
+    budget = 1.15 * (3 * (2 * 50000 + 10000 / 3.0) / 1000)
+    logs = []
+    C.run_table1(tmp_path, budget_seconds=budget, seeds=(0,), cells=["sgd-e2-fedavg", "sgd-e2-fednova"], rounds=3,
+                 dry_run=True, images_per_second=1000, log=logs.append)
+    assert logs[0].startswith("would run: sgd-e2-fedavg seed 0") and "(~310 s at 1000 images/s; 310 s so far)" in logs[0]
+    assert logs[1].startswith("beyond the budget: sgd-e2-fednova seed 0") and "620 s so far; over --budget-seconds" in logs[1]
+
+
+def test_a_slow_hint_and_the_default_device_are_taken(tmp_path, monkeypatch, sample):
+    """A hint under 1 image/s is a rate like any other; device None is resolved (cuda if torch sees
+    one, else cpu) and recorded as the engine's device type."""
+    import torch
+
+    calls = []
+    monkeypatch.setattr(C, "train_runs", _scripted_train_runs(calls))
+    logs = []
+    C.run_table1(tmp_path, budget_seconds=1e6, seeds=(0,), cells=["sgd-e2-fedavg"], data=sample, width=0.03,
+                 rounds=4, images_per_second=0.75, checkpoint_every=0, log=logs.append)
+    assert "estimate: 1 images/s (hint) until a group is measured" in logs
+    doc = json.loads((tmp_path / "sgd-e2-fedavg__seed0.json").read_text())
+    assert doc["config"]["engine"]["device_type"] == ("cuda" if torch.cuda.is_available() else "cpu")
+    assert calls[1]["device"] == ("cuda" if torch.cuda.is_available() else "cpu")
+
+
+def test_a_safety_factor_under_one_is_allowed(tmp_path):
+    out = C.run_table1(tmp_path, budget_seconds=10, seeds=(0,), cells=["sgd-e2-fedavg"], safety=0.5, dry_run=True,
+                       log=lambda *a: None)
+    assert out["not_started"] == [str(tmp_path / "sgd-e2-fedavg__seed0.json")]
