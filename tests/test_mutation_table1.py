@@ -422,6 +422,8 @@ def test_a_call_with_a_later_one_checkpoints_and_saves_when_stopped(tmp_path, sa
     kw = _save_kw(tmp_path / "c", sample)  # checkpoints after every round by default
     assert kw["checkpoint"] == tmp_path / "c" / ".ckpt__sgd-e2-fedavg__seed0.pkl" and kw["save_on_stop"] is False
     assert kw["checkpoint_every"] == 1
+    kw = _save_kw(tmp_path / "d", sample, checkpoint_every=2.0)  # a whole number of rounds, as an int
+    assert kw["checkpoint_every"] == 2 and type(kw["checkpoint_every"]) is int
 
 
 @pytest.mark.parametrize("safety", [0.0, -1.0, float("inf"), float("nan")])
