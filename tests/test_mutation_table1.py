@@ -571,3 +571,23 @@ def test_a_safety_factor_under_one_is_allowed(tmp_path):
     out = C.run_table1(tmp_path, budget_seconds=10, seeds=(0,), cells=["sgd-e2-fedavg"], safety=0.5, dry_run=True,
                        log=lambda *a: None)
     assert out["not_started"] == [str(tmp_path / "sgd-e2-fedavg__seed0.json")]
+
+
+def test_a_call_with_exactly_three_rounds_left_starts_the_group(tmp_path, monkeypatch, sample):
+    """With a later call, a group starts only if this call has time for at least 3 of its rounds:
+    at 0.5 images/s (2 s per image) a round of an E = 2 run on 2000 training and 300 test images
+    is 2 x (2 x 2000 + 300 / 3) = 8200 s, so a budget of exactly 24,600 s starts it and 24,599 s
+    leaves it to the next call."""
+    data = types.SimpleNamespace(train_labels=sample.train_labels, test_labels=np.zeros(300, dtype=np.int64))
+    for budget, started in ((24600, True), (24599, False)):
+        clock = {"t": 1000.0}
+        monkeypatch.setattr(C, "time", types.SimpleNamespace(time=lambda: clock["t"],
+                                                            perf_counter=lambda: clock["t"]))
+        calls, logs = [], []
+        monkeypatch.setattr(C, "train_runs", _scripted_train_runs(calls))
+        folder = tmp_path / str(budget)
+        folder.mkdir()
+        out = C.run_table1(folder, budget_seconds=budget, seeds=(0,), cells=["sgd-e2-fedavg"], data=data, width=0.03,
+                           rounds=4, device="cpu", images_per_second=0.5, continue_later=20000, checkpoint_every=0,
+                           log=logs.append)
+        assert (len(out["written"]), len(out["not_started"])) == ((1, 0) if started else (0, 1)), logs
