@@ -591,3 +591,18 @@ def test_a_call_with_exactly_three_rounds_left_starts_the_group(tmp_path, monkey
                            rounds=4, device="cpu", images_per_second=0.5, continue_later=20000, checkpoint_every=0,
                            log=logs.append)
         assert (len(out["written"]), len(out["not_started"])) == ((1, 0) if started else (0, 1)), logs
+
+
+def test_a_checkpoint_of_the_first_run_alone_is_resumed_alone(tmp_path, monkeypatch, sample):
+    """Every prefix of the runs left is looked for as a paused group, the longest first: with a
+    checkpoint of the first run alone (and none of the pair), the first run is resumed alone,
+    then the second trained."""
+    from fedlib.checkpoint import save_checkpoint
+
+    save_checkpoint(tmp_path / ".ckpt__sgd-e2-fedavg__seed0.pkl", config={"runs": ["sgd-e2-fedavg__seed0"]},
+                    round_done=2, state={}, history=[], kind="table1", extra={"seconds": 10.0})
+    calls = []
+    monkeypatch.setattr(C, "train_runs", _scripted_train_runs(calls))
+    C.run_table1(tmp_path, budget_seconds=1e6, seeds=(0,), cells=["sgd-e2-fedavg", "sgd-e2-fednova"], data=sample,
+                 width=0.03, rounds=4, device="cpu", stack=2, log=lambda *a: None)
+    assert [c for c in calls if isinstance(c, list)] == [["sgd-e2-fedavg__seed0"], ["sgd-e2-fednova__seed0"]]
