@@ -606,3 +606,23 @@ def test_a_checkpoint_of_the_first_run_alone_is_resumed_alone(tmp_path, monkeypa
     C.run_table1(tmp_path, budget_seconds=1e6, seeds=(0,), cells=["sgd-e2-fedavg", "sgd-e2-fednova"], data=sample,
                  width=0.03, rounds=4, device="cpu", stack=2, log=lambda *a: None)
     assert [c for c in calls if isinstance(c, list)] == [["sgd-e2-fedavg__seed0"], ["sgd-e2-fednova__seed0"]]
+
+
+def test_a_run_whose_estimate_is_exactly_the_budget_is_started(tmp_path, monkeypatch, sample):
+    """Safety 1, 2 s per image, 4 rounds of 2 x 2000 + 300 / 3 = 4100 images: 32,800 s; a budget of
+    exactly that starts the run, one second less does not."""
+    data = types.SimpleNamespace(train_labels=sample.train_labels, test_labels=np.zeros(300, dtype=np.int64))
+    for budget, started in ((32800, True), (32799, False)):
+        clock = {"t": 1000.0}
+        monkeypatch.setattr(C, "time", types.SimpleNamespace(time=lambda: clock["t"],
+                                                            perf_counter=lambda: clock["t"]))
+        calls, logs = [], []
+        monkeypatch.setattr(C, "train_runs", _scripted_train_runs(calls))
+        folder = tmp_path / str(budget)
+        folder.mkdir()
+        out = C.run_table1(folder, budget_seconds=budget, seeds=(0,), cells=["sgd-e2-fedavg"], data=data, width=0.03,
+                           rounds=4, device="cpu", images_per_second=0.5, safety=1.0, checkpoint_every=0,
+                           log=logs.append)
+        assert (len(out["written"]), len(out["not_started"])) == ((1, 0) if started else (0, 1)), logs
+        if not started:
+            assert logs[-1] == "budget: 32799 s left, the next run needs ~32800 s; stopping"
