@@ -626,3 +626,15 @@ def test_a_run_whose_estimate_is_exactly_the_budget_is_started(tmp_path, monkeyp
         assert (len(out["written"]), len(out["not_started"])) == ((1, 0) if started else (0, 1)), logs
         if not started:
             assert logs[-1] == "budget: 32799 s left, the next run needs ~32800 s; stopping"
+
+
+def test_no_time_left_at_all_starts_nothing_even_without_a_rate(tmp_path, monkeypatch, sample):
+    """A budget of 0 s (the clock standing still): exactly no time left, so no group is started to
+    measure a rate."""
+    monkeypatch.setattr(C, "time", types.SimpleNamespace(time=lambda: 1000.0, perf_counter=lambda: 1000.0))
+    calls, logs = [], []
+    monkeypatch.setattr(C, "train_runs", _scripted_train_runs(calls))
+    out = C.run_table1(tmp_path, budget_seconds=0, seeds=(0,), cells=["sgd-e2-fedavg"], data=sample, width=0.03,
+                       rounds=4, device="cpu", checkpoint_every=0, log=logs.append)
+    assert calls == [] and out["written"] == [] and len(out["not_started"]) == 1
+    assert logs == ["budget: no time left in this call; stopping"]
