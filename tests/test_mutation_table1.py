@@ -601,11 +601,27 @@ def test_a_checkpoint_of_the_first_run_alone_is_resumed_alone(tmp_path, monkeypa
 
     save_checkpoint(tmp_path / ".ckpt__sgd-e2-fedavg__seed0.pkl", config={"runs": ["sgd-e2-fedavg__seed0"]},
                     round_done=2, state={}, history=[], kind="table1", extra={"seconds": 10.0})
-    calls = []
+    calls, logs = [], []
     monkeypatch.setattr(C, "train_runs", _scripted_train_runs(calls))
     C.run_table1(tmp_path, budget_seconds=1e6, seeds=(0,), cells=["sgd-e2-fedavg", "sgd-e2-fednova"], data=sample,
-                 width=0.03, rounds=4, device="cpu", stack=2, log=lambda *a: None)
+                 width=0.03, rounds=4, device="cpu", stack=2, log=logs.append)
     assert [c for c in calls if isinstance(c, list)] == [["sgd-e2-fedavg__seed0"], ["sgd-e2-fednova__seed0"]]
+    # no other rate: the checkpoint's 10 s for 2 rounds give 2 more rounds ~10 s
+    assert "training 1 run(s) stacked (estimate 10 s): sgd-e2-fedavg__seed0, resuming after round 2" in logs
+
+
+def test_a_checkpoint_after_three_rounds_replaces_the_hint(tmp_path, monkeypatch, sample):
+    """After MIN_MEASURED_ROUNDS = 3 rounds (30 s) the group's own rate (10 s a round) replaces
+    the hint (0.5 images/s would make its last round ~8333 s)."""
+    from fedlib.checkpoint import save_checkpoint
+
+    save_checkpoint(tmp_path / ".ckpt__sgd-e2-fedavg__seed0.pkl", config={"runs": ["sgd-e2-fedavg__seed0"]},
+                    round_done=3, state={}, history=[], kind="table1", extra={"seconds": 30.0})
+    calls, logs = [], []
+    monkeypatch.setattr(C, "train_runs", _scripted_train_runs(calls))
+    C.run_table1(tmp_path, budget_seconds=1e6, seeds=(0,), cells=["sgd-e2-fedavg"], data=sample, width=0.03,
+                 rounds=4, device="cpu", images_per_second=0.5, log=logs.append)
+    assert "training 1 run(s) stacked (estimate 10 s): sgd-e2-fedavg__seed0, resuming after round 3" in logs
 
 
 def test_a_run_whose_estimate_is_exactly_the_budget_is_started(tmp_path, monkeypatch, sample):
