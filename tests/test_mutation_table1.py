@@ -654,3 +654,38 @@ def test_no_time_left_at_all_starts_nothing_even_without_a_rate(tmp_path, monkey
                        rounds=4, device="cpu", checkpoint_every=0, log=logs.append)
     assert calls == [] and out["written"] == [] and len(out["not_started"]) == 1
     assert logs == ["budget: no time left in this call; stopping"]
+
+
+_W = 2 * 2000.0 + 500 / 3.0  # one round of an E = 2 run on the sample, in images
+
+
+@pytest.mark.parametrize("done, seconds, later, budget, trained", [
+    # 2 rounds in 10 s: not measured enough for the margin to go, 1.15 x 10 = 11.5 s for the last 2 > 11
+    (2, 10.0, 0, 11, False),
+    (2, 10.0, 0, 12, True),
+    # 3 rounds in 30 s, a later call: the margin stays, 11.5 s > 5 + 6; <= 10 + 2
+    (3, 30.0, 6, 5, False),
+    (3, 30.0, 2, 10, True),
+    # 3 rounds in 30 s, the session's last call: its own rate without the margin, exactly the time left
+    (3, 30.0, 0, (30.0 / (3 * _W)) * _W, True),
+])
+def test_a_paused_group_is_resumed_only_if_its_last_rounds_fit(tmp_path, monkeypatch, sample, done, seconds, later,
+                                                                budget, trained):
+    """A paused group (4 rounds, one run) resumes if its remaining rounds at its own rate, times
+    the safety margin unless measured over 3 rounds in the session's last call, fit in the
+    time left plus the later call's."""
+    from fedlib.checkpoint import save_checkpoint
+
+    save_checkpoint(tmp_path / ".ckpt__sgd-e2-fedavg__seed0.pkl", config={"runs": ["sgd-e2-fedavg__seed0"]},
+                    round_done=done, state={}, history=[], kind="table1", extra={"seconds": seconds})
+    monkeypatch.setattr(C, "time", types.SimpleNamespace(time=lambda: 0.0, perf_counter=lambda: 0.0))
+    calls, logs = [], []
+    monkeypatch.setattr(C, "train_runs", _scripted_train_runs(calls))
+    out = C.run_table1(tmp_path, budget_seconds=budget, seeds=(0,), cells=["sgd-e2-fedavg"], data=sample, width=0.03,
+                       rounds=4, device="cpu", continue_later=later, log=logs.append)
+    assert (len(out["written"]) == 1) is trained and (calls != []) is trained, logs
+    if not trained:
+        # needs 1.15 x 10 = 11.5 s (printed rounded)
+        assert logs[-1].startswith(f"budget: {budget} s left (+{later} s later), the paused group "
+                                   "sgd-e2-fedavg__seed0 needs ~1")
+        assert logs[-1].endswith(f" s for its last {4 - done} rounds; stopping")
