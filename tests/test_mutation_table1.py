@@ -446,19 +446,23 @@ def test_a_group_pauses_only_when_its_next_round_would_end_past_the_call(tmp_pat
     assert any("(round 5 of 10); the next call resumes it" in line for line in logs), logs
 
 
-def _timed_train_runs(clock, durations):
-    """One run whose round t takes durations[t] seconds on the fake clock (the runner may stop it)."""
+def _timed_train_runs(clock, durations, resumed_from=0, seconds_before=0.0):
+    """One run whose round t takes durations[t - resumed_from] seconds on the fake clock (the
+    runner may stop it); resumed after ``resumed_from`` rounds that took ``seconds_before``."""
     def fake(runs, data, parts, *, rounds, callback=None, **kw):
-        t0, hist, stopped = clock["t"], [], False
-        for t in range(rounds):
-            clock["t"] += durations[t]
+        t0, stopped = clock["t"], False
+        hist = [{"round": t, "train_loss": 1.0, "test_accuracy": 0.5, "test_loss": 1.0, "tau_eff": 1.0, "chi2": 0.0,
+                 "local_steps": [1], "lr": 0.05} for t in range(resumed_from)]
+        for t in range(resumed_from, rounds):
+            clock["t"] += durations[t - resumed_from]
             hist.append({"round": t, "train_loss": 1.0, "test_accuracy": 0.5, "test_loss": 1.0, "tau_eff": 1.0,
                          "chi2": 0.0, "local_steps": [1], "lr": 0.05})
             if callback(t, [types.SimpleNamespace(test_accuracy=0.5)], clock["t"] - t0) is False:
                 stopped = t + 1 < rounds
                 break
         return {"histories": [hist], "seconds": clock["t"] - t0, "round_seconds": [], "stopped": stopped,
-                "device": "cpu", "resumed_from": 0, "seconds_before": 0.0, "started": t0, "calls_before": []}
+                "device": "cpu", "resumed_from": resumed_from, "seconds_before": seconds_before, "started": t0,
+                "calls_before": []}
     return fake
 
 
@@ -689,3 +693,20 @@ def test_a_paused_group_is_resumed_only_if_its_last_rounds_fit(tmp_path, monkeyp
         assert logs[-1].startswith(f"budget: {budget} s left (+{later} s later), the paused group "
                                    "sgd-e2-fedavg__seed0 needs ~1")
         assert logs[-1].endswith(f" s for its last {4 - done} rounds; stopping")
+
+
+def test_the_first_round_after_a_resume_projects_the_rounds_left(tmp_path, monkeypatch, sample):
+    """Resumed after round 5 of 10 (5 s so far: it fits the 10 s budget), its first round in this
+    call takes 3 s: at a third of that, the 4 rounds left end at 1003 + 4 x 1 = 1007 <= 1010, so
+    it goes on (counting 14 rounds, 1017, it would be stopped) and, at 1 s a round, is written."""
+    from fedlib.checkpoint import save_checkpoint
+
+    save_checkpoint(tmp_path / ".ckpt__sgd-e2-fedavg__seed0.pkl", config={"runs": ["sgd-e2-fedavg__seed0"]},
+                    round_done=5, state={}, history=[], kind="table1", extra={"seconds": 5.0})
+    clock = {"t": 1000.0}
+    monkeypatch.setattr(C, "time", types.SimpleNamespace(time=lambda: clock["t"], perf_counter=lambda: clock["t"]))
+    monkeypatch.setattr(C, "train_runs", _timed_train_runs(clock, [3, 1, 1, 1, 1], resumed_from=5, seconds_before=5.0))
+    logs = []
+    out = C.run_table1(tmp_path, budget_seconds=10, seeds=(0,), data=sample, width=0.03, rounds=10, device="cpu",
+                       log=logs.append, cells=["sgd-e2-fedavg"])
+    assert out["written"] == [str(tmp_path / "sgd-e2-fedavg__seed0.json")] and out["aborted"] == [], logs
