@@ -12,19 +12,7 @@ from fedlib.data.clients import FederatedDataset
 from fedlib.data.leaf import load_leaf, save_leaf
 from fedlib.data.synthetic import synthetic
 
-
-def _doc(users, xs, ys, counts=None):
-    return {
-        "users": users,
-        "num_samples": [len(y) for y in ys] if counts is None else counts,
-        "user_data": {u: {"x": x, "y": y} for u, x, y in zip(users, xs, ys)},
-    }
-
-
-def _write(path, doc):
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(doc if isinstance(doc, str) else json.dumps(doc))
-    return path
+from leafutil import leaf_doc as _doc, write_leaf as _write
 
 
 def _good():

@@ -9,7 +9,6 @@ problem), because ``tmp_path`` holds the test's name and a loose pattern such as
 """
 from __future__ import annotations
 
-import json
 import pickle
 import re
 import sys
@@ -23,22 +22,10 @@ from fedlib.data import cifar10 as cf
 from fedlib.data.clients import FederatedDataset
 from fedlib.data.leaf import _user_ids, load_leaf, save_leaf
 
+from leafutil import leaf_doc as _doc, write_leaf as _write
+
 
 # --------------------------------------------------------------------------- LEAF helpers
-def _doc(users, xs, ys, counts=None):
-    return {
-        "users": users,
-        "num_samples": [len(y) for y in ys] if counts is None else counts,
-        "user_data": {u: {"x": x, "y": y} for u, x, y in zip(users, xs, ys)},
-    }
-
-
-def _write(path, doc):
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(doc if isinstance(doc, str) else json.dumps(doc))
-    return path
-
-
 def _refused(path, message, **kwargs):
     """load_leaf(path) raises ValueError whose message is ``message`` (a literal) from its start."""
     with pytest.raises(ValueError, match="^" + re.escape(message)):

@@ -582,19 +582,23 @@ def test_a_call_with_exactly_three_rounds_left_starts_the_group(tmp_path, monkey
     at 0.5 images/s (2 s per image) a round of an E = 2 run on 2000 training and 300 test images
     is 2 x (2 x 2000 + 300 / 3) = 8200 s, so a budget of exactly 24,600 s starts it and 24,599 s
     leaves it to the next call."""
-    data = types.SimpleNamespace(train_labels=sample.train_labels, test_labels=np.zeros(300, dtype=np.int64))
     for budget, started in ((24600, True), (24599, False)):
-        clock = {"t": 1000.0}
-        monkeypatch.setattr(C, "time", types.SimpleNamespace(time=lambda: clock["t"],
-                                                            perf_counter=lambda: clock["t"]))
-        calls, logs = [], []
-        monkeypatch.setattr(C, "train_runs", _scripted_train_runs(calls))
-        folder = tmp_path / str(budget)
-        folder.mkdir()
-        out = C.run_table1(folder, budget_seconds=budget, seeds=(0,), cells=["sgd-e2-fedavg"], data=data, width=0.03,
-                           rounds=4, device="cpu", images_per_second=0.5, continue_later=20000, checkpoint_every=0,
-                           log=logs.append)
+        out, logs = _one_run_at_half_an_image_per_second(tmp_path / str(budget), monkeypatch, sample, budget,
+                                                         continue_later=20000)
         assert (len(out["written"]), len(out["not_started"])) == ((1, 0) if started else (0, 1)), logs
+
+
+def _one_run_at_half_an_image_per_second(folder, monkeypatch, sample, budget, **options):
+    """run_table1 of one sgd-e2-fedavg run (4 rounds, 2000 training and 300 test images) on a stopped
+    clock at a hinted 0.5 images/s, training scripted: (its result, its log lines)."""
+    data = types.SimpleNamespace(train_labels=sample.train_labels, test_labels=np.zeros(300, dtype=np.int64))
+    monkeypatch.setattr(C, "time", types.SimpleNamespace(time=lambda: 1000.0, perf_counter=lambda: 1000.0))
+    calls, logs = [], []
+    monkeypatch.setattr(C, "train_runs", _scripted_train_runs(calls))
+    folder.mkdir()
+    out = C.run_table1(folder, budget_seconds=budget, seeds=(0,), cells=["sgd-e2-fedavg"], data=data, width=0.03,
+                       rounds=4, device="cpu", images_per_second=0.5, checkpoint_every=0, log=logs.append, **options)
+    return out, logs
 
 
 def test_a_checkpoint_of_the_first_run_alone_is_resumed_alone(tmp_path, monkeypatch, sample):
@@ -631,18 +635,9 @@ def test_a_checkpoint_after_three_rounds_replaces_the_hint(tmp_path, monkeypatch
 def test_a_run_whose_estimate_is_exactly_the_budget_is_started(tmp_path, monkeypatch, sample):
     """Safety 1, 2 s per image, 4 rounds of 2 x 2000 + 300 / 3 = 4100 images: 32,800 s; a budget of
     exactly that starts the run, one second less does not."""
-    data = types.SimpleNamespace(train_labels=sample.train_labels, test_labels=np.zeros(300, dtype=np.int64))
     for budget, started in ((32800, True), (32799, False)):
-        clock = {"t": 1000.0}
-        monkeypatch.setattr(C, "time", types.SimpleNamespace(time=lambda: clock["t"],
-                                                            perf_counter=lambda: clock["t"]))
-        calls, logs = [], []
-        monkeypatch.setattr(C, "train_runs", _scripted_train_runs(calls))
-        folder = tmp_path / str(budget)
-        folder.mkdir()
-        out = C.run_table1(folder, budget_seconds=budget, seeds=(0,), cells=["sgd-e2-fedavg"], data=data, width=0.03,
-                           rounds=4, device="cpu", images_per_second=0.5, safety=1.0, checkpoint_every=0,
-                           log=logs.append)
+        out, logs = _one_run_at_half_an_image_per_second(tmp_path / str(budget), monkeypatch, sample, budget,
+                                                         safety=1.0)
         assert (len(out["written"]), len(out["not_started"])) == ((1, 0) if started else (0, 1)), logs
         if not started:
             assert logs[-1] == "budget: 32799 s left, the next run needs ~32800 s; stopping"
