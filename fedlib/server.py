@@ -119,7 +119,7 @@ SERVER_OPTIMIZERS = ("plain", "momentum", "adam")
 
 def make_server_optimizer(name: str, *, server_lr: Optional[float] = None,
                           beta: Optional[float] = None) -> ServerOptimizer:
-    """Build a server optimizer by name (``plain``, ``momentum``, ``adam``). ``server_lr``
+    r"""Build a server optimizer by name (``plain``, ``momentum``, ``adam``). ``server_lr``
     ``None`` keeps each optimizer's own default (:func:`plain`'s 1, :func:`adam`'s 0.01: one
     FedAdam step is about ``server_lr`` in size, so 1 would be a 100x larger step); server
     momentum has no server learning rate (its step is the client lr), so one given is refused.

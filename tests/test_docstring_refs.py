@@ -35,3 +35,30 @@ def test_public_docstrings_do_not_cross_reference_private_names():
             if any(part.startswith("_") and not part.startswith("__") for part in target.strip().split(".")):
                 bad.append(f"{where}: {target}")
     assert not bad, "cross-references to private names (use ``name`` instead): " + "; ".join(bad)
+
+
+def _string_tokens(path):
+    import tokenize
+
+    with open(path, "rb") as f:
+        for tok in tokenize.tokenize(f.readline):
+            if tok.type == tokenize.STRING:
+                yield tok
+
+
+def test_latex_in_docstrings_is_in_raw_strings():
+    r"""A non-raw docstring turns :math:`\beta` into a backspace and "eta" (``\b``), :math:`\tau` into a
+    tab and "au": MathJax then fails on the API page, which only the browser test sees. Any string
+    holding LaTeX markup with a single backslash before a letter must be raw (or double the backslash)."""
+    from pathlib import Path
+
+    single = re.compile(r"(?<!\\)(?:\\\\)*\\[A-Za-z]")
+    bad = []
+    for path in sorted(Path(fedlib.__file__).parent.rglob("*.py")):
+        for tok in _string_tokens(path):
+            prefix = re.match(r"[A-Za-z]*", tok.string).group(0).lower()
+            if "r" in prefix or not re.search(r":math:`|\.\. math::|\$", tok.string):
+                continue
+            if single.search(tok.string):
+                bad.append(f"{path.name}:{tok.start[0]}")
+    assert not bad, "LaTeX with single backslashes in non-raw strings: " + ", ".join(bad)
