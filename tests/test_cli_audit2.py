@@ -210,3 +210,32 @@ def test_run_cifar10_help_says_the_seed_draws_the_initial_model(capsys):
     assert exc.value.code == 0
     text = " ".join(capsys.readouterr().out.split())
     assert "run seed: the initial model (the same for every algorithm)" in text
+
+
+# ----------------------------------------------------------------------------- bench cifar10 --steps / --full-round
+class _Steps(Exception):
+    pass
+
+
+@pytest.mark.parametrize("flags, steps", [([], 20), (["--steps", "5"], 5), (["--full-round"], None)])
+def test_bench_cifar10_passes_the_steps_it_was_given(monkeypatch, flags, steps):
+    """The benchmark is a stub that stops the command with the steps it was asked for: 20 by default,
+    --steps as given, None (the whole round) for --full-round."""
+    import fedlib.experiments.cifar10 as C
+
+    def record(*args, **kwargs):
+        raise _Steps(kwargs["steps"])
+
+    monkeypatch.setattr(C, "bench_cifar10", record)
+    with pytest.raises(_Steps) as seen:
+        main(["bench", "cifar10", "--width", "0.03", "--repeat", "1", "--quiet", "--device", "cpu", *flags])
+    assert seen.value.args == (steps,)
+
+
+def test_bench_cifar10_refuses_steps_with_full_round(monkeypatch, capsys):
+    """--full-round with --steps timed the whole round and dropped --steps without a word."""
+    import fedlib.experiments.cifar10 as C
+
+    monkeypatch.setattr(C, "bench_cifar10", lambda *a, **k: pytest.fail("the benchmark was started"))
+    err = _err(capsys, ["bench", "cifar10", "--width", "0.03", "--full-round", "--steps", "5", "--device", "cpu"])
+    assert "--steps: --full-round times the whole round; give one of the two" in err

@@ -241,8 +241,8 @@ def add_bench_parser(sub) -> argparse.ArgumentParser:
         help="the real labels of all 50,000 training images (shipped) with random pixels: the Table 1 split's "
              "work without the images")
     g = p.add_argument_group("benchmark")
-    g.add_argument("--steps", type=int_at_least(1), default=20,
-                   help="local steps of the longest client (the round's tau_i scaled to it)")
+    g.add_argument("--steps", type=int_at_least(1), default=None,
+                   help="local steps of the longest client (the round's tau_i scaled to it; default 20)")
     g.add_argument("--full-round", action="store_true", help="time the whole E = 2 round instead of --steps")
     g.add_argument("--repeat", type=int_at_least(1), default=2, help="timed rounds per side (after one warm-up)")
     g.add_argument("--runs", type=int_at_least(1), default=1,
@@ -286,6 +286,9 @@ def bench_cifar10_command(args: argparse.Namespace) -> int:
                              conv=args.conv)
     except ValueError as exc:
         raise CLIError(f"--compare: {exc}") from None
+    if args.full_round and args.steps is not None:  # --steps was ignored
+        raise CLIError("--steps: --full-round times the whole round; give one of the two")
+    steps = None if args.full_round else (20 if args.steps is None else args.steps)
     if args.download and args.data_root is None and not args.sample:  # was ignored, or blamed on --sample
         raise CLIError("--download fetches the full data set into --data-root; pass --data-root DIR with it")
     if args.random_images:
@@ -312,7 +315,7 @@ def bench_cifar10_command(args: argparse.Namespace) -> int:
             partial_written.append(len(partial["results"]["variants"]))
 
         try:
-            out = bench_cifar10(data, width=args.width, steps=None if args.full_round else args.steps,
+            out = bench_cifar10(data, width=args.width, steps=steps,
                                 device=device, precision=args.precision, cuda_graph=args.cuda_graph, path=args.path,
                                 repeat=args.repeat, runs=args.runs, profile=args.profile is not None,
                                 cudnn_bench=args.cudnn_benchmark, conv=args.conv, compare=args.compare,
