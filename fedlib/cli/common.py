@@ -292,11 +292,7 @@ def resolve_checkpoint(args: argparse.Namespace) -> Optional[Path]:
         other = getattr(args, flag, None)
         if other is not None and same_file(path, other):
             raise CLIError(f"--checkpoint {path}: is the --{flag} file; give the checkpoint its own name")
-    data = getattr(args, "data", None)  # inside a --data folder the next run would read the checkpoint as data
-    if data is not None and Path(data).expanduser().is_dir() and \
-            Path(os.path.realpath(path.expanduser())).is_relative_to(os.path.realpath(Path(data).expanduser())):
-        raise CLIError(f"--checkpoint {path}: lies inside the --data folder {data}; the next run would read it as "
-                       "data: give it a path outside")
+    check_not_input(path, getattr(args, "data", None), "--checkpoint")  # in a --data folder: read as data next run
     if path.is_dir():
         raise CLIError(f"--checkpoint {path}: is a folder, give a file name")
     folder = path.parent if str(path.parent) else Path(".")

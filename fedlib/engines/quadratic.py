@@ -284,7 +284,8 @@ def run_replicas(problem: QuadraticProblem, aggregation: str, solvers: Sequence[
             x_sum += x
         if progress is not None:
             progress(t)
-    return ReplicaRun(grad_norm2, distance, surrogate_distance, tau_eff_rounds, chi2, total_steps / rounds if rounds else math.nan, x,
+    mean_steps = total_steps / rounds if rounds else math.nan  # no round, no average
+    return ReplicaRun(grad_norm2, distance, surrogate_distance, tau_eff_rounds, chi2, mean_steps, x,
                       x_sum / (rounds + 1 - average_from), surrogate_grad_norm2)
 
 
