@@ -110,12 +110,15 @@ def _requested(argv: Sequence[str]) -> Optional[tuple]:
 
 def _kept_checkpoints(args: argparse.Namespace) -> list:
     """The checkpoint files an interrupted command leaves to continue from: ``table1``'s
-    per-group files in its ``--results`` folder (it resumes them when run again), or the
+    per-group files in its ``--results`` folder (it resumes them when run again; none for
+    ``--summary``, ``--list-cells`` and ``--dry-run``, which write nothing), or the
     ``--checkpoint`` / ``<out>.ckpt`` of a run when that run wrote it or resumed from it
     (``[]`` without checkpoint flags, or when the file there is an earlier run's)."""
     from .common import CLIError, resolve_checkpoint
 
     if getattr(args, "results", None) is not None and not hasattr(args, "out"):  # table1
+        if args.summary or args.list_cells or args.dry_run:  # these read; a checkpoint there is not theirs
+            return []
         return sorted(Path(args.results).glob(".ckpt__*.pkl"))
     try:
         path = resolve_checkpoint(args)

@@ -379,12 +379,32 @@ def add_table1_parser(sub) -> argparse.ArgumentParser:
     p.add_argument("--summary", action="store_true",
                    help="print the table of the results present in --results (final and best accuracy, seeds, "
                         "minutes per run, the paper's values), FedNova's lead over its baseline per pair and the "
-                        "rounds FedNova needs to reach FedAvg's final accuracy; run nothing")
-    p.add_argument("--list-cells", action="store_true", help="print the cells and their hyper-parameters")
+                        "rounds FedNova needs to reach FedAvg's final accuracy; run nothing (takes only --results)")
+    p.add_argument("--list-cells", action="store_true",
+                   help="print the cells and their hyper-parameters (takes no other flag)")
     _add_data_args(p, clients=False)
     _add_engine_args(p)
-    p.set_defaults(handler=table1_command)
+    # each flag's default, to tell --summary / --list-cells apart from flags they would ignore
+    p.set_defaults(handler=table1_command,
+                   table1_flags={a.dest: (a.option_strings[-1], a.default) for a in p._actions
+                                 if a.option_strings and a.dest != "help"})
     return p
+
+
+#: The flags each read-only mode of ``table1`` uses (besides itself); any other flag given is refused.
+_MODE_FLAGS = {"summary": ("results",), "list_cells": ()}
+
+
+def _refuse_unused_flags(args: argparse.Namespace, mode: str) -> None:
+    """Refuse flags that ``table1 --summary`` / ``--list-cells`` would ignore: ``--summary --seeds 0``
+    printed every seed's results, as if the filter had been applied."""
+    flags = getattr(args, "table1_flags", None) or {}
+    unused = [flag for dest, (flag, default) in flags.items()
+              if dest != mode and dest not in _MODE_FLAGS[mode] and getattr(args, dest, default) != default]
+    if unused:
+        used = ", ".join(f"--{d.replace('_', '-')}" for d in _MODE_FLAGS[mode])
+        raise CLIError(f"--{mode.replace('_', '-')} takes {'only ' + used if used else 'no other flag'}; "
+                       f"{', '.join(unused)} {'is' if len(unused) == 1 else 'are'} not used by it")
 
 
 def _parse_seeds(text: str):
@@ -402,6 +422,7 @@ def table1_command(args: argparse.Namespace) -> int:
     from ..experiments.cifar10 import CELL_IDS, CELLS, OtherSetupError, run_table1
 
     if args.list_cells:
+        _refuse_unused_flags(args, "list_cells")
         for c in CELLS:
             print(f"{c.id:26s} {c.algorithm:10s} solver={c.solver:8s} E={c.epochs:3s} lr={c.lr} mu={c.mu} "
                   f"server={c.server}" + (f" beta={c.server_momentum}" if c.server_momentum else "")
@@ -413,6 +434,7 @@ def table1_command(args: argparse.Namespace) -> int:
                                            load_table1_results, rounds_to_match, table1_summary)
         from ..report import markdown_table
 
+        _refuse_unused_flags(args, "summary")
         if not args.results.is_dir():
             raise CLIError(f"--results {args.results}: {'not a folder' if args.results.exists() else 'no such folder'}")
         try:
@@ -464,6 +486,7 @@ def table1_command(args: argparse.Namespace) -> int:
             raise CLIError(f"--results: {exc}") from None
         return 0
     device = _check_device(args)
+    check_out_not_data(args, "--results")  # result files among the batches or in the shipped sample folder
     try:  # before the data is read and anything trains: the results must have somewhere to go
         args.results.mkdir(parents=True, exist_ok=True)
     except OSError as exc:

@@ -1,0 +1,138 @@
+"""``python -m fedlib table1``'s read-only modes and its result folder: ``--summary`` and
+``--list-cells`` refuse the flags they would ignore, an interrupted read-only call names no
+checkpoint as kept, and ``--results`` may not lie among the data it trains on. Each case was
+accepted (or printed something untrue) before its fix."""
+from __future__ import annotations
+
+import argparse
+import shutil
+from pathlib import Path
+
+import pytest
+
+import fedlib.experiments.cifar10 as c10
+from fedlib.cli import main
+from fedlib.cli.cifar10 import add_table1_parser
+from fedlib.data.cifar10 import DEFAULT_SAMPLE_PATH
+
+ROOT = Path(__file__).resolve().parents[1]
+COMMITTED = ROOT / "data" / "results" / "cifar10" / "sgd-e2-fedavg__seed0.json"
+PREFIX = "python -m fedlib table1: error: "
+
+#: A value other than the default for each table1 flag that takes one (store_true flags and
+#: flags with choices are handled in the test); a new flag must be added here.
+OTHER_VALUE = {"--results": "elsewhere", "--budget-seconds": "5", "--seeds": "0", "--cells": "sgd-e2-fedavg",
+               "--rounds": "3", "--stack": "2", "--images-per-second": "100", "--checkpoint-every": "2",
+               "--continue-later": "5", "--data-root": "/tmp", "--width": "0.5", "--device": "cpu"}
+
+
+def _table1_actions():
+    sub = argparse.ArgumentParser().add_subparsers()
+    return [a for a in add_table1_parser(sub)._actions if a.option_strings and a.dest != "help"]
+
+
+def _other_argv(action) -> list:
+    """The flag with a value that is not its default."""
+    flag = action.option_strings[-1]
+    if action.nargs == 0:  # store_true
+        return [flag]
+    if action.choices:
+        return [flag, next(c for c in action.choices if c != action.default)]
+    return [flag, OTHER_VALUE[flag]]
+
+
+def _error(capsys, argv) -> str:
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(PREFIX), err
+    return err[len(PREFIX):].strip()
+
+
+@pytest.fixture
+def results(tmp_path):
+    folder = tmp_path / "results"
+    folder.mkdir()
+    shutil.copy(COMMITTED, folder / COMMITTED.name)
+    return folder
+
+
+def test_other_value_covers_every_flag_that_takes_a_value():
+    """Otherwise the refusal test below would skip a flag added later."""
+    valued = {a.option_strings[-1] for a in _table1_actions() if a.nargs != 0 and not a.choices}
+    assert valued == set(OTHER_VALUE)
+
+
+@pytest.mark.parametrize("mode", ["--summary", "--list-cells"])
+def test_read_only_modes_refuse_every_flag_they_ignore(mode, results, capsys):
+    used = {"--summary": {"--results", "--summary", "--list-cells"}, "--list-cells": {"--list-cells"}}[mode]
+    head = "--summary takes only --results; " if mode == "--summary" else "--list-cells takes no other flag; "
+    checked = 0
+    for action in _table1_actions():
+        flag = action.option_strings[-1]
+        if flag in used:
+            continue
+        argv = ["table1", mode, "--results", str(results)] if mode == "--summary" else ["table1", mode]
+        assert _error(capsys, argv + _other_argv(action)) == f"{head}{flag} is not used by it", flag
+        checked += 1
+    assert checked == len(_table1_actions()) - len(used) >= 18  # every data, engine and run flag of table1
+
+
+def test_summary_and_list_cells_together_are_refused(results, capsys):
+    assert _error(capsys, ["table1", "--summary", "--list-cells", "--results", str(results)]) \
+        == "--list-cells takes no other flag; --results, --summary are not used by it"
+
+
+def test_summary_with_seeds_names_the_flag_not_a_filtered_table(results, capsys):
+    """``--summary --seeds 1`` printed the seed-0 result as if it had been filtered by seed."""
+    assert _error(capsys, ["table1", "--summary", "--results", str(results), "--seeds", "1", "--cells", "x"]) \
+        == "--summary takes only --results; --seeds, --cells are not used by it"
+
+
+def test_read_only_modes_still_run_with_their_own_flags_and_defaults_spelled_out(results, capsys):
+    assert main(["table1", "--summary", "--results", str(results), "--seeds", "0,1,2", "--rounds", "100"]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("| row | E | method |") and "| SGD | E=2 | FedAvg | 58.82" in out
+    assert main(["table1", "--list-cells"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert len(lines) == len(c10.CELLS) and lines[0].startswith("sgd-e2-fedavg ")
+
+
+@pytest.mark.parametrize("mode", [["--summary"], ["--dry-run", "--budget-seconds", "0"]])
+def test_an_interrupted_read_only_call_names_no_checkpoint_as_kept(mode, results, capsys, monkeypatch):
+    """A paused group's checkpoint in --results is not the summary's or the dry run's: Ctrl-C there said
+    'checkpoint(s) ... kept: run the same command again to continue from them', and the same read-only
+    command continues nothing."""
+    ckpt = results / ".ckpt__sgd-e2-fednova__seed0.pkl"
+    ckpt.write_bytes(b"a paused group")
+
+    def interrupt(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(c10, "load_table1_results", interrupt)
+    monkeypatch.setattr(c10, "run_table1", interrupt)
+    assert main(["table1", "--results", str(results), *mode]) == 130
+    assert capsys.readouterr().err == "python -m fedlib table1: interrupted (nothing written)\n"
+    assert ckpt.read_bytes() == b"a paused group"
+
+
+def test_results_inside_the_shipped_sample_folder_is_refused_before_the_folder_is_made(capsys):
+    inside = DEFAULT_SAMPLE_PATH.parent / "t1-results"
+    assert not inside.exists()
+    err = _error(capsys, ["table1", "--results", str(inside), "--sample", "--budget-seconds", "0", "--device", "cpu"])
+    assert err.startswith(f"--results {inside}: lies inside the shipped --sample folder {DEFAULT_SAMPLE_PATH.parent};")
+    assert not inside.exists()
+
+
+def test_results_inside_the_batch_folder_of_data_root_is_refused(tmp_path, capsys):
+    batches = tmp_path / "root" / "cifar-10-batches-py"
+    batches.mkdir(parents=True)
+    inside = batches / "runs"
+    err = _error(capsys, ["table1", "--results", str(inside), "--data-root", str(tmp_path / "root"),
+                          "--budget-seconds", "0", "--device", "cpu"])
+    assert err.startswith(f"--results {inside}: lies inside the --data-root batch folder {batches};")
+    assert not inside.exists()
+    # next to the batch folder is fine: the call goes on to read the (here missing) data
+    beside = tmp_path / "root" / "runs"
+    err = _error(capsys, ["table1", "--results", str(beside), "--data-root", str(tmp_path / "root"),
+                          "--budget-seconds", "0", "--device", "cpu"])
+    assert err.startswith("--data-root: ")
