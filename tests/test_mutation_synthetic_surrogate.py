@@ -364,3 +364,30 @@ def test_newton_line_search_is_armijo_from_the_full_step(hand, case):
     with pytest.raises(RuntimeError, match="^newton_minimize: "):
         SU.newton_minimize(hand, w, loss=loss, max_steps=1)
     assert trials == ([1.0] if case == "full step" else [1.0, 0.5])
+
+
+@pytest.mark.parametrize("a", [0.25, 0.95])
+def test_newton_minimize_does_not_stall_on_rounding_near_the_minimiser(hand, a):
+    """w = (0.25, 0.75) and (0.95, 0.05) on this 6-parameter problem (Hessian condition ~10) raised
+    'after 100 Newton steps' with |grad| ~3e-11 against a stop of ~8e-12: after five full steps the
+    Armijo decrease 1e-4 t g.d (~1e-20) is below the rounding of the loss, the comparison failed on
+    noise, t shrank to ~2e-7 and theta stopped moving. The minimiser is the limit of plain full
+    Newton steps (no line search, numpy; the problem is well conditioned): compare with 8 of them."""
+    from fedlib.problems.logistic import pack_params, unpack_params
+
+    w = np.array([a, 1 - a])
+    theta, G, _, steps = SU.newton_minimize(hand, w)
+    shape = pack_params(hand.init_params()).shape
+    v = np.zeros(6)
+    f = np.zeros(6)
+    f[-2:] = 1 / math.sqrt(2)
+    P = np.eye(6) - np.outer(f, f)
+    for _ in range(8):
+        params = unpack_params(v.reshape(shape))
+        g = sum(w_i * pack_params(hand.model.grad(params, hand.dataset.train_x[i], hand.dataset.train_y[i])).ravel()
+                for i, w_i in enumerate(w))
+        H = sum(w_i * hand.client_hessian(params, i) for i, w_i in enumerate(w))
+        v = v - P @ np.linalg.pinv(P @ H @ P) @ (P @ g)
+    np.testing.assert_allclose(theta, v, rtol=0, atol=1e-12)
+    g0 = np.linalg.norm(SU.client_gradients(hand, hand.init_params()), axis=1)
+    assert np.linalg.norm(w @ G) <= 1e-11 * float(w @ g0) and steps <= 10

@@ -215,7 +215,11 @@ def newton_minimize(problem: LogisticProblem, weights: Any, *, tol: float = 1e-1
         H = sum(w_i * problem.client_hessian(params, i) for i, w_i in enumerate(w) if w_i > 0)
         direction = -Q @ np.linalg.solve(Q.T @ H @ Q, Q.T @ g)
         f0, t = loss(params), 1.0
-        while loss(unpack(theta + t * direction)) > f0 + 1e-4 * t * (g @ direction) and t > 1e-10:
+        # Near the minimiser the decrease t g.d (~1e-20) is far below the rounding of the loss itself:
+        # a comparison of two equal-up-to-rounding losses must not refuse the Newton step (it did: t
+        # shrank to ~1e-7 and the iteration stalled until max_steps), hence a few ulps of slack.
+        slack = 64 * np.finfo(np.float64).eps * abs(f0)
+        while loss(unpack(theta + t * direction)) > f0 + 1e-4 * t * (g @ direction) + slack and t > 1e-10:
             t /= 2
         theta = theta + t * direction
         G = client_gradients(problem, unpack(theta), grad_fn)
