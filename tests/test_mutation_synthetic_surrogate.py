@@ -420,3 +420,20 @@ def test_surrogate_sweep_info_by_hand(hand):
     np.testing.assert_array_equal(hand.p, [0.5, 0.5])
     with pytest.raises(ValueError, match="^local_steps"):
         SU.surrogate_sweep(hand, [2, 3, 4], [0.1])
+
+
+@pytest.mark.parametrize("tail, match", [
+    (0, r"^tail must be an integer >= 1, got 0"), (-1, r"^tail must be an integer >= 1, got -1"),
+    (2.0, r"^tail must be an integer >= 1, got 2\.0"),
+    (4, r"^tail: the median over the last 4 rounds of a 3-round run would take in the initial loss")])
+def test_end_loss_refuses_a_tail_outside_the_rounds(tail, match):
+    """Losses (initial 9; rounds 3, 2, 1): tail = 0 gave the median of the whole curve (2.5, the
+    initial loss included, as if tail were 4), tail = -1 the median of [3, 2, 1], tail = 4 took in
+    the initial loss, and tail = 2.0 a TypeError from the slice; claim_holds passes tail through."""
+    c = _curves([[9.0, 3.0, 2.0, 1.0]])
+    with pytest.raises(ValueError, match=match):
+        S.end_loss(c, tail)
+    with pytest.raises(ValueError, match=match):
+        S.claim_holds({("s", "FedNova"): c, ("s", "FedAvg"): c}, ["s"], tail=tail)
+    np.testing.assert_array_equal(S.end_loss(c, 3), [2.0])   # every round, not the initial loss
+    np.testing.assert_array_equal(S.end_loss(c, np.int64(1)), [1.0])

@@ -37,7 +37,7 @@ from typing import Callable, Iterable, Mapping, NamedTuple, Optional, Sequence
 
 import numpy as np
 
-from .._validate import check_positive
+from .._validate import check_int, check_positive
 from ..algorithms import FederatedAlgorithm, make_algorithm
 from ..data import synthetic
 from ..engines.batched import run_batched
@@ -233,9 +233,15 @@ def final_losses(grid: Mapping) -> list:
 
 
 def end_loss(curves: Curves, tail: Optional[int] = None) -> np.ndarray:
-    """Per seed: the final loss (``tail=None``) or the median over the last ``tail`` rounds."""
+    """Per seed: the final loss (``tail=None``) or the median over the last ``tail`` rounds
+    (an integer from 1 to the number of rounds; the initial loss is not a round's)."""
     if tail is None:
         return curves.losses[:, -1]
+    rounds = curves.losses.shape[1] - 1
+    tail = check_int("tail", tail, minimum=1)
+    if tail > rounds:
+        raise ValueError(f"tail: the median over the last {tail} rounds of a {rounds}-round run would take in "
+                         "the initial loss")
     return np.median(curves.losses[:, -tail:], axis=1)
 
 
