@@ -1,0 +1,341 @@
+"""Mutation-testing pass on ``fedlib/experiments/quadratic.py`` and ``fedlib/experiments/custom.py``:
+each test pins behaviour that the rest of the suite left free (an AST mutant of the module survived
+every test that runs the function). Expected values come from the paper's formulas, small hand
+computations (in the comments) or plain numpy loops, never from the functions' own output."""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from fedlib.experiments import quadratic as Q
+from fedlib.plotting import ALGORITHM_COLORS
+from fedlib.rng import generator
+from fedlib.schedules import FixedSteps
+
+
+# ---------------------------------------------------------------- quadratic: module tables
+def test_labels_closed_form_and_styles_tables():
+    assert Q.LABELS == {"fedavg": "FedAvg", "fedprox": "FedProx", "vrlsgd": "VRLSGD", "fednova": "FedNova"}
+    assert Q.CLOSED_FORM == ("fedavg", "fedprox", "fednova")
+    assert set(Q.STYLES) == {"fedavg", "fedprox", "vrlsgd", "fednova"}
+    for name, style in Q.STYLES.items():   # FedNova dashed, the others solid, the library's colours
+        assert style == {"color": ALGORITHM_COLORS[name], "ls": "--" if name == "fednova" else "-"}
+
+
+# ---------------------------------------------------------------- quadratic_algorithm
+def test_quadratic_algorithm_names_and_mu():
+    with pytest.raises(ValueError, match=r"^mu must be a finite number > 0, got 0\.0"):   # the default mu
+        Q.quadratic_algorithm("fedprox", 0.1)
+    with pytest.raises(ValueError, match=r"^name must be one of \['fedavg', 'fednova', 'fedprox', 'vrlsgd'\]"):
+        Q.quadratic_algorithm("scaffold", 0.1)
+    prox = Q.quadratic_algorithm("fedprox", 0.1, 0.5)
+    assert (prox.name, prox.solver.lr, prox.solver.mu) == ("fedprox", 0.1, 0.5)
+    nova = Q.quadratic_algorithm("fednova", 0.2, mu=7.0)   # mu is ignored: plain SGD
+    assert (nova.name, nova.solver.lr, nova.solver.mu) == ("fednova", 0.2, 0.0)
+
+
+# ---------------------------------------------------------------- run_quadratic
+def test_run_quadratic_default_mu_refuses_fedprox():
+    prob = Q.two_client_problem()
+    with pytest.raises(ValueError, match="^mu must be a finite number > 0"):
+        Q.run_quadratic(prob, "fedprox", 0.1, FixedSteps([1, 1]), 1)
+
+
+def test_run_quadratic_zero_rounds_records_the_start_only():
+    prob = Q.two_client_problem(2.0)   # x* = 0
+    x0 = np.array([3.0])
+    run = Q.run_quadratic(prob, "fedavg", 0.1, FixedSteps([1, 2]), 0, x0=x0)
+    np.testing.assert_array_equal(run.distances, [3.0])
+    np.testing.assert_array_equal(run.params, [3.0])
+    assert not np.shares_memory(run.params, x0)   # the caller's x0 is copied, not aliased
+    assert (run.diverged, run.diverged_round, run.reason) == (False, None, "")
+    with pytest.raises(ValueError, match="^rounds must be an integer >= 0"):
+        Q.run_quadratic(prob, "fedavg", 0.1, FixedSteps([1, 2]), -1)
+
+
+def test_run_quadratic_stop_above_is_inclusive():
+    """``stop_above``: a distance equal to it is kept, only a larger one stops the run."""
+    prob = Q.two_client_problem()
+    # two clients, H = 1, e = (a, -a), lr = 0.5, tau = (1, 1): x -> mean_i (x - 0.5 (x -+ a)) = x / 2
+    run = Q.run_quadratic(prob, "fedavg", 0.5, FixedSteps([1, 1]), 3, x0=[4.0], stop_above=4.0)
+    np.testing.assert_allclose(run.distances, [4.0, 2.0, 1.0, 0.5], rtol=0, atol=1e-15)
+    assert not run.diverged
+    run = Q.run_quadratic(prob, "fedavg", 0.5, FixedSteps([1, 1]), 3, x0=[4.0], stop_above=3.999)
+    assert (run.diverged, run.diverged_round, run.reason) == (True, 0, "distance > 3.999")
+    np.testing.assert_array_equal(run.distances, [4.0])
+
+
+def test_run_quadratic_marks_a_non_finite_aggregate_as_divergence():
+    """A huge lr overflows the local steps to +-inf; their mean is nan and the algorithm raises
+    FloatingPointError in round 0. The run is marked (not raised), stopped at round 1, and keeps
+    the last finite iterate (x0)."""
+    prob = Q.two_client_problem()
+    # client 1 from x = 0: x1 = lr * a = 1e200, x2 = (1 - lr) x1 + lr a ~ -1e400 = -inf; client 2: +inf
+    run = Q.run_quadratic(prob, "fedavg", 1e200, FixedSteps([2, 2]), 5)
+    assert run.diverged and run.diverged_round == 1
+    assert run.reason.startswith("round 0: the aggregated update is not finite")
+    np.testing.assert_array_equal(run.distances, [0.0])
+    np.testing.assert_array_equal(run.params, [0.0])
+
+
+# ---------------------------------------------------------------- rounds_to_converge
+@pytest.mark.parametrize("lr,rho", [(2.0, 1.0), (2.5, 1.5)])
+def test_rounds_to_converge_refuses_a_radius_of_one_or_more(lr, rho):
+    # H_i = 1, tau = (1, 1): each client maps x -> (1 - lr) x + lr e_i, so the round map's M = 1 - lr
+    prob = Q.two_client_problem()
+    assert Q.round_map_radius(prob, "fedavg", lr, [1, 1]) == rho
+    with pytest.raises(ValueError, match=rf"^lr: the rounds of fedavg do not converge \(spectral radius {rho:g} >= 1\)"):
+        Q.rounds_to_converge(prob, "fedavg", lr, [1, 1])
+
+
+def test_rounds_to_converge_is_the_smallest_t_with_rho_to_the_t_below_reduction():
+    prob = Q.two_client_problem()
+    # lr = 0.5, tau = (1, 1): M = 1/2. 2^-9 = 1.95e-3 > 1e-3 >= 2^-10 = 9.8e-4: T = 10
+    assert Q.rounds_to_converge(prob, "fedavg", 0.5, [1, 1], reduction=1e-3) == 10
+    # reduction 0.6 >= 0.5 = rho: one round is enough
+    assert Q.rounds_to_converge(prob, "fedavg", 0.5, [1, 1], reduction=0.6) == 1
+
+
+# ---------------------------------------------------------------- tau_weighted_optimum
+def test_tau_weighted_optimum_checks_local_steps_by_name():
+    prob = Q.two_client_problem()
+    with pytest.raises(ValueError, match="^local_steps must have 2 entries"):
+        Q.tau_weighted_optimum(prob, [1, 2, 3])
+
+
+# ---------------------------------------------------------------- problems
+def test_identity_quadratic_defaults_follow_the_documented_stream():
+    """Defaults seed 0 and spread 5: e_i = 5 * N(0, I) from stream (0, "data", i); H_i = I, p_i = 1/m."""
+    prob = Q.identity_quadratic(3, 2)
+    for i in range(3):
+        np.testing.assert_array_equal(prob.e[i], 5.0 * generator(0, "data", i).standard_normal(2))
+    np.testing.assert_array_equal(prob.H, [np.eye(2)] * 3)
+    np.testing.assert_array_equal(prob.p, [1 / 3] * 3)
+    other = Q.identity_quadratic(2, 4, seed=7, spread=0.5, p=[0.25, 0.75])
+    np.testing.assert_array_equal(other.e[1], 0.5 * generator(7, "data", 1).standard_normal(4))
+    np.testing.assert_array_equal(other.p, [0.25, 0.75])
+
+
+def test_identity_quadratic_sizes_and_spread_are_checked():
+    one = Q.identity_quadratic(1, 1)   # one client, one dimension: the smallest problem
+    assert (one.num_clients, one.dim) == (1, 1) and one.p.tolist() == [1.0]
+    with pytest.raises(ValueError, match="^num_clients must be an integer >= 1, got 0"):
+        Q.identity_quadratic(0, 2)
+    with pytest.raises(ValueError, match="^dim must be an integer >= 1, got 0"):
+        Q.identity_quadratic(2, 0)
+    for bad in (0.0, -1.0):
+        with pytest.raises(ValueError, match="^spread must be a finite number > 0"):
+            Q.identity_quadratic(2, 2, spread=bad)
+
+
+def test_two_client_problem_default_and_checks():
+    prob = Q.two_client_problem()   # a = 1: F_1 = (x - 1)^2 / 2, F_2 = (x + 1)^2 / 2
+    np.testing.assert_array_equal(prob.H, np.ones((2, 1, 1)))
+    np.testing.assert_array_equal(prob.e, [[1.0], [-1.0]])
+    np.testing.assert_array_equal(prob.p, [0.5, 0.5])
+    for bad in (0.0, -1.0):
+        with pytest.raises(ValueError, match="^a must be a finite number > 0"):
+            Q.two_client_problem(bad)
+
+
+def test_instance_seed_is_a_31_bit_seed_per_stream():
+    seeds = [Q.instance_seed(3, k) for k in range(200)]
+    assert all(isinstance(s, int) and 0 <= s < 2 ** 31 for s in seeds)
+    # uniform on [0, 2^31): 200 draws all below 2^30 has probability 2^-200, all below 62 even less
+    assert max(seeds) >= 2 ** 30 and len(set(seeds)) == 200
+    assert Q.instance_seed(3, 5) == Q.instance_seed(3, 5, purpose="instances") != Q.instance_seed(3, 5, "figure2")
+    assert Q.instance_seed(3, 5) != Q.instance_seed(4, 5)
+    with pytest.raises(ValueError, match="^index must be an integer >= 0"):
+        Q.instance_seed(0, -1)
+
+
+def test_fixed_local_steps_is_uniform_on_the_inclusive_range():
+    tau = Q.fixed_local_steps(0, 0, 200, 1, 2)
+    assert tau.shape == (200,) and set(tau.tolist()) == {1, 2}   # both ends drawn, nothing else
+    np.testing.assert_array_equal(Q.fixed_local_steps(0, 1, 5, 3, 3), [3] * 5)   # low = high: fixed
+    np.testing.assert_array_equal(Q.fixed_local_steps(2, 1, 1, 4, 9), Q.fixed_local_steps(2, 1, 1, 4, 9))
+    assert Q.fixed_local_steps(0, 0, 1, 1, 5).shape == (1,)
+
+
+@pytest.mark.parametrize("args,message", [
+    ((0, 4, 1), r"^num_clients must be an integer >= 1, got 0"),
+    ((3, 0, 4), r"^low must be an integer >= 1, got 0"),
+    ((3, 5, 4), r"^high must be an integer >= 5, got 4"),
+])
+def test_fixed_local_steps_checks_its_range(args, message):
+    with pytest.raises(ValueError, match=message):
+        Q.fixed_local_steps(0, 0, *args)
+
+
+# ---------------------------------------------------------------- fixed_point_check
+def test_fixed_point_check_checks_every_name_before_anything_runs(monkeypatch):
+    """Documented: "every name is checked before anything runs" — FedAvg is not simulated when a
+    later name (FedProx at mu = 0) is refused."""
+    calls = []
+    monkeypatch.setattr(Q, "run_quadratic", lambda *a, **k: calls.append(a[1]))
+    with pytest.raises(ValueError, match="^mu must be a finite number > 0"):
+        Q.fixed_point_check(Q.two_client_problem(), [1, 2], 0.1, names=("fedavg", "fedprox"))
+    with pytest.raises(ValueError, match=r"^name must be one of \['fedavg', 'fednova', 'fedprox'\]"):
+        Q.fixed_point_check(Q.two_client_problem(), [1, 2], 0.1, names=("fednova", "vrlsgd"))
+    assert calls == []
+
+
+def test_fixed_point_check_checks_local_steps_by_name():
+    with pytest.raises(ValueError, match="^local_steps must have 2 entries"):
+        Q.fixed_point_check(Q.two_client_problem(), [1, 2, 3], 0.1)
+
+
+def _scalar_round_maps(e, lr, tau):
+    """Two scalar clients F_i = (x - e_i)^2 / 2 (H_i = 1), p = (1/2, 1/2): one round of FedAvg and of
+    FedNova as affine maps x -> (slope, shift), by hand. Client i after tau_i GD steps from x is
+    e_i + q_i (x - e_i), q_i = (1 - lr)^tau_i; FedAvg averages that; FedNova moves x by
+    tau_eff * sum_i p_i (x_i - x) / tau_i (eq. 4, ||a_i||_1 = tau_i), tau_eff = sum_i p_i tau_i."""
+    q = [(1 - lr) ** t for t in tau]
+    avg = (0.5 * (q[0] + q[1]), 0.5 * ((1 - q[0]) * e[0] + (1 - q[1]) * e[1]))
+    teff = 0.5 * (tau[0] + tau[1])
+    g = [teff * 0.5 * (1 - q[i]) / tau[i] for i in range(2)]   # x_new = x + sum_i g_i (e_i - x)
+    nova = (1 - g[0] - g[1], g[0] * e[0] + g[1] * e[1])
+    return {"fedavg": avg, "fednova": nova}
+
+
+def _rounds_for(rho, reduction):
+    t = 1
+    while rho ** t > reduction:
+        t += 1
+    return t
+
+
+def test_fixed_point_check_numbers_on_a_scalar_example():
+    """Clients with optima 3 and 1 (x* = 2), tau = (1, 2), lr = 0.1, stopped early (reduction 0.5) so
+    that the simulated point is still visibly off the fixed point. By hand: FedAvg x -> 0.855 x + 0.245,
+    x~ = 49/29; FedNova x -> 0.85375 x + 0.29625, x~ = 79/39. From x = 0 the error after T rounds is
+    rho^T |x~|, so rel_error = rho^T; dist_to_opt = |x~ - 2|."""
+    from fedlib.problems.quadratic import QuadraticProblem
+
+    prob = QuadraticProblem(np.ones((2, 1, 1)), np.array([[3.0], [1.0]]), np.array([0.5, 0.5]))
+    maps = _scalar_round_maps([3.0, 1.0], 0.1, [1, 2])
+    assert maps["fedavg"] == pytest.approx((0.855, 0.245)) and maps["fednova"] == pytest.approx((0.85375, 0.29625))
+    checks = Q.fixed_point_check(prob, [1, 2], 0.1, reduction=0.5)
+    assert [c.name for c in checks] == ["fedavg", "fednova"]
+    for c, x_fixed in zip(checks, (49 / 29, 79 / 39)):
+        slope, shift = maps[c.name]
+        T = _rounds_for(slope, 0.5)   # 5 for both
+        x = 0.0
+        for _ in range(T):
+            x = slope * x + shift
+        assert (c.rounds, T) == (T, 5)
+        assert c.radius == pytest.approx(slope, rel=1e-12)
+        np.testing.assert_allclose(c.closed_form, [x_fixed], rtol=1e-12)
+        np.testing.assert_allclose(c.simulated, [x], rtol=1e-12)
+        assert c.rel_error == pytest.approx(slope ** T, rel=1e-9)
+        assert c.dist_to_opt == pytest.approx(abs(x_fixed - 2.0), rel=1e-9)
+
+
+def test_fixed_point_check_raises_when_a_run_diverges(monkeypatch):
+    bad = Q.QuadraticRun("fedavg", np.zeros(1), np.array([0.0, np.inf]), True, 1, "distance > 1")
+    monkeypatch.setattr(Q, "run_quadratic", lambda *a, **k: bad)
+    with pytest.raises(FloatingPointError, match=r"^fedavg diverged \(distance > 1\)"):
+        Q.fixed_point_check(Q.two_client_problem(), [1, 2], 0.1, names=("fedavg",))
+    with pytest.raises(FloatingPointError, match=r"^fedavg diverged \(distance > 1\)"):
+        Q.two_client_sweep(1, [2], 0.1, names=("fedavg",))
+
+
+# ---------------------------------------------------------------- two_client_sweep
+def test_two_client_sweep_defaults_by_hand():
+    """Defaults a = 1, reduction 1e-10, App. D.1 with tau = (1, 2), lr = 0.1. By hand (see
+    _scalar_round_maps): FedAvg x -> 0.855 x - 0.045, x~ = -9/29; FedNova x -> 0.85375 x + 0.00375,
+    x~ = 1/39; grad F(x) = x, so ||grad F||^2 = x~^2 up to the remaining rho^T |x~|."""
+    (pt,) = Q.two_client_sweep(1, [2], 0.1)
+    maps = _scalar_round_maps([1.0, -1.0], 0.1, [1, 2])
+    assert maps["fedavg"] == pytest.approx((0.855, -0.045)) and maps["fednova"] == pytest.approx((0.85375, 0.00375))
+    assert (pt.tau1, pt.tau2) == (1, 2)
+    for name, x_fixed in (("fedavg", -9 / 29), ("fednova", 1 / 39)):
+        slope, shift = maps[name]
+        T = _rounds_for(slope, 1e-10)   # 147 for FedAvg (2e-10 would give 143)
+        x = 0.0
+        for _ in range(T):
+            x = slope * x + shift
+        assert pt.rounds[name] == T
+        assert pt.x_limit[name] == pytest.approx(x, rel=1e-9) and x == pytest.approx(x_fixed, rel=1e-9)
+        assert pt.grad_norm_sq[name] == pytest.approx(x * x, rel=1e-9)
+    assert pt.rounds["fedavg"] == 147
+
+
+# ---------------------------------------------------------------- loglog_slope, markdown_table
+def test_loglog_slope_edges():
+    assert Q.loglog_slope([1.0, 4.0], [2.0, 32.0]) == pytest.approx(2.0)   # two points: log 16 / log 4
+    for x, y in (([1.0], [1.0]), ([], []), ([0.0, 1.0, 2.0], [1.0, 2.0, 3.0]), ([1.0, 2.0, 3.0], [0.0, 2.0, 3.0]),
+                 ([1.0, 2.0], [1.0, 2.0, 3.0])):
+        with pytest.raises(ValueError, match="^loglog_slope needs two finite, positive 1-d arrays"):
+            Q.loglog_slope(x, y)
+
+
+# ---------------------------------------------------------------- Figure 1
+def test_figure1_problem_is_the_documented_pair():
+    """H_1 = diag(1, 3), H_2 = diag(2, 1), minima (2, 1) and (-2, 1), p = (1/2, 1/2); e_i = H_i x_i^*
+    by hand: e_1 = (1*2, 3*1) = (2, 3), e_2 = (2*-2, 1*1) = (-4, 1)."""
+    prob = Q.figure1_problem()
+    np.testing.assert_array_equal(prob.H, [np.diag([1.0, 3.0]), np.diag([2.0, 1.0])])
+    np.testing.assert_array_equal(prob.e, [[2.0, 3.0], [-4.0, 1.0]])
+    np.testing.assert_array_equal(prob.p, [0.5, 0.5])
+
+
+# ---------------------------------------------------------------- custom: TensorEngine used directly
+def _engine_parts():
+    import torch
+    from torch import nn
+
+    from fedlib.algorithms import make_algorithm
+    from fedlib.engines.stacked import RunSpec
+    from fedlib.solvers import sgd
+
+    run = RunSpec(make_algorithm("fednova", sgd(0.1)), [np.arange(4), np.arange(4, 8)], FixedSteps([1, 1]))
+    return nn.Linear(6, 3), torch.arange(8) % 3, [run]
+
+
+def test_tensor_engine_refuses_bad_features_and_labels():
+    """TensorEngine is public: its own checks (train_clients checks the same things earlier)."""
+    import torch
+
+    from fedlib.experiments.custom import TensorEngine
+
+    model, y, runs = _engine_parts()
+    x = torch.randn(8, 6)
+    nan = x.clone()
+    nan[3, 1] = float("nan")
+    cases = [
+        (dict(features="not numbers"), r"^features must be a tensor or array \("),
+        (dict(features=torch.ones(8, 6, dtype=torch.int64)), r"^features must be a float tensor \(N, \.\.\.\), got torch\.int64"),
+        (dict(features=torch.randn(8)), r"^features must be a float tensor \(N, \.\.\.\), got torch\.float32 \(8,\)"),
+        (dict(features=nan), r"^features hold NaN or inf \(row 3\)"),
+        (dict(labels=y.float()), r"^labels must be 8 integers, got torch\.float32"),
+        (dict(labels=y[:7]), r"^labels must be 8 integers, got torch\.int64 \(7,\)"),
+        (dict(labels=y.reshape(8, 1)), r"^labels must be 8 integers, got torch\.int64 \(8, 1\)"),
+    ]
+    for kwargs, message in cases:
+        args = dict(features=x, labels=y) | kwargs
+        with pytest.raises(ValueError, match=message):
+            TensorEngine(model, args["features"], args["labels"], runs, rounds=1)
+    engine = TensorEngine(model, x, y, runs, rounds=1)
+    assert engine.augment is False and engine.padding == 0   # feature rows: no image augmentation
+
+
+def test_tensor_engine_checks_test_features_and_labels():
+    import torch
+
+    from fedlib.experiments.custom import TensorEngine
+
+    model, y, runs = _engine_parts()
+    x = torch.randn(8, 6)
+    for tx, ty in ((torch.randn(3, 5), torch.tensor([0, 1, 2])),      # features of another shape
+                   (torch.randn(3, 6), torch.tensor([0, 1]))):        # one label short
+        with pytest.raises(ValueError, match="^test_features / test_labels must match the training features' shape"):
+            TensorEngine(model, x, y, runs, rounds=1, test_features=tx, test_labels=ty)
+    nan = torch.randn(3, 6)
+    nan[1, 2] = float("inf")
+    for tx in (torch.ones(3, 6, dtype=torch.int64), nan):
+        with pytest.raises(ValueError, match="^test_features must be finite floats, got torch"):
+            TensorEngine(model, x, y, runs, rounds=1, test_features=tx, test_labels=torch.tensor([0, 1, 2]))
+
