@@ -339,3 +339,29 @@ def test_tensor_engine_checks_test_features_and_labels():
         with pytest.raises(ValueError, match="^test_features must be finite floats, got torch"):
             TensorEngine(model, x, y, runs, rounds=1, test_features=tx, test_labels=torch.tensor([0, 1, 2]))
 
+
+def test_tensor_engine_refuses_float_negative_or_lone_test_labels():
+    """Bug: TensorEngine truncated float test labels (0.7, 1.9, 2.2 were scored as classes 0, 1, 2),
+    took a negative label until evaluate() failed with torch's IndexError, and ignored test_labels
+    given without test_features (no evaluation, NaN accuracy, no word). Its training labels and
+    StackedEngine's test labels were refused in these cases already."""
+    import torch
+
+    from fedlib.experiments.custom import TensorEngine
+
+    model, y, runs = _engine_parts()
+    x, tx = torch.randn(8, 6), torch.randn(3, 6)
+    with pytest.raises(ValueError, match=r"^test_labels must hold integer class labels, got torch\.float32"):
+        TensorEngine(model, x, y, runs, rounds=1, test_features=tx, test_labels=torch.tensor([0.7, 1.9, 2.2]))
+    with pytest.raises(ValueError, match=r"^test_labels holds a negative label \(-1\)"):
+        TensorEngine(model, x, y, runs, rounds=1, test_features=tx, test_labels=torch.tensor([-1, 0, 1]))
+    with pytest.raises(ValueError, match="^test_features and test_labels go together"):
+        TensorEngine(model, x, y, runs, rounds=1, test_labels=torch.tensor([0, 1, 2]))
+    with pytest.raises(ValueError, match="^test_features and test_labels go together"):
+        TensorEngine(model, x, y, runs, rounds=1, test_features=tx)
+    # integer labels of any integer dtype are fine, and scored as given
+    engine = TensorEngine(model, x, y, runs, rounds=1, test_features=tx, test_labels=np.array([2, 0, 1], dtype=np.int32))
+    with torch.no_grad():
+        plain = model(tx).argmax(1)
+    acc, _ = engine.evaluate()
+    assert acc[0] == pytest.approx(float((plain == torch.tensor([2, 0, 1])).double().mean()), abs=1e-12)

@@ -28,7 +28,7 @@ from torch import nn
 from tqdm import tqdm
 
 from .._validate import check_choice
-from ..engines.stacked import RunSpec, StackedEngine, max_relative_difference, reference_run
+from ..engines.stacked import RunSpec, StackedEngine, _check_int_labels, max_relative_difference, reference_run
 
 __all__ = ["TensorEngine", "train_clients", "reference_differences"]
 
@@ -44,7 +44,7 @@ class TensorEngine(StackedEngine):
     """:class:`~fedlib.engines.stacked.StackedEngine` (``path="vmap"``) on feature tensors instead of uint8 images.
 
     ``features`` ``(N, *shape)`` float, ``labels`` ``(N,)`` int; optional ``test_features`` /
-    ``test_labels``. Everything else — runs, clients as index arrays, schedules, solver
+    ``test_labels`` (both or neither; the labels integers >= 0). Everything else — runs, clients as index arrays, schedules, solver
     update, aggregation, evaluation — is the parent's; only the two input hooks differ:
     :meth:`train_batch` gathers feature rows and :meth:`test_batches` yields the test
     features (the way to feed any data to the engine).
@@ -63,6 +63,8 @@ class TensorEngine(StackedEngine):
             raise ValueError(f"features hold NaN or inf (row {int((~torch.isfinite(x)).flatten(1).any(1).nonzero()[0])})")
         if y.ndim != 1 or y.shape[0] != x.shape[0] or y.is_floating_point():
             raise ValueError(f"labels must be {x.shape[0]} integers, got {y.dtype} {tuple(y.shape)}")
+        if (test_features is None) != (test_labels is None):
+            raise ValueError("test_features and test_labels go together: give both (evaluation) or neither")
         # the parent validates and stores images; give it a 1-pixel placeholder per sample
         stub = SimpleNamespace(train_images=torch.zeros((x.shape[0], 1, 1, 1), dtype=torch.uint8), train_labels=y)
         super().__init__(model, stub, runs, rounds=rounds, path="vmap", augment=False, padding=0, mean=(0.0,),
@@ -75,6 +77,7 @@ class TensorEngine(StackedEngine):
                 raise ValueError("test_features / test_labels must match the training features' shape")
             if not tx.is_floating_point() or not bool(torch.isfinite(tx).all()):
                 raise ValueError(f"test_features must be finite floats, got {tx.dtype} with NaN/inf or not float")
+            _check_int_labels(ty, "test_labels")  # a float label would be truncated, a negative one fail in evaluate
             self._test_features = tx.to(self.device, self.dtype)
             self._test_feature_labels = ty.to(self.device, torch.int64)
 
