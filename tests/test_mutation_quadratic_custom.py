@@ -365,3 +365,94 @@ def test_tensor_engine_refuses_float_negative_or_lone_test_labels():
         plain = model(tx).argmax(1)
     acc, _ = engine.evaluate()
     assert acc[0] == pytest.approx(float((plain == torch.tensor([2, 0, 1])).double().mean()), abs=1e-12)
+
+
+# ---------------------------------------------------------------- custom: train_clients
+def _tiny_clients():
+    import torch
+
+    g = torch.Generator().manual_seed(0)
+    xs = [torch.randn(n, 6, generator=g) for n in (5, 9)]
+    return xs, [torch.arange(x.shape[0]) % 3 for x in xs]
+
+
+def test_train_clients_defaults():
+    """Documented defaults: 20 rounds (the module's example) at lr 0.05, epochs "1-5" per client and
+    round (n_i <= B = 32: tau_i = E_i), FedAvg and FedNova, plain SGD (momentum 0.9 once asked for),
+    no weight decay, seed 0, dropout on, float32, no progress bar. Two rounds are trained; the round
+    count is read from the signature (20 rounds of training would be slow here)."""
+    import inspect
+
+    import torch
+    from torch import nn
+
+    from fedlib.experiments.custom import train_clients
+
+    defaults = {k: v.default for k, v in inspect.signature(train_clients).parameters.items()
+                if v.default is not inspect.Parameter.empty}
+    assert defaults == dict(rounds=20, lr=0.05, epochs="1-5", batch_size=32, algorithms=("fedavg", "fednova"),
+                            solver="sgd", momentum=0.9, mu=0.0, weight_decay=0.0, lr_decay="constant", seed=0,
+                            test_x=None, test_y=None, device="cpu", dropout=True, dtype=torch.float32,
+                            progress=False)
+    torch.manual_seed(0)
+    xs, ys = _tiny_clients()
+    out = train_clients(nn.Linear(6, 3), xs, ys, rounds=2)
+    assert set(out) == {"fedavg", "fednova", "engine"}
+    engine = out["engine"]
+    assert (engine.batch_size, engine.dropout, engine.dtype) == (32, True, torch.float32)
+    for r, name in enumerate(("fedavg", "fednova")):
+        hist = out[name]
+        assert [h["round"] for h in hist] == [0, 1] and all(h["lr"] == pytest.approx(0.05) for h in hist)
+        assert all(1 <= s <= 5 for h in hist for s in h["local_steps"])
+        solver = engine.runs[r].algorithm.solver
+        assert (engine.runs[r].seed, engine.runs[r].name, solver.momentum, solver.mu, solver.weight_decay) == (
+            0, name, 0.0, 0.0, 0.0)
+    momentum = train_clients(nn.Linear(6, 3), xs, ys, rounds=1, solver="momentum")["engine"]
+    assert momentum.runs[0].algorithm.solver.momentum == 0.9
+
+
+def test_train_clients_model_checks_on_one_sample():
+    import torch
+    from torch import nn
+
+    from fedlib.experiments.custom import train_clients
+
+    xs, ys = _tiny_clients()
+    with pytest.raises(ValueError, match=r"^model could not be applied to one sample of client_x\[0\], shape \(1, 6\) "
+                                         r"\(RuntimeError: "):
+        train_clients(nn.Linear(5, 3), xs, ys, rounds=1)
+    # the sample is cast to the model's own dtype: a float64 model takes float32 features
+    out = train_clients(nn.Linear(6, 3).double(), xs, ys, rounds=1, dtype=torch.float64)
+    assert out["engine"].dtype == torch.float64
+    # labels must lie in 0..K-1: K itself is refused
+    with pytest.raises(ValueError, match=r"^client_y\[1\]: labels must lie in 0\.\.2 \(the model has 3 logits\), got 0\.\.3"):
+        train_clients(nn.Linear(6, 3), xs, [ys[0], torch.tensor([0, 1, 2, 3, 0, 1, 2, 0, 1])], rounds=1)
+
+
+def test_train_clients_client_list_checks():
+    import torch
+    from torch import nn
+
+    from fedlib.experiments.custom import train_clients
+
+    xs, ys = _tiny_clients()
+    one = train_clients(nn.Linear(6, 3), xs[:1], ys[:1], rounds=1, algorithms=["fednova"])   # one client is fine
+    assert set(one) == {"fednova", "engine"} and one["fednova"][0]["local_steps"][0] >= 1
+    with pytest.raises(ValueError, match=r"^client_x and client_y must list the same clients \(got 0 and 0\)"):
+        train_clients(nn.Linear(6, 3), [], [], rounds=1)
+    with pytest.raises(ValueError, match=r"^client 0: needs n_i >= 1 samples and one label per sample, got \(5,\)"):
+        train_clients(nn.Linear(6, 3), [xs[0][:, 0], xs[1]], ys, rounds=1)   # 1-d features
+    with pytest.raises(ValueError, match=r"^client 1: features of shape \(7,\), client 0 has \(6,\)"):
+        train_clients(nn.Linear(6, 3), [xs[0], torch.randn(9, 7)], ys, rounds=1)
+
+
+def test_train_clients_step_decay():
+    """lr_decay="step" (paper §6): /10 from 50% of the rounds, /100 from 75%. With 4 rounds by hand:
+    milestones max(1, floor(0.5 * 4 + 1/2)) = 2 and floor(0.75 * 4 + 1/2) = 3."""
+    from torch import nn
+
+    from fedlib.experiments.custom import train_clients
+
+    xs, ys = _tiny_clients()
+    out = train_clients(nn.Linear(6, 3), xs, ys, rounds=4, lr=0.05, lr_decay="step", algorithms=["fedavg"])
+    assert [h["lr"] for h in out["fedavg"]] == pytest.approx([0.05, 0.05, 0.005, 0.0005], rel=1e-12)
