@@ -456,3 +456,14 @@ def test_train_clients_step_decay():
     xs, ys = _tiny_clients()
     out = train_clients(nn.Linear(6, 3), xs, ys, rounds=4, lr=0.05, lr_decay="step", algorithms=["fedavg"])
     assert [h["lr"] for h in out["fedavg"]] == pytest.approx([0.05, 0.05, 0.005, 0.0005], rel=1e-12)
+
+
+def test_loglog_slope_refuses_a_single_x_value():
+    """Bug: with every x equal the least-squares slope is undefined, and loglog_slope returned an
+    arbitrary number (0.396 for x = (2, 2), y = (1, 3): numpy's minimum-norm fit) with only a
+    RankWarning. Two distinct x values are enough."""
+    for x, y in (([2.0, 2.0], [1.0, 3.0]), ([5.0, 5.0, 5.0], [1.0, 2.0, 4.0])):
+        with pytest.raises(ValueError, match=r"^loglog_slope needs at least two distinct x values"):
+            Q.loglog_slope(x, y)
+    # log y = 2 log x + log 3 at x = 1 and 2 (twice): slope 2
+    assert Q.loglog_slope([1.0, 2.0, 2.0], [3.0, 12.0, 12.0]) == pytest.approx(2.0, rel=1e-12)

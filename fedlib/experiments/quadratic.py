@@ -313,12 +313,16 @@ def two_client_sweep(tau1: int, tau2_values: Sequence[int], lr: float, a: float 
 
 # ---------------------------------------------------------------- reporting
 def loglog_slope(x: Any, y: Any) -> float:
-    """Least-squares slope of :math:`\\log y` against :math:`\\log x` (order of convergence)."""
+    """Least-squares slope of :math:`\\log y` against :math:`\\log x` (order of convergence); ``x`` needs
+    at least two distinct values."""
     x = np.asarray(x, dtype=np.float64)
     y = np.asarray(y, dtype=np.float64)
     if (x.ndim != 1 or x.shape != y.shape or x.size < 2 or not np.all(np.isfinite(x) & np.isfinite(y))
             or np.any(x <= 0) or np.any(y <= 0)):
         raise ValueError("loglog_slope needs two finite, positive 1-d arrays of the same length >= 2")
+    if np.all(x == x[0]):
+        raise ValueError(f"loglog_slope needs at least two distinct x values (every x is {x[0]:g}: the slope is "
+                         "undefined)")
     return float(np.polyfit(np.log(x), np.log(y), 1)[0])
 
 
