@@ -467,3 +467,22 @@ def test_loglog_slope_refuses_a_single_x_value():
             Q.loglog_slope(x, y)
     # log y = 2 log x + log 3 at x = 1 and 2 (twice): slope 2
     assert Q.loglog_slope([1.0, 2.0, 2.0], [3.0, 12.0, 12.0]) == pytest.approx(2.0, rel=1e-12)
+
+
+def test_train_clients_refuses_a_numpy_or_torch_mu_without_prox():
+    """Bug: the 'no proximal term' refusal only looked at Python ints and floats, so mu = np.float32(0.1),
+    np.int64(1) (e.g. from a numpy grid) or torch.tensor(0.1) with solver='sgd' / 'momentum' ran plain
+    SGD (solver mu 0) without a word, while mu = 0.1 was refused. Zero of any numeric type still runs."""
+    import torch
+    from torch import nn
+
+    from fedlib.experiments.custom import train_clients
+
+    xs, ys = _tiny_clients()
+    for solver in ("sgd", "momentum"):
+        for mu in (np.float32(0.1), np.int64(1), torch.tensor(0.1), "0.1", [0.1]):   # a list: not a number
+            with pytest.raises(ValueError, match=rf"^mu: solver '{solver}' has no proximal term, got mu = "):
+                train_clients(nn.Linear(6, 3), xs, ys, rounds=1, solver=solver, mu=mu)
+    for zero in (np.float32(0.0), np.int64(0), torch.tensor(0.0)):
+        out = train_clients(nn.Linear(6, 3), xs, ys, rounds=1, mu=zero, algorithms=["fedavg"])
+        assert out["engine"].runs[0].algorithm.solver.mu == 0.0

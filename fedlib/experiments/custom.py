@@ -124,6 +124,14 @@ def _check_labels(y: torch.Tensor, num_classes: int, what: str) -> None:
                          f"got {int(y.min())}..{int(y.max())}")
 
 
+def _is_zero(value) -> bool:
+    """``value`` is a number (Python, numpy or a one-element tensor) equal to 0."""
+    try:
+        return float(value) == 0
+    except (TypeError, ValueError, RuntimeError):
+        return False
+
+
 def train_clients(model: nn.Module, client_x: Sequence[Any], client_y: Sequence[Any], *, rounds: int = 20,
                   lr: float = 0.05, epochs="1-5", batch_size: int = 32, algorithms=("fedavg", "fednova"),
                   solver: str = "sgd", momentum: float = 0.9, mu: float = 0.0, weight_decay: float = 0.0,
@@ -153,7 +161,7 @@ def train_clients(model: nn.Module, client_x: Sequence[Any], client_y: Sequence[
     if len(set(algorithms)) != len(algorithms):
         raise ValueError(f"algorithms must not repeat a name (one history per name), got {algorithms}")
     check_choice("lr_decay", lr_decay, ("constant", "step"))
-    if solver in ("sgd", "momentum") and isinstance(mu, (int, float)) and mu != 0:
+    if solver in ("sgd", "momentum") and not _is_zero(mu):
         raise ValueError(f"mu: solver {solver!r} has no proximal term, got mu = {mu!r} (FedProx: solver='prox' or "
                          "'momentum-prox')")
     if len(client_x) != len(client_y) or len(client_x) == 0:
