@@ -67,11 +67,11 @@ import numpy as np
 from ._validate import check_int
 from .algorithms import FederatedAlgorithm, make_algorithm
 from .data import synthetic
-from .engines.batched import EpochBatcher, run_batched, run_reference
+from .engines.batched import EpochBatcher, _check_common, run_batched, run_reference
 from .problems.logistic import LogisticProblem
 from .rule import aggregate
 from .sampling import full_participation
-from .schedules import make_epoch_schedule, parse_epochs
+from .schedules import make_epoch_schedule, parse_epochs, round_local_steps
 from .solvers import sgd
 
 __all__ = ["bench_synthetic", "run_simulator", "format_bench"]
@@ -99,12 +99,18 @@ def run_simulator(algorithm: FederatedAlgorithm, problem: LogisticProblem, sched
     :math:`\tfrac{\lambda}{2}\|W\|^2` when the problem has ``l2``), ``backward()``,
     ``opt.step()``, ``zero_grad()``. The client reports :math:`\Delta_i` and
     :math:`\tau_i` (:math:`\|a_i\|_1 = \tau_i` for SGD); the server aggregates with
-    :func:`fedlib.rule.aggregate` and adds the change. Returns the final parameters
-    ``{"W", "b"}`` (numpy) and, with ``evaluate``, :meth:`fedlib.problems.logistic.LogisticProblem.metrics` per round.
+    :func:`fedlib.rule.aggregate` and adds the change (times the plain server's ``server_lr``).
+    Returns the final parameters ``{"W", "b"}`` (numpy) and, with ``evaluate``,
+    :meth:`fedlib.problems.logistic.LogisticProblem.metrics` per round.
+
+    The arguments are checked as :func:`~fedlib.engines.batched.run_batched` checks them
+    (``rounds``, ``batch_size``, ``seed``, the schedule's clients, batch size and whole
+    :math:`\tau_i \ge 1`, the starting ``params``).
     """
     import torch
     import torch.nn.functional as F
 
+    rounds, batch_size, seed, _ = _check_common(algorithm, problem, schedule, rounds, batch_size, "full", None, seed)
     solver = algorithm.solver
     if algorithm.aggregation not in ("fedavg", "fednova") or algorithm.variance is not None:
         raise ValueError(f"run_simulator runs FedAvg and FedNova only, got {algorithm.name!r}")
@@ -121,11 +127,16 @@ def run_simulator(algorithm: FederatedAlgorithm, problem: LogisticProblem, sched
     batcher = EpochBatcher(problem.num_samples, batch_size, seed)
     part = full_participation(problem.p)
     x0 = problem.init_params() if params is None else params
+    problem.model._check_params(x0, stacked=False)
     glob = {"W": np.array(x0["W"], dtype=np.float64), "b": np.array(x0["b"], dtype=np.float64)}
+    server_state = algorithm.server.init(glob)
     model = torch.nn.Linear(d, C, dtype=torch.float64)
     metrics = []
     for t in range(rounds):
-        steps_all = np.asarray(schedule.local_steps(t), dtype=np.int64)
+        steps_all = round_local_steps(schedule, t, problem.num_clients)
+        if np.any(steps_all[part.clients] < 1):
+            raise ValueError(f"schedule: round {t} gives a participant {int(steps_all[part.clients].min())} local steps "
+                             "(need >= 1)")
         global_state = {"weight": torch.from_numpy(np.ascontiguousarray(glob["W"].T)),
                         "bias": torch.from_numpy(glob["b"])}
         deltas, taus = [], []
@@ -149,7 +160,7 @@ def run_simulator(algorithm: FederatedAlgorithm, problem: LogisticProblem, sched
             taus.append(tau)
         taus = np.asarray(taus, dtype=np.int64)
         agg = aggregate(deltas, part.weights, taus.astype(np.float64), algorithm.aggregation, algorithm.tau_eff, taus)
-        glob = {k: glob[k] + agg.change[k] for k in glob}
+        glob, server_state = algorithm.server.update(agg.change, server_state, glob)
         if evaluate:
             metrics.append(problem.metrics(glob))
     return {"params": glob, "metrics": metrics}

@@ -23,8 +23,8 @@ from fedlib.models import count_parameters, scaled_width, vgg11
 from fedlib.problems.logistic import LogisticProblem
 from fedlib.report import fmt, markdown_table
 from fedlib.rng import torch_generator
-from fedlib.schedules import make_epoch_schedule
-from fedlib.server import momentum as server_momentum
+from fedlib.schedules import FixedSteps, make_epoch_schedule
+from fedlib.server import momentum as server_momentum, plain
 from fedlib.solvers import LocalSolver, sgd
 
 #: REFERENCE §4: VGG-11 without BatchNorm, conv 3x3 (pad 1) + ReLU, M = 2x2 max-pool.
@@ -307,3 +307,54 @@ def test_fmt_spec_s_leaves_floats_as_str():
     assert fmt(0.1234567, "s") == "0.1234567" and fmt(np.float64(2.5), "s") == "2.5"
     assert markdown_table(["a", "b"], [["66.31 ± 0.2", 0.125]], spec="s").splitlines()[-1] == "| 66.31 ± 0.2 | 0.125 |"
     assert fmt(b"x") == "b'x'"  # float(b"x") is a ValueError too
+
+
+# ----------------------------------------------------------------------------- run_simulator: fixed bugs
+def test_run_simulator_applies_the_plain_servers_lr():
+    """plain(server_lr) is a "plain" server, which run_simulator accepted, but it added the
+    aggregate unscaled: with plain(0.5) it ended 0.058 away from run_batched (parameters of size
+    0.10). x <- x + server_lr * D (fedlib.server.plain, eq. 4 with eta_g)."""
+    prob, sched = _tiny()
+    half = make_algorithm("fednova", sgd(0.1), server=plain(0.5))
+    got = B.run_simulator(half, prob, sched, 2, batch_size=10)["params"]
+    ref = run_batched(half, prob, sched, 2, batch_size=10, evaluate=False).params
+    full = run_batched(make_algorithm("fednova", sgd(0.1)), prob, sched, 2, batch_size=10, evaluate=False).params
+    for k in ("W", "b"):
+        np.testing.assert_allclose(got[k], ref[k], rtol=0, atol=1e-12)
+    assert np.max(np.abs(ref["W"] - full["W"])) > 1e-3  # server_lr matters on this run
+
+
+class _Steps:
+    """A schedule giving fixed (possibly bad) local steps."""
+
+    def __init__(self, steps):
+        self.steps = steps
+
+    def local_steps(self, round_index):
+        return np.array(self.steps)
+
+
+@pytest.mark.parametrize("change, match", [
+    (dict(rounds=-1), r"^rounds must be an integer >= 0, got -1"),
+    (dict(rounds=2.5), r"^rounds must be an integer >= 0, got 2\.5"),
+    (dict(schedule=_Steps([2.9, 3])), r"^schedule\.local_steps\(0\) must hold integers"),
+    (dict(schedule=_Steps([0, 3])), r"^schedule: round 0 gives a participant 0 local steps \(need >= 1\)"),
+    (dict(schedule="3 clients"), r"^schedule is for 3 clients but the problem has 2"),
+    (dict(batch_size=5), r"^batch_size: schedule counts steps with batch size 10, the engine's is 5"),
+    (dict(params={"W": np.zeros((3, 3)), "b": np.zeros(3)}), r"^params: W has shape \(3, 3\)"),
+], ids=["negative-rounds", "fractional-rounds", "fractional-steps", "zero-steps", "other-clients",
+        "other-batch-size", "params-shape"])
+def test_run_simulator_checks_its_arguments_like_the_other_engines(change, match):
+    """run_batched and run_reference refuse all of these; run_simulator ran rounds=-1 as 0 rounds,
+    cut 2.9 steps to 2, trained a 2-client problem on a 3-client schedule and on a schedule counted
+    for another batch size without a word, and failed on 2.5 rounds / a wrong start with a
+    TypeError / torch's RuntimeError."""
+    prob, sched = _tiny()
+    kw = dict(schedule=sched, rounds=1, batch_size=10)
+    kw.update(change)
+    if kw["schedule"] == "3 clients":
+        kw["schedule"] = FixedSteps([1, 1, 1])
+    args = (make_algorithm("fednova", sgd(0.1)), prob, kw.pop("schedule"), kw.pop("rounds"))
+    for engine in (run_batched, B.run_simulator):  # the same refusal as the batched engine
+        with pytest.raises(ValueError, match=match):
+            engine(*args, **kw)
