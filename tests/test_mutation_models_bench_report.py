@@ -60,13 +60,15 @@ def test_vgg11_forward_is_the_reference_network():
     torch.testing.assert_close(got, expected, rtol=1e-5, atol=1e-6)
 
 
-def test_vgg11_weights_are_the_documented_draws_in_layer_order():
+@pytest.mark.parametrize("width", [WIDTH, 0.001])
+def test_vgg11_weights_are_the_documented_draws_in_layer_order(width):
     """Module docstring: layers initialised in order from torch_generator(seed, "init"); conv
     weights N(0, sqrt(2 / (9 c_out))) (mean 0: a mean of 1 kept the std test_models looks at),
     conv biases 0; linear weights and biases U(-1/sqrt(f_in), 1/sqrt(f_in)) (kaiming_uniform_ with
     a = sqrt(5): gain sqrt(2 / 6), bound gain * sqrt(3 / f_in) = 1 / sqrt(f_in)). Redrawn here with
-    plain Tensor.normal_ / uniform_ from the same generator."""
-    model = vgg11(width=WIDTH, seed=7)
+    plain Tensor.normal_ / uniform_ from the same generator. Width 0.001 leaves one channel and
+    one hidden unit: linear layers with f_in = 1, biases U(-1, 1)."""
+    model = vgg11(width=width, seed=7)
     g = torch_generator(7, "init")
     seen = 0
     for layer in model:
@@ -87,7 +89,7 @@ def test_vgg11_weights_are_the_documented_draws_in_layer_order():
     # a torch.Generator is drawn from directly (and advanced): the same generator state gives the same weights
     g2 = torch_generator(7, "init")
     before = g2.get_state().clone()
-    same = vgg11(width=WIDTH, seed=g2)
+    same = vgg11(width=width, seed=g2)
     assert not torch.equal(g2.get_state(), before)
     assert all(torch.equal(a, b) for a, b in zip(model.state_dict().values(), same.state_dict().values()))
 
@@ -98,6 +100,11 @@ def test_vgg11_dropout_probability_and_its_range():
         model = vgg11(width=WIDTH, seed=0, dropout=p)
         assert [m.p for m in model if isinstance(m, nn.Dropout)] == [p, p]
     assert [m.p for m in vgg11(width=WIDTH, seed=0) if isinstance(m, nn.Dropout)] == [0.5, 0.5]  # REFERENCE §4
+
+
+def test_vgg11_num_classes_from_one():
+    """num_classes is checked as an integer >= 1 (0 is refused in test_models): 1 is a valid head."""
+    assert [m.out_features for m in vgg11(num_classes=1, width=WIDTH, seed=0) if isinstance(m, nn.Linear)] == [32, 32, 1]
 
 
 def test_scaled_width_rounds_half_to_even_and_keeps_one_channel():
@@ -112,7 +119,7 @@ def test_count_parameters_counts_a_shared_layer_once():
     assert count_parameters(nn.Sequential(lin, nn.ReLU(), lin)) == 8
     lin.bias.requires_grad_(False)
     assert count_parameters(nn.Sequential(lin, lin), trainable_only=True) == 6
-    assert count_parameters(nn.Sequential(lin, lin), trainable_only=False) == 8
+    assert count_parameters(nn.Sequential(lin, lin)) == 8  # by default frozen parameters count too
 
 
 # ----------------------------------------------------------------------------- bench: timing arithmetic
