@@ -1,0 +1,725 @@
+"""Mutation-testing pass on the command line (``fedlib/cli/common.py``, ``fedlib/cli/synthetic.py``,
+``fedlib/cli/rerun.py``): each test pins behaviour that a mutant of these modules changed without
+any other test failing (an argument check's boundary, the text of an error message naming the flag,
+a resolved default, what is printed, which file is written).
+
+Expected values are read off the input or worked out by hand in the comments. Everything runs in
+process (``fedlib.cli.main`` or the helpers directly), on tiny generated data sets.
+"""
+from __future__ import annotations
+
+import argparse
+import contextlib
+import io
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+from fedlib.cli import common, main
+from fedlib.cli.common import CLIError
+
+SYN = ["run", "synthetic", "--num-clients", "3", "--rounds", "2"]
+
+
+def _exit(argv) -> tuple[int, str, str]:
+    """``(exit status, stdout, stderr)`` of ``main(argv)``, an argparse ``SystemExit`` included."""
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        try:
+            rc = main(argv)
+        except SystemExit as exc:
+            rc = exc.code
+    return rc, out.getvalue(), err.getvalue()
+
+
+def _error(argv) -> str:
+    """The text after ``<prog>: error: `` of a refused command line (exit status 2)."""
+    rc, _, err = _exit(argv)
+    assert rc == 2, (rc, err)
+    lines = [ln for ln in err.splitlines() if ": error: " in ln]
+    assert lines, err
+    return lines[-1].split(": error: ", 1)[1]
+
+
+# ----------------------------------------------------------------------------- argparse types
+@pytest.mark.parametrize("parse, text, message", [
+    (common.positive_float, "abc", "must be a number, got 'abc'"),
+    (common.positive_float, "0", "must be a finite number > 0, got '0'"),
+    (common.positive_float, "inf", "must be a finite number > 0, got 'inf'"),
+    (common.positive_float, "nan", "must be a finite number > 0, got 'nan'"),
+    (common.nonneg_float, "-0.5", "must be a finite number >= 0, got '-0.5'"),
+    (common.nonneg_float, "inf", "must be a finite number >= 0, got 'inf'"),
+    (common.unit_interval, "1", "must lie in [0, 1), got '1'"),
+    (common.unit_interval, "-0.1", "must lie in [0, 1), got '-0.1'"),
+    (common.int_at_least(1), "0", "must be >= 1, got 0"),
+    (common.int_at_least(1), "1.5", "must be an integer, got '1.5'"),
+    (common.int_between(2, 5), "1", "must be an integer in [2, 5], got 1"),
+    (common.int_between(2, 5), "6", "must be an integer in [2, 5], got 6"),
+    (common._tau_eff, "0", "must be a finite number > 0, got '0'"),
+    (common._tau_eff, "inf", "must be a finite number > 0, got 'inf'"),
+    (common._tau_eff, "steps", "must be 'a_norm', 'local_steps', 'population' or a number > 0, got 'steps'"),
+    (common.user_path, "~nosuchuser-fedlib-zz9/r.json", "cannot expand '~nosuchuser-fedlib-zz9/r.json': "),
+])
+def test_argument_types_refuse_with_a_message(parse, text, message):
+    with pytest.raises(argparse.ArgumentTypeError) as info:
+        parse(text)
+    assert str(info.value).startswith(message), str(info.value)
+
+
+@pytest.mark.parametrize("parse, text, value", [
+    (common.positive_float, "1e-300", 1e-300),   # the smallest numbers > 0 are fine
+    (common.nonneg_float, "0", 0.0),             # the boundary 0 belongs to ">= 0"
+    (common.unit_interval, "0", 0.0),
+    (common.unit_interval, "0.999", 0.999),
+    (common.int_at_least(1), "1", 1),
+    (common.int_at_least(0), "0", 0),
+    (common.int_between(2, 5), "2", 2),          # both ends are inside [low, high]
+    (common.int_between(2, 5), "5", 5),
+    (common._tau_eff, "a_norm", "a_norm"),
+    (common._tau_eff, "local_steps", "local_steps"),
+    (common._tau_eff, "population", "population"),
+    (common._tau_eff, "2.5", 2.5),
+    (common._epochs, "2-5", "2-5"),              # kept as text (parsed again by resolve_epochs)
+])
+def test_argument_types_accept(parse, text, value):
+    got = parse(text)
+    assert got == value and type(got) is type(value)
+
+
+def test_epochs_type_refuses_what_parse_epochs_refuses():
+    with pytest.raises(argparse.ArgumentTypeError):
+        common._epochs("0")
+    with pytest.raises(argparse.ArgumentTypeError):
+        common._epochs("5-2")
+
+
+def test_user_path_expands_the_home_folder():
+    assert common.user_path("~/r.json") == Path.home() / "r.json"
+
+
+@pytest.mark.parametrize("flag, value, message", [
+    ("--lr", "0", "argument --lr: must be a finite number > 0, got '0'"),
+    ("--lr", "abc", "argument --lr: must be a number, got 'abc'"),
+    ("--mu", "-1", "argument --mu: must be a finite number >= 0, got '-1'"),
+    ("--rounds", "0", "argument --rounds: must be >= 1, got 0"),
+    ("--batch-size", "0", "argument --batch-size: must be >= 1, got 0"),
+    ("--clients-per-round", "0", "argument --clients-per-round: must be >= 1, got 0"),
+    ("--seed", "-1", "argument --seed: must be >= 0, got -1"),
+    ("--checkpoint-every", "0", "argument --checkpoint-every: must be >= 1, got 0"),
+    ("--num-classes", "1", "argument --num-classes: must be >= 2, got 1"),
+    ("--tau-eff", "-2", "argument --tau-eff: must be a finite number > 0, got '-2'"),
+])
+def test_run_synthetic_names_the_flag_of_a_bad_value(flag, value, message):
+    assert _error(SYN + [flag, value]).startswith(message)
+
+
+def test_help_shows_defaults_but_not_none_or_false():
+    """``(default: X)`` is shown where X is a value, not for None (the help says what happens) or False
+    (a switch)."""
+    rc, out, _ = _exit(["run", "synthetic", "--help"])
+    assert rc == 0
+    text = " ".join(out.split())  # the help is wrapped at the terminal width
+    assert "communication rounds (default: 100)" in text
+    assert "mini-batch size per client (default: 20)" in text
+    assert "(default: None)" not in text and "(default: False)" not in text
+
+
+def _parse(argv):
+    from fedlib.cli import build_parser
+
+    return build_parser(tuple(argv[:2])).parse_args(argv)
+
+
+def test_run_synthetic_defaults():
+    """The defaults the description and the help promise (paper settings: batch 20, lr 0.02, E = 2)."""
+    args = _parse(["run", "synthetic"])
+    expected = dict(algorithm="fednova", solver=None, lr=0.02, lr_decay="constant", mu=None, momentum=None,
+                    weight_decay=0.0, tau_eff=None, server="plain", server_momentum=None, server_lr=None,
+                    rounds=100, epochs="2", batch_size=20, sampling="full", clients_per_round=None, seed=0,
+                    engine="batched", backend="numpy", device=None, out=None, quiet=False, progress=False,
+                    checkpoint_every=None, checkpoint=None, resume=False, distributed=False, data=None,
+                    alpha=None, beta=None, num_clients=None, data_seed=None, num_classes=None, l2=0.0)
+    assert {k: getattr(args, k) for k in expected} == expected
+
+
+def test_run_synthetic_accepts_the_lower_bounds():
+    args = _parse(["run", "synthetic", "--rounds", "1", "--batch-size", "1", "--clients-per-round", "1",
+                   "--seed", "0", "--checkpoint-every", "1", "--num-classes", "2", "--num-clients", "1",
+                   "--data-seed", "0", "--mu", "0", "--momentum", "0", "--server-momentum", "0",
+                   "--weight-decay", "0", "--alpha", "0", "--beta", "0", "--l2", "0"])
+    assert (args.rounds, args.batch_size, args.clients_per_round, args.seed, args.checkpoint_every,
+            args.num_classes, args.num_clients, args.data_seed) == (1, 1, 1, 0, 1, 2, 1, 0)
+    assert (args.mu, args.momentum, args.server_momentum, args.weight_decay, args.alpha, args.beta,
+            args.l2) == (0.0,) * 7
+
+
+def test_add_checkpoint_args_without_distributed():
+    """``--distributed`` only where asked for (run synthetic); the group title says so."""
+    p = argparse.ArgumentParser()
+    g = common.add_checkpoint_args(p)
+    assert g.title == "checkpoints"
+    assert "--distributed" not in p.format_help()
+    assert p.parse_args(["--checkpoint-every", "1"]).checkpoint_every == 1
+    p2 = argparse.ArgumentParser()
+    assert common.add_checkpoint_args(p2, distributed=True).title == "checkpoints and processes"
+    assert p2.parse_args(["--distributed"]).distributed is True
+
+
+# ----------------------------------------------------------------------------- devices
+@pytest.fixture
+def gpus(monkeypatch):
+    """Pretend torch sees ``n`` GPUs: ``gpus(n)``."""
+    import torch
+
+    def set_count(n):
+        monkeypatch.setattr(torch.cuda, "device_count", lambda: n)
+
+    return set_count
+
+
+@pytest.mark.parametrize("device", ["cpu", "cpu:0", "cuda"])
+def test_check_torch_device_accepts_cpu_and_an_unnumbered_cuda(gpus, device):
+    gpus(0)  # plain "cuda" without a GPU is resolve_device's to refuse (it names --backend torch)
+    common.check_torch_device(device)
+
+
+@pytest.mark.parametrize("count, device, message", [
+    # cuda:N needs N < count: cuda:1 is the second GPU
+    (1, "cuda:1", "--device cuda:1: torch sees 1 GPU(s) on this machine (cuda:0)"),
+    (0, "cuda:0", "--device cuda:0: torch sees 0 GPU(s) on this machine"),
+    (3, "cuda:3", "--device cuda:3: torch sees 3 GPU(s) on this machine (cuda:0 .. cuda:2)"),
+])
+def test_check_torch_device_refuses_a_gpu_torch_does_not_see(gpus, count, device, message):
+    gpus(count)
+    with pytest.raises(CLIError) as info:
+        common.check_torch_device(device)
+    assert str(info.value) == message
+
+
+def test_check_torch_device_accepts_the_last_gpu_and_names_other_types(gpus):
+    gpus(2)
+    common.check_torch_device("cuda:1")  # the second of two
+    with pytest.raises(CLIError) as info:
+        common.check_torch_device("meta", "--gpu")
+    assert str(info.value) == "--gpu meta: the engines run on cpu or cuda (cuda:N), not meta"
+
+
+# ----------------------------------------------------------------------------- checkpoint paths
+def _ckpt_args(**kw):
+    base = dict(checkpoint_every=None, checkpoint=None, resume=False, out=None, data=None)
+    return argparse.Namespace(**{**base, **kw})
+
+
+def _cli_error(fn, *args) -> str:
+    with pytest.raises(CLIError) as info:
+        fn(*args)
+    return str(info.value)
+
+
+def test_resolve_checkpoint_unused_is_none(tmp_path):
+    assert common.resolve_checkpoint(_ckpt_args(out=tmp_path / "r.json")) is None
+    # a command without checkpoint flags at all (run cifar10): unused, even when <out>.ckpt exists
+    (tmp_path / "r.json.ckpt").write_bytes(b"")
+    assert common.resolve_checkpoint(argparse.Namespace(out=tmp_path / "r.json")) is None
+
+
+def test_resolve_checkpoint_defaults_to_out_dot_ckpt(tmp_path):
+    assert common.resolve_checkpoint(_ckpt_args(checkpoint_every=2, out=tmp_path / "r.json")) \
+        == tmp_path / "r.json.ckpt"
+
+
+def test_resolve_checkpoint_refusals(tmp_path):
+    (tmp_path / "folder").mkdir()
+    assert _cli_error(common.resolve_checkpoint, _ckpt_args(checkpoint=tmp_path / "c.ckpt")) \
+        == "--checkpoint needs --checkpoint-every K or --resume"
+    assert _cli_error(common.resolve_checkpoint, _ckpt_args(checkpoint_every=1)) \
+        == "--checkpoint-every / --resume need --checkpoint PATH or --out (default: <out>.ckpt)"
+    assert _cli_error(common.resolve_checkpoint, _ckpt_args(resume=True)) \
+        == "--checkpoint-every / --resume need --checkpoint PATH or --out (default: <out>.ckpt)"
+    assert _cli_error(common.resolve_checkpoint, _ckpt_args(checkpoint_every=1, checkpoint=tmp_path / "folder")) \
+        == f"--checkpoint {tmp_path / 'folder'}: is a folder, give a file name"
+    assert _cli_error(common.resolve_checkpoint, _ckpt_args(resume=True, checkpoint=tmp_path / "none.ckpt")) \
+        == f"--resume: checkpoint {tmp_path / 'none.ckpt'} not found"
+    assert _cli_error(common.resolve_checkpoint, _ckpt_args(checkpoint_every=1, checkpoint=tmp_path / "no" / "c")) \
+        == f"--checkpoint {tmp_path / 'no' / 'c'}: folder {tmp_path / 'no'} does not exist"
+    out = tmp_path / "r.json"
+    assert _cli_error(common.resolve_checkpoint, _ckpt_args(checkpoint_every=1, checkpoint=out, out=out)) \
+        == f"--checkpoint {out}: is the --out file; give the checkpoint its own name"
+
+
+def test_run_synthetic_resume_without_a_checkpoint_exits_2(tmp_path):
+    out = tmp_path / "r.json"
+    assert _error(SYN + ["--quiet", "--out", str(out), "--resume"]) \
+        == f"--resume: checkpoint {out}.ckpt not found"
+    assert not out.exists()
+
+
+# ----------------------------------------------------------------------------- algorithm flags
+@pytest.mark.parametrize("flags, message", [
+    (["--algorithm", "fedprox", "--solver", "sgd"],
+     "--solver: fedprox needs a proximal local solver (prox or momentum-prox), got sgd"),
+    (["--algorithm", "fedprox"], "--mu: fedprox needs a proximal coefficient --mu > 0"),
+    (["--algorithm", "fedprox", "--mu", "0"], "--mu: fedprox needs a proximal coefficient --mu > 0, got 0"),
+    (["--solver", "prox"], "--mu: --solver prox needs a proximal coefficient --mu > 0"),
+    (["--solver", "momentum-prox", "--mu", "0"],
+     "--mu: --solver momentum-prox needs a proximal coefficient --mu > 0, got 0"),
+    (["--mu", "0.1"], "--mu is only used by the prox solvers (prox, momentum-prox), not by --solver sgd"),
+    (["--momentum", "0.5"], "--momentum is only used by the momentum solvers, not by --solver sgd"),
+    (["--solver", "prox", "--mu", "1", "--momentum", "0.5"],
+     "--momentum is only used by the momentum solvers, not by --solver prox"),
+    (["--algorithm", "fedavg", "--tau-eff", "2"],
+     "--tau-eff can only be set for fednova and fednova-vr, not fedavg (its tau_eff is implicit)"),
+    (["--server-momentum", "0.5"], "--server-momentum needs --server momentum, got --server plain"),
+    (["--server", "adam", "--server-momentum", "0.5"], "--server-momentum needs --server momentum, got --server adam"),
+    (["--server", "momentum", "--server-lr", "0.5"],
+     "--server-lr is not used by --server momentum (its step is the client lr)"),
+])
+def test_impossible_algorithm_flags_exit_2_naming_the_flag(tmp_path, flags, message):
+    out = tmp_path / "r.json"
+    assert _error(SYN + ["--quiet", "--out", str(out)] + flags) == message
+    assert not out.exists()
+
+
+def _alg_args(**kw):
+    base = dict(algorithm="fednova", solver=None, lr=0.1, mu=None, momentum=None, weight_decay=0.0, tau_eff=None,
+                server="plain", server_momentum=None, server_lr=None)
+    return argparse.Namespace(**{**base, **kw})
+
+
+@pytest.mark.parametrize("given, resolved", [
+    # (flags given, (solver, momentum, server_momentum, server_lr) filled in by build_algorithm)
+    ({}, ("sgd", None, None, 1.0)),
+    ({"algorithm": "fedprox", "mu": 0.5}, ("prox", None, None, 1.0)),
+    ({"solver": "momentum"}, ("momentum", 0.9, None, 1.0)),
+    ({"solver": "momentum", "momentum": 0.0}, ("momentum", 0.0, None, 1.0)),   # 0 is a value, not "unset"
+    ({"solver": "momentum-prox", "mu": 0.5, "momentum": 0.3}, ("momentum-prox", 0.3, None, 1.0)),
+    ({"server": "momentum"}, ("sgd", None, 0.9, None)),
+    ({"server": "momentum", "server_momentum": 0.0}, ("sgd", None, 0.0, None)),
+    ({"server": "adam"}, ("sgd", None, None, 0.01)),
+    ({"server": "adam", "server_lr": 0.5}, ("sgd", None, None, 0.5)),
+    ({"server_lr": 2.0}, ("sgd", None, None, 2.0)),
+])
+def test_build_algorithm_fills_in_the_resolved_defaults(given, resolved):
+    args = _alg_args(**given)
+    alg = common.build_algorithm(args)
+    assert (args.solver, args.momentum, args.server_momentum, args.server_lr) == resolved
+    assert alg.solver.lr == 0.1
+
+
+@pytest.mark.parametrize("given, solver, tau_eff", [
+    # (flags, (name, lr, momentum, mu, weight_decay) of the local solver, the algorithm's tau_eff)
+    ({"algorithm": "fedprox", "mu": 0.5, "weight_decay": 0.01}, ("prox", 0.1, 0.0, 0.5, 0.01), None),
+    ({"solver": "momentum", "momentum": 0.3}, ("momentum", 0.1, 0.3, 0.0, 0.0), None),
+    ({"tau_eff": 2.0}, ("sgd", 0.1, 0.0, 0.0, 0.0), 2.0),
+    ({"tau_eff": "local_steps"}, ("sgd", 0.1, 0.0, 0.0, 0.0), "local_steps"),
+    ({"tau_eff": "population"}, ("sgd", 0.1, 0.0, 0.0, 0.0), None),  # set by resolve_tau_eff once n_i are known
+])
+def test_build_algorithm_passes_the_flags_on(given, solver, tau_eff):
+    alg = common.build_algorithm(_alg_args(**given))
+    s = alg.solver
+    assert (s.name, s.lr, s.momentum, s.mu, s.weight_decay) == solver
+    assert alg.tau_eff == tau_eff
+    assert alg.name == given.get("algorithm", "fednova")
+
+
+def test_build_algorithm_names_the_flag_of_a_solver_refusal(tmp_path):
+    # lr * mu = 0.5 * 3 = 1.5 > 1: the proximal step is refused by the solver, reported against --mu
+    assert _error(SYN + ["--quiet", "--algorithm", "fedprox", "--lr", "0.5", "--mu", "3"]) \
+        .startswith("--mu: mu: lr*mu must be <= 1 for a proximal step, got lr*mu = 1.5")
+
+
+def test_build_algorithm_reports_an_algorithm_refusal_as_a_cli_error():
+    # a tau_eff the parser would have refused (a Namespace built by hand): still a CLIError naming --algorithm
+    with pytest.raises(CLIError) as info:
+        common.build_algorithm(_alg_args(tau_eff=-1.0))
+    assert str(info.value).startswith("--algorithm fednova: ")
+
+
+# ----------------------------------------------------------------------------- tau_eff population / warning
+def _tau_args(**kw):
+    base = dict(algorithm="fednova", tau_eff=None, sampling="full", clients_per_round=None)
+    return argparse.Namespace(**{**base, **kw})
+
+
+def test_resolve_tau_eff_population_is_the_weighted_mean_of_the_local_steps():
+    args = _tau_args(tau_eff="population")
+    alg = common.build_algorithm(_alg_args(tau_eff="population"))
+    # local SGD: ||a_i||_1 = tau_i = E * ceil(n_i / b); n = (10, 20, 30), b = 10, E = 1: tau = (1, 2, 3),
+    # p = (1, 2, 3) / 6, so tau_eff = (1 + 4 + 9) / 6 = 14 / 6
+    new, value = common.resolve_tau_eff(args, alg, [10, 20, 30], 10, (1, 1))
+    assert value == pytest.approx(14 / 6, rel=1e-12)
+    assert new.tau_eff == value
+    assert alg.tau_eff is None  # a new algorithm, the given one unchanged
+
+
+WARNING = ("warning: {alg} with --sampling {s} takes tau_eff from each round's sample ({t}), which biases the "
+           "expected update towards clients with large ||a_i||_1 (book, chapter 8); pass --tau-eff population "
+           "for a sample-independent value")
+
+
+@pytest.mark.parametrize("kw, warned", [
+    ({"sampling": "uniform", "clients_per_round": 2}, WARNING.format(alg="fednova", s="uniform", t="a_norm")),
+    ({"sampling": "with-replacement", "clients_per_round": 3},  # q = m draws with replacement: still a sample
+     WARNING.format(alg="fednova", s="with-replacement", t="a_norm")),
+    ({"sampling": "uniform", "clients_per_round": 2, "tau_eff": "local_steps"},
+     WARNING.format(alg="fednova", s="uniform", t="local_steps")),
+    ({"sampling": "uniform", "clients_per_round": 2, "algorithm": "fednova-vr"},
+     WARNING.format(alg="fednova-vr", s="uniform", t="a_norm")),
+    ({"sampling": "full"}, None),
+    ({"sampling": "uniform", "clients_per_round": 3}, None),    # all 3 distinct clients: omega_i = p_i
+    ({"sampling": "uniform", "clients_per_round": 2, "tau_eff": 2.0}, None),  # a fixed number
+    ({"sampling": "uniform", "clients_per_round": 2, "algorithm": "fedavg"}, None),
+])
+def test_resolve_tau_eff_warns_about_a_sampled_tau_eff(capsys, kw, warned):
+    args = _tau_args(**kw)
+    alg = common.build_algorithm(_alg_args(algorithm=args.algorithm, tau_eff=args.tau_eff))
+    new, value = common.resolve_tau_eff(args, alg, [10, 20, 30], 10, (1, 1))
+    assert new is alg and value is None
+    out, err = capsys.readouterr()
+    assert out == ""
+    assert err == ("" if warned is None else warned + "\n")
+
+
+def test_resolve_tau_eff_warn_false_is_silent(capsys):
+    args = _tau_args(sampling="uniform", clients_per_round=2)
+    common.resolve_tau_eff(args, common.build_algorithm(_alg_args()), [10, 20, 30], 10, (1, 1), warn=False)
+    assert capsys.readouterr().err == ""
+
+
+# ----------------------------------------------------------------------------- participation, lr, output
+def _part(sampling, q):
+    return argparse.Namespace(sampling=sampling, clients_per_round=q)
+
+
+@pytest.mark.parametrize("sampling, q", [("full", None), ("full", 3), ("uniform", 3), ("uniform", 1),
+                                         ("with-replacement", 5)])  # q > m draws are fine with replacement
+def test_check_participation_accepts(sampling, q):
+    common.check_participation(_part(sampling, q), 3)
+
+
+@pytest.mark.parametrize("sampling, q, message", [
+    ("full", 2, "--clients-per-round 2 needs --sampling with-replacement or uniform (with --sampling full all 3 "
+                "clients take part)"),
+    ("uniform", None, "--clients-per-round is required with --sampling uniform"),
+    ("with-replacement", None, "--clients-per-round is required with --sampling with-replacement"),
+    ("uniform", 4, "--clients-per-round 4 is larger than the number of clients (3); --sampling uniform draws "
+                   "distinct clients"),
+])
+def test_check_participation_refuses(sampling, q, message):
+    assert _cli_error(common.check_participation, _part(sampling, q), 3) == message
+
+
+def test_lr_schedule():
+    assert common.lr_schedule(argparse.Namespace(lr_decay="constant", lr=0.1, rounds=100)) is None
+    f = common.lr_schedule(argparse.Namespace(lr_decay="step", lr=0.1, rounds=100))
+    # /10 from round 50 (50% of 100), /100 from round 75
+    assert [f(0), f(49), f(50), f(74), f(75), f(99)] == pytest.approx([0.1, 0.1, 0.01, 0.01, 0.001, 0.001])
+
+
+def test_check_output_path(tmp_path, monkeypatch):
+    common.check_output_path(None)
+    common.check_output_path(tmp_path / "new.json")  # a new file in a writable folder
+    (tmp_path / "file").write_text("x")
+    common.check_output_path(tmp_path / "file")      # an existing file is replaced
+    assert _cli_error(common.check_output_path, tmp_path) \
+        == f"--out {tmp_path}: is a folder, give a file name like result.json"
+    assert _cli_error(common.check_output_path, tmp_path / "file" / "r.json", "--json") \
+        == f"--json {tmp_path / 'file' / 'r.json'}: folder {tmp_path / 'file'} is a file"
+    assert _cli_error(common.check_output_path, tmp_path / "no" / "r.json") \
+        == f"--out {tmp_path / 'no' / 'r.json'}: folder {tmp_path / 'no'} does not exist"
+    os.mkfifo(tmp_path / "fifo")
+    assert _cli_error(common.check_output_path, tmp_path / "fifo") \
+        == f"--out {tmp_path / 'fifo'}: exists and is not a regular file (a FIFO or device); give a file name"
+    # a link: the file written is its target, in the target's folder
+    (tmp_path / "link.json").symlink_to(tmp_path / "gone" / "r.json")
+    assert _cli_error(common.check_output_path, tmp_path / "link.json") \
+        == f"--out {tmp_path / 'gone' / 'r.json'}: folder {tmp_path / 'gone'} does not exist"
+    monkeypatch.setattr(common.os, "access", lambda path, mode: False)  # root may write anywhere: pretend
+    assert _cli_error(common.check_output_path, tmp_path / "new.json") \
+        == f"--out {tmp_path / 'new.json'}: folder {tmp_path} is not writable"
+
+
+def _out_args(quiet=False, progress=False):
+    return argparse.Namespace(quiet=quiet, progress=progress)
+
+
+def test_progress_bar_only_when_asked_or_on_a_terminal(capsys):
+    assert common.progress_bar(_out_args(), 10, "x") is None             # stderr is not a terminal here
+    assert common.progress_bar(_out_args(quiet=True, progress=True), 10, "x") is None  # --quiet wins
+    bar = common.progress_bar(_out_args(progress=True), 10, "fednova")
+    assert (bar.total, bar.n, bar.desc) == (10, 0, "fednova")
+    bar.close()
+    bar = common.progress_bar(_out_args(progress=True), 10, "fednova", initial=4)  # a resumed run: 4 done
+    assert bar.n == 4
+    bar.close()
+    capsys.readouterr()
+
+
+def test_info_prints_unless_quiet(capsys):
+    common.info(_out_args(), "hello")
+    common.info(_out_args(quiet=True), "hidden")
+    assert capsys.readouterr() == ("hello\n", "")
+
+
+def test_config_from_args_records_paths_as_strings(tmp_path):
+    args = argparse.Namespace(out=tmp_path / "r.json", lr=0.5, seed=None)
+    assert common.config_from_args(args, ("out", "lr", "seed", "absent")) \
+        == {"out": str(tmp_path / "r.json"), "lr": 0.5, "seed": None, "absent": None}
+
+
+def test_emit_bench_writes_and_prints(tmp_path, capsys):
+    from fedlib.results import read_result
+
+    out = {"config": {"rounds": 1}, "results": {"speedup": 2.0}}
+    from fedlib.results import RunClock
+
+    with RunClock() as clock:
+        pass
+    prov = clock.provenance("cpu")
+    fmt = lambda r: f"speedup {r['speedup']}"  # noqa: E731
+    path = tmp_path / "b.json"
+    assert common.emit_bench(argparse.Namespace(json=path, quiet=False), out, prov, fmt) == 0
+    assert capsys.readouterr().out == f"speedup 2.0\nwrote {path}\n"
+    doc = read_result(path)
+    assert (doc["kind"], doc["config"], doc["summary"]) == ("bench", {"rounds": 1}, {"speedup": 2.0})
+    path.unlink()
+    assert common.emit_bench(argparse.Namespace(json=None, quiet=False), out, prov, fmt) == 0
+    assert capsys.readouterr().out == "speedup 2.0\n" and not path.exists()
+    assert common.emit_bench(argparse.Namespace(json=path, quiet=True), out, prov, fmt) == 0
+    assert capsys.readouterr().out == "" and path.is_file()
+
+
+def test_resolve_epochs():
+    assert common.resolve_epochs(argparse.Namespace(epochs="2-5")) == (2, 5)
+    assert common.resolve_epochs(argparse.Namespace(epochs="3")) == (3, 3)
+
+
+def test_bench_synthetic_refuses_bad_epochs_before_benchmarking(tmp_path):
+    """``bench synthetic --epochs`` is plain text in the parser: resolve_epochs is its only check."""
+    path = tmp_path / "b.json"
+    assert _error(["bench", "synthetic", "--quiet", "--epochs", "5-2", "--json", str(path)]) \
+        == "--epochs: epochs range must satisfy 1 <= low <= high, got '5-2'"
+    assert not path.exists()
+
+
+# ----------------------------------------------------------------------------- run synthetic
+@pytest.fixture
+def leaf_file(tmp_path):
+    from fedlib.data import save_leaf, synthetic
+
+    folder = tmp_path / "leaf"
+    save_leaf(synthetic(num_clients=3, seed=0, num_samples=[30, 40, 25]), folder)
+    return next((folder / "train").glob("*.json"))
+
+
+def test_run_synthetic_records_the_synthetic_defaults(tmp_path):
+    """Without data flags: Synthetic(1, 1) with 30 clients, data seed 0 and 10 classes (the help's defaults),
+    recorded in config.data; the summary line names the algorithm, the rounds and the file."""
+    out = tmp_path / "r.json"
+    rc, stdout, err = _exit(["run", "synthetic", "--rounds", "1", "--out", str(out)])
+    assert rc == 0, err
+    config = json.loads(out.read_text())["config"]
+    data = {k: v for k, v in config["data"].items() if k != "num_samples"}
+    assert data == {"generator": "synthetic", "alpha": 1.0, "beta": 1.0, "data_seed": 0, "num_clients": 30,
+                    "num_features": 60, "num_classes": 10}
+    assert len(config["data"]["num_samples"]) == 30
+    assert (config["problem"], config["l2"], config["engine"], config["backend"], config["device"]) \
+        == ("synthetic-logistic", 0.0, "batched", "numpy", "cpu")
+    assert "tau_eff_value" not in config and "world_size" not in config
+    lines = stdout.splitlines()
+    assert len(lines) == 1
+    import re
+    assert re.fullmatch(r"fednova: final training loss \d+\.\d{6}, test accuracy \d\.\d{4} after 1 rounds "
+                        r"\(\d+\.\d s\); wrote " + re.escape(str(out)), lines[0]), lines[0]
+
+
+def test_run_synthetic_quiet_prints_nothing_and_without_out_writes_nothing(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    rc, stdout, err = _exit(SYN + ["--quiet"])
+    assert (rc, stdout, err) == (0, "", "")
+    assert list(tmp_path.iterdir()) == []
+    rc, stdout, _ = _exit(SYN)
+    assert rc == 0 and "wrote" not in stdout and stdout.startswith("fednova: final training loss ")
+
+
+def test_run_synthetic_on_a_leaf_file(tmp_path, leaf_file):
+    out = tmp_path / "r.json"
+    assert _exit(["run", "synthetic", "--quiet", "--rounds", "1", "--data", str(leaf_file), "--out", str(out),
+                  "--tau-eff", "population"])[0] == 0
+    config = json.loads(out.read_text())["config"]
+    assert config["problem"] == "leaf-logistic"
+    assert config["data"]["source"] == str(leaf_file.resolve())
+    assert config["data"]["num_samples"] == json.loads(leaf_file.read_text())["num_samples"]  # read off the file
+    assert "generator" not in config["data"] and "alpha" not in config["data"]
+    assert config["tau_eff"] == "population" and config["tau_eff_value"] > 0
+
+
+@pytest.mark.parametrize("flags, message", [
+    (["--alpha", "1"], "--alpha: describes the generated Synthetic data, not --data {data}; drop it"),
+    (["--num-clients", "3", "--data-seed", "0"],
+     "--num-clients, --data-seed: describe the generated Synthetic data, not --data {data}; drop them"),
+])
+def test_run_synthetic_refuses_synthetic_flags_with_data(tmp_path, leaf_file, flags, message):
+    assert _error(["run", "synthetic", "--quiet", "--data", str(leaf_file)] + flags) \
+        == message.format(data=leaf_file)
+
+
+def test_run_synthetic_names_data_in_a_bad_data_file(tmp_path):
+    bad = tmp_path / "bad.json"
+    bad.write_text("{not json")
+    assert _error(["run", "synthetic", "--quiet", "--data", str(bad)]).startswith("--data: ")
+
+
+@pytest.mark.parametrize("flags, message", [
+    (["--engine", "reference", "--backend", "torch"],
+     "--engine reference runs with numpy on the CPU: drop --backend / --device"),
+    (["--engine", "reference", "--device", "cuda:0"],
+     "--engine reference runs with numpy on the CPU: drop --backend / --device"),
+    (["--engine", "reference", "--distributed"], "--distributed runs the batched engine: drop --engine reference"),
+    (["--engine", "reference", "--checkpoint-every", "1", "--out", "{tmp}/r.json"],
+     "--checkpoint-every / --resume need --engine batched"),
+    (["--backend", "torch", "--device", "meta"], "--device meta: the engines run on cpu or cuda (cuda:N), not meta"),
+])
+def test_run_synthetic_refuses_engine_combinations(tmp_path, flags, message):
+    assert _error(SYN + ["--quiet"] + [f.format(tmp=tmp_path) for f in flags]) == message
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_run_synthetic_reference_engine_on_the_cpu_device_runs():
+    assert _exit(SYN + ["--quiet", "--engine", "reference", "--device", "cpu"])[0] == 0
+
+
+def test_run_synthetic_refuses_more_processes_than_clients(monkeypatch):
+    monkeypatch.setenv("WORLD_SIZE", "4")  # 4 processes for 3 clients
+    assert _error(SYN + ["--quiet", "--distributed"]) \
+        == "--distributed: world size 4 is larger than the number of clients (3); use at most 3 processes"
+    monkeypatch.setenv("WORLD_SIZE", "two")
+    assert _error(SYN + ["--quiet", "--distributed"]) == "--distributed: WORLD_SIZE='two' is not an integer"
+
+
+def test_rank0_of(monkeypatch):
+    from fedlib.cli.synthetic import rank0_of
+
+    monkeypatch.delenv("RANK", raising=False)
+    assert rank0_of(False) and rank0_of(True)  # RANK unset: the only process
+    monkeypatch.setenv("RANK", "1")
+    assert rank0_of(False) and not rank0_of(True)
+    monkeypatch.setenv("RANK", "0")
+    assert rank0_of(True)
+
+
+def test_segment_end_keeps_the_public_fields():
+    from fedlib.cli.synthetic import _segment_end, _segment_start
+
+    seg = _segment_start(3)
+    assert seg["rounds"] == [3, 3]
+    end = _segment_end(seg, 7)
+    assert end["rounds"] == [3, 7] and "_t0" not in end
+    assert 0 <= end["seconds"] < 60 and end["seconds"] == round(end["seconds"], 6)
+    assert {k: end[k] for k in ("git_commit", "git_dirty", "fedlib", "started_utc")} \
+        == {k: seg[k] for k in ("git_commit", "git_dirty", "fedlib", "started_utc")}
+
+
+def test_run_synthetic_checkpoints_every_k_rounds_and_after_the_last(tmp_path, monkeypatch):
+    import fedlib.checkpoint as ckpt
+
+    saved = []
+    real = ckpt.save_checkpoint
+
+    def spy(path, **kw):
+        saved.append(kw["round_done"])
+        return real(path, **kw)
+
+    monkeypatch.setattr(ckpt, "save_checkpoint", spy)
+    out = tmp_path / "r.json"
+    argv = ["run", "synthetic", "--num-clients", "3", "--rounds", "5", "--quiet", "--out", str(out),
+            "--checkpoint-every", "2"]
+    assert _exit(argv)[0] == 0
+    assert saved == [2, 4, 5]  # every 2 rounds, and after the last (5)
+    doc = ckpt.load_checkpoint(tmp_path / "r.json.ckpt", kind="synthetic")
+    assert doc["round"] == 5
+    segs = doc["extra"]["segments"]
+    assert len(segs) == 1 and segs[0]["rounds"] == [0, 5]
+
+
+# ----------------------------------------------------------------------------- rerun: config -> flags
+#: the config of `run synthetic --num-clients 3 --rounds 2 --epochs 1` (as recorded; written out as the input)
+CONFIG = {"problem": "synthetic-logistic",
+          "data": {"generator": "synthetic", "alpha": 1.0, "beta": 1.0, "data_seed": 0, "num_clients": 3,
+                   "num_features": 60, "num_classes": 10, "num_samples": [55, 89, 59]},
+          "l2": 0.0, "algorithm": "fednova", "solver": "sgd", "lr": 0.02, "lr_decay": "constant", "mu": None,
+          "momentum": None, "weight_decay": 0.0, "tau_eff": None, "server": "plain", "server_momentum": None,
+          "server_lr": 1.0, "rounds": 2, "epochs": "1", "batch_size": 20, "clients_per_round": None,
+          "sampling": "full", "seed": 0, "engine": "batched", "backend": "numpy", "device": "cpu"}
+
+
+def _config(**changes):
+    config = json.loads(json.dumps(CONFIG))
+    for key, value in changes.items():
+        if key.startswith("data."):
+            config["data"][key[5:]] = value
+        elif value is KeyError:
+            config.pop(key)
+        else:
+            config[key] = value
+    return config
+
+
+def test_argv_from_config_turns_every_recorded_flag_into_flag_equals_value():
+    from fedlib.cli.rerun import argv_from_config
+
+    # data flags first, then the run flags in the order of rerun's _FLAGS; nulls (unused flags) left out;
+    # floats by repr, the rest by str
+    assert argv_from_config(CONFIG) == [
+        "run", "synthetic", "--alpha=1.0", "--beta=1.0", "--num-clients=3", "--data-seed=0", "--num-classes=10",
+        "--algorithm=fednova", "--solver=sgd", "--lr=0.02", "--lr-decay=constant", "--weight-decay=0.0",
+        "--server=plain", "--server-lr=1.0", "--rounds=2", "--epochs=1", "--batch-size=20", "--sampling=full",
+        "--seed=0", "--engine=batched", "--backend=numpy", "--l2=0.0"]
+
+
+def test_argv_from_config_of_a_leaf_torch_run():
+    from fedlib.cli.rerun import argv_from_config
+
+    config = _config(problem="leaf-logistic", backend="torch", device="cuda:1", lr=0.1 + 0.2)
+    config["data"] = {"source": "/data/leaf", "name": "leaf", "num_classes": 10}
+    argv = argv_from_config(config)
+    assert argv[2:4] == ["--data=/data/leaf", "--num-classes=10"]
+    assert "--lr=0.30000000000000004" in argv          # repr: the float round-trips exactly
+    assert argv[-1] == "--device=cuda:1"               # only recorded flag for --backend torch
+    assert "--device=cpu" not in argv_from_config(CONFIG)
+
+
+@pytest.mark.parametrize("config, message", [
+    (_config(problem="cifar10"),
+     "config.problem is 'cifar10'; rerun supports ['synthetic-logistic', 'leaf-logistic'] results (CIFAR-10: "
+     "rerun the cell with python -m fedlib table1 / run cifar10)"),
+    (_config(data=KeyError), "the recorded config lacks config.data, which rerun needs"),
+    (_config(data=[1]), "the recorded config is invalid: config.data must be an object, got [1]"),
+    (_config(**{"data.beta": None}), "the recorded config is invalid: config.data.beta is null"),
+    (_config(lr=[0.1]), "the recorded config is invalid: config.lr must be a string or a number, got [0.1]"),
+    (_config(seed=True), "the recorded config is invalid: config.seed must be a string or a number, got True"),
+    (_config(rounds=None), "the recorded config is invalid: config.rounds is null"),
+    (_config(seed=KeyError),
+     "the recorded config lacks config.seed, which rerun needs (run synthetic records every flag, null when unused)"),
+    (_config(backend="torch", device=None),
+     "the recorded config lacks config.device, which rerun needs for --backend torch"),
+])
+def test_argv_from_config_refuses_naming_the_key(config, message):
+    from fedlib.cli.rerun import argv_from_config
+
+    assert _cli_error(argv_from_config, config) == message
+
+
+def test_rerun_parser_defaults():
+    from fedlib.cli import build_parser
+
+    args = build_parser(("", "rerun")).parse_args(["rerun", "r.json"])
+    assert (args.result, args.out, args.tol, args.quiet, args.progress) == (Path("r.json"), None, 1e-12, False, False)
+
+
+def test_rerun_help_shows_the_whole_description():
+    rc, out, _ = _exit(["rerun", "--help"])
+    text = " ".join(out.split())
+    assert rc == 0 and "Exit status 0 when they match; 1 (MISMATCH)" in text
