@@ -109,6 +109,9 @@ def test_user_path_expands_the_home_folder():
     ("--seed", "-1", "argument --seed: must be >= 0, got -1"),
     ("--checkpoint-every", "0", "argument --checkpoint-every: must be >= 1, got 0"),
     ("--num-classes", "1", "argument --num-classes: must be >= 2, got 1"),
+    ("--num-clients", "0", "argument --num-clients: must be >= 1, got 0"),
+    ("--data-seed", "-1", "argument --data-seed: must be >= 0, got -1"),
+    ("--l2", "-1", "argument --l2: must be a finite number >= 0, got '-1'"),
     ("--tau-eff", "-2", "argument --tau-eff: must be a finite number > 0, got '-2'"),
 ])
 def test_run_synthetic_names_the_flag_of_a_bad_value(flag, value, message):
@@ -599,6 +602,14 @@ def test_run_synthetic_refuses_more_processes_than_clients(monkeypatch):
     assert _error(SYN + ["--quiet", "--distributed"]) == "--distributed: WORLD_SIZE='two' is not an integer"
 
 
+def test_without_data_name_leaves_its_input_alone():
+    from fedlib.cli.synthetic import _without_data_name
+
+    config = {"lr": 0.1, "data": {"name": "leaf", "source": "/d"}}
+    assert _without_data_name(config) == {"lr": 0.1, "data": {"source": "/d"}}
+    assert config == {"lr": 0.1, "data": {"name": "leaf", "source": "/d"}}  # the run's config keeps its name
+
+
 def test_rank0_of(monkeypatch):
     from fedlib.cli.synthetic import rank0_of
 
@@ -610,14 +621,19 @@ def test_rank0_of(monkeypatch):
     assert rank0_of(True)
 
 
-def test_segment_end_keeps_the_public_fields():
+def test_segment_end_keeps_the_public_fields(monkeypatch):
+    import time
+
     from fedlib.cli.synthetic import _segment_end, _segment_start
 
     seg = _segment_start(3)
     assert seg["rounds"] == [3, 3]
+    seg["_t0"] = 100.0
+    monkeypatch.setattr(time, "perf_counter", lambda: 110.12345678)
     end = _segment_end(seg, 7)
+    monkeypatch.undo()
     assert end["rounds"] == [3, 7] and "_t0" not in end
-    assert 0 <= end["seconds"] < 60 and end["seconds"] == round(end["seconds"], 6)
+    assert end["seconds"] == 10.123457  # 110.12345678 - 100, to the microsecond
     assert {k: end[k] for k in ("git_commit", "git_dirty", "fedlib", "started_utc")} \
         == {k: seg[k] for k in ("git_commit", "git_dirty", "fedlib", "started_utc")}
 
@@ -723,3 +739,280 @@ def test_rerun_help_shows_the_whole_description():
     rc, out, _ = _exit(["rerun", "--help"])
     text = " ".join(out.split())
     assert rc == 0 and "Exit status 0 when they match; 1 (MISMATCH)" in text
+
+
+def test_check_argv_reports_a_refusal_that_names_no_flag():
+    from fedlib.cli.rerun import _check_argv
+
+    assert _cli_error(_check_argv, ["run", "synthetic", "--bogus=1"], {}) \
+        == "the recorded config is invalid: unrecognized arguments: --bogus=1"
+    assert _cli_error(_check_argv, ["run", "synthetic", "--lr=-1"], {"--lr": "config.lr"}) \
+        == "the recorded config is invalid: config.lr (--lr): must be a finite number > 0, got '-1'"
+
+
+# ----------------------------------------------------------------------------- rerun: comparison
+@pytest.mark.parametrize("a, b, tol, diff", [
+    (True, 1, 1e-12, "summary.x: True != 1"),       # a bool is not the number 1
+    (1, True, 1e-12, "summary.x: 1 != True"),
+    (1, "1", 1e-12, "summary.x: 1 != '1'"),         # a number and a string: compared exactly
+    ("1", 1, 1e-12, "summary.x: '1' != 1"),
+    ([1], {"k": 1}, 1e-12, "summary.x: [1] != {'k': 1}"),
+    ({"k": 1}, [1], 1e-12, "summary.x: {'k': 1} != [1]"),
+    ([1, 2], [1], 1e-12, "summary.x: length 2 != 1"),
+    ([1, 2], [1, 3], 1e-12, "summary.x[1]: 2 != 3 (difference 1)"),
+    ({"k": 1}, {}, 1e-12, "summary.x.k: only in the recorded result (1)"),
+    ({}, {"k": 2}, 1e-12, "summary.x.k: only in the rerun (2)"),
+    (0.0, 0.5 + 1e-9, 0.5, "summary.x: 0.0 != 0.500000001 (difference 0.5)"),  # just past tol * 1
+    (4.0, 6.0 + 1e-9, 0.25, "summary.x: 4.0 != 6.000000001 (difference 2)"),     # past 0.25 * 6 = 1.5
+    (float("nan"), 1.0, 1e-12, "summary.x: nan != 1.0 (difference nan)"),
+    (None, 0, 1e-12, "summary.x: None != 0"),
+])
+def test_compare_results_names_the_first_difference(a, b, tol, diff):
+    from fedlib.cli.rerun import compare_results
+
+    assert compare_results({"summary": {"x": a}}, {"summary": {"x": b}}, tol) == [diff]
+
+
+@pytest.mark.parametrize("a, b, tol", [
+    (0.0, 0.5, 0.5),              # |a - b| = 0.5 = tol * max(1, 0, 0.5): the bound is inclusive
+    (4.0, 5.0, 0.2),              # |a - b| = 1 = 0.2 * max(1, 4, 5): relative above 1
+    (1e-13, 0.0, 1e-12),          # absolute near 0
+    (float("inf"), float("inf"), 0.0),
+    ([1, {"k": "s"}], [1, {"k": "s"}], 0.0),
+])
+def test_compare_results_matches_within_tol(a, b, tol):
+    from fedlib.cli.rerun import compare_results
+
+    assert compare_results({"summary": {"x": a}}, {"summary": {"x": b}}, tol) == []
+
+
+@pytest.mark.parametrize("old, new, diff", [
+    ([{"round": 1, "x": 1}], [{"round": 1, "x": 1, "y": 2}],
+     "round 1, field y (history[0].y): only in the rerun's history"),
+    ([{"round": 1, "x": 1, "y": 2}], [{"round": 1, "x": 1}],
+     "round 1, field y (history[0].y): only in the recorded history"),
+    ([{"round": 1, "w": {"b": {"c": 1}}}], [{"round": 1, "w": {}}],   # a message with ": " in the value
+     "round 1, field w (history[0].w.b): only in the recorded result ({'c': 1})"),
+    ([{"round": 1}, {"round": 2, "x": 1.0}], [{"round": 1}, {"round": 2, "x": 2.0}],
+     "round 2, field x (history[1].x): 1.0 != 2.0 (difference 1)"),
+    ([{"round": 1}], [{"round": 1}, {"round": 2}], "history: 1 rounds recorded, the rerun has 2"),
+    # the wall-clock time_s is not compared, not even when only one side has it
+    ([{"round": 1, "time_s": 1.0}], [{"round": 1, "time_s": 2.0}], None),
+    ([{"round": 1}], [{"round": 1, "time_s": 2.0}], None),
+    ([{"round": 1, "time_s": 2.0}], [{"round": 1}], None),
+])
+def test_compare_histories(old, new, diff):
+    from fedlib.cli.rerun import compare_histories
+
+    assert compare_histories(old, new) == diff
+
+
+def test_compare_results_default_tol_and_missing_parts():
+    from fedlib.cli.rerun import compare_results
+
+    # the default tol is 1e-12: a difference of 1.5e-12 near 0 is one
+    assert compare_results({"initial": {"x": 0.0}}, {"initial": {"x": 1.5e-12}}) \
+        == ["initial.x: 0.0 != 1.5e-12 (difference 1.5e-12)"]
+    assert compare_results({"initial": {"x": 0.0}}, {"initial": {"x": 0.5e-12}}) == []
+    assert compare_results({"config": {}, "summary": {}}, {"config": {}}) == ["summary: only in the recorded result"]
+    assert compare_results({"config": {}}, {"config": {}, "initial": {}}) == ["initial: only in the rerun"]
+    assert compare_results({"config": {}}, {"config": {}}) == []
+
+
+# ----------------------------------------------------------------------------- rerun: the command
+@pytest.fixture(scope="module")
+def recorded(tmp_path_factory):
+    """A 2-round, 3-client run synthetic result (read it, do not modify it)."""
+    path = tmp_path_factory.mktemp("rerun") / "orig.json"
+    assert _exit(SYN + ["--epochs", "1", "--quiet", "--out", str(path)])[0] == 0
+    return path
+
+
+def _edited(recorded, tmp_path, edit):
+    doc = json.loads(recorded.read_text())
+    edit(doc)
+    path = tmp_path / "edited.json"
+    path.write_text(json.dumps(doc))
+    return path
+
+
+def test_rerun_refuses_an_out_it_cannot_write(recorded, tmp_path):
+    """Before rerunning (not through the run's own refusal, which adds a 'rerun ... failed' line)."""
+    out = tmp_path / "no" / "new.json"
+    assert _exit(["rerun", str(recorded), "--quiet", "--out", str(out)]) \
+        == (2, "", f"python -m fedlib rerun: error: --out {out}: folder {tmp_path / 'no'} does not exist\n")
+
+
+@pytest.mark.parametrize("edit", [lambda d: d.update(kind="bench"),
+                                  lambda d: (d.update(history=[]), d["config"].update(rounds=0))],
+                         ids=["bench", "empty history"])
+def test_rerun_refuses_a_result_that_is_not_a_run(recorded, tmp_path, edit):
+    path = _edited(recorded, tmp_path, edit)
+    assert _error(["rerun", str(path), "--quiet"]) == f"{path} is not a run result with a history"
+
+
+def test_rerun_prints_what_it_reruns_the_commit_note_and_the_verdict(recorded, tmp_path, monkeypatch):
+    monkeypatch.setenv("FEDLIB_GIT_COMMIT", "a" * 40)  # this checkout
+    path = _edited(recorded, tmp_path, lambda d: d["provenance"].update(git_commit="b" * 40, command="cmd"))
+    rc, out, err = _exit(["rerun", str(path)])
+    assert (rc, err) == (0, "")  # no progress bar: stderr is not a terminal and no --progress
+    assert out.splitlines() == [
+        f"rerunning {path} (seed 0, commit {'b' * 40}, command: cmd)",
+        f"note: the result was made at commit {'b' * 40}, this checkout is {'a' * 40}",
+        "match: 2 rounds, initial, summary and config equal to 1e-12"]
+    # made at this commit (or an unknown one): no note
+    for commit in ("a" * 40, "unknown"):
+        path = _edited(recorded, tmp_path, lambda d: d["provenance"].update(git_commit=commit, command="cmd"))
+        rc, out, err = _exit(["rerun", str(path)])
+        assert rc == 0 and out.splitlines()[1:] == ["match: 2 rounds, initial, summary and config equal to 1e-12"]
+
+
+def test_rerun_keeps_the_new_result_with_out(recorded, tmp_path):
+    new = tmp_path / "new.json"
+    rc, out, err = _exit(["rerun", str(recorded), "--quiet", "--out", str(new)])
+    assert (rc, err) == (0, "")
+    assert out == f"match: 2 rounds, initial, summary and config equal to 1e-12; wrote {new}\n"
+    assert json.loads(new.read_text())["config"] == json.loads(recorded.read_text())["config"]
+
+
+def test_rerun_reports_flags_the_run_refuses_after_the_check(recorded, tmp_path, monkeypatch):
+    """Were _check_argv to let a bad value through, run synthetic's argparse exit is still a bad input
+    (exit 2, the recorded flags named), with the run's own message shown even under --quiet."""
+    import fedlib.cli.rerun as rerun
+
+    monkeypatch.setattr(rerun, "_check_argv", lambda argv, paths: None)
+    path = _edited(recorded, tmp_path, lambda d: d["config"].update(seed=-1))
+    rc, out, err = _exit(["rerun", str(path), "--quiet"])
+    assert rc == 2 and out == ""
+    assert "argument --seed: must be >= 0, got -1" in err  # run synthetic's own message, held back and shown
+    last = err.splitlines()[-1]
+    assert last.startswith("python -m fedlib rerun: error: the recorded config is invalid: run synthetic refused "
+                           "its flags (exit status 2): --alpha=1.0 --beta=1.0 --num-clients=3"), last
+    assert "--seed=-1" in last
+
+
+def test_run_synthetic_distributed_with_as_many_processes_as_clients_goes_on(monkeypatch):
+    """3 processes for 3 clients pass the world-size check; outside torchrun (no RANK) the process group
+    cannot start, which is the error then."""
+    monkeypatch.setenv("WORLD_SIZE", "3")
+    monkeypatch.delenv("RANK", raising=False)
+    assert _error(SYN + ["--quiet", "--distributed"]) \
+        .startswith("--distributed: WORLD_SIZE / RANK are not set; launch with torchrun")
+
+
+def _interrupted_run(tmp_path, monkeypatch, commit):
+    """A 3-round run stopped (Ctrl-C) right after its round-1 checkpoint, made at ``commit``."""
+    import fedlib.checkpoint as ckpt
+
+    real = ckpt.save_checkpoint
+
+    def save_then_stop(path, **kw):
+        real(path, **kw)
+        raise KeyboardInterrupt
+
+    monkeypatch.setenv("FEDLIB_GIT_COMMIT", commit)
+    monkeypatch.setattr(ckpt, "save_checkpoint", save_then_stop)
+    out = tmp_path / "r.json"
+    argv = ["run", "synthetic", "--num-clients", "3", "--rounds", "3", "--quiet", "--out", str(out),
+            "--checkpoint-every", "1"]
+    rc, _, err = _exit(argv)
+    assert rc == 130 and f"checkpoint {out}.ckpt kept" in err, err
+    monkeypatch.setattr(ckpt, "save_checkpoint", real)
+    return argv, out
+
+
+def test_run_synthetic_resume_records_the_earlier_segment(tmp_path, monkeypatch):
+    argv, out = _interrupted_run(tmp_path, monkeypatch, "a" * 40)
+    rc, stdout, err = _exit(argv + ["--resume"])  # the same commit: no warning
+    assert (rc, stdout, err) == (0, "", "")
+    prov = json.loads(out.read_text())["provenance"]
+    assert prov["resumed"]["from_round"] == 1
+    assert [s["rounds"] for s in prov["resumed"]["earlier_segments"]] == [[0, 1]]
+    assert prov["resumed"]["earlier_segments"][0]["git_commit"] == "a" * 40
+    from fedlib.checkpoint import load_checkpoint
+
+    doc = load_checkpoint(f"{out}.ckpt", kind="synthetic")
+    assert doc["round"] == 3 and [s["rounds"] for s in doc["extra"]["segments"]] == [[0, 1], [1, 3]]
+
+
+def test_run_synthetic_resume_at_another_commit_warns(tmp_path, monkeypatch):
+    argv, out = _interrupted_run(tmp_path, monkeypatch, "a" * 40)
+    monkeypatch.setenv("FEDLIB_GIT_COMMIT", "b" * 40)
+    rc, stdout, err = _exit(argv + ["--resume"])
+    assert (rc, stdout) == (0, "")
+    assert err == (f"warning: --resume: rounds before 1 were computed by commit(s) {'a' * 40}, this process runs "
+                   f"{'b' * 40} (recorded in the result's provenance.resumed)\n")
+
+
+def test_run_synthetic_summary_is_the_last_round_and_a_fresh_run_is_not_resumed(tmp_path):
+    out = tmp_path / "r.json"
+    assert _exit(SYN + ["--quiet", "--out", str(out)])[0] == 0
+    doc = json.loads(out.read_text())
+    last = doc["history"][-1]
+    assert doc["summary"] == {"final_train_loss": last["train_loss"], "final_test_accuracy": last["test_accuracy"],
+                              "rounds": 2}
+    assert doc["history"][0]["train_loss"] != last["train_loss"]  # so that the last round is told apart
+    assert "resumed" not in doc["provenance"]
+
+
+def test_run_synthetic_progress_bar_shows_the_loss():
+    import re
+
+    rc, out, err = _exit(SYN + ["--progress", "--algorithm", "fedavg"])
+    assert rc == 0
+    assert re.search(r"fedavg: 100%.* 2/2 .*loss=\d+\.\d{4}\]", err), err  # desc, rounds done, the loss to 4 places
+    assert out.startswith("fedavg: final training loss ")
+
+
+# ----------------------------------------------------------------------------- bench synthetic
+def test_bench_synthetic_parser_defaults_and_bounds():
+    args = _parse(["bench", "synthetic"])
+    assert (args.rounds, args.repeat, args.epochs, args.algorithm, args.data_seed, args.equal_sizes, args.with_eval,
+            args.json, args.quiet) == (5, 3, "2", "fednova", 0, False, False, None, False)
+    args = _parse(["bench", "synthetic", "--rounds", "1", "--repeat", "1", "--data-seed", "0"])
+    assert (args.rounds, args.repeat, args.data_seed) == (1, 1, 0)
+    for alg in ("fedavg", "fednova", "scaffold", "vrlsgd", "fednova-vr"):
+        assert _parse(["bench", "synthetic", "--algorithm", alg]).algorithm == alg
+    assert _error(["bench", "synthetic", "--rounds", "0"]) == "argument --rounds: must be >= 1, got 0"
+    assert _error(["bench", "synthetic", "--repeat", "0"]) == "argument --repeat: must be >= 1, got 0"
+    assert _error(["bench", "synthetic", "--data-seed", "-1"]) == "argument --data-seed: must be >= 0, got -1"
+    assert _error(["bench", "synthetic", "--algorithm", "fedprox"]).startswith("argument --algorithm: invalid choice")
+
+
+def test_bench_synthetic_help_starts_with_the_bench_module_summary():
+    rc, out, _ = _exit(["bench", "synthetic", "--help"])
+    text = " ".join(out.split())
+    assert rc == 0
+    assert "Speed of the batched engine against per-client Python loops (python -m fedlib bench synthetic)." in text
+    assert "Run with 2 threads: OMP_NUM_THREADS=2" in text
+
+
+def test_bench_synthetic_passes_its_flags_on(tmp_path, monkeypatch):
+    import fedlib.bench as bench
+
+    calls = []
+
+    def fake(**kw):
+        calls.append(kw)
+        if kw["progress"] is not None:
+            kw["progress"]("timing")
+        return {"config": {"rounds": kw["rounds"]}, "results": {"speedup": 3.0}}
+
+    monkeypatch.setattr(bench, "bench_synthetic", fake)
+    monkeypatch.setattr(bench, "format_bench", lambda r: f"speedup {r['speedup']}")
+    path = tmp_path / "b.json"
+    rc, out, err = _exit(["bench", "synthetic", "--rounds", "2", "--repeat", "4", "--epochs", "1-3", "--algorithm",
+                          "scaffold", "--data-seed", "7", "--equal-sizes", "--with-eval", "--json", str(path)])
+    assert (rc, out, err) == (0, f"speedup 3.0\nwrote {path}\n", "timing\n")
+    kw = dict(calls[0])
+    assert callable(kw.pop("progress"))
+    assert kw == dict(rounds=2, repeat=4, epochs="1-3", algorithm="scaffold", data_seed=7, equal_sizes=True,
+                      evaluate=True)
+    assert json.loads(path.read_text())["kind"] == "bench"
+    rc, out, err = _exit(["bench", "synthetic", "--quiet"])
+    assert (rc, out, err) == (0, "", "") and calls[1]["progress"] is None
+    assert (calls[1]["equal_sizes"], calls[1]["evaluate"]) == (False, False)
+    # an output path that cannot be written is refused before any timing
+    assert _error(["bench", "synthetic", "--quiet", "--json", str(tmp_path)]) \
+        == f"--json {tmp_path}: is a folder, give a file name like result.json"
+    assert len(calls) == 2
