@@ -396,7 +396,7 @@ def _part(sampling, q):
     return argparse.Namespace(sampling=sampling, clients_per_round=q)
 
 
-@pytest.mark.parametrize("sampling, q", [("full", None), ("full", 3), ("uniform", 3), ("uniform", 1),
+@pytest.mark.parametrize("sampling, q", [("full", None), ("uniform", 3), ("uniform", 1),
                                          ("with-replacement", 5)])  # q > m draws are fine with replacement
 def test_check_participation_accepts(sampling, q):
     common.check_participation(_part(sampling, q), 3)
@@ -405,6 +405,8 @@ def test_check_participation_accepts(sampling, q):
 @pytest.mark.parametrize("sampling, q, message", [
     ("full", 2, "--clients-per-round 2 needs --sampling with-replacement or uniform (with --sampling full all 3 "
                 "clients take part)"),
+    ("full", 3, "--clients-per-round 3 needs --sampling with-replacement or uniform (with --sampling full all 3 "
+                "clients take part)"),
     ("uniform", None, "--clients-per-round is required with --sampling uniform"),
     ("with-replacement", None, "--clients-per-round is required with --sampling with-replacement"),
     ("uniform", 4, "--clients-per-round 4 is larger than the number of clients (3); --sampling uniform draws "
@@ -412,6 +414,16 @@ def test_check_participation_accepts(sampling, q):
 ])
 def test_check_participation_refuses(sampling, q, message):
     assert _cli_error(common.check_participation, _part(sampling, q), 3) == message
+
+
+def test_run_synthetic_refuses_clients_per_round_with_full_sampling_even_at_the_number_of_clients(tmp_path):
+    """q = m with --sampling full passed check_participation, and the engine then refused it, after the data
+    were loaded, with a message naming its parameter (clients_per_round), not the flag."""
+    out = tmp_path / "r.json"
+    assert _error(SYN + ["--quiet", "--out", str(out), "--clients-per-round", "3"]) \
+        == "--clients-per-round 3 needs --sampling with-replacement or uniform (with --sampling full all 3 clients " \
+           "take part)"
+    assert not out.exists()
 
 
 def test_lr_schedule():

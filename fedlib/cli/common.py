@@ -415,10 +415,12 @@ def resolve_epochs(args: argparse.Namespace) -> tuple[int, int]:
 
 
 def check_participation(args: argparse.Namespace, num_clients: int) -> None:
-    """``--sampling`` / ``--clients-per-round`` against the number of clients."""
+    """``--sampling`` / ``--clients-per-round`` against the number of clients (``--clients-per-round``
+    only with ``--sampling with-replacement`` / ``uniform``, even at the number of clients: the
+    engines refuse it with full participation)."""
     q = args.clients_per_round
     if args.sampling == "full":
-        if q is not None and q != num_clients:
+        if q is not None:
             raise CLIError(f"--clients-per-round {q} needs --sampling with-replacement or uniform "
                            f"(with --sampling full all {num_clients} clients take part)")
         return
