@@ -669,7 +669,7 @@ def test_run_synthetic_checkpoints_every_k_rounds_and_after_the_last(tmp_path, m
     doc = ckpt.load_checkpoint(tmp_path / "r.json.ckpt", kind="synthetic")
     assert doc["round"] == 5
     segs = doc["extra"]["segments"]
-    assert len(segs) == 1 and segs[0]["rounds"] == [0, 5]
+    assert len(segs) == 1 and segs[0]["rounds"] == [0, 5] and segs[0]["world_size"] == 1
 
 
 # ----------------------------------------------------------------------------- rerun: config -> flags
@@ -945,6 +945,7 @@ def test_run_synthetic_resume_records_the_earlier_segment(tmp_path, monkeypatch)
     assert prov["resumed"]["from_round"] == 1
     assert [s["rounds"] for s in prov["resumed"]["earlier_segments"]] == [[0, 1]]
     assert prov["resumed"]["earlier_segments"][0]["git_commit"] == "a" * 40
+    assert prov["resumed"]["earlier_segments"][0]["world_size"] == 1  # one process, not distributed
     from fedlib.checkpoint import load_checkpoint
 
     doc = load_checkpoint(f"{out}.ckpt", kind="synthetic")
