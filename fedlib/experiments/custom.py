@@ -44,10 +44,10 @@ class TensorEngine(StackedEngine):
     """:class:`~fedlib.engines.stacked.StackedEngine` (``path="vmap"``) on feature tensors instead of uint8 images.
 
     ``features`` ``(N, *shape)`` float, ``labels`` ``(N,)`` int; optional ``test_features`` /
-    ``test_labels`` (both or neither; the labels integers >= 0). Everything else — runs, clients as index arrays, schedules, solver
-    update, aggregation, evaluation — is the parent's; only the two input hooks differ:
-    :meth:`train_batch` gathers feature rows and :meth:`test_batches` yields the test
-    features (the way to feed any data to the engine).
+    ``test_labels`` (both or neither; the labels integers >= 0). Everything else — runs,
+    clients as index arrays, schedules, solver update, aggregation, evaluation — is the
+    parent's; only the two input hooks differ: :meth:`train_batch` gathers feature rows and
+    :meth:`test_batches` yields the test features (the way to feed any data to the engine).
     """
 
     def __init__(self, model: nn.Module, features, labels, runs: Sequence[RunSpec], *, rounds: int,
