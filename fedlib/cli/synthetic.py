@@ -111,8 +111,9 @@ def load_dataset(args: argparse.Namespace):
 def _data_config(args, ds) -> dict:
     base = {"num_clients": ds.num_clients, "num_features": ds.num_features, "num_classes": ds.num_classes,
             "num_samples": ds.num_samples.tolist()}
-    if args.data is not None:  # absolute: a rerun from another folder finds it
-        return {"source": os.fspath(Path(args.data).expanduser().resolve()), "name": ds.name, **base}
+    if args.data is not None:  # absolute: a rerun from another folder finds it; sha256: the same contents
+        return {"source": os.fspath(Path(args.data).expanduser().resolve()), "name": ds.name, **base,
+                "sha256": ds.sha256()}
     return {"generator": "synthetic", "alpha": args.alpha, "beta": args.beta, "data_seed": args.data_seed, **base}
 
 

@@ -6,6 +6,7 @@ Client weights follow the paper: :math:`p_i = n_i / n` with :math:`n_i` the numb
 """
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass, field
 from typing import Sequence
 
@@ -106,3 +107,17 @@ class FederatedDataset:
         r"""Client weights :math:`p_i = n_i / \sum_j n_j` (paper eq. 1)."""
         n = self.num_samples.astype(np.float64)
         return n / n.sum()
+
+    def sha256(self) -> str:
+        """SHA-256 (first 20 hex digits) of every client's training and test arrays with their
+        dtypes and shapes, in client order. ``run synthetic --data`` records it in the result's
+        ``config.data``, so a ``--resume`` (and ``rerun``) on a data file rewritten with other
+        values of the same sizes is refused instead of continuing on other data."""
+        digest = hashlib.sha256()
+        for label in ("train_x", "train_y", "test_x", "test_y"):
+            digest.update(label.encode())
+            for arr in getattr(self, label):
+                a = np.ascontiguousarray(np.asarray(arr))
+                digest.update(f"|{a.dtype.str}{a.shape}|".encode())
+                digest.update(a.tobytes())
+        return digest.hexdigest()[:20]
