@@ -35,6 +35,8 @@ def markdown_table(header: Sequence[str], rows: Sequence[Sequence[Any]], spec: s
     |---|---|
     | x | 0.5 |
     """
+    if len(header) == 0:  # "|  |" and a separator of no columns: not a table
+        raise ValueError("header: a table needs at least one column")
     if any(len(r) != len(header) for r in rows):
         raise ValueError("every row must have as many cells as the header")
 

@@ -43,7 +43,7 @@ from ..data import synthetic
 from ..engines.batched import run_batched
 from ..plotting import ALGORITHM_COLORS
 from ..problems.logistic import LogisticProblem
-from ..schedules import expected_a_norms, make_epoch_schedule
+from ..schedules import expected_a_norms, make_epoch_schedule, parse_epochs
 from ..schedules import population_tau_eff as _population_tau_eff
 from ..solvers import LocalSolver, proximal_sgd, sgd
 
@@ -73,6 +73,17 @@ class Setting:
     sampling: str = "full"
     clients_per_round: Optional[int] = None
     batch_size: int = PAPER["batch_size"]
+
+    def __post_init__(self):
+        # "1-5" as the command line writes it, or a (low, high) pair: tuple("1-5") was ('1', '-', '5'),
+        # which failed later in the schedule with an unpacking error
+        epochs = parse_epochs(self.epochs) if isinstance(self.epochs, str) else self.epochs
+        if not (isinstance(epochs, (tuple, list)) and len(epochs) == 2
+                and all(isinstance(e, (int, np.integer)) and not isinstance(e, bool) for e in epochs)
+                and 1 <= epochs[0] <= epochs[1]):
+            raise ValueError(f"epochs: expected integers (low, high) with 1 <= low <= high, or a string like "
+                             f"'1-5', got {self.epochs!r}")
+        object.__setattr__(self, "epochs", (int(epochs[0]), int(epochs[1])))
 
     def schedule(self, problem: LogisticProblem, seed: int, batch_size: Optional[int] = None):
         """The local-step schedule (``batch_size``: default the setting's)."""
