@@ -1,0 +1,421 @@
+"""Mutation-testing pass on :mod:`fedlib.distributed` and the multi-process parts of ``run synthetic``.
+
+Most tests run in this process: the ranks of a world are threads whose collectives meet at a
+barrier (:class:`_ThreadComm`), or ``torch.distributed`` is replaced by a recording fake, so
+that each check takes milliseconds. The expected values come from the one-process engine
+(:meth:`fedlib.algorithms.FederatedAlgorithm.apply`), from the paper's eq. 4 written out in
+numpy, or from blocks of clients counted by hand. One test (marked ``slow``) starts two real
+gloo processes of the CLI to see that only rank 0 writes ``--out`` and prints.
+"""
+import json
+import os
+import pickle
+import socket
+import subprocess
+import sys
+import threading
+import types
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import fedlib.distributed as fd
+from fedlib.algorithms import ClientUpdate, make_algorithm
+from fedlib.distributed import Communicator, LocalCommunicator, distributed_apply, gather_variates, owned_clients
+from fedlib.sampling import Participation, full_participation
+from fedlib.solvers import sgd
+from fedlib.variance import ControlVariates
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+# ---------------------------------------------------------------- an in-process world of threads
+class _Hub:
+    def __init__(self, n):
+        self.n, self.slots = n, [None] * n
+        self.barrier = threading.Barrier(n, timeout=30)
+
+    def gather(self, rank, obj):
+        self.slots[rank] = obj
+        self.barrier.wait()
+        out = list(self.slots)
+        self.barrier.wait()
+        return out
+
+
+class _ThreadComm(Communicator):
+    """Rank ``rank`` of a world of threads; counts its array collectives."""
+
+    def __init__(self, hub, rank):
+        self.hub, self.rank, self.world_size, self.array_calls = hub, rank, hub.n, 0
+
+    def all_gather_object(self, obj):
+        return self.hub.gather(self.rank, obj)
+
+    def all_gather_array(self, x):
+        self.array_calls += 1
+        return [np.array(a, copy=True) for a in self.hub.gather(self.rank, np.array(x, copy=True))]
+
+
+def _on_ranks(n, fn):
+    """``fn(comm)`` on ``n`` thread ranks; their results, or the first rank's error."""
+    hub, results, errors = _Hub(n), [None] * n, [None] * n
+
+    def target(r):
+        try:
+            results[r] = fn(_ThreadComm(hub, r))
+        except BaseException as exc:  # noqa: BLE001 - handed to the test
+            errors[r] = exc
+            hub.barrier.abort()
+
+    threads = [threading.Thread(target=target, args=(r,)) for r in range(n)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    for e in errors:
+        if e is not None and not isinstance(e, threading.BrokenBarrierError):
+            raise e
+    for e in errors:
+        if e is not None:
+            raise e
+    return results
+
+
+class _Replay(Communicator):
+    """Rank ``rank`` of a world whose other ranks' parts are given: ``all_gather_array`` hands back
+    the caller's own array itself (no copy) in its slot."""
+
+    def __init__(self, rank, others):
+        self.rank, self.others = rank, others
+        self.world_size = len(others) + 1
+
+    def all_gather_array(self, x):
+        parts = [np.asarray(o) for o in self.others]
+        parts.insert(self.rank, x)
+        return parts
+
+
+# ---------------------------------------------------------------- owned_clients, Communicator
+def test_owned_clients_blocks_counted_by_hand():
+    assert [owned_clients(7, 3, r).tolist() for r in range(3)] == [[0, 1, 2], [3, 4], [5, 6]]
+    # as many processes as clients: one client each (the limit is allowed)
+    assert [owned_clients(3, 3, r).tolist() for r in range(3)] == [[0], [1], [2]]
+    assert owned_clients(1, 1, 0).tolist() == [0]
+    with pytest.raises(ValueError, match=r"^world size: 4 processes but only 3 clients \(every rank needs at "
+                                         r"least one client; use at most 3 processes\)$"):
+        owned_clients(3, 4, 3)
+
+
+def test_communicator_check_clients_and_owns():
+    class Rank(Communicator):
+        def __init__(self, rank, world_size):
+            self.rank, self.world_size = rank, world_size
+
+    with pytest.raises(ValueError, match=r"^world size: 4 processes but only 3 clients"):
+        Rank(0, 4).check_clients(3)
+    assert Rank(2, 3).check_clients(3) is None
+    assert Rank(1, 3).owns(np.array([6, 3, 0, 4, 5]), 7).tolist() == [False, True, False, True, False]
+
+
+def test_the_collectives_of_the_base_class_are_abstract():
+    with pytest.raises(NotImplementedError):
+        Communicator().all_gather_object(1)
+    with pytest.raises(NotImplementedError):
+        Communicator().all_gather_array(np.zeros(1))
+
+
+def test_allreduce_sum_adds_the_ranks_parts_and_leaves_its_input_alone():
+    x = np.array([[1.0, 2.0], [3.0, 4.0]])
+    comm = _Replay(1, [np.full((2, 2), 10.0), np.full((2, 2), 100.0)])  # rank 1 of 3
+    total = comm.allreduce_sum(x)
+    np.testing.assert_array_equal(total, [[111.0, 112.0], [113.0, 114.0]])
+    np.testing.assert_array_equal(x, [[1.0, 2.0], [3.0, 4.0]])  # the caller's array, not the running sum
+    total0 = _Replay(0, [np.full((2, 2), 10.0)]).allreduce_sum(x)  # rank 0: its own array is parts[0]
+    np.testing.assert_array_equal(total0, [[11.0, 12.0], [13.0, 14.0]])
+    np.testing.assert_array_equal(x, [[1.0, 2.0], [3.0, 4.0]])
+
+
+def test_allreduce_sum_keeps_shape_and_kind():
+    comm = _Replay(0, [np.array([0.5])])
+    out = comm.allreduce_sum(np.array(2.0))  # a 0-d leaf travels 1-d and comes back 0-d
+    assert out.shape == () and float(out) == 2.5
+    out32 = comm.allreduce_sum(np.array([1.0], np.float32))
+    assert out32.dtype == np.float32 and out32.tolist() == [1.5]
+    outi = comm.allreduce_sum(np.array([1]))  # integers are summed in float64: not truncated
+    assert outi.dtype == np.float64 and outi.tolist() == [1.5]
+    torch = pytest.importorskip("torch")
+    t = comm.allreduce_sum(torch.tensor([1.0], dtype=torch.float32))
+    assert isinstance(t, torch.Tensor) and t.dtype == torch.float32 and t.tolist() == [1.5]
+
+
+def test_local_communicator_hands_back_copies():
+    x = np.array([1.0, 2.0])
+    (got,) = LocalCommunicator().all_gather_array(x)
+    got[0] = 99.0
+    assert x.tolist() == [1.0, 2.0]
+    assert LocalCommunicator().all_gather_object({"a": 1}) == [{"a": 1}]
+
+
+# ---------------------------------------------------------------- TorchCommunicator, init_from_env (faked)
+class _FakeDist:
+    """Stands in for ``torch.distributed`` as rank 1 of 2 (rank 0's parts are fixed)."""
+
+    def __init__(self, initialized=False, available=True):
+        self.initialized, self.available, self.calls = initialized, available, []
+
+    def is_available(self):
+        return self.available
+
+    def is_initialized(self):
+        return self.initialized
+
+    def init_process_group(self, backend, **kw):
+        self.calls.append(("init_process_group", backend, kw))
+        self.initialized = True
+
+    def destroy_process_group(self):
+        self.calls.append(("destroy_process_group",))
+        self.initialized = False
+
+    def get_rank(self):
+        return 1
+
+    def get_world_size(self):
+        return 2
+
+    def all_gather_object(self, out, obj):
+        out[0], out[1] = "rank 0", obj
+
+    def all_gather(self, out, t):
+        out[0].copy_(t * 0 + 7.0)
+        out[1].copy_(t)
+
+    def barrier(self):
+        self.calls.append(("barrier",))
+
+
+@pytest.fixture
+def fake_dist(monkeypatch):
+    import torch
+    import torch.distributed as dist
+
+    fake = _FakeDist()
+    for name in ("is_available", "is_initialized", "init_process_group", "destroy_process_group", "get_rank",
+                 "get_world_size", "all_gather_object", "all_gather", "barrier"):
+        monkeypatch.setattr(dist, name, getattr(fake, name))
+    registered = []
+    monkeypatch.setattr(fd, "atexit", types.SimpleNamespace(register=registered.append))
+    fake.registered = registered
+    monkeypatch.setattr(torch.cuda, "set_device", lambda i: fake.calls.append(("set_device", i)))
+    for k in ("WORLD_SIZE", "RANK", "LOCAL_RANK"):
+        monkeypatch.delenv(k, raising=False)
+    return fake
+
+
+def test_torch_communicator_needs_a_group_and_runs_its_collectives(fake_dist):
+    with pytest.raises(RuntimeError, match=r"^torch.distributed is not initialised \(use init_from_env\)$"):
+        fd.TorchCommunicator()
+    fake_dist.initialized = True
+    comm = fd.TorchCommunicator()
+    assert (comm.rank, comm.world_size) == (1, 2)
+    assert comm.all_gather_object({"x": 1}) == ["rank 0", {"x": 1}]
+    parts = comm.all_gather_array(np.array([1.5, -2.25]))
+    assert [p.tolist() for p in parts] == [[7.0, 7.0], [1.5, -2.25]]
+    comm.barrier()
+    assert fake_dist.calls == [("barrier",)]
+
+
+def test_init_from_env_refuses_outside_torchrun_and_without_distributed(fake_dist, monkeypatch):
+    with pytest.raises(ValueError, match=r"^--distributed: WORLD_SIZE / RANK are not set; launch with torchrun "):
+        fd.init_from_env()
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    monkeypatch.setenv("RANK", "1")
+    fake_dist.available = False
+    with pytest.raises(ValueError, match=r"^--distributed: this torch build has no torch.distributed$"):
+        fd.init_from_env()
+    assert fake_dist.calls == []
+
+
+@pytest.mark.parametrize("device, backend, want_backend, want_device", [
+    ("cpu", None, "gloo", "cpu"), ("cuda", None, "nccl", "cuda:1"), ("cpu", "mpi", "mpi", "cpu"),
+    ("cuda:0", "gloo", "gloo", "cuda:1")])
+def test_init_from_env_starts_one_group(fake_dist, monkeypatch, device, backend, want_backend, want_device):
+    """gloo on the CPU, NCCL on a GPU (``backend`` overrides); a GPU rank takes GPU LOCAL_RANK; the group
+    is destroyed at exit; a group already started is reused, not started twice."""
+    import datetime
+
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    monkeypatch.setenv("RANK", "1")
+    monkeypatch.setenv("LOCAL_RANK", "1")
+    comm = fd.init_from_env(device, backend=backend)
+    assert isinstance(comm, fd.TorchCommunicator) and (comm.rank, comm.world_size) == (1, 2)
+    assert str(comm.device) == want_device
+    init = [c for c in fake_dist.calls if c[0] == "init_process_group"]
+    assert init == [("init_process_group", want_backend,
+                     {"init_method": "env://", "timeout": datetime.timedelta(seconds=600)})]
+    assert [c for c in fake_dist.calls if c[0] == "set_device"] == ([("set_device", 1)] if "cuda" in device else [])
+    assert fake_dist.registered == [fd._destroy_process_group]
+    fd.init_from_env(device, backend=backend)  # already initialised: no second group, no second handler
+    assert len([c for c in fake_dist.calls if c[0] == "init_process_group"]) == 1
+    assert fake_dist.registered == [fd._destroy_process_group]
+
+
+def test_destroy_process_group_at_exit_only_when_one_is_alive(fake_dist):
+    fd._destroy_process_group()  # none: nothing to do
+    assert fake_dist.calls == []
+    fake_dist.initialized = True
+    fd._destroy_process_group()
+    assert fake_dist.calls == [("destroy_process_group",)] and not fake_dist.initialized
+
+
+# ---------------------------------------------------------------- distributed_apply on thread ranks
+def _updates(clients, d=3, seed=0):
+    """Updates whose ||a_i||_1 and tau_i differ (a swap of the two shows)."""
+    rng = np.random.default_rng(seed)
+    return {int(c): ClientUpdate(int(c), rng.normal(size=d), 1.5 + 0.5 * int(c), 2 + 3 * int(c)) for c in clients}
+
+
+def _split(comm, ups, m):
+    own = set(owned_clients(m, comm.world_size, comm.rank).tolist())
+    return [u for c, u in ups.items() if c in own]
+
+
+def test_three_ranks_follow_eq_4_by_hand_with_tau_eff_from_the_local_steps():
+    """FedNova with tau_eff = sum_i p_i tau_i and the plain server: x + tau_eff sum_i p_i Delta_i / ||a_i||_1
+    written out in numpy (the ranks hand in their updates in reverse order)."""
+    m, p = 5, np.array([0.1, 0.15, 0.2, 0.25, 0.3])
+    algo = make_algorithm("fednova", sgd(0.1), tau_eff="local_steps")
+    x0 = np.array([0.5, -1.0, 2.0])
+    state = algo.init(x0.copy(), m)
+    ups = _updates(range(m))
+    a = np.array([ups[i].a_norm for i in range(m)])
+    tau = np.array([ups[i].local_steps for i in range(m)])
+    delta = np.stack([ups[i].delta for i in range(m)])
+    tau_eff = float(p @ tau)
+    want = x0 + tau_eff * ((p / a)[:, None] * delta).sum(axis=0)
+    res = _on_ranks(3, lambda c: distributed_apply(c, algo, state, full_participation(p), _split(c, ups, m)[::-1],
+                                                   0.1, p))
+    for s, d in res:
+        np.testing.assert_allclose(s.params, want, rtol=0, atol=1e-13)
+        assert d.tau_eff == pytest.approx(tau_eff, rel=1e-15) and tau_eff == 0.1 * 2 + 0.15 * 5 + 0.2 * 8 + 0.25 * 11 + 0.3 * 14
+        assert d.clients.tolist() == [0, 1, 2, 3, 4] and d.local_steps.tolist() == [2, 5, 8, 11, 14]
+        assert d.a_norms.tolist() == [1.5, 2.0, 2.5, 3.0, 3.5]
+        np.testing.assert_allclose(d.weights, p, rtol=0, atol=0)
+        assert d.chi2 == pytest.approx(0.0, abs=1e-15) and s.round == 1 and s.num_clients == m
+
+
+@pytest.mark.parametrize("name", ["fedavg", "fednova", "scaffold", "vrlsgd", "fednova-vr"])
+def test_three_ranks_under_sampling_are_the_one_process_round(name):
+    """Clients 0, 3, 4 of 5 sampled (with weights that do not sum to one): rank 1 (clients 2, 3) has one
+    participant, and two rounds match apply (parameters, every c_i, c_bar, momentum, diagnostics)."""
+    from fedlib.server import momentum
+
+    m, p = 5, np.array([0.1, 0.15, 0.2, 0.25, 0.3])
+    algo = make_algorithm(name, sgd(0.1), momentum(0.9))
+    one = algo.init(np.zeros(3), m)
+    ranks = [one] * 3
+    for t, clients in enumerate(([0, 3, 4], [1, 2, 4])):
+        part = Participation(np.array(clients), np.array([0.6, 0.9, 1.2]))
+        ups = _updates(clients, seed=t)
+        one, d1 = algo.apply(one, part, [ups[c] for c in clients], 0.1, p)
+        res = _on_ranks(3, lambda c, ranks=ranks, part=part, ups=ups: distributed_apply(
+            c, algo, ranks[c.rank], part, _split(c, ups, m), 0.1, p))
+        ranks = [s for s, _ in res]
+        for r, (s, d) in enumerate(res):
+            np.testing.assert_allclose(s.params, one.params, rtol=0, atol=1e-13)
+            np.testing.assert_allclose(s.server.buffer, one.server.buffer, rtol=0, atol=1e-12)
+            assert d.tau_eff == pytest.approx(d1.tau_eff, rel=1e-14) and d.chi2 == pytest.approx(d1.chi2, abs=1e-14)
+            np.testing.assert_allclose(d.weights, d1.weights, rtol=1e-15)
+            assert d.local_steps.tolist() == d1.local_steps.tolist() and d.a_norms.tolist() == d1.a_norms.tolist()
+            assert s.round == one.round == t + 1
+            if one.variates is not None:
+                own = owned_clients(m, 3, r)
+                np.testing.assert_allclose(s.variates.client[own], one.variates.client[own], rtol=0, atol=1e-13)
+                np.testing.assert_allclose(s.variates.mean, one.variates.mean, rtol=0, atol=1e-13)
+
+
+def test_updates_may_come_as_any_iterable():
+    algo = make_algorithm("fednova", sgd(0.1))
+    p = np.full(2, 0.5)
+    state = algo.init(np.zeros(3), 2)
+    ups = list(_updates(range(2)).values())
+    want, _ = algo.apply(state, full_participation(p), ups, 0.1, p)
+    got, _ = distributed_apply(LocalCommunicator(), algo, state, full_participation(p), iter(ups), 0.1, p)
+    np.testing.assert_allclose(got.params, want.params, rtol=0, atol=1e-15)
+
+
+def test_a_participant_beyond_the_clients_is_refused_like_apply():
+    algo = make_algorithm("fednova", sgd(0.1))
+    state = algo.init(np.zeros(3), 3)
+    part = Participation(np.array([0, 3]), np.array([0.5, 0.5]))
+    ups = list(_updates([0, 3]).values())
+    with pytest.raises(ValueError, match=r"^client 3 is not one of the 3 clients given to init \(indices 0\.\.2\)$"):
+        distributed_apply(LocalCommunicator(), algo, state, part, ups, 0.1, None)
+
+
+def test_a_participant_no_rank_reports_stops_the_round_on_every_rank():
+    """Rank 0 owns clients 0 and 1 but hands in client 0 only: the merged report misses client 1."""
+    algo = make_algorithm("fednova", sgd(0.1))
+    state = algo.init(np.zeros(3), 4)
+    ups = _updates(range(4))
+
+    def step(comm):
+        mine = [ups[0]] if comm.rank == 0 else [ups[2], ups[3]]
+        try:
+            distributed_apply(comm, algo, state, full_participation(np.full(4, 0.25)), mine, 0.1, None)
+        except RuntimeError as exc:
+            return str(exc)
+
+    assert _on_ranks(2, step) == ["distributed round: ranks reported clients [0, 2, 3], expected [0, 1, 2, 3]"] * 2
+
+
+def test_a_diverged_round_raises():
+    algo = make_algorithm("fednova", sgd(0.1))
+    state = algo.init(np.zeros(2), 2)
+    ups = [ClientUpdate(0, np.array([np.inf, 0.0]), 1.0, 1), ClientUpdate(1, np.zeros(2), 1.0, 1)]
+    with pytest.raises(FloatingPointError, match=r"^round 0: the aggregated update is not finite \(diverged\)$"):
+        distributed_apply(LocalCommunicator(), algo, state, full_participation(np.full(2, 0.5)), ups, 0.1, None)
+
+
+# ---------------------------------------------------------------- gather_variates
+def _rank_variates(rank, m=5, world=3, torch=None):
+    """Rank ``rank``'s view: its own rows hold 10 * (client + 1) (+ 0, 1, 2 along the row), the other
+    rows -1 (stale)."""
+    own = owned_clients(m, world, rank)
+    w = np.full((m, 3), -1.0)
+    w[own] = 10.0 * (own[:, None] + 1) + np.arange(3)
+    b = np.full((m, 2), -1.0)
+    b[own] = -(own[:, None] + 1.0) * np.ones(2)
+    if torch is not None:
+        w = torch.tensor(w, dtype=torch.float32)
+    return ControlVariates({"W": w, "b": b}, {"W": np.zeros(3), "b": np.zeros(2)}, "scaffold")
+
+
+def test_gather_variates_assembles_every_ranks_own_rows():
+    want_w = 10.0 * (np.arange(5)[:, None] + 1) + np.arange(3)
+    want_b = -(np.arange(5)[:, None] + 1.0) * np.ones(2)
+    inputs = [_rank_variates(r) for r in range(3)]
+    res = _on_ranks(3, lambda c: gather_variates(c, inputs[c.rank], 5))
+    for r, v in enumerate(res):
+        np.testing.assert_array_equal(v.client["W"], want_w)
+        np.testing.assert_array_equal(v.client["b"], want_b)
+        assert v.mean is inputs[r].mean and v.kind == "scaffold"
+    for r in range(3):  # the ranks' own stacks are left as they were
+        np.testing.assert_array_equal(inputs[r].client["W"], _rank_variates(r).client["W"])
+
+
+def test_gather_variates_keeps_a_torch_stack_a_torch_stack():
+    torch = pytest.importorskip("torch")
+    res = _on_ranks(3, lambda c: gather_variates(c, _rank_variates(c.rank, torch=torch), 5))
+    for v in res:
+        assert isinstance(v.client["W"], torch.Tensor) and v.client["W"].dtype == torch.float32
+        np.testing.assert_array_equal(v.client["W"].numpy(), 10.0 * (np.arange(5)[:, None] + 1) + np.arange(3))
+
+
+def test_gather_variates_passes_through_without_collectives():
+    v = _rank_variates(0, world=1)
+    assert gather_variates(None, v, 5) is v
+    assert _on_ranks(1, lambda c: (gather_variates(c, v, 5) is v, c.array_calls)) == [(True, 0)]  # one process
+    assert _on_ranks(2, lambda c: (gather_variates(c, None, 5), c.array_calls)) == [(None, 0), (None, 0)]
