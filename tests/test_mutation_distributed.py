@@ -419,3 +419,99 @@ def test_gather_variates_passes_through_without_collectives():
     assert gather_variates(None, v, 5) is v
     assert _on_ranks(1, lambda c: (gather_variates(c, v, 5) is v, c.array_calls)) == [(True, 0)]  # one process
     assert _on_ranks(2, lambda c: (gather_variates(c, None, 5), c.array_calls)) == [(None, 0), (None, 0)]
+
+
+# ---------------------------------------------------------------- run synthetic on thread ranks
+SYN = ["run", "synthetic", "--num-clients", "5", "--rounds", "3", "--epochs", "1-3", "--algorithm", "fednova-vr",
+       "--sampling", "uniform", "--clients-per-round", "3", "--tau-eff", "population"]
+
+
+def _cli_on_ranks(monkeypatch, argvs):
+    """``python -m fedlib <argv>`` with ``--distributed`` on ``len(argvs)`` thread ranks: their exit
+    statuses (``init_from_env`` hands each thread its rank's communicator)."""
+    import fedlib.distributed
+    from fedlib.cli import main
+
+    mine = threading.local()
+    monkeypatch.setattr(fedlib.distributed, "init_from_env", lambda device="cpu", **kw: mine.comm)
+    monkeypatch.setenv("WORLD_SIZE", str(len(argvs)))
+    monkeypatch.delenv("RANK", raising=False)
+
+    def rank(comm):
+        mine.comm = comm
+        return main(argvs[comm.rank] + ["--distributed"])
+
+    return _on_ranks(len(argvs), rank)
+
+
+@pytest.fixture
+def one_commit(monkeypatch):
+    monkeypatch.setenv("FEDLIB_GIT_COMMIT", "c" * 40)  # every segment the same commit: no commit warning
+
+
+def test_only_rank_0_writes_and_prints_and_the_run_is_the_one_process_run(tmp_path, monkeypatch, capsys, one_commit):
+    from fedlib.cli import main
+
+    assert main(SYN + ["--quiet", "--out", str(tmp_path / "one.json")]) == 0
+    ref = json.loads((tmp_path / "one.json").read_text())
+    for r in range(2):
+        (tmp_path / f"m{r}").mkdir()
+    capsys.readouterr()
+    argvs = [SYN + ["--out", str(tmp_path / f"m{r}" / "run.json"), "--checkpoint-every", "2"] for r in range(2)]
+    assert _cli_on_ranks(monkeypatch, argvs) == [0, 0]
+    out, err = capsys.readouterr()
+    assert err == "" and len(out.splitlines()) == 1
+    assert out.startswith("fednova-vr: final training loss ") and out.rstrip().endswith(f"; wrote {argvs[0][-3]}")
+    assert sorted(p.name for p in (tmp_path / "m0").iterdir()) == ["run.json", "run.json.ckpt"]
+    assert list((tmp_path / "m1").iterdir()) == []
+    res = json.loads((tmp_path / "m0" / "run.json").read_text())
+    assert res["config"]["world_size"] == 2 and "world_size" not in ref["config"]
+    for a, b in zip(res["history"], ref["history"], strict=True):
+        assert a["clients"] == b["clients"] and a["local_steps"] == b["local_steps"]
+        for k in ("train_loss", "tau_eff", "chi2"):
+            assert abs(a[k] - b[k]) <= 1e-12, k
+    ckpt = pickle.loads((tmp_path / "m0" / "run.json.ckpt").read_bytes())
+    assert ckpt["round"] == 3 and ckpt["extra"]["segments"][0]["world_size"] == 2
+
+
+def _checkpoint_after_round_1(tmp_path, monkeypatch, argv):
+    """One process runs ``argv`` and is stopped (Ctrl-C) right after its round-1 checkpoint."""
+    import fedlib.checkpoint as ckpt
+    from fedlib.cli import main
+
+    real = ckpt.save_checkpoint
+
+    def save_then_stop(path, **kw):
+        real(path, **kw)
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(ckpt, "save_checkpoint", save_then_stop)
+    assert main(argv) == 130
+    monkeypatch.setattr(ckpt, "save_checkpoint", real)
+
+
+def test_resuming_on_more_processes_warns_once_and_goes_on(tmp_path, monkeypatch, capsys, one_commit):
+    from fedlib.cli import main
+
+    flags = SYN + ["--quiet", "--checkpoint-every", "1"]
+    assert main(flags + ["--out", str(tmp_path / "full.json")]) == 0
+    ref = json.loads((tmp_path / "full.json").read_text())
+    for r in range(2):
+        (tmp_path / f"m{r}").mkdir()
+    _checkpoint_after_round_1(tmp_path, monkeypatch, flags + ["--out", str(tmp_path / "m0" / "run.json")])
+    (tmp_path / "m1" / "run.json.ckpt").write_bytes((tmp_path / "m0" / "run.json.ckpt").read_bytes())
+    capsys.readouterr()
+    argvs = [flags + ["--out", str(tmp_path / f"m{r}" / "run.json"), "--resume"] for r in range(2)]
+    assert _cli_on_ranks(monkeypatch, argvs) == [0, 0]
+    out, err = capsys.readouterr()
+    assert out == "" and err == ("warning: --resume: earlier rounds ran on [1] process(es), these on 2: the sums add "
+                                 "in another order (differences near 1e-16 relative)\n")
+    res = json.loads((tmp_path / "m0" / "run.json").read_text())
+    assert not (tmp_path / "m1" / "run.json").exists()
+    assert [s["world_size"] for s in res["provenance"]["resumed"]["earlier_segments"]] == [1]
+    for a, b in zip(res["history"], ref["history"], strict=True):
+        assert a["clients"] == b["clients"] and abs(a["train_loss"] - b["train_loss"]) <= 1e-12
+    # resumed again on 2 processes from a checkpoint of 2: no warning
+    ck = tmp_path / "m0" / "run.json.ckpt"
+    doc = pickle.loads(ck.read_bytes())
+    assert [s["world_size"] for s in doc["extra"]["segments"]] == [1, 2]
