@@ -474,6 +474,17 @@ def test_only_rank_0_writes_and_prints_and_the_run_is_the_one_process_run(tmp_pa
     assert ckpt["round"] == 3 and ckpt["extra"]["segments"][0]["world_size"] == 2
 
 
+def test_ranks_started_with_other_settings_are_refused(tmp_path, monkeypatch, capsys, one_commit):
+    """A fresh run (no --resume, no checkpoint) whose ranks got other flags: the message named --resume and
+    checkpoint files ("the ranks resumed from different checkpoints (rounds [0, 0])")."""
+    argvs = [SYN + ["--quiet", "--out", str(tmp_path / "run.json")], SYN + ["--quiet", "--lr", "0.05", "--seed", "3"]]
+    assert _cli_on_ranks(monkeypatch, argvs) == [2, 2]
+    err = capsys.readouterr().err.splitlines()
+    assert err == ["python -m fedlib run synthetic: error: --distributed: the ranks were started with different "
+                   "settings (differing keys: lr, seed); every rank must run the same command on the same data"] * 2
+    assert list(tmp_path.iterdir()) == []
+
+
 def _checkpoint_after_round_1(tmp_path, monkeypatch, argv):
     """One process runs ``argv`` and is stopped (Ctrl-C) right after its round-1 checkpoint."""
     import fedlib.checkpoint as ckpt

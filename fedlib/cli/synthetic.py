@@ -234,6 +234,11 @@ def run_synthetic(args: argparse.Namespace) -> int:
         # has already stopped with "checkpoint not found")
         same = {k: v for k, v in config.items() if k != "device"}  # a rank's own GPU may be named differently
         seen = comm.all_gather_object((segment["rounds"][0], json.dumps(same, sort_keys=True, default=str)))
+        configs = [json.loads(c) for _, c in seen]
+        differ = sorted({k for c in configs for k in c if any(c.get(k) != o.get(k) for o in configs)})
+        if differ:  # other flags or data (a fresh run too: no checkpoint to blame)
+            raise CLIError(f"--distributed: the ranks were started with different settings (differing keys: "
+                           f"{', '.join(differ)}); every rank must run the same command on the same data")
         if len(set(seen)) > 1:
             raise CLIError(f"--resume: the ranks resumed from different checkpoints (rounds "
                            f"{[r for r, _ in seen]}); every rank must read the same checkpoint file, e.g. on a "
