@@ -428,12 +428,24 @@ SYN = ["run", "synthetic", "--num-clients", "5", "--rounds", "3", "--epochs", "1
 
 def _cli_on_ranks(monkeypatch, argvs):
     """``python -m fedlib <argv>`` with ``--distributed`` on ``len(argvs)`` thread ranks: their exit
-    statuses (``init_from_env`` hands each thread its rank's communicator)."""
+    statuses (``init_from_env`` hands each thread its rank's communicator; ``run synthetic`` reads
+    ``RANK`` of its own thread)."""
+    import fedlib.cli.synthetic
     import fedlib.distributed
     from fedlib.cli import main
 
     mine = threading.local()
+
+    class OsOfThisRank:  # ``os`` as run synthetic sees it: os.environ with this thread's RANK
+        def __getattr__(self, name):
+            return getattr(os, name)
+
+        @property
+        def environ(self):
+            return {**os.environ, "RANK": str(mine.comm.rank)}
+
     monkeypatch.setattr(fedlib.distributed, "init_from_env", lambda device="cpu", **kw: mine.comm)
+    monkeypatch.setattr(fedlib.cli.synthetic, "os", OsOfThisRank())
     monkeypatch.setenv("WORLD_SIZE", str(len(argvs)))
     monkeypatch.delenv("RANK", raising=False)
 
@@ -442,6 +454,21 @@ def _cli_on_ranks(monkeypatch, argvs):
         return main(argvs[comm.rank] + ["--distributed"])
 
     return _on_ranks(len(argvs), rank)
+
+
+def _keep_checkpoints(monkeypatch):
+    """From now on every checkpoint written is also copied to ``<path>.r<round>``."""
+    import shutil
+
+    import fedlib.checkpoint as ckpt
+
+    real = ckpt.save_checkpoint
+
+    def save_and_keep(path, **kw):
+        real(path, **kw)
+        shutil.copyfile(path, f"{path}.r{kw['round_done']}")
+
+    monkeypatch.setattr(ckpt, "save_checkpoint", save_and_keep)
 
 
 @pytest.fixture
@@ -485,44 +512,89 @@ def test_ranks_started_with_other_settings_are_refused(tmp_path, monkeypatch, ca
     assert list(tmp_path.iterdir()) == []
 
 
-def _checkpoint_after_round_1(tmp_path, monkeypatch, argv):
-    """One process runs ``argv`` and is stopped (Ctrl-C) right after its round-1 checkpoint."""
-    import fedlib.checkpoint as ckpt
-    from fedlib.cli import main
-
-    real = ckpt.save_checkpoint
-
-    def save_then_stop(path, **kw):
-        real(path, **kw)
-        raise KeyboardInterrupt
-
-    monkeypatch.setattr(ckpt, "save_checkpoint", save_then_stop)
-    assert main(argv) == 130
-    monkeypatch.setattr(ckpt, "save_checkpoint", real)
-
-
-def test_resuming_on_more_processes_warns_once_and_goes_on(tmp_path, monkeypatch, capsys, one_commit):
+def test_resuming_on_more_processes_at_another_commit_warns_once_and_goes_on(tmp_path, monkeypatch, capsys):
+    """A one-process run's round-1 checkpoint (commit a) resumed on 2 thread ranks (commit b): rank 0 alone
+    prints both warnings; rank 0 alone writes; the rounds are the one-process run's."""
     from fedlib.cli import main
 
     flags = SYN + ["--quiet", "--checkpoint-every", "1"]
+    monkeypatch.setenv("FEDLIB_GIT_COMMIT", "a" * 40)
+    _keep_checkpoints(monkeypatch)
     assert main(flags + ["--out", str(tmp_path / "full.json")]) == 0
     ref = json.loads((tmp_path / "full.json").read_text())
     for r in range(2):
         (tmp_path / f"m{r}").mkdir()
-    _checkpoint_after_round_1(tmp_path, monkeypatch, flags + ["--out", str(tmp_path / "m0" / "run.json")])
-    (tmp_path / "m1" / "run.json.ckpt").write_bytes((tmp_path / "m0" / "run.json.ckpt").read_bytes())
+        (tmp_path / f"m{r}" / "run.json.ckpt").write_bytes((tmp_path / "full.json.ckpt.r1").read_bytes())
+    monkeypatch.setenv("FEDLIB_GIT_COMMIT", "b" * 40)
     capsys.readouterr()
     argvs = [flags + ["--out", str(tmp_path / f"m{r}" / "run.json"), "--resume"] for r in range(2)]
     assert _cli_on_ranks(monkeypatch, argvs) == [0, 0]
     out, err = capsys.readouterr()
-    assert out == "" and err == ("warning: --resume: earlier rounds ran on [1] process(es), these on 2: the sums add "
-                                 "in another order (differences near 1e-16 relative)\n")
+    assert out == ""
+    assert err.splitlines() == [
+        f"warning: --resume: rounds before 1 were computed by commit(s) {'a' * 40}, this process runs {'b' * 40} "
+        "(recorded in the result's provenance.resumed)",
+        "warning: --resume: earlier rounds ran on [1] process(es), these on 2: the sums add in another order "
+        "(differences near 1e-16 relative)"]
     res = json.loads((tmp_path / "m0" / "run.json").read_text())
     assert not (tmp_path / "m1" / "run.json").exists()
-    assert [s["world_size"] for s in res["provenance"]["resumed"]["earlier_segments"]] == [1]
+    assert [(s["world_size"], s["git_commit"]) for s in res["provenance"]["resumed"]["earlier_segments"]] \
+        == [(1, "a" * 40)]
     for a, b in zip(res["history"], ref["history"], strict=True):
         assert a["clients"] == b["clients"] and abs(a["train_loss"] - b["train_loss"]) <= 1e-12
-    # resumed again on 2 processes from a checkpoint of 2: no warning
-    ck = tmp_path / "m0" / "run.json.ckpt"
-    doc = pickle.loads(ck.read_bytes())
+    doc = pickle.loads((tmp_path / "m0" / "run.json.ckpt").read_bytes())
     assert [s["world_size"] for s in doc["extra"]["segments"]] == [1, 2]
+
+
+def test_ranks_resuming_from_different_rounds_are_refused_on_every_rank(tmp_path, monkeypatch, capsys, one_commit):
+    """Each rank reads its own checkpoint file (no shared filesystem): rank 0 holds round 2, rank 1 round 1."""
+    from fedlib.cli import main
+
+    flags = SYN + ["--quiet", "--checkpoint-every", "1"]
+    _keep_checkpoints(monkeypatch)
+    assert main(flags + ["--out", str(tmp_path / "full.json")]) == 0
+    for r, done in ((0, 2), (1, 1)):
+        (tmp_path / f"m{r}").mkdir()
+        (tmp_path / f"m{r}" / "run.json.ckpt").write_bytes((tmp_path / f"full.json.ckpt.r{done}").read_bytes())
+    capsys.readouterr()
+    argvs = [flags + ["--out", str(tmp_path / f"m{r}" / "run.json"), "--resume"] for r in range(2)]
+    assert _cli_on_ranks(monkeypatch, argvs) == [2, 2]
+    assert capsys.readouterr().err.splitlines() == [
+        "python -m fedlib run synthetic: error: --resume: the ranks resumed from different checkpoints (rounds "
+        "[2, 1]); every rank must read the same checkpoint file, e.g. on a shared filesystem"] * 2
+    assert [sorted(p.name for p in (tmp_path / f"m{r}").iterdir()) for r in range(2)] == [["run.json.ckpt"]] * 2
+
+
+# ---------------------------------------------------------------- two real gloo processes
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.mark.slow
+def test_two_gloo_processes_only_rank_0_writes_and_prints(tmp_path):
+    """Ranks started as torchrun does (WORLD_SIZE, RANK, MASTER_*), each in its own folder: rank 0 prints
+    the tau_eff warning and the final line and writes --out and its checkpoint; rank 1 prints nothing,
+    writes nothing and exits 0."""
+    port = str(_free_port())
+    argv = [sys.executable, "-m", "fedlib", "run", "synthetic", "--num-clients", "4", "--rounds", "2",
+            "--sampling", "uniform", "--clients-per-round", "2", "--out", "run.json", "--checkpoint-every", "1"]
+    procs = []
+    for rank in range(2):
+        (tmp_path / f"m{rank}").mkdir()
+        env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONPATH=str(ROOT), WORLD_SIZE="2", RANK=str(rank),
+                   LOCAL_RANK=str(rank), MASTER_ADDR="127.0.0.1", MASTER_PORT=port, FEDLIB_GIT_COMMIT="c" * 40)
+        procs.append(subprocess.Popen(argv, cwd=tmp_path / f"m{rank}", env=env, stdout=subprocess.PIPE,
+                                      stderr=subprocess.PIPE, text=True))
+    (out0, err0), (out1, err1) = [p.communicate(timeout=120) for p in procs]
+    rc0, rc1 = (p.returncode for p in procs)
+    assert (rc0, rc1) == (0, 0), err0[-2000:] + err1[-2000:]
+    assert (out1, err1) == ("", "")
+    assert len(out0.splitlines()) == 1 and out0.startswith("fednova: final training loss ") \
+        and out0.rstrip().endswith("; wrote run.json")
+    assert err0.startswith("warning: fednova with --sampling uniform takes tau_eff from each round's sample") \
+        and len(err0.splitlines()) == 1
+    assert sorted(p.name for p in (tmp_path / "m0").iterdir()) == ["run.json", "run.json.ckpt"]
+    assert list((tmp_path / "m1").iterdir()) == []
+    assert json.loads((tmp_path / "m0" / "run.json").read_text())["config"]["world_size"] == 2
