@@ -565,6 +565,31 @@ def test_ranks_resuming_from_different_rounds_are_refused_on_every_rank(tmp_path
     assert [sorted(p.name for p in (tmp_path / f"m{r}").iterdir()) for r in range(2)] == [["run.json.ckpt"]] * 2
 
 
+def test_resuming_a_two_process_checkpoint_on_one_process_warns(tmp_path, monkeypatch, capsys, one_commit):
+    """2 -> 1 processes changes the order of the additions as 1 -> 2 does: the warning was printed only when
+    the resuming run had more than one process."""
+    from fedlib.cli import main
+
+    flags = SYN + ["--quiet", "--checkpoint-every", "1"]
+    _keep_checkpoints(monkeypatch)
+    for r in range(2):
+        (tmp_path / f"m{r}").mkdir()
+    assert _cli_on_ranks(monkeypatch, [flags + ["--out", str(tmp_path / f"m{r}" / "run.json")] for r in range(2)]) \
+        == [0, 0]
+    two = json.loads((tmp_path / "m0" / "run.json").read_text())
+    monkeypatch.undo()  # one plain process again (no thread ranks, no copies)
+    monkeypatch.setenv("FEDLIB_GIT_COMMIT", "c" * 40)
+    (tmp_path / "one.json.ckpt").write_bytes((tmp_path / "m0" / "run.json.ckpt.r1").read_bytes())
+    capsys.readouterr()
+    assert main(flags + ["--out", str(tmp_path / "one.json"), "--resume"]) == 0
+    assert capsys.readouterr().err == ("warning: --resume: earlier rounds ran on [2] process(es), these on 1: the sums "
+                                       "add in another order (differences near 1e-16 relative)\n")
+    res = json.loads((tmp_path / "one.json").read_text())
+    assert "world_size" not in res["config"]
+    for a, b in zip(res["history"], two["history"], strict=True):
+        assert a["clients"] == b["clients"] and abs(a["train_loss"] - b["train_loss"]) <= 1e-12
+
+
 # ---------------------------------------------------------------- two real gloo processes
 def _free_port() -> int:
     with socket.socket() as s:

@@ -243,11 +243,12 @@ def run_synthetic(args: argparse.Namespace) -> int:
             raise CLIError(f"--resume: the ranks resumed from different checkpoints (rounds "
                            f"{[r for r, _ in seen]}); every rank must read the same checkpoint file, e.g. on a "
                            "shared filesystem")
-        earlier_sizes = sorted({e.get("world_size") for e in earlier} - {None, comm.world_size})
-        if earlier_sizes and rank0:
-            print(f"warning: --resume: earlier rounds ran on {earlier_sizes} process(es), these on "
-                  f"{comm.world_size}: the sums add in another order (differences near 1e-16 relative)",
-                  file=sys.stderr, flush=True)
+    # more or fewer processes than before (2 -> 1 as much as 1 -> 2): the sums add in another order
+    earlier_sizes = sorted({e.get("world_size") for e in earlier} - {None, segment["world_size"]})
+    if earlier_sizes and rank0:
+        print(f"warning: --resume: earlier rounds ran on {earlier_sizes} process(es), these on "
+              f"{segment['world_size']}: the sums add in another order (differences near 1e-16 relative)",
+              file=sys.stderr, flush=True)
     every = args.checkpoint_every
 
     def on_round_end(state, history, initial):
