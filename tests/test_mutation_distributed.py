@@ -4,8 +4,10 @@ Most tests run in this process: the ranks of a world are threads whose collectiv
 barrier (:class:`_ThreadComm`), or ``torch.distributed`` is replaced by a recording fake, so
 that each check takes milliseconds. The expected values come from the one-process engine
 (:meth:`fedlib.algorithms.FederatedAlgorithm.apply`), from the paper's eq. 4 written out in
-numpy, or from blocks of clients counted by hand. One test (marked ``slow``) starts two real
-gloo processes of the CLI to see that only rank 0 writes ``--out`` and prints.
+numpy, or from blocks of clients counted by hand. ``python -m fedlib run synthetic --distributed``
+runs on thread ranks too (``init_from_env`` hands each thread its communicator, ``RANK`` is the
+thread's). One test (marked ``slow``) starts two real gloo processes of the CLI to see that only
+rank 0 writes ``--out`` and prints.
 """
 import json
 import os
@@ -299,7 +301,7 @@ def test_three_ranks_follow_eq_4_by_hand_with_tau_eff_from_the_local_steps():
                                                    0.1, p))
     for s, d in res:
         np.testing.assert_allclose(s.params, want, rtol=0, atol=1e-13)
-        assert d.tau_eff == pytest.approx(tau_eff, rel=1e-15) and tau_eff == 0.1 * 2 + 0.15 * 5 + 0.2 * 8 + 0.25 * 11 + 0.3 * 14
+        assert d.tau_eff == pytest.approx(tau_eff, rel=1e-15) == 0.1 * 2 + 0.15 * 5 + 0.2 * 8 + 0.25 * 11 + 0.3 * 14
         assert d.clients.tolist() == [0, 1, 2, 3, 4] and d.local_steps.tolist() == [2, 5, 8, 11, 14]
         assert d.a_norms.tolist() == [1.5, 2.0, 2.5, 3.0, 3.5]
         np.testing.assert_allclose(d.weights, p, rtol=0, atol=0)
