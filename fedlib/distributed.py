@@ -213,7 +213,9 @@ def distributed_apply(comm: Communicator, algorithm: FederatedAlgorithm, state: 
     collective, rather than on that rank alone while the others wait in it.
     """
     lr = check_positive("lr", lr)
-    clients = np.asarray(participation.clients)
+    # as apply takes it: any sequences (a Participation of lists failed at weights.sum())
+    participation = Participation(np.asarray(participation.clients), np.asarray(participation.weights, dtype=float))
+    clients = participation.clients
     check_client_indices(clients, state.num_clients)
     if state.variates is not None:
         if p is None:

@@ -348,6 +348,18 @@ def test_updates_may_come_as_any_iterable():
     np.testing.assert_allclose(got.params, want.params, rtol=0, atol=1e-15)
 
 
+def test_a_participation_of_lists_is_taken_like_apply():
+    """Participation([0, 1], [0.5, 0.5]) (a NamedTuple of lists): apply takes it, distributed_apply failed with
+    AttributeError: 'list' object has no attribute 'sum'. FedNova by hand: tau_eff = 0.5 * 1 + 0.5 * 2 = 1.5,
+    change = 1.5 * (0.5 / 1 + 0.5 / 2) * [1, 1] = [1.125, 1.125]."""
+    algo = make_algorithm("fednova", sgd(0.1))
+    state = algo.init(np.zeros(2), 2)
+    ups = [ClientUpdate(0, np.ones(2), 1.0, 1), ClientUpdate(1, np.ones(2), 2.0, 2)]
+    got, diag = distributed_apply(LocalCommunicator(), algo, state, Participation([0, 1], [0.5, 0.5]), ups, 0.1, None)
+    np.testing.assert_allclose(got.params, [1.125, 1.125], rtol=0, atol=1e-15)
+    assert diag.tau_eff == 1.5 and diag.clients.tolist() == [0, 1] and diag.chi2 == 0.0
+
+
 def test_a_participant_beyond_the_clients_is_refused_like_apply():
     algo = make_algorithm("fednova", sgd(0.1))
     state = algo.init(np.zeros(3), 3)
