@@ -78,6 +78,7 @@ def random_quadratic(num_clients: int, dim: int, seed: int = 0, *, eig_range=(0.
     d = check_int("dim", dim, minimum=1)
     lo, hi = eig_range
     check_positive("eig_range[0]", lo)
+    check_positive("eig_range[1]", hi)  # nan / inf passed the order check below and crashed in numpy's uniform
     if hi < lo:
         raise ValueError(f"eig_range must be (low, high) with low <= high, got {eig_range!r}")
     check_positive("spread", spread)
