@@ -118,3 +118,139 @@ def test_quadratic_problem_stores_float_arrays_of_list_inputs():
     for arr in (q.H, q.e, q.p):
         assert isinstance(arr, np.ndarray) and arr.dtype == np.float64
     assert q.loss(np.array([1.0, 1.0])) == pytest.approx(0.5 * 3 - 2)
+
+
+# ------------------------------------------------------------------ cifar10.py: pure helpers
+def test_run_seconds_prefers_seconds_per_run_then_divides_wall_time_by_runs_stacked():
+    assert C.run_seconds({"summary": {"seconds_per_run": 12}}) == 12.0
+    wall = {"provenance": {"wall_time_s": 100.0}}
+    assert C.run_seconds({**wall, "config": {"engine": {"stacked_runs": 4}}}) == 25.0
+    assert C.run_seconds({**wall, "summary": {"seconds_per_run": None}, "config": {"engine": {}}}) == 100.0
+    assert C.run_seconds({**wall}) == 100.0
+    assert C.run_seconds({"config": {"engine": {"stacked_runs": 2}}}) is None
+    assert C.run_seconds({}) is None
+
+
+def test_round_steps_scales_the_longest_client_to_steps():
+    sizes = [320, 96, 32]                       # ceil(n / 32) = 10, 3, 1; E = 2 -> 20, 6, 2
+    full = C._round_steps(sizes, 32, 2, None)
+    assert full.tolist() == [20, 6, 2] and full.dtype == np.int64
+    assert C._round_steps(sizes, 32, 2, 10).tolist() == [10, 3, 1]
+    assert C._round_steps(sizes, 32, 2, 5).tolist() == [5, 2, 1]     # 1.5 -> 2 (to even), 0.5 -> 0 -> at least 1
+    assert C._round_steps(sizes, 32, 3, 30).tolist() == [30, 9, 3]
+    assert C._round_steps([50, 10], 16, 1, None).tolist() == [4, 1]
+
+
+def test_trained_images_counts_last_partial_batches_by_their_real_size():
+    sizes, B = [40, 10], 32                     # ceil(n / B) = 2, 1
+    # round 1: tau = (4, 2): two full epochs each -> 80 + 20; round 2: tau = (3, 1): 40 + 32 (a full batch), 10
+    history = [{"local_steps": [4, 2]}, {"local_steps": [3, 1]}]
+    assert C.trained_images(history, sizes, B) == 100 + 82
+    assert C.trained_images([{"local_steps": [1, 1]}], [40, 10], 8) == 8 + 8   # rest * B < n
+    assert C.trained_images([], sizes, B) == 0
+    assert C.trained_images([{"local_steps": [4]}], sizes, B) is None
+    assert C.trained_images([{}], sizes, B) is None
+
+
+def test_mean_epochs_and_round_work():
+    assert C.mean_epochs("2") == 2.0 and C.mean_epochs("2-5") == 3.5
+    assert C.round_work("2-5", 50000, 10000) == pytest.approx(3.5 * 50000 + 10000 / 3)
+    assert C.round_work("2", 300, 30) == pytest.approx(610.0)
+
+
+def test_mean_curves_by_hand():
+    results = {
+        "a": {0: {"history": [{"test_accuracy": 0.1, "train_loss": 2.0}, {"test_accuracy": 0.3, "train_loss": 1.0},
+                              {"test_accuracy": 0.5, "train_loss": 0.5}]},
+              1: {"history": [{"test_accuracy": 0.3, "train_loss": 4.0}, {"test_accuracy": 0.6, "train_loss": 3.0}]}},
+        "b": {0: {"history": [{"test_accuracy": None}, {"test_accuracy": 0.4}]},
+              2: {"history": [{"test_accuracy": 0.2}, {"test_accuracy": 0.8}]}},
+        "empty": {0: {"history": []}},
+    }
+    out = C.mean_curves(results)
+    assert sorted(out) == ["a", "b"]
+    a = out["a"]
+    assert a["round"].tolist() == [0, 1] and a["n_seeds"] == 2
+    np.testing.assert_allclose(a["mean"], [0.2, 0.45])
+    np.testing.assert_allclose(a["std"], [math.sqrt(2 * 0.1 ** 2), math.sqrt(2 * 0.15 ** 2)])  # ddof = 1
+    b = out["b"]
+    np.testing.assert_allclose(b["mean"], [0.2, 0.6])
+    np.testing.assert_allclose(b["std"], [0.0, math.sqrt(2 * 0.2 ** 2)])   # one value in round 0: 0
+    three = C.mean_curves({"c": {s: {"history": [{"test_accuracy": v}]} for s, v in enumerate([1.0, 2.0, 6.0])}})
+    np.testing.assert_allclose(three["c"]["std"], [math.sqrt((4 + 1 + 9) / 2)])
+    loss = C.mean_curves({"a": results["a"]}, key="train_loss")["a"]
+    np.testing.assert_allclose(loss["mean"], [3.0, 2.0])
+
+
+def test_load_data_defaults_neither_sample_nor_download(monkeypatch, tmp_path):
+    import fedlib.data.cifar10 as D
+
+    calls = []
+    monkeypatch.setattr(D, "load_cifar10", lambda root, download=None: calls.append((root, download)) or "real")
+    monkeypatch.setattr(D, "load_cifar10_sample", lambda: "sample")
+    assert C.load_data(tmp_path) == "real" and calls == [(tmp_path, False)]
+    assert C.load_data(tmp_path, download=True) == "real" and calls[-1] == (tmp_path, True)
+    assert C.load_data(sample=True) == "sample"
+    with pytest.raises(ValueError, match=r"^no CIFAR-10 location given: pass data_root \(the folder containing "
+                                         r"cifar-10-batches-py\) or sample=True$"):
+        C.load_data()
+
+
+# ------------------------------------------------------------------ cifar10.py: chapter 5's demo
+@pytest.fixture(scope="module")
+def tiny_cifar():
+    """The first 300 training / 20 test images of the shipped sample (Dir(0.1) still gives 16 clients >= 10)."""
+    from fedlib.data.cifar10 import Cifar10Arrays
+
+    d = C.load_data(sample=True)
+    return Cifar10Arrays(d.train_images[:300], d.train_labels[:300], d.test_images[:20], d.test_labels[:20], "tiny")
+
+
+def test_demo_run_defaults_fedavg_and_fednova_on_the_official_split(tiny_cifar):
+    from fedlib.data.partition import dirichlet_partition
+    from fedlib.schedules import RandomEpochs
+
+    out = C.demo_run(width=0.03, rounds=1, data=tiny_cifar)
+    # REFERENCE §4: 16 clients, Dir(0.1), numpy seed 2020
+    sizes = [len(c) for c in dirichlet_partition(tiny_cifar.train_labels, 16, 0.1, 2020)]
+    assert out["sizes"] == sizes and sum(sizes) == 300
+    assert sorted(out) == ["fedavg", "fednova", "seconds", "sizes"] and out["seconds"] > 0
+    fedavg, fednova = out["fedavg"], out["fednova"]
+    assert len(fedavg) == len(fednova) == 1
+    assert fedavg[0]["lr"] == fednova[0]["lr"] == 0.05           # default lr, no decay
+    # default seed 0, E_i ~ U{2..5}: tau_i = E_i ceil(n_i / 32), one draw shared by both runs
+    want = RandomEpochs(np.array(sizes), 32, 2, 5, seed=0).epochs_of(0) * -(-np.array(sizes) // 32)
+    assert fedavg[0]["local_steps"] == fednova[0]["local_steps"] == want.tolist()
+    # chi^2_{p||w}: FedNova's weights are p (0); FedAvg's tau-weighted ones are not, by eq. 4
+    p = np.array(sizes) / 300
+    w = p * want / (p * want).sum()
+    assert fednova[0]["chi2"] == pytest.approx(0.0, abs=1e-12)
+    assert fedavg[0]["chi2"] == pytest.approx(((p - w) ** 2 / w).sum())
+
+
+def test_load_benchmarks_rows(tmp_path):
+    import json
+    from pathlib import Path
+
+    src = json.loads((Path(__file__).resolve().parents[1] / "data/results/bench/cifar10_cpu_w003.json").read_text())
+    assert "runs" not in src["config"]          # a file from before runs=N: one run
+    src["provenance"]["git_commit"] = "0123456789abcdef0123456789abcdef01234567"
+    (tmp_path / "cifar10_a.json").write_text(json.dumps(src))
+    stacked = json.loads(json.dumps(src))
+    stacked["config"]["runs"] = 3
+    (tmp_path / "cifar10_b.json").write_text(json.dumps(stacked))
+    (tmp_path / "cifar10_c.json").write_text(json.dumps({**src, "kind": "other"}))
+    (tmp_path / "synthetic_a.json").write_text(json.dumps(src))
+    rows = C.load_benchmarks(tmp_path)
+    assert [r["file"] for r in rows] == ["cifar10_a.json", "cifar10_b.json"]
+    assert [r["runs"] for r in rows] == [1, 3]
+    assert rows[0]["commit"] == "0123456789"
+    assert rows[0]["engine_images_per_s"] == src["summary"]["engine_images_per_s"] and rows[0]["variants"] == []
+
+
+def test_demo_run_without_data_trains_on_the_shipped_sample(tiny_cifar, monkeypatch):
+    calls = []
+    monkeypatch.setattr(C, "load_data", lambda *a, **k: calls.append((a, k)) or tiny_cifar)
+    out = C.demo_run(width=0.03, rounds=1, epochs="2", algorithms=("fednova",))
+    assert calls == [((), {"sample": True})]
+    assert sorted(out) == ["fednova", "seconds", "sizes"] and sum(out["sizes"]) == 300
