@@ -254,3 +254,82 @@ def test_demo_run_without_data_trains_on_the_shipped_sample(tiny_cifar, monkeypa
     out = C.demo_run(width=0.03, rounds=1, epochs="2", algorithms=("fednova",))
     assert calls == [((), {"sample": True})]
     assert sorted(out) == ["fednova", "seconds", "sizes"] and sum(out["sizes"]) == 300
+
+
+def test_format_bench_by_hand():
+    res = {"sequential_images_per_s": 1234.4, "engine_images_per_s": 5678.6, "ratio": 4.6004,
+           "images_per_round": 960, "max_local_steps": 20, "prefix_efficiency": 0.625}
+    head = ("sequential per-client loop:       1234 images/s\n"
+            "stacked engine:                   5679 images/s\n"
+            "ratio (engine / sequential): 4.60x   (1 run(s) stacked, 960 images per round per run, max tau 20, "
+            "prefix efficiency 0.62)")
+    assert C.format_bench(res) == head
+    variants = [{"variant": "base", "engine_images_per_s": 7098.0, "gain": 1.25},
+                {"variant": "eager", "engine_images_per_s": 4258.9, "gain": 0.75},   # |gain - 1| = spread: within
+                {"variant": "runs=8", "engine_images_per_s": 8517.9, "gain": 1.5},
+                {"variant": "cuda-graph", "error": "RuntimeError: no"}]
+    within = " — within the base engine's own spread (±0.250): no measured change"
+    assert C.format_bench({**res, "runs_stacked": 2, "variants": variants}) == (
+        head.replace("(1 run(s)", "(2 run(s)")
+        + "\nvariant base:       7098 images/s (1.250x the base engine, same call)"
+        + "\nvariant eager:       4259 images/s (0.750x the base engine, same call)" + within
+        + "\nvariant runs=8:       8518 images/s (1.500x the base engine, same call)"
+        + "\nvariant cuda-graph: failed (RuntimeError: no)")
+    # a failed base gives no spread to compare with
+    failed_base = [{"variant": "base", "error": "E: x"}, {"variant": "eager", "engine_images_per_s": 10.0, "gain": 1.0}]
+    assert C.format_bench({**res, "variants": failed_base}).endswith(
+        "\nvariant base: failed (E: x)\nvariant eager:         10 images/s (1.000x the base engine, same call)")
+
+
+BASE = dict(runs=4, precision="bf16", cuda_graph=True, path="grouped", cudnn_bench=False, cuda=True)
+BASE_SETTINGS = {"runs": 4, "precision": "bf16", "cuda_graph": True, "channels_last": True, "cudnn_benchmark": False,
+                 "conv": "cudnn"}
+
+
+@pytest.mark.parametrize("text, change", [
+    ("base", {}),
+    ("runs=1", {"runs": 1}),
+    ("runs=12", {"runs": 12}),
+    ("precision=fp32", {"precision": "fp32"}),
+    ("eager+runs=2", {"cuda_graph": False, "runs": 2}),
+    ("conv=gemm+cudnn-benchmark", {"conv": "gemm", "cudnn_benchmark": True}),
+    ("channels-first+precision=fp32", {"channels_last": False, "precision": "fp32"}),
+])
+def test_parse_bench_variant_settings(text, change):
+    assert C.parse_bench_variant(text, **BASE) == {**BASE_SETTINGS, **change}
+
+
+@pytest.mark.parametrize("text, kw, message", [
+    ("runs=0", {}, r"^variant 'runs=0': runs=N needs a whole number N >= 1, got '0'$"),
+    ("runs=", {}, r"^variant 'runs=': runs=N needs a whole number N >= 1, got ''$"),
+    ("precision=fp64", {}, r"^variant 'precision=fp64': precision must be one of \('fp32', 'bf16'\), got 'fp64'$"),
+    ("precision=bf16", {}, r"^variant 'precision=bf16': 'precision=bf16' is already the base engine's setting$"),
+    ("cuda-graph", {"cuda_graph": False, "cuda": False}, r"^variant 'cuda-graph': CUDA graphs need a CUDA device$"),
+    ("eager+eager", {}, r"^variant 'eager\+eager': changes cuda_graph twice$"),
+    ("channels-first", {"path": "vmap"},
+     r"^variant 'channels-first': channels-first is a setting of the grouped path, not 'vmap'$"),
+    ("conv=gemm", {"path": "vmap"}, r"^variant 'conv=gemm': conv is a setting of the grouped path, not 'vmap'$"),
+    ("conv=fft", {}, r"^variant 'conv=fft': conv must be one of \('cudnn', 'gemm'\), got 'fft'$"),
+    ("conv=gemm+channels-first", {}, r"^variant 'conv=gemm\+channels-first': conv=gemm reads the weights in their "
+                                     r"channels-last order; it cannot be combined with channels-first$"),
+    ("   ", {}, r"^a variant must be a non-empty string, got '   '$"),
+    (None, {}, r"^a variant must be a non-empty string, got None$"),
+    ("fast", {}, r"^variant 'fast': unknown 'fast'; choose from base, cudnn-benchmark, "),
+])
+def test_parse_bench_variant_refusals(text, kw, message):
+    with pytest.raises(ValueError, match=message):
+        C.parse_bench_variant(text, **{**BASE, **kw})
+
+
+def test_parse_bench_variant_eager_needs_no_cuda():
+    assert C.parse_bench_variant("eager", **{**BASE, "cuda": False}) == {**BASE_SETTINGS, "cuda_graph": False}
+
+
+def test_parse_bench_variants_lists():
+    assert C.parse_bench_variants(["base", "runs=2"], **BASE) == [("base", BASE_SETTINGS),
+                                                                 ("runs=2", {**BASE_SETTINGS, "runs": 2})]
+    assert C.parse_bench_variants((), **BASE) == []
+    with pytest.raises(ValueError, match=r"^compare lists a variant twice: \['eager', 'eager'\]$"):
+        C.parse_bench_variants(["eager", "eager"], **BASE)
+    with pytest.raises(ValueError, match=r"^compare must be a list of variants, got the string 'eager' "):
+        C.parse_bench_variants("eager", **BASE)
