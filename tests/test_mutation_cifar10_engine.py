@@ -333,3 +333,58 @@ def test_parse_bench_variants_lists():
         C.parse_bench_variants(["eager", "eager"], **BASE)
     with pytest.raises(ValueError, match=r"^compare must be a list of variants, got the string 'eager' "):
         C.parse_bench_variants("eager", **BASE)
+
+
+# ------------------------------------------------------------------ cifar10.py: train_runs' checkpoints and stop
+def _fedavg_run():
+    from fedlib.algorithms import make_algorithm
+    from fedlib.solvers import sgd
+
+    return [{"algorithm": make_algorithm("fedavg", sgd(0.05, weight_decay=1e-4)), "epochs": "2", "seed": 0,
+             "name": "a"}]
+
+
+def _saved_round(path):
+    from fedlib.checkpoint import load_checkpoint
+
+    return load_checkpoint(path, kind="table1")["round"] if path.exists() else None
+
+
+def test_train_runs_checkpoints_every_k_rounds_and_the_last_and_a_last_round_stop_is_no_stop(tiny_cifar, tmp_path):
+    import time
+
+    parts = C.official_partition(tiny_cifar.train_labels)
+    ck = tmp_path / "group.ckpt"
+    seen = []
+
+    def callback(t, records, seconds):
+        seen.append((t, _saved_round(ck), seconds))
+        return t != 3  # "stop" after the last round: nothing was cut short
+
+    start = time.perf_counter()
+    res = C.train_runs(_fedavg_run(), tiny_cifar, parts, rounds=4, width=0.03, device="cpu", checkpoint=ck,
+                       checkpoint_every=3, callback=callback)
+    took = time.perf_counter() - start
+    assert [(t, r) for t, r, _ in seen] == [(0, None), (1, None), (2, 3), (3, 4)]  # after round 3, then the last
+    assert res["stopped"] is False and len(res["histories"][0]) == 4 and res["resumed_from"] == 0
+    # the clocks: each round's time, the callback's running total and the call's total are parts of the call
+    assert len(res["round_seconds"]) == 4 and all(s >= 0 for s in res["round_seconds"])
+    assert sum(res["round_seconds"]) <= res["seconds"] <= took
+    assert 0 <= seen[0][2] <= seen[1][2] <= seen[2][2] <= seen[3][2] <= res["seconds"]
+
+
+def test_train_runs_default_checkpoint_every_round_and_no_save_on_stop(tiny_cifar, tmp_path):
+    parts = C.official_partition(tiny_cifar.train_labels)
+    ck = tmp_path / "every.ckpt"
+    seen = []
+    res = C.train_runs(_fedavg_run(), tiny_cifar, parts, rounds=3, width=0.03, device="cpu", checkpoint=ck,
+                       callback=lambda t, rec, s: seen.append(_saved_round(ck)) or False)
+    assert seen == [1] and res["stopped"] is True and len(res["histories"][0]) == 1
+    never = tmp_path / "never.ckpt"
+    res = C.train_runs(_fedavg_run(), tiny_cifar, parts, rounds=2, width=0.03, device="cpu", checkpoint=never,
+                       checkpoint_every=0, callback=lambda t, rec, s: False)
+    assert res["stopped"] is True and not never.exists()   # save_on_stop defaults to False
+    on_stop = tmp_path / "on_stop.ckpt"
+    res = C.train_runs(_fedavg_run(), tiny_cifar, parts, rounds=2, width=0.03, device="cpu", checkpoint=on_stop,
+                       checkpoint_every=0, save_on_stop=True, callback=lambda t, rec, s: False)
+    assert res["stopped"] is True and _saved_round(on_stop) == 1
