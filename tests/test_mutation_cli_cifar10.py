@@ -806,3 +806,137 @@ def test_run_cifar10_a_split_that_cannot_be_made_names_the_flags(tmp_path, fake_
     assert err.startswith("python -m fedlib run cifar10: error: --num-clients / --partition-alpha: alpha=1e+308 is "
                           "too large")
     assert fake_training == []
+
+
+def test_table1_summary_of_an_empty_folder_is_the_table_alone(tmp_path):
+    rc, stdout, err = _exit(["table1", "--summary", "--results", str(tmp_path)])
+    assert (rc, err) == (0, "")
+    lines = stdout.splitlines()
+    assert len(lines) == 2 + 17 and "" not in lines  # header, separator, a row per cell; no other table
+    assert lines[2].startswith("| SGD | E=2 | FedAvg | not yet run |")
+
+
+def test_table1_summary_adds_the_lead_and_match_tables_for_pairs(tmp_path):
+    import shutil
+    from pathlib import Path
+
+    committed = Path(__file__).resolve().parents[1] / "data" / "results" / "cifar10"
+    for name in ("sgd-e2-fedavg__seed0.json", "sgd-e2-fednova__seed0.json"):
+        shutil.copy(committed / name, tmp_path / name)
+    rc, stdout, err = _exit(["table1", "--summary", "--results", str(tmp_path)])
+    assert (rc, err) == (0, "")
+    summary, gaps, match = stdout.rstrip("\n").split("\n\n")
+    assert len(summary.splitlines()) == 19
+    # one pair (SGD, E=2): FedAvg's and FedNova's final accuracies, as the summary table shows them
+    assert gaps.splitlines()[0].startswith("| row | E | baseline | seeds |")
+    assert len(gaps.splitlines()) == 3 and gaps.splitlines()[2].startswith("| SGD | E=2 | FedAvg | 0 |")
+    assert len(match.splitlines()) == 3 and match.splitlines()[2].startswith("| SGD | E=2 | FedAvg | 0 |")
+    assert match.splitlines()[0].startswith("| row | E | baseline | seed | baseline final (%) | FedNova reaches it")
+
+
+def test_table1_ctrl_c_names_every_group_checkpoint(tmp_path, monkeypatch):
+    import fedlib.experiments.cifar10 as C
+
+    def checkpoint_then_interrupted(results_dir, **kw):
+        for name in (".ckpt__g2.pkl", ".ckpt__g1.pkl"):
+            (results_dir / name).write_bytes(b"group state")
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(C, "run_table1", checkpoint_then_interrupted)
+    rc, stdout, err = _exit(["table1", "--results", str(tmp_path), "--budget-seconds", "9", "--sample", "--device",
+                             "cpu"])
+    assert (rc, stdout) == (130, "")
+    assert err == (f"python -m fedlib table1: interrupted; checkpoint(s) {tmp_path / '.ckpt__g1.pkl'}, "
+                   f"{tmp_path / '.ckpt__g2.pkl'} kept: run the same command again to continue from them\n")
+
+
+def test_table1_ctrl_c_before_any_checkpoint_says_nothing_was_written(tmp_path, monkeypatch):
+    import fedlib.experiments.cifar10 as C
+
+    def interrupted(results_dir, **kw):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(C, "run_table1", interrupted)
+    assert _exit(["table1", "--results", str(tmp_path), "--budget-seconds", "9", "--sample", "--device", "cpu"]) == (
+        130, "", "python -m fedlib table1: interrupted (nothing written)\n")
+
+
+def _table1_raising(monkeypatch, exc):
+    import fedlib.experiments.cifar10 as C
+
+    def run_table1(results_dir, **kw):
+        raise exc
+
+    monkeypatch.setattr(C, "run_table1", run_table1)
+
+
+def _setup_errors():
+    from fedlib.checkpoint import CheckpointError
+    from fedlib.experiments.cifar10 import OtherSetupError
+
+    return [(FloatingPointError("group 1 diverged in round 4"), "group 1 diverged in round 4"),
+            (OtherSetupError("x.json was trained at width 0.5"), "--results: x.json was trained at width 0.5"),
+            (CheckpointError(".ckpt__g.pkl is of another configuration"), ".ckpt__g.pkl is of another configuration")]
+
+
+@pytest.mark.parametrize("k", range(3))
+def test_table1_runner_errors_are_bad_input(tmp_path, monkeypatch, k):
+    exc, message = _setup_errors()[k]
+    _table1_raising(monkeypatch, exc)
+    assert _exit(["table1", "--results", str(tmp_path), "--budget-seconds", "9", "--sample", "--device", "cpu"]) == (
+        2, "", f"python -m fedlib table1: error: {message}\n")
+
+
+def test_table1_dry_run_results_of_another_setup_name_the_flag(tmp_path, monkeypatch):
+    exc, message = _setup_errors()[1]
+    _table1_raising(monkeypatch, exc)
+    assert _exit(["table1", "--results", str(tmp_path), "--budget-seconds", "9", "--dry-run"]) == (
+        2, "", f"python -m fedlib table1: error: {message}\n")
+
+
+def test_table1_summary_of_results_of_another_setup_names_the_flag(tmp_path, monkeypatch):
+    import fedlib.experiments.cifar10 as C
+
+    exc, message = _setup_errors()[1]
+
+    def load(results_dir):
+        raise exc
+
+    monkeypatch.setattr(C, "load_table1_results", load)
+    assert _exit(["table1", "--results", str(tmp_path), "--summary"]) == (
+        2, "", f"python -m fedlib table1: error: {message}\n")
+
+
+def test_precision_help_names_fp64_only_where_it_is_a_choice():
+    rc, out, _ = _exit(["run", "cifar10", "--help"])
+    assert rc == 0 and "exactness checks" in " ".join(out.split())
+    rc, out, _ = _exit(["bench", "cifar10", "--help"])
+    assert rc == 0 and "exactness" not in out and "{fp32,bf16}" in out
+
+
+def test_bench_cifar10_an_unknown_variant_is_refused_before_the_data_is_read(tmp_path, fake_bench, monkeypatch):
+    import fedlib.cli.cifar10 as c10
+
+    monkeypatch.setattr(c10, "load_data_from_args", lambda args: pytest.fail("the data was read"))
+    err = _error(["bench", "cifar10", "--device", "cpu", "--compare", "warp-speed"])
+    assert err.startswith("python -m fedlib bench cifar10: error: --compare: ") and "warp-speed" in err
+    assert fake_bench == []
+
+
+def test_bench_cifar10_random_images_without_their_labels_names_the_flag(fake_bench, monkeypatch):
+    import fedlib.data.cifar10 as D
+
+    def missing():
+        raise FileNotFoundError("labels file data/cifar10-labels.npz not found")
+
+    monkeypatch.setattr(D, "cifar10_random_images", missing)
+    assert _error(["bench", "cifar10", "--device", "cpu", "--random-images"]) == (
+        "python -m fedlib bench cifar10: error: --random-images: labels file data/cifar10-labels.npz not found\n")
+    assert fake_bench == []
+
+
+def test_bench_cifar10_reads_the_data_root_it_is_given(tmp_path, fake_bench):
+    missing = tmp_path / "nowhere"
+    err = _error(["bench", "cifar10", "--device", "cpu", "--data-root", str(missing)])
+    assert err.startswith("python -m fedlib bench cifar10: error: --data-root: ")  # not the sample's
+    assert fake_bench == []
