@@ -940,3 +940,15 @@ def test_bench_cifar10_reads_the_data_root_it_is_given(tmp_path, fake_bench):
     err = _error(["bench", "cifar10", "--device", "cpu", "--data-root", str(missing)])
     assert err.startswith("python -m fedlib bench cifar10: error: --data-root: ")  # not the sample's
     assert fake_bench == []
+
+
+def test_table1_refused_for_its_data_leaves_no_results_folder(tmp_path, fake_table1):
+    """A bug found in this pass: table1 made the --results folder (and its missing parents) before it read the
+    data, and a refused call (exit 2, e.g. a --data-root without CIFAR-10) left the empty folders behind."""
+    (tmp_path / "kept").mkdir()
+    res = tmp_path / "kept" / "new" / "results"
+    err = _error(["table1", "--results", str(res), "--budget-seconds", "1", "--device", "cpu", "--data-root",
+                  str(tmp_path / "nowhere")])
+    assert err.startswith("python -m fedlib table1: error: --data-root: CIFAR-10 not found")
+    assert sorted(p.name for p in tmp_path.rglob("*")) == ["kept"]  # the folder that was there stays
+    assert fake_table1 == []

@@ -487,12 +487,21 @@ def table1_command(args: argparse.Namespace) -> int:
         return 0
     device = _check_device(args)
     check_out_not_data(args, "--results")  # result files among the batches or in the shipped sample folder
+    made = [p for p in (args.results, *args.results.parents) if not p.exists()]  # deepest first
     try:  # before the data is read and anything trains: the results must have somewhere to go
         args.results.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise CLIError(f"--results {args.results}: cannot create the folder ({exc.strerror})") from None
-    check_output_path(args.results / "result.json", "--results")
-    data = load_data_from_args(args)
+    try:
+        check_output_path(args.results / "result.json", "--results")
+        data = load_data_from_args(args)
+    except CLIError:  # refused before anything ran: leave no folder this call made
+        for folder in made:
+            try:
+                folder.rmdir()
+            except OSError:
+                break
+        raise
     stack = args.stack or (6 if device.startswith("cuda") else 2)
     try:
         out = run_table1(args.results, budget_seconds=args.budget_seconds, seeds=seeds, cells=cells, data=data,
