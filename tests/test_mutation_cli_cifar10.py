@@ -952,3 +952,15 @@ def test_table1_refused_for_its_data_leaves_no_results_folder(tmp_path, fake_tab
     assert err.startswith("python -m fedlib table1: error: --data-root: CIFAR-10 not found")
     assert sorted(p.name for p in tmp_path.rglob("*")) == ["kept"]  # the folder that was there stays
     assert fake_table1 == []
+
+
+def test_table1_results_folder_that_cannot_be_written_is_refused_before_the_data(tmp_path, fake_table1, monkeypatch):
+    import os
+
+    res = tmp_path / "results"
+    res.mkdir()
+    real = os.access
+    monkeypatch.setattr(os, "access", lambda p, mode, **kw: False if str(p) == str(res) else real(p, mode, **kw))
+    assert _error(["table1", "--results", str(res), "--budget-seconds", "1", "--sample", "--device", "cpu"]) == (
+        f"python -m fedlib table1: error: --results {res / 'result.json'}: folder {res} is not writable\n")
+    assert fake_table1 == [] and res.is_dir()  # a folder that was there is left alone
