@@ -34,7 +34,7 @@ import numpy as np
 
 from ._validate import check_choice, check_int, check_positive
 from .rule import aggregate, check_tau_eff
-from .sampling import Participation
+from .sampling import Participation, as_participation
 from .server import ServerOptimizer, plain
 from .solvers import LocalSolver, SolverState
 from .theory import chi_square
@@ -183,10 +183,7 @@ class FederatedAlgorithm:
         ``updates[k].delta`` must have the structure and leaf shapes of ``state.params``
         (``ValueError`` otherwise: :math:`x + \\sum_i c_i\\Delta_i` would broadcast)."""
         lr = check_positive("lr", lr)
-        if not all(hasattr(participation, f) for f in Participation._fields):
-            raise ValueError(f"participation must be a fedlib.sampling.Participation (full_participation(p), "
-                             f"sample_clients(...)), got {type(participation).__name__}")
-        participation = Participation(np.asarray(participation.clients), np.asarray(participation.weights, dtype=float))
+        participation = as_participation(participation)
         updates = list(updates)
         for k, u in enumerate(updates):
             if not all(hasattr(u, f) for f in ClientUpdate._fields):

@@ -46,7 +46,7 @@ import numpy as np
 from ._validate import check_positive, check_probability_vector
 from .algorithms import FederatedAlgorithm, RoundDiagnostics, ServerState, check_client_indices
 from .rule import effective_weights
-from .sampling import Participation
+from .sampling import Participation, as_participation
 from .theory import chi_square
 from .tree import tree_all_finite, tree_index, tree_leaves, tree_map, tree_structure_equal, tree_weighted_sum
 from .variance import ControlVariates, updated_client_variates
@@ -213,8 +213,7 @@ def distributed_apply(comm: Communicator, algorithm: FederatedAlgorithm, state: 
     collective, rather than on that rank alone while the others wait in it.
     """
     lr = check_positive("lr", lr)
-    # as apply takes it: any sequences (a Participation of lists failed at weights.sum())
-    participation = Participation(np.asarray(participation.clients), np.asarray(participation.weights, dtype=float))
+    participation = as_participation(participation)  # as apply takes it (one of lists failed at weights.sum())
     clients = participation.clients
     check_client_indices(clients, state.num_clients)
     if state.variates is not None:

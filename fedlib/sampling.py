@@ -28,7 +28,7 @@ import numpy as np
 from ._validate import check_choice, check_finite_array, check_int, check_positive, check_probability_vector
 from .rng import generator
 
-__all__ = ["SAMPLING_SCHEMES", "SAMPLE_TAU_EFF", "Participation", "full_participation", "sample_with_replacement",
+__all__ = ["SAMPLING_SCHEMES", "SAMPLE_TAU_EFF", "Participation", "as_participation", "full_participation", "sample_with_replacement",
            "sample_uniform_without_replacement", "sample_clients", "effective_participants", "WeightMoments",
            "weight_moments", "expected_server_weights"]
 
@@ -46,6 +46,17 @@ class Participation(NamedTuple):
 
     clients: np.ndarray
     weights: np.ndarray
+
+
+def as_participation(participation) -> Participation:
+    """``participation`` (a :class:`Participation`, or any object with its fields, e.g. of plain
+    lists) as one of numpy arrays; ``ValueError`` for anything else. What
+    :meth:`fedlib.algorithms.FederatedAlgorithm.apply` and
+    :func:`fedlib.distributed.distributed_apply` take."""
+    if not all(hasattr(participation, f) for f in Participation._fields):
+        raise ValueError(f"participation must be a fedlib.sampling.Participation (full_participation(p), "
+                         f"sample_clients(...)), got {type(participation).__name__}")
+    return Participation(np.asarray(participation.clients), np.asarray(participation.weights, dtype=float))
 
 
 def full_participation(p) -> Participation:

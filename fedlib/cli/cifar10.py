@@ -398,9 +398,8 @@ _MODE_FLAGS = {"summary": ("results",), "list_cells": ()}
 def _refuse_unused_flags(args: argparse.Namespace, mode: str) -> None:
     """Refuse flags that ``table1 --summary`` / ``--list-cells`` would ignore: ``--summary --seeds 0``
     printed every seed's results, as if the filter had been applied."""
-    flags = getattr(args, "table1_flags", None) or {}
-    unused = [flag for dest, (flag, default) in flags.items()
-              if dest != mode and dest not in _MODE_FLAGS[mode] and getattr(args, dest, default) != default]
+    unused = [flag for dest, (flag, default) in args.table1_flags.items()
+              if dest != mode and dest not in _MODE_FLAGS[mode] and getattr(args, dest) != default]
     if unused:
         used = ", ".join(f"--{d.replace('_', '-')}" for d in _MODE_FLAGS[mode])
         raise CLIError(f"--{mode.replace('_', '-')} takes {'only ' + used if used else 'no other flag'}; "
