@@ -52,7 +52,11 @@ def test_bench_cifar10_download_needs_a_data_root(capsys, monkeypatch, extra):
     monkeypatch.setattr(C, "bench_cifar10", started)
     monkeypatch.setattr(D, "cifar10_random_images", started)
     err = _err(capsys, ["bench", "cifar10", "--download", "--width", "0.03", "--quiet"] + extra)
-    assert "--download" in err and "--data-root" in err and "--sample needs none" not in err
+    if extra:  # it was told to add --data-root, which --random-images then refused
+        assert "--random-images makes its images and reads no data set; --download is not used" in err
+        assert "--data-root" not in err
+    else:
+        assert "--download" in err and "--data-root" in err and "--sample needs none" not in err
 
 
 # ----------------------------------------------------------------------------- theory

@@ -546,7 +546,7 @@ def test_run_synthetic_records_the_synthetic_defaults(tmp_path):
     lines = stdout.splitlines()
     assert len(lines) == 1
     import re
-    assert re.fullmatch(r"fednova: final training loss \d+\.\d{6}, test accuracy \d\.\d{4} after 1 rounds "
+    assert re.fullmatch(r"fednova: final training loss \d+\.\d{6}, test accuracy \d\.\d{4} after 1 round "
                         r"\(\d+\.\d s\); wrote " + re.escape(str(out)), lines[0]), lines[0]
 
 

@@ -214,7 +214,8 @@ def run_cifar10(args: argparse.Namespace) -> int:
     if args.out is not None:
         write_result(args.out, result)
     info(args, f"{args.algorithm}: final training loss {last['train_loss']:.4f}, test accuracy "
-               f"{last['test_accuracy']:.4f} after {len(history)} rounds ({result['provenance']['wall_time_s']:.1f} s)"
+               f"{last['test_accuracy']:.4f} after {len(history)} round{'' if len(history) == 1 else 's'} "
+               f"({result['provenance']['wall_time_s']:.1f} s)"
                + (f"; wrote {args.out}" if args.out else ""))
     return 0
 
@@ -289,6 +290,8 @@ def bench_cifar10_command(args: argparse.Namespace) -> int:
     if args.full_round and args.steps is not None:  # --steps was ignored
         raise CLIError("--steps: --full-round times the whole round; give one of the two")
     steps = None if args.full_round else (20 if args.steps is None else args.steps)
+    if args.random_images and args.download:  # was told to add --data-root, which --random-images refuses
+        raise CLIError("--random-images makes its images and reads no data set; --download is not used with it")
     if args.download and args.data_root is None and not args.sample:  # was ignored, or blamed on --sample
         raise CLIError("--download fetches the full data set into --data-root; pass --data-root DIR with it")
     if args.random_images:

@@ -307,8 +307,9 @@ def run_synthetic(args: argparse.Namespace) -> int:
         write_result(args.out, result)
     acc = last["test_accuracy"]
     info(args, f"{args.algorithm}: final training loss {last['train_loss']:.6f}, test accuracy "
-               f"{'-' if acc is None else f'{acc:.4f}'} after {len(run.history)} rounds "
-               f"({result['provenance']['wall_time_s']:.1f} s)" + (f"; wrote {args.out}" if args.out else ""))
+               f"{'-' if acc is None else f'{acc:.4f}'} after {len(run.history)} "
+               f"round{'' if len(run.history) == 1 else 's'} ({result['provenance']['wall_time_s']:.1f} s)"
+               + (f"; wrote {args.out}" if args.out else ""))
     return 0
 
 

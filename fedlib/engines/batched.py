@@ -455,7 +455,7 @@ def _check_resume(algorithm: FederatedAlgorithm, resume, rounds: int, m: int, pa
         raise ValueError(f"resume: the saved state is for {state.num_clients} clients, the problem has {m}")
     if state.round != len(history):
         raise ValueError(f"resume: the saved state is after round {state.round} but the history has "
-                         f"{len(history)} rounds")
+                         f"{len(history)} round{'' if len(history) == 1 else 's'}")
     if len(history) > rounds:
         raise ValueError(f"resume: the checkpoint has {len(history)} rounds done, more than rounds = {rounds}")
     params = state.params

@@ -46,18 +46,26 @@ class QuadraticProblem:
     def dim(self) -> int:
         return self.H.shape[1]
 
-    def grad(self, x: np.ndarray, client: int) -> np.ndarray:
-        r""":math:`\nabla F_i(x) = H_i x - e_i`."""
+    def _vector(self, x) -> np.ndarray:
         if np.shape(x) != (self.H.shape[1],):
             raise ValueError(f"x must be a vector of the problem's dimension {self.H.shape[1]}, got shape {np.shape(x)}")
-        return self.H[client] @ x - self.e[client]
+        return np.asarray(x)
+
+    def grad(self, x: np.ndarray, client: int) -> np.ndarray:
+        r""":math:`\nabla F_i(x) = H_i x - e_i` for the client index ``0 <= client < m``."""
+        m = self.H.shape[0]
+        # numpy indexing took client -1 as the last client and 1.0 as an error deep inside numpy
+        if isinstance(client, bool) or not isinstance(client, (int, np.integer)) or not 0 <= client < m:
+            raise ValueError(f"client must be an integer in [0, {m}), got {client!r}")
+        return self.H[client] @ self._vector(x) - self.e[client]
 
     def global_grad(self, x: np.ndarray) -> np.ndarray:
         r""":math:`\nabla F(x) = \sum_i p_i (H_i x - e_i)`."""
-        return np.einsum("i,ijk,k->j", self.p, self.H, x) - self.p @ self.e
+        return np.einsum("i,ijk,k->j", self.p, self.H, self._vector(x)) - self.p @ self.e
 
     def loss(self, x: np.ndarray) -> float:
         r""":math:`F(x) = \sum_i p_i F_i(x)`."""
+        x = self._vector(x)  # a list failed in 0.5 * x
         return float(0.5 * x @ np.einsum("i,ijk->jk", self.p, self.H) @ x - (self.p @ self.e) @ x)
 
     def optimum(self) -> np.ndarray:
