@@ -61,6 +61,13 @@ def check_int(name: str, value: Any, *, minimum: int = 0) -> int:
     return int(value)
 
 
+def check_count(name: str, value: Any, *, minimum: int = 0) -> int:
+    """Like :func:`check_int`, but a whole float (``2.0``) is taken as its integer; ``1.5`` is refused."""
+    if isinstance(value, (float, np.floating)) and np.isfinite(value) and float(value).is_integer():
+        value = int(value)
+    return check_int(name, value, minimum=minimum)
+
+
 def check_path(name: str, value: Any) -> Path:
     """A non-empty ``str`` or :class:`os.PathLike` path as a :class:`~pathlib.Path`, ``~`` expanded."""
     try:

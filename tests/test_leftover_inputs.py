@@ -38,3 +38,23 @@ def test_quadratic_loss_and_global_grad_take_a_list(problem):
 def test_quadratic_loss_and_global_grad_refuse_a_wrong_shape(problem, method):
     with pytest.raises(ValueError, match="dimension 4, got shape \\(5,\\)"):
         getattr(problem, method)(np.zeros(5))
+
+
+@pytest.mark.parametrize("every", [-1, 1.5, -2.0, float("inf"), True])
+def test_train_runs_and_run_table1_refuse_a_checkpoint_period_that_is_not_a_count(tmp_path, every):
+    # train_runs took -1 as "never" and 1.5 as "every third round"; run_table1 took int(1.5) = 1
+    from fedlib.experiments.cifar10 import run_table1, train_runs
+
+    with pytest.raises(ValueError, match=r"checkpoint_every must be an integer >= 0"):
+        train_runs([], None, [], rounds=1, checkpoint_every=every)
+    with pytest.raises(ValueError, match=r"checkpoint_every must be an integer >= 0"):
+        run_table1(tmp_path / "results", budget_seconds=0, dry_run=True, checkpoint_every=every)
+
+
+def test_check_count_takes_a_whole_float_as_its_integer():
+    from fedlib._validate import check_count
+
+    assert check_count("n", 2.0) == 2 and type(check_count("n", np.float32(3.0))) is int
+    assert check_count("n", np.int64(4), minimum=4) == 4
+    with pytest.raises(ValueError, match="n must be an integer >= 1, got 0"):
+        check_count("n", 0.0, minimum=1)

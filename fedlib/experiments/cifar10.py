@@ -40,7 +40,7 @@ from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence
 
 import numpy as np
 
-from .._validate import check_choice, check_int
+from .._validate import check_choice, check_count, check_int
 
 __all__ = ["PAPER", "Cell", "CELLS", "CELL_IDS", "PAPER_VALUES", "RERUN_VALUES", "EPOCH_SETTINGS", "load_data",
            "official_partition", "mean_epochs", "round_work", "trained_images", "train_runs", "history_record", "result_name", "plan_table1", "run_table1",
@@ -293,11 +293,12 @@ def train_runs(runs: Sequence[dict], data, parts, *, rounds: int, width: float =
 
     from ..engines.stacked import RunSpec, StackedEngine
     from ..models import vgg11
-    from .._validate import check_choice
     from ..schedules import make_epoch_schedule, step_decay_lr
 
     check_choice("precision", precision, ("fp32", "bf16", "fp64"))
     check_choice("lr_decay", lr_decay, ("step", "constant"))
+    # -1 meant "never" and 1.5 "every third round" without a word
+    checkpoint_every = check_count("checkpoint_every", checkpoint_every, minimum=0)
     device = resolve_device(device)
     dtype = torch.float64 if precision == "fp64" else torch.float32
     prec = "bf16" if precision == "bf16" else "fp32"
@@ -584,6 +585,7 @@ def run_table1(results_dir, *, budget_seconds: float, seeds: Sequence[int] = (0,
     if not float(budget_seconds) >= 0:
         raise ValueError(f"budget_seconds must be >= 0, got {budget_seconds!r}")
     stack = check_int("stack", stack, minimum=1)
+    checkpoint_every = check_count("checkpoint_every", checkpoint_every, minimum=0)  # int(1.5) was 1
     if not (np.isfinite(safety) and safety > 0):
         raise ValueError(f"safety must be a finite factor > 0, got {safety!r}")
     git_start = git_commit()  # the code of this call (a change during the call is flagged at the end)
@@ -640,9 +642,6 @@ def run_table1(results_dir, *, budget_seconds: float, seeds: Sequence[int] = (0,
             raise ValueError(f"images_per_second must be > 0, got {images_per_second!r}")
         rate = 1.0 / float(images_per_second)
         log(f"estimate: {images_per_second:.0f} images/s (hint) until a group is measured")
-    checkpoint_every = int(checkpoint_every)
-    if checkpoint_every < 0:
-        raise ValueError(f"checkpoint_every must be >= 0, got {checkpoint_every}")
     if not float(continue_later) >= 0:
         raise ValueError(f"continue_later must be >= 0 seconds, got {continue_later!r}")
     parts = official_partition(data.train_labels)
