@@ -139,3 +139,130 @@ def test_engine_against_reference_models_solvers_and_seconds(monkeypatch):
         assert set(xt) == set(x0)
         want = np.sqrt(sum(((xt[n] - x0[n]) ** 2).sum() for n in x0) / sum((x0[n] ** 2).sum() for n in x0))
         assert 1e-4 < want < 1 and row["moved"] == pytest.approx(want, rel=1e-9)
+
+
+# ------------------------------------------------------------------ bench_cifar10 / _bench_cifar10
+def test_bench_cifar10_defaults_and_its_round_by_hand(tiny_cifar, monkeypatch):
+    """All defaults but the device: width 1.0, steps 20, E = 2, B = 32, repeat 2, seed 0, one run
+    (every model is spied on and built at width 0.03). The round by hand: tau_i = 2 ceil(n_i / 32)
+    scaled so the longest client does 20 steps (at least 1); a client's step k takes batch
+    k mod ceil(n_i / 32) of its shuffled data, min(32, n_i - 32 b) real images. The sequential loop
+    gathers exactly those batches in each of its 1 + 2 rounds (warm-up, then ``repeat``), and the
+    rates are those images over the reported seconds."""
+    import math
+
+    import fedlib.engines.augment as augment
+    import fedlib.models as models
+
+    real_vgg, real_crop, built, batches = models.vgg11, augment.crop_flip_gather, [], []
+
+    import torch
+
+    loads, optimizer_calls = [], []
+
+    def vgg_spy(width=1.0, seed=0, **kw):
+        built.append((width, seed))
+        model = real_vgg(width=0.03, seed=seed, **kw)
+        if len(built) == 1:  # the sequential loop's model: every client starts from the global weights
+            real_load = model.load_state_dict
+            model.load_state_dict = lambda state, *a, **k: loads.append(len(batches)) or real_load(state, *a, **k)
+        return model
+
+    def crop_spy(images, sel, *args, **kw):
+        batches.append(int(sel.numel()))
+        return real_crop(images, sel, *args, **kw)
+
+    class SGDSpy(torch.optim.SGD):
+        def __init__(self, params, **kw):
+            optimizer_calls.append(("init", kw))
+            super().__init__(params, **kw)
+
+        def zero_grad(self, *a, **k):
+            optimizer_calls.append("zero_grad")
+            return super().zero_grad(*a, **k)
+
+        def step(self, *a, **k):
+            optimizer_calls.append("step")
+            return super().step(*a, **k)
+
+    monkeypatch.setattr(models, "vgg11", vgg_spy)
+    monkeypatch.setattr(augment, "crop_flip_gather", crop_spy)
+    monkeypatch.setattr(torch.optim, "SGD", SGDSpy)
+    msgs = []
+    out = C.bench_cifar10(tiny_cifar, device="cpu", progress=msgs.append)
+    cfg, res = out["config"], out["results"]
+
+    sizes = [len(c) for c in C.official_partition(tiny_cifar.train_labels)]
+    spe = [math.ceil(n / 32) for n in sizes]
+    longest = max(2 * s for s in spe)
+    tau = [max(1, round(2 * s * 20 / longest)) for s in spe]
+    images = sum(min(32, n - 32 * (k % s)) for n, s, t in zip(sizes, spe, tau) for k in range(t))
+
+    assert {w for w, _ in built} == {1.0} and {s for _, s in built} == {0}
+    assert (cfg["width"], cfg["steps"], cfg["epochs"], cfg["batch_size"], cfg["repeat"], cfg["runs"]) == \
+        (1.0, 20, 2, 32, 2, 1)
+    assert (cfg["num_clients"], cfg["num_train"], cfg["compare"]) == (16, 300, [])
+    assert cfg["client_sizes"] == sizes and cfg["local_steps"] == tau
+    assert res["images_per_round"] == images and res["runs_stacked"] == 1
+    assert (res["max_local_steps"], res["sum_local_steps"]) == (20, sum(tau))
+    assert res["prefix_efficiency"] == pytest.approx(sum(tau) / (16 * 20), rel=1e-12)
+    # the sequential loop: 3 rounds (warm-up + 2 timed) of every client's tau_i batches
+    assert len(batches) == 3 * sum(tau) and sum(batches) == 3 * images
+    # ... each batch one SGD step (lr 0.05, weight decay 1e-4) with fresh gradients, each client
+    # of each round starting from the global weights (loaded before its first batch)
+    assert optimizer_calls[0] == ("init", {"lr": 0.05, "weight_decay": 1e-4})
+    assert optimizer_calls[1:] == ["zero_grad", "step"] * (3 * sum(tau))
+    starts = np.cumsum([0] + tau * 3)[:-1].tolist()
+    assert loads == starts
+    assert res["sequential_images_per_s"] * res["sequential_seconds"] == pytest.approx(images, rel=1e-12)
+    assert res["engine_images_per_s"] * res["engine_seconds"] == pytest.approx(images, rel=1e-12)
+    assert res["ratio"] == pytest.approx(res["sequential_seconds"] / res["engine_seconds"], rel=1e-12)
+    assert "variants" not in res and "profile" not in out
+    for side in ("sequential", "engine"):
+        mine = [m for m in msgs if m.startswith(f"{side} round ")]
+        assert [m.split(":")[0] for m in mine] == [f"{side} round {r}" for r in range(3)]
+        assert [m.endswith("(warm-up)") for m in mine] == [True, False, False]
+
+
+@pytest.mark.parametrize("bad, match", [
+    (dict(runs=0), r"^runs must be an integer >= 1, got 0$"),
+    (dict(runs=True), r"^runs must be an integer >= 1, got True$"),
+    (dict(runs=2.0), r"^runs must be an integer >= 1, got 2\.0$"),
+    (dict(batch_size=0), "batch_size"), (dict(batch_size=2.5), "batch_size"), (dict(batch_size=True), "batch_size"),
+    (dict(precision="fp64"), "precision"), (dict(conv="winograd"), "conv"), (dict(repeat=0), "repeat"),
+])
+def test_bench_cifar10_refuses_bad_runs_batch_size_precision_conv_repeat_before_timing(tiny_cifar, bad, match):
+    """The benchmark's settings are checked before anything is timed (``precision``: fp32 or bf16
+    only, the engine's choices; ``conv``: cudnn or gemm)."""
+    said = []
+    kw = dict(width=0.03, steps=1, repeat=1, device="cpu", progress=said.append)
+    kw.update(bad)
+    with pytest.raises(ValueError, match=match):
+        C.bench_cifar10(tiny_cifar, **kw)
+    assert said == []  # nothing was timed
+
+
+def test_bench_cifar10_a_failing_variant_is_recorded_and_the_next_one_runs(tiny_cifar, monkeypatch):
+    """"A variant that raises (out of memory, a kernel the device lacks...) is recorded with its
+    ``error`` instead of rates, and the next one runs" — here on a CPU: an engine of 2 stacked
+    runs raises, the ``base`` variant after it is measured."""
+    import fedlib.engines.stacked as stacked
+
+    real = stacked.StackedEngine
+
+    class Failing(real):
+        def __init__(self, model, data, specs, **kw):
+            if len(specs) == 2:
+                raise RuntimeError("no room for two runs")
+            super().__init__(model, data, specs, **kw)
+
+    monkeypatch.setattr(stacked, "StackedEngine", Failing)
+    said = []
+    out = C.bench_cifar10(tiny_cifar, width=0.03, steps=1, repeat=1, device="cpu", compare=["runs=2", "base"],
+                          progress=said.append)
+    failed, base = out["results"]["variants"]
+    assert failed == {"variant": "runs=2", "settings": failed["settings"], "error": "RuntimeError: no room for two runs"}
+    assert failed["settings"]["runs"] == 2
+    assert base["variant"] == "base" and base["engine_seconds"] > 0 and "error" not in base
+    assert base["gain"] == pytest.approx(base["engine_images_per_s"] / out["results"]["engine_images_per_s"])
+    assert "engine, runs=2: failed: RuntimeError: no room for two runs" in said
