@@ -266,3 +266,46 @@ def test_bench_cifar10_a_failing_variant_is_recorded_and_the_next_one_runs(tiny_
     assert base["variant"] == "base" and base["engine_seconds"] > 0 and "error" not in base
     assert base["gain"] == pytest.approx(base["engine_images_per_s"] / out["results"]["engine_images_per_s"])
     assert "engine, runs=2: failed: RuntimeError: no room for two runs" in said
+
+
+@pytest.mark.parametrize("precision, dtype, autocast", [("fp32", "float32", "fp32"), ("fp64", "float64", "fp32"),
+                                                        ("bf16", "float32", "bf16")])
+def test_train_runs_precision_reaches_the_engine(tiny_cifar, monkeypatch, precision, dtype, autocast):
+    """``precision``: fp32, bf16 (autocast over float32 parameters) or fp64 (float64 parameters)."""
+    import torch
+
+    import fedlib.engines.stacked as stacked
+
+    seen = []
+
+    class Spy(stacked.StackedEngine):
+        def __init__(self, *a, **kw):
+            seen.append((kw["dtype"], kw["precision"]))
+            super().__init__(*a, **kw)
+
+    monkeypatch.setattr(stacked, "StackedEngine", Spy)
+    C.train_runs(_one_run(), tiny_cifar, C.official_partition(tiny_cifar.train_labels), rounds=1, width=0.03,
+                 device="cpu", precision=precision)
+    assert seen == [(getattr(torch, dtype), autocast)]
+
+
+def test_train_runs_checkpoint_records_each_calls_info_and_its_own_config(tiny_cifar, tmp_path):
+    """The checkpoint keeps ``call_info`` of every call that trained the group (``calls_before``
+    of a resumed call: the earlier ones), and a ``checkpoint_config`` given by the caller is what
+    a resume is checked against (another one is refused)."""
+    from fedlib.checkpoint import CheckpointError, load_checkpoint
+
+    parts = C.official_partition(tiny_cifar.train_labels)
+    ck = tmp_path / "g.ckpt"
+    kw = dict(rounds=2, width=0.03, device="cpu", checkpoint=ck, checkpoint_config={"group": "x"})
+    first = C.train_runs(_one_run(), tiny_cifar, parts, **kw, call_info={"commit": "abc"},
+                         callback=lambda t, r, s: False)
+    assert first["stopped"] and first["calls_before"] == []
+    doc = load_checkpoint(ck, kind="table1")
+    assert doc["extra"]["calls"] == [{"commit": "abc"}]
+    assert doc["config"]["group"] == "x" and "width" not in doc["config"]  # the caller's config (+ the data)
+    with pytest.raises(CheckpointError, match="group"):
+        C.train_runs(_one_run(), tiny_cifar, parts, **{**kw, "checkpoint_config": {"group": "y"}})
+    second = C.train_runs(_one_run(), tiny_cifar, parts, **kw, call_info={"commit": "def"})
+    assert second["resumed_from"] == 1 and second["calls_before"] == [{"commit": "abc"}]
+    assert load_checkpoint(ck, kind="table1")["extra"]["calls"] == [{"commit": "abc"}, {"commit": "def"}]
