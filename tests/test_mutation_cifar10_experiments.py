@@ -94,14 +94,14 @@ def test_train_runs_lr_decay_step_and_constant_by_hand(tiny_cifar):
 def test_engine_against_reference_models_solvers_and_seconds(monkeypatch):
     """The docstring's contract: runs r = 0, 1, 2 start from ``vgg11(width, seed + r)`` with the
     default ``seed = 0``; FedAvg and FedNova use Table 1's momentum rows' local solver (momentum
-    0.9, weight decay 1e-4), FedNova-VR plain SGD; every entry of ``seconds`` is a duration
+    0.9, weight decay 1e-4), FedNova-VR Table 1's SGD rows' (lr 0.05, weight decay 1e-4); every entry of ``seconds`` is a duration
     within the call."""
     import time
 
     import fedlib.models as models
     import fedlib.solvers as solvers
 
-    real_vgg, real_mom, seeds, moms = models.vgg11, solvers.momentum_sgd, [], []
+    real_vgg, real_mom, real_sgd, seeds, moms, sgds = models.vgg11, solvers.momentum_sgd, solvers.sgd, [], [], []
 
     def vgg_spy(width=1.0, seed=0, **kw):
         seeds.append(seed)
@@ -119,15 +119,20 @@ def test_engine_against_reference_models_solvers_and_seconds(monkeypatch):
         refs.append(real_ref(*args, **kw))
         return refs[-1]
 
+    def sgd_spy(lr, **kw):
+        sgds.append((lr, kw.get("weight_decay")))
+        return real_sgd(lr, **kw)
+
     monkeypatch.setattr(models, "vgg11", vgg_spy)
     monkeypatch.setattr(solvers, "momentum_sgd", mom_spy)
+    monkeypatch.setattr(solvers, "sgd", sgd_spy)
     monkeypatch.setattr(stacked, "reference_run", ref_spy)
     start = time.perf_counter()
     out = C.engine_against_reference(width=0.03, rounds=1, clients=2, samples_per_client=10, batch_size=4,
                                      variants={"grouped": {"path": "grouped"}})
     took = time.perf_counter() - start
     assert sorted(set(seeds)) == [0, 1, 2] and seeds.count(0) >= 2  # the runs' 0, 1, 2 and the template's 0
-    assert moms == [(0.9, 1e-4), (0.9, 1e-4)]
+    assert moms == [(0.9, 1e-4), (0.9, 1e-4)] and sgds == [(0.05, 1e-4)]
     assert set(out["seconds"]) == {"per-client loop", "grouped"}
     assert all(0 <= s <= took for s in out["seconds"].values()), out["seconds"]
     assert sum(out["seconds"].values()) <= took
@@ -168,9 +173,13 @@ def test_bench_cifar10_defaults_and_its_round_by_hand(tiny_cifar, monkeypatch):
             model.load_state_dict = lambda state, *a, **k: loads.append(len(batches)) or real_load(state, *a, **k)
         return model
 
-    def crop_spy(images, sel, *args, **kw):
+    offsets = {"dy": set(), "dx": set(), "flip": set()}
+
+    def crop_spy(images, sel, dy, dx, fl, *args, **kw):
         batches.append(int(sel.numel()))
-        return real_crop(images, sel, *args, **kw)
+        for key, v in (("dy", dy), ("dx", dx), ("flip", fl)):
+            offsets[key].update(v.tolist())
+        return real_crop(images, sel, dy, dx, fl, *args, **kw)
 
     class SGDSpy(torch.optim.SGD):
         def __init__(self, params, **kw):
@@ -195,7 +204,7 @@ def test_bench_cifar10_defaults_and_its_round_by_hand(tiny_cifar, monkeypatch):
     sizes = [len(c) for c in C.official_partition(tiny_cifar.train_labels)]
     spe = [math.ceil(n / 32) for n in sizes]
     longest = max(2 * s for s in spe)
-    tau = [max(1, round(2 * s * 20 / longest)) for s in spe]
+    tau = [max(1, round(2 * s * (20 / longest))) for s in spe]
     images = sum(min(32, n - 32 * (k % s)) for n, s, t in zip(sizes, spe, tau) for k in range(t))
 
     assert {w for w, _ in built} == {1.0} and {s for _, s in built} == {0}
@@ -208,6 +217,8 @@ def test_bench_cifar10_defaults_and_its_round_by_hand(tiny_cifar, monkeypatch):
     assert res["prefix_efficiency"] == pytest.approx(sum(tau) / (16 * 20), rel=1e-12)
     # the sequential loop: 3 rounds (warm-up + 2 timed) of every client's tau_i batches
     assert len(batches) == 3 * sum(tau) and sum(batches) == 3 * images
+    # random 32 x 32 crops of the 4-pixel padded 40 x 40 images: offsets 0..8 (all drawn), flips 0/1
+    assert offsets == {"dy": set(range(9)), "dx": set(range(9)), "flip": {0, 1}}
     # ... each batch one SGD step (lr 0.05, weight decay 1e-4) with fresh gradients, each client
     # of each round starting from the global weights (loaded before its first batch)
     assert optimizer_calls[0] == ("init", {"lr": 0.05, "weight_decay": 1e-4})
@@ -309,3 +320,13 @@ def test_train_runs_checkpoint_records_each_calls_info_and_its_own_config(tiny_c
     second = C.train_runs(_one_run(), tiny_cifar, parts, **kw, call_info={"commit": "def"})
     assert second["resumed_from"] == 1 and second["calls_before"] == [{"commit": "abc"}]
     assert load_checkpoint(ck, kind="table1")["extra"]["calls"] == [{"commit": "abc"}, {"commit": "def"}]
+
+
+def test_bench_cifar10_takes_one_epoch_and_batches_of_one(tiny_cifar):
+    """``epochs`` and ``batch_size`` are whole numbers >= 1: E = 1 and B = 1 are rounds like any
+    other (tau_i = ceil(n_i / B) = n_i with B = 1, scaled to the 2 steps of the longest client)."""
+    out = C.bench_cifar10(tiny_cifar, width=0.03, steps=2, repeat=1, device="cpu", epochs=1, batch_size=1)
+    sizes = [len(c) for c in C.official_partition(tiny_cifar.train_labels)]
+    tau = [max(1, round(n * (2 / max(sizes)))) for n in sizes]
+    assert (out["config"]["epochs"], out["config"]["batch_size"]) == (1, 1)
+    assert out["config"]["local_steps"] == tau and out["results"]["images_per_round"] == sum(tau)
