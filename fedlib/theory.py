@@ -32,6 +32,9 @@ __all__ = [
     "theorem1_max_beta2",
     "theorem1_explicit_bound",
     "theorem2_bound",
+    "ClosedFormConstants",
+    "corollary1_constants",
+    "fedprox_theorem1_constants",
     "fedprox_weights",
     "corollary2_best_alpha",
     "TwoClientExample",
@@ -44,6 +47,7 @@ __all__ = [
     "quadratic_round_map",
     "quadratic_fixed_point",
     "lemma1_small_lr_limit",
+    "lemma1_fixed_point",
     "quadratic_vr_round_map",
     "quadratic_vr_round_operator",
     "quadratic_vr_shift_invert",
@@ -282,6 +286,85 @@ def fedprox_weights(p: Any, local_steps: Any, alpha: float) -> tuple[float, np.n
     if alpha > 1:
         raise ValueError(f"alpha must lie in [0, 1], got {alpha!r}")
     return fedavg_weights(p, _prox_a_norms(steps, alpha))
+
+
+class ClosedFormConstants(NamedTuple):
+    r"""An algorithm's implicit :math:`(\tau_{\text{eff}}, w)` (eq. 6) and Theorem 1's :math:`A, B, C` in closed form."""
+
+    tau_eff: float
+    weights: np.ndarray
+    A: float
+    B: float
+    C: float
+
+
+def corollary1_constants(local_steps: Any) -> ClosedFormConstants:
+    r"""App. E.1 (Corollary 1): FedAvg with local SGD and :math:`p_i = 1/m`, in closed form:
+
+    .. math::
+
+        \tau_{\text{eff}} = \bar\tau,\quad w_i = \frac{\tau_i}{\sum_j\tau_j},\quad A = 1,\quad
+        B = \bar\tau - 1 + \frac{\operatorname{var}[\tau]}{\bar\tau},\quad C = \max_i \tau_i(\tau_i - 1),
+
+    :math:`\operatorname{var}[\tau] = \sum_i\tau_i^2/m - \bar\tau^2` (the paper's variance of the
+    local steps). The surrogate is :math:`\widetilde F = \sum_i\tau_i F_i/\sum_i\tau_i`; with
+    :math:`\tau_i = \tau` the variance vanishes (:math:`B = \tau - 1`, the homogeneous results) and with
+    :math:`\tau_i = 1` :math:`B = C = 0` (synchronous SGD, :math:`1/\sqrt{mT}`). The extracted text lacks
+    eq. (125)'s display: :math:`A, B, C` here are :func:`theorem1_constants` of
+    :math:`a_i = \mathbf 1_{\tau_i}` evaluated by hand, :math:`B = \sum_i\tau_i(\tau_i-1)/\sum_j\tau_j`.
+
+    >>> c = corollary1_constants([1, 3])
+    >>> c.tau_eff, c.A, c.B, c.C
+    (2.0, 1.0, 1.5, 6.0)
+    """
+    steps = check_local_steps("local_steps", local_steps).astype(np.float64)
+    tau_bar = float(steps.mean())
+    var = float(np.mean(steps ** 2) - tau_bar ** 2)
+    return ClosedFormConstants(tau_bar, steps / steps.sum(), 1.0, tau_bar - 1.0 + var / tau_bar,
+                               float(np.max(steps * (steps - 1.0))))
+
+
+def fedprox_theorem1_constants(p: Any, local_steps: Any, alpha: float) -> ClosedFormConstants:
+    r"""App. E.2: FedProx's (proximal SGD, :math:`\alpha = \eta\mu`, FedAvg's aggregation)
+    :math:`\tau_{\text{eff}}, w` and Theorem 1's :math:`A, B, C` in closed form. With
+    :math:`a_i = [(1-\alpha)^{\tau_i-1}, \dots, 1-\alpha, 1]` (App. B.1),
+    :math:`s_i = \|a_i\|_1 = [1-(1-\alpha)^{\tau_i}]/\alpha`,
+    :math:`q_i = \|a_i\|_2^2 = [1-(1-\alpha)^{2\tau_i}]/[\alpha(2-\alpha)]` and :math:`a_{i,-1} = 1`:
+
+    .. math::
+
+        \tau_{\text{eff}} = \sum_i p_i s_i,\quad w_i = \frac{p_i s_i}{\tau_{\text{eff}}},\quad
+        A = \frac{m\sum_i p_i^2 q_i}{\tau_{\text{eff}}},\quad B = \sum_i w_i (q_i - 1),\quad
+        C = \max_{i:\,p_i>0} (s_i^2 - s_i).
+
+    At :math:`\alpha = 0` (the L'Hospital limits of App. E.2) :math:`s_i = q_i = \tau_i`: FedAvg's
+    constants (:func:`corollary1_constants` when :math:`p_i = 1/m`); at :math:`\alpha = 1`
+    :math:`s_i = q_i = 1`: :math:`\tau_{\text{eff}} = 1`, :math:`w = p`, :math:`B = C = 0`. The
+    extracted text lacks the display (eq. 127); these are :func:`theorem1_constants` of App. B.1's
+    :math:`a_i` summed in closed form.
+
+    >>> c = fedprox_theorem1_constants([0.5, 0.5], [1, 3], 0.0)
+    >>> c.tau_eff, c.A, c.B, c.C
+    (2.0, 1.0, 1.5, 6.0)
+    """
+    p = check_probability_vector("p", p)
+    steps = check_local_steps("local_steps", local_steps, size=p.size).astype(np.float64)
+    alpha = check_nonnegative("alpha", alpha)
+    if alpha > 1:
+        raise ValueError(f"alpha must lie in [0, 1], got {alpha!r}")
+    s = _prox_a_norms(steps, alpha)
+    if alpha == 0:
+        q = steps.copy()
+    elif alpha < 1:
+        q = -np.expm1(2 * steps * np.log1p(-alpha)) / (alpha * (2 - alpha))
+    else:
+        q = np.ones(steps.size)
+    tau_eff = float(p @ s)
+    w = p * s / tau_eff
+    A = p.size * float(p ** 2 @ q) / tau_eff
+    B = float(w @ (q - 1.0))
+    C = float(np.max((s ** 2 - s)[p > 0]))
+    return ClosedFormConstants(tau_eff, w, A, B, C)
 
 
 def corollary2_best_alpha(m: int, tau_bar: float, rounds: int, constant: float = 1.0) -> float:
@@ -604,6 +687,34 @@ def lemma1_small_lr_limit(e: Any, p: Any, local_steps: Any) -> np.ndarray:
     p = check_probability_vector("p", p, size=e.shape[0])
     steps = check_local_steps("local_steps", local_steps, size=e.shape[0]).astype(np.float64)
     wt = p * steps
+    return wt @ e / wt.sum()
+
+
+def lemma1_fixed_point(e: Any, p: Any, local_steps: Any, lr: float) -> np.ndarray:
+    r"""App. A's concrete example at a finite step (:math:`H_i = I`, :math:`\mu = 0`): FedAvg's
+    rounds converge to
+
+    .. math::
+
+        \tilde x(\eta) = \frac{\sum_i p_i K_i e_i}{\sum_i p_i K_i},\qquad K_i = 1 - (1-\eta)^{\tau_i},
+
+    for every :math:`0 < \eta < 2` (the round is :math:`x \mapsto (1 - \sum_i p_i K_i)x + \sum_i p_i K_i e_i`
+    and :math:`0 < \sum_i p_i K_i < 2`). As :math:`\eta \to 0`, :math:`K_i/\eta \to \tau_i`
+    (L'Hospital): :func:`lemma1_small_lr_limit`. The paper states it with :math:`p_i = 1/m`.
+
+    >>> lemma1_fixed_point([[1.0], [-1.0]], [0.5, 0.5], [1, 2], 0.5)
+    array([-0.2])
+    """
+    e = check_finite_array("e", e, ndim=2)
+    p = check_probability_vector("p", p, size=e.shape[0])
+    steps = check_local_steps("local_steps", local_steps, size=e.shape[0]).astype(np.float64)
+    lr = check_positive("lr", lr)
+    if lr >= 2:
+        raise ValueError(f"lr must lie in (0, 2) for the rounds to converge, got {lr!r}")
+    K = -np.expm1(steps * np.log(abs(1.0 - lr))) if lr != 1 else np.ones(steps.size)
+    if lr > 1:  # (1 - lr)^tau alternates in sign
+        K = 1.0 - (1.0 - lr) ** steps
+    wt = p * K
     return wt @ e / wt.sum()
 
 
