@@ -711,9 +711,8 @@ def lemma1_fixed_point(e: Any, p: Any, local_steps: Any, lr: float) -> np.ndarra
     lr = check_positive("lr", lr)
     if lr >= 2:
         raise ValueError(f"lr must lie in (0, 2) for the rounds to converge, got {lr!r}")
-    K = -np.expm1(steps * np.log(abs(1.0 - lr))) if lr != 1 else np.ones(steps.size)
-    if lr > 1:  # (1 - lr)^tau alternates in sign
-        K = 1.0 - (1.0 - lr) ** steps
+    # below 1 without cancellation for small lr; above 1, (1 - lr)^tau alternates in sign
+    K = -np.expm1(steps * np.log1p(-lr)) if lr < 1 else 1.0 - (1.0 - lr) ** steps
     wt = p * K
     return wt @ e / wt.sum()
 

@@ -144,7 +144,7 @@ def test_lemma1_fixed_point_at_a_finite_step_is_that_of_real_fedavg_rounds(seed)
     m, d = int(rng.integers(2, 6)), int(rng.integers(1, 4))
     problem = identity_quadratic(m, d, seed=seed, p=rng.dirichlet(np.ones(m)))
     steps = rng.integers(1, 12, size=m)
-    lr = float(rng.uniform(0.05, 1.9))
+    lr = float(rng.uniform(0.05, 0.95) if seed % 2 else rng.uniform(1.05, 1.9))  # (1 - eta)^tau alternates above 1
     x_real = _fixed_point(*_round_map(make_algorithm("fedavg", sgd(lr)), problem, steps))
     x_closed = lemma1_fixed_point(problem.e, problem.p, steps, lr)
     np.testing.assert_allclose(x_closed, x_real, rtol=1e-9, atol=1e-9 * np.abs(problem.e).max())
