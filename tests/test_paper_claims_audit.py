@@ -251,3 +251,26 @@ def test_step_size_conditions_give_the_inequalities_the_proofs_use(seed):
     for DG in (1 / (12 * b2 + 1), float(rng.uniform(0, 1 / (12 * b2 + 1)))):
         assert 1 / (1 - DG) <= (1 + 1 / (12 * b2)) * (1 + 1e-12) <= 2
         assert 3 * DG * b2 / (1 - DG) <= 0.25 * (1 + 1e-12)
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+def test_fedprox_constants_for_many_local_steps_are_corollary2s_approximations(seed):
+    r"""App. E.2 / Corollary 2 with p_i = 1/m, tau_i = tau and alpha tau >> 1: tau_eff -> 1/alpha,
+    A -> 1/(2 - alpha) ~ 1/2, B ~ 1/(2 alpha), C ~ 1/alpha^2 (the relaxations behind alpha*),
+    each with a relative error O(alpha) — checked on the constants of a real proximal solver's a_i."""
+    rng = _seed(9, seed)
+    m = int(rng.integers(1, 6))
+    errors = []
+    for alpha in (0.04, 0.02, 0.01):
+        tau = int(np.ceil(60 / alpha))               # (1 - alpha)^tau < e^-60
+        lr = float(rng.uniform(0.01, 0.5))
+        a = proximal_sgd(lr, alpha / lr).a_vector(tau)
+        A, B, C = theorem1_constants(np.full(m, 1 / m), [a] * m, a.sum())
+        c = fedprox_theorem1_constants(np.full(m, 1 / m), [tau] * m, alpha)
+        assert (c.A, c.B, c.C) == pytest.approx((A, B, C), rel=1e-9)
+        assert A == pytest.approx(1 / (2 - alpha), rel=1e-12)
+        errors.append([abs(alpha * a.sum() - 1), abs(2 * A - 1), abs(2 * alpha * B - 1), abs(alpha ** 2 * C - 1)])
+    errors = np.array(errors)
+    assert np.all(errors[:, 0] < 1e-12)
+    ratios = errors[:-1, 1:] / errors[1:, 1:]
+    assert np.all(np.abs(ratios - 2) < 0.1), ratios  # the approximations' errors are first order in alpha
