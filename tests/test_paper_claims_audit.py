@@ -274,3 +274,42 @@ def test_fedprox_constants_for_many_local_steps_are_corollary2s_approximations(s
     assert np.all(errors[:, 0] < 1e-12)
     ratios = errors[:-1, 1:] / errors[1:, 1:]
     assert np.all(np.abs(ratios - 2) < 0.1), ratios  # the approximations' errors are first order in alpha
+
+
+# ------------------------------------------------------------------ Theorem 1 for FedProx and FedNova-prox
+@pytest.mark.parametrize("seed", range(3))
+@pytest.mark.parametrize("algorithm", ["fedprox", "fednova-prox"])
+def test_theorem1_bound_holds_for_real_proximal_runs(algorithm, seed):
+    r"""Theorem 1 (App. C's constants) for proximal local SGD — FedProx (w, tau_eff of App. E.2's closed
+    form) and FedNova-prox (w = p, tau_eff = sum_i p_i tau_i, §5) — on noisy random quadratics:
+    the measured (1/T) sum_t E||grad F~(x^(t,0))||^2 of real runs stays below the bound."""
+    from fedlib.engines.quadratic import run_replicas
+    from fedlib.experiments.bounds import objective_gap
+    from fedlib.schedules import RandomLocalWork
+    from fedlib.theory import quadratic_kappa2, quadratic_min_beta2, quadratic_smoothness, theorem1_explicit_bound
+
+    rng = _seed(10, seed)
+    m, d, rounds, sigma = 5, 4, 150, 0.5
+    problem = random_quadratic(m, d, seed=50 + seed, spread=1.0, p=rng.dirichlet(3 * np.ones(m)))
+    steps = rng.integers(1, 12, size=m)
+    alpha = float(rng.uniform(0.02, 0.3))
+    lr = 0.05 * np.sqrt(m / (steps.mean() * rounds))
+    solver = proximal_sgd(lr, alpha / lr)
+    a_vectors = [solver.a_vector(int(t)) for t in steps]
+    if algorithm == "fedprox":
+        c = fedprox_theorem1_constants(problem.p, steps, alpha)
+        w, tau_eff, aggregation, fixed_tau = c.weights, c.tau_eff, "fedavg", None
+    else:
+        w, tau_eff, aggregation = problem.p, float(problem.p @ steps), "fednova"
+        fixed_tau = tau_eff
+    L = quadratic_smoothness(problem.H)
+    C = theorem1_constants(w, a_vectors, tau_eff)[2]
+    beta2 = min(theorem1_max_beta2(lr, L, C), 1e12)
+    assert beta2 > quadratic_min_beta2(problem.H, w)
+    kappa2 = quadratic_kappa2(problem.H, problem.e, w, beta2)
+    bound = theorem1_explicit_bound(lr, rounds, L=L, sigma2=sigma ** 2 * d, beta2=beta2, kappa2=kappa2,
+                                    initial_gap=objective_gap(problem, w), w=w, a_vectors=a_vectors, tau_eff=tau_eff)
+    run = run_replicas(problem, aggregation, [solver], RandomLocalWork(steps, steps, 1, seed), rounds, sigma=sigma,
+                       replicas=8, seed=seed, tau_eff=fixed_tau, surrogate_weights=w)
+    measured = float(run.surrogate_grad_norm2[:rounds].mean())
+    assert 0 < measured <= bound.total, (measured, bound)
