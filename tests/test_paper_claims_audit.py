@@ -313,3 +313,35 @@ def test_theorem1_bound_holds_for_real_proximal_runs(algorithm, seed):
                        replicas=8, seed=seed, tau_eff=fixed_tau, surrogate_weights=w)
     measured = float(run.surrogate_grad_norm2[:rounds].mean())
     assert 0 < measured <= bound.total, (measured, bound)
+
+
+# ------------------------------------------------------------------ App. A, FedProx on quadratics
+@pytest.mark.parametrize("seed", SEEDS)
+def test_fedprox_round_is_app_as_affine_map_and_converges_under_its_norm_condition(seed):
+    r"""App. A: one real FedProx round is x -> (I - sum_i p_i K_i H_i) x + sum_i p_i K_i e_i with
+    K_i = [I - (I - eta mu I - eta H_i)^tau_i](H_i + mu I)^{-1} (built here from the formula), so after T
+    rounds x^(T) - x~ = (I - sum p K H)^T (x^(0) - x~); when ||I - sum p K H||_2 < 1 the real rounds
+    converge to x~ = (sum p K H)^{-1} sum p K e at that rate (the code's own test is the spectral radius)."""
+    rng = _seed(11, seed)
+    m, d = int(rng.integers(2, 5)), int(rng.integers(1, 4))
+    problem = random_quadratic(m, d, seed=60 + seed, p=rng.dirichlet(np.ones(m)))
+    steps = rng.integers(1, 10, size=m)
+    lr, mu = float(rng.uniform(0.02, 0.2)), float(rng.uniform(0.0, 2.0))
+    I = np.eye(d)
+    K = [(I - np.linalg.matrix_power(I - lr * mu * I - lr * H, int(t))) @ np.linalg.inv(H + mu * I)
+         for H, t in zip(problem.H, steps)]
+    M_paper = I - sum(pi * Ki @ H for pi, Ki, H in zip(problem.p, K, problem.H))
+    b_paper = sum(pi * Ki @ e for pi, Ki, e in zip(problem.p, K, problem.e))
+    algo = make_algorithm("fedprox", proximal_sgd(lr, mu))
+    M_real, b_real = _round_map(algo, problem, steps)
+    np.testing.assert_allclose(M_real, M_paper, rtol=1e-10, atol=1e-12)
+    np.testing.assert_allclose(b_real, b_paper, rtol=1e-10, atol=1e-12)
+    norm = np.linalg.norm(M_paper, 2)
+    assert norm < 1                                   # the condition holds for these step sizes
+    x_tilde = np.linalg.solve(I - M_paper, b_paper)
+    x0 = rng.standard_normal(d)
+    T = 10
+    run = run_sequential(algo, x0, problem.grad_fn(), problem.p, FixedSteps(steps), T)
+    want = x_tilde + np.linalg.matrix_power(M_paper, T) @ (x0 - x_tilde)
+    np.testing.assert_allclose(run.state.params, want, rtol=1e-9, atol=1e-9 * np.linalg.norm(x_tilde))
+    assert np.linalg.norm(run.state.params - x_tilde) <= norm ** T * np.linalg.norm(x0 - x_tilde) * (1 + 1e-9) + 1e-11 * np.linalg.norm(x_tilde)
