@@ -14,6 +14,11 @@ library's real solvers and rounds do, on random inputs (several seeds each):
   (the vector reversed) and :math:`\|a_i\|_1 = (1-\gamma^{\tau})/(1-\gamma)`;
 * eq. (6) + Theorem 1 for clients with different, fixed solvers (momentum, decayed steps, momentum +
   prox): FedAvg tends to :math:`\arg\min\sum_i p_i\|a_i\|_1F_i` at :math:`O(\eta)`, FedNova to :math:`x^*`;
+* App. E.2's :math:`\tau \gg 1` relaxations (:math:`A \approx 1/2`, :math:`B \approx 1/(2\alpha)`,
+  :math:`C \approx 1/\alpha^2`) that Corollary 2's :math:`\alpha^\star` rests on;
+* Theorem 1's bound on real noisy runs of FedProx and FedNova-prox (bound_check covers SGD and momentum);
+* App. A: FedProx's round is :math:`x \mapsto (I - \sum p_iK_iH_i)x + \sum p_iK_ie_i` and converges
+  under the paper's norm condition;
 * App. C.6 / G: the step-size condition :math:`D \le 1/(2\beta^2+1)` (resp. :math:`1/(12\beta^2+1)`)
   gives the inequalities the proofs use, at the :math:`\beta^2` that
   :func:`fedlib.theory.theorem1_max_beta2` returns for a real solver's :math:`C`.
