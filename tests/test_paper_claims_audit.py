@@ -350,3 +350,29 @@ def test_fedprox_round_is_app_as_affine_map_and_converges_under_its_norm_conditi
     want = x_tilde + np.linalg.matrix_power(M_paper, T) @ (x0 - x_tilde)
     np.testing.assert_allclose(run.state.params, want, rtol=1e-9, atol=1e-9 * np.linalg.norm(x_tilde))
     assert np.linalg.norm(run.state.params - x_tilde) <= norm ** T * np.linalg.norm(x0 - x_tilde) * (1 + 1e-9) + 1e-11 * np.linalg.norm(x_tilde)
+
+
+@pytest.mark.parametrize("call,match", [
+    (lambda: corollary1_constants([1, 0]), "local_steps"),
+    (lambda: corollary1_constants([1.5, 2]), "local_steps"),
+    (lambda: fedprox_theorem1_constants([0.5, 0.5], [1, 2], -0.1), "alpha"),
+    (lambda: fedprox_theorem1_constants([0.5, 0.5], [1, 2], 1.5), "alpha"),
+    (lambda: fedprox_theorem1_constants([0.5, 0.5], [1, 2], float("nan")), "alpha"),
+    (lambda: fedprox_theorem1_constants([0.5, 0.6], [1, 2], 0.1), "p"),
+    (lambda: fedprox_theorem1_constants([0.5, 0.5], [1, 2, 3], 0.1), "local_steps"),
+    (lambda: lemma1_fixed_point(np.ones((2, 1)), [0.5, 0.5], [1, 2], 2.0), "lr"),
+    (lambda: lemma1_fixed_point(np.ones((2, 1)), [0.5, 0.5], [1, 2], 0.0), "lr"),
+    (lambda: lemma1_fixed_point(np.ones((2, 1)), [0.5, 0.5], [1, 0], 0.1), "local_steps"),
+    (lambda: lemma1_fixed_point(np.array([[np.inf], [1.0]]), [0.5, 0.5], [1, 2], 0.1), "e"),
+])
+def test_new_closed_forms_refuse_bad_input(call, match):
+    with pytest.raises(ValueError, match=match):
+        call()
+
+
+def test_new_closed_forms_at_their_edges():
+    """A client of weight 0 leaves C alone (as in theorem1_constants); lr = 1 and alpha = 1 exactly."""
+    c = fedprox_theorem1_constants([1.0, 0.0], [2, 50], 0.0)
+    assert c.C == 2.0 and c.weights[1] == 0.0
+    assert fedprox_theorem1_constants([0.3, 0.7], [4, 9], 1.0).tau_eff == 1.0
+    np.testing.assert_allclose(lemma1_fixed_point([[1.0], [-1.0]], [0.25, 0.75], [1, 5], 1.0), [-0.5])  # K_i = 1
