@@ -210,7 +210,8 @@ class SoftmaxRegressionClient:
 
     Parameters are one flat vector ``[vec(W) (d*C, row-major), b (C)]``.
     :meth:`grad` returns the mini-batch gradient of local step ``k``; the batch is a
-    draw without replacement from stream ``generator(seed, "batches", k)``.
+    draw without replacement from stream ``generator(seed, "batches", client, k)``, so the
+    clients of one seed (``client`` = 0, 1, ...) draw independent mini-batches.
     """
 
     x: np.ndarray
@@ -218,6 +219,7 @@ class SoftmaxRegressionClient:
     num_classes: int
     batch_size: int = 20
     seed: int = 0
+    client: int = 0
 
     def __post_init__(self):
         x = np.asarray(self.x, dtype=np.float64)
@@ -231,6 +233,7 @@ class SoftmaxRegressionClient:
             raise ValueError(f"y must hold integer labels in [0, {self.num_classes}), got values from "
                              f"{y.min()!r} to {y.max()!r}")
         check_int("batch_size", self.batch_size, minimum=1)
+        check_int("client", self.client, minimum=0)
         object.__setattr__(self, "x", x)
         object.__setattr__(self, "y", y.astype(np.int64))
 
@@ -268,5 +271,5 @@ class SoftmaxRegressionClient:
     def grad(self, params: np.ndarray, k: int) -> np.ndarray:
         """Mini-batch gradient of local step ``k``."""
         n = self.x.shape[0]
-        idx = generator(self.seed, "batches", k).choice(n, size=min(self.batch_size, n), replace=False)
+        idx = generator(self.seed, "batches", self.client, k).choice(n, size=min(self.batch_size, n), replace=False)
         return self.full_grad(params, idx)
