@@ -25,3 +25,38 @@ def test_softmax_clients_of_one_seed_draw_their_own_minibatches():
     assert not np.array_equal(c0.grad(w, 3), anatomy.SoftmaxRegressionClient(xs[0], y, C, B, 8, client=0).grad(w, 3))
     # the initial point is the global model, shared by the clients of a seed
     assert np.array_equal(c0.init_params(), c1.init_params())
+
+
+def _chapter6_data_cell() -> str:
+    import json
+    from pathlib import Path
+
+    cells = json.loads((Path(__file__).resolve().parents[1] / "book" / "06_your_own_model.ipynb").read_text())["cells"]
+    (src,) = ["".join(c["source"]) for c in cells if c["cell_type"] == "code" and "teacher = torch.randn" in "".join(c["source"])]
+    return src.split("runs = train_clients(")[0]   # the data and the initial model, not the training
+
+
+def test_chapter6_data_and_initial_model_come_from_different_streams(monkeypatch):
+    """Chapter 6 drew its data from torch.Generator().manual_seed(seed) and seeded nn.Linear's init with
+    torch.manual_seed(seed): the same Mersenne-Twister stream, so the first layer's initial weights were
+    the very uniforms behind the teacher's normals. The data now come from torch_generator(seed, "data"),
+    the init from stream (seed, "init")."""
+    import torch
+
+    from fedlib.rng import torch_generator
+
+    seen = []
+    real = torch.manual_seed
+    monkeypatch.setattr(torch, "manual_seed", lambda s: (seen.append(int(s)), real(s))[1])
+    ns = {"seed": 3, "torch": torch}
+    exec(compile(_chapter6_data_cell(), "chapter6", "exec"), ns)
+    assert len(seen) == 1
+    data_seed, init_seed = ns["g"].initial_seed(), seen[0]
+    assert data_seed != init_seed
+    assert data_seed == torch_generator(3, "data").initial_seed()
+    assert init_seed == torch_generator(3, "init").initial_seed()
+    # the model's first weights are not the uniforms of the data stream
+    w = ns["model"][0].weight.detach().flatten()[:16]
+    bound = 1 / 20 ** 0.5
+    u = torch.rand(16, generator=torch.Generator().manual_seed(data_seed), dtype=w.dtype)
+    assert not torch.allclose(w, bound * (2 * u - 1), atol=1e-6)
