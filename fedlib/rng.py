@@ -36,10 +36,23 @@ def _purpose_key(purpose: str) -> int:
     return zlib.crc32(purpose.encode("utf-8"))
 
 
+#: Seeds are below 2**128 and keys below 2**32: numpy pads a seed to 4 words and splits larger
+#: ints into several 32-bit words, so a key of 2**32 would be the keys (0, 1) and a longer seed
+#: would run into the purpose and key words. Within these bounds every (seed, purpose, keys)
+#: gives its own word sequence, hence its own stream.
+_SEED_LIMIT, _KEY_LIMIT = 2 ** 128, 2 ** 32
+
+
 def seed_sequence(seed: int, purpose: str, *keys: int) -> np.random.SeedSequence:
-    """The :class:`~numpy.random.SeedSequence` of stream ``(seed, purpose, *keys)``."""
+    """The :class:`~numpy.random.SeedSequence` of stream ``(seed, purpose, *keys)``
+    (``0 <= seed < 2**128``, each key ``0 <= key < 2**32``)."""
     seed = check_int("seed", seed, minimum=0)
+    if seed >= _SEED_LIMIT:
+        raise ValueError(f"seed must be below 2**128, got {seed}")
     ks = tuple(check_int("key", k, minimum=0) for k in keys)
+    if any(k >= _KEY_LIMIT for k in ks):
+        raise ValueError(f"key must be below 2**32 (a larger one would share its stream with a pair of keys), "
+                         f"got {max(ks)}")
     return np.random.SeedSequence(entropy=seed, spawn_key=(_purpose_key(purpose),) + ks)
 
 

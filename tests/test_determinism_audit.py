@@ -60,3 +60,27 @@ def test_chapter6_data_and_initial_model_come_from_different_streams(monkeypatch
     bound = 1 / 20 ** 0.5
     u = torch.rand(16, generator=torch.Generator().manual_seed(data_seed), dtype=w.dtype)
     assert not torch.allclose(w, bound * (2 * u - 1), atol=1e-6)
+
+
+def test_streams_do_not_alias_through_multi_word_keys_or_seeds():
+    """numpy's SeedSequence turns an int >= 2**32 into several 32-bit words and pads a seed only up to
+    4 words, so (key 2**32) was the stream of keys (0, 1) and a seed of 2**128 or more could run into
+    the purpose and key words: generator(0, p, 2**32) == generator(0, p, 0, 1), and
+    instance_seed(5, 2**32) == the draw of stream (5, "instances", 0, 1). Such keys and seeds are
+    now refused, so (seed, purpose, keys) -> stream is one-to-one (purposes apart)."""
+    import pytest
+
+    from fedlib.experiments.quadratic import instance_seed
+    from fedlib.rng import generator, seed_sequence, torch_generator
+
+    for bad in (lambda: generator(0, "local_steps", 2 ** 32), lambda: seed_sequence(0, "batches", 1, 2 ** 40),
+                lambda: torch_generator(0, "augment", 2 ** 32, 0), lambda: instance_seed(5, 2 ** 32)):
+        with pytest.raises(ValueError, match="key"):
+            bad()
+    with pytest.raises(ValueError, match="seed"):
+        generator(2 ** 128, "sampling", 3)
+    # the largest allowed values still work, and give their own streams
+    a = generator(2 ** 128 - 1, "local_steps", 2 ** 32 - 1).integers(1 << 62)
+    b = generator(2 ** 128 - 1, "local_steps", 0, 1).integers(1 << 62)
+    assert a != b
+    assert generator(0, "local_steps", 3, 5).integers(1 << 62) == generator(0, "local_steps", 3, 5).integers(1 << 62)
