@@ -210,8 +210,9 @@ class SoftmaxRegressionClient:
 
     Parameters are one flat vector ``[vec(W) (d*C, row-major), b (C)]``.
     :meth:`grad` returns the mini-batch gradient of local step ``k``; the batch is a
-    draw without replacement from stream ``generator(seed, "batches", client, k)``, so the
-    clients of one seed (``client`` = 0, 1, ...) draw independent mini-batches.
+    draw without replacement from stream ``generator(seed, "anatomy_batches", client, k)``, so
+    the clients of one seed (``client`` = 0, 1, ...) draw independent mini-batches, and none of
+    them shares a stream with the engines' ``(seed, "batches", round, client)``.
     """
 
     x: np.ndarray
@@ -271,5 +272,6 @@ class SoftmaxRegressionClient:
     def grad(self, params: np.ndarray, k: int) -> np.ndarray:
         """Mini-batch gradient of local step ``k``."""
         n = self.x.shape[0]
-        idx = generator(self.seed, "batches", self.client, k).choice(n, size=min(self.batch_size, n), replace=False)
+        rng = generator(self.seed, "anatomy_batches", self.client, k)
+        idx = rng.choice(n, size=min(self.batch_size, n), replace=False)
         return self.full_grad(params, idx)

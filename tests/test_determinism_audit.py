@@ -84,3 +84,21 @@ def test_streams_do_not_alias_through_multi_word_keys_or_seeds():
     b = generator(2 ** 128 - 1, "local_steps", 0, 1).integers(1 << 62)
     assert a != b
     assert generator(0, "local_steps", 3, 5).integers(1 << 62) == generator(0, "local_steps", 3, 5).integers(1 << 62)
+
+
+def test_softmax_client_batches_are_not_an_engine_batch_stream():
+    """With keys (client, step) under purpose "batches", anatomy client c's step k would have drawn from
+    the engines' stream of round c, client k (seed, "batches", round, client); the anatomy now has its
+    own purpose, "anatomy_batches"."""
+    from fedlib.rng import generator
+
+    rng = np.random.default_rng(1)
+    n, C, B = 30, 3, 4
+    x, y = rng.standard_normal((n, 2)), rng.integers(0, C, n)
+    client = anatomy.SoftmaxRegressionClient(x, y, C, B, 5, client=2)
+    w = rng.standard_normal(3 * C)
+    k = 4
+    mine = generator(5, "anatomy_batches", 2, k).choice(n, size=B, replace=False)
+    engines = generator(5, "batches", 2, k).choice(n, size=B, replace=False)
+    assert not np.array_equal(np.sort(mine), np.sort(engines))
+    np.testing.assert_array_equal(client.grad(w, k), client.full_grad(w, mine))
