@@ -1074,7 +1074,7 @@ def quadratic_vr_count_outside(H: Any, p: Any, local_steps: Any, lr: float, algo
     nearest :math:`1 - \ell_{ik}`. A phase that winds by a whole turn within one step would be
     missed: two eigenvalues close to the circle and to each other can do that when the steps
     are long. ``scripts/count_outside_accuracy.py --seeds 0 200`` counts on 12,800 circles of
-    random 25-row round maps against every eigenvalue of the dense matrix: 5 wrong at
+    random 25-row round maps against every eigenvalue of the dense matrix: 2 wrong at
     ``max_phase_step=0.8``, none at 0.4 (the default) or 0.2, and no wrong count on which two
     phase steps agreed. So count twice, at two phase steps, when it matters
     (``scripts/vr_spectrum.py`` does).
