@@ -84,6 +84,8 @@ def check_path(name: str, value: Any) -> Path:
 
 def check_finite_array(name: str, value: Any, *, ndim: int | None = None, shape: tuple | None = None) -> np.ndarray:
     """Convert to a float64 array and check that it is finite (and of the given ndim/shape)."""
+    if hasattr(value, "detach") and hasattr(value, "double"):  # a torch tensor: on any device, bfloat16, with grad
+        value = value.detach().double().cpu().numpy()
     try:
         arr = np.asarray(value, dtype=np.float64)
     except (TypeError, ValueError) as exc:
@@ -109,15 +111,31 @@ def check_weights(name: str, value: Any, *, size: int | None = None) -> np.ndarr
     return arr
 
 
+def _float_eps(dtype: Any) -> float | None:
+    """Machine epsilon of a numpy or torch floating dtype (``None`` for anything else)."""
+    if dtype is None:
+        return None
+    if getattr(dtype, "is_floating_point", False):  # a torch.dtype (torch.float32, torch.bfloat16, ...)
+        import torch
+
+        return float(torch.finfo(dtype).eps)
+    try:
+        dtype = np.dtype(dtype)
+    except TypeError:
+        return None
+    return float(np.finfo(dtype).eps) if np.issubdtype(dtype, np.floating) else None
+
+
 def check_probability_vector(name: str, value: Any, *, size: int | None = None, atol: float = 1e-9) -> np.ndarray:
     """Weights p_i >= 0 with sum 1 (within ``atol``, or within the rounding of the input's own
     floating-point type when that is coarser: float32 weights of 1/3 sum to 1 + 3e-8)."""
     given = getattr(value, "dtype", None)
     arr = check_weights(name, value, size=size)
-    if given is not None and np.issubdtype(given, np.floating):
+    eps = _float_eps(given)
+    if eps is not None:
         # each p_i rounded to the type moves the sum by at most eps/2; 16 eps leaves room for computing
         # p = n / n.sum() in that type (float32: 1.9e-6; float64 keeps atol)
-        atol = max(atol, 16.0 * float(np.finfo(given).eps))
+        atol = max(atol, 16.0 * eps)
     total = float(arr.sum())
     if abs(total - 1.0) > atol:
         raise ValueError(f"{name} must sum to 1 (within {atol:g}), got sum {total!r}")

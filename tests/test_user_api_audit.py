@@ -1,0 +1,29 @@
+"""A researcher using fedlib as a library on their own model and data: unusual-but-valid and
+invalid inputs to the public API (rule, algorithms, sampling, schedules), each found to fail
+or misbehave before its fix."""
+import numpy as np
+import pytest
+import torch
+
+from fedlib.rule import fednova_weights
+from fedlib.sampling import full_participation, sample_clients
+from fedlib.schedules import RandomEpochs, population_tau_eff
+from fedlib.solvers import sgd
+from fedlib.theory import chi_square
+
+
+def test_client_weights_as_a_torch_tensor():
+    """p = n / n.sum() computed in torch (a user's per-client tensors) is accepted wherever p is:
+    it raised TypeError "Cannot interpret 'torch.float32' as a data type"."""
+    p = torch.tensor([1.0, 3.0]) / 4.0
+    assert fednova_weights(p, [2.0, 6.0])[0] == pytest.approx(5.0)
+    assert full_participation(p).weights.tolist() == [0.25, 0.75]
+    assert sample_clients("uniform", p, 1, 0, 0).clients.size == 1
+    assert population_tau_eff(p, RandomEpochs([4, 8], 2, 1, 3), sgd(0.1)) == pytest.approx(7.0)
+    assert chi_square(p, [0.25, 0.75]) == pytest.approx(0.0)
+    assert fednova_weights(torch.tensor([0.25, 0.75], requires_grad=True), [1.0, 1.0])[1].tolist() == [0.25, 0.75]
+    # float32 rounding of 1/3 is tolerated as for a numpy float32 p; a wrong sum is still refused
+    fednova_weights(torch.full((3,), 1 / 3), [1.0, 2.0, 3.0])
+    fednova_weights(torch.full((3,), 1 / 3, dtype=torch.bfloat16), [1.0, 2.0, 3.0])
+    with pytest.raises(ValueError, match="p must sum to 1"):
+        fednova_weights(torch.tensor([0.5, 0.6]), [1.0, 1.0])
