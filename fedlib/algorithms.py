@@ -201,6 +201,12 @@ class FederatedAlgorithm:
             raise ValueError("updates: the clients' deltas must have the structure and leaf shapes of state.params "
                              f"(leaf shapes {[tuple(np.shape(v)) for v in tree_leaves(deltas[0])]} vs "
                              f"{[tuple(np.shape(v)) for v in tree_leaves(state.params)]})")
+        kinds = {True: "torch tensors", False: "numpy arrays"}
+        for k, (c, x) in enumerate(zip(tree_leaves(agg.change), tree_leaves(state.params))):
+            if hasattr(c, "add_") != hasattr(x, "add_"):  # numpy + torch fails deep in the server optimizer
+                raise ValueError(f"updates: the clients' deltas are {kinds[hasattr(c, 'add_')]} but state.params "
+                                 f"holds {kinds[hasattr(x, 'add_')]} (leaf {k}); use one kind for the model and "
+                                 "the clients (e.g. algo.init(parameters_of(model), m) with ClientOptimizer)")
         if not tree_all_finite(agg.change):
             raise FloatingPointError(f"round {state.round}: the aggregated update is not finite (diverged)")
         variates = state.variates

@@ -27,3 +27,24 @@ def test_client_weights_as_a_torch_tensor():
     fednova_weights(torch.full((3,), 1 / 3, dtype=torch.bfloat16), [1.0, 2.0, 3.0])
     with pytest.raises(ValueError, match="p must sum to 1"):
         fednova_weights(torch.tensor([0.5, 0.6]), [1.0, 1.0])
+
+
+@pytest.mark.parametrize("delta_kind", ["torch", "numpy"])
+def test_apply_refuses_deltas_of_another_kind_than_the_model(delta_kind):
+    """A server built on numpy params fed torch deltas (or the reverse) failed in the server
+    optimizer with "Concatenation operation is not implemented for NumPy arrays" (or a torch
+    TypeError); now apply names the mismatch."""
+    from fedlib.algorithms import ClientUpdate, make_algorithm
+
+    algo = make_algorithm("fednova", sgd(1.0))
+    params = np.zeros(1) if delta_kind == "torch" else torch.zeros(1, dtype=torch.float64)
+    make = (lambda v: torch.tensor([v], dtype=torch.float64)) if delta_kind == "torch" else (lambda v: np.array([v]))
+    state = algo.init(params, 2)
+    updates = [ClientUpdate(0, make(-2.0), 2.0, 2), ClientUpdate(1, make(-6.0), 6.0, 6)]
+    with pytest.raises(ValueError, match="deltas are .* but state.params"):
+        algo.apply(state, full_participation([0.5, 0.5]), updates, 1.0)
+    # the same kind works: FedNova's x - tau_eff * sum p_i d_i = -(4 * 1)
+    same = [ClientUpdate(u.client, torch.as_tensor(u.delta) if delta_kind == "numpy" else np.asarray(u.delta),
+                         u.a_norm, u.local_steps) for u in updates]
+    new, _ = algo.apply(state, full_participation([0.5, 0.5]), same, 1.0)
+    assert float(new.params[0]) == -4.0
