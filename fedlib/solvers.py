@@ -216,6 +216,9 @@ class LocalSolver:
         new_u_leaves = []
 
         def leaf(x, g, *rest):
+            if isinstance(g, (dict, list, tuple)):  # tree_map pairs a params leaf with a whole container
+                raise ValueError(f"grads must have the structure of params: a {type(g).__name__} where params has "
+                                 f"a leaf of shape {tuple(np.shape(x))} (return an array/tensor like params)")
             if np.shape(g) != np.shape(x):  # numpy/torch would broadcast e.g. (d, 1) onto (d,) silently
                 raise ValueError(f"grads: a leaf has shape {tuple(np.shape(g))} but the parameter has {tuple(np.shape(x))}")
             it = iter(rest)

@@ -48,3 +48,17 @@ def test_apply_refuses_deltas_of_another_kind_than_the_model(delta_kind):
                          u.a_norm, u.local_steps) for u in updates]
     new, _ = algo.apply(state, full_participation([0.5, 0.5]), same, 1.0)
     assert float(new.params[0]) == -4.0
+
+
+@pytest.mark.parametrize("momentum", [0.0, 0.9])
+def test_grad_fn_returning_a_list_for_an_array_parameter(momentum):
+    """grad_fn(params, ...) -> list(...) for a numpy-array model: plain SGD died in ``lr * list``
+    ("can't multiply sequence by non-int of type 'float'") while momentum silently converted
+    it; both now refuse it, naming grads."""
+    from fedlib.solvers import LocalSolver
+
+    solver = LocalSolver(lr=0.1, momentum=momentum)
+    state = solver.init(np.zeros(3))
+    with pytest.raises(ValueError, match="grads must have the structure of params"):
+        solver.update(state, [1.0, 2.0, 3.0])
+    assert solver.update(state, np.ones(3)).params.tolist() == [-0.1, -0.1, -0.1]
