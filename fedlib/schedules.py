@@ -141,6 +141,9 @@ def round_local_steps(schedule, round_index: int, num_clients: int) -> np.ndarra
     r"""``schedule.local_steps(round_index)`` checked, as the engines use it: one whole number
     :math:`\tau_i \ge 0` per client (int64; integer-valued floats accepted, ``2.9`` refused
     rather than cut to 2). Participants need :math:`\tau_i \ge 1`; the engines check that."""
+    if not callable(getattr(schedule, "local_steps", None)):
+        raise ValueError(f"schedule must be an object with local_steps(round) -> (m,) ints (fedlib.schedules: "
+                         f"FixedSteps({schedule!r}) for fixed counts), got {type(schedule).__name__}")
     steps = np.asarray(schedule.local_steps(round_index))
     if steps.shape != (num_clients,):
         raise ValueError(f"schedule.local_steps({round_index}) must give one step count per client "

@@ -62,3 +62,19 @@ def test_grad_fn_returning_a_list_for_an_array_parameter(momentum):
     with pytest.raises(ValueError, match="grads must have the structure of params"):
         solver.update(state, [1.0, 2.0, 3.0])
     assert solver.update(state, np.ones(3)).params.tolist() == [-0.1, -0.1, -0.1]
+
+
+def test_run_sequential_with_a_list_of_local_steps_as_schedule():
+    """A list of tau_i in place of a schedule object raised AttributeError "'list' object has no
+    attribute 'local_steps'" from inside the loop; now a ValueError names schedule and FixedSteps."""
+    from fedlib.algorithms import make_algorithm
+    from fedlib.engines.reference import run_sequential
+    from fedlib.schedules import FixedSteps
+
+    algo = make_algorithm("fednova", sgd(0.1))
+    grad = lambda x, i, t, k: x - i  # noqa: E731
+    with pytest.raises(ValueError, match=r"schedule must be an object with local_steps.*FixedSteps\(\[1, 3\]\)"):
+        run_sequential(algo, np.zeros(1), grad, [0.5, 0.5], [1, 3], rounds=1)
+    # FedNova on F_i = (x - i)^2 / 2 from 0, tau = (1, 3), lr 0.1: d_0 = 0, d_1 = -(1 - 0.9^3)/(0.1*3)
+    run = run_sequential(algo, np.zeros(1), grad, [0.5, 0.5], FixedSteps([1, 3]), rounds=1)
+    assert run.state.params[0] == pytest.approx(2.0 * 0.5 * (1 - 0.9 ** 3) / 3)
