@@ -69,6 +69,10 @@ def run_sequential(algorithm: FederatedAlgorithm, params: Any, grad_fn: Callable
         if (initial_state.variates is None) != (algorithm.variance is None):
             raise ValueError(f"initial_state: {algorithm.name!r} needs "
                              f"{'control variates' if algorithm.variance else 'no control variates'}")
+        if initial_state.num_clients is not None and initial_state.num_clients != p.size:
+            raise ValueError(f"initial_state is a server state for {initial_state.num_clients} clients but p has "
+                             f"{p.size} (to start a run of other clients from its model, pass "
+                             "params=initial_state.params instead)")
         state = initial_state
     diagnostics: list[RoundDiagnostics] = []
     metrics = [metric_fn(state.params, 0)] if metric_fn else []
