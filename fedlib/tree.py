@@ -153,6 +153,15 @@ def tree_weighted_sum(trees: Sequence[Any], coefficients: Sequence[float]) -> An
             return np.zeros(np.shape(x), dtype=np.result_type(x, 0.0))
         first, rest = terms[0], terms[1:]
         out = leaves[first] * coefficients[first]
+        # clients in different precisions: the sum takes the widest, whichever client comes first
+        # (in-place += / add_ would otherwise cast every later client to the first one's dtype)
+        if torch_leaf:
+            target = out.dtype
+            for i in rest:
+                target = _torch_promote(target, leaves[i].dtype)
+            out = out.to(target)
+        elif isinstance(out, (np.ndarray, np.generic)):
+            out = out.astype(np.result_type(out, *(leaves[i] for i in rest)), copy=False)
         for i in rest:
             c, leaf = coefficients[i], leaves[i]
             if hasattr(out, "add_"):
@@ -162,6 +171,13 @@ def tree_weighted_sum(trees: Sequence[Any], coefficients: Sequence[float]) -> An
         return out
 
     return tree_map(acc, *trees)
+
+
+def _torch_promote(a, b):
+    """``torch.promote_types(a, b)`` (torch imported only when tensors are summed)."""
+    import torch
+
+    return torch.promote_types(a, b)
 
 
 def tree_vdot(a: Any, b: Any) -> float:

@@ -97,3 +97,28 @@ def test_run_sequential_initial_state_for_another_number_of_clients():
     assert again.state.round == 2 and again.state.num_clients == 5
     warm = run_sequential(algo, first.state.params, grad, np.full(4, 0.25), FixedSteps([3] * 4), rounds=1)
     assert warm.state.num_clients == 4
+
+
+@pytest.mark.parametrize("kind", ["numpy", "torch"])
+def test_aggregate_dtype_does_not_depend_on_client_order(kind):
+    """Clients reporting in different precisions: the sum was cast in place to the FIRST client's
+    dtype, so [float32, float64] gave float32 (the float64 client's digits lost) and the reverse
+    order float64; [float32 array, int64 array] likewise. Now the widest dtype, in any order."""
+    from fedlib.rule import aggregate
+
+    if kind == "numpy":
+        lo, hi, integer = (np.array([1.0], np.float32), np.array([1.0 + 1e-12]), np.array([1], np.int64))
+        f64 = np.float64
+    else:
+        lo, hi, integer = (torch.tensor([1.0]), torch.tensor([1.0 + 1e-12], dtype=torch.float64),
+                           torch.tensor([1], dtype=torch.int64))
+        f64 = torch.float64
+    for deltas in ([lo, hi], [hi, lo]):
+        change = aggregate(deltas, [0.5, 0.5], [1.0, 1.0], "fednova").change
+        assert change.dtype == f64
+        assert float(change[0]) == 1.0 + 0.5e-12  # sum p_i Delta_i (equal a_i): the float64 client's digits kept
+    a = aggregate([lo, integer], [0.5, 0.5], [1.0, 1.0]).change
+    b = aggregate([integer, lo], [0.5, 0.5], [1.0, 1.0]).change
+    assert a.dtype == b.dtype
+    same = aggregate([lo, lo], [0.5, 0.5], [1.0, 1.0]).change  # one precision: kept as before
+    assert same.dtype == lo.dtype
