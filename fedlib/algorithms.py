@@ -191,7 +191,8 @@ class FederatedAlgorithm:
                                  f"solver_state)), got {type(u).__name__}")
         clients = np.asarray([u.client for u in updates])
         if not np.array_equal(clients, participation.clients):
-            raise ValueError("updates must come in the order of participation.clients")
+            raise ValueError(f"updates must come in the order of participation.clients (updates are for clients "
+                             f"{clients.tolist()}, participation.clients is {participation.clients.tolist()})")
         check_client_indices(clients, state.num_clients)
         a_norms = np.array([u.a_norm for u in updates])
         steps = np.array([u.local_steps for u in updates], dtype=np.int64)

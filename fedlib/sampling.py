@@ -56,7 +56,15 @@ def as_participation(participation) -> Participation:
     if not all(hasattr(participation, f) for f in Participation._fields):
         raise ValueError(f"participation must be a fedlib.sampling.Participation (full_participation(p), "
                          f"sample_clients(...)), got {type(participation).__name__}")
-    return Participation(np.asarray(participation.clients), np.asarray(participation.weights, dtype=float))
+    clients = np.asarray(participation.clients)
+    weights = np.asarray(participation.weights, dtype=float)
+    if clients.ndim != 1 or weights.shape != clients.shape:
+        raise ValueError(f"participation: clients and weights must be 1-d with one weight per client, got shapes "
+                         f"{clients.shape} and {weights.shape}")
+    if np.unique(clients).size != clients.size:  # a client trains once per round; a repeat draw raises its weight
+        raise ValueError(f"participation: clients must be distinct (a client drawn twice trains once, with the summed "
+                         f"weight, as sample_with_replacement gives it), got {clients.tolist()}")
+    return Participation(clients, weights)
 
 
 def full_participation(p) -> Participation:

@@ -122,3 +122,24 @@ def test_aggregate_dtype_does_not_depend_on_client_order(kind):
     assert a.dtype == b.dtype
     same = aggregate([lo, lo], [0.5, 0.5], [1.0, 1.0]).change  # one precision: kept as before
     assert same.dtype == lo.dtype
+
+
+def test_apply_checks_a_hand_built_participation():
+    """A Participation built by hand: with a repeated client FedNova/FedAvg summed the same update
+    twice (SCAFFOLD refused it deep in the variates), with one weight too many the error blamed
+    a_norms; a missing update said only 'order'. Now each names participation / the clients."""
+    from fedlib.algorithms import ClientUpdate, make_algorithm
+    from fedlib.sampling import Participation
+
+    algo = make_algorithm("fednova", sgd(1.0))
+    state = algo.init(np.zeros(1), 3)
+    up = lambda i, v, a: ClientUpdate(i, np.array([v]), a, int(a))  # noqa: E731
+    with pytest.raises(ValueError, match="participation: clients must be distinct"):
+        algo.apply(state, Participation([0, 0], [0.5, 0.5]), [up(0, -1.0, 1), up(0, -1.0, 1)], 1.0)
+    with pytest.raises(ValueError, match="participation: clients and weights must be 1-d with one weight per client"):
+        algo.apply(state, Participation([0, 1], [0.2, 0.3, 0.5]), [up(0, -1.0, 1), up(1, -2.0, 2)], 1.0)
+    with pytest.raises(ValueError, match=r"updates are for clients \[0, 1\], participation.clients is \[0, 1, 2\]"):
+        algo.apply(state, full_participation([0.2, 0.3, 0.5]), [up(0, -1.0, 1), up(1, -2.0, 2)], 1.0)
+    # distinct clients as lists: x - tau_eff * sum_i w_i d_i with d_i = 1, tau_eff = 0.5 * 1 + 0.5 * 2
+    new, diag = algo.apply(state, Participation([0, 2], [0.5, 0.5]), [up(0, -1.0, 1), up(2, -2.0, 2)], 1.0)
+    assert new.params.tolist() == [-1.5] and diag.tau_eff == 1.5
