@@ -154,7 +154,12 @@ class FederatedAlgorithm:
     def init(self, params: Any, num_clients: int) -> ServerState:
         """Server state at round 0 for ``num_clients`` clients."""
         num_clients = check_int("num_clients", num_clients, minimum=1)
-        if not tree_all_finite(params):
+        try:
+            finite = tree_all_finite(params)
+        except TypeError:  # None, a string, an object array...: np.isfinite refuses it
+            raise ValueError("params must be a tree (dict / list / tuple) of numpy arrays, torch tensors or numbers, "
+                             f"got {type(params).__name__} leaves") from None
+        if not finite:
             raise ValueError("params hold NaN or inf (the initial model must be finite)")
         variates = init_control_variates(params, num_clients, self.variance) if self.variance else None
         return ServerState(params, self.server.init(params), variates, 0, num_clients)

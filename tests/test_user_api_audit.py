@@ -143,3 +143,13 @@ def test_apply_checks_a_hand_built_participation():
     # distinct clients as lists: x - tau_eff * sum_i w_i d_i with d_i = 1, tau_eff = 0.5 * 1 + 0.5 * 2
     new, diag = algo.apply(state, Participation([0, 2], [0.5, 0.5]), [up(0, -1.0, 1), up(2, -2.0, 2)], 1.0)
     assert new.params.tolist() == [-1.5] and diag.tau_eff == 1.5
+
+
+@pytest.mark.parametrize("params", [None, "weights", {"w": None}])
+def test_init_refuses_params_that_are_not_arrays(params):
+    """algo.init(None, m) (e.g. a forgotten model) died in numpy's isfinite with "ufunc 'isfinite'
+    not supported for the input types"; now a ValueError names params."""
+    from fedlib.algorithms import make_algorithm
+
+    with pytest.raises(ValueError, match="params must be a tree"):
+        make_algorithm("fednova", sgd(0.1)).init(params, 2)
