@@ -219,6 +219,10 @@ class LocalSolver:
             if isinstance(g, (dict, list, tuple)):  # tree_map pairs a params leaf with a whole container
                 raise ValueError(f"grads must have the structure of params: a {type(g).__name__} where params has "
                                  f"a leaf of shape {tuple(np.shape(x))} (return an array/tensor like params)")
+            if hasattr(g, "add_") != hasattr(x, "add_") and np.ndim(g) > 0:  # numpy/torch mixed: a deep TypeError
+                kinds = {True: "a torch tensor", False: "a numpy array"}  # or a model silently turned float64
+                raise ValueError(f"grads: a leaf is {kinds[hasattr(g, 'add_')]} but the parameter is "
+                                 f"{kinds[hasattr(x, 'add_')]} (return gradients of the parameters' kind)")
             if np.shape(g) != np.shape(x):  # numpy/torch would broadcast e.g. (d, 1) onto (d,) silently
                 raise ValueError(f"grads: a leaf has shape {tuple(np.shape(g))} but the parameter has {tuple(np.shape(x))}")
             it = iter(rest)

@@ -153,3 +153,17 @@ def test_init_refuses_params_that_are_not_arrays(params):
 
     with pytest.raises(ValueError, match="params must be a tree"):
         make_algorithm("fednova", sgd(0.1)).init(params, 2)
+
+
+def test_solver_refuses_gradients_of_another_kind_than_the_parameters():
+    """A numpy model with a torch gradient died in ``x - lr * g`` ("unsupported operand type(s) for
+    -: 'numpy.ndarray' and 'Tensor'"); a float32 torch model with a numpy gradient silently became
+    a float64 tensor. Both now refused, naming grads."""
+    solver = sgd(0.1)
+    with pytest.raises(ValueError, match="grads: a leaf is a torch tensor but the parameter is a numpy array"):
+        solver.update(solver.init(np.zeros(2)), torch.ones(2))
+    with pytest.raises(ValueError, match="grads: a leaf is a numpy array but the parameter is a torch tensor"):
+        solver.update(solver.init(torch.zeros(2)), np.ones(2))
+    out = solver.update(solver.init(torch.zeros(2)), torch.ones(2)).params
+    assert out.dtype == torch.float32 and out.tolist() == pytest.approx([-0.1, -0.1])
+    assert solver.update(solver.init(0.0), 1.0).params == pytest.approx(-0.1)  # a number is a leaf too
