@@ -218,7 +218,13 @@ class WallClock:
         return self._steps_at(self.rates(round_index))
 
     def _steps_at(self, rates: np.ndarray) -> np.ndarray:
-        return np.maximum(1, whole_steps(self.round_seconds * rates)).astype(np.int64)
+        with np.errstate(over="ignore"):
+            steps = np.maximum(1, whole_steps(self.round_seconds * rates))
+        if not np.all(steps < 2.0 ** 63):  # the int64 cast would wrap (inf -> -2**63) silently
+            bad = int(np.flatnonzero(~(steps < 2.0 ** 63))[0])
+            raise ValueError(f"speeds: client {bad} would take {steps[bad]!r} steps in round_seconds = "
+                             f"{self.round_seconds!r} (not a step count below 2**63)")
+        return steps.astype(np.int64)
 
     def round_duration(self, round_index: int) -> float:
         r"""How long fixed-length round ``round_index`` really lasts: ``round_seconds``, or

@@ -167,3 +167,15 @@ def test_solver_refuses_gradients_of_another_kind_than_the_parameters():
     out = solver.update(solver.init(torch.zeros(2)), torch.ones(2)).params
     assert out.dtype == torch.float32 and out.tolist() == pytest.approx([-0.1, -0.1])
     assert solver.update(solver.init(0.0), 1.0).params == pytest.approx(-0.1)  # a number is a leaf too
+
+
+def test_wallclock_steps_that_overflow_int64_are_refused():
+    """speeds * round_seconds past 2**63 (or inf) was cast to int64 silently: WallClock([1e300], 1e10)
+    gave -9223372036854775808 local steps (with numpy RuntimeWarnings only)."""
+    from fedlib.schedules import WallClock
+
+    with pytest.raises(ValueError, match="speeds: client 1 would take"):
+        WallClock([1.0, 1e300], 1e10).local_steps(0)
+    with pytest.raises(ValueError, match="speeds: client 0 would take"):
+        WallClock([1e19], 1.0).local_steps(0)
+    assert WallClock([0.29, 1e6], 100.0).local_steps(0).tolist() == [29, 10 ** 8]
