@@ -179,3 +179,17 @@ def test_wallclock_steps_that_overflow_int64_are_refused():
     with pytest.raises(ValueError, match="speeds: client 0 would take"):
         WallClock([1e19], 1.0).local_steps(0)
     assert WallClock([0.29, 1e6], 100.0).local_steps(0).tolist() == [29, 10 ** 8]
+
+
+@pytest.mark.parametrize("dtype", ["float64", torch.int64, np.float64])
+def test_train_clients_names_a_bad_dtype(dtype):
+    """train_clients(..., dtype="float64") failed with RuntimeError "Invalid device string: 'float64'"
+    (the features were cast with .to(dtype) before any check), and dtype=torch.int64 was blamed on
+    the features ("features must be a float tensor"); now both name dtype."""
+    from torch import nn
+
+    from fedlib.experiments.custom import train_clients
+
+    xs, ys = [torch.randn(3, 4), torch.randn(2, 4)], [torch.tensor([0, 1, 2]), torch.tensor([1, 0])]
+    with pytest.raises(ValueError, match="dtype must be torch.float32 or torch.float64"):
+        train_clients(nn.Linear(4, 3), xs, ys, rounds=1, dtype=dtype)

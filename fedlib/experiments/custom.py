@@ -161,6 +161,8 @@ def train_clients(model: nn.Module, client_x: Sequence[Any], client_y: Sequence[
     if len(set(algorithms)) != len(algorithms):
         raise ValueError(f"algorithms must not repeat a name (one history per name), got {algorithms}")
     check_choice("lr_decay", lr_decay, ("constant", "step"))
+    if not any(dtype is d for d in (torch.float32, torch.float64)):  # features are cast with it before the engine checks
+        raise ValueError(f"dtype must be torch.float32 or torch.float64, got {dtype!r}")
     if solver in ("sgd", "momentum") and not _is_zero(mu):
         raise ValueError(f"mu: solver {solver!r} has no proximal term, got mu = {mu!r} (FedProx: solver='prox' or "
                          "'momentum-prox')")
