@@ -313,6 +313,13 @@ class ClientOptimizer(torch.optim.Optimizer):
             check_shared_lr("solver", [solver], lr=float(group["lr"]))
         params = self._params
         _check_like(params, solver_state.params, "solver_state.params")
+        live = {p.untyped_storage().data_ptr() for p in params if p.numel()}
+        for k, v in enumerate(solver_state.params):
+            if v.numel() and v.untyped_storage().data_ptr() in live:  # the server's x^(t,0) would train with the model
+                raise ValueError(f"solver_state.params[{k}] shares memory with the model's parameters: the server "
+                                 "state was built from the live parameters (model.parameters() or p.detach()), so "
+                                 "training would overwrite x^(t,0) and every Delta_i; build it from copies, "
+                                 "algo.init(parameters_of(model), m)")
         if solver_state.correction is not None:
             _check_like(params, solver_state.correction, "solver_state.correction")
         self._round_lr = float(group["lr"])

@@ -193,3 +193,33 @@ def test_train_clients_names_a_bad_dtype(dtype):
     xs, ys = [torch.randn(3, 4), torch.randn(2, 4)], [torch.tensor([0, 1, 2]), torch.tensor([1, 0])]
     with pytest.raises(ValueError, match="dtype must be torch.float32 or torch.float64"):
         train_clients(nn.Linear(4, 3), xs, ys, rounds=1, dtype=dtype)
+
+
+@pytest.mark.parametrize("live", [lambda net: list(net.parameters()), lambda net: [p.detach() for p in net.parameters()]])
+def test_client_optimizer_refuses_a_server_state_aliasing_the_model(live):
+    """algo.init(list(model.parameters()), m) (or p.detach(), which shares memory) instead of
+    parameters_of(model): the server's x^(t,0) WAS the model, so each client's training moved it
+    and Delta_i = x_i - x^(t,0) came out wrong — FedNova's round differed from the right one by
+    0.05 in a small MLP, silently. ClientOptimizer.begin now refuses such a state."""
+    import torch.nn.functional as F
+    from torch import nn
+
+    from fedlib.algorithms import make_algorithm
+    from fedlib.optim import ClientOptimizer, parameters_of
+
+    torch.manual_seed(0)
+    net, x, y = nn.Linear(4, 3), torch.randn(8, 4), torch.randint(0, 3, (8,))
+    algo = make_algorithm("fednova", sgd(0.1))
+    opt = ClientOptimizer(net.parameters(), algo.solver)
+    with pytest.raises(ValueError, match=r"solver_state.params\[0\] shares memory with the model's parameters"):
+        opt.begin(algo.client_init(algo.init(live(net), 2), 0))
+    server = algo.init(parameters_of(net), 2)
+    start = [t.clone() for t in server.params]
+    opt.begin(algo.client_init(server, 0))
+    for _ in range(3):
+        opt.zero_grad()
+        F.cross_entropy(net(x), y).backward()
+        opt.step()
+    update = algo.client_final(server, 0, opt.solver_state)
+    assert all(torch.equal(a, b) for a, b in zip(server.params, start))  # x^(t,0) untouched by training
+    assert all(torch.allclose(d, p.detach() - s) for d, p, s in zip(update.delta, net.parameters(), start))
