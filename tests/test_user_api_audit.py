@@ -223,3 +223,17 @@ def test_client_optimizer_refuses_a_server_state_aliasing_the_model(live):
     update = algo.client_final(server, 0, opt.solver_state)
     assert all(torch.equal(a, b) for a, b in zip(server.params, start))  # x^(t,0) untouched by training
     assert all(torch.allclose(d, p.detach() - s) for d, p, s in zip(update.delta, net.parameters(), start))
+
+
+def test_run_replicas_names_work_without_draw():
+    """run_replicas with a step schedule (FixedSteps) as ``work`` raised AttributeError "'FixedSteps'
+    object has no attribute 'draw'" from inside the round loop; now a ValueError names work."""
+    from fedlib.engines.quadratic import run_replicas
+    from fedlib.problems import random_quadratic
+    from fedlib.schedules import FixedSteps, RandomLocalWork
+
+    prob = random_quadratic(2, 2, seed=0)
+    with pytest.raises(ValueError, match=r"work must have draw\(round\)"):
+        run_replicas(prob, "fednova", [sgd(0.01)], FixedSteps([1, 2]), 3)
+    run = run_replicas(prob, "fednova", [sgd(0.01)], RandomLocalWork([1, 2], [1, 2]), 3)
+    assert run.tau_eff.tolist() == [1.5, 1.5, 1.5]  # sum_i p_i tau_i with p = (1/2, 1/2), SGD

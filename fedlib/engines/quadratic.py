@@ -196,6 +196,9 @@ def run_replicas(problem: QuadraticProblem, aggregation: str, solvers: Sequence[
     if any(s.weight_decay for s in solvers):
         raise ValueError("solvers: weight decay is not supported by run_replicas")
     rounds = check_int("rounds", rounds, minimum=0)
+    if not callable(getattr(work, "draw", None)):  # a step schedule has local_steps, not the solver numbers
+        raise ValueError(f"work must have draw(round) -> (steps, solver_numbers), e.g. "
+                         f"fedlib.schedules.RandomLocalWork, got {type(work).__name__}")
     sigma = check_nonnegative("sigma", sigma)
     replicas = check_int("replicas", replicas, minimum=1)
     seed = check_int("seed", seed)
