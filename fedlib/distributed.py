@@ -199,6 +199,11 @@ def _updates_problem(rank: int, updates: list, mine: dict, owned, params) -> Opt
             return (f"updates: client {int(u.client)}'s delta must have the structure and leaf shapes of "
                     f"state.params (leaf shapes {[tuple(np.shape(v)) for v in tree_leaves(u.delta)]} vs "
                     f"{[tuple(np.shape(v)) for v in tree_leaves(params)]})")
+        if any(hasattr(d, "add_") != hasattr(x, "add_") for d, x in zip(tree_leaves(u.delta), tree_leaves(params))):
+            kind = {True: "torch tensors", False: "numpy arrays"}
+            torch_delta = any(hasattr(d, "add_") for d in tree_leaves(u.delta))
+            return (f"updates: client {int(u.client)}'s delta holds {kind[torch_delta]} but state.params holds "
+                    f"{kind[not torch_delta]} (use one kind for the model and the clients)")
     return None
 
 

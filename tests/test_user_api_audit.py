@@ -237,3 +237,21 @@ def test_run_replicas_names_work_without_draw():
         run_replicas(prob, "fednova", [sgd(0.01)], FixedSteps([1, 2]), 3)
     run = run_replicas(prob, "fednova", [sgd(0.01)], RandomLocalWork([1, 2], [1, 2]), 3)
     assert run.tau_eff.tolist() == [1.5, 1.5, 1.5]  # sum_i p_i tau_i with p = (1/2, 1/2), SGD
+
+
+def test_distributed_apply_refuses_deltas_of_another_kind_than_the_model():
+    """distributed_apply (one process: LocalCommunicator) with torch deltas onto a numpy model died in
+    the server optimizer with numpy's 'Concatenation operation is not implemented'; now the rank's
+    update check names the client (raised on every rank, after the first collective)."""
+    from fedlib.algorithms import ClientUpdate, make_algorithm
+    from fedlib.distributed import LocalCommunicator, distributed_apply
+
+    algo = make_algorithm("fednova", sgd(1.0))
+    state = algo.init(np.zeros(1), 2)
+    t = lambda v: torch.tensor([v], dtype=torch.float64)  # noqa: E731
+    updates = [ClientUpdate(0, t(-2.0), 2.0, 2), ClientUpdate(1, t(-6.0), 6.0, 6)]
+    with pytest.raises(ValueError, match="client 0's delta holds torch tensors but state.params holds numpy arrays"):
+        distributed_apply(LocalCommunicator(), algo, state, full_participation([0.5, 0.5]), updates, 1.0, None)
+    same = [u._replace(delta=u.delta.numpy()) for u in updates]
+    new, _ = distributed_apply(LocalCommunicator(), algo, state, full_participation([0.5, 0.5]), same, 1.0, None)
+    assert new.params.tolist() == [-4.0]
