@@ -44,7 +44,8 @@ from typing import Any, NamedTuple, Sequence, Union
 
 import numpy as np
 
-from ._validate import check_choice, check_local_steps, check_positive, check_probability_vector, check_weights
+from ._validate import (check_choice, check_finite_array, check_local_steps, check_positive, check_probability_vector,
+                        check_weights)
 from .tree import tree_map, tree_stacked_weighted_sum, tree_weighted_sum
 
 __all__ = [
@@ -241,7 +242,7 @@ def aggregate(deltas: Sequence[Any], client_weights: Any, a_norms: Any, algorith
     tau, w = effective_weights(algorithm, client_weights, a_norms, tau_eff, local_steps)
     if len(deltas) != w.size:
         raise ValueError(f"deltas has {len(deltas)} clients but client_weights has {w.size}")
-    c = tau * w / np.asarray(a_norms, dtype=np.float64)
+    c = tau * w / check_finite_array("a_norms", a_norms)  # checked above; torch tensors (bf16, grad) too
     try:
         change = tree_weighted_sum(deltas, c)
     except ValueError as exc:  # structure or leaf-shape mismatch between clients
@@ -253,7 +254,7 @@ def aggregate_stacked(deltas: Any, client_weights: Any, a_norms: Any, algorithm:
                       tau_eff: TauEff = None, local_steps: Any = None) -> Aggregate:
     """:func:`aggregate` for a tree whose leaves stack the clients on axis 0."""
     tau, w = effective_weights(algorithm, client_weights, a_norms, tau_eff, local_steps)
-    c = tau * w / np.asarray(a_norms, dtype=np.float64)
+    c = tau * w / check_finite_array("a_norms", a_norms)  # checked above; torch tensors (bf16, grad) too
     try:
         change = tree_stacked_weighted_sum(deltas, c)
     except ValueError as exc:

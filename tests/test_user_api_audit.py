@@ -255,3 +255,16 @@ def test_distributed_apply_refuses_deltas_of_another_kind_than_the_model():
     same = [u._replace(delta=u.delta.numpy()) for u in updates]
     new, _ = distributed_apply(LocalCommunicator(), algo, state, full_participation([0.5, 0.5]), same, 1.0, None)
     assert new.params.tolist() == [-4.0]
+
+
+@pytest.mark.parametrize("a_norms", [torch.tensor([2.0, 6.0], dtype=torch.bfloat16),
+                                     torch.tensor([2.0, 6.0], requires_grad=True)])
+def test_aggregate_takes_a_norms_as_any_torch_tensor(a_norms):
+    """a_norms as a bfloat16 tensor or one requiring grad passed the checks but then failed in
+    np.asarray ("Got unsupported ScalarType BFloat16", "Can't call numpy() on Tensor that requires
+    grad"); eq. 4 on deltas (-2, -6), p = (1/2, 1/2), ||a|| = (2, 6): tau_eff 4, change -4."""
+    from fedlib.rule import aggregate, aggregate_stacked
+
+    deltas = [np.array([-2.0]), np.array([-6.0])]
+    assert aggregate(deltas, [0.5, 0.5], a_norms, "fednova").change.tolist() == [-4.0]
+    assert aggregate_stacked(np.stack(deltas), [0.5, 0.5], a_norms, "fedavg").change.tolist() == [-4.0]
