@@ -301,8 +301,8 @@ class LocalSolver:
             return np.ones(tau)
         if rho == 0:
             return (1.0 - alpha) ** n
-        if alpha == 0:
-            return (1.0 - rho ** (n + 1)) / (1.0 - rho)
+        if alpha == 0:  # 1 - rho^(n+1) by expm1: the plain difference cancels for rho near 1
+            return -np.expm1((n + 1) * math.log(rho)) / (1.0 - rho)
         q = 1.0 - alpha
         if abs(q - rho) < 1e-2:
             # p_n = sum_k q^(n-k) rho^k by its recursion p_{n+1} = q p_n + rho^(n+1):
@@ -326,6 +326,8 @@ class LocalSolver:
             return _one_minus_pow(alpha, tau) / alpha
         mom_sum = rho * (1.0 - rho ** tau) / (1.0 - rho)
         if alpha == 0:
+            if (1.0 - rho) * tau < 1.0:  # tau - mom_sum cancels (rho near 1: 33 % off at rho = 1 - 1e-9, tau = 2)
+                return float(np.sum(self.a_vector(tau)))
             return (tau - mom_sum) / (1.0 - rho)
         q = 1.0 - alpha
         if abs(q - rho) < 1e-2:

@@ -268,3 +268,20 @@ def test_aggregate_takes_a_norms_as_any_torch_tensor(a_norms):
     deltas = [np.array([-2.0]), np.array([-6.0])]
     assert aggregate(deltas, [0.5, 0.5], a_norms, "fednova").change.tolist() == [-4.0]
     assert aggregate_stacked(np.stack(deltas), [0.5, 0.5], a_norms, "fedavg").change.tolist() == [-4.0]
+
+
+@pytest.mark.parametrize("rho", [0.99999, 0.999999, 1 - 1e-9, 1 - 1e-12])
+def test_momentum_a_norm_closed_form_for_momentum_near_one(rho):
+    """||a_i||_1 = [tau - rho(1 - rho^tau)/(1 - rho)]/(1 - rho) cancels for rho near 1: at
+    rho = 1 - 1e-9, tau = 2 the closed form was 33 % off (2 instead of 2 + rho), and run_replicas /
+    population_tau_eff use it. Exact: sum_{k<tau} (tau - k) rho^k, in rationals."""
+    from fractions import Fraction
+
+    from fedlib.solvers import momentum_sgd
+
+    solver = momentum_sgd(0.1, rho)
+    for tau in (1, 2, 3, 10, 100):
+        exact = float(sum((tau - k) * Fraction(rho) ** k for k in range(tau)))
+        assert solver.a_norm(tau) == pytest.approx(exact, rel=1e-13)
+        assert solver.a_vector(tau).sum() == pytest.approx(exact, rel=1e-13)
+        assert solver.online_a_norms(tau)[-1] == pytest.approx(exact, rel=1e-13)
