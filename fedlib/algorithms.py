@@ -96,6 +96,29 @@ class RoundDiagnostics(NamedTuple):
     chi2: float
 
 
+def client_update_problem(update: Any) -> Optional[str]:
+    r"""Why ``update``'s counts cannot enter eq. 4 (``None`` if they can): :math:`\tau_i` must be a
+    whole number >= 1 and :math:`\|a_i\|_1` finite and > 0. A client that took no local step has
+    :math:`a_i = 0` and :math:`d_i = \Delta_i / \|a_i\|_1` is undefined; every engine's own updates
+    (always >= 1 step) pass."""
+    client = update.client
+    try:
+        steps = float(update.local_steps)
+    except (TypeError, ValueError):
+        steps = float("nan")
+    if isinstance(update.local_steps, bool) or not np.isfinite(steps) or not steps.is_integer() or steps < 1:
+        return (f"updates: client {client} has local_steps = {update.local_steps!r} (it must be a whole number "
+                ">= 1: a client that took no local step has no update to aggregate; leave it out of the round)")
+    try:
+        a = float(update.a_norm)
+    except (TypeError, ValueError):
+        a = float("nan")
+    if not np.isfinite(a) or a <= 0:
+        return (f"updates: client {client} has a_norm = {update.a_norm!r} (||a_i||_1 must be finite and > 0: "
+                "d_i = delta_i / ||a_i||_1)")
+    return None
+
+
 def check_client_indices(clients: Any, num_clients: Optional[int]) -> None:
     """Raise ``ValueError`` unless every index in ``clients`` lies in ``0..num_clients-1``
     (no check when ``num_clients`` is ``None``)."""
@@ -194,6 +217,9 @@ class FederatedAlgorithm:
             if not all(hasattr(u, f) for f in ClientUpdate._fields):
                 raise ValueError(f"updates[{k}] must be a ClientUpdate (algorithm.client_final(state, i, "
                                  f"solver_state)), got {type(u).__name__}")
+            problem = client_update_problem(u)
+            if problem:
+                raise ValueError(problem)
         clients = np.asarray([u.client for u in updates])
         if not np.array_equal(clients, participation.clients):
             raise ValueError(f"updates must come in the order of participation.clients (updates are for clients "

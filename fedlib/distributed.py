@@ -44,7 +44,7 @@ from typing import Optional, Sequence
 import numpy as np
 
 from ._validate import check_positive, check_probability_vector
-from .algorithms import FederatedAlgorithm, RoundDiagnostics, ServerState, check_client_indices
+from .algorithms import FederatedAlgorithm, RoundDiagnostics, ServerState, check_client_indices, client_update_problem
 from .rule import effective_weights
 from .sampling import Participation, as_participation
 from .theory import chi_square
@@ -195,6 +195,9 @@ def _updates_problem(rank: int, updates: list, mine: dict, owned, params) -> Opt
         return (f"updates: rank {rank} must report each of its own participants once (it owns clients "
                 f"{sorted(owned)}), got clients {[int(u.client) for u in updates]}")
     for u in updates:
+        problem = client_update_problem(u)
+        if problem:
+            return problem
         if not tree_structure_equal(u.delta, params):
             return (f"updates: client {int(u.client)}'s delta must have the structure and leaf shapes of "
                     f"state.params (leaf shapes {[tuple(np.shape(v)) for v in tree_leaves(u.delta)]} vs "

@@ -285,3 +285,29 @@ def test_momentum_a_norm_closed_form_for_momentum_near_one(rho):
         assert solver.a_norm(tau) == pytest.approx(exact, rel=1e-13)
         assert solver.a_vector(tau).sum() == pytest.approx(exact, rel=1e-13)
         assert solver.online_a_norms(tau)[-1] == pytest.approx(exact, rel=1e-13)
+
+
+@pytest.mark.parametrize("distributed", [False, True])
+@pytest.mark.parametrize("field, a_norm, steps", [("local_steps", 1.0, 0), ("local_steps", 2.0, -1),
+                                                  ("local_steps", 2.0, 1.5), ("a_norm", 0.0, 1),
+                                                  ("a_norm", -1.0, 1), ("a_norm", float("nan"), 1),
+                                                  ("a_norm", float("inf"), 1)])
+def test_apply_refuses_a_client_update_with_no_local_step(distributed, field, a_norm, steps):
+    """A hand-built ClientUpdate claiming 0 (or -1, 1.5) local steps passed apply and was aggregated
+    (fednova moved x by 1.125 instead of refusing; only vrlsgd's variates noticed); a_norm 0, < 0 or
+    not finite was refused as 'a_norms must be > 0 ... (client 0 ...)', naming the position in the
+    round rather than the client (3). Now both name the client and the field."""
+    from fedlib.algorithms import ClientUpdate, make_algorithm
+    from fedlib.distributed import LocalCommunicator, distributed_apply
+    from fedlib.sampling import Participation
+
+    algo = make_algorithm("fednova", sgd(1.0))
+    state = algo.init(np.zeros(1), 6)
+    part = Participation(np.array([3, 5]), np.array([0.5, 0.5]))
+    ups = [ClientUpdate(3, np.array([-2.0]), a_norm, steps), ClientUpdate(5, np.array([-6.0]), 6.0, 6)]
+    apply = ((lambda u: distributed_apply(LocalCommunicator(), algo, state, part, u, 1.0, None)) if distributed
+             else (lambda u: algo.apply(state, part, u, 1.0)))
+    with pytest.raises(ValueError, match=f"client 3 has {field} = "):
+        apply(ups)
+    good = [ClientUpdate(3, np.array([-2.0]), 2.0, np.int64(2)), ups[1]]
+    assert apply(good)[0].params.tolist() == [-4.0]
