@@ -161,6 +161,9 @@ def train_clients(model: nn.Module, client_x: Sequence[Any], client_y: Sequence[
     if len(set(algorithms)) != len(algorithms):
         raise ValueError(f"algorithms must not repeat a name (one history per name), got {algorithms}")
     check_choice("lr_decay", lr_decay, ("constant", "step"))
+    if isinstance(model, nn.Module) and next(iter(model.parameters()), None) is None:  # ran and trained nothing
+        raise ValueError(f"model has no parameters ({type(model).__name__}): there is nothing to train; give a model "
+                         "with trainable layers, e.g. nn.Sequential(nn.Flatten(), nn.Linear(d, K))")
     if not any(dtype is d for d in (torch.float32, torch.float64)):  # features are cast with it before the engine checks
         raise ValueError(f"dtype must be torch.float32 or torch.float64, got {dtype!r}")
     if solver in ("sgd", "momentum") and not _is_zero(mu):
