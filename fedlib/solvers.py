@@ -324,7 +324,9 @@ class LocalSolver:
             return float(tau)
         if rho == 0:
             return _one_minus_pow(alpha, tau) / alpha
-        mom_sum = rho * (1.0 - rho ** tau) / (1.0 - rho)
+        # 1 - rho^tau by expm1: the plain difference loses ~|log10(1 - rho)| digits (momentum + prox
+        # was 1.4e-8 relative off at rho = 1 - 1e-9, alpha = 0.05, tau = 5)
+        mom_sum = rho * -math.expm1(tau * math.log(rho)) / (1.0 - rho)
         if alpha == 0:
             if (1.0 - rho) * tau < 1.0:  # tau - mom_sum cancels (rho near 1: 33 % off at rho = 1 - 1e-9, tau = 2)
                 return float(np.sum(self.a_vector(tau)))

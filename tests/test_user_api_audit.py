@@ -324,3 +324,27 @@ def test_train_clients_refuses_a_model_without_parameters(model):
     ys = [torch.randint(0, 3, (8,), generator=g) for _ in range(2)]
     with pytest.raises(ValueError, match=f"model has no parameters \\({type(model).__name__}\\)"):
         train_clients(model, xs, ys, rounds=1, epochs="1")
+
+
+@pytest.mark.parametrize("rho", [0.9, 0.99, 1 - 1e-6, 1 - 1e-9])
+@pytest.mark.parametrize("alpha", [1e-6, 1e-3, 0.05, 0.5])
+def test_momentum_prox_a_norm_closed_form_for_momentum_near_one(rho, alpha):
+    """Momentum + prox: ||a_i||_1 = [q(1 - q^tau)/alpha - rho(1 - rho^tau)/(1 - rho)]/(q - rho), q = 1 - alpha,
+    took 1 - rho^tau as a plain difference, which loses ~|log10(1 - rho)| digits: 1.4e-8 relative off at
+    rho = 1 - 1e-9, alpha = 0.05, tau = 5 (1.5e-10 at rho = 1 - 1e-6, tau = 2). Exact: the sum of
+    p_n = q p_{n-1} + rho^n, p_0 = 1 (a_vector reversed), in rationals."""
+    from fractions import Fraction
+
+    from fedlib.solvers import momentum_proximal_sgd
+
+    solver = momentum_proximal_sgd(1.0, rho, alpha)
+    q, r = 1 - Fraction(solver.alpha), Fraction(rho)
+    p, rk = [Fraction(1)], Fraction(1)
+    for _ in range(1, 200):
+        rk *= r
+        p.append(q * p[-1] + rk)
+    for tau in (1, 2, 5, 20, 200):
+        exact = sum(p[:tau])
+        assert solver.a_norm(tau) == pytest.approx(float(exact), rel=1e-13)
+        assert solver.a_vector(tau) == pytest.approx([float(v) for v in p[tau - 1::-1]], rel=1e-13)
+        assert solver.online_a_norms(tau)[-1] == pytest.approx(float(exact), rel=1e-13)
