@@ -191,3 +191,6 @@ def _main(argv: list) -> int:
         except OSError:
             pass
         return 141
+    except OSError as exc:  # a file system failure (disk full, a folder removed or not writable): a one-liner
+        print(f"{prog}: error: {exc}", file=sys.stderr)
+        return 1
