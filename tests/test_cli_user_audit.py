@@ -23,3 +23,26 @@ def test_a_write_failure_after_training_is_a_one_line_error_not_a_traceback(tmp_
     assert "No space left on device" in err and "Traceback" not in err
     assert err.strip().count("\n") == 0 and err.startswith("python -m fedlib run synthetic: error:")
     assert not out.exists() and list(tmp_path.iterdir()) == []
+
+
+def _help(capsys, *command):
+    with pytest.raises(SystemExit) as stop:
+        main([*command, "--help"])
+    assert stop.value.code == 0
+    return " ".join(capsys.readouterr().out.split())
+
+
+@pytest.mark.parametrize("command", [("run", "synthetic"), ("run", "cifar10")])
+def test_help_says_what_happens_without_out_data_root_and_checkpoint_every(capsys, command):
+    # a user reading --help could not tell that without --out nothing is written, that --data-root
+    # is needed unless --sample, or that no checkpoint is written without --checkpoint-every
+    text = _help(capsys, *command)
+    assert "atomically (default: none; only the summary is printed)" in text
+    if command[1] == "synthetic":
+        assert "after the last one (default: none)" in text
+    else:
+        assert "required unless --sample" in text
+
+
+def test_bench_cifar10_help_names_random_images_as_an_alternative_to_data_root(capsys):
+    assert "required unless --sample or --random-images" in _help(capsys, "bench", "cifar10")

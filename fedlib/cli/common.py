@@ -215,7 +215,8 @@ def add_output_args(parser: argparse.ArgumentParser) -> argparse._ArgumentGroup:
     """``--out --quiet --progress``."""
     g = parser.add_argument_group("output")
     g.add_argument("--out", type=user_path, default=None,
-                   help="write the result (config, provenance, per-round history) to this JSON file, atomically")
+                   help="write the result (config, provenance, per-round history) to this JSON file, atomically "
+                        "(default: none; only the summary is printed)")
     g.add_argument("--quiet", action="store_true", help="no progress bar and no summary on stdout")
     g.add_argument("--progress", action="store_true",
                    help="show the progress bar even when stderr is not a terminal")
@@ -227,7 +228,7 @@ def add_checkpoint_args(parser: argparse.ArgumentParser, *, distributed: bool = 
     g = parser.add_argument_group("checkpoints" + (" and processes" if distributed else ""))
     g.add_argument("--checkpoint-every", type=int_at_least(1), default=None, metavar="K",
                    help="write a checkpoint (model, server optimizer, control variates, history, config, round) "
-                        "atomically every K rounds and after the last one")
+                        "atomically every K rounds and after the last one (default: none)")
     g.add_argument("--checkpoint", type=user_path, default=None, metavar="PATH",
                    help="checkpoint file (default: <out>.ckpt)")
     g.add_argument("--resume", action="store_true",
