@@ -374,6 +374,9 @@ def validate_result(result: Any, where: str = "result") -> dict:
         for k in ("train_loss", "test_accuracy", "tau_eff", "chi2"):
             if rec[k] is not None and not _is_num(rec[k]):
                 raise ValueError(f"{where}: history[{i}].{k} must be a number or null, got {rec[k]!r}")
+        if rec["test_accuracy"] is not None and not 0 <= rec["test_accuracy"] <= 1:
+            raise ValueError(f"{where}: history[{i}].test_accuracy must be a fraction in [0, 1] (not a percentage), "
+                             f"got {rec['test_accuracy']!r}")
         steps = rec["local_steps"]
         if not isinstance(steps, list) or not all(isinstance(s, int) and not isinstance(s, bool) and s >= 0
                                                   for s in steps):

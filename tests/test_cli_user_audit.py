@@ -46,3 +46,22 @@ def test_help_says_what_happens_without_out_data_root_and_checkpoint_every(capsy
 
 def test_bench_cifar10_help_names_random_images_as_an_alternative_to_data_root(capsys):
     assert "required unless --sample or --random-images" in _help(capsys, "bench", "cifar10")
+
+
+def test_a_result_with_a_percentage_accuracy_is_refused(tmp_path):
+    # e.g. a history typed in (or converted) from a log that prints 70.5 for 70.5 %: the table1
+    # summary multiplies by 100 and would show 7050
+    import json
+
+    from fedlib.results import read_result, validate_result
+
+    out = tmp_path / "r.json"
+    assert main([*TINY, "--out", str(out)]) == 0
+    doc = json.loads(out.read_text())
+    validate_result(doc)
+    doc["history"][0]["test_accuracy"] = 70.5
+    with pytest.raises(ValueError, match=r"history\[0\]\.test_accuracy must be a fraction in \[0, 1\]"):
+        validate_result(doc)
+    out.write_text(json.dumps(doc))
+    with pytest.raises(ValueError, match="not a percentage"):
+        read_result(out)
