@@ -9,6 +9,7 @@ one JSON object::
      "provenance": {"fedlib": "0.1.0", "git_commit": "<sha>" | "unknown", "git_dirty": bool | null,
                     "python": "3.11.7", "numpy": "...", "torch": "..." | null, "platform": "...",
                     "device": "cpu" | "<GPU name>", "threads": {...}, "command": "python -m fedlib ...",
+                    "cwd": "/folder/it/ran/in",
                     "started_utc": "...Z", "finished_utc": "...Z", "wall_time_s": 12.3,
                     "git_changed_during_run": bool,      # runs timed by RunClock only
                     "git_commit_end": "<sha>", "git_dirty_end": bool | null},  # only when it changed
@@ -33,7 +34,8 @@ clean tree becoming dirty (or clean), not a further edit to an already dirty tre
 
 ``command`` is the command line, shell-quoted (``shlex.join``): ``sys.argv``, or,
 inside :func:`recorded_command` (``fedlib.cli.main(argv)`` called with an explicit
-``argv``), the command given there.
+``argv``), the command given there. ``cwd`` is the folder it ran in: relative paths in
+``command`` are relative to it (``cd "$cwd" && $command`` reruns it as written).
 
 :func:`write_result` serialises first, then writes a temporary file in the target's
 folder and :func:`os.replace`-s it: a reader sees the old file or the new one, never a
@@ -205,6 +207,7 @@ def make_provenance(started: float, finished: float, device: Any = "cpu", comman
         "device": device_name(device),
         "threads": _threads(),
         "command": command if command is not None else _command(),
+        "cwd": os.getcwd(),  # relative paths in the command are relative to it
         "started_utc": _utc(started),
         "finished_utc": _utc(finished),
         "wall_time_s": round(float(finished - started), 6),

@@ -65,3 +65,19 @@ def test_a_result_with_a_percentage_accuracy_is_refused(tmp_path):
     out.write_text(json.dumps(doc))
     with pytest.raises(ValueError, match="not a percentage"):
         read_result(out)
+
+
+def test_provenance_records_the_folder_a_relative_command_ran_in(tmp_path, monkeypatch):
+    # `--out r.json` / `--data .` in the recorded command could not be rerun as written from
+    # anywhere else: the result did not say which folder they were relative to
+    import json
+    import shlex
+
+    from fedlib.results import read_result
+
+    monkeypatch.chdir(tmp_path)
+    assert main([*TINY, "--out", "r.json"]) == 0
+    prov = read_result(tmp_path / "r.json")["provenance"]
+    assert prov["cwd"] == str(tmp_path)
+    assert shlex.split(prov["command"])[-1] == "r.json"
+    assert json.loads((tmp_path / "r.json").read_text())["provenance"]["cwd"] == str(tmp_path)
