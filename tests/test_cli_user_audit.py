@@ -81,3 +81,11 @@ def test_provenance_records_the_folder_a_relative_command_ran_in(tmp_path, monke
     assert prov["cwd"] == str(tmp_path)
     assert shlex.split(prov["command"])[-1] == "r.json"
     assert json.loads((tmp_path / "r.json").read_text())["provenance"]["cwd"] == str(tmp_path)
+
+
+def test_table1_images_per_second_help_says_earlier_results_come_first_and_its_default(capsys):
+    # the help said 'used until a group has been measured', but a rate from earlier results in
+    # --results wins over the hint (as the description says), and it did not say what happens without it
+    text = _help(capsys, "table1")
+    assert "used only when --results holds no earlier result with the same engine settings" in text
+    assert "(default: none: the first group starts unestimated" in text

@@ -370,7 +370,9 @@ def add_table1_parser(sub) -> argparse.ArgumentParser:
                    help="runs trained together in one engine (default: 6 on CUDA, 2 on the CPU)")
     p.add_argument("--images-per-second", type=positive_float, default=None,
                    help="throughput hint for the first time estimate (e.g. the engine rate that `bench cifar10` "
-                        "measured on this device); used until a group has been measured")
+                        "measured on this device); used only when --results holds no earlier result with the "
+                        "same engine settings, until a group has been measured (default: none: the first group "
+                        "starts unestimated and is measured while it trains)")
     p.add_argument("--checkpoint-every", type=int_at_least(0), default=1,
                    help="checkpoint each group every N rounds so a killed call resumes it (0: never; each "
                         "checkpoint copies every stacked model to the host)")
