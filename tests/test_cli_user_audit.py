@@ -89,3 +89,11 @@ def test_table1_images_per_second_help_says_earlier_results_come_first_and_its_d
     text = _help(capsys, "table1")
     assert "used only when --results holds no earlier result with the same engine settings" in text
     assert "(default: none: the first group starts unestimated" in text
+
+
+def test_out_dash_is_refused_rather_than_written_as_a_file_named_dash(tmp_path, monkeypatch, capsys):
+    # `--out - | jq ...` wrote a file called '-' into the current folder and printed 'wrote -'
+    monkeypatch.chdir(tmp_path)
+    assert main([*TINY, "--out", "-"]) == 2
+    assert "results are not written to stdout" in capsys.readouterr().err
+    assert list(tmp_path.iterdir()) == []

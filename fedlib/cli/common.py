@@ -444,6 +444,8 @@ def check_output_path(path: Optional[Path], flag: str = "--out") -> None:
     """Fail *before* the run if the output file of ``flag`` cannot be written."""
     if path is None:
         return
+    if str(path) == "-":  # the Unix 'stdout' would otherwise become a file named '-' in the current folder
+        raise CLIError(f"{flag} -: results are not written to stdout; give a file name like result.json")
     if path.is_symlink():  # the result replaces the link's target (fedlib._io.atomic_write)
         path = Path(os.path.realpath(path))
     folder = path.parent if str(path.parent) else Path(".")
