@@ -176,7 +176,8 @@ def _command() -> str:
     if recorded is not None:
         return recorded
     argv = list(sys.argv)
-    if argv and argv[0].replace("\\", "/").endswith(("fedlib/__main__.py", "fedlib/cli/__main__.py")):
+    if argv and (argv[0].replace("\\", "/").endswith(("fedlib/__main__.py", "fedlib/cli/__main__.py"))
+                 or Path(argv[0]).name in ("fedlib", "fedlib.exe")):  # the console script of [project.scripts]
         argv = ["python", "-m", "fedlib"] + argv[1:]
     elif argv:
         argv = [Path(sys.executable).name] + argv

@@ -97,3 +97,14 @@ def test_out_dash_is_refused_rather_than_written_as_a_file_named_dash(tmp_path, 
     assert main([*TINY, "--out", "-"]) == 2
     assert "results are not written to stdout" in capsys.readouterr().err
     assert list(tmp_path.iterdir()) == []
+
+
+def test_the_console_script_is_recorded_as_python_m_fedlib(monkeypatch):
+    # `fedlib run synthetic ...` (the [project.scripts] entry point) was recorded as
+    # 'python /abs/venv/bin/fedlib run synthetic ...', not as the documented 'python -m fedlib ...'
+    import sys
+
+    from fedlib.results import make_provenance
+
+    monkeypatch.setattr(sys, "argv", ["/opt/my venv/bin/fedlib", "run", "synthetic", "--out", "a b.json"])
+    assert make_provenance(0.0, 1.0)["command"] == "python -m fedlib run synthetic --out 'a b.json'"
