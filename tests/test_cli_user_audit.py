@@ -108,3 +108,22 @@ def test_the_console_script_is_recorded_as_python_m_fedlib(monkeypatch):
 
     monkeypatch.setattr(sys, "argv", ["/opt/my venv/bin/fedlib", "run", "synthetic", "--out", "a b.json"])
     assert make_provenance(0.0, 1.0)["command"] == "python -m fedlib run synthetic --out 'a b.json'"
+
+
+def test_table1_with_a_large_stack_reaches_training(tmp_path, monkeypatch, capsys):
+    # --stack 12 named the group's checkpoint after all 12 runs: '[Errno 36] File name too long'
+    # before anything trained (a traceback before the OSError one-liner)
+    import fedlib.experiments.cifar10 as C
+
+    class Reached(Exception):
+        pass
+
+    def fake(runs, *args, **kwargs):
+        assert len(runs) == 12
+        raise Reached
+
+    monkeypatch.setattr(C, "train_runs", fake)
+    cells = [c.id for c in C.CELLS][:12]
+    with pytest.raises(Reached):
+        main(["table1", "--sample", "--width", "0.03", "--rounds", "2", "--stack", "12", "--seeds", "0",
+              "--cells", ",".join(cells), "--budget-seconds", "1000", "--results", str(tmp_path / "r")])

@@ -33,6 +33,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import gc
+import hashlib
 import json
 import time
 from pathlib import Path
@@ -655,7 +656,13 @@ def run_table1(results_dir, *, budget_seconds: float, seeds: Sequence[int] = (0,
         return [f"{p['cell'].id}__seed{p['seed']}" for p in group]
 
     def ckpt_path(names):
-        return results_dir / (".ckpt__" + "+".join(names) + ".pkl")
+        name = ".ckpt__" + "+".join(names) + ".pkl"
+        # a file name holds at most 255 bytes, and atomic_write's temporary file adds 14 to it: a
+        # large --stack (e.g. 12) names its group by a digest instead (shorter names are unchanged)
+        if len(name.encode()) > 241:
+            digest = hashlib.sha256("+".join(names).encode()).hexdigest()[:16]
+            name = f".ckpt__{names[0]}+{len(names) - 1}-more-{digest}.pkl"
+        return results_dir / name
 
     def paused_group():
         """The longest prefix of ``todo`` with a checkpoint (a paused or killed group), the
