@@ -127,3 +127,16 @@ def test_table1_with_a_large_stack_reaches_training(tmp_path, monkeypatch, capsy
     with pytest.raises(Reached):
         main(["table1", "--sample", "--width", "0.03", "--rounds", "2", "--stack", "12", "--seeds", "0",
               "--cells", ",".join(cells), "--budget-seconds", "1000", "--results", str(tmp_path / "r")])
+
+
+def test_an_out_name_too_long_for_the_temporary_file_is_refused_before_training(tmp_path, monkeypatch, capsys):
+    # a 250-byte name is a valid file name, but '.<name>.<8>.tmp' is not: the run trained, then
+    # failed to write its result ('File name too long')
+    import fedlib.cli.synthetic as S
+
+    out = tmp_path / ("r" * 245 + ".json")
+    calls = []
+    monkeypatch.setattr(S, "write_result", lambda *a, **k: calls.append(a))
+    rc = main([*TINY, "--out", str(out)])
+    assert rc == 2 and calls == []
+    assert "at most 241 can be written atomically" in capsys.readouterr().err

@@ -457,6 +457,9 @@ def check_output_path(path: Optional[Path], flag: str = "--out") -> None:
         raise CLIError(f"{flag} {path}: folder {folder} " + ("is a file" if folder.exists() else "does not exist"))
     if not os.access(folder, os.W_OK):
         raise CLIError(f"{flag} {path}: folder {folder} is not writable")
+    if len(path.name.encode()) > 241:  # atomic_write's temporary file '.<name>.<8 chars>.tmp' must fit in 255 bytes
+        raise CLIError(f"{flag} {path}: the file name is {len(path.name.encode())} bytes long; at most 241 can be "
+                       "written atomically (the limit of a name is 255, less the temporary file's affixes)")
 
 
 def progress_bar(args: argparse.Namespace, total: int, desc: str, initial: int = 0):
