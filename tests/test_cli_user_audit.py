@@ -140,3 +140,10 @@ def test_an_out_name_too_long_for_the_temporary_file_is_refused_before_training(
     rc = main([*TINY, "--out", str(out)])
     assert rc == 2 and calls == []
     assert "at most 241 can be written atomically" in capsys.readouterr().err
+
+
+def test_a_default_checkpoint_name_too_long_is_refused_before_training(tmp_path, capsys):
+    # --out of 239 bytes is fine, but its default checkpoint '<out>.ckpt' (244) failed at the first checkpoint
+    out = tmp_path / ("r" * 234 + ".json")
+    rc = main([*TINY, "--out", str(out), "--checkpoint-every", "1"])
+    assert rc == 2 and "--checkpoint" in capsys.readouterr().err and not out.exists()

@@ -301,6 +301,9 @@ def resolve_checkpoint(args: argparse.Namespace) -> Optional[Path]:
         raise CLIError(f"--checkpoint {path}: folder {folder} " + ("is a file" if folder.exists() else "does not exist"))
     if every is not None and not os.access(folder, os.W_OK):  # found before training, not at the first write
         raise CLIError(f"--checkpoint {path}: folder {folder} is not writable")
+    if every is not None and len(path.name.encode()) > 241:  # as check_output_path: the temporary file must fit
+        raise CLIError(f"--checkpoint {path}: the file name is {len(path.name.encode())} bytes long; at most 241 can "
+                       "be written atomically (give a shorter --checkpoint or --out)")
     if resume and not path.is_file():
         raise CLIError(f"--resume: checkpoint {path} not found")
     return path
