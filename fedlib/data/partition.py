@@ -57,6 +57,8 @@ __all__ = [
 OFFICIAL_PARTITION_SEED = 2020
 
 _DEFAULT_MAX_ATTEMPTS = 10_000
+#: Most classes a partition accepts (the split loops over every class 0..K-1, empty ones included).
+_MAX_CLASSES = 1_000_000
 
 
 def _check_labels(labels, num_classes) -> tuple[np.ndarray, int]:
@@ -77,6 +79,10 @@ def _check_labels(labels, num_classes) -> tuple[np.ndarray, int]:
         num_classes = check_int("num_classes", num_classes, minimum=1)
         if y.max() >= num_classes:
             raise ValueError(f"num_classes={num_classes} but labels go up to {int(y.max())}")
+    if num_classes > _MAX_CLASSES:  # one pass (and one Dirichlet draw) per class: labels like [0, 10**9] never end
+        raise ValueError(f"num_classes={num_classes} (labels up to {int(y.max())}) exceeds {_MAX_CLASSES}: labels "
+                         "must be class numbers 0..K-1, not ids; renumber them with "
+                         "np.unique(labels, return_inverse=True)[1]")
     return y, num_classes
 
 
