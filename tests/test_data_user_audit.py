@@ -19,3 +19,12 @@ def test_partition_refuses_label_ids_instead_of_looping_over_every_class(fn):
 def test_partition_still_accepts_sparse_small_labels():
     parts = dirichlet_partition(np.array([3, 7] * 50), 4, 0.5)
     assert sorted(np.concatenate(parts).tolist()) == list(range(100))
+
+
+def test_federated_dataset_refuses_rows_without_features():
+    from fedlib.data.clients import FederatedDataset
+    empty = [np.zeros((0, 0))], [np.zeros(0, dtype=np.int64)]
+    with pytest.raises(ValueError, match=r"client 0 train x has 3 rows of 0 features"):
+        FederatedDataset([np.zeros((3, 0))], [np.array([0, 1, 0])], *empty, num_classes=2)
+    # an empty (0, 0) test set stays fine
+    FederatedDataset([np.ones((3, 2))], [np.array([0, 1, 0])], *empty, num_classes=2)

@@ -72,6 +72,8 @@ class FederatedDataset:
                     raise ValueError(f"{src}: client {i} has no training samples")
                 if x.shape[0] and dim is not None and x.shape[1] != dim:
                     raise ValueError(f"{src}: client {i} {part} x has {x.shape[1]} features, expected {dim}")
+                if x.shape[0] and x.shape[1] == 0:  # LEAF's reader refuses these rows too; a model would get no input
+                    raise ValueError(f"{src}: client {i} {part} x has {x.shape[0]} rows of 0 features")
                 if x.shape[0]:
                     dim = x.shape[1]
                 if x.dtype.kind not in "iuf":
