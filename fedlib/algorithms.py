@@ -38,7 +38,7 @@ from .sampling import Participation, as_participation
 from .server import ServerOptimizer, plain
 from .solvers import LocalSolver, SolverState
 from .theory import chi_square
-from .tree import tree_all_finite, tree_leaves, tree_structure_equal, tree_sub
+from .tree import leaf_kind, tree_all_finite, tree_kind_mismatch, tree_leaves, tree_structure_equal, tree_sub
 from .variance import ControlVariates, correction, init_control_variates, update_control_variates
 
 __all__ = ["ALGORITHMS", "ServerState", "ClientUpdate", "RoundDiagnostics", "FederatedAlgorithm", "make_algorithm",
@@ -233,12 +233,12 @@ class FederatedAlgorithm:
             raise ValueError("updates: the clients' deltas must have the structure and leaf shapes of state.params "
                              f"(leaf shapes {[tuple(np.shape(v)) for v in tree_leaves(deltas[0])]} vs "
                              f"{[tuple(np.shape(v)) for v in tree_leaves(state.params)]})")
-        kinds = {True: "torch tensors", False: "numpy arrays"}
-        for k, (c, x) in enumerate(zip(tree_leaves(agg.change), tree_leaves(state.params))):
-            if hasattr(c, "add_") != hasattr(x, "add_"):  # numpy + torch fails deep in the server optimizer
-                raise ValueError(f"updates: the clients' deltas are {kinds[hasattr(c, 'add_')]} but state.params "
-                                 f"holds {kinds[hasattr(x, 'add_')]} (leaf {k}); use one kind for the model and "
-                                 "the clients (e.g. algo.init(parameters_of(model), m) with ClientOptimizer)")
+        k = tree_kind_mismatch(agg.change, state.params)  # numpy + torch fails deep in the server optimizer
+        if k is not None:
+            raise ValueError(f"updates: the clients' deltas are {leaf_kind(tree_leaves(agg.change)[k])} but "
+                             f"state.params holds {leaf_kind(tree_leaves(state.params)[k])} (leaf {k}); use one kind "
+                             "for the model and the clients (e.g. algo.init(parameters_of(model), m) with "
+                             "ClientOptimizer)")
         if not tree_all_finite(agg.change):
             raise FloatingPointError(f"round {state.round}: the aggregated update is not finite (diverged)")
         variates = state.variates

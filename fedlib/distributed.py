@@ -48,7 +48,8 @@ from .algorithms import FederatedAlgorithm, RoundDiagnostics, ServerState, check
 from .rule import effective_weights
 from .sampling import Participation, as_participation
 from .theory import chi_square
-from .tree import tree_all_finite, tree_index, tree_leaves, tree_map, tree_structure_equal, tree_weighted_sum
+from .tree import (leaf_kind, tree_all_finite, tree_index, tree_kind_mismatch, tree_leaves, tree_map,
+                   tree_structure_equal, tree_weighted_sum)
 from .variance import ControlVariates, updated_client_variates
 
 __all__ = ["Communicator", "LocalCommunicator", "TorchCommunicator", "under_torchrun", "init_from_env",
@@ -202,11 +203,11 @@ def _updates_problem(rank: int, updates: list, mine: dict, owned, params) -> Opt
             return (f"updates: client {int(u.client)}'s delta must have the structure and leaf shapes of "
                     f"state.params (leaf shapes {[tuple(np.shape(v)) for v in tree_leaves(u.delta)]} vs "
                     f"{[tuple(np.shape(v)) for v in tree_leaves(params)]})")
-        if any(hasattr(d, "add_") != hasattr(x, "add_") for d, x in zip(tree_leaves(u.delta), tree_leaves(params))):
-            kind = {True: "torch tensors", False: "numpy arrays"}
-            torch_delta = any(hasattr(d, "add_") for d in tree_leaves(u.delta))
-            return (f"updates: client {int(u.client)}'s delta holds {kind[torch_delta]} but state.params holds "
-                    f"{kind[not torch_delta]} (use one kind for the model and the clients)")
+        k = tree_kind_mismatch(u.delta, params)
+        if k is not None:
+            return (f"updates: client {int(u.client)}'s delta holds {leaf_kind(tree_leaves(u.delta)[k])} but "
+                    f"state.params holds {leaf_kind(tree_leaves(params)[k])} (use one kind for the model and the "
+                    "clients)")
     return None
 
 

@@ -16,6 +16,8 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 __all__ = [
+    "leaf_kind",
+    "tree_kind_mismatch",
     "tree_map",
     "tree_leaves",
     "tree_structure_equal",
@@ -171,6 +173,20 @@ def tree_weighted_sum(trees: Sequence[Any], coefficients: Sequence[float]) -> An
         return out
 
     return tree_map(acc, *trees)
+
+
+def leaf_kind(x: Any) -> str:
+    """``"torch tensors"`` or ``"numpy arrays"``: the kind of a leaf, as the error messages name it."""
+    return "torch tensors" if hasattr(x, "add_") else "numpy arrays"
+
+
+def tree_kind_mismatch(a: Any, b: Any):
+    """The index of the first pair of leaves of ``a`` and ``b`` where one is a torch tensor and the
+    other is not (numpy + torch fails deep inside an update), or ``None``."""
+    for k, (x, y) in enumerate(zip(tree_leaves(a), tree_leaves(b))):
+        if hasattr(x, "add_") != hasattr(y, "add_"):
+            return k
+    return None
 
 
 def _torch_promote(a, b):
