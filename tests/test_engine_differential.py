@@ -2,9 +2,10 @@ r"""Differential tests: every engine that claims a configuration runs the same t
 
 A matrix of configurations — algorithms (FedAvg, FedProx, FedNova with each ``tau_eff``
 policy, SCAFFOLD, VRLSGD, FedNova-VR), local solvers (SGD, momentum, prox, momentum + prox
-with :math:`1-\alpha = \rho` exactly, a within-round step-size decay, decay + momentum,
-weight decay), server optimizers (plain with a server lr, momentum, Adam), fixed / random
-epochs and fixed steps beyond an epoch, full participation and both sampling schemes, unequal
+with :math:`1-\alpha = \rho` exactly, a within-round step-size decay, decay + momentum, decay +
+prox, decay + momentum + prox, weight decay), server optimizers (plain with a server lr, momentum,
+Adam), fixed / random epochs, fixed steps beyond an epoch, random steps and wall-clock rounds with
+jitter and stragglers, full participation and both sampling schemes, full and mini-batches, unequal
 clients including one with a single sample, and a problem of one client — is run by
 
 * ``reference``: :func:`fedlib.engines.batched.run_reference` (the per-client loop),
@@ -14,6 +15,9 @@ clients including one with a single sample, and a problem of one client — is r
 * ``stacked``: :class:`fedlib.experiments.custom.TensorEngine` (the stacked engine's ``vmap``
   path, float64) with ``nn.Linear`` — the same multinomial logistic regression, every
   configuration of a problem stacked as one run of a single engine,
+* the stacked engine's three network paths (``grouped``, ``gemm``, ``vmap``) on a small
+  convolutional network and 2x2 images, against :func:`fedlib.engines.stacked.reference_run`
+  (the per-client loop on the engine's batches) — a logistic model has no convolution to group,
 * ``hand``: eq. (4) of the paper written out here, with numpy only: each client's local
   trajectory gives its gradients :math:`G_i` (weight decay and VR correction included), the
   change is :math:`x \leftarrow x - \tau_{\text{eff}}\sum_i w_i\eta d_i` with
@@ -30,9 +34,9 @@ loop and eq. (4) by hand on quadratic clients.
 Tolerance: everything runs in float64 and the engines differ only in the order of floating-point
 additions (batched matrix products, the rank-order all-reduce, one model or a stack). With
 parameters and gradients of order one, a few hundred operations per round and three rounds, the
-rounding differences are a few 1e-16 (measured: at most ~1e-15); ``TOL = 1e-11`` leaves four
-orders of margin and is still ten orders below any real difference of a step (``lr`` 0.05 times
-gradients of order 0.1). Refusals are checked to be clear errors, not silent differences.
+rounding differences are a few 1e-16 (measured: at most 7e-16 on the logistic matrix);
+``TOL = 1e-11`` leaves four orders of margin and is still eight orders below the size of one local
+step (``lr`` 0.05 times gradients of order 0.1), which any real difference changes. Refusals are checked to be clear errors, not silent differences.
 """
 from __future__ import annotations
 
@@ -56,7 +60,7 @@ from fedlib.experiments.custom import TensorEngine
 from fedlib.problems.logistic import LogisticProblem
 from fedlib.problems.quadratic import QuadraticProblem
 from fedlib.rng import generator
-from fedlib.schedules import FixedEpochs, FixedSteps, RandomEpochs
+from fedlib.schedules import FixedEpochs, FixedSteps, RandomEpochs, RandomSteps, WallClock
 from fedlib.server import adam, momentum, plain
 from fedlib.solvers import LocalSolver
 from torch_threads import one_torch_thread  # noqa: F401 (autouse fixture)
@@ -101,7 +105,7 @@ class Case:
     wd: float = 0.0              # weight decay
     gamma: Optional[float] = None  # within-round step-size decay s_k = gamma^k
     server: str = "plain"        # plain | plain-half | momentum | adam
-    schedule: str = "epochs-1"   # epochs-E | random | steps
+    schedule: str = "epochs-1"   # epochs-E | random | steps | random-steps | wallclock
     sampling: str = "full"
     q: Optional[int] = None
     tau_eff: object = None
@@ -120,6 +124,11 @@ class Case:
         return make_algorithm(self.algorithm, self.solver(), self.server_optimizer(), tau_eff=self.tau_eff)
 
     def make_schedule(self, sizes):
+        m = len(sizes)
+        if self.schedule == "random-steps":
+            return RandomSteps(m, 1, 6, seed=6)
+        if self.schedule == "wallclock":  # jitter and stragglers: tau_i = max(1, floor(T s_i))
+            return WallClock([3.0, 1.0, 2.0, 5.0, 1.5][:m], 2.0, jitter=0.3, straggler_prob=0.3, seed=4)
         if self.schedule == "random":
             return RandomEpochs(sizes, self.batch, 1, 3, seed=9)
         if self.schedule == "steps":  # several epochs of the 1-sample client, part of one of the 20-sample one
@@ -142,6 +151,9 @@ CASES = [
     Case("fednova-decayed-fixed-tau-eff-uniform", "fednova", gamma=0.8, tau_eff=6.0, schedule="random",
          sampling="uniform", q=2),
     Case("fednova-decayed-momentum-adam", "fednova", rho=0.5, gamma=0.9, server="adam", schedule="random"),
+    Case("fedprox-decayed-wallclock", "fedprox", mu=0.5, gamma=0.8, schedule="wallclock"),
+    Case("fednova-vr-decayed-momentum-prox-random-steps", "fednova-vr", rho=0.5, mu=0.5, gamma=0.9,
+         schedule="random-steps", sampling="uniform", q=4),
     Case("scaffold-sgd", "scaffold", schedule="epochs-2"),
     Case("scaffold-momentum-with-replacement", "scaffold", rho=0.5, schedule="random", sampling="with-replacement",
          q=3),
@@ -170,20 +182,19 @@ def _kwargs(case):
 
 
 # ============================================================================ eq. (4) by hand
-def a_vector(tau, rho, alpha, s):
-    r"""The paper's :math:`a_i` (entry j weighs the gradient of local step j), from the closed forms
-    as sums. Without prox (step sizes :math:`\eta s_k`): :math:`a_j = \sum_{k=j}^{\tau-1} s_k\rho^{k-j}`
-    (SGD 1, momentum :math:`(1-\rho^{\tau-j})/(1-\rho)`, decay :math:`s_j`). With prox
-    (:math:`s_k = 1`, :math:`\alpha = \eta\mu`): :math:`a_j = \sum_{k=0}^{n}(1-\alpha)^{n-k}\rho^k`,
-    :math:`n = \tau-1-j` (prox alone :math:`(1-\alpha)^n`)."""
-    a = np.zeros(tau)
-    for j in range(tau):
-        if alpha == 0:
-            a[j] = sum(s[k] * rho ** (k - j) for k in range(j, tau))
-        else:
-            n = tau - 1 - j
-            a[j] = sum((1 - alpha) ** (n - k) * rho ** k for k in range(n + 1))
-    return a
+def a_vector(tau, rho, mu_eta, s):
+    r"""The paper's :math:`a_i` (entry j weighs the gradient of local step j) for heavy-ball :math:`\rho`,
+    prox :math:`\mu` and step sizes :math:`\eta s_k` (``mu_eta`` is :math:`\eta\mu`): a gradient taken at
+    step j enters the buffer with weight 1, is :math:`\rho^{k-j}` of it at step k, moves the iterate by
+    :math:`-\eta s_k\rho^{k-j}` there, and every later step l shrinks that by :math:`1-\eta s_l\mu`:
+
+    .. math:: a_j = \sum_{k=j}^{\tau-1} s_k\,\rho^{k-j} \prod_{l=k+1}^{\tau-1}(1-\eta s_l\mu),
+
+    i.e. the table of REFERENCE §1 (SGD 1, momentum :math:`(1-\rho^{\tau-j})/(1-\rho)`, prox
+    :math:`(1-\alpha)^{\tau-1-j}`, decay :math:`s_j`, momentum + prox
+    :math:`\sum_{k=0}^{n}(1-\alpha)^{n-k}\rho^k`, :math:`n = \tau-1-j`)."""
+    shrink = [1.0 - mu_eta * s[k] for k in range(tau)]
+    return np.array([sum(s[k] * rho ** (k - j) * np.prod(shrink[k + 1:]) for k in range(j, tau)) for j in range(tau)])
 
 
 def test_a_vector_helper_is_the_papers_table():
@@ -200,6 +211,10 @@ def test_a_vector_helper_is_the_papers_table():
     assert a_vector(tau, rho, 0.0, [1] * tau).sum() == pytest.approx(6.125, rel=1e-15)
     # 1 - alpha = rho: a_j = (n + 1) rho^n
     np.testing.assert_allclose(a_vector(tau, 0.9, 0.1, [1] * tau), (n + 1) * 0.9 ** n, rtol=1e-14)
+    # decay and prox: a_j = s_j prod_{l > j} (1 - alpha s_l); s = 1, 1/2, 1/4, 1/8, alpha = 0.2
+    s = [1, 0.5, 0.25, 0.125]
+    np.testing.assert_allclose(a_vector(tau, 0.0, alpha, s), [1 * 0.9 * 0.95 * 0.975, 0.5 * 0.95 * 0.975,
+                                                              0.25 * 0.975, 0.125], rtol=1e-15)
 
 
 def _softmax_grad(theta, x, y):
@@ -547,7 +562,7 @@ class _Work:
 
 def hand_quadratic(prob, aggregation, solvers, work, rounds, x0, sampling="full", q=None, seed=0, tau_eff=None):
     r"""Eq. (4) on :math:`F_i = \frac12 x^\top H_i x - e_i^\top x` with full gradients, :math:`a_i` from
-    the closed forms (every solver here has :math:`s_k = 1` or no prox)."""
+    :func:`a_vector` (each client's own solver; one base lr)."""
     x = np.array(x0, dtype=float)
     draws = Case("quadratic", "fednova", sampling=sampling, q=q, seed=seed)
     for t in range(rounds):
@@ -586,6 +601,9 @@ QUAD_CASES = {
                           [[4, 9, 2]], [[0, 1, 0], [1, 0, 1]], "uniform", 2, None),
     "decayed-momentum": (4, [LocalSolver(0.05, momentum=0.6, lr_schedule=lambda k: 0.8 ** k), LocalSolver(0.05)],
                          [[3, 6, 1, 4], [2, 2, 5, 1]], [[0, 1, 0, 0], [0, 0, 1, 0]], "with-replacement", 3, None),
+    "decayed-momentum-prox": (3, [LocalSolver(0.05, momentum=0.4, mu=1.0, lr_schedule=lambda k: 0.85 ** k),
+                                  LocalSolver(0.05, mu=3.0)], [[7, 2, 4], [3, 5, 1]], [[0, 1, 0], [1, 0, 0]], "full",
+                              None, None),
     "fixed-tau-eff": (4, [LocalSolver(0.05, mu=0.7), LocalSolver(0.05, momentum=0.3)], [[3, 6, 1, 4]],
                       [[1, 0, 1, 0]], "uniform", 3, 2.5),
 }
