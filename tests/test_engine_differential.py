@@ -9,9 +9,10 @@ jitter and stragglers, full participation and both sampling schemes, full and mi
 clients including one with a single sample, and a problem of one client — is run by
 
 * ``reference``: :func:`fedlib.engines.batched.run_reference` (the per-client loop),
-* ``batched`` and ``batched-torch``: :func:`fedlib.engines.batched.run_batched` (numpy; torch on the CPU),
-* ``distributed``: ``run_batched`` on two ranks (threads meeting in the collectives of
-  :class:`fedlib.distributed.Communicator`, no process group),
+* ``batched``, ``batched-generic`` and ``batched-torch``: :func:`fedlib.engines.batched.run_batched`
+  (numpy with its fused step; ``fast=False``, ``LocalSolver.update`` on the stack; torch on the CPU),
+* ``distributed``: ``run_batched`` on two ranks, numpy and torch (threads meeting in the
+  collectives of :class:`fedlib.distributed.Communicator`, no process group); both ranks checked,
 * ``stacked``: :class:`fedlib.experiments.custom.TensorEngine` (the stacked engine's ``vmap``
   path, float64) with ``nn.Linear`` — the same multinomial logistic regression, every
   configuration of a problem stacked as one run of a single engine,
@@ -36,7 +37,8 @@ additions (batched matrix products, the rank-order all-reduce, one model or a st
 parameters and gradients of order one, a few hundred operations per round and three rounds, the
 rounding differences are a few 1e-16 (measured: at most 7e-16 on the logistic matrix);
 ``TOL = 1e-11`` leaves four orders of margin and is still eight orders below the size of one local
-step (``lr`` 0.05 times gradients of order 0.1), which any real difference changes. Refusals are checked to be clear errors, not silent differences.
+step (``lr`` 0.05 times gradients of order 0.1), which any real difference changes. Refusals are
+checked to be clear errors, not silent differences.
 """
 from __future__ import annotations
 
@@ -400,12 +402,15 @@ def _engines(case, prob, stacks):
     algo, sched, kw = case.algo(), case.make_schedule(prob.num_samples), _kwargs(case)
     runs = {"reference": run_reference(algo, prob, sched, ROUNDS, **kw),
             "batched": run_batched(algo, prob, sched, ROUNDS, **kw),
+            "batched-generic": run_batched(algo, prob, sched, ROUNDS, fast=False, **kw),
             "batched-torch": run_batched(algo, prob, sched, ROUNDS, backend="torch", device="cpu", **kw)}
     out = {name: (run.params, _history(run)) for name, run in runs.items()}
     if prob.num_clients >= 2:
-        ranks = _on_ranks(2, lambda comm: run_batched(algo, prob, sched, ROUNDS, comm=comm, **kw))
-        out["distributed"] = (ranks[0].params, _history(ranks[0]))
-        out["distributed-rank-1"] = (ranks[1].params, _history(ranks[1]))
+        for backend in ("numpy", "torch"):
+            ranks = _on_ranks(2, lambda comm: run_batched(algo, prob, sched, ROUNDS, comm=comm, backend=backend,
+                                                          device="cpu", **kw))
+            for r, run in enumerate(ranks):
+                out[f"distributed-{backend}-rank-{r}"] = (run.params, _history(run))
     out["stacked"] = stacks[case.name]
     out["hand"] = hand_run(case, prob)
     return out
