@@ -16,6 +16,8 @@ clients including one with a single sample, and a problem of one client — is r
 * ``stacked``: :class:`fedlib.experiments.custom.TensorEngine` (the stacked engine's ``vmap``
   path, float64) with ``nn.Linear`` — the same multinomial logistic regression, every
   configuration of a problem stacked as one run of a single engine,
+* ``client-optimizer``: the user's own torch loop with :class:`fedlib.optim.ClientOptimizer`
+  (chapter 6) on ``nn.Linear`` and the same batches,
 * the stacked engine's three network paths (``grouped``, ``gemm``, ``vmap``) on a small
   convolutional network and 2x2 images, against :func:`fedlib.engines.stacked.reference_run`
   (the per-client loop on the engine's batches) — a logistic model has no convolution to group,
@@ -49,19 +51,22 @@ from typing import Optional
 import numpy as np
 import pytest
 import torch
+import torch.nn.functional as F
 from torch import nn
 
 from fedlib.algorithms import make_algorithm
 from fedlib.data.clients import FederatedDataset
 from fedlib.distributed import Communicator, LocalCommunicator, owned_clients
-from fedlib.engines.batched import run_batched, run_reference
+from fedlib.engines.batched import EpochBatcher, run_batched, run_reference
 from fedlib.engines.quadratic import client_solvers, run_replicas
 from fedlib.engines.reference import run_sequential
 from fedlib.engines.stacked import RunSpec, StackedEngine, reference_run
 from fedlib.experiments.custom import TensorEngine
+from fedlib.optim import ClientOptimizer, parameters_of
 from fedlib.problems.logistic import LogisticProblem
 from fedlib.problems.quadratic import QuadraticProblem
 from fedlib.rng import generator
+from fedlib.sampling import sample_clients
 from fedlib.schedules import FixedEpochs, FixedSteps, RandomEpochs, RandomSteps, WallClock
 from fedlib.server import adam, momentum, plain
 from fedlib.solvers import LocalSolver
@@ -398,6 +403,42 @@ def stacks(problems):
     return out
 
 
+def client_optimizer_run(case, prob):
+    """The user's own torch loop of chapter 6: ``nn.Linear``, ``F.cross_entropy(...).backward()``,
+    :class:`fedlib.optim.ClientOptimizer` steps on the engines' batches, the round lr set on the
+    parameter group between rounds, ``client_init`` / ``client_final`` / ``apply``."""
+    model = nn.Linear(D, C).double()
+    with torch.no_grad():
+        model.weight.copy_(torch.as_tensor(W0.T))
+        model.bias.copy_(torch.as_tensor(B0))
+    algo, sched = case.algo(), case.make_schedule(prob.num_samples)
+    server = algo.init(parameters_of(model), prob.num_clients)
+    opt = ClientOptimizer(model.parameters(), algo.solver)
+    batches = EpochBatcher(prob.num_samples, case.batch, case.seed)
+    xs = [torch.as_tensor(np.asarray(x, dtype=np.float64)) for x in prob.dataset.train_x]
+    ys = [torch.as_tensor(np.asarray(y, dtype=np.int64)) for y in prob.dataset.train_y]
+    history = []
+    for t in range(ROUNDS):
+        opt.param_groups[0]["lr"] = lr_at(t)
+        part = sample_clients(case.sampling, prob.p, case.q, case.seed, t)
+        taus = sched.local_steps(t)
+        updates = []
+        for i in part.clients.tolist():
+            opt.begin(algo.client_init(server, i))
+            for k in range(int(taus[i])):
+                idx = torch.as_tensor(batches.batch(t, i, k))
+                opt.zero_grad()
+                F.cross_entropy(model(xs[i][idx]), ys[i][idx]).backward()
+                opt.step()
+            updates.append(algo.client_final(server, i, opt.solver_state))
+        server, dg = algo.apply(server, part, updates, opt.lr, prob.p)
+        history.append({"clients": dg.clients.tolist(), "local_steps": dg.local_steps.tolist(),
+                        "a_norms": dg.a_norms.tolist(), "tau_eff": float(dg.tau_eff), "weights": dg.weights.tolist(),
+                        "chi2": float(dg.chi2)})
+    weight, bias = server.params
+    return {"W": weight.numpy().T.copy(), "b": bias.numpy().copy()}, history
+
+
 def _engines(case, prob, stacks):
     algo, sched, kw = case.algo(), case.make_schedule(prob.num_samples), _kwargs(case)
     runs = {"reference": run_reference(algo, prob, sched, ROUNDS, **kw),
@@ -412,6 +453,7 @@ def _engines(case, prob, stacks):
             for r, run in enumerate(ranks):
                 out[f"distributed-{backend}-rank-{r}"] = (run.params, _history(run))
     out["stacked"] = stacks[case.name]
+    out["client-optimizer"] = client_optimizer_run(case, prob)
     out["hand"] = hand_run(case, prob)
     return out
 
