@@ -174,6 +174,8 @@ CASES = [
     Case("fednova-momentum-full-batch", "fednova", rho=0.9, schedule="random", batch=64),
     Case("scaffold-prox-full-batch-with-replacement", "scaffold", mu=0.5, schedule="random",
          sampling="with-replacement", q=3, batch=64),
+    # batches of one sample: tau_i = n_i
+    Case("fednova-momentum-prox-batch-1", "fednova", rho=0.5, mu=0.5, batch=1),
     # one client: FedAvg, FedNova and SCAFFOLD are plain local training, the VR correction stays 0
     Case("one-client-fednova-momentum", "fednova", rho=0.9, wd=0.01, problem="one"),
     Case("one-client-fedavg-with-replacement", "fedavg", schedule="random", sampling="with-replacement", q=2,
@@ -497,6 +499,12 @@ def test_the_matrix_covers_what_it_claims(problems):
     assert all(len(v) > 1 for v in seen.values()) and repeated  # a client drawn twice (weight 2/q)
     sched = RandomEpochs(five.num_samples, 4, 1, 3, seed=9)
     assert len({tuple(sched.local_steps(t)) for t in range(ROUNDS)}) == ROUNDS
+    # the two-rank runs split the clients 0-2 / 3-4, and in some round of a VR run one rank trains no one
+    # (its clients' c_i must still enter c_bar)
+    assert owned_clients(5, 2, 0).tolist() == [0, 1, 2] and owned_clients(5, 2, 1).tolist() == [3, 4]
+    assert any(not set(_participants(c, five.p, t)[0].tolist()) & set(owned_clients(5, 2, r).tolist())
+               for c in sampled if c.algorithm in ("scaffold", "vrlsgd", "fednova-vr")
+               for t in range(ROUNDS) for r in range(2))
     # every case of several clients has clients of different tau_i in every round (else FedNova = FedAvg)
     for c in CASES:
         if c.problem == "five":
@@ -586,11 +594,6 @@ def test_refused_configurations_are_clear_errors(problems):
     r1 = run_batched(algo, five, s5, 2, batch_size=4, comm=LocalCommunicator())
     r0 = run_batched(algo, five, s5, 2, batch_size=4)
     assert all(np.array_equal(r1.params[k], r0.params[k]) for k in ("W", "b"))
-
-
-def test_owned_clients_of_the_two_rank_runs_split_the_clients():
-    """The distributed runs above really split the work: rank 0 trains clients 0-2, rank 1 clients 3-4."""
-    assert owned_clients(5, 2, 0).tolist() == [0, 1, 2] and owned_clients(5, 2, 1).tolist() == [3, 4]
 
 
 # ============================================================================ the quadratic engine
