@@ -42,7 +42,7 @@ from .tree import leaf_kind, tree_all_finite, tree_kind_mismatch, tree_leaves, t
 from .variance import ControlVariates, correction, init_control_variates, update_control_variates
 
 __all__ = ["ALGORITHMS", "ServerState", "ClientUpdate", "RoundDiagnostics", "FederatedAlgorithm", "make_algorithm",
-           "check_client_indices"]
+           "client_update_problem", "check_client_indices"]
 
 #: name -> (aggregation, variance reduction)
 ALGORITHMS = {

@@ -37,6 +37,7 @@ from ._validate import check_int
 __all__ = ["FORMAT", "CheckpointError", "to_numpy_tree", "save_checkpoint", "load_checkpoint", "config_diff",
            "check_config", "default_checkpoint_path"]
 
+#: The ``format`` field of every checkpoint this version writes and reads.
 FORMAT = "fedlib.checkpoint/1"
 
 

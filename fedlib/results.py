@@ -72,6 +72,7 @@ __all__ = ["SCHEMA", "HISTORY_KEYS", "PROVENANCE_KEYS", "git_commit", "device_na
            "recorded_command",
            "make_result", "to_jsonable", "validate_result", "write_result", "read_result"]
 
+#: The ``schema`` field of every result file this version writes and reads.
 SCHEMA = "fedlib.result/1"
 #: Keys every history record has.
 HISTORY_KEYS = ("round", "train_loss", "test_accuracy", "tau_eff", "chi2", "local_steps")

@@ -114,6 +114,7 @@ def adam(server_lr: float = 0.01, b1: float = 0.9, b2: float = 0.99, eps: float 
     return ServerOptimizer(init, update, "adam")
 
 
+#: The server optimizers :func:`make_server_optimizer` builds by name.
 SERVER_OPTIMIZERS = ("plain", "momentum", "adam")
 
 

@@ -421,6 +421,7 @@ def momentum_proximal_sgd(lr: float, momentum: float = 0.9, mu: float = 0.0, wei
     return LocalSolver(lr=lr, momentum=momentum, mu=mu, weight_decay=weight_decay, name="momentum-prox")
 
 
+#: The solver names :func:`make_solver` takes (the command line's ``--solver``).
 SOLVERS = ("sgd", "prox", "momentum", "momentum-prox")
 
 

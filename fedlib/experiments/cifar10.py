@@ -121,6 +121,7 @@ def _cells() -> List[Cell]:
 
 #: The Table 1 cells, in run order (within one seed).
 CELLS: List[Cell] = _cells()
+#: The ids of :data:`CELLS`, in the same order.
 CELL_IDS = [c.id for c in CELLS]
 _BY_ID = {c.id: c for c in CELLS}
 
@@ -194,6 +195,7 @@ def official_partition(labels, num_clients: int = PAPER["num_clients"], alpha: f
 
 
 def result_name(cell_id: str, seed: int) -> str:
+    """The file name of Table 1 cell ``cell_id``'s run with ``seed``: ``<cell_id>__seed<seed>.json``."""
     return f"{cell_id}__seed{seed}.json"
 
 
@@ -207,6 +209,7 @@ def history_record(rec) -> dict:
 
 
 def resolve_device(device: Optional[str]) -> str:
+    """``device`` as given, or ``"cuda"`` when it is ``None`` and torch sees a GPU (``"cpu"`` otherwise)."""
     import torch
 
     if device is None:
@@ -1328,6 +1331,9 @@ def _bench_cifar10(data, *, width, steps, device, precision, cuda_graph, path, r
 
 
 def format_bench(results: dict) -> str:
+    """:func:`bench_cifar10`'s result as the command line prints it: images per second of the
+    sequential per-client loop and of the stacked engine, their ratio, and one line per
+    ``--compare`` variant (its rate and gain over the base engine, or why it failed)."""
     text = (f"sequential per-client loop: {results['sequential_images_per_s']:10.0f} images/s\n"
             f"stacked engine:             {results['engine_images_per_s']:10.0f} images/s\n"
             f"ratio (engine / sequential): {results['ratio']:.2f}x   "
