@@ -260,7 +260,9 @@ def theorem2_bound(chi2: float, beta2: float, kappa2: float, surrogate_grad2: fl
     :math:`\nabla F - \nabla\widetilde F = \sum_i (p_i - w_i)(\nabla F_i - \nabla\widetilde F)`,
     Cauchy–Schwarz, Assumption 3 with the weights :math:`w` and
     :math:`\|u + v\|^2 \le 2\|u\|^2 + 2\|v\|^2`. ``surrogate_grad2`` is
-    :math:`\|\nabla\widetilde F\|^2` (or a bound on it). Chapters 2 and 7."""
+    :math:`\|\nabla\widetilde F\|^2` (or a bound on it). Chapter 2 states the theorem and shows its
+    :math:`\chi^2\kappa^2` floor attained (:func:`two_client_lower_bound`); chapter 7 evaluates this bound
+    (through :func:`fedlib.experiments.bounds.bound_check`)."""
     chi2 = check_nonnegative("chi2", chi2)
     beta2 = _check_beta2(beta2)
     kappa2 = check_nonnegative("kappa2", kappa2)

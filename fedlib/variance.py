@@ -25,7 +25,8 @@ Client :math:`i` uses :math:`g_i(x) + c_i^{\text{corr}}` at every local step of 
 
 State is kept *stacked*: every leaf has a leading axis of length :math:`m` (the
 variates are one model per client, as in SCAFFOLD; there is no way around that).
-Used by the quadratic chapter (VRLSGD) and the CIFAR-10 Table 1 chapter.
+Used by the quadratic chapter (VRLSGD), the CIFAR-10 Table 1 chapter (its VR rows) and chapter 10
+(SCAFFOLD, FedNova-VR and VRLSGD combined with momentum, run and in closed form).
 """
 from __future__ import annotations
 
