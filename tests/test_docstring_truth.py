@@ -544,3 +544,67 @@ def test_vrlsgd_is_scaffold_with_equal_steps_sgd_and_full_participation():
     unequal = {name: run_sequential(make_algorithm(name, sgd(lr)), np.zeros(d), grad_fn, p, FixedSteps([1, 4, 9]),
                                     rounds).state.params for name in ("scaffold", "vrlsgd")}
     assert np.abs(unequal["vrlsgd"] - unequal["scaffold"]).max() > 1e-6
+
+
+# ------------------------------------------------------------------ logistic regression
+def _softmax_regression_loss(W, b, x, y, l2):
+    """The module docstring's :math:`F_i`, written out: mean of log-sum-exp minus the true logit,
+    plus :math:`\\frac\\lambda2\\|W\\|_F^2`."""
+    z = x @ W + b
+    top = z.max(axis=1, keepdims=True)
+    lse = np.log(np.exp(z - top).sum(axis=1)) + top[:, 0]
+    return float(np.mean(lse - z[np.arange(len(y)), y]) + 0.5 * l2 * np.sum(W * W))
+
+
+@pytest.mark.parametrize("l2", [0.0, 0.3])
+def test_logistic_loss_gradient_and_hessian_are_the_docstrings(l2):
+    r""":mod:`fedlib.problems.logistic`: the loss formula, its gradient (central differences of the
+    formula), :meth:`hessian` in ``pack_params`` order (differences of the gradient), and its
+    claimed flat directions: :math:`d+1` of them without penalty, only the bias one with."""
+    from fedlib.problems.logistic import LogisticRegression, pack_params
+
+    rng = _rng(11)
+    n, d, C = 9, 3, 4
+    x = rng.normal(size=(n, d))
+    y = rng.integers(0, C, size=n)
+    W, b = rng.normal(size=(d, C)), rng.normal(size=C)
+    model = LogisticRegression(d, C, l2=l2)
+    params = {"W": W, "b": b}
+    assert model.loss(params, x, y) == pytest.approx(_softmax_regression_loss(W, b, x, y, l2), rel=1e-13)
+
+    theta = pack_params(params).ravel()
+
+    def loss_at(t):
+        T = t.reshape(d + 1, C)
+        return _softmax_regression_loss(T[:d], T[d], x, y, l2)
+
+    def grad_at(t):
+        T = t.reshape(d + 1, C)
+        g = model.grad({"W": T[:d], "b": T[d]}, x, y)
+        return pack_params(g).ravel()
+
+    h = 1e-6
+    basis = np.eye(theta.size)
+    fd_grad = np.array([(loss_at(theta + h * u) - loss_at(theta - h * u)) / (2 * h) for u in basis])
+    np.testing.assert_allclose(grad_at(theta), fd_grad, rtol=1e-6, atol=1e-8)
+    fd_hess = np.array([(grad_at(theta + h * u) - grad_at(theta - h * u)) / (2 * h) for u in basis])
+    hess = model.hessian(params, x, y)
+    np.testing.assert_allclose(hess, fd_hess, rtol=1e-6, atol=1e-8)
+    eig = np.linalg.eigvalsh(hess)
+    flat = int(np.sum(np.abs(eig) < 1e-10 * eig.max()))
+    assert flat == (d + 1 if l2 == 0 else 1)
+
+
+def test_logistic_problem_loss_is_the_p_weighted_mean_of_the_clients():
+    r""":class:`LogisticProblem`: :math:`F = \sum_i p_i F_i`, :math:`p_i = n_i/n` (the mean loss over all
+    training samples)."""
+    from fedlib.data import synthetic
+    from fedlib.problems.logistic import LogisticProblem
+
+    prob = LogisticProblem(synthetic(num_clients=4, dim=5, num_classes=3, seed=2, num_samples=[60, 7, 23, 51]),
+                           l2=0.01)
+    rng = _rng(3)
+    params = {"W": rng.normal(size=(5, 3)), "b": rng.normal(size=3)}
+    n = np.array([len(y) for y in prob.dataset.train_y], dtype=float)
+    want = sum(n[i] / n.sum() * prob.client_loss(params, i) for i in range(4))
+    assert prob.loss(params) == pytest.approx(want, rel=1e-13)
