@@ -1247,8 +1247,9 @@ def quadratic_vr_fixed_point(H: Any, e: Any, p: Any, local_steps: Any, lr: float
 def server_momentum_round_map(M: Any, b: Any, beta: float, dim: Any = None) -> tuple[np.ndarray, np.ndarray]:
     r"""A round map :math:`s^+ = Ms + b` followed by server momentum
     (:func:`fedlib.server.momentum`: :math:`u \leftarrow \beta u - D/\eta`, :math:`x \leftarrow x - \eta u`,
-    which is :math:`x_{t+1} = x_t + D_t + \beta(x_t - x_{t-1})`, heavy ball on the rounds),
-    as an affine map on :math:`(s_t, x_{t-1})`.
+    which is :math:`x_{t+1} = x_t + D_t + \beta(x_t - x_{t-1})`, heavy ball on the rounds, while the
+    client learning rate :math:`\eta` stays the same — a decay from :math:`\eta_{t-1}` to :math:`\eta_t`
+    scales the momentum term by :math:`\eta_t/\eta_{t-1}`), as an affine map on :math:`(s_t, x_{t-1})`.
 
     :math:`x` is the first ``dim`` entries of :math:`s` (default: all; with VR the variates
     are updated from the clients' changes and do not feel the server momentum). Start from

@@ -637,3 +637,27 @@ def test_unit_scaled_smoothness_numbers():
     for _ in range(2):
         params = {"W": rng.normal(size=(X.shape[1], ds.num_classes)), "b": rng.normal(size=ds.num_classes)}
         assert np.linalg.eigvalsh(model.hessian(params, X, Y))[-1] <= pooled * (1 + 1e-12)
+
+
+def test_server_momentum_is_heavy_ball_on_the_rounds_while_lr_is_constant():
+    r""":func:`fedlib.theory.server_momentum_round_map`'s docstring: server momentum is
+    :math:`x_{t+1} = x_t + D_t + \beta(x_t - x_{t-1})` (:math:`x_{-1} = x_0`) for a constant client
+    :math:`\eta`; when :math:`\eta` changes the momentum term is scaled by :math:`\eta_t/\eta_{t-1}`."""
+    from fedlib.server import momentum
+
+    rng = _rng(9)
+    D = rng.normal(size=(6, 2))
+    beta = 0.7
+    for lrs in ([0.1] * 6, [0.1, 0.1, 0.1, 0.01, 0.01, 0.001]):
+        opt = momentum(beta)
+        x, state = np.zeros(2), opt.init(np.zeros(2))
+        xs = [x]
+        for d, lr in zip(D, lrs):
+            x, state = opt.update(d, state, x, lr)
+            xs.append(x)
+        prev, cur = xs[0], xs[0]
+        for t, d in enumerate(D):
+            ratio = 1.0 if t == 0 else lrs[t] / lrs[t - 1]
+            nxt = cur + d + beta * ratio * (cur - prev)
+            np.testing.assert_allclose(xs[t + 1], nxt, rtol=1e-12, atol=1e-14)
+            prev, cur = cur, nxt
