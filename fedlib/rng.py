@@ -1,12 +1,23 @@
 """Seeded random streams: one independent generator per (run seed, purpose, round, client).
 
-Every random draw in :mod:`fedlib` comes from a generator built here. A stream is
+Every random draw of :mod:`fedlib`'s runs comes from a generator built here. A stream is
 identified by the user's ``seed``, a *purpose* (``"local_steps"``, ``"sampling"``,
 ``"batches"``, ``"init"``, ...) and integer keys such as ``(round, client)``.  The
 keys go into :class:`numpy.random.SeedSequence`'s ``spawn_key`` as a tuple, so
 ``(client c, round t)`` and ``(client c+1, round t-1)`` are different streams —
 unlike ``seed + client + round`` schemes, which collide (REFERENCE §5) — and no
-global RNG is ever reseeded.
+global RNG is ever reseeded for good.
+
+Three functions draw from a generator of their own, each seeded by their ``seed`` argument
+alone: :func:`fedlib.data.partition.dirichlet_partition` (``numpy.random.RandomState(seed)``,
+2020 by default, called exactly as the official code calls numpy's global generator, so the
+split is the official one), :func:`fedlib.data.cifar10.cifar10_random_images`
+(``numpy.random.default_rng(seed)``, placeholder pixels) and
+:func:`fedlib.experiments.acceleration.perturbation_growth`
+(``numpy.random.default_rng(SeedSequence(seed))``, the perturbation's direction). The
+per-client reference loop of :func:`fedlib.experiments.cifar10.bench_cifar10` seeds torch's
+global RNG for its dropout layers from stream ``(seed, "dropout")`` inside
+``torch.random.fork_rng``, which restores the caller's state afterwards.
 
 Example
 -------

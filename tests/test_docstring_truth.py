@@ -661,3 +661,35 @@ def test_server_momentum_is_heavy_ball_on_the_rounds_while_lr_is_constant():
             nxt = cur + d + beta * ratio * (cur - prev)
             np.testing.assert_allclose(xs[t + 1], nxt, rtol=1e-12, atol=1e-14)
             prev, cur = cur, nxt
+
+
+def test_random_sources_outside_fedlib_rng_are_the_documented_ones():
+    """:mod:`fedlib.rng`'s docstring says every random draw comes from its streams but for three
+    functions (and one forked torch RNG) it names: any other numpy/torch generator built or seeded
+    in the library (a call found in the source's syntax tree) would make that false."""
+    import ast
+
+    import fedlib
+    import fedlib.rng
+
+    wanted = {"np.random.RandomState", "np.random.default_rng", "np.random.seed", "numpy.random.RandomState",
+              "numpy.random.default_rng", "numpy.random.seed", "torch.manual_seed", "torch.cuda.manual_seed",
+              "torch.cuda.manual_seed_all", "random.seed"}
+    found = set()
+    root = Path(fedlib.__file__).parent
+    for path in sorted(root.rglob("*.py")):
+        if path.name == "rng.py":
+            continue
+        module = "fedlib." + ".".join(path.relative_to(root).with_suffix("").parts)
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Call):
+                name = ast.unparse(node.func)
+                if name in wanted:
+                    found.add((module, name))
+    assert found == {("fedlib.data.partition", "np.random.RandomState"),
+                     ("fedlib.data.cifar10", "np.random.default_rng"),
+                     ("fedlib.experiments.acceleration", "np.random.default_rng"),
+                     ("fedlib.experiments.cifar10", "torch.manual_seed")}, found
+    doc = fedlib.rng.__doc__
+    for name in ("dirichlet_partition", "cifar10_random_images", "perturbation_growth", "bench_cifar10"):
+        assert name in doc
