@@ -140,7 +140,9 @@ class FederatedAlgorithm:
     ``"a_norm"``, ``"local_steps"`` or a number). With client sampling only a number
     keeps FedNova consistent: the policies compute :math:`\tau_{\text{eff}}` from the
     round's participants, and :math:`\mathbb E[\tau_{\text{eff}}\sum_{i\in S}\omega_i d_i]`
-    then carries FedAvg's weights with weight :math:`1/q` (App. H's
+    then carries FedAvg's weights :math:`p_j\|a_j\|_1` with weight :math:`1/q` under sampling with
+    replacement, and a term :math:`\propto p_j^2\|a_j\|_1` under uniform sampling (FedAvg's weights with
+    weight :math:`(m-q)/(q(m-1))` when every :math:`p_i = 1/m`) (App. H's
     :math:`\sum_{i\in S}p_i\|a_i\|_1` leans the same way;
     :func:`fedlib.sampling.expected_server_weights` gives both in closed form, chapter 8 measures them;
     :func:`fedlib.schedules.population_tau_eff` gives the population value).

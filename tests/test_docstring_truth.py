@@ -693,3 +693,29 @@ def test_random_sources_outside_fedlib_rng_are_the_documented_ones():
     doc = fedlib.rng.__doc__
     for name in ("dirichlet_partition", "cifar10_random_images", "perturbation_growth", "bench_cifar10"):
         assert name in doc
+
+
+def test_sampled_tau_eff_leans_towards_fedavg_as_the_algorithm_docstring_says():
+    r""":class:`fedlib.algorithms.FederatedAlgorithm`: with :math:`\tau_{\text{eff}} = \sum_{i\in S}\omega_i\|a_i\|_1`
+    the expected server weights are :math:`(1-w)\,p_j\sum_ip_i\|a_i\|_1 + w\,p_j\|a_j\|_1` with :math:`w = 1/q` with
+    replacement and, for equal :math:`p_i`, :math:`w = (m-q)/(q(m-1))` uniformly without replacement; for unequal
+    :math:`p_i` the uniform scheme's extra term is :math:`\propto p_j^2\|a_j\|_1` (every outcome enumerated)."""
+    import itertools
+    from math import comb
+
+    from fedlib.sampling import expected_server_weights
+
+    m, q = 5, 2
+    a = np.array([1.0, 2.0, 4.0, 7.0, 3.0])
+    p = np.full(m, 1 / m)
+    for scheme, w in (("with-replacement", 1 / q), ("uniform", (m - q) / (q * (m - 1)))):
+        want = (1 - w) * p * (p @ a) + w * p * a
+        np.testing.assert_allclose(expected_server_weights(scheme, p, a, q), want, rtol=1e-13)
+    p = np.array([0.1, 0.4, 0.2, 0.25, 0.05])
+    kappa = m * (q - 1) / (q * (m - 1))
+    c = np.zeros(m)
+    for subset in itertools.combinations(range(m), q):
+        omega = np.zeros(m)
+        omega[list(subset)] = p[list(subset)] * m / q
+        c += (omega @ a) * omega / comb(m, q)
+    np.testing.assert_allclose(c, kappa * p * (p @ a) + (m / q - kappa) * p ** 2 * a, rtol=1e-13)
