@@ -1,0 +1,560 @@
+"""Differential tests of resuming: a run interrupted after round k and resumed from its checkpoint
+must be *bit for bit* the uninterrupted run — final parameters, server optimizer state, control
+variates, the whole history and the result file (all but the wall times and the record of the
+resume in ``provenance``).
+
+The matrix
+----------
+Entry points (every one that resumes):
+
+* ``run_batched(..., on_round_end=..., resume=...)`` (numpy and torch backends), through a
+  checkpoint file written by :func:`fedlib.checkpoint.save_checkpoint`;
+* ``python -m fedlib run synthetic --checkpoint-every K [--resume]`` (numpy and torch backends);
+* the distributed path of ``run_batched`` (two ranks in threads, ``comm=``);
+* ``train_runs(..., checkpoint=...)`` (the stacked CIFAR engine, on the shipped sample, tiny VGG,
+  several runs stacked in one engine) and ``python -m fedlib table1`` on the sample.
+  (``run cifar10`` has no checkpoint flags: nothing to resume.)
+
+Configuration families that carry state across rounds: server momentum and FedAdam (buffers and
+counter), SCAFFOLD / FedNova-VR / VRLSGD control variates, random epochs / random steps, partial
+participation (with replacement, uniform), the lr step decay, WallClock schedules (jitter,
+stragglers), local momentum + prox + weight decay, and the CIFAR engine's augmentation and
+dropout streams.
+
+Interruption points: k = 0 (before the first checkpoint), 1, a round between two checkpoints
+(the run restarts from the last one, not a multiple of ``checkpoint_every`` away from the crash),
+the last round of a run whose length is not a multiple of ``checkpoint_every`` (the final
+checkpoint is off the grid), and a run resumed after it finished.
+
+Also: a resume with another seed / lr / algorithm / number of rounds is refused naming the key;
+a truncated or corrupt checkpoint is refused, never restarted from scratch; a failed write
+leaves the previous checkpoint intact (atomic writes).
+"""
+from __future__ import annotations
+
+import json
+import os
+import pickle
+import threading
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import fedlib.checkpoint as ckmod
+import fedlib.engines.batched as batched
+from fedlib.algorithms import make_algorithm
+from fedlib.checkpoint import CheckpointError, load_checkpoint, save_checkpoint
+from fedlib.cli import main
+from fedlib.data import synthetic
+from fedlib.engines.batched import run_batched
+from fedlib.problems.logistic import LogisticProblem
+from fedlib.schedules import FixedEpochs, RandomEpochs, RandomSteps, WallClock, step_decay_lr
+from fedlib.server import adam, momentum, plain
+from fedlib.solvers import momentum_proximal_sgd, momentum_sgd, proximal_sgd, sgd
+
+
+class _Crash(BaseException):
+    """The process 'dies' here (not an Exception: nothing in fedlib may catch it)."""
+
+
+def _bits(x) -> bytes:
+    """The exact bytes of an array (numpy or torch), with dtype and shape."""
+    a = np.asarray(x.detach().cpu().numpy() if hasattr(x, "detach") else x)
+    return a.dtype.str.encode() + repr(a.shape).encode() + np.ascontiguousarray(a).tobytes()
+
+
+def _tree_bits(obj):
+    """A comparable image of a (NamedTuple / dict / list) tree of arrays, bit-exact."""
+    if obj is None or isinstance(obj, (str, bool, int, float)):
+        return obj
+    if hasattr(obj, "detach") or isinstance(obj, (np.ndarray, np.generic)):
+        return _bits(obj)
+    if isinstance(obj, tuple) and hasattr(obj, "_fields"):
+        return (type(obj).__name__,) + tuple(_tree_bits(v) for v in obj)
+    if isinstance(obj, (list, tuple)):
+        return [_tree_bits(v) for v in obj]
+    if isinstance(obj, dict):
+        return {k: _tree_bits(v) for k, v in obj.items()}
+    raise TypeError(type(obj))
+
+
+def _records(history):
+    """History records without their wall time (``time_s``), floats compared bit for bit by repr."""
+    return [{k: repr(v) for k, v in rec.items() if k != "time_s"} for rec in history]
+
+
+# ============================================================================ run_batched (the Python API)
+@pytest.fixture(scope="module")
+def prob():
+    ds = synthetic(num_clients=6, seed=3, num_samples=[23, 31, 17, 40, 12, 28], num_classes=4)
+    return LogisticProblem(ds)
+
+
+def _api_cases(prob):
+    n = prob.num_samples
+    B = 8
+    return {
+        # server momentum buffer, random epochs, uniform sampling, lr step decay
+        "fednova-momentum-server-uniform-decay": dict(
+            algorithm=make_algorithm("fednova", sgd(0.05), momentum(0.9)),
+            schedule=RandomEpochs(n, B, 1, 3, seed=4), sampling="uniform", clients_per_round=3,
+            lr_at=lambda t: step_decay_lr(0.05, t, 7)),
+        # control variates + FedAdam (m, v, counter), sampling with replacement
+        "fednova-vr-adam-with-replacement": dict(
+            algorithm=make_algorithm("fednova-vr", sgd(0.05), adam(0.05)),
+            schedule=RandomEpochs(n, B, 1, 2, seed=5), sampling="with-replacement", clients_per_round=4),
+        # SCAFFOLD with local momentum, random steps
+        "scaffold-local-momentum-random-steps": dict(
+            algorithm=make_algorithm("scaffold", momentum_sgd(0.02, 0.8)),
+            schedule=RandomSteps(6, 1, 5, seed=6), sampling="full"),
+        # VRLSGD with prox on a wall-clock schedule (jitter, stragglers)
+        "vrlsgd-prox-wallclock": dict(
+            algorithm=make_algorithm("vrlsgd", proximal_sgd(0.03, 0.1)),
+            schedule=WallClock([3.0, 5.0, 2.0, 7.0, 1.5, 4.0], 1.0, jitter=0.3, straggler_prob=0.3, seed=7),
+            sampling="uniform", clients_per_round=4),
+        # FedAvg, momentum + prox + weight decay, server lr
+        "fedavg-momentum-prox-wd-server-lr": dict(
+            algorithm=make_algorithm("fedavg", momentum_proximal_sgd(0.02, 0.9, 0.05, weight_decay=1e-3),
+                                     plain(0.7)),
+            schedule=FixedEpochs(n, B, 1), sampling="full"),
+    }
+
+
+ROUNDS = 7
+API_CASES = ["fednova-momentum-server-uniform-decay", "fednova-vr-adam-with-replacement",
+             "scaffold-local-momentum-random-steps", "vrlsgd-prox-wallclock", "fedavg-momentum-prox-wd-server-lr"]
+
+
+def _run_api(prob, case, *, backend="numpy", on_round_end=None, resume=None, comm=None, rounds=ROUNDS):
+    return run_batched(case["algorithm"], prob, case["schedule"], rounds, batch_size=8, seed=11,
+                       sampling=case["sampling"], clients_per_round=case.get("clients_per_round"),
+                       lr_at=case.get("lr_at"), backend=backend, device="cpu" if backend == "torch" else None,
+                       on_round_end=on_round_end, resume=resume, comm=comm)
+
+
+def _checkpoint_then_crash(path, crash_after, every):
+    """An ``on_round_end`` that checkpoints every ``every`` rounds (as the CLI does) and dies
+    right after round ``crash_after`` (its checkpoint, if one falls there, written first)."""
+    def on_round_end(state, history, initial):
+        done = len(history)
+        if done % every == 0 or done == ROUNDS:
+            save_checkpoint(path, config={"case": "api"}, round_done=done, state=state, history=history,
+                            initial=initial, seed=11, kind="api")
+        if done == crash_after:
+            raise _Crash(done)
+    return on_round_end
+
+
+def _assert_same_run(a, b):
+    assert _tree_bits(a.state) == _tree_bits(b.state)
+    assert _tree_bits(a.params) == _tree_bits(b.params)
+    assert _records(a.history) == _records(b.history)
+    assert {k: repr(v) for k, v in a.initial.items()} == {k: repr(v) for k, v in b.initial.items()}
+
+
+@pytest.mark.parametrize("name, backend", [(name, "numpy") for name in API_CASES] + [
+    ("fednova-vr-adam-with-replacement", "torch"), ("fednova-momentum-server-uniform-decay", "torch")])
+def test_run_batched_resumed_after_round_k_is_the_uninterrupted_run(prob, name, backend, tmp_path):
+    """Crash after round k (checkpoints every 3 rounds, 7 rounds: the last checkpoint, at round 7,
+    is off the grid), resume from the file: the same state, parameters and history, bit for bit.
+    k = 1 (no checkpoint yet: a fresh start reproduces the run), 3, 5 (resumes from 3), 7."""
+    case = _api_cases(prob)[name]
+    full = _run_api(prob, case, backend=backend)
+    every = 3
+    for crash_after in (1, 3, 5, ROUNDS):
+        path = tmp_path / f"{name}-{backend}-{crash_after}.ckpt"
+        with pytest.raises(_Crash):
+            _run_api(prob, case, backend=backend, on_round_end=_checkpoint_then_crash(path, crash_after, every))
+        if not path.exists():  # crashed before the first checkpoint: nothing to resume, start again
+            assert crash_after < every
+            again = _run_api(prob, case, backend=backend)
+            _assert_same_run(again, full)
+            continue
+        doc = load_checkpoint(path, kind="api")
+        assert doc["round"] == (ROUNDS if crash_after == ROUNDS else (crash_after // every) * every)
+        resumed = _run_api(prob, case, backend=backend, resume={k: doc[k] for k in ("state", "history", "initial")})
+        _assert_same_run(resumed, full)
+
+
+# ============================================================================ python -m fedlib run synthetic
+SYN = ["run", "synthetic", "--num-clients", "6", "--rounds", "7", "--batch-size", "10", "--quiet"]
+SYN_CASES = {
+    "fednova-vr-server-momentum-uniform-decay": ["--algorithm", "fednova-vr", "--server", "momentum", "--sampling",
+                                                 "uniform", "--clients-per-round", "4", "--epochs", "1-3",
+                                                 "--lr-decay", "step", "--seed", "3"],
+    "scaffold-local-momentum-adam-with-replacement": ["--algorithm", "scaffold", "--solver", "momentum", "--server",
+                                                      "adam", "--sampling", "with-replacement",
+                                                      "--clients-per-round", "3", "--epochs", "1-2"],
+    "fednova-population-tau-eff-uniform": ["--algorithm", "fednova", "--tau-eff", "population", "--sampling",
+                                           "uniform", "--clients-per-round", "3", "--epochs", "1-3",
+                                           "--weight-decay", "0.001"],
+    "vrlsgd-decay": ["--algorithm", "vrlsgd", "--lr-decay", "step", "--epochs", "2", "--seed", "5"],
+    "fedprox-momentum-prox-server-lr": ["--algorithm", "fedprox", "--solver", "momentum-prox", "--mu", "0.1",
+                                        "--server", "plain", "--server-lr", "0.8", "--epochs", "1-2"],
+    "torch-fednova-vr-momentum": ["--backend", "torch", "--device", "cpu", "--algorithm", "fednova-vr", "--server",
+                                  "momentum", "--sampling", "uniform", "--clients-per-round", "4", "--epochs", "1-3"],
+}
+
+#: provenance keys that may differ between a resumed run and the uninterrupted one: the wall
+#: times, the command line (it has --resume and another --out) and the record of the resume
+PROVENANCE_OF_THE_CALL = {"started_utc", "finished_utc", "wall_time_s", "command", "resumed"}
+
+
+def _result_image(path):
+    """The result file without what belongs to the call (wall times, the resume record) and without the
+    history's per-round wall time; floats kept as their JSON text (bit for bit)."""
+    doc = json.loads(Path(path).read_text())
+    doc["provenance"] = {k: v for k, v in doc["provenance"].items() if k not in PROVENANCE_OF_THE_CALL}
+    doc["history"] = [{k: v for k, v in rec.items() if k != "time_s"} for rec in doc["history"]]
+    return json.dumps(doc, sort_keys=True)
+
+
+def _checkpoint_image(path):
+    doc = pickle.loads(Path(path).read_bytes())
+    return {"config": doc["config"], "round": doc["round"], "rng": doc["rng"], "initial": repr(doc["initial"]),
+            "history": _records(doc["history"]), "state": _tree_bits(doc["state"]), "kind": doc["kind"]}
+
+
+def _crash_after_checkpoint(monkeypatch, at_round):
+    """Die right after the checkpoint of round ``at_round`` is on disk."""
+    real = ckmod.save_checkpoint
+
+    def save(*args, **kwargs):
+        out = real(*args, **kwargs)
+        if kwargs["round_done"] == at_round:
+            raise _Crash(at_round)
+        return out
+    monkeypatch.setattr(ckmod, "save_checkpoint", save)
+
+
+def _crash_in_round(monkeypatch, t):
+    """Die in round ``t`` (after its local steps, before its record or checkpoint)."""
+    real = batched._metrics
+
+    def metrics(problem, params, rnd, evaluate):
+        if rnd == t:
+            raise _Crash(t)
+        return real(problem, params, rnd, evaluate)
+    monkeypatch.setattr(batched, "_metrics", metrics)
+
+
+@pytest.mark.parametrize("name", list(SYN_CASES))
+def test_run_synthetic_resumed_is_the_uninterrupted_result(name, tmp_path, monkeypatch, capsys):
+    """``run synthetic`` with ``--checkpoint-every 3`` on 7 rounds, killed after round k and run
+    again with ``--resume``: the result file and the final checkpoint equal the uninterrupted run's
+    (all but the wall times and the resume record). k: in round 0 (no checkpoint yet: --resume
+    is refused, a fresh start reproduces the run), right after the checkpoint of round 3, in
+    round 4 (resumes from 3), right after the last grid checkpoint (6), right after the final
+    off-grid checkpoint (7, before the result was written), and a finished run resumed again."""
+    flags = SYN + SYN_CASES[name] + ["--checkpoint-every", "3"]
+    full = tmp_path / "full.json"
+    assert main(flags + ["--out", str(full)]) == 0
+    want, want_ck = _result_image(full), _checkpoint_image(tmp_path / "full.json.ckpt")
+    for label, crash, at in (("in-round-0", _crash_in_round, 0), ("after-3", _crash_after_checkpoint, 3),
+                             ("in-round-4", _crash_in_round, 4), ("after-6", _crash_after_checkpoint, 6),
+                             ("after-7", _crash_after_checkpoint, 7)):
+        out = tmp_path / f"{label}.json"
+        with monkeypatch.context() as mp:
+            crash(mp, at)
+            with pytest.raises(_Crash):
+                main(flags + ["--out", str(out)])
+        assert not out.exists()
+        if label == "in-round-0":
+            capsys.readouterr()
+            assert main(flags + ["--out", str(out), "--resume"]) == 2
+            assert f"--resume: checkpoint {out}.ckpt not found" in capsys.readouterr().err
+            assert main(flags + ["--out", str(out)]) == 0
+        else:
+            assert main(flags + ["--out", str(out), "--resume"]) == 0
+        assert _result_image(out) == want, label
+        assert _checkpoint_image(Path(str(out) + ".ckpt")) == want_ck, label
+    # a finished run resumed once more: nothing left to train, the same result
+    again = tmp_path / "after-7.json"
+    again.unlink()
+    assert main(flags + ["--out", str(again), "--resume"]) == 0
+    assert _result_image(again) == want
+
+
+# ============================================================================ the distributed path
+class _Hub:
+    def __init__(self, n):
+        self.n, self.slots = n, [None] * n
+        self.barrier = threading.Barrier(n, timeout=60)
+
+    def gather(self, rank, obj):
+        self.slots[rank] = obj
+        self.barrier.wait()
+        out = list(self.slots)
+        self.barrier.wait()
+        return out
+
+
+def _thread_comm(hub, rank):
+    from fedlib.distributed import Communicator
+
+    class ThreadComm(Communicator):
+        """One rank of an in-process world: the base class's collectives over a barrier."""
+
+        def __init__(self):
+            self.rank, self.world_size = rank, hub.n
+
+        def all_gather_object(self, obj):
+            return hub.gather(self.rank, obj)
+
+        def all_gather_array(self, x):
+            return [np.array(a, copy=True) for a in hub.gather(self.rank, np.array(x, copy=True))]
+    return ThreadComm()
+
+
+def _on_two_ranks(fn):
+    """``fn(comm)`` on two ranks in threads; the results, or the first rank's error raised."""
+    hub, results, errors = _Hub(2), [None, None], [None, None]
+
+    def target(r):
+        try:
+            results[r] = fn(_thread_comm(hub, r))
+        except BaseException as exc:  # noqa: BLE001 - handed to the test
+            errors[r] = exc
+            if not isinstance(exc, _Crash):
+                hub.barrier.abort()
+
+    threads = [threading.Thread(target=target, args=(r,)) for r in range(2)]
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join()
+    for e in errors:
+        if e is not None and not isinstance(e, threading.BrokenBarrierError):
+            raise e
+    return results
+
+
+@pytest.mark.parametrize("name", ["fednova-vr-adam-with-replacement", "fednova-momentum-server-uniform-decay"])
+def test_two_rank_run_resumed_is_the_uninterrupted_two_rank_run(prob, name, tmp_path):
+    """``run_batched(comm=...)`` on two ranks, checkpointing as ``run synthetic --distributed`` does
+    (the control variates gathered from both ranks, rank 0 writes), killed after round 4 (the
+    checkpoint of round 3 survives), resumed on two ranks from that file: both ranks end with the
+    uninterrupted two-rank run's state and history, bit for bit."""
+    from fedlib.distributed import gather_variates
+
+    case = _api_cases(prob)[name]
+    full = _on_two_ranks(lambda comm: _run_api(prob, case, comm=comm))
+    path = tmp_path / "two.ckpt"
+
+    def crashing(comm):
+        def on_round_end(state, history, initial):
+            variates = gather_variates(comm, state.variates, prob.num_clients)  # a collective: every rank
+            if len(history) % 3 == 0 and comm.rank == 0:
+                save_checkpoint(path, config={}, round_done=len(history), state=state._replace(variates=variates),
+                                history=history, initial=initial, seed=11, kind="api")
+            if len(history) == 4:
+                raise _Crash(4)
+        return _run_api(prob, case, comm=comm, on_round_end=on_round_end)
+
+    with pytest.raises(_Crash):
+        _on_two_ranks(crashing)
+    doc = load_checkpoint(path, kind="api")
+    assert doc["round"] == 3
+    resumed = _on_two_ranks(lambda comm: _run_api(prob, case, comm=comm, resume={
+        k: doc[k] for k in ("state", "history", "initial")}))
+    for rank in (0, 1):
+        _assert_same_run(resumed[rank], full[rank])
+
+
+# ============================================================================ train_runs (the stacked CIFAR engine)
+@pytest.fixture(scope="module")
+def tiny_cifar():
+    """240 training and 40 test images of the shipped sample over 4 clients (Dir(1.0))."""
+    import torch
+
+    from fedlib.experiments import cifar10 as C
+
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    data = C.load_data(sample=True)
+    small = data._replace(train_images=data.train_images[:240], train_labels=data.train_labels[:240],
+                          test_images=data.test_images[:40], test_labels=data.test_labels[:40])
+    yield small, C.official_partition(small.train_labels, num_clients=4, alpha=1.0)
+    torch.set_num_threads(threads)
+
+
+def _cifar_runs():
+    """Two runs stacked in one engine, between them every state a round hands to the next: server
+    momentum, control variates, uniform sampling, random epochs; FedAdam, local momentum, sampling
+    with replacement; the lr step decay, augmentation and dropout of both."""
+    from fedlib.experiments import cifar10 as C
+
+    base = C._BY_ID[C.CELL_IDS[0]].config()
+    vr = C.Cell(**{**base, "algorithm": "fednova-vr", "server": "momentum", "server_momentum": 0.9})
+    avg = C.Cell(**{**base, "algorithm": "scaffold", "solver": "momentum", "lr": 0.02, "server": "adam"})
+    return [{"algorithm": vr.make_algorithm(), "epochs": "1-2", "seed": 1, "name": "vr", "sampling": "uniform",
+             "clients_per_round": 3},
+            {"algorithm": avg.make_algorithm(), "epochs": "1", "seed": 2, "name": "adam",
+             "sampling": "with-replacement", "clients_per_round": 3}]
+
+
+def _stacked_image(path):
+    doc = load_checkpoint(path, kind="table1")
+    return {"round": doc["round"], "config": repr(doc["config"]), "state": _tree_bits(doc["state"]),
+            "histories": repr(doc["extra"]["histories"])}
+
+
+@pytest.mark.parametrize("path", ["grouped", "vmap"])
+def test_train_runs_resumed_after_round_k_is_the_uninterrupted_run(tiny_cifar, path, tmp_path):
+    """``train_runs`` with a checkpoint every 2 of 5 rounds, killed after round k, called again:
+    the histories and the final checkpoint (every run's model, server state, control variates,
+    engine records) equal the uninterrupted run's bit for bit. k = 1 (no checkpoint yet: starts
+    over), 2 (on the grid), 3 (resumes from 2), 5 (the final, off-grid checkpoint; nothing left)."""
+    from fedlib.experiments import cifar10 as C
+
+    data, parts = tiny_cifar
+    kw = dict(rounds=5, width=0.03, device="cpu", precision="fp32", batch_size=16, path=path, checkpoint_every=2)
+    full = C.train_runs(_cifar_runs(), data, parts, **kw, checkpoint=tmp_path / "full.ckpt")
+    want = _stacked_image(tmp_path / "full.ckpt")
+    assert want["round"] == 5
+    for k in (1, 2, 3, 5):
+        ck = tmp_path / f"k{k}.ckpt"
+
+        def crash(t, records, seconds, k=k):
+            if t + 1 == k:
+                raise _Crash(k)
+
+        with pytest.raises(_Crash):
+            C.train_runs(_cifar_runs(), data, parts, **kw, checkpoint=ck, callback=crash)
+        assert ck.exists() == (k >= 2)
+        res = C.train_runs(_cifar_runs(), data, parts, **kw, checkpoint=ck)
+        assert res["resumed_from"] == (0 if k < 2 else 2 * (k // 2) if k < 5 else 5)
+        assert repr(res["histories"]) == repr(full["histories"]), k
+        assert _stacked_image(ck) == want, k
+
+
+# ============================================================================ python -m fedlib table1
+TABLE1 = ["table1", "--sample", "--width", "0.03", "--rounds", "2", "--device", "cpu", "--seeds", "0",
+          "--cells", "hybrid-u25-fednova,momentum-vr-u25-fednova", "--stack", "2", "--checkpoint-every", "1",
+          "--budget-seconds", "600"]
+TABLE1_FILES = ["hybrid-u25-fednova__seed0.json", "momentum-vr-u25-fednova__seed0.json"]
+#: a table1 result's timings of the call (the rest must not depend on where the group was interrupted)
+TABLE1_TIMINGS = {"group_seconds", "seconds_per_run", "seconds_per_run_round", "images_per_second",
+                  "resumed_after_round"}
+
+
+def _table1_image(path):
+    doc = json.loads(Path(path).read_text())
+    doc["provenance"] = {k: v for k, v in doc["provenance"].items() if k not in PROVENANCE_OF_THE_CALL}
+    doc["summary"] = {k: v for k, v in doc["summary"].items() if k not in TABLE1_TIMINGS}
+    return json.dumps(doc, sort_keys=True)
+
+
+def test_table1_resumed_group_writes_the_uninterrupted_results(tmp_path, monkeypatch, capsys):
+    """``table1`` on the shipped sample, two cells stacked (local + server momentum; FedNova-VR with
+    local momentum; random epochs, the lr step decay, augmentation and dropout), 2 rounds with a
+    checkpoint every round, killed right after the checkpoint of round 1 and right after the final
+    one, before the results were written; the same command again resumes the group and writes the
+    uninterrupted call's result files (all but the call's wall times). (The off-grid final checkpoint
+    and a crash between checkpoints: ``train_runs`` above, the same code.)"""
+    import torch
+
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        full = tmp_path / "full"
+        assert main(TABLE1 + ["--results", str(full)]) == 0
+        want = [_table1_image(full / f) for f in TABLE1_FILES]
+        for at in (1, 2):
+            folder = tmp_path / f"after-{at}"
+            with monkeypatch.context() as mp:
+                _crash_after_checkpoint(mp, at)
+                with pytest.raises(_Crash):
+                    main(TABLE1 + ["--results", str(folder)])
+            assert sorted(p.name for p in folder.iterdir()) == [
+                ".ckpt__hybrid-u25-fednova__seed0+momentum-vr-u25-fednova__seed0.pkl"]
+            assert main(TABLE1 + ["--results", str(folder)]) == 0
+            assert f"resuming after round {at}" in capsys.readouterr().out
+            assert [_table1_image(folder / f) for f in TABLE1_FILES] == want, at
+            assert sorted(p.name for p in folder.iterdir()) == TABLE1_FILES  # the checkpoint is gone
+    finally:
+        torch.set_num_threads(threads)
+
+
+# ============================================================================ refusals, corrupt files, atomic writes
+REFUSE = SYN + ["--algorithm", "fednova-vr", "--server", "momentum", "--checkpoint-every", "3"]
+
+
+def _with(flags, flag, value):
+    out = list(flags)
+    if flag in out:
+        out[out.index(flag) + 1] = value
+    else:
+        out += [flag, value]
+    return out
+
+
+@pytest.mark.parametrize("flag, value, message", [
+    ("--seed", "1", "seed (checkpoint 0, now 1)"),
+    ("--lr", "0.05", "lr (checkpoint 0.02, now 0.05)"),
+    ("--algorithm", "scaffold", "algorithm (checkpoint 'fednova-vr', now 'scaffold')"),
+    ("--rounds", "9", "rounds (checkpoint 7, now 9)"),   # more rounds: the lr decay depends on the total
+    ("--rounds", "5", "rounds (checkpoint 7, now 5)"),
+    ("--epochs", "1-3", "epochs (checkpoint '2', now '1-3')"),
+])
+def test_run_synthetic_resume_with_other_flags_is_refused(flag, value, message, tmp_path, capsys):
+    """A resume with another seed, lr, algorithm, number of rounds (more or fewer: nowhere documented
+    as allowed, and ``--lr-decay step`` places its steps by the total) or epochs is refused naming the
+    key and both values; nothing is written and the checkpoint is left as it was."""
+    out = tmp_path / "r.json"
+    with pytest.MonkeyPatch.context() as mp:
+        _crash_after_checkpoint(mp, 3)
+        with pytest.raises(_Crash):
+            main(REFUSE + ["--out", str(out)])
+    ck = Path(str(out) + ".ckpt")
+    before = ck.read_bytes()
+    capsys.readouterr()
+    assert main(_with(REFUSE, flag, value) + ["--out", str(out), "--resume"]) == 2
+    err = capsys.readouterr().err
+    assert "was written by another configuration; differing keys: " + message in err
+    assert not out.exists() and ck.read_bytes() == before
+
+
+def test_a_truncated_checkpoint_is_refused_never_restarted(tmp_path, capsys):
+    """A checkpoint cut short (a disk filled up, a copy interrupted) or emptied: ``--resume`` stops with
+    exit 2 naming the file, and a run without ``--resume`` does not silently train from round 0 over it."""
+    out = tmp_path / "r.json"
+    assert main(REFUSE + ["--out", str(out)]) == 0
+    out.unlink()
+    ck = Path(str(out) + ".ckpt")
+    blob = ck.read_bytes()
+    for cut in (blob[:len(blob) // 2], blob[:40], b""):
+        ck.write_bytes(cut)
+        capsys.readouterr()
+        assert main(REFUSE + ["--out", str(out), "--resume"]) == 2
+        assert f"--resume: checkpoint {ck} is corrupt or not a fedlib checkpoint" in capsys.readouterr().err
+        assert main(REFUSE + ["--out", str(out)]) == 2
+        assert f"--checkpoint {ck}: exists and is not a synthetic checkpoint" in capsys.readouterr().err
+        assert not out.exists() and ck.read_bytes() == cut
+
+
+def test_a_failed_checkpoint_write_leaves_the_previous_one(tmp_path, monkeypatch, capsys):
+    """The write of the round-6 checkpoint fails half-way (a full disk: fsync raises): the round-3
+    checkpoint is still whole, no temporary file is left next to it, and resuming from it gives the
+    uninterrupted run."""
+    full = tmp_path / "full.json"
+    assert main(REFUSE + ["--out", str(full)]) == 0
+    out = tmp_path / "r.json"
+    ck = Path(str(out) + ".ckpt")
+    real_fsync = os.fsync
+
+    def fsync(fd):
+        if ck.exists() and load_checkpoint(ck)["round"] == 3:
+            raise OSError(28, "No space left on device")
+        return real_fsync(fd)
+
+    with monkeypatch.context() as mp:
+        mp.setattr(os, "fsync", fsync)
+        capsys.readouterr()
+        assert main(REFUSE + ["--out", str(out)]) == 1
+        assert "No space left on device" in capsys.readouterr().err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["full.json", "full.json.ckpt", "r.json.ckpt"]
+    assert load_checkpoint(ck, kind="synthetic")["round"] == 3
+    assert main(REFUSE + ["--out", str(out), "--resume"]) == 0
+    assert _result_image(out) == _result_image(full)
