@@ -20,10 +20,16 @@ round depends on:
 
 :func:`save_checkpoint` pickles to a temporary file in the target's folder, fsyncs and
 :func:`os.replace`-s it, so a ``kill -9`` at any moment leaves the previous checkpoint or
-the new one, never a torn file. Only load checkpoints you wrote (pickle).
+the new one, never a torn file. The pickle is followed by a footer, ``FOOTER`` and the
+SHA-256 of the pickle's bytes (64 hex digits; :func:`pickle.load` stops before it), which
+:func:`load_checkpoint` checks: a file damaged after it was written (bit rot, a bad copy)
+still unpickles, into other numbers, and is refused instead. A file without the footer
+(written before it existed, or by hand) is read unchecked. A checkpoint must hold every
+part :func:`save_checkpoint` writes (:data:`PARTS`). Only load checkpoints you wrote (pickle).
 """
 from __future__ import annotations
 
+import hashlib
 import os
 import pickle
 from pathlib import Path
@@ -34,11 +40,17 @@ import numpy as np
 from ._io import atomic_write
 from ._validate import check_int
 
-__all__ = ["FORMAT", "CheckpointError", "to_numpy_tree", "save_checkpoint", "load_checkpoint", "config_diff",
+__all__ = ["FORMAT", "FOOTER", "PARTS", "CheckpointError", "to_numpy_tree", "save_checkpoint", "load_checkpoint", "config_diff",
            "check_config", "default_checkpoint_path"]
 
 #: The ``format`` field of every checkpoint this version writes and reads.
 FORMAT = "fedlib.checkpoint/1"
+
+#: Starts the footer after the pickle: ``FOOTER + sha256(pickle bytes).hexdigest()``.
+FOOTER = b"\nfedlib-checkpoint-sha256:"
+
+#: The parts of a checkpoint, each of them read by some resume.
+PARTS = ("format", "kind", "config", "round", "state", "history", "initial", "rng", "extra")
 
 
 class CheckpointError(ValueError):
@@ -100,6 +112,7 @@ def save_checkpoint(path: os.PathLike, *, config: Mapping, round_done: int, stat
                    "note": "all draws come from (seed, purpose, round, client) streams; nothing else carries state"},
            "extra": dict(extra or {})}
     blob = pickle.dumps(doc, protocol=4)
+    blob += FOOTER + hashlib.sha256(blob).hexdigest().encode("ascii")
     folder = path.parent if str(path.parent) else Path(".")
     if not folder.is_dir():
         raise CheckpointError(f"--checkpoint {path}: folder {folder} does not exist")
@@ -107,20 +120,48 @@ def save_checkpoint(path: os.PathLike, *, config: Mapping, round_done: int, stat
     return path
 
 
+def _check_footer(path: Path, blob: bytes) -> None:
+    """Refuse a file whose pickle does not match the SHA-256 in its footer (files without one pass)."""
+    size = len(FOOTER) + 64
+    if len(blob) < size or blob[-size:-64] != FOOTER:
+        return
+    body, digest = blob[:-size], blob[-64:]
+    if hashlib.sha256(body).hexdigest().encode("ascii") != digest:
+        raise CheckpointError(f"--resume: checkpoint {path} is corrupt: its SHA-256 does not match its contents "
+                              "(damaged after it was written); resume from another copy, or delete it to start over")
+
+
 def load_checkpoint(path: os.PathLike, kind: Optional[str] = None) -> dict:
-    """Read a checkpoint; :class:`CheckpointError` names the file and the problem."""
+    """Read a checkpoint; :class:`CheckpointError` names the file and the problem: missing,
+    truncated or not a pickle, a SHA-256 that does not match (see the module docstring), another
+    format or ``kind``, or a part of :data:`PARTS` missing or of the wrong type."""
     path = Path(path)
     try:
-        with open(path, "rb") as fh:
-            doc = pickle.load(fh)
+        blob = path.read_bytes()
     except FileNotFoundError:
         raise CheckpointError(f"--resume: checkpoint {path} not found") from None
+    except OSError as exc:
+        raise CheckpointError(f"--resume: checkpoint {path} cannot be read ({exc.strerror or exc})") from None
+    _check_footer(path, blob)
+    try:
+        doc = pickle.loads(blob)
     except Exception as exc:  # noqa: BLE001 - truncated / foreign file
         raise CheckpointError(f"--resume: checkpoint {path} is corrupt or not a fedlib checkpoint ({exc})") from None
     if not isinstance(doc, dict) or doc.get("format") != FORMAT:
         raise CheckpointError(f"--resume: {path} is not a {FORMAT} checkpoint")
     if kind is not None and doc.get("kind") != kind:
         raise CheckpointError(f"--resume: {path} is a {doc.get('kind')!r} checkpoint, expected {kind!r}")
+    types = {"config": Mapping, "round": int, "history": list, "initial": Mapping, "rng": Mapping, "extra": Mapping}
+    for part in PARTS:
+        if part not in doc:
+            raise CheckpointError(f"--resume: checkpoint {path} is corrupt or not a fedlib checkpoint: it has no "
+                                  f"{part!r}")
+        want = types.get(part)
+        if want is not None and (not isinstance(doc[part], want) or isinstance(doc[part], bool)):
+            raise CheckpointError(f"--resume: checkpoint {path} is corrupt or not a fedlib checkpoint: its {part!r} "
+                                  f"is a {type(doc[part]).__name__}, not a {want.__name__}")
+    if doc["round"] < 0:
+        raise CheckpointError(f"--resume: checkpoint {path} is corrupt: round {doc['round']} < 0")
     return doc
 
 

@@ -558,3 +558,54 @@ def test_a_failed_checkpoint_write_leaves_the_previous_one(tmp_path, monkeypatch
     assert load_checkpoint(ck, kind="synthetic")["round"] == 3
     assert main(REFUSE + ["--out", str(out), "--resume"]) == 0
     assert _result_image(out) == _result_image(full)
+
+
+def _flip_a_bit_in_the_model(blob: bytes, params: np.ndarray) -> bytes:
+    """The checkpoint bytes with one bit of the saved model's first entry flipped (bit rot, a bad copy)."""
+    raw = np.ascontiguousarray(params).tobytes()
+    at = blob.find(raw[:32])
+    assert at > 0
+    out = bytearray(blob)
+    out[at + 6] ^= 0x10
+    return bytes(out)
+
+
+def test_a_checkpoint_with_a_flipped_bit_is_refused(tmp_path, capsys):
+    """One bit of the saved model flipped (its first entry halved: -0.02275 -> -0.01138): the file still
+    unpickles, and ``--resume`` went on from that model (the old code exited 0 and wrote a final training
+    loss of 0.770387 instead of the uninterrupted 0.770337). The file carries a SHA-256 of its pickle,
+    checked on load: exit 2 naming the file, nothing written."""
+    out = tmp_path / "r.json"
+    assert main(REFUSE + ["--out", str(out)]) == 0
+    out.unlink()
+    ck = Path(str(out) + ".ckpt")
+    doc = load_checkpoint(ck, kind="synthetic")
+    bad = _flip_a_bit_in_the_model(ck.read_bytes(), doc["state"].params)
+    flipped = pickle.loads(bad)["state"].params  # a valid pickle of another model
+    assert flipped.ravel()[0] != doc["state"].params.ravel()[0]
+    ck.write_bytes(bad)
+    with pytest.raises(CheckpointError, match=f"checkpoint {ck} is corrupt: its SHA-256 does not match"):
+        load_checkpoint(ck)
+    capsys.readouterr()
+    assert main(REFUSE + ["--out", str(out), "--resume"]) == 2
+    assert f"--resume: checkpoint {ck} is corrupt: its SHA-256 does not match its contents" in capsys.readouterr().err
+    assert not out.exists()
+
+
+@pytest.mark.parametrize("key", ["config", "round", "state", "history", "initial", "extra", "rng"])
+def test_a_checkpoint_missing_a_part_is_refused_naming_it(key, tmp_path, capsys):
+    """A fedlib checkpoint without one of its parts (written by hand, or by a foreign tool): the old
+    code raised a bare ``KeyError: 'state'`` (a traceback) from the resume; it is a CheckpointError
+    naming the file and the part, exit 2 from the CLI."""
+    out = tmp_path / "r.json"
+    assert main(REFUSE + ["--out", str(out)]) == 0
+    out.unlink()
+    ck = Path(str(out) + ".ckpt")
+    doc = load_checkpoint(ck)
+    ck.write_bytes(pickle.dumps({k: v for k, v in doc.items() if k != key}, protocol=4))
+    with pytest.raises(CheckpointError, match=f"checkpoint {ck} is corrupt or not a fedlib checkpoint: it has no "
+                                              f"'{key}'"):
+        load_checkpoint(ck)
+    capsys.readouterr()
+    assert main(REFUSE + ["--out", str(out), "--resume"]) == 2
+    assert f"it has no '{key}'" in capsys.readouterr().err and not out.exists()
