@@ -25,7 +25,7 @@ SHA-256 of the pickle's bytes (64 hex digits; :func:`pickle.load` stops before i
 :func:`load_checkpoint` checks: a file damaged after it was written (bit rot, a bad copy)
 still unpickles, into other numbers, and is refused instead. A file without the footer
 (written before it existed, or by hand) is read unchecked. A checkpoint must hold every
-part :func:`save_checkpoint` writes (:data:`PARTS`). Only load checkpoints you wrote (pickle).
+part :func:`save_checkpoint` writes (``PARTS``). Only load checkpoints you wrote (pickle).
 """
 from __future__ import annotations
 
@@ -134,7 +134,7 @@ def _check_footer(path: Path, blob: bytes) -> None:
 def load_checkpoint(path: os.PathLike, kind: Optional[str] = None) -> dict:
     """Read a checkpoint; :class:`CheckpointError` names the file and the problem: missing,
     truncated or not a pickle, a SHA-256 that does not match (see the module docstring), another
-    format or ``kind``, or a part of :data:`PARTS` missing or of the wrong type."""
+    format or ``kind``, or a part of ``PARTS`` missing or of the wrong type."""
     path = Path(path)
     try:
         blob = path.read_bytes()
