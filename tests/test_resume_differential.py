@@ -35,6 +35,7 @@ from __future__ import annotations
 import json
 import os
 import pickle
+import re
 import threading
 from pathlib import Path
 
@@ -609,3 +610,74 @@ def test_a_checkpoint_missing_a_part_is_refused_naming_it(key, tmp_path, capsys)
     capsys.readouterr()
     assert main(REFUSE + ["--out", str(out), "--resume"]) == 2
     assert f"it has no '{key}'" in capsys.readouterr().err and not out.exists()
+
+
+def _with_run(runs, **change):
+    """``runs`` with the first run's algorithm rebuilt from its Table 1 cell with ``change``d fields,
+    or its ``epochs`` / ``sampling`` / ``clients_per_round`` changed."""
+    from fedlib.experiments import cifar10 as C
+
+    out = [dict(r) for r in runs]
+    cell_fields = {k: v for k, v in change.items() if k in ("lr", "algorithm", "server", "server_momentum",
+                                                            "momentum", "solver")}
+    if cell_fields:
+        base = C._BY_ID[C.CELL_IDS[0]].config()
+        cell = C.Cell(**{**base, "algorithm": "fednova-vr", "server": "momentum", "server_momentum": 0.9,
+                         **cell_fields})
+        out[0]["algorithm"] = cell.make_algorithm()
+    out[0].update({k: v for k, v in change.items() if k not in cell_fields})
+    return out
+
+
+@pytest.mark.parametrize("change, key", [
+    (dict(lr=0.5), "setup.0.solver.lr (checkpoint 0.05, now 0.5)"),
+    (dict(server_momentum=0.5), "setup.0.server.beta (checkpoint 0.9, now 0.5)"),
+    (dict(algorithm="scaffold"), "setup.0.algorithm (checkpoint 'fednova-vr', now 'scaffold')"),
+    (dict(epochs="2"), "setup.0.epochs (checkpoint [1, 2], now [2, 2])"),
+    (dict(sampling="full", clients_per_round=None), "setup.0.clients_per_round (checkpoint 3, now None), "
+                                                    "setup.0.sampling (checkpoint 'uniform', now 'full')"),
+    (dict(clients_per_round=2), "setup.0.clients_per_round (checkpoint 3, now 2)"),
+])
+def test_train_runs_refuses_a_checkpoint_of_other_runs(tiny_cifar, change, key, tmp_path):
+    """``train_runs(checkpoint=...)`` with its default ``checkpoint_config`` compared only the run
+    names, seeds, rounds, width, precision, batch size and lr decay: the same script run again with
+    another lr (0.05 -> 0.5), server momentum, epochs or sampling resumed the old checkpoint and
+    trained its remaining rounds under the new settings (a hybrid run, no word). The default config
+    now holds each run's setup (algorithm, solver and server hyper-parameters, tau_eff, epochs,
+    sampling) and the engine's path and convolutions; a change is refused naming the key."""
+    from fedlib.experiments import cifar10 as C
+
+    data, parts = tiny_cifar
+    kw = dict(rounds=3, width=0.03, device="cpu", batch_size=16, checkpoint_every=1)
+    ck = tmp_path / "g.ckpt"
+
+    def crash(t, records, seconds):
+        raise _Crash(t)
+
+    with pytest.raises(_Crash):
+        C.train_runs(_cifar_runs()[:1], data, parts, **kw, checkpoint=ck, callback=crash)
+    before = ck.read_bytes()
+    with pytest.raises(CheckpointError, match=re.escape("differing keys: " + key)):
+        C.train_runs(_with_run(_cifar_runs()[:1], **change), data, parts, **kw, checkpoint=ck)
+    assert ck.read_bytes() == before
+
+
+def test_train_runs_refuses_a_checkpoint_of_another_engine_path(tiny_cifar, tmp_path):
+    """A group checkpointed on the grouped path and resumed on the vmap path (or with im2col
+    convolutions) trains its last rounds with other roundings and its result names one engine; the
+    default config names the path and the convolutions, so the resume is refused."""
+    from fedlib.experiments import cifar10 as C
+
+    data, parts = tiny_cifar
+    kw = dict(rounds=3, width=0.03, device="cpu", batch_size=16, checkpoint_every=1)
+    ck = tmp_path / "g.ckpt"
+
+    def crash(t, records, seconds):
+        raise _Crash(t)
+
+    with pytest.raises(_Crash):
+        C.train_runs(_cifar_runs()[:1], data, parts, **kw, checkpoint=ck, callback=crash)
+    with pytest.raises(CheckpointError, match=r"differing keys: path \(checkpoint 'grouped', now 'vmap'\)"):
+        C.train_runs(_cifar_runs()[:1], data, parts, **kw, path="vmap", checkpoint=ck)
+    with pytest.raises(CheckpointError, match=r"differing keys: conv \(checkpoint 'cudnn', now 'gemm'\)"):
+        C.train_runs(_cifar_runs()[:1], data, parts, **kw, conv="gemm", checkpoint=ck)

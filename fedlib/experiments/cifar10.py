@@ -265,6 +265,36 @@ def data_fingerprint(data, parts) -> dict:
             "sha256": digest.hexdigest()[:20], "split_sha256": split.hexdigest()[:20]}
 
 
+def _closure_numbers(fn) -> dict:
+    """The numbers a function closes over by name (a :class:`~fedlib.server.ServerOptimizer`'s
+    hyper-parameters: ``beta``, ``server_lr``, ``b1``, ...)."""
+    cells = getattr(fn, "__closure__", None) or ()
+    names = getattr(getattr(fn, "__code__", None), "co_freevars", ())
+    return {n: c.cell_contents for n, c in zip(names, cells)
+            if isinstance(c.cell_contents, (int, float)) and not isinstance(c.cell_contents, bool)}
+
+
+def run_setup(run: Mapping) -> dict:
+    r"""What a run of :func:`train_runs` trains with, as a checkpoint's config records it: the
+    algorithm, its local solver's hyper-parameters (:math:`\eta`, :math:`\rho`, :math:`\mu`,
+    weight decay, a within-round schedule by name), its server optimizer's name and
+    hyper-parameters, :math:`\tau_{\text{eff}}`, the epochs as ``[low, high]`` and the participation."""
+    from ..schedules import parse_epochs
+
+    alg, epochs = run["algorithm"], run["epochs"]
+    lo, hi = parse_epochs(epochs) if isinstance(epochs, str) else \
+        (tuple(epochs) if isinstance(epochs, (tuple, list)) else (epochs, epochs))
+    solver = alg.solver
+    schedule = solver.lr_schedule
+    return {"algorithm": alg.name,
+            "solver": {"name": solver.name, "lr": solver.lr, "momentum": solver.momentum, "mu": solver.mu,
+                       "weight_decay": solver.weight_decay,
+                       "lr_schedule": None if schedule is None else getattr(schedule, "__qualname__", repr(schedule))},
+            "server": {"name": alg.server.name, **_closure_numbers(alg.server.update)},
+            "tau_eff": alg.tau_eff, "epochs": [int(lo), int(hi)], "sampling": run.get("sampling", "full"),
+            "clients_per_round": run.get("clients_per_round")}
+
+
 def train_runs(runs: Sequence[dict], data, parts, *, rounds: int, width: float = 1.0, device: Optional[str] = None,
                precision: str = "fp32", path: str = "grouped", cuda_graph: bool = False, conv: str = "cudnn",
                batch_size: int = PAPER["batch_size"], lr_decay: str = "step",
@@ -290,8 +320,10 @@ def train_runs(runs: Sequence[dict], data, parts, *, rounds: int, width: float =
     periodically), and when the callback stops training if ``save_on_stop``
     (:meth:`fedlib.engines.stacked.StackedEngine.state_dict` + the histories + the time spent,
     :mod:`fedlib.checkpoint`); when it exists the group resumes from it instead of starting
-    over (refused if its ``checkpoint_config`` — default: the run names, rounds, width,
-    precision — or the data it was trained on (:func:`data_fingerprint`) differs).
+    over (refused if its ``checkpoint_config`` — default: the run names and seeds, each run's
+    :func:`run_setup` (algorithm, solver and server hyper-parameters, epochs, participation; keyed
+    by the run's index), rounds, width, precision, batch size, lr decay, the engine's path and
+    convolutions — or the data it was trained on (:func:`data_fingerprint`) differs).
     """
     import torch
 
@@ -325,8 +357,9 @@ def train_runs(runs: Sequence[dict], data, parts, *, rounds: int, width: float =
     resumed_from = 0
     seconds_before, started = 0.0, time.time()
     ck_config = dict(checkpoint_config) if checkpoint_config is not None else {
-        "runs": [r.get("name", "") for r in runs], "seeds": [r["seed"] for r in runs], "rounds": rounds,
-        "width": width, "precision": precision, "batch_size": batch_size, "lr_decay": lr_decay}
+        "runs": [r.get("name", "") for r in runs], "seeds": [r["seed"] for r in runs],
+        "setup": {str(j): run_setup(r) for j, r in enumerate(runs)}, "rounds": rounds, "width": width, "precision": precision,
+        "batch_size": batch_size, "lr_decay": lr_decay, "path": path, "conv": conv}
     if checkpoint is not None:  # the data trained on, whatever the caller's config says
         ck_config.setdefault("data", data_fingerprint(data, parts))
     if checkpoint is not None and Path(checkpoint).is_file():
@@ -989,7 +1022,7 @@ def load_benchmarks(folder, prefix: str = "cifar10") -> List[dict]:
     return rows
 
 
-__all__ += ["data_fingerprint", "format_summary_rows", "resolve_device", "run_seconds", "SUMMARY_HEADERS", "load_benchmarks",
+__all__ += ["data_fingerprint", "run_setup", "format_summary_rows", "resolve_device", "run_seconds", "SUMMARY_HEADERS", "load_benchmarks",
             "OtherSetupError", "cell_setup_problems", "format_final"]
 
 
