@@ -42,7 +42,7 @@ from .tree import leaf_kind, tree_all_finite, tree_kind_mismatch, tree_leaves, t
 from .variance import ControlVariates, correction, init_control_variates, update_control_variates
 
 __all__ = ["ALGORITHMS", "ServerState", "ClientUpdate", "RoundDiagnostics", "FederatedAlgorithm", "make_algorithm",
-           "client_update_problem", "check_client_indices"]
+           "client_update_problem", "check_client_indices", "server_state_mismatch"]
 
 #: name -> (aggregation, variance reduction)
 ALGORITHMS = {
@@ -66,6 +66,19 @@ class ServerState(NamedTuple):
     variates: Optional[ControlVariates]
     round: int
     num_clients: Optional[int] = None
+
+
+def server_state_mismatch(algorithm: "FederatedAlgorithm", state: ServerState) -> Optional[str]:
+    """Why ``state`` (a saved :class:`ServerState`, e.g. from a checkpoint) cannot continue under
+    ``algorithm``'s server optimizer, or ``None``: its server state must be of the kind that
+    optimizer keeps (a momentum buffer for server momentum, Adam's moments for FedAdam, a counter for
+    the plain server), else a resume crashes or silently drops the saved buffer."""
+    saved = state.server
+    kept = algorithm.server.init(state.params)
+    if type(saved) is type(kept):
+        return None
+    return (f"the saved server optimizer state is a {type(saved).__name__}, but the algorithm's server optimizer "
+            f"keeps a {type(kept).__name__} ({algorithm.server.name!r}; written with another server optimizer?)")
 
 
 class ClientUpdate(NamedTuple):

@@ -681,3 +681,48 @@ def test_train_runs_refuses_a_checkpoint_of_another_engine_path(tiny_cifar, tmp_
         C.train_runs(_cifar_runs()[:1], data, parts, **kw, path="vmap", checkpoint=ck)
     with pytest.raises(CheckpointError, match=r"differing keys: conv \(checkpoint 'cudnn', now 'gemm'\)"):
         C.train_runs(_cifar_runs()[:1], data, parts, **kw, conv="gemm", checkpoint=ck)
+
+
+@pytest.mark.parametrize("server, kept", [(lambda: adam(0.05), "AdamState"), (lambda: plain(), "PlainState")])
+def test_run_batched_refuses_a_server_state_of_another_server_optimizer(prob, server, kept):
+    """``resume`` holds the server momentum buffer; resumed with a FedAdam server it crashed with
+    ``AttributeError: 'MomentumState' object has no attribute 'm'``, and with a plain server it ran on
+    without a word, dropping the buffer. The state must be of the kind the algorithm's server keeps."""
+    case = _api_cases(prob)["fednova-momentum-server-uniform-decay"]
+    kept_state = {}
+
+    def keep(state, history, initial):
+        if len(history) == 3:
+            kept_state.update(state=state, history=[dict(h) for h in history], initial=dict(initial))
+
+    _run_api(prob, case, on_round_end=keep)
+    other = dict(case, algorithm=make_algorithm("fednova", sgd(0.05), server()))
+    with pytest.raises(ValueError, match=f"resume: the saved server optimizer state is a MomentumState, but the "
+                                         f"algorithm's server optimizer keeps a {kept}"):
+        _run_api(prob, other, resume=kept_state)
+
+
+def test_stacked_engine_refuses_a_server_state_of_another_server_optimizer(tiny_cifar):
+    """The same for :meth:`StackedEngine.load_state_dict` (a state_dict of a server-momentum run
+    loaded into a plain-server run of the same name ran on, the buffer dropped)."""
+    import torch
+
+    from fedlib.engines.stacked import RunSpec, StackedEngine
+    from fedlib.models import vgg11
+    from fedlib.schedules import make_epoch_schedule
+
+    data, parts = tiny_cifar
+    sizes = [len(c) for c in parts]
+
+    def engine(server):
+        alg = make_algorithm("fednova", sgd(0.05), server)
+        spec = RunSpec(alg, parts, make_epoch_schedule(sizes, 16, "1"), seed=0, params=vgg11(width=0.03, seed=0),
+                       name="a")
+        return StackedEngine(vgg11(width=0.03, seed=0), data, [spec], rounds=2, device="cpu", dtype=torch.float32,
+                             batch_size=16)
+
+    src = engine(momentum(0.9))
+    src.run_round()
+    with pytest.raises(ValueError, match="state: run 0 \\(a\\): the saved server optimizer state is a MomentumState, "
+                                         "but the algorithm's server optimizer keeps a PlainState"):
+        engine(plain()).load_state_dict(src.state_dict())

@@ -64,7 +64,7 @@ from typing import Callable, NamedTuple, Optional
 import numpy as np
 
 from .._validate import check_choice, check_int
-from ..algorithms import ClientUpdate, FederatedAlgorithm, ServerState
+from ..algorithms import ClientUpdate, FederatedAlgorithm, ServerState, server_state_mismatch
 from ..problems.logistic import _UNDERFLOW, LogisticProblem, _ones, pack_params, unpack_params
 from ..problems.logistic import _packed_grad_numpy_one as _grad_one
 from ..rng import generator
@@ -454,6 +454,9 @@ def _check_resume(algorithm: FederatedAlgorithm, resume, rounds: int, m: int, pa
                          f"state {'has none' if state.variates is None else 'has them'} (written by another algorithm?)")
     if state.num_clients != m:
         raise ValueError(f"resume: the saved state is for {state.num_clients} clients, the problem has {m}")
+    why = server_state_mismatch(algorithm, state)
+    if why is not None:
+        raise ValueError(f"resume: {why}")
     if state.round != len(history):
         raise ValueError(f"resume: the saved state is after round {state.round} but the history has "
                          f"{len(history)} round{'' if len(history) == 1 else 's'}")

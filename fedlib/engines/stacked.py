@@ -132,7 +132,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from .._validate import check_choice, check_int
-from ..algorithms import ClientUpdate, FederatedAlgorithm, RoundDiagnostics, ServerState
+from ..algorithms import ClientUpdate, FederatedAlgorithm, RoundDiagnostics, ServerState, server_state_mismatch
 from ..data.cifar10 import CIFAR10_MEAN, CIFAR10_STD
 from ..rng import generator, torch_generator
 from ..sampling import sample_clients
@@ -1012,6 +1012,9 @@ class StackedEngine:
                 raise ValueError(f"state: run {r} ({run.name}) "
                                  + ("has control variates in the checkpoint but its algorithm keeps none" if has else
                                     "keeps control variates but the checkpoint has none (another algorithm's state)"))
+            why = server_state_mismatch(run.algorithm, s)
+            if why is not None:
+                raise ValueError(f"state: run {r} ({run.name}): {why}")
         self.states = [tree_map(to_device, s) for s in state["states"]]
         self.round_index = rnd
         self.history = [list(h) for h in state.get("history", [])]
