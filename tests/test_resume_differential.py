@@ -726,3 +726,76 @@ def test_stacked_engine_refuses_a_server_state_of_another_server_optimizer(tiny_
     with pytest.raises(ValueError, match="state: run 0 \\(a\\): the saved server optimizer state is a MomentumState, "
                                          "but the algorithm's server optimizer keeps a PlainState"):
         engine(plain()).load_state_dict(src.state_dict())
+
+
+def test_run_batched_resumed_with_more_rounds_continues_the_run(prob, tmp_path):
+    """``run_batched``'s documented resume ("continue after round len(history) - 1") may ask for more
+    rounds than the checkpointed call did (its lr schedule is the caller's ``lr_at``): 4 rounds, then
+    resumed to 7, is the 7-round run bit for bit; fewer rounds than the checkpoint holds are refused."""
+    case = _api_cases(prob)["fednova-vr-adam-with-replacement"]
+    full = _run_api(prob, case)
+    path = tmp_path / "four.ckpt"
+    four = _run_api(prob, case, rounds=4, on_round_end=lambda state, history, initial: save_checkpoint(
+        path, config={}, round_done=len(history), state=state, history=history, initial=initial, kind="api"))
+    assert len(four.history) == 4
+    doc = load_checkpoint(path, kind="api")
+    resume = {k: doc[k] for k in ("state", "history", "initial")}
+    _assert_same_run(_run_api(prob, case, resume=resume), full)
+    with pytest.raises(ValueError, match="resume: the checkpoint has 4 rounds done, more than rounds = 3"):
+        _run_api(prob, case, rounds=3, resume=resume)
+
+
+def test_run_synthetic_resumed_with_another_checkpoint_interval(tmp_path, monkeypatch):
+    """``--checkpoint-every`` is not part of the run (it only says when to write): a run checkpointed
+    every 3 rounds, killed after round 3 and resumed with ``--checkpoint-every 2``, is the uninterrupted
+    run, and its last checkpoint too."""
+    flags = SYN + SYN_CASES["fednova-vr-server-momentum-uniform-decay"]
+    full = tmp_path / "full.json"
+    assert main(flags + ["--checkpoint-every", "3", "--out", str(full)]) == 0
+    out = tmp_path / "r.json"
+    with monkeypatch.context() as mp:
+        _crash_after_checkpoint(mp, 3)
+        with pytest.raises(_Crash):
+            main(flags + ["--checkpoint-every", "3", "--out", str(out)])
+    assert main(flags + ["--checkpoint-every", "2", "--out", str(out), "--resume"]) == 0
+    assert _result_image(out) == _result_image(full)
+    assert _checkpoint_image(Path(str(out) + ".ckpt")) == _checkpoint_image(tmp_path / "full.json.ckpt")
+
+
+def test_run_synthetic_interrupted_twice_is_the_uninterrupted_run(tmp_path, monkeypatch):
+    """Killed after round 3, resumed and killed again after round 6, resumed again: the result is the
+    uninterrupted run's, and its provenance lists both earlier processes' rounds ([0, 3], [3, 6])."""
+    flags = SYN + SYN_CASES["scaffold-local-momentum-adam-with-replacement"] + ["--checkpoint-every", "3"]
+    full = tmp_path / "full.json"
+    assert main(flags + ["--out", str(full)]) == 0
+    out = tmp_path / "r.json"
+    for at, resume in ((3, []), (6, ["--resume"])):
+        with monkeypatch.context() as mp:
+            _crash_after_checkpoint(mp, at)
+            with pytest.raises(_Crash):
+                main(flags + ["--out", str(out)] + resume)
+    assert main(flags + ["--out", str(out), "--resume"]) == 0
+    assert _result_image(out) == _result_image(full)
+    resumed = json.loads(out.read_text())["provenance"]["resumed"]
+    assert resumed["from_round"] == 6 and [s["rounds"] for s in resumed["earlier_segments"]] == [[0, 3], [3, 6]]
+
+
+def test_train_runs_interrupted_twice_is_the_uninterrupted_run(tiny_cifar, tmp_path):
+    """``train_runs`` killed after round 2, called again and killed after round 4, called again: the
+    uninterrupted histories and final checkpoint, bit for bit."""
+    from fedlib.experiments import cifar10 as C
+
+    data, parts = tiny_cifar
+    kw = dict(rounds=5, width=0.03, device="cpu", batch_size=16, checkpoint_every=2)
+    full = C.train_runs(_cifar_runs(), data, parts, **kw, checkpoint=tmp_path / "full.ckpt")
+    ck = tmp_path / "twice.ckpt"
+    for k in (2, 4):
+        def crash(t, records, seconds, k=k):
+            if t + 1 == k:
+                raise _Crash(k)
+        with pytest.raises(_Crash):
+            C.train_runs(_cifar_runs(), data, parts, **kw, checkpoint=ck, callback=crash)
+    res = C.train_runs(_cifar_runs(), data, parts, **kw, checkpoint=ck)
+    assert res["resumed_from"] == 4 and len(res["calls_before"]) == 2
+    assert repr(res["histories"]) == repr(full["histories"])
+    assert _stacked_image(ck) == _stacked_image(tmp_path / "full.ckpt")
