@@ -799,3 +799,51 @@ def test_train_runs_interrupted_twice_is_the_uninterrupted_run(tiny_cifar, tmp_p
     assert res["resumed_from"] == 4 and len(res["calls_before"]) == 2
     assert repr(res["histories"]) == repr(full["histories"])
     assert _stacked_image(ck) == _stacked_image(tmp_path / "full.ckpt")
+
+
+def _cli_on_two_ranks(monkeypatch, argv):
+    """``python -m fedlib <argv> --distributed`` on two thread ranks (``init_from_env`` hands each
+    thread its communicator, ``run synthetic`` reads its thread's ``RANK``); their exit statuses."""
+    import fedlib.cli.synthetic
+    import fedlib.distributed
+
+    mine = threading.local()
+
+    class OsOfThisRank:  # ``os`` as run synthetic sees it: os.environ with this thread's RANK
+        def __getattr__(self, name):
+            return getattr(os, name)
+
+        @property
+        def environ(self):
+            return {**os.environ, "RANK": str(mine.comm.rank)}
+
+    with monkeypatch.context() as mp:
+        mp.setattr(fedlib.distributed, "init_from_env", lambda device="cpu", **kw: mine.comm)
+        mp.setattr(fedlib.cli.synthetic, "os", OsOfThisRank())
+        mp.setenv("WORLD_SIZE", "2")
+        mp.delenv("RANK", raising=False)
+
+        def rank(comm):
+            mine.comm = comm
+            return main(argv + ["--distributed"])
+
+        return _on_two_ranks(rank)
+
+
+def test_run_synthetic_distributed_resumed_is_the_uninterrupted_distributed_run(tmp_path, monkeypatch):
+    """``run synthetic --distributed`` on two ranks (FedNova-VR: each rank updates its own c_i, the
+    checkpoint gathers them), both killed in round 4, resumed on two ranks from the checkpoint of
+    round 3: the uninterrupted two-rank result and final checkpoint, bit for bit."""
+    flags = SYN + SYN_CASES["fednova-vr-server-momentum-uniform-decay"] + ["--checkpoint-every", "3"]
+    full = tmp_path / "full.json"
+    assert _cli_on_two_ranks(monkeypatch, flags + ["--out", str(full)]) == [0, 0]
+    out = tmp_path / "r.json"
+    with monkeypatch.context() as mp:
+        _crash_in_round(mp, 4)
+        with pytest.raises(_Crash):
+            _cli_on_two_ranks(monkeypatch, flags + ["--out", str(out)])
+    assert load_checkpoint(Path(str(out) + ".ckpt"))["round"] == 3 and not out.exists()
+    assert _cli_on_two_ranks(monkeypatch, flags + ["--out", str(out), "--resume"]) == [0, 0]
+    assert json.loads(out.read_text())["config"]["world_size"] == 2
+    assert _result_image(out) == _result_image(full)
+    assert _checkpoint_image(Path(str(out) + ".ckpt")) == _checkpoint_image(tmp_path / "full.json.ckpt")
