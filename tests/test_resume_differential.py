@@ -881,3 +881,34 @@ def test_stacked_engine_on_a_wall_clock_schedule_resumed_is_the_uninterrupted_ru
     taus = [int(np.max(rec[0].diagnostics.local_steps)) for rec in full.history]
     assert len(set(taus)) > 1  # rounds of different lengths: the tables grew
     assert _tree_bits(second.state_dict()) == _tree_bits(full.state_dict())
+
+
+def test_table1_refuses_to_resume_a_group_on_another_engine_path(tmp_path, monkeypatch, capsys):
+    """A group checkpointed on the grouped path and resumed with ``--path vmap`` (or ``--conv gemm``)
+    was accepted: its result named the vmap engine, and its round-1 training loss 2.1622998661 was
+    neither the grouped run's (2.1622999376) nor the vmap run's (2.1622997469). The group's
+    checkpoint config now names a path or convolution other than the default, so the resume is
+    refused (exit 2, naming the key) and the checkpoint kept."""
+    import torch
+
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    args = ["table1", "--sample", "--width", "0.03", "--rounds", "2", "--device", "cpu", "--seeds", "0",
+            "--cells", "sgd-e2-fedavg", "--checkpoint-every", "1", "--budget-seconds", "600",
+            "--results", str(tmp_path)]
+    try:
+        with monkeypatch.context() as mp:
+            _crash_after_checkpoint(mp, 1)
+            with pytest.raises(_Crash):
+                main(args)
+        ck = tmp_path / ".ckpt__sgd-e2-fedavg__seed0.pkl"
+        before = ck.read_bytes()
+        for flag, value in (("--path", "vmap"), ("--conv", "gemm")):
+            capsys.readouterr()
+            assert main(args + [flag, value]) == 2
+            err = capsys.readouterr().err
+            assert "was written by another configuration; differing keys: " \
+                   f"{flag[2:]} (checkpoint '<missing>', now '{value}')" in err, err
+            assert ck.read_bytes() == before and not (tmp_path / "sgd-e2-fedavg__seed0.json").exists()
+    finally:
+        torch.set_num_threads(threads)

@@ -811,6 +811,10 @@ def run_table1(results_dir, *, budget_seconds: float, seeds: Sequence[int] = (0,
                 ck_config = {"runs": names, "seeds": [p["seed"] for p in group], "rounds": rounds, "width": width,
                              "precision": precision, "batch_size": PAPER["batch_size"], "lr_decay": "step",
                              "cells": [p["cell"].config() for p in group]}
+                # another path or convolution rounds differently (a group resumed on it is neither run); set
+                # only when not the default, so that a checkpoint of an earlier commit on the defaults resumes
+                ck_config.update({k: v for k, v, default in (("path", path, "grouped"), ("conv", conv, "cudnn"))
+                                  if v != default})
                 res = train_runs(runs, data, parts, rounds=rounds, width=width, device=device, precision=precision,
                                  path=path, cuda_graph=cuda_graph, conv=conv, callback=check,
                                  checkpoint=ckpt if use_ckpt else None, checkpoint_every=checkpoint_every,
