@@ -40,8 +40,8 @@ import numpy as np
 from ._io import atomic_write
 from ._validate import check_int
 
-__all__ = ["FORMAT", "FOOTER", "PARTS", "CheckpointError", "to_numpy_tree", "save_checkpoint", "load_checkpoint", "config_diff",
-           "check_config", "default_checkpoint_path"]
+__all__ = ["FORMAT", "FOOTER", "PARTS", "CheckpointError", "to_numpy_tree", "save_checkpoint", "load_checkpoint",
+           "config_diff", "check_config", "default_checkpoint_path"]
 
 #: The ``format`` field of every checkpoint this version writes and reads.
 FORMAT = "fedlib.checkpoint/1"

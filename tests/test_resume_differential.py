@@ -1,34 +1,42 @@
 """Differential tests of resuming: a run interrupted after round k and resumed from its checkpoint
 must be *bit for bit* the uninterrupted run — final parameters, server optimizer state, control
-variates, the whole history and the result file (all but the wall times and the record of the
-resume in ``provenance``).
+variates, the whole history and the result file (all but the wall times, the command line and the
+record of the resume in ``provenance``, and table1's timing summary).
 
 The matrix
 ----------
-Entry points (every one that resumes):
+Entry points (every one that resumes; ``run cifar10`` has no checkpoint flags):
 
-* ``run_batched(..., on_round_end=..., resume=...)`` (numpy and torch backends), through a
-  checkpoint file written by :func:`fedlib.checkpoint.save_checkpoint`;
-* ``python -m fedlib run synthetic --checkpoint-every K [--resume]`` (numpy and torch backends);
-* the distributed path of ``run_batched`` (two ranks in threads, ``comm=``);
-* ``train_runs(..., checkpoint=...)`` (the stacked CIFAR engine, on the shipped sample, tiny VGG,
-  several runs stacked in one engine) and ``python -m fedlib table1`` on the sample.
-  (``run cifar10`` has no checkpoint flags: nothing to resume.)
+* ``run_batched(..., on_round_end=..., resume=...)`` (numpy and torch backends) through a
+  checkpoint file written by :func:`fedlib.checkpoint.save_checkpoint`, and with more rounds
+  than the checkpointed call (its documented resume);
+* ``python -m fedlib run synthetic --checkpoint-every K [--resume]`` (numpy and torch backends;
+  another ``--checkpoint-every`` on resume; interrupted twice);
+* the distributed path: ``run_batched(comm=...)`` and ``run synthetic --distributed`` on two
+  ranks in threads;
+* ``train_runs(..., checkpoint=...)`` (the stacked CIFAR engine on 240 images of the shipped
+  sample, tiny VGG, two runs stacked, grouped and vmap paths; interrupted twice),
+  ``StackedEngine.state_dict`` / ``load_state_dict`` on a WallClock schedule, and
+  ``python -m fedlib table1`` on the sample (two cells stacked).
 
 Configuration families that carry state across rounds: server momentum and FedAdam (buffers and
 counter), SCAFFOLD / FedNova-VR / VRLSGD control variates, random epochs / random steps, partial
-participation (with replacement, uniform), the lr step decay, WallClock schedules (jitter,
-stragglers), local momentum + prox + weight decay, and the CIFAR engine's augmentation and
-dropout streams.
+participation (with replacement, uniform), the lr step decay, ``--tau-eff population``, WallClock
+schedules (jitter, stragglers), local momentum + prox + weight decay, and the CIFAR engine's
+augmentation and dropout streams.
 
-Interruption points: k = 0 (before the first checkpoint), 1, a round between two checkpoints
-(the run restarts from the last one, not a multiple of ``checkpoint_every`` away from the crash),
-the last round of a run whose length is not a multiple of ``checkpoint_every`` (the final
-checkpoint is off the grid), and a run resumed after it finished.
+Interruption points: k = 0 (in round 0, before any checkpoint: ``--resume`` is refused and a fresh
+start reproduces the run), 1, on a checkpoint, between two checkpoints (the run restarts from the
+last one), right after the final checkpoint of a run whose length is not a multiple of
+``checkpoint_every`` (the result not yet written), and a finished run resumed once more.
 
-Also: a resume with another seed / lr / algorithm / number of rounds is refused naming the key;
-a truncated or corrupt checkpoint is refused, never restarted from scratch; a failed write
-leaves the previous checkpoint intact (atomic writes).
+No resumed run differed from the uninterrupted one. What was found, and is refused now:
+a checkpoint with a flipped bit (resumed into another run) or missing a part (a KeyError);
+``train_runs`` resuming under another lr / server / algorithm / epochs / sampling / path;
+``table1`` resuming a group under another ``--path`` / ``--conv``; a saved server state of another
+server optimizer (an AttributeError, or the buffer silently dropped). Also checked: resumes with
+another seed / lr / algorithm / rounds / epochs refused naming the key; truncated checkpoints
+refused (never overwritten by a fresh start); a failed write keeps the previous checkpoint.
 """
 from __future__ import annotations
 

@@ -358,8 +358,8 @@ def train_runs(runs: Sequence[dict], data, parts, *, rounds: int, width: float =
     seconds_before, started = 0.0, time.time()
     ck_config = dict(checkpoint_config) if checkpoint_config is not None else {
         "runs": [r.get("name", "") for r in runs], "seeds": [r["seed"] for r in runs],
-        "setup": {str(j): run_setup(r) for j, r in enumerate(runs)}, "rounds": rounds, "width": width, "precision": precision,
-        "batch_size": batch_size, "lr_decay": lr_decay, "path": path, "conv": conv}
+        "setup": {str(j): run_setup(r) for j, r in enumerate(runs)}, "rounds": rounds, "width": width,
+        "precision": precision, "batch_size": batch_size, "lr_decay": lr_decay, "path": path, "conv": conv}
     if checkpoint is not None:  # the data trained on, whatever the caller's config says
         ck_config.setdefault("data", data_fingerprint(data, parts))
     if checkpoint is not None and Path(checkpoint).is_file():
