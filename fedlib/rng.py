@@ -38,7 +38,7 @@ __all__ = ["seed_sequence", "generator", "torch_generator", "PURPOSES"]
 
 #: Purposes used inside fedlib; any other string works too.
 PURPOSES = ("local_steps", "local_work", "sampling", "batches", "init", "partition", "data", "data_sizes", "data_shared",
-            "augment", "dropout", "gradient_noise", "client_speeds", "instances", "fixed_local_steps",
+            "augment", "dropout", "gradient_noise", "client_speeds", "round_speeds", "instances", "fixed_local_steps",
             "anatomy_batches")
 
 

@@ -5,8 +5,11 @@ here (the official code keeps the last partial batch; the paper writes
 :math:`\lfloor E n_i/B \rfloor`); with a fixed wall-clock round, :math:`\tau_i` is the
 number of steps finished in the window. Every schedule is an object with
 ``local_steps(round) -> (m,) int64`` (and ``epochs(round)`` where it applies), and
-every random draw comes from ``fedlib.rng.generator(seed, "local_steps", round, client)``
-— independent per (run, round, client), never a reseeded global RNG.
+every random draw comes from ``fedlib.rng.generator(seed, purpose, round, client)`` —
+independent per (run, round, client), never a reseeded global RNG. The purpose is
+``"local_steps"`` for drawn step or epoch counts and ``"round_speeds"`` for
+:class:`WallClock`'s per-round speeds, so a clock and a random schedule with the same
+seed draw from different streams (not the same numbers, which would correlate them).
 """
 from __future__ import annotations
 
@@ -203,11 +206,13 @@ class WallClock:
 
     def rates(self, round_index: int) -> np.ndarray:
         r"""Every client's speed :math:`s_i^{(t)}` in round ``round_index`` (steps per second,
-        jitter and straggling included); one stream per (seed, round, client)."""
+        jitter and straggling included); one stream per (seed, round, client),
+        ``generator(seed, "round_speeds", round, client)``: first :math:`Z` of the jitter
+        :math:`e^{\sigma Z}`, then the uniform that decides whether the client straggles."""
         round_index = check_int("round_index", round_index)
         out = np.empty(self.num_clients)
         for i, s in enumerate(self.speeds):
-            g = generator(self.seed, "local_steps", round_index, i)
+            g = generator(self.seed, "round_speeds", round_index, i)
             rate = s * np.exp(self.jitter * g.standard_normal())
             if g.random() < self.straggler_prob:
                 rate *= self.straggler_factor
