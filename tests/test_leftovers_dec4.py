@@ -39,3 +39,52 @@ def test_wallclock_speeds_are_independent_of_a_random_schedule_with_the_same_see
     slowed = np.array([clock.rates(t)[0] < 10.0 for t in range(rounds)])  # Z < 0
     agree = int(np.sum(bit8 == slowed))
     assert 900 < agree < 1100, agree
+
+
+# ---------------------------------------------------------------- table1 --budget-seconds inf
+
+def _main(argv) -> tuple:
+    """``(exit status, stdout, stderr)`` of ``python -m fedlib argv``, run in this process."""
+    import contextlib
+    import io
+
+    from fedlib.cli import main
+
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        try:
+            rc = main(argv)
+        except SystemExit as exc:
+            rc = exc.code
+    return rc, out.getvalue(), err.getvalue()
+
+
+@pytest.mark.parametrize("flags, message", [
+    (["--budget-seconds", "inf"], "--budget-seconds must be a finite number of seconds, got inf; for no practical "
+                                  "limit give one longer than the runs (e.g. 1e9)"),
+    (["--budget-seconds", "1", "--continue-later", "inf"], "--continue-later must be a finite number of seconds, "
+                                                           "got inf"),
+])
+def test_table1_refuses_an_infinite_budget(tmp_path, flags, message):
+    """--budget-seconds inf (and --continue-later inf) had no documented meaning and was taken as
+    "no limit": a dry run listed the runs, a real call would have trained every missing cell."""
+    res = tmp_path / "results"
+    rc, out, err = _main(["table1", "--results", str(res), "--dry-run", "--cells", "sgd-e2-fedavg", "--seeds", "0",
+                          *flags])
+    assert (rc, out) == (2, ""), (rc, out, err)
+    assert err.startswith(f"python -m fedlib table1: error: {message}"), err
+    assert not res.exists()
+
+
+@pytest.mark.parametrize("kw, message", [
+    ({"budget_seconds": float("inf")}, "budget_seconds must be a finite number of seconds, got inf"),
+    ({"budget_seconds": 1.0, "continue_later": float("inf")},
+     "continue_later must be a finite number >= 0 of seconds, got inf"),
+])
+def test_run_table1_refuses_an_infinite_budget(tmp_path, kw, message):
+    import fedlib.experiments.cifar10 as C
+
+    lines = []
+    with pytest.raises(ValueError, match="^" + message):
+        C.run_table1(tmp_path, seeds=(0,), cells=["sgd-e2-fedavg"], dry_run=True, log=lines.append, **kw)
+    assert lines == []

@@ -15,6 +15,7 @@ Example::
 from __future__ import annotations
 
 import argparse
+import math
 import os
 import sys
 from pathlib import Path
@@ -361,8 +362,8 @@ def add_table1_parser(sub) -> argparse.ArgumentParser:
     p.add_argument("--results", type=user_path, default=Path("data/results/cifar10"),
                    help="folder of the result files (created if missing)")
     p.add_argument("--budget-seconds", type=float, default=None,
-                   help="wall-clock budget (required; no default); no run is started that is not expected "
-                        "to finish within it")
+                   help="wall-clock budget in seconds, finite (required; no default); no run is started that is "
+                        "not expected to finish within it")
     p.add_argument("--seeds", default="0,1,2", help="comma-separated run seeds")
     p.add_argument("--cells", default=None, help="comma-separated cell ids (default: all, in table order)")
     p.add_argument("--rounds", type=int_at_least(1), default=100, help="rounds per run (100 in the paper)")
@@ -459,8 +460,13 @@ def table1_command(args: argparse.Namespace) -> int:
         raise CLIError("--budget-seconds is required (the wall-clock budget; 0 with --dry-run lists what is missing)")
     if not args.budget_seconds >= 0:
         raise CLIError(f"--budget-seconds must be >= 0, got {args.budget_seconds}")
+    if not math.isfinite(args.budget_seconds):  # 'inf' has no documented meaning: not "no limit" by accident
+        raise CLIError(f"--budget-seconds must be a finite number of seconds, got {args.budget_seconds}; for no "
+                       "practical limit give one longer than the runs (e.g. 1e9)")
     if not args.continue_later >= 0:
         raise CLIError(f"--continue-later must be >= 0 seconds, got {args.continue_later}")
+    if not math.isfinite(args.continue_later):
+        raise CLIError(f"--continue-later must be a finite number of seconds, got {args.continue_later}")
     seeds = _parse_seeds(args.seeds)
     cells = None
     if args.cells is not None:

@@ -35,6 +35,7 @@ import dataclasses
 import gc
 import hashlib
 import json
+import math
 import time
 from pathlib import Path
 from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence
@@ -621,6 +622,11 @@ def run_table1(results_dir, *, budget_seconds: float, seeds: Sequence[int] = (0,
     # stack 0 stopped at once with "the next run needs ~N s" whatever the budget
     if not float(budget_seconds) >= 0:
         raise ValueError(f"budget_seconds must be >= 0, got {budget_seconds!r}")
+    if not math.isfinite(float(budget_seconds)):
+        raise ValueError(f"budget_seconds must be a finite number of seconds, got {budget_seconds!r}; for no "
+                         "practical limit give one longer than the runs (e.g. 1e9)")
+    if not (float(continue_later) >= 0 and math.isfinite(float(continue_later))):
+        raise ValueError(f"continue_later must be a finite number >= 0 of seconds, got {continue_later!r}")
     stack = check_int("stack", stack, minimum=1)
     checkpoint_every = check_count("checkpoint_every", checkpoint_every, minimum=0)  # int(1.5) was 1
     if not (np.isfinite(safety) and safety > 0):
@@ -679,8 +685,6 @@ def run_table1(results_dir, *, budget_seconds: float, seeds: Sequence[int] = (0,
             raise ValueError(f"images_per_second must be > 0, got {images_per_second!r}")
         rate = 1.0 / float(images_per_second)
         log(f"estimate: {images_per_second:.0f} images/s (hint) until a group is measured")
-    if not float(continue_later) >= 0:
-        raise ValueError(f"continue_later must be >= 0 seconds, got {continue_later!r}")
     parts = official_partition(data.train_labels)
     test_labels = getattr(data, "test_labels", None)
     n_train, n_test = int(len(data.train_labels)), (0 if test_labels is None else int(len(test_labels)))
