@@ -88,3 +88,43 @@ def test_run_table1_refuses_an_infinite_budget(tmp_path, kw, message):
     with pytest.raises(ValueError, match="^" + message):
         C.run_table1(tmp_path, seeds=(0,), cells=["sgd-e2-fedavg"], dry_run=True, log=lines.append, **kw)
     assert lines == []
+
+
+# ---------------------------------------------------------------- Synthetic(alpha, beta) that overflows
+
+def _tiny_synthetic(alpha, beta):
+    """One client, d = 1, C = 2, n = 2, seed 19: the draws of stream (19, "data", 0) are, in order,
+    Z0 (u = alpha Z0), Z1 (B = beta Z1), Z2, Z3 (W), Z4, Z5 (b), Z6 (v), Z7, Z8 (x; Sigma = 1)."""
+    from fedlib.data.synthetic import synthetic
+
+    return synthetic(alpha, beta, num_clients=1, dim=1, num_classes=2, seed=19, num_samples=2)
+
+
+def test_synthetic_refuses_alpha_whose_class_scores_overflow():
+    r"""With beta = 0, x_i = Z6 + Z_{7+i} (1.009 + 1.228 and 0.948 + 1.228, both > 0) and the
+    scores x_i (u + W_c) + u + b_c are u (x_i + 1) up to O(1) terms: they overflow float64 once
+    alpha Z0 (max_i x_i + 1) passes the largest double. Before, alpha just above that limit
+    gave numpy overflow warnings and labels that were the argmax of inf."""
+    z = generator(19, "data", 0).standard_normal(9)
+    x = z[6] + z[7:9]
+    assert z[0] > 1 and np.all(x > 0)
+    limit = np.finfo(np.float64).max / (z[0] * (x.max() + 1.0))  # about 5.5e307
+    ds = _tiny_synthetic(limit * (1 - 1e-9), 0.0)
+    assert ds.meta["u"][0] == pytest.approx(limit * (1 - 1e-9) * z[0], rel=1e-15)
+    np.testing.assert_array_equal(np.sort(np.concatenate([ds.train_x[0], ds.test_x[0]]).ravel()), np.sort(x))
+    with np.errstate(all="raise"):  # no overflow warning either
+        with pytest.raises(ValueError, match=r"^alpha=.* beta=0\.0 are too large: client 0's class scores "
+                                             r"x\^T W_k \+ b_k .* overflow float64"):
+            _tiny_synthetic(limit * (1 + 1e-9), 0.0)
+
+
+def test_synthetic_refuses_beta_whose_inputs_overflow():
+    """x_i = beta Z1 + Z6 + Z_{7+i} with Z1 = 1.188: inf for beta = 1.6e308 (1.9e308 > the largest
+    double). Before, FederatedDataset refused it without naming beta ('client 0 train x contains
+    NaN or inf'), after numpy's overflow warnings."""
+    z1 = generator(19, "data", 0).standard_normal(2)[1]
+    assert z1 > np.finfo(np.float64).max / 1.6e308
+    with np.errstate(all="raise"):
+        with pytest.raises(ValueError, match=r"^beta=1\.6e\+308 is too large: client 0's inputs x .* overflow "
+                                             r"float64 \(inf\); choose a smaller beta"):
+            _tiny_synthetic(0.0, 1.6e308)

@@ -101,6 +101,20 @@ def _client_sizes(seed: int, num_clients: int, num_samples) -> np.ndarray:
     return np.array([check_int("num_samples", s, minimum=1) for s in sizes], dtype=np.int64)
 
 
+def _check_finite_client(k: int, x: np.ndarray, scores: np.ndarray, alpha: float, beta: float) -> None:
+    r"""Refuse a client whose features :math:`x` or class scores :math:`x^\top W_k + b_k` overflow
+    float64: the labels would be the :math:`\arg\max` of inf / NaN (in practice from
+    :math:`\alpha` or :math:`\beta` of order :math:`10^{306}`, :math:`|u_k|\,|\sum_j x_j + 1|` or
+    :math:`|x|\,|W_k|` above the largest double, :math:`1.8 \times 10^{308}`)."""
+    if not np.all(np.isfinite(x)):
+        raise ValueError(f"beta={beta!r} is too large: client {k}'s inputs x ~ N(v_k, Sigma), v_k ~ N(B_k, 1), "
+                         f"B_k ~ N(0, beta^2), overflow float64 (inf); choose a smaller beta")
+    if not np.all(np.isfinite(scores)):
+        raise ValueError(f"alpha={alpha!r}, beta={beta!r} are too large: client {k}'s class scores x^T W_k + b_k "
+                         f"(W_k, b_k ~ N(u_k, 1), u_k ~ N(0, alpha^2)) overflow float64 (inf or NaN), so its labels "
+                         f"would be the argmax of inf; choose a smaller alpha or beta")
+
+
 def synthetic(
     alpha: float = 1.0,
     beta: float = 1.0,
@@ -135,6 +149,12 @@ def synthetic(
         ``None`` (default) for the FedProx sizes :math:`\lfloor \mathrm{LogNormal}(4, 2)
         \rfloor + 50`; an integer or a sequence of ``num_clients`` integers (>= 1) to
         fix the total per-client sizes instead (not in FedProx; useful for tests).
+
+    Raises
+    ------
+    ValueError
+        A parameter out of range, or ``alpha`` / ``beta`` so large (of order :math:`10^{306}`)
+        that a client's features or class scores overflow float64.
 
     Returns
     -------
@@ -175,18 +195,21 @@ def synthetic(
     for k in range(num_clients):
         rng = generator(seed, "data", k)
         n = int(sizes[k])
-        if iid:
-            u_k = b_k_mean = 0.0
-            w, b = w_shared, b_shared
-            v = np.zeros(dim)
-        else:
-            u_k = alpha * rng.standard_normal()
-            b_k_mean = beta * rng.standard_normal()
-            w = u_k + rng.standard_normal((dim, num_classes))
-            b = u_k + rng.standard_normal(num_classes)
-            v = b_k_mean + rng.standard_normal(dim)
-        x = v + std * rng.standard_normal((n, dim))
-        y = np.argmax(x @ w + b, axis=1).astype(np.int64)
+        with np.errstate(over="ignore", invalid="ignore"):  # checked below, naming alpha / beta
+            if iid:
+                u_k = b_k_mean = 0.0
+                w, b = w_shared, b_shared
+                v = np.zeros(dim)
+            else:
+                u_k = alpha * rng.standard_normal()
+                b_k_mean = beta * rng.standard_normal()
+                w = u_k + rng.standard_normal((dim, num_classes))
+                b = u_k + rng.standard_normal(num_classes)
+                v = b_k_mean + rng.standard_normal(dim)
+            x = v + std * rng.standard_normal((n, dim))
+            scores = x @ w + b
+        _check_finite_client(k, x, scores, alpha, beta)
+        y = np.argmax(scores, axis=1).astype(np.int64)
         order = rng.permutation(n)
         x, y = x[order], y[order]
         n_train = max(1, int(train_fraction * n))
