@@ -128,3 +128,23 @@ def test_synthetic_refuses_beta_whose_inputs_overflow():
         with pytest.raises(ValueError, match=r"^beta=1\.6e\+308 is too large: client 0's inputs x .* overflow "
                                              r"float64 \(inf\); choose a smaller beta"):
             _tiny_synthetic(0.0, 1.6e308)
+
+
+# ---------------------------------------------------------------- arguments a subcommand does not take
+
+@pytest.mark.parametrize("argv, command, message", [
+    (["rerun", "a.json", "b.json"], "rerun",
+     "unrecognized arguments: b.json; python -m fedlib rerun takes 1 positional argument (result), got 2 (see --help)"),
+    (["rerun", "a.json", "--bogus"], "rerun", "unrecognized arguments: --bogus"),
+    (["run", "synthetic", "--rounds", "2", "--bogus"], "run synthetic", "unrecognized arguments: --bogus"),
+    (["table1", "extra"], "table1",
+     "unrecognized arguments: extra; python -m fedlib table1 takes no positional arguments, got 1 (see --help)"),
+])
+def test_an_argument_a_subcommand_does_not_take_is_reported_by_that_subcommand(argv, command, message):
+    """argparse reported them from the top level: 'usage: python -m fedlib [-h] COMMAND ...' and
+    'python -m fedlib: error: unrecognized arguments: b.json', naming neither rerun nor what it takes."""
+    rc, out, err = _main(argv)
+    assert (rc, out) == (2, ""), (rc, out, err)
+    lines = err.strip().splitlines()
+    assert lines[0].startswith(f"usage: python -m fedlib {command} [-h] "), lines[0]
+    assert lines[-1] == f"python -m fedlib {command}: error: {message}"

@@ -68,12 +68,54 @@ def _load(spec: str):
     return getattr(module, func, None)
 
 
+def _subparsers_of(parser: argparse.ArgumentParser):
+    return next((a for a in parser._actions if isinstance(a, argparse._SubParsersAction)), None)
+
+
+class _CommandParser(argparse.ArgumentParser):
+    """The top-level parser. argparse reports arguments a subcommand does not take from the
+    top level ("python -m fedlib: error: unrecognized arguments: b.json" under the top-level
+    usage, for ``rerun a.json b.json``); this one reports them from the subcommand that was
+    given them, with its usage and what it takes. (``parse_args`` is argparse's own: it calls
+    :meth:`parse_known_args`, then :meth:`error` with the leftovers.)"""
+
+    _parsed = None
+    _extras: list = []
+
+    def parse_known_args(self, args=None, namespace=None):
+        parsed, extras = super().parse_known_args(args, namespace)
+        self._parsed, self._extras = parsed, list(extras)
+        return parsed, extras
+
+    def error(self, message):
+        extras = self._extras
+        if self._parsed is None or not extras or message != f"unrecognized arguments: {' '.join(extras)}":
+            super().error(message)
+        leaf = self
+        for dest in ("command", "target"):
+            sub = _subparsers_of(leaf)
+            name = getattr(self._parsed, dest, None)
+            if sub is None or name not in sub.choices:
+                break
+            leaf = sub.choices[name]
+        if leaf is self:
+            super().error(message)
+        extra_positionals = sum(not e.startswith("-") for e in extras)
+        if extra_positionals:
+            names = [a.metavar or a.dest for a in leaf._actions
+                     if not a.option_strings and not isinstance(a, argparse._SubParsersAction)]
+            takes = ("no positional arguments" if not names else
+                     f"{len(names)} positional argument{'s' if len(names) > 1 else ''} ({', '.join(names)})")
+            message += f"; {leaf.prog} takes {takes}, got {len(names) + extra_positionals} (see --help)"
+        leaf.error(message)
+
+
 def build_parser(only: Optional[tuple] = None) -> argparse.ArgumentParser:
     """The parser with every registered command, or only ``only = (group, name)`` (the
     one being run: other command modules are then not even imported)."""
     from .common import HelpFormatter
 
-    parser = argparse.ArgumentParser(
+    parser = _CommandParser(
         prog="python -m fedlib", formatter_class=HelpFormatter,
         description="FedNova (Wang et al., NeurIPS 2020) reproduced: run and benchmark federated algorithms.")
     top = parser.add_subparsers(dest="command", metavar="COMMAND")
