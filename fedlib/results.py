@@ -40,7 +40,8 @@ inside :func:`recorded_command` (``fedlib.cli.main(argv)`` called with an explic
 :func:`write_result` serialises first, then writes a temporary file in the target's
 folder and :func:`os.replace`-s it: a reader sees the old file or the new one, never a
 partial one, and a failure leaves the target untouched. :func:`read_result` checks the
-schema and raises ``ValueError`` naming the file and the problem.
+schema — including that ``summary.final_<field>`` is the last history record's ``<field>`` and
+``summary.rounds`` the number of records — and raises ``ValueError`` naming the file and the problem.
 
 Shared by ``fedlib.cli.synthetic``, the CIFAR-10 commands and the book's chapters.
 """
@@ -386,7 +387,28 @@ def validate_result(result: Any, where: str = "result") -> dict:
         if not isinstance(steps, list) or not all(isinstance(s, int) and not isinstance(s, bool) and s >= 0
                                                   for s in steps):
             raise ValueError(f"{where}: history[{i}].local_steps must be a list of integers >= 0")
+    _check_summary_against_history(result.get("summary"), history, where)
     return result
+
+
+def _check_summary_against_history(summary: Optional[dict], history: list, where: str) -> None:
+    """``summary.final_<field>`` must be the last round's ``<field>`` (the writers copy it; an
+    edited or mixed-up file whose summary and history disagree is refused, since tables read the
+    summary and figures the history), and ``summary.rounds`` the number of records."""
+    if not summary:
+        return
+    if "rounds" in summary and summary["rounds"] != len(history):
+        raise ValueError(f"{where}: summary.rounds is {summary['rounds']!r} but the history has {len(history)} "
+                         "records")
+    for key, value in summary.items():
+        if not key.startswith("final_"):
+            continue
+        field = key[len("final_"):]
+        if not history:
+            raise ValueError(f"{where}: summary.{key} is {value!r} but the history is empty")
+        if field in history[-1] and value != history[-1][field]:
+            raise ValueError(f"{where}: summary.{key} is {value!r} but the last round (history[{len(history) - 1}]) "
+                             f"has {field} {history[-1][field]!r}; the summary must be the history's last record")
 
 
 # ----------------------------------------------------------------------------- files

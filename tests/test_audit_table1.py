@@ -151,6 +151,8 @@ def test_repeats_must_be_the_same_run(tmp_path):
     short = json.loads((REPEATS / "sgd-e2-fedavg__seed0__alone.json").read_text())
     short["history"] = short["history"][:2]
     short["config"]["rounds"], short["config"]["engine"]["width"] = 2, 0.03
+    short["summary"].update(rounds=2, final_test_accuracy=short["history"][1]["test_accuracy"],  # as written
+                            final_train_loss=short["history"][1]["train_loss"])
     _write(tmp_path / "sgd-e2-fedavg__seed0__tiny.json", short)
     with pytest.raises(C.OtherSetupError, match=r"rounds 2 \(the Table 1 run's 100\), width 0\.03"):
         C.repeat_differences(results, tmp_path)

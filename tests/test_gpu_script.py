@@ -169,7 +169,8 @@ def test_import_refuses_a_result_of_another_cell_definition_or_commit(tmp_path):
     cases = [(lambda d: d["config"]["table1_cell"].update(lr=0.5), "cell lr 0.5 (now 0.02)"),
              (lambda d: d["provenance"].update(git_commit="unknown"), "names no commit"),
              (lambda d: d["provenance"].update(git_commit="f" * 40), "is not in this repository"),
-             (lambda d: d["history"][-1].update(test_accuracy=None), "no final test accuracy")]
+             (lambda d: (d["history"][-1].update(test_accuracy=None), d["summary"].update(final_test_accuracy=None)),
+              "no final test accuracy")]
     for i, (mutate, message) in enumerate(cases):
         d = copy.deepcopy(base)
         mutate(d)

@@ -1,6 +1,8 @@
 """Leftovers from earlier reviews (2026-12-04): one test per fix, each failing on the code before it."""
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pytest
 
@@ -148,3 +150,74 @@ def test_an_argument_a_subcommand_does_not_take_is_reported_by_that_subcommand(a
     lines = err.strip().splitlines()
     assert lines[0].startswith(f"usage: python -m fedlib {command} [-h] "), lines[0]
     assert lines[-1] == f"python -m fedlib {command}: error: {message}"
+
+
+# ---------------------------------------------------------------- a summary that disagrees with its history
+
+SHIPPED_RUN = "data/results/cifar10/sgd-e2-fedavg__seed0.json"
+
+
+def _shipped_run() -> dict:
+    import json
+    from pathlib import Path
+
+    return json.loads((Path(__file__).resolve().parents[1] / SHIPPED_RUN).read_text())
+
+
+def test_the_shipped_summary_is_its_history_s_last_round():
+    """sgd-e2-fedavg seed 0 (Table 1, H200): final test accuracy 0.5882 in round 99 (1-based 100)."""
+    from fedlib.results import validate_result
+
+    doc = validate_result(_shipped_run())
+    assert len(doc["history"]) == 100 and doc["summary"]["rounds"] == 100
+    assert doc["summary"]["final_test_accuracy"] == doc["history"][99]["test_accuracy"] == 0.5882000000000001
+
+
+@pytest.mark.parametrize("key, value, message", [
+    ("final_test_accuracy", 0.6882, r"summary\.final_test_accuracy is 0\.6882 but the last round \(history\[99\]\) "
+                                    r"has test_accuracy 0\.5882000000000001; the summary must be"),
+    ("final_train_loss", None, r"summary\.final_train_loss is None but the last round \(history\[99\]\) has "
+                               r"train_loss 0\.2467"),
+    ("rounds", 99, r"summary\.rounds is 99 but the history has 100 records"),
+])
+def test_a_summary_that_disagrees_with_the_history_is_refused(tmp_path, key, value, message):
+    """Table 1 reads summary.final_test_accuracy, the figures read the history: an edited (or
+    mixed-up) file whose two disagree was read without a word."""
+    import json
+
+    from fedlib.results import read_result
+
+    doc = _shipped_run()
+    doc["summary"][key] = value
+    f = tmp_path / "r.json"
+    f.write_text(json.dumps(doc))
+    with pytest.raises(ValueError, match=f"^{re.escape(str(f))}: {message}"):
+        read_result(f)
+
+
+def test_a_final_value_without_any_history_is_refused():
+    from fedlib.results import make_result
+
+    prov = _shipped_run()["provenance"]
+    with pytest.raises(ValueError, match=r"^result: summary\.final_test_accuracy is 0\.5 but the history is empty"):
+        make_result({"rounds": 0}, [], prov, summary={"final_test_accuracy": 0.5})
+
+
+def test_rerun_refuses_a_summary_that_disagrees_with_its_history(tmp_path):
+    """rerun read such a file and reported 'MISMATCH: summary.final_test_accuracy' (exit 1) as if
+    the code had changed; the file contradicts itself: a bad input (exit 2), one line."""
+    import json
+
+    orig = tmp_path / "orig.json"
+    rc, _, err = _main(["run", "synthetic", "--num-clients", "3", "--rounds", "2", "--epochs", "1", "--quiet",
+                        "--out", str(orig)])
+    assert rc == 0, err
+    doc = json.loads(orig.read_text())
+    last = doc["history"][1]["test_accuracy"]
+    doc["summary"]["final_test_accuracy"] = 0.99
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps(doc))
+    rc, out, err = _main(["rerun", str(bad), "--quiet"])
+    assert (rc, out) == (2, "")
+    assert err == (f"python -m fedlib rerun: error: {bad}: summary.final_test_accuracy is 0.99 but the last round "
+                   f"(history[1]) has test_accuracy {last!r}; the summary must be the history's last record\n")

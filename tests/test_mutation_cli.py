@@ -856,7 +856,8 @@ def test_rerun_refuses_an_out_it_cannot_write(recorded, tmp_path):
 
 
 @pytest.mark.parametrize("edit", [lambda d: d.update(kind="bench"),
-                                  lambda d: (d.update(history=[]), d["config"].update(rounds=0))],
+                                  lambda d: (d.update(history=[]), d["config"].update(rounds=0),
+                                             d.pop("summary"))],  # a summary of 2 rounds: refused when read
                          ids=["bench", "empty history"])
 def test_rerun_refuses_a_result_that_is_not_a_run(recorded, tmp_path, edit):
     path = _edited(recorded, tmp_path, edit)

@@ -51,7 +51,7 @@ def test_untampered_result_matches(original, capsys):
 # ----------------------------------------------------------------------------- defect 1: --out
 @pytest.mark.parametrize("how", ["same", "dotdot", "symlink", "hardlink"])
 def test_out_naming_the_checked_result_is_refused(original, tmp_path, capsys, monkeypatch, how):
-    res = _tampered(original, tmp_path, lambda d: d["summary"].update(final_test_accuracy=0.99))
+    res = _tampered(original, tmp_path, lambda d: d["initial"].update(train_loss=0.001))
     before = res.read_bytes()
     monkeypatch.chdir(tmp_path)
     if how == "same":
@@ -70,11 +70,10 @@ def test_out_naming_the_checked_result_is_refused(original, tmp_path, capsys, mo
 
 
 # ----------------------------------------------------------------------------- defect 2: what is compared
+# a summary.final_* / rounds that disagrees with the file's own history is refused when the file is
+# read (exit 2: tests/test_leftovers_dec4.py::test_rerun_refuses_a_summary_that_disagrees_with_its_history)
 TAMPER = [
-    ("summary.final_test_accuracy", lambda d: d["summary"].update(final_test_accuracy=0.99)),
-    ("summary.final_train_loss",
-     lambda d: d["summary"].update(final_train_loss=d["summary"]["final_train_loss"] + 1e-9)),
-    ("summary.rounds", lambda d: d["summary"].update(rounds=3)),
+    ("summary.extra: only in the recorded result", lambda d: d["summary"].update(extra=0.5)),
     ("initial.train_loss", lambda d: d["initial"].update(train_loss=0.001)),
     ("config.data.num_samples[0]", lambda d: d["config"]["data"]["num_samples"].__setitem__(0, 999)),
     ("config.data.num_features", lambda d: d["config"]["data"].update(num_features=3)),
@@ -94,7 +93,7 @@ def test_tampered_initial_summary_or_config_is_a_mismatch(original, tmp_path, ca
 
 def test_mismatch_names_every_differing_part_config_first(original, tmp_path, capsys):
     def edit(d):
-        d["summary"]["final_test_accuracy"] = 0.99
+        d["summary"].pop("final_test_accuracy")  # a changed value would disagree with the history: refused
         d["history"][1]["tau_eff"] += 1.0
         d["config"]["data"]["num_features"] = 3
         d["initial"]["train_loss"] = 0.001
@@ -115,7 +114,8 @@ def test_history_difference_names_round_and_field(original, tmp_path, capsys):
 def test_tolerance_applies_to_initial_and_summary(original, tmp_path, capsys):
     def edit(d):
         d["initial"]["train_loss"] += 1e-9
-        d["summary"]["final_train_loss"] += 1e-9
+        d["history"][-1]["train_loss"] += 1e-9  # the summary repeats the last round (checked when read)
+        d["summary"]["final_train_loss"] = d["history"][-1]["train_loss"]
 
     res = _tampered(original, tmp_path, edit)
     assert _cli(capsys, "rerun", res, "--quiet")[0] == 1
