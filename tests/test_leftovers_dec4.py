@@ -221,3 +221,36 @@ def test_rerun_refuses_a_summary_that_disagrees_with_its_history(tmp_path):
     assert (rc, out) == (2, "")
     assert err == (f"python -m fedlib rerun: error: {bad}: summary.final_test_accuracy is 0.99 but the last round "
                    f"(history[1]) has test_accuracy {last!r}; the summary must be the history's last record\n")
+
+
+# ---------------------------------------------------------------- bench cifar10 --profile on the CPU
+
+_UNITS = {"s": 1.0, "ms": 1e-3, "us": 1e-6, "ns": 1e-9}
+
+
+def _seconds(text: str) -> float:
+    m = re.fullmatch(r"([0-9.]+)(s|ms|us|ns)", text)
+    assert m, text
+    return float(m.group(1)) * _UNITS[m.group(2)]
+
+
+def test_bench_cifar10_profile_on_the_cpu_is_sorted_by_self_cpu_time(tmp_path):
+    """On a CPU the operator table is sorted by self CPU time (``self_cpu_time_total``; on a GPU by
+    self CUDA time): the operators that themselves take the time come first, not the wrappers
+    (aten::conv2d -> aten::convolution -> ...) whose total includes their callees. Checked on the
+    written table: the 'Self CPU' column never increases down the rows, at most 30 of them (the
+    order of the numbers the profiler itself prints, not a measurement of this test)."""
+    prof = tmp_path / "p.txt"
+    rc, out, err = _main(["bench", "cifar10", "--sample", "--width", "0.03", "--steps", "2", "--repeat", "1",
+                          "--device", "cpu", "--profile", str(prof), "--quiet"])
+    assert (rc, out) == (0, ""), err
+    lines = prof.read_text().splitlines()
+    rules = [i for i, line in enumerate(lines) if set(line.strip()) == {"-", " "} or set(line.strip()) == {"-"}]
+    header = lines[rules[0] + 1].split("  ")
+    columns = [c.strip() for c in header if c.strip()]
+    assert columns[:3] == ["Name", "Self CPU %", "Self CPU"] and not any("CUDA" in c for c in columns)
+    rows = [line.split() for line in lines[rules[1] + 1:rules[2]]]
+    assert 5 <= len(rows) <= 30
+    self_cpu = [_seconds(r[-5]) for r in rows]  # Self CPU, then CPU total %, CPU total, avg, calls
+    assert self_cpu == sorted(self_cpu, reverse=True), self_cpu  # sorted by CPU total, or by CUDA time: fails
+    assert lines[rules[2] + 1].startswith("Self CPU time total: ")
