@@ -73,6 +73,8 @@ ROOT_FILES = ("_config.yml", "_toc.yml", "*.bib")
 #: Directories at the book root copied into the mirror *after* execution,
 #: so that they hold what the chapters wrote.
 ROOT_DIRS_AFTER_EXECUTION = ("figures",)
+#: The chapters' profiles (their ``parameters`` cells size the runs for these two).
+PROFILES = ("ci", "full")
 #: Directory names never copied into the mirror.
 IGNORED_DIR_NAMES = {".ipynb_checkpoints", "__pycache__"}
 
@@ -263,10 +265,14 @@ def log(line: str, stream=None) -> None:
 
 
 def default_jobs() -> int:
-    """``$BOOK_JOBS`` if set, else 2 on a machine with 2 or more cores, else 1."""
+    """``$BOOK_JOBS`` if set, else 2 on a machine with 2 or more cores, else 1 (``ValueError``
+    naming ``BOOK_JOBS`` for a value that is not a whole number)."""
     value = os.environ.get("BOOK_JOBS")
     if value:
-        return int(value)
+        try:
+            return int(value)
+        except ValueError:
+            raise ValueError(f"$BOOK_JOBS must be a whole number of chapters at a time, got {value!r}") from None
     return 2 if (os.cpu_count() or 1) >= 2 else 1
 
 
@@ -363,7 +369,7 @@ def execute_all(layout: Layout, parameters: dict, timeout: int | None,
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
     parser.add_argument("--profile", default=os.environ.get("PROFILE", "ci"),
-                        help="value injected as `profile` into every chapter (default: ci)")
+                        help="value injected as `profile` into every chapter: ci or full (default: $PROFILE, else ci)")
     parser.add_argument("--seed", type=int, default=None,
                         help="also inject `seed` (default: each chapter keeps its own)")
     parser.add_argument("--timeout", type=int, default=None,
@@ -380,6 +386,24 @@ def main(argv: list[str] | None = None) -> int:
                       help="render the last executed notebooks (with fresh non-notebook "
                            "sources) without executing")
     args = parser.parse_args(argv)
+    # refused before anything runs: each of these failed only inside the chapters, one by one,
+    # after a mirror had been made (a profile other than ci / full is a KeyError in chapters 2, 8
+    # and 9; a negative seed a ValueError of fedlib.rng), or as a traceback
+    if args.profile not in PROFILES:
+        parser.error(f"--profile (default $PROFILE, else ci) must be one of {', '.join(PROFILES)}, got "
+                     f"{args.profile!r}")
+    if args.seed is not None and args.seed < 0:
+        parser.error(f"--seed must be >= 0 (fedlib.rng's seeds), got {args.seed}")
+    if args.timeout is not None and args.timeout < 1:
+        parser.error(f"--timeout must be >= 1 second (omit it for no timeout), got {args.timeout}")
+    try:
+        jobs = default_jobs() if args.jobs is None else args.jobs
+    except ValueError as exc:
+        parser.error(str(exc))
+    if jobs < 1:
+        parser.error(f"--jobs must be >= 1, got {jobs}")
+    if not (args.root / "_toc.yml").is_file() or not (args.root / "_config.yml").is_file():
+        parser.error(f"--root {args.root}: holds no _toc.yml and _config.yml (not a book root)")
     layout = Layout(args.root.resolve())
 
     if args.render_only:
@@ -395,9 +419,6 @@ def main(argv: list[str] | None = None) -> int:
     parameters: dict = {"profile": args.profile}
     if args.seed is not None:
         parameters["seed"] = args.seed
-    jobs = default_jobs() if args.jobs is None else args.jobs
-    if jobs < 1:
-        parser.error(f"--jobs must be >= 1, got {jobs}")
     if not execute_all(layout, parameters, args.timeout, args.fail_fast, jobs):
         return 1
     return 0 if args.no_render else render(layout)

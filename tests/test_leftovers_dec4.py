@@ -254,3 +254,51 @@ def test_bench_cifar10_profile_on_the_cpu_is_sorted_by_self_cpu_time(tmp_path):
     self_cpu = [_seconds(r[-5]) for r in rows]  # Self CPU, then CPU total %, CPU total, avg, calls
     assert self_cpu == sorted(self_cpu, reverse=True), self_cpu  # sorted by CPU total, or by CUDA time: fails
     assert lines[rules[2] + 1].startswith("Self CPU time total: ")
+
+
+# ---------------------------------------------------------------- scripts/
+
+def _script(name: str):
+    """A script under scripts/ imported as a module (its main() not run)."""
+    import importlib.util
+    import sys
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[1] / "scripts" / name
+    spec = importlib.util.spec_from_file_location(f"_script_{path.stem}", path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # dataclasses look their module up there
+    spec.loader.exec_module(module)
+    return module
+
+
+def _exit_code_and_stderr(main, argv, capsys) -> tuple:
+    with pytest.raises(SystemExit) as exc:
+        main(argv)
+    return exc.value.code, capsys.readouterr().err
+
+
+@pytest.mark.parametrize("flags, env, message", [
+    (["--profile", "ful"], {}, "--profile (default $PROFILE, else ci) must be one of ci, full, got 'ful'"),
+    ([], {"PROFILE": "smoke"}, "--profile (default $PROFILE, else ci) must be one of ci, full, got 'smoke'"),
+    (["--seed", "-1"], {}, "--seed must be >= 0 (fedlib.rng's seeds), got -1"),
+    (["--timeout", "0"], {}, "--timeout must be >= 1 second (omit it for no timeout), got 0"),
+    ([], {"BOOK_JOBS": "two"}, "$BOOK_JOBS must be a whole number of chapters at a time, got 'two'"),
+    ([], {}, "holds no _toc.yml and _config.yml (not a book root)"),
+])
+def test_build_book_refuses_bad_arguments_before_anything_runs(tmp_path, monkeypatch, capsys, flags, env, message):
+    """Before: a profile other than ci / full or a negative seed failed inside every chapter that
+    reads them (a KeyError in chapters 2, 8, 9; fedlib.rng's ValueError), after the mirror was
+    made; --timeout 0 reached papermill; BOOK_JOBS=two and a --root without _toc.yml were
+    tracebacks (ValueError, FileNotFoundError)."""
+    build_book = _script("build_book.py")
+    monkeypatch.delenv("PROFILE", raising=False)
+    monkeypatch.delenv("BOOK_JOBS", raising=False)
+    for key, value in env.items():
+        monkeypatch.setenv(key, value)
+    root = tmp_path / "book"
+    root.mkdir()
+    code, err = _exit_code_and_stderr(build_book.main, ["--root", str(root), "--no-render", *flags], capsys)
+    assert code == 2 and ": error: " in err.splitlines()[-1], err
+    assert message in err.splitlines()[-1].split(": error: ", 1)[1], err
+    assert list(root.iterdir()) == []  # no _build mirror
