@@ -22,6 +22,7 @@ import time
 import numpy as np
 
 from fedlib.algorithms import make_algorithm
+from fedlib.cli.common import int_at_least, positive_float
 from fedlib.engines.reference import run_sequential
 from fedlib.experiments import acceleration as A
 from fedlib.experiments import synthetic as S
@@ -93,11 +94,16 @@ def probe_momentum(args) -> None:
 
 def main(argv=None) -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    # bad values were tracebacks (--rounds 0, --seeds -1) or ran silently (--lr -1 or nan, --full-batch-rounds 0)
     ap.add_argument("--only", nargs="+", choices=PROBES, default=list(PROBES))
-    ap.add_argument("--lr", type=float, default=0.02)
-    ap.add_argument("--rounds", type=int, default=60, help="rounds of the mini-batch probes (200 for momentum)")
-    ap.add_argument("--seeds", type=int, nargs="+", default=[0, 1])
-    ap.add_argument("--full-batch-rounds", type=int, default=25)
+    ap.add_argument("--lr", type=positive_float, default=0.02,
+                    help="client learning rate of steps, l2, full-batch and momentum (default 0.02; the quadratic "
+                         "probe uses its own 0.005 and 0.02)")
+    ap.add_argument("--rounds", type=int_at_least(1), default=60,
+                    help="rounds of the mini-batch probes steps, l2 and momentum (default 60)")
+    ap.add_argument("--seeds", type=int_at_least(0), nargs="+", default=[0, 1], help="run seeds (default 0 1)")
+    ap.add_argument("--full-batch-rounds", type=int_at_least(1), default=25,
+                    help="rounds of the full-batch probe (default 25)")
     args = ap.parse_args(argv)
     if "steps" in args.only:
         probe_steps(0.0, args)

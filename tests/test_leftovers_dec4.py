@@ -302,3 +302,19 @@ def test_build_book_refuses_bad_arguments_before_anything_runs(tmp_path, monkeyp
     assert code == 2 and ": error: " in err.splitlines()[-1], err
     assert message in err.splitlines()[-1].split(": error: ", 1)[1], err
     assert list(root.iterdir()) == []  # no _build mirror
+
+
+@pytest.mark.parametrize("flags, message", [
+    (["--only", "quadratic", "--lr", "-1"], "argument --lr: must be a finite number > 0, got '-1'"),
+    (["--only", "quadratic", "--lr", "nan"], "argument --lr: must be a finite number > 0, got 'nan'"),
+    (["--only", "steps", "--rounds", "0"], "argument --rounds: must be >= 1, got 0"),
+    (["--only", "steps", "--seeds", "0", "-1"], "argument --seeds: must be >= 0, got -1"),
+    (["--only", "full-batch", "--full-batch-rounds", "0"], "argument --full-batch-rounds: must be >= 1, got 0"),
+])
+def test_probe_scaffold_synthetic_refuses_bad_arguments(capsys, flags, message):
+    """Before: --lr -1 and nan ran (the quadratic probe printed its table), --rounds 0 and --seeds -1
+    were ValueError tracebacks from the library, --full-batch-rounds 0 printed a 'run' of no rounds."""
+    probe = _script("probe_scaffold_synthetic.py")
+    code, err = _exit_code_and_stderr(probe.main, flags, capsys)
+    assert code == 2 and err.splitlines()[-1].split(": error: ", 1)[1] == message, err
+
