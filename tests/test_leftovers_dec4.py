@@ -318,3 +318,54 @@ def test_probe_scaffold_synthetic_refuses_bad_arguments(capsys, flags, message):
     code, err = _exit_code_and_stderr(probe.main, flags, capsys)
     assert code == 2 and err.splitlines()[-1].split(": error: ", 1)[1] == message, err
 
+
+def _vendor_mathjax(tmp_path, *args):
+    """Run a copy of scripts/vendor_mathjax.sh in a scratch tree (it writes <tree>/book/_static/mathjax)
+    with a fake npm first on PATH that logs its calls and packs a two-file MathJax 3.2.2."""
+    import os
+    import shutil
+    import subprocess
+    from pathlib import Path
+
+    tree = tmp_path / "tree"
+    (tree / "scripts").mkdir(parents=True)
+    shutil.copy(Path(__file__).resolve().parents[1] / "scripts" / "vendor_mathjax.sh", tree / "scripts")
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    log = tmp_path / "npm.log"
+    (bin_dir / "npm").write_text(
+        "#!/usr/bin/env bash\n"
+        f'echo "$*" >> {log}\n'
+        '[ "$*" = "pack --silent mathjax@3.2.2" ] || exit 1\n'
+        "mkdir -p package/es5 && printf 'svg' > package/es5/tex-svg-full.js && printf 'Apache' > package/LICENSE\n"
+        "tar czf mathjax-3.2.2.tgz package && rm -r package && echo mathjax-3.2.2.tgz\n")
+    (bin_dir / "npm").chmod(0o755)
+    env = {**os.environ, "PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}"}
+    proc = subprocess.run(["bash", str(tree / "scripts" / "vendor_mathjax.sh"), *args], capture_output=True,
+                          text=True, env=env, timeout=60)
+    return proc, (log.read_text().splitlines() if log.exists() else []), tree / "book" / "_static" / "mathjax"
+
+
+@pytest.mark.parametrize("args, rc, stream, text", [
+    (["--help"], 0, "stdout", "usage: scripts/vendor_mathjax.sh [VERSION]"),
+    (["latest"], 2, "stderr", "vendor_mathjax.sh: error: VERSION must be a MathJax 3 release like 3.2.2"),
+    (["3.2.2", "3.2.1"], 2, "stderr", "vendor_mathjax.sh: error: takes at most one VERSION, got 2: 3.2.2 3.2.1"),
+])
+def test_vendor_mathjax_checks_its_argument_before_calling_npm(tmp_path, args, rc, stream, text):
+    """Before: '--help' ran 'npm pack mathjax@--help' against the registry, 'latest' fetched
+    whatever is newest (MathJax 4 has no es5/tex-svg-full.js), a second argument was ignored."""
+    proc, npm_calls, dest = _vendor_mathjax(tmp_path, *args)
+    assert proc.returncode == rc, proc.stdout + proc.stderr
+    assert text in getattr(proc, stream)
+    assert npm_calls == [] and not dest.exists()
+
+
+def test_vendor_mathjax_writes_the_files_and_their_checksum(tmp_path):
+    import hashlib
+
+    proc, npm_calls, dest = _vendor_mathjax(tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert npm_calls == ["pack --silent mathjax@3.2.2"]
+    assert sorted(p.name for p in dest.iterdir()) == ["LICENSE", "VENDORED.txt", "tex-svg-full.js"]  # no .tmp left
+    assert (dest / "tex-svg-full.js").read_text() == "svg" and (dest / "LICENSE").read_text() == "Apache"
+    assert f"es5/tex-svg-full.js  sha256 {hashlib.sha256(b'svg').hexdigest()}" in (dest / "VENDORED.txt").read_text()
