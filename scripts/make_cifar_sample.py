@@ -34,6 +34,7 @@ from __future__ import annotations
 import argparse
 import hashlib
 import io
+import shlex
 import sys
 import zipfile
 from pathlib import Path
@@ -153,9 +154,12 @@ def main(argv=None) -> int:
     if args.train_per_class < 1 or args.test_per_class < 1:
         parser.error("--train-per-class and --test-per-class must be >= 1")
 
-    cifar = load_cifar10(args.root, download=args.download)
-    train_index = first_per_class(cifar.train_labels, args.train_per_class)
-    test_index = first_per_class(cifar.test_labels, args.test_per_class)
+    try:  # a missing or short data set is a bad input (exit 2, one line), not a traceback
+        cifar = load_cifar10(args.root, download=args.download)
+        train_index = first_per_class(cifar.train_labels, args.train_per_class)
+        test_index = first_per_class(cifar.test_labels, args.test_per_class)
+    except (FileNotFoundError, ValueError) as exc:
+        parser.error(f"--root {args.root}: {exc}")
 
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
@@ -173,9 +177,11 @@ def main(argv=None) -> int:
     labels_file = out / LABELS_FILE_NAME
     save_npz_reproducibly(labels_file, train_labels=cifar.train_labels.astype(np.uint8),
                           test_labels=cifar.test_labels.astype(np.uint8))
-    command = "python scripts/make_cifar_sample.py --root " + str(args.root)
-    if args.train_per_class != 400 or args.test_per_class != 100:
-        command += f" --train-per-class {args.train_per_class} --test-per-class {args.test_per_class}"
+    # the command that writes this sample again: the counts always (they were left out when they were
+    # 400 and 100, not the defaults, so the README of a 400 + 100 sample named a 200 + 50 command)
+    command = shlex.join(["python", "scripts/make_cifar_sample.py", "--root", str(args.root),
+                          "--train-per-class", str(args.train_per_class), "--test-per-class", str(args.test_per_class)]
+                         + ([] if Path(args.out).resolve() == DEFAULT_OUT.resolve() else ["--out", str(args.out)]))
     atomic_write(out / "README.md", README.format(
         file=FILE_NAME, size_bytes=size, size_mb=size / 1e6, digest=sha256(file),
         n_train=train_index.size, n_test=test_index.size,

@@ -369,3 +369,46 @@ def test_vendor_mathjax_writes_the_files_and_their_checksum(tmp_path):
     assert sorted(p.name for p in dest.iterdir()) == ["LICENSE", "VENDORED.txt", "tex-svg-full.js"]  # no .tmp left
     assert (dest / "tex-svg-full.js").read_text() == "svg" and (dest / "LICENSE").read_text() == "Apache"
     assert f"es5/tex-svg-full.js  sha256 {hashlib.sha256(b'svg').hexdigest()}" in (dest / "VENDORED.txt").read_text()
+
+
+def test_make_cifar_sample_records_the_command_that_rebuilds_it(tmp_path, monkeypatch, capsys):
+    """The README's command left out the per-class counts when they were 400 and 100 (compared with
+    400 / 100 instead of the defaults 200 / 50): the README of a 400 + 100 sample named a command that
+    builds 200 + 50. Fake data: 4,010 training images (label i mod 10, 401 per class) and 1,010 test
+    images: the first 400 / 100 of each class are indices 0..3999 / 0..999."""
+    from fedlib.data.cifar10 import Cifar10Arrays
+
+    make = _script("make_cifar_sample.py")
+    fake = Cifar10Arrays(np.zeros((4010, 32, 32, 3), np.uint8), np.arange(4010) % 10,
+                         np.zeros((1010, 32, 32, 3), np.uint8), np.arange(1010) % 10, "fake")
+    monkeypatch.setattr(make, "load_cifar10", lambda root, download=False: fake)
+    out = tmp_path / "sample"
+    assert make.main(["--root", "/data/x", "--out", str(out), "--train-per-class", "400",
+                      "--test-per-class", "100"]) == 0
+    readme = (out / "README.md").read_text()
+    assert (f"python scripts/make_cifar_sample.py --root /data/x --train-per-class 400 --test-per-class 100 "
+            f"--out {out}\n") in readme
+    with np.load(out / "cifar10-sample.npz") as z:
+        np.testing.assert_array_equal(z["train_index"], np.arange(4000))
+        np.testing.assert_array_equal(z["test_index"], np.arange(1000))
+
+
+@pytest.mark.parametrize("flags, message", [
+    ([], "CIFAR-10 not found: looked for the CIFAR-10 batch folder"),
+    (["--train-per-class", "402"], "class 0 has only 401 images, fewer than per_class=402"),
+])
+def test_make_cifar_sample_refuses_missing_or_short_data(tmp_path, monkeypatch, capsys, flags, message):
+    """Both were tracebacks (FileNotFoundError, ValueError); now exit 2 naming --root, nothing written."""
+    from fedlib.data.cifar10 import Cifar10Arrays
+
+    make = _script("make_cifar_sample.py")
+    if flags:
+        fake = Cifar10Arrays(np.zeros((4010, 32, 32, 3), np.uint8), np.arange(4010) % 10,
+                             np.zeros((1010, 32, 32, 3), np.uint8), np.arange(1010) % 10, "fake")
+        monkeypatch.setattr(make, "load_cifar10", lambda root, download=False: fake)
+    out = tmp_path / "sample"
+    code, err = _exit_code_and_stderr(make.main, ["--root", str(tmp_path / "none"), "--out", str(out), *flags],
+                                      capsys)
+    assert code == 2 and err.splitlines()[-1].split(": error: ", 1)[1].startswith(
+        f"--root {tmp_path / 'none'}: {message}"), err
+    assert not out.exists()
