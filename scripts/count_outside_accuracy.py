@@ -16,6 +16,7 @@ import numpy as np
 
 from fedlib import theory as T
 from fedlib.problems import random_quadratic
+from fedlib.rng import generator
 
 STEPS = (0.8, 0.4, 0.2)
 SOLVERS = [(0.0, 0.0, None), (0.3, 0.0, None), (0.0, 0.6, 7.5), (0.2, 0.5, None)]  # mu, momentum, tau_eff
@@ -31,10 +32,11 @@ def radii_between(vals: np.ndarray, count: int = 6) -> np.ndarray:
 
 
 def draw_case(seed: int):
-    """Quadratic (4 clients, d = 5), local steps and lr of ``seed``. The quadratic's own seed is drawn
+    """Quadratic (4 clients, d = 5), local steps and lr of ``seed``, from stream
+    ``fedlib.rng.generator(seed, "count_outside_cases")``. The quadratic's own seed is drawn
     from the full 63-bit range: drawn from 0..99 (as before), the 200 seeds of the docstring's count
     had only 83 distinct quadratics."""
-    rng = np.random.default_rng(seed)
+    rng = generator(seed, "count_outside_cases")
     q = random_quadratic(4, 5, seed=int(rng.integers(2 ** 63)), p=rng.dirichlet(np.ones(4)))
     steps = rng.integers(1, 30, size=4)
     return q, steps, float(rng.choice([0.04, 0.3]))

@@ -412,3 +412,23 @@ def test_make_cifar_sample_refuses_missing_or_short_data(tmp_path, monkeypatch, 
     assert code == 2 and err.splitlines()[-1].split(": error: ", 1)[1].startswith(
         f"--root {tmp_path / 'none'}: {message}"), err
     assert not out.exists()
+
+
+def test_count_outside_accuracy_draws_its_cases_from_a_fedlib_rng_stream():
+    """The script drew from numpy.random.default_rng(seed), outside fedlib.rng's streams; case s now
+    comes from generator(s, "count_outside_cases"): the quadratic's seed, p, the local steps and the
+    lr, in that order. Its documented count (fedlib.theory.quadratic_vr_count_outside: seeds 0..199,
+    12,800 circles, 2 wrong at phase step 0.8, none at 0.4 or 0.2, none where two steps agreed) is
+    the same with the new draws."""
+    from fedlib.problems import random_quadratic
+
+    script = _script("count_outside_accuracy.py")
+    g = generator(7, "count_outside_cases")
+    q_seed, p = int(g.integers(2 ** 63)), g.dirichlet(np.ones(4))
+    steps, lr = g.integers(1, 30, size=4), float(g.choice([0.04, 0.3]))
+    q, got_steps, got_lr = script.draw_case(7)
+    expected = random_quadratic(4, 5, seed=q_seed, p=p)
+    np.testing.assert_array_equal(q.H, expected.H)
+    np.testing.assert_array_equal(q.p, p)
+    np.testing.assert_array_equal(got_steps, steps)
+    assert got_lr == lr
