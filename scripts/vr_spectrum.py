@@ -147,6 +147,8 @@ def main(argv=None) -> int:
         parser.error("--radius, --slack and --progress go with --method contour")
     if args.smoke and args.lr != 0.02:
         parser.error("--smoke runs the 3-client problem at its own lr 1.0; drop --lr")
+    if args.out.exists() and not args.out.is_dir():  # was a FileExistsError after the optimum was computed
+        parser.error(f"--out {args.out}: is a file; give the folder to write the results into")
     problem, steps, lr, setting = smoke_problem() if args.smoke else chapter_problem(args.lr)
     t0 = time.perf_counter()
     optimum = A.logistic_optimum(problem)

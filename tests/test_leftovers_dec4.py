@@ -432,3 +432,15 @@ def test_count_outside_accuracy_draws_its_cases_from_a_fedlib_rng_stream():
     np.testing.assert_array_equal(q.p, p)
     np.testing.assert_array_equal(got_steps, steps)
     assert got_lr == lr
+
+
+def test_vr_spectrum_refuses_an_out_that_is_a_file(tmp_path, capsys):
+    """--out naming a file was a FileExistsError traceback from mkdir, after the optimum was computed."""
+    spectrum = _script("vr_spectrum.py")
+    out = tmp_path / "notes.txt"
+    out.write_text("keep")
+    code, err = _exit_code_and_stderr(spectrum.main, ["--smoke", "--out", str(out)], capsys)
+    assert code == 2, err
+    assert err.splitlines()[-1].split(": error: ", 1)[1] == (f"--out {out}: is a file; give the folder to write the "
+                                                              "results into")
+    assert out.read_text() == "keep"
