@@ -1,4 +1,5 @@
-"""Leftovers from earlier reviews (2026-12-04): one test per fix, each failing on the code before it."""
+"""Leftovers from earlier reviews and an audit of scripts/ (2026-12-04): each fix has a test that fails on the code
+before it (a few companions pin what stays the same: the shipped results, the happy path)."""
 from __future__ import annotations
 
 import re
