@@ -179,15 +179,32 @@ class Curves(NamedTuple):
     seconds: np.ndarray
 
 
+def _check_seeds(seeds) -> tuple:
+    if isinstance(seeds, (str, bytes)) or not isinstance(seeds, Iterable):
+        raise TypeError(f"seeds must be a sequence of integer run seeds, got {type(seeds).__name__}")
+    seeds = tuple(check_int("seeds", s) for s in seeds)
+    if not seeds:
+        raise ValueError("seeds must name at least one run seed, got none")
+    if len(set(seeds)) != len(seeds):
+        raise ValueError(f"seeds must be distinct (a repeated seed repeats the same run), got {seeds}")
+    return seeds
+
+
 def run_setting(problem: LogisticProblem, setting: Setting, factory: Callable, seeds: Sequence[int], rounds: int,
                 batch_size: Optional[int] = None) -> Curves:
     r"""Run one algorithm factory in one setting for every seed (batched engine).
 
     ``batch_size`` (default the setting's) replaces the setting's before the factory sees
     it, so that FedNova's population :math:`\tau_{\text{eff}}` (:func:`with_solver`) is the
-    one of the batches actually run."""
+    one of the batches actually run. ``seeds``: one or more distinct integers >= 0 (every
+    claim of chapter 4 is read seed by seed: no seeds, or one seed repeated, would make it a claim
+    about nothing or about one run); ``rounds`` >= 1 (at 0 every algorithm stays at the initial loss
+    and "FedNova ends below FedAvg" fails for want of any round, not because of the paper).
+    Raises ``ValueError`` naming the argument otherwise."""
     import time
 
+    seeds = _check_seeds(seeds)
+    rounds = check_int("rounds", rounds, minimum=1)
     if batch_size is not None and batch_size != setting.batch_size:
         setting = dataclasses.replace(setting, batch_size=batch_size)
     batch_size = setting.batch_size
@@ -226,9 +243,12 @@ def lr_sweep(problem: LogisticProblem, setting: Setting, algorithms: Mapping[str
     :math:`\eta = 0.02`, ``round(rounds * 0.02 / lr)`` at ``lr``. Chapter 4 uses it to show that
     FedNova's loss to FedAvg under sampling with replacement is a step-size effect (the spread of
     the server step grows with :math:`\eta`) that reverses at smaller :math:`\eta`."""
+    rounds = check_int("rounds", rounds, minimum=1)
+    lrs = [check_positive("lrs", lr) for lr in lrs]
+    if not lrs:
+        raise ValueError("lrs must name at least one learning rate, got none")
     out = {}
     for lr in lrs:
-        lr = check_positive("lrs", lr)
         steps = max(1, int(round(rounds * PAPER["lr"] / lr)))
         for label, factory in algorithms.items():
             out[lr, label] = run_setting(problem, setting, lambda prob, st, f=factory, lr=lr: f(prob, st, lr), seeds,
