@@ -5,6 +5,72 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from fedlib.data.clients import FederatedDataset
+from fedlib.experiments import surrogate as SU
+from fedlib.problems.logistic import LogisticProblem
+
+
+def _three_classes_one_unseen() -> FederatedDataset:
+    """Labels 0 and 2 in training (client 0: only 0), class 1 only in a test sample: b_1 has no minimiser."""
+    return FederatedDataset(
+        train_x=[np.array([[1.0, 0.0], [0.0, 1.0]]), np.array([[1.0, 1.0], [0.5, -1.0], [-1.0, 0.5]])],
+        train_y=[np.array([0, 0]), np.array([2, 0, 2])],
+        test_x=[np.array([[3.0, 4.0], [5.0, 6.0]]), np.array([[7.0, 8.0]])],
+        test_y=[np.array([1, 2]), np.array([0])], num_classes=3, name="hand")
+
+
+def test_observed_classes_renumbers_by_hand():
+    """Classes {0, 2} seen: 0 -> 0, 2 -> 1; the test sample of class 1 is dropped, the others kept."""
+    out = SU.observed_classes(_three_classes_one_unseen())
+    assert out.num_classes == 2 and out.meta["observed_classes"] == [0, 2]
+    assert [y.tolist() for y in out.train_y] == [[0, 0], [1, 0, 1]]
+    assert [y.tolist() for y in out.test_y] == [[1], [0]]
+    np.testing.assert_array_equal(out.test_x[0], [[5.0, 6.0]])
+    np.testing.assert_array_equal(out.test_x[1], [[7.0, 8.0]])
+    np.testing.assert_array_equal(out.train_x[1], [[1.0, 1.0], [0.5, -1.0], [-1.0, 0.5]])
+
+
+def test_observed_classes_keeps_a_complete_data_set_and_refuses_one_class():
+    ds = _three_classes_one_unseen()
+    full = SU.observed_classes(SU.observed_classes(ds))
+    assert SU.observed_classes(full) is full
+    one = FederatedDataset(train_x=[np.ones((2, 2))], train_y=[np.array([1, 1])], test_x=[np.zeros((0, 2))],
+                           test_y=[np.zeros(0, dtype=np.int64)], num_classes=3, name="one")
+    with pytest.raises(ValueError, match=r"^one: the training data has 1 class\(es\) \[1\]"):
+        SU.observed_classes(one)
+    with pytest.raises(TypeError, match="dataset must be a FederatedDataset, got dict"):
+        SU.observed_classes({})
+
+
+def test_a_class_absent_from_training_is_refused_not_solved_for():
+    """Chapter 7, seed 1: classes 1, 2 and 9 occur in no client's training data, so
+    dF/db_c = mean softmax_c > 0 everywhere and there is no minimiser and no fixed point. The old
+    code returned a 'minimiser' (Newton drove b_c to about -25 until the gradient fell under the
+    relative tolerance) and failed the fixed point after 30 s of Newton-Krylov (RuntimeError)."""
+    prob = LogisticProblem(_three_classes_one_unseen(), l2=0.1)
+    with pytest.raises(ValueError, match=r"^weighted minimiser: class\(es\) \[1\] of 3 never occur in the training "
+                                         r"data of the clients with positive weight: .*observed_classes"):
+        SU.weighted_minimizer(prob, prob.p)
+    with pytest.raises(ValueError, match=r"^fixed point of fedavg \(lr 0\.1\): class\(es\) \[1\] of 3 never occur"):
+        SU.fixed_point_of_round(prob, "fedavg", 0.1, [2, 3])
+    assert SU.unseen_classes(prob) == [1]
+    assert SU.unseen_classes(prob, [1.0, 0.0]) == [1, 2]
+    # client 1 alone has classes 0 and 2: its own minimiser exists
+    restricted = LogisticProblem(SU.observed_classes(_three_classes_one_unseen()), l2=0.1)
+    x, res = SU.fixed_point_of_round(restricted, "fedavg", 0.1, [2, 3])
+    assert res < 1e-10 and np.all(np.isfinite(x["b"]))
+    _, g = SU.weighted_minimizer(restricted, [0.0, 1.0])
+    assert g < 1e-8
+
+
+def test_chapter7_sweep_without_step_sizes_is_refused_before_solving():
+    """Chapter 7 with lrs=() (once profile_sizes keeps it) gave no point and failed in np.polyfit."""
+    prob = LogisticProblem(SU.observed_classes(_three_classes_one_unseen()), l2=0.1)
+    with pytest.raises(ValueError, match=r"^lrs must name at least one step size, got none$"):
+        SU.surrogate_sweep(prob, [2, 3], ())
+    with pytest.raises(ValueError, match=r"^lrs must be a finite number > 0, got 0\.0$"):
+        SU.surrogate_sweep(prob, [2, 3], (0.1, 0.0))
+
 
 # --------------------------------------------------------------------------- chapter 4's parameters
 @pytest.fixture(scope="module")

@@ -404,10 +404,11 @@ def test_newton_minimize_does_not_stall_on_rounding_near_the_minimiser(hand, a):
 def test_surrogate_sweep_info_by_hand(hand):
     """p = (1/2, 1/2), tau = (2, 3): FedAvg's w = p tau / p.tau = (0.4, 0.6); F_min and surrogate_min
     are the numpy Newton minimisers for p and w (bias centred) and gap is their distance; info's p is
-    a copy. No step sizes: no fixed points to solve for."""
+    a copy. No algorithms: no fixed points to solve for (no step sizes is refused: chapter 7 fits a
+    slope over them)."""
     from fedlib.problems.logistic import pack_params
 
-    points, info = SU.surrogate_sweep(hand, [2, 3], [])
+    points, info = SU.surrogate_sweep(hand, [2, 3], [0.1], algorithms=())
     assert points == []
     np.testing.assert_allclose(info["w"], [0.4, 0.6], rtol=1e-15)
     vp, vw = _numpy_newton(hand, hand.p), _numpy_newton(hand, [0.4, 0.6])

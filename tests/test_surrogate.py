@@ -117,11 +117,16 @@ def test_weighted_minimizer_matches_an_independent_root_solve(problem):
 
 
 def test_weighted_minimizer_ignores_zero_weight_clients(problem):
-    """w = (0, 1, 0) is client 1's own minimiser: its gradient vanishes there, the others' do not."""
-    x, g = S.weighted_minimizer(problem, [0.0, 1.0, 0.0])
+    """w = (0, 1/2, 1/2) is the minimiser of (F_1 + F_2) / 2: their mean gradient vanishes there,
+    client 0's does not. (Client 1 alone has no sample of class 1, so F_1 has no minimiser: its
+    bias b_1 decreases it without end, and w = (0, 1, 0) is refused.)"""
+    x, g = S.weighted_minimizer(problem, [0.0, 0.5, 0.5])
     G, G0 = S.client_gradients(problem, x), S.client_gradients(problem, problem.init_params())
-    assert np.linalg.norm(G[1]) <= 1e-11 * np.linalg.norm(G0[1]) and g <= 1e-11 * np.linalg.norm(G0[1])
-    assert np.linalg.norm(G[0]) > 1e-3 and np.linalg.norm(G[2]) > 1e-3
+    start = 0.5 * (np.linalg.norm(G0[1]) + np.linalg.norm(G0[2]))
+    assert np.linalg.norm(0.5 * (G[1] + G[2])) <= 1e-11 * start and g <= 1e-11 * start
+    assert np.linalg.norm(G[0]) > 1e-3 and np.linalg.norm(G[1]) > 1e-3
+    with pytest.raises(ValueError, match=r"class\(es\) \[1\] of 3 never occur"):
+        S.weighted_minimizer(problem, [0.0, 1.0, 0.0])
 
 
 def test_newton_minimize_reports_a_short_budget(problem):

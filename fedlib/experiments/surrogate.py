@@ -14,7 +14,8 @@ not of :math:`F = \sum_i p_i F_i` — unless :math:`w = p`, which is what FedNov
 enforces. On quadratics (chapter 2) the limits have closed forms; here the clients
 minimise multinomial logistic regression (:mod:`fedlib.problems.logistic`, the model
 of the Synthetic(1,1) experiment, with an L2 penalty so that :math:`F` and
-:math:`\widetilde F` have unique minimisers), where they do not.
+:math:`\widetilde F` have unique minimisers — given that every class occurs in the training
+data, :func:`observed_classes`), where they do not.
 
 How a limit is found without a closed form: one round of an algorithm with full-batch
 local gradient descent is a deterministic map :math:`\Phi` of the global model (the
@@ -45,7 +46,7 @@ from ..schedules import FixedSteps
 from ..solvers import sgd
 from ..theory import fedavg_weights
 
-__all__ = ["unit_scaled", "full_batch_grad_fn", "client_gradients", "round_map", "canonical", "fixed_point_of_round",
+__all__ = ["unit_scaled", "observed_classes", "unseen_classes", "full_batch_grad_fn", "client_gradients", "round_map", "canonical", "fixed_point_of_round",
            "flat_directions", "newton_minimize", "weighted_minimizer", "SurrogatePoint", "surrogate_sweep"]
 
 ALGORITHMS = ("fedavg", "fednova")
@@ -74,6 +75,58 @@ def unit_scaled(dataset: FederatedDataset) -> FederatedDataset:
     scale = 1.0 / np.sqrt(lam)
     return dataclasses.replace(dataset, train_x=[np.asarray(x, dtype=np.float64) * scale for x in dataset.train_x],
                                test_x=[np.asarray(x, dtype=np.float64) * scale for x in dataset.test_x])
+
+
+def observed_classes(dataset: FederatedDataset) -> FederatedDataset:
+    r"""``dataset`` restricted to the classes that occur in its training data, renumbered
+    ``0..k-1`` in increasing order; test samples of the other classes are dropped. The
+    original labels are in ``meta["observed_classes"]`` (``new label -> old label``).
+
+    Why: the bias of :class:`~fedlib.problems.logistic.LogisticRegression` carries no
+    penalty, and a class :math:`c` that no training sample has makes
+    :math:`\partial F_i/\partial b_c = \frac{1}{n_i}\sum_s \mathrm{softmax}_c(z_s) > 0`
+    everywhere: :math:`F`, :math:`\widetilde F` and every round's map have no minimiser, no
+    stationary point and no fixed point (:math:`b_c \to -\infty`). A softmax over the
+    classes that occur is the model whose limits exist; with every class present the data
+    set is returned unchanged. Raises ``ValueError`` when fewer than 2 classes occur."""
+    if not isinstance(dataset, FederatedDataset):
+        raise TypeError(f"dataset must be a FederatedDataset, got {type(dataset).__name__}")
+    seen = np.unique(np.concatenate([np.asarray(y, dtype=np.int64) for y in dataset.train_y]))
+    if seen.size == dataset.num_classes:
+        return dataset
+    if seen.size < 2:
+        raise ValueError(f"{dataset.name}: the training data has {seen.size} class(es) {seen.tolist()}; "
+                         "a classifier needs at least 2")
+    new_label = np.full(dataset.num_classes, -1, dtype=np.int64)
+    new_label[seen] = np.arange(seen.size)
+    test_x, test_y = [], []
+    for x, y in zip(dataset.test_x, dataset.test_y):
+        y = np.asarray(y, dtype=np.int64)
+        keep = new_label[y] >= 0
+        test_x.append(np.asarray(x)[keep])
+        test_y.append(new_label[y[keep]])
+    return dataclasses.replace(dataset, train_y=[new_label[np.asarray(y, dtype=np.int64)] for y in dataset.train_y],
+                               test_x=test_x, test_y=test_y, num_classes=int(seen.size),
+                               meta={**dataset.meta, "observed_classes": seen.tolist()})
+
+
+def unseen_classes(problem: LogisticProblem, weights: Any = None) -> list[int]:
+    r"""The model's classes that no training sample of a client with positive weight has
+    (``weights``: default every client). Empty when :math:`\sum_i w_i F_i` can have a minimiser;
+    otherwise it has none (see :func:`observed_classes`)."""
+    w = np.ones(problem.num_clients) if weights is None else np.asarray(weights, dtype=np.float64)
+    labels = [np.asarray(y, dtype=np.int64) for y, w_i in zip(problem.dataset.train_y, w) if w_i > 0]
+    seen = np.unique(np.concatenate(labels)) if labels else np.zeros(0, dtype=np.int64)
+    return sorted(set(range(problem.model.num_classes)) - set(seen.tolist()))
+
+
+def _refuse_unseen_classes(problem: LogisticProblem, weights: Any, what: str) -> None:
+    missing = unseen_classes(problem, weights)
+    if missing:
+        raise ValueError(f"{what}: class(es) {missing} of {problem.model.num_classes} never occur in the training data"
+                         + ("" if weights is None else " of the clients with positive weight")
+                         + ": their unpenalised biases decrease the loss without end, so there is no minimiser or "
+                           "fixed point; restrict the data with surrogate.observed_classes(dataset)")
 
 
 def full_batch_grad_fn(problem: LogisticProblem):
@@ -152,6 +205,7 @@ def fixed_point_of_round(problem: LogisticProblem, algorithm: str, lr: float, lo
     ``tol`` is relative: the solve stops when :math:`\|\Phi(x) - x\|_\infty \le`
     ``tol`` :math:`\cdot \|\Phi(x_0) - x_0\|_2`, the first round's step from the initial point."""
     phi = round_map(problem, algorithm, lr, local_steps)
+    _refuse_unseen_classes(problem, None, f"fixed point of {algorithm} (lr {lr})")
     x0 = pack_params(problem.init_params()).ravel()
     scale = float(np.linalg.norm(phi(x0) - x0))
     x = _solve(lambda v: phi(v) - v, x0, tol, scale, f"fixed point of {algorithm} (lr {lr})")
@@ -196,6 +250,7 @@ def newton_minimize(problem: LogisticProblem, weights: Any, *, tol: float = 1e-1
     w = check_probability_vector("weights", weights, size=problem.num_clients)
     tol = check_positive("tol", tol)
     max_steps = check_int("max_steps", max_steps, minimum=1)
+    _refuse_unseen_classes(problem, w, what)
     shape = pack_params(problem.init_params()).shape
     flat = flat_directions(problem)
     Q = np.linalg.svd(np.eye(flat.shape[0]) - flat @ flat.T)[0][:, :flat.shape[0] - flat.shape[1]]
@@ -267,8 +322,15 @@ def surrogate_sweep(problem: LogisticProblem, local_steps: Sequence[int], lrs: S
                     algorithms: Sequence[str] = ALGORITHMS) -> tuple[List[SurrogatePoint], dict]:
     r"""Every algorithm's limit for every ``lr``, against the two minimisers. Returns the
     points and ``{"w", "p", "F_min", "surrogate_min", "gap"}`` (FedAvg's weights
-    :math:`w_i = p_i\tau_i/\sum_j p_j\tau_j`, the two minimisers and their distance)."""
+    :math:`w_i = p_i\tau_i/\sum_j p_j\tau_j`, the two minimisers and their distance).
+    ``lrs``: one or more step sizes > 0 (chapter 7 fits a slope over them; none gave no point
+    and a failed fit later), refused by name before any solve."""
     tau = check_local_steps("local_steps", local_steps, size=problem.num_clients)
+    lrs = [check_positive("lrs", lr) for lr in lrs]
+    if not lrs:
+        raise ValueError("lrs must name at least one step size, got none")
+    for name in algorithms:
+        check_choice("algorithms", name, ALGORITHMS)
     _, w = fedavg_weights(problem.p, tau.astype(np.float64))
     x_f, _ = weighted_minimizer(problem, problem.p)
     x_s, _ = weighted_minimizer(problem, w)
