@@ -108,3 +108,38 @@ def test_chapter4_zero_rounds_and_no_learning_rates_are_refused(small_synthetic)
         S.lr_sweep(small_synthetic, S.SETTINGS[0], {"FedAvg": S.fedavg_sgd}, (), (0,), 2)
     with pytest.raises(ValueError, match=r"^rounds must be an integer >= 1, got 0$"):
         S.lr_sweep(small_synthetic, S.SETTINGS[0], {"FedAvg": S.fedavg_sgd}, (0.02,), (0,), 0)
+
+
+# --------------------------------------------------------------------------- the chapters' profile sizes
+def test_profile_sizes_keeps_every_given_value_but_none():
+    """rounds=0 or seeds=() in a chapter's parameters cell ran the profile's 20 rounds or 3 seeds
+    (chapters 6-10: ``rounds = rounds or {...}[profile]``); now only None means the profile's."""
+    from fedlib.experiments import profile_sizes
+
+    table = {"ci": {"rounds": 20, "seeds": (0, 1, 2)}, "full": {"rounds": 100, "seeds": (0, 1, 2, 3)}}
+    assert profile_sizes("ci", table) == {"rounds": 20, "seeds": (0, 1, 2)}
+    assert profile_sizes("full", table, rounds=None, seeds=()) == {"rounds": 100, "seeds": ()}
+    assert profile_sizes("ci", table, rounds=0) == {"rounds": 0, "seeds": (0, 1, 2)}
+    assert table["ci"] == {"rounds": 20, "seeds": (0, 1, 2)}  # the table is not changed
+    with pytest.raises(ValueError, match=r"^profile must be one of \['ci', 'full'\], got 'foo'$"):
+        profile_sizes("foo", table)
+    with pytest.raises(TypeError, match=r"^profile must be a string, one of \['ci', 'full'\]; got NoneType$"):
+        profile_sizes(None, table)
+    with pytest.raises(TypeError, match=r"^profile_sizes: \['round'\] are not sizes of profile 'ci'"):
+        profile_sizes("ci", table, round=5)
+
+
+def test_no_chapter_replaces_a_falsy_parameter_by_the_profiles():
+    """``x = x or default`` turns a user's 0 or () into the default without a word."""
+    import json
+    import re
+    from pathlib import Path
+
+    book = Path(__file__).resolve().parents[1] / "book"
+    found = []
+    for path in sorted(book.glob("[0-9][0-9]_*.ipynb")):
+        for cell in json.loads(path.read_text(encoding="utf8"))["cells"]:
+            if cell["cell_type"] == "code":
+                found += [(path.name, m.group(0)) for m in
+                          re.finditer(r"^(\w+) = \1 or .*$", "".join(cell["source"]), re.MULTILINE)]
+    assert not found, found

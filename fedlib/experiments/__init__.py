@@ -10,3 +10,33 @@
   :mod:`~fedlib.experiments.custom`, :mod:`~fedlib.experiments.surrogate`,
   :mod:`~fedlib.experiments.stragglers`, :mod:`~fedlib.experiments.acceleration`.
 """
+
+from typing import Any, Mapping
+
+from .._validate import check_choice
+
+__all__ = ["profile_sizes"]
+
+
+def profile_sizes(profile: Any, table: Mapping[str, Mapping[str, Any]], **given: Any) -> dict:
+    r"""``table[profile]`` (a chapter's sizes, e.g. ``{"ci": {"rounds": 20}, "full": {"rounds": 100}}``)
+    with every value of ``given`` that is not ``None`` in its place.
+
+    A chapter's parameter cell takes ``None`` for "the profile's value"; any other value is kept as
+    given — ``0`` and ``()`` included, for the experiment function to refuse by name — where the
+    chapters' ``given or default`` silently ran the profile's value instead. Raises ``ValueError`` for
+    a profile that ``table`` lacks (``KeyError: 'foo'`` before) and ``TypeError`` for a name of
+    ``given`` that is not one of the profile's sizes.
+
+    >>> profile_sizes("ci", {"ci": {"rounds": 20, "seeds": 3}, "full": {"rounds": 100, "seeds": 5}}, rounds=0)
+    {'rounds': 0, 'seeds': 3}
+    """
+    if not isinstance(profile, str):
+        raise TypeError(f"profile must be a string, one of {sorted(table)}; got {type(profile).__name__}")
+    check_choice("profile", profile, tuple(table))
+    sizes = dict(table[profile])
+    unknown = sorted(set(given) - set(sizes))
+    if unknown:
+        raise TypeError(f"profile_sizes: {unknown} are not sizes of profile {profile!r} (it has {sorted(sizes)})")
+    sizes.update({name: value for name, value in given.items() if value is not None})
+    return sizes
