@@ -143,3 +143,18 @@ def test_no_chapter_replaces_a_falsy_parameter_by_the_profiles():
                 found += [(path.name, m.group(0)) for m in
                           re.finditer(r"^(\w+) = \1 or .*$", "".join(cell["source"]), re.MULTILINE)]
     assert not found, found
+
+
+def test_chapter10_comparison_of_no_round_is_refused():
+    """Chapter 10 with rounds=0 (after profile_sizes keeps it): compare_with_closed_form compared the
+    common start only, max difference 0, so 'every run equals its closed form in every round' held
+    without a single round."""
+    from fedlib.experiments import acceleration as A
+    from fedlib.problems import random_quadratic
+    from fedlib.schedules import FixedSteps
+
+    problem = random_quadratic(4, 3, seed=0)
+    with pytest.raises(ValueError, match=r"^rounds must be an integer >= 1, got 0$"):
+        A.compare_with_closed_form(problem, "fedavg", 0.02, FixedSteps([1, 2, 3, 4]), 0)
+    one = A.compare_with_closed_form(problem, "fedavg", 0.02, FixedSteps([1, 2, 3, 4]), 1)
+    assert one.run.distances.size == 2 and one.max_relative_difference < 1e-12

@@ -310,7 +310,9 @@ def compare_with_closed_form(problem: QuadraticProblem, name: str, lr: float, sc
     r"""Run variant ``name`` and iterate its closed-form round maps over the same rounds
     (distances to :math:`x^*`); ``max_difference`` over the rounds the run completed, and
     ``max_relative_difference``, each round's difference divided by
-    :math:`\max(\|x^*\|, \text{distance})` (for runs that grow)."""
+    :math:`\max(\|x^*\|, \text{distance})` (for runs that grow). ``rounds`` >= 1: with 0 the
+    comparison is of the common start alone, a difference of 0 that checks no round map."""
+    rounds = check_int("rounds", rounds, minimum=1)
     run = run_variant(problem, name, lr, schedule, rounds, stop_above=stop_above, **coefficients)
     closed = iterate_round_maps(problem, name, lr, schedule, rounds, stop_above=stop_above, **coefficients)
     n = min(run.distances.size, closed.size)
