@@ -382,7 +382,13 @@ def corollary2_best_alpha(m: int, tau_bar: float, rounds: int, constant: float =
     :math:`m\kappa^2/(\alpha^2\bar\tau T)` gives :math:`c = (2\kappa^2)^{1/3}` (the :math:`B` term is
     smaller by a factor :math:`\alpha\sigma^2/(2\kappa^2)`) — :math:`c = 2^{1/3}` at
     :func:`theorem1_bound`'s default :math:`\kappa^2 = 1`. Chapter 3 and the tests compare that
-    with the numerical minimiser :func:`fedlib.tradeoff.fedprox_bound_best_alpha`."""
+    with the numerical minimiser :func:`fedlib.tradeoff.fedprox_bound_best_alpha`.
+
+    A limit of the paper's statement: App. E.2 asks for :math:`T \ge O((m\bar\tau T)^{3/4})`, i.e.
+    :math:`T \ge O((m\bar\tau)^3)`, for the :math:`1/\sqrt{m\bar\tau T}` term to dominate; there
+    :math:`\alpha^\star\bar\tau = c\,(m\bar\tau)^{1/2}T^{-1/6} \le O(c)`, outside the
+    :math:`\alpha\bar\tau \gg 1` relaxations this :math:`\alpha^\star` is derived from, and the
+    numerical minimiser drifts far below it (``tests/test_paper_claims_inventory.py``)."""
     m = check_int("m", m, minimum=1)
     tau_bar = check_positive("tau_bar", tau_bar)
     T = check_int("rounds", rounds, minimum=1)
