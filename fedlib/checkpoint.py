@@ -21,7 +21,7 @@ round depends on:
 :func:`save_checkpoint` pickles to a temporary file in the target's folder, fsyncs and
 :func:`os.replace`-s it, so a ``kill -9`` at any moment leaves the previous checkpoint or
 the new one, never a torn file. The pickle is followed by a footer, ``FOOTER`` and the
-SHA-256 of the pickle's bytes (64 hex digits; :func:`pickle.load` stops before it), which
+SHA-256 of the pickle's bytes (64 hex digits; ``pickle.load`` stops before it), which
 :func:`load_checkpoint` checks: a file damaged after it was written (bit rot, a bad copy)
 still unpickles, into other numbers, and is refused instead. A file without the footer
 (written before it existed, or by hand) is read unchecked. A checkpoint must hold every
@@ -46,7 +46,7 @@ __all__ = ["FORMAT", "FOOTER", "PARTS", "CheckpointError", "to_numpy_tree", "sav
 #: The ``format`` field of every checkpoint this version writes and reads.
 FORMAT = "fedlib.checkpoint/1"
 
-#: Starts the footer after the pickle: ``FOOTER + sha256(pickle bytes).hexdigest()``.
+#: Starts the footer after the pickle, ``FOOTER + sha256(pickle bytes).hexdigest()``.
 FOOTER = b"\nfedlib-checkpoint-sha256:"
 
 #: The parts of a checkpoint, each of them read by some resume.

@@ -40,7 +40,7 @@ from .tree import tree_leaves, tree_map, tree_stacked_weighted_sum, tree_zeros_l
 __all__ = ["VARIANCE_REDUCTIONS", "ControlVariates", "init_control_variates", "control_variates", "correction",
            "update_control_variates", "updated_client_variates"]
 
-#: The control-variate kinds: SCAFFOLD / FedNova-VR (``"scaffold"``) and ``"vrlsgd"``.
+#: The control-variate kinds, SCAFFOLD / FedNova-VR (``"scaffold"``) and ``"vrlsgd"``.
 VARIANCE_REDUCTIONS = ("scaffold", "vrlsgd")
 
 

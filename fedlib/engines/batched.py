@@ -76,7 +76,7 @@ from .reference import run_sequential
 __all__ = ["BACKENDS", "DivergenceError", "EngineRun", "minibatch_indices", "EpochBatcher", "run_batched",
            "run_reference", "run_engine", "resolve_device"]
 
-#: Array backends of the batched engine: numpy (float64, CPU) or torch (float64 tensors).
+#: Array backends of the batched engine — numpy (float64, CPU) or torch (float64 tensors).
 BACKENDS = ("numpy", "torch")
 ENGINES = ("batched", "reference")
 

@@ -160,9 +160,9 @@ __all__ = [
     "PRECISIONS",
 ]
 
-#: How the stacked client models are computed: grouped convolutions or ``torch.func.vmap``.
+#: How the stacked client models are computed — grouped convolutions or ``torch.func.vmap``.
 PATHS = ("grouped", "vmap")
-#: Training precisions: float32, or bfloat16 autocast.
+#: Training precisions — float32, or bfloat16 autocast.
 PRECISIONS = ("fp32", "bf16")
 
 

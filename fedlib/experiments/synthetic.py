@@ -97,7 +97,7 @@ class Setting:
         return expected_a_norms(self.schedule(problem, 0, batch_size), solver)
 
 
-#: The chapter's three settings: :math:`E = 2`, :math:`E_i^{(t)}` uniform on 1..5, and the latter
+#: The chapter's three settings — :math:`E = 2`, :math:`E_i^{(t)}` uniform on 1..5, and the latter
 #: with 10 of the 30 clients sampled uniformly per round.
 SETTINGS = (
     Setting("fixed", r"$E=2$ for every client", (2, 2)),
