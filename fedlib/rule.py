@@ -64,7 +64,7 @@ __all__ = [
 
 #: The aggregations of eq. (4) — FedAvg's implicit weights (also FedProx's) and FedNova's.
 AGGREGATIONS = ("fedavg", "fednova")
-#: FedNova's named :math:`\tau_{\text{eff}}` policies: :math:`\sum_i p_i\|a_i\|_1` and :math:`\sum_i p_i\tau_i`
+#: FedNova's named :math:`\tau_{\text{eff}}` policies, :math:`\sum_i p_i\|a_i\|_1` and :math:`\sum_i p_i\tau_i`
 #: (:func:`fednova_weights`; a number > 0 is taken as is).
 TAU_EFF_POLICIES = ("a_norm", "local_steps")
 

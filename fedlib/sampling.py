@@ -32,7 +32,7 @@ __all__ = ["SAMPLING_SCHEMES", "SAMPLE_TAU_EFF", "Participation", "as_participat
            "sample_uniform_without_replacement", "sample_clients", "effective_participants", "WeightMoments",
            "weight_moments", "expected_server_weights"]
 
-#: The participation schemes of :func:`sample_clients`: every client, scheme (i), scheme (ii).
+#: The participation schemes of :func:`sample_clients` — every client, scheme (i), scheme (ii).
 SAMPLING_SCHEMES = ("full", "with-replacement", "uniform")
 
 #: FedNova's :math:`\tau_{\text{eff}}` taken from a round's sample :math:`S`:

@@ -719,3 +719,28 @@ def test_sampled_tau_eff_leans_towards_fedavg_as_the_algorithm_docstring_says():
         omega[list(subset)] = p[list(subset)] * m / q
         c += (omega @ a) * omega / comb(m, q)
     np.testing.assert_allclose(c, kappa * p * (p @ a) + (m / q - kappa) * p ** 2 * a, rtol=1e-13)
+
+
+def test_constant_comments_render_as_descriptions():
+    """napoleon reads the first line of a ``#:`` comment as ``type: description`` when it has a colon
+    outside code: ``#: The aggregations of eq. (4): FedAvg's ...`` rendered with the type 'The
+    aggregations of eq. (4)' (three unresolved references, which fail the book's ``-n -W`` render) and
+    only the text after the colon as its description. Every documented constant of the API page must
+    come out of napoleon (with the book's settings) as the comment itself, with no ``:type:``."""
+    from sphinx.ext.napoleon import Config
+    from sphinx.ext.napoleon.docstring import GoogleDocstring
+    from sphinx.pycode import ModuleAnalyzer
+
+    config = Config(napoleon_use_rtype=False, napoleon_use_param=False)
+    wrong = []
+    checked = 0
+    for name in _autodoc_modules():
+        for (_, attr), lines in ModuleAnalyzer.for_module(name).find_attr_docs().items():
+            if attr.startswith("_"):
+                continue  # not on the page
+            rendered = str(GoogleDocstring(list(lines), config, what="data", name=f"{name}.{attr}"))
+            checked += 1
+            if ":type:" in rendered:
+                wrong.append(f"{name}.{attr}: {lines[0]!r}")
+    assert checked > 40
+    assert not wrong, "napoleon splits these at a colon (type: description): " + "; ".join(wrong)
