@@ -38,6 +38,7 @@ import numpy as np
 
 from ._validate import check_in_range, check_int, check_nonnegative, check_positive
 from .rng import generator
+from . import solvers as _solvers
 from .solvers import LocalSolver, SolverState
 
 __all__ = [
@@ -52,6 +53,8 @@ __all__ = [
     "official_counter_a_norm",
     "official_inplace_a_vector",
     "SoftmaxRegressionClient",
+    "solver_family",
+    "traced_clients",
 ]
 
 
@@ -275,3 +278,50 @@ class SoftmaxRegressionClient:
         rng = generator(self.seed, "anatomy_batches", self.client, k)
         idx = rng.choice(n, size=min(self.batch_size, n), replace=False)
         return self.full_grad(params, idx)
+
+
+def solver_family(lr: float, momentum: float, alpha: float, gamma: float, weight_decay: float = 0.0) -> dict:
+    r"""The chapter's five local solvers, keyed by their labels: SGD, decayed SGD
+    (:math:`\eta_k = \eta\gamma^k`), proximal SGD and momentum + prox with
+    :math:`\mu = \alpha/\eta`, heavy-ball momentum :math:`\rho`.
+
+    Every parameter is checked by its own name before :math:`\mu = \alpha/\eta` is formed:
+    ``lr`` :math:`> 0`, ``momentum`` in :math:`[0, 1)`, ``alpha`` in :math:`(0, 1]`
+    (:math:`\alpha = \eta\mu`; :math:`\alpha = 0` is no proximal term, and the chapter's
+    :math:`\|a_i\|_1 \to 1/\alpha` needs :math:`\alpha > 0`; :math:`\alpha > 1` overshoots the
+    anchor), ``gamma`` in :math:`(0, 1]`, ``weight_decay`` :math:`\ge 0`.
+
+    >>> s = solver_family(0.05, 0.9, 0.05, 0.95)
+    >>> round(s["proximal"].mu, 12), s["momentum"].momentum
+    (1.0, 0.9)
+    """
+    lr = check_positive("lr", lr)
+    momentum = check_in_range("momentum", momentum, 0.0, 1.0)
+    alpha = check_positive("alpha", alpha)
+    if alpha > 1.0:
+        raise ValueError(f"alpha must lie in (0, 1] (alpha = lr * mu), got {alpha!r}")
+    gamma = check_positive("gamma", gamma)
+    if gamma > 1.0:
+        raise ValueError(f"gamma must lie in (0, 1] (a per-step decay), got {gamma!r}")
+    weight_decay = check_nonnegative("weight_decay", weight_decay)
+    mu = alpha / lr
+    return {
+        "SGD": _solvers.sgd(lr, weight_decay),
+        "decayed SGD": _solvers.decayed_sgd(lr, gamma=gamma, weight_decay=weight_decay),
+        "proximal": _solvers.proximal_sgd(lr, mu, weight_decay),
+        "momentum": _solvers.momentum_sgd(lr, momentum, weight_decay),
+        "momentum + prox": _solvers.momentum_proximal_sgd(lr, momentum, mu, weight_decay),
+    }
+
+
+def traced_clients(data: Any, num_clients: int, batch_size: int, seed: int) -> list:
+    r""":class:`SoftmaxRegressionClient` for the first ``num_clients`` clients of a federated
+    data set (``train_x``, ``train_y``, ``num_classes``, as :func:`fedlib.data.synthetic`
+    returns), client ``i`` drawing its mini-batches from its own stream. ``num_clients``
+    must lie in ``1 .. len(data.train_x)``."""
+    available = len(data.train_x)
+    n = check_int("num_traced_clients", num_clients, minimum=1)
+    if n > available:
+        raise ValueError(f"num_traced_clients must be at most the {available} clients of the data set, got {n!r}")
+    return [SoftmaxRegressionClient(data.train_x[i], data.train_y[i], data.num_classes, batch_size, seed, client=i)
+            for i in range(n)]
