@@ -84,3 +84,32 @@ def test_chapter1_traced_clients_are_the_first_clients_with_their_own_streams():
     assert [c.client for c in clients] == [0, 1]
     assert all(c.seed == 7 and c.batch_size == 2 for c in clients)
     assert np.array_equal(clients[1].x, data.train_x[1])
+
+
+# ---------------------------------------------------------------- chapter 8's sampling-gain assert
+
+def _row(m, q, T, mean, se):
+    from fedlib.experiments.speedup import SamplingRow
+    return SamplingRow("fednova", "with-replacement", m, q, T, 5.0, 0.1, mean, se, float(q))
+
+
+def test_sampling_gain_stderr_is_the_delta_method():
+    from fedlib.experiments import speedup as S
+    rows = [_row(64, 4, 1024, 0.2, 0.01), _row(64, 16, 1024, 0.1, 0.002), _row(64, 16, 256, 9.0, 9.0)]
+    # gain 0.2 / 0.1 = 2, relative errors 5 % and 2 %: se = 2 sqrt(0.05^2 + 0.02^2) = 2 sqrt(0.0029)
+    assert S.sampling_gain_stderr(rows, 64, 1024, 4, 16) == pytest.approx(2 * 0.0029 ** 0.5, rel=1e-14)
+    assert S.sampling_gain_stderr([_row(4, 4, 8, 3.0, 0.0), _row(4, 16, 8, 1.5, 0.0)], 4, 8, 4, 16) == 0.0
+    with pytest.raises(ValueError, match="no cell with m=64, T=512, q=4"):
+        S.sampling_gain_stderr(rows, 64, 512, 4, 16)
+
+
+def test_chapter8_gain_assert_tests_app_g_null_with_its_standard_error():
+    """App. G's rate O(1/sqrt(q tau T)) does not depend on m: read for any population it predicts the same
+    gain sqrt(16/4) = 2 at m = 4 and m = 64, a ratio of 1. The chapter's claim (repeated draws in a small
+    population buy less) is that the ratio exceeds 1 by more than three standard errors; the old threshold
+    1.4 had no derivation (seeds 0-7 measured 1.60-1.91, se 0.07-0.12)."""
+    code = "\n".join(_cell_sources("08_theorem3_speedup.ipynb"))
+    assert "assert gain_big > 1.4 * gain_small" not in code
+    assert "assert gain_ratio > 1 + 3 * gain_ratio_se" in code
+    assert "gain_ratio = gain_big / gain_small" in code
+

@@ -85,6 +85,7 @@ __all__ = [
     "plot_bias",
     "plot_sampling",
     "sampling_gain",
+    "sampling_gain_stderr",
     "sampling_summary",
     "plot_consistency",
     "plot_speedup",
@@ -686,6 +687,20 @@ def sampling_gain(rows: Sequence[SamplingRow], population: int, rounds: int, q_f
                 return r.mean_grad2
         raise ValueError(f"no cell with m={population}, T={rounds}, q={q}")
     return cell(q_from) / cell(q_to)
+
+
+def sampling_gain_stderr(rows: Sequence[SamplingRow], population: int, rounds: int, q_from: int, q_to: int) -> float:
+    r"""Standard error of :func:`sampling_gain` by the delta method: the two cells are independent
+    (their own sampling seeds' runs), so the relative errors add in quadrature,
+    :math:`\operatorname{se}(g)/g = \sqrt{(s_{from}/e_{from})^2 + (s_{to}/e_{to})^2}`, with
+    :math:`e` a cell's ``mean_grad2`` and :math:`s` its ``stderr``."""
+    def cell(q):
+        for r in rows:
+            if r.population == population and r.rounds == rounds and r.clients == q:
+                return r
+        raise ValueError(f"no cell with m={population}, T={rounds}, q={q}")
+    a, b = cell(q_from), cell(q_to)
+    return (a.mean_grad2 / b.mean_grad2) * math.hypot(a.stderr / a.mean_grad2, b.stderr / b.mean_grad2)
 
 
 def sampling_summary(big: Sequence[SamplingRow], small: Sequence[SamplingRow], slope: float,
