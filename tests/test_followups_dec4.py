@@ -113,3 +113,38 @@ def test_chapter8_gain_assert_tests_app_g_null_with_its_standard_error():
     assert "assert gain_ratio > 1 + 3 * gain_ratio_se" in code
     assert "gain_ratio = gain_big / gain_small" in code
 
+
+# ---------------------------------------------------------------- Synthetic(alpha, beta): what alpha does
+
+def test_synthetic_alpha_bound_is_float32_resolution_of_the_class_part():
+    """8 alpha 2^-53 <= 2^-24: next to a shift |u_k| <= 8 alpha the N(0, 1) class-specific part of an entry
+    u_k + eps of W_k keeps float32's 24 bits; the bound is 2^26, exactly."""
+    from fedlib.data.synthetic import ALPHA_MAX
+    assert ALPHA_MAX == 67108864.0
+    assert 8 * ALPHA_MAX * 2.0 ** -53 == 2.0 ** -24
+
+
+def test_synthetic_refuses_alpha_just_above_the_bound_and_takes_it_just_below():
+    """The audit: compared with alpha = 0, 0.04 % of the labels differed at alpha = 1e12, 6 % at 1e14, 83 % at
+    1e16 (the shift rounds away the class differences); alpha cancels in the argmax, so every label must be
+    alpha = 0's. At the bound the labels are still alpha = 0's; just above it alpha is refused by name."""
+    from fedlib.data.synthetic import ALPHA_MAX, synthetic
+    base = synthetic(0.0, 1.0, num_clients=4, seed=3)
+    at = synthetic(ALPHA_MAX, 1.0, num_clients=4, seed=3)
+    for a, b in zip(base.train_y + base.test_y, at.train_y + at.test_y):
+        np.testing.assert_array_equal(a, b)
+    above = float(np.nextafter(ALPHA_MAX, np.inf))
+    with pytest.raises(ValueError, match=r"^alpha must be at most ALPHA_MAX = 2\*\*26 = 67108864, got 67108864\.00"):
+        synthetic(above, 1.0, num_clients=4, seed=3)
+    with pytest.raises(ValueError, match=r"^alpha must be at most ALPHA_MAX .* got 1000000000000\.0: the shift u_k"):
+        synthetic(1e12, 1.0, num_clients=4, seed=3)
+    assert synthetic(1e12, 1.0, num_clients=2, seed=3, iid=True).num_clients == 2  # iid: alpha is unused
+
+
+def test_synthetic_docstring_no_longer_claims_alpha_has_no_effect_at_any_size():
+    import importlib
+    mod = importlib.import_module("fedlib.data.synthetic")  # the package's `synthetic` is the function
+    doc = " ".join(mod.__doc__.split())
+    assert "has no effect on the data" not in doc
+    assert "In exact arithmetic :math:`\\alpha` has no effect on the labels" in doc
+    assert "refuses :math:`\\alpha >` :data:`ALPHA_MAX`" in doc
