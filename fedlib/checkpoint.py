@@ -54,7 +54,13 @@ PARTS = ("format", "kind", "config", "round", "state", "history", "initial", "rn
 
 
 class CheckpointError(ValueError):
-    """A missing, corrupt or mismatched checkpoint; the message names the file."""
+    """A missing, corrupt or mismatched checkpoint; the message names the file. ``reason``
+    (when :func:`load_checkpoint` refused the file) says what is wrong with it, without the
+    file name or advice, e.g. ``"corrupt: its SHA-256 footer does not match its contents ..."``."""
+
+    def __init__(self, message: str, reason: Optional[str] = None):
+        super().__init__(message)
+        self.reason = reason
 
 
 def to_numpy_tree(obj: Any) -> Any:
@@ -128,7 +134,9 @@ def _check_footer(path: Path, blob: bytes) -> None:
     body, digest = blob[:-size], blob[-64:]
     if hashlib.sha256(body).hexdigest().encode("ascii") != digest:
         raise CheckpointError(f"--resume: checkpoint {path} is corrupt: its SHA-256 does not match its contents "
-                              "(damaged after it was written); resume from another copy, or delete it to start over")
+                              "(damaged after it was written); resume from another copy, or delete it to start over",
+                              reason="corrupt: its SHA-256 footer does not match its contents (damaged after it was "
+                                     "written)")
 
 
 def load_checkpoint(path: os.PathLike, kind: Optional[str] = None) -> dict:
@@ -139,29 +147,37 @@ def load_checkpoint(path: os.PathLike, kind: Optional[str] = None) -> dict:
     try:
         blob = path.read_bytes()
     except FileNotFoundError:
-        raise CheckpointError(f"--resume: checkpoint {path} not found") from None
+        raise CheckpointError(f"--resume: checkpoint {path} not found", reason="not found") from None
     except OSError as exc:
-        raise CheckpointError(f"--resume: checkpoint {path} cannot be read ({exc.strerror or exc})") from None
+        raise CheckpointError(f"--resume: checkpoint {path} cannot be read ({exc.strerror or exc})",
+                              reason=f"unreadable ({exc.strerror or exc})") from None
     _check_footer(path, blob)
     try:
         doc = pickle.loads(blob)
     except Exception as exc:  # noqa: BLE001 - truncated / foreign file
-        raise CheckpointError(f"--resume: checkpoint {path} is corrupt or not a fedlib checkpoint ({exc})") from None
+        raise CheckpointError(f"--resume: checkpoint {path} is corrupt or not a fedlib checkpoint ({exc})",
+                              reason=f"truncated, corrupt or not a fedlib checkpoint: it does not unpickle "
+                                     f"({type(exc).__name__}: {exc})" if blob else "empty (0 bytes)") from None
     if not isinstance(doc, dict) or doc.get("format") != FORMAT:
-        raise CheckpointError(f"--resume: {path} is not a {FORMAT} checkpoint")
+        raise CheckpointError(f"--resume: {path} is not a {FORMAT} checkpoint",
+                              reason=f"not a fedlib checkpoint (a pickle without the format tag {FORMAT!r})")
     if kind is not None and doc.get("kind") != kind:
-        raise CheckpointError(f"--resume: {path} is a {doc.get('kind')!r} checkpoint, expected {kind!r}")
+        raise CheckpointError(f"--resume: {path} is a {doc.get('kind')!r} checkpoint, expected {kind!r}",
+                              reason=f"a fedlib checkpoint of another command (kind {doc.get('kind')!r})")
     types = {"config": Mapping, "round": int, "history": list, "initial": Mapping, "rng": Mapping, "extra": Mapping}
     for part in PARTS:
         if part not in doc:
             raise CheckpointError(f"--resume: checkpoint {path} is corrupt or not a fedlib checkpoint: it has no "
-                                  f"{part!r}")
+                                  f"{part!r}", reason=f"corrupt: it has no {part!r}")
         want = types.get(part)
         if want is not None and (not isinstance(doc[part], want) or isinstance(doc[part], bool)):
             raise CheckpointError(f"--resume: checkpoint {path} is corrupt or not a fedlib checkpoint: its {part!r} "
-                                  f"is a {type(doc[part]).__name__}, not a {want.__name__}")
+                                  f"is a {type(doc[part]).__name__}, not a {want.__name__}",
+                                  reason=f"corrupt: its {part!r} is a {type(doc[part]).__name__}, not a "
+                                         f"{want.__name__}")
     if doc["round"] < 0:
-        raise CheckpointError(f"--resume: checkpoint {path} is corrupt: round {doc['round']} < 0")
+        raise CheckpointError(f"--resume: checkpoint {path} is corrupt: round {doc['round']} < 0",
+                              reason=f"corrupt: round {doc['round']} < 0")
     return doc
 
 

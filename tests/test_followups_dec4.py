@@ -148,3 +148,57 @@ def test_synthetic_docstring_no_longer_claims_alpha_has_no_effect_at_any_size():
     assert "has no effect on the data" not in doc
     assert "In exact arithmetic :math:`\\alpha` has no effect on the labels" in doc
     assert "refuses :math:`\\alpha >` :data:`ALPHA_MAX`" in doc
+
+
+# ---------------------------------------------------------------- a fresh run over a damaged checkpoint
+
+FRESH = ["run", "synthetic", "--num-clients", "4", "--rounds", "3", "--batch-size", "10", "--quiet",
+         "--checkpoint-every", "1"]
+
+
+def _fresh_over(tmp_path, capsys, content: bytes) -> str:
+    from fedlib.cli import main
+    out = tmp_path / "r.json"
+    ck = Path(str(out) + ".ckpt")
+    ck.write_bytes(content)
+    capsys.readouterr()
+    assert main(FRESH + ["--out", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert not out.exists() and ck.read_bytes() == content  # nothing run, the file left alone
+    assert f"--checkpoint {ck}: exists and is not a synthetic checkpoint of this command: it is " in err
+    assert "so nothing was run: delete the file if you do not need it, or give another --checkpoint (or --out)" in err
+    return err
+
+
+@pytest.fixture(scope="module")
+def finished_checkpoint(tmp_path_factory):
+    """The bytes of the checkpoint of a finished 3-round run."""
+    from fedlib.cli import main
+    out = tmp_path_factory.mktemp("ck") / "r.json"
+    assert main(FRESH + ["--out", str(out)]) == 0
+    return Path(str(out) + ".ckpt").read_bytes()
+
+
+def test_fresh_run_over_a_checkpoint_with_a_wrong_sha256_says_so(tmp_path, capsys, finished_checkpoint):
+    from fedlib.checkpoint import FOOTER
+    body_end = len(finished_checkpoint) - len(FOOTER) - 64
+    damaged = bytearray(finished_checkpoint)
+    damaged[body_end // 2] ^= 0x01  # one bit of the pickle; the footer still holds the old SHA-256
+    err = _fresh_over(tmp_path, capsys, bytes(damaged))
+    assert "it is corrupt: its SHA-256 footer does not match its contents (damaged after it was written)." in err
+
+
+def test_fresh_run_over_a_truncated_or_empty_checkpoint_says_so(tmp_path, capsys, finished_checkpoint):
+    err = _fresh_over(tmp_path, capsys, finished_checkpoint[:len(finished_checkpoint) // 2])
+    assert "it is truncated, corrupt or not a fedlib checkpoint: it does not unpickle (" in err
+    assert "it is empty (0 bytes)." in _fresh_over(tmp_path, capsys, b"")
+
+
+def test_fresh_run_over_a_foreign_or_other_kind_checkpoint_says_so(tmp_path, capsys):
+    import pickle
+
+    from fedlib.checkpoint import FORMAT
+    err = _fresh_over(tmp_path, capsys, pickle.dumps({"a": 1}))
+    assert f"it is not a fedlib checkpoint (a pickle without the format tag {FORMAT!r})." in err
+    err = _fresh_over(tmp_path, capsys, pickle.dumps({"format": FORMAT, "kind": "cifar10"}))
+    assert "it is a fedlib checkpoint of another command (kind 'cifar10')." in err

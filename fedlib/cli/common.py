@@ -321,9 +321,11 @@ def check_fresh_checkpoint(path: Optional[Path], kind: str) -> None:
         return
     try:
         doc = load_checkpoint(path, kind=kind)
-    except CheckpointError:
-        raise CLIError(f"--checkpoint {path}: exists and is not a {kind} checkpoint of this command; the first "
-                       "checkpoint would replace it: give another --checkpoint (or --out)") from None
+    except CheckpointError as exc:
+        raise CLIError(f"--checkpoint {path}: exists and is not a {kind} checkpoint of this command: it is "
+                       f"{exc.reason or exc}. This run starts from round 0 and its first checkpoint would replace "
+                       "the file, so nothing was run: delete the file if you do not need it, or give another "
+                       "--checkpoint (or --out)") from None
     done, total = doc.get("round"), (doc.get("config") or {}).get("rounds")
     if not (isinstance(done, int) and isinstance(total, int) and done >= total):
         raise CLIError(f"--checkpoint {path}: holds an unfinished run ({done} of {total} rounds done), which this "
