@@ -54,6 +54,7 @@ __all__ = [
     "official_inplace_a_vector",
     "SoftmaxRegressionClient",
     "solver_family",
+    "momentum_prox_a_table",
     "traced_clients",
 ]
 
@@ -325,3 +326,24 @@ def traced_clients(data: Any, num_clients: int, batch_size: int, seed: int) -> l
         raise ValueError(f"num_traced_clients must be at most the {available} clients of the data set, got {n!r}")
     return [SoftmaxRegressionClient(data.train_x[i], data.train_y[i], data.num_classes, batch_size, seed, client=i)
             for i in range(n)]
+
+
+def momentum_prox_a_table(local_steps: int, momentum: float, alpha: float) -> np.ndarray:
+    r"""The chapter's table entry for momentum + prox, :math:`a_{i,j} = \frac{(1-\alpha)^{n+1} -
+    \rho^{n+1}}{1-\alpha-\rho}` with :math:`n = \tau-1-j`, evaluated as the sum it equals,
+    :math:`\sum_{k=0}^{n}(1-\alpha)^k\rho^{n-k}`: the quotient is 0/0 at :math:`1-\alpha = \rho`
+    (``alpha=0.1, momentum=0.9`` in float64 too) and loses digits near it, the sum does neither.
+
+    >>> momentum_prox_a_table(3, 0.5, 0.5).tolist()   # n = 2, 1, 0: 3/4, 1, 1
+    [0.75, 1.0, 1.0]
+    """
+    tau = check_int("local_steps", local_steps, minimum=1)
+    rho = check_in_range("momentum", momentum, 0.0, 1.0)
+    alpha = check_in_range("alpha", alpha, 0.0, 1.0, high_inclusive=True)
+    q = 1.0 - alpha
+    out = np.empty(tau)
+    for j in range(tau):
+        n = tau - 1 - j
+        k = np.arange(n + 1)
+        out[j] = float(np.sum(q ** k * rho ** (n - k)))
+    return out

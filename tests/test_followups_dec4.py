@@ -86,6 +86,24 @@ def test_chapter1_traced_clients_are_the_first_clients_with_their_own_streams():
     assert np.array_equal(clients[1].x, data.train_x[1])
 
 
+
+def test_chapter1_momentum_prox_table_holds_at_one_minus_alpha_equal_to_rho():
+    """The chapter's table wrote a_j = ((1 - alpha)^(n+1) - rho^(n+1)) / (1 - alpha - rho): at alpha = 0.1,
+    rho = 0.9 (1 - 0.1 - 0.9 == 0.0 in float64) every entry was 0/0 = nan and the chapter's assert failed
+    for a valid pair of parameters. As the sum it equals: n = 2, 1, 0 at q = 1 - alpha = rho = 1/2 gives
+    3/4, 1, 1; at q = 3/4, rho = 1/2: q^2 + q rho + rho^2 = 19/16, q + rho = 5/4, 1."""
+    assert 1 - 0.1 - 0.9 == 0.0
+    assert anatomy.momentum_prox_a_table(3, 0.5, 0.5).tolist() == [0.75, 1.0, 1.0]
+    assert anatomy.momentum_prox_a_table(3, 0.5, 0.25).tolist() == [1.1875, 1.25, 1.0]
+    s = anatomy.solver_family(0.05, 0.9, 0.1, 0.95)["momentum + prox"]  # q = rho = 0.9
+    assert anatomy.relative_error(anatomy.probe_a_vector(s, 20), anatomy.momentum_prox_a_table(20, 0.9, 0.1)) <= 1e-12
+    n = np.arange(20)[::-1]
+    assert np.allclose(anatomy.momentum_prox_a_table(20, 0.9, 0.1), (n + 1) * 0.9 ** n, rtol=1e-13, atol=0)
+    code = "\n".join(_cell_sources("01_update_rule.ipynb"))
+    assert "/ (1 - alpha - momentum)" not in code
+    assert "anatomy.momentum_prox_a_table(local_steps, momentum, alpha)" in code
+
+
 # ---------------------------------------------------------------- chapter 8's sampling-gain assert
 
 def _row(m, q, T, mean, se):
