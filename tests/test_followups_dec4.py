@@ -220,3 +220,12 @@ def test_fresh_run_over_a_foreign_or_other_kind_checkpoint_says_so(tmp_path, cap
     assert f"it is not a fedlib checkpoint (a pickle without the format tag {FORMAT!r})." in err
     err = _fresh_over(tmp_path, capsys, pickle.dumps({"format": FORMAT, "kind": "cifar10"}))
     assert "it is a fedlib checkpoint of another command (kind 'cifar10')." in err
+
+
+def test_cli_alpha_help_states_the_bound(capsys):
+    """--help said the data 'do not depend on' alpha at any size; alpha above 2**26 is now refused."""
+    from fedlib.cli import main
+    with pytest.raises(SystemExit):
+        main(["run", "synthetic", "--help"])
+    text = " ".join(capsys.readouterr().out.split())
+    assert "so the labels do not depend on it; at most 2**26, above which float64 rounding would change them" in text

@@ -51,7 +51,8 @@ def _add_data_args(p: argparse.ArgumentParser) -> None:
                    help="a LEAF / FedProx JSON file (training data only) or folder (train/ and test/ subfolders); "
                         "default: generate Synthetic(--alpha, --beta)")
     g.add_argument("--alpha", type=nonneg_float, default=None, help="Synthetic: std of the client models' mean (as in FedProx's generator it shifts all class "
-                        f"scores alike, so the data do not depend on it) (default: {d['alpha']})")
+                        f"scores alike, so the labels do not depend on it; at most 2**26, above which float64 rounding would change "
+                        f"them) (default: {d['alpha']})")
     g.add_argument("--beta", type=nonneg_float, default=None,
                    help=f"Synthetic: spread of the client inputs (std) (default: {d['beta']})")
     g.add_argument("--num-clients", type=int_at_least(1), default=None,
