@@ -84,7 +84,7 @@ __all__ = ["synthetic", "synthetic_covariance_diagonal", "ALPHA_MAX"]
 LOGNORMAL_MEAN = 4.0
 LOGNORMAL_SIGMA = 2.0
 MIN_SAMPLES = 50
-#: Largest ``alpha`` :func:`synthetic` takes, :math:`2^{26}`: :math:`8\alpha\,2^{-53} \le 2^{-24}`, so the
+#: Largest ``alpha`` :func:`synthetic` takes, :math:`2^{26}` — with it :math:`8\alpha\,2^{-53} \le 2^{-24}`, so the
 #: class-specific part of :math:`W_k`'s entries keeps float32's 24 bits next to a shift :math:`|u_k| \le 8\alpha`
 #: (module docstring).
 ALPHA_MAX = 2.0 ** 26
