@@ -601,6 +601,37 @@ def quadratic_local_operator(H_i: Any, local_steps: int, lr: float, mu: float = 
     return -D
 
 
+#: Memo of :func:`_local_operator`: exact inputs -> read-only :math:`K_i`; cleared whole when
+#: its matrices pass this many bytes (so a long run over many step counts cannot grow it).
+_LOCAL_OPERATOR_MEMO: dict = {}
+_LOCAL_OPERATOR_MEMO_LIMIT = 64 * 2 ** 20
+_local_operator_memo_bytes = 0
+
+
+def _local_operator(H_i: np.ndarray, local_steps: int, lr: float, mu: float = 0.0, momentum: float = 0.0) -> np.ndarray:
+    r""":func:`quadratic_local_operator`, remembered: the round maps of a run with random
+    :math:`\tau_i^{(t)}` (chapter 10: a new map every round, 8 variants at the same :math:`H_i`
+    and :math:`\rho`) ask for the same :math:`K_i(\tau)` over and over — 160 distinct ones among
+    8,000 per run of 500 rounds. The key is the exact input (the bytes of ``H_i``, ``float`` of
+    the scalars, as the function converts them), so a hit returns the very array a call would
+    compute; it is read-only (callers only read it). ``H_i``: a float64 ``(d, d)`` array."""
+    if not isinstance(H_i, np.ndarray) or H_i.dtype != np.float64 or H_i.ndim != 2:
+        raise ValueError(f"H_i must be a float64 (d, d) numpy array, got {type(H_i).__name__} "
+                         f"{getattr(H_i, 'dtype', '')} {np.shape(H_i)}")
+    key = (H_i.shape, H_i.tobytes(), int(local_steps), float(lr), float(mu), float(momentum))
+    global _local_operator_memo_bytes
+    K = _LOCAL_OPERATOR_MEMO.get(key)
+    if K is None:
+        K = quadratic_local_operator(H_i, local_steps, lr, mu, momentum)
+        K.flags.writeable = False
+        if _local_operator_memo_bytes + K.nbytes > _LOCAL_OPERATOR_MEMO_LIMIT:
+            _LOCAL_OPERATOR_MEMO.clear()
+            _local_operator_memo_bytes = 0
+        _LOCAL_OPERATOR_MEMO[key] = K
+        _local_operator_memo_bytes += K.nbytes
+    return K
+
+
 def _local_a_norms(steps: np.ndarray, lr: float, mu: float, momentum: float) -> np.ndarray:
     r""":math:`\|a_i\|_1` of (proximal, momentum) SGD for each client's ``steps``."""
     alpha = lr * mu
@@ -650,7 +681,7 @@ def quadratic_round_map(H: Any, e: Any, p: Any, local_steps: Any, lr: float, alg
     M = np.eye(d)
     b = np.zeros(d)
     for i in range(m):
-        K = quadratic_local_operator(H[i], int(steps[i]), lr, mu, momentum)
+        K = _local_operator(H[i], int(steps[i]), lr, mu, momentum)
         M -= coef[i] * K @ H[i]
         b += coef[i] * K @ e[i]
     return M, b
@@ -810,7 +841,7 @@ def _vr_round_parts(H, p, steps, lr, algorithm, mu, momentum, tau_eff):
         if tau_eff is not None:
             raise ValueError(f"tau_eff can only be set for fednova-vr, not {algorithm!r}")
         coef = p
-    K = np.stack([quadratic_local_operator(H[i], int(steps[i]), lr, mu, rho) for i in range(m)])
+    K = np.stack([_local_operator(H[i], int(steps[i]), lr, mu, rho) for i in range(m)])
     Z = p[None, :] - np.eye(m) if algorithm != "vrlsgd" else -np.eye(m)
     return lr, coef, a_norms, K, Z
 

@@ -61,3 +61,88 @@ def test_model_grad_uses_the_fast_form_on_synthetic_clients():
                                model.l2)
         for k in want:
             assert np.array_equal(got[k], want[k])
+
+
+# ------------------------------------------------------------- memoised local operators K_i
+def test_memoised_local_operator_is_the_computed_one():
+    from fedlib import theory
+    from fedlib.problems import random_quadratic
+
+    H = random_quadratic(3, 5, seed=1).H
+    theory._LOCAL_OPERATOR_MEMO.clear()
+    for i in range(3):
+        for tau in (1, 2, 7):
+            for lr, mu, rho in [(0.1, 0.0, 0.0), (0.05, 0.5, 0.0), (0.02, 0.0, 0.9), (0.02, 1.0, 0.5)]:
+                want = theory.quadratic_local_operator(H[i], tau, lr, mu, rho)
+                first = theory._local_operator(H[i], tau, lr, mu, rho)
+                again = theory._local_operator(H[i].copy(), np.int64(tau), np.float64(lr), mu, rho)
+                assert again is first and np.array_equal(first, want) and not first.flags.writeable
+    with pytest.raises(ValueError):
+        first[0, 0] = 1.0  # read-only: a caller cannot change what the next one gets
+    # another H_i with the same shape is another key
+    other = H[0] + 1e-12 * np.eye(5)
+    assert not np.array_equal(theory._local_operator(other, 2, 0.1), theory._local_operator(H[0], 2, 0.1))
+
+
+def test_memo_is_cleared_when_full_and_never_changes_a_result(monkeypatch):
+    from fedlib import theory
+    from fedlib.problems import random_quadratic
+
+    H = random_quadratic(2, 4, seed=2).H
+    monkeypatch.setattr(theory, "_LOCAL_OPERATOR_MEMO_LIMIT", 3 * H[0].nbytes)
+    theory._LOCAL_OPERATOR_MEMO.clear()
+    monkeypatch.setattr(theory, "_local_operator_memo_bytes", 0)
+    for tau in range(1, 10):
+        assert np.array_equal(theory._local_operator(H[1], tau, 0.1, 0.0, 0.3),
+                              theory.quadratic_local_operator(H[1], tau, 0.1, 0.0, 0.3))
+        assert len(theory._LOCAL_OPERATOR_MEMO) <= 3
+
+
+def _plain_round_map(H, e, p, steps, lr, algorithm, mu=0.0, momentum=0.0):
+    """quadratic_round_map with a fresh quadratic_local_operator per client (the code before the memo)."""
+    from fedlib import theory
+
+    a_norms = theory._local_a_norms(np.asarray(steps), lr, mu, momentum)
+    if algorithm == "fednova":
+        te, w = theory.fednova_weights(p, a_norms, None, np.asarray(steps))
+        coef = te * w / a_norms
+    else:
+        coef = p
+    M, b = np.eye(H.shape[1]), np.zeros(H.shape[1])
+    for i in range(H.shape[0]):
+        K = theory.quadratic_local_operator(H[i], int(steps[i]), lr, mu, momentum)
+        M -= coef[i] * K @ H[i]
+        b += coef[i] * K @ e[i]
+    return M, b
+
+
+@pytest.mark.parametrize("algorithm,mu,momentum", [("fedavg", 0.0, 0.0), ("fednova", 0.0, 0.9), ("fedprox", 0.5, 0.0)])
+def test_round_maps_with_the_memo_equal_the_plain_ones(algorithm, mu, momentum):
+    from fedlib import theory
+    from fedlib.problems import random_quadratic
+
+    prob = random_quadratic(5, 6, seed=3)
+    rng = np.random.default_rng(0)
+    for _ in range(4):  # repeated step counts: hits and misses
+        steps = rng.integers(1, 4, size=5)
+        got = theory.quadratic_round_map(prob.H, prob.e, prob.p, steps, 0.05, algorithm, mu=mu, momentum=momentum)
+        want = _plain_round_map(prob.H, prob.e, prob.p, steps, 0.05, algorithm, mu, momentum)
+        assert np.array_equal(got[0], want[0]) and np.array_equal(got[1], want[1])
+
+
+def test_vr_round_map_with_the_memo_equals_a_fresh_computation(monkeypatch):
+    from fedlib import theory
+    from fedlib.problems import random_quadratic
+
+    prob = random_quadratic(4, 5, seed=4)
+    steps = np.array([1, 3, 3, 8])
+    for algorithm in ("scaffold", "fednova-vr", "vrlsgd"):
+        theory._LOCAL_OPERATOR_MEMO.clear()
+        warm = [theory.quadratic_vr_round_map(prob.H, prob.e, prob.p, steps, 0.03, algorithm, momentum=0.5)
+                for _ in range(2)]
+        with monkeypatch.context() as mp:  # no memo at all: every K_i computed afresh
+            mp.setattr(theory, "_local_operator", theory.quadratic_local_operator)
+            cold = theory.quadratic_vr_round_map(prob.H, prob.e, prob.p, steps, 0.03, algorithm, momentum=0.5)
+        for got in warm:
+            assert np.array_equal(got[0], cold[0]) and np.array_equal(got[1], cold[1])
+
