@@ -14,6 +14,7 @@ seed draw from different streams (not the same numbers, which would correlate th
 from __future__ import annotations
 
 import dataclasses
+import functools
 
 import math
 
@@ -73,8 +74,18 @@ class RandomSteps:
 
     def local_steps(self, round_index: int) -> np.ndarray:
         round_index = check_int("round_index", round_index)
-        return np.array([generator(self.seed, "local_steps", round_index, i).integers(self.low, self.high + 1)
-                         for i in range(self.num_clients)], dtype=np.int64)
+        return np.array(_random_steps(self.seed, self.num_clients, self.low, self.high, round_index), dtype=np.int64)
+
+
+@functools.lru_cache(maxsize=4096)
+def _random_steps(seed: int, num_clients: int, low: int, high: int, round_index: int) -> tuple:
+    """:meth:`RandomSteps.local_steps` as a tuple, remembered: every client's draw comes from its
+    own stream ``generator(seed, "local_steps", round_index, i)``, and building those streams
+    (a ``SeedSequence`` each) is most of the cost; a run and its closed form (chapter 10) and
+    the variants of an experiment ask for the same rounds again. The draws are those of a
+    fresh call, whatever was asked before."""
+    return tuple(int(generator(seed, "local_steps", round_index, i).integers(low, high + 1))
+                 for i in range(num_clients))
 
 
 @dataclasses.dataclass(frozen=True)

@@ -146,3 +146,20 @@ def test_vr_round_map_with_the_memo_equals_a_fresh_computation(monkeypatch):
         for got in warm:
             assert np.array_equal(got[0], cold[0]) and np.array_equal(got[1], cold[1])
 
+
+# ------------------------------------------------------------- remembered random local steps
+def test_random_steps_memo_gives_the_draws_of_fresh_streams():
+    from fedlib.rng import generator
+    from fedlib.schedules import RandomSteps, _random_steps
+
+    _random_steps.cache_clear()
+    sched = RandomSteps(6, 2, 9, seed=5)
+    for t in [0, 3, 3, 0, 1000, 3]:
+        want = np.array([generator(5, "local_steps", t, i).integers(2, 10) for i in range(6)], dtype=np.int64)
+        got = sched.local_steps(t)
+        assert got.dtype == np.int64 and np.array_equal(got, want)
+        got[0] = -1  # the caller's own array: the memo is untouched
+    assert np.array_equal(sched.local_steps(3)[:1], [generator(5, "local_steps", 3, 0).integers(2, 10)])
+    assert not np.array_equal(RandomSteps(6, 2, 9, seed=6).local_steps(0), sched.local_steps(0))
+    with pytest.raises(ValueError):
+        sched.local_steps(-1)
