@@ -212,6 +212,16 @@ class LocalSolver:
         mom = state.momentum
         anchor = state.anchor
         corr = state.correction
+        x = state.params
+        if (type(x) is np.ndarray and type(grads) is np.ndarray and (mom is None or type(mom) is np.ndarray)
+                and (anchor is None or type(anchor) is np.ndarray) and (corr is None or type(corr) is np.ndarray)):
+            # params a single numpy array (the quadratic chapters: a million steps of d = 20): the step of
+            # `leaf` below without tree_map; for plain arrays its checks reduce to the shape (the same error)
+            if grads.shape != x.shape:
+                raise ValueError(f"grads: a leaf has shape {grads.shape} but the parameter has {x.shape}")
+            nx, nu = self._direction_and_params(x, grads, mom, anchor, corr, lr_k, wd)
+            counter = self.counter_step(k, state.shadow)
+            return SolverState(nx, anchor, nu if mom is not None else None, corr, k + 1, counter, counter[0])
 
         new_u_leaves = []
 

@@ -163,3 +163,60 @@ def test_random_steps_memo_gives_the_draws_of_fresh_streams():
     assert not np.array_equal(RandomSteps(6, 2, 9, seed=6).local_steps(0), sched.local_steps(0))
     with pytest.raises(ValueError):
         sched.local_steps(-1)
+
+
+# ------------------------------------------------------------- LocalSolver.update on a bare array
+def _solvers():
+    from fedlib.solvers import LocalSolver
+
+    return [LocalSolver(0.1), LocalSolver(0.05, momentum=0.9), LocalSolver(0.02, mu=3.0),
+            LocalSolver(0.03, momentum=0.5, mu=1.0, weight_decay=1e-3),
+            LocalSolver(0.04, momentum=0.7, lr_schedule=lambda k: 1.0 / (k + 1))]
+
+
+@pytest.mark.parametrize("with_correction", [False, True])
+def test_solver_steps_on_a_bare_array_equal_the_tree_path(with_correction):
+    # the same vector as the only leaf of a list goes through tree_map (the general path)
+    rng = np.random.default_rng(7)
+    H, e = rng.standard_normal((6, 6)), rng.standard_normal(6)
+    x0 = rng.standard_normal(6)
+    corr = rng.standard_normal(6) if with_correction else None
+    for solver in _solvers():
+        bare = solver.init(x0.copy(), corr)
+        tree = solver.init([x0.copy()], None if corr is None else [corr])
+        for _ in range(9):
+            bare = solver.update(bare, H @ bare.params - e)
+            tree = solver.update(tree, [H @ tree.params[0] - e])
+            assert np.array_equal(bare.params, tree.params[0])
+            assert (bare.momentum is None) == (tree.momentum is None)
+            if bare.momentum is not None:
+                assert np.array_equal(bare.momentum, tree.momentum[0])
+            assert (bare.step, bare.shadow, bare.a_norm) == (tree.step, tree.shadow, tree.a_norm)
+            assert (bare.anchor is None) == (tree.anchor is None) and (bare.correction is None) == (tree.correction is None)
+
+
+def test_solver_update_on_a_bare_array_refuses_a_gradient_of_another_shape():
+    from fedlib.solvers import LocalSolver
+
+    state = LocalSolver(0.1).init(np.zeros(3))
+    with pytest.raises(ValueError, match=r"grads: a leaf has shape \(3, 1\) but the parameter has \(3,\)"):
+        LocalSolver(0.1).update(state, np.zeros((3, 1)))
+    with pytest.raises(ValueError, match="grads: a leaf is a torch tensor|must have the structure"):
+        LocalSolver(0.1).update(state, [np.zeros(3)])
+
+
+def test_quadratic_runs_are_the_same_through_the_tree_path():
+    # a whole run_sequential of FedNova with momentum: bare arrays vs the same vector as a one-leaf list
+    from fedlib.algorithms import make_algorithm
+    from fedlib.engines.reference import run_sequential
+    from fedlib.problems import random_quadratic
+    from fedlib.schedules import RandomSteps
+    from fedlib.solvers import momentum_sgd
+
+    prob = random_quadratic(5, 4, seed=0)
+    for name in ("fednova", "scaffold"):
+        algo = make_algorithm(name, momentum_sgd(0.02, 0.9))
+        sched = RandomSteps(5, 1, 6, seed=1)
+        bare = run_sequential(algo, np.zeros(4), prob.grad_fn(), prob.p, sched, 30)
+        tree = run_sequential(algo, [np.zeros(4)], lambda x, i, t, k: [prob.grad(x[0], i)], prob.p, sched, 30)
+        assert np.array_equal(bare.state.params, tree.state.params[0])
