@@ -220,3 +220,21 @@ def test_quadratic_runs_are_the_same_through_the_tree_path():
         bare = run_sequential(algo, np.zeros(4), prob.grad_fn(), prob.p, sched, 30)
         tree = run_sequential(algo, [np.zeros(4)], lambda x, i, t, k: [prob.grad(x[0], i)], prob.p, sched, 30)
         assert np.array_equal(bare.state.params, tree.state.params[0])
+
+
+# ------------------------------------------------------------- QuadraticProblem.grad's quick checks
+def test_quadratic_grad_quick_checks_keep_values_and_errors():
+    from fedlib.problems import random_quadratic
+
+    prob = random_quadratic(4, 3, seed=0)
+    x = np.array([0.3, -1.0, 2.0])
+    for client in (0, 3, np.int64(2), np.int32(1)):
+        want = prob.H[int(client)] @ x - prob.e[int(client)]
+        assert np.array_equal(prob.grad(x, client), want)
+        assert np.array_equal(prob.grad(list(x), client), want)  # a list still goes through np.asarray
+    for bad in (-1, 4, True, 1.0, "0", None):
+        with pytest.raises(ValueError, match=r"client must be an integer in \[0, 4\)"):
+            prob.grad(x, bad)
+    for bad_x in (np.zeros(4), np.zeros((3, 1)), [1.0, 2.0]):
+        with pytest.raises(ValueError, match="x must be a vector of the problem's dimension 3"):
+            prob.grad(bad_x, 0)

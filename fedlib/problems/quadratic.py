@@ -47,6 +47,8 @@ class QuadraticProblem:
         return self.H.shape[1]
 
     def _vector(self, x) -> np.ndarray:
+        if type(x) is np.ndarray and x.shape == (self.H.shape[1],):  # the common case, without np.shape's dispatch
+            return x
         if np.shape(x) != (self.H.shape[1],):
             raise ValueError(f"x must be a vector of the problem's dimension {self.H.shape[1]}, got shape {np.shape(x)}")
         return np.asarray(x)
@@ -55,7 +57,8 @@ class QuadraticProblem:
         r""":math:`\nabla F_i(x) = H_i x - e_i` for the client index ``0 <= client < m``."""
         m = self.H.shape[0]
         # numpy indexing took client -1 as the last client and 1.0 as an error deep inside numpy
-        if isinstance(client, bool) or not isinstance(client, (int, np.integer)) or not 0 <= client < m:
+        if not (type(client) is int and 0 <= client < m) and (  # a plain int in range: no isinstance chain
+                isinstance(client, bool) or not isinstance(client, (int, np.integer)) or not 0 <= client < m):
             raise ValueError(f"client must be an integer in [0, {m}), got {client!r}")
         return self.H[client] @ self._vector(x) - self.e[client]
 
