@@ -74,18 +74,20 @@ class RandomSteps:
 
     def local_steps(self, round_index: int) -> np.ndarray:
         round_index = check_int("round_index", round_index)
-        return np.array(_random_steps(self.seed, self.num_clients, self.low, self.high, round_index), dtype=np.int64)
+        return _random_steps(self.seed, self.num_clients, self.low, self.high, round_index).copy()
 
 
 @functools.lru_cache(maxsize=4096)
-def _random_steps(seed: int, num_clients: int, low: int, high: int, round_index: int) -> tuple:
-    """:meth:`RandomSteps.local_steps` as a tuple, remembered: every client's draw comes from its
-    own stream ``generator(seed, "local_steps", round_index, i)``, and building those streams
-    (a ``SeedSequence`` each) is most of the cost; a run and its closed form (chapter 10) and
-    the variants of an experiment ask for the same rounds again. The draws are those of a
-    fresh call, whatever was asked before."""
-    return tuple(int(generator(seed, "local_steps", round_index, i).integers(low, high + 1))
-                 for i in range(num_clients))
+def _random_steps(seed: int, num_clients: int, low: int, high: int, round_index: int) -> np.ndarray:
+    """:meth:`RandomSteps.local_steps`, remembered (a read-only int64 array; the method hands out
+    copies): every client's draw comes from its own stream ``generator(seed, "local_steps",
+    round_index, i)``, and building those streams (a ``SeedSequence`` each) is most of the cost;
+    a run and its closed form (chapter 10) and the variants of an experiment ask for the same
+    rounds again. The draws are those of a fresh call, whatever was asked before."""
+    steps = np.array([generator(seed, "local_steps", round_index, i).integers(low, high + 1)
+                      for i in range(num_clients)], dtype=np.int64)
+    steps.flags.writeable = False
+    return steps
 
 
 @dataclasses.dataclass(frozen=True)
@@ -311,16 +313,30 @@ class RandomLocalWork:
     def draw(self, round_index: int) -> tuple[np.ndarray, np.ndarray]:
         """``(steps, solver_numbers)`` of round ``round_index``, each ``(m,)`` int64."""
         round_index = check_int("round_index", round_index)
-        g = generator(self.seed, "local_work", round_index)
-        lo = np.array(self.low, dtype=np.int64)
-        steps = lo + g.integers(0, np.array(self.high, dtype=np.int64) - lo + 1)
-        return steps.astype(np.int64), g.integers(0, self.num_solvers, size=lo.size).astype(np.int64)
+        steps, numbers = _random_local_work(self.seed, self.low, self.high, self.num_solvers, round_index)
+        return steps.copy(), numbers.copy()
 
     def local_steps(self, round_index: int) -> np.ndarray:
         return self.draw(round_index)[0]
 
     def solver_numbers(self, round_index: int) -> np.ndarray:
         return self.draw(round_index)[1]
+
+
+@functools.lru_cache(maxsize=4096)
+def _random_local_work(seed: int, low: tuple, high: tuple, num_solvers: int,
+                       round_index: int) -> tuple[np.ndarray, np.ndarray]:
+    """:meth:`RandomLocalWork.draw`, remembered (read-only arrays; the method hands out copies):
+    one stream ``generator(seed, "local_work", round_index)`` per round, steps first, then the
+    solver numbers. Chapter 8 runs the same seeds' rounds once per :math:`\\tau_{\\text{eff}}`
+    choice, learning rate and participant count."""
+    g = generator(seed, "local_work", round_index)
+    lo = np.array(low, dtype=np.int64)
+    steps = (lo + g.integers(0, np.array(high, dtype=np.int64) - lo + 1)).astype(np.int64)
+    numbers = g.integers(0, num_solvers, size=lo.size).astype(np.int64)
+    steps.flags.writeable = False
+    numbers.flags.writeable = False
+    return steps, numbers
 
 
 def parse_epochs(text: str) -> tuple[int, int]:

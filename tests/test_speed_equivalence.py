@@ -238,3 +238,26 @@ def test_quadratic_grad_quick_checks_keep_values_and_errors():
     for bad_x in (np.zeros(4), np.zeros((3, 1)), [1.0, 2.0]):
         with pytest.raises(ValueError, match="x must be a vector of the problem's dimension 3"):
             prob.grad(bad_x, 0)
+
+
+def test_random_local_work_memo_gives_the_draws_of_a_fresh_stream():
+    from fedlib.rng import generator
+    from fedlib.schedules import RandomLocalWork, _random_local_work
+
+    _random_local_work.cache_clear()
+    work = RandomLocalWork([1, 2, 5], [3, 2, 9], num_solvers=3, seed=4)
+    for t in [0, 7, 7, 0, 123]:
+        g = generator(4, "local_work", t)
+        lo = np.array([1, 2, 5])
+        want_steps = lo + g.integers(0, np.array([3, 2, 9]) - lo + 1)
+        want_numbers = g.integers(0, 3, size=3)
+        steps, numbers = work.draw(t)
+        assert steps.dtype == numbers.dtype == np.int64
+        assert np.array_equal(steps, want_steps) and np.array_equal(numbers, want_numbers)
+        assert np.array_equal(work.local_steps(t), want_steps) and np.array_equal(work.solver_numbers(t), want_numbers)
+        steps[:] = -1  # the caller's own arrays: the memo is untouched
+        numbers[:] = -1
+    assert np.array_equal(work.draw(7)[0], RandomLocalWork([1, 2, 5], [3, 2, 9], num_solvers=3, seed=4).draw(7)[0])
+    assert work.draw(7)[0].min() >= 1
+    with pytest.raises(ValueError):
+        work.draw(-1)
