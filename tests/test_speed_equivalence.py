@@ -13,6 +13,18 @@ from fedlib.problems.logistic import LogisticRegression, _grad, _grad_reference
 
 
 # ------------------------------------------------------------- logistic full-batch gradient
+@pytest.fixture(params=["columns", "reduce", "as shipped"])
+def column_max_from(request, monkeypatch):
+    """_grad's two ways to the row maxima: column by column from every batch size, never, or
+    from the library's own threshold."""
+    import fedlib.problems.logistic as logistic
+
+    value = {"columns": 1, "reduce": 10 ** 9, "as shipped": logistic._COLUMN_MAX_FROM}[request.param]
+    monkeypatch.setattr(logistic, "_COLUMN_MAX_FROM", value)
+    return value
+
+
+@pytest.mark.usefixtures("column_max_from")
 @pytest.mark.parametrize("classes", [2, 3, 10])
 @pytest.mark.parametrize("l2", [0.0, 0.001])
 def test_logistic_grad_equals_its_plain_form(classes, l2):
@@ -27,6 +39,7 @@ def test_logistic_grad_equals_its_plain_form(classes, l2):
             assert np.array_equal(fast[k], plain[k]), (n, k)
 
 
+@pytest.mark.usefixtures("column_max_from")
 def test_logistic_grad_equals_its_plain_form_with_ties_and_signed_zeros():
     # ties in the row maximum (max taken column by column: order must not matter) and -0.0 logits
     x = np.array([[1.0, 0.0], [0.0, 0.0], [-1.0, 1.0], [0.0, -0.0]])
@@ -38,6 +51,7 @@ def test_logistic_grad_equals_its_plain_form_with_ties_and_signed_zeros():
         assert np.array_equal(fast[k], plain[k]) and not np.any(np.isnan(fast[k]))
 
 
+@pytest.mark.usefixtures("column_max_from")
 def test_logistic_grad_keeps_nan_as_the_plain_form_does():
     W = np.array([[np.nan, 0.0], [1.0, 2.0]])
     x, y, b = np.ones((3, 2)), np.array([0, 1, 1]), np.zeros(2)
@@ -46,6 +60,7 @@ def test_logistic_grad_keeps_nan_as_the_plain_form_does():
         assert np.array_equal(fast[k], plain[k], equal_nan=True)
 
 
+@pytest.mark.usefixtures("column_max_from")
 def test_model_grad_uses_the_fast_form_on_synthetic_clients():
     from fedlib.experiments.synthetic import make_problem
 

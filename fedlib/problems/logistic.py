@@ -198,20 +198,28 @@ def _log_softmax_loss(z: np.ndarray, y: np.ndarray) -> np.ndarray:
     return lse - np.take_along_axis(z, y[..., None], axis=-1)[..., 0]
 
 
+#: Batch size from which :func:`_grad` takes its row maxima column by column.
+_COLUMN_MAX_FROM = 512
+
+
 def _grad(W, b, x, y, l2):
     """The plain one-batch gradient (no checks): softmax(xW + b) - onehot(y), averaged.
 
-    In place on one ``(n, C)`` buffer, and the row maxima as ``C - 1`` elementwise
-    ``np.maximum`` over the columns instead of ``z.max(axis=1)`` (a reduction over a short
-    axis, several times slower): a maximum is exact in any order, so the result is bit for
-    bit :func:`_grad_reference`'s (``tests/test_speed_equivalence.py``)."""
+    In place on one ``(n, C)`` buffer, and for large batches (``n >=`` :data:`_COLUMN_MAX_FROM`)
+    the row maxima as ``C - 1`` elementwise ``np.maximum`` over the columns instead of
+    ``z.max(axis=1)`` (a reduction over a short axis, several times slower per row; for small
+    batches the ``C - 1`` calls cost more than they save): a maximum is exact in any order, so
+    the result is bit for bit :func:`_grad_reference`'s (``tests/test_speed_equivalence.py``)."""
     n = y.shape[0]
     z = x @ W
     z += b
-    top = z[:, 0].copy()
-    for c in range(1, z.shape[1]):
-        np.maximum(top, z[:, c], out=top)
-    z -= top[:, None]
+    if n >= _COLUMN_MAX_FROM:
+        top = z[:, 0].copy()
+        for c in range(1, z.shape[1]):
+            np.maximum(top, z[:, c], out=top)
+        z -= top[:, None]
+    else:
+        z -= z.max(axis=1, keepdims=True)
     np.exp(z, out=z)
     z /= z.sum(axis=1, keepdims=True)
     z[np.arange(n), y] -= 1.0
