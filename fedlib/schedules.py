@@ -146,8 +146,8 @@ class RandomEpochs:
 
     def epochs_of(self, round_index: int) -> np.ndarray:
         round_index = check_int("round_index", round_index)
-        return np.array([generator(self.seed, "local_steps", round_index, i).integers(self.low, self.high + 1)
-                         for i in range(self.num_clients)], dtype=np.int64)
+        # the same per-client streams as RandomSteps' draws on [low, high] (remembered there)
+        return _random_steps(self.seed, self.num_clients, self.low, self.high, round_index).copy()
 
     def local_steps(self, round_index: int) -> np.ndarray:
         return self.epochs_of(round_index) * self._spe

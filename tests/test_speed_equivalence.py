@@ -276,3 +276,19 @@ def test_random_local_work_memo_gives_the_draws_of_a_fresh_stream():
     assert work.draw(7)[0].min() >= 1
     with pytest.raises(ValueError):
         work.draw(-1)
+
+
+def test_random_epochs_memo_gives_the_draws_of_fresh_streams():
+    from fedlib.rng import generator
+    from fedlib.schedules import RandomEpochs, _random_steps, steps_per_epoch
+
+    _random_steps.cache_clear()
+    sizes = [30, 41, 100, 7]
+    sched = RandomEpochs(sizes, 10, 2, 5, seed=3)
+    for t in [0, 9, 9, 0, 77]:
+        want = np.array([generator(3, "local_steps", t, i).integers(2, 6) for i in range(4)], dtype=np.int64)
+        epochs = sched.epochs_of(t)
+        assert epochs.dtype == np.int64 and np.array_equal(epochs, want)
+        assert np.array_equal(sched.local_steps(t), want * steps_per_epoch(np.array(sizes), 10))
+        epochs[:] = 0  # the caller's copy
+    assert sched.epochs_of(9).min() >= 2
