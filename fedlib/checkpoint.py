@@ -46,7 +46,10 @@ __all__ = ["FORMAT", "FOOTER", "PARTS", "CheckpointError", "to_numpy_tree", "sav
 #: The ``format`` field of every checkpoint this version writes and reads.
 FORMAT = "fedlib.checkpoint/1"
 
-#: Starts the footer after the pickle, ``FOOTER + sha256(pickle bytes).hexdigest()``.
+#: Starts the footer after the pickle, ``FOOTER + sha256(pickle bytes).hexdigest()``, where ``FOOTER`` is a newline and
+#: ``fedlib-checkpoint-sha256:``.
+#:
+#: :meta hide-value:
 FOOTER = b"\nfedlib-checkpoint-sha256:"
 
 #: The parts of a checkpoint, each of them read by some resume.

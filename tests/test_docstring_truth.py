@@ -732,7 +732,7 @@ def test_constant_comments_render_as_descriptions():
     from sphinx.pycode import ModuleAnalyzer
 
     config = Config(napoleon_use_rtype=False, napoleon_use_param=False)
-    wrong = []
+    wrong, raw = [], []
     checked = 0
     for name in _autodoc_modules():
         for (_, attr), lines in ModuleAnalyzer.for_module(name).find_attr_docs().items():
@@ -742,5 +742,11 @@ def test_constant_comments_render_as_descriptions():
             checked += 1
             if ":type:" in rendered:
                 wrong.append(f"{name}.{attr}: {lines[0]!r}")
+            # autodoc shows the value's repr after the name: TeX ($...$) or escapes (\\n) there are
+            # shown raw on the page (tests/test_browser.py::test_math_is_typeset), unless hidden
+            shown = repr(getattr(importlib.import_module(name), attr, None))
+            if ("$" in shown or "\\" in shown) and ":meta hide-value:" not in "\n".join(lines):
+                raw.append(f"{name}.{attr} = {shown[:60]}")
     assert checked > 40
     assert not wrong, "napoleon splits these at a colon (type: description): " + "; ".join(wrong)
+    assert not raw, "values shown raw on the API page (add ':meta hide-value:'): " + "; ".join(raw)

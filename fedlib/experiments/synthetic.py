@@ -99,6 +99,8 @@ class Setting:
 
 #: The chapter's three settings — :math:`E = 2`, :math:`E_i^{(t)}` uniform on 1..5, and the latter
 #: with 10 of the 30 clients sampled uniformly per round.
+#:
+#: :meta hide-value:
 SETTINGS = (
     Setting("fixed", r"$E=2$ for every client", (2, 2)),
     Setting("random", r"$E_i^{(t)}\sim\mathcal{U}\{1,\dots,5\}$", (1, 5)),
