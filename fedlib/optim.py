@@ -217,7 +217,11 @@ class ClientOptimizer(torch.optim.Optimizer):
     :math:`x_{k+1} = x_k - \eta_k (u_{k+1} + \mu (x_k - x^{(t,0)}))`; the state's
     ``a_norm`` is :math:`\|a^{(k)}\|_1` after :math:`k` steps (App. B).
     The step works in place with multi-tensor kernels, as ``torch.optim.SGD(foreach=True)`` does; the
-    tests check it against :meth:`~fedlib.solvers.LocalSolver.update`. Used by chapter 6.
+    tests check it against :meth:`~fedlib.solvers.LocalSolver.update`. A solver subclass with its own
+    step (:attr:`~fedlib.solvers.LocalSolver.builtin_step` false, e.g. Nesterov momentum) takes its own
+    ``update`` instead, out of place on copies of the parameters, copied back into them (its result
+    must be a ``SolverState`` with parameters like the model's and ``step`` advanced by one). Used by
+    chapter 6.
     """
 
     def __init__(self, params: Iterable[torch.Tensor], solver: LocalSolver):
@@ -359,7 +363,19 @@ class ClientOptimizer(torch.optim.Optimizer):
             if p.grad is not None and p.grad.is_sparse:
                 raise ValueError(f"params[{k}] has a sparse gradient: ClientOptimizer needs dense gradients")
             grads.append(torch.zeros_like(p) if p.grad is None else p.grad.detach())
-        self._state = _step_in_place(self._solver, self._state, params, grads)
+        if self._solver.builtin_step:
+            self._state = _step_in_place(self._solver, self._state, params, grads)
+        else:  # a subclass with its own step (e.g. Nesterov): its update, out of place, copied in
+            new = self._solver.update(self._state._replace(params=[p.detach().clone() for p in params]), grads)
+            if not isinstance(new, SolverState):
+                raise ValueError(f"solver.update: {type(self._solver).__name__}.update must return a SolverState, "
+                                 f"got {type(new).__name__}")
+            _check_like(params, new.params, f"{type(self._solver).__name__}.update(...).params")
+            if new.step != self._state.step + 1:
+                raise ValueError(f"{type(self._solver).__name__}.update must advance state.step by one "
+                                 f"({self._state.step} -> {self._state.step + 1}), got {new.step!r}")
+            copy_into(params, new.params)
+            self._state = new._replace(params=[p.detach() for p in params])
         return loss
 
     # ------------------------------------------------------------------ not supported

@@ -94,6 +94,7 @@ __all__ = [
     "make_solver",
     "SOLVERS",
     "check_shared_lr",
+    "check_builtin_step",
 ]
 
 
@@ -158,6 +159,19 @@ class LocalSolver:
     def alpha(self) -> float:
         r""":math:`\alpha = \eta\mu`."""
         return self.lr * self.mu
+
+    @property
+    def builtin_step(self) -> bool:
+        r"""``True`` when the solver takes :class:`LocalSolver`'s own step (its class does not
+        override :meth:`init`, :meth:`update` or :meth:`counter_step`). Engines that fuse that step
+        into their own kernels — :func:`fedlib.engines.batched.run_batched` with ``fast=True``, the
+        stacked and grouped engines, :func:`fedlib.engines.quadratic.run_replicas` — need it
+        (:func:`check_builtin_step`); the per-client loop
+        :func:`fedlib.engines.reference.run_sequential`, ``run_batched(fast=False)`` and
+        :class:`fedlib.optim.ClientOptimizer` call a subclass's own ``update``."""
+        cls = type(self)
+        return all(getattr(cls, m) is getattr(LocalSolver, m) for m in ("init", "update", "counter_step",
+                                                                         "_direction_and_params"))
 
     def with_lr(self, lr: float) -> "LocalSolver":
         """The same solver with another reference learning rate (e.g. a decayed one)."""
@@ -475,3 +489,15 @@ def check_shared_lr(name: str, solvers, lr: Optional[float] = None) -> list:
                 f"their ratio; give a client its own step size as a constant factor of the base rate, "
                 f"LocalSolver(lr={base!r}, lr_schedule=lambda k: {solver.lr / base:.6g}) (its ||a_i||_1 counts it)")
     return solvers
+
+
+def check_builtin_step(name: str, solvers, engine: str) -> None:
+    r"""Raise ``ValueError`` unless every solver in ``solvers`` takes :class:`LocalSolver`'s own step
+    (:attr:`LocalSolver.builtin_step`). ``engine`` names the engine that fuses that step and what to
+    use instead: a subclass with its own ``update`` (e.g. Nesterov momentum) would otherwise be run
+    with the built-in heavy-ball/prox step while reporting its own :math:`\|a_i\|_1`, and FedNova
+    would normalise changes by the wrong vector without an error."""
+    for solver in solvers:
+        if not solver.builtin_step:
+            raise ValueError(f"{name}: {type(solver).__name__} overrides LocalSolver's step (init / update / "
+                             f"counter_step), which {engine}")

@@ -70,7 +70,7 @@ from ..problems.logistic import _packed_grad_numpy_one as _grad_one
 from ..rng import generator
 from ..sampling import SAMPLING_SCHEMES, sample_clients
 from ..schedules import check_epoch_schedule, round_local_steps
-from ..solvers import SolverState
+from ..solvers import SolverState, check_builtin_step
 from .reference import run_sequential
 
 __all__ = ["BACKENDS", "DivergenceError", "EngineRun", "minibatch_indices", "EpochBatcher", "run_batched",
@@ -336,6 +336,9 @@ def run_batched(algorithm: FederatedAlgorithm, problem: LogisticProblem, schedul
     backend, device : ``"numpy"`` or ``"torch"`` (device ``None`` = CUDA if available).
     evaluate : compute ``train_loss`` / ``test_accuracy`` after every round.
     fast : fused in-place solver step (default) or :meth:`~fedlib.solvers.LocalSolver.update` on the stack.
+        The fused step is :class:`~fedlib.solvers.LocalSolver`'s own; a solver subclass with its own
+        ``update`` (:attr:`~fedlib.solvers.LocalSolver.builtin_step` false) needs ``fast=False``
+        (``ValueError`` otherwise).
     callback : called with each round's record.
     comm : a :class:`fedlib.distributed.Communicator` (``None``: one process). Each rank
         then trains only the participants it owns and the aggregation runs with
@@ -354,6 +357,10 @@ def run_batched(algorithm: FederatedAlgorithm, problem: LogisticProblem, schedul
     """
     rounds, batch_size, seed, clients_per_round = _check_common(
         algorithm, problem, schedule, rounds, batch_size, sampling, clients_per_round, seed)
+    if fast:
+        check_builtin_step("algorithm.solver", [algorithm.solver],
+                           "the fused step of run_batched (fast=True) does not take: pass fast=False, which steps "
+                           "the stack with the solver's own update")
     be = _make_backend(backend, device)
     x0 = problem.init_params() if params is None else params
     problem.model._check_params(x0, stacked=False)

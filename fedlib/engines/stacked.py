@@ -138,7 +138,7 @@ from ..rng import generator, torch_generator
 from ..sampling import sample_clients
 from ..schedules import (FixedEpochs, FixedSteps, RandomEpochs, RandomSteps, check_epoch_schedule, step_decay_lr,
                          steps_per_epoch)
-from ..solvers import LocalSolver
+from ..solvers import LocalSolver, check_builtin_step
 from ..tree import tree_map
 from .augment import crop_flip_gather, crop_flip_params, dropout_key, normalize, pad_images, seeded_dropout_mask
 from .grouped import GroupedNetwork
@@ -517,6 +517,10 @@ class StackedEngine:
         runs = list(runs)
         if not runs or not all(isinstance(r, RunSpec) for r in runs):
             raise ValueError("runs must be a non-empty list of RunSpec")
+        for r, run in enumerate(runs):
+            check_builtin_step(f"runs[{r}].algorithm.solver", [run.algorithm.solver],
+                               "the stacked engine's fused step does not take: run it through "
+                               "fedlib.engines.reference.run_sequential (or your own loop with ClientOptimizer)")
         self.device, self.dtype, self.path, self.precision = dev, dtype, path, precision
         self.cuda_graph, self.augment, self.dropout = bool(cuda_graph), bool(augment), bool(dropout)
         self.runs = runs

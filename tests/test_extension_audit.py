@@ -1,0 +1,239 @@
+r"""Extending fedlib through its public API only (README, api.md, chapter 6).
+
+Each test is a small extension a researcher would write on top of the general update
+rule (eq. 4) — a new local solver with its own :math:`a_i`, a new server optimizer, a new
+:math:`\tau_i` schedule, a new sampling scheme, a new aggregation — run through the real
+engines and checked against eq. (4) worked by hand:
+
+.. math::
+
+    d_i = G_i a_i / \|a_i\|_1, \qquad
+    x \leftarrow x - \tau_{\text{eff}} \sum_i w_i \eta d_i .
+
+The malformed variants check that fedlib refuses them where it receives them.
+"""
+import dataclasses
+
+import numpy as np
+import pytest
+
+from fedlib.algorithms import ClientUpdate, make_algorithm
+from fedlib.engines.reference import run_sequential
+from fedlib.sampling import Participation, full_participation
+from fedlib.schedules import FixedSteps
+from fedlib.server import ServerOptimizer
+from fedlib.solvers import LocalSolver, SolverState, decayed_sgd, sgd
+from fedlib.tree import tree_map
+
+# ---------------------------------------------------------------- a tiny problem
+# three scalar quadratic clients F_i(x) = h_i (x - c_i)^2 / 2: g_i(x) = h_i (x - c_i)
+H = np.array([1.0, 2.0, 0.5])
+C = np.array([1.0, -1.0, 3.0])
+P = np.array([0.5, 0.3, 0.2])
+
+
+def grad_fn(params, client, round_index, step):
+    return {"x": H[client] * (params["x"] - C[client])}
+
+
+def local_run_by_hand(x0, client, steps, lr_of_step):
+    """Plain Python: the gradients g_0..g_{tau-1} a client sees and its final point under
+    x_{k+1} = x_k - lr_of_step(k, history of gradients)."""
+    x, grads = x0, []
+    for k in range(steps):
+        g = H[client] * (x - C[client])
+        grads.append(g)
+        x = x - lr_of_step(k, grads)
+    return x, np.array(grads)
+
+
+# ---------------------------------------------------------------- 1. a new local solver
+def test_linearly_decaying_step_within_the_round_is_normalised_by_its_own_a_i():
+    """SGD whose step decays linearly within the round, s_k = 1 - k/10: a_i = (s_0..s_{tau-1}),
+    ||a_i||_1 = sum s_k, through decayed_sgd(schedule=...) and the reference loop."""
+    lr, steps = 0.1, [1, 3, 5]
+    schedule = lambda k: 1.0 - k / 10.0  # noqa: E731
+    algo = make_algorithm("fednova", decayed_sgd(lr, schedule=schedule))
+    run = run_sequential(algo, {"x": np.array(0.0)}, grad_fn, P, FixedSteps(steps), rounds=1)
+
+    x0, a_norms, d = 0.0, [], []
+    for i, tau in enumerate(steps):
+        s = 1.0 - np.arange(tau) / 10.0
+        _, G = local_run_by_hand(x0, i, tau, lambda k, g: lr * s[k] * g[k])
+        a_norms.append(s.sum())
+        d.append(G @ s / s.sum())  # d_i = G_i a_i / ||a_i||_1
+    tau_eff = P @ np.array(a_norms)  # FedNova: tau_eff = sum_i p_i ||a_i||_1, w = p
+    expected = x0 - tau_eff * np.sum(P * lr * np.array(d))
+    assert a_norms == [1.0, 1.0 + 0.9 + 0.8, 1.0 + 0.9 + 0.8 + 0.7 + 0.6]
+    np.testing.assert_allclose(run.diagnostics[0].a_norms, a_norms, rtol=0, atol=1e-15)
+    assert run.diagnostics[0].tau_eff == pytest.approx(tau_eff, rel=1e-15)
+    assert float(run.state.params["x"]) == pytest.approx(expected, rel=1e-14)
+
+
+@dataclasses.dataclass(frozen=True)
+class NesterovSGD(LocalSolver):
+    r"""Nesterov momentum, buffer reset each round: u_{k+1} = rho u_k + g_k,
+    x_{k+1} = x_k - eta_k (g_k + rho u_{k+1}). Linear in the gradients, with
+    a_j = 1 + rho (1 - rho^{n+1}) / (1 - rho), n = tau - 1 - j.
+
+    The extension contract (fedlib docstring, "Extending fedlib"): override ``update`` (the step,
+    advancing ``step`` and the online counter) and ``counter_step`` (the same step on a unit
+    scalar gradient, in units of eta), and ``a_vector`` / ``a_norm`` for the closed forms."""
+
+    name: str = "nesterov"
+
+    def update(self, state, grads):
+        rho, lr_k = self.momentum, self.step_size(state.step)
+        u = tree_map(lambda u, g: rho * u + g, state.momentum, grads)
+        x = tree_map(lambda x, g, u: x - lr_k * (g + rho * u), state.params, grads, u)
+        counter = self.counter_step(state.step, state.shadow)
+        return state._replace(params=x, momentum=u, step=state.step + 1, shadow=counter, a_norm=counter[0])
+
+    def counter_step(self, k, counter):
+        a, u = counter
+        u = self.momentum * u + 1.0
+        return a + (self.step_size(k) / self.lr) * (1.0 + self.momentum * u), u
+
+    def a_vector(self, tau):
+        n = np.arange(tau - 1, -1, -1, dtype=np.float64)
+        rho = self.momentum
+        return 1.0 + rho * (1.0 - rho ** (n + 1)) / (1.0 - rho)
+
+    def a_norm(self, tau):
+        return float(np.sum(self.a_vector(tau)))
+
+
+def nesterov_round_by_hand(x0, lr, rho, steps, weights, tau_eff=None):
+    """One FedNova round of Nesterov clients from eq. (4) written out: returns x, ||a_i||_1."""
+    a_norms, d = [], []
+    for i, tau in enumerate(steps):
+        u = [0.0]
+
+        def step(k, g):
+            u[0] = rho * u[0] + g[k]
+            return lr * (g[k] + rho * u[0])
+
+        x_end, G = local_run_by_hand(x0, i, tau, step)
+        n = np.arange(tau - 1, -1, -1)
+        a = 1.0 + rho * (1.0 - rho ** (n + 1)) / (1.0 - rho)
+        assert x_end == pytest.approx(x0 - lr * G @ a, rel=1e-13)  # Delta_i = -eta G_i a_i: a_i is right
+        a_norms.append(a.sum())
+        d.append(G @ a / a.sum())
+    a_norms = np.array(a_norms)
+    tau_eff = weights @ a_norms if tau_eff is None else tau_eff
+    return x0 - tau_eff * np.sum(weights * lr * np.array(d)), a_norms
+
+
+def test_nesterov_solver_subclass_runs_in_the_reference_loop_with_its_own_a_i():
+    lr, rho, steps = 0.1, 0.5, [1, 3, 5]
+    solver = NesterovSGD(lr=lr, momentum=rho)
+    assert solver.a_norm(2) == pytest.approx((1 + 0.5 * 0.75 / 0.5) + 1.5)  # a = (2.5, 1.5) by hand
+    algo = make_algorithm("fednova", solver)
+    run = run_sequential(algo, {"x": np.array(0.0)}, grad_fn, P, FixedSteps(steps), rounds=1)
+    expected, a_norms = nesterov_round_by_hand(0.0, lr, rho, steps, P)
+    np.testing.assert_allclose(run.diagnostics[0].a_norms, a_norms, rtol=1e-15)
+    np.testing.assert_allclose(run.diagnostics[0].a_norms, [solver.a_norm(t) for t in steps], rtol=1e-15)
+    assert float(run.state.params["x"]) == pytest.approx(expected, rel=1e-13)
+
+
+def _tiny_logistic():
+    from fedlib.data import synthetic
+    from fedlib.problems.logistic import LogisticProblem
+    from fedlib.schedules import FixedEpochs
+
+    prob = LogisticProblem(synthetic(num_clients=3, dim=5, num_classes=3, seed=0, num_samples=[12, 20, 30]))
+    return prob, FixedEpochs(prob.num_samples, 8, 1)
+
+
+def test_nesterov_solver_in_the_batched_engine_matches_the_reference_loop():
+    """fast=False steps the stack with the solver's own update: the same numbers as the
+    per-client loop (same batches), and the solver's ||a_i||_1."""
+    from fedlib.engines.batched import run_batched, run_reference
+
+    prob, sched = _tiny_logistic()
+    algo = make_algorithm("fednova", NesterovSGD(lr=0.05, momentum=0.5))
+    ref = run_reference(algo, prob, sched, 2, batch_size=8, evaluate=False)
+    fast_off = run_batched(algo, prob, sched, 2, batch_size=8, evaluate=False, fast=False)
+    for key in ("W", "b"):
+        np.testing.assert_allclose(fast_off.params[key], ref.params[key], rtol=1e-12, atol=1e-14)
+    steps = fast_off.history[-1]["local_steps"]
+    np.testing.assert_allclose(fast_off.history[-1]["a_norms"], [algo.solver.a_norm(int(t)) for t in steps],
+                               rtol=1e-15)
+
+
+def test_batched_engine_fused_step_refuses_a_solver_with_its_own_step():
+    """fast=True fuses LocalSolver's heavy-ball step: it ran a Nesterov subclass as heavy ball
+    while reporting Nesterov's ||a_i||_1 (different final weights than the reference loop, no error)."""
+    from fedlib.engines.batched import run_batched
+
+    prob, sched = _tiny_logistic()
+    algo = make_algorithm("fednova", NesterovSGD(lr=0.05, momentum=0.5))
+    with pytest.raises(ValueError, match=r"fast=False.*NesterovSGD|NesterovSGD.*fast=False"):
+        run_batched(algo, prob, sched, 1, batch_size=8, evaluate=False)
+
+
+def test_replica_engine_refuses_a_solver_with_its_own_step():
+    """run_replicas computes LocalSolver's step on quadratics itself: a Nesterov subclass would be
+    run as heavy ball under Nesterov's ||a_i||_1."""
+    from fedlib.engines.quadratic import run_replicas
+    from fedlib.problems import random_quadratic
+    from fedlib.schedules import RandomLocalWork
+
+    problem = random_quadratic(3, 2, seed=0)
+    work = RandomLocalWork(np.array([1, 2, 3]), np.array([1, 2, 3]), 1, 0)
+    with pytest.raises(ValueError, match="solvers: NesterovSGD overrides LocalSolver's step.*run_sequential"):
+        run_replicas(problem, "fednova", [NesterovSGD(lr=0.05, momentum=0.5)], work, 1)
+
+
+def test_stacked_engine_refuses_a_solver_with_its_own_step():
+    import torch
+    from torch import nn
+
+    from fedlib.engines.stacked import RunSpec, StackedEngine
+
+    model = nn.Sequential(nn.Flatten(), nn.Linear(2 * 2 * 3, 3))
+    data = type("Data", (), {"train_images": np.zeros((8, 2, 2, 3), np.uint8),
+                             "train_labels": np.arange(8) % 3})()
+    run = RunSpec(make_algorithm("fednova", NesterovSGD(lr=0.05, momentum=0.5)), [np.arange(4), np.arange(4, 8)],
+                  FixedSteps([1, 2]))
+    with pytest.raises(ValueError, match=r"runs\[0\].algorithm.solver: NesterovSGD overrides"):
+        StackedEngine(model, data, [run], rounds=1, batch_size=2, augment=False, dropout=False,
+                      dtype=torch.float64)
+
+
+def _own_torch_loop(algo, steps, rounds=1, sampler=None, weights_of=None):
+    """Chapter 6's loop on the scalar quadratic clients: a torch 'model' with one parameter,
+    ClientOptimizer in place of torch.optim.SGD, the server's apply unchanged."""
+    import torch
+
+    from fedlib.optim import ClientOptimizer, parameters_of
+
+    x = torch.nn.Parameter(torch.zeros((), dtype=torch.float64))
+    server = algo.init(parameters_of([x]), num_clients=len(P))
+    opt = ClientOptimizer([x], algo.solver)
+    diags = []
+    for t in range(rounds):
+        part = full_participation(P) if sampler is None else sampler(t)
+        updates = []
+        for i in part.clients.tolist():
+            opt.begin(algo.client_init(server, i))
+            for _ in range(steps(t)[i]):
+                opt.zero_grad()
+                (0.5 * H[i] * (x - C[i]) ** 2).backward()
+                opt.step()
+            updates.append(algo.client_final(server, i, opt.solver_state))
+        server, diag = algo.apply(server, part, updates, opt.lr, P)
+        diags.append(diag)
+    return server, diags
+
+
+def test_nesterov_solver_in_your_own_torch_loop_with_client_optimizer():
+    """ClientOptimizer took LocalSolver's in-place heavy-ball step for any solver, so a Nesterov
+    subclass trained as heavy ball and reported Nesterov's ||a_i||_1 (x = 0.06667 instead of eq. (4)'s 0.12924
+    value, no error); a solver with its own update now takes that update."""
+    lr, rho, steps = 0.1, 0.5, [1, 3, 5]
+    algo = make_algorithm("fednova", NesterovSGD(lr=lr, momentum=rho))
+    server, diags = _own_torch_loop(algo, lambda t: steps)
+    expected, a_norms = nesterov_round_by_hand(0.0, lr, rho, steps, P)
+    np.testing.assert_allclose(diags[0].a_norms, a_norms, rtol=1e-15)
+    assert float(server.params[0]) == pytest.approx(expected, rel=1e-13)
