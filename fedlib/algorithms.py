@@ -42,7 +42,7 @@ from .tree import leaf_kind, tree_all_finite, tree_kind_mismatch, tree_leaves, t
 from .variance import ControlVariates, correction, init_control_variates, update_control_variates
 
 __all__ = ["ALGORITHMS", "ServerState", "ClientUpdate", "RoundDiagnostics", "FederatedAlgorithm", "make_algorithm",
-           "client_update_problem", "check_client_indices", "server_state_mismatch"]
+           "client_update_problem", "check_client_indices", "server_state_mismatch", "apply_server_optimizer"]
 
 #: name -> (aggregation, variance reduction)
 ALGORITHMS = {
@@ -261,11 +261,32 @@ class FederatedAlgorithm:
             if p is None:
                 raise ValueError("p (weights of all clients) is required with variance reduction")
             variates = update_control_variates(variates, clients, deltas, lr, a_norms, p, steps, agg.change)
-        params, server_state = self.server.update(agg.change, state.server, state.params, lr)
+        params, server_state = apply_server_optimizer(self.server, agg.change, state, lr)
         omega = participation.weights / participation.weights.sum()
         w = agg.weights / agg.weights.sum()
         diag = RoundDiagnostics(clients, steps, a_norms, agg.tau_eff, agg.weights, chi_square(omega, w))
         return ServerState(params, server_state, variates, state.round + 1, state.num_clients), diag
+
+
+def apply_server_optimizer(server: ServerOptimizer, change: Any, state: ServerState, lr: float) -> tuple:
+    """``server.update(change, state.server, state.params, lr)`` checked where fedlib receives it: a
+    ``(new_params, new_state)`` pair whose model has the structure, leaf shapes and array kind of
+    ``state.params`` (a wrongly shaped model would broadcast every later client's change)."""
+    out = server.update(change, state.server, state.params, lr)
+    if not isinstance(out, tuple) or len(out) != 2:
+        raise ValueError(f"server optimizer {server.name!r}: update(change, state, params, lr) must return "
+                         f"(new_params, new_state), got {type(out).__name__}")
+    params = out[0]
+    try:
+        same = tree_structure_equal(params, state.params) and tree_kind_mismatch(params, state.params) is None
+    except (TypeError, ValueError):
+        same = False
+    if not same:
+        got = [tuple(np.shape(v)) for v in tree_leaves(params)] if not np.isscalar(params) else type(params).__name__
+        raise ValueError(f"server optimizer {server.name!r}: update must return (new_params, new_state) with "
+                         "new_params of the structure and leaf shapes of state.params (and its array kind), got "
+                         f"leaf shapes {got} for {[tuple(np.shape(v)) for v in tree_leaves(state.params)]}")
+    return out
 
 
 def make_algorithm(name: str, solver: LocalSolver, server: Optional[ServerOptimizer] = None,

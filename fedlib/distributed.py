@@ -44,7 +44,8 @@ from typing import Optional, Sequence
 import numpy as np
 
 from ._validate import check_positive, check_probability_vector
-from .algorithms import FederatedAlgorithm, RoundDiagnostics, ServerState, check_client_indices, client_update_problem
+from .algorithms import (FederatedAlgorithm, RoundDiagnostics, ServerState, apply_server_optimizer,
+                         check_client_indices, client_update_problem)
 from .rule import effective_weights
 from .sampling import Participation, as_participation
 from .theory import chi_square
@@ -264,7 +265,7 @@ def distributed_apply(comm: Communicator, algorithm: FederatedAlgorithm, state: 
     variates = state.variates
     if variates is not None:
         variates = _update_variates(comm, variates, own, mine, lr, p, change)
-    params, server_state = algorithm.server.update(change, state.server, state.params, lr)
+    params, server_state = apply_server_optimizer(algorithm.server, change, state, lr)
     omega = participation.weights / participation.weights.sum()
     wn = w / w.sum()
     diag = RoundDiagnostics(clients, steps, a_norms, tau, w, chi_square(omega, wn))

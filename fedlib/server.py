@@ -8,6 +8,15 @@ Each factory returns a :class:`ServerOptimizer` ``(init, update)`` pair (optax s
 ``state = opt.init(params)``; ``params, state = opt.update(change, state, params, lr)``
 where ``lr`` is the current client learning rate :math:`\eta` (used by server momentum).
 States are NamedTuples so they can be checkpointed.
+
+*Your own server optimizer* (e.g. FedYogi) is a ``ServerOptimizer(init, update, name)`` built the
+same way: ``init(params) -> state`` (a NamedTuple of trees like ``params`` and numbers, so
+:mod:`fedlib.checkpoint` can save it) and ``update(change, state, params, lr) -> (new_params,
+new_state)``, with ``change`` the aggregate :math:`D` (a tree like ``params``) and ``new_params`` of
+the structure, leaf shapes and array kind of ``params``;
+:meth:`fedlib.algorithms.FederatedAlgorithm.apply` refuses any other result with a ``ValueError``
+(:func:`fedlib.algorithms.apply_server_optimizer`). Use :mod:`fedlib.tree` (``tree_map``,
+``tree_zeros_like``) so it works on numpy and torch trees alike.
 """
 from __future__ import annotations
 

@@ -76,9 +76,10 @@ def tree_leaves(tree: Any) -> list:
 def tree_structure_equal(a: Any, b: Any) -> bool:
     """True when ``a`` and ``b`` have the same nesting and leaf shapes: dicts with the same
     keys, sequences of the same length (a list and a tuple of equal length match, as in
-    :func:`tree_map`), leaves of the same shape."""
+    :func:`tree_map`), leaves of the same shape (a leaf never matches a container)."""
     try:
-        tree_map(lambda x, y: None if np.shape(x) == np.shape(y) else (_ for _ in ()).throw(ValueError()), a, b)
+        tree_map(lambda x, y: None if _is_leaf(y) and np.shape(x) == np.shape(y) else (_ for _ in ()).throw(ValueError()),
+                 a, b)
     except ValueError:
         return False
     return True

@@ -237,3 +237,82 @@ def test_nesterov_solver_in_your_own_torch_loop_with_client_optimizer():
     expected, a_norms = nesterov_round_by_hand(0.0, lr, rho, steps, P)
     np.testing.assert_allclose(diags[0].a_norms, a_norms, rtol=1e-15)
     assert float(server.params[0]) == pytest.approx(expected, rel=1e-13)
+
+
+# ---------------------------------------------------------------- 2. a new server optimizer
+
+def yogi(server_lr=0.1, b1=0.9, b2=0.99, eps=1e-3):
+    r"""FedYogi (Reddi et al. 2021) in the style of fedlib.server: m <- b1 m + (1-b1) D,
+    v <- v - (1-b2) D^2 sign(v - D^2), x <- x + eta_g m / (sqrt(v) + eps)."""
+    from typing import NamedTuple
+
+    from fedlib.tree import tree_zeros_like
+
+    class State(NamedTuple):
+        m: object
+        v: object
+        count: int
+
+    def init(params):
+        return State(tree_zeros_like(params), tree_zeros_like(params), 0)
+
+    def update(change, state, params, lr=None):
+        m = tree_map(lambda a, d: b1 * a + (1 - b1) * d, state.m, change)
+        v = tree_map(lambda a, d: a - (1 - b2) * d * d * np.sign(a - d * d), state.v, change)
+        new = tree_map(lambda x, a, b: x + server_lr * a / (np.sqrt(b) + eps), params, m, v)
+        return new, State(m, v, state.count + 1)
+
+    return ServerOptimizer(init, update, "yogi")
+
+
+def test_fedyogi_server_optimizer_on_fednova_aggregates_matches_eq4_by_hand():
+    lr, steps = 0.1, [1, 2, 4]
+    algo = make_algorithm("fednova", sgd(lr), server=yogi(server_lr=0.1))
+    run = run_sequential(algo, {"x": np.array(0.0)}, grad_fn, P, FixedSteps(steps), rounds=2)
+
+    x, m, v = 0.0, 0.0, 0.0
+    for _ in range(2):
+        d = [local_run_by_hand(x, i, tau, lambda k, g: lr * g[k])[1].mean() for i, tau in enumerate(steps)]
+        D = -(P @ np.array(steps, float)) * lr * (P @ np.array(d))  # FedNova: -tau_eff sum p_i eta d_i
+        m = 0.9 * m + 0.1 * D
+        v = v - 0.01 * D * D * np.sign(v - D * D)
+        x = x + 0.1 * m / (np.sqrt(v) + 1e-3)
+    assert float(run.state.params["x"]) == pytest.approx(x, rel=1e-13)
+    assert run.state.server.count == 2
+
+
+def test_a_server_optimizer_returning_a_wrongly_shaped_model_is_refused():
+    """A server optimizer whose update returned x of shape (1,) for a scalar model (or (d, 1) for (d,))
+    was taken as the new global model: the next round broadcast every client's change."""
+    def init(params):
+        return 0
+
+    def update(change, state, params, lr=None):
+        return tree_map(lambda x, d: np.reshape(x + d, (1,)), params, change), state + 1
+
+    algo = make_algorithm("fednova", sgd(0.1), server=ServerOptimizer(init, update, "bad-shape"))
+    with pytest.raises(ValueError, match=r"server optimizer 'bad-shape'.*structure and leaf shapes of state.params"):
+        run_sequential(algo, {"x": np.array(0.0)}, grad_fn, P, FixedSteps([1, 2, 3]), rounds=1)
+
+    def swapped(change, state, params, lr=None):  # (state, params): the wrong order
+        return state + 1, tree_map(lambda x, d: x + d, params, change)
+
+    algo = make_algorithm("fednova", sgd(0.1), server=ServerOptimizer(init, swapped, "swapped"))
+    with pytest.raises(ValueError, match=r"server optimizer 'swapped'"):
+        run_sequential(algo, {"x": np.array(0.0)}, grad_fn, P, FixedSteps([1, 2, 3]), rounds=1)
+
+    def one_value(change, state, params, lr=None):
+        return tree_map(lambda x, d: x + d, params, change)
+
+    algo = make_algorithm("fednova", sgd(0.1), server=ServerOptimizer(init, one_value, "one"))
+    with pytest.raises(ValueError, match=r"server optimizer 'one'.*\(new_params, new_state\)"):
+        run_sequential(algo, {"x": np.array(0.0)}, grad_fn, P, FixedSteps([1, 2, 3]), rounds=1)
+
+
+def test_tree_structure_equal_tells_a_leaf_from_a_container():
+    """tree_structure_equal(3, {"x": 0.0}) was True (np.shape of a dict is (), as of a scalar)."""
+    from fedlib.tree import tree_structure_equal
+
+    assert not tree_structure_equal(3, {"x": np.array(0.0)})
+    assert not tree_structure_equal([np.zeros(2)], [[np.zeros(2)]])
+    assert tree_structure_equal({"x": np.zeros(2)}, {"x": np.ones(2)})
