@@ -29,7 +29,7 @@ from ._validate import check_choice, check_finite_array, check_int, check_positi
 from .rng import generator
 
 __all__ = ["SAMPLING_SCHEMES", "SAMPLE_TAU_EFF", "Participation", "as_participation", "full_participation", "sample_with_replacement",
-           "sample_uniform_without_replacement", "sample_clients", "effective_participants", "WeightMoments",
+           "sample_uniform_without_replacement", "sample_clients", "round_participation", "effective_participants", "WeightMoments",
            "weight_moments", "expected_server_weights"]
 
 #: The participation schemes of :func:`sample_clients` — every client, scheme (i), scheme (ii).
@@ -120,6 +120,39 @@ def sample_clients(scheme: str, p, q: int | None, seed: int, round_index: int) -
     if scheme == "with-replacement":
         return sample_with_replacement(p, q, rng)
     return sample_uniform_without_replacement(p, q, rng)
+
+
+def round_participation(sampling, p, q: int | None, seed: int, round_index: int) -> Participation:
+    r"""Participants of round ``round_index`` as :func:`fedlib.engines.reference.run_sequential` and
+    :func:`fedlib.engines.batched.run_batched` draw them: ``sampling`` is a scheme name of
+    :func:`sample_clients` (with ``q`` = ``clients_per_round``), or your own sampler, a callable
+    ``round_index -> Participation`` (draw from ``fedlib.rng.generator(seed, "sampling", round_index)``
+    so a run is reproducible; ``q`` must then be ``None``).
+
+    A sampler's :class:`Participation` must hold distinct, sorted client indices in ``0..m-1`` and
+    finite weights :math:`\omega_i \ge 0` with a positive sum, chosen so that
+    :math:`\mathbb E[\sum_{i\in S}\omega_i z_i] = \sum_i p_i z_i` (e.g. Horvitz–Thompson
+    :math:`\omega_i = p_i/\pi_i` with inclusion probabilities :math:`\pi_i`); ``ValueError`` otherwise.
+    """
+    if not callable(sampling):
+        return sample_clients(sampling, p, q, seed, round_index)
+    if q is not None:
+        raise ValueError(f"clients_per_round: a sampler callable chooses the participants itself, so q = {q} would be "
+                         "ignored; leave clients_per_round None")
+    p = check_probability_vector("p", p)
+    got = sampling(round_index)
+    part = as_participation(got)
+    name = f"sampling({round_index})"
+    clients, weights = part.clients, part.weights
+    if clients.size == 0 or clients.dtype.kind not in "iu":
+        raise ValueError(f"{name} must name at least one client by integer index, got clients {clients.tolist()!r}")
+    if np.any(clients < 0) or np.any(clients >= p.size):
+        raise ValueError(f"{name}: clients must lie in 0..{p.size - 1} (p has {p.size} clients), got {clients.tolist()}")
+    if np.any(np.diff(clients) < 0):
+        raise ValueError(f"{name}: clients must be sorted ascending (a Participation's order), got {clients.tolist()}")
+    if not np.all(np.isfinite(weights)) or np.any(weights < 0) or weights.sum() <= 0:
+        raise ValueError(f"{name}: weights must be finite and >= 0 with a positive sum, got {weights.tolist()}")
+    return part
 
 
 def effective_participants(scheme: str, p, q: int | None = None) -> float:

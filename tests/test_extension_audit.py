@@ -316,3 +316,145 @@ def test_tree_structure_equal_tells_a_leaf_from_a_container():
     assert not tree_structure_equal(3, {"x": np.array(0.0)})
     assert not tree_structure_equal([np.zeros(2)], [[np.zeros(2)]])
     assert tree_structure_equal({"x": np.zeros(2)}, {"x": np.ones(2)})
+
+
+# ---------------------------------------------------------------- 3. a tau_i schedule, a sampling scheme
+@dataclasses.dataclass(frozen=True)
+class RotatingSteps:
+    """tau_i^(t) = 1 + (t + i) mod 3: a deterministic per-round pattern (the schedule contract:
+    local_steps(round) -> (m,) whole numbers >= 0, num_clients optional)."""
+
+    num_clients: int
+
+    def local_steps(self, round_index):
+        return 1 + (round_index + np.arange(self.num_clients)) % 3
+
+
+def pps_without_replacement(p, seed):
+    r"""Two distinct clients drawn successively with probabilities proportional to p, and
+    Horvitz-Thompson weights omega_i = p_i / pi_i, pi_i = p_i + sum_{j != i} p_j p_i / (1 - p_j)
+    (the inclusion probability), so E[sum_S omega_i z_i] = sum_i p_i z_i."""
+    from fedlib.rng import generator
+
+    p = np.asarray(p, float)
+    pi = np.array([p[i] + sum(p[j] * p[i] / (1 - p[j]) for j in range(p.size) if j != i) for i in range(p.size)])
+
+    def sampler(round_index):
+        rng = generator(seed, "sampling", round_index)
+        first = int(rng.choice(p.size, p=p))
+        rest = np.delete(np.arange(p.size), first)
+        second = int(rng.choice(rest, p=p[rest] / p[rest].sum()))
+        clients = np.sort([first, second])
+        return Participation(clients, p[clients] / pi[clients])
+
+    return sampler, pi
+
+
+def test_pps_sampler_weights_are_unbiased_by_enumeration():
+    sampler, pi = pps_without_replacement(P, seed=0)
+    z = np.array([1.0, -2.0, 5.0])
+    expected = 0.0
+    for i in range(3):  # P(S = {i, j}) = p_i p_j / (1 - p_i) + p_j p_i / (1 - p_j)
+        for j in range(i + 1, 3):
+            prob = P[i] * P[j] / (1 - P[i]) + P[j] * P[i] / (1 - P[j])
+            expected += prob * (P[i] / pi[i] * z[i] + P[j] / pi[j] * z[j])
+    assert expected == pytest.approx(P @ z, rel=1e-14)
+    assert pi.sum() == pytest.approx(2.0, rel=1e-14)  # two distinct clients per round
+
+
+def test_own_schedule_and_own_sampler_with_a_fixed_tau_eff_in_the_reference_loop():
+    """A RotatingSteps schedule, PPS-without-replacement sampling and FedNova with tau_eff = 2.5:
+    x <- x - 2.5 sum_{i in S} omega_i eta d_i, d_i the mean of the client's SGD gradients."""
+    lr, rounds, tau_eff = 0.1, 3, 2.5
+    sampler, _ = pps_without_replacement(P, seed=3)  # rounds draw {1, 2}, {1, 2}, {0, 1}
+    algo = make_algorithm("fednova", sgd(lr), tau_eff=tau_eff)
+    run = run_sequential(algo, {"x": np.array(0.0)}, grad_fn, P, RotatingSteps(3), rounds=rounds, sampling=sampler)
+    x = 0.0
+    for t in range(rounds):
+        part = sampler(t)
+        steps = 1 + (t + np.arange(3)) % 3
+        d = {i: local_run_by_hand(x, i, steps[i], lambda k, g: lr * g[k])[1].mean() for i in part.clients}
+        x = x - tau_eff * sum(w * lr * d[i] for i, w in zip(part.clients, part.weights))
+        diag = run.diagnostics[t]
+        assert diag.clients.tolist() == part.clients.tolist()
+        assert diag.local_steps.tolist() == steps[part.clients].tolist()
+        assert diag.tau_eff == tau_eff
+        np.testing.assert_array_equal(diag.weights, part.weights)
+    assert float(run.state.params["x"]) == pytest.approx(x, rel=1e-13)
+    assert len({tuple(d.clients) for d in run.diagnostics}) > 1  # the sampler did vary the participants
+
+
+def test_custom_weights_w_i_as_a_participation_every_round():
+    """FedNova with your own weights w_i (here uniform 1/m instead of p_i): a sampler that returns
+    every client with those weights; tau_eff = sum_i w_i ||a_i||_1 (the 'a_norm' default)."""
+    lr, steps = 0.1, [1, 2, 4]
+    w = np.full(3, 1 / 3)
+    algo = make_algorithm("fednova", sgd(lr))
+    run = run_sequential(algo, {"x": np.array(0.0)}, grad_fn, P, FixedSteps(steps), rounds=1,
+                         sampling=lambda t: Participation(np.arange(3), w))
+    d = [local_run_by_hand(0.0, i, tau, lambda k, g: lr * g[k])[1].mean() for i, tau in enumerate(steps)]
+    expected = 0.0 - (w @ np.array(steps, float)) * lr * (w @ np.array(d))
+    assert float(run.state.params["x"]) == pytest.approx(expected, rel=1e-13)
+
+
+def _own_dataset():
+    """Your own FederatedDataset: three clients of 2-d points with labels 0/1/2 (a 3-class problem)."""
+    from fedlib.data.clients import FederatedDataset
+    from fedlib.rng import generator
+
+    rng = generator(11, "own_data")
+    xs = [rng.normal(size=(n, 2)) + k for k, n in enumerate([6, 9, 13])]
+    ys = [np.arange(x.shape[0]) % 3 for x in xs]
+    return FederatedDataset(xs, ys, [x[:0] for x in xs], [y[:0] for y in ys], num_classes=3, name="own")
+
+
+def test_own_sampler_and_own_dataset_in_the_batched_engine_match_the_reference_loop():
+    from fedlib.engines.batched import run_batched, run_reference
+    from fedlib.problems.logistic import LogisticProblem
+    from fedlib.schedules import FixedEpochs
+
+    prob = LogisticProblem(_own_dataset())
+    sched = FixedEpochs(prob.num_samples, 4, 1)
+    sampler, _ = pps_without_replacement(prob.p, seed=2)
+    algo = make_algorithm("fednova", sgd(0.1), tau_eff=3.0)
+    ref = run_reference(algo, prob, sched, 3, batch_size=4, evaluate=False, sampling=sampler)
+    got = run_batched(algo, prob, sched, 3, batch_size=4, evaluate=False, sampling=sampler)
+    for key in ("W", "b"):
+        np.testing.assert_allclose(got.params[key], ref.params[key], rtol=1e-12, atol=1e-14)
+    assert [r["clients"] for r in got.history] == [sampler(t).clients.tolist() for t in range(3)]
+
+
+@pytest.mark.parametrize("bad, message", [
+    (lambda t: Participation(np.array([0, 3]), np.ones(2)), r"clients must lie in 0..2"),
+    (lambda t: Participation(np.array([2, 0]), np.ones(2)), r"sorted ascending"),
+    (lambda t: Participation(np.array([0.0, 1.0]), np.ones(2)), r"integer index"),
+    (lambda t: Participation(np.array([0, 1]), np.array([1.0, -0.5])), r"weights must be finite and >= 0"),
+    (lambda t: Participation(np.array([0, 1]), np.array([np.nan, 1.0])), r"weights must be finite"),
+    (lambda t: [0, 1], r"must be a fedlib.sampling.Participation"),
+])
+def test_a_malformed_sampler_is_refused_naming_the_round(bad, message):
+    algo = make_algorithm("fednova", sgd(0.1))
+    with pytest.raises(ValueError, match=message):
+        run_sequential(algo, {"x": np.array(0.0)}, grad_fn, P, FixedSteps([1, 2, 3]), rounds=1, sampling=bad)
+
+
+def test_a_sampler_with_clients_per_round_is_refused():
+    algo = make_algorithm("fednova", sgd(0.1))
+    sampler, _ = pps_without_replacement(P, seed=0)
+    with pytest.raises(ValueError, match="clients_per_round: a sampler callable chooses"):
+        run_sequential(algo, {"x": np.array(0.0)}, grad_fn, P, FixedSteps([1, 2, 3]), rounds=1, sampling=sampler,
+                       clients_per_round=2)
+
+
+@pytest.mark.parametrize("steps, message", [
+    ([1.0, 2.5, 3.0], r"2\.5"), ([1, -2, 3], r"-2"), ([1, 2], r"shape \(2,\)"),
+])
+def test_a_malformed_schedule_is_refused(steps, message):
+    """The schedule contract (fedlib.schedules.round_local_steps): whole numbers >= 0, one per client."""
+    class Bad:
+        def local_steps(self, round_index):
+            return np.array(steps)
+
+    algo = make_algorithm("fednova", sgd(0.1))
+    with pytest.raises(ValueError, match=message):
+        run_sequential(algo, {"x": np.array(0.0)}, grad_fn, P, Bad(), rounds=1)

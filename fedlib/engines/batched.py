@@ -68,7 +68,7 @@ from ..algorithms import ClientUpdate, FederatedAlgorithm, ServerState, server_s
 from ..problems.logistic import _UNDERFLOW, LogisticProblem, _ones, pack_params, unpack_params
 from ..problems.logistic import _packed_grad_numpy_one as _grad_one
 from ..rng import generator
-from ..sampling import SAMPLING_SCHEMES, sample_clients
+from ..sampling import SAMPLING_SCHEMES, round_participation
 from ..schedules import check_epoch_schedule, round_local_steps
 from ..solvers import SolverState, check_builtin_step
 from .reference import run_sequential
@@ -263,14 +263,19 @@ def _check_common(algorithm, problem, schedule, rounds, batch_size, sampling, cl
     rounds = check_int("rounds", rounds, minimum=0)
     batch_size = check_int("batch_size", batch_size, minimum=1)
     seed = check_int("seed", seed)
-    check_choice("sampling", sampling, SAMPLING_SCHEMES)
+    if not callable(sampling):
+        check_choice("sampling", sampling, SAMPLING_SCHEMES)
     if not hasattr(schedule, "local_steps"):
         raise ValueError("schedule must have a local_steps(round) method (see fedlib.schedules)")
     m = problem.num_clients
     if getattr(schedule, "num_clients", m) != m:
         raise ValueError(f"schedule is for {schedule.num_clients} clients but the problem has {m}")
     check_epoch_schedule(schedule, problem.num_samples, batch_size)
-    if sampling != "full":
+    if callable(sampling):  # the user's sampler (fedlib.sampling.round_participation)
+        if clients_per_round is not None:
+            raise ValueError(f"clients_per_round: a sampler callable chooses the participants itself, so "
+                             f"q = {clients_per_round} would be ignored; leave clients_per_round None")
+    elif sampling != "full":
         if clients_per_round is None:
             raise ValueError(f"clients_per_round is required with sampling={sampling!r}")
         clients_per_round = check_int("clients_per_round", clients_per_round, minimum=1)
@@ -315,7 +320,7 @@ def _metrics(problem: LogisticProblem, params: dict, t: int, evaluate: bool) -> 
 
 # ----------------------------------------------------------------------------- the batched engine
 def run_batched(algorithm: FederatedAlgorithm, problem: LogisticProblem, schedule, rounds: int, *, batch_size: int,
-                seed: int = 0, sampling: str = "full", clients_per_round: Optional[int] = None,
+                seed: int = 0, sampling="full", clients_per_round: Optional[int] = None,
                 lr_at: Optional[Callable[[int], float]] = None, params: Optional[dict] = None,
                 backend: str = "numpy", device: Optional[str] = None, evaluate: bool = True, fast: bool = True,
                 callback: Optional[Callable[[dict], None]] = None, comm=None, resume: Optional[dict] = None,
@@ -330,7 +335,8 @@ def run_batched(algorithm: FederatedAlgorithm, problem: LogisticProblem, schedul
         an epoch schedule must use ``batch_size`` and ``problem.num_samples``).
     batch_size : :math:`B`.
     seed : run seed: batches, sampling (and the schedule's own seed for random epochs).
-    sampling, clients_per_round : participation (``"full"``, ``"with-replacement"``, ``"uniform"``).
+    sampling, clients_per_round : participation (``"full"``, ``"with-replacement"``, ``"uniform"``, or
+        your own sampler ``round -> Participation``, :func:`fedlib.sampling.round_participation`).
     lr_at : ``round -> client lr`` (default: the solver's lr every round).
     params : starting parameters ``{"W", "b"}`` (default: zeros).
     backend, device : ``"numpy"`` or ``"torch"`` (device ``None`` = CUDA if available).
@@ -395,7 +401,7 @@ def run_batched(algorithm: FederatedAlgorithm, problem: LogisticProblem, schedul
         start = time.perf_counter()
         lr = _round_lr(algorithm, lr_at, t)
         solver = algorithm.solver.with_lr(lr)
-        part = sample_clients(sampling, p, clients_per_round, seed, t)
+        part = round_participation(sampling, p, clients_per_round, seed, t)
         steps_all = round_local_steps(schedule, t, m)
         tau_all = steps_all[part.clients]
         if np.any(tau_all < 1):
@@ -707,7 +713,7 @@ _ROUND_RE = re.compile(r"round (\d+)")
 
 
 def run_reference(algorithm: FederatedAlgorithm, problem: LogisticProblem, schedule, rounds: int, *,
-                  batch_size: int, seed: int = 0, sampling: str = "full", clients_per_round: Optional[int] = None,
+                  batch_size: int, seed: int = 0, sampling="full", clients_per_round: Optional[int] = None,
                   lr_at: Optional[Callable[[int], float]] = None, params: Optional[dict] = None,
                   backend: str = "numpy", device: Optional[str] = None, evaluate: bool = True, fast: bool = True,
                   callback: Optional[Callable[[dict], None]] = None, comm=None, resume: Optional[dict] = None,

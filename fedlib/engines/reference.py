@@ -13,7 +13,7 @@ import numpy as np
 from .._validate import check_int, check_probability_vector
 from ..algorithms import FederatedAlgorithm, RoundDiagnostics, ServerState
 from ..solvers import LocalSolver, check_shared_lr
-from ..sampling import sample_clients
+from ..sampling import round_participation
 from ..schedules import round_local_steps
 
 __all__ = ["run_sequential", "SequentialRun"]
@@ -28,7 +28,7 @@ class SequentialRun(NamedTuple):
 
 
 def run_sequential(algorithm: FederatedAlgorithm, params: Any, grad_fn: Callable[..., Any], p: Any, schedule,
-                   rounds: int, *, sampling: str = "full", clients_per_round: Optional[int] = None, seed: int = 0,
+                   rounds: int, *, sampling: Any = "full", clients_per_round: Optional[int] = None, seed: int = 0,
                    lr_at: Optional[Callable[[int], float]] = None,
                    metric_fn: Optional[Callable[[Any, int], Any]] = None,
                    solver_at: Optional[Callable[[int, int], LocalSolver]] = None,
@@ -40,7 +40,8 @@ def run_sequential(algorithm: FederatedAlgorithm, params: Any, grad_fn: Callable
     grad_fn : ``grad_fn(params, client, round, step) -> grads`` (a tree like ``params``).
     p : (m,) client weights :math:`p_i`.
     schedule : object with ``local_steps(round) -> (m,) ints`` (:mod:`fedlib.schedules`).
-    sampling, clients_per_round, seed : participation (:mod:`fedlib.sampling`).
+    sampling, clients_per_round, seed : participation (:mod:`fedlib.sampling`): a scheme name, or
+        your own sampler ``round -> Participation`` (:func:`fedlib.sampling.round_participation`).
     lr_at : ``round -> client lr`` (default: the solver's lr every round).
     metric_fn : ``metric_fn(params, round) -> value`` recorded after every round
         (and once before the first, at index 0 of ``metrics``).
@@ -79,7 +80,7 @@ def run_sequential(algorithm: FederatedAlgorithm, params: Any, grad_fn: Callable
     for t in range(rounds):
         lr = algorithm.solver.lr if lr_at is None else lr_at(t)
         solver = algorithm.solver.with_lr(lr)
-        part = sample_clients(sampling, p, clients_per_round, seed, t)
+        part = round_participation(sampling, p, clients_per_round, seed, t)
         steps = round_local_steps(schedule, t, p.size)
         updates = []
         for i in part.clients:
