@@ -36,7 +36,7 @@ from ._validate import check_choice, check_int, check_positive
 from .rule import aggregate, check_tau_eff
 from .sampling import Participation, as_participation
 from .server import ServerOptimizer, plain
-from .solvers import LocalSolver, SolverState
+from .solvers import LocalSolver, SolverState, check_own_step
 from .theory import chi_square
 from .tree import leaf_kind, tree_all_finite, tree_kind_mismatch, tree_leaves, tree_structure_equal, tree_sub
 from .variance import ControlVariates, correction, init_control_variates, update_control_variates
@@ -170,6 +170,7 @@ class FederatedAlgorithm:
         check_choice("algorithm", self.name, tuple(ALGORITHMS))
         if not isinstance(self.solver, LocalSolver):
             raise ValueError(f"solver must be a fedlib.solvers.LocalSolver, got {type(self.solver).__name__}")
+        check_own_step("solver", self.solver)
         if not isinstance(self.server, ServerOptimizer):
             hint = (f" (for a server optimizer by name use fedlib.server.make_server_optimizer({self.server!r}))"
                     if isinstance(self.server, str) else "")

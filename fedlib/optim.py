@@ -82,7 +82,7 @@ from typing import Callable, Iterable, List, Optional, Sequence
 
 import torch
 
-from .solvers import LocalSolver, SolverState, check_shared_lr
+from .solvers import LocalSolver, SolverState, check_own_step, check_shared_lr
 
 __all__ = ["ClientOptimizer", "parameters_of", "copy_into", "buffers_of", "average_buffers"]
 
@@ -227,6 +227,7 @@ class ClientOptimizer(torch.optim.Optimizer):
     def __init__(self, params: Iterable[torch.Tensor], solver: LocalSolver):
         if not isinstance(solver, LocalSolver):
             raise ValueError(f"solver must be a fedlib.solvers.LocalSolver, got {type(solver).__name__}")
+        check_own_step("solver", solver)
         self._initialising = True
         super().__init__(params, {"lr": solver.lr})
         self._initialising = False
@@ -315,6 +316,7 @@ class ClientOptimizer(torch.optim.Optimizer):
         group = self.param_groups[0]
         if solver is not None:  # ||a_i||_1 is counted in units of the solver's lr: one unit for all clients
             check_shared_lr("solver", [solver], lr=float(group["lr"]))
+            check_own_step("solver", solver)
         params = self._params
         _check_like(params, solver_state.params, "solver_state.params")
         live = {p.untyped_storage().data_ptr() for p in params if p.numel()}

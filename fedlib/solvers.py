@@ -95,6 +95,7 @@ __all__ = [
     "SOLVERS",
     "check_shared_lr",
     "check_builtin_step",
+    "check_own_step",
 ]
 
 
@@ -501,3 +502,42 @@ def check_builtin_step(name: str, solvers, engine: str) -> None:
         if not solver.builtin_step:
             raise ValueError(f"{name}: {type(solver).__name__} overrides LocalSolver's step (init / update / "
                              f"counter_step), which {engine}")
+
+
+#: Step counts at which :func:`check_own_step` probes a solver with its own step.
+OWN_STEP_PROBES = (1, 2, 5)
+
+
+def check_own_step(name: str, solver: LocalSolver) -> LocalSolver:
+    r"""``solver`` checked, if it has its own step (:attr:`LocalSolver.builtin_step` false), to report
+    the :math:`\|a_i\|_1` of the step it takes; a built-in solver is returned unchecked.
+
+    The probe is :func:`fedlib.anatomy.probe_a_vector`'s: :math:`\tau` steps on a
+    :math:`\tau`-dimensional vector whose gradient at step :math:`k` is :math:`e_k` give
+    :math:`G_i = I`, so :math:`a_i = -\Delta_i/\eta` (weight decay off); its sum must equal the
+    ``a_norm`` the state reports after those steps (:meth:`LocalSolver.counter_step`) for
+    :math:`\tau` in :data:`OWN_STEP_PROBES`, and ``update`` must advance ``step`` by one. A subclass
+    that overrides ``update`` but keeps the heavy-ball counter, or a solver that is not linear in
+    its gradients (eq. 4's :math:`\Delta_i = -\eta G_i a_i` does not hold), is refused with a
+    ``ValueError``, where FedNova would otherwise normalise by a wrong :math:`\|a_i\|_1`."""
+    if solver.builtin_step:
+        return solver
+    cls = type(solver).__name__
+    probe = dataclasses.replace(solver, weight_decay=0.0)
+    for tau in OWN_STEP_PROBES:
+        eye = np.eye(tau)
+        state = probe.init(np.zeros(tau))
+        for k in range(tau):
+            state = probe.update(state, eye[k])
+            if not isinstance(state, SolverState) or state.step != k + 1:
+                got = state.step if isinstance(state, SolverState) else type(state).__name__
+                raise ValueError(f"{name}: {cls}.update must return a SolverState with step advanced by one "
+                                 f"({k} -> {k + 1}), got {got!r}")
+        a = -np.asarray(state.params, dtype=np.float64) / probe.lr
+        reported = float(state.a_norm)
+        if not np.isclose(reported, a.sum(), rtol=1e-9, atol=1e-12):
+            raise ValueError(f"{name}: {cls} reports ||a_i||_1 = {reported!r} after {tau} step(s), but its update "
+                             f"moves a unit-gradient probe by a_i = {np.round(a, 12).tolist()} (sum {float(a.sum())!r}): "
+                             "counter_step must be the solver's own step on a scalar unit gradient, in units of lr "
+                             "(see LocalSolver.counter_step), and the step must be linear in the gradients")
+    return solver

@@ -458,3 +458,50 @@ def test_a_malformed_schedule_is_refused(steps, message):
     algo = make_algorithm("fednova", sgd(0.1))
     with pytest.raises(ValueError, match=message):
         run_sequential(algo, {"x": np.array(0.0)}, grad_fn, P, Bad(), rounds=1)
+
+
+# ---------------------------------------------------------------- a solver's own step checked where fedlib receives it
+@dataclasses.dataclass(frozen=True)
+class NesterovWithHeavyBallCounter(NesterovSGD):
+    """Nesterov's step but LocalSolver's heavy-ball counter: ||a_i||_1 = 1 after one step, where the
+    step's a_i = (1 + rho) = (1.5,) at rho = 0.5 (after two: 2.5 against a_i = (2.5, 1.5), sum 4)."""
+
+    def counter_step(self, k, counter):
+        return LocalSolver.counter_step(self, k, counter)
+
+
+@dataclasses.dataclass(frozen=True)
+class StepNotAdvanced(NesterovSGD):
+    def update(self, state, grads):
+        return super().update(state, grads)._replace(step=state.step)
+
+
+def test_nesterov_a_i_probed_equals_the_closed_form_by_hand():
+    """fedlib.anatomy's public probes verify an extension's a_i: G_i = I gives a_i = -Delta_i/eta."""
+    from fedlib.anatomy import check_update_rule, probe_a_vector
+
+    solver = NesterovSGD(lr=0.1, momentum=0.5)
+    np.testing.assert_allclose(probe_a_vector(solver, 3), [1 + 0.5 * 1.75, 1 + 0.5 * 1.5, 1.5], rtol=1e-14)
+    check = check_update_rule(solver, np.array([1.0, -2.0]), lambda x, k: x - np.array([0.5, 0.25]), 4)
+    assert check.delta_error < 1e-14 and check.a_norm_error < 1e-14
+
+
+def test_a_solver_whose_counter_is_not_its_step_is_refused_where_fedlib_receives_it():
+    """The subclass took Nesterov steps and reported the heavy-ball ||a_i||_1 (1 instead of 1.5 after
+    one step, 2.5 instead of 4 after two): every engine ran it and FedNova normalised by the wrong
+    vector, no error."""
+    import torch
+
+    from fedlib.optim import ClientOptimizer
+
+    bad = NesterovWithHeavyBallCounter(lr=0.1, momentum=0.5)
+    with pytest.raises(ValueError, match=r"solver: NesterovWithHeavyBallCounter reports \|\|a_i\|\|_1 = 1\.0 after 1 .*a_i = \[1\.5\]"):
+        make_algorithm("fednova", bad)
+    with pytest.raises(ValueError, match=r"solver: NesterovWithHeavyBallCounter reports"):
+        ClientOptimizer([torch.nn.Parameter(torch.zeros(2, dtype=torch.float64))], bad)
+    algo = make_algorithm("fednova", NesterovSGD(lr=0.1, momentum=0.5))
+    with pytest.raises(ValueError, match=r"solver_at\(0, 0\): NesterovWithHeavyBallCounter reports"):
+        run_sequential(algo, {"x": np.array(0.0)}, grad_fn, P, FixedSteps([1, 2, 3]), rounds=1,
+                       solver_at=lambda t, i: bad)
+    with pytest.raises(ValueError, match=r"StepNotAdvanced.update must return a SolverState with step advanced"):
+        make_algorithm("fednova", StepNotAdvanced(lr=0.1, momentum=0.5))

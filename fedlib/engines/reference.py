@@ -12,7 +12,7 @@ import numpy as np
 
 from .._validate import check_int, check_probability_vector
 from ..algorithms import FederatedAlgorithm, RoundDiagnostics, ServerState
-from ..solvers import LocalSolver, check_shared_lr
+from ..solvers import LocalSolver, check_own_step, check_shared_lr
 from ..sampling import round_participation
 from ..schedules import round_local_steps
 
@@ -100,4 +100,5 @@ def _client_solver(solver_at, round_index: int, client: int, lr: float) -> Local
     solver = solver_at(round_index, client)
     if not isinstance(solver, LocalSolver):
         raise ValueError(f"solver_at({round_index}, {client}) must return a LocalSolver, got {type(solver).__name__}")
+    check_own_step(f"solver_at({round_index}, {client})", solver)
     return check_shared_lr(f"solver_at({round_index}, {client}) -> solvers", [solver], lr=lr)[0]
