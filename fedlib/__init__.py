@@ -1,19 +1,52 @@
-"""fedlib: the general update rule of FedNova (Wang et al., NeurIPS 2020), verified.
+r"""fedlib: the general update rule of FedNova (Wang et al., NeurIPS 2020), verified.
 
 Modules mirror the paper:
 
-- :mod:`fedlib.rule` — eq. (4): :math:`d_i`, :math:`\\tau_{\\text{eff}}`, :math:`w_i`, aggregation
+- :mod:`fedlib.rule` — eq. (4): :math:`d_i`, :math:`\tau_{\text{eff}}`, :math:`w_i`, aggregation
 - :mod:`fedlib.solvers` — local solvers and their :math:`a_i` (App. B)
 - :mod:`fedlib.server` — server optimizers (plain, momentum, FedAdam)
 - :mod:`fedlib.variance` — control variates (SCAFFOLD, VRLSGD, FedNova-VR)
-- :mod:`fedlib.schedules` — local steps :math:`\\tau_i^{(t)}` (epochs, random epochs, wall clock)
+- :mod:`fedlib.schedules` — local steps :math:`\tau_i^{(t)}` (epochs, random epochs, wall clock)
 - :mod:`fedlib.sampling` — unbiased client sampling (App. G)
-- :mod:`fedlib.theory` — :math:`\\chi^2`, slowdown, Theorems 1 and 2 (with App. C's constants), FedProx, D.1,
+- :mod:`fedlib.theory` — :math:`\chi^2`, slowdown, Theorems 1 and 2 (with App. C's constants), FedProx, D.1,
   quadratic fixed points
 - :mod:`fedlib.algorithms` — FedAvg, FedProx, FedNova, SCAFFOLD, VRLSGD, FedNova-VR
 - :mod:`fedlib.optim` — a local solver as a ``torch.optim.Optimizer``: FedNova in your own loop
 - :mod:`fedlib.problems`, :mod:`fedlib.data`, :mod:`fedlib.models` — problems and data
 - :mod:`fedlib.engines` — reference loop, batched and stacked-client engines
+
+Extending fedlib
+----------------
+Each piece of eq. (4), :math:`x \leftarrow x - \tau_{\text{eff}}\sum_i w_i\eta d_i` with
+:math:`d_i = G_i a_i/\|a_i\|_1`, can be replaced through the public API; ``tests/test_extension_audit.py``
+runs one example of each against eq. (4) worked by hand. fedlib checks an extension where it receives it
+and refuses a malformed one with a ``ValueError`` naming it.
+
+* **Local solver** (its own :math:`a_i`). A step size that changes within the round:
+  ``LocalSolver(lr, lr_schedule=k -> s_k)`` (:func:`fedlib.solvers.decayed_sgd`). Another linear step
+  (e.g. Nesterov momentum): a frozen-dataclass subclass of :class:`fedlib.solvers.LocalSolver` that
+  overrides ``update(state, grads) -> SolverState`` (advance ``step`` by one and set ``shadow``,
+  ``a_norm`` from ``counter_step``; :func:`fedlib.tree.tree_map` works on numpy and torch trees) and
+  ``counter_step(k, counter)`` (the same step on a scalar unit gradient, in units of ``lr``), and, for the
+  closed forms, ``a_vector`` / ``a_norm``. :func:`fedlib.solvers.check_own_step` probes it when an
+  algorithm, ``solver_at`` or :class:`fedlib.optim.ClientOptimizer` receives it;
+  :func:`fedlib.anatomy.check_update_rule` compares its :math:`\Delta_i` with :math:`-\eta G_i a_i`.
+  Such a solver runs in :func:`fedlib.engines.reference.run_sequential`, ``run_batched(fast=False)`` and
+  ``ClientOptimizer``; the engines that fuse the built-in step refuse it
+  (:attr:`fedlib.solvers.LocalSolver.builtin_step`). In your own loop you may also build the
+  :class:`fedlib.algorithms.ClientUpdate` yourself, with your own :math:`\|a_i\|_1`.
+* **Server optimizer**: ``ServerOptimizer(init, update, name)``, ``update(change, state, params, lr) ->
+  (new_params, new_state)`` (:mod:`fedlib.server`).
+* **Local steps** :math:`\tau_i^{(t)}`: any object with ``local_steps(round) -> (m,)`` whole numbers
+  :math:`\ge 0` (:func:`fedlib.schedules.round_local_steps`; participants need :math:`\ge 1`).
+* **Client sampling** and **weights** :math:`w_i`: ``sampling=`` a callable ``round -> Participation``
+  (:func:`fedlib.sampling.round_participation`) in ``run_sequential`` and ``run_batched``; FedNova's
+  :math:`w_i` are the participation weights, so a sampler returning every client with your weights sets
+  them. :math:`\tau_{\text{eff}}`: ``make_algorithm("fednova", solver, tau_eff=...)`` (a number or a policy,
+  :func:`fedlib.rule.fednova_weights`); eq. (4) on your own deltas: :func:`fedlib.rule.aggregate`.
+* **Model and data**: a :class:`fedlib.data.clients.FederatedDataset` for the logistic engines; your own
+  ``torch.nn.Module`` through :mod:`fedlib.experiments.custom` or your own loop with
+  :class:`fedlib.optim.ClientOptimizer` (chapter 6).
 """
 __version__ = "0.1.0"
 
