@@ -10,8 +10,8 @@ where ``lr`` is the current client learning rate :math:`\eta` (used by server mo
 States are NamedTuples so they can be checkpointed.
 
 *Your own server optimizer* (e.g. FedYogi) is a ``ServerOptimizer(init, update, name)`` built the
-same way: ``init(params) -> state`` (a NamedTuple of trees like ``params`` and numbers, so
-:mod:`fedlib.checkpoint` can save it) and ``update(change, state, params, lr) -> (new_params,
+same way: ``init(params) -> state`` (a NamedTuple of trees like ``params`` and numbers, defined at
+module level so that :mod:`fedlib.checkpoint` can pickle it and a resume recognises its type) and ``update(change, state, params, lr) -> (new_params,
 new_state)``, with ``change`` the aggregate :math:`D` (a tree like ``params``) and ``new_params`` of
 the structure, leaf shapes and array kind of ``params``;
 :meth:`fedlib.algorithms.FederatedAlgorithm.apply` refuses any other result with a ``ValueError``

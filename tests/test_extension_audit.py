@@ -13,6 +13,7 @@ engines and checked against eq. (4) worked by hand:
 The malformed variants check that fedlib refuses them where it receives them.
 """
 import dataclasses
+from typing import NamedTuple
 
 import numpy as np
 import pytest
@@ -241,26 +242,27 @@ def test_nesterov_solver_in_your_own_torch_loop_with_client_optimizer():
 
 # ---------------------------------------------------------------- 2. a new server optimizer
 
+class YogiState(NamedTuple):
+    """FedYogi's moments, a module-level NamedTuple (pickle finds it by name: fedlib.checkpoint can save it)."""
+
+    m: object
+    v: object
+    count: int
+
+
 def yogi(server_lr=0.1, b1=0.9, b2=0.99, eps=1e-3):
     r"""FedYogi (Reddi et al. 2021) in the style of fedlib.server: m <- b1 m + (1-b1) D,
     v <- v - (1-b2) D^2 sign(v - D^2), x <- x + eta_g m / (sqrt(v) + eps)."""
-    from typing import NamedTuple
-
     from fedlib.tree import tree_zeros_like
 
-    class State(NamedTuple):
-        m: object
-        v: object
-        count: int
-
     def init(params):
-        return State(tree_zeros_like(params), tree_zeros_like(params), 0)
+        return YogiState(tree_zeros_like(params), tree_zeros_like(params), 0)
 
     def update(change, state, params, lr=None):
         m = tree_map(lambda a, d: b1 * a + (1 - b1) * d, state.m, change)
         v = tree_map(lambda a, d: a - (1 - b2) * d * d * np.sign(a - d * d), state.v, change)
         new = tree_map(lambda x, a, b: x + server_lr * a / (np.sqrt(b) + eps), params, m, v)
-        return new, State(m, v, state.count + 1)
+        return new, YogiState(m, v, state.count + 1)
 
     return ServerOptimizer(init, update, "yogi")
 
@@ -279,6 +281,24 @@ def test_fedyogi_server_optimizer_on_fednova_aggregates_matches_eq4_by_hand():
         x = x + 0.1 * m / (np.sqrt(v) + 1e-3)
     assert float(run.state.params["x"]) == pytest.approx(x, rel=1e-13)
     assert run.state.server.count == 2
+
+
+def test_fedyogi_state_checkpoints_and_resumes(tmp_path):
+    """The user's server state goes through fedlib.checkpoint and continues the run: two rounds,
+    save, load, one more round equal three rounds in one go."""
+    from fedlib.algorithms import server_state_mismatch
+    from fedlib.checkpoint import load_checkpoint, save_checkpoint
+
+    algo = make_algorithm("fednova", sgd(0.1), server=yogi(server_lr=0.1))
+    first = run_sequential(algo, {"x": np.array(0.0)}, grad_fn, P, FixedSteps([1, 2, 4]), rounds=2)
+    save_checkpoint(tmp_path / "yogi.ckpt", config={}, round_done=2, state=first.state, history=[])
+    state = load_checkpoint(tmp_path / "yogi.ckpt")["state"]
+    again = make_algorithm("fednova", sgd(0.1), server=yogi(server_lr=0.1))
+    assert server_state_mismatch(again, state) is None
+    # the schedule is the same every round, so the third round from the saved state is round 2's
+    resumed = run_sequential(again, None, grad_fn, P, FixedSteps([1, 2, 4]), rounds=1, initial_state=state)
+    whole = run_sequential(algo, {"x": np.array(0.0)}, grad_fn, P, FixedSteps([1, 2, 4]), rounds=3)
+    assert float(resumed.state.params["x"]) == float(whole.state.params["x"])
 
 
 def test_a_server_optimizer_returning_a_wrongly_shaped_model_is_refused():
@@ -505,3 +525,56 @@ def test_a_solver_whose_counter_is_not_its_step_is_refused_where_fedlib_receives
                        solver_at=lambda t, i: bad)
     with pytest.raises(ValueError, match=r"StepNotAdvanced.update must return a SolverState with step advanced"):
         make_algorithm("fednova", StepNotAdvanced(lr=0.1, momentum=0.5))
+
+
+# ---------------------------------------------------------------- 4. your own a_i in your own loop
+def test_own_solver_in_your_own_loop_reports_its_a_norm_through_client_update():
+    """A client loop written without fedlib's solvers (SGD whose step decays linearly over the
+    client's own tau_i, s_k = 1 - k / (2 tau_i)) hands apply a ClientUpdate with its ||a_i||_1 =
+    sum_k s_k; FedNova then normalises by it (eq. 4, checked by hand), with a rotating schedule."""
+    lr, sched = 0.1, RotatingSteps(3)
+    algo = make_algorithm("fednova", sgd(lr))
+    server = algo.init({"x": np.array(0.0)}, 3)
+    x_hand = 0.0
+    for t in range(2):
+        steps = sched.local_steps(t)
+        updates, a_norms, d = [], [], []
+        for i in range(3):
+            s = 1.0 - np.arange(steps[i]) / (2.0 * steps[i])
+            x = server.params["x"]
+            for k in range(steps[i]):
+                x = x - lr * s[k] * H[i] * (x - C[i])
+            updates.append(ClientUpdate(i, {"x": x - server.params["x"]}, float(s.sum()), int(steps[i])))
+            _, G = local_run_by_hand(x_hand, i, steps[i], lambda k, g: lr * s[k] * g[k])
+            a_norms.append(s.sum())
+            d.append(G @ s / s.sum())
+        server, diag = algo.apply(server, full_participation(P), updates, lr)
+        x_hand = x_hand - (P @ np.array(a_norms)) * lr * (P @ np.array(d))
+        assert diag.tau_eff == pytest.approx(P @ np.array(a_norms), rel=1e-15)
+    assert float(server.params["x"]) == pytest.approx(x_hand, rel=1e-13)
+
+
+@pytest.mark.parametrize("a_norm, steps, message", [
+    (np.array([1.0, 2.0]), 2, r"a_norm = array\(\[1\., 2\.\]\)"),
+    (-1.0, 2, r"a_norm = -1\.0"), (float("nan"), 2, r"a_norm = nan"), (1.5, 2.5, r"local_steps = 2\.5"),
+])
+def test_a_malformed_client_update_is_refused(a_norm, steps, message):
+    """||a_i||_1 must be one finite number > 0 (an a_i vector passed in its place is refused) and
+    tau_i a whole number >= 1."""
+    algo = make_algorithm("fednova", sgd(0.1))
+    server = algo.init({"x": np.array(0.0)}, 1)
+    with pytest.raises(ValueError, match=message):
+        algo.apply(server, full_participation([1.0]), [ClientUpdate(0, {"x": np.array(-0.1)}, a_norm, steps)], 0.1)
+
+
+def test_own_schedule_in_the_batched_engine_matches_the_reference_loop():
+    from fedlib.engines.batched import run_batched, run_reference
+    from fedlib.problems.logistic import LogisticProblem
+
+    prob = LogisticProblem(_own_dataset())
+    algo = make_algorithm("fednova", NesterovSGD(lr=0.05, momentum=0.5))
+    ref = run_reference(algo, prob, RotatingSteps(3), 3, batch_size=4, evaluate=False)
+    got = run_batched(algo, prob, RotatingSteps(3), 3, batch_size=4, evaluate=False, fast=False)
+    for key in ("W", "b"):
+        np.testing.assert_allclose(got.params[key], ref.params[key], rtol=1e-12, atol=1e-14)
+    assert [r["local_steps"] for r in got.history] == [[1, 2, 3], [2, 3, 1], [3, 1, 2]]
