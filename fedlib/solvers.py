@@ -519,8 +519,13 @@ def check_own_step(name: str, solver: LocalSolver) -> LocalSolver:
     :math:`\tau` in :data:`OWN_STEP_PROBES`, and ``update`` must advance ``step`` by one. A subclass
     that overrides ``update`` but keeps the heavy-ball counter, or a solver that is not linear in
     its gradients (eq. 4's :math:`\Delta_i = -\eta G_i a_i` does not hold), is refused with a
-    ``ValueError``, where FedNova would otherwise normalise by a wrong :math:`\|a_i\|_1`."""
-    if solver.builtin_step:
+    ``ValueError``, where FedNova would otherwise normalise by a wrong :math:`\|a_i\|_1`. A subclass
+    that overrides the closed forms ``a_vector`` / ``a_norm`` (which :func:`fedlib.engines.quadratic.run_replicas`
+    and :func:`fedlib.schedules.population_tau_eff` use) is probed too: ``a_vector(tau)`` must have length
+    :math:`\tau` and equal the probed :math:`a_i`, ``a_norm(tau)`` their sum."""
+    cls_type = type(solver)
+    own_closed = [m for m in ("a_vector", "a_norm") if getattr(cls_type, m) is not getattr(LocalSolver, m)]
+    if solver.builtin_step and not own_closed:
         return solver
     cls = type(solver).__name__
     probe = dataclasses.replace(solver, weight_decay=0.0)
@@ -540,4 +545,14 @@ def check_own_step(name: str, solver: LocalSolver) -> LocalSolver:
                              f"moves a unit-gradient probe by a_i = {np.round(a, 12).tolist()} (sum {float(a.sum())!r}): "
                              "counter_step must be the solver's own step on a scalar unit gradient, in units of lr "
                              "(see LocalSolver.counter_step), and the step must be linear in the gradients")
+        if "a_vector" in own_closed:
+            closed = np.asarray(probe.a_vector(tau), dtype=np.float64)
+            if closed.shape != (tau,) or not np.allclose(closed, a, rtol=1e-9, atol=1e-12):
+                raise ValueError(f"{name}: {cls}.a_vector({tau}) is {np.round(closed, 12).tolist()} (shape "
+                                 f"{closed.shape}), but its step gives a_i = {np.round(a, 12).tolist()} (length {tau})")
+        if "a_norm" in own_closed:
+            closed_norm = float(probe.a_norm(tau))
+            if not np.isclose(closed_norm, a.sum(), rtol=1e-9, atol=1e-12):
+                raise ValueError(f"{name}: {cls}.a_norm({tau}) is {closed_norm!r}, but its step gives "
+                                 f"||a_i||_1 = {float(a.sum())!r}")
     return solver

@@ -578,3 +578,34 @@ def test_own_schedule_in_the_batched_engine_matches_the_reference_loop():
     for key in ("W", "b"):
         np.testing.assert_allclose(got.params[key], ref.params[key], rtol=1e-12, atol=1e-14)
     assert [r["local_steps"] for r in got.history] == [[1, 2, 3], [2, 3, 1], [3, 1, 2]]
+
+
+@dataclasses.dataclass(frozen=True)
+class WrongLengthAVector(NesterovSGD):
+    def a_vector(self, tau):
+        return np.append(super().a_vector(tau), 1.0)  # one entry too many
+
+
+@dataclasses.dataclass(frozen=True)
+class SgdWithWrongClosedNorm(LocalSolver):
+    """The built-in SGD step with a closed-form ||a_i||_1 of 2 tau (the truth is tau)."""
+
+    def a_norm(self, tau):
+        return 2.0 * tau
+
+
+def test_a_solver_whose_closed_forms_are_not_its_step_is_refused():
+    """run_replicas normalises by the closed form a_norm(tau): with SgdWithWrongClosedNorm every
+    FedNova change was divided by 2 tau instead of tau, no error; an a_vector of the wrong length
+    was accepted by make_algorithm."""
+    from fedlib.engines.quadratic import run_replicas
+    from fedlib.problems import random_quadratic
+    from fedlib.schedules import RandomLocalWork
+
+    with pytest.raises(ValueError, match=r"WrongLengthAVector.a_vector\(1\) is \[1\.5, 1\.0\] \(shape \(2,\)\)"):
+        make_algorithm("fednova", WrongLengthAVector(lr=0.1, momentum=0.5))
+    with pytest.raises(ValueError, match=r"SgdWithWrongClosedNorm.a_norm\(1\) is 2\.0.*\|\|a_i\|\|_1 = 1\.0"):
+        make_algorithm("fednova", SgdWithWrongClosedNorm(lr=0.1))
+    work = RandomLocalWork(np.array([1, 2, 3]), np.array([1, 2, 3]), 1, 0)
+    with pytest.raises(ValueError, match=r"solvers\[0\]: SgdWithWrongClosedNorm.a_norm"):
+        run_replicas(random_quadratic(3, 2, seed=0), "fednova", [SgdWithWrongClosedNorm(lr=0.1)], work, 1)

@@ -56,7 +56,7 @@ from ..problems.quadratic import QuadraticProblem
 from ..rng import generator
 from ..rule import AGGREGATIONS, aggregation_coefficients, effective_weights
 from ..sampling import SAMPLING_SCHEMES, sample_clients
-from ..solvers import LocalSolver, check_builtin_step, check_shared_lr
+from ..solvers import LocalSolver, check_builtin_step, check_own_step, check_shared_lr
 from ..theory import chi_square
 
 __all__ = ["ReplicaRun", "gradient_noise", "noisy_grad_fn", "client_solvers", "run_replicas"]
@@ -195,6 +195,8 @@ def run_replicas(problem: QuadraticProblem, aggregation: str, solvers: Sequence[
     solvers = check_shared_lr("solvers", solvers)
     check_builtin_step("solvers", solvers, "run_replicas' closed-form step does not take: run it through "
                        "fedlib.engines.reference.run_sequential")
+    for j, solver in enumerate(solvers):  # its ||a_i||_1 is the closed form a_norm(tau)
+        check_own_step(f"solvers[{j}]", solver)
     if any(s.weight_decay for s in solvers):
         raise ValueError("solvers: weight decay is not supported by run_replicas")
     rounds = check_int("rounds", rounds, minimum=0)
