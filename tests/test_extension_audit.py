@@ -609,3 +609,22 @@ def test_a_solver_whose_closed_forms_are_not_its_step_is_refused():
     work = RandomLocalWork(np.array([1, 2, 3]), np.array([1, 2, 3]), 1, 0)
     with pytest.raises(ValueError, match=r"solvers\[0\]: SgdWithWrongClosedNorm.a_norm"):
         run_replicas(random_quadratic(3, 2, seed=0), "fednova", [SgdWithWrongClosedNorm(lr=0.1)], work, 1)
+
+
+@dataclasses.dataclass(frozen=True)
+class AnchoredNesterov(NesterovSGD):
+    """Keeps x^(t,0) in the state's anchor although mu = 0 (its own init)."""
+
+    def init(self, params, correction=None):
+        return super().init(params, correction)._replace(anchor=params)
+
+
+def test_batched_engine_refuses_a_solver_with_its_own_init():
+    """run_batched(fast=False) builds the stacked SolverState itself, as LocalSolver.init does (no
+    anchor with mu = 0): a solver with its own init would have run without the state it sets up."""
+    from fedlib.engines.batched import run_batched
+
+    prob, sched = _tiny_logistic()
+    algo = make_algorithm("fednova", AnchoredNesterov(lr=0.05, momentum=0.5))
+    with pytest.raises(ValueError, match=r"AnchoredNesterov overrides LocalSolver.init.*run_sequential"):
+        run_batched(algo, prob, sched, 1, batch_size=8, evaluate=False, fast=False)

@@ -70,7 +70,7 @@ from ..problems.logistic import _packed_grad_numpy_one as _grad_one
 from ..rng import generator
 from ..sampling import SAMPLING_SCHEMES, round_participation
 from ..schedules import check_epoch_schedule, round_local_steps
-from ..solvers import SolverState, check_builtin_step
+from ..solvers import LocalSolver, SolverState, check_builtin_step
 from .reference import run_sequential
 
 __all__ = ["BACKENDS", "DivergenceError", "EngineRun", "minibatch_indices", "EpochBatcher", "run_batched",
@@ -344,7 +344,7 @@ def run_batched(algorithm: FederatedAlgorithm, problem: LogisticProblem, schedul
     fast : fused in-place solver step (default) or :meth:`~fedlib.solvers.LocalSolver.update` on the stack.
         The fused step is :class:`~fedlib.solvers.LocalSolver`'s own; a solver subclass with its own
         ``update`` (:attr:`~fedlib.solvers.LocalSolver.builtin_step` false) needs ``fast=False``
-        (``ValueError`` otherwise).
+        (``ValueError`` otherwise), and keeps ``LocalSolver.init``: the stacked state is built as it does.
     callback : called with each round's record.
     comm : a :class:`fedlib.distributed.Communicator` (``None``: one process). Each rank
         then trains only the participants it owns and the aggregation runs with
@@ -367,6 +367,11 @@ def run_batched(algorithm: FederatedAlgorithm, problem: LogisticProblem, schedul
         check_builtin_step("algorithm.solver", [algorithm.solver],
                            "the fused step of run_batched (fast=True) does not take: pass fast=False, which steps "
                            "the stack with the solver's own update")
+    elif type(algorithm.solver).init is not LocalSolver.init:  # the stacked state is built as LocalSolver.init does
+        raise ValueError(f"algorithm.solver: {type(algorithm.solver).__name__} overrides LocalSolver.init, but "
+                         "run_batched builds the clients' stacked state as LocalSolver.init does (anchor only with "
+                         "mu > 0, a momentum buffer only with momentum > 0): run it through "
+                         "fedlib.engines.reference.run_sequential or run_reference")
     be = _make_backend(backend, device)
     x0 = problem.init_params() if params is None else params
     problem.model._check_params(x0, stacked=False)
