@@ -28,11 +28,12 @@ and refuses a malformed one with a ``ValueError`` naming it.
   overrides ``update(state, grads) -> SolverState`` (advance ``step`` by one and set ``shadow``,
   ``a_norm`` from ``counter_step``; :func:`fedlib.tree.tree_map` works on numpy and torch trees) and
   ``counter_step(k, counter)`` (the same step on a scalar unit gradient, in units of ``lr``), and, for the
-  closed forms, ``a_vector`` / ``a_norm``. :func:`fedlib.solvers.check_own_step` probes it when an
-  algorithm, ``solver_at`` or :class:`fedlib.optim.ClientOptimizer` receives it;
+  closed forms, ``a_vector`` / ``a_norm``. :func:`fedlib.solvers.check_own_step` probes it (the
+  reported :math:`\|a_i\|_1` and any closed form it overrides against the :math:`a_i` its step gives)
+  when an algorithm, ``solver_at`` or :class:`fedlib.optim.ClientOptimizer` receives it;
   :func:`fedlib.anatomy.check_update_rule` compares its :math:`\Delta_i` with :math:`-\eta G_i a_i`.
-  Such a solver runs in :func:`fedlib.engines.reference.run_sequential`, ``run_batched(fast=False)`` and
-  ``ClientOptimizer``; the engines that fuse the built-in step refuse it
+  Such a solver runs in :func:`fedlib.engines.reference.run_sequential`, ``run_batched(fast=False)`` (if it
+  keeps ``LocalSolver.init``) and ``ClientOptimizer``; the engines that fuse the built-in step refuse it
   (:attr:`fedlib.solvers.LocalSolver.builtin_step`). In your own loop you may also build the
   :class:`fedlib.algorithms.ClientUpdate` yourself, with your own :math:`\|a_i\|_1`.
 * **Server optimizer**: ``ServerOptimizer(init, update, name)``, ``update(change, state, params, lr) ->
