@@ -517,10 +517,6 @@ class StackedEngine:
         runs = list(runs)
         if not runs or not all(isinstance(r, RunSpec) for r in runs):
             raise ValueError("runs must be a non-empty list of RunSpec")
-        for r, run in enumerate(runs):
-            check_builtin_step(f"runs[{r}].algorithm.solver", [run.algorithm.solver],
-                               "the stacked engine's fused step does not take: run it through "
-                               "fedlib.engines.reference.run_sequential (or your own loop with ClientOptimizer)")
         self.device, self.dtype, self.path, self.precision = dev, dtype, path, precision
         self.cuda_graph, self.augment, self.dropout = bool(cuda_graph), bool(augment), bool(dropout)
         self.runs = runs
@@ -559,6 +555,9 @@ class StackedEngine:
         for r, run in enumerate(runs):
             if not isinstance(run.algorithm, FederatedAlgorithm):
                 raise ValueError(f"runs[{r}].algorithm must be a FederatedAlgorithm")
+            check_builtin_step(f"runs[{r}].algorithm.solver", [run.algorithm.solver],
+                               "the stacked engine's fused step does not take: run it through "
+                               "fedlib.engines.reference.run_sequential (or your own loop with ClientOptimizer)")
             cl = [np.asarray(c) for c in run.clients]
             for i, c in enumerate(cl):
                 if c.size and c.dtype.kind not in "iu":  # a float array would be truncated, a bool mask read as 0/1
