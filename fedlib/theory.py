@@ -602,11 +602,12 @@ def quadratic_local_operator(H_i: Any, local_steps: int, lr: float, mu: float = 
 
 
 #: Memo of :func:`_local_operator`: exact inputs -> read-only :math:`K_i`; cleared whole when
-#: its matrices pass this many bytes (so a long run over many step counts cannot grow it).
-#: 128 MiB holds chapter 10's linearised rounds at once (30 clients' 549 x 549 operators, 72 MB),
-#: which every eigenvalue call rebuilds otherwise.
+#: its matrices and keys (each key holds a copy of :math:`H_i`'s bytes) pass this many bytes, so a
+#: long run over many step counts cannot grow it. 256 MiB holds chapter 10's linearised rounds at once
+#: (30 clients' 549 x 549 operators, 72 MB, and as much in keys), which every eigenvalue call rebuilds
+#: otherwise.
 _LOCAL_OPERATOR_MEMO: dict = {}
-_LOCAL_OPERATOR_MEMO_LIMIT = 128 * 2 ** 20
+_LOCAL_OPERATOR_MEMO_LIMIT = 256 * 2 ** 20
 _local_operator_memo_bytes = 0
 
 
@@ -626,11 +627,12 @@ def _local_operator(H_i: np.ndarray, local_steps: int, lr: float, mu: float = 0.
     if K is None:
         K = quadratic_local_operator(H_i, local_steps, lr, mu, momentum)
         K.flags.writeable = False
-        if _local_operator_memo_bytes + K.nbytes > _LOCAL_OPERATOR_MEMO_LIMIT:
+        size = K.nbytes + len(key[1])  # the key holds a copy of H_i's bytes too
+        if _local_operator_memo_bytes + size > _LOCAL_OPERATOR_MEMO_LIMIT:
             _LOCAL_OPERATOR_MEMO.clear()
             _local_operator_memo_bytes = 0
         _LOCAL_OPERATOR_MEMO[key] = K
-        _local_operator_memo_bytes += K.nbytes
+        _local_operator_memo_bytes += size
     return K
 
 

@@ -104,13 +104,16 @@ def test_memo_is_cleared_when_full_and_never_changes_a_result(monkeypatch):
     from fedlib.problems import random_quadratic
 
     H = random_quadratic(2, 4, seed=2).H
-    monkeypatch.setattr(theory, "_LOCAL_OPERATOR_MEMO_LIMIT", 3 * H[0].nbytes)
+    # room for three entries: each holds its K_i and, in its key, a copy of H_i's bytes
+    monkeypatch.setattr(theory, "_LOCAL_OPERATOR_MEMO_LIMIT", 3 * 2 * H[0].nbytes)
     theory._LOCAL_OPERATOR_MEMO.clear()
     monkeypatch.setattr(theory, "_local_operator_memo_bytes", 0)
     for tau in range(1, 10):
         assert np.array_equal(theory._local_operator(H[1], tau, 0.1, 0.0, 0.3),
                               theory.quadratic_local_operator(H[1], tau, 0.1, 0.0, 0.3))
         assert len(theory._LOCAL_OPERATOR_MEMO) <= 3
+        assert theory._local_operator_memo_bytes == sum(K.nbytes + len(key[1])
+                                                        for key, K in theory._LOCAL_OPERATOR_MEMO.items())
 
 
 def _plain_round_map(H, e, p, steps, lr, algorithm, mu=0.0, momentum=0.0):
