@@ -96,6 +96,7 @@ __all__ = [
     "check_shared_lr",
     "check_builtin_step",
     "check_own_step",
+    "OWN_STEP_PROBES",
 ]
 
 

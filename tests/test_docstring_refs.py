@@ -5,6 +5,8 @@ import importlib
 import inspect
 import pkgutil
 import re
+import sys
+from pathlib import Path
 
 import fedlib
 
@@ -62,3 +64,29 @@ def test_latex_in_docstrings_is_in_raw_strings():
             if single.search(tok.string):
                 bad.append(f"{path.name}:{tok.start[0]}")
     assert not bad, "LaTeX with single backslashes in non-raw strings: " + ", ".join(bad)
+
+
+def test_bare_references_name_exported_names():
+    """A bare ``:data:`NAME``` (or func/class/...) in a module's docstring resolves in that module, and
+    the API page documents only the module's ``__all__``: ``check_own_step``'s reference to
+    ``OWN_STEP_PROBES``, a constant left out of ``__all__``, failed the whole ``-n -W`` book build."""
+    on_page = set(re.findall(r"automodule::\s*(\S+)", (Path(__file__).parents[1] / "book" / "api.md").read_text()))
+    assert len(on_page) > 30
+    bad = []
+    for where, doc in _public_docstrings():
+        parts = where.split(".")
+        module = next(importlib.import_module(".".join(parts[:k])) for k in range(len(parts), 0, -1)
+                      if ".".join(parts[:k]) in sys.modules
+                      and inspect.ismodule(sys.modules[".".join(parts[:k])]))
+        exported = getattr(module, "__all__", None)
+        if exported is None or module.__name__ not in on_page:
+            continue
+        for target in ROLE.findall(doc or ""):
+            target = target.strip()
+            if "." in target or target.startswith("_"):
+                continue
+            value = getattr(module, target, None)
+            if value is not None and not inspect.ismodule(value) and target not in exported \
+                    and getattr(value, "__module__", module.__name__) == module.__name__:
+                bad.append(f"{where}: {target}")
+    assert not bad, "references to names the API page does not show (add them to __all__): " + "; ".join(bad)
