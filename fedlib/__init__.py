@@ -29,7 +29,8 @@ and refuses a malformed one with a ``ValueError`` naming it.
   ``a_norm`` from ``counter_step``; :func:`fedlib.tree.tree_map` works on numpy and torch trees) and
   ``counter_step(k, counter)`` (the same step on a scalar unit gradient, in units of ``lr``), and, for the
   closed forms, ``a_vector`` / ``a_norm``. :func:`fedlib.solvers.check_own_step` probes it (the
-  reported :math:`\|a_i\|_1` and any closed form it overrides against the :math:`a_i` its step gives)
+  reported :math:`\|a_i\|_1` and any closed form it overrides against the :math:`a_i` its step gives, on
+  numpy ``float64`` vectors, so ``update`` must accept numpy arrays as well as torch tensors)
   when an algorithm, ``solver_at`` or :class:`fedlib.optim.ClientOptimizer` receives it;
   :func:`fedlib.anatomy.check_update_rule` compares its :math:`\Delta_i` with :math:`-\eta G_i a_i`.
   Such a solver runs in :func:`fedlib.engines.reference.run_sequential`, ``run_batched(fast=False)`` (if it

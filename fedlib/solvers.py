@@ -509,6 +509,13 @@ def check_builtin_step(name: str, solvers, engine: str) -> None:
 OWN_STEP_PROBES = (1, 2, 5)
 
 
+def _probe_failed(name: str, cls: str, method: str, tau: int, err: Exception) -> str:
+    return (f"{name}: {cls}.{method} raised {type(err).__name__}: {err} while check_own_step probed it; the probe "
+            f"runs on numpy float64 vectors (here of length {tau}), so a solver with its own step must accept "
+            "numpy arrays as well as torch tensors (write it with fedlib.tree.tree_map and arithmetic operators, "
+            "not tensor-only methods such as .clone() or torch.* calls)")
+
+
 def check_own_step(name: str, solver: LocalSolver) -> LocalSolver:
     r"""``solver`` checked, if it has its own step (:attr:`LocalSolver.builtin_step` false), to report
     the :math:`\|a_i\|_1` of the step it takes; a built-in solver is returned unchecked.
@@ -523,7 +530,13 @@ def check_own_step(name: str, solver: LocalSolver) -> LocalSolver:
     ``ValueError``, where FedNova would otherwise normalise by a wrong :math:`\|a_i\|_1`. A subclass
     that overrides the closed forms ``a_vector`` / ``a_norm`` (which :func:`fedlib.engines.quadratic.run_replicas`
     and :func:`fedlib.schedules.population_tau_eff` use) is probed too: ``a_vector(tau)`` must have length
-    :math:`\tau` and equal the probed :math:`a_i`, ``a_norm(tau)`` their sum."""
+    :math:`\tau` and equal the probed :math:`a_i`, ``a_norm(tau)`` their sum.
+
+    The probe runs on numpy ``float64`` vectors (params and gradients are 1-d ``np.ndarray``), whichever
+    engine or loop will run the solver, so its ``init`` and ``update`` must accept numpy arrays
+    (:func:`fedlib.tree.tree_map` with arithmetic operators works on numpy and torch alike); one that works
+    only on torch tensors (``.clone()``, ``torch.*`` calls) is refused with a ``ValueError`` naming its
+    class, the original error chained as its cause."""
     cls_type = type(solver)
     own_closed = [m for m in ("a_vector", "a_norm") if getattr(cls_type, m) is not getattr(LocalSolver, m)]
     if solver.builtin_step and not own_closed:
@@ -532,9 +545,15 @@ def check_own_step(name: str, solver: LocalSolver) -> LocalSolver:
     probe = dataclasses.replace(solver, weight_decay=0.0)
     for tau in OWN_STEP_PROBES:
         eye = np.eye(tau)
-        state = probe.init(np.zeros(tau))
+        try:
+            state = probe.init(np.zeros(tau))
+        except Exception as err:
+            raise ValueError(_probe_failed(name, cls, "init", tau, err)) from err
         for k in range(tau):
-            state = probe.update(state, eye[k])
+            try:
+                state = probe.update(state, eye[k])
+            except Exception as err:
+                raise ValueError(_probe_failed(name, cls, "update", tau, err)) from err
             if not isinstance(state, SolverState) or state.step != k + 1:
                 got = state.step if isinstance(state, SolverState) else type(state).__name__
                 raise ValueError(f"{name}: {cls}.update must return a SolverState with step advanced by one "
