@@ -12,7 +12,9 @@ measurement, all on the real :class:`fedlib.solvers.LocalSolver` step:
   at local step :math:`k` is the unit vector :math:`e_k` (independent of the
   parameters): then :math:`G_i = I` and :math:`\Delta_i = -\eta a_i` exactly.
 * :func:`official_counter_a_norm` is the running counter of the official FedNova code
-  for momentum + prox (momentum counter first, then prox counter), and
+  for momentum + prox (momentum counter first, then prox counter), :func:`official_counter_excess`
+  its overshoot of the true :math:`\|a_i\|_1` in closed form (relatively :math:`|1-\alpha-\rho|` in the
+  limit: the counter is right only there, and only when :math:`\alpha+\rho = 1`), and
   :func:`official_inplace_a_vector` the true :math:`a_i` of the official code's
   *dynamics*, which add the proximal term in place into the momentum buffer.
 
@@ -51,6 +53,8 @@ __all__ = [
     "a_norm_curves",
     "probe_a_vector",
     "official_counter_a_norm",
+    "official_counter_excess",
+    "official_counter_excess_limit",
     "official_inplace_a_vector",
     "SoftmaxRegressionClient",
     "solver_family",
@@ -179,6 +183,57 @@ def official_counter_a_norm(local_steps: int, momentum: float, alpha: float) -> 
         if rho == 0 and alpha == 0:
             s += 1.0
     return s
+
+
+def official_counter_excess(local_steps: int, momentum: float, alpha: float) -> float:
+    r"""How far the official counter (:func:`official_counter_a_norm`) overshoots the true
+    :math:`\|a_i\|_1` of momentum + prox (prox outside the buffer, :mod:`fedlib.solvers`) after
+    :math:`\tau` steps: :math:`D_\tau = S_\tau - \|a_i\|_1`.
+
+    With :math:`\beta = 1-\alpha` and :math:`m_t = (1-\rho^t)/(1-\rho)` the momentum counter after
+    :math:`t` steps, the counter runs :math:`S_t = \beta S_{t-1} + \beta m_t + 1` while the true norm
+    :math:`T_\tau = \sum_{j+k\le\tau-1}\beta^j\rho^k` runs :math:`T_t = \beta T_{t-1} + m_t`, so
+    :math:`D_t = \beta D_{t-1} + 1 - \alpha m_t`, :math:`D_0 = 0`, and
+
+    .. math::
+
+        D_\tau = \frac{1}{1-\rho}\Bigl[(1-\alpha-\rho)\,\frac{1-\beta^\tau}{\alpha}
+                  + \alpha\sum_{t=1}^{\tau}\beta^{\tau-t}\rho^t\Bigr]
+        \xrightarrow[\tau\to\infty]{} \frac{1-\alpha-\rho}{\alpha(1-\rho)}
+
+    (:func:`official_counter_excess_limit`). :math:`D_1 = 1-\alpha`. When :math:`\alpha+\rho = 1` (:math:`\beta = \rho`) the first term vanishes
+    and :math:`D_\tau = \tau\rho^\tau`: the counter is right only in the limit. With
+    :math:`\rho = 0` or :math:`\alpha = 0` the official code runs one counter only, which is right:
+    :math:`D_\tau = 0`. The sum is evaluated term by term (no division by :math:`1-\alpha-\rho`).
+    """
+    tau = check_int("local_steps", local_steps, minimum=1)
+    rho = check_in_range("momentum", momentum, 0.0, 1.0)
+    alpha = check_in_range("alpha", alpha, 0.0, 1.0, high_inclusive=True)
+    if rho == 0 or alpha == 0:
+        return 0.0
+    beta = 1.0 - alpha
+    t = np.arange(1, tau + 1, dtype=np.float64)
+    cross = float(np.sum(beta ** (tau - t) * rho ** t))
+    return ((1.0 - alpha - rho) * (1.0 - beta ** tau) / alpha + alpha * cross) / (1.0 - rho)
+
+
+def official_counter_excess_limit(momentum: float, alpha: float) -> float:
+    r""":math:`\lim_{\tau\to\infty}` of :func:`official_counter_excess`: the official counter's limit
+    :math:`[(1-\alpha)/(1-\rho) + 1]/\alpha` minus the true :math:`1/(\alpha(1-\rho))`,
+
+    .. math::
+
+        \frac{1-\alpha-\rho}{\alpha(1-\rho)},
+
+    a relative error of :math:`|1-\alpha-\rho|`: zero only when :math:`\alpha + \rho = 1`, negative (the
+    counter undershoots) when :math:`\alpha+\rho > 1`. ``alpha`` must be :math:`> 0` (without prox the
+    limit is infinite and the momentum counter alone is right); ``momentum = 0`` gives 0 (one counter).
+    """
+    rho = check_in_range("momentum", momentum, 0.0, 1.0)
+    alpha = check_in_range("alpha", check_positive("alpha", alpha), 0.0, 1.0, high_inclusive=True)
+    if rho == 0:
+        return 0.0
+    return (1.0 - alpha - rho) / (alpha * (1.0 - rho))
 
 
 def official_inplace_a_vector(local_steps: int, lr: float, momentum: float, mu: float) -> np.ndarray:
