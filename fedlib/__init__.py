@@ -42,7 +42,8 @@ and refuses a malformed one with a ``ValueError`` naming it.
 * **Local steps** :math:`\tau_i^{(t)}`: any object with ``local_steps(round) -> (m,)`` whole numbers
   :math:`\ge 0` (:func:`fedlib.schedules.round_local_steps`; participants need :math:`\ge 1`).
 * **Client sampling** and **weights** :math:`w_i`: ``sampling=`` a callable ``round -> Participation``
-  (:func:`fedlib.sampling.round_participation`) in ``run_sequential`` and ``run_batched``; FedNova's
+  (:func:`fedlib.sampling.round_participation`) in ``run_sequential``, ``run_batched``, ``run_replicas``
+  and the stacked engines' ``RunSpec(sampling=...)``; FedNova's
   :math:`w_i` are the participation weights, so a sampler returning every client with your weights sets
   them. :math:`\tau_{\text{eff}}`: ``make_algorithm("fednova", solver, tau_eff=...)`` (a number or a policy,
   :func:`fedlib.rule.fednova_weights`); eq. (4) on your own deltas: :func:`fedlib.rule.aggregate`.

@@ -123,8 +123,9 @@ def sample_clients(scheme: str, p, q: int | None, seed: int, round_index: int) -
 
 
 def round_participation(sampling, p, q: int | None, seed: int, round_index: int) -> Participation:
-    r"""Participants of round ``round_index`` as :func:`fedlib.engines.reference.run_sequential` and
-    :func:`fedlib.engines.batched.run_batched` draw them: ``sampling`` is a scheme name of
+    r"""Participants of round ``round_index`` as :func:`fedlib.engines.reference.run_sequential`,
+    :func:`fedlib.engines.batched.run_batched`, :func:`fedlib.engines.quadratic.run_replicas` and the
+    stacked engines (:class:`fedlib.engines.stacked.RunSpec`) draw them: ``sampling`` is a scheme name of
     :func:`sample_clients` (with ``q`` = ``clients_per_round``), or your own sampler, a callable
     ``round_index -> Participation`` (draw from ``fedlib.rng.generator(seed, "sampling", round_index)``
     so a run is reproducible; ``q`` must then be ``None``).

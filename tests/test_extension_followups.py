@@ -87,3 +87,103 @@ def test_official_counter_excess_limit_by_hand():
         official_counter_excess_limit(0.9, 0.0)
     with pytest.raises(ValueError, match="momentum"):
         official_counter_excess_limit(1.0, 0.1)
+
+
+# ---------------------------------------------------------------- 2. a sampler callable in run_replicas and the stacked engine
+def _uniform_sampler(p, q, seed):
+    """A user's sampler that happens to draw exactly what sampling='uniform' draws."""
+    from fedlib.sampling import sample_clients
+    return lambda t: sample_clients("uniform", p, q, seed, t)
+
+
+def _replica_setup():
+    from fedlib.problems import random_quadratic
+    from fedlib.schedules import RandomLocalWork
+    from fedlib.solvers import momentum_sgd, sgd
+    prob = random_quadratic(5, 3, seed=2, p=[0.1, 0.3, 0.2, 0.25, 0.15])
+    work = RandomLocalWork([1, 1, 2, 3, 5], [2, 4, 6, 8, 9], num_solvers=2, seed=3)
+    return prob, work, [sgd(0.03), momentum_sgd(0.03, 0.5)]
+
+
+@pytest.mark.parametrize("aggregation", ["fedavg", "fednova"])
+def test_run_replicas_takes_a_sampler_callable_and_draws_what_the_named_scheme_draws(aggregation):
+    """run_replicas took scheme names only ('sampling must be one of ...' for a callable); a sampler
+    drawing what 'uniform' draws now gives bit-identical runs."""
+    from fedlib.engines.quadratic import run_replicas
+    prob, work, solvers = _replica_setup()
+    kw = dict(sigma=0.7, replicas=3, seed=7, x0=np.array([0.5, -1.0, 2.0]))
+    named = run_replicas(prob, aggregation, solvers, work, 6, sampling="uniform", clients_per_round=3, **kw)
+    own = run_replicas(prob, aggregation, solvers, work, 6, sampling=_uniform_sampler(prob.p, 3, 7), **kw)
+    for field in ("params", "grad_norm2", "distance", "tau_eff", "chi2", "mean_local_steps"):
+        np.testing.assert_array_equal(getattr(own, field), getattr(named, field), err_msg=field)
+
+
+def test_run_replicas_with_a_fixed_weighted_sampler_equals_the_reference_loop():
+    """Clients {1, 3} every round with weights (0.6, 0.4): run_replicas against run_sequential fed the same
+    noise by noisy_grad_fn (which now takes the sampler too)."""
+    from fedlib.algorithms import make_algorithm
+    from fedlib.engines.quadratic import client_solvers, noisy_grad_fn, run_replicas
+    from fedlib.engines.reference import run_sequential
+    from fedlib.sampling import Participation
+    prob, work, solvers = _replica_setup()
+    sampler = lambda t: Participation(np.array([1, 3]), np.array([0.6, 0.4]))  # noqa: E731
+    x0 = np.array([0.5, -1.0, 2.0])
+    run = run_replicas(prob, "fednova", solvers, work, 5, sigma=0.7, replicas=2, seed=7, x0=x0, sampling=sampler)
+    for r in range(2):
+        ref = run_sequential(make_algorithm("fednova", solvers[0]), x0,
+                             noisy_grad_fn(prob, 0.7, 7, 2, r, work.local_steps, sampling=sampler), prob.p, work, 5,
+                             solver_at=client_solvers(work, solvers), sampling=sampler, seed=7)
+        np.testing.assert_allclose(run.params[r], ref.state.params, rtol=0, atol=1e-12)
+        np.testing.assert_allclose(run.tau_eff, [d.tau_eff for d in ref.diagnostics], rtol=1e-13)
+    # App. G's tau~ with a sampler: the mean tau of its (distinct) participants, here clients 1 and 3
+    taus = np.array([work.draw(t)[0][[1, 3]].mean() for t in range(5)])
+    assert run.mean_local_steps == pytest.approx(taus.mean(), rel=1e-15)
+
+
+def test_run_replicas_refuses_a_sampler_with_clients_per_round():
+    from fedlib.engines.quadratic import run_replicas
+    prob, work, solvers = _replica_setup()
+    with pytest.raises(ValueError, match="clients_per_round: a sampler callable chooses the participants itself"):
+        run_replicas(prob, "fednova", solvers, work, 0, sampling=_uniform_sampler(prob.p, 3, 7), clients_per_round=3)
+    with pytest.raises(ValueError, match="sampling must be one of"):
+        run_replicas(prob, "fednova", solvers, work, 1, sampling="poisson")
+
+
+def _tensor_engine(sampling, clients_per_round):
+    from torch import nn
+
+    from fedlib.algorithms import make_algorithm
+    from fedlib.engines.stacked import RunSpec
+    from fedlib.experiments.custom import TensorEngine
+    from fedlib.schedules import FixedSteps
+    from fedlib.solvers import sgd
+    torch.manual_seed(0)
+    model = nn.Linear(6, 3).double()
+    gen = torch.Generator().manual_seed(1)
+    feats = torch.randn(16, 6, generator=gen, dtype=torch.float64)
+    labels = torch.arange(16) % 3
+    parts = [np.arange(0, 3), np.arange(3, 8), np.arange(8, 12), np.arange(12, 16)]
+    run = RunSpec(make_algorithm("fednova", sgd(0.1)), parts, FixedSteps([1, 2, 3, 2]), seed=5,
+                  sampling=sampling, clients_per_round=clients_per_round, lr_at=lambda t: 0.1)
+    return TensorEngine(model, feats, labels, [run], rounds=3, batch_size=2, dropout=False, dtype=torch.float64)
+
+
+def test_stacked_engine_takes_a_sampler_callable_and_draws_what_the_named_scheme_draws():
+    """RunSpec.sampling took scheme names only; a sampler drawing what 'uniform' draws now trains the
+    same model, bit for bit, as sampling='uniform'."""
+    p = np.array([3, 5, 4, 4]) / 16
+    named, own = _tensor_engine("uniform", 2), _tensor_engine(_uniform_sampler(p, 2, 5), None)
+    for _ in range(3):
+        rec_named, rec_own = named.run_round(), own.run_round()
+        (a,), (b,) = rec_own, rec_named
+        assert len(a.diagnostics.a_norms) == 2  # two of the four clients took part
+        assert a.diagnostics.tau_eff == b.diagnostics.tau_eff and a.train_loss == b.train_loss
+        np.testing.assert_array_equal(a.diagnostics.a_norms, b.diagnostics.a_norms)
+    for key, value in named.params(0).items():
+        assert torch.equal(own.params(0)[key], value), key
+
+
+def test_stacked_engine_refuses_a_sampler_with_clients_per_round():
+    with pytest.raises(ValueError, match=r"runs\[0\]\.clients_per_round: a sampler callable chooses"):
+        _tensor_engine(lambda t: None, 2)
+

@@ -55,7 +55,7 @@ from .._validate import (check_choice, check_finite_array, check_int, check_int_
 from ..problems.quadratic import QuadraticProblem
 from ..rng import generator
 from ..rule import AGGREGATIONS, aggregation_coefficients, effective_weights
-from ..sampling import SAMPLING_SCHEMES, sample_clients
+from ..sampling import SAMPLING_SCHEMES, round_participation
 from ..solvers import LocalSolver, check_builtin_step, check_own_step, check_shared_lr
 from ..theory import chi_square
 
@@ -105,13 +105,14 @@ def gradient_noise(seed: int, round_index: int, replicas: int, num_clients: int,
 
 
 def noisy_grad_fn(problem: QuadraticProblem, sigma: float, seed: int, replicas: int, replica: int,
-                  local_steps: Callable[[int], Any], *, sampling: str = "full",
+                  local_steps: Callable[[int], Any], *, sampling: Any = "full",
                   clients_per_round: Optional[int] = None) -> Callable[[np.ndarray, int, int, int], np.ndarray]:
     r"""``grad_fn(x, client, round, step)`` of replica ``replica`` (``0 <= replica < replicas``) for
     :func:`fedlib.engines.reference.run_sequential`: the same gradients :func:`run_replicas`
     uses (``local_steps(round)`` gives the round's :math:`\tau_i`, to size the draw;
-    ``sampling``/``clients_per_round`` must be those of the run, which fix who draws noise)."""
-    check_choice("sampling", sampling, SAMPLING_SCHEMES)
+    ``sampling``/``clients_per_round`` must be those of the run, which fix who draws noise; a sampler
+    callable is called once per round, as :func:`run_replicas` calls it)."""
+    _check_sampling(sampling, clients_per_round)
     sigma = check_nonnegative("sigma", sigma)
     seed = check_int("seed", seed)
     replicas = check_int("replicas", replicas, minimum=1)
@@ -121,7 +122,7 @@ def noisy_grad_fn(problem: QuadraticProblem, sigma: float, seed: int, replicas: 
 
     def grad(x, client, round_index, step):
         if cache.get("round") != round_index:
-            part = sample_clients(sampling, problem.p, clients_per_round, seed, round_index)
+            part = round_participation(sampling, problem.p, clients_per_round, seed, round_index)
             tau_max = int(np.max(np.asarray(local_steps(round_index))[part.clients]))
             cache["round"] = round_index
             cache["rank"] = {int(c): k for k, c in enumerate(part.clients)}
@@ -130,6 +131,15 @@ def noisy_grad_fn(problem: QuadraticProblem, sigma: float, seed: int, replicas: 
         return problem.grad(x, client) + cache["noise"][cache["rank"][client], step]
 
     return grad
+
+
+def _check_sampling(sampling: Any, clients_per_round: Optional[int]) -> None:
+    """A scheme name of :data:`fedlib.sampling.SAMPLING_SCHEMES` or a sampler callable (then no ``clients_per_round``)."""
+    if not callable(sampling):
+        check_choice("sampling", sampling, SAMPLING_SCHEMES)
+    elif clients_per_round is not None:
+        raise ValueError(f"clients_per_round: a sampler callable chooses the participants itself, so "
+                         f"q = {clients_per_round} would be ignored; leave clients_per_round None")
 
 
 def client_solvers(work, solvers: Sequence[LocalSolver]) -> Callable[[int, int], LocalSolver]:
@@ -150,7 +160,7 @@ def client_solvers(work, solvers: Sequence[LocalSolver]) -> Callable[[int, int],
 
 
 def run_replicas(problem: QuadraticProblem, aggregation: str, solvers: Sequence[LocalSolver], work, rounds: int, *,
-                 sigma: float = 0.0, replicas: int = 1, seed: int = 0, sampling: str = "full",
+                 sigma: float = 0.0, replicas: int = 1, seed: int = 0, sampling: Any = "full",
                  clients_per_round: Optional[int] = None, tau_eff: Union[None, float, str] = None, x0: Any = None,
                  surrogate: Any = None, surrogate_weights: Any = None,
                  progress: Optional[Callable[[int], None]] = None) -> ReplicaRun:
@@ -170,11 +180,13 @@ def run_replicas(problem: QuadraticProblem, aggregation: str, solvers: Sequence[
     sigma : gradient noise :math:`\sigma \ge 0` (0: full gradients, every replica the same).
     replicas, seed : number of independent runs; the seed of the noise and sampling streams.
     sampling, clients_per_round : participation (:func:`fedlib.sampling.sample_clients`,
-        drawn with ``seed``; the same participants for every replica). The participants'
+        drawn with ``seed``; the same participants for every replica), or your own sampler
+        ``round -> Participation`` (:func:`fedlib.sampling.round_participation`, called once per
+        round; ``clients_per_round`` then ``None``). The participants'
         weights :math:`\omega_i` replace :math:`p_i` in eq. (4), as in
         :meth:`fedlib.algorithms.FederatedAlgorithm.apply`; ``mean_local_steps`` then
         averages :math:`\tau_i` over the :math:`q` draws (App. G's :math:`\tilde\tau`; with
-        replacement a client drawn twice counts twice).
+        replacement a client drawn twice counts twice; a sampler's participants, distinct, once each).
     tau_eff : FedNova only: a fixed :math:`\tau_{\text{eff}}` for every round (e.g.
         :math:`\sum_i p_i\,\mathbb E\|a_i\|_1` over all clients) instead of
         :math:`\sum_{i\in S}\omega_i\|a_i\|_1` of the round's participants (``None``), or
@@ -206,7 +218,7 @@ def run_replicas(problem: QuadraticProblem, aggregation: str, solvers: Sequence[
     sigma = check_nonnegative("sigma", sigma)
     replicas = check_int("replicas", replicas, minimum=1)
     seed = check_int("seed", seed)
-    check_choice("sampling", sampling, SAMPLING_SCHEMES)
+    _check_sampling(sampling, clients_per_round)
     if tau_eff is not None:
         if aggregation != "fednova":
             raise ValueError("tau_eff: only FedNova takes a tau_eff policy (FedAvg's is implicit)")
@@ -259,7 +271,7 @@ def run_replicas(problem: QuadraticProblem, aggregation: str, solvers: Sequence[
         choice = check_int_array(f"work.draw({t}): solver numbers", choice, size=m, minimum=0)
         if np.any(choice >= len(solvers)):
             raise ValueError(f"work.draw({t}): solver numbers must be in 0..{len(solvers) - 1}, got {choice!r}")
-        part = sample_clients(sampling, p, clients_per_round, seed, t)
+        part = round_participation(sampling, p, clients_per_round, seed, t)
         by_steps = np.argsort(-steps[part.clients], kind="stable")  # participants, tau descending
         order, omega = part.clients[by_steps], part.weights[by_steps]
         tau = steps[order]

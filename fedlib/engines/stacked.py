@@ -19,7 +19,7 @@ in the book).
 A round
 -------
 1. *Plan (host).* For every run: its client lr (:func:`fedlib.schedules.step_decay_lr`
-   by default), participants (:func:`fedlib.sampling.sample_clients`), local steps
+   by default), participants (:func:`fedlib.sampling.round_participation`), local steps
    :math:`\tau_i` (its schedule; :math:`E\lceil n_i/B\rceil` for CIFAR). All participating
    (run, client) pairs become the ``M_t`` rows of the stack, **sorted by** :math:`\tau`
    **descending**, so the models still running at local step ``k`` are a prefix
@@ -135,7 +135,7 @@ from .._validate import check_choice, check_int
 from ..algorithms import ClientUpdate, FederatedAlgorithm, RoundDiagnostics, ServerState, server_state_mismatch
 from ..data.cifar10 import CIFAR10_MEAN, CIFAR10_STD
 from ..rng import generator, torch_generator
-from ..sampling import sample_clients
+from ..sampling import SAMPLING_SCHEMES, round_participation
 from ..schedules import (FixedEpochs, FixedSteps, RandomEpochs, RandomSteps, check_epoch_schedule, step_decay_lr,
                          steps_per_epoch)
 from ..solvers import LocalSolver, check_builtin_step
@@ -243,7 +243,10 @@ class RunSpec:
         of the same architecture, or a mapping name -> tensor.
     lr_at : ``round -> client lr``; default :func:`fedlib.schedules.step_decay_lr` of the
         solver's lr over the engine's ``rounds`` (÷10 at 50 %, ÷100 at 75 %).
-    sampling, clients_per_round : participation (:func:`fedlib.sampling.sample_clients`).
+    sampling, clients_per_round : participation (:func:`fedlib.sampling.sample_clients`), or your own
+        sampler ``round -> Participation`` (:func:`fedlib.sampling.round_participation`; draw from
+        ``fedlib.rng.generator(seed, "sampling", round)`` so that a resumed run draws the same;
+        ``clients_per_round`` then ``None``).
     name : label used in messages and records.
     """
 
@@ -253,7 +256,7 @@ class RunSpec:
     seed: int = 0
     params: Any = None
     lr_at: Optional[Callable[[int], float]] = None
-    sampling: str = "full"
+    sampling: Any = "full"
     clients_per_round: Optional[int] = None
     name: str = ""
 
@@ -572,7 +575,11 @@ class StackedEngine:
                     raise ValueError(f"runs[{r}].clients[{i}] has indices outside 0..{self.num_train - 1}")
             sizes = np.array([c.size for c in cl], dtype=np.int64)
             check_int(f"runs[{r}].seed", run.seed)
-            check_choice(f"runs[{r}].sampling", run.sampling, ("full", "with-replacement", "uniform"))
+            if not callable(run.sampling):
+                check_choice(f"runs[{r}].sampling", run.sampling, SAMPLING_SCHEMES)
+            elif run.clients_per_round is not None:
+                raise ValueError(f"runs[{r}].clients_per_round: a sampler callable chooses the participants itself, "
+                                 f"so q = {run.clients_per_round} would be ignored; leave clients_per_round None")
             self._info.append(_RunInfo(cl, sizes, sizes / sizes.sum()))
         self.max_models = sum(len(i.clients) for i in self._info)
 
@@ -664,7 +671,7 @@ class StackedEngine:
             lr = float(run.lr_at(t)) if run.lr_at is not None else step_decay_lr(run.algorithm.solver.lr, t, self.rounds)
             solver = run.algorithm.solver.with_lr(lr)
             try:
-                part = sample_clients(run.sampling, info.p, run.clients_per_round, run.seed, t)
+                part = round_participation(run.sampling, info.p, run.clients_per_round, run.seed, t)
             except ValueError as exc:
                 raise ValueError(f"runs[{r}]: {exc}") from None
             steps = np.asarray(run.schedule.local_steps(t))
