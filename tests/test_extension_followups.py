@@ -187,3 +187,14 @@ def test_stacked_engine_refuses_a_sampler_with_clients_per_round():
     with pytest.raises(ValueError, match=r"runs\[0\]\.clients_per_round: a sampler callable chooses"):
         _tensor_engine(lambda t: None, 2)
 
+
+def test_train_clients_refuses_a_local_solver_object_pointing_to_the_supported_paths():
+    """train_clients' solver is a name; a LocalSolver object met make_solver's generic error."""
+    from torch import nn
+
+    from fedlib.experiments.custom import train_clients
+    from fedlib.solvers import sgd
+    xs, ys = [torch.randn(4, 6), torch.randn(4, 6)], [torch.arange(4) % 3, torch.arange(4) % 3]
+    with pytest.raises(ValueError, match=r"solver must be a name.*got a LocalSolver.*RunSpec\(make_algorithm\(name, "
+                                         r"solver\), \.\.\.\).*TensorEngine.*ClientOptimizer"):
+        train_clients(nn.Linear(6, 3), xs, ys, rounds=1, solver=sgd(0.05))

@@ -147,6 +147,11 @@ def train_clients(model: nn.Module, client_x: Sequence[Any], client_y: Sequence[
     ``epochs``: ``"2"`` or an inclusive range ``"1-5"`` drawn per client and round.
     ``solver``: ``"sgd"``, ``"prox"``, ``"momentum"`` or ``"momentum-prox"``
     (:func:`fedlib.solvers.make_solver`); ``mu`` is refused with a solver without a proximal term.
+    A :class:`fedlib.solvers.LocalSolver` object is refused (it would clash with ``lr``, ``momentum``,
+    ``mu``, ``weight_decay`` and ``lr_decay``): build the runs yourself,
+    ``RunSpec(make_algorithm(name, solver), ...)`` in :class:`TensorEngine` (a solver with the built-in
+    step), or your own loop with :class:`fedlib.optim.ClientOptimizer` (any solver; chapter 6).
+    Participation is full every round (your own sampler: ``RunSpec(..., sampling=sampler)``).
     ``dtype``: of the parameters and features (float64 for :func:`reference_differences`).
     ``progress``: a tqdm bar on stderr, one tick per round, with each algorithm's last train loss.
     """
@@ -155,6 +160,12 @@ def train_clients(model: nn.Module, client_x: Sequence[Any], client_y: Sequence[
     from ..solvers import make_solver
     from .cifar10 import history_record
 
+    if not isinstance(solver, str):
+        raise ValueError(f"solver must be a name, 'sgd', 'prox', 'momentum' or 'momentum-prox' (train_clients builds it "
+                         f"from lr, momentum, mu and weight_decay), got a {type(solver).__name__}; to train with your own "
+                         "LocalSolver, build RunSpec(make_algorithm(name, solver), ...) for "
+                         "fedlib.experiments.custom.TensorEngine (solvers with the built-in step) or use "
+                         "fedlib.optim.ClientOptimizer in your own loop (any solver, chapter 6)")
     if isinstance(algorithms, str) or not algorithms:
         raise ValueError(f"algorithms must be a non-empty sequence of names, e.g. ('fedavg', 'fednova'), got {algorithms!r}")
     algorithms = tuple(algorithms)
