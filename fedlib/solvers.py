@@ -96,6 +96,8 @@ __all__ = [
     "check_shared_lr",
     "check_builtin_step",
     "check_own_step",
+    "STEP_METHODS",
+    "own_step_methods",
     "OWN_STEP_PROBES",
 ]
 
@@ -164,16 +166,15 @@ class LocalSolver:
 
     @property
     def builtin_step(self) -> bool:
-        r"""``True`` when the solver takes :class:`LocalSolver`'s own step (its class does not
-        override :meth:`init`, :meth:`update` or :meth:`counter_step`). Engines that fuse that step
+        r"""``True`` when the solver takes :class:`LocalSolver`'s own step: its class overrides none of
+        :data:`STEP_METHODS` (:meth:`init`, :meth:`update`, :meth:`counter_step` and the leaf step
+        ``_direction_and_params``, :func:`own_step_methods`). Engines that fuse that step
         into their own kernels — :func:`fedlib.engines.batched.run_batched` with ``fast=True``, the
         stacked and grouped engines, :func:`fedlib.engines.quadratic.run_replicas` — need it
         (:func:`check_builtin_step`); the per-client loop
         :func:`fedlib.engines.reference.run_sequential`, ``run_batched(fast=False)`` and
         :class:`fedlib.optim.ClientOptimizer` call a subclass's own ``update``."""
-        cls = type(self)
-        return all(getattr(cls, m) is getattr(LocalSolver, m) for m in ("init", "update", "counter_step",
-                                                                         "_direction_and_params"))
+        return not own_step_methods(type(self))
 
     def with_lr(self, lr: float) -> "LocalSolver":
         """The same solver with another reference learning rate (e.g. a decayed one)."""
@@ -493,6 +494,16 @@ def check_shared_lr(name: str, solvers, lr: Optional[float] = None) -> list:
     return solvers
 
 
+#: The methods that make up :class:`LocalSolver`'s step; a subclass that overrides any of them takes its own
+#: step (:attr:`LocalSolver.builtin_step` false).
+STEP_METHODS = ("init", "update", "counter_step", "_direction_and_params")
+
+
+def own_step_methods(cls: type) -> list:
+    """The names of :data:`STEP_METHODS` that ``cls`` (a :class:`LocalSolver` subclass) overrides."""
+    return [m for m in STEP_METHODS if getattr(cls, m) is not getattr(LocalSolver, m)]
+
+
 def check_builtin_step(name: str, solvers, engine: str) -> None:
     r"""Raise ``ValueError`` unless every solver in ``solvers`` takes :class:`LocalSolver`'s own step
     (:attr:`LocalSolver.builtin_step`). ``engine`` names the engine that fuses that step and what to
@@ -500,9 +511,10 @@ def check_builtin_step(name: str, solvers, engine: str) -> None:
     with the built-in heavy-ball/prox step while reporting its own :math:`\|a_i\|_1`, and FedNova
     would normalise changes by the wrong vector without an error."""
     for solver in solvers:
-        if not solver.builtin_step:
-            raise ValueError(f"{name}: {type(solver).__name__} overrides LocalSolver's step (init / update / "
-                             f"counter_step), which {engine}")
+        own = own_step_methods(type(solver))
+        if own:
+            raise ValueError(f"{name}: {type(solver).__name__} overrides LocalSolver's step ({' / '.join(own)}), "
+                             f"which {engine}")
 
 
 #: Step counts at which :func:`check_own_step` probes a solver with its own step.
