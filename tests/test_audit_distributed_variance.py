@@ -8,57 +8,12 @@ import numpy as np
 import pytest
 
 from fedlib.algorithms import ClientUpdate, make_algorithm
-from fedlib.distributed import Communicator, LocalCommunicator, distributed_apply, owned_clients
+from fedlib.distributed import LocalCommunicator, distributed_apply, owned_clients
 from fedlib.sampling import full_participation, sample_clients
 from fedlib.server import adam, momentum, plain
 from fedlib.solvers import sgd
+from thread_ranks import Hub, ThreadComm, on_ranks
 
-
-class _Hub:
-    def __init__(self, n):
-        self.n, self.slots = n, [None] * n
-        self.barrier = threading.Barrier(n, timeout=20)
-
-    def gather(self, rank, obj):
-        self.slots[rank] = obj
-        self.barrier.wait()
-        out = list(self.slots)
-        self.barrier.wait()
-        return out
-
-
-class _ThreadComm(Communicator):
-    """One rank of an in-process world (the collectives of :class:`Communicator`)."""
-
-    def __init__(self, hub, rank):
-        self.hub, self.rank, self.world_size = hub, rank, hub.n
-
-    def all_gather_object(self, obj):
-        return self.hub.gather(self.rank, obj)
-
-    def all_gather_array(self, x):
-        return [np.array(a, copy=True) for a in self.hub.gather(self.rank, np.array(x, copy=True))]
-
-
-def _on_ranks(n, fn):
-    """``fn(comm)`` on ``n`` simulated ranks; their results (an error on any rank is raised)."""
-    hub, results, errors = _Hub(n), [None] * n, [None] * n
-
-    def target(r):
-        try:
-            results[r] = fn(_ThreadComm(hub, r))
-        except BaseException as exc:  # noqa: BLE001 - handed to the test
-            errors[r] = exc
-
-    threads = [threading.Thread(target=target, args=(r,)) for r in range(n)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    for e in errors:
-        if e is not None:
-            raise e
-    return results
 
 
 # ---------------------------------------------------------------- two ranks = one process
@@ -86,7 +41,7 @@ def test_two_ranks_equal_one_process_for_every_sampling_and_server(name):
                     return distributed_apply(comm, algo, ranks[comm.rank], part,
                                              [u for c, u in ups.items() if c in own], 0.1, p)
 
-                res = _on_ranks(2, step)
+                res = on_ranks(2, step)
                 ranks = [s for s, _ in res]
                 for r, (s, d) in enumerate(res):
                     np.testing.assert_allclose(s.params, one.params, rtol=0, atol=1e-13)
@@ -122,7 +77,7 @@ def test_allreduce_sum_keeps_a_float32_array_float32():
     rng = np.random.default_rng(0)
     ups = [ClientUpdate(i, rng.normal(size=3).astype(np.float32), float(i + 1), i + 1) for i in range(4)]
     want, _ = algo.apply(state, full_participation(p), ups, 0.1, p)
-    res = _on_ranks(2, lambda c: distributed_apply(
+    res = on_ranks(2, lambda c: distributed_apply(
         c, algo, state, full_participation(p), [u for u in ups if u.client in owned_clients(4, 2, c.rank)], 0.1, p))
     for s, _ in res:
         assert s.params.dtype == want.params.dtype == np.float32
@@ -214,11 +169,11 @@ def test_a_bad_update_on_one_rank_raises_on_every_rank():
     p = np.full(m, 0.25)
     algo = make_algorithm("fednova", sgd(0.1))
     state = algo.init(np.zeros(3), m)
-    hub, errors = _Hub(2), [None, None]
+    hub, errors = Hub(2), [None, None]
     hub.barrier = threading.Barrier(2, timeout=3)
 
     def target(r):
-        comm = _ThreadComm(hub, r)
+        comm = ThreadComm(hub, r)
         own = owned_clients(m, 2, r)
         shape = (3, 1) if r == 0 else (3,)  # rank 0 hands in changes of another shape
         ups = [ClientUpdate(int(c), np.ones(shape), 1.0, 1) for c in own]

@@ -45,7 +45,6 @@ checked to be clear errors, not silent differences.
 from __future__ import annotations
 
 import dataclasses
-import threading
 from typing import Optional
 
 import numpy as np
@@ -56,7 +55,7 @@ from torch import nn
 
 from fedlib.algorithms import make_algorithm
 from fedlib.data.clients import FederatedDataset
-from fedlib.distributed import Communicator, LocalCommunicator, owned_clients
+from fedlib.distributed import LocalCommunicator, owned_clients
 from fedlib.engines.batched import EpochBatcher, run_batched, run_reference
 from fedlib.engines.quadratic import client_solvers, run_replicas
 from fedlib.engines.reference import run_sequential
@@ -70,6 +69,7 @@ from fedlib.sampling import sample_clients
 from fedlib.schedules import FixedEpochs, FixedSteps, RandomEpochs, RandomSteps, WallClock
 from fedlib.server import adam, momentum, plain
 from fedlib.solvers import LocalSolver
+from thread_ranks import on_ranks
 from torch_threads import one_torch_thread  # noqa: F401 (autouse fixture)
 
 TOL = 1e-11
@@ -320,53 +320,6 @@ def hand_run(case, prob):
 
 
 # ============================================================================ the engines
-class _Hub:
-    def __init__(self, n):
-        self.n, self.slots = n, [None] * n
-        self.barrier = threading.Barrier(n, timeout=60)
-
-    def gather(self, rank, obj):
-        self.slots[rank] = obj
-        self.barrier.wait()
-        out = list(self.slots)
-        self.barrier.wait()
-        return out
-
-
-class _ThreadComm(Communicator):
-    """One rank of an in-process world: the base class's collectives over a barrier."""
-
-    def __init__(self, hub, rank):
-        self.hub, self.rank, self.world_size = hub, rank, hub.n
-
-    def all_gather_object(self, obj):
-        return self.hub.gather(self.rank, obj)
-
-    def all_gather_array(self, x):
-        return [np.array(a, copy=True) for a in self.hub.gather(self.rank, np.array(x, copy=True))]
-
-
-def _on_ranks(n, fn):
-    """``fn(comm)`` on ``n`` ranks in threads; the results (an error of any rank is raised)."""
-    hub, results, errors = _Hub(n), [None] * n, [None] * n
-
-    def target(r):
-        try:
-            results[r] = fn(_ThreadComm(hub, r))
-        except BaseException as exc:  # noqa: BLE001 - handed to the test
-            errors[r] = exc
-            hub.barrier.abort()
-
-    threads = [threading.Thread(target=target, args=(r,)) for r in range(n)]
-    for th in threads:
-        th.start()
-    for th in threads:
-        th.join()
-    for e in errors:
-        if e is not None and not isinstance(e, threading.BrokenBarrierError):
-            raise e
-    return results
-
 
 def _history(run):
     return [{k: h[k] for k in ("clients", "local_steps", "a_norms", "tau_eff", "weights", "chi2")} for h in run.history]
@@ -450,7 +403,7 @@ def _engines(case, prob, stacks):
     out = {name: (run.params, _history(run)) for name, run in runs.items()}
     if prob.num_clients >= 2:
         for backend in ("numpy", "torch"):
-            ranks = _on_ranks(2, lambda comm: run_batched(algo, prob, sched, ROUNDS, comm=comm, backend=backend,
+            ranks = on_ranks(2, lambda comm: run_batched(algo, prob, sched, ROUNDS, comm=comm, backend=backend,
                                                           device="cpu", **kw))
             for r, run in enumerate(ranks):
                 out[f"distributed-{backend}-rank-{r}"] = (run.params, _history(run))
@@ -585,7 +538,7 @@ def test_refused_configurations_are_clear_errors(problems):
     sched = FixedEpochs(one.num_samples, 4, 1)
     # two ranks for one client: every rank refuses before any collective
     with pytest.raises(ValueError, match="2 processes but only 1 clients"):
-        _on_ranks(2, lambda comm: run_batched(algo, one, sched, 1, batch_size=4, comm=comm))
+        on_ranks(2, lambda comm: run_batched(algo, one, sched, 1, batch_size=4, comm=comm))
     # the per-client loop has no collectives: a communicator is refused, not ignored
     with pytest.raises(ValueError, match="comm: run_reference does not support it"):
         run_reference(algo, five, FixedEpochs(five.num_samples, 4, 1), 1, batch_size=4, comm=LocalCommunicator())

@@ -1,7 +1,7 @@
 """Mutation-testing pass on :mod:`fedlib.distributed` and the multi-process parts of ``run synthetic``.
 
 Most tests run in this process: the ranks of a world are threads whose collectives meet at a
-barrier (:class:`_ThreadComm`), or ``torch.distributed`` is replaced by a recording fake, so
+barrier (:class:`thread_ranks.ThreadComm`), or ``torch.distributed`` is replaced by a recording fake, so
 that each check takes milliseconds. The expected values come from the one-process engine
 (:meth:`fedlib.algorithms.FederatedAlgorithm.apply`), from the paper's eq. 4 written out in
 numpy, or from blocks of clients counted by hand. ``python -m fedlib run synthetic --distributed``
@@ -28,62 +28,12 @@ from fedlib.distributed import Communicator, LocalCommunicator, distributed_appl
 from fedlib.sampling import Participation, full_participation
 from fedlib.solvers import sgd
 from fedlib.variance import ControlVariates
+from thread_ranks import on_ranks
 
 ROOT = Path(__file__).resolve().parents[1]
 
 
 # ---------------------------------------------------------------- an in-process world of threads
-class _Hub:
-    def __init__(self, n):
-        self.n, self.slots = n, [None] * n
-        self.barrier = threading.Barrier(n, timeout=30)
-
-    def gather(self, rank, obj):
-        self.slots[rank] = obj
-        self.barrier.wait()
-        out = list(self.slots)
-        self.barrier.wait()
-        return out
-
-
-class _ThreadComm(Communicator):
-    """Rank ``rank`` of a world of threads; counts its array collectives."""
-
-    def __init__(self, hub, rank):
-        self.hub, self.rank, self.world_size, self.array_calls = hub, rank, hub.n, 0
-
-    def all_gather_object(self, obj):
-        return self.hub.gather(self.rank, obj)
-
-    def all_gather_array(self, x):
-        self.array_calls += 1
-        return [np.array(a, copy=True) for a in self.hub.gather(self.rank, np.array(x, copy=True))]
-
-
-def _on_ranks(n, fn):
-    """``fn(comm)`` on ``n`` thread ranks; their results, or the first rank's error."""
-    hub, results, errors = _Hub(n), [None] * n, [None] * n
-
-    def target(r):
-        try:
-            results[r] = fn(_ThreadComm(hub, r))
-        except BaseException as exc:  # noqa: BLE001 - handed to the test
-            errors[r] = exc
-            hub.barrier.abort()
-
-    threads = [threading.Thread(target=target, args=(r,)) for r in range(n)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(60)
-    for e in errors:
-        if e is not None and not isinstance(e, threading.BrokenBarrierError):
-            raise e
-    for e in errors:
-        if e is not None:
-            raise e
-    return results
-
 
 class _Replay(Communicator):
     """Rank ``rank`` of a world whose other ranks' parts are given: ``all_gather_array`` hands back
@@ -297,7 +247,7 @@ def test_three_ranks_follow_eq_4_by_hand_with_tau_eff_from_the_local_steps():
     delta = np.stack([ups[i].delta for i in range(m)])
     tau_eff = float(p @ tau)
     want = x0 + tau_eff * ((p / a)[:, None] * delta).sum(axis=0)
-    res = _on_ranks(3, lambda c: distributed_apply(c, algo, state, full_participation(p), _split(c, ups, m)[::-1],
+    res = on_ranks(3, lambda c: distributed_apply(c, algo, state, full_participation(p), _split(c, ups, m)[::-1],
                                                    0.1, p))
     for s, d in res:
         np.testing.assert_allclose(s.params, want, rtol=0, atol=1e-13)
@@ -322,7 +272,7 @@ def test_three_ranks_under_sampling_are_the_one_process_round(name):
         part = Participation(np.array(clients), np.array([0.6, 0.9, 1.2]))
         ups = _updates(clients, seed=t)
         one, d1 = algo.apply(one, part, [ups[c] for c in clients], 0.1, p)
-        res = _on_ranks(3, lambda c, ranks=ranks, part=part, ups=ups: distributed_apply(
+        res = on_ranks(3, lambda c, ranks=ranks, part=part, ups=ups: distributed_apply(
             c, algo, ranks[c.rank], part, _split(c, ups, m), 0.1, p))
         ranks = [s for s, _ in res]
         for r, (s, d) in enumerate(res):
@@ -382,7 +332,7 @@ def test_a_participant_no_rank_reports_stops_the_round_on_every_rank():
         except RuntimeError as exc:
             return str(exc)
 
-    assert _on_ranks(2, step) == ["distributed round: ranks reported clients [0, 2, 3], expected [0, 1, 2, 3]"] * 2
+    assert on_ranks(2, step) == ["distributed round: ranks reported clients [0, 2, 3], expected [0, 1, 2, 3]"] * 2
 
 
 def test_a_diverged_round_raises():
@@ -411,7 +361,7 @@ def test_gather_variates_assembles_every_ranks_own_rows():
     want_w = 10.0 * (np.arange(5)[:, None] + 1) + np.arange(3)
     want_b = -(np.arange(5)[:, None] + 1.0) * np.ones(2)
     inputs = [_rank_variates(r) for r in range(3)]
-    res = _on_ranks(3, lambda c: gather_variates(c, inputs[c.rank], 5))
+    res = on_ranks(3, lambda c: gather_variates(c, inputs[c.rank], 5))
     for r, v in enumerate(res):
         np.testing.assert_array_equal(v.client["W"], want_w)
         np.testing.assert_array_equal(v.client["b"], want_b)
@@ -422,7 +372,7 @@ def test_gather_variates_assembles_every_ranks_own_rows():
 
 def test_gather_variates_keeps_a_torch_stack_a_torch_stack():
     torch = pytest.importorskip("torch")
-    res = _on_ranks(3, lambda c: gather_variates(c, _rank_variates(c.rank, torch=torch), 5))
+    res = on_ranks(3, lambda c: gather_variates(c, _rank_variates(c.rank, torch=torch), 5))
     for v in res:
         assert isinstance(v.client["W"], torch.Tensor) and v.client["W"].dtype == torch.float32
         np.testing.assert_array_equal(v.client["W"].numpy(), 10.0 * (np.arange(5)[:, None] + 1) + np.arange(3))
@@ -431,8 +381,8 @@ def test_gather_variates_keeps_a_torch_stack_a_torch_stack():
 def test_gather_variates_passes_through_without_collectives():
     v = _rank_variates(0, world=1)
     assert gather_variates(None, v, 5) is v
-    assert _on_ranks(1, lambda c: (gather_variates(c, v, 5) is v, c.array_calls)) == [(True, 0)]  # one process
-    assert _on_ranks(2, lambda c: (gather_variates(c, None, 5), c.array_calls)) == [(None, 0), (None, 0)]
+    assert on_ranks(1, lambda c: (gather_variates(c, v, 5) is v, c.array_calls)) == [(True, 0)]  # one process
+    assert on_ranks(2, lambda c: (gather_variates(c, None, 5), c.array_calls)) == [(None, 0), (None, 0)]
 
 
 # ---------------------------------------------------------------- run synthetic on thread ranks
@@ -467,7 +417,7 @@ def _cli_on_ranks(monkeypatch, argvs):
         mine.comm = comm
         return main(argvs[comm.rank] + ["--distributed"])
 
-    return _on_ranks(len(argvs), rank)
+    return on_ranks(len(argvs), rank)
 
 
 def _keep_checkpoints(monkeypatch):

@@ -61,6 +61,7 @@ from fedlib.problems.logistic import LogisticProblem
 from fedlib.schedules import FixedEpochs, RandomEpochs, RandomSteps, WallClock, step_decay_lr
 from fedlib.server import adam, momentum, plain
 from fedlib.solvers import momentum_proximal_sgd, momentum_sgd, proximal_sgd, sgd
+from thread_ranks import on_ranks
 
 
 class _Crash(BaseException):
@@ -286,57 +287,9 @@ def test_run_synthetic_resumed_is_the_uninterrupted_result(name, tmp_path, monke
 
 
 # ============================================================================ the distributed path
-class _Hub:
-    def __init__(self, n):
-        self.n, self.slots = n, [None] * n
-        self.barrier = threading.Barrier(n, timeout=60)
-
-    def gather(self, rank, obj):
-        self.slots[rank] = obj
-        self.barrier.wait()
-        out = list(self.slots)
-        self.barrier.wait()
-        return out
-
-
-def _thread_comm(hub, rank):
-    from fedlib.distributed import Communicator
-
-    class ThreadComm(Communicator):
-        """One rank of an in-process world: the base class's collectives over a barrier."""
-
-        def __init__(self):
-            self.rank, self.world_size = rank, hub.n
-
-        def all_gather_object(self, obj):
-            return hub.gather(self.rank, obj)
-
-        def all_gather_array(self, x):
-            return [np.array(a, copy=True) for a in hub.gather(self.rank, np.array(x, copy=True))]
-    return ThreadComm()
-
-
 def _on_two_ranks(fn):
-    """``fn(comm)`` on two ranks in threads; the results, or the first rank's error raised."""
-    hub, results, errors = _Hub(2), [None, None], [None, None]
-
-    def target(r):
-        try:
-            results[r] = fn(_thread_comm(hub, r))
-        except BaseException as exc:  # noqa: BLE001 - handed to the test
-            errors[r] = exc
-            if not isinstance(exc, _Crash):
-                hub.barrier.abort()
-
-    threads = [threading.Thread(target=target, args=(r,)) for r in range(2)]
-    for th in threads:
-        th.start()
-    for th in threads:
-        th.join()
-    for e in errors:
-        if e is not None and not isinstance(e, threading.BrokenBarrierError):
-            raise e
-    return results
+    """``fn(comm)`` on two thread ranks; a :class:`_Crash` (a simulated kill) leaves the barrier to the peer."""
+    return on_ranks(2, fn, keeps_barrier=(_Crash,))
 
 
 @pytest.mark.parametrize("name", ["fednova-vr-adam-with-replacement", "fednova-momentum-server-uniform-decay"])

@@ -1,0 +1,71 @@
+"""An in-process world of ranks for the distributed tests (imported by the test modules that need
+one): each rank is a thread, and the collectives of :class:`fedlib.distributed.Communicator` run
+over a barrier, so ``distributed_apply``, ``run_batched(comm=...)`` and the CLI's ``--distributed``
+path are exercised without a process group."""
+from __future__ import annotations
+
+import threading
+
+import numpy as np
+
+from fedlib.distributed import Communicator
+
+
+class Hub:
+    """The slots and the barrier that ``n`` thread ranks share; ``timeout`` (seconds) bounds a
+    wait for a rank that never arrives."""
+
+    def __init__(self, n: int, timeout: float = 60):
+        self.n, self.slots = n, [None] * n
+        self.barrier = threading.Barrier(n, timeout=timeout)
+
+    def gather(self, rank: int, obj):
+        self.slots[rank] = obj
+        self.barrier.wait()
+        out = list(self.slots)
+        self.barrier.wait()
+        return out
+
+
+class ThreadComm(Communicator):
+    """Rank ``rank`` of a world of threads: the base class's collectives over ``hub``; counts its
+    array collectives in ``array_calls``."""
+
+    def __init__(self, hub: Hub, rank: int):
+        self.hub, self.rank, self.world_size, self.array_calls = hub, rank, hub.n, 0
+
+    def all_gather_object(self, obj):
+        return self.hub.gather(self.rank, obj)
+
+    def all_gather_array(self, x):
+        self.array_calls += 1
+        return [np.array(a, copy=True) for a in self.hub.gather(self.rank, np.array(x, copy=True))]
+
+
+def on_ranks(n: int, fn, *, keeps_barrier: tuple = ()) -> list:
+    """``fn(comm)`` on ``n`` thread ranks; their results. A rank's error breaks the barrier, so that
+    the other ranks stop waiting, unless it is an instance of ``keeps_barrier`` (a simulated kill of
+    one rank whose peer goes on); the first error that is not such a broken barrier is raised, else
+    the first error."""
+    hub, results, errors = Hub(n), [None] * n, [None] * n
+
+    def target(r):
+        try:
+            results[r] = fn(ThreadComm(hub, r))
+        except BaseException as exc:  # noqa: BLE001 - handed to the test
+            errors[r] = exc
+            if not isinstance(exc, keeps_barrier):
+                hub.barrier.abort()
+
+    threads = [threading.Thread(target=target, args=(r,)) for r in range(n)]
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join()
+    for e in errors:
+        if e is not None and not isinstance(e, threading.BrokenBarrierError):
+            raise e
+    for e in errors:
+        if e is not None:
+            raise e
+    return results
