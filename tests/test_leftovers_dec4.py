@@ -9,6 +9,7 @@ import pytest
 
 from fedlib.rng import PURPOSES, generator
 from fedlib.schedules import RandomSteps, WallClock
+from cliutil import cli_exit
 
 
 # ---------------------------------------------------------------- WallClock's own stream
@@ -46,21 +47,6 @@ def test_wallclock_speeds_are_independent_of_a_random_schedule_with_the_same_see
 
 # ---------------------------------------------------------------- table1 --budget-seconds inf
 
-def _main(argv) -> tuple:
-    """``(exit status, stdout, stderr)`` of ``python -m fedlib argv``, run in this process."""
-    import contextlib
-    import io
-
-    from fedlib.cli import main
-
-    out, err = io.StringIO(), io.StringIO()
-    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-        try:
-            rc = main(argv)
-        except SystemExit as exc:
-            rc = exc.code
-    return rc, out.getvalue(), err.getvalue()
-
 
 @pytest.mark.parametrize("flags, message", [
     (["--budget-seconds", "inf"], "--budget-seconds must be a finite number of seconds, got inf; for no practical "
@@ -72,7 +58,7 @@ def test_table1_refuses_an_infinite_budget(tmp_path, flags, message):
     """--budget-seconds inf (and --continue-later inf) had no documented meaning and was taken as
     "no limit": a dry run listed the runs, a real call would have trained every missing cell."""
     res = tmp_path / "results"
-    rc, out, err = _main(["table1", "--results", str(res), "--dry-run", "--cells", "sgd-e2-fedavg", "--seeds", "0",
+    rc, out, err = cli_exit(["table1", "--results", str(res), "--dry-run", "--cells", "sgd-e2-fedavg", "--seeds", "0",
                           *flags])
     assert (rc, out) == (2, ""), (rc, out, err)
     assert err.startswith(f"python -m fedlib table1: error: {message}"), err
@@ -144,7 +130,7 @@ def test_synthetic_refuses_beta_whose_inputs_overflow():
 def test_an_argument_a_subcommand_does_not_take_is_reported_by_that_subcommand(argv, command, message):
     """argparse reported them from the top level: 'usage: python -m fedlib [-h] COMMAND ...' and
     'python -m fedlib: error: unrecognized arguments: b.json', naming neither rerun nor what it takes."""
-    rc, out, err = _main(argv)
+    rc, out, err = cli_exit(argv)
     assert (rc, out) == (2, ""), (rc, out, err)
     lines = err.strip().splitlines()
     assert lines[0].startswith(f"usage: python -m fedlib {command} [-h] "), lines[0]
@@ -208,7 +194,7 @@ def test_rerun_refuses_a_summary_that_disagrees_with_its_history(tmp_path):
     import json
 
     orig = tmp_path / "orig.json"
-    rc, _, err = _main(["run", "synthetic", "--num-clients", "3", "--rounds", "2", "--epochs", "1", "--quiet",
+    rc, _, err = cli_exit(["run", "synthetic", "--num-clients", "3", "--rounds", "2", "--epochs", "1", "--quiet",
                         "--out", str(orig)])
     assert rc == 0, err
     doc = json.loads(orig.read_text())
@@ -216,7 +202,7 @@ def test_rerun_refuses_a_summary_that_disagrees_with_its_history(tmp_path):
     doc["summary"]["final_test_accuracy"] = 0.99
     bad = tmp_path / "bad.json"
     bad.write_text(json.dumps(doc))
-    rc, out, err = _main(["rerun", str(bad), "--quiet"])
+    rc, out, err = cli_exit(["rerun", str(bad), "--quiet"])
     assert (rc, out) == (2, "")
     assert err == (f"python -m fedlib rerun: error: {bad}: summary.final_test_accuracy is 0.99 but the last round "
                    f"(history[1]) has test_accuracy {last!r}; the summary must be the history's last record\n")
@@ -240,7 +226,7 @@ def test_bench_cifar10_profile_on_the_cpu_is_sorted_by_self_cpu_time(tmp_path):
     written table: the 'Self CPU' column never increases down the rows, at most 30 of them (the
     order of the numbers the profiler itself prints, not a measurement of this test)."""
     prof = tmp_path / "p.txt"
-    rc, out, err = _main(["bench", "cifar10", "--sample", "--width", "0.03", "--steps", "2", "--repeat", "1",
+    rc, out, err = cli_exit(["bench", "cifar10", "--sample", "--width", "0.03", "--steps", "2", "--repeat", "1",
                           "--device", "cpu", "--profile", str(prof), "--quiet"])
     assert (rc, out) == (0, ""), err
     lines = prof.read_text().splitlines()

@@ -9,34 +9,22 @@ process (``fedlib.cli.main`` or the helpers directly), on tiny generated data se
 from __future__ import annotations
 
 import argparse
-import contextlib
-import io
 import json
 import os
 from pathlib import Path
 
 import pytest
 
-from fedlib.cli import common, main
+from fedlib.cli import common
 from fedlib.cli.common import CLIError
+from cliutil import cli_exit
 
 SYN = ["run", "synthetic", "--num-clients", "3", "--rounds", "2"]
 
 
-def _exit(argv) -> tuple[int, str, str]:
-    """``(exit status, stdout, stderr)`` of ``main(argv)``, an argparse ``SystemExit`` included."""
-    out, err = io.StringIO(), io.StringIO()
-    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-        try:
-            rc = main(argv)
-        except SystemExit as exc:
-            rc = exc.code
-    return rc, out.getvalue(), err.getvalue()
-
-
 def _error(argv) -> str:
     """The text after ``<prog>: error: `` of a refused command line (exit status 2)."""
-    rc, _, err = _exit(argv)
+    rc, _, err = cli_exit(argv)
     assert rc == 2, (rc, err)
     lines = [ln for ln in err.splitlines() if ": error: " in ln]
     assert lines, err
@@ -121,7 +109,7 @@ def test_run_synthetic_names_the_flag_of_a_bad_value(flag, value, message):
 def test_help_shows_defaults_but_not_none_or_false():
     """``(default: X)`` is shown where X is a value, not for None (the help says what happens) or False
     (a switch)."""
-    rc, out, _ = _exit(["run", "synthetic", "--help"])
+    rc, out, _ = cli_exit(["run", "synthetic", "--help"])
     assert rc == 0
     text = " ".join(out.split())  # the help is wrapped at the terminal width
     assert "communication rounds (default: 100)" in text
@@ -533,7 +521,7 @@ def test_run_synthetic_records_the_synthetic_defaults(tmp_path):
     """Without data flags: Synthetic(1, 1) with 30 clients, data seed 0 and 10 classes (the help's defaults),
     recorded in config.data; the summary line names the algorithm, the rounds and the file."""
     out = tmp_path / "r.json"
-    rc, stdout, err = _exit(["run", "synthetic", "--rounds", "1", "--out", str(out)])
+    rc, stdout, err = cli_exit(["run", "synthetic", "--rounds", "1", "--out", str(out)])
     assert rc == 0, err
     config = json.loads(out.read_text())["config"]
     data = {k: v for k, v in config["data"].items() if k != "num_samples"}
@@ -552,16 +540,16 @@ def test_run_synthetic_records_the_synthetic_defaults(tmp_path):
 
 def test_run_synthetic_quiet_prints_nothing_and_without_out_writes_nothing(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
-    rc, stdout, err = _exit(SYN + ["--quiet"])
+    rc, stdout, err = cli_exit(SYN + ["--quiet"])
     assert (rc, stdout, err) == (0, "", "")
     assert list(tmp_path.iterdir()) == []
-    rc, stdout, _ = _exit(SYN)
+    rc, stdout, _ = cli_exit(SYN)
     assert rc == 0 and "wrote" not in stdout and stdout.startswith("fednova: final training loss ")
 
 
 def test_run_synthetic_on_a_leaf_file(tmp_path, leaf_file):
     out = tmp_path / "r.json"
-    assert _exit(["run", "synthetic", "--quiet", "--rounds", "1", "--data", str(leaf_file), "--out", str(out),
+    assert cli_exit(["run", "synthetic", "--quiet", "--rounds", "1", "--data", str(leaf_file), "--out", str(out),
                   "--tau-eff", "population"])[0] == 0
     config = json.loads(out.read_text())["config"]
     assert config["problem"] == "leaf-logistic"
@@ -603,7 +591,7 @@ def test_run_synthetic_refuses_engine_combinations(tmp_path, flags, message):
 
 
 def test_run_synthetic_reference_engine_on_the_cpu_device_runs():
-    assert _exit(SYN + ["--quiet", "--engine", "reference", "--device", "cpu"])[0] == 0
+    assert cli_exit(SYN + ["--quiet", "--engine", "reference", "--device", "cpu"])[0] == 0
 
 
 def test_run_synthetic_refuses_more_processes_than_clients(monkeypatch):
@@ -664,7 +652,7 @@ def test_run_synthetic_checkpoints_every_k_rounds_and_after_the_last(tmp_path, m
     out = tmp_path / "r.json"
     argv = ["run", "synthetic", "--num-clients", "3", "--rounds", "5", "--quiet", "--out", str(out),
             "--checkpoint-every", "2"]
-    assert _exit(argv)[0] == 0
+    assert cli_exit(argv)[0] == 0
     assert saved == [2, 4, 5]  # every 2 rounds, and after the last (5)
     doc = ckpt.load_checkpoint(tmp_path / "r.json.ckpt", kind="synthetic")
     assert doc["round"] == 5
@@ -748,7 +736,7 @@ def test_rerun_parser_defaults():
 
 
 def test_rerun_help_shows_the_whole_description():
-    rc, out, _ = _exit(["rerun", "--help"])
+    rc, out, _ = cli_exit(["rerun", "--help"])
     text = " ".join(out.split())
     assert rc == 0 and "Exit status 0 when they match; 1 (MISMATCH)" in text
 
@@ -836,7 +824,7 @@ def test_compare_results_default_tol_and_missing_parts():
 def recorded(tmp_path_factory):
     """A 2-round, 3-client run synthetic result (read it, do not modify it)."""
     path = tmp_path_factory.mktemp("rerun") / "orig.json"
-    assert _exit(SYN + ["--epochs", "1", "--quiet", "--out", str(path)])[0] == 0
+    assert cli_exit(SYN + ["--epochs", "1", "--quiet", "--out", str(path)])[0] == 0
     return path
 
 
@@ -851,7 +839,7 @@ def _edited(recorded, tmp_path, edit):
 def test_rerun_refuses_an_out_it_cannot_write(recorded, tmp_path):
     """Before rerunning (not through the run's own refusal, which adds a 'rerun ... failed' line)."""
     out = tmp_path / "no" / "new.json"
-    assert _exit(["rerun", str(recorded), "--quiet", "--out", str(out)]) \
+    assert cli_exit(["rerun", str(recorded), "--quiet", "--out", str(out)]) \
         == (2, "", f"python -m fedlib rerun: error: --out {out}: folder {tmp_path / 'no'} does not exist\n")
 
 
@@ -867,7 +855,7 @@ def test_rerun_refuses_a_result_that_is_not_a_run(recorded, tmp_path, edit):
 def test_rerun_prints_what_it_reruns_the_commit_note_and_the_verdict(recorded, tmp_path, monkeypatch):
     monkeypatch.setenv("FEDLIB_GIT_COMMIT", "a" * 40)  # this checkout
     path = _edited(recorded, tmp_path, lambda d: d["provenance"].update(git_commit="b" * 40, command="cmd"))
-    rc, out, err = _exit(["rerun", str(path)])
+    rc, out, err = cli_exit(["rerun", str(path)])
     assert (rc, err) == (0, "")  # no progress bar: stderr is not a terminal and no --progress
     assert out.splitlines() == [
         f"rerunning {path} (seed 0, commit {'b' * 40}, command: cmd)",
@@ -876,13 +864,13 @@ def test_rerun_prints_what_it_reruns_the_commit_note_and_the_verdict(recorded, t
     # made at this commit (or an unknown one): no note
     for commit in ("a" * 40, "unknown"):
         path = _edited(recorded, tmp_path, lambda d: d["provenance"].update(git_commit=commit, command="cmd"))
-        rc, out, err = _exit(["rerun", str(path)])
+        rc, out, err = cli_exit(["rerun", str(path)])
         assert rc == 0 and out.splitlines()[1:] == ["match: 2 rounds, initial, summary and config equal to 1e-12"]
 
 
 def test_rerun_keeps_the_new_result_with_out(recorded, tmp_path):
     new = tmp_path / "new.json"
-    rc, out, err = _exit(["rerun", str(recorded), "--quiet", "--out", str(new)])
+    rc, out, err = cli_exit(["rerun", str(recorded), "--quiet", "--out", str(new)])
     assert (rc, err) == (0, "")
     assert out == f"match: 2 rounds, initial, summary and config equal to 1e-12; wrote {new}\n"
     assert json.loads(new.read_text())["config"] == json.loads(recorded.read_text())["config"]
@@ -895,7 +883,7 @@ def test_rerun_reports_flags_the_run_refuses_after_the_check(recorded, tmp_path,
 
     monkeypatch.setattr(rerun, "_check_argv", lambda argv, paths: None)
     path = _edited(recorded, tmp_path, lambda d: d["config"].update(seed=-1))
-    rc, out, err = _exit(["rerun", str(path), "--quiet"])
+    rc, out, err = cli_exit(["rerun", str(path), "--quiet"])
     assert rc == 2 and out == ""
     lines = err.splitlines()
     # run synthetic's own message, held back and shown
@@ -931,7 +919,7 @@ def _interrupted_run(tmp_path, monkeypatch, commit):
     out = tmp_path / "r.json"
     argv = ["run", "synthetic", "--num-clients", "3", "--rounds", "3", "--quiet", "--out", str(out),
             "--checkpoint-every", "1"]
-    rc, _, err = _exit(argv)
+    rc, _, err = cli_exit(argv)
     assert (rc, err) == (130, f"python -m fedlib run synthetic: interrupted; checkpoint {out}.ckpt kept: run the "
                               "same command with --resume to continue from it\n")
     monkeypatch.setattr(ckpt, "save_checkpoint", real)
@@ -940,7 +928,7 @@ def _interrupted_run(tmp_path, monkeypatch, commit):
 
 def test_run_synthetic_resume_records_the_earlier_segment(tmp_path, monkeypatch):
     argv, out = _interrupted_run(tmp_path, monkeypatch, "a" * 40)
-    rc, stdout, err = _exit(argv + ["--resume"])  # the same commit: no warning
+    rc, stdout, err = cli_exit(argv + ["--resume"])  # the same commit: no warning
     assert (rc, stdout, err) == (0, "", "")
     prov = json.loads(out.read_text())["provenance"]
     assert prov["resumed"]["from_round"] == 1
@@ -956,7 +944,7 @@ def test_run_synthetic_resume_records_the_earlier_segment(tmp_path, monkeypatch)
 def test_run_synthetic_resume_at_another_commit_warns(tmp_path, monkeypatch):
     argv, out = _interrupted_run(tmp_path, monkeypatch, "a" * 40)
     monkeypatch.setenv("FEDLIB_GIT_COMMIT", "b" * 40)
-    rc, stdout, err = _exit(argv + ["--resume"])
+    rc, stdout, err = cli_exit(argv + ["--resume"])
     assert (rc, stdout) == (0, "")
     assert err == (f"warning: --resume: rounds before 1 were computed by commit(s) {'a' * 40}, this process runs "
                    f"{'b' * 40} (recorded in the result's provenance.resumed)\n")
@@ -964,7 +952,7 @@ def test_run_synthetic_resume_at_another_commit_warns(tmp_path, monkeypatch):
 
 def test_run_synthetic_summary_is_the_last_round_and_a_fresh_run_is_not_resumed(tmp_path):
     out = tmp_path / "r.json"
-    assert _exit(SYN + ["--quiet", "--out", str(out)])[0] == 0
+    assert cli_exit(SYN + ["--quiet", "--out", str(out)])[0] == 0
     doc = json.loads(out.read_text())
     last = doc["history"][-1]
     assert doc["summary"] == {"final_train_loss": last["train_loss"], "final_test_accuracy": last["test_accuracy"],
@@ -976,7 +964,7 @@ def test_run_synthetic_summary_is_the_last_round_and_a_fresh_run_is_not_resumed(
 def test_run_synthetic_progress_bar_shows_the_loss():
     import re
 
-    rc, out, err = _exit(SYN + ["--progress", "--algorithm", "fedavg"])
+    rc, out, err = cli_exit(SYN + ["--progress", "--algorithm", "fedavg"])
     assert rc == 0
     assert re.search(r"fedavg: 100%.* 2/2 .*loss=\d+\.\d{4}\]", err), err  # desc, rounds done, the loss to 4 places
     assert out.startswith("fedavg: final training loss ")
@@ -998,7 +986,7 @@ def test_bench_synthetic_parser_defaults_and_bounds():
 
 
 def test_bench_synthetic_help_starts_with_the_bench_module_summary():
-    rc, out, _ = _exit(["bench", "synthetic", "--help"])
+    rc, out, _ = cli_exit(["bench", "synthetic", "--help"])
     text = " ".join(out.split())
     assert rc == 0
     assert "Speed of the batched engine against per-client Python loops (python -m fedlib bench synthetic)." in text
@@ -1019,7 +1007,7 @@ def test_bench_synthetic_passes_its_flags_on(tmp_path, monkeypatch):
     monkeypatch.setattr(bench, "bench_synthetic", fake)
     monkeypatch.setattr(bench, "format_bench", lambda r: f"speedup {r['speedup']}")
     path = tmp_path / "b.json"
-    rc, out, err = _exit(["bench", "synthetic", "--rounds", "2", "--repeat", "4", "--epochs", "1-3", "--algorithm",
+    rc, out, err = cli_exit(["bench", "synthetic", "--rounds", "2", "--repeat", "4", "--epochs", "1-3", "--algorithm",
                           "scaffold", "--data-seed", "7", "--equal-sizes", "--with-eval", "--json", str(path)])
     assert (rc, out, err) == (0, f"speedup 3.0\nwrote {path}\n", "timing\n")
     kw = dict(calls[0])
@@ -1027,7 +1015,7 @@ def test_bench_synthetic_passes_its_flags_on(tmp_path, monkeypatch):
     assert kw == dict(rounds=2, repeat=4, epochs="1-3", algorithm="scaffold", data_seed=7, equal_sizes=True,
                       evaluate=True)
     assert json.loads(path.read_text())["kind"] == "bench"
-    rc, out, err = _exit(["bench", "synthetic", "--quiet"])
+    rc, out, err = cli_exit(["bench", "synthetic", "--quiet"])
     assert (rc, out, err) == (0, "", "") and calls[1]["progress"] is None
     assert (calls[1]["equal_sizes"], calls[1]["evaluate"]) == (False, False)
     # an output path that cannot be written is refused before any timing

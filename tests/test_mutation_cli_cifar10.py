@@ -12,25 +12,12 @@ command line handed them.
 from __future__ import annotations
 
 import argparse
-import contextlib
-import io
 import sys
 
 import pytest
 
 import fedlib.cli as cli
-from fedlib.cli import main
-
-
-def _exit(argv) -> tuple:
-    """``(exit status, stdout, stderr)`` of ``main(argv)``, an argparse ``SystemExit`` included."""
-    out, err = io.StringIO(), io.StringIO()
-    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-        try:
-            rc = main(argv)
-        except SystemExit as exc:
-            rc = exc.code
-    return rc, out.getvalue(), err.getvalue()
+from cliutil import cli_exit
 
 
 # ----------------------------------------------------------------------------- fedlib.cli: commands
@@ -46,10 +33,10 @@ def test_load_raises_a_broken_import_inside_a_command_module():
 
 
 def test_no_command_and_no_target_are_argparse_errors():
-    rc, out, err = _exit([])
+    rc, out, err = cli_exit([])
     assert (rc, out) == (2, "")
     assert err.splitlines()[-1] == "python -m fedlib: error: the following arguments are required: COMMAND"
-    rc, out, err = _exit(["run"])
+    rc, out, err = cli_exit(["run"])
     assert (rc, out) == (2, "")
     assert err.splitlines()[-1] == "python -m fedlib run: error: the following arguments are required: TARGET"
 
@@ -104,7 +91,7 @@ def _parse(argv) -> argparse.Namespace:
 
 def _refused(argv) -> str:
     """The last stderr line of an argparse refusal (exit status 2)."""
-    rc, out, err = _exit(argv)
+    rc, out, err = cli_exit(argv)
     assert (rc, out) == (2, ""), (rc, err)
     return err.splitlines()[-1]
 
@@ -236,7 +223,7 @@ def test_run_cifar10_records_the_setup_and_prints_the_last_round(tmp_path, fake_
     from fedlib.results import read_result
 
     out = tmp_path / "r.json"
-    rc, stdout, err = _exit(["run", "cifar10", *TINY, "--rounds", "4", "--algorithm", "fedavg", "--seed", "3",
+    rc, stdout, err = cli_exit(["run", "cifar10", *TINY, "--rounds", "4", "--algorithm", "fedavg", "--seed", "3",
                              "--out", str(out)])
     assert (rc, err) == (0, ""), err
     # round 3 (the 4th): loss 2.5 - 0.75 = 1.75, accuracy 0.125 * 4 = 0.5
@@ -262,7 +249,7 @@ def test_run_cifar10_records_cudnn_benchmark_gemm_and_a_tau_eff_value(tmp_path, 
     from fedlib.results import read_result
 
     out = tmp_path / "r.json"
-    rc, stdout, err = _exit(["run", "cifar10", *TINY, "--rounds", "1", "--cudnn-benchmark", "--conv", "gemm",
+    rc, stdout, err = cli_exit(["run", "cifar10", *TINY, "--rounds", "1", "--cudnn-benchmark", "--conv", "gemm",
                              "--tau-eff", "population", "--out", str(out), "--quiet"])
     assert (rc, stdout, err) == (0, "", "")
     cfg = read_result(out)["config"]
@@ -277,7 +264,7 @@ def test_run_cifar10_records_cudnn_benchmark_gemm_and_a_tau_eff_value(tmp_path, 
 
 def test_run_cifar10_without_out_prints_and_writes_nothing(tmp_path, fake_training, monkeypatch):
     monkeypatch.chdir(tmp_path)
-    rc, stdout, err = _exit(["run", "cifar10", *TINY, "--rounds", "2"])
+    rc, stdout, err = cli_exit(["run", "cifar10", *TINY, "--rounds", "2"])
     assert (rc, err) == (0, "")
     assert stdout.startswith("fednova: final training loss 2.2500, test accuracy 0.2500 after 2 rounds (")
     assert stdout.endswith(" s)\n") and "wrote" not in stdout
@@ -285,18 +272,18 @@ def test_run_cifar10_without_out_prints_and_writes_nothing(tmp_path, fake_traini
 
 
 def test_run_cifar10_progress_bar_counts_the_rounds(tmp_path, fake_training):
-    rc, stdout, err = _exit(["run", "cifar10", *TINY, "--rounds", "3", "--progress"])
+    rc, stdout, err = cli_exit(["run", "cifar10", *TINY, "--rounds", "3", "--progress"])
     assert rc == 0
     assert "3/3" in err and "acc=0.375" in err  # the bar reached the 3rd round; its accuracy 0.125 * 3
 
 
 def test_run_cifar10_batch_size_up_to_the_largest_client(tmp_path, fake_training):
     largest = max(len(c) for c in _sample_parts())
-    rc, _, err = _exit(["run", "cifar10", *TINY, "--rounds", "1", "--quiet", "--batch-size", str(largest)])
+    rc, _, err = cli_exit(["run", "cifar10", *TINY, "--rounds", "1", "--quiet", "--batch-size", str(largest)])
     assert (rc, err) == (0, "")
     assert fake_training[0]["batch_size"] == largest
     out = tmp_path / "r.json"
-    rc, _, err = _exit(["run", "cifar10", *TINY, "--rounds", "1", "--batch-size", str(largest + 1), "--out", str(out)])
+    rc, _, err = cli_exit(["run", "cifar10", *TINY, "--rounds", "1", "--batch-size", str(largest + 1), "--out", str(out)])
     assert rc == 2 and not out.exists()
     assert err == (f"python -m fedlib run cifar10: error: --batch-size {largest + 1} is larger than the largest client "
                    f"({largest} images); --batch-size {largest} already trains every client on all its images per "
@@ -305,7 +292,7 @@ def test_run_cifar10_batch_size_up_to_the_largest_client(tmp_path, fake_training
 
 
 def test_run_cifar10_partition_flags_reach_the_split(tmp_path, fake_training):
-    rc, _, err = _exit(["run", "cifar10", *TINY, "--rounds", "1", "--quiet", "--num-clients", "4",
+    rc, _, err = cli_exit(["run", "cifar10", *TINY, "--rounds", "1", "--quiet", "--num-clients", "4",
                         "--partition-alpha", "0.5", "--partition-seed", "7"])
     assert (rc, err) == (0, "")
     assert [list(p) for p in fake_training[0]["parts"]] == [list(p) for p in _sample_parts(4, 0.5, 7)]
@@ -319,7 +306,7 @@ def test_run_cifar10_a_diverged_run_names_itself_and_writes_nothing(tmp_path, mo
 
     monkeypatch.setattr(C, "train_runs", diverge)
     out = tmp_path / "r.json"
-    rc, stdout, err = _exit(["run", "cifar10", *TINY, "--algorithm", "fedavg", "--seed", "4", "--out", str(out)])
+    rc, stdout, err = cli_exit(["run", "cifar10", *TINY, "--algorithm", "fedavg", "--seed", "4", "--out", str(out)])
     assert (rc, stdout) == (2, "") and not out.exists()
     assert err == ("python -m fedlib run cifar10: error: run cifar10 (fedavg seed 4): training loss is nan at round 2; "
                    "nothing written\n")
@@ -342,9 +329,9 @@ def test_a_handler_returning_none_exits_0(monkeypatch):
     import fedlib.cli.cifar10 as c10
 
     monkeypatch.setattr(c10, "run_cifar10", lambda args: None)
-    assert _exit(["run", "cifar10"]) == (0, "", "")
+    assert cli_exit(["run", "cifar10"]) == (0, "", "")
     monkeypatch.setattr(c10, "run_cifar10", lambda args: 3)
-    assert _exit(["run", "cifar10"]) == (3, "", "")
+    assert cli_exit(["run", "cifar10"]) == (3, "", "")
 
 
 @pytest.mark.parametrize("exc, message", [
@@ -359,14 +346,14 @@ def test_a_handler_returning_none_exits_0(monkeypatch):
 ])
 def test_bad_input_errors_exit_2_with_the_message(monkeypatch, exc, message):
     _handler_raising(monkeypatch, exc)
-    assert _exit(["run", "cifar10"]) == (2, "", message)
+    assert cli_exit(["run", "cifar10"]) == (2, "", message)
 
 
 def test_a_divergence_without_a_checkpoint_says_nothing_was_written(monkeypatch):
     from fedlib.engines.batched import DivergenceError
 
     _handler_raising(monkeypatch, DivergenceError(3, "loss is nan"))
-    assert _exit(["run", "cifar10"]) == (
+    assert cli_exit(["run", "cifar10"]) == (
         2, "", "python -m fedlib run cifar10: error: diverged in round 3: loss is nan (nothing written)\n")
 
 
@@ -381,7 +368,7 @@ def test_a_divergence_after_a_checkpoint_names_it(tmp_path, monkeypatch):
 
     _handler_raising(monkeypatch, DivergenceError(5, "update is inf"), saved)
     monkeypatch.setattr(argparse.ArgumentParser, "parse_args", _with_checkpoint_flags(tmp_path))
-    assert _exit(["run", "cifar10"]) == (
+    assert cli_exit(["run", "cifar10"]) == (
         2, "", f"python -m fedlib run cifar10: error: diverged in round 5: update is inf (no result written; "
                f"checkpoint {ckpt} of the rounds before it kept: delete it or give another --checkpoint to start "
                "again, e.g. with a smaller --lr)\n")
@@ -409,20 +396,20 @@ def test_ctrl_c_after_a_checkpoint_names_it(tmp_path, monkeypatch):
 
     _handler_raising(monkeypatch, KeyboardInterrupt(), saved)
     monkeypatch.setattr(argparse.ArgumentParser, "parse_args", _with_checkpoint_flags(tmp_path))
-    assert _exit(["run", "cifar10"]) == (
+    assert cli_exit(["run", "cifar10"]) == (
         130, "", f"python -m fedlib run cifar10: interrupted; checkpoint {ckpt} kept: run the same command with "
                  "--resume to continue from it\n")
 
 
 def test_ctrl_c_before_any_checkpoint_says_nothing_was_written(tmp_path, monkeypatch):
     _handler_raising(monkeypatch, KeyboardInterrupt())
-    assert _exit(["run", "cifar10"]) == (130, "", "python -m fedlib run cifar10: interrupted (nothing written)\n")
+    assert cli_exit(["run", "cifar10"]) == (130, "", "python -m fedlib run cifar10: interrupted (nothing written)\n")
 
 
 def test_a_closed_pipe_exits_141_quietly(monkeypatch):
     _handler_raising(monkeypatch, BrokenPipeError())
     monkeypatch.setattr(sys, "stdout", sys.stdout)  # main points it at os.devnull: restored after the test
-    assert _exit(["run", "cifar10"]) == (141, "", "")
+    assert cli_exit(["run", "cifar10"]) == (141, "", "")
 
 
 # ----------------------------------------------------------------------------- _kept_checkpoints
@@ -467,7 +454,7 @@ def test_main_without_argv_reads_sys_argv(monkeypatch):
     seen = []
     monkeypatch.setattr(c10, "run_cifar10", lambda args: seen.append(args.rounds) or 0)
     monkeypatch.setattr(sys, "argv", ["/x/fedlib/__main__.py", "run", "cifar10", "--rounds", "7"])
-    assert _exit(None) == (0, "", "")
+    assert cli_exit(None) == (0, "", "")
     assert seen == [7]
 
 
@@ -486,7 +473,7 @@ def test_an_unknown_command_is_an_argparse_error():
 # ----------------------------------------------------------------------------- data and device flags
 def _error(argv) -> str:
     """The whole stderr of a refused command (exit status 2, nothing on stdout)."""
-    rc, out, err = _exit(argv)
+    rc, out, err = cli_exit(argv)
     assert (rc, out) == (2, ""), (rc, out, err)
     return err
 
@@ -522,7 +509,7 @@ def test_run_cifar10_device_refusals(tmp_path, fake_training, monkeypatch):
         "cpu\n")
     assert fake_training == []
     # the resolved default without a GPU is the CPU, and --path vmap with the default --conv goes on
-    assert _exit([*base, "--quiet", "--path", "vmap"])[0] == 0
+    assert cli_exit([*base, "--quiet", "--path", "vmap"])[0] == 0
     assert (fake_training[0]["device"], fake_training[0]["path"]) == ("cpu", "vmap")
 
 
@@ -554,7 +541,7 @@ def fake_bench(monkeypatch):
 
 
 def test_bench_cifar10_without_data_flags_times_the_sample_and_prints(tmp_path, fake_bench):
-    rc, stdout, err = _exit(["bench", "cifar10", "--device", "cpu", "--width", "0.03"])
+    rc, stdout, err = cli_exit(["bench", "cifar10", "--device", "cpu", "--width", "0.03"])
     assert rc == 0 and err == "timing the engine\n"
     assert stdout.startswith("sequential per-client loop:        100 images/s\n")
     (call,) = fake_bench
@@ -563,7 +550,7 @@ def test_bench_cifar10_without_data_flags_times_the_sample_and_prints(tmp_path, 
 
 
 def test_bench_cifar10_quiet_prints_nothing(tmp_path, fake_bench):
-    assert _exit(["bench", "cifar10", "--device", "cpu", "--quiet"]) == (0, "", "")
+    assert cli_exit(["bench", "cifar10", "--device", "cpu", "--quiet"]) == (0, "", "")
     assert fake_bench[0]["progress"] is None
 
 
@@ -571,7 +558,7 @@ def test_bench_cifar10_writes_json_and_profile(tmp_path, fake_bench):
     from fedlib.results import read_result
 
     js, prof = tmp_path / "b.json", tmp_path / "p.txt"
-    rc, stdout, err = _exit(["bench", "cifar10", "--device", "cpu", "--json", str(js), "--profile", str(prof)])
+    rc, stdout, err = cli_exit(["bench", "cifar10", "--device", "cpu", "--json", str(js), "--profile", str(prof)])
     assert rc == 0
     assert stdout.splitlines()[0] == f"wrote {prof}" and stdout.splitlines()[-1] == f"wrote {js}"
     assert prof.read_text() == "operator table\n"
@@ -580,13 +567,13 @@ def test_bench_cifar10_writes_json_and_profile(tmp_path, fake_bench):
     assert "profile" not in doc["summary"] and fake_bench[0]["profile"] is True
     # --quiet: the files, no lines
     js.unlink(), prof.unlink()
-    assert _exit(["bench", "cifar10", "--device", "cpu", "--json", str(js), "--profile", str(prof), "--quiet"]) \
+    assert cli_exit(["bench", "cifar10", "--device", "cpu", "--json", str(js), "--profile", str(prof), "--quiet"]) \
         == (0, "", "")
     assert js.is_file() and prof.read_text() == "operator table\n"
 
 
 def test_bench_cifar10_without_profile_asks_for_none(tmp_path, fake_bench):
-    assert _exit(["bench", "cifar10", "--device", "cpu", "--quiet"])[0] == 0
+    assert cli_exit(["bench", "cifar10", "--device", "cpu", "--quiet"])[0] == 0
     assert fake_bench[0]["profile"] is False and fake_bench[0]["on_partial"] is None
 
 
@@ -618,7 +605,7 @@ def test_bench_cifar10_ctrl_c_before_any_variant_writes_nothing(tmp_path, monkey
 
     monkeypatch.setattr(C, "bench_cifar10", interrupted)
     js = tmp_path / "b.json"
-    assert _exit(["bench", "cifar10", "--device", "cpu", "--json", str(js), "--compare", "base"]) == (
+    assert cli_exit(["bench", "cifar10", "--device", "cpu", "--json", str(js), "--compare", "base"]) == (
         130, "", "python -m fedlib bench cifar10: interrupted (nothing written)\n")
     assert not js.exists()
 
@@ -635,7 +622,7 @@ def test_bench_cifar10_ctrl_c_after_two_variants_keeps_them(tmp_path, monkeypatc
 
     monkeypatch.setattr(C, "bench_cifar10", two_then_interrupted)
     js = tmp_path / "b.json"
-    assert _exit(["bench", "cifar10", "--device", "cpu", "--json", str(js), "--compare", "base", "runs=2"]) == (
+    assert cli_exit(["bench", "cifar10", "--device", "cpu", "--json", str(js), "--compare", "base", "runs=2"]) == (
         130, "", f"python -m fedlib bench cifar10: interrupted; {js} keeps the base engine and the 2 variant(s) "
                  "finished before\n")
     doc = read_result(js)
@@ -645,7 +632,7 @@ def test_bench_cifar10_ctrl_c_after_two_variants_keeps_them(tmp_path, monkeypatc
 
 # ----------------------------------------------------------------------------- table1 (the runner faked)
 def test_table1_list_cells_prints_one_line_per_cell():
-    rc, stdout, err = _exit(["table1", "--list-cells"])
+    rc, stdout, err = cli_exit(["table1", "--list-cells"])
     assert (rc, err) == (0, "")
     lines = stdout.splitlines()
     assert len(lines) == 17  # TABLE1_DESCRIPTION: 2 x 3 x 2 + 3 VR + hybrid + server momentum
@@ -674,7 +661,7 @@ def fake_table1(monkeypatch):
 
 def test_table1_runs_and_reports_what_it_did(tmp_path, fake_table1):
     res = tmp_path / "new" / "results"
-    rc, stdout, err = _exit(["table1", "--results", str(res), "--budget-seconds", "60", "--sample", "--width", "0.03",
+    rc, stdout, err = cli_exit(["table1", "--results", str(res), "--budget-seconds", "60", "--sample", "--width", "0.03",
                              "--device", "cpu", "--seeds", "2,0", "--cells", "sgd-e2-fedavg, sgd-e2-fednova"])
     assert (rc, err) == (0, "")
     assert stdout == "table1: 2 written, 1 already present, 3 not started, 0 stopped for the budget\n"
@@ -699,12 +686,12 @@ def test_table1_stacks_six_on_cuda_and_reports_paused_groups(tmp_path, monkeypat
 
     monkeypatch.setattr(C, "run_table1", run_table1)
     monkeypatch.setattr(c10, "_check_device", lambda args: "cuda:0")
-    rc, stdout, err = _exit(["table1", "--results", str(tmp_path), "--budget-seconds", "0", "--sample"])
+    rc, stdout, err = cli_exit(["table1", "--results", str(tmp_path), "--budget-seconds", "0", "--sample"])
     assert (rc, err) == (0, "")
     assert stdout == ("table1: 0 written, 0 already present, 0 not started, 1 stopped for the budget, 2 paused for "
                       "the next call\n")
     assert calls[0]["stack"] == 6  # --stack's help: 6 on CUDA
-    rc, _, _ = _exit(["table1", "--results", str(tmp_path), "--budget-seconds", "0", "--sample", "--stack", "3"])
+    rc, _, _ = cli_exit(["table1", "--results", str(tmp_path), "--budget-seconds", "0", "--sample", "--stack", "3"])
     assert rc == 0 and calls[1]["stack"] == 3
 
 
@@ -731,7 +718,7 @@ def test_table1_flag_refusals(tmp_path, fake_table1, flags, message):
 
 
 def test_table1_seed_zero_and_blank_entries_are_accepted(tmp_path, fake_table1):
-    assert _exit(["table1", "--results", str(tmp_path), "--budget-seconds", "0", "--sample", "--device", "cpu",
+    assert cli_exit(["table1", "--results", str(tmp_path), "--budget-seconds", "0", "--sample", "--device", "cpu",
                   "--seeds", "0,,5,", "--width", "0.03"])[0] == 0
     assert fake_table1[0]["seeds"] == [0, 5] and fake_table1[0]["cells"] is None
 
@@ -751,13 +738,13 @@ def test_table1_results_that_is_a_file_is_refused(tmp_path, fake_table1):
 
 def test_table1_dry_run_reads_no_data_without_sample_and_makes_no_folder(tmp_path, fake_table1):
     res = tmp_path / "results"
-    assert _exit(["table1", "--results", str(res), "--budget-seconds", "0", "--dry-run", "--rounds", "3"]) == (
+    assert cli_exit(["table1", "--results", str(res), "--budget-seconds", "0", "--dry-run", "--rounds", "3"]) == (
         0, "", "")
     (call,) = fake_table1
     assert call["dry_run"] is True and call["data"] is None and call["rounds"] == 3
     assert call["num_train"] == 50000  # the full training set's size (the paper's)
     assert not res.exists()
-    assert _exit(["table1", "--results", str(res), "--budget-seconds", "0", "--dry-run", "--sample"])[0] == 0
+    assert cli_exit(["table1", "--results", str(res), "--budget-seconds", "0", "--dry-run", "--sample"])[0] == 0
     assert len(fake_table1[1]["data"].train_labels) == 2000
 
 
@@ -809,7 +796,7 @@ def test_run_cifar10_a_split_that_cannot_be_made_names_the_flags(tmp_path, fake_
 
 
 def test_table1_summary_of_an_empty_folder_is_the_table_alone(tmp_path):
-    rc, stdout, err = _exit(["table1", "--summary", "--results", str(tmp_path)])
+    rc, stdout, err = cli_exit(["table1", "--summary", "--results", str(tmp_path)])
     assert (rc, err) == (0, "")
     lines = stdout.splitlines()
     assert len(lines) == 2 + 17 and "" not in lines  # header, separator, a row per cell; no other table
@@ -823,7 +810,7 @@ def test_table1_summary_adds_the_lead_and_match_tables_for_pairs(tmp_path):
     committed = Path(__file__).resolve().parents[1] / "data" / "results" / "cifar10"
     for name in ("sgd-e2-fedavg__seed0.json", "sgd-e2-fednova__seed0.json"):
         shutil.copy(committed / name, tmp_path / name)
-    rc, stdout, err = _exit(["table1", "--summary", "--results", str(tmp_path)])
+    rc, stdout, err = cli_exit(["table1", "--summary", "--results", str(tmp_path)])
     assert (rc, err) == (0, "")
     summary, gaps, match = stdout.rstrip("\n").split("\n\n")
     assert len(summary.splitlines()) == 19
@@ -843,7 +830,7 @@ def test_table1_ctrl_c_names_every_group_checkpoint(tmp_path, monkeypatch):
         raise KeyboardInterrupt
 
     monkeypatch.setattr(C, "run_table1", checkpoint_then_interrupted)
-    rc, stdout, err = _exit(["table1", "--results", str(tmp_path), "--budget-seconds", "9", "--sample", "--device",
+    rc, stdout, err = cli_exit(["table1", "--results", str(tmp_path), "--budget-seconds", "9", "--sample", "--device",
                              "cpu"])
     assert (rc, stdout) == (130, "")
     assert err == (f"python -m fedlib table1: interrupted; checkpoint(s) {tmp_path / '.ckpt__g1.pkl'}, "
@@ -857,7 +844,7 @@ def test_table1_ctrl_c_before_any_checkpoint_says_nothing_was_written(tmp_path, 
         raise KeyboardInterrupt
 
     monkeypatch.setattr(C, "run_table1", interrupted)
-    assert _exit(["table1", "--results", str(tmp_path), "--budget-seconds", "9", "--sample", "--device", "cpu"]) == (
+    assert cli_exit(["table1", "--results", str(tmp_path), "--budget-seconds", "9", "--sample", "--device", "cpu"]) == (
         130, "", "python -m fedlib table1: interrupted (nothing written)\n")
 
 
@@ -883,14 +870,14 @@ def _setup_errors():
 def test_table1_runner_errors_are_bad_input(tmp_path, monkeypatch, k):
     exc, message = _setup_errors()[k]
     _table1_raising(monkeypatch, exc)
-    assert _exit(["table1", "--results", str(tmp_path), "--budget-seconds", "9", "--sample", "--device", "cpu"]) == (
+    assert cli_exit(["table1", "--results", str(tmp_path), "--budget-seconds", "9", "--sample", "--device", "cpu"]) == (
         2, "", f"python -m fedlib table1: error: {message}\n")
 
 
 def test_table1_dry_run_results_of_another_setup_name_the_flag(tmp_path, monkeypatch):
     exc, message = _setup_errors()[1]
     _table1_raising(monkeypatch, exc)
-    assert _exit(["table1", "--results", str(tmp_path), "--budget-seconds", "9", "--dry-run"]) == (
+    assert cli_exit(["table1", "--results", str(tmp_path), "--budget-seconds", "9", "--dry-run"]) == (
         2, "", f"python -m fedlib table1: error: {message}\n")
 
 
@@ -903,14 +890,14 @@ def test_table1_summary_of_results_of_another_setup_names_the_flag(tmp_path, mon
         raise exc
 
     monkeypatch.setattr(C, "load_table1_results", load)
-    assert _exit(["table1", "--results", str(tmp_path), "--summary"]) == (
+    assert cli_exit(["table1", "--results", str(tmp_path), "--summary"]) == (
         2, "", f"python -m fedlib table1: error: {message}\n")
 
 
 def test_precision_help_names_fp64_only_where_it_is_a_choice():
-    rc, out, _ = _exit(["run", "cifar10", "--help"])
+    rc, out, _ = cli_exit(["run", "cifar10", "--help"])
     assert rc == 0 and "exactness checks" in " ".join(out.split())
-    rc, out, _ = _exit(["bench", "cifar10", "--help"])
+    rc, out, _ = cli_exit(["bench", "cifar10", "--help"])
     assert rc == 0 and "exactness" not in out and "{fp32,bf16}" in out
 
 
