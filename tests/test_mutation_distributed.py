@@ -15,7 +15,6 @@ import pickle
 import socket
 import subprocess
 import sys
-import threading
 import types
 from pathlib import Path
 
@@ -28,7 +27,7 @@ from fedlib.distributed import Communicator, LocalCommunicator, distributed_appl
 from fedlib.sampling import Participation, full_participation
 from fedlib.solvers import sgd
 from fedlib.variance import ControlVariates
-from thread_ranks import on_ranks
+from thread_ranks import cli_on_ranks, on_ranks
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -390,36 +389,6 @@ SYN = ["run", "synthetic", "--num-clients", "5", "--rounds", "3", "--epochs", "1
        "--sampling", "uniform", "--clients-per-round", "3", "--tau-eff", "population"]
 
 
-def _cli_on_ranks(monkeypatch, argvs):
-    """``python -m fedlib <argv>`` with ``--distributed`` on ``len(argvs)`` thread ranks: their exit
-    statuses (``init_from_env`` hands each thread its rank's communicator; ``run synthetic`` reads
-    ``RANK`` of its own thread)."""
-    import fedlib.cli.synthetic
-    import fedlib.distributed
-    from fedlib.cli import main
-
-    mine = threading.local()
-
-    class OsOfThisRank:  # ``os`` as run synthetic sees it: os.environ with this thread's RANK
-        def __getattr__(self, name):
-            return getattr(os, name)
-
-        @property
-        def environ(self):
-            return {**os.environ, "RANK": str(mine.comm.rank)}
-
-    monkeypatch.setattr(fedlib.distributed, "init_from_env", lambda device="cpu", **kw: mine.comm)
-    monkeypatch.setattr(fedlib.cli.synthetic, "os", OsOfThisRank())
-    monkeypatch.setenv("WORLD_SIZE", str(len(argvs)))
-    monkeypatch.delenv("RANK", raising=False)
-
-    def rank(comm):
-        mine.comm = comm
-        return main(argvs[comm.rank] + ["--distributed"])
-
-    return on_ranks(len(argvs), rank)
-
-
 def _keep_checkpoints(monkeypatch):
     """From now on every checkpoint written is also copied to ``<path>.r<round>``."""
     import shutil
@@ -449,7 +418,7 @@ def test_only_rank_0_writes_and_prints_and_the_run_is_the_one_process_run(tmp_pa
         (tmp_path / f"m{r}").mkdir()
     capsys.readouterr()
     argvs = [SYN + ["--out", str(tmp_path / f"m{r}" / "run.json"), "--checkpoint-every", "2"] for r in range(2)]
-    assert _cli_on_ranks(monkeypatch, argvs) == [0, 0]
+    assert cli_on_ranks(monkeypatch, argvs) == [0, 0]
     out, err = capsys.readouterr()
     assert err == "" and len(out.splitlines()) == 1
     assert out.startswith("fednova-vr: final training loss ") and out.rstrip().endswith(f"; wrote {argvs[0][-3]}")
@@ -469,7 +438,7 @@ def test_ranks_started_with_other_settings_are_refused(tmp_path, monkeypatch, ca
     """A fresh run (no --resume, no checkpoint) whose ranks got other flags: the message named --resume and
     checkpoint files ("the ranks resumed from different checkpoints (rounds [0, 0])")."""
     argvs = [SYN + ["--quiet", "--out", str(tmp_path / "run.json")], SYN + ["--quiet", "--lr", "0.05", "--seed", "3"]]
-    assert _cli_on_ranks(monkeypatch, argvs) == [2, 2]
+    assert cli_on_ranks(monkeypatch, argvs) == [2, 2]
     err = capsys.readouterr().err.splitlines()
     assert err == ["python -m fedlib run synthetic: error: --distributed: the ranks were started with different "
                    "settings (differing keys: lr, seed); every rank must run the same command on the same data"] * 2
@@ -492,7 +461,7 @@ def test_resuming_on_more_processes_at_another_commit_warns_once_and_goes_on(tmp
     monkeypatch.setenv("FEDLIB_GIT_COMMIT", "b" * 40)
     capsys.readouterr()
     argvs = [flags + ["--out", str(tmp_path / f"m{r}" / "run.json"), "--resume"] for r in range(2)]
-    assert _cli_on_ranks(monkeypatch, argvs) == [0, 0]
+    assert cli_on_ranks(monkeypatch, argvs) == [0, 0]
     out, err = capsys.readouterr()
     assert out == ""
     assert err.splitlines() == [
@@ -522,7 +491,7 @@ def test_ranks_resuming_from_different_rounds_are_refused_on_every_rank(tmp_path
         (tmp_path / f"m{r}" / "run.json.ckpt").write_bytes((tmp_path / f"full.json.ckpt.r{done}").read_bytes())
     capsys.readouterr()
     argvs = [flags + ["--out", str(tmp_path / f"m{r}" / "run.json"), "--resume"] for r in range(2)]
-    assert _cli_on_ranks(monkeypatch, argvs) == [2, 2]
+    assert cli_on_ranks(monkeypatch, argvs) == [2, 2]
     assert capsys.readouterr().err.splitlines() == [
         "python -m fedlib run synthetic: error: --resume: the ranks resumed from different checkpoints (rounds "
         "[2, 1]); every rank must read the same checkpoint file, e.g. on a shared filesystem"] * 2
@@ -538,7 +507,7 @@ def test_resuming_a_two_process_checkpoint_on_one_process_warns(tmp_path, monkey
     _keep_checkpoints(monkeypatch)
     for r in range(2):
         (tmp_path / f"m{r}").mkdir()
-    assert _cli_on_ranks(monkeypatch, [flags + ["--out", str(tmp_path / f"m{r}" / "run.json")] for r in range(2)]) \
+    assert cli_on_ranks(monkeypatch, [flags + ["--out", str(tmp_path / f"m{r}" / "run.json")] for r in range(2)]) \
         == [0, 0]
     two = json.loads((tmp_path / "m0" / "run.json").read_text())
     monkeypatch.undo()  # one plain process again (no thread ranks, no copies)

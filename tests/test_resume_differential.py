@@ -44,7 +44,6 @@ import json
 import os
 import pickle
 import re
-import threading
 from pathlib import Path
 
 import numpy as np
@@ -61,7 +60,7 @@ from fedlib.problems.logistic import LogisticProblem
 from fedlib.schedules import FixedEpochs, RandomEpochs, RandomSteps, WallClock, step_decay_lr
 from fedlib.server import adam, momentum, plain
 from fedlib.solvers import momentum_proximal_sgd, momentum_sgd, proximal_sgd, sgd
-from thread_ranks import on_ranks
+from thread_ranks import cli_on_ranks, on_ranks
 
 
 class _Crash(BaseException):
@@ -763,32 +762,8 @@ def test_train_runs_interrupted_twice_is_the_uninterrupted_run(tiny_cifar, tmp_p
 
 
 def _cli_on_two_ranks(monkeypatch, argv):
-    """``python -m fedlib <argv> --distributed`` on two thread ranks (``init_from_env`` hands each
-    thread its communicator, ``run synthetic`` reads its thread's ``RANK``); their exit statuses."""
-    import fedlib.cli.synthetic
-    import fedlib.distributed
-
-    mine = threading.local()
-
-    class OsOfThisRank:  # ``os`` as run synthetic sees it: os.environ with this thread's RANK
-        def __getattr__(self, name):
-            return getattr(os, name)
-
-        @property
-        def environ(self):
-            return {**os.environ, "RANK": str(mine.comm.rank)}
-
-    with monkeypatch.context() as mp:
-        mp.setattr(fedlib.distributed, "init_from_env", lambda device="cpu", **kw: mine.comm)
-        mp.setattr(fedlib.cli.synthetic, "os", OsOfThisRank())
-        mp.setenv("WORLD_SIZE", "2")
-        mp.delenv("RANK", raising=False)
-
-        def rank(comm):
-            mine.comm = comm
-            return main(argv + ["--distributed"])
-
-        return _on_two_ranks(rank)
+    """``python -m fedlib <argv> --distributed`` on two thread ranks; their exit statuses."""
+    return cli_on_ranks(monkeypatch, [argv, argv], keeps_barrier=(_Crash,))
 
 
 def test_run_synthetic_distributed_resumed_is_the_uninterrupted_distributed_run(tmp_path, monkeypatch):

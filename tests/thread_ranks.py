@@ -69,3 +69,37 @@ def on_ranks(n: int, fn, *, keeps_barrier: tuple = ()) -> list:
         if e is not None:
             raise e
     return results
+
+
+def cli_on_ranks(monkeypatch, argvs, *, keeps_barrier: tuple = ()) -> list:
+    """``python -m fedlib <argvs[r]> --distributed`` on rank ``r`` of ``len(argvs)`` thread ranks; their
+    exit statuses (``fedlib.distributed.init_from_env`` hands each thread its rank's communicator,
+    ``run synthetic`` reads ``RANK`` of its own thread; the patches are undone on return).
+    ``keeps_barrier`` as in :func:`on_ranks`."""
+    import os
+
+    import fedlib.cli.synthetic
+    import fedlib.distributed
+    from fedlib.cli import main
+
+    mine = threading.local()
+
+    class OsOfThisRank:  # ``os`` as run synthetic sees it: os.environ with this thread's RANK
+        def __getattr__(self, name):
+            return getattr(os, name)
+
+        @property
+        def environ(self):
+            return {**os.environ, "RANK": str(mine.comm.rank)}
+
+    with monkeypatch.context() as mp:
+        mp.setattr(fedlib.distributed, "init_from_env", lambda device="cpu", **kw: mine.comm)
+        mp.setattr(fedlib.cli.synthetic, "os", OsOfThisRank())
+        mp.setenv("WORLD_SIZE", str(len(argvs)))
+        mp.delenv("RANK", raising=False)
+
+        def rank(comm):
+            mine.comm = comm
+            return main(list(argvs[comm.rank]) + ["--distributed"])
+
+        return on_ranks(len(argvs), rank, keeps_barrier=keeps_barrier)
