@@ -2,7 +2,6 @@
 unqualified cross-references it also wrote is tests/test_docstring_refs.py::test_bare_references_name_exported_names)."""
 import dataclasses
 
-import numpy as np
 import pytest
 
 from fedlib.solvers import LocalSolver, check_builtin_step, sgd
