@@ -64,7 +64,7 @@ T16   §4.2: linear speedup, :math:`T/\gamma` rounds with :math:`\gamma` times t
 T17   Theorem 3: FedNova :math:`\to` stationary point of :math:`F` with any :math:`\tau_i(t), a_i(t)`,
       :math:`O(1/\sqrt{m\tilde\tau T})`, bound with averaged constants  ch 8; test_bounds::test_theorem3_holds_under_random_local_work  CHECKED
 T18   App. G corollary: :math:`q` clients with replacement, :math:`O(1/\sqrt{q\tilde\tau T})`, limit :math:`x^*`
-                                                                     ch 8 (slope_sampling); test_closed_forms_coverage::test_expected_server_weights...  CHECKED
+                                                                     ch 8 (slope_sampling_eff); test_closed_forms_coverage::test_expected_server_weights...  CHECKED
 T19   App. G: :math:`D \le 1/(12\beta^2+1)` gives :math:`1/(1-D) \le 2`, :math:`3D\beta^2/(1-D) \le 1/4`  test_paper_claims_audit::test_step_size_conditions...  CHECKED
 T20   App. G: step conditions :math:`\eta L \le 1/(2\tau_{\text{eff}})`, :math:`6\tau_{\text{eff}}\eta L(1+\beta^2/q) \le \frac12`
       and the explicit sampled bound; Lemma 5                        not implemented (App. G's constants are not in fedlib;
