@@ -57,8 +57,11 @@ def tree_map(fn: Callable, tree: Any, *rest: Any) -> Any:
         return out
     if isinstance(tree, (list, tuple)):
         for r in rest:
-            if not isinstance(r, (list, tuple)) or len(r) != len(tree):
-                raise ValueError("tree structures differ: sequences of different length or type")
+            if not isinstance(r, (list, tuple)):
+                raise ValueError(f"tree structures differ: a {type(tree).__name__} is paired with a "
+                                 f"{type(r).__name__}, not a list or tuple")
+            if len(r) != len(tree):
+                raise ValueError(f"tree structures differ: sequences of length {len(tree)} and {len(r)}")
         items = [tree_map(fn, *xs) for xs in zip(tree, *rest)]
         if _is_namedtuple(tree):
             return type(tree)(*items)
