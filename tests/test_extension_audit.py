@@ -182,7 +182,7 @@ def test_replica_engine_refuses_a_solver_with_its_own_step():
 
     problem = random_quadratic(3, 2, seed=0)
     work = RandomLocalWork(np.array([1, 2, 3]), np.array([1, 2, 3]), 1, 0)
-    with pytest.raises(ValueError, match="solvers: NesterovSGD overrides LocalSolver's step.*run_sequential"):
+    with pytest.raises(ValueError, match=r"solvers\[0\]: NesterovSGD overrides LocalSolver's step.*run_sequential"):
         run_replicas(problem, "fednova", [NesterovSGD(lr=0.05, momentum=0.5)], work, 1)
 
 

@@ -2,8 +2,13 @@
 ``scripts/gpu_run.sh --help`` succeeding."""
 from __future__ import annotations
 
+import numpy as np
 import pytest
 
+from fedlib.engines.quadratic import run_replicas
+from fedlib.problems import random_quadratic
+from fedlib.schedules import RandomLocalWork
+from fedlib.solvers import LocalSolver, sgd
 from fedlib.tree import tree_map
 
 
@@ -16,3 +21,19 @@ def test_tree_map_message_says_what_is_refused():
         tree_map(lambda x, y: x + y, [1, 2], {"a": 1})
     with pytest.raises(ValueError, match=r"a tuple is paired with a int, not a list or tuple"):
         tree_map(lambda x, y: x + y, (1, 2), 3)
+
+
+class _OwnStep(LocalSolver):
+    """A subclass with its own ``update`` (the same step): run_replicas' fused step refuses it."""
+
+    def update(self, state, grads):
+        return super().update(state, grads)
+
+
+def test_run_replicas_names_the_index_of_the_bad_solver():
+    problem = random_quadratic(3, 2, seed=0)
+    work = RandomLocalWork(np.array([1, 2, 3]), np.array([1, 2, 3]), 2, 0)
+    with pytest.raises(ValueError, match=r"^solvers\[1\]: _OwnStep overrides LocalSolver's step"):
+        run_replicas(problem, "fednova", [sgd(0.05), _OwnStep(lr=0.05)], work, 1)
+    with pytest.raises(ValueError, match=r"^solvers\[1\]: weight decay is not supported by run_replicas, got 0.01"):
+        run_replicas(problem, "fednova", [sgd(0.05), LocalSolver(0.05, weight_decay=0.01)], work, 1)

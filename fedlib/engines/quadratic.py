@@ -205,12 +205,13 @@ def run_replicas(problem: QuadraticProblem, aggregation: str, solvers: Sequence[
     """
     check_choice("aggregation", aggregation, AGGREGATIONS)
     solvers = check_shared_lr("solvers", solvers)
-    check_builtin_step("solvers", solvers, "run_replicas' closed-form step does not take: run it through "
-                       "fedlib.engines.reference.run_sequential")
     for j, solver in enumerate(solvers):  # its ||a_i||_1 is the closed form a_norm(tau)
+        check_builtin_step(f"solvers[{j}]", [solver], "run_replicas' closed-form step does not take: run it "
+                           "through fedlib.engines.reference.run_sequential")
         check_own_step(f"solvers[{j}]", solver)
-    if any(s.weight_decay for s in solvers):
-        raise ValueError("solvers: weight decay is not supported by run_replicas")
+        if solver.weight_decay:
+            raise ValueError(f"solvers[{j}]: weight decay is not supported by run_replicas, "
+                             f"got {solver.weight_decay!r}")
     rounds = check_int("rounds", rounds, minimum=0)
     if not callable(getattr(work, "draw", None)):  # a step schedule has local_steps, not the solver numbers
         raise ValueError(f"work must have draw(round) -> (steps, solver_numbers), e.g. "
