@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from cliutil import cli_exit
 
 from fedlib.engines.quadratic import run_replicas
 from fedlib.problems import random_quadratic
@@ -37,3 +38,9 @@ def test_run_replicas_names_the_index_of_the_bad_solver():
         run_replicas(problem, "fednova", [sgd(0.05), _OwnStep(lr=0.05)], work, 1)
     with pytest.raises(ValueError, match=r"^solvers\[1\]: weight decay is not supported by run_replicas, got 0.01"):
         run_replicas(problem, "fednova", [sgd(0.05), LocalSolver(0.05, weight_decay=0.01)], work, 1)
+
+
+def test_cli_alpha_above_alpha_max_names_the_flag():
+    rc, _, err = cli_exit(["run", "synthetic", "--alpha", "1e9", "--rounds", "1"])
+    assert rc == 2
+    assert "error: --alpha must be at most ALPHA_MAX" in err and "error: alpha" not in err

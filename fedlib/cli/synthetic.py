@@ -105,8 +105,19 @@ def load_dataset(args: argparse.Namespace):
     for key, value in SYNTHETIC_DEFAULTS.items():
         if getattr(args, key) is None:
             setattr(args, key, value)
-    return synthetic(args.alpha, args.beta, num_clients=args.num_clients, seed=args.data_seed,
-                     num_classes=args.num_classes or 10)
+    try:
+        return synthetic(args.alpha, args.beta, num_clients=args.num_clients, seed=args.data_seed,
+                         num_classes=args.num_classes or 10)
+    except ValueError as exc:  # e.g. --alpha above ALPHA_MAX: name the flag, not synthetic()'s argument
+        name, _, rest = str(exc).partition(" ")
+        if name in _SYNTHETIC_FLAGS:
+            raise CLIError(f"{_SYNTHETIC_FLAGS[name]} {rest}") from None
+        raise
+
+
+#: synthetic()'s argument names -> the flags that set them.
+_SYNTHETIC_FLAGS = {"alpha": "--alpha", "beta": "--beta", "num_clients": "--num-clients", "seed": "--data-seed",
+                    "num_classes": "--num-classes"}
 
 
 def _data_config(args, ds) -> dict:
