@@ -51,6 +51,10 @@
 # .git may be missing or stale (it was: the session's first commit), so the caller names it].
 set -u -o pipefail
 
+if [ $# -eq 1 ] && { [ "$1" = --help ] || [ "$1" = -h ]; }; then  # asked for: stdout, success
+    echo "usage: $0 OUT_DIR DATA_ROOT BUDGET_SECONDS (settings: the comments at the top of $0)"
+    exit 0
+fi
 if [ $# -ne 3 ]; then
     echo "usage: $0 OUT_DIR DATA_ROOT BUDGET_SECONDS" >&2
     exit 2

@@ -2,6 +2,9 @@
 ``scripts/gpu_run.sh --help`` succeeding."""
 from __future__ import annotations
 
+import subprocess
+from pathlib import Path
+
 import numpy as np
 import pytest
 from cliutil import cli_exit
@@ -11,6 +14,8 @@ from fedlib.problems import random_quadratic
 from fedlib.schedules import RandomLocalWork
 from fedlib.solvers import LocalSolver, sgd
 from fedlib.tree import tree_map
+
+ROOT = Path(__file__).resolve().parents[1]
 
 
 def test_tree_map_message_says_what_is_refused():
@@ -44,3 +49,11 @@ def test_cli_alpha_above_alpha_max_names_the_flag():
     rc, _, err = cli_exit(["run", "synthetic", "--alpha", "1e9", "--rounds", "1"])
     assert rc == 2
     assert "error: --alpha must be at most ALPHA_MAX" in err and "error: alpha" not in err
+
+
+def test_gpu_run_help_exits_0_and_a_bad_argument_2():
+    script = str(ROOT / "scripts" / "gpu_run.sh")
+    proc = subprocess.run(["bash", script, "--help"], capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0 and "usage:" in proc.stdout and proc.stderr == ""
+    proc = subprocess.run(["bash", script, "--bogus"], capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 2 and "usage:" in proc.stderr
