@@ -59,7 +59,7 @@ def test_table1_refuses_an_infinite_budget(tmp_path, flags, message):
     "no limit": a dry run listed the runs, a real call would have trained every missing cell."""
     res = tmp_path / "results"
     rc, out, err = cli_exit(["table1", "--results", str(res), "--dry-run", "--cells", "sgd-e2-fedavg", "--seeds", "0",
-                          *flags])
+                             *flags])
     assert (rc, out) == (2, ""), (rc, out, err)
     assert err.startswith(f"python -m fedlib table1: error: {message}"), err
     assert not res.exists()
@@ -195,7 +195,7 @@ def test_rerun_refuses_a_summary_that_disagrees_with_its_history(tmp_path):
 
     orig = tmp_path / "orig.json"
     rc, _, err = cli_exit(["run", "synthetic", "--num-clients", "3", "--rounds", "2", "--epochs", "1", "--quiet",
-                        "--out", str(orig)])
+                           "--out", str(orig)])
     assert rc == 0, err
     doc = json.loads(orig.read_text())
     last = doc["history"][1]["test_accuracy"]
@@ -227,7 +227,7 @@ def test_bench_cifar10_profile_on_the_cpu_is_sorted_by_self_cpu_time(tmp_path):
     order of the numbers the profiler itself prints, not a measurement of this test)."""
     prof = tmp_path / "p.txt"
     rc, out, err = cli_exit(["bench", "cifar10", "--sample", "--width", "0.03", "--steps", "2", "--repeat", "1",
-                          "--device", "cpu", "--profile", str(prof), "--quiet"])
+                             "--device", "cpu", "--profile", str(prof), "--quiet"])
     assert (rc, out) == (0, ""), err
     lines = prof.read_text().splitlines()
     rules = [i for i, line in enumerate(lines) if set(line.strip()) == {"-", " "} or set(line.strip()) == {"-"}]

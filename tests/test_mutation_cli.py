@@ -550,7 +550,7 @@ def test_run_synthetic_quiet_prints_nothing_and_without_out_writes_nothing(tmp_p
 def test_run_synthetic_on_a_leaf_file(tmp_path, leaf_file):
     out = tmp_path / "r.json"
     assert cli_exit(["run", "synthetic", "--quiet", "--rounds", "1", "--data", str(leaf_file), "--out", str(out),
-                  "--tau-eff", "population"])[0] == 0
+                     "--tau-eff", "population"])[0] == 0
     config = json.loads(out.read_text())["config"]
     assert config["problem"] == "leaf-logistic"
     assert config["data"]["source"] == str(leaf_file.resolve())
@@ -1008,7 +1008,7 @@ def test_bench_synthetic_passes_its_flags_on(tmp_path, monkeypatch):
     monkeypatch.setattr(bench, "format_bench", lambda r: f"speedup {r['speedup']}")
     path = tmp_path / "b.json"
     rc, out, err = cli_exit(["bench", "synthetic", "--rounds", "2", "--repeat", "4", "--epochs", "1-3", "--algorithm",
-                          "scaffold", "--data-seed", "7", "--equal-sizes", "--with-eval", "--json", str(path)])
+                             "scaffold", "--data-seed", "7", "--equal-sizes", "--with-eval", "--json", str(path)])
     assert (rc, out, err) == (0, f"speedup 3.0\nwrote {path}\n", "timing\n")
     kw = dict(calls[0])
     assert callable(kw.pop("progress"))

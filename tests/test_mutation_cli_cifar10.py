@@ -224,7 +224,7 @@ def test_run_cifar10_records_the_setup_and_prints_the_last_round(tmp_path, fake_
 
     out = tmp_path / "r.json"
     rc, stdout, err = cli_exit(["run", "cifar10", *TINY, "--rounds", "4", "--algorithm", "fedavg", "--seed", "3",
-                             "--out", str(out)])
+                                "--out", str(out)])
     assert (rc, err) == (0, ""), err
     # round 3 (the 4th): loss 2.5 - 0.75 = 1.75, accuracy 0.125 * 4 = 0.5
     assert stdout.startswith("fedavg: final training loss 1.7500, test accuracy 0.5000 after 4 rounds (")
@@ -250,7 +250,7 @@ def test_run_cifar10_records_cudnn_benchmark_gemm_and_a_tau_eff_value(tmp_path, 
 
     out = tmp_path / "r.json"
     rc, stdout, err = cli_exit(["run", "cifar10", *TINY, "--rounds", "1", "--cudnn-benchmark", "--conv", "gemm",
-                             "--tau-eff", "population", "--out", str(out), "--quiet"])
+                                "--tau-eff", "population", "--out", str(out), "--quiet"])
     assert (rc, stdout, err) == (0, "", "")
     cfg = read_result(out)["config"]
     assert (cfg["cudnn_benchmark"], cfg["conv"]) == (True, "gemm")
@@ -293,7 +293,7 @@ def test_run_cifar10_batch_size_up_to_the_largest_client(tmp_path, fake_training
 
 def test_run_cifar10_partition_flags_reach_the_split(tmp_path, fake_training):
     rc, _, err = cli_exit(["run", "cifar10", *TINY, "--rounds", "1", "--quiet", "--num-clients", "4",
-                        "--partition-alpha", "0.5", "--partition-seed", "7"])
+                           "--partition-alpha", "0.5", "--partition-seed", "7"])
     assert (rc, err) == (0, "")
     assert [list(p) for p in fake_training[0]["parts"]] == [list(p) for p in _sample_parts(4, 0.5, 7)]
 
@@ -662,7 +662,7 @@ def fake_table1(monkeypatch):
 def test_table1_runs_and_reports_what_it_did(tmp_path, fake_table1):
     res = tmp_path / "new" / "results"
     rc, stdout, err = cli_exit(["table1", "--results", str(res), "--budget-seconds", "60", "--sample", "--width", "0.03",
-                             "--device", "cpu", "--seeds", "2,0", "--cells", "sgd-e2-fedavg, sgd-e2-fednova"])
+                                "--device", "cpu", "--seeds", "2,0", "--cells", "sgd-e2-fedavg, sgd-e2-fednova"])
     assert (rc, err) == (0, "")
     assert stdout == "table1: 2 written, 1 already present, 3 not started, 0 stopped for the budget\n"
     assert res.is_dir()  # made before training
@@ -719,7 +719,7 @@ def test_table1_flag_refusals(tmp_path, fake_table1, flags, message):
 
 def test_table1_seed_zero_and_blank_entries_are_accepted(tmp_path, fake_table1):
     assert cli_exit(["table1", "--results", str(tmp_path), "--budget-seconds", "0", "--sample", "--device", "cpu",
-                  "--seeds", "0,,5,", "--width", "0.03"])[0] == 0
+                     "--seeds", "0,,5,", "--width", "0.03"])[0] == 0
     assert fake_table1[0]["seeds"] == [0, 5] and fake_table1[0]["cells"] is None
 
 
@@ -831,7 +831,7 @@ def test_table1_ctrl_c_names_every_group_checkpoint(tmp_path, monkeypatch):
 
     monkeypatch.setattr(C, "run_table1", checkpoint_then_interrupted)
     rc, stdout, err = cli_exit(["table1", "--results", str(tmp_path), "--budget-seconds", "9", "--sample", "--device",
-                             "cpu"])
+                                "cpu"])
     assert (rc, stdout) == (130, "")
     assert err == (f"python -m fedlib table1: interrupted; checkpoint(s) {tmp_path / '.ckpt__g1.pkl'}, "
                    f"{tmp_path / '.ckpt__g2.pkl'} kept: run the same command again to continue from them\n")
