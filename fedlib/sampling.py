@@ -28,7 +28,7 @@ import numpy as np
 from ._validate import check_choice, check_finite_array, check_int, check_positive, check_probability_vector
 from .rng import generator
 
-__all__ = ["SAMPLING_SCHEMES", "SAMPLE_TAU_EFF", "Participation", "as_participation", "full_participation", "sample_with_replacement",
+__all__ = ["SAMPLING_SCHEMES", "SAMPLE_TAU_EFF", "Participation", "as_participation", "check_sampling", "full_participation", "sample_with_replacement",
            "sample_uniform_without_replacement", "sample_clients", "round_participation", "effective_participants", "WeightMoments",
            "weight_moments", "expected_server_weights"]
 
@@ -122,6 +122,17 @@ def sample_clients(scheme: str, p, q: int | None, seed: int, round_index: int) -
     return sample_uniform_without_replacement(p, q, rng)
 
 
+def check_sampling(sampling, clients_per_round: int | None = None, where: str = "") -> None:
+    """``sampling`` is a scheme name of :data:`SAMPLING_SCHEMES` or your own sampler, a callable
+    (:func:`round_participation`), which chooses the participants itself: ``clients_per_round`` must
+    then be ``None``. ``where`` prefixes the argument names in the ``ValueError`` (e.g. ``"runs[0]."``)."""
+    if not callable(sampling):
+        check_choice(f"{where}sampling", sampling, SAMPLING_SCHEMES)
+    elif clients_per_round is not None:
+        raise ValueError(f"{where}clients_per_round: a sampler callable chooses the participants itself, so "
+                         f"q = {clients_per_round} would be ignored; leave clients_per_round None")
+
+
 def round_participation(sampling, p, q: int | None, seed: int, round_index: int) -> Participation:
     r"""Participants of round ``round_index`` as :func:`fedlib.engines.reference.run_sequential`,
     :func:`fedlib.engines.batched.run_batched`, :func:`fedlib.engines.quadratic.run_replicas` and the
@@ -137,9 +148,7 @@ def round_participation(sampling, p, q: int | None, seed: int, round_index: int)
     """
     if not callable(sampling):
         return sample_clients(sampling, p, q, seed, round_index)
-    if q is not None:
-        raise ValueError(f"clients_per_round: a sampler callable chooses the participants itself, so q = {q} would be "
-                         "ignored; leave clients_per_round None")
+    check_sampling(sampling, q)
     p = check_probability_vector("p", p)
     got = sampling(round_index)
     part = as_participation(got)

@@ -68,7 +68,7 @@ from ..algorithms import ClientUpdate, FederatedAlgorithm, ServerState, server_s
 from ..problems.logistic import _UNDERFLOW, LogisticProblem, _ones, pack_params, unpack_params
 from ..problems.logistic import _packed_grad_numpy_one as _grad_one
 from ..rng import generator
-from ..sampling import SAMPLING_SCHEMES, round_participation
+from ..sampling import check_sampling, round_participation
 from ..schedules import check_epoch_schedule, round_local_steps
 from ..solvers import LocalSolver, SolverState, check_builtin_step
 from .reference import run_sequential
@@ -263,18 +263,15 @@ def _check_common(algorithm, problem, schedule, rounds, batch_size, sampling, cl
     rounds = check_int("rounds", rounds, minimum=0)
     batch_size = check_int("batch_size", batch_size, minimum=1)
     seed = check_int("seed", seed)
-    if not callable(sampling):
-        check_choice("sampling", sampling, SAMPLING_SCHEMES)
+    check_sampling(sampling, clients_per_round)
     if not hasattr(schedule, "local_steps"):
         raise ValueError("schedule must have a local_steps(round) method (see fedlib.schedules)")
     m = problem.num_clients
     if getattr(schedule, "num_clients", m) != m:
         raise ValueError(f"schedule is for {schedule.num_clients} clients but the problem has {m}")
     check_epoch_schedule(schedule, problem.num_samples, batch_size)
-    if callable(sampling):  # the user's sampler (fedlib.sampling.round_participation)
-        if clients_per_round is not None:
-            raise ValueError(f"clients_per_round: a sampler callable chooses the participants itself, so "
-                             f"q = {clients_per_round} would be ignored; leave clients_per_round None")
+    if callable(sampling):
+        pass  # the user's sampler chooses the participants (fedlib.sampling.round_participation)
     elif sampling != "full":
         if clients_per_round is None:
             raise ValueError(f"clients_per_round is required with sampling={sampling!r}")

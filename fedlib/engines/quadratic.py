@@ -55,7 +55,7 @@ from .._validate import (check_choice, check_finite_array, check_int, check_int_
 from ..problems.quadratic import QuadraticProblem
 from ..rng import generator
 from ..rule import AGGREGATIONS, aggregation_coefficients, effective_weights
-from ..sampling import SAMPLING_SCHEMES, round_participation
+from ..sampling import check_sampling, round_participation
 from ..solvers import LocalSolver, check_builtin_step, check_own_step, check_shared_lr
 from ..theory import chi_square
 
@@ -112,7 +112,7 @@ def noisy_grad_fn(problem: QuadraticProblem, sigma: float, seed: int, replicas: 
     uses (``local_steps(round)`` gives the round's :math:`\tau_i`, to size the draw;
     ``sampling``/``clients_per_round`` must be those of the run, which fix who draws noise; a sampler
     callable is called once per round, as :func:`run_replicas` calls it)."""
-    _check_sampling(sampling, clients_per_round)
+    check_sampling(sampling, clients_per_round)
     sigma = check_nonnegative("sigma", sigma)
     seed = check_int("seed", seed)
     replicas = check_int("replicas", replicas, minimum=1)
@@ -131,15 +131,6 @@ def noisy_grad_fn(problem: QuadraticProblem, sigma: float, seed: int, replicas: 
         return problem.grad(x, client) + cache["noise"][cache["rank"][client], step]
 
     return grad
-
-
-def _check_sampling(sampling: Any, clients_per_round: Optional[int]) -> None:
-    """A scheme name of :data:`fedlib.sampling.SAMPLING_SCHEMES` or a sampler callable (then no ``clients_per_round``)."""
-    if not callable(sampling):
-        check_choice("sampling", sampling, SAMPLING_SCHEMES)
-    elif clients_per_round is not None:
-        raise ValueError(f"clients_per_round: a sampler callable chooses the participants itself, so "
-                         f"q = {clients_per_round} would be ignored; leave clients_per_round None")
 
 
 def client_solvers(work, solvers: Sequence[LocalSolver]) -> Callable[[int, int], LocalSolver]:
@@ -219,7 +210,7 @@ def run_replicas(problem: QuadraticProblem, aggregation: str, solvers: Sequence[
     sigma = check_nonnegative("sigma", sigma)
     replicas = check_int("replicas", replicas, minimum=1)
     seed = check_int("seed", seed)
-    _check_sampling(sampling, clients_per_round)
+    check_sampling(sampling, clients_per_round)
     if tau_eff is not None:
         if aggregation != "fednova":
             raise ValueError("tau_eff: only FedNova takes a tau_eff policy (FedAvg's is implicit)")

@@ -135,7 +135,7 @@ from .._validate import check_choice, check_int
 from ..algorithms import ClientUpdate, FederatedAlgorithm, RoundDiagnostics, ServerState, server_state_mismatch
 from ..data.cifar10 import CIFAR10_MEAN, CIFAR10_STD
 from ..rng import generator, torch_generator
-from ..sampling import SAMPLING_SCHEMES, round_participation
+from ..sampling import check_sampling, round_participation
 from ..schedules import (FixedEpochs, FixedSteps, RandomEpochs, RandomSteps, check_epoch_schedule, step_decay_lr,
                          steps_per_epoch)
 from ..solvers import LocalSolver, check_builtin_step
@@ -575,11 +575,7 @@ class StackedEngine:
                     raise ValueError(f"runs[{r}].clients[{i}] has indices outside 0..{self.num_train - 1}")
             sizes = np.array([c.size for c in cl], dtype=np.int64)
             check_int(f"runs[{r}].seed", run.seed)
-            if not callable(run.sampling):
-                check_choice(f"runs[{r}].sampling", run.sampling, SAMPLING_SCHEMES)
-            elif run.clients_per_round is not None:
-                raise ValueError(f"runs[{r}].clients_per_round: a sampler callable chooses the participants itself, "
-                                 f"so q = {run.clients_per_round} would be ignored; leave clients_per_round None")
+            check_sampling(run.sampling, run.clients_per_round, where=f"runs[{r}].")
             self._info.append(_RunInfo(cl, sizes, sizes / sizes.sum()))
         self.max_models = sum(len(i.clients) for i in self._info)
 
