@@ -1,7 +1,7 @@
 """Fast paths equal the plain computations they replace, bit for bit.
 
-Each optimisation of a hot CPU path keeps the simple form as its reference (in the library,
-named ``*_reference``, or written out here) and is checked against it with
+Each optimisation of a hot CPU path keeps the simple form as its reference (written out here,
+or the library's own unmemoised function) and is checked against it with
 ``np.array_equal`` — not a tolerance: the chapters' printed numbers must not move.
 """
 from __future__ import annotations
@@ -9,10 +9,27 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from fedlib.problems.logistic import LogisticRegression, _grad, _grad_reference
+from fedlib.problems.logistic import LogisticRegression, _grad
 
 
 # ------------------------------------------------------------- logistic full-batch gradient
+
+
+def _grad_reference(W, b, x, y, l2):
+    """fedlib.problems.logistic._grad written plainly (the reference its fast form is tested against)."""
+    n = y.shape[0]
+    z = x @ W + b
+    z -= z.max(axis=1, keepdims=True)
+    p = np.exp(z)
+    p /= p.sum(axis=1, keepdims=True)
+    p[np.arange(n), y] -= 1.0
+    p /= n
+    gW = x.T @ p
+    if l2:
+        gW += l2 * W
+    return {"W": gW, "b": p.sum(axis=0)}
+
+
 @pytest.fixture(params=["columns", "reduce", "as shipped"])
 def column_max_from(request, monkeypatch):
     """_grad's two ways to the row maxima: column by column from every batch size, never, or
