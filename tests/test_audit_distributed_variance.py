@@ -15,7 +15,6 @@ from fedlib.solvers import sgd
 from thread_ranks import Hub, ThreadComm, on_ranks
 
 
-
 # ---------------------------------------------------------------- two ranks = one process
 @pytest.mark.parametrize("name", ["fedavg", "fednova", "scaffold", "vrlsgd", "fednova-vr"])
 def test_two_ranks_equal_one_process_for_every_sampling_and_server(name):

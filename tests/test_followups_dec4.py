@@ -86,7 +86,6 @@ def test_chapter1_traced_clients_are_the_first_clients_with_their_own_streams():
     assert np.array_equal(clients[1].x, data.train_x[1])
 
 
-
 def test_chapter1_momentum_prox_table_holds_at_one_minus_alpha_equal_to_rho():
     """The chapter's table wrote a_j = ((1 - alpha)^(n+1) - rho^(n+1)) / (1 - alpha - rho): at alpha = 0.1,
     rho = 0.9 (1 - 0.1 - 0.9 == 0.0 in float64) every entry was 0/0 = nan and the chapter's assert failed
