@@ -8,8 +8,8 @@ Modules mirror the paper:
 - :mod:`fedlib.variance` — control variates (SCAFFOLD, VRLSGD, FedNova-VR)
 - :mod:`fedlib.schedules` — local steps :math:`\tau_i^{(t)}` (epochs, random epochs, wall clock)
 - :mod:`fedlib.sampling` — unbiased client sampling (App. G)
-- :mod:`fedlib.theory` — :math:`\chi^2`, slowdown, Theorems 1 and 2 (with App. C's constants), FedProx, D.1,
-  quadratic fixed points
+- :mod:`fedlib.theory` — :math:`\chi^2`, slowdown, Theorems 1 and 2 (with App. C's constants), App. G's step-size
+  conditions, FedProx, D.1, quadratic fixed points
 - :mod:`fedlib.algorithms` — FedAvg, FedProx, FedNova, SCAFFOLD, VRLSGD, FedNova-VR
 - :mod:`fedlib.optim` — a local solver as a ``torch.optim.Optimizer``: FedNova in your own loop
 - :mod:`fedlib.problems`, :mod:`fedlib.data`, :mod:`fedlib.models` — problems and data

@@ -1,6 +1,7 @@
 r"""Theory quantities of the paper as functions: weights, :math:`\chi^2`, slowdown,
 Theorem 1's :math:`A, B, C` and its bound with App. C's constants (with Assumption 1 and
-3's :math:`L, \beta^2, \kappa^2` of quadratic clients), FedProx's closed forms, Corollary 2,
+3's :math:`L, \beta^2, \kappa^2` of quadratic clients), App. G's step-size conditions under client
+sampling, FedProx's closed forms, Corollary 2,
 the two-client lower bound (App. D.1), the closed-form fixed points on quadratics (Lemma 1,
 App. A) and, on the same quadratics, the exact round maps of the paper's §5 combinations:
 cross-client variance reduction (SCAFFOLD, FedNova-VR, VRLSGD), local momentum and server
@@ -32,6 +33,9 @@ __all__ = [
     "theorem1_max_beta2",
     "theorem1_explicit_bound",
     "theorem2_bound",
+    "AppGStepConditions",
+    "appg_step_conditions",
+    "appg_max_lr",
     "ClosedFormConstants",
     "corollary1_constants",
     "fedprox_theorem1_constants",
@@ -268,6 +272,116 @@ def theorem2_bound(chi2: float, beta2: float, kappa2: float, surrogate_grad2: fl
     kappa2 = check_nonnegative("kappa2", kappa2)
     surrogate_grad2 = check_nonnegative("surrogate_grad2", surrogate_grad2)
     return float(2 * (chi2 * (beta2 - 1) + 1) * surrogate_grad2 + 2 * chi2 * kappa2)
+
+
+# ---------------------------------------------------------------- App. G: client sampling
+class AppGStepConditions(NamedTuple):
+    r"""App. G's step-size conditions (:func:`appg_step_conditions`): each left-hand side and whether it holds.
+
+    ``first`` is :math:`2\tau_{\text{eff}}\eta L` (:math:`\eta L \le 1/(2\tau_{\text{eff}})` iff it is
+    :math:`\le 1`), ``second`` :math:`6\tau_{\text{eff}}\eta L(1 + \beta^2/q)` (:math:`\le \frac12`),
+    ``D`` :math:`4\eta^2L^2\max_i\|a_i\|_1(\|a_i\|_1 - a_{i,-1})` and ``D_threshold``
+    :math:`1/(12\beta^2+1)`."""
+
+    first: float
+    second: float
+    D: float
+    D_threshold: float
+    first_holds: bool
+    second_holds: bool
+    D_holds: bool
+
+    @property
+    def holds(self) -> bool:
+        """All three conditions hold."""
+        return self.first_holds and self.second_holds and self.D_holds
+
+
+def _appg_inputs(L, beta2, q, tau_eff, a_vectors) -> tuple[float, float, int, float, float]:
+    r""":math:`L, \beta^2, q, \tau_{\text{eff}}` checked, and :math:`\max_i\|a_i\|_1(\|a_i\|_1 - a_{i,-1})`
+    over every given :math:`a_i`."""
+    L = check_positive("L", L)
+    beta2 = _check_beta2(beta2)
+    q = check_int("q", q, minimum=1)
+    tau_eff = check_positive("tau_eff", tau_eff)
+    if isinstance(a_vectors, (str, bytes)):
+        raise ValueError(f"a_vectors must be a sequence of one vector per client, got {a_vectors!r}")
+    try:
+        a_vectors = list(a_vectors)
+    except TypeError:
+        raise ValueError(f"a_vectors must be a sequence of one vector per client, got {a_vectors!r}") from None
+    if not a_vectors:
+        raise ValueError("a_vectors must hold at least one client's a_i")
+    C = 0.0
+    for i, a in enumerate(a_vectors):
+        a = check_weights(f"a_vectors[{i}]", a)
+        l1 = float(a.sum())
+        if l1 <= 0:
+            raise ValueError("a_vectors: every a_i needs a positive entry")
+        C = max(C, l1 * (l1 - float(a[-1])))
+    return L, beta2, q, tau_eff, C
+
+
+def appg_step_conditions(lr: float, L: float, beta2: float, q: int, tau_eff: float,
+                         a_vectors: Sequence[Any]) -> AppGStepConditions:
+    r"""The step-size conditions of App. G (FedNova with :math:`q` clients sampled per round with
+    replacement, the corollary of Theorem 3), as the extracted paper text states them:
+
+    .. math::
+
+        \eta L \le \frac{1}{2\tau_{\text{eff}}},\qquad
+        6\tau_{\text{eff}}\eta L + 6\tau_{\text{eff}}\eta L\frac{\beta^2}{q} \le \frac12,\qquad
+        D = 4\eta^2L^2\max_i\bigl\{\|a_i\|_1(\|a_i\|_1 - a_{i,-1})\bigr\} \le \frac{1}{12\beta^2+1},
+
+    :math:`a_{i,-1}` the last entry of :math:`a_i`, the max over every client that can be sampled
+    (every given :math:`a_i`). The last gives :math:`D < 1`, :math:`1/(1-D) \le 1 + 1/(12\beta^2) \le 2`
+    and :math:`3D\beta^2/(1-D) \le 1/4`, the facts the proof uses. :math:`L`: Assumption 1,
+    :math:`\beta^2 \ge 1`: Assumption 3 (the larger :math:`\beta^2`, the stricter the second and third
+    condition; a larger :math:`q` loosens the second); :math:`q \ge 1` the number of draws per round.
+    The second condition implies the first (:math:`6(1 + \beta^2/q) > 1`); both are reported. A
+    condition counts as met within a relative :math:`10^{-12}` (rounding: :func:`appg_max_lr`'s step meets
+    the binding one with equality).
+
+    The text states these conditions and :math:`D`, not the explicit sampled bound they lead to
+    nor Lemma 5 (lost with the displayed equations); App. G's rate with
+    :math:`\eta = \sqrt{q/(\tilde\tau T)}` is measured in chapter 8.
+
+    >>> c = appg_step_conditions(0.01, 1.0, 1.0, 4, 2.0, [[1.0, 1.0]])
+    >>> round(c.second, 12), c.holds
+    (0.15, True)
+    """
+    lr = check_positive("lr", lr)
+    L, beta2, q, tau_eff, C = _appg_inputs(L, beta2, q, tau_eff, a_vectors)
+    first = 2 * tau_eff * lr * L
+    second = 6 * tau_eff * lr * L * (1 + beta2 / q)
+    D = 4 * lr ** 2 * L ** 2 * C
+    threshold = 1 / (12 * beta2 + 1)
+    slack = 1 + 1e-12
+    return AppGStepConditions(float(first), float(second), float(D), float(threshold), bool(first <= slack),
+                              bool(second <= 0.5 * slack), bool(D <= threshold * slack))
+
+
+def appg_max_lr(L: float, beta2: float, q: int, tau_eff: float, a_vectors: Sequence[Any]) -> float:
+    r"""The largest :math:`\eta` that meets all of :func:`appg_step_conditions` (App. G) for the given
+    :math:`L, \beta^2, q, \tau_{\text{eff}}` and :math:`a_i` held fixed:
+
+    .. math::
+
+        \eta_{\max} = \min\Bigl\{\frac{1}{12\tau_{\text{eff}}L(1 + \beta^2/q)},\;
+        \frac{1}{2L\sqrt{(12\beta^2+1)\max_i\|a_i\|_1(\|a_i\|_1 - a_{i,-1})}}\Bigr\}
+
+    (the first condition, :math:`\eta \le 1/(2\tau_{\text{eff}}L)`, is never the binding one; the
+    second term is ``inf`` when every :math:`a_i` has one entry). Where :math:`a_i` and
+    :math:`\tau_{\text{eff}}` themselves depend on :math:`\eta` (proximal SGD's :math:`\alpha = \eta\mu`),
+    they must be recomputed at the returned step and checked again.
+
+    >>> appg_max_lr(1.0, 1.0, 4, 2.0, [[1.0, 1.0]])
+    0.03333333333333333
+    """
+    L, beta2, q, tau_eff, C = _appg_inputs(L, beta2, q, tau_eff, a_vectors)
+    second = 1 / (12 * tau_eff * L * (1 + beta2 / q))
+    third = float("inf") if C == 0 else 1 / (2 * L * np.sqrt((12 * beta2 + 1) * C))
+    return float(min(second, third))
 
 
 # ---------------------------------------------------------------- FedProx
