@@ -344,7 +344,9 @@ def appg_step_conditions(lr: float, L: float, beta2: float, q: int, tau_eff: flo
 
     The text states these conditions and :math:`D`, not the explicit sampled bound they lead to
     nor Lemma 5 (lost with the displayed equations); App. G's rate with
-    :math:`\eta = \sqrt{q/(\tilde\tau T)}` is measured in chapter 8.
+    :math:`\eta = \sqrt{q/(\tilde\tau T)}` is measured in chapter 8, which also prints whether its
+    sampling runs' step sizes meet these conditions
+    (:func:`fedlib.experiments.speedup.sampling_step_conditions`).
 
     >>> c = appg_step_conditions(0.01, 1.0, 1.0, 4, 2.0, [[1.0, 1.0]])
     >>> round(c.second, 12), c.holds

@@ -5,16 +5,24 @@ L\beta^2/q \le \frac12` ..." and ":math:`D = 4\eta^2L^2\max_i\{\|a_i\|_1(\|a_i\|
 :math:`D \le 1/(12\beta^2+1)` then :math:`1/(1-D) \le 1 + 1/(12\beta^2) \le 2` and :math:`3D\beta^2/(1-D) \le
 1/4`" (``/work/shared/paper/fednova-paper.txt``, Appendix G). :func:`fedlib.theory.appg_step_conditions` and
 :func:`fedlib.theory.appg_max_lr` against plain computations of each inequality on seeded random inputs and on
-the :math:`a_i` of the library's real solvers. The explicit sampled bound and Lemma 5 are not in the extracted text and are not checked (T20 of ``test_paper_claims_inventory.py``).
+the :math:`a_i` of the library's real solvers; then chapter 8's sampling step sizes against the same
+conditions, with :math:`L`, :math:`\beta^2` and :math:`a_i` computed here without :mod:`fedlib.theory`. The
+explicit sampled bound and Lemma 5 are not in the extracted text and are not checked (T20 of
+``test_paper_claims_inventory.py``).
 """
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
 import numpy as np
 import pytest
+import scipy.linalg
 
 from fedlib.solvers import decayed_sgd, momentum_proximal_sgd, momentum_sgd, proximal_sgd, sgd
 from fedlib.theory import AppGStepConditions, appg_max_lr, appg_step_conditions
 
+ROOT = Path(__file__).resolve().parents[1]
 SEEDS = range(6)
 
 
@@ -226,3 +234,81 @@ def test_bad_inputs_are_refused_by_name(kwargs, name):
         with pytest.raises(ValueError, match="^" + name):
             appg_max_lr(**args)
 
+
+# ---------------------------------------------------------------- chapter 8's sampling runs
+def _chapter8_setup():
+    """Chapter 8's parameter cell and its set-up cell, executed as the chapter executes them (ci profile)."""
+    cells = json.loads((ROOT / "book" / "08_theorem3_speedup.ipynb").read_text())["cells"]
+    code = ["".join(c["source"]) for c in cells if c["cell_type"] == "code"]
+    assert "parameters" in next(c for c in cells if c["cell_type"] == "code")["metadata"].get("tags", [])
+    namespace: dict = {}
+    exec(code[0], namespace)   # noqa: S102  the parameters
+    exec(code[1], namespace)   # noqa: S102  imports, sizes, base, work
+    return namespace, code
+
+
+def _plain_a_vector(kind, lr, tau):
+    r"""App. B's :math:`a` of chapter 8's four solvers (``make_solvers``' defaults), written out."""
+    n = np.arange(tau - 1, -1, -1.0)
+    return {"SGD": np.ones(tau), "momentum 0.5": (1 - 0.5 ** (n + 1)) / 0.5, "prox mu=1": (1 - lr * 1.0) ** n,
+            "decayed 0.9^k": 0.9 ** np.arange(tau)}[kind]
+
+
+def _plain_chapter_cell(problem, work, lr, q):
+    """App. G's conditions for one sampling cell, every constant computed here without fedlib.theory."""
+    from fedlib.experiments.speedup import SOLVER_NAMES
+
+    L = max(np.linalg.eigvalsh(h).max() for h in problem.H)          # positive definite H_i
+    h = np.einsum("i,ijk->jk", problem.p, problem.H)
+    h2 = np.einsum("i,ijk,ikl->jl", problem.p, problem.H, problem.H)
+    beta2 = max(1.0, scipy.linalg.eigh(h2, h @ h, eigvals_only=True).max())   # sum p H^2 <= beta^2 H~^2
+    vectors = [_plain_a_vector(k, lr, tau) for lo, hi in zip(work.low, work.high) for tau in range(lo, hi + 1)
+               for k in SOLVER_NAMES]
+    mean_norms = [np.mean([_plain_a_vector(k, lr, tau).sum() for k in SOLVER_NAMES for tau in range(lo, hi + 1)])
+                  for lo, hi in zip(work.low, work.high)]
+    tau_eff = float(problem.p @ np.array(mean_norms))                # sum_i p_i E||a_i||_1 over the drawn work
+    first, second, D, _ = _plain(lr, L, beta2, q, tau_eff, vectors)
+    return L, beta2, tau_eff, (first <= 1 / (2 * tau_eff), second <= 0.5, D <= 1 / (12 * beta2 + 1)), D
+
+
+def test_chapter8_sampling_step_sizes_against_app_g_conditions():
+    """Every cell of chapter 8's client-sampling grid (ci profile: the large population's q and T, and the four
+    clients with q = 1, 4, 16 at the middle T): ``sampling_step_conditions`` at the cell's step size reports
+    the exact L, the smallest beta^2 for p, FedNova's fixed tau_eff and the verdicts of the plain computation
+    (L from eigenvalues, beta^2 as a generalised eigenvalue, a_i written out). Which cells meet the conditions
+    is whatever they compute; the chapter prints it (the conditions are sufficient, not necessary)."""
+    from fedlib.experiments import speedup as S
+
+    ns, code = _chapter8_setup()
+    base, work, sizes = ns["base"], ns["work"], ns["sizes"]
+    big = [(sizes["population_copies"], q, T) for q in sizes["clients_per_round"] for T in sizes["rounds_speedup"]]
+    rounds_sat = sorted(sizes["rounds_speedup"])[len(sizes["rounds_speedup"]) // 2]
+    small = [(1, q, rounds_sat) for q in (1, 4, 16)]
+    for copies, q, T in big + small:
+        problem, w = S.replicate(base, work, copies)
+        lr = S.theorem3_lr(ns["lr_scale_speedup"], q, S.participant_mean_steps("with-replacement", problem.p, w), T)
+        got = S.sampling_step_conditions(problem, w, S.make_solvers(lr), q)
+        L, beta2, tau_eff, plain, D = _plain_chapter_cell(problem, w, lr, q)
+        assert (got.lr, got.clients) == (lr, q)
+        assert got.L == pytest.approx(L, rel=1e-10) and got.beta2 == pytest.approx(beta2, rel=1e-8)
+        assert got.tau_eff == pytest.approx(tau_eff, rel=1e-12)
+        assert got.conditions.D == pytest.approx(D, rel=1e-10)
+        assert (got.conditions.first_holds, got.conditions.second_holds, got.conditions.D_holds) == plain
+        assert (lr <= got.max_lr) == all(plain)
+    # the chapter's table covers exactly these cells, from the rows its sampling grids returned
+    cell = next(c for c in code if "sampling_step_conditions" in c)
+    assert "for r in sampling_big + sampling_small" in cell and "S.make_solvers(r.lr), r.clients" in cell
+
+
+def test_sampling_step_conditions_refuses_mismatched_inputs():
+    from fedlib.experiments import speedup as S
+
+    base, work = S.base_setup(seed=0, dim=3)
+    with pytest.raises(ValueError, match="^clients_per_round"):
+        S.sampling_step_conditions(base, work, S.make_solvers(0.01), 0)
+    with pytest.raises(ValueError, match="^solvers"):
+        S.sampling_step_conditions(base, work, S.make_solvers(0.01)[:2], 4)
+    with pytest.raises(ValueError, match="^solvers"):
+        S.sampling_step_conditions(base, work, [S.sgd(0.01), S.sgd(0.02), S.sgd(0.01), S.sgd(0.01)], 4)
+    with pytest.raises(ValueError, match="^work"):
+        S.sampling_step_conditions(S.replicate(base, work, 2)[0], work, S.make_solvers(0.01), 4)

@@ -28,6 +28,9 @@ per-client reference loop) and reports what it measured:
   left-hand side against :math:`q\tilde\tau T`, averaged over independent sampling seeds,
   with the effective number of participants
   (:func:`fedlib.sampling.effective_participants`).
+- :func:`sampling_step_conditions` — whether a sampling run's step size meets App. G's stated
+  step-size conditions (:func:`fedlib.theory.appg_step_conditions`), with the exact :math:`L` and
+  :math:`\beta^2` of the quadratic clients.
 - :func:`sampling_bias` — full gradients under sampling: where FedNova's averaged iterate
   settles with a fixed :math:`\tau_{\text{eff}}` and with two taken from the sample (the
   library's default and App. H's), against the closed-form limit of
@@ -58,7 +61,8 @@ from ..rule import AGGREGATIONS
 from ..sampling import SAMPLING_SCHEMES, effective_participants, expected_server_weights
 from ..schedules import RandomLocalWork
 from ..solvers import LocalSolver, check_shared_lr, decayed_sgd, momentum_sgd, proximal_sgd, sgd
-from ..theory import chi_square, quadratic_global_optimum
+from ..theory import (AppGStepConditions, appg_max_lr, appg_step_conditions, chi_square, quadratic_global_optimum,
+                      quadratic_min_beta2, quadratic_smoothness)
 from .quadratic import surrogate_optimum
 
 __all__ = [
@@ -78,6 +82,8 @@ __all__ = [
     "participant_mean_steps",
     "population_tau_eff",
     "sampling_grid",
+    "SamplingConditions",
+    "sampling_step_conditions",
     "TAU_EFF_CHOICES",
     "BiasRow",
     "sampling_bias",
@@ -380,6 +386,50 @@ def sampling_grid(problem: QuadraticProblem, work: RandomLocalWork, copies_list:
                 if progress:
                     progress(f"m={prob.num_clients} q={q} T={T}")
     return rows
+
+
+class SamplingConditions(NamedTuple):
+    r"""App. G's step-size conditions for one sampling run (:func:`sampling_step_conditions`):
+    the step size ``lr`` (:math:`\eta`), ``clients`` (:math:`q`), the exact ``L`` and ``beta2``
+    (:math:`\beta^2`), the fixed ``tau_eff``, the conditions themselves
+    (:class:`fedlib.theory.AppGStepConditions`) and ``max_lr``, the largest :math:`\eta` that meets
+    them with the same :math:`a_i` and :math:`\tau_{\text{eff}}` (:func:`fedlib.theory.appg_max_lr`)."""
+
+    lr: float
+    clients: int
+    L: float
+    beta2: float
+    tau_eff: float
+    conditions: AppGStepConditions
+    max_lr: float
+
+
+def sampling_step_conditions(problem: QuadraticProblem, work: RandomLocalWork, solvers: Sequence[LocalSolver],
+                             clients_per_round: int) -> SamplingConditions:
+    r"""Whether FedNova's step size in a :func:`sampling_grid` run (population ``problem``, local work
+    ``work``, ``solvers`` at the run's :math:`\eta`, :math:`q` = ``clients_per_round`` draws per round,
+    :math:`\tau_{\text{eff}}` fixed to :func:`population_tau_eff`) meets App. G's step-size conditions
+    (:func:`fedlib.theory.appg_step_conditions`), with the exact constants of the quadratic clients:
+    :math:`L` = :func:`fedlib.theory.quadratic_smoothness` and :math:`\beta^2` =
+    :func:`fedlib.theory.quadratic_min_beta2` for the weights :math:`p` — the smallest :math:`\beta^2`
+    Assumption 3 admits, where the conditions are loosest: if they fail there, they fail for every
+    admissible :math:`\beta^2`. :math:`D`'s max runs over every :math:`a_i` the work can draw (each
+    client's :math:`\tau` range × every solver), since any of them can occur in some round and App. G's
+    argument needs the conditions in every round. The conditions are sufficient for App. G's bound,
+    not necessary: a run that breaks them may still show the rate."""
+    _check_work(problem, work)
+    solvers = check_shared_lr("solvers", solvers)
+    if len(solvers) != work.num_solvers:
+        raise ValueError(f"solvers: work draws among {work.num_solvers} solvers, got {len(solvers)}")
+    q = check_int("clients_per_round", clients_per_round, minimum=1)
+    lr = float(solvers[0].lr)
+    L = quadratic_smoothness(problem.H)
+    beta2 = quadratic_min_beta2(problem.H, problem.p)
+    tau_eff = population_tau_eff(problem, work, solvers)
+    a_vectors = [s.a_vector(int(tau)) for lo, hi in zip(work.low, work.high) for tau in range(int(lo), int(hi) + 1)
+                 for s in solvers]
+    return SamplingConditions(lr, q, L, beta2, tau_eff, appg_step_conditions(lr, L, beta2, q, tau_eff, a_vectors),
+                              appg_max_lr(L, beta2, q, tau_eff, a_vectors))
 
 
 #: FedNova's :math:`\tau_{\text{eff}}` under sampling in :func:`sampling_grid` / :func:`sampling_bias`:
