@@ -7,8 +7,8 @@ L\beta^2/q \le \frac12` ..." and ":math:`D = 4\eta^2L^2\max_i\{\|a_i\|_1(\|a_i\|
 :func:`fedlib.theory.appg_max_lr` against plain computations of each inequality on seeded random inputs and on
 the :math:`a_i` of the library's real solvers; then chapter 8's sampling step sizes against the same
 conditions, with :math:`L`, :math:`\beta^2` and :math:`a_i` computed here without :mod:`fedlib.theory`. The
-explicit sampled bound and Lemma 5 are not in the extracted text and are not checked (T20 of
-``test_paper_claims_inventory.py``).
+explicit sampled bound and Lemma 5 are not in the extracted text and are not checked (T21 of
+``test_paper_claims_inventory.py``; the conditions are its T20).
 """
 from __future__ import annotations
 

@@ -66,9 +66,14 @@ T17   Theorem 3: FedNova :math:`\to` stationary point of :math:`F` with any :mat
 T18   App. G corollary: :math:`q` clients with replacement, :math:`O(1/\sqrt{q\tilde\tau T})`, limit :math:`x^*`
                                                                      ch 8 (slope_sampling_eff); test_closed_forms_coverage::test_expected_server_weights...  CHECKED
 T19   App. G: :math:`D \le 1/(12\beta^2+1)` gives :math:`1/(1-D) \le 2`, :math:`3D\beta^2/(1-D) \le 1/4`  test_paper_claims_audit::test_step_size_conditions...  CHECKED
-T20   App. G: step conditions :math:`\eta L \le 1/(2\tau_{\text{eff}})`, :math:`6\tau_{\text{eff}}\eta L(1+\beta^2/q) \le \frac12`
-      and the explicit sampled bound; Lemma 5                        not implemented (App. G's constants are not in fedlib;
-                                                                     the text lacks Lemma 5's statement); only the rate (T18)  MISSING MISSING
+T20   App. G: step conditions :math:`\eta L \le 1/(2\tau_{\text{eff}})`, :math:`6\tau_{\text{eff}}\eta L(1+\beta^2/q) \le \frac12`,
+      :math:`D \le 1/(12\beta^2+1)` (``fedlib.theory.appg_step_conditions``, ``appg_max_lr``)
+                                                                     test_appg_conditions (plain computations, the largest step
+                                                                     as the boundary, how q and beta^2 enter); ch 8 prints whether
+                                                                     its sampling step sizes meet them (ci, seed 0: 1 of 7 cells;
+                                                                     sufficient conditions, not necessary)  MISSING CHECKED
+T21   App. G: the explicit sampled bound; Lemma 5                    not implemented: the extracted text lacks both (display math
+                                                                     lost); only the rate (T18) and the conditions (T20)  MISSING MISSING
 **FedNova (§5, App. H)**
 F1    §5: :math:`w_i = p_i`, default :math:`\tau_{\text{eff}} = \sum p_i\|a_i\|_1`  test_rule::test_hand_fednova; test_closed_forms_coverage  CHECKED
 F2    §1: with SGD FedNova averages :math:`(x_i^{(t,\tau_i)} - x^{(t,0)})/\tau_i`  ch 2 (Figure 1 cell, 1e-12)   CHECKED
@@ -91,10 +96,10 @@ Q8    Table 1 and its text: +6-9 % FedNova over FedAvg (SGD, momentum), ~+10 % F
       momentum +3-7 % over SGD, VR keeps the accuracy, momentum + VR highest, hybrid 81.15 +- 0.38 vs server
       momentum 77.49 +- 0.25; Fig. 6-7: FedNova faster, about half the rounds  ch 5 reads GPU result files   GPU     GPU
 
-Counts (Q8 is GPU-only and not counted): before — 39 CHECKED, 3 WEAK, 4 MISSING; after — 45 CHECKED, 0 WEAK,
-1 MISSING (T20: App. G's explicit constants are not implemented). Proof-internal inequalities (Jensen,
-:math:`2\langle a, b\rangle = \|a\|^2+\|b\|^2-\|a-b\|^2`, :math:`\|a\|_2 \le \|a\|_1`) are facts of analysis, not
-claims about the library, and are not listed.
+Counts (Q8 is GPU-only and not counted): before — 39 CHECKED, 3 WEAK, 5 MISSING; after — 46 CHECKED, 0 WEAK,
+1 MISSING (T21: App. G's explicit sampled bound and Lemma 5, absent from the extracted text). Proof-internal
+inequalities (Jensen, :math:`2\langle a, b\rangle = \|a\|^2+\|b\|^2-\|a-b\|^2`, :math:`\|a\|_2 \le \|a\|_1`) are facts
+of analysis, not claims about the library, and are not listed.
 
 The checks below (G1-G6), each against an independent computation:
 
