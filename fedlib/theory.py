@@ -373,7 +373,7 @@ def appg_max_lr(L: float, beta2: float, q: int, tau_eff: float, a_vectors: Seque
         \frac{1}{2L\sqrt{(12\beta^2+1)\max_i\|a_i\|_1(\|a_i\|_1 - a_{i,-1})}}\Bigr\}
 
     (the first condition, :math:`\eta \le 1/(2\tau_{\text{eff}}L)`, is never the binding one; the
-    second term is ``inf`` when every :math:`a_i` has one entry). Where :math:`a_i` and
+    second term is ``inf`` when the max is 0, e.g. when every :math:`a_i` has one entry). Where :math:`a_i` and
     :math:`\tau_{\text{eff}}` themselves depend on :math:`\eta` (proximal SGD's :math:`\alpha = \eta\mu`),
     they must be recomputed at the returned step and checked again.
 

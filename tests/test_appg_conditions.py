@@ -147,12 +147,14 @@ def test_max_lr_is_the_boundary(seed):
 
 
 def test_one_step_clients_leave_only_the_second_condition():
-    """Every a_i of length 1 (one local step): D = 0 for any eta, so the largest step is the second
-    condition's, 1 / (12 tau_eff L (1 + beta^2 / q))."""
+    """Every a_i of length 1 (one local step), or zero but for its last entry: D = 0 for any eta, so the
+    largest step is the second condition's, 1 / (12 tau_eff L (1 + beta^2 / q))."""
     L, beta2, q, tau_eff = 3.0, 2.0, 4, 1.0
     top = appg_max_lr(L, beta2, q, tau_eff, [[1.0], [1.0]])
     assert top == pytest.approx(1 / (12 * tau_eff * L * (1 + beta2 / q)), rel=1e-12)
     assert appg_step_conditions(10.0, L, beta2, q, tau_eff, [[1.0]]).D == 0.0
+    # the max is 0 too when every a_i puts all its weight on its last entry (longer than one step)
+    assert appg_max_lr(L, beta2, q, tau_eff, [[0.0, 0.0, 2.0], [1.0]]) == top
 
 
 # ---------------------------------------------------------------- what the text derives from D <= 1/(12 beta^2 + 1)
