@@ -15,7 +15,7 @@ import os
 import stat
 import tempfile
 from pathlib import Path
-from typing import Union
+from typing import Callable, Union
 
 __all__ = ["atomic_write", "atomic_write_all", "read_json"]
 
@@ -41,14 +41,17 @@ def _target(path: os.PathLike) -> Path:
     return path
 
 
-def _stage(path: Path, data: Union[bytes, str]) -> str:
-    """Write ``data`` to a fsync-ed temporary file next to ``path`` with ``path``'s future mode."""
+def _stage(path: Path, data: Union[bytes, str, Callable]) -> str:
+    """Write ``data`` to a fsync-ed temporary file next to ``path`` with ``path``'s future mode
+    (a callable ``data`` is called with the open binary file and writes into it)."""
     folder = path.parent if str(path.parent) else Path(".")
-    blob = data.encode("utf-8") if isinstance(data, str) else data
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=folder)
     try:
         with os.fdopen(fd, "wb") as fh:
-            fh.write(blob)
+            if callable(data):
+                data(fh)
+            else:
+                fh.write(data.encode("utf-8") if isinstance(data, str) else data)
             fh.flush()
             os.fsync(fh.fileno())
         os.chmod(tmp, _mode_for(path))
@@ -80,8 +83,11 @@ def _unlink(tmp: str) -> None:
         pass
 
 
-def atomic_write(path: os.PathLike, data: Union[bytes, str]) -> Path:
+def atomic_write(path: os.PathLike, data: Union[bytes, str, Callable]) -> Path:
     """Write ``data`` (bytes, or text as UTF-8) to ``path`` atomically; return the path.
+    ``data`` may also be a callable that is given the open binary file and writes into it,
+    for contents too large to build in memory first (checkpoints); if it raises, the target
+    is left as it was.
     The file keeps the mode of the one it replaces; a new one gets ``0o666`` less the umask.
     A symbolic link is followed (its target is replaced, the link stays a link); an existing
     path that is not a regular file (a folder, a FIFO, a device) is refused, since renaming over

@@ -24,7 +24,11 @@ the new one, never a torn file. The pickle is followed by a footer, ``FOOTER`` a
 SHA-256 of the pickle's bytes (64 hex digits; ``pickle.load`` stops before it), which
 :func:`load_checkpoint` checks: a file damaged after it was written (bit rot, a bad copy)
 still unpickles, into other numbers, and is refused instead. A file without the footer
-(written before it existed, or by hand) is read unchecked. A checkpoint must hold every
+(written before it existed, or by hand) is read unchecked. The pickle goes to the file, and
+through SHA-256, as it is made (the state's arrays are pickled without being copied first), and
+a file is hashed in chunks before it is unpickled: saving raises the peak memory by about the
+file's size (the pickler keeps each array's bytes until it is done), loading by the arrays it
+returns (``tests/test_leftovers_dec4c.py`` measures both). A checkpoint must hold every
 part :func:`save_checkpoint` writes (``PARTS``). Only load checkpoints you wrote (pickle).
 """
 from __future__ import annotations
@@ -74,24 +78,32 @@ def to_numpy_tree(obj: Any) -> Any:
     ``float32`` array: every such value is exactly representable in ``float32``, so
     nothing is rounded; casting the array back to the tensor's dtype restores it bit
     for bit."""
+    return _numpy_tree(obj, True)
+
+
+def _numpy_tree(obj: Any, copy: bool) -> Any:
+    """:func:`to_numpy_tree`; with ``copy=False`` a C-contiguous array or CPU tensor is shared, not
+    copied (a new array object all the same, so it pickles exactly as its copy would): for a tree
+    pickled at once, which then needs no second copy of the state in memory."""
     if obj is None or isinstance(obj, (str, bool, int, float, np.generic)):
         return obj
     if hasattr(obj, "detach"):
         t = obj.detach().cpu()
         try:
-            return t.numpy().copy()
+            a = t.numpy()
         except TypeError:  # a dtype numpy lacks
             if not t.is_floating_point():
                 raise
             return t.float().numpy()
+        return a.copy() if copy or not a.flags.c_contiguous else a
     if isinstance(obj, np.ndarray):
-        return obj.copy()
+        return obj.copy() if copy or not obj.flags.c_contiguous else obj.view()
     if isinstance(obj, tuple) and hasattr(obj, "_fields"):
-        return type(obj)(*[to_numpy_tree(v) for v in obj])
+        return type(obj)(*[_numpy_tree(v, copy) for v in obj])
     if isinstance(obj, (list, tuple)):
-        return type(obj)(to_numpy_tree(v) for v in obj)
+        return type(obj)(_numpy_tree(v, copy) for v in obj)
     if isinstance(obj, dict):
-        return {k: to_numpy_tree(v) for k, v in obj.items()}
+        return {k: _numpy_tree(v, copy) for k, v in obj.items()}
     return obj
 
 
@@ -115,27 +127,60 @@ def save_checkpoint(path: os.PathLike, *, config: Mapping, round_done: int, stat
     if not isinstance(config, Mapping):
         raise CheckpointError(f"--checkpoint {path}: config must be a mapping, got {type(config).__name__}")
     doc = {"format": FORMAT, "kind": kind, "config": dict(config), "round": round_done,
-           "state": to_numpy_tree(state), "history": [dict(h) for h in history],
+           "state": _numpy_tree(state, False), "history": [dict(h) for h in history],
            "initial": dict(initial or {}),
            "rng": {"seed": seed, "next_round": round_done,
                    "note": "all draws come from (seed, purpose, round, client) streams; nothing else carries state"},
            "extra": dict(extra or {})}
-    blob = pickle.dumps(doc, protocol=4)
-    blob += FOOTER + hashlib.sha256(blob).hexdigest().encode("ascii")
     folder = path.parent if str(path.parent) else Path(".")
     if not folder.is_dir():
         raise CheckpointError(f"--checkpoint {path}: folder {folder} does not exist")
-    atomic_write(path, blob)
+
+    def write(fh) -> None:  # the bytes of pickle.dumps(doc, protocol=4) + footer, streamed: no copy of them in memory
+        sha = _HashingWriter(fh)
+        pickle.Pickler(sha, protocol=4).dump(doc)
+        fh.write(FOOTER + sha.hexdigest().encode("ascii"))
+
+    atomic_write(path, write)
     return path
 
 
-def _check_footer(path: Path, blob: bytes) -> None:
-    """Refuse a file whose pickle does not match the SHA-256 in its footer (files without one pass)."""
+class _HashingWriter:
+    """A binary file's ``write`` that also feeds SHA-256 with what it writes."""
+
+    def __init__(self, fh):
+        self._fh, self._sha = fh, hashlib.sha256()
+
+    def write(self, data) -> int:
+        self._sha.update(data)
+        return self._fh.write(data)
+
+    def hexdigest(self) -> str:
+        return self._sha.hexdigest()
+
+
+_CHUNK = 1 << 20
+
+
+def _check_footer(path: Path, fh, length: int) -> None:
+    """Refuse a file (open, ``length`` bytes) whose pickle does not match the SHA-256 in its footer
+    (files without one pass); reads it in chunks."""
     size = len(FOOTER) + 64
-    if len(blob) < size or blob[-size:-64] != FOOTER:
+    if length < size:
         return
-    body, digest = blob[:-size], blob[-64:]
-    if hashlib.sha256(body).hexdigest().encode("ascii") != digest:
+    fh.seek(length - size)
+    tail = fh.read(size)
+    if tail[:-64] != FOOTER:
+        return
+    sha, left = hashlib.sha256(), length - size
+    fh.seek(0)
+    while left > 0:
+        chunk = fh.read(min(_CHUNK, left))
+        if not chunk:  # the file shrank while being read: what is left cannot match
+            break
+        sha.update(chunk)
+        left -= len(chunk)
+    if left or sha.hexdigest().encode("ascii") != tail[-64:]:
         raise CheckpointError(f"--resume: checkpoint {path} is corrupt: its SHA-256 does not match its contents "
                               "(damaged after it was written); resume from another copy, or delete it to start over",
                               reason="corrupt: its SHA-256 footer does not match its contents (damaged after it was "
@@ -148,19 +193,23 @@ def load_checkpoint(path: os.PathLike, kind: Optional[str] = None) -> dict:
     format or ``kind``, or a part of ``PARTS`` missing or of the wrong type."""
     path = Path(path)
     try:
-        blob = path.read_bytes()
+        with open(path, "rb") as fh:
+            length = os.fstat(fh.fileno()).st_size
+            _check_footer(path, fh, length)
+            fh.seek(0)
+            try:
+                doc = pickle.load(fh)
+            except OSError:
+                raise
+            except Exception as exc:  # noqa: BLE001 - truncated / foreign file
+                raise CheckpointError(f"--resume: checkpoint {path} is corrupt or not a fedlib checkpoint ({exc})",
+                                      reason=f"truncated, corrupt or not a fedlib checkpoint: it does not unpickle "
+                                             f"({type(exc).__name__}: {exc})" if length else "empty (0 bytes)") from None
     except FileNotFoundError:
         raise CheckpointError(f"--resume: checkpoint {path} not found", reason="not found") from None
     except OSError as exc:
         raise CheckpointError(f"--resume: checkpoint {path} cannot be read ({exc.strerror or exc})",
                               reason=f"unreadable ({exc.strerror or exc})") from None
-    _check_footer(path, blob)
-    try:
-        doc = pickle.loads(blob)
-    except Exception as exc:  # noqa: BLE001 - truncated / foreign file
-        raise CheckpointError(f"--resume: checkpoint {path} is corrupt or not a fedlib checkpoint ({exc})",
-                              reason=f"truncated, corrupt or not a fedlib checkpoint: it does not unpickle "
-                                     f"({type(exc).__name__}: {exc})" if blob else "empty (0 bytes)") from None
     if not isinstance(doc, dict) or doc.get("format") != FORMAT:
         raise CheckpointError(f"--resume: {path} is not a {FORMAT} checkpoint",
                               reason=f"not a fedlib checkpoint (a pickle without the format tag {FORMAT!r})")
