@@ -139,3 +139,54 @@ def test_save_and_load_hold_about_one_copy_of_the_file(tmp_path):
         assert got["file"] > 96 * 2 ** 20
         ratios[mode] = got["extra"] / got["file"]
     assert ratios["save"] < 1.5 and ratios["load"] < 1.5, ratios
+
+
+# --------------------------------------------------------------------------- chapter 3's problems
+def _chapter3_problem_seeds(monkeypatch, seed: int) -> list:
+    """Execute chapter 3's code (ci profile, parameter ``seed``, two robustness problems, figures
+    not saved) and return the ``seed`` of every ``random_quadratic`` it builds, in order."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    import fedlib.plotting
+    import fedlib.problems
+    from IPython import display as ipy_display
+
+    from fedlib.problems.quadratic import random_quadratic as real
+
+    seeds: list = []
+
+    def recording(*args, **kwargs):
+        seeds.append(int(kwargs["seed"]))
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(fedlib.problems, "random_quadratic", recording)
+    monkeypatch.setattr(fedlib.plotting, "save_figure", lambda *a, **k: [])
+    monkeypatch.setattr(ipy_display, "display", lambda *a, **k: None)
+    monkeypatch.setattr(plt, "show", lambda *a, **k: None)
+    cells = json.loads((ROOT / "book" / "03_fedprox_tradeoff.ipynb").read_text())["cells"]
+    namespace: dict = {}
+    for cell in cells:
+        if cell["cell_type"] != "code":
+            continue
+        src = "".join(line for line in cell["source"] if not line.startswith("%"))
+        exec(src, namespace)  # noqa: S102 - the repository's own chapter
+        if "parameters" in cell["metadata"].get("tags", []):
+            namespace.update(seed=seed, robustness_seeds=2)
+    plt.close("all")
+    return seeds
+
+
+def test_chapter3_draws_each_problem_from_its_own_stream(monkeypatch):
+    """The probe problem (16 clients, d = 5, the CIFAR-10 p_i) and the trade-off problem
+    (m clients, d) are different instances; they were both built from the chapter's ``seed``, so
+    client i of both drew from the same stream (their first draws equal), and the robustness
+    problems used seeds seed+1, ..., so chapter seed 1's problem was chapter seed 0's first
+    robustness problem. Now every problem is an instance of its own (Q.instance_seed): within one
+    execution and across chapter seeds 0 and 1, no two problems share a seed."""
+    runs = {s: _chapter3_problem_seeds(monkeypatch, s) for s in (0, 1)}
+    distinct = {s: set(v) for s, v in runs.items()}
+    assert all(len(d) == 1 + 1 + 2 for d in distinct.values()), runs  # probe, problem, 2 robustness problems
+    assert not distinct[0] & distinct[1], runs
