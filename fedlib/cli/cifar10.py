@@ -353,7 +353,11 @@ an E=2 run) at a rate taken from the groups already measured in this call, else 
 earlier results with the same engine settings (those stacked as this call stacks first),
 else from --images-per-second; a run whose estimate does not fit in the remaining
 --budget-seconds is not started, and a group whose projected finish passes the budget while
-training is stopped and writes nothing."""
+training is stopped and writes nothing. A group killed or paused (--checkpoint-every,
+--continue-later) resumes from its checkpoint in --results only with the same cells, rounds,
+data and engine settings (--width, --precision, --path, --conv, --cudnn-benchmark: other
+convolution algorithms round differently); --cuda-graph may change (graphs replay the same
+kernels), and the result's provenance.resumed then says so."""
 
 
 def add_table1_parser(sub) -> argparse.ArgumentParser:

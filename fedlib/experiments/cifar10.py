@@ -324,7 +324,14 @@ def train_runs(runs: Sequence[dict], data, parts, *, rounds: int, width: float =
     over (refused if its ``checkpoint_config`` — default: the run names and seeds, each run's
     :func:`run_setup` (algorithm, solver and server hyper-parameters, epochs, participation; keyed
     by the run's index), rounds, width, precision, batch size, lr decay, the engine's path and
-    convolutions — or the data it was trained on (:func:`data_fingerprint`) differs).
+    convolutions — differs, or the data it was trained on (:func:`data_fingerprint`), or whether
+    cuDNN's algorithm search (``torch.backends.cudnn.benchmark``, :func:`cudnn_benchmark`) was
+    on: with it cuDNN may pick other convolution algorithms, which round differently; a
+    checkpoint written before this was recorded is not checked for it). CUDA graphs replay the
+    eager step's kernels, so a group may be resumed with or without them: each call that trained
+    it is recorded in the checkpoint (``extra["calls"]``: the caller's ``call_info`` with
+    ``cuda_graph`` and the ``rounds`` ``[first, end)`` it trained) and returned as
+    ``calls_before``.
     """
     import torch
 
@@ -361,13 +368,16 @@ def train_runs(runs: Sequence[dict], data, parts, *, rounds: int, width: float =
         "runs": [r.get("name", "") for r in runs], "seeds": [r["seed"] for r in runs],
         "setup": {str(j): run_setup(r) for j, r in enumerate(runs)}, "rounds": rounds, "width": width,
         "precision": precision, "batch_size": batch_size, "lr_decay": lr_decay, "path": path, "conv": conv}
-    if checkpoint is not None:  # the data trained on, whatever the caller's config says
+    if checkpoint is not None:  # the data trained on and cuDNN's mode, whatever the caller's config says
         ck_config.setdefault("data", data_fingerprint(data, parts))
+        ck_config.setdefault("cudnn_benchmark", bool(torch.backends.cudnn.benchmark))
     if checkpoint is not None and Path(checkpoint).is_file():
         from ..checkpoint import check_config, load_checkpoint
 
         doc = load_checkpoint(checkpoint, kind="table1")
-        check_config(checkpoint, doc["config"], ck_config, who="table1",
+        # a checkpoint of an earlier commit does not say whether cuDNN's search was on: not checked then
+        current = {k: v for k, v in ck_config.items() if k != "cudnn_benchmark" or k in doc["config"]}
+        check_config(checkpoint, doc["config"], current, who="table1",
                      hint="run with the checkpoint's settings to finish that group, or delete the file to "
                           "train it afresh")
         engine.load_state_dict(doc["state"])
@@ -386,7 +396,9 @@ def train_runs(runs: Sequence[dict], data, parts, *, rounds: int, width: float =
         save_checkpoint(checkpoint, config=ck_config, round_done=round_done, state=engine.state_dict(), history=[],
                         seed=None, kind="table1",
                         extra={"histories": histories, "seconds": seconds_before + time.perf_counter() - t0,
-                               "started": started, "calls": calls_before + [dict(call_info or {})]})
+                               "started": started,
+                               "calls": calls_before + [dict(call_info or {}, cuda_graph=bool(cuda_graph),
+                                                             rounds=[resumed_from, round_done])]})
 
     for t in range(resumed_from, rounds):
         ts = time.perf_counter()
@@ -542,14 +554,18 @@ def trained_images(history: Sequence[Mapping], sizes, batch_size: int) -> Option
 def _previous_rate(results_dir: Path, key: dict, stacked: Optional[int] = None) -> Optional[float]:
     """Seconds per unit of :func:`round_work`: the median of the rates (``images_per_second``)
     that earlier results with the same engine settings measured (``stacked``: only those
-    trained with that many runs stacked; ``None`` if there are none)."""
+    trained with that many runs stacked; a result trained partly with CUDA graphs and partly
+    without is left out; ``None`` if there are none)."""
     rates = []
     for f in sorted(Path(results_dir).glob("*__seed*.json")):
         try:
             doc = json.loads(f.read_text())
             eng = doc["config"]["engine"]
             ips = float(doc["summary"]["images_per_second"])
+            mixed = bool((doc.get("provenance", {}).get("resumed") or {}).get("cuda_graph_changed"))
         except Exception:
+            continue
+        if mixed:  # trained partly with CUDA graphs and partly without: the rate of neither
             continue
         # both ways for the settings recorded only when not the default (a gemm or cuDNN-search
         # result must not set a default call's pace), and the same number of runs stacked
@@ -605,10 +621,15 @@ def run_table1(results_dir, *, budget_seconds: float, seeds: Sequence[int] = (0,
     saves a checkpoint after its last whole round and *pauses*; the next call (with
     ``continue_later = 0`` if it is the last) resumes it. ``cudnn_bench`` trains with
     :func:`cudnn_benchmark` on, ``conv="gemm"`` with the im2col convolutions (each recorded
-    in the results' engine settings when not the default). Such a call starts no group with
-    less than :data:`MIN_MEASURED_ROUNDS` rounds of its estimated time left (it would pause
-    after its warm-up round); a group resumed after fewer rounds than that is sized with the
-    earlier estimate, not with the rate of its warm-up. Returns ``{"written": [...],
+    in the results' engine settings when not the default; a group paused under another
+    precision, path, convolution or cuDNN search is refused, :func:`train_runs`). A group may
+    be resumed with CUDA graphs switched on or off (the same kernels): its result's
+    ``provenance.resumed`` then has ``cuda_graph_changed`` and lists each call's setting and
+    rounds (``earlier_calls``), and its rate is not used for later estimates. A call with
+    ``continue_later`` starts no group with less than :data:`MIN_MEASURED_ROUNDS` rounds of
+    its estimated time left (it would pause after its warm-up round); a group resumed after
+    fewer rounds than that is sized with the earlier estimate, not with the rate of its
+    warm-up. Returns ``{"written": [...],
     "skipped": [...], "not_started": [...], "aborted": [...], "paused": [...]}``.
 
     A present result counts as done only if it was trained on as many images as ``data``
@@ -857,9 +878,16 @@ def run_table1(results_dir, *, budget_seconds: float, seeds: Sequence[int] = (0,
         # started and how many seconds of training earlier calls did (not the time in between)
         prov = make_provenance(started, finished, device, git_start=git_start)
         if res.get("resumed_from"):
+            earlier = list(res.get("calls_before", []))
             prov["resumed"] = {"from_round": int(res["resumed_from"]), "first_started_utc": _utc(res["started"]),
                                "training_seconds_before": float(res.get("seconds_before", 0.0)),
-                               "earlier_calls": list(res.get("calls_before", []))}
+                               "earlier_calls": earlier}
+            # CUDA graphs replay the eager kernels, so a group may switch (gpu_run.sh falls back to eager when
+            # the graphs fail): the result says so, and its rate mixes both (_previous_rate leaves it out)
+            if any("cuda_graph" in c and bool(c["cuda_graph"]) != bool(cuda_graph) for c in earlier):
+                prov["resumed"]["cuda_graph_changed"] = True
+                log(f"note: {', '.join(names)} trained rounds with CUDA graphs {'off' if cuda_graph else 'on'} in "
+                    "an earlier call (provenance.resumed.earlier_calls)")
         for p, hist in zip(group, res["histories"]):
             cell = p["cell"]
             config = {"problem": "cifar10-vgg11", "table1_cell": cell.config(), "cell_id": cell.id, "seed": p["seed"],
