@@ -50,6 +50,7 @@ import numpy as np
 from .._io import atomic_write, atomic_write_all, read_json
 from .._validate import check_int, check_path
 from .clients import FederatedDataset
+from .partition import _MAX_CLASSES
 
 __all__ = ["load_leaf", "save_leaf"]
 
@@ -127,6 +128,11 @@ def _as_labels(file: Path, user: str, y, num_classes: int | None) -> np.ndarray:
     if num_classes is not None and hi >= num_classes:
         bad = int(np.argmax(arr))
         raise ValueError(f"{where}[{bad}] = {y[bad]!r} is out of range [0, {num_classes})")
+    if num_classes is None and hi >= _MAX_CLASSES:  # the class count comes from the largest label
+        bad = int(np.argmax(arr))
+        raise ValueError(f"{where}[{bad}] = {y[bad]!r} would make num_classes {int(hi) + 1} (the largest label plus "
+                         f"one; a model has one output per class), more than the {_MAX_CLASSES} inferred at most: "
+                         "labels must be class numbers 0..K-1, not ids; renumber them, or give num_classes")
     return arr.astype(np.int64)
 
 
@@ -231,7 +237,10 @@ def load_leaf(path, num_classes: int | None = None, name: str | None = None, *,
         of ``.json`` files, or a folder of ``.json`` files.
     num_classes:
         Number of labels (>= 2); every label must lie in ``[0, num_classes)``.  Default:
-        largest label over train and test plus one, and at least 2.
+        largest label over train and test plus one, and at least 2; at most 1,000,000 (as
+        :func:`~fedlib.data.partition.dirichlet_partition`): a larger label is refused, naming
+        it, as an id rather than a class number (the data set's models would have one output
+        per class).
     name:
         Name of the returned data set; default ``str(path)``.
     client_order:
