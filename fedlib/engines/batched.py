@@ -65,7 +65,7 @@ import numpy as np
 
 from .._validate import check_choice, check_int
 from ..algorithms import ClientUpdate, FederatedAlgorithm, ServerState, server_state_mismatch
-from ..problems.logistic import _UNDERFLOW, LogisticProblem, _ones, pack_params, unpack_params
+from ..problems.logistic import _UNDERFLOW, LogisticProblem, _one_hot, _ones, pack_params, unpack_params
 from ..problems.logistic import _packed_grad_numpy_one as _grad_one
 from ..rng import generator
 from ..sampling import check_sampling, round_participation
@@ -386,7 +386,7 @@ def run_batched(algorithm: FederatedAlgorithm, problem: LogisticProblem, schedul
     # data on the backend: features with a trailing 1 (bias), one-hot labels
     xa_np = np.concatenate([problem.train_x, np.ones((problem.train_x.shape[0], 1))], axis=1)
     Xall = be.asarray(xa_np)
-    Yall = be.asarray(np.eye(C)[problem.train_y])
+    Yall = be.asarray(_one_hot(problem.train_y, C))
 
     if comm is not None:
         comm.check_clients(m)

@@ -198,6 +198,14 @@ def _log_softmax_loss(z: np.ndarray, y: np.ndarray) -> np.ndarray:
     return lse - np.take_along_axis(z, y[..., None], axis=-1)[..., 0]
 
 
+def _one_hot(y: np.ndarray, C: int) -> np.ndarray:
+    """``np.eye(C)[y]`` (float64, shape ``y.shape + (C,)``) without the ``C x C`` identity: the same
+    array in ``y.size x C`` memory (``np.eye(C)`` alone is 800 MB at 10,000 classes)."""
+    out = np.zeros(y.shape + (C,))
+    np.put_along_axis(out, y[..., None], 1.0, axis=-1)
+    return out
+
+
 #: Batch size from which :func:`_grad` takes its row maxima column by column.
 _COLUMN_MAX_FROM = 512
 
@@ -349,7 +357,7 @@ class LogisticRegression:
         w = mask / count[:, None]
         z = np.matmul(x, W) + b[:, None, :]
         loss = np.einsum("qb,qb->q", w, _log_softmax_loss(z, y))
-        onehot = np.eye(self.num_classes)[y]
+        onehot = _one_hot(y, self.num_classes)
         theta = pack_params({"W": W, "b": b})
         xa = np.concatenate([x, np.ones(x.shape[:-1] + (1,))], axis=-1)
         G = np.empty_like(theta)
