@@ -18,6 +18,7 @@ import pytest
 import torch
 
 from fedlib import checkpoint as ck
+from torch_threads import one_torch_thread  # noqa: F401 (autouse fixture)
 
 ROOT = Path(__file__).resolve().parents[1]
 
