@@ -171,7 +171,16 @@ def _download(root: Path) -> None:
         raise RuntimeError("download=True needs torchvision installed") from exc
     root.mkdir(parents=True, exist_ok=True)
     # Downloads, verifies and extracts the official archive (train and test together).
-    torchvision.datasets.CIFAR10(str(root), train=True, download=True)
+    try:
+        torchvision.datasets.CIFAR10(str(root), train=True, download=True)
+    except (OSError, RuntimeError) as exc:  # URLError (no network, DNS, HTTP), a disk error, a bad md5
+        url = getattr(torchvision.datasets.CIFAR10, "url", "the CIFAR-10 python archive")
+        raise OSError(
+            f"CIFAR-10 download into {root} failed ({type(exc).__name__}: {exc}). Without network access to {url}, "
+            f"fetch that archive (cifar-10-python.tar.gz) on a machine that has it and extract it into {root} "
+            f"(tar -xzf cifar-10-python.tar.gz -C {root}), so that {root / BATCH_FOLDER} holds "
+            f"{', '.join(TRAIN_FILES)}, {TEST_FILE}; or copy an existing '{BATCH_FOLDER}' folder there, and load "
+            "it without download") from exc
 
 
 def _missing_batches(folder: Path) -> list:
@@ -208,6 +217,10 @@ def load_cifar10(root, download: bool = False) -> Cifar10Arrays:
         A batch file cannot be unpickled (corrupt, truncated) or holds data of the
         wrong shape, a wrong number of labels or labels outside 0..9; names the file.
         ``root`` is a file or not a path, or ``download`` is not a bool.
+    OSError
+        ``download`` is true and the download failed (no network access to the archive's
+        address, a disk error, a corrupt archive); the message names the address and how to
+        install the archive by hand.
 
     Examples
     --------
