@@ -31,6 +31,10 @@ A round, in user code (chapter 6 runs it)::
                 opt.step()
             updates.append(algo.client_final(server, i, opt.solver_state))
         server, diag = algo.apply(server, full_participation(p), updates, opt.lr, p)
+        copy_into(model.parameters(), server.params)   # the new global model x^(t+1,0) into model
+
+After a client's local steps ``model`` holds that client's :math:`x_i^{(t,\tau_i)}`; the global
+model is ``server.params``, so copy it back (last line) before evaluating or saving ``model``.
 
 With plain SGD or heavy-ball momentum and weight decay these are the steps of
 ``torch.optim.SGD(lr, momentum, weight_decay=...)`` (``dampening=0``, no Nesterov; the

@@ -47,3 +47,27 @@ def test_cifar10_download_failure_on_the_command_line(tmp_path, monkeypatch, cap
     assert code == 1, err
     assert "CIFAR-10 download into" in err and "extract it into" in err, err
     assert not (tmp_path / "c.json").exists()
+
+
+# --------------------------------------------------------------------------- your own loop: the global model
+def test_the_optim_docstring_loop_leaves_the_global_model_in_the_model():
+    """fedlib.optim's 'A round, in user code' loop, run as written: afterwards ``model`` held the last
+    client's local model x_i^(t, tau_i), not the global model ``server.params`` a user then evaluates or
+    saves (chapter 6 copies it back; the docstring and README did not)."""
+    import importlib
+
+    import torch
+
+    import fedlib.optim
+    from test_docstring_recipes import _fixtures_optim_round, literal_blocks, public_index
+
+    (code,) = [text for intro, text in literal_blocks(fedlib.optim.__doc__)
+               if intro == "A round, in user code (chapter 6 runs it)::"]
+    ns = {**public_index(), **{k: v for k, v in vars(importlib.import_module("fedlib.optim")).items()
+                               if not k.startswith("__")}}
+    ns.update(_fixtures_optim_round())
+    exec(compile(code, "<fedlib.optim round>", "exec"), ns)
+    model, server = ns["model"], ns["server"]
+    assert server.round == 2
+    for mine, glob in zip(model.parameters(), server.params):
+        assert torch.equal(mine.detach(), glob), "model does not hold the global model after the loop"
