@@ -440,7 +440,7 @@ def test_train_clients_client_list_checks():
     assert set(one) == {"fednova", "engine"} and one["fednova"][0]["local_steps"][0] >= 1
     with pytest.raises(ValueError, match=r"^client_x and client_y must list the same clients \(got 0 and 0\)"):
         train_clients(nn.Linear(6, 3), [], [], rounds=1)
-    with pytest.raises(ValueError, match=r"^client 0: needs n_i >= 1 samples and one label per sample, got \(5,\)"):
+    with pytest.raises(ValueError, match=r"^client_x\[0\] must be \(n_i, \*feature_shape\), samples first, got shape \(5,\)"):
         train_clients(nn.Linear(6, 3), [xs[0][:, 0], xs[1]], ys, rounds=1)   # 1-d features
     with pytest.raises(ValueError, match=r"^client 1: features of shape \(7,\), client 0 has \(6,\)"):
         train_clients(nn.Linear(6, 3), [xs[0], torch.randn(9, 7)], ys, rounds=1)

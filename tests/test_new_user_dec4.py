@@ -71,3 +71,61 @@ def test_the_optim_docstring_loop_leaves_the_global_model_in_the_model():
     assert server.round == 2
     for mine, glob in zip(model.parameters(), server.params):
         assert torch.equal(mine.detach(), glob), "model does not hold the global model after the loop"
+
+
+# --------------------------------------------------------------------------- train_clients / reference_differences
+def _clients():
+    import torch
+
+    g = torch.Generator().manual_seed(0)
+    sizes = (5, 12, 9)
+    xs = [torch.randn(n, 6, generator=g, dtype=torch.float64) for n in sizes]
+    ys = [torch.randint(0, 3, (n,), generator=g) for n in sizes]
+    return xs, ys
+
+
+def test_train_clients_one_dimensional_features_are_named_as_such():
+    """client_x[i] of shape (n_i,) (one feature per sample, without the feature axis) was refused with
+    'needs n_i >= 1 samples and one label per sample, got (5,) / (5,)': both hold 5, so the message
+    pointed at the wrong thing."""
+    from torch import nn
+
+    from fedlib.experiments.custom import train_clients
+
+    xs, ys = _clients()
+    with pytest.raises(ValueError, match=r"client_x\[1\] must be \(n_i, \*feature_shape\), samples first, got shape "
+                                         r"\(12,\); one feature per sample: client_x\[i\]\[:, None\]"):
+        train_clients(nn.Linear(1, 3), [x[:, :1] for x in xs[:1]] + [xs[1][:, 0], xs[2][:, :1]], ys, rounds=1)
+
+
+def test_reference_differences_refuses_a_model_that_is_not_the_runs_initial_model():
+    """reference_differences(model, result) with another model (a fresh one of the same architecture)
+    returned a relative difference of order 1 as if the engine disagreed with
+    the per-client loop; it now says that the model is not the one given to train_clients. The model
+    given to train_clients, in either dtype, still passes and agrees to rounding."""
+    import torch
+    from torch import nn
+
+    from fedlib.experiments.custom import reference_differences, train_clients
+
+    xs, ys = _clients()
+    gen = torch.Generator().manual_seed(1)
+
+    def mlp():
+        net = nn.Sequential(nn.Linear(6, 8), nn.ReLU(), nn.Linear(8, 3))
+        with torch.no_grad():
+            for prm in net.parameters():
+                prm.copy_(torch.randn(prm.shape, generator=gen) * 0.3)
+        return net
+
+    model = mlp()
+    result = train_clients(model, xs, ys, rounds=2, batch_size=4, dtype=torch.float64)
+    same = reference_differences(model, result)
+    assert set(same) == {"fedavg", "fednova"} and max(same.values()) < 1e-10, same
+    assert max(reference_differences(model.double(), result).values()) < 1e-10
+    with pytest.raises(ValueError, match=r"model's parameters are not the initial model of run 'fedavg'"):
+        reference_differences(mlp(), result)
+    with torch.no_grad():  # the same module, changed after train_clients (e.g. trained further)
+        next(model.parameters()).add_(1e-3)
+    with pytest.raises(ValueError, match=r"not the initial model"):
+        reference_differences(model, result)

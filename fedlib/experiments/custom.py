@@ -70,6 +70,8 @@ class TensorEngine(StackedEngine):
         super().__init__(model, stub, runs, rounds=rounds, path="vmap", augment=False, padding=0, mean=(0.0,),
                          std=(1.0,), **options)
         self._features = x.to(self.device, self.dtype)
+        # each run's initial global model, for reference_differences' check of the model it is given
+        self._initial = [{n: t.detach().cpu().clone() for n, t in st.params.items()} for st in self.states]
         self._test_features = None
         if test_features is not None:
             tx, ty = _as_tensor(test_features, "test_features"), _as_tensor(test_labels, "test_labels")
@@ -187,7 +189,10 @@ def train_clients(model: nn.Module, client_x: Sequence[Any], client_y: Sequence[
     xs = [_as_tensor(x, f"client_x[{i}]") for i, x in enumerate(client_x)]
     ys = [_as_tensor(y, f"client_y[{i}]") for i, y in enumerate(client_y)]
     for i, (x, y) in enumerate(zip(xs, ys)):
-        if x.ndim < 2 or x.shape[0] == 0 or y.ndim != 1 or x.shape[0] != y.shape[0]:
+        if x.ndim < 2:  # a 1-d tensor of n values: n samples of one feature, or one sample of n features?
+            raise ValueError(f"client_x[{i}] must be (n_i, *feature_shape), samples first, got shape {tuple(x.shape)}; "
+                             "one feature per sample: client_x[i][:, None]")
+        if x.shape[0] == 0 or y.ndim != 1 or x.shape[0] != y.shape[0]:
             raise ValueError(f"client {i}: needs n_i >= 1 samples and one label per sample, got {tuple(x.shape)} / "
                              f"{tuple(y.shape)}")
         if x.shape[1:] != xs[0].shape[1:]:
@@ -236,11 +241,22 @@ def reference_differences(model: nn.Module, result: Dict[str, Any]) -> Dict[str,
     parameters of max |x - x_ref| / max |x_ref|}``. With ``train_clients(...,
     dtype=torch.float64)`` this is summation-order noise (chapter 6 asserts it below
     1e-10); in float32 it grows with the rounds. ``model`` must be the one given to
-    :func:`train_clients` (its parameters are the runs' initial model).
+    :func:`train_clients` (its parameters are the runs' initial model; ``ValueError`` when they are
+    not: another model would give a large difference that says nothing about the engine).
     """
     engine = result.get("engine") if isinstance(result, dict) else None
     if not isinstance(engine, TensorEngine):
         raise ValueError("result must be what train_clients returned (a dict with its 'engine')")
+    mine = {n: t.detach().cpu().to(engine.dtype) for n, t in model.named_parameters()}
+    for r, run in enumerate(engine.runs):
+        if run.params is not None:  # the reference starts from the run's own initial model
+            continue
+        start = engine._initial[r]
+        if mine.keys() != start.keys() or any(mine[n].shape != t.shape or not torch.equal(mine[n], t)
+                                              for n, t in start.items()):
+            raise ValueError(f"model's parameters are not the initial model of run {run.name!r}: give "
+                             "reference_differences the model given to train_clients, unchanged (the reference "
+                             "loop starts from its parameters)")
     data = SimpleNamespace(train_features=engine._features.cpu(), train_labels=engine._train_labels.cpu())
     out = {}
     for r, run in enumerate(engine.runs):
