@@ -214,7 +214,10 @@ class FederatedAlgorithm:
     def client_final(self, state: ServerState, client: int, solver_state: SolverState) -> ClientUpdate:
         """Package a finished local run: :math:`\\Delta_i = x_i^{(t,\\tau_i)} - x^{(t,0)}`."""
         if solver_state.step < 1:
-            raise ValueError(f"local_steps: client {client} took no local step")
+            raise ValueError(f"local_steps: client {client} took no local step (a client without samples or with "
+                             "tau_i = 0 has no update to aggregate: leave it out of the round; in your own loop, out of the "
+                             "updates and of the Participation given to apply; in an engine, a schedule or sampler must "
+                             "not give a participant 0 steps)")
         return ClientUpdate(int(client), tree_sub(solver_state.params, state.params), float(solver_state.a_norm),
                             int(solver_state.step))
 

@@ -138,6 +138,9 @@ def check_tau_eff(tau_eff: TauEff) -> TauEff:
     if tau_eff is None:
         return None
     if isinstance(tau_eff, str):
+        if tau_eff == "population":  # the CLI's --tau-eff population is a number computed from the schedule
+            raise ValueError("tau_eff='population' is a setting of the command line; in code compute the number, "
+                             "tau_eff=fedlib.schedules.population_tau_eff(p, schedule, solver), and pass it")
         return check_choice("tau_eff", tau_eff, TAU_EFF_POLICIES)
     if isinstance(tau_eff, numbers.Real) and not isinstance(tau_eff, bool):
         return check_positive("tau_eff", tau_eff)

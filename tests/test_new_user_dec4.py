@@ -129,3 +129,47 @@ def test_reference_differences_refuses_a_model_that_is_not_the_runs_initial_mode
         next(model.parameters()).add_(1e-3)
     with pytest.raises(ValueError, match=r"not the initial model"):
         reference_differences(model, result)
+
+
+# --------------------------------------------------------------------------- your own loop: a client without data
+def test_a_client_that_took_no_step_is_told_what_to_do():
+    """In the optim docstring's loop a client with 0 samples (an empty DataLoader) reached client_final,
+    which said only 'local_steps: client 3 took no local step'; apply's own check says to leave it out."""
+    import numpy as np
+    import torch
+
+    from fedlib.algorithms import make_algorithm
+    from fedlib.optim import ClientOptimizer, parameters_of
+    from fedlib.sampling import Participation
+    from fedlib.solvers import sgd
+
+    model = torch.nn.Linear(2, 2)
+    algo = make_algorithm("fednova", sgd(0.1))
+    server = algo.init(parameters_of(model), num_clients=2)
+    opt = ClientOptimizer(model.parameters(), algo.solver)
+    opt.begin(algo.client_init(server, 1))  # client 1: no batches, no step
+    with pytest.raises(ValueError, match=r"client 1 took no local step \(a client without samples or with tau_i = 0 "
+                                         r"has no update to aggregate: leave it out of the round"):
+        algo.client_final(server, 1, opt.solver_state)
+    # what the message says works: the round with client 0 alone
+    opt.begin(algo.client_init(server, 0))
+    opt.zero_grad()
+    model(torch.ones(1, 2)).sum().backward()
+    opt.step()
+    new, diag = algo.apply(server, Participation(np.array([0]), np.array([1.0])),
+                           [algo.client_final(server, 0, opt.solver_state)], opt.lr)
+    assert list(diag.clients) == [0] and new.round == 1
+
+
+def test_tau_eff_population_in_code_points_to_population_tau_eff():
+    """``--tau-eff population`` is on the command line; make_algorithm("fednova", solver, tau_eff="population")
+    said only "must be one of ['a_norm', 'local_steps']", not how to get the population value in code."""
+    from fedlib.algorithms import make_algorithm
+    from fedlib.schedules import FixedSteps, population_tau_eff
+    from fedlib.solvers import sgd
+
+    with pytest.raises(ValueError, match=r"tau_eff='population' .*=fedlib\.schedules\.population_tau_eff\(p, schedule, "
+                                         r"solver\)"):
+        make_algorithm("fednova", sgd(0.1), tau_eff="population")
+    value = population_tau_eff([0.5, 0.5], FixedSteps([2, 4]), sgd(0.1))  # the advice, followed
+    assert make_algorithm("fednova", sgd(0.1), tau_eff=value).tau_eff == value == pytest.approx(3.0)
