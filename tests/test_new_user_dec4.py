@@ -173,3 +173,19 @@ def test_tau_eff_population_in_code_points_to_population_tau_eff():
         make_algorithm("fednova", sgd(0.1), tau_eff="population")
     value = population_tau_eff([0.5, 0.5], FixedSteps([2, 4]), sgd(0.1))  # the advice, followed
     assert make_algorithm("fednova", sgd(0.1), tau_eff=value).tau_eff == value == pytest.approx(3.0)
+
+
+# --------------------------------------------------------------------------- the command line
+def test_table1_summary_outside_the_repository_root_says_where_it_looked(tmp_path, monkeypatch, capsys):
+    """README: ``python -m fedlib table1 --summary  # (from the repository root)``. From another folder the
+    default --results data/results/cifar10 was 'no such folder', without saying it is relative to the
+    current folder nor what to do."""
+    from fedlib.cli import main
+
+    monkeypatch.chdir(tmp_path)
+    assert main(["table1", "--summary"]) == 2
+    err = capsys.readouterr().err
+    assert (f"--results data/results/cifar10: no such folder (relative to the current folder {tmp_path}: run from "
+            "the repository root, or give --results the folder of the result files)") in err, err
+    assert main(["table1", "--summary", "--results", str(tmp_path / "none")]) == 2  # absolute: as before
+    assert capsys.readouterr().err.rstrip().endswith(f"--results {tmp_path / 'none'}: no such folder")

@@ -445,7 +445,12 @@ def table1_command(args: argparse.Namespace) -> int:
 
         _refuse_unused_flags(args, "summary")
         if not args.results.is_dir():
-            raise CLIError(f"--results {args.results}: {'not a folder' if args.results.exists() else 'no such folder'}")
+            where = ""
+            if not args.results.is_absolute():  # e.g. the default data/results/cifar10 outside the repository root
+                where = (f" (relative to the current folder {Path.cwd()}: run from the repository root, or give "
+                         "--results the folder of the result files)")
+            raise CLIError(f"--results {args.results}: "
+                           f"{'not a folder' if args.results.exists() else 'no such folder'}{where}")
         try:
             results = load_table1_results(args.results)
         except OtherSetupError as exc:
