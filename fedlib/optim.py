@@ -162,8 +162,14 @@ def average_buffers(client_buffers: Sequence[Sequence[torch.Tensor]], weights) -
 def _check_like(params: List[torch.Tensor], values, what: str, noun: str = "parameter") -> None:
     if not isinstance(values, (list, tuple)) or not all(isinstance(v, torch.Tensor) for v in values):
         builder = "parameters_of(model)" if noun == "parameter" else "buffers_of(model)"
+        got = type(values).__name__
+        if isinstance(values, (list, tuple)):  # name the first entry that is not a tensor (numpy arrays, say)
+            k, v = next((k, v) for k, v in enumerate(values) if not isinstance(v, torch.Tensor))
+            got += f" whose entry {k} is a {type(v).__module__}.{type(v).__qualname__}"
+        elif isinstance(values, dict):  # a state_dict or dict(named_parameters()): keyed by name, not in order
+            got += " (keyed by name; give the tensors as a list in the model's parameter order)"
         raise ValueError(f"{what} must be a list of tensors, one per {noun} in the model's order "
-                         f"({builder} builds it), got {type(values).__name__}")
+                         f"({builder} builds it), got {got}")
     if len(values) != len(params):
         raise ValueError(f"{what} has {len(values)} tensors but there are {len(params)} {noun}s")
     for k, (p, v) in enumerate(zip(params, values)):

@@ -189,3 +189,30 @@ def test_table1_summary_outside_the_repository_root_says_where_it_looked(tmp_pat
             "the repository root, or give --results the folder of the result files)") in err, err
     assert main(["table1", "--summary", "--results", str(tmp_path / "none")]) == 2  # absolute: as before
     assert capsys.readouterr().err.rstrip().endswith(f"--results {tmp_path / 'none'}: no such folder")
+
+
+# --------------------------------------------------------------------------- your own loop: what begin / copy_into take
+def test_client_optimizer_names_numpy_arrays_and_dicts_it_cannot_take():
+    """A server state built from numpy arrays (``algo.init([p.numpy() ...])``) or from
+    ``model.state_dict()`` was refused by ``opt.begin`` with '... must be a list of tensors ..., got list'
+    (it is a list) or 'got OrderedDict'; the message now names what is wrong with it."""
+    import torch
+
+    from fedlib.algorithms import make_algorithm
+    from fedlib.optim import ClientOptimizer, copy_into, parameters_of
+    from fedlib.solvers import sgd
+
+    model = torch.nn.Linear(3, 2)
+    algo = make_algorithm("fednova", sgd(0.1))
+    opt = ClientOptimizer(model.parameters(), algo.solver)
+    as_numpy = algo.init([p.numpy() for p in parameters_of(model)], 2)
+    with pytest.raises(ValueError, match=r"solver_state\.params must be a list of tensors, .* got list whose entry 0 "
+                                         r"is a numpy\.ndarray$"):
+        opt.begin(algo.client_init(as_numpy, 0))
+    by_name = algo.init(model.state_dict(), 2)
+    with pytest.raises(ValueError, match=r"got OrderedDict \(keyed by name; give the tensors as a list in the model's "
+                                         r"parameter order\)$"):
+        opt.begin(algo.client_init(by_name, 0))
+    with pytest.raises(ValueError, match=r"^values must be a list of tensors, .* got tuple whose entry 1 is a builtins\.float$"):
+        copy_into(model.parameters(), (torch.zeros(2, 3), 0.0))
+    copy_into(model.parameters(), parameters_of(model))  # the list it asks for is taken
