@@ -27,8 +27,9 @@ and refuses a malformed one with a ``ValueError`` naming it.
   (e.g. Nesterov momentum): a frozen-dataclass subclass of :class:`fedlib.solvers.LocalSolver` that
   overrides ``update(state, grads) -> SolverState`` (advance ``step`` by one and set ``shadow``,
   ``a_norm`` from ``counter_step``; :func:`fedlib.tree.tree_map` works on numpy and torch trees) and
-  ``counter_step(k, counter)`` (the same step on a scalar unit gradient, in units of ``lr``), and, for the
-  closed forms, ``a_vector`` / ``a_norm``. :func:`fedlib.solvers.check_own_step` probes it (the
+  ``counter_step(k, counter)`` (the same step on a scalar unit gradient, in units of ``lr``), and, if you
+  have them, the closed forms ``a_vector`` / ``a_norm`` (otherwise they are taken from its own step: its
+  counter and a unit-gradient probe, never the built-in step's formulas). :func:`fedlib.solvers.check_own_step` probes it (the
   reported :math:`\|a_i\|_1` and any closed form it overrides against the :math:`a_i` its step gives, on
   numpy ``float64`` vectors, so ``update`` must accept numpy arrays as well as torch tensors)
   when an algorithm, ``solver_at`` or :class:`fedlib.optim.ClientOptimizer` receives it;

@@ -314,9 +314,14 @@ class LocalSolver:
 
         With a within-round schedule combined with momentum or prox there is no
         simple closed form; then the vector is the exact impulse response of the
-        linear recursion :math:`(y, v)` above.
+        linear recursion :math:`(y, v)` above. A subclass with its own step
+        (:attr:`builtin_step` false) that does not override this method gets the :math:`a_i` of
+        its own step (``tau`` steps of its ``update`` on unit gradients :math:`e_k`, as
+        :func:`check_own_step` probes it), not the formula of the built-in step.
         """
         tau = check_int("tau", tau, minimum=1)
+        if not self.builtin_step and type(self).a_vector is LocalSolver.a_vector:
+            return self._stepped_a_vector(tau)
         n = np.arange(tau - 1, -1, -1, dtype=np.float64)  # n = tau-1-j
         rho, alpha = self.momentum, self.alpha
         if self.lr_schedule is not None:
@@ -342,8 +347,14 @@ class LocalSolver:
         return (q ** (n + 1) - rho ** (n + 1)) / (q - rho)
 
     def a_norm(self, tau: int) -> float:
-        r"""Closed-form :math:`\|a_i\|_1` for ``tau`` local steps (table in the module doc)."""
+        r"""Closed-form :math:`\|a_i\|_1` for ``tau`` local steps (table in the module doc).
+
+        A subclass with its own step (:attr:`builtin_step` false) that does not override this
+        method gets its own online counter after ``tau`` steps (:meth:`online_a_norms`, what its
+        clients report), not the formula of the built-in step."""
         tau = check_int("tau", tau, minimum=1)
+        if not self.builtin_step and type(self).a_norm is LocalSolver.a_norm:
+            return float(self.online_a_norms(tau)[-1])
         rho, alpha = self.momentum, self.alpha
         if self.lr_schedule is not None:
             return float(np.sum(self.a_vector(tau)))
@@ -362,6 +373,15 @@ class LocalSolver:
         if abs(q - rho) < 1e-2:
             return float(np.sum(self.a_vector(tau)))
         return (q * _one_minus_pow(alpha, tau) / alpha - mom_sum) / (q - rho)
+
+    def _stepped_a_vector(self, tau: int) -> np.ndarray:
+        """:math:`a_i` of the solver's own ``update``: ``tau`` steps on a ``tau``-vector from 0 with
+        gradient :math:`e_k` at step ``k`` (weight decay off) move it by :math:`-\\eta a_i`."""
+        probe = dataclasses.replace(self, weight_decay=0.0)
+        state, eye = probe.init(np.zeros(tau)), np.eye(tau)
+        for k in range(tau):
+            state = probe.update(state, eye[k])
+        return -np.asarray(state.params, dtype=np.float64) / probe.lr
 
     def _impulse_response(self, tau: int) -> np.ndarray:
         """a_j from the linear recursion with per-step sizes (exact, O(tau^2))."""

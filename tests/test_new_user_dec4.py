@@ -216,3 +216,57 @@ def test_client_optimizer_names_numpy_arrays_and_dicts_it_cannot_take():
     with pytest.raises(ValueError, match=r"^values must be a list of tensors, .* got tuple whose entry 1 is a builtins\.float$"):
         copy_into(model.parameters(), (torch.zeros(2, 3), 0.0))
     copy_into(model.parameters(), parameters_of(model))  # the list it asks for is taken
+
+
+# --------------------------------------------------------------------------- your own local solver: closed forms
+def _nesterov_class():
+    """Nesterov momentum written from "Extending fedlib" alone (update + counter_step, no closed forms):
+    u_{k+1} = rho u_k + g_k, x_{k+1} = x_k - eta (g_k + rho u_{k+1})."""
+    import dataclasses
+
+    from fedlib.solvers import LocalSolver
+    from fedlib.tree import tree_map
+
+    @dataclasses.dataclass(frozen=True)
+    class Nesterov(LocalSolver):
+        def update(self, state, grads):
+            rho = self.momentum
+            mom = tree_map(lambda u, g: rho * u + g, state.momentum, grads)
+            params = tree_map(lambda x, g, u: x - self.lr * (g + rho * u), state.params, grads, mom)
+            shadow = self.counter_step(state.step, state.shadow)
+            return state._replace(params=params, momentum=mom, step=state.step + 1, shadow=shadow, a_norm=shadow[0])
+
+        def counter_step(self, k, counter):
+            a, u = counter
+            u = self.momentum * u + 1.0
+            return (a + 1.0 + self.momentum * u, u)
+
+    return Nesterov
+
+
+def test_an_own_step_solver_without_closed_forms_gets_those_of_its_own_step():
+    """Such a solver ran (its clients reported the right ||a_i||_1 online), but its inherited
+    a_norm(tau) / a_vector(tau) were heavy-ball's formulas: population_tau_eff, the tau_eff a user passes
+    to FedNova under sampling, was silently that of another solver (about 22 % low at tau = 5, rho = 0.9).
+    a_j of Nesterov, by hand: 1 + rho (1 - rho^{n+1}) / (1 - rho), n = tau - 1 - j."""
+    import numpy as np
+
+    from fedlib.algorithms import make_algorithm
+    from fedlib.schedules import FixedSteps, population_tau_eff
+    from fedlib.solvers import momentum_sgd
+
+    rho, tau = 0.9, 5
+    solver = _nesterov_class()(lr=0.01, momentum=rho, name="nesterov")
+    make_algorithm("fednova", solver)  # check_own_step accepts it
+    n = np.arange(tau - 1, -1, -1)
+    by_hand = 1 + rho * (1 - rho ** (n + 1)) / (1 - rho)
+    np.testing.assert_allclose(solver.a_vector(tau), by_hand, rtol=1e-12)
+    assert solver.a_norm(tau) == pytest.approx(by_hand.sum(), rel=1e-12)
+    assert solver.a_norm(tau) == pytest.approx(solver.online_a_norms(tau)[-1], rel=0, abs=0)
+    heavy_ball = momentum_sgd(0.01, momentum=rho).a_norm(tau)
+    assert abs(heavy_ball - by_hand.sum()) > 0.2 * by_hand.sum()  # what it returned before: another solver's
+    assert population_tau_eff([0.25, 0.75], FixedSteps([tau, 2]), solver) == pytest.approx(
+        0.25 * by_hand.sum() + 0.75 * solver.a_vector(2).sum(), rel=1e-12)
+    # a built-in solver keeps its formulas, bit for bit
+    hb = momentum_sgd(0.01, momentum=rho)
+    assert hb.builtin_step and hb.a_norm(tau) == heavy_ball
