@@ -275,7 +275,9 @@ class FederatedAlgorithm:
 def apply_server_optimizer(server: ServerOptimizer, change: Any, state: ServerState, lr: float) -> tuple:
     """``server.update(change, state.server, state.params, lr)`` checked where fedlib receives it: a
     ``(new_params, new_state)`` pair whose model has the structure, leaf shapes and array kind of
-    ``state.params`` (a wrongly shaped model would broadcast every later client's change)."""
+    ``state.params`` (a wrongly shaped model would broadcast every later client's change). The model a
+    server optimizer of your own returns must also be finite (``FloatingPointError`` naming it otherwise:
+    a NaN it made would surface one round later as a non-finite aggregate of the clients' updates)."""
     out = server.update(change, state.server, state.params, lr)
     if not isinstance(out, tuple) or len(out) != 2:
         raise ValueError(f"server optimizer {server.name!r}: update(change, state, params, lr) must return "
@@ -290,6 +292,10 @@ def apply_server_optimizer(server: ServerOptimizer, change: Any, state: ServerSt
         raise ValueError(f"server optimizer {server.name!r}: update must return (new_params, new_state) with "
                          "new_params of the structure and leaf shapes of state.params (and its array kind), got "
                          f"leaf shapes {got} for {[tuple(np.shape(v)) for v in tree_leaves(state.params)]}")
+    own = getattr(server.update, "__module__", None) != "fedlib.server"  # fedlib's are tested; yours is checked
+    if own and not tree_all_finite(params):
+        raise FloatingPointError(f"round {state.round}: server optimizer {server.name!r} returned a model that is not "
+                                 "finite from a finite aggregated update (diverged, or its update is wrong)")
     return out
 
 

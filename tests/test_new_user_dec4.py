@@ -270,3 +270,33 @@ def test_an_own_step_solver_without_closed_forms_gets_those_of_its_own_step():
     # a built-in solver keeps its formulas, bit for bit
     hb = momentum_sgd(0.01, momentum=rho)
     assert hb.builtin_step and hb.a_norm(tau) == heavy_ball
+
+
+# --------------------------------------------------------------------------- your own server optimizer
+def test_a_server_optimizer_of_your_own_that_returns_nan_is_named():
+    """A ServerOptimizer(init, update, name) whose update returned a NaN model passed apply's checks; the
+    clients then trained from NaN and the run stopped one round later with 'round 1: the aggregated update
+    is not finite (diverged)', blaming the clients' updates."""
+    import numpy as np
+
+    from fedlib.algorithms import make_algorithm
+    from fedlib.engines.reference import run_sequential
+    from fedlib.problems import random_quadratic
+    from fedlib.schedules import FixedSteps
+    from fedlib.server import ServerOptimizer
+    from fedlib.solvers import sgd
+
+    problem = random_quadratic(num_clients=3, dim=4, seed=0)
+
+    def run(update, name):
+        algo = make_algorithm("fednova", sgd(0.01), server=ServerOptimizer(lambda params: None, update, name))
+        return run_sequential(algo, np.zeros(4), problem.grad_fn(), problem.p, FixedSteps([1, 2, 3]), rounds=3)
+
+    with pytest.raises(FloatingPointError, match=r"^round 0: server optimizer 'halves-badly' returned a model that "
+                                                 r"is not finite from a finite aggregated update"):
+        run(lambda change, state, params, lr: (params + change * np.nan, state), "halves-badly")
+    # a correct one of your own runs as before: x + D, the plain step
+    mine = run(lambda change, state, params, lr: (params + change, state), "mine")
+    plain = run_sequential(make_algorithm("fednova", sgd(0.01)), np.zeros(4), problem.grad_fn(), problem.p,
+                           FixedSteps([1, 2, 3]), rounds=3)
+    np.testing.assert_array_equal(mine.state.params, plain.state.params)
