@@ -300,3 +300,18 @@ def test_a_server_optimizer_of_your_own_that_returns_nan_is_named():
     plain = run_sequential(make_algorithm("fednova", sgd(0.01)), np.zeros(4), problem.grad_fn(), problem.p,
                            FixedSteps([1, 2, 3]), rounds=3)
     np.testing.assert_array_equal(mine.state.params, plain.state.params)
+
+
+def test_run_cifar10_split_failure_does_not_advise_a_flag_that_does_not_exist(tmp_path, capsys):
+    """``run cifar10 --sample --num-clients 1000`` said '... (lower min_size or num_clients)': the command
+    line has no --min-size; it now says what the command line can change."""
+    from fedlib.cli import main
+
+    assert main(["run", "cifar10", "--sample", "--width", "0.05", "--rounds", "1", "--num-clients", "1000",
+                 "--out", str(tmp_path / "c.json")]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("python -m fedlib run cifar10: error: --num-clients / --partition-alpha: min_size=10 cannot "
+                          "be met: 1000 clients x 10 samples > 2000 samples"), err
+    assert err.rstrip().endswith("(the command line keeps the official min_size = 10 images per client: use fewer "
+                                 "--num-clients, a larger --partition-alpha or more data)"), err
+    assert not (tmp_path / "c.json").exists()

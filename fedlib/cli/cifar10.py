@@ -167,7 +167,11 @@ def run_cifar10(args: argparse.Namespace) -> int:
 
         parts = dirichlet_partition(data.train_labels, args.num_clients, args.partition_alpha, args.partition_seed)
     except ValueError as exc:
-        raise CLIError(f"--num-clients / --partition-alpha: {exc}") from None
+        hint = ""
+        if "min_size" in str(exc):  # the partition's advice names an argument the command line does not have
+            hint = (" (the command line keeps the official min_size = 10 images per client: use fewer "
+                    "--num-clients, a larger --partition-alpha or more data)")
+        raise CLIError(f"--num-clients / --partition-alpha: {exc}{hint}") from None
     largest = max(len(c) for c in parts)
     if args.batch_size > largest:  # the engine pads every batch to B: beyond n_i that is only wasted work
         raise CLIError(f"--batch-size {args.batch_size} is larger than the largest client ({largest} images); "
