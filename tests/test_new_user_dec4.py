@@ -315,3 +315,25 @@ def test_run_cifar10_split_failure_does_not_advise_a_flag_that_does_not_exist(tm
     assert err.rstrip().endswith("(the command line keeps the official min_size = 10 images per client: use fewer "
                                  "--num-clients, a larger --partition-alpha or more data)"), err
     assert not (tmp_path / "c.json").exists()
+
+
+# --------------------------------------------------------------------------- your own data set
+def test_federated_dataset_says_how_to_write_an_empty_test_set():
+    """FederatedDataset's docstring: 'A client's test set may be empty'. Written as ``[]`` it was refused
+    with 'test x must be 2-d (samples, features), got shape (0,)', without saying what an empty one is;
+    the form the message gives is accepted."""
+    import numpy as np
+
+    from fedlib.data.clients import FederatedDataset
+
+    rng = np.random.default_rng(0)
+    train_x = [rng.normal(size=(n, 4)) for n in (3, 5)]
+    train_y = [rng.integers(0, 3, n) for n in (3, 5)]
+    with pytest.raises(ValueError, match=r"client 0 test x must be 2-d \(samples, features\), got shape \(0,\); an "
+                                         r"empty test set is np\.zeros\(\(0, d\)\) with labels np\.zeros\(0, dtype=int\)$"):
+        FederatedDataset(train_x, train_y, [[], []], [[], []], 3)
+    ds = FederatedDataset(train_x, train_y, [np.zeros((0, 4))] * 2, [np.zeros(0, dtype=int)] * 2, 3)
+    assert ds.num_clients == 2
+    with pytest.raises(ValueError, match=r"got shape \(3, 4, 1\)$"):  # a non-empty wrong shape: no such advice
+        FederatedDataset([x[:, :, None] for x in train_x], train_y, [np.zeros((0, 4))] * 2,
+                         [np.zeros(0, dtype=int)] * 2, 3)

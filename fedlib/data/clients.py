@@ -65,7 +65,10 @@ class FederatedDataset:
                 except ValueError as exc:  # ragged rows
                     raise ValueError(f"{src}: client {i} {part} x and y must be arrays ({exc})") from None
                 if x.ndim != 2:
-                    raise ValueError(f"{src}: client {i} {part} x must be 2-d (samples, features), got shape {x.shape}")
+                    hint = (f"; an empty {part} set is np.zeros((0, d)) with labels np.zeros(0, dtype=int)"
+                            if x.size == 0 else "")
+                    raise ValueError(f"{src}: client {i} {part} x must be 2-d (samples, features), got shape "
+                                     f"{x.shape}{hint}")
                 if y.ndim != 1 or y.shape[0] != x.shape[0]:
                     raise ValueError(f"{src}: client {i} {part} y has shape {y.shape}, expected ({x.shape[0]},)")
                 if part == "train" and x.shape[0] == 0:
