@@ -337,3 +337,64 @@ def test_federated_dataset_says_how_to_write_an_empty_test_set():
     with pytest.raises(ValueError, match=r"got shape \(3, 4, 1\)$"):  # a non-empty wrong shape: no such advice
         FederatedDataset([x[:, :, None] for x in train_x], train_y, [np.zeros((0, 4))] * 2,
                          [np.zeros(0, dtype=int)] * 2, 3)
+
+
+def test_train_clients_refuses_training_behaviour_the_engine_would_silently_drop():
+    """The engine runs the model in eval mode and replaces only nn.Dropout layers by seeded masks. A model
+    with functional dropout, F.dropout(x, p, self.training), trained without any dropout: its losses were
+    those of the same model without the dropout line, bit for bit. It is now refused; nn.Dropout still runs
+    (and changes the losses), and the model's train/eval flags and torch's global random state are left as
+    they were."""
+    import torch
+    import torch.nn.functional as F
+    from torch import nn
+
+    from fedlib.experiments.custom import train_clients
+
+    xs, ys = _clients()
+    xs = [x.float() for x in xs]
+
+    class Functional(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.lin = nn.Linear(6, 3)
+
+        def forward(self, x):
+            return self.lin(F.dropout(x, 0.5, self.training))
+
+    class Module(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.lin, self.drop = nn.Linear(6, 3), nn.Dropout(0.5)
+
+        def forward(self, x):
+            return self.lin(self.drop(x))
+
+    class Plain(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.lin = nn.Linear(6, 3)
+
+        def forward(self, x):
+            return self.lin(x)
+
+    gen = torch.Generator().manual_seed(2)
+    weight, bias = torch.randn(3, 6, generator=gen), torch.randn(3, generator=gen)
+
+    def build(cls):
+        net = cls()
+        with torch.no_grad():
+            net.lin.weight.copy_(weight)
+            net.lin.bias.copy_(bias)
+        return net
+
+    functional = build(Functional).eval()
+    rng = torch.get_rng_state()
+    with pytest.raises(ValueError, match=r"model computes something else in training mode than in eval mode, besides "
+                                         r"its nn\.Dropout layers \(e\.g\. F\.dropout\(x, p, self\.training\)"):
+        train_clients(functional, xs, ys, rounds=1, batch_size=4)
+    assert not functional.training and not functional.lin.training
+    assert torch.equal(torch.get_rng_state(), rng)
+    loss = {cls.__name__: train_clients(build(cls), xs, ys, rounds=2, batch_size=4)["fednova"][-1]["train_loss"]
+            for cls in (Module, Plain)}
+    assert loss["Module"] != loss["Plain"], loss  # nn.Dropout is applied (seeded masks)

@@ -8,7 +8,10 @@ r"""Your own model and your own per-client tensors through the stacked engine.
 
 ``model`` is any ``torch.nn.Module`` without buffers (no BatchNorm — see
 :class:`~fedlib.engines.stacked.StackedEngine`) mapping a batch ``(B, *feature_shape)`` to
-class logits ``(B, K)``; ``client_x[i]`` / ``client_y[i]`` are client ``i``'s float
+class logits ``(B, K)``, and whose training mode differs from its eval mode only through its
+``nn.Dropout`` layers (the engine runs the model in eval mode with those layers replaced by seeded
+per-client masks; ``F.dropout(x, p, self.training)``, noise injection and other training-only
+behaviour are refused, as they would be silently off); ``client_x[i]`` / ``client_y[i]`` are client ``i``'s float
 features ``(n_i, *feature_shape)`` and integer labels ``(n_i,)``. All runs (one per
 algorithm) start from ``model``'s parameters and train together in one
 :class:`TensorEngine` — the stacked engine's ``vmap`` path with feature tensors instead
@@ -69,6 +72,7 @@ class TensorEngine(StackedEngine):
         stub = SimpleNamespace(train_images=torch.zeros((x.shape[0], 1, 1, 1), dtype=torch.uint8), train_labels=y)
         super().__init__(model, stub, runs, rounds=rounds, path="vmap", augment=False, padding=0, mean=(0.0,),
                          std=(1.0,), **options)
+        _check_training_mode(model, x[:8])  # after the parent's checks: BatchNorm is refused there, by name
         self._features = x.to(self.device, self.dtype)
         # each run's initial global model, for reference_differences' check of the model it is given
         self._initial = [{n: t.detach().cpu().clone() for n, t in st.params.items()} for st in self.states]
@@ -96,6 +100,40 @@ class TensorEngine(StackedEngine):
         for s in range(0, self._test_features.shape[0], self.eval_batch_size):
             yield (self._test_features[s:s + self.eval_batch_size],
                    self._test_feature_labels[s:s + self.eval_batch_size])
+
+
+def _check_training_mode(model: nn.Module, x: torch.Tensor) -> None:
+    """Refuse a model whose output on ``x`` in training mode (its ``nn.Dropout`` layers off) is not its
+    eval-mode output: the engine runs the model in eval mode, replacing only ``nn.Dropout`` by seeded
+    masks, so any other training-only behaviour (``F.dropout(x, p, self.training)``, added noise, a
+    branch on ``self.training``) would silently not happen. The probe's own random draws (of such a
+    model) are made inside ``torch.random.fork_rng``: the global random state is left as it was."""
+    ref = next(iter(model.parameters()), None)
+    device = ref.device if ref is not None else torch.device("cpu")
+    sample = x.to(device, ref.dtype if ref is not None else torch.float32)
+    cuda = [device.index if device.index is not None else torch.cuda.current_device()] if device.type == "cuda" else []
+    modes = {m: m.training for m in model.modules()}
+    try:
+        with torch.no_grad(), torch.random.fork_rng(devices=cuda):
+            torch.manual_seed(0)
+            model.train()
+            for m in model.modules():
+                if type(m) is nn.Dropout:
+                    m.eval()
+            trained = model(sample)
+            model.eval()
+            evaluated = model(sample)
+    finally:
+        for m, mode in modes.items():
+            m.training = mode
+    same = (isinstance(trained, torch.Tensor) and trained.shape == evaluated.shape
+            and bool(torch.allclose(trained, evaluated, rtol=0.0, atol=0.0, equal_nan=True)))
+    if not same:
+        raise ValueError("model computes something else in training mode than in eval mode, besides its nn.Dropout "
+                         "layers (e.g. F.dropout(x, p, self.training), added noise or a branch on self.training): the "
+                         "stacked engine runs the model in eval mode with only nn.Dropout layers replaced by seeded "
+                         "per-client masks, so that behaviour would silently be off; use nn.Dropout modules, or train "
+                         "in your own loop with fedlib.optim.ClientOptimizer")
 
 
 def _num_classes(model: nn.Module, x: torch.Tensor) -> int:
