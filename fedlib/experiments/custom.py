@@ -106,8 +106,9 @@ def _check_training_mode(model: nn.Module, x: torch.Tensor) -> None:
     """Refuse a model whose output on ``x`` in training mode (its ``nn.Dropout`` layers off) is not its
     eval-mode output: the engine runs the model in eval mode, replacing only ``nn.Dropout`` by seeded
     masks, so any other training-only behaviour (``F.dropout(x, p, self.training)``, added noise, a
-    branch on ``self.training``) would silently not happen. The probe's own random draws (of such a
-    model) are made inside ``torch.random.fork_rng``: the global random state is left as it was."""
+    branch on ``self.training``) would silently not happen. The random draws of such a model in the
+    probe are made inside ``torch.random.fork_rng``: they decide only the check, and torch's global random
+    state is left as it was."""
     ref = next(iter(model.parameters()), None)
     device = ref.device if ref is not None else torch.device("cpu")
     sample = x.to(device, ref.dtype if ref is not None else torch.float32)
@@ -115,7 +116,6 @@ def _check_training_mode(model: nn.Module, x: torch.Tensor) -> None:
     modes = {m: m.training for m in model.modules()}
     try:
         with torch.no_grad(), torch.random.fork_rng(devices=cuda):
-            torch.manual_seed(0)
             model.train()
             for m in model.modules():
                 if type(m) is nn.Dropout:
