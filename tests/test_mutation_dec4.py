@@ -346,3 +346,31 @@ def test_appg_refuses_a_string_of_a_vectors_by_name(value):
 
     with pytest.raises(ValueError, match=r"^a_vectors must be a sequence of one vector per client, got "):
         appg_max_lr(1.0, 1.0, 1, 1.0, value)
+
+
+def test_chapter8_conditions_use_the_problems_own_weights_p():
+    """beta^2 of Assumption 3 is for the weights p of the problem (sum_i p_i H_i^2 <= beta^2 H~^2, H~ =
+    sum_i p_i H_i): with p = (0.1, 0.2, 0.3, 0.4) it is not the uniform weights' value. Computed here as
+    the largest generalised eigenvalue of (sum p H^2, H~^2) (positive definite H_i), and tau_eff as
+    sum_i p_i E||a_i||_1 over client i's tau range and the four solvers."""
+    import scipy.linalg
+
+    from fedlib.experiments import speedup as S
+    from fedlib.problems.quadratic import QuadraticProblem
+
+    base, work = S.base_setup(seed=0, dim=3)
+    p = np.array([0.1, 0.2, 0.3, 0.4])
+    problem = QuadraticProblem(base.H, base.e, p)
+
+    def beta2_of(w):
+        h = np.einsum("i,ijk->jk", w, base.H)
+        h2 = np.einsum("i,ijk,ikl->jl", w, base.H, base.H)
+        return max(1.0, scipy.linalg.eigh(h2, h @ h, eigvals_only=True).max())
+
+    assert abs(beta2_of(p) - beta2_of(np.full(4, 0.25))) > 1e-3  # the weights matter here
+    solvers = S.make_solvers(0.01)
+    got = S.sampling_step_conditions(problem, work, solvers, 4)
+    assert got.beta2 == pytest.approx(beta2_of(p), rel=1e-10)
+    means = [np.mean([s.a_vector(t).sum() for s in solvers for t in range(lo, hi + 1)])
+             for lo, hi in zip(work.low, work.high)]
+    assert got.tau_eff == pytest.approx(float(p @ np.array(means)), rel=1e-12)
