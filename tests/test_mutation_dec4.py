@@ -374,3 +374,17 @@ def test_chapter8_conditions_use_the_problems_own_weights_p():
     means = [np.mean([s.a_vector(t).sum() for s in solvers for t in range(lo, hi + 1)])
              for lo, hi in zip(work.low, work.high)]
     assert got.tau_eff == pytest.approx(float(p @ np.array(means)), rel=1e-12)
+
+
+# ---------------------------------------------------------------- anatomy: chapter 1's solver family
+def test_chapter1_solver_family_gives_every_solver_the_weight_decay():
+    """weight_decay is part of G_i for every solver of the family (chapter 1 compares them at one lambda):
+    each of the five has it, with lr = 0.05, mu = alpha / lr = 1 (prox), rho = 0.9 (momentum)."""
+    from fedlib import anatomy
+
+    family = anatomy.solver_family(0.05, 0.9, 0.05, 0.95, weight_decay=1e-3)
+    assert {name: s.weight_decay for name, s in family.items()} == dict.fromkeys(family, 1e-3)
+    assert {name: s.lr for name, s in family.items()} == dict.fromkeys(family, 0.05)
+    assert [family[n].momentum for n in family] == [0.0, 0.0, 0.0, 0.9, 0.9]
+    assert [family[n].mu for n in family] == [0.0, 0.0, 0.05 / 0.05, 0.0, 0.05 / 0.05]
+    assert family["decayed SGD"].step_size(2) == pytest.approx(0.05 * 0.95 ** 2, rel=1e-15)
