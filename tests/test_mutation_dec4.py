@@ -388,3 +388,15 @@ def test_chapter1_solver_family_gives_every_solver_the_weight_decay():
     assert [family[n].momentum for n in family] == [0.0, 0.0, 0.0, 0.9, 0.9]
     assert [family[n].mu for n in family] == [0.0, 0.0, 0.05 / 0.05, 0.0, 0.05 / 0.05]
     assert family["decayed SGD"].step_size(2) == pytest.approx(0.05 * 0.95 ** 2, rel=1e-15)
+
+
+def test_a_checkpoint_path_that_cannot_be_read_is_a_checkpoint_error(tmp_path):
+    """A folder given as the checkpoint (IsADirectoryError, an OSError): a CheckpointError naming the file,
+    not a traceback."""
+    from fedlib.checkpoint import CheckpointError, load_checkpoint
+
+    folder = tmp_path / "ck"
+    folder.mkdir()
+    with pytest.raises(CheckpointError, match=rf"^--resume: checkpoint {folder} cannot be read \(") as info:
+        load_checkpoint(folder)
+    assert info.value.reason.startswith("unreadable (")
