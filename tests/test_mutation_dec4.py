@@ -400,3 +400,14 @@ def test_a_checkpoint_path_that_cannot_be_read_is_a_checkpoint_error(tmp_path):
     with pytest.raises(CheckpointError, match=rf"^--resume: checkpoint {folder} cannot be read \(") as info:
         load_checkpoint(folder)
     assert info.value.reason.startswith("unreadable (")
+
+
+def test_check_sampling_prefixes_the_scheme_name_with_where():
+    """The stacked engine checks runs[r].sampling: an unknown scheme is named with its run."""
+    from fedlib.sampling import check_sampling
+
+    with pytest.raises(ValueError, match=r"^runs\[2\]\.sampling must be one of \['full', 'uniform', "
+                                         r"'with-replacement'\], got 'bogus'$"):
+        check_sampling("bogus", None, where="runs[2].")
+    assert check_sampling("uniform", 3, where="runs[2].") is None
+    assert check_sampling(lambda t: None, None) is None
