@@ -411,3 +411,20 @@ def test_check_sampling_prefixes_the_scheme_name_with_where():
         check_sampling("bogus", None, where="runs[2].")
     assert check_sampling("uniform", 3, where="runs[2].") is None
     assert check_sampling(lambda t: None, None) is None
+
+
+@dataclasses.dataclass(frozen=True)
+class _TorchOnlyInit(LocalSolver):
+    """An ``init`` written with a tensor-only method (``Tensor.clone``)."""
+
+    def init(self, params, correction=None):
+        return super().init(params.clone(), correction)
+
+
+def test_a_torch_only_init_is_refused_naming_it_and_the_numpy_probe():
+    """The probe starts every tau with init(np.zeros(tau)): numpy has no .clone(), and the refusal names
+    the class and the method (init), the AttributeError chained as its cause."""
+    with pytest.raises(ValueError, match=r"^solver: _TorchOnlyInit\.init raised AttributeError.*probe runs on numpy "
+                                         r"float64 vectors \(here of length 1\)") as info:
+        check_own_step("solver", _TorchOnlyInit(lr=0.1))
+    assert isinstance(info.value.__cause__, AttributeError)
