@@ -1,0 +1,150 @@
+"""The rendered book as a reader sees it: checks on the built HTML (``_build/html``) and on the
+sources that produce it.
+
+The built pages are found the way tests/test_browser.py finds them: ``make book`` writes
+``_build/html``; locally a missing build skips the tests that need it, in CI (``CI=true``) it
+fails them. No browser: the HTML is parsed as written (MathJax has not run, so math is still
+``\\(...\\)`` inside ``span.math`` / ``div.math``).
+"""
+from __future__ import annotations
+
+import ast
+import html
+import inspect
+import os
+import re
+from pathlib import Path
+
+import nbformat
+import pytest
+import yaml
+from bookutil import toc_docnames
+
+ROOT = Path(__file__).resolve().parents[1]
+HTML_DIR = ROOT / "_build" / "html"
+IN_CI = os.environ.get("CI", "").lower() in {"1", "true", "yes"}
+
+
+def _unavailable(reason: str) -> None:
+    """Skip locally, fail in CI (as tests/test_browser.py)."""
+    if IN_CI:
+        pytest.fail(f"{reason} (CI=true: required)")
+    pytest.skip(reason)
+
+
+# --------------------------------------------------------------------------- sources
+
+def _markdown_sources(docname: str) -> list[str]:
+    """The Markdown a page is written in: a .md file, or a notebook's markdown cells."""
+    md = ROOT / f"{docname}.md"
+    if md.is_file():
+        return [md.read_text(encoding="utf8")]
+    nb = nbformat.read(ROOT / f"{docname}.ipynb", as_version=4)
+    return [c.source for c in nb.cells if c.cell_type == "markdown"]
+
+
+def _outside_code(text: str) -> str:
+    """``text`` without fenced blocks (```...```, :::...) and inline code spans."""
+    text = re.sub(r"^(```|:::).*?^\1[^\n]*$", "", text, flags=re.M | re.S)
+    return re.sub(r"`[^`\n]*`", "", text)
+
+
+_INLINE_MATH = re.compile(r"(?<!\\)\$(?!\$)([^$\n]+?)(?<!\\)\$")
+
+
+_MANUAL_NUMBER = re.compile(r"^#{1,6}\s+(\d+(\.\d+)*[.)]|part\s+\d+\.)\s", re.I)
+
+
+_PARAM_SECTIONS = {"Parameters", "Attributes", "Other Parameters", "Keyword Arguments"}
+_PARAM_ENTRY = re.compile(r"^[\w*]+(\s*,\s*[\w*]+)*\s*(:(\s+\S.*)?)?$")
+
+
+# --------------------------------------------------------------------------- the built pages
+
+@pytest.fixture(scope="module")
+def pages() -> dict[str, object]:
+    """docname -> parsed HTML of every page of the TOC."""
+    if not (HTML_DIR / "index.html").is_file():
+        _unavailable(f"{HTML_DIR}/index.html missing: run `make book` first")
+    try:
+        from bs4 import BeautifulSoup
+    except ImportError:  # a dependency of jupyter-book's theme; pinned in constraints.txt
+        _unavailable("beautifulsoup4 is not installed")
+    out = {}
+    for docname in toc_docnames():
+        path = HTML_DIR / f"{docname}.html"
+        assert path.is_file(), f"{path} missing from the build"
+        out[docname] = BeautifulSoup(path.read_text(encoding="utf8"), "html.parser")
+    return out
+
+
+def _article(soup):
+    return soup.find("article") or soup
+
+
+def _math_tex(node) -> str:
+    """The TeX of a ``span.math`` / ``div.math`` as Sphinx wrote it (without ``\\(``/``\\)``)."""
+    text = node.get_text().strip()
+    for left, right in (("\\(", "\\)"), ("\\[", "\\]"), ("$$", "$$"), ("$", "$")):
+        if text.startswith(left) and text.endswith(right):
+            return text[len(left):-len(right)].strip()
+    return text
+
+
+_RAW_OUTPUT = re.compile(
+    r"<(Figure|Axes|matplotlib\.[\w.]+|IPython\.core\.[\w.]+) |object at 0x[0-9a-f]+|Traceback \(most recent"
+    r"|\b\w*Warning: |\d+%\|[#█▏▎▍▌▋▊▉ ]*\|")
+
+
+def test_outputs_have_no_stderr_reprs_or_progress_bars(pages):
+    """No stderr block, traceback, warning, object repr (``<Figure size ...>``,
+    ``<IPython.core.display.Markdown object>``) or tqdm bar in what the chapters print."""
+    for docname, soup in pages.items():
+        art = _article(soup)
+        assert not art.select(".stderr, .traceback, .output.error"), docname
+        for out in art.select("div.cell_output"):
+            text = out.get_text()
+            match = _RAW_OUTPUT.search(text)
+            assert not match, (docname, text[max(0, match.start() - 80):match.end() + 80])
+
+
+def test_internal_links_and_anchors_resolve(pages):
+    """Every link of a page that stays in the book reaches an existing page, and its ``#anchor``
+    an element of that page (the cross-references of the chapters and the API reference)."""
+    from bs4 import BeautifulSoup
+
+    ids: dict[Path, set] = {}
+
+    def ids_of(path: Path) -> set:
+        if path not in ids:
+            soup = BeautifulSoup(path.read_text(encoding="utf8"), "html.parser")
+            ids[path] = {t["id"] for t in soup.find_all(id=True)}
+        return ids[path]
+
+    checked = 0
+    for docname, soup in pages.items():
+        page = (HTML_DIR / f"{docname}.html").resolve()
+        ids[page] = {t["id"] for t in soup.find_all(id=True)}
+        for a in soup.find_all("a", href=True):
+            href = html.unescape(a["href"])
+            if re.match(r"^[a-z][a-z0-9+.-]*:", href, re.I):  # http:, mailto:, ...
+                continue
+            if href == "#":  # the page itself: the theme's own link to the current page, else a dead link
+                assert a.find_parent("article") is None, (docname, a.get_text()[:60])
+                continue
+            path, _, anchor = href.partition("#")
+            target = (page.parent / path).resolve() if path else page
+            assert target.exists(), (docname, href)
+            if anchor and target.suffix == ".html":
+                assert anchor in ids_of(target), (docname, href)
+            checked += 1
+    assert checked > 100
+
+
+def test_images_exist_and_carry_the_figures(pages):
+    """Every ``<img>`` of a page points at a file of the build that is a real image."""
+    for docname, soup in pages.items():
+        page = (HTML_DIR / f"{docname}.html").resolve()
+        for img in _article(soup).find_all("img"):
+            src = (page.parent / img["src"]).resolve()
+            assert src.is_file() and src.stat().st_size > 1000, (docname, img["src"])
