@@ -55,6 +55,13 @@ _INLINE_MATH = re.compile(r"(?<!\\)\$(?!\$)([^$\n]+?)(?<!\\)\$")
 _MANUAL_NUMBER = re.compile(r"^#{1,6}\s+(\d+(\.\d+)*[.)]|part\s+\d+\.)\s", re.I)
 
 
+def test_config_merges_stream_outputs():
+    """A cell that prints progress line by line leaves one stream output per print in the
+    executed notebook; MyST-NB renders each as its own output box unless it merges them."""
+    config = yaml.safe_load((ROOT / "_config.yml").read_text(encoding="utf8"))
+    assert config["sphinx"]["config"].get("nb_merge_streams") is True
+
+
 _PARAM_SECTIONS = {"Parameters", "Attributes", "Other Parameters", "Keyword Arguments"}
 _PARAM_ENTRY = re.compile(r"^[\w*]+(\s*,\s*[\w*]+)*\s*(:(\s+\S.*)?)?$")
 
@@ -89,6 +96,15 @@ def _math_tex(node) -> str:
         if text.startswith(left) and text.endswith(right):
             return text[len(left):-len(right)].strip()
     return text
+
+
+def test_one_output_box_per_stream(pages):
+    """Consecutive prints of one cell show as one block, not one box per line."""
+    for docname, soup in pages.items():
+        for out in _article(soup).select("div.cell_output"):
+            streams = [c for c in out.find_all(recursive=False)
+                       if "stream" in (c.get("class") or []) or "stderr" in (c.get("class") or [])]
+            assert len(streams) <= 1, (docname, [s.get_text()[:60] for s in streams])
 
 
 _RAW_OUTPUT = re.compile(
