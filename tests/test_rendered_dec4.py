@@ -52,6 +52,19 @@ def _outside_code(text: str) -> str:
 _INLINE_MATH = re.compile(r"(?<!\\)\$(?!\$)([^$\n]+?)(?<!\\)\$")
 
 
+@pytest.mark.parametrize("docname", toc_docnames())
+def test_math_in_markdown_tables_has_no_escaped_pipe(docname):
+    """In a Markdown table row, ``\\|`` is an escaped column separator: the table parser takes the
+    backslash away even inside ``$...$``, so ``$\\|a_i\\|_1$`` rendered as ``|a_i|_1`` (an absolute
+    value, not the norm). Inside a table, write ``\\Vert`` (or ``\\lVert``/``\\rVert``)."""
+    bad = []
+    for text in _markdown_sources(docname):
+        for line in _outside_code(text).splitlines():
+            if line.lstrip().startswith("|"):
+                bad += [m.group(0) for m in _INLINE_MATH.finditer(line) if "\\|" in m.group(1)]
+    assert not bad, f"{docname}: math with \\| in a table row (write \\Vert): {bad}"
+
+
 _MANUAL_NUMBER = re.compile(r"^#{1,6}\s+(\d+(\.\d+)*[.)]|part\s+\d+\.)\s", re.I)
 
 
@@ -96,6 +109,24 @@ def _math_tex(node) -> str:
         if text.startswith(left) and text.endswith(right):
             return text[len(left):-len(right)].strip()
     return text
+
+
+def test_math_in_prose_tables_is_the_source_math(pages):
+    """Every formula in a table of the prose (not a table a cell printed) is, character for
+    character, a formula of the page's Markdown: the table parser must not have eaten a ``\\|``."""
+    for docname, soup in pages.items():
+        if docname == "book/api":  # its tables are reStructuredText, from the docstrings
+            continue
+        sources = " ".join(_markdown_sources(docname))
+        source_math = {re.sub(r"\s+", "", m.group(1)) for m in _INLINE_MATH.finditer(sources)}
+        if not source_math:
+            continue
+        for table in _article(soup).find_all("table"):
+            if table.find_parent(class_="cell_output") is not None:
+                continue
+            for node in table.select(".math"):
+                tex = re.sub(r"\s+", "", _math_tex(node))
+                assert tex in source_math, (docname, tex)
 
 
 def test_one_output_box_per_stream(pages):
