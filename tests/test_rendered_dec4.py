@@ -68,6 +68,15 @@ def test_math_in_markdown_tables_has_no_escaped_pipe(docname):
 _MANUAL_NUMBER = re.compile(r"^#{1,6}\s+(\d+(\.\d+)*[.)]|part\s+\d+\.)\s", re.I)
 
 
+@pytest.mark.parametrize("docname", toc_docnames())
+def test_headings_have_no_number_of_their_own(docname):
+    """The TOC is numbered (``_toc.yml``: ``numbered: true``): Sphinx prefixes every heading
+    with its section number, so a heading written as ``## 1. ...`` showed as ``10.1. 1. ...``."""
+    bad = [line for text in _markdown_sources(docname)
+           for line in _outside_code(text).splitlines() if _MANUAL_NUMBER.match(line)]
+    assert not bad, f"{docname}: headings numbered by hand: {bad}"
+
+
 def test_config_merges_stream_outputs():
     """A cell that prints progress line by line leaves one stream output per print in the
     executed notebook; MyST-NB renders each as its own output box unless it merges them."""
@@ -127,6 +136,15 @@ def test_math_in_prose_tables_is_the_source_math(pages):
             for node in table.select(".math"):
                 tex = re.sub(r"\s+", "", _math_tex(node))
                 assert tex in source_math, (docname, tex)
+
+
+def test_section_titles_are_not_numbered_twice(pages):
+    """After Sphinx's ``10.1.`` the title itself does not start with another number."""
+    for docname, soup in pages.items():
+        for h in _article(soup).find_all(["h1", "h2", "h3", "h4"]):
+            number = h.find(class_="section-number")
+            title = h.get_text().replace(number.get_text(), "", 1) if number else h.get_text()
+            assert not re.match(r"\s*(\d+(\.\d+)*[.)]|part\s+\d+\.)\s", title, re.I), (docname, h.get_text())
 
 
 def test_one_output_box_per_stream(pages):
