@@ -156,6 +156,15 @@ def test_one_output_box_per_stream(pages):
             assert len(streams) <= 1, (docname, [s.get_text()[:60] for s in streams])
 
 
+def test_tables_show_no_raw_non_finite_numbers(pages):
+    """A table cell reads ``inf`` or ``nan`` only where a Python float was printed as it is
+    (e.g. a time to reach a loss that a run never reached): say what it means instead."""
+    for docname, soup in pages.items():
+        cells = [td.get_text(" ", strip=True) for td in _article(soup).find_all(["td", "th"])]
+        bad = [c for c in cells if re.fullmatch(r"[-+]?(inf|nan)( ± [-+]?(inf|nan))?", c, re.I)]
+        assert not bad, (docname, bad)
+
+
 _RAW_OUTPUT = re.compile(
     r"<(Figure|Axes|matplotlib\.[\w.]+|IPython\.core\.[\w.]+) |object at 0x[0-9a-f]+|Traceback \(most recent"
     r"|\b\w*Warning: |\d+%\|[#█▏▎▍▌▋▊▉ ]*\|")
