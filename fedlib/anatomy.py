@@ -238,7 +238,7 @@ def official_counter_excess_limit(momentum: float, alpha: float) -> float:
 
 def official_inplace_a_vector(local_steps: int, lr: float, momentum: float, mu: float) -> np.ndarray:
     r""":math:`a_i` of the official code's momentum + prox *dynamics*, where the proximal
-    term is added in place into the momentum buffer (REFERENCE §5):
+    term is added in place into the momentum buffer (github.com/JYWa/FedNova):
 
     .. math::
 

@@ -1,6 +1,6 @@
 r"""VGG-11 (no BatchNorm) as in the official FedNova CIFAR-10 experiment.
 
-The Table 1 chapter trains this network (REFERENCE §4, paper §6).  Architecture, with
+The Table 1 chapter trains this network (the official code's VGG-11, paper §6).  Architecture, with
 ``M`` a 2x2 max-pool of stride 2 and every number a 3x3 convolution (padding 1) of that
 many output channels followed by ReLU::
 
@@ -57,7 +57,7 @@ __all__ = ["vgg11", "count_parameters", "scaled_width", "VGG11_CFG", "VGG11_NUM_
 
 #: VGG-11's layers, configuration "A" of Simonyan & Zisserman — channel counts and ``"M"`` pools.
 VGG11_CFG = (64, "M", 128, "M", 256, 256, "M", 512, 512, "M", 512, 512, "M")
-#: Parameter count of :func:`vgg11` at ``width=1`` with 10 classes (REFERENCE §4).
+#: Parameter count of :func:`vgg11` at ``width=1`` with 10 classes (as in the official code).
 VGG11_NUM_PARAMETERS = 9_750_922
 
 _HIDDEN = 512

@@ -63,7 +63,7 @@ Buffers (BatchNorm running statistics) are not parameters moved by gradient step
 outside the update rule: give each client the global buffers at the start of its round
 (:func:`copy_into` on ``model.buffers()``) and average the clients' ones after it
 (:func:`buffers_of`, :func:`average_buffers` with weights :math:`p_i`); normalising them by
-:math:`\|a_i\|_1` is a known mistake (REFERENCE §5).
+:math:`\|a_i\|_1` is a known mistake of existing implementations.
 
 Example
 -------
@@ -131,7 +131,7 @@ def average_buffers(client_buffers: Sequence[Sequence[torch.Tensor]], weights) -
 
     Buffers are not moved by gradient steps, so they take no part in the update rule: no
     :math:`\|a_i\|_1`, no :math:`\tau_{\text{eff}}` (normalising them as gradient progress is a
-    known mistake, REFERENCE §5). Give each client the averaged buffers at the start of its
+    known mistake). Give each client the averaged buffers at the start of its
     round (:func:`copy_into` on ``model.buffers()``) and average theirs after it."""
     client_buffers = list(client_buffers)
     for i, bufs in enumerate(client_buffers):  # a tensor iterates over its rows: one model's buffers are no clients

@@ -5,7 +5,7 @@ identified by the user's ``seed``, a *purpose* (``"local_steps"``, ``"sampling"`
 ``"batches"``, ``"init"``, ...) and integer keys such as ``(round, client)``.  The
 keys go into :class:`numpy.random.SeedSequence`'s ``spawn_key`` as a tuple, so
 ``(client c, round t)`` and ``(client c+1, round t-1)`` are different streams —
-unlike ``seed + client + round`` schemes, which collide (REFERENCE §5) — and no
+unlike ``seed + client + round`` schemes, which collide — and no
 global RNG is ever reseeded for good.
 
 Three functions draw from a generator of their own, each seeded by their ``seed`` argument

@@ -24,7 +24,7 @@ Implementation: the server change is a *single* weighted sum of the client chang
 
 so no normalised copy :math:`d_i` of any model is ever materialised (for FedAvg
 :math:`c_i = p_i`: plain weighted averaging). ``tau_eff`` is the *scale* of the
-step, never a weight inside a normalised mean (the mistake of REFERENCE §5).
+step, never a weight inside a normalised mean (a mistake found in existing implementations).
 
 With client sampling (App. G) the weights :math:`p_i` are replaced by the unbiased
 sampling weights :math:`\omega_i` of :mod:`fedlib.sampling` (they sum to one in

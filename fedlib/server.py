@@ -68,7 +68,7 @@ def plain(server_lr: float = 1.0) -> ServerOptimizer:
 
 
 def momentum(beta: float = 0.9) -> ServerOptimizer:
-    r"""Server momentum as the official ``gmf`` (REFERENCE §4):
+    r"""Server momentum as the official ``gmf`` (github.com/JYWa/FedNova):
 
     .. math::
 
@@ -76,7 +76,7 @@ def momentum(beta: float = 0.9) -> ServerOptimizer:
 
     with :math:`u = 0` before the first round (so the first buffer is :math:`-D/\eta`).
     The buffer persists across rounds (re-creating it every round silently disables
-    momentum, REFERENCE §5). With :math:`\beta = 0` it equals :func:`plain`.
+    momentum, a mistake found in existing implementations). With :math:`\beta = 0` it equals :func:`plain`.
     """
     beta = check_in_range("beta", beta, 0.0, 1.0)
 

@@ -11,7 +11,7 @@ Paper §4.1 and App. B: a client that starts from :math:`x^{(t,0)}` and takes
 where column :math:`j` of :math:`G_i` is the (stochastic) gradient taken at local step
 :math:`j` and :math:`a_i \ge 0` depends only on the solver and :math:`\tau_i`.
 Weight decay and variance-reduction corrections are *added to the gradient*, so they
-are part of :math:`G_i`, not of :math:`a_i` (REFERENCE §1).
+are part of :math:`G_i`, not of :math:`a_i`.
 
 One class, :class:`LocalSolver`, implements the step
 
@@ -24,7 +24,7 @@ One class, :class:`LocalSolver`, implements the step
 
 with :math:`\eta_k = \eta\, s_k` for a within-round step-size schedule :math:`s_k`.
 The proximal term is added *outside* the momentum buffer — the official code meant
-this but added it in place into the buffer (REFERENCE §5). The factories
+this but added it in place into the buffer (a known mistake). The factories
 :func:`sgd`, :func:`decayed_sgd`, :func:`proximal_sgd`, :func:`momentum_sgd` and
 :func:`momentum_proximal_sgd` choose the hyper-parameters.
 

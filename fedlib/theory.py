@@ -810,7 +810,7 @@ def quadratic_round_map(H: Any, e: Any, p: Any, local_steps: Any, lr: float, alg
 def quadratic_fixed_point(H: Any, e: Any, p: Any, local_steps: Any, lr: float, algorithm: str,
                           mu: float = 0.0, tau_eff: Any = None, momentum: float = 0.0) -> np.ndarray:
     r"""Closed-form limit of ``algorithm``'s rounds on :math:`F_i = \frac12 x^\top H_i x - e_i^\top x`
-    (App. A, REFERENCE §2), full participation and full-batch local GD:
+    (App. A), full participation and full-batch local GD:
 
     .. math::
 

@@ -84,6 +84,16 @@ def test_config_merges_stream_outputs():
     assert config["sphinx"]["config"].get("nb_merge_streams") is True
 
 
+def test_rendered_text_cites_no_private_notes():
+    """``REFERENCE §N`` pointed at notes that are not part of the repository: a reader of a chapter,
+    of the API reference (docstrings) or of an error message cannot follow it. Cite what the
+    notes were taken from instead (the paper, the official code at github.com/JYWa/FedNova)."""
+    sources = [*sorted((ROOT / "book").glob("*.ipynb")), *sorted((ROOT / "book").glob("*.md")),
+               *sorted((ROOT / "fedlib").rglob("*.py"))]
+    bad = [str(p.relative_to(ROOT)) for p in sources if "REFERENCE §" in p.read_text(encoding="utf8")]
+    assert not bad, bad
+
+
 _PARAM_SECTIONS = {"Parameters", "Attributes", "Other Parameters", "Keyword Arguments"}
 _PARAM_ENTRY = re.compile(r"^[\w*]+(\s*,\s*[\w*]+)*\s*(:(\s+\S.*)?)?$")
 
@@ -213,6 +223,13 @@ def test_internal_links_and_anchors_resolve(pages):
                 assert anchor in ids_of(target), (docname, href)
             checked += 1
     assert checked > 100
+
+
+def test_pages_cite_no_private_notes(pages):
+    """The built pages (chapters, their outputs, the API reference) do not send the reader to
+    ``REFERENCE §N``, which the book does not contain."""
+    for docname, soup in pages.items():
+        assert "REFERENCE §" not in _article(soup).get_text(), docname
 
 
 def test_images_exist_and_carry_the_figures(pages):

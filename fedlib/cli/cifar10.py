@@ -2,7 +2,7 @@
 
 VGG-11 (no BatchNorm, :func:`fedlib.models.vgg11`) on CIFAR-10 split over 16 clients by
 the official Dir(0.1) partition (seed 2020), trained by the stacked-client engine
-(:mod:`fedlib.engines.stacked`). Defaults are the paper's setup (REFERENCE §4).
+(:mod:`fedlib.engines.stacked`). Defaults are the paper's setup (the official code, github.com/JYWa/FedNova).
 
 Example::
 

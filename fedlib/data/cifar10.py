@@ -1,6 +1,6 @@
 """CIFAR-10 as plain numpy arrays, read straight from the "python version" batch files.
 
-The Table 1 chapter trains VGG-11 on CIFAR-10 split over 16 clients (REFERENCE §4,
+The Table 1 chapter trains VGG-11 on CIFAR-10 split over 16 clients (the official setup,
 paper §6).  This module only *reads* the images; partitioning is in
 :mod:`fedlib.data.partition`, the model in :mod:`fedlib.models`.
 
@@ -50,9 +50,9 @@ __all__ = [
     "DEFAULT_SAMPLE_PATH",
 ]
 
-#: Per-channel RGB mean used by the official FedNova code to normalise inputs (REFERENCE §4).
+#: Per-channel RGB mean used by the official FedNova code to normalise inputs.
 CIFAR10_MEAN = (0.4914, 0.4822, 0.4465)
-#: Per-channel RGB "standard deviation" used by the official FedNova code (REFERENCE §4).  Not the
+#: Per-channel RGB "standard deviation" used by the official FedNova code.  Not the
 #: pixel standard deviation of the training set (0.2470, 0.2435, 0.2616): it matches the mean over
 #: images of each image's own standard deviation (0.2022, 0.1993, 0.2009).  Kept for fidelity.
 CIFAR10_STD = (0.2023, 0.1994, 0.2010)

@@ -1,6 +1,6 @@
 r"""Splitting a labelled data set over clients: the Dirichlet label-skew partition and IID.
 
-Used by the Table 1 chapter (CIFAR-10, 16 clients, REFERENCE §4, paper §6): the
+Used by the Table 1 chapter (CIFAR-10, 16 clients, paper §6): the
 training set is split over :math:`m` clients by drawing, for every class, the share of
 that class that each client receives from a symmetric Dirichlet distribution.
 
@@ -53,7 +53,7 @@ __all__ = [
     "OFFICIAL_PARTITION_SEED",
 ]
 
-#: Seed of numpy's legacy generator in the official FedNova partition (REFERENCE §4).
+#: Seed of numpy's legacy generator in the official FedNova partition.
 OFFICIAL_PARTITION_SEED = 2020
 
 _DEFAULT_MAX_ATTEMPTS = 10_000
@@ -168,7 +168,7 @@ def dirichlet_partition(
     num_classes: int | None = None,
     max_attempts: int = _DEFAULT_MAX_ATTEMPTS,
 ) -> list[np.ndarray]:
-    r"""The official FedNova Dirichlet partition, bit for bit (REFERENCE §4, paper §6).
+    r"""The official FedNova Dirichlet partition, bit for bit (github.com/JYWa/FedNova, paper §6).
 
     Runs the algorithm of the module docstring on ``numpy.random.RandomState(seed)`` with
     exactly the calls of the official code after ``np.random.seed(seed)``: per attempt,

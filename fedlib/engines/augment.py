@@ -1,6 +1,6 @@
 r"""Device-side randomness of the CIFAR-10 engine: crop + flip augmentation and seeded dropout.
 
-Augmentation (REFERENCE §4: ``RandomCrop(32, padding=4)``, ``RandomHorizontalFlip``,
+Augmentation (the official code's: ``RandomCrop(32, padding=4)``, ``RandomHorizontalFlip``,
 then ``Normalize(mean, std)``) is split in two parts:
 
 * the *random parameters* — a crop offset ``(dy, dx)`` in ``0..2*padding`` and a flip bit

@@ -120,7 +120,7 @@ class GroupedNetwork:
         if buffers:
             raise ValueError(f"model has buffers {buffers[:3]} (e.g. BatchNorm running statistics): the stacked "
                              "engines refuse them, since averaging/normalising running statistics as if they were "
-                             "gradient progress is wrong (REFERENCE §5)")
+                             "gradient progress is wrong; use GroupNorm or LayerNorm")
         self.layers: List[_Layer] = []
         self.params: Dict[str, torch.Tensor] = {}
         self.shapes: Dict[str, tuple] = {}

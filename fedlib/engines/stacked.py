@@ -1,6 +1,6 @@
 r"""The stacked-client torch engine: all clients of a round (of several runs) trained together.
 
-Used by the CIFAR-10 / VGG-11 chapter (Table 1, paper §6, REFERENCE §4). Every local
+Used by the CIFAR-10 / VGG-11 chapter (Table 1, paper §6, the official setup). Every local
 step of every client of every stacked run is one forward/backward of one network:
 
 ``path="grouped"`` (fast)
@@ -115,7 +115,7 @@ GPU mode of Table 1; on a CPU it runs too, slowly, which is how CI checks that p
 
 Buffers: modules with buffers (BatchNorm running statistics) and BatchNorm layers are
 refused — normalising running statistics as if they were gradient progress is wrong
-(REFERENCE §5), and batch statistics would also mix in the padded samples.
+(a known mistake), and batch statistics would also mix in the padded samples.
 """
 from __future__ import annotations
 
@@ -313,12 +313,12 @@ class _SeededDropoutModule:
         if buffers:
             raise ValueError(f"model has buffers {buffers[:3]} (e.g. BatchNorm running statistics): the stacked "
                              "engines refuse them, since averaging/normalising running statistics as if they were "
-                             "gradient progress is wrong (REFERENCE §5)")
+                             "gradient progress is wrong; use GroupNorm or LayerNorm")
         for name, mod in model.named_modules():
             if isinstance(mod, _BATCHNORM):
                 raise ValueError(f"layer {name!r} is a {type(mod).__name__}: BatchNorm is not supported by the stacked "
                                  "engines (batch statistics would mix in padded samples; running statistics must not "
-                                 "be averaged as gradient progress, REFERENCE §5)")
+                                 "be averaged as gradient progress)")
             if isinstance(mod, _OTHER_DROPOUT):
                 raise ValueError(f"layer {name!r} is a {type(mod).__name__}: only nn.Dropout is supported (the engine "
                                  "replaces it by seeded per-client masks)")

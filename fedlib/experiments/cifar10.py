@@ -3,7 +3,7 @@ r"""CIFAR-10 / VGG-11 (paper §6, Table 1): the cells, the paper's values, the r
 Everything the ``run cifar10`` / ``table1`` / ``bench cifar10`` commands and the Table 1
 chapter need, as library code:
 
-* :data:`PAPER` — the official setup (REFERENCE §4): 16 clients, Dir(0.1) partition with
+* :data:`PAPER` — the official setup (the authors' code, github.com/JYWa/FedNova): 16 clients, Dir(0.1) partition with
   seed 2020, batch 32, 100 rounds, client lr ÷10 at 50 % and ÷100 at 75 % of the rounds,
   weight decay 1e-4, momentum 0.9.
 * :data:`CELLS` — the Table 1 cells in the order they are run, each a :class:`Cell`
@@ -49,7 +49,7 @@ __all__ = ["PAPER", "Cell", "CELLS", "CELL_IDS", "PAPER_VALUES", "RERUN_VALUES",
            "load_table1_results", "table1_summary", "bench_cifar10", "format_bench", "PROFILES", "MIN_MEASURED_ROUNDS",
            "cudnn_benchmark", "BENCH_VARIANTS", "parse_bench_variant", "parse_bench_variants"]
 
-#: The official setup (REFERENCE §4).
+#: The official setup (the authors' code, github.com/JYWa/FedNova).
 PAPER = dict(num_clients=16, partition_alpha=0.1, partition_seed=2020, batch_size=32, rounds=100,
              weight_decay=1e-4, momentum=0.9, server_momentum=0.9, lr_momentum=0.02, lr_sgd=0.05,
              mu={"2": 0.005, "2-5": 0.001}, num_train=50000, num_test=10000)

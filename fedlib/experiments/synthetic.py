@@ -51,7 +51,7 @@ __all__ = ["PAPER", "PROFILES", "Setting", "SETTINGS", "make_problem", "populati
            "fednova_sgd", "fedprox", "with_solver", "Curves", "run_setting", "run_grid", "final_losses",
            "claim_holds", "end_loss", "plot_losses", "plot_diagnostics", "LABEL_STYLE", "lr_sweep"]
 
-#: The paper's synthetic settings (App. I) and the data (REFERENCE §3).
+#: The paper's synthetic settings (App. I) and the data (FedProx's generator).
 PAPER = {"alpha": 1.0, "beta": 1.0, "num_clients": 30, "batch_size": 20, "lr": 0.02}
 
 #: The book's profiles, ``ci`` (well under two minutes on two cores) and ``full`` (the paper's scale).

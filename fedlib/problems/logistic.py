@@ -1,6 +1,6 @@
 r"""Multinomial logistic regression on in-memory federated data (Synthetic, LEAF).
 
-The model of the paper's Synthetic(1,1) experiment (§6, Figure 5; REFERENCE §3):
+The model of the paper's Synthetic(1,1) experiment (§6, Figure 5; the model of FedProx's code):
 :math:`d \to C` (60 → 10) softmax regression with parameters
 ``{"W": (d, C), "b": (C,)}``. Client :math:`i` minimises the mean cross-entropy over its
 training samples plus an optional L2 penalty on ``W``,
