@@ -207,16 +207,6 @@ def _step_in_place(solver: LocalSolver, state: SolverState, params: List[torch.T
 class ClientOptimizer(torch.optim.Optimizer):
     r"""A :class:`fedlib.solvers.LocalSolver` stepping ``params`` in a user's training loop.
 
-    Parameters
-    ----------
-    params : iterable of tensors
-        The model's parameters (one group, e.g. ``model.parameters()``), in the order of the
-        server state's ``params`` (:func:`parameters_of`).
-    solver : LocalSolver
-        The local solver (:func:`fedlib.solvers.momentum_sgd`, ...; usually
-        ``algorithm.solver``). Its ``lr`` is the group's initial ``lr`` (a parameter-group dict
-        with another ``lr`` is refused; a scheduler may change it between rounds).
-
     Each round: :meth:`begin` with the client's starting
     :class:`~fedlib.solvers.SolverState` (``algorithm.client_init(server, i)``: the global
     model :math:`x^{(t,0)}`, and the control-variate correction of SCAFFOLD / FedNova-VR),
@@ -232,6 +222,16 @@ class ClientOptimizer(torch.optim.Optimizer):
     ``update`` instead, out of place on copies of the parameters, copied back into them (its result
     must be a ``SolverState`` with parameters like the model's and ``step`` advanced by one). Used by
     chapter 6.
+
+    Parameters
+    ----------
+    params : iterable of tensors
+        The model's parameters (one group, e.g. ``model.parameters()``), in the order of the
+        server state's ``params`` (:func:`parameters_of`).
+    solver : LocalSolver
+        The local solver (:func:`fedlib.solvers.momentum_sgd`, ...; usually
+        ``algorithm.solver``). Its ``lr`` is the group's initial ``lr`` (a parameter-group dict
+        with another ``lr`` is refused; a scheduler may change it between rounds).
     """
 
     def __init__(self, params: Iterable[torch.Tensor], solver: LocalSolver):

@@ -98,6 +98,38 @@ _PARAM_SECTIONS = {"Parameters", "Attributes", "Other Parameters", "Keyword Argu
 _PARAM_ENTRY = re.compile(r"^[\w*]+(\s*,\s*[\w*]+)*\s*(:(\s+\S.*)?)?$")
 
 
+def _prose_in_parameter_sections(doc: str) -> list[str]:
+    """Lines of a numpy-style Parameters-like section, at the entries' indentation, that are not
+    entries (``name``, ``name : text``, ``a, b:``): napoleon turns each into a parameter."""
+    lines = inspect.cleandoc(doc).splitlines()
+    found, section = [], False
+    for i, line in enumerate(lines):
+        below = lines[i + 1].strip() if i + 1 < len(lines) else ""
+        title = line.strip()
+        if title and below and set(below) == {"-"} and len(below) >= len(title) - 1:
+            section = title in _PARAM_SECTIONS
+            continue
+        if section and title and set(title) != {"-"} and not line.startswith(" ") and not _PARAM_ENTRY.match(line):
+            found.append(line)
+    return found
+
+
+def test_docstrings_have_no_prose_inside_parameter_sections():
+    """A paragraph written after a Parameters section, at its indentation, is read by napoleon
+    as one parameter per line: ``ClientOptimizer``'s description of a round rendered as a list
+    of bold lines with its ``:math:`` and ``:meth:`` roles as raw text. Put such prose before
+    the section (or in a ``Notes`` section)."""
+    bad = []
+    for path in sorted((ROOT / "fedlib").rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf8"))):
+            if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)):
+                doc = ast.get_docstring(node, clean=False)
+                if doc and _prose_in_parameter_sections(doc):
+                    bad.append((str(path.relative_to(ROOT)), getattr(node, "name", "<module>"),
+                                _prose_in_parameter_sections(doc)[0]))
+    assert not bad, bad
+
+
 # --------------------------------------------------------------------------- the built pages
 
 @pytest.fixture(scope="module")
@@ -230,6 +262,16 @@ def test_pages_cite_no_private_notes(pages):
     ``REFERENCE §N``, which the book does not contain."""
     for docname, soup in pages.items():
         assert "REFERENCE §" not in _article(soup).get_text(), docname
+
+
+def test_no_raw_rst_markup_on_the_pages(pages):
+    """No ``:math:`...```, ``:func:`...``` or double-backquoted literal left as text: where a
+    docstring (or a page) was not parsed as reStructuredText, the reader sees the markup."""
+    role = re.compile(r":(math|func|meth|class|attr|mod|data|obj|exc|doc|ref):`|``")
+    for docname, soup in pages.items():
+        for text in _article(soup).find_all(string=role):
+            if text.find_parent(["code", "pre", "script", "style"]) is None and text.find_parent(class_="math") is None:
+                pytest.fail(f"{docname}: raw markup {text.strip()[:120]!r}")
 
 
 def test_images_exist_and_carry_the_figures(pages):

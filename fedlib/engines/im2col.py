@@ -115,6 +115,10 @@ def stacked_conv2d(x: torch.Tensor, weight: torch.Tensor, bias: Optional[torch.T
                    padding: Tuple[int, int]) -> torch.Tensor:
     r"""``a`` independent 2-d convolutions (stride 1, dilation 1) as batched matrix products.
 
+    Returns ``(a, B, H', W', out)``: ``y[j]`` equals ``conv2d(x[j], weight[j])`` (NCHW
+    permuted) up to the summation order. Under ``torch.autocast`` the inputs are cast to its
+    dtype first (so the matrix products run in bf16 with float32 accumulation, as cuDNN's).
+
     Parameters
     ----------
     x : ``(a, B, H, W, C)`` — model ``j``'s batch in ``x[j]``, channels last.
@@ -122,10 +126,6 @@ def stacked_conv2d(x: torch.Tensor, weight: torch.Tensor, bias: Optional[torch.T
         ``(out, kh, kw, in)`` (any strides; the engine's stacked storage is already in this order).
     bias : ``(a, out)`` or ``None``.
     padding : ``(p_h, p_w)`` zeros on each side (an int: the same on both axes).
-
-    Returns ``(a, B, H', W', out)``: ``y[j]`` equals ``conv2d(x[j], weight[j])`` (NCHW
-    permuted) up to the summation order. Under ``torch.autocast`` the inputs are cast to its
-    dtype first (so the matrix products run in bf16 with float32 accumulation, as cuDNN's).
     """
     dt = _autocast_dtype(x)
     if dt is not None:
