@@ -94,6 +94,28 @@ def test_rendered_text_cites_no_private_notes():
     assert not bad, bad
 
 
+def _api_hook():
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("fedlib_autodoc", ROOT / "book" / "_ext" / "fedlib_autodoc.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def test_api_hook_links_chapter_mentions():
+    """The API reference's "used by chapter N" notes become links to the chapter; code is left alone."""
+    chapters = {n: f"/book/{n:02d}_c" for n in range(1, 11)}
+    doc = ["Used by chapter 8.", "Both (chapters 7 and 8), Chapter 10, part 6.", "In code::", "",
+           "    run()  # chapter 6", "", "back in prose: chapter 2's", ">>> f()  # chapter 3",
+           "``chapter 4`` and chapter 12 and the Table 1 chapter"]
+    assert _api_hook().chapter_links(doc, chapters) == [
+        "Used by :doc:`chapter 8 </book/08_c>`.",
+        "Both (:doc:`chapters 7 </book/07_c>` and :doc:`8 </book/08_c>`), :doc:`Chapter 10 </book/10_c>`, part 6.",
+        "In code::", "", "    run()  # chapter 6", "", "back in prose: :doc:`chapter 2 </book/02_c>`'s",
+        ">>> f()  # chapter 3", "``chapter 4`` and chapter 12 and the Table 1 chapter"]
+
+
 _PARAM_SECTIONS = {"Parameters", "Attributes", "Other Parameters", "Keyword Arguments"}
 _PARAM_ENTRY = re.compile(r"^[\w*]+(\s*,\s*[\w*]+)*\s*(:(\s+\S.*)?)?$")
 
@@ -262,6 +284,24 @@ def test_pages_cite_no_private_notes(pages):
     ``REFERENCE §N``, which the book does not contain."""
     for docname, soup in pages.items():
         assert "REFERENCE §" not in _article(soup).get_text(), docname
+
+
+def test_api_chapter_mentions_link_to_their_chapter(pages):
+    """In the API reference, "chapter N" outside code is a link, and it leads to chapter N."""
+    chapters = {int(d.split("/")[-1][:2]): d for d in toc_docnames() if re.match(r"\d\d_", d.split("/")[-1])}
+    art = _article(pages["book/api"])
+    linked = 0
+    for a in art.find_all("a", href=True):
+        m = re.fullmatch(r"\s*[Cc]hapters? (\d+)\s*|\s*(\d+)\s*", a.get_text())
+        if m and re.search(r"\d\d_\w+\.html", a["href"]):
+            n = int(m.group(1) or m.group(2))
+            assert a["href"].split("#")[0].endswith(chapters[n].split("/")[-1] + ".html"), (a.get_text(), a["href"])
+            linked += 1
+    for text in art.find_all(string=re.compile(r"\b[Cc]hapters? \d")):
+        if text.find_parent(["code", "pre", "a"]) is None and text.find_parent(class_="math") is None:
+            for m in re.finditer(r"\b[Cc]hapters? (\d+)(?![\d.]\d)", text):
+                assert int(m.group(1)) not in chapters, ("not a link", text.strip()[:120])
+    assert linked > 20
 
 
 def test_no_raw_rst_markup_on_the_pages(pages):

@@ -6,8 +6,12 @@
   with the prose as its description.
 * NamedTuple field accessors that only say "Alias for field number N" are left out (each
   class's docstring describes its fields).
+* "chapter N" in a docstring (where a function is used, what checks it) becomes a link to that
+  chapter (``:doc:``), so the reader of the API reference can follow it; in code (literal blocks,
+  doctests, ````literals````) it is left alone.
 """
 import re
+from pathlib import Path
 
 _SECTIONS = {"Parameters", "Attributes", "Other Parameters", "Keyword Arguments"}
 _ENTRY = re.compile(r"^(?P<indent>\s*)(?P<names>[\w*]+(?:\s*,\s*[\w*]+)*)\s+:\s+(?P<text>\S.*)$")
@@ -41,8 +45,55 @@ def prose_entries(lines):
     return out
 
 
+_CHAPTER = re.compile(r"(?<![\w`<])(?P<word>[Cc]hapters?) (?P<num>\d{1,2})(?P<more>(?:(?:, | and |–)\d{1,2})*)(?![\w.]\d)")
+
+
+def chapter_links(lines, chapters):
+    """Turn ``chapter N`` (and ``chapters N and M``, ``N, M``, ``N–M``) into ``:doc:`` links.
+
+    ``chapters`` maps a chapter number to its docname (e.g. ``{6: "/book/06_your_own_model"}``);
+    numbers it does not know, literal blocks (after a line ending in ``::``), doctest lines and
+    text inside backquotes are left as they are."""
+    out, literal_indent = [], None
+    for line in lines:
+        stripped = line.strip()
+        indent = len(line) - len(line.lstrip())
+        if literal_indent is not None:
+            if not stripped or indent > literal_indent:
+                out.append(line)
+                continue
+            literal_indent = None
+        if stripped.startswith((">>>", "... ")) or stripped == "...":
+            out.append(line)
+            continue
+
+        def link(m):
+            if line[:m.start()].count("`") % 2:  # inside ``literal``, `role`, :math:`...`
+                return m.group(0)
+            nums = re.findall(r"\d{1,2}", m.group("num") + m.group("more"))
+            if not all(int(n) in chapters for n in nums):
+                return m.group(0)
+            seps = re.findall(r", | and |–", m.group("more"))
+            first = f":doc:`{m.group('word')} {nums[0]} <{chapters[int(nums[0])]}>`"
+            rest = "".join(f"{sep}:doc:`{n} <{chapters[int(n)]}>`" for sep, n in zip(seps, nums[1:]))
+            return first + rest
+
+        out.append(_CHAPTER.sub(link, line))
+        if stripped.endswith("::"):
+            literal_indent = indent
+    return out
+
+
+def _chapters(app) -> dict:
+    """Chapter number -> absolute docname, from the ``NN_*`` notebooks next to this page."""
+    found = {}
+    for path in sorted(Path(app.srcdir, "book").glob("[0-9][0-9]_*.ipynb")):
+        found[int(path.name[:2])] = f"/book/{path.stem}"
+    return found
+
+
 def _process(app, what, name, obj, options, lines):
-    lines[:] = prose_entries(lines)
+    lines[:] = chapter_links(prose_entries(lines), _chapters(app))
 
 
 def _skip_namedtuple_fields(app, what, name, obj, skip, options):
