@@ -191,7 +191,7 @@ def theorem1_max_beta2(lr: float, L: float, C: float) -> float:
     C = check_nonnegative("C", C)
     D = 4 * lr ** 2 * L ** 2 * C
     if D > (1 + 1e-12) / 3:
-        raise ValueError(f"lr = {lr!r} is too large for App. C's condition: D = 4 lr^2 L^2 C = {D:.4g} > 1/3 "
+        raise ValueError(f"lr = {lr:.4g} is too large for App. C's condition: D = 4 lr^2 L^2 C = {D:.4g} > 1/3 "
                          "admits no beta^2 >= 1")
     return float("inf") if D == 0 else float((1 / D - 1) / 2)
 

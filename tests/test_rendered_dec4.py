@@ -321,3 +321,22 @@ def test_images_exist_and_carry_the_figures(pages):
         for img in _article(soup).find_all("img"):
             src = (page.parent / img["src"]).resolve()
             assert src.is_file() and src.stat().st_size > 1000, (docname, img["src"])
+
+
+def test_step_size_refusal_prints_a_readable_step():
+    """Chapter 7 prints the refusal of a step that breaks App. C's condition: the step there read
+    ``lr = 0.007016464154456234`` (a float's repr), now to 4 significant digits as the other numbers."""
+    from fedlib import theory
+
+    with pytest.raises(ValueError, match=r"^lr = 0\.007016 is too large for App\. C's condition"):
+        theory.theorem1_max_beta2(0.007016464154456234, 2.0, 1000.0)
+
+
+def test_outputs_print_no_float_reprs(pages):
+    """A float printed with ``repr`` or ``str`` (17 significant digits) in what a chapter prints:
+    numbers on the pages are formatted (chapter 10's eigenvalues near 1 keep 10 decimals on purpose)."""
+    for docname, soup in pages.items():
+        for out in _article(soup).select("div.cell_output"):
+            text = out.get_text()
+            match = re.search(r"(?<![\w.])\d*\.\d{13,}", text)
+            assert not match, (docname, text[max(0, match.start() - 80):match.end() + 20])
