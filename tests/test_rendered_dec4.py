@@ -340,3 +340,21 @@ def test_outputs_print_no_float_reprs(pages):
             text = out.get_text()
             match = re.search(r"(?<![\w.])\d*\.\d{13,}", text)
             assert not match, (docname, text[max(0, match.start() - 80):match.end() + 20])
+
+
+def test_chapter6_figure_draws_fednova_in_the_books_red(pages):
+    """Every figure colours an algorithm family the same way (fedlib.plotting.ALGORITHM_COLORS:
+    FedAvg blue C0, FedNova red C3, FedProx orange C1). Chapter 6's figure used matplotlib's cycle,
+    which drew FedNova in FedProx's orange."""
+    from PIL import Image
+
+    images = _article(pages["book/06_your_own_model"]).find_all("img")
+    assert images
+    page = (HTML_DIR / "book" / "06_your_own_model.html").resolve()
+    colors = set()
+    for img in images:
+        with Image.open((page.parent / img["src"]).resolve()) as im:
+            colors |= {rgb for _, rgb in im.convert("RGB").getcolors(maxcolors=1 << 20)}
+    assert (214, 39, 40) in colors, "no FedNova red (C3)"
+    assert (31, 119, 180) in colors, "no FedAvg blue (C0)"
+    assert (255, 127, 14) not in colors, "FedProx's orange (C1) in a figure without FedProx"
