@@ -77,6 +77,16 @@ def test_headings_have_no_number_of_their_own(docname):
     assert not bad, f"{docname}: headings numbered by hand: {bad}"
 
 
+@pytest.mark.parametrize("docname", toc_docnames())
+def test_no_formula_ends_in_an_equals_sign(docname):
+    """``$\\sigma_0 = $ `sigma_bound``` showed "σ₀ = sigma_bound": a formula whose value is a
+    variable name the reader has to look up in the parameters cell. Give the value (printed by the
+    cell) or name the parameter in words."""
+    bad = [m.group(0) for text in _markdown_sources(docname)
+           for m in _INLINE_MATH.finditer(text) if m.group(1).rstrip().endswith("=")]
+    assert not bad, (docname, bad)
+
+
 def test_config_merges_stream_outputs():
     """A cell that prints progress line by line leaves one stream output per print in the
     executed notebook; MyST-NB renders each as its own output box unless it merges them."""
