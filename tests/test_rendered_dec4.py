@@ -368,3 +368,15 @@ def test_chapter6_figure_draws_fednova_in_the_books_red(pages):
     assert (214, 39, 40) in colors, "no FedNova red (C3)"
     assert (31, 119, 180) in colors, "no FedAvg blue (C0)"
     assert (255, 127, 14) not in colors, "FedProx's orange (C1) in a figure without FedProx"
+
+
+def test_every_figure_has_text_in_its_section(pages):
+    """A figure is explained where it stands: the section that shows it has prose of its own
+    (what is plotted against what), not only a heading and the code cell that draws it."""
+    for docname, soup in pages.items():
+        for section in _article(soup).find_all("section"):
+            if not any(img.find_parent("section") is section for img in section.find_all("img")):
+                continue
+            words = sum(len(node.get_text().split()) for node in section.find_all(["p", "ul", "ol"], recursive=False))
+            title = section.find(["h1", "h2", "h3", "h4"])
+            assert words >= 15, (docname, title.get_text() if title else None, words)
