@@ -26,7 +26,8 @@ This script
 4. copies ``figures/`` (written by the chapters) to ``_build/executed/figures``
    so that Markdown references such as ``../figures/x.png`` resolve in the
    mirror exactly as in the sources;
-5. renders the mirror with ``jupyter-book build _build/executed --path-output
+5. joins each cell's consecutive prints into one output (:func:`merge_adjacent_streams`)
+   and renders the mirror with ``jupyter-book build _build/executed --path-output
    <root> --all -n -W --keep-going`` (execution is off in ``_config.yml``),
    which writes ``_build/html``.
 
@@ -215,8 +216,46 @@ def failure_summary(exc: Exception) -> str:
     return f"{type(exc).__name__}: {lines[-1] if lines else ''}"
 
 
+def merge_adjacent_streams(nb) -> int:
+    """Join each run of consecutive stream outputs of one name (``stdout``, ``stderr``) of a code
+    cell into one output, in place; return how many outputs went.
+
+    A cell that prints as it goes (a progress line per run) leaves one output per print, and each
+    became its own box on the page. MyST-NB's ``nb_merge_streams`` joins *all* of a cell's prints
+    into its first output instead, which moves text printed after a table or figure above it."""
+    removed = 0
+    for cell in nb.cells:
+        if cell.get("cell_type") != "code":
+            continue
+        merged: list = []
+        for out in cell.get("outputs", []):
+            last = merged[-1] if merged else None
+            if (last is not None and out.get("output_type") == "stream" == last.get("output_type")
+                    and out.get("name") == last.get("name")):
+                last["text"] += out["text"]
+                removed += 1
+            else:
+                merged.append(out)
+        cell["outputs"] = merged
+    return removed
+
+
+def merge_streams_in_mirror(layout: Layout) -> None:
+    """:func:`merge_adjacent_streams` on every executed notebook of the TOC in the mirror."""
+    import nbformat
+
+    for docname in toc_docnames(layout.executed / "_toc.yml"):
+        path = resolve_page(layout.executed, docname)
+        if path.suffix != ".ipynb":
+            continue
+        nb = nbformat.read(path, as_version=4)
+        if merge_adjacent_streams(nb):
+            nbformat.write(nb, path)
+
+
 def render(layout: Layout) -> int:
     """Render the mirror to ``_build/html``; return jupyter-book's exit status."""
+    merge_streams_in_mirror(layout)
     jb = Path(sys.executable).parent / "jupyter-book"
     cmd = [
         str(jb) if jb.exists() else "jupyter-book",

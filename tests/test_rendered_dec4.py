@@ -87,79 +87,26 @@ def test_no_formula_ends_in_an_equals_sign(docname):
     assert not bad, (docname, bad)
 
 
-def test_config_merges_stream_outputs():
-    """A cell that prints progress line by line leaves one stream output per print in the
-    executed notebook; MyST-NB renders each as its own output box unless it merges them."""
+def test_build_joins_only_consecutive_prints():
+    """A cell that prints as it goes leaves one stream output per print; the build joins each run of
+    consecutive prints into one output (one box on the page), and keeps every table or figure
+    between two prints where it was. MyST-NB's ``nb_merge_streams`` would move the later prints
+    above it, so the configuration must not turn it on."""
+    import nbformat
+    from bookutil import build_script
+
     config = yaml.safe_load((ROOT / "_config.yml").read_text(encoding="utf8"))
-    assert config["sphinx"]["config"].get("nb_merge_streams") is True
-
-
-def test_rendered_text_cites_no_private_notes():
-    """``REFERENCE §N`` pointed at notes that are not part of the repository: a reader of a chapter,
-    of the API reference (docstrings) or of an error message cannot follow it. Cite what the
-    notes were taken from instead (the paper, the official code at github.com/JYWa/FedNova)."""
-    sources = [*sorted((ROOT / "book").glob("*.ipynb")), *sorted((ROOT / "book").glob("*.md")),
-               *sorted((ROOT / "fedlib").rglob("*.py"))]
-    bad = [str(p.relative_to(ROOT)) for p in sources if "REFERENCE §" in p.read_text(encoding="utf8")]
-    assert not bad, bad
-
-
-def _api_hook():
-    import importlib.util
-
-    spec = importlib.util.spec_from_file_location("fedlib_autodoc", ROOT / "book" / "_ext" / "fedlib_autodoc.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
-
-
-def test_api_hook_links_chapter_mentions():
-    """The API reference's "used by chapter N" notes become links to the chapter; code is left alone."""
-    chapters = {n: f"/book/{n:02d}_c" for n in range(1, 11)}
-    doc = ["Used by chapter 8.", "Both (chapters 7 and 8), Chapter 10, part 6.", "In code::", "",
-           "    run()  # chapter 6", "", "back in prose: chapter 2's", ">>> f()  # chapter 3",
-           "``chapter 4`` and chapter 12 and the Table 1 chapter"]
-    assert _api_hook().chapter_links(doc, chapters) == [
-        "Used by :doc:`chapter 8 </book/08_c>`.",
-        "Both (:doc:`chapters 7 </book/07_c>` and :doc:`8 </book/08_c>`), :doc:`Chapter 10 </book/10_c>`, part 6.",
-        "In code::", "", "    run()  # chapter 6", "", "back in prose: :doc:`chapter 2 </book/02_c>`'s",
-        ">>> f()  # chapter 3", "``chapter 4`` and chapter 12 and the Table 1 chapter"]
-
-
-_PARAM_SECTIONS = {"Parameters", "Attributes", "Other Parameters", "Keyword Arguments"}
-_PARAM_ENTRY = re.compile(r"^[\w*]+(\s*,\s*[\w*]+)*\s*(:(\s+\S.*)?)?$")
-
-
-def _prose_in_parameter_sections(doc: str) -> list[str]:
-    """Lines of a numpy-style Parameters-like section, at the entries' indentation, that are not
-    entries (``name``, ``name : text``, ``a, b:``): napoleon turns each into a parameter."""
-    lines = inspect.cleandoc(doc).splitlines()
-    found, section = [], False
-    for i, line in enumerate(lines):
-        below = lines[i + 1].strip() if i + 1 < len(lines) else ""
-        title = line.strip()
-        if title and below and set(below) == {"-"} and len(below) >= len(title) - 1:
-            section = title in _PARAM_SECTIONS
-            continue
-        if section and title and set(title) != {"-"} and not line.startswith(" ") and not _PARAM_ENTRY.match(line):
-            found.append(line)
-    return found
-
-
-def test_docstrings_have_no_prose_inside_parameter_sections():
-    """A paragraph written after a Parameters section, at its indentation, is read by napoleon
-    as one parameter per line: ``ClientOptimizer``'s description of a round rendered as a list
-    of bold lines with its ``:math:`` and ``:meth:`` roles as raw text. Put such prose before
-    the section (or in a ``Notes`` section)."""
-    bad = []
-    for path in sorted((ROOT / "fedlib").rglob("*.py")):
-        for node in ast.walk(ast.parse(path.read_text(encoding="utf8"))):
-            if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)):
-                doc = ast.get_docstring(node, clean=False)
-                if doc and _prose_in_parameter_sections(doc):
-                    bad.append((str(path.relative_to(ROOT)), getattr(node, "name", "<module>"),
-                                _prose_in_parameter_sections(doc)[0]))
-    assert not bad, bad
+    assert not config["sphinx"]["config"].get("nb_merge_streams")
+    stream = lambda text, name="stdout": nbformat.v4.new_output("stream", name=name, text=text)
+    table = nbformat.v4.new_output("display_data", data={"text/markdown": "| a |\n|---|\n| 1 |"})
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell("run()", outputs=[
+        stream("fixed FedAvg 0.6 s\n"), stream("fixed FedNova 0.9 s\n"), table, stream("after the table\n"),
+        stream("a warning\n", "stderr"), stream("more\n", "stderr")])])
+    assert build_script().merge_adjacent_streams(nb) == 2
+    outs = nb.cells[0].outputs
+    assert [(o.output_type, o.get("name"), o.get("text")) for o in outs] == [
+        ("stream", "stdout", "fixed FedAvg 0.6 s\nfixed FedNova 0.9 s\n"), ("display_data", None, None),
+        ("stream", "stdout", "after the table\n"), ("stream", "stderr", "a warning\nmore\n")]
 
 
 # --------------------------------------------------------------------------- the built pages
@@ -221,13 +168,16 @@ def test_section_titles_are_not_numbered_twice(pages):
             assert not re.match(r"\s*(\d+(\.\d+)*[.)]|part\s+\d+\.)\s", title, re.I), (docname, h.get_text())
 
 
-def test_one_output_box_per_stream(pages):
-    """Consecutive prints of one cell show as one block, not one box per line."""
+def test_one_output_box_per_run_of_prints(pages):
+    """Consecutive prints of one cell show as one block, not one box per line (chapter 4's progress
+    lines were nine boxes)."""
     for docname, soup in pages.items():
         for out in _article(soup).select("div.cell_output"):
-            streams = [c for c in out.find_all(recursive=False)
-                       if "stream" in (c.get("class") or []) or "stderr" in (c.get("class") or [])]
-            assert len(streams) <= 1, (docname, [s.get_text()[:60] for s in streams])
+            kids = out.find_all(recursive=False)
+            for a, b in zip(kids, kids[1:]):
+                ka, kb = set(a.get("class") or []), set(b.get("class") or [])
+                same = ({"stream", "stderr"} & ka) and (ka & {"stream", "stderr"}) == (kb & {"stream", "stderr"})
+                assert not same, (docname, a.get_text()[:60], b.get_text()[:60])
 
 
 def test_tables_show_no_raw_non_finite_numbers(pages):
