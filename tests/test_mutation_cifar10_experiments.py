@@ -313,13 +313,15 @@ def test_train_runs_checkpoint_records_each_calls_info_and_its_own_config(tiny_c
                          callback=lambda t, r, s: False)
     assert first["stopped"] and first["calls_before"] == []
     doc = load_checkpoint(ck, kind="table1")
-    assert doc["extra"]["calls"] == [{"commit": "abc"}]
+    call1 = {"commit": "abc", "cuda_graph": False, "rounds": [0, 1]}  # + each call's CUDA-graph setting and rounds
+    assert doc["extra"]["calls"] == [call1]
     assert doc["config"]["group"] == "x" and "width" not in doc["config"]  # the caller's config (+ the data)
     with pytest.raises(CheckpointError, match="group"):
         C.train_runs(_one_run(), tiny_cifar, parts, **{**kw, "checkpoint_config": {"group": "y"}})
     second = C.train_runs(_one_run(), tiny_cifar, parts, **kw, call_info={"commit": "def"})
-    assert second["resumed_from"] == 1 and second["calls_before"] == [{"commit": "abc"}]
-    assert load_checkpoint(ck, kind="table1")["extra"]["calls"] == [{"commit": "abc"}, {"commit": "def"}]
+    assert second["resumed_from"] == 1 and second["calls_before"] == [call1]
+    assert load_checkpoint(ck, kind="table1")["extra"]["calls"] == [
+        call1, {"commit": "def", "cuda_graph": False, "rounds": [1, 2]}]
 
 
 def test_bench_cifar10_takes_one_epoch_and_batches_of_one(tiny_cifar):
