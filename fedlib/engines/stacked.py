@@ -403,6 +403,47 @@ class _VmapNetwork:
         return self._logits(self.prefix(a), x)
 
 
+def _check_training_mode(model: nn.Module, x: torch.Tensor) -> None:
+    """Refuse a model whose output on ``x`` in training mode (its ``nn.Dropout`` layers off) is not its
+    eval-mode output: the vmap path runs the model in eval mode, replacing only ``nn.Dropout`` by seeded
+    masks, so any other training-only behaviour (``F.dropout(x, p, self.training)``, added noise, a
+    branch on ``self.training``) would silently not happen. :class:`StackedEngine` (``path="vmap"``,
+    hence also :class:`fedlib.experiments.custom.TensorEngine`) calls it on the first training inputs;
+    the grouped path needs no check (it takes only layers of fixed types, whose training mode differs
+    only in ``nn.Dropout``). The random draws of such a model in the probe are made inside
+    ``torch.random.fork_rng`` without seeding it: they decide only the check, and torch's global random
+    state is left as it was. The modules' training flags are restored."""
+    ref = next(iter(model.parameters()), None)
+    device = ref.device if ref is not None else torch.device("cpu")
+    sample = x.to(device, ref.dtype if ref is not None else torch.float32)
+    cuda = [device.index if device.index is not None else torch.cuda.current_device()] if device.type == "cuda" else []
+    modes = {m: m.training for m in model.modules()}
+    try:
+        with torch.no_grad(), torch.random.fork_rng(devices=cuda):
+            model.train()
+            for m in model.modules():
+                if type(m) is nn.Dropout:
+                    m.eval()
+            trained = model(sample)
+            model.eval()
+            evaluated = model(sample)
+    except Exception as exc:
+        raise ValueError(f"model could not be applied to {sample.shape[0]} training inputs of shape "
+                         f"{tuple(sample.shape[1:])} ({type(exc).__name__}: {exc})") from None
+    finally:
+        for m, mode in modes.items():
+            m.training = mode
+    same = (isinstance(trained, torch.Tensor) and isinstance(evaluated, torch.Tensor)
+            and trained.shape == evaluated.shape
+            and bool(torch.allclose(trained, evaluated, rtol=0.0, atol=0.0, equal_nan=True)))
+    if not same:
+        raise ValueError("model computes something else in training mode than in eval mode, besides its nn.Dropout "
+                         "layers (e.g. F.dropout(x, p, self.training), added noise or a branch on self.training): the "
+                         "stacked engine runs the model in eval mode with only nn.Dropout layers replaced by seeded "
+                         "per-client masks, so that behaviour would silently be off; use nn.Dropout modules, or train "
+                         "in your own loop with fedlib.optim.ClientOptimizer")
+
+
 # =========================================================================== the engine
 def _check_int_labels(y: torch.Tensor, name: str) -> None:
     """Labels must be non-negative integers (a float label would be truncated by the cast)."""
@@ -464,7 +505,9 @@ class StackedEngine:
     ----------
     model : ``nn.Module`` (the architecture; its parameters are the default initial model).
         ``path="grouped"`` needs an ``nn.Sequential`` of standard layers; ``"vmap"`` any
-        module without buffers. Only ``nn.Dropout`` randomness is supported (seeded).
+        module without buffers. Only ``nn.Dropout`` randomness is supported (seeded): on the vmap path a
+        model that computes anything else in training mode than in eval mode (``F.dropout(x, p,
+        self.training)``, noise, a branch on ``self.training``) is refused when the engine is built.
     data : object with ``train_images`` ``(N, H, W, C)`` uint8, ``train_labels`` ``(N,)``,
         and optionally ``test_images`` / ``test_labels`` (e.g.
         :func:`fedlib.data.cifar10.load_cifar10`); numpy or torch. Moved to ``device`` once.
@@ -595,6 +638,7 @@ class StackedEngine:
                 raise ValueError(f"conv={conv!r} is a setting of path='grouped' (the vmap path convolves with "
                                  "torch.func.vmap)")
             self.net = _VmapNetwork(model, M, device=dev, dtype=dtype)
+            _check_training_mode(model, self._training_mode_sample(tr_x[:8]))  # after BatchNorm is refused by name
         self.names = list(self.net.names)
         shapes = dict(self.net.shapes)
         default = {n: p for n, p in model.named_parameters()}
@@ -797,6 +841,11 @@ class StackedEngine:
         first ``a`` models. Read from the device step counter, so it can be captured in a
         CUDA graph; for subclasses that bring their own data (:meth:`train_batch`)."""
         return self._at_step(self._idx, a), self._at_step(self._mask, a).t()
+
+    def _training_mode_sample(self, images: torch.Tensor) -> torch.Tensor:
+        """Inputs in the plain model's layout for the training-mode check: the first training
+        ``images`` (uint8 ``(b, H, W, C)``), normalised, NCHW."""
+        return normalize(images.to(self.device), self._mean, self._std, self.dtype).permute(0, 3, 1, 2)
 
     def train_batch(self, a: int):
         """Inputs of the current local step for the first ``a`` models: ``(x, y, mask)``.

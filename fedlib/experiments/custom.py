@@ -68,11 +68,11 @@ class TensorEngine(StackedEngine):
             raise ValueError(f"labels must be {x.shape[0]} integers, got {y.dtype} {tuple(y.shape)}")
         if (test_features is None) != (test_labels is None):
             raise ValueError("test_features and test_labels go together: give both (evaluation) or neither")
+        self._probe = x[:8]  # what the parent's training-mode check runs the model on (_training_mode_sample)
         # the parent validates and stores images; give it a 1-pixel placeholder per sample
         stub = SimpleNamespace(train_images=torch.zeros((x.shape[0], 1, 1, 1), dtype=torch.uint8), train_labels=y)
         super().__init__(model, stub, runs, rounds=rounds, path="vmap", augment=False, padding=0, mean=(0.0,),
                          std=(1.0,), **options)
-        _check_training_mode(model, x[:8])  # after the parent's checks: BatchNorm is refused there, by name
         self._features = x.to(self.device, self.dtype)
         # each run's initial global model, for reference_differences' check of the model it is given
         self._initial = [{n: t.detach().cpu().clone() for n, t in st.params.items()} for st in self.states]
@@ -87,6 +87,10 @@ class TensorEngine(StackedEngine):
             self._test_features = tx.to(self.device, self.dtype)
             self._test_feature_labels = ty.to(self.device, torch.int64)
 
+    def _training_mode_sample(self, images: torch.Tensor) -> torch.Tensor:
+        """The first feature rows (the placeholder ``images`` carry no data)."""
+        return self._probe
+
     def train_batch(self, a: int):
         """Rows of the feature tensor for the current local step: ``(a, B, *shape)``."""
         idx, mask = self.step_indices(a)
@@ -100,40 +104,6 @@ class TensorEngine(StackedEngine):
         for s in range(0, self._test_features.shape[0], self.eval_batch_size):
             yield (self._test_features[s:s + self.eval_batch_size],
                    self._test_feature_labels[s:s + self.eval_batch_size])
-
-
-def _check_training_mode(model: nn.Module, x: torch.Tensor) -> None:
-    """Refuse a model whose output on ``x`` in training mode (its ``nn.Dropout`` layers off) is not its
-    eval-mode output: the engine runs the model in eval mode, replacing only ``nn.Dropout`` by seeded
-    masks, so any other training-only behaviour (``F.dropout(x, p, self.training)``, added noise, a
-    branch on ``self.training``) would silently not happen. The random draws of such a model in the
-    probe are made inside ``torch.random.fork_rng``: they decide only the check, and torch's global random
-    state is left as it was."""
-    ref = next(iter(model.parameters()), None)
-    device = ref.device if ref is not None else torch.device("cpu")
-    sample = x.to(device, ref.dtype if ref is not None else torch.float32)
-    cuda = [device.index if device.index is not None else torch.cuda.current_device()] if device.type == "cuda" else []
-    modes = {m: m.training for m in model.modules()}
-    try:
-        with torch.no_grad(), torch.random.fork_rng(devices=cuda):
-            model.train()
-            for m in model.modules():
-                if type(m) is nn.Dropout:
-                    m.eval()
-            trained = model(sample)
-            model.eval()
-            evaluated = model(sample)
-    finally:
-        for m, mode in modes.items():
-            m.training = mode
-    same = (isinstance(trained, torch.Tensor) and trained.shape == evaluated.shape
-            and bool(torch.allclose(trained, evaluated, rtol=0.0, atol=0.0, equal_nan=True)))
-    if not same:
-        raise ValueError("model computes something else in training mode than in eval mode, besides its nn.Dropout "
-                         "layers (e.g. F.dropout(x, p, self.training), added noise or a branch on self.training): the "
-                         "stacked engine runs the model in eval mode with only nn.Dropout layers replaced by seeded "
-                         "per-client masks, so that behaviour would silently be off; use nn.Dropout modules, or train "
-                         "in your own loop with fedlib.optim.ClientOptimizer")
 
 
 def _num_classes(model: nn.Module, x: torch.Tensor) -> int:

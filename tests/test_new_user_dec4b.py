@@ -1,0 +1,72 @@
+"""Second pass over what tests/test_new_user_dec4.py left: a new user's own image model through
+StackedEngine, the dtype train_clients trains in, population weights given as counts, a bounded
+CIFAR-10 download, and messages (plain numbers; a bool is no step count)."""
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from fedlib.algorithms import make_algorithm
+from fedlib.engines.stacked import RunSpec, StackedEngine
+from fedlib.schedules import FixedSteps
+from fedlib.solvers import sgd
+from torch_threads import one_torch_thread  # noqa: F401 (autouse fixture)
+
+TRAINING_MODE = r"model computes something else in training mode than in eval mode, besides its nn\.Dropout layers"
+
+
+def _images(n=24, size=6, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    return SimpleNamespace(train_images=torch.randint(0, 256, (n, size, size, 3), dtype=torch.uint8, generator=g),
+                           train_labels=torch.randint(0, 3, (n,), generator=g))
+
+
+class _Conv(nn.Module):
+    """A user's image model (not an nn.Sequential: the vmap path); ``functional`` drops out with
+    F.dropout(x, p, self.training) instead of an nn.Dropout layer."""
+
+    def __init__(self, functional: bool):
+        super().__init__()
+        self.functional = functional
+        self.conv = nn.Conv2d(3, 4, 3, padding=1)
+        self.drop = nn.Dropout(0.5)
+        self.lin = nn.Linear(4 * 6 * 6, 3)
+
+    def forward(self, x):
+        h = F.relu(self.conv(x)).flatten(1)
+        h = F.dropout(h, 0.5, self.training) if self.functional else self.drop(h)
+        return self.lin(h)
+
+
+def _run():
+    return RunSpec(make_algorithm("fednova", sgd(lr=0.1)), [np.arange(0, 12), np.arange(12, 24)],
+                   FixedSteps([2, 3]), seed=0)
+
+
+def test_stacked_engine_refuses_training_only_behaviour_of_an_image_model():
+    data = _images()
+    with torch.random.fork_rng():
+        torch.manual_seed(torch.Generator().manual_seed(3).initial_seed())
+        functional, module = _Conv(True), _Conv(False)
+    module.load_state_dict(functional.state_dict())
+    functional.eval()
+    rng = torch.get_rng_state()
+    with pytest.raises(ValueError, match=TRAINING_MODE):
+        StackedEngine(functional, data, [_run()], rounds=1, path="vmap", batch_size=4, augment=False)
+    assert torch.equal(torch.get_rng_state(), rng)  # the check's draws leave torch's global RNG as it was
+    assert not any(m.training for m in functional.modules())  # training flags restored
+    engine = StackedEngine(module, data, [_run()], rounds=1, path="vmap", batch_size=4, augment=False)
+    assert module.training  # restored as given
+    engine.run_round()      # nn.Dropout: seeded masks, accepted
+
+
+def test_stacked_engine_names_a_model_that_cannot_take_the_images():
+    model = nn.Sequential(nn.Flatten(), nn.Linear(5, 3))  # images give 6*6*3 features
+    with pytest.raises(ValueError, match=r"model could not be applied to 8 training inputs of shape \(3, 6, 6\)"):
+        StackedEngine(model, _images(), [_run()], rounds=1, path="vmap", batch_size=4, augment=False)
+
