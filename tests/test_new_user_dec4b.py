@@ -70,3 +70,53 @@ def test_stacked_engine_names_a_model_that_cannot_take_the_images():
     with pytest.raises(ValueError, match=r"model could not be applied to 8 training inputs of shape \(3, 6, 6\)"):
         StackedEngine(model, _images(), [_run()], rounds=1, path="vmap", batch_size=4, augment=False)
 
+
+def _clients(seed=0):
+    g = torch.Generator().manual_seed(seed)
+    xs = [torch.randn(n, 5, generator=g) for n in (6, 10)]
+    return xs, [torch.randint(0, 3, (x.shape[0],), generator=g) for x in xs]
+
+
+def _linear(dtype):
+    net = nn.Linear(5, 3, dtype=dtype)
+    with torch.no_grad():
+        g = torch.Generator().manual_seed(1)
+        net.weight.copy_(torch.randn(3, 5, generator=g))
+        net.bias.zero_()
+    return net
+
+
+def test_train_clients_trains_in_the_models_dtype_by_default():
+    from fedlib.experiments.custom import train_clients
+
+    xs, ys = _clients()
+    out = {}
+    for dtype in (torch.float32, torch.float64):
+        run = train_clients(_linear(dtype), xs, ys, rounds=2, batch_size=4, algorithms=("fednova",))
+        engine = run["engine"]
+        assert engine.dtype is dtype and all(t.dtype is dtype for t in engine.params(0).values())
+        out[dtype] = run["fednova"][-1]["train_loss"]
+    explicit = train_clients(_linear(torch.float64), xs, ys, rounds=2, batch_size=4, algorithms=("fednova",),
+                             dtype=torch.float64)
+    assert explicit["fednova"][-1]["train_loss"] == out[torch.float64]  # default = the model's dtype
+    cast = train_clients(_linear(torch.float32), xs, ys, rounds=1, batch_size=4, algorithms=("fednova",),
+                         dtype=torch.float64)  # an explicit dtype still casts (chapter 6's float64 check)
+    assert cast["engine"].dtype is torch.float64
+    with pytest.raises(ValueError, match=r"^dtype: the model's parameters are torch\.bfloat16; .*give "
+                                         r"dtype=torch\.float32 or dtype=torch\.float64"):
+        train_clients(_linear(torch.bfloat16), xs, ys, rounds=1, batch_size=4)
+    mixed = nn.Sequential(nn.Linear(5, 4), nn.Linear(4, 3, dtype=torch.float64))
+    with pytest.raises(ValueError, match=r"^dtype: the model's parameters are torch\.float32, torch\.float64"):
+        train_clients(mixed, xs, ys, rounds=1, batch_size=4)
+    with pytest.raises(ValueError, match=r"^model must be a torch\.nn\.Module, got function"):
+        train_clients(lambda x: x, xs, ys, rounds=1)
+
+
+def test_stacked_engine_trains_in_the_models_dtype_by_default():
+    model = nn.Sequential(nn.Flatten(), nn.Linear(6 * 6 * 3, 3)).double()
+    engine = StackedEngine(model, _images(), [_run()], rounds=1, path="vmap", batch_size=4, augment=False)
+    assert engine.dtype is torch.float64 and engine.params(0)["1.weight"].dtype is torch.float64
+    engine = StackedEngine(model, _images(), [_run()], rounds=1, path="vmap", batch_size=4, augment=False,
+                           dtype=torch.float32)
+    assert engine.dtype is torch.float32
+

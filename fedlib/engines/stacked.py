@@ -108,8 +108,8 @@ Table 1's momentum row, FedAvg and FedNova, three seeds each, as one stack of
 :class:`~fedlib.algorithms.ServerState` (global model, server momentum, variates),
 ``engine.history`` all records, ``engine.last_timing`` the last round's timing.
 
-Precision: ``dtype`` (float32 default, float64 for exactness tests) is the dtype of the
-parameters, solver state and update; ``precision="bf16"`` runs forward and backward
+Precision: ``dtype`` (by default the model's own, float32 or float64; float64 for exactness
+tests) is the dtype of the parameters, solver state and update; ``precision="bf16"`` runs forward and backward
 under ``torch.autocast(device_type, bfloat16)`` with float32 master parameters (the
 GPU mode of Table 1; on a CPU it runs too, slowly, which is how CI checks that path).
 
@@ -445,6 +445,25 @@ def _check_training_mode(model: nn.Module, x: torch.Tensor) -> None:
 
 
 # =========================================================================== the engine
+def _resolve_dtype(model: nn.Module, dtype: Optional[torch.dtype]) -> torch.dtype:
+    """The dtype the engines train ``model`` in: ``dtype`` (float32 or float64) when given, the
+    model's parameters are then cast to it; ``None``: the dtype of the model's parameters (float32
+    for a model without any), refused unless it is one float32 or float64 for all of them."""
+    if dtype is not None:
+        if not any(dtype is d for d in (torch.float32, torch.float64)):
+            raise ValueError(f"dtype must be torch.float32, torch.float64 or None (the model's), got {dtype!r}")
+        return dtype
+    found = sorted({str(p.dtype) for p in model.parameters()})
+    if not found:
+        return torch.float32
+    own = next(iter(model.parameters())).dtype
+    if len(found) > 1 or own not in (torch.float32, torch.float64):
+        raise ValueError(f"dtype: the model's parameters are {', '.join(found)}; the engine trains in float32 or "
+                         "float64, give dtype=torch.float32 or dtype=torch.float64 (the parameters are cast to it; "
+                         "bfloat16 compute: dtype=torch.float32 with precision='bf16')")
+    return own
+
+
 def _check_int_labels(y: torch.Tensor, name: str) -> None:
     """Labels must be non-negative integers (a float label would be truncated by the cast)."""
     if y.is_floating_point() or y.is_complex() or y.dtype == torch.bool:
@@ -515,7 +534,10 @@ class StackedEngine:
     rounds : total number of rounds (sets the default step-decay lr schedule).
     path : ``"grouped"`` or ``"vmap"``.
     device : ``"cpu"``, ``"cuda"``, ``"cuda:1"``...
-    dtype : parameter/solver dtype (default float32; float64 for exactness tests).
+    dtype : parameter/solver dtype, ``torch.float32`` or ``torch.float64`` (exactness tests); the
+        model's parameters are cast to it. ``None`` (default): the dtype of the model's parameters
+        (float32 for :func:`fedlib.models.vgg11`); a model in another dtype (float16, bfloat16, or
+        parameters of mixed dtypes) is then refused, naming them.
     precision : ``"fp32"`` or ``"bf16"`` (autocast with float32 master parameters; meant
         for GPUs, also runs on a CPU).
     cuda_graph : capture local steps in CUDA graphs (CUDA only; see module docstring).
@@ -532,7 +554,7 @@ class StackedEngine:
     """
 
     def __init__(self, model: nn.Module, data: Any, runs: Sequence[RunSpec], *, rounds: int, path: str = "grouped",
-                 device="cpu", dtype: torch.dtype = torch.float32, precision: str = "fp32", cuda_graph: bool = False,
+                 device="cpu", dtype: Optional[torch.dtype] = None, precision: str = "fp32", cuda_graph: bool = False,
                  graph_min_steps: int = 2, augment: bool = True, padding: int = 4, dropout: bool = True,
                  batch_size: int = 32, mean: Sequence[float] = CIFAR10_MEAN, std: Sequence[float] = CIFAR10_STD,
                  channels_last: bool = True, conv: str = "cudnn", eval_batch_size: int = 1000):
@@ -554,12 +576,11 @@ class StackedEngine:
             dev = torch.device("cuda", torch.cuda.current_device())
         if cuda_graph and dev.type != "cuda":
             raise ValueError(f"cuda_graph=True needs a CUDA device, got device={str(dev)!r}; use cuda_graph=False")
-        if dtype not in (torch.float32, torch.float64):
-            raise ValueError(f"dtype must be torch.float32 or torch.float64, got {dtype!r}")
-        if precision == "bf16" and dtype != torch.float32:
-            raise ValueError("precision='bf16' keeps float32 master parameters: use dtype=torch.float32")
         if not isinstance(model, nn.Module):
             raise ValueError(f"model must be a torch.nn.Module, got {type(model).__name__}")
+        dtype = _resolve_dtype(model, dtype)
+        if precision == "bf16" and dtype != torch.float32:
+            raise ValueError("precision='bf16' keeps float32 master parameters: use dtype=torch.float32")
         runs = list(runs)
         if not runs or not all(isinstance(r, RunSpec) for r in runs):
             raise ValueError("runs must be a non-empty list of RunSpec")

@@ -23,7 +23,7 @@ the plain per-client loop on the same mini-batches (run it with ``dtype=torch.fl
 from __future__ import annotations
 
 from types import SimpleNamespace
-from typing import Any, Dict, Sequence
+from typing import Any, Dict, Optional, Sequence
 
 import numpy as np
 import torch
@@ -31,7 +31,8 @@ from torch import nn
 from tqdm import tqdm
 
 from .._validate import check_choice
-from ..engines.stacked import RunSpec, StackedEngine, _check_int_labels, max_relative_difference, reference_run
+from ..engines.stacked import (RunSpec, StackedEngine, _check_int_labels, _resolve_dtype, max_relative_difference,
+                               reference_run)
 
 __all__ = ["TensorEngine", "train_clients", "reference_differences"]
 
@@ -146,7 +147,7 @@ def train_clients(model: nn.Module, client_x: Sequence[Any], client_y: Sequence[
                   lr: float = 0.05, epochs="1-5", batch_size: int = 32, algorithms=("fedavg", "fednova"),
                   solver: str = "sgd", momentum: float = 0.9, mu: float = 0.0, weight_decay: float = 0.0,
                   lr_decay: str = "constant", seed: int = 0, test_x=None, test_y=None, device="cpu",
-                  dropout: bool = True, dtype: torch.dtype = torch.float32, progress: bool = False) -> Dict[str, list]:
+                  dropout: bool = True, dtype: Optional[torch.dtype] = None, progress: bool = False) -> Dict[str, list]:
     """Train ``model`` federatedly on per-client tensors with each of ``algorithms``.
 
     Returns ``{algorithm: history}``, a history being one dict per round with ``round``,
@@ -162,7 +163,10 @@ def train_clients(model: nn.Module, client_x: Sequence[Any], client_y: Sequence[
     ``RunSpec(make_algorithm(name, solver), ...)`` in :class:`TensorEngine` (a solver with the built-in
     step), or your own loop with :class:`fedlib.optim.ClientOptimizer` (any solver; chapter 6).
     Participation is full every round (your own sampler: ``RunSpec(..., sampling=sampler)``).
-    ``dtype``: of the parameters and features (float64 for :func:`reference_differences`).
+    ``dtype``: of the parameters and features, ``torch.float32`` or ``torch.float64`` (for
+    :func:`reference_differences`), the model's parameters cast to it; ``None`` (default): the
+    model's own dtype (a float64 model trains in float64; a float16 or bfloat16 model is refused,
+    naming its dtype: give ``dtype``).
     ``progress``: a tqdm bar on stderr, one tick per round, with each algorithm's last train loss.
     """
     from ..algorithms import make_algorithm
@@ -182,11 +186,12 @@ def train_clients(model: nn.Module, client_x: Sequence[Any], client_y: Sequence[
     if len(set(algorithms)) != len(algorithms):
         raise ValueError(f"algorithms must not repeat a name (one history per name), got {algorithms}")
     check_choice("lr_decay", lr_decay, ("constant", "step"))
-    if isinstance(model, nn.Module) and next(iter(model.parameters()), None) is None:  # ran and trained nothing
+    if not isinstance(model, nn.Module):
+        raise ValueError(f"model must be a torch.nn.Module, got {type(model).__name__}")
+    if next(iter(model.parameters()), None) is None:  # ran and trained nothing
         raise ValueError(f"model has no parameters ({type(model).__name__}): there is nothing to train; give a model "
                          "with trainable layers, e.g. nn.Sequential(nn.Flatten(), nn.Linear(d, K))")
-    if not any(dtype is d for d in (torch.float32, torch.float64)):  # features are cast with it before the engine checks
-        raise ValueError(f"dtype must be torch.float32 or torch.float64, got {dtype!r}")
+    dtype = _resolve_dtype(model, dtype)  # features are cast with it before the engine checks
     if solver in ("sgd", "momentum") and not _is_zero(mu):
         raise ValueError(f"mu: solver {solver!r} has no proximal term, got mu = {mu!r} (FedProx: solver='prox' or "
                          "'momentum-prox')")
