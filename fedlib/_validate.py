@@ -27,6 +27,12 @@ __all__ = [
 ]
 
 
+def plain(x: Any) -> Any:
+    """A numpy scalar as the Python number it holds (``np.float64(0.5)`` -> ``0.5``), anything else
+    unchanged: messages then show ``0.5``, not numpy 2's ``np.float64(0.5)``."""
+    return x.item() if isinstance(x, np.generic) else x
+
+
 def _is_number(x: Any) -> bool:
     return isinstance(x, numbers.Real) and not isinstance(x, bool)
 
@@ -34,14 +40,14 @@ def _is_number(x: Any) -> bool:
 def check_positive(name: str, value: Any) -> float:
     """Return ``float(value)`` if it is a finite number > 0, else raise ``ValueError``."""
     if not _is_number(value) or not np.isfinite(value) or value <= 0:
-        raise ValueError(f"{name} must be a finite number > 0, got {value!r}")
+        raise ValueError(f"{name} must be a finite number > 0, got {plain(value)!r}")
     return float(value)
 
 
 def check_nonnegative(name: str, value: Any) -> float:
     """Return ``float(value)`` if it is a finite number >= 0, else raise ``ValueError``."""
     if not _is_number(value) or not np.isfinite(value) or value < 0:
-        raise ValueError(f"{name} must be a finite number >= 0, got {value!r}")
+        raise ValueError(f"{name} must be a finite number >= 0, got {plain(value)!r}")
     return float(value)
 
 
@@ -50,14 +56,14 @@ def check_in_range(name: str, value: Any, low: float, high: float, *, high_inclu
     ok = _is_number(value) and np.isfinite(value) and value >= low and (value <= high if high_inclusive else value < high)
     if not ok:
         bracket = "]" if high_inclusive else ")"
-        raise ValueError(f"{name} must lie in [{low}, {high}{bracket}, got {value!r}")
+        raise ValueError(f"{name} must lie in [{plain(low)}, {plain(high)}{bracket}, got {plain(value)!r}")
     return float(value)
 
 
 def check_int(name: str, value: Any, *, minimum: int = 0) -> int:
     """Return ``int(value)`` if it is an integer >= ``minimum``, else raise."""
     if isinstance(value, bool) or not isinstance(value, (numbers.Integral, np.integer)) or value < minimum:
-        raise ValueError(f"{name} must be an integer >= {minimum}, got {value!r}")
+        raise ValueError(f"{name} must be an integer >= {minimum}, got {plain(value)!r}")
     return int(value)
 
 
@@ -107,7 +113,7 @@ def check_weights(name: str, value: Any, *, size: int | None = None) -> np.ndarr
     if size is not None and arr.size != size:
         raise ValueError(f"{name} must have {size} entries (one per client), got {arr.size}")
     if np.any(arr < 0):
-        raise ValueError(f"{name} must be non-negative, got min {arr.min()!r}")
+        raise ValueError(f"{name} must be non-negative, got min {plain(arr.min())!r}")
     return arr
 
 
@@ -145,6 +151,10 @@ def check_probability_vector(name: str, value: Any, *, size: int | None = None, 
 def check_int_array(name: str, value: Any, *, size: int | None = None, minimum: int | None = None) -> np.ndarray:
     """A non-empty 1-d array of integers (whole floats accepted), one per client, each >= ``minimum``."""
     arr = np.asarray(value)
+    if arr.dtype.kind in "iuf" and isinstance(value, (list, tuple)):  # np.asarray([True, 2]) is [1, 2]
+        bad = next((i for i, v in enumerate(value) if isinstance(v, (bool, np.bool_))), None)
+        if bad is not None:  # a bool is no count (all bools: dtype bool, refused below)
+            raise ValueError(f"{name} must hold integers, got the bool {plain(value[bad])!r} at index {bad}")
     if arr.ndim != 1 or arr.size == 0:
         raise ValueError(f"{name} must be a non-empty 1-d array of integers, got shape {arr.shape}")
     if size is not None and arr.size != size:
@@ -159,7 +169,7 @@ def check_int_array(name: str, value: Any, *, size: int | None = None, minimum: 
     arr = arr.astype(np.int64)
     if minimum is not None and np.any(arr < minimum):
         bad = int(np.flatnonzero(arr < minimum)[0])
-        raise ValueError(f"{name} must be >= {minimum} for every client (client {bad} has {arr[bad]})")
+        raise ValueError(f"{name} must be >= {minimum} for every client (client {bad} has {plain(arr[bad])})")
     return arr
 
 

@@ -38,7 +38,7 @@ from typing import Any, Callable, NamedTuple
 
 import numpy as np
 
-from ._validate import check_in_range, check_int, check_nonnegative, check_positive
+from ._validate import check_in_range, check_int, check_nonnegative, check_positive, plain
 from .rng import generator
 from . import solvers as _solvers
 from .solvers import LocalSolver, SolverState
@@ -291,7 +291,7 @@ class SoftmaxRegressionClient:
         check_int("num_classes", self.num_classes, minimum=2)
         if y.size and (not np.issubdtype(y.dtype, np.integer) or y.min() < 0 or y.max() >= self.num_classes):
             raise ValueError(f"y must hold integer labels in [0, {self.num_classes}), got values from "
-                             f"{y.min()!r} to {y.max()!r}")
+                             f"{plain(y.min())!r} to {plain(y.max())!r}")
         check_int("batch_size", self.batch_size, minimum=1)
         check_int("client", self.client, minimum=0)
         object.__setattr__(self, "x", x)

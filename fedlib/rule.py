@@ -45,7 +45,7 @@ from typing import Any, NamedTuple, Sequence, Union
 import numpy as np
 
 from ._validate import (check_choice, check_finite_array, check_local_steps, check_positive, check_probability_vector,
-                        check_weights)
+                        check_weights, plain)
 from .tree import tree_map, tree_stacked_weighted_sum, tree_weighted_sum
 
 __all__ = [
@@ -74,7 +74,8 @@ TauEff = Union[None, str, float]
 def _check_a_norms(a_norms: Any, size: int) -> np.ndarray:
     a = check_weights("a_norms", a_norms, size=size)
     if np.any(a <= 0):
-        raise ValueError(f"a_norms must be > 0 for every client (client {int(np.flatnonzero(a <= 0)[0])} has {a.min()!r})")
+        bad = int(np.flatnonzero(a <= 0)[0])
+        raise ValueError(f"a_norms must be > 0 for every client (client {bad} has {plain(a[bad])!r})")
     return a
 
 

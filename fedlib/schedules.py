@@ -21,7 +21,7 @@ import math
 import numpy as np
 
 from ._validate import (check_finite_array, check_int, check_int_array, check_local_steps, check_nonnegative,
-                        check_positive)
+                        check_positive, plain)
 from .rng import generator
 
 __all__ = ["steps_per_epoch", "FixedSteps", "RandomSteps", "FixedEpochs", "RandomEpochs", "WallClock", "whole_steps", "round_local_steps", "RandomLocalWork", "parse_epochs", "make_epoch_schedule",
@@ -240,7 +240,7 @@ class WallClock:
             steps = np.maximum(1, whole_steps(self.round_seconds * rates))
         if not np.all(steps < 2.0 ** 63):  # the int64 cast would wrap (inf -> -2**63) silently
             bad = int(np.flatnonzero(~(steps < 2.0 ** 63))[0])
-            raise ValueError(f"speeds: client {bad} would take {steps[bad]!r} steps in round_seconds = "
+            raise ValueError(f"speeds: client {bad} would take {plain(steps[bad])!r} steps in round_seconds = "
                              f"{self.round_seconds!r} (not a step count below 2**63)")
         return steps.astype(np.int64)
 

@@ -120,3 +120,32 @@ def test_stacked_engine_trains_in_the_models_dtype_by_default():
                            dtype=torch.float32)
     assert engine.dtype is torch.float32
 
+
+def test_messages_show_plain_numbers_and_a_bool_is_no_step_count():
+    from fedlib._validate import check_int, check_positive
+    from fedlib.rule import aggregate, fednova_weights
+
+    deltas = [np.ones(1), np.ones(1)]
+    with pytest.raises(ValueError) as info:
+        aggregate(deltas, [0.5, 0.5], np.array([1.0, 0.0]))
+    assert str(info.value) == "a_norms must be > 0 for every client (client 1 has 0.0)"
+    with pytest.raises(ValueError) as info:
+        aggregate(deltas, [0.5, 0.5], np.array([1.0, -2.0]))
+    assert str(info.value) == "a_norms must be non-negative, got min -2.0"
+    with pytest.raises(ValueError) as info:
+        check_positive("lr", np.float64(-0.5))
+    assert str(info.value) == "lr must be a finite number > 0, got -0.5"
+    with pytest.raises(ValueError) as info:
+        check_int("rounds", np.int64(-3))
+    assert str(info.value) == "rounds must be an integer >= 0, got -3"
+    for bad in ([True, 2], (3, np.bool_(True))):
+        with pytest.raises(ValueError, match=r"^steps must hold integers, got the bool True at index [01]"):
+            FixedSteps(bad)
+        with pytest.raises(ValueError, match=r"^local_steps must hold integers, got the bool True"):
+            fednova_weights([0.5, 0.5], [2.0, 6.0], tau_eff="local_steps", local_steps=bad)
+    with pytest.raises(ValueError, match="^local_steps must hold integers, got dtype bool"):  # as before
+        fednova_weights([0.5, 0.5], [2.0, 6.0], tau_eff="local_steps", local_steps=[True, True])
+    for bad in (True, np.bool_(True)):
+        with pytest.raises(ValueError, match="^rounds must be an integer >= 1, got True"):
+            check_int("rounds", bad, minimum=1)
+    assert FixedSteps([1, 2]).steps == (1, 2) and FixedSteps(np.array([2, 3])).steps == (2, 3)

@@ -576,7 +576,7 @@ def read_vr_spectrum(folder: Any, name: str) -> tuple[np.ndarray, dict]:
         raise ValueError(f"{folder / (name + '.json')}: not a record of scripts/vr_spectrum.py "
                          f"(no config.rows / summary.radius: {exc!r})") from None
     if vals.size != rows or not math.isclose(float(np.abs(vals).max()), radius, rel_tol=1e-12):
-        raise ValueError(f"{folder / (name + '.npz')}: {vals.size} eigenvalues of radius {np.abs(vals).max()!r}, "
+        raise ValueError(f"{folder / (name + '.npz')}: {vals.size} eigenvalues of radius {float(np.abs(vals).max())!r}, "
                          f"but its record says {rows} of radius {radius!r}")
     return vals, record
 
