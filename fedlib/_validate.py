@@ -144,7 +144,8 @@ def check_probability_vector(name: str, value: Any, *, size: int | None = None, 
         atol = max(atol, 16.0 * eps)
     total = float(arr.sum())
     if abs(total - 1.0) > atol:
-        raise ValueError(f"{name} must sum to 1 (within {atol:g}), got sum {total!r}")
+        raise ValueError(f"{name} must sum to 1 (within {atol:g}), got sum {total!r}: weights are probabilities "
+                         f"(p_i = n_i / n); counts such as the clients' sample numbers n give {name} = n / n.sum()")
     return arr
 
 

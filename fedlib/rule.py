@@ -231,6 +231,10 @@ def aggregate(deltas: Sequence[Any], client_weights: Any, a_norms: Any, algorith
     ----------
     deltas : sequence of trees :math:`\Delta_i = x_i^{(t,\tau_i)} - x^{(t,0)}` (numpy or torch).
     client_weights : (m,) :math:`p_i` (full participation) or sampling weights :math:`\omega_i`.
+        Sampling weights need not sum to 1, so no sum is checked here: counts :math:`n_i` given
+        for :math:`p_i` scale FedAvg's change by :math:`n = \sum_i n_i` and FedNova's (default
+        :math:`\tau_{\text{eff}}`, itself a sum over the weights) by :math:`n^2`; pass
+        ``n / n.sum()``.
     a_norms : (m,) :math:`\|a_i\|_1` reported by the local solvers.
     algorithm : ``"fedavg"`` (also FedProx) or ``"fednova"``.
     tau_eff : FedNova's policy (see :func:`fednova_weights`).

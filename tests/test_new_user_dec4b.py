@@ -121,6 +121,32 @@ def test_stacked_engine_trains_in_the_models_dtype_by_default():
     assert engine.dtype is torch.float32
 
 
+def test_population_weights_given_as_counts_are_refused_with_the_fix():
+    from fedlib.engines.reference import run_sequential
+    from fedlib.problems import random_quadratic
+    from fedlib.rule import aggregate, fedavg_weights
+    from fedlib.sampling import full_participation
+
+    problem = random_quadratic(num_clients=3, dim=2, seed=0)
+    n = np.array([10, 30, 60])
+    algo = make_algorithm("fednova", sgd(lr=0.01))
+    fix = r"counts such as the clients' sample numbers n give p = n / n\.sum\(\)"
+    with pytest.raises(ValueError, match=r"^p must sum to 1 \(within 1e-09\), got sum 100\.0: .*" + fix):
+        run_sequential(algo, np.zeros(2), problem.grad_fn(), n, FixedSteps([1, 2, 3]), rounds=1)
+    for call in (lambda: fedavg_weights(n, [1, 2, 3]), lambda: full_participation(n)):
+        with pytest.raises(ValueError, match=r"^p must sum to 1 .*" + fix):
+            call()
+    run = run_sequential(algo, np.zeros(2), problem.grad_fn(), n / n.sum(), FixedSteps([1, 2, 3]), rounds=1)
+    assert np.all(np.isfinite(run.state.params))
+    # aggregate takes sampling weights too, which need not sum to 1: counts are taken as such and
+    # scale the change (documented), never refused: FedAvg's by n, FedNova's by n**2 (tau_eff and w)
+    deltas = [np.array([1.0, -2.0]), np.array([0.5, 0.0]), np.array([-1.0, 3.0])]
+    for algorithm, power in (("fedavg", 1), ("fednova", 2)):
+        by_count = aggregate(deltas, n, [1.0, 2.0, 4.0], algorithm).change
+        by_p = aggregate(deltas, n / n.sum(), [1.0, 2.0, 4.0], algorithm).change
+        np.testing.assert_allclose(by_count, n.sum() ** power * by_p, rtol=1e-12)
+
+
 def test_messages_show_plain_numbers_and_a_bool_is_no_step_count():
     from fedlib._validate import check_int, check_positive
     from fedlib.rule import aggregate, fednova_weights
