@@ -451,7 +451,7 @@ def _resolve_dtype(model: nn.Module, dtype: Optional[torch.dtype]) -> torch.dtyp
     for a model without any), refused unless it is one float32 or float64 for all of them."""
     if dtype is not None:
         if not any(dtype is d for d in (torch.float32, torch.float64)):
-            raise ValueError(f"dtype must be torch.float32, torch.float64 or None (the model's), got {dtype!r}")
+            raise ValueError(f"dtype must be torch.float32 or torch.float64 (or None: the model's), got {dtype!r}")
         return dtype
     found = sorted({str(p.dtype) for p in model.parameters()})
     if not found:
