@@ -175,3 +175,31 @@ def test_messages_show_plain_numbers_and_a_bool_is_no_step_count():
         with pytest.raises(ValueError, match="^rounds must be an integer >= 1, got True"):
             check_int("rounds", bad, minimum=1)
     assert FixedSteps([1, 2]).steps == (1, 2) and FixedSteps(np.array([2, 3])).steps == (2, 3)
+
+
+def test_load_cifar10_download_gives_up_on_a_server_that_never_answers(tmp_path, monkeypatch):
+    """A loopback server that accepts connections and never sends a byte (a network dropping
+    packets): the download ends with an OSError naming the timeout, and socket's default timeout
+    is what it was before."""
+    import socket
+
+    import torchvision
+
+    from fedlib.data.cifar10 import load_cifar10
+
+    server = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    server.bind(("127.0.0.1", 0))
+    server.listen(8)  # the kernel completes the handshakes; nobody ever reads or writes
+    try:
+        url = f"http://127.0.0.1:{server.getsockname()[1]}/cifar-10-python.tar.gz"
+        monkeypatch.setattr(torchvision.datasets.CIFAR10, "url", url)
+        before = socket.getdefaulttimeout()
+        with pytest.raises(OSError, match=r"no answer within timeout=0\.2 s.*Without network access to "
+                                          + url.replace(".", r"\.")):
+            load_cifar10(tmp_path / "data", download=True, timeout=0.2)
+        assert socket.getdefaulttimeout() == before
+    finally:
+        server.close()
+    for bad in (0, -1.0, float("inf"), True, "60"):
+        with pytest.raises(ValueError, match=r"^timeout must be None or a number of seconds > 0"):
+            load_cifar10(tmp_path / "data", download=True, timeout=bad)

@@ -26,7 +26,9 @@ same type, so code and tests can run without the 170 MB data set.
 """
 from __future__ import annotations
 
+import math
 import pickle
+import socket
 from pathlib import Path
 from typing import NamedTuple
 
@@ -164,23 +166,32 @@ def _read_split(folder: Path, names) -> tuple[np.ndarray, np.ndarray]:
     return np.concatenate([p[0] for p in parts]), np.concatenate([p[1] for p in parts])
 
 
-def _download(root: Path) -> None:
+def _download(root: Path, timeout: float | None) -> None:
     try:
         import torchvision
     except ImportError as exc:  # pragma: no cover - torchvision is a dependency
         raise RuntimeError("download=True needs torchvision installed") from exc
     root.mkdir(parents=True, exist_ok=True)
-    # Downloads, verifies and extracts the official archive (train and test together).
+    # Downloads, verifies and extracts the official archive (train and test together). torchvision opens
+    # its connections without a timeout, i.e. with socket's default: set it for the download only.
+    previous = socket.getdefaulttimeout()
+    socket.setdefaulttimeout(timeout)
     try:
         torchvision.datasets.CIFAR10(str(root), train=True, download=True)
-    except (OSError, RuntimeError) as exc:  # URLError (no network, DNS, HTTP), a disk error, a bad md5
+    except (OSError, RuntimeError) as exc:  # URLError (no network, DNS, HTTP), a disk error, a bad md5, a timeout
         url = getattr(torchvision.datasets.CIFAR10, "url", "the CIFAR-10 python archive")
+        timed_out = isinstance(exc, TimeoutError) or isinstance(getattr(exc, "reason", None), TimeoutError)
+        waited = (f" (no answer within timeout={timeout:g} s; a slow but working network: a larger timeout, or "
+                  "timeout=None to wait without limit)") if timed_out else ""
         raise OSError(
-            f"CIFAR-10 download into {root} failed ({type(exc).__name__}: {exc}). Without network access to {url}, "
+            f"CIFAR-10 download into {root} failed ({type(exc).__name__}: {exc}){waited}. Without network access "
+            f"to {url}, "
             f"fetch that archive (cifar-10-python.tar.gz) on a machine that has it and extract it into {root} "
             f"(tar -xzf cifar-10-python.tar.gz -C {root}), so that {root / BATCH_FOLDER} holds "
             f"{', '.join(TRAIN_FILES)}, {TEST_FILE}; or copy an existing '{BATCH_FOLDER}' folder there, and load "
             "it without download") from exc
+    finally:
+        socket.setdefaulttimeout(previous)
 
 
 def _missing_batches(folder: Path) -> list:
@@ -188,7 +199,7 @@ def _missing_batches(folder: Path) -> list:
     return [name for name in TRAIN_FILES + (TEST_FILE,) if not (folder / name).is_file()]
 
 
-def load_cifar10(root, download: bool = False) -> Cifar10Arrays:
+def load_cifar10(root, download: bool = False, timeout: float | None = 60.0) -> Cifar10Arrays:
     """Load the full CIFAR-10 data set (50,000 training and 10,000 test images).
 
     Parameters
@@ -201,6 +212,12 @@ def load_cifar10(root, download: bool = False) -> Cifar10Arrays:
         extraction), download the official archive into ``root`` with
         ``torchvision.datasets.CIFAR10(root, train=True, download=True)`` and read it.  A
         complete folder is never re-downloaded or checked against md5 sums.
+    timeout:
+        Seconds that one network operation of the download (a connection, one read) may wait for
+        an answer, so that a network that drops packets without a word ends in an ``OSError``
+        instead of hanging; a slow download that keeps receiving is not cut. ``None``: no limit
+        (torchvision's own behaviour). It is set as ``socket``'s default timeout during the
+        download only (other threads opening sockets meanwhile get it too) and restored after.
 
     Returns
     -------
@@ -216,10 +233,12 @@ def load_cifar10(root, download: bool = False) -> Cifar10Arrays:
     ValueError
         A batch file cannot be unpickled (corrupt, truncated) or holds data of the
         wrong shape, a wrong number of labels or labels outside 0..9; names the file.
-        ``root`` is a file or not a path, or ``download`` is not a bool.
+        ``root`` is a file or not a path, ``download`` is not a bool, or ``timeout`` is neither
+        ``None`` nor a number > 0.
     OSError
         ``download`` is true and the download failed (no network access to the archive's
-        address, a disk error, a corrupt archive); the message names the address and how to
+        address, no answer within ``timeout``, a disk error, a corrupt archive); the message
+        names the address and how to
         install the archive by hand.
 
     Examples
@@ -231,6 +250,10 @@ def load_cifar10(root, download: bool = False) -> Cifar10Arrays:
     root = check_path("root", root)
     if not isinstance(download, (bool, np.bool_)):  # download="no" is truthy: it would fetch 170 MB
         raise ValueError(f"download must be True or False, got {download!r}")
+    if timeout is not None and (isinstance(timeout, bool) or not isinstance(timeout, (int, float, np.number))
+                                or not math.isfinite(timeout) or timeout <= 0):
+        raise ValueError(f"timeout must be None or a number of seconds > 0, got {timeout!r}")
+    timeout = None if timeout is None else float(timeout)
     if root.is_file():  # a batch file or the downloaded archive: mkdir would fail on it with download=True
         raise ValueError(f"root must be a folder (the one containing '{BATCH_FOLDER}', or that folder itself), "
                          f"got the file {root}")
@@ -248,13 +271,13 @@ def load_cifar10(root, download: bool = False) -> Cifar10Arrays:
         if not download:
             raise FileNotFoundError(_missing_message(folder))
         download_root = folder.parent
-        _download(download_root)
+        _download(download_root, timeout)
         folder = download_root / BATCH_FOLDER
         if not folder.is_dir():  # pragma: no cover - torchvision changed its layout
             raise FileNotFoundError(f"download finished but {folder} does not exist")
     missing = _missing_batches(folder)
     if missing and download:  # an incomplete folder (an interrupted extraction): fetch it again
-        _download(folder.parent)
+        _download(folder.parent, timeout)
         missing = _missing_batches(folder)
         if missing:
             raise FileNotFoundError(f"download finished but {folder} still lacks {', '.join(missing)}")
