@@ -65,6 +65,27 @@ def test_stacked_engine_refuses_training_only_behaviour_of_an_image_model():
     engine.run_round()      # nn.Dropout: seeded masks, accepted
 
 
+
+class _Noisy(nn.Module):
+    """Gaussian noise of std 1e-3 on the features in training mode only (noise injection)."""
+
+    def __init__(self):
+        super().__init__()
+        self.lin = nn.Linear(6 * 6 * 3, 3)
+
+    def forward(self, x):
+        x = x.flatten(1)
+        return self.lin(x + 1e-3 * torch.randn_like(x) if self.training else x)
+
+
+def test_stacked_engine_refuses_small_training_only_noise():
+    """The comparison allows rounding (64 eps of the logits' scale), not a noise of std 1e-3."""
+    with pytest.raises(ValueError, match=TRAINING_MODE):
+        StackedEngine(_Noisy(), _images(), [_run()], rounds=1, path="vmap", batch_size=4, augment=False)
+    for dtype in (torch.float32, torch.float64):  # the same model without the noise passes in both dtypes
+        plain = nn.Sequential(nn.Flatten(), nn.Linear(6 * 6 * 3, 3, dtype=dtype))
+        StackedEngine(plain, _images(), [_run()], rounds=1, path="vmap", batch_size=4, augment=False)
+
 def test_stacked_engine_names_a_model_that_cannot_take_the_images():
     model = nn.Sequential(nn.Flatten(), nn.Linear(5, 3))  # images give 6*6*3 features
     with pytest.raises(ValueError, match=r"model could not be applied to 8 training inputs of shape \(3, 6, 6\)"):
