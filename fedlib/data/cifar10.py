@@ -26,6 +26,7 @@ same type, so code and tests can run without the 170 MB data set.
 """
 from __future__ import annotations
 
+import contextlib
 import math
 import pickle
 import socket
@@ -166,23 +167,33 @@ def _read_split(folder: Path, names) -> tuple[np.ndarray, np.ndarray]:
     return np.concatenate([p[0] for p in parts]), np.concatenate([p[1] for p in parts])
 
 
-def _download(root: Path, timeout: float | None) -> None:
+@contextlib.contextmanager
+def _socket_timeout(timeout: float | None):
+    """``socket``'s default timeout set to ``timeout`` inside the block, restored after it."""
+    previous = socket.getdefaulttimeout()
+    socket.setdefaulttimeout(timeout)
+    try:
+        yield
+    finally:
+        socket.setdefaulttimeout(previous)
+
+
+def _download(root: Path) -> None:
     try:
         import torchvision
     except ImportError as exc:  # pragma: no cover - torchvision is a dependency
         raise RuntimeError("download=True needs torchvision installed") from exc
     root.mkdir(parents=True, exist_ok=True)
     # Downloads, verifies and extracts the official archive (train and test together). torchvision opens
-    # its connections without a timeout, i.e. with socket's default: set it for the download only.
-    previous = socket.getdefaulttimeout()
-    socket.setdefaulttimeout(timeout)
+    # its connections without a timeout, i.e. with socket's default (load_cifar10 sets it: _socket_timeout).
+    timeout = socket.getdefaulttimeout()
     try:
         torchvision.datasets.CIFAR10(str(root), train=True, download=True)
     except (OSError, RuntimeError) as exc:  # URLError (no network, DNS, HTTP), a disk error, a bad md5, a timeout
         url = getattr(torchvision.datasets.CIFAR10, "url", "the CIFAR-10 python archive")
         timed_out = isinstance(exc, TimeoutError) or isinstance(getattr(exc, "reason", None), TimeoutError)
         waited = (f" (no answer within timeout={timeout:g} s; a slow but working network: a larger timeout, or "
-                  "timeout=None to wait without limit)") if timed_out else ""
+                  "timeout=None to wait without limit)") if timed_out and timeout is not None else ""
         raise OSError(
             f"CIFAR-10 download into {root} failed ({type(exc).__name__}: {exc}){waited}. Without network access "
             f"to {url}, "
@@ -190,8 +201,6 @@ def _download(root: Path, timeout: float | None) -> None:
             f"(tar -xzf cifar-10-python.tar.gz -C {root}), so that {root / BATCH_FOLDER} holds "
             f"{', '.join(TRAIN_FILES)}, {TEST_FILE}; or copy an existing '{BATCH_FOLDER}' folder there, and load "
             "it without download") from exc
-    finally:
-        socket.setdefaulttimeout(previous)
 
 
 def _missing_batches(folder: Path) -> list:
@@ -271,13 +280,15 @@ def load_cifar10(root, download: bool = False, timeout: float | None = 60.0) -> 
         if not download:
             raise FileNotFoundError(_missing_message(folder))
         download_root = folder.parent
-        _download(download_root, timeout)
+        with _socket_timeout(timeout):
+            _download(download_root)
         folder = download_root / BATCH_FOLDER
         if not folder.is_dir():  # pragma: no cover - torchvision changed its layout
             raise FileNotFoundError(f"download finished but {folder} does not exist")
     missing = _missing_batches(folder)
     if missing and download:  # an incomplete folder (an interrupted extraction): fetch it again
-        _download(folder.parent, timeout)
+        with _socket_timeout(timeout):
+            _download(folder.parent)
         missing = _missing_batches(folder)
         if missing:
             raise FileNotFoundError(f"download finished but {folder} still lacks {', '.join(missing)}")
