@@ -224,3 +224,24 @@ def test_load_cifar10_download_gives_up_on_a_server_that_never_answers(tmp_path,
     for bad in (0, -1.0, float("inf"), True, "60"):
         with pytest.raises(ValueError, match=r"^timeout must be None or a number of seconds > 0"):
             load_cifar10(tmp_path / "data", download=True, timeout=bad)
+
+
+def test_grouped_path_refuses_a_sequential_with_its_own_forward():
+    """The grouped path rebuilds the network from its leaf layers: a subclass of nn.Sequential
+    whose forward does more (here it scales the input) would silently lose it."""
+
+    class Scaled(nn.Sequential):
+        def forward(self, x):
+            return super().forward(2.0 * x)
+
+    class Named(nn.Sequential):  # a subclass that keeps Sequential's forward is fine
+        pass
+
+    layers = lambda: [nn.Conv2d(3, 2, 3, padding=1), nn.ReLU(), nn.Flatten(), nn.Linear(2 * 6 * 6, 3)]  # noqa: E731
+    with pytest.raises(ValueError, match=r"^'model' is a Scaled, an nn\.Sequential with its own forward"):
+        StackedEngine(Scaled(*layers()), _images(), [_run()], rounds=1, path="grouped", batch_size=4, augment=False)
+    with pytest.raises(ValueError, match=r"^'1' is a Scaled"):
+        StackedEngine(nn.Sequential(nn.Identity(), Scaled(*layers())), _images(), [_run()], rounds=1,
+                      path="grouped", batch_size=4, augment=False)
+    StackedEngine(Named(*layers()), _images(), [_run()], rounds=1, path="grouped", batch_size=4, augment=False)
+    StackedEngine(Scaled(*layers()), _images(), [_run()], rounds=1, path="vmap", batch_size=4, augment=False)

@@ -73,6 +73,10 @@ def leaf_layers(model: nn.Module) -> list:
             if not isinstance(mod, nn.Sequential):
                 raise ValueError(f"the grouped path needs nested nn.Sequential containers only, but {name or 'model'!r} "
                                  f"is a {type(mod).__name__}; use path='vmap'")
+            if type(mod).forward is not nn.Sequential.forward:  # the grouped network chains the leaf layers only
+                raise ValueError(f"{name or 'model'!r} is a {type(mod).__name__}, an nn.Sequential with its own "
+                                 "forward: the grouped path rebuilds the network from its layers in order, so that "
+                                 "forward would silently not run; use path='vmap'")
             continue
         out.append((name, mod))
     return out
