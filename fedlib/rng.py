@@ -19,8 +19,9 @@ per-client reference loop of :func:`fedlib.experiments.cifar10.bench_cifar10` se
 global RNG for its dropout layers from stream ``(seed, "dropout")`` inside
 ``torch.random.fork_rng``, which restores the caller's state afterwards. The check that
 :class:`fedlib.engines.stacked.StackedEngine` (``path="vmap"``, so also
-:class:`fedlib.experiments.custom.TensorEngine`) makes of a model's training mode runs the model once
-inside ``torch.random.fork_rng`` without seeding it: what a model draws there decides only the check.
+:class:`fedlib.experiments.custom.TensorEngine`) makes of a model's training mode runs the model on a few
+inputs in training and in eval mode inside ``torch.random.fork_rng`` without seeding it: what a model draws
+there decides only the check.
 
 Example
 -------
