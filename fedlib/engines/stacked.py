@@ -420,7 +420,9 @@ def _check_training_mode(model: nn.Module, x: torch.Tensor) -> None:
     cuda = [device.index if device.index is not None else torch.cuda.current_device()] if device.type == "cuda" else []
     modes = {m: m.training for m in model.modules()}
     try:
-        with torch.no_grad(), torch.random.fork_rng(devices=cuda):
+        # with gradients on, as the engine trains: under no_grad an eval-mode nn.MultiheadAttention /
+        # nn.TransformerEncoderLayer takes torch's fused inference path, which rounds differently
+        with torch.enable_grad(), torch.random.fork_rng(devices=cuda):
             model.train()
             for m in model.modules():
                 if type(m) is nn.Dropout:
@@ -434,12 +436,15 @@ def _check_training_mode(model: nn.Module, x: torch.Tensor) -> None:
     finally:
         for m, mode in modes.items():
             m.training = mode
-    same = (isinstance(trained, torch.Tensor) and isinstance(evaluated, torch.Tensor)
-            and trained.shape == evaluated.shape and trained.dtype == evaluated.dtype)
+    if not isinstance(trained, torch.Tensor) or not isinstance(evaluated, torch.Tensor):
+        got = type(trained if not isinstance(trained, torch.Tensor) else evaluated).__name__
+        raise ValueError(f"model must map a batch (B, *feature_shape) to logits (B, K), a tensor; got a {got}")
+    trained, evaluated = trained.detach(), evaluated.detach()
+    same = trained.shape == evaluated.shape and trained.dtype == evaluated.dtype
     if same and trained.is_floating_point() and trained.numel():
         # equal up to rounding (a GPU may pick other kernels for the second call): 64 eps of the output's
         # scale, 8e-6 in float32; a training-only dropout or noise changes the logits by far more
-        scale = max(1.0, float(evaluated.detach().abs().nan_to_num(0.0, 0.0, 0.0).max()))
+        scale = max(1.0, float(evaluated.abs().nan_to_num(0.0, 0.0, 0.0).max()))
         tol = 64 * torch.finfo(trained.dtype).eps * scale
         same = bool(torch.allclose(trained, evaluated, rtol=0.0, atol=tol, equal_nan=True))
     elif same:

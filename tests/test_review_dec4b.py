@@ -1,0 +1,79 @@
+"""Review of d562d43..f13f275 (helper A3): each test fails on f13f275 and passes with the fix."""
+from __future__ import annotations
+
+import dataclasses
+import tracemalloc
+
+import numpy as np
+import pytest
+import torch
+from torch import nn
+
+import fedlib.checkpoint as ck
+
+
+# --------------------------------------------------------------------------- TensorEngine's training-mode check
+class _Encoder(nn.Module):
+    """A small Transformer classifier: (B, S, d) -> (B, K)."""
+
+    def __init__(self, dropout: float):
+        super().__init__()
+        self.enc = nn.TransformerEncoderLayer(8, 2, 16, dropout=dropout, batch_first=True)
+        self.head = nn.Linear(8, 3)
+
+    def forward(self, x):
+        return self.head(self.enc(x).mean(1))
+
+
+def _clients(dtype=torch.float64):
+    g = torch.Generator().manual_seed(0)
+    xs = [torch.randn(12, 5, 8, generator=g, dtype=dtype) for _ in range(2)]
+    ys = [torch.randint(0, 3, (12,), generator=g) for _ in range(2)]
+    return xs, ys
+
+
+@pytest.mark.filterwarnings("ignore:There is a performance drop:UserWarning")  # vmap over CPU attention
+def test_a_transformer_without_dropout_is_not_refused_by_the_training_mode_check():
+    """The check ran the model under ``torch.no_grad()``, where an eval-mode TransformerEncoderLayer /
+    MultiheadAttention takes torch's fused inference path, which rounds differently from the training
+    path: a dropout-free Transformer (trained exactly by the engine at d562d43, reference difference
+    ~1e-16) was refused as 'computes something else in training mode'. The check now runs with
+    gradients on, as the engine does."""
+    from fedlib.experiments.custom import reference_differences, train_clients
+
+    torch.manual_seed(0)
+    model = _Encoder(dropout=0.0).double()
+    xs, ys = _clients()
+    result = train_clients(model, xs, ys, rounds=1, epochs="1", batch_size=4, dtype=torch.float64)
+    diffs = reference_differences(model, result)
+    assert set(diffs) == {"fedavg", "fednova"} and max(diffs.values()) < 1e-10, diffs
+
+
+def test_a_transformer_with_attention_dropout_is_still_refused():
+    """MultiheadAttention's attention dropout is functional (``dropout_p if self.training``), not an
+    ``nn.Dropout`` layer: the engine would run it silently off, so the check must still refuse it."""
+    from fedlib.experiments.custom import train_clients
+
+    torch.manual_seed(0)
+    xs, ys = _clients()
+    with pytest.raises(ValueError, match="something else in training mode than in eval mode"):
+        train_clients(_Encoder(dropout=0.3).double(), xs, ys, rounds=1, epochs="1", batch_size=4,
+                      dtype=torch.float64)
+
+
+def test_the_training_mode_check_names_a_model_that_does_not_return_a_tensor():
+    """A model returning a tuple was told it 'computes something else in training mode than in eval
+    mode' (the outputs were equal); the check now says what is wrong: logits must be a tensor."""
+    from fedlib.engines.stacked import _check_training_mode
+
+    class Pair(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.lin = nn.Linear(4, 3)
+
+        def forward(self, x):
+            return self.lin(x), x
+
+    with pytest.raises(ValueError, match=r"logits \(B, K\), a tensor; got a tuple"):
+        _check_training_mode(Pair(), torch.randn(8, 4))
+
