@@ -162,6 +162,12 @@ class _HashingWriter:
 _CHUNK = 1 << 20
 
 
+def _file_version(fh) -> tuple:
+    """Size, modification time and inode of an open file: they change when it is written in place."""
+    st = os.fstat(fh.fileno())
+    return st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino
+
+
 def _check_footer(path: Path, fh, length: int) -> None:
     """Refuse a file (open, ``length`` bytes) whose pickle does not match the SHA-256 in its footer
     (files without one pass); reads it in chunks."""
@@ -189,22 +195,34 @@ def _check_footer(path: Path, fh, length: int) -> None:
 
 def load_checkpoint(path: os.PathLike, kind: Optional[str] = None) -> dict:
     """Read a checkpoint; :class:`CheckpointError` names the file and the problem: missing,
-    truncated or not a pickle, a SHA-256 that does not match (see the module docstring), another
+    truncated or not a pickle, a SHA-256 that does not match (see the module docstring), a file
+    written in place while it was read (it is read twice: hashed, then unpickled), another
     format or ``kind``, or a part of ``PARTS`` missing or of the wrong type."""
     path = Path(path)
     try:
         with open(path, "rb") as fh:
-            length = os.fstat(fh.fileno()).st_size
+            before = _file_version(fh)
+            length = before[0]
             _check_footer(path, fh, length)
             fh.seek(0)
+            doc, failure = None, None
             try:
                 doc = pickle.load(fh)
             except OSError:
                 raise
             except Exception as exc:  # noqa: BLE001 - truncated / foreign file
-                raise CheckpointError(f"--resume: checkpoint {path} is corrupt or not a fedlib checkpoint ({exc})",
+                failure = exc
+            # the file is read twice (hashed, then unpickled): one rewritten in place in between (cp, a
+            # copy tool writing into it) would be unpickled unchecked; fedlib's own writes replace it
+            if _file_version(fh) != before:
+                raise CheckpointError(f"--resume: checkpoint {path} changed while it was read (written in place by "
+                                      "another program?); resume once it is complete",
+                                      reason="changed while it was read") from None
+            if failure is not None:
+                raise CheckpointError(f"--resume: checkpoint {path} is corrupt or not a fedlib checkpoint ({failure})",
                                       reason=f"truncated, corrupt or not a fedlib checkpoint: it does not unpickle "
-                                             f"({type(exc).__name__}: {exc})" if length else "empty (0 bytes)") from None
+                                             f"({type(failure).__name__}: {failure})" if length else "empty (0 bytes)"
+                                      ) from None
     except FileNotFoundError:
         raise CheckpointError(f"--resume: checkpoint {path} not found", reason="not found") from None
     except OSError as exc:

@@ -77,3 +77,33 @@ def test_the_training_mode_check_names_a_model_that_does_not_return_a_tensor():
     with pytest.raises(ValueError, match=r"logits \(B, K\), a tensor; got a tuple"):
         _check_training_mode(Pair(), torch.randn(8, 4))
 
+
+# --------------------------------------------------------------------------- load_checkpoint reads a file twice
+def test_a_checkpoint_rewritten_in_place_between_hashing_and_unpickling_is_refused(tmp_path, monkeypatch):
+    """load_checkpoint hashes the file, then unpickles it in a second pass. A file rewritten in place
+    in between (``cp`` onto it, a copy tool) was unpickled unchecked: here a damaged copy of the same
+    length, which load_checkpoint alone refuses, was returned as the state. The old code read the
+    file once; now a file that changed between the passes is refused."""
+    path = tmp_path / "c.ckpt"
+    n = 300_000  # 2.4 MB: more than the reader's buffer, so the second pass reads the file again
+    ck.save_checkpoint(path, config={}, round_done=1, state={"x": np.ones(n)}, history=[], seed=0)
+    good = path.read_bytes()
+    bad = good.replace(np.ones(n).tobytes(), np.full(n, 7.0).tobytes())
+    assert len(bad) == len(good) and bad != good
+    real = ck._check_footer
+
+    def hashed_then_rewritten(p, fh, length):
+        real(p, fh, length)  # the good bytes pass the footer check
+        with open(path, "r+b") as w:  # rewritten in place, same inode and length
+            w.write(bad)
+
+    monkeypatch.setattr(ck, "_check_footer", hashed_then_rewritten)
+    with pytest.raises(ck.CheckpointError) as info:
+        ck.load_checkpoint(path)
+    assert info.value.reason == "changed while it was read"
+    monkeypatch.undo()
+    with pytest.raises(ck.CheckpointError, match="SHA-256"):  # the damaged file on its own is refused
+        ck.load_checkpoint(path)
+    path.write_bytes(good)
+    assert np.array_equal(ck.load_checkpoint(path)["state"]["x"], np.ones(n))
+
