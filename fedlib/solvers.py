@@ -378,9 +378,11 @@ class LocalSolver:
         """:math:`a_i` of the solver's own ``update``: ``tau`` steps on a ``tau``-vector from 0 with
         gradient :math:`e_k` at step ``k`` (weight decay off) move it by :math:`-\\eta a_i`."""
         probe = dataclasses.replace(self, weight_decay=0.0)
-        state, eye = probe.init(np.zeros(tau)), np.eye(tau)
-        for k in range(tau):
-            state = probe.update(state, eye[k])
+        state = probe.init(np.zeros(tau))
+        for k in range(tau):  # a fresh e_k per step, not rows of np.eye(tau): O(tau) memory, not O(tau^2)
+            e = np.zeros(tau)
+            e[k] = 1.0
+            state = probe.update(state, e)
         return -np.asarray(state.params, dtype=np.float64) / probe.lr
 
     def _impulse_response(self, tau: int) -> np.ndarray:

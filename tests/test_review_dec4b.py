@@ -107,3 +107,28 @@ def test_a_checkpoint_rewritten_in_place_between_hashing_and_unpickling_is_refus
     path.write_bytes(good)
     assert np.array_equal(ck.load_checkpoint(path)["state"]["x"], np.ones(n))
 
+
+# --------------------------------------------------------------------------- an own step's a_vector
+def test_an_own_step_a_vector_does_not_build_a_tau_by_tau_identity():
+    """a_vector of a solver with its own step probed it with the rows of np.eye(tau): tau^2 floats
+    (72 MB at tau = 3000; the same diff removed np.eye from the one-hot labels for that reason). It
+    now feeds a fresh e_k per step: memory O(tau), the same a_i (heavy ball's closed form)."""
+    from fedlib.solvers import LocalSolver, momentum_sgd
+
+    @dataclasses.dataclass(frozen=True)
+    class SameStep(LocalSolver):  # LocalSolver's own step, overridden: a_vector comes from the probe
+        def update(self, state, grads):
+            return super().update(state, grads)
+
+    tau = 3000
+    solver = SameStep(lr=0.1, momentum=0.5)
+    assert not solver.builtin_step
+    tracemalloc.start()
+    try:
+        a = solver.a_vector(tau)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < tau * tau * 8 / 8, peak  # an identity alone is tau^2 * 8 bytes
+    np.testing.assert_allclose(a, momentum_sgd(0.1, 0.5).a_vector(tau), rtol=1e-12)
+
