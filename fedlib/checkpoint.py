@@ -163,9 +163,10 @@ _CHUNK = 1 << 20
 
 
 def _file_version(fh) -> tuple:
-    """Size, modification time and inode of an open file: they change when it is written in place."""
+    """Size and modification time of an open file: they change when it is written in place (not when
+    an atomic save replaces the path: the open file keeps its contents, as its ctime alone changes)."""
     st = os.fstat(fh.fileno())
-    return st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino
+    return st.st_size, st.st_mtime_ns
 
 
 def _check_footer(path: Path, fh, length: int) -> None:

@@ -180,3 +180,23 @@ def test_a_finished_group_resumed_under_other_cuda_graphs_is_not_flagged_as_swit
         assert [c["cuda_graph"] for c in resumed["earlier_calls"]] == list(earlier)
         assert resumed.get("cuda_graph_changed", False) is flagged, (earlier, resumed)
         assert ("CUDA graphs" in out) is flagged, out
+
+
+def test_a_checkpoint_replaced_by_an_atomic_save_while_it_is_read_still_loads(tmp_path, monkeypatch):
+    """The other side of the check above: a save (atomic_write renames a new file over the path) while a
+    load has the old file open leaves the open file's bytes as they were; it loads, the old state."""
+    path = tmp_path / "c.ckpt"
+    n = 300_000
+    ck.save_checkpoint(path, config={}, round_done=1, state={"x": np.ones(n)}, history=[], seed=0)
+    real = ck._check_footer
+
+    def hashed_then_replaced(p, fh, length):
+        real(p, fh, length)
+        real_save(path, config={}, round_done=2, state={"x": np.full(n, 7.0)}, history=[], seed=0)
+
+    real_save = ck.save_checkpoint
+    monkeypatch.setattr(ck, "_check_footer", hashed_then_replaced)
+    doc = ck.load_checkpoint(path)
+    assert doc["round"] == 1 and np.array_equal(doc["state"]["x"], np.ones(n))
+    monkeypatch.undo()
+    assert ck.load_checkpoint(path)["round"] == 2
