@@ -884,15 +884,10 @@ def run_table1(results_dir, *, budget_seconds: float, seeds: Sequence[int] = (0,
                                "earlier_calls": earlier}
             # CUDA graphs replay the eager kernels, so a group may switch (gpu_run.sh falls back to eager when
             # the graphs fail): the result says so, and its rate mixes both (_previous_rate leaves it out)
-            # (this call's setting counts only if it trained rounds: a finished group's checkpoint trains none)
-            before = {bool(c["cuda_graph"]) for c in earlier if "cuda_graph" in c}
-            switched = trained_rounds > 0 and (not bool(cuda_graph)) in before
-            if switched or len(before) > 1:
+            if any("cuda_graph" in c and bool(c["cuda_graph"]) != bool(cuda_graph) for c in earlier):
                 prov["resumed"]["cuda_graph_changed"] = True
                 log(f"note: {', '.join(names)} trained rounds with CUDA graphs {'off' if cuda_graph else 'on'} in "
-                    "an earlier call (provenance.resumed.earlier_calls)" if switched else
-                    f"note: earlier calls trained {', '.join(names)} with CUDA graphs on and off "
-                    "(provenance.resumed.earlier_calls)")
+                    "an earlier call (provenance.resumed.earlier_calls)")
         for p, hist in zip(group, res["histories"]):
             cell = p["cell"]
             config = {"problem": "cifar10-vgg11", "table1_cell": cell.config(), "cell_id": cell.id, "seed": p["seed"],
