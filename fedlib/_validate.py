@@ -24,6 +24,7 @@ __all__ = [
     "check_choice",
     "check_int",
     "check_path",
+    "check_sequence",
 ]
 
 
@@ -72,6 +73,22 @@ def check_count(name: str, value: Any, *, minimum: int = 0) -> int:
     if isinstance(value, (float, np.floating)) and np.isfinite(value) and float(value).is_integer():
         value = int(value)
     return check_int(name, value, minimum=minimum)
+
+
+def check_sequence(name: str, value: Any, what: str, *, empty: str | None = None) -> list:
+    """``value`` as a list: one item per entry of a sequence (or other iterable) of ``what``; a
+    ``str`` / ``bytes`` (an iterable of characters) and a non-iterable are refused by ``name``, and,
+    with ``empty`` given, so is an empty one (``empty`` is then the message)."""
+    if not isinstance(value, (str, bytes)):
+        try:
+            items = list(value)
+        except TypeError:
+            items = None
+        if items is not None:
+            if empty is not None and not items:
+                raise ValueError(empty)
+            return items
+    raise ValueError(f"{name} must be a sequence of {what}, got {value!r}")
 
 
 def check_path(name: str, value: Any) -> Path:

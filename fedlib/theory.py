@@ -18,7 +18,7 @@ from typing import Any, NamedTuple, Sequence
 import numpy as np
 
 from ._validate import (check_choice, check_finite_array, check_int, check_local_steps, check_nonnegative,
-                        check_positive, check_probability_vector, check_weights)
+                        check_positive, check_probability_vector, check_sequence, check_weights)
 from .rule import fedavg_weights, fednova_weights
 from .solvers import LocalSolver
 
@@ -113,10 +113,7 @@ def theorem1_constants(w: Any, a_vectors: Sequence[Any], tau_eff: float) -> tupl
     if not w.sum() > 0:
         raise ValueError("w: at least one client needs a positive weight")
     w = check_probability_vector("w", given)  # Theorem 1's weights sum to 1 (unnormalised w scaled A and B)
-    try:
-        a_vectors = list(a_vectors)
-    except TypeError:
-        raise ValueError(f"a_vectors must be a sequence of one vector per client, got {a_vectors!r}") from None
+    a_vectors = check_sequence("a_vectors", a_vectors, "one vector per client")
     if len(a_vectors) != w.size:
         raise ValueError(f"a_vectors has {len(a_vectors)} clients but w has {w.size}")
     tau_eff = check_positive("tau_eff", tau_eff)
@@ -304,14 +301,8 @@ def _appg_inputs(L, beta2, q, tau_eff, a_vectors) -> tuple[float, float, int, fl
     beta2 = _check_beta2(beta2)
     q = check_int("q", q, minimum=1)
     tau_eff = check_positive("tau_eff", tau_eff)
-    if isinstance(a_vectors, (str, bytes)):
-        raise ValueError(f"a_vectors must be a sequence of one vector per client, got {a_vectors!r}")
-    try:
-        a_vectors = list(a_vectors)
-    except TypeError:
-        raise ValueError(f"a_vectors must be a sequence of one vector per client, got {a_vectors!r}") from None
-    if not a_vectors:
-        raise ValueError("a_vectors must hold at least one client's a_i")
+    a_vectors = check_sequence("a_vectors", a_vectors, "one vector per client",
+                               empty="a_vectors must hold at least one client's a_i")
     C = 0.0
     for i, a in enumerate(a_vectors):
         a = check_weights(f"a_vectors[{i}]", a)

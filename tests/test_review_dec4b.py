@@ -152,3 +152,17 @@ def test_an_own_step_a_vector_does_not_build_a_tau_by_tau_identity():
         tracemalloc.stop()
     assert peak < tau * tau * 8 / 8, peak  # an identity alone is tau^2 * 8 bytes
     np.testing.assert_allclose(a, momentum_sgd(0.1, 0.5).a_vector(tau), rtol=1e-12)
+
+
+def test_check_sequence_lists_iterables_and_refuses_text_scalars_and_empty_by_name():
+    """``_validate.check_sequence`` (one helper for theory's ``a_vectors`` and speedup's counts)."""
+    from fedlib._validate import check_sequence
+
+    assert check_sequence("x", (1, 2), "integers") == [1, 2]
+    assert check_sequence("x", (k for k in range(3)), "integers") == [0, 1, 2]
+    assert check_sequence("x", [], "integers") == []
+    for bad in ("ab", b"ab", 3, None):
+        with pytest.raises(ValueError, match=r"^x must be a sequence of integers, got"):
+            check_sequence("x", bad, "integers")
+    with pytest.raises(ValueError, match=r"^x is empty$"):
+        check_sequence("x", [], "integers", empty="x is empty")

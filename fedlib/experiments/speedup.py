@@ -51,7 +51,8 @@ from typing import Any, Callable, NamedTuple, Optional, Sequence
 
 import numpy as np
 
-from .._validate import check_choice, check_int, check_nonnegative, check_positive, check_probability_vector
+from .._validate import (check_choice, check_int, check_nonnegative, check_positive, check_probability_vector,
+                         check_sequence)
 from ..algorithms import make_algorithm
 from ..engines.quadratic import client_solvers, noisy_grad_fn, run_replicas
 from ..engines.reference import run_sequential
@@ -134,14 +135,7 @@ def replicate(problem: QuadraticProblem, work: RandomLocalWork, copies: int) -> 
 def _check_counts(name: str, values: Any) -> list[int]:
     """A non-empty sequence of integers >= 1 (rounds :math:`T`, sample sizes :math:`q`), each checked
     by name: ``int()`` would have truncated 50.7 rounds to 50 without a word."""
-    if isinstance(values, (str, bytes)):
-        raise ValueError(f"{name} must be a sequence of integers, got {values!r}")
-    try:
-        values = list(values)
-    except TypeError:
-        raise ValueError(f"{name} must be a sequence of integers, got {values!r}") from None
-    if not values:
-        raise ValueError(f"{name} must name at least one value")
+    values = check_sequence(name, values, "integers", empty=f"{name} must name at least one value")
     return [check_int(f"{name}[{k}]", v, minimum=1) for k, v in enumerate(values)]
 
 
