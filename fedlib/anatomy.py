@@ -154,10 +154,7 @@ def probe_a_vector(solver: LocalSolver, local_steps: int) -> np.ndarray:
     :math:`G_i`; it is never part of :math:`a_i`).
     """
     tau = check_int("local_steps", local_steps, minimum=1)
-    probe = dataclasses.replace(solver, weight_decay=0.0)
-    eye = np.eye(tau)
-    state = probe.run(np.zeros(tau), lambda x, k: eye[k], tau)
-    return -state.params / probe.lr
+    return solver._stepped_a_vector(tau)  # the probe LocalSolver.a_vector uses for a solver with its own step
 
 
 def official_counter_a_norm(local_steps: int, momentum: float, alpha: float) -> float:
