@@ -34,7 +34,8 @@ per-client reference loop) and reports what it measured:
 - :func:`sampling_bias` — full gradients under sampling: where FedNova's averaged iterate
   settles with a fixed :math:`\tau_{\text{eff}}` and with two taken from the sample (the
   library's default and App. H's), against the closed-form limit of
-  :func:`fedlib.sampling.expected_server_weights`.
+  :func:`fedlib.sampling.expected_server_weights`; :func:`paired_displacement_error` sets a
+  choice's displacement from the fixed run of the same seeds against the predicted one.
 
 Example
 -------
@@ -89,6 +90,7 @@ __all__ = [
     "BiasRow",
     "sampling_bias",
     "bias_row",
+    "paired_displacement_error",
     "plot_bias",
     "plot_sampling",
     "sampling_gain",
@@ -532,6 +534,36 @@ def bias_row(rows: Sequence[BiasRow], clients: int, rounds: int, tau_eff: str) -
         if (r.clients, r.rounds, r.tau_eff) == (clients, rounds, tau_eff):
             return r
     raise ValueError(f"no sampling_bias row with q={clients}, T={rounds}, tau_eff={tau_eff!r}")
+
+
+def paired_displacement_error(rows: Sequence[BiasRow], clients: int, rounds: int, tau_eff: str) -> float:
+    r"""How far the sample-dependent ``tau_eff``'s averaged iterates of :func:`sampling_bias` are
+    displaced from the fixed run's, against the predicted displacement, relative to its length:
+
+    .. math::
+
+        \frac{\bigl\|\frac1S\sum_s(\bar x_s - \bar x^{\text{fixed}}_s) - (x_c - x^*)\bigr\|}{\|x_c - x^*\|} ,
+
+    where :math:`\bar x_s` and :math:`\bar x^{\text{fixed}}_s` are seed :math:`s`'s ``averaged`` iterates
+    in the rows (``clients``, ``rounds``, ``tau_eff``) and (``clients``, ``rounds``, ``"population"``),
+    :math:`x_c` the first's ``limit`` and :math:`x^*` the second's (:math:`c \propto p`). In
+    :func:`sampling_bias` every choice runs on the same sampling seeds, so the two runs of a seed
+    share their participants and local work round by round and much of their wandering cancels in
+    the difference. 0: displaced exactly as predicted; 1: not displaced at all (both at the same point).
+    Chapter 8 derives why it tends to 0 as :math:`\eta \to 0` when the limit is :math:`x_c`."""
+    if tau_eff == "population":
+        raise ValueError("tau_eff: the population row is the reference; name a sample-dependent choice "
+                         "('participants' or 'selected_p')")
+    check_choice("tau_eff", tau_eff, TAU_EFF_CHOICES)
+    row, fixed = bias_row(rows, clients, rounds, tau_eff), bias_row(rows, clients, rounds, "population")
+    if row.averaged.shape != fixed.averaged.shape:
+        raise ValueError(f"the {tau_eff!r} and 'population' rows hold {row.averaged.shape} and "
+                         f"{fixed.averaged.shape} averaged iterates: not the same seeds")
+    predicted = row.limit - fixed.limit
+    size = float(np.linalg.norm(predicted))
+    if not size > 0:
+        raise ValueError(f"the {tau_eff!r} row's limit is the population's (no predicted displacement)")
+    return float(np.linalg.norm(np.mean(row.averaged - fixed.averaged, axis=0) - predicted) / size)
 
 
 def plot_bias(ax, rows: Sequence[BiasRow], x_star: np.ndarray, clients: int, rounds: int) -> None:

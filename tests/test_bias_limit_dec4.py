@@ -1,0 +1,61 @@
+"""Chapter 8, "Why FedNova's tau_eff must not come from the sample": the paired displacement check
+(:func:`fedlib.experiments.speedup.paired_displacement_error`) that replaced the factor-2 same-order
+assert at q = 4 (audit of 2026-12-04)."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from fedlib.experiments import speedup as S
+
+
+def _row(tau_eff: str, averaged, limit, clients: int = 4, rounds: int = 100) -> S.BiasRow:
+    nan = float("nan")  # fields the helper must not read
+    return S.BiasRow(clients, rounds, 0.1, tau_eff, nan, nan, nan, nan, nan, nan, np.array(averaged, dtype=float),
+                     np.array(limit, dtype=float))
+
+
+def test_paired_displacement_error_by_hand():
+    """x* = (1, -1), x_c = (3, -1): predicted displacement (2, 0). Seeds' displacements (2.1, 0.1) and
+    (1.9, 0.5): mean (2, 0.3), off by (0, 0.3), relative 0.15. Not the distance of the choice's iterates to
+    x_c (mean |x - x_c| = 0.25): the fixed run's iterates (off x* by (0.1, 0), (-0.1, 0.2)) are subtracted."""
+    fixed = _row("population", [[1.1, -1.0], [0.9, -0.8]], [1.0, -1.0])
+    part = _row("participants", [[3.2, -0.9], [2.8, -0.3]], [3.0, -1.0])
+    other = _row("participants", [[9.0, 9.0], [9.0, 9.0]], [5.0, 5.0], rounds=200)  # another T: not read
+    assert S.paired_displacement_error([other, fixed, part], 4, 100, "participants") == pytest.approx(0.15, rel=1e-12)
+    # no displacement at all (the sample's tau_eff landing where the fixed one does): 1
+    same = _row("selected_p", fixed.averaged, [1.0, 1.0])
+    assert S.paired_displacement_error([fixed, same], 4, 100, "selected_p") == pytest.approx(1.0, rel=1e-12)
+    # displaced exactly as predicted: 0
+    exact = _row("selected_p", fixed.averaged + np.array([0.0, 2.0]), [1.0, 1.0])
+    assert S.paired_displacement_error([fixed, exact], 4, 100, "selected_p") == pytest.approx(0.0, abs=1e-15)
+
+
+def test_paired_displacement_error_refuses_what_it_cannot_pair():
+    fixed = _row("population", [[0.0, 0.0], [1.0, 1.0]], [0.0, 0.0])
+    part = _row("participants", [[1.0, 0.0], [1.0, 1.0]], [1.0, 0.0])
+    with pytest.raises(ValueError, match="population row is the reference"):
+        S.paired_displacement_error([fixed, part], 4, 100, "population")
+    with pytest.raises(ValueError, match="tau_eff must be one of"):
+        S.paired_displacement_error([fixed, part], 4, 100, "server")
+    with pytest.raises(ValueError, match=r"no sampling_bias row with q=4, T=100, tau_eff='population'"):
+        S.paired_displacement_error([part], 4, 100, "participants")
+    with pytest.raises(ValueError, match="not the same seeds"):
+        S.paired_displacement_error([_row("population", [[0.0, 0.0]], [0.0, 0.0]), part], 4, 100, "participants")
+    with pytest.raises(ValueError, match="no predicted displacement"):
+        S.paired_displacement_error([fixed, _row("participants", part.averaged, [0.0, 0.0])], 4, 100,
+                                    "participants")
+
+
+def test_paired_displacement_error_of_a_run_matches_its_rows():
+    """On sampling_bias's own rows the helper is the formula of its docstring (q = 4, short run)."""
+    base, work = S.base_setup(seed=0, dim=3)
+    rows = S.sampling_bias(base, work, [4], [60], seeds=2, tau_effs=("population", "participants", "selected_p"))
+    x_star = base.optimum()
+    fixed = S.bias_row(rows, 4, 60, "population")
+    np.testing.assert_allclose(fixed.limit, x_star, rtol=1e-10, atol=1e-12)
+    for choice in ("participants", "selected_p"):
+        r = S.bias_row(rows, 4, 60, choice)
+        want = np.linalg.norm((r.averaged - fixed.averaged).mean(axis=0) - (r.limit - x_star)) / np.linalg.norm(
+            r.limit - x_star)
+        assert S.paired_displacement_error(rows, 4, 60, choice) == pytest.approx(want, rel=1e-8)
