@@ -59,3 +59,14 @@ def test_paired_displacement_error_of_a_run_matches_its_rows():
         want = np.linalg.norm((r.averaged - fixed.averaged).mean(axis=0) - (r.limit - x_star)) / np.linalg.norm(
             r.limit - x_star)
         assert S.paired_displacement_error(rows, 4, 60, choice) == pytest.approx(want, rel=1e-8)
+
+
+@pytest.mark.parametrize("problem_seed", [2])
+def test_chapter8_paired_check_holds_at_q4_on_other_problem_seeds(problem_seed):
+    """Chapter 8's setting (dim 10, c = 0.5, 3 sampling seeds from the problem seed) at q = 4 and its shorter
+    T = 500, the larger eta: the sample's tau_eff is displaced from the fixed run by the predicted x_c - x*,
+    nearer it than no displacement at all (the chapter's decision rule < 1/2)."""
+    base, work = S.base_setup(seed=problem_seed, dim=10)
+    rows = S.sampling_bias(base, work, [4], [500], lr_scale=0.5, seeds=3, seed=problem_seed)
+    for choice in ("participants", "selected_p"):
+        assert S.paired_displacement_error(rows, 4, 500, choice) < 0.5
