@@ -70,3 +70,25 @@ def test_chapter8_paired_check_holds_at_q4_on_other_problem_seeds(problem_seed):
     rows = S.sampling_bias(base, work, [4], [500], lr_scale=0.5, seeds=3, seed=problem_seed)
     for choice in ("participants", "selected_p"):
         assert S.paired_displacement_error(rows, 4, 500, choice) < 0.5
+
+
+def _script_main():
+    import runpy
+    from pathlib import Path
+
+    return runpy.run_path(str(Path(__file__).resolve().parents[1] / "scripts" / "measure_bias_limit.py"),
+                          run_name="measure_bias_limit")["main"]
+
+
+def test_measure_bias_limit_script_runs_tiny_and_refuses_one_T(capsys):
+    """scripts/measure_bias_limit.py (the numbers of chapter 8's comment) at tiny sizes: one line per (q, choice)."""
+    main = _script_main()
+    main(["--rounds", "40", "20", "--seeds", "2", "--problem-seeds", "0"])
+    out = capsys.readouterr().out
+    for q in (2, 4):
+        for choice in ("participants", "selected_p"):
+            assert f"q = {q}, {choice}: paired error at T = 20: " in out
+    assert "at T = 40: " in out and "of 1); off_prediction / predicted" in out
+    with pytest.raises(SystemExit) as exit_info:
+        main(["--rounds", "30", "30"])
+    assert exit_info.value.code == 2 and "give two different T" in capsys.readouterr().err
