@@ -97,7 +97,7 @@ def test_a_failing_save_leaves_the_previous_checkpoint_and_no_temporary_file(tmp
 
 
 _PEAK_SCRIPT = textwrap.dedent("""
-    import gc, json, os, resource, sys
+    import gc, json, os, sys
     import torch
     from fedlib.checkpoint import load_checkpoint, save_checkpoint
 
@@ -105,18 +105,38 @@ _PEAK_SCRIPT = textwrap.dedent("""
         with open("/proc/self/statm") as f:
             return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
 
+    def high_water_mark():
+        with open("/proc/self/status") as f:
+            return next(int(line.split()[1]) * 1024 for line in f if line.startswith("VmHWM:"))
+
+    def reset_peak():
+        with open("/proc/self/clear_refs", "w") as f:
+            f.write("5")  # VmHWM back to the current resident size (Linux >= 4.0)
+
+    def start():
+        # the peak of this process's memory from here on: ru_maxrss is not that, since Linux folds the
+        # peak of the image replaced by exec into it, and subprocess starts this script by vfork + exec
+        # from the test process, so a pytest worker's own peak (GBs late in the suite) became "extra"
+        # (10.8x in CI); VmHWM is the peak of this image only, and clear_refs resets it to now
+        gc.collect()
+        reset_peak()
+        return rss()
+
     mode, path = sys.argv[1], sys.argv[2]
+    try:
+        reset_peak()
+    except OSError as exc:
+        print(json.dumps({"skip": f"cannot reset the peak resident size ({exc})"}))
+        sys.exit(0)
     if mode == "save":
         g = torch.Generator().manual_seed(0)
         state = {"params": {f"w{k}": torch.randn(2 ** 21, generator=g) for k in range(12)}}  # 12 x 8 MiB
-        gc.collect()
-        before = rss()
+        before = start()
         save_checkpoint(path, config={"a": 1}, round_done=3, state=state, history=[], seed=0)
     else:
-        gc.collect()
-        before = rss()
+        before = start()
         doc = load_checkpoint(path)
-    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+    peak = high_water_mark()
     print(json.dumps({"extra": peak - before, "file": os.path.getsize(path)}))
 """)
 
@@ -137,6 +157,8 @@ def test_save_and_load_hold_about_one_copy_of_the_file(tmp_path):
         out = subprocess.run([sys.executable, str(script), mode, str(path)], capture_output=True, text=True,
                              env=env, cwd=ROOT, check=True)
         got = json.loads(out.stdout)
+        if "skip" in got:
+            pytest.skip(got["skip"])
         assert got["file"] > 96 * 2 ** 20
         ratios[mode] = got["extra"] / got["file"]
     assert ratios["save"] < 1.5 and ratios["load"] < 1.5, ratios
