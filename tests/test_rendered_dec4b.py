@@ -1,0 +1,131 @@
+"""The rendered book as a reader sees it, second pass (after tests/test_rendered_dec4.py): figure alt
+text, and tables narrow enough for the page.
+
+The built pages are found as tests/test_rendered_dec4.py and tests/test_browser.py find them:
+``make book`` writes ``_build/html``; locally a missing build skips the tests that need it, in CI
+(``CI=true``) it fails them.
+"""
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+
+import nbformat
+import pytest
+from bookutil import toc_docnames
+
+ROOT = Path(__file__).resolve().parents[1]
+HTML_DIR = ROOT / "_build" / "html"
+IN_CI = os.environ.get("CI", "").lower() in {"1", "true", "yes"}
+
+
+def _unavailable(reason: str) -> None:
+    """Skip locally, fail in CI (as tests/test_browser.py)."""
+    if IN_CI:
+        pytest.fail(f"{reason} (CI=true: required)")
+    pytest.skip(reason)
+
+
+def _chapters() -> list[str]:
+    return [d for d in toc_docnames() if (ROOT / f"{d}.ipynb").is_file()]
+
+
+# --------------------------------------------------------------------------- figure alt text
+
+_SHOW = re.compile(r"\bplt\.show\(|\bfig\.show\(|\bdisplay\(\s*fig\b")
+
+
+def _figure_cells(nb) -> list:
+    """The code cells that show a figure: they call ``plt.show()`` (or display a figure), or call
+    a function of the notebook whose body does."""
+    code = [c for c in nb.cells if c.cell_type == "code"]
+    showers = set()
+    for c in code:
+        for m in re.finditer(r"^def (\w+)\(.*?(?=^\S|\Z)", c.source, flags=re.M | re.S):
+            if _SHOW.search(m.group(0)):
+                showers.add(m.group(1))
+    calls = re.compile(r"(?<![\w.])(" + "|".join(map(re.escape, showers)) + r")\(") if showers else None
+    out = []
+    for c in code:
+        body = re.sub(r"^def \w+\(.*?(?=^\S|\Z)", "", c.source, flags=re.M | re.S)  # calls, not definitions
+        if _SHOW.search(body) or (calls and calls.search(body)):
+            out.append(c)
+    return out
+
+
+def _alt_problem(alt) -> str | None:
+    """Why ``alt`` is no use to a screen reader, or None."""
+    if not isinstance(alt, str) or not alt.strip():
+        return "missing or empty"
+    if re.search(r"\.(png|svg|jpe?g|gif)\b", alt, flags=re.I) or "/" in alt.split()[0]:
+        return f"a file name, not a description: {alt!r}"
+    if len(alt.split()) < 8:
+        return f"too short to say what the figure shows: {alt!r}"
+    return None
+
+
+def test_figure_cells_are_found():
+    """The detection below is not vacuous: the chapters show figures, e.g. chapter 5's
+    ``plot_diagnostics`` (a function of the notebook) shows one in each cell that calls it."""
+    nb = nbformat.read(ROOT / "book" / "05_cifar10_table1.ipynb", as_version=4)
+    cells = _figure_cells(nb)
+    assert sum("plot_diagnostics(" in c.source for c in cells) >= 2
+    assert sum(len(_figure_cells(nbformat.read(ROOT / f"{d}.ipynb", as_version=4))) for d in _chapters()) >= 20
+
+
+def test_alt_problem_rejects_file_names_and_empty_text():
+    assert _alt_problem(None) and _alt_problem("  ") and _alt_problem("../_images/4d28c0cf.png")
+    assert _alt_problem("a plot")
+    assert _alt_problem("Test accuracy against the round for FedAvg and FedNova on CIFAR-10") is None
+
+
+@pytest.mark.parametrize("docname", _chapters())
+def test_every_figure_cell_carries_alt_text(docname):
+    """MyST-NB writes an image output with its file path as alt text (``<img alt="../_images/
+    4d28….png">``): a screen reader reads out a hash. Every cell that shows a figure carries a
+    description in its metadata, ``mystnb: {image: {alt: ...}}``, which MyST-NB puts on the image;
+    one per figure, not a shared one."""
+    nb = nbformat.read(ROOT / f"{docname}.ipynb", as_version=4)
+    bad, alts = [], []
+    for cell in _figure_cells(nb):
+        alt = cell.metadata.get("mystnb", {}).get("image", {}).get("alt")
+        why = _alt_problem(alt)
+        if why:
+            bad.append(f"cell {cell.source.splitlines()[0][:60]!r}: {why}")
+        alts.append(alt)
+    assert not bad, f"{docname}: figures without a usable alt text:\n" + "\n".join(bad)
+    assert len(set(alts)) == len(alts), f"{docname}: two figures share one alt text"
+
+
+@pytest.fixture(scope="module")
+def pages() -> dict[str, object]:
+    """docname -> parsed HTML of every chapter page."""
+    if not (HTML_DIR / "index.html").is_file():
+        _unavailable(f"{HTML_DIR}/index.html missing: run `make book` first")
+    try:
+        from bs4 import BeautifulSoup
+    except ImportError:  # a dependency of jupyter-book's theme; pinned in constraints.txt
+        _unavailable("beautifulsoup4 is not installed")
+    out = {}
+    for docname in toc_docnames():
+        path = HTML_DIR / f"{docname}.html"
+        assert path.is_file(), f"{path} missing from the build"
+        out[docname] = BeautifulSoup(path.read_text(encoding="utf8"), "html.parser")
+    return out
+
+
+def test_built_images_have_alt_text(pages):
+    """In the built pages every image of a page's content has a description as alt text, not its
+    file path (MyST-NB's default) or nothing."""
+    bad, seen = [], 0
+    for docname, soup in pages.items():
+        for img in (soup.find("article") or soup).find_all("img"):
+            seen += 1
+            why = _alt_problem(img.get("alt"))
+            if why is None and img.get("alt", "").strip() == img.get("src", "").strip():
+                why = "the image's path"
+            if why:
+                bad.append(f"{docname}: {img.get('src')}: {why}")
+    assert seen >= 20, f"only {seen} images in the built chapters"
+    assert not bad, "images without a usable alt text:\n" + "\n".join(bad)
