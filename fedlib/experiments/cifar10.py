@@ -1002,23 +1002,35 @@ SUMMARY_HEADERS = ["row", "E", "method", "this repository (final)", "best round"
                    "paper", "independent re-run"]
 
 
-def format_final(row: dict) -> str:
+def format_final(row: dict, omit_deviations: Sequence[str] = ()) -> str:
     """A :func:`table1_summary` row's final accuracy as text: ``not yet run``, the value of a
     single seed (no ``± 0.00``: one seed has no spread to show), or ``mean ± std``; with the
-    ways the results differ from the paper's setup, if any."""
+    ways the results differ from the paper's setup, if any, except ``omit_deviations`` (those
+    that a note under the table states once, :func:`shared_deviations`)."""
     ours = ("not yet run" if row["mean"] is None else f"{row['mean']:.2f}" if row["n_seeds"] == 1
             else f"{row['mean']:.2f} ± {row['std']:.2f}")
-    if row.get("deviations"):
-        ours += f" (not the paper's setup: {', '.join(row['deviations'])})"
+    deviations = [d for d in row.get("deviations") or () if d not in omit_deviations]
+    if deviations:
+        ours += f" (not the paper's setup: {', '.join(deviations)})"
     return ours
 
 
-def format_summary_rows(rows: List[dict]) -> List[list]:
+def shared_deviations(rows: List[dict]) -> List[str]:
+    """The ways in which every :func:`table1_summary` row with results differs from the paper's
+    setup (e.g. ``["bf16 autocast"]`` when all runs used it): said once in a note under the table
+    instead of in every row (``format_summary_rows(rows, omit_deviations=...)``); ``[]`` when no
+    row has results."""
+    done = [set(r.get("deviations") or ()) for r in rows if r["n_seeds"]]
+    return sorted(set.intersection(*done)) if done else []
+
+
+def format_summary_rows(rows: List[dict], omit_deviations: Sequence[str] = ()) -> List[list]:
     """Rows of strings for a markdown table (:data:`SUMMARY_HEADERS`); missing results are
-    ``not yet run``; the time column names the device(s)."""
+    ``not yet run``; the time column names the device(s). ``omit_deviations``: as in
+    :func:`format_final`."""
     out = []
     for r in rows:
-        ours = format_final(r)
+        ours = format_final(r, omit_deviations)
         if r["paper"] is None:
             paper = "[unconfirmed]" if r["paper_status"] == "unconfirmed" else "—"
         else:
@@ -1059,7 +1071,7 @@ def load_benchmarks(folder, prefix: str = "cifar10") -> List[dict]:
 
 
 __all__ += ["data_fingerprint", "run_setup", "format_summary_rows", "resolve_device", "run_seconds", "SUMMARY_HEADERS", "load_benchmarks",
-            "OtherSetupError", "cell_setup_problems", "format_final"]
+            "OtherSetupError", "cell_setup_problems", "format_final", "shared_deviations"]
 
 
 # ============================================================================ benchmark
