@@ -45,7 +45,7 @@ def prose_entries(lines):
     return out
 
 
-_CHAPTER = re.compile(r"(?<![\w`<])(?P<word>[Cc]hapters?) (?P<num>\d{1,2})(?P<more>(?:(?:, | and |–)\d{1,2})*)(?![\w.]\d)")
+_CHAPTER = re.compile(r"(?<![\w`<])(?P<word>[Cc]hapters?) (?P<num>\d{1,2})(?P<more>(?:(?:, | and |–)\d{1,2})*)(?!\d|[\w.]\d)")
 
 
 def chapter_links(lines, chapters):
