@@ -408,7 +408,9 @@ def _check_training_mode(model: nn.Module, x: torch.Tensor) -> None:
     eval-mode output: the vmap path runs the model in eval mode, replacing only ``nn.Dropout`` by seeded
     masks, so any other training-only behaviour (``F.dropout(x, p, self.training)``, added noise, a
     branch on ``self.training``) would silently not happen. :class:`StackedEngine` (``path="vmap"``,
-    hence also :class:`fedlib.experiments.custom.TensorEngine`) calls it on the first training inputs;
+    hence also :class:`fedlib.experiments.custom.TensorEngine`) calls it on the first training inputs,
+    at construction (a subclass that brings its own data through
+    :meth:`~fedlib.engines.stacked.StackedEngine.train_batch`: on its first batch, in the first round);
     the grouped path needs no check (it takes only layers of fixed types, whose training mode differs
     only in ``nn.Dropout``). The random draws of such a model in the probe are made inside
     ``torch.random.fork_rng`` without seeding it: they decide only the check, and torch's global random
@@ -663,6 +665,7 @@ class StackedEngine:
                              "every parameter, so a frozen layer would silently change; make the frozen part a "
                              "constant of the model (e.g. precompute its features) or unfreeze it")
         M = self.max_models
+        self._mode_check_model: Optional[nn.Module] = None  # set when the training-mode check waits for run_round
         if path == "grouped":
             self.net = GroupedNetwork(model, M, device=dev, dtype=dtype, channels_last=channels_last, conv=conv)
             if self.net.in_channels != self.channels:
@@ -672,7 +675,12 @@ class StackedEngine:
                 raise ValueError(f"conv={conv!r} is a setting of path='grouped' (the vmap path convolves with "
                                  "torch.func.vmap)")
             self.net = _VmapNetwork(model, M, device=dev, dtype=dtype)
-            _check_training_mode(model, self._training_mode_sample(tr_x[:8]))  # after BatchNorm is refused by name
+            own_data = (type(self).train_batch is not StackedEngine.train_batch
+                        and type(self)._training_mode_sample is StackedEngine._training_mode_sample)
+            if own_data:  # a subclass's own inputs (train_batch) are not the images: checked on its first batch
+                self._mode_check_model = model
+            else:
+                _check_training_mode(model, self._training_mode_sample(tr_x[:8]))  # after BatchNorm is refused by name
         self.names = list(self.net.names)
         shapes = dict(self.net.shapes)
         default = {n: p for n, p in model.named_parameters()}
@@ -1005,6 +1013,9 @@ class StackedEngine:
         t0 = time.perf_counter()
         plan = self._plan(t)
         self._load(plan, t)
+        if self._mode_check_model is not None and plan.segments:  # a subclass's own data: its first inputs
+            model, self._mode_check_model = self._mode_check_model, None
+            _check_training_mode(model, self.train_batch(plan.segments[0][0])[0][0, :8])
         for a, n in plan.segments:
             if self.cuda_graph:
                 self._run_segment_graph(a, n)
