@@ -1014,8 +1014,8 @@ class StackedEngine:
         plan = self._plan(t)
         self._load(plan, t)
         if self._mode_check_model is not None and plan.segments:  # a subclass's own data: its first inputs
-            model, self._mode_check_model = self._mode_check_model, None
-            _check_training_mode(model, self.train_batch(plan.segments[0][0])[0][0, :8])
+            _check_training_mode(self._mode_check_model, self.train_batch(plan.segments[0][0])[0][0, :8])
+            self._mode_check_model = None  # passed (a refused model stays refused on the next call)
         for a, n in plan.segments:
             if self.cuda_graph:
                 self._run_segment_graph(a, n)
