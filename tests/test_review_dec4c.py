@@ -100,3 +100,15 @@ def test_subclass_with_its_own_data_is_not_refused_for_the_placeholder_images():
         with pytest.raises(ValueError, match="training mode than in eval mode"):
             engine.run_round()
     assert engine.round_index == 0 and not engine.history
+
+
+
+def test_chapter_links_leave_a_code_block_directive_alone():
+    """The body of '.. code-block:: python' is code (its first line does not end in '::', which was
+    the only literal block recognised): a 'chapter 6' there would become :doc: markup shown verbatim."""
+    mod = _autodoc()
+    chapters = {6: "/book/06_x"}
+    doc = ["See chapter 6.", "", ".. code-block:: python", "", "    run(chapter 6)", "", "After chapter 6."]
+    assert mod.chapter_links(doc, chapters) == [
+        "See :doc:`chapter 6 </book/06_x>`.", "", ".. code-block:: python", "", "    run(chapter 6)", "",
+        "After :doc:`chapter 6 </book/06_x>`."]

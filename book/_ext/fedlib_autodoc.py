@@ -48,11 +48,15 @@ def prose_entries(lines):
 _CHAPTER = re.compile(r"(?<![\w`<])(?P<word>[Cc]hapters?) (?P<num>\d{1,2})(?P<more>(?:(?:, | and |–)\d{1,2})*)(?!\d|[\w.]\d)")
 
 
+_CODE_DIRECTIVE = re.compile(r"\.\. (code-block|code|sourcecode|parsed-literal|doctest|testcode)::")
+
+
 def chapter_links(lines, chapters):
     """Turn ``chapter N`` (and ``chapters N and M``, ``N, M``, ``N–M``) into ``:doc:`` links.
 
     ``chapters`` maps a chapter number to its docname (e.g. ``{6: "/book/06_your_own_model"}``);
-    numbers it does not know, literal blocks (after a line ending in ``::``), doctest lines and
+    numbers it does not know, literal blocks (after a line ending in ``::``, or a ``code-block``
+    directive and its kin), doctest lines and
     text inside backquotes are left as they are."""
     out, literal_indent = [], None
     for line in lines:
@@ -79,7 +83,7 @@ def chapter_links(lines, chapters):
             return first + rest
 
         out.append(_CHAPTER.sub(link, line))
-        if stripped.endswith("::"):
+        if stripped.endswith("::") or _CODE_DIRECTIVE.match(stripped):
             literal_indent = indent
     return out
 
