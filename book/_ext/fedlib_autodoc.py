@@ -9,6 +9,11 @@
 * "chapter N" in a docstring (where a function is used, what checks it) becomes a link to that
   chapter (``:doc:``), so the reader of the API reference can follow it; in code (literal blocks,
   doctests, ````literals````) it is left alone.
+* A titled section of a module docstring that napoleon does not read ("A round", "Extending
+  fedlib", ...) becomes a rubric: a heading in the text that is no section of the page. As a
+  section it became an entry of the page's numbered contents ("11.11.12. A round") among the
+  modules; the contents list the modules only (``toc_object_entries: false`` in _config.yml
+  leaves the functions and classes out).
 """
 import re
 from pathlib import Path
@@ -88,6 +93,40 @@ def chapter_links(lines, chapters):
     return out
 
 
+_ADORNMENT = re.compile(r"""^([=\-`:'"~^_*+#<>])\1*$""")
+
+
+def section_rubrics(lines, keep=frozenset()):
+    """Turn each ``Title`` + underline of a docstring into ``.. rubric:: Title``, except the
+    titles in ``keep`` (lower case: the sections napoleon turns into fields, "parameters",
+    "example", ...).
+
+    Only an underline at the title's indentation, of one adornment character and at least as
+    long as the title less one, counts (as in :func:`prose_entries`)."""
+    out, i = [], 0
+    while i < len(lines):
+        line = lines[i]
+        nxt = lines[i + 1] if i + 1 < len(lines) else ""
+        title, under = line.strip(), nxt.strip()
+        indent = len(line) - len(line.lstrip())
+        if (title and under and _ADORNMENT.match(under) and len(under) >= len(title) - 1
+                and len(nxt) - len(nxt.lstrip()) == indent and title.lower() not in keep
+                and not _ADORNMENT.match(title)):
+            out += [line[:indent] + ".. rubric:: " + title, ""]
+            i += 2
+            continue
+        out.append(line)
+        i += 1
+    return out
+
+
+def _napoleon_sections(app) -> frozenset:
+    """The section titles napoleon reads (its own and ``napoleon_custom_sections``)."""
+    from sphinx.ext.napoleon.docstring import NumpyDocstring
+
+    return frozenset(name.lower() for name in NumpyDocstring("", app.config)._sections)
+
+
 def _chapters(app) -> dict:
     """Chapter number -> absolute docname, from the ``NN_*`` notebooks next to this page."""
     found = {}
@@ -97,6 +136,8 @@ def _chapters(app) -> dict:
 
 
 def _process(app, what, name, obj, options, lines):
+    if what == "module":
+        lines[:] = section_rubrics(lines, _napoleon_sections(app))
     lines[:] = chapter_links(prose_entries(lines), _chapters(app))
 
 
