@@ -782,7 +782,10 @@ def sampling_gain_stderr(rows: Sequence[SamplingRow], population: int, rounds: i
 def sampling_summary(big: Sequence[SamplingRow], small: Sequence[SamplingRow], slope: float,
                      groups: Sequence[tuple], gain_big: float, gain_small: float, q_from: int, q_to: int,
                      bias: Sequence[BiasRow] = ()) -> str:
-    """Chapter 8's summary of the client-sampling part, from the measured rows."""
+    """Chapter 8's summary of the client-sampling part, from the measured rows; with ``bias``
+    (:func:`sampling_bias`'s rows), also the distances of the three ``tau_eff`` choices and, at the
+    longest :math:`T`, the :func:`paired_displacement_error` of each sample-dependent choice and
+    :math:`q` whose rows allow it."""
     m_big, m_small = big[0].population, small[0].population
     worst = max(groups, key=lambda g: g[2]) if groups else None
     eff_small = {r.clients: r.effective_clients for r in small}
@@ -823,8 +826,32 @@ def sampling_summary(big: Sequence[SamplingRow], small: Sequence[SamplingRow], s
                 f"gradients, as $\\eta$ fell {fixed_short.lr / fixed_long.lr:.0f}×, the averaged iterate's distance to "
                 f"$x^*$ went: " + "; ".join(parts)
                 + f"; with the population value $\\sum_i p_i\\,\\mathbb E\\|a_i\\|_1$ (used in all the runs above) "
-                f"{fixed_short.distance:.3g} → {fixed_long.distance:.3g}.")
+                f"{fixed_short.distance:.3g} → {fixed_long.distance:.3g}." + _paired_sentence(bias, T_long))
     return "\n".join(lines)
+
+
+def _paired_sentence(bias: Sequence[BiasRow], rounds: int) -> str:
+    """:func:`sampling_summary`'s sentence on :func:`paired_displacement_error` at ``rounds``, for every
+    :math:`q` and sample-dependent choice whose rows allow it (both rows, the same seeds, a predicted
+    displacement); ``""`` if none does."""
+    labels = {"participants": "the library's default", "selected_p": "App. H's"}
+    per_q = []
+    for q in sorted({r.clients for r in bias}):
+        fixed = [r for r in bias if (r.clients, r.rounds, r.tau_eff) == (q, rounds, "population")]
+        values = []
+        for choice, label in labels.items():
+            row = [r for r in bias if (r.clients, r.rounds, r.tau_eff) == (q, rounds, choice)]
+            if (fixed and row and len(row[0].averaged) and row[0].averaged.shape == fixed[0].averaged.shape
+                    and np.linalg.norm(row[0].limit - fixed[0].limit) > 0):
+                values.append(f"{paired_displacement_error(bias, q, rounds, choice):.3g} ({label})")
+        if values:
+            per_q.append(f"$q = {q}$: " + ", ".join(values))
+    if not per_q:
+        return ""
+    return (" Paired with the fixed run of the same seeds (the same participants and local work round by round), "
+            "the displacement $\\overline{D}$ of the sample-dependent runs' averaged iterates from the fixed run's, set "
+            f"against the predicted $x_c - x^*$ (paired displacement error $\\|\\overline{{D}} - (x_c - x^*)\\|/\\|x_c - x^*\\|$ "
+            f"at $T = {rounds}$; 0: displaced as predicted, 1: not at all): " + "; ".join(per_q) + ".")
 
 
 class EngineCheck(NamedTuple):
