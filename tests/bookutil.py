@@ -1,13 +1,27 @@
-"""Shared by the book tests: scripts/build_book.py loaded as a module (the TOC walk lives there, once)."""
+"""Shared by the book tests: scripts/build_book.py loaded as a module (the TOC walk lives there, once),
+and the built book as the tests find it (``make book`` writes ``_build/html``; a missing build skips a
+test locally and fails it in CI, ``CI=true``)."""
 from __future__ import annotations
 
 import functools
 import importlib.util
+import os
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[1]
 BUILD_SCRIPT = ROOT / "scripts" / "build_book.py"
+HTML_DIR = ROOT / "_build" / "html"
+IN_CI = os.environ.get("CI", "").lower() in {"1", "true", "yes"}
+
+
+def unavailable(reason: str) -> None:
+    """Skip locally, fail in CI."""
+    if IN_CI:
+        pytest.fail(f"{reason} (CI=true: required)")
+    pytest.skip(reason)
 
 
 @functools.lru_cache(maxsize=1)
@@ -22,3 +36,19 @@ def build_script():
 def toc_docnames() -> list[str]:
     """Every ``file:`` of ``_toc.yml``, root first."""
     return build_script().toc_docnames(ROOT / "_toc.yml")
+
+
+def built_pages() -> dict:
+    """docname -> parsed HTML (BeautifulSoup) of every page of the TOC in the built book."""
+    if not (HTML_DIR / "index.html").is_file():
+        unavailable(f"{HTML_DIR}/index.html missing: run `make book` first")
+    try:
+        from bs4 import BeautifulSoup
+    except ImportError:  # a dependency of jupyter-book's theme; pinned in constraints.txt
+        unavailable("beautifulsoup4 is not installed")
+    out = {}
+    for docname in toc_docnames():
+        path = HTML_DIR / f"{docname}.html"
+        assert path.is_file(), f"{path} missing from the build"
+        out[docname] = BeautifulSoup(path.read_text(encoding="utf8"), "html.parser")
+    return out

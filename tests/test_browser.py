@@ -36,15 +36,14 @@ from pathlib import Path
 
 import nbformat
 import pytest
+from bookutil import HTML_DIR, unavailable
 from bookutil import toc_docnames as _toc_docnames
 import yaml
 
 pytestmark = [pytest.mark.browser, pytest.mark.serial]
 
 ROOT = Path(__file__).resolve().parents[1]
-HTML_DIR = ROOT / "_build" / "html"
 EXECUTED = ROOT / "_build" / "executed"
-IN_CI = os.environ.get("CI", "").lower() in {"1", "true", "yes"}
 PROBE_PATH = "/__probe__.html"
 RESULT_PATH = "/__result__"  # the probe POSTs what it saw here
 CHROMIUM_TIMEOUT_S = 90
@@ -53,11 +52,6 @@ CHROMIUM_TIMEOUT_S = 90
 VIRTUAL_TIME_BUDGET_MS = 60_000
 
 
-def _unavailable(reason: str) -> None:
-    """Skip locally, fail in CI."""
-    if IN_CI:
-        pytest.fail(f"{reason} (CI=true: required)")
-    pytest.skip(reason)
 
 
 
@@ -201,7 +195,7 @@ class _BookHandler(http.server.SimpleHTTPRequestHandler):
 @pytest.fixture(scope="module")
 def site() -> Path:
     if not (HTML_DIR / "index.html").is_file():
-        _unavailable(f"{HTML_DIR}/index.html missing: run `make book` first")
+        unavailable(f"{HTML_DIR}/index.html missing: run `make book` first")
     return HTML_DIR
 
 
@@ -211,7 +205,7 @@ def chromium() -> str:
         (p for p in map(shutil.which, ("chromium", "chromium-browser", "google-chrome"))
          if p), None)
     if not exe:
-        _unavailable("no chromium binary (apt-get install chromium, or set $CHROMIUM)")
+        unavailable("no chromium binary (apt-get install chromium, or set $CHROMIUM)")
     return exe
 
 

@@ -11,25 +11,17 @@ from __future__ import annotations
 import ast
 import html
 import inspect
-import os
 import re
 from pathlib import Path
 
 import nbformat
 import pytest
 import yaml
-from bookutil import toc_docnames
+from bookutil import HTML_DIR, built_pages, toc_docnames
 
 ROOT = Path(__file__).resolve().parents[1]
-HTML_DIR = ROOT / "_build" / "html"
-IN_CI = os.environ.get("CI", "").lower() in {"1", "true", "yes"}
 
 
-def _unavailable(reason: str) -> None:
-    """Skip locally, fail in CI (as tests/test_browser.py)."""
-    if IN_CI:
-        pytest.fail(f"{reason} (CI=true: required)")
-    pytest.skip(reason)
 
 
 # --------------------------------------------------------------------------- sources
@@ -114,18 +106,7 @@ def test_build_joins_only_consecutive_prints():
 @pytest.fixture(scope="module")
 def pages() -> dict[str, object]:
     """docname -> parsed HTML of every page of the TOC."""
-    if not (HTML_DIR / "index.html").is_file():
-        _unavailable(f"{HTML_DIR}/index.html missing: run `make book` first")
-    try:
-        from bs4 import BeautifulSoup
-    except ImportError:  # a dependency of jupyter-book's theme; pinned in constraints.txt
-        _unavailable("beautifulsoup4 is not installed")
-    out = {}
-    for docname in toc_docnames():
-        path = HTML_DIR / f"{docname}.html"
-        assert path.is_file(), f"{path} missing from the build"
-        out[docname] = BeautifulSoup(path.read_text(encoding="utf8"), "html.parser")
-    return out
+    return built_pages()
 
 
 def _article(soup):

@@ -7,24 +7,16 @@ The built pages are found as tests/test_rendered_dec4.py and tests/test_browser.
 """
 from __future__ import annotations
 
-import os
 import re
 from pathlib import Path
 
 import nbformat
 import pytest
-from bookutil import toc_docnames
+from bookutil import HTML_DIR, built_pages, toc_docnames
 
 ROOT = Path(__file__).resolve().parents[1]
-HTML_DIR = ROOT / "_build" / "html"
-IN_CI = os.environ.get("CI", "").lower() in {"1", "true", "yes"}
 
 
-def _unavailable(reason: str) -> None:
-    """Skip locally, fail in CI (as tests/test_browser.py)."""
-    if IN_CI:
-        pytest.fail(f"{reason} (CI=true: required)")
-    pytest.skip(reason)
 
 
 def _chapters() -> list[str]:
@@ -101,18 +93,7 @@ def test_every_figure_cell_carries_alt_text(docname):
 @pytest.fixture(scope="module")
 def pages() -> dict[str, object]:
     """docname -> parsed HTML of every chapter page."""
-    if not (HTML_DIR / "index.html").is_file():
-        _unavailable(f"{HTML_DIR}/index.html missing: run `make book` first")
-    try:
-        from bs4 import BeautifulSoup
-    except ImportError:  # a dependency of jupyter-book's theme; pinned in constraints.txt
-        _unavailable("beautifulsoup4 is not installed")
-    out = {}
-    for docname in toc_docnames():
-        path = HTML_DIR / f"{docname}.html"
-        assert path.is_file(), f"{path} missing from the build"
-        out[docname] = BeautifulSoup(path.read_text(encoding="utf8"), "html.parser")
-    return out
+    return built_pages()
 
 
 def test_built_images_have_alt_text(pages):
