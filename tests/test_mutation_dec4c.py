@@ -93,3 +93,102 @@ def test_a_subclass_that_overrides_a_vector_gets_the_built_in_formula_from_super
     assert not solver.builtin_step
     np.testing.assert_array_equal(solver.a_vector(4), [1.0, 2.0, 3.0, 4.0])
     assert check_own_step("s", solver) is solver
+
+
+# --------------------------------------------------------------------------- table1: each call's record
+def test_each_call_that_trained_a_group_is_recorded_with_its_rounds_and_any_switch_is_flagged(tmp_path, monkeypatch):
+    """Three calls train one 3-round group: rounds [0, 1), [1, 2) (each interrupted after its checkpoint),
+    then [2, 3). The second call's record must say it began at round 1 (mutant: [0, end)); with the first
+    call's record rewritten to cuda_graph=True, the last (eager) call's result must flag the switch
+    although the second call was eager too (mutant: only when *every* earlier call differs)."""
+    from cliutil import cli_exit
+    from test_leftovers_dec4c import _interrupted_after_first_checkpoint, _rewrite, _table1_args
+
+    from fedlib.results import read_result
+
+    args = _table1_args(tmp_path, "--rounds", "3")
+    ckpt = _interrupted_after_first_checkpoint(monkeypatch, args)
+    assert [c["rounds"] for c in ck.load_checkpoint(ckpt)["extra"]["calls"]] == [[0, 1]]
+    ckpt = _interrupted_after_first_checkpoint(monkeypatch, args)
+    calls = ck.load_checkpoint(ckpt)["extra"]["calls"]
+    assert [(c["cuda_graph"], c["rounds"]) for c in calls] == [(False, [0, 1]), (False, [1, 2])]
+    _rewrite(ckpt, lambda doc: doc["extra"]["calls"][0].update(cuda_graph=True))
+    rc, out, err = cli_exit(args)
+    assert rc == 0, err
+    resumed = read_result(tmp_path / "sgd-e2-fedavg__seed0.json")["provenance"]["resumed"]
+    assert resumed["from_round"] == 2
+    assert [(c["cuda_graph"], c["rounds"]) for c in resumed["earlier_calls"]] == [(True, [0, 1]), (False, [1, 2])]
+    assert resumed.get("cuda_graph_changed") is True
+    assert "CUDA graphs on in an earlier call" in out
+
+
+# --------------------------------------------------------------------------- the book's autodoc extension
+def _autodoc():
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[1] / "book" / "_ext" / "fedlib_autodoc.py"
+    spec = importlib.util.spec_from_file_location("fedlib_autodoc_m2", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+CHAPTERS = {2: "/book/02_x", 3: "/book/03_x"}
+
+
+def test_chapter_links_leave_text_inside_backquotes_alone():
+    """Mutant: the odd-backquote check dropped (a link inside a ``literal`` breaks it)."""
+    ext = _autodoc()
+    assert ext.chapter_links(["``see chapter 2`` and chapter 2."], CHAPTERS) == [
+        "``see chapter 2`` and :doc:`chapter 2 </book/02_x>`."]
+    assert ext.chapter_links(["`f(chapter 2)` here"], CHAPTERS) == ["`f(chapter 2)` here"]
+
+
+def test_chapter_links_link_a_list_only_when_every_number_is_a_chapter():
+    """Mutant: all -> any (a list with an unknown number was linked, or failed on it)."""
+    ext = _autodoc()
+    assert ext.chapter_links(["chapters 2 and 9"], CHAPTERS) == ["chapters 2 and 9"]
+    assert ext.chapter_links(["chapters 2 and 3"], CHAPTERS) == [
+        ":doc:`chapters 2 </book/02_x>` and :doc:`3 </book/03_x>`"]
+
+
+def test_chapter_links_leave_doctest_continuation_lines_alone():
+    """Mutant: only ``>>>`` lines treated as doctest (``...`` continuation lines were linked)."""
+    ext = _autodoc()
+    lines = [">>> f(1,", "...   chapter=2)  # chapter 2", "..."]
+    assert ext.chapter_links(lines, CHAPTERS) == lines
+
+
+def test_section_rubrics_underline_length_and_indentation():
+    """An underline one shorter than its title counts (mutant: >= len(title)); one indented
+    differently from its title does not (mutant: the indentation check dropped)."""
+    ext = _autodoc()
+    assert ext.section_rubrics(["A round", "------", "text"]) == [".. rubric:: A round", "", "text"]
+    assert ext.section_rubrics(["A round", "-----"]) == ["A round", "-----"]
+    assert ext.section_rubrics(["A round", "  -------"]) == ["A round", "  -------"]
+    assert ext.section_rubrics(["  A round", "  -------"]) == ["  .. rubric:: A round", ""]
+
+
+def test_chapters_maps_each_numbered_notebook_to_an_absolute_docname(tmp_path):
+    """Mutant: a relative docname ("book/03_x") resolves against the API page's folder."""
+    from types import SimpleNamespace
+
+    ext = _autodoc()
+    (tmp_path / "book").mkdir()
+    for name in ("03_x.ipynb", "10_more.ipynb", "intro.ipynb", "4_short.ipynb", "05_y.md"):
+        (tmp_path / "book" / name).write_text("{}")
+    assert ext._chapters(SimpleNamespace(srcdir=str(tmp_path))) == {3: "/book/03_x", 10: "/book/10_more"}
+
+
+# --------------------------------------------------------------------------- build_book: merged prints
+def test_merge_adjacent_streams_leaves_other_outputs_of_one_type_apart():
+    """Two consecutive display_data outputs (two tables) are no prints: kept as they are (mutant: the
+    ``== "stream"`` check dropped, which joined them, or failed on their missing text)."""
+    import nbformat
+    from bookutil import build_script
+
+    table = lambda t: nbformat.v4.new_output("display_data", data={"text/markdown": t})
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell("show()", outputs=[table("| a |"), table("| b |")])])
+    assert build_script().merge_adjacent_streams(nb) == 0
+    assert [o.data["text/markdown"] for o in nb.cells[0].outputs] == ["| a |", "| b |"]

@@ -77,7 +77,7 @@ def chapter_links(lines, chapters):
             continue
 
         def link(m):
-            if line[:m.start()].count("`") % 2:  # inside ``literal``, `role`, :math:`...`
+            if len(re.findall(r"`+", line[:m.start()])) % 2:  # inside ``literal``, `role`, :math:`...` (a run of backquotes opens or closes one)
                 return m.group(0)
             nums = re.findall(r"\d{1,2}", m.group("num") + m.group("more"))
             if not all(int(n) in chapters for n in nums):
