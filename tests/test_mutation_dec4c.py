@@ -211,3 +211,23 @@ def test_sampling_summary_states_no_paired_error_for_rows_without_seeds():
     big, small = [srow(256, 4, 0.2, 3.95), srow(256, 16, 0.1, 15.1)], [srow(4, 4, 0.3, 2.29), srow(4, 16, 0.25, 3.4)]
     text = S.sampling_summary(big, small, -0.5, [], 2.0, 1.2, 4, 16, bias)
     assert "must be fixed" in text and "Paired" not in text and "nan" not in text
+
+
+def test_merge_streams_in_mirror_rewrites_the_executed_notebooks_of_the_toc(tmp_path):
+    """Every notebook the mirror's _toc.yml lists gets its consecutive prints joined on disk; a page
+    in Markdown is left alone (mutant: the merged notebook not written back, survived)."""
+    from types import SimpleNamespace
+
+    import nbformat
+    from bookutil import build_script
+
+    (tmp_path / "_toc.yml").write_text("format: jb-book\nroot: intro\nchapters:\n- file: book/01_a\n", encoding="utf8")
+    (tmp_path / "intro.md").write_text("# Intro\n", encoding="utf8")
+    (tmp_path / "book").mkdir()
+    stream = lambda text: nbformat.v4.new_output("stream", name="stdout", text=text)
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell("run()", outputs=[stream("a\n"), stream("b\n")])])
+    nbformat.write(nb, tmp_path / "book" / "01_a.ipynb")
+    build_script().merge_streams_in_mirror(SimpleNamespace(executed=tmp_path))
+    outs = nbformat.read(tmp_path / "book" / "01_a.ipynb", as_version=4).cells[0].outputs
+    assert [(o.output_type, o.text) for o in outs] == [("stream", "a\nb\n")]
+    assert (tmp_path / "intro.md").read_text(encoding="utf8") == "# Intro\n"
