@@ -190,3 +190,19 @@ def test_load_cifar10_bounds_both_downloads_and_restores_the_timeout(tmp_path, m
                                       r"access to https://example\.invalid/cifar-10-python\.tar\.gz"):
         load_cifar10(tmp_path / "fresh", download=True, timeout=0.25)
     assert socket.getdefaulttimeout() == before
+
+
+class _InfColumnNoisy(_Offset):
+    """Logits with an infinite last column in both modes, and ``offset`` added in training mode."""
+
+    def forward(self, x):
+        z = super().forward(x)
+        return torch.cat([z[:, :2], torch.full_like(z[:, 2:], float("inf"))], dim=1)
+
+
+def test_an_infinite_logit_does_not_widen_the_training_mode_tolerance():
+    """The scale is the largest finite |logit| (inf counts as 0): an infinite column would otherwise
+    make the tolerance infinite and pass any training-only offset; 1e-4 is far above 64 eps."""
+    _engine(_InfColumnNoisy(0.0))  # inf in both modes, nothing else different: accepted
+    with pytest.raises(ValueError, match=TRAINING_MODE):
+        _engine(_InfColumnNoisy(1e-4))
