@@ -203,6 +203,7 @@ def test_load_cifar10_download_gives_up_on_a_server_that_never_answers(tmp_path,
     packets): the download ends with an OSError naming the timeout, and socket's default timeout
     is what it was before."""
     import socket
+    import threading
 
     import torchvision
 
@@ -211,6 +212,10 @@ def test_load_cifar10_download_gives_up_on_a_server_that_never_answers(tmp_path,
     server = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     server.bind(("127.0.0.1", 0))
     server.listen(8)  # the kernel completes the handshakes; nobody ever reads or writes
+    # without the timeout the download would wait for ever: closing the listener after 30 s resets the
+    # connection in its queue, so such a regression fails this test instead of hanging the suite
+    watchdog = threading.Timer(30.0, server.close)
+    watchdog.start()
     try:
         url = f"http://127.0.0.1:{server.getsockname()[1]}/cifar-10-python.tar.gz"
         monkeypatch.setattr(torchvision.datasets.CIFAR10, "url", url)
@@ -220,6 +225,7 @@ def test_load_cifar10_download_gives_up_on_a_server_that_never_answers(tmp_path,
             load_cifar10(tmp_path / "data", download=True, timeout=0.2)
         assert socket.getdefaulttimeout() == before
     finally:
+        watchdog.cancel()
         server.close()
     for bad in (0, -1.0, float("inf"), True, "60"):
         with pytest.raises(ValueError, match=r"^timeout must be None or a number of seconds > 0"):
