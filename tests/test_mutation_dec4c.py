@@ -145,6 +145,22 @@ def test_chapter_links_leave_text_inside_backquotes_alone():
     assert ext.chapter_links(["`f(chapter 2)` here"], CHAPTERS) == ["`f(chapter 2)` here"]
 
 
+def test_chapter_links_follow_a_literal_across_the_lines_of_a_paragraph():
+    """An inline literal may span lines (``train_clients(...,`` / ``dtype=...)``): what follows its
+    closing backquotes is prose and is linked, what lies inside is not; a blank line ends the paragraph
+    and any literal left open in it. Counting each line's backquotes alone took the closing run on the
+    second line for an opening one (the API page's 'chapter 6 asserts it' lost its link)."""
+    ext = _autodoc()
+    lines = ["With ``train_clients(...,", "dtype=x)`` this is noise (chapter 2 asserts it)."]
+    assert ext.chapter_links(lines, CHAPTERS) == [
+        lines[0], "dtype=x)`` this is noise (:doc:`chapter 2 </book/02_x>` asserts it)."]
+    inside = ["a ``literal that spans", "chapter 2 in it`` and chapter 3"]
+    assert ext.chapter_links(inside, CHAPTERS) == [
+        inside[0], "chapter 2 in it`` and :doc:`chapter 3 </book/03_x>`"]
+    unclosed = ["an odd `` here", "", "chapter 2 of a new paragraph"]
+    assert ext.chapter_links(unclosed, CHAPTERS)[2] == ":doc:`chapter 2 </book/02_x>` of a new paragraph"
+
+
 def test_chapter_links_link_a_list_only_when_every_number_is_a_chapter():
     """Mutant: all -> any (a list with an unknown number was linked, or failed on it)."""
     ext = _autodoc()

@@ -62,11 +62,14 @@ def chapter_links(lines, chapters):
     ``chapters`` maps a chapter number to its docname (e.g. ``{6: "/book/06_your_own_model"}``);
     numbers it does not know, literal blocks (after a line ending in ``::``, or a ``code-block``
     directive and its kin), doctest lines and
-    text inside backquotes are left as they are."""
-    out, literal_indent = [], None
+    text inside backquotes (also an inline literal that began on an earlier line of the paragraph)
+    are left as they are."""
+    out, literal_indent, open_quote = [], None, 0
     for line in lines:
         stripped = line.strip()
         indent = len(line) - len(line.lstrip())
+        if not stripped:
+            open_quote = 0  # inline markup ends with its paragraph
         if literal_indent is not None:
             if not stripped or indent > literal_indent:
                 out.append(line)
@@ -74,10 +77,13 @@ def chapter_links(lines, chapters):
             literal_indent = None
         if stripped.startswith((">>>", "... ")) or stripped == "...":
             out.append(line)
+            open_quote = 0
             continue
 
-        def link(m):
-            if len(re.findall(r"`+", line[:m.start()])) % 2:  # inside ``literal``, `role`, :math:`...` (a run of backquotes opens or closes one)
+        def link(m, carry=open_quote):
+            # inside ``literal``, `role`, :math:`...`: an odd number of backquote runs (each opens or closes
+            # one) before the match, counting those of the paragraph's earlier lines
+            if (carry + len(re.findall(r"`+", line[:m.start()]))) % 2:
                 return m.group(0)
             nums = re.findall(r"\d{1,2}", m.group("num") + m.group("more"))
             if not all(int(n) in chapters for n in nums):
@@ -88,6 +94,7 @@ def chapter_links(lines, chapters):
             return first + rest
 
         out.append(_CHAPTER.sub(link, line))
+        open_quote = (open_quote + len(re.findall(r"`+", line))) % 2
         if stripped.endswith("::") or _CODE_DIRECTIVE.match(stripped):
             literal_indent = indent
     return out
