@@ -83,6 +83,18 @@ def normalized_update(delta: Any, lr: float, a_norm: float) -> Any:
     r"""The normalised gradient :math:`d_i = -\Delta_i / (\eta \|a_i\|_1)` (paper eq. 4).
 
     Works on any tree of arrays or tensors; returns a new tree.
+
+    Example
+    -------
+    Client 1 takes :math:`\tau_1 = 1` SGD step, client 2 takes :math:`\tau_2 = 2`, with
+    :math:`\eta = 1` and a constant gradient of :math:`+1` for client 1 and :math:`-1` for
+    client 2: :math:`\Delta_1 = -1`, :math:`\Delta_2 = +2`. Dividing by
+    :math:`\eta\|a_i\|_1 = \tau_i` recovers each client's gradient, :math:`d_1 = 1`,
+    :math:`d_2 = -1`, whatever the number of steps:
+
+    >>> import numpy as np
+    >>> normalized_update(np.array([-1.0]), lr=1.0, a_norm=1.0), normalized_update(np.array([2.0]), lr=1.0, a_norm=2.0)
+    (array([1.]), array([-1.]))
     """
     lr = check_positive("lr", lr)
     a_norm = check_positive("a_norm", a_norm)
@@ -134,8 +146,23 @@ def _fedavg(p: np.ndarray, a: np.ndarray) -> tuple[float, np.ndarray]:
 
 
 def check_tau_eff(tau_eff: TauEff) -> TauEff:
-    """``tau_eff`` as FedNova takes it: ``None``, a policy of ``TAU_EFF_POLICIES``, or
-    a finite number > 0 (returned as ``float``); ``ValueError`` otherwise."""
+    r"""``tau_eff`` as FedNova takes it: ``None``, a policy of ``TAU_EFF_POLICIES``, or
+    a finite number > 0 (returned as ``float``); ``ValueError`` otherwise.
+
+    :math:`\tau_{\text{eff}}` scales the step of eq. (4); the paper lets FedNova choose any value
+    > 0 (§5), so a zero or negative one is refused rather than clipped.
+
+    Example
+    -------
+    A number comes back as a float, a policy name unchanged, and 0 is refused:
+
+    >>> check_tau_eff(3), check_tau_eff("local_steps"), check_tau_eff(None)
+    (3.0, 'local_steps', None)
+    >>> check_tau_eff(0)
+    Traceback (most recent call last):
+    ...
+    ValueError: tau_eff must be a finite number > 0, got 0
+    """
     if tau_eff is None:
         return None
     if isinstance(tau_eff, str):
@@ -187,6 +214,20 @@ def effective_weights(algorithm: str, client_weights: Any, a_norms: Any, tau_eff
     Same formulas as :func:`fedavg_weights` / :func:`fednova_weights` with :math:`p`
     replaced by the unbiased weights :math:`\omega` (which need not sum to one).
     ``tau_eff`` overrides are only meaningful for FedNova.
+
+    Example
+    -------
+    Two sampled clients with weights :math:`\omega = (1, 0.5)` (they sum to 1.5, not 1) and
+    :math:`\|a\|_1 = (2, 6)`: FedNova keeps :math:`w = \omega` and
+    :math:`\tau_{\text{eff}} = 1\cdot 2 + 0.5\cdot 6 = 5`; FedAvg's weights are
+    :math:`\omega_i\|a_i\|_1 / 5 = (2/5, 3/5)`:
+
+    >>> tau_eff, w = effective_weights("fednova", [1.0, 0.5], [2.0, 6.0])
+    >>> tau_eff, w.tolist()
+    (5.0, [1.0, 0.5])
+    >>> tau_eff, w = effective_weights("fedavg", [1.0, 0.5], [2.0, 6.0])
+    >>> tau_eff, w.tolist()
+    (5.0, [0.4, 0.6])
     """
     check_choice("algorithm", algorithm, AGGREGATIONS)
     w = check_weights("client_weights", client_weights)
@@ -202,7 +243,19 @@ def effective_weights(algorithm: str, client_weights: Any, a_norms: Any, tau_eff
 
 def aggregation_coefficients(tau_eff: float, weights: Any, a_norms: Any) -> np.ndarray:
     r"""Coefficients :math:`c_i = \tau_{\text{eff}} w_i / \|a_i\|_1` with
-    :math:`x^{(t+1,0)} - x^{(t,0)} = \sum_i c_i \Delta_i` (eq. 4 rewritten)."""
+    :math:`x^{(t+1,0)} - x^{(t,0)} = \sum_i c_i \Delta_i` (eq. 4 rewritten).
+
+    Example
+    -------
+    FedNova with :math:`w = (1/2, 1/2)`, :math:`\|a\|_1 = (2, 6)` and its default
+    :math:`\tau_{\text{eff}} = 4`: :math:`c = (4/2 \cdot 1/2,\ 4/6 \cdot 1/2) = (1, 1/3)`, so the
+    client with three times as many steps counts a third as much per unit of change. (FedAvg's
+    :math:`w_i = p_i\|a_i\|_1/\tau_{\text{eff}}` gives :math:`c_i = p_i`.)
+
+    >>> from fractions import Fraction
+    >>> [Fraction(c).limit_denominator() for c in aggregation_coefficients(4.0, [0.5, 0.5], [2.0, 6.0])]
+    [Fraction(1, 1), Fraction(1, 3)]
+    """
     tau_eff = check_positive("tau_eff", tau_eff)
     w = check_weights("weights", weights)
     a = _check_a_norms(a_norms, w.size)
@@ -215,6 +268,16 @@ class Aggregate(NamedTuple):
     ``change`` is :math:`x^{(t+1,0)} - x^{(t,0)}` before any server optimizer,
     ``tau_eff`` and ``weights`` the eq.-4 quantities, ``coefficients`` the
     :math:`c_i` multiplying :math:`\\Delta_i`.
+
+    Example
+    -------
+    What :func:`aggregate` returns for FedAvg on two clients with :math:`p = (1/2, 1/2)` and
+    :math:`\\|a\\|_1 = (2, 6)` (:math:`\\tau_{\\text{eff}} = 4`, :math:`w = (1/4, 3/4)`, :math:`c_i = p_i`):
+
+    >>> import numpy as np
+    >>> result = aggregate([np.array([-2.0]), np.array([-6.0])], [0.5, 0.5], [2, 6], "fedavg")
+    >>> result.change, result.tau_eff, result.weights.tolist(), result.coefficients.tolist()
+    (array([-4.]), 4.0, [0.25, 0.75], [0.5, 0.5])
     """
 
     change: Any
@@ -263,7 +326,23 @@ def aggregate(deltas: Sequence[Any], client_weights: Any, a_norms: Any, algorith
 
 def aggregate_stacked(deltas: Any, client_weights: Any, a_norms: Any, algorithm: str = "fednova",
                       tau_eff: TauEff = None, local_steps: Any = None) -> Aggregate:
-    """:func:`aggregate` for a tree whose leaves stack the clients on axis 0."""
+    r""":func:`aggregate` for a tree whose leaves stack the clients on axis 0 (eq. 4).
+
+    Example
+    -------
+    The toy of :func:`normalized_update`: client 1 takes 1 step of gradient :math:`+1`
+    (:math:`\Delta_1 = -1`), client 2 takes 2 steps of gradient :math:`-1` (:math:`\Delta_2 = 2`),
+    :math:`\eta = 1`, :math:`p = (1/2, 1/2)`. The true mean gradient is 0. FedAvg moves by
+    :math:`\tfrac12(-1) + \tfrac12(2) = 1/2`, pulled towards the client with more steps; FedNova
+    averages :math:`d = (1, -1)` to 0 and moves by :math:`\tau_{\text{eff}} \cdot 0 = 0`:
+
+    >>> import numpy as np
+    >>> stacked = {"x": np.array([[-1.0], [2.0]])}          # clients on axis 0
+    >>> aggregate_stacked(stacked, [0.5, 0.5], [1, 2], "fedavg").change
+    {'x': array([0.5])}
+    >>> aggregate_stacked(stacked, [0.5, 0.5], [1, 2], "fednova").change
+    {'x': array([0.])}
+    """
     tau, w = effective_weights(algorithm, client_weights, a_norms, tau_eff, local_steps)
     c = tau * w / check_finite_array("a_norms", a_norms)  # checked above; torch tensors (bf16, grad) too
     try:
