@@ -110,6 +110,18 @@ class SolverState(NamedTuple):
     ``correction`` the constant VR term :math:`c_i` (or ``None``); ``step`` is
     :math:`k`; ``shadow`` the scalar pair of the online counter
     (:meth:`LocalSolver.counter_step`) and ``a_norm`` the running :math:`\\|a^{(k)}\\|_1`.
+
+    Example
+    -------
+    One SGD step with :math:`\\eta = 0.5` and gradient :math:`(1, 2)` from :math:`x_0 = 0`:
+    :math:`x_1 = -0.5\\,(1, 2)`, one step taken, :math:`\\|a^{(1)}\\|_1 = 1`; plain SGD keeps no
+    anchor and no momentum buffer:
+
+    >>> import numpy as np
+    >>> solver = sgd(lr=0.5)
+    >>> state = solver.update(solver.init(np.zeros(2)), np.array([1.0, 2.0]))
+    >>> state.params, state.step, state.a_norm, state.anchor, state.momentum
+    (array([-0.5, -1. ]), 1, 1.0, None, None)
     """
 
     params: Any
@@ -139,6 +151,22 @@ class LocalSolver:
         ``k -> s_k > 0``: within-round step size :math:`\eta_k = \eta s_k`.
     name : str
         Label used in results and figures.
+
+    Example
+    -------
+    Momentum :math:`\rho = 0.5` for :math:`\tau = 3` steps: the gradient of step :math:`j` is
+    carried to the end by :math:`1 + \rho + \dots + \rho^{\tau-1-j}`, so
+    :math:`a = (1 + 0.5 + 0.25,\ 1 + 0.5,\ 1) = (1.75, 1.5, 1)` and
+    :math:`\|a\|_1 = 4.25` (the table's :math:`[3 - 0.5(1 - 0.125)/0.5]/0.5 = 4.25`). Three
+    :meth:`update` calls with a unit gradient move :math:`x` by :math:`-\eta\|a\|_1`:
+
+    >>> import numpy as np
+    >>> solver = LocalSolver(lr=0.1, momentum=0.5, name="momentum")
+    >>> solver.a_vector(3).tolist(), solver.a_norm(3)
+    ([1.75, 1.5, 1.0], 4.25)
+    >>> final = solver.run(np.zeros(1), lambda x, k: np.ones(1), local_steps=3)
+    >>> np.round(final.params, 12), final.a_norm
+    (array([-0.425]), 4.25)
     """
 
     lr: float
@@ -408,7 +436,15 @@ def _one_minus_pow(alpha: float, tau: int) -> float:
 # ---------------------------------------------------------------- factories
 def sgd(lr: float, weight_decay: float = 0.0) -> LocalSolver:
     r"""Plain local SGD: :math:`x_{k+1} = x_k - \eta g_k`; :math:`a_i = [1, \dots, 1]`,
-    :math:`\|a_i\|_1 = \tau_i` (paper eq. 6, FedAvg)."""
+    :math:`\|a_i\|_1 = \tau_i` (paper eq. 6, FedAvg).
+
+    Example
+    -------
+    Every gradient counts once: :math:`a = (1, 1, 1)`, :math:`\|a\|_1 = \tau = 3`.
+
+    >>> sgd(lr=0.1).a_vector(3).tolist(), sgd(lr=0.1).a_norm(3)
+    ([1.0, 1.0, 1.0], 3.0)
+    """
     return LocalSolver(lr=lr, weight_decay=weight_decay, name="sgd")
 
 
@@ -420,6 +456,15 @@ def decayed_sgd(lr: float, gamma: Optional[float] = None, schedule: Optional[Cal
     :math:`a_i = [1, \gamma, \dots, \gamma^{\tau_i-1}]`,
     :math:`\|a_i\|_1 = (1-\gamma^{\tau_i})/(1-\gamma)`), :math:`0 < \gamma \le 1` (a step size
     that grows within the round goes through ``schedule``); ``schedule`` any ``k -> s_k > 0``.
+
+    Example
+    -------
+    :math:`\gamma = 1/2`, :math:`\tau = 3`: :math:`a = (1, 1/2, 1/4)` and
+    :math:`\|a\|_1 = (1 - 1/8)/(1 - 1/2) = 7/4`:
+
+    >>> solver = decayed_sgd(lr=0.1, gamma=0.5)
+    >>> solver.a_vector(3).tolist(), solver.a_norm(3)
+    ([1.0, 0.5, 0.25], 1.75)
     """
     if (gamma is None) == (schedule is None):
         raise ValueError("decayed_sgd: give exactly one of gamma or schedule")
@@ -445,6 +490,16 @@ def proximal_sgd(lr: float, mu: float, weight_decay: float = 0.0) -> LocalSolver
 
     :math:`a_i = [(1-\alpha)^{\tau_i-1}, \dots, (1-\alpha), 1]`,
     :math:`\|a_i\|_1 = (1-(1-\alpha)^{\tau_i})/\alpha`, :math:`\alpha = \eta\mu` (paper eq. 7, App. B.1).
+
+    Example
+    -------
+    :math:`\eta = 0.5`, :math:`\mu = 1`, so :math:`\alpha = 1/2`; for :math:`\tau = 3` the early
+    gradients are shrunk by the pull back to :math:`x^{(t,0)}`:
+    :math:`a = (1/4, 1/2, 1)`, :math:`\|a\|_1 = (1 - 1/8)/(1/2) = 7/4` (fewer than 3 steps' worth):
+
+    >>> solver = proximal_sgd(lr=0.5, mu=1.0)
+    >>> solver.a_vector(3).tolist(), solver.a_norm(3)
+    ([0.25, 0.5, 1.0], 1.75)
     """
     check_nonnegative("mu", mu)
     return LocalSolver(lr=lr, mu=mu, weight_decay=weight_decay, name="prox")
@@ -456,6 +511,15 @@ def momentum_sgd(lr: float, momentum: float = 0.9, weight_decay: float = 0.0) ->
 
     :math:`a_i = [1-\rho^{\tau_i}, \dots, 1-\rho]/(1-\rho)`,
     :math:`\|a_i\|_1 = [\tau_i - \rho(1-\rho^{\tau_i})/(1-\rho)]/(1-\rho)` (paper §4.1, App. B.2).
+
+    Example
+    -------
+    :math:`\rho = 1/2`, :math:`\tau = 3`: :math:`a = (1 - 1/8,\ 1 - 1/4,\ 1 - 1/2)/(1/2) = (1.75, 1.5, 1)`,
+    :math:`\|a\|_1 = 1 + 1.5 + 1.75 = 4.25` (momentum makes 3 steps count as 4.25):
+
+    >>> solver = momentum_sgd(lr=0.1, momentum=0.5)
+    >>> solver.a_vector(3).tolist(), solver.a_norm(3)
+    ([1.75, 1.5, 1.0], 4.25)
     """
     return LocalSolver(lr=lr, momentum=momentum, weight_decay=weight_decay, name="momentum")
 
@@ -466,6 +530,17 @@ def momentum_proximal_sgd(lr: float, momentum: float = 0.9, mu: float = 0.0, wei
 
     :math:`a_{i,j} = \frac{(1-\alpha)^{n+1} - \rho^{n+1}}{1-\alpha-\rho}`, :math:`n = \tau_i-1-j`
     (derived in the module docstring; not the official code's counter).
+
+    Example
+    -------
+    :math:`\rho = 1/4`, :math:`\eta = 0.5`, :math:`\mu = 1` (:math:`\alpha = 1/2`), :math:`\tau = 3`. By the
+    recursion :math:`p_0 = 1`, :math:`p_{n+1} = (1-\alpha) p_n + \rho^{n+1}`:
+    :math:`p_1 = 1/2 + 1/4 = 3/4`, :math:`p_2 = 3/8 + 1/16 = 7/16`, so :math:`a = (7/16, 3/4, 1)`
+    and :math:`\|a\|_1 = 35/16`:
+
+    >>> solver = momentum_proximal_sgd(lr=0.5, momentum=0.25, mu=1.0)
+    >>> solver.a_vector(3).tolist(), solver.a_norm(3)
+    ([0.4375, 0.75, 1.0], 2.1875)
     """
     return LocalSolver(lr=lr, momentum=momentum, mu=mu, weight_decay=weight_decay, name="momentum-prox")
 
@@ -475,7 +550,20 @@ SOLVERS = ("sgd", "prox", "momentum", "momentum-prox")
 
 
 def make_solver(name: str, lr: float, *, momentum: float = 0.9, mu: float = 0.0, weight_decay: float = 0.0) -> LocalSolver:
-    """Build a solver by name: ``"sgd"``, ``"prox"``, ``"momentum"`` or ``"momentum-prox"``."""
+    r"""Build a solver by name: ``"sgd"``, ``"prox"``, ``"momentum"`` or ``"momentum-prox"`` (:data:`SOLVERS`;
+    the factories above, with their :math:`a_i` from paper §4.1 and App. B).
+
+    Example
+    -------
+    ``"prox"`` is :func:`proximal_sgd` and needs :math:`\mu > 0` (with :math:`\mu = 0` it would be plain SGD):
+
+    >>> make_solver("prox", 0.5, mu=1.0) == proximal_sgd(0.5, 1.0)
+    True
+    >>> make_solver("prox", 0.5)
+    Traceback (most recent call last):
+    ...
+    ValueError: mu must be > 0 for the proximal solver, got 0.0
+    """
     if name == "sgd":
         return sgd(lr, weight_decay)
     if name == "prox":
@@ -501,6 +589,19 @@ def check_shared_lr(name: str, solvers, lr: Optional[float] = None) -> list:
     three times (and land on FedAvg's surrogate), and :math:`\chi^2` would read 0. A client's
     own step size is a constant factor of :math:`\eta`, which its :math:`\|a_i\|_1` counts:
     ``LocalSolver(lr=eta, lr_schedule=lambda k: 3.0)``.
+
+    Example
+    -------
+    Rates 0.01 and 0.03 are refused; the second client written as the shared :math:`\eta = 0.01`
+    with a constant factor 3 is accepted, and its :math:`\|a_i\|_1` for 2 steps is :math:`3 + 3 = 6`:
+
+    >>> check_shared_lr("solvers", [sgd(0.01), sgd(0.03)])
+    Traceback (most recent call last):
+    ...
+    ValueError: solvers[1] has lr 0.03, but the clients share one base learning rate (0.01): ...
+    >>> solvers = check_shared_lr("solvers", [sgd(0.01), LocalSolver(lr=0.01, lr_schedule=lambda k: 3.0)])
+    >>> [s.a_norm(2) for s in solvers]
+    [2.0, 6.0]
     """
     solvers = list(solvers)
     if not solvers or not all(isinstance(s, LocalSolver) for s in solvers):
@@ -522,7 +623,18 @@ STEP_METHODS = ("init", "update", "counter_step", "_direction_and_params")
 
 
 def own_step_methods(cls: type) -> list:
-    """The names of :data:`STEP_METHODS` that ``cls`` (a :class:`LocalSolver` subclass) overrides."""
+    """The names of :data:`STEP_METHODS` that ``cls`` (a :class:`LocalSolver` subclass) overrides.
+
+    Example
+    -------
+    :class:`LocalSolver` overrides nothing of its own; a subclass with its own ``update`` lists it:
+
+    >>> class Logged(LocalSolver):
+    ...     def update(self, state, grads):
+    ...         return super().update(state, grads)
+    >>> own_step_methods(LocalSolver), own_step_methods(Logged)
+    ([], ['update'])
+    """
     return [m for m in STEP_METHODS if getattr(cls, m) is not getattr(LocalSolver, m)]
 
 
@@ -531,7 +643,22 @@ def check_builtin_step(name: str, solvers, engine: str) -> None:
     (:attr:`LocalSolver.builtin_step`). ``engine`` names the engine that fuses that step and what to
     use instead: a subclass with its own ``update`` (e.g. Nesterov momentum) would otherwise be run
     with the built-in heavy-ball/prox step while reporting its own :math:`\|a_i\|_1`, and FedNova
-    would normalise changes by the wrong vector without an error."""
+    would normalise changes by the wrong vector without an error.
+
+    Example
+    -------
+    Built-in solvers pass (``None``); a subclass with its own ``update`` is refused, and the message
+    ends with ``engine``:
+
+    >>> class Logged(LocalSolver):
+    ...     def update(self, state, grads):
+    ...         return super().update(state, grads)
+    >>> check_builtin_step("solvers", [sgd(0.1), momentum_sgd(0.1)], "the stacked engine fuses")
+    >>> check_builtin_step("solvers", [Logged(lr=0.1)], "the stacked engine fuses")
+    Traceback (most recent call last):
+    ...
+    ValueError: solvers: Logged overrides LocalSolver's step (update), which the stacked engine fuses
+    """
     for solver in solvers:
         own = own_step_methods(type(solver))
         if own:
@@ -570,7 +697,22 @@ def check_own_step(name: str, solver: LocalSolver) -> LocalSolver:
     engine or loop will run the solver, so its ``init`` and ``update`` must accept numpy arrays
     (:func:`fedlib.tree.tree_map` with arithmetic operators works on numpy and torch alike); one that works
     only on torch tensors (``.clone()``, ``torch.*`` calls) is refused with a ``ValueError`` naming its
-    class, the original error chained as its cause."""
+    class, the original error chained as its cause.
+
+    Example
+    -------
+    A subclass whose ``update`` doubles every gradient but keeps SGD's counter moves a unit-gradient
+    probe by :math:`-2\eta` per step while reporting :math:`\|a^{(1)}\|_1 = 1`: its true
+    :math:`a_i` is :math:`(2)`, so it is refused at the first probe (:math:`\tau = 1`):
+
+    >>> class Doubled(LocalSolver):
+    ...     def update(self, state, grads):
+    ...         return super().update(state, 2 * grads)
+    >>> check_own_step("solver", Doubled(lr=0.5))
+    Traceback (most recent call last):
+    ...
+    ValueError: solver: Doubled reports ||a_i||_1 = 1.0 after 1 step(s), but its update moves a unit-gradient probe by a_i = [2.0] (sum 2.0): ...
+    """
     cls_type = type(solver)
     own_closed = [m for m in ("a_vector", "a_norm") if getattr(cls_type, m) is not getattr(LocalSolver, m)]
     if solver.builtin_step and not own_closed:
