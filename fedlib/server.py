@@ -31,7 +31,24 @@ __all__ = ["ServerOptimizer", "PlainState", "MomentumState", "AdamState", "plain
 
 
 class ServerOptimizer(NamedTuple):
-    """An ``(init, update)`` pair; ``name`` labels results."""
+    r"""An ``(init, update)`` pair; ``name`` labels results.
+
+    ``init(params) -> state``; ``update(change, state, params, lr) -> (new_params, new_state)`` with
+    ``change`` the aggregate :math:`D = -\tau_{\text{eff}}\sum_i w_i \eta d_i` of eq. (4).
+
+    Example
+    -------
+    A server optimizer of your own that takes half of each aggregate,
+    :math:`x \leftarrow x + D/2`: from :math:`x = 1` with :math:`D = -2` it lands on 0:
+
+    >>> import numpy as np
+    >>> half = ServerOptimizer(init=lambda params: PlainState(0),
+    ...                        update=lambda change, state, params, lr=None: (params + 0.5 * change,
+    ...                                                                       PlainState(state.count + 1)),
+    ...                        name="half")
+    >>> half.update(np.array([-2.0]), half.init(np.array([1.0])), np.array([1.0]), 0.1)
+    (array([0.]), PlainState(count=1))
+    """
 
     init: Callable[[Any], Any]
     update: Callable[..., tuple]
@@ -39,22 +56,62 @@ class ServerOptimizer(NamedTuple):
 
 
 class PlainState(NamedTuple):
+    """State of :func:`plain`: ``count`` rounds applied so far (nothing else to remember).
+
+    Example
+    -------
+    >>> import numpy as np
+    >>> plain().init(np.zeros(2))
+    PlainState(count=0)
+    """
+
     count: int
 
 
 class MomentumState(NamedTuple):
+    r"""State of :func:`momentum`: the buffer :math:`u` (a tree like the parameters, 0 before the first
+    round) and ``count`` rounds applied.
+
+    Example
+    -------
+    >>> import numpy as np
+    >>> momentum().init(np.zeros(2))
+    MomentumState(buffer=array([0., 0.]), count=0)
+    """
+
     buffer: Any
     count: int
 
 
 class AdamState(NamedTuple):
+    r"""State of :func:`adam`: the first and second moments :math:`m`, :math:`v` of the aggregates
+    (trees like the parameters, 0 before the first round) and ``count`` rounds applied.
+
+    Example
+    -------
+    >>> import numpy as np
+    >>> adam().init(np.zeros(1))
+    AdamState(m=array([0.]), v=array([0.]), count=0)
+    """
+
     m: Any
     v: Any
     count: int
 
 
 def plain(server_lr: float = 1.0) -> ServerOptimizer:
-    r"""Apply the aggregate directly: :math:`x \leftarrow x + \eta_g D` (:math:`\eta_g = 1`: eq. 4)."""
+    r"""Apply the aggregate directly: :math:`x \leftarrow x + \eta_g D` (:math:`\eta_g = 1`: eq. 4).
+
+    Example
+    -------
+    :math:`\eta_g = 1/2`, :math:`x = 1`, :math:`D = -2`: :math:`x \leftarrow 1 + \tfrac12(-2) = 0`
+    (the client learning rate, last argument, is not used):
+
+    >>> import numpy as np
+    >>> opt = plain(server_lr=0.5)
+    >>> opt.update(np.array([-2.0]), opt.init(np.array([1.0])), np.array([1.0]), 0.1)
+    (array([0.]), PlainState(count=1))
+    """
     server_lr = check_positive("server_lr", server_lr)
 
     def init(params):
@@ -77,6 +134,23 @@ def momentum(beta: float = 0.9) -> ServerOptimizer:
     with :math:`u = 0` before the first round (so the first buffer is :math:`-D/\eta`).
     The buffer persists across rounds (re-creating it every round silently disables
     momentum, a mistake found in existing implementations). With :math:`\beta = 0` it equals :func:`plain`.
+
+    Example
+    -------
+    :math:`\beta = 1/2`, :math:`\eta = 0.1`, the same aggregate :math:`D = -0.1` twice from :math:`x = 1`.
+    Round 1: :math:`u = -D/\eta = 1`, :math:`x = 1 - 0.1 = 0.9` (as :func:`plain` would).
+    Round 2: :math:`u = \tfrac12 \cdot 1 + 1 = 1.5`, :math:`x = 0.9 - 0.15 = 0.75`: the buffer,
+    kept from round 1, makes the second step 1.5 times the first.
+
+    >>> import numpy as np
+    >>> opt = momentum(beta=0.5)
+    >>> x = np.array([1.0])
+    >>> state = opt.init(x)
+    >>> for _ in range(2):
+    ...     x, state = opt.update(np.array([-0.1]), state, x, 0.1)
+    ...     print(np.round(x, 12), state.buffer)
+    [0.9] [1.]
+    [0.75] [1.5]
     """
     beta = check_in_range("beta", beta, 0.0, 1.0)
 
@@ -102,6 +176,20 @@ def adam(server_lr: float = 0.01, b1: float = 0.9, b2: float = 0.99, eps: float 
         x \leftarrow x + \eta_g\, m / (\sqrt{v} + \epsilon),
 
     element-wise, without bias correction (as in that paper), :math:`D` the aggregate.
+
+    Example
+    -------
+    :math:`\beta_1 = 1/2`, :math:`\beta_2 = 3/4`, :math:`\eta_g = 0.1`, first aggregate :math:`D = 2` from
+    :math:`x = 0`: :math:`m = \tfrac12 \cdot 2 = 1`, :math:`v = \tfrac14 \cdot 4 = 1` (no bias correction:
+    not :math:`D` and :math:`D^2`), so :math:`x = 0.1 \cdot 1/(1 + \epsilon) \approx 0.1`:
+
+    >>> import numpy as np
+    >>> opt = adam(server_lr=0.1, b1=0.5, b2=0.75)
+    >>> x, state = opt.update(np.array([2.0]), opt.init(np.zeros(1)), np.zeros(1))
+    >>> state
+    AdamState(m=array([1.]), v=array([1.]), count=1)
+    >>> np.round(x, 3)
+    array([0.1])
     """
     server_lr = check_positive("server_lr", server_lr)
     b1 = check_in_range("b1", b1, 0.0, 1.0)
@@ -134,7 +222,18 @@ def make_server_optimizer(name: str, *, server_lr: Optional[float] = None,
     FedAdam step is about ``server_lr`` in size, so 1 would be a 100x larger step); server
     momentum has no server learning rate (its step is the client lr), so one given is refused.
     ``beta`` is server momentum's :math:`\beta` (``None``: 0.9); the other two have none, so one
-    given to them is refused rather than ignored."""
+    given to them is refused rather than ignored. (Paper §5, *Combination with Acceleration
+    Techniques*: the aggregate of eq. (4) may feed a server momentum buffer or an adaptive optimizer.)
+
+    Example
+    -------
+    >>> make_server_optimizer("momentum", beta=0.5).name
+    'momentum'
+    >>> make_server_optimizer("plain", beta=0.5)
+    Traceback (most recent call last):
+    ...
+    ValueError: beta: only server momentum has a momentum factor, got beta=0.5 for 'plain'
+    """
     if name in SERVER_OPTIMIZERS and name != "momentum" and beta is not None:
         raise ValueError(f"beta: only server momentum has a momentum factor, got beta={beta!r} for {name!r}")
     if name == "plain":
