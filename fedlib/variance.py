@@ -45,7 +45,20 @@ VARIANCE_REDUCTIONS = ("scaffold", "vrlsgd")
 
 
 class ControlVariates(NamedTuple):
-    """``client``: stacked :math:`c_i` (leading axis m); ``mean``: :math:`\\bar c`; ``kind``."""
+    r"""``client``: stacked :math:`c_i` (leading axis m); ``mean``: :math:`\bar c`; ``kind``
+    (:data:`VARIANCE_REDUCTIONS`). Client :math:`i` adds :math:`\bar c - c_i` to each local gradient
+    (paper §5, *Combination with Acceleration Techniques*: the correction
+    :math:`\sum_j p_j d_j^{(t-1)} - d_i^{(t-1)}`).
+
+    Example
+    -------
+    :math:`c = (3, -1)` with :math:`p = (1/2, 1/2)`: :math:`\bar c = 1`, the leading axis is the client:
+
+    >>> import numpy as np
+    >>> state = control_variates(np.array([[3.0], [-1.0]]), [0.5, 0.5])
+    >>> state.client[:, 0], state.mean, state.kind
+    (array([ 3., -1.]), array([1.]), 'scaffold')
+    """
 
     client: Any
     mean: Any
@@ -76,7 +89,18 @@ def _stack_zeros(params: Any, m: int) -> Any:
 
 
 def init_control_variates(params: Any, num_clients: int, kind: str = "scaffold") -> ControlVariates:
-    """All-zero variates (first round uncorrected), one per client."""
+    """All-zero variates (first round uncorrected), one per client.
+
+    Example
+    -------
+    Three clients of a model with a weight vector of 2 and a scalar bias: each leaf of ``client``
+    gets a leading axis of 3, ``mean`` has the model's shapes:
+
+    >>> import numpy as np
+    >>> state = init_control_variates({"w": np.zeros(2), "b": 0.0}, num_clients=3)
+    >>> state.client["w"].shape, state.client["b"].shape, state.mean["w"].shape, state.kind
+    ((3, 2), (3,), (2,), 'scaffold')
+    """
     check_choice("kind", kind, VARIANCE_REDUCTIONS)
     if not isinstance(num_clients, (int, np.integer)) or num_clients < 1:
         raise ValueError(f"num_clients must be an integer >= 1, got {num_clients!r}")
@@ -87,7 +111,21 @@ def control_variates(client: Any, p: Any, kind: str = "scaffold") -> ControlVari
     r"""Variates with given values: ``client`` is the stacked :math:`c_i` (every leaf with a
     leading axis of length :math:`m`), ``p`` the weights of all clients; the mean is
     :math:`\bar c = \sum_i p_i c_i` (ignored by VRLSGD, which keeps :math:`\bar c = 0`).
-    E.g. :math:`c_i = \nabla F_i(x^*)`, the fixed point of SCAFFOLD and FedNova-VR (chapter 10)."""
+    E.g. :math:`c_i = \nabla F_i(x^*)`, the fixed point of SCAFFOLD and FedNova-VR (chapter 10).
+
+    Example
+    -------
+    :math:`c = (3, -1)`: SCAFFOLD's mean is :math:`\tfrac12 \cdot 3 + \tfrac12(-1) = 1` with
+    :math:`p = (1/2, 1/2)` and :math:`\tfrac34 \cdot 3 + \tfrac14(-1) = 2` with :math:`p = (3/4, 1/4)`;
+    VRLSGD's is 0 whatever :math:`p`:
+
+    >>> import numpy as np
+    >>> c = np.array([[3.0], [-1.0]])
+    >>> control_variates(c, [0.5, 0.5]).mean, control_variates(c, [0.75, 0.25]).mean
+    (array([1.]), array([2.]))
+    >>> control_variates(c, [0.75, 0.25], kind="vrlsgd").mean
+    array([0.])
+    """
     check_choice("kind", kind, VARIANCE_REDUCTIONS)
     leaves = tree_leaves(client)
     if not leaves:
@@ -113,7 +151,19 @@ def _check_client(name: str, client: Any, m: int) -> int:
 
 
 def correction(state: ControlVariates, client: int) -> Any:
-    r"""The term :math:`\bar c - c_i` that client ``client`` adds to each gradient."""
+    r"""The term :math:`\bar c - c_i` that client ``client`` adds to each gradient.
+
+    Example
+    -------
+    :math:`c = (3, -1)`, :math:`\bar c = 1`: client 0 adds :math:`1 - 3 = -2`, client 1 adds
+    :math:`1 + 1 = 2`. If the clients' gradients are 3 and :math:`-1`, both corrected gradients are
+    the mean gradient 1:
+
+    >>> import numpy as np
+    >>> state = control_variates(np.array([[3.0], [-1.0]]), [0.5, 0.5])
+    >>> correction(state, 0), correction(state, 1)
+    (array([-2.]), array([2.]))
+    """
     client = _check_client("client", client, _num_clients(state))
     return tree_map(lambda cm, cs: cm - cs[client], state.mean, state.client)
 
@@ -127,6 +177,31 @@ def update_control_variates(state: ControlVariates, clients: Sequence[int], delt
     weights of **all** :math:`m` clients. VRLSGD also needs ``local_steps``
     (:math:`\tau_i` of the participants) and ``server_change`` (:math:`\sum_j p_j \Delta_j`).
     Returns a new state (inputs are not modified).
+
+    Example
+    -------
+    Two clients, :math:`p = (1/2, 1/2)`, :math:`\eta = 1/2`, variates all zero in the first round.
+    Client 0 takes 2 SGD steps of gradient 3 (:math:`\Delta_0 = -3`, :math:`d_0 = 3`), client 1 one
+    step of gradient :math:`-1` (:math:`\Delta_1 = 1/2`, :math:`d_1 = -1`).
+    SCAFFOLD / FedNova-VR store :math:`c = d = (3, -1)` and :math:`\bar c = 1`, so next round client 0
+    adds :math:`-2` and client 1 adds :math:`+2` (:func:`correction`):
+
+    >>> import numpy as np
+    >>> deltas = [np.array([-3.0]), np.array([0.5])]
+    >>> state = init_control_variates(np.zeros(1), num_clients=2)
+    >>> new = update_control_variates(state, [0, 1], deltas, lr=0.5, a_norms=[2, 1], p=[0.5, 0.5])
+    >>> new.client[:, 0], new.mean
+    (array([ 3., -1.]), array([1.]))
+
+    VRLSGD with the FedAvg change :math:`\Delta = \tfrac12(-3) + \tfrac12 \cdot \tfrac12 = -5/4`:
+    :math:`c_0 = -(-3 + 5/4)/(\tfrac12 \cdot 2) = 1.75`, :math:`c_1 = -(1/2 + 5/4)/(\tfrac12 \cdot 1) = -3.5`,
+    :math:`\bar c` stays 0:
+
+    >>> vr = init_control_variates(np.zeros(1), num_clients=2, kind="vrlsgd")
+    >>> new = update_control_variates(vr, [0, 1], deltas, lr=0.5, a_norms=[2, 1], p=[0.5, 0.5],
+    ...                               local_steps=[2, 1], server_change=np.array([-1.25]))
+    >>> new.client[:, 0], new.mean
+    (array([ 1.75, -3.5 ]), array([0.]))
     """
     lr = check_positive("lr", lr)
     m = _num_clients(state)
@@ -158,7 +233,21 @@ def updated_client_variates(state: ControlVariates, clients: Sequence[int], delt
     SCAFFOLD / FedNova-VR's raw normalised gradient
     :math:`c_i \leftarrow d_i - (\bar c - c_i)` with :math:`d_i = -\Delta_i/(\eta\|a_i\|_1)`,
     VRLSGD's :math:`c_i \leftarrow c_i - (\Delta_i - \sum_j p_j\Delta_j)/(\eta\tau_i)`.
-    :func:`fedlib.distributed.distributed_apply` calls it for each rank's own clients."""
+    :func:`fedlib.distributed.distributed_apply` calls it for each rank's own clients.
+
+    Example
+    -------
+    With :math:`c = (3, -1)`, :math:`\bar c = 1`, client 0 (gradient 3) runs 2 steps of
+    :math:`\eta = 1/2` corrected by :math:`-2`: its gradient reads 1, :math:`\Delta_0 = -1`,
+    :math:`d_0 = 1`. Its new variate removes the correction again,
+    :math:`c_0 \leftarrow d_0 - (\bar c - c_0) = 1 + 2 = 3`: its raw gradient. Client 1's row and the
+    mean are left alone:
+
+    >>> import numpy as np
+    >>> state = control_variates(np.array([[3.0], [-1.0]]), [0.5, 0.5])
+    >>> updated_client_variates(state, [0], [np.array([-1.0])], 0.5, [2])[:, 0]
+    array([ 3., -1.])
+    """
     new_client = tree_map(_float_copy, state.client)  # integer variates (given by hand) would truncate
     if state.kind == "scaffold":
         for i, d, an in zip(clients, deltas, a_norms):
