@@ -29,7 +29,17 @@ __all__ = ["steps_per_epoch", "FixedSteps", "RandomSteps", "FixedEpochs", "Rando
 
 
 def steps_per_epoch(num_samples, batch_size: int) -> np.ndarray:
-    r""":math:`\lceil n_i / B \rceil` mini-batches per epoch (last partial batch kept)."""
+    r""":math:`\lceil n_i / B \rceil` mini-batches per epoch (last partial batch kept; paper §2 writes
+    :math:`\tau_i = \lfloor E n_i/B \rfloor`, the official code keeps the partial batch).
+
+    Example
+    -------
+    :math:`B = 32`: 64 samples make 2 full batches, 65 make 2 and a partial one (3), 10 make 1:
+
+    >>> import numpy as np
+    >>> steps_per_epoch(np.array([64, 65, 10]), 32)
+    array([2, 3, 1])
+    """
     n = np.asarray(num_samples)
     if n.ndim != 1 or n.size == 0 or n.dtype.kind not in "iu":
         raise ValueError(f"num_samples must be a non-empty 1-d integer array, got {n!r}")
@@ -41,7 +51,14 @@ def steps_per_epoch(num_samples, batch_size: int) -> np.ndarray:
 
 @dataclasses.dataclass(frozen=True)
 class FixedSteps:
-    """The same :math:`\\tau_i` every round (e.g. the quadratic chapter's fixed panel)."""
+    r"""The same :math:`\tau_i` every round (e.g. the quadratic chapter's fixed panel).
+
+    Example
+    -------
+    >>> schedule = FixedSteps([2, 4, 8])
+    >>> schedule.local_steps(0), schedule.local_steps(7), schedule.num_clients
+    (array([2, 4, 8]), array([2, 4, 8]), 3)
+    """
 
     steps: tuple
 
@@ -58,7 +75,21 @@ class FixedSteps:
 
 @dataclasses.dataclass(frozen=True)
 class RandomSteps:
-    """:math:`\\tau_i^{(t)}` uniform on the inclusive range ``[low, high]``, per client and round."""
+    r""":math:`\tau_i^{(t)}` uniform on the inclusive range ``[low, high]``, per client and round.
+
+    Example
+    -------
+    The draws are fixed by ``(seed, round, client)``: asking for a round again gives the same
+    steps, and both ends of the range occur:
+
+    >>> import numpy as np
+    >>> schedule = RandomSteps(num_clients=4, low=2, high=5, seed=0)
+    >>> bool(np.array_equal(schedule.local_steps(3), schedule.local_steps(3)))
+    True
+    >>> drawn = np.concatenate([schedule.local_steps(t) for t in range(50)])
+    >>> sorted(set(drawn.tolist()))
+    [2, 3, 4, 5]
+    """
 
     num_clients: int
     low: int
@@ -92,7 +123,16 @@ def _random_steps(seed: int, num_clients: int, low: int, high: int, round_index:
 
 @dataclasses.dataclass(frozen=True)
 class FixedEpochs:
-    """:math:`\\tau_i = E \\lceil n_i/B \\rceil` with the same :math:`E` for everyone, every round."""
+    r""":math:`\tau_i = E \lceil n_i/B \rceil` with the same :math:`E` for everyone, every round (paper §2).
+
+    Example
+    -------
+    :math:`E = 2`, :math:`B = 32`: 64 samples take :math:`2 \cdot 2 = 4` steps, 65 take
+    :math:`2 \cdot 3 = 6` (the partial batch counts):
+
+    >>> FixedEpochs([64, 65], batch_size=32, epochs=2).local_steps(0)
+    array([4, 6])
+    """
 
     num_samples: tuple
     batch_size: int
@@ -119,7 +159,20 @@ class FixedEpochs:
 @dataclasses.dataclass(frozen=True)
 class RandomEpochs:
     """:math:`E_i^{(t)}` uniform on the **inclusive** range ``[low, high]`` (default 2..5,
-    not numpy's exclusive ``{2,3,4}`` of the official code); :math:`\\tau_i = E_i^{(t)}\\lceil n_i/B\\rceil`."""
+    not numpy's exclusive ``{2,3,4}`` of the official code); :math:`\tau_i = E_i^{(t)}\lceil n_i/B\rceil`
+    (paper §6: :math:`E_i \sim \mathcal U(2, 5)`).
+
+    Example
+    -------
+    Whatever epochs are drawn, each client's steps are its epochs times its batches per epoch
+    (2 for 64 samples, 1 for 32), and every epoch count lies in 2..5:
+
+    >>> import numpy as np
+    >>> schedule = RandomEpochs([64, 32], batch_size=32, seed=0)
+    >>> epochs = schedule.epochs_of(0)
+    >>> bool(np.array_equal(schedule.local_steps(0), epochs * [2, 1])), bool(np.all((2 <= epochs) & (epochs <= 5)))
+    (True, True)
+    """
 
     num_samples: tuple
     batch_size: int
@@ -156,7 +209,17 @@ class RandomEpochs:
 def round_local_steps(schedule, round_index: int, num_clients: int) -> np.ndarray:
     r"""``schedule.local_steps(round_index)`` checked, as the engines use it: one whole number
     :math:`\tau_i \ge 0` per client (int64; integer-valued floats accepted, ``2.9`` refused
-    rather than cut to 2). Participants need :math:`\tau_i \ge 1`; the engines check that."""
+    rather than cut to 2). Participants need :math:`\tau_i \ge 1`; the engines check that.
+
+    Example
+    -------
+    >>> round_local_steps(FixedSteps([2, 4]), 0, num_clients=2)
+    array([2, 4])
+    >>> round_local_steps(FixedSteps([2, 4]), 0, num_clients=3)
+    Traceback (most recent call last):
+    ...
+    ValueError: schedule.local_steps(0) must give one step count per client (3 clients in p), got shape (2,)
+    """
     if not callable(getattr(schedule, "local_steps", None)):
         raise ValueError(f"schedule must be an object with local_steps(round) -> (m,) ints (fedlib.schedules: "
                          f"FixedSteps({schedule!r}) for fixed counts), got {type(schedule).__name__}")
@@ -171,7 +234,16 @@ def whole_steps(work) -> np.ndarray:
     r""":math:`\lfloor x\rfloor` of a number of steps :math:`x = T s` computed in floating point,
     forgiving the few ulps by which a product that is a whole number in decimal falls below it
     (``100 * 0.29`` is ``28.999999999999996``: 29 steps, as ``1 * 29.0`` and ``1e5 * 0.29e-3`` give),
-    so the count does not depend on the time unit."""
+    so the count does not depend on the time unit.
+
+    Example
+    -------
+    29 steps from 100 s at 0.29 steps/s, where ``np.floor`` alone gives 28:
+
+    >>> import numpy as np
+    >>> float(np.floor(100 * 0.29)), float(whole_steps(100 * 0.29)), float(whole_steps(2.5))
+    (28.0, 29.0, 2.0)
+    """
     work = np.asarray(work, dtype=np.float64)
     return np.floor(work * (1.0 + 8.0 * np.finfo(np.float64).eps))
 
@@ -187,7 +259,23 @@ class WallClock:
     :meth:`~fedlib.schedules.WallClock.rates` gives the round's speeds,
     :meth:`~fedlib.schedules.WallClock.round_duration` how long a fixed-length round really
     lasts and :meth:`~fedlib.schedules.WallClock.seconds_to_finish` how long a round that
-    waits for every client lasts; chapter 9 (stragglers) runs both kinds of round.
+    waits for every client lasts; chapter 9 (stragglers) runs both kinds of round. (Paper §2: with
+    rounds of a fixed wall-clock length, :math:`\tau_i` is the number of local iterations client
+    :math:`i` completes in it.)
+
+    Example
+    -------
+    Speeds 10 and 2.5 steps/s, rounds of :math:`T = 1` s, no jitter: :math:`\tau = (10, 2)`
+    (:math:`\lfloor 2.5 \rfloor = 2`). A round that waits for both to do 10 steps lasts
+    :math:`\max(10/10, 10/2.5) = 4` s. A client at 0.5 steps/s still does one step, so its round
+    lasts :math:`1/0.5 = 2` s:
+
+    >>> clock = WallClock(speeds=[10.0, 2.5], round_seconds=1.0)
+    >>> clock.local_steps(0), clock.seconds_to_finish(10, 0)
+    (array([10,  2]), 4.0)
+    >>> slow = WallClock(speeds=[10.0, 0.5], round_seconds=1.0)
+    >>> slow.local_steps(0), slow.round_duration(0)
+    (array([10,  1]), 2.0)
     """
 
     speeds: tuple
@@ -340,7 +428,17 @@ def _random_local_work(seed: int, low: tuple, high: tuple, num_solvers: int,
 
 
 def parse_epochs(text: str) -> tuple[int, int]:
-    """Parse ``"2"`` -> (2, 2) or an inclusive range ``"2-5"`` -> (2, 5)."""
+    """Parse ``"2"`` -> (2, 2) or an inclusive range ``"2-5"`` -> (2, 5).
+
+    Example
+    -------
+    >>> parse_epochs("2"), parse_epochs("2-5")
+    ((2, 2), (2, 5))
+    >>> parse_epochs("5-2")
+    Traceback (most recent call last):
+    ...
+    ValueError: epochs range must satisfy 1 <= low <= high, got '5-2'
+    """
     try:
         if "-" in str(text):
             lo, hi = (int(v) for v in str(text).split("-", 1))
@@ -354,7 +452,15 @@ def parse_epochs(text: str) -> tuple[int, int]:
 
 
 def make_epoch_schedule(num_samples, batch_size: int, epochs, seed: int = 0):
-    """:class:`FixedEpochs` for ``"2"``, :class:`RandomEpochs` for ``"2-5"`` (or a (low, high) pair)."""
+    """:class:`FixedEpochs` for ``"2"``, :class:`RandomEpochs` for ``"2-5"`` (or a (low, high) pair).
+
+    Example
+    -------
+    >>> make_epoch_schedule([64, 32], 32, "2")
+    FixedEpochs(num_samples=(64, 32), batch_size=32, epochs=2)
+    >>> make_epoch_schedule([64, 32], 32, (2, 5), seed=1)
+    RandomEpochs(num_samples=(64, 32), batch_size=32, low=2, high=5, seed=1)
+    """
     lo, hi = parse_epochs(epochs) if isinstance(epochs, str) else (epochs if isinstance(epochs, tuple) else (epochs, epochs))
     if lo == hi:
         return FixedEpochs(num_samples, batch_size, lo)
@@ -366,7 +472,20 @@ def check_epoch_schedule(schedule, num_samples, batch_size: int, name: str = "sc
     :class:`RandomEpochs`) counted for other client sizes or another batch size than the engine's:
     its :math:`\tau_i = E_i\lceil n_i/B\rceil` would make every client run part of an extra epoch
     (or miss samples) without a word. Other schedules (steps, wall clock) pass. Used by the
-    batched, reference and stacked engines."""
+    batched, reference and stacked engines.
+
+    Example
+    -------
+    A schedule counted for clients of 64 and 32 samples passes for those clients and is refused for
+    a client of 40 (it would run :math:`\lceil 40/32 \rceil = 2` batches per epoch, not 1):
+
+    >>> schedule = FixedEpochs([64, 32], batch_size=32, epochs=2)
+    >>> check_epoch_schedule(schedule, [64, 32], 32)
+    >>> check_epoch_schedule(schedule, [64, 40], 32)
+    Traceback (most recent call last):
+    ...
+    ValueError: schedule counts steps for other client sizes (client 1: 32 samples, the run's client has 40); ...
+    """
     sb = getattr(schedule, "batch_size", None)
     if sb is not None and sb != batch_size:
         raise ValueError(f"batch_size: {name} counts steps with batch size {sb}, the engine's is {batch_size}")
@@ -388,7 +507,16 @@ def step_decay_lr(base_lr: float, round_index: int, total_rounds: int, milestone
     each milestone fraction of ``total_rounds`` (paper §6: ÷10 at 50%, ÷100 at 75%;
     with 100 rounds the official code decays at rounds 50 and 75). A milestone
     :math:`f` is round :math:`\max(1, \lfloor fT + \tfrac12\rfloor)` (halves round up, and
-    round 0 always has the base rate)."""
+    round 0 always has the base rate).
+
+    Example
+    -------
+    :math:`T = 4` rounds, milestones at :math:`0.5 \cdot 4 = 2` and :math:`0.75 \cdot 4 = 3`, ``factor``
+    1/2: the rate halves at round 2 and again at round 3:
+
+    >>> [step_decay_lr(1.0, t, total_rounds=4, factor=0.5) for t in range(4)]
+    [1.0, 1.0, 0.5, 0.25]
+    """
     base_lr = check_positive("lr", base_lr)
     check_int("round_index", round_index)
     total = check_int("total_rounds", total_rounds, minimum=1)
