@@ -43,7 +43,22 @@ SAMPLE_TAU_EFF = ("participants", "selected_p")
 
 
 class Participation(NamedTuple):
-    """Sorted distinct client indices and their unbiased weights :math:`\\omega_i`."""
+    r"""Sorted distinct client indices and their unbiased weights :math:`\omega_i`
+    (:math:`\mathbb E[\sum_{i\in S}\omega_i z_i] = \sum_i p_i z_i`, paper §4 and App. G).
+
+    Example
+    -------
+    Scheme (ii) with :math:`m = 3` equal clients and :math:`q = 2`: each of the three possible pairs
+    has weights :math:`\tfrac13 \cdot 3/2 = \tfrac12`. Averaged over the pairs, every client is in
+    2 of 3 and :math:`\mathbb E[\sum_{i\in S}\omega_i z_i] = \tfrac23 \cdot \tfrac12 (z_0 + z_1 + z_2)`,
+    the plain mean: for :math:`z = (3, 6, 9)` it is 6.
+
+    >>> import numpy as np
+    >>> z = np.array([3.0, 6.0, 9.0])
+    >>> pairs = [Participation(np.array(c), np.array([0.5, 0.5])) for c in ([0, 1], [0, 2], [1, 2])]
+    >>> float(np.mean([part.weights @ z[part.clients] for part in pairs]))
+    6.0
+    """
 
     clients: np.ndarray
     weights: np.ndarray
@@ -53,7 +68,17 @@ def as_participation(participation) -> Participation:
     """``participation`` (a :class:`Participation`, or any object with its fields, e.g. of plain
     lists) as one of numpy arrays; ``ValueError`` for anything else. What
     :meth:`fedlib.algorithms.FederatedAlgorithm.apply` and
-    :func:`fedlib.distributed.distributed_apply` take."""
+    :func:`fedlib.distributed.distributed_apply` take.
+
+    Example
+    -------
+    >>> as_participation(Participation([0, 2], [0.5, 1.5]))
+    Participation(clients=array([0, 2]), weights=array([0.5, 1.5]))
+    >>> as_participation(Participation([2, 2], [0.5, 0.5]))
+    Traceback (most recent call last):
+    ...
+    ValueError: participation: clients must be distinct (a client drawn twice trains once, ...), got [2, 2]
+    """
     if not all(hasattr(participation, f) for f in Participation._fields):
         raise ValueError(f"participation must be a fedlib.sampling.Participation (full_participation(p), "
                          f"sample_clients(...)), got {type(participation).__name__}")
@@ -69,7 +94,13 @@ def as_participation(participation) -> Participation:
 
 
 def full_participation(p) -> Participation:
-    """All clients, :math:`\\omega = p`."""
+    r"""All clients, :math:`\omega = p` (eq. 4 as written).
+
+    Example
+    -------
+    >>> full_participation([0.25, 0.75])
+    Participation(clients=array([0, 1]), weights=array([0.25, 0.75]))
+    """
     p = check_probability_vector("p", p)
     return Participation(np.arange(p.size), p.copy())
 
@@ -82,7 +113,22 @@ def _check_q(q, m, *, replace: bool) -> int:
 
 
 def sample_with_replacement(p, q: int, rng: np.random.Generator) -> Participation:
-    r"""Scheme (i): :math:`q` draws with probabilities :math:`p`, equal weights :math:`1/q` per draw."""
+    r"""Scheme (i): :math:`q` draws with probabilities :math:`p`, equal weights :math:`1/q` per draw
+    (paper §4 and App. G); a client drawn :math:`k` times trains once with :math:`\omega_i = k/q`.
+
+    Example
+    -------
+    With :math:`p = (0, 1, 0)` every one of the :math:`q = 3` draws is client 1, which takes part once
+    with weight :math:`3/3 = 1`; with two equal clients and :math:`q = 4` draws the weights are
+    counts over 4 and sum to 1:
+
+    >>> import numpy as np
+    >>> sample_with_replacement([0.0, 1.0, 0.0], 3, np.random.default_rng(0))
+    Participation(clients=array([1]), weights=array([1.]))
+    >>> part = sample_with_replacement([0.5, 0.5], 4, np.random.default_rng(0))
+    >>> float(part.weights.sum()), bool(np.all((4 * part.weights) % 1 == 0))
+    (1.0, True)
+    """
     p = check_probability_vector("p", p)
     q = _check_q(q, p.size, replace=True)
     draws = rng.choice(p.size, size=q, replace=True, p=p)
@@ -96,7 +142,22 @@ def sample_uniform_without_replacement(p, q: int, rng: np.random.Generator) -> P
     Refuses a ``p`` with at least :math:`q` zero entries: a round could then draw only clients
     of weight 0, whose update (:math:`\sum_{i\in S}\omega_i\Delta_i = 0`) has no
     :math:`\tau_{\text{eff}}` or weights to report (drop those clients, or sample with replacement,
-    which draws by :math:`p`). The refusal comes in every round, so a run stops at round 0."""
+    which draws by :math:`p`). The refusal comes in every round, so a run stops at round 0.
+    (Paper §4 and App. G.)
+
+    Example
+    -------
+    4 equal clients, :math:`q = 2`: whichever two are drawn, each weighs :math:`\tfrac14 \cdot 4/2 = \tfrac12`;
+    with :math:`p = (0.1, 0.2, 0.3, 0.4)` the weights are :math:`2p_i` of the two drawn:
+
+    >>> import numpy as np
+    >>> sample_uniform_without_replacement([0.25] * 4, 2, np.random.default_rng(0)).weights
+    array([0.5, 0.5])
+    >>> p = np.array([0.1, 0.2, 0.3, 0.4])
+    >>> part = sample_uniform_without_replacement(p, 2, np.random.default_rng(0))
+    >>> bool(np.allclose(part.weights, 2 * p[part.clients]))
+    True
+    """
     p = check_probability_vector("p", p)
     q = _check_q(q, p.size, replace=False)
     zero = int(np.sum(p == 0))
@@ -108,7 +169,21 @@ def sample_uniform_without_replacement(p, q: int, rng: np.random.Generator) -> P
 
 
 def sample_clients(scheme: str, p, q: int | None, seed: int, round_index: int) -> Participation:
-    """Participants of round ``round_index`` under ``scheme`` (seeded per (seed, round))."""
+    r"""Participants of round ``round_index`` under ``scheme`` (seeded per (seed, round)):
+    :func:`full_participation`, :func:`sample_with_replacement` (scheme i) or
+    :func:`sample_uniform_without_replacement` (scheme ii) of paper App. G.
+
+    Example
+    -------
+    The same (seed, round) always gives the same participants; full participation takes no ``q``:
+
+    >>> a = sample_clients("uniform", [0.25] * 4, 2, seed=0, round_index=3)
+    >>> b = sample_clients("uniform", [0.25] * 4, 2, seed=0, round_index=3)
+    >>> bool((a.clients == b.clients).all()), a.weights.tolist()
+    (True, [0.5, 0.5])
+    >>> sample_clients("full", [0.25, 0.75], None, seed=0, round_index=3).weights.tolist()
+    [0.25, 0.75]
+    """
     check_choice("sampling", scheme, SAMPLING_SCHEMES)
     round_index = check_int("round_index", round_index)
     if scheme == "full":
@@ -125,7 +200,20 @@ def sample_clients(scheme: str, p, q: int | None, seed: int, round_index: int) -
 def check_sampling(sampling, clients_per_round: int | None = None, where: str = "") -> None:
     """``sampling`` is a scheme name of :data:`SAMPLING_SCHEMES` or your own sampler, a callable
     (:func:`round_participation`), which chooses the participants itself: ``clients_per_round`` must
-    then be ``None``. ``where`` prefixes the argument names in the ``ValueError`` (e.g. ``"runs[0]."``)."""
+    then be ``None``. ``where`` prefixes the argument names in the ``ValueError`` (e.g. ``"runs[0]."``).
+
+    Example
+    -------
+    >>> check_sampling("uniform", 2)
+    >>> check_sampling("uniformly")
+    Traceback (most recent call last):
+    ...
+    ValueError: sampling must be one of ['full', 'uniform', 'with-replacement'], got 'uniformly'
+    >>> check_sampling(lambda t: None, 2, where="runs[0].")
+    Traceback (most recent call last):
+    ...
+    ValueError: runs[0].clients_per_round: a sampler callable chooses the participants itself, ...
+    """
     if not callable(sampling):
         check_choice(f"{where}sampling", sampling, SAMPLING_SCHEMES)
     elif clients_per_round is not None:
@@ -145,6 +233,18 @@ def round_participation(sampling, p, q: int | None, seed: int, round_index: int)
     finite weights :math:`\omega_i \ge 0` with a positive sum, chosen so that
     :math:`\mathbb E[\sum_{i\in S}\omega_i z_i] = \sum_i p_i z_i` (e.g. Horvitz–Thompson
     :math:`\omega_i = p_i/\pi_i` with inclusion probabilities :math:`\pi_i`); ``ValueError`` otherwise.
+
+    Example
+    -------
+    A sampler of one client in turn among 3 equal ones: it is in the sample a third of the time,
+    so :math:`\omega = p_i/\pi_i = (1/3)/(1/3) = 1`. Unsorted clients are refused:
+
+    >>> round_participation(lambda t: Participation([t % 3], [1.0]), [1/3] * 3, None, seed=0, round_index=4)
+    Participation(clients=array([1]), weights=array([1.]))
+    >>> round_participation(lambda t: Participation([2, 0], [1.5, 1.5]), [1/3] * 3, None, seed=0, round_index=4)
+    Traceback (most recent call last):
+    ...
+    ValueError: sampling(4): clients must be sorted ascending (a Participation's order), got [2, 0]
     """
     if not callable(sampling):
         return sample_clients(sampling, p, q, seed, round_index)
@@ -208,7 +308,17 @@ def effective_participants(scheme: str, p, q: int | None = None) -> float:
 class WeightMoments(NamedTuple):
     r"""Second moments of a scheme's weights over its random sample :math:`S`
     (:math:`\omega_i = 0` for :math:`i \notin S`): ``pair[i, j]`` :math:`= \mathbb E[\omega_i\omega_j]`
-    and ``presence[i, j]`` :math:`= \mathbb E[\mathbb 1\{i\in S\}\,\omega_j]`."""
+    and ``presence[i, j]`` :math:`= \mathbb E[\mathbb 1\{i\in S\}\,\omega_j]` (:func:`weight_moments`).
+
+    Example
+    -------
+    Full participation with :math:`p = (1/4, 3/4)`: :math:`\omega = p` always, so ``pair`` is
+    :math:`pp^\top` (:math:`1/16, 3/16, 9/16`) and every row of ``presence`` is :math:`p`:
+
+    >>> moments = weight_moments("full", [0.25, 0.75])
+    >>> moments.pair.tolist(), moments.presence.tolist()
+    ([[0.0625, 0.1875], [0.1875, 0.5625]], [[0.25, 0.75], [0.25, 0.75]])
+    """
 
     pair: np.ndarray
     presence: np.ndarray
