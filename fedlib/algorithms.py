@@ -59,7 +59,18 @@ class ServerState(NamedTuple):
     """Global model, server-optimizer state, control variates (or None), round index and
     the number of clients :math:`m` given to :meth:`FederatedAlgorithm.init` (``None`` in a
     state built by hand or read from a checkpoint older than this field: then client indices
-    are not checked against it)."""
+    are not checked against it).
+
+    Example
+    -------
+    Round 0 of FedAvg with plain SGD on a one-number model and 2 clients: no variates, the plain
+    server's counter at 0:
+
+    >>> import numpy as np
+    >>> from fedlib.solvers import sgd
+    >>> make_algorithm("fedavg", sgd(lr=0.1)).init(np.zeros(1), num_clients=2)
+    ServerState(params=array([0.]), server=PlainState(count=0), variates=None, round=0, num_clients=2)
+    """
 
     params: Any
     server: Any
@@ -72,7 +83,21 @@ def server_state_mismatch(algorithm: "FederatedAlgorithm", state: ServerState) -
     """Why ``state`` (a saved :class:`ServerState`, e.g. from a checkpoint) cannot continue under
     ``algorithm``'s server optimizer, or ``None``: its server state must be of the kind that
     optimizer keeps (a momentum buffer for server momentum, Adam's moments for FedAdam, a counter for
-    the plain server), else a resume crashes or silently drops the saved buffer."""
+    the plain server), else a resume crashes or silently drops the saved buffer.
+
+    Example
+    -------
+    A state saved by a run with the plain server cannot continue under server momentum:
+
+    >>> import numpy as np
+    >>> from fedlib.server import momentum
+    >>> from fedlib.solvers import sgd
+    >>> saved = make_algorithm("fedavg", sgd(0.1)).init(np.zeros(1), 2)
+    >>> server_state_mismatch(make_algorithm("fedavg", sgd(0.1)), saved) is None
+    True
+    >>> server_state_mismatch(make_algorithm("fedavg", sgd(0.1), momentum(0.9)), saved)
+    "the saved server optimizer state is a PlainState, but the algorithm's server optimizer keeps a MomentumState ..."
+    """
     saved = state.server
     kept = algorithm.server.init(state.params)
     if type(saved) is type(kept):
@@ -82,7 +107,22 @@ def server_state_mismatch(algorithm: "FederatedAlgorithm", state: ServerState) -
 
 
 class ClientUpdate(NamedTuple):
-    """What a client sends: its change :math:`\\Delta_i`, :math:`\\|a_i\\|_1` and :math:`\\tau_i`."""
+    r"""What a client sends: its change :math:`\Delta_i`, :math:`\|a_i\|_1` and :math:`\tau_i`
+    (enough for eq. 4: :math:`d_i = -\Delta_i/(\eta\|a_i\|_1)`).
+
+    Example
+    -------
+    Client 1 takes 2 SGD steps of gradient :math:`-1` with :math:`\eta = 1` from 0: :math:`\Delta_1 = 2`,
+    :math:`\|a_1\|_1 = \tau_1 = 2`:
+
+    >>> import numpy as np
+    >>> from fedlib.solvers import sgd
+    >>> algo = make_algorithm("fedavg", sgd(lr=1.0))
+    >>> state = algo.init(np.zeros(1), num_clients=2)
+    >>> run = algo.solver.run(state.params, lambda x, k: np.array([-1.0]), local_steps=2)
+    >>> algo.client_final(state, 1, run)
+    ClientUpdate(client=1, delta=array([2.]), a_norm=2.0, local_steps=2)
+    """
 
     client: int
     delta: Any
@@ -99,7 +139,24 @@ class RoundDiagnostics(NamedTuple):
     input of the server optimizer: with server momentum, Adam or a server learning rate other
     than 1, the step actually taken is that optimizer's output, not this change. Under
     client sampling ``weights`` are the unbiased :math:`\\omega_i`-based weights, which need not
-    sum to 1 (FedNova: :math:`w_i = \\omega_i = p_i m / q` for uniform sampling)."""
+    sum to 1 (FedNova: :math:`w_i = \\omega_i = p_i m / q` for uniform sampling).
+
+    Example
+    -------
+    FedAvg's round of :class:`FederatedAlgorithm`'s example (:math:`\\tau = (1, 2)`, SGD, :math:`p = (1/2, 1/2)`):
+    :math:`\\tau_{\\text{eff}} = \\tfrac12 \\cdot 1 + \\tfrac12 \\cdot 2 = 1.5`, :math:`w = (1/3, 2/3)` and
+    :math:`\\chi^2 = (1/6)^2/(1/3) + (1/6)^2/(2/3) = 1/12 + 1/24 = 1/8`:
+
+    >>> import numpy as np
+    >>> from fedlib.sampling import full_participation
+    >>> from fedlib.solvers import sgd
+    >>> algo = make_algorithm("fedavg", sgd(lr=1.0))
+    >>> state = algo.init(np.zeros(1), num_clients=2)
+    >>> updates = [ClientUpdate(0, np.array([-1.0]), 1.0, 1), ClientUpdate(1, np.array([2.0]), 2.0, 2)]
+    >>> _, diag = algo.apply(state, full_participation([0.5, 0.5]), updates, lr=1.0)
+    >>> diag.tau_eff, np.round(diag.weights * 3, 12), round(diag.chi2, 12)
+    (1.5, array([1., 2.]), 0.125)
+    """
 
     clients: np.ndarray
     local_steps: np.ndarray
@@ -113,7 +170,16 @@ def client_update_problem(update: Any) -> Optional[str]:
     r"""Why ``update``'s counts cannot enter eq. 4 (``None`` if they can): :math:`\tau_i` must be a
     whole number >= 1 and :math:`\|a_i\|_1` finite and > 0. A client that took no local step has
     :math:`a_i = 0` and :math:`d_i = \Delta_i / \|a_i\|_1` is undefined; every engine's own updates
-    (always >= 1 step) pass."""
+    (always >= 1 step) pass.
+
+    Example
+    -------
+    >>> import numpy as np
+    >>> client_update_problem(ClientUpdate(0, np.zeros(1), a_norm=2.0, local_steps=2)) is None
+    True
+    >>> client_update_problem(ClientUpdate(0, np.zeros(1), a_norm=0.0, local_steps=0))
+    'updates: client 0 has local_steps = 0 (it must be a whole number >= 1: ...)'
+    """
     client = update.client
     try:
         steps = float(update.local_steps)
@@ -134,7 +200,16 @@ def client_update_problem(update: Any) -> Optional[str]:
 
 def check_client_indices(clients: Any, num_clients: Optional[int]) -> None:
     """Raise ``ValueError`` unless every index in ``clients`` lies in ``0..num_clients-1``
-    (no check when ``num_clients`` is ``None``)."""
+    (no check when ``num_clients`` is ``None``).
+
+    Example
+    -------
+    >>> check_client_indices([0, 2], 3)
+    >>> check_client_indices([0, 3], 3)
+    Traceback (most recent call last):
+    ...
+    ValueError: client 3 is not one of the 3 clients given to init (indices 0..2)
+    """
     if num_clients is None:
         return
     clients = np.asarray(clients).reshape(-1)
@@ -159,6 +234,31 @@ class FederatedAlgorithm:
     :math:`\sum_{i\in S}p_i\|a_i\|_1` leans the same way;
     :func:`fedlib.sampling.expected_server_weights` gives both in closed form, chapter 8 measures them;
     :func:`fedlib.schedules.population_tau_eff` gives the population value).
+
+    Example
+    -------
+    One round on two clients with :math:`p = (1/2, 1/2)`, plain SGD, :math:`\eta = 1`: client 0 takes
+    :math:`\tau_0 = 1` step of gradient :math:`+1` (:math:`\Delta_0 = -1`), client 1 takes :math:`\tau_1 = 2`
+    steps of gradient :math:`-1` (:math:`\Delta_1 = 2`). The mean gradient is 0, so a consistent
+    algorithm should not move. FedAvg moves to :math:`\tfrac12(-1) + \tfrac12 \cdot 2 = 0.5`, towards the
+    client with more steps; FedNova averages :math:`d = (1, -1)` to 0 and stays at 0:
+
+    >>> import numpy as np
+    >>> from fedlib.sampling import full_participation
+    >>> from fedlib.solvers import sgd
+    >>> def one_round(name):
+    ...     algo = FederatedAlgorithm(name, sgd(lr=1.0))
+    ...     state = algo.init(np.zeros(1), num_clients=2)
+    ...     updates = []
+    ...     for i, (grad, steps) in enumerate([(1.0, 1), (-1.0, 2)]):
+    ...         run = algo.client_init(state, i)
+    ...         for _ in range(steps):
+    ...             run = algo.solver.update(run, np.array([grad]))
+    ...         updates.append(algo.client_final(state, i, run))
+    ...     state, diag = algo.apply(state, full_participation([0.5, 0.5]), updates, lr=1.0)
+    ...     return state.params
+    >>> one_round("fedavg"), one_round("fednova")
+    (array([0.5]), array([0.]))
     """
 
     name: str
@@ -277,7 +377,25 @@ def apply_server_optimizer(server: ServerOptimizer, change: Any, state: ServerSt
     ``(new_params, new_state)`` pair whose model has the structure, leaf shapes and array kind of
     ``state.params`` (a wrongly shaped model would broadcast every later client's change). The model a
     server optimizer of your own returns must also be finite (``FloatingPointError`` naming it otherwise:
-    a NaN it made would surface one round later as a non-finite aggregate of the clients' updates)."""
+    a NaN it made would surface one round later as a non-finite aggregate of the clients' updates).
+
+    Example
+    -------
+    The plain server moves :math:`x = 1` by the aggregate :math:`-2` to :math:`-1`; a server optimizer
+    of your own that returns a model of another shape is refused:
+
+    >>> import numpy as np
+    >>> from fedlib.server import PlainState, ServerOptimizer, plain
+    >>> from fedlib.solvers import sgd
+    >>> state = make_algorithm("fedavg", sgd(0.1)).init(np.ones(1), 2)
+    >>> apply_server_optimizer(plain(), np.array([-2.0]), state, 0.1)
+    (array([-1.]), PlainState(count=1))
+    >>> wrong = ServerOptimizer(lambda params: PlainState(0), lambda c, s, params, lr: (np.zeros(2), s), "wrong")
+    >>> apply_server_optimizer(wrong, np.array([-2.0]), state, 0.1)
+    Traceback (most recent call last):
+    ...
+    ValueError: server optimizer 'wrong': update must return (new_params, new_state) with new_params ... got leaf shapes [(2,)] for [(1,)]
+    """
     out = server.update(change, state.server, state.params, lr)
     if not isinstance(out, tuple) or len(out) != 2:
         raise ValueError(f"server optimizer {server.name!r}: update(change, state, params, lr) must return "
@@ -301,5 +419,21 @@ def apply_server_optimizer(server: ServerOptimizer, change: Any, state: ServerSt
 
 def make_algorithm(name: str, solver: LocalSolver, server: Optional[ServerOptimizer] = None,
                    tau_eff: Any = None) -> FederatedAlgorithm:
-    """Convenience constructor: ``make_algorithm("fednova", momentum_sgd(0.02))``."""
+    r"""Convenience constructor: ``make_algorithm("fednova", momentum_sgd(0.02))`` (``server`` ``None``:
+    :func:`fedlib.server.plain`, eq. 4 as written).
+
+    Example
+    -------
+    FedNova takes a :math:`\tau_{\text{eff}}` policy or number (§5: any value > 0 keeps it
+    consistent); FedAvg's is implicit (eq. 6), so one given to it is refused:
+
+    >>> from fedlib.solvers import sgd
+    >>> algo = make_algorithm("fednova", sgd(0.1), tau_eff=2.0)
+    >>> algo.aggregation, algo.tau_eff, algo.server.name
+    ('fednova', 2.0, 'plain')
+    >>> make_algorithm("fedavg", sgd(0.1), tau_eff=2.0)
+    Traceback (most recent call last):
+    ...
+    ValueError: tau_eff can only be set for FedNova-based algorithms, not 'fedavg'
+    """
     return FederatedAlgorithm(name, solver, server or plain(), tau_eff)
