@@ -161,8 +161,8 @@ def theorem1_bound(m: int, tau_bar: float, rounds: int, tau_eff: float, A: float
     A, B, C = (check_nonnegative(n, v) for n, v in (("A", A), ("B", B), ("C", C)))
     sigma2, kappa2 = check_nonnegative("sigma2", sigma2), check_nonnegative("kappa2", kappa2)
     s = np.sqrt(m * tau_bar * T)
-    return Theorem1Terms((tau_bar / tau_eff) / s, A * sigma2 / s, m * B * sigma2 / (tau_bar * T),
-                         m * C * kappa2 / (tau_bar * T))
+    return Theorem1Terms(float((tau_bar / tau_eff) / s), float(A * sigma2 / s), float(m * B * sigma2 / (tau_bar * T)),
+                         float(m * C * kappa2 / (tau_bar * T)))
 
 
 def _check_beta2(beta2: float) -> float:
@@ -244,8 +244,8 @@ def theorem1_explicit_bound(lr: float, rounds: int, *, L: float, sigma2: float, 
         raise ValueError(f"lr: Theorem 1 needs D = 4 eta^2 L^2 C <= 1/(2 beta^2 + 1) = {1 / (2 * beta2 + 1):.4g}, "
                          f"got {D:.4g}")
     m = w.size
-    return Theorem1Terms(4 * initial_gap / (lr * tau_eff * T), 4 * lr * L * sigma2 * A / m,
-                         6 * lr ** 2 * L ** 2 * sigma2 * B, 12 * lr ** 2 * L ** 2 * kappa2 * C)
+    return Theorem1Terms(float(4 * initial_gap / (lr * tau_eff * T)), float(4 * lr * L * sigma2 * A / m),
+                         float(6 * lr ** 2 * L ** 2 * sigma2 * B), float(12 * lr ** 2 * L ** 2 * kappa2 * C))
 
 
 def theorem2_bound(chi2: float, beta2: float, kappa2: float, surrogate_grad2: float) -> float:

@@ -253,3 +253,17 @@ def test_theorem2_two_client_example_attains_half_the_floor():
         kappa2 = TH.quadratic_kappa2(problem.H, problem.e, ex.weights, 1.0)
         chi2 = TH.chi_square([0.5, 0.5], ex.weights)
         assert TH.theorem2_bound(chi2, 1.0, kappa2, 0.0) == pytest.approx(2 * ex.grad_norm_sq, rel=1e-12)
+
+
+def test_theorem1_terms_are_plain_floats():
+    """theorem1_bound's first two terms came out as numpy scalars (np.sqrt) and the last two as floats:
+    the Theorem1Terms repr on the API page (and in a notebook) read ``slowdown_term=np.float64(0.5), ...,
+    local_drift_term=0.09375``. Every term of both bounds is a Python float, whatever number types come in."""
+    terms = TH.theorem1_bound(1, np.float64(4.0), 4, np.float64(2.0), np.float64(1.0), 1.5, 6.0)
+    assert [type(v) for v in terms] == [float] * 4
+    assert repr(terms) == ("Theorem1Terms(slowdown_term=0.5, variance_term=0.25, local_drift_term=0.09375, "
+                           "heterogeneity_term=0.375)")
+    explicit = TH.theorem1_explicit_bound(np.float64(0.125), 4, L=np.float64(1.0), sigma2=1.0, beta2=1.0, kappa2=1.0,
+                                          initial_gap=1.0, w=[0.5, 0.5], a_vectors=[[1.0, 1.0], [1.0, 1.0]],
+                                          tau_eff=np.float64(2.0))
+    assert [type(v) for v in explicit] == [float] * 4
