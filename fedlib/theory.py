@@ -85,7 +85,17 @@ def chi_square(p: Any, w: Any) -> float:
 
 
 def slowdown(local_steps: Any, tau_eff: float) -> float:
-    r"""The slowdown :math:`\bar\tau / \tau_{\text{eff}}`, :math:`\bar\tau = \frac1m\sum_i \tau_i` (§4)."""
+    r"""The slowdown :math:`\bar\tau / \tau_{\text{eff}}`, :math:`\bar\tau = \frac1m\sum_i \tau_i` (§4).
+
+    Example
+    -------
+    Two clients of 3 proximal steps with :math:`\alpha = 1/2`: :math:`\|a_i\|_1 = (1 - 1/8)/(1/2) = 7/4`,
+    so FedProx's :math:`\tau_{\text{eff}} = 7/4` and the slowdown is :math:`3/(7/4) = 12/7`:
+
+    >>> from fractions import Fraction
+    >>> Fraction(slowdown([3, 3], tau_eff=1.75)).limit_denominator()
+    Fraction(12, 7)
+    """
     steps = check_local_steps("local_steps", local_steps)
     return float(steps.mean()) / check_positive("tau_eff", tau_eff)
 
@@ -107,6 +117,17 @@ def theorem1_constants(w: Any, a_vectors: Sequence[Any], tau_eff: float) -> tupl
     the clients with :math:`w_i > 0`: it bounds App. C's :math:`\sum_i w_i(\cdot)_i`, to which a
     client of weight 0 adds nothing (counting it would only loosen :math:`D` and refuse valid steps).
     :math:`w` must sum to 1, as Theorem 1's weights do (a ``ValueError`` otherwise).
+
+    Example
+    -------
+    FedAvg with SGD, :math:`p = (1/2, 1/2)`, :math:`\tau = (1, 3)`: :math:`a_1 = (1)`, :math:`a_2 = (1, 1, 1)`,
+    :math:`w = (1/4, 3/4)`, :math:`\tau_{\text{eff}} = 2`. Then
+    :math:`A = 2 \cdot 2\,(\tfrac1{16}\cdot\tfrac11 + \tfrac9{16}\cdot\tfrac39) = 1`,
+    :math:`B = \tfrac14(1 - 1) + \tfrac34(3 - 1) = 1.5`, :math:`C = \max(1 - 1, 9 - 3) = 6`
+    (App. E.1: :func:`corollary1_constants` gives the same):
+
+    >>> theorem1_constants([0.25, 0.75], [[1.0], [1.0, 1.0, 1.0]], tau_eff=2.0)
+    (1.0, 1.5, 6.0)
     """
     given = w
     w = check_weights("w", w)
@@ -133,7 +154,14 @@ def theorem1_constants(w: Any, a_vectors: Sequence[Any], tau_eff: float) -> tupl
 
 
 class Theorem1Terms(NamedTuple):
-    """The four terms of Theorem 1's bound (constants of the O(.) set to 1)."""
+    r"""The four terms of Theorem 1's bound (eq. 8; constants of the O(.) set to 1 by
+    :func:`theorem1_bound`, App. C's by :func:`theorem1_explicit_bound`); ``total`` is their sum.
+
+    Example
+    -------
+    >>> Theorem1Terms(0.5, 0.25, 0.125, 0.125).total
+    1.0
+    """
 
     slowdown_term: float
     variance_term: float
@@ -153,6 +181,18 @@ def theorem1_bound(m: int, tau_bar: float, rounds: int, tau_eff: float, A: float
 
         \frac{\bar\tau/\tau_{\text{eff}}}{\sqrt{m\bar\tau T}} + \frac{A\sigma^2}{\sqrt{m\bar\tau T}}
         + \frac{m B\sigma^2}{\bar\tau T} + \frac{m C \kappa^2}{\bar\tau T}.
+
+    Example
+    -------
+    :math:`m = 1`, :math:`\bar\tau = 4`, :math:`T = 4` (so :math:`\sqrt{m\bar\tau T} = 4`,
+    :math:`\bar\tau T = 16`), :math:`\tau_{\text{eff}} = 2`, :math:`A, B, C = 1, 1.5, 6`: the terms are
+    :math:`(4/2)/4 = 0.5`, :math:`1/4`, :math:`1.5/16 = 0.09375` and :math:`6/16 = 0.375`:
+
+    >>> terms = theorem1_bound(1, 4.0, 4, 2.0, A=1.0, B=1.5, C=6.0)
+    >>> terms
+    Theorem1Terms(slowdown_term=0.5, variance_term=0.25, local_drift_term=0.09375, heterogeneity_term=0.375)
+    >>> terms.total
+    1.21875
     """
     m = check_int("m", m, minimum=1)
     tau_bar = check_positive("tau_bar", tau_bar)
@@ -182,7 +222,21 @@ def theorem1_max_beta2(lr: float, L: float, C: float) -> float:
     Assumption 3 holds for every :math:`\beta^2` above its smallest value, with a
     :math:`\kappa^2(\beta^2)` that decreases in :math:`\beta^2`
     (:func:`quadratic_kappa2`), so this is the :math:`\beta^2` that makes
-    :func:`theorem1_explicit_bound` smallest."""
+    :func:`theorem1_explicit_bound` smallest.
+
+    Example
+    -------
+    :math:`\eta = 1/8`, :math:`L = 1`, :math:`C = 2`: :math:`D = 4 \cdot \tfrac1{64} \cdot 2 = 1/8`, so
+    :math:`\beta^2 = (8 - 1)/2 = 3.5`; one local step (:math:`C = 0`) admits every :math:`\beta^2`;
+    :math:`\eta = 1/2` gives :math:`D = 2 > 1/3`:
+
+    >>> theorem1_max_beta2(0.125, L=1.0, C=2.0), theorem1_max_beta2(0.125, L=1.0, C=0.0)
+    (3.5, inf)
+    >>> theorem1_max_beta2(0.5, L=1.0, C=2.0)
+    Traceback (most recent call last):
+    ...
+    ValueError: lr = 0.5 is too large for App. C's condition: D = 4 lr^2 L^2 C = 2 > 1/3 admits no beta^2 >= 1
+    """
     lr = check_positive("lr", lr)
     L = check_positive("L", L)
     C = check_nonnegative("C", C)
@@ -227,6 +281,18 @@ def theorem1_explicit_bound(lr: float, rounds: int, *, L: float, sigma2: float, 
     and Assumption 3 with :math:`D\beta^2/(2-D) \le 1/2` absorbs half of
     :math:`\|\nabla\widetilde F\|^2`: the constants come out as 4, 4, 3 and 6. For other
     :math:`a_i` the chapter measures whether the bound holds. Used by chapter 7.
+
+    Example
+    -------
+    Two clients of 2 SGD steps, :math:`w = (1/2, 1/2)`, :math:`\tau_{\text{eff}} = 2`: :math:`A = 1`,
+    :math:`B = 1`, :math:`C = 2` (:func:`theorem1_constants`). With :math:`\eta = 1/8`, :math:`L = 1`
+    (:math:`\eta L\tau_{\text{eff}} = 1/4 \le 1/2`, :math:`D = 1/8 \le 1/3`), :math:`T = 4` and unit
+    :math:`\sigma^2, \kappa^2`, gap: :math:`4/(\tfrac18 \cdot 2 \cdot 4) = 4`,
+    :math:`4 \cdot \tfrac18 / 2 = 0.25`, :math:`6/64 = 0.09375`, :math:`12 \cdot 2/64 = 0.375`:
+
+    >>> theorem1_explicit_bound(0.125, 4, L=1.0, sigma2=1.0, beta2=1.0, kappa2=1.0, initial_gap=1.0,
+    ...                         w=[0.5, 0.5], a_vectors=[[1.0, 1.0], [1.0, 1.0]], tau_eff=2.0)
+    Theorem1Terms(slowdown_term=4.0, variance_term=0.25, local_drift_term=0.09375, heterogeneity_term=0.375)
     """
     lr = check_positive("lr", lr)
     T = check_int("rounds", rounds, minimum=1)
@@ -263,7 +329,19 @@ def theorem2_bound(chi2: float, beta2: float, kappa2: float, surrogate_grad2: fl
     :math:`\|u + v\|^2 \le 2\|u\|^2 + 2\|v\|^2`. ``surrogate_grad2`` is
     :math:`\|\nabla\widetilde F\|^2` (or a bound on it). Chapter 2 states the theorem and shows its
     :math:`\chi^2\kappa^2` floor attained (:func:`two_client_lower_bound`); chapter 7 evaluates this bound
-    (through :func:`fedlib.experiments.bounds.bound_check`)."""
+    (through :func:`fedlib.experiments.bounds.bound_check`).
+
+    Example
+    -------
+    At a stationary point of the surrogate (:math:`\|\nabla\widetilde F\|^2 = 0`) only the floor
+    :math:`2\chi^2\kappa^2` is left: :math:`2 \cdot \tfrac18 \cdot 1 = 0.25`. With :math:`\beta^2 = 3` and
+    :math:`\|\nabla\widetilde F\|^2 = 1`: :math:`2(\tfrac18 \cdot 2 + 1) + 0.25 = 2.75`:
+
+    >>> theorem2_bound(0.125, beta2=1.0, kappa2=1.0, surrogate_grad2=0.0)
+    0.25
+    >>> theorem2_bound(0.125, beta2=3.0, kappa2=1.0, surrogate_grad2=1.0)
+    2.75
+    """
     chi2 = check_nonnegative("chi2", chi2)
     beta2 = _check_beta2(beta2)
     kappa2 = check_nonnegative("kappa2", kappa2)
@@ -278,7 +356,19 @@ class AppGStepConditions(NamedTuple):
     ``first`` is :math:`2\tau_{\text{eff}}\eta L` (:math:`\eta L \le 1/(2\tau_{\text{eff}})` iff it is
     :math:`\le 1`), ``second`` :math:`6\tau_{\text{eff}}\eta L(1 + \beta^2/q)` (:math:`\le \frac12`),
     ``D`` :math:`4\eta^2L^2\max_i\|a_i\|_1(\|a_i\|_1 - a_{i,-1})` and ``D_threshold``
-    :math:`1/(12\beta^2+1)`."""
+    :math:`1/(12\beta^2+1)`.
+
+    Example
+    -------
+    :math:`\eta = 0.01`, :math:`L = \beta^2 = 1`, :math:`q = 4`, :math:`\tau_{\text{eff}} = 2`, one client with
+    :math:`a = (1, 1)`: ``first`` :math:`= 2 \cdot 2 \cdot 0.01 = 0.04`, ``second``
+    :math:`= 6 \cdot 2 \cdot 0.01 \cdot (1 + 1/4) = 0.15`, ``D`` :math:`= 4 \cdot 10^{-4} \cdot 2(2 - 1) = 0.0008`
+    against :math:`1/13`:
+
+    >>> c = appg_step_conditions(0.01, 1.0, 1.0, 4, 2.0, [[1.0, 1.0]])
+    >>> round(c.first, 12), round(c.second, 12), round(c.D, 12), round(13 * c.D_threshold, 12), c.holds
+    (0.04, 0.15, 0.0008, 1.0, True)
+    """
 
     first: float
     second: float
@@ -388,6 +478,19 @@ def fedprox_weights(p: Any, local_steps: Any, alpha: float) -> tuple[float, np.n
 
     with the :math:`\alpha \to 0` limit (FedAvg: :math:`\|a_i\|_1 = \tau_i`) at :math:`\alpha = 0`.
     :math:`\alpha = 1` gives :math:`\tau_{\text{eff}} = 1`, :math:`w = p` (consistent, slowest).
+
+    Example
+    -------
+    :math:`p = (1/2, 1/2)`, :math:`\tau = (1, 3)`, :math:`\alpha = 1/2`: :math:`\|a\|_1 = (1, 7/4)`,
+    :math:`\tau_{\text{eff}} = 11/8 = 1.375` and :math:`w = (1/2, 7/8)/(11/8) = (4/11, 7/11)`, between
+    FedAvg's :math:`(1/4, 3/4)` at :math:`\alpha = 0` and :math:`p` at :math:`\alpha = 1`:
+
+    >>> from fractions import Fraction
+    >>> tau_eff, w = fedprox_weights([0.5, 0.5], [1, 3], alpha=0.5)
+    >>> tau_eff, [Fraction(x).limit_denominator() for x in w]
+    (1.375, [Fraction(4, 11), Fraction(7, 11)])
+    >>> fedprox_weights([0.5, 0.5], [1, 3], alpha=0.0), fedprox_weights([0.5, 0.5], [1, 3], alpha=1.0)
+    ((2.0, array([0.25, 0.75])), (1.0, array([0.5, 0.5])))
     """
     p = check_probability_vector("p", p)
     steps = check_local_steps("local_steps", local_steps, size=p.size).astype(np.float64)
@@ -398,7 +501,16 @@ def fedprox_weights(p: Any, local_steps: Any, alpha: float) -> tuple[float, np.n
 
 
 class ClosedFormConstants(NamedTuple):
-    r"""An algorithm's implicit :math:`(\tau_{\text{eff}}, w)` (eq. 6) and Theorem 1's :math:`A, B, C` in closed form."""
+    r"""An algorithm's implicit :math:`(\tau_{\text{eff}}, w)` (eq. 6) and Theorem 1's :math:`A, B, C` in closed form.
+
+    Example
+    -------
+    FedAvg with 2 SGD steps on each of two equal clients (App. E.1): :math:`\tau_{\text{eff}} = 2`,
+    :math:`w = p`, :math:`A = 1`, :math:`B = \tau - 1 = 1`, :math:`C = \tau(\tau - 1) = 2`:
+
+    >>> corollary1_constants([2, 2])
+    ClosedFormConstants(tau_eff=2.0, weights=array([0.5, 0.5]), A=1.0, B=1.0, C=2.0)
+    """
 
     tau_eff: float
     weights: np.ndarray
@@ -495,7 +607,16 @@ def corollary2_best_alpha(m: int, tau_bar: float, rounds: int, constant: float =
     :math:`T \ge O((m\bar\tau)^3)`, for the :math:`1/\sqrt{m\bar\tau T}` term to dominate; there
     :math:`\alpha^\star\bar\tau = c\,(m\bar\tau)^{1/2}T^{-1/6} \le O(c)`, outside the
     :math:`\alpha\bar\tau \gg 1` relaxations this :math:`\alpha^\star` is derived from, and the
-    numerical minimiser drifts far below it (``tests/test_paper_claims_inventory.py``)."""
+    numerical minimiser drifts far below it (``tests/test_paper_claims_inventory.py``).
+
+    Example
+    -------
+    :math:`m = 4`, :math:`\bar\tau = 16`, :math:`T = 64`: :math:`\alpha^\star = 2/(4 \cdot 2) = 1/4`; with
+    :math:`m = 100`, :math:`\bar\tau = T = 1` the order is 10, clipped to 1:
+
+    >>> round(corollary2_best_alpha(4, 16.0, 64), 12), corollary2_best_alpha(100, 1.0, 1)
+    (0.25, 1.0)
+    """
     m = check_int("m", m, minimum=1)
     tau_bar = check_positive("tau_bar", tau_bar)
     T = check_int("rounds", rounds, minimum=1)
@@ -505,7 +626,16 @@ def corollary2_best_alpha(m: int, tau_bar: float, rounds: int, constant: float =
 
 # ---------------------------------------------------------------- App. D.1
 class TwoClientExample(NamedTuple):
-    """App. D.1's example: limits and the :math:`\\chi^2\\kappa^2` floor."""
+    r"""App. D.1's example (:func:`two_client_lower_bound`): FedAvg's weights, :math:`\chi^2_{p\|w}`,
+    :math:`\kappa^2`, the limit :math:`\tilde x` and :math:`\|\nabla F(\tilde x)\|^2`, which equals the
+    :math:`\chi^2\kappa^2` floor.
+
+    Example
+    -------
+    >>> ex = two_client_lower_bound(1, 3)
+    >>> ex.grad_norm_sq, round(ex.chi2 * ex.kappa2, 12)
+    (0.25, 0.25)
+    """
 
     weights: np.ndarray
     chi2: float
@@ -525,6 +655,15 @@ def two_client_lower_bound(tau1: int, tau2: int, a: float = 1.0) -> TwoClientExa
     :math:`2w_1w_2a^2` — the two factors of 2 cancel), limit
     :math:`\tilde x = a(\tau_1-\tau_2)/(\tau_1+\tau_2)` and
     :math:`\|\nabla F(\tilde x)\|^2 = \tilde x^2 = \chi^2\kappa^2`: the floor is attained.
+
+    Example
+    -------
+    :math:`\tau = (1, 3)`, :math:`a = 1`: :math:`w = (1/4, 3/4)`, :math:`\chi^2 = 2^2/(4 \cdot 3) = 1/3`,
+    :math:`\kappa^2 = 4 \cdot \tfrac3{16} = 3/4`, :math:`\tilde x = (1 - 3)/4 = -1/2` and
+    :math:`\|\nabla F(\tilde x)\|^2 = 1/4 = \chi^2\kappa^2`:
+
+    >>> two_client_lower_bound(1, 3)
+    TwoClientExample(weights=array([0.25, 0.75]), chi2=0.333..., kappa2=0.75, x_limit=-0.5, grad_norm_sq=0.25)
     """
     t1 = check_int("tau1", tau1, minimum=1)
     t2 = check_int("tau2", tau2, minimum=1)
@@ -556,7 +695,16 @@ def _check_quadratic(H, e, p, local_steps=None, weights_name: str = "p"):
 def quadratic_smoothness(H: Any) -> float:
     r"""Assumption 1's :math:`L = \max_i \|H_i\|_2 = \max_i \max|\lambda(H_i)|` of quadratic
     clients (:math:`\|\nabla F_i(x) - \nabla F_i(y)\| = \|H_i(x-y)\| \le L\|x-y\|`; for positive
-    semi-definite :math:`H_i` the largest eigenvalue)."""
+    semi-definite :math:`H_i` the largest eigenvalue).
+
+    Example
+    -------
+    :math:`H_1 = \mathrm{diag}(1, 4)` and :math:`H_2 = \begin{pmatrix}2 & 1\\ 1 & 2\end{pmatrix}`
+    (eigenvalues 1 and 3, not its largest entry): :math:`L = \max(4, 3) = 4`:
+
+    >>> quadratic_smoothness([[[1.0, 0.0], [0.0, 4.0]], [[2.0, 1.0], [1.0, 2.0]]])
+    4.0
+    """
     H = check_finite_array("H", H, ndim=3)
     if 0 in H.shape or H.shape[1] != H.shape[2]:
         raise ValueError(f"H must have shape (m, d, d) with m, d >= 1, got {H.shape}")
@@ -588,7 +736,16 @@ def quadratic_min_beta2(H: Any, w: Any) -> float:
     pseudo-inverse on :math:`\widetilde H`'s range when :math:`\widetilde H` is singular — which
     is all there is when :math:`\sum_i w_i H_i^2` vanishes on its null space (always, for positive
     semi-definite :math:`H_i`); otherwise no :math:`\beta^2` bounds that direction and the
-    result is ``inf``."""
+    result is ``inf``.
+
+    Example
+    -------
+    Scalar clients :math:`H = (1, 3)`, :math:`w = (1/2, 1/2)`: :math:`\sum_i w_i H_i^2 = 5`,
+    :math:`\widetilde H^2 = 4`, so :math:`\beta^2_{\min} = 5/4`; identical clients give 1:
+
+    >>> quadratic_min_beta2([[[1.0]], [[3.0]]], [0.5, 0.5]), quadratic_min_beta2([[[2.0]], [[2.0]]], [0.5, 0.5])
+    (1.25, 1.0)
+    """
     H = check_finite_array("H", H, ndim=3)
     H, _, w, h_w, _, h2_w = _assumption3_parts(H, np.zeros(H.shape[:2]), w)
     _, h_scale, h2_scale = _assumption3_scales(H, w)
@@ -619,7 +776,16 @@ def quadratic_kappa2(H: Any, e: Any, w: Any, beta2: float) -> float:
     :math:`Q`'s null space (e.g. clients with a common Hessian at :math:`\beta^2 = 1`, where
     :math:`\kappa^2 = \sum_i w_i\|\nabla F_i - \nabla\widetilde F\|^2` does not depend on
     :math:`x`; chapter 2's App. D.1 example); otherwise a :class:`ValueError`. Identical
-    clients give 0 for every :math:`\beta^2 \ge 1`."""
+    clients give 0 for every :math:`\beta^2 \ge 1`.
+
+    Example
+    -------
+    App. D.1's clients with :math:`a = 1` (:math:`H_i = 1`, :math:`e = (1, -1)`, :math:`w = (1/2, 1/2)`) at
+    :math:`\beta^2 = 1`: :math:`\kappa^2 = \sum_i w_i\|e_i - \tilde e\|^2 = 1`, i.e. :math:`4w_1w_2a^2`:
+
+    >>> quadratic_kappa2([[[1.0]], [[1.0]]], [[1.0], [-1.0]], [0.5, 0.5], beta2=1.0)
+    1.0
+    """
     H, e, w, h_w, e_w, h2_w = _assumption3_parts(H, e, w)
     beta2 = check_positive("beta2", beta2)
     Q = h2_w - beta2 * h_w @ h_w
@@ -644,7 +810,16 @@ def quadratic_kappa2(H: Any, e: Any, w: Any, beta2: float) -> float:
 def quadratic_global_optimum(H: Any, e: Any, p: Any) -> np.ndarray:
     r""":math:`x^* = \bar H^{-1}\bar e`, :math:`\bar H = \sum_i p_i H_i`, :math:`\bar e = \sum_i p_i e_i`
     for :math:`F = \sum_i p_i(\frac12 x^\top H_i x - e_i^\top x)` (App. A). Raises if :math:`\bar H` is
-    singular to working precision (rank below its size at numpy's default tolerance): then :math:`x^*` is not unique."""
+    singular to working precision (rank below its size at numpy's default tolerance): then :math:`x^*` is not unique.
+
+    Example
+    -------
+    Scalar clients :math:`H = (1, 3)`, :math:`e = (2, 0)` (local optima 2 and 0), :math:`p = (1/2, 1/2)`:
+    :math:`x^* = (\tfrac12 \cdot 2)/(\tfrac12 \cdot 1 + \tfrac12 \cdot 3) = 1/2`:
+
+    >>> quadratic_global_optimum([[[1.0]], [[3.0]]], [[2.0], [0.0]], [0.5, 0.5])
+    array([0.5])
+    """
     H, e, p, _ = _check_quadratic(H, e, p)
     h_bar = np.tensordot(p, H, 1)
     _check_unique_solution(h_bar, "H: sum_i p_i H_i is singular (the H_i of the clients with p_i > 0 share a "
@@ -674,7 +849,16 @@ def quadratic_local_operator(H_i: Any, local_steps: int, lr: float, mu: float = 
     (plus any constant added to every gradient, e.g. a VR correction):
     :math:`\Delta_i = -K_i g` with :math:`K_i = -D_{\tau_i}` from the matrix recursion
     :math:`U_{k+1} = \rho U_k + H_i D_k + I`, :math:`D_{k+1} = D_k - \eta(U_{k+1} + \mu D_k)`,
-    :math:`D_0 = U_0 = 0`."""
+    :math:`D_0 = U_0 = 0`.
+
+    Example
+    -------
+    :math:`H_i = 1`, :math:`\eta = 1/2`, :math:`\tau_i = 2`: :math:`K_i = \tfrac12(1 + \tfrac12) = 3/4 = 1 - (1/2)^2`;
+    with :math:`\mu = 1` the step factor :math:`1 - \eta\mu - \eta H_i` is 0, so :math:`K_i = \tfrac12 = (1 - 0)/(1 + 1)`:
+
+    >>> quadratic_local_operator([[1.0]], 2, 0.5), quadratic_local_operator([[1.0]], 2, 0.5, mu=1.0)
+    (array([[0.75]]), array([[0.5]]))
+    """
     H_i = check_finite_array("H_i", H_i, ndim=2)
     if H_i.shape[0] != H_i.shape[1]:
         raise ValueError(f"H_i must be a square (d, d) matrix, got shape {H_i.shape}")
@@ -775,6 +959,19 @@ def quadratic_round_map(H: Any, e: Any, p: Any, local_steps: Any, lr: float, alg
     ``"fedavg"`` and ``"fedprox"`` are the same aggregation: the local solver (``mu``) makes
     the difference, as in the paper (FedProx = FedAvg with proximal local steps); ``tau_eff``
     is FedNova's alone (FedAvg's is implicit) and refused for them.
+
+    Example
+    -------
+    Scalar clients :math:`H_i = 1`, :math:`e = (1, -1)`, :math:`p = (1/2, 1/2)`, :math:`\tau = (1, 2)`,
+    :math:`\eta = 1/2`: :math:`K = (1/2, 3/4)`. FedAvg: :math:`M = 1 - \tfrac12(\tfrac12 + \tfrac34) = 0.375`,
+    :math:`b = \tfrac12(\tfrac12 - \tfrac34) = -0.125`. FedNova (:math:`\tau_{\text{eff}} = 1.5`,
+    :math:`c = (0.75, 0.375)`): :math:`M = 1 - 0.375 - 0.28125 = 0.34375`, :math:`b = 0.375 - 0.28125 = 0.09375`:
+
+    >>> H, e = [[[1.0]], [[1.0]]], [[1.0], [-1.0]]
+    >>> quadratic_round_map(H, e, [0.5, 0.5], [1, 2], 0.5, "fedavg")
+    (array([[0.375]]), array([-0.125]))
+    >>> quadratic_round_map(H, e, [0.5, 0.5], [1, 2], 0.5, "fednova")
+    (array([[0.34375]]), array([0.09375]))
     """
     H, e, p, steps = _check_quadratic(H, e, p, local_steps)
     check_choice("algorithm", algorithm, ("fedavg", "fedprox", "fednova"))
@@ -817,6 +1014,21 @@ def quadratic_fixed_point(H: Any, e: Any, p: Any, local_steps: Any, lr: float, a
     working precision (e.g. the :math:`H_i` share a null direction): then the limit depends on the start.
 
     Parameters: ``H`` (m, d, d) symmetric, ``e`` (m, d), ``p`` (m,), ``local_steps`` (m,) ints.
+
+    Example
+    -------
+    The clients of :func:`quadratic_round_map`'s example (:math:`x^* = 0`): FedAvg settles at
+    :math:`b/(1 - M) = -0.125/0.625 = -1/5` (:func:`lemma1_fixed_point`), FedNova at
+    :math:`0.09375/0.65625 = 1/7`, an :math:`O(\eta)` error that shrinks with :math:`\eta` (FedAvg's tends
+    to :math:`-1/3`, :func:`lemma1_small_lr_limit`):
+
+    >>> from fractions import Fraction
+    >>> H, e = [[[1.0]], [[1.0]]], [[1.0], [-1.0]]
+    >>> [Fraction(float(quadratic_fixed_point(H, e, [0.5, 0.5], [1, 2], 0.5, name)[0])).limit_denominator(100)
+    ...  for name in ("fedavg", "fednova")]
+    [Fraction(-1, 5), Fraction(1, 7)]
+    >>> abs(float(quadratic_fixed_point(H, e, [0.5, 0.5], [1, 2], 0.01, "fednova")[0])) < 0.003
+    True
     """
     M, b = quadratic_round_map(H, e, p, local_steps, lr, algorithm, mu, tau_eff, momentum)
     _check_unique_solution(np.eye(M.shape[0]) - M,
@@ -832,7 +1044,16 @@ def quadratic_fixed_point(H: Any, e: Any, p: Any, local_steps: Any, lr: float, a
 def lemma1_small_lr_limit(e: Any, p: Any, local_steps: Any) -> np.ndarray:
     r"""Lemma 1 (:math:`H_i = I`, :math:`\eta \to 0`): FedAvg converges to
     :math:`\tilde x = \sum_i p_i\tau_i e_i / \sum_i p_i\tau_i` (with :math:`p_i = 1/m`:
-    :math:`\sum_i\tau_i e_i/\sum_i\tau_i`), while :math:`x^* = \sum_i p_i e_i`."""
+    :math:`\sum_i\tau_i e_i/\sum_i\tau_i`), while :math:`x^* = \sum_i p_i e_i`.
+
+    Example
+    -------
+    :math:`e = (1, -1)`, :math:`p = (1/2, 1/2)`, :math:`\tau = (1, 2)`: :math:`\tilde x = (1 - 2)/3 = -1/3`
+    instead of :math:`x^* = 0`, pulled towards the client with more steps:
+
+    >>> lemma1_small_lr_limit([[1.0], [-1.0]], [0.5, 0.5], [1, 2]).round(6)
+    array([-0.333333])
+    """
     e = check_finite_array("e", e, ndim=2)
     p = check_probability_vector("p", p, size=e.shape[0])
     steps = check_local_steps("local_steps", local_steps, size=e.shape[0]).astype(np.float64)
@@ -875,7 +1096,16 @@ def spectral_radius(M: Any, tol: float = 1e-6) -> float:
     ``M``: a square array (all eigenvalues, exactly), or a ``scipy.sparse.linalg.LinearOperator``
     such as :func:`quadratic_vr_round_operator` (the largest-magnitude eigenvalue by
     ARPACK to relative tolerance ``tol``, :func:`leading_eigenvalues`; raises if ARPACK does
-    not converge; operators with at most 600 rows are formed and solved exactly)."""
+    not converge; operators with at most 600 rows are formed and solved exactly).
+
+    Example
+    -------
+    A triangular matrix has its eigenvalues on the diagonal, 0.5 and :math:`-0.8`:
+
+    >>> import numpy as np
+    >>> spectral_radius(np.array([[0.5, 1.0], [0.0, -0.8]]))
+    0.8
+    """
     if np.shape(M) == (0, 0):
         return 0.0
     return float(np.abs(leading_eigenvalues(M, k=1, tol=tol)[0]))
@@ -979,6 +1209,16 @@ def quadratic_vr_round_map(H: Any, e: Any, p: Any, local_steps: Any, lr: float, 
     :math:`\tau_{\text{eff}}`, fixes :math:`(x^*, \nabla F_1(x^*), \dots, \nabla F_m(x^*))`: the
     corrected local gradient :math:`\nabla F_i(x) + \bar c - c_i` vanishes there, so no client
     moves (see :func:`quadratic_vr_fixed_point`). Used by chapter 10.
+
+    Example
+    -------
+    One scalar client (:math:`H = 1`, :math:`e = 1`), one step of :math:`\eta = 1/2`, SCAFFOLD: with one client
+    :math:`z = \bar c - c = 0`, :math:`\Delta = -\tfrac12(x - 1)`, so :math:`x^+ = \tfrac12 x + \tfrac12` and
+    :math:`c^+ = -\Delta/(\eta\cdot 1) = x - 1`; on :math:`s = (x, c)`:
+
+    >>> quadratic_vr_round_map([[[1.0]]], [[1.0]], [1.0], [1], 0.5, "scaffold")
+    (array([[0.5, 0. ],
+           [1. , 0. ]]), array([ 0.5, -1. ]))
     """
     H, e, p, steps = _check_quadratic(H, e, p, local_steps)
     lr, coef, a_norms, K, Z = _vr_round_parts(H, p, steps, lr, algorithm, mu, momentum, tau_eff)
@@ -1030,6 +1270,17 @@ def quadratic_vr_round_operator(H: Any, p: Any, local_steps: Any, lr: float, alg
     non-quadratic problem, a round of SCAFFOLD or FedNova-VR is, to first order, this map
     with :math:`H_i = \nabla^2 F_i(x^*)`: its spectral radius decides whether rounds started
     near :math:`x^*` stay there (chapter 10, part 6).
+
+    Example
+    -------
+    Applied to the identity it gives the matrix of :func:`quadratic_vr_round_map`'s example; its
+    eigenvalues are 0.5 and 0:
+
+    >>> import numpy as np
+    >>> op = quadratic_vr_round_operator([[[1.0]]], [1.0], [1], 0.5, "scaffold")
+    >>> op.matmat(np.eye(2)), spectral_radius(op)
+    (array([[0.5, 0. ],
+           [1. , 0. ]]), 0.5)
     """
     from scipy.sparse.linalg import LinearOperator
 
@@ -1090,7 +1341,19 @@ def quadratic_vr_shift_invert(H: Any, p: Any, local_steps: Any, lr: float, algor
     Raises ``ValueError`` where the elimination breaks down: :math:`\sigma = 0` (every round
     forgets a common shift of the variates, so 0 is always an eigenvalue), :math:`1-\sigma`
     an eigenvalue of some :math:`L_i`, or :math:`\sigma` an eigenvalue of :math:`M`.
-    Chapter 10, part 6."""
+    Chapter 10, part 6.
+
+    Example
+    -------
+    For :func:`quadratic_vr_round_map`'s example :math:`M = \begin{pmatrix}0.5 & 0\\ 1 & 0\end{pmatrix}` and
+    :math:`\sigma = 2`: :math:`(M - 2I)v = (1, 0)` gives :math:`v_1 = 1/(-1.5) = -2/3` and
+    :math:`v_2 = v_1/2 = -1/3`:
+
+    >>> import numpy as np
+    >>> inverse = quadratic_vr_shift_invert([[[1.0]]], [1.0], [1], 0.5, "scaffold", sigma=2.0)
+    >>> (3 * inverse.matvec(np.array([1.0, 0.0]))).round(12)
+    array([-2., -1.])
+    """
     import scipy.linalg as sla
     from scipy.sparse.linalg import LinearOperator
 
@@ -1180,7 +1443,17 @@ def quadratic_vr_eigenvalues_near(H: Any, p: Any, local_steps: Any, lr: float, a
 class EigenvalueCount(NamedTuple):
     r"""How many eigenvalues of a round operator lie outside the circle :math:`|\sigma| = r`
     (:func:`quadratic_vr_count_outside`): ``outside`` + ``inside`` = ``rows``; ``evaluations``
-    is the number of determinants it took."""
+    is the number of determinants it took.
+
+    Example
+    -------
+    One client, one step of :math:`\eta = 0.1` on :math:`H = \mathrm{diag}(1, 4)`: the 4 eigenvalues are
+    0.9, 0.6, 0, 0, so one lies outside :math:`|\sigma| = 0.7`:
+
+    >>> count = quadratic_vr_count_outside([[[1.0, 0.0], [0.0, 4.0]]], [1.0], [1], 0.1, "scaffold", 0.7)
+    >>> count.outside, count.inside, count.rows
+    (1, 3, 4)
+    """
 
     radius: float
     outside: int
@@ -1379,6 +1652,17 @@ def quadratic_vr_fixed_point(H: Any, e: Any, p: Any, local_steps: Any, lr: float
     and solver: unlike FedAvg, FedProx and FedNova (:func:`quadratic_fixed_point`), no
     :math:`O(\eta)` term. VRLSGD is excluded: it conserves :math:`\sum_i p_i\tau_i c_i`, so its
     limit depends on the start (:math:`I - M` is singular). Raises if the map does not contract.
+
+    Example
+    -------
+    The clients of :func:`quadratic_round_map`'s example (:math:`H_i = 1`, :math:`e = (1, -1)`,
+    :math:`\tau = (1, 2)`, :math:`\eta = 1/2`), where FedAvg stops at :math:`-1/5` and FedNova at :math:`1/7`:
+    SCAFFOLD reaches :math:`x^* = 0` with :math:`c_i = \nabla F_i(0) = -e_i = (-1, 1)`:
+
+    >>> H, e = [[[1.0]], [[1.0]]], [[1.0], [-1.0]]
+    >>> x, c = quadratic_vr_fixed_point(H, e, [0.5, 0.5], [1, 2], 0.5, "scaffold")
+    >>> abs(float(x[0])) < 1e-12, c.round(12).tolist()
+    (True, [[-1.0], [1.0]])
     """
     if algorithm == "vrlsgd":
         raise ValueError("algorithm: VRLSGD's limit depends on its initial variates (it conserves "
@@ -1404,6 +1688,20 @@ def server_momentum_round_map(M: Any, b: Any, beta: float, dim: Any = None) -> t
     :math:`x_{-1} = x_0` (the buffer is 0 before the first round). Every fixed point of
     :math:`s \mapsto Ms + b` gives one of this map with :math:`x_{t-1} = x_t`: momentum changes
     how fast the rounds get there, not where. Returns ``(M2, b2)`` of size ``n + dim``.
+
+    Example
+    -------
+    A slow scalar round :math:`x^+ = 0.9x + 0.1` (fixed point 1) with :math:`\beta = 1/2`:
+    :math:`x_{t+1} = 1.4x_t - 0.5x_{t-1} + 0.1`. Its eigenvalues solve :math:`\lambda^2 - 1.4\lambda + 0.5 = 0`,
+    a complex pair of modulus :math:`\sqrt{0.5} \approx 0.707 < 0.9`: faster, to the same point :math:`(1, 1)`:
+
+    >>> import numpy as np
+    >>> M2, b2 = server_momentum_round_map(np.array([[0.9]]), np.array([0.1]), beta=0.5)
+    >>> M2, b2
+    (array([[ 1.4, -0.5],
+           [ 1. ,  0. ]]), array([0.1, 0. ]))
+    >>> round(spectral_radius(M2), 4), np.linalg.solve(np.eye(2) - M2, b2).round(12)
+    (0.7071, array([1., 1.]))
     """
     M = check_finite_array("M", M, ndim=2)
     n = M.shape[0]
