@@ -158,7 +158,7 @@ class FixedEpochs:
 
 @dataclasses.dataclass(frozen=True)
 class RandomEpochs:
-    """:math:`E_i^{(t)}` uniform on the **inclusive** range ``[low, high]`` (default 2..5,
+    r""":math:`E_i^{(t)}` uniform on the **inclusive** range ``[low, high]`` (default 2..5,
     not numpy's exclusive ``{2,3,4}`` of the official code); :math:`\tau_i = E_i^{(t)}\lceil n_i/B\rceil`
     (paper §6: :math:`E_i \sim \mathcal U(2, 5)`).
 
