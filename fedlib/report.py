@@ -6,7 +6,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-__all__ = ["markdown_table", "fmt"]
+__all__ = ["markdown_table", "transposed_markdown_table", "fmt", "plus_minus"]
 
 
 def fmt(value: Any, spec: str = ".3g") -> str:
@@ -24,6 +24,18 @@ def fmt(value: Any, spec: str = ".3g") -> str:
         return format(float(value), spec)
     except (TypeError, ValueError):
         return str(value)
+
+
+def plus_minus(value: Any, error: Any, spec: str = ".3g") -> str:
+    """``value ± error``, both formatted with ``spec`` (:func:`fmt`): one table cell instead of a
+    column of values and a column of their errors, which a wide table could not spare.
+
+    >>> plus_minus(0.2637, 0.02213, ".4g"), plus_minus(0.0975, 0.0179)
+    ('0.2637 ± 0.02213', '0.0975 ± 0.0179')
+    """
+    if isinstance(error, numbers.Real) and not error >= 0:  # negative or NaN
+        raise ValueError(f"error: a standard error or deviation is >= 0, got {error!r}")
+    return f"{fmt(value, spec)} ± {fmt(error, spec)}"
 
 
 def markdown_table(header: Sequence[str], rows: Sequence[Sequence[Any]], spec: str = ".3g") -> str:
@@ -46,3 +58,25 @@ def markdown_table(header: Sequence[str], rows: Sequence[Sequence[Any]], spec: s
     lines = ["| " + " | ".join(cell(str(h)) for h in header) + " |", "|" + "---|" * len(header)]
     lines += ["| " + " | ".join(cell(fmt(v, spec)) for v in r) + " |" for r in rows]
     return "\n".join(lines)
+
+
+def transposed_markdown_table(header: Sequence[str], rows: Sequence[Sequence[Any]], spec: str = ".3g") -> str:
+    """:func:`markdown_table` of the same cells with rows and columns swapped: row ``k`` becomes
+    column ``k + 1``, the header the first column. For a few rows of many numeric columns (a sweep
+    over three values of :math:`T`, say), which are too wide for the page as rows; the first
+    column's entries head the columns (the header's first entry above them).
+
+    >>> print(transposed_markdown_table(["T", "error"], [[100, 0.5], [400, 0.25]]))
+    | T | 100 | 400 |
+    |---|---|---|
+    | error | 0.5 | 0.25 |
+    """
+    if len(header) == 0:
+        raise ValueError("header: a table needs at least one column")
+    if len(rows) == 0:
+        raise ValueError("rows: a transposed table needs at least one row (its columns)")
+    if any(len(r) != len(header) for r in rows):
+        raise ValueError("every row must have as many cells as the header")
+    columns = [[r[j] for r in rows] for j in range(len(header))]
+    return markdown_table([header[0], *(fmt(v, spec) for v in columns[0])], [[name, *values] for name, values in zip(header[1:], columns[1:])],
+                          spec)
