@@ -50,6 +50,9 @@ CHROMIUM_TIMEOUT_S = 90
 #: Virtual time (ms) granted to the page's timers; network and CPU work do
 #: not consume it, so this is not a wall-clock wait.
 VIRTUAL_TIME_BUDGET_MS = 60_000
+#: A table may be this many times as wide as the content column it sits in (wider: it scrolls
+#: sideways); see test_tables_fit_the_content_column.
+MAX_TABLE_OVERFLOW = 1.02
 
 
 
@@ -338,12 +341,17 @@ def test_figures_load(probed):
 
 
 def test_tables_fit_the_content_column(probed):
-    """At this 1280-pixel frame the content column is ~680 px wide. Tables that needed up to 1.4 times
+    """At this 1280-pixel frame the content column is 688 px wide. Tables that needed up to 1.4 times
     that (chapter 5's speed table of 11 columns, its cells table, Table 1 with a remark repeated in every
     row; chapter 2's two 9-column tables; chapter 10's stored counts) were split, transposed or merged
-    columns; a few of 7 to 10 numeric columns still scroll by a few per cent, never by more than 12 %."""
+    columns. So were the last ones that scrolled by 1 to 11 % (chapter 5's engine check: engine and run
+    in one column; chapter 7's bound tables: algorithm and local solver in one; chapter 8's consistency
+    sweep transposed to one column per T, a mean and its standard error in one cell, 'predicted' moved
+    from a header into the text): every table now fits the column in the ci build. The 2 % allowed here
+    (14 px) is for numbers of other profiles or seeds with a digit more; the five tables of the build
+    before at +2.0 to +10.6 % fail it."""
     wide = [(docname, t["width"], t["shown"], t["head"]) for docname, result in probed.items()
-            for t in result["tables"] if t["width"] > 1.12 * t["shown"]]
+            for t in result["tables"] if t["width"] > MAX_TABLE_OVERFLOW * t["shown"]]
     assert all(t["shown"] > 0 for result in probed.values() for t in result["tables"])
     assert sum(len(result["tables"]) for result in probed.values()) >= 30
     assert not wide, "tables much wider than the page (they scroll sideways):\n" + "\n".join(map(str, wide))
