@@ -35,7 +35,7 @@ from torch import nn
 from .augment import seeded_dropout_mask
 from .im2col import stacked_conv2d, stacked_pool2d
 
-__all__ = ["GroupedNetwork", "GROUPED_LAYERS", "CONV_IMPLEMENTATIONS", "leaf_layers"]
+__all__ = ["GroupedNetwork", "GROUPED_LAYERS", "CONV_IMPLEMENTATIONS", "leaf_layers", "registered_hooks"]
 
 #: How :class:`GroupedNetwork` computes its convolutions.
 CONV_IMPLEMENTATIONS = ("cudnn", "gemm")
@@ -82,6 +82,41 @@ def leaf_layers(model: nn.Module) -> list:
     return out
 
 
+#: The hook tables of an ``nn.Module`` (``register_forward_pre_hook`` & co.) and the kind of hook each holds.
+_HOOK_TABLES = (("_forward_pre_hooks", "forward pre-hook"), ("_forward_hooks", "forward hook"),
+                ("_backward_pre_hooks", "backward pre-hook"), ("_backward_hooks", "backward hook"))
+
+
+def registered_hooks(model: nn.Module) -> list:
+    """``(module name, module type, hook kind, hook name)`` of every hook registered on ``model`` or one of
+    its submodules (``register_forward_pre_hook``, ``register_forward_hook``, ``register_full_backward_pre_hook``,
+    ``register_full_backward_hook``, ``register_backward_hook``), in ``named_modules()`` order; the model itself
+    is named ``"model"``. Hooks registered for all modules at once (``torch.nn.modules.module.register_module_*``)
+    are not listed."""
+    out = []
+    for name, mod in model.named_modules(remove_duplicate=False):
+        for table, kind in _HOOK_TABLES:
+            for hook in getattr(mod, table, {}).values():
+                hook_name = getattr(hook, "__qualname__", None) or type(hook).__name__
+                out.append((name or "model", type(mod).__name__, kind, hook_name))
+    return out
+
+
+def _refuse_hooks(model: nn.Module) -> None:
+    """The grouped path computes every layer from its weights and never calls the modules, so a hook on
+    any of them would silently not run: refuse it, naming the module and the path that honours it."""
+    for name, kind_of_module, kind, hook in registered_hooks(model):
+        where = f"{'the model' if name == 'model' else f'layer {name!r}'} ({kind_of_module}) has a {kind} ({hook})"
+        if kind.startswith("forward"):
+            raise ValueError(f"{where}: the grouped path rebuilds the network from the layers' weights and never "
+                             "calls the modules, so the hook would silently not run and a different model would be "
+                             "trained; use path='vmap' (or fedlib.experiments.custom.TensorEngine), which calls the "
+                             "model with its forward hooks and pre-hooks, or remove the hook")
+        raise ValueError(f"{where}: the stacked engines run no backward hooks (the grouped path never calls the "
+                         "modules, the vmap path differentiates with torch.func, which refuses them); remove the "
+                         "hook, or train in your own loop with fedlib.optim.ClientOptimizer")
+
+
 class GroupedNetwork:
     """``num_models`` copies of ``model`` as one grouped network with stacked parameters.
 
@@ -125,6 +160,7 @@ class GroupedNetwork:
             raise ValueError(f"model has buffers {buffers[:3]} (e.g. BatchNorm running statistics): the stacked "
                              "engines refuse them, since averaging/normalising running statistics as if they were "
                              "gradient progress is wrong; use GroupNorm or LayerNorm")
+        _refuse_hooks(model)
         self.layers: List[_Layer] = []
         self.params: Dict[str, torch.Tensor] = {}
         self.shapes: Dict[str, tuple] = {}

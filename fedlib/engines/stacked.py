@@ -141,7 +141,7 @@ from ..schedules import (FixedEpochs, FixedSteps, RandomEpochs, RandomSteps, che
 from ..solvers import LocalSolver, check_builtin_step
 from ..tree import tree_map
 from .augment import crop_flip_gather, crop_flip_params, dropout_key, normalize, pad_images, seeded_dropout_mask
-from .grouped import GroupedNetwork
+from .grouped import GroupedNetwork, registered_hooks
 from .reference import SequentialRun, run_sequential
 
 __all__ = [
@@ -322,6 +322,13 @@ class _SeededDropoutModule:
             if isinstance(mod, _OTHER_DROPOUT):
                 raise ValueError(f"layer {name!r} is a {type(mod).__name__}: only nn.Dropout is supported (the engine "
                                  "replaces it by seeded per-client masks)")
+        backward = [h for h in registered_hooks(model) if h[2].startswith("backward")]
+        if backward:
+            name, kind_of_module, kind, hook = backward[0]
+            raise ValueError(f"{'the model' if name == 'model' else f'layer {name!r}'} ({kind_of_module}) has a {kind} "
+                             f"({hook}): the vmap path differentiates with torch.func, which does not take backward "
+                             "hooks (forward hooks do run); remove the hook, or train in your own loop with "
+                             "fedlib.optim.ClientOptimizer")
         first_name: dict = {}
         for name, t in model.named_parameters(remove_duplicate=False):
             first = first_name.setdefault(id(t), name)
@@ -542,6 +549,10 @@ class StackedEngine:
         module without buffers. Only ``nn.Dropout`` randomness is supported (seeded): on the vmap path a
         model that computes anything else in training mode than in eval mode (``F.dropout(x, p,
         self.training)``, noise, a branch on ``self.training``) is refused when the engine is built.
+        Forward hooks and pre-hooks of the model and its submodules run on the vmap path (those registered
+        before the engine is built: it calls a copy of the model); the grouped path never calls the modules,
+        so it refuses a model with any hook (:func:`fedlib.engines.grouped.registered_hooks`), and both
+        paths refuse backward hooks.
     data : object with ``train_images`` ``(N, H, W, C)`` uint8, ``train_labels`` ``(N,)``,
         and optionally ``test_images`` / ``test_labels`` (e.g.
         :func:`fedlib.data.cifar10.load_cifar10`); numpy or torch. Moved to ``device`` once.
