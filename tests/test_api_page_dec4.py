@@ -125,7 +125,8 @@ def _brow(q, T, choice, averaged, limit):
 
 
 def test_sampling_summary_states_the_computed_paired_errors():
-    big, small = [_srow(256, 4, 1024, 0.2, 3.95), _srow(256, 16, 1024, 0.1, 15.1)], [_srow(4, 4, 1024, 0.3, 2.29)]
+    big = [_srow(256, 4, 1024, 0.2, 3.95), _srow(256, 16, 1024, 0.1, 15.1)]
+    small = [_srow(4, 4, 1024, 0.3, 2.29), _srow(4, 16, 1024, 0.25, 3.4)]
     rng = np.random.default_rng(0)
     bias = []
     for q in (2, 4):
@@ -156,7 +157,8 @@ def test_sampling_summary_states_the_computed_paired_errors():
 
 
 def test_sampling_summary_leaves_the_paired_sentence_out_without_pairs():
-    big, small = [_srow(256, 4, 1024, 0.2, 3.95)], [_srow(4, 4, 1024, 0.3, 2.29)]
+    big = [_srow(256, 4, 1024, 0.2, 3.95), _srow(256, 16, 1024, 0.1, 15.1)]
+    small = [_srow(4, 4, 1024, 0.3, 2.29), _srow(4, 16, 1024, 0.25, 3.4)]
     zeros = np.zeros((2, 3))
     # no predicted displacement (limits equal) and iterates of other seeds: nothing to pair
     bias = [_brow(2, 1000, "population", zeros, np.zeros(3)), _brow(2, 4000, "population", zeros, np.zeros(3)),

@@ -116,3 +116,45 @@ def test_models_without_user_hooks_still_train_on_both_paths():
     assert registered_hooks(vgg11(width=1 / 32)) == []
     hooked, _, _ = _hook_setup("pre")
     assert [h[:3] for h in registered_hooks(hooked)] == [("5", "Linear", "forward pre-hook")]
+
+
+# --------------------------------------------------------------------------- 3. sampling_summary's q_eff
+def _srow(m, q, value, eff, scheme="with-replacement"):
+    from fedlib.experiments import speedup as S
+
+    return S.SamplingRow("fednova", scheme, m, q, 1024, 6.5, 0.01, value, 0.01, eff)
+
+
+def test_sampling_summary_states_the_rows_q_eff():
+    """A guard (held before): consistent rows keep their sentence, with the rows' q_eff."""
+    from fedlib.experiments import speedup as S
+
+    big, small = [_srow(256, 4, 0.2, 3.95), _srow(256, 16, 0.1, 15.1)], [_srow(4, 4, 0.3, 2.29), _srow(4, 16, 0.25, 3.4)]
+    text = S.sampling_summary(big, small, -0.5, [], 2.0, 1.2, 4, 16)
+    assert "($q_{\\text{eff}}$ 3.95 → 15.1)" in text and "($q_{\\text{eff}}$ 2.29 → 3.4)" in text
+    assert "nan" not in text
+
+
+@pytest.mark.parametrize("big, small, message", [
+    # rows without q_to: the summary printed "q_eff 3.95 → nan" next to a gain it had no cell for
+    ([_srow(256, 4, 0.2, 3.95)], [_srow(4, 4, 0.3, 2.29), _srow(4, 16, 0.25, 3.4)],
+     r"^big: no row with q = 16 \(it has q = \[4\]\): the summary states q_eff at q_from = 4 and q_to = 16$"),
+    ([_srow(256, 4, 0.2, 3.95), _srow(256, 16, 0.1, 15.1)], [_srow(4, 16, 0.25, 3.4)],
+     r"^small: no row with q = 4 \(it has q = \[16\]\)"),
+    # a row without q_eff (nan): printed as nan
+    ([_srow(256, 4, 0.2, 3.95), _srow(256, 16, 0.1, float("nan"))], [_srow(4, 4, 0.3, 2.29), _srow(4, 16, 0.25, 3.4)],
+     r"^big: the row with q = 16 has effective_clients nan, not a number > 0"),
+    # uniform rows: the text's 'with replacement' and its q_eff formula would be false
+    ([_srow(256, 4, 0.2, 4.0, "uniform"), _srow(256, 16, 0.1, 16.0, "uniform")],
+     [_srow(4, 4, 0.3, 2.29), _srow(4, 16, 0.25, 3.4)],
+     r"^big: the summary describes sampling with replacement .* got rows of scheme 'uniform'$"),
+    # two populations in one list: the q_eff of the other m was printed under m = 256
+    ([_srow(256, 4, 0.2, 3.95), _srow(64, 16, 0.1, 12.0)], [_srow(4, 4, 0.3, 2.29), _srow(4, 16, 0.25, 3.4)],
+     r"^big: rows of one population m, got m = \[64, 256\]$"),
+    ([], [_srow(4, 4, 0.3, 2.29)], r"^big must be a non-empty sequence of SamplingRow"),
+])
+def test_sampling_summary_refuses_rows_that_do_not_fit_its_text(big, small, message):
+    from fedlib.experiments import speedup as S
+
+    with pytest.raises(ValueError, match=message):
+        S.sampling_summary(big, small, -0.5, [], 2.0, 1.2, 4, 16)

@@ -782,11 +782,17 @@ def sampling_gain_stderr(rows: Sequence[SamplingRow], population: int, rounds: i
 def sampling_summary(big: Sequence[SamplingRow], small: Sequence[SamplingRow], slope: float,
                      groups: Sequence[tuple], gain_big: float, gain_small: float, q_from: int, q_to: int,
                      bias: Sequence[BiasRow] = ()) -> str:
-    """Chapter 8's summary of the client-sampling part, from the measured rows; with ``bias``
+    r"""Chapter 8's summary of the client-sampling part, from the measured rows; with ``bias``
     (:func:`sampling_bias`'s rows), also the distances of the three ``tau_eff`` choices and, at the
     longest :math:`T`, the :func:`paired_displacement_error` of each sample-dependent choice and
-    :math:`q` whose rows allow it."""
-    m_big, m_small = big[0].population, small[0].population
+    :math:`q` whose rows allow it.
+
+    ``big`` and ``small`` are :func:`sampling_grid` rows of one population each, sampled with replacement
+    (the scheme the text and its :math:`q_{\text{eff}}` formula describe), each with cells at ``q_from``
+    and ``q_to`` (whose :math:`q_{\text{eff}}` the text states next to ``gain_big`` and ``gain_small``);
+    other rows raise ``ValueError`` (rows without ``q_to`` printed ":math:`q_{\text{eff}}` 3.95 → nan")."""
+    m_big = _summary_population("big", big, q_from, q_to)
+    m_small = _summary_population("small", small, q_from, q_to)
     worst = max(groups, key=lambda g: g[2]) if groups else None
     eff_small = {r.clients: r.effective_clients for r in small}
     eff_big = {r.clients: r.effective_clients for r in big}
@@ -801,9 +807,9 @@ def sampling_summary(big: Sequence[SamplingRow], small: Sequence[SamplingRow], s
         f"- **Where the speedup stops.** A client drawn $k$ times trains once, with weight $k/q$ (the proof of App. G "
         f"indexes mini-batches by client), so the average is worth $q_{{\\text{{eff}}}} = q/(1 + (q-1)\\|p\\|_2^2)$ "
         f"independent updates, never more than $m$. Going from $q = {q_from}$ to $q = {q_to}$ lowered the error "
-        f"{gain_big:.2f}× with $m = {m_big}$ clients ($q_{{\\text{{eff}}}}$ {eff_big.get(q_from, float('nan')):.3g} → "
-        f"{eff_big.get(q_to, float('nan')):.3g}) but {gain_small:.2f}× with $m = {m_small}$ "
-        f"($q_{{\\text{{eff}}}}$ {eff_small.get(q_from, float('nan')):.3g} → {eff_small.get(q_to, float('nan')):.3g}); "
+        f"{gain_big:.2f}× with $m = {m_big}$ clients ($q_{{\\text{{eff}}}}$ {eff_big[q_from]:.3g} → "
+        f"{eff_big[q_to]:.3g}) but {gain_small:.2f}× with $m = {m_small}$ "
+        f"($q_{{\\text{{eff}}}}$ {eff_small[q_from]:.3g} → {eff_small[q_to]:.3g}); "
         f"App. G's rate, read with $q \\ll m$, predicts $\\sqrt{{{q_to}/{q_from}}} = {math.sqrt(q_to / q_from):.2f}$.",
     ]
     if bias:
@@ -828,6 +834,32 @@ def sampling_summary(big: Sequence[SamplingRow], small: Sequence[SamplingRow], s
                 + f"; with the population value $\\sum_i p_i\\,\\mathbb E\\|a_i\\|_1$ (used in all the runs above) "
                 f"{fixed_short.distance:.3g} → {fixed_long.distance:.3g}." + _paired_sentence(bias, T_long))
     return "\n".join(lines)
+
+
+def _summary_population(name: str, rows: Sequence[SamplingRow], q_from: int, q_to: int) -> int:
+    r"""The one population :math:`m` of ``rows`` (:func:`sampling_summary`'s ``big`` or ``small``), after
+    checking that they are rows of sampling with replacement with a finite :math:`q_{\text{eff}}` at
+    ``q_from`` and ``q_to``."""
+    rows = list(rows)
+    if not rows or not all(isinstance(r, SamplingRow) for r in rows):
+        raise ValueError(f"{name} must be a non-empty sequence of SamplingRow (sampling_grid's rows)")
+    populations = sorted({r.population for r in rows})
+    if len(populations) != 1:
+        raise ValueError(f"{name}: rows of one population m, got m = {populations}")
+    schemes = sorted({r.scheme for r in rows} - {"with-replacement"})
+    if schemes:
+        raise ValueError(f"{name}: the summary describes sampling with replacement (q_eff = q / (1 + (q - 1) "
+                         f"||p||^2)), got rows of scheme {schemes[0]!r}")
+    have = sorted({r.clients for r in rows})
+    for q in (q_from, q_to):
+        cells = [r for r in rows if r.clients == q]
+        if not cells:
+            raise ValueError(f"{name}: no row with q = {q} (it has q = {have}): the summary states q_eff at "
+                             f"q_from = {q_from} and q_to = {q_to}")
+        if not all(math.isfinite(r.effective_clients) and r.effective_clients > 0 for r in cells):
+            raise ValueError(f"{name}: the row with q = {q} has effective_clients {cells[0].effective_clients!r}, "
+                             "not a number > 0 (sampling_grid's rows carry effective_participants)")
+    return populations[0]
 
 
 def _paired_sentence(bias: Sequence[BiasRow], rounds: int) -> str:
