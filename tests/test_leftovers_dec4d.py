@@ -4,9 +4,101 @@ and ``nan`` in ``sampling_summary``. Each test fails on the code before its fix,
 as such (behaviour that was already right and must stay)."""
 from __future__ import annotations
 
+import json
 import re
+from pathlib import Path
 
 import pytest
+
+from fedlib.experiments import run_seeds
+
+BOOK = Path(__file__).resolve().parents[1] / "book"
+
+
+# --------------------------------------------------------------------------- 1. chapter seeds
+def test_run_seeds_are_disjoint_blocks_that_keep_seed_zero():
+    assert run_seeds(0, 3) == (0, 1, 2) and run_seeds(0, 4) == (0, 1, 2, 3)
+    assert run_seeds(1, 3) == (3, 4, 5) and run_seeds(7, 1) == (7,)
+    for count in (1, 2, 3, 4):
+        blocks = [set(run_seeds(s, count)) for s in range(40)]
+        assert all(len(b) == count for b in blocks)
+        assert len(set().union(*blocks)) == 40 * count  # no run seed in two blocks
+    with pytest.raises(ValueError, match=r"^count must be an integer >= 1, got 0$"):
+        run_seeds(0, 0)
+    with pytest.raises(ValueError, match=r"^seed must be an integer >= 0, got -1$"):
+        run_seeds(-1, 3)
+    with pytest.raises(ValueError, match=r"^seed must be an integer >= 0, got 1\.0$"):
+        run_seeds(1.0, 3)
+
+
+def _code_cells(chapter: str) -> list[str]:
+    cells = json.loads((BOOK / chapter).read_text(encoding="utf8"))["cells"]
+    return [("parameters" in c["metadata"].get("tags", []), "".join(c["source"]))
+            for c in cells if c["cell_type"] == "code"]
+
+
+def _run_setup(chapter: str, seed: int, name: str):
+    """Execute the chapter's parameters cell (with ``seed``) and the code cell after it; return ``name``."""
+    cells = _code_cells(chapter)
+    k = next(i for i, (is_params, _) in enumerate(cells) if is_params)
+    namespace: dict = {}
+    exec(cells[k][1], namespace)  # noqa: S102 - the repository's own cells
+    namespace["seed"] = seed
+    exec(cells[k + 1][1], namespace)  # noqa: S102
+    return tuple(namespace[name])
+
+
+def _run_line(chapter: str, seed: int, name: str):
+    """Evaluate the chapter's one-line assignment to ``name`` with ``seed`` (and ``run_seeds``)."""
+    lines = [m.group(1) for _, src in _code_cells(chapter)
+             for m in re.finditer(rf"^{name} = (.*)$", src, re.MULTILINE)]
+    assert len(lines) == 1, lines
+    return tuple(eval(lines[0], {"seed": seed, "run_seeds": run_seeds}))  # noqa: S307
+
+
+@pytest.mark.parametrize("chapter, name, how", [
+    ("04_synthetic_logistic.ipynb", "seeds", _run_setup),  # was (seed, seed + 1, seed + 2)
+    ("09_stragglers.ipynb", "seeds", _run_setup),  # was (0, 1, 2) for every chapter seed
+    ("10_acceleration.ipynb", "syn_seeds", _run_line),  # was (0, 1, 2) on the same data for every chapter seed
+])
+def test_chapters_with_other_seeds_share_no_run(chapter, name, how):
+    """Chapter 4 at seed 1 ran seeds (1, 2, 3): two of the three runs of seed 0, on the same data.
+    Chapter 10's part 5 ran the same three runs (fixed data, seeds (0, 1, 2)) for every chapter seed."""
+    per_seed = {s: how(chapter, s, name) for s in range(4)}
+    assert per_seed[0] == (0, 1, 2)  # the committed figures' runs
+    for s in range(4):
+        for t in range(s):
+            assert not set(per_seed[s]) & set(per_seed[t]), (s, per_seed[s], t, per_seed[t])
+
+
+def test_no_chapter_derives_run_seeds_by_adding_to_its_seed():
+    found = [(path.name, m.group(0)) for path in sorted(BOOK.glob("[0-9][0-9]_*.ipynb"))
+             for _, src in _code_cells(path.name) for m in re.finditer(r"\bseed \+ \w+", src)]
+    assert not found, found
+
+
+def test_engine_against_reference_runs_share_no_seed_between_chapter_seeds(monkeypatch):
+    """Chapter 5's engine check stacked runs with seeds seed + r: seed 1's FedAvg run had the
+    initial model, epochs and batches of seed 0's FedNova run."""
+    import fedlib.engines.stacked as stacked
+    from fedlib.experiments import cifar10 as C
+
+    class Captured(Exception):
+        pass
+
+    def capture(model, train, run, **kwargs):
+        raise Captured(run)
+
+    monkeypatch.setattr(stacked, "reference_run", capture)
+    seeds = {}
+    for chapter_seed in (0, 1):
+        with pytest.raises(Captured) as info:
+            C.engine_against_reference(width=1 / 32, rounds=1, clients=2, samples_per_client=8, batch_size=4,
+                                       seed=chapter_seed)
+        first = info.value.args[0]
+        assert first.name == "FedAvg, momentum"
+        seeds[chapter_seed] = first.seed
+    assert seeds == {0: 0, 1: 3}
 
 
 # --------------------------------------------------------------------------- 2. user hooks in the engines

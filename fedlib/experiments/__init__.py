@@ -13,9 +13,9 @@
 
 from typing import Any, Mapping
 
-from .._validate import check_choice
+from .._validate import check_choice, check_int
 
-__all__ = ["profile_sizes"]
+__all__ = ["profile_sizes", "run_seeds"]
 
 
 def profile_sizes(profile: Any, table: Mapping[str, Mapping[str, Any]], **given: Any) -> dict:
@@ -40,3 +40,21 @@ def profile_sizes(profile: Any, table: Mapping[str, Mapping[str, Any]], **given:
         raise TypeError(f"profile_sizes: {unknown} are not sizes of profile {profile!r} (it has {sorted(sizes)})")
     sizes.update({name: value for name, value in given.items() if value is not None})
     return sizes
+
+
+def run_seeds(seed: Any, count: Any) -> tuple:
+    r"""The ``count`` run seeds of a chapter executed with ``seed``: :math:`(ns, ns + 1, \dots, ns + n - 1)`
+    for :math:`n` = ``count``, :math:`s` = ``seed``.
+
+    The blocks :math:`\{ns, \dots, ns + n - 1\}` of different chapter seeds are disjoint (for the same
+    :math:`n`), so a chapter re-run "with another seed" repeats none of its runs; seed 0 keeps the runs
+    :math:`0, \dots, n - 1`. The former ``(seed, seed + 1, seed + 2)`` shared two of its three runs with
+    the neighbouring chapter seed (seeds 0 and 1: runs 1 and 2 in both). Disjointness needs the same
+    ``count``: seed 1 with 3 runs, ``(3, 4, 5)``, meets seed 0 with 4 runs, ``(0, 1, 2, 3)``.
+
+    >>> run_seeds(0, 3), run_seeds(1, 3), run_seeds(2, 3)
+    ((0, 1, 2), (3, 4, 5), (6, 7, 8))
+    """
+    seed = check_int("seed", seed, minimum=0)
+    count = check_int("count", count, minimum=1)
+    return tuple(range(count * seed, count * seed + count))

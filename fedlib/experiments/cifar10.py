@@ -1492,7 +1492,9 @@ def engine_against_reference(*, width: float, rounds: int, clients: int, samples
     decay (Table 1's momentum rows) and FedNova-VR with local SGD —, each with
     :math:`E_i^{(t)} \sim \mathcal U(2, 5)`, augmentation and dropout, on the first
     ``clients`` clients of the official split of the shipped sample (their first
-    ``samples_per_client`` images), from ``vgg11(width, seed + r)``. Every engine of
+    ``samples_per_client`` images), run ``r`` from ``vgg11(width, s_r)`` with run seed
+    :math:`s_r` = ``run_seeds(seed, 3)[r]`` (:math:`3\,\text{seed} + r`: seed 0 runs 0, 1, 2, and no
+    two chapter seeds share a run seed, where ``seed + r`` gave seeds 0 and 1 two in common). Every engine of
     ``variants`` (default :data:`ENGINE_VARIANTS`) trains the three runs for ``rounds``
     rounds; :func:`fedlib.engines.stacked.reference_run` trains each run alone, one client
     and one step after another, on the same batches, crops, flips and dropout masks.
@@ -1508,6 +1510,7 @@ def engine_against_reference(*, width: float, rounds: int, clients: int, samples
     from ..models import vgg11
     from ..schedules import RandomEpochs
     from ..solvers import momentum_sgd, sgd
+    from . import run_seeds
 
     data = load_data(sample=True) if data is None else data
     parts = [np.asarray(c)[:samples_per_client] for c in official_partition(data.train_labels)[:clients]]
@@ -1517,10 +1520,12 @@ def engine_against_reference(*, width: float, rounds: int, clients: int, samples
                   ("FedNova, momentum", make_algorithm("fednova", momentum_sgd(0.02, 0.9, weight_decay=wd))),
                   ("FedNova-VR, SGD", make_algorithm("fednova-vr", sgd(0.05, weight_decay=wd)))]
 
-    def params(r):
-        return {n: p.detach().double() for n, p in vgg11(width=width, seed=seed + r).named_parameters()}
+    seeds = run_seeds(seed, len(algorithms))
 
-    runs = [RunSpec(alg, parts, RandomEpochs(sizes, batch_size, 2, 5, seed=seed + r), seed=seed + r,
+    def params(r):
+        return {n: p.detach().double() for n, p in vgg11(width=width, seed=seeds[r]).named_parameters()}
+
+    runs = [RunSpec(alg, parts, RandomEpochs(sizes, batch_size, 2, 5, seed=seeds[r]), seed=seeds[r],
                     params=params(r), name=name) for r, (name, alg) in enumerate(algorithms)]
 
     train = _train_only(data)
