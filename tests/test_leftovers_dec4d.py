@@ -101,6 +101,32 @@ def test_engine_against_reference_runs_share_no_seed_between_chapter_seeds(monke
     assert seeds == {0: 0, 1: 3}
 
 
+@pytest.mark.parametrize("which", ["sampling_grid", "sampling_bias"])
+def test_chapter8_sampling_seeds_of_other_chapter_seeds_are_disjoint(monkeypatch, which):
+    """Chapter 8 passes its seed to sampling_grid and sampling_bias, which ran sampling seeds seed, seed + 1,
+    ...: chapter seed 1 drew the participants and gradient noise of seed 0's sampling seeds 1 and 2."""
+    from fedlib.experiments import speedup as S
+
+    base, work = S.base_setup(seed=0, dim=3)
+    real = S.run_replicas
+    used: list = []
+
+    def record(*args, seed, **kwargs):
+        used.append(seed)
+        return real(*args, seed=seed, **kwargs)
+
+    monkeypatch.setattr(S, "run_replicas", record)
+    per_seed = {}
+    for chapter_seed in (0, 1, 2):
+        used.clear()
+        if which == "sampling_grid":
+            S.sampling_grid(base, work, [1], [2], [4], replicas=1, seeds=3, seed=chapter_seed)
+        else:
+            S.sampling_bias(base, work, [2], [4], tau_effs=("population",), seeds=3, seed=chapter_seed)
+        per_seed[chapter_seed] = tuple(used)
+    assert per_seed == {0: (0, 1, 2), 1: (3, 4, 5), 2: (6, 7, 8)}
+
+
 # --------------------------------------------------------------------------- 2. user hooks in the engines
 def _hook_setup(hook: str | None, dropout: bool = False):
     import numpy as np

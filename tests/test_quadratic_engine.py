@@ -281,6 +281,8 @@ def test_sampled_rounds_draw_noise_for_participants_only():
 
 
 def test_sampling_grid_averages_independent_seeds():
+    from fedlib.experiments import run_seeds  # seed 5 with 3 seeds: sampling seeds 15, 16, 17
+
     base, work = S.base_setup(seed=0, dim=3)
     rows = S.sampling_grid(base, work, [2], [2, 4], [30, 60], sigma=1.0, replicas=2, seeds=3, seed=5)
     assert [(r.population, r.clients, r.rounds) for r in rows] == [(8, 2, 30), (8, 2, 60), (8, 4, 30), (8, 4, 60)]
@@ -291,7 +293,7 @@ def test_sampling_grid_averages_independent_seeds():
     fixed = S.population_tau_eff(prob, w, S.make_solvers(lr))
     assert fixed == pytest.approx(float(prob.p @ S.mean_a_norms(w, S.make_solvers(lr))))
     per_seed = [run_replicas(prob, "fednova", S.make_solvers(lr), w, 60, sigma=1.0, replicas=2, seed=s,
-                             sampling="with-replacement", clients_per_round=2, tau_eff=fixed) for s in (5, 6, 7)]
+                             sampling="with-replacement", clients_per_round=2, tau_eff=fixed) for s in run_seeds(5, 3)]
     assert np.all(per_seed[0].tau_eff == fixed) and r.tau_eff == "population"
     values = [float(run.grad_norm2[:-1].mean()) for run in per_seed]
     assert r.mean_grad2 == pytest.approx(np.mean(values), rel=1e-12)
@@ -305,12 +307,12 @@ def test_sampling_grid_averages_independent_seeds():
         S.sampling_grid(base, work, [2], [2], [30], sigma=1.0, replicas=2, seeds=2, seed=5)[0]
     sample = S.sampling_grid(base, work, [2], [2], [60], sigma=1.0, replicas=2, seeds=2, seed=5, tau_eff="participants")
     plain = [run_replicas(prob, "fednova", S.make_solvers(lr), w, 60, sigma=1.0, replicas=2, seed=s,
-                          sampling="with-replacement", clients_per_round=2) for s in (5, 6)]
+                          sampling="with-replacement", clients_per_round=2) for s in run_seeds(5, 2)]
     assert sample[0].tau_eff == "participants"
     assert sample[0].mean_grad2 == pytest.approx(np.mean([float(run.grad_norm2[:-1].mean()) for run in plain]))
     app_h = S.sampling_grid(base, work, [2], [2], [60], sigma=1.0, replicas=2, seeds=2, seed=5, tau_eff="selected_p")
     plain_h = [run_replicas(prob, "fednova", S.make_solvers(lr), w, 60, sigma=1.0, replicas=2, seed=s,
-                            sampling="with-replacement", clients_per_round=2, tau_eff="selected_p") for s in (5, 6)]
+                            sampling="with-replacement", clients_per_round=2, tau_eff="selected_p") for s in run_seeds(5, 2)]
     assert app_h[0].tau_eff == "selected_p"
     assert app_h[0].mean_grad2 == pytest.approx(np.mean([float(run.grad_norm2[:-1].mean()) for run in plain_h]))
     with pytest.raises(ValueError, match="tau_eff"):

@@ -65,6 +65,7 @@ from ..schedules import RandomLocalWork
 from ..solvers import LocalSolver, check_shared_lr, decayed_sgd, momentum_sgd, proximal_sgd, sgd
 from ..theory import (AppGStepConditions, appg_max_lr, appg_step_conditions, chi_square, quadratic_global_optimum,
                       quadratic_min_beta2, quadratic_smoothness)
+from . import run_seeds
 from .quadratic import surrogate_optimum
 
 __all__ = [
@@ -339,8 +340,11 @@ def sampling_grid(problem: QuadraticProblem, work: RandomLocalWork, copies_list:
     client (:func:`participant_mean_steps`: :math:`\sum_i p_i\mathbb E\tau_i` with replacement
     :math:`\propto p`, :math:`\frac1m\sum_i\mathbb E\tau_i` uniformly).
 
-    Sampling seed :math:`s` (``seed, seed + 1, ...``) fixes the participants of every round
-    and the gradient noise of its ``replicas`` runs; the local work is ``work``'s for all.
+    Sampling seed :math:`s` of :func:`fedlib.experiments.run_seeds` ``(seed, seeds)`` (``seeds * seed``,
+    ..., ``seeds * seed + seeds - 1``: seed 0 runs sampling seeds 0, 1, ..., and no two values of ``seed``
+    share one, where ``seed, seed + 1, ...`` gave neighbouring chapter seeds all but one in common) fixes
+    the participants of every round and the gradient noise of its ``replicas`` runs; the local work is
+    ``work``'s for all.
     ``tau_eff`` (FedNova): ``"population"`` — the fixed :func:`population_tau_eff`, which
     keeps the expected update on :math:`F` — or one taken from each round's sample,
     ``"participants"`` (:math:`\sum_{i\in S}\omega_i\|a_i\|_1`) or ``"selected_p"`` (App. H's
@@ -371,7 +375,7 @@ def sampling_grid(problem: QuadraticProblem, work: RandomLocalWork, copies_list:
                 fixed = _replica_tau_eff(tau_eff, population_tau_eff(prob, w, solvers) if tau_eff == "population"
                                          else None)
                 per_seed, taus = [], []
-                for s in range(seed, seed + seeds):
+                for s in run_seeds(seed, seeds):
                     run = run_replicas(prob, algorithm, solvers, w, int(T), sigma=sigma, replicas=replicas, seed=s,
                                        sampling=scheme, clients_per_round=int(q), tau_eff=fixed)
                     per_seed.append(float(run.grad_norm2[:-1].mean()))
@@ -492,7 +496,8 @@ def sampling_bias(problem: QuadraticProblem, work: RandomLocalWork, clients_per_
     :math:`\sum_jc_jF_j` (``predicted``; ``a_norms`` their means over the random local work,
     which is drawn independently of the sample). A fixed :math:`\tau_{\text{eff}}`
     (:func:`population_tau_eff`) gives :math:`c\propto p` and :math:`x_c = x^*`.
-    Each seed is one run (its own participants); the averaged iterate removes the wandering.
+    Each seed is one run (its own participants); the averaged iterate removes the wandering. The
+    sampling seeds are :func:`fedlib.experiments.run_seeds` ``(seed, seeds)``, as in :func:`sampling_grid`.
     """
     check_choice("scheme", scheme, SAMPLING_SCHEMES)
     _check_work(problem, work)
@@ -519,7 +524,7 @@ def sampling_bias(problem: QuadraticProblem, work: RandomLocalWork, clients_per_
                 x_c = quadratic_global_optimum(problem.H, problem.e, c / c.sum())
                 means = [run_replicas(problem, "fednova", solvers, work, int(T), seed=s, sampling=scheme,
                                       clients_per_round=int(q), tau_eff=policy).mean_params[0]
-                         for s in range(seed, seed + seeds)]
+                         for s in run_seeds(seed, seeds)]
                 dist = [float(np.linalg.norm(x - x_star)) for x in means]
                 rows.append(BiasRow(int(q), int(T), lr, choice, float(np.mean(dist)),
                                     float(np.std(dist, ddof=1) / math.sqrt(seeds)), float(np.linalg.norm(x_c - x_star)),
