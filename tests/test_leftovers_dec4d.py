@@ -126,6 +126,18 @@ def test_chapter8_sampling_seeds_of_other_chapter_seeds_are_disjoint(monkeypatch
         per_seed[chapter_seed] = tuple(used)
     assert per_seed == {0: (0, 1, 2), 1: (3, 4, 5), 2: (6, 7, 8)}
 
+def test_measure_sampling_slopes_script_runs_tiny(capsys):
+    """scripts/measure_sampling_slopes.py (the numbers of chapter 8's comment on the sampling slopes)."""
+    import runpy
+
+    main = runpy.run_path(str(Path(__file__).resolve().parents[1] / "scripts" / "measure_sampling_slopes.py"),
+                          run_name="measure_sampling_slopes")["main"]
+    main(["--problem-seeds", "0", "--copies", "1", "--clients", "2", "4", "--rounds", "16", "32", "--seeds", "2",
+          "--replicas", "1"])
+    out = capsys.readouterr().out
+    assert out.startswith("problem seed 0: slope -") and "against q_eff tau T" in out
+    assert "(flatter than -1/2 at " in out and "of 1); against q_eff tau T: " in out
+
 
 # --------------------------------------------------------------------------- 2. user hooks in the engines
 def _hook_setup(hook: str | None, dropout: bool = False):
@@ -276,3 +288,4 @@ def test_sampling_summary_refuses_rows_that_do_not_fit_its_text(big, small, mess
 
     with pytest.raises(ValueError, match=message):
         S.sampling_summary(big, small, -0.5, [], 2.0, 1.2, 4, 16)
+

@@ -1,0 +1,57 @@
+"""Chapter 8, part 3 (client sampling): the numbers of the comment under its slope asserts, over problem seeds.
+
+    PYTHONPATH=. .venv/bin/python scripts/measure_sampling_slopes.py        # ci sizes, problem seeds 0-9
+
+Per problem seed s (also the chapter seed: base_setup(seed=s), sampling seeds run_seeds(s, seeds)), the
+chapter's sampling_big cells (m = 4 * copies, q in --clients, T in --rounds) and the log-log slopes of
+(1/T) sum ||grad F||^2 against q tau T and against q_eff tau T, each with its standard error propagated from
+the cells' standard errors: a least-squares slope is sum_k w_k log e_k with w_k = (l_k - mean l) / sum (l - mean l)^2,
+l_k the log budget, so its variance is sum_k w_k^2 (se_k / e_k)^2.
+"""
+from __future__ import annotations
+
+import argparse
+
+import numpy as np
+
+from fedlib.experiments import speedup as S
+from fedlib.experiments.quadratic import loglog_slope
+
+
+def slope_stderr(budgets, rows) -> float:
+    """Standard error of the log-log slope against ``budgets`` from the cells' relative standard errors."""
+    logs = np.log(np.asarray(budgets, dtype=float))
+    weights = (logs - logs.mean()) / np.sum((logs - logs.mean()) ** 2)
+    relative = np.array([r.stderr / r.mean_grad2 for r in rows])
+    return float(np.sqrt(np.sum((weights * relative) ** 2)))
+
+
+def main(argv=None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--problem-seeds", type=int, nargs="+", default=list(range(10)))
+    ap.add_argument("--copies", type=int, default=16, help="the chapter's population_copies (m = 4 * copies)")
+    ap.add_argument("--clients", type=int, nargs="+", default=[4, 16], help="the chapter's clients_per_round")
+    ap.add_argument("--rounds", type=int, nargs="+", default=[256, 1024], help="the chapter's rounds_speedup")
+    ap.add_argument("--seeds", type=int, default=3, help="the chapter's sampling_seeds")
+    ap.add_argument("--replicas", type=int, default=4)
+    args = ap.parse_args(argv)
+    found = []
+    for ps in args.problem_seeds:
+        base, work = S.base_setup(seed=ps, dim=10, spread=1.0)
+        rows = S.sampling_grid(base, work, [args.copies], args.clients, args.rounds, sigma=3.0, lr_scale=0.1,
+                               replicas=args.replicas, seeds=args.seeds, seed=ps)
+        budget = [r.budget for r in rows]
+        budget_eff = [r.effective_clients * r.tau_tilde * r.rounds for r in rows]
+        errors = [r.mean_grad2 for r in rows]
+        found.append((loglog_slope(budget, errors), slope_stderr(budget, rows),
+                      loglog_slope(budget_eff, errors), slope_stderr(budget_eff, rows)))
+        print(f"problem seed {ps}: slope {found[-1][0]:.4f} (s.e. {found[-1][1]:.4f}) against q tau T, "
+              f"{found[-1][2]:.4f} (s.e. {found[-1][3]:.4f}) against q_eff tau T", flush=True)
+    a = np.array(found)
+    print(f"against q tau T: {a[:, 0].min():.3f} to {a[:, 0].max():.3f} (flatter than -1/2 at "
+          f"{int(np.sum(a[:, 0] > -0.5))} of {len(a)}); against q_eff tau T: {a[:, 2].min():.3f} to {a[:, 2].max():.3f}; "
+          f"largest standard error {a[:, 1].max():.3f} / {a[:, 3].max():.3f}")
+
+
+if __name__ == "__main__":
+    main()
