@@ -1,8 +1,9 @@
 r"""Splitting a labelled data set over clients: the Dirichlet label-skew partition and IID.
 
-Used by the Table 1 chapter (CIFAR-10, 16 clients, paper §6): the
-training set is split over :math:`m` clients by drawing, for every class, the share of
-that class that each client receives from a symmetric Dirichlet distribution.
+Used by chapter 5 (Table 1: CIFAR-10, 16 clients, paper §6), and by chapter 3 for the client
+sizes :math:`n_i` of that split: the training set is split over :math:`m` clients by drawing,
+for every class, the share of that class that each client receives from a symmetric Dirichlet
+distribution.
 
 The algorithm (Hsu et al. 2019, as used by Lin et al. and by the official FedNova code)
 ---------------------------------------------------------------------------------------
@@ -22,6 +23,13 @@ If some client ends with fewer than ``min_size`` samples the whole procedure is 
 (continuing the same random stream).  Finally each :math:`S_j` is shuffled.  Client
 weights are then :math:`p_j = |S_j| / n` (paper §2).  Small :math:`\alpha` (0.1 in the
 paper) gives clients that hold mostly one to three classes and very unequal sizes.
+
+The paper's :math:`\mathrm{Dir}_{16}(0.1)` (§6) is this draw: one :math:`q` per *class*, over the
+16 clients, with the symmetric concentration :math:`\alpha\mathbf 1_m`.  Hsu et al. describe it the
+other way round, one label distribution per *client*, :math:`q \sim \mathrm{Dir}(\alpha p)` over the
+classes with :math:`p` the prior class distribution; that variant is not implemented here (the
+official code, which Table 1 used, draws per class).  The cap of step 3 is checked before a class is
+handed out, so a client may end above :math:`n/m`.
 
 Two random sources
 ------------------
@@ -179,7 +187,7 @@ def dirichlet_partition(
     and counts as failed, so later draws differ; it needs a tiny ``alpha`` and does not
     happen at 0.1.)  Numpy's global random state is neither read nor changed.  With the defaults
     and the CIFAR-10 training labels in their standard order this is the split behind
-    Table 1 (used in the Table 1 chapter).
+    Table 1 (chapter 5; chapter 3 takes its sizes).
 
     Parameters
     ----------
@@ -207,6 +215,30 @@ def dirichlet_partition(
     list of numpy.ndarray
         ``num_clients`` int64 index arrays, disjoint, together covering ``range(n)``,
         each in the shuffled order of the official code.
+
+    Example
+    -------
+    Sixty labels, twenty of each of three classes, over :math:`m = 3` clients with
+    :math:`\alpha = 0.1` (rows of :func:`class_counts` are clients, columns classes).  Each class
+    goes almost whole to one client; the cap :math:`|S_j| < n/m = 20` is checked before each
+    class, so client 1, which holds 17 samples after class 0, still takes 19 of class 2 (36 in
+    all).  Client 2 gets 3 samples: with the default ``min_size=10`` that attempt is refused and
+    the next draw of the same stream is kept:
+
+    >>> import numpy as np
+    >>> labels = np.repeat(np.arange(3), 20)
+    >>> parts = dirichlet_partition(labels, num_clients=3, alpha=0.1, min_size=1)
+    >>> class_counts(labels, parts).tolist(), [len(part) for part in parts]
+    ([[2, 19, 0], [17, 0, 19], [1, 1, 1]], [21, 36, 3])
+    >>> sorted(np.concatenate(parts).tolist()) == list(range(60))
+    True
+    >>> class_counts(labels, dirichlet_partition(labels, num_clients=3, alpha=0.1)).tolist()
+    [[0, 19, 0], [0, 1, 20], [20, 0, 0]]
+
+    A large :math:`\alpha` gives near-equal shares of every class:
+
+    >>> class_counts(labels, dirichlet_partition(labels, num_clients=3, alpha=1000.0, min_size=1)).tolist()
+    [[6, 6, 6], [7, 7, 7], [7, 7, 7]]
     """
     y, num_classes = _check_labels(labels, num_classes)
     num_clients, alpha, min_size, max_attempts = _check_common(y, num_clients, alpha, min_size, max_attempts)
@@ -239,6 +271,23 @@ def dirichlet_partition_generator(
     rng_or_seed:
         A ``numpy.random.Generator`` (advanced in place), or an integer seed ``s`` meaning
         ``fedlib.rng.generator(s, "partition")``.
+
+    Example
+    -------
+    The same seed gives the same split; every class is handed out whole (column sums 20), and the
+    split differs from the official stream's (:func:`dirichlet_partition`):
+
+    >>> import numpy as np
+    >>> labels = np.repeat(np.arange(3), 20)
+    >>> first = dirichlet_partition_generator(labels, 3, 0.1, 7, min_size=1)
+    >>> again = dirichlet_partition_generator(labels, 3, 0.1, 7, min_size=1)
+    >>> all(np.array_equal(a, b) for a, b in zip(first, again))
+    True
+    >>> class_counts(labels, first).sum(axis=0).tolist()
+    [20, 20, 20]
+    >>> official = dirichlet_partition(labels, 3, 0.1, min_size=1)
+    >>> all(np.array_equal(a, b) for a, b in zip(first, official))
+    False
     """
     y, num_classes = _check_labels(labels, num_classes)
     num_clients, alpha, min_size, max_attempts = _check_common(y, num_clients, alpha, min_size, max_attempts)
@@ -247,7 +296,7 @@ def dirichlet_partition_generator(
 
 
 def iid_partition(n: int, num_clients: int, seed) -> list[np.ndarray]:
-    """Split ``range(n)`` uniformly at random into ``num_clients`` near-equal parts.
+    r"""Split ``range(n)`` uniformly at random into ``num_clients`` near-equal parts.
 
     A random permutation of ``0..n-1`` cut into consecutive blocks whose sizes differ by
     at most one (the first ``n mod num_clients`` blocks are one larger).  The IID
@@ -267,6 +316,16 @@ def iid_partition(n: int, num_clients: int, seed) -> list[np.ndarray]:
     -------
     list of numpy.ndarray
         ``num_clients`` disjoint int64 index arrays covering ``range(n)``.
+
+    Example
+    -------
+    Ten samples over three clients: :math:`10 = 4 + 3 + 3`, the first :math:`10 \bmod 3 = 1`
+    block one larger, and every index used once:
+
+    >>> import numpy as np
+    >>> parts = iid_partition(10, 3, seed=0)
+    >>> [len(part) for part in parts], sorted(np.concatenate(parts).tolist()) == list(range(10))
+    ([4, 3, 3], True)
     """
     n = check_int("n", n, minimum=1)
     num_clients = check_int("num_clients", num_clients, minimum=1)
@@ -282,6 +341,16 @@ def class_counts(labels, parts, num_classes: int | None = None) -> np.ndarray:
 
     ``parts`` is a list of index arrays as returned by the partition functions (for the
     official code's ``{client: indices}`` dict, pass ``[d[j] for j in range(len(d))]``).
+    Row :math:`j` sums to :math:`n_j = |S_j|`, column :math:`k` to the number of samples of class
+    :math:`k` the parts hold.
+
+    Example
+    -------
+    Labels ``0, 0, 1, 2, 2, 2``; client 0 holds samples 0 and 2 (classes 0 and 1), client 1 the
+    other four (one of class 0, three of class 2):
+
+    >>> class_counts([0, 0, 1, 2, 2, 2], [[0, 2], [1, 3, 4, 5]]).tolist()
+    [[1, 1, 0], [1, 0, 3]]
     """
     y, num_classes = _check_labels(labels, num_classes)
     if isinstance(parts, np.ndarray) and parts.ndim == 2:  # equal-size clients stacked: one row each
