@@ -25,7 +25,9 @@ may be written as integer-valued floats (``3.0``), as the FedProx generator does
 among numbers in ``x`` reads as 1/0; in ``y`` it is rejected.)
 
 Every problem is reported as a :class:`ValueError` whose message starts with the file
-(or folder) concerned.
+(or folder) concerned.  The book's chapters generate Synthetic(1,1) in memory
+(:mod:`fedlib.data.synthetic`); ``python -m fedlib run synthetic --data PATH`` runs on a LEAF data
+set instead (FedProx's released ``synthetic_1_1`` files, say).
 
 Example
 -------
@@ -263,6 +265,35 @@ def load_leaf(path, num_classes: int | None = None, name: str | None = None, *,
         ``user_data``, ragged / non-numeric / non-finite ``x``, non-integer or
         out-of-range labels, a user without training samples, different user sets in
         train and test, inconsistent feature dimensions.
+
+    Example
+    -------
+    A one-file data set written by hand: user ``"b"`` (listed first) has one sample whose label is
+    written ``2.0``, user ``"a"`` three.  Clients come sorted by id, so :math:`n = (3, 1)` and
+    :math:`p = (3/4, 1/4)`; the default ``num_classes`` is the largest label plus one, 3; a single
+    file gives empty test sets:
+
+    >>> import json, tempfile
+    >>> from pathlib import Path
+    >>> with tempfile.TemporaryDirectory() as tmp:
+    ...     file = Path(tmp) / "train.json"
+    ...     _ = file.write_text(json.dumps({
+    ...         "users": ["b", "a"], "num_samples": [1, 3],
+    ...         "user_data": {"b": {"x": [[1.0, 2.0]], "y": [2.0]},
+    ...                       "a": {"x": [[0.0, 0.0], [0.0, 1.0], [1.0, 0.0]], "y": [0, 1, 1]}}}))
+    ...     ds = load_leaf(file)
+    ...     in_file_order = load_leaf(file, client_order="appearance").meta["users"]
+    >>> ds.meta["users"], ds.num_samples.tolist(), ds.weights.tolist(), ds.num_classes
+    (['a', 'b'], [3, 1], [0.75, 0.25], 3)
+    >>> ds.train_y[1].tolist(), [len(y) for y in ds.test_y], in_file_order
+    ([2], [0, 0], ['b', 'a'])
+
+    A path that does not exist is refused, naming it:
+
+    >>> load_leaf("no/such/folder")
+    Traceback (most recent call last):
+    ...
+    ValueError: no/such/folder: no such file or folder
     """
     if num_classes is not None:
         num_classes = check_int("num_classes", num_classes, minimum=2)
@@ -390,6 +421,34 @@ def save_leaf(dataset: FederatedDataset, path, *, drop_test: bool = False) -> li
       default ids do): the default ``"sorted"`` order of LEAF's readers sorts the ids;
     * ``num_classes=dataset.num_classes`` is passed: the format has no class count, and
       the loader's default is the largest label present plus one.
+
+    Example
+    -------
+    Two clients (2 and 1 training samples, 1 and 0 test samples) with labels 0 and 1 of
+    ``num_classes=3``.  A folder receives a training and a test file; reading it back gives the same
+    sizes, and ``num_classes`` only when it is passed (the labels alone say 2).  A single ``.json``
+    file cannot hold the test sample:
+
+    >>> import tempfile
+    >>> from pathlib import Path
+    >>> import numpy as np
+    >>> ds = FederatedDataset([np.zeros((2, 2)), np.ones((1, 2))], [np.array([0, 1]), np.array([1])],
+    ...                       [np.zeros((1, 2)), np.zeros((0, 2))], [np.array([0]), np.zeros(0, dtype=int)],
+    ...                       num_classes=3)
+    >>> with tempfile.TemporaryDirectory() as tmp:
+    ...     written = [Path(f).relative_to(tmp).as_posix() for f in save_leaf(ds, tmp)]
+    ...     back, guessed = load_leaf(tmp, num_classes=3), load_leaf(tmp)
+    >>> written
+    ['train/train.json', 'test/test.json']
+    >>> back.num_samples.tolist(), [len(y) for y in back.test_y], back.meta["users"], back.num_classes
+    ([2, 1], [1, 0], ['f_00000', 'f_00001'], 3)
+    >>> guessed.num_classes
+    2
+    >>> with tempfile.TemporaryDirectory() as tmp:
+    ...     save_leaf(ds, Path(tmp) / "one.json")
+    Traceback (most recent call last):
+    ...
+    ValueError: ...one.json: a single file holds training data only, but dataset has test samples; give a folder, or pass drop_test=True
     """
     if not isinstance(dataset, FederatedDataset):
         raise ValueError(f"dataset must be a FederatedDataset, got {type(dataset).__name__}")
