@@ -1,6 +1,6 @@
 """CIFAR-10 as plain numpy arrays, read straight from the "python version" batch files.
 
-The Table 1 chapter trains VGG-11 on CIFAR-10 split over 16 clients (the official setup,
+Chapter 5 (Table 1) trains VGG-11 on CIFAR-10 split over 16 clients (the official setup,
 paper §6).  This module only *reads* the images; partitioning is in
 :mod:`fedlib.data.partition`, the model in :mod:`fedlib.models`.
 
@@ -90,6 +90,17 @@ class Cifar10Arrays(NamedTuple):
         ``(N,)`` int64 in ``0..9`` (see :data:`CIFAR10_CLASSES`).
     source:
         Where the arrays were read from (batch folder or ``.npz`` file), for messages.
+
+    Example
+    -------
+    Two black training images of classes 0 and 9 and no test image; a label names its class
+    through :data:`CIFAR10_CLASSES`:
+
+    >>> import numpy as np
+    >>> toy = Cifar10Arrays(np.zeros((2, 32, 32, 3), np.uint8), np.array([0, 9]),
+    ...                     np.zeros((0, 32, 32, 3), np.uint8), np.zeros(0, np.int64), "toy")
+    >>> toy.train_images.shape, [CIFAR10_CLASSES[k] for k in toy.train_labels]
+    ((2, 32, 32, 3), ['airplane', 'truck'])
     """
 
     train_images: np.ndarray
@@ -255,6 +266,31 @@ def load_cifar10(root, download: bool = False, timeout: float | None = 60.0) -> 
     >>> cifar = load_cifar10("path/to/data")               # doctest: +SKIP
     >>> cifar.train_images.shape, cifar.train_labels[:3]   # doctest: +SKIP
     ((50000, 32, 32, 3), array([6, 9, 9]))
+
+    The layout, on a stand-in folder of six one-image batch files written here: training image
+    :math:`i` has label :math:`i` and is pure red (its 1,024 red values 255, the green and blue
+    planes 0), so every NHWC pixel reads ``[255, 0, 0]``; the test image has label 5:
+
+    >>> import pickle, tempfile
+    >>> from pathlib import Path
+    >>> red = np.concatenate([np.full(1024, 255), np.zeros(2048)]).astype(np.uint8)[None, :]
+    >>> with tempfile.TemporaryDirectory() as tmp:
+    ...     folder = Path(tmp) / BATCH_FOLDER
+    ...     folder.mkdir()
+    ...     for i, name in enumerate(TRAIN_FILES + (TEST_FILE,)):
+    ...         _ = (folder / name).write_bytes(pickle.dumps({"data": red, "labels": [i]}))
+    ...     toy = load_cifar10(tmp)
+    >>> toy.train_images.shape, toy.train_labels.tolist(), toy.test_labels.tolist()
+    ((5, 32, 32, 3), [0, 1, 2, 3, 4], [5])
+    >>> toy.train_images[0, 0, 0].tolist(), toy.train_images[0, 31, 31].tolist()
+    ([255, 0, 0], [255, 0, 0])
+
+    Without the data (and ``download=False``) the error names the folder and how to get it:
+
+    >>> load_cifar10("no/such/root")
+    Traceback (most recent call last):
+    ...
+    FileNotFoundError: CIFAR-10 not found: looked for the CIFAR-10 batch folder no/such/root/cifar-10-batches-py ...
     """
     root = check_path("root", root)
     if not isinstance(download, (bool, np.bool_)):  # download="no" is truthy: it would fetch 170 MB
@@ -358,6 +394,18 @@ def load_cifar10_sample(path=None) -> Cifar10Arrays:
         ``data/`` folder); the message says how to recreate it.
     ValueError
         The file lacks a key or holds arrays of the wrong type or shape.
+
+    Example
+    -------
+    The shipped sample (in a source checkout): 200 training images of each class, 50 test images
+    of each:
+
+    >>> import numpy as np
+    >>> sample = load_cifar10_sample()
+    >>> sample.train_images.shape, sample.test_images.shape, sample.train_images.dtype
+    ((2000, 32, 32, 3), (500, 32, 32, 3), dtype('uint8'))
+    >>> np.bincount(sample.train_labels).tolist() == [200] * 10, np.bincount(sample.test_labels).tolist() == [50] * 10
+    (True, True)
     """
     file = DEFAULT_SAMPLE_PATH if path is None else check_path("path", path)
     if not file.is_file():
@@ -387,6 +435,20 @@ def load_cifar10_labels(path=None) -> tuple[np.ndarray, np.ndarray]:
     ------
     FileNotFoundError, ValueError
         A missing file, a missing key, labels out of range.
+
+    Example
+    -------
+    5,000 training and 1,000 test images of each class; the first training labels are 6, 9, 9
+    (frog, truck, truck), and with them the official Dir(0.1) split is the 16 clients of Table 1:
+
+    >>> import numpy as np
+    >>> from fedlib.data.partition import dirichlet_partition
+    >>> train_labels, test_labels = load_cifar10_labels()
+    >>> train_labels[:3].tolist(), np.bincount(train_labels).tolist() == [5000] * 10, len(test_labels)
+    ([6, 9, 9], True, 10000)
+    >>> parts = dirichlet_partition(train_labels)
+    >>> len(parts), sum(len(part) for part in parts)
+    (16, 50000)
     """
     file = DEFAULT_LABELS_PATH if path is None else check_path("path", path)
     if not file.is_file():
@@ -427,6 +489,20 @@ def cifar10_random_images(seed: int = 0, path=None) -> Cifar10Arrays:
     >>> d = cifar10_random_images()                       # doctest: +SKIP
     >>> d.train_images.shape, int(d.train_labels[0])      # doctest: +SKIP
     ((50000, 32, 32, 3), 6)
+
+    On a labels file of three labels written here: the images follow the labels' counts, the
+    pixels are uint8 noise, and the same seed gives the same pixels:
+
+    >>> import tempfile
+    >>> from pathlib import Path
+    >>> with tempfile.TemporaryDirectory() as tmp:
+    ...     file = Path(tmp) / "labels.npz"
+    ...     np.savez(file, train_labels=np.array([6, 9]), test_labels=np.array([3]))
+    ...     d, again = cifar10_random_images(seed=1, path=file), cifar10_random_images(seed=1, path=file)
+    >>> d.train_images.shape, d.test_images.shape, d.train_labels.tolist(), d.train_images.dtype
+    ((2, 32, 32, 3), (1, 32, 32, 3), [6, 9], dtype('uint8'))
+    >>> bool((d.train_images == again.train_images).all())
+    True
     """
     seed = check_int("seed", seed, minimum=0)
     train_labels, test_labels = load_cifar10_labels(path)
