@@ -44,8 +44,8 @@ Three forms, all float64 numpy (the packed kernel also takes torch tensors):
 global training loss :math:`F(x)`, test accuracy on the union of the clients' test sets,
 and the per-client mini-batch gradient function of the reference loop.
 
-Used by the chapter "Synthetic(1,1) logistic regression (Figure 5)" and by
-``python -m fedlib run synthetic``.
+Used by chapter 4 ("Synthetic(1,1) logistic regression (Figure 5)"), by chapters 7, 9 and 10,
+and by ``python -m fedlib run synthetic``.
 
 Example
 -------
@@ -73,7 +73,18 @@ def _is_torch(x: Any) -> bool:
 
 
 def pack_params(params: dict) -> np.ndarray:
-    r"""``{"W": (..., d, C), "b": (..., C)}`` -> :math:`\Theta = [W; b]` of shape ``(..., d+1, C)``."""
+    r"""``{"W": (..., d, C), "b": (..., C)}`` -> :math:`\Theta = [W; b]` of shape ``(..., d+1, C)``.
+
+    Example
+    -------
+    The bias becomes the last row, and :func:`unpack_params` takes it back:
+
+    >>> theta = pack_params({"W": np.arange(6.0).reshape(2, 3), "b": np.array([10.0, 20.0, 30.0])})
+    >>> theta.tolist()
+    [[0.0, 1.0, 2.0], [3.0, 4.0, 5.0], [10.0, 20.0, 30.0]]
+    >>> unpack_params(theta)["b"].tolist(), unpack_params(theta)["W"].shape
+    ([10.0, 20.0, 30.0], (2, 3))
+    """
     W, b = params["W"], params["b"]
     if _is_torch(W):
         import torch
@@ -83,7 +94,17 @@ def pack_params(params: dict) -> np.ndarray:
 
 
 def unpack_params(theta) -> dict:
-    r""":math:`\Theta` ``(..., d+1, C)`` -> ``{"W": (..., d, C), "b": (..., C)}`` (views)."""
+    r""":math:`\Theta` ``(..., d+1, C)`` -> ``{"W": (..., d, C), "b": (..., C)}`` (views).
+
+    Example
+    -------
+    Views, not copies: writing into the unpacked bias writes :math:`\Theta`'s last row:
+
+    >>> theta = np.zeros((3, 2))
+    >>> unpack_params(theta)["b"][:] = 7.0
+    >>> theta.tolist()
+    [[0.0, 0.0], [0.0, 0.0], [7.0, 7.0]]
+    """
     return {"W": theta[..., :-1, :], "b": theta[..., -1, :]}
 
 
@@ -96,6 +117,22 @@ def packed_grad_(theta, X, Yw, w, Z, G, l2: float = 0.0) -> None:
     sample weights, ``w`` ``(q, B, 1)`` the sample weights (:math:`1/\text{batch size}`
     for real samples, 0 for padding), ``Z`` ``(q, B, C)`` scratch, ``G`` ``(q, D, C)``
     output. numpy arrays or torch tensors (all of one kind).
+
+    Example
+    -------
+    One client, :math:`d = 1`, :math:`C = 2`, :math:`\Theta = 0`, samples :math:`x = 1` (label 0)
+    and :math:`x = -1` (label 1) of weight :math:`1/2` each: :math:`P - Y = (-\tfrac12, \tfrac12)`
+    and :math:`(\tfrac12, -\tfrac12)`, so :math:`\nabla_W = \tfrac12(-\tfrac12, \tfrac12) -
+    \tfrac12(\tfrac12, -\tfrac12) = (-\tfrac12, \tfrac12)` and :math:`\nabla_b = 0`, the gradient of
+    :meth:`LogisticRegression.grad` packed:
+
+    >>> X = np.array([[1.0, 1.0], [-1.0, 1.0]])            # features with the trailing 1
+    >>> w = np.array([[0.5], [0.5]])
+    >>> Yw = np.array([[1.0, 0.0], [0.0, 1.0]]) * w        # one-hot labels 0, 1 times the weights
+    >>> G = np.empty((2, 2))
+    >>> packed_grad_(np.zeros((2, 2)), X, Yw, w, np.empty((2, 2)), G)
+    >>> G.tolist()
+    [[-0.5, 0.5], [0.0, 0.0]]
     """
     (_packed_grad_torch if _is_torch(theta) else _packed_grad_numpy)(theta, X, Yw, w, Z, G, l2)
 
@@ -240,7 +277,30 @@ def _grad(W, b, x, y, l2):
 
 class LogisticRegression:
     r"""Softmax regression :math:`d \to C` with an optional L2 penalty ``l2`` on ``W``
-    (default 0; see the module docstring for FedProx's 0.001)."""
+    (default 0; see the module docstring for FedProx's 0.001).
+
+    Example
+    -------
+    :math:`d = 1`, :math:`C = 2`, at the all-zero start: the softmax is uniform, so the loss is
+    :math:`\log 2 = 0.6931` and (the same batch as :func:`packed_grad_`)
+    :math:`\nabla_W = (-\tfrac12, \tfrac12)`, :math:`\nabla_b = 0`; every :math:`\arg\max` is class 0,
+    right for one sample of two:
+
+    >>> model = LogisticRegression(num_features=1, num_classes=2)
+    >>> params = model.init_params()
+    >>> x, y = np.array([[1.0], [-1.0]]), np.array([0, 1])
+    >>> loss, grads = model.loss_and_grad(params, x, y)
+    >>> round(loss, 4), grads["W"].tolist(), grads["b"].tolist(), model.accuracy(params, x, y)
+    (0.6931, [[-0.5, 0.5]], [0.0, 0.0], 0.5)
+
+    The stacked form gives the same for a batch padded with a third sample of mask 0:
+
+    >>> losses, stacked = model.loss_and_grad_stacked({"W": params["W"][None], "b": params["b"][None]},
+    ...                                               np.array([[[1.0], [-1.0], [5.0]]]), np.array([[0, 1, 1]]),
+    ...                                               mask=np.array([[1, 1, 0]]))
+    >>> losses.round(4).tolist(), stacked["W"].tolist()
+    ([0.6931], [[[-0.5, 0.5]]])
+    """
 
     def __init__(self, num_features: int = 60, num_classes: int = 10, l2: float = 0.0):
         self.num_features = check_int("num_features", num_features, minimum=1)
@@ -390,6 +450,32 @@ class LogisticProblem:
     Holds the concatenated training data (for :math:`F(x) = \sum_i p_i F_i(x)`, the
     mean over all training samples) and test data (union of the client test sets).
     ``num_classes`` defaults to the data set's.
+
+    Example
+    -------
+    Two clients of 2 and 1 training samples (:math:`p = (2/3, 1/3)`) and one test sample, of label
+    1, on client 1. At zero every loss is :math:`\log 2` and the prediction is class 0, so the test
+    accuracy is 0; client 1's only sample :math:`x = 2`, label 1, has :math:`P - Y = (\tfrac12, -\tfrac12)`
+    and gradient :math:`\nabla_W = 2(\tfrac12, -\tfrac12) = (1, -1)` (one batch of at most 8 holds it):
+
+    >>> from fedlib.data import FederatedDataset
+    >>> data = FederatedDataset([np.array([[1.0], [-1.0]]), np.array([[2.0]])], [np.array([0, 1]), np.array([1])],
+    ...                         [np.zeros((0, 1)), np.array([[3.0]])], [np.zeros(0, dtype=int), np.array([1])],
+    ...                         num_classes=2)
+    >>> problem = LogisticProblem(data)
+    >>> x0 = problem.init_params()
+    >>> problem.p.round(4).tolist(), round(problem.loss(x0), 4), round(problem.client_loss(x0, 1), 4)
+    ([0.6667, 0.3333], 0.6931, 0.6931)
+    >>> problem.test_accuracy(x0)
+    0.0
+    >>> grads = problem.grad_fn(seed=0, batch_size=8)(x0, 1, 0, 0)     # (params, client, round, step)
+    >>> grads["W"].tolist(), grads["b"].tolist()
+    ([[1.0, -1.0]], [0.5, -0.5])
+
+    Weights that score class 1 by :math:`x` classify the test sample :math:`x = 3` right:
+
+    >>> problem.test_accuracy({"W": np.array([[0.0, 1.0]]), "b": np.zeros(2)})
+    1.0
     """
 
     def __init__(self, dataset: FederatedDataset, l2: float = 0.0, num_classes: Optional[int] = None):
