@@ -1,6 +1,6 @@
 r"""VGG-11 (no BatchNorm) as in the official FedNova CIFAR-10 experiment.
 
-The Table 1 chapter trains this network (the official code's VGG-11, paper §6).  Architecture, with
+Chapter 5 (Table 1) trains this network (the official code's VGG-11, paper §6).  Architecture, with
 ``M`` a 2x2 max-pool of stride 2 and every number a 3x3 convolution (padding 1) of that
 many output channels followed by ReLU::
 
@@ -65,10 +65,20 @@ _DROPOUT = 0.5
 
 
 def scaled_width(channels: int, width: float) -> int:
-    """Channel count ``max(1, round(channels * width))`` used by :func:`vgg11`.
+    r"""Channel count ``max(1, round(channels * width))`` used by :func:`vgg11`.
 
     Python's :func:`round` (ties to even).  Exposed so that code rebuilding the network
     (e.g. a grouped-convolution version) computes the same sizes.
+
+    Example
+    -------
+    At ``width=0.125``: :math:`64 \to 8`, :math:`512 \to 64`; :math:`20 \cdot 0.125 = 2.5` rounds to the even
+    2 and :math:`28 \cdot 0.125 = 3.5` to 4; a width that rounds to 0 channels keeps 1:
+
+    >>> scaled_width(64, 0.125), scaled_width(512, 0.125), scaled_width(20, 0.125), scaled_width(28, 0.125)
+    (8, 64, 2, 4)
+    >>> scaled_width(64, 0.001)
+    1
     """
     return max(1, int(round(channels * width)))
 
@@ -98,7 +108,7 @@ def _init_linear(linear: nn.Linear, gen: torch.Generator | None) -> None:
 
 
 def vgg11(num_classes: int = 10, width: float = 1.0, seed=None, *, dropout: float = _DROPOUT) -> nn.Sequential:
-    """VGG-11 without BatchNorm for 32x32 RGB inputs, as one flat ``nn.Sequential``.
+    r"""VGG-11 without BatchNorm for 32x32 RGB inputs, as one flat ``nn.Sequential``.
 
     See the module docstring for the architecture, the layer indices and the
     initialisation.
@@ -111,7 +121,7 @@ def vgg11(num_classes: int = 10, width: float = 1.0, seed=None, *, dropout: floa
         Width multiplier ``w > 0``: every convolution gets ``max(1, round(c * w))``
         channels and the two hidden linear layers ``max(1, round(512 * w))`` units.
         ``width=1`` is the paper's network (9,750,922 parameters); small widths (e.g.
-        0.125, ~0.16 M parameters) make CPU tests and demos cheap.
+        0.125, 153,530 parameters) make CPU tests and demos cheap.
     seed:
         ``None``: initialise from torch's global RNG (like ``torch.nn`` layers do).
         An ``int``: draw from ``fedlib.rng.torch_generator(seed, "init")`` — same seed,
@@ -124,6 +134,31 @@ def vgg11(num_classes: int = 10, width: float = 1.0, seed=None, *, dropout: floa
     -------
     torch.nn.Sequential
         On the CPU in float32; move it with ``.to(device)``.
+
+    Example
+    -------
+    At ``width=0.125`` the channels are 8, 16, 32, 32, 64, 64, 64, 64 and the hidden layers 64 wide:
+    convolutions :math:`(3 \cdot 8 + 8 \cdot 16 + 16 \cdot 32 + 32 \cdot 32 + 32 \cdot 64 + 3 \cdot 64 \cdot 64)
+    \cdot 9 + 8 + 16 + 2 \cdot 32 + 4 \cdot 64 = 144{,}560` parameters, linear layers
+    :math:`2\,(64 \cdot 64 + 64) + 64 \cdot 10 + 10 = 8{,}970`, 153,530 in all (the same sums at
+    ``width=1`` give :data:`VGG11_NUM_PARAMETERS`). Two 32x32 images give two rows of 10 logits, and
+    the same seed the same weights:
+
+    >>> import torch
+    >>> net = vgg11(width=0.125, seed=0)
+    >>> count_parameters(net), len(net)
+    (153530, 29)
+    >>> net[0]
+    Conv2d(3, 8, kernel_size=(3, 3), stride=(1, 1), padding=(1, 1))
+    >>> net[28]
+    Linear(in_features=64, out_features=10, bias=True)
+    >>> with torch.no_grad():
+    ...     logits = net.eval()(torch.zeros(2, 3, 32, 32))
+    >>> tuple(logits.shape)
+    (2, 10)
+    >>> again = vgg11(width=0.125, seed=0)
+    >>> all(torch.equal(a, b) for a, b in zip(net.parameters(), again.parameters()))
+    True
     """
     num_classes = check_int("num_classes", num_classes, minimum=1)
     width = check_positive("width", width)
@@ -161,9 +196,21 @@ def vgg11(num_classes: int = 10, width: float = 1.0, seed=None, *, dropout: floa
 
 
 def count_parameters(module: nn.Module, trainable_only: bool = False) -> int:
-    """Number of scalar parameters of ``module`` (shared tensors counted once).
+    r"""Number of scalar parameters of ``module`` (shared tensors counted once).
 
     With ``trainable_only`` only parameters with ``requires_grad`` are counted.
+
+    Example
+    -------
+    ``Linear(3, 2)`` has :math:`3 \cdot 2 + 2 = 8` parameters; the same layer twice in a
+    ``Sequential`` is still 8; with its bias frozen, 6 are trainable:
+
+    >>> layer = nn.Linear(3, 2)
+    >>> count_parameters(layer), count_parameters(nn.Sequential(layer, layer))
+    (8, 8)
+    >>> _ = layer.bias.requires_grad_(False)
+    >>> count_parameters(layer, trainable_only=True)
+    6
     """
     if not isinstance(module, nn.Module):
         raise ValueError(f"module must be a torch.nn.Module, got {type(module).__name__}")
