@@ -95,7 +95,22 @@ def parameters_of(model) -> List[torch.Tensor]:
     """Detached copies of ``model.parameters()`` (or of an iterable of parameters, e.g. the
     trainable ones only), in order: the global model of
     :meth:`fedlib.algorithms.FederatedAlgorithm.init` for a :class:`ClientOptimizer` on the
-    same parameters."""
+    same parameters (chapter 6).
+
+    Example
+    -------
+    ``Linear(2, 1)`` has a weight ``(1, 2)`` and a bias ``(1,)``; the copies do not follow later
+    changes of the model:
+
+    >>> layer = torch.nn.Linear(2, 1)
+    >>> snapshot = parameters_of(layer)
+    >>> [tuple(t.shape) for t in snapshot], snapshot[0].requires_grad
+    ([(1, 2), (1,)], False)
+    >>> with torch.no_grad():
+    ...     _ = layer.bias.fill_(5.0)
+    >>> bool(snapshot[1] == 5.0)
+    False
+    """
     if isinstance(model, torch.nn.Module):
         params = list(model.parameters())
     elif isinstance(model, torch.Tensor) or not hasattr(model, "__iter__"):
@@ -109,7 +124,22 @@ def parameters_of(model) -> List[torch.Tensor]:
 
 def copy_into(params: Iterable[torch.Tensor], values: Sequence[torch.Tensor]) -> None:
     """Copy ``values`` (e.g. a server state's ``params``) into ``params`` in place, checking
-    count, shapes, dtypes and devices (to evaluate the global model with your own code)."""
+    count, shapes, dtypes and devices (to evaluate the global model with your own code; chapter 6).
+
+    Example
+    -------
+    >>> layer = torch.nn.Linear(2, 1)
+    >>> copy_into(layer.parameters(), [torch.ones(1, 2), torch.full((1,), 3.0)])
+    >>> layer.weight.tolist(), layer.bias.tolist()
+    ([[1.0, 1.0]], [3.0])
+
+    Values in another order (here the bias first) are refused, naming the first mismatch:
+
+    >>> copy_into(layer.parameters(), [torch.zeros(1), torch.zeros(1, 2)])
+    Traceback (most recent call last):
+    ...
+    ValueError: values[0] is torch.float32 (1,) on cpu but parameter 0 is torch.float32 (1, 2) on cpu
+    """
     params = list(params)
     _check_like(params, values, "values")
     with torch.no_grad():
@@ -118,7 +148,16 @@ def copy_into(params: Iterable[torch.Tensor], values: Sequence[torch.Tensor]) ->
 
 
 def buffers_of(model: torch.nn.Module) -> List[torch.Tensor]:
-    """Detached copies of ``model.buffers()`` (BatchNorm running statistics...), in order."""
+    """Detached copies of ``model.buffers()`` (BatchNorm running statistics...), in order.
+
+    Example
+    -------
+    ``BatchNorm1d(2)`` has three buffers: running mean and variance, and the integer
+    ``num_batches_tracked``:
+
+    >>> [(tuple(b.shape), b.dtype) for b in buffers_of(torch.nn.BatchNorm1d(2))]
+    [((2,), torch.float32), ((2,), torch.float32), ((), torch.int64)]
+    """
     if not isinstance(model, torch.nn.Module):
         raise ValueError(f"model must be a torch.nn.Module, got {type(model).__name__}")
     return [b.detach().clone() for b in model.buffers()]
@@ -132,7 +171,19 @@ def average_buffers(client_buffers: Sequence[Sequence[torch.Tensor]], weights) -
     Buffers are not moved by gradient steps, so they take no part in the update rule: no
     :math:`\|a_i\|_1`, no :math:`\tau_{\text{eff}}` (normalising them as gradient progress is a
     known mistake). Give each client the averaged buffers at the start of its
-    round (:func:`copy_into` on ``model.buffers()``) and average theirs after it."""
+    round (:func:`copy_into` on ``model.buffers()``) and average theirs after it.
+
+    Example
+    -------
+    Two clients with weights :math:`(1, 3)`, i.e. :math:`(1/4, 3/4)`: running means :math:`(0, 0)`
+    and :math:`(1, 2)` average to :math:`(3/4, 3/2)`; batch counts 1 and 2 to :math:`1.75`, rounded to 2:
+
+    >>> client_0 = [torch.tensor([0.0, 0.0]), torch.tensor(1)]
+    >>> client_1 = [torch.tensor([1.0, 2.0]), torch.tensor(2)]
+    >>> mean, count = average_buffers([client_0, client_1], [1, 3])
+    >>> mean.tolist(), count.item(), count.dtype
+    ([0.75, 1.5], 2, torch.int64)
+    """
     client_buffers = list(client_buffers)
     for i, bufs in enumerate(client_buffers):  # a tensor iterates over its rows: one model's buffers are no clients
         if isinstance(bufs, torch.Tensor) or not hasattr(bufs, "__iter__"):
@@ -232,6 +283,40 @@ class ClientOptimizer(torch.optim.Optimizer):
         The local solver (:func:`fedlib.solvers.momentum_sgd`, ...; usually
         ``algorithm.solver``). Its ``lr`` is the group's initial ``lr`` (a parameter-group dict
         with another ``lr`` is refused; a scheduler may change it between rounds).
+
+    Example
+    -------
+    One round on a scalar model, two clients with :math:`F_i(w) = \tfrac12 (w - c_i)^2`,
+    :math:`c = (1, -1)`, :math:`p = (1/2, 1/2)`, SGD with :math:`\eta = 0.1` from :math:`w = 0`;
+    client 0 takes :math:`\tau_0 = 1` step (:math:`\Delta_0 = 0.1`), client 1 takes :math:`\tau_1 = 3`
+    (:math:`w = -0.1, -0.19, -0.271`), and SGD's :math:`\|a_i\|_1 = \tau_i`. FedAvg averages the
+    changes, :math:`\tfrac12(0.1 - 0.271) = -0.0855`, pulled towards client 1's :math:`c_1 = -1`;
+    FedNova uses :math:`d_0 = -1`, :math:`d_1 = 0.271/0.3` and :math:`\tau_{\text{eff}} = 2`:
+    :math:`-2 \cdot 0.1 \cdot \tfrac12(-1 + 0.9\overline{03}) = 0.009\overline{6}`, near the optimum 0:
+
+    >>> from fedlib.algorithms import make_algorithm
+    >>> from fedlib.sampling import full_participation
+    >>> from fedlib.solvers import sgd
+    >>> def one_round(name, targets=(1.0, -1.0), steps=(1, 3), p=(0.5, 0.5)):
+    ...     w = torch.nn.Parameter(torch.zeros(1, dtype=torch.float64))
+    ...     algo = make_algorithm(name, sgd(lr=0.1))
+    ...     server = algo.init(parameters_of([w]), num_clients=2)
+    ...     opt = ClientOptimizer([w], algo.solver)
+    ...     updates = []
+    ...     for i in range(2):
+    ...         opt.begin(algo.client_init(server, i))          # x^(t,0) into w
+    ...         for _ in range(steps[i]):
+    ...             opt.zero_grad()
+    ...             (0.5 * (w - targets[i]) ** 2).sum().backward()
+    ...             opt.step()
+    ...         updates.append(algo.client_final(server, i, opt.solver_state))
+    ...     server, diagnostics = algo.apply(server, full_participation(p), updates, opt.lr, p)
+    ...     copy_into([w], server.params)
+    ...     return round(w.item(), 6), opt.local_steps, opt.a_norm, diagnostics.weights.tolist()
+    >>> one_round("fedavg")
+    (-0.0855, 3, 3.0, [0.25, 0.75])
+    >>> one_round("fednova")
+    (0.009667, 3, 3.0, [0.5, 0.5])
     """
 
     def __init__(self, params: Iterable[torch.Tensor], solver: LocalSolver):
