@@ -79,7 +79,17 @@ def scaled_width(channels: int, width: float) -> int:
     (8, 64, 2, 4)
     >>> scaled_width(64, 0.001)
     1
+
+    ``channels`` must be an integer >= 1 and ``width`` a finite number > 0, as :func:`vgg11` requires
+    (a width of 0 would otherwise give one channel per layer without a word):
+
+    >>> scaled_width(64, 0.0)
+    Traceback (most recent call last):
+    ...
+    ValueError: width must be a finite number > 0, got 0.0
     """
+    channels = check_int("channels", channels, minimum=1)
+    width = check_positive("width", width)
     return max(1, int(round(channels * width)))
 
 

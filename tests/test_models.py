@@ -80,6 +80,17 @@ def test_small_width():
     assert scaled_width(64, 0.001) == 1
 
 
+@pytest.mark.parametrize("channels, width, bad", [
+    (64, 0.0, "width"), (64, -1.0, "width"), (64, float("nan"), "width"), (64, float("inf"), "width"),
+    (-5, 1.0, "channels"), (0, 1.0, "channels"), (64.7, 1.0, "channels"), (True, 1.0, "channels"),
+])
+def test_scaled_width_refuses_what_vgg11_refuses(channels, width, bad):
+    """A width <= 0 gave 1 channel per layer without a word (vgg11 refuses it), nan and inf numpy's
+    'cannot convert' errors, a float channel count a rounded one: the public helper checks its inputs."""
+    with pytest.raises(ValueError, match=bad):
+        scaled_width(channels, width)
+
+
 def test_count_parameters_trainable_only():
     model = vgg11(width=0.125, seed=0)
     total = count_parameters(model)
