@@ -224,4 +224,6 @@ def count_parameters(module: nn.Module, trainable_only: bool = False) -> int:
     """
     if not isinstance(module, nn.Module):
         raise ValueError(f"module must be a torch.nn.Module, got {type(module).__name__}")
+    if not isinstance(trainable_only, bool):  # "no" is truthy: it would count the trainable ones only
+        raise ValueError(f"trainable_only must be True or False, got {trainable_only!r}")
     return sum(p.numel() for p in module.parameters() if p.requires_grad or not trainable_only)

@@ -19,7 +19,9 @@ from fedlib import theory as TH
 from fedlib import tree as T
 from fedlib import variance as V
 from fedlib.engines.reference import run_sequential
+from fedlib.models import count_parameters
 from fedlib.problems import QuadraticProblem, random_quadratic
+from fedlib.problems.logistic import pack_params, unpack_params
 
 NAN, INF = float("nan"), float("inf")
 P2 = [0.5, 0.5]
@@ -271,6 +273,13 @@ CASES = [
     ("random_quadratic eig_range of 3", lambda: random_quadratic(2, 2, eig_range=(0.5, 1.0, 2.0)), "eig_range"),
     ("random_quadratic eig_range number", lambda: random_quadratic(2, 2, eig_range=2.0), "eig_range"),
     ("random_quadratic eig_range str", lambda: random_quadratic(2, 2, eig_range="12"), "eig_range"),
+    ("pack_params key", lambda: pack_params({"w": np.zeros((2, 3)), "b": np.zeros(3)}), "params"),
+    ("pack_params b shape", lambda: pack_params({"W": np.zeros((2, 3)), "b": np.zeros(2)}), "params"),
+    ("pack_params W 1-d", lambda: pack_params({"W": np.zeros(3), "b": np.zeros(3)}), "params"),
+    ("unpack_params 1-d", lambda: unpack_params(np.zeros(3)), "theta"),
+    ("unpack_params one row", lambda: unpack_params(np.zeros((1, 3))), "theta"),
+    ("count_parameters trainable_only str", lambda: count_parameters(torch.nn.Linear(2, 2), trainable_only="no"),
+     "trainable_only"),
     ("make_algorithm unknown", lambda: AL.make_algorithm("fedopt", S.sgd(0.1)), "algorithm"),
     ("FederatedAlgorithm solver", lambda: AL.FederatedAlgorithm("fedavg", None), "solver"),
     ("FederatedAlgorithm fedprox mu 0", lambda: AL.FederatedAlgorithm("fedprox", S.momentum_sgd(0.1)), "mu"),

@@ -85,7 +85,13 @@ def pack_params(params: dict) -> np.ndarray:
     >>> unpack_params(theta)["b"].tolist(), unpack_params(theta)["W"].shape
     ([10.0, 20.0, 30.0], (2, 3))
     """
+    if not isinstance(params, dict) or set(params) != {"W", "b"}:
+        keys = sorted(map(str, params)) if isinstance(params, dict) else type(params).__name__
+        raise ValueError(f"params must be a dict with keys 'W' and 'b', got {keys}")
     W, b = params["W"], params["b"]
+    w_shape, b_shape = tuple(np.shape(W)), tuple(np.shape(b))
+    if len(w_shape) < 2 or b_shape != w_shape[:-2] + w_shape[-1:]:
+        raise ValueError(f"params: W must have shape (..., d, C) and b (..., C), got W {w_shape} and b {b_shape}")
     if _is_torch(W):
         import torch
 
@@ -105,6 +111,9 @@ def unpack_params(theta) -> dict:
     >>> theta.tolist()
     [[0.0, 0.0], [0.0, 0.0], [7.0, 7.0]]
     """
+    shape = tuple(np.shape(theta))
+    if len(shape) < 2 or shape[-2] < 2:
+        raise ValueError(f"theta must have shape (..., d+1, C) with d >= 1 (rows of W, then the bias), got {shape}")
     return {"W": theta[..., :-1, :], "b": theta[..., -1, :]}
 
 
