@@ -477,8 +477,10 @@ class ClientOptimizer(torch.optim.Optimizer):
 
     # ------------------------------------------------------------------ not supported
     def state_dict(self):
+        """Refused (``NotImplementedError``): the state is one client's round; checkpoint the server state."""
         raise NotImplementedError("ClientOptimizer's state is one client's round (fedlib.solvers.SolverState); "
                                   "checkpoint the server state between rounds instead")
 
     def load_state_dict(self, state_dict) -> None:
+        """Refused (``NotImplementedError``): start each round with :meth:`begin` instead."""
         raise NotImplementedError("ClientOptimizer's state is one client's round: start rounds with begin()")

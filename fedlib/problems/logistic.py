@@ -506,13 +506,16 @@ class LogisticProblem:
 
     @property
     def num_clients(self) -> int:
+        """Number of clients :math:`m` of the data set."""
         return self.dataset.num_clients
 
     @property
     def l2(self) -> float:
+        r"""The L2 penalty :math:`\lambda` on ``W`` (0 unless given)."""
         return self.model.l2
 
     def init_params(self) -> dict:
+        """All-zero ``{"W": (d, C), "b": (C,)}``, the start of every run (:meth:`LogisticRegression.init_params`)."""
         return self.model.init_params()
 
     def loss(self, params: dict) -> float:

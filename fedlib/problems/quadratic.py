@@ -61,10 +61,12 @@ class QuadraticProblem:
 
     @property
     def num_clients(self) -> int:
+        """Number of clients :math:`m`."""
         return self.H.shape[0]
 
     @property
     def dim(self) -> int:
+        """Dimension :math:`d` of :math:`x`."""
         return self.H.shape[1]
 
     def _vector(self, x) -> np.ndarray:
