@@ -1,9 +1,10 @@
-"""The federated data set type shared by every in-memory problem (Synthetic, LEAF).
+r"""The federated data set type shared by every in-memory problem (Synthetic, LEAF).
 
 A :class:`FederatedDataset` holds one training and one test array pair per client.
 Client weights follow the paper: :math:`p_i = n_i / n` with :math:`n_i` the number of
-*training* samples of client :math:`i` (paper §2).  The logistic-regression chapters (4, 7
-and 10) run on one, through :class:`fedlib.problems.logistic.LogisticProblem`.
+*training* samples of client :math:`i` (paper §2).  Chapters 1, 4, 7, 9 and 10 run on one
+(Synthetic(:math:`\alpha`, :math:`\beta`)), chapter 1 directly, the others through
+:class:`fedlib.problems.logistic.LogisticProblem`.
 """
 from __future__ import annotations
 
