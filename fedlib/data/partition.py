@@ -24,11 +24,9 @@ If some client ends with fewer than ``min_size`` samples the whole procedure is 
 weights are then :math:`p_j = |S_j| / n` (paper §2).  Small :math:`\alpha` (0.1 in the
 paper) gives clients that hold mostly one to three classes and very unequal sizes.
 
-The paper's :math:`\mathrm{Dir}_{16}(0.1)` (§6) is this draw: one :math:`q` per *class*, over the
-16 clients, with the symmetric concentration :math:`\alpha\mathbf 1_m`.  Hsu et al. state their model
-per *client* instead, a label distribution :math:`q \sim \mathrm{Dir}(\alpha p)` over the :math:`K`
-classes with :math:`p` the prior class distribution (from the paper as recalled, not checked here);
-that per-client form is not implemented: the official code, which Table 1 ran, draws per class.
+The paper's :math:`\mathrm{Dir}_{16}(0.1)` (§6) is this draw, as the official code that ran Table 1
+makes it: one :math:`q` per *class*, over the 16 clients, with the symmetric concentration
+:math:`\alpha\mathbf 1_m`.
 The cap of step 3 is checked before a class is handed out, so a client may end above :math:`n/m`.
 
 Two random sources
