@@ -85,7 +85,20 @@ GATHER_BYTES = 2 ** 19
 
 
 class DivergenceError(FloatingPointError):
-    """The run diverged in round ``round`` (counted from 0): NaN/inf loss or update."""
+    """The run diverged in round ``round`` (counted from 0): NaN/inf loss or update.
+
+    Raised by :func:`run_batched` and :func:`run_reference` (a ``FloatingPointError``, so code that
+    catches those still catches it); the CLI (``fedlib.cli.main``) reports it as an error with exit
+    status 2, naming the round.
+
+    Example
+    -------
+    >>> err = DivergenceError(3, "the training loss is inf (lower the learning rate)")
+    >>> err.round, str(err)
+    (3, 'diverged in round 3: the training loss is inf (lower the learning rate)')
+    >>> isinstance(err, FloatingPointError)
+    True
+    """
 
     def __init__(self, round_index: int, detail: str):
         self.round = int(round_index)
@@ -93,8 +106,29 @@ class DivergenceError(FloatingPointError):
 
 
 class EngineRun(NamedTuple):
-    """Final parameters (``{"W", "b"}`` numpy), final server state (packed for the
-    batched engine), metrics before the first round, and one record per round."""
+    r"""What :func:`run_batched` and :func:`run_reference` return: final ``params`` (``{"W", "b"}``,
+    numpy), the final server ``state`` (its parameters packed :math:`\Theta = [W; b]` for the batched
+    engine, a dict for the reference one), ``initial`` (the metrics before the first round; empty with
+    ``evaluate=False``), and ``history``, one record per round (keys listed in :func:`run_batched`).
+
+    Example
+    -------
+    Two classes and zero parameters: every softmax is :math:`(1/2, 1/2)`, so the initial training loss
+    is :math:`\ln 2`:
+
+    >>> import math
+    >>> from fedlib.algorithms import make_algorithm
+    >>> from fedlib.data import synthetic
+    >>> from fedlib.problems.logistic import LogisticProblem
+    >>> from fedlib.schedules import FixedSteps
+    >>> from fedlib.solvers import sgd
+    >>> prob = LogisticProblem(synthetic(num_clients=2, dim=3, num_classes=2, num_samples=[10, 20], seed=0))
+    >>> run = run_batched(make_algorithm("fedavg", sgd(0.1)), prob, FixedSteps([1, 2]), 2, batch_size=5)
+    >>> run.params["W"].shape, run.state.params.shape, len(run.history), run.history[1]["round"]
+    ((3, 2), (4, 2), 2, 1)
+    >>> math.isclose(run.initial["train_loss"], math.log(2), rel_tol=1e-12)
+    True
+    """
 
     params: dict
     state: ServerState
@@ -111,7 +145,20 @@ def minibatch_indices(num_samples: int, batch_size: int, steps: int, rng: np.ran
     step ``k`` uses batch ``k mod ceil(n/B)`` of epoch ``k // ceil(n/B)``.
 
     Returns ``(idx, counts)``: ``idx`` ``(steps, B)`` int64 (padding entries are 0) and
-    ``counts`` ``(steps,)`` the real batch sizes.
+    ``counts`` ``(steps,)`` the real batch sizes. :func:`run_batched` draws each client's batches
+    of round :math:`t` with ``rng = generator(seed, "batches", t, client)`` (:func:`fedlib.rng.generator`).
+
+    Example
+    -------
+    :math:`n = 5`, :math:`B = 2`: :math:`\lceil 5/2\rceil = 3` batches per epoch of sizes 2, 2, 1, so 4 steps
+    take one whole epoch (every sample once) and the first batch of the next:
+
+    >>> import numpy as np
+    >>> idx, counts = minibatch_indices(5, 2, 4, np.random.default_rng(0))
+    >>> idx.shape, counts
+    ((4, 2), array([2, 2, 1, 2]))
+    >>> sorted(np.concatenate([idx[0], idx[1], idx[2, :1]]).tolist()), int(idx[2, 1])
+    ([0, 1, 2, 3, 4], 0)
     """
     n = check_int("num_samples", num_samples, minimum=1)
     b = check_int("batch_size", batch_size, minimum=1)
@@ -137,7 +184,23 @@ class EpochBatcher:
     """Mini-batches like a data loader, for the per-client loop: ``batch(round, client, step)``
     returns the sample indices of that step (the same as :func:`minibatch_indices` with
     ``generator(seed, "batches", round, client)``), drawing one permutation per epoch
-    lazily. Only the current round is cached."""
+    lazily. Only the current round is cached. :func:`run_reference` draws its batches with it,
+    which is why it matches :func:`run_batched`.
+
+    Example
+    -------
+    Client 1 holds :math:`n_1 = 3` samples, :math:`B = 2`: batches of 2, 1, then the next epoch's 2, the
+    rows of :func:`minibatch_indices` with the same generator:
+
+    >>> import numpy as np
+    >>> from fedlib.rng import generator
+    >>> batcher = EpochBatcher([5, 3], batch_size=2, seed=7)
+    >>> idx, counts = minibatch_indices(3, 2, 3, generator(7, "batches", 0, 1))
+    >>> counts
+    array([2, 1, 2])
+    >>> all(np.array_equal(batcher.batch(0, 1, k), idx[k, :counts[k]]) for k in range(3))
+    True
+    """
 
     def __init__(self, num_samples, batch_size: int, seed: int):
         self.num_samples = np.asarray(num_samples, dtype=np.int64)
@@ -164,7 +227,18 @@ class EpochBatcher:
 # ----------------------------------------------------------------------------- backends
 def resolve_device(backend: str, device: Optional[str]) -> str:
     """The device a run uses: ``"cpu"`` for numpy; for torch ``device`` or, if ``None``,
-    ``"cuda"`` when torch sees a GPU, else ``"cpu"``."""
+    ``"cuda"`` when torch sees a GPU, else ``"cpu"``. A device the backend cannot use (numpy on a GPU,
+    CUDA without one, a string torch does not parse) is a ``ValueError``.
+
+    Example
+    -------
+    >>> resolve_device("numpy", None)
+    'cpu'
+    >>> resolve_device("numpy", "cuda")
+    Traceback (most recent call last):
+    ...
+    ValueError: device: the numpy backend runs on the CPU only, got 'cuda' (use backend='torch')
+    """
     check_choice("backend", backend, BACKENDS)
     if backend == "numpy":
         if device not in (None, "cpu"):
@@ -357,6 +431,30 @@ def run_batched(algorithm: FederatedAlgorithm, problem: LogisticProblem, schedul
     ``train_loss`` (:math:`F(x)` after the round), ``test_accuracy``, ``tau_eff``,
     ``chi2``, ``clients``, ``local_steps`` (:math:`\tau_i`), ``a_norms``, ``weights``
     (:math:`w_i`) and ``time_s``.
+
+    Example
+    -------
+    Three clients with :math:`n_i = (9, 18, 36)` training samples (:math:`p = (1, 2, 4)/7`), one epoch of
+    :math:`B = 5`: :math:`\tau_i = \lceil n_i/5\rceil = (2, 4, 8)`, with SGD :math:`\|a_i\|_1 = \tau_i` and
+    FedNova's :math:`\tau_{\text{eff}} = (2 + 8 + 32)/7 = 6`. The per-client loop
+    (:func:`run_reference`) gives the same model to rounding:
+
+    >>> import numpy as np
+    >>> from fedlib.algorithms import make_algorithm
+    >>> from fedlib.data import synthetic
+    >>> from fedlib.problems.logistic import LogisticProblem
+    >>> from fedlib.schedules import FixedEpochs
+    >>> from fedlib.solvers import sgd
+    >>> prob = LogisticProblem(synthetic(num_clients=3, dim=4, num_classes=2, num_samples=[10, 20, 40], seed=0))
+    >>> prob.num_samples
+    array([ 9, 18, 36])
+    >>> algo, sched = make_algorithm("fednova", sgd(0.1)), FixedEpochs(prob.num_samples, 5, 1)
+    >>> batched = run_batched(algo, prob, sched, 2, batch_size=5)
+    >>> batched.history[0]["local_steps"], batched.history[0]["a_norms"], batched.history[0]["tau_eff"]
+    ([2, 4, 8], [2.0, 4.0, 8.0], 6.0)
+    >>> reference = run_reference(algo, prob, sched, 2, batch_size=5)
+    >>> bool(np.allclose(batched.params["W"], reference.params["W"], rtol=0, atol=1e-14))
+    True
     """
     rounds, batch_size, seed, clients_per_round = _check_common(
         algorithm, problem, schedule, rounds, batch_size, sampling, clients_per_round, seed)
@@ -725,7 +823,26 @@ def run_reference(algorithm: FederatedAlgorithm, problem: LogisticProblem, sched
     :meth:`~fedlib.problems.logistic.LogisticProblem.grad_fn`): the way common simulators train. Same arguments
     and records; ``backend``, ``device`` and ``fast`` only choose how :func:`run_batched` computes, so they are
     accepted and ignored here (numpy, float64). ``comm``, ``resume`` and ``on_round_end`` (several processes,
-    checkpoints) are :func:`run_batched`'s alone: anything but ``None`` is refused, never silently dropped."""
+    checkpoints) are :func:`run_batched`'s alone: anything but ``None`` is refused, never silently dropped.
+    The tests compare the two engines' numbers (chapter 4 relies on them); :func:`run_batched`'s example
+    does it on three clients.
+
+    Example
+    -------
+    >>> from fedlib.algorithms import make_algorithm
+    >>> from fedlib.data import synthetic
+    >>> from fedlib.problems.logistic import LogisticProblem
+    >>> from fedlib.schedules import FixedSteps
+    >>> from fedlib.solvers import sgd
+    >>> prob = LogisticProblem(synthetic(num_clients=2, dim=3, num_classes=2, num_samples=[10, 20], seed=0))
+    >>> run = run_reference(make_algorithm("fednova", sgd(0.1)), prob, FixedSteps([1, 3]), 1, batch_size=5)
+    >>> run.history[0]["local_steps"], run.history[0]["tau_eff"]
+    ([1, 3], 2.3333333333333335)
+    >>> run_reference(make_algorithm("fednova", sgd(0.1)), prob, FixedSteps([1, 3]), 1, batch_size=5, resume={})
+    Traceback (most recent call last):
+    ...
+    ValueError: resume: run_reference does not support it (several processes and checkpoints are run_batched's); use engine='batched'
+    """
     check_choice("backend", backend, BACKENDS)
     for name, value in (("comm", comm), ("resume", resume), ("on_round_end", on_round_end)):
         if value is not None:
@@ -771,6 +888,24 @@ def run_reference(algorithm: FederatedAlgorithm, problem: LogisticProblem, sched
 
 
 def run_engine(engine: str, *args, **kwargs) -> EngineRun:
-    """:func:`run_batched` (``engine="batched"``) or :func:`run_reference` (``"reference"``)."""
+    """:func:`run_batched` (``engine="batched"``) or :func:`run_reference` (``"reference"``), with the
+    same arguments; the CLI's ``--engine`` (one of ``ENGINES``). Any other name is a ``ValueError``.
+
+    Example
+    -------
+    >>> from fedlib.algorithms import make_algorithm
+    >>> from fedlib.data import synthetic
+    >>> from fedlib.problems.logistic import LogisticProblem
+    >>> from fedlib.schedules import FixedSteps
+    >>> from fedlib.solvers import sgd
+    >>> prob = LogisticProblem(synthetic(num_clients=2, dim=3, num_classes=2, num_samples=[10, 20], seed=0))
+    >>> args = (make_algorithm("fedavg", sgd(0.1)), prob, FixedSteps([1, 2]), 1)
+    >>> [len(run_engine(engine, *args, batch_size=5).history) for engine in ENGINES]
+    [1, 1]
+    >>> run_engine("loop", *args, batch_size=5)
+    Traceback (most recent call last):
+    ...
+    ValueError: engine must be one of ['batched', 'reference'], got 'loop'
+    """
     check_choice("engine", engine, ENGINES)
     return (run_batched if engine == "batched" else run_reference)(*args, **kwargs)
