@@ -63,22 +63,39 @@ __all__ = ["ReplicaRun", "gradient_noise", "noisy_grad_fn", "client_solvers", "r
 
 
 class ReplicaRun(NamedTuple):
-    """What :func:`run_replicas` recorded, replica on the last axis.
+    r"""What :func:`run_replicas` recorded, replica on the last axis.
 
-    ``grad_norm2[t, r]`` is :math:`\\|\\nabla F(x^{(t,0)})\\|^2` of replica ``r`` before round
+    ``grad_norm2[t, r]`` is :math:`\|\nabla F(x^{(t,0)})\|^2` of replica ``r`` before round
     ``t`` (row ``rounds`` is after the last round); ``distance[t, r]`` is
-    :math:`\\|x^{(t,0)} - x^*\\|`, ``surrogate_distance[t, r]`` the distance to the point
+    :math:`\|x^{(t,0)} - x^*\|`, ``surrogate_distance[t, r]`` the distance to the point
     passed as ``surrogate`` (``None`` without one); ``tau_eff`` and ``chi2`` are per round
     (the same for every replica: local work is shared); ``mean_local_steps`` is
-    :math:`\\tilde\\tau`, the average of :math:`\\bar\\tau^{(t)}` over the rounds (under sampling
-    App. G's :math:`\\sum_{i\\in\\mathcal S^{(t)}}\\tau_i^{(t)}/q`, a client drawn :math:`k` times
+    :math:`\tilde\tau`, the average of :math:`\bar\tau^{(t)}` over the rounds (under sampling
+    App. G's :math:`\sum_{i\in\mathcal S^{(t)}}\tau_i^{(t)}/q`, a client drawn :math:`k` times
     with replacement counted :math:`k` times; NaN when ``rounds`` is 0: no round, no average);
     ``params`` is the final ``(replicas, d)``; ``mean_params`` the average of
-    :math:`x^{(t,0)}` over the second half of the rounds, :math:`t \\ge \\lceil T/2\\rceil`
+    :math:`x^{(t,0)}` over the second half of the rounds, :math:`t \ge \lceil T/2\rceil`
     (Polyak averaging: where a run wanders around, without its noise);
-    ``surrogate_grad_norm2[t, r]`` is :math:`\\|\\nabla\\widetilde F(x^{(t,0)})\\|^2` of the
-    surrogate :math:`\\widetilde F = \\sum_i w_i F_i` whose weights were passed as
+    ``surrogate_grad_norm2[t, r]`` is :math:`\|\nabla\widetilde F(x^{(t,0)})\|^2` of the
+    surrogate :math:`\widetilde F = \sum_i w_i F_i` whose weights were passed as
     ``surrogate_weights`` (``None`` without them; Theorem 1's left-hand side).
+
+    Example
+    -------
+    One round of FedAvg on :func:`run_replicas`' two scalar clients (:math:`x^* = 1/2`): the model moves
+    from 0 to :math:`0.375`, so the distance goes from :math:`0.5` to :math:`0.125`; :math:`\chi^2` between
+    :math:`p = (1/2, 1/2)` and FedAvg's :math:`w = (1/3, 2/3)` is
+    :math:`\tfrac{(1/6)^2}{1/3} + \tfrac{(1/6)^2}{2/3} = 1/8`:
+
+    >>> import numpy as np
+    >>> from fedlib.problems.quadratic import QuadraticProblem
+    >>> from fedlib.schedules import RandomLocalWork
+    >>> from fedlib.solvers import sgd
+    >>> prob = QuadraticProblem(H=np.ones((2, 1, 1)), e=np.array([[0.0], [1.0]]), p=np.array([0.5, 0.5]))
+    >>> work = RandomLocalWork(low=[1, 2], high=[1, 2])      # tau = (1, 2) every round
+    >>> run = run_replicas(prob, "fedavg", [sgd(0.5)], work, 1)
+    >>> run.distance[:, 0], run.tau_eff, run.chi2, run.mean_local_steps, run.params
+    (array([0.5  , 0.125]), array([1.5]), array([0.125]), 1.5, array([[0.375]]))
     """
 
     grad_norm2: np.ndarray
@@ -97,7 +114,19 @@ def gradient_noise(seed: int, round_index: int, replicas: int, num_clients: int,
     r""":math:`\sigma\xi` of round ``round_index``: shape ``(replicas, num_clients, max_steps, d)``
     (``num_clients``: the round's participants, in increasing client order), one draw from
     ``generator(seed, "gradient_noise", round_index)`` (zeros when ``sigma == 0``); ``sigma`` must be
-    a finite number >= 0."""
+    a finite number >= 0. Used by :func:`run_replicas` and :func:`noisy_grad_fn`.
+
+    Example
+    -------
+    One standard normal draw scaled by :math:`\sigma`, so :math:`\sigma = 2` is exactly twice :math:`\sigma = 1`:
+
+    >>> import numpy as np
+    >>> noise = gradient_noise(0, 5, replicas=2, num_clients=3, max_steps=4, dim=1, sigma=2.0)
+    >>> noise.shape, bool(np.array_equal(noise, 2 * gradient_noise(0, 5, 2, 3, 4, 1, sigma=1.0)))
+    ((2, 3, 4, 1), True)
+    >>> bool(gradient_noise(0, 5, 2, 3, 4, 1, sigma=0.0).any())
+    False
+    """
     shape = (replicas, num_clients, max_steps, dim)
     if check_nonnegative("sigma", sigma) == 0:
         return np.zeros(shape)
@@ -111,7 +140,27 @@ def noisy_grad_fn(problem: QuadraticProblem, sigma: float, seed: int, replicas: 
     :func:`fedlib.engines.reference.run_sequential`: the same gradients :func:`run_replicas`
     uses (``local_steps(round)`` gives the round's :math:`\tau_i`, to size the draw;
     ``sampling``/``clients_per_round`` must be those of the run, which fix who draws noise; a sampler
-    callable is called once per round, as :func:`run_replicas` calls it)."""
+    callable is called once per round, as :func:`run_replicas` calls it).
+
+    Example
+    -------
+    Replica 1 of a noisy :func:`run_replicas` run, repeated alone by the per-client loop, lands on the
+    same point:
+
+    >>> import numpy as np
+    >>> from fedlib.problems.quadratic import QuadraticProblem
+    >>> from fedlib.schedules import RandomLocalWork
+    >>> from fedlib.solvers import sgd
+    >>> prob = QuadraticProblem(H=np.ones((2, 1, 1)), e=np.array([[0.0], [1.0]]), p=np.array([0.5, 0.5]))
+    >>> work = RandomLocalWork(low=[1, 2], high=[1, 2])      # tau = (1, 2) every round
+    >>> from fedlib.algorithms import make_algorithm
+    >>> from fedlib.engines.reference import run_sequential
+    >>> batch = run_replicas(prob, "fednova", [sgd(0.5)], work, 3, sigma=0.1, replicas=2, seed=1)
+    >>> grad_fn = noisy_grad_fn(prob, sigma=0.1, seed=1, replicas=2, replica=1, local_steps=work.local_steps)
+    >>> alone = run_sequential(make_algorithm("fednova", sgd(0.5)), np.zeros(1), grad_fn, prob.p, work, 3)
+    >>> bool(np.allclose(alone.state.params, batch.params[1], rtol=0, atol=1e-14))
+    True
+    """
     check_sampling(sampling, clients_per_round)
     sigma = check_nonnegative("sigma", sigma)
     seed = check_int("seed", seed)
@@ -137,7 +186,19 @@ def client_solvers(work, solvers: Sequence[LocalSolver]) -> Callable[[int, int],
     """``solver_at(round, client)`` for :func:`fedlib.engines.reference.run_sequential`: the
     solver ``work.draw(round)`` gives the client, as :func:`run_replicas` uses it (the
     round's draw is made once, not once per client). The solvers share one base learning rate
-    (:func:`fedlib.solvers.check_shared_lr`)."""
+    (:func:`fedlib.solvers.check_shared_lr`). Chapter 8 runs Theorem 3's per-client solvers this way.
+
+    Example
+    -------
+    >>> from fedlib.schedules import RandomLocalWork
+    >>> from fedlib.solvers import momentum_sgd, sgd
+    >>> work = RandomLocalWork(low=[1, 1, 1], high=[3, 3, 3], num_solvers=2, seed=0)
+    >>> solvers = [sgd(0.1), momentum_sgd(0.1, momentum=0.5)]
+    >>> solver_at = client_solvers(work, solvers)
+    >>> numbers = work.draw(0)[1]
+    >>> all(solver_at(0, client) is solvers[numbers[client]] for client in range(3))
+    True
+    """
     solvers = check_shared_lr("solvers", solvers)
     cache: dict = {}
 
@@ -193,6 +254,29 @@ def run_replicas(problem: QuadraticProblem, aggregation: str, solvers: Sequence[
         surrogate :math:`\widetilde F = \sum_i w_i F_i` whose squared gradient norm at every
         iterate is recorded too (Theorem 1 bounds it; chapter 7).
     progress : called with the round index after every round (e.g. a progress bar).
+
+    Returns
+    -------
+    :class:`ReplicaRun`. A ``FloatingPointError`` names the round in which an iterate stops being finite.
+
+    Example
+    -------
+    :func:`fedlib.engines.reference.run_sequential`'s two clients, :math:`F_i(x) = \tfrac12(x - c_i)^2`,
+    :math:`c = (0, 1)`, :math:`\tau = (1, 2)`, :math:`\eta = 1/2`, without noise. One round: FedAvg at
+    :math:`0.375`, FedNova at :math:`0.28125`; their round maps :math:`x \mapsto \tfrac38 x + \tfrac38` and
+    :math:`x \mapsto \tfrac{11}{32} x + \tfrac9{32}` have the fixed points :math:`3/5` and :math:`3/7`:
+
+    >>> import numpy as np
+    >>> from fedlib.problems.quadratic import QuadraticProblem
+    >>> from fedlib.schedules import RandomLocalWork
+    >>> from fedlib.solvers import sgd
+    >>> prob = QuadraticProblem(H=np.ones((2, 1, 1)), e=np.array([[0.0], [1.0]]), p=np.array([0.5, 0.5]))
+    >>> work = RandomLocalWork(low=[1, 2], high=[1, 2])      # tau = (1, 2) every round
+    >>> [float(run_replicas(prob, name, [sgd(0.5)], work, 1).params[0, 0]) for name in ("fedavg", "fednova")]
+    [0.375, 0.28125]
+    >>> limits = [float(run_replicas(prob, name, [sgd(0.5)], work, 40).params[0, 0]) for name in ("fedavg", "fednova")]
+    >>> round(limits[0] * 5, 12), round(limits[1] * 7, 12)
+    (3.0, 3.0)
     """
     check_choice("aggregation", aggregation, AGGREGATIONS)
     solvers = check_shared_lr("solvers", solvers)
