@@ -177,7 +177,24 @@ def client_batch_plan(seed: int, round_index: int, client: int, num_samples: int
     last partial batch kept; local step ``k`` uses batch ``k mod spe`` of epoch
     ``k // spe``. ``positions`` is ``(local_steps, B)`` int64 (positions in the client's
     sample list; the tail of a partial batch repeats its first entry, as padding) and
-    ``counts`` ``(local_steps,)`` the number of real samples of each batch.
+    ``counts`` ``(local_steps,)`` the number of real samples of each batch. The real samples are
+    those of :func:`fedlib.engines.batched.minibatch_indices` with the same generator (only the padding
+    differs: 0 there).
+
+    Example
+    -------
+    :math:`n = 5`, :math:`B = 2`: batches of 2, 2, 1 per epoch; the partial batch is padded with its own
+    first entry:
+
+    >>> import numpy as np
+    >>> from fedlib.engines.batched import minibatch_indices
+    >>> from fedlib.rng import generator
+    >>> positions, counts = client_batch_plan(0, round_index=0, client=1, num_samples=5, local_steps=4, batch_size=2)
+    >>> counts, bool(positions[2, 1] == positions[2, 0])
+    (array([2, 2, 1, 2]), True)
+    >>> idx, _ = minibatch_indices(5, 2, 4, generator(0, "batches", 0, 1))
+    >>> all(np.array_equal(positions[k, :c], idx[k, :c]) for k, c in enumerate(counts))
+    True
     """
     n = check_int("num_samples", num_samples, minimum=1)
     tau = check_int("local_steps", local_steps, minimum=1)
@@ -198,22 +215,53 @@ def client_batch_plan(seed: int, round_index: int, client: int, num_samples: int
 
 def client_augment_params(seed: int, round_index: int, client: int, local_steps: int, batch_size: int,
                           padding: int = 4):
-    """Crop offsets and flip bits ``(dy, dx, flip)``, each ``(local_steps, B)`` int64 on the CPU,
+    r"""Crop offsets and flip bits ``(dy, dx, flip)``, each ``(local_steps, B)`` int64 on the CPU,
     from ``torch_generator(seed, "augment", round, client)`` (see
-    :func:`fedlib.engines.augment.crop_flip_params`)."""
+    :func:`fedlib.engines.augment.crop_flip_params`): offsets on ``0..2*padding`` (a crop of the
+    image padded by ``padding`` on every side; ``padding`` is the centre), flips in ``{0, 1}``.
+
+    Example
+    -------
+    >>> dy, dx, flip = client_augment_params(0, round_index=0, client=1, local_steps=3, batch_size=2, padding=4)
+    >>> tuple(dy.shape), bool(dy.min() >= 0 and dx.max() <= 8), sorted(set(flip.flatten().tolist())) <= [0, 1]
+    ((3, 2), True, True)
+    """
     g = torch_generator(seed, "augment", round_index, client)
     return crop_flip_params(g, (local_steps, batch_size), padding)
 
 
 def online_a_norms(solver: LocalSolver, steps: int) -> np.ndarray:
     r""":math:`\|a^{(k)}\|_1` after ``k = 1..steps`` local steps, by the solver's own online
-    counter (:meth:`~fedlib.solvers.LocalSolver.online_a_norms`)."""
+    counter (:meth:`~fedlib.solvers.LocalSolver.online_a_norms`); entry ``tau - 1`` is the
+    :math:`\|a_i\|_1` a client of :math:`\tau_i = \tau` steps reports.
+
+    Example
+    -------
+    Heavy-ball momentum :math:`\rho = 1/2`: :math:`\|a^{(k)}\|_1 = \sum_{j<k}(1 - \rho^{k-j})/(1-\rho)`, i.e.
+    :math:`1`, :math:`1 + 1.5 = 2.5`, :math:`1 + 1.5 + 1.75 = 4.25`:
+
+    >>> from fedlib.solvers import momentum_sgd
+    >>> online_a_norms(momentum_sgd(0.1, momentum=0.5), 3)
+    array([1.  , 2.5 , 4.25])
+    """
     return solver.online_a_norms(steps)
 
 
 def max_local_steps(schedule) -> Optional[int]:
-    """Upper bound of ``schedule.local_steps(t)`` over all rounds for the schedules of
-    :mod:`fedlib.schedules` with one (``None`` otherwise)."""
+    r"""Upper bound of ``schedule.local_steps(t)`` over all rounds for the schedules of
+    :mod:`fedlib.schedules` with one (``None`` otherwise). :class:`StackedEngine` sizes its step tables
+    (and CUDA graphs) with it.
+
+    Example
+    -------
+    One to two epochs of :math:`B = 5` on :math:`n_i = (9, 18, 36)`: at most :math:`2\lceil 36/5\rceil = 16` steps:
+
+    >>> from fedlib.schedules import FixedSteps, RandomEpochs
+    >>> max_local_steps(FixedSteps([2, 4, 8])), max_local_steps(RandomEpochs([9, 18, 36], 5, 1, 2))
+    (8, 16)
+    >>> max_local_steps(object()) is None
+    True
+    """
     if isinstance(schedule, FixedSteps):
         return max(schedule.steps)
     if isinstance(schedule, RandomSteps):
@@ -227,14 +275,14 @@ def max_local_steps(schedule) -> Optional[int]:
 # =========================================================================== specs & records
 @dataclasses.dataclass
 class RunSpec:
-    """One federated run of a stack.
+    r"""One federated run of a stack.
 
     Attributes
     ----------
     algorithm : the :class:`~fedlib.algorithms.FederatedAlgorithm` (solver, aggregation,
         VR, server optimizer, tau_eff).
     clients : one int array per client: its indices into the engine's training set.
-        :math:`p_i = n_i / \\sum_j n_j`.
+        :math:`p_i = n_i / \sum_j n_j`.
     schedule : object with ``local_steps(round) -> (m,) ints`` (``fedlib.schedules``;
         for CIFAR ``make_epoch_schedule(sizes, 32, "2")`` or ``"2-5"``; an epoch schedule must
         count with the clients' sizes and the engine's ``batch_size``, a ``ValueError`` otherwise).
@@ -248,6 +296,17 @@ class RunSpec:
         ``fedlib.rng.generator(seed, "sampling", round)`` so that a resumed run draws the same;
         ``clients_per_round`` then ``None``).
     name : label used in messages and records.
+
+    Example
+    -------
+    >>> import numpy as np
+    >>> from fedlib.algorithms import make_algorithm
+    >>> from fedlib.schedules import FixedSteps
+    >>> from fedlib.solvers import sgd
+    >>> run = RunSpec(make_algorithm("fednova", sgd(0.1)), [np.arange(4), np.arange(4, 12)], FixedSteps([1, 2]),
+    ...               seed=3, name="fednova-s3")
+    >>> run.name, run.seed, run.sampling, run.lr_at is None
+    ('fednova-s3', 3, 'full', True)
     """
 
     algorithm: FederatedAlgorithm
@@ -262,12 +321,36 @@ class RunSpec:
 
 
 class RoundRecord(NamedTuple):
-    """What one run did in one round.
+    r"""What one run did in one round.
 
     ``test_accuracy`` / ``test_loss`` of the new global model on the full test set (NaN
     without test data); ``train_loss`` the participation-weighted mean of the clients'
     mean mini-batch losses during the round, ``client_losses`` those means (in
     participation order); ``diagnostics`` from :meth:`~fedlib.algorithms.FederatedAlgorithm.apply`.
+
+    Example
+    -------
+    Two clients holding 4 and 8 of 12 tiny 4x4 images (:math:`p = (1/3, 2/3)`), :math:`\tau = (1, 2)` steps of
+    :math:`B = 4`, a float64 convolution + linear layer: FedNova's :math:`\tau_{\text{eff}} = \tfrac13 + \tfrac23 \cdot 2 = 5/3`,
+    and ``train_loss`` is :math:`p^\top` ``client_losses``:
+
+    >>> import numpy as np, torch
+    >>> from types import SimpleNamespace
+    >>> from torch import nn
+    >>> from fedlib.algorithms import make_algorithm
+    >>> from fedlib.schedules import FixedSteps
+    >>> from fedlib.solvers import sgd
+    >>> images = np.random.default_rng(0).integers(0, 256, (12, 4, 4, 3), dtype=np.uint8)
+    >>> data = SimpleNamespace(train_images=images, train_labels=np.arange(12) % 2)
+    >>> _ = torch.manual_seed(0)
+    >>> model = nn.Sequential(nn.Conv2d(3, 2, 3), nn.Flatten(), nn.Linear(8, 2)).double()
+    >>> run = RunSpec(make_algorithm("fednova", sgd(0.1)), [np.arange(4), np.arange(4, 12)], FixedSteps([1, 2]))
+    >>> engine = StackedEngine(model, data, [run], rounds=2, batch_size=4, augment=False, dropout=False)
+    >>> record = engine.run_round()[0]
+    >>> record.round, record.lr, round(record.diagnostics.tau_eff * 3, 12), bool(np.isnan(record.test_accuracy))
+    (0, 0.1, 5.0, True)
+    >>> bool(np.isclose(record.train_loss, engine.p(0) @ record.client_losses, rtol=1e-12, atol=0))
+    True
     """
 
     run: int
@@ -282,9 +365,32 @@ class RoundRecord(NamedTuple):
 
 
 class RoundTiming(NamedTuple):
-    """Wall-clock of the last round: local training (incl. host planning and loading),
+    r"""Wall-clock of the last round: local training (incl. host planning and loading),
     aggregation, evaluation; ``images`` = real training samples processed,
-    ``steps`` = number of stacked steps, ``graphs`` = number of cached CUDA graphs."""
+    ``steps`` = number of stacked steps, ``graphs`` = number of cached CUDA graphs.
+    ``engine.last_timing`` holds it (:class:`StackedEngine`).
+
+    Example
+    -------
+    Two clients holding 4 and 8 of 12 tiny 4x4 images (:math:`p = (1/3, 2/3)`), :math:`\tau = (1, 2)` steps of
+    :math:`B = 4`, a float64 convolution + linear layer: :math:`4 + 2 \cdot 4 = 12` images in :math:`\max_i\tau_i = 2` stacked steps:
+
+    >>> import numpy as np, torch
+    >>> from types import SimpleNamespace
+    >>> from torch import nn
+    >>> from fedlib.algorithms import make_algorithm
+    >>> from fedlib.schedules import FixedSteps
+    >>> from fedlib.solvers import sgd
+    >>> images = np.random.default_rng(0).integers(0, 256, (12, 4, 4, 3), dtype=np.uint8)
+    >>> data = SimpleNamespace(train_images=images, train_labels=np.arange(12) % 2)
+    >>> _ = torch.manual_seed(0)
+    >>> model = nn.Sequential(nn.Conv2d(3, 2, 3), nn.Flatten(), nn.Linear(8, 2)).double()
+    >>> run = RunSpec(make_algorithm("fednova", sgd(0.1)), [np.arange(4), np.arange(4, 12)], FixedSteps([1, 2]))
+    >>> engine = StackedEngine(model, data, [run], rounds=1, batch_size=4, augment=False, dropout=False)
+    >>> _ = engine.run_round()
+    >>> engine.last_timing.images, engine.last_timing.steps, engine.last_timing.graphs
+    (12, 2, 0)
+    """
 
     train_seconds: float
     aggregate_seconds: float
@@ -577,6 +683,31 @@ class StackedEngine:
         (im2col + batched matrix products, :mod:`fedlib.engines.im2col`); see
         :class:`~fedlib.engines.grouped.GroupedNetwork`.
     eval_batch_size : test images per evaluation batch (per stacked run).
+
+    Example
+    -------
+    Two clients holding 4 and 8 of 12 tiny 4x4 images (:math:`p = (1/3, 2/3)`), :math:`\tau = (1, 2)` steps of
+    :math:`B = 4`, a float64 convolution + linear layer. Two rounds of the stack land where the plain per-client
+    loop lands (:func:`reference_run`, the check chapter 5 runs on VGG-11), and the default learning rate
+    follows :func:`fedlib.schedules.step_decay_lr` over ``rounds = 2`` (divided by 10 from round 1):
+
+    >>> import numpy as np, torch
+    >>> from types import SimpleNamespace
+    >>> from torch import nn
+    >>> from fedlib.algorithms import make_algorithm
+    >>> from fedlib.schedules import FixedSteps
+    >>> from fedlib.solvers import sgd
+    >>> images = np.random.default_rng(0).integers(0, 256, (12, 4, 4, 3), dtype=np.uint8)
+    >>> data = SimpleNamespace(train_images=images, train_labels=np.arange(12) % 2)
+    >>> _ = torch.manual_seed(0)
+    >>> model = nn.Sequential(nn.Conv2d(3, 2, 3), nn.Flatten(), nn.Linear(8, 2)).double()
+    >>> run = RunSpec(make_algorithm("fednova", sgd(0.1)), [np.arange(4), np.arange(4, 12)], FixedSteps([1, 2]))
+    >>> engine = StackedEngine(model, data, [run], rounds=2, batch_size=4, augment=False, dropout=False)
+    >>> [round(records[0].lr, 12) for records in engine.train()]
+    [0.1, 0.01]
+    >>> loop = reference_run(model, data, run, rounds=2, batch_size=4, augment=False, dropout=False)
+    >>> max_relative_difference(engine.params(0), loop.state.params) < 1e-12
+    True
     """
 
     def __init__(self, model: nn.Module, data: Any, runs: Sequence[RunSpec], *, rounds: int, path: str = "grouped",
@@ -1214,8 +1345,31 @@ def _overlapping(grads: Mapping[str, torch.Tensor]) -> set:
 
 def train_stacked(model: nn.Module, data: Any, runs: Sequence[RunSpec], rounds: int, *,
                   callback: Optional[Callable] = None, **options) -> StackedEngine:
-    """Build a :class:`StackedEngine`, train all ``rounds`` and return it (``engine.history``
-    holds the records, ``engine.states`` the final server states)."""
+    r"""Build a :class:`StackedEngine`, train all ``rounds`` and return it (``engine.history``
+    holds the records, ``engine.states`` the final server states). Keyword arguments go to
+    :class:`StackedEngine`.
+
+    Example
+    -------
+    The vmap path on :class:`StackedEngine`'s example ends where the grouped path does:
+
+    >>> import numpy as np, torch
+    >>> from types import SimpleNamespace
+    >>> from torch import nn
+    >>> from fedlib.algorithms import make_algorithm
+    >>> from fedlib.schedules import FixedSteps
+    >>> from fedlib.solvers import sgd
+    >>> images = np.random.default_rng(0).integers(0, 256, (12, 4, 4, 3), dtype=np.uint8)
+    >>> data = SimpleNamespace(train_images=images, train_labels=np.arange(12) % 2)
+    >>> _ = torch.manual_seed(0)
+    >>> model = nn.Sequential(nn.Conv2d(3, 2, 3), nn.Flatten(), nn.Linear(8, 2)).double()
+    >>> run = RunSpec(make_algorithm("fednova", sgd(0.1)), [np.arange(4), np.arange(4, 12)], FixedSteps([1, 2]))
+    >>> options = dict(batch_size=4, augment=False, dropout=False)
+    >>> vmap = train_stacked(model, data, [run], 2, path="vmap", **options)
+    >>> grouped = train_stacked(model, data, [run], 2, path="grouped", **options)
+    >>> len(vmap.history), max_relative_difference(vmap.params(0), grouped.params(0)) < 1e-12
+    (2, True)
+    """
     engine = StackedEngine(model, data, runs, rounds=rounds, **options)
     engine.train(callback=callback)
     return engine
@@ -1247,6 +1401,31 @@ def reference_run(model: nn.Module, data: Any, run: RunSpec, *, rounds: int, eng
     step-decay lr schedule when ``run.lr_at`` is None; default ``rounds``). Any module the engine takes works
     (``nn.Dropout`` layers get the engine's masks; other dropout variants are refused, as by
     the engine). Slow by design (one small forward/backward per step): a check, not a trainer.
+
+    Returns
+    -------
+    :class:`fedlib.engines.reference.SequentialRun` (``state.params``: name -> tensor, in ``dtype``).
+
+    Example
+    -------
+    Two clients holding 4 and 8 of 12 tiny 4x4 images (:math:`p = (1/3, 2/3)`), :math:`\tau = (1, 2)` steps of
+    :math:`B = 4`, a float64 convolution + linear layer (:class:`StackedEngine`'s example compares the engine with it): the
+    loop's one round reports :math:`\|a\|_1 = \tau` and :math:`\tau_{\text{eff}} = 5/3`:
+
+    >>> import numpy as np, torch
+    >>> from types import SimpleNamespace
+    >>> from torch import nn
+    >>> from fedlib.algorithms import make_algorithm
+    >>> from fedlib.schedules import FixedSteps
+    >>> from fedlib.solvers import sgd
+    >>> images = np.random.default_rng(0).integers(0, 256, (12, 4, 4, 3), dtype=np.uint8)
+    >>> data = SimpleNamespace(train_images=images, train_labels=np.arange(12) % 2)
+    >>> _ = torch.manual_seed(0)
+    >>> model = nn.Sequential(nn.Conv2d(3, 2, 3), nn.Flatten(), nn.Linear(8, 2)).double()
+    >>> run = RunSpec(make_algorithm("fednova", sgd(0.1)), [np.arange(4), np.arange(4, 12)], FixedSteps([1, 2]))
+    >>> loop = reference_run(model, data, run, rounds=1, batch_size=4, augment=False, dropout=False)
+    >>> loop.diagnostics[0].a_norms, round(loop.diagnostics[0].tau_eff * 3, 12), sorted(loop.state.params)
+    (array([1., 2.]), 5.0, ['0.bias', '0.weight', '2.bias', '2.weight'])
     """
     if not isinstance(model, nn.Module):
         raise ValueError(f"model must be a torch.nn.Module, got {type(model).__name__}")
@@ -1310,7 +1489,19 @@ def reference_run(model: nn.Module, data: Any, run: RunSpec, *, rounds: int, eng
 
 
 def max_relative_difference(got: Mapping[str, torch.Tensor], want: Mapping[str, torch.Tensor]) -> float:
-    """``max`` over the tensors of ``want`` of ``max |got - want| / max |want|`` (``got`` moved
-    to ``want``'s device): how far an engine's model is from :func:`reference_run`'s."""
+    r"""``max`` over the tensors of ``want`` of ``max |got - want| / max |want|`` (``got`` moved
+    to ``want``'s device): how far an engine's model is from :func:`reference_run`'s (chapters 5
+    and 6 report it; every name of ``want`` must be in ``got``).
+
+    Example
+    -------
+    ``w`` is off by 0.1 where its largest entry is 2 (0.05); ``b`` is exact:
+
+    >>> import torch
+    >>> got = {"w": torch.tensor([1.0, 2.1], dtype=torch.float64), "b": torch.zeros(1, dtype=torch.float64)}
+    >>> want = {"w": torch.tensor([1.0, 2.0], dtype=torch.float64), "b": torch.zeros(1, dtype=torch.float64)}
+    >>> round(max_relative_difference(got, want), 12)
+    0.05
+    """
     return max(float((got[n].to(want[n].device) - want[n]).abs().max() / want[n].abs().max().clamp_min(1e-300))
                for n in want)
