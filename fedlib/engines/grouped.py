@@ -54,7 +54,19 @@ class _Layer(NamedTuple):
 def leaf_layers(model: nn.Module) -> list:
     """``(name, module)`` of the leaf layers of a flat or nested ``nn.Sequential`` in forward order.
 
-    Raises ``ValueError`` if any container is not an ``nn.Sequential``.
+    Raises ``ValueError`` if any container is not an ``nn.Sequential`` (or is one with its own
+    ``forward``), or if one module object is used twice. :class:`GroupedNetwork` builds its layers from it.
+
+    Example
+    -------
+    >>> from torch import nn
+    >>> model = nn.Sequential(nn.Conv2d(3, 2, 3), nn.Sequential(nn.ReLU(), nn.Flatten()), nn.Linear(8, 2))
+    >>> [(name, type(layer).__name__) for name, layer in leaf_layers(model)]
+    [('0', 'Conv2d'), ('1.0', 'ReLU'), ('1.1', 'Flatten'), ('2', 'Linear')]
+    >>> leaf_layers(nn.Linear(2, 2))
+    Traceback (most recent call last):
+    ...
+    ValueError: the grouped path needs an nn.Sequential of standard layers, got Linear; use path='vmap' for other modules
     """
     if not isinstance(model, nn.Sequential):
         raise ValueError(f"the grouped path needs an nn.Sequential of standard layers, got {type(model).__name__}; "
@@ -118,7 +130,8 @@ def _refuse_hooks(model: nn.Module) -> None:
 
 
 class GroupedNetwork:
-    """``num_models`` copies of ``model`` as one grouped network with stacked parameters.
+    """``num_models`` copies of ``model`` as one grouped network with stacked parameters: the
+    ``path="grouped"`` network of :class:`fedlib.engines.stacked.StackedEngine` (chapter 5's Table 1 runs).
 
     Parameters
     ----------
@@ -139,6 +152,29 @@ class GroupedNetwork:
     params : dict name -> stacked tensor ``(M, *shape)`` (uninitialised; the engine fills it).
     num_dropout : number of ``Dropout`` layers (their ids are 0, 1, ... in forward order).
     in_channels : channels of one model's input image.
+
+    Example
+    -------
+    Two differently initialised copies of a small network, stacked: model ``j``'s logits from the grouped
+    network are the plain model ``j``'s on its own images (channel group ``j`` of the input), to rounding:
+
+    >>> import torch
+    >>> from torch import nn
+    >>> _ = torch.manual_seed(0)
+    >>> plain = [nn.Sequential(nn.Conv2d(3, 2, 3), nn.ReLU(), nn.Flatten(), nn.Linear(8, 2)).double() for _ in range(2)]
+    >>> net = GroupedNetwork(plain[0], num_models=2, device="cpu", dtype=torch.float64)
+    >>> {name: tuple(stacked.shape) for name, stacked in net.params.items()}
+    {'0.weight': (2, 2, 3, 3, 3), '0.bias': (2, 2), '3.weight': (2, 2, 8), '3.bias': (2, 2)}
+    >>> for j, model in enumerate(plain):
+    ...     for name, value in model.named_parameters():
+    ...         _ = net.params[name][j].copy_(value.detach())
+    >>> images = torch.randn(5, 4, 4, 2, 3, dtype=torch.float64)     # (B, H, W, M, C)
+    >>> logits = net.forward(net.params, net.image_input(images), 2)  # (M, B, classes)
+    >>> tuple(logits.shape)
+    (2, 5, 2)
+    >>> [bool(torch.allclose(logits[j], model(images[:, :, :, j].permute(0, 3, 1, 2)), rtol=0, atol=1e-14))
+    ...  for j, model in enumerate(plain)]
+    [True, True]
     """
 
     def __init__(self, model: nn.Module, num_models: int, *, device, dtype=torch.float32, channels_last: bool = True,
