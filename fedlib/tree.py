@@ -43,7 +43,22 @@ def _is_leaf(x: Any) -> bool:
 
 
 def tree_map(fn: Callable, tree: Any, *rest: Any) -> Any:
-    """Apply ``fn`` leaf-wise to ``tree`` and the trees in ``rest`` (same structure)."""
+    """Apply ``fn`` leaf-wise to ``tree`` and the trees in ``rest`` (same structure: dicts with the
+    same keys, sequences of the same length; a ``ValueError`` otherwise). Containers keep their type
+    (a ``NamedTuple`` stays one); every other tree function here is built on it.
+
+    Example
+    -------
+    >>> import numpy as np
+    >>> a = {"w": np.array([1.0, 2.0]), "b": 3.0}
+    >>> b = {"w": np.array([3.0, -1.0]), "b": 1.0}
+    >>> tree_map(lambda x, y: x * y, a, b)
+    {'w': array([ 3., -2.]), 'b': 3.0}
+    >>> tree_map(lambda x, y: x + y, a, {"w": np.zeros(2)})
+    Traceback (most recent call last):
+    ...
+    ValueError: tree structures differ: dict keys ['w', 'b'] vs dict_keys(['w'])
+    """
     if isinstance(tree, dict):
         for r in rest:
             if not isinstance(r, dict) or r.keys() != tree.keys():
@@ -70,7 +85,14 @@ def tree_map(fn: Callable, tree: Any, *rest: Any) -> Any:
 
 
 def tree_leaves(tree: Any) -> list:
-    """The leaves of ``tree`` in a fixed (insertion) order."""
+    """The leaves of ``tree`` in a fixed (insertion) order.
+
+    Example
+    -------
+    >>> import numpy as np
+    >>> tree_leaves({"w": [np.array([1.0]), 2.0], "b": (3.0,)})
+    [array([1.]), 2.0, 3.0]
+    """
     out: list = []
     tree_map(lambda x: out.append(x), tree)
     return out
@@ -79,7 +101,19 @@ def tree_leaves(tree: Any) -> list:
 def tree_structure_equal(a: Any, b: Any) -> bool:
     """True when ``a`` and ``b`` have the same nesting and leaf shapes: dicts with the same
     keys, sequences of the same length (a list and a tuple of equal length match, as in
-    :func:`tree_map`), leaves of the same shape (a leaf never matches a container)."""
+    :func:`tree_map`), leaves of the same shape (a leaf never matches a container). The algorithms use
+    it to refuse a client update shaped unlike the model.
+
+    Example
+    -------
+    >>> import numpy as np
+    >>> a = {"w": np.array([1.0, 2.0]), "b": 3.0}
+    >>> b = {"w": np.array([3.0, -1.0]), "b": 1.0}
+    >>> tree_structure_equal(a, b), tree_structure_equal(a, {"w": np.zeros(3), "b": 0.0})
+    (True, False)
+    >>> tree_structure_equal([1.0, 2.0], (1.0, 2.0))
+    True
+    """
     try:
         tree_map(lambda x, y: None if _is_leaf(y) and np.shape(x) == np.shape(y) else (_ for _ in ()).throw(ValueError()),
                  a, b)
@@ -89,27 +123,71 @@ def tree_structure_equal(a: Any, b: Any) -> bool:
 
 
 def tree_add(a: Any, b: Any) -> Any:
-    """Leaf-wise ``a + b``."""
+    """Leaf-wise ``a + b``.
+
+    Example
+    -------
+    >>> import numpy as np
+    >>> a = {"w": np.array([1.0, 2.0]), "b": 3.0}
+    >>> b = {"w": np.array([3.0, -1.0]), "b": 1.0}
+    >>> tree_add(a, b)
+    {'w': array([4., 1.]), 'b': 4.0}
+    """
     return tree_map(lambda x, y: x + y, a, b)
 
 
 def tree_sub(a: Any, b: Any) -> Any:
-    """Leaf-wise ``a - b``."""
+    r"""Leaf-wise ``a - b`` (e.g. a client's change :math:`\Delta_i = x_i^{(t,\tau_i)} - x^{(t,0)}`).
+
+    Example
+    -------
+    >>> import numpy as np
+    >>> a = {"w": np.array([1.0, 2.0]), "b": 3.0}
+    >>> b = {"w": np.array([3.0, -1.0]), "b": 1.0}
+    >>> tree_sub(a, b)
+    {'w': array([-2.,  3.]), 'b': 2.0}
+    """
     return tree_map(lambda x, y: x - y, a, b)
 
 
 def tree_scale(a: Any, s: float) -> Any:
-    """Leaf-wise ``s * a``."""
+    """Leaf-wise ``s * a``.
+
+    Example
+    -------
+    >>> import numpy as np
+    >>> a = {"w": np.array([1.0, 2.0]), "b": 3.0}
+    >>> b = {"w": np.array([3.0, -1.0]), "b": 1.0}
+    >>> tree_scale(a, 0.5)
+    {'w': array([0.5, 1. ]), 'b': 1.5}
+    """
     return tree_map(lambda x: x * s, a)
 
 
 def tree_axpy(alpha: float, x: Any, y: Any) -> Any:
-    """Leaf-wise ``alpha * x + y``."""
+    r"""Leaf-wise ``alpha * x + y``: :math:`2(1, 2) + (3, -1) = (5, 3)`, :math:`2 \cdot 3 + 1 = 7`.
+
+    Example
+    -------
+    >>> import numpy as np
+    >>> a = {"w": np.array([1.0, 2.0]), "b": 3.0}
+    >>> b = {"w": np.array([3.0, -1.0]), "b": 1.0}
+    >>> tree_axpy(2.0, a, b)
+    {'w': array([5., 3.]), 'b': 7.0}
+    """
     return tree_map(lambda u, v: alpha * u + v, x, y)
 
 
 def tree_zeros_like(a: Any) -> Any:
-    """A tree of zeros with the leaves' shapes, dtypes and devices."""
+    """A tree of zeros with the leaves' shapes, dtypes and devices (a Python number becomes a 0-d
+    array). The server optimizers and control variates start from it.
+
+    Example
+    -------
+    >>> import numpy as np
+    >>> tree_zeros_like({"w": np.array([1.0, 2.0]), "step": np.array([3], dtype=np.int64)})
+    {'w': array([0., 0.]), 'step': array([0])}
+    """
     def zeros(x):
         if hasattr(x, "new_zeros"):  # torch.Tensor
             return x.new_zeros(x.shape)
@@ -119,7 +197,18 @@ def tree_zeros_like(a: Any) -> Any:
 
 
 def tree_copy(a: Any) -> Any:
-    """A deep copy of the leaves (``clone`` for tensors, ``copy`` for arrays)."""
+    """A deep copy of the leaves (``clone`` for tensors, ``copy`` for arrays): writing into the copy
+    leaves the original alone.
+
+    Example
+    -------
+    >>> import numpy as np
+    >>> a = {"w": np.array([1.0, 2.0])}
+    >>> c = tree_copy(a)
+    >>> c["w"][0] = 9.0
+    >>> a["w"], c["w"]
+    (array([1., 2.]), array([9., 2.]))
+    """
     return tree_map(lambda x: x.clone() if hasattr(x, "clone") else np.array(x, copy=True), a)
 
 
@@ -129,7 +218,18 @@ def tree_weighted_sum(trees: Sequence[Any], coefficients: Sequence[float]) -> An
     One output buffer per leaf is allocated; the inputs are read once and never
     copied. ``coefficients`` are Python/numpy floats (one per tree). A tree whose
     coefficient is 0 is left out of the sum (a client of weight 0 holding NaN or inf
-    does not reach the result), as in :func:`tree_stacked_weighted_sum`.
+    does not reach the result), as in :func:`tree_stacked_weighted_sum`. Eq. (4)'s aggregation
+    :math:`\sum_i c_i\Delta_i` (:func:`fedlib.rule.aggregate`) is this sum.
+
+    Example
+    -------
+    >>> import numpy as np
+    >>> a = {"w": np.array([1.0, 2.0]), "b": 3.0}
+    >>> b = {"w": np.array([3.0, -1.0]), "b": 1.0}
+    >>> tree_weighted_sum([a, b], [0.25, 0.75])     # (0.25 + 2.25, 0.5 - 0.75), 0.75 + 0.75
+    {'w': array([ 2.5 , -0.25]), 'b': 1.5}
+    >>> tree_weighted_sum([a, {"w": np.array([np.nan, 0.0]), "b": np.inf}], [1.0, 0.0])
+    {'w': array([1., 2.]), 'b': 3.0}
     """
     trees = list(trees)
     coefficients = [float(c) for c in np.asarray(coefficients, dtype=np.float64).ravel()]
@@ -180,13 +280,29 @@ def tree_weighted_sum(trees: Sequence[Any], coefficients: Sequence[float]) -> An
 
 
 def leaf_kind(x: Any) -> str:
-    """``"torch tensors"`` or ``"numpy arrays"``: the kind of a leaf, as the error messages name it."""
+    """``"torch tensors"`` or ``"numpy arrays"``: the kind of a leaf, as the error messages name it.
+
+    Example
+    -------
+    >>> import numpy as np, torch
+    >>> leaf_kind(np.zeros(1)), leaf_kind(torch.zeros(1))
+    ('numpy arrays', 'torch tensors')
+    """
     return "torch tensors" if hasattr(x, "add_") else "numpy arrays"
 
 
 def tree_kind_mismatch(a: Any, b: Any):
     """The index of the first pair of leaves of ``a`` and ``b`` where one is a torch tensor and the
-    other is not (numpy + torch fails deep inside an update), or ``None``."""
+    other is not (numpy + torch fails deep inside an update), or ``None``. The algorithms name that
+    leaf in their error instead.
+
+    Example
+    -------
+    >>> import numpy as np, torch
+    >>> model = {"w": np.zeros(1), "b": np.zeros(1)}
+    >>> tree_kind_mismatch(model, {"w": np.ones(1), "b": torch.ones(1)}), tree_kind_mismatch(model, model)
+    (1, None)
+    """
     for k, (x, y) in enumerate(zip(tree_leaves(a), tree_leaves(b))):
         if hasattr(x, "add_") != hasattr(y, "add_"):
             return k
@@ -203,7 +319,16 @@ def _torch_promote(a, b):
 def tree_vdot(a: Any, b: Any) -> float:
     """Sum over leaves of the inner products ``<a, b>``; leaves are paired as by
     :func:`tree_map` (dicts by key) and must have the same shapes. Real leaves are
-    accumulated in float64 whatever their dtype (a float16 sum overflows past 65504)."""
+    accumulated in float64 whatever their dtype (a float16 sum overflows past 65504).
+
+    Example
+    -------
+    >>> import numpy as np
+    >>> a = {"w": np.array([1.0, 2.0]), "b": 3.0}
+    >>> b = {"w": np.array([3.0, -1.0]), "b": 1.0}
+    >>> tree_vdot(a, b)        # 1*3 + 2*(-1) + 3*1
+    4.0
+    """
     total = 0.0
 
     def dot(x, y):
@@ -225,12 +350,26 @@ def tree_vdot(a: Any, b: Any) -> float:
 
 
 def tree_norm(a: Any) -> float:
-    """Euclidean norm of all leaves concatenated."""
+    r"""Euclidean norm of all leaves concatenated, :math:`\sqrt{\text{tree\_vdot}(a, a)}`.
+
+    Example
+    -------
+    >>> import numpy as np
+    >>> tree_norm({"w": np.array([3.0, 4.0]), "b": 12.0})     # sqrt(9 + 16 + 144)
+    13.0
+    """
     return float(np.sqrt(tree_vdot(a, a)))
 
 
 def tree_all_finite(a: Any) -> bool:
-    """True when no leaf holds NaN or inf."""
+    """True when no leaf holds NaN or inf (the algorithms' divergence check on an aggregated update).
+
+    Example
+    -------
+    >>> import numpy as np
+    >>> tree_all_finite({"w": np.array([1.0, 2.0])}), tree_all_finite({"w": np.array([1.0, np.inf])})
+    (True, False)
+    """
     for x in tree_leaves(a):
         if hasattr(x, "isfinite"):
             if not bool(x.isfinite().all()):
@@ -246,7 +385,19 @@ def tree_stacked_weighted_sum(stacked: Any, coefficients: Sequence[float]) -> An
 
     Rows whose coefficient is 0 are left out (as in :func:`tree_weighted_sum`); floating
     leaves keep their dtype, integer leaves give floating results (numpy: float64; torch:
-    the default float dtype)."""
+    the default float dtype). The batched engine's clients are such a stack; :func:`fedlib.rule.aggregate_stacked`
+    sums them with it.
+
+    Example
+    -------
+    Same result as :func:`tree_weighted_sum` of the rows:
+
+    >>> import numpy as np
+    >>> stacked = tree_stack([{"w": np.array([1.0, 2.0]), "b": np.array([3.0])},
+    ...                       {"w": np.array([3.0, -1.0]), "b": np.array([1.0])}])
+    >>> tree_stacked_weighted_sum(stacked, [0.25, 0.75])
+    {'w': array([ 2.5 , -0.25]), 'b': array([1.5])}
+    """
     c = np.asarray(coefficients, dtype=np.float64).ravel()
     keep = np.flatnonzero(c != 0.0)
     every_row = keep.size == c.size
@@ -269,7 +420,19 @@ def tree_stacked_weighted_sum(stacked: Any, coefficients: Sequence[float]) -> An
 
 
 def tree_stack(trees: Sequence[Any]) -> Any:
-    """Stack a sequence of same-structure trees along a new leading axis."""
+    """Stack a sequence of same-structure trees along a new leading axis (``np.stack`` or
+    ``torch.stack`` per leaf); :func:`tree_index` takes a row back.
+
+    Example
+    -------
+    >>> import numpy as np
+    >>> stacked = tree_stack([{"w": np.array([1.0, 2.0]), "b": np.array([3.0])},
+    ...                       {"w": np.array([3.0, -1.0]), "b": np.array([1.0])}])
+    >>> stacked
+    {'w': array([[ 1.,  2.],
+           [ 3., -1.]]), 'b': array([[3.],
+           [1.]])}
+    """
     trees = list(trees)
     if not trees:
         raise ValueError("trees must not be empty")
@@ -285,7 +448,16 @@ def tree_stack(trees: Sequence[Any]) -> Any:
 
 
 def tree_index(stacked: Any, i) -> Any:
-    """Row ``i`` (an int, slice or index array) of every leaf of a stacked tree."""
+    """Row ``i`` (an int, slice or index array) of every leaf of a stacked tree.
+
+    Example
+    -------
+    >>> import numpy as np
+    >>> stacked = tree_stack([{"w": np.array([1.0, 2.0]), "b": np.array([3.0])},
+    ...                       {"w": np.array([3.0, -1.0]), "b": np.array([1.0])}])
+    >>> tree_index(stacked, 1)
+    {'w': array([ 3., -1.]), 'b': array([1.])}
+    """
     return tree_map(lambda x: x[i], stacked)
 
 
