@@ -61,7 +61,20 @@ _SEED_LIMIT, _KEY_LIMIT = 2 ** 128, 2 ** 32
 
 def seed_sequence(seed: int, purpose: str, *keys: int) -> np.random.SeedSequence:
     """The :class:`~numpy.random.SeedSequence` of stream ``(seed, purpose, *keys)``
-    (``0 <= seed < 2**128``, each key ``0 <= key < 2**32``)."""
+    (``0 <= seed < 2**128``, each key ``0 <= key < 2**32``; a ``ValueError`` otherwise): entropy ``seed``,
+    ``spawn_key`` the CRC-32 of ``purpose`` followed by the keys.
+
+    Example
+    -------
+    >>> import zlib
+    >>> sequence = seed_sequence(7, "batches", 3, 5)
+    >>> sequence.entropy, sequence.spawn_key == (zlib.crc32(b"batches"), 3, 5)
+    (7, True)
+    >>> seed_sequence(7, "batches", 2 ** 32)
+    Traceback (most recent call last):
+    ...
+    ValueError: key must be below 2**32 (a larger one would share its stream with a pair of keys), got 4294967296
+    """
     seed = check_int("seed", seed, minimum=0)
     if seed >= _SEED_LIMIT:
         raise ValueError(f"seed must be below 2**128, got {seed}")
@@ -73,12 +86,37 @@ def seed_sequence(seed: int, purpose: str, *keys: int) -> np.random.SeedSequence
 
 
 def generator(seed: int, purpose: str, *keys: int) -> np.random.Generator:
-    """A fresh :class:`numpy.random.Generator` (PCG64) for stream ``(seed, purpose, *keys)``."""
+    """A fresh :class:`numpy.random.Generator` (PCG64) for stream ``(seed, purpose, *keys)``: the same
+    stream always draws the same numbers, another purpose or key other numbers. The engines draw client
+    ``i``'s mini-batches of round ``t`` from ``generator(seed, "batches", t, i)``.
+
+    Example
+    -------
+    >>> import numpy as np
+    >>> first, again = generator(0, "batches", 2, 1), generator(0, "batches", 2, 1)
+    >>> bool(np.array_equal(first.permutation(10), again.permutation(10)))
+    True
+    >>> bool(np.array_equal(generator(0, "batches", 2, 1).permutation(10), generator(0, "sampling", 2, 1).permutation(10)))
+    False
+    """
     return np.random.Generator(np.random.PCG64(seed_sequence(seed, purpose, *keys)))
 
 
 def torch_generator(seed: int, purpose: str, *keys: int, device="cpu"):
-    """A :class:`torch.Generator` on ``device`` seeded from stream ``(seed, purpose, *keys)``."""
+    """A :class:`torch.Generator` on ``device`` seeded from stream ``(seed, purpose, *keys)``: with the first
+    two 32-bit words :math:`s_0, s_1` of the stream's state, the seed is ``s0 << 31 ^ s1``. The stacked
+    engine's crops and flips come from ``torch_generator(seed, "augment", round, client)`` (chapter 5).
+
+    Example
+    -------
+    >>> import torch
+    >>> draws = [torch.randint(0, 9, (4,), generator=torch_generator(0, "augment", 1, 2)) for _ in range(2)]
+    >>> bool(torch.equal(draws[0], draws[1]))
+    True
+    >>> words = seed_sequence(0, "augment", 1, 2).generate_state(2)
+    >>> torch_generator(0, "augment", 1, 2).initial_seed() == int(words[0]) << 31 ^ int(words[1])
+    True
+    """
     import torch
 
     state = seed_sequence(seed, purpose, *keys).generate_state(2, dtype=np.uint32)
