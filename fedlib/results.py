@@ -97,7 +97,21 @@ def git_commit(root: Optional[os.PathLike] = None) -> tuple[str, Optional[bool]]
     The environment variable ``FEDLIB_GIT_COMMIT``, when set, is the answer (its dirty flag
     unknown): a copy of the tree shipped to another machine (a GPU machine) may carry no
     ``.git``, or a stale one — the device tool of this project sent the session's first
-    commit while the tree was a later one — so the caller who made the copy names its commit."""
+    commit while the tree was a later one — so the caller who made the copy names its commit
+    (a ``ValueError`` unless it is a full 40-hex-digit commit).
+
+    Example
+    -------
+    >>> import os, tempfile
+    >>> saved = os.environ.pop("FEDLIB_GIT_COMMIT", None)
+    >>> with tempfile.TemporaryDirectory() as folder:        # no .git there
+    ...     git_commit(folder)
+    ('unknown', None)
+    >>> os.environ["FEDLIB_GIT_COMMIT"] = "AB" * 20
+    >>> git_commit() == ("ab" * 20, None)
+    True
+    >>> _ = os.environ.pop("FEDLIB_GIT_COMMIT") if saved is None else os.environ.update(FEDLIB_GIT_COMMIT=saved)
+    """
     given = os.environ.get("FEDLIB_GIT_COMMIT", "").strip()
     if given:
         if not _SHA.fullmatch(given.lower()):
@@ -124,7 +138,14 @@ def _version(dist: str) -> Optional[str]:
 
 
 def device_name(device: Any = "cpu") -> str:
-    """``"cpu"`` or the GPU's name for a CUDA ``device`` (torch)."""
+    """``"cpu"`` or the GPU's name for a CUDA ``device`` (torch); provenance's ``device`` field (the
+    device string itself if torch cannot name it: provenance never fails a run).
+
+    Example
+    -------
+    >>> device_name("cpu")
+    'cpu'
+    """
     dev = str(device)
     if not dev.startswith("cuda"):
         return "cpu"
@@ -159,7 +180,18 @@ def recorded_command(argv: Sequence[str]) -> Iterator[str]:
     """Within the block, provenance records the command line ``argv`` (the whole line,
     e.g. ``["python", "-m", "fedlib", "run", "synthetic", ...]``), shell-quoted, instead of
     ``sys.argv``; yields that string. Blocks nest: leaving one restores the command of the
-    enclosing block (``fedlib rerun`` calls ``fedlib.cli.main`` inside its own)."""
+    enclosing block (``fedlib rerun`` calls ``fedlib.cli.main`` inside its own). ``argv`` must be a
+    list of strings (a ``TypeError`` otherwise).
+
+    Example
+    -------
+    An argument with a space is quoted, so the recorded line reruns as written:
+
+    >>> with recorded_command(["python", "-m", "fedlib", "run", "synthetic", "--out", "my run.json"]) as command:
+    ...     recorded = make_provenance(0.0, 1.0)["command"]
+    >>> command, recorded == command
+    ("python -m fedlib run synthetic --out 'my run.json'", True)
+    """
     if isinstance(argv, str) or not all(isinstance(a, str) for a in argv):
         raise TypeError(f"recorded_command needs a list of strings (one per argument), got {argv!r}")
     command = shlex.join(argv)
@@ -195,7 +227,17 @@ def make_provenance(started: float, finished: float, device: Any = "cpu", comman
     (``git_changed_during_run``, ``git_commit_end``, ``git_dirty_end``) and a
     ``UserWarning`` is issued. Without ``git_start`` the commit read now is recorded and
     no comparison is made. ``command`` defaults to the current command line (see
-    :func:`recorded_command`)."""
+    :func:`recorded_command`). Times are written as UTC ISO 8601 stamps, ``wall_time_s`` their
+    difference.
+
+    Example
+    -------
+    >>> provenance = make_provenance(0.0, 1.5, command="python -m fedlib run synthetic")
+    >>> provenance["started_utc"], provenance["finished_utc"], provenance["wall_time_s"]
+    ('1970-01-01T00:00:00.000000Z', '1970-01-01T00:00:01.500000Z', 1.5)
+    >>> [key for key in PROVENANCE_KEYS if key not in provenance]
+    []
+    """
     from . import __version__
 
     sha, dirty = git_commit()
@@ -232,7 +274,17 @@ class RunClock:
 
     Entering reads the git commit and dirty flag (:func:`git_commit`), then the start
     time; leaving reads the finish time. :meth:`provenance` records the commit read at
-    the start and flags a change since (see :func:`make_provenance`)."""
+    the start and flags a change since (see :func:`make_provenance`). The CLI's runs
+    (``fedlib.cli.synthetic``, ``fedlib.cli.cifar10``) are timed with it.
+
+    Example
+    -------
+    >>> with RunClock() as clock:
+    ...     pass                                   # the run
+    >>> provenance = clock.provenance("cpu", command="python -m fedlib run synthetic")
+    >>> provenance["wall_time_s"] >= 0, "git_changed_during_run" in provenance, provenance["device"]
+    (True, True, 'cpu')
+    """
 
     def __enter__(self):
         self.git_start = git_commit()
@@ -258,7 +310,19 @@ class RunClock:
 
 # ----------------------------------------------------------------------------- records
 def to_jsonable(obj: Any) -> Any:
-    """Plain JSON types: numpy scalars/arrays to numbers/lists, non-finite floats to ``None``."""
+    """Plain JSON types: numpy scalars/arrays to numbers/lists, non-finite floats to ``None``, paths to
+    strings; anything else is a ``ValueError`` naming its type.
+
+    Example
+    -------
+    >>> import numpy as np
+    >>> to_jsonable({"loss": np.float64(0.5), "steps": np.array([2, 4]), "gap": float("nan"), "ok": np.bool_(True)})
+    {'loss': 0.5, 'steps': [2, 4], 'gap': None, 'ok': True}
+    >>> to_jsonable({"clients": {1, 2}})
+    Traceback (most recent call last):
+    ...
+    ValueError: cannot store a set in a result record: {1, 2}
+    """
     if isinstance(obj, Mapping):
         return {str(k): to_jsonable(v) for k, v in obj.items()}
     if isinstance(obj, (list, tuple)):
@@ -281,7 +345,22 @@ def to_jsonable(obj: Any) -> Any:
 
 def make_result(config: Mapping, history: Optional[Sequence[Mapping]], provenance: Mapping, *, kind: str = "run",
                 initial: Optional[Mapping] = None, summary: Optional[Mapping] = None) -> dict:
-    """Assemble (and validate) a result record; values are converted with :func:`to_jsonable`."""
+    """Assemble (and validate) a result record; values are converted with :func:`to_jsonable`, and a
+    record :func:`validate_result` refuses is a ``ValueError``.
+
+    Example
+    -------
+    >>> provenance = make_provenance(0.0, 1.0, command="python -m fedlib run synthetic")
+    >>> history = [{"round": t, "train_loss": loss, "test_accuracy": None, "tau_eff": 6.0, "chi2": 0.0,
+    ...             "local_steps": [2, 4, 8]} for t, loss in enumerate([0.6, 0.5])]
+    >>> result = make_result({"rounds": 2}, history, provenance, summary={"final_train_loss": 0.5, "rounds": 2})
+    >>> result["schema"], result["kind"], sorted(result)
+    ('fedlib.result/1', 'run', ['config', 'history', 'kind', 'provenance', 'schema', 'summary'])
+    >>> make_result({"rounds": 2}, history, provenance, summary={"final_train_loss": 0.6})
+    Traceback (most recent call last):
+    ...
+    ValueError: result: summary.final_train_loss is 0.6 but the last round (history[1]) has train_loss 0.5; the summary must be the history's last record
+    """
     result = {"schema": SCHEMA, "kind": kind, "config": dict(config), "provenance": dict(provenance)}
     if initial is not None:
         result["initial"] = dict(initial)
@@ -338,7 +417,24 @@ def _check_provenance(prov: dict, where: str) -> None:
 
 
 def validate_result(result: Any, where: str = "result") -> dict:
-    """Check the schema; raise ``ValueError`` starting with ``where`` on the first problem."""
+    """Check the schema; raise ``ValueError`` starting with ``where`` on the first problem. Returns
+    ``result``. The module docstring lists the fields; a run's history must be rounds 0, 1, 2, ...
+    with :data:`HISTORY_KEYS`, accuracies fractions in [0, 1], no NaN or inf anywhere.
+
+    Example
+    -------
+    >>> provenance = make_provenance(0.0, 1.0, command="python -m fedlib run synthetic")
+    >>> history = [{"round": t, "train_loss": loss, "test_accuracy": None, "tau_eff": 6.0, "chi2": 0.0,
+    ...             "local_steps": [2, 4, 8]} for t, loss in enumerate([0.6, 0.5])]
+    >>> result = make_result({"rounds": 2}, history, provenance)
+    >>> validate_result(result) is result
+    True
+    >>> history[0]["test_accuracy"] = 87.0                     # a percentage
+    >>> validate_result(dict(result, history=history), where="run.json")
+    Traceback (most recent call last):
+    ...
+    ValueError: run.json: history[0].test_accuracy must be a fraction in [0, 1] (not a percentage), got 87.0
+    """
     if not isinstance(result, dict):
         raise ValueError(f"{where}: a result must be a JSON object, got {type(result).__name__}")
     if result.get("schema") != SCHEMA:
@@ -414,7 +510,21 @@ def _check_summary_against_history(summary: Optional[dict], history: list, where
 # ----------------------------------------------------------------------------- files
 def write_result(path: os.PathLike, result: Mapping) -> Path:
     """Write ``result`` to ``path`` atomically (temporary file in the same folder, fsync,
-    :func:`os.replace`); nothing is left behind on failure. Returns the path."""
+    :func:`os.replace`); nothing is left behind on failure. Returns the path. ``result`` is validated
+    first (:func:`validate_result`); the folder must exist.
+
+    Example
+    -------
+    >>> provenance = make_provenance(0.0, 1.0, command="python -m fedlib run synthetic")
+    >>> history = [{"round": t, "train_loss": loss, "test_accuracy": None, "tau_eff": 6.0, "chi2": 0.0,
+    ...             "local_steps": [2, 4, 8]} for t, loss in enumerate([0.6, 0.5])]
+    >>> import os, tempfile
+    >>> result = make_result({"rounds": 2}, history, provenance)
+    >>> with tempfile.TemporaryDirectory() as folder:
+    ...     path = write_result(os.path.join(folder, "run.json"), result)
+    ...     print(path.name, os.listdir(folder), read_result(path) == result)
+    run.json ['run.json'] True
+    """
     path = Path(path)
     doc = to_jsonable(result)
     validate_result(doc, str(path))
@@ -429,7 +539,23 @@ def write_result(path: os.PathLike, result: Mapping) -> Path:
 
 
 def read_result(path: os.PathLike) -> dict:
-    """Read and validate a result file; ``ValueError`` names the file and the problem."""
+    """Read and validate a result file; ``ValueError`` names the file and the problem. The book's chapters
+    read the committed GPU results of chapter 5's Table 1 with it
+    (:func:`fedlib.experiments.cifar10.load_table1_results`).
+
+    Example
+    -------
+    >>> import json, os, tempfile
+    >>> with tempfile.TemporaryDirectory() as folder:
+    ...     path = os.path.join(folder, "old.json")
+    ...     with open(path, "w") as file:
+    ...         json.dump({"schema": "fedlib.result/0"}, file)
+    ...     try:
+    ...         read_result(path)
+    ...     except ValueError as error:
+    ...         print(str(error).split("old.json: ")[1])          # the message starts with the path
+    schema must be 'fedlib.result/1', got 'fedlib.result/0'
+    """
     path = Path(path)
     doc = read_json(path)
     return validate_result(doc, str(path))
