@@ -63,7 +63,19 @@ PARTS = ("format", "kind", "config", "round", "state", "history", "initial", "rn
 class CheckpointError(ValueError):
     """A missing, corrupt or mismatched checkpoint; the message names the file. ``reason``
     (when :func:`load_checkpoint` refused the file) says what is wrong with it, without the
-    file name or advice, e.g. ``"corrupt: its SHA-256 footer does not match its contents ..."``."""
+    file name or advice, e.g. ``"corrupt: its SHA-256 footer does not match its contents ..."``.
+    A ``ValueError``, so the CLI reports it as a usage error (exit status 2).
+
+    Example
+    -------
+    >>> import os, tempfile
+    >>> with tempfile.TemporaryDirectory() as folder:
+    ...     try:
+    ...         load_checkpoint(os.path.join(folder, "missing.ckpt"))
+    ...     except CheckpointError as error:
+    ...         print(error.reason, isinstance(error, ValueError))
+    not found True
+    """
 
     def __init__(self, message: str, reason: Optional[str] = None):
         super().__init__(message)
@@ -77,7 +89,14 @@ def to_numpy_tree(obj: Any) -> Any:
     A tensor of a dtype numpy lacks (``bfloat16``, the ``float8`` types) becomes a
     ``float32`` array: every such value is exactly representable in ``float32``, so
     nothing is rounded; casting the array back to the tensor's dtype restores it bit
-    for bit."""
+    for bit. :func:`save_checkpoint` stores the server state this way.
+
+    Example
+    -------
+    >>> import torch
+    >>> to_numpy_tree({"w": torch.tensor([1.5, -0.25], dtype=torch.bfloat16), "steps": (torch.tensor([2, 4]), 3)})
+    {'w': array([ 1.5 , -0.25], dtype=float32), 'steps': (array([2, 4]), 3)}
+    """
     return _numpy_tree(obj, True)
 
 
@@ -108,7 +127,14 @@ def _numpy_tree(obj: Any, copy: bool) -> Any:
 
 
 def default_checkpoint_path(out: Optional[os.PathLike]) -> Optional[Path]:
-    """``<out>.ckpt`` (``None`` without ``--out``)."""
+    """``<out>.ckpt`` (``None`` without ``--out``): where the CLI keeps a run's checkpoint next to its
+    result file.
+
+    Example
+    -------
+    >>> default_checkpoint_path("results/run.json").name, default_checkpoint_path(None)
+    ('run.json.ckpt', None)
+    """
     return None if out is None else Path(os.fspath(out) + ".ckpt")
 
 
@@ -119,6 +145,18 @@ def save_checkpoint(path: os.PathLike, *, config: Mapping, round_done: int, stat
 
     ``round_done`` (rounds done, >= 0) and ``seed`` (>= 0, or ``None``) must be integers: they are
     the RNG state (see the module docstring), so a float or negative value is refused, not rounded.
+    ``state`` is stored through :func:`to_numpy_tree`; the folder must exist (a :class:`CheckpointError`
+    otherwise). Returns the path. The file is the pickle, then ``FOOTER`` and 64 hex digits.
+
+    Example
+    -------
+    >>> import os, tempfile
+    >>> with tempfile.TemporaryDirectory() as folder:
+    ...     path = save_checkpoint(os.path.join(folder, "run.ckpt"), config={"rounds": 3}, round_done=1,
+    ...                            state={"w": [0.5]}, history=[{"round": 0}], seed=0)
+    ...     data = path.read_bytes()
+    >>> data[-64 - len(FOOTER):-64] == FOOTER, len(data[-64:].decode("ascii"))
+    (True, 64)
     """
     path = Path(path)
     round_done = check_int("round_done", round_done, minimum=0)
@@ -198,7 +236,49 @@ def load_checkpoint(path: os.PathLike, kind: Optional[str] = None) -> dict:
     """Read a checkpoint; :class:`CheckpointError` names the file and the problem: missing,
     truncated or not a pickle, a SHA-256 that does not match (see the module docstring), a file
     written in place while it was read (it is read twice: hashed, then unpickled), another
-    format or ``kind``, or a part of ``PARTS`` missing or of the wrong type."""
+    format or ``kind``, or a part of ``PARTS`` missing or of the wrong type.
+
+    Example
+    -------
+    A run of 3 rounds saved after round 0 by :func:`fedlib.engines.batched.run_batched`'s ``on_round_end``
+    and resumed from the file ends where the run without a break ends, bit for bit (FedNova with server
+    momentum: the momentum buffer is in the checkpoint too); one flipped bit in the file is refused:
+
+    >>> import os, tempfile
+    >>> import numpy as np
+    >>> from fedlib.algorithms import make_algorithm
+    >>> from fedlib.data import synthetic
+    >>> from fedlib.engines.batched import run_batched
+    >>> from fedlib.problems.logistic import LogisticProblem
+    >>> from fedlib.schedules import FixedSteps
+    >>> from fedlib.server import momentum
+    >>> from fedlib.solvers import sgd
+    >>> problem = LogisticProblem(synthetic(num_clients=2, dim=3, num_classes=2, num_samples=[10, 20], seed=0))
+    >>> algorithm, schedule = make_algorithm("fednova", sgd(0.1), momentum(0.9)), FixedSteps([1, 2])
+    >>> folder = tempfile.TemporaryDirectory()
+    >>> path = os.path.join(folder.name, "run.ckpt")
+    >>> def save(state, history, initial):
+    ...     _ = save_checkpoint(path, config={"rounds": 3}, round_done=len(history), state=state, history=history,
+    ...                         initial=initial, seed=0)
+    >>> _ = run_batched(algorithm, problem, schedule, 1, batch_size=5, on_round_end=save)   # then a crash
+    >>> checkpoint = load_checkpoint(path)
+    >>> checkpoint["round"], checkpoint["rng"]  # doctest: +NORMALIZE_WHITESPACE
+    (1, {'seed': 0, 'next_round': 1,
+         'note': 'all draws come from (seed, purpose, round, client) streams; nothing else carries state'})
+    >>> resumed = run_batched(algorithm, problem, schedule, 3, batch_size=5, resume=checkpoint)
+    >>> straight = run_batched(algorithm, problem, schedule, 3, batch_size=5)
+    >>> bool(np.array_equal(resumed.params["W"], straight.params["W"])), len(resumed.history)
+    (True, 3)
+    >>> data = bytearray(open(path, "rb").read())
+    >>> data[40] ^= 1
+    >>> _ = open(path, "wb").write(bytes(data))
+    >>> try:
+    ...     load_checkpoint(path)
+    ... except CheckpointError as error:
+    ...     print(error.reason)
+    corrupt: its SHA-256 footer does not match its contents (damaged after it was written)
+    >>> folder.cleanup()
+    """
     path = Path(path)
     try:
         with open(path, "rb") as fh:
@@ -287,7 +367,16 @@ def _diff_paths(a: Mapping, b: Mapping, prefix: tuple = ()) -> list:
 
 def config_diff(a: Mapping, b: Mapping, prefix: str = "") -> list:
     """Dotted keys whose values differ between two (nested) config dicts (numpy arrays compared
-    entry by entry, NaN equal to NaN)."""
+    entry by entry, NaN equal to NaN), sorted; a key in one dict only differs too.
+
+    Example
+    -------
+    >>> saved = {"lr": 0.1, "data": {"clients": 30, "alpha": float("nan")}}
+    >>> config_diff(saved, {"lr": 0.05, "data": {"clients": 30, "alpha": float("nan")}, "seed": 1})
+    ['lr', 'seed']
+    >>> config_diff(saved, {"lr": 0.1, "data": {"clients": 20, "alpha": float("nan")}})
+    ['data.clients']
+    """
     return [prefix + ".".join(str(k) for k in path) for path in _diff_paths(a, b)]
 
 
@@ -296,7 +385,16 @@ def check_config(path: os.PathLike, saved: Mapping, current: Mapping, *, who: st
     """Refuse to resume a checkpoint written by another configuration.
 
     The message starts with ``who`` (the flag or command that resumes) and ends with
-    ``hint`` (what to do about it), after the differing keys and both values of each.
+    ``hint`` (what to do about it), after the differing keys and both values of each
+    (:func:`config_diff`'s keys, at most 8 listed).
+
+    Example
+    -------
+    >>> check_config("run.ckpt", {"lr": 0.1}, {"lr": 0.1})          # the same run: nothing to say
+    >>> check_config("run.ckpt", {"lr": 0.1}, {"lr": 0.05}, hint="rerun with --lr 0.1")
+    Traceback (most recent call last):
+    ...
+    fedlib.checkpoint.CheckpointError: --resume: checkpoint run.ckpt was written by another configuration; differing keys: lr (checkpoint 0.1, now 0.05); rerun with --lr 0.1
     """
     if not isinstance(saved, Mapping) or not isinstance(current, Mapping):
         raise CheckpointError(f"{who}: checkpoint {path}: a config must be a mapping, got "
