@@ -43,7 +43,7 @@ from typing import Optional, Sequence
 
 import numpy as np
 
-from ._validate import check_positive, check_probability_vector
+from ._validate import check_int, check_positive, check_probability_vector
 from .algorithms import (FederatedAlgorithm, RoundDiagnostics, ServerState, apply_server_optimizer,
                          check_client_indices, client_update_problem)
 from .rule import effective_weights
@@ -64,7 +64,29 @@ def under_torchrun(environ=None) -> bool:
 
 
 def owned_clients(num_clients: int, world_size: int, rank: int) -> np.ndarray:
-    """Clients of rank ``rank``: block ``rank`` of ``np.array_split(range(m), world_size)``."""
+    r"""Clients of rank ``rank``: block ``rank`` of ``np.array_split(range(m), world_size)``.
+
+    The first :math:`m \bmod W` ranks of :math:`W` own :math:`\lceil m/W\rceil` clients, the others
+    :math:`\lfloor m/W\rfloor`. ``num_clients`` and ``world_size`` must be integers >= 1, ``rank`` one of
+    ``0 .. world_size - 1``, and every rank needs a client (``world_size <= num_clients``): a ``ValueError``
+    otherwise (a rank of -1 is not the last one).
+
+    Example
+    -------
+    Five clients on two ranks: :math:`5 \bmod 2 = 1` rank of 3 clients, then one of 2:
+
+    >>> [owned_clients(5, 2, rank).tolist() for rank in range(2)]
+    [[0, 1, 2], [3, 4]]
+    >>> owned_clients(5, 2, 2)
+    Traceback (most recent call last):
+    ...
+    ValueError: rank must be in 0..1 (one of the 2 processes), got 2
+    """
+    num_clients = check_int("num_clients", num_clients, minimum=1)
+    world_size = check_int("world_size", world_size, minimum=1)
+    rank = check_int("rank", rank)
+    if rank >= world_size:
+        raise ValueError(f"rank must be in 0..{world_size - 1} (one of the {world_size} processes), got {rank!r}")
     if world_size > num_clients:
         raise ValueError(f"world size: {world_size} processes but only {num_clients} clients "
                          f"(every rank needs at least one client; use at most {num_clients} processes)")

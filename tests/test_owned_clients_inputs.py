@@ -1,0 +1,29 @@
+"""``fedlib.distributed.owned_clients`` refuses a rank outside ``0..world_size-1`` and a world size or
+number of clients below 1 by name. Before, rank -1 silently returned the last rank's block (numpy
+indexing from the end), rank 7 of 2 raised a bare ``IndexError``, a world size of 0 numpy's "number
+sections must be larger than 0." and a float rank a ``TypeError`` about list indices."""
+import numpy as np
+import pytest
+
+from fedlib.distributed import owned_clients
+
+
+@pytest.mark.parametrize("args, message", [
+    ((5, 2, -1), "rank must be an integer >= 0, got -1"),
+    ((5, 2, 2), "rank must be in 0..1 (one of the 2 processes), got 2"),
+    ((5, 2, 7), "rank must be in 0..1 (one of the 2 processes), got 7"),
+    ((5, 2, 1.0), "rank must be an integer >= 0, got 1.0"),
+    ((5, 0, 0), "world_size must be an integer >= 1, got 0"),
+    ((0, 1, 0), "num_clients must be an integer >= 1, got 0"),
+])
+def test_owned_clients_refuses_bad_ranks_and_sizes(args, message):
+    with pytest.raises(ValueError) as caught:
+        owned_clients(*args)
+    assert str(caught.value) == message
+
+
+def test_owned_clients_blocks_unchanged():
+    assert [owned_clients(5, 2, r).tolist() for r in range(2)] == [[0, 1, 2], [3, 4]]
+    assert owned_clients(np.int64(5), np.int64(1), np.int64(0)).tolist() == [0, 1, 2, 3, 4]
+    with pytest.raises(ValueError, match="world size: 6 processes but only 5 clients"):
+        owned_clients(5, 6, 0)
