@@ -58,7 +58,14 @@ __all__ = ["Communicator", "LocalCommunicator", "TorchCommunicator", "under_torc
 
 
 def under_torchrun(environ=None) -> bool:
-    """True when the process was started by ``torchrun`` (``WORLD_SIZE`` and ``RANK`` set)."""
+    """True when the process was started by ``torchrun`` (``WORLD_SIZE`` and ``RANK`` set in ``environ``,
+    default ``os.environ``): the CLI then runs distributed.
+
+    Example
+    -------
+    >>> under_torchrun({"WORLD_SIZE": "2", "RANK": "1"}), under_torchrun({"RANK": "1"})
+    (True, False)
+    """
     env = os.environ if environ is None else environ
     return "WORLD_SIZE" in env and "RANK" in env
 
@@ -94,7 +101,23 @@ def owned_clients(num_clients: int, world_size: int, rank: int) -> np.ndarray:
 
 
 class Communicator:
-    """Rank, world size and the three collectives the engine needs (numpy in, numpy out)."""
+    """Rank, world size and the three collectives the engine needs (numpy in, numpy out).
+
+    A subclass provides ``all_gather_object`` and ``all_gather_array`` (one entry per rank, in rank
+    order); :meth:`owns`, :meth:`allreduce_sum` and ``check_clients`` are built on them and on
+    :func:`owned_clients`. :class:`LocalCommunicator` (one process) and :class:`TorchCommunicator`
+    (``torch.distributed``) are the two fedlib has.
+
+    Example
+    -------
+    With one process every client is this rank's and the sum over ranks is the array itself (its
+    dtype kept):
+
+    >>> import numpy as np
+    >>> comm = LocalCommunicator()
+    >>> comm.owns([0, 3], num_clients=4), comm.allreduce_sum(np.array([1.0, 2.0], dtype=np.float32))
+    (array([ True,  True]), array([1., 2.], dtype=float32))
+    """
 
     rank: int = 0
     world_size: int = 1
@@ -137,7 +160,16 @@ class Communicator:
 
 
 class LocalCommunicator(Communicator):
-    """One process, world size 1 (the collectives are identities)."""
+    """One process, world size 1 (the collectives are identities): what ``comm=None`` means for
+    :func:`fedlib.engines.batched.run_batched`, and the tests' reference for 2 and 3 processes.
+
+    Example
+    -------
+    >>> import numpy as np
+    >>> comm = LocalCommunicator()
+    >>> comm.rank, comm.world_size, comm.all_gather_object({"a_norm": 2.0}), comm.all_gather_array(np.ones(2))
+    (0, 1, [{'a_norm': 2.0}], [array([1., 1.])])
+    """
 
     def all_gather_object(self, obj) -> list:
         return [obj]
@@ -236,13 +268,35 @@ def _updates_problem(rank: int, updates: list, mine: dict, owned, params) -> Opt
 
 def distributed_apply(comm: Communicator, algorithm: FederatedAlgorithm, state: ServerState,
                       participation: Participation, updates: Sequence, lr: float, p) -> tuple:
-    """:meth:`~fedlib.algorithms.FederatedAlgorithm.apply` with the participants split across ranks.
+    r""":meth:`~fedlib.algorithms.FederatedAlgorithm.apply` with the participants split across ranks.
 
     ``updates`` are this rank's :class:`~fedlib.algorithms.ClientUpdate` (its owned
     participants, any order). Returns ``(state, diagnostics)``, identical on every rank.
     Updates a rank cannot hand in (another rank's client, one twice, a change of another
     shape than the model) raise the same ``ValueError`` on every rank, after the first
     collective, rather than on that rank alone while the others wait in it.
+
+    Example
+    -------
+    With one process it is :meth:`~fedlib.algorithms.FederatedAlgorithm.apply`: the two clients of
+    :class:`~fedlib.algorithms.FederatedAlgorithm`'s example (:math:`\Delta = (-1, 2)`,
+    :math:`\|a\|_1 = (1, 2)`, :math:`p = (1/2, 1/2)`, :math:`\eta = 1`): FedAvg moves to
+    :math:`\tfrac12(-1 + 2) = 0.5`, FedNova's :math:`d = (1, -1)` average to 0:
+
+    >>> import numpy as np
+    >>> from fedlib.algorithms import ClientUpdate, make_algorithm
+    >>> from fedlib.sampling import full_participation
+    >>> from fedlib.solvers import sgd
+    >>> updates = [ClientUpdate(0, np.array([-1.0]), a_norm=1.0, local_steps=1),
+    ...            ClientUpdate(1, np.array([2.0]), a_norm=2.0, local_steps=2)]
+    >>> for name in ("fedavg", "fednova"):
+    ...     algorithm = make_algorithm(name, sgd(1.0))
+    ...     state = algorithm.init(np.zeros(1), num_clients=2)
+    ...     args = (state, full_participation([0.5, 0.5]), updates, 1.0, [0.5, 0.5])
+    ...     (split, diagnostics), (whole, _) = distributed_apply(LocalCommunicator(), algorithm, *args), algorithm.apply(*args)
+    ...     print(name, split.params, bool(np.array_equal(split.params, whole.params)), diagnostics.tau_eff)
+    fedavg [0.5] True 1.5
+    fednova [0.] True 1.5
     """
     lr = check_positive("lr", lr)
     participation = as_participation(participation)  # as apply takes it (one of lists failed at weights.sum())
@@ -308,8 +362,19 @@ def _update_variates(comm, variates: ControlVariates, own, mine, lr, p, change) 
 
 
 def gather_variates(comm: Communicator, variates: Optional[ControlVariates], num_clients: int):
-    """Every rank's own rows of the stacked :math:`c_i` assembled into the full stack
-    (for a checkpoint); ``None`` passes through."""
+    r"""Every rank's own rows of the stacked :math:`c_i` assembled into the full stack
+    (for a checkpoint); ``None`` passes through, and so does everything with one process (``comm``
+    ``None`` or of world size 1), where the stack is already whole.
+
+    Example
+    -------
+    >>> import numpy as np
+    >>> from fedlib.algorithms import make_algorithm
+    >>> from fedlib.solvers import sgd
+    >>> variates = make_algorithm("scaffold", sgd(0.1)).init(np.zeros(1), num_clients=2).variates
+    >>> gather_variates(LocalCommunicator(), variates, 2) is variates, gather_variates(None, None, 2)
+    (True, None)
+    """
     if variates is None or comm is None or comm.world_size == 1:
         return variates
 
