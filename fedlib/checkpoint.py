@@ -391,10 +391,11 @@ def check_config(path: os.PathLike, saved: Mapping, current: Mapping, *, who: st
     Example
     -------
     >>> check_config("run.ckpt", {"lr": 0.1}, {"lr": 0.1})          # the same run: nothing to say
-    >>> check_config("run.ckpt", {"lr": 0.1}, {"lr": 0.05}, hint="rerun with --lr 0.1")
+    >>> check_config("run.ckpt", {"lr": 0.1}, {"lr": 0.05}, hint="rerun with --lr 0.1")  # doctest: +NORMALIZE_WHITESPACE
     Traceback (most recent call last):
     ...
-    fedlib.checkpoint.CheckpointError: --resume: checkpoint run.ckpt was written by another configuration; differing keys: lr (checkpoint 0.1, now 0.05); rerun with --lr 0.1
+    fedlib.checkpoint.CheckpointError: --resume: checkpoint run.ckpt was written by another configuration;
+    differing keys: lr (checkpoint 0.1, now 0.05); rerun with --lr 0.1
     """
     if not isinstance(saved, Mapping) or not isinstance(current, Mapping):
         raise CheckpointError(f"{who}: checkpoint {path}: a config must be a mapping, got "

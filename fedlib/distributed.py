@@ -293,7 +293,8 @@ def distributed_apply(comm: Communicator, algorithm: FederatedAlgorithm, state: 
     ...     algorithm = make_algorithm(name, sgd(1.0))
     ...     state = algorithm.init(np.zeros(1), num_clients=2)
     ...     args = (state, full_participation([0.5, 0.5]), updates, 1.0, [0.5, 0.5])
-    ...     (split, diagnostics), (whole, _) = distributed_apply(LocalCommunicator(), algorithm, *args), algorithm.apply(*args)
+    ...     split, diagnostics = distributed_apply(LocalCommunicator(), algorithm, *args)
+    ...     whole, _ = algorithm.apply(*args)
     ...     print(name, split.params, bool(np.array_equal(split.params, whole.params)), diagnostics.tau_eff)
     fedavg [0.5] True 1.5
     fednova [0.] True 1.5

@@ -356,10 +356,11 @@ def make_result(config: Mapping, history: Optional[Sequence[Mapping]], provenanc
     >>> result = make_result({"rounds": 2}, history, provenance, summary={"final_train_loss": 0.5, "rounds": 2})
     >>> result["schema"], result["kind"], sorted(result)
     ('fedlib.result/1', 'run', ['config', 'history', 'kind', 'provenance', 'schema', 'summary'])
-    >>> make_result({"rounds": 2}, history, provenance, summary={"final_train_loss": 0.6})
+    >>> make_result({"rounds": 2}, history, provenance, summary={"final_train_loss": 0.6})  # doctest: +NORMALIZE_WHITESPACE
     Traceback (most recent call last):
     ...
-    ValueError: result: summary.final_train_loss is 0.6 but the last round (history[1]) has train_loss 0.5; the summary must be the history's last record
+    ValueError: result: summary.final_train_loss is 0.6 but the last round (history[1]) has train_loss 0.5;
+    the summary must be the history's last record
     """
     result = {"schema": SCHEMA, "kind": kind, "config": dict(config), "provenance": dict(provenance)}
     if initial is not None:

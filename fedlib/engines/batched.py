@@ -396,7 +396,8 @@ def run_batched(algorithm: FederatedAlgorithm, problem: LogisticProblem, schedul
                 backend: str = "numpy", device: Optional[str] = None, evaluate: bool = True, fast: bool = True,
                 callback: Optional[Callable[[dict], None]] = None, comm=None, resume: Optional[dict] = None,
                 on_round_end: Optional[Callable[[ServerState, list, dict], None]] = None) -> EngineRun:
-    r"""Run ``rounds`` rounds of ``algorithm`` on ``problem`` with all participants batched.
+    r"""Run ``rounds`` rounds of ``algorithm`` on ``problem`` with all participants batched (chapter 4's
+    Synthetic(alpha, beta) runs, through :mod:`fedlib.experiments.synthetic`, and ``python -m fedlib run synthetic``).
 
     Parameters
     ----------
@@ -838,10 +839,12 @@ def run_reference(algorithm: FederatedAlgorithm, problem: LogisticProblem, sched
     >>> run = run_reference(make_algorithm("fednova", sgd(0.1)), prob, FixedSteps([1, 3]), 1, batch_size=5)
     >>> run.history[0]["local_steps"], run.history[0]["tau_eff"]
     ([1, 3], 2.3333333333333335)
-    >>> run_reference(make_algorithm("fednova", sgd(0.1)), prob, FixedSteps([1, 3]), 1, batch_size=5, resume={})
+    >>> run_reference(make_algorithm("fednova", sgd(0.1)), prob, FixedSteps([1, 3]), 1, batch_size=5,
+    ...               resume={})  # doctest: +NORMALIZE_WHITESPACE
     Traceback (most recent call last):
     ...
-    ValueError: resume: run_reference does not support it (several processes and checkpoints are run_batched's); use engine='batched'
+    ValueError: resume: run_reference does not support it (several processes and checkpoints are
+    run_batched's); use engine='batched'
     """
     check_choice("backend", backend, BACKENDS)
     for name, value in (("comm", comm), ("resume", resume), ("on_round_end", on_round_end)):

@@ -331,8 +331,8 @@ class RoundRecord(NamedTuple):
     Example
     -------
     Two clients holding 4 and 8 of 12 tiny 4x4 images (:math:`p = (1/3, 2/3)`), :math:`\tau = (1, 2)` steps of
-    :math:`B = 4`, a float64 convolution + linear layer: FedNova's :math:`\tau_{\text{eff}} = \tfrac13 + \tfrac23 \cdot 2 = 5/3`,
-    and ``train_loss`` is :math:`p^\top` ``client_losses``:
+    :math:`B = 4`, a float64 convolution + linear layer: FedNova's
+    :math:`\tau_{\text{eff}} = \tfrac13 + \tfrac23 \cdot 2 = 5/3`, and ``train_loss`` is :math:`p^\top` ``client_losses``:
 
     >>> import numpy as np, torch
     >>> from types import SimpleNamespace
@@ -373,7 +373,8 @@ class RoundTiming(NamedTuple):
     Example
     -------
     Two clients holding 4 and 8 of 12 tiny 4x4 images (:math:`p = (1/3, 2/3)`), :math:`\tau = (1, 2)` steps of
-    :math:`B = 4`, a float64 convolution + linear layer: :math:`4 + 2 \cdot 4 = 12` images in :math:`\max_i\tau_i = 2` stacked steps:
+    :math:`B = 4`, a float64 convolution + linear layer: :math:`4 + 2 \cdot 4 = 12` images in
+    :math:`\max_i\tau_i = 2` stacked steps:
 
     >>> import numpy as np, torch
     >>> from types import SimpleNamespace
