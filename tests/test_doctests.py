@@ -4,6 +4,7 @@ import importlib
 import pkgutil
 
 import pytest
+from torch_threads import one_torch_thread  # noqa: F401 (autouse fixture: the examples train tiny networks)
 
 import fedlib
 
