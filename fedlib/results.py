@@ -138,17 +138,20 @@ def _version(dist: str) -> Optional[str]:
 
 
 def device_name(device: Any = "cpu") -> str:
-    """``"cpu"`` or the GPU's name for a CUDA ``device`` (torch); provenance's ``device`` field (the
-    device string itself if torch cannot name it: provenance never fails a run).
+    """Provenance's ``device`` field: ``"cpu"`` for a CPU ``device``, the GPU's name for a CUDA one
+    (torch), and the device string itself for any other (``"mps"``, ``"xpu:0"``) or a CUDA device
+    torch cannot name: provenance never fails a run, and never records another device as the CPU.
 
     Example
     -------
-    >>> device_name("cpu")
-    'cpu'
+    >>> device_name("cpu"), device_name("cpu:0"), device_name("mps")
+    ('cpu', 'cpu', 'mps')
     """
     dev = str(device)
-    if not dev.startswith("cuda"):
+    if dev == "cpu" or dev.startswith("cpu:"):
         return "cpu"
+    if not dev.startswith("cuda"):
+        return dev
     try:
         import torch
 
