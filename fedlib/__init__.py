@@ -13,7 +13,7 @@ Modules mirror the paper:
 - :mod:`fedlib.algorithms` — FedAvg, FedProx, FedNova, SCAFFOLD, VRLSGD, FedNova-VR
 - :mod:`fedlib.optim` — a local solver as a ``torch.optim.Optimizer``: FedNova in your own loop
 - :mod:`fedlib.problems`, :mod:`fedlib.data`, :mod:`fedlib.models` — problems and data
-- :mod:`fedlib.engines` — reference loop, batched and stacked-client engines
+- :mod:`fedlib.engines` — reference loop, quadratic-replica, batched and stacked-client engines
 
 Extending fedlib
 ----------------
@@ -50,7 +50,10 @@ and refuses a malformed one with a ``ValueError`` naming it.
   :func:`fedlib.rule.fednova_weights`); eq. (4) on your own deltas: :func:`fedlib.rule.aggregate`.
 * **Model and data**: a :class:`fedlib.data.clients.FederatedDataset` for the logistic engines; your own
   ``torch.nn.Module`` through :mod:`fedlib.experiments.custom` or your own loop with
-  :class:`fedlib.optim.ClientOptimizer` (chapter 6).
+  :class:`fedlib.optim.ClientOptimizer` (chapter 6). The stacked engine
+  (:class:`fedlib.engines.stacked.StackedEngine`) refuses buffers (BatchNorm), training-mode
+  behaviour other than ``nn.Dropout``, backward hooks, and on the grouped path any hook (it never calls the
+  modules); the vmap path, which :mod:`fedlib.experiments.custom` uses, runs forward hooks and pre-hooks.
 """
 __version__ = "0.1.0"
 
