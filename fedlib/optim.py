@@ -292,7 +292,7 @@ class ClientOptimizer(torch.optim.Optimizer):
     (:math:`w = -0.1, -0.19, -0.271`), and SGD's :math:`\|a_i\|_1 = \tau_i`. FedAvg averages the
     changes, :math:`\tfrac12(0.1 - 0.271) = -0.0855`, pulled towards client 1's :math:`c_1 = -1`;
     FedNova uses :math:`d_0 = -1`, :math:`d_1 = 0.271/0.3` and :math:`\tau_{\text{eff}} = 2`:
-    :math:`-2 \cdot 0.1 \cdot \tfrac12(-1 + 0.9\overline{03}) = 0.009\overline{6}`, near the optimum 0:
+    :math:`-2 \cdot 0.1 \cdot \tfrac12(-1 + 0.90\overline{3}) = 0.009\overline{6}`, near the optimum 0:
 
     >>> from fedlib.algorithms import make_algorithm
     >>> from fedlib.sampling import full_participation

@@ -648,7 +648,7 @@ def check_builtin_step(name: str, solvers, engine: str) -> None:
     Example
     -------
     Built-in solvers pass (``None``); a subclass with its own ``update`` is refused, and the message
-    ends with ``engine``:
+    ends with the ``engine`` argument's text:
 
     >>> class Logged(LocalSolver):
     ...     def update(self, state, grads):

@@ -335,7 +335,7 @@ def theorem2_bound(chi2: float, beta2: float, kappa2: float, surrogate_grad2: fl
     -------
     At a stationary point of the surrogate (:math:`\|\nabla\widetilde F\|^2 = 0`) only the floor
     :math:`2\chi^2\kappa^2` is left: :math:`2 \cdot \tfrac18 \cdot 1 = 0.25`. With :math:`\beta^2 = 3` and
-    :math:`\|\nabla\widetilde F\|^2 = 1`: :math:`2(\tfrac18 \cdot 2 + 1) + 0.25 = 2.75`:
+    :math:`\|\nabla\widetilde F\|^2 = 1` (so :math:`\beta^2 - 1 = 2`): :math:`2(\tfrac18 \cdot 2 + 1) + 0.25 = 2.75`:
 
     >>> theorem2_bound(0.125, beta2=1.0, kappa2=1.0, surrogate_grad2=0.0)
     0.25
@@ -781,7 +781,8 @@ def quadratic_kappa2(H: Any, e: Any, w: Any, beta2: float) -> float:
     Example
     -------
     App. D.1's clients with :math:`a = 1` (:math:`H_i = 1`, :math:`e = (1, -1)`, :math:`w = (1/2, 1/2)`) at
-    :math:`\beta^2 = 1`: :math:`\kappa^2 = \sum_i w_i\|e_i - \tilde e\|^2 = 1`, i.e. :math:`4w_1w_2a^2`:
+    :math:`\beta^2 = 1`: :math:`\kappa^2 = \sum_i w_i\|e_i - \tilde e\|^2 = 1`, i.e. :math:`4w_1w_2a^2`
+    (:func:`two_client_lower_bound`; the paper's App. D.1 writes :math:`2w_1w_2a^2`):
 
     >>> quadratic_kappa2([[[1.0]], [[1.0]]], [[1.0], [-1.0]], [0.5, 0.5], beta2=1.0)
     1.0
