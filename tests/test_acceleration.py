@@ -301,3 +301,54 @@ def test_styles_do_not_borrow_another_familys_colour():
     for name, style in A.STYLES.items():
         if style["color"] in ALGORITHM_COLORS.values():
             assert style["color"] == algorithm_color(name), (name, style)
+
+
+def test_limit_distances_to_draw_puts_rounding_noise_at_the_floor():
+    drawn = A.limit_distances_to_draw({"vr": [3e-14, 0.0, 5e-10], "plain": np.array([0.02, 1.5])}, 4.0)
+    np.testing.assert_array_equal(drawn["vr"], [4e-10, 4e-10, 5e-10])   # floor = 1e-10 * ||x*|| = 4e-10
+    np.testing.assert_array_equal(drawn["plain"], [0.02, 1.5])          # above the floor: unchanged
+    assert A.limit_distances_to_draw({"a": [1e-3]}, 1.0, relative_floor=0.01)["a"][0] == 0.01
+    for kwargs, match in [(dict(scale=0.0), "scale"), (dict(scale=np.inf), "scale"),
+                          (dict(relative_floor=0.0), "relative_floor"), (dict(relative_floor=1.0), "relative_floor")]:
+        with pytest.raises(ValueError, match=match):
+            A.limit_distances_to_draw({"a": [1.0]}, **{"scale": 1.0, **kwargs})
+    with pytest.raises(ValueError, match=r"distances\['a'\] must be >= 0"):
+        A.limit_distances_to_draw({"a": [-1e-3]}, 1.0)
+    with pytest.raises(ValueError, match="NaN"):
+        A.limit_distances_to_draw({"a": [np.nan]}, 1.0)
+
+
+_CH10_LIMIT_FIGURE_DATA = """
+import numpy as np
+from fedlib.experiments import acceleration as A
+from fedlib.problems import random_quadratic
+from fedlib.rng import generator
+problem = random_quadratic(16, 20, seed=0)
+steps = generator(0, "fixed_local_steps").integers(1, 11, size=16)
+lrs = np.geomspace(1e-3, 0.05, 8)
+names = ["fedavg", "fednova", "fednova-momentum", "scaffold", "fednova-vr", "fednova-vr-momentum"]
+lims = A.limit_distances(problem, names, lrs, steps, local_momentum=0.9, server_beta=0.9)
+drawn = A.limit_distances_to_draw(lims, np.linalg.norm(problem.optimum()))
+print({n: drawn[n].tolist() for n in names})
+"""
+
+
+def test_chapter10_limit_figure_data_does_not_depend_on_blas_threads():
+    """Chapter 10's ch10_limit_vs_lr (seed 0, its parameters) draws the same numbers with one or two
+    BLAS threads. Drawn as np.maximum(lims, 1e-16), the VR variants' rounding noise (~3e-14) did
+    not: FedNova-VR + momentum at eta = 0.0031 was 1.50e-14 with one thread and 1.32e-14 with two,
+    and it set the log axis, so `PROFILE=full make book` (one thread per kernel on two cores) and
+    a plain papermill run of the chapter wrote different figures."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    outputs = []
+    for threads in ("1", "2"):
+        env = {**os.environ, "PYTHONPATH": str(root), "OMP_NUM_THREADS": threads,
+               "OPENBLAS_NUM_THREADS": threads, "MKL_NUM_THREADS": threads}
+        outputs.append(subprocess.run([sys.executable, "-c", _CH10_LIMIT_FIGURE_DATA], env=env, cwd=root,
+                                      capture_output=True, text=True, check=True).stdout)
+    assert outputs[0] == outputs[1]

@@ -77,6 +77,8 @@ __all__ = [
     "RateCheck",
     "rate_check",
     "limit_distances",
+    "ROUNDING_THRESHOLD",
+    "limit_distances_to_draw",
     "logistic_losses",
     "LINEARISED_VR",
     "LogisticOptimum",
@@ -366,6 +368,40 @@ def limit_distances(problem: QuadraticProblem, names: Sequence[str], lrs: Sequen
     x_star = problem.optimum()
     return {n: np.array([np.linalg.norm(variant_limit(problem, n, float(lr), local_steps, **coefficients) - x_star)
                          for lr in lrs]) for n in names}
+
+
+#: Chapter 10's "zero up to rounding" threshold for a distance to :math:`x^*`, relative to
+#: :math:`\|x^*\|`: the chapter asserts the VR variants' limits and runs within it, and
+#: :func:`limit_distances_to_draw` draws any smaller distance at it.
+ROUNDING_THRESHOLD = 1e-10
+
+
+def limit_distances_to_draw(distances: dict, scale: float, relative_floor: float = ROUNDING_THRESHOLD) -> dict:
+    r"""The distances of :func:`limit_distances` as chapter 10 draws them on a log axis: every
+    :math:`\|\tilde x(\eta) - x^*\|` below :math:`f\,s` (``relative_floor`` :math:`f`, ``scale``
+    :math:`s = \|x^*\|`) is replaced by :math:`f\,s`; larger ones are kept as they are.
+
+    A variant whose limit is :math:`x^*` (SCAFFOLD, FedNova-VR) has a closed-form distance of a
+    few :math:`10^{-14}`, the rounding error of solving the limit's linear system. Its last bits
+    change with the number of BLAS threads and with any reordering of the arithmetic, and drawn as
+    they are they set the log axis' lower end, so the whole figure moved with them. At the floor
+    such a curve is flat, and the figure depends only on distances above it.
+
+    Raises ``ValueError`` for a ``scale`` that is not finite and > 0, a ``relative_floor`` outside
+    (0, 1), or a distance that is negative or not finite.
+    """
+    scale = check_positive("scale", scale)
+    relative_floor = check_positive("relative_floor", relative_floor)
+    if relative_floor >= 1:
+        raise ValueError(f"relative_floor must lie in (0, 1), got {relative_floor!r}")
+    floor = relative_floor * scale
+    drawn = {}
+    for name, values in distances.items():
+        values = check_finite_array(f"distances[{name!r}]", values)
+        if np.any(values < 0):
+            raise ValueError(f"distances[{name!r}] must be >= 0 (norms), got {float(values.min())!r}")
+        drawn[name] = np.maximum(values, floor)
+    return drawn
 
 
 def logistic_losses(problem, name: str, lr: float, schedule, seeds: Sequence[int], rounds: int, *,
