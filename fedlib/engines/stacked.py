@@ -1405,7 +1405,7 @@ def reference_run(model: nn.Module, data: Any, run: RunSpec, *, rounds: int, eng
 
     Returns
     -------
-    :class:`fedlib.engines.reference.SequentialRun` (``state.params``: name -> tensor, in ``dtype``).
+    :class:`fedlib.engines.reference.SequentialRun`, whose ``state.params`` maps each parameter name to a tensor in ``dtype``.
 
     Example
     -------
