@@ -86,9 +86,10 @@ def test_book_bench_cell_takes_the_h200_compare_bench_of_call5(tmp_path):
         {"variant": name, "settings": {"runs": runs}, "engine_seconds": 1.0, "engine_images_per_s": base * gain,
          "gain": gain} for name, runs, gain in (("base", 4, 0.99), ("conv=gemm", 4, 1.2), ("runs=8", 8, 1.1))]
     (bench_dir / "cifar10_h200_bf16_graph_r4_compare.json").write_text(json.dumps(compare))
-    from fedlib.report import markdown_table
+    from fedlib.report import markdown_table, transposed_markdown_table
 
     namespace = {"C": C, "np": np, "bench_dir": str(bench_dir), "results": {}, "markdown_table": markdown_table,
+                 "transposed_markdown_table": transposed_markdown_table,
                  "display": lambda *a: None, "Markdown": lambda text: text}
     exec(_bench_cell_source(), namespace)  # noqa: S102 — the chapter's own cell
     assert len(namespace["bench"]) == 3

@@ -248,6 +248,48 @@ def test_load_benchmarks_rows(tmp_path):
     assert rows[0]["engine_images_per_s"] == src["summary"]["engine_images_per_s"] and rows[0]["variants"] == []
 
 
+def test_format_benchmark_rows_by_hand():
+    """Chapter 5's speed table: one row per benchmark file, in :data:`BENCHMARK_HEADERS`' order
+    (the chapter transposes it); a failed ``--compare`` variant says so, no variant is ``—``."""
+    base = {"device": "NVIDIA H200", "width": 1.0, "precision": "bf16", "cuda_graph": True, "runs": 4,
+            "sequential_images_per_s": 6748.4, "engine_images_per_s": 77225.2, "ratio": 11.4434, "torch": "2.11.0",
+            "commit": "d036d5dde2", "file": "a.json", "variants": []}
+    compare = {**base, "cuda_graph": False, "file": "b.json",
+               "variants": [{"variant": "conv=gemm", "gain": 1.2345, "error": None},
+                            {"variant": "runs=8", "gain": None, "error": "out of memory"}]}
+    rows = C.format_benchmark_rows([base, compare])
+    assert rows[0] == ["NVIDIA H200", "1.0", "bf16", "yes", "4", "6,748", "77,225", "11.44×", "—", "2.11.0",
+                       "d036d5dde2", "a.json"]
+    assert rows[1][3] == "no" and rows[1][8] == "conv=gemm 1.234×, runs=8 failed"
+    assert all(len(r) == len(C.BENCHMARK_HEADERS) for r in rows)
+
+
+def test_chapter5_speed_table_of_the_committed_benchmarks(tmp_path):
+    """The chapter transposes the table with fedlib.report (it did so inline, with a dict of
+    lambdas in the cell); the Markdown is the one the inline code rendered."""
+    import json
+    from pathlib import Path
+
+    from fedlib.report import transposed_markdown_table
+
+    root = Path(__file__).resolve().parents[1]
+    (source,) = ["".join(c["source"]) for c in json.loads((root / "book/05_cifar10_table1.ipynb").read_text())["cells"]
+                 if "bench = C.load_benchmarks(bench_dir)" in "".join(c["source"])]
+    assert "transposed_markdown_table(C.BENCHMARK_HEADERS, C.format_benchmark_rows(bench)" in source
+    assert "lambda" not in source
+    for name in ("cifar10_cpu_w003.json", "cifar10_h200_bf16_graph_r4.json"):  # later benchmarks add columns
+        (tmp_path / name).write_bytes((root / "data/results/bench" / name).read_bytes())
+    table = transposed_markdown_table(C.BENCHMARK_HEADERS, C.format_benchmark_rows(C.load_benchmarks(tmp_path)),
+                                      spec="s")
+    assert table.splitlines()[:9] == [
+        "| device | cpu | NVIDIA H200 |", "|---|---|---|", "| width | 0.03 | 1.0 |", "| precision | fp32 | bf16 |",
+        "| CUDA graph | no | yes |", "| runs stacked | 1 | 4 |", "| sequential loop (images/s) | 4,897 | 6,748 |",
+        "| engine (images/s) | 9,915 | 77,225 |", "| ratio | 2.02× | 11.44× |"]
+    assert table.splitlines()[9:] == [
+        "| variants, same run (gain over the engine) | — | — |", "| torch | 2.14.1 | 2.11.0 |",
+        "| commit | bf44de20b6 | d036d5dde2 |", "| file | cifar10_cpu_w003.json | cifar10_h200_bf16_graph_r4.json |"]
+
+
 def test_demo_run_without_data_trains_on_the_shipped_sample(tiny_cifar, monkeypatch):
     calls = []
     monkeypatch.setattr(C, "load_data", lambda *a, **k: calls.append((a, k)) or tiny_cifar)

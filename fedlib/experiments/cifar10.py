@@ -1070,6 +1070,37 @@ def load_benchmarks(folder, prefix: str = "cifar10") -> List[dict]:
     return rows
 
 
+#: Header of :func:`format_benchmark_rows` (one entry per field of a :func:`load_benchmarks` row);
+#: chapter 5 lays the table out transposed (:func:`fedlib.report.transposed_markdown_table`), one
+#: column per benchmark file, since eleven columns do not fit the page.
+BENCHMARK_HEADERS = ["device", "width", "precision", "CUDA graph", "runs stacked", "sequential loop (images/s)",
+                     "engine (images/s)", "ratio", "variants, same run (gain over the engine)", "torch", "commit",
+                     "file"]
+
+
+def format_benchmark_rows(rows: List[dict]) -> List[list]:
+    """Rows of strings for a markdown table (:data:`BENCHMARK_HEADERS`) of :func:`load_benchmarks`
+    rows: rates with thousands separators, the ratio and each ``--compare`` variant's gain as
+    ``x.xx×`` (``failed`` for a variant that failed, ``—`` for none).
+
+    >>> row = {"device": "cpu", "width": 0.03, "precision": "fp32", "cuda_graph": False, "runs": 1,
+    ...        "sequential_images_per_s": 4897.2, "engine_images_per_s": 9915.0, "ratio": 2.0246,
+    ...        "variants": [{"variant": "eager", "gain": 0.9, "error": None}], "torch": "2.4.0",
+    ...        "commit": "bf44de20b6", "file": "cifar10_cpu.json"}
+    >>> dict(zip(BENCHMARK_HEADERS[3:9], format_benchmark_rows([row])[0][3:9]))
+    {'CUDA graph': 'no', 'runs stacked': '1', 'sequential loop (images/s)': '4,897', 'engine (images/s)': '9,915',
+     'ratio': '2.02×', 'variants, same run (gain over the engine)': 'eager 0.900×'}
+    """
+    return [[str(b["device"]), str(b["width"]), str(b["precision"]), "yes" if b["cuda_graph"] else "no", str(b["runs"]),
+             f"{b['sequential_images_per_s']:,.0f}", f"{b['engine_images_per_s']:,.0f}", f"{b['ratio']:.2f}×",
+             ", ".join(f"{v['variant']} " + ("failed" if v["error"] else f"{v['gain']:.3f}×")
+                       for v in b["variants"]) or "—",
+             str(b["torch"]), str(b["commit"]), str(b["file"])] for b in rows]
+
+
+__all__ += ["BENCHMARK_HEADERS", "format_benchmark_rows"]
+
+
 __all__ += ["data_fingerprint", "run_setup", "format_summary_rows", "resolve_device", "run_seconds", "SUMMARY_HEADERS", "load_benchmarks",
             "OtherSetupError", "cell_setup_problems", "format_final", "shared_deviations"]
 
