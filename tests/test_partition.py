@@ -117,6 +117,25 @@ def test_invariants(m, alpha, min_size):
     _check_valid(dirichlet_partition_generator(y, m, alpha, 1, min_size), y.size, m, min_size)
 
 
+def test_generator_variant_defaults_match_dirichlet_partition():
+    """The shared parameters have the same defaults in both (the generator variant had none:
+    num_clients, alpha and rng_or_seed were required); rng_or_seed defaults to seed 0."""
+    import inspect
+
+    from fedlib.rng import generator
+
+    official = inspect.signature(dirichlet_partition).parameters
+    variant = inspect.signature(dirichlet_partition_generator).parameters
+    for name in ("num_clients", "alpha", "min_size", "num_classes", "max_attempts"):
+        assert variant[name].default == official[name].default, name
+    assert variant["rng_or_seed"].default == 0
+    y = _labels()
+    split = dirichlet_partition_generator(y)
+    _check_valid(split, y.size, 16, 10)
+    explicit = dirichlet_partition_generator(y, 16, 0.1, generator(0, "partition"), 10)
+    assert all(np.array_equal(u, v) for u, v in zip(split, explicit))
+
+
 def test_generator_variant():
     y = _labels()
     a = dirichlet_partition_generator(y, 16, 0.1, 5)

@@ -249,9 +249,9 @@ def dirichlet_partition(
 
 def dirichlet_partition_generator(
     labels,
-    num_clients: int,
-    alpha: float,
-    rng_or_seed,
+    num_clients: int = 16,
+    alpha: float = 0.1,
+    rng_or_seed: np.random.Generator | int = 0,
     min_size: int = 10,
     *,
     num_classes: int | None = None,
@@ -262,13 +262,24 @@ def dirichlet_partition_generator(
     Identical algorithm and parameters as :func:`dirichlet_partition` (see the module
     docstring for the math); only the random source differs, so the split has the same
     distribution but is not the official one.  Use it to vary the partition with the
-    run seed (the paper keeps it fixed).
+    run seed (the paper keeps it fixed).  The defaults of the shared parameters are those of
+    :func:`dirichlet_partition` (the paper's 16 clients, :math:`\alpha = 0.1`, ``min_size``
+    10).
 
     Parameters
     ----------
+    labels, num_clients, alpha, min_size, num_classes, max_attempts:
+        As in :func:`dirichlet_partition`.
     rng_or_seed:
-        A ``numpy.random.Generator`` (advanced in place), or an integer seed ``s`` meaning
-        ``fedlib.rng.generator(s, "partition")``.
+        A ``numpy.random.Generator`` (advanced in place), or an integer seed ``s >= 0`` meaning
+        ``fedlib.rng.generator(s, "partition")``; default 0, the run seed the chapters default
+        to (not the official partition seed 2020, which seeds a different, legacy stream).
+
+    Returns
+    -------
+    list of numpy.ndarray
+        As in :func:`dirichlet_partition`: ``num_clients`` disjoint int64 index arrays covering
+        ``range(n)``.
 
     Example
     -------
@@ -286,6 +297,18 @@ def dirichlet_partition_generator(
     >>> official = dirichlet_partition(labels, 3, 0.1, min_size=1)
     >>> all(np.array_equal(a, b) for a, b in zip(first, official))
     False
+
+    With the defaults: 16 clients, :math:`\alpha = 0.1`, seed 0 (a ``Generator`` of that stream
+    gives the same split):
+
+    >>> from fedlib.rng import generator
+    >>> labels = np.repeat(np.arange(10), 100)
+    >>> split = dirichlet_partition_generator(labels)
+    >>> len(split), min(map(len, split)) >= 10
+    (16, True)
+    >>> seeded = dirichlet_partition_generator(labels, rng_or_seed=generator(0, "partition"))
+    >>> all(np.array_equal(a, b) for a, b in zip(split, seeded))
+    True
     """
     y, num_classes = _check_labels(labels, num_classes)
     num_clients, alpha, min_size, max_attempts = _check_common(y, num_clients, alpha, min_size, max_attempts)
