@@ -106,6 +106,18 @@ def run_simulator(algorithm: FederatedAlgorithm, problem: LogisticProblem, sched
     The arguments are checked as :func:`~fedlib.engines.batched.run_batched` checks them
     (``rounds``, ``batch_size``, ``seed``, the schedule's clients, batch size and whole
     :math:`\tau_i \ge 1`, the starting ``params``).
+
+    It ends on the batched engine's parameters (same mini-batches, float64):
+
+    >>> from fedlib.algorithms import make_algorithm
+    >>> from fedlib.data import synthetic
+    >>> from fedlib.schedules import FixedEpochs
+    >>> prob = LogisticProblem(synthetic(num_clients=3, seed=0))
+    >>> algo, sched = make_algorithm("fednova", sgd(0.02)), FixedEpochs(prob.num_samples, 20, 1)
+    >>> sim = run_simulator(algo, prob, sched, 2, batch_size=20)
+    >>> fast = run_batched(algo, prob, sched, 2, batch_size=20, evaluate=False)
+    >>> sorted(sim), all(np.allclose(sim["params"][k], fast.params[k], rtol=0, atol=1e-12) for k in ("W", "b"))
+    (['metrics', 'params'], True)
     """
     import torch
     import torch.nn.functional as F
@@ -193,6 +205,15 @@ def bench_synthetic(*, rounds: int = 5, repeat: int = 3, epochs: str = "2", algo
     The simulator-style loop runs FedAvg and FedNova only; for the other algorithms it is
     skipped (its results are ``None``). ``progress`` (optional) is called with a short
     text after each measurement.
+
+    A quick run (the times depend on the machine; the engines' agreement and the step counts do not):
+
+    >>> out = bench_synthetic(rounds=1, repeat=1, num_clients=3)
+    >>> len(out["config"]["engines"]), out["results"]["max_abs_param_diff"] < 1e-12
+    (3, True)
+    >>> r = out["results"]
+    >>> r["client_steps_per_round"], r["max_local_steps"], round(r["critical_path_bound"], 2)
+    (22.0, 10.0, 2.2)
     """
     # whole numbers >= 1 (repeat=True ran one repetition and recorded "repeat": true; 2.5 failed in range())
     rounds = check_int("rounds", rounds, minimum=1)
@@ -279,7 +300,21 @@ def bench_synthetic(*, rounds: int = 5, repeat: int = 3, epochs: str = "2", algo
 
 
 def format_bench(results: dict) -> str:
-    """Human-readable lines for the command line."""
+    """Human-readable lines for the command line, from the ``results`` of :func:`bench_synthetic`
+    (the simulator's lines only where it ran).
+
+    >>> r = {"batched_round_s": 0.002, "batched_round_cpu_s": 0.002, "simulator_round_s": None,
+    ...      "reference_round_s": 0.003, "reference_round_cpu_s": 0.003, "speedup_wall": 1.5, "speedup_cpu": 1.5,
+    ...      "client_steps_per_round": 22.0, "max_local_steps": 10.0, "critical_path_bound": 2.2,
+    ...      "reference_us_per_client_step": 136.4, "batched_us_per_batched_step": 200.0, "max_abs_param_diff": 1e-17}
+    >>> print(format_bench(r))
+    batched engine :     2.00 ms/round (cpu 2.00 ms)
+    lean numpy loop:     3.00 ms/round (cpu 3.00 ms; hand-written numpy gradient per step)
+    speedup vs lean numpy loop:     1.50x wall, 1.50x cpu
+    critical path  : sum tau_i / max tau_i = 22 / 10 = 2.20 (lock-step bound at equal per-step cost)
+    per step (cpu) : lean loop 136.4 us per client step, batched 200.0 us per batched step
+    same numbers   : max |params difference| = 1.0e-17
+    """
     r = results
     lines = [f"batched engine : {1e3 * r['batched_round_s']:8.2f} ms/round (cpu {1e3 * r['batched_round_cpu_s']:.2f} ms)"]
     if r.get("simulator_round_s") is not None:

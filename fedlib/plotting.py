@@ -37,7 +37,14 @@ def algorithm_color(label: str):
 
 def figures_dir() -> Path:
     """``$FEDLIB_FIGURES`` if set, else ``figures/`` at the repository root of this
-    source checkout (next to the ``fedlib`` package), else ``./figures``."""
+    source checkout (next to the ``fedlib`` package), else ``./figures``; created if missing.
+
+    >>> import tempfile
+    >>> from unittest import mock
+    >>> with tempfile.TemporaryDirectory() as tmp, mock.patch.dict(os.environ, {"FEDLIB_FIGURES": tmp}):
+    ...     figures_dir() == Path(tmp)
+    True
+    """
     env = os.environ.get("FEDLIB_FIGURES")
     if env:
         path = Path(env)
@@ -61,6 +68,21 @@ def save_figure(fig, name: str, *, profile: Optional[str] = None) -> list[Path]:
 
         save_figure(fig, "ch02_figure2_quadratic", profile=profile)
         # full -> figures/ch02_figure2_quadratic.{png,svg}; ci -> figures/ci/...
+
+    Here into a temporary folder (``$FEDLIB_FIGURES``), at the ``ci`` profile:
+
+    >>> import tempfile
+    >>> from unittest import mock
+    >>> from matplotlib.figure import Figure
+    >>> fig = Figure(figsize=(2, 1.5))
+    >>> _ = fig.add_subplot().plot([0, 1], [1, 0], color=algorithm_color("FedNova"))
+    >>> with tempfile.TemporaryDirectory() as tmp, mock.patch.dict(os.environ, {"FEDLIB_FIGURES": tmp}):
+    ...     [p.relative_to(tmp).as_posix() for p in save_figure(fig, "demo", profile="ci")]
+    ['ci/demo.png', 'ci/demo.svg']
+    >>> save_figure(fig, "demo.png")
+    Traceback (most recent call last):
+    ...
+    ValueError: name must be a bare file stem like 'fig2_quadratics', got 'demo.png'
     """
     if not name or "/" in name or name.endswith((".png", ".svg")):
         raise ValueError(f"name must be a bare file stem like 'fig2_quadratics', got {name!r}")

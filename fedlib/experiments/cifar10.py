@@ -1087,9 +1087,20 @@ def format_benchmark_rows(rows: List[dict]) -> List[list]:
     ...        "sequential_images_per_s": 4897.2, "engine_images_per_s": 9915.0, "ratio": 2.0246,
     ...        "variants": [{"variant": "eager", "gain": 0.9, "error": None}], "torch": "2.4.0",
     ...        "commit": "bf44de20b6", "file": "cifar10_cpu.json"}
-    >>> dict(zip(BENCHMARK_HEADERS[3:9], format_benchmark_rows([row])[0][3:9]))
-    {'CUDA graph': 'no', 'runs stacked': '1', 'sequential loop (images/s)': '4,897', 'engine (images/s)': '9,915',
-     'ratio': '2.02×', 'variants, same run (gain over the engine)': 'eager 0.900×'}
+    >>> for name, cell in zip(BENCHMARK_HEADERS, format_benchmark_rows([row])[0]):
+    ...     print(f"{name}: {cell}")
+    device: cpu
+    width: 0.03
+    precision: fp32
+    CUDA graph: no
+    runs stacked: 1
+    sequential loop (images/s): 4,897
+    engine (images/s): 9,915
+    ratio: 2.02×
+    variants, same run (gain over the engine): eager 0.900×
+    torch: 2.4.0
+    commit: bf44de20b6
+    file: cifar10_cpu.json
     """
     return [[str(b["device"]), str(b["width"]), str(b["precision"]), "yes" if b["cuda_graph"] else "no", str(b["runs"]),
              f"{b['sequential_images_per_s']:,.0f}", f"{b['engine_images_per_s']:,.0f}", f"{b['ratio']:.2f}×",
