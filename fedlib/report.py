@@ -33,7 +33,15 @@ def plus_minus(value: Any, error: Any, spec: str = ".3g") -> str:
     >>> plus_minus(0.2637, 0.02213, ".4g"), plus_minus(0.0975, 0.0179)
     ('0.2637 ± 0.02213', '0.0975 ± 0.0179')
     """
-    if isinstance(error, numbers.Real) and not error >= 0:  # negative or NaN
+    if isinstance(error, (bool, np.bool_)):
+        raise ValueError(f"error: a standard error or deviation is a number >= 0, got the bool {error!r}")
+    number = None
+    if not isinstance(error, str):  # a string is printed as it is (fmt); anything fmt prints as a number is checked
+        try:
+            number = float(error)  # also a 0-d torch tensor or numpy array, which are no numbers.Real
+        except (TypeError, ValueError):
+            pass
+    if number is not None and not number >= 0:  # negative or NaN
         raise ValueError(f"error: a standard error or deviation is >= 0, got {error!r}")
     return f"{fmt(value, spec)} ± {fmt(error, spec)}"
 

@@ -116,8 +116,10 @@ def registered_hooks(model: nn.Module) -> list:
 
 def _refuse_hooks(model: nn.Module) -> None:
     """The grouped path computes every layer from its weights and never calls the modules, so a hook on
-    any of them would silently not run: refuse it, naming the module and the path that honours it."""
-    for name, kind_of_module, kind, hook in registered_hooks(model):
+    any of them would silently not run: refuse it, naming the module and the path that honours it. A
+    backward hook is named first: the vmap path, which the message for a forward hook points to, refuses it."""
+    hooks = sorted(registered_hooks(model), key=lambda h: not h[2].startswith("backward"))  # stable: in order
+    for name, kind_of_module, kind, hook in hooks:
         where = f"{'the model' if name == 'model' else f'layer {name!r}'} ({kind_of_module}) has a {kind} ({hook})"
         if kind.startswith("forward"):
             raise ValueError(f"{where}: the grouped path rebuilds the network from the layers' weights and never "

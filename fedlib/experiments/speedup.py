@@ -861,8 +861,9 @@ def _summary_population(name: str, rows: Sequence[SamplingRow], q_from: int, q_t
         if not cells:
             raise ValueError(f"{name}: no row with q = {q} (it has q = {have}): the summary states q_eff at "
                              f"q_from = {q_from} and q_to = {q_to}")
-        if not all(math.isfinite(r.effective_clients) and r.effective_clients > 0 for r in cells):
-            raise ValueError(f"{name}: the row with q = {q} has effective_clients {cells[0].effective_clients!r}, "
+        bad = [r for r in cells if not (math.isfinite(r.effective_clients) and r.effective_clients > 0)]
+        if bad:
+            raise ValueError(f"{name}: the row with q = {q} has effective_clients {bad[0].effective_clients!r}, "
                              "not a number > 0 (sampling_grid's rows carry effective_participants)")
     return populations[0]
 
