@@ -35,7 +35,8 @@ from torch import nn
 from .augment import seeded_dropout_mask
 from .im2col import stacked_conv2d, stacked_pool2d
 
-__all__ = ["GroupedNetwork", "GROUPED_LAYERS", "CONV_IMPLEMENTATIONS", "leaf_layers", "registered_hooks"]
+__all__ = ["GroupedNetwork", "GROUPED_LAYERS", "CONV_IMPLEMENTATIONS", "leaf_layers", "registered_hooks",
+           "refuse_global_hooks_added_later"]
 
 #: How :class:`GroupedNetwork` computes its convolutions.
 CONV_IMPLEMENTATIONS = ("cudnn", "gemm")
@@ -103,15 +104,79 @@ def registered_hooks(model: nn.Module) -> list:
     """``(module name, module type, hook kind, hook name)`` of every hook registered on ``model`` or one of
     its submodules (``register_forward_pre_hook``, ``register_forward_hook``, ``register_full_backward_pre_hook``,
     ``register_full_backward_hook``, ``register_backward_hook``), in ``named_modules()`` order; the model itself
-    is named ``"model"``. Hooks registered for all modules at once (``torch.nn.modules.module.register_module_*``)
-    are not listed."""
+    is named ``"model"``. Hooks registered for all modules at once (``torch.nn.modules.module.register_module_*``,
+    which run on this model too) come last, named ``"all modules"`` with module type ``"global"``.
+
+    Example
+    -------
+    >>> import torch
+    >>> from torch import nn
+    >>> model = nn.Sequential(nn.Linear(2, 2), nn.ReLU())
+    >>> def clip(module, inputs, output):
+    ...     return output.clamp(-1, 1)
+    >>> handle = model[0].register_forward_hook(clip)
+    >>> registered_hooks(model)
+    [('0', 'Linear', 'forward hook', 'clip')]
+    >>> handle.remove()
+    >>> handle = torch.nn.modules.module.register_module_forward_hook(clip)
+    >>> registered_hooks(model)
+    [('all modules', 'global', 'forward hook', 'clip')]
+    >>> handle.remove()
+    >>> registered_hooks(model)
+    []
+    """
     out = []
     for name, mod in model.named_modules(remove_duplicate=False):
         for table, kind in _HOOK_TABLES:
             for hook in getattr(mod, table, {}).values():
-                hook_name = getattr(hook, "__qualname__", None) or type(hook).__name__
-                out.append((name or "model", type(mod).__name__, kind, hook_name))
-    return out
+                out.append((name or "model", type(mod).__name__, kind, _hook_name(hook)))
+    return out + _global_hooks()
+
+
+def _global_hooks() -> list:
+    """:func:`registered_hooks`' rows of the hooks registered for all modules at once."""
+    return [("all modules", "global", kind, _hook_name(hook)) for table, kind in _HOOK_TABLES
+            for hook in getattr(torch.nn.modules.module, f"_global{table}", {}).values()]
+
+
+def refuse_global_hooks_added_later(path: str) -> None:
+    """Refuse a hook registered for all modules (``torch.nn.modules.module.register_module_*``) after a stacked
+    engine was built: on the grouped path any such hook would silently not run, on the vmap path a backward hook
+    would make torch.func fail deep inside a round. :class:`fedlib.engines.stacked.StackedEngine` calls it at the
+    start of every round; hooks present when the engine is built are refused then.
+
+    Example
+    -------
+    >>> import torch
+    >>> handle = torch.nn.modules.module.register_module_forward_hook(lambda module, inputs, output: None)
+    >>> refuse_global_hooks_added_later("vmap")  # the vmap path calls the modules: their forward hooks run
+    >>> refuse_global_hooks_added_later("grouped")
+    Traceback (most recent call last):
+    ...
+    ValueError: a forward hook (<lambda>) was registered for all modules after the engine was built: the grouped path never calls the modules, so it would silently not run; remove it (handle.remove())
+    >>> handle.remove()
+    >>> refuse_global_hooks_added_later("grouped")
+    """
+    for _, _, kind, hook in _global_hooks():
+        if kind.startswith("backward"):
+            why = "the stacked engines run no backward hooks (torch.func refuses them)"
+        elif path == "grouped":
+            why = "the grouped path never calls the modules, so it would silently not run"
+        else:
+            continue
+        raise ValueError(f"a {kind} ({hook}) was registered for all modules after the engine was built: {why}; "
+                         "remove it (handle.remove())")
+
+
+def _hook_name(hook) -> str:
+    return getattr(hook, "__qualname__", None) or type(hook).__name__
+
+
+def _hook_owner(name: str, kind_of_module: str) -> str:
+    """How an error message names the owner of a hook listed by :func:`registered_hooks`."""
+    if kind_of_module == "global":
+        return "every module (a global hook: torch.nn.modules.module.register_module_*)"
+    return f"{'the model' if name == 'model' else f'layer {name!r}'} ({kind_of_module})"
 
 
 def _refuse_hooks(model: nn.Module) -> None:
@@ -120,7 +185,7 @@ def _refuse_hooks(model: nn.Module) -> None:
     backward hook is named first: the vmap path, which the message for a forward hook points to, refuses it."""
     hooks = sorted(registered_hooks(model), key=lambda h: not h[2].startswith("backward"))  # stable: in order
     for name, kind_of_module, kind, hook in hooks:
-        where = f"{'the model' if name == 'model' else f'layer {name!r}'} ({kind_of_module}) has a {kind} ({hook})"
+        where = f"{_hook_owner(name, kind_of_module)} has a {kind} ({hook})"
         if kind.startswith("forward"):
             raise ValueError(f"{where}: the grouped path rebuilds the network from the layers' weights and never "
                              "calls the modules, so the hook would silently not run and a different model would be "

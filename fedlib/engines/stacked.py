@@ -141,7 +141,7 @@ from ..schedules import (FixedEpochs, FixedSteps, RandomEpochs, RandomSteps, che
 from ..solvers import LocalSolver, check_builtin_step
 from ..tree import tree_map
 from .augment import crop_flip_gather, crop_flip_params, dropout_key, normalize, pad_images, seeded_dropout_mask
-from .grouped import GroupedNetwork, registered_hooks
+from .grouped import GroupedNetwork, _hook_owner, refuse_global_hooks_added_later, registered_hooks
 from .reference import SequentialRun, run_sequential
 
 __all__ = [
@@ -432,7 +432,7 @@ class _SeededDropoutModule:
         backward = [h for h in registered_hooks(model) if h[2].startswith("backward")]
         if backward:
             name, kind_of_module, kind, hook = backward[0]
-            raise ValueError(f"{'the model' if name == 'model' else f'layer {name!r}'} ({kind_of_module}) has a {kind} "
+            raise ValueError(f"{_hook_owner(name, kind_of_module)} has a {kind} "
                              f"({hook}): the vmap path differentiates with torch.func, which does not take backward "
                              "hooks (forward hooks do run); remove the hook, or train in your own loop with "
                              "fedlib.optim.ClientOptimizer")
@@ -658,8 +658,10 @@ class StackedEngine:
         self.training)``, noise, a branch on ``self.training``) is refused when the engine is built.
         Forward hooks and pre-hooks of the model and its submodules run on the vmap path (those registered
         before the engine is built: it calls a copy of the model); the grouped path never calls the modules,
-        so it refuses a model with any hook (:func:`fedlib.engines.grouped.registered_hooks`), and both
-        paths refuse backward hooks.
+        so it refuses a model with any hook (:func:`fedlib.engines.grouped.registered_hooks`, hooks registered
+        for all modules included), and both paths refuse backward hooks. A hook registered for all modules
+        after the engine is built is refused when the next round starts where it would not run
+        (:func:`fedlib.engines.grouped.refuse_global_hooks_added_later`).
     data : object with ``train_images`` ``(N, H, W, C)`` uint8, ``train_labels`` ``(N,)``,
         and optionally ``test_images`` / ``test_labels`` (e.g.
         :func:`fedlib.data.cifar10.load_cifar10`); numpy or torch. Moved to ``device`` once.
@@ -1152,6 +1154,7 @@ class StackedEngine:
         t = self.round_index
         if t >= self.rounds:
             raise ValueError(f"all {self.rounds} rounds are done")
+        refuse_global_hooks_added_later(self.path)
         sync = torch.cuda.synchronize if self.device.type == "cuda" else (lambda *a: None)
         t0 = time.perf_counter()
         plan = self._plan(t)
