@@ -20,8 +20,8 @@ import math
 
 import numpy as np
 
-from ._validate import (check_finite_array, check_int, check_int_array, check_local_steps, check_nonnegative,
-                        check_positive, plain)
+from ._validate import (_is_number as _is_real, check_finite_array, check_int, check_int_array, check_local_steps,
+                        check_nonnegative, check_positive, plain)
 from .rng import generator
 
 __all__ = ["steps_per_epoch", "FixedSteps", "RandomSteps", "FixedEpochs", "RandomEpochs", "WallClock", "whole_steps", "round_local_steps", "RandomLocalWork", "parse_epochs", "make_epoch_schedule",
@@ -516,10 +516,28 @@ def step_decay_lr(base_lr: float, round_index: int, total_rounds: int, milestone
 
     >>> [step_decay_lr(1.0, t, total_rounds=4, factor=0.5) for t in range(4)]
     [1.0, 1.0, 0.5, 0.25]
+
+    ``factor`` must lie in :math:`(0, 1]` (it multiplies the rate: ``factor=10`` meant as "÷10" would
+    raise it tenfold) and each milestone in :math:`[0, 1]` (a fraction of ``total_rounds``); ``ValueError``
+    naming the argument otherwise:
+
+    >>> step_decay_lr(1.0, 3, total_rounds=4, factor=10)
+    Traceback (most recent call last):
+    ...
+    ValueError: factor must lie in (0, 1] (the rate is multiplied by it at each milestone; factor=0.1 divides it by 10), got 10
     """
     base_lr = check_positive("lr", base_lr)
     check_int("round_index", round_index)
     total = check_int("total_rounds", total_rounds, minimum=1)
+    if not _is_real(factor) or not 0 < factor <= 1:
+        raise ValueError("factor must lie in (0, 1] (the rate is multiplied by it at each milestone; factor=0.1 "
+                         f"divides it by 10), got {plain(factor)!r}")
+    if isinstance(milestones, (str, bytes)) or not hasattr(milestones, "__iter__"):
+        raise ValueError(f"milestones must be a sequence of fractions of total_rounds in [0, 1], got {milestones!r}")
+    milestones = list(milestones)
+    for k, f in enumerate(milestones):
+        if not _is_real(f) or not 0 <= f <= 1:
+            raise ValueError(f"milestones[{k}] must be a fraction of total_rounds in [0, 1], got {plain(f)!r}")
     passed = sum(round_index >= max(1, math.floor(f * total + 0.5)) for f in milestones)
     return base_lr * factor ** passed
 
