@@ -80,7 +80,7 @@ from typing import Any, Callable, NamedTuple, Optional
 
 import numpy as np
 
-from ._validate import _is_number, check_in_range, check_int, check_nonnegative, check_positive
+from ._validate import _is_number, check_in_range, check_int, check_nonnegative, check_positive, plain
 from .tree import tree_leaves, tree_map
 
 __all__ = [
@@ -549,9 +549,13 @@ def momentum_proximal_sgd(lr: float, momentum: float = 0.9, mu: float = 0.0, wei
 SOLVERS = ("sgd", "prox", "momentum", "momentum-prox")
 
 
-def make_solver(name: str, lr: float, *, momentum: float = 0.9, mu: float = 0.0, weight_decay: float = 0.0) -> LocalSolver:
+def make_solver(name: str, lr: float, *, momentum: Optional[float] = None, mu: float = 0.0,
+                weight_decay: float = 0.0) -> LocalSolver:
     r"""Build a solver by name: ``"sgd"``, ``"prox"``, ``"momentum"`` or ``"momentum-prox"`` (:data:`SOLVERS`;
     the factories above, with their :math:`a_i` from paper §4.1 and App. B).
+
+    ``momentum`` (:math:`\rho`, default 0.9) is for the momentum solvers only and ``mu`` (:math:`\mu`) for the
+    proximal ones: either given to a solver without it is refused (``ValueError`` naming it), never dropped.
 
     Example
     -------
@@ -563,18 +567,32 @@ def make_solver(name: str, lr: float, *, momentum: float = 0.9, mu: float = 0.0,
     Traceback (most recent call last):
     ...
     ValueError: mu must be > 0 for the proximal solver, got 0.0
+
+    A proximal term asked of plain momentum would have been dropped; it is refused:
+
+    >>> make_solver("momentum", 0.5, mu=1.0)
+    Traceback (most recent call last):
+    ...
+    ValueError: mu: solver 'momentum' has no proximal term, got mu = 1.0 (use 'prox' or 'momentum-prox')
     """
+    if name not in SOLVERS:
+        raise ValueError(f"solver must be one of {list(SOLVERS)}, got {name!r}")
+    proximal, heavy_ball = name in ("prox", "momentum-prox"), name in ("momentum", "momentum-prox")
+    if not proximal and not (_is_number(mu) and mu == 0):
+        raise ValueError(f"mu: solver {name!r} has no proximal term, got mu = {plain(mu)!r} (use 'prox' or 'momentum-prox')")
+    if not heavy_ball and momentum is not None:
+        raise ValueError(f"momentum: solver {name!r} has no momentum buffer, got momentum = {plain(momentum)!r} (use "
+                         "'momentum' or 'momentum-prox')")
     if name == "sgd":
         return sgd(lr, weight_decay)
     if name == "prox":
-        if mu <= 0:
-            raise ValueError(f"mu must be > 0 for the proximal solver, got {mu!r}")
+        if not _is_number(mu) or not mu > 0:
+            raise ValueError(f"mu must be > 0 for the proximal solver, got {plain(mu)!r}")
         return proximal_sgd(lr, mu, weight_decay)
+    momentum = 0.9 if momentum is None else momentum
     if name == "momentum":
         return momentum_sgd(lr, momentum, weight_decay)
-    if name == "momentum-prox":
-        return momentum_proximal_sgd(lr, momentum, mu, weight_decay)
-    raise ValueError(f"solver must be one of {list(SOLVERS)}, got {name!r}")
+    return momentum_proximal_sgd(lr, momentum, mu, weight_decay)
 
 
 def check_shared_lr(name: str, solvers, lr: Optional[float] = None) -> list:

@@ -378,7 +378,7 @@ def _tiny_clients():
 
 def test_train_clients_defaults():
     """Documented defaults: 20 rounds (the module's example) at lr 0.05, epochs "1-5" per client and
-    round (n_i <= B = 32: tau_i = E_i), FedAvg and FedNova, plain SGD (momentum 0.9 once asked for),
+    round (n_i <= B = 32: tau_i = E_i), FedAvg and FedNova, plain SGD (momentum None: 0.9 with a momentum solver),
     no weight decay, seed 0, dropout on, the model's dtype (float32 here), no progress bar. Two rounds are trained; the round
     count is read from the signature (20 rounds of training would be slow here)."""
     import inspect
@@ -391,7 +391,7 @@ def test_train_clients_defaults():
     defaults = {k: v.default for k, v in inspect.signature(train_clients).parameters.items()
                 if v.default is not inspect.Parameter.empty}
     assert defaults == dict(rounds=20, lr=0.05, epochs="1-5", batch_size=32, algorithms=("fedavg", "fednova"),
-                            solver="sgd", momentum=0.9, mu=0.0, weight_decay=0.0, lr_decay="constant", seed=0,
+                            solver="sgd", momentum=None, mu=0.0, weight_decay=0.0, lr_decay="constant", seed=0,
                             test_x=None, test_y=None, device="cpu", dropout=True, dtype=None,
                             progress=False)
     torch.manual_seed(0)

@@ -22,11 +22,12 @@ def test_momentum_default_is_the_papers_0_9():
 @pytest.mark.parametrize("name", SOLVERS)
 def test_make_solver_names_what_it_built_without_weight_decay(name):
     """The solver's name is the one asked for (it labels results and figures); weight decay is
-    off unless asked for."""
-    solver = make_solver(name, 0.1, mu=0.5)
+    off unless asked for (mu only for the proximal solvers, which refuse no other)."""
+    mu = {"mu": 0.5} if "prox" in name else {}
+    solver = make_solver(name, 0.1, **mu)
     assert solver.name == name
     assert solver.weight_decay == 0.0
-    assert make_solver(name, 0.1, mu=0.5, weight_decay=1e-4).weight_decay == 1e-4
+    assert make_solver(name, 0.1, weight_decay=1e-4, **mu).weight_decay == 1e-4
 
 
 def test_steps_per_epoch_with_batch_size_one_is_the_sample_count():

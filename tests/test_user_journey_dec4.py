@@ -32,3 +32,56 @@ def test_step_decay_lr_valid_inputs_unchanged():
     assert step_decay_lr(0.1, 80, 100, milestones=[0.5, 0.75], factor=1) == 0.1
     assert step_decay_lr(0.1, 1, 100, milestones=(0.0,), factor=0.5) == 0.05
     assert step_decay_lr(0.1, 99, 100, milestones=()) == 0.1
+
+
+# --------------------------------------------------------------------------- make_solver / train_clients
+@pytest.mark.parametrize("name", ["sgd", "momentum"])
+def test_make_solver_refuses_mu_for_a_solver_without_prox(name):
+    """make_solver("momentum", 0.1, mu=0.5) returned plain heavy-ball momentum (mu=0.0): the proximal
+    term the user asked for (FedNova with momentum + prox) was dropped without a word."""
+    from fedlib.solvers import make_solver
+
+    with pytest.raises(ValueError, match=rf"^mu: solver '{name}' has no proximal term, got mu = 0.5"):
+        make_solver(name, 0.1, mu=0.5)
+
+
+@pytest.mark.parametrize("name, kwargs", [("sgd", {}), ("prox", {"mu": 0.5})])
+def test_make_solver_refuses_momentum_for_a_solver_without_a_buffer(name, kwargs):
+    """make_solver("sgd", 0.1, momentum=0.5) returned plain SGD (momentum=0.0), the momentum dropped."""
+    from fedlib.solvers import make_solver
+
+    with pytest.raises(ValueError, match=rf"^momentum: solver '{name}' has no momentum buffer, got momentum = 0.5"):
+        make_solver(name, 0.1, momentum=0.5, **kwargs)
+
+
+def test_make_solver_non_numeric_mu_is_a_value_error():
+    """make_solver("prox", 0.1, mu="0.5") raised TypeError ('<=' not supported ...), not a ValueError naming mu."""
+    from fedlib.solvers import make_solver
+
+    with pytest.raises(ValueError, match=r"^mu must be > 0 for the proximal solver, got '0\.5'"):
+        make_solver("prox", 0.1, mu="0.5")
+
+
+def test_make_solver_defaults_unchanged():
+    from fedlib.solvers import make_solver, momentum_proximal_sgd, momentum_sgd, proximal_sgd, sgd
+
+    assert make_solver("sgd", 0.1, mu=0.0) == sgd(0.1)
+    assert make_solver("momentum", 0.1) == momentum_sgd(0.1, 0.9)
+    assert make_solver("momentum", 0.1, momentum=0.3) == momentum_sgd(0.1, 0.3)
+    assert make_solver("momentum-prox", 0.1, mu=0.5) == momentum_proximal_sgd(0.1, 0.9, 0.5)
+    assert make_solver("prox", 0.1, mu=0.5, weight_decay=1e-4) == proximal_sgd(0.1, 0.5, 1e-4)
+
+
+@pytest.mark.parametrize("solver, mu", [("sgd", 0.0), ("prox", 0.5)])
+def test_train_clients_refuses_momentum_for_a_solver_without_a_buffer(solver, mu):
+    """train_clients(..., solver="sgd", momentum=0.5) trained plain SGD: the momentum was dropped (mu was
+    already refused this way)."""
+    import torch
+    from torch import nn
+
+    from fedlib.experiments.custom import train_clients
+
+    xs = [torch.randn(8, 4), torch.randn(6, 4)]
+    ys = [torch.randint(0, 3, (8,)), torch.randint(0, 3, (6,))]
+    with pytest.raises(ValueError, match=rf"^momentum: solver '{solver}' has no momentum buffer"):
+        train_clients(nn.Linear(4, 3), xs, ys, rounds=1, solver=solver, mu=mu, momentum=0.5)

@@ -369,8 +369,7 @@ def build_algorithm(args: argparse.Namespace) -> FederatedAlgorithm:
     server_lr = None if args.server == "momentum" else (
         args.server_lr if args.server_lr is not None else (0.01 if args.server == "adam" else 1.0))
     try:
-        local = make_solver(solver, args.lr, momentum=momentum if momentum is not None else 0.9,
-                            mu=args.mu or 0.0, weight_decay=args.weight_decay)
+        local = make_solver(solver, args.lr, momentum=momentum, mu=args.mu or 0.0, weight_decay=args.weight_decay)
     except ValueError as exc:
         flag = "--mu" if str(exc).startswith("mu") else "--lr" if str(exc).startswith("lr") else "--solver"
         raise CLIError(f"{flag}: {exc}") from None

@@ -166,7 +166,7 @@ def bound_check(problem: QuadraticProblem, local_steps: Sequence[int], algorithm
     sigma = check_nonnegative("sigma", sigma)
     m, d = problem.num_clients, problem.dim
     lr = lr_scale * math.sqrt(m / (float(steps.mean()) * rounds))
-    local = make_solver(solver, lr, momentum=momentum)
+    local = make_solver(solver, lr, momentum=momentum if solver == "momentum" else None)
     a_vectors = [local.a_vector(int(t)) for t in steps]
     a_norms = np.array([a.sum() for a in a_vectors])
     tau_eff, w = effective_weights(algorithm, problem.p, a_norms)

@@ -82,7 +82,7 @@ class Cell:
         from ..server import make_server_optimizer
         from ..solvers import make_solver
 
-        solver = make_solver(self.solver, self.lr, momentum=0.9 if self.momentum is None else self.momentum, mu=self.mu,
+        solver = make_solver(self.solver, self.lr, momentum=self.momentum, mu=self.mu,
                              weight_decay=weight_decay)
         server = make_server_optimizer(self.server, beta=self.server_momentum)
         return make_algorithm(self.algorithm, solver, server, self.tau_eff)

@@ -145,7 +145,7 @@ def _is_zero(value) -> bool:
 
 def train_clients(model: nn.Module, client_x: Sequence[Any], client_y: Sequence[Any], *, rounds: int = 20,
                   lr: float = 0.05, epochs="1-5", batch_size: int = 32, algorithms=("fedavg", "fednova"),
-                  solver: str = "sgd", momentum: float = 0.9, mu: float = 0.0, weight_decay: float = 0.0,
+                  solver: str = "sgd", momentum: Optional[float] = None, mu: float = 0.0, weight_decay: float = 0.0,
                   lr_decay: str = "constant", seed: int = 0, test_x=None, test_y=None, device="cpu",
                   dropout: bool = True, dtype: Optional[torch.dtype] = None, progress: bool = False) -> Dict[str, list]:
     """Train ``model`` federatedly on per-client tensors with each of ``algorithms``.
@@ -157,7 +157,8 @@ def train_clients(model: nn.Module, client_x: Sequence[Any], client_y: Sequence[
     :class:`TensorEngine` (``engine.states[r].params`` are the final global models).
     ``epochs``: ``"2"`` or an inclusive range ``"1-5"`` drawn per client and round.
     ``solver``: ``"sgd"``, ``"prox"``, ``"momentum"`` or ``"momentum-prox"``
-    (:func:`fedlib.solvers.make_solver`); ``mu`` is refused with a solver without a proximal term.
+    (:func:`fedlib.solvers.make_solver`); ``mu`` is refused with a solver without a proximal term, and
+    ``momentum`` (default 0.9) with one without a momentum buffer.
     A :class:`fedlib.solvers.LocalSolver` object is refused (it would clash with ``lr``, ``momentum``,
     ``mu``, ``weight_decay`` and ``lr_decay``): build the runs yourself,
     ``RunSpec(make_algorithm(name, solver), ...)`` in :class:`TensorEngine` (a solver with the built-in
@@ -195,6 +196,9 @@ def train_clients(model: nn.Module, client_x: Sequence[Any], client_y: Sequence[
     if solver in ("sgd", "momentum") and not _is_zero(mu):
         raise ValueError(f"mu: solver {solver!r} has no proximal term, got mu = {mu!r} (FedProx: solver='prox' or "
                          "'momentum-prox')")
+    if solver in ("sgd", "prox") and momentum is not None:
+        raise ValueError(f"momentum: solver {solver!r} has no momentum buffer, got momentum = {momentum!r} (local "
+                         "momentum: solver='momentum' or 'momentum-prox')")
     if len(client_x) != len(client_y) or len(client_x) == 0:
         raise ValueError(f"client_x and client_y must list the same clients (got {len(client_x)} and {len(client_y)})")
     if (test_x is None) != (test_y is None):
@@ -227,7 +231,8 @@ def train_clients(model: nn.Module, client_x: Sequence[Any], client_y: Sequence[
     labels = torch.cat([y.long() for y in ys])
     runs = []
     for name in algorithms:
-        local = make_solver(solver, lr, momentum=momentum, mu=mu, weight_decay=weight_decay)
+        local = make_solver(solver, lr, momentum=momentum, mu=mu if solver in ("prox", "momentum-prox") else 0.0,
+                            weight_decay=weight_decay)
         lr_at = (lambda t, lr=lr: step_decay_lr(lr, t, rounds)) if lr_decay == "step" else (lambda t, lr=lr: lr)
         runs.append(RunSpec(make_algorithm(name, local), parts, make_epoch_schedule(sizes, batch_size, epochs, seed=seed),
                             seed=seed, lr_at=lr_at, name=name))
