@@ -85,3 +85,48 @@ def test_train_clients_refuses_momentum_for_a_solver_without_a_buffer(solver, mu
     ys = [torch.randint(0, 3, (8,)), torch.randint(0, 3, (6,))]
     with pytest.raises(ValueError, match=rf"^momentum: solver '{solver}' has no momentum buffer"):
         train_clients(nn.Linear(4, 3), xs, ys, rounds=1, solver=solver, mu=mu, momentum=0.5)
+
+
+# --------------------------------------------------------------------------- run_sequential(initial_state=...)
+def _sequential(server=None, rounds=2, **kwargs):
+    import numpy as np
+
+    from fedlib.algorithms import make_algorithm
+    from fedlib.engines.reference import run_sequential
+    from fedlib.schedules import FixedSteps
+    from fedlib.solvers import sgd
+
+    def grad(x, i, t, k):
+        return x - np.array([1.0, -1.0]) * (i + 1)
+
+    params = None if "initial_state" in kwargs else np.zeros(2)
+    return run_sequential(make_algorithm("fednova", sgd(0.1), server), params, grad, [0.5, 0.5], FixedSteps([1, 2]),
+                          rounds, **kwargs)
+
+
+def test_run_sequential_refuses_a_state_of_another_server_optimizer():
+    """A state saved under server momentum resumed under the plain server ran on: the plain server's update
+    turned the MomentumState into PlainState(count=4), the saved buffer dropped without a word; the other
+    way round failed with AttributeError: 'PlainState' object has no attribute 'buffer'. The other resumes
+    (run_batched, the stacked engines) refuse both with server_state_mismatch."""
+    from fedlib.server import adam, momentum
+
+    with_momentum = _sequential(momentum(0.9)).state
+    plain_state = _sequential().state
+    with pytest.raises(ValueError, match=r"^initial_state: the saved server optimizer state is a MomentumState"):
+        _sequential(initial_state=with_momentum)
+    for server in (momentum(0.9), adam()):
+        with pytest.raises(ValueError, match=r"^initial_state: the saved server optimizer state is a PlainState"):
+            _sequential(server, initial_state=plain_state)
+    resumed = _sequential(momentum(0.9), initial_state=with_momentum).state   # the same optimizer continues
+    assert resumed.round == 4 and type(resumed.server).__name__ == "MomentumState"
+
+
+def test_run_sequential_refuses_a_non_finite_initial_state():
+    """initial_state with a NaN model failed in round 0 with FloatingPointError 'the aggregated update is not
+    finite (diverged)': a divergence that never happened (algorithm.init refuses such params by name)."""
+    import numpy as np
+
+    state = _sequential().state._replace(params=np.array([np.nan, 0.0]))
+    with pytest.raises(ValueError, match=r"^initial_state\.params hold NaN or inf"):
+        _sequential(initial_state=state)

@@ -13,10 +13,11 @@ from typing import Any, Callable, NamedTuple, Optional
 import numpy as np
 
 from .._validate import check_int, check_probability_vector
-from ..algorithms import FederatedAlgorithm, RoundDiagnostics, ServerState
+from ..algorithms import FederatedAlgorithm, RoundDiagnostics, ServerState, server_state_mismatch
 from ..solvers import LocalSolver, check_own_step, check_shared_lr
 from ..sampling import round_participation
 from ..schedules import round_local_steps
+from ..tree import tree_all_finite
 
 __all__ = ["run_sequential", "SequentialRun"]
 
@@ -71,7 +72,10 @@ def run_sequential(algorithm: FederatedAlgorithm, params: Any, grad_fn: Callable
         size is a constant ``lr_schedule`` factor).
     initial_state : start from this server state (e.g. one with chosen control variates,
         or the state of an earlier run) instead of ``algorithm.init(params, m)``; ``params``
-        must then be ``None``. Rounds, schedules and sampling still count from round 0.
+        must then be ``None``. Rounds, schedules and sampling still count from round 0. It must
+        fit ``algorithm`` (control variates exactly when it uses them, the state its server optimizer
+        keeps: :func:`fedlib.algorithms.server_state_mismatch`), ``p`` and a finite model
+        (``ValueError`` otherwise).
 
     Returns
     -------
@@ -126,6 +130,16 @@ def run_sequential(algorithm: FederatedAlgorithm, params: Any, grad_fn: Callable
             raise ValueError(f"initial_state is a server state for {initial_state.num_clients} clients but p has "
                              f"{p.size} (to start a run of other clients from its model, pass "
                              "params=initial_state.params instead)")
+        why = server_state_mismatch(algorithm, initial_state)  # else a crash, or the saved buffer dropped
+        if why is not None:
+            raise ValueError(f"initial_state: {why}")
+        try:
+            finite = tree_all_finite(initial_state.params)
+        except TypeError:
+            finite = False
+        if not finite:  # else round 0 would report a divergence of the aggregated update
+            raise ValueError("initial_state.params hold NaN or inf, or are no tree of numbers (the starting model "
+                             "must be finite)")
         state = initial_state
     diagnostics: list[RoundDiagnostics] = []
     metrics = [metric_fn(state.params, 0)] if metric_fn else []
