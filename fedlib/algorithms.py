@@ -32,7 +32,7 @@ from typing import Any, NamedTuple, Optional, Sequence
 
 import numpy as np
 
-from ._validate import check_choice, check_int, check_positive
+from ._validate import check_choice, check_int, check_positive, check_probability_vector
 from .rule import aggregate, check_tau_eff
 from .sampling import Participation, as_participation
 from .server import ServerOptimizer, plain
@@ -199,8 +199,9 @@ def client_update_problem(update: Any) -> Optional[str]:
 
 
 def check_client_indices(clients: Any, num_clients: Optional[int]) -> None:
-    """Raise ``ValueError`` unless every index in ``clients`` lies in ``0..num_clients-1``
-    (no check when ``num_clients`` is ``None``).
+    """Raise ``ValueError`` unless every entry of ``clients`` is an integer index (not a bool or a
+    float such as ``1.5``, which ``int`` would truncate to another client) lying in
+    ``0..num_clients-1`` (no range check when ``num_clients`` is ``None``).
 
     Example
     -------
@@ -209,10 +210,18 @@ def check_client_indices(clients: Any, num_clients: Optional[int]) -> None:
     Traceback (most recent call last):
     ...
     ValueError: client 3 is not one of the 3 clients given to init (indices 0..2)
+    >>> check_client_indices([1.5], 3)
+    Traceback (most recent call last):
+    ...
+    ValueError: client must be an integer index, got 1.5
     """
+    raw = clients
+    clients = np.asarray(clients).reshape(-1)
+    if clients.size and clients.dtype.kind not in "iu":  # an empty list (a rank without participants) is float
+        bad = next((c for c in clients.tolist() if isinstance(c, bool) or not isinstance(c, int)), raw)
+        raise ValueError(f"client must be an integer index, got {bad!r}")
     if num_clients is None:
         return
-    clients = np.asarray(clients).reshape(-1)
     bad = clients[(clients < 0) | (clients >= num_clients)]
     if bad.size:
         raise ValueError(f"client {int(bad[0])} is not one of the {num_clients} clients given to init "
@@ -313,6 +322,7 @@ class FederatedAlgorithm:
 
     def client_final(self, state: ServerState, client: int, solver_state: SolverState) -> ClientUpdate:
         """Package a finished local run: :math:`\\Delta_i = x_i^{(t,\\tau_i)} - x^{(t,0)}`."""
+        check_client_indices([client], state.num_clients)
         if solver_state.step < 1:
             raise ValueError(f"local_steps: client {client} took no local step (a client without samples or with "
                              "tau_i = 0 has no update to aggregate: leave it out of the round; in your own loop, out of the "
@@ -326,10 +336,13 @@ class FederatedAlgorithm:
               p: Any = None) -> tuple[ServerState, RoundDiagnostics]:
         """Aggregate ``updates`` (in the order of ``participation.clients``) with eq. 4,
         update the variates, then apply the server optimizer. ``lr`` is this round's
-        client learning rate; ``p`` (all clients' weights) is required with VR. Each
+        client learning rate; ``p`` (all clients' weights) is required with VR and, when given, checked
+        for every algorithm (:math:`m` probabilities summing to 1; ``ValueError`` naming ``p``). Each
         ``updates[k].delta`` must have the structure and leaf shapes of ``state.params``
         (``ValueError`` otherwise: :math:`x + \\sum_i c_i\\Delta_i` would broadcast)."""
         lr = check_positive("lr", lr)
+        if p is not None:  # unused without VR, but a wrong one (counts, NaN, another m) is a mistake all the same
+            p = check_probability_vector("p", p, size=state.num_clients)
         participation = as_participation(participation)
         updates = list(updates)
         for k, u in enumerate(updates):

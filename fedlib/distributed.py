@@ -303,9 +303,9 @@ def distributed_apply(comm: Communicator, algorithm: FederatedAlgorithm, state: 
     participation = as_participation(participation)  # as apply takes it (one of lists failed at weights.sum())
     clients = participation.clients
     check_client_indices(clients, state.num_clients)
-    if state.variates is not None:
-        if p is None:
-            raise ValueError("p (weights of all clients) is required with variance reduction")
+    if state.variates is not None and p is None:
+        raise ValueError("p (weights of all clients) is required with variance reduction")
+    if p is not None:  # as apply: checked for every algorithm when given (counts, NaN, another m)
         p = check_probability_vector("p", p, size=state.num_clients)
     updates = list(updates)
     mine = {int(u.client): u for u in updates}

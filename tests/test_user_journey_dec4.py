@@ -130,3 +130,53 @@ def test_run_sequential_refuses_a_non_finite_initial_state():
     state = _sequential().state._replace(params=np.array([np.nan, 0.0]))
     with pytest.raises(ValueError, match=r"^initial_state\.params hold NaN or inf"):
         _sequential(initial_state=state)
+
+
+# --------------------------------------------------------------------------- FederatedAlgorithm in your own loop
+def _own_loop_round(name="fednova"):
+    import numpy as np
+
+    from fedlib.algorithms import ClientUpdate, make_algorithm
+    from fedlib.sampling import full_participation
+    from fedlib.solvers import sgd
+
+    algo = make_algorithm(name, sgd(0.1))
+    state = algo.init(np.zeros(2), 3)
+    updates = [ClientUpdate(i, np.ones(2) * (i + 1), 2.0, 2) for i in range(3)]
+    return algo, state, full_participation([0.2, 0.3, 0.5]), updates
+
+
+@pytest.mark.parametrize("p, message", [([0.5, 0.5], r"p must have 3 entries"), ([2, 3, 5], r"p must sum to 1"),
+                                        ([float("nan"), 0.5, 0.5], r"p contains NaN")])
+@pytest.mark.parametrize("name", ["fedavg", "fednova"])
+def test_apply_checks_p_for_every_algorithm(name, p, message):
+    """The README's loop passes p to apply; without variance reduction a p of counts, of NaN or for another
+    number of clients was ignored without a word (with VR the same p was refused)."""
+    algo, state, part, updates = _own_loop_round(name)
+    with pytest.raises(ValueError, match=rf"^{message}"):
+        algo.apply(state, part, updates, 0.1, p)
+    algo.apply(state, part, updates, 0.1, [0.2, 0.3, 0.5])   # a right one, or none, passes
+    algo.apply(state, part, updates, 0.1)
+
+
+def test_distributed_apply_checks_p_for_every_algorithm():
+    from fedlib.distributed import LocalCommunicator, distributed_apply
+
+    algo, state, part, updates = _own_loop_round()
+    with pytest.raises(ValueError, match=r"^p must sum to 1"):
+        distributed_apply(LocalCommunicator(), algo, state, part, updates, 0.1, [2, 3, 5])
+
+
+@pytest.mark.parametrize("client", [1.5, True, "1", 1.0])
+def test_client_init_and_final_refuse_a_client_that_is_no_integer(client):
+    """client_init(state, 1.5) returned client 1's start without a word (VR algorithms refused it) and
+    client_final(state, 1.5, run) labelled the update client 1 (int() truncated it)."""
+    import numpy as np
+
+    algo, state, _, _ = _own_loop_round()
+    run = algo.solver.run(state.params, lambda x, k: np.ones(2), 1)
+    with pytest.raises(ValueError, match=r"^client must be an integer index"):
+        algo.client_init(state, client)
+    with pytest.raises(ValueError, match=r"^client must be an integer index"):
+        algo.client_final(state, client, run)
+    assert algo.client_final(state, np.int64(2), run).client == 2
