@@ -25,6 +25,7 @@ __all__ = [
     "check_int",
     "check_path",
     "check_sequence",
+    "round_lr",
 ]
 
 
@@ -194,6 +195,23 @@ def check_int_array(name: str, value: Any, *, size: int | None = None, minimum: 
 def check_local_steps(name: str, value: Any, *, size: int | None = None) -> np.ndarray:
     """Local step counts tau_i: integers >= 1, one per client."""
     return check_int_array(name, value, size=size, minimum=1)
+
+
+def round_lr(name: str, lr_at: Any, round_index: int, default: float) -> float:
+    """The client learning rate of round ``round_index``: ``default`` without ``lr_at``, else ``lr_at(round_index)``
+    checked to be a finite number > 0 (a ``ValueError`` naming ``name(round_index)``, the user's callable, not
+    the solver's ``lr`` it would otherwise surface as)."""
+    if lr_at is None:
+        return float(default)
+    value = lr_at(round_index)
+    try:
+        lr = float(value) if not isinstance(value, (bool, str, bytes)) else float("nan")
+    except (TypeError, ValueError, RuntimeError):  # None, a list, a tensor of several numbers
+        lr = float("nan")
+    if not np.isfinite(lr) or lr <= 0:
+        raise ValueError(f"{name}({round_index}) must return the round's client learning rate, a finite number > 0, "
+                         f"got {plain(value)!r}")
+    return lr
 
 
 def check_choice(name: str, value: Any, choices) -> str:

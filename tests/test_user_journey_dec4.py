@@ -180,3 +180,48 @@ def test_client_init_and_final_refuse_a_client_that_is_no_integer(client):
     with pytest.raises(ValueError, match=r"^client must be an integer index"):
         algo.client_final(state, client, run)
     assert algo.client_final(state, np.int64(2), run).client == 2
+
+
+# --------------------------------------------------------------------------- lr_at
+@pytest.mark.parametrize("value", [0.0, -0.1, float("nan"), None, "0.1"])
+def test_run_sequential_names_lr_at_when_it_returns_no_learning_rate(value):
+    """run_sequential(..., lr_at=lambda t: 0.0) failed with 'lr must be a finite number > 0, got 0.0' (the
+    solver's parameter, not the callable the user passed); lr_at returning None with a TypeError."""
+    with pytest.raises(ValueError, match=r"^lr_at\(0\) must return the round's client learning rate"):
+        _sequential(lr_at=lambda t: value)
+
+
+def test_run_batched_names_lr_at_when_it_returns_no_learning_rate():
+    from fedlib.algorithms import make_algorithm
+    from fedlib.data import synthetic
+    from fedlib.engines.batched import run_batched
+    from fedlib.problems.logistic import LogisticProblem
+    from fedlib.schedules import FixedSteps
+    from fedlib.solvers import sgd
+
+    problem = LogisticProblem(synthetic(num_clients=2, dim=3, num_classes=2, num_samples=[10, 20], seed=0))
+    with pytest.raises(ValueError, match=r"^lr_at\(1\) must return the round's client learning rate, a finite number "
+                                         r"> 0, got -0\.1"):
+        run_batched(make_algorithm("fednova", sgd(0.1)), problem, FixedSteps([1, 2]), 2, batch_size=5,
+                    lr_at=lambda t: 0.1 if t == 0 else -0.1)
+    run = run_batched(make_algorithm("fednova", sgd(0.1)), problem, FixedSteps([1, 2]), 2, batch_size=5,
+                      lr_at=lambda t: 0.05)
+    assert [h["lr"] for h in run.history] == [0.05, 0.05]
+
+
+def test_stacked_engine_names_the_runs_lr_at():
+    import numpy as np
+    import torch
+    from torch import nn
+
+    from fedlib.algorithms import make_algorithm
+    from fedlib.engines.stacked import RunSpec
+    from fedlib.experiments.custom import TensorEngine
+    from fedlib.schedules import FixedSteps
+    from fedlib.solvers import sgd
+
+    x, y = torch.randn(12, 4, dtype=torch.float64), torch.arange(12) % 3
+    run = RunSpec(make_algorithm("fednova", sgd(0.1)), [np.arange(4), np.arange(4, 12)], FixedSteps([1, 2]),
+                  lr_at=lambda t: 0.0)
+    with pytest.raises(ValueError, match=r"^runs\[0\]\.lr_at\(0\) must return the round's client learning rate"):
+        TensorEngine(nn.Linear(4, 3).double(), x, y, [run], rounds=1, batch_size=4).train()

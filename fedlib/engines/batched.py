@@ -63,7 +63,7 @@ from typing import Callable, NamedTuple, Optional
 
 import numpy as np
 
-from .._validate import check_choice, check_int
+from .._validate import check_choice, check_int, round_lr
 from ..algorithms import ClientUpdate, FederatedAlgorithm, ServerState, server_state_mismatch
 from ..problems.logistic import _UNDERFLOW, LogisticProblem, _one_hot, _ones, pack_params, unpack_params
 from ..problems.logistic import _packed_grad_numpy_one as _grad_one
@@ -359,7 +359,7 @@ def _check_common(algorithm, problem, schedule, rounds, batch_size, sampling, cl
 
 
 def _round_lr(algorithm, lr_at, t) -> float:
-    return float(algorithm.solver.lr if lr_at is None else lr_at(t))
+    return round_lr("lr_at", lr_at, t, algorithm.solver.lr)
 
 
 def _record(t, lr, diag, metrics, seconds) -> dict:

@@ -12,7 +12,7 @@ from typing import Any, Callable, NamedTuple, Optional
 
 import numpy as np
 
-from .._validate import check_int, check_probability_vector
+from .._validate import check_int, check_probability_vector, round_lr
 from ..algorithms import FederatedAlgorithm, RoundDiagnostics, ServerState, server_state_mismatch
 from ..solvers import LocalSolver, check_own_step, check_shared_lr
 from ..sampling import round_participation
@@ -144,7 +144,7 @@ def run_sequential(algorithm: FederatedAlgorithm, params: Any, grad_fn: Callable
     diagnostics: list[RoundDiagnostics] = []
     metrics = [metric_fn(state.params, 0)] if metric_fn else []
     for t in range(rounds):
-        lr = algorithm.solver.lr if lr_at is None else lr_at(t)
+        lr = round_lr("lr_at", lr_at, t, algorithm.solver.lr)
         solver = algorithm.solver.with_lr(lr)
         part = round_participation(sampling, p, clients_per_round, seed, t)
         steps = round_local_steps(schedule, t, p.size)

@@ -131,7 +131,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from .._validate import check_choice, check_int
+from .._validate import check_choice, check_int, round_lr
 from ..algorithms import ClientUpdate, FederatedAlgorithm, RoundDiagnostics, ServerState, server_state_mismatch
 from ..data.cifar10 import CIFAR10_MEAN, CIFAR10_STD
 from ..rng import generator, torch_generator
@@ -895,7 +895,8 @@ class StackedEngine:
     def _plan(self, t: int) -> _Plan:
         rows, parts, lrs, solvers = [], [], [], []
         for r, (run, info) in enumerate(zip(self.runs, self._info)):
-            lr = float(run.lr_at(t)) if run.lr_at is not None else step_decay_lr(run.algorithm.solver.lr, t, self.rounds)
+            lr = (round_lr(f"runs[{r}].lr_at", run.lr_at, t, 0.0) if run.lr_at is not None
+                  else step_decay_lr(run.algorithm.solver.lr, t, self.rounds))
             solver = run.algorithm.solver.with_lr(lr)
             try:
                 part = round_participation(run.sampling, info.p, run.clients_per_round, run.seed, t)
