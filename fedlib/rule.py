@@ -40,7 +40,7 @@ any positive :math:`\tau_{\text{eff}}`.
 from __future__ import annotations
 
 import numbers
-from typing import Any, NamedTuple, Sequence, Union
+from typing import Any, Mapping, NamedTuple, Sequence, Union
 
 import numpy as np
 
@@ -234,6 +234,8 @@ def effective_weights(algorithm: str, client_weights: Any, a_norms: Any, tau_eff
     if w.sum() <= 0:
         raise ValueError("client_weights must not all be zero")
     a = _check_a_norms(a_norms, w.size)
+    if local_steps is not None:  # used by tau_eff="local_steps" only, but a wrong one is a mistake all the same
+        local_steps = check_local_steps("local_steps", local_steps, size=w.size)
     if algorithm == "fedavg":
         if tau_eff is not None:
             raise ValueError("tau_eff: FedAvg's tau_eff is implicit (sum_i p_i ||a_i||_1); use algorithm='fednova' to set it")
@@ -292,7 +294,8 @@ def aggregate(deltas: Sequence[Any], client_weights: Any, a_norms: Any, algorith
 
     Parameters
     ----------
-    deltas : sequence of trees :math:`\Delta_i = x_i^{(t,\tau_i)} - x^{(t,0)}` (numpy or torch).
+    deltas : sequence of trees :math:`\Delta_i = x_i^{(t,\tau_i)} - x^{(t,0)}` (numpy or torch), one per
+        client in the order of ``client_weights`` (a mapping client -> tree is refused: iterating it gives its keys).
     client_weights : (m,) :math:`p_i` (full participation) or sampling weights :math:`\omega_i`.
         Sampling weights need not sum to 1, so no sum is checked here: counts :math:`n_i` given
         for :math:`p_i` scale FedAvg's change by :math:`n = \sum_i n_i` and FedNova's (default
@@ -301,7 +304,8 @@ def aggregate(deltas: Sequence[Any], client_weights: Any, a_norms: Any, algorith
     a_norms : (m,) :math:`\|a_i\|_1` reported by the local solvers.
     algorithm : ``"fedavg"`` (also FedProx) or ``"fednova"``.
     tau_eff : FedNova's policy (see :func:`fednova_weights`).
-    local_steps : (m,) :math:`\tau_i`, needed for ``tau_eff="local_steps"``.
+    local_steps : (m,) :math:`\tau_i`, needed for ``tau_eff="local_steps"`` (checked whenever given:
+        whole numbers >= 1, one per client).
 
     Example
     -------
@@ -312,6 +316,10 @@ def aggregate(deltas: Sequence[Any], client_weights: Any, a_norms: Any, algorith
     >>> aggregate(deltas, [0.5, 0.5], [2, 6], "fednova").change   # tau_eff * mean(d_i) = 4 * 1
     array([-4.])
     """
+    if isinstance(deltas, Mapping):
+        raise ValueError(f"deltas must be a sequence of the clients' changes, one tree per client in the order of "
+                         f"client_weights, got a {type(deltas).__name__} (its keys would be aggregated); pass "
+                         "[deltas[i] for i in clients]")
     deltas = list(deltas)
     tau, w = effective_weights(algorithm, client_weights, a_norms, tau_eff, local_steps)
     if len(deltas) != w.size:

@@ -225,3 +225,31 @@ def test_stacked_engine_names_the_runs_lr_at():
                   lr_at=lambda t: 0.0)
     with pytest.raises(ValueError, match=r"^runs\[0\]\.lr_at\(0\) must return the round's client learning rate"):
         TensorEngine(nn.Linear(4, 3).double(), x, y, [run], rounds=1, batch_size=4).train()
+
+
+# --------------------------------------------------------------------------- fedlib.rule.aggregate
+def test_aggregate_refuses_a_mapping_of_clients():
+    """aggregate({0: delta_0, 1: delta_1}, p, a_norms) aggregated the dict's keys 0 and 1 as if they were the
+    changes and returned the number 0.375, not a model change."""
+    import numpy as np
+
+    from fedlib.rule import aggregate
+
+    deltas = {0: np.ones(2), 1: np.ones(2)}
+    with pytest.raises(ValueError, match=r"^deltas must be a sequence of the clients' changes.*got a dict"):
+        aggregate(deltas, [0.5, 0.5], [1, 2])
+    assert aggregate(list(deltas.values()), [0.5, 0.5], [1, 2]).change.tolist() == [1.125, 1.125]
+
+
+@pytest.mark.parametrize("algorithm", ["fedavg", "fednova"])
+def test_aggregate_checks_local_steps_whenever_given(algorithm):
+    """local_steps=[0, -3] (or of another length) passed without a word unless tau_eff='local_steps'."""
+    import numpy as np
+
+    from fedlib.rule import aggregate
+
+    with pytest.raises(ValueError, match=r"^local_steps must be >= 1 for every client \(client 0 has 0\)"):
+        aggregate([np.ones(2)] * 2, [0.5, 0.5], [1, 2], algorithm, local_steps=[0, -3])
+    with pytest.raises(ValueError, match=r"^local_steps must have 2 entries"):
+        aggregate([np.ones(2)] * 2, [0.5, 0.5], [1, 2], algorithm, local_steps=[1, 2, 3])
+    aggregate([np.ones(2)] * 2, [0.5, 0.5], [1, 2], algorithm, local_steps=[1, 2])
