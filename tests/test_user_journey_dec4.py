@@ -253,3 +253,17 @@ def test_aggregate_checks_local_steps_whenever_given(algorithm):
     with pytest.raises(ValueError, match=r"^local_steps must have 2 entries"):
         aggregate([np.ones(2)] * 2, [0.5, 0.5], [1, 2], algorithm, local_steps=[1, 2, 3])
     aggregate([np.ones(2)] * 2, [0.5, 0.5], [1, 2], algorithm, local_steps=[1, 2])
+
+
+@pytest.mark.parametrize("seed", ["abc", -1, 1.5, None])
+def test_run_sequential_checks_its_seed_under_full_participation(seed):
+    """run_sequential(..., seed='abc') (or -1, 1.5, None) ran with full participation, which draws nothing;
+    run_batched and run_replicas refuse the same seed."""
+    with pytest.raises(ValueError, match=r"^seed must be an integer >= 0"):
+        _sequential(seed=seed)
+
+
+def test_run_sequential_checks_sampling_before_the_first_round():
+    """sampling='bogus' passed when rounds=0 (only each round's draw looked at it)."""
+    with pytest.raises(ValueError, match=r"^sampling must be one of"):
+        _sequential(rounds=0, sampling="bogus")

@@ -15,7 +15,7 @@ import numpy as np
 from .._validate import check_int, check_probability_vector, round_lr
 from ..algorithms import FederatedAlgorithm, RoundDiagnostics, ServerState, server_state_mismatch
 from ..solvers import LocalSolver, check_own_step, check_shared_lr
-from ..sampling import round_participation
+from ..sampling import check_sampling, round_participation
 from ..schedules import round_local_steps
 from ..tree import tree_all_finite
 
@@ -114,6 +114,8 @@ def run_sequential(algorithm: FederatedAlgorithm, params: Any, grad_fn: Callable
     """
     p = check_probability_vector("p", p)
     rounds = check_int("rounds", rounds, minimum=0)
+    seed = check_int("seed", seed)  # with full participation no draw uses it, but a wrong one is a mistake all the same
+    check_sampling(sampling, clients_per_round)
     if solver_at is not None and lr_at is not None:
         raise ValueError("solver_at and lr_at cannot be combined: each client's solver carries its own lr")
     if initial_state is None:
