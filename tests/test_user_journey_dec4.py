@@ -267,3 +267,23 @@ def test_run_sequential_checks_sampling_before_the_first_round():
     """sampling='bogus' passed when rounds=0 (only each round's draw looked at it)."""
     with pytest.raises(ValueError, match=r"^sampling must be one of"):
         _sequential(rounds=0, sampling="bogus")
+
+
+# --------------------------------------------------------------------------- train_clients' test set
+@pytest.mark.parametrize("test_x_shape, test_y_len, message", [
+    ((3, 5), 3, r"^test_x must be \(n, \*feature_shape\) with the clients' feature shape \(4,\), got shape \(3, 5\)"),
+    ((3, 4), 2, r"^test_y must hold one label per row of test_x \(3\), got shape \(2,\)")])
+def test_train_clients_names_test_x_and_test_y(test_x_shape, test_y_len, message):
+    """A test set of the wrong feature shape, or with too few labels, was refused as 'test_features /
+    test_labels must match the training features' shape': TensorEngine's parameters, which a caller of
+    train_clients never passed."""
+    import torch
+    from torch import nn
+
+    from fedlib.experiments.custom import train_clients
+
+    xs = [torch.randn(8, 4), torch.randn(6, 4)]
+    ys = [torch.randint(0, 3, (8,)), torch.randint(0, 3, (6,))]
+    with pytest.raises(ValueError, match=message):
+        train_clients(nn.Linear(4, 3), xs, ys, rounds=1, test_x=torch.randn(*test_x_shape),
+                      test_y=torch.zeros(test_y_len, dtype=torch.long))

@@ -223,7 +223,13 @@ def train_clients(model: nn.Module, client_x: Sequence[Any], client_y: Sequence[
     for i, y in enumerate(ys):
         _check_labels(y, num_classes, f"client_y[{i}]")
     if test_y is not None:
-        _check_labels(_as_tensor(test_y, "test_y"), num_classes, "test_y")
+        tx, ty = _as_tensor(test_x, "test_x"), _as_tensor(test_y, "test_y")
+        if tx.ndim < 2 or tx.shape[1:] != xs[0].shape[1:]:  # else the engine's message names its own test_features
+            raise ValueError(f"test_x must be (n, *feature_shape) with the clients' feature shape "
+                             f"{tuple(xs[0].shape[1:])}, got shape {tuple(tx.shape)}")
+        if ty.ndim != 1 or ty.shape[0] != tx.shape[0]:
+            raise ValueError(f"test_y must hold one label per row of test_x ({tx.shape[0]}), got shape {tuple(ty.shape)}")
+        _check_labels(ty, num_classes, "test_y")
     sizes = [int(x.shape[0]) for x in xs]
     offsets = np.cumsum([0] + sizes)
     parts = [np.arange(offsets[i], offsets[i + 1]) for i in range(len(sizes))]
