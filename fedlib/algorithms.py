@@ -373,6 +373,7 @@ class FederatedAlgorithm:
                              "ClientOptimizer)")
         if not tree_all_finite(agg.change):
             raise FloatingPointError(f"round {state.round}: the aggregated update is not finite (diverged)")
+        _check_state_kinds(state)
         variates = state.variates
         if variates is not None:
             if p is None:
@@ -383,6 +384,22 @@ class FederatedAlgorithm:
         w = agg.weights / agg.weights.sum()
         diag = RoundDiagnostics(clients, steps, a_norms, agg.tau_eff, agg.weights, chi_square(omega, w))
         return ServerState(params, server_state, variates, state.round + 1, state.num_clients), diag
+
+
+def _check_state_kinds(state: ServerState) -> None:
+    """Refuse a server state whose optimizer state or control variates hold another kind of array than its
+    model (numpy + torch fails deep inside the server optimizer with a TypeError): e.g. a checkpoint's state,
+    stored as numpy, whose params alone were turned back into tensors."""
+    model = [x for x in tree_leaves(state.params) if hasattr(x, "shape")]
+    if not model:
+        return
+    kind = leaf_kind(model[0])
+    for part in ("server", "variates"):
+        for x in tree_leaves(getattr(state, part)):
+            if (isinstance(x, np.ndarray) or hasattr(x, "add_")) and leaf_kind(x) != kind:
+                raise ValueError(f"state.{part} holds {leaf_kind(x)} but state.params holds {kind}: use one kind for "
+                                 "the whole server state (a checkpoint stores numpy arrays: continue a torch run with "
+                                 "fedlib.checkpoint.to_torch_tree(state, like=parameters_of(model)))")
 
 
 def apply_server_optimizer(server: ServerOptimizer, change: Any, state: ServerState, lr: float) -> tuple:

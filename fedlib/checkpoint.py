@@ -44,7 +44,8 @@ import numpy as np
 from ._io import atomic_write
 from ._validate import check_int
 
-__all__ = ["FORMAT", "FOOTER", "PARTS", "CheckpointError", "to_numpy_tree", "save_checkpoint", "load_checkpoint",
+__all__ = ["FORMAT", "FOOTER", "PARTS", "CheckpointError", "to_numpy_tree", "to_torch_tree", "save_checkpoint",
+           "load_checkpoint",
            "config_diff", "check_config", "default_checkpoint_path"]
 
 #: The ``format`` field of every checkpoint this version writes and reads.
@@ -98,6 +99,58 @@ def to_numpy_tree(obj: Any) -> Any:
     {'w': array([ 1.5 , -0.25], dtype=float32), 'steps': (array([2, 4]), 3)}
     """
     return _numpy_tree(obj, True)
+
+
+def to_torch_tree(obj: Any, like: Any) -> Any:
+    """A copy of ``obj`` (e.g. the server state of :func:`load_checkpoint`) with every numpy array turned into a
+    torch tensor on the device of ``like`` (a tensor, or a list of them such as :func:`fedlib.optim.parameters_of`
+    of the model), floating-point arrays in its dtype: the inverse of :func:`to_numpy_tree` for a run in your
+    own loop with :class:`fedlib.optim.ClientOptimizer`, whose model, server optimizer state (momentum buffer,
+    Adam's moments) and control variates must all be tensors. Numbers, ``None`` and tensors are kept;
+    NamedTuples, dicts, lists and tuples keep their types.
+
+    Example
+    -------
+    A FedNova state with server momentum saved from a float64 model, read back as numpy, continues as tensors:
+
+    >>> import os, tempfile, torch
+    >>> from fedlib.algorithms import make_algorithm
+    >>> from fedlib.optim import parameters_of
+    >>> from fedlib.server import momentum
+    >>> from fedlib.solvers import sgd
+    >>> model = torch.nn.Linear(2, 1).double()
+    >>> state = make_algorithm("fednova", sgd(0.1), momentum(0.9)).init(parameters_of(model), num_clients=2)
+    >>> with tempfile.TemporaryDirectory() as folder:
+    ...     path = save_checkpoint(os.path.join(folder, "run.ckpt"), config={}, round_done=0, state=state, history=[])
+    ...     saved = load_checkpoint(path)["state"]
+    >>> type(saved.server.buffer[0]).__name__
+    'ndarray'
+    >>> resumed = to_torch_tree(saved, like=parameters_of(model))
+    >>> resumed.params[0].dtype, type(resumed.server.buffer[0]).__name__, resumed.round
+    (torch.float64, 'Tensor', 0)
+    """
+    import torch
+
+    first = next((t for t in ([like] if isinstance(like, torch.Tensor) else list(like) if isinstance(like, (list, tuple))
+                              else []) if isinstance(t, torch.Tensor)), None)
+    if first is None:
+        raise ValueError(f"like must be a torch tensor or a list of them (parameters_of(model)), got "
+                         f"{type(like).__name__}")
+    dtype = first.dtype if first.is_floating_point() else None
+
+    def conv(x: Any) -> Any:
+        if isinstance(x, np.ndarray):
+            t = torch.as_tensor(np.array(x, copy=True), device=first.device)
+            return t.to(dtype) if dtype is not None and t.is_floating_point() else t
+        if isinstance(x, tuple) and hasattr(x, "_fields"):
+            return type(x)(*[conv(v) for v in x])
+        if isinstance(x, (list, tuple)):
+            return type(x)(conv(v) for v in x)
+        if isinstance(x, dict):
+            return {k: conv(v) for k, v in x.items()}
+        return x
+
+    return conv(obj)
 
 
 def _numpy_tree(obj: Any, copy: bool) -> Any:

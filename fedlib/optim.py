@@ -56,7 +56,8 @@ Rules, each enforced with an error rather than a silent change of the algorithm:
   local step, as eq. (4) assumes (``torch.optim.SGD`` would skip it);
 * the optimizer state is the round's :class:`fedlib.solvers.SolverState`: ``state_dict`` and
   ``load_state_dict`` raise ``NotImplementedError``, and the optimizer cannot be copied or
-  pickled (checkpoint the server state between rounds instead);
+  pickled (checkpoint the server state between rounds instead, :func:`fedlib.checkpoint.save_checkpoint`; it is
+  stored as numpy arrays, which :func:`fedlib.checkpoint.to_torch_tree` turns back into tensors to resume);
 * each parameter once (a tied weight listed twice would take every step twice).
 
 Buffers (BatchNorm running statistics) are not parameters moved by gradient steps and are
@@ -217,6 +218,9 @@ def _check_like(params: List[torch.Tensor], values, what: str, noun: str = "para
         if isinstance(values, (list, tuple)):  # name the first entry that is not a tensor (numpy arrays, say)
             k, v = next((k, v) for k, v in enumerate(values) if not isinstance(v, torch.Tensor))
             got += f" whose entry {k} is a {type(v).__module__}.{type(v).__qualname__}"
+            if hasattr(v, "__array__") and not isinstance(v, torch.Tensor):  # e.g. a checkpoint's numpy state
+                got += (" (a checkpoint stores the server state as numpy arrays: "
+                        "fedlib.checkpoint.to_torch_tree(state, like=parameters_of(model)) turns it back into tensors)")
         elif isinstance(values, dict):  # a state_dict or dict(named_parameters()): keyed by name, not in order
             got += " (keyed by name; give the tensors as a list in the model's parameter order)"
         raise ValueError(f"{what} must be a list of tensors, one per {noun} in the model's order "

@@ -207,7 +207,9 @@ def test_client_optimizer_names_numpy_arrays_and_dicts_it_cannot_take():
     opt = ClientOptimizer(model.parameters(), algo.solver)
     as_numpy = algo.init([p.numpy() for p in parameters_of(model)], 2)
     with pytest.raises(ValueError, match=r"solver_state\.params must be a list of tensors, .* got list whose entry 0 "
-                                         r"is a numpy\.ndarray$"):
+                                         r"is a numpy\.ndarray \(a checkpoint stores the server state as numpy "
+                                         r"arrays: fedlib\.checkpoint\.to_torch_tree\(state, like=parameters_of\(model\)\) "
+                                         r"turns it back into tensors\)$"):
         opt.begin(algo.client_init(as_numpy, 0))
     by_name = algo.init(model.state_dict(), 2)
     with pytest.raises(ValueError, match=r"got OrderedDict \(keyed by name; give the tensors as a list in the model's "
