@@ -284,6 +284,14 @@ class FederatedAlgorithm:
             hint = (f" (for a server optimizer by name use fedlib.server.make_server_optimizer({self.server!r}))"
                     if isinstance(self.server, str) else "")
             raise ValueError(f"server must be a fedlib.server.ServerOptimizer, got {type(self.server).__name__}{hint}")
+        contracts = {"init": "init(params) -> state",
+                     "update": "update(change, state, params, lr) -> (new_params, new_state)"}
+        for part, contract in contracts.items():  # a NamedTuple takes anything: refuse a malformed one here
+            if not callable(getattr(self.server, part)):
+                raise ValueError(f"server.{part} must be callable, {contract}, got "
+                                 f"{type(getattr(self.server, part)).__name__}")
+        if not isinstance(self.server.name, str) or not self.server.name:
+            raise ValueError(f"server.name must be a non-empty string (it labels results), got {self.server.name!r}")
         if self.name == "fedprox" and self.solver.mu <= 0:
             raise ValueError("mu must be > 0 for fedprox (use a proximal solver)")
         if self.tau_eff is not None and self.aggregation != "fednova":
@@ -437,9 +445,17 @@ def apply_server_optimizer(server: ServerOptimizer, change: Any, state: ServerSt
         same = False
     if not same:
         got = [tuple(np.shape(v)) for v in tree_leaves(params)] if not np.isscalar(params) else type(params).__name__
+        kinds = ""
+        try:
+            k = tree_kind_mismatch(params, state.params) if tree_structure_equal(params, state.params) else None
+        except (TypeError, ValueError):
+            k = None
+        if k is not None:
+            kinds = (f" (leaf {k} is {leaf_kind(tree_leaves(params)[k])}, state.params holds "
+                     f"{leaf_kind(tree_leaves(state.params)[k])})")
         raise ValueError(f"server optimizer {server.name!r}: update must return (new_params, new_state) with "
                          "new_params of the structure and leaf shapes of state.params (and its array kind), got "
-                         f"leaf shapes {got} for {[tuple(np.shape(v)) for v in tree_leaves(state.params)]}")
+                         f"leaf shapes {got} for {[tuple(np.shape(v)) for v in tree_leaves(state.params)]}{kinds}")
     own = getattr(server.update, "__module__", None) != "fedlib.server"  # fedlib's are tested; yours is checked
     if own and not tree_all_finite(params):
         raise FloatingPointError(f"round {state.round}: server optimizer {server.name!r} returned a model that is not "

@@ -373,3 +373,39 @@ def test_to_torch_tree_refuses_a_like_without_tensors():
 
     with pytest.raises(ValueError, match=r"^like must be a torch tensor or a list of them"):
         to_torch_tree([np.zeros(1)], like=[np.zeros(1)])
+
+
+# --------------------------------------------------------------------------- your own server optimizer
+@pytest.mark.parametrize("init, update, name, message", [
+    (None, "ok", "mine", r"^server\.init must be callable, init\(params\) -> state, got NoneType"),
+    ("ok", 3, "mine", r"^server\.update must be callable, update\(change, state, params, lr\)"),
+    ("ok", "ok", 5, r"^server\.name must be a non-empty string \(it labels results\), got 5"),
+    ("ok", "ok", "", r"^server\.name must be a non-empty string")])
+def test_make_algorithm_refuses_a_malformed_server_optimizer(init, update, name, message):
+    """ServerOptimizer(None, update, 'mine') was taken by make_algorithm and failed at algo.init with TypeError
+    "'NoneType' object is not callable"; a non-callable update failed in round 0, a name of 5 labelled results."""
+    from fedlib.algorithms import make_algorithm
+    from fedlib.server import PlainState, ServerOptimizer
+    from fedlib.solvers import sgd
+
+    init = (lambda params: PlainState(0)) if init == "ok" else init
+    update = (lambda change, state, params, lr: (params + change, state)) if update == "ok" else update
+    with pytest.raises(ValueError, match=message):
+        make_algorithm("fednova", sgd(0.1), ServerOptimizer(init, update, name))
+
+
+def test_server_optimizer_returning_another_array_kind_says_so():
+    """A server optimizer returning a torch tensor for a numpy model was refused with 'got leaf shapes [(2,)] for
+    [(2,)]', two equal shapes and no word of the kinds that differ."""
+    import numpy as np
+    import torch
+
+    from fedlib.algorithms import apply_server_optimizer, make_algorithm
+    from fedlib.server import PlainState, ServerOptimizer
+    from fedlib.solvers import sgd
+
+    to_torch = ServerOptimizer(lambda params: PlainState(0),
+                               lambda change, state, params, lr: (torch.as_tensor(params + change), state), "to-torch")
+    state = make_algorithm("fednova", sgd(0.1), to_torch).init(np.zeros(2), 2)
+    with pytest.raises(ValueError, match=r"\(leaf 0 is torch tensors, state\.params holds numpy arrays\)$"):
+        apply_server_optimizer(to_torch, np.ones(2), state, 0.1)
