@@ -409,3 +409,19 @@ def test_server_optimizer_returning_another_array_kind_says_so():
     state = make_algorithm("fednova", sgd(0.1), to_torch).init(np.zeros(2), 2)
     with pytest.raises(ValueError, match=r"\(leaf 0 is torch tensors, state\.params holds numpy arrays\)$"):
         apply_server_optimizer(to_torch, np.ones(2), state, 0.1)
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    ({"solver_at": "solver"}, r"^solver_at must be a callable \(round, client\) -> LocalSolver, got LocalSolver "
+                              r"\(one solver for every client: make_algorithm\(name, solver\)\)"),
+    ({"lr_at": 0.1}, r"^lr_at must be a callable round -> client lr, got float"),
+    ({"metric_fn": "loss"}, r"^metric_fn must be a callable \(params, round\) -> value, got str")])
+def test_run_sequential_names_a_hook_that_is_not_callable(kwargs, message):
+    """solver_at=sgd(0.1) (a solver, not a function of round and client) failed in round 0 with TypeError
+    "'LocalSolver' object is not callable"; lr_at=0.1 with "'float' object is not callable"."""
+    from fedlib.solvers import sgd
+
+    if kwargs.get("solver_at") == "solver":
+        kwargs = {"solver_at": sgd(0.1)}
+    with pytest.raises(ValueError, match=message):
+        _sequential(**kwargs)
