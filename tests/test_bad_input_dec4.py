@@ -1,0 +1,39 @@
+"""Bad-input audit (Dec 4, fuzz of the public API with NaN / inf / negative / bool / float / wrong-length
+arguments substituted one at a time into each function's >>> example): the inputs that were accepted
+silently, or failed with a message that did not name the argument. Each test fails on the code before
+its fix."""
+import math
+
+import numpy as np
+import pytest
+
+
+@pytest.mark.parametrize("factor", [float("nan"), float("inf"), -1.0, 0.0, True, 10.0])
+def test_step_decay_lr_refuses_a_factor_outside_0_1(factor):
+    """Was: factor = nan gave lr nan after the first milestone, -1 a negative lr, 0 a zero lr, 10 a
+    growing one."""
+    from fedlib.schedules import step_decay_lr
+
+    with pytest.raises(ValueError, match="^factor must"):
+        step_decay_lr(1.0, 3, total_rounds=4, factor=factor)
+
+
+@pytest.mark.parametrize("milestones, match", [((float("nan"),), r"milestones\[0\]"), ((0.5, -5.0), r"milestones\[1\]"),
+                                               ((1.5,), r"milestones\[0\]"), (0.5, "^milestones must be a sequence"),
+                                               ("ab", "^milestones must be a sequence")])
+def test_step_decay_lr_refuses_bad_milestones(milestones, match):
+    """Was: a NaN milestone failed in math.floor ('cannot convert float NaN to integer'), a negative one
+    decayed from round 1, a bare number failed with "'float' object is not iterable"."""
+    from fedlib.schedules import step_decay_lr
+
+    with pytest.raises(ValueError, match=match):
+        step_decay_lr(1.0, 3, total_rounds=4, milestones=milestones)
+
+
+def test_step_decay_lr_valid_edges_still_accepted():
+    from fedlib.schedules import step_decay_lr
+
+    assert step_decay_lr(1.0, 3, 4, factor=1.0) == 1.0       # no decay
+    assert step_decay_lr(1.0, 3, 4, milestones=()) == 1.0    # no milestone
+    assert step_decay_lr(1.0, 3, 4, milestones=[0.0, 1.0], factor=0.5) == 0.5   # round max(1, 0) and round 4
+    assert math.isclose(step_decay_lr(0.2, 75, 100), 0.002)
