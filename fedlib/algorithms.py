@@ -222,6 +222,7 @@ def check_client_indices(clients: Any, num_clients: Optional[int]) -> None:
         raise ValueError(f"client must be an integer index, got {bad!r}")
     if num_clients is None:
         return
+    num_clients = check_int("num_clients", num_clients, minimum=1)
     bad = clients[(clients < 0) | (clients >= num_clients)]
     if bad.size:
         raise ValueError(f"client {int(bad[0])} is not one of the {num_clients} clients given to init "

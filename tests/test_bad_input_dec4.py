@@ -37,3 +37,41 @@ def test_step_decay_lr_valid_edges_still_accepted():
     assert step_decay_lr(1.0, 3, 4, milestones=()) == 1.0    # no milestone
     assert step_decay_lr(1.0, 3, 4, milestones=[0.0, 1.0], factor=0.5) == 0.5   # round max(1, 0) and round 4
     assert math.isclose(step_decay_lr(0.2, 75, 100), 0.002)
+
+
+@pytest.mark.parametrize("clients, num_clients, match", [
+    ([float("nan"), 1], 3, "^client must be an integer index"),
+    ([0.5, 2], 3, "^client must be an integer index"),
+    ([True], 3, "^client must be an integer index"),
+    ([1], float("nan"), "^num_clients must be an integer >= 1"),
+    ([1], 2.5, "^num_clients must be an integer >= 1"),
+])
+def test_check_client_indices_refuses_non_integer_indices(clients, num_clients, match):
+    """Was: NaN and 0.5 passed both range comparisons (nan < 0 and nan >= 3 are False), so
+    check_client_indices([nan, 1], 3) returned None; num_clients = nan let every index through."""
+    from fedlib.algorithms import check_client_indices
+
+    with pytest.raises(ValueError, match=match):
+        check_client_indices(clients, num_clients)
+
+
+def test_check_client_indices_still_takes_integer_and_empty_indices():
+    from fedlib.algorithms import check_client_indices
+
+    check_client_indices(np.array([0, 2]), np.int64(3))
+    check_client_indices(np.array([], dtype=float), 3)   # a rank without clients (distributed_apply)
+    check_client_indices([0, 7], None)                     # no range check without num_clients (documented)
+    with pytest.raises(ValueError, match="^client must be an integer index, got 0.5"):
+        check_client_indices([0.5], None)                  # but an index is an integer even then
+
+
+def test_client_init_refuses_a_fractional_client():
+    """Was: FedAvg (no variates) started a solver for 'client 1.5' without a word."""
+    from fedlib.algorithms import make_algorithm
+    from fedlib.solvers import sgd
+
+    algo = make_algorithm("fedavg", sgd(0.1))
+    state = algo.init(np.zeros(1), 3)
+    with pytest.raises(ValueError, match="^client must be an integer index"):
+        algo.client_init(state, 1.5)
+    algo.client_init(state, np.int64(2))
