@@ -34,7 +34,7 @@ from typing import Any, NamedTuple, Sequence
 
 import numpy as np
 
-from ._validate import check_choice, check_local_steps, check_positive, check_probability_vector, check_weights
+from ._validate import check_choice, check_int, check_local_steps, check_positive, check_probability_vector, check_weights
 from .tree import tree_leaves, tree_map, tree_stacked_weighted_sum, tree_zeros_like
 
 __all__ = ["VARIANCE_REDUCTIONS", "ControlVariates", "init_control_variates", "control_variates", "correction",
@@ -102,9 +102,8 @@ def init_control_variates(params: Any, num_clients: int, kind: str = "scaffold")
     ((3, 2), (3,), (2,), 'scaffold')
     """
     check_choice("kind", kind, VARIANCE_REDUCTIONS)
-    if not isinstance(num_clients, (int, np.integer)) or num_clients < 1:
-        raise ValueError(f"num_clients must be an integer >= 1, got {num_clients!r}")
-    return ControlVariates(_stack_zeros(params, int(num_clients)), tree_zeros_like(tree_map(_float_copy, params)), kind)
+    num_clients = check_int("num_clients", num_clients, minimum=1)  # a bool is no count (True made 1 client)
+    return ControlVariates(_stack_zeros(params, num_clients), tree_zeros_like(tree_map(_float_copy, params)), kind)
 
 
 def control_variates(client: Any, p: Any, kind: str = "scaffold") -> ControlVariates:

@@ -75,3 +75,12 @@ def test_client_init_refuses_a_fractional_client():
     with pytest.raises(ValueError, match="^client must be an integer index"):
         algo.client_init(state, 1.5)
     algo.client_init(state, np.int64(2))
+
+
+def test_init_control_variates_refuses_a_bool_num_clients():
+    """Was: True is an int, so init_control_variates(params, True) made variates for 1 client."""
+    from fedlib.variance import init_control_variates
+
+    with pytest.raises(ValueError, match=r"^num_clients must be an integer >= 1, got True"):
+        init_control_variates(np.zeros(2), True)
+    assert init_control_variates(np.zeros(2), np.int64(2)).client.shape == (2, 2)
