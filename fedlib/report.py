@@ -9,13 +9,30 @@ import numpy as np
 __all__ = ["markdown_table", "transposed_markdown_table", "fmt", "plus_minus"]
 
 
+def _formats(probe: Any, spec: Any) -> bool:
+    try:
+        format(probe, spec)
+    except (TypeError, ValueError):
+        return False
+    return True
+
+
 def fmt(value: Any, spec: str = ".3g") -> str:
     """Format numbers with ``spec`` (floats) and leave everything else as ``str``: a string is
     kept as it is, even one that reads as a number (``"0.01"`` stays ``"0.01"``).
 
     >>> fmt(0.01, ".4f"), fmt("0.01", ".4f"), fmt(3, ".4f"), fmt(np.int64(12345)), fmt(None)
     ('0.0100', '0.01', '3', '12345', 'None')
+
+    A ``spec`` that formats neither a float nor a string is an error, not a silent ``str``:
+
+    >>> fmt(0.01, ".4 f")
+    Traceback (most recent call last):
+    ...
+    ValueError: spec must be a format spec of floats (e.g. '.3g') or strings ('s'), got '.4 f'
     """
+    if not any(_formats(probe, spec) for probe in (0.0, "")):  # "s" is for pre-formatted cells: floats as str
+        raise ValueError(f"spec must be a format spec of floats (e.g. '.3g') or strings ('s'), got {spec!r}")
     if isinstance(value, (np.bool_, bool)):
         return str(bool(value))
     if isinstance(value, (numbers.Integral, str)):  # int and numpy integers alike

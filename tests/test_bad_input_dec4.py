@@ -84,3 +84,23 @@ def test_init_control_variates_refuses_a_bool_num_clients():
     with pytest.raises(ValueError, match=r"^num_clients must be an integer >= 1, got True"):
         init_control_variates(np.zeros(2), True)
     assert init_control_variates(np.zeros(2), np.int64(2)).client.shape == (2, 2)
+
+
+@pytest.mark.parametrize("spec", ["bogus", ".4 f", 3, None])
+def test_fmt_refuses_a_spec_that_formats_nothing(spec):
+    """Was: format(0.01, spec) raised and fmt fell back to str(value), so a typo in a table's spec
+    printed every number unformatted (fmt(0.0123456, "bogus") == "0.0123456", markdown_table the same)."""
+    from fedlib.report import fmt, markdown_table, plus_minus
+
+    with pytest.raises(ValueError, match="^spec must be a format spec"):
+        fmt(0.0123456, spec)
+    with pytest.raises(ValueError, match="^spec must be a format spec"):
+        plus_minus(0.25, 0.01, spec)
+    with pytest.raises(ValueError, match="^spec must be a format spec"):
+        markdown_table(["a"], [[0.5]], spec=spec)
+
+
+def test_fmt_string_specs_still_print_floats_as_str():
+    from fedlib.report import fmt
+
+    assert fmt(0.1234567, "s") == "0.1234567" and fmt(0.5, "") == "0.5" and fmt(0.01, ".4f") == "0.0100"
