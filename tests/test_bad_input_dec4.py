@@ -104,3 +104,39 @@ def test_fmt_string_specs_still_print_floats_as_str():
     from fedlib.report import fmt
 
     assert fmt(0.1234567, "s") == "0.1234567" and fmt(0.5, "") == "0.5" and fmt(0.01, ".4f") == "0.0100"
+
+
+@pytest.mark.parametrize("seed", [float("nan"), 2.5, True, "a", -1])
+def test_result_name_refuses_a_seed_that_is_no_integer(seed):
+    """Was: result_name('fedavg', nan) == 'fedavg__seednan.json' (and 'seedTrue', 'seed2.5'): a file
+    name that load_table1_results never reads back as a seed."""
+    from fedlib.experiments.cifar10 import result_name
+
+    with pytest.raises(ValueError, match="^seed must be an integer >= 0"):
+        result_name("fedavg", seed)
+    with pytest.raises(ValueError, match="^cell_id must be a string"):
+        result_name(3, 0)
+    assert result_name("fedavg", np.int64(2)) == "fedavg__seed2.json"
+
+
+@pytest.mark.parametrize("num_train, num_test", [(float("nan"), 10), (float("inf"), 10), (-1, 10), (0, 10), (2.5, 10),
+                                                 (100, float("nan")), (100, -1), (100, True)])
+def test_round_work_refuses_bad_sizes(num_train, num_test):
+    """Was: round_work('2-5', nan, 10) was nan, with -1 training images a negative work
+    (-0.17), so Table 1's time estimates were nan or negative."""
+    from fedlib.experiments.cifar10 import round_work
+
+    with pytest.raises(ValueError, match="^num_t(rain|est) must be an integer"):
+        round_work("2-5", num_train, num_test)
+    assert round_work("2", 300, 0) == 600.0
+
+
+@pytest.mark.parametrize("mu", [float("nan"), float("inf"), -1.0, "a"])
+def test_quadratic_algorithm_checks_mu_even_where_it_is_unused(mu):
+    """Was: quadratic_algorithm('fednova', 0.1, mu=nan) (or mu='a', mu=-1) returned plain SGD without a word;
+    a finite mu >= 0 is still ignored there (documented)."""
+    from fedlib.experiments.quadratic import quadratic_algorithm
+
+    with pytest.raises(ValueError, match="^mu must be a finite number >= 0"):
+        quadratic_algorithm("fednova", 0.1, mu)
+    assert quadratic_algorithm("fednova", 0.1, 7.0).solver.mu == 0.0

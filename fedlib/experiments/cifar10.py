@@ -196,8 +196,11 @@ def official_partition(labels, num_clients: int = PAPER["num_clients"], alpha: f
 
 
 def result_name(cell_id: str, seed: int) -> str:
-    """The file name of Table 1 cell ``cell_id``'s run with ``seed``: ``<cell_id>__seed<seed>.json``."""
-    return f"{cell_id}__seed{seed}.json"
+    """The file name of Table 1 cell ``cell_id``'s run with ``seed``: ``<cell_id>__seed<seed>.json``
+    (``seed`` an integer >= 0, ``cell_id`` a string; ``ValueError`` otherwise)."""
+    if not isinstance(cell_id, str):
+        raise ValueError(f"cell_id must be a string (a Table 1 cell id), got {cell_id!r}")
+    return f"{cell_id}__seed{check_int('seed', seed)}.json"
 
 
 # ============================================================================ training
@@ -527,7 +530,10 @@ def round_work(epochs: str, num_train: int, num_test: int) -> float:
     r"""Work of one round of one run, in training-image equivalents: every epoch passes
     all ``num_train`` images once (last partial batches kept), so
     :math:`\bar E\,N_{train}`, plus the evaluation's forward pass over the test set
-    (about a third of a training step per image). The unit of Table 1's time estimates."""
+    (about a third of a training step per image). The unit of Table 1's time estimates.
+    ``num_train`` must be an integer >= 1, ``num_test`` one >= 0 (``ValueError`` otherwise)."""
+    num_train = check_int("num_train", num_train, minimum=1)
+    num_test = check_int("num_test", num_test)
     return mean_epochs(epochs) * float(num_train) + float(num_test) / 3.0
 
 

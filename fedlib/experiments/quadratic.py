@@ -22,7 +22,7 @@ from typing import Any, Mapping, NamedTuple, Optional, Sequence
 
 import numpy as np
 
-from .._validate import check_choice, check_finite_array, check_int, check_local_steps, check_positive
+from .._validate import check_choice, check_finite_array, check_int, check_local_steps, check_nonnegative, check_positive
 from ..algorithms import FederatedAlgorithm, make_algorithm
 from ..engines.reference import run_sequential
 from ..plotting import ALGORITHM_COLORS
@@ -70,8 +70,9 @@ CLOSED_FORM = ("fedavg", "fedprox", "fednova")
 def quadratic_algorithm(name: str, lr: float, mu: float = 0.0) -> FederatedAlgorithm:
     r"""``name`` (``fedavg``, ``fedprox``, ``fednova``, ``vrlsgd``) with local (full-batch)
     gradient descent at step ``lr``; FedProx uses the proximal solver with ``mu`` > 0,
-    the others plain SGD (``mu`` is ignored for them)."""
+    the others plain SGD (``mu`` is ignored for them, but must still be a finite number >= 0)."""
     check_choice("name", name, tuple(LABELS))
+    mu = check_nonnegative("mu", mu)  # mu = nan or "a" passed silently with fedavg / fednova / vrlsgd
     if name == "fedprox":
         return make_algorithm(name, proximal_sgd(lr, check_positive("mu", mu)))
     return make_algorithm(name, sgd(lr))
