@@ -71,8 +71,11 @@ TAU_EFF_POLICIES = ("a_norm", "local_steps")
 TauEff = Union[None, str, float]
 
 
-def _check_a_norms(a_norms: Any, size: int) -> np.ndarray:
-    a = check_weights("a_norms", a_norms, size=size)
+def _check_a_norms(a_norms: Any, size: int, weights: str) -> np.ndarray:
+    a = check_weights("a_norms", a_norms)
+    if a.size != size:  # name both: the wrong one may be the weights (check_weights' message blamed a_norms alone)
+        raise ValueError(f"a_norms and {weights} must have one entry per client, got {a.size} a_norms and "
+                         f"{size} {weights}")
     if np.any(a <= 0):
         bad = int(np.flatnonzero(a <= 0)[0])
         raise ValueError(f"a_norms must be > 0 for every client (client {bad} has {plain(a[bad])!r})")
@@ -125,7 +128,7 @@ def fedavg_weights(p: Any, a_norms: Any) -> tuple[float, np.ndarray]:
     (4.0, [0.25, 0.75])
     """
     p = check_probability_vector("p", p)
-    a = _check_a_norms(a_norms, p.size)
+    a = _check_a_norms(a_norms, p.size, "p")
     return _fedavg(p, a)
 
 
@@ -203,7 +206,7 @@ def fednova_weights(p: Any, a_norms: Any, tau_eff: TauEff = None, local_steps: A
     4.0
     """
     p = check_probability_vector("p", p)
-    a = _check_a_norms(a_norms, p.size)
+    a = _check_a_norms(a_norms, p.size, "p")
     return _tau_eff_value(tau_eff, p, a, local_steps), p.copy()
 
 
@@ -233,7 +236,7 @@ def effective_weights(algorithm: str, client_weights: Any, a_norms: Any, tau_eff
     w = check_weights("client_weights", client_weights)
     if w.sum() <= 0:
         raise ValueError("client_weights must not all be zero")
-    a = _check_a_norms(a_norms, w.size)
+    a = _check_a_norms(a_norms, w.size, "client_weights")
     if local_steps is not None:  # used by tau_eff="local_steps" only, but a wrong one is a mistake all the same
         local_steps = check_local_steps("local_steps", local_steps, size=w.size)
     if algorithm == "fedavg":
@@ -260,7 +263,7 @@ def aggregation_coefficients(tau_eff: float, weights: Any, a_norms: Any) -> np.n
     """
     tau_eff = check_positive("tau_eff", tau_eff)
     w = check_weights("weights", weights)
-    a = _check_a_norms(a_norms, w.size)
+    a = _check_a_norms(a_norms, w.size, "weights")
     return tau_eff * w / a
 
 

@@ -140,3 +140,19 @@ def test_quadratic_algorithm_checks_mu_even_where_it_is_unused(mu):
     with pytest.raises(ValueError, match="^mu must be a finite number >= 0"):
         quadratic_algorithm("fednova", 0.1, mu)
     assert quadratic_algorithm("fednova", 0.1, 7.0).solver.mu == 0.0
+
+
+def test_a_norms_length_mismatch_names_both_arguments():
+    """Was: effective_weights('fednova', [1.0], [2.0, 6.0]) said 'a_norms must have 1 entries (one per
+    client), got 2', blaming a_norms when the short one was client_weights."""
+    from fedlib.rule import aggregate, aggregation_coefficients, effective_weights, fedavg_weights
+
+    with pytest.raises(ValueError, match="^a_norms and client_weights must have one entry per client, got 2 a_norms "
+                                         "and 1 client_weights"):
+        effective_weights("fednova", [1.0], [2.0, 6.0])
+    with pytest.raises(ValueError, match="^a_norms and client_weights must have one entry per client"):
+        aggregate([np.ones(1)] * 2, [0.5, 0.25, 0.25], [1.0, 2.0])
+    with pytest.raises(ValueError, match="^a_norms and weights must have one entry per client, got 2 a_norms and 3"):
+        aggregation_coefficients(4.0, [0.5, 0.25, 0.25], [2.0, 6.0])
+    with pytest.raises(ValueError, match="^a_norms and p must have one entry per client"):
+        fedavg_weights([0.5, 0.5], [2.0])
