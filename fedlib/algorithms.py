@@ -434,7 +434,13 @@ def apply_server_optimizer(server: ServerOptimizer, change: Any, state: ServerSt
     Traceback (most recent call last):
     ...
     ValueError: server optimizer 'wrong': update must return (new_params, new_state) with new_params ... got leaf shapes [(2,)] for [(1,)]
+
+    ``lr`` must be a finite number > 0 and ``change`` finite (as :meth:`FederatedAlgorithm.apply`
+    checks them): fedlib's own server optimizers would turn a NaN into the model without a word.
     """
+    lr = check_positive("lr", lr)
+    if not tree_all_finite(change):
+        raise FloatingPointError(f"round {state.round}: the aggregated update is not finite (diverged)")
     out = server.update(change, state.server, state.params, lr)
     if not isinstance(out, tuple) or len(out) != 2:
         raise ValueError(f"server optimizer {server.name!r}: update(change, state, params, lr) must return "

@@ -156,3 +156,31 @@ def test_a_norms_length_mismatch_names_both_arguments():
         aggregation_coefficients(4.0, [0.5, 0.25, 0.25], [2.0, 6.0])
     with pytest.raises(ValueError, match="^a_norms and p must have one entry per client"):
         fedavg_weights([0.5, 0.5], [2.0])
+
+
+@pytest.mark.parametrize("lr", [float("nan"), float("inf"), -1.0, 0.0, True])
+def test_apply_server_optimizer_checks_lr(lr):
+    """Was: apply_server_optimizer(plain(), change, state, nan) returned the moved model (the plain
+    server does not use lr), so a NaN client rate went unnoticed where apply would refuse it."""
+    from fedlib.algorithms import apply_server_optimizer, make_algorithm
+    from fedlib.server import plain
+    from fedlib.solvers import sgd
+
+    state = make_algorithm("fedavg", sgd(0.1)).init(np.ones(1), 2)
+    with pytest.raises(ValueError, match="^lr must be a finite number > 0"):
+        apply_server_optimizer(plain(), np.array([-2.0]), state, lr)
+
+
+@pytest.mark.parametrize("bad", [float("nan"), float("inf")])
+def test_apply_server_optimizer_refuses_a_non_finite_change(bad):
+    """Was: the plain server (and momentum, adam) turned a NaN aggregate into a NaN model without a word:
+    apply_server_optimizer(plain(), [nan], state, 0.1) returned (array([nan]), ...)."""
+    from fedlib.algorithms import apply_server_optimizer, make_algorithm
+    from fedlib.server import plain
+    from fedlib.solvers import sgd
+
+    state = make_algorithm("fedavg", sgd(0.1)).init(np.ones(1), 2)
+    with pytest.raises(FloatingPointError, match="aggregated update is not finite"):
+        apply_server_optimizer(plain(), np.array([bad]), state, 0.1)
+    params, _ = apply_server_optimizer(plain(), np.array([-2.0]), state, 0.1)
+    assert params.tolist() == [-1.0]
