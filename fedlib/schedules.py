@@ -17,6 +17,7 @@ import dataclasses
 import functools
 
 import math
+import numbers
 
 import numpy as np
 
@@ -230,6 +231,11 @@ def round_local_steps(schedule, round_index: int, num_clients: int) -> np.ndarra
     return check_int_array(f"schedule.local_steps({round_index})", steps, size=num_clients, minimum=0)
 
 
+def _is_real(x) -> bool:
+    """A real number that is no bool (``True`` is an ``int``, but no probability or factor)."""
+    return isinstance(x, numbers.Real) and not isinstance(x, (bool, np.bool_))
+
+
 def whole_steps(work) -> np.ndarray:
     r""":math:`\lfloor x\rfloor` of a number of steps :math:`x = T s` computed in floating point,
     forgiving the few ulps by which a product that is a whole number in decimal falls below it
@@ -243,8 +249,12 @@ def whole_steps(work) -> np.ndarray:
     >>> import numpy as np
     >>> float(np.floor(100 * 0.29)), float(whole_steps(100 * 0.29)), float(whole_steps(2.5))
     (28.0, 29.0, 2.0)
+
+    ``work`` must be finite and >= 0 (a step count; ``ValueError`` otherwise).
     """
-    work = np.asarray(work, dtype=np.float64)
+    work = check_finite_array("work", work)  # NaN gave NaN steps, -2.5 gave -3
+    if np.any(work < 0):
+        raise ValueError(f"work must be >= 0 (a number of steps), got min {plain(work.min())!r}")
     return np.floor(work * (1.0 + 8.0 * np.finfo(np.float64).eps))
 
 
@@ -293,11 +303,11 @@ class WallClock:
         object.__setattr__(self, "speeds", tuple(float(v) for v in s))
         object.__setattr__(self, "round_seconds", check_positive("round_seconds", round_seconds))
         object.__setattr__(self, "jitter", check_nonnegative("jitter", jitter))
-        if not 0 <= straggler_prob <= 1:
-            raise ValueError(f"straggler_prob must lie in [0, 1], got {straggler_prob!r}")
+        if not _is_real(straggler_prob) or not 0 <= straggler_prob <= 1:  # True was 1.0, "a" a TypeError
+            raise ValueError(f"straggler_prob must lie in [0, 1], got {plain(straggler_prob)!r}")
         object.__setattr__(self, "straggler_prob", float(straggler_prob))
-        if not 0 < straggler_factor <= 1:
-            raise ValueError(f"straggler_factor must lie in (0, 1], got {straggler_factor!r}")
+        if not _is_real(straggler_factor) or not 0 < straggler_factor <= 1:
+            raise ValueError(f"straggler_factor must lie in (0, 1], got {plain(straggler_factor)!r}")
         object.__setattr__(self, "straggler_factor", float(straggler_factor))
         object.__setattr__(self, "seed", check_int("seed", seed))
 

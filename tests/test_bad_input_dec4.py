@@ -184,3 +184,25 @@ def test_apply_server_optimizer_refuses_a_non_finite_change(bad):
         apply_server_optimizer(plain(), np.array([bad]), state, 0.1)
     params, _ = apply_server_optimizer(plain(), np.array([-2.0]), state, 0.1)
     assert params.tolist() == [-1.0]
+
+
+@pytest.mark.parametrize("work", [float("nan"), float("inf"), -2.5, [1.0, float("nan")], "a"])
+def test_whole_steps_refuses_non_finite_or_negative_work(work):
+    """Was: whole_steps(nan) was nan, whole_steps(inf) inf and whole_steps(-2.5) -3.0 steps."""
+    from fedlib.schedules import whole_steps
+
+    with pytest.raises(ValueError, match="^work (must|contains)"):
+        whole_steps(work)
+    assert whole_steps([0.0, 100 * 0.29]).tolist() == [0.0, 29.0]
+
+
+@pytest.mark.parametrize("kw", [dict(straggler_prob=True), dict(straggler_prob="a"),
+                                dict(straggler_factor=True), dict(straggler_factor="a")])
+def test_wall_clock_refuses_bool_or_text_probabilities(kw):
+    """Was: WallClock(..., straggler_prob=True) made every client a straggler every round (True == 1.0),
+    straggler_factor=True meant no slowdown; straggler_prob='a' failed with "'<=' not supported"."""
+    from fedlib.schedules import WallClock
+
+    with pytest.raises(ValueError, match=f"^{next(iter(kw))} must lie in"):
+        WallClock([10.0, 2.5], 1.0, **kw)
+    assert WallClock([10.0], 1.0, straggler_prob=np.float64(0.5), straggler_factor=1).straggler_prob == 0.5
