@@ -68,6 +68,7 @@ from typing import Any, Iterator, Mapping, Optional, Sequence
 import numpy as np
 
 from ._io import atomic_write, read_json
+from ._validate import check_nonnegative
 
 __all__ = ["SCHEMA", "HISTORY_KEYS", "PROVENANCE_KEYS", "git_commit", "device_name", "make_provenance", "RunClock",
            "recorded_command",
@@ -231,7 +232,7 @@ def make_provenance(started: float, finished: float, device: Any = "cpu", comman
     ``UserWarning`` is issued. Without ``git_start`` the commit read now is recorded and
     no comparison is made. ``command`` defaults to the current command line (see
     :func:`recorded_command`). Times are written as UTC ISO 8601 stamps, ``wall_time_s`` their
-    difference.
+    difference; each must be a finite number >= 0 (``ValueError`` naming it otherwise).
 
     Example
     -------
@@ -243,6 +244,8 @@ def make_provenance(started: float, finished: float, device: Any = "cpu", comman
     """
     from . import __version__
 
+    # nan failed in datetime ("Invalid value NaN"), inf with an OverflowError about time_t
+    started, finished = check_nonnegative("started", started), check_nonnegative("finished", finished)
     sha, dirty = git_commit()
     prov = {
         "fedlib": __version__,

@@ -206,3 +206,15 @@ def test_wall_clock_refuses_bool_or_text_probabilities(kw):
     with pytest.raises(ValueError, match=f"^{next(iter(kw))} must lie in"):
         WallClock([10.0, 2.5], 1.0, **kw)
     assert WallClock([10.0], 1.0, straggler_prob=np.float64(0.5), straggler_factor=1).straggler_prob == 0.5
+
+
+@pytest.mark.parametrize("started, finished, name", [(float("nan"), 1.0, "started"), (0.0, float("inf"), "finished"),
+                                                     (0.0, float("-inf"), "finished"), ("a", 1.0, "started")])
+def test_make_provenance_names_a_bad_time(started, finished, name):
+    """Was: nan failed inside datetime ('Invalid value NaN (not a number)'), inf with an OverflowError
+    about the platform's time_t, a string with "'str' object cannot be interpreted as an integer"."""
+    from fedlib.results import make_provenance
+
+    with pytest.raises(ValueError, match=f"^{name} must be a finite number >= 0"):
+        make_provenance(started, finished, command="x")
+    assert make_provenance(np.float64(10.0), 12.5, command="x")["wall_time_s"] == 2.5
