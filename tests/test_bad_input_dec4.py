@@ -218,3 +218,15 @@ def test_make_provenance_names_a_bad_time(started, finished, name):
     with pytest.raises(ValueError, match=f"^{name} must be a finite number >= 0"):
         make_provenance(started, finished, command="x")
     assert make_provenance(np.float64(10.0), 12.5, command="x")["wall_time_s"] == 2.5
+
+
+@pytest.mark.parametrize("tau1, tau2_values, name", [(True, [2], "tau1"), (1, [True], r"tau2_values\[0\]"),
+                                                     (1, [2, 2.5], r"tau2_values\[1\]")])
+def test_two_client_sweep_refuses_bool_step_counts(tau1, tau2_values, name):
+    """Was: np.array([True, 2]) is [1, 2], so two_client_sweep(True, [2], 0.1) ran tau1 = 1 and recorded
+    TwoClientPoint(tau1=1, ...); a step count of 2.5 failed as 'local_steps must hold integers'."""
+    from fedlib.experiments.quadratic import two_client_sweep
+
+    with pytest.raises(ValueError, match=f"^{name} must be an integer >= 1"):
+        two_client_sweep(tau1, tau2_values, 0.1, reduction=1e-3)
+    assert two_client_sweep(1, [2.0], 0.1, reduction=1e-3)[0].tau2 == 2

@@ -22,7 +22,8 @@ from typing import Any, Mapping, NamedTuple, Optional, Sequence
 
 import numpy as np
 
-from .._validate import check_choice, check_finite_array, check_int, check_local_steps, check_nonnegative, check_positive
+from .._validate import (check_choice, check_count, check_finite_array, check_int, check_local_steps, check_nonnegative,
+                         check_positive, check_sequence)
 from ..algorithms import FederatedAlgorithm, make_algorithm
 from ..engines.reference import run_sequential
 from ..plotting import ALGORITHM_COLORS
@@ -296,6 +297,10 @@ def two_client_sweep(tau1: int, tau2_values: Sequence[int], lr: float, a: float 
     round map has contracted by ``reduction``; return :math:`\|\nabla F(x^{(T,0)})\|^2` per algorithm."""
     from ..schedules import FixedSteps
 
+    # np.array([True, 2]) is [1, 2]: a bool passed as a step count, unchecked below
+    tau1 = check_count("tau1", tau1, minimum=1)
+    tau2_values = [check_count(f"tau2_values[{k}]", t, minimum=1)
+                   for k, t in enumerate(check_sequence("tau2_values", tau2_values, "step counts"))]
     problem = two_client_problem(a)
     out = []
     for tau2 in tau2_values:
