@@ -335,10 +335,11 @@ class WallClock:
 
     def _steps_at(self, rates: np.ndarray) -> np.ndarray:
         with np.errstate(over="ignore"):
-            steps = np.maximum(1, whole_steps(self.round_seconds * rates))
+            work = self.round_seconds * rates  # inf past float64 range: named below, not by whole_steps
+            steps = np.maximum(1, whole_steps(np.minimum(work, 2.0 ** 64)))
         if not np.all(steps < 2.0 ** 63):  # the int64 cast would wrap (inf -> -2**63) silently
             bad = int(np.flatnonzero(~(steps < 2.0 ** 63))[0])
-            raise ValueError(f"speeds: client {bad} would take {plain(steps[bad])!r} steps in round_seconds = "
+            raise ValueError(f"speeds: client {bad} would take {plain(np.floor(work[bad]))!r} steps in round_seconds = "
                              f"{self.round_seconds!r} (not a step count below 2**63)")
         return steps.astype(np.int64)
 
