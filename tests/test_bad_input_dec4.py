@@ -230,3 +230,21 @@ def test_two_client_sweep_refuses_bool_step_counts(tau1, tau2_values, name):
     with pytest.raises(ValueError, match=f"^{name} must be an integer >= 1"):
         two_client_sweep(tau1, tau2_values, 0.1, reduction=1e-3)
     assert two_client_sweep(1, [2.0], 0.1, reduction=1e-3)[0].tau2 == 2
+
+
+@pytest.mark.parametrize("client, match", [(1.5, "^client must be an integer index"),
+                                           (float("nan"), "^client must be an integer index"),
+                                           (True, "^client must be an integer index"),
+                                           (7, "^client 7 is not one of the 3 clients")])
+def test_client_final_checks_the_client_index(client, match):
+    """Was: client_final(state, 1.5, ...) packaged ClientUpdate(client=1) (int() truncated it), 7 of 3
+    clients passed, and nan failed as 'cannot convert float NaN to integer'."""
+    from fedlib.algorithms import make_algorithm
+    from fedlib.solvers import sgd
+
+    algo = make_algorithm("fedavg", sgd(0.1))
+    state = algo.init(np.zeros(1), 3)
+    done = sgd(0.1).update(algo.client_init(state, 1), np.ones(1))
+    with pytest.raises(ValueError, match=match):
+        algo.client_final(state, client, done)
+    assert algo.client_final(state, np.int64(1), done).client == 1
