@@ -248,3 +248,14 @@ def test_client_final_checks_the_client_index(client, match):
     with pytest.raises(ValueError, match=match):
         algo.client_final(state, client, done)
     assert algo.client_final(state, np.int64(1), done).client == 1
+
+
+@pytest.mark.parametrize("mu", ["a", None, [0.5]])
+def test_make_solver_prox_names_a_mu_that_is_no_number(mu):
+    """Was: make_solver('prox', 0.5, mu='a') failed with "'<=' not supported between instances of 'str'
+    and 'int'" (None and a list alike), not naming mu."""
+    from fedlib.solvers import make_solver
+
+    with pytest.raises(ValueError, match="^mu must be > 0 for the proximal solver"):
+        make_solver("prox", 0.5, mu=mu)
+    assert make_solver("prox", 0.5, mu=np.float64(0.5)).mu == 0.5
