@@ -457,7 +457,16 @@ def tree_index(stacked: Any, i) -> Any:
     ...                       {"w": np.array([3.0, -1.0]), "b": np.array([1.0])}])
     >>> tree_index(stacked, 1)
     {'w': array([ 3., -1.]), 'b': array([1.])}
+
+    A bool is refused (``x[True]`` would add an axis, not pick a row):
+
+    >>> tree_index(stacked, True)
+    Traceback (most recent call last):
+    ...
+    ValueError: i must be a row index (an int, slice or index array), got the bool True
     """
+    if isinstance(i, (bool, np.bool_)):
+        raise ValueError(f"i must be a row index (an int, slice or index array), got the bool {i!r}")
     return tree_map(lambda x: x[i], stacked)
 
 

@@ -259,3 +259,15 @@ def test_make_solver_prox_names_a_mu_that_is_no_number(mu):
     with pytest.raises(ValueError, match="^mu must be > 0 for the proximal solver"):
         make_solver("prox", 0.5, mu=mu)
     assert make_solver("prox", 0.5, mu=np.float64(0.5)).mu == 0.5
+
+
+@pytest.mark.parametrize("i", [True, np.bool_(False)])
+def test_tree_index_refuses_a_bool(i):
+    """Was: tree_index(stacked, True) returned every leaf with a new leading axis (x[True] is a 0-d
+    boolean mask), shape (1, 2, 2) for a (2, 2) leaf, not row 1."""
+    from fedlib.tree import tree_index, tree_stack
+
+    stacked = tree_stack([{"w": np.array([1.0, 2.0])}, {"w": np.array([3.0, -1.0])}])
+    with pytest.raises(ValueError, match="^i must be a row index"):
+        tree_index(stacked, i)
+    assert tree_index(stacked, np.int64(1))["w"].tolist() == [3.0, -1.0]
