@@ -271,3 +271,16 @@ def test_tree_index_refuses_a_bool(i):
     with pytest.raises(ValueError, match="^i must be a row index"):
         tree_index(stacked, i)
     assert tree_index(stacked, np.int64(1))["w"].tolist() == [3.0, -1.0]
+
+
+@pytest.mark.parametrize("distances, stop, match", [([1.0, 0.5, 0.25, 0.125], 2.5, "^stop must be an integer"),
+                                                    ([1.0, 0.5, 0.25, 0.125], True, "^stop must be an integer"),
+                                                    ([[1.0, 0.5, 0.25]], None, "^distances must be a 1-d sequence")])
+def test_measured_rate_names_a_bad_stop_or_shape(distances, stop, match):
+    """Was: stop=2.5 failed as 'slice indices must be integers or None', a (1, T) array inside np.polyfit
+    ('expected x and y to have same length'), and stop=True read as 1."""
+    from fedlib.experiments.acceleration import measured_rate
+
+    with pytest.raises(ValueError, match=match):
+        measured_rate(distances, 0, stop)
+    assert measured_rate([1.0, 0.5, 0.25, 0.125], 0, np.int64(3)) == pytest.approx(0.5)

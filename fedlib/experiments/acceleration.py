@@ -286,7 +286,9 @@ def measured_rate(distances: Sequence[float], start: int, stop: Optional[int] = 
     averages out). To compare with a spectral radius, take ``start`` past the transient and
     ``stop`` before rounding error, distances to the limit."""
     d = np.asarray(distances, dtype=np.float64)
-    stop = d.size if stop is None else stop
+    if d.ndim != 1:  # a (1, T) array failed in np.polyfit ("expected x and y to have same length")
+        raise ValueError(f"distances must be a 1-d sequence (one distance per round), got shape {d.shape}")
+    stop = d.size if stop is None else check_int("stop", stop)  # 2.5 failed as a slice index
     start = check_int("start", start, minimum=0)
     if not 0 <= start < stop - 1 <= d.size - 1:
         raise ValueError(f"need 0 <= start < stop - 1 <= {d.size - 1}, got start={start}, stop={stop}")
