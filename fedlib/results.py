@@ -368,16 +368,29 @@ def make_result(config: Mapping, history: Optional[Sequence[Mapping]], provenanc
     ValueError: result: summary.final_train_loss is 0.6 but the last round (history[1]) has train_loss 0.5;
     the summary must be the history's last record
     """
-    result = {"schema": SCHEMA, "kind": kind, "config": dict(config), "provenance": dict(provenance)}
+    result = {"schema": SCHEMA, "kind": kind, "config": _as_dict("config", config),
+              "provenance": _as_dict("provenance", provenance)}
     if initial is not None:
-        result["initial"] = dict(initial)
+        result["initial"] = _as_dict("initial", initial)
     if history is not None:
-        result["history"] = [dict(h) for h in history]
+        if isinstance(history, (str, bytes, Mapping)):
+            raise ValueError(f"history must be a sequence of per-round mappings, got {type(history).__name__}")
+        result["history"] = [_as_dict(f"history[{k}]", h) for k, h in enumerate(history)]
     if summary is not None:
-        result["summary"] = dict(summary)
+        result["summary"] = _as_dict("summary", summary)
     result = to_jsonable(result)
     validate_result(result)
     return result
+
+
+def _as_dict(name: str, value: Any) -> dict:
+    """``dict(value)``, or ``ValueError`` naming ``name`` (``dict("abc")`` said only "dictionary update
+    sequence element #0 has length 1; 2 is required")."""
+    try:
+        return dict(value)
+    except (TypeError, ValueError) as exc:
+        raise ValueError(f"{name} must be a mapping (a dict of names to values), got {type(value).__name__}: "
+                         f"{exc}") from None
 
 
 def _is_num(x) -> bool:

@@ -284,3 +284,22 @@ def test_measured_rate_names_a_bad_stop_or_shape(distances, stop, match):
     with pytest.raises(ValueError, match=match):
         measured_rate(distances, 0, stop)
     assert measured_rate([1.0, 0.5, 0.25, 0.125], 0, np.int64(3)) == pytest.approx(0.5)
+
+
+@pytest.mark.parametrize("field", ["config", "provenance", "summary", "history", "history[0]"])
+def test_make_result_names_a_part_that_is_no_mapping(field):
+    """Was: make_result('abc', ...) failed with 'dictionary update sequence element #0 has length 1; 2 is
+    required' (and summary=3 with "'int' object is not iterable"), not naming the part."""
+    from fedlib.results import make_provenance, make_result
+
+    provenance = make_provenance(0.0, 1.0, command="x")
+    args = {"config": {"rounds": 1}, "history": [{"round": 0, "train_loss": 0.5}], "provenance": provenance}
+    kw = {}
+    if field == "summary":
+        kw["summary"] = 3
+    elif field == "history[0]":
+        args["history"] = [3]
+    else:
+        args[field] = "abc"
+    with pytest.raises(ValueError, match=rf"^{field.replace('[', '.').replace(']', '.')} must be a"):
+        make_result(args["config"], args["history"], args["provenance"], **kw)
