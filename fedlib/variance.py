@@ -35,7 +35,7 @@ from typing import Any, NamedTuple, Sequence
 import numpy as np
 
 from ._validate import check_choice, check_int, check_local_steps, check_positive, check_probability_vector, check_weights
-from .tree import tree_leaves, tree_map, tree_stacked_weighted_sum, tree_zeros_like
+from .tree import tree_all_finite, tree_leaves, tree_map, tree_stacked_weighted_sum, tree_zeros_like
 
 __all__ = ["VARIANCE_REDUCTIONS", "ControlVariates", "init_control_variates", "control_variates", "correction",
            "update_control_variates", "updated_client_variates"]
@@ -132,6 +132,8 @@ def control_variates(client: Any, p: Any, kind: str = "scaffold") -> ControlVari
     m = int(np.shape(leaves[0])[0]) if np.ndim(leaves[0]) else 0
     if m < 1 or any(np.ndim(x) < 1 or np.shape(x)[0] != m for x in leaves):
         raise ValueError("client: every leaf must have the same leading axis (one entry per client)")
+    if not tree_all_finite(client):  # a NaN row made the mean NaN, and every client's correction with it
+        raise ValueError("client: the variates hold NaN or inf (they must be finite)")
     p = check_probability_vector("p", p, size=m)
     if kind == "vrlsgd":
         return ControlVariates(client, tree_map(lambda x: np.zeros_like(x[0]), client), kind)

@@ -303,3 +303,14 @@ def test_make_result_names_a_part_that_is_no_mapping(field):
         args[field] = "abc"
     with pytest.raises(ValueError, match=rf"^{field.replace('[', '.').replace(']', '.')} must be a"):
         make_result(args["config"], args["history"], args["provenance"], **kw)
+
+
+@pytest.mark.parametrize("bad", [float("nan"), float("inf")])
+def test_control_variates_refuses_non_finite_variates(bad):
+    """Was: control_variates(np.array([[nan], [-1.0]]), [0.5, 0.5]) returned mean [nan], so every
+    client's correction (mean - c_i) was NaN from the first round."""
+    from fedlib.variance import control_variates
+
+    with pytest.raises(ValueError, match="^client: the variates hold NaN or inf"):
+        control_variates(np.array([[bad], [-1.0]]), [0.5, 0.5])
+    assert control_variates(np.array([[3.0], [-1.0]]), [0.5, 0.5]).mean.tolist() == [1.0]
