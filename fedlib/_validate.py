@@ -205,7 +205,9 @@ def round_lr(name: str, lr_at: Any, round_index: int, default: float) -> float:
         return float(default)
     value = lr_at(round_index)
     try:
-        lr = float(value) if not isinstance(value, (bool, str, bytes)) else float("nan")
+        # a bool is no rate: True, np.True_ and a 0-d bool array or tensor all convert to 1.0
+        is_bool = isinstance(value, (bool, np.bool_, str, bytes)) or "bool" in str(getattr(value, "dtype", ""))
+        lr = float(value) if not is_bool else float("nan")
     except (TypeError, ValueError, RuntimeError):  # None, a list, a tensor of several numbers
         lr = float("nan")
     if not np.isfinite(lr) or lr <= 0:

@@ -465,7 +465,8 @@ def tree_index(stacked: Any, i) -> Any:
     ...
     ValueError: i must be a row index (an int, slice or index array), got the bool True
     """
-    if isinstance(i, (bool, np.bool_)):
+    if isinstance(i, (bool, np.bool_)) or (np.ndim(i) == 0 and "bool" in str(getattr(i, "dtype", ""))):
+        # a 0-d bool array or tensor indexes as a bool too (np.array(True) added an axis, torch.tensor(True) picked row 1)
         raise ValueError(f"i must be a row index (an int, slice or index array), got the bool {i!r}")
     return tree_map(lambda x: x[i], stacked)
 
