@@ -216,6 +216,10 @@ def check_client_indices(clients: Any, num_clients: Optional[int]) -> None:
     ValueError: client must be an integer index, got 1.5
     """
     raw = clients
+    if not hasattr(raw, "dtype"):  # a list or tuple: np.asarray([0, True]) is the integer array [0, 1]
+        flags = [c for c in np.asarray(raw, dtype=object).reshape(-1).tolist() if isinstance(c, (bool, np.bool_))]
+        if flags:
+            raise ValueError(f"client must be an integer index, got {bool(flags[0])!r}")
     clients = np.asarray(clients).reshape(-1)
     if clients.size and clients.dtype.kind not in "iu":  # an empty list (a rank without participants) is float
         bad = next((c for c in clients.tolist() if isinstance(c, bool) or not isinstance(c, int)), raw)

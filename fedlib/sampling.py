@@ -82,7 +82,12 @@ def as_participation(participation) -> Participation:
     if not all(hasattr(participation, f) for f in Participation._fields):
         raise ValueError(f"participation must be a fedlib.sampling.Participation (full_participation(p), "
                          f"sample_clients(...)), got {type(participation).__name__}")
-    clients = np.asarray(participation.clients)
+    raw = participation.clients
+    if not hasattr(raw, "dtype") and any(isinstance(c, (bool, np.bool_))
+                                         for c in np.asarray(raw, dtype=object).reshape(-1).tolist()):
+        # np.asarray([0, True]) is the integer array [0, 1]: a bool would be taken as client 1
+        raise ValueError(f"participation: clients must be integer indices, got {raw!r}")
+    clients = np.asarray(raw)
     weights = np.asarray(participation.weights, dtype=float)
     if clients.ndim != 1 or weights.shape != clients.shape:
         raise ValueError(f"participation: clients and weights must be 1-d with one weight per client, got shapes "
