@@ -21,8 +21,8 @@ import numbers
 
 import numpy as np
 
-from ._validate import (_is_number as _is_real, check_finite_array, check_int, check_int_array, check_local_steps,
-                        check_nonnegative, check_positive, plain)
+from ._validate import (check_finite_array, check_int, check_int_array, check_local_steps, check_nonnegative,
+                        check_positive, plain)
 from .rng import generator
 
 __all__ = ["steps_per_epoch", "FixedSteps", "RandomSteps", "FixedEpochs", "RandomEpochs", "WallClock", "whole_steps", "round_local_steps", "RandomLocalWork", "parse_epochs", "make_epoch_schedule",
