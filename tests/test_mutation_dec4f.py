@@ -4,14 +4,14 @@ Review fixes (tests first in this file): round_lr took np.True_ / np.array(True)
 tree_index let a 0-d bool array or tensor through; check_client_indices and as_participation took a bool next
 to integers ([0, True] is the integer array [0, 1]) as client 1.
 
-102 hand mutants, each applied alone to a copy of the tree, run against tests/test_mutation_dec4f.py,
+112 hand mutants, each applied alone to a copy of the tree, run against tests/test_mutation_dec4f.py,
 test_bad_input_dec4.py, test_user_journey_dec4.py, test_mutation_dec4d/e.py, the module's own test files and
 its doctests (test_global_hooks_dec4.py for the hook changes); survivors re-run against the other test files
 that name the function (test_bad_inputs_core.py, test_user_api_audit.py, test_new_user_dec4.py, ...).
 
 Mutants (id: file, change):
-  V1-V5 _validate.round_lr: lr <= 0 -> < 0; drop isfinite; drop the bool test; catch ValueError only; drop the
-        0-d bool dtype test.
+  V1-V6 _validate.round_lr: lr <= 0 -> < 0; drop isfinite; drop the bool test; catch ValueError only; drop the
+        0-d bool dtype test; default returned without float().
   S1-S8 solvers.make_solver: drop the mu check; mu == 0 -> <= 0; drop the momentum check; drop _is_number(mu)
         for prox; ignore the given momentum; momentum-prox without a buffer; drop the name check;
         momentum is not None -> truthy.
@@ -20,33 +20,38 @@ Mutants (id: file, change):
         0 <= / without _is_real; step_decay_lr factor without the upper bound / _is_real, milestones without
         the upper bound / 0 excluded / the str test / the list(); _is_real without np.bool_.
   T1-T2 tree_index: np.bool_ dropped; the ndim == 0 condition dropped (refusing a bool mask).
-  A1-A16 algorithms: check_client_indices kinds "iub", size test dropped, num_clients unchecked / minimum 0,
+  A1-A18 algorithms: check_client_indices kinds "iub", size test dropped, num_clients unchecked / minimum 0,
         bad entry = the whole input / without the bool test; client_final unchecked; apply's p check dropped;
         make_algorithm server callables / empty name; _check_state_kinds not called / never firing / no early
-        return; apply_server_optimizer lr / finiteness unchecked, kind hint dropped.
+        return; apply_server_optimizer lr / finiteness unchecked, kind hint dropped; p checked without its size;
+        server.name only truthy.
   R1-R7 run_sequential: seed, sampling, grad_fn None, server_state_mismatch, finiteness unchecked; TypeError
         taken as finite; LocalSolver hint dropped.
-  RU1-RU5 rule: Mapping refusal dropped / a dict's values aggregated; local_steps unchecked; a_norms size
-        != -> >.
+  RU1-RU3, RU5-RU6 rule (no RU4): Mapping refusal dropped / a dict's values aggregated; local_steps
+        unchecked / without size; a_norms size != -> >.
   VA1-VA3 variance: NaN check dropped / on p; init_control_variates minimum 0.
-  DI1-DI2 distributed_apply: p checked only with VR; VR without p let through.
+  DI1-DI3 distributed_apply: p checked only with VR; VR without p let through; p without its size.
   CK1-CK6 checkpoint.to_torch_tree: dtype not the model's; integer arrays cast; dicts not converted; no copy;
         like unchecked; NamedTuples not rebuilt.
-  RE1-RE4 results: make_provenance unchecked; history Mapping / str test dropped; _as_dict TypeError only.
-  RP1-RP5 report: fmt spec unchecked / floats only / _formats TypeError escapes; plus_minus np.bool_ and
-        0-d numbers unchecked.
-  AC1-AC3 measured_rate: ndim unchecked / > 2; stop unchecked.  Q1-Q3 quadratic: tau1, tau2 >= 0, mu.
-  C1-C4 cifar10: result_name cell_id / seed, round_work num_train >= 0 / num_test.  B1 batched: _round_lr
-        unchecked.  P1 dirichlet_partition_generator default seed 1.
+  RE1-RE5 results: make_provenance unchecked; history Mapping / str test dropped; _as_dict TypeError only;
+        history[k] named 'history'.
+  RP1-RP6 report: fmt spec unchecked / floats only / _formats TypeError escapes; plus_minus np.bool_ and
+        0-d numbers unchecked / a string error parsed as a number.
+  AC1-AC3 measured_rate: ndim unchecked / > 2; stop unchecked.
+  Q1-Q4 quadratic: tau1 unchecked, tau2 >= 0, mu unchecked, tau2_values not checked to be a sequence.
+  C1-C5 cifar10: result_name cell_id / seed, round_work num_train >= 0 / num_test unchecked / >= -5.
+  B1 batched: _round_lr unchecked.  P1 dirichlet_partition_generator default seed 1.
   CU1-CU5 custom.train_clients: momentum check, test_x feature shape, test_y length, mu passed through, ndim.
-  G1-G6, ST1-ST2 grouped / stacked hooks: global hooks not listed; backward not refused later; grouped ->
-        vmap; no backward-first sort; owner name; vmap forward refused; no per-round check; lr_at unchecked.
+  G1-G6, ST1-ST3 grouped / stacked hooks: global hooks not listed; backward not refused later; grouped ->
+        vmap; no backward-first sort; owner name; vmap forward refused; no per-round check / checked as vmap;
+        lr_at unchecked.
 
-Counts: 81 killed by the existing suite; 18 survived it and are killed by the new tests here (V3, V5, T2 are
-mutants of this file's review fixes; S2, S8, SC1, SC4, SC15, A15, A16, R3, R6, RE2, CK1-CK4, CU1);
-3 equivalent: SC14 (np.bool_ is no numbers.Real, so _is_real refuses it anyway), T1 (np.True_ is 0-d with
+Counts: 88 killed by the existing suite; 20 survived it and are killed by the new tests here (V3, V5, T2 are
+mutants of this file's review fixes; S2, S8, SC1, SC4, SC15, A15, A16, R3, R6, RE2, CK1-CK4, CU1, DI3, Q4);
+4 equivalent: SC14 (np.bool_ is no numbers.Real, so _is_real refuses it anyway), T1 (np.True_ is 0-d with
 a bool dtype: the new clause refuses it), CU5 (a 1-d test_x has shape[1:] == (), which differs from the
-clients' feature shape unless client_x itself is 1-d, which train_clients refuses earlier).
+clients' feature shape unless client_x itself is 1-d, which train_clients refuses earlier), V6 (the default is
+the solver's lr, already a float; the stacked engine's 0.0 default is never returned).
 """
 import numpy as np
 import pytest
@@ -230,3 +235,29 @@ def test_train_clients_refuses_momentum_before_looking_at_the_data():
     with pytest.raises(ValueError, match=r"^momentum: solver 'sgd' has no momentum buffer, got momentum = 0\.9 "
                                          r"\(local momentum: solver='momentum' or 'momentum-prox'\)"):
         train_clients(nn.Linear(2, 2), [torch.zeros(3, 2)], [], solver="sgd", momentum=0.9)
+
+
+def test_distributed_apply_checks_the_size_of_p_without_variance_reduction():
+    # mutant DI3 (p checked without size=state.num_clients): the weights of another number of clients were
+    # taken silently by FedAvg / FedNova, which do not use them (apply refuses them by name)
+    from fedlib.algorithms import ClientUpdate, make_algorithm
+    from fedlib.distributed import LocalCommunicator, distributed_apply
+    from fedlib.sampling import full_participation
+    from fedlib.solvers import sgd
+
+    algo = make_algorithm("fednova", sgd(1.0))
+    state = algo.init(np.zeros(1), num_clients=2)
+    updates = [ClientUpdate(0, np.array([-1.0]), a_norm=1.0, local_steps=1),
+               ClientUpdate(1, np.array([2.0]), a_norm=2.0, local_steps=2)]
+    with pytest.raises(ValueError, match=r"^p must have 2 entries"):
+        distributed_apply(LocalCommunicator(), algo, state, full_participation([0.5, 0.5]), updates, 1.0,
+                          [0.25, 0.25, 0.5])
+
+
+@pytest.mark.parametrize("tau2_values", [5, None])
+def test_two_client_sweep_names_tau2_values_that_are_no_sequence(tau2_values):
+    # mutant Q4 (check_sequence dropped): enumerate(5) failed with "'int' object is not iterable"
+    from fedlib.experiments.quadratic import two_client_sweep
+
+    with pytest.raises(ValueError, match=r"^tau2_values must be a sequence of step counts"):
+        two_client_sweep(1, tau2_values, 1e-3)
