@@ -295,7 +295,7 @@ class RunSpec:
         sampler ``round -> Participation`` (:func:`fedlib.sampling.round_participation`; draw from
         ``fedlib.rng.generator(seed, "sampling", round)`` so that a resumed run draws the same;
         ``clients_per_round`` then ``None``).
-    name : label used in messages and records.
+    name : label used in messages and records; unique among the engine's runs (several may leave it empty).
 
     Example
     -------
@@ -744,6 +744,11 @@ class StackedEngine:
         runs = list(runs)
         if not runs or not all(isinstance(r, RunSpec) for r in runs):
             raise ValueError("runs must be a non-empty list of RunSpec")
+        names = [r.name for r in runs]
+        twice = sorted({n for n in names if n and names.count(n) > 1}, key=str)
+        if twice:  # records, checkpoints (run_names) and per-name results tell the runs apart by name
+            raise ValueError(f"runs: the name(s) {twice} are given to more than one run (run names must be unique, "
+                             "or left empty: they label the records, the checkpoint's runs and results keyed by name)")
         self.device, self.dtype, self.path, self.precision = dev, dtype, path, precision
         self.cuda_graph, self.augment, self.dropout = bool(cuda_graph), bool(augment), bool(dropout)
         self.runs = runs

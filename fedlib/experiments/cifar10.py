@@ -1493,6 +1493,10 @@ def demo_run(*, width: float, rounds: int, seed: int = 0, lr: float = 0.05, epoc
     from ..algorithms import make_algorithm
     from ..solvers import sgd
 
+    algorithms = list(algorithms)
+    twice = sorted({a for a in algorithms if algorithms.count(a) > 1})
+    if twice:  # the histories are returned keyed by name: a repeated one would replace the other's
+        raise ValueError(f"algorithms: {twice} listed twice (one history per name)")
     data = load_data(sample=True) if data is None else data
     parts = official_partition(data.train_labels)
     runs = [{"algorithm": make_algorithm(a, sgd(lr, weight_decay=PAPER["weight_decay"])), "epochs": epochs,

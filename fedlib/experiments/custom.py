@@ -271,6 +271,9 @@ def reference_differences(model: nn.Module, result: Dict[str, Any]) -> Dict[str,
     engine = result.get("engine") if isinstance(result, dict) else None
     if not isinstance(engine, TensorEngine):
         raise ValueError("result must be what train_clients returned (a dict with its 'engine')")
+    names = [run.name for run in engine.runs]
+    if len(set(names)) != len(names):  # the result is keyed by name: one run's difference would replace another's
+        raise ValueError(f"the engine's runs must have distinct names (the differences are keyed by name), got {names}")
     mine = {n: t.detach().cpu().to(engine.dtype) for n, t in model.named_parameters()}
     for r, run in enumerate(engine.runs):
         if run.params is not None:  # the reference starts from the run's own initial model
