@@ -58,3 +58,45 @@ def test_demo_run_refuses_a_repeated_algorithm():
 
     with pytest.raises(ValueError, match=r"\['fedavg'\] listed twice"):
         demo_run(width=0.03, rounds=1, algorithms=("fedavg", "fedavg"), data=object())
+
+
+def _documented_table1_modes():
+    """``python -m fedlib table1 ... --summary`` / ``--list-cells`` commands the Markdown docs quote (inline spans
+    and ```bash lines), whitespace joined."""
+    import re
+    import shlex
+
+    from gpu_script import ROOT
+
+    out = []
+    for path in [ROOT / "README.md", *sorted(ROOT.glob("book/*.md")), *sorted(ROOT.glob("data/**/*.md"))]:
+        text = path.read_text()
+        fenced = re.findall(r"```[a-z]*\n(.*?)```", text, flags=re.S)
+        spans = [line.split(" #", 1)[0] for block in fenced for line in block.replace("\\\n", " ").splitlines()]
+        spans += re.findall(r"`([^`]+)`", re.sub(r"```.*?```", "", text, flags=re.S))
+        for span in spans:
+            if "fedlib table1" not in " ".join(span.split()):
+                continue
+            tokens = shlex.split(" ".join(span.split()))
+            if "fedlib" in tokens and tokens[tokens.index("fedlib") + 1:][:1] == ["table1"] \
+                    and {"--summary", "--list-cells"} & set(tokens):
+                out.append(pytest.param(tokens[tokens.index("fedlib") + 1:],
+                                        id=f"{path.relative_to(ROOT)}: {' '.join(tokens)}"))
+    return out
+
+
+@pytest.mark.parametrize("argv", _documented_table1_modes())
+def test_the_documented_table1_modes_run(argv, monkeypatch):
+    """data/results/cifar10/README.md listed the cells with `table1 --budget-seconds 0 --list-cells`, which
+    --list-cells refuses since it takes no other flag (exit 2); the docs' --summary / --list-cells commands run."""
+    from cliutil import cli_exit
+    from gpu_script import ROOT
+
+    monkeypatch.chdir(ROOT)
+    rc, out, err = cli_exit(argv)
+    assert rc in (0, None), err
+    assert out.strip()
+
+
+def test_the_docs_quote_table1_modes():
+    assert any("--list-cells" in p.values[0] for p in _documented_table1_modes())
