@@ -11,7 +11,8 @@ Modules mirror the paper:
 - :mod:`fedlib.theory` — :math:`\chi^2`, slowdown, Theorems 1 and 2 (with App. C's constants), App. G's step-size
   conditions, FedProx, D.1, quadratic fixed points
 - :mod:`fedlib.algorithms` — FedAvg, FedProx, FedNova, SCAFFOLD, VRLSGD, FedNova-VR
-- :mod:`fedlib.optim` — a local solver as a ``torch.optim.Optimizer``: FedNova in your own loop
+- :mod:`fedlib.optim` — a local solver as a ``torch.optim.Optimizer``: FedNova in your own loop (resumed from a
+  checkpoint: :func:`fedlib.checkpoint.save_checkpoint`, then :func:`fedlib.checkpoint.to_torch_tree`)
 - :mod:`fedlib.problems`, :mod:`fedlib.data`, :mod:`fedlib.models` — problems and data
 - :mod:`fedlib.engines` — reference loop, quadratic-replica, batched and stacked-client engines
 
@@ -53,7 +54,9 @@ and refuses a malformed one with a ``ValueError`` naming it.
   :class:`fedlib.optim.ClientOptimizer` (chapter 6). The stacked engine
   (:class:`fedlib.engines.stacked.StackedEngine`) refuses buffers (BatchNorm), training-mode
   behaviour other than ``nn.Dropout``, backward hooks, and on the grouped path any hook (it never calls the
-  modules); the vmap path, which :mod:`fedlib.experiments.custom` uses, runs forward hooks and pre-hooks.
+  modules), those registered for all modules (``torch.nn.modules.module.register_module_*``) included, also
+  one registered after the engine is built; the vmap path, which :mod:`fedlib.experiments.custom` uses,
+  runs forward hooks and pre-hooks.
 """
 __version__ = "0.1.0"
 
