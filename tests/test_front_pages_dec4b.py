@@ -73,6 +73,7 @@ def test_the_readme_says_what_make_solver_refuses():
     from fedlib.solvers import make_solver
 
     text = README.split("`fedlib.solvers.make_solver(", 1)[1].split("\n\n", 1)[0]
+    assert "`make_solver`" in _architecture_row("`fedlib.solvers`")
     assert "momentum 0.9 unless given" in text and "refuses any `momentum`" in text
     assert make_solver("momentum", 0.1).momentum == 0.9 == make_solver("momentum-prox", 0.1, mu=0.1).momentum
     for name in ("sgd", "prox"):
