@@ -391,7 +391,9 @@ class RandomLocalWork:
 
     def __init__(self, low, high, num_solvers: int = 1, seed: int = 0):
         lo = check_local_steps("low", low)
-        hi = check_local_steps("high", high, size=lo.size)
+        hi = check_local_steps("high", high)
+        if hi.size != lo.size:  # either may be the wrong one: name both
+            raise ValueError(f"low and high must have one entry per client each, got {lo.size} low and {hi.size} high")
         if np.any(hi < lo):
             bad = int(np.flatnonzero(hi < lo)[0])
             raise ValueError(f"high must be >= low for every client (client {bad}: low {lo[bad]}, high {hi[bad]})")

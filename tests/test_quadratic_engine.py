@@ -50,7 +50,7 @@ def test_random_local_work_ranges_streams_and_errors():
         RandomLocalWork([1, 4], [2, 3])
     with pytest.raises(ValueError, match="low"):
         RandomLocalWork([0, 1], [2, 3])
-    with pytest.raises(ValueError, match="high must have 2"):
+    with pytest.raises(ValueError, match="low and high must have one entry per client each, got 2 low and 3 high"):
         RandomLocalWork([1, 1], [2, 3, 4])
     with pytest.raises(ValueError, match="num_solvers"):
         RandomLocalWork([1], [2], num_solvers=0)
