@@ -3,9 +3,13 @@ NaN initial model reported without its run, a bool taken as an amount of work, a
 a float row index. Each test fails on the code before its fix."""
 from __future__ import annotations
 
+import numpy as np
 import pytest
 
+from fedlib.engines.quadratic import run_replicas
+from fedlib.problems.quadratic import QuadraticProblem
 from fedlib.schedules import RandomLocalWork
+from fedlib.solvers import sgd
 
 
 # --------------------------------------------------------------------------- 1. RandomLocalWork lengths
@@ -15,3 +19,18 @@ def test_random_local_work_length_mismatch_names_low_and_high(low, high, sizes):
     """Was: 'high must have 3 entries (one per client), got 2' when low had the extra entry."""
     with pytest.raises(ValueError, match=f"^low and high must have one entry per client each, got {sizes}$"):
         RandomLocalWork(low, high)
+
+
+# --------------------------------------------------------------------------- 2. run_replicas: the work's draw
+class _ShortDraw:
+    """A local-work schedule whose draw gives one step count for two clients."""
+
+    def draw(self, round_index):
+        return np.array([2]), np.array([0, 0])
+
+
+def test_run_replicas_names_the_work_draw_when_it_gives_the_wrong_number_of_steps():
+    """Was: 'steps must have 2 entries (one per client), got 1' (run_replicas has no argument steps)."""
+    prob = QuadraticProblem(np.ones((2, 1, 1)), np.array([[1.0], [-1.0]]), np.array([0.5, 0.5]))
+    with pytest.raises(ValueError, match=r"^work\.draw\(0\): steps must have 2 entries \(one per client\), got 1$"):
+        run_replicas(prob, "fedavg", [sgd(0.5)], _ShortDraw(), 1)

@@ -343,7 +343,7 @@ def run_replicas(problem: QuadraticProblem, aggregation: str, solvers: Sequence[
     total_steps = 0.0
     for t in range(rounds):
         steps, choice = work.draw(t)
-        steps = check_local_steps("steps", steps, size=m)
+        steps = check_local_steps(f"work.draw({t}): steps", steps, size=m)
         choice = check_int_array(f"work.draw({t}): solver numbers", choice, size=m, minimum=0)
         if np.any(choice >= len(solvers)):
             raise ValueError(f"work.draw({t}): solver numbers must be in 0..{len(solvers) - 1}, got {choice!r}")
