@@ -5,10 +5,15 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+import torch
+from torch import nn
 
+from fedlib.algorithms import make_algorithm
 from fedlib.engines.quadratic import run_replicas
+from fedlib.engines.stacked import RunSpec
+from fedlib.experiments.custom import TensorEngine
 from fedlib.problems.quadratic import QuadraticProblem
-from fedlib.schedules import RandomLocalWork
+from fedlib.schedules import FixedSteps, RandomLocalWork
 from fedlib.solvers import sgd
 
 
@@ -34,3 +39,27 @@ def test_run_replicas_names_the_work_draw_when_it_gives_the_wrong_number_of_step
     prob = QuadraticProblem(np.ones((2, 1, 1)), np.array([[1.0], [-1.0]]), np.array([0.5, 0.5]))
     with pytest.raises(ValueError, match=r"^work\.draw\(0\): steps must have 2 entries \(one per client\), got 1$"):
         run_replicas(prob, "fedavg", [sgd(0.5)], _ShortDraw(), 1)
+
+
+# --------------------------------------------------------------------------- 3. stacked engines: a NaN initial model
+def _engine_with(model, params):
+    run = RunSpec(make_algorithm("fednova", sgd(0.1)), [np.arange(0, 4), np.arange(4, 8)], FixedSteps([1, 2]), seed=0,
+                  params=params)
+    torch.manual_seed(0)
+    return TensorEngine(model, torch.randn(8, 6, dtype=torch.float64), torch.arange(8) % 3, [run], rounds=1,
+                        batch_size=2, dropout=False, dtype=torch.float64)
+
+
+@pytest.mark.parametrize("bad", [float("nan"), float("inf")])
+def test_stacked_engine_names_the_run_and_parameter_of_a_non_finite_initial_model(bad):
+    """Was: 'params hold NaN or inf (the initial model must be finite)', without runs[r] or the parameter."""
+    model = nn.Linear(6, 3).double()
+    params = {n: p.detach().clone() for n, p in model.named_parameters()}
+    params["bias"][1] = bad
+    with pytest.raises(ValueError, match=r"^runs\[0\]\.params: parameter 'bias' holds NaN or inf \(the initial model "
+                                         r"must be finite\)$"):
+        _engine_with(model, params)
+    with torch.no_grad():
+        model.weight[0, 0] = bad
+    with pytest.raises(ValueError, match=r"^model: parameter 'weight' holds NaN or inf"):  # the default init: the model's
+        _engine_with(model, None)

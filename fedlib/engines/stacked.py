@@ -627,6 +627,8 @@ def _as_param_dict(obj, names, shapes, device, dtype, what) -> Dict[str, torch.T
         if tuple(t.shape) != shapes[n]:
             raise ValueError(f"{what}: parameter {n!r} has shape {tuple(t.shape)}, the model's is {shapes[n]}")
         out[n] = t.detach().to(device=device, dtype=dtype).clone()
+        if not bool(torch.isfinite(out[n]).all()):  # was caught by algorithm.init, without the run or parameter
+            raise ValueError(f"{what}: parameter {n!r} holds NaN or inf (the initial model must be finite)")
     return out
 
 
@@ -837,7 +839,8 @@ class StackedEngine:
         self.states: List[ServerState] = []
         for r, run in enumerate(runs):
             init = default if run.params is None else run.params
-            params = _as_param_dict(init, self.names, shapes, dev, dtype, f"runs[{r}].params")
+            params = _as_param_dict(init, self.names, shapes, dev, dtype,
+                                    "model" if run.params is None else f"runs[{r}].params")
             self.states.append(run.algorithm.init(params, len(self._info[r].clients)))
         solvers = [run.algorithm.solver for run in runs]
         self._any_momentum = any(s.momentum > 0 for s in solvers)
