@@ -250,8 +250,11 @@ def whole_steps(work) -> np.ndarray:
     >>> float(np.floor(100 * 0.29)), float(whole_steps(100 * 0.29)), float(whole_steps(2.5))
     (28.0, 29.0, 2.0)
 
-    ``work`` must be finite and >= 0 (a step count; ``ValueError`` otherwise).
+    ``work`` must be finite and >= 0 (a step count; ``ValueError`` otherwise, also for a bool).
     """
+    if (isinstance(work, (bool, np.bool_)) or "bool" in str(getattr(work, "dtype", ""))
+            or (isinstance(work, (list, tuple)) and any(isinstance(v, (bool, np.bool_)) for v in work))):
+        raise ValueError(f"work must be a number of steps, not a bool, got {plain(work)!r}")  # True gave 1 step
     work = check_finite_array("work", work)  # NaN gave NaN steps, -2.5 gave -3
     if np.any(work < 0):
         raise ValueError(f"work must be >= 0 (a number of steps), got min {plain(work.min())!r}")

@@ -13,7 +13,7 @@ from fedlib.engines.quadratic import run_replicas
 from fedlib.engines.stacked import RunSpec
 from fedlib.experiments.custom import TensorEngine
 from fedlib.problems.quadratic import QuadraticProblem
-from fedlib.schedules import FixedSteps, RandomLocalWork
+from fedlib.schedules import FixedSteps, RandomLocalWork, whole_steps
 from fedlib.solvers import sgd
 
 
@@ -63,3 +63,13 @@ def test_stacked_engine_names_the_run_and_parameter_of_a_non_finite_initial_mode
         model.weight[0, 0] = bad
     with pytest.raises(ValueError, match=r"^model: parameter 'weight' holds NaN or inf"):  # the default init: the model's
         _engine_with(model, None)
+
+
+# --------------------------------------------------------------------------- 4. whole_steps of a bool
+@pytest.mark.parametrize("work", [True, False, np.True_, np.array(True), np.array([True, False]), [2.0, True],
+                                  torch.tensor(True)])
+def test_whole_steps_refuses_a_bool(work):
+    """Was: whole_steps(True) == 1.0 and whole_steps([2.0, True]) == [2, 1]: a bool is no amount of work."""
+    with pytest.raises(ValueError, match=r"^work must be a number of steps, not a bool, got "):
+        whole_steps(work)
+    assert whole_steps([2.5, 1]).tolist() == [2.0, 1.0] and whole_steps(np.int64(3)) == 3.0  # numbers still pass
