@@ -15,6 +15,8 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
+from ._validate import plain
+
 __all__ = [
     "leaf_kind",
     "tree_kind_mismatch",
@@ -458,7 +460,12 @@ def tree_index(stacked: Any, i) -> Any:
     >>> tree_index(stacked, 1)
     {'w': array([ 3., -1.]), 'b': array([1.])}
 
-    A bool is refused (``x[True]`` would add an axis, not pick a row):
+    A bool is refused (``x[True]`` would add an axis, not pick a row), and so is a float:
+
+    >>> tree_index(stacked, 1.0)
+    Traceback (most recent call last):
+    ...
+    ValueError: i must be a row index (an int, slice or index array), got 1.0
 
     >>> tree_index(stacked, True)
     Traceback (most recent call last):
@@ -468,6 +475,13 @@ def tree_index(stacked: Any, i) -> Any:
     if isinstance(i, (bool, np.bool_)) or (np.ndim(i) == 0 and "bool" in str(getattr(i, "dtype", ""))):
         # a 0-d bool array or tensor indexes as a bool too (np.array(True) added an axis, torch.tensor(True) picked row 1)
         raise ValueError(f"i must be a row index (an int, slice or index array), got the bool {i!r}")
+    if not isinstance(i, (int, np.integer, slice)):  # 1.0, nan, None, a float array: numpy/torch's own IndexError
+        if hasattr(i, "detach"):  # a torch tensor: torch.int64, torch.uint8, torch.bool
+            is_index = "int" in str(i.dtype) or "bool" in str(i.dtype)
+        else:
+            is_index = i is not None and np.asarray(i).dtype.kind in ("i", "u", "b")
+        if not is_index:
+            raise ValueError(f"i must be a row index (an int, slice or index array), got {plain(i)!r}")
     return tree_map(lambda x: x[i], stacked)
 
 

@@ -73,3 +73,18 @@ def test_whole_steps_refuses_a_bool(work):
     with pytest.raises(ValueError, match=r"^work must be a number of steps, not a bool, got "):
         whole_steps(work)
     assert whole_steps([2.5, 1]).tolist() == [2.0, 1.0] and whole_steps(np.int64(3)) == 3.0  # numbers still pass
+
+
+# --------------------------------------------------------------------------- 5. tree_index of a float
+@pytest.mark.parametrize("leaf", [np.arange(6.0).reshape(3, 2), torch.arange(6.0).reshape(3, 2)])
+@pytest.mark.parametrize("index, shown", [(1.0, "1.0"), (float("nan"), "nan"), (np.float64(1.0), "1.0"),
+                                          (np.array([0.0, 1.0]), r"array\(\[0\., 1\.\]\)"), (None, "None")])
+def test_tree_index_refuses_a_float_index_by_name(leaf, index, shown):
+    """Was: numpy's / torch's raw IndexError ('only integers, slices ... are valid indices'), and for a torch leaf
+    a float index array picked rows silently; None added an axis."""
+    from fedlib.tree import tree_index
+
+    with pytest.raises(ValueError, match=rf"^i must be a row index \(an int, slice or index array\), got {shown}$"):
+        tree_index({"w": leaf}, index)
+    for ok in (1, np.int64(1), slice(0, 2), np.array([0, 2]), torch.tensor([0, 2]), [0, 2]):  # row indices still pass
+        assert np.shape(tree_index({"w": leaf}, ok)["w"]) == np.shape(leaf[ok])
