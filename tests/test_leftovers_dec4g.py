@@ -61,7 +61,7 @@ def test_stacked_engine_names_the_run_and_parameter_of_a_non_finite_initial_mode
         _engine_with(model, params)
     with torch.no_grad():
         model.weight[0, 0] = bad
-    with pytest.raises(ValueError, match=r"^model: parameter 'weight' holds NaN or inf"):  # the default init: the model's
+    with pytest.raises(ValueError, match=r"^model: parameter 'weight' holds NaN or inf"):  # params=None: the model
         _engine_with(model, None)
 
 
