@@ -1,6 +1,6 @@
 r"""Taking the general update rule apart: measure :math:`G_i` and :math:`a_i` of real local runs.
 
-Used by the chapter "The general update rule" (paper §4.1, App. B). Three kinds of
+Used by chapter 1 ("The general update rule"; paper §4.1, App. B). Three kinds of
 measurement, all on the real :class:`fedlib.solvers.LocalSolver` step:
 
 * :func:`trace_local_run` runs a solver and records the *effective* gradient of every

@@ -1,5 +1,8 @@
 """Figure helpers for the book: one place that knows where ``figures/`` is (and that only the
-``full`` profile writes the committed figures)."""
+``full`` profile writes the committed figures).
+
+Used by chapters 1, 2, 3, 4, 5, 6, 7, 8, 9 and 10.
+"""
 from __future__ import annotations
 
 import os

@@ -1,4 +1,7 @@
-"""Small display helpers for the book's chapters (tables as Markdown)."""
+"""Small display helpers for the book's chapters (tables as Markdown).
+
+Used by chapters 1, 3, 4, 5, 6, 7, 8, 9 and 10.
+"""
 from __future__ import annotations
 
 import numbers

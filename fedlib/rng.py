@@ -23,6 +23,8 @@ global RNG for its dropout layers from stream ``(seed, "dropout")`` inside
 inputs in training and in eval mode inside ``torch.random.fork_rng`` without seeding it: what a model draws
 there decides only the check.
 
+Used by chapters 6 and 10 (:func:`generator`, :func:`torch_generator`).
+
 Example
 -------
 >>> g1 = generator(0, "local_steps", 3, 5)

@@ -36,6 +36,8 @@ sample as the direction :math:`\sum_{i\in S}\omega_i d_i`, and the product of th
 Synthetic chapter measures it). Pass a number instead — e.g. the population value
 :math:`\sum_{i=1}^m p_i\,\mathbb E\|a_i\|_1` — for an unbiased step; the paper allows
 any positive :math:`\tau_{\text{eff}}`.
+
+Used by chapter 1 ("The general update rule").
 """
 from __future__ import annotations
 

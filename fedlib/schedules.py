@@ -10,6 +10,8 @@ independent per (run, round, client), never a reseeded global RNG. The purpose i
 ``"local_steps"`` for drawn step or epoch counts and ``"round_speeds"`` for
 :class:`WallClock`'s per-round speeds, so a clock and a random schedule with the same
 seed draw from different streams (not the same numbers, which would correlate them).
+
+Used by chapters 1, 2, 3, 4, 5 and 10.
 """
 from __future__ import annotations
 

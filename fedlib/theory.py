@@ -7,9 +7,8 @@ App. A) and, on the same quadratics, the exact round maps of the paper's §5 com
 cross-client variance reduction (SCAFFOLD, FedNova-VR, VRLSGD), local momentum and server
 momentum.
 
-Used by the chapters "The general update rule", "Objective inconsistency on
-quadratics", "FedProx's :math:`\alpha` trade-off", "Theorem 1: the surrogate objective"
-and "FedNova with variance reduction and momentum".
+Used by chapters 1, 2, 3, 4, 8 and 10, and through :mod:`fedlib.experiments.bounds` and
+:mod:`fedlib.experiments.surrogate` by chapter 7.
 """
 from __future__ import annotations
 

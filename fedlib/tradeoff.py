@@ -1,6 +1,6 @@
 r"""FedProx's :math:`\alpha = \eta\mu` trade-off (paper §4.2, Figure 4, Corollary 2).
 
-Used by the chapter "FedProx's :math:`\alpha` trade-off". FedProx's local solver has
+Used by chapter 3 ("FedProx's :math:`\alpha` trade-off"). FedProx's local solver has
 :math:`a_i = [(1-\alpha)^{\tau_i-1}, \dots, 1]`, so (eq. 7)
 
 .. math::

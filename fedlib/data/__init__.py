@@ -1,4 +1,8 @@
-"""Data: the federated data set type, Synthetic(alpha, beta), LEAF JSON, CIFAR-10, partitions."""
+"""Data: the federated data set type, Synthetic(alpha, beta), LEAF JSON, CIFAR-10, partitions.
+
+Used by chapters 1, 3, 7 and 10 (:func:`fedlib.data.synthetic.synthetic` and
+:func:`fedlib.data.partition.dirichlet_partition`, re-exported here).
+"""
 from .cifar10 import (CIFAR10_CLASSES, CIFAR10_MEAN, CIFAR10_STD, Cifar10Arrays, load_cifar10,
                       load_cifar10_sample)
 from .clients import FederatedDataset

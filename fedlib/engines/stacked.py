@@ -1,6 +1,7 @@
 r"""The stacked-client torch engine: all clients of a round (of several runs) trained together.
 
-Used by the CIFAR-10 / VGG-11 chapter (Table 1, paper §6, the official setup). Every local
+Used by chapter 6 (:func:`max_relative_difference`), and through :mod:`fedlib.experiments.cifar10` by
+chapter 5, the CIFAR-10 / VGG-11 chapter (Table 1, paper §6, the official setup). Every local
 step of every client of every stacked run is one forward/backward of one network:
 
 ``path="grouped"`` (fast)

@@ -1,5 +1,8 @@
 """Experiment helpers shared by the book's chapters (one module per chapter family).
 
+The package itself (:func:`profile_sizes`, :func:`run_seeds`) is used by
+chapters 2, 4, 5, 6, 7, 8, 9 and 10.
+
 - :mod:`fedlib.experiments.quadratic` — quadratic clients: simulated limits vs closed
   forms, Lemma 1, Figure 2, the two-client example of App. D.1.
 - :mod:`fedlib.experiments.speedup` — Theorem 3 under arbitrary local work, linear

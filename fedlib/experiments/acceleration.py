@@ -1,7 +1,7 @@
 r"""FedNova combined with acceleration techniques (paper §5, App. H, Table 1's VR and
 momentum rows), on quadratic clients where every round is an exact affine map.
 
-Used by the chapter "FedNova with variance reduction and momentum". A *variant* is an
+Used by chapter 10 ("FedNova with variance reduction and momentum"). A *variant* is an
 algorithm of :mod:`fedlib.algorithms` with a local solver (plain or heavy-ball SGD) and
 a server optimizer (plain or server momentum, :func:`fedlib.server.momentum`):
 

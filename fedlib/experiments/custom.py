@@ -1,6 +1,6 @@
 r"""Your own model and your own per-client tensors through the stacked engine.
 
-:func:`train_clients` is the short entry point of the "Your own model" chapter::
+:func:`train_clients` is the short entry point of chapter 6 ("Your own model")::
 
     from fedlib.experiments.custom import train_clients
     runs = train_clients(model, client_x, client_y, rounds=20, lr=0.05, epochs="1-5")
@@ -19,6 +19,8 @@ of images (no augmentation, no normalisation). Weights :math:`p_i = n_i / n`,
 :math:`\tau_i = E_i \lceil n_i / B \rceil`, mini-batches, lr schedule, aggregation,
 diagnostics: exactly as for CIFAR-10. :func:`reference_differences` checks a result against
 the plain per-client loop on the same mini-batches (run it with ``dtype=torch.float64``).
+
+Used by chapter 6 (:func:`train_clients`, :func:`reference_differences`).
 """
 from __future__ import annotations
 

@@ -1,10 +1,10 @@
 r"""Experiments on quadratic clients :math:`F_i(x) = \frac12 x^\top H_i x - e_i^\top x`
 (paper §3, Lemma 1, App. A, Theorem 2 and App. D.1).
 
-Used by the chapter "Objective inconsistency on quadratics". Everything here *runs*
-the library's algorithms (:func:`fedlib.engines.reference.run_sequential` with
-full-batch gradients, i.e. local gradient descent) or *evaluates* the closed forms of
-:mod:`fedlib.theory`; the chapter compares the two.
+Used by chapters 2, 3 and 8 (mainly chapter 2, "Objective inconsistency on quadratics").
+Everything here *runs* the library's algorithms (:func:`fedlib.engines.reference.run_sequential`
+with full-batch gradients, i.e. local gradient descent) or *evaluates* the closed forms of
+:mod:`fedlib.theory`; chapter 2 compares the two.
 
 Example
 -------

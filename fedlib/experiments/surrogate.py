@@ -1,6 +1,6 @@
 r"""Theorem 1 beyond quadratics: which objective each algorithm's limit is stationary for.
 
-Used by the chapter "Theorem 1: the surrogate objective". Paper §4, Theorem 1:
+Used by chapter 7 ("Theorem 1: the surrogate objective"). Paper §4, Theorem 1:
 with local SGD and heterogeneous :math:`\tau_i`, the general rule (eq. 4) converges to a
 stationary point of the *surrogate*
 

@@ -1,5 +1,7 @@
 r"""Experiments of the chapter "Synthetic(1,1) logistic regression (Figure 5)" (paper §6).
 
+Used by chapters 4, 9 and 10 (the last two for :func:`make_problem`).
+
 Multinomial logistic regression (:mod:`fedlib.problems.logistic`) on one
 Synthetic(1,1) data set (30 clients, FedProx's generator, data seed 0 — the paper used
 one fixed data file), batch 20, client lr 0.02 (paper App. I), trained by the batched

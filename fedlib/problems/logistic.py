@@ -44,8 +44,9 @@ Three forms, all float64 numpy (the packed kernel also takes torch tensors):
 global training loss :math:`F(x)`, test accuracy on the union of the clients' test sets,
 and the per-client mini-batch gradient function of the reference loop.
 
-Used by chapter 4 ("Synthetic(1,1) logistic regression (Figure 5)"), by chapters 7, 9 and 10,
-and by ``python -m fedlib run synthetic``.
+Used by chapters 7 and 10; through :func:`fedlib.experiments.synthetic.make_problem` also by
+chapter 4 ("Synthetic(1,1) logistic regression (Figure 5)") and chapter 9, and by
+``python -m fedlib run synthetic``.
 
 Example
 -------
