@@ -479,7 +479,8 @@ def tree_index(stacked: Any, i) -> Any:
         if hasattr(i, "detach"):  # a torch tensor: torch.int64, torch.uint8, torch.bool
             is_index = "int" in str(i.dtype) or "bool" in str(i.dtype)
         else:
-            is_index = i is not None and np.asarray(i).dtype.kind in ("i", "u", "b")
+            # [] is numpy's empty index list (float64 by np.asarray): no rows, as before
+            is_index = i is not None and (np.asarray(i).dtype.kind in ("i", "u", "b") or (isinstance(i, list) and not i))
         if not is_index:
             raise ValueError(f"i must be a row index (an int, slice or index array), got {plain(i)!r}")
     return tree_map(lambda x: x[i], stacked)

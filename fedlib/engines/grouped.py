@@ -143,7 +143,7 @@ def refuse_global_hooks_added_later(path: str) -> None:
     """Refuse a hook registered for all modules (``torch.nn.modules.module.register_module_*``) after a stacked
     engine was built: on the grouped path any such hook would silently not run, on the vmap path a backward hook
     would make torch.func fail deep inside a round. :class:`fedlib.engines.stacked.StackedEngine` calls it at the
-    start of every round; hooks present when the engine is built are refused then.
+    start of every round and of ``evaluate``; hooks present when the engine is built are refused then.
 
     Example
     -------

@@ -1301,6 +1301,7 @@ class StackedEngine:
     def evaluate(self, params: Optional[Sequence[Mapping[str, torch.Tensor]]] = None):
         """Test accuracy and mean loss of each run's global model (or of ``params``, a list of
         R models) on the full test set, all runs in one batched forward. NaN without test data."""
+        refuse_global_hooks_added_later(self.path)  # also when called on its own: the grouped path would skip it
         models = [s.params for s in self.states] if params is None else list(params)
         R = len(models)
         if R > self.max_models:
