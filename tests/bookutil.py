@@ -33,6 +33,14 @@ def build_script():
     return module
 
 
+def autodoc_extension():
+    """A fresh copy of the book's Sphinx extension ``book/_ext/fedlib_autodoc.py`` (the API page's docstring hooks)."""
+    spec = importlib.util.spec_from_file_location("fedlib_autodoc", ROOT / "book" / "_ext" / "fedlib_autodoc.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
 def toc_docnames() -> list[str]:
     """Every ``file:`` of ``_toc.yml``, root first."""
     return build_script().toc_docnames(ROOT / "_toc.yml")

@@ -13,13 +13,12 @@ from __future__ import annotations
 import importlib
 import inspect
 import re
-import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
 import yaml
-from bookutil import HTML_DIR, unavailable
+from bookutil import HTML_DIR, autodoc_extension, unavailable
 
 from fedlib.experiments import speedup as S
 
@@ -27,11 +26,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def _autodoc_ext():
-    sys.path.insert(0, str(ROOT / "book" / "_ext"))
-    try:
-        return importlib.import_module("fedlib_autodoc")
-    finally:
-        sys.path.remove(str(ROOT / "book" / "_ext"))
+    return autodoc_extension()
 
 
 def test_config_leaves_objects_out_of_the_contents():

@@ -291,11 +291,9 @@ def test_intro_says_what_every_chapter_checks():
 
 
 def test_api_hook_turns_prose_entries_into_descriptions():
-    import importlib.util
+    from bookutil import autodoc_extension
 
-    spec = importlib.util.spec_from_file_location("fedlib_autodoc", ROOT / "book" / "_ext" / "fedlib_autodoc.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
+    mod = autodoc_extension()
     doc = ["Intro : not a section.", "", "Parameters", "----------", "rounds : total number of rounds.",
            "    more about rounds.", "a, b : two at once.", "", "Returns", "-------", "x : kept as it is"]
     assert mod.prose_entries(doc) == ["Intro : not a section.", "", "Parameters", "----------", "rounds",

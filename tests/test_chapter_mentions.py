@@ -25,11 +25,11 @@ import importlib
 import inspect
 import json
 import re
-import sys
 from pathlib import Path
 
 import pytest
 import yaml
+from bookutil import autodoc_extension
 
 ROOT = Path(__file__).resolve().parents[1]
 NOTEBOOKS = sorted((ROOT / "book").glob("[0-9][0-9]_*.ipynb"))
@@ -48,22 +48,20 @@ def chapter_numbers(text: str) -> set[int]:
     return out
 
 
+def _chapters_matched(pattern: re.Pattern, doc: str) -> set[int]:
+    """The union of the chapter lists ``pattern`` (a group ``list``) finds in ``doc``, lines joined."""
+    text = " ".join((doc or "").split())
+    return set().union(*(chapter_numbers(m.group("list")) for m in pattern.finditer(text)))
+
+
 def declared_chapters(doc: str) -> set[int]:
     """The chapters a docstring declares as its users (union over its declarations)."""
-    text = " ".join((doc or "").split())
-    out: set[int] = set()
-    for m in DECLARATION.finditer(text):
-        out |= chapter_numbers(m.group("list"))
-    return out
+    return _chapters_matched(DECLARATION, doc)
 
 
 def mentioned_chapters(doc: str) -> set[int]:
     """Every chapter a docstring names as "chapter N" / "chapters N, M and K"."""
-    text = " ".join((doc or "").split())
-    out: set[int] = set()
-    for m in MENTION.finditer(text):
-        out |= chapter_numbers(m.group("list"))
-    return out
+    return _chapters_matched(MENTION, doc)
 
 
 def _imported_module(package: str, name: str) -> str:
@@ -106,11 +104,7 @@ def chapter_imports() -> dict[str, set[int]]:
 
 
 def _autodoc_ext():
-    sys.path.insert(0, str(ROOT / "book" / "_ext"))
-    try:
-        return importlib.import_module("fedlib_autodoc")
-    finally:
-        sys.path.remove(str(ROOT / "book" / "_ext"))
+    return autodoc_extension()
 
 
 def test_chapter_numbers_are_the_toc_positions():

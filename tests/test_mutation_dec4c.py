@@ -124,14 +124,9 @@ def test_each_call_that_trained_a_group_is_recorded_with_its_rounds_and_any_swit
 
 # --------------------------------------------------------------------------- the book's autodoc extension
 def _autodoc():
-    import importlib.util
-    from pathlib import Path
+    from bookutil import autodoc_extension
 
-    path = Path(__file__).resolve().parents[1] / "book" / "_ext" / "fedlib_autodoc.py"
-    spec = importlib.util.spec_from_file_location("fedlib_autodoc_m2", path)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    return autodoc_extension()
 
 
 CHAPTERS = {2: "/book/02_x", 3: "/book/03_x"}

@@ -1,15 +1,9 @@
 """Review of 7817915..9b903fc (helper A4)."""
-import importlib.util
-from pathlib import Path
-
-ROOT = Path(__file__).resolve().parents[1]
+from bookutil import autodoc_extension
 
 
 def _autodoc():
-    spec = importlib.util.spec_from_file_location("fedlib_autodoc", ROOT / "book" / "_ext" / "fedlib_autodoc.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    return autodoc_extension()
 
 
 def test_chapter_links_never_link_a_prefix_of_a_longer_number():
