@@ -1,6 +1,6 @@
 r"""Your own model and your own per-client tensors through the stacked engine.
 
-:func:`train_clients` is the short entry point of chapter 6 ("Your own model")::
+:func:`train_clients` is the short entry point of the "Your own model" chapter::
 
     from fedlib.experiments.custom import train_clients
     runs = train_clients(model, client_x, client_y, rounds=20, lr=0.05, epochs="1-5")
