@@ -39,6 +39,22 @@ def _is_number(x: Any) -> bool:
     return isinstance(x, numbers.Real) and not isinstance(x, bool)
 
 
+def is_bool(x: Any) -> bool:
+    """``x`` is a bool: Python's, numpy's, or an array or tensor of bool dtype (``float`` of each is 1.0 or 0.0,
+    and ``x[True]`` adds an axis, so a bool passed as a number or an index would silently mean something)."""
+    return isinstance(x, (bool, np.bool_)) or "bool" in str(getattr(x, "dtype", ""))
+
+
+def bool_entry(values: Any) -> Any:
+    """The first bool among the entries of ``values`` (a list or tuple, nested ones flattened; an array or tensor is
+    not searched, its dtype tells), else ``None``: ``np.asarray([0, True])`` is the integer array ``[0, 1]``, where
+    the bool has become the number 1."""
+    if hasattr(values, "dtype"):
+        return None
+    return next((v for v in np.asarray(values, dtype=object).reshape(-1).tolist() if isinstance(v, (bool, np.bool_))),
+                None)
+
+
 def check_positive(name: str, value: Any) -> float:
     """Return ``float(value)`` if it is a finite number > 0, else raise ``ValueError``."""
     if not _is_number(value) or not np.isfinite(value) or value <= 0:
@@ -206,8 +222,7 @@ def round_lr(name: str, lr_at: Any, round_index: int, default: float) -> float:
     value = lr_at(round_index)
     try:
         # a bool is no rate: True, np.True_ and a 0-d bool array or tensor all convert to 1.0
-        is_bool = isinstance(value, (bool, np.bool_, str, bytes)) or "bool" in str(getattr(value, "dtype", ""))
-        lr = float(value) if not is_bool else float("nan")
+        lr = float("nan") if is_bool(value) or isinstance(value, (str, bytes)) else float(value)
     except (TypeError, ValueError, RuntimeError):  # None, a list, a tensor of several numbers
         lr = float("nan")
     if not np.isfinite(lr) or lr <= 0:

@@ -35,7 +35,7 @@ from typing import Any, NamedTuple, Optional, Sequence
 
 import numpy as np
 
-from ._validate import check_choice, check_int, check_positive, check_probability_vector
+from ._validate import bool_entry, check_choice, check_int, check_positive, check_probability_vector
 from .rule import aggregate, check_tau_eff
 from .sampling import Participation, as_participation
 from .server import ServerOptimizer, plain
@@ -219,10 +219,9 @@ def check_client_indices(clients: Any, num_clients: Optional[int]) -> None:
     ValueError: client must be an integer index, got 1.5
     """
     raw = clients
-    if not hasattr(raw, "dtype"):  # a list or tuple: np.asarray([0, True]) is the integer array [0, 1]
-        flags = [c for c in np.asarray(raw, dtype=object).reshape(-1).tolist() if isinstance(c, (bool, np.bool_))]
-        if flags:
-            raise ValueError(f"client must be an integer index, got {bool(flags[0])!r}")
+    flag = bool_entry(raw)  # np.asarray([0, True]) is the integer array [0, 1]
+    if flag is not None:
+        raise ValueError(f"client must be an integer index, got {bool(flag)!r}")
     clients = np.asarray(clients).reshape(-1)
     if clients.size and clients.dtype.kind not in "iu":  # an empty list (a rank without participants) is float
         bad = next((c for c in clients.tolist() if isinstance(c, bool) or not isinstance(c, int)), raw)
@@ -395,7 +394,7 @@ class FederatedAlgorithm:
             if p is None:
                 raise ValueError("p (weights of all clients) is required with variance reduction")
             variates = update_control_variates(variates, clients, deltas, lr, a_norms, p, steps, agg.change)
-        params, server_state = apply_server_optimizer(self.server, agg.change, state, lr)
+        params, server_state = _run_server_optimizer(self.server, agg.change, state, lr)  # lr, change checked
         omega = participation.weights / participation.weights.sum()
         w = agg.weights / agg.weights.sum()
         diag = RoundDiagnostics(clients, steps, a_norms, agg.tau_eff, agg.weights, chi_square(omega, w))
@@ -448,25 +447,26 @@ def apply_server_optimizer(server: ServerOptimizer, change: Any, state: ServerSt
     lr = check_positive("lr", lr)
     if not tree_all_finite(change):
         raise FloatingPointError(f"round {state.round}: the aggregated update is not finite (diverged)")
+    return _run_server_optimizer(server, change, state, lr)
+
+
+def _run_server_optimizer(server: ServerOptimizer, change: Any, state: ServerState, lr: float) -> tuple:
+    """:func:`apply_server_optimizer` for a caller that has checked ``lr`` and the finite ``change`` itself
+    (:meth:`FederatedAlgorithm.apply`, :func:`fedlib.distributed.distributed_apply`): the checks of what the
+    server optimizer returns, without a second pass over the change every round."""
     out = server.update(change, state.server, state.params, lr)
     if not isinstance(out, tuple) or len(out) != 2:
         raise ValueError(f"server optimizer {server.name!r}: update(change, state, params, lr) must return "
                          f"(new_params, new_state), got {type(out).__name__}")
     params = out[0]
-    try:
-        same = tree_structure_equal(params, state.params) and tree_kind_mismatch(params, state.params) is None
+    try:  # None: the model fits; -1: another structure or leaf shapes; k >= 0: leaf k is another array kind
+        k = tree_kind_mismatch(params, state.params) if tree_structure_equal(params, state.params) else -1
     except (TypeError, ValueError):
-        same = False
-    if not same:
+        k = -1
+    if k is not None:
         got = [tuple(np.shape(v)) for v in tree_leaves(params)] if not np.isscalar(params) else type(params).__name__
-        kinds = ""
-        try:
-            k = tree_kind_mismatch(params, state.params) if tree_structure_equal(params, state.params) else None
-        except (TypeError, ValueError):
-            k = None
-        if k is not None:
-            kinds = (f" (leaf {k} is {leaf_kind(tree_leaves(params)[k])}, state.params holds "
-                     f"{leaf_kind(tree_leaves(state.params)[k])})")
+        kinds = "" if k < 0 else (f" (leaf {k} is {leaf_kind(tree_leaves(params)[k])}, state.params holds "
+                                  f"{leaf_kind(tree_leaves(state.params)[k])})")
         raise ValueError(f"server optimizer {server.name!r}: update must return (new_params, new_state) with "
                          "new_params of the structure and leaf shapes of state.params (and its array kind), got "
                          f"leaf shapes {got} for {[tuple(np.shape(v)) for v in tree_leaves(state.params)]}{kinds}")

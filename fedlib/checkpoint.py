@@ -43,6 +43,7 @@ import numpy as np
 
 from ._io import atomic_write
 from ._validate import check_int
+from .tree import tree_map
 
 __all__ = ["FORMAT", "FOOTER", "PARTS", "CheckpointError", "to_numpy_tree", "to_torch_tree", "save_checkpoint",
            "load_checkpoint",
@@ -131,26 +132,20 @@ def to_torch_tree(obj: Any, like: Any) -> Any:
     """
     import torch
 
-    first = next((t for t in ([like] if isinstance(like, torch.Tensor) else list(like) if isinstance(like, (list, tuple))
-                              else []) if isinstance(t, torch.Tensor)), None)
+    candidates = [like] if isinstance(like, torch.Tensor) else list(like) if isinstance(like, (list, tuple)) else []
+    first = next((t for t in candidates if isinstance(t, torch.Tensor)), None)
     if first is None:
         raise ValueError(f"like must be a torch tensor or a list of them (parameters_of(model)), got "
                          f"{type(like).__name__}")
     dtype = first.dtype if first.is_floating_point() else None
 
-    def conv(x: Any) -> Any:
-        if isinstance(x, np.ndarray):
-            t = torch.as_tensor(np.array(x, copy=True), device=first.device)
-            return t.to(dtype) if dtype is not None and t.is_floating_point() else t
-        if isinstance(x, tuple) and hasattr(x, "_fields"):
-            return type(x)(*[conv(v) for v in x])
-        if isinstance(x, (list, tuple)):
-            return type(x)(conv(v) for v in x)
-        if isinstance(x, dict):
-            return {k: conv(v) for k, v in x.items()}
-        return x
+    def leaf(x: Any) -> Any:
+        if not isinstance(x, np.ndarray):
+            return x
+        t = torch.as_tensor(np.array(x, copy=True), device=first.device)
+        return t.to(dtype) if dtype is not None and t.is_floating_point() else t
 
-    return conv(obj)
+    return tree_map(leaf, obj)
 
 
 def _numpy_tree(obj: Any, copy: bool) -> Any:

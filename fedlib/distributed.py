@@ -44,7 +44,7 @@ from typing import Optional, Sequence
 import numpy as np
 
 from ._validate import check_int, check_positive, check_probability_vector
-from .algorithms import (FederatedAlgorithm, RoundDiagnostics, ServerState, apply_server_optimizer,
+from .algorithms import (FederatedAlgorithm, RoundDiagnostics, ServerState, _run_server_optimizer,
                          check_client_indices, client_update_problem)
 from .rule import effective_weights
 from .sampling import Participation, as_participation
@@ -342,7 +342,7 @@ def distributed_apply(comm: Communicator, algorithm: FederatedAlgorithm, state: 
     variates = state.variates
     if variates is not None:
         variates = _update_variates(comm, variates, own, mine, lr, p, change)
-    params, server_state = apply_server_optimizer(algorithm.server, change, state, lr)
+    params, server_state = _run_server_optimizer(algorithm.server, change, state, lr)  # lr, change checked
     omega = participation.weights / participation.weights.sum()
     wn = w / w.sum()
     diag = RoundDiagnostics(clients, steps, a_norms, tau, w, chi_square(omega, wn))

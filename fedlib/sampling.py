@@ -26,7 +26,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from ._validate import check_choice, check_finite_array, check_int, check_positive, check_probability_vector
+from ._validate import bool_entry, check_choice, check_finite_array, check_int, check_positive, check_probability_vector
 from .rng import generator
 
 __all__ = ["SAMPLING_SCHEMES", "SAMPLE_TAU_EFF", "Participation", "as_participation", "check_sampling", "full_participation", "sample_with_replacement",
@@ -84,9 +84,7 @@ def as_participation(participation) -> Participation:
         raise ValueError(f"participation must be a fedlib.sampling.Participation (full_participation(p), "
                          f"sample_clients(...)), got {type(participation).__name__}")
     raw = participation.clients
-    if not hasattr(raw, "dtype") and any(isinstance(c, (bool, np.bool_))
-                                         for c in np.asarray(raw, dtype=object).reshape(-1).tolist()):
-        # np.asarray([0, True]) is the integer array [0, 1]: a bool would be taken as client 1
+    if bool_entry(raw) is not None:  # np.asarray([0, True]) is the integer array [0, 1]: True would be client 1
         raise ValueError(f"participation: clients must be integer indices, got {raw!r}")
     clients = np.asarray(raw)
     weights = np.asarray(participation.weights, dtype=float)

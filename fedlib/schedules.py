@@ -19,12 +19,11 @@ import dataclasses
 import functools
 
 import math
-import numbers
 
 import numpy as np
 
-from ._validate import (check_finite_array, check_int, check_int_array, check_local_steps, check_nonnegative,
-                        check_positive, plain)
+from ._validate import (_is_number, bool_entry, check_finite_array, check_int, check_int_array, check_local_steps,
+                        check_nonnegative, check_positive, is_bool, plain)
 from .rng import generator
 
 __all__ = ["steps_per_epoch", "FixedSteps", "RandomSteps", "FixedEpochs", "RandomEpochs", "WallClock", "whole_steps", "round_local_steps", "RandomLocalWork", "parse_epochs", "make_epoch_schedule",
@@ -233,11 +232,6 @@ def round_local_steps(schedule, round_index: int, num_clients: int) -> np.ndarra
     return check_int_array(f"schedule.local_steps({round_index})", steps, size=num_clients, minimum=0)
 
 
-def _is_real(x) -> bool:
-    """A real number that is no bool (``True`` is an ``int``, but no probability or factor)."""
-    return isinstance(x, numbers.Real) and not isinstance(x, (bool, np.bool_))
-
-
 def whole_steps(work) -> np.ndarray:
     r""":math:`\lfloor x\rfloor` of a number of steps :math:`x = T s` computed in floating point,
     forgiving the few ulps by which a product that is a whole number in decimal falls below it
@@ -254,8 +248,7 @@ def whole_steps(work) -> np.ndarray:
 
     ``work`` must be finite and >= 0 (a step count; ``ValueError`` otherwise, also for a bool).
     """
-    if (isinstance(work, (bool, np.bool_)) or "bool" in str(getattr(work, "dtype", ""))
-            or (isinstance(work, (list, tuple)) and any(isinstance(v, (bool, np.bool_)) for v in work))):
+    if is_bool(work) or bool_entry(work) is not None:
         raise ValueError(f"work must be a number of steps, not a bool, got {plain(work)!r}")  # True gave 1 step
     work = check_finite_array("work", work)  # NaN gave NaN steps, -2.5 gave -3
     if np.any(work < 0):
@@ -308,10 +301,10 @@ class WallClock:
         object.__setattr__(self, "speeds", tuple(float(v) for v in s))
         object.__setattr__(self, "round_seconds", check_positive("round_seconds", round_seconds))
         object.__setattr__(self, "jitter", check_nonnegative("jitter", jitter))
-        if not _is_real(straggler_prob) or not 0 <= straggler_prob <= 1:  # True was 1.0, "a" a TypeError
+        if not _is_number(straggler_prob) or not 0 <= straggler_prob <= 1:  # True was 1.0, "a" a TypeError
             raise ValueError(f"straggler_prob must lie in [0, 1], got {plain(straggler_prob)!r}")
         object.__setattr__(self, "straggler_prob", float(straggler_prob))
-        if not _is_real(straggler_factor) or not 0 < straggler_factor <= 1:
+        if not _is_number(straggler_factor) or not 0 < straggler_factor <= 1:
             raise ValueError(f"straggler_factor must lie in (0, 1], got {plain(straggler_factor)!r}")
         object.__setattr__(self, "straggler_factor", float(straggler_factor))
         object.__setattr__(self, "seed", check_int("seed", seed))
@@ -547,14 +540,14 @@ def step_decay_lr(base_lr: float, round_index: int, total_rounds: int, milestone
     base_lr = check_positive("lr", base_lr)
     check_int("round_index", round_index)
     total = check_int("total_rounds", total_rounds, minimum=1)
-    if not _is_real(factor) or not 0 < factor <= 1:
+    if not _is_number(factor) or not 0 < factor <= 1:
         raise ValueError("factor must lie in (0, 1] (the rate is multiplied by it at each milestone; factor=0.1 "
                          f"divides it by 10), got {plain(factor)!r}")
     if isinstance(milestones, (str, bytes)) or not hasattr(milestones, "__iter__"):
         raise ValueError(f"milestones must be a sequence of fractions of total_rounds in [0, 1], got {milestones!r}")
     milestones = list(milestones)
     for k, f in enumerate(milestones):
-        if not _is_real(f) or not 0 <= f <= 1:
+        if not _is_number(f) or not 0 <= f <= 1:
             raise ValueError(f"milestones[{k}] must be a fraction of total_rounds in [0, 1], got {plain(f)!r}")
     passed = sum(round_index >= max(1, math.floor(f * total + 0.5)) for f in milestones)
     return base_lr * factor ** passed

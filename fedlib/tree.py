@@ -15,7 +15,7 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from ._validate import plain
+from ._validate import is_bool, plain
 
 __all__ = [
     "leaf_kind",
@@ -472,7 +472,7 @@ def tree_index(stacked: Any, i) -> Any:
     ...
     ValueError: i must be a row index (an int, slice or index array), got the bool True
     """
-    if isinstance(i, (bool, np.bool_)) or (np.ndim(i) == 0 and "bool" in str(getattr(i, "dtype", ""))):
+    if np.ndim(i) == 0 and is_bool(i):
         # a 0-d bool array or tensor indexes as a bool too (np.array(True) added an axis, torch.tensor(True) picked row 1)
         raise ValueError(f"i must be a row index (an int, slice or index array), got the bool {i!r}")
     if not isinstance(i, (int, np.integer, slice)):  # 1.0, nan, None, a float array: numpy/torch's own IndexError
