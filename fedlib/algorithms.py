@@ -235,6 +235,15 @@ def check_client_indices(clients: Any, num_clients: Optional[int]) -> None:
                          f"(indices 0..{num_clients - 1})")
 
 
+def _check_one_client(client: Any, num_clients: Any) -> None:
+    """``check_client_indices([client], num_clients)``, without its array work for a plain in-range ``int``
+    (``client_init`` / ``client_final`` run once per client and round: 16 µs of checks each made up 5 % of
+    chapter 10's single-threaded time). A bool is no ``int`` here (``type(True) is bool``)."""
+    if type(client) is int and type(num_clients) is int and 0 <= client < num_clients:
+        return
+    check_client_indices([client], num_clients)
+
+
 @dataclasses.dataclass(frozen=True)
 class FederatedAlgorithm:
     r"""One algorithm of the table above, with its local solver and server optimizer.
@@ -331,13 +340,13 @@ class FederatedAlgorithm:
     def client_init(self, state: ServerState, client: int, solver: Optional[LocalSolver] = None) -> SolverState:
         """Solver state of ``client`` at :math:`x^{(t,0)}`, with its VR correction if any."""
         solver = solver or self.solver
-        check_client_indices([client], state.num_clients)
+        _check_one_client(client, state.num_clients)
         corr = correction(state.variates, client) if state.variates is not None else None
         return solver.init(state.params, corr)
 
     def client_final(self, state: ServerState, client: int, solver_state: SolverState) -> ClientUpdate:
         """Package a finished local run: :math:`\\Delta_i = x_i^{(t,\\tau_i)} - x^{(t,0)}`."""
-        check_client_indices([client], state.num_clients)
+        _check_one_client(client, state.num_clients)
         if solver_state.step < 1:
             raise ValueError(f"local_steps: client {client} took no local step (a client without samples or with "
                              "tau_i = 0 has no update to aggregate: leave it out of the round; in your own loop, out of the "
