@@ -81,8 +81,8 @@ def test_bound_check_terms_from_the_papers_formulas(algorithm, solver):
     4 eta^2 L^2 C = 1/(2 beta^2 + 1), kappa^2 the supremum of Assumption 3, sigma^2 = sigma_0^2 d."""
     problem, steps = bounds.default_setup(seed=1, dim=4)
     T, c, rho, sigma, reps, seed = 60, 0.03, 0.3, 0.4, 2, 5
-    row = bounds.bound_check(problem, steps, algorithm, solver, T, lr_scale=c, momentum=rho, sigma=sigma,
-                             replicas=reps, seed=seed)
+    row = bounds.bound_check(problem, steps, algorithm, solver, T, lr_scale=c,
+                             momentum=rho if solver == "momentum" else None, sigma=sigma, replicas=reps, seed=seed)
     m, d, p = 8, 4, problem.p
     lr = c * math.sqrt(m / (steps.mean() * T))
     assert row.lr == pytest.approx(lr, rel=1e-14) and row.rounds == T and row.replicas == reps

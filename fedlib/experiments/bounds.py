@@ -50,7 +50,7 @@ from typing import Any, NamedTuple, Optional, Sequence
 import numpy as np
 
 from .._validate import (check_choice, check_finite_array, check_int, check_local_steps, check_nonnegative,
-                         check_positive, check_probability_vector)
+                         check_positive, check_probability_vector, plain)
 from ..engines.quadratic import run_replicas
 from ..problems.quadratic import QuadraticProblem, random_quadratic
 from ..rule import AGGREGATIONS, effective_weights
@@ -142,8 +142,16 @@ def _bound_for(problem, weights, lr, rounds, L, sigma2, a_vectors, tau_eff, C) -
     return beta2, kappa2, terms
 
 
+def _momentum_of(solver: str, momentum: Optional[float]) -> Optional[float]:
+    """``momentum`` for :func:`make_solver`: 0.5 for ``"momentum"`` when not given; refused with ``"sgd"``."""
+    if solver == "sgd" and momentum is not None:
+        raise ValueError(f"momentum: solver 'sgd' has no momentum buffer, got momentum = {plain(momentum)!r} (use "
+                         "solver='momentum')")
+    return 0.5 if momentum is None and solver == "momentum" else momentum
+
+
 def bound_check(problem: QuadraticProblem, local_steps: Sequence[int], algorithm: str, solver: str, rounds: int, *,
-                lr_scale: float = 0.05, momentum: float = 0.5, sigma: float = 0.5, replicas: int = 32,
+                lr_scale: float = 0.05, momentum: Optional[float] = None, sigma: float = 0.5, replicas: int = 32,
                 seed: int = 0) -> Theorem1Row:
     r"""Measure both sides of Theorem 1 for one algorithm, local solver and :math:`T`.
 
@@ -155,6 +163,8 @@ def bound_check(problem: QuadraticProblem, local_steps: Sequence[int], algorithm
     rounds : :math:`T`.
     lr_scale : :math:`c` in :math:`\eta = c\sqrt{m/(\bar\tau T)}` (Theorem 1's step size up
         to the constant); a :class:`ValueError` if :math:`\eta` breaks the theorem's conditions.
+    momentum : :math:`\rho` of ``"momentum"`` (default 0.5); given with ``"sgd"`` it is refused
+        (``ValueError`` naming it), never dropped.
     sigma : :math:`\sigma_0`, so :math:`\sigma^2 = \sigma_0^2 d`.
     replicas, seed : independent runs averaged for the expectation; the noise seed.
     """
@@ -166,7 +176,7 @@ def bound_check(problem: QuadraticProblem, local_steps: Sequence[int], algorithm
     sigma = check_nonnegative("sigma", sigma)
     m, d = problem.num_clients, problem.dim
     lr = lr_scale * math.sqrt(m / (float(steps.mean()) * rounds))
-    local = make_solver(solver, lr, momentum=momentum if solver == "momentum" else None)
+    local = make_solver(solver, lr, momentum=_momentum_of(solver, momentum))
     a_vectors = [local.a_vector(int(t)) for t in steps]
     a_norms = np.array([a.sum() for a in a_vectors])
     tau_eff, w = effective_weights(algorithm, problem.p, a_norms)
