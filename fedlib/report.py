@@ -4,6 +4,7 @@ Used by chapters 1, 3, 4, 5, 6, 7, 8, 9 and 10.
 """
 from __future__ import annotations
 
+import math
 import numbers
 from typing import Any, Sequence
 
@@ -52,18 +53,34 @@ def plus_minus(value: Any, error: Any, spec: str = ".3g") -> str:
 
     >>> plus_minus(0.2637, 0.02213, ".4g"), plus_minus(0.0975, 0.0179)
     ('0.2637 ± 0.02213', '0.0975 ± 0.0179')
+
+    A value or error that is not finite would print ``nan ± 0.1``; it is refused by name:
+
+    >>> plus_minus(float("nan"), 0.1)
+    Traceback (most recent call last):
+    ...
+    ValueError: value: plus_minus needs a finite number, got nan
     """
     if isinstance(error, (bool, np.bool_)):
         raise ValueError(f"error: a standard error or deviation is a number >= 0, got the bool {error!r}")
-    number = None
-    if not isinstance(error, str):  # a string is printed as it is (fmt); anything fmt prints as a number is checked
-        try:
-            number = float(error)  # also a 0-d torch tensor or numpy array, which are no numbers.Real
-        except (TypeError, ValueError):
-            pass
+    number = _as_number(error)
     if number is not None and not number >= 0:  # negative or NaN
         raise ValueError(f"error: a standard error or deviation is >= 0, got {error!r}")
+    for name, x in (("value", _as_number(value)), ("error", number)):
+        if x is not None and not math.isfinite(x):
+            raise ValueError(f"{name}: plus_minus needs a finite number, got {x!r}")
     return f"{fmt(value, spec)} ± {fmt(error, spec)}"
+
+
+def _as_number(x: Any) -> Any:
+    """``float(x)`` for what :func:`fmt` prints as a number (also a 0-d torch tensor or numpy array, which are
+    no ``numbers.Real``); ``None`` for a string (printed as it is), a bool and anything ``float`` refuses."""
+    if isinstance(x, (str, bool, np.bool_)):
+        return None
+    try:
+        return float(x)
+    except (TypeError, ValueError, OverflowError):  # OverflowError: an int beyond float's range, printed as it is
+        return None
 
 
 def markdown_table(header: Sequence[str], rows: Sequence[Sequence[Any]], spec: str = ".3g") -> str:
@@ -92,7 +109,8 @@ def transposed_markdown_table(header: Sequence[str], rows: Sequence[Sequence[Any
     """:func:`markdown_table` of the same cells with rows and columns swapped: row ``k`` becomes
     column ``k + 1``, the header the first column. For a few rows of many numeric columns (a sweep
     over three values of :math:`T`, say), which are too wide for the page as rows; the first
-    column's entries head the columns (the header's first entry above them).
+    column's entries head the columns (the header's first entry above them). The header is printed
+    as given (``str``), as :func:`markdown_table` prints its header: ``spec`` is for the cells.
 
     >>> print(transposed_markdown_table(["T", "error"], [[100, 0.5], [400, 0.25]]))
     | T | 100 | 400 |
@@ -106,5 +124,5 @@ def transposed_markdown_table(header: Sequence[str], rows: Sequence[Sequence[Any
     if any(len(r) != len(header) for r in rows):
         raise ValueError("every row must have as many cells as the header")
     columns = [[r[j] for r in rows] for j in range(len(header))]
-    return markdown_table([header[0], *(fmt(v, spec) for v in columns[0])], [[name, *values] for name, values in zip(header[1:], columns[1:])],
+    return markdown_table([header[0], *(fmt(v, spec) for v in columns[0])], [[str(name), *values] for name, values in zip(header[1:], columns[1:])],
                           spec)
