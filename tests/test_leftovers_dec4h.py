@@ -76,3 +76,61 @@ def test_transposed_markdown_table_prints_the_header_as_given():
     # the header of markdown_table itself, printed as str: the same
     assert transposed_markdown_table(["T", "error"], [[100, 0.5]], ".2f").splitlines()[2] == "| error | 0.50 |"
 
+
+# --------------------------------------------------------------------------- 4. float64 -> float32 overflow
+def _run(params=None):
+    return RunSpec(make_algorithm("fednova", sgd(0.1)), [np.arange(0, 4), np.arange(4, 8)], FixedSteps([1, 2]), seed=0,
+                   params=params)
+
+
+def _features(bad_row=None):
+    torch.manual_seed(0)
+    x = torch.randn(8, 6, dtype=torch.float64)
+    if bad_row is not None:
+        x[bad_row, 2] = 1e39  # finite in float64, beyond float32's 3.4e38
+    return x
+
+
+_OVERFLOW = r"overflows torch\.float32: finite as torch\.float64, inf once cast"
+
+
+def test_initial_model_that_overflows_float32_is_named_so():
+    """Was: 'runs[0].params: parameter 'bias' holds NaN or inf (the initial model must be finite)'."""
+    model = nn.Linear(6, 3)
+    params = {n: p.detach().double().clone() for n, p in model.named_parameters()}
+    params["bias"][1] = 1e39
+    with pytest.raises(ValueError, match=rf"^runs\[0\]\.params: parameter 'bias' {_OVERFLOW} \(the initial model must "
+                                         r"be finite\)$"):
+        TensorEngine(model, _features(), torch.arange(8) % 3, [_run(params)], rounds=1, batch_size=2, dropout=False,
+                     dtype=torch.float32)
+    params["bias"][1] = float("inf")  # a real inf: the old message
+    with pytest.raises(ValueError, match=r"^runs\[0\]\.params: parameter 'bias' holds NaN or inf \(the initial model"):
+        TensorEngine(model, _features(), torch.arange(8) % 3, [_run(params)], rounds=1, batch_size=2, dropout=False,
+                     dtype=torch.float32)
+
+
+@pytest.mark.parametrize("which", ["features", "test_features"])
+def test_tensor_engine_refuses_features_that_overflow_float32(which):
+    """Was: accepted, the engine's float32 features holding inf (training on them gives NaN)."""
+    good, bad = _features(), _features(bad_row=5)
+    kwargs = dict(rounds=1, batch_size=2, dropout=False, dtype=torch.float32)
+    feats, tests = (bad, good) if which == "features" else (good, bad)
+    with pytest.raises(ValueError, match=rf"^{which}: row 5 {_OVERFLOW}$"):
+        TensorEngine(nn.Linear(6, 3), feats, torch.arange(8) % 3, [_run()], test_features=tests,
+                     test_labels=torch.arange(8) % 3, **kwargs)
+    # float64 engine: 1e39 is a feature like any other
+    engine = TensorEngine(nn.Linear(6, 3).double(), feats, torch.arange(8) % 3, [_run()], test_features=tests,
+                          test_labels=torch.arange(8) % 3, **{**kwargs, "dtype": torch.float64})
+    assert engine._features.dtype == torch.float64 and math.isfinite(float(engine._features.abs().max()))
+
+
+def test_train_clients_names_the_client_whose_features_overflow_float32():
+    """Was: 'features hold NaN or inf (row 5)' — TensorEngine's argument and row, not client_x[1]'s sample 1."""
+    x = _features(bad_row=5)
+    ys = [torch.arange(4) % 3, torch.arange(4) % 3]
+    with pytest.raises(ValueError, match=rf"^client_x\[1\] {_OVERFLOW} \(sample 1\)$"):
+        train_clients(nn.Linear(6, 3), [x[:4], x[4:]], ys, rounds=1, lr=0.1, batch_size=2, dtype=torch.float32)
+    x[5, 2] = float("nan")
+    with pytest.raises(ValueError, match=r"^client_x\[1\] holds NaN or inf \(sample 1\)$"):  # as before
+        train_clients(nn.Linear(6, 3), [x[:4], x[4:]], ys, rounds=1, lr=0.1, batch_size=2, dtype=torch.float32)
+

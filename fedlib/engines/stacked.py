@@ -615,6 +615,14 @@ def _train_images(data) -> torch.Tensor:
     return images
 
 
+def _non_finite(source: torch.Tensor, dtype: torch.dtype) -> str:
+    """What is wrong with ``source`` whose cast to ``dtype`` holds NaN or inf (the error path only): a finite
+    ``source`` overflowed the cast (float64's 1e39 is inf in float32), which the message says."""
+    if source.dtype != dtype and bool(torch.isfinite(source).all()):
+        return f"overflows {dtype}: finite as {source.dtype}, inf once cast"
+    return "holds NaN or inf"
+
+
 def _as_param_dict(obj, names, shapes, device, dtype, what) -> Dict[str, torch.Tensor]:
     if isinstance(obj, nn.Module):
         obj = dict(obj.named_parameters())
@@ -629,7 +637,7 @@ def _as_param_dict(obj, names, shapes, device, dtype, what) -> Dict[str, torch.T
             raise ValueError(f"{what}: parameter {n!r} has shape {tuple(t.shape)}, the model's is {shapes[n]}")
         out[n] = t.detach().to(device=device, dtype=dtype).clone()
         if not bool(torch.isfinite(out[n]).all()):  # was caught by algorithm.init, without the run or parameter
-            raise ValueError(f"{what}: parameter {n!r} holds NaN or inf (the initial model must be finite)")
+            raise ValueError(f"{what}: parameter {n!r} {_non_finite(t, dtype)} (the initial model must be finite)")
     return out
 
 

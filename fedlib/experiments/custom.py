@@ -33,8 +33,8 @@ from torch import nn
 from tqdm import tqdm
 
 from .._validate import check_choice
-from ..engines.stacked import (RunSpec, StackedEngine, _check_int_labels, _resolve_dtype, max_relative_difference,
-                               reference_run)
+from ..engines.stacked import (RunSpec, StackedEngine, _check_int_labels, _non_finite, _resolve_dtype,
+                               max_relative_difference, reference_run)
 
 __all__ = ["TensorEngine", "train_clients", "reference_differences"]
 
@@ -44,6 +44,16 @@ def _as_tensor(t, what: str) -> torch.Tensor:
         return torch.as_tensor(t)
     except Exception as exc:
         raise ValueError(f"{what} must be a tensor or array ({exc})") from None
+
+
+def _cast_features(x: torch.Tensor, device, dtype: torch.dtype, what: str) -> torch.Tensor:
+    """Finite features ``x`` in the engine's ``dtype``; a narrowing cast (float64 -> float32) is checked once,
+    since a finite 1e39 is inf in float32."""
+    out = x.to(device, dtype)
+    if torch.finfo(x.dtype).max > torch.finfo(dtype).max and not bool(torch.isfinite(out).all()):
+        row = int((~torch.isfinite(out)).flatten(1).any(1).nonzero()[0])
+        raise ValueError(f"{what}: row {row} {_non_finite(x, dtype)}")
+    return out
 
 
 class TensorEngine(StackedEngine):
@@ -76,7 +86,7 @@ class TensorEngine(StackedEngine):
         stub = SimpleNamespace(train_images=torch.zeros((x.shape[0], 1, 1, 1), dtype=torch.uint8), train_labels=y)
         super().__init__(model, stub, runs, rounds=rounds, path="vmap", augment=False, padding=0, mean=(0.0,),
                          std=(1.0,), **options)
-        self._features = x.to(self.device, self.dtype)
+        self._features = _cast_features(x, self.device, self.dtype, "features")
         # each run's initial global model, for reference_differences' check of the model it is given
         self._initial = [{n: t.detach().cpu().clone() for n, t in st.params.items()} for st in self.states]
         self._test_features = None
@@ -87,7 +97,7 @@ class TensorEngine(StackedEngine):
             if not tx.is_floating_point() or not bool(torch.isfinite(tx).all()):
                 raise ValueError(f"test_features must be finite floats, got {tx.dtype} with NaN/inf or not float")
             _check_int_labels(ty, "test_labels")  # a float label would be truncated, a negative one fail in evaluate
-            self._test_features = tx.to(self.device, self.dtype)
+            self._test_features = _cast_features(tx, self.device, self.dtype, "test_features")
             self._test_feature_labels = ty.to(self.device, torch.int64)
 
     def _training_mode_sample(self, images: torch.Tensor) -> torch.Tensor:
@@ -207,6 +217,7 @@ def train_clients(model: nn.Module, client_x: Sequence[Any], client_y: Sequence[
         raise ValueError("test_x and test_y go together: give both (evaluation) or neither")
     xs = [_as_tensor(x, f"client_x[{i}]") for i, x in enumerate(client_x)]
     ys = [_as_tensor(y, f"client_y[{i}]") for i, y in enumerate(client_y)]
+    cast = []  # the features in the run's dtype: float64 features are not rounded, nor checked before an overflow
     for i, (x, y) in enumerate(zip(xs, ys)):
         if x.ndim < 2:  # a 1-d tensor of n values: n samples of one feature, or one sample of n features?
             raise ValueError(f"client_x[{i}] must be (n_i, *feature_shape), samples first, got shape {tuple(x.shape)}; "
@@ -218,9 +229,10 @@ def train_clients(model: nn.Module, client_x: Sequence[Any], client_y: Sequence[
             raise ValueError(f"client {i}: features of shape {tuple(x.shape[1:])}, client 0 has {tuple(xs[0].shape[1:])}")
         if not x.is_floating_point():
             raise ValueError(f"client_x[{i}] must be a float tensor, got {x.dtype}")
-        if not bool(torch.isfinite(x).all()):
-            row = int((~torch.isfinite(x)).flatten(1).any(1).nonzero()[0])
-            raise ValueError(f"client_x[{i}] holds NaN or inf (sample {row})")
+        cast.append(x.to(dtype))
+        if not bool(torch.isfinite(cast[i]).all()):
+            row = int((~torch.isfinite(cast[i])).flatten(1).any(1).nonzero()[0])
+            raise ValueError(f"client_x[{i}] {_non_finite(x, dtype)} (sample {row})")
     num_classes = _num_classes(model, xs[0])
     for i, y in enumerate(ys):
         _check_labels(y, num_classes, f"client_y[{i}]")
@@ -235,7 +247,7 @@ def train_clients(model: nn.Module, client_x: Sequence[Any], client_y: Sequence[
     sizes = [int(x.shape[0]) for x in xs]
     offsets = np.cumsum([0] + sizes)
     parts = [np.arange(offsets[i], offsets[i + 1]) for i in range(len(sizes))]
-    feats = torch.cat([x.to(dtype) for x in xs])  # in the run's dtype: float64 features are not rounded
+    feats = torch.cat(cast)
     labels = torch.cat([y.long() for y in ys])
     runs = []
     for name in algorithms:
