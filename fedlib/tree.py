@@ -471,7 +471,18 @@ def tree_index(stacked: Any, i) -> Any:
     Traceback (most recent call last):
     ...
     ValueError: i must be a row index (an int, slice or index array), got the bool True
+
+    A tuple indexes one axis per entry (``x[1, 0]`` is row 1's first entry), not rows 1 and 0; a list or an
+    index array picks rows:
+
+    >>> tree_index(stacked, (1, 0))
+    Traceback (most recent call last):
+    ...
+    ValueError: i must be a row index (an int, slice or index array), got the tuple (1, 0) (one axis per entry): give rows as a list or an index array
     """
+    if isinstance(i, tuple):
+        raise ValueError(f"i must be a row index (an int, slice or index array), got the tuple {i!r} (one axis per "
+                         "entry): give rows as a list or an index array")
     if np.ndim(i) == 0 and is_bool(i):
         # a 0-d bool array or tensor indexes as a bool too (np.array(True) added an axis, torch.tensor(True) picked row 1)
         raise ValueError(f"i must be a row index (an int, slice or index array), got the bool {i!r}")

@@ -134,3 +134,13 @@ def test_train_clients_names_the_client_whose_features_overflow_float32():
     with pytest.raises(ValueError, match=r"^client_x\[1\] holds NaN or inf \(sample 1\)$"):  # as before
         train_clients(nn.Linear(6, 3), [x[:4], x[4:]], ys, rounds=1, lr=0.1, batch_size=2, dtype=torch.float32)
 
+
+# --------------------------------------------------------------------------- 5. tree_index of a tuple
+@pytest.mark.parametrize("leaf", [np.arange(12).reshape(3, 4), torch.arange(12).reshape(3, 4)])
+@pytest.mark.parametrize("index", [(1, 2), (0,), (np.int64(1), 0), (slice(None), 0)])
+def test_tree_index_refuses_a_tuple(leaf, index):
+    """Was: tree_index({'a': x}, (1, 2)) == {'a': x[1, 2]} (one entry, two axes indexed), not rows 1 and 2."""
+    with pytest.raises(ValueError, match=r"^i must be a row index \(an int, slice or index array\), got the tuple "
+                                         r".* \(one axis per entry\): give rows as a list or an index array$"):
+        tree_index({"a": leaf}, index)
+    assert tree_index({"a": leaf}, [1, 2])["a"].shape == (2, 4)  # rows as a list still pass
