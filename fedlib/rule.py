@@ -78,7 +78,7 @@ def _check_a_norms(a_norms: Any, size: int, weights: str) -> np.ndarray:
     if a.size != size:  # name both: the wrong one may be the weights (check_weights' message blamed a_norms alone)
         raise ValueError(f"a_norms and {weights} must have one entry per client, got {a.size} a_norms and "
                          f"{size} {weights}")
-    if np.any(a <= 0):
+    if a.min() <= 0:
         bad = int(np.flatnonzero(a <= 0)[0])
         raise ValueError(f"a_norms must be > 0 for every client (client {bad} has {plain(a[bad])!r})")
     return a

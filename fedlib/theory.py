@@ -77,7 +77,7 @@ def chi_square(p: Any, w: Any) -> float:
     p = check_probability_vector("p", p)
     w = check_probability_vector("w", w, size=p.size)
     zero = w == 0
-    if np.any(zero & (p > 0)):
+    if (zero & (p > 0)).any():
         raise ValueError("w: chi-square is infinite (w_i = 0 where p_i > 0)")
     keep = ~zero
     return float(np.sum((p[keep] - w[keep]) ** 2 / w[keep]))

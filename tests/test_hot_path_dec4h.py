@@ -37,3 +37,46 @@ def test_a_state_with_a_numpy_client_count_still_checks_the_range():
     algo.client_init(state, 2)
     with pytest.raises(ValueError, match="client 3 is not one of the 3 clients"):
         algo.client_init(state, 3)
+
+
+# ---------------------------------------------------------------- _validate's array checks, rewritten with
+# the array methods (.all(), .min()) instead of np.all / np.any: the same refusals on every kind of array
+
+from fedlib._validate import check_int_array, check_weights  # noqa: E402
+
+
+@pytest.mark.parametrize("bad, match", [
+    ([0.5, -0.0001], "non-negative, got min -0.0001"),
+    ([np.nan, 1.0], "NaN or inf"),
+    ([1.0, np.inf], "NaN or inf"),
+    ([], "must not be empty"),
+])
+def test_check_weights_refusals(bad, match):
+    with pytest.raises(ValueError, match=match):
+        check_weights("w", np.array(bad, dtype=float))
+
+
+def test_check_weights_takes_zero_and_positive_weights():
+    np.testing.assert_array_equal(check_weights("w", [0.0, 2.0]), [0.0, 2.0])
+
+
+@pytest.mark.parametrize("bad, match", [
+    (np.array([1, 2 ** 63], dtype=np.uint64), "below 2\\*\\*63"),
+    (np.array([1.0, 2.0 ** 63]), "below 2\\*\\*63"),
+    (np.array([1.0, -(2.0 ** 64)]), "below 2\\*\\*63"),
+    (np.array([1.0, 1.5]), "must hold integers"),
+    (np.array([1.0, np.nan]), "must hold integers"),
+    (np.array([3, 0]), "client 1 has 0"),
+    (np.array([0, 3], dtype=np.uint8), "client 0 has 0"),
+])
+def test_check_int_array_refusals(bad, match):
+    with pytest.raises(ValueError, match=match):
+        check_int_array("steps", bad, minimum=1)
+
+
+def test_check_int_array_takes_the_largest_int64_and_unsigned_counts():
+    # an int64 array cannot wrap: it is no longer compared with the float 2.0**63, which 2**63 - 1 rounds to
+    big = np.array([1, 2 ** 63 - 1], dtype=np.int64)
+    assert check_int_array("steps", big, minimum=1).tolist() == [1, 2 ** 63 - 1]
+    assert check_int_array("steps", np.array([1, 7], dtype=np.uint64), minimum=1).tolist() == [1, 7]
+    assert check_int_array("steps", [1.0, 2.0], minimum=1).dtype == np.int64
