@@ -490,16 +490,20 @@ def test_summary_lines_say_what_was_measured():
               {"chi2": 0.0, "tau_eff_rel_error": 1e-16, "chi2_abs_error": 0.0}]
     match = [{"baseline": "FedAvg", "row": "SGD", "setting": "E=2", "seed": 0, "fednova_rounds": 52,
               "baseline_rounds": 100, "fraction": 0.52}]
-    repeats = [{"cell": "sgd-e2-fedavg", "seed": 0, "difference": -0.11}]
+    repeats = [{"cell": "sgd-e2-fedavg", "seed": 0, "difference": -0.11, "max_round_difference": 0.88}]
     bench = [{"cuda_graph": True, "device": "H200", "engine_images_per_s": 77225.0, "ratio": 11.44, "runs": 4},
              {"cuda_graph": False, "device": "cpu", "engine_images_per_s": 1.0, "ratio": 2.0, "runs": 1}]
     lines = C.summary_lines(summary, gaps, checks, match, repeats, bench)
     assert lines[0] == "- 1 of 2 Table 1 cells have results (1 runs; devices: H200)."
     assert "FedNova 66.53 % vs FedAvg 58.82 % (+7.71 points over 1 seed(s); the paper: +5.63)" in lines[1]
     assert "largest errors 1e-16 relative, 2e-16 absolute); χ² of the baselines: 0.325; FedNova's: 0." in lines[2]
-    assert "after 52 of 100 rounds" in lines[3] and "0.11 points apart" in lines[4]
-    assert lines[5] == "- Speed on H200: the stacked engine 77,225 images/s, 11.4× the per-client loop (4 runs stacked)."
-    assert len(lines) == 6  # the CPU benchmark (no CUDA graph) is not a speed claim
+    assert "after 52 of 100 rounds" in lines[3]
+    assert "ends 0.11 points apart, and up to 0.88 points apart in a round" in lines[4]
+    # the claim's assert compares each lead with the larger of the two (chapter 5), and the summary says so
+    assert lines[5] == ("- Every FedNova lead above is asserted to exceed the largest difference of a repeat, final "
+                        "or in any round: 0.88 points.")
+    assert lines[6] == "- Speed on H200: the stacked engine 77,225 images/s, 11.4× the per-client loop (4 runs stacked)."
+    assert len(lines) == 7  # the CPU benchmark (no CUDA graph) is not a speed claim
     assert C.summary_lines([], [], [], [], [], []) == ["- 0 of 0 Table 1 cells have results (0 runs; devices: none)."]
     # two H200 measurements (the committed benchmark and call 5's --compare file) name their files
     two = [{**bench[0], "precision": "bf16", "file": "cifar10_h200_bf16_graph_r4.json"},
