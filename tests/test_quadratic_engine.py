@@ -340,6 +340,11 @@ def test_sampling_gain_and_summary_use_the_numbers():
                    "\\sqrt{16/4} = 2.00", "\\tilde\\tau"):
         assert needle in text, needle
     assert "\t" not in text and "\f" not in text
+    assert "asserted" not in text  # without slope_eff, no slope is named as the asserted one
+    # chapter 8 asserts the slope against q_eff tau T: the summary prints it next to the one against q tau T and names it
+    text = S.sampling_summary(big, small, -0.446, [], 2.0, 1.2, 4, 16, slope_eff=-0.476)
+    assert ("slope -0.446 against $q\\tilde\\tau T$ and -0.476 against $q_{\\text{eff}}\\tilde\\tau T$ (the one "
+            "asserted above; $q_{\\text{eff}}$: next point) over $q = 4") in text
     bias = [S.BiasRow(2, T, lr, c, d, 0.01, pred, off, 0.08, 1.0, np.zeros((2, 3)), np.zeros(3))
             for T, lr, c, d, pred, off in [(1000, 0.0087, "population", 0.064, 0.0, 0.064),
                                            (4000, 0.0043, "population", 0.031, 0.0, 0.031),

@@ -786,11 +786,13 @@ def sampling_gain_stderr(rows: Sequence[SamplingRow], population: int, rounds: i
 
 def sampling_summary(big: Sequence[SamplingRow], small: Sequence[SamplingRow], slope: float,
                      groups: Sequence[tuple], gain_big: float, gain_small: float, q_from: int, q_to: int,
-                     bias: Sequence[BiasRow] = ()) -> str:
+                     bias: Sequence[BiasRow] = (), *, slope_eff: Optional[float] = None) -> str:
     r"""Chapter 8's summary of the client-sampling part, from the measured rows; with ``bias``
     (:func:`sampling_bias`'s rows), also the distances of the three ``tau_eff`` choices and, at the
     longest :math:`T`, the :func:`paired_displacement_error` of each sample-dependent choice and
-    :math:`q` whose rows allow it.
+    :math:`q` whose rows allow it. ``slope`` is the log-log slope against :math:`q\tilde\tau T`;
+    ``slope_eff``, where given, the one against :math:`q_{\text{eff}}\tilde\tau T`, which chapter 8
+    asserts (the text then names it as the asserted one).
 
     ``big`` and ``small`` are :func:`sampling_grid` rows of one population each, sampled with replacement
     (the scheme the text and its :math:`q_{\text{eff}}` formula describe), each with cells at ``q_from``
@@ -804,7 +806,10 @@ def sampling_summary(big: Sequence[SamplingRow], small: Sequence[SamplingRow], s
     lines = [
         f"- **Client sampling (App. G).** With $q$ of $m = {m_big}$ clients drawn per round with replacement "
         f"$\\propto p_i$ and $\\eta = c\\sqrt{{q/(\\tilde\\tau T)}}$, FedNova's $\\frac1T\\sum_t\\|\\nabla F\\|^2$ fell with "
-        f"slope {slope:.3f} against $q\\tilde\\tau T$ over $q = {min(r.clients for r in big)}, \\dots, "
+        f"slope {slope:.3f} against $q\\tilde\\tau T$"
+        + ("" if slope_eff is None else f" and {slope_eff:.3f} against $q_{{\\text{{eff}}}}\\tilde\\tau T$ (the one "
+           "asserted above; $q_{\\text{eff}}$: next point)")
+        + f" over $q = {min(r.clients for r in big)}, \\dots, "
         f"{max(r.clients for r in big)}$ and $T = {min(r.rounds for r in big)}, \\dots, {max(r.rounds for r in big)}$ "
         f"(App. G: $-1/2$)"
         + (f"; cells with the same $q\\tilde\\tau T$ agreed within a factor {worst[2]:.2f} at worst "
