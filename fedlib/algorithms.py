@@ -31,6 +31,7 @@ run it too.
 from __future__ import annotations
 
 import dataclasses
+import weakref
 from typing import Any, NamedTuple, Optional, Sequence
 
 import numpy as np
@@ -105,8 +106,95 @@ def server_state_mismatch(algorithm: "FederatedAlgorithm", state: ServerState) -
     kept = algorithm.server.init(state.params)
     if type(saved) is type(kept):
         return None
-    return (f"the saved server optimizer state is a {type(saved).__name__}, but the algorithm's server optimizer "
-            f"keeps a {type(kept).__name__} ({algorithm.server.name!r}; written with another server optimizer?)")
+    return _server_kind_message(algorithm.server, type(saved), type(kept), "the saved server optimizer state",
+                                "the algorithm's server optimizer", "written with another server optimizer?")
+
+
+def _server_kind_message(server: ServerOptimizer, saved: type, kept: type, what: str, owner: str, hint: str) -> str:
+    """The sentence of :func:`server_state_mismatch`, for a saved state or one given to a round."""
+    return f"{what} is a {saved.__name__}, but {owner} keeps a {kept.__name__} ({server.name!r}; {hint})"
+
+
+#: ``server.init`` -> {type of the model: type of the state that init makes for it}, filled on first use
+_KEPT_STATE_TYPE: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
+_UNKNOWN = object()
+
+
+def _kept_state_type(server: ServerOptimizer, params: Any) -> Optional[type]:
+    """The type of the state ``server.init`` makes for a model like ``params`` (what
+    :func:`server_state_mismatch` compares with), found by one ``init`` per init function and model type
+    and then looked up: a round must not allocate a second momentum buffer or Adam's moments to check its
+    state. ``None`` (nothing to compare with) when that ``init`` fails."""
+    init, key = server.init, type(params)
+    try:
+        kinds = _KEPT_STATE_TYPE.get(init)
+        if kinds is None:
+            kinds = _KEPT_STATE_TYPE[init] = {}
+    except TypeError:  # an init that takes no weak reference (a builtin): asked every time
+        kinds = {}
+    kept = kinds.get(key, _UNKNOWN)
+    if kept is _UNKNOWN:
+        try:
+            kept = type(init(params))
+        except Exception:  # its own problem, met where the state is built (algorithm.init)
+            kept = None
+        kinds[key] = kept
+    return kept
+
+
+def _check_server_kind(server: ServerOptimizer, state: "ServerState", owner: str) -> None:
+    """``ValueError`` naming ``state`` unless ``state.server`` is of the kind ``server`` keeps (O(1) a round)."""
+    kept = _kept_state_type(server, state.params)
+    saved = type(state.server)
+    if kept is not None and saved is not kept:
+        raise ValueError("state: " + _server_kind_message(
+            server, saved, kept, "its server optimizer state (state.server)", owner,
+            "a state of another server optimizer? algorithm.init(params, num_clients) builds one for this algorithm; "
+            "a saved state continues only under the server optimizer that wrote it"))
+
+
+def _refuse_state(state: Any) -> None:
+    """The ``ValueError`` for a ``state`` that is no :class:`ServerState` (a tuple, a dict...)."""
+    hint = ""
+    if isinstance(state, tuple):
+        hint = " (ServerState(*state) if it holds params, server, variates, round, num_clients in this order)"
+    elif isinstance(state, dict):
+        hint = " (ServerState(**state) if it holds params, server, variates, round and num_clients)"
+    raise ValueError(f"state must be a fedlib.algorithms.ServerState (algorithm.init(params, num_clients), then what "
+                     f"apply returns), got {type(state).__name__}{hint}")
+
+
+_AGGREGATION_NAMES = {"fedavg": "FedAvg", "fednova": "FedNova"}
+
+
+def _check_state(algorithm: "FederatedAlgorithm", state: Any) -> None:
+    """``ValueError`` naming ``state`` unless it is a :class:`ServerState` whose control variates fit
+    ``algorithm``: present (and of its kind) with variance reduction, absent without. Without this a
+    SCAFFOLD state given to FedAvg had its variates updated and applied (FedAvg ran as SCAFFOLD), and a
+    FedAvg state given to SCAFFOLD ran as FedAvg, both without a word. Only O(1) checks: it runs every
+    round and, in :meth:`FederatedAlgorithm.client_init`, once per client."""
+    if not isinstance(state, ServerState):
+        _refuse_state(state)
+    variates, kind = state.variates, ALGORITHMS[algorithm.name][1]
+    if variates is None:
+        if kind is not None:
+            raise ValueError(f"state: {algorithm.name!r} keeps control variates ({kind!r}), but state.variates is None "
+                             f"(a state of another algorithm, or built by hand? without them it would run as "
+                             f"{_AGGREGATION_NAMES[algorithm.aggregation]} without variance reduction; "
+                             "algorithm.init(params, num_clients) makes them)")
+        return
+    if not isinstance(variates, ControlVariates):
+        raise ValueError(f"state.variates must be None or a fedlib.variance.ControlVariates, got "
+                         f"{type(variates).__name__}")
+    if kind is None:
+        raise ValueError(f"state: {algorithm.name!r} keeps no control variates, but state.variates holds "
+                         f"{variates.kind!r} ones (a state of a variance-reduced algorithm? {algorithm.name!r} would "
+                         "update and apply them, running with variance reduction; state._replace(variates=None) "
+                         "drops them)")
+    if variates.kind != kind:
+        raise ValueError(f"state: {algorithm.name!r} keeps {kind!r} control variates, but state.variates holds "
+                         f"{variates.kind!r} ones (a state of another algorithm: the two kinds are updated "
+                         "differently)")
 
 
 class ClientUpdate(NamedTuple):
@@ -338,14 +426,20 @@ class FederatedAlgorithm:
 
     # -------------------------------------------------------------- client side
     def client_init(self, state: ServerState, client: int, solver: Optional[LocalSolver] = None) -> SolverState:
-        """Solver state of ``client`` at :math:`x^{(t,0)}`, with its VR correction if any."""
+        """Solver state of ``client`` at :math:`x^{(t,0)}`, with its VR correction if any (``ValueError`` naming
+        ``state`` when it is no :class:`ServerState` or its control variates do not fit the algorithm)."""
         solver = solver or self.solver
+        # fast path (once per client and round): a ServerState without variates for an algorithm that keeps none
+        if type(state) is not ServerState or state.variates is not None or ALGORITHMS[self.name][1] is not None:
+            _check_state(self, state)
         _check_one_client(client, state.num_clients)
         corr = correction(state.variates, client) if state.variates is not None else None
         return solver.init(state.params, corr)
 
     def client_final(self, state: ServerState, client: int, solver_state: SolverState) -> ClientUpdate:
         """Package a finished local run: :math:`\\Delta_i = x_i^{(t,\\tau_i)} - x^{(t,0)}`."""
+        if not isinstance(state, ServerState):
+            _refuse_state(state)
         _check_one_client(client, state.num_clients)
         if solver_state.step < 1:
             raise ValueError(f"local_steps: client {client} took no local step (a client without samples or with "
@@ -363,7 +457,11 @@ class FederatedAlgorithm:
         client learning rate; ``p`` (all clients' weights) is required with VR and, when given, checked
         for every algorithm (:math:`m` probabilities summing to 1; ``ValueError`` naming ``p``). Each
         ``updates[k].delta`` must have the structure and leaf shapes of ``state.params``
-        (``ValueError`` otherwise: :math:`x + \\sum_i c_i\\Delta_i` would broadcast)."""
+        (``ValueError`` otherwise: :math:`x + \\sum_i c_i\\Delta_i` would broadcast). ``state`` must be a
+        :class:`ServerState` of this algorithm: control variates with variance reduction (of its kind), none
+        without, and the server optimizer state of ``self.server``'s kind (``ValueError`` naming ``state``)."""
+        _check_state(self, state)
+        _check_server_kind(self.server, state, "the algorithm's server optimizer")
         lr = check_positive("lr", lr)
         if p is not None:  # unused without VR, but a wrong one (counts, NaN, another m) is a mistake all the same
             p = check_probability_vector("p", p, size=state.num_clients)
@@ -452,7 +550,12 @@ def apply_server_optimizer(server: ServerOptimizer, change: Any, state: ServerSt
 
     ``lr`` must be a finite number > 0 and ``change`` finite (as :meth:`FederatedAlgorithm.apply`
     checks them): fedlib's own server optimizers would turn a NaN into the model without a word.
+    ``state`` must be a :class:`ServerState` whose ``server`` is of the kind ``server.init`` makes
+    (``ValueError`` naming ``state``: a plain server's counter has no momentum buffer).
     """
+    if not isinstance(state, ServerState):
+        _refuse_state(state)
+    _check_server_kind(server, state, "the server optimizer")
     lr = check_positive("lr", lr)
     if not tree_all_finite(change):
         raise FloatingPointError(f"round {state.round}: the aggregated update is not finite (diverged)")

@@ -44,8 +44,8 @@ from typing import Optional, Sequence
 import numpy as np
 
 from ._validate import check_int, check_positive, check_probability_vector
-from .algorithms import (FederatedAlgorithm, RoundDiagnostics, ServerState, _run_server_optimizer,
-                         check_client_indices, client_update_problem)
+from .algorithms import (FederatedAlgorithm, RoundDiagnostics, ServerState, _check_server_kind, _check_state,
+                         _run_server_optimizer, check_client_indices, client_update_problem)
 from .rule import effective_weights
 from .sampling import Participation, as_participation
 from .theory import chi_square
@@ -274,7 +274,10 @@ def distributed_apply(comm: Communicator, algorithm: FederatedAlgorithm, state: 
     participants, any order). Returns ``(state, diagnostics)``, identical on every rank.
     Updates a rank cannot hand in (another rank's client, one twice, a change of another
     shape than the model) raise the same ``ValueError`` on every rank, after the first
-    collective, rather than on that rank alone while the others wait in it.
+    collective, rather than on that rank alone while the others wait in it. A ``state`` that is no
+    :class:`~fedlib.algorithms.ServerState` of ``algorithm`` (control variates or server optimizer
+    state of another kind) raises ``ValueError`` naming ``state`` before any collective, as
+    :meth:`~fedlib.algorithms.FederatedAlgorithm.apply` does (every rank holds the same state).
 
     Example
     -------
@@ -299,6 +302,8 @@ def distributed_apply(comm: Communicator, algorithm: FederatedAlgorithm, state: 
     fedavg [0.5] True 1.5
     fednova [0.] True 1.5
     """
+    _check_state(algorithm, state)  # as apply; the same state on every rank, so every rank raises it
+    _check_server_kind(algorithm.server, state, "the algorithm's server optimizer")
     lr = check_positive("lr", lr)
     participation = as_participation(participation)  # as apply takes it (one of lists failed at weights.sum())
     clients = participation.clients
