@@ -244,6 +244,12 @@ def train_clients(model: nn.Module, client_x: Sequence[Any], client_y: Sequence[
         if ty.ndim != 1 or ty.shape[0] != tx.shape[0]:
             raise ValueError(f"test_y must hold one label per row of test_x ({tx.shape[0]}), got shape {tuple(ty.shape)}")
         _check_labels(ty, num_classes, "test_y")
+        if not tx.is_floating_point():  # as client_x: the engine's own messages name its test_features
+            raise ValueError(f"test_x must be a float tensor, got {tx.dtype}")
+        test_x = tx.to(dtype)
+        if not bool(torch.isfinite(test_x).all()):
+            row = int((~torch.isfinite(test_x)).flatten(1).any(1).nonzero()[0])
+            raise ValueError(f"test_x {_non_finite(tx, dtype)} (sample {row})")
     sizes = [int(x.shape[0]) for x in xs]
     offsets = np.cumsum([0] + sizes)
     parts = [np.arange(offsets[i], offsets[i + 1]) for i in range(len(sizes))]
