@@ -48,10 +48,19 @@ PURPOSES = ("local_steps", "local_work", "sampling", "batches", "init", "partiti
             "anatomy_batches")
 
 
+_PURPOSE_KEYS: dict = {}
+
+
 def _purpose_key(purpose: str) -> int:
+    key = _PURPOSE_KEYS.get(purpose) if type(purpose) is str else None  # a str subclass may hash differently
+    if key is not None:
+        return key
     if not isinstance(purpose, str) or not purpose:
         raise ValueError(f"purpose must be a non-empty string, got {purpose!r}")
-    return zlib.crc32(purpose.encode("utf-8"))
+    key = zlib.crc32(purpose.encode("utf-8"))
+    if type(purpose) is str and len(_PURPOSE_KEYS) < 1024:
+        _PURPOSE_KEYS[purpose] = key
+    return key
 
 
 #: Seeds are below 2**128 and keys below 2**32: numpy pads a seed to 4 words and splits larger
@@ -77,6 +86,10 @@ def seed_sequence(seed: int, purpose: str, *keys: int) -> np.random.SeedSequence
     ...
     ValueError: key must be below 2**32 (a larger one would share its stream with a pair of keys), got 4294967296
     """
+    if type(seed) is int and 0 <= seed < _SEED_LIMIT and all(type(k) is int and 0 <= k < _KEY_LIMIT for k in keys):
+        # plain in-range ints (the engines' seed, round and client, once per client and round): what the
+        # checks below return unchanged, without their 3 check_int calls (a bool is no int here)
+        return np.random.SeedSequence(entropy=seed, spawn_key=(_purpose_key(purpose),) + keys)
     seed = check_int("seed", seed, minimum=0)
     if seed >= _SEED_LIMIT:
         raise ValueError(f"seed must be below 2**128, got {seed}")
