@@ -135,6 +135,11 @@ def sample_with_replacement(p, q: int, rng: np.random.Generator) -> Participatio
     """
     p = check_probability_vector("p", p)
     q = _check_q(q, p.size, replace=True)
+    return _draw_with_replacement(p, q, rng)
+
+
+def _draw_with_replacement(p: np.ndarray, q: int, rng: np.random.Generator) -> Participation:
+    """:func:`sample_with_replacement`'s draw, for a checked float64 ``p`` and int ``q``."""
     draws = rng.choice(p.size, size=q, replace=True, p=p)
     clients, counts = np.unique(draws, return_counts=True)
     return Participation(clients, counts / q)
@@ -168,6 +173,11 @@ def sample_uniform_without_replacement(p, q: int, rng: np.random.Generator) -> P
     if zero >= q:
         raise ValueError(f"p: {zero} client(s) have weight 0, so uniform sampling of {q} client(s) per round could draw "
                          "only them (a round without weight); drop them or use sampling 'with-replacement'")
+    return _draw_uniform(p, q, rng)
+
+
+def _draw_uniform(p: np.ndarray, q: int, rng: np.random.Generator) -> Participation:
+    """:func:`sample_uniform_without_replacement`'s draw, for a checked float64 ``p`` and int ``q``."""
     clients = np.sort(rng.choice(p.size, size=q, replace=False))
     return Participation(clients, p[clients] * p.size / q)
 
@@ -199,6 +209,18 @@ def sample_clients(scheme: str, p, q: int | None, seed: int, round_index: int) -
     if scheme == "with-replacement":
         return sample_with_replacement(p, q, rng)
     return sample_uniform_without_replacement(p, q, rng)
+
+
+def _sample_clients_again(scheme: str, p: np.ndarray, q: int | None, seed: int, round_index: int) -> Participation:
+    """:func:`sample_clients` for a later round of a run whose round 0 went through it: ``scheme``, ``p`` (the
+    float64 array its check returned), ``q`` (``int``) and ``seed`` do not change from round to round, so
+    their checks passed then and are not repeated; the same draws (the shared ``_draw_*`` helpers)."""
+    if scheme == "full":
+        return Participation(np.arange(p.size), p.copy())
+    rng = generator(seed, "sampling", round_index)
+    if scheme == "with-replacement":
+        return _draw_with_replacement(p, q, rng)
+    return _draw_uniform(p, q, rng)
 
 
 def check_sampling(sampling, clients_per_round: int | None = None, where: str = "") -> None:

@@ -46,4 +46,133 @@ def test_seed_sequence_numpy_and_python_ints_give_the_same_stream():
     assert seed_sequence(7, Purpose("batches"), 3, 5).generate_state(4).tolist() == want
     assert seed_sequence(2 ** 128 - 1, "x", 2 ** 32 - 1).spawn_key[1:] == (2 ** 32 - 1,)
     assert seed_sequence(7, "batches").spawn_key == seed_sequence(7, "batches").spawn_key
-    assert generator(7, "batches", 3, 5).integers(0, 2 ** 62) == generator(np.int64(7), "batches", 3, 5).integers(0, 2 ** 62)
+    draws = [generator(seed, "batches", 3, 5).integers(0, 2 ** 62) for seed in (7, np.int64(7))]
+    assert draws[0] == draws[1]
+
+
+# ---------------------------------------------------------------- run_replicas: round 0 checks sampling, p and q;
+# later rounds draw without repeating them; coefficients and chi2 from the weights effective_weights checked
+
+from fedlib.engines.quadratic import gradient_noise, run_replicas  # noqa: E402
+from fedlib.problems.quadratic import QuadraticProblem  # noqa: E402
+from fedlib.sampling import (Participation, _sample_clients_again, sample_clients,  # noqa: E402
+                             sample_uniform_without_replacement, sample_with_replacement)
+from fedlib.schedules import RandomLocalWork  # noqa: E402
+from fedlib.solvers import momentum_sgd, sgd  # noqa: E402
+from fedlib.theory import chi_square  # noqa: E402
+
+
+def _quadratic(m=4):
+    rng = np.random.default_rng(0)
+    return QuadraticProblem(H=np.stack([np.eye(2) * (1 + i) for i in range(m)]), e=rng.normal(size=(m, 2)),
+                            p=np.full(m, 1 / m))
+
+
+@pytest.mark.parametrize("scheme, q", [("full", None), ("uniform", 2), ("with-replacement", 3)])
+def test_sample_clients_again_draws_what_sample_clients_draws(scheme, q):
+    p = np.array([0.1, 0.2, 0.3, 0.4])
+    for t in range(6):
+        want, got = sample_clients(scheme, p, q, 5, t), _sample_clients_again(scheme, p, q, 5, t)
+        assert want.clients.tolist() == got.clients.tolist()
+        assert want.weights.tobytes() == got.weights.tobytes()
+
+
+@pytest.mark.parametrize("bad_p, match", [([0.5, 0.6], "must sum to 1"), ([1.5, -0.5], "non-negative"),
+                                          ([np.nan, 1.0], "NaN or inf")])
+def test_the_public_samplers_still_check_p(bad_p, match):
+    rng = np.random.default_rng(0)
+    for draw in (sample_with_replacement, sample_uniform_without_replacement):
+        with pytest.raises(ValueError, match=match):
+            draw(bad_p, 1, rng)
+
+
+@pytest.mark.parametrize("kwargs, match", [
+    (dict(sampling="uniform", clients_per_round=5), "cannot sample 5 clients without replacement"),
+    (dict(sampling="uniform", clients_per_round=0), "clients_per_round must be an integer >= 1"),
+    (dict(sampling="uniform", clients_per_round=True), "clients_per_round must be an integer >= 1"),
+    (dict(sampling="with-replacement", clients_per_round=2.0), "clients_per_round must be an integer >= 1"),
+    (dict(sampling="with-replacement"), "clients_per_round"),
+    (dict(sampling="full", clients_per_round=2), "clients_per_round: full participation"),
+    (dict(sampling="uniformly", clients_per_round=2), "sampling must be one of"),
+])
+def test_run_replicas_refuses_bad_participation_arguments(kwargs, match):
+    prob = _quadratic()
+    work = RandomLocalWork([1] * 4, [3] * 4)
+    with pytest.raises(ValueError, match=match):
+        run_replicas(prob, "fednova", [sgd(0.1)], work, 3, **kwargs)
+
+
+def test_run_replicas_checks_a_sampler_in_every_round():
+    prob = _quadratic()
+    work = RandomLocalWork([1] * 4, [3] * 4)
+
+    def sampler(t):
+        return Participation([0, 2], [2.0, 2.0]) if t < 3 else Participation([2, 0], [2.0, 2.0])
+
+    with pytest.raises(ValueError, match="sampling\\(3\\): clients must be sorted"):
+        run_replicas(prob, "fednova", [sgd(0.1)], work, 5, sampling=sampler)
+
+
+class _BadLater:
+    """Good local work for two rounds, then a bad draw (steps 0, or a solver number out of range)."""
+
+    def __init__(self, steps=(1, 2, 3, 1), numbers=(0, 0, 0, 0)):
+        self.steps, self.numbers = steps, numbers
+
+    def draw(self, t):
+        if t < 2:
+            return np.array([1, 2, 3, 1]), np.zeros(4, dtype=np.int64)
+        return np.array(self.steps), np.array(self.numbers)
+
+
+@pytest.mark.parametrize("work, match", [
+    (_BadLater(steps=(1, 0, 3, 1)), "work.draw\\(2\\): steps must be >= 1"),
+    (_BadLater(numbers=(0, 2, 0, 0)), "work.draw\\(2\\): solver numbers must be in 0..1"),
+    (_BadLater(steps=(1, 2.5, 3, 1)), "work.draw\\(2\\): steps must hold integers"),
+])
+@pytest.mark.parametrize("sampling, q", [("full", None), ("uniform", 2), ("with-replacement", 2)])
+def test_run_replicas_refuses_a_bad_later_work_draw(work, match, sampling, q):
+    with pytest.raises(ValueError, match=match):
+        run_replicas(_quadratic(), "fedavg", [sgd(0.1), momentum_sgd(0.1, 0.5)], work, 4, sampling=sampling,
+                     clients_per_round=q)
+
+
+@pytest.mark.parametrize("aggregation, tau_eff", [("fedavg", None), ("fednova", None), ("fednova", "selected_p"),
+                                                  ("fednova", 2.5)])
+@pytest.mark.parametrize("sampling, q", [("full", None), ("uniform", 2), ("with-replacement", 3)])
+def test_run_replicas_chi2_is_chi_square_of_the_round(aggregation, tau_eff, sampling, q):
+    prob = _quadratic()
+    work = RandomLocalWork([1, 2, 1, 4], [3, 5, 2, 8], num_solvers=2, seed=1)
+    run = run_replicas(prob, aggregation, [sgd(0.1), momentum_sgd(0.1, 0.5)], work, 6, sampling=sampling,
+                       clients_per_round=q, tau_eff=tau_eff, seed=2)
+    assert np.isfinite(run.chi2).all() and (run.chi2 >= 0).all()
+    if aggregation == "fednova":  # w = omega: no inconsistency in any round
+        assert run.chi2.tolist() == [0.0] * 6
+    else:
+        assert run.chi2.max() > 0
+
+
+def test_run_replicas_refuses_selected_p_of_zero_weight_participants():
+    # p has zero entries: a round whose participants all weigh 0 in p has sum_S p_i ||a_i||_1 = 0, refused
+    # (a sampler of client 2, then of client 0 alone: omega 1, p_0 = 0)
+    prob = QuadraticProblem(H=np.stack([np.eye(1)] * 3), e=np.zeros((3, 1)), p=np.array([0.0, 0.0, 1.0]))
+    work = RandomLocalWork([1] * 3, [2] * 3)
+    with pytest.raises(ValueError, match="tau_eff must be a finite number > 0"):
+        run_replicas(prob, "fednova", [sgd(0.1)], work, 3,
+                     sampling=lambda t: Participation([2] if t < 2 else [0], [1.0]), tau_eff="selected_p")
+
+
+@pytest.mark.parametrize("sigma", [-1.0, np.nan, np.inf, True, "0.1", None])
+def test_gradient_noise_and_run_replicas_still_check_sigma(sigma):
+    with pytest.raises(ValueError, match="sigma must be a finite number >= 0"):
+        gradient_noise(0, 1, 2, 3, 4, 1, sigma)
+    with pytest.raises(ValueError, match="sigma must be a finite number >= 0"):
+        run_replicas(_quadratic(), "fednova", [sgd(0.1)], RandomLocalWork([1] * 4, [2] * 4), 2, sigma=sigma)
+
+
+def test_chi_square_still_checks_its_arguments():
+    with pytest.raises(ValueError, match="must sum to 1"):
+        chi_square([0.5, 0.6], [0.5, 0.5])
+    with pytest.raises(ValueError, match="chi-square is infinite"):
+        chi_square([0.5, 0.5], [1.0, 0.0])
+    assert chi_square([0.25, 0.75], [0.5, 0.5]) == 0.25

@@ -55,9 +55,9 @@ from .._validate import (check_choice, check_finite_array, check_int, check_int_
 from ..problems.quadratic import QuadraticProblem
 from ..rng import generator
 from ..rule import AGGREGATIONS, aggregation_coefficients, effective_weights
-from ..sampling import check_sampling, round_participation
+from ..sampling import _sample_clients_again, check_sampling, round_participation
 from ..solvers import LocalSolver, check_builtin_step, check_own_step, check_shared_lr
-from ..theory import chi_square
+from ..theory import _chi_square, chi_square
 
 __all__ = ["ReplicaRun", "gradient_noise", "noisy_grad_fn", "client_solvers", "run_replicas"]
 
@@ -127,8 +127,14 @@ def gradient_noise(seed: int, round_index: int, replicas: int, num_clients: int,
     >>> bool(gradient_noise(0, 5, 2, 3, 4, 1, sigma=0.0).any())
     False
     """
+    check_nonnegative("sigma", sigma)
+    return _gradient_noise(seed, round_index, replicas, num_clients, max_steps, dim, sigma)
+
+
+def _gradient_noise(seed, round_index, replicas, num_clients, max_steps, dim, sigma: float) -> np.ndarray:
+    """:func:`gradient_noise` for a ``sigma`` already checked (:func:`run_replicas`, every round)."""
     shape = (replicas, num_clients, max_steps, dim)
-    if check_nonnegative("sigma", sigma) == 0:
+    if sigma == 0:
         return np.zeros(shape)
     return sigma * generator(seed, "gradient_noise", round_index).standard_normal(shape)
 
@@ -318,6 +324,9 @@ def run_replicas(problem: QuadraticProblem, aggregation: str, solvers: Sequence[
     mu = np.array([s.mu for s in solvers])
     a_norm_cache: dict = {}
     lr_cache: dict = {}
+    # row j: solver j's step sizes, the first lr_width[j] of them (its longest round so far; NaN beyond)
+    lr_all, lr_width = np.full((len(solvers), 0), np.nan), [0] * len(solvers)
+    p64 = np.asarray(p, dtype=np.float64)  # what round 0's check of p returns: later rounds draw with it
 
     grad_norm2 = np.empty((rounds + 1, replicas))
     distance = np.empty((rounds + 1, replicas))
@@ -345,9 +354,13 @@ def run_replicas(problem: QuadraticProblem, aggregation: str, solvers: Sequence[
         steps, choice = work.draw(t)
         steps = check_local_steps(f"work.draw({t}): steps", steps, size=m)
         choice = check_int_array(f"work.draw({t}): solver numbers", choice, size=m, minimum=0)
-        if np.any(choice >= len(solvers)):
+        if (choice >= len(solvers)).any():
             raise ValueError(f"work.draw({t}): solver numbers must be in 0..{len(solvers) - 1}, got {choice!r}")
-        part = round_participation(sampling, p, clients_per_round, seed, t)
+        if t == 0 or callable(sampling):  # round 0 checks scheme, p and q; they are the same in every round
+            part = round_participation(sampling, p, clients_per_round, seed, t)
+            q_int = None if clients_per_round is None or callable(sampling) else int(clients_per_round)
+        else:
+            part = _sample_clients_again(sampling, p64, q_int, seed, t)
         by_steps = np.argsort(-steps[part.clients], kind="stable")  # participants, tau descending
         order, omega = part.clients[by_steps], part.weights[by_steps]
         tau = steps[order]
@@ -356,24 +369,36 @@ def run_replicas(problem: QuadraticProblem, aggregation: str, solvers: Sequence[
         # (omega = k / q); otherwise every participant once
         total_steps += float(omega @ tau) if sampling == "with-replacement" else float(tau.mean())
         tau_max = int(tau[0])
-        noise = gradient_noise(seed, t, replicas, order.size, tau_max, d, sigma)[:, by_steps]
+        noise = _gradient_noise(seed, t, replicas, order.size, tau_max, d, sigma)[:, by_steps]
         H, e = problem.H[order], problem.e[order]
-        lr_table = np.stack([_step_sizes(solvers[j], tau_max, lr_cache, j) for j in sol])  # (participants, tau_max)
+        # step sizes depend on (solver, k) only: gathered from lr_all, not stacked afresh every round; a solver
+        # of this round is extended to tau_max steps as before (in the participants' order, for a refusal)
+        for j in dict.fromkeys(sol.tolist()):
+            if lr_width[j] < tau_max:
+                if lr_all.shape[1] < tau_max:
+                    lr_all = np.concatenate([lr_all, np.full((len(solvers), tau_max - lr_all.shape[1]), np.nan)], 1)
+                lr_all[j, :tau_max] = _step_sizes(solvers[j], tau_max, lr_cache, j)
+                lr_width[j] = tau_max
+        lr_table = lr_all[sol, :tau_max]  # (participants, tau_max)
         rho_i, mu_i = rho[sol][None, :, None], mu[sol][None, :, None]
         x_start = np.broadcast_to(x[:, None, :], (replicas, order.size, d))
         xl = x_start.copy()
         u = np.zeros_like(xl)
-        a_norms = np.array([_a_norm(solvers[j], int(tk), a_norm_cache, j) for j, tk in zip(sol, tau)])
+        a_norms = np.array([_a_norm(solvers[j], tk, a_norm_cache, j) for j, tk in zip(sol.tolist(), tau.tolist())])
         policy = float(p[order] @ a_norms) if tau_eff == "selected_p" else tau_eff
         te, w = effective_weights(aggregation, omega, a_norms, tau_eff=policy)
-        c = aggregation_coefficients(te, w, a_norms)
+        # effective_weights has checked w and a_norms (finite, >= 0, > 0) and te (> 0): only an infinite te is
+        # left for aggregation_coefficients to refuse
+        c = te * w / a_norms if type(te) is float and te < math.inf else aggregation_coefficients(te, w, a_norms)
         with np.errstate(over="ignore", invalid="ignore"):  # a diverging run is reported below, by round
             _local_steps(xl, u, x_start, H, e, noise, tau, lr_table, rho_i, mu_i)
             x = x + np.einsum("i,rid->rd", c, xl - x_start)
-        if not np.all(np.isfinite(x)):
+        if not np.isfinite(x).all():
             raise FloatingPointError(f"round {t}: the iterate is not finite (diverged)")
         tau_eff_rounds[t] = te
-        chi2[t] = chi_square(omega / omega.sum(), w / w.sum())
+        # omega and w are checked weights with a positive sum (effective_weights): normalised, probabilities
+        # (a sampler's omega may be of any size: omega.sum() could overflow, which chi_square's check refuses)
+        chi2[t] = (chi_square if callable(sampling) else _chi_square)(omega / omega.sum(), w / w.sum())
         record(t + 1, x)
         if t + 1 >= average_from:
             x_sum += x
