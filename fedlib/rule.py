@@ -248,6 +248,19 @@ def effective_weights(algorithm: str, client_weights: Any, a_norms: Any, tau_eff
     return _tau_eff_value(tau_eff, w, a, local_steps), w.copy()
 
 
+def _effective_weights_checked(algorithm: str, w: np.ndarray, a: np.ndarray,
+                               tau_eff: float | None) -> tuple[float, np.ndarray]:
+    """:func:`effective_weights` once its checks have passed elsewhere: ``algorithm`` one of ``AGGREGATIONS``,
+    ``w`` float64 weights (finite, >= 0, positive sum), ``a`` float64 ``a_norms`` of the same size (finite, > 0),
+    ``tau_eff`` ``None`` or a finite ``float`` > 0 (FedNova only). The same operations, hence the same bits
+    (:func:`fedlib.engines.quadratic.run_replicas`, every round)."""
+    if algorithm == "fedavg":
+        return _fedavg(w, a)
+    if tau_eff is None:
+        return _positive_tau_eff(float((w * a).sum()), w), w.copy()
+    return tau_eff, w.copy()
+
+
 def aggregation_coefficients(tau_eff: float, weights: Any, a_norms: Any) -> np.ndarray:
     r"""Coefficients :math:`c_i = \tau_{\text{eff}} w_i / \|a_i\|_1` with
     :math:`x^{(t+1,0)} - x^{(t,0)} = \sum_i c_i \Delta_i` (eq. 4 rewritten).

@@ -176,3 +176,60 @@ def test_chi_square_still_checks_its_arguments():
     with pytest.raises(ValueError, match="chi-square is infinite"):
         chi_square([0.5, 0.5], [1.0, 0.0])
     assert chi_square([0.25, 0.75], [0.5, 0.5]) == 0.25
+
+
+from fedlib.rule import _effective_weights_checked, effective_weights  # noqa: E402
+
+
+@pytest.mark.parametrize("algorithm, tau_eff", [("fedavg", None), ("fednova", None), ("fednova", 2.5),
+                                                ("fednova", 1e-300)])
+def test_effective_weights_checked_gives_effective_weights_bits(algorithm, tau_eff):
+    rng = np.random.default_rng(3)
+    for _ in range(20):
+        w = rng.random(7) * (rng.random(7) < 0.8)
+        w[0] += 0.1  # a positive sum
+        a = rng.random(7) * 10 + 1e-3
+        want = effective_weights(algorithm, w, a, tau_eff=tau_eff)
+        got = _effective_weights_checked(algorithm, w, a, tau_eff)
+        assert type(got[0]) is float and got[0] == want[0] and got[1].tobytes() == want[1].tobytes()
+        assert got[1] is not w  # a copy, as effective_weights returns
+
+
+@pytest.mark.parametrize("bad_a, match", [([1.0, 0.0], "a_norms must be > 0"), ([1.0, np.nan], "NaN or inf"),
+                                          ([1.0, np.inf], "NaN or inf"), ([1.0, -2.0], "non-negative")])
+def test_effective_weights_still_refuses_bad_a_norms(bad_a, match):
+    with pytest.raises(ValueError, match=match):
+        effective_weights("fednova", [0.5, 0.5], np.array(bad_a))
+
+
+# ---------------------------------------------------------------- FederatedAlgorithm.apply: chi2 without a second
+# check of the weights aggregate checked
+
+from fedlib.algorithms import ClientUpdate, make_algorithm  # noqa: E402
+
+
+def _apply(name, weights, a_norms=(1.0, 2.0, 4.0)):
+    algo = make_algorithm(name, sgd(0.1))
+    state = algo.init(np.zeros(2), num_clients=3)
+    updates = [ClientUpdate(i, np.full(2, -0.1 * (i + 1)), a, int(a)) for i, a in enumerate(a_norms)]
+    return algo.apply(state, Participation([0, 1, 2], weights), updates, 0.1, [0.25, 0.25, 0.5])
+
+
+@pytest.mark.parametrize("name", ["fedavg", "fednova"])
+@pytest.mark.parametrize("weights", [[0.25, 0.25, 0.5], [1.0, 0.0, 2.0], [3e-320, 1e-320, 1e-320]])
+def test_apply_chi2_is_chi_square_of_the_normalised_weights(name, weights):
+    _, diag = _apply(name, weights)
+    omega = np.array(weights) / np.sum(weights)
+    assert diag.chi2 == chi_square(omega, diag.weights / diag.weights.sum())
+
+
+@pytest.mark.parametrize("weights, match", [([0.5, np.nan, 0.5], "NaN or inf"), ([0.5, -0.5, 1.0], "non-negative"),
+                                            ([0.0, 0.0, 0.0], "must not all be zero")])
+def test_apply_still_refuses_bad_participation_weights(weights, match):
+    with pytest.raises(ValueError, match=match):
+        _apply("fednova", weights)
+
+
+def test_apply_refuses_weights_whose_sum_overflows():
+    with pytest.raises((ValueError, FloatingPointError)), np.errstate(all="ignore"):
+        _apply("fedavg", [1e308, 1e308, 1e308])

@@ -54,7 +54,7 @@ from .._validate import (check_choice, check_finite_array, check_int, check_int_
                          check_nonnegative, check_positive, check_probability_vector)
 from ..problems.quadratic import QuadraticProblem
 from ..rng import generator
-from ..rule import AGGREGATIONS, aggregation_coefficients, effective_weights
+from ..rule import AGGREGATIONS, _effective_weights_checked, aggregation_coefficients, effective_weights
 from ..sampling import _sample_clients_again, check_sampling, round_participation
 from ..solvers import LocalSolver, check_builtin_step, check_own_step, check_shared_lr
 from ..theory import _chi_square, chi_square
@@ -386,7 +386,12 @@ def run_replicas(problem: QuadraticProblem, aggregation: str, solvers: Sequence[
         u = np.zeros_like(xl)
         a_norms = np.array([_a_norm(solvers[j], tk, a_norm_cache, j) for j, tk in zip(sol.tolist(), tau.tolist())])
         policy = float(p[order] @ a_norms) if tau_eff == "selected_p" else tau_eff
-        te, w = effective_weights(aggregation, omega, a_norms, tau_eff=policy)
+        if a_norms.min() > 0 and a_norms.max() < math.inf and (policy is None or 0 < policy < math.inf):
+            # omega: the round's checked weights (a built-in scheme's, or a sampler's that round_participation
+            # checked); a_norms and the policy pass the checks effective_weights would make: not made again
+            te, w = _effective_weights_checked(aggregation, omega, a_norms, policy)
+        else:  # effective_weights names what is wrong
+            te, w = effective_weights(aggregation, omega, a_norms, tau_eff=policy)
         # effective_weights has checked w and a_norms (finite, >= 0, > 0) and te (> 0): only an infinite te is
         # left for aggregation_coefficients to refuse
         c = te * w / a_norms if type(te) is float and te < math.inf else aggregation_coefficients(te, w, a_norms)
