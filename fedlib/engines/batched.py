@@ -505,7 +505,7 @@ def run_batched(algorithm: FederatedAlgorithm, problem: LogisticProblem, schedul
         part = round_participation(sampling, p, clients_per_round, seed, t)
         steps_all = round_local_steps(schedule, t, m)
         tau_all = steps_all[part.clients]
-        if np.any(tau_all < 1):
+        if (tau_all < 1).any():
             raise ValueError(f"schedule: round {t} gives a participant {int(tau_all.min())} local steps (need >= 1)")
         mine = part.clients if comm is None else part.clients[comm.owns(part.clients, m)]
         tau = tau_all if comm is None else steps_all[mine]
