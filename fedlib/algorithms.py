@@ -143,11 +143,18 @@ def _kept_state_type(server: ServerOptimizer, params: Any) -> Optional[type]:
     return kept
 
 
+_SERVER_MODULE = ServerOptimizer.__module__  # "fedlib.server", where fedlib's server states live
+
+
 def _check_server_kind(server: ServerOptimizer, state: "ServerState", owner: str) -> None:
-    """``ValueError`` naming ``state`` unless ``state.server`` is of the kind ``server`` keeps (O(1) a round)."""
+    """``ValueError`` naming ``state`` unless ``state.server`` is of the kind ``server`` keeps (O(1) a round).
+    Only fedlib's server states (:mod:`fedlib.server`'s ``PlainState``, ``MomentumState``, ``AdamState``) are told
+    apart by type, on either side: the state of a server optimizer of your own may change type from what its
+    ``init`` makes (``None`` until the first update makes a buffer; a ``float`` that becomes a ``numpy.float64``):
+    a round must not refuse what that optimizer's own update returned the round before."""
     kept = _kept_state_type(server, state.params)
     saved = type(state.server)
-    if kept is not None and saved is not kept:
+    if kept is not None and saved is not kept and _SERVER_MODULE in (kept.__module__, saved.__module__):
         raise ValueError("state: " + _server_kind_message(
             server, saved, kept, "its server optimizer state (state.server)", owner,
             "a state of another server optimizer? algorithm.init(params, num_clients) builds one for this algorithm; "
@@ -460,7 +467,8 @@ class FederatedAlgorithm:
         ``updates[k].delta`` must have the structure and leaf shapes of ``state.params``
         (``ValueError`` otherwise: :math:`x + \\sum_i c_i\\Delta_i` would broadcast). ``state`` must be a
         :class:`ServerState` of this algorithm: control variates with variance reduction (of its kind), none
-        without, and the server optimizer state of ``self.server``'s kind (``ValueError`` naming ``state``)."""
+        without, and the server optimizer state of ``self.server``'s kind (``ValueError`` naming ``state``; fedlib's
+        server states are told apart by type, a server optimizer of your own keeps what its update returns)."""
         _check_state(self, state)
         _check_server_kind(self.server, state, "the algorithm's server optimizer")
         lr = check_positive("lr", lr)
@@ -555,7 +563,9 @@ def apply_server_optimizer(server: ServerOptimizer, change: Any, state: ServerSt
     ``lr`` must be a finite number > 0 and ``change`` finite (as :meth:`FederatedAlgorithm.apply`
     checks them): fedlib's own server optimizers would turn a NaN into the model without a word.
     ``state`` must be a :class:`ServerState` whose ``server`` is of the kind ``server.init`` makes
-    (``ValueError`` naming ``state``: a plain server's counter has no momentum buffer).
+    (``ValueError`` naming ``state``: a plain server's counter has no momentum buffer; fedlib's server states
+    are told apart by type, the state of a server optimizer of your own may change type from what its
+    ``init`` makes).
     """
     if not isinstance(state, ServerState):
         _refuse_state(state)
