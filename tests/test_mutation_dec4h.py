@@ -5,10 +5,13 @@ messages (``_non_finite``, ``_cast_features``, ``train_clients``), ``tree_index`
 points' ``ServerState`` checks (``_check_state``, ``_check_server_kind``, ``_kept_state_type``, ``_refuse_state``;
 algorithms.py and distributed.py), ``summary_lines``' noise-scale bullet (cifar10) and ``sampling_summary``'s
 ``slope_eff``. One mutant at a time (string replacement, file restored after), ``pytest -x -q`` on
-tests/test_hot_path_dec4h.py, test_state_checks_dec4h.py, test_leftovers_dec4h.py, the module's own test files and
-``tests/test_doctests.py`` for the module.
+tests/test_hot_path_dec4h.py, test_state_checks_dec4h.py, test_leftovers_dec4h.py, the module's own test files
+(e.g. test_algorithms, test_distributed without its multi-process tests, test_bad_inputs_core, test_table1,
+test_quadratic_engine, test_custom_model, test_bounds, test_report_tables, test_tree, the earlier test_mutation_*)
+and ``tests/test_doctests.py`` for the module.
 
-107 mutants: 78 killed by the suite, 19 killed by a test here, 10 equivalent. One revealed a bug, fixed here (C3).
+125 mutants (120 of 90cbd4d, 5 of the fix below): 95 killed by the suite, 22 killed by a test here, 8 equivalent.
+One revealed a bug, fixed with its test (C3).
 
 _validate.py (check_finite_array, check_weights, check_int_array):
   V1 ``isfinite(arr).all()`` -> ``.any()``; V2 drop the finite check; V3 ``min() < 0`` -> ``<= 0``; V4 ``min`` ->
@@ -16,59 +19,62 @@ _validate.py (check_finite_array, check_weights, check_int_array):
   refused); V8 ``!= "i"`` -> ``== "f"`` (uint64 2**63 wraps); V9 ``>= 2.0**63`` -> ``>``; V11 ``min`` -> ``max`` in
   the lower bound; V12 drop the lower bound; V13 ``min() < minimum`` -> ``<=``; V14 ``min`` -> ``max``; V15
   ``!= "i"`` -> ``!= "u"``: killed by the suite.
-  V5 drop ``not isfinite(arr).all() or`` (an inf step count was 'must hold integers below 2**63'; NaN still refused
-  by ``arr != round(arr)``), V10 ``min() < -(2.0**63)`` -> ``<=`` (-2**63, a valid int64, refused): killed here.
+  V5 drop ``not isfinite(arr).all() or`` (an inf step count was 'must hold integers below 2**63'; NaN is still
+  refused by ``arr != round(arr)``), V10 ``min() < -(2.0**63)`` -> ``<=`` (-2**63, a valid int64, refused): killed
+  here.
 rule.py / theory.py: R1 ``a.min() <= 0`` -> ``< 0``; R2 ``min`` -> ``max``; Th1 ``.any()`` -> ``.all()``; Th2 drop
   chi_square's infinite check: killed by the suite.
-algorithms.py, per-client fast path (client_init / client_final):
+algorithms.py, the per-client fast path (client_init / client_final):
   A1 ``type(client) is int`` -> ``isinstance`` (a bool on the fast path); A2 drop ``type(num_clients) is int`` (a
   4-field state's None); A4 ``client < num_clients`` -> ``<=``; A6 / A7 drop client_init's / client_final's client
   check; A9 drop ``type(state) is not ServerState`` (a tuple: AttributeError); A10 / A11 drop the variates / kind
   clause; A12 the condition -> ``False``; A14 drop client_final's ServerState check: killed by the suite.
   A3 ``0 <= client`` -> ``0 < client`` (client 0 off the fast path), A5 the fast path's ``return`` -> ``pass``,
-  A13 the client_init condition -> ``True`` (every state through _check_state): the same answers, only slower --
+  A13 client_init's condition -> ``True`` (every state through _check_state): the same answers, only slower;
   killed here by a test that the fast paths are taken (they are the commit's point: 5 % of chapter 10's time).
   A8 ``type(state) is not ServerState`` -> ``not isinstance(...)``: equivalent (a ServerState subclass then skips
   _check_state only where _check_state returns without a word: variates None for an algorithm that keeps none).
-_check_state / _refuse_state / server_state_mismatch / apply / apply_server_optimizer / distributed_apply:
-  S1-S10 (drop the ServerState check, flip ``kind is not None``, drop the ``return``, drop the ControlVariates
-  check, flip ``kind is None``, ``!=`` -> ``==`` / drop the kind check, swap _AGGREGATION_NAMES, ``[1]`` -> ``[0]``,
-  raw aggregation name); RS1-RS3 (tuple hint, dict hint, hint dropped); SM1 / SM2 (message parts swapped, test
-  flipped); AP1 / AP2 (apply without _check_state / _check_server_kind); ASO1 / ASO2 (apply_server_optimizer without
-  its checks); D1-D3 (distributed_apply without either check, another owner): killed by the suite.
+_check_state / _refuse_state / server_state_mismatch / apply / apply_server_optimizer / distributed_apply, all
+  killed by the suite: S1 drop the ServerState check; S2 ``kind is not None`` -> ``is None``; S3 drop the
+  ``return``; S4 drop the ControlVariates check; S5 ``kind is None`` -> ``is not None``; S6 ``!=`` -> ``==``; S7 drop
+  the kind check; S8 _AGGREGATION_NAMES swapped; S9 ``ALGORITHMS[...][1]`` -> ``[0]``; S10 the raw aggregation name;
+  RS1 the tuple hint for a list; RS2 drop the dict hint; RS3 drop the hint; SM1 the message's parts swapped; SM2 its
+  test flipped; AP1 / AP2 apply without _check_state / _check_server_kind; ASO1 / ASO2 apply_server_optimizer
+  without its ServerState / kind check; D1 / D2 distributed_apply without either check; D3 another owner named.
 _kept_state_type / _check_server_kind:
-  K1 key without the model type; K2 / K3 / K6 the look-up never kept (init every round); K7 ``kinds is None``
-  flipped; C2 ``is not`` -> ``is``; C4 saved / kept swapped in the message; C5 apply_server_optimizer's owner:
-  killed by the suite.
+  K1 the key without the model type; K2 / K3 / K6 the look-up never kept (init every round); K7 ``kinds is None``
+  flipped; C2 ``is not`` -> ``is``; C4 saved / kept swapped in the message; C5 apply_server_optimizer named "the
+  algorithm's": killed by the suite.
   K4 ``kept = None`` -> ``raise`` when init fails, C1 drop ``kept is not None``: killed here (a server optimizer
   whose init fails on the model is not checked). K5 ``kinds = {}`` -> ``raise`` for an init that takes no weak
   reference (``np.zeros_like``): killed here.
-  C3 ``saved is not kept`` -> ``not issubclass(saved, kept)``: killed here, and it showed a bug: the check refused,
-  in round 2, the state that a server optimizer of your own had returned in round 1 when its type was not the one
-  its init made (``None`` until the first update makes a buffer; a ``float`` that becomes a ``numpy.float64``):
+  C3 ``saved is not kept`` -> ``not issubclass(saved, kept)``: killed here, and it showed a bug. The check refused,
+  in round 2, the state that a server optimizer of your own had returned in round 1 whenever its type was not the
+  one its init made (``None`` until the first update makes a buffer; a ``float`` that becomes a ``numpy.float64``):
   'its server optimizer state (state.server) is a ndarray, but the algorithm's server optimizer keeps a NoneType'.
   Fixed: only fedlib's server states (fedlib.server's types) are told apart by type, on either side. Mutants of the
-  fix: C6 drop the fedlib clause (the bug back), C7 only ``kept``'s module asked (a PlainState under a server of your
-  own passes), C8 only ``saved``'s (your own state under fedlib's momentum passes): killed here.
+  fix: C7 only ``kept``'s module asked (a PlainState under your own server passes), C9 ``in`` -> ``not in``, C10
+  another module name: killed by the suite; C6 drop the fedlib clause (the bug back), C8 only ``saved``'s module
+  asked (your own state under fedlib's momentum passes): killed here.
 engines/stacked.py ``_non_finite``: N2 ``isfinite`` negated; N3 ``!=`` -> ``==``; N4 the cast parameter instead of
   the given one: killed by the suite. N1 drop ``source.dtype != dtype``: equivalent (it is called only when the cast
   holds NaN or inf; with the same dtype the source holds them too, so ``isfinite(source).all()`` is False anyway).
 experiments/custom.py: CF1 ``>`` -> ``<``; CF2 drop the isfinite test (always raises); CF5 ``any(1)`` -> ``any(0)``;
   CF6 ``_non_finite`` of the cast; CF7 / CF8 features / test features not checked; CF9 ``test_features`` named
-  ``features``; TC1 client features not cast; TC2 / TC8 ``_non_finite`` of the cast; TC3 integer test_x let through;
-  TC4 test_x not cast; TC7 test_x's finite check dropped; TC9 the sample row from the uncast features: killed by the
-  suite. TC5 the first non-finite test_x row -> the last: killed here.
+  ``features``; TC1 client features not cast; TC2 / TC8 ``_non_finite`` of the cast; TC3 an integer test_x let
+  through; TC4 test_x not cast; TC7 test_x's finite check dropped; TC9 the sample row from the uncast features:
+  killed by the suite. TC5 the first non-finite test_x row -> the last: killed here.
   CF3 ``finfo(x).max > finfo(dtype).max`` -> ``>=`` and CF4 drop that comparison (every cast checked): equivalent
-  (TensorEngine refuses non-finite features and test features before the cast, so a cast that does not narrow
-  is finite; only the cost differs). TC6 ``torch.cat(cast)`` -> ``torch.cat(xs)``: equivalent (the engine casts the
-  concatenation to the same dtype; casting float16/32/64 values up to float64 first and then to ``dtype`` rounds
-  once, as the direct cast does, and every value was checked finite in ``dtype``).
+  (TensorEngine refuses non-finite features and test features before the cast, so a cast that does not narrow is
+  finite; only the cost differs). TC6 ``torch.cat(cast)`` -> ``torch.cat(xs)``: equivalent (the engine casts the
+  concatenation to the same dtype: float16/32/64 values go up to float64 exactly and are rounded once, as by the
+  direct cast, and every value was checked finite in that dtype; only the memory differs).
 experiments/bounds.py ``_momentum_of``: B2 drop the refusal; B3 0.5 for sgd too; B4 0.5 -> 0.9; B5 a given momentum
   dropped: killed by the suite. B1 ``momentum is not None`` -> ``momentum`` (0.0 reaches make_solver, whose message
   offers 'momentum-prox', no solver of bound_check's): killed here. B6 ``solver == "sgd"`` -> ``solver !=
   "momentum"``: equivalent (bound_check's solvers are ("sgd", "momentum"), checked before).
-report.py: P1 a string parsed as a number; P4 ``not isfinite`` -> ``isnan``; P5 / P6 the error / the value not
-  checked; P8 ``not number >= 0`` -> ``number < 0`` (NaN error: the other message); P9 every refusal naming
+report.py: P1 a string read as a number; P4 ``not isfinite`` -> ``isnan``; P5 / P6 the error / the value not
+  checked; P8 ``not number >= 0`` -> ``number < 0`` (a NaN error gets the other message); P9 every refusal naming
   ``value``; TM1 / TM2 the header formatted with the cells' spec: killed by the suite.
   P3 drop ``OverflowError`` (an int beyond float's range raised instead of printing), P7 the error checked before the
   value: killed here. P2 bools no longer skipped in _as_number: equivalent (a bool error is refused before; a bool
@@ -76,10 +82,10 @@ report.py: P1 a string parsed as a number; P4 ``not isfinite`` -> ``isnan``; P5 
 tree.py: TI1 drop the tuple refusal: killed by the suite. TI2 ``isinstance(i, tuple)`` -> ``type(i) is tuple`` (a
   namedtuple indexes one axis per entry too): killed here. TI3 ``{i!r}`` -> ``{i}``: equivalent (``str`` of a tuple
   is its ``repr``).
-experiments/cifar10.py summary_lines: CI1 ``is None`` -> ``is not None``: killed by the suite. CI2 ``repeats and
-  gaps`` -> ``or``, CI3 -> ``repeats``, CI8 -> ``gaps`` (max of nothing), CI4 ``abs`` dropped, CI5 ``or 0.0``
-  dropped (a repeat without a per-round difference), CI6 the largest repeat -> the smallest, CI7 the larger of final
-  and in-round difference -> the smaller: killed here.
+experiments/cifar10.py summary_lines: CI1 ``is None`` -> ``is not None``, CI7 the larger of the final and in-round
+  difference -> the smaller: killed by the suite. CI2 ``repeats and gaps`` -> ``or``, CI3 -> ``repeats``, CI8 ->
+  ``gaps`` (max of nothing), CI4 ``abs`` dropped, CI5 ``or 0.0`` dropped (a repeat without a per-round
+  difference), CI6 the largest repeat -> the smallest: killed here.
 experiments/speedup.py sampling_summary: SP1 ``is None`` -> ``is not None``; SP2 ``slope`` printed for
   ``slope_eff``; SP3 the ``slope_eff`` part never printed: killed by the suite.
 """
