@@ -105,8 +105,9 @@ def server_state_mismatch(algorithm: "FederatedAlgorithm", state: ServerState) -
     """
     saved = state.server
     kept = algorithm.server.init(state.params)
-    if type(saved) is type(kept):
-        return None
+    if type(saved) is type(kept) or _SERVER_MODULE not in (type(saved).__module__, type(kept).__module__):
+        return None  # as a round's check: only fedlib's server states are told apart by type (a server
+        # optimizer of your own may keep None until its first update makes a buffer)
     return _server_kind_message(algorithm.server, type(saved), type(kept), "the saved server optimizer state",
                                 "the algorithm's server optimizer", "written with another server optimizer?")
 

@@ -272,3 +272,48 @@ def test_train_clients_names_a_bad_test_x_test_x(kind, message):
     with pytest.raises(ValueError, match=message):
         train_clients(nn.Linear(6, 3), xs, ys, rounds=1, test_x=_test_x(kind), test_y=torch.tensor([0, 1, 2, 0]),
                       dtype=torch.float32)
+
+
+# ---------------------------------------------------------------- resume: the same rule as a round's check
+
+
+def _lazy_buffer_server():
+    """A server optimizer of one's own whose state is None until its first update makes a buffer."""
+    from fedlib.server import ServerOptimizer
+
+    def update(change, state, params, lr=None):
+        buffer = change if state is None else 0.5 * state + change
+        return params + buffer, buffer
+
+    return ServerOptimizer(init=lambda params: None, update=update, name="lazy-buffer")
+
+
+def test_a_resume_continues_a_server_optimizer_whose_state_changes_type():
+    from fedlib.algorithms import server_state_mismatch
+    from fedlib.engines.reference import run_sequential
+    from fedlib.problems import random_quadratic
+    from fedlib.schedules import FixedSteps
+    from fedlib.solvers import sgd as _sgd
+
+    problem = random_quadratic(num_clients=3, dim=2, seed=0)
+    algo = make_algorithm("fednova", _sgd(0.05), _lazy_buffer_server())
+    args = (algo, problem.grad_fn(), problem.p, FixedSteps([1, 2, 3]))
+    whole = run_sequential(algo, np.zeros(2), *args[1:], rounds=4)
+    half = run_sequential(algo, np.zeros(2), *args[1:], rounds=2)
+    assert isinstance(half.state.server, np.ndarray)             # None at init, an array after an update
+    assert server_state_mismatch(algo, half.state) is None
+    # rounds count from 0 again: 2 more rounds (fixed steps, full gradients: rounds 2-3 are rounds 0-1 again)
+    resumed = run_sequential(algo, None, *args[1:], rounds=2, initial_state=half.state)
+    np.testing.assert_array_equal(resumed.state.params, whole.state.params)
+
+
+def test_a_resume_still_refuses_fedlib_server_states_of_another_kind():
+    from fedlib.algorithms import server_state_mismatch
+    from fedlib.server import momentum
+
+    plain_state = make_algorithm("fedavg", sgd(0.1)).init(np.zeros(1), 2)
+    assert "PlainState" in server_state_mismatch(make_algorithm("fedavg", sgd(0.1), momentum(0.9)), plain_state)
+    # a state of fedlib's under a server optimizer of one's own, and the other way round
+    assert "PlainState" in server_state_mismatch(make_algorithm("fedavg", sgd(0.1), _lazy_buffer_server()), plain_state)
+    lazy = make_algorithm("fedavg", sgd(0.1), _lazy_buffer_server()).init(np.zeros(1), 2)
+    assert "NoneType" in server_state_mismatch(make_algorithm("fedavg", sgd(0.1), momentum(0.9)), lazy)
