@@ -88,7 +88,10 @@ def server_state_mismatch(algorithm: "FederatedAlgorithm", state: ServerState) -
     """Why ``state`` (a saved :class:`ServerState`, e.g. from a checkpoint) cannot continue under
     ``algorithm``'s server optimizer, or ``None``: its server state must be of the kind that
     optimizer keeps (a momentum buffer for server momentum, Adam's moments for FedAdam, a counter for
-    the plain server), else a resume crashes or silently drops the saved buffer.
+    the plain server), else a resume crashes or silently drops the saved buffer. Kinds are told apart by
+    type where the saved state or the one ``init`` makes is fedlib's (:mod:`fedlib.server`); the state of
+    a server optimizer of your own may change type after ``init`` (``None`` until its first update), as a
+    round's check of the state allows too.
 
     Example
     -------
@@ -103,13 +106,22 @@ def server_state_mismatch(algorithm: "FederatedAlgorithm", state: ServerState) -
     >>> server_state_mismatch(make_algorithm("fedavg", sgd(0.1), momentum(0.9)), saved)
     "the saved server optimizer state is a PlainState, but the algorithm's server optimizer keeps a MomentumState ..."
     """
-    saved = state.server
-    kept = algorithm.server.init(state.params)
-    if type(saved) is type(kept) or _SERVER_MODULE not in (type(saved).__module__, type(kept).__module__):
-        return None  # as a round's check: only fedlib's server states are told apart by type (a server
-        # optimizer of your own may keep None until its first update makes a buffer)
-    return _server_kind_message(algorithm.server, type(saved), type(kept), "the saved server optimizer state",
+    saved, kept = type(state.server), type(algorithm.server.init(state.params))
+    if not _kinds_differ(saved, kept):
+        return None
+    return _server_kind_message(algorithm.server, saved, kept, "the saved server optimizer state",
                                 "the algorithm's server optimizer", "written with another server optimizer?")
+
+
+_SERVER_MODULE = ServerOptimizer.__module__  # "fedlib.server", where fedlib's server states live
+
+
+def _kinds_differ(saved: type, kept: type) -> bool:
+    """Whether a server state of type ``saved`` is of another kind than ``kept`` (the type ``init`` makes): only
+    where one of them is fedlib's (:mod:`fedlib.server`'s ``PlainState``, ``MomentumState``, ``AdamState``); the
+    state of a server optimizer of your own may change type from what its ``init`` makes (``None`` until the
+    first update makes a buffer; a ``float`` that becomes a ``numpy.float64``)."""
+    return saved is not kept and _SERVER_MODULE in (saved.__module__, kept.__module__)
 
 
 def _server_kind_message(server: ServerOptimizer, saved: type, kept: type, what: str, owner: str, hint: str) -> str:
@@ -132,7 +144,7 @@ def _kept_state_type(server: ServerOptimizer, params: Any) -> Optional[type]:
         kinds = _KEPT_STATE_TYPE.get(init)
         if kinds is None:
             kinds = _KEPT_STATE_TYPE[init] = {}
-    except TypeError:  # an init that takes no weak reference (a builtin): asked every time
+    except TypeError:  # an init that is unhashable or takes no weak reference (operator.itemgetter): asked every time
         kinds = {}
     kept = kinds.get(key, _UNKNOWN)
     if kept is _UNKNOWN:
@@ -144,18 +156,12 @@ def _kept_state_type(server: ServerOptimizer, params: Any) -> Optional[type]:
     return kept
 
 
-_SERVER_MODULE = ServerOptimizer.__module__  # "fedlib.server", where fedlib's server states live
-
-
 def _check_server_kind(server: ServerOptimizer, state: "ServerState", owner: str) -> None:
-    """``ValueError`` naming ``state`` unless ``state.server`` is of the kind ``server`` keeps (O(1) a round).
-    Only fedlib's server states (:mod:`fedlib.server`'s ``PlainState``, ``MomentumState``, ``AdamState``) are told
-    apart by type, on either side: the state of a server optimizer of your own may change type from what its
-    ``init`` makes (``None`` until the first update makes a buffer; a ``float`` that becomes a ``numpy.float64``):
-    a round must not refuse what that optimizer's own update returned the round before."""
+    """``ValueError`` naming ``state`` unless ``state.server`` is of the kind ``server`` keeps (O(1) a round;
+    :func:`_kinds_differ`: a round must not refuse what a server optimizer of your own returned the round before)."""
     kept = _kept_state_type(server, state.params)
     saved = type(state.server)
-    if kept is not None and saved is not kept and _SERVER_MODULE in (kept.__module__, saved.__module__):
+    if kept is not None and _kinds_differ(saved, kept):
         raise ValueError("state: " + _server_kind_message(
             server, saved, kept, "its server optimizer state (state.server)", owner,
             "a state of another server optimizer? algorithm.init(params, num_clients) builds one for this algorithm; "
