@@ -199,7 +199,9 @@ def check_int_array(name: str, value: Any, *, size: int | None = None, minimum: 
             raise ValueError(f"{name} must hold integers, got {arr!r}")
     elif arr.dtype.kind not in "iu":
         raise ValueError(f"{name} must hold integers, got dtype {arr.dtype}")
-    if arr.dtype.kind != "i" and (arr.max() >= 2.0 ** 63 or arr.min() < -(2.0 ** 63)):  # would wrap in int64
+    kind = arr.dtype.kind  # an int64 array cannot wrap; uint64 is compared with the int 2**63, not the float
+    # 2.0**63 (which 2**63 - 1 rounds to)
+    if kind == "u" and arr.max() >= 2 ** 63 or kind == "f" and (arr.max() >= 2.0 ** 63 or arr.min() < -(2.0 ** 63)):
         raise ValueError(f"{name} must hold integers below 2**63, got {arr!r}")
     arr = arr.astype(np.int64)
     if minimum is not None and arr.min() < minimum:

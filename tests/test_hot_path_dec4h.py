@@ -79,4 +79,7 @@ def test_check_int_array_takes_the_largest_int64_and_unsigned_counts():
     big = np.array([1, 2 ** 63 - 1], dtype=np.int64)
     assert check_int_array("steps", big, minimum=1).tolist() == [1, 2 ** 63 - 1]
     assert check_int_array("steps", np.array([1, 7], dtype=np.uint64), minimum=1).tolist() == [1, 7]
+    # nor an unsigned one (review of the day's diff: uint64 2**63 - 1 was refused as not below 2**63)
+    unsigned = np.array([1, 2 ** 63 - 1], dtype=np.uint64)
+    assert check_int_array("steps", unsigned, minimum=1).tolist() == [1, 2 ** 63 - 1]
     assert check_int_array("steps", [1.0, 2.0], minimum=1).dtype == np.int64
