@@ -134,7 +134,7 @@ def check_finite_array(name: str, value: Any, *, ndim: int | None = None, shape:
         raise ValueError(f"{name} must have {ndim} dimension(s), got shape {arr.shape}")
     if shape is not None and arr.shape != tuple(shape):
         raise ValueError(f"{name} must have shape {tuple(shape)}, got {arr.shape}")
-    if not np.isfinite(arr).all():  # the method, not np.all: these checks run every round (half the time)
+    if not np.isfinite(arr).all():  # the method, not np.all's Python wrapper: these checks run every round
         raise ValueError(f"{name} contains NaN or inf")
     return arr
 

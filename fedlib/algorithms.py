@@ -452,7 +452,8 @@ class FederatedAlgorithm:
         return solver.init(state.params, corr)
 
     def client_final(self, state: ServerState, client: int, solver_state: SolverState) -> ClientUpdate:
-        """Package a finished local run: :math:`\\Delta_i = x_i^{(t,\\tau_i)} - x^{(t,0)}`."""
+        """Package a finished local run: :math:`\\Delta_i = x_i^{(t,\\tau_i)} - x^{(t,0)}` (``ValueError`` naming
+        ``state`` when it is no :class:`ServerState`)."""
         if not isinstance(state, ServerState):
             _refuse_state(state)
         _check_one_client(client, state.num_clients)

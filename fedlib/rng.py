@@ -48,10 +48,12 @@ PURPOSES = ("local_steps", "local_work", "sampling", "batches", "init", "partiti
             "anatomy_batches")
 
 
+#: purpose -> its CRC-32, remembered for plain ``str`` purposes (at most 1024: any string is a purpose)
 _PURPOSE_KEYS: dict = {}
 
 
 def _purpose_key(purpose: str) -> int:
+    """The CRC-32 of ``purpose`` (a non-empty string; ``ValueError`` otherwise), the first word of the spawn key."""
     key = _PURPOSE_KEYS.get(purpose) if type(purpose) is str else None  # a str subclass may hash differently
     if key is not None:
         return key

@@ -81,7 +81,8 @@ def chi_square(p: Any, w: Any) -> float:
 
 def _chi_square(p: np.ndarray, w: np.ndarray) -> float:
     """:func:`chi_square` of two float64 probability vectors of one size that the caller has already checked
-    (:func:`fedlib.engines.quadratic.run_replicas`' normalised weights, every round): no second check."""
+    (a round's normalised weights in :meth:`fedlib.algorithms.FederatedAlgorithm.apply` and
+    :func:`fedlib.engines.quadratic.run_replicas`): no second check."""
     zero = w == 0
     if (zero & (p > 0)).any():
         raise ValueError("w: chi-square is infinite (w_i = 0 where p_i > 0)")

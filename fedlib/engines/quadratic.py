@@ -131,7 +131,8 @@ def gradient_noise(seed: int, round_index: int, replicas: int, num_clients: int,
     return _gradient_noise(seed, round_index, replicas, num_clients, max_steps, dim, sigma)
 
 
-def _gradient_noise(seed, round_index, replicas, num_clients, max_steps, dim, sigma: float) -> np.ndarray:
+def _gradient_noise(seed: int, round_index: int, replicas: int, num_clients: int, max_steps: int, dim: int,
+                    sigma: float) -> np.ndarray:
     """:func:`gradient_noise` for a ``sigma`` already checked (:func:`run_replicas`, every round)."""
     shape = (replicas, num_clients, max_steps, dim)
     if sigma == 0:
