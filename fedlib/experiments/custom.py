@@ -46,13 +46,17 @@ def _as_tensor(t, what: str) -> torch.Tensor:
         raise ValueError(f"{what} must be a tensor or array ({exc})") from None
 
 
+def _first_bad_row(x: torch.Tensor) -> int:
+    """The first row (sample) of ``x`` ``(n, ...)`` that holds NaN or inf (one exists: the error path only)."""
+    return int((~torch.isfinite(x)).flatten(1).any(1).nonzero()[0])
+
+
 def _cast_features(x: torch.Tensor, device, dtype: torch.dtype, what: str) -> torch.Tensor:
     """Finite features ``x`` in the engine's ``dtype``; a narrowing cast (float64 -> float32) is checked once,
     since a finite 1e39 is inf in float32."""
     out = x.to(device, dtype)
     if torch.finfo(x.dtype).max > torch.finfo(dtype).max and not bool(torch.isfinite(out).all()):
-        row = int((~torch.isfinite(out)).flatten(1).any(1).nonzero()[0])
-        raise ValueError(f"{what}: row {row} {_non_finite(x, dtype)}")
+        raise ValueError(f"{what}: row {_first_bad_row(out)} {_non_finite(x, dtype)}")
     return out
 
 
@@ -76,7 +80,7 @@ class TensorEngine(StackedEngine):
         if not x.is_floating_point() or x.ndim < 2:
             raise ValueError(f"features must be a float tensor (N, ...), got {x.dtype} {tuple(x.shape)}")
         if not bool(torch.isfinite(x).all()):
-            raise ValueError(f"features hold NaN or inf (row {int((~torch.isfinite(x)).flatten(1).any(1).nonzero()[0])})")
+            raise ValueError(f"features hold NaN or inf (row {_first_bad_row(x)})")
         if y.ndim != 1 or y.shape[0] != x.shape[0] or y.is_floating_point():
             raise ValueError(f"labels must be {x.shape[0]} integers, got {y.dtype} {tuple(y.shape)}")
         if (test_features is None) != (test_labels is None):
@@ -231,8 +235,7 @@ def train_clients(model: nn.Module, client_x: Sequence[Any], client_y: Sequence[
             raise ValueError(f"client_x[{i}] must be a float tensor, got {x.dtype}")
         cast.append(x.to(dtype))
         if not bool(torch.isfinite(cast[i]).all()):
-            row = int((~torch.isfinite(cast[i])).flatten(1).any(1).nonzero()[0])
-            raise ValueError(f"client_x[{i}] {_non_finite(x, dtype)} (sample {row})")
+            raise ValueError(f"client_x[{i}] {_non_finite(x, dtype)} (sample {_first_bad_row(cast[i])})")
     num_classes = _num_classes(model, xs[0])
     for i, y in enumerate(ys):
         _check_labels(y, num_classes, f"client_y[{i}]")
@@ -248,8 +251,7 @@ def train_clients(model: nn.Module, client_x: Sequence[Any], client_y: Sequence[
             raise ValueError(f"test_x must be a float tensor, got {tx.dtype}")
         test_x = tx.to(dtype)
         if not bool(torch.isfinite(test_x).all()):
-            row = int((~torch.isfinite(test_x)).flatten(1).any(1).nonzero()[0])
-            raise ValueError(f"test_x {_non_finite(tx, dtype)} (sample {row})")
+            raise ValueError(f"test_x {_non_finite(tx, dtype)} (sample {_first_bad_row(test_x)})")
     sizes = [int(x.shape[0]) for x in xs]
     offsets = np.cumsum([0] + sizes)
     parts = [np.arange(offsets[i], offsets[i + 1]) for i in range(len(sizes))]
