@@ -31,7 +31,6 @@ run it too.
 from __future__ import annotations
 
 import dataclasses
-import math
 import weakref
 from typing import Any, NamedTuple, Optional, Sequence
 
@@ -42,7 +41,7 @@ from .rule import aggregate, check_tau_eff
 from .sampling import Participation, as_participation
 from .server import ServerOptimizer, plain
 from .solvers import LocalSolver, SolverState, check_own_step
-from .theory import _chi_square, chi_square
+from .theory import _round_chi_square
 from .tree import leaf_kind, tree_all_finite, tree_kind_mismatch, tree_leaves, tree_structure_equal, tree_sub
 from .variance import ControlVariates, correction, init_control_variates, update_control_variates
 
@@ -519,11 +518,7 @@ class FederatedAlgorithm:
                 raise ValueError("p (weights of all clients) is required with variance reduction")
             variates = update_control_variates(variates, clients, deltas, lr, a_norms, p, steps, agg.change)
         params, server_state = _run_server_optimizer(self.server, agg.change, state, lr)  # lr, change checked
-        omega_sum, w_sum = participation.weights.sum(), agg.weights.sum()
-        omega, w = participation.weights / omega_sum, agg.weights / w_sum
-        # aggregate checked both weights (finite, >= 0, positive sum): normalised by a finite sum they are
-        # probabilities, and chi_square's checks are not repeated; a sum that overflowed still meets them
-        chi2 = _chi_square(omega, w) if omega_sum < math.inf and w_sum < math.inf else chi_square(omega, w)
+        chi2 = _round_chi_square(participation.weights, agg.weights)  # both checked by aggregate
         diag = RoundDiagnostics(clients, steps, a_norms, agg.tau_eff, agg.weights, chi2)
         return ServerState(params, server_state, variates, state.round + 1, state.num_clients), diag
 

@@ -48,7 +48,7 @@ from .algorithms import (FederatedAlgorithm, RoundDiagnostics, ServerState, _che
                          _run_server_optimizer, check_client_indices, client_update_problem)
 from .rule import effective_weights
 from .sampling import Participation, as_participation
-from .theory import chi_square
+from .theory import _round_chi_square
 from .tree import (leaf_kind, tree_all_finite, tree_index, tree_kind_mismatch, tree_leaves, tree_map,
                    tree_structure_equal, tree_weighted_sum)
 from .variance import ControlVariates, updated_client_variates
@@ -348,9 +348,7 @@ def distributed_apply(comm: Communicator, algorithm: FederatedAlgorithm, state: 
     if variates is not None:
         variates = _update_variates(comm, variates, own, mine, lr, p, change)
     params, server_state = _run_server_optimizer(algorithm.server, change, state, lr)  # lr, change checked
-    omega = participation.weights / participation.weights.sum()
-    wn = w / w.sum()
-    diag = RoundDiagnostics(clients, steps, a_norms, tau, w, chi_square(omega, wn))
+    diag = RoundDiagnostics(clients, steps, a_norms, tau, w, _round_chi_square(participation.weights, w))
     return ServerState(params, server_state, variates, state.round + 1, state.num_clients), diag
 
 

@@ -80,14 +80,23 @@ def chi_square(p: Any, w: Any) -> float:
 
 
 def _chi_square(p: np.ndarray, w: np.ndarray) -> float:
-    """:func:`chi_square` of two float64 probability vectors of one size that the caller has already checked
-    (a round's normalised weights in :meth:`fedlib.algorithms.FederatedAlgorithm.apply` and
-    :func:`fedlib.engines.quadratic.run_replicas`): no second check."""
+    """:func:`chi_square` of two float64 probability vectors of one size that the caller has already checked."""
     zero = w == 0
     if (zero & (p > 0)).any():
         raise ValueError("w: chi-square is infinite (w_i = 0 where p_i > 0)")
     keep = ~zero
     return float(np.sum((p[keep] - w[keep]) ** 2 / w[keep]))
+
+
+def _round_chi_square(omega: np.ndarray, w: np.ndarray) -> float:
+    """A round's :math:`\\chi^2` of its participants' weights ``omega`` and aggregation weights ``w``, each divided
+    by its sum, both checked already (finite, >= 0, positive sum: :func:`fedlib.rule.effective_weights`): normalised
+    by a finite sum they are probabilities and :func:`chi_square`'s checks are skipped; a sum that overflowed still
+    meets them (:meth:`fedlib.algorithms.FederatedAlgorithm.apply`, :func:`fedlib.distributed.distributed_apply`,
+    :func:`fedlib.engines.quadratic.run_replicas`, every round)."""
+    omega_sum, w_sum = omega.sum(), w.sum()
+    p, q = omega / omega_sum, w / w_sum
+    return (_chi_square if omega_sum < np.inf and w_sum < np.inf else chi_square)(p, q)
 
 
 def slowdown(local_steps: Any, tau_eff: float) -> float:

@@ -233,3 +233,25 @@ def test_apply_still_refuses_bad_participation_weights(weights, match):
 def test_apply_refuses_weights_whose_sum_overflows():
     with pytest.raises((ValueError, FloatingPointError)), np.errstate(all="ignore"):
         _apply("fedavg", [1e308, 1e308, 1e308])
+
+
+# ---------------------------------------------------------------- theory._round_chi_square: the one chi2 of a round
+# (apply, distributed_apply and run_replicas each spelled out its own guard before; review of the day's diff)
+
+from fedlib.theory import _round_chi_square  # noqa: E402
+
+
+def test_round_chi_square_gives_chi_square_bits_of_the_normalised_weights():
+    rng = np.random.default_rng(5)
+    for _ in range(50):
+        omega = rng.random(6) * (rng.random(6) < 0.8)
+        omega[0] += 0.1  # a positive sum
+        w = omega * (rng.random(6) * 10 + 1e-3)  # FedAvg-like: zero exactly where omega is
+        assert _round_chi_square(omega, w) == chi_square(omega / omega.sum(), w / w.sum())
+
+
+def test_round_chi_square_still_refuses_an_overflowing_sum_and_an_infinite_divergence():
+    with pytest.raises(ValueError, match="must sum to 1"), np.errstate(all="ignore"):
+        _round_chi_square(np.array([1e308, 1e308]), np.array([0.5, 0.5]))
+    with pytest.raises(ValueError, match="chi-square is infinite"):
+        _round_chi_square(np.array([0.5, 0.5]), np.array([1.0, 0.0]))

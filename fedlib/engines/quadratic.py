@@ -57,7 +57,7 @@ from ..rng import generator
 from ..rule import AGGREGATIONS, _effective_weights_checked, aggregation_coefficients, effective_weights
 from ..sampling import _sample_clients_again, check_sampling, round_participation
 from ..solvers import LocalSolver, check_builtin_step, check_own_step, check_shared_lr
-from ..theory import _chi_square, chi_square
+from ..theory import _round_chi_square
 
 __all__ = ["ReplicaRun", "gradient_noise", "noisy_grad_fn", "client_solvers", "run_replicas"]
 
@@ -402,9 +402,7 @@ def run_replicas(problem: QuadraticProblem, aggregation: str, solvers: Sequence[
         if not np.isfinite(x).all():
             raise FloatingPointError(f"round {t}: the iterate is not finite (diverged)")
         tau_eff_rounds[t] = te
-        # omega and w are checked weights with a positive sum (effective_weights): normalised, probabilities
-        # (a sampler's omega may be of any size: omega.sum() could overflow, which chi_square's check refuses)
-        chi2[t] = (chi_square if callable(sampling) else _chi_square)(omega / omega.sum(), w / w.sum())
+        chi2[t] = _round_chi_square(omega, w)  # checked weights (a sampler's by round_participation)
         record(t + 1, x)
         if t + 1 >= average_from:
             x_sum += x
