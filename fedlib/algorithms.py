@@ -189,7 +189,7 @@ def _check_state(algorithm: "FederatedAlgorithm", state: Any) -> None:
     round and, in :meth:`FederatedAlgorithm.client_init`, once per client."""
     if not isinstance(state, ServerState):
         _refuse_state(state)
-    variates, kind = state.variates, ALGORITHMS[algorithm.name][1]
+    variates, kind = state.variates, algorithm.variance
     if variates is None:
         if kind is not None:
             raise ValueError(f"state: {algorithm.name!r} keeps control variates ({kind!r}), but state.variates is None "
@@ -444,7 +444,7 @@ class FederatedAlgorithm:
         ``state`` when it is no :class:`ServerState` or its control variates do not fit the algorithm)."""
         solver = solver or self.solver
         # fast path (once per client and round): a ServerState without variates for an algorithm that keeps none
-        if type(state) is not ServerState or state.variates is not None or ALGORITHMS[self.name][1] is not None:
+        if type(state) is not ServerState or state.variates is not None or self.variance is not None:
             _check_state(self, state)
         _check_one_client(client, state.num_clients)
         corr = correction(state.variates, client) if state.variates is not None else None

@@ -181,7 +181,11 @@ def check_tau_eff(tau_eff: TauEff) -> TauEff:
 
 
 def _tau_eff_value(tau_eff: TauEff, p: np.ndarray, a: np.ndarray, local_steps: Any) -> float:
-    tau_eff = check_tau_eff(tau_eff)
+    return _checked_tau_eff_value(check_tau_eff(tau_eff), p, a, local_steps)
+
+
+def _checked_tau_eff_value(tau_eff: TauEff, p: np.ndarray, a: np.ndarray, local_steps: Any) -> float:
+    """:func:`_tau_eff_value` of a policy :func:`check_tau_eff` has passed."""
     if tau_eff is None or tau_eff == "a_norm":
         return _positive_tau_eff(float((p * a).sum()), p)  # bit-identical to FedAvg's tau_eff
     if tau_eff == "local_steps":
@@ -256,9 +260,7 @@ def _effective_weights_checked(algorithm: str, w: np.ndarray, a: np.ndarray,
     (:func:`fedlib.engines.quadratic.run_replicas`, every round)."""
     if algorithm == "fedavg":
         return _fedavg(w, a)
-    if tau_eff is None:
-        return _positive_tau_eff(float((w * a).sum()), w), w.copy()
-    return tau_eff, w.copy()
+    return _checked_tau_eff_value(tau_eff, w, a, None), w.copy()
 
 
 def aggregation_coefficients(tau_eff: float, weights: Any, a_norms: Any) -> np.ndarray:

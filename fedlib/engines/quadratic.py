@@ -324,8 +324,7 @@ def run_replicas(problem: QuadraticProblem, aggregation: str, solvers: Sequence[
     rho = np.array([s.momentum for s in solvers])
     mu = np.array([s.mu for s in solvers])
     a_norm_cache: dict = {}
-    # row j: solver j's step sizes, the first lr_width[j] of them (its longest round so far; NaN beyond)
-    lr_all, lr_width = np.full((len(solvers), 0), np.nan), [0] * len(solvers)
+    lr_cache: dict = {}
     p64 = np.asarray(p, dtype=np.float64)  # what round 0's check of p returns: later rounds draw with it
 
     grad_norm2 = np.empty((rounds + 1, replicas))
@@ -371,15 +370,7 @@ def run_replicas(problem: QuadraticProblem, aggregation: str, solvers: Sequence[
         tau_max = int(tau[0])
         noise = _gradient_noise(seed, t, replicas, order.size, tau_max, d, sigma)[:, by_steps]
         H, e = problem.H[order], problem.e[order]
-        # step sizes depend on (solver, k) only: gathered from lr_all, not stacked afresh every round; a solver
-        # of this round is extended to tau_max steps (in the participants' order: the first to refuse is named)
-        for j in dict.fromkeys(sol.tolist()):
-            if lr_width[j] < tau_max:
-                if lr_all.shape[1] < tau_max:
-                    lr_all = np.concatenate([lr_all, np.full((len(solvers), tau_max - lr_all.shape[1]), np.nan)], 1)
-                lr_all[j, :tau_max] = [solvers[j].step_size(k) for k in range(tau_max)]
-                lr_width[j] = tau_max
-        lr_table = lr_all[sol, :tau_max]  # (participants, tau_max)
+        lr_table = np.stack([_step_sizes(solvers[j], tau_max, lr_cache, j) for j in sol])  # (participants, tau_max)
         rho_i, mu_i = rho[sol][None, :, None], mu[sol][None, :, None]
         x_start = np.broadcast_to(x[:, None, :], (replicas, order.size, d))
         xl = x_start.copy()
@@ -422,6 +413,14 @@ def _local_steps(xl, u, x_start, H, e, noise, tau, lr_table, rho_i, mu_i) -> Non
         us += g
         direction = us + mu_i[:, :n] * (xs - x_start[:, :n])
         xs -= lr_table[:n, k][None, :, None] * direction
+
+
+def _step_sizes(solver: LocalSolver, tau_max: int, cache: dict, key: int) -> np.ndarray:
+    """``solver``'s first ``tau_max`` step sizes, remembered in ``cache`` per solver number ``key``."""
+    have = cache.get(key)
+    if have is None or have.size < tau_max:
+        have = cache[key] = np.array([solver.step_size(k) for k in range(tau_max)])
+    return have[:tau_max]
 
 
 def _a_norm(solver: LocalSolver, tau: int, cache: dict, key: int) -> float:
