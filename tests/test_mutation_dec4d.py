@@ -6,7 +6,7 @@
 
 Part 1 (review): each test fails on the code before its fix. Part 2: each test's docstring names the mutant
 it kills, a mutant that survived tests/test_leftovers_dec4d.py, tests/test_report_tables.py,
-tests/test_bounds.py and tests/test_api_page_dec4.py.
+tests/test_bounds.py and tests/test_api_page.py.
 
 73 mutants (the list: ids P*, T*, R*, H*, S*, RS*, C*, SG*, SB*, SS*, TH* in the docstrings below and in the
 helper's report): 46 killed by the suite, 20 by this file, 7 equivalent:

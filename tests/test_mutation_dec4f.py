@@ -6,7 +6,7 @@ to integers ([0, True] is the integer array [0, 1]) as client 1.
 
 112 hand mutants, each applied alone to a copy of the tree, run against tests/test_mutation_dec4f.py,
 test_bad_input_dec4.py, test_user_journey_dec4.py, test_mutation_dec4d/e.py, the module's own test files and
-its doctests (test_global_hooks_dec4.py for the hook changes); survivors re-run against the other test files
+its doctests (test_global_hooks.py for the hook changes); survivors re-run against the other test files
 that name the function (test_bad_inputs_core.py, test_user_api_audit.py, test_new_user_dec4.py, ...).
 
 Mutants (id: file, change):

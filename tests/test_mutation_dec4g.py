@@ -1,6 +1,6 @@
 """Hand mutation testing of the checks added in 677635c..166b66c, 4b42ff0 (duplicate run names) and c641002
 (global hooks), plus bca6c97 (``evaluate``'s global-hook check). One mutant at a time, covering tests:
-tests/test_leftovers_dec4g.py, test_regressions_dec4.py, test_global_hooks_dec4.py, test_review_dec4g.py, the
+tests/test_leftovers_dec4g.py, test_regressions_dec4.py, test_global_hooks.py, test_review_dec4g.py, the
 module's own test files and ``tests/test_doctests.py -k <module>``.
 
 36 mutants: 29 killed by the suite, 5 killed by a test here, 2 equivalent.

@@ -5,7 +5,7 @@ messages (``_non_finite``, ``_cast_features``, ``train_clients``), ``tree_index`
 points' ``ServerState`` checks (``_check_state``, ``_check_server_kind``, ``_kept_state_type``, ``_refuse_state``;
 algorithms.py and distributed.py), ``summary_lines``' noise-scale bullet (cifar10) and ``sampling_summary``'s
 ``slope_eff``. One mutant at a time (string replacement, file restored after), ``pytest -x -q`` on
-tests/test_hot_path_dec4h.py, test_state_checks_dec4h.py, test_leftovers_dec4h.py, the module's own test files
+tests/test_hot_paths.py, test_state_checks.py, test_leftovers_dec4h.py, the module's own test files
 (e.g. test_algorithms, test_distributed without its multi-process tests, test_bad_inputs_core, test_table1,
 test_quadratic_engine, test_custom_model, test_bounds, test_report_tables, test_tree, the earlier test_mutation_*)
 and ``tests/test_doctests.py`` for the module.

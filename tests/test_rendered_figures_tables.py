@@ -1,7 +1,7 @@
-"""The rendered book as a reader sees it, second pass (after tests/test_rendered_dec4.py): figure alt
+"""The rendered book as a reader sees it, second pass (after tests/test_rendered.py): figure alt
 text, and tables narrow enough for the page.
 
-The built pages are found as tests/test_rendered_dec4.py and tests/test_browser.py find them:
+The built pages are found as tests/test_rendered.py and tests/test_browser.py find them:
 ``make book`` writes ``_build/html``; locally a missing build skips the tests that need it, in CI
 (``CI=true``) it fails them.
 """

@@ -1,6 +1,6 @@
 """Chapter 8, "Why FedNova's tau_eff must not come from the sample": the paired displacement check
 (:func:`fedlib.experiments.speedup.paired_displacement_error`) that replaced the factor-2 same-order
-assert at q = 4 (audit of 2026-12-04)."""
+assert at q = 4."""
 from __future__ import annotations
 
 import numpy as np

@@ -1,4 +1,4 @@
-"""The API reference page's contents (audit of 2026-12-04) and chapter 8's summary of the paired check.
+"""The API reference page's contents and chapter 8's summary of the paired check.
 
 * book/api.md documents several hundred functions and classes; Sphinx put each into the page's
   contents, numbered under the TOC's numbering ("11.11.20.1. StackedEngine.params()"), and the titled

@@ -1,4 +1,4 @@
-"""The round entry points check the ``ServerState`` they are given (2026-12-04, session h).
+"""The round entry points check the ``ServerState`` they are given.
 
 A user's own loop builds and keeps the state (README, "Your own training loop"). Before:
 ``FederatedAlgorithm.apply``, ``fedlib.distributed.distributed_apply``, ``apply_server_optimizer`` and

@@ -1,4 +1,4 @@
-"""The engines' per-round fast paths (2026-12-04, session h, engines) refuse what the slow checks refuse,
+"""The engines' per-round fast paths refuse what the slow checks refuse,
 and give the same numbers: a bad input reaching an entry point is still named."""
 
 import numpy as np

@@ -1,4 +1,4 @@
-"""The per-client fast paths added for speed (2026-12-04, session h) refuse what the slow checks refuse."""
+"""The per-client fast paths added for speed refuse what the slow checks refuse."""
 
 import numpy as np
 import pytest
