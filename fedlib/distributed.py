@@ -179,7 +179,23 @@ class LocalCommunicator(Communicator):
 
 
 class TorchCommunicator(Communicator):
-    """Collectives of an initialised ``torch.distributed`` process group."""
+    """Collectives of an initialised ``torch.distributed`` process group (:func:`init_from_env` makes
+    the group under ``torchrun`` and returns one). ``device`` is where :meth:`all_gather_array` puts its
+    tensors: ``"cpu"`` for gloo, the rank's GPU for NCCL.
+
+    Example
+    -------
+    A group of one process (an in-memory store instead of torchrun's rendezvous); with ``N``
+    processes each list has ``N`` entries in rank order, the same on every rank:
+
+    >>> import numpy as np
+    >>> import torch.distributed as dist
+    >>> dist.init_process_group("gloo", store=dist.HashStore(), rank=0, world_size=1)
+    >>> comm = TorchCommunicator()
+    >>> comm.rank, comm.world_size, comm.all_gather_object({"tau": 4}), comm.allreduce_sum(np.arange(3.0))
+    (0, 1, [{'tau': 4}], array([0., 1., 2.]))
+    >>> dist.destroy_process_group()
+    """
 
     def __init__(self, device: str = "cpu"):
         import torch
@@ -207,8 +223,30 @@ class TorchCommunicator(Communicator):
 
 
 def init_from_env(device: str = "cpu", backend: Optional[str] = None, timeout_s: float = 600.0) -> TorchCommunicator:
-    """Initialise the process group from torchrun's environment (``env://``) and return its
-    communicator; gloo for a CPU run, NCCL for a GPU run (``backend`` overrides)."""
+    """Initialise the process group from torchrun's environment (``env://``: ``WORLD_SIZE``, ``RANK``,
+    ``MASTER_ADDR``, ``MASTER_PORT``) and return its :class:`TorchCommunicator`; gloo for a CPU run,
+    NCCL for a GPU run (``backend`` overrides; a ``"cuda"`` device becomes ``cuda:LOCAL_RANK``). A group
+    already initialised is kept. Raises ``ValueError`` outside torchrun (no ``WORLD_SIZE`` / ``RANK``).
+
+    Example
+    -------
+    In a script launched with ``torchrun --nproc_per_node 2 script.py`` (what ``--distributed`` does)::
+
+        comm = init_from_env()                      # rank 0 and 1, world size 2
+        mine = owned_clients(num_clients, comm.world_size, comm.rank)  # this rank's clients
+
+    Here, torchrun's environment for one process, set by hand (port 0: any free port):
+
+    >>> import os
+    >>> from unittest import mock
+    >>> import torch.distributed as dist
+    >>> one_process = {"WORLD_SIZE": "1", "RANK": "0", "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": "0"}
+    >>> with mock.patch.dict(os.environ, one_process):
+    ...     comm = init_from_env()
+    >>> comm.rank, comm.world_size, comm.all_gather_object("round 1")
+    (0, 1, ['round 1'])
+    >>> dist.destroy_process_group()
+    """
     import datetime
 
     import torch
