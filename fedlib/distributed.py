@@ -180,7 +180,7 @@ class LocalCommunicator(Communicator):
 
 class TorchCommunicator(Communicator):
     """Collectives of an initialised ``torch.distributed`` process group (:func:`init_from_env` makes
-    the group under ``torchrun`` and returns one). ``device`` is where :meth:`all_gather_array` puts its
+    the group under ``torchrun`` and returns one). ``device`` is where ``all_gather_array`` puts its
     tensors: ``"cpu"`` for gloo, the rank's GPU for NCCL.
 
     Example
