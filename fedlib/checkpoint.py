@@ -28,7 +28,7 @@ still unpickles, into other numbers, and is refused instead. A file without the 
 through SHA-256, as it is made (the state's arrays are pickled without being copied first), and
 a file is hashed in chunks before it is unpickled: saving raises the peak memory by about the
 file's size (the pickler keeps each array's bytes until it is done), loading by the arrays it
-returns (``tests/test_leftovers_dec4c.py`` measures both). A checkpoint must hold every
+returns (``tests/test_checkpoint_io.py`` measures both). A checkpoint must hold every
 part :func:`save_checkpoint` writes (``PARTS``). Only load checkpoints you wrote (pickle).
 """
 from __future__ import annotations

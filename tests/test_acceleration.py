@@ -1,6 +1,6 @@
 """§5 combinations on quadratics: the closed-form round maps of fedlib.theory
 (variance reduction, local momentum, server momentum) against the library's own rounds,
-on random problems, states and local steps; the fixed points they imply."""
+on random problems, states and local steps; the fixed points they imply; measured_rate's inputs."""
 from __future__ import annotations
 
 import numpy as np
@@ -352,3 +352,17 @@ def test_chapter10_limit_figure_data_does_not_depend_on_blas_threads():
         outputs.append(subprocess.run([sys.executable, "-c", _CH10_LIMIT_FIGURE_DATA], env=env, cwd=root,
                                       capture_output=True, text=True, check=True).stdout)
     assert outputs[0] == outputs[1]
+
+
+# --------------------------------------------------------------------------- measured_rate's stop and shape
+@pytest.mark.parametrize("distances, stop, match", [([1.0, 0.5, 0.25, 0.125], 2.5, "^stop must be an integer"),
+                                                    ([1.0, 0.5, 0.25, 0.125], True, "^stop must be an integer"),
+                                                    ([[1.0, 0.5, 0.25]], None, "^distances must be a 1-d sequence")])
+def test_measured_rate_names_a_bad_stop_or_shape(distances, stop, match):
+    """Was: stop=2.5 failed as 'slice indices must be integers or None', a (1, T) array inside np.polyfit
+    ('expected x and y to have same length'), and stop=True read as 1."""
+    from fedlib.experiments.acceleration import measured_rate
+
+    with pytest.raises(ValueError, match=match):
+        measured_rate(distances, 0, stop)
+    assert measured_rate([1.0, 0.5, 0.25, 0.125], 0, np.int64(3)) == pytest.approx(0.5)

@@ -1,5 +1,5 @@
-"""FederatedAlgorithm: validation, one round by hand through client_init/final and apply,
-divergence detection, and SCAFFOLD / FedNova-VR runs on a quadratic."""
+"""FederatedAlgorithm: validation (client indices, p, tau_eff), one round by hand through client_init/final and
+apply, divergence detection, and SCAFFOLD / FedNova-VR runs on a quadratic."""
 from __future__ import annotations
 
 import numpy as np
@@ -168,3 +168,117 @@ def test_server_optimizer_is_checked_when_the_algorithm_is_built():
     with pytest.raises(ValueError, match="server must be a fedlib.server.ServerOptimizer, got int"):
         AL.FederatedAlgorithm("fednova", sgd(0.1), 3)
     assert AL.make_algorithm("fedavg", sgd(0.1), SV.make_server_optimizer("momentum")).server.name
+
+
+# --------------------------------------------------------------------------- tau_eff='population' in code
+def test_tau_eff_population_in_code_points_to_population_tau_eff():
+    """``--tau-eff population`` is on the command line; make_algorithm("fednova", solver, tau_eff="population")
+    said only "must be one of ['a_norm', 'local_steps']", not how to get the population value in code."""
+    from fedlib.algorithms import make_algorithm
+    from fedlib.schedules import FixedSteps, population_tau_eff
+    from fedlib.solvers import sgd
+
+    with pytest.raises(ValueError, match=r"tau_eff='population' .*=fedlib\.schedules\.population_tau_eff\(p, schedule, "
+                                         r"solver\)"):
+        make_algorithm("fednova", sgd(0.1), tau_eff="population")
+    value = population_tau_eff([0.5, 0.5], FixedSteps([2, 4]), sgd(0.1))  # the advice, followed
+    assert make_algorithm("fednova", sgd(0.1), tau_eff=value).tau_eff == value == pytest.approx(3.0)
+
+
+# --------------------------------------------------------------------------- FederatedAlgorithm in your own loop
+def _own_loop_round(name="fednova"):
+    import numpy as np
+
+    from fedlib.algorithms import ClientUpdate, make_algorithm
+    from fedlib.sampling import full_participation
+    from fedlib.solvers import sgd
+
+    algo = make_algorithm(name, sgd(0.1))
+    state = algo.init(np.zeros(2), 3)
+    updates = [ClientUpdate(i, np.ones(2) * (i + 1), 2.0, 2) for i in range(3)]
+    return algo, state, full_participation([0.2, 0.3, 0.5]), updates
+
+
+@pytest.mark.parametrize("p, message", [([0.5, 0.5], r"p must have 3 entries"), ([2, 3, 5], r"p must sum to 1"),
+                                        ([float("nan"), 0.5, 0.5], r"p contains NaN")])
+@pytest.mark.parametrize("name", ["fedavg", "fednova"])
+def test_apply_checks_p_for_every_algorithm(name, p, message):
+    """The README's loop passes p to apply; without variance reduction a p of counts, of NaN or for another
+    number of clients was ignored without a word (with VR the same p was refused)."""
+    algo, state, part, updates = _own_loop_round(name)
+    with pytest.raises(ValueError, match=rf"^{message}"):
+        algo.apply(state, part, updates, 0.1, p)
+    algo.apply(state, part, updates, 0.1, [0.2, 0.3, 0.5])   # a right one, or none, passes
+    algo.apply(state, part, updates, 0.1)
+
+
+@pytest.mark.parametrize("client", [1.5, True, "1", 1.0])
+def test_client_init_and_final_refuse_a_client_that_is_no_integer(client):
+    """client_init(state, 1.5) returned client 1's start without a word (VR algorithms refused it) and
+    client_final(state, 1.5, run) labelled the update client 1 (int() truncated it)."""
+    import numpy as np
+
+    algo, state, _, _ = _own_loop_round()
+    run = algo.solver.run(state.params, lambda x, k: np.ones(2), 1)
+    with pytest.raises(ValueError, match=r"^client must be an integer index"):
+        algo.client_init(state, client)
+    with pytest.raises(ValueError, match=r"^client must be an integer index"):
+        algo.client_final(state, client, run)
+    assert algo.client_final(state, np.int64(2), run).client == 2
+
+
+# --------------------------------------------------------------------------- client indices that are no integers
+@pytest.mark.parametrize("clients, num_clients, match", [
+    ([float("nan"), 1], 3, "^client must be an integer index"),
+    ([0.5, 2], 3, "^client must be an integer index"),
+    ([True], 3, "^client must be an integer index"),
+    ([1], float("nan"), "^num_clients must be an integer >= 1"),
+    ([1], 2.5, "^num_clients must be an integer >= 1"),
+])
+def test_check_client_indices_refuses_non_integer_indices(clients, num_clients, match):
+    """Was: NaN and 0.5 passed both range comparisons (nan < 0 and nan >= 3 are False), so
+    check_client_indices([nan, 1], 3) returned None; num_clients = nan let every index through."""
+    from fedlib.algorithms import check_client_indices
+
+    with pytest.raises(ValueError, match=match):
+        check_client_indices(clients, num_clients)
+
+
+def test_check_client_indices_still_takes_integer_and_empty_indices():
+    from fedlib.algorithms import check_client_indices
+
+    check_client_indices(np.array([0, 2]), np.int64(3))
+    check_client_indices(np.array([], dtype=float), 3)   # a rank without clients (distributed_apply)
+    check_client_indices([0, 7], None)                     # no range check without num_clients (documented)
+    with pytest.raises(ValueError, match="^client must be an integer index, got 0.5"):
+        check_client_indices([0.5], None)                  # but an index is an integer even then
+
+
+def test_client_init_refuses_a_fractional_client():
+    """Was: FedAvg (no variates) started a solver for 'client 1.5' without a word."""
+    from fedlib.algorithms import make_algorithm
+    from fedlib.solvers import sgd
+
+    algo = make_algorithm("fedavg", sgd(0.1))
+    state = algo.init(np.zeros(1), 3)
+    with pytest.raises(ValueError, match="^client must be an integer index"):
+        algo.client_init(state, 1.5)
+    algo.client_init(state, np.int64(2))
+
+
+@pytest.mark.parametrize("client, match", [(1.5, "^client must be an integer index"),
+                                           (float("nan"), "^client must be an integer index"),
+                                           (True, "^client must be an integer index"),
+                                           (7, "^client 7 is not one of the 3 clients")])
+def test_client_final_checks_the_client_index(client, match):
+    """Was: client_final(state, 1.5, ...) packaged ClientUpdate(client=1) (int() truncated it), 7 of 3
+    clients passed, and nan failed as 'cannot convert float NaN to integer'."""
+    from fedlib.algorithms import make_algorithm
+    from fedlib.solvers import sgd
+
+    algo = make_algorithm("fedavg", sgd(0.1))
+    state = algo.init(np.zeros(1), 3)
+    done = sgd(0.1).update(algo.client_init(state, 1), np.ones(1))
+    with pytest.raises(ValueError, match=match):
+        algo.client_final(state, client, done)
+    assert algo.client_final(state, np.int64(1), done).client == 1

@@ -1,5 +1,5 @@
 """The batched engine against the per-client loop (run_sequential), the torch backend
-against numpy, mini-batching, divergence (fedlib.engines.batched)."""
+against numpy, mini-batching, divergence, lr_at's values (fedlib.engines.batched)."""
 from __future__ import annotations
 
 import numpy as np
@@ -308,3 +308,22 @@ def test_resume_must_continue_this_run(prob):
     # the run's own checkpoint resumes to the straight run
     _assert_same(run_batched(fedavg, prob, sched, 4, batch_size=B, resume=resume(ra)),
                  run_batched(fedavg, prob, sched, 4, batch_size=B))
+
+
+# --------------------------------------------------------------------------- lr_at
+def test_run_batched_names_lr_at_when_it_returns_no_learning_rate():
+    from fedlib.algorithms import make_algorithm
+    from fedlib.data import synthetic
+    from fedlib.engines.batched import run_batched
+    from fedlib.problems.logistic import LogisticProblem
+    from fedlib.schedules import FixedSteps
+    from fedlib.solvers import sgd
+
+    problem = LogisticProblem(synthetic(num_clients=2, dim=3, num_classes=2, num_samples=[10, 20], seed=0))
+    with pytest.raises(ValueError, match=r"^lr_at\(1\) must return the round's client learning rate, a finite number "
+                                         r"> 0, got -0\.1"):
+        run_batched(make_algorithm("fednova", sgd(0.1)), problem, FixedSteps([1, 2]), 2, batch_size=5,
+                    lr_at=lambda t: 0.1 if t == 0 else -0.1)
+    run = run_batched(make_algorithm("fednova", sgd(0.1)), problem, FixedSteps([1, 2]), 2, batch_size=5,
+                      lr_at=lambda t: 0.05)
+    assert [h["lr"] for h in run.history] == [0.05, 0.05]

@@ -1,5 +1,5 @@
 """Theorem 1 with its constants (App. C): Assumption 3's constants on quadratics against
-brute force, the explicit bound against eq. (8)'s form and against real runs."""
+brute force, the explicit bound against eq. (8)'s form and against real runs; bound_check's momentum."""
 import math
 
 import numpy as np
@@ -267,3 +267,26 @@ def test_theorem1_terms_are_plain_floats():
                                           initial_gap=1.0, w=[0.5, 0.5], a_vectors=[[1.0, 1.0], [1.0, 1.0]],
                                           tau_eff=np.float64(2.0))
     assert [type(v) for v in explicit] == [float] * 4
+
+
+# --------------------------------------------------------------------------- bound_check: momentum with SGD
+def test_bound_check_refuses_momentum_with_sgd():
+    """Was: bound_check(..., "sgd", 100, momentum=0.7) ran plain SGD, the momentum dropped (as make_solver refuses)."""
+    problem, steps = bounds.default_setup(seed=0, dim=3)
+    with pytest.raises(ValueError, match=r"^momentum: solver 'sgd' has no momentum buffer, got momentum = 0\.7 "
+                                         r"\(use solver='momentum'\)$"):
+        bounds.bound_check(problem, steps, "fednova", "sgd", 100, momentum=0.7, replicas=1)
+    with pytest.raises(ValueError, match=r"got momentum = 0\.0 "):  # 0 too: it is no momentum of SGD's
+        bounds.bound_check(problem, steps, "fednova", "sgd", 100, momentum=0.0, replicas=1)
+
+
+def test_bound_check_momentum_default_is_still_half():
+    """The heavy ball's default rho = 0.5 (chapter 7 passes none): tau_eff of a_i(rho = 0.5), as given explicitly."""
+    problem, steps = bounds.default_setup(seed=0, dim=3)
+    row = bounds.bound_check(problem, steps, "fednova", "momentum", 100, lr_scale=0.02, replicas=1)
+    given = bounds.bound_check(problem, steps, "fednova", "momentum", 100, lr_scale=0.02, momentum=0.5, replicas=1)
+    assert row.measured == given.measured and row.tau_eff == given.tau_eff
+    rho = 0.5
+    norms = [sum((1 - rho ** (k + 1)) / (1 - rho) for k in range(int(t))) for t in steps]
+    assert row.tau_eff == pytest.approx(float(np.mean(norms)), rel=1e-12)
+    assert bounds.bound_check(problem, steps, "fednova", "sgd", 100, replicas=1).tau_eff == float(np.mean(steps))

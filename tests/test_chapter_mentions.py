@@ -11,7 +11,7 @@ imports the function re-exported by :mod:`fedlib.data`). Checked, for each such 
   "Used directly by", "Imported by") — names exactly those chapters, no other (other mentions, such as
   "through fedlib.experiments.synthetic.make_problem also by chapter 4", are free);
 * the API page's hook turns each of them into a link (a list broken over two lines is linked only up
-  to the line break).
+  to the line break), and nothing else: not a prefix of a longer number, not a code block.
 
 Before this test 21 of the 28 imported modules failed: 20 did not mention some of their chapters
 (``fedlib.plotting``, ``fedlib.report``, ``fedlib.schedules`` named none; ``fedlib.solvers`` said
@@ -161,3 +161,32 @@ def test_chapters_become_links_on_the_api_page(module, chapters):
     lines = _autodoc_ext().chapter_links(doc.splitlines(), docnames)
     linked = {int(n) for n in re.findall(r":doc:`(?:[Cc]hapters? )?(\d{1,2}) <", "\n".join(lines))}
     assert chapters <= linked, (module, sorted(chapters - linked))
+
+
+# ------------------------------------------------------------------------- chapter links: longer numbers, code blocks
+def _autodoc():
+    return autodoc_extension()
+
+
+def test_chapter_links_never_link_a_prefix_of_a_longer_number():
+    """'chapter 10.5' or 'chapter 100' is not chapter 1 or 10 followed by the rest of the number:
+    the number's last digits were allowed to be a digit at the end of the text or before a space."""
+    mod = _autodoc()
+    chapters = {n: f"/book/{n:02d}_x" for n in range(1, 11)}
+    for text in ("chapter 10.5", "chapter 100", "chapter 123", "see chapter 100 here"):
+        assert mod.chapter_links([text], chapters) == [text], text
+    # the numbers it knows are still linked, with what follows them left as it is
+    assert mod.chapter_links(["chapter 10."], chapters) == [":doc:`chapter 10 </book/10_x>`."]
+    assert mod.chapter_links(["chapter 1's table"], chapters) == [":doc:`chapter 1 </book/01_x>`'s table"]
+    assert mod.chapter_links(["chapters 2–4"], chapters) == [":doc:`chapters 2 </book/02_x>`–:doc:`4 </book/04_x>`"]
+
+
+def test_chapter_links_leave_a_code_block_directive_alone():
+    """The body of '.. code-block:: python' is code (its first line does not end in '::', which was
+    the only literal block recognised): a 'chapter 6' there would become :doc: markup shown verbatim."""
+    mod = _autodoc()
+    chapters = {6: "/book/06_x"}
+    doc = ["See chapter 6.", "", ".. code-block:: python", "", "    run(chapter 6)", "", "After chapter 6."]
+    assert mod.chapter_links(doc, chapters) == [
+        "See :doc:`chapter 6 </book/06_x>`.", "", ".. code-block:: python", "", "    run(chapter 6)", "",
+        "After :doc:`chapter 6 </book/06_x>`."]

@@ -1,12 +1,18 @@
 """What executing the chapters under other seeds and parameters showed (chapters 1-10, profile ci,
-seeds 1-3): each test fails on the code before its fix."""
+seeds 1-3): each test fails on the code before its fix. The runs of two chapter seeds share no run seed,
+and every problem a chapter builds is drawn from a stream of its own."""
 from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
 
 import numpy as np
 import pytest
 
 from fedlib.data.clients import FederatedDataset
 from fedlib.experiments import surrogate as SU
+from fedlib.experiments import run_seeds
 from fedlib.problems.logistic import LogisticProblem
 
 
@@ -158,3 +164,172 @@ def test_chapter10_comparison_of_no_round_is_refused():
         A.compare_with_closed_form(problem, "fedavg", 0.02, FixedSteps([1, 2, 3, 4]), 0)
     one = A.compare_with_closed_form(problem, "fedavg", 0.02, FixedSteps([1, 2, 3, 4]), 1)
     assert one.run.distances.size == 2 and one.max_relative_difference < 1e-12
+
+
+# --------------------------------------------------------------------------- chapter 3's problems
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _chapter3_problem_seeds(monkeypatch, seed: int) -> list:
+    """Execute chapter 3's code (ci profile, parameter ``seed``, two robustness problems, figures
+    not saved) and return the ``seed`` of every ``random_quadratic`` it builds, in order."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    import fedlib.plotting
+    import fedlib.problems
+    from IPython import display as ipy_display
+
+    from fedlib.problems.quadratic import random_quadratic as real
+
+    seeds: list = []
+
+    def recording(*args, **kwargs):
+        seeds.append(int(kwargs["seed"]))
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(fedlib.problems, "random_quadratic", recording)
+    monkeypatch.setattr(fedlib.plotting, "save_figure", lambda *a, **k: [])
+    monkeypatch.setattr(ipy_display, "display", lambda *a, **k: None)
+    monkeypatch.setattr(plt, "show", lambda *a, **k: None)
+    cells = json.loads((ROOT / "book" / "03_fedprox_tradeoff.ipynb").read_text())["cells"]
+    namespace: dict = {}
+    for cell in cells:
+        if cell["cell_type"] != "code":
+            continue
+        src = "".join(line for line in cell["source"] if not line.startswith("%"))
+        exec(src, namespace)  # noqa: S102 - the repository's own chapter
+        if "parameters" in cell["metadata"].get("tags", []):
+            namespace.update(seed=seed, robustness_seeds=2)
+    plt.close("all")
+    return seeds
+
+
+def test_chapter3_draws_each_problem_from_its_own_stream(monkeypatch):
+    """The probe problem (16 clients, d = 5, the CIFAR-10 p_i) and the trade-off problem
+    (m clients, d) are different instances; they were both built from the chapter's ``seed``, so
+    client i of both drew from the same stream (their first draws equal), and the robustness
+    problems used seeds seed+1, ..., so chapter seed 1's problem was chapter seed 0's first
+    robustness problem. Now every problem is an instance of its own (Q.instance_seed): within one
+    execution and across chapter seeds 0 and 1, no two problems share a seed."""
+    runs = {s: _chapter3_problem_seeds(monkeypatch, s) for s in (0, 1)}
+    distinct = {s: set(v) for s, v in runs.items()}
+    assert all(len(d) == 1 + 1 + 2 for d in distinct.values()), runs  # probe, problem, 2 robustness problems
+    assert not distinct[0] & distinct[1], runs
+
+
+# --------------------------------------------------------------------------- chapters' run seeds
+BOOK = Path(__file__).resolve().parents[1] / "book"
+
+
+def test_run_seeds_are_disjoint_blocks_that_keep_seed_zero():
+    assert run_seeds(0, 3) == (0, 1, 2) and run_seeds(0, 4) == (0, 1, 2, 3)
+    assert run_seeds(1, 3) == (3, 4, 5) and run_seeds(7, 1) == (7,)
+    for count in (1, 2, 3, 4):
+        blocks = [set(run_seeds(s, count)) for s in range(40)]
+        assert all(len(b) == count for b in blocks)
+        assert len(set().union(*blocks)) == 40 * count  # no run seed in two blocks
+    with pytest.raises(ValueError, match=r"^count must be an integer >= 1, got 0$"):
+        run_seeds(0, 0)
+    with pytest.raises(ValueError, match=r"^seed must be an integer >= 0, got -1$"):
+        run_seeds(-1, 3)
+    with pytest.raises(ValueError, match=r"^seed must be an integer >= 0, got 1\.0$"):
+        run_seeds(1.0, 3)
+
+
+def _code_cells(chapter: str) -> list[str]:
+    cells = json.loads((BOOK / chapter).read_text(encoding="utf8"))["cells"]
+    return [("parameters" in c["metadata"].get("tags", []), "".join(c["source"]))
+            for c in cells if c["cell_type"] == "code"]
+
+
+def _run_setup(chapter: str, seed: int, name: str):
+    """Execute the chapter's parameters cell (with ``seed``) and the code cell after it; return ``name``."""
+    cells = _code_cells(chapter)
+    k = next(i for i, (is_params, _) in enumerate(cells) if is_params)
+    namespace: dict = {}
+    exec(cells[k][1], namespace)  # noqa: S102 - the repository's own cells
+    namespace["seed"] = seed
+    exec(cells[k + 1][1], namespace)  # noqa: S102
+    return tuple(namespace[name])
+
+
+def _run_line(chapter: str, seed: int, name: str):
+    """Evaluate the chapter's one-line assignment to ``name`` with ``seed`` (and ``run_seeds``)."""
+    lines = [m.group(1) for _, src in _code_cells(chapter)
+             for m in re.finditer(rf"^{name} = (.*)$", src, re.MULTILINE)]
+    assert len(lines) == 1, lines
+    return tuple(eval(lines[0], {"seed": seed, "run_seeds": run_seeds}))  # noqa: S307
+
+
+@pytest.mark.parametrize("chapter, name, how", [
+    ("04_synthetic_logistic.ipynb", "seeds", _run_setup),  # was (seed, seed + 1, seed + 2)
+    ("09_stragglers.ipynb", "seeds", _run_setup),  # was (0, 1, 2) for every chapter seed
+    ("10_acceleration.ipynb", "syn_seeds", _run_line),  # was (0, 1, 2) on the same data for every chapter seed
+])
+def test_chapters_with_other_seeds_share_no_run(chapter, name, how):
+    """Chapter 4 at seed 1 ran seeds (1, 2, 3): two of the three runs of seed 0, on the same data.
+    Chapter 10's part 5 ran the same three runs (fixed data, seeds (0, 1, 2)) for every chapter seed."""
+    per_seed = {s: how(chapter, s, name) for s in range(4)}
+    assert per_seed[0] == (0, 1, 2)  # the committed figures' runs
+    for s in range(4):
+        for t in range(s):
+            assert not set(per_seed[s]) & set(per_seed[t]), (s, per_seed[s], t, per_seed[t])
+
+
+def test_no_chapter_derives_run_seeds_by_adding_to_its_seed():
+    found = [(path.name, m.group(0)) for path in sorted(BOOK.glob("[0-9][0-9]_*.ipynb"))
+             for _, src in _code_cells(path.name) for m in re.finditer(r"\bseed \+ \w+", src)]
+    assert not found, found
+
+
+def test_engine_against_reference_runs_share_no_seed_between_chapter_seeds(monkeypatch):
+    """Chapter 5's engine check stacked runs with seeds seed + r: seed 1's FedAvg run had the
+    initial model, epochs and batches of seed 0's FedNova run."""
+    import fedlib.engines.stacked as stacked
+    from fedlib.experiments import cifar10 as C
+
+    class Captured(Exception):
+        pass
+
+    def capture(model, train, run, **kwargs):
+        raise Captured(run)
+
+    monkeypatch.setattr(stacked, "reference_run", capture)
+    seeds = {}
+    for chapter_seed in (0, 1):
+        with pytest.raises(Captured) as info:
+            C.engine_against_reference(width=1 / 32, rounds=1, clients=2, samples_per_client=8, batch_size=4,
+                                       seed=chapter_seed)
+        first = info.value.args[0]
+        assert first.name == "FedAvg, momentum"
+        seeds[chapter_seed] = first.seed
+    assert seeds == {0: 0, 1: 3}
+
+
+@pytest.mark.parametrize("which", ["sampling_grid", "sampling_bias"])
+def test_chapter8_sampling_seeds_of_other_chapter_seeds_are_disjoint(monkeypatch, which):
+    """Chapter 8 passes its seed to sampling_grid and sampling_bias, which ran sampling seeds seed, seed + 1,
+    ...: chapter seed 1 drew the participants and gradient noise of seed 0's sampling seeds 1 and 2."""
+    from fedlib.experiments import speedup as S
+
+    base, work = S.base_setup(seed=0, dim=3)
+    real = S.run_replicas
+    used: list = []
+
+    def record(*args, seed, **kwargs):
+        used.append(seed)
+        return real(*args, seed=seed, **kwargs)
+
+    monkeypatch.setattr(S, "run_replicas", record)
+    per_seed = {}
+    for chapter_seed in (0, 1, 2):
+        used.clear()
+        if which == "sampling_grid":
+            S.sampling_grid(base, work, [1], [2], [4], replicas=1, seeds=3, seed=chapter_seed)
+        else:
+            S.sampling_bias(base, work, [2], [4], tau_effs=("population",), seeds=3, seed=chapter_seed)
+        per_seed[chapter_seed] = tuple(used)
+    assert per_seed == {0: (0, 1, 2), 1: (3, 4, 5), 2: (6, 7, 8)}

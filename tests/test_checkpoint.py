@@ -1,4 +1,5 @@
-"""Checkpoints: kill -9 in the middle of a run, resume, get the uninterrupted run bit for bit."""
+"""Checkpoints: kill -9 in the middle of a run, resume, get the uninterrupted run bit for bit; a fresh run over
+a damaged or foreign checkpoint says what the file is and runs nothing; to_torch_tree's ``like``."""
 import json
 import os
 import pickle
@@ -193,3 +194,66 @@ def test_to_numpy_tree_keeps_bf16_values_exactly(tmp_path):
     save_checkpoint(path, config={"a": 1}, round_done=1, state={"w": x}, history=[{"round": 0}], seed=0)
     back = load_checkpoint(path, kind="run")["state"]["w"]
     assert torch.equal(torch.as_tensor(back).to(torch.bfloat16), x)
+
+
+# --------------------------------------------------------------------------- a fresh run over a damaged checkpoint
+FRESH = ["run", "synthetic", "--num-clients", "4", "--rounds", "3", "--batch-size", "10", "--quiet",
+         "--checkpoint-every", "1"]
+
+
+def _fresh_over(tmp_path, capsys, content: bytes) -> str:
+    from fedlib.cli import main
+    out = tmp_path / "r.json"
+    ck = Path(str(out) + ".ckpt")
+    ck.write_bytes(content)
+    capsys.readouterr()
+    assert main(FRESH + ["--out", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert not out.exists() and ck.read_bytes() == content  # nothing run, the file left alone
+    assert f"--checkpoint {ck}: exists and is not a synthetic checkpoint of this command: it is " in err
+    assert "so nothing was run: delete the file if you do not need it, or give another --checkpoint (or --out)" in err
+    return err
+
+
+@pytest.fixture(scope="module")
+def finished_checkpoint(tmp_path_factory):
+    """The bytes of the checkpoint of a finished 3-round run."""
+    from fedlib.cli import main
+    out = tmp_path_factory.mktemp("ck") / "r.json"
+    assert main(FRESH + ["--out", str(out)]) == 0
+    return Path(str(out) + ".ckpt").read_bytes()
+
+
+def test_fresh_run_over_a_checkpoint_with_a_wrong_sha256_says_so(tmp_path, capsys, finished_checkpoint):
+    from fedlib.checkpoint import FOOTER
+    body_end = len(finished_checkpoint) - len(FOOTER) - 64
+    damaged = bytearray(finished_checkpoint)
+    damaged[body_end // 2] ^= 0x01  # one bit of the pickle; the footer still holds the old SHA-256
+    err = _fresh_over(tmp_path, capsys, bytes(damaged))
+    assert "it is corrupt: its SHA-256 footer does not match its contents (damaged after it was written)." in err
+
+
+def test_fresh_run_over_a_truncated_or_empty_checkpoint_says_so(tmp_path, capsys, finished_checkpoint):
+    err = _fresh_over(tmp_path, capsys, finished_checkpoint[:len(finished_checkpoint) // 2])
+    assert "it is truncated, corrupt or not a fedlib checkpoint: it does not unpickle (" in err
+    assert "it is empty (0 bytes)." in _fresh_over(tmp_path, capsys, b"")
+
+
+def test_fresh_run_over_a_foreign_or_other_kind_checkpoint_says_so(tmp_path, capsys):
+    import pickle
+
+    from fedlib.checkpoint import FORMAT
+    err = _fresh_over(tmp_path, capsys, pickle.dumps({"a": 1}))
+    assert f"it is not a fedlib checkpoint (a pickle without the format tag {FORMAT!r})." in err
+    err = _fresh_over(tmp_path, capsys, pickle.dumps({"format": FORMAT, "kind": "cifar10"}))
+    assert "it is a fedlib checkpoint of another command (kind 'cifar10')." in err
+
+
+# --------------------------------------------------------------------------- to_torch_tree's like
+def test_to_torch_tree_refuses_a_like_without_tensors():
+    import numpy as np
+
+    from fedlib.checkpoint import to_torch_tree
+
+    with pytest.raises(ValueError, match=r"^like must be a torch tensor or a list of them"):
+        to_torch_tree([np.zeros(1)], like=[np.zeros(1)])

@@ -1,8 +1,10 @@
-"""CIFAR-10 loader: real batches (when present), the shipped sample, and corrupt/missing files."""
+"""CIFAR-10 loader: real batches (when present), the shipped sample, corrupt/missing files, and a download
+without network or without an answer."""
 from __future__ import annotations
 
 import os
 import pickle
+import urllib.error
 from pathlib import Path
 
 import numpy as np
@@ -338,3 +340,80 @@ def test_random_images_need_an_integer_seed(seed):
 
     with pytest.raises(ValueError, match="seed must be an integer >= 0"):
         cifar10_random_images(seed=seed)
+
+
+# --------------------------------------------------------------------------- a download without network
+def test_cifar10_download_without_network_says_what_to_do(tmp_path, monkeypatch):
+    """load_cifar10(root, download=True) on a machine without access to the CIFAR mirror raised
+    torchvision's bare ``URLError: <urlopen error [Errno -2] Name or service not known>`` (and the CLI
+    printed just that); it now names the address, the folder and how to install the archive by hand."""
+    import torchvision
+
+    from fedlib.data import cifar10 as cifar
+
+    def offline(*args, **kwargs):
+        raise urllib.error.URLError("[Errno -2] Name or service not known")
+
+    monkeypatch.setattr(torchvision.datasets, "CIFAR10", type("CIFAR10", (), {
+        "url": "https://www.cs.toronto.edu/~kriz/cifar-10-python.tar.gz", "__new__": offline}))
+    with pytest.raises(OSError) as info:
+        cifar.load_cifar10(tmp_path, download=True)
+    message = str(info.value)
+    assert "Name or service not known" in message  # the cause is kept
+    assert "https://www.cs.toronto.edu/~kriz/cifar-10-python.tar.gz" in message
+    assert f"tar -xzf cifar-10-python.tar.gz -C {tmp_path}" in message
+    assert str(tmp_path / "cifar-10-batches-py") in message
+    assert isinstance(info.value.__cause__, urllib.error.URLError)
+
+
+def test_cifar10_download_failure_on_the_command_line(tmp_path, monkeypatch, capsys):
+    """The same through ``python -m fedlib run cifar10 --download``: one line that says what to do, exit 1."""
+    import torchvision
+
+    from fedlib.cli import main
+
+    def offline(*args, **kwargs):
+        raise urllib.error.URLError("[Errno -3] Temporary failure in name resolution")
+
+    monkeypatch.setattr(torchvision.datasets, "CIFAR10", type("CIFAR10", (), {"__new__": offline}))
+    code = main(["run", "cifar10", "--data-root", str(tmp_path), "--download", "--rounds", "1", "--width", "0.05",
+                 "--out", str(tmp_path / "c.json")])
+    err = capsys.readouterr().err
+    assert code == 1, err
+    assert "CIFAR-10 download into" in err and "extract it into" in err, err
+    assert not (tmp_path / "c.json").exists()
+
+
+# --------------------------------------------------------------------------- a server that never answers
+def test_load_cifar10_download_gives_up_on_a_server_that_never_answers(tmp_path, monkeypatch):
+    """A loopback server that accepts connections and never sends a byte (a network dropping
+    packets): the download ends with an OSError naming the timeout, and socket's default timeout
+    is what it was before."""
+    import socket
+    import threading
+
+    import torchvision
+
+    from fedlib.data.cifar10 import load_cifar10
+
+    server = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    server.bind(("127.0.0.1", 0))
+    server.listen(8)  # the kernel completes the handshakes; nobody ever reads or writes
+    # without the timeout the download would wait for ever: closing the listener after 30 s resets the
+    # connection in its queue, so such a regression fails this test instead of hanging the suite
+    watchdog = threading.Timer(30.0, server.close)
+    watchdog.start()
+    try:
+        url = f"http://127.0.0.1:{server.getsockname()[1]}/cifar-10-python.tar.gz"
+        monkeypatch.setattr(torchvision.datasets.CIFAR10, "url", url)
+        before = socket.getdefaulttimeout()
+        with pytest.raises(OSError, match=r"no answer within timeout=0\.2 s.*Without network access to "
+                                          + url.replace(".", r"\.")):
+            load_cifar10(tmp_path / "data", download=True, timeout=0.2)
+        assert socket.getdefaulttimeout() == before
+    finally:
+        watchdog.cancel()
+        server.close()
+    for bad in (0, -1.0, float("inf"), True, "60"):
+        with pytest.raises(ValueError, match=r"^timeout must be None or a number of seconds > 0"):
+            load_cifar10(tmp_path / "data", download=True, timeout=bad)

@@ -11,6 +11,8 @@ import pytest
 from fedlib.cli import main
 from fedlib.data import save_leaf, synthetic
 
+from cliutil import cli_exit
+
 ROOT = Path(__file__).resolve().parents[1]
 COMMITTED = ROOT / "data" / "results" / "cifar10" / "sgd-e2-fedavg__seed0.json"
 
@@ -239,3 +241,22 @@ def test_bench_cifar10_refuses_steps_with_full_round(monkeypatch, capsys):
     monkeypatch.setattr(C, "bench_cifar10", lambda *a, **k: pytest.fail("the benchmark was started"))
     err = _err(capsys, ["bench", "cifar10", "--width", "0.03", "--full-round", "--steps", "5", "--device", "cpu"])
     assert "--steps: --full-round times the whole round; give one of the two" in err
+
+
+# --------------------------------------------------------------------------- arguments a subcommand does not take
+@pytest.mark.parametrize("argv, command, message", [
+    (["rerun", "a.json", "b.json"], "rerun",
+     "unrecognized arguments: b.json; python -m fedlib rerun takes 1 positional argument (result), got 2 (see --help)"),
+    (["rerun", "a.json", "--bogus"], "rerun", "unrecognized arguments: --bogus"),
+    (["run", "synthetic", "--rounds", "2", "--bogus"], "run synthetic", "unrecognized arguments: --bogus"),
+    (["table1", "extra"], "table1",
+     "unrecognized arguments: extra; python -m fedlib table1 takes no positional arguments, got 1 (see --help)"),
+])
+def test_an_argument_a_subcommand_does_not_take_is_reported_by_that_subcommand(argv, command, message):
+    """argparse reported them from the top level: 'usage: python -m fedlib [-h] COMMAND ...' and
+    'python -m fedlib: error: unrecognized arguments: b.json', naming neither rerun nor what it takes."""
+    rc, out, err = cli_exit(argv)
+    assert (rc, out) == (2, ""), (rc, out, err)
+    lines = err.strip().splitlines()
+    assert lines[0].startswith(f"usage: python -m fedlib {command} [-h] "), lines[0]
+    assert lines[-1] == f"python -m fedlib {command}: error: {message}"

@@ -1,9 +1,11 @@
-"""``python -m fedlib run cifar10`` / ``bench cifar10`` end to end at a tiny width on the shipped sample."""
+"""``python -m fedlib run cifar10`` / ``bench cifar10`` end to end at a tiny width on the shipped sample
+(``bench cifar10 --profile``'s table, a split that cannot be made)."""
 from __future__ import annotations
 
 import json
 import math
 import pickle
+import re
 
 import numpy as np
 import pytest
@@ -11,6 +13,7 @@ import torch
 
 from fedlib.cli import main
 from fedlib.results import read_result
+from cliutil import cli_exit
 from torch_threads import one_torch_thread  # noqa: F401 (autouse fixture)
 
 TINY = ["--sample", "--width", "0.03", "--device", "cpu"]
@@ -371,3 +374,51 @@ def test_bench_leaves_the_global_rng_alone():
     # repeat = 0 timed only the warm-up and reported the median of nothing (nan, with numpy's warning)
     with pytest.raises(ValueError, match="^repeat must be an integer >= 1"):
         C.bench_cifar10(data, width=0.03, steps=1, repeat=0, device="cpu")
+
+
+# --------------------------------------------------------------------------- bench cifar10 --profile on the CPU
+_UNITS = {"s": 1.0, "ms": 1e-3, "us": 1e-6, "ns": 1e-9}
+
+
+def _seconds(text: str) -> float:
+    m = re.fullmatch(r"([0-9.]+)(s|ms|us|ns)", text)
+    assert m, text
+    return float(m.group(1)) * _UNITS[m.group(2)]
+
+
+def test_bench_cifar10_profile_on_the_cpu_is_sorted_by_self_cpu_time(tmp_path):
+    """On a CPU the operator table is sorted by self CPU time (``self_cpu_time_total``; on a GPU by
+    self CUDA time): the operators that themselves take the time come first, not the wrappers
+    (aten::conv2d -> aten::convolution -> ...) whose total includes their callees. Checked on the
+    written table: the 'Self CPU' column never increases down the rows, at most 30 of them (the
+    order of the numbers the profiler itself prints, not a measurement of this test)."""
+    prof = tmp_path / "p.txt"
+    rc, out, err = cli_exit(["bench", "cifar10", "--sample", "--width", "0.03", "--steps", "2", "--repeat", "1",
+                             "--device", "cpu", "--profile", str(prof), "--quiet"])
+    assert (rc, out) == (0, ""), err
+    lines = prof.read_text().splitlines()
+    rules = [i for i, line in enumerate(lines) if set(line.strip()) == {"-", " "} or set(line.strip()) == {"-"}]
+    header = lines[rules[0] + 1].split("  ")
+    columns = [c.strip() for c in header if c.strip()]
+    assert columns[:3] == ["Name", "Self CPU %", "Self CPU"] and not any("CUDA" in c for c in columns)
+    rows = [line.split() for line in lines[rules[1] + 1:rules[2]]]
+    assert 5 <= len(rows) <= 30
+    self_cpu = [_seconds(r[-5]) for r in rows]  # Self CPU, then CPU total %, CPU total, avg, calls
+    assert self_cpu == sorted(self_cpu, reverse=True), self_cpu  # sorted by CPU total, or by CUDA time: fails
+    assert lines[rules[2] + 1].startswith("Self CPU time total: ")
+
+
+# --------------------------------------------------------------------------- a split that cannot be made
+def test_run_cifar10_split_failure_does_not_advise_a_flag_that_does_not_exist(tmp_path, capsys):
+    """``run cifar10 --sample --num-clients 1000`` said '... (lower min_size or num_clients)': the command
+    line has no --min-size; it now says what the command line can change."""
+    from fedlib.cli import main
+
+    assert main(["run", "cifar10", "--sample", "--width", "0.05", "--rounds", "1", "--num-clients", "1000",
+                 "--out", str(tmp_path / "c.json")]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("python -m fedlib run cifar10: error: --num-clients / --partition-alpha: min_size=10 cannot "
+                          "be met: 1000 clients x 10 samples > 2000 samples"), err
+    assert err.rstrip().endswith("(the command line keeps the official min_size = 10 images per client: use fewer "
+                                 "--num-clients, a larger --partition-alpha or more data)"), err
+    assert not (tmp_path / "c.json").exists()

@@ -1,6 +1,6 @@
 """``python -m fedlib run synthetic`` / ``bench synthetic``: end to end on a tiny LEAF data set
 written in tmp_path, and every bad input (exit status 2, the message names the flag or
-file, no output file)."""
+file, no output file); --alpha's bound and its help."""
 from __future__ import annotations
 
 import json
@@ -15,6 +15,8 @@ import pytest
 from fedlib.cli import main
 from fedlib.data import save_leaf, synthetic
 from fedlib.results import HISTORY_KEYS, PROVENANCE_KEYS, read_result
+
+from cliutil import cli_exit
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -238,3 +240,20 @@ def test_divergence_names_the_round_and_writes_nothing(capsys, tmp_path, leaf_di
         assert code == 2
         assert "diverged in round" in err and "nothing written" in err
         assert (target.read_text() if target.exists() else None) == before
+
+
+# --------------------------------------------------------------------------- --alpha above ALPHA_MAX
+def test_cli_alpha_above_alpha_max_names_the_flag():
+    rc, _, err = cli_exit(["run", "synthetic", "--alpha", "1e9", "--rounds", "1"])
+    assert rc == 2
+    assert "error: --alpha must be at most ALPHA_MAX" in err and "error: alpha" not in err
+
+
+# --------------------------------------------------------------------------- --alpha's help
+def test_cli_alpha_help_states_the_bound(capsys):
+    """--help said the data 'do not depend on' alpha at any size; alpha above 2**26 is now refused."""
+    from fedlib.cli import main
+    with pytest.raises(SystemExit):
+        main(["run", "synthetic", "--help"])
+    text = " ".join(capsys.readouterr().out.split())
+    assert "so the labels do not depend on it; at most 2**26, above which float64 rounding would change them" in text

@@ -1,7 +1,8 @@
 """``python -m fedlib table1``'s read-only modes and its result folder: ``--summary`` and
 ``--list-cells`` refuse the flags they would ignore, an interrupted read-only call names no
-checkpoint as kept, and ``--results`` may not lie among the data it trains on. Each case was
-accepted (or printed something untrue) before its fix."""
+checkpoint as kept, and ``--results`` may not lie among the data it trains on; the ``--summary`` /
+``--list-cells`` commands the docs quote run, and ``--summary`` outside the repository root says where it
+looked. Each case was accepted (or printed something untrue) before its fix."""
 from __future__ import annotations
 
 import argparse
@@ -141,3 +142,62 @@ def test_results_inside_the_batch_folder_of_data_root_is_refused(tmp_path, capsy
     err = _error(capsys, ["table1", "--results", str(beside), "--data-root", str(tmp_path / "root"),
                           "--budget-seconds", "0", "--device", "cpu"])
     assert err.startswith("--data-root: ")
+
+
+# ------------------------------------------------------------------- the documented --summary / --list-cells commands
+def _documented_table1_modes():
+    """``python -m fedlib table1 ... --summary`` / ``--list-cells`` commands the Markdown docs quote (inline spans
+    and ```bash lines), whitespace joined."""
+    import re
+    import shlex
+
+    from gpu_script import ROOT
+
+    out = []
+    for path in [ROOT / "README.md", *sorted(ROOT.glob("book/*.md")), *sorted(ROOT.glob("data/**/*.md"))]:
+        text = path.read_text()
+        fenced = re.findall(r"```[a-z]*\n(.*?)```", text, flags=re.S)
+        spans = [line.split(" #", 1)[0] for block in fenced for line in block.replace("\\\n", " ").splitlines()]
+        spans += re.findall(r"`([^`]+)`", re.sub(r"```.*?```", "", text, flags=re.S))
+        for span in spans:
+            if "fedlib table1" not in " ".join(span.split()):
+                continue
+            tokens = shlex.split(" ".join(span.split()))
+            if "fedlib" in tokens and tokens[tokens.index("fedlib") + 1:][:1] == ["table1"] \
+                    and {"--summary", "--list-cells"} & set(tokens):
+                out.append(pytest.param(tokens[tokens.index("fedlib") + 1:],
+                                        id=f"{path.relative_to(ROOT)}: {' '.join(tokens)}"))
+    return out
+
+
+@pytest.mark.parametrize("argv", _documented_table1_modes())
+def test_the_documented_table1_modes_run(argv, monkeypatch):
+    """data/results/cifar10/README.md listed the cells with `table1 --budget-seconds 0 --list-cells`, which
+    --list-cells refuses since it takes no other flag (exit 2); the docs' --summary / --list-cells commands run."""
+    from cliutil import cli_exit
+    from gpu_script import ROOT
+
+    monkeypatch.chdir(ROOT)
+    rc, out, err = cli_exit(argv)
+    assert rc in (0, None), err
+    assert out.strip()
+
+
+def test_the_docs_quote_table1_modes():
+    assert any("--list-cells" in p.values[0] for p in _documented_table1_modes())
+
+
+# --------------------------------------------------------------------------- --summary outside the repository root
+def test_table1_summary_outside_the_repository_root_says_where_it_looked(tmp_path, monkeypatch, capsys):
+    """README: ``python -m fedlib table1 --summary  # (from the repository root)``. From another folder the
+    default --results data/results/cifar10 was 'no such folder', without saying it is relative to the
+    current folder nor what to do."""
+    from fedlib.cli import main
+
+    monkeypatch.chdir(tmp_path)
+    assert main(["table1", "--summary"]) == 2
+    err = capsys.readouterr().err
+    assert (f"--results data/results/cifar10: no such folder (relative to the current folder {tmp_path}: run from "
+            "the repository root, or give --results the folder of the result files)") in err, err
+    assert main(["table1", "--summary", "--results", str(tmp_path / "none")]) == 2  # absolute: as before
+    assert capsys.readouterr().err.rstrip().endswith(f"--results {tmp_path / 'none'}: no such folder")

@@ -1,12 +1,23 @@
-"""``fedlib.experiments.custom``: a user-defined module on per-client tensors through the stacked engine."""
+"""``fedlib.experiments.custom``: a user-defined module on per-client tensors through the stacked engine.
+
+And what train_clients, TensorEngine and reference_differences refuse: training-only behaviour (the
+training-mode check), non-finite or float32-overflowing models and features, runs of one name, a model that
+is not the runs' initial model, flags a solver does not take, a test set of another shape; a StackedEngine
+subclass that feeds its own data."""
 from __future__ import annotations
+
+import math
 
 import numpy as np
 import pytest
 import torch
 from torch import nn
 
-from fedlib.experiments.custom import train_clients
+from fedlib.algorithms import make_algorithm
+from fedlib.engines.stacked import RunSpec
+from fedlib.experiments.custom import TensorEngine, reference_differences, train_clients
+from fedlib.schedules import FixedSteps
+from fedlib.solvers import sgd
 
 
 def _clients(seed=0):
@@ -197,3 +208,438 @@ def test_progress_bar_counts_rounds_on_stderr(capsys):
     err = capsys.readouterr().err
     assert "train_clients" in err and "2/2" in err and "fedavg=" in err and "fednova=" in err
     assert [r["train_loss"] for r in loud["fednova"]] == [r["train_loss"] for r in quiet["fednova"]]
+
+
+# --------------------------------------------------------------------------- a NaN initial model
+def _engine_with(model, params):
+    run = RunSpec(make_algorithm("fednova", sgd(0.1)), [np.arange(0, 4), np.arange(4, 8)], FixedSteps([1, 2]), seed=0,
+                  params=params)
+    torch.manual_seed(0)
+    return TensorEngine(model, torch.randn(8, 6, dtype=torch.float64), torch.arange(8) % 3, [run], rounds=1,
+                        batch_size=2, dropout=False, dtype=torch.float64)
+
+
+@pytest.mark.parametrize("bad", [float("nan"), float("inf")])
+def test_stacked_engine_names_the_run_and_parameter_of_a_non_finite_initial_model(bad):
+    """Was: 'params hold NaN or inf (the initial model must be finite)', without runs[r] or the parameter."""
+    model = nn.Linear(6, 3).double()
+    params = {n: p.detach().clone() for n, p in model.named_parameters()}
+    params["bias"][1] = bad
+    with pytest.raises(ValueError, match=r"^runs\[0\]\.params: parameter 'bias' holds NaN or inf \(the initial model "
+                                         r"must be finite\)$"):
+        _engine_with(model, params)
+    with torch.no_grad():
+        model.weight[0, 0] = bad
+    with pytest.raises(ValueError, match=r"^model: parameter 'weight' holds NaN or inf"):  # params=None: the model
+        _engine_with(model, None)
+
+
+# --------------------------------------------------------------------------- float64 -> float32 overflow
+def _run(params=None):
+    return RunSpec(make_algorithm("fednova", sgd(0.1)), [np.arange(0, 4), np.arange(4, 8)], FixedSteps([1, 2]), seed=0,
+                   params=params)
+
+
+def _features(bad_row=None):
+    torch.manual_seed(0)
+    x = torch.randn(8, 6, dtype=torch.float64)
+    if bad_row is not None:
+        x[bad_row, 2] = 1e39  # finite in float64, beyond float32's 3.4e38
+    return x
+
+
+_OVERFLOW = r"overflows torch\.float32: finite as torch\.float64, inf once cast"
+
+
+def test_initial_model_that_overflows_float32_is_named_so():
+    """Was: 'runs[0].params: parameter 'bias' holds NaN or inf (the initial model must be finite)'."""
+    model = nn.Linear(6, 3)
+    params = {n: p.detach().double().clone() for n, p in model.named_parameters()}
+    params["bias"][1] = 1e39
+    with pytest.raises(ValueError, match=rf"^runs\[0\]\.params: parameter 'bias' {_OVERFLOW} \(the initial model must "
+                                         r"be finite\)$"):
+        TensorEngine(model, _features(), torch.arange(8) % 3, [_run(params)], rounds=1, batch_size=2, dropout=False,
+                     dtype=torch.float32)
+    params["bias"][1] = float("inf")  # a real inf: the old message
+    with pytest.raises(ValueError, match=r"^runs\[0\]\.params: parameter 'bias' holds NaN or inf \(the initial model"):
+        TensorEngine(model, _features(), torch.arange(8) % 3, [_run(params)], rounds=1, batch_size=2, dropout=False,
+                     dtype=torch.float32)
+
+
+@pytest.mark.parametrize("which", ["features", "test_features"])
+def test_tensor_engine_refuses_features_that_overflow_float32(which):
+    """Was: accepted, the engine's float32 features holding inf (training on them gives NaN)."""
+    good, bad = _features(), _features(bad_row=5)
+    kwargs = dict(rounds=1, batch_size=2, dropout=False, dtype=torch.float32)
+    feats, tests = (bad, good) if which == "features" else (good, bad)
+    with pytest.raises(ValueError, match=rf"^{which}: row 5 {_OVERFLOW}$"):
+        TensorEngine(nn.Linear(6, 3), feats, torch.arange(8) % 3, [_run()], test_features=tests,
+                     test_labels=torch.arange(8) % 3, **kwargs)
+    # float64 engine: 1e39 is a feature like any other
+    engine = TensorEngine(nn.Linear(6, 3).double(), feats, torch.arange(8) % 3, [_run()], test_features=tests,
+                          test_labels=torch.arange(8) % 3, **{**kwargs, "dtype": torch.float64})
+    assert engine._features.dtype == torch.float64 and math.isfinite(float(engine._features.abs().max()))
+
+
+def test_train_clients_names_the_client_whose_features_overflow_float32():
+    """Was: 'features hold NaN or inf (row 5)' — TensorEngine's argument and row, not client_x[1]'s sample 1."""
+    x = _features(bad_row=5)
+    ys = [torch.arange(4) % 3, torch.arange(4) % 3]
+    with pytest.raises(ValueError, match=rf"^client_x\[1\] {_OVERFLOW} \(sample 1\)$"):
+        train_clients(nn.Linear(6, 3), [x[:4], x[4:]], ys, rounds=1, lr=0.1, batch_size=2, dtype=torch.float32)
+    x[5, 2] = float("nan")
+    with pytest.raises(ValueError, match=r"^client_x\[1\] holds NaN or inf \(sample 1\)$"):  # as before
+        train_clients(nn.Linear(6, 3), [x[:4], x[4:]], ys, rounds=1, lr=0.1, batch_size=2, dtype=torch.float32)
+
+
+# --------------------------------------------------------------------------- TensorEngine's training-mode check
+class _Encoder(nn.Module):
+    """A small Transformer classifier: (B, S, d) -> (B, K)."""
+
+    def __init__(self, dropout: float):
+        super().__init__()
+        self.enc = nn.TransformerEncoderLayer(8, 2, 16, dropout=dropout, batch_first=True)
+        self.head = nn.Linear(8, 3)
+
+    def forward(self, x):
+        return self.head(self.enc(x).mean(1))
+
+
+def _sequence_clients(dtype=torch.float64):
+    g = torch.Generator().manual_seed(0)
+    xs = [torch.randn(12, 5, 8, generator=g, dtype=dtype) for _ in range(2)]
+    ys = [torch.randint(0, 3, (12,), generator=g) for _ in range(2)]
+    return xs, ys
+
+
+@pytest.mark.filterwarnings("ignore:There is a performance drop:UserWarning")  # vmap over CPU attention
+def test_a_transformer_without_dropout_is_not_refused_by_the_training_mode_check():
+    """The check ran the model under ``torch.no_grad()``, where an eval-mode TransformerEncoderLayer /
+    MultiheadAttention takes torch's fused inference path, which rounds differently from the training
+    path: a dropout-free Transformer (trained exactly by the engine at d562d43, reference difference
+    ~1e-16) was refused as 'computes something else in training mode'. The check now runs with
+    gradients on, as the engine does."""
+    from fedlib.experiments.custom import reference_differences, train_clients
+
+    torch.manual_seed(0)
+    model = _Encoder(dropout=0.0).double()
+    xs, ys = _sequence_clients()
+    result = train_clients(model, xs, ys, rounds=1, epochs="1", batch_size=4, dtype=torch.float64)
+    diffs = reference_differences(model, result)
+    assert set(diffs) == {"fedavg", "fednova"} and max(diffs.values()) < 1e-10, diffs
+
+
+def test_a_transformer_with_attention_dropout_is_still_refused():
+    """MultiheadAttention's attention dropout is functional (``dropout_p if self.training``), not an
+    ``nn.Dropout`` layer: the engine would run it silently off, so the check must still refuse it."""
+    from fedlib.experiments.custom import train_clients
+
+    torch.manual_seed(0)
+    xs, ys = _sequence_clients()
+    with pytest.raises(ValueError, match="something else in training mode than in eval mode"):
+        train_clients(_Encoder(dropout=0.3).double(), xs, ys, rounds=1, epochs="1", batch_size=4,
+                      dtype=torch.float64)
+
+
+def test_the_training_mode_check_names_a_model_that_does_not_return_a_tensor():
+    """A model returning a tuple was told it 'computes something else in training mode than in eval
+    mode' (the outputs were equal); the check now says what is wrong: logits must be a tensor."""
+    from fedlib.engines.stacked import _check_training_mode
+
+    class Pair(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.lin = nn.Linear(4, 3)
+
+        def forward(self, x):
+            return self.lin(x), x
+
+    with pytest.raises(ValueError, match=r"logits \(B, K\), a tensor; got a tuple"):
+        _check_training_mode(Pair(), torch.randn(8, 4))
+
+
+# ------------------------------------------------------------------------- a StackedEngine subclass with its own data
+def _feature_engine_class():
+    """A subclass that feeds its own data through the documented input hooks (train_batch /
+    test_batches), as the stacked engine's docstring invites, without TensorEngine's private probe."""
+    from types import SimpleNamespace
+
+    import torch
+
+    from fedlib.engines.stacked import StackedEngine
+
+    class FeatureEngine(StackedEngine):
+        def __init__(self, model, x, y, runs, **kw):
+            stub = SimpleNamespace(train_images=torch.zeros((x.shape[0], 1, 1, 1), dtype=torch.uint8), train_labels=y)
+            super().__init__(model, stub, runs, path="vmap", augment=False, padding=0, mean=(0.0,), std=(1.0,), **kw)
+            self._feat = x.to(self.device, self.dtype)
+
+        def train_batch(self, a):
+            idx, mask = self.step_indices(a)
+            idx = idx.t()
+            return self._feat[idx], self._train_labels[idx], mask
+
+        def test_batches(self):
+            return iter(())
+
+    return FeatureEngine
+
+
+def _feature_problem():
+    import torch
+
+    from fedlib.algorithms import make_algorithm
+    from fedlib.engines.stacked import RunSpec
+    from fedlib.schedules import FixedSteps
+    from fedlib.solvers import sgd
+
+    g = torch.Generator().manual_seed(0)
+    x = torch.randn(64, 6, generator=g)
+    y = torch.randint(0, 3, (64,), generator=g)
+    parts = [torch.arange(0, 32).numpy(), torch.arange(32, 64).numpy()]
+    runs = [RunSpec(make_algorithm("fedavg", sgd(0.1)), parts, FixedSteps([2, 3]), seed=0)]
+    return x, y, runs
+
+
+def test_subclass_with_its_own_data_is_not_refused_for_the_placeholder_images():
+    """8f5fb65 ran the vmap path's training-mode check on the stored images at construction: a
+    subclass bringing its own data (train_batch) had only placeholders there, and a model for its
+    features was refused ('could not be applied'). The check now runs on its first batch."""
+    import math
+
+    import pytest
+    import torch
+    from torch import nn
+
+    FeatureEngine = _feature_engine_class()
+    x, y, runs = _feature_problem()
+    torch.manual_seed(0)
+    engine = FeatureEngine(nn.Sequential(nn.Linear(6, 8), nn.ReLU(), nn.Linear(8, 3)), x, y, runs, rounds=2,
+                           batch_size=8)
+    engine.train()
+    assert len(engine.history) == 2 and all(math.isfinite(rec.train_loss) for r in engine.history for rec in r)
+
+    class NoisyInTraining(nn.Module):  # training-only behaviour the engine would silently drop
+        def __init__(self):
+            super().__init__()
+            self.lin = nn.Linear(6, 3)
+
+        def forward(self, z):
+            z = self.lin(z)
+            return z + torch.randn_like(z) if self.training else z
+
+    engine = FeatureEngine(NoisyInTraining(), x, y, runs, rounds=2, batch_size=8)  # its data is not known yet
+    for _ in range(2):  # refused again on the next call, not trained without the check
+        with pytest.raises(ValueError, match="training mode than in eval mode"):
+            engine.run_round()
+    assert engine.round_index == 0 and not engine.history
+
+
+# --------------------------------------------------------------------------- runs of one name
+PARTS = [np.arange(0, 4), np.arange(4, 8)]
+
+
+def _named_run(name: str, seed: int = 0) -> RunSpec:
+    return RunSpec(make_algorithm("fednova", sgd(0.1)), PARTS, FixedSteps([1, 2]), seed=seed, name=name,
+                   lr_at=lambda t: 0.1)
+
+
+def _named_engine(runs):
+    torch.manual_seed(0)
+    return TensorEngine(nn.Linear(6, 3).double(), torch.randn(8, 6, dtype=torch.float64), torch.arange(8) % 3, runs,
+                        rounds=1, batch_size=2, dropout=False, dtype=torch.float64)
+
+
+def test_stacked_engine_refuses_two_runs_of_one_name():
+    """Two runs named alike were accepted: their records, the checkpoint's run_names order check and results keyed
+    by name (reference_differences) could not tell them apart (one silently replaced the other)."""
+    with pytest.raises(ValueError, match=r"\['fednova'\] are given to more than one run"):
+        _named_engine([_named_run("fednova", 0), _named_run("fednova", 1)])
+
+
+def test_stacked_engine_still_takes_unnamed_and_distinct_runs():
+    """The default empty name may repeat (scripts/measure_host_planning.py, train_runs without names)."""
+    assert _named_engine([_named_run(""), _named_run("")]).num_runs == 2
+    assert _named_engine([_named_run("a"), _named_run("b")]).num_runs == 2
+
+
+def test_reference_differences_refuses_runs_without_distinct_names():
+    """Keyed by run name: two unnamed runs gave one entry (the second run's difference replaced the first's)."""
+    engine = _named_engine([_named_run("", 0), _named_run("", 1)])
+    engine.train()
+    torch.manual_seed(0)
+    model = nn.Linear(6, 3).double()
+    with pytest.raises(ValueError, match="distinct names"):
+        reference_differences(model, {"engine": engine})
+
+
+# --------------------------------------------------------------------------- train_clients / reference_differences
+def _three_clients():
+    import torch
+
+    g = torch.Generator().manual_seed(0)
+    sizes = (5, 12, 9)
+    xs = [torch.randn(n, 6, generator=g, dtype=torch.float64) for n in sizes]
+    ys = [torch.randint(0, 3, (n,), generator=g) for n in sizes]
+    return xs, ys
+
+
+def test_train_clients_one_dimensional_features_are_named_as_such():
+    """client_x[i] of shape (n_i,) (one feature per sample, without the feature axis) was refused with
+    'needs n_i >= 1 samples and one label per sample, got (5,) / (5,)': both hold 5, so the message
+    pointed at the wrong thing."""
+    from torch import nn
+
+    from fedlib.experiments.custom import train_clients
+
+    xs, ys = _three_clients()
+    with pytest.raises(ValueError, match=r"client_x\[1\] must be \(n_i, \*feature_shape\), samples first, got shape "
+                                         r"\(12,\); one feature per sample: client_x\[i\]\[:, None\]"):
+        train_clients(nn.Linear(1, 3), [x[:, :1] for x in xs[:1]] + [xs[1][:, 0], xs[2][:, :1]], ys, rounds=1)
+
+
+def test_reference_differences_refuses_a_model_that_is_not_the_runs_initial_model():
+    """reference_differences(model, result) with another model (a fresh one of the same architecture)
+    returned a relative difference of order 1 as if the engine disagreed with
+    the per-client loop; it now says that the model is not the one given to train_clients. The model
+    given to train_clients, in either dtype, still passes and agrees to rounding."""
+    import torch
+    from torch import nn
+
+    from fedlib.experiments.custom import reference_differences, train_clients
+
+    xs, ys = _three_clients()
+    gen = torch.Generator().manual_seed(1)
+
+    def mlp():
+        net = nn.Sequential(nn.Linear(6, 8), nn.ReLU(), nn.Linear(8, 3))
+        with torch.no_grad():
+            for prm in net.parameters():
+                prm.copy_(torch.randn(prm.shape, generator=gen) * 0.3)
+        return net
+
+    model = mlp()
+    result = train_clients(model, xs, ys, rounds=2, batch_size=4, dtype=torch.float64)
+    same = reference_differences(model, result)
+    assert set(same) == {"fedavg", "fednova"} and max(same.values()) < 1e-10, same
+    assert max(reference_differences(model.double(), result).values()) < 1e-10
+    with pytest.raises(ValueError, match=r"model's parameters are not the initial model of run 'fedavg'"):
+        reference_differences(mlp(), result)
+    with torch.no_grad():  # the same module, changed after train_clients (e.g. trained further)
+        next(model.parameters()).add_(1e-3)
+    with pytest.raises(ValueError, match=r"not the initial model"):
+        reference_differences(model, result)
+
+
+def test_train_clients_refuses_training_behaviour_the_engine_would_silently_drop():
+    """The engine runs the model in eval mode and replaces only nn.Dropout layers by seeded masks. A model
+    with functional dropout, F.dropout(x, p, self.training), trained without any dropout: its losses were
+    those of the same model without the dropout line, bit for bit. It is now refused; nn.Dropout still runs
+    (and changes the losses), and the model's train/eval flags and torch's global random state are left as
+    they were."""
+    import torch
+    import torch.nn.functional as F
+    from torch import nn
+
+    from fedlib.experiments.custom import train_clients
+
+    xs, ys = _three_clients()
+    xs = [x.float() for x in xs]
+
+    class Functional(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.lin = nn.Linear(6, 3)
+
+        def forward(self, x):
+            return self.lin(F.dropout(x, 0.5, self.training))
+
+    class Module(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.lin, self.drop = nn.Linear(6, 3), nn.Dropout(0.5)
+
+        def forward(self, x):
+            return self.lin(self.drop(x))
+
+    class Plain(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.lin = nn.Linear(6, 3)
+
+        def forward(self, x):
+            return self.lin(x)
+
+    gen = torch.Generator().manual_seed(2)
+    weight, bias = torch.randn(3, 6, generator=gen), torch.randn(3, generator=gen)
+
+    def build(cls):
+        net = cls()
+        with torch.no_grad():
+            net.lin.weight.copy_(weight)
+            net.lin.bias.copy_(bias)
+        return net
+
+    functional = build(Functional).eval()
+    rng = torch.get_rng_state()
+    with pytest.raises(ValueError, match=r"model computes something else in training mode than in eval mode, besides "
+                                         r"its nn\.Dropout layers \(e\.g\. F\.dropout\(x, p, self\.training\)"):
+        train_clients(functional, xs, ys, rounds=1, batch_size=4)
+    assert not functional.training and not functional.lin.training
+    assert torch.equal(torch.get_rng_state(), rng)
+    loss = {cls.__name__: train_clients(build(cls), xs, ys, rounds=2, batch_size=4)["fednova"][-1]["train_loss"]
+            for cls in (Module, Plain)}
+    assert loss["Module"] != loss["Plain"], loss  # nn.Dropout is applied (seeded masks)
+
+
+# ---------------------------------------------------------------- train_clients' momentum and test set, a run's lr_at
+@pytest.mark.parametrize("solver, mu", [("sgd", 0.0), ("prox", 0.5)])
+def test_train_clients_refuses_momentum_for_a_solver_without_a_buffer(solver, mu):
+    """train_clients(..., solver="sgd", momentum=0.5) trained plain SGD: the momentum was dropped (mu was
+    already refused this way)."""
+    import torch
+    from torch import nn
+
+    from fedlib.experiments.custom import train_clients
+
+    xs = [torch.randn(8, 4), torch.randn(6, 4)]
+    ys = [torch.randint(0, 3, (8,)), torch.randint(0, 3, (6,))]
+    with pytest.raises(ValueError, match=rf"^momentum: solver '{solver}' has no momentum buffer"):
+        train_clients(nn.Linear(4, 3), xs, ys, rounds=1, solver=solver, mu=mu, momentum=0.5)
+
+
+def test_stacked_engine_names_the_runs_lr_at():
+    import numpy as np
+    import torch
+    from torch import nn
+
+    from fedlib.algorithms import make_algorithm
+    from fedlib.engines.stacked import RunSpec
+    from fedlib.experiments.custom import TensorEngine
+    from fedlib.schedules import FixedSteps
+    from fedlib.solvers import sgd
+
+    x, y = torch.randn(12, 4, dtype=torch.float64), torch.arange(12) % 3
+    run = RunSpec(make_algorithm("fednova", sgd(0.1)), [np.arange(4), np.arange(4, 12)], FixedSteps([1, 2]),
+                  lr_at=lambda t: 0.0)
+    with pytest.raises(ValueError, match=r"^runs\[0\]\.lr_at\(0\) must return the round's client learning rate"):
+        TensorEngine(nn.Linear(4, 3).double(), x, y, [run], rounds=1, batch_size=4).train()
+
+
+@pytest.mark.parametrize("test_x_shape, test_y_len, message", [
+    ((3, 5), 3, r"^test_x must be \(n, \*feature_shape\) with the clients' feature shape \(4,\), got shape \(3, 5\)"),
+    ((3, 4), 2, r"^test_y must hold one label per row of test_x \(3\), got shape \(2,\)")])
+def test_train_clients_names_test_x_and_test_y(test_x_shape, test_y_len, message):
+    """A test set of the wrong feature shape, or with too few labels, was refused as 'test_features /
+    test_labels must match the training features' shape': TensorEngine's parameters, which a caller of
+    train_clients never passed."""
+    import torch
+    from torch import nn
+
+    from fedlib.experiments.custom import train_clients
+
+    xs = [torch.randn(8, 4), torch.randn(6, 4)]
+    ys = [torch.randint(0, 3, (8,)), torch.randint(0, 3, (6,))]
+    with pytest.raises(ValueError, match=message):
+        train_clients(nn.Linear(4, 3), xs, ys, rounds=1, test_x=torch.randn(*test_x_shape),
+                      test_y=torch.zeros(test_y_len, dtype=torch.long))

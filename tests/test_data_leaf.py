@@ -1,9 +1,10 @@
-"""Tests of the LEAF / FedProx JSON reader and writer."""
+"""Tests of the LEAF / FedProx JSON reader and writer (an inferred class count included)."""
 from __future__ import annotations
 
 import json
 import os
 import re
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -448,3 +449,45 @@ def test_federated_dataset_names_what_is_wrong(change, match):
     assert FederatedDataset(**_dataset_case(), name="mine").num_clients == 2
     with pytest.raises(ValueError, match=f"^mine: {match}"):
         FederatedDataset(**_dataset_case(**change), name="mine")
+
+
+# --------------------------------------------------------------------------- an inferred class count
+def _leaf_file(folder: Path, labels_b) -> Path:
+    folder.mkdir(parents=True, exist_ok=True)
+    doc = {"users": ["a", "b"], "num_samples": [2, len(labels_b)],
+           "user_data": {"a": {"x": [[0.0, 1.0], [1.0, 0.0]], "y": [0, 1]},
+                         "b": {"x": [[0.5, 0.5]] * len(labels_b), "y": list(labels_b)}}}
+    path = folder / "d.json"
+    path.write_text(json.dumps(doc))
+    return path
+
+
+@pytest.mark.parametrize("label", [10**6, 10**9, 2**62 - 1])
+def test_an_id_for_a_label_is_refused_where_the_class_count_is_inferred(tmp_path, label):
+    """num_classes is the largest label plus one when not given: a label like 10**9 (an id, not a
+    class number) made a data set of 10**9 + 1 classes, and 2**62 - 1 one of 2**62 classes, which
+    failed only in the first model (python -m fedlib run synthetic --data, under ulimit -v 6000000:
+    "out of memory (... shape (2, 1000000001) ...) the flags ask for more than this machine holds",
+    and numpy's "array is too big" for 2**62 - 1, naming neither the label nor the file). Refused
+    at load time now, naming the label, above 1,000,000 classes (the
+    bound of dirichlet_partition); with num_classes given it loads."""
+    from cliutil import cli_exit
+
+    from fedlib.data import load_leaf
+
+    path = _leaf_file(tmp_path, [1, label])
+    want = (f"{path}: user 'b' y[1] = {label} would make num_classes {label + 1} (the largest label plus one; a "
+            "model has one output per class), more than the 1000000 inferred at most: labels must be class numbers "
+            "0..K-1, not ids; renumber them, or give num_classes")
+    with pytest.raises(ValueError) as info:
+        load_leaf(path)
+    assert str(info.value) == want
+    rc, out, err = cli_exit(["run", "synthetic", "--data", str(path), "--rounds", "1", "--quiet"])
+    assert rc == 2 and err.rstrip().endswith("error: --data: " + want), err
+    assert load_leaf(path, num_classes=label + 1).num_classes == label + 1
+
+
+def test_the_largest_inferred_class_count_is_one_million(tmp_path):
+    from fedlib.data import load_leaf
+
+    assert load_leaf(_leaf_file(tmp_path, [1, 10**6 - 1])).num_classes == 10**6

@@ -1,4 +1,5 @@
-"""Tests of the FedProx Synthetic(alpha, beta) generator (REFERENCE §3)."""
+"""Tests of the FedProx Synthetic(alpha, beta) generator (REFERENCE §3), with alpha and beta that overflow and
+ALPHA_MAX."""
 from __future__ import annotations
 
 import numpy as np
@@ -6,6 +7,7 @@ import pytest
 
 from fedlib.data.clients import FederatedDataset
 from fedlib.data.synthetic import synthetic, synthetic_covariance_diagonal
+from fedlib.rng import generator
 
 
 @pytest.fixture(scope="module")
@@ -173,3 +175,75 @@ def test_alpha_leaves_the_data_unchanged_as_in_fedprox():
             np.testing.assert_array_equal(other.test_y[k], base.test_y[k])
     changed = synthetic(alpha=0.0, beta=3.0, num_clients=4, seed=3)
     assert not np.array_equal(changed.train_x[0], base.train_x[0])
+
+
+# ---------------------------------------------------------------------- Synthetic(alpha, beta) that overflows float64
+def _tiny_synthetic(alpha, beta):
+    """One client, d = 1, C = 2, n = 2, seed 19: the draws of stream (19, "data", 0) are, in order,
+    Z0 (u = alpha Z0), Z1 (B = beta Z1), Z2, Z3 (W), Z4, Z5 (b), Z6 (v), Z7, Z8 (x; Sigma = 1)."""
+    from fedlib.data.synthetic import synthetic
+
+    return synthetic(alpha, beta, num_clients=1, dim=1, num_classes=2, seed=19, num_samples=2)
+
+
+def test_synthetic_refuses_alpha_whose_class_scores_overflow():
+    r"""With beta = 0, x_i = Z6 + Z_{7+i} and the scores are u (x_i + 1) up to O(1) terms: they overflow
+    float64 once alpha Z0 (max_i x_i + 1) passes the largest double (about 5.5e307). Before, alpha just
+    above that limit gave numpy overflow warnings and labels that were the argmax of inf. Now alpha above
+    ALPHA_MAX = 2^26 (test_synthetic_alpha_bound_is_float32_resolution_of_the_class_part) is refused before
+    any draw, on both sides of the overflow limit, without a warning."""
+    z = generator(19, "data", 0).standard_normal(9)
+    x = z[6] + z[7:9]
+    assert z[0] > 1 and np.all(x > 0)
+    limit = np.finfo(np.float64).max / (z[0] * (x.max() + 1.0))  # about 5.5e307
+    with np.errstate(all="raise"):  # no overflow warning either
+        for alpha in (limit * (1 - 1e-9), limit * (1 + 1e-9)):
+            with pytest.raises(ValueError, match=r"^alpha must be at most ALPHA_MAX = 2\*\*26"):
+                _tiny_synthetic(alpha, 0.0)
+
+
+def test_synthetic_refuses_beta_whose_inputs_overflow():
+    """x_i = beta Z1 + Z6 + Z_{7+i} with Z1 = 1.188: inf for beta = 1.6e308 (1.9e308 > the largest
+    double). Before, FederatedDataset refused it without naming beta ('client 0 train x contains
+    NaN or inf'), after numpy's overflow warnings."""
+    z1 = generator(19, "data", 0).standard_normal(2)[1]
+    assert z1 > np.finfo(np.float64).max / 1.6e308
+    with np.errstate(all="raise"):
+        with pytest.raises(ValueError, match=r"^beta=1\.6e\+308 is too large: client 0's inputs x .* overflow "
+                                             r"float64 \(inf\); choose a smaller beta"):
+            _tiny_synthetic(0.0, 1.6e308)
+
+
+# --------------------------------------------------------------------------- what alpha does: ALPHA_MAX
+def test_synthetic_alpha_bound_is_float32_resolution_of_the_class_part():
+    """8 alpha 2^-53 <= 2^-24: next to a shift |u_k| <= 8 alpha the N(0, 1) class-specific part of an entry
+    u_k + eps of W_k keeps float32's 24 bits; the bound is 2^26, exactly."""
+    from fedlib.data.synthetic import ALPHA_MAX
+    assert ALPHA_MAX == 67108864.0
+    assert 8 * ALPHA_MAX * 2.0 ** -53 == 2.0 ** -24
+
+
+def test_synthetic_refuses_alpha_just_above_the_bound_and_takes_it_just_below():
+    """Before: compared with alpha = 0, 0.04 % of the labels differed at alpha = 1e12, 6 % at 1e14, 83 % at
+    1e16 (the shift rounds away the class differences); alpha cancels in the argmax, so every label must be
+    alpha = 0's. At the bound the labels are still alpha = 0's; just above it alpha is refused by name."""
+    from fedlib.data.synthetic import ALPHA_MAX, synthetic
+    base = synthetic(0.0, 1.0, num_clients=4, seed=3)
+    at = synthetic(ALPHA_MAX, 1.0, num_clients=4, seed=3)
+    for a, b in zip(base.train_y + base.test_y, at.train_y + at.test_y):
+        np.testing.assert_array_equal(a, b)
+    above = float(np.nextafter(ALPHA_MAX, np.inf))
+    with pytest.raises(ValueError, match=r"^alpha must be at most ALPHA_MAX = 2\*\*26 = 67108864, got 67108864\.00"):
+        synthetic(above, 1.0, num_clients=4, seed=3)
+    with pytest.raises(ValueError, match=r"^alpha must be at most ALPHA_MAX .* got 1000000000000\.0: the shift u_k"):
+        synthetic(1e12, 1.0, num_clients=4, seed=3)
+    assert synthetic(1e12, 1.0, num_clients=2, seed=3, iid=True).num_clients == 2  # iid: alpha is unused
+
+
+def test_synthetic_docstring_no_longer_claims_alpha_has_no_effect_at_any_size():
+    import importlib
+    mod = importlib.import_module("fedlib.data.synthetic")  # the package's `synthetic` is the function
+    doc = " ".join(mod.__doc__.split())
+    assert "has no effect on the data" not in doc
+    assert "In exact arithmetic :math:`\\alpha` has no effect on the labels" in doc
+    assert "refuses :math:`\\alpha >` :data:`ALPHA_MAX`" in doc

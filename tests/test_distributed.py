@@ -1,4 +1,5 @@
-"""torch.distributed backend of the batched engine: 1 vs 2 vs 3 gloo processes give the same run."""
+"""torch.distributed backend of the batched engine: 1 vs 2 vs 3 gloo processes give the same run;
+distributed_apply's checks."""
 import json
 import os
 import pickle
@@ -281,3 +282,25 @@ def test_distributed_apply_refuses_updates_of_clients_the_rank_does_not_own():
     ups = _client_updates(4)
     with pytest.raises(ValueError, match="updates: rank 0"):  # one of its own, twice
         distributed_apply(RankZeroOfTwo(), algo, state, part, [ups[0], ups[0]], 0.1, None)
+
+
+# --------------------------------------------------------------------------- distributed_apply's p
+def _own_loop_round(name="fednova"):
+    import numpy as np
+
+    from fedlib.algorithms import ClientUpdate, make_algorithm
+    from fedlib.sampling import full_participation
+    from fedlib.solvers import sgd
+
+    algo = make_algorithm(name, sgd(0.1))
+    state = algo.init(np.zeros(2), 3)
+    updates = [ClientUpdate(i, np.ones(2) * (i + 1), 2.0, 2) for i in range(3)]
+    return algo, state, full_participation([0.2, 0.3, 0.5]), updates
+
+
+def test_distributed_apply_checks_p_for_every_algorithm():
+    from fedlib.distributed import LocalCommunicator, distributed_apply
+
+    algo, state, part, updates = _own_loop_round()
+    with pytest.raises(ValueError, match=r"^p must sum to 1"):
+        distributed_apply(LocalCommunicator(), algo, state, part, updates, 0.1, [2, 3, 5])

@@ -1,4 +1,5 @@
-"""fedlib.experiments.quadratic: simulated limits, divergence marking, App. D.1 helpers."""
+"""fedlib.experiments.quadratic: simulated limits, divergence marking, App. D.1 helpers, and their
+inputs (quadratic_algorithm's mu, two_client_sweep's step counts)."""
 import numpy as np
 import pytest
 
@@ -127,3 +128,27 @@ def test_fedprox_closed_forms_need_mu_like_the_runs():
     checks = Q.fixed_point_check(prob, steps, 0.05, mu=0.1)
     assert [c.name for c in checks] == ["fedavg", "fedprox", "fednova"] and max(c.rel_error for c in checks) < 1e-10
     np.testing.assert_array_equal(Q.fixed_point(prob, "fedavg", 0.05, steps, mu=0.1), Q.fixed_point(prob, "fedavg", 0.05, steps))
+
+
+# ----------------------------------------------------------- quadratic_algorithm's mu, two_client_sweep's step counts
+@pytest.mark.parametrize("mu", [float("nan"), float("inf"), -1.0, "a"])
+def test_quadratic_algorithm_checks_mu_even_where_it_is_unused(mu):
+    """Was: quadratic_algorithm('fednova', 0.1, mu=nan) (or mu='a', mu=-1) returned plain SGD without a word;
+    a finite mu >= 0 is still ignored there (documented)."""
+    from fedlib.experiments.quadratic import quadratic_algorithm
+
+    with pytest.raises(ValueError, match="^mu must be a finite number >= 0"):
+        quadratic_algorithm("fednova", 0.1, mu)
+    assert quadratic_algorithm("fednova", 0.1, 7.0).solver.mu == 0.0
+
+
+@pytest.mark.parametrize("tau1, tau2_values, name", [(True, [2], "tau1"), (1, [True], r"tau2_values\[0\]"),
+                                                     (1, [2, 2.5], r"tau2_values\[1\]")])
+def test_two_client_sweep_refuses_bool_step_counts(tau1, tau2_values, name):
+    """Was: np.array([True, 2]) is [1, 2], so two_client_sweep(True, [2], 0.1) ran tau1 = 1 and recorded
+    TwoClientPoint(tau1=1, ...); a step count of 2.5 failed as 'local_steps must hold integers'."""
+    from fedlib.experiments.quadratic import two_client_sweep
+
+    with pytest.raises(ValueError, match=f"^{name} must be an integer >= 1"):
+        two_client_sweep(tau1, tau2_values, 0.1, reduction=1e-3)
+    assert two_client_sweep(1, [2.0], 0.1, reduction=1e-3)[0].tau2 == 2

@@ -50,7 +50,7 @@ def test_the_architecture_rows_name_the_experiments_and_report_helpers():
 
 def test_the_front_pages_say_what_the_stacked_engine_does_with_hooks():
     """Since 2f798d9 the grouped path refuses a model with any hook, both paths refuse backward hooks and the
-    vmap path (train_clients' TensorEngine) runs forward hooks (tests/test_leftovers_dec4d.py checks the
+    vmap path (train_clients' TensorEngine) runs forward hooks (tests/test_model_hooks.py checks the
     behaviour); the README's engines row, its custom-model sentence and the docstring said nothing."""
     engines = _architecture_row("`fedlib.engines`")
     assert "forward hooks run on the vmap path" in engines

@@ -1,6 +1,7 @@
 """Hooks registered for all modules at once (``torch.nn.modules.module.register_module_*``) and the stacked
 engines: the grouped path never calls the modules, so it silently trained without them, and on the vmap path a
-global backward hook made torch.func fail inside the first round with an autograd.Function RuntimeError. Each
+global backward hook made torch.func fail inside the first round with an autograd.Function RuntimeError;
+``evaluate()`` alone checks for a global hook added later too. Each
 test fails on the code before the fix. Every global hook is removed by the fixture, also when a test fails
 (pytest-xdist runs other files in this process)."""
 from __future__ import annotations
@@ -108,3 +109,30 @@ def test_a_global_hook_registered_after_the_engine_is_refused_where_it_would_not
 def test_refuse_global_hooks_added_later_is_silent_without_hooks():
     refuse_global_hooks_added_later("grouped")
     refuse_global_hooks_added_later("vmap")
+
+
+# --------------------------------------------------------------------------- evaluate() and a global hook added later
+def _evaluate_engine(path):
+    images = np.random.default_rng(0).integers(0, 256, (12, 4, 4, 3), dtype=np.uint8)
+    data = SimpleNamespace(train_images=images, train_labels=np.arange(12) % 2,
+                           test_images=images[:4], test_labels=np.arange(4) % 2)
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Conv2d(3, 2, 3), nn.Flatten(), nn.Linear(8, 2)).double()
+    run = RunSpec(make_algorithm("fednova", sgd(0.1)), [np.arange(4), np.arange(4, 12)], FixedSteps([1, 2]))
+    return StackedEngine(model, data, [run], rounds=1, batch_size=4, augment=False, dropout=False, path=path)
+
+
+@pytest.mark.parametrize("path, refused", [("grouped", True), ("vmap", False)])
+def test_evaluate_refuses_a_global_forward_hook_added_later_where_it_would_not_run(path, refused):
+    engine = _evaluate_engine(path)
+    handle = torch_module.register_module_forward_hook(lambda module, inputs, output: output * 2)
+    try:
+        if refused:
+            with pytest.raises(ValueError, match="registered for all modules after the engine was built"):
+                engine.evaluate()
+        else:
+            engine.evaluate()
+    finally:
+        handle.remove()
+    assert registered_hooks(nn.Linear(1, 1)) == []
+    engine.evaluate()

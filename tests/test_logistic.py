@@ -1,5 +1,5 @@
 """Multinomial logistic regression: gradients vs finite differences, stacked = per client,
-global loss and accuracy (fedlib.problems.logistic)."""
+global loss and accuracy, one-hot labels without a C x C identity (fedlib.problems.logistic)."""
 from __future__ import annotations
 
 import numpy as np
@@ -150,3 +150,52 @@ def test_bad_inputs_name_the_argument():
     with pytest.raises(ValueError, match="mask"):
         model.loss_and_grad_stacked({"W": np.zeros((1, 3, 2)), "b": np.zeros((1, 2))}, np.zeros((1, 2, 3)),
                                     np.zeros((1, 2), dtype=int), np.zeros((1, 2)))
+
+
+# --------------------------------------------------------------------------- one-hot labels
+def test_one_hot_labels_take_no_identity_matrix():
+    """The stacked logistic gradient and the batched engine built one-hot labels as
+    ``np.eye(C)[y]``: a C x C temporary (800 MB at 10,000 classes, 74.5 GiB at 100,001: the out of
+    memory of ``run synthetic`` on LEAF labels up to 10**5). Now ``y.size x C``: the same array."""
+    import tracemalloc
+
+    from fedlib.problems.logistic import _one_hot
+
+    y = np.array([[0, 2999, 5], [7, 7, 1]])
+    np.testing.assert_array_equal(_one_hot(y, 3000), np.eye(3000)[y])
+    assert _one_hot(y, 3000).dtype == np.float64
+    tracemalloc.start()
+    try:
+        _one_hot(y, 3000)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 10 * y.size * 3000 * 8, peak  # np.eye(3000) alone is 72 MB
+
+
+def test_the_engines_build_one_hot_labels_in_sample_memory(monkeypatch):
+    """Neither the stacked gradient nor the batched engine calls np.eye with the class count."""
+    import fedlib.engines.batched as batched
+    from fedlib.algorithms import make_algorithm
+    from fedlib.data import synthetic
+    from fedlib.problems.logistic import LogisticProblem
+    from fedlib.schedules import FixedSteps
+    from fedlib.solvers import sgd
+
+    C = 5000
+    ds = synthetic(1.0, 1.0, num_clients=2, seed=0, num_samples=[6, 8], num_classes=10)
+    ds = type(ds)(ds.train_x, ds.train_y, ds.test_x, ds.test_y, num_classes=C, name="wide")
+    prob = LogisticProblem(ds, l2=0.0)
+    real_eye, sizes = np.eye, []
+
+    def eye(n, *a, **k):
+        sizes.append(n)
+        return real_eye(n, *a, **k)
+
+    monkeypatch.setattr(np, "eye", eye)
+    x0 = prob.model.init_params()
+    params = {k: np.stack([v, v]) for k, v in x0.items()}
+    prob.model.loss_and_grad_stacked(params, np.stack([ds.train_x[0][:4]] * 2), np.stack([ds.train_y[0][:4]] * 2))
+    batched.run_batched(make_algorithm("fedavg", sgd(0.1)), prob, FixedSteps([2, 2]), rounds=1, batch_size=4, seed=0,
+                        evaluate=False)
+    assert C not in sizes, sizes

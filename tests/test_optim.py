@@ -2,7 +2,8 @@
 
 Checked against torch's own optimizer (the same steps), against the closed forms of
 :math:`\\|a_i\\|_1` (App. B) and against :func:`fedlib.engines.reference.run_sequential` on the
-same mini-batches (whole federated runs, every algorithm family)."""
+same mini-batches (whole federated runs, every algorithm family). The optim docstring's loop leaves the
+global model in the model, resumes from a checkpoint, and what ``begin`` / ``copy_into`` refuse is named."""
 from __future__ import annotations
 
 import copy
@@ -390,3 +391,161 @@ def test_the_optimizer_cannot_be_copied_or_pickled():
     for how in (copy.deepcopy, pickle.dumps):
         with pytest.raises(TypeError, match="cannot be copied or pickled"):
             how(opt)
+
+
+# -------------------------------- your own loop: the global model, a client without data, what begin / copy_into take
+def test_the_optim_docstring_loop_leaves_the_global_model_in_the_model():
+    """fedlib.optim's 'A round, in user code' loop, run as written: afterwards ``model`` held the last
+    client's local model x_i^(t, tau_i), not the global model ``server.params`` a user then evaluates or
+    saves (chapter 6 copies it back; the docstring and README did not)."""
+    import importlib
+
+    import torch
+
+    import fedlib.optim
+    from test_docstring_recipes import _fixtures_optim_round, literal_blocks, public_index
+
+    (code,) = [text for intro, text in literal_blocks(fedlib.optim.__doc__)
+               if intro == "A round, in user code (chapter 6 runs it)::"]
+    ns = {**public_index(), **{k: v for k, v in vars(importlib.import_module("fedlib.optim")).items()
+                               if not k.startswith("__")}}
+    ns.update(_fixtures_optim_round())
+    exec(compile(code, "<fedlib.optim round>", "exec"), ns)
+    model, server = ns["model"], ns["server"]
+    assert server.round == 2
+    for mine, glob in zip(model.parameters(), server.params):
+        assert torch.equal(mine.detach(), glob), "model does not hold the global model after the loop"
+
+
+def test_a_client_that_took_no_step_is_told_what_to_do():
+    """In the optim docstring's loop a client with 0 samples (an empty DataLoader) reached client_final,
+    which said only 'local_steps: client 3 took no local step'; apply's own check says to leave it out."""
+    import numpy as np
+    import torch
+
+    from fedlib.algorithms import make_algorithm
+    from fedlib.optim import ClientOptimizer, parameters_of
+    from fedlib.sampling import Participation
+    from fedlib.solvers import sgd
+
+    model = torch.nn.Linear(2, 2)
+    algo = make_algorithm("fednova", sgd(0.1))
+    server = algo.init(parameters_of(model), num_clients=2)
+    opt = ClientOptimizer(model.parameters(), algo.solver)
+    opt.begin(algo.client_init(server, 1))  # client 1: no batches, no step
+    with pytest.raises(ValueError, match=r"client 1 took no local step \(a client without samples or with tau_i = 0 "
+                                         r"has no update to aggregate: leave it out of the round"):
+        algo.client_final(server, 1, opt.solver_state)
+    # what the message says works: the round with client 0 alone
+    opt.begin(algo.client_init(server, 0))
+    opt.zero_grad()
+    model(torch.ones(1, 2)).sum().backward()
+    opt.step()
+    new, diag = algo.apply(server, Participation(np.array([0]), np.array([1.0])),
+                           [algo.client_final(server, 0, opt.solver_state)], opt.lr)
+    assert list(diag.clients) == [0] and new.round == 1
+
+
+def test_client_optimizer_names_numpy_arrays_and_dicts_it_cannot_take():
+    """A server state built from numpy arrays (``algo.init([p.numpy() ...])``) or from
+    ``model.state_dict()`` was refused by ``opt.begin`` with '... must be a list of tensors ..., got list'
+    (it is a list) or 'got OrderedDict'; the message now names what is wrong with it."""
+    import torch
+
+    from fedlib.algorithms import make_algorithm
+    from fedlib.optim import ClientOptimizer, copy_into, parameters_of
+    from fedlib.solvers import sgd
+
+    model = torch.nn.Linear(3, 2)
+    algo = make_algorithm("fednova", sgd(0.1))
+    opt = ClientOptimizer(model.parameters(), algo.solver)
+    as_numpy = algo.init([p.numpy() for p in parameters_of(model)], 2)
+    with pytest.raises(ValueError, match=r"solver_state\.params must be a list of tensors, .* got list whose entry 0 "
+                                         r"is a numpy\.ndarray \(a checkpoint stores the server state as numpy "
+                                         r"arrays: fedlib\.checkpoint\.to_torch_tree\(state, like=parameters_of\(model\)\) "
+                                         r"turns it back into tensors\)$"):
+        opt.begin(algo.client_init(as_numpy, 0))
+    by_name = algo.init(model.state_dict(), 2)
+    with pytest.raises(ValueError, match=r"got OrderedDict \(keyed by name; give the tensors as a list in the model's "
+                                         r"parameter order\)$"):
+        opt.begin(algo.client_init(by_name, 0))
+    with pytest.raises(ValueError, match=r"^values must be a list of tensors, .* got tuple whose entry 1 is a builtins\.float$"):
+        copy_into(model.parameters(), (torch.zeros(2, 3), 0.0))
+    copy_into(model.parameters(), parameters_of(model))  # the list it asks for is taken
+
+
+# --------------------------------------------------------------------------- checkpoint / resume in your own loop
+def _own_torch_round(algo, server, model, opt):
+    import torch
+    import torch.nn.functional as F
+
+    from fedlib.sampling import full_participation
+
+    g = torch.Generator().manual_seed(0)
+    x, y = torch.randn(4, 3, generator=g, dtype=torch.float64), torch.randint(0, 2, (4,), generator=g)
+    updates = []
+    for i in range(2):
+        opt.begin(algo.client_init(server, i))
+        opt.zero_grad()
+        F.cross_entropy(model(x), y).backward()
+        opt.step()
+        updates.append(algo.client_final(server, i, opt.solver_state))
+    return algo.apply(server, full_participation([0.5, 0.5]), updates, opt.lr, [0.5, 0.5])[0]
+
+
+def _updates_of(algo, server, model, opt):
+    """(participation, updates, lr, p) of one round from ``server`` (a valid torch state)."""
+    from fedlib.sampling import full_participation
+
+    updates = []
+    for i in range(2):
+        opt.begin(algo.client_init(server, i))
+        opt.zero_grad()
+        model(torch_ones(model)).sum().backward()
+        opt.step()
+        updates.append(algo.client_final(server, i, opt.solver_state))
+    return full_participation([0.5, 0.5]), updates, opt.lr, [0.5, 0.5]
+
+
+def torch_ones(model):
+    import torch
+
+    return torch.ones(1, model.in_features, dtype=torch.float64)
+
+
+@pytest.mark.parametrize("variance", [False, True])
+def test_resume_an_own_loop_from_a_checkpoint(tmp_path, variance):
+    """The optim docstring says to checkpoint the server state between rounds; the state comes back as numpy,
+    and resuming a ClientOptimizer loop failed: begin refused the numpy params pointing at parameters_of, and
+    with the params alone turned into tensors apply failed deep in the server optimizer with TypeError
+    "unsupported operand type(s) for -: 'numpy.ndarray' and 'Tensor'". Now to_torch_tree turns the whole state
+    back, and a state of mixed kinds is refused by name."""
+    import torch
+
+    from fedlib.algorithms import make_algorithm
+    from fedlib.checkpoint import load_checkpoint, save_checkpoint, to_torch_tree
+    from fedlib.optim import ClientOptimizer, parameters_of
+    from fedlib.server import momentum
+    from fedlib.solvers import momentum_sgd
+
+    torch.manual_seed(0)
+    model = torch.nn.Linear(3, 2).double()
+    algo = make_algorithm("fednova-vr" if variance else "fednova", momentum_sgd(0.05), momentum(0.9))
+    opt = ClientOptimizer(model.parameters(), algo.solver)
+    server = _own_torch_round(algo, algo.init(parameters_of(model), 2), model, opt)
+    path = save_checkpoint(tmp_path / "run.ckpt", config={}, round_done=1, state=server, history=[{}])
+    saved = load_checkpoint(path)["state"]
+    with pytest.raises(ValueError, match=r"to_torch_tree\(state, like=parameters_of\(model\)\)"):
+        opt.begin(algo.client_init(saved, 0))
+    half = saved._replace(params=[torch.as_tensor(v) for v in saved.params])
+    mixed = (r"^solver_state\.correction must be a list of tensors.*to_torch_tree" if variance   # begin sees it first
+             else r"^state\.server holds numpy arrays but state\.params holds torch tensors")
+    with pytest.raises(ValueError, match=mixed):
+        _own_torch_round(algo, half, model, opt)
+    with pytest.raises(ValueError, match=r"^state\.server holds numpy arrays but state\.params holds torch tensors"):
+        algo.apply(half, *_updates_of(algo, server, model, opt))
+    straight = _own_torch_round(algo, server, model, opt)
+    resumed = _own_torch_round(algo, to_torch_tree(saved, like=parameters_of(model)), model, opt)
+    for a, b in zip(straight.params, resumed.params):
+        assert torch.equal(a, b)
+    assert torch.equal(straight.server.buffer[0], resumed.server.buffer[0])

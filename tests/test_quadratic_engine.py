@@ -1,6 +1,9 @@
 """fedlib.engines.quadratic (many runs at once, arbitrary local work), RandomLocalWork,
-run_sequential's solver_at hook, and fedlib.experiments.speedup (chapter 8)."""
+run_sequential's solver_at hook, and fedlib.experiments.speedup (chapter 8: its sampling summary, the
+sampling gain's standard error and the chapter's assert on it)."""
+import json
 import math
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -13,7 +16,7 @@ from fedlib.experiments.quadratic import surrogate_optimum, tau_weighted_optimum
 from fedlib.problems import random_quadratic
 from fedlib.problems.quadratic import QuadraticProblem
 from fedlib.schedules import FixedSteps, RandomLocalWork
-from fedlib.solvers import decayed_sgd, momentum_proximal_sgd, momentum_sgd, proximal_sgd, sgd
+from fedlib.solvers import LocalSolver, decayed_sgd, momentum_proximal_sgd, momentum_sgd, proximal_sgd, sgd
 from fedlib.theory import chi_square
 
 ALL_SOLVERS = [sgd(0.03), momentum_sgd(0.03, 0.5), proximal_sgd(0.03, 2.0), decayed_sgd(0.03, gamma=0.9),
@@ -513,3 +516,120 @@ def test_run_replicas_with_no_rounds_has_no_mean_local_steps():
     np.testing.assert_array_equal(run.mean_params, [[4.0]])
     assert run.tau_eff.shape == (0,)
     assert run_replicas(prob, "fednova", [sgd(0.1)], RandomLocalWork([2, 3], [2, 3]), 1).mean_local_steps == 2.5
+
+
+# --------------------------------------------------------------------------- run_replicas names the bad solver
+class _OwnStep(LocalSolver):
+    """A subclass with its own ``update`` (the same step): run_replicas' fused step refuses it."""
+
+    def update(self, state, grads):
+        return super().update(state, grads)
+
+
+def test_run_replicas_names_the_index_of_the_bad_solver():
+    problem = random_quadratic(3, 2, seed=0)
+    work = RandomLocalWork(np.array([1, 2, 3]), np.array([1, 2, 3]), 2, 0)
+    with pytest.raises(ValueError, match=r"^solvers\[1\]: _OwnStep overrides LocalSolver's step"):
+        run_replicas(problem, "fednova", [sgd(0.05), _OwnStep(lr=0.05)], work, 1)
+    with pytest.raises(ValueError, match=r"^solvers\[1\]: weight decay is not supported by run_replicas, got 0.01"):
+        run_replicas(problem, "fednova", [sgd(0.05), LocalSolver(0.05, weight_decay=0.01)], work, 1)
+
+
+# --------------------------------------------------------------------------- sampling_summary's q_eff
+def _srow(m, q, value, eff, scheme="with-replacement"):
+    from fedlib.experiments import speedup as S
+
+    return S.SamplingRow("fednova", scheme, m, q, 1024, 6.5, 0.01, value, 0.01, eff)
+
+
+def test_sampling_summary_states_the_rows_q_eff():
+    """A guard (held before): consistent rows keep their sentence, with the rows' q_eff."""
+    from fedlib.experiments import speedup as S
+
+    big, small = [_srow(256, 4, 0.2, 3.95), _srow(256, 16, 0.1, 15.1)], [_srow(4, 4, 0.3, 2.29), _srow(4, 16, 0.25, 3.4)]
+    text = S.sampling_summary(big, small, -0.5, [], 2.0, 1.2, 4, 16)
+    assert "($q_{\\text{eff}}$ 3.95 → 15.1)" in text and "($q_{\\text{eff}}$ 2.29 → 3.4)" in text
+    assert "nan" not in text
+
+
+@pytest.mark.parametrize("big, small, message", [
+    # rows without q_to: the summary printed "q_eff 3.95 → nan" next to a gain it had no cell for
+    ([_srow(256, 4, 0.2, 3.95)], [_srow(4, 4, 0.3, 2.29), _srow(4, 16, 0.25, 3.4)],
+     r"^big: no row with q = 16 \(it has q = \[4\]\): the summary states q_eff at q_from = 4 and q_to = 16$"),
+    ([_srow(256, 4, 0.2, 3.95), _srow(256, 16, 0.1, 15.1)], [_srow(4, 16, 0.25, 3.4)],
+     r"^small: no row with q = 4 \(it has q = \[16\]\)"),
+    # a row without q_eff (nan): printed as nan
+    ([_srow(256, 4, 0.2, 3.95), _srow(256, 16, 0.1, float("nan"))], [_srow(4, 4, 0.3, 2.29), _srow(4, 16, 0.25, 3.4)],
+     r"^big: the row with q = 16 has effective_clients nan, not a number > 0"),
+    # uniform rows: the text's 'with replacement' and its q_eff formula would be false
+    ([_srow(256, 4, 0.2, 4.0, "uniform"), _srow(256, 16, 0.1, 16.0, "uniform")],
+     [_srow(4, 4, 0.3, 2.29), _srow(4, 16, 0.25, 3.4)],
+     r"^big: the summary describes sampling with replacement .* got rows of scheme 'uniform'$"),
+    # two populations in one list: the q_eff of the other m was printed under m = 256
+    ([_srow(256, 4, 0.2, 3.95), _srow(64, 16, 0.1, 12.0)], [_srow(4, 4, 0.3, 2.29), _srow(4, 16, 0.25, 3.4)],
+     r"^big: rows of one population m, got m = \[64, 256\]$"),
+    ([], [_srow(4, 4, 0.3, 2.29)], r"^big must be a non-empty sequence of SamplingRow"),
+])
+def test_sampling_summary_refuses_rows_that_do_not_fit_its_text(big, small, message):
+    from fedlib.experiments import speedup as S
+
+    with pytest.raises(ValueError, match=message):
+        S.sampling_summary(big, small, -0.5, [], 2.0, 1.2, 4, 16)
+
+
+# ------------------------------------------------------------------------- RandomLocalWork's lengths, the work's draw
+@pytest.mark.parametrize("low, high, sizes", [([1, 1, 1], [2, 3], "3 low and 2 high"),
+                                              ([1, 1], [2, 3, 4], "2 low and 3 high")])
+def test_random_local_work_length_mismatch_names_low_and_high(low, high, sizes):
+    """Was: 'high must have 3 entries (one per client), got 2' when low had the extra entry."""
+    with pytest.raises(ValueError, match=f"^low and high must have one entry per client each, got {sizes}$"):
+        RandomLocalWork(low, high)
+
+
+class _ShortDraw:
+    """A local-work schedule whose draw gives one step count for two clients."""
+
+    def draw(self, round_index):
+        return np.array([2]), np.array([0, 0])
+
+
+def test_run_replicas_names_the_work_draw_when_it_gives_the_wrong_number_of_steps():
+    """Was: 'steps must have 2 entries (one per client), got 1' (run_replicas has no argument steps)."""
+    prob = QuadraticProblem(np.ones((2, 1, 1)), np.array([[1.0], [-1.0]]), np.array([0.5, 0.5]))
+    with pytest.raises(ValueError, match=r"^work\.draw\(0\): steps must have 2 entries \(one per client\), got 1$"):
+        run_replicas(prob, "fedavg", [sgd(0.5)], _ShortDraw(), 1)
+
+
+# --------------------------------------------------------------------------- chapter 8's sampling-gain assert
+BOOK = Path(__file__).resolve().parents[1] / "book"
+
+
+def _cell_sources(name):
+    nb = json.loads((BOOK / name).read_text())
+    return ["".join(c["source"]) for c in nb["cells"] if c["cell_type"] == "code"]
+
+
+def _row(m, q, T, mean, se):
+    from fedlib.experiments.speedup import SamplingRow
+    return SamplingRow("fednova", "with-replacement", m, q, T, 5.0, 0.1, mean, se, float(q))
+
+
+def test_sampling_gain_stderr_is_the_delta_method():
+    from fedlib.experiments import speedup as S
+    rows = [_row(64, 4, 1024, 0.2, 0.01), _row(64, 16, 1024, 0.1, 0.002), _row(64, 16, 256, 9.0, 9.0)]
+    # gain 0.2 / 0.1 = 2, relative errors 5 % and 2 %: se = 2 sqrt(0.05^2 + 0.02^2) = 2 sqrt(0.0029)
+    assert S.sampling_gain_stderr(rows, 64, 1024, 4, 16) == pytest.approx(2 * 0.0029 ** 0.5, rel=1e-14)
+    assert S.sampling_gain_stderr([_row(4, 4, 8, 3.0, 0.0), _row(4, 16, 8, 1.5, 0.0)], 4, 8, 4, 16) == 0.0
+    with pytest.raises(ValueError, match="no cell with m=64, T=512, q=4"):
+        S.sampling_gain_stderr(rows, 64, 512, 4, 16)
+
+
+def test_chapter8_gain_assert_tests_app_g_null_with_its_standard_error():
+    """App. G's rate O(1/sqrt(q tau T)) does not depend on m: read for any population it predicts the same
+    gain sqrt(16/4) = 2 at m = 4 and m = 64, a ratio of 1. The chapter's claim (repeated draws in a small
+    population buy less) is that the ratio exceeds 1 by more than three standard errors; the old threshold
+    1.4 had no derivation (seeds 0-7 measured 1.60-1.91, se 0.07-0.12)."""
+    code = "\n".join(_cell_sources("08_theorem3_speedup.ipynb"))
+    assert "assert gain_big > 1.4 * gain_small" not in code
+    assert "assert gain_ratio > 1 + 3 * gain_ratio_se" in code
+    assert "gain_ratio = gain_big / gain_small" in code

@@ -1,13 +1,15 @@
 """fedlib.report's helpers that keep the chapters' tables inside the page's content column (see
 tests/test_browser.py::test_tables_fit_the_content_column): ``plus_minus`` puts a value and its
 standard error in one cell, ``transposed_markdown_table`` lays a few rows of many columns out as
-columns (chapter 8's consistency sweep: one column per T)."""
+columns (chapter 8's consistency sweep: one column per T). Non-finite numbers and format specs that
+format nothing are refused."""
 from __future__ import annotations
 
 import math
 
 import numpy as np
 import pytest
+import torch
 
 from fedlib.report import markdown_table, plus_minus, transposed_markdown_table
 
@@ -47,3 +49,55 @@ def test_transposed_table_refuses_bad_shapes():
         transposed_markdown_table(["T", "x"], [])
     with pytest.raises(ValueError, match="as many cells as the header"):
         transposed_markdown_table(["T", "x"], [[1, 2], [3]])
+
+
+# ------------------------------------------------------------- plus_minus of NaN / inf, the transposed table's header
+@pytest.mark.parametrize("value, error, name, shown", [(float("nan"), 0.1, "value", "nan"),
+                                                       (float("inf"), 0.1, "value", "inf"),
+                                                       (np.float64("-inf"), 0.0, "value", "-inf"),
+                                                       (torch.tensor(float("nan")), 0.1, "value", "nan"),
+                                                       (0.5, float("inf"), "error", "inf"),
+                                                       (0.5, np.float32("inf"), "error", "inf")])
+def test_plus_minus_refuses_a_non_finite_number(value, error, name, shown):
+    """Was: 'nan ± 0.1', 'inf ± 0.1', '-inf ± 0', '0.5 ± inf' (a NaN error was refused already)."""
+    with pytest.raises(ValueError, match=rf"^{name}: plus_minus needs a finite number, got {shown}$"):
+        plus_minus(value, error)
+
+
+def test_plus_minus_still_prints_numbers_and_strings():
+    assert plus_minus(0.2637, 0.02213, ".4g") == "0.2637 ± 0.02213"
+    assert plus_minus(np.float32(0.5), 0, ".2f") == "0.50 ± 0"
+    assert plus_minus("n/a", "—") == "n/a ± —"  # pre-formatted strings as they are
+    assert plus_minus(3, np.int64(1)) == "3 ± 1"
+    with pytest.raises(ValueError, match=r"^error: a standard error or deviation is >= 0, got nan$"):
+        plus_minus(0.5, float("nan"))  # as before
+
+
+def test_transposed_markdown_table_prints_the_header_as_given():
+    """Was: a numeric header entry formatted with the cells' spec (0.123456 -> '0.123' with '.3g')."""
+    table = transposed_markdown_table(["T", 0.123456, 2, np.float64(0.5)], [[100, 0.5, 1, 1.0], [400, 0.25, 2, 3.0]])
+    assert table.splitlines() == ["| T | 100 | 400 |", "|---|---|---|", "| 0.123456 | 0.5 | 0.25 |",
+                                  "| 2 | 1 | 2 |", "| 0.5 | 1 | 3 |"]
+    # the header of markdown_table itself, printed as str: the same
+    assert transposed_markdown_table(["T", "error"], [[100, 0.5]], ".2f").splitlines()[2] == "| error | 0.50 |"
+
+
+# --------------------------------------------------------------------------- a format spec that formats nothing
+@pytest.mark.parametrize("spec", ["bogus", ".4 f", 3, None])
+def test_fmt_refuses_a_spec_that_formats_nothing(spec):
+    """Was: format(0.01, spec) raised and fmt fell back to str(value), so a typo in a table's spec
+    printed every number unformatted (fmt(0.0123456, "bogus") == "0.0123456", markdown_table the same)."""
+    from fedlib.report import fmt, markdown_table, plus_minus
+
+    with pytest.raises(ValueError, match="^spec must be a format spec"):
+        fmt(0.0123456, spec)
+    with pytest.raises(ValueError, match="^spec must be a format spec"):
+        plus_minus(0.25, 0.01, spec)
+    with pytest.raises(ValueError, match="^spec must be a format spec"):
+        markdown_table(["a"], [[0.5]], spec=spec)
+
+
+def test_fmt_string_specs_still_print_floats_as_str():
+    from fedlib.report import fmt
+
+    assert fmt(0.1234567, "s") == "0.1234567" and fmt(0.5, "") == "0.5" and fmt(0.01, ".4f") == "0.0100"

@@ -3,7 +3,8 @@
 --out naming the checked file is refused; initial, summary and config are compared too
 (not only the history), with the part and key path named; a recorded config that lacks a
 key or holds an invalid value is a bad input (exit 2, one line, no traceback or usage);
---tol must be a finite number >= 0. Every run is a 2-round, 3-client Synthetic run."""
+--tol must be a finite number >= 0; a file whose summary disagrees with its own history is a bad input.
+Every run is a 2-round, 3-client Synthetic run."""
 from __future__ import annotations
 
 import json
@@ -12,6 +13,8 @@ import os
 import pytest
 
 from fedlib.cli import main
+
+from cliutil import cli_exit
 
 FLAGS = ["run", "synthetic", "--num-clients", "3", "--rounds", "2", "--epochs", "1", "--quiet"]
 
@@ -71,7 +74,7 @@ def test_out_naming_the_checked_result_is_refused(original, tmp_path, capsys, mo
 
 # ----------------------------------------------------------------------------- defect 2: what is compared
 # a summary.final_* / rounds that disagrees with the file's own history is refused when the file is
-# read (exit 2: tests/test_leftovers_dec4.py::test_rerun_refuses_a_summary_that_disagrees_with_its_history)
+# read (exit 2: test_rerun_refuses_a_summary_that_disagrees_with_its_history, at the end of this file)
 TAMPER = [
     ("summary.extra: only in the recorded result", lambda d: d["summary"].update(extra=0.5)),
     ("initial.train_loss", lambda d: d["initial"].update(train_loss=0.001)),
@@ -205,3 +208,24 @@ def test_rerun_shows_the_runs_progress_bar_unless_quiet(original, capsys):
     assert all(line.startswith(("rerunning ", "note: ", "match: ")) for line in out.splitlines())
     code, out, err = _cli(capsys, "rerun", original, "--quiet")
     assert code == 0 and err == "" and len(out.splitlines()) == 1
+
+
+# -------------------------------------------------------------------------- a summary that disagrees with its history
+def test_rerun_refuses_a_summary_that_disagrees_with_its_history(tmp_path):
+    """rerun read such a file and reported 'MISMATCH: summary.final_test_accuracy' (exit 1) as if
+    the code had changed; the file contradicts itself: a bad input (exit 2), one line."""
+    import json
+
+    orig = tmp_path / "orig.json"
+    rc, _, err = cli_exit(["run", "synthetic", "--num-clients", "3", "--rounds", "2", "--epochs", "1", "--quiet",
+                           "--out", str(orig)])
+    assert rc == 0, err
+    doc = json.loads(orig.read_text())
+    last = doc["history"][1]["test_accuracy"]
+    doc["summary"]["final_test_accuracy"] = 0.99
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps(doc))
+    rc, out, err = cli_exit(["rerun", str(bad), "--quiet"])
+    assert (rc, out) == (2, "")
+    assert err == (f"python -m fedlib rerun: error: {bad}: summary.final_test_accuracy is 0.99 but the last round "
+                   f"(history[1]) has test_accuracy {last!r}; the summary must be the history's last record\n")

@@ -1,8 +1,10 @@
-"""Result records: schema, provenance, atomic writes, validation (fedlib.results)."""
+"""Result records: schema, provenance, atomic writes, validation (fedlib.results), a summary that disagrees
+with its history."""
 from __future__ import annotations
 
 import json
 import os
+import re
 import time
 
 import numpy as np
@@ -147,3 +149,85 @@ def test_bench_records_need_no_history(tmp_path):
     res = make_result({"x": 1}, None, make_provenance(0, 1), kind="bench", summary={"speedup": 3.0})
     path = write_result(tmp_path / "b.json", res)
     assert read_result(path)["summary"]["speedup"] == 3.0
+
+
+# -------------------------------------------------------------------------- a summary that disagrees with its history
+SHIPPED_RUN = "data/results/cifar10/sgd-e2-fedavg__seed0.json"
+
+
+def _shipped_run() -> dict:
+    import json
+    from pathlib import Path
+
+    return json.loads((Path(__file__).resolve().parents[1] / SHIPPED_RUN).read_text())
+
+
+def test_the_shipped_summary_is_its_history_s_last_round():
+    """sgd-e2-fedavg seed 0 (Table 1, H200): final test accuracy 0.5882 in round 99 (1-based 100)."""
+    from fedlib.results import validate_result
+
+    doc = validate_result(_shipped_run())
+    assert len(doc["history"]) == 100 and doc["summary"]["rounds"] == 100
+    assert doc["summary"]["final_test_accuracy"] == doc["history"][99]["test_accuracy"] == 0.5882000000000001
+
+
+@pytest.mark.parametrize("key, value, message", [
+    ("final_test_accuracy", 0.6882, r"summary\.final_test_accuracy is 0\.6882 but the last round \(history\[99\]\) "
+                                    r"has test_accuracy 0\.5882000000000001; the summary must be"),
+    ("final_train_loss", None, r"summary\.final_train_loss is None but the last round \(history\[99\]\) has "
+                               r"train_loss 0\.2467"),
+    ("rounds", 99, r"summary\.rounds is 99 but the history has 100 records"),
+])
+def test_a_summary_that_disagrees_with_the_history_is_refused(tmp_path, key, value, message):
+    """Table 1 reads summary.final_test_accuracy, the figures read the history: an edited (or
+    mixed-up) file whose two disagree was read without a word."""
+    import json
+
+    from fedlib.results import read_result
+
+    doc = _shipped_run()
+    doc["summary"][key] = value
+    f = tmp_path / "r.json"
+    f.write_text(json.dumps(doc))
+    with pytest.raises(ValueError, match=f"^{re.escape(str(f))}: {message}"):
+        read_result(f)
+
+
+def test_a_final_value_without_any_history_is_refused():
+    from fedlib.results import make_result
+
+    prov = _shipped_run()["provenance"]
+    with pytest.raises(ValueError, match=r"^result: summary\.final_test_accuracy is 0\.5 but the history is empty"):
+        make_result({"rounds": 0}, [], prov, summary={"final_test_accuracy": 0.5})
+
+
+# ----------------------------------------------------------------------- make_provenance's times, make_result's parts
+@pytest.mark.parametrize("started, finished, name", [(float("nan"), 1.0, "started"), (0.0, float("inf"), "finished"),
+                                                     (0.0, float("-inf"), "finished"), ("a", 1.0, "started")])
+def test_make_provenance_names_a_bad_time(started, finished, name):
+    """Was: nan failed inside datetime ('Invalid value NaN (not a number)'), inf with an OverflowError
+    about the platform's time_t, a string with "'str' object cannot be interpreted as an integer"."""
+    from fedlib.results import make_provenance
+
+    with pytest.raises(ValueError, match=f"^{name} must be a finite number >= 0"):
+        make_provenance(started, finished, command="x")
+    assert make_provenance(np.float64(10.0), 12.5, command="x")["wall_time_s"] == 2.5
+
+
+@pytest.mark.parametrize("field", ["config", "provenance", "summary", "history", "history[0]"])
+def test_make_result_names_a_part_that_is_no_mapping(field):
+    """Was: make_result('abc', ...) failed with 'dictionary update sequence element #0 has length 1; 2 is
+    required' (and summary=3 with "'int' object is not iterable"), not naming the part."""
+    from fedlib.results import make_provenance, make_result
+
+    provenance = make_provenance(0.0, 1.0, command="x")
+    args = {"config": {"rounds": 1}, "history": [{"round": 0, "train_loss": 0.5}], "provenance": provenance}
+    kw = {}
+    if field == "summary":
+        kw["summary"] = 3
+    elif field == "history[0]":
+        args["history"] = [3]
+    else:
+        args[field] = "abc"
+    with pytest.raises(ValueError, match=rf"^{field.replace('[', '.').replace(']', '.')} must be a"):
+        make_result(args["config"], args["history"], args["provenance"], **kw)

@@ -1,5 +1,6 @@
 """The general update rule (eq. 4): hand-computed aggregates, FedAvg = plain averaging,
-FedNova = FedAvg when nothing is heterogeneous, τ_eff is a scale (REFERENCE §5)."""
+FedNova = FedAvg when nothing is heterogeneous, τ_eff is a scale (REFERENCE §5); what aggregate and
+the weights refuse (a mapping of clients, counts for p, bad local_steps, lengths that differ)."""
 from __future__ import annotations
 
 import numpy as np
@@ -8,6 +9,9 @@ import torch
 
 from fedlib import rule as R
 from fedlib import solvers as S
+from fedlib.algorithms import make_algorithm
+from fedlib.schedules import FixedSteps
+from fedlib.solvers import sgd
 from fedlib.tree import tree_leaves, tree_stack
 
 # Three clients, hand example: Δ_i = −η ‖a_i‖₁ d_i with η = 1.
@@ -168,3 +172,75 @@ def test_sampled_weights_need_not_sum_to_one():
     np.testing.assert_allclose(agg.coefficients, 2.0 * omega / a, atol=1e-15)
     with pytest.raises(ValueError, match="tau_eff"):
         R.effective_weights("fedavg", omega, a, tau_eff=3.0)
+
+
+# --------------------------------------------------------------------------- population weights given as counts
+def test_population_weights_given_as_counts_are_refused_with_the_fix():
+    from fedlib.engines.reference import run_sequential
+    from fedlib.problems import random_quadratic
+    from fedlib.rule import aggregate, fedavg_weights
+    from fedlib.sampling import full_participation
+
+    problem = random_quadratic(num_clients=3, dim=2, seed=0)
+    n = np.array([10, 30, 60])
+    algo = make_algorithm("fednova", sgd(lr=0.01))
+    fix = r"counts such as the clients' sample numbers n give p = n / n\.sum\(\)"
+    with pytest.raises(ValueError, match=r"^p must sum to 1 \(within 1e-09\), got sum 100\.0: .*" + fix):
+        run_sequential(algo, np.zeros(2), problem.grad_fn(), n, FixedSteps([1, 2, 3]), rounds=1)
+    for call in (lambda: fedavg_weights(n, [1, 2, 3]), lambda: full_participation(n)):
+        with pytest.raises(ValueError, match=r"^p must sum to 1 .*" + fix):
+            call()
+    run = run_sequential(algo, np.zeros(2), problem.grad_fn(), n / n.sum(), FixedSteps([1, 2, 3]), rounds=1)
+    assert np.all(np.isfinite(run.state.params))
+    # aggregate takes sampling weights too, which need not sum to 1: counts are taken as such and
+    # scale the change (documented), never refused: FedAvg's by n, FedNova's by n**2 (tau_eff and w)
+    deltas = [np.array([1.0, -2.0]), np.array([0.5, 0.0]), np.array([-1.0, 3.0])]
+    for algorithm, power in (("fedavg", 1), ("fednova", 2)):
+        by_count = aggregate(deltas, n, [1.0, 2.0, 4.0], algorithm).change
+        by_p = aggregate(deltas, n / n.sum(), [1.0, 2.0, 4.0], algorithm).change
+        np.testing.assert_allclose(by_count, n.sum() ** power * by_p, rtol=1e-12)
+
+
+# --------------------------------------------------------------------------- aggregate of a mapping, local_steps
+def test_aggregate_refuses_a_mapping_of_clients():
+    """aggregate({0: delta_0, 1: delta_1}, p, a_norms) aggregated the dict's keys 0 and 1 as if they were the
+    changes and returned the number 0.375, not a model change."""
+    import numpy as np
+
+    from fedlib.rule import aggregate
+
+    deltas = {0: np.ones(2), 1: np.ones(2)}
+    with pytest.raises(ValueError, match=r"^deltas must be a sequence of the clients' changes.*got a dict"):
+        aggregate(deltas, [0.5, 0.5], [1, 2])
+    assert aggregate(list(deltas.values()), [0.5, 0.5], [1, 2]).change.tolist() == [1.125, 1.125]
+
+
+@pytest.mark.parametrize("algorithm", ["fedavg", "fednova"])
+def test_aggregate_checks_local_steps_whenever_given(algorithm):
+    """local_steps=[0, -3] (or of another length) passed without a word unless tau_eff='local_steps'."""
+    import numpy as np
+
+    from fedlib.rule import aggregate
+
+    with pytest.raises(ValueError, match=r"^local_steps must be >= 1 for every client \(client 0 has 0\)"):
+        aggregate([np.ones(2)] * 2, [0.5, 0.5], [1, 2], algorithm, local_steps=[0, -3])
+    with pytest.raises(ValueError, match=r"^local_steps must have 2 entries"):
+        aggregate([np.ones(2)] * 2, [0.5, 0.5], [1, 2], algorithm, local_steps=[1, 2, 3])
+    aggregate([np.ones(2)] * 2, [0.5, 0.5], [1, 2], algorithm, local_steps=[1, 2])
+
+
+# --------------------------------------------------------------------------- a_norms of another length
+def test_a_norms_length_mismatch_names_both_arguments():
+    """Was: effective_weights('fednova', [1.0], [2.0, 6.0]) said 'a_norms must have 1 entries (one per
+    client), got 2', blaming a_norms when the short one was client_weights."""
+    from fedlib.rule import aggregate, aggregation_coefficients, effective_weights, fedavg_weights
+
+    with pytest.raises(ValueError, match="^a_norms and client_weights must have one entry per client, got 2 a_norms "
+                                         "and 1 client_weights"):
+        effective_weights("fednova", [1.0], [2.0, 6.0])
+    with pytest.raises(ValueError, match="^a_norms and client_weights must have one entry per client"):
+        aggregate([np.ones(1)] * 2, [0.5, 0.25, 0.25], [1.0, 2.0])
+    with pytest.raises(ValueError, match="^a_norms and weights must have one entry per client, got 2 a_norms and 3"):
+        aggregation_coefficients(4.0, [0.5, 0.25, 0.25], [2.0, 6.0])
+    with pytest.raises(ValueError, match="^a_norms and p must have one entry per client"):
+        fedavg_weights([0.5, 0.5], [2.0])

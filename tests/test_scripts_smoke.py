@@ -59,3 +59,17 @@ def test_bench_client_optimizer_leaves_the_global_rng_alone():
 def test_measure_host_planning_prints_each_round():
     text = _run("scripts/measure_host_planning.py", "--runs", "1", "--rounds", "2", "--steps", "5")
     assert "round 0: plan" in text and "round 1: plan" in text and "load" in text
+
+
+# --------------------------------------------------------------------------- scripts/measure_sampling_slopes.py
+def test_measure_sampling_slopes_script_runs_tiny(capsys):
+    """scripts/measure_sampling_slopes.py (the numbers of chapter 8's comment on the sampling slopes)."""
+    import runpy
+
+    main = runpy.run_path(str(Path(__file__).resolve().parents[1] / "scripts" / "measure_sampling_slopes.py"),
+                          run_name="measure_sampling_slopes")["main"]
+    main(["--problem-seeds", "0", "--copies", "1", "--clients", "2", "4", "--rounds", "16", "32", "--seeds", "2",
+          "--replicas", "1"])
+    out = capsys.readouterr().out
+    assert out.startswith("problem seed 0: slope -") and "against q_eff tau T" in out
+    assert "(flatter than -1/2 at " in out and "of 1); against q_eff tau T: " in out

@@ -1,9 +1,11 @@
-"""Server optimizers: plain, official server momentum (gmf), FedAdam — hand-computed rounds."""
+"""Server optimizers: plain, official server momentum (gmf), FedAdam — hand-computed rounds;
+apply_server_optimizer's checks and a server optimizer of your own (malformed, NaN, another array kind)."""
 from __future__ import annotations
 
 import math
 
 import numpy as np
+import pytest
 import torch
 
 from fedlib import server as SV
@@ -107,3 +109,98 @@ def test_make_server_optimizer():
     np.testing.assert_allclose(x, X0 + 2 * D1)
     # states are NamedTuples (checkpointable)
     assert SV.momentum(0.9).init(X0)._fields == ("buffer", "count")
+
+
+# --------------------------------------------------------------------------- your own server optimizer
+def test_a_server_optimizer_of_your_own_that_returns_nan_is_named():
+    """A ServerOptimizer(init, update, name) whose update returned a NaN model passed apply's checks; the
+    clients then trained from NaN and the run stopped one round later with 'round 1: the aggregated update
+    is not finite (diverged)', blaming the clients' updates."""
+    import numpy as np
+
+    from fedlib.algorithms import make_algorithm
+    from fedlib.engines.reference import run_sequential
+    from fedlib.problems import random_quadratic
+    from fedlib.schedules import FixedSteps
+    from fedlib.server import ServerOptimizer
+    from fedlib.solvers import sgd
+
+    problem = random_quadratic(num_clients=3, dim=4, seed=0)
+
+    def run(update, name):
+        algo = make_algorithm("fednova", sgd(0.01), server=ServerOptimizer(lambda params: None, update, name))
+        return run_sequential(algo, np.zeros(4), problem.grad_fn(), problem.p, FixedSteps([1, 2, 3]), rounds=3)
+
+    with pytest.raises(FloatingPointError, match=r"^round 0: server optimizer 'halves-badly' returned a model that "
+                                                 r"is not finite from a finite aggregated update"):
+        run(lambda change, state, params, lr: (params + change * np.nan, state), "halves-badly")
+    # a correct one of your own runs as before: x + D, the plain step
+    mine = run(lambda change, state, params, lr: (params + change, state), "mine")
+    plain = run_sequential(make_algorithm("fednova", sgd(0.01)), np.zeros(4), problem.grad_fn(), problem.p,
+                           FixedSteps([1, 2, 3]), rounds=3)
+    np.testing.assert_array_equal(mine.state.params, plain.state.params)
+
+
+# ----------------------------------------------------------- your own server optimizer: malformed, another array kind
+@pytest.mark.parametrize("init, update, name, message", [
+    (None, "ok", "mine", r"^server\.init must be callable, init\(params\) -> state, got NoneType"),
+    ("ok", 3, "mine", r"^server\.update must be callable, update\(change, state, params, lr\)"),
+    ("ok", "ok", 5, r"^server\.name must be a non-empty string \(it labels results\), got 5"),
+    ("ok", "ok", "", r"^server\.name must be a non-empty string")])
+def test_make_algorithm_refuses_a_malformed_server_optimizer(init, update, name, message):
+    """ServerOptimizer(None, update, 'mine') was taken by make_algorithm and failed at algo.init with TypeError
+    "'NoneType' object is not callable"; a non-callable update failed in round 0, a name of 5 labelled results."""
+    from fedlib.algorithms import make_algorithm
+    from fedlib.server import PlainState, ServerOptimizer
+    from fedlib.solvers import sgd
+
+    init = (lambda params: PlainState(0)) if init == "ok" else init
+    update = (lambda change, state, params, lr: (params + change, state)) if update == "ok" else update
+    with pytest.raises(ValueError, match=message):
+        make_algorithm("fednova", sgd(0.1), ServerOptimizer(init, update, name))
+
+
+def test_server_optimizer_returning_another_array_kind_says_so():
+    """A server optimizer returning a torch tensor for a numpy model was refused with 'got leaf shapes [(2,)] for
+    [(2,)]', two equal shapes and no word of the kinds that differ."""
+    import numpy as np
+    import torch
+
+    from fedlib.algorithms import apply_server_optimizer, make_algorithm
+    from fedlib.server import PlainState, ServerOptimizer
+    from fedlib.solvers import sgd
+
+    to_torch = ServerOptimizer(lambda params: PlainState(0),
+                               lambda change, state, params, lr: (torch.as_tensor(params + change), state), "to-torch")
+    state = make_algorithm("fednova", sgd(0.1), to_torch).init(np.zeros(2), 2)
+    with pytest.raises(ValueError, match=r"\(leaf 0 is torch tensors, state\.params holds numpy arrays\)$"):
+        apply_server_optimizer(to_torch, np.ones(2), state, 0.1)
+
+
+# --------------------------------------------------------------------------- apply_server_optimizer's lr and change
+@pytest.mark.parametrize("lr", [float("nan"), float("inf"), -1.0, 0.0, True])
+def test_apply_server_optimizer_checks_lr(lr):
+    """Was: apply_server_optimizer(plain(), change, state, nan) returned the moved model (the plain
+    server does not use lr), so a NaN client rate went unnoticed where apply would refuse it."""
+    from fedlib.algorithms import apply_server_optimizer, make_algorithm
+    from fedlib.server import plain
+    from fedlib.solvers import sgd
+
+    state = make_algorithm("fedavg", sgd(0.1)).init(np.ones(1), 2)
+    with pytest.raises(ValueError, match="^lr must be a finite number > 0"):
+        apply_server_optimizer(plain(), np.array([-2.0]), state, lr)
+
+
+@pytest.mark.parametrize("bad", [float("nan"), float("inf")])
+def test_apply_server_optimizer_refuses_a_non_finite_change(bad):
+    """Was: the plain server (and momentum, adam) turned a NaN aggregate into a NaN model without a word:
+    apply_server_optimizer(plain(), [nan], state, 0.1) returned (array([nan]), ...)."""
+    from fedlib.algorithms import apply_server_optimizer, make_algorithm
+    from fedlib.server import plain
+    from fedlib.solvers import sgd
+
+    state = make_algorithm("fedavg", sgd(0.1)).init(np.ones(1), 2)
+    with pytest.raises(FloatingPointError, match="aggregated update is not finite"):
+        apply_server_optimizer(plain(), np.array([bad]), state, 0.1)
+    params, _ = apply_server_optimizer(plain(), np.array([-2.0]), state, 0.1)
+    assert params.tolist() == [-1.0]

@@ -1,7 +1,10 @@
 """Local solvers (paper §4.1, App. B): Δ = −η G a with the *effective* gradients,
-the online ‖a‖₁ counter, hand-checked a vectors, momentum + prox vs the official counter."""
+the online ‖a‖₁ counter, hand-checked a vectors, momentum + prox vs the official counter; make_solver's
+arguments, and a solver with its own step (its closed forms, its a vector, the built-in step's refusal)."""
 from __future__ import annotations
 
+import dataclasses
+import tracemalloc
 import zlib
 
 import numpy as np
@@ -9,6 +12,7 @@ import pytest
 import torch
 
 from fedlib import solvers as S
+from fedlib.solvers import LocalSolver, check_builtin_step, sgd
 from fedlib.tree import tree_leaves
 
 LR = 0.1
@@ -386,3 +390,150 @@ def test_gamma_one_is_plain_sgd_and_zero_steps_have_no_counter():
         S.decayed_sgd(0.1, gamma=1.0 + 1e-9)
     assert plain.online_a_norms(0).shape == (0,)
     np.testing.assert_array_equal(plain.online_a_norms(3), [1.0, 2.0, 3.0])
+
+
+# --------------------------------------------------------------------------- the built-in step's refusal
+@dataclasses.dataclass(frozen=True)
+class _OwnLeafStep(LocalSolver):
+    """Overrides only the leaf step: not the built-in step, though init / update / counter_step are."""
+
+    def _direction_and_params(self, x, g, u, x0, corr, lr_k, wd):
+        return x - 2 * lr_k * g, u
+
+
+def test_builtin_step_refusal_names_the_method_the_subclass_overrides():
+    """``builtin_step`` also looks at ``_direction_and_params``, but the refusal said the subclass
+    overrides "init / update / counter_step", none of which it does."""
+    solver = _OwnLeafStep(lr=0.1)
+    assert not solver.builtin_step and sgd(0.1).builtin_step
+    with pytest.raises(ValueError, match=r"overrides LocalSolver's step \(_direction_and_params\), which"):
+        check_builtin_step("algorithm.solver", [solver], "the fused step does not take")
+
+
+# --------------------------------------------------------------------------- an own step's a_vector
+def test_an_own_step_a_vector_does_not_build_a_tau_by_tau_identity():
+    """a_vector of a solver with its own step probed it with the rows of np.eye(tau): tau^2 floats
+    (72 MB at tau = 3000; the one-hot labels no longer use np.eye for that reason). It
+    now feeds a fresh e_k per step: memory O(tau), the same a_i (heavy ball's closed form)."""
+    from fedlib.solvers import LocalSolver, momentum_sgd
+
+    @dataclasses.dataclass(frozen=True)
+    class SameStep(LocalSolver):  # LocalSolver's own step, overridden: a_vector comes from the probe
+        def update(self, state, grads):
+            return super().update(state, grads)
+
+    tau = 3000
+    solver = SameStep(lr=0.1, momentum=0.5)
+    assert not solver.builtin_step
+    tracemalloc.start()
+    try:
+        a = solver.a_vector(tau)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < tau * tau * 8 / 8, peak  # an identity alone is tau^2 * 8 bytes
+    np.testing.assert_allclose(a, momentum_sgd(0.1, 0.5).a_vector(tau), rtol=1e-12)
+
+
+# --------------------------------------------------------------------------- your own local solver: closed forms
+def _nesterov_class():
+    """Nesterov momentum written from "Extending fedlib" alone (update + counter_step, no closed forms):
+    u_{k+1} = rho u_k + g_k, x_{k+1} = x_k - eta (g_k + rho u_{k+1})."""
+    import dataclasses
+
+    from fedlib.solvers import LocalSolver
+    from fedlib.tree import tree_map
+
+    @dataclasses.dataclass(frozen=True)
+    class Nesterov(LocalSolver):
+        def update(self, state, grads):
+            rho = self.momentum
+            mom = tree_map(lambda u, g: rho * u + g, state.momentum, grads)
+            params = tree_map(lambda x, g, u: x - self.lr * (g + rho * u), state.params, grads, mom)
+            shadow = self.counter_step(state.step, state.shadow)
+            return state._replace(params=params, momentum=mom, step=state.step + 1, shadow=shadow, a_norm=shadow[0])
+
+        def counter_step(self, k, counter):
+            a, u = counter
+            u = self.momentum * u + 1.0
+            return (a + 1.0 + self.momentum * u, u)
+
+    return Nesterov
+
+
+def test_an_own_step_solver_without_closed_forms_gets_those_of_its_own_step():
+    """Such a solver ran (its clients reported the right ||a_i||_1 online), but its inherited
+    a_norm(tau) / a_vector(tau) were heavy-ball's formulas: population_tau_eff, the tau_eff a user passes
+    to FedNova under sampling, was silently that of another solver (about 22 % low at tau = 5, rho = 0.9).
+    a_j of Nesterov, by hand: 1 + rho (1 - rho^{n+1}) / (1 - rho), n = tau - 1 - j."""
+    import numpy as np
+
+    from fedlib.algorithms import make_algorithm
+    from fedlib.schedules import FixedSteps, population_tau_eff
+    from fedlib.solvers import momentum_sgd
+
+    rho, tau = 0.9, 5
+    solver = _nesterov_class()(lr=0.01, momentum=rho, name="nesterov")
+    make_algorithm("fednova", solver)  # check_own_step accepts it
+    n = np.arange(tau - 1, -1, -1)
+    by_hand = 1 + rho * (1 - rho ** (n + 1)) / (1 - rho)
+    np.testing.assert_allclose(solver.a_vector(tau), by_hand, rtol=1e-12)
+    assert solver.a_norm(tau) == pytest.approx(by_hand.sum(), rel=1e-12)
+    assert solver.a_norm(tau) == pytest.approx(solver.online_a_norms(tau)[-1], rel=0, abs=0)
+    heavy_ball = momentum_sgd(0.01, momentum=rho).a_norm(tau)
+    assert abs(heavy_ball - by_hand.sum()) > 0.2 * by_hand.sum()  # what it returned before: another solver's
+    assert population_tau_eff([0.25, 0.75], FixedSteps([tau, 2]), solver) == pytest.approx(
+        0.25 * by_hand.sum() + 0.75 * solver.a_vector(2).sum(), rel=1e-12)
+    # a built-in solver keeps its formulas, bit for bit
+    hb = momentum_sgd(0.01, momentum=rho)
+    assert hb.builtin_step and hb.a_norm(tau) == heavy_ball
+
+
+# -------------------------------------------------------------- make_solver: mu and momentum of a solver without them
+@pytest.mark.parametrize("name", ["sgd", "momentum"])
+def test_make_solver_refuses_mu_for_a_solver_without_prox(name):
+    """make_solver("momentum", 0.1, mu=0.5) returned plain heavy-ball momentum (mu=0.0): the proximal
+    term the user asked for (FedNova with momentum + prox) was dropped without a word."""
+    from fedlib.solvers import make_solver
+
+    with pytest.raises(ValueError, match=rf"^mu: solver '{name}' has no proximal term, got mu = 0.5"):
+        make_solver(name, 0.1, mu=0.5)
+
+
+@pytest.mark.parametrize("name, kwargs", [("sgd", {}), ("prox", {"mu": 0.5})])
+def test_make_solver_refuses_momentum_for_a_solver_without_a_buffer(name, kwargs):
+    """make_solver("sgd", 0.1, momentum=0.5) returned plain SGD (momentum=0.0), the momentum dropped."""
+    from fedlib.solvers import make_solver
+
+    with pytest.raises(ValueError, match=rf"^momentum: solver '{name}' has no momentum buffer, got momentum = 0.5"):
+        make_solver(name, 0.1, momentum=0.5, **kwargs)
+
+
+def test_make_solver_non_numeric_mu_is_a_value_error():
+    """make_solver("prox", 0.1, mu="0.5") raised TypeError ('<=' not supported ...), not a ValueError naming mu."""
+    from fedlib.solvers import make_solver
+
+    with pytest.raises(ValueError, match=r"^mu must be > 0 for the proximal solver, got '0\.5'"):
+        make_solver("prox", 0.1, mu="0.5")
+
+
+def test_make_solver_defaults_unchanged():
+    from fedlib.solvers import make_solver, momentum_proximal_sgd, momentum_sgd, proximal_sgd, sgd
+
+    assert make_solver("sgd", 0.1, mu=0.0) == sgd(0.1)
+    assert make_solver("momentum", 0.1) == momentum_sgd(0.1, 0.9)
+    assert make_solver("momentum", 0.1, momentum=0.3) == momentum_sgd(0.1, 0.3)
+    assert make_solver("momentum-prox", 0.1, mu=0.5) == momentum_proximal_sgd(0.1, 0.9, 0.5)
+    assert make_solver("prox", 0.1, mu=0.5, weight_decay=1e-4) == proximal_sgd(0.1, 0.5, 1e-4)
+
+
+# ---------------------------------------------------------------------- make_solver('prox') of a mu that is no number
+@pytest.mark.parametrize("mu", ["a", None, [0.5]])
+def test_make_solver_prox_names_a_mu_that_is_no_number(mu):
+    """Was: make_solver('prox', 0.5, mu='a') failed with "'<=' not supported between instances of 'str'
+    and 'int'" (None and a list alike), not naming mu."""
+    from fedlib.solvers import make_solver
+
+    with pytest.raises(ValueError, match="^mu must be > 0 for the proximal solver"):
+        make_solver("prox", 0.5, mu=mu)
+    assert make_solver("prox", 0.5, mu=np.float64(0.5)).mu == 0.5

@@ -5,10 +5,15 @@ images per client: both paths must equal ``fedlib.engines.reference.run_sequenti
 (driven by ``torch.func.grad`` of the plain model on the very same batches, crops, flips
 and dropout masks) to 1e-10, for every local solver and algorithm, with several runs
 stacked in one engine.
+
+A user's own image model: training-only behaviour is refused, a model that cannot take the images is
+named, the engine (and train_clients) trains in the model's dtype, and the grouped path refuses an
+nn.Sequential subclass with its own forward.
 """
 from __future__ import annotations
 
 import contextlib
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -978,3 +983,150 @@ def test_stacked_engine_refuses_bad_construction(model, data, case, match):
     StackedEngine(model, _Images(data), [_one_run()], rounds=1, batch_size=B)  # the unchanged case is fine
     with pytest.raises(ValueError, match=match):
         StackedEngine(**kwargs)
+
+
+# ------------------------------------------------------- a user's own image model: training-only behaviour, its dtype
+TRAINING_MODE = r"model computes something else in training mode than in eval mode, besides its nn\.Dropout layers"
+
+
+def _images(n=24, size=6, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    return SimpleNamespace(train_images=torch.randint(0, 256, (n, size, size, 3), dtype=torch.uint8, generator=g),
+                           train_labels=torch.randint(0, 3, (n,), generator=g))
+
+
+class _Conv(nn.Module):
+    """A user's image model (not an nn.Sequential: the vmap path); ``functional`` drops out with
+    F.dropout(x, p, self.training) instead of an nn.Dropout layer."""
+
+    def __init__(self, functional: bool):
+        super().__init__()
+        self.functional = functional
+        self.conv = nn.Conv2d(3, 4, 3, padding=1)
+        self.drop = nn.Dropout(0.5)
+        self.lin = nn.Linear(4 * 6 * 6, 3)
+
+    def forward(self, x):
+        h = F.relu(self.conv(x)).flatten(1)
+        h = F.dropout(h, 0.5, self.training) if self.functional else self.drop(h)
+        return self.lin(h)
+
+
+def _run():
+    return RunSpec(make_algorithm("fednova", sgd(lr=0.1)), [np.arange(0, 12), np.arange(12, 24)],
+                   FixedSteps([2, 3]), seed=0)
+
+
+def test_stacked_engine_refuses_training_only_behaviour_of_an_image_model():
+    data = _images()
+    with torch.random.fork_rng():
+        torch.manual_seed(torch.Generator().manual_seed(3).initial_seed())
+        functional, module = _Conv(True), _Conv(False)
+    module.load_state_dict(functional.state_dict())
+    functional.eval()
+    rng = torch.get_rng_state()
+    with pytest.raises(ValueError, match=TRAINING_MODE):
+        StackedEngine(functional, data, [_run()], rounds=1, path="vmap", batch_size=4, augment=False)
+    assert torch.equal(torch.get_rng_state(), rng)  # the check's draws leave torch's global RNG as it was
+    assert not any(m.training for m in functional.modules())  # training flags restored
+    engine = StackedEngine(module, data, [_run()], rounds=1, path="vmap", batch_size=4, augment=False)
+    assert module.training  # restored as given
+    engine.run_round()      # nn.Dropout: seeded masks, accepted
+
+
+class _Noisy(nn.Module):
+    """Gaussian noise of std 1e-3 on the features in training mode only (noise injection)."""
+
+    def __init__(self):
+        super().__init__()
+        self.lin = nn.Linear(6 * 6 * 3, 3)
+
+    def forward(self, x):
+        x = x.flatten(1)
+        return self.lin(x + 1e-3 * torch.randn_like(x) if self.training else x)
+
+
+def test_stacked_engine_refuses_small_training_only_noise():
+    """The comparison allows rounding (64 eps of the logits' scale), not a noise of std 1e-3."""
+    with pytest.raises(ValueError, match=TRAINING_MODE):
+        StackedEngine(_Noisy(), _images(), [_run()], rounds=1, path="vmap", batch_size=4, augment=False)
+    for dtype in (torch.float32, torch.float64):  # the same model without the noise passes in both dtypes
+        plain = nn.Sequential(nn.Flatten(), nn.Linear(6 * 6 * 3, 3, dtype=dtype))
+        StackedEngine(plain, _images(), [_run()], rounds=1, path="vmap", batch_size=4, augment=False)
+
+
+def test_stacked_engine_names_a_model_that_cannot_take_the_images():
+    model = nn.Sequential(nn.Flatten(), nn.Linear(5, 3))  # images give 6*6*3 features
+    with pytest.raises(ValueError, match=r"model could not be applied to 8 training inputs of shape \(3, 6, 6\)"):
+        StackedEngine(model, _images(), [_run()], rounds=1, path="vmap", batch_size=4, augment=False)
+
+
+def _two_clients(seed=0):
+    g = torch.Generator().manual_seed(seed)
+    xs = [torch.randn(n, 5, generator=g) for n in (6, 10)]
+    return xs, [torch.randint(0, 3, (x.shape[0],), generator=g) for x in xs]
+
+
+def _linear(dtype):
+    net = nn.Linear(5, 3, dtype=dtype)
+    with torch.no_grad():
+        g = torch.Generator().manual_seed(1)
+        net.weight.copy_(torch.randn(3, 5, generator=g))
+        net.bias.zero_()
+    return net
+
+
+def test_train_clients_trains_in_the_models_dtype_by_default():
+    from fedlib.experiments.custom import train_clients
+
+    xs, ys = _two_clients()
+    out = {}
+    for dtype in (torch.float32, torch.float64):
+        run = train_clients(_linear(dtype), xs, ys, rounds=2, batch_size=4, algorithms=("fednova",))
+        engine = run["engine"]
+        assert engine.dtype is dtype and all(t.dtype is dtype for t in engine.params(0).values())
+        out[dtype] = run["fednova"][-1]["train_loss"]
+    explicit = train_clients(_linear(torch.float64), xs, ys, rounds=2, batch_size=4, algorithms=("fednova",),
+                             dtype=torch.float64)
+    assert explicit["fednova"][-1]["train_loss"] == out[torch.float64]  # default = the model's dtype
+    cast = train_clients(_linear(torch.float32), xs, ys, rounds=1, batch_size=4, algorithms=("fednova",),
+                         dtype=torch.float64)  # an explicit dtype still casts (chapter 6's float64 check)
+    assert cast["engine"].dtype is torch.float64
+    with pytest.raises(ValueError, match=r"^dtype: the model's parameters are torch\.bfloat16; .*give "
+                                         r"dtype=torch\.float32 or dtype=torch\.float64"):
+        train_clients(_linear(torch.bfloat16), xs, ys, rounds=1, batch_size=4)
+    mixed = nn.Sequential(nn.Linear(5, 4), nn.Linear(4, 3, dtype=torch.float64))
+    with pytest.raises(ValueError, match=r"^dtype: the model's parameters are torch\.float32, torch\.float64"):
+        train_clients(mixed, xs, ys, rounds=1, batch_size=4)
+    with pytest.raises(ValueError, match=r"^model must be a torch\.nn\.Module, got function"):
+        train_clients(lambda x: x, xs, ys, rounds=1)
+
+
+def test_stacked_engine_trains_in_the_models_dtype_by_default():
+    model = nn.Sequential(nn.Flatten(), nn.Linear(6 * 6 * 3, 3)).double()
+    engine = StackedEngine(model, _images(), [_run()], rounds=1, path="vmap", batch_size=4, augment=False)
+    assert engine.dtype is torch.float64 and engine.params(0)["1.weight"].dtype is torch.float64
+    engine = StackedEngine(model, _images(), [_run()], rounds=1, path="vmap", batch_size=4, augment=False,
+                           dtype=torch.float32)
+    assert engine.dtype is torch.float32
+
+
+def test_grouped_path_refuses_a_sequential_with_its_own_forward():
+    """The grouped path rebuilds the network from its leaf layers: a subclass of nn.Sequential
+    whose forward does more (here it scales the input) would silently lose it."""
+
+    class Scaled(nn.Sequential):
+        def forward(self, x):
+            return super().forward(2.0 * x)
+
+    class Named(nn.Sequential):  # a subclass that keeps Sequential's forward is fine
+        pass
+
+    layers = lambda: [nn.Conv2d(3, 2, 3, padding=1), nn.ReLU(), nn.Flatten(), nn.Linear(2 * 6 * 6, 3)]  # noqa: E731
+    with pytest.raises(ValueError, match=r"^'model' is a Scaled, an nn\.Sequential with its own forward"):
+        StackedEngine(Scaled(*layers()), _images(), [_run()], rounds=1, path="grouped", batch_size=4, augment=False)
+    with pytest.raises(ValueError, match=r"^'1' is a Scaled"):
+        StackedEngine(nn.Sequential(nn.Identity(), Scaled(*layers())), _images(), [_run()], rounds=1,
+                      path="grouped", batch_size=4, augment=False)
+    StackedEngine(Named(*layers()), _images(), [_run()], rounds=1, path="grouped", batch_size=4, augment=False)
+    StackedEngine(Scaled(*layers()), _images(), [_run()], rounds=1, path="vmap", batch_size=4, augment=False)

@@ -1,14 +1,17 @@
-"""The Table 1 runner (``python -m fedlib table1``): order, skipping, budget, one tiny real run."""
+"""The Table 1 runner (``python -m fedlib table1``): order, skipping, budget (never infinite), one tiny real run;
+result_name, round_work and demo_run refuse bad inputs."""
 from __future__ import annotations
 
 import re
 
+import numpy as np
 import pytest
 import torch
 
 from fedlib.cli import main
 from fedlib.experiments import cifar10 as C
 from fedlib.results import read_result
+from cliutil import cli_exit
 from torch_threads import one_torch_thread  # noqa: F401 (autouse fixture)
 
 
@@ -808,3 +811,70 @@ def test_dry_run_does_not_call_a_result_of_another_width_present(tmp_path):
     with pytest.raises(C.OtherSetupError, match=r"width 0\.03 \(requested 1\.0\)"):
         C.run_table1(tmp_path, budget_seconds=0, seeds=[0], cells=["momentum-e2-fednova"], dry_run=True, width=1.0,
                      log=lambda s: None)
+
+
+# --------------------------------------------------------------------------- an infinite --budget-seconds
+@pytest.mark.parametrize("flags, message", [
+    (["--budget-seconds", "inf"], "--budget-seconds must be a finite number of seconds, got inf; for no practical "
+                                  "limit give one longer than the runs (e.g. 1e9)"),
+    (["--budget-seconds", "1", "--continue-later", "inf"], "--continue-later must be a finite number of seconds, "
+                                                           "got inf"),
+])
+def test_table1_refuses_an_infinite_budget(tmp_path, flags, message):
+    """--budget-seconds inf (and --continue-later inf) had no documented meaning and was taken as
+    "no limit": a dry run listed the runs, a real call would have trained every missing cell."""
+    res = tmp_path / "results"
+    rc, out, err = cli_exit(["table1", "--results", str(res), "--dry-run", "--cells", "sgd-e2-fedavg", "--seeds", "0",
+                             *flags])
+    assert (rc, out) == (2, ""), (rc, out, err)
+    assert err.startswith(f"python -m fedlib table1: error: {message}"), err
+    assert not res.exists()
+
+
+@pytest.mark.parametrize("kw, message", [
+    ({"budget_seconds": float("inf")}, "budget_seconds must be a finite number of seconds, got inf"),
+    ({"budget_seconds": 1.0, "continue_later": float("inf")},
+     "continue_later must be a finite number >= 0 of seconds, got inf"),
+])
+def test_run_table1_refuses_an_infinite_budget(tmp_path, kw, message):
+    import fedlib.experiments.cifar10 as C
+
+    lines = []
+    with pytest.raises(ValueError, match="^" + message):
+        C.run_table1(tmp_path, seeds=(0,), cells=["sgd-e2-fedavg"], dry_run=True, log=lines.append, **kw)
+    assert lines == []
+
+
+# --------------------------------------------------------------------------- demo_run of a repeated algorithm
+def test_demo_run_refuses_a_repeated_algorithm():
+    """demo_run returns {algorithm: history}: ("fedavg", "fedavg") trained two runs and returned one history."""
+    from fedlib.experiments.cifar10 import demo_run
+
+    with pytest.raises(ValueError, match=r"\['fedavg'\] listed twice"):
+        demo_run(width=0.03, rounds=1, algorithms=("fedavg", "fedavg"), data=object())
+
+
+# --------------------------------------------------------------------------- result_name and round_work
+@pytest.mark.parametrize("seed", [float("nan"), 2.5, True, "a", -1])
+def test_result_name_refuses_a_seed_that_is_no_integer(seed):
+    """Was: result_name('fedavg', nan) == 'fedavg__seednan.json' (and 'seedTrue', 'seed2.5'): a file
+    name that load_table1_results never reads back as a seed."""
+    from fedlib.experiments.cifar10 import result_name
+
+    with pytest.raises(ValueError, match="^seed must be an integer >= 0"):
+        result_name("fedavg", seed)
+    with pytest.raises(ValueError, match="^cell_id must be a string"):
+        result_name(3, 0)
+    assert result_name("fedavg", np.int64(2)) == "fedavg__seed2.json"
+
+
+@pytest.mark.parametrize("num_train, num_test", [(float("nan"), 10), (float("inf"), 10), (-1, 10), (0, 10), (2.5, 10),
+                                                 (100, float("nan")), (100, -1), (100, True)])
+def test_round_work_refuses_bad_sizes(num_train, num_test):
+    """Was: round_work('2-5', nan, 10) was nan, with -1 training images a negative work
+    (-0.17), so Table 1's time estimates were nan or negative."""
+    from fedlib.experiments.cifar10 import round_work
+
+    with pytest.raises(ValueError, match="^num_t(rain|est) must be an integer"):
+        round_work("2-5", num_train, num_test)
+    assert round_work("2", 300, 0) == 600.0

@@ -1,4 +1,5 @@
-"""Pytree helpers on numpy arrays, torch tensors and nested dict/list/tuple/NamedTuple."""
+"""Pytree helpers on numpy arrays, torch tensors and nested dict/list/tuple/NamedTuple; what tree_map and
+tree_index refuse (a float, bool or tuple index; an empty list is no rows)."""
 from __future__ import annotations
 
 from typing import NamedTuple
@@ -8,6 +9,7 @@ import pytest
 import torch
 
 from fedlib import tree as T
+from fedlib.tree import tree_index, tree_map
 
 
 class Pair(NamedTuple):
@@ -182,3 +184,62 @@ def test_tree_map_keeps_dict_subclasses():
     o = T.tree_map(lambda x: x + 1, OrderedDict([("b", np.zeros(1)), ("a", np.zeros(1))]))
     assert type(o) is OrderedDict and list(o) == ["b", "a"] and o["a"].tolist() == [1.0]
     assert d["w"].tolist() == [1.0, 1.0]  # the input is not changed
+
+
+# --------------------------------------------------------------------------- tree_map's message
+def test_tree_map_message_says_what_is_refused():
+    """A list paired with a tuple of the same length is accepted; the messages name what is not."""
+    assert tree_map(lambda x, y: x + y, [1, 2], (3, 4)) == [4, 6]
+    with pytest.raises(ValueError, match=r"sequences of length 2 and 3"):
+        tree_map(lambda x, y: x + y, [1, 2], (3, 4, 5))
+    with pytest.raises(ValueError, match=r"a list is paired with a dict, not a list or tuple"):
+        tree_map(lambda x, y: x + y, [1, 2], {"a": 1})
+    with pytest.raises(ValueError, match=r"a tuple is paired with a int, not a list or tuple"):
+        tree_map(lambda x, y: x + y, (1, 2), 3)
+
+
+# --------------------------------------------------------------------------- tree_index of a float
+@pytest.mark.parametrize("leaf", [np.arange(6.0).reshape(3, 2), torch.arange(6.0).reshape(3, 2)])
+@pytest.mark.parametrize("index, shown", [(1.0, "1.0"), (float("nan"), "nan"), (np.float64(1.0), "1.0"),
+                                          (np.array([0.0, 1.0]), r"array\(\[0\., 1\.\]\)"), (None, "None")])
+def test_tree_index_refuses_a_float_index_by_name(leaf, index, shown):
+    """Was: numpy's / torch's raw IndexError ('only integers, slices ... are valid indices'), and for a torch leaf
+    a float index array picked rows silently; None added an axis."""
+    from fedlib.tree import tree_index
+
+    with pytest.raises(ValueError, match=rf"^i must be a row index \(an int, slice or index array\), got {shown}$"):
+        tree_index({"w": leaf}, index)
+    for ok in (1, np.int64(1), slice(0, 2), np.array([0, 2]), torch.tensor([0, 2]), [0, 2]):  # row indices still pass
+        assert np.shape(tree_index({"w": leaf}, ok)["w"]) == np.shape(leaf[ok])
+
+
+# --------------------------------------------------------------------------- tree_index of a tuple
+@pytest.mark.parametrize("leaf", [np.arange(12).reshape(3, 4), torch.arange(12).reshape(3, 4)])
+@pytest.mark.parametrize("index", [(1, 2), (0,), (np.int64(1), 0), (slice(None), 0)])
+def test_tree_index_refuses_a_tuple(leaf, index):
+    """Was: tree_index({'a': x}, (1, 2)) == {'a': x[1, 2]} (one entry, two axes indexed), not rows 1 and 2."""
+    with pytest.raises(ValueError, match=r"^i must be a row index \(an int, slice or index array\), got the tuple "
+                                         r".* \(one axis per entry\): give rows as a list or an index array$"):
+        tree_index({"a": leaf}, index)
+    assert tree_index({"a": leaf}, [1, 2])["a"].shape == (2, 4)  # rows as a list still pass
+
+
+# --------------------------------------------------------------------------- tree_index of an empty list
+def test_tree_index_takes_an_empty_index_list():
+    assert tree_index({"w": np.arange(6.0).reshape(3, 2)}, [])["w"].shape == (0, 2)
+    assert tuple(tree_index({"w": torch.ones(3, 2)}, [])["w"].shape) == (0, 2)
+    with pytest.raises(ValueError, match="row index"):
+        tree_index({"w": np.arange(6.0).reshape(3, 2)}, [0.5])
+
+
+# --------------------------------------------------------------------------- tree_index of a bool
+@pytest.mark.parametrize("i", [True, np.bool_(False)])
+def test_tree_index_refuses_a_bool(i):
+    """Was: tree_index(stacked, True) returned every leaf with a new leading axis (x[True] is a 0-d
+    boolean mask), shape (1, 2, 2) for a (2, 2) leaf, not row 1."""
+    from fedlib.tree import tree_index, tree_stack
+
+    stacked = tree_stack([{"w": np.array([1.0, 2.0])}, {"w": np.array([3.0, -1.0])}])
+    with pytest.raises(ValueError, match="^i must be a row index"):
+        tree_index(stacked, i)
+    assert tree_index(stacked, np.int64(1))["w"].tolist() == [3.0, -1.0]

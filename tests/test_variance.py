@@ -1,5 +1,6 @@
 """Control variates: SCAFFOLD / FedNova-VR (c̄ − c_i, c_i the raw normalised gradient,
-c̄ over all clients with weights p) and VRLSGD (= SCAFFOLD for equal τ_i and SGD)."""
+c̄ over all clients with weights p) and VRLSGD (= SCAFFOLD for equal τ_i and SGD); a bool
+num_clients and non-finite variates are refused."""
 from __future__ import annotations
 
 import numpy as np
@@ -151,3 +152,24 @@ def test_one_client_has_no_correction_and_is_plain_local_sgd(name):
     runs = [run_sequential(make_algorithm(n, sgd(0.05)), np.zeros(3), problem.grad_fn(), problem.p,
                            RandomSteps(1, 1, 6, seed=2), 5) for n in (name, plain)]
     np.testing.assert_allclose(runs[0].state.params, runs[1].state.params, rtol=1e-13, atol=1e-15)
+
+
+# --------------------------------------------------------------------------- a bool num_clients, non-finite variates
+def test_init_control_variates_refuses_a_bool_num_clients():
+    """Was: True is an int, so init_control_variates(params, True) made variates for 1 client."""
+    from fedlib.variance import init_control_variates
+
+    with pytest.raises(ValueError, match=r"^num_clients must be an integer >= 1, got True"):
+        init_control_variates(np.zeros(2), True)
+    assert init_control_variates(np.zeros(2), np.int64(2)).client.shape == (2, 2)
+
+
+@pytest.mark.parametrize("bad", [float("nan"), float("inf")])
+def test_control_variates_refuses_non_finite_variates(bad):
+    """Was: control_variates(np.array([[nan], [-1.0]]), [0.5, 0.5]) returned mean [nan], so every
+    client's correction (mean - c_i) was NaN from the first round."""
+    from fedlib.variance import control_variates
+
+    with pytest.raises(ValueError, match="^client: the variates hold NaN or inf"):
+        control_variates(np.array([[bad], [-1.0]]), [0.5, 0.5])
+    assert control_variates(np.array([[3.0], [-1.0]]), [0.5, 0.5]).mean.tolist() == [1.0]

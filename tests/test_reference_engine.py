@@ -1,0 +1,89 @@
+"""fedlib.engines.reference.run_sequential (the per-client loop): what it checks before the first round:
+the resumed state, the seed, the sampling scheme, the hooks (lr_at, solver_at, metric_fn) and what
+lr_at returns."""
+from __future__ import annotations
+
+import pytest
+
+
+# --------------------------------------------------------------------------- run_sequential
+def _sequential(server=None, rounds=2, **kwargs):
+    import numpy as np
+
+    from fedlib.algorithms import make_algorithm
+    from fedlib.engines.reference import run_sequential
+    from fedlib.schedules import FixedSteps
+    from fedlib.solvers import sgd
+
+    def grad(x, i, t, k):
+        return x - np.array([1.0, -1.0]) * (i + 1)
+
+    params = None if "initial_state" in kwargs else np.zeros(2)
+    return run_sequential(make_algorithm("fednova", sgd(0.1), server), params, grad, [0.5, 0.5], FixedSteps([1, 2]),
+                          rounds, **kwargs)
+
+
+def test_run_sequential_refuses_a_state_of_another_server_optimizer():
+    """A state saved under server momentum resumed under the plain server ran on: the plain server's update
+    turned the MomentumState into PlainState(count=4), the saved buffer dropped without a word; the other
+    way round failed with AttributeError: 'PlainState' object has no attribute 'buffer'. The other resumes
+    (run_batched, the stacked engines) refuse both with server_state_mismatch."""
+    from fedlib.server import adam, momentum
+
+    with_momentum = _sequential(momentum(0.9)).state
+    plain_state = _sequential().state
+    with pytest.raises(ValueError, match=r"^initial_state: the saved server optimizer state is a MomentumState"):
+        _sequential(initial_state=with_momentum)
+    for server in (momentum(0.9), adam()):
+        with pytest.raises(ValueError, match=r"^initial_state: the saved server optimizer state is a PlainState"):
+            _sequential(server, initial_state=plain_state)
+    resumed = _sequential(momentum(0.9), initial_state=with_momentum).state   # the same optimizer continues
+    assert resumed.round == 4 and type(resumed.server).__name__ == "MomentumState"
+
+
+def test_run_sequential_refuses_a_non_finite_initial_state():
+    """initial_state with a NaN model failed in round 0 with FloatingPointError 'the aggregated update is not
+    finite (diverged)': a divergence that never happened (algorithm.init refuses such params by name)."""
+    import numpy as np
+
+    state = _sequential().state._replace(params=np.array([np.nan, 0.0]))
+    with pytest.raises(ValueError, match=r"^initial_state\.params hold NaN or inf"):
+        _sequential(initial_state=state)
+
+
+@pytest.mark.parametrize("value", [0.0, -0.1, float("nan"), None, "0.1"])
+def test_run_sequential_names_lr_at_when_it_returns_no_learning_rate(value):
+    """run_sequential(..., lr_at=lambda t: 0.0) failed with 'lr must be a finite number > 0, got 0.0' (the
+    solver's parameter, not the callable the user passed); lr_at returning None with a TypeError."""
+    with pytest.raises(ValueError, match=r"^lr_at\(0\) must return the round's client learning rate"):
+        _sequential(lr_at=lambda t: value)
+
+
+@pytest.mark.parametrize("seed", ["abc", -1, 1.5, None])
+def test_run_sequential_checks_its_seed_under_full_participation(seed):
+    """run_sequential(..., seed='abc') (or -1, 1.5, None) ran with full participation, which draws nothing;
+    run_batched and run_replicas refuse the same seed."""
+    with pytest.raises(ValueError, match=r"^seed must be an integer >= 0"):
+        _sequential(seed=seed)
+
+
+def test_run_sequential_checks_sampling_before_the_first_round():
+    """sampling='bogus' passed when rounds=0 (only each round's draw looked at it)."""
+    with pytest.raises(ValueError, match=r"^sampling must be one of"):
+        _sequential(rounds=0, sampling="bogus")
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    ({"solver_at": "solver"}, r"^solver_at must be a callable \(round, client\) -> LocalSolver, got LocalSolver "
+                              r"\(one solver for every client: make_algorithm\(name, solver\)\)"),
+    ({"lr_at": 0.1}, r"^lr_at must be a callable round -> client lr, got float"),
+    ({"metric_fn": "loss"}, r"^metric_fn must be a callable \(params, round\) -> value, got str")])
+def test_run_sequential_names_a_hook_that_is_not_callable(kwargs, message):
+    """solver_at=sgd(0.1) (a solver, not a function of round and client) failed in round 0 with TypeError
+    "'LocalSolver' object is not callable"; lr_at=0.1 with "'float' object is not callable"."""
+    from fedlib.solvers import sgd
+
+    if kwargs.get("solver_at") == "solver":
+        kwargs = {"solver_at": sgd(0.1)}
+    with pytest.raises(ValueError, match=message):
+        _sequential(**kwargs)

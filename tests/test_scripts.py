@@ -1,0 +1,212 @@
+"""The scripts under scripts/, imported as modules or run in a scratch tree: bad arguments refused
+before anything runs (exit 2, one line), what they write, and the seeded streams they draw from."""
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from fedlib.rng import generator
+
+
+# --------------------------------------------------------------------------- scripts/*.py and vendor_mathjax.sh
+def _script(name: str):
+    """A script under scripts/ imported as a module (its main() not run)."""
+    import importlib.util
+    import sys
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[1] / "scripts" / name
+    spec = importlib.util.spec_from_file_location(f"_script_{path.stem}", path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # dataclasses look their module up there
+    spec.loader.exec_module(module)
+    return module
+
+
+def _exit_code_and_stderr(main, argv, capsys) -> tuple:
+    with pytest.raises(SystemExit) as exc:
+        main(argv)
+    return exc.value.code, capsys.readouterr().err
+
+
+@pytest.mark.parametrize("flags, env, message", [
+    (["--profile", "ful"], {}, "--profile (default $PROFILE, else ci) must be one of ci, full, got 'ful'"),
+    ([], {"PROFILE": "smoke"}, "--profile (default $PROFILE, else ci) must be one of ci, full, got 'smoke'"),
+    (["--seed", "-1"], {}, "--seed must be >= 0 (fedlib.rng's seeds), got -1"),
+    (["--timeout", "0"], {}, "--timeout must be >= 1 second (omit it for no timeout), got 0"),
+    ([], {"BOOK_JOBS": "two"}, "$BOOK_JOBS must be a whole number of chapters at a time, got 'two'"),
+    ([], {}, "holds no _toc.yml and _config.yml (not a book root)"),
+])
+def test_build_book_refuses_bad_arguments_before_anything_runs(tmp_path, monkeypatch, capsys, flags, env, message):
+    """Before: a profile other than ci / full or a negative seed failed inside every chapter that
+    reads them (a KeyError in chapters 2, 8, 9; fedlib.rng's ValueError), after the mirror was
+    made; --timeout 0 reached papermill; BOOK_JOBS=two and a --root without _toc.yml were
+    tracebacks (ValueError, FileNotFoundError)."""
+    build_book = _script("build_book.py")
+    monkeypatch.delenv("PROFILE", raising=False)
+    monkeypatch.delenv("BOOK_JOBS", raising=False)
+    for key, value in env.items():
+        monkeypatch.setenv(key, value)
+    root = tmp_path / "book"
+    root.mkdir()
+    code, err = _exit_code_and_stderr(build_book.main, ["--root", str(root), "--no-render", *flags], capsys)
+    assert code == 2 and ": error: " in err.splitlines()[-1], err
+    assert message in err.splitlines()[-1].split(": error: ", 1)[1], err
+    assert list(root.iterdir()) == []  # no _build mirror
+
+
+@pytest.mark.parametrize("flags, message", [
+    (["--only", "quadratic", "--lr", "-1"], "argument --lr: must be a finite number > 0, got '-1'"),
+    (["--only", "quadratic", "--lr", "nan"], "argument --lr: must be a finite number > 0, got 'nan'"),
+    (["--only", "steps", "--rounds", "0"], "argument --rounds: must be >= 1, got 0"),
+    (["--only", "steps", "--seeds", "0", "-1"], "argument --seeds: must be >= 0, got -1"),
+    (["--only", "full-batch", "--full-batch-rounds", "0"], "argument --full-batch-rounds: must be >= 1, got 0"),
+])
+def test_probe_scaffold_synthetic_refuses_bad_arguments(capsys, flags, message):
+    """Before: --lr -1 and nan ran (the quadratic probe printed its table), --rounds 0 and --seeds -1
+    were ValueError tracebacks from the library, --full-batch-rounds 0 printed a 'run' of no rounds."""
+    probe = _script("probe_scaffold_synthetic.py")
+    code, err = _exit_code_and_stderr(probe.main, flags, capsys)
+    assert code == 2 and err.splitlines()[-1].split(": error: ", 1)[1] == message, err
+
+
+def _vendor_mathjax(tmp_path, *args):
+    """Run a copy of scripts/vendor_mathjax.sh in a scratch tree (it writes <tree>/book/_static/mathjax)
+    with a fake npm first on PATH that logs its calls and packs a two-file MathJax 3.2.2."""
+    import os
+    import shutil
+    import subprocess
+    from pathlib import Path
+
+    tree = tmp_path / "tree"
+    (tree / "scripts").mkdir(parents=True)
+    shutil.copy(Path(__file__).resolve().parents[1] / "scripts" / "vendor_mathjax.sh", tree / "scripts")
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    log = tmp_path / "npm.log"
+    (bin_dir / "npm").write_text(
+        "#!/usr/bin/env bash\n"
+        f'echo "$*" >> {log}\n'
+        '[ "$*" = "pack --silent mathjax@3.2.2" ] || exit 1\n'
+        "mkdir -p package/es5 && printf 'svg' > package/es5/tex-svg-full.js && printf 'Apache' > package/LICENSE\n"
+        "tar czf mathjax-3.2.2.tgz package && rm -r package && echo mathjax-3.2.2.tgz\n")
+    (bin_dir / "npm").chmod(0o755)
+    env = {**os.environ, "PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}"}
+    proc = subprocess.run(["bash", str(tree / "scripts" / "vendor_mathjax.sh"), *args], capture_output=True,
+                          text=True, env=env, timeout=60)
+    return proc, (log.read_text().splitlines() if log.exists() else []), tree / "book" / "_static" / "mathjax"
+
+
+@pytest.mark.parametrize("args, rc, stream, text", [
+    (["--help"], 0, "stdout", "usage: scripts/vendor_mathjax.sh [VERSION]"),
+    (["latest"], 2, "stderr", "vendor_mathjax.sh: error: VERSION must be a MathJax 3 release like 3.2.2"),
+    (["3.2.2", "3.2.1"], 2, "stderr", "vendor_mathjax.sh: error: takes at most one VERSION, got 2: 3.2.2 3.2.1"),
+])
+def test_vendor_mathjax_checks_its_argument_before_calling_npm(tmp_path, args, rc, stream, text):
+    """Before: '--help' ran 'npm pack mathjax@--help' against the registry, 'latest' fetched
+    whatever is newest (MathJax 4 has no es5/tex-svg-full.js), a second argument was ignored."""
+    proc, npm_calls, dest = _vendor_mathjax(tmp_path, *args)
+    assert proc.returncode == rc, proc.stdout + proc.stderr
+    assert text in getattr(proc, stream)
+    assert npm_calls == [] and not dest.exists()
+
+
+def test_vendor_mathjax_writes_the_files_and_their_checksum(tmp_path):
+    import hashlib
+
+    proc, npm_calls, dest = _vendor_mathjax(tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert npm_calls == ["pack --silent mathjax@3.2.2"]
+    assert sorted(p.name for p in dest.iterdir()) == ["LICENSE", "VENDORED.txt", "tex-svg-full.js"]  # no .tmp left
+    assert (dest / "tex-svg-full.js").read_text() == "svg" and (dest / "LICENSE").read_text() == "Apache"
+    assert f"es5/tex-svg-full.js  sha256 {hashlib.sha256(b'svg').hexdigest()}" in (dest / "VENDORED.txt").read_text()
+
+
+def test_make_cifar_sample_records_the_command_that_rebuilds_it(tmp_path, monkeypatch, capsys):
+    """The README's command left out the per-class counts when they were 400 and 100 (compared with
+    400 / 100 instead of the defaults 200 / 50): the README of a 400 + 100 sample named a command that
+    builds 200 + 50. Fake data: 4,010 training images (label i mod 10, 401 per class) and 1,010 test
+    images: the first 400 / 100 of each class are indices 0..3999 / 0..999."""
+    from fedlib.data.cifar10 import Cifar10Arrays
+
+    make = _script("make_cifar_sample.py")
+    fake = Cifar10Arrays(np.zeros((4010, 32, 32, 3), np.uint8), np.arange(4010) % 10,
+                         np.zeros((1010, 32, 32, 3), np.uint8), np.arange(1010) % 10, "fake")
+    monkeypatch.setattr(make, "load_cifar10", lambda root, download=False: fake)
+    out = tmp_path / "sample"
+    assert make.main(["--root", "/data/x", "--out", str(out), "--train-per-class", "400",
+                      "--test-per-class", "100"]) == 0
+    readme = (out / "README.md").read_text()
+    assert (f"python scripts/make_cifar_sample.py --root /data/x --train-per-class 400 --test-per-class 100 "
+            f"--out {out}\n") in readme
+    with np.load(out / "cifar10-sample.npz") as z:
+        np.testing.assert_array_equal(z["train_index"], np.arange(4000))
+        np.testing.assert_array_equal(z["test_index"], np.arange(1000))
+
+
+@pytest.mark.parametrize("flags, message", [
+    ([], "CIFAR-10 not found: looked for the CIFAR-10 batch folder"),
+    (["--train-per-class", "402"], "class 0 has only 401 images, fewer than per_class=402"),
+])
+def test_make_cifar_sample_refuses_missing_or_short_data(tmp_path, monkeypatch, capsys, flags, message):
+    """Both were tracebacks (FileNotFoundError, ValueError); now exit 2 naming --root, nothing written."""
+    from fedlib.data.cifar10 import Cifar10Arrays
+
+    make = _script("make_cifar_sample.py")
+    if flags:
+        fake = Cifar10Arrays(np.zeros((4010, 32, 32, 3), np.uint8), np.arange(4010) % 10,
+                             np.zeros((1010, 32, 32, 3), np.uint8), np.arange(1010) % 10, "fake")
+        monkeypatch.setattr(make, "load_cifar10", lambda root, download=False: fake)
+    out = tmp_path / "sample"
+    code, err = _exit_code_and_stderr(make.main, ["--root", str(tmp_path / "none"), "--out", str(out), *flags],
+                                      capsys)
+    assert code == 2 and err.splitlines()[-1].split(": error: ", 1)[1].startswith(
+        f"--root {tmp_path / 'none'}: {message}"), err
+    assert not out.exists()
+
+
+def test_count_outside_accuracy_draws_its_cases_from_a_fedlib_rng_stream():
+    """The script drew from numpy.random.default_rng(seed), outside fedlib.rng's streams; case s now
+    comes from generator(s, "count_outside_cases"): the quadratic's seed, p, the local steps and the
+    lr, in that order. Its documented count (fedlib.theory.quadratic_vr_count_outside: seeds 0..199,
+    12,800 circles, 2 wrong at phase step 0.8, none at 0.4 or 0.2, none where two steps agreed) is
+    the same with the new draws."""
+    from fedlib.problems import random_quadratic
+
+    script = _script("count_outside_accuracy.py")
+    g = generator(7, "count_outside_cases")
+    q_seed, p = int(g.integers(2 ** 63)), g.dirichlet(np.ones(4))
+    steps, lr = g.integers(1, 30, size=4), float(g.choice([0.04, 0.3]))
+    q, got_steps, got_lr = script.draw_case(7)
+    expected = random_quadratic(4, 5, seed=q_seed, p=p)
+    np.testing.assert_array_equal(q.H, expected.H)
+    np.testing.assert_array_equal(q.p, p)
+    np.testing.assert_array_equal(got_steps, steps)
+    assert got_lr == lr
+
+
+def test_vr_spectrum_refuses_an_out_that_is_a_file(tmp_path, capsys):
+    """--out naming a file was a FileExistsError traceback from mkdir, after the optimum was computed."""
+    spectrum = _script("vr_spectrum.py")
+    out = tmp_path / "notes.txt"
+    out.write_text("keep")
+    code, err = _exit_code_and_stderr(spectrum.main, ["--smoke", "--out", str(out)], capsys)
+    assert code == 2, err
+    assert err.splitlines()[-1].split(": error: ", 1)[1] == (f"--out {out}: is a file; give the folder to write the "
+                                                              "results into")
+    assert out.read_text() == "keep"
+
+
+# --------------------------------------------------------------------------- scripts/gpu_run.sh --help
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def test_gpu_run_help_exits_0_and_a_bad_argument_2():
+    script = str(ROOT / "scripts" / "gpu_run.sh")
+    proc = subprocess.run(["bash", script, "--help"], capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0 and "usage:" in proc.stdout and proc.stderr == ""
+    proc = subprocess.run(["bash", script, "--bogus"], capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 2 and "usage:" in proc.stderr

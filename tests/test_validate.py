@@ -1,0 +1,54 @@
+"""fedlib._validate's checks and the messages they give: sequences listed and refused by name, plain
+numbers in messages, a bool is no count."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from fedlib.schedules import FixedSteps
+
+
+# --------------------------------------------------------------------------- check_sequence
+def test_check_sequence_lists_iterables_and_refuses_text_scalars_and_empty_by_name():
+    """``_validate.check_sequence`` (one helper for theory's ``a_vectors`` and speedup's counts)."""
+    from fedlib._validate import check_sequence
+
+    assert check_sequence("x", (1, 2), "integers") == [1, 2]
+    assert check_sequence("x", (k for k in range(3)), "integers") == [0, 1, 2]
+    assert check_sequence("x", [], "integers") == []
+    for bad in ("ab", b"ab", 3, None):
+        with pytest.raises(ValueError, match=r"^x must be a sequence of integers, got"):
+            check_sequence("x", bad, "integers")
+    with pytest.raises(ValueError, match=r"^x is empty$"):
+        check_sequence("x", [], "integers", empty="x is empty")
+
+
+# ----------------------------------------------------------------- plain numbers in messages, a bool is no step count
+def test_messages_show_plain_numbers_and_a_bool_is_no_step_count():
+    from fedlib._validate import check_int, check_positive
+    from fedlib.rule import aggregate, fednova_weights
+
+    deltas = [np.ones(1), np.ones(1)]
+    with pytest.raises(ValueError) as info:
+        aggregate(deltas, [0.5, 0.5], np.array([1.0, 0.0]))
+    assert str(info.value) == "a_norms must be > 0 for every client (client 1 has 0.0)"
+    with pytest.raises(ValueError) as info:
+        aggregate(deltas, [0.5, 0.5], np.array([1.0, -2.0]))
+    assert str(info.value) == "a_norms must be non-negative, got min -2.0"
+    with pytest.raises(ValueError) as info:
+        check_positive("lr", np.float64(-0.5))
+    assert str(info.value) == "lr must be a finite number > 0, got -0.5"
+    with pytest.raises(ValueError) as info:
+        check_int("rounds", np.int64(-3))
+    assert str(info.value) == "rounds must be an integer >= 0, got -3"
+    for bad in ([True, 2], (3, np.bool_(True))):
+        with pytest.raises(ValueError, match=r"^steps must hold integers, got the bool True at index [01]"):
+            FixedSteps(bad)
+        with pytest.raises(ValueError, match=r"^local_steps must hold integers, got the bool True"):
+            fednova_weights([0.5, 0.5], [2.0, 6.0], tau_eff="local_steps", local_steps=bad)
+    with pytest.raises(ValueError, match="^local_steps must hold integers, got dtype bool"):  # as before
+        fednova_weights([0.5, 0.5], [2.0, 6.0], tau_eff="local_steps", local_steps=[True, True])
+    for bad in (True, np.bool_(True)):
+        with pytest.raises(ValueError, match="^rounds must be an integer >= 1, got True"):
+            check_int("rounds", bad, minimum=1)
+    assert FixedSteps([1, 2]).steps == (1, 2) and FixedSteps(np.array([2, 3])).steps == (2, 3)
