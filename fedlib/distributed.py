@@ -232,8 +232,8 @@ def init_from_env(device: str = "cpu", backend: Optional[str] = None, timeout_s:
     -------
     In a script launched with ``torchrun --nproc_per_node 2 script.py`` (what ``--distributed`` does)::
 
-        comm = init_from_env()                      # rank 0 and 1, world size 2
-        mine = owned_clients(num_clients, comm.world_size, comm.rank)  # this rank's clients
+        comm = init_from_env()                                # rank 0 or 1, world size 2
+        mine = owned_clients(16, comm.world_size, comm.rank)  # this rank's 8 of 16 clients
 
     Here, torchrun's environment for one process, set by hand (port 0: any free port):
 

@@ -615,6 +615,10 @@ STATIC_ONLY = {
         {"model", "client_x", "client_y"},
         "costs ~5 s (torch.func's first use imports much of torch; 20 rounds are written in the recipe); "
         "train_clients runs in tests/test_custom_model.py and chapter 6"),
+    ("fedlib.distributed.init_from_env",
+     "In a script launched with ``torchrun --nproc_per_node 2 script.py`` (what ``--distributed`` does)::"): (
+        set(), "needs torchrun's environment (WORLD_SIZE, RANK, a rendezvous); the docstring's >>> example runs "
+               "init_from_env in one process, tests/test_distributed.py on 2 and 3"),
 }
 
 #: Pseudo-code allowed in Python blocks: (where, text) -> (Python replacement, reason).
