@@ -2,6 +2,17 @@
 
 Every expected number is worked out by hand from the paper's update rule (eq. 4, §5,
 App. B/G) or from a docstring; none is a frozen output.
+
+Mutants of 677635c..166b66c, tree_index (fedlib/tree.py), of a pass of 36 mutants over the checks added in
+677635c..166b66c, 4b42ff0 (duplicate run names) and c641002 (global hooks), plus bca6c97 (``evaluate``'s
+global-hook check): 29 killed by the suite, 5 killed by a test of the pass, 2 equivalent. One mutant at a
+time, covering tests: tests/test_leftovers_dec4g.py, test_regressions_dec4.py, test_global_hooks.py,
+test_review_dec4g.py, the module's own test files and ``tests/test_doctests.py -k <module>``.
+  T7 remove the check, T8 slice off the fast path: killed by the suite;
+  T2 a torch bool mask refused, T3 any torch tensor accepted (a float one too), T5 a numpy bool mask refused,
+  T6 an unsigned index array refused: killed here;
+  T1 ``np.integer`` off the fast path (np.asarray gives kind 'i'/'u': accepted), T4 drop ``i is not None``
+  (np.asarray(None) has dtype object: refused with the same message): equivalent.
 """
 from __future__ import annotations
 
@@ -19,6 +30,7 @@ from fedlib import rng
 from fedlib import tree as T
 from fedlib.sampling import Participation, full_participation
 from fedlib.solvers import proximal_sgd, sgd
+from fedlib.tree import tree_index
 
 
 def _run_clients(algo, state, steps, grads, solver=None):
@@ -263,3 +275,25 @@ def test_vdot_pairs_leaves_like_tree_map():
         T.tree_vdot([np.ones(2)], [np.ones(2), np.ones(3)])               # zip drops the second leaf
     with pytest.raises(ValueError):
         T.tree_vdot(torch.ones(3), torch.ones(1))                          # broadcast: 3.0
+
+
+# ------------------------------------------------------------------- tree_index: mutants of 677635c..166b66c
+LEAVES = [np.arange(6.0).reshape(3, 2), torch.arange(6.0).reshape(3, 2)]
+
+
+@pytest.mark.parametrize("leaf", LEAVES)
+@pytest.mark.parametrize("mask", [np.array([True, False, True]), torch.tensor([True, False, True])])
+def test_tree_index_takes_a_boolean_mask(leaf, mask):  # T2 (torch mask), T5 (numpy mask)
+    rows = tree_index({"w": leaf}, mask)["w"]
+    assert np.asarray(rows).tolist() == [[0.0, 1.0], [4.0, 5.0]]
+
+
+def test_tree_index_takes_an_unsigned_index_array():  # T6 (numpy leaf: torch reads a uint8 index as a mask)
+    leaf = np.arange(6.0).reshape(3, 2)
+    assert tree_index({"w": leaf}, np.array([2, 0], dtype=np.uint8))["w"].tolist() == [[4.0, 5.0], [0.0, 1.0]]
+
+
+@pytest.mark.parametrize("leaf", LEAVES)
+def test_tree_index_refuses_a_float_tensor(leaf):  # T3
+    with pytest.raises(ValueError, match=r"^i must be a row index \(an int, slice or index array\), got tensor"):
+        tree_index({"w": leaf}, torch.tensor([0.0, 2.0]))

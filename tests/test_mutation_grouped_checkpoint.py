@@ -4,6 +4,18 @@ Each test kills mutants that the rest of the suite let survive. The grouped netw
 with each model's own plain ``nn.Sequential`` (its ordinary torch forward, an independent
 implementation) on tiny float64 inputs; the checkpoint tests use values whose answer is known
 by hand.
+
+Mutants of c641002 and bca6c97, global hooks (fedlib/engines/grouped.py, stacked.py), of a pass of 36 mutants
+over the checks added in 677635c..166b66c, 4b42ff0 (duplicate run names) and c641002 (global hooks), plus
+bca6c97 (``evaluate``'s global-hook check): 29 killed by the suite, 5 killed by a test of the pass, 2
+equivalent. One mutant at a time, covering tests: tests/test_leftovers_dec4g.py, test_regressions_dec4.py,
+test_global_hooks.py, test_review_dec4g.py, the module's own test files and ``tests/test_doctests.py -k
+<module>``.
+  H1 ``startswith("backward")`` -> ``"forward"``; H2 ``path == "grouped"`` -> ``!=``; H3 drop run_round's call;
+  H4 registered_hooks without the global hooks; H5 ``_hook_owner``'s test inverted; H6 wrong ``_global*`` table
+  name; H8 drop evaluate's call: killed by the suite;
+  H7 ``continue`` -> ``return`` in refuse_global_hooks_added_later (a global forward hook on the vmap path hid a
+  global backward hook registered with it): killed here.
 """
 from __future__ import annotations
 
@@ -15,8 +27,9 @@ from torch import nn
 from fedlib.checkpoint import (CheckpointError, check_config, config_diff, load_checkpoint, save_checkpoint,
                               to_numpy_tree)
 from fedlib.engines.augment import seeded_dropout_mask
-from fedlib.engines.grouped import GroupedNetwork, leaf_layers
+from fedlib.engines.grouped import GroupedNetwork, leaf_layers, refuse_global_hooks_added_later, registered_hooks
 from torch_threads import one_torch_thread  # noqa: F401 (autouse fixture)
+from torch.nn.modules import module as torch_module
 
 
 # ---------------------------------------------------------------------------------- checkpoint.py
@@ -245,3 +258,16 @@ def test_a_container_that_is_not_a_sequential_is_refused_not_flattened():
         leaf_layers(model)
     with pytest.raises(ValueError, match="nested nn.Sequential containers only"):
         GroupedNetwork(model, 2, device="cpu")
+
+
+# -------------------------------------------------------------- global hooks: mutants of c641002 and bca6c97
+def test_a_global_forward_hook_does_not_hide_a_global_backward_hook_on_the_vmap_path():  # H7
+    handles = [torch_module.register_module_forward_hook(lambda module, inputs, output: None),
+               torch_module.register_module_full_backward_hook(lambda module, grad_in, grad_out: None)]
+    try:
+        with pytest.raises(ValueError, match=r"^a backward hook .*\(torch\.func refuses them\)"):
+            refuse_global_hooks_added_later("vmap")
+    finally:
+        for handle in handles:
+            handle.remove()
+    assert registered_hooks(nn.Linear(1, 1)) == []

@@ -2,7 +2,21 @@
 ``fedlib.sampling`` and ``fedlib.checkpoint``: each one checks a documented behaviour that the rest
 of the fast suite left unchecked (a surviving mutant pointed at it). Expected values come from the
 docstrings, the paper (§6: momentum 0.9, learning rate ÷10 at 50% and ÷100 at 75% of the rounds) or
-hand-checkable arithmetic, never from a stored output."""
+hand-checkable arithmetic, never from a stored output.
+
+Mutants of 677635c..166b66c, whole_steps and RandomLocalWork (fedlib/schedules.py), of a pass of 36 mutants
+over the checks added in 677635c..166b66c, 4b42ff0 (duplicate run names) and c641002 (global hooks), plus
+bca6c97 (``evaluate``'s global-hook check): 29 killed by the suite, 5 killed by a test of the pass, 2
+equivalent. One mutant at a time, covering tests: tests/test_leftovers_dec4g.py, test_regressions_dec4.py,
+test_global_hooks.py, test_review_dec4g.py, the module's own test files and ``tests/test_doctests.py -k
+<module>``.
+whole_steps, all killed by the suite:
+  W1 drop the scalar-bool clause; W2 drop the dtype-bool clause; W3 drop the list/tuple clause;
+  W4 ``any`` -> ``all`` in the list clause; W5 remove the bool check.
+RandomLocalWork, all killed by the suite:
+  R1 remove the size check; R2 back to ``check_local_steps("high", high, size=lo.size)``;
+  R3 swap the two sizes in the message; R4 ``!=`` -> ``<``.
+"""
 from __future__ import annotations
 
 import numpy as np

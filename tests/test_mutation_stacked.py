@@ -4,6 +4,19 @@ Each test kills mutants of the engine that the rest of the suite let survive. Ev
 is tiny (6x6 images, a few samples per client, float64 on the CPU) so the file runs in
 seconds; the engine is compared with :func:`fedlib.engines.stacked.reference_run` (the plain
 per-client loop) or with hand-computed values.
+
+Mutants of 677635c..166b66c and 4b42ff0, _as_param_dict and duplicate run names (fedlib/engines/stacked.py; D4
+is demo_run's in fedlib/experiments/cifar10.py, D5 reference_differences' in fedlib/experiments/custom.py), of
+a pass of 36 mutants over the checks added in 677635c..166b66c, 4b42ff0 (duplicate run names) and c641002
+(global hooks), plus bca6c97 (``evaluate``'s global-hook check): 29 killed by the suite, 5 killed by a test of
+the pass, 2 equivalent. One mutant at a time, covering tests: tests/test_leftovers_dec4g.py,
+test_regressions_dec4.py, test_global_hooks.py, test_review_dec4g.py, the module's own test files and
+``tests/test_doctests.py -k <module>``.
+_as_param_dict, killed by the suite:
+  N1 remove the NaN/inf check; N2 ``.all()`` -> ``.any()``; N3 ``isfinite`` -> ``~isnan`` (inf passes);
+  N4 always name ``runs[r].params`` (never ``model``).
+Duplicate run names, killed by the suite: D1 refuse repeated empty names; D2 ``count > 1`` -> ``> 2``;
+  D3 remove StackedEngine's check; D4 remove demo_run's; D5 remove reference_differences'.
 """
 from __future__ import annotations
 
