@@ -1,6 +1,22 @@
 """Input checks (fedlib._validate, through the public functions that use them) and result
-records (fedlib.results): behaviour that the rest of the suite left unpinned."""
+records (fedlib.results): behaviour that the rest of the suite left unpinned.
+
+Mutants of device_name (fedlib/results.py), of a hand mutation run of 37 mutants over the input checks of
+``models.scaled_width`` / ``count_parameters(trainable_only=)``, ``quadratic.random_quadratic``'s
+``eig_range`` check, ``logistic.pack_params`` / ``unpack_params``, ``distributed.owned_clients``,
+``results.device_name`` and ``experiments.acceleration.limit_distances_to_draw``: 30 killed by the existing
+tests, 6 by a test of the run, 1 left alive (R2, equivalent).
+  killed here: R3 (the test's docstring says which change);
+  equivalent:
+  * R2 -- ``device_name``: ``dev.startswith("cpu:")`` -> ``dev.startswith("cpu")``. It differs only for
+    a string that begins with ``"cpu"`` but is neither ``"cpu"`` nor ``"cpu:<n>"`` (``"cpufoo"``), which
+    is no torch device (``torch.device("cpufoo")`` raises), so no device a run can use tells the two
+    apart. Treated as equivalent; the docstring promises nothing about such strings.
+"""
 from __future__ import annotations
+
+import sys
+import types
 
 import numpy as np
 import pytest
@@ -8,6 +24,7 @@ import pytest
 from fedlib.rule import aggregation_coefficients, fednova_weights
 from fedlib.sampling import expected_server_weights
 from fedlib.tradeoff import fedprox_curves, mu_for_alpha
+from fedlib.results import device_name
 
 
 # ----------------------------------------------------------------------------- fedlib._validate
@@ -408,3 +425,23 @@ def test_step_counts_too_large_for_int64_are_refused_as_such():
             warnings.simplefilter("error")
             with pytest.raises(ValueError, match=r"^local_steps must hold integers below 2\*\*63"):
                 fedprox_curves([0.5, 0.5], bad, [0.5])
+
+
+# ------------------------------------------------------------ results.device_name: the input checks' mutants
+def test_device_name_does_not_ask_torch_about_a_device_that_is_not_cuda(monkeypatch):
+    """Mutant R3: ``not dev.startswith("cuda")`` -> ``dev in ("mps", "meta") or
+    dev.startswith("xpu")`` (a list of known non-CUDA devices): any other device (``"hpu"``,
+    ``"xla:0"``, ``"privateuseone"``) went to ``torch.cuda.get_device_name``. Real torch refuses a
+    non-CUDA device there, so the mutant still returned the string; a torch stand-in that names any
+    device shows the difference: only a CUDA device is named by torch."""
+    asked = []
+
+    def get_device_name(dev):
+        asked.append(dev)
+        return "Fake GPU"
+
+    fake = types.SimpleNamespace(device=str, cuda=types.SimpleNamespace(get_device_name=get_device_name))
+    monkeypatch.setitem(sys.modules, "torch", fake)
+    assert [device_name(d) for d in ("hpu", "xla:0", "privateuseone")] == ["hpu", "xla:0", "privateuseone"]
+    assert asked == []
+    assert device_name("cuda:1") == "Fake GPU" and asked == ["cuda:1"]
