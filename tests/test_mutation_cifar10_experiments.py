@@ -2,9 +2,19 @@
 ``engine_against_reference``, ``repeat_differences`` and ``check_recorded_diagnostics`` of
 ``fedlib/experiments/cifar10.py``: each test pins a behaviour that a surviving mutant changed,
 its expected values worked out independently (by hand, from the docstrings' contracts, or by a
-plain numpy loop)."""
+plain numpy loop).
+
+Mutants of f37e303..6eb7195, ``fedlib.experiments.run_seeds`` / engine_against_reference
+(fedlib/experiments/cifar10.py), of a review and hand mutation pass of 73 mutants over f37e303..6eb7195 (ids
+P*, T*, R*, H*, S*, RS*, C*, SG*, SB*, SS*, TH* in the tests' docstrings and the pass's report): 46 killed by
+the suite, 20 by a test of the pass, 7 equivalent. Review tests fail on the code before their fix; each mutant
+test's docstring names the mutant it kills, a mutant that survived tests/test_leftovers_dec4d.py,
+tests/test_report_tables.py, tests/test_bounds.py and tests/test_api_page.py.
+  killed here: C1, C2.
+"""
 import numpy as np
 import pytest
+import torch
 
 from fedlib.experiments import cifar10 as C
 
@@ -332,3 +342,28 @@ def test_bench_cifar10_takes_one_epoch_and_batches_of_one(tiny_cifar):
     tau = [max(1, round(n * (2 / max(sizes)))) for n in sizes]
     assert (out["config"]["epochs"], out["config"]["batch_size"]) == (1, 1)
     assert out["config"]["local_steps"] == tau and out["results"]["images_per_round"] == sum(tau)
+
+
+# ----------------------------------------- run_seeds / engine_against_reference: mutants of f37e303..6eb7195
+def test_engine_against_reference_draws_the_model_and_epochs_of_the_run_seed(monkeypatch):
+    """Kills C1 (``RandomEpochs(..., seed=seed + r)``) and C2 (``vgg11(width, seed=seed + r)``): only the
+    RunSpec's seed was checked, so chapter seed 1's first run could keep seed 0's second run's initial
+    model and epoch draws."""
+    import fedlib.engines.stacked as stacked
+    from fedlib.experiments import cifar10 as C
+    from fedlib.models import vgg11
+
+    class Captured(Exception):
+        pass
+
+    def capture(model, train, run, **kwargs):
+        raise Captured(run)
+
+    monkeypatch.setattr(stacked, "reference_run", capture)
+    with pytest.raises(Captured) as info:
+        C.engine_against_reference(width=1 / 32, rounds=1, clients=2, samples_per_client=8, batch_size=4, seed=1)
+    run = info.value.args[0]
+    assert run.seed == 3 and run.schedule.seed == 3
+    expected = {n: p.detach().double() for n, p in vgg11(width=1 / 32, seed=3).named_parameters()}
+    assert run.params.keys() == expected.keys()
+    assert all(torch.equal(run.params[n], expected[n]) for n in expected)

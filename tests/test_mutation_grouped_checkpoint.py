@@ -16,6 +16,15 @@ test_global_hooks.py, test_review_dec4g.py, the module's own test files and ``te
   name; H8 drop evaluate's call: killed by the suite;
   H7 ``continue`` -> ``return`` in refuse_global_hooks_added_later (a global forward hook on the vmap path hid a
   global backward hook registered with it): killed here.
+
+Review and mutants of f37e303..6eb7195, ``fedlib.engines.grouped.registered_hooks`` / ``_refuse_hooks``, of a
+review and hand mutation pass of 73 mutants over f37e303..6eb7195 (ids P*, T*, R*, H*, S*, RS*, C*, SG*, SB*,
+SS*, TH* in the tests' docstrings and the pass's report): 46 killed by the suite, 20 by a test of the pass, 7
+equivalent. Review tests fail on the code before their fix; each mutant test's docstring names the mutant it
+kills, a mutant that survived tests/test_leftovers_dec4d.py, tests/test_report_tables.py, tests/test_bounds.py
+and tests/test_api_page.py.
+  review: test_grouped_path_names_a_backward_hook_before_a_forward_hook;
+  killed here: R1, R2, R6.
 """
 from __future__ import annotations
 
@@ -271,3 +280,47 @@ def test_a_global_forward_hook_does_not_hide_a_global_backward_hook_on_the_vmap_
         for handle in handles:
             handle.remove()
     assert registered_hooks(nn.Linear(1, 1)) == []
+
+
+# ---------------------------------- registered_hooks / _refuse_hooks: review and mutants of f37e303..6eb7195
+def _hooked_sequential():
+    model = nn.Sequential(nn.Linear(4, 3), nn.ReLU(), nn.Linear(3, 2))
+    model[0].register_forward_hook(lambda module, inputs, output: output)
+    model[2].register_full_backward_hook(lambda module, grad_in, grad_out: None)
+    return model
+
+
+def test_grouped_path_names_a_backward_hook_before_a_forward_hook():
+    """With a forward hook on layer 0 and a backward hook on layer 2, the grouped path named the forward
+    hook and sent the user to path='vmap', which then refused the backward hook."""
+    from fedlib.engines.grouped import GroupedNetwork
+
+    with pytest.raises(ValueError, match=r"^layer '2' \(Linear\) has a backward hook .* run no backward hooks"):
+        GroupedNetwork(_hooked_sequential(), 2, device="cpu", dtype=torch.float64)
+
+
+def test_registered_hooks_lists_every_kind_and_every_name_of_a_shared_module():
+    """Kills R1 (``named_modules(remove_duplicate=False)`` -> ``named_modules()``: the second name of a
+    shared module and its hooks went missing), R2 (``_backward_pre_hooks`` dropped from the tables:
+    ``register_full_backward_pre_hook`` unlisted) and R6 (``__qualname__`` -> ``__name__``: a nested hook
+    lost the name of the function that made it)."""
+    def make_hook():
+        def scale(module, inputs, output):
+            return output
+
+        return scale
+
+    shared = nn.Linear(2, 2)
+    shared.register_forward_hook(make_hook(), with_kwargs=False, always_call=True)
+    shared.register_full_backward_pre_hook(lambda module, grad_output: None)
+    model = nn.Sequential(shared, nn.ReLU(), shared)
+    assert registered_hooks(model) == [
+        ("0", "Linear", "forward hook", "test_registered_hooks_lists_every_kind_and_every_name_of_a_shared_module."
+                                        "<locals>.make_hook.<locals>.scale"),
+        ("0", "Linear", "backward pre-hook", "test_registered_hooks_lists_every_kind_and_every_name_of_a_shared_module."
+                                             "<locals>.<lambda>"),
+        ("2", "Linear", "forward hook", "test_registered_hooks_lists_every_kind_and_every_name_of_a_shared_module."
+                                        "<locals>.make_hook.<locals>.scale"),
+        ("2", "Linear", "backward pre-hook", "test_registered_hooks_lists_every_kind_and_every_name_of_a_shared_module."
+                                             "<locals>.<lambda>"),
+    ]

@@ -11,6 +11,15 @@ over the input checks of ``models.scaled_width`` / ``count_parameters(trainable_
 ``experiments.acceleration.limit_distances_to_draw``: 30 killed by the existing tests, 6 by a test of the run,
 1 left alive (R2, equivalent).
   killed here: M5 (the test's docstring says which change).
+
+Review and mutants of f37e303..6eb7195, ``fedlib.report.plus_minus`` / ``transposed_markdown_table``, of a
+review and hand mutation pass of 73 mutants over f37e303..6eb7195 (ids P*, T*, R*, H*, S*, RS*, C*, SG*, SB*,
+SS*, TH* in the tests' docstrings and the pass's report): 46 killed by the suite, 20 by a test of the pass, 7
+equivalent. Review tests fail on the code before their fix; each mutant test's docstring names the mutant it
+kills, a mutant that survived tests/test_leftovers_dec4d.py, tests/test_report_tables.py, tests/test_bounds.py
+and tests/test_api_page.py.
+  review: test_plus_minus_refuses_negative_errors_of_any_number_type, test_plus_minus_keeps_strings_and_formats_tensors;
+  killed here: P8, P9, T1, T4, T8.
 """
 from __future__ import annotations
 
@@ -30,7 +39,7 @@ from fedlib.data import synthetic
 from fedlib.engines.batched import run_batched
 from fedlib.models import count_parameters, scaled_width, vgg11
 from fedlib.problems.logistic import LogisticProblem
-from fedlib.report import fmt, markdown_table
+from fedlib.report import fmt, markdown_table, plus_minus, transposed_markdown_table
 from fedlib.rng import torch_generator
 from fedlib.schedules import FixedSteps, make_epoch_schedule
 from fedlib.server import momentum as server_momentum, plain
@@ -383,3 +392,58 @@ def test_count_parameters_refuses_a_trainable_only_that_is_no_bool(flag):
     (only strings refused): 1, 0, None or numpy's bool would be taken by their truth value."""
     with pytest.raises(ValueError, match=r"^trainable_only must be True or False, got "):
         count_parameters(torch.nn.Linear(2, 2), trainable_only=flag)
+
+
+# ---------------------------- plus_minus / transposed_markdown_table: review and mutants of f37e303..6eb7195
+@pytest.mark.parametrize("error", [torch.tensor(-0.1), np.array(-0.1), torch.tensor(float("nan")), True, np.True_])
+def test_plus_minus_refuses_negative_errors_of_any_number_type(error):
+    """``isinstance(error, numbers.Real)`` let a 0-d torch tensor or numpy array through, which fmt then
+    printed as a number: ``plus_minus(0.5, torch.tensor(-0.1))`` gave '0.5 ± -0.1'; a bool gave '1 ± True'."""
+    with pytest.raises(ValueError, match="standard error or deviation"):
+        plus_minus(0.5, error)
+
+
+def test_plus_minus_keeps_strings_and_formats_tensors():
+    """A guard: a string error is a label, printed as it is (even one that reads as a negative number);
+    a 0-d tensor is formatted as the number it holds."""
+    assert plus_minus(0.5, "n/a") == "0.5 ± n/a"
+    assert plus_minus(0.5, "-1") == "0.5 ± -1"
+    assert plus_minus(torch.tensor(0.25), torch.tensor(0.0125)) == "0.25 ± 0.0125"
+
+
+def test_plus_minus_default_spec_is_3g():
+    """Kills P8: the default spec '.3g' -> '.4g' (every test of the suite passed an explicit spec or
+    numbers with three digits)."""
+    assert plus_minus(1 / 3, 1 / 30) == "0.333 ± 0.0333"
+
+
+def test_plus_minus_leaves_an_error_float_rejects_with_valueerror_to_fmt():
+    """Kills P9: ``except (TypeError, ValueError)`` -> ``except TypeError`` around ``float(error)``: an
+    object whose ``float()`` raises ValueError is printed as ``str`` by fmt, not a crash of plus_minus."""
+    class Label:
+        def __float__(self):
+            raise ValueError("not a number")
+
+        def __str__(self):
+            return "see text"
+
+    assert plus_minus(0.5, Label()) == "0.5 ± see text"
+
+
+def test_transposed_table_of_one_column():
+    """Kills T1: ``len(header) == 0`` -> ``len(header) <= 1``: a header of one entry is a table of one
+    row, the first column's values as its column heads."""
+    assert transposed_markdown_table(["T"], [[100], [400]]).splitlines() == ["| T | 100 | 400 |", "|---|---|---|"]
+
+
+def test_transposed_table_refuses_a_row_longer_than_the_header():
+    """Kills T4: ``len(r) != len(header)`` -> ``len(r) < len(header)``: the extra cell of a longer row was
+    silently dropped."""
+    with pytest.raises(ValueError, match="as many cells as the header"):
+        transposed_markdown_table(["T", "x"], [[1, 2], [3, 4, 5]])
+
+
+def test_transposed_table_formats_the_values_with_the_spec():
+    """Kills T8: the final ``markdown_table(..., spec)`` without ``spec``: the values (not only the column
+    heads) follow the spec."""
+    assert transposed_markdown_table(["T", "x"], [[100, 0.123456]], spec=".2g").splitlines()[2] == "| x | 0.12 |"

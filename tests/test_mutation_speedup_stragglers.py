@@ -1,7 +1,20 @@
 """Mutation pass on fedlib.experiments.speedup (chapter 8) and fedlib.experiments.stragglers
 (chapter 9): tests that kill the mutants the other tests let survive. Every expected number
 is derived by hand, from the paper's formula or from a plain numpy loop, never from the
-function under test."""
+function under test.
+
+Review and mutants of f37e303..6eb7195, ``speedup.sampling_summary``'s ``_summary_population``, of a review
+and hand mutation pass of 73 mutants over f37e303..6eb7195 (ids P*, T*, R*, H*, S*, RS*, C*, SG*, SB*, SS*,
+TH* in the tests' docstrings and the pass's report): 46 killed by the suite, 20 by a test of the pass, 7
+equivalent. Review tests fail on the code before their fix; each mutant test's docstring names the mutant it
+kills, a mutant that survived tests/test_leftovers_dec4d.py, tests/test_report_tables.py, tests/test_bounds.py
+and tests/test_api_page.py.
+  review: test_sampling_summary_names_the_bad_q_eff_among_several_rows;
+  killed here: SS2, SS6, SS7;
+  equivalent:
+- SS3 (``len(populations) != 1`` -> ``> 1``) and SS8 (``populations[0]`` -> ``populations[-1]``): the empty
+  list is refused one line before, so ``populations`` has at least one entry, and after the check exactly one.
+"""
 from __future__ import annotations
 
 import math
@@ -474,3 +487,37 @@ def test_check_against_reference_takes_any_iterable():
 def test_sampling_summary_with_one_row_per_population():
     text = S.sampling_summary([_srow(64, 8, 100, 0.2, 7.0)], [_srow(4, 8, 100, 0.3, 2.9)], -0.5, [], 1.5, 1.1, 8, 8)
     assert "$m = 64$" in text and "$m = 4$" in text and "7 → 7" in text
+
+
+# ---------------------------- sampling_summary's _summary_population: review and mutants of f37e303..6eb7195
+def _row_q(m, q, value, eff, scheme="with-replacement", rounds=1024):
+    from fedlib.experiments import speedup as S
+
+    return S.SamplingRow("fednova", scheme, m, q, rounds, 6.5, 0.01, value, 0.01, eff)
+
+
+def test_sampling_summary_names_the_bad_q_eff_among_several_rows():
+    """Two rows at q = 16 (two values of T), the second without q_eff: the message printed the first row's
+    good value ('has effective_clients 15.1, not a number > 0')."""
+    from fedlib.experiments import speedup as S
+
+    big = [_row_q(256, 4, 0.2, 3.95), _row_q(256, 16, 0.1, 15.1), _row_q(256, 16, 0.1, float("nan"), rounds=4096)]
+    small = [_row_q(4, 4, 0.3, 2.29), _row_q(4, 16, 0.25, 3.4)]
+    with pytest.raises(ValueError, match=r"^big: the row with q = 16 has effective_clients nan, not a number > 0"):
+        S.sampling_summary(big, small, -0.5, [], 2.0, 1.2, 4, 16)
+
+
+@pytest.mark.parametrize("big, message", [
+    ([(256, 4), (256, 16)], r"^big must be a non-empty sequence of SamplingRow \(sampling_grid's rows\)$"),
+    ([_row_q(256, 4, 0.2, 3.95), _row_q(256, 16, 0.1, 0.0)], r"^big: the row with q = 16 has effective_clients 0\.0"),
+    ([_row_q(256, 4, 0.2, math.inf), _row_q(256, 16, 0.1, 15.1)], r"^big: the row with q = 4 has effective_clients inf"),
+])
+def test_sampling_summary_refuses_other_rows_and_q_eff_zero_or_infinite(big, message):
+    """Kills SS2 (the ``isinstance(r, SamplingRow)`` check dropped: plain tuples failed with an
+    AttributeError), SS6 (``effective_clients > 0`` -> ``>= 0``: 'q_eff 3.95 → 0') and SS7 (``isfinite``
+    dropped: 'q_eff inf → 15.1')."""
+    from fedlib.experiments import speedup as S
+
+    small = [_row_q(4, 4, 0.3, 2.29), _row_q(4, 16, 0.25, 3.4)]
+    with pytest.raises(ValueError, match=message):
+        S.sampling_summary(big, small, -0.5, [], 2.0, 1.2, 4, 16)

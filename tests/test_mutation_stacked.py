@@ -17,6 +17,14 @@ _as_param_dict, killed by the suite:
   N4 always name ``runs[r].params`` (never ``model``).
 Duplicate run names, killed by the suite: D1 refuse repeated empty names; D2 ``count > 1`` -> ``> 2``;
   D3 remove StackedEngine's check; D4 remove demo_run's; D5 remove reference_differences'.
+
+Mutants of f37e303..6eb7195, the backward-hook refusal of the vmap path (fedlib/engines/stacked.py), of a
+review and hand mutation pass of 73 mutants over f37e303..6eb7195 (ids P*, T*, R*, H*, S*, RS*, C*, SG*, SB*,
+SS*, TH* in the tests' docstrings and the pass's report): 46 killed by the suite, 20 by a test of the pass, 7
+equivalent. Review tests fail on the code before their fix; each mutant test's docstring names the mutant it
+kills, a mutant that survived tests/test_leftovers_dec4d.py, tests/test_report_tables.py, tests/test_bounds.py
+and tests/test_api_page.py.
+  killed here: S3, S4, S5.
 """
 from __future__ import annotations
 
@@ -271,3 +279,21 @@ def test_evaluation_in_small_chunks_covers_the_whole_test_set(path):
     assert loss[0] == pytest.approx(float(torch.nn.functional.cross_entropy(logits, y)), rel=1e-12)
     with pytest.raises(ValueError, match="at most 1 models"):
         eng.evaluate([eng.params(0), eng.params(0)])
+
+
+# ---------------------------------------- the vmap path's backward-hook refusal: mutants of f37e303..6eb7195
+def test_vmap_path_refuses_backward_pre_hooks_and_names_the_first_backward_hook():
+    """Kills S3 (``backward[0]`` -> ``backward[-1]``: the last of two backward hooks named), S4
+    (``startswith("backward")`` -> ``== "backward hook"``: a backward pre-hook passed the check and
+    failed only inside torch.func) and S5 (the model itself named ``layer 'model'``)."""
+    from fedlib.engines.stacked import _SeededDropoutModule
+
+    model = nn.Sequential(nn.Linear(4, 3), nn.ReLU(), nn.Linear(3, 2))
+    model.register_full_backward_pre_hook(lambda module, grad_output: None)
+    with pytest.raises(ValueError, match=r"^the model \(Sequential\) has a backward pre-hook .* torch\.func"):
+        _SeededDropoutModule(model)
+    model = nn.Sequential(nn.Linear(4, 3), nn.ReLU(), nn.Linear(3, 2))
+    model[0].register_full_backward_hook(lambda module, grad_in, grad_out: None)
+    model[2].register_full_backward_pre_hook(lambda module, grad_output: None)
+    with pytest.raises(ValueError, match=r"^layer '0' \(Linear\) has a backward hook "):
+        _SeededDropoutModule(model)
