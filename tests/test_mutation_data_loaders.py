@@ -6,6 +6,12 @@ The inputs are tiny hand-written LEAF JSON documents and CIFAR-format batches pi
 the input.  Error messages are matched in full from their start (the file name, then the
 problem), because ``tmp_path`` holds the test's name and a loose pattern such as
 ``"ragged"`` would otherwise match the path instead of the message.
+
+Mutants of d562d43..c3b27eb, the bounded CIFAR-10 download (fedlib/data/cifar10.py), of a pass over the code
+changed in d562d43..c3b27eb (the stacked engine's training-mode check, ``reference_differences``' check of the
+model it is given, ``check_int_array``'s refusal of a bool among floats, the bounded CIFAR-10 download): each
+test checks a documented behaviour that a surviving mutant showed the rest of the suite left unchecked;
+expected values are worked by hand (the comments show the arithmetic), never stored outputs.
 """
 from __future__ import annotations
 
@@ -353,3 +359,54 @@ def test_random_images_are_the_documented_draws(tmp_path):
     assert got.train_labels.tolist() == [3, 1, 4] and got.test_labels.tolist() == [1, 5]
     for images in (got.train_images, got.test_images):  # 9,216 and 6,144 draws: both ends occur
         assert images.min() == 0 and images.max() == 255
+
+
+# ------------------------------------------------ the bounded CIFAR-10 download: mutants of d562d43..c3b27eb
+class _FakeCifar10:
+    """Stands in for torchvision.datasets.CIFAR10: records socket's default timeout when the download
+    starts and fails as ``error`` (no network is touched)."""
+
+    url = "https://example.invalid/cifar-10-python.tar.gz"
+    seen: list = []
+    error: Exception = OSError("unreachable")
+
+    def __init__(self, root, train=True, download=False):
+        import socket
+
+        type(self).seen.append(socket.getdefaulttimeout())
+        raise type(self).error
+
+
+def test_load_cifar10_bounds_both_downloads_and_restores_the_timeout(tmp_path, monkeypatch):
+    """The timeout is socket's default during the first download (no folder yet) and during the
+    download that completes an interrupted extraction (a batch folder lacking files), and afterwards
+    the default is what it was, also when the download fails."""
+    import socket
+    import urllib.error
+
+    import torchvision
+
+    from fedlib.data.cifar10 import BATCH_FOLDER, TRAIN_FILES, load_cifar10
+
+    monkeypatch.setattr(torchvision.datasets, "CIFAR10", _FakeCifar10)
+    monkeypatch.setattr(_FakeCifar10, "seen", [])
+    before = socket.getdefaulttimeout()
+    partial = tmp_path / "partial"
+    (partial / BATCH_FOLDER).mkdir(parents=True)
+    (partial / BATCH_FOLDER / TRAIN_FILES[0]).write_bytes(b"")  # an interrupted extraction
+    for root in (tmp_path / "fresh", partial):
+        with pytest.raises(OSError, match=r"CIFAR-10 download into .* failed \(OSError: unreachable\)"):
+            load_cifar10(root, download=True, timeout=0.25)
+        assert socket.getdefaulttimeout() == before
+    assert _FakeCifar10.seen == [0.25, 0.25]
+
+    # a timeout torchvision reports as a URLError whose reason is a TimeoutError names the timeout
+    monkeypatch.setattr(_FakeCifar10, "error", urllib.error.URLError(TimeoutError("timed out")))
+    with pytest.raises(OSError, match=r"no answer within timeout=0\.25 s"):
+        load_cifar10(tmp_path / "fresh", download=True, timeout=0.25)
+    # a corrupt archive (torchvision: RuntimeError, md5 mismatch) gets the message on installing it by hand
+    monkeypatch.setattr(_FakeCifar10, "error", RuntimeError("File not found or corrupted."))
+    with pytest.raises(OSError, match=r"failed \(RuntimeError: File not found or corrupted\.\)\. Without network "
+                                      r"access to https://example\.invalid/cifar-10-python\.tar\.gz"):
+        load_cifar10(tmp_path / "fresh", download=True, timeout=0.25)
+    assert socket.getdefaulttimeout() == before

@@ -1,13 +1,23 @@
 """Mutation-testing pass on ``fedlib/experiments/quadratic.py`` and ``fedlib/experiments/custom.py``:
 each test pins behaviour that the rest of the suite left free (an AST mutant of the module survived
 every test that runs the function). Expected values come from the paper's formulas, small hand
-computations (in the comments) or plain numpy loops, never from the functions' own output."""
+computations (in the comments) or plain numpy loops, never from the functions' own output.
+
+Mutants of d562d43..c3b27eb, ``reference_differences``' check of the model it is given
+(fedlib/experiments/custom.py), of a pass over the code changed in d562d43..c3b27eb (the stacked engine's
+training-mode check, ``reference_differences``' check of the model it is given, ``check_int_array``'s refusal
+of a bool among floats, the bounded CIFAR-10 download): each test checks a documented behaviour that a
+surviving mutant showed the rest of the suite left unchecked; expected values are worked by hand (the comments
+show the arithmetic), never stored outputs.
+"""
 from __future__ import annotations
 
 import math
 
 import numpy as np
 import pytest
+import torch
+from torch import nn
 
 from fedlib.experiments import quadratic as Q
 from fedlib.plotting import ALGORITHM_COLORS
@@ -486,3 +496,26 @@ def test_train_clients_refuses_a_numpy_or_torch_mu_without_prox():
     for zero in (np.float32(0.0), np.int64(0), torch.tensor(0.0)):
         out = train_clients(nn.Linear(6, 3), xs, ys, rounds=1, mu=zero, algorithms=["fedavg"])
         assert out["engine"].runs[0].algorithm.solver.mu == 0.0
+
+
+# -------------------------------------------------------- reference_differences: mutants of d562d43..c3b27eb
+def test_reference_differences_refuses_a_model_with_other_parameters_than_the_runs():
+    """A model holding the runs' initial parameters under the same names plus an extra layer, or
+    only some of them, is not the model given to train_clients: refused by name, not a KeyError or
+    a reference loop run on another network."""
+    from fedlib.experiments.custom import reference_differences, train_clients
+
+    g = torch.Generator().manual_seed(0)
+    xs = [torch.randn(n, 5, generator=g, dtype=torch.float64) for n in (4, 6)]
+    ys = [torch.randint(0, 3, (x.shape[0],), generator=g) for x in xs]
+    model = nn.Sequential(nn.Linear(5, 3, dtype=torch.float64))
+    result = train_clients(model, xs, ys, rounds=1, batch_size=2, algorithms=("fedavg",))
+    assert max(reference_differences(model, result).values()) < 1e-10  # the model itself passes
+    bigger = nn.Sequential(nn.Linear(5, 3, dtype=torch.float64), nn.Linear(3, 3, dtype=torch.float64))
+    bigger[0].load_state_dict(model[0].state_dict())  # same "0.weight", "0.bias"; extra "1.weight", "1.bias"
+    smaller = nn.Sequential(nn.Linear(5, 3, bias=False, dtype=torch.float64))
+    with torch.no_grad():
+        smaller[0].weight.copy_(model[0].weight)  # "0.weight" only
+    for other in (bigger, smaller):
+        with pytest.raises(ValueError, match=r"model's parameters are not the initial model of run 'fedavg'"):
+            reference_differences(other, result)

@@ -12,6 +12,13 @@ tests, 6 by a test of the run, 1 left alive (R2, equivalent).
     a string that begins with ``"cpu"`` but is neither ``"cpu"`` nor ``"cpu:<n>"`` (``"cpufoo"``), which
     is no torch device (``torch.device("cpufoo")`` raises), so no device a run can use tells the two
     apart. Treated as equivalent; the docstring promises nothing about such strings.
+
+Mutants of d562d43..c3b27eb, ``check_int_array``'s refusal of a bool among floats (fedlib/_validate.py), of a
+pass over the code changed in d562d43..c3b27eb (the stacked engine's training-mode check,
+``reference_differences``' check of the model it is given, ``check_int_array``'s refusal of a bool among
+floats, the bounded CIFAR-10 download): each test checks a documented behaviour that a surviving mutant showed
+the rest of the suite left unchecked; expected values are worked by hand (the comments show the arithmetic),
+never stored outputs.
 """
 from __future__ import annotations
 
@@ -25,6 +32,7 @@ from fedlib.rule import aggregation_coefficients, fednova_weights
 from fedlib.sampling import expected_server_weights
 from fedlib.tradeoff import fedprox_curves, mu_for_alpha
 from fedlib.results import device_name
+from fedlib.schedules import FixedSteps
 
 
 # ----------------------------------------------------------------------------- fedlib._validate
@@ -445,3 +453,17 @@ def test_device_name_does_not_ask_torch_about_a_device_that_is_not_cuda(monkeypa
     assert [device_name(d) for d in ("hpu", "xla:0", "privateuseone")] == ["hpu", "xla:0", "privateuseone"]
     assert asked == []
     assert device_name("cuda:1") == "Fake GPU" and asked == ["cuda:1"]
+
+
+# -------------------------------------------------------------- check_int_array: mutants of d562d43..c3b27eb
+def test_a_bool_among_whole_floats_is_no_step_count():
+    """np.asarray([True, 2.0]) is the float array [1.0, 2.0], whose whole floats check_int_array
+    accepts: the bool must be found in the list itself, for float lists as for int lists."""
+    from fedlib._validate import check_int_array
+
+    for bad, at in (([True, 2.0], 0), ((3.0, np.bool_(False)), 1)):
+        with pytest.raises(ValueError, match=rf"^steps must hold integers, got the bool (True|False) at index {at}$"):
+            check_int_array("steps", bad)
+        with pytest.raises(ValueError, match=rf"^steps must hold integers, got the bool (True|False) at index {at}"):
+            FixedSteps(bad)
+    assert check_int_array("steps", [1.0, 2.0]).tolist() == [1, 2]  # whole floats without a bool: accepted

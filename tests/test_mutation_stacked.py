@@ -25,8 +25,17 @@ equivalent. Review tests fail on the code before their fix; each mutant test's d
 kills, a mutant that survived tests/test_leftovers_dec4d.py, tests/test_report_tables.py, tests/test_bounds.py
 and tests/test_api_page.py.
   killed here: S3, S4, S5.
+
+Mutants of d562d43..c3b27eb, the stacked engine's training-mode check (its tolerance, NaN logits, output
+shapes), of a pass over the code changed in d562d43..c3b27eb (the stacked engine's training-mode check,
+``reference_differences``' check of the model it is given, ``check_int_array``'s refusal of a bool among
+floats, the bounded CIFAR-10 download): each test checks a documented behaviour that a surviving mutant showed
+the rest of the suite left unchecked; expected values are worked by hand (the comments show the arithmetic),
+never stored outputs.
 """
 from __future__ import annotations
+
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -297,3 +306,108 @@ def test_vmap_path_refuses_backward_pre_hooks_and_names_the_first_backward_hook(
     model[2].register_full_backward_pre_hook(lambda module, grad_output: None)
     with pytest.raises(ValueError, match=r"^layer '0' \(Linear\) has a backward hook "):
         _SeededDropoutModule(model)
+
+
+# ------------------------------------------------------ the training-mode check: mutants of d562d43..c3b27eb
+TRAINING_MODE = r"model computes something else in training mode than in eval mode, besides its nn\.Dropout layers"
+
+
+def _images(n=16, size=2, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    return SimpleNamespace(train_images=torch.randint(0, 256, (n, size, size, 3), dtype=torch.uint8, generator=g),
+                           train_labels=torch.randint(0, 3, (n,), generator=g))
+
+
+def _run():
+    return RunSpec(make_algorithm("fedavg", sgd(lr=0.1)), [np.arange(0, 8), np.arange(8, 16)],
+                   FixedSteps([1, 2]), seed=0)
+
+
+def _engine(model, dtype=None):
+    return StackedEngine(model, _images(), [_run()], rounds=1, path="vmap", batch_size=4, augment=False, dtype=dtype)
+
+
+class _Offset(nn.Module):
+    """Zero logits ``(B, 3)`` in eval mode; in training mode ``offset`` added to every logit."""
+
+    def __init__(self, offset: float, dtype=torch.float32):
+        super().__init__()
+        self.lin = nn.Linear(2 * 2 * 3, 3, dtype=dtype)
+        nn.init.zeros_(self.lin.weight)
+        nn.init.zeros_(self.lin.bias)
+        self.offset = offset
+
+    def forward(self, x):
+        z = self.lin(x.flatten(1))
+        return z + self.offset if self.training else z
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_training_mode_tolerance_is_64_epsilons_of_a_scale_of_at_least_one(dtype):
+    """The outputs are compared up to 64 machine epsilons of max(1, max |eval logits|): here the
+    eval logits are all 0, so the scale is 1 and the tolerance 64 eps (float32: 64 * 2^-23 =
+    7.63e-6; float64: 64 * 2^-52 = 1.42e-14). Half of it passes (rounding), twice of it is refused
+    (a scale of 0 instead of the floor 1 would refuse the first; a looser tolerance would pass the
+    second)."""
+    eps = torch.finfo(dtype).eps
+    tol = 64 * eps * 1.0
+    _engine(_Offset(0.5 * tol, dtype), dtype)
+    with pytest.raises(ValueError, match=TRAINING_MODE):
+        _engine(_Offset(2.0 * tol, dtype), dtype)
+    with pytest.raises(ValueError, match=TRAINING_MODE):  # 1e-4 is far above 64 eps in float32
+        _engine(_Offset(1e-4, dtype), dtype)
+
+
+class _NaNColumn(nn.Module):
+    """Logits whose last column is NaN in both modes (e.g. a log of a negative number): the same in
+    training and eval mode, so not a training-only behaviour."""
+
+    def __init__(self):
+        super().__init__()
+        self.lin = nn.Linear(2 * 2 * 3, 3)
+
+    def forward(self, x):
+        z = self.lin(x.flatten(1))
+        return torch.cat([z[:, :2], torch.full_like(z[:, 2:], float("nan"))], dim=1)
+
+
+def test_training_mode_check_counts_nan_logits_in_both_modes_as_equal():
+    """NaN where both modes give NaN is no difference between the modes (equal_nan): the model is not
+    refused as computing 'something else in training mode' (its NaN loss is another matter)."""
+    _engine(_NaNColumn())
+
+
+class _NarrowInTraining(nn.Module):
+    """Zero logits, (B, 3) in eval mode but (B, 1) in training mode (a branch on self.training)."""
+
+    def __init__(self):
+        super().__init__()
+        self.lin = nn.Linear(2 * 2 * 3, 3)
+        nn.init.zeros_(self.lin.weight)
+        nn.init.zeros_(self.lin.bias)
+
+    def forward(self, x):
+        z = self.lin(x.flatten(1))
+        return z[:, :1] if self.training else z
+
+
+def test_training_mode_check_refuses_other_output_shapes_even_where_they_broadcast():
+    """Zeros (8, 1) and zeros (8, 3) are allclose by broadcasting; the shapes differ, so refused."""
+    with pytest.raises(ValueError, match=TRAINING_MODE):
+        _engine(_NarrowInTraining())
+
+
+class _InfColumnNoisy(_Offset):
+    """Logits with an infinite last column in both modes, and ``offset`` added in training mode."""
+
+    def forward(self, x):
+        z = super().forward(x)
+        return torch.cat([z[:, :2], torch.full_like(z[:, 2:], float("inf"))], dim=1)
+
+
+def test_an_infinite_logit_does_not_widen_the_training_mode_tolerance():
+    """The scale is the largest finite |logit| (inf counts as 0): an infinite column would otherwise
+    make the tolerance infinite and pass any training-only offset; 1e-4 is far above 64 eps."""
+    _engine(_InfColumnNoisy(0.0))  # inf in both modes, nothing else different: accepted
+    with pytest.raises(ValueError, match=TRAINING_MODE):
+        _engine(_InfColumnNoisy(1e-4))
