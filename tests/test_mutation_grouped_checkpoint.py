@@ -25,14 +25,22 @@ kills, a mutant that survived tests/test_leftovers_dec4d.py, tests/test_report_t
 and tests/test_api_page.py.
   review: test_grouped_path_names_a_backward_hook_before_a_forward_hook;
   killed here: R1, R2, R6.
+
+Mutants of ``load_checkpoint``'s reasons (an empty file, a truncated one, a read error while unpickling), of a
+mutation pass over the code written after the first passes: tests for the mutants the suite let through (the
+commit messages that added the tests say which mutant each kills).
+  killed here: OSError re-raise dropped, 'empty (0 bytes)' dropped/inverted.
 """
 from __future__ import annotations
+
+import errno
 
 import numpy as np
 import pytest
 import torch
 from torch import nn
 
+from fedlib import checkpoint as ck
 from fedlib.checkpoint import (CheckpointError, check_config, config_diff, load_checkpoint, save_checkpoint,
                               to_numpy_tree)
 from fedlib.engines.augment import seeded_dropout_mask
@@ -324,3 +332,38 @@ def test_registered_hooks_lists_every_kind_and_every_name_of_a_shared_module():
         ("2", "Linear", "backward pre-hook", "test_registered_hooks_lists_every_kind_and_every_name_of_a_shared_module."
                                              "<locals>.<lambda>"),
     ]
+
+
+# -------------------------------------------------------- load_checkpoint's reasons: mutants of a later pass
+def _save(path):
+    return ck.save_checkpoint(path, config={"a": 1}, round_done=2, state={"w": np.arange(3.0)},
+                              history=[{"round": 1}], seed=0, kind="test")
+
+
+def test_an_empty_checkpoint_file_is_reported_as_empty(tmp_path):
+    path = tmp_path / "ck.pkl"
+    path.write_bytes(b"")
+    with pytest.raises(ck.CheckpointError) as info:
+        ck.load_checkpoint(path)
+    assert info.value.reason == "empty (0 bytes)"
+
+
+def test_a_truncated_checkpoint_names_the_unpickling_error_not_empty(tmp_path):
+    path = _save(tmp_path / "ck.pkl")
+    path.write_bytes(path.read_bytes()[:20])  # no footer left: read unchecked, fails to unpickle
+    with pytest.raises(ck.CheckpointError) as info:
+        ck.load_checkpoint(path)
+    assert info.value.reason.startswith("truncated, corrupt or not a fedlib checkpoint: it does not unpickle (")
+
+
+def test_a_read_error_while_unpickling_is_unreadable_not_corrupt(tmp_path, monkeypatch):
+    path = _save(tmp_path / "ck.pkl")
+    assert ck.load_checkpoint(path, kind="test")["round"] == 2
+
+    def failing_load(fh):
+        raise OSError(errno.EIO, "Input/output error")
+
+    monkeypatch.setattr(ck.pickle, "load", failing_load)
+    with pytest.raises(ck.CheckpointError) as info:
+        ck.load_checkpoint(path)
+    assert info.value.reason == "unreadable (Input/output error)"

@@ -16,14 +16,21 @@ whole_steps, all killed by the suite:
 RandomLocalWork, all killed by the suite:
   R1 remove the size check; R2 back to ``check_local_steps("high", high, size=lo.size)``;
   R3 swap the two sizes in the message; R4 ``!=`` -> ``<``.
+
+Mutants of an own step's closed forms (``LocalSolver.a_vector`` / ``a_norm``), of a mutation pass over the
+code written after the first passes: tests for the mutants the suite let through (the commit messages that
+added the tests say which mutant each kills).
+  killed here: mutants of the own-step branch, the probe's weight decay, a_norm's online index.
 """
 from __future__ import annotations
+
+import dataclasses
 
 import numpy as np
 import pytest
 
 from fedlib.schedules import RandomEpochs, make_epoch_schedule, step_decay_lr, steps_per_epoch, whole_steps
-from fedlib.solvers import SOLVERS, make_solver, momentum_sgd
+from fedlib.solvers import SOLVERS, LocalSolver, check_own_step, make_solver, momentum_sgd
 
 
 def test_momentum_default_is_the_papers_0_9():
@@ -154,3 +161,50 @@ def test_config_diff_nested_and_message():
     with pytest.raises(CheckpointError) as info:
         check_config("c", saved, now)
     assert str(info.value).count("(checkpoint") == 8 and "k7 (" in str(info.value) and "k8 (" not in str(info.value)
+
+
+# ----------------------------------------------------------------------- solvers: an own step's closed forms
+@dataclasses.dataclass(frozen=True)
+class _RampStep(LocalSolver):
+    """SGD whose step ``k`` (from 0) multiplies the gradient by ``k + 1``, with the matching counter:
+    x_tau = x_0 - lr * sum_k (k + 1) g_k, so a_i = [1, 2, ..., tau] and ||a_i||_1 = tau (tau + 1) / 2,
+    where LocalSolver's SGD formulas would give [1] * tau and tau."""
+
+    def update(self, state, grads):
+        return super().update(state, grads * float(state.step + 1))
+
+    def counter_step(self, k, counter):
+        a, u = counter
+        return (a + (k + 1.0), 1.0)
+
+
+@dataclasses.dataclass(frozen=True)
+class _RampStepWithItsOwnAVector(_RampStep):
+    """``_RampStep`` with its own ``a_vector``, written from LocalSolver's: SGD's closed form (ones)
+    times the ramp k + 1. ``super().a_vector`` must then be the built-in formula, not a probe of this
+    step (which would count the ramp twice: [1, 4, 9, ...])."""
+
+    def a_vector(self, tau):
+        return super().a_vector(tau) * np.arange(1.0, tau + 1.0)
+
+
+@pytest.mark.parametrize("weight_decay", [0.0, 0.1])
+def test_a_subclass_with_its_own_step_gets_the_a_vector_and_a_norm_of_that_step(weight_decay):
+    """Mutants: the own-step branch of a_vector / a_norm dropped (SGD's ones and tau), the probe left with
+    weight decay on, its sign flipped, a_norm read after the first step. With weight decay 0.1 the
+    decayed probe would give a_0 = 1 - 2 * 0.1 * lr * 1 for tau = 2, not 1."""
+    solver = _RampStep(lr=0.1, weight_decay=weight_decay)
+    assert not solver.builtin_step
+    assert check_own_step("s", solver) is solver
+    for tau in (1, 2, 5):
+        np.testing.assert_allclose(solver.a_vector(tau), np.arange(1.0, tau + 1.0), rtol=1e-13)
+        assert solver.a_norm(tau) == pytest.approx(tau * (tau + 1) / 2, rel=1e-13)
+
+
+def test_a_subclass_that_overrides_a_vector_gets_the_built_in_formula_from_super():
+    """Mutant: the own-step branch taken even where the subclass overrides a_vector (its super() call
+    then probed the step instead of giving the formula)."""
+    solver = _RampStepWithItsOwnAVector(lr=0.1)
+    assert not solver.builtin_step
+    np.testing.assert_array_equal(solver.a_vector(4), [1.0, 2.0, 3.0, 4.0])
+    assert check_own_step("s", solver) is solver

@@ -14,6 +14,10 @@ and tests/test_api_page.py.
   equivalent:
 - SS3 (``len(populations) != 1`` -> ``> 1``) and SS8 (``populations[0]`` -> ``populations[-1]``): the empty
   list is refused one line before, so ``populations`` has at least one entry, and after the check exactly one.
+
+Mutants of ``sampling_summary``'s paired error for rows without seeds, of a mutation pass over the code
+written after the first passes: tests for the mutants the suite let through (the commit messages that added
+the tests say which mutant each kills).
 """
 from __future__ import annotations
 
@@ -521,3 +525,22 @@ def test_sampling_summary_refuses_other_rows_and_q_eff_zero_or_infinite(big, mes
     small = [_row_q(4, 4, 0.3, 2.29), _row_q(4, 16, 0.25, 3.4)]
     with pytest.raises(ValueError, match=message):
         S.sampling_summary(big, small, -0.5, [], 2.0, 1.2, 4, 16)
+
+
+# ------------------------------------------------------------------------------ chapter 8: no seeds, no pair
+def test_sampling_summary_states_no_paired_error_for_rows_without_seeds():
+    """Rows with no averaged iterates (0 seeds) share the shape (0, d), and their limits differ, but there
+    is nothing to average: the sentence must be left out (mutant: the len(averaged) check dropped, which
+    printed the mean of nothing, nan)."""
+    from fedlib.experiments import speedup as S
+
+    srow = lambda m, q, value, eff: S.SamplingRow("fednova", "with-replacement", m, q, 1024, 6.5, 0.01, value, 0.01,
+                                                  eff)
+    brow = lambda T, choice, averaged, limit: S.BiasRow(2, T, 10.0 / T, choice, 0.3, 0.01, 0.3, 0.05, 0.08, 1.0,
+                                                        np.asarray(averaged, dtype=float), np.asarray(limit, dtype=float))
+    none = np.zeros((0, 3))
+    bias = [brow(T, choice, none, np.ones(3) if choice != "population" else np.zeros(3))
+            for T in (1000, 4000) for choice in ("population", "participants", "selected_p")]
+    big, small = [srow(256, 4, 0.2, 3.95), srow(256, 16, 0.1, 15.1)], [srow(4, 4, 0.3, 2.29), srow(4, 16, 0.25, 3.4)]
+    text = S.sampling_summary(big, small, -0.5, [], 2.0, 1.2, 4, 16, bias)
+    assert "must be fixed" in text and "Paired" not in text and "nan" not in text

@@ -1,7 +1,12 @@
 """Mutation pass on the Table 1 parts of fedlib.experiments.cifar10 (the cells, the checks on
 result files, the runner's planning and the chapter's summaries): tests that kill the mutants
 the other tests let survive. Every expected number is worked out by hand in the test (or its
-comment), never taken from the function under test; nothing here trains a network."""
+comment), never taken from the function under test; nothing here trains a network.
+
+Mutants of the record of each call that trained a group (provenance['resumed']), of a mutation pass over the
+code written after the first passes: tests for the mutants the suite let through (the commit messages that
+added the tests say which mutant each kills).
+"""
 from __future__ import annotations
 
 import hashlib
@@ -12,6 +17,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from fedlib import checkpoint as ck
 from fedlib.experiments import cifar10 as C
 
 COMMITTED = Path(__file__).resolve().parents[1] / "data" / "results" / "cifar10"
@@ -705,3 +711,30 @@ def test_the_first_round_after_a_resume_projects_the_rounds_left(tmp_path, monke
     out = C.run_table1(tmp_path, budget_seconds=10, seeds=(0,), data=sample, width=0.03, rounds=10, device="cpu",
                        log=logs.append, cells=["sgd-e2-fedavg"])
     assert out["written"] == [str(tmp_path / "sgd-e2-fedavg__seed0.json")] and out["aborted"] == [], logs
+
+
+# -------------------------------------------------------------------------------- table1: each call's record
+def test_each_call_that_trained_a_group_is_recorded_with_its_rounds_and_any_switch_is_flagged(tmp_path, monkeypatch):
+    """Three calls train one 3-round group: rounds [0, 1), [1, 2) (each interrupted after its checkpoint),
+    then [2, 3). The second call's record must say it began at round 1 (mutant: [0, end)); with the first
+    call's record rewritten to cuda_graph=True, the last (eager) call's result must flag the switch
+    although the second call was eager too (mutant: only when *every* earlier call differs)."""
+    from cliutil import cli_exit
+    from test_leftovers_dec4c import _interrupted_after_first_checkpoint, _rewrite, _table1_args
+
+    from fedlib.results import read_result
+
+    args = _table1_args(tmp_path, "--rounds", "3")
+    ckpt = _interrupted_after_first_checkpoint(monkeypatch, args)
+    assert [c["rounds"] for c in ck.load_checkpoint(ckpt)["extra"]["calls"]] == [[0, 1]]
+    ckpt = _interrupted_after_first_checkpoint(monkeypatch, args)
+    calls = ck.load_checkpoint(ckpt)["extra"]["calls"]
+    assert [(c["cuda_graph"], c["rounds"]) for c in calls] == [(False, [0, 1]), (False, [1, 2])]
+    _rewrite(ckpt, lambda doc: doc["extra"]["calls"][0].update(cuda_graph=True))
+    rc, out, err = cli_exit(args)
+    assert rc == 0, err
+    resumed = read_result(tmp_path / "sgd-e2-fedavg__seed0.json")["provenance"]["resumed"]
+    assert resumed["from_round"] == 2
+    assert [(c["cuda_graph"], c["rounds"]) for c in resumed["earlier_calls"]] == [(True, [0, 1]), (False, [1, 2])]
+    assert resumed.get("cuda_graph_changed") is True
+    assert "CUDA graphs on in an earlier call" in out
