@@ -13,6 +13,12 @@ over the input checks of ``models.scaled_width`` / ``count_parameters(trainable_
 ``experiments.acceleration.limit_distances_to_draw``: 30 killed by the existing tests, 6 by a test of the run,
 1 left alive (R2, equivalent).
   killed here: L1, L4 (the tests' docstrings say which change).
+
+Mutants of 8bd9827.., ``fedlib.data.synthetic`` (class scores that overflow), of a pass over the code changed
+since 8bd9827 (``fedlib.solvers``, ``fedlib.checkpoint``, ``fedlib.sampling``, ``fedlib.results``,
+``fedlib.algorithms``, ``fedlib.data.synthetic``, ``fedlib.theory``): each test checks a documented behaviour
+that a surviving mutant showed the rest of the suite left unchecked; expected values are worked by hand (the
+comments show the arithmetic), never stored outputs.
 """
 from __future__ import annotations
 
@@ -625,3 +631,22 @@ def test_pack_params_refuses_a_bias_whose_leading_axes_differ(w_shape, b_shape):
     and failed there with a message that names neither W nor b."""
     with pytest.raises(ValueError, match=r"^params: W must have shape \(\.\.\., d, C\) and b \(\.\.\., C\)"):
         pack_params({"W": np.zeros(w_shape), "b": np.zeros(b_shape)})
+
+
+# ----------------------------------------------- synthetic, class scores that overflow: mutants of 8bd9827..
+def test_synthetic_refuses_beta_whose_inputs_fit_but_class_scores_overflow():
+    """One client, d = 1, C = 2, alpha = 0, seed 19: the stream (19, "data", 0) draws Z0 (u = 0 Z0), Z1
+    (B = beta Z1), Z2, Z3 (W = [Z2, Z3]), Z4, Z5 (b), Z6 (v), Z7, Z8 (x). With beta = 1.2e308,
+    x_i = beta Z1 + O(1) ~ 1.43e308 is finite, but x_i Z3 (|Z3| = 1.64) passes the largest double:
+    a class score is -inf and the labels would be an argmax over it."""
+    from fedlib.data.synthetic import synthetic
+    from fedlib.rng import generator
+
+    z = generator(19, "data", 0).standard_normal(9)
+    top = np.finfo(np.float64).max
+    x_max = 1.2e308 * z[1] + z[6] + max(z[7], z[8])
+    assert 0 < x_max < top and top / abs(z[3]) < 1.2e308 * z[1] - 10  # the inputs fit, a score does not
+    with np.errstate(all="raise"):
+        with pytest.raises(ValueError, match=r"^alpha=0\.0, beta=1\.2e\+308 are too large: client 0's class scores "
+                                             r"x\^T W_k \+ b_k .* overflow float64 \(inf or NaN\)"):
+            synthetic(0.0, 1.2e308, num_clients=1, dim=1, num_classes=2, seed=19, num_samples=2)

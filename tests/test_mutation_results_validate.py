@@ -19,6 +19,12 @@ pass over the code changed in d562d43..c3b27eb (the stacked engine's training-mo
 floats, the bounded CIFAR-10 download): each test checks a documented behaviour that a surviving mutant showed
 the rest of the suite left unchecked; expected values are worked by hand (the comments show the arithmetic),
 never stored outputs.
+
+Mutants of 8bd9827.., ``fedlib.results`` (summary against history), of a pass over the code changed since
+8bd9827 (``fedlib.solvers``, ``fedlib.checkpoint``, ``fedlib.sampling``, ``fedlib.results``,
+``fedlib.algorithms``, ``fedlib.data.synthetic``, ``fedlib.theory``): each test checks a documented behaviour
+that a surviving mutant showed the rest of the suite left unchecked; expected values are worked by hand (the
+comments show the arithmetic), never stored outputs.
 """
 from __future__ import annotations
 
@@ -467,3 +473,19 @@ def test_a_bool_among_whole_floats_is_no_step_count():
         with pytest.raises(ValueError, match=rf"^steps must hold integers, got the bool (True|False) at index {at}"):
             FixedSteps(bad)
     assert check_int_array("steps", [1.0, 2.0]).tolist() == [1, 2]  # whole floats without a bool: accepted
+
+
+# ---------------------------------------------------- results, summary against history: mutants of 8bd9827..
+def test_a_summary_final_value_of_no_history_field_is_not_checked():
+    """summary.final_<field> is compared with the last record's <field> where the record has one; a
+    summary value of another name (here final_wall_s) is kept, not a KeyError."""
+    from fedlib.results import make_provenance, make_result, validate_result
+
+    history = [{"round": t, "train_loss": 1.0 / (t + 1), "test_accuracy": None, "tau_eff": 2.0, "chi2": 0.0,
+                "local_steps": [2, 2]} for t in range(2)]
+    res = make_result({"rounds": 2}, history, make_provenance(0.0, 1.0),
+                      summary={"final_train_loss": 0.5, "final_wall_s": 3.0, "rounds": 2})
+    assert validate_result(res)["summary"]["final_wall_s"] == 3.0
+    res["summary"]["final_train_loss"] = 1.0  # the first record's, not the last's
+    with pytest.raises(ValueError, match=r"summary\.final_train_loss is 1\.0 but the last round \(history\[1\]\)"):
+        validate_result(res)

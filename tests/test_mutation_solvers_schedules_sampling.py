@@ -21,6 +21,13 @@ Mutants of an own step's closed forms (``LocalSolver.a_vector`` / ``a_norm``), o
 code written after the first passes: tests for the mutants the suite let through (the commit messages that
 added the tests say which mutant each kills).
   killed here: mutants of the own-step branch, the probe's weight decay, a_norm's online index.
+
+Mutants of 8bd9827.., ``fedlib.solvers`` (check_own_step, builtin_step, STEP_METHODS) and ``fedlib.sampling``
+(round_participation, check_sampling), of a pass over the code changed since 8bd9827 (``fedlib.solvers``,
+``fedlib.checkpoint``, ``fedlib.sampling``, ``fedlib.results``, ``fedlib.algorithms``,
+``fedlib.data.synthetic``, ``fedlib.theory``): each test checks a documented behaviour that a surviving mutant
+showed the rest of the suite left unchecked; expected values are worked by hand (the comments show the
+arithmetic), never stored outputs.
 """
 from __future__ import annotations
 
@@ -30,7 +37,8 @@ import numpy as np
 import pytest
 
 from fedlib.schedules import RandomEpochs, make_epoch_schedule, step_decay_lr, steps_per_epoch, whole_steps
-from fedlib.solvers import SOLVERS, LocalSolver, check_own_step, make_solver, momentum_sgd
+from fedlib.solvers import (SOLVERS, LocalSolver, check_builtin_step, check_own_step, make_solver, momentum_sgd,
+                            own_step_methods)
 
 
 def test_momentum_default_is_the_papers_0_9():
@@ -208,3 +216,200 @@ def test_a_subclass_that_overrides_a_vector_gets_the_built_in_formula_from_super
     assert not solver.builtin_step
     np.testing.assert_array_equal(solver.a_vector(4), [1.0, 2.0, 3.0, 4.0])
     assert check_own_step("s", solver) is solver
+
+
+# ------------------------ solvers (own steps) and sampling (a sampler's Participation): mutants of 8bd9827..
+@dataclasses.dataclass(frozen=True)
+class _OwnInit(LocalSolver):
+    """Overrides only ``init`` (here the same start): its step is no longer LocalSolver's own."""
+
+    def init(self, params, correction=None):
+        return super().init(params, correction)
+
+
+@dataclasses.dataclass(frozen=True)
+class _WrongCounter(LocalSolver):
+    """LocalSolver's step, but a counter that reports twice the steps taken."""
+
+    def counter_step(self, k, counter):
+        a, u = super().counter_step(k, counter)
+        return (a + 1.0, u)
+
+
+def test_overriding_init_alone_makes_the_step_the_solvers_own():
+    """STEP_METHODS names init: a fused engine would start the round without the subclass's init."""
+    solver = _OwnInit(lr=0.1)
+    assert own_step_methods(_OwnInit) == ["init"]
+    assert not solver.builtin_step
+    with pytest.raises(ValueError, match=r"^e: _OwnInit overrides LocalSolver's step \(init\), which x$"):
+        check_builtin_step("e", [solver], "x")
+
+
+def test_overriding_counter_step_alone_is_probed_and_a_wrong_counter_refused():
+    """STEP_METHODS names counter_step: a subclass that changes only the counter is not built-in, so
+    check_own_step probes it. One step from 0 with gradient e_0 moves by -lr e_0 (a = [1], sum 1) while
+    this counter reports 1 + 1 = 2: refused, where FedNova would divide by 2 instead of 1."""
+    solver = _WrongCounter(lr=0.1)
+    assert own_step_methods(_WrongCounter) == ["counter_step"]
+    assert not solver.builtin_step
+    with pytest.raises(ValueError, match=r"^s: _WrongCounter reports \|\|a_i\|\|_1 = 2\.0 after 1 step\(s\)"):
+        check_own_step("s", solver)
+
+
+@dataclasses.dataclass(frozen=True)
+class _SameStep(LocalSolver):
+    """Overrides ``update`` with LocalSolver's own step (so it is probed, and must pass)."""
+
+    def update(self, state, grads):
+        return super().update(state, grads)
+
+
+def test_a_correct_own_step_with_weight_decay_passes_the_probe():
+    """The probe turns weight decay off (decay is part of G_i, not of a_i). With it on, two SGD steps
+    from 0 on gradients e_0, e_1 would give x_2 = -lr e_0 - lr (e_1 - wd lr e_0), a = [1 - wd lr, 1]
+    (sum 2 - 0.01 = 1.99 at lr = 0.1, wd = 0.1) against the counter's 2: a right solver refused."""
+    solver = _SameStep(lr=0.1, weight_decay=0.1)
+    assert not solver.builtin_step
+    assert check_own_step("s", solver) is solver
+    # the arithmetic above, on the solver itself with decay on: the counter (2) is not the decayed sum
+    state = solver.init(np.zeros(2))
+    for k in range(2):
+        state = solver.update(state, np.eye(2)[k])
+    np.testing.assert_allclose(-state.params / 0.1, [1 - 0.1 * 0.1, 1.0], rtol=1e-14)
+    assert state.a_norm == 2.0
+
+
+@dataclasses.dataclass(frozen=True)
+class _DoubleStepCount(LocalSolver):
+    """LocalSolver's step, but ``step`` advanced by two."""
+
+    def update(self, state, grads):
+        new = super().update(state, grads)
+        return new._replace(step=state.step + 2)
+
+
+def test_an_update_that_advances_step_by_two_is_refused():
+    """``update`` must advance ``step`` by one (the within-round schedule and the counter read it)."""
+    with pytest.raises(ValueError, match=r"^s: _DoubleStepCount\.update must return a SolverState with step "
+                                         r"advanced by one \(0 -> 1\), got 2$"):
+        check_own_step("s", _DoubleStepCount(lr=0.1))
+
+
+@dataclasses.dataclass(frozen=True)
+class _ShortAVector(LocalSolver):
+    """Plain SGD whose closed form ``a_vector`` always has one entry (numpy would broadcast it)."""
+
+    def a_vector(self, tau):
+        return np.ones(1)
+
+
+def test_an_a_vector_of_the_wrong_length_is_refused_even_when_it_broadcasts():
+    """SGD's a_i is [1] * tau; a_vector(2) = [1.] equals it entry by entry under broadcasting, but its
+    length is 1, not tau = 2 (run_replicas reads the length)."""
+    with pytest.raises(ValueError, match=r"^s: _ShortAVector\.a_vector\(2\) is \[1\.0\] \(shape \(1,\)\), but its "
+                                         r"step gives a_i = \[1\.0, 1\.0\] \(length 2\)$"):
+        check_own_step("s", _ShortAVector(lr=0.1))
+
+
+@dataclasses.dataclass(frozen=True)
+class _CounterOffByPpm(LocalSolver):
+    """LocalSolver's step with a counter 1 ppm too large at every step."""
+
+    def counter_step(self, k, counter):
+        a, u = super().counter_step(k, counter)
+        return (a * (1 + 1e-6), u)
+
+
+def test_a_counter_one_ppm_off_is_refused():
+    """The probe's tolerance is a relative 1e-9: after one SGD step the counter says 1.000001, the step
+    moved by exactly 1."""
+    with pytest.raises(ValueError, match=r"^s: _CounterOffByPpm reports \|\|a_i\|\|_1 = 1\.000001 after 1 step"):
+        check_own_step("s", _CounterOffByPpm(lr=0.1))
+
+
+@dataclasses.dataclass(frozen=True)
+class _FasterFromStep3(LocalSolver):
+    """Doubles the gradient from local step 2 on (a warm-up the counter does not know of)."""
+
+    def update(self, state, grads):
+        return super().update(state, grads if state.step < 2 else 2 * grads)
+
+
+def test_a_step_that_departs_from_its_counter_only_after_two_steps_is_refused():
+    """a_i = [1, 1, 2, 2, 2] after 5 steps (sum 8) while the inherited counter says 5; after 1 or 2 steps
+    both are [1] / [1, 1]. The probe at tau = 5 catches it."""
+    state = _FasterFromStep3(lr=0.5).init(np.zeros(2))
+    for k in range(2):
+        state = _FasterFromStep3(lr=0.5).update(state, np.eye(2)[k])
+    assert state.a_norm == 2.0 and np.array_equal(state.params, [-0.5, -0.5])  # tau = 2: consistent
+    with pytest.raises(ValueError, match=r"^s: _FasterFromStep3 reports \|\|a_i\|\|_1 = 5\.0 after 5 step\(s\), but "
+                                         r"its update moves a unit-gradient probe by a_i = \[1\.0, 1\.0, 2\.0, 2\.0, "
+                                         r"2\.0\] \(sum 8\.0\)"):
+        check_own_step("s", _FasterFromStep3(lr=0.5))
+
+
+def _own(clients, weights):
+    from fedlib.sampling import Participation
+
+    return lambda t: Participation(np.asarray(clients), np.asarray(weights, dtype=float))
+
+
+def test_a_sampler_naming_a_negative_client_is_refused():
+    """Client -1 would index p[-1], the last client, without a word."""
+    from fedlib.sampling import round_participation
+
+    with pytest.raises(ValueError, match=r"^sampling\(0\): clients must lie in 0\.\.2 \(p has 3 clients\), got \[-1, 1\]$"):
+        round_participation(_own([-1, 1], [0.5, 0.5]), np.full(3, 1 / 3), None, 0, 0)
+
+
+def test_a_sampler_with_no_client_is_refused_by_name():
+    from fedlib.sampling import round_participation
+
+    with pytest.raises(ValueError, match=r"^sampling\(4\) must name at least one client by integer index, got "
+                                         r"clients \[\]$"):
+        round_participation(_own(np.zeros(0, dtype=np.int64), []), np.full(3, 1 / 3), None, 0, 4)
+
+
+def test_a_sampler_whose_weights_sum_to_zero_is_refused():
+    from fedlib.sampling import round_participation
+
+    with pytest.raises(ValueError, match=r"^sampling\(0\): weights must be finite and >= 0 with a positive sum, "
+                                         r"got \[0\.0, 0\.0\]$"):
+        round_participation(_own([0, 2], [0.0, 0.0]), np.full(3, 1 / 3), None, 0, 0)
+
+
+def test_a_sampler_may_give_one_participant_weight_zero():
+    """omega_i >= 0 (documented): a participant of weight 0 is allowed, as sample_uniform gives a
+    client with p_i = 0."""
+    from fedlib.sampling import round_participation
+
+    part = round_participation(_own([0, 2], [0.0, 1.5]), np.array([0.0, 0.5, 0.5]), None, 0, 0)
+    assert part.clients.tolist() == [0, 2] and part.weights.tolist() == [0.0, 1.5]
+
+
+def test_check_sampling_prefixes_the_scheme_name_with_where():
+    """The stacked engine checks runs[r].sampling: an unknown scheme is named with its run."""
+    from fedlib.sampling import check_sampling
+
+    with pytest.raises(ValueError, match=r"^runs\[2\]\.sampling must be one of \['full', 'uniform', "
+                                         r"'with-replacement'\], got 'bogus'$"):
+        check_sampling("bogus", None, where="runs[2].")
+    assert check_sampling("uniform", 3, where="runs[2].") is None
+    assert check_sampling(lambda t: None, None) is None
+
+
+@dataclasses.dataclass(frozen=True)
+class _TorchOnlyInit(LocalSolver):
+    """An ``init`` written with a tensor-only method (``Tensor.clone``)."""
+
+    def init(self, params, correction=None):
+        return super().init(params.clone(), correction)
+
+
+def test_a_torch_only_init_is_refused_naming_it_and_the_numpy_probe():
+    """The probe starts every tau with init(np.zeros(tau)): numpy has no .clone(), and the refusal names
+    the class and the method (init), the AttributeError chained as its cause."""
+    with pytest.raises(ValueError, match=r"^solver: _TorchOnlyInit\.init raised AttributeError.*probe runs on numpy "
+                                         r"float64 vectors \(here of length 1\)") as info:
+        check_own_step("solver", _TorchOnlyInit(lr=0.1))
+    assert isinstance(info.value.__cause__, AttributeError)

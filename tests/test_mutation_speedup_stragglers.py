@@ -18,6 +18,12 @@ and tests/test_api_page.py.
 Mutants of ``sampling_summary``'s paired error for rows without seeds, of a mutation pass over the code
 written after the first passes: tests for the mutants the suite let through (the commit messages that added
 the tests say which mutant each kills).
+
+Mutants of 8bd9827.., ``speedup.sampling_step_conditions`` (chapter 8's conditions use the problem's own p),
+of a pass over the code changed since 8bd9827 (``fedlib.solvers``, ``fedlib.checkpoint``, ``fedlib.sampling``,
+``fedlib.results``, ``fedlib.algorithms``, ``fedlib.data.synthetic``, ``fedlib.theory``): each test checks a
+documented behaviour that a surviving mutant showed the rest of the suite left unchecked; expected values are
+worked by hand (the comments show the arithmetic), never stored outputs.
 """
 from __future__ import annotations
 
@@ -544,3 +550,32 @@ def test_sampling_summary_states_no_paired_error_for_rows_without_seeds():
     big, small = [srow(256, 4, 0.2, 3.95), srow(256, 16, 0.1, 15.1)], [srow(4, 4, 0.3, 2.29), srow(4, 16, 0.25, 3.4)]
     text = S.sampling_summary(big, small, -0.5, [], 2.0, 1.2, 4, 16, bias)
     assert "must be fixed" in text and "Paired" not in text and "nan" not in text
+
+
+# ----------------------------------------------------- speedup, chapter 8's conditions: mutants of 8bd9827..
+def test_chapter8_conditions_use_the_problems_own_weights_p():
+    """beta^2 of Assumption 3 is for the weights p of the problem (sum_i p_i H_i^2 <= beta^2 H~^2, H~ =
+    sum_i p_i H_i): with p = (0.1, 0.2, 0.3, 0.4) it is not the uniform weights' value. Computed here as
+    the largest generalised eigenvalue of (sum p H^2, H~^2) (positive definite H_i), and tau_eff as
+    sum_i p_i E||a_i||_1 over client i's tau range and the four solvers."""
+    import scipy.linalg
+
+    from fedlib.experiments import speedup as S
+    from fedlib.problems.quadratic import QuadraticProblem
+
+    base, work = S.base_setup(seed=0, dim=3)
+    p = np.array([0.1, 0.2, 0.3, 0.4])
+    problem = QuadraticProblem(base.H, base.e, p)
+
+    def beta2_of(w):
+        h = np.einsum("i,ijk->jk", w, base.H)
+        h2 = np.einsum("i,ijk,ikl->jl", w, base.H, base.H)
+        return max(1.0, scipy.linalg.eigh(h2, h @ h, eigvals_only=True).max())
+
+    assert abs(beta2_of(p) - beta2_of(np.full(4, 0.25))) > 1e-3  # the weights matter here
+    solvers = S.make_solvers(0.01)
+    got = S.sampling_step_conditions(problem, work, solvers, 4)
+    assert got.beta2 == pytest.approx(beta2_of(p), rel=1e-10)
+    means = [np.mean([s.a_vector(t).sum() for s in solvers for t in range(lo, hi + 1)])
+             for lo, hi in zip(work.low, work.high)]
+    assert got.tau_eff == pytest.approx(float(p @ np.array(means)), rel=1e-12)

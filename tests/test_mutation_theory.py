@@ -18,6 +18,12 @@ and tests/test_api_page.py.
   floats), so ``float()`` is a guard for a future change, not an observable difference. The first terms'
   ``float()`` (TH1, TH2, TH5) are needed (``np.sqrt``, an unchecked numpy ``tau_eff``) and are killed by
   tests/test_bounds.py::test_theorem1_terms_are_plain_floats.
+
+Mutants of 8bd9827.., ``fedlib.theory`` (App. G's conditions), of a pass over the code changed since 8bd9827
+(``fedlib.solvers``, ``fedlib.checkpoint``, ``fedlib.sampling``, ``fedlib.results``, ``fedlib.algorithms``,
+``fedlib.data.synthetic``, ``fedlib.theory``): each test checks a documented behaviour that a surviving mutant
+showed the rest of the suite left unchecked; expected values are worked by hand (the comments show the
+arithmetic), never stored outputs.
 """
 from __future__ import annotations
 
@@ -691,3 +697,23 @@ def test_kappa2_at_the_smallest_beta2_needs_b_in_the_range_of_Q():
     assert TH.quadratic_kappa2(H, [[1.0, 0.0], [3.0, 0.0]], [0.5, 0.5], 1.25) == pytest.approx(0.0, abs=1e-15)
     with pytest.raises(ValueError, match="infinite"):
         TH.quadratic_kappa2(H, [[1.0, 0.0], [0.0, 0.0]], [0.5, 0.5], 1.25)
+
+
+# --------------------------------------------------------- theory, App. G's conditions: mutants of 8bd9827..
+def test_appg_first_condition_holds_at_equality():
+    """eta L <= 1/(2 tau_eff): with tau_eff = 2, L = 1, eta = 1/4, 2 tau_eff eta L = 1 exactly: met."""
+    from fedlib.theory import appg_step_conditions
+
+    c = appg_step_conditions(0.25, 1.0, 1.0, 1, 2.0, [[1.0]])
+    assert c.first == 1.0 and c.first_holds
+    assert c.second == 6.0 and not c.second_holds  # 6 * 2 * 0.25 * (1 + 1/1) = 6 > 1/2
+    assert not appg_step_conditions(0.25 * (1 + 1e-9), 1.0, 1.0, 1, 2.0, [[1.0]]).first_holds
+
+
+@pytest.mark.parametrize("value", ["ab", b"\x01\x02"])
+def test_appg_refuses_a_string_of_a_vectors_by_name(value):
+    """A str or bytes is iterable (bytes into small integers) but is not one vector per client."""
+    from fedlib.theory import appg_max_lr
+
+    with pytest.raises(ValueError, match=r"^a_vectors must be a sequence of one vector per client, got "):
+        appg_max_lr(1.0, 1.0, 1, 1.0, value)
