@@ -19,6 +19,26 @@ the code changed since 8bd9827 (``fedlib.solvers``, ``fedlib.checkpoint``, ``fed
 ``fedlib.results``, ``fedlib.algorithms``, ``fedlib.data.synthetic``, ``fedlib.theory``): each test checks a
 documented behaviour that a surviving mutant showed the rest of the suite left unchecked; expected values are
 worked by hand (the comments show the arithmetic), never stored outputs.
+
+Review and mutants of efe3bcd..52ae29d, fedlib/tree.py and fedlib/algorithms.py, of a review and hand mutation
+test of the library changes of efe3bcd..52ae29d (the input checks): 112 hand mutants, each applied alone to a
+copy of the tree, run against the pass's own tests, test_bad_input_dec4.py, test_user_journey_dec4.py, the
+mutation tests of f37e303..6eb7195 and of the input checks before, the module's own test files and its
+doctests (test_global_hooks.py for the hook changes); survivors re-run against the other test files that name
+the function (test_bad_inputs_core.py, test_user_api_audit.py, test_new_user_dec4.py, ...). Counts: 88 killed
+by the existing suite; 20 survived it and are killed by the pass's new tests (V3, V5, T2 are mutants of its
+review fixes; S2, S8, SC1, SC4, SC15, A15, A16, R3, R6, RE2, CK1-CK4, CU1, DI3, Q4); 4 equivalent (SC14, T1,
+CU5, V6).
+Review fixes (their tests first): tree_index let a 0-d bool array or tensor through; check_client_indices took a
+bool next to integers ([0, True] is the integer array [0, 1]) as client 1.
+  T1-T2 tree_index: np.bool_ dropped; the ndim == 0 condition dropped (refusing a bool mask).
+  A1-A18 algorithms: check_client_indices kinds "iub", size test dropped, num_clients unchecked / minimum 0,
+        bad entry = the whole input / without the bool test; client_final unchecked; apply's p check dropped;
+        make_algorithm server callables / empty name; _check_state_kinds not called / never firing / no early
+        return; apply_server_optimizer lr / finiteness unchecked, kind hint dropped; p checked without its size;
+        server.name only truthy.
+  killed here: T2 (a mutant of the review fix), A15, A16; equivalent: T1 (np.True_ is 0-d with a bool dtype: the
+  new clause refuses it).
 """
 from __future__ import annotations
 
@@ -351,3 +371,47 @@ def test_a_server_update_returning_torch_params_for_numpy_ones_is_refused():
     ok = _server(lambda change, state, params, lr: (params + change, state))
     new, _ = apply_server_optimizer(ok, np.ones(2), ServerState(x, ok.init(x), None, 0), 1.0)
     assert new.tolist() == [1.0, 1.0]
+
+
+# -------------------------------------------------------------------- review and mutants of efe3bcd..52ae29d
+@pytest.mark.parametrize("index", [np.array(True), torch.tensor(True)])
+def test_tree_index_refuses_a_0d_bool(index):
+    # np.array(True) added an axis (shape (1, 3, 2)); torch.tensor(True) picked row 1
+    stacked = {"w": np.arange(6.0).reshape(3, 2)}
+    with pytest.raises(ValueError, match="i must be a row index"):
+        tree_index(stacked, index)
+
+
+def test_tree_index_keeps_a_bool_mask_and_integer_scalars():
+    stacked = {"w": np.arange(6.0).reshape(3, 2)}
+    np.testing.assert_array_equal(tree_index(stacked, np.array([True, False, True]))["w"], [[0, 1], [4, 5]])
+    np.testing.assert_array_equal(tree_index(stacked, np.int64(2))["w"], [4, 5])
+    np.testing.assert_array_equal(tree_index(stacked, np.array(1))["w"], [2, 3])
+
+
+@pytest.mark.parametrize("clients", [[0, True], (np.True_, 1), [[0, 1], [2, False]], [True], np.array([True, False]),
+                                     torch.tensor([True])])
+def test_check_client_indices_refuses_a_bool_in_a_list_of_integers(clients):
+    # review: np.asarray([0, True]) is the integer array [0, 1], so a bool next to integers was taken as
+    # client 1 (check_client_indices([0, True], 3) passed); mutant A15 (the bool test dropped from the
+    # search for the bad entry) named the whole list instead of the bool
+    from fedlib.algorithms import check_client_indices
+
+    with pytest.raises(ValueError, match=r"^client must be an integer index, got (True|False)$"):
+        check_client_indices(clients, 3)
+    check_client_indices([0, 2], 3)
+    check_client_indices(np.array([0, 1]), 3)
+    check_client_indices(torch.tensor([1, 2]), 3)
+
+
+def test_apply_with_a_scalar_model_has_no_array_kind_to_compare():
+    # mutant A16 (the early return of _check_state_kinds for a model without arrays): IndexError
+    from fedlib.algorithms import ClientUpdate, make_algorithm
+    from fedlib.sampling import full_participation
+    from fedlib.solvers import sgd
+
+    algo = make_algorithm("fedavg", sgd(0.1))
+    state = algo.init(0.0, 2)
+    updates = [ClientUpdate(0, -0.1, 1.0, 1), ClientUpdate(1, -0.3, 1.0, 1)]
+    new, _ = algo.apply(state, full_participation([0.5, 0.5]), updates, 0.1)
+    assert new.params == pytest.approx(-0.2)

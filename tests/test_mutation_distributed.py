@@ -8,6 +8,18 @@ numpy, or from blocks of clients counted by hand. ``python -m fedlib run synthet
 runs on thread ranks too (``init_from_env`` hands each thread its communicator, ``RANK`` is the
 thread's). One test (marked ``slow``) starts two real gloo processes of the CLI to see that only
 rank 0 writes ``--out`` and prints.
+
+Mutants of efe3bcd..52ae29d, distributed_apply, of a review and hand mutation test of the library changes of
+efe3bcd..52ae29d (the input checks): 112 hand mutants, each applied alone to a copy of the tree, run against
+the pass's own tests, test_bad_input_dec4.py, test_user_journey_dec4.py, the mutation tests of
+f37e303..6eb7195 and of the input checks before, the module's own test files and its doctests
+(test_global_hooks.py for the hook changes); survivors re-run against the other test files that name the
+function (test_bad_inputs_core.py, test_user_api_audit.py, test_new_user_dec4.py, ...). Counts: 88 killed by
+the existing suite; 20 survived it and are killed by the pass's new tests (V3, V5, T2 are mutants of its
+review fixes; S2, S8, SC1, SC4, SC15, A15, A16, R3, R6, RE2, CK1-CK4, CU1, DI3, Q4); 4 equivalent (SC14, T1,
+CU5, V6).
+  DI1-DI3 distributed_apply: p checked only with VR; VR without p let through; p without its size.
+  killed here: DI3.
 """
 import json
 import os
@@ -556,3 +568,21 @@ def test_two_gloo_processes_only_rank_0_writes_and_prints(tmp_path):
     assert sorted(p.name for p in (tmp_path / "m0").iterdir()) == ["run.json", "run.json.ckpt"]
     assert list((tmp_path / "m1").iterdir()) == []
     assert json.loads((tmp_path / "m0" / "run.json").read_text())["config"]["world_size"] == 2
+
+
+# -------------------------------------------------------------------- review and mutants of efe3bcd..52ae29d
+def test_distributed_apply_checks_the_size_of_p_without_variance_reduction():
+    # mutant DI3 (p checked without size=state.num_clients): the weights of another number of clients were
+    # taken silently by FedAvg / FedNova, which do not use them (apply refuses them by name)
+    from fedlib.algorithms import ClientUpdate, make_algorithm
+    from fedlib.distributed import LocalCommunicator, distributed_apply
+    from fedlib.sampling import full_participation
+    from fedlib.solvers import sgd
+
+    algo = make_algorithm("fednova", sgd(1.0))
+    state = algo.init(np.zeros(1), num_clients=2)
+    updates = [ClientUpdate(0, np.array([-1.0]), a_norm=1.0, local_steps=1),
+               ClientUpdate(1, np.array([2.0]), a_norm=2.0, local_steps=2)]
+    with pytest.raises(ValueError, match=r"^p must have 2 entries"):
+        distributed_apply(LocalCommunicator(), algo, state, full_participation([0.5, 0.5]), updates, 1.0,
+                          [0.25, 0.25, 0.5])

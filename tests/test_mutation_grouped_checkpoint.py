@@ -36,6 +36,22 @@ changed since 8bd9827 (``fedlib.solvers``, ``fedlib.checkpoint``, ``fedlib.sampl
 ``fedlib.algorithms``, ``fedlib.data.synthetic``, ``fedlib.theory``): each test checks a documented behaviour
 that a surviving mutant showed the rest of the suite left unchecked; expected values are worked by hand (the
 comments show the arithmetic), never stored outputs.
+
+Mutants of efe3bcd..52ae29d, checkpoint.to_torch_tree and the grouped / stacked hooks, of a review and hand
+mutation test of the library changes of efe3bcd..52ae29d (the input checks): 112 hand mutants, each applied
+alone to a copy of the tree, run against the pass's own tests, test_bad_input_dec4.py,
+test_user_journey_dec4.py, the mutation tests of f37e303..6eb7195 and of the input checks before, the module's
+own test files and its doctests (test_global_hooks.py for the hook changes); survivors re-run against the
+other test files that name the function (test_bad_inputs_core.py, test_user_api_audit.py,
+test_new_user_dec4.py, ...). Counts: 88 killed by the existing suite; 20 survived it and are killed by the
+pass's new tests (V3, V5, T2 are mutants of its review fixes; S2, S8, SC1, SC4, SC15, A15, A16, R3, R6, RE2,
+CK1-CK4, CU1, DI3, Q4); 4 equivalent (SC14, T1, CU5, V6).
+  CK1-CK6 checkpoint.to_torch_tree: dtype not the model's; integer arrays cast; dicts not converted; no copy;
+        like unchecked; NamedTuples not rebuilt.
+  G1-G6, ST1-ST3 grouped / stacked hooks: global hooks not listed; backward not refused later; grouped ->
+        vmap; no backward-first sort; owner name; vmap forward refused; no per-round check / checked as vmap;
+        lr_at unchecked.
+  killed here: CK1-CK4; G1-G6 and ST1-ST3 (fedlib/engines/stacked.py's among them) killed by the suite.
 """
 from __future__ import annotations
 
@@ -444,3 +460,20 @@ def test_a_checkpoint_path_that_cannot_be_read_is_a_checkpoint_error(tmp_path):
     with pytest.raises(CheckpointError, match=rf"^--resume: checkpoint {folder} cannot be read \(") as info:
         load_checkpoint(folder)
     assert info.value.reason.startswith("unreadable (")
+
+
+# -------------------------------------------------------------------- review and mutants of efe3bcd..52ae29d
+def test_to_torch_tree_dtype_kinds_containers_and_copies():
+    # mutants CK1 (float arrays kept float64 for a float32 model), CK2 (integer arrays cast to the model's
+    # float dtype), CK3 (dicts left as numpy), CK4 (tensors sharing memory with the loaded arrays)
+    from fedlib.checkpoint import to_torch_tree
+
+    like = [torch.zeros(2, dtype=torch.float32)]
+    saved = {"w": np.array([1.0, 2.0]), "count": np.array([3, 4]), "nested": [np.array([5.0])], "n": 7}
+    out = to_torch_tree(saved, like=like)
+    assert isinstance(out, dict) and isinstance(out["w"], torch.Tensor)
+    assert out["w"].dtype == torch.float32 and out["nested"][0].dtype == torch.float32
+    assert out["count"].dtype == torch.int64 and out["n"] == 7
+    same_dtype = to_torch_tree({"w": saved["w"]}, like=torch.zeros(1, dtype=torch.float64))
+    same_dtype["w"].add_(10.0)
+    np.testing.assert_array_equal(saved["w"], [1.0, 2.0])  # the loaded arrays are not changed through the tensors

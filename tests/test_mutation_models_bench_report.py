@@ -20,6 +20,19 @@ kills, a mutant that survived tests/test_leftovers_dec4d.py, tests/test_report_t
 and tests/test_api_page.py.
   review: test_plus_minus_refuses_negative_errors_of_any_number_type, test_plus_minus_keeps_strings_and_formats_tensors;
   killed here: P8, P9, T1, T4, T8.
+
+Mutants of efe3bcd..52ae29d, fedlib/report.py, of a review and hand mutation test of the library changes of
+efe3bcd..52ae29d (the input checks): 112 hand mutants, each applied alone to a copy of the tree, run against
+the pass's own tests, test_bad_input_dec4.py, test_user_journey_dec4.py, the mutation tests of
+f37e303..6eb7195 and of the input checks before, the module's own test files and its doctests
+(test_global_hooks.py for the hook changes); survivors re-run against the other test files that name the
+function (test_bad_inputs_core.py, test_user_api_audit.py, test_new_user_dec4.py, ...). Counts: 88 killed by
+the existing suite; 20 survived it and are killed by the pass's new tests (V3, V5, T2 are mutants of its
+review fixes; S2, S8, SC1, SC4, SC15, A15, A16, R3, R6, RE2, CK1-CK4, CU1, DI3, Q4); 4 equivalent (SC14, T1,
+CU5, V6).
+  RP1-RP6 report: fmt spec unchecked / floats only / _formats TypeError escapes; plus_minus np.bool_ and
+        0-d numbers unchecked / a string error parsed as a number.
+  all killed by the suite.
 """
 from __future__ import annotations
 

@@ -9,6 +9,20 @@ training-mode check, ``reference_differences``' check of the model it is given, 
 of a bool among floats, the bounded CIFAR-10 download): each test checks a documented behaviour that a
 surviving mutant showed the rest of the suite left unchecked; expected values are worked by hand (the comments
 show the arithmetic), never stored outputs.
+
+Mutants of efe3bcd..52ae29d, fedlib/experiments/quadratic.py and custom.train_clients, of a review and hand
+mutation test of the library changes of efe3bcd..52ae29d (the input checks): 112 hand mutants, each applied
+alone to a copy of the tree, run against the pass's own tests, test_bad_input_dec4.py,
+test_user_journey_dec4.py, the mutation tests of f37e303..6eb7195 and of the input checks before, the module's
+own test files and its doctests (test_global_hooks.py for the hook changes); survivors re-run against the
+other test files that name the function (test_bad_inputs_core.py, test_user_api_audit.py,
+test_new_user_dec4.py, ...). Counts: 88 killed by the existing suite; 20 survived it and are killed by the
+pass's new tests (V3, V5, T2 are mutants of its review fixes; S2, S8, SC1, SC4, SC15, A15, A16, R3, R6, RE2,
+CK1-CK4, CU1, DI3, Q4); 4 equivalent (SC14, T1, CU5, V6).
+  Q1-Q4 quadratic: tau1 unchecked, tau2 >= 0, mu unchecked, tau2_values not checked to be a sequence.
+  CU1-CU5 custom.train_clients: momentum check, test_x feature shape, test_y length, mu passed through, ndim.
+  killed here: Q4, CU1; equivalent: CU5 (a 1-d test_x has shape[1:] == (), which differs from the clients'
+  feature shape unless client_x itself is 1-d, which train_clients refuses earlier).
 """
 from __future__ import annotations
 
@@ -519,3 +533,25 @@ def test_reference_differences_refuses_a_model_with_other_parameters_than_the_ru
     for other in (bigger, smaller):
         with pytest.raises(ValueError, match=r"model's parameters are not the initial model of run 'fedavg'"):
             reference_differences(other, result)
+
+
+# -------------------------------------------------------------------- review and mutants of efe3bcd..52ae29d
+def test_train_clients_refuses_momentum_before_looking_at_the_data():
+    # mutant CU1 (train_clients' own check dropped): make_solver refused it later, after the data checks, so a
+    # momentum with 'sgd' and mismatched client lists named the lists, and the hint was make_solver's
+    from torch import nn
+
+    from fedlib.experiments.custom import train_clients
+
+    with pytest.raises(ValueError, match=r"^momentum: solver 'sgd' has no momentum buffer, got momentum = 0\.9 "
+                                         r"\(local momentum: solver='momentum' or 'momentum-prox'\)"):
+        train_clients(nn.Linear(2, 2), [torch.zeros(3, 2)], [], solver="sgd", momentum=0.9)
+
+
+@pytest.mark.parametrize("tau2_values", [5, None])
+def test_two_client_sweep_names_tau2_values_that_are_no_sequence(tau2_values):
+    # mutant Q4 (check_sequence dropped): enumerate(5) failed with "'int' object is not iterable"
+    from fedlib.experiments.quadratic import two_client_sweep
+
+    with pytest.raises(ValueError, match=r"^tau2_values must be a sequence of step counts"):
+        two_client_sweep(1, tau2_values, 1e-3)

@@ -25,6 +25,23 @@ Mutants of 8bd9827.., ``fedlib.results`` (summary against history), of a pass ov
 ``fedlib.algorithms``, ``fedlib.data.synthetic``, ``fedlib.theory``): each test checks a documented behaviour
 that a surviving mutant showed the rest of the suite left unchecked; expected values are worked by hand (the
 comments show the arithmetic), never stored outputs.
+
+Review and mutants of efe3bcd..52ae29d, fedlib/_validate.py and fedlib/results.py, of a review and hand
+mutation test of the library changes of efe3bcd..52ae29d (the input checks): 112 hand mutants, each applied
+alone to a copy of the tree, run against the pass's own tests, test_bad_input_dec4.py,
+test_user_journey_dec4.py, the mutation tests of f37e303..6eb7195 and of the input checks before, the module's
+own test files and its doctests (test_global_hooks.py for the hook changes); survivors re-run against the
+other test files that name the function (test_bad_inputs_core.py, test_user_api_audit.py,
+test_new_user_dec4.py, ...). Counts: 88 killed by the existing suite; 20 survived it and are killed by the
+pass's new tests (V3, V5, T2 are mutants of its review fixes; S2, S8, SC1, SC4, SC15, A15, A16, R3, R6, RE2,
+CK1-CK4, CU1, DI3, Q4); 4 equivalent (SC14, T1, CU5, V6).
+Review fix (its tests first): round_lr took np.True_ / np.array(True) / torch.tensor(True) as lr 1.0.
+  V1-V6 _validate.round_lr: lr <= 0 -> < 0; drop isfinite; drop the bool test; catch ValueError only; drop the
+        0-d bool dtype test; default returned without float().
+  RE1-RE5 results: make_provenance unchecked; history Mapping / str test dropped; _as_dict TypeError only;
+        history[k] named 'history'.
+  killed here: V3, V5 (mutants of the review fix), RE2; equivalent: V6 (the default is the solver's lr, already a
+  float; the stacked engine's 0.0 default is never returned).
 """
 from __future__ import annotations
 
@@ -33,12 +50,14 @@ import types
 
 import numpy as np
 import pytest
+import torch
 
+from fedlib._validate import round_lr
+from fedlib.results import device_name
 from fedlib.rule import aggregation_coefficients, fednova_weights
 from fedlib.sampling import expected_server_weights
-from fedlib.tradeoff import fedprox_curves, mu_for_alpha
-from fedlib.results import device_name
 from fedlib.schedules import FixedSteps
+from fedlib.tradeoff import fedprox_curves, mu_for_alpha
 
 
 # ----------------------------------------------------------------------------- fedlib._validate
@@ -489,3 +508,26 @@ def test_a_summary_final_value_of_no_history_field_is_not_checked():
     res["summary"]["final_train_loss"] = 1.0  # the first record's, not the last's
     with pytest.raises(ValueError, match=r"summary\.final_train_loss is 1\.0 but the last round \(history\[1\]\)"):
         validate_result(res)
+
+
+# -------------------------------------------------------------------- review and mutants of efe3bcd..52ae29d
+@pytest.mark.parametrize("value", [np.True_, np.array(True), torch.tensor(True)])
+def test_round_lr_refuses_numpy_and_torch_bools(value):
+    # float() of each is 1.0: an lr_at returning a bool trained at lr 1.0
+    with pytest.raises(ValueError, match=r"lr_at\(2\) must return the round's client learning rate"):
+        round_lr("lr_at", lambda t: value, 2, 0.1)
+
+
+@pytest.mark.parametrize("value", [np.float32(0.05), np.array(0.05), torch.tensor(0.05, dtype=torch.float64)])
+def test_round_lr_takes_numpy_and_torch_numbers(value):
+    assert round_lr("lr_at", lambda t: value, 0, 0.1) == pytest.approx(0.05)
+
+
+def test_make_result_names_a_mapping_given_as_history():
+    # mutant RE2 (Mapping check dropped): a dict history was iterated by its keys, and the error named
+    # history[0] ('round' is no mapping) instead of the history
+    from fedlib.results import make_provenance, make_result
+
+    provenance = make_provenance(0.0, 1.0, command="x")
+    with pytest.raises(ValueError, match=r"^history must be a sequence of per-round mappings, got dict"):
+        make_result({"rounds": 1}, {"round": 0, "train_loss": 0.5}, provenance)

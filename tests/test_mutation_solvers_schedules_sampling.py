@@ -28,6 +28,26 @@ Mutants of 8bd9827.., ``fedlib.solvers`` (check_own_step, builtin_step, STEP_MET
 ``fedlib.data.synthetic``, ``fedlib.theory``): each test checks a documented behaviour that a surviving mutant
 showed the rest of the suite left unchecked; expected values are worked by hand (the comments show the
 arithmetic), never stored outputs.
+
+Review and mutants of efe3bcd..52ae29d, fedlib/solvers.py, fedlib/schedules.py and fedlib/sampling.py, of a
+review and hand mutation test of the library changes of efe3bcd..52ae29d (the input checks): 112 hand mutants,
+each applied alone to a copy of the tree, run against the pass's own tests, test_bad_input_dec4.py,
+test_user_journey_dec4.py, the mutation tests of f37e303..6eb7195 and of the input checks before, the module's
+own test files and its doctests (test_global_hooks.py for the hook changes); survivors re-run against the
+other test files that name the function (test_bad_inputs_core.py, test_user_api_audit.py,
+test_new_user_dec4.py, ...). Counts: 88 killed by the existing suite; 20 survived it and are killed by the
+pass's new tests (V3, V5, T2 are mutants of its review fixes; S2, S8, SC1, SC4, SC15, A15, A16, R3, R6, RE2,
+CK1-CK4, CU1, DI3, Q4); 4 equivalent (SC14, T1, CU5, V6).
+Review fix: as_participation took a bool next to integers ([0, True] is the integer array [0, 1]) as client 1.
+  S1-S8 solvers.make_solver: drop the mu check; mu == 0 -> <= 0; drop the momentum check; drop _is_number(mu)
+        for prox; ignore the given momentum; momentum-prox without a buffer; drop the name check;
+        momentum is not None -> truthy.
+  SC1-SC15 schedules: whole_steps work < 0 -> < -1, no finiteness check; WallClock no clip before whole_steps,
+        overflow message from the clipped steps, straggler_prob without _is_real / < 1, straggler_factor
+        0 <= / without _is_real; step_decay_lr factor without the upper bound / _is_real, milestones without
+        the upper bound / 0 excluded / the str test / the list(); _is_real without np.bool_.
+  killed here: S2, S8, SC1, SC4, SC15; equivalent: SC14 (np.bool_ is no numbers.Real, so _is_real refuses it
+  anyway).
 """
 from __future__ import annotations
 
@@ -413,3 +433,57 @@ def test_a_torch_only_init_is_refused_naming_it_and_the_numpy_probe():
                                          r"float64 vectors \(here of length 1\)") as info:
         check_own_step("solver", _TorchOnlyInit(lr=0.1))
     assert isinstance(info.value.__cause__, AttributeError)
+
+
+# -------------------------------------------------------------------- review and mutants of efe3bcd..52ae29d
+@pytest.mark.parametrize("name", ["sgd", "momentum"])
+def test_make_solver_refuses_a_negative_mu_for_a_solver_without_prox(name):
+    # mutant S2 (mu == 0 -> mu <= 0): mu=-1 was dropped silently
+    from fedlib.solvers import make_solver
+
+    with pytest.raises(ValueError, match=rf"^mu: solver '{name}' has no proximal term, got mu = -1\.0"):
+        make_solver(name, 0.1, mu=-1.0)
+
+
+def test_whole_steps_refuses_work_between_minus_one_and_zero():
+    # mutant SC1 (work < 0 -> work < -1): -0.5 gave -1 steps
+    from fedlib.schedules import whole_steps
+
+    with pytest.raises(ValueError, match=r"^work must be >= 0 \(a number of steps\), got min -0\.5"):
+        whole_steps([2.0, -0.5])
+    assert whole_steps(0.0) == 0.0
+
+
+def test_wall_clock_overflow_names_the_client_and_its_work():
+    # mutant SC4: the message said 1.8446744073709552e+19 (the clip) for a client whose work is 1e300 steps
+    # (the inf case is SC3's, also killed by tests/test_user_api_audit.py)
+    from fedlib.schedules import WallClock
+
+    with pytest.raises(ValueError, match=r"^speeds: client 1 would take inf steps in round_seconds = 10\.0"):
+        WallClock([1.0, 1e308], 10.0).local_steps(0)
+    with pytest.raises(ValueError, match=r"^speeds: client 0 would take 1e\+300 steps in round_seconds = 1\.0"):
+        WallClock([1e300, 1.0], 1.0).local_steps(0)
+
+
+def test_participation_refuses_a_bool_among_its_clients():
+    from fedlib.sampling import Participation, as_participation
+
+    with pytest.raises(ValueError, match=r"^participation: clients must be integer indices, got \[0, True\]"):
+        as_participation(Participation([0, True], [0.5, 0.5]))
+    assert as_participation(Participation([0, 1], [0.5, 0.5])).clients.tolist() == [0, 1]
+
+
+def test_step_decay_lr_takes_milestones_from_a_generator():
+    # mutant SC15 (milestones not turned into a list): the check consumed the generator, so no decay
+    from fedlib.schedules import step_decay_lr
+
+    assert step_decay_lr(1.0, 3, 4, milestones=(f for f in (0.5, 0.75)), factor=0.1) == pytest.approx(0.01)
+
+
+def test_make_solver_refuses_a_zero_momentum_for_a_solver_without_a_buffer():
+    # mutant S8 (momentum is not None -> truthy momentum): momentum=0.0 with 'sgd' passed; the documented
+    # rule (and train_clients / the CLI) refuses any momentum given to a solver without a buffer
+    from fedlib.solvers import make_solver
+
+    with pytest.raises(ValueError, match=r"^momentum: solver 'sgd' has no momentum buffer, got momentum = 0\.0"):
+        make_solver("sgd", 0.1, momentum=0.0)
