@@ -39,10 +39,54 @@ bool next to integers ([0, True] is the integer array [0, 1]) as client 1.
         server.name only truthy.
   killed here: T2 (a mutant of the review fix), A15, A16; equivalent: T1 (np.True_ is 0-d with a bool dtype: the
   new clause refuses it).
+
+Mutants of 86c5527..90cbd4d (algorithms.py, distributed.py, tree.py), of a hand mutation pass of 125 mutants
+over 86c5527..90cbd4d (120 of 90cbd4d, 5 of the fix of C3): 95 killed by the suite, 22 killed by a test of the
+pass, 8 equivalent. One mutant at a time (string replacement, file restored after), ``pytest -x -q`` on
+tests/test_hot_paths.py, test_state_checks.py, test_leftovers_dec4h.py, the module's own test files (e.g.
+test_algorithms, test_distributed without its multi-process tests, test_bad_inputs_core, test_table1,
+test_quadratic_engine, test_custom_model, test_bounds, test_report_tables, test_tree, the earlier
+test_mutation_*) and ``tests/test_doctests.py`` for the module.
+algorithms.py, the per-client fast path (client_init / client_final):
+  A1 ``type(client) is int`` -> ``isinstance`` (a bool on the fast path); A2 drop ``type(num_clients) is int`` (a
+  4-field state's None); A4 ``client < num_clients`` -> ``<=``; A6 / A7 drop client_init's / client_final's client
+  check; A9 drop ``type(state) is not ServerState`` (a tuple: AttributeError); A10 / A11 drop the variates / kind
+  clause; A12 the condition -> ``False``; A14 drop client_final's ServerState check: killed by the suite.
+  A3 ``0 <= client`` -> ``0 < client`` (client 0 off the fast path), A5 the fast path's ``return`` -> ``pass``,
+  A13 client_init's condition -> ``True`` (every state through _check_state): the same answers, only slower;
+  killed here by a test that the fast paths are taken (they are the commit's point: 5 % of chapter 10's time).
+  A8 ``type(state) is not ServerState`` -> ``not isinstance(...)``: equivalent (a ServerState subclass then skips
+  _check_state only where _check_state returns without a word: variates None for an algorithm that keeps none).
+_check_state / _refuse_state / server_state_mismatch / apply / apply_server_optimizer / distributed_apply, all
+  killed by the suite: S1 drop the ServerState check; S2 ``kind is not None`` -> ``is None``; S3 drop the
+  ``return``; S4 drop the ControlVariates check; S5 ``kind is None`` -> ``is not None``; S6 ``!=`` -> ``==``; S7 drop
+  the kind check; S8 _AGGREGATION_NAMES swapped; S9 ``ALGORITHMS[...][1]`` -> ``[0]``; S10 the raw aggregation name;
+  RS1 the tuple hint for a list; RS2 drop the dict hint; RS3 drop the hint; SM1 the message's parts swapped; SM2 its
+  test flipped; AP1 / AP2 apply without _check_state / _check_server_kind; ASO1 / ASO2 apply_server_optimizer
+  without its ServerState / kind check; D1 / D2 distributed_apply without either check; D3 another owner named.
+_kept_state_type / _check_server_kind:
+  K1 the key without the model type; K2 / K3 / K6 the look-up never kept (init every round); K7 ``kinds is None``
+  flipped; C2 ``is not`` -> ``is``; C4 saved / kept swapped in the message; C5 apply_server_optimizer named "the
+  algorithm's": killed by the suite.
+  K4 ``kept = None`` -> ``raise`` when init fails, C1 drop ``kept is not None``: killed here (a server optimizer
+  whose init fails on the model is not checked). K5 ``kinds = {}`` -> ``raise`` for an init that takes no weak
+  reference (``np.zeros_like``): killed here.
+  C3 ``saved is not kept`` -> ``not issubclass(saved, kept)``: killed here, and it showed a bug. The check refused,
+  in round 2, the state that a server optimizer of your own had returned in round 1 whenever its type was not the
+  one its init made (``None`` until the first update makes a buffer; a ``float`` that becomes a ``numpy.float64``):
+  'its server optimizer state (state.server) is a ndarray, but the algorithm's server optimizer keeps a NoneType'.
+  Fixed: only fedlib's server states (fedlib.server's types) are told apart by type, on either side. Mutants of the
+  fix: C7 only ``kept``'s module asked (a PlainState under your own server passes), C9 ``in`` -> ``not in``, C10
+  another module name: killed by the suite; C6 drop the fedlib clause (the bug back), C8 only ``saved``'s module
+  asked (your own state under fedlib's momentum passes): killed here.
+tree.py: TI1 drop the tuple refusal: killed by the suite. TI2 ``isinstance(i, tuple)`` -> ``type(i) is tuple`` (a
+  namedtuple indexes one axis per entry too): killed here. TI3 ``{i!r}`` -> ``{i}``: equivalent (``str`` of a tuple
+  is its ``repr``).
 """
 from __future__ import annotations
 
 import ast
+import collections
 import dataclasses
 import pathlib
 
@@ -51,10 +95,13 @@ import pytest
 import torch
 
 import fedlib
+import fedlib.algorithms as algorithms
 from fedlib import algorithms as AL
 from fedlib import rng
 from fedlib import tree as T
+from fedlib.algorithms import ClientUpdate, ServerState, make_algorithm
 from fedlib.sampling import Participation, full_participation
+from fedlib.server import ServerOptimizer, momentum
 from fedlib.solvers import proximal_sgd, sgd
 from fedlib.tree import tree_index
 
@@ -415,3 +462,107 @@ def test_apply_with_a_scalar_model_has_no_array_kind_to_compare():
     updates = [ClientUpdate(0, -0.1, 1.0, 1), ClientUpdate(1, -0.3, 1.0, 1)]
     new, _ = algo.apply(state, full_participation([0.5, 0.5]), updates, 0.1)
     assert new.params == pytest.approx(-0.2)
+
+
+# ------------------------------------------------------------------------------- mutants of 86c5527..90cbd4d
+P = [0.5, 0.5]
+
+
+KIND = r"^state: its server optimizer state \(state\.server\) is a "
+
+
+KEEPS = ", but the algorithm's server optimizer keeps a "
+
+
+UPDATES = [ClientUpdate(0, np.array([-1.0]), 1.0, 1), ClientUpdate(1, np.array([2.0]), 2.0, 2)]  # change +0.5 a round
+
+
+def _rounds(algo, state, n):
+    for _ in range(n):
+        state, _ = algo.apply(state, full_participation(P), UPDATES, 1.0, P)
+    return state
+
+
+def test_client_init_and_final_take_the_fast_path_for_a_plain_int(monkeypatch):  # A3, A5, A13
+    algo = make_algorithm("fedavg", sgd(0.1))
+    state = algo.init(np.zeros(2), num_clients=3)
+
+    def slow(*args, **kwargs):
+        raise AssertionError("the per-client fast path was not taken")
+
+    monkeypatch.setattr(algorithms, "check_client_indices", slow)
+    monkeypatch.setattr(algorithms, "_check_state", slow)
+    for client in (0, 2):
+        run = algo.solver.update(algo.client_init(state, client), np.ones(2))
+        assert algo.client_final(state, client, run).client == client
+
+
+def test_a_server_optimizer_whose_init_fails_on_the_model_is_not_checked():  # K4, C1
+    """``_kept_state_type`` is None when init fails (its problem, met where the state is built): the round runs."""
+    def init(params):
+        raise RuntimeError("this init takes no model")
+
+    counting = ServerOptimizer(init, lambda change, state, params, lr: (params + change, state + 1), "counting")
+    algo = make_algorithm("fedavg", sgd(1.0), counting)
+    state = _rounds(algo, ServerState(np.zeros(1), 0, None, 0, 2), 2)
+    assert state.server == 2 and float(state.params[0]) == 1.0
+
+
+def test_a_server_optimizer_whose_init_takes_no_weak_reference_is_still_checked():  # K5
+    summing = ServerOptimizer(np.zeros_like, lambda change, state, params, lr: (params + change, state + change), "sum")
+    algo = make_algorithm("fedavg", sgd(1.0), summing)
+    with pytest.raises(TypeError):  # what the look-up's cache meets: np.zeros_like takes no weak reference
+        algorithms._KEPT_STATE_TYPE.get(np.zeros_like)
+    state = _rounds(algo, algo.init(np.zeros(1), num_clients=2), 2)
+    assert float(state.params[0]) == 1.0 and float(state.server[0]) == 1.0
+    plain_state = make_algorithm("fedavg", sgd(1.0)).init(np.zeros(1), num_clients=2)
+    with pytest.raises(ValueError, match=KIND + "PlainState" + KEEPS
+                                         + r"ndarray \('sum';"):
+        _rounds(algo, plain_state, 1)
+
+
+def _lazy_momentum(change, state, params, lr):  # the buffer is made by the first update: init returns None
+    buffer = change if state is None else 0.9 * state + change
+    return params + buffer, buffer
+
+
+def _norm_sum(change, state, params, lr):  # init's 0.0 becomes a numpy.float64
+    return params + change, state + np.abs(change).sum()
+
+
+@pytest.mark.parametrize("server", [ServerOptimizer(lambda params: None, _lazy_momentum, "lazy-momentum"),
+                                    ServerOptimizer(lambda params: 0.0, _norm_sum, "norm-sum")])
+def test_a_server_optimizer_of_your_own_keeps_what_its_update_returns(server):  # C3 (the bug), C6
+    """Was: round 2 raised "state: its server optimizer state (state.server) is a ndarray, but the algorithm's server
+    optimizer keeps a NoneType" (and "a float64 ... keeps a float"): the state its own update had returned."""
+    algo = make_algorithm("fedavg", sgd(1.0), server)
+    state = _rounds(algo, algo.init(np.zeros(1), num_clients=2), 3)
+    assert state.round == 3 and type(state.server) is not type(server.init(state.params))
+    new, _ = algorithms.apply_server_optimizer(server, np.ones(1), state, 1.0)
+    assert np.isfinite(new).all()
+
+
+def test_fedlib_server_states_are_told_apart_on_either_side():  # C3, C7, C8
+    """A server of your own whose init makes a plain tuple refuses fedlib's PlainState (a tuple subclass, C3) ...
+    and fedlib's momentum refuses a state of your own (C8); a PlainState under your own server is refused (C7)."""
+    plain_state = make_algorithm("fedavg", sgd(1.0)).init(np.zeros(1), num_clients=2)
+    tupled = ServerOptimizer(lambda params: (), lambda c, s, p, lr: (p + c, s), "tupled")
+    with pytest.raises(ValueError, match=KIND + "PlainState" + KEEPS
+                                         + r"tuple \('tupled';"):
+        _rounds(make_algorithm("fedavg", sgd(1.0), tupled), plain_state, 1)
+    own = ServerOptimizer(lambda params: None, _lazy_momentum, "lazy-momentum")
+    own_state = _rounds(make_algorithm("fedavg", sgd(1.0), own), make_algorithm("fedavg", sgd(1.0), own).init(
+        np.zeros(1), num_clients=2), 1)
+    with pytest.raises(ValueError, match=KIND + "ndarray" + KEEPS
+                                         + r"MomentumState \('momentum';"):
+        _rounds(make_algorithm("fedavg", sgd(1.0), momentum(0.9)), own_state, 1)
+    with pytest.raises(ValueError, match=r"is a PlainState, but the algorithm's server optimizer keeps a NoneType"):
+        _rounds(make_algorithm("fedavg", sgd(1.0), own), plain_state, 1)
+
+
+def test_tree_index_refuses_a_namedtuple():  # TI2: numpy and torch read it as one index per axis as well
+    Pair = collections.namedtuple("Pair", "row col")
+    for leaf in (np.arange(12).reshape(3, 4), torch.arange(12).reshape(3, 4)):
+        assert int(leaf[Pair(1, 2)]) == 6  # what it would have picked: one entry
+        with pytest.raises(ValueError, match=r"^i must be a row index .* got the tuple Pair\(row=1, col=2\) \(one"):
+            tree_index({"a": leaf}, Pair(1, 2))

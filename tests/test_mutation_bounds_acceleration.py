@@ -14,6 +14,18 @@ review fixes; S2, S8, SC1, SC4, SC15, A15, A16, R3, R6, RE2, CK1-CK4, CU1, DI3, 
 CU5, V6).
   AC1-AC3 measured_rate: ndim unchecked / > 2; stop unchecked.
   all killed by the suite.
+
+Mutants of 86c5527..90cbd4d (experiments/bounds.py), of a hand mutation pass of 125 mutants over
+86c5527..90cbd4d (120 of 90cbd4d, 5 of the fix of C3): 95 killed by the suite, 22 killed by a test of the
+pass, 8 equivalent. One mutant at a time (string replacement, file restored after), ``pytest -x -q`` on
+tests/test_hot_paths.py, test_state_checks.py, test_leftovers_dec4h.py, the module's own test files (e.g.
+test_algorithms, test_distributed without its multi-process tests, test_bad_inputs_core, test_table1,
+test_quadratic_engine, test_custom_model, test_bounds, test_report_tables, test_tree, the earlier
+test_mutation_*) and ``tests/test_doctests.py`` for the module.
+experiments/bounds.py ``_momentum_of``: B2 drop the refusal; B3 0.5 for sgd too; B4 0.5 -> 0.9; B5 a given momentum
+  dropped: killed by the suite. B1 ``momentum is not None`` -> ``momentum`` (0.0 reaches make_solver, whose message
+  offers 'momentum-prox', no solver of bound_check's): killed here. B6 ``solver == "sgd"`` -> ``solver !=
+  "momentum"``: equivalent (bound_check's solvers are ("sgd", "momentum"), checked before).
 """
 from __future__ import annotations
 
@@ -652,3 +664,11 @@ def test_make_variant_default_server_beta_is_0_9(name):
     run = run_quadratic(prob, name, 0.03, sched, 6, algorithm=A.make_variant(name, 0.03))
     xs = _simulate(prob, name, 0.03, sched.local_steps, 6, 0.9, 0.9)
     np.testing.assert_allclose(run.distances, np.linalg.norm(xs - prob.optimum(), axis=1), rtol=1e-10, atol=1e-13)
+
+
+# ------------------------------------------------------------------------------- mutants of 86c5527..90cbd4d
+def test_bound_check_refuses_a_zero_momentum_with_sgd_in_its_own_words():  # B1
+    problem, steps = bounds.default_setup(seed=0, dim=3)
+    with pytest.raises(ValueError, match=r"^momentum: solver 'sgd' has no momentum buffer, got momentum = 0\.0 \(use "
+                                         r"solver='momentum'\)$"):
+        bounds.bound_check(problem, steps, "fednova", "sgd", 100, momentum=0.0, replicas=1)

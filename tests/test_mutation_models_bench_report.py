@@ -33,6 +33,20 @@ CU5, V6).
   RP1-RP6 report: fmt spec unchecked / floats only / _formats TypeError escapes; plus_minus np.bool_ and
         0-d numbers unchecked / a string error parsed as a number.
   all killed by the suite.
+
+Mutants of 86c5527..90cbd4d (report.py), of a hand mutation pass of 125 mutants over 86c5527..90cbd4d (120 of
+90cbd4d, 5 of the fix of C3): 95 killed by the suite, 22 killed by a test of the pass, 8 equivalent. One
+mutant at a time (string replacement, file restored after), ``pytest -x -q`` on tests/test_hot_paths.py,
+test_state_checks.py, test_leftovers_dec4h.py, the module's own test files (e.g. test_algorithms,
+test_distributed without its multi-process tests, test_bad_inputs_core, test_table1, test_quadratic_engine,
+test_custom_model, test_bounds, test_report_tables, test_tree, the earlier test_mutation_*) and
+``tests/test_doctests.py`` for the module.
+report.py: P1 a string read as a number; P4 ``not isfinite`` -> ``isnan``; P5 / P6 the error / the value not
+  checked; P8 ``not number >= 0`` -> ``number < 0`` (a NaN error gets the other message); P9 every refusal naming
+  ``value``; TM1 / TM2 the header formatted with the cells' spec: killed by the suite.
+  P3 drop ``OverflowError`` (an int beyond float's range raised instead of printing), P7 the error checked before the
+  value: killed here. P2 bools no longer skipped in _as_number: equivalent (a bool error is refused before; a bool
+  value is 0.0 or 1.0, finite).
 """
 from __future__ import annotations
 
@@ -460,3 +474,14 @@ def test_transposed_table_formats_the_values_with_the_spec():
     """Kills T8: the final ``markdown_table(..., spec)`` without ``spec``: the values (not only the column
     heads) follow the spec."""
     assert transposed_markdown_table(["T", "x"], [[100, 0.123456]], spec=".2g").splitlines()[2] == "| x | 0.12 |"
+
+
+# ------------------------------------------------------------------------------- mutants of 86c5527..90cbd4d
+def test_plus_minus_prints_an_int_beyond_float_range_as_it_is():  # P3
+    big = 10 ** 400
+    assert plus_minus(big, 1) == f"{big} ± 1"
+
+
+def test_plus_minus_names_the_value_first_when_both_are_not_finite():  # P7
+    with pytest.raises(ValueError, match=r"^value: plus_minus needs a finite number, got nan$"):
+        plus_minus(float("nan"), float("inf"))

@@ -23,6 +23,24 @@ CK1-CK4, CU1, DI3, Q4); 4 equivalent (SC14, T1, CU5, V6).
   CU1-CU5 custom.train_clients: momentum check, test_x feature shape, test_y length, mu passed through, ndim.
   killed here: Q4, CU1; equivalent: CU5 (a 1-d test_x has shape[1:] == (), which differs from the clients'
   feature shape unless client_x itself is 1-d, which train_clients refuses earlier).
+
+Mutants of 86c5527..90cbd4d (experiments/custom.py), of a hand mutation pass of 125 mutants over
+86c5527..90cbd4d (120 of 90cbd4d, 5 of the fix of C3): 95 killed by the suite, 22 killed by a test of the
+pass, 8 equivalent. One mutant at a time (string replacement, file restored after), ``pytest -x -q`` on
+tests/test_hot_paths.py, test_state_checks.py, test_leftovers_dec4h.py, the module's own test files (e.g.
+test_algorithms, test_distributed without its multi-process tests, test_bad_inputs_core, test_table1,
+test_quadratic_engine, test_custom_model, test_bounds, test_report_tables, test_tree, the earlier
+test_mutation_*) and ``tests/test_doctests.py`` for the module.
+experiments/custom.py: CF1 ``>`` -> ``<``; CF2 drop the isfinite test (always raises); CF5 ``any(1)`` -> ``any(0)``;
+  CF6 ``_non_finite`` of the cast; CF7 / CF8 features / test features not checked; CF9 ``test_features`` named
+  ``features``; TC1 client features not cast; TC2 / TC8 ``_non_finite`` of the cast; TC3 an integer test_x let
+  through; TC4 test_x not cast; TC7 test_x's finite check dropped; TC9 the sample row from the uncast features:
+  killed by the suite. TC5 the first non-finite test_x row -> the last: killed here.
+  CF3 ``finfo(x).max > finfo(dtype).max`` -> ``>=`` and CF4 drop that comparison (every cast checked): equivalent
+  (TensorEngine refuses non-finite features and test features before the cast, so a cast that does not narrow is
+  finite; only the cost differs). TC6 ``torch.cat(cast)`` -> ``torch.cat(xs)``: equivalent (the engine casts the
+  concatenation to the same dtype: float16/32/64 values go up to float64 exactly and are rounded once, as by the
+  direct cast, and every value was checked finite in that dtype; only the memory differs).
 """
 from __future__ import annotations
 
@@ -34,6 +52,7 @@ import torch
 from torch import nn
 
 from fedlib.experiments import quadratic as Q
+from fedlib.experiments.custom import train_clients
 from fedlib.plotting import ALGORITHM_COLORS
 from fedlib.rng import generator
 from fedlib.schedules import FixedSteps
@@ -555,3 +574,15 @@ def test_two_client_sweep_names_tau2_values_that_are_no_sequence(tau2_values):
 
     with pytest.raises(ValueError, match=r"^tau2_values must be a sequence of step counts"):
         two_client_sweep(1, tau2_values, 1e-3)
+
+
+# ------------------------------------------------------------------------------- mutants of 86c5527..90cbd4d
+def test_train_clients_names_the_first_bad_row_of_test_x():  # TC5
+    g = torch.Generator().manual_seed(0)
+    xs = [torch.randn(n, 6, generator=g) for n in (5, 7)]
+    ys = [torch.randint(0, 3, (n,), generator=g) for n in (5, 7)]
+    test_x = torch.randn(4, 6)
+    test_x[1, 0] = test_x[3, 5] = float("nan")
+    with pytest.raises(ValueError, match=r"^test_x holds NaN or inf \(sample 1\)$"):
+        train_clients(nn.Linear(6, 3), xs, ys, rounds=1, test_x=test_x, test_y=torch.tensor([0, 1, 2, 0]),
+                      dtype=torch.float32)

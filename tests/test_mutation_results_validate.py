@@ -42,6 +42,23 @@ Review fix (its tests first): round_lr took np.True_ / np.array(True) / torch.te
         history[k] named 'history'.
   killed here: V3, V5 (mutants of the review fix), RE2; equivalent: V6 (the default is the solver's lr, already a
   float; the stacked engine's 0.0 default is never returned).
+
+Mutants of 86c5527..90cbd4d (_validate.py), of a hand mutation pass of 125 mutants over 86c5527..90cbd4d (120
+of 90cbd4d, 5 of the fix of C3): 95 killed by the suite, 22 killed by a test of the pass, 8 equivalent. One
+mutant at a time (string replacement, file restored after), ``pytest -x -q`` on tests/test_hot_paths.py,
+test_state_checks.py, test_leftovers_dec4h.py, the module's own test files (e.g. test_algorithms,
+test_distributed without its multi-process tests, test_bad_inputs_core, test_table1, test_quadratic_engine,
+test_custom_model, test_bounds, test_report_tables, test_tree, the earlier test_mutation_*) and
+``tests/test_doctests.py`` for the module.
+_validate.py (check_finite_array, check_weights, check_int_array):
+  V1 ``isfinite(arr).all()`` -> ``.any()``; V2 drop the finite check; V3 ``min() < 0`` -> ``<= 0``; V4 ``min`` ->
+  ``max`` (weights); V6 ``(arr != round(arr)).any()`` -> ``.all()``; V7 drop ``dtype.kind != "i"`` (int64 2**63-1
+  refused); V8 ``!= "i"`` -> ``== "f"`` (uint64 2**63 wraps); V9 ``>= 2.0**63`` -> ``>``; V11 ``min`` -> ``max`` in
+  the lower bound; V12 drop the lower bound; V13 ``min() < minimum`` -> ``<=``; V14 ``min`` -> ``max``; V15
+  ``!= "i"`` -> ``!= "u"``: killed by the suite.
+  V5 drop ``not isfinite(arr).all() or`` (an inf step count was 'must hold integers below 2**63'; NaN is still
+  refused by ``arr != round(arr)``), V10 ``min() < -(2.0**63)`` -> ``<=`` (-2**63, a valid int64, refused): killed
+  here.
 """
 from __future__ import annotations
 
@@ -52,7 +69,7 @@ import numpy as np
 import pytest
 import torch
 
-from fedlib._validate import round_lr
+from fedlib._validate import check_int_array, round_lr
 from fedlib.results import device_name
 from fedlib.rule import aggregation_coefficients, fednova_weights
 from fedlib.sampling import expected_server_weights
@@ -531,3 +548,14 @@ def test_make_result_names_a_mapping_given_as_history():
     provenance = make_provenance(0.0, 1.0, command="x")
     with pytest.raises(ValueError, match=r"^history must be a sequence of per-round mappings, got dict"):
         make_result({"rounds": 1}, {"round": 0, "train_loss": 0.5}, provenance)
+
+
+# ------------------------------------------------------------------------------- mutants of 86c5527..90cbd4d
+@pytest.mark.parametrize("bad", [[1.0, np.inf], [-np.inf, 1.0]])
+def test_check_int_array_calls_an_infinite_count_no_integer(bad):  # V5
+    with pytest.raises(ValueError, match=r"^steps must hold integers, got array"):
+        check_int_array("steps", np.array(bad), minimum=1)
+
+
+def test_check_int_array_takes_minus_two_to_the_63():  # V10: the lower bound is int64's own
+    assert check_int_array("offsets", np.array([-(2.0 ** 63), 0.0])).tolist() == [-(2 ** 63), 0]

@@ -18,6 +18,15 @@ CU5, V6).
         unchecked / without size; a_norms size != -> >.
   VA1-VA3 variance: NaN check dropped / on p; init_control_variates minimum 0.
   all killed by the suite.
+
+Mutants of 86c5527..90cbd4d (rule.py), of a hand mutation pass of 125 mutants over 86c5527..90cbd4d (120 of
+90cbd4d, 5 of the fix of C3): 95 killed by the suite, 22 killed by a test of the pass, 8 equivalent. One
+mutant at a time (string replacement, file restored after), ``pytest -x -q`` on tests/test_hot_paths.py,
+test_state_checks.py, test_leftovers_dec4h.py, the module's own test files (e.g. test_algorithms,
+test_distributed without its multi-process tests, test_bad_inputs_core, test_table1, test_quadratic_engine,
+test_custom_model, test_bounds, test_report_tables, test_tree, the earlier test_mutation_*) and
+``tests/test_doctests.py`` for the module.
+rule.py: R1 ``a.min() <= 0`` -> ``< 0``; R2 ``min`` -> ``max``: killed by the suite.
 """
 from __future__ import annotations
 

@@ -6,6 +6,18 @@ comment), never taken from the function under test; nothing here trains a networ
 Mutants of the record of each call that trained a group (provenance['resumed']), of a mutation pass over the
 code written after the first passes: tests for the mutants the suite let through (the commit messages that
 added the tests say which mutant each kills).
+
+Mutants of 86c5527..90cbd4d (experiments/cifar10.py), of a hand mutation pass of 125 mutants over
+86c5527..90cbd4d (120 of 90cbd4d, 5 of the fix of C3): 95 killed by the suite, 22 killed by a test of the
+pass, 8 equivalent. One mutant at a time (string replacement, file restored after), ``pytest -x -q`` on
+tests/test_hot_paths.py, test_state_checks.py, test_leftovers_dec4h.py, the module's own test files (e.g.
+test_algorithms, test_distributed without its multi-process tests, test_bad_inputs_core, test_table1,
+test_quadratic_engine, test_custom_model, test_bounds, test_report_tables, test_tree, the earlier
+test_mutation_*) and ``tests/test_doctests.py`` for the module.
+experiments/cifar10.py summary_lines: CI1 ``is None`` -> ``is not None``, CI7 the larger of the final and in-round
+  difference -> the smaller: killed by the suite. CI2 ``repeats and gaps`` -> ``or``, CI3 -> ``repeats``, CI8 ->
+  ``gaps`` (max of nothing), CI4 ``abs`` dropped, CI5 ``or 0.0`` dropped (a repeat without a per-round
+  difference), CI6 the largest repeat -> the smallest: killed here.
 """
 from __future__ import annotations
 
@@ -738,3 +750,27 @@ def test_each_call_that_trained_a_group_is_recorded_with_its_rounds_and_any_swit
     assert [(c["cuda_graph"], c["rounds"]) for c in resumed["earlier_calls"]] == [(True, [0, 1]), (False, [1, 2])]
     assert resumed.get("cuda_graph_changed") is True
     assert "CUDA graphs on in an earlier call" in out
+
+
+# ------------------------------------------------------------------------------- mutants of 86c5527..90cbd4d
+GAPS = [{"row": "SGD", "setting": "E=2", "baseline": "FedAvg", "seeds": [0], "baseline_final": 58.82,
+         "fednova_final": 66.53, "gap": 7.71, "paper_gap": 5.63}]
+
+
+NOISE = "- Every FedNova lead above is asserted to exceed the largest difference of a repeat, final or in any round: "
+
+
+def test_summary_lines_noise_is_the_largest_difference_of_any_repeat():  # CI4, CI5, CI6, CI7
+    repeats = [{"cell": "a", "seed": 0, "difference": -1.5, "max_round_difference": None},  # an older repeat file
+               {"cell": "b", "seed": 1, "difference": -0.25, "max_round_difference": 0.75}]
+    lines = C.summary_lines([], GAPS, [], [], repeats, [])
+    assert lines[2] == ("- The same run made twice (a, seed 0) ends 1.50 points apart: differences of that size "
+                        "between cells mean nothing.")
+    assert lines[-1] == NOISE + "1.50 points."
+    assert C.summary_lines([], GAPS, [], [], repeats[1:], [])[-1] == NOISE + "0.75 points."
+
+
+def test_summary_lines_noise_needs_both_repeats_and_leads():  # CI2, CI3, CI8
+    repeats = [{"cell": "a", "seed": 0, "difference": 0.5, "max_round_difference": 0.6}]
+    for gaps, reps in ((GAPS, []), ([], repeats)):
+        assert not any(line.startswith(NOISE) for line in C.summary_lines([], gaps, [], [], reps, []))
