@@ -27,8 +27,8 @@ and tests/test_api_page.py.
   killed here: R1, R2, R6.
 
 Mutants of ``load_checkpoint``'s reasons (an empty file, a truncated one, a read error while unpickling), of a
-mutation pass over the code written after the first passes: tests for the mutants the suite let through (the
-commit messages that added the tests say which mutant each kills).
+mutation pass: tests for the mutants the suite let through (the commit messages that added the tests say which
+mutant each kills).
   killed here: OSError re-raise dropped, 'empty (0 bytes)' dropped/inverted.
 
 Mutants of 8bd9827.., ``fedlib.checkpoint`` (the part types, an unreadable path), of a pass over the code
@@ -358,7 +358,7 @@ def test_registered_hooks_lists_every_kind_and_every_name_of_a_shared_module():
     ]
 
 
-# -------------------------------------------------------- load_checkpoint's reasons: mutants of a later pass
+# ----------------------------------------------------------------------------------- load_checkpoint's reasons
 def _save(path):
     return ck.save_checkpoint(path, config={"a": 1}, round_done=2, state={"w": np.arange(3.0)},
                               history=[{"round": 1}], seed=0, kind="test")

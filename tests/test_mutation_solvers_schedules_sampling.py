@@ -17,9 +17,8 @@ RandomLocalWork, all killed by the suite:
   R1 remove the size check; R2 back to ``check_local_steps("high", high, size=lo.size)``;
   R3 swap the two sizes in the message; R4 ``!=`` -> ``<``.
 
-Mutants of an own step's closed forms (``LocalSolver.a_vector`` / ``a_norm``), of a mutation pass over the
-code written after the first passes: tests for the mutants the suite let through (the commit messages that
-added the tests say which mutant each kills).
+Mutants of an own step's closed forms (``LocalSolver.a_vector`` / ``a_norm``), of a mutation pass: tests for
+the mutants the suite let through (the commit messages that added the tests say which mutant each kills).
   killed here: mutants of the own-step branch, the probe's weight decay, a_norm's online index.
 
 Mutants of 8bd9827.., ``fedlib.solvers`` (check_own_step, builtin_step, STEP_METHODS) and ``fedlib.sampling``

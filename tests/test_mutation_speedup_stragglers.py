@@ -15,9 +15,8 @@ and tests/test_api_page.py.
 - SS3 (``len(populations) != 1`` -> ``> 1``) and SS8 (``populations[0]`` -> ``populations[-1]``): the empty
   list is refused one line before, so ``populations`` has at least one entry, and after the check exactly one.
 
-Mutants of ``sampling_summary``'s paired error for rows without seeds, of a mutation pass over the code
-written after the first passes: tests for the mutants the suite let through (the commit messages that added
-the tests say which mutant each kills).
+Mutants of ``sampling_summary``'s paired error for rows without seeds, of a mutation pass: tests for the
+mutants the suite let through (the commit messages that added the tests say which mutant each kills).
 
 Mutants of 8bd9827.., ``speedup.sampling_step_conditions`` (chapter 8's conditions use the problem's own p),
 of a pass over the code changed since 8bd9827 (``fedlib.solvers``, ``fedlib.checkpoint``, ``fedlib.sampling``,

@@ -3,9 +3,8 @@ result files, the runner's planning and the chapter's summaries): tests that kil
 the other tests let survive. Every expected number is worked out by hand in the test (or its
 comment), never taken from the function under test; nothing here trains a network.
 
-Mutants of the record of each call that trained a group (provenance['resumed']), of a mutation pass over the
-code written after the first passes: tests for the mutants the suite let through (the commit messages that
-added the tests say which mutant each kills).
+Mutants of the record of each call that trained a group (provenance['resumed']), of a mutation pass: tests for
+the mutants the suite let through (the commit messages that added the tests say which mutant each kills).
 
 Mutants of 86c5527..90cbd4d (experiments/cifar10.py), of a hand mutation pass of 125 mutants over
 86c5527..90cbd4d (120 of 90cbd4d, 5 of the fix of C3): 95 killed by the suite, 22 killed by a test of the
