@@ -8,7 +8,7 @@ Mutants of f37e303..6eb7195, ``fedlib.experiments.run_seeds`` / engine_against_r
 (fedlib/experiments/cifar10.py), of a review and hand mutation pass of 73 mutants over f37e303..6eb7195 (ids
 P*, T*, R*, H*, S*, RS*, C*, SG*, SB*, SS*, TH* in the tests' docstrings and the pass's report): 46 killed by
 the suite, 20 by a test of the pass, 7 equivalent. Review tests fail on the code before their fix; each mutant
-test's docstring names the mutant it kills, a mutant that survived tests/test_leftovers_dec4d.py,
+test's docstring names the mutant it kills, a mutant that survived tests/test_model_hooks.py, tests/test_chapter_seeds.py, tests/test_quadratic_engine.py,
 tests/test_report_tables.py, tests/test_bounds.py and tests/test_api_page.py.
   killed here: C1, C2.
 """

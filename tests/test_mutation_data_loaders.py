@@ -127,7 +127,7 @@ def test_labels_up_to_two_to_the_62_are_accepted(tmp_path):
     """Up to 2**62 - 1 with num_classes given. Inferred, the class count is the largest label plus
     one, and a label of 2**62 - 1 made a data set of 2**62 classes that failed later, in the first
     model allocation ("array is too big"): an inferred count is at most 1,000,000, as in
-    dirichlet_partition (tests/test_leftovers_dec4c.py)."""
+    dirichlet_partition (tests/test_data_leaf.py)."""
     big = 2**62 - 1
     assert load_leaf(_one_user(tmp_path / "ok", [[0.0], [1.0]], [0, big]), num_classes=big + 1).num_classes == big + 1
     assert load_leaf(_one_user(tmp_path / "mid", [[0.0], [1.0]], [0, 200])).num_classes == 201

@@ -7,8 +7,8 @@ hand-checkable arithmetic, never from a stored output.
 Mutants of 677635c..166b66c, whole_steps and RandomLocalWork (fedlib/schedules.py), of a pass of 36 mutants
 over the checks added in 677635c..166b66c, 4b42ff0 (duplicate run names) and c641002 (global hooks), plus
 bca6c97 (``evaluate``'s global-hook check): 29 killed by the suite, 5 killed by a test of the pass, 2
-equivalent. One mutant at a time, covering tests: tests/test_leftovers_dec4g.py, test_regressions_dec4.py,
-test_global_hooks.py, test_review_dec4g.py, the module's own test files and ``tests/test_doctests.py -k
+equivalent. One mutant at a time, covering tests: tests/test_quadratic_engine.py, test_custom_model.py, test_schedules.py, test_tree.py, test_table1.py,
+test_cli_table1_modes.py, test_global_hooks.py, the module's own test files and ``tests/test_doctests.py -k
 <module>``.
 whole_steps, all killed by the suite:
   W1 drop the scalar-bool clause; W2 drop the dtype-bool clause; W3 drop the list/tuple clause;
@@ -30,11 +30,11 @@ arithmetic), never stored outputs.
 
 Review and mutants of efe3bcd..52ae29d, fedlib/solvers.py, fedlib/schedules.py and fedlib/sampling.py, of a
 review and hand mutation test of the library changes of efe3bcd..52ae29d (the input checks): 112 hand mutants,
-each applied alone to a copy of the tree, run against the pass's own tests, test_bad_input_dec4.py,
-test_user_journey_dec4.py, the mutation tests of f37e303..6eb7195 and of the input checks before, the module's
+each applied alone to a copy of the tree, run against the pass's own tests, the input tests
+of the module test files (test_schedules.py, test_algorithms.py, test_solvers.py, test_reference_engine.py, ...), the mutation tests of f37e303..6eb7195 and of the input checks before, the module's
 own test files and its doctests (test_global_hooks.py for the hook changes); survivors re-run against the
 other test files that name the function (test_bad_inputs_core.py, test_user_api_audit.py,
-test_new_user_dec4.py, ...). Counts: 88 killed by the existing suite; 20 survived it and are killed by the
+test_optim.py, test_custom_model.py, ...). Counts: 88 killed by the existing suite; 20 survived it and are killed by the
 pass's new tests (V3, V5, T2 are mutants of its review fixes; S2, S8, SC1, SC4, SC15, A15, A16, R3, R6, RE2,
 CK1-CK4, CU1, DI3, Q4); 4 equivalent (SC14, T1, CU5, V6).
 Review fix: as_participation took a bool next to integers ([0, True] is the integer array [0, 1]) as client 1.

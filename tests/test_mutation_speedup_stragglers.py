@@ -7,7 +7,7 @@ Review and mutants of f37e303..6eb7195, ``speedup.sampling_summary``'s ``_summar
 and hand mutation pass of 73 mutants over f37e303..6eb7195 (ids P*, T*, R*, H*, S*, RS*, C*, SG*, SB*, SS*,
 TH* in the tests' docstrings and the pass's report): 46 killed by the suite, 20 by a test of the pass, 7
 equivalent. Review tests fail on the code before their fix; each mutant test's docstring names the mutant it
-kills, a mutant that survived tests/test_leftovers_dec4d.py, tests/test_report_tables.py, tests/test_bounds.py
+kills, a mutant that survived tests/test_model_hooks.py, tests/test_chapter_seeds.py, tests/test_quadratic_engine.py, tests/test_report_tables.py, tests/test_bounds.py
 and tests/test_api_page.py.
   review: test_sampling_summary_names_the_bad_q_eff_among_several_rows;
   killed here: SS2, SS6, SS7;
@@ -27,7 +27,7 @@ worked by hand (the comments show the arithmetic), never stored outputs.
 Mutants of 86c5527..90cbd4d (experiments/speedup.py), of a hand mutation pass of 125 mutants over
 86c5527..90cbd4d (120 of 90cbd4d, 5 of the fix of C3): 95 killed by the suite, 22 killed by a test of the
 pass, 8 equivalent. One mutant at a time (string replacement, file restored after), ``pytest -x -q`` on
-tests/test_hot_paths.py, test_state_checks.py, test_leftovers_dec4h.py, the module's own test files (e.g.
+tests/test_hot_paths.py, test_state_checks.py, test_custom_model.py, test_report_tables.py, test_bounds.py, test_tree.py, the module's own test files (e.g.
 test_algorithms, test_distributed without its multi-process tests, test_bad_inputs_core, test_table1,
 test_quadratic_engine, test_custom_model, test_bounds, test_report_tables, test_tree, the earlier
 test_mutation_*) and ``tests/test_doctests.py`` for the module.

@@ -9,8 +9,8 @@ Mutants of 677635c..166b66c and 4b42ff0, _as_param_dict and duplicate run names 
 is demo_run's in fedlib/experiments/cifar10.py, D5 reference_differences' in fedlib/experiments/custom.py), of
 a pass of 36 mutants over the checks added in 677635c..166b66c, 4b42ff0 (duplicate run names) and c641002
 (global hooks), plus bca6c97 (``evaluate``'s global-hook check): 29 killed by the suite, 5 killed by a test of
-the pass, 2 equivalent. One mutant at a time, covering tests: tests/test_leftovers_dec4g.py,
-test_regressions_dec4.py, test_global_hooks.py, test_review_dec4g.py, the module's own test files and
+the pass, 2 equivalent. One mutant at a time, covering tests: tests/test_quadratic_engine.py, test_custom_model.py, test_schedules.py, test_tree.py, test_table1.py,
+test_cli_table1_modes.py, test_global_hooks.py, the module's own test files and
 ``tests/test_doctests.py -k <module>``.
 _as_param_dict, killed by the suite:
   N1 remove the NaN/inf check; N2 ``.all()`` -> ``.any()``; N3 ``isfinite`` -> ``~isnan`` (inf passes);
@@ -22,7 +22,7 @@ Mutants of f37e303..6eb7195, the backward-hook refusal of the vmap path (fedlib/
 review and hand mutation pass of 73 mutants over f37e303..6eb7195 (ids P*, T*, R*, H*, S*, RS*, C*, SG*, SB*,
 SS*, TH* in the tests' docstrings and the pass's report): 46 killed by the suite, 20 by a test of the pass, 7
 equivalent. Review tests fail on the code before their fix; each mutant test's docstring names the mutant it
-kills, a mutant that survived tests/test_leftovers_dec4d.py, tests/test_report_tables.py, tests/test_bounds.py
+kills, a mutant that survived tests/test_model_hooks.py, tests/test_chapter_seeds.py, tests/test_quadratic_engine.py, tests/test_report_tables.py, tests/test_bounds.py
 and tests/test_api_page.py.
   killed here: S3, S4, S5.
 
@@ -36,7 +36,7 @@ never stored outputs.
 Mutants of 86c5527..90cbd4d (engines/stacked.py), of a hand mutation pass of 125 mutants over 86c5527..90cbd4d
 (120 of 90cbd4d, 5 of the fix of C3): 95 killed by the suite, 22 killed by a test of the pass, 8 equivalent.
 One mutant at a time (string replacement, file restored after), ``pytest -x -q`` on tests/test_hot_paths.py,
-test_state_checks.py, test_leftovers_dec4h.py, the module's own test files (e.g. test_algorithms,
+test_state_checks.py, test_custom_model.py, test_report_tables.py, test_bounds.py, test_tree.py, the module's own test files (e.g. test_algorithms,
 test_distributed without its multi-process tests, test_bad_inputs_core, test_table1, test_quadratic_engine,
 test_custom_model, test_bounds, test_report_tables, test_tree, the earlier test_mutation_*) and
 ``tests/test_doctests.py`` for the module.

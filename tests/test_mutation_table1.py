@@ -9,7 +9,7 @@ the mutants the suite let through (the commit messages that added the tests say 
 Mutants of 86c5527..90cbd4d (experiments/cifar10.py), of a hand mutation pass of 125 mutants over
 86c5527..90cbd4d (120 of 90cbd4d, 5 of the fix of C3): 95 killed by the suite, 22 killed by a test of the
 pass, 8 equivalent. One mutant at a time (string replacement, file restored after), ``pytest -x -q`` on
-tests/test_hot_paths.py, test_state_checks.py, test_leftovers_dec4h.py, the module's own test files (e.g.
+tests/test_hot_paths.py, test_state_checks.py, test_custom_model.py, test_report_tables.py, test_bounds.py, test_tree.py, the module's own test files (e.g.
 test_algorithms, test_distributed without its multi-process tests, test_bad_inputs_core, test_table1,
 test_quadratic_engine, test_custom_model, test_bounds, test_report_tables, test_tree, the earlier
 test_mutation_*) and ``tests/test_doctests.py`` for the module.
@@ -731,7 +731,7 @@ def test_each_call_that_trained_a_group_is_recorded_with_its_rounds_and_any_swit
     call's record rewritten to cuda_graph=True, the last (eager) call's result must flag the switch
     although the second call was eager too (mutant: only when *every* earlier call differs)."""
     from cliutil import cli_exit
-    from test_leftovers_dec4c import _interrupted_after_first_checkpoint, _rewrite, _table1_args
+    from test_table1_resume import _interrupted_after_first_checkpoint, _rewrite, _table1_args
 
     from fedlib.results import read_result
 
