@@ -64,7 +64,7 @@ def tree_map(fn: Callable, tree: Any, *rest: Any) -> Any:
     if isinstance(tree, dict):
         for r in rest:
             if not isinstance(r, dict) or r.keys() != tree.keys():
-                raise ValueError(f"tree structures differ: dict keys {list(tree)} vs {getattr(r, 'keys', lambda: r)()}")
+                raise ValueError(f"tree structures differ: dict keys {list(tree)} vs {getattr(r, 'keys', lambda: r)()}")  # noqa: B023 - called at once
         items = {k: tree_map(fn, tree[k], *(r[k] for r in rest)) for k in tree}
         if type(tree) is dict:
             return items

@@ -80,7 +80,7 @@ def chapter_links(lines, chapters):
             open_quote = 0
             continue
 
-        def link(m, carry=open_quote):
+        def link(m, carry=open_quote, line=line):
             # inside ``literal``, `role`, :math:`...`: an odd number of backquote runs (each opens or closes
             # one) before the match, counting those of the paragraph's earlier lines
             if (carry + len(re.findall(r"`+", line[:m.start()]))) % 2:

@@ -10,8 +10,6 @@ from __future__ import annotations
 
 from typing import Any, Callable, NamedTuple, Optional
 
-import numpy as np
-
 from .._validate import check_int, check_probability_vector, round_lr
 from ..algorithms import FederatedAlgorithm, RoundDiagnostics, ServerState, server_state_mismatch
 from ..solvers import LocalSolver, check_own_step, check_shared_lr

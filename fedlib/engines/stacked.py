@@ -933,7 +933,7 @@ class StackedEngine:
         # a_norm per row from each run's online counter
         cache: Dict[int, np.ndarray] = {}
         a_norms = np.empty(len(rows))
-        for j, (r, i, tau) in enumerate(rows):
+        for j, (r, _, tau) in enumerate(rows):
             if r not in cache:
                 cache[r] = online_a_norms(solvers[r], int(max(tt for rr, _, tt in rows if rr == r)))
             a_norms[j] = cache[r][tau - 1]
@@ -1007,7 +1007,7 @@ class StackedEngine:
             self._loss_sum.zero_()
             self._k.zero_()
             # rows <- their run's global model (and anchor); VR corrections; momentum 0
-            for r, rt, n, src in self._global_rows(plan):
+            for _, rt, n, src in self._global_rows(plan):
                 self.x[n].index_put_((rt,), src)
                 if self.x0 is not None:
                     self.x0[n].index_put_((rt,), src)
@@ -1200,7 +1200,7 @@ class StackedEngine:
         records_partial = []
         with torch.no_grad():
             # stacked params -> Delta_i in place
-            for r, rt, n, src in self._global_rows(plan):
+            for _, rt, n, src in self._global_rows(plan):
                 self.x[n].index_put_((rt,), -src, accumulate=True)
             for r, run in enumerate(self.runs):
                 part = plan.participations[r]

@@ -803,7 +803,7 @@ def run_table1(results_dir, *, budget_seconds: float, seeds: Sequence[int] = (0,
 
         marks = [0.0]
 
-        def check(t, records, elapsed, group_work=group_work):
+        def check(t, records, elapsed, group_work=group_work, marks=marks, state=state):  # this group's, bound
             # round 0 carries the warm-up (CUDA-graph captures; cuDNN search if on): the
             # projection uses the later rounds once there are any
             marks.append(elapsed)

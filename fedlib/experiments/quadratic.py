@@ -427,7 +427,7 @@ def one_round(problem: QuadraticProblem, x0: Any, local_steps: Sequence[int], lr
     for i in range(problem.num_clients):
         state = solver.init(x0)
         path = [x0]
-        for k in range(int(tau[i])):
+        for _ in range(int(tau[i])):
             state = solver.update(state, problem.grad(state.params, i))
             path.append(state.params)
         paths.append(np.array(path))
