@@ -19,7 +19,7 @@ Modules mirror the paper:
 Extending fedlib
 ----------------
 Each piece of eq. (4), :math:`x \leftarrow x - \tau_{\text{eff}}\sum_i w_i\eta d_i` with
-:math:`d_i = G_i a_i/\|a_i\|_1`, can be replaced through the public API; ``tests/test_extension_audit.py``
+:math:`d_i = G_i a_i/\|a_i\|_1`, can be replaced through the public API; ``tests/test_extensions.py``
 runs one example of each against eq. (4) worked by hand. fedlib checks an extension where it receives it
 and refuses a malformed one with a ``ValueError`` naming it.
 

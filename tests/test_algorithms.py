@@ -1,5 +1,7 @@
 """FederatedAlgorithm: validation (client indices, p, tau_eff), one round by hand through client_init/final and
-apply, divergence detection, and SCAFFOLD / FedNova-VR runs on a quadratic."""
+apply, divergence detection, and SCAFFOLD / FedNova-VR runs on a quadratic; what apply refuses (client changes of
+another shape or array kind than the model, a hand-built participation, a ClientUpdate with no local step) and
+init (params that are not arrays)."""
 from __future__ import annotations
 
 import numpy as np
@@ -8,6 +10,7 @@ import torch
 
 from fedlib import algorithms as AL
 from fedlib import server as SV
+from fedlib.algorithms import ClientUpdate, make_algorithm
 from fedlib.engines.reference import run_sequential
 from fedlib.problems import random_quadratic
 from fedlib.rule import aggregate
@@ -282,3 +285,101 @@ def test_client_final_checks_the_client_index(client, match):
     with pytest.raises(ValueError, match=match):
         algo.client_final(state, client, done)
     assert algo.client_final(state, np.int64(1), done).client == 1
+
+
+def test_apply_refuses_deltas_of_another_shape_and_foreign_inputs():
+    """A client change of shape (3,) on a (3, 1) model was broadcast: the new global model was (3, 3)."""
+    algo = make_algorithm("fednova", sgd(0.1))
+    p = np.array([0.5, 0.5])
+    for params, delta in (([torch.zeros(3, 1)], [torch.ones(3)]), (np.zeros((3, 1)), np.ones(3)),
+                          ([torch.zeros(3), torch.zeros(2)], [torch.ones(3)])):
+        server = algo.init(params, 2)
+        ups = [ClientUpdate(i, delta, 2.0, 2) for i in range(2)]
+        with pytest.raises(ValueError, match="structure and leaf shapes of state.params"):
+            algo.apply(server, full_participation(p), ups, 0.1, p)
+    server = algo.init([torch.zeros(3)], 2)
+    ups = [ClientUpdate(i, [torch.ones(3)], 2.0, 2) for i in range(2)]
+    new, _ = algo.apply(server, full_participation(p), ups, 0.1, p)  # the same shapes still go through
+    torch.testing.assert_close(new.params[0], torch.ones(3))
+    with pytest.raises(ValueError, match=r"updates\[0\] must be a ClientUpdate"):
+        algo.apply(server, full_participation(p), [tuple(u) for u in ups], 0.1, p)
+    with pytest.raises(ValueError, match="participation must be a fedlib.sampling.Participation"):
+        algo.apply(server, p, ups, 0.1, p)
+
+
+@pytest.mark.parametrize("delta_kind", ["torch", "numpy"])
+def test_apply_refuses_deltas_of_another_kind_than_the_model(delta_kind):
+    """A server built on numpy params fed torch deltas (or the reverse) failed in the server
+    optimizer with "Concatenation operation is not implemented for NumPy arrays" (or a torch
+    TypeError); now apply names the mismatch."""
+    from fedlib.algorithms import ClientUpdate, make_algorithm
+
+    algo = make_algorithm("fednova", sgd(1.0))
+    params = np.zeros(1) if delta_kind == "torch" else torch.zeros(1, dtype=torch.float64)
+    make = (lambda v: torch.tensor([v], dtype=torch.float64)) if delta_kind == "torch" else (lambda v: np.array([v]))
+    state = algo.init(params, 2)
+    updates = [ClientUpdate(0, make(-2.0), 2.0, 2), ClientUpdate(1, make(-6.0), 6.0, 6)]
+    with pytest.raises(ValueError, match="deltas are .* but state.params"):
+        algo.apply(state, full_participation([0.5, 0.5]), updates, 1.0)
+    # the same kind works: FedNova's x - tau_eff * sum p_i d_i = -(4 * 1)
+    same = [ClientUpdate(u.client, torch.as_tensor(u.delta) if delta_kind == "numpy" else np.asarray(u.delta),
+                         u.a_norm, u.local_steps) for u in updates]
+    new, _ = algo.apply(state, full_participation([0.5, 0.5]), same, 1.0)
+    assert float(new.params[0]) == -4.0
+
+
+def test_apply_checks_a_hand_built_participation():
+    """A Participation built by hand: with a repeated client FedNova/FedAvg summed the same update
+    twice (SCAFFOLD refused it deep in the variates), with one weight too many the error blamed
+    a_norms; a missing update said only 'order'. Now each names participation / the clients."""
+    from fedlib.algorithms import ClientUpdate, make_algorithm
+    from fedlib.sampling import Participation
+
+    algo = make_algorithm("fednova", sgd(1.0))
+    state = algo.init(np.zeros(1), 3)
+    up = lambda i, v, a: ClientUpdate(i, np.array([v]), a, int(a))  # noqa: E731
+    with pytest.raises(ValueError, match="participation: clients must be distinct"):
+        algo.apply(state, Participation([0, 0], [0.5, 0.5]), [up(0, -1.0, 1), up(0, -1.0, 1)], 1.0)
+    with pytest.raises(ValueError, match="participation: clients and weights must be 1-d with one weight per client"):
+        algo.apply(state, Participation([0, 1], [0.2, 0.3, 0.5]), [up(0, -1.0, 1), up(1, -2.0, 2)], 1.0)
+    with pytest.raises(ValueError, match=r"updates are for clients \[0, 1\], participation.clients is \[0, 1, 2\]"):
+        algo.apply(state, full_participation([0.2, 0.3, 0.5]), [up(0, -1.0, 1), up(1, -2.0, 2)], 1.0)
+    # distinct clients as lists: x - tau_eff * sum_i w_i d_i with d_i = 1, tau_eff = 0.5 * 1 + 0.5 * 2
+    new, diag = algo.apply(state, Participation([0, 2], [0.5, 0.5]), [up(0, -1.0, 1), up(2, -2.0, 2)], 1.0)
+    assert new.params.tolist() == [-1.5] and diag.tau_eff == 1.5
+
+
+@pytest.mark.parametrize("params", [None, "weights", {"w": None}])
+def test_init_refuses_params_that_are_not_arrays(params):
+    """algo.init(None, m) (e.g. a forgotten model) died in numpy's isfinite with "ufunc 'isfinite'
+    not supported for the input types"; now a ValueError names params."""
+    from fedlib.algorithms import make_algorithm
+
+    with pytest.raises(ValueError, match="params must be a tree"):
+        make_algorithm("fednova", sgd(0.1)).init(params, 2)
+
+
+@pytest.mark.parametrize("distributed", [False, True])
+@pytest.mark.parametrize("field, a_norm, steps", [("local_steps", 1.0, 0), ("local_steps", 2.0, -1),
+                                                  ("local_steps", 2.0, 1.5), ("a_norm", 0.0, 1),
+                                                  ("a_norm", -1.0, 1), ("a_norm", float("nan"), 1),
+                                                  ("a_norm", float("inf"), 1)])
+def test_apply_refuses_a_client_update_with_no_local_step(distributed, field, a_norm, steps):
+    """A hand-built ClientUpdate claiming 0 (or -1, 1.5) local steps passed apply and was aggregated
+    (fednova moved x by 1.125 instead of refusing; only vrlsgd's variates noticed); a_norm 0, < 0 or
+    not finite was refused as 'a_norms must be > 0 ... (client 0 ...)', naming the position in the
+    round rather than the client (3). Now both name the client and the field."""
+    from fedlib.algorithms import ClientUpdate, make_algorithm
+    from fedlib.distributed import LocalCommunicator, distributed_apply
+    from fedlib.sampling import Participation
+
+    algo = make_algorithm("fednova", sgd(1.0))
+    state = algo.init(np.zeros(1), 6)
+    part = Participation(np.array([3, 5]), np.array([0.5, 0.5]))
+    ups = [ClientUpdate(3, np.array([-2.0]), a_norm, steps), ClientUpdate(5, np.array([-6.0]), 6.0, 6)]
+    apply = ((lambda u: distributed_apply(LocalCommunicator(), algo, state, part, u, 1.0, None)) if distributed
+             else (lambda u: algo.apply(state, part, u, 1.0)))
+    with pytest.raises(ValueError, match=f"client 3 has {field} = "):
+        apply(ups)
+    good = [ClientUpdate(3, np.array([-2.0]), 2.0, np.int64(2)), ups[1]]
+    assert apply(good)[0].params.tolist() == [-4.0]

@@ -1,5 +1,6 @@
 """fedlib.anatomy and fedlib.tradeoff (chapters "The general update rule" and "FedProx's alpha trade-off"),
-and chapter 1's use of them: its parameters checked by name, its traced clients, its momentum + prox table."""
+and chapter 1's use of them: its parameters checked by name, its traced clients, its momentum + prox table;
+the softmax client's checks of its params and samples."""
 
 import json
 from pathlib import Path
@@ -194,3 +195,22 @@ def test_chapter1_momentum_prox_table_holds_at_one_minus_alpha_equal_to_rho():
     code = "\n".join(_cell_sources("01_update_rule.ipynb"))
     assert "/ (1 - alpha - momentum)" not in code
     assert "anatomy.momentum_prox_a_table(local_steps, momentum, alpha)" in code
+
+
+def test_softmax_client_checks_params_and_samples():
+    """params one entry short of num_params gave a gradient of another length (its bias broadcast); a client
+    without samples, or an empty idx, gave a zero gradient for an undefined mean."""
+    rng = np.random.default_rng(0)
+    client = anatomy.SoftmaxRegressionClient(rng.standard_normal((10, 3)), rng.integers(0, 2, 10), 2)
+    assert client.num_params == 8
+    for bad in (np.zeros(7), np.zeros(9), np.zeros((8, 1))):
+        with pytest.raises(ValueError, match="params"):
+            client.full_grad(bad)
+    with pytest.raises(ValueError, match="params"):
+        client.grad(np.zeros(7), 0)
+    with pytest.raises(ValueError, match="idx"):
+        client.full_grad(np.zeros(8), idx=np.array([], dtype=int))
+    with pytest.raises(ValueError, match="at least one sample"):
+        anatomy.SoftmaxRegressionClient(np.zeros((0, 3)), np.zeros(0, dtype=int), 2)
+    assert client.full_grad(np.zeros(8)).shape == (8,)
+    np.testing.assert_allclose(client.full_grad(list(np.zeros(8))), client.full_grad(np.zeros(8)))

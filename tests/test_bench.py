@@ -1,5 +1,6 @@
 """``fedlib.bench``: the three engines of ``bench synthetic`` (batched, simulator-style
-torch loop, lean numpy loop) run the same training and agree to 1e-10; no timing is
+torch loop, lean numpy loop) run the same training and agree to 1e-10; ``bench synthetic`` and
+``bench cifar10`` refuse a bad round, repeat or step count before timing anything. No timing is
 asserted."""
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from fedlib.algorithms import make_algorithm
 from fedlib.bench import bench_synthetic, format_bench, run_simulator
 from fedlib.data import synthetic
 from fedlib.engines.batched import run_batched
+from fedlib.experiments import cifar10 as C
 from fedlib.problems.logistic import LogisticProblem
 from fedlib.schedules import make_epoch_schedule
 from fedlib.solvers import momentum_sgd, sgd
@@ -76,3 +78,36 @@ def test_engines_check_is_relative_to_the_parameters():
     r = bench_synthetic(rounds=2, repeat=1, num_clients=4, epochs="1", lr=1e6)["results"]
     assert r["max_abs_param_diff"] > 1e-10        # what the absolute check refused
     assert r["max_abs_param_diff"] <= 1e-14 * 1e6
+
+
+@pytest.fixture(scope="module")
+def sample():
+    return C.load_data(sample=True)
+
+
+@pytest.mark.parametrize("bad, match", [
+    (dict(steps=0), "steps"), (dict(steps=-3), "steps"), (dict(steps=2.5), "steps"), (dict(steps=True), "steps"),
+    (dict(epochs=0), "epochs"), (dict(path="foo"), "path"), (dict(cuda_graph=True), "cuda_graph"),
+])
+def test_bench_cifar10_refuses_a_bad_round_before_timing_anything(sample, bad, match):
+    """steps <= 0, a float or a bool timed a round of one step per client (or a fractionally
+    scaled one) without a word; epochs 0, an unknown path and CUDA graphs on a CPU were refused
+    by the engine only after the sequential loop's rounds had been timed."""
+    said = []
+    kw = dict(width=0.03, steps=1, repeat=1, device="cpu", progress=said.append)
+    kw.update(bad)
+    with pytest.raises(ValueError, match=match):
+        C.bench_cifar10(sample, **kw)
+    assert said == []  # nothing was timed
+
+
+@pytest.mark.parametrize("bad", [dict(repeat=True), dict(repeat=2.5), dict(rounds=2.5), dict(rounds=0)])
+def test_bench_synthetic_takes_whole_numbers_of_rounds_and_repeats(bad):
+    """repeat=True ran one repetition and recorded "repeat": true; repeat=2.5 failed with a
+    TypeError from range()."""
+    from fedlib.bench import bench_synthetic
+
+    kw = dict(rounds=1, repeat=1, num_clients=3)
+    kw.update(bad)
+    with pytest.raises(ValueError, match="rounds|repeat"):
+        bench_synthetic(**kw)

@@ -1,9 +1,12 @@
 """Checkpoints: kill -9 in the middle of a run, resume, get the uninterrupted run bit for bit; a fresh run over
-a damaged or foreign checkpoint says what the file is and runs nothing; to_torch_tree's ``like``."""
+a damaged or foreign checkpoint says what the file is and runs nothing, nor overwrites an unfinished checkpoint;
+Ctrl-C and a divergence name the checkpoint kept (or say nothing was written); an unwritable checkpoint folder is
+refused before training; ``--resume`` takes the same data file however its path is typed; to_torch_tree's ``like``."""
 import json
 import os
 import pickle
 import signal
+import stat
 import subprocess
 import sys
 import time
@@ -12,8 +15,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+import fedlib.checkpoint
+import fedlib.engines.batched
 from fedlib.checkpoint import CheckpointError, check_config, config_diff, load_checkpoint, save_checkpoint
 from fedlib.cli import main
+from fedlib.results import read_result
 
 ROOT = Path(__file__).resolve().parents[1]
 FLAGS = ["run", "synthetic", "--num-clients", "20", "--epochs", "1-3", "--algorithm", "fednova-vr", "--server",
@@ -257,3 +263,177 @@ def test_to_torch_tree_refuses_a_like_without_tensors():
 
     with pytest.raises(ValueError, match=r"^like must be a torch tensor or a list of them"):
         to_torch_tree([np.zeros(1)], like=[np.zeros(1)])
+
+
+RUN = ["run", "synthetic", "--rounds", "2", "--num-clients", "3", "--quiet"]
+
+
+@pytest.fixture
+def umask():
+    """Set the process umask for one test; restored afterwards."""
+    old = os.umask(0o022)
+    os.umask(old)
+
+    def set_(mask):
+        os.umask(mask)
+
+    yield set_
+    os.umask(old)
+
+
+def test_ctrl_c_after_a_checkpoint_names_it_and_resume_finishes(tmp_path, monkeypatch, capsys, umask):
+    umask(0o022)
+    out = tmp_path / "r.json"
+    argv = RUN[:2] + ["--rounds", "3", "--num-clients", "3", "--quiet", "--checkpoint-every", "1",
+                      "--out", str(out)]
+    real_save = fedlib.checkpoint.save_checkpoint
+
+    def save_then_interrupt(*args, **kwargs):
+        real_save(*args, **kwargs)
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(fedlib.checkpoint, "save_checkpoint", save_then_interrupt)
+    assert main(argv) == 130
+    err = capsys.readouterr().err
+    ckpt = Path(str(out) + ".ckpt")
+    assert ckpt.is_file() and not out.exists()
+    assert str(ckpt) in err and "--resume" in err and "nothing written" not in err
+    if os.name == "posix":
+        assert stat.S_IMODE(ckpt.stat().st_mode) == 0o644
+    monkeypatch.setattr(fedlib.checkpoint, "save_checkpoint", real_save)
+    assert main(argv + ["--resume"]) == 0
+    assert len(read_result(out)["history"]) == 3
+
+
+@pytest.mark.parametrize("extra", [[], ["--checkpoint-every", "1"]])
+def test_ctrl_c_before_any_file_says_nothing_written(tmp_path, monkeypatch, capsys, extra):
+    def interrupt(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(fedlib.engines.batched, "run_engine", interrupt)
+    out = tmp_path / "r.json"
+    assert main(RUN + ["--out", str(out), *extra]) == 130
+    assert "interrupted (nothing written)" in capsys.readouterr().err
+    assert not out.exists() and not Path(str(out) + ".ckpt").exists()
+
+
+def test_unwritable_checkpoint_folder_is_refused_before_training(tmp_path, monkeypatch, capsys):
+    """It trained round 1, then died with PermissionError (exit 1) at the first checkpoint. (As root every folder
+    is writable, so os.access is made to say no for this one.)"""
+    ro = tmp_path / "ro"
+    ro.mkdir()
+    real = os.access
+    monkeypatch.setattr(os, "access", lambda p, mode, **kw: False if Path(p) == ro else real(p, mode, **kw))
+    started = []
+    monkeypatch.setattr(fedlib.engines.batched, "run_batched", lambda *a, **k: started.append(1))
+    rc = main(RUN + ["--checkpoint-every", "1", "--checkpoint", str(ro / "c.ckpt"), "--out", str(tmp_path / "r.json")])
+    assert rc == 2 and not started
+    assert f"--checkpoint {ro / 'c.ckpt'}: folder {ro} is not writable" in capsys.readouterr().err
+
+
+def test_resume_takes_the_same_data_file_however_its_path_is_typed(tmp_path, monkeypatch, capsys):
+    """--resume compared data.name, the --data path as typed: the same LEAF file given as an absolute
+    path (or from another folder) was refused as 'another configuration'. data.source (resolved)
+    identifies the file; another file is still refused."""
+    from fedlib.data.leaf import save_leaf
+    from fedlib.data.synthetic import synthetic
+
+    save_leaf(synthetic(num_clients=3, seed=0), tmp_path / "leaf.json", drop_test=True)
+    save_leaf(synthetic(num_clients=3, seed=1), tmp_path / "other.json", drop_test=True)
+    monkeypatch.chdir(tmp_path)
+    argv = ["run", "synthetic", "--rounds", "3", "--quiet", "--checkpoint-every", "1", "--out", "r.json"]
+    real_save = fedlib.checkpoint.save_checkpoint
+
+    def save_then_interrupt(*args, **kwargs):
+        real_save(*args, **kwargs)
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(fedlib.checkpoint, "save_checkpoint", save_then_interrupt)
+    assert main(argv + ["--data", "leaf.json"]) == 130
+    monkeypatch.setattr(fedlib.checkpoint, "save_checkpoint", real_save)
+    capsys.readouterr()
+    assert main(argv + ["--data", str(tmp_path / "other.json"), "--resume"]) == 2
+    assert "data.source (checkpoint" in capsys.readouterr().err
+    assert main(argv + ["--data", str(tmp_path / "leaf.json"), "--resume"]) == 0
+    assert len(read_result(tmp_path / "r.json")["history"]) == 3
+
+
+RUN_3_CLIENTS = ["run", "synthetic", "--num-clients", "3", "--quiet"]
+
+
+def _stop_after(round_done):
+    real = fedlib.checkpoint.save_checkpoint
+
+    def save_then_maybe_interrupt(*args, **kwargs):
+        real(*args, **kwargs)
+        if kwargs["round_done"] >= round_done:
+            raise KeyboardInterrupt
+
+    return save_then_maybe_interrupt
+
+
+def test_a_fresh_run_does_not_overwrite_an_unfinished_checkpoint(tmp_path, monkeypatch, capsys):
+    """After Ctrl-C the message says to --resume; the same command without --resume used to restart
+    from round 0 and replace the checkpoint at its first save, losing the rounds done."""
+    out = tmp_path / "r.json"
+    ckpt = Path(str(out) + ".ckpt")
+    argv = RUN_3_CLIENTS + ["--rounds", "6", "--checkpoint-every", "1", "--out", str(out)]
+    real = fedlib.checkpoint.save_checkpoint
+    monkeypatch.setattr(fedlib.checkpoint, "save_checkpoint", _stop_after(4))
+    assert main(argv) == 130
+    assert pickle.loads(ckpt.read_bytes())["round"] == 4
+    capsys.readouterr()
+
+    monkeypatch.setattr(fedlib.checkpoint, "save_checkpoint", _stop_after(1))
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert f"--checkpoint {ckpt}: holds an unfinished run (4 of 6 rounds done)" in err and "--resume" in err
+    assert pickle.loads(ckpt.read_bytes())["round"] == 4 and not out.exists()
+
+    monkeypatch.setattr(fedlib.checkpoint, "save_checkpoint", real)
+    assert main(argv + ["--resume"]) == 0
+    assert len(json.loads(out.read_text())["history"]) == 6
+    assert main(argv) == 0  # the checkpoint of a finished run may be replaced
+
+
+def test_a_fresh_run_does_not_overwrite_a_file_that_is_not_a_checkpoint(tmp_path, capsys):
+    other = tmp_path / "notes.json"
+    other.write_text('{"keep": true}')
+    out = tmp_path / "r.json"
+    assert main(RUN_3_CLIENTS + ["--rounds", "2", "--checkpoint-every", "1", "--checkpoint", str(other),
+                       "--out", str(out)]) == 2
+    assert "is not a synthetic checkpoint" in capsys.readouterr().err
+    assert other.read_text() == '{"keep": true}' and not out.exists()
+
+
+def test_ctrl_c_does_not_offer_an_earlier_runs_checkpoint(tmp_path, monkeypatch, capsys):
+    """Interrupted before its first checkpoint, a run named the finished checkpoint of another
+    configuration at <out>.ckpt as 'kept: run the same command with --resume', which then refused it."""
+    out = tmp_path / "r.json"
+    argv = RUN_3_CLIENTS + ["--rounds", "2", "--checkpoint-every", "1", "--out", str(out)]
+    assert main(argv + ["--lr", "0.05"]) == 0
+    capsys.readouterr()
+
+    def interrupt(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(fedlib.engines.batched, "run_engine", interrupt)
+    assert main(argv) == 130
+    err = capsys.readouterr().err
+    assert "interrupted (nothing written)" in err and "--resume" not in err
+
+
+def test_divergence_after_a_checkpoint_names_it(tmp_path, capsys):
+    """A run that diverged after writing checkpoints said '(nothing written)' although its checkpoint
+    stayed, and the next fresh run at the same --out is (rightly) refused because of it."""
+    out = tmp_path / "r.json"
+    ckpt = Path(str(out) + ".ckpt")
+    # with an L2 penalty a huge lr blows up geometrically; round 0 is finite, later ones are not
+    argv = RUN_3_CLIENTS + ["--lr", "30", "--l2", "1", "--rounds", "40", "--checkpoint-every", "1", "--out", str(out)]
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert "diverged in round" in err and ckpt.is_file() and not out.exists()
+    assert "nothing written" not in err and f"checkpoint {ckpt}" in err and "--checkpoint" in err
+    # without checkpoints the message is unchanged
+    assert main(RUN_3_CLIENTS + ["--lr", "30", "--l2", "1", "--rounds", "40", "--out", str(tmp_path / "s.json")]) == 2
+    assert "(nothing written)" in capsys.readouterr().err

@@ -1,5 +1,6 @@
 """CIFAR-10 loader: real batches (when present), the shipped sample, corrupt/missing files, and a download
-without network or without an answer."""
+without network or without an answer; the checks of root, download and path (a file as root, download="no",
+a renamed batch folder without data_batch_1, a path that is not one)."""
 from __future__ import annotations
 
 import os
@@ -20,6 +21,7 @@ from fedlib.data.cifar10 import (
     load_cifar10,
     load_cifar10_sample,
 )
+from fedlib.data.cifar10 import TEST_FILE, TRAIN_FILES, load_cifar10, load_cifar10_labels, load_cifar10_sample
 
 from shared_data import REAL_ROOT, needs_real
 
@@ -417,3 +419,60 @@ def test_load_cifar10_download_gives_up_on_a_server_that_never_answers(tmp_path,
     for bad in (0, -1.0, float("inf"), True, "60"):
         with pytest.raises(ValueError, match=r"^timeout must be None or a number of seconds > 0"):
             load_cifar10(tmp_path / "data", download=True, timeout=bad)
+
+
+def _batch(path, n=2):
+    with open(path, "wb") as fh:
+        pickle.dump({"data": np.zeros((n, 3072), np.uint8), "labels": [0] * n}, fh)
+
+
+def test_load_cifar10_refuses_a_file_as_root(tmp_path):
+    """root = a batch file (or the downloaded archive): 'not found, call download=True', and with
+    download=True a bare FileExistsError from mkdir."""
+    file = tmp_path / "cifar-10-python.tar.gz"
+    file.write_bytes(b"\x1f\x8b")
+    for download in (False, True):
+        with pytest.raises(ValueError, match=r"root must be a folder .* got the file .*cifar-10-python\.tar\.gz"):
+            load_cifar10(file, download=download)
+
+
+def test_load_cifar10_download_must_be_a_bool(tmp_path, monkeypatch):
+    """download="no" is truthy: it started a 170 MB download."""
+    import fedlib.data.cifar10 as cifar
+
+    monkeypatch.setattr(cifar, "_download", lambda root: pytest.fail("downloaded"))
+    for bad in ("no", 0.0, None):
+        with pytest.raises(ValueError, match="download must be True or False"):
+            load_cifar10(tmp_path / "nothing", download=bad)
+    with pytest.raises(FileNotFoundError):
+        load_cifar10(tmp_path / "nothing", download=np.False_)
+
+
+def test_a_renamed_batch_folder_without_data_batch_1_is_that_folder(tmp_path, monkeypatch):
+    """A renamed batch folder that lacks only data_batch_1 was taken for a parent folder: 'not found'
+    at renamed/cifar-10-batches-py, and download=True downloaded 170 MB into a subfolder of it."""
+    import fedlib.data.cifar10 as cifar
+
+    folder = tmp_path / "my-cifar"
+    folder.mkdir()
+    for name in TRAIN_FILES[1:] + (TEST_FILE,):
+        _batch(folder / name)
+    with pytest.raises(FileNotFoundError, match=r"incomplete: looked for data_batch_1 in the CIFAR-10 batch folder "
+                                                r".*my-cifar \("):
+        load_cifar10(folder)
+    monkeypatch.setattr(cifar, "_download", lambda root: pytest.fail("downloaded"))
+    with pytest.raises(FileNotFoundError, match="lacks data_batch_1; download=True cannot complete"):
+        load_cifar10(folder, download=True)
+    _batch(folder / TRAIN_FILES[0])
+    assert load_cifar10(folder).train_images.shape == (10, 32, 32, 3)
+
+
+@pytest.mark.parametrize("call", [
+    lambda p: load_cifar10_sample(p),
+    lambda p: load_cifar10_labels(p),
+    lambda p: __import__("fedlib.data.cifar10", fromlist=["x"]).cifar10_random_images(0, p),
+])
+def test_cifar_file_loaders_name_a_path_that_is_not_one(call):
+    """path=3 raised a bare TypeError from pathlib."""
+    with pytest.raises(ValueError, match="path must be a file or folder path"):
+        call(3)

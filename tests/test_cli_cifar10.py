@@ -1,5 +1,6 @@
 """``python -m fedlib run cifar10`` / ``bench cifar10`` end to end at a tiny width on the shipped sample
-(``bench cifar10 --profile``'s table, a split that cannot be made)."""
+(``bench cifar10 --profile``'s table, a split that cannot be made); ``bench cifar10``'s --download, --steps and
+--full-round."""
 from __future__ import annotations
 
 import json
@@ -422,3 +423,55 @@ def test_run_cifar10_split_failure_does_not_advise_a_flag_that_does_not_exist(tm
     assert err.rstrip().endswith("(the command line keeps the official min_size = 10 images per client: use fewer "
                                  "--num-clients, a larger --partition-alpha or more data)"), err
     assert not (tmp_path / "c.json").exists()
+
+
+def _err(capsys, argv):
+    assert main(argv) == 2
+    return capsys.readouterr().err
+
+
+@pytest.mark.parametrize("extra", [[], ["--random-images"]])
+def test_bench_cifar10_download_needs_a_data_root(capsys, monkeypatch, extra):
+    """--download without --data-root was blamed on --sample (not given), or ignored with --random-images."""
+    import fedlib.data.cifar10 as D
+    import fedlib.experiments.cifar10 as C
+
+    def started(*args, **kwargs):
+        raise AssertionError("bench cifar10 went on to load data / benchmark")
+
+    monkeypatch.setattr(C, "bench_cifar10", started)
+    monkeypatch.setattr(D, "cifar10_random_images", started)
+    err = _err(capsys, ["bench", "cifar10", "--download", "--width", "0.03", "--quiet"] + extra)
+    if extra:  # it was told to add --data-root, which --random-images then refused
+        assert "--random-images makes its images and reads no data set; --download is not used" in err
+        assert "--data-root" not in err
+    else:
+        assert "--download" in err and "--data-root" in err and "--sample needs none" not in err
+
+
+class _Steps(Exception):
+    pass
+
+
+@pytest.mark.parametrize("flags, steps", [([], 20), (["--steps", "5"], 5), (["--full-round"], None)])
+def test_bench_cifar10_passes_the_steps_it_was_given(monkeypatch, flags, steps):
+    """The benchmark is a stub that stops the command with the steps it was asked for: 20 by default,
+    --steps as given, None (the whole round) for --full-round."""
+    import fedlib.experiments.cifar10 as C
+
+    def record(*args, **kwargs):
+        raise _Steps(kwargs["steps"])
+
+    monkeypatch.setattr(C, "bench_cifar10", record)
+    with pytest.raises(_Steps) as seen:
+        main(["bench", "cifar10", "--width", "0.03", "--repeat", "1", "--quiet", "--device", "cpu", *flags])
+    assert seen.value.args == (steps,)
+
+
+def test_bench_cifar10_refuses_steps_with_full_round(monkeypatch, capsys):
+    """--full-round with --steps timed the whole round and dropped --steps without a word."""
+    import fedlib.experiments.cifar10 as C
+
+    monkeypatch.setattr(C, "bench_cifar10", lambda *a, **k: pytest.fail("the benchmark was started"))
+    err = _err(capsys, ["bench", "cifar10", "--width", "0.03", "--full-round", "--steps", "5", "--device", "cpu"])
+    assert "--steps: --full-round times the whole round; give one of the two" in err

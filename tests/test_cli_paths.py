@@ -1,5 +1,8 @@
-"""Command-line guards found by an audit: outputs that would destroy an input, flags that a
-data source ignores, devices, and Table 1 result folders of another setup."""
+"""Command-line guards: outputs that would destroy an input (a checkpoint inside the --data folder, bench output
+over the shipped sample), flags that a data source ignores (even at their defaults), devices torch does not see or
+the engines do not run on, Table 1 result folders of another setup or that cannot be made, and outputs that cannot
+be written as asked (--out -, a name too long for its temporary file or default checkpoint, a folder that is a
+file, a leading ~ after --flag=)."""
 from __future__ import annotations
 
 import json
@@ -139,3 +142,165 @@ def test_cifar10_out_may_not_land_in_the_data(tmp_path, capsys):
     sample = DEFAULT_SAMPLE_PATH.read_bytes()
     err = _err(capsys, base + ["--sample", "--out", str(DEFAULT_SAMPLE_PATH)])
     assert "lies inside the shipped --sample folder" in err and DEFAULT_SAMPLE_PATH.read_bytes() == sample
+
+
+def test_bench_profile_must_not_be_the_json_file(tmp_path, capsys):
+    out = tmp_path / "x.json"
+    assert main(["bench", "cifar10", "--sample", "--json", str(out), "--profile", str(out)]) == 2
+    assert "--profile" in capsys.readouterr().err and not out.exists()
+
+
+def test_table1_results_folder_that_cannot_be_made_is_refused_before_training(tmp_path, capsys):
+    blocker = tmp_path / "file"
+    blocker.write_text("")
+    rc = main(["table1", "--sample", "--device", "cpu", "--budget-seconds", "60", "--results", str(blocker / "sub")])
+    assert rc == 2
+    assert "cannot create the folder" in capsys.readouterr().err
+
+
+@pytest.fixture(scope="module")
+def leaf_file(tmp_path_factory):
+    path = tmp_path_factory.mktemp("leaf") / "train.json"
+    save_leaf(synthetic(num_clients=3, seed=1, num_samples=[20, 30, 25]), path, drop_test=True)
+    return path
+
+
+@pytest.mark.parametrize("flag,value", [("--num-clients", "30"), ("--alpha", "1.0"), ("--beta", "1"),
+                                        ("--data-seed", "0")])
+def test_a_synthetic_flag_with_data_is_refused_even_at_its_default(leaf_file, tmp_path, capsys, flag, value):
+    """--num-clients 29 with --data was refused, but --num-clients 30 (the default) was accepted and ignored."""
+    out = tmp_path / "r.json"
+    assert main(["run", "synthetic", "--data", str(leaf_file), flag, value, "--rounds", "1", "--quiet",
+                 "--out", str(out)]) == 2
+    assert f"{flag}: describes the generated Synthetic data" in capsys.readouterr().err
+    assert not out.exists()
+
+
+def test_synthetic_defaults_still_apply_without_data(tmp_path):
+    out = tmp_path / "r.json"
+    assert main(["run", "synthetic", "--rounds", "1", "--quiet", "--out", str(out)]) == 0
+    data = json.loads(out.read_text())["config"]["data"]
+    assert (data["alpha"], data["beta"], data["data_seed"], data["num_clients"]) == (1.0, 1.0, 0, 30)
+
+
+TINY = ["run", "synthetic", "--rounds", "1", "--num-clients", "4", "--quiet"]
+
+
+def test_out_dash_is_refused_rather_than_written_as_a_file_named_dash(tmp_path, monkeypatch, capsys):
+    # `--out - | jq ...` wrote a file called '-' into the current folder and printed 'wrote -'
+    monkeypatch.chdir(tmp_path)
+    assert main([*TINY, "--out", "-"]) == 2
+    assert "results are not written to stdout" in capsys.readouterr().err
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_an_out_name_too_long_for_the_temporary_file_is_refused_before_training(tmp_path, monkeypatch, capsys):
+    # a 250-byte name is a valid file name, but '.<name>.<8>.tmp' is not: the run trained, then
+    # failed to write its result ('File name too long')
+    import fedlib.cli.synthetic as S
+
+    out = tmp_path / ("r" * 245 + ".json")
+    calls = []
+    monkeypatch.setattr(S, "write_result", lambda *a, **k: calls.append(a))
+    rc = main([*TINY, "--out", str(out)])
+    assert rc == 2 and calls == []
+    assert "at most 241 can be written atomically" in capsys.readouterr().err
+
+
+def test_a_default_checkpoint_name_too_long_is_refused_before_training(tmp_path, capsys):
+    # --out of 239 bytes is fine, but its default checkpoint '<out>.ckpt' (244) failed at the first checkpoint
+    out = tmp_path / ("r" * 234 + ".json")
+    rc = main([*TINY, "--out", str(out), "--checkpoint-every", "1"])
+    assert rc == 2 and "--checkpoint" in capsys.readouterr().err and not out.exists()
+
+
+@pytest.fixture
+def leaf_dir(tmp_path):
+    folder = tmp_path / "leaf"
+    save_leaf(synthetic(num_clients=3, seed=0, num_samples=[30, 40, 25]), folder)
+    return folder
+
+
+def test_the_checkpoint_may_not_lie_inside_the_data_folder(leaf_dir, tmp_path, capsys):
+    """A --checkpoint inside the --data folder was written there; named *.json, the next run read the pickle as
+    LEAF data and failed."""
+    ckpt = leaf_dir / "train" / "ckpt.json"
+    err = _err(capsys, ["run", "synthetic", "--data", str(leaf_dir), "--rounds", "1", "--quiet",
+                        "--checkpoint-every", "1", "--checkpoint", str(ckpt), "--out", str(tmp_path / "o.json")])
+    assert "lies inside the --data folder" in err and "--checkpoint" in err
+    assert not ckpt.exists() and not (tmp_path / "o.json").exists()
+    assert sorted(p.name for p in leaf_dir.rglob("*") if p.is_file()) == ["test.json", "train.json"]
+    # outside the folder it is fine, and the data still load
+    assert main(["run", "synthetic", "--data", str(leaf_dir), "--rounds", "1", "--quiet", "--checkpoint-every",
+                 "1", "--checkpoint", str(tmp_path / "ckpt.pkl"), "--out", str(tmp_path / "o.json")]) == 0
+
+
+@pytest.mark.parametrize("flag", ["--json", "--profile"])
+def test_bench_cifar10_output_may_not_replace_the_data_it_reads(monkeypatch, capsys, flag):
+    """bench cifar10 --json data/cifar10-sample/cifar10-sample.npz benchmarked on the sample and then replaced it
+    with the JSON (exit 0; the next --sample run failed). The benchmark is replaced by a stub: before the fix it
+    was started (the stub fails the test before anything is written)."""
+    import fedlib.experiments.cifar10 as C
+    from fedlib.data.cifar10 import DEFAULT_SAMPLE_PATH
+
+    def started(*args, **kwargs):
+        raise AssertionError("the benchmark was started")
+
+    monkeypatch.setattr(C, "bench_cifar10", started)
+    before = DEFAULT_SAMPLE_PATH.read_bytes()
+    err = _err(capsys, ["bench", "cifar10", "--width", "0.03", "--steps", "1", "--repeat", "1", "--quiet",
+                        "--device", "cpu", flag, str(DEFAULT_SAMPLE_PATH)])
+    assert f"{flag} {DEFAULT_SAMPLE_PATH}: lies inside the shipped --sample folder" in err
+    assert DEFAULT_SAMPLE_PATH.read_bytes() == before
+
+
+def test_a_leading_tilde_in_a_path_flag_is_the_home_folder(tmp_path, monkeypatch, capsys):
+    """The shell does not expand ~ after '--flag=': table1 --results=~/t1 created a folder named '~' in the working
+    directory, and run synthetic --out=~/r.json failed with 'folder ~ does not exist'."""
+    home, cwd = tmp_path / "home", tmp_path / "cwd"
+    home.mkdir()
+    cwd.mkdir()
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.chdir(cwd)
+    assert main(["run", "synthetic", "--num-clients", "3", "--rounds", "1", "--quiet", "--out=~/r.json"]) == 0
+    assert (home / "r.json").is_file()
+    assert main(["table1", "--results=~/t1", "--budget-seconds", "0", "--sample", "--width", "0.03", "--rounds", "1",
+                 "--cells", "sgd-e2-fedavg", "--seeds", "0", "--device", "cpu"]) == 0
+    assert (home / "t1").is_dir() and not (cwd / "~").exists()
+
+
+@pytest.mark.parametrize("argv", [
+    ["run", "synthetic", "--backend", "torch", "--num-clients", "3", "--rounds", "1", "--quiet"],
+    ["run", "cifar10", "--sample", "--width", "0.03", "--num-clients", "2", "--rounds", "1", "--quiet"],
+])
+def test_a_gpu_index_torch_does_not_see_is_refused_up_front(monkeypatch, capsys, argv):
+    """--device cuda:3 on a one-GPU machine passed the device checks (they only asked whether torch sees a GPU) and
+    the run failed at its first tensor with a CUDA 'invalid device ordinal' traceback (exit 1). Here torch is told
+    it sees one GPU; the run must stop before it starts."""
+    import torch
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 1)
+    err = _err(capsys, argv + ["--device", "cuda:3"])
+    assert "--device cuda:3: torch sees 1 GPU(s) on this machine (cuda:0)" in err
+
+
+@pytest.mark.parametrize("argv", [
+    ["run", "synthetic", "--backend", "torch", "--num-clients", "3", "--rounds", "1", "--quiet"],
+    ["run", "cifar10", "--sample", "--width", "0.03", "--num-clients", "2", "--rounds", "1", "--quiet"],
+])
+def test_a_device_type_the_engines_do_not_run_on_is_refused(capsys, argv):
+    """--device meta / mps passed the checks and failed in the run with a traceback (exit 1)."""
+    err = _err(capsys, argv + ["--device", "meta"])
+    assert "--device meta: the engines run on cpu or cuda" in err and "Traceback" not in err
+
+
+def test_an_output_under_a_file_says_the_folder_is_a_file(tmp_path, capsys):
+    """--out r.json/x.json (r.json a file) said 'folder r.json does not exist'."""
+    f = tmp_path / "r.json"
+    f.write_text("{}")
+    run = ["run", "synthetic", "--num-clients", "3", "--rounds", "1", "--quiet"]
+    assert f"folder {f} is a file" in _err(capsys, run + ["--out", str(f / "x.json")])
+    assert f"folder {f} is a file" in _err(capsys, run + ["--out", str(tmp_path / "o.json"), "--checkpoint-every",
+                                                          "1", "--checkpoint", str(f / "c.ckpt")])
+    assert "does not exist" in _err(capsys, run + ["--out", str(tmp_path / "no" / "x.json")])

@@ -1,8 +1,10 @@
 """``python -m fedlib run synthetic`` / ``bench synthetic``: end to end on a tiny LEAF data set
 written in tmp_path, and every bad input (exit status 2, the message names the flag or
-file, no output file); --alpha's bound and its help."""
+file, no output file); --alpha's bound and its help; an integer past 64 bits, running out of memory and a
+failed write are one-line errors, not tracebacks."""
 from __future__ import annotations
 
+import errno
 import json
 import os
 import subprocess
@@ -12,6 +14,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+import fedlib.engines.batched
 from fedlib.cli import main
 from fedlib.data import save_leaf, synthetic
 from fedlib.results import HISTORY_KEYS, PROVENANCE_KEYS, read_result
@@ -257,3 +260,56 @@ def test_cli_alpha_help_states_the_bound(capsys):
         main(["run", "synthetic", "--help"])
     text = " ".join(capsys.readouterr().out.split())
     assert "so the labels do not depend on it; at most 2**26, above which float64 rounding would change them" in text
+
+
+RUN = ["run", "synthetic", "--num-clients", "3", "--quiet"]
+
+
+def test_out_of_memory_is_a_clean_error(tmp_path, monkeypatch, capsys):
+    """--epochs 1000000000 asked numpy for 37 GiB and ended in a MemoryError traceback (exit 1)."""
+    def too_big(*args, **kwargs):
+        raise MemoryError("Unable to allocate 37.3 GiB")
+
+    monkeypatch.setattr(fedlib.engines.batched, "run_engine", too_big)
+    out = tmp_path / "r.json"
+    assert main(RUN + ["--rounds", "1", "--out", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert "error: out of memory (Unable to allocate 37.3 GiB)" in err and "Traceback" not in err
+    assert not out.exists()
+
+
+TINY = ["run", "synthetic", "--rounds", "1", "--num-clients", "4", "--quiet"]
+
+
+def test_a_write_failure_after_training_is_a_one_line_error_not_a_traceback(tmp_path, monkeypatch, capsys):
+    # e.g. the disk filled up during the run: the result cannot be staged next to --out
+    import fedlib._io as io
+
+    def full(*args, **kwargs):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(io.tempfile, "mkstemp", full)
+    out = tmp_path / "r.json"
+    rc = main([*TINY, "--out", str(out)])
+    err = capsys.readouterr().err
+    assert rc == 1
+    assert "No space left on device" in err and "Traceback" not in err
+    assert err.strip().count("\n") == 0 and err.startswith("python -m fedlib run synthetic: error:")
+    assert not out.exists() and list(tmp_path.iterdir()) == []
+
+
+def _err(capsys, argv) -> str:
+    assert main(argv) == 2
+    return capsys.readouterr().err
+
+
+@pytest.mark.parametrize("flags", [["--batch-size", "9" * 20], ["--epochs", "9" * 20],
+                                   ["--sampling", "with-replacement", "--clients-per-round", "9" * 20]])
+def test_an_integer_past_64_bits_is_bad_input_not_a_crash(tmp_path, capsys, flags):
+    """--batch-size / --epochs / --clients-per-round of 10**20 passed the parser and crashed with an OverflowError
+    traceback (exit 1, the status of an internal error); it is bad input: exit 2, one line, nothing written."""
+    out = tmp_path / "o.json"
+    err = _err(capsys, ["run", "synthetic", "--num-clients", "3", "--rounds", "1", "--quiet", "--tau-eff", "1",
+                        "--out", str(out)] + flags)
+    assert "too large for the 64-bit integers" in err and "Traceback" not in err
+    assert not out.exists()

@@ -2,10 +2,12 @@
 ``--list-cells`` refuse the flags they would ignore, an interrupted read-only call names no
 checkpoint as kept, and ``--results`` may not lie among the data it trains on; the ``--summary`` /
 ``--list-cells`` commands the docs quote run, and ``--summary`` outside the repository root says where it
-looked. Each case was accepted (or printed something untrue) before its fix."""
+looked; ``--dry-run`` checks the requested width and data size and estimates at the sample's size, and an empty
+``--cells`` is refused. Each case was accepted (or printed something untrue) before its fix."""
 from __future__ import annotations
 
 import argparse
+import json
 import shutil
 from pathlib import Path
 
@@ -201,3 +203,71 @@ def test_table1_summary_outside_the_repository_root_says_where_it_looked(tmp_pat
             "the repository root, or give --results the folder of the result files)") in err, err
     assert main(["table1", "--summary", "--results", str(tmp_path / "none")]) == 2  # absolute: as before
     assert capsys.readouterr().err.rstrip().endswith(f"--results {tmp_path / 'none'}: no such folder")
+
+
+def _err(capsys, argv):
+    assert main(argv) == 2
+    return capsys.readouterr().err
+
+
+def test_table1_dry_run_checks_the_requested_width(tmp_path, capsys):
+    """The dry run said 'present' for a width-1 result under --width 0.03 (the CLI did not pass --width), and the
+    real call then refused to start."""
+    doc = json.loads((ROOT / "data" / "results" / "cifar10" / "sgd-e2-fedavg__seed0.json").read_text())
+    assert doc["config"]["engine"]["width"] == 1.0
+    (tmp_path / "sgd-e2-fedavg__seed0.json").write_text(json.dumps(doc))
+    argv = ["table1", "--results", str(tmp_path), "--budget-seconds", "0", "--dry-run", "--seeds", "0",
+            "--cells", "sgd-e2-fedavg"]
+    err = _err(capsys, argv + ["--width", "0.03"])
+    assert "width 1.0 (requested 0.03)" in err
+    assert main(argv + ["--width", "1"]) == 0
+    assert "present: sgd-e2-fedavg__seed0.json" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("cells", ["", ",", " , "])
+def test_table1_empty_cells_is_refused(tmp_path, capsys, cells):
+    """--cells ',' ran nothing and exited 0; --cells '' silently meant every cell."""
+    err = _err(capsys, ["table1", "--results", str(tmp_path), "--budget-seconds", "0", "--dry-run", "--cells", cells])
+    assert "--cells" in err and "Traceback" not in err
+
+
+def _sample_result(path: Path) -> None:
+    """The committed sgd-e2-fedavg seed-0 result as if made with ``--sample --width 0.03 --rounds 1``."""
+    doc = json.loads(COMMITTED.read_text())
+    doc["config"]["rounds"] = 1
+    doc["config"]["engine"]["width"] = 0.03
+    doc["config"]["data"]["num_train"] = 2000
+    path.write_text(json.dumps(doc))
+
+
+def test_table1_dry_run_does_not_count_a_sample_result_as_present(tmp_path, capsys):
+    """The dry run listed a --sample result as 'present' for the full data set (it did not know the data size),
+    and the real call with --data-root then refused the folder; with --sample it is present."""
+    _sample_result(tmp_path / "sgd-e2-fedavg__seed0.json")
+    argv = ["table1", "--results", str(tmp_path), "--budget-seconds", "0", "--dry-run", "--seeds", "0",
+            "--cells", "sgd-e2-fedavg", "--width", "0.03", "--rounds", "1"]
+    err = _err(capsys, argv)
+    assert "num_train 2000 (requested 50000)" in err
+    assert main(argv + ["--sample"]) == 0
+    assert "present: sgd-e2-fedavg__seed0.json" in capsys.readouterr().out
+
+
+def test_table1_dry_run_with_sample_estimates_at_the_sample_size(tmp_path, capsys):
+    """With --sample the dry run estimated each run at 50,000 images (~103 s at 1000 images/s for one E=2
+    round) and marked it beyond a budget that the real call, sized on the sample (~4 s), fits it in."""
+    argv = ["table1", "--results", str(tmp_path), "--budget-seconds", "50", "--dry-run", "--seeds", "0",
+            "--cells", "sgd-e2-fedavg", "--rounds", "1", "--images-per-second", "1000"]
+    assert main(argv + ["--sample"]) == 0
+    line = capsys.readouterr().out.strip()
+    assert line.startswith("would run: sgd-e2-fedavg seed 0") and "(~4 s at 1000 images/s" in line, line
+    assert main(argv) == 0  # without --sample: the full data set, as before
+    line = capsys.readouterr().out.strip()
+    assert line.startswith("beyond the budget:") and "(~103 s at 1000 images/s" in line, line
+
+
+def test_table1_summary_of_a_file_says_it_is_not_a_folder(tmp_path, capsys):
+    """--summary --results FILE said 'no such folder' for a file that exists."""
+    f = tmp_path / "r.json"
+    f.write_text("{}")
+    assert "r.json: not a folder" in _err(capsys, ["table1", "--summary", "--results", str(f)])
+    assert "typo: no such folder" in _err(capsys, ["table1", "--summary", "--results", str(tmp_path / "typo")])

@@ -2,8 +2,8 @@
 
 And what train_clients, TensorEngine and reference_differences refuse: training-only behaviour (the
 training-mode check), non-finite or float32-overflowing models and features, runs of one name, a model that
-is not the runs' initial model, flags a solver does not take, a test set of another shape; a StackedEngine
-subclass that feeds its own data."""
+is not the runs' initial model, flags a solver does not take, a test set of another shape, mu for a solver without a
+proximal term, a bad dtype, a model without parameters; a StackedEngine subclass that feeds its own data."""
 from __future__ import annotations
 
 import math
@@ -643,3 +643,45 @@ def test_train_clients_names_test_x_and_test_y(test_x_shape, test_y_len, message
     with pytest.raises(ValueError, match=message):
         train_clients(nn.Linear(4, 3), xs, ys, rounds=1, test_x=torch.randn(*test_x_shape),
                       test_y=torch.zeros(test_y_len, dtype=torch.long))
+
+
+def test_train_clients_refuses_mu_for_a_solver_without_prox():
+    """train_clients(solver='sgd', mu=0.5) ran plain SGD: mu was dropped without a word."""
+    from fedlib.experiments.custom import train_clients
+
+    torch.manual_seed(0)
+    xs = [torch.randn(n, 4) for n in (5, 9)]
+    ys = [torch.randint(0, 3, (n,)) for n in (5, 9)]
+    for solver in ("sgd", "momentum"):
+        with pytest.raises(ValueError, match=f"mu: solver '{solver}' has no proximal term"):
+            train_clients(nn.Linear(4, 3), xs, ys, rounds=1, solver=solver, mu=0.5)
+    runs = train_clients(nn.Linear(4, 3), xs, ys, rounds=1, solver="prox", mu=0.5, epochs="1",
+                         algorithms=("fedprox",))
+    assert runs["engine"].runs[0].algorithm.solver.mu == 0.5
+
+
+@pytest.mark.parametrize("dtype", ["float64", torch.int64, np.float64])
+def test_train_clients_names_a_bad_dtype(dtype):
+    """train_clients(..., dtype="float64") failed with RuntimeError "Invalid device string: 'float64'"
+    (the features were cast with .to(dtype) before any check), and dtype=torch.int64 was blamed on
+    the features ("features must be a float tensor"); now both name dtype."""
+    from torch import nn
+
+    from fedlib.experiments.custom import train_clients
+
+    xs, ys = [torch.randn(3, 4), torch.randn(2, 4)], [torch.tensor([0, 1, 2]), torch.tensor([1, 0])]
+    with pytest.raises(ValueError, match="dtype must be torch.float32 or torch.float64"):
+        train_clients(nn.Linear(4, 3), xs, ys, rounds=1, dtype=dtype)
+
+
+@pytest.mark.parametrize("model", [torch.nn.Identity(), torch.nn.ReLU()])
+def test_train_clients_refuses_a_model_without_parameters(model):
+    """nn.Identity() / nn.ReLU() on 3 features and 3 classes ran every round and trained nothing
+    (the same train loss, 1.1105 / 1.0647, in every round for fedavg and fednova); now refused."""
+    from fedlib.experiments.custom import train_clients
+
+    g = torch.Generator().manual_seed(0)
+    xs = [torch.randn(8, 3, generator=g) for _ in range(2)]
+    ys = [torch.randint(0, 3, (8,), generator=g) for _ in range(2)]
+    with pytest.raises(ValueError, match=f"model has no parameters \\({type(model).__name__}\\)"):
+        train_clients(model, xs, ys, rounds=1, epochs="1")

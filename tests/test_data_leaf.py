@@ -1,4 +1,5 @@
-"""Tests of the LEAF / FedProx JSON reader and writer (an inferred class count included)."""
+"""Tests of the LEAF / FedProx JSON reader and writer (an inferred class count included; a key written twice
+refused)."""
 from __future__ import annotations
 
 import json
@@ -491,3 +492,30 @@ def test_the_largest_inferred_class_count_is_one_million(tmp_path):
     from fedlib.data import load_leaf
 
     assert load_leaf(_leaf_file(tmp_path, [1, 10**6 - 1])).num_classes == 10**6
+
+
+@pytest.mark.parametrize("text,match", [
+    # user 'a' written twice in user_data: the first copy's samples were lost (num_samples agreed with the last)
+    ('{"users": ["a", "b"], "num_samples": [2, 1], "user_data": {'
+     '"a": {"x": [[1.0, 2.0], [3.0, 4.0]], "y": [0, 1]}, '
+     '"b": {"x": [[5.0, 6.0]], "y": [1]}, '
+     '"a": {"x": [[7.0, 8.0], [9.0, 10.0]], "y": [1, 0]}}}', r"train\.json: key 'a' appears twice"),
+    # a key written twice inside one user's entry
+    ('{"users": ["a"], "num_samples": [1], "user_data": {'
+     '"a": {"x": [[1.0, 2.0]], "y": [0], "x": [[3.0, 4.0]]}}}', "key 'x' appears twice"),
+])
+def test_leaf_key_written_twice_is_refused(tmp_path, text, match):
+    """JSON keeps only the last of two equal keys, so a key written twice lost its first copy silently."""
+    f = tmp_path / "train.json"
+    f.write_text(text)
+    with pytest.raises(ValueError, match=match):
+        load_leaf(f)
+
+
+def test_leaf_without_duplicates_still_reads(tmp_path):
+    text = ('{"users": ["a"], "num_samples": [2], "user_data": {'
+            '"a": {"x": [[1.0, 2.0], [3.0, 4.0]], "y": [0, 1]}}}')
+    f = tmp_path / "train.json"
+    f.write_text(text)
+    ds = load_leaf(f)
+    assert ds.train_x[0].tolist() == [[1.0, 2.0], [3.0, 4.0]] and ds.train_y[0].tolist() == [0, 1]

@@ -1,5 +1,5 @@
 """Tests of the FedProx Synthetic(alpha, beta) generator (REFERENCE §3), with alpha and beta that overflow and
-ALPHA_MAX."""
+ALPHA_MAX, and num_samples as a 0-d array."""
 from __future__ import annotations
 
 import numpy as np
@@ -247,3 +247,11 @@ def test_synthetic_docstring_no_longer_claims_alpha_has_no_effect_at_any_size():
     assert "has no effect on the data" not in doc
     assert "In exact arithmetic :math:`\\alpha` has no effect on the labels" in doc
     assert "refuses :math:`\\alpha >` :data:`ALPHA_MAX`" in doc
+
+
+def test_synthetic_accepts_a_zero_dimensional_num_samples_array():
+    # np.array(60) was a bare "TypeError: iteration over a 0-d array"
+    ds = synthetic(num_clients=2, num_samples=np.array(60))
+    assert ds.meta["total_samples"] == [60, 60]
+    with pytest.raises(ValueError, match="num_samples"):
+        synthetic(num_clients=2, num_samples=np.array(60.5))

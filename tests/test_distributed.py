@@ -1,17 +1,26 @@
 """torch.distributed backend of the batched engine: 1 vs 2 vs 3 gloo processes give the same run;
-distributed_apply's checks."""
+distributed_apply's checks. Two ranks simulated in threads of one process (tests/thread_ranks.py): they equal one
+process for every sampling scheme and server, keep float32, and a bad update on one rank raises on every rank."""
 import json
 import os
 import pickle
 import socket
 import subprocess
 import sys
+import threading
 from pathlib import Path
 
 import numpy as np
 import pytest
+import torch
 
+from fedlib.algorithms import ClientUpdate, make_algorithm
 from fedlib.distributed import LocalCommunicator, distributed_apply, owned_clients, under_torchrun
+from fedlib.sampling import full_participation, sample_clients
+from fedlib.server import adam, momentum, plain
+from fedlib.solvers import sgd
+
+from thread_ranks import Hub, ThreadComm, on_ranks
 
 ROOT = Path(__file__).resolve().parents[1]
 FLAGS = ["run", "synthetic", "--num-clients", "5", "--rounds", "3", "--epochs", "1-3", "--algorithm", "fednova-vr",
@@ -304,3 +313,118 @@ def test_distributed_apply_checks_p_for_every_algorithm():
     algo, state, part, updates = _own_loop_round()
     with pytest.raises(ValueError, match=r"^p must sum to 1"):
         distributed_apply(LocalCommunicator(), algo, state, part, updates, 0.1, [2, 3, 5])
+
+
+@pytest.mark.parametrize("name", ["fedavg", "fednova", "scaffold", "vrlsgd", "fednova-vr"])
+def test_two_ranks_equal_one_process_for_every_sampling_and_server(name):
+    """Every sampling scheme (with-replacement: distinct sorted clients, weights counts/q) and
+    server optimizer; uniform q = 2 of 5 leaves a rank without participants in some rounds."""
+    m, p = 5, np.array([0.1, 0.15, 0.2, 0.25, 0.3])
+    empty_rank_rounds = 0
+    for server in (plain(0.5), momentum(0.9), adam(0.1)):
+        for sampling, q in (("full", None), ("with-replacement", 4), ("uniform", 2)):
+            algo = make_algorithm(name, sgd(0.1), server)
+            rng = np.random.default_rng(0)
+            one = algo.init(np.zeros(3), m)
+            ranks = [one, one]
+            for t in range(3):
+                part = sample_clients(sampling, p, q, 3, t)
+                ups = {int(c): ClientUpdate(int(c), rng.normal(size=3), float(rng.uniform(1, 5)),
+                                            int(rng.integers(1, 6))) for c in part.clients}
+                one, d1 = algo.apply(one, part, [ups[int(c)] for c in part.clients], 0.1, p)
+                empty_rank_rounds += any(not set(owned_clients(m, 2, r).tolist()) & set(ups) for r in range(2))
+
+                def step(comm, ranks=ranks, part=part, ups=ups):
+                    own = set(owned_clients(m, 2, comm.rank).tolist())
+                    return distributed_apply(comm, algo, ranks[comm.rank], part,
+                                             [u for c, u in ups.items() if c in own], 0.1, p)
+
+                res = on_ranks(2, step)
+                ranks = [s for s, _ in res]
+                for r, (s, d) in enumerate(res):
+                    np.testing.assert_allclose(s.params, one.params, rtol=0, atol=1e-13)
+                    assert abs(d.tau_eff - d1.tau_eff) <= 1e-13 and np.allclose(d.weights, d1.weights, rtol=0,
+                                                                                  atol=1e-15)
+                    if one.variates is not None:  # each rank holds its own clients' c_i
+                        own = owned_clients(m, 2, r)
+                        np.testing.assert_allclose(s.variates.client[own], one.variates.client[own], rtol=0,
+                                                   atol=1e-13)
+                        np.testing.assert_allclose(s.variates.mean, one.variates.mean, rtol=0, atol=1e-13)
+    assert empty_rank_rounds > 0
+
+
+def test_distributed_apply_refuses_deltas_of_another_shape_like_apply():
+    """Deltas of shape (3, 1) for a (3,) model: apply refuses them; distributed_apply broadcast
+    x + change into a (3, 3) model without a word."""
+    p = np.full(2, 0.5)
+    algo = make_algorithm("fednova", sgd(0.1))
+    state = algo.init(np.zeros(3), 2)
+    ups = [ClientUpdate(i, np.ones((3, 1)), 1.0, 1) for i in range(2)]
+    with pytest.raises(ValueError, match="structure and leaf shapes of state.params"):
+        algo.apply(state, full_participation(p), ups, 0.1, p)
+    with pytest.raises(ValueError, match=r"updates: client 0's delta must have the structure and leaf shapes"):
+        distributed_apply(LocalCommunicator(), algo, state, full_participation(p), ups, 0.1, p)
+
+
+def test_allreduce_sum_keeps_a_float32_array_float32():
+    """A numpy float32 model came out of a 2-rank round as float64 (one process keeps float32)."""
+    p = np.full(4, 0.25)
+    algo = make_algorithm("fednova", sgd(0.1), momentum(0.9))
+    state = algo.init(np.zeros(3, np.float32), 4)
+    rng = np.random.default_rng(0)
+    ups = [ClientUpdate(i, rng.normal(size=3).astype(np.float32), float(i + 1), i + 1) for i in range(4)]
+    want, _ = algo.apply(state, full_participation(p), ups, 0.1, p)
+    res = on_ranks(2, lambda c: distributed_apply(
+        c, algo, state, full_participation(p), [u for u in ups if u.client in owned_clients(4, 2, c.rank)], 0.1, p))
+    for s, _ in res:
+        assert s.params.dtype == want.params.dtype == np.float32
+        assert s.server.buffer.dtype == np.float32
+        np.testing.assert_allclose(s.params, want.params, rtol=1e-6)
+    assert LocalCommunicator().allreduce_sum(np.ones(2, np.float32)).dtype == np.float32
+
+
+def test_a_bad_update_on_one_rank_raises_on_every_rank():
+    """Rank 0's check raised on rank 0 alone while rank 1 waited in the first collective (with gloo until
+    the process group's 600 s timeout); the error now travels with that collective to every rank."""
+    m = 4
+    p = np.full(m, 0.25)
+    algo = make_algorithm("fednova", sgd(0.1))
+    state = algo.init(np.zeros(3), m)
+    hub, errors = Hub(2), [None, None]
+    hub.barrier = threading.Barrier(2, timeout=3)
+
+    def target(r):
+        comm = ThreadComm(hub, r)
+        own = owned_clients(m, 2, r)
+        shape = (3, 1) if r == 0 else (3,)  # rank 0 hands in changes of another shape
+        ups = [ClientUpdate(int(c), np.ones(shape), 1.0, 1) for c in own]
+        try:
+            distributed_apply(comm, algo, state, full_participation(p), ups, 0.1, p)
+        except BaseException as exc:  # noqa: BLE001 - inspected below
+            errors[r] = exc
+
+    threads = [threading.Thread(target=target, args=(r,)) for r in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert all(isinstance(e, ValueError) for e in errors), errors
+    assert str(errors[0]) == str(errors[1]) and "client 0's delta must have the structure" in str(errors[1])
+
+
+def test_distributed_apply_refuses_deltas_of_another_kind_than_the_model():
+    """distributed_apply (one process: LocalCommunicator) with torch deltas onto a numpy model died in
+    the server optimizer with numpy's 'Concatenation operation is not implemented'; now the rank's
+    update check names the client (raised on every rank, after the first collective)."""
+    from fedlib.algorithms import ClientUpdate, make_algorithm
+    from fedlib.distributed import LocalCommunicator, distributed_apply
+
+    algo = make_algorithm("fednova", sgd(1.0))
+    state = algo.init(np.zeros(1), 2)
+    t = lambda v: torch.tensor([v], dtype=torch.float64)  # noqa: E731
+    updates = [ClientUpdate(0, t(-2.0), 2.0, 2), ClientUpdate(1, t(-6.0), 6.0, 6)]
+    with pytest.raises(ValueError, match="client 0's delta holds torch tensors but state.params holds numpy arrays"):
+        distributed_apply(LocalCommunicator(), algo, state, full_participation([0.5, 0.5]), updates, 1.0, None)
+    same = [u._replace(delta=u.delta.numpy()) for u in updates]
+    new, _ = distributed_apply(LocalCommunicator(), algo, state, full_participation([0.5, 0.5]), same, 1.0, None)
+    assert new.params.tolist() == [-4.0]

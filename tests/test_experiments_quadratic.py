@@ -1,5 +1,6 @@
 """fedlib.experiments.quadratic: simulated limits, divergence marking, App. D.1 helpers, and their
-inputs (quadratic_algorithm's mu, two_client_sweep's step counts)."""
+inputs (quadratic_algorithm's mu, two_client_sweep's step counts, rounds_to_converge's reduction,
+run_quadratic's x0 and reference, loglog_slope's values); the fixed-point check at a zero fixed point."""
 import numpy as np
 import pytest
 
@@ -152,3 +153,40 @@ def test_two_client_sweep_refuses_bool_step_counts(tau1, tau2_values, name):
     with pytest.raises(ValueError, match=f"^{name} must be an integer >= 1"):
         two_client_sweep(tau1, tau2_values, 0.1, reduction=1e-3)
     assert two_client_sweep(1, [2.0], 0.1, reduction=1e-3)[0].tau2 == 2
+
+
+def test_rounds_to_converge_when_one_round_is_exact_and_checks_reduction():
+    two = Q.two_client_problem()   # H_i = 1: lr = 1, tau = (1, 1) lands on x~ = 0 in one round (radius 0)
+    assert Q.round_map_radius(two, "fedavg", 1.0, [1, 1]) == 0.0
+    assert Q.rounds_to_converge(two, "fedavg", 1.0, [1, 1]) == 1       # was "math domain error"
+    for bad in (0, 1, 2.0, float("nan"), -1e-3):
+        with pytest.raises(ValueError, match="^reduction must"):
+            Q.rounds_to_converge(two, "fedavg", 0.1, [1, 2], reduction=bad)
+
+
+def test_run_quadratic_checks_x0_and_reference():
+    prob = random_quadratic(3, 3, seed=0)
+    sched = FixedSteps([1, 2, 3])
+    with pytest.raises(ValueError, match=r"^reference must have shape \(3,\)"):   # was broadcast silently
+        Q.run_quadratic(prob, "fedavg", 0.05, sched, 3, reference=[0.0])
+    with pytest.raises(ValueError, match="^reference contains NaN"):        # was "diverged at round 0"
+        Q.run_quadratic(prob, "fedavg", 0.05, sched, 3, reference=[np.nan] * 3, stop_above=10.0)
+    with pytest.raises(ValueError, match=r"^x0 must have shape \(3,\)"):
+        Q.run_quadratic(prob, "fedavg", 0.05, sched, 3, x0=[1.0])
+    with pytest.raises(ValueError, match="^x0 contains NaN"):
+        Q.run_quadratic(prob, "fedavg", 0.05, sched, 3, x0=[np.nan, 0.0, 0.0])
+    run = Q.run_quadratic(prob, "fedavg", 0.05, sched, 2, x0=[1, 2, 3], reference=[1, 2, 3])  # ints are fine
+    assert run.distances[0] == 0.0 and run.params.dtype == np.float64
+
+
+def test_loglog_slope_refuses_non_finite_values():
+    assert Q.loglog_slope([1.0, 2.0, 4.0], [3.0, 6.0, 12.0]) == pytest.approx(1.0)
+    for x, y in (([1, 2, np.nan], [1, 2, 3]), ([1, 2, 3], [1, 2, np.inf]), ([[1, 2], [3, 4]], [[1, 2], [3, 5]])):
+        with pytest.raises(ValueError, match="^loglog_slope needs"):   # was LinAlgError, nan, TypeError
+            Q.loglog_slope(x, y)
+
+
+def test_fixed_point_check_at_a_zero_fixed_point_is_finite():
+    """App. D.1's clients with tau_1 = tau_2: x~ = x* = 0, and ||x_T - x~|| / ||x~|| was 0/0 = nan."""
+    checks = Q.fixed_point_check(Q.two_client_problem(1.0), [2, 2], 0.1)
+    assert [c.rel_error for c in checks] == [0.0, 0.0]

@@ -1,5 +1,6 @@
 """Multinomial logistic regression: gradients vs finite differences, stacked = per client,
-global loss and accuracy, one-hot labels without a C x C identity (fedlib.problems.logistic)."""
+global loss and accuracy, one-hot labels without a C x C identity; a stacked mask of 0 and 1 only, x of the model's
+shape (fedlib.problems.logistic)."""
 from __future__ import annotations
 
 import numpy as np
@@ -199,3 +200,22 @@ def test_the_engines_build_one_hot_labels_in_sample_memory(monkeypatch):
     batched.run_batched(make_algorithm("fedavg", sgd(0.1)), prob, FixedSteps([2, 2]), rounds=1, batch_size=4, seed=0,
                         evaluate=False)
     assert C not in sizes, sizes
+
+
+@pytest.mark.parametrize("bad", [[1.0, np.nan], [1.0, 0.5], [2.0, -1.0]])
+def test_stacked_mask_must_be_zero_or_one(bad):
+    # a mask of other values gave a weighted mean (documented: the mean over the real samples) or NaN
+    model = LogisticRegression(3, 2)
+    params = {"W": np.zeros((1, 3, 2)), "b": np.zeros((1, 2))}
+    x, y = np.ones((1, 2, 3)), np.array([[0, 1]])
+    with pytest.raises(ValueError, match="mask must hold only 0"):
+        model.loss_and_grad_stacked(params, x, y, np.array([bad]))
+    model.loss_and_grad_stacked(params, x, y, np.array([[True, False]]))  # a boolean mask is fine
+
+
+@pytest.mark.parametrize("x", [np.ones((4, 5)), np.ones(3), np.ones((1, 4, 3))])
+def test_logits_checks_the_shape_of_x(x):
+    # a wrong feature count was a bare matmul error; a 1-d x silently gave shape (C,), not (n, C)
+    model = LogisticRegression(3, 2)
+    with pytest.raises(ValueError, match=r"x must have shape \('n', 3\)"):
+        model.logits(model.init_params(), x)

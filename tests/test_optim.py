@@ -3,7 +3,9 @@
 Checked against torch's own optimizer (the same steps), against the closed forms of
 :math:`\\|a_i\\|_1` (App. B) and against :func:`fedlib.engines.reference.run_sequential` on the
 same mini-batches (whole federated runs, every algorithm family). The optim docstring's loop leaves the
-global model in the model, resumes from a checkpoint, and what ``begin`` / ``copy_into`` refuse is named."""
+global model in the model, resumes from a checkpoint, and what ``begin`` / ``copy_into`` refuse is named
+(a client solver with another base lr, a server state aliasing the model); named_parameters and
+average_buffers' input; the steps are torch's multi-tensor SGD's."""
 from __future__ import annotations
 
 import copy
@@ -16,12 +18,12 @@ from torch import nn
 
 from fedlib.algorithms import make_algorithm
 from fedlib.engines.reference import run_sequential
-from fedlib.optim import ClientOptimizer, copy_into, parameters_of
+from fedlib.optim import ClientOptimizer, average_buffers, buffers_of, copy_into, parameters_of
 from fedlib.rng import generator
 from fedlib.sampling import full_participation, sample_clients
 from fedlib.schedules import FixedSteps
 from fedlib.server import momentum as server_momentum
-from fedlib.solvers import decayed_sgd, momentum_proximal_sgd, momentum_sgd, proximal_sgd, sgd
+from fedlib.solvers import LocalSolver, decayed_sgd, momentum_proximal_sgd, momentum_sgd, proximal_sgd, sgd
 
 D = torch.float64
 #: the CUDA cases run on a GPU machine (scripts/gpu_run.sh runs this file with -m cuda)
@@ -549,3 +551,124 @@ def test_resume_an_own_loop_from_a_checkpoint(tmp_path, variance):
     for a, b in zip(straight.params, resumed.params):
         assert torch.equal(a, b)
     assert torch.equal(straight.server.buffer[0], resumed.server.buffer[0])
+
+
+def _opposite_gradients_round(own):
+    """Two clients, p = (1/2, 1/2), constant gradients +1 and -1, two steps each; client 1 runs
+    ``own``. The p-weighted mean gradient is 0, so FedNova must not move."""
+    p = np.array([0.5, 0.5])
+    w = nn.Parameter(torch.zeros(1, dtype=D))
+    algo = make_algorithm("fednova", sgd(0.1))
+    server = algo.init(parameters_of([w]), 2)
+    opt = ClientOptimizer([w], algo.solver)
+    updates = []
+    for i, g in ((0, 1.0), (1, -1.0)):
+        opt.begin(algo.client_init(server, i), solver=own if i == 1 else None)
+        for _ in range(2):
+            w.grad = torch.tensor([g], dtype=D)
+            opt.step()
+        updates.append(algo.client_final(server, i, opt.solver_state))
+    server, diag = algo.apply(server, full_participation(p), updates, opt.lr, p)
+    return float(server.params[0]), diag
+
+
+def test_begin_refuses_a_client_solver_with_another_base_lr():
+    """||a_i||_1 is counted in units of the solver's lr: a client solver with lr 0.3 among clients at
+    0.1 reported ||a_i||_1 = 2 for a change 3x as large, and FedNova moved by +0.2 (chi2 = 0)."""
+    with pytest.raises(ValueError, match=r"solver\[0\] has lr 0.3, but the clients share one base learning rate"):
+        _opposite_gradients_round(sgd(0.3))
+    # the same client step size as a factor of the shared lr: counted, and FedNova stays put
+    change, diag = _opposite_gradients_round(LocalSolver(lr=0.1, lr_schedule=lambda k: 3.0))
+    np.testing.assert_allclose(diag.a_norms, [2.0, 6.0], rtol=1e-15)
+    assert abs(change) < 1e-15
+
+
+def test_named_parameters_are_accepted_like_torch_sgd():
+    """torch.optim.SGD(model.named_parameters(), ...) works; the drop-in was refused with a message
+    about momentum, mu and weight_decay (torch's 'param_names' key)."""
+    torch.manual_seed(0)
+    a = nn.Linear(4, 3).to(D)
+    b = copy.deepcopy(a)
+    solver = momentum_sgd(0.1, 0.9, weight_decay=0.01)
+    opts = [ClientOptimizer(a.named_parameters(), solver), ClientOptimizer(b.parameters(), solver)]
+    x = torch.randn(5, 4, dtype=D)
+    for net, opt in zip((a, b), opts):
+        opt.begin(solver.init(parameters_of(net)))
+        for _ in range(3):
+            opt.zero_grad()
+            net(x).pow(2).sum().backward()
+            opt.step()
+    for u, v in zip(a.parameters(), b.parameters()):
+        assert torch.equal(u, v)
+    assert opts[0].a_norm == opts[1].a_norm == pytest.approx(solver.a_norm(3), rel=1e-14)
+    with pytest.raises(ValueError, match=r"the group sets \['momentum'\]"):
+        ClientOptimizer([{"params": a.parameters(), "momentum": 0.9}], solver)
+
+
+def test_average_buffers_refuses_what_is_not_a_list_of_clients():
+    """One model's buffers given as if they were the clients' (a flat list of tensors) were averaged
+    row by row (or failed with torch's TypeError); a first client of non-tensors failed with an
+    AttributeError."""
+    with pytest.raises(ValueError, match=r"client_buffers\[0\] must be one client's buffers"):
+        average_buffers([torch.zeros(2), torch.ones(2)], [0.5, 0.5])  # returned [0.5, 0.5]
+    with pytest.raises(ValueError, match=r"client_buffers\[0\] must be one client's buffers"):
+        average_buffers(buffers_of(nn.BatchNorm1d(4)), [0.2, 0.3, 0.5])
+    with pytest.raises(ValueError, match=r"client_buffers\[0\] must be a list of tensors"):
+        average_buffers([[np.zeros(3)]], [1.0])
+    with pytest.raises(ValueError, match=r"client_buffers\[1\] must be one client's buffers"):
+        average_buffers([[torch.zeros(2)], None], [0.5, 0.5])
+    bn = nn.BatchNorm1d(3).to(D)
+    out = average_buffers([buffers_of(bn), (torch.ones(3, dtype=D), torch.ones(3, dtype=D), torch.tensor(4))], [1, 3])
+    torch.testing.assert_close(out[0], torch.full((3,), 0.75, dtype=D))
+    assert int(out[2]) == 3
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32])
+def test_steps_are_torch_sgds_multi_tensor_ones_on_the_cpu(dtype):
+    """The docstring's claim, made precise: bit for bit torch.optim.SGD(foreach=True) in any dtype
+    (torch's CPU default, the per-tensor loop, agrees in float32/float64 only)."""
+    torch.manual_seed(0)
+    a = nn.Linear(6, 4).to(dtype)
+    b = copy.deepcopy(a)
+    solver = momentum_sgd(0.1, 0.9, weight_decay=0.01)
+    opt = ClientOptimizer(a.parameters(), solver)
+    opt.begin(solver.init(parameters_of(a)))
+    ref = torch.optim.SGD(b.parameters(), lr=0.1, momentum=0.9, weight_decay=0.01, foreach=True)
+    for _ in range(6):
+        x = torch.randn(3, 6).to(dtype)
+        for net, o in ((a, opt), (b, ref)):
+            o.zero_grad()
+            net(x).float().pow(2).sum().backward()
+            o.step()
+    for u, v in zip(a.parameters(), b.parameters()):
+        assert torch.equal(u, v)
+
+
+@pytest.mark.parametrize("live", [lambda net: list(net.parameters()), lambda net: [p.detach() for p in net.parameters()]])
+def test_client_optimizer_refuses_a_server_state_aliasing_the_model(live):
+    """algo.init(list(model.parameters()), m) (or p.detach(), which shares memory) instead of
+    parameters_of(model): the server's x^(t,0) WAS the model, so each client's training moved it
+    and Delta_i = x_i - x^(t,0) came out wrong — FedNova's round differed from the right one by
+    0.05 in a small MLP, silently. ClientOptimizer.begin now refuses such a state."""
+    import torch.nn.functional as F
+    from torch import nn
+
+    from fedlib.algorithms import make_algorithm
+    from fedlib.optim import ClientOptimizer, parameters_of
+
+    torch.manual_seed(0)
+    net, x, y = nn.Linear(4, 3), torch.randn(8, 4), torch.randint(0, 3, (8,))
+    algo = make_algorithm("fednova", sgd(0.1))
+    opt = ClientOptimizer(net.parameters(), algo.solver)
+    with pytest.raises(ValueError, match=r"solver_state.params\[0\] shares memory with the model's parameters"):
+        opt.begin(algo.client_init(algo.init(live(net), 2), 0))
+    server = algo.init(parameters_of(net), 2)
+    start = [t.clone() for t in server.params]
+    opt.begin(algo.client_init(server, 0))
+    for _ in range(3):
+        opt.zero_grad()
+        F.cross_entropy(net(x), y).backward()
+        opt.step()
+    update = algo.client_final(server, 0, opt.solver_state)
+    assert all(torch.equal(a, b) for a, b in zip(server.params, start))  # x^(t,0) untouched by training
+    assert all(torch.allclose(d, p.detach() - s) for d, p, s in zip(update.delta, net.parameters(), start))

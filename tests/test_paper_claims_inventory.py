@@ -15,15 +15,15 @@ E2    eq. (2): FedAvg :math:`x \leftarrow x + \sum_i p_i\Delta_i`       test_rul
 E3    §1-2: :math:`\tau_i = \lfloor En_i/B\rfloor`                    deviation on purpose: library and official code use
                                                                      :math:`E\lceil n_i/B\rceil` (schedules.py docstring); test_schedules  CHECKED
 E4    Lemma 1: FedAvg :math:`\to \sum\tau_ie_i/\sum\tau_i`             test_closed_forms_simulated::test_lemma1_fedavg_limit...; ch 2 (slope 1 +- 0.05)  CHECKED
-E5    App. A: :math:`K_i(\eta,\mu)`, FedProx's round and limit under   test_paper_claims_audit::test_fedprox_round_is_app_as_affine_map...;
+E5    App. A: :math:`K_i(\eta,\mu)`, FedProx's round and limit under   test_paper_claims::test_fedprox_round_is_app_as_affine_map...;
       :math:`\|I-\sum p_iK_iH_i\| < 1`; finite-:math:`\eta` example   test_docstring_truth::test_local_operator_is_the_papers_closed_form  CHECKED
 E6    eq. (4): :math:`x \leftarrow x - \tau_{\text{eff}}\sum w_i\eta d_i`; client sends :math:`-\eta d_i`  test_rule hand examples; ch 1 (1e-12)  CHECKED
 E7    eq. (6): FedAvg's implicit :math:`\tau_{\text{eff}}, w_i`      test_closed_forms_coverage::test_tau_eff_weights_and_coefficients...  CHECKED
 E8    eq. (7): FedProx :math:`a_i, \|a_i\|_1, w_i`; :math:`\alpha = 0` is FedAvg; :math:`w \to p` and
       :math:`\tau_{\text{eff}}` falls as :math:`\alpha` grows       test_docstring_truth::test_fedprox_weights_eq7_by_fractions;
-                                                                     test_paper_claims_audit::test_fedprox_trade_off_is_monotone...  CHECKED
+                                                                     test_paper_claims::test_fedprox_trade_off_is_monotone...  CHECKED
 E9    §4.1: decayed steps :math:`a_i = [1,\gamma,..]`, :math:`\|a\|_1 = (1-\gamma^\tau)/(1-\gamma)`, like :math:`1-\alpha`
-                                                                     test_paper_claims_audit::test_decayed_steps_with_gamma...  CHECKED
+                                                                     test_paper_claims::test_decayed_steps_with_gamma...  CHECKED
 E10   §4.1 / App. B.2: momentum :math:`a_i`, :math:`\|a_i\|_1`      test_docstring_truth::test_solver_table...; impulse responses  CHECKED
 E11   §4.1: ":math:`w_i \ne p_i` whenever clients have different :math:`\|a_i\|_1`" — and only
       then (the length :math:`\tau_i` of :math:`a_i` does not matter)  mixed-solver test had unequal norms only          WEAK    CHECKED (G2)
@@ -32,11 +32,11 @@ E12   §4 / App. G: sampling (i) with replacement by :math:`p_i`, equal weights;
 E13   Assumption 3: identical :math:`F_i` give :math:`\beta^2 = 1, \kappa^2 = 0`  test_bounds::test_identical_clients_have_beta2_one...  CHECKED
 **Theorems, lemmas, corollaries**
 T1    Theorem 1: rule (4) converges to a stationary point of :math:`\widetilde F = \sum w_iF_i`
-                                                                     ch 7 (logistic fixed points, O(eta)); test_paper_claims_audit::
+                                                                     ch 7 (logistic fixed points, O(eta)); test_paper_claims::
                                                                      test_fedavg_with_mixed_solvers...; test_theory::test_fixed_point_matches_simulation  CHECKED
 T2    Theorem 1 bound (eq. 8), :math:`A, B, C`, :math:`\eta = \sqrt{m/\bar\tau T}`  test_bounds::test_bound_holds_on_real_runs; ch 7  CHECKED
 T3    App. C: explicit bound, :math:`D`, C.6 (:math:`D \le 1/(2\beta^2+1)`), C.7 step conditions
-                                                                     test_paper_claims_audit::test_step_size_conditions...; test_bounds  CHECKED
+                                                                     test_paper_claims::test_step_size_conditions...; test_bounds  CHECKED
 T4    Theorem 2 (eq. 10)                                             test_bounds::test_theorem2_holds_pointwise_with_exact_constants  CHECKED
 T5    App. D: :math:`\|\nabla F-\nabla\widetilde F\|^2 \le \chi^2\sum w_i\|\nabla F_i\|^2` (Cauchy-Schwarz), so the
       factor :math:`\chi^2` is the right one                        only through Theorem 2's final form                 WEAK    CHECKED (G4)
@@ -49,23 +49,23 @@ T8    §4.2 / App. D.1: :math:`\lim\min\|\nabla F\|^2 = \Omega(\chi^2\kappa^2)`;
                                                                      test_docstring_truth::test_two_client_example_by_fractions;
                                                                      test_closed_forms_simulated::test_two_client_example...; ch 2  CHECKED
 T9    §4.2 / Fig. 4: larger :math:`\alpha` lowers :math:`\chi^2`, raises the slowdown; :math:`\alpha = 1`:
-      :math:`\tau_{\text{eff}} = 1`, :math:`\bar\tau` times slower  test_paper_claims_audit::test_fedprox_trade_off...; ch 3  CHECKED
+      :math:`\tau_{\text{eff}} = 1`, :math:`\bar\tau` times slower  test_paper_claims::test_fedprox_trade_off...; ch 3  CHECKED
 T10   Corollary 2: :math:`\alpha^\star = O(m^{1/2}\bar\tau^{-1/2}T^{-1/6})` minimises eq. (8)  test_closed_forms_simulated::
                                                                      test_corollary2_constant_is_the_bound_minimiser; ch 3  CHECKED
 T11   Corollary 2 / §4.2: the rate at :math:`\alpha^\star` is :math:`O(1/\sqrt{m\bar\tau T} + 1/T^{2/3})`   —  MISSING CHECKED (G5)
 T12   App. E.2: :math:`T \ge O(K^{3/4}m^{3/4})` rounds for the first term to dominate   —       MISSING CHECKED (G6), a limit found
 T13   App. E.2: :math:`\tau \gg 1` relaxations :math:`A \approx \frac12, B \approx \frac1{2\alpha}, C \approx \frac1{\alpha^2}`
-                                                                     test_paper_claims_audit::test_fedprox_constants_for_many_local_steps...  CHECKED
+                                                                     test_paper_claims::test_fedprox_constants_for_many_local_steps...  CHECKED
 T14   App. E.2: FedProx's :math:`\tau_{\text{eff}}, A, B, C \to` FedAvg's as :math:`\alpha \to 0` (text's typo:
-      "FedProx is equivalent to FedProx")                            test_paper_claims_audit::test_fedprox_constants_tend_to_fedavgs...  CHECKED
+      "FedProx is equivalent to FedProx")                            test_paper_claims::test_fedprox_constants_tend_to_fedavgs...  CHECKED
 T15   Corollary 1 (App. E.1): surrogate :math:`\sum\tau_iF_i/\sum\tau_i`, :math:`A = 1`, :math:`B` with var[tau],
-      :math:`C`; :math:`\tau_i = \tau` gives var 0; :math:`\tau_i = 1` synchronous SGD   test_paper_claims_audit::test_corollary1...  CHECKED
+      :math:`C`; :math:`\tau_i = \tau` gives var 0; :math:`\tau_i = 1` synchronous SGD   test_paper_claims::test_corollary1...  CHECKED
 T16   §4.2: linear speedup, :math:`T/\gamma` rounds with :math:`\gamma` times the clients  ch 8 (slope -0.5 +- 0.1; equal-budget ratio < 1.5)  CHECKED
 T17   Theorem 3: FedNova :math:`\to` stationary point of :math:`F` with any :math:`\tau_i(t), a_i(t)`,
       :math:`O(1/\sqrt{m\tilde\tau T})`, bound with averaged constants  ch 8; test_bounds::test_theorem3_holds_under_random_local_work  CHECKED
 T18   App. G corollary: :math:`q` clients with replacement, :math:`O(1/\sqrt{q\tilde\tau T})`, limit :math:`x^*`
                                                                      ch 8 (slope_sampling_eff); test_closed_forms_coverage::test_expected_server_weights...  CHECKED
-T19   App. G: :math:`D \le 1/(12\beta^2+1)` gives :math:`1/(1-D) \le 2`, :math:`3D\beta^2/(1-D) \le 1/4`  test_paper_claims_audit::test_step_size_conditions...  CHECKED
+T19   App. G: :math:`D \le 1/(12\beta^2+1)` gives :math:`1/(1-D) \le 2`, :math:`3D\beta^2/(1-D) \le 1/4`  test_paper_claims::test_step_size_conditions...  CHECKED
 T20   App. G: step conditions :math:`\eta L \le 1/(2\tau_{\text{eff}})`, :math:`6\tau_{\text{eff}}\eta L(1+\beta^2/q) \le \frac12`,
       :math:`D \le 1/(12\beta^2+1)` (``fedlib.theory.appg_step_conditions``, ``appg_max_lr``)
                                                                      test_appg_conditions (plain computations, the largest step
@@ -88,7 +88,7 @@ Q1    Fig. 1: with more local steps at client 1 FedAvg strays towards :math:`x_1
 Q2    Fig. 2 / §3: FedProx slightly improves FedAvg's gap but converges slower; FedNova reaches :math:`x^*`  ch 2 (round radii, distances)  CHECKED
 Q3    §3 / Fig. 2: VRLSGD with :math:`\tau_i` in place of :math:`\tau` diverges with random local steps  ch 2, ch 10 (``diverged``)  CHECKED
 Q4    §6 / Fig. 5: FedNova faster and best on Synthetic(1,1) in three settings  ch 4 (3 seeds x 3 settings, every seed)  CHECKED
-Q5    §6, App. I: Synthetic(1,1), power-law sizes, batch 20, lr 0.02  test_data_synthetic; test_audit_synthetic (lr); CLI defaults in test_docstring_recipes  CHECKED
+Q5    §6, App. I: Synthetic(1,1), power-law sizes, batch 20, lr 0.02  test_data_synthetic; test_experiments_synthetic (lr); CLI defaults in test_docstring_recipes  CHECKED
 Q6    §1, §5: fixed-length rounds handle stragglers without inconsistency  ch 9                                  CHECKED
 Q7    §6, App. I: CIFAR-10 set-up (16 clients, Dir(0.1), VGG-11, batch 32, lr decay at 50 %/75 %, lr 0.02/0.05,
       :math:`\mu` 0.005/0.001, momentum 0.9, 3 seeds, FedNova with FedAvg's lr)  test_table1, test_cifar_data, test_models  CHECKED

@@ -1,4 +1,5 @@
-"""Dirichlet (official and modern-RNG) and IID partitions."""
+"""Dirichlet (official and modern-RNG) and IID partitions; label ids and an alpha so large that the draw
+overflows are refused by name."""
 from __future__ import annotations
 
 import math
@@ -270,3 +271,28 @@ def test_class_counts_names_parts_of_the_wrong_shape():
         class_counts(y, [0, 1])
     with pytest.raises(ValueError, match=r"parts\[1\] must be a 1-d array of indices, got shape \(1, 1\)"):
         class_counts(y, [[0], [[1]]])
+
+
+@pytest.mark.parametrize("fn", [lambda y: dirichlet_partition(y, 4, 0.5, min_size=0),
+                                lambda y: dirichlet_partition_generator(y, 4, 0.5, 0, min_size=0)])
+def test_partition_refuses_label_ids_instead_of_looping_over_every_class(fn):
+    # Labels that are ids, not class numbers: the split loops (and draws) once per class 0..max,
+    # so [0, 10**9] never finished; 10**6 took seconds before giving 10**6 empty classes.
+    y = np.array([0, 1_000_000] * 20)
+    with pytest.raises(ValueError, match=r"num_classes=1000001 .*np\.unique"):
+        fn(y)
+
+
+def test_partition_still_accepts_sparse_small_labels():
+    parts = dirichlet_partition(np.array([3, 7] * 50), 4, 0.5)
+    assert sorted(np.concatenate(parts).tolist()) == list(range(100))
+
+
+@pytest.mark.parametrize("fn", [dirichlet_partition, dirichlet_partition_generator])
+def test_alpha_so_large_that_the_dirichlet_draw_overflows_is_named(fn):
+    """alpha = 1e308: every draw was NaN, every attempt failed, and after 10,000 of them the error
+    advised to 'raise alpha'."""
+    y = np.repeat(np.arange(10), 30)
+    with pytest.raises(ValueError, match=r"alpha=1e\+308 is too large"):
+        fn(y, 4, 1e308, 0, 1)
+    assert sorted(map(len, fn(y, 4, 1e306, 0, 1))) == [70, 70, 80, 80]  # large but finite: near-equal

@@ -1,4 +1,5 @@
-"""fedlib.plotting: where figures go, and one colour per algorithm family in every chapter."""
+"""fedlib.plotting: where figures go, and one colour per algorithm family in every chapter; an
+interrupted save_figure keeps the old pair."""
 from __future__ import annotations
 
 import matplotlib
@@ -70,3 +71,33 @@ def test_committed_figures_ignore_other_profiles():
         pytest.skip("not a git checkout")
     assert res.returncode == 0, "figures/<profile>/ must be ignored by git"
     assert subprocess.run(["git", "check-ignore", "-q", "figures/x.png"], cwd=root).returncode == 1
+
+
+def test_save_figure_interrupted_keeps_the_old_pair(tmp_path, monkeypatch):
+    """The SVG failing to render (Ctrl-C, a full disk) left a truncated SVG and a new PNG next to it."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from fedlib import plotting
+
+    monkeypatch.setattr(plotting, "figures_dir", lambda: tmp_path)
+    fig, ax = plt.subplots()
+    ax.plot([0, 1])
+    png, svg = plotting.save_figure(fig, "f")
+    old = (png.read_bytes(), svg.read_bytes())
+    ax.plot([1, 0])
+    real = fig.savefig
+
+    def fail_on_svg(buf, format=None, **kw):
+        if format == "svg":
+            raise KeyboardInterrupt
+        return real(buf, format=format, **kw)
+
+    monkeypatch.setattr(fig, "savefig", fail_on_svg)
+    with pytest.raises(KeyboardInterrupt):
+        plotting.save_figure(fig, "f")
+    assert (png.read_bytes(), svg.read_bytes()) == old
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["f.png", "f.svg"]
+    plt.close(fig)

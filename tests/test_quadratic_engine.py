@@ -1,6 +1,7 @@
 """fedlib.engines.quadratic (many runs at once, arbitrary local work), RandomLocalWork,
 run_sequential's solver_at hook, and fedlib.experiments.speedup (chapter 8: its sampling summary, the
-sampling gain's standard error and the chapter's assert on it)."""
+sampling gain's standard error and the chapter's assert on it, the uniform scheme's step size from the
+participants' mean steps, tau~ counting every draw); the noise helpers' checks and run_replicas' work."""
 import json
 import math
 from pathlib import Path
@@ -9,6 +10,7 @@ import numpy as np
 import pytest
 
 from fedlib.algorithms import make_algorithm
+from fedlib.engines import quadratic as E
 from fedlib.engines.quadratic import client_solvers, gradient_noise, noisy_grad_fn, run_replicas
 from fedlib.engines.reference import run_sequential
 from fedlib.experiments import speedup as S
@@ -633,3 +635,105 @@ def test_chapter8_gain_assert_tests_app_g_null_with_its_standard_error():
     assert "assert gain_big > 1.4 * gain_small" not in code
     assert "assert gain_ratio > 1 + 3 * gain_ratio_se" in code
     assert "gain_ratio = gain_big / gain_small" in code
+
+
+def test_noise_helpers_check_sigma_and_replica():
+    prob = random_quadratic(3, 2, seed=0)
+    steps = lambda t: [1, 2, 3]  # noqa: E731
+    for sigma in (-0.1, float("nan")):
+        with pytest.raises(ValueError, match="^sigma must"):
+            E.gradient_noise(0, 0, 1, 1, 1, 2, sigma)
+        with pytest.raises(ValueError, match="^sigma must"):
+            E.noisy_grad_fn(prob, sigma, 0, 2, 1, steps)
+    with pytest.raises(ValueError, match=r"^replica must be in 0\.\.1"):   # was IndexError at the first gradient
+        E.noisy_grad_fn(prob, 0.1, 0, 2, 2, steps)
+    g = E.noisy_grad_fn(prob, 0.1, 0, 2, 1, steps)(np.zeros(2), 0, 0, 0)
+    np.testing.assert_allclose(g, prob.grad(np.zeros(2), 0) + E.gradient_noise(0, 0, 2, 3, 3, 2, 0.1)[1, 0, 0])
+
+
+def test_engine_docstrings_keep_their_backslashes():
+    """A non-raw docstring turned :math:`\\tau_i` into a TAB + 'au_i'; a raw one had \\\\widetilde."""
+    assert "\t" not in E.noisy_grad_fn.__doc__ and r"\tau_i" in E.noisy_grad_fn.__doc__
+    assert r"\\widetilde" not in E.run_replicas.__doc__
+
+
+def _unequal_setup():
+    from fedlib.problems.quadratic import random_quadratic
+    from fedlib.schedules import RandomLocalWork
+    problem = random_quadratic(4, 3, seed=0, spread=1.0, p=[0.55, 0.25, 0.15, 0.05])
+    return problem, RandomLocalWork([1, 2, 4, 8], [4, 6, 12, 16], num_solvers=4, seed=0)
+
+
+def test_uniform_sampling_step_size_uses_the_participants_mean_steps():
+    """App. G: eta = c sqrt(q / (tau~ T)), tau~ the participants' average local steps. Drawn uniformly,
+    a participant takes (1/m) sum_i E tau_i = 6.625 steps on average, not sum_i p_i E tau_i = 4.175 (the
+    value for draws proportional to p, which the uniform scheme used too: eta 1.26x too large)."""
+    problem, work = _unequal_setup()
+    assert S.participant_mean_steps("uniform", problem.p, work) == pytest.approx(6.625)
+    assert S.participant_mean_steps("with-replacement", problem.p, work) == pytest.approx(4.175)
+    with pytest.raises(ValueError, match="^scheme"):
+        S.participant_mean_steps("full", problem.p, work)
+    q, T, c = 2, 50, 0.1
+    for scheme, tau in (("uniform", 6.625), ("with-replacement", 4.175)):
+        row = S.sampling_grid(problem, work, [1], [q], [T], scheme=scheme, lr_scale=c, replicas=1, seeds=2,
+                              sigma=1.0)[0]
+        assert row.lr == pytest.approx(c * np.sqrt(q / (tau * T)), rel=1e-12)
+        bias = S.sampling_bias(problem, work, [q], [T], lr_scale=c, seeds=2, scheme=scheme,
+                               tau_effs=("population",))[0]
+        assert bias.lr == pytest.approx(c * np.sqrt(q / (tau * T)), rel=1e-12)
+    # the participants' measured average is the uniform mean, which the step size now assumes
+    row = S.sampling_grid(problem, work, [1], [q], [200], scheme="uniform", replicas=1, seeds=2, sigma=1.0)[0]
+    assert abs(row.tau_tilde / 6.625 - 1) < 0.1
+
+
+def test_summary_does_not_give_fedprox_condition_as_theorem3s():
+    """App. E's T >~ (m tau T)^(3/4) belongs to FedProx with Corollary 2's alpha; Theorem 3's other terms
+    fall as m / (tau~ T) with eta = sqrt(m / (tau~ T)). The summary used to ascribe App. E's condition to FedNova."""
+    cons = [S.ConsistencyRow(100, 0.1, 0.2, 0.01, 0.5, 0.3, 0.3, 0.6, 0.7),
+            S.ConsistencyRow(400, 0.05, 0.1, 0.005, 0.5, 0.2, 0.3, 0.6, 0.7)]
+    grid = [S.SpeedupRow("fednova", 4, 100, 5.0, 0.1, 1.0, 0.0), S.SpeedupRow("fednova", 16, 25, 5.0, 0.1, 1.1, 0.0)]
+    text = S.summary_markdown(cons, grid, 1.0, 0.5, -0.5, S.equal_budget_ratios(grid))
+    assert "fall as $m/(\\tilde\\tau T)$" in text
+    assert "for FedProx at Corollary 2's $\\alpha$, not for FedNova" in text
+
+
+def test_run_replicas_tau_tilde_counts_every_draw_with_replacement():
+    """App. G: tau~ = sum_t sum_{i in S(t)} tau_i / (qT), S(t) the q draws. Drawn with replacement, a client
+    drawn k times counts k times; run_replicas counted each distinct participant once (p = (.9, .1), q = 3,
+    tau = (1, 5), T = 40, seed 5: 1.40 where the draws average 1.27)."""
+    from fedlib.engines.quadratic import run_replicas
+    from fedlib.problems.quadratic import random_quadratic
+    from fedlib.sampling import sample_clients
+    from fedlib.schedules import RandomLocalWork
+    from fedlib.solvers import sgd
+
+    p, q, T, seed = np.array([0.9, 0.1]), 3, 40, 5
+    problem = random_quadratic(2, 2, seed=0, p=p)
+    work = RandomLocalWork([1, 5], [1, 5])  # fixed steps: client 0 one, client 1 five
+    run = run_replicas(problem, "fednova", [sgd(0.01)], work, T, seed=seed, sampling="with-replacement",
+                       clients_per_round=q)
+    draws = []  # every round's q draws, rebuilt from the participants and their counts k_i = q omega_i
+    for t in range(T):
+        part = sample_clients("with-replacement", p, q, seed, t)
+        draws += [int(c) for c, w in zip(part.clients, part.weights) for _ in range(int(round(w * q)))]
+    assert len(draws) == q * T
+    expected = np.mean(np.where(np.array(draws) == 0, 1.0, 5.0))
+    assert run.mean_local_steps == pytest.approx(expected, rel=1e-12)
+    # uniform sampling without replacement: every participant once
+    run = run_replicas(problem, "fednova", [sgd(0.01)], work, T, seed=seed, sampling="uniform", clients_per_round=1)
+    picked = [int(sample_clients("uniform", p, 1, seed, t).clients[0]) for t in range(T)]
+    assert run.mean_local_steps == pytest.approx(np.mean(np.where(np.array(picked) == 0, 1.0, 5.0)), rel=1e-12)
+
+
+def test_run_replicas_names_work_without_draw():
+    """run_replicas with a step schedule (FixedSteps) as ``work`` raised AttributeError "'FixedSteps'
+    object has no attribute 'draw'" from inside the round loop; now a ValueError names work."""
+    from fedlib.engines.quadratic import run_replicas
+    from fedlib.problems import random_quadratic
+    from fedlib.schedules import FixedSteps, RandomLocalWork
+
+    prob = random_quadratic(2, 2, seed=0)
+    with pytest.raises(ValueError, match=r"work must have draw\(round\)"):
+        run_replicas(prob, "fednova", [sgd(0.01)], FixedSteps([1, 2]), 3)
+    run = run_replicas(prob, "fednova", [sgd(0.01)], RandomLocalWork([1, 2], [1, 2]), 3)
+    assert run.tau_eff.tolist() == [1.5, 1.5, 1.5]  # sum_i p_i tau_i with p = (1/2, 1/2), SGD

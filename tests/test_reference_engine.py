@@ -1,9 +1,12 @@
 """fedlib.engines.reference.run_sequential (the per-client loop): what it checks before the first round:
 the resumed state, the seed, the sampling scheme, the hooks (lr_at, solver_at, metric_fn) and what
-lr_at returns."""
+lr_at returns; a list of tau_i as the schedule."""
 from __future__ import annotations
 
+import numpy as np
 import pytest
+
+from fedlib.solvers import sgd
 
 
 # --------------------------------------------------------------------------- run_sequential
@@ -87,3 +90,38 @@ def test_run_sequential_names_a_hook_that_is_not_callable(kwargs, message):
         kwargs = {"solver_at": sgd(0.1)}
     with pytest.raises(ValueError, match=message):
         _sequential(**kwargs)
+
+
+def test_run_sequential_with_a_list_of_local_steps_as_schedule():
+    """A list of tau_i in place of a schedule object raised AttributeError "'list' object has no
+    attribute 'local_steps'" from inside the loop; now a ValueError names schedule and FixedSteps."""
+    from fedlib.algorithms import make_algorithm
+    from fedlib.engines.reference import run_sequential
+    from fedlib.schedules import FixedSteps
+
+    algo = make_algorithm("fednova", sgd(0.1))
+    grad = lambda x, i, t, k: x - i  # noqa: E731
+    with pytest.raises(ValueError, match=r"schedule must be an object with local_steps.*FixedSteps\(\[1, 3\]\)"):
+        run_sequential(algo, np.zeros(1), grad, [0.5, 0.5], [1, 3], rounds=1)
+    # FedNova on F_i = (x - i)^2 / 2 from 0, tau = (1, 3), lr 0.1: d_0 = 0, d_1 = -(1 - 0.9^3)/(0.1*3)
+    run = run_sequential(algo, np.zeros(1), grad, [0.5, 0.5], FixedSteps([1, 3]), rounds=1)
+    assert run.state.params[0] == pytest.approx(2.0 * 0.5 * (1 - 0.9 ** 3) / 3)
+
+
+def test_run_sequential_initial_state_for_another_number_of_clients():
+    """initial_state from a 5-client run continued with 4 clients' p was accepted without VR,
+    and the returned state still said num_clients=5 (client index 4 would then pass apply's
+    check); now refused, pointing at params=initial_state.params."""
+    from fedlib.algorithms import make_algorithm
+    from fedlib.engines.reference import run_sequential
+    from fedlib.schedules import FixedSteps
+
+    algo = make_algorithm("fednova", sgd(0.05))
+    grad = lambda x, i, t, k: x - i  # noqa: E731
+    first = run_sequential(algo, np.zeros(2), grad, np.full(5, 0.2), FixedSteps([3] * 5), rounds=1)
+    with pytest.raises(ValueError, match="initial_state is a server state for 5 clients but p has 4"):
+        run_sequential(algo, None, grad, np.full(4, 0.25), FixedSteps([3] * 4), rounds=1, initial_state=first.state)
+    again = run_sequential(algo, None, grad, np.full(5, 0.2), FixedSteps([3] * 5), rounds=1, initial_state=first.state)
+    assert again.state.round == 2 and again.state.num_clients == 5
+    warm = run_sequential(algo, first.state.params, grad, np.full(4, 0.25), FixedSteps([3] * 4), rounds=1)
+    assert warm.state.num_clients == 4

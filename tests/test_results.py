@@ -1,16 +1,22 @@
 """Result records: schema, provenance, atomic writes, validation (fedlib.results), a summary that disagrees
-with its history."""
+with its history. Written files get the umask's mode (an overwrite keeps its own); atomic_write follows a link
+and refuses a fifo; read_result refuses what the book must not show (NaN, cut histories, a percentage accuracy,
+deep nesting, ...), and the committed results pass."""
 from __future__ import annotations
 
 import json
 import os
 import re
+import stat
 import time
+from pathlib import Path
 
 import numpy as np
 import pytest
 
 from fedlib import results
+from fedlib._io import atomic_write
+from fedlib.cli import main
 from fedlib.results import (HISTORY_KEYS, PROVENANCE_KEYS, SCHEMA, RunClock, git_commit, make_provenance, make_result,
                             read_result, to_jsonable, write_result)
 
@@ -231,3 +237,136 @@ def test_make_result_names_a_part_that_is_no_mapping(field):
         args[field] = "abc"
     with pytest.raises(ValueError, match=rf"^{field.replace('[', '.').replace(']', '.')} must be a"):
         make_result(args["config"], args["history"], args["provenance"], **kw)
+
+
+posix_only = pytest.mark.skipif(os.name != "posix", reason="file modes and umask are POSIX")
+
+
+@pytest.fixture
+def umask():
+    """Set the process umask for one test; restored afterwards."""
+    old = os.umask(0o022)
+    os.umask(old)
+
+    def set_(mask):
+        os.umask(mask)
+
+    yield set_
+    os.umask(old)
+
+
+@posix_only
+@pytest.mark.parametrize("mask, mode", [(0o022, 0o644), (0o002, 0o664), (0o077, 0o600)])
+def test_new_files_get_the_umask_mode(tmp_path, umask, mask, mode):
+    umask(mask)
+    path = atomic_write(tmp_path / "f.txt", "x")
+    assert stat.S_IMODE(path.stat().st_mode) == mode
+    result = write_result(tmp_path / "r.json", make_result({}, [], make_provenance(0.0, 1.0, command="c")))
+    assert stat.S_IMODE(result.stat().st_mode) == mode
+    assert os.umask(mask) == mask  # the write left the umask as it was
+
+
+@posix_only
+def test_overwrite_keeps_the_existing_mode(tmp_path, umask):
+    umask(0o022)
+    path = tmp_path / "f.txt"
+    path.write_text("old")
+    path.chmod(0o640)
+    atomic_write(path, "new")
+    assert path.read_text() == "new" and stat.S_IMODE(path.stat().st_mode) == 0o640
+
+
+def _good(rounds=3):
+    history = [{"round": r, "train_loss": 1.0 / (r + 1), "test_accuracy": None, "tau_eff": 2.0, "chi2": 0.0,
+                "local_steps": [2, 2]} for r in range(rounds)]
+    return make_result({"rounds": rounds}, history, make_provenance(0.0, 1.0, command="python -m fedlib run"))
+
+
+def _broken(edit):
+    doc = json.loads(json.dumps(_good()))
+    edit(doc)
+    return doc
+
+
+BAD_RESULTS = [
+    ("NaN in the history", lambda d: d["history"][2].update(train_loss=float("nan")), r"history\[2\].train_loss"),
+    ("Infinity in the summary", lambda d: d.update(summary={"best": float("inf")}), r"summary.best: inf"),
+    ("a round missing", lambda d: (d["history"].pop(1), d["config"].update(rounds=2)), r"history\[1\].round is 2"),
+    ("rounds from 5", lambda d: [h.update(round=h["round"] + 5) for h in d["history"]], r"history\[0\].round is 5"),
+    ("fewer records than rounds", lambda d: d["config"].update(rounds=4), "config.rounds is 4 but the history has 3"),
+    ("negative wall time", lambda d: d["provenance"].update(wall_time_s=-1.0), "wall_time_s must be a number >= 0"),
+    ("wall time null", lambda d: d["provenance"].update(wall_time_s=None), "wall_time_s"),
+    ("a short commit", lambda d: d["provenance"].update(git_commit="abc123"), "git_commit must be a 40-hex"),
+    ("a commit of other letters", lambda d: d["provenance"].update(git_commit="z" * 40), "git_commit"),
+    ("no device", lambda d: d["provenance"].update(device=""), "provenance.device"),
+    ("no command", lambda d: d["provenance"].update(command=None), "provenance.command"),
+    ("finished before started", lambda d: d["provenance"].update(started_utc="2030-01-01T00:00:00Z"),
+     "finished_utc .* is before started_utc"),
+    ("a time that is no time", lambda d: d["provenance"].update(started_utc="yesterday"), "ISO 8601"),
+    ("negative local steps", lambda d: d["history"][0].update(local_steps=[-3, 2]), "local_steps"),
+    ("summary a list", lambda d: d.update(summary=[1, 2]), "'summary' must be an object"),
+    ("initial a string", lambda d: d.update(initial="x"), "'initial' must be an object"),
+]
+
+
+@pytest.mark.parametrize("name,edit,message", BAD_RESULTS, ids=[b[0] for b in BAD_RESULTS])
+def test_read_result_refuses_what_the_book_must_not_show(tmp_path, name, edit, message):
+    """Each was read without a word before: a NaN accuracy or a history with rounds cut out
+    reached `table1 --summary` and the chapter's table. The file is written as json.dumps writes (NaN allowed)."""
+    path = tmp_path / "r.json"
+    path.write_text(json.dumps(_broken(edit)))
+    with pytest.raises(ValueError, match=message) as info:
+        read_result(path)
+    assert str(info.value).startswith(str(path))
+
+
+def test_the_committed_results_pass_the_checks():
+    root = Path(__file__).resolve().parents[1] / "data"
+    files = sorted(root.rglob("*.json"))
+    assert len(files) >= 10
+    for f in files:
+        read_result(f)
+
+
+def test_deep_nesting_is_a_value_error(tmp_path):
+    path = tmp_path / "deep.json"
+    path.write_text("[" * 100000 + "]" * 100000)
+    with pytest.raises(ValueError, match="nested too deeply"):
+        read_result(path)
+
+
+@posix_only
+def test_atomic_write_follows_a_link_and_refuses_a_fifo(tmp_path):
+    target = tmp_path / "run42.json"
+    target.write_text("old")
+    link = tmp_path / "latest.json"
+    link.symlink_to(target.name)
+    atomic_write(link, "new")
+    assert link.is_symlink() and target.read_text() == "new"
+    fifo = tmp_path / "pipe"
+    os.mkfifo(fifo)
+    with pytest.raises(ValueError, match="not a regular file"):
+        atomic_write(fifo, "x")
+    assert stat.S_ISFIFO(fifo.stat().st_mode)
+
+
+TINY = ["run", "synthetic", "--rounds", "1", "--num-clients", "4", "--quiet"]
+
+
+def test_a_result_with_a_percentage_accuracy_is_refused(tmp_path):
+    # e.g. a history typed in (or converted) from a log that prints 70.5 for 70.5 %: the table1
+    # summary multiplies by 100 and would show 7050
+    import json
+
+    from fedlib.results import read_result, validate_result
+
+    out = tmp_path / "r.json"
+    assert main([*TINY, "--out", str(out)]) == 0
+    doc = json.loads(out.read_text())
+    validate_result(doc)
+    doc["history"][0]["test_accuracy"] = 70.5
+    with pytest.raises(ValueError, match=r"history\[0\]\.test_accuracy must be a fraction in \[0, 1\]"):
+        validate_result(doc)
+    out.write_text(json.dumps(doc))
+    with pytest.raises(ValueError, match="not a percentage"):
+        read_result(out)

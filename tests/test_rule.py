@@ -1,6 +1,7 @@
 """The general update rule (eq. 4): hand-computed aggregates, FedAvg = plain averaging,
 FedNova = FedAvg when nothing is heterogeneous, τ_eff is a scale (REFERENCE §5); what aggregate and
-the weights refuse (a mapping of clients, counts for p, bad local_steps, lengths that differ)."""
+the weights refuse (a mapping of clients, counts for p, bad local_steps, lengths that differ); p and a_norms as
+torch tensors, an aggregate's dtype independent of the clients' order."""
 from __future__ import annotations
 
 import numpy as np
@@ -10,8 +11,11 @@ import torch
 from fedlib import rule as R
 from fedlib import solvers as S
 from fedlib.algorithms import make_algorithm
-from fedlib.schedules import FixedSteps
+from fedlib.rule import fednova_weights
+from fedlib.sampling import full_participation, sample_clients
+from fedlib.schedules import FixedSteps, RandomEpochs, population_tau_eff
 from fedlib.solvers import sgd
+from fedlib.theory import chi_square
 from fedlib.tree import tree_leaves, tree_stack
 
 # Three clients, hand example: Δ_i = −η ‖a_i‖₁ d_i with η = 1.
@@ -244,3 +248,58 @@ def test_a_norms_length_mismatch_names_both_arguments():
         aggregation_coefficients(4.0, [0.5, 0.25, 0.25], [2.0, 6.0])
     with pytest.raises(ValueError, match="^a_norms and p must have one entry per client"):
         fedavg_weights([0.5, 0.5], [2.0])
+
+
+def test_client_weights_as_a_torch_tensor():
+    """p = n / n.sum() computed in torch (a user's per-client tensors) is accepted wherever p is:
+    it raised TypeError "Cannot interpret 'torch.float32' as a data type"."""
+    p = torch.tensor([1.0, 3.0]) / 4.0
+    assert fednova_weights(p, [2.0, 6.0])[0] == pytest.approx(5.0)
+    assert full_participation(p).weights.tolist() == [0.25, 0.75]
+    assert sample_clients("uniform", p, 1, 0, 0).clients.size == 1
+    assert population_tau_eff(p, RandomEpochs([4, 8], 2, 1, 3), sgd(0.1)) == pytest.approx(7.0)
+    assert chi_square(p, [0.25, 0.75]) == pytest.approx(0.0)
+    assert fednova_weights(torch.tensor([0.25, 0.75], requires_grad=True), [1.0, 1.0])[1].tolist() == [0.25, 0.75]
+    # float32 rounding of 1/3 is tolerated as for a numpy float32 p; a wrong sum is still refused
+    fednova_weights(torch.full((3,), 1 / 3), [1.0, 2.0, 3.0])
+    fednova_weights(torch.full((3,), 1 / 3, dtype=torch.bfloat16), [1.0, 2.0, 3.0])
+    with pytest.raises(ValueError, match="p must sum to 1"):
+        fednova_weights(torch.tensor([0.5, 0.6]), [1.0, 1.0])
+
+
+@pytest.mark.parametrize("kind", ["numpy", "torch"])
+def test_aggregate_dtype_does_not_depend_on_client_order(kind):
+    """Clients reporting in different precisions: the sum was cast in place to the FIRST client's
+    dtype, so [float32, float64] gave float32 (the float64 client's digits lost) and the reverse
+    order float64; [float32 array, int64 array] likewise. Now the widest dtype, in any order."""
+    from fedlib.rule import aggregate
+
+    if kind == "numpy":
+        lo, hi, integer = (np.array([1.0], np.float32), np.array([1.0 + 1e-12]), np.array([1], np.int64))
+        f64 = np.float64
+    else:
+        lo, hi, integer = (torch.tensor([1.0]), torch.tensor([1.0 + 1e-12], dtype=torch.float64),
+                           torch.tensor([1], dtype=torch.int64))
+        f64 = torch.float64
+    for deltas in ([lo, hi], [hi, lo]):
+        change = aggregate(deltas, [0.5, 0.5], [1.0, 1.0], "fednova").change
+        assert change.dtype == f64
+        assert float(change[0]) == 1.0 + 0.5e-12  # sum p_i Delta_i (equal a_i): the float64 client's digits kept
+    a = aggregate([lo, integer], [0.5, 0.5], [1.0, 1.0]).change
+    b = aggregate([integer, lo], [0.5, 0.5], [1.0, 1.0]).change
+    assert a.dtype == b.dtype
+    same = aggregate([lo, lo], [0.5, 0.5], [1.0, 1.0]).change  # one precision: kept as before
+    assert same.dtype == lo.dtype
+
+
+@pytest.mark.parametrize("a_norms", [torch.tensor([2.0, 6.0], dtype=torch.bfloat16),
+                                     torch.tensor([2.0, 6.0], requires_grad=True)])
+def test_aggregate_takes_a_norms_as_any_torch_tensor(a_norms):
+    """a_norms as a bfloat16 tensor or one requiring grad passed the checks but then failed in
+    np.asarray ("Got unsupported ScalarType BFloat16", "Can't call numpy() on Tensor that requires
+    grad"); eq. 4 on deltas (-2, -6), p = (1/2, 1/2), ||a|| = (2, 6): tau_eff 4, change -4."""
+    from fedlib.rule import aggregate, aggregate_stacked
+
+    deltas = [np.array([-2.0]), np.array([-6.0])]
+    assert aggregate(deltas, [0.5, 0.5], a_norms, "fednova").change.tolist() == [-4.0]
+    assert aggregate_stacked(np.stack(deltas), [0.5, 0.5], a_norms, "fedavg").change.tolist() == [-4.0]

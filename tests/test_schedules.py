@@ -1,6 +1,6 @@
 """Local-step schedules: τ_i = E·ceil(n_i/B), inclusive random epochs seeded per
 (seed, round, client), wall-clock rounds with stragglers, step-decayed client lr, whole_steps;
-and their bad inputs (NaN, inf, bool, factors and milestones out of range)."""
+and their bad inputs (NaN, inf, bool, factors and milestones out of range, wall-clock steps past int64)."""
 from __future__ import annotations
 
 import math
@@ -324,3 +324,15 @@ def test_wall_clock_refuses_bool_or_text_probabilities(kw):
     with pytest.raises(ValueError, match=f"^{next(iter(kw))} must lie in"):
         WallClock([10.0, 2.5], 1.0, **kw)
     assert WallClock([10.0], 1.0, straggler_prob=np.float64(0.5), straggler_factor=1).straggler_prob == 0.5
+
+
+def test_wallclock_steps_that_overflow_int64_are_refused():
+    """speeds * round_seconds past 2**63 (or inf) was cast to int64 silently: WallClock([1e300], 1e10)
+    gave -9223372036854775808 local steps (with numpy RuntimeWarnings only)."""
+    from fedlib.schedules import WallClock
+
+    with pytest.raises(ValueError, match="speeds: client 1 would take"):
+        WallClock([1.0, 1e300], 1e10).local_steps(0)
+    with pytest.raises(ValueError, match="speeds: client 0 would take"):
+        WallClock([1e19], 1.0).local_steps(0)
+    assert WallClock([0.29, 1e6], 100.0).local_steps(0).tolist() == [29, 10 ** 8]

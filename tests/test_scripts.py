@@ -1,8 +1,12 @@
 """The scripts under scripts/, imported as modules or run in a scratch tree: bad arguments refused
-before anything runs (exit 2, one line), what they write, and the seeded streams they draw from."""
+before anything runs (exit 2, one line), what they write, what they measure (the
+median step), and the seeded streams they draw from."""
 from __future__ import annotations
 
+import importlib.util
 import subprocess
+import sys
+import types
 from pathlib import Path
 
 import numpy as np
@@ -210,3 +214,32 @@ def test_gpu_run_help_exits_0_and_a_bad_argument_2():
     assert proc.returncode == 0 and "usage:" in proc.stdout and proc.stderr == ""
     proc = subprocess.run(["bash", script, "--bogus"], capture_output=True, text=True, timeout=60)
     assert proc.returncode == 2 and "usage:" in proc.stderr
+
+
+def _load_script(name):
+    spec = importlib.util.spec_from_file_location(name, ROOT / "scripts" / f"{name}.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def test_bench_client_optimizer_reports_the_median(monkeypatch):
+    """sorted(times)[steps // 2] was the upper middle value: at 2 steps the slower one."""
+    import torch
+
+    mod = _load_script("bench_client_optimizer")
+    clock = iter([0.0, 1.0, 10.0, 13.0])  # step times 1 and 3
+    monkeypatch.setattr(mod, "time", types.SimpleNamespace(perf_counter=lambda: next(clock)))
+    net = torch.nn.Linear(3, 2)
+    opt = torch.optim.SGD(net.parameters(), lr=0.1)
+    got = mod.median_step_seconds(opt, net, torch.zeros(4, 3), torch.zeros(4, dtype=torch.int64), 2)
+    assert got == pytest.approx(2.0)
+
+
+def test_measure_host_planning_refuses_a_non_positive_count():
+    """--steps 0 planned a round of one local step per client (the scaled steps are floored at 1)."""
+    proc = subprocess.run([sys.executable, str(ROOT / "scripts" / "measure_host_planning.py"), "--runs", "1",
+                           "--rounds", "1", "--steps", "0"], capture_output=True, text=True, cwd=ROOT,
+                          env={**__import__("os").environ, "PYTHONPATH": str(ROOT)}, timeout=300)
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert "--steps must be >= 1" in proc.stderr

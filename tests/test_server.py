@@ -1,5 +1,6 @@
 """Server optimizers: plain, official server momentum (gmf), FedAdam — hand-computed rounds;
-apply_server_optimizer's checks and a server optimizer of your own (malformed, NaN, another array kind)."""
+apply_server_optimizer's checks and a server optimizer of your own (malformed, NaN, another array kind);
+a server momentum of 0 stays 0 (command line, Table 1 cell)."""
 from __future__ import annotations
 
 import math
@@ -204,3 +205,33 @@ def test_apply_server_optimizer_refuses_a_non_finite_change(bad):
         apply_server_optimizer(plain(), np.array([bad]), state, 0.1)
     params, _ = apply_server_optimizer(plain(), np.array([-2.0]), state, 0.1)
     assert params.tolist() == [-1.0]
+
+
+def test_cli_server_momentum_zero_is_zero_not_point_nine():
+    """--server-momentum 0 ran server momentum 0.9 (``beta or 0.9``) while the result's config said 0.0;
+    beta = 0 is plain averaging (the buffer is -D/lr every round)."""
+    from fedlib.cli import build_parser
+    from fedlib.cli.common import build_algorithm
+
+    base = ["run", "synthetic", "--server", "momentum", "--out", "x.json"]
+    change, lr = np.array([1.0, -2.0]), 0.1
+    for beta in ("0", "0.5"):
+        args = build_parser(("run", "synthetic")).parse_args(base + ["--server-momentum", beta])
+        server = build_algorithm(args).server
+        state = server.init(np.zeros(2))
+        _, state = server.update(change, state, np.zeros(2), lr)
+        _, state = server.update(change, state, np.zeros(2), lr)
+        np.testing.assert_allclose(state.buffer, -(1 + float(beta)) * change / lr)
+
+
+def test_table1_cell_momentum_zero_is_kept():
+    """Cell(server_momentum=0.0) / Cell(momentum=0.0) became 0.9 (``or 0.9``)."""
+    from fedlib.experiments.cifar10 import Cell
+
+    cell = Cell("x", "momentum", "2", "FedNova", "fednova", "momentum", 0.02, momentum=0.0, server="momentum",
+                server_momentum=0.0)
+    algo = cell.make_algorithm()
+    assert algo.solver.momentum == 0.0
+    _, state = algo.server.update(np.array([1.0]), algo.server.init(np.zeros(1)), np.zeros(1), 0.1)
+    _, state = algo.server.update(np.array([1.0]), state, np.zeros(1), 0.1)
+    np.testing.assert_allclose(state.buffer, [-10.0])

@@ -1,5 +1,7 @@
 """Argument checks of the speedup, bounds and stragglers experiments: each bad argument raises a ValueError
-naming it (local work for another number of clients, weights, a running-mean window, an empty seed list)."""
+naming it (local work for another number of clients, weights, a running-mean window, an empty seed list,
+rounds and sample sizes that are not integers, empty lists, algorithms given as one string, objective_gap's
+starting point, equal_budget_ratios' algorithm and rtol)."""
 import numpy as np
 import pytest
 
@@ -52,3 +54,72 @@ def test_run_strategy_needs_a_seed():
     problem = make_problem()
     with pytest.raises(ValueError, match="seeds"):
         ST.run_strategy(problem, ST.make_clock(problem.num_clients), "fednova-fixed-time", 2, [])
+
+
+@pytest.fixture(scope="module")
+def setup():
+    return S.base_setup(seed=0, dim=3)
+
+
+@pytest.mark.parametrize("bad", [50.7, 50.0, 0, -3, "50", None])
+def test_rounds_must_be_integers(setup, bad):
+    base, work = setup
+    calls = {
+        "consistency_sweep": lambda: S.consistency_sweep(base, work, [10, bad]),
+        "speedup_grid": lambda: S.speedup_grid(base, work, [1], [10, bad], replicas=2),
+        "sampling_grid": lambda: S.sampling_grid(base, work, [1], [2], [bad], replicas=1, seeds=2),
+        "sampling_bias": lambda: S.sampling_bias(base, work, [2], [bad], seeds=2),
+    }
+    for name, call in calls.items():
+        with pytest.raises(ValueError, match=r"^rounds_list\[\d\] must be an integer >= 1"):
+            call()
+
+
+@pytest.mark.parametrize("bad", [2.9, 0])
+def test_sampling_bias_clients_per_round_must_be_integers(setup, bad):
+    base, work = setup
+    with pytest.raises(ValueError, match=r"^clients_per_round\[0\] must be an integer >= 1"):
+        S.sampling_bias(base, work, [bad], [10], seeds=2)
+
+
+def test_empty_lists_are_refused(setup):
+    base, work = setup
+    for name, call in {
+        "rounds_list": lambda: S.consistency_sweep(base, work, []),
+        "copies_list": lambda: S.speedup_grid(base, work, [], [10], replicas=2),
+        "algorithms": lambda: S.speedup_grid(base, work, [1], [10], replicas=2, algorithms=()),
+        "clients_per_round": lambda: S.sampling_grid(base, work, [1], [], [10], replicas=1, seeds=2),
+    }.items():
+        with pytest.raises(ValueError, match=f"^{name} must "):
+            call()
+
+
+def test_algorithms_given_as_one_string_is_refused_by_name(setup):
+    base, work = setup
+    with pytest.raises(ValueError, match="^algorithms must be a sequence of names"):
+        S.speedup_grid(base, work, [1], [10], replicas=2, algorithms="fednova")
+
+
+def test_valid_integer_types_still_run(setup):
+    base, work = setup
+    rows = S.speedup_grid(base, work, (np.int64(1),), np.array([12]), replicas=2)
+    assert [(r.clients, r.rounds) for r in rows] == [(4, 12)]
+    assert isinstance(rows[0].rounds, int)
+
+
+def test_objective_gap_checks_its_starting_point():
+    problem, _ = bounds.default_setup(seed=0, dim=3)
+    ones = bounds.objective_gap(problem, problem.p, np.ones(3))
+    assert bounds.objective_gap(problem, problem.p, [1, 1, 1]) == ones  # ints are fine
+    for bad in (1.0, np.ones(4), np.ones((3, 1)), np.ones((1, 3)), [np.nan] * 3):
+        with pytest.raises(ValueError, match="^x0"):
+            bounds.objective_gap(problem, problem.p, bad)
+
+
+def test_equal_budget_ratios_checks_algorithm_and_rtol():
+    rows = [S.SpeedupRow("fednova", 4, 100, 5.0, 0.1, 1.0, 0.0), S.SpeedupRow("fednova", 16, 25, 5.0, 0.1, 1.2, 0.0)]
+    assert S.equal_budget_ratios(rows)[0][2] == pytest.approx(1.2)
+    with pytest.raises(ValueError, match="^algorithm"):
+        S.equal_budget_ratios(rows, algorithm="fednvoa")
+    with pytest.raises(ValueError, match="^rtol"):
+        S.equal_budget_ratios(rows, rtol=-0.1)

@@ -1,5 +1,7 @@
 """Chapter 9's strategies (fixed-length rounds vs waiting for the slowest client): the clock
-accounting by hand, the runs against the engine called directly, and the measures."""
+accounting by hand, the runs against the engine called directly, and the measures, with what they
+refuse (negative or NaN times and targets, end fractions outside (0, 1], curves of other seeds, sync_steps a
+fixed-length strategy would ignore)."""
 from __future__ import annotations
 
 import dataclasses
@@ -121,3 +123,84 @@ def test_summary_uses_the_numbers():
     assert "until round 120" in text and "running mean over 25 rounds" in text
     text = ST.summary_markdown(runs, 2.0, 0.6, times, ends, np.array([120]), lead_window=7)
     assert "running mean over 7 rounds" in text  # the window last_lead_round used, not always 25
+
+
+def _seeded_curves(losses, seconds, seeds=None, strategy="wait-for-all"):
+    losses, seconds = np.atleast_2d(losses).astype(float), np.atleast_2d(seconds).astype(float)
+    seeds = tuple(range(len(losses))) if seeds is None else tuple(seeds)
+    return ST.StragglerCurves(strategy, seeds, losses, seconds, np.zeros((len(losses), losses.shape[1] - 1)),
+                              np.ones(len(losses)))
+
+
+def test_loss_at_refuses_a_negative_or_nan_time():
+    """A time before the start (or NaN) gave the *last* round's loss: searchsorted(...) - 1 = -1 (NaN sorts last)."""
+    c = _seeded_curves([[2.0, 1.5, 1.2, 1.0, 0.9]], [[0, 1, 3, 6, 10]])
+    for bad in (-1.0, -1e-9, float("nan"), "3"):
+        with pytest.raises(ValueError, match="seconds"):
+            ST.loss_at(c, bad)
+    np.testing.assert_array_equal(ST.loss_at(c, 0), [2.0])          # the start: the initial loss
+    np.testing.assert_array_equal(ST.loss_at(c, np.inf), [0.9])     # after every round: the last one
+    np.testing.assert_array_equal(ST.loss_at(c, np.int64(3)), [1.2])
+
+
+def test_time_to_reach_refuses_a_nan_target():
+    """A NaN target read as 'never reached' (inf for every seed)."""
+    c = _seeded_curves([[2.0, 1.5, 1.2]], [[0, 1, 3]])
+    with pytest.raises(ValueError, match="target"):
+        ST.time_to_reach(c, float("nan"))
+    np.testing.assert_array_equal(ST.time_to_reach(c, 1.5), [1.0])
+
+
+def test_smoothed_end_loss_fraction_must_lie_in_0_1():
+    """fraction 2.0 took the median over every loss *including the initial one* (1.2 here instead of at most
+    the rounds' losses); fraction <= 0 silently meant the last round; NaN failed with a bare int() error."""
+    c = _seeded_curves([[2.0, 1.5, 1.2, 1.0, 0.9]], [[0, 1, 3, 6, 10]])
+    for bad in (0.0, -0.5, 1.5, 2.0, float("nan"), None):
+        with pytest.raises(ValueError, match="fraction"):
+            ST.smoothed_end_loss(c, bad)
+    np.testing.assert_array_equal(ST.smoothed_end_loss(c, 1.0), [1.1])  # the 4 rounds, not the start
+    np.testing.assert_array_equal(ST.smoothed_end_loss(c), [0.9])
+
+
+def test_last_lead_round_compares_the_same_seeds():
+    """zip() cut a 2-seed run to the 1 seed of the other, and runs of different seeds were compared as if paired."""
+    ahead = _seeded_curves([[2.0, 1, 1, 1, 1], [2.0, 3, 3, 3, 3]], [[0, 1, 2, 3, 4]] * 2)
+    behind = _seeded_curves([[2.0, 2, 2, 2, 2]], [[0, 1, 2, 3, 4]])
+    with pytest.raises(ValueError, match="seeds"):
+        ST.last_lead_round(ahead, behind, window=1)
+    with pytest.raises(ValueError, match="seeds"):
+        ST.last_lead_round(_seeded_curves([[2.0, 1, 1]], [[0, 1, 2]], seeds=(0,)),
+                           _seeded_curves([[2.0, 2, 2]], [[0, 1, 2]], seeds=(7,)), window=1)
+    both = _seeded_curves([[2.0, 2, 2, 2, 2]] * 2, [[0, 1, 2, 3, 4]] * 2)
+    assert ST.last_lead_round(ahead, both, window=1).tolist() == [4, 0]
+
+
+@pytest.fixture(scope="module")
+def small_problem():
+    return make_problem(num_clients=4)
+
+
+def test_run_strategy_refuses_sync_steps_it_would_ignore(small_problem):
+    """sync_steps is the tau of 'wait-for-all' only; a fixed-length strategy silently ran the clock's steps."""
+    clock = ST.make_clock(small_problem.num_clients, seed=0, median_speed=4.0, round_seconds=1.0)
+    for strategy in ("fedavg-fixed-time", "fednova-fixed-time"):
+        with pytest.raises(ValueError, match="sync_steps"):
+            ST.run_strategy(small_problem, clock, strategy, 1, [0], sync_steps=7)
+    # run_strategies still takes it, for 'wait-for-all' alone
+    runs = ST.run_strategies(small_problem, clock, 1, [0], sync_steps=7)
+    assert runs["wait-for-all"].mean_steps.tolist() == [7.0]
+    expected = np.mean(clock.local_steps(0))
+    assert runs["fednova-fixed-time"].mean_steps.tolist() == [expected] != [7.0]
+
+
+def test_summary_names_the_fraction_the_end_losses_came_from():
+    """summary_markdown wrote "the last 5% of rounds" whatever fraction gave ``ends``."""
+    c = {k: ST.StragglerCurves(k, (0,), np.array([[2.0, 1.0, 0.5]]), np.array([[0.0, 1.0, 2.0]]),
+                               np.array([[0.1, 0.2]]), np.array([3.0]))
+         for k in ST.STRATEGIES}
+    ends = {k: ST.smoothed_end_loss(v, 0.5) for k, v in c.items()}
+    times = {k: np.array([1.0]) for k in c}
+    assert "last 5% of rounds" in ST.summary_markdown(c, 2.0, 0.6, times, ends, None)
+    assert "last 50% of rounds" in ST.summary_markdown(c, 2.0, 0.6, times, ends, None, end_fraction=0.5)
+    with pytest.raises(ValueError, match="end_fraction"):
+        ST.summary_markdown(c, 2.0, 0.6, times, ends, None, end_fraction=0.0)

@@ -1,5 +1,8 @@
-"""fedlib.experiments.surrogate: limits of the real rounds on logistic regression (Theorem 1)."""
+"""fedlib.experiments.surrogate: limits of the real rounds on logistic regression (Theorem 1);
+unit_scaled refuses all-zero or huge features."""
 from __future__ import annotations
+
+import dataclasses
 
 import numpy as np
 import pytest
@@ -152,3 +155,14 @@ def test_fixed_point_solver_breakdown_is_a_runtime_error_naming_the_cause(proble
     with pytest.raises(RuntimeError, match=r"fixed point of fedavg \(lr 0.1\): Newton-Krylov broke down "
                                            r"\(Jacobian inversion.*unit-scaled features"):
         S.fixed_point_of_round(problem, "fedavg", 0.1, [6, 3, 1])
+
+
+def test_unit_scaled_names_all_zero_features():
+    """All-zero features gave a divide-by-zero warning and then 'client 0 train x contains NaN or inf'."""
+    ds = synthetic(num_clients=2, dim=3, num_classes=3, seed=0, num_samples=[10, 20])
+    zero = dataclasses.replace(ds, train_x=[np.zeros_like(x) for x in ds.train_x])
+    with pytest.raises(ValueError, match="every feature is 0"):
+        S.unit_scaled(zero)
+    huge = dataclasses.replace(ds, train_x=[x * 1e200 for x in ds.train_x])
+    with pytest.raises(ValueError, match="too large"):
+        S.unit_scaled(huge)

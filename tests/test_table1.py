@@ -1,5 +1,6 @@
 """The Table 1 runner (``python -m fedlib table1``): order, skipping, budget (never infinite), one tiny real run;
-result_name, round_work and demo_run refuse bad inputs."""
+result_name, round_work and demo_run refuse bad inputs, train_runs and run_table1 a checkpoint period that is not
+a count; a large --stack reaches training."""
 from __future__ import annotations
 
 import re
@@ -878,3 +879,33 @@ def test_round_work_refuses_bad_sizes(num_train, num_test):
     with pytest.raises(ValueError, match="^num_t(rain|est) must be an integer"):
         round_work("2-5", num_train, num_test)
     assert round_work("2", 300, 0) == 600.0
+
+
+@pytest.mark.parametrize("every", [-1, 1.5, -2.0, float("inf"), True])
+def test_train_runs_and_run_table1_refuse_a_checkpoint_period_that_is_not_a_count(tmp_path, every):
+    # train_runs took -1 as "never" and 1.5 as "every third round"; run_table1 took int(1.5) = 1
+    from fedlib.experiments.cifar10 import run_table1, train_runs
+
+    with pytest.raises(ValueError, match=r"checkpoint_every must be an integer >= 0"):
+        train_runs([], None, [], rounds=1, checkpoint_every=every)
+    with pytest.raises(ValueError, match=r"checkpoint_every must be an integer >= 0"):
+        run_table1(tmp_path / "results", budget_seconds=0, dry_run=True, checkpoint_every=every)
+
+
+def test_table1_with_a_large_stack_reaches_training(tmp_path, monkeypatch, capsys):
+    # --stack 12 named the group's checkpoint after all 12 runs: '[Errno 36] File name too long'
+    # before anything trained (a traceback before the OSError one-liner)
+    import fedlib.experiments.cifar10 as C
+
+    class Reached(Exception):
+        pass
+
+    def fake(runs, *args, **kwargs):
+        assert len(runs) == 12
+        raise Reached
+
+    monkeypatch.setattr(C, "train_runs", fake)
+    cells = [c.id for c in C.CELLS][:12]
+    with pytest.raises(Reached):
+        main(["table1", "--sample", "--width", "0.03", "--rounds", "2", "--stack", "12", "--seeds", "0",
+              "--cells", ",".join(cells), "--budget-seconds", "1000", "--results", str(tmp_path / "r")])

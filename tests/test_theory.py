@@ -1,5 +1,6 @@
 """Theory functions: χ², slowdown, Theorem 1's constants, FedProx's weights, App. D.1,
-and the closed-form quadratic fixed points checked against simulated rounds."""
+and the closed-form quadratic fixed points checked against simulated rounds; the input checks of Theorem 1's
+constants (weights, a vectors) and of quadratic_smoothness."""
 from __future__ import annotations
 
 import math
@@ -408,3 +409,34 @@ def test_theorem1_constants_ignore_clients_of_weight_zero_in_C():
         pytest.approx(TH.theorem1_explicit_bound(0.1, 100, w=[0.5, 0.5], a_vectors=a, **common))
     with pytest.raises(ValueError, match="positive weight"):
         TH.theorem1_constants([0.0, 0.0], a, 2.5)
+
+
+def test_theorem1_constants_refuses_weights_that_do_not_sum_to_one():
+    """Unnormalised w scaled A (by the square) and B without a word; Theorem 1's weights sum to 1."""
+    a = [np.ones(2), np.ones(4)]
+    with pytest.raises(ValueError, match="^w must sum to 1"):
+        TH.theorem1_constants([1.0, 1.0], a, 3.0)
+    with pytest.raises(ValueError, match="^w must sum to 1"):
+        TH.theorem1_constants([0.25, 0.25], a, 3.0)
+    with pytest.raises(ValueError, match="positive weight"):
+        TH.theorem1_constants([0.0, 0.0], a, 3.0)
+    ref = TH.theorem1_constants([0.25, 0.75], a, 3.0)
+    assert TH.theorem1_constants(np.array([0.25, 0.75], dtype=np.float32), a, 3.0) == pytest.approx(ref)
+    assert TH.theorem1_constants(np.array([1, 0]), a, 3.0) == TH.theorem1_constants([1.0, 0.0], a, 3.0)
+
+
+def test_theorem1_constants_a_vectors_errors_name_the_parameter():
+    a = [np.ones(2), np.ones(4)]
+    ref = TH.theorem1_constants([0.5, 0.5], a, 3.0)
+    assert TH.theorem1_constants([0.5, 0.5], (v for v in a), 3.0) == ref  # any iterable, not only a list
+    with pytest.raises(ValueError, match="^a_vectors"):
+        TH.theorem1_constants([0.5, 0.5], 1.0, 3.0)
+    with pytest.raises(ValueError, match=r"^a_vectors\[1\] contains NaN"):
+        TH.theorem1_constants([0.5, 0.5], [np.ones(2), [np.nan, 1.0]], 3.0)
+
+
+@pytest.mark.parametrize("shape", [(0, 2, 2), (1, 2, 3), (1, 0, 0)])
+def test_quadratic_smoothness_names_H_for_a_bad_shape(shape):
+    """No clients, non-square or empty H_i raised numpy's own message ('max() arg is an empty sequence')."""
+    with pytest.raises(ValueError, match=r"^H must have shape \(m, d, d\)"):
+        TH.quadratic_smoothness(np.zeros(shape))

@@ -1,5 +1,5 @@
 """fedlib._validate's checks and the messages they give: sequences listed and refused by name, plain
-numbers in messages, a bool is no count."""
+numbers in messages, a bool is no count, a whole float is one."""
 from __future__ import annotations
 
 import numpy as np
@@ -52,3 +52,12 @@ def test_messages_show_plain_numbers_and_a_bool_is_no_step_count():
         with pytest.raises(ValueError, match="^rounds must be an integer >= 1, got True"):
             check_int("rounds", bad, minimum=1)
     assert FixedSteps([1, 2]).steps == (1, 2) and FixedSteps(np.array([2, 3])).steps == (2, 3)
+
+
+def test_check_count_takes_a_whole_float_as_its_integer():
+    from fedlib._validate import check_count
+
+    assert check_count("n", 2.0) == 2 and type(check_count("n", np.float32(3.0))) is int
+    assert check_count("n", np.int64(4), minimum=4) == 4
+    with pytest.raises(ValueError, match="n must be an integer >= 1, got 0"):
+        check_count("n", 0.0, minimum=1)

@@ -1,6 +1,7 @@
 """Control variates: SCAFFOLD / FedNova-VR (c̄ − c_i, c_i the raw normalised gradient,
 c̄ over all clients with weights p) and VRLSGD (= SCAFFOLD for equal τ_i and SGD); a bool
-num_clients and non-finite variates are refused."""
+num_clients and non-finite variates are refused; integer initial params and float32 are kept; VRLSGD equals
+SCAFFOLD only under full participation."""
 from __future__ import annotations
 
 import numpy as np
@@ -8,9 +9,10 @@ import pytest
 import torch
 
 from fedlib import variance as V
-from fedlib.algorithms import make_algorithm
+from fedlib.algorithms import ClientUpdate, make_algorithm
 from fedlib.engines.reference import run_sequential
 from fedlib.problems import random_quadratic
+from fedlib.sampling import full_participation
 from fedlib.schedules import FixedSteps, RandomSteps
 from fedlib.solvers import momentum_sgd, sgd
 
@@ -173,3 +175,66 @@ def test_control_variates_refuses_non_finite_variates(bad):
     with pytest.raises(ValueError, match="^client: the variates hold NaN or inf"):
         control_variates(np.array([[bad], [-1.0]]), [0.5, 0.5])
     assert control_variates(np.array([[3.0], [-1.0]]), [0.5, 0.5]).mean.tolist() == [1.0]
+
+
+@pytest.mark.parametrize("name", ["scaffold", "vrlsgd", "fednova-vr"])
+@pytest.mark.parametrize("backend", ["numpy", "torch"])
+def test_integer_initial_params_do_not_truncate_the_control_variates(name, backend):
+    """init(np.array([0, 0, 0])) stacked the c_i as int64: every update was truncated towards 0
+    (c_0 = [0, -1, -1] instead of [0.02, -1.47, -1.63] for SCAFFOLD) and the run drifted
+    (FedAvg-style algorithms are fine with integer params: the change is float)."""
+    from fedlib.engines.reference import run_sequential
+    from fedlib.schedules import FixedSteps
+
+    if backend == "torch":
+        torch = pytest.importorskip("torch")
+        e = torch.tensor([[0.3, 1.7, 2.2], [-1.4, 0.5, 0.9], [2.6, -0.8, 0.1]], dtype=torch.float64)
+        starts = (torch.zeros(3, dtype=torch.float64), torch.zeros(3, dtype=torch.int64))
+    else:
+        e = np.array([[0.3, 1.7, 2.2], [-1.4, 0.5, 0.9], [2.6, -0.8, 0.1]])
+        starts = (np.zeros(3), np.array([0, 0, 0]))
+    p = np.full(3, 1 / 3)
+    runs = [run_sequential(make_algorithm(name, sgd(0.1)), x0, lambda x, i, t, k: x - e[i], p,
+                           FixedSteps([1, 2, 3]), 4).state for x0 in starts]
+    assert np.asarray(runs[1].variates.client).dtype.kind == "f"
+    tol = 1e-12 if backend == "numpy" else 1e-5  # torch: integer leaves become the default float (float32)
+    np.testing.assert_allclose(np.asarray(runs[1].variates.client), np.asarray(runs[0].variates.client), rtol=0,
+                               atol=tol)
+    np.testing.assert_allclose(np.asarray(runs[1].params), np.asarray(runs[0].params), rtol=0, atol=tol)
+
+
+def test_vrlsgd_equals_scaffold_only_with_full_participation():
+    """The docstring said 'with equal tau_i and SGD this is exactly SCAFFOLD'; under client sampling
+    the two differ (SCAFFOLD's c_bar also moves the correction of clients left out)."""
+    import fedlib.variance
+    from fedlib.engines.reference import run_sequential
+    from fedlib.schedules import FixedSteps
+
+    p = np.array([0.2, 0.3, 0.5])
+    e = np.array([[0.3, 1.7, 2.2], [-1.4, 0.5, 0.9], [2.6, -0.8, 0.1]])
+
+    def final(name, sampling, q):
+        return run_sequential(make_algorithm(name, sgd(0.1)), np.zeros(3), lambda x, i, t, k: x - e[i], p,
+                              FixedSteps([3, 3, 3]), 6, sampling=sampling, clients_per_round=q).state.params
+
+    assert np.max(np.abs(final("scaffold", "full", None) - final("vrlsgd", "full", None))) <= 1e-12
+    assert np.max(np.abs(final("scaffold", "uniform", 2) - final("vrlsgd", "uniform", 2))) > 1e-2
+    doc = " ".join(fedlib.variance.__doc__.split())
+    assert "SGD and full participation this is exactly SCAFFOLD" in doc
+
+
+def test_stacked_weighted_sum_keeps_a_float32_stack_float32():
+    """c_bar = sum_j p_j c_j of float32 numpy variates came back float64 (tree_weighted_sum and torch kept float32)."""
+    from fedlib.tree import tree_stacked_weighted_sum
+
+    x = np.arange(6, dtype=np.float32).reshape(2, 3)
+    out = tree_stacked_weighted_sum(x, [0.25, 0.75])
+    assert out.dtype == np.float32
+    np.testing.assert_array_equal(out, np.array([2.25, 3.25, 4.25], dtype=np.float32))
+    assert tree_stacked_weighted_sum(np.arange(6).reshape(2, 3), [0.5, 0.5]).dtype == np.float64  # ints: float
+    algo = make_algorithm("scaffold", sgd(0.1))
+    p = np.full(2, 0.5)
+    state = algo.init(np.zeros(3, np.float32), 2)
+    ups = [ClientUpdate(i, np.full(3, i + 1.0, np.float32), 1.0, 1) for i in range(2)]
+    state, _ = algo.apply(state, full_participation(p), ups, 0.1, p)
+    assert state.params.dtype == state.variates.client.dtype == state.variates.mean.dtype == np.float32

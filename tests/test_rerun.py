@@ -1,18 +1,20 @@
-"""``python -m fedlib rerun``: the audit's defects stay fixed.
+"""``python -m fedlib rerun``: what it compares, refuses and prints.
 
 --out naming the checked file is refused; initial, summary and config are compared too
 (not only the history), with the part and key path named; a recorded config that lacks a
 key or holds an invalid value is a bad input (exit 2, one line, no traceback or usage);
 --tol must be a finite number >= 0; a file whose summary disagrees with its own history is a bad input.
-Every run is a 2-round, 3-client Synthetic run."""
+--quiet prints only the verdict, and why a failing rerun failed. Most runs are 2-round, 3-client Synthetic runs."""
 from __future__ import annotations
 
 import json
 import os
 
 import pytest
+import shutil
 
 from fedlib.cli import main
+from fedlib.data import save_leaf, synthetic
 
 from cliutil import cli_exit
 
@@ -33,7 +35,7 @@ def _cli(capsys, *args):
 @pytest.fixture(scope="module")
 def original(tmp_path_factory):
     """A small run synthetic result (read it, do not modify it)."""
-    path = tmp_path_factory.mktemp("rerun_audit") / "orig.json"
+    path = tmp_path_factory.mktemp("rerun") / "orig.json"
     assert main(FLAGS + ["--out", str(path)]) == 0
     return path
 
@@ -229,3 +231,36 @@ def test_rerun_refuses_a_summary_that_disagrees_with_its_history(tmp_path):
     assert (rc, out) == (2, "")
     assert err == (f"python -m fedlib rerun: error: {bad}: summary.final_test_accuracy is 0.99 but the last round "
                    f"(history[1]) has test_accuracy {last!r}; the summary must be the history's last record\n")
+
+
+@pytest.fixture
+def leaf_dir(tmp_path):
+    folder = tmp_path / "leaf"
+    save_leaf(synthetic(num_clients=3, seed=0, num_samples=[30, 40, 25]), folder)
+    return folder
+
+
+def test_rerun_quiet_prints_only_the_verdict(tmp_path, capsys):
+    """rerun --quiet let the run's sampling-bias warning through on stderr (twice in a shell)."""
+    original = tmp_path / "s.json"
+    assert main(["run", "synthetic", "--num-clients", "6", "--rounds", "2", "--sampling", "uniform",
+                 "--clients-per-round", "3", "--quiet", "--out", str(original)]) == 0
+    assert "warning:" in capsys.readouterr().err  # the run itself warns
+    assert main(["rerun", str(original), "--quiet"]) == 0
+    out, err = capsys.readouterr()
+    assert err == ""
+    assert out.startswith("match: 2 rounds")
+    assert main(["rerun", str(original)]) == 0  # without --quiet the warning is shown
+    assert "warning:" in capsys.readouterr().err
+
+
+def test_rerun_quiet_still_shows_why_the_run_failed(leaf_dir, tmp_path, capsys):
+    """With the run's stderr held back under --quiet, a failing rerun must still say why."""
+    original = tmp_path / "l.json"
+    assert main(["run", "synthetic", "--data", str(leaf_dir), "--rounds", "1", "--quiet", "--out",
+                 str(original)]) == 0
+    shutil.rmtree(leaf_dir)
+    assert main(["rerun", str(original), "--quiet"]) == 2
+    err = capsys.readouterr().err
+    assert "--data:" in err and "no such file or folder" in err
+    assert "the rerun of the recorded config failed" in err

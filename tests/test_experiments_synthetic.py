@@ -1,4 +1,6 @@
-"""Audit of the Synthetic(alpha, beta) logistic-regression code: each test failed before its fix."""
+"""fedlib.experiments.synthetic (chapter 4's Synthetic(1,1) runs): make_problem forwards every
+parameter of the generator and refuses unknown ones, run_setting's batch size reaches FedNova's population
+tau_eff, and the FedProx factory takes the lr that lr_sweep passes."""
 from __future__ import annotations
 
 import numpy as np
@@ -6,7 +8,6 @@ import pytest
 
 from fedlib.data.synthetic import synthetic
 from fedlib.experiments import synthetic as S
-from fedlib.problems.logistic import LogisticRegression
 from fedlib.solvers import sgd
 
 
@@ -46,30 +47,3 @@ def test_fedprox_factory_takes_the_lr_of_lr_sweep():
     assert S.fedprox(1.0)(prob, S.SETTINGS[0]).solver.lr == S.PAPER["lr"]
     out = S.lr_sweep(prob, S.SETTINGS[0], {"FedProx": S.fedprox(1.0)}, [0.04], [0], 2)
     assert out[0.04, "FedProx"].losses.shape == (1, 2)
-
-
-@pytest.mark.parametrize("bad", [[1.0, np.nan], [1.0, 0.5], [2.0, -1.0]])
-def test_stacked_mask_must_be_zero_or_one(bad):
-    # a mask of other values gave a weighted mean (documented: the mean over the real samples) or NaN
-    model = LogisticRegression(3, 2)
-    params = {"W": np.zeros((1, 3, 2)), "b": np.zeros((1, 2))}
-    x, y = np.ones((1, 2, 3)), np.array([[0, 1]])
-    with pytest.raises(ValueError, match="mask must hold only 0"):
-        model.loss_and_grad_stacked(params, x, y, np.array([bad]))
-    model.loss_and_grad_stacked(params, x, y, np.array([[True, False]]))  # a boolean mask is fine
-
-
-@pytest.mark.parametrize("x", [np.ones((4, 5)), np.ones(3), np.ones((1, 4, 3))])
-def test_logits_checks_the_shape_of_x(x):
-    # a wrong feature count was a bare matmul error; a 1-d x silently gave shape (C,), not (n, C)
-    model = LogisticRegression(3, 2)
-    with pytest.raises(ValueError, match=r"x must have shape \('n', 3\)"):
-        model.logits(model.init_params(), x)
-
-
-def test_synthetic_accepts_a_zero_dimensional_num_samples_array():
-    # np.array(60) was a bare "TypeError: iteration over a 0-d array"
-    ds = synthetic(num_clients=2, num_samples=np.array(60))
-    assert ds.meta["total_samples"] == [60, 60]
-    with pytest.raises(ValueError, match="num_samples"):
-        synthetic(num_clients=2, num_samples=np.array(60.5))

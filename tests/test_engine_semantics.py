@@ -1,4 +1,4 @@
-"""Engine-semantics audit: what the batched engine and the per-client loop could get wrong
+"""Engine semantics: what the batched engine and the per-client loop could get wrong
 *identically* (so comparing the two cannot see it), checked against an independent loop
 written from the paper (eq. 4) and REFERENCE, and the schedule/problem consistency check."""
 from __future__ import annotations

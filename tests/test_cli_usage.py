@@ -1,0 +1,67 @@
+"""What ``python -m fedlib`` says about its own usage: the ``--help`` texts say what happens without
+--out, --data-root or --checkpoint-every, what the run seed draws and where --images-per-second's rate
+comes from; an argument a subcommand does not take is reported by that subcommand."""
+import pytest
+
+from fedlib.cli import main
+
+from cliutil import cli_exit
+
+
+def _help(capsys, *command):
+    with pytest.raises(SystemExit) as stop:
+        main([*command, "--help"])
+    assert stop.value.code == 0
+    return " ".join(capsys.readouterr().out.split())
+
+
+@pytest.mark.parametrize("command", [("run", "synthetic"), ("run", "cifar10")])
+def test_help_says_what_happens_without_out_data_root_and_checkpoint_every(capsys, command):
+    # a user reading --help could not tell that without --out nothing is written, that --data-root
+    # is needed unless --sample, or that no checkpoint is written without --checkpoint-every
+    text = _help(capsys, *command)
+    assert "atomically (default: none; only the summary is printed)" in text
+    if command[1] == "synthetic":
+        assert "after the last one (default: none)" in text
+    else:
+        assert "required unless --sample" in text
+
+
+def test_bench_cifar10_help_names_random_images_as_an_alternative_to_data_root(capsys):
+    assert "required unless --sample or --random-images" in _help(capsys, "bench", "cifar10")
+
+
+def test_table1_images_per_second_help_says_earlier_results_come_first_and_its_default(capsys):
+    # the help said 'used until a group has been measured', but a rate from earlier results in
+    # --results wins over the hint (as the description says), and it did not say what happens without it
+    text = _help(capsys, "table1")
+    assert "used only when --results holds no earlier result with the same engine settings" in text
+    assert "(default: none: the first group starts unestimated" in text
+
+
+def test_run_cifar10_help_says_the_seed_draws_the_initial_model(capsys):
+    """run cifar10 --help said the seed draws 'mini-batches, sampling, random epochs'; it also draws the initial
+    model (vgg11(seed=run seed)), augmentation and dropout: two seeds do not share their initial model."""
+    with pytest.raises(SystemExit) as exc:
+        main(["run", "cifar10", "--help"])
+    assert exc.value.code == 0
+    text = " ".join(capsys.readouterr().out.split())
+    assert "run seed: the initial model (the same for every algorithm)" in text
+
+
+@pytest.mark.parametrize("argv, command, message", [
+    (["rerun", "a.json", "b.json"], "rerun",
+     "unrecognized arguments: b.json; python -m fedlib rerun takes 1 positional argument (result), got 2 (see --help)"),
+    (["rerun", "a.json", "--bogus"], "rerun", "unrecognized arguments: --bogus"),
+    (["run", "synthetic", "--rounds", "2", "--bogus"], "run synthetic", "unrecognized arguments: --bogus"),
+    (["table1", "extra"], "table1",
+     "unrecognized arguments: extra; python -m fedlib table1 takes no positional arguments, got 1 (see --help)"),
+])
+def test_an_argument_a_subcommand_does_not_take_is_reported_by_that_subcommand(argv, command, message):
+    """argparse reported them from the top level: 'usage: python -m fedlib [-h] COMMAND ...' and
+    'python -m fedlib: error: unrecognized arguments: b.json', naming neither rerun nor what it takes."""
+    rc, out, err = cli_exit(argv)
+    assert (rc, out) == (2, ""), (rc, out, err)
+    lines = err.strip().splitlines()
+    assert lines[0].startswith(f"usage: python -m fedlib {command} [-h] "), lines[0]
+    assert lines[-1] == f"python -m fedlib {command}: error: {message}"

@@ -1,0 +1,162 @@
+"""Provenance (fedlib.results): the commit is the one the run started with (a change or a tree made dirty
+during the run is flagged), FEDLIB_GIT_COMMIT must be a full commit, the wall time comes from a clock that
+cannot go back, and the recorded command is the one that made the result: shell-quoted, also for
+``fedlib.cli.main(argv)``, ``rerun`` and the console script, with the folder a relative command ran in."""
+from __future__ import annotations
+
+import json
+import shlex
+import sys
+import warnings
+from pathlib import Path
+
+import pytest
+
+import fedlib.results
+from fedlib.cli import main
+from fedlib.results import RunClock, make_provenance, make_result, recorded_command
+
+
+RUN = ["run", "synthetic", "--rounds", "2", "--num-clients", "3", "--quiet"]
+
+
+def _prov(path):
+    return json.loads(Path(path).read_text())["provenance"]
+
+
+@pytest.fixture
+def fake_git(monkeypatch):
+    """``git_commit`` answers ``state["git"]``; the test changes it mid-run."""
+    state = {"git": ("a" * 40, False)}
+    monkeypatch.setattr(fedlib.results, "git_commit", lambda root=None: state["git"])
+    return state
+
+
+def test_run_clock_records_the_commit_of_the_start_and_flags_a_change(fake_git):
+    with RunClock() as clock:
+        fake_git["git"] = ("b" * 40, True)  # a commit (and an edit) while the run runs
+    with pytest.warns(UserWarning, match="changed during the run.*a{40}.*b{40}"):
+        prov = clock.provenance("cpu", command="cmd")
+    assert (prov["git_commit"], prov["git_dirty"]) == ("a" * 40, False)
+    assert prov["git_changed_during_run"] is True
+    assert (prov["git_commit_end"], prov["git_dirty_end"]) == ("b" * 40, True)
+    make_result({}, [], prov)  # still a valid record
+
+
+def test_run_clock_flags_a_tree_made_dirty_during_the_run(fake_git):
+    with RunClock() as clock:
+        fake_git["git"] = ("a" * 40, True)
+    with pytest.warns(UserWarning, match="changed during the run"):
+        prov = clock.provenance()
+    assert prov["git_dirty"] is False and prov["git_dirty_end"] is True and prov["git_changed_during_run"]
+
+
+def test_run_clock_unchanged_checkout_no_warning(fake_git):
+    with RunClock() as clock:
+        pass
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        prov = clock.provenance()
+    assert prov["git_commit"] == "a" * 40 and prov["git_changed_during_run"] is False
+    assert "git_commit_end" not in prov and "git_dirty_end" not in prov
+
+
+def test_make_provenance_without_a_start_keeps_its_old_record(fake_git):
+    prov = make_provenance(0.0, 1.0, "cpu", "cmd")
+    assert prov["git_commit"] == "a" * 40 and "git_changed_during_run" not in prov
+    with pytest.warns(UserWarning):
+        prov = make_provenance(0.0, 1.0, command="cmd", git_start=("c" * 40, None))
+    assert prov["git_commit"] == "c" * 40 and prov["git_commit_end"] == "a" * 40
+
+
+def test_main_with_argv_records_that_command_quoted(tmp_path):
+    out = tmp_path / "a b.json"
+    argv = RUN + ["--out", str(out)]
+    assert main(argv) == 0
+    command = _prov(out)["command"]
+    assert command == shlex.join(["python", "-m", "fedlib", *argv])
+    assert shlex.split(command)[3:] == argv  # pastes back into a shell as the same arguments
+    assert fedlib.results._command() != command  # the block ended with main
+
+
+def test_rerun_records_the_run_it_performed(tmp_path):
+    first = tmp_path / "r.json"
+    assert main(RUN + ["--out", str(first)]) == 0
+    again = tmp_path / "rr.json"
+    assert main(["rerun", str(first), "--out", str(again), "--quiet"]) == 0
+    argv = shlex.split(_prov(again)["command"])
+    assert argv[:5] == ["python", "-m", "fedlib", "run", "synthetic"] and "rerun" not in argv
+    assert argv[argv.index("--out") + 1] == str(again)
+
+
+def test_main_without_argv_records_sys_argv(tmp_path, monkeypatch):
+    out = tmp_path / "x y.json"
+    monkeypatch.setattr(sys, "argv", ["/somewhere/fedlib/__main__.py", *RUN, "--out", str(out)])
+    assert main() == 0
+    assert _prov(out)["command"] == shlex.join(["python", "-m", "fedlib", *RUN, "--out", str(out)])
+
+
+def test_command_is_shell_quoted_and_recorded_command_nests(monkeypatch):
+    monkeypatch.setattr(sys, "argv", ["/x/fedlib/__main__.py", "run", "synthetic", "--out", "a b.json"])
+    plain = "python -m fedlib run synthetic --out 'a b.json'"
+    assert fedlib.results._command() == plain
+    with recorded_command(["python", "-m", "fedlib", "rerun", "r.json"]) as outer:
+        assert fedlib.results._command() == outer == "python -m fedlib rerun r.json"
+        with recorded_command(["python", "-m", "fedlib", "run", "synthetic", "--out", "$HOME"]):
+            assert fedlib.results._command() == "python -m fedlib run synthetic --out '$HOME'"
+        assert fedlib.results._command() == outer
+    assert fedlib.results._command() == plain
+    with pytest.raises(TypeError, match="list of strings"):
+        with recorded_command("python -m fedlib"):
+            pass
+
+
+def test_fedlib_git_commit_must_be_a_full_commit(monkeypatch):
+    monkeypatch.setenv("FEDLIB_GIT_COMMIT", "not a sha; rm -rf")
+    with pytest.raises(ValueError, match="FEDLIB_GIT_COMMIT must be a full 40-hex-digit commit"):
+        fedlib.results.git_commit()
+    monkeypatch.setenv("FEDLIB_GIT_COMMIT", "AB" * 20)
+    assert fedlib.results.git_commit() == ("ab" * 20, None)
+
+
+def test_wall_time_comes_from_a_clock_that_cannot_go_back(fake_git, monkeypatch):
+    """The wall clock set back by an hour during the run: the duration is still the run's, not negative."""
+    import time as real_time
+
+    wall = real_time.time
+    with RunClock() as clock:
+        monkeypatch.setattr(real_time, "time", lambda: wall() - 3600.0)
+    monkeypatch.setattr(real_time, "time", wall)
+    prov = clock.provenance("cpu", command="c")
+    assert 0 <= prov["wall_time_s"] < 5
+    make_result({}, [], prov)
+
+
+TINY = ["run", "synthetic", "--rounds", "1", "--num-clients", "4", "--quiet"]
+
+
+def test_provenance_records_the_folder_a_relative_command_ran_in(tmp_path, monkeypatch):
+    # `--out r.json` / `--data .` in the recorded command could not be rerun as written from
+    # anywhere else: the result did not say which folder they were relative to
+    import json
+    import shlex
+
+    from fedlib.results import read_result
+
+    monkeypatch.chdir(tmp_path)
+    assert main([*TINY, "--out", "r.json"]) == 0
+    prov = read_result(tmp_path / "r.json")["provenance"]
+    assert prov["cwd"] == str(tmp_path)
+    assert shlex.split(prov["command"])[-1] == "r.json"
+    assert json.loads((tmp_path / "r.json").read_text())["provenance"]["cwd"] == str(tmp_path)
+
+
+def test_the_console_script_is_recorded_as_python_m_fedlib(monkeypatch):
+    # `fedlib run synthetic ...` (the [project.scripts] entry point) was recorded as
+    # 'python /abs/venv/bin/fedlib run synthetic ...', not as the documented 'python -m fedlib ...'
+    import sys
+
+    from fedlib.results import make_provenance
+
+    monkeypatch.setattr(sys, "argv", ["/opt/my venv/bin/fedlib", "run", "synthetic", "--out", "a b.json"])
+    assert make_provenance(0.0, 1.0)["command"] == "python -m fedlib run synthetic --out 'a b.json'"
