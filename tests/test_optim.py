@@ -331,7 +331,7 @@ def test_batchnorm_buffers_are_averaged_not_normalised():
         average_buffers(client_buffers, None)
 
 
-# ---------------------------------------------------------------- found by an audit of the user-facing API
+# ---------------------------------------------------------------- the user-facing API: inputs and aliasing
 def _one_param():
     return torch.nn.Parameter(torch.ones(3, dtype=torch.float64))
 

@@ -258,7 +258,7 @@ def test_quadratic_problem_helpers():
     assert prob.num_clients == 2 and prob.dim == 2
 
 
-# ---------------------------------------------------------------- found by an audit of the closed forms
+# ---------------------------------------------------------------- the closed forms: edge cases
 def test_smoothness_is_the_spectral_norm_even_for_an_indefinite_hessian():
     from fedlib.theory import quadratic_smoothness
 
