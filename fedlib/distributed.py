@@ -315,7 +315,9 @@ def distributed_apply(comm: Communicator, algorithm: FederatedAlgorithm, state: 
     collective, rather than on that rank alone while the others wait in it. A ``state`` that is no
     :class:`~fedlib.algorithms.ServerState` of ``algorithm`` (control variates or server optimizer
     state of another kind) raises ``ValueError`` naming ``state`` before any collective, as
-    :meth:`~fedlib.algorithms.FederatedAlgorithm.apply` does (every rank holds the same state).
+    :meth:`~fedlib.algorithms.FederatedAlgorithm.apply` does (every rank holds the same state), and so
+    does a ``state`` whose ``num_clients`` is ``None`` (the ranks own blocks of the :math:`m` clients,
+    :func:`owned_clients`; ``apply`` takes such a state, unchecked).
 
     Example
     -------
@@ -342,6 +344,10 @@ def distributed_apply(comm: Communicator, algorithm: FederatedAlgorithm, state: 
     """
     _check_state(algorithm, state)  # as apply; the same state on every rank, so every rank raises it
     _check_server_kind(algorithm.server, state, "the algorithm's server optimizer")
+    if state.num_clients is None:  # the ranks' blocks of clients are blocks of range(m): m must be known
+        raise ValueError("state.num_clients is None (a state built by hand or read from a checkpoint older than "
+                         "the field): distributed_apply splits the clients across ranks by their number m; "
+                         "give it, state._replace(num_clients=m)")
     lr = check_positive("lr", lr)
     participation = as_participation(participation)  # as apply takes it (one of lists failed at weights.sum())
     clients = participation.clients
