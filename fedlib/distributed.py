@@ -409,7 +409,7 @@ def _update_variates(comm, variates: ControlVariates, own, mine, lr, p, change) 
     return ControlVariates(cs, tree_map(comm.allreduce_sum, part), variates.kind)
 
 
-def gather_variates(comm: Communicator, variates: Optional[ControlVariates], num_clients: int):
+def gather_variates(comm: Optional[Communicator], variates: Optional[ControlVariates], num_clients: int):
     r"""Every rank's own rows of the stacked :math:`c_i` assembled into the full stack
     (for a checkpoint); ``None`` passes through, and so does everything with one process (``comm``
     ``None`` or of world size 1), where the stack is already whole.

@@ -206,7 +206,7 @@ def execute(layout: Layout, notebook: Path, parameters: dict, timeout: int | Non
         seconds[layout.rel(notebook)] = time.perf_counter() - start
 
 
-def failure_summary(exc: Exception) -> str:
+def failure_summary(exc: BaseException) -> str:
     """One line describing why a chapter failed (``AssertionError: ...`` for a cell)."""
     ename, evalue = getattr(exc, "ename", None), getattr(exc, "evalue", None)
     if ename:  # papermill.exceptions.PapermillExecutionError

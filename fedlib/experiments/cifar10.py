@@ -424,7 +424,7 @@ def train_runs(runs: Sequence[dict], data, parts, *, rounds: int, width: float =
 
 
 # ============================================================================ Table 1 runner
-def plan_table1(results_dir, seeds: Sequence[int] = (0, 1, 2), cells: Sequence[str] = None) -> List[dict]:
+def plan_table1(results_dir, seeds: Sequence[int] = (0, 1, 2), cells: Optional[Sequence[str]] = None) -> List[dict]:
     """Every (cell, seed) in run order — all cells of the first seed, then the next seed —
     with its result file and whether it is already present."""
     results_dir = Path(results_dir)

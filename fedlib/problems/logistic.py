@@ -73,8 +73,9 @@ def _is_torch(x: Any) -> bool:
     return hasattr(x, "detach") and hasattr(x, "new_zeros")
 
 
-def pack_params(params: dict) -> np.ndarray:
-    r"""``{"W": (..., d, C), "b": (..., C)}`` -> :math:`\Theta = [W; b]` of shape ``(..., d+1, C)``.
+def pack_params(params: dict) -> Any:
+    r"""``{"W": (..., d, C), "b": (..., C)}`` -> :math:`\Theta = [W; b]` of shape ``(..., d+1, C)``
+    (a torch tensor when ``W`` is one, else a numpy array).
 
     Example
     -------
