@@ -47,7 +47,7 @@ def _one_round(name, solver, steps, grads, p, server=None):
     ups = []
     for i, tau in enumerate(steps):
         s = algo.client_init(state, i)
-        for k in range(tau):
+        for _ in range(tau):
             s = solver.update(s, grads[i])
         ups.append(algo.client_final(state, i, s))
     return algo, state, ups

@@ -22,7 +22,6 @@ How it works, without any Python browser driver:
 from __future__ import annotations
 
 import functools
-import html
 import http.server
 import json
 import os
@@ -38,7 +37,6 @@ import nbformat
 import pytest
 from bookutil import HTML_DIR, unavailable
 from bookutil import toc_docnames as _toc_docnames
-import yaml
 
 pytestmark = [pytest.mark.browser, pytest.mark.serial]
 

@@ -101,7 +101,7 @@ def test_stacked_engine_state_round_trip(tmp_path):
     """train 2 rounds == train 1, state_dict through a checkpoint file, new engine, load, train 1."""
     import torch
 
-    from fedlib.checkpoint import load_checkpoint, save_checkpoint
+    from fedlib.checkpoint import load_checkpoint
     from fedlib.experiments import cifar10 as C
 
     torch.set_num_threads(1)

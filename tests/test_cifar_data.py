@@ -19,9 +19,9 @@ from fedlib.data.cifar10 import (
     TRAIN_FILES,
     Cifar10Arrays,
     load_cifar10,
+    load_cifar10_labels,
     load_cifar10_sample,
 )
-from fedlib.data.cifar10 import TEST_FILE, TRAIN_FILES, load_cifar10, load_cifar10_labels, load_cifar10_sample
 
 from shared_data import REAL_ROOT, needs_real
 

@@ -334,7 +334,7 @@ def test_two_ranks_equal_one_process_for_every_sampling_and_server(name):
                 one, d1 = algo.apply(one, part, [ups[int(c)] for c in part.clients], 0.1, p)
                 empty_rank_rounds += any(not set(owned_clients(m, 2, r).tolist()) & set(ups) for r in range(2))
 
-                def step(comm, ranks=ranks, part=part, ups=ups):
+                def step(comm, ranks=ranks, part=part, ups=ups, algo=algo):
                     own = set(owned_clients(m, 2, comm.rank).tolist())
                     return distributed_apply(comm, algo, ranks[comm.rank], part,
                                              [u for c, u in ups.items() if c in own], 0.1, p)

@@ -403,8 +403,8 @@ def _engines(case, prob, stacks):
     out = {name: (run.params, _history(run)) for name, run in runs.items()}
     if prob.num_clients >= 2:
         for backend in ("numpy", "torch"):
-            ranks = on_ranks(2, lambda comm: run_batched(algo, prob, sched, ROUNDS, comm=comm, backend=backend,
-                                                          device="cpu", **kw))
+            ranks = on_ranks(2, lambda comm, backend=backend: run_batched(algo, prob, sched, ROUNDS, comm=comm,
+                                                                          backend=backend, device="cpu", **kw))
             for r, run in enumerate(ranks):
                 out[f"distributed-{backend}-rank-{r}"] = (run.params, _history(run))
     out["stacked"] = stacks[case.name]

@@ -26,7 +26,7 @@ from fedlib.engines.reference import run_sequential
 from fedlib.sampling import Participation, full_participation
 from fedlib.schedules import FixedSteps
 from fedlib.server import ServerOptimizer
-from fedlib.solvers import LocalSolver, SolverState, check_own_step, decayed_sgd, sgd
+from fedlib.solvers import LocalSolver, check_own_step, decayed_sgd, sgd
 from fedlib.tree import tree_map
 
 # ---------------------------------------------------------------- a tiny problem
@@ -63,7 +63,7 @@ def test_linearly_decaying_step_within_the_round_is_normalised_by_its_own_a_i():
     x0, a_norms, d = 0.0, [], []
     for i, tau in enumerate(steps):
         s = 1.0 - np.arange(tau) / 10.0
-        _, G = local_run_by_hand(x0, i, tau, lambda k, g: lr * s[k] * g[k])
+        _, G = local_run_by_hand(x0, i, tau, lambda k, g, s=s: lr * s[k] * g[k])
         a_norms.append(s.sum())
         d.append(G @ s / s.sum())  # d_i = G_i a_i / ||a_i||_1
     tau_eff = P @ np.array(a_norms)  # FedNova: tau_eff = sum_i p_i ||a_i||_1, w = p
@@ -113,7 +113,7 @@ def nesterov_round_by_hand(x0, lr, rho, steps, weights, tau_eff=None):
     for i, tau in enumerate(steps):
         u = [0.0]
 
-        def step(k, g):
+        def step(k, g, u=u):
             u[0] = rho * u[0] + g[k]
             return lr * (g[k] + rho * u[0])
 
@@ -548,7 +548,7 @@ def test_own_solver_in_your_own_loop_reports_its_a_norm_through_client_update():
             for k in range(steps[i]):
                 x = x - lr * s[k] * H[i] * (x - C[i])
             updates.append(ClientUpdate(i, {"x": x - server.params["x"]}, float(s.sum()), int(steps[i])))
-            _, G = local_run_by_hand(x_hand, i, steps[i], lambda k, g: lr * s[k] * g[k])
+            _, G = local_run_by_hand(x_hand, i, steps[i], lambda k, g, s=s: lr * s[k] * g[k])
             a_norms.append(s.sum())
             d.append(G @ s / s.sum())
         server, diag = algo.apply(server, full_participation(P), updates, lr)

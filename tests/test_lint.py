@@ -17,7 +17,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 # book: the chapters' notebooks (ruff lints their code cells) and book/_ext; book/_static is vendored
 # (pyproject.toml's extend-exclude)
-TREES = ["fedlib", "scripts", "book"]
+TREES = ["fedlib", "scripts", "book", "tests"]
 
 SELECTION = {"F", "E9", "B", "PLE"}
 

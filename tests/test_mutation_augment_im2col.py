@@ -15,7 +15,7 @@ import torch.nn.functional as F
 
 from fedlib.engines.augment import (crop_flip_gather, crop_flip_params, dropout_key, normalize, pad_images,
                                     random_crop_flip, seeded_dropout_mask)
-from fedlib.engines.im2col import im2col, stacked_conv2d, stacked_pool2d
+from fedlib.engines.im2col import im2col, stacked_conv2d
 
 
 def _images(shape, seed=0):

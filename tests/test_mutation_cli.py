@@ -863,7 +863,8 @@ def test_rerun_prints_what_it_reruns_the_commit_note_and_the_verdict(recorded, t
         "match: 2 rounds, initial, summary and config equal to 1e-12"]
     # made at this commit (or an unknown one): no note
     for commit in ("a" * 40, "unknown"):
-        path = _edited(recorded, tmp_path, lambda d: d["provenance"].update(git_commit=commit, command="cmd"))
+        path = _edited(recorded, tmp_path,
+                       lambda d, commit=commit: d["provenance"].update(git_commit=commit, command="cmd"))
         rc, out, err = cli_exit(["rerun", str(path)])
         assert rc == 0 and out.splitlines()[1:] == ["match: 2 rounds, initial, summary and config equal to 1e-12"]
 

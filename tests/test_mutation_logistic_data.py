@@ -280,7 +280,7 @@ def test_packed_grad_single_client_kernel(l2, huge, with_sums):
 
 
 def test_packed_grad_numpy_underflow_fallback_without_client_axis():
-    B, d, C = 2, 2, 3
+    B, C = 2, 3
     theta = np.array([[900.0, 850.0, 800.0], [0.0, 0.5, 0.0], [0.1, 0.0, -0.1]])
     x = np.array([[1.0, 0.0], [-1.0, 1.0]])
     y = np.array([2, 0])

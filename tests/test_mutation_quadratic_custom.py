@@ -43,8 +43,6 @@ experiments/custom.py: CF1 ``>`` -> ``<``; CF2 drop the isfinite test (always ra
 """
 from __future__ import annotations
 
-import math
-
 import numpy as np
 import pytest
 import torch

@@ -226,7 +226,7 @@ def test_bad_use_is_refused():
     with pytest.raises(RuntimeError, match="begin"):
         opt.step()
     with pytest.raises(RuntimeError, match="begin"):
-        opt.solver_state
+        opt.solver_state  # noqa: B018 - reading the property is what raises
     with pytest.raises(ValueError, match="SolverState"):
         opt.begin(params)
     with pytest.raises(ValueError, match="has 3 tensors but there are 4"):

@@ -8,9 +8,7 @@ fails them. No browser: the HTML is parsed as written (MathJax has not run, so m
 """
 from __future__ import annotations
 
-import ast
 import html
-import inspect
 import re
 from pathlib import Path
 

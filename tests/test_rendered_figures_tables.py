@@ -12,7 +12,7 @@ from pathlib import Path
 
 import nbformat
 import pytest
-from bookutil import HTML_DIR, built_pages, toc_docnames
+from bookutil import built_pages, toc_docnames
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -320,7 +320,7 @@ def test_solver_misc():
     assert (m.momentum, m.mu, m.weight_decay) == (0.3, 0.5, 1e-4)
     assert set(S.SOLVERS) == {"sgd", "prox", "momentum", "momentum-prox"}
     # a frozen dataclass: hyper-parameters cannot be changed behind the counter's back
-    with pytest.raises(Exception):
+    with pytest.raises(dataclasses.FrozenInstanceError):
         s.lr = 1.0
 
 

@@ -70,7 +70,7 @@ def test_rounds_must_be_integers(setup, bad):
         "sampling_grid": lambda: S.sampling_grid(base, work, [1], [2], [bad], replicas=1, seeds=2),
         "sampling_bias": lambda: S.sampling_bias(base, work, [2], [bad], seeds=2),
     }
-    for name, call in calls.items():
+    for call in calls.values():
         with pytest.raises(ValueError, match=r"^rounds_list\[\d\] must be an integer >= 1"):
             call()
 

@@ -213,7 +213,7 @@ def test_prefix_slices_are_views(model):
         for a in (1, 3, 5):
             v = full[:a]
             leaf = v.detach().requires_grad_()
-            assert v.data_ptr() == full.data_ptr() == leaf.data_ptr()
+            assert v.data_ptr() == full.data_ptr() == leaf.data_ptr(), f"params[{name!r}][:{a}] is not a view"
     w = net.params["0.weight"]  # (M, out, in, 3, 3), storage (M, out, 3, 3, in)
     for a in (1, 2, 5):
         g = w[:a].reshape((a * w.shape[1],) + tuple(w.shape[2:]))

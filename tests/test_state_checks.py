@@ -19,7 +19,7 @@ from fedlib.algorithms import (ClientUpdate, ServerState, apply_server_optimizer
                                server_state_mismatch)
 from fedlib.distributed import LocalCommunicator, distributed_apply
 from fedlib.sampling import full_participation
-from fedlib.server import PlainState, ServerOptimizer, adam, momentum
+from fedlib.server import ServerOptimizer, adam, momentum
 from fedlib.solvers import proximal_sgd, sgd
 
 P = [0.5, 0.5]

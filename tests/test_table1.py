@@ -7,7 +7,6 @@ import re
 
 import numpy as np
 import pytest
-import torch
 
 from fedlib.cli import main
 from fedlib.experiments import cifar10 as C

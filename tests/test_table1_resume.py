@@ -4,8 +4,6 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import torch
-
 from fedlib import checkpoint as ck
 
 from torch_threads import one_torch_thread  # noqa: F401 (autouse fixture)

@@ -21,7 +21,6 @@ C3 = np.array([[1.0, 0.0], [0.0, 1.0], [2.0, 2.0]])
 
 
 def _state(kind="scaffold"):
-    st = V.init_control_variates(np.zeros(2), 3, kind)
     mean = P3 @ C3 if kind == "scaffold" else np.zeros(2)
     return V.ControlVariates(C3.copy(), mean, kind)
 
