@@ -21,6 +21,24 @@ review fixes; S2, S8, SC1, SC4, SC15, A15, A16, R3, R6, RE2, CK1-CK4, CU1, DI3, 
 CU5, V6).
   DI1-DI3 distributed_apply: p checked only with VR; VR without p let through; p without its size.
   killed here: DI3.
+
+Mutants of 2da6626..df82563 (distributed.py: distributed_apply's refusal of num_clients None, the runnable
+examples of TorchCommunicator and init_from_env): 17 mutants, one at a time (string replacement, file restored,
+``git diff`` clean between), ``pytest -x`` on test_distributed_state_checks.py and this file, survivors then on
+test_distributed.py and ``test_doctests.py -k distributed``: 10 killed by the suite, 7 killed here, 0 equivalent.
+  NC1 the check dropped (owned_clients' "got None" instead), NC2 inverted, NC7 the fix hint
+  (``state._replace(num_clients=m)``) dropped, NC8 the message owned_clients gave before, NC9 TypeError for
+  ValueError: killed by the suite (test_distributed_state_checks.py).
+  NC3 ``is None`` -> ``not state.num_clients`` (a state of 0 clients got the message for a missing field),
+  NC4 the check before ``_check_state`` (a tuple or dict state: AttributeError), NC5 the check after all the
+  argument checks, NC6 after the lr check (a bad lr named first): killed here.
+  DT1, DT2 an example without its ``dist.destroy_process_group()`` (a group left alive in the doctest
+  worker), DT3 torchrun's variables set in os.environ instead of under ``mock.patch.dict``: the examples
+  still pass, killed here (test_the_torch_examples_leave_no_process_group_and_no_environment_behind).
+  DB1 init_from_env's torchrun check inverted, DB2 no init_process_group, DB3 all_gather_object without the
+  collective, DB4 TorchCommunicator's rank / world size fixed at 0 / 1, DB5 an initialised group initialised
+  again (the behaviour the examples show; with one process DB3, DB4 pass the examples): killed by the suite
+  (the fake torch.distributed tests above).
 """
 import json
 import os
@@ -587,3 +605,74 @@ def test_distributed_apply_checks_the_size_of_p_without_variance_reduction():
     with pytest.raises(ValueError, match=r"^p must have 2 entries"):
         distributed_apply(LocalCommunicator(), algo, state, full_participation([0.5, 0.5]), updates, 1.0,
                           [0.25, 0.25, 0.5])
+
+
+# ---------------------------------------------------------------- mutants of 2da6626..df82563 (distributed.py)
+def _two_clients(name="fedavg", **replace):
+    algorithm = make_algorithm(name, sgd(1.0))
+    state = algorithm.init(np.zeros(1), num_clients=2)._replace(**replace)
+    updates = [ClientUpdate(0, np.array([-1.0]), a_norm=1.0, local_steps=1),
+               ClientUpdate(1, np.array([2.0]), a_norm=2.0, local_steps=2)]
+    return algorithm, state, full_participation([0.5, 0.5]), updates
+
+
+def test_a_state_of_zero_clients_is_refused_as_apply_refuses_it():
+    """Mutant NC3 (``state.num_clients is None`` -> ``not state.num_clients``): a state with ``num_clients``
+    0 (built by hand) is no state without the field; distributed_apply refuses it with apply's words, not
+    with the message for a missing ``num_clients``."""
+    algorithm, state, part, updates = _two_clients(num_clients=0)
+    with pytest.raises(ValueError) as whole:
+        algorithm.apply(state, part, updates, 1.0, None)
+    with pytest.raises(ValueError) as split:
+        distributed_apply(LocalCommunicator(), algorithm, state, part, updates, 1.0, None)
+    assert str(split.value) == str(whole.value) == "num_clients must be an integer >= 1, got 0"
+
+
+@pytest.mark.parametrize("as_", [tuple, dict])
+def test_a_state_that_is_no_server_state_is_named_before_its_num_clients(as_):
+    """Mutant NC4 (the num_clients check moved before ``_check_state``): a tuple or dict given as the
+    state raised ``AttributeError`` (it has no ``num_clients``) instead of apply's ``ValueError`` naming
+    ``state`` and how to make one."""
+    algorithm, state, part, updates = _two_clients()
+    bad = tuple(state) if as_ is tuple else state._asdict()
+    with pytest.raises(ValueError, match=r"^state must be a fedlib\.algorithms\.ServerState .*got " + as_.__name__):
+        distributed_apply(LocalCommunicator(), algorithm, bad, part, updates, 1.0, None)
+
+
+@pytest.mark.parametrize("lr, p", [(0.0, None), (-1.0, None), (1.0, [0.5, 0.4])])
+def test_a_state_without_num_clients_is_named_before_the_other_arguments(lr, p):
+    """Mutants NC5, NC6 (the num_clients check moved after all the argument checks, just before
+    ``owned_clients``, or just after the lr check): the state's checks come first, as in apply and as the docstring orders them; with a bad
+    ``lr`` as well, the error named ``lr`` and left the state's problem for the next call."""
+    algorithm, state, part, updates = _two_clients(num_clients=None)
+    with pytest.raises(ValueError, match=r"^state\.num_clients is None "):
+        distributed_apply(LocalCommunicator(), algorithm, state, part, updates, lr, p)
+
+
+def test_the_torch_examples_leave_no_process_group_and_no_environment_behind():
+    """Mutants DT1, DT2 (an example without its ``dist.destroy_process_group()``) and DT3 (torchrun's
+    variables set in ``os.environ`` instead of under ``mock.patch.dict``): tests/test_doctests.py runs every
+    example of a module in one process, and the xdist worker goes on with other tests; a group left alive
+    made the next ``init_process_group`` fail, and a ``WORLD_SIZE`` / ``RANK`` left set made ``under_torchrun``
+    true for every later CLI run and subprocess of that worker. Each example must pass and leave neither."""
+    import doctest
+
+    dist = pytest.importorskip("torch.distributed")
+    if not dist.is_available():
+        pytest.skip("this torch build has no torch.distributed")
+    assert not dist.is_initialized(), "a process group was alive before the examples ran"
+    before = dict(os.environ)
+    runner = doctest.DocTestRunner(optionflags=doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE)
+    examples = {t.name: t for t in doctest.DocTestFinder().find(fd)}
+    try:
+        for name in ("fedlib.distributed.TorchCommunicator", "fedlib.distributed.init_from_env"):
+            report = []
+            result = runner.run(examples[name], out=report.append)
+            assert result.attempted >= 6 and result.failed == 0, "".join(report)
+            assert not dist.is_initialized(), f"{name}'s example leaves its process group alive"
+            assert dict(os.environ) == before, f"{name}'s example changes os.environ"
+    finally:
+        if dist.is_initialized():
+            dist.destroy_process_group()
+        os.environ.clear()
+        os.environ.update(before)

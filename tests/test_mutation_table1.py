@@ -17,6 +17,18 @@ experiments/cifar10.py summary_lines: CI1 ``is None`` -> ``is not None``, CI7 th
   difference -> the smaller: killed by the suite. CI2 ``repeats and gaps`` -> ``or``, CI3 -> ``repeats``, CI8 ->
   ``gaps`` (max of nothing), CI4 ``abs`` dropped, CI5 ``or 0.0`` dropped (a repeat without a per-round
   difference), CI6 the largest repeat -> the smallest: killed here.
+
+Mutants of 2da6626..df82563 (experiments/cifar10.py: run_table1's ``check`` binds ``marks`` and ``state`` as
+default arguments; plan_table1's annotation, which computes nothing): 7 mutants, one at a time (string replacement,
+file restored, ``git diff`` clean between), ``pytest -x`` on test_table1.py, test_table1_resume.py and this
+file: 4 killed by the suite, 0 killed here, 3 equivalent.
+  TB2 ``state={}``, TB4 ``state=dict(state)``, TB7 ``state={"reason": None, "paused": False}`` (a dict the loop
+  never reads: a stop or pause unseen) and TB5 ``marks=[]`` (no round 0 mark): killed by the suite
+  (test_table1.py's stopped group, test_the_in_training_projection_by_hand).
+  TB1 ``marks=[0.0]``, TB6 ``marks=list(marks)``: equivalent (the default is made when ``def check`` runs,
+  once per group right after ``marks = [0.0]``, and nothing but ``check`` reads ``marks``). TB3 both bindings
+  dropped (late binding): equivalent (``state`` and ``marks`` are assigned once per group before ``def check``,
+  never rebound before the loop's next group, and train_runs calls ``check`` only while it runs).
 """
 from __future__ import annotations
 
