@@ -407,3 +407,20 @@ def test_each_rank_ends_with_every_clients_control_variate(prob):
         np.testing.assert_allclose(run.params["W"], one.params["W"], atol=1e-12, rtol=0)
         np.testing.assert_allclose(run.state.variates.client, one.state.variates.client, atol=1e-12, rtol=0)
     assert all(np.any(c) for c in one.state.variates.client)  # every c_i was updated: not a comparison of zeros
+
+
+def test_resume_names_a_state_without_its_number_of_clients(prob):
+    """A state with num_clients None (built by hand, or read from a checkpoint older than the field) was
+    refused as 'the saved state is for None clients, the problem has 3'; it is now named as such, with
+    the remedy, and the remedied state resumes to the run it came from."""
+    algo = make_algorithm("fedavg", sgd(0.05))
+    sched = FixedSteps([2, 1, 3])
+    done = run_batched(algo, prob, sched, 2, batch_size=B)
+    doc = _checkpoint(done)
+    old = {**doc, "state": doc["state"]._replace(num_clients=None)}
+    with pytest.raises(ValueError, match=r"^resume: the saved state does not say its number of clients "
+                                         r"\(num_clients is None.*state\._replace\(num_clients=3\)$"):
+        run_batched(algo, prob, sched, 3, batch_size=B, resume=old)
+    again = run_batched(algo, prob, sched, 2, batch_size=B,
+                        resume={**old, "state": old["state"]._replace(num_clients=3)})
+    assert again.history == done.history

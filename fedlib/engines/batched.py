@@ -566,6 +566,10 @@ def _check_resume(algorithm: FederatedAlgorithm, resume, rounds: int, m: int, pa
         raise ValueError(f"resume: {algorithm.name!r} needs "
                          f"{'control variates' if algorithm.variance else 'no control variates'}, but the saved "
                          f"state {'has none' if state.variates is None else 'has them'} (written by another algorithm?)")
+    if state.num_clients is None:
+        raise ValueError(f"resume: the saved state does not say its number of clients (num_clients is None: built by "
+                         f"hand, or read from a checkpoint older than the field); if it is this problem's {m}, give "
+                         f"state._replace(num_clients={m})")
     if state.num_clients != m:
         raise ValueError(f"resume: the saved state is for {state.num_clients} clients, the problem has {m}")
     why = server_state_mismatch(algorithm, state)
