@@ -87,7 +87,9 @@ def _check_a_norms(a_norms: Any, size: int, weights: str) -> np.ndarray:
 def normalized_update(delta: Any, lr: float, a_norm: float) -> Any:
     r"""The normalised gradient :math:`d_i = -\Delta_i / (\eta \|a_i\|_1)` (paper eq. 4).
 
-    Works on any tree of arrays or tensors; returns a new tree.
+    Works on any tree of arrays or tensors; returns a new tree. ``lr`` and ``a_norm`` are checked; the
+    tree's entries are not (a NaN in :math:`\Delta_i` gives a NaN in :math:`d_i`, as in any arithmetic):
+    :meth:`fedlib.algorithms.FederatedAlgorithm.apply` raises ``FloatingPointError`` on a non-finite aggregated change.
 
     Example
     -------
@@ -316,6 +318,8 @@ def aggregate(deltas: Sequence[Any], client_weights: Any, a_norms: Any, algorith
     ----------
     deltas : sequence of trees :math:`\Delta_i = x_i^{(t,\tau_i)} - x^{(t,0)}` (numpy or torch), one per
         client in the order of ``client_weights`` (a mapping client -> tree is refused: iterating it gives its keys).
+        Their entries are not checked (a NaN passes into the change, as in any weighted sum);
+        :meth:`fedlib.algorithms.FederatedAlgorithm.apply` raises ``FloatingPointError`` on a non-finite aggregated change.
     client_weights : (m,) :math:`p_i` (full participation) or sampling weights :math:`\omega_i`.
         Sampling weights need not sum to 1, so no sum is checked here: counts :math:`n_i` given
         for :math:`p_i` scale FedAvg's change by :math:`n = \sum_i n_i` and FedNova's (default

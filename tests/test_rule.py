@@ -303,3 +303,20 @@ def test_aggregate_takes_a_norms_as_any_torch_tensor(a_norms):
     deltas = [np.array([-2.0]), np.array([-6.0])]
     assert aggregate(deltas, [0.5, 0.5], a_norms, "fednova").change.tolist() == [-4.0]
     assert aggregate_stacked(np.stack(deltas), [0.5, 0.5], a_norms, "fedavg").change.tolist() == [-4.0]
+
+
+def test_nan_in_a_change_passes_the_rule_and_apply_raises_on_it():
+    """As normalized_update's and aggregate's docstrings say: the entries of the changes are not checked (a NaN
+    goes through the arithmetic), and FederatedAlgorithm.apply raises FloatingPointError on the non-finite
+    aggregated change."""
+    from fedlib.algorithms import ClientUpdate
+
+    bad = np.array([np.nan])
+    assert np.isnan(R.normalized_update(bad, lr=1.0, a_norm=1.0)).all()
+    p = np.array([0.5, 0.5])
+    for name in ("fedavg", "fednova"):
+        assert np.isnan(R.aggregate([bad, np.array([2.0])], p, [1.0, 2.0], name).change).all()
+        algo = make_algorithm(name, S.sgd(1.0))
+        updates = [ClientUpdate(0, bad, 1.0, 1), ClientUpdate(1, np.array([2.0]), 2.0, 2)]
+        with pytest.raises(FloatingPointError, match="aggregated update is not finite"):
+            algo.apply(algo.init(np.zeros(1), 2), full_participation(p), updates, 1.0, p)
