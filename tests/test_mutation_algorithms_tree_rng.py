@@ -3,33 +3,18 @@
 Every expected number is worked out by hand from the paper's update rule (eq. 4, §5,
 App. B/G) or from a docstring; none is a frozen output.
 
-Mutants of 677635c..166b66c, tree_index (fedlib/tree.py), of a pass of 36 mutants over the checks added in
-677635c..166b66c, 4b42ff0 (duplicate run names) and c641002 (global hooks), plus bca6c97 (``evaluate``'s
-global-hook check): 29 killed by the suite, 5 killed by a test of the pass, 2 equivalent. One mutant at a
-time, covering tests: tests/test_quadratic_engine.py, test_custom_model.py, test_schedules.py, test_tree.py, test_table1.py,
-test_cli_table1_modes.py, test_global_hooks.py, the module's own test files and ``tests/test_doctests.py -k <module>``.
+Mutants of 677635c..166b66c, tree_index (fedlib/tree.py) (pass described in tests/README.md, Mutation passes):
   T7 remove the check, T8 slice off the fast path: killed by the suite;
   T2 a torch bool mask refused, T3 any torch tensor accepted (a float one too), T5 a numpy bool mask refused,
   T6 an unsigned index array refused: killed here;
   T1 ``np.integer`` off the fast path (np.asarray gives kind 'i'/'u': accepted), T4 drop ``i is not None``
   (np.asarray(None) has dtype object: refused with the same message): equivalent.
 
-Mutants of 8bd9827.., ``fedlib.algorithms`` (server_state_mismatch, apply_server_optimizer), of a pass over
-the code changed since 8bd9827 (``fedlib.solvers``, ``fedlib.checkpoint``, ``fedlib.sampling``,
-``fedlib.results``, ``fedlib.algorithms``, ``fedlib.data.synthetic``, ``fedlib.theory``): each test checks a
-documented behaviour that a surviving mutant showed the rest of the suite left unchecked; expected values are
-worked by hand (the comments show the arithmetic), never stored outputs.
+Mutants of 8bd9827.., ``fedlib.algorithms`` (server_state_mismatch, apply_server_optimizer) (pass described in
+tests/README.md, Mutation passes).
 
-Review and mutants of efe3bcd..52ae29d, fedlib/tree.py and fedlib/algorithms.py, of a review and hand mutation
-test of the library changes of efe3bcd..52ae29d (the input checks): 112 hand mutants, each applied alone to a
-copy of the tree, run against the pass's own tests, the input tests
-of the module test files (test_schedules.py, test_algorithms.py, test_solvers.py, test_reference_engine.py, ...), the
-mutation tests of f37e303..6eb7195 and of the input checks before, the module's own test files and its
-doctests (test_global_hooks.py for the hook changes); survivors re-run against the other test files that name
-the function (test_bad_inputs_core.py, test_rule.py, test_solvers.py, test_optim.py, test_custom_model.py, ...). Counts: 88 killed
-by the existing suite; 20 survived it and are killed by the pass's new tests (V3, V5, T2 are mutants of its
-review fixes; S2, S8, SC1, SC4, SC15, A15, A16, R3, R6, RE2, CK1-CK4, CU1, DI3, Q4); 4 equivalent (SC14, T1,
-CU5, V6).
+Review and mutants of efe3bcd..52ae29d, fedlib/tree.py and fedlib/algorithms.py (pass described in tests/README.md,
+Mutation passes):
 Review fixes (their tests first): tree_index let a 0-d bool array or tensor through; check_client_indices took a
 bool next to integers ([0, True] is the integer array [0, 1]) as client 1.
   T1-T2 tree_index: np.bool_ dropped; the ndim == 0 condition dropped (refusing a bool mask).
@@ -41,13 +26,8 @@ bool next to integers ([0, True] is the integer array [0, 1]) as client 1.
   killed here: T2 (a mutant of the review fix), A15, A16; equivalent: T1 (np.True_ is 0-d with a bool dtype: the
   new clause refuses it).
 
-Mutants of 86c5527..90cbd4d (algorithms.py, distributed.py, tree.py), of a hand mutation pass of 125 mutants
-over 86c5527..90cbd4d (120 of 90cbd4d, 5 of the fix of C3): 95 killed by the suite, 22 killed by a test of the
-pass, 8 equivalent. One mutant at a time (string replacement, file restored after), ``pytest -x -q`` on
-tests/test_hot_paths.py, test_state_checks.py, test_custom_model.py, test_report_tables.py, test_bounds.py, test_tree.py, the module's own test files (e.g.
-test_algorithms, test_distributed without its multi-process tests, test_bad_inputs_core, test_table1,
-test_quadratic_engine, test_custom_model, test_bounds, test_report_tables, test_tree, the earlier
-test_mutation_*) and ``tests/test_doctests.py`` for the module.
+Mutants of 86c5527..90cbd4d (algorithms.py, distributed.py, tree.py) (pass described in tests/README.md, Mutation
+passes):
 algorithms.py, the per-client fast path (client_init / client_final):
   A1 ``type(client) is int`` -> ``isinstance`` (a bool on the fast path); A2 drop ``type(num_clients) is int`` (a
   4-field state's None); A4 ``client < num_clients`` -> ``<=``; A6 / A7 drop client_init's / client_final's client

@@ -5,16 +5,7 @@ the generic (fast=False) path with a decaying step size, and the single-client f
 (underflow redo, a fresh process). Every number is checked against run_reference / run_sequential
 or by hand.
 
-Mutants of efe3bcd..52ae29d, fedlib/engines/batched.py, of a review and hand mutation test of the library
-changes of efe3bcd..52ae29d (the input checks): 112 hand mutants, each applied alone to a copy of the tree,
-run against the pass's own tests, the input tests
-of the module test files (test_schedules.py, test_algorithms.py, test_solvers.py, test_reference_engine.py, ...), the mutation tests of
-f37e303..6eb7195 and of the input checks before, the module's own test files and its doctests
-(test_global_hooks.py for the hook changes); survivors re-run against the other test files that name the
-function (test_bad_inputs_core.py, test_rule.py, test_solvers.py, test_optim.py, test_custom_model.py, ...). Counts: 88 killed by
-the existing suite; 20 survived it and are killed by the pass's new tests (V3, V5, T2 are mutants of its
-review fixes; S2, S8, SC1, SC4, SC15, A15, A16, R3, R6, RE2, CK1-CK4, CU1, DI3, Q4); 4 equivalent (SC14, T1,
-CU5, V6).
+Mutants of efe3bcd..52ae29d, fedlib/engines/batched.py (pass described in tests/README.md, Mutation passes):
   B1 batched: _round_lr unchecked.
   killed by the suite.
 """

@@ -3,26 +3,11 @@ what the mutants that survived the older tests changed. Every expected number is
 from the paper's formulas (Theorem 1/3 with App. C's constants; the rounds written out step by
 step with plain numpy loops), never from the module under test.
 
-Mutants of efe3bcd..52ae29d, acceleration.measured_rate, of a review and hand mutation test of the library
-changes of efe3bcd..52ae29d (the input checks): 112 hand mutants, each applied alone to a copy of the tree,
-run against the pass's own tests, the input tests
-of the module test files (test_schedules.py, test_algorithms.py, test_solvers.py, test_reference_engine.py, ...), the mutation tests of
-f37e303..6eb7195 and of the input checks before, the module's own test files and its doctests
-(test_global_hooks.py for the hook changes); survivors re-run against the other test files that name the
-function (test_bad_inputs_core.py, test_rule.py, test_solvers.py, test_optim.py, test_custom_model.py, ...). Counts: 88 killed by
-the existing suite; 20 survived it and are killed by the pass's new tests (V3, V5, T2 are mutants of its
-review fixes; S2, S8, SC1, SC4, SC15, A15, A16, R3, R6, RE2, CK1-CK4, CU1, DI3, Q4); 4 equivalent (SC14, T1,
-CU5, V6).
+Mutants of efe3bcd..52ae29d, acceleration.measured_rate (pass described in tests/README.md, Mutation passes):
   AC1-AC3 measured_rate: ndim unchecked / > 2; stop unchecked.
   all killed by the suite.
 
-Mutants of 86c5527..90cbd4d (experiments/bounds.py), of a hand mutation pass of 125 mutants over
-86c5527..90cbd4d (120 of 90cbd4d, 5 of the fix of C3): 95 killed by the suite, 22 killed by a test of the
-pass, 8 equivalent. One mutant at a time (string replacement, file restored after), ``pytest -x -q`` on
-tests/test_hot_paths.py, test_state_checks.py, test_custom_model.py, test_report_tables.py, test_bounds.py, test_tree.py, the module's own test files (e.g.
-test_algorithms, test_distributed without its multi-process tests, test_bad_inputs_core, test_table1,
-test_quadratic_engine, test_custom_model, test_bounds, test_report_tables, test_tree, the earlier
-test_mutation_*) and ``tests/test_doctests.py`` for the module.
+Mutants of 86c5527..90cbd4d (experiments/bounds.py) (pass described in tests/README.md, Mutation passes):
 experiments/bounds.py ``_momentum_of``: B2 drop the refusal; B3 0.5 for sgd too; B4 0.5 -> 0.9; B5 a given momentum
   dropped: killed by the suite. B1 ``momentum is not None`` -> ``momentum`` (0.0 reaches make_solver, whose message
   offers 'momentum-prox', no solver of bound_check's): killed here. B6 ``solver == "sgd"`` -> ``solver !=

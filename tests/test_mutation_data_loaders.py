@@ -7,11 +7,8 @@ the input.  Error messages are matched in full from their start (the file name, 
 problem), because ``tmp_path`` holds the test's name and a loose pattern such as
 ``"ragged"`` would otherwise match the path instead of the message.
 
-Mutants of d562d43..c3b27eb, the bounded CIFAR-10 download (fedlib/data/cifar10.py), of a pass over the code
-changed in d562d43..c3b27eb (the stacked engine's training-mode check, ``reference_differences``' check of the
-model it is given, ``check_int_array``'s refusal of a bool among floats, the bounded CIFAR-10 download): each
-test checks a documented behaviour that a surviving mutant showed the rest of the suite left unchecked;
-expected values are worked by hand (the comments show the arithmetic), never stored outputs.
+Mutants of d562d43..c3b27eb, the bounded CIFAR-10 download (fedlib/data/cifar10.py) (pass described in
+tests/README.md, Mutation passes).
 """
 from __future__ import annotations
 

@@ -9,23 +9,14 @@ runs on thread ranks too (``init_from_env`` hands each thread its communicator, 
 thread's). One test (marked ``slow``) starts two real gloo processes of the CLI to see that only
 rank 0 writes ``--out`` and prints.
 
-Mutants of efe3bcd..52ae29d, distributed_apply, of a review and hand mutation test of the library changes of
-efe3bcd..52ae29d (the input checks): 112 hand mutants, each applied alone to a copy of the tree, run against
-the pass's own tests, the input tests
-of the module test files (test_schedules.py, test_algorithms.py, test_solvers.py, test_reference_engine.py, ...), the mutation tests of
-f37e303..6eb7195 and of the input checks before, the module's own test files and its doctests
-(test_global_hooks.py for the hook changes); survivors re-run against the other test files that name the
-function (test_bad_inputs_core.py, test_rule.py, test_solvers.py, test_optim.py, test_custom_model.py, ...). Counts: 88 killed by
-the existing suite; 20 survived it and are killed by the pass's new tests (V3, V5, T2 are mutants of its
-review fixes; S2, S8, SC1, SC4, SC15, A15, A16, R3, R6, RE2, CK1-CK4, CU1, DI3, Q4); 4 equivalent (SC14, T1,
-CU5, V6).
+Mutants of efe3bcd..52ae29d, distributed_apply (pass described in tests/README.md, Mutation passes):
   DI1-DI3 distributed_apply: p checked only with VR; VR without p let through; p without its size.
   killed here: DI3.
 
-Mutants of 2da6626..df82563 (distributed.py: distributed_apply's refusal of num_clients None, the runnable
-examples of TorchCommunicator and init_from_env): 17 mutants, one at a time (string replacement, file restored,
-``git diff`` clean between), ``pytest -x`` on test_distributed_state_checks.py and this file, survivors then on
-test_distributed.py and ``test_doctests.py -k distributed``: 10 killed by the suite, 7 killed here, 0 equivalent.
+Mutants of 2da6626..df82563 (distributed.py: distributed_apply's refusal of num_clients None, the runnable examples
+of TorchCommunicator and init_from_env) (pass described in tests/README.md, Mutation passes): 17 mutants,
+``pytest -x`` on test_distributed_state_checks.py and this file, survivors then on test_distributed.py and
+``test_doctests.py -k distributed``: 10 killed by the suite, 7 killed here, 0 equivalent.
   NC1 the check dropped (owned_clients' "got None" instead), NC2 inverted, NC7 the fix hint
   (``state._replace(num_clients=m)``) dropped, NC8 the message owned_clients gave before, NC9 TypeError for
   ValueError: killed by the suite (test_distributed_state_checks.py).

@@ -5,46 +5,28 @@ with each model's own plain ``nn.Sequential`` (its ordinary torch forward, an in
 implementation) on tiny float64 inputs; the checkpoint tests use values whose answer is known
 by hand.
 
-Mutants of c641002 and bca6c97, global hooks (fedlib/engines/grouped.py, stacked.py), of a pass of 36 mutants
-over the checks added in 677635c..166b66c, 4b42ff0 (duplicate run names) and c641002 (global hooks), plus
-bca6c97 (``evaluate``'s global-hook check): 29 killed by the suite, 5 killed by a test of the pass, 2
-equivalent. One mutant at a time, covering tests: tests/test_quadratic_engine.py, test_custom_model.py, test_schedules.py, test_tree.py, test_table1.py,
-test_cli_table1_modes.py, test_global_hooks.py, the module's own test files and ``tests/test_doctests.py -k
-<module>``.
+Mutants of c641002 and bca6c97, global hooks (fedlib/engines/grouped.py, stacked.py) (the 677635c..166b66c pass,
+described in tests/README.md, Mutation passes):
   H1 ``startswith("backward")`` -> ``"forward"``; H2 ``path == "grouped"`` -> ``!=``; H3 drop run_round's call;
   H4 registered_hooks without the global hooks; H5 ``_hook_owner``'s test inverted; H6 wrong ``_global*`` table
   name; H8 drop evaluate's call: killed by the suite;
   H7 ``continue`` -> ``return`` in refuse_global_hooks_added_later (a global forward hook on the vmap path hid a
   global backward hook registered with it): killed here.
 
-Review and mutants of f37e303..6eb7195, ``fedlib.engines.grouped.registered_hooks`` / ``_refuse_hooks``, of a
-review and hand mutation pass of 73 mutants over f37e303..6eb7195 (ids P*, T*, R*, H*, S*, RS*, C*, SG*, SB*,
-SS*, TH* in the tests' docstrings and the pass's report): 46 killed by the suite, 20 by a test of the pass, 7
-equivalent. Review tests fail on the code before their fix; each mutant test's docstring names the mutant it
-kills, a mutant that survived tests/test_model_hooks.py, tests/test_chapter_seeds.py, tests/test_quadratic_engine.py, tests/test_report_tables.py, tests/test_bounds.py
-and tests/test_api_page.py.
+Review and mutants of f37e303..6eb7195, ``fedlib.engines.grouped.registered_hooks`` / ``_refuse_hooks`` (pass
+described in tests/README.md, Mutation passes):
   review: test_grouped_path_names_a_backward_hook_before_a_forward_hook;
   killed here: R1, R2, R6.
 
-Mutants of ``load_checkpoint``'s reasons (an empty file, a truncated one, a read error while unpickling), of a
-mutation pass: tests for the mutants the suite let through (the commit messages that added the tests say which
-mutant each kills).
+Mutants of ``load_checkpoint``'s reasons (an empty file, a truncated one, a read error while unpickling), of the
+rangeless pass (described in tests/README.md, Mutation passes):
   killed here: OSError re-raise dropped, 'empty (0 bytes)' dropped/inverted.
 
-Mutants of 8bd9827.., ``fedlib.checkpoint`` (the part types, an unreadable path), of a pass over the code
-changed since 8bd9827 (``fedlib.solvers``, ``fedlib.checkpoint``, ``fedlib.sampling``, ``fedlib.results``,
-``fedlib.algorithms``, ``fedlib.data.synthetic``, ``fedlib.theory``): each test checks a documented behaviour
-that a surviving mutant showed the rest of the suite left unchecked; expected values are worked by hand (the
-comments show the arithmetic), never stored outputs.
+Mutants of 8bd9827.., ``fedlib.checkpoint`` (the part types, an unreadable path) (pass described in
+tests/README.md, Mutation passes).
 
-Mutants of efe3bcd..52ae29d, checkpoint.to_torch_tree and the grouped / stacked hooks, of a review and hand
-mutation test of the library changes of efe3bcd..52ae29d (the input checks): 112 hand mutants, each applied
-alone to a copy of the tree, run against the pass's own tests, the input tests
-of the module test files (test_schedules.py, test_algorithms.py, test_solvers.py, test_reference_engine.py, ...), the mutation tests of f37e303..6eb7195 and of the input checks before, the module's
-own test files and its doctests (test_global_hooks.py for the hook changes); survivors re-run against the
-other test files that name the function (test_bad_inputs_core.py, test_rule.py, test_solvers.py, test_optim.py, test_custom_model.py, ...). Counts: 88 killed by the existing suite; 20 survived it and are killed by the
-pass's new tests (V3, V5, T2 are mutants of its review fixes; S2, S8, SC1, SC4, SC15, A15, A16, R3, R6, RE2,
-CK1-CK4, CU1, DI3, Q4); 4 equivalent (SC14, T1, CU5, V6).
+Mutants of efe3bcd..52ae29d, checkpoint.to_torch_tree and the grouped / stacked hooks (pass described in
+tests/README.md, Mutation passes):
   CK1-CK6 checkpoint.to_torch_tree: dtype not the model's; integer arrays cast; dicts not converted; no copy;
         like unchecked; NamedTuples not rebuilt.
   G1-G6, ST1-ST3 grouped / stacked hooks: global hooks not listed; backward not refused later; grouped ->

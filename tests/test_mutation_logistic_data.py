@@ -6,30 +6,14 @@ finite differences, from the written-out formulas of the module docstrings (soft
 cross-entropy, the FedProx Synthetic(alpha, beta) generator, the Dirichlet split
 algorithm with scripted random draws).
 
-Mutants of pack_params / unpack_params (fedlib/problems/logistic.py), of a hand mutation run of 37 mutants
-over the input checks of ``models.scaled_width`` / ``count_parameters(trainable_only=)``,
-``quadratic.random_quadratic``'s ``eig_range`` check, ``logistic.pack_params`` / ``unpack_params``,
-``distributed.owned_clients``, ``results.device_name`` and
-``experiments.acceleration.limit_distances_to_draw``: 30 killed by the existing tests, 6 by a test of the run,
-1 left alive (R2, equivalent).
+Mutants of pack_params / unpack_params (fedlib/problems/logistic.py), of the 37-mutant input-check run (described
+in tests/README.md, Mutation passes):
   killed here: L1, L4 (the tests' docstrings say which change).
 
-Mutants of 8bd9827.., ``fedlib.data.synthetic`` (class scores that overflow), of a pass over the code changed
-since 8bd9827 (``fedlib.solvers``, ``fedlib.checkpoint``, ``fedlib.sampling``, ``fedlib.results``,
-``fedlib.algorithms``, ``fedlib.data.synthetic``, ``fedlib.theory``): each test checks a documented behaviour
-that a surviving mutant showed the rest of the suite left unchecked; expected values are worked by hand (the
-comments show the arithmetic), never stored outputs.
+Mutants of 8bd9827.., ``fedlib.data.synthetic`` (class scores that overflow) (pass described in tests/README.md,
+Mutation passes).
 
-Mutants of efe3bcd..52ae29d, fedlib/data/partition.py, of a review and hand mutation test of the library
-changes of efe3bcd..52ae29d (the input checks): 112 hand mutants, each applied alone to a copy of the tree,
-run against the pass's own tests, the input tests
-of the module test files (test_schedules.py, test_algorithms.py, test_solvers.py, test_reference_engine.py, ...), the mutation tests of
-f37e303..6eb7195 and of the input checks before, the module's own test files and its doctests
-(test_global_hooks.py for the hook changes); survivors re-run against the other test files that name the
-function (test_bad_inputs_core.py, test_rule.py, test_solvers.py, test_optim.py, test_custom_model.py, ...). Counts: 88 killed by
-the existing suite; 20 survived it and are killed by the pass's new tests (V3, V5, T2 are mutants of its
-review fixes; S2, S8, SC1, SC4, SC15, A15, A16, R3, R6, RE2, CK1-CK4, CU1, DI3, Q4); 4 equivalent (SC14, T1,
-CU5, V6).
+Mutants of efe3bcd..52ae29d, fedlib/data/partition.py (pass described in tests/README.md, Mutation passes):
   P1 dirichlet_partition_generator default seed 1.
   killed by the suite.
 """

@@ -4,44 +4,21 @@ from REFERENCE §4 / the module docstrings, plain torch calls or hand arithmetic
 never from the functions' own output. No test looks at wall time: the timed values come from a
 fake clock.
 
-Mutants of models.scaled_width / count_parameters (fedlib/models.py), of a hand mutation run of 37 mutants
-over the input checks of ``models.scaled_width`` / ``count_parameters(trainable_only=)``,
-``quadratic.random_quadratic``'s ``eig_range`` check, ``logistic.pack_params`` / ``unpack_params``,
-``distributed.owned_clients``, ``results.device_name`` and
-``experiments.acceleration.limit_distances_to_draw``: 30 killed by the existing tests, 6 by a test of the run,
-1 left alive (R2, equivalent).
+Mutants of models.scaled_width / count_parameters (fedlib/models.py), of the 37-mutant input-check run (described
+in tests/README.md, Mutation passes):
   killed here: M5 (the test's docstring says which change).
 
-Review and mutants of f37e303..6eb7195, ``fedlib.report.plus_minus`` / ``transposed_markdown_table``, of a
-review and hand mutation pass of 73 mutants over f37e303..6eb7195 (ids P*, T*, R*, H*, S*, RS*, C*, SG*, SB*,
-SS*, TH* in the tests' docstrings and the pass's report): 46 killed by the suite, 20 by a test of the pass, 7
-equivalent. Review tests fail on the code before their fix; each mutant test's docstring names the mutant it
-kills, a mutant that survived tests/test_model_hooks.py, tests/test_chapter_seeds.py, tests/test_quadratic_engine.py, tests/test_report_tables.py, tests/test_bounds.py
-and tests/test_api_page.py.
+Review and mutants of f37e303..6eb7195, ``fedlib.report.plus_minus`` / ``transposed_markdown_table`` (pass
+described in tests/README.md, Mutation passes):
   review: test_plus_minus_refuses_negative_errors_of_any_number_type, test_plus_minus_keeps_strings_and_formats_tensors;
   killed here: P8, P9, T1, T4, T8.
 
-Mutants of efe3bcd..52ae29d, fedlib/report.py, of a review and hand mutation test of the library changes of
-efe3bcd..52ae29d (the input checks): 112 hand mutants, each applied alone to a copy of the tree, run against
-the pass's own tests, the input tests
-of the module test files (test_schedules.py, test_algorithms.py, test_solvers.py, test_reference_engine.py, ...), the mutation tests of
-f37e303..6eb7195 and of the input checks before, the module's own test files and its doctests
-(test_global_hooks.py for the hook changes); survivors re-run against the other test files that name the
-function (test_bad_inputs_core.py, test_rule.py, test_solvers.py, test_optim.py, test_custom_model.py, ...). Counts: 88 killed by
-the existing suite; 20 survived it and are killed by the pass's new tests (V3, V5, T2 are mutants of its
-review fixes; S2, S8, SC1, SC4, SC15, A15, A16, R3, R6, RE2, CK1-CK4, CU1, DI3, Q4); 4 equivalent (SC14, T1,
-CU5, V6).
+Mutants of efe3bcd..52ae29d, fedlib/report.py (pass described in tests/README.md, Mutation passes):
   RP1-RP6 report: fmt spec unchecked / floats only / _formats TypeError escapes; plus_minus np.bool_ and
         0-d numbers unchecked / a string error parsed as a number.
   all killed by the suite.
 
-Mutants of 86c5527..90cbd4d (report.py), of a hand mutation pass of 125 mutants over 86c5527..90cbd4d (120 of
-90cbd4d, 5 of the fix of C3): 95 killed by the suite, 22 killed by a test of the pass, 8 equivalent. One
-mutant at a time (string replacement, file restored after), ``pytest -x -q`` on tests/test_hot_paths.py,
-test_state_checks.py, test_custom_model.py, test_report_tables.py, test_bounds.py, test_tree.py, the module's own test files (e.g. test_algorithms,
-test_distributed without its multi-process tests, test_bad_inputs_core, test_table1, test_quadratic_engine,
-test_custom_model, test_bounds, test_report_tables, test_tree, the earlier test_mutation_*) and
-``tests/test_doctests.py`` for the module.
+Mutants of 86c5527..90cbd4d (report.py) (pass described in tests/README.md, Mutation passes):
 report.py: P1 a string read as a number; P4 ``not isfinite`` -> ``isnan``; P5 / P6 the error / the value not
   checked; P8 ``not number >= 0`` -> ``number < 0`` (a NaN error gets the other message); P9 every refusal naming
   ``value``; TM1 / TM2 the header formatted with the cells' spec: killed by the suite.

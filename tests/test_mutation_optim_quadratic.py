@@ -4,12 +4,8 @@ suite left unchecked (a surviving mutant pointed at it). Expected values come fr
 docstrings, from hand-checkable arithmetic or from the library's per-client reference
 loop (:func:`fedlib.engines.reference.run_sequential`), never from a stored output.
 
-Mutants of 677635c..166b66c, run_replicas (fedlib/engines/quadratic.py), of a pass of 36 mutants over the
-checks added in 677635c..166b66c, 4b42ff0 (duplicate run names) and c641002 (global hooks), plus bca6c97
-(``evaluate``'s global-hook check): 29 killed by the suite, 5 killed by a test of the pass, 2 equivalent. One
-mutant at a time, covering tests: tests/test_quadratic_engine.py, test_custom_model.py, test_schedules.py, test_tree.py, test_table1.py,
-test_cli_table1_modes.py, test_global_hooks.py, the module's own test files and ``tests/test_doctests.py -k
-<module>``.
+Mutants of 677635c..166b66c, run_replicas (fedlib/engines/quadratic.py) (pass described in tests/README.md,
+Mutation passes):
   killed by the suite: Q1 the old name ``"steps"``; Q2 drop ``size=m``.
 """
 from __future__ import annotations

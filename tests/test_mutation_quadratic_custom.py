@@ -4,32 +4,16 @@ every test that runs the function). Expected values come from the paper's formul
 computations (in the comments) or plain numpy loops, never from the functions' own output.
 
 Mutants of d562d43..c3b27eb, ``reference_differences``' check of the model it is given
-(fedlib/experiments/custom.py), of a pass over the code changed in d562d43..c3b27eb (the stacked engine's
-training-mode check, ``reference_differences``' check of the model it is given, ``check_int_array``'s refusal
-of a bool among floats, the bounded CIFAR-10 download): each test checks a documented behaviour that a
-surviving mutant showed the rest of the suite left unchecked; expected values are worked by hand (the comments
-show the arithmetic), never stored outputs.
+(fedlib/experiments/custom.py) (pass described in tests/README.md, Mutation passes).
 
-Mutants of efe3bcd..52ae29d, fedlib/experiments/quadratic.py and custom.train_clients, of a review and hand
-mutation test of the library changes of efe3bcd..52ae29d (the input checks): 112 hand mutants, each applied
-alone to a copy of the tree, run against the pass's own tests, the input tests
-of the module test files (test_schedules.py, test_algorithms.py, test_solvers.py, test_reference_engine.py, ...), the mutation tests of f37e303..6eb7195 and of the input checks before, the module's
-own test files and its doctests (test_global_hooks.py for the hook changes); survivors re-run against the
-other test files that name the function (test_bad_inputs_core.py, test_rule.py, test_solvers.py, test_optim.py, test_custom_model.py, ...). Counts: 88 killed by the existing suite; 20 survived it and are killed by the
-pass's new tests (V3, V5, T2 are mutants of its review fixes; S2, S8, SC1, SC4, SC15, A15, A16, R3, R6, RE2,
-CK1-CK4, CU1, DI3, Q4); 4 equivalent (SC14, T1, CU5, V6).
+Mutants of efe3bcd..52ae29d, fedlib/experiments/quadratic.py and custom.train_clients (pass described in
+tests/README.md, Mutation passes):
   Q1-Q4 quadratic: tau1 unchecked, tau2 >= 0, mu unchecked, tau2_values not checked to be a sequence.
   CU1-CU5 custom.train_clients: momentum check, test_x feature shape, test_y length, mu passed through, ndim.
   killed here: Q4, CU1; equivalent: CU5 (a 1-d test_x has shape[1:] == (), which differs from the clients'
   feature shape unless client_x itself is 1-d, which train_clients refuses earlier).
 
-Mutants of 86c5527..90cbd4d (experiments/custom.py), of a hand mutation pass of 125 mutants over
-86c5527..90cbd4d (120 of 90cbd4d, 5 of the fix of C3): 95 killed by the suite, 22 killed by a test of the
-pass, 8 equivalent. One mutant at a time (string replacement, file restored after), ``pytest -x -q`` on
-tests/test_hot_paths.py, test_state_checks.py, test_custom_model.py, test_report_tables.py, test_bounds.py, test_tree.py, the module's own test files (e.g.
-test_algorithms, test_distributed without its multi-process tests, test_bad_inputs_core, test_table1,
-test_quadratic_engine, test_custom_model, test_bounds, test_report_tables, test_tree, the earlier
-test_mutation_*) and ``tests/test_doctests.py`` for the module.
+Mutants of 86c5527..90cbd4d (experiments/custom.py) (pass described in tests/README.md, Mutation passes):
 experiments/custom.py: CF1 ``>`` -> ``<``; CF2 drop the isfinite test (always raises); CF5 ``any(1)`` -> ``any(0)``;
   CF6 ``_non_finite`` of the cast; CF7 / CF8 features / test features not checked; CF9 ``test_features`` named
   ``features``; TC1 client features not cast; TC2 / TC8 ``_non_finite`` of the cast; TC3 an integer test_x let

@@ -1,11 +1,8 @@
 """Input checks (fedlib._validate, through the public functions that use them) and result
 records (fedlib.results): behaviour that the rest of the suite left unpinned.
 
-Mutants of device_name (fedlib/results.py), of a hand mutation run of 37 mutants over the input checks of
-``models.scaled_width`` / ``count_parameters(trainable_only=)``, ``quadratic.random_quadratic``'s
-``eig_range`` check, ``logistic.pack_params`` / ``unpack_params``, ``distributed.owned_clients``,
-``results.device_name`` and ``experiments.acceleration.limit_distances_to_draw``: 30 killed by the existing
-tests, 6 by a test of the run, 1 left alive (R2, equivalent).
+Mutants of device_name (fedlib/results.py), of the 37-mutant input-check run (described in tests/README.md,
+Mutation passes):
   killed here: R3 (the test's docstring says which change);
   equivalent:
   * R2 -- ``device_name``: ``dev.startswith("cpu:")`` -> ``dev.startswith("cpu")``. It differs only for
@@ -13,27 +10,14 @@ tests, 6 by a test of the run, 1 left alive (R2, equivalent).
     is no torch device (``torch.device("cpufoo")`` raises), so no device a run can use tells the two
     apart. Treated as equivalent; the docstring promises nothing about such strings.
 
-Mutants of d562d43..c3b27eb, ``check_int_array``'s refusal of a bool among floats (fedlib/_validate.py), of a
-pass over the code changed in d562d43..c3b27eb (the stacked engine's training-mode check,
-``reference_differences``' check of the model it is given, ``check_int_array``'s refusal of a bool among
-floats, the bounded CIFAR-10 download): each test checks a documented behaviour that a surviving mutant showed
-the rest of the suite left unchecked; expected values are worked by hand (the comments show the arithmetic),
-never stored outputs.
+Mutants of d562d43..c3b27eb, ``check_int_array``'s refusal of a bool among floats (fedlib/_validate.py) (pass
+described in tests/README.md, Mutation passes).
 
-Mutants of 8bd9827.., ``fedlib.results`` (summary against history), of a pass over the code changed since
-8bd9827 (``fedlib.solvers``, ``fedlib.checkpoint``, ``fedlib.sampling``, ``fedlib.results``,
-``fedlib.algorithms``, ``fedlib.data.synthetic``, ``fedlib.theory``): each test checks a documented behaviour
-that a surviving mutant showed the rest of the suite left unchecked; expected values are worked by hand (the
-comments show the arithmetic), never stored outputs.
+Mutants of 8bd9827.., ``fedlib.results`` (summary against history) (pass described in tests/README.md, Mutation
+passes).
 
-Review and mutants of efe3bcd..52ae29d, fedlib/_validate.py and fedlib/results.py, of a review and hand
-mutation test of the library changes of efe3bcd..52ae29d (the input checks): 112 hand mutants, each applied
-alone to a copy of the tree, run against the pass's own tests, the input tests
-of the module test files (test_schedules.py, test_algorithms.py, test_solvers.py, test_reference_engine.py, ...), the mutation tests of f37e303..6eb7195 and of the input checks before, the module's
-own test files and its doctests (test_global_hooks.py for the hook changes); survivors re-run against the
-other test files that name the function (test_bad_inputs_core.py, test_rule.py, test_solvers.py, test_optim.py, test_custom_model.py, ...). Counts: 88 killed by the existing suite; 20 survived it and are killed by the
-pass's new tests (V3, V5, T2 are mutants of its review fixes; S2, S8, SC1, SC4, SC15, A15, A16, R3, R6, RE2,
-CK1-CK4, CU1, DI3, Q4); 4 equivalent (SC14, T1, CU5, V6).
+Review and mutants of efe3bcd..52ae29d, fedlib/_validate.py and fedlib/results.py (pass described in
+tests/README.md, Mutation passes):
 Review fix (its tests first): round_lr took np.True_ / np.array(True) / torch.tensor(True) as lr 1.0.
   V1-V6 _validate.round_lr: lr <= 0 -> < 0; drop isfinite; drop the bool test; catch ValueError only; drop the
         0-d bool dtype test; default returned without float().
@@ -42,13 +26,7 @@ Review fix (its tests first): round_lr took np.True_ / np.array(True) / torch.te
   killed here: V3, V5 (mutants of the review fix), RE2; equivalent: V6 (the default is the solver's lr, already a
   float; the stacked engine's 0.0 default is never returned).
 
-Mutants of 86c5527..90cbd4d (_validate.py), of a hand mutation pass of 125 mutants over 86c5527..90cbd4d (120
-of 90cbd4d, 5 of the fix of C3): 95 killed by the suite, 22 killed by a test of the pass, 8 equivalent. One
-mutant at a time (string replacement, file restored after), ``pytest -x -q`` on tests/test_hot_paths.py,
-test_state_checks.py, test_custom_model.py, test_report_tables.py, test_bounds.py, test_tree.py, the module's own test files (e.g. test_algorithms,
-test_distributed without its multi-process tests, test_bad_inputs_core, test_table1, test_quadratic_engine,
-test_custom_model, test_bounds, test_report_tables, test_tree, the earlier test_mutation_*) and
-``tests/test_doctests.py`` for the module.
+Mutants of 86c5527..90cbd4d (_validate.py) (pass described in tests/README.md, Mutation passes):
 _validate.py (check_finite_array, check_weights, check_int_array):
   V1 ``isfinite(arr).all()`` -> ``.any()``; V2 drop the finite check; V3 ``min() < 0`` -> ``<= 0``; V4 ``min`` ->
   ``max`` (weights); V6 ``(arr != round(arr)).any()`` -> ``.all()``; V7 drop ``dtype.kind != "i"`` (int64 2**63-1

@@ -4,12 +4,8 @@ of the fast suite left unchecked (a surviving mutant pointed at it). Expected va
 docstrings, the paper (§6: momentum 0.9, learning rate ÷10 at 50% and ÷100 at 75% of the rounds) or
 hand-checkable arithmetic, never from a stored output.
 
-Mutants of 677635c..166b66c, whole_steps and RandomLocalWork (fedlib/schedules.py), of a pass of 36 mutants
-over the checks added in 677635c..166b66c, 4b42ff0 (duplicate run names) and c641002 (global hooks), plus
-bca6c97 (``evaluate``'s global-hook check): 29 killed by the suite, 5 killed by a test of the pass, 2
-equivalent. One mutant at a time, covering tests: tests/test_quadratic_engine.py, test_custom_model.py, test_schedules.py, test_tree.py, test_table1.py,
-test_cli_table1_modes.py, test_global_hooks.py, the module's own test files and ``tests/test_doctests.py -k
-<module>``.
+Mutants of 677635c..166b66c, whole_steps and RandomLocalWork (fedlib/schedules.py) (pass described in
+tests/README.md, Mutation passes):
 whole_steps, all killed by the suite:
   W1 drop the scalar-bool clause; W2 drop the dtype-bool clause; W3 drop the list/tuple clause;
   W4 ``any`` -> ``all`` in the list clause; W5 remove the bool check.
@@ -17,25 +13,15 @@ RandomLocalWork, all killed by the suite:
   R1 remove the size check; R2 back to ``check_local_steps("high", high, size=lo.size)``;
   R3 swap the two sizes in the message; R4 ``!=`` -> ``<``.
 
-Mutants of an own step's closed forms (``LocalSolver.a_vector`` / ``a_norm``), of a mutation pass: tests for
-the mutants the suite let through (the commit messages that added the tests say which mutant each kills).
+Mutants of an own step's closed forms (``LocalSolver.a_vector`` / ``a_norm``), of the rangeless pass (described in
+tests/README.md, Mutation passes):
   killed here: mutants of the own-step branch, the probe's weight decay, a_norm's online index.
 
 Mutants of 8bd9827.., ``fedlib.solvers`` (check_own_step, builtin_step, STEP_METHODS) and ``fedlib.sampling``
-(round_participation, check_sampling), of a pass over the code changed since 8bd9827 (``fedlib.solvers``,
-``fedlib.checkpoint``, ``fedlib.sampling``, ``fedlib.results``, ``fedlib.algorithms``,
-``fedlib.data.synthetic``, ``fedlib.theory``): each test checks a documented behaviour that a surviving mutant
-showed the rest of the suite left unchecked; expected values are worked by hand (the comments show the
-arithmetic), never stored outputs.
+(round_participation, check_sampling) (pass described in tests/README.md, Mutation passes).
 
-Review and mutants of efe3bcd..52ae29d, fedlib/solvers.py, fedlib/schedules.py and fedlib/sampling.py, of a
-review and hand mutation test of the library changes of efe3bcd..52ae29d (the input checks): 112 hand mutants,
-each applied alone to a copy of the tree, run against the pass's own tests, the input tests
-of the module test files (test_schedules.py, test_algorithms.py, test_solvers.py, test_reference_engine.py, ...), the mutation tests of f37e303..6eb7195 and of the input checks before, the module's
-own test files and its doctests (test_global_hooks.py for the hook changes); survivors re-run against the
-other test files that name the function (test_bad_inputs_core.py, test_rule.py, test_solvers.py, test_optim.py, test_custom_model.py, ...). Counts: 88 killed by the existing suite; 20 survived it and are killed by the
-pass's new tests (V3, V5, T2 are mutants of its review fixes; S2, S8, SC1, SC4, SC15, A15, A16, R3, R6, RE2,
-CK1-CK4, CU1, DI3, Q4); 4 equivalent (SC14, T1, CU5, V6).
+Review and mutants of efe3bcd..52ae29d, fedlib/solvers.py, fedlib/schedules.py and fedlib/sampling.py (pass
+described in tests/README.md, Mutation passes):
 Review fix: as_participation took a bool next to integers ([0, True] is the integer array [0, 1]) as client 1.
   S1-S8 solvers.make_solver: drop the mu check; mu == 0 -> <= 0; drop the momentum check; drop _is_number(mu)
         for prox; ignore the given momentum; momentum-prox without a buffer; drop the name check;

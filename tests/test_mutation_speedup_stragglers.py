@@ -3,34 +3,21 @@
 is derived by hand, from the paper's formula or from a plain numpy loop, never from the
 function under test.
 
-Review and mutants of f37e303..6eb7195, ``speedup.sampling_summary``'s ``_summary_population``, of a review
-and hand mutation pass of 73 mutants over f37e303..6eb7195 (ids P*, T*, R*, H*, S*, RS*, C*, SG*, SB*, SS*,
-TH* in the tests' docstrings and the pass's report): 46 killed by the suite, 20 by a test of the pass, 7
-equivalent. Review tests fail on the code before their fix; each mutant test's docstring names the mutant it
-kills, a mutant that survived tests/test_model_hooks.py, tests/test_chapter_seeds.py, tests/test_quadratic_engine.py, tests/test_report_tables.py, tests/test_bounds.py
-and tests/test_api_page.py.
+Review and mutants of f37e303..6eb7195, ``speedup.sampling_summary``'s ``_summary_population`` (pass described in
+tests/README.md, Mutation passes):
   review: test_sampling_summary_names_the_bad_q_eff_among_several_rows;
   killed here: SS2, SS6, SS7;
   equivalent:
 - SS3 (``len(populations) != 1`` -> ``> 1``) and SS8 (``populations[0]`` -> ``populations[-1]``): the empty
   list is refused one line before, so ``populations`` has at least one entry, and after the check exactly one.
 
-Mutants of ``sampling_summary``'s paired error for rows without seeds, of a mutation pass: tests for the
-mutants the suite let through (the commit messages that added the tests say which mutant each kills).
+Mutants of ``sampling_summary``'s paired error for rows without seeds, of the rangeless pass (described in
+tests/README.md, Mutation passes).
 
-Mutants of 8bd9827.., ``speedup.sampling_step_conditions`` (chapter 8's conditions use the problem's own p),
-of a pass over the code changed since 8bd9827 (``fedlib.solvers``, ``fedlib.checkpoint``, ``fedlib.sampling``,
-``fedlib.results``, ``fedlib.algorithms``, ``fedlib.data.synthetic``, ``fedlib.theory``): each test checks a
-documented behaviour that a surviving mutant showed the rest of the suite left unchecked; expected values are
-worked by hand (the comments show the arithmetic), never stored outputs.
+Mutants of 8bd9827.., ``speedup.sampling_step_conditions`` (chapter 8's conditions use the problem's own p) (pass
+described in tests/README.md, Mutation passes).
 
-Mutants of 86c5527..90cbd4d (experiments/speedup.py), of a hand mutation pass of 125 mutants over
-86c5527..90cbd4d (120 of 90cbd4d, 5 of the fix of C3): 95 killed by the suite, 22 killed by a test of the
-pass, 8 equivalent. One mutant at a time (string replacement, file restored after), ``pytest -x -q`` on
-tests/test_hot_paths.py, test_state_checks.py, test_custom_model.py, test_report_tables.py, test_bounds.py, test_tree.py, the module's own test files (e.g.
-test_algorithms, test_distributed without its multi-process tests, test_bad_inputs_core, test_table1,
-test_quadratic_engine, test_custom_model, test_bounds, test_report_tables, test_tree, the earlier
-test_mutation_*) and ``tests/test_doctests.py`` for the module.
+Mutants of 86c5527..90cbd4d (experiments/speedup.py) (pass described in tests/README.md, Mutation passes):
 experiments/speedup.py sampling_summary: SP1 ``is None`` -> ``is not None``; SP2 ``slope`` printed for
   ``slope_eff``; SP3 the ``slope_eff`` part never printed: killed by the suite.
 """

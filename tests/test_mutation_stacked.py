@@ -5,41 +5,23 @@ is tiny (6x6 images, a few samples per client, float64 on the CPU) so the file r
 seconds; the engine is compared with :func:`fedlib.engines.stacked.reference_run` (the plain
 per-client loop) or with hand-computed values.
 
-Mutants of 677635c..166b66c and 4b42ff0, _as_param_dict and duplicate run names (fedlib/engines/stacked.py; D4
-is demo_run's in fedlib/experiments/cifar10.py, D5 reference_differences' in fedlib/experiments/custom.py), of
-a pass of 36 mutants over the checks added in 677635c..166b66c, 4b42ff0 (duplicate run names) and c641002
-(global hooks), plus bca6c97 (``evaluate``'s global-hook check): 29 killed by the suite, 5 killed by a test of
-the pass, 2 equivalent. One mutant at a time, covering tests: tests/test_quadratic_engine.py, test_custom_model.py, test_schedules.py, test_tree.py, test_table1.py,
-test_cli_table1_modes.py, test_global_hooks.py, the module's own test files and
-``tests/test_doctests.py -k <module>``.
+Mutants of 677635c..166b66c and 4b42ff0, _as_param_dict and duplicate run names (fedlib/engines/stacked.py; D4 is
+demo_run's in fedlib/experiments/cifar10.py, D5 reference_differences' in fedlib/experiments/custom.py) (pass
+described in tests/README.md, Mutation passes):
 _as_param_dict, killed by the suite:
   N1 remove the NaN/inf check; N2 ``.all()`` -> ``.any()``; N3 ``isfinite`` -> ``~isnan`` (inf passes);
   N4 always name ``runs[r].params`` (never ``model``).
 Duplicate run names, killed by the suite: D1 refuse repeated empty names; D2 ``count > 1`` -> ``> 2``;
   D3 remove StackedEngine's check; D4 remove demo_run's; D5 remove reference_differences'.
 
-Mutants of f37e303..6eb7195, the backward-hook refusal of the vmap path (fedlib/engines/stacked.py), of a
-review and hand mutation pass of 73 mutants over f37e303..6eb7195 (ids P*, T*, R*, H*, S*, RS*, C*, SG*, SB*,
-SS*, TH* in the tests' docstrings and the pass's report): 46 killed by the suite, 20 by a test of the pass, 7
-equivalent. Review tests fail on the code before their fix; each mutant test's docstring names the mutant it
-kills, a mutant that survived tests/test_model_hooks.py, tests/test_chapter_seeds.py, tests/test_quadratic_engine.py, tests/test_report_tables.py, tests/test_bounds.py
-and tests/test_api_page.py.
+Mutants of f37e303..6eb7195, the backward-hook refusal of the vmap path (fedlib/engines/stacked.py) (pass described
+in tests/README.md, Mutation passes):
   killed here: S3, S4, S5.
 
-Mutants of d562d43..c3b27eb, the stacked engine's training-mode check (its tolerance, NaN logits, output
-shapes), of a pass over the code changed in d562d43..c3b27eb (the stacked engine's training-mode check,
-``reference_differences``' check of the model it is given, ``check_int_array``'s refusal of a bool among
-floats, the bounded CIFAR-10 download): each test checks a documented behaviour that a surviving mutant showed
-the rest of the suite left unchecked; expected values are worked by hand (the comments show the arithmetic),
-never stored outputs.
+Mutants of d562d43..c3b27eb, the stacked engine's training-mode check (its tolerance, NaN logits, output shapes)
+(pass described in tests/README.md, Mutation passes).
 
-Mutants of 86c5527..90cbd4d (engines/stacked.py), of a hand mutation pass of 125 mutants over 86c5527..90cbd4d
-(120 of 90cbd4d, 5 of the fix of C3): 95 killed by the suite, 22 killed by a test of the pass, 8 equivalent.
-One mutant at a time (string replacement, file restored after), ``pytest -x -q`` on tests/test_hot_paths.py,
-test_state_checks.py, test_custom_model.py, test_report_tables.py, test_bounds.py, test_tree.py, the module's own test files (e.g. test_algorithms,
-test_distributed without its multi-process tests, test_bad_inputs_core, test_table1, test_quadratic_engine,
-test_custom_model, test_bounds, test_report_tables, test_tree, the earlier test_mutation_*) and
-``tests/test_doctests.py`` for the module.
+Mutants of 86c5527..90cbd4d (engines/stacked.py) (pass described in tests/README.md, Mutation passes):
 engines/stacked.py ``_non_finite``: N2 ``isfinite`` negated; N3 ``!=`` -> ``==``; N4 the cast parameter instead of
   the given one: killed by the suite. N1 drop ``source.dtype != dtype``: equivalent (it is called only when the cast
   holds NaN or inf; with the same dtype the source holds them too, so ``isfinite(source).all()`` is False anyway).

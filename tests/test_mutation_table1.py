@@ -3,25 +3,19 @@ result files, the runner's planning and the chapter's summaries): tests that kil
 the other tests let survive. Every expected number is worked out by hand in the test (or its
 comment), never taken from the function under test; nothing here trains a network.
 
-Mutants of the record of each call that trained a group (provenance['resumed']), of a mutation pass: tests for
-the mutants the suite let through (the commit messages that added the tests say which mutant each kills).
+Mutants of the record of each call that trained a group (provenance['resumed']), of the rangeless pass (described
+in tests/README.md, Mutation passes).
 
-Mutants of 86c5527..90cbd4d (experiments/cifar10.py), of a hand mutation pass of 125 mutants over
-86c5527..90cbd4d (120 of 90cbd4d, 5 of the fix of C3): 95 killed by the suite, 22 killed by a test of the
-pass, 8 equivalent. One mutant at a time (string replacement, file restored after), ``pytest -x -q`` on
-tests/test_hot_paths.py, test_state_checks.py, test_custom_model.py, test_report_tables.py, test_bounds.py, test_tree.py, the module's own test files (e.g.
-test_algorithms, test_distributed without its multi-process tests, test_bad_inputs_core, test_table1,
-test_quadratic_engine, test_custom_model, test_bounds, test_report_tables, test_tree, the earlier
-test_mutation_*) and ``tests/test_doctests.py`` for the module.
+Mutants of 86c5527..90cbd4d (experiments/cifar10.py) (pass described in tests/README.md, Mutation passes):
 experiments/cifar10.py summary_lines: CI1 ``is None`` -> ``is not None``, CI7 the larger of the final and in-round
   difference -> the smaller: killed by the suite. CI2 ``repeats and gaps`` -> ``or``, CI3 -> ``repeats``, CI8 ->
   ``gaps`` (max of nothing), CI4 ``abs`` dropped, CI5 ``or 0.0`` dropped (a repeat without a per-round
   difference), CI6 the largest repeat -> the smallest: killed here.
 
 Mutants of 2da6626..df82563 (experiments/cifar10.py: run_table1's ``check`` binds ``marks`` and ``state`` as
-default arguments; plan_table1's annotation, which computes nothing): 7 mutants, one at a time (string replacement,
-file restored, ``git diff`` clean between), ``pytest -x`` on test_table1.py, test_table1_resume.py and this
-file: 4 killed by the suite, 0 killed here, 3 equivalent.
+default arguments; plan_table1's annotation, which computes nothing) (pass described in tests/README.md, Mutation
+passes): 7 mutants, ``pytest -x`` on test_table1.py, test_table1_resume.py and this file: 4 killed by the suite, 0
+killed here, 3 equivalent.
   TB2 ``state={}``, TB4 ``state=dict(state)``, TB7 ``state={"reason": None, "paused": False}`` (a dict the loop
   never reads: a stop or pause unseen) and TB5 ``marks=[]`` (no round 0 mark): killed by the suite
   (test_table1.py's stopped group, test_the_in_training_projection_by_hand).

@@ -5,12 +5,8 @@ Every check compares a closed form with an independent computation (a simulated 
 linear algebra, a brute-force search, a number worked out by hand in a comment) or with what the
 docstring / the paper specifies; none of them freezes the library's current output.
 
-Mutants of f37e303..6eb7195, the plain floats of ``theory.theorem1_bound`` / ``theorem1_explicit_bound``, of a
-review and hand mutation pass of 73 mutants over f37e303..6eb7195 (ids P*, T*, R*, H*, S*, RS*, C*, SG*, SB*,
-SS*, TH* in the tests' docstrings and the pass's report): 46 killed by the suite, 20 by a test of the pass, 7
-equivalent. Review tests fail on the code before their fix; each mutant test's docstring names the mutant it
-kills, a mutant that survived tests/test_model_hooks.py, tests/test_chapter_seeds.py, tests/test_quadratic_engine.py, tests/test_report_tables.py, tests/test_bounds.py
-and tests/test_api_page.py.
+Mutants of f37e303..6eb7195, the plain floats of ``theory.theorem1_bound`` / ``theorem1_explicit_bound`` (pass
+described in tests/README.md, Mutation passes):
   equivalent:
 - TH3, TH4 (``float()`` dropped from theorem1_bound's last two terms) and TH6, TH7, TH8 (from
   theorem1_explicit_bound's last three): every factor is already a Python float or int there
@@ -19,19 +15,9 @@ and tests/test_api_page.py.
   ``float()`` (TH1, TH2, TH5) are needed (``np.sqrt``, an unchecked numpy ``tau_eff``) and are killed by
   tests/test_bounds.py::test_theorem1_terms_are_plain_floats.
 
-Mutants of 8bd9827.., ``fedlib.theory`` (App. G's conditions), of a pass over the code changed since 8bd9827
-(``fedlib.solvers``, ``fedlib.checkpoint``, ``fedlib.sampling``, ``fedlib.results``, ``fedlib.algorithms``,
-``fedlib.data.synthetic``, ``fedlib.theory``): each test checks a documented behaviour that a surviving mutant
-showed the rest of the suite left unchecked; expected values are worked by hand (the comments show the
-arithmetic), never stored outputs.
+Mutants of 8bd9827.., ``fedlib.theory`` (App. G's conditions) (pass described in tests/README.md, Mutation passes).
 
-Mutants of 86c5527..90cbd4d (theory.py), of a hand mutation pass of 125 mutants over 86c5527..90cbd4d (120 of
-90cbd4d, 5 of the fix of C3): 95 killed by the suite, 22 killed by a test of the pass, 8 equivalent. One
-mutant at a time (string replacement, file restored after), ``pytest -x -q`` on tests/test_hot_paths.py,
-test_state_checks.py, test_custom_model.py, test_report_tables.py, test_bounds.py, test_tree.py, the module's own test files (e.g. test_algorithms,
-test_distributed without its multi-process tests, test_bad_inputs_core, test_table1, test_quadratic_engine,
-test_custom_model, test_bounds, test_report_tables, test_tree, the earlier test_mutation_*) and
-``tests/test_doctests.py`` for the module.
+Mutants of 86c5527..90cbd4d (theory.py) (pass described in tests/README.md, Mutation passes):
 theory.py: Th1 ``.any()`` -> ``.all()``; Th2 drop chi_square's infinite check: killed by the suite.
 """
 from __future__ import annotations

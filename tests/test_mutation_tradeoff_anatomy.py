@@ -2,11 +2,8 @@
 (argument checks that were never exercised, list inputs, the scale of the softmax client's start), each
 against numbers that can be worked out by hand or from the paper's closed forms (eq. 7, eq. 8).
 
-Mutants of 8bd9827.., ``anatomy.solver_family`` (every solver gets the weight decay), of a pass over the code
-changed since 8bd9827 (``fedlib.solvers``, ``fedlib.checkpoint``, ``fedlib.sampling``, ``fedlib.results``,
-``fedlib.algorithms``, ``fedlib.data.synthetic``, ``fedlib.theory``): each test checks a documented behaviour
-that a surviving mutant showed the rest of the suite left unchecked; expected values are worked by hand (the
-comments show the arithmetic), never stored outputs.
+Mutants of 8bd9827.., ``anatomy.solver_family`` (every solver gets the weight decay) (pass described in
+tests/README.md, Mutation passes).
 """
 import numpy as np
 import pytest
