@@ -21,6 +21,9 @@ from fedlib.checkpoint import CheckpointError, check_config, config_diff, load_c
 from fedlib.cli import main
 from fedlib.results import read_result
 
+from cliutil import ctrl_c_after_saving
+from test_results import umask_fixture  # noqa: F401 (the fixture umask)
+
 ROOT = Path(__file__).resolve().parents[1]
 FLAGS = ["run", "synthetic", "--num-clients", "20", "--epochs", "1-3", "--algorithm", "fednova-vr", "--server",
          "momentum", "--sampling", "uniform", "--clients-per-round", "8", "--quiet", "--checkpoint-every", "4"]
@@ -268,31 +271,12 @@ def test_to_torch_tree_refuses_a_like_without_tensors():
 RUN = ["run", "synthetic", "--rounds", "2", "--num-clients", "3", "--quiet"]
 
 
-@pytest.fixture
-def umask():
-    """Set the process umask for one test; restored afterwards."""
-    old = os.umask(0o022)
-    os.umask(old)
-
-    def set_(mask):
-        os.umask(mask)
-
-    yield set_
-    os.umask(old)
-
-
 def test_ctrl_c_after_a_checkpoint_names_it_and_resume_finishes(tmp_path, monkeypatch, capsys, umask):
     umask(0o022)
     out = tmp_path / "r.json"
     argv = RUN[:2] + ["--rounds", "3", "--num-clients", "3", "--quiet", "--checkpoint-every", "1",
                       "--out", str(out)]
-    real_save = fedlib.checkpoint.save_checkpoint
-
-    def save_then_interrupt(*args, **kwargs):
-        real_save(*args, **kwargs)
-        raise KeyboardInterrupt
-
-    monkeypatch.setattr(fedlib.checkpoint, "save_checkpoint", save_then_interrupt)
+    real_save = ctrl_c_after_saving(monkeypatch)
     assert main(argv) == 130
     err = capsys.readouterr().err
     ckpt = Path(str(out) + ".ckpt")
@@ -342,13 +326,7 @@ def test_resume_takes_the_same_data_file_however_its_path_is_typed(tmp_path, mon
     save_leaf(synthetic(num_clients=3, seed=1), tmp_path / "other.json", drop_test=True)
     monkeypatch.chdir(tmp_path)
     argv = ["run", "synthetic", "--rounds", "3", "--quiet", "--checkpoint-every", "1", "--out", "r.json"]
-    real_save = fedlib.checkpoint.save_checkpoint
-
-    def save_then_interrupt(*args, **kwargs):
-        real_save(*args, **kwargs)
-        raise KeyboardInterrupt
-
-    monkeypatch.setattr(fedlib.checkpoint, "save_checkpoint", save_then_interrupt)
+    real_save = ctrl_c_after_saving(monkeypatch)
     assert main(argv + ["--data", "leaf.json"]) == 130
     monkeypatch.setattr(fedlib.checkpoint, "save_checkpoint", real_save)
     capsys.readouterr()

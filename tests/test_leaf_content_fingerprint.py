@@ -16,6 +16,8 @@ from fedlib.data.leaf import save_leaf
 from fedlib.data.synthetic import synthetic
 from fedlib.results import read_result
 
+from cliutil import ctrl_c_after_saving
+
 
 def _one_value_changed(path):
     """The same file with one feature of client 0's first sample changed (sizes unchanged)."""
@@ -49,13 +51,7 @@ def test_resume_and_rerun_refuse_a_data_file_rewritten_with_the_same_sizes(tmp_p
     save_leaf(synthetic(num_clients=3, seed=0), leaf, drop_test=True)
     argv = ["run", "synthetic", "--rounds", "3", "--quiet", "--checkpoint-every", "1", "--data", str(leaf),
             "--out", str(tmp_path / "r.json")]
-    real_save = fedlib.checkpoint.save_checkpoint
-
-    def save_then_interrupt(*args, **kwargs):
-        real_save(*args, **kwargs)
-        raise KeyboardInterrupt
-
-    monkeypatch.setattr(fedlib.checkpoint, "save_checkpoint", save_then_interrupt)
+    real_save = ctrl_c_after_saving(monkeypatch)
     assert main(argv) == 130
     monkeypatch.setattr(fedlib.checkpoint, "save_checkpoint", real_save)
     original = leaf.read_text()

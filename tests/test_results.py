@@ -242,9 +242,11 @@ def test_make_result_names_a_part_that_is_no_mapping(field):
 posix_only = pytest.mark.skipif(os.name != "posix", reason="file modes and umask are POSIX")
 
 
-@pytest.fixture
-def umask():
-    """Set the process umask for one test; restored afterwards."""
+@pytest.fixture(name="umask")
+def umask_fixture():
+    """Set the process umask for one test; restored afterwards (``umask(mask)``). Named ``umask_fixture`` so that
+    tests/test_checkpoint.py can import it (``from test_results import umask_fixture``) without its ``umask``
+    parameters redefining the import."""
     old = os.umask(0o022)
     os.umask(old)
 
