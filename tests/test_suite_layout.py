@@ -2,8 +2,8 @@
 pattern of its layout table (a new file that fits no group fails, saying to add a row or widen a
 pattern), every pattern matches a file, every helper module (``tests/*.py`` not named ``test_*``) is
 named in its helper list and every module listed exists; and no file of tests/ is named for a date, a
-session or the process that wrote it (audit, leftover, followup, review, regression, new_user, journey)
-rather than for what it tests.
+session or the process that wrote it (audit, leftover, followup, review, regressions, new_user, journey:
+whole words of the name) rather than for what it tests.
 
 The checks are functions of a list of names, so each is also run here on made-up bad names."""
 from __future__ import annotations
@@ -19,7 +19,10 @@ ROOT = TESTS.parent
 README = TESTS / "README.md"
 
 #: words of the process that wrote a file, not of what it tests
-PROCESS_WORDS = ("audit", "leftover", "followup", "follow_up", "review", "regression", "new_user", "journey")
+#: whole words of a file name (between underscores) that name the process that wrote the tests, not what they
+#: test; "regression" alone is a model (test_logistic_regression.py), "regressions" the process
+PROCESS_WORDS = re.compile(r"(?:^|_)(audit\d*|leftovers?|followups?|follow_up|reviews?|regressions|new_user|"
+                           r"journey)(?=_|$)")
 MONTHS = "jan|feb|mar|apr|may|jun|jul|aug|sep|oct|nov|dec"
 DATE = re.compile(rf"(?:^|_)(?:(?:{MONTHS})\d{{1,2}}|\d{{1,2}}(?:{MONTHS})|(?:19|20)\d\d)(?:_|$)|\d{{4}}-?\d\d")
 SESSION_SUFFIX = re.compile(r"_[a-z]$")  # test_cli_b.py: the second session's file
@@ -68,9 +71,9 @@ def badly_named(names: list[str]) -> dict[str, str]:
     bad = {}
     for name in names:
         stem = Path(name).stem.lower()
-        word = next((w for w in PROCESS_WORDS if w in stem), None)
+        word = PROCESS_WORDS.search(stem)
         if word:
-            bad[name] = f"the process word {word!r}"
+            bad[name] = f"the process word {word.group(1)!r}"
         elif DATE.search(stem):
             bad[name] = "a date"
         elif SESSION_SUFFIX.search(stem):
@@ -138,5 +141,6 @@ def test_the_checks_catch_made_up_bad_names(readme):
                "test_cli_b.py"]
     assert sorted(badly_named(made_up)) == sorted(made_up)
     assert badly_named(["test_cifar_data.py", "test_table1.py", "test_cli_cifar10.py", "test_appg_conditions.py",
-                        "test_mutation_cifar10_engine.py", "bookutil.py"]) == {}
+                        "test_mutation_cifar10_engine.py", "bookutil.py", "test_logistic_regression.py",
+                        "test_preview_images.py", "test_auditory.py"]) == {}
     assert listed_helpers("- `a.py`: one\n- `b.py`: two\n") == {"a.py", "b.py"}
