@@ -211,6 +211,13 @@ def _check_state(algorithm: "FederatedAlgorithm", state: Any) -> None:
                          "differently)")
 
 
+def _check_round_state(algorithm: "FederatedAlgorithm", state: Any) -> None:
+    """The state a round starts from (:meth:`FederatedAlgorithm.apply`, :func:`fedlib.distributed.distributed_apply`):
+    :func:`_check_state`, then the server optimizer state's kind (:func:`_check_server_kind`)."""
+    _check_state(algorithm, state)
+    _check_server_kind(algorithm.server, state, "the algorithm's server optimizer")
+
+
 class ClientUpdate(NamedTuple):
     r"""What a client sends: its change :math:`\Delta_i`, :math:`\|a_i\|_1` and :math:`\tau_i`
     (enough for eq. 4: :math:`d_i = -\Delta_i/(\eta\|a_i\|_1)`).
@@ -476,8 +483,7 @@ class FederatedAlgorithm:
         :class:`ServerState` of this algorithm: control variates with variance reduction (of its kind), none
         without, and the server optimizer state of ``self.server``'s kind (``ValueError`` naming ``state``; fedlib's
         server states are told apart by type, a server optimizer of your own keeps what its update returns)."""
-        _check_state(self, state)
-        _check_server_kind(self.server, state, "the algorithm's server optimizer")
+        _check_round_state(self, state)
         lr = check_positive("lr", lr)
         if p is not None:  # unused without VR, but a wrong one (counts, NaN, another m) is a mistake all the same
             p = check_probability_vector("p", p, size=state.num_clients)

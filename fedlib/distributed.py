@@ -44,8 +44,8 @@ from typing import Optional, Sequence
 import numpy as np
 
 from ._validate import check_int, check_positive, check_probability_vector
-from .algorithms import (FederatedAlgorithm, RoundDiagnostics, ServerState, _check_server_kind, _check_state,
-                         _run_server_optimizer, check_client_indices, client_update_problem)
+from .algorithms import (FederatedAlgorithm, RoundDiagnostics, ServerState, _check_round_state, _run_server_optimizer,
+                         check_client_indices, client_update_problem)
 from .rule import effective_weights
 from .sampling import Participation, as_participation
 from .theory import _round_chi_square
@@ -342,8 +342,7 @@ def distributed_apply(comm: Communicator, algorithm: FederatedAlgorithm, state: 
     fedavg [0.5] True 1.5
     fednova [0.] True 1.5
     """
-    _check_state(algorithm, state)  # as apply; the same state on every rank, so every rank raises it
-    _check_server_kind(algorithm.server, state, "the algorithm's server optimizer")
+    _check_round_state(algorithm, state)  # as apply; the same state on every rank, so every rank raises it
     if state.num_clients is None:  # the ranks' blocks of clients are blocks of range(m): m must be known
         raise ValueError("state.num_clients is None (a state built by hand or read from a checkpoint older than "
                          "the field): distributed_apply splits the clients across ranks by their number m; "

@@ -51,6 +51,15 @@ def _first_bad_row(x: torch.Tensor) -> int:
     return int((~torch.isfinite(x)).flatten(1).any(1).nonzero()[0])
 
 
+def _cast_finite(x: torch.Tensor, dtype: torch.dtype, what: str) -> torch.Tensor:
+    """``x`` in ``dtype``, refused (naming ``what`` and the sample) when the cast holds NaN or inf: a value that
+    was not finite, or a finite float64 one that overflows float32 (:func:`train_clients`' inputs)."""
+    out = x.to(dtype)
+    if not bool(torch.isfinite(out).all()):
+        raise ValueError(f"{what} {_non_finite(x, dtype)} (sample {_first_bad_row(out)})")
+    return out
+
+
 def _cast_features(x: torch.Tensor, device, dtype: torch.dtype, what: str) -> torch.Tensor:
     """Finite features ``x`` in the engine's ``dtype``; a narrowing cast (float64 -> float32) is checked once,
     since a finite 1e39 is inf in float32."""
@@ -233,9 +242,7 @@ def train_clients(model: nn.Module, client_x: Sequence[Any], client_y: Sequence[
             raise ValueError(f"client {i}: features of shape {tuple(x.shape[1:])}, client 0 has {tuple(xs[0].shape[1:])}")
         if not x.is_floating_point():
             raise ValueError(f"client_x[{i}] must be a float tensor, got {x.dtype}")
-        cast.append(x.to(dtype))
-        if not bool(torch.isfinite(cast[i]).all()):
-            raise ValueError(f"client_x[{i}] {_non_finite(x, dtype)} (sample {_first_bad_row(cast[i])})")
+        cast.append(_cast_finite(x, dtype, f"client_x[{i}]"))
     num_classes = _num_classes(model, xs[0])
     for i, y in enumerate(ys):
         _check_labels(y, num_classes, f"client_y[{i}]")
@@ -249,9 +256,7 @@ def train_clients(model: nn.Module, client_x: Sequence[Any], client_y: Sequence[
         _check_labels(ty, num_classes, "test_y")
         if not tx.is_floating_point():  # as client_x: the engine's own messages name its test_features
             raise ValueError(f"test_x must be a float tensor, got {tx.dtype}")
-        test_x = tx.to(dtype)
-        if not bool(torch.isfinite(test_x).all()):
-            raise ValueError(f"test_x {_non_finite(tx, dtype)} (sample {_first_bad_row(test_x)})")
+        test_x = _cast_finite(tx, dtype, "test_x")
     sizes = [int(x.shape[0]) for x in xs]
     offsets = np.cumsum([0] + sizes)
     parts = [np.arange(offsets[i], offsets[i + 1]) for i in range(len(sizes))]
