@@ -65,3 +65,20 @@ def test_an_argument_a_subcommand_does_not_take_is_reported_by_that_subcommand(a
     lines = err.strip().splitlines()
     assert lines[0].startswith(f"usage: python -m fedlib {command} [-h] "), lines[0]
     assert lines[-1] == f"python -m fedlib {command}: error: {message}"
+
+
+@pytest.mark.parametrize("metavar, names", [(("LOW", "HIGH"), "LOW, HIGH"), (None, "bounds, bounds")])
+def test_a_positional_of_several_values_is_counted_and_named_value_by_value(capsys, metavar, names):
+    """A subcommand positional with ``nargs=2`` takes two values: the message counts both and names them by
+    the tuple metavar (joining a tuple as a string raised TypeError) or by the dest twice. No command of
+    fedlib has one today; the parser is built here as ``build_parser`` builds it."""
+    from fedlib.cli import _CommandParser
+
+    parser = _CommandParser(prog="prog")
+    sub = parser.add_subparsers(dest="command").add_parser("span", prog="prog span")
+    sub.add_argument("bounds", nargs=2, metavar=metavar)
+    with pytest.raises(SystemExit) as stop:
+        parser.parse_args(["span", "1", "2", "3"])
+    assert stop.value.code == 2
+    last = capsys.readouterr().err.strip().splitlines()[-1]
+    assert last == f"prog span: error: unrecognized arguments: 3; prog span takes 2 positional arguments ({names}), got 3 (see --help)"

@@ -72,6 +72,15 @@ def _subparsers_of(parser: argparse.ArgumentParser):
     return next((a for a in parser._actions if isinstance(a, argparse._SubParsersAction)), None)
 
 
+def _value_names(action: argparse.Action) -> list:
+    """The names of the values a positional argument takes, as its usage shows them: its
+    ``metavar`` (a tuple names each of ``nargs`` values) or ``dest``, once per value."""
+    count = action.nargs if isinstance(action.nargs, int) else 1
+    if isinstance(action.metavar, tuple):
+        return list(action.metavar)
+    return [action.metavar or action.dest] * count
+
+
 class _CommandParser(argparse.ArgumentParser):
     """The top-level parser. argparse reports arguments a subcommand does not take from the
     top level ("python -m fedlib: error: unrecognized arguments: b.json" under the top-level
@@ -102,8 +111,10 @@ class _CommandParser(argparse.ArgumentParser):
             super().error(message)
         extra_positionals = sum(not e.startswith("-") for e in extras)
         if extra_positionals:
-            names = [a.metavar or a.dest for a in leaf._actions
-                     if not a.option_strings and not isinstance(a, argparse._SubParsersAction)]
+            positionals = [a for a in leaf._actions
+                           if not a.option_strings and not isinstance(a, argparse._SubParsersAction)]
+            # a positional with nargs=N takes N values (named by a tuple metavar, or its one name N times)
+            names = [name for a in positionals for name in _value_names(a)]
             takes = ("no positional arguments" if not names else
                      f"{len(names)} positional argument{'s' if len(names) > 1 else ''} ({', '.join(names)})")
             message += f"; {leaf.prog} takes {takes}, got {len(names) + extra_positionals} (see --help)"
