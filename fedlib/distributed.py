@@ -267,7 +267,9 @@ def init_from_env(device: str = "cpu", backend: Optional[str] = None, timeout_s:
         dist.init_process_group(backend, init_method="env://", timeout=datetime.timedelta(seconds=timeout_s))
         # a group still alive when the interpreter shuts down is torn down by C++ destructors with its
         # threads running: once in a while a rank then died with "terminate called without an active
-        # exception" (SIGABRT, exit status -6) after its work was done. Destroy it first.
+        # exception" (SIGABRT, exit status -6) after its work was done. Destroy it first (registered
+        # once, however many groups a process initialises and destroys in turn).
+        atexit.unregister(_destroy_process_group)
         atexit.register(_destroy_process_group)
     return TorchCommunicator(device)
 

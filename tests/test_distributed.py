@@ -200,6 +200,28 @@ def test_init_from_env_destroys_its_process_group_at_exit(tmp_path):
     assert done.stdout.splitlines() == ["world 1 True", "initialised at exit: False"], done.stdout
 
 
+def test_init_from_env_registers_its_exit_handler_once_per_process(tmp_path):
+    """A process that initialises, destroys and initialises a group again (one after another, as a notebook
+    can) registered one exit handler per initialisation, each run at exit; now one runs, once. Counted by
+    the handler's own call of ``dist.is_initialized`` (the check registered first runs last)."""
+    script = tmp_path / "again.py"
+    script.write_text(
+        "import atexit\n"
+        "import torch.distributed as dist\n"
+        "from fedlib.distributed import init_from_env\n"
+        "calls = []\n"
+        "atexit.register(lambda: print('exit handler calls:', len(calls)))\n"
+        "for _ in range(3):\n"
+        "    init_from_env('cpu')\n"
+        "    dist.destroy_process_group()\n"
+        "real = dist.is_initialized\n"
+        "dist.is_initialized = lambda: calls.append(1) or real()\n")
+    env = dict(_env(), WORLD_SIZE="1", RANK="0", LOCAL_RANK="0", MASTER_ADDR="127.0.0.1", MASTER_PORT="0")
+    done = subprocess.run([sys.executable, str(script)], env=env, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.splitlines() == ["exit handler calls: 1"], done.stdout
+
+
 # ---------------------------------------------------------------- distributed_apply = apply, inputs included
 def _client_updates(m, tree=False, seed=0):
     from fedlib.algorithms import ClientUpdate
