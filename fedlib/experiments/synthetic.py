@@ -35,7 +35,7 @@ from __future__ import annotations
 
 import dataclasses
 import inspect
-from typing import Callable, Iterable, Mapping, NamedTuple, Optional, Sequence
+from typing import Callable, Iterable, Mapping, NamedTuple, Optional, Sequence, Tuple, Union
 
 import numpy as np
 
@@ -67,11 +67,14 @@ PROFILES = {
 class Setting:
     r"""Local epochs ``(low, high)`` (inclusive, drawn per client and round when
     ``low < high``), participation (``sampling``, ``clients_per_round``) and the
-    mini-batch size :math:`B` (:math:`\tau_i = E_i\lceil n_i/B\rceil`; the paper's 20)."""
+    mini-batch size :math:`B` (:math:`\tau_i = E_i\lceil n_i/B\rceil`; the paper's 20).
+
+    ``epochs`` may be given as the command line writes it, ``"2-5"``; the field then holds
+    ``(2, 5)``."""
 
     name: str
     label: str
-    epochs: tuple
+    epochs: Union[Tuple[int, int], str]
     sampling: str = "full"
     clients_per_round: Optional[int] = None
     batch_size: int = PAPER["batch_size"]
