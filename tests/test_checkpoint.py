@@ -113,7 +113,7 @@ def test_stacked_engine_state_round_trip(tmp_path):
     cell = C._BY_ID[C.CELL_IDS[0]]
     runs = [{"algorithm": C.Cell(**{**cell.config(), "algorithm": "fednova-vr", "server": "momentum",
                                     "server_momentum": 0.9}).make_algorithm(),
-             "epochs": "2", "seed": 1, "name": "a"}]
+             "epochs": "1", "seed": 1, "name": "a"}]
     kw = dict(rounds=2, width=0.03, device="cpu", precision="fp64")
     full = C.train_runs(runs, data, parts, **kw)
     ck = tmp_path / "g.pkl"
