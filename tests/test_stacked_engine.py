@@ -1130,3 +1130,48 @@ def test_grouped_path_refuses_a_sequential_with_its_own_forward():
                       path="grouped", batch_size=4, augment=False)
     StackedEngine(Named(*layers()), _images(), [_run()], rounds=1, path="grouped", batch_size=4, augment=False)
     StackedEngine(Scaled(*layers()), _images(), [_run()], rounds=1, path="vmap", batch_size=4, augment=False)
+
+
+def test_batchnorm_without_running_statistics_is_refused_by_name():
+    """A BatchNorm layer with ``track_running_stats=False`` has no buffers, so the buffer check lets it
+    through; the vmap path still refuses it, naming the layer (batch statistics would mix in the padded
+    samples of a short client batch)."""
+    bn = nn.Sequential(nn.Conv2d(3, 2, 3, padding=1), nn.BatchNorm2d(2, track_running_stats=False), nn.Flatten(),
+                       nn.Linear(2 * 6 * 6, 3))
+    assert not list(bn.buffers())
+    with pytest.raises(ValueError, match=r"^layer '1' is a BatchNorm2d: BatchNorm is not supported"):
+        StackedEngine(bn, _images(), [_run()], rounds=1, path="vmap", batch_size=4, augment=False)
+
+
+def test_train_calls_back_each_round_and_refuses_rounds_past_the_end():
+    """``train(callback=...)`` calls ``callback(records)`` once after each round, with that round's records
+    (rounds 0, 1 of a 2-round engine: the very lists ``train`` returns); a round past the last is refused."""
+    model = nn.Sequential(nn.Flatten(), nn.Linear(6 * 6 * 3, 3)).double()
+    engine = StackedEngine(model, _images(), [_run()], rounds=2, path="vmap", batch_size=4, augment=False)
+    seen = []
+    out = engine.train(callback=seen.append)
+    assert len(out) == 2 and len(seen) == 2
+    assert all(a is b for a, b in zip(seen, out))
+    assert [recs[0].round for recs in seen] == [0, 1]
+    with pytest.raises(ValueError, match="^all 2 rounds are done$"):
+        engine.run_round()
+
+
+def test_a_checkpoint_with_another_number_of_runs_or_an_impossible_round_is_refused():
+    """load_state_dict refuses a state of another number of runs (2 in the checkpoint, 1 in the engine) and a
+    round outside 0..rounds (-1 and 3 for a 2-round engine); 0 and 2 (nothing done, all done) are loaded."""
+    model = nn.Sequential(nn.Flatten(), nn.Linear(6 * 6 * 3, 3)).double()
+
+    def engine():
+        return StackedEngine(model, _images(), [_run()], rounds=2, path="vmap", batch_size=4, augment=False)
+
+    state = engine().state_dict()
+    with pytest.raises(ValueError, match=r"^state: 2 runs in the checkpoint, the engine has 1$"):
+        engine().load_state_dict(dict(state, num_runs=2))
+    for rnd in (-1, 3):
+        with pytest.raises(ValueError, match=rf"^state: round {rnd} outside 0\.\.2$"):
+            engine().load_state_dict(dict(state, round=rnd))
+    for rnd in (0, 2):
+        e = engine()
+        e.load_state_dict(dict(state, round=rnd))
+        assert e.round_index == rnd
