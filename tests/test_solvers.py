@@ -608,3 +608,26 @@ def test_momentum_prox_a_norm_closed_form_for_momentum_near_one(rho, alpha):
         assert solver.a_norm(tau) == pytest.approx(float(exact), rel=1e-13)
         assert solver.a_vector(tau) == pytest.approx([float(v) for v in p[tau - 1::-1]], rel=1e-13)
         assert solver.online_a_norms(tau)[-1] == pytest.approx(float(exact), rel=1e-13)
+
+
+def test_update_on_a_tree_refuses_a_gradient_leaf_of_another_shape():
+    """On a tree of parameters (a dict here, not a bare array), a gradient leaf of shape (3, 1) for a
+    parameter of shape (3,) is refused, naming both shapes: numpy would broadcast ``x - lr * g`` to a
+    (3, 3) parameter without a word."""
+    solver = sgd(0.1)
+    state = solver.init({"w": np.zeros(3), "b": np.zeros(1)})
+    with pytest.raises(ValueError, match=r"^grads: a leaf has shape \(3, 1\) but the parameter has \(3,\)$"):
+        solver.update(state, {"w": np.zeros((3, 1)), "b": np.zeros(1)})
+    new = solver.update(state, {"w": np.ones(3), "b": np.ones(1)})  # the right shapes: x - 0.1 g
+    assert new.params["w"].tolist() == [-0.1] * 3 and new.params["b"].tolist() == [-0.1]
+
+
+def test_init_refuses_a_correction_of_another_structure_with_leaves_of_the_same_shapes():
+    """A correction whose leaves have the parameters' shapes but under other keys ({'b': ...} for
+    {'a': ...}) is refused as a correction of another structure (the shapes alone agree)."""
+    solver = sgd(0.1)
+    with pytest.raises(ValueError, match="^correction must be a tree with the structure and leaf shapes of params$"):
+        solver.init({"a": np.zeros(3)}, correction={"b": np.zeros(3)})
+    state = solver.init({"a": np.zeros(3)}, correction={"a": np.full(3, 2.0)})
+    new = solver.update(state, {"a": np.ones(3)})  # x - lr (g + c) = -0.1 * 3
+    np.testing.assert_allclose(new.params["a"], [-0.3] * 3, rtol=1e-15)
