@@ -383,3 +383,12 @@ def test_apply_refuses_a_client_update_with_no_local_step(distributed, field, a_
         apply(ups)
     good = [ClientUpdate(3, np.array([-2.0]), 2.0, np.int64(2)), ups[1]]
     assert apply(good)[0].params.tolist() == [-4.0]
+
+
+@pytest.mark.parametrize("steps", ["two", None, [1, 2]])
+def test_an_update_whose_local_steps_is_no_number_is_named(steps):
+    """``local_steps`` that ``float()`` cannot convert (a string, None, a list) is reported as a bad
+    step count of that client, like 0 or 1.5, not as a TypeError from inside the check."""
+    got = AL.client_update_problem(ClientUpdate(3, np.zeros(1), a_norm=2.0, local_steps=steps))
+    assert got == (f"updates: client 3 has local_steps = {steps!r} (it must be a whole number >= 1: a client that "
+                   "took no local step has no update to aggregate; leave it out of the round)")
