@@ -372,3 +372,9 @@ def test_a_result_with_a_percentage_accuracy_is_refused(tmp_path):
     out.write_text(json.dumps(doc))
     with pytest.raises(ValueError, match="not a percentage"):
         read_result(out)
+
+
+def test_to_jsonable_stores_a_path_as_its_string():
+    """A path (``os.PathLike``) in a result record is stored as the string ``os.fspath`` gives, at any depth."""
+    assert to_jsonable({"out": Path("runs") / "a.json", "more": [Path("/tmp/x")]}) == \
+        {"out": os.path.join("runs", "a.json"), "more": [os.sep + os.path.join("tmp", "x")]}
