@@ -296,3 +296,10 @@ def test_alpha_so_large_that_the_dirichlet_draw_overflows_is_named(fn):
     with pytest.raises(ValueError, match=r"alpha=1e\+308 is too large"):
         fn(y, 4, 1e308, 0, 1)
     assert sorted(map(len, fn(y, 4, 1e306, 0, 1))) == [70, 70, 80, 80]  # large but finite: near-equal
+
+
+def test_class_counts_names_a_ragged_part():
+    """A client's part nested unevenly ([0, [1, 2]]: numpy cannot make an array of it) is refused
+    naming the part, not with numpy's bare error."""
+    with pytest.raises(ValueError, match=r"^parts\[1\] must be a 1-d array of indices \("):
+        class_counts([0, 1, 1, 0], [[3], [0, [1, 2]]])
