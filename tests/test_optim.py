@@ -672,3 +672,58 @@ def test_client_optimizer_refuses_a_server_state_aliasing_the_model(live):
     update = algo.client_final(server, 0, opt.solver_state)
     assert all(torch.equal(a, b) for a, b in zip(server.params, start))  # x^(t,0) untouched by training
     assert all(torch.allclose(d, p.detach() - s) for d, p, s in zip(update.delta, net.parameters(), start))
+
+
+def _own_step_solver(result):
+    """A LocalSolver subclass with its own ``update`` (builtin_step false), the plain SGD step, that returns
+    ``result(state, new)`` on torch tensors (and ``new``, the step with ``step`` advanced, on the numpy
+    vectors ``check_own_step`` probes it with at construction)."""
+    import dataclasses
+
+    @dataclasses.dataclass(frozen=True)
+    class Own(LocalSolver):
+        def update(self, state, grads):
+            if isinstance(state.params, np.ndarray):  # check_own_step's probe
+                return super().update(state, grads)
+            x = [p - self.lr * g for p, g in zip(state.params, grads)]
+            return result(state, state._replace(params=x, step=state.step + 1))
+
+        def counter_step(self, k, counter):
+            return counter[0] + 1.0, counter[1]
+
+        def a_vector(self, tau):
+            return np.ones(tau)
+
+    return Own(0.1)
+
+
+@pytest.mark.parametrize("result, match", [
+    (lambda state, new: tuple(new), r"^solver\.update: Own\.update must return a SolverState, got tuple$"),
+    (lambda state, new: new._replace(step=state.step), r"^Own\.update must advance state\.step by one \(0 -> 1\), got 0$"),
+    (lambda state, new: new._replace(step=state.step + 2), r"^Own\.update must advance state\.step by one \(0 -> 1\), got 2$"),
+])
+def test_an_own_step_that_breaks_the_contract_is_named(result, match):
+    """ClientOptimizer takes a subclass's own ``update`` only if it returns a SolverState with ``step``
+    advanced by one (the docstring's contract). The construction's probe (numpy vectors) cannot see an
+    update that breaks it on tensors only; the step refuses it, naming the class, and leaves the parameters
+    as they were. The same subclass keeping the contract takes its step (x - 0.1 g)."""
+    model = _model()
+    start = parameters_of(model)
+    x = torch.ones(2, 5, dtype=D)
+    bad = _own_step_solver(result)
+    assert not bad.builtin_step
+    opt = ClientOptimizer(model.parameters(), bad)
+    opt.begin(bad.init(start))
+    model(x).sum().backward()
+    with pytest.raises(ValueError, match=match):
+        opt.step()
+    for p, s in zip(model.parameters(), start):
+        assert torch.equal(p.detach(), s)
+    good = _own_step_solver(lambda state, new: new)
+    opt = ClientOptimizer(model.parameters(), good)
+    opt.begin(good.init(start))
+    grads = [p.grad.detach().clone() for p in model.parameters()]
+    opt.step()
+    for p, s, g in zip(model.parameters(), start, grads):
+        torch.testing.assert_close(p.detach(), s - 0.1 * g, rtol=1e-15, atol=0)
+    assert opt.solver_state.step == 1
