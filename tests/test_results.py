@@ -378,3 +378,10 @@ def test_to_jsonable_stores_a_path_as_its_string():
     """A path (``os.PathLike``) in a result record is stored as the string ``os.fspath`` gives, at any depth."""
     assert to_jsonable({"out": Path("runs") / "a.json", "more": [Path("/tmp/x")]}) == \
         {"out": os.path.join("runs", "a.json"), "more": [os.sep + os.path.join("tmp", "x")]}
+
+
+def test_read_result_of_a_folder_names_it(tmp_path):
+    """A folder given where a result file is expected (read_json's OSError that is not FileNotFoundError,
+    here IsADirectoryError) is a ValueError naming the path and why it cannot be read."""
+    with pytest.raises(ValueError, match=rf"^{re.escape(str(tmp_path))}: cannot read \(.*Is a directory"):
+        read_result(tmp_path)
