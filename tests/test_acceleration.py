@@ -222,6 +222,7 @@ def test_measured_rate_hand():
     (lambda p: T.server_momentum_round_map(np.eye(2), np.zeros(2), 1.0), "beta"),
     (lambda p: T.server_momentum_round_map(np.eye(2), np.zeros(2), 0.5, dim=3), "dim"),
     (lambda p: T.server_momentum_round_map(np.eye(2), np.zeros(3), 0.5), r"^b\b"),
+    (lambda p: T.server_momentum_round_map(np.ones((2, 3)), np.zeros(2), 0.5), r"^M must be square, got shape \(2, 3\)$"),
     (lambda p: T.quadratic_vr_round_map(p.H, p.e, p.p, [1, 2, 3], 0.1, "fedavg"), "algorithm"),
     (lambda p: T.quadratic_vr_round_map(p.H, p.e, p.p, [1, 2, 3], 0.1, "scaffold", tau_eff=2.0), "tau_eff"),
     (lambda p: T.quadratic_local_operator(p.H[0], 3, 0.1, momentum=1.0), "momentum"),
