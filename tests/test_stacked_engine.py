@@ -393,6 +393,27 @@ def test_grouped_linear_without_bias_is_each_models_linear(conv):
         assert torch.allclose(out[j], m(x[j].permute(0, 3, 1, 2)), rtol=1e-12, atol=1e-12)
 
 
+
+@pytest.mark.parametrize("conv", ["cudnn", "gemm"])
+def test_grouped_network_passes_identity_layers_through(conv):
+    """nn.Identity layers (one among the image layers, one among the vector layers) are accepted by the
+    grouped path and change nothing: each model's logits are its plain forward's; the layer list holds no
+    entry for them."""
+    g = torch.Generator().manual_seed(5)
+    models = [nn.Sequential(nn.Conv2d(3, 2, 3, padding=1), nn.Identity(), nn.ReLU(), nn.Flatten(), nn.Identity(),
+                            nn.Linear(2 * 5 * 4, 3)).double() for _ in range(2)]
+    net = GroupedNetwork(models[0], 2, device="cpu", dtype=torch.float64, conv=conv)
+    assert [layer.kind for layer in net.layers] == ["conv", "relu", "flatten", "linear"]
+    for j, m in enumerate(models):
+        for n, p in m.named_parameters():
+            with torch.no_grad():
+                p.copy_(torch.randn(p.shape, generator=g, dtype=torch.float64))
+            net.params[n][j].copy_(p.detach())
+    x = torch.randn(2, 2, 5, 4, 3, dtype=torch.float64, generator=g)  # (a, B, H, W, C)
+    out = net.forward(net.params, net.image_input(x.permute(1, 2, 3, 0, 4).contiguous()), 2)
+    for j, m in enumerate(models):
+        assert torch.allclose(out[j], m(x[j].permute(0, 3, 1, 2)), rtol=1e-12, atol=1e-12)
+
 def test_gemm_refuses_what_it_cannot_compute(model, data):
     run = RunSpec(make_algorithm("fedavg", sgd(0.05)), _clients(0, [4, 4]), FixedEpochs([4, 4], B, 1))
     with pytest.raises(ValueError, match="conv must be one of"):
