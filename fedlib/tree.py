@@ -338,7 +338,7 @@ def tree_vdot(a: Any, b: Any) -> float:
         if np.shape(x) != np.shape(y):
             raise ValueError(f"tree_vdot: leaf shapes differ: {tuple(np.shape(x))} vs {tuple(np.shape(y))}")
         if hasattr(x, "detach"):
-            if x.is_floating_point():  # accumulate in float64: float16 overflows past 65504
+            if not x.is_complex():  # accumulate in float64: float16 overflows past 65504, int8 products wrap
                 x, y = x.double(), y.double()
             total += float((x * y).sum().item())
         else:

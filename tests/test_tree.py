@@ -166,6 +166,25 @@ def test_norm_and_vdot_accumulate_in_float64():
     assert T.tree_vdot(np.arange(3, dtype=np.int8) * 60, np.arange(3, dtype=np.int8) * 60) == 60.0 ** 2 * 5
 
 
+
+@pytest.mark.parametrize("dtype", [torch.int8, torch.uint8, torch.int16, torch.bool])
+def test_vdot_and_norm_of_integer_tensors_do_not_wrap(dtype):
+    """Integer (and bool) torch leaves are real leaves, summed in float64 as numpy's are: int8 [0, 60, 120]
+    has <x, x> = 60^2 (1 + 4) = 18000, uint8 [200, 3] 40000 + 9, int16 [300, -300] 180000. The torch branch
+    cast only floating-point tensors, so the products wrapped in the leaf's own type: it gave 80, 73
+    (40000 mod 256 = 64, + 9) and 48928 (180000 mod 65536)."""
+    if dtype is torch.bool:
+        x, want = torch.tensor([True, False, True]), 2.0
+    elif dtype is torch.uint8:
+        x, want = torch.tensor([200, 3], dtype=dtype), 200.0 ** 2 + 9
+    elif dtype is torch.int16:
+        x, want = torch.tensor([300, -300], dtype=dtype), 2 * 300.0 ** 2  # 180000 > 32767
+    else:
+        x, want = torch.arange(3, dtype=dtype) * 60, 60.0 ** 2 * 5
+    assert T.tree_vdot({"a": x}, {"a": x}) == want
+    assert T.tree_vdot({"a": x}, {"a": x}) == T.tree_vdot({"a": x.numpy()}, {"a": x.numpy()})
+    assert T.tree_norm([x]) == pytest.approx(np.sqrt(want), rel=1e-15)
+
 def test_stacked_weighted_sum_of_integer_tensors_is_not_truncated():
     """Weights 0.5 on int leaves: (2 + 6) / 2 = 4 and (4 + 8) / 2 = 6; torch's new_tensor(c) truncated the weights
     to 0 on an int tensor; numpy gave floats."""
