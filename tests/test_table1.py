@@ -908,3 +908,30 @@ def test_table1_with_a_large_stack_reaches_training(tmp_path, monkeypatch, capsy
     with pytest.raises(Reached):
         main(["table1", "--sample", "--width", "0.03", "--rounds", "2", "--stack", "12", "--seeds", "0",
               "--cells", ",".join(cells), "--budget-seconds", "1000", "--results", str(tmp_path / "r")])
+
+
+def test_cell_setup_problems_names_an_unknown_cell():
+    """A result whose cell_id is no cell of CELLS (or that has no config at all) is reported as that, alone:
+    there is no cell to compare its other settings with."""
+    d = _committed()
+    d["config"]["cell_id"] = "sgd-e9-fedavg"
+    assert C.cell_setup_problems(d) == ["unknown cell 'sgd-e9-fedavg'"]
+    assert C.cell_setup_problems({"history": []}) == ["unknown cell None"]
+
+
+def test_data_fingerprint_of_tensors_is_that_of_the_same_arrays():
+    """The fingerprint hashes the values, whatever holds them: the data as torch tensors (as the engines hold
+    them) and the same numpy arrays give one fingerprint, and changing one pixel of the tensor changes it."""
+    import types
+
+    import torch
+
+    rng = np.random.default_rng(1)
+    arrays = dict(train_images=rng.integers(0, 256, (4, 2, 2, 3), dtype=np.uint8), train_labels=np.array([0, 1, 1, 0]),
+                  test_images=rng.integers(0, 256, (2, 2, 2, 3), dtype=np.uint8), test_labels=np.array([1, 0]))
+    parts = [[0, 1], [2, 3]]
+    plain = C.data_fingerprint(types.SimpleNamespace(**arrays), parts)
+    tensors = {k: torch.from_numpy(v.copy()) for k, v in arrays.items()}
+    assert C.data_fingerprint(types.SimpleNamespace(**tensors), parts) == plain
+    tensors["train_images"][0, 0, 0, 0] ^= 1
+    assert C.data_fingerprint(types.SimpleNamespace(**tensors), parts)["sha256"] != plain["sha256"]
