@@ -82,3 +82,28 @@ def test_a_positional_of_several_values_is_counted_and_named_value_by_value(caps
     assert stop.value.code == 2
     last = capsys.readouterr().err.strip().splitlines()[-1]
     assert last == f"prog span: error: unrecognized arguments: 3; prog span takes 2 positional arguments ({names}), got 3 (see --help)"
+
+
+def _exit_code(call) -> int:
+    """The status a process would exit with: ``call()``'s SystemExit code, else its return value."""
+    try:
+        return call()
+    except SystemExit as stop:
+        return stop.code
+
+
+@pytest.mark.parametrize("argv, code", [(["--help"], 0), (["nope"], 2), (["rerun", "no-such-result.json"], 2)])
+def test_python_m_fedlib_cli_is_python_m_fedlib(capsys, monkeypatch, argv, code):
+    """``python -m fedlib.cli`` (fedlib/cli/__main__.py) runs the same command line as ``python -m fedlib``:
+    the same output, and main's status as the process's exit status, whether main exits (0 for --help,
+    argparse's 2 for an unknown subcommand) or returns it (2 for a result file that is not there)."""
+    import runpy
+    import sys
+
+    monkeypatch.setattr(sys, "argv", ["fedlib.cli", *argv])
+    with pytest.raises(SystemExit) as stop:
+        runpy.run_module("fedlib.cli", run_name="__main__", alter_sys=True)
+    got = capsys.readouterr()
+    assert stop.value.code == code
+    assert _exit_code(lambda: main(argv)) == code
+    assert capsys.readouterr() == got
