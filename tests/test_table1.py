@@ -935,3 +935,15 @@ def test_data_fingerprint_of_tensors_is_that_of_the_same_arrays():
     assert C.data_fingerprint(types.SimpleNamespace(**tensors), parts) == plain
     tensors["train_images"][0, 0, 0, 0] ^= 1
     assert C.data_fingerprint(types.SimpleNamespace(**tensors), parts)["sha256"] != plain["sha256"]
+
+
+def test_summary_lines_claim_a_match_only_where_fednova_reached_the_baseline():
+    """A baseline FedNova never reached (``fraction`` None: no round number to give) gets no 'FedNova
+    reaches ...' line; one it reached gets its line with both round counts."""
+    match = [dict(baseline="FedAvg", row="SGD", setting="E=2", seed=0, fednova_rounds=None, baseline_rounds=100,
+                  fraction=None),
+             dict(baseline="FedProx", row="SGD", setting="E=5", seed=1, fednova_rounds=40, baseline_rounds=100,
+                  fraction=0.4)]
+    lines = C.summary_lines([], [], [], match, [], [])
+    assert lines[1:] == ["- FedNova reaches FedProx's final accuracy (SGD, E=5, seed 1) after 40 of 100 rounds "
+                         "(the paper: about half)."]
