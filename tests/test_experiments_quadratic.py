@@ -190,3 +190,31 @@ def test_fixed_point_check_at_a_zero_fixed_point_is_finite():
     """App. D.1's clients with tau_1 = tau_2: x~ = x* = 0, and ||x_T - x~|| / ||x~|| was 0/0 = nan."""
     checks = Q.fixed_point_check(Q.two_client_problem(1.0), [2, 2], 0.1)
     assert [c.rel_error for c in checks] == [0.0, 0.0]
+
+
+def test_plot_distance_panel_marks_a_diverged_run_and_draws_the_floors():
+    """Figure 2's panel: each run's distances against the rounds (log y), a diverged run labelled so and ended
+    by a cross at its last round, clipped to ``ymax`` (1e6 -> 100), with a note naming the round it stopped at,
+    and one dotted horizontal line per closed-form floor."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    x = np.zeros(2)
+    runs = {"fednova": Q.QuadraticRun("fednova", x, np.array([1.0, 0.5, 0.25]), False, None, ""),
+            "fedavg": Q.QuadraticRun("fedavg", x, np.array([1.0, 10.0, 1e6]), True, 2, "distance > 1000")}
+    fig, ax = plt.subplots()
+    Q.plot_distance_panel(ax, runs, "panel", floors={"fedavg": 0.3}, ymax=100.0)
+    lines = {line.get_label(): line for line in ax.get_lines() if not line.get_label().startswith("_")}
+    assert sorted(lines) == ["FedAvg (diverged)", "FedNova"]
+    assert list(lines["FedNova"].get_xdata()) == [0, 1, 2] and list(lines["FedNova"].get_ydata()) == [1.0, 0.5, 0.25]
+    assert list(lines["FedAvg (diverged)"].get_ydata()) == [1.0, 10.0, 1e6]
+    crosses = [line for line in ax.get_lines() if line.get_marker() == "x"]
+    assert len(crosses) == 1 and list(crosses[0].get_xdata()) == [2] and list(crosses[0].get_ydata()) == [100.0]
+    (note,) = ax.texts
+    assert note.get_text() == "FedAvg diverges\n(stopped at round 2)" and tuple(note.xy) == (2, 100.0)
+    floors = [line for line in ax.get_lines() if line.get_linestyle() == ":"]
+    assert len(floors) == 1 and list(floors[0].get_ydata()) == [0.3, 0.3]
+    assert ax.get_yscale() == "log" and ax.get_ylim()[1] == 100.0 and ax.get_title() == "panel"
+    plt.close(fig)
