@@ -1,0 +1,81 @@
+"""Chapter 8's figures from ``fedlib.experiments.speedup``: what each plot draws from the rows it is given
+(the lines, their labels and the guides' values, worked out by hand from the rows)."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from fedlib.experiments.speedup import ConsistencyRow, SamplingRow, SpeedupRow, plot_consistency, plot_sampling, plot_speedup
+
+
+@pytest.fixture
+def plt():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    yield plt
+    plt.close("all")
+
+
+def _lines(ax):
+    return {line.get_label(): line for line in ax.get_lines() if not line.get_label().startswith("_")}
+
+
+def test_plot_speedup_draws_one_line_per_m_and_algorithm_and_the_guide(plt):
+    """Theorem 3's left-hand side against m tau T: FedNova solid, FedAvg dashed with open markers, a pair
+    without rows draws nothing, and the dotted guide through FedNova's smallest budget falls as
+    (m tau T)^(-1/2): budgets 20 and 40 (m tau T = 1*2*10, 2*2*10) give 1.0 and 1/sqrt(2)."""
+    rows = [SpeedupRow("fednova", 1, 10, 2.0, 0.1, 1.0, 0.0), SpeedupRow("fednova", 2, 10, 2.0, 0.1, 0.8, 0.0),
+            SpeedupRow("fedavg", 1, 10, 2.0, 0.1, 2.0, 0.0)]
+    fig, ax = plt.subplots()
+    plot_speedup(ax, rows)
+    lines = _lines(ax)
+    guide = r"$\propto (m\tilde\tau T)^{-1/2}$"
+    assert sorted(lines) == sorted(["FedNova, m=1", "FedNova, m=2", "FedAvg, m=1", guide])
+    assert (list(lines["FedNova, m=2"].get_xdata()), list(lines["FedNova, m=2"].get_ydata())) == ([40.0], [0.8])
+    assert lines["FedNova, m=1"].get_linestyle() == "-" and lines["FedAvg, m=1"].get_linestyle() == "--"
+    assert lines["FedAvg, m=1"].get_markerfacecolor() == "none"
+    assert list(lines[guide].get_xdata()) == [20.0, 40.0]
+    np.testing.assert_allclose(lines[guide].get_ydata(), [1.0, 1 / np.sqrt(2)], rtol=1e-15)
+    assert ax.get_xscale() == ax.get_yscale() == "log"
+
+
+def test_plot_sampling_marks_where_q_passes_the_population(plt):
+    """Left: the largest population (m = 16) only, one line per q against q tau T, and the guide
+    (q tau T)^(-1/2) through its smallest budget (2*1*10 = 20: at 40, 80, 160 the guide is 1/sqrt(2), 1/2,
+    1/sqrt(8)). Right: the error at ``rounds`` = 20 against q per population; m = 4 < q = 8 gets a dotted
+    vertical line at q = 4, m = 16 the guide q^(-1/2) from its first point (q = 2, 0.5; at q = 8: 0.25)."""
+    rows = [SamplingRow("fednova", "replace", m, q, T, 1.0, 0.1, v, 0.01, float(min(q, m)))
+            for m, q, T, v in [(16, 2, 10, 1.0), (16, 2, 20, 0.5), (16, 8, 10, 0.6), (16, 8, 20, 0.3),
+                               (4, 2, 20, 0.7), (4, 8, 20, 0.6)]]
+    fig, axes = plt.subplots(1, 2)
+    plot_sampling(axes, rows, rounds=20)
+    left, right = _lines(axes[0]), _lines(axes[1])
+    guide = r"$\propto (q\tilde\tau T)^{-1/2}$"
+    np.testing.assert_array_equal(left[guide].get_xdata(), [20.0, 40.0, 80.0, 160.0])
+    np.testing.assert_allclose(left[guide].get_ydata(), [1.0, 1 / np.sqrt(2), 0.5, 1 / np.sqrt(8)], rtol=1e-15)
+    assert axes[0].get_title() == "m = 16 clients, q sampled per round"
+    assert sorted(t.get_text() for t in axes[0].get_legend().get_texts()) == sorted([guide, "q=2", "q=8"])
+    vertical = right["q = m = 4"]
+    assert list(vertical.get_xdata()) == [4, 4]
+    assert "q = m = 16" not in right
+    q_guide = right[r"$\propto q^{-1/2}$ (App. G)"]
+    np.testing.assert_array_equal(q_guide.get_xdata(), [2.0, 8.0])
+    np.testing.assert_allclose(q_guide.get_ydata(), [0.5, 0.25], rtol=1e-15)
+
+
+def test_plot_consistency_draws_the_distances_and_the_floor(plt):
+    """Left: the three distances against eta (log-log); right: min ||grad F||^2 against T, with FedAvg's
+    floor ||grad F(x~)||^2 of the last row as a dotted line and the y axis cut at 3 times it."""
+    rows = [ConsistencyRow(10, 0.2, 1.0, 0.1, 2.0, 0.5, 0.2, 1.5, 0.05),
+            ConsistencyRow(40, 0.1, 0.5, 0.01, 2.0, 0.3, 0.1, 1.5, 0.04)]
+    fig, axes = plt.subplots(1, 2)
+    plot_consistency(axes, rows)
+    left, right = _lines(axes[0]), _lines(axes[1])
+    assert list(left[r"FedNova: $\|x - x^*\|$"].get_ydata()) == [1.0, 0.5]
+    assert list(left[r"FedAvg: $\|x - \tilde x\|$"].get_ydata()) == [0.5, 0.3]
+    assert list(right["FedNova"].get_xdata()) == [10, 40] and list(right["FedAvg"].get_ydata()) == [0.2, 0.1]
+    assert list(right[r"$\|\nabla F(\tilde x)\|^2$"].get_ydata()) == [0.04, 0.04]
+    assert axes[1].get_ylim()[1] == pytest.approx(0.12, rel=1e-12)
