@@ -204,3 +204,31 @@ def test_summary_names_the_fraction_the_end_losses_came_from():
     assert "last 50% of rounds" in ST.summary_markdown(c, 2.0, 0.6, times, ends, None, end_fraction=0.5)
     with pytest.raises(ValueError, match="end_fraction"):
         ST.summary_markdown(c, 2.0, 0.6, times, ends, None, end_fraction=0.0)
+
+
+def test_plot_loss_vs_time_draws_every_seed_without_the_start():
+    """Left: each seed's losses against its simulated seconds, right: against rounds 1..T, both without the
+    initial point (time 0 has no place on the log axis); one colour per strategy, only the first seed
+    labelled (one legend entry per strategy) and drawn stronger than the others."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    losses = np.array([[2.0, 1.0, 0.5], [2.0, 1.2, 0.7]])
+    seconds = np.array([[0.0, 3.0, 6.0], [0.0, 4.0, 8.0]])
+    runs = {s: ST.StragglerCurves(s, (0, 1), losses + k, seconds * (k + 1), np.zeros((2, 2)), np.ones(2))
+            for k, s in enumerate(("wait-for-all", "fednova-fixed-time"))}
+    fig, axes = plt.subplots(1, 2)
+    ST.plot_loss_vs_time(axes, runs)
+    left, right = axes[0].get_lines(), axes[1].get_lines()
+    assert len(left) == len(right) == 4
+    assert [list(line.get_xdata()) for line in left] == [[3.0, 6.0], [4.0, 8.0], [6.0, 12.0], [8.0, 16.0]]
+    assert [list(line.get_ydata()) for line in left] == [[1.0, 0.5], [1.2, 0.7], [2.0, 1.5], [2.2, 1.7]]
+    assert all(list(line.get_xdata()) == [1, 2] for line in right)
+    assert [line.get_color() for line in left] == ["C2", "C2", "C3", "C3"]
+    assert [line.get_alpha() for line in left] == [0.9, 0.35, 0.9, 0.35]
+    labels = [t.get_text() for t in axes[0].get_legend().get_texts()]
+    assert labels == [runs["wait-for-all"].label, runs["fednova-fixed-time"].label]
+    assert axes[0].get_xscale() == "log" and axes[1].get_xscale() == "linear"
+    plt.close(fig)
