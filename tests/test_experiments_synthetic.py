@@ -47,3 +47,40 @@ def test_fedprox_factory_takes_the_lr_of_lr_sweep():
     assert S.fedprox(1.0)(prob, S.SETTINGS[0]).solver.lr == S.PAPER["lr"]
     out = S.lr_sweep(prob, S.SETTINGS[0], {"FedProx": S.fedprox(1.0)}, [0.04], [0], 2)
     assert out[0.04, "FedProx"].losses.shape == (1, 2)
+
+
+def _curves(losses, chi2, tau_eff):
+    losses, chi2, tau_eff = (np.asarray(a, dtype=float) for a in (losses, chi2, tau_eff))
+    zero = np.zeros_like(chi2)
+    return S.Curves((0, 1), losses, zero, chi2, tau_eff, zero, np.zeros(len(losses)))
+
+
+def test_plot_losses_and_diagnostics_draw_the_seed_means():
+    """plot_losses: per setting and label, the mean loss over seeds against rounds 0..T with the min-max
+    band, the family's colour, solid for the plain label and dashed for a variant ('FedNova (own
+    lr)'); plot_diagnostics: the seed means of chi^2 and tau_eff against rounds 1..T, later labels thinner."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    setting = S.Setting("a", "setting A", (2, 2))
+    grid = {("a", "FedAvg"): _curves([[4.0, 2.0, 1.0], [2.0, 2.0, 3.0]], [[0.5, 0.1], [0.3, 0.3]], [[2, 3], [4, 5]]),
+            ("a", "FedNova (own lr)"): _curves([[1.0, 1.0, 1.0], [3.0, 3.0, 3.0]], [[0, 0], [0, 0]], [[1, 1], [3, 3]])}
+    labels = ["FedAvg", "FedNova (own lr)"]
+    fig = S.plot_losses(grid, [setting], labels)
+    (ax,) = fig.axes
+    avg, nova = ax.get_lines()
+    assert list(avg.get_xdata()) == [0, 1, 2] and list(avg.get_ydata()) == [3.0, 2.0, 2.0]
+    assert list(nova.get_ydata()) == [2.0, 2.0, 2.0]
+    assert (avg.get_color(), avg.get_linestyle(), nova.get_color(), nova.get_linestyle()) == ("C0", "-", "C3", "--")
+    band = ax.collections[0].get_paths()[0].vertices  # fill_between: the max (upper) and min (lower) curves
+    assert {(x, y) for x, y in band} >= {(0.0, 2.0), (0.0, 4.0), (2.0, 1.0), (2.0, 3.0)}
+    assert ax.get_title() == "setting A" and ax.get_yscale() == "log"
+    fig = S.plot_diagnostics(grid, [setting], labels)
+    top, bottom = fig.axes
+    assert [list(line.get_ydata()) for line in top.get_lines()] == [[0.4, 0.2], [0.0, 0.0]]
+    assert [list(line.get_ydata()) for line in bottom.get_lines()] == [[3.0, 4.0], [2.0, 2.0]]
+    assert all(list(line.get_xdata()) == [1, 2] for line in top.get_lines())
+    assert [line.get_linewidth() for line in top.get_lines()] == pytest.approx([2.6, 1.8])
+    plt.close("all")
