@@ -101,3 +101,25 @@ def test_save_figure_interrupted_keeps_the_old_pair(tmp_path, monkeypatch):
     assert (png.read_bytes(), svg.read_bytes()) == old
     assert sorted(p.name for p in tmp_path.iterdir()) == ["f.png", "f.svg"]
     plt.close(fig)
+
+
+def test_figures_dir_without_the_variable(monkeypatch, tmp_path):
+    """Without $FEDLIB_FIGURES (or with it empty): ``figures/`` beside the fedlib package of a source checkout
+    (the folder holding pyproject.toml), and for an installed copy (no pyproject.toml beside the package)
+    ``./figures``, created."""
+    from pathlib import Path
+
+    from fedlib import plotting
+
+    monkeypatch.setenv("FEDLIB_FIGURES", "")
+    monkeypatch.chdir(tmp_path)  # elsewhere than the checkout
+    checkout = Path(plotting.__file__).resolve().parents[1]
+    assert (checkout / "pyproject.toml").exists()
+    assert plotting.figures_dir() == checkout / "figures"
+    monkeypatch.delenv("FEDLIB_FIGURES")
+    assert plotting.figures_dir() == checkout / "figures"
+    installed = tmp_path / "site-packages" / "fedlib"
+    installed.mkdir(parents=True)
+    monkeypatch.setattr(plotting, "__file__", str(installed / "plotting.py"))
+    assert not (tmp_path / "figures").exists()
+    assert plotting.figures_dir() == Path.cwd() / "figures" and (tmp_path / "figures").is_dir()
