@@ -474,6 +474,31 @@ def test_plot_bias_puts_the_limits_where_they_are():
     plt.close(fig)
 
 
+
+def test_plot_bias_with_one_sample_dependent_choice_draws_on_one_axis():
+    """With only the default's row beside the population's (no App. H row), the plane is the line through
+    x* and the default's limit: that limit at its true distance on the first axis, and every point at 0 on
+    the second (the components off the line are dropped), with no App. H limit drawn."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    base, work = S.base_setup(seed=0, dim=4)
+    rows = [r for r in S.sampling_bias(base, work, [2], [300], seeds=2) if r.tau_eff != "selected_p"]
+    assert sorted(r.tau_eff for r in rows) == ["participants", "population"]
+    fig, ax = plt.subplots()
+    S.plot_bias(ax, rows, base.optimum(), 2, 300)
+    lines = {ln.get_label(): ln for ln in ax.get_lines() if not ln.get_label().startswith("_")}
+    assert "predicted limit $x_c$ (App. H)" not in lines
+    default = S.bias_row(rows, 2, 300, "participants")
+    limit = lines["predicted limit $x_c$ (default)"]
+    assert limit.get_xdata()[0] == pytest.approx(np.linalg.norm(default.limit - base.optimum()), rel=1e-12)
+    averaged = [ln for label, ln in lines.items() if "averaged" in label]
+    assert sum(len(ln.get_ydata()) for ln in averaged) == 2 * 2
+    assert all(y == 0.0 for ln in averaged + [limit] for y in ln.get_ydata())
+    plt.close(fig)
+
 class _TwoSolvers:
     """Both clients take 5 steps; client i runs solver i."""
 
