@@ -79,3 +79,23 @@ def test_plot_consistency_draws_the_distances_and_the_floor(plt):
     assert list(right["FedNova"].get_xdata()) == [10, 40] and list(right["FedAvg"].get_ydata()) == [0.2, 0.1]
     assert list(right[r"$\|\nabla F(\tilde x)\|^2$"].get_ydata()) == [0.04, 0.04]
     assert axes[1].get_ylim()[1] == pytest.approx(0.12, rel=1e-12)
+
+
+def test_summary_markdown_leaves_out_the_bullets_of_an_algorithm_without_rows():
+    """Chapter 8's summary says only what was measured: a grid of FedAvg cells alone gets no 'Linear
+    speedup' bullet (and FedAvg's bullet quotes its largest budget, 2*2*20 = 80: 0.6); a grid of FedNova
+    cells alone and no equal-budget groups gets the speedup bullet without the groups' sentence, and no
+    FedAvg bullet."""
+    from fedlib.experiments.speedup import summary_markdown
+
+    cons = [ConsistencyRow(10, 0.2, 1.0, 0.1, 2.0, 0.5, 0.2, 1.5, 0.05),
+            ConsistencyRow(40, 0.1, 0.5, 0.01, 2.0, 0.3, 0.1, 1.5, 0.04)]
+    avg = [SpeedupRow("fedavg", 1, 10, 2.0, 0.1, 0.7, 0.0), SpeedupRow("fedavg", 2, 20, 2.0, 0.1, 0.6, 0.0)]
+    nova = [SpeedupRow("fednova", 1, 10, 2.0, 0.1, 0.3, 0.0), SpeedupRow("fednova", 4, 20, 2.0, 0.1, 0.1, 0.0)]
+    lines = summary_markdown(cons, avg, -0.5, -0.4, -0.5, []).splitlines()
+    assert len(lines) == 2 and lines[0].startswith("- **Theorem 3, arbitrary local work.**")
+    assert lines[1].startswith("- FedAvg gains nothing from more clients or rounds here: 0.6 at the largest budget")
+    lines = summary_markdown(cons, nova, -0.5, -0.4, -0.5, []).splitlines()
+    assert len(lines) == 2 and lines[1].startswith("- **Linear speedup.**")
+    assert "$m = 1, \\dots, 4$ and $T = 10, \\dots, 20$ (Theorem 3: $-1/2$)." in lines[1]
+    assert lines[1].endswith("(Theorem 3: $-1/2$).")
