@@ -382,16 +382,22 @@ def test_grouped_linear_without_bias_is_each_models_linear(conv):
     models = [nn.Sequential(nn.Conv2d(3, 2, 3, padding=1), nn.ReLU(), nn.Flatten(), nn.Linear(2 * 5 * 4, 6, bias=False),
                             nn.ReLU(), nn.Linear(6, 3, bias=False)).double() for _ in range(3)]
     net = GroupedNetwork(models[0], 3, device="cpu", dtype=torch.float64, conv=conv)
+    _assert_grouped_is_each_model(net, models, g)
+
+
+def _assert_grouped_is_each_model(net, models, g):
+    """Random weights for each model, copied into ``net``'s rows; on a random batch of 2 images of 5x4x3 per
+    model, ``net``'s logits are each model's own (float64, 1e-12)."""
     for j, m in enumerate(models):
         for n, p in m.named_parameters():
             with torch.no_grad():
                 p.copy_(torch.randn(p.shape, generator=g, dtype=torch.float64))
             net.params[n][j].copy_(p.detach())
-    x = torch.randn(3, 2, 5, 4, 3, dtype=torch.float64, generator=g)  # (a, B, H, W, C)
-    out = net.forward(net.params, net.image_input(x.permute(1, 2, 3, 0, 4).contiguous()), 3)
+    a = len(models)
+    x = torch.randn(a, 2, 5, 4, 3, dtype=torch.float64, generator=g)  # (a, B, H, W, C)
+    out = net.forward(net.params, net.image_input(x.permute(1, 2, 3, 0, 4).contiguous()), a)
     for j, m in enumerate(models):
         assert torch.allclose(out[j], m(x[j].permute(0, 3, 1, 2)), rtol=1e-12, atol=1e-12)
-
 
 
 @pytest.mark.parametrize("conv", ["cudnn", "gemm"])
@@ -404,15 +410,8 @@ def test_grouped_network_passes_identity_layers_through(conv):
                             nn.Linear(2 * 5 * 4, 3)).double() for _ in range(2)]
     net = GroupedNetwork(models[0], 2, device="cpu", dtype=torch.float64, conv=conv)
     assert [layer.kind for layer in net.layers] == ["conv", "relu", "flatten", "linear"]
-    for j, m in enumerate(models):
-        for n, p in m.named_parameters():
-            with torch.no_grad():
-                p.copy_(torch.randn(p.shape, generator=g, dtype=torch.float64))
-            net.params[n][j].copy_(p.detach())
-    x = torch.randn(2, 2, 5, 4, 3, dtype=torch.float64, generator=g)  # (a, B, H, W, C)
-    out = net.forward(net.params, net.image_input(x.permute(1, 2, 3, 0, 4).contiguous()), 2)
-    for j, m in enumerate(models):
-        assert torch.allclose(out[j], m(x[j].permute(0, 3, 1, 2)), rtol=1e-12, atol=1e-12)
+    _assert_grouped_is_each_model(net, models, g)
+
 
 def test_gemm_refuses_what_it_cannot_compute(model, data):
     run = RunSpec(make_algorithm("fedavg", sgd(0.05)), _clients(0, [4, 4]), FixedEpochs([4, 4], B, 1))
