@@ -319,9 +319,10 @@ def _torch_promote(a, b):
 
 
 def tree_vdot(a: Any, b: Any) -> float:
-    """Sum over leaves of the inner products ``<a, b>``; leaves are paired as by
+    r"""Sum over leaves of the inner products ``<a, b>``; leaves are paired as by
     :func:`tree_map` (dicts by key) and must have the same shapes. Real leaves are
-    accumulated in float64 whatever their dtype (a float16 sum overflows past 65504).
+    accumulated in float64 whatever their dtype (a float16 sum overflows past 65504); for complex
+    leaves it is the real part of :math:`\sum \bar a b` (so :func:`tree_norm` is the 2-norm).
 
     Example
     -------
@@ -338,9 +339,14 @@ def tree_vdot(a: Any, b: Any) -> float:
         if np.shape(x) != np.shape(y):
             raise ValueError(f"tree_vdot: leaf shapes differ: {tuple(np.shape(x))} vs {tuple(np.shape(y))}")
         if hasattr(x, "detach"):
-            if not x.is_complex():  # accumulate in float64: float16 overflows past 65504, int8 products wrap
-                x, y = x.double(), y.double()
-            total += float((x * y).sum().item())
+            if x.is_complex() or y.is_complex():  # Re <x, y> with x conjugated, as np.vdot below
+                import torch
+
+                x, y = x.to(torch.complex128).reshape(-1), y.to(torch.complex128).reshape(-1)
+                total += float(x.conj().dot(y).real.item())
+                return
+            # accumulate in float64: float16 overflows past 65504, int8 products wrap
+            total += float((x.double() * y.double()).sum().item())
         else:
             xa, ya = np.asarray(x).ravel(), np.asarray(y).ravel()
             if xa.dtype.kind in "fiub":

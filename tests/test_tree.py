@@ -185,6 +185,17 @@ def test_vdot_and_norm_of_integer_tensors_do_not_wrap(dtype):
     assert T.tree_vdot({"a": x}, {"a": x}) == T.tree_vdot({"a": x.numpy()}, {"a": x.numpy()})
     assert T.tree_norm([x]) == pytest.approx(np.sqrt(want), rel=1e-15)
 
+
+def test_vdot_and_norm_of_complex_tensors_are_numpys():
+    """Complex leaves: Re sum(conj(a) b), as np.vdot; the torch branch raised TypeError (float of a complex sum).
+    a = [3 + 4j, 1j], b = [1, 2 - 1j]: conj(a) b = (3 - 4j) + (-1j)(2 - 1j) = 3 - 4j - 2j - 1 = 2 - 6j, real part 2;
+    ||a||^2 = 25 + 1. A real tensor paired with a complex one is promoted (a = [2, 1] with b: 2 + 2 = 4)."""
+    a, b = torch.tensor([3 + 4j, 1j]), torch.tensor([1 + 0j, 2 - 1j])
+    assert T.tree_vdot([a], [b]) == 2.0 == T.tree_vdot([a.numpy()], [b.numpy()])
+    assert T.tree_norm({"a": a}) == pytest.approx(np.sqrt(26.0), rel=1e-15)
+    assert T.tree_vdot([torch.tensor([2.0, 1.0])], [b]) == 4.0
+
+
 def test_stacked_weighted_sum_of_integer_tensors_is_not_truncated():
     """Weights 0.5 on int leaves: (2 + 6) / 2 = 4 and (4 + 8) / 2 = 6; torch's new_tensor(c) truncated the weights
     to 0 on an int tensor; numpy gave floats."""
