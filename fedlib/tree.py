@@ -322,7 +322,8 @@ def tree_vdot(a: Any, b: Any) -> float:
     r"""Sum over leaves of the inner products ``<a, b>``; leaves are paired as by
     :func:`tree_map` (dicts by key) and must have the same shapes. Real leaves are
     accumulated in float64 whatever their dtype (a float16 sum overflows past 65504); for complex
-    leaves it is the real part of :math:`\sum \bar a b` (so :func:`tree_norm` is the 2-norm).
+    leaves it is the real part of :math:`\sum \bar a b` (so :func:`tree_norm` is the 2-norm), accumulated
+    in complex128. A torch leaf may be paired with a numpy array or a number, either way round.
 
     Example
     -------
@@ -338,10 +339,14 @@ def tree_vdot(a: Any, b: Any) -> float:
         nonlocal total
         if np.shape(x) != np.shape(y):
             raise ValueError(f"tree_vdot: leaf shapes differ: {tuple(np.shape(x))} vs {tuple(np.shape(y))}")
-        if hasattr(x, "detach"):
-            if x.is_complex() or y.is_complex():  # Re <x, y> with x conjugated, as np.vdot below
-                import torch
+        if hasattr(x, "detach") or hasattr(y, "detach"):
+            import torch
 
+            # a tensor paired with a numpy array or a number (either way round): the other on its device
+            # (np.asarray first: a Python float is float64 there, float32 as torch.as_tensor(0.1))
+            device = (x if hasattr(x, "detach") else y).device
+            x, y = (t if hasattr(t, "detach") else torch.as_tensor(np.asarray(t), device=device) for t in (x, y))
+            if x.is_complex() or y.is_complex():  # Re <x, y> with x conjugated, as np.vdot below
                 x, y = x.to(torch.complex128).reshape(-1), y.to(torch.complex128).reshape(-1)
                 total += float(x.conj().dot(y).real.item())
                 return
@@ -349,7 +354,9 @@ def tree_vdot(a: Any, b: Any) -> float:
             total += float((x.double() * y.double()).sum().item())
         else:
             xa, ya = np.asarray(x).ravel(), np.asarray(y).ravel()
-            if xa.dtype.kind in "fiub":
+            if xa.dtype.kind == "c" or ya.dtype.kind == "c":  # complex64 sums in single precision
+                xa, ya = xa.astype(np.complex128), ya.astype(np.complex128)
+            elif xa.dtype.kind in "fiub":
                 xa, ya = xa.astype(np.float64), ya.astype(np.float64)
             total += float(np.vdot(xa, ya).real)
 

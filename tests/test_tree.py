@@ -166,7 +166,6 @@ def test_norm_and_vdot_accumulate_in_float64():
     assert T.tree_vdot(np.arange(3, dtype=np.int8) * 60, np.arange(3, dtype=np.int8) * 60) == 60.0 ** 2 * 5
 
 
-
 @pytest.mark.parametrize("dtype", [torch.int8, torch.uint8, torch.int16, torch.bool])
 def test_vdot_and_norm_of_integer_tensors_do_not_wrap(dtype):
     """Integer (and bool) torch leaves are real leaves, summed in float64 as numpy's are: int8 [0, 60, 120]
@@ -194,6 +193,36 @@ def test_vdot_and_norm_of_complex_tensors_are_numpys():
     assert T.tree_vdot([a], [b]) == 2.0 == T.tree_vdot([a.numpy()], [b.numpy()])
     assert T.tree_norm({"a": a}) == pytest.approx(np.sqrt(26.0), rel=1e-15)
     assert T.tree_vdot([torch.tensor([2.0, 1.0])], [b]) == 4.0
+
+
+def test_vdot_of_complex64_arrays_is_accumulated_in_complex128():
+    """x = [1e4, 1] as complex64: <x, x> = 1e8 + 1 = 100000001, which float32 cannot hold (its spacing at 1e8
+    is 8); np.vdot of complex64 arrays summed in single precision and gave 100000000, while the same values
+    as a torch tensor (complex128) or as float32 (float64) gave 100000001. A real array paired with a
+    complex one: [2, 1] . [3 + 4j, 1j] = Re(6 + 8j + 1j) = 6, without numpy's ComplexWarning (the complex
+    array was cast to float64, dropping its imaginary part)."""
+    import warnings
+
+    x = np.array([1e4, 1.0], dtype=np.complex64)
+    assert T.tree_vdot([x], [x]) == 100000001.0 == T.tree_vdot([torch.from_numpy(x)], [torch.from_numpy(x)])
+    assert T.tree_norm({"x": x}) == pytest.approx(np.sqrt(100000001.0), rel=1e-15)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert T.tree_vdot([np.array([2.0, 1.0])], [np.array([3 + 4j, 1j])]) == 6.0
+
+
+@pytest.mark.parametrize("order", ["tensor first", "tensor second"])
+def test_vdot_pairs_a_tensor_with_a_numpy_leaf_or_a_number_either_way(order):
+    """A torch leaf paired with a numpy array or a Python number gives what two numpy leaves give, in either
+    order: [3 + 4j, 1j] with itself 25 + 1 = 26; 2 . 3 = 6; 1 . 0.1 = 0.1 exactly (the number in float64, not
+    torch's float32 0.10000000149...). A tensor first raised AttributeError ('numpy.ndarray' object has no
+    attribute 'is_complex' / 'to'); a tensor second went through numpy."""
+    c = torch.tensor([3 + 4j, 1j])
+    pairs = [(c, c.numpy(), 26.0), (torch.tensor(2.0), 3.0, 6.0),
+             (torch.tensor(1.0, dtype=torch.float64), 0.1, 0.1), (torch.tensor([2.0]), np.array([3], dtype=np.int8), 6.0)]
+    for tensor, other, want in pairs:
+        a, b = (tensor, other) if order == "tensor first" else (other, tensor)
+        assert T.tree_vdot({"w": a}, {"w": b}) == want, (tensor, other)
 
 
 def test_stacked_weighted_sum_of_integer_tensors_is_not_truncated():
