@@ -84,6 +84,33 @@ def test_a_positional_of_several_values_is_counted_and_named_value_by_value(caps
     assert last == f"prog span: error: unrecognized arguments: 3; prog span takes 2 positional arguments ({names}), got 3 (see --help)"
 
 
+@pytest.mark.parametrize("arguments, argv, takes", [
+    ([("x", {"nargs": "?"})], ["a", "b"], "at most 1 positional argument ([x])"),
+    ([("x", {"nargs": "+"})], ["a", "b", "-f", "c"], "1 or more positional arguments (x [x ...])"),
+    ([("x", {"nargs": "*", "metavar": ("A", "B")})], ["a", "-f", "c"], "0 or more positional arguments ([A [B ...]])"),
+    ([("x", {}), ("y", {"nargs": "?"})], ["a", "b", "c"], "1 to 2 positional arguments (x, [y])"),
+    ([("x", {"choices": ["p", "q"]}), ("y", {"nargs": 2})], ["p", "b", "c", "d"], "3 positional arguments ({p,q}, y, y), got 4"),
+])
+def test_a_positional_of_no_fixed_count_is_reported_without_a_wrong_count(capsys, arguments, argv, takes):
+    """A positional with nargs '?', '*' or '+' takes at most one, any number, one or more values: the message
+    gives that range, names it as its usage does, and leaves out "got N" (how many values it took is not
+    known). It said "takes 1 positional argument (x), got 2" for x '+' given a b -f c (x took a and b:
+    three given), and "takes 2 positional arguments (A, B), got 3" for a tuple metavar with '*'. A
+    positional with choices is named by them, as usage names it ('{p,q}', not its dest 'x')."""
+    from fedlib.cli import _CommandParser
+
+    parser = _CommandParser(prog="prog")
+    sub = parser.add_subparsers(dest="command").add_parser("span", prog="prog span")
+    sub.add_argument("-f", action="store_true")
+    for name, kwargs in arguments:
+        sub.add_argument(name, **kwargs)
+    with pytest.raises(SystemExit) as stop:
+        parser.parse_args(["span", *argv])
+    assert stop.value.code == 2
+    last = capsys.readouterr().err.strip().splitlines()[-1]
+    assert last == f"prog span: error: unrecognized arguments: {argv[-1]}; prog span takes {takes} (see --help)"
+
+
 def _exit_code(call) -> int:
     """The status a process would exit with: ``call()``'s SystemExit code, else its return value."""
     try:

@@ -74,11 +74,22 @@ def _subparsers_of(parser: argparse.ArgumentParser):
 
 def _value_names(action: argparse.Action) -> list:
     """The names of the values a positional argument takes, as its usage shows them: its
-    ``metavar`` (a tuple names each of ``nargs`` values) or ``dest``, once per value."""
-    count = action.nargs if isinstance(action.nargs, int) else 1
-    if isinstance(action.metavar, tuple):
-        return list(action.metavar)
-    return [action.metavar or action.dest] * count
+    ``metavar`` (a tuple names each of ``nargs`` values), its choices (``{a,b}``) or ``dest``, once
+    per value. A positional of no fixed count (``nargs`` ``'?'``, ``'*'``, ``'+'``) is one entry, as
+    its usage writes it (``[x]``, ``x [x ...]``)."""
+    usage = argparse.HelpFormatter("")
+    low, high = _value_range(action)
+    if low == high:
+        return list(usage._metavar_formatter(action, action.dest)(low))
+    return [usage._format_args(action, action.dest)]
+
+
+def _value_range(action: argparse.Action) -> tuple:
+    """The fewest and the most values a positional argument takes (most ``None``: no limit)."""
+    if action.nargs is None or isinstance(action.nargs, int):
+        count = 1 if action.nargs is None else action.nargs
+        return count, count
+    return {"?": (0, 1), "+": (1, None)}.get(action.nargs, (0, None))
 
 
 class _CommandParser(argparse.ArgumentParser):
@@ -115,9 +126,18 @@ class _CommandParser(argparse.ArgumentParser):
                            if not a.option_strings and not isinstance(a, argparse._SubParsersAction)]
             # a positional with nargs=N takes N values (named by a tuple metavar, or its one name N times)
             names = [name for a in positionals for name in _value_names(a)]
-            takes = ("no positional arguments" if not names else
-                     f"{len(names)} positional argument{'s' if len(names) > 1 else ''} ({', '.join(names)})")
-            message += f"; {leaf.prog} takes {takes}, got {len(names) + extra_positionals} (see --help)"
+            ranges = [_value_range(a) for a in positionals]
+            fewest = sum(low for low, _ in ranges)
+            most = None if any(high is None for _, high in ranges) else sum(high for _, high in ranges)
+            if fewest == most:
+                takes = ("no positional arguments" if not names else
+                         f"{len(names)} positional argument{'s' if len(names) > 1 else ''} ({', '.join(names)})")
+                takes += f", got {len(names) + extra_positionals}"
+            else:  # how many values a '?', '*' or '+' positional took is not known: no "got"
+                count = (f"{fewest} or more" if most is None else f"at most {most}" if not fewest else
+                         f"{fewest} to {most}")
+                takes = f"{count} positional argument{'' if count == 'at most 1' else 's'} ({', '.join(names)})"
+            message += f"; {leaf.prog} takes {takes} (see --help)"
         leaf.error(message)
 
 
