@@ -5,6 +5,19 @@ a resolved default, what is printed, which file is written).
 
 Expected values are read off the input or worked out by hand in the comments. Everything runs in
 process (``fedlib.cli.main`` or the helpers directly), on tiny generated data sets.
+
+Mutants of a33e916..37f92d9, the unrecognised-positional message of ``fedlib/cli/__init__.py``
+(``_value_names``, and the review's ``_value_range`` for positionals of no fixed count) (pass described
+in tests/README.md, Mutation passes): 16 mutants, one at a time, ``pytest -x`` on test_cli_usage.py and
+this file: 14 killed by the suite, 2 killed here, 0 equivalent.
+  C1 '?' taken as (0, None), C2 '+' as (0, None), C3 another nargs ('*') as (1, None), C4 nargs=N counted 1,
+  C5 ``low == high`` -> ``high is not None`` ('?' named by no value), C6 one name for nargs=N, C7 the dest
+  for the usage form, C8 the names as before the review (a choices positional by its dest), C9 no limit
+  summed as 0, C10 the fewest values counted as the names, C12 'at most' for the wrong case, C13 always
+  plural, C14 one name per positional, C15 ``fewest == most`` -> ``most is not None``: killed by the suite
+  (tests/test_cli_usage.py; C1-C3, C5, C7-C10, C12, C13, C15 by the review's test there).
+  C11 "got" as the names + 1, C16 the extra positionals counted as one: killed here
+  (test_an_unrecognised_positional_count_is_of_every_extra_value_not_the_options).
 """
 from __future__ import annotations
 
@@ -1023,3 +1036,13 @@ def test_bench_synthetic_passes_its_flags_on(tmp_path, monkeypatch):
     assert _error(["bench", "synthetic", "--quiet", "--json", str(tmp_path)]) \
         == f"--json {tmp_path}: is a folder, give a file name like result.json"
     assert len(calls) == 2
+
+
+# ----------------------------------------------------------------------------- unrecognised positionals
+def test_an_unrecognised_positional_count_is_of_every_extra_value_not_the_options():
+    """rerun takes 1 positional (result); given a.json b.json --bogus c.json it got 3 values (a.json, and
+    b.json and c.json left over; --bogus is not a positional value): "got 3". Kills C11 (got = names + 1)
+    and C16 (the extras counted as one)."""
+    assert _error(["rerun", "a.json", "b.json", "--bogus", "c.json"]) == (
+        "unrecognized arguments: b.json --bogus c.json; python -m fedlib rerun takes 1 positional argument "
+        "(result), got 3 (see --help)")
