@@ -179,7 +179,11 @@ def fake_dist(monkeypatch):
                  "get_world_size", "all_gather_object", "all_gather", "barrier"):
         monkeypatch.setattr(dist, name, getattr(fake, name))
     registered = []
-    monkeypatch.setattr(fd, "atexit", types.SimpleNamespace(register=registered.append))
+
+    def unregister(handler):  # atexit.unregister: every registration of it, none an error
+        registered[:] = [h for h in registered if h != handler]
+
+    monkeypatch.setattr(fd, "atexit", types.SimpleNamespace(register=registered.append, unregister=unregister))
     fake.registered = registered
     monkeypatch.setattr(torch.cuda, "set_device", lambda i: fake.calls.append(("set_device", i)))
     for k in ("WORLD_SIZE", "RANK", "LOCAL_RANK"):
