@@ -30,6 +30,18 @@ of TorchCommunicator and init_from_env) (pass described in tests/README.md, Muta
   collective, DB4 TorchCommunicator's rank / world size fixed at 0 / 1, DB5 an initialised group initialised
   again (the behaviour the examples show; with one process DB3, DB4 pass the examples): killed by the suite
   (the fake torch.distributed tests above).
+
+Mutants of a33e916..37f92d9, init_from_env's exit handler registered once per process (pass described in
+tests/README.md, Mutation passes): 4 mutants, one at a time, ``pytest -x`` on test_distributed.py and this
+file (``-k "init_from_env or example or process_group"``): 3 killed by the suite, 1 here, 0 equivalent.
+  D1 no ``atexit.unregister`` (3 handlers for 3 groups), D4 a lambda registered (unregister misses it):
+  killed by test_distributed.py::test_init_from_env_registers_its_exit_handler_once_per_process.
+  D2 unregister after register (no handler): killed by
+  test_distributed.py::test_init_from_env_destroys_its_process_group_at_exit.
+  D3 the handler registered outside ``if not dist.is_initialized()`` (also for a group init_from_env did not
+  start): killed here (test_init_from_env_leaves_a_group_it_did_not_start_to_its_owner).
+  The pass found test_init_from_env_starts_one_group failing since 831946f (its fake ``atexit`` had no
+  ``unregister``); the fixture's fake has one now.
 """
 import json
 import os
@@ -237,6 +249,18 @@ def test_init_from_env_starts_one_group(fake_dist, monkeypatch, device, backend,
     fd.init_from_env(device, backend=backend)  # already initialised: no second group, no second handler
     assert len([c for c in fake_dist.calls if c[0] == "init_process_group"]) == 1
     assert fake_dist.registered == [fd._destroy_process_group]
+
+
+def test_init_from_env_leaves_a_group_it_did_not_start_to_its_owner(fake_dist, monkeypatch):
+    """A group started before init_from_env (by the caller's own init_process_group) is kept and no exit
+    handler is registered for it: its owner destroys it (an owner's own exit handler, registered earlier,
+    would run after ours and find no group). Kills D3 (the handler registered outside the
+    ``not dist.is_initialized()`` branch)."""
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    monkeypatch.setenv("RANK", "1")
+    fake_dist.initialized = True
+    assert isinstance(fd.init_from_env("cpu"), fd.TorchCommunicator)
+    assert fake_dist.registered == [] and [c for c in fake_dist.calls if c[0] == "init_process_group"] == []
 
 
 def test_destroy_process_group_at_exit_only_when_one_is_alive(fake_dist):
