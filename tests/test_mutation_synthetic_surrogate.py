@@ -5,6 +5,16 @@ failing (constants of the paper's setup, the per-round diagnostics of run_settin
 summaries final_losses / end_loss / claim_holds, the flat directions and the Newton solve of
 the surrogate chapter). Expected values are worked out by hand or with plain numpy from the
 paper's formulas, never copied from the functions' output.
+
+Mutants of a33e916..37f92d9, Setting.epochs' annotation and docstring (pass described in tests/README.md,
+Mutation passes): 4 mutants, one at a time, ``pytest -x`` on test_experiments_synthetic.py, test_lint.py,
+test_setting_and_table_inputs.py, test_api_page.py and this file: 2 killed by the suite, 2 equivalent.
+  S1 ``epochs: tuple`` again (Tuple, Union imported for nothing: ruff F401), S2 Tuple, Union not imported
+  (ruff F821 in the annotation): killed by test_lint.py.
+  S3 the docstring's ``(2, 5)`` -> ``(5, 2)``: prose, no behaviour (what it says, "1-5" -> (1, 5), is
+  test_setting_and_table_inputs.py's); S4 ``Tuple[int, int]`` -> ``Tuple[int, ...]``: equivalent (the
+  module's annotations are strings, never evaluated; the API page that shows them is checked only on a
+  built book).
 """
 from __future__ import annotations
 
