@@ -490,10 +490,13 @@ def test_a_server_optimizer_whose_init_fails_on_the_model_is_not_checked():  # K
 
 
 def test_a_server_optimizer_whose_init_takes_no_weak_reference_is_still_checked():  # K5
-    summing = ServerOptimizer(np.zeros_like, lambda change, state, params, lr: (params + change, state + change), "sum")
+    # init: a method descriptor (the model's copy, zeros here), which takes no weak reference on every numpy and
+    # Python (np.zeros_like did on numpy 2 only: on numpy 1.x it is a plain Python function)
+    summing = ServerOptimizer(np.ndarray.copy, lambda change, state, params, lr: (params + change, state + change),
+                              "sum")
     algo = make_algorithm("fedavg", sgd(1.0), summing)
-    with pytest.raises(TypeError):  # what the look-up's cache meets: np.zeros_like takes no weak reference
-        algorithms._KEPT_STATE_TYPE.get(np.zeros_like)
+    with pytest.raises(TypeError):  # what the look-up's cache meets: the init takes no weak reference
+        algorithms._KEPT_STATE_TYPE.get(np.ndarray.copy)
     state = _rounds(algo, algo.init(np.zeros(1), num_clients=2), 2)
     assert float(state.params[0]) == 1.0 and float(state.server[0]) == 1.0
     plain_state = make_algorithm("fedavg", sgd(1.0)).init(np.zeros(1), num_clients=2)
