@@ -48,7 +48,9 @@ def steps_per_epoch(num_samples, batch_size: int) -> np.ndarray:
     if np.any(n < 1):
         raise ValueError(f"num_samples: client {int(np.flatnonzero(n < 1)[0])} has no data")
     b = check_int("batch_size", batch_size, minimum=1)
-    return -(-n.astype(np.int64) // b)
+    # np.int64(b): a batch size past 64 bits raises OverflowError on every numpy (numpy 1.x would compute with
+    # a Python int into an object array, numpy 2 raises)
+    return -(-n.astype(np.int64) // np.int64(b))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -155,7 +157,7 @@ class FixedEpochs:
         return np.full(self.num_clients, self.epochs, dtype=np.int64)
 
     def local_steps(self, round_index: int) -> np.ndarray:
-        return self.epochs * self._spe
+        return np.int64(self.epochs) * self._spe  # epochs past 64 bits: OverflowError on every numpy, as above
 
 
 @dataclasses.dataclass(frozen=True)
