@@ -46,6 +46,7 @@ file (``-k "init_from_env or example or process_group"``): 3 killed by the suite
 import json
 import os
 import pickle
+import re
 import socket
 import subprocess
 import sys
@@ -580,6 +581,16 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
+# torch 2.8 to (at least) 2.9 print this line from gloo's C++ on every process that starts a gloo group (the pinned
+# torch does not): torch's output, not fedlib's, left out of what the tests compare
+_GLOO_BANNER = re.compile(r"^\[Gloo\] Rank \d+ is connected to \d+ peer ranks\. "
+                          r"Expected number of connected peer ranks is : \d+\n?", re.MULTILINE)
+
+
+def _without_gloo_banner(text: str) -> str:
+    return _GLOO_BANNER.sub("", text)
+
+
 @pytest.mark.slow
 def test_two_gloo_processes_only_rank_0_writes_and_prints(tmp_path):
     """Ranks started as torchrun does (WORLD_SIZE, RANK, MASTER_*), each in its own folder: rank 0 prints
@@ -596,6 +607,7 @@ def test_two_gloo_processes_only_rank_0_writes_and_prints(tmp_path):
         procs.append(subprocess.Popen(argv, cwd=tmp_path / f"m{rank}", env=env, stdout=subprocess.PIPE,
                                       stderr=subprocess.PIPE, text=True))
     (out0, err0), (out1, err1) = [p.communicate(timeout=120) for p in procs]
+    out0, out1 = _without_gloo_banner(out0), _without_gloo_banner(out1)
     rc0, rc1 = (p.returncode for p in procs)
     assert (rc0, rc1) == (0, 0), err0[-2000:] + err1[-2000:]
     assert (out1, err1) == ("", "")
