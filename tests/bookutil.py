@@ -24,6 +24,14 @@ def unavailable(reason: str) -> None:
     pytest.skip(reason)
 
 
+def require_book_module(name: str) -> None:
+    """Skip locally (fail in CI) without ``name``, a module of the ``book`` extra (sphinx, IPython,
+    markdown_it, jupyter_client, papermill): ``make test`` installs it, ``pip install -e '.[test]'`` alone
+    does not."""
+    if importlib.util.find_spec(name) is None:
+        unavailable(f"needs {name}, which the book extra installs (pip install -e '.[book,test]')")
+
+
 @functools.lru_cache(maxsize=1)
 def build_script():
     spec = importlib.util.spec_from_file_location("build_book", BUILD_SCRIPT)

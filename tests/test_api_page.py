@@ -18,7 +18,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import yaml
-from bookutil import HTML_DIR, autodoc_extension, unavailable
+from bookutil import HTML_DIR, autodoc_extension, require_book_module, unavailable
 
 from fedlib.experiments import speedup as S
 
@@ -55,6 +55,7 @@ def _module_docstrings():
 def test_module_docstrings_keep_no_section_title_but_napoleons():
     """What the page's module docstrings become: no underlined title is left but those napoleon reads
     (Example, Notes, ...); the module docstrings do have titles of their own (else this checks nothing)."""
+    require_book_module("sphinx")
     from sphinx.ext.napoleon import Config
 
     ext = _autodoc_ext()

@@ -21,6 +21,7 @@ import scipy.linalg
 
 from fedlib.solvers import decayed_sgd, momentum_proximal_sgd, momentum_sgd, proximal_sgd, sgd
 from fedlib.theory import AppGStepConditions, appg_max_lr, appg_step_conditions
+from bookutil import require_book_module
 
 ROOT = Path(__file__).resolve().parents[1]
 SEEDS = range(6)
@@ -240,6 +241,7 @@ def test_bad_inputs_are_refused_by_name(kwargs, name):
 # ---------------------------------------------------------------- chapter 8's sampling runs
 def _chapter8_setup():
     """Chapter 8's parameter cell and its set-up cell, executed as the chapter executes them (ci profile)."""
+    require_book_module("IPython")  # the set-up cell displays with it
     cells = json.loads((ROOT / "book" / "08_theorem3_speedup.ipynb").read_text())["cells"]
     code = ["".join(c["source"]) for c in cells if c["cell_type"] == "code"]
     assert "parameters" in next(c for c in cells if c["cell_type"] == "code")["metadata"].get("tags", [])

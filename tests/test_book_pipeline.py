@@ -21,7 +21,7 @@ from pathlib import Path
 
 import nbformat
 import pytest
-from bookutil import build_script, toc_docnames
+from bookutil import build_script, require_book_module, toc_docnames
 import yaml
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -129,7 +129,7 @@ def test_chapter_has_one_parameters_cell(docname):
 def test_papermill_reads_every_parameter(docname):
     """`papermill --help-notebook` lists every parameter with its comment as help: one
     name per line, no '=' inside a comment (papermill skips such lines with a warning)."""
-    pytest.importorskip("papermill")
+    require_book_module("papermill")
     from papermill.translators import PythonTranslator
 
     nb = nbformat.read(ROOT / f"{docname}.ipynb", as_version=4)
@@ -198,6 +198,7 @@ def test_config_renders_markdown_outputs_with_tables():
 
 
 def test_markdown_table_parses_as_one_table_even_with_pipes_in_cells():
+    require_book_module("markdown_it")
     from markdown_it import MarkdownIt
 
     from fedlib.report import markdown_table
@@ -239,6 +240,8 @@ def _notebook(path: Path, *sources: str) -> None:
 
 def test_build_script_executes_in_root_and_fails_on_assert(tmp_path):
     """A scratch book: one passing and one failing chapter, executed but not rendered."""
+    for module in ("papermill", "jupyter_client"):
+        require_book_module(module)
     book = tmp_path / "scratch"
     (book / "book").mkdir(parents=True)
     shutil.copy2(ROOT / "_config.yml", book / "_config.yml")

@@ -14,6 +14,7 @@ from fedlib.data.clients import FederatedDataset
 from fedlib.experiments import surrogate as SU
 from fedlib.experiments import run_seeds
 from fedlib.problems.logistic import LogisticProblem
+from bookutil import require_book_module
 
 
 def _three_classes_one_unseen() -> FederatedDataset:
@@ -180,6 +181,7 @@ def _chapter3_problem_seeds(monkeypatch, seed: int) -> list:
 
     import fedlib.plotting
     import fedlib.problems
+    require_book_module("IPython")
     from IPython import display as ipy_display
 
     from fedlib.problems.quadratic import random_quadratic as real
@@ -247,6 +249,7 @@ def _code_cells(chapter: str) -> list[str]:
 
 def _run_setup(chapter: str, seed: int, name: str):
     """Execute the chapter's parameters cell (with ``seed``) and the code cell after it; return ``name``."""
+    require_book_module("IPython")  # the set-up cells display with it
     cells = _code_cells(chapter)
     k = next(i for i, (is_params, _) in enumerate(cells) if is_params)
     namespace: dict = {}

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from bookutil import require_book_module
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -25,6 +26,7 @@ def _autodoc_modules():
 def _attribute_docs(name):
     """Names of the module-level assignments with a ``#:`` comment (or a docstring after them),
     the only data autodoc shows without ``:undoc-members:``."""
+    require_book_module("sphinx")
     from sphinx.pycode import ModuleAnalyzer
 
     analyzer = ModuleAnalyzer.for_module(name)
@@ -727,6 +729,7 @@ def test_constant_comments_render_as_descriptions():
     aggregations of eq. (4)' (three unresolved references, which fail the book's ``-n -W`` render) and
     only the text after the colon as its description. Every documented constant of the API page must
     come out of napoleon (with the book's settings) as the comment itself, with no ``:type:``."""
+    require_book_module("sphinx")
     from sphinx.ext.napoleon import Config
     from sphinx.ext.napoleon.docstring import GoogleDocstring
     from sphinx.pycode import ModuleAnalyzer
