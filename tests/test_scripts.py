@@ -243,3 +243,68 @@ def test_measure_host_planning_refuses_a_non_positive_count():
                           env={**__import__("os").environ, "PYTHONPATH": str(ROOT)}, timeout=300)
     assert proc.returncode == 2, proc.stdout + proc.stderr
     assert "--steps must be >= 1" in proc.stderr
+
+
+# --------------------------------------------------------------------------- check_ranges.sh
+def _check_ranges(tmp_path, *args, **env):
+    import os
+
+    return subprocess.run(["bash", str(ROOT / "scripts" / "check_ranges.sh"), *args], capture_output=True, text=True,
+                          timeout=60, env={**os.environ, "DRY_RUN": "1", **env})
+
+
+def test_check_ranges_installs_each_end_in_its_own_clone_and_runs_the_suite_and_the_book(tmp_path):
+    """The commands behind the README's 'both ends of those ranges were tested' (DRY_RUN prints them): the
+    lowest end with uv's lowest-direct resolution on PYTHON_LOWEST, the newest with plain pip on PYTHON_NEWEST,
+    each editable from a clone under WORKDIR, then the suite without the browser tests and the book's ci build
+    in that clone; nothing is removed, made or cloned outside WORKDIR."""
+    import shlex
+
+    work = tmp_path / "ranges"
+    done = _check_ranges(tmp_path, str(work), PYTHON_LOWEST="/py/low", PYTHON_NEWEST="/py/new")
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    low, new = lines.index("== lowest: /py/low"), lines.index("== newest: /py/new")
+    assert low == 0 < new
+    ends = {"lowest": [shlex.split(line) for line in lines[1:new]],
+            "newest": [shlex.split(line) for line in lines[new + 1:]]}
+    for end, commands in ends.items():
+        tree, venv = f"{work}/{end}/tree", f"{work}/{end}/venv"
+        assert ["git", "clone", "-q", str(ROOT), tree] in commands
+        assert [f"/py/{end[:3]}", "-m", "venv", venv] in commands
+        installs = [c for c in commands if "install" in c and f"{tree}[book,test]" in c]
+        if end == "lowest":
+            assert installs == [[f"{venv}/bin/uv", "pip", "install", "-q", "--python", f"{venv}/bin/python",
+                                 "--resolution", "lowest-direct", "-e", f"{tree}[book,test]"]]
+        else:
+            assert installs == [[f"{venv}/bin/pip", "install", "-q", "-e", f"{tree}[book,test]"]]
+        tests = [c for c in commands if "pytest" in c]
+        assert len(tests) == 1 and tests[0][:3] == ["env", "-C", tree]
+        assert tests[0][tests[0].index(f"{venv}/bin/python"):] == [
+            f"{venv}/bin/python", "-m", "pytest", "-q", "-n", "2", "--dist", "loadfile", "-m", "not serial",
+            "-p", "no:cacheprovider"]
+        assert [c for c in commands if "scripts/build_book.py" in c] == [
+            ["env", "-C", tree, f"{venv}/bin/python", "scripts/build_book.py", "--profile", "ci"]]
+        writes = [c for c in commands if c[0] in ("rm", "mkdir", "git")]
+        assert len(writes) == 3 and all(c[-1].startswith(str(work)) for c in writes), writes
+
+
+@pytest.mark.parametrize("args, message", [
+    ((), "usage: scripts/check_ranges.sh WORKDIR [lowest] [newest]"),
+    (("--help",), "usage: scripts/check_ranges.sh WORKDIR [lowest] [newest]"),
+    (("/tmp/x", "oldest"), "check_ranges.sh: unknown end 'oldest' (lowest or newest)"),
+])
+def test_check_ranges_refuses_bad_arguments_before_anything_runs(tmp_path, args, message):
+    done = _check_ranges(tmp_path, *args)
+    assert (done.returncode, done.stdout, done.stderr.strip()) == (2, "", message)
+
+
+def test_check_ranges_names_a_missing_interpreter(tmp_path):
+    import os
+
+    env = {k: v for k, v in os.environ.items() if k != "DRY_RUN"}
+    done = subprocess.run(["bash", str(ROOT / "scripts" / "check_ranges.sh"), str(tmp_path / "w"), "newest"],
+                          capture_output=True, text=True, timeout=60, env={**env, "PYTHON_NEWEST": "/no/python"})
+    assert done.returncode == 2
+    assert done.stderr.strip() == "check_ranges.sh: no interpreter at /no/python (set PYTHON_NEWEST)"
+    assert not (tmp_path / "w").exists()
