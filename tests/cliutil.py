@@ -1,9 +1,10 @@
 """Running ``python -m fedlib`` in this process, for the command-line tests (imported by the test
-modules that need it), and a Ctrl-C right after a checkpoint is saved."""
+modules that need it), a Ctrl-C right after a checkpoint is saved, and an edited copy of a result file."""
 from __future__ import annotations
 
 import contextlib
 import io
+import json
 
 
 def cli_exit(argv) -> tuple:
@@ -34,3 +35,13 @@ def ctrl_c_after_saving(monkeypatch):
 
     monkeypatch.setattr(fedlib.checkpoint, "save_checkpoint", save_then_interrupt)
     return real_save
+
+
+def edited_result(path, tmp_path, edit):
+    """A copy of the result JSON at ``path`` in ``tmp_path`` with ``edit(doc)`` applied to its document (the
+    original is left as it is); returns the copy's path."""
+    doc = json.loads(path.read_text())
+    edit(doc)
+    out = tmp_path / "edited.json"
+    out.write_text(json.dumps(doc))
+    return out

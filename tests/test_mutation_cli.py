@@ -30,7 +30,7 @@ import pytest
 
 from fedlib.cli import common
 from fedlib.cli.common import CLIError
-from cliutil import cli_exit
+from cliutil import cli_exit, edited_result
 
 SYN = ["run", "synthetic", "--num-clients", "3", "--rounds", "2"]
 
@@ -841,14 +841,6 @@ def recorded(tmp_path_factory):
     return path
 
 
-def _edited(recorded, tmp_path, edit):
-    doc = json.loads(recorded.read_text())
-    edit(doc)
-    path = tmp_path / "edited.json"
-    path.write_text(json.dumps(doc))
-    return path
-
-
 def test_rerun_refuses_an_out_it_cannot_write(recorded, tmp_path):
     """Before rerunning (not through the run's own refusal, which adds a 'rerun ... failed' line)."""
     out = tmp_path / "no" / "new.json"
@@ -861,13 +853,13 @@ def test_rerun_refuses_an_out_it_cannot_write(recorded, tmp_path):
                                              d.pop("summary"))],  # a summary of 2 rounds: refused when read
                          ids=["bench", "empty history"])
 def test_rerun_refuses_a_result_that_is_not_a_run(recorded, tmp_path, edit):
-    path = _edited(recorded, tmp_path, edit)
+    path = edited_result(recorded, tmp_path, edit)
     assert _error(["rerun", str(path), "--quiet"]) == f"{path} is not a run result with a history"
 
 
 def test_rerun_prints_what_it_reruns_the_commit_note_and_the_verdict(recorded, tmp_path, monkeypatch):
     monkeypatch.setenv("FEDLIB_GIT_COMMIT", "a" * 40)  # this checkout
-    path = _edited(recorded, tmp_path, lambda d: d["provenance"].update(git_commit="b" * 40, command="cmd"))
+    path = edited_result(recorded, tmp_path, lambda d: d["provenance"].update(git_commit="b" * 40, command="cmd"))
     rc, out, err = cli_exit(["rerun", str(path)])
     assert (rc, err) == (0, "")  # no progress bar: stderr is not a terminal and no --progress
     assert out.splitlines() == [
@@ -876,7 +868,7 @@ def test_rerun_prints_what_it_reruns_the_commit_note_and_the_verdict(recorded, t
         "match: 2 rounds, initial, summary and config equal to 1e-12"]
     # made at this commit (or an unknown one): no note
     for commit in ("a" * 40, "unknown"):
-        path = _edited(recorded, tmp_path,
+        path = edited_result(recorded, tmp_path,
                        lambda d, commit=commit: d["provenance"].update(git_commit=commit, command="cmd"))
         rc, out, err = cli_exit(["rerun", str(path)])
         assert rc == 0 and out.splitlines()[1:] == ["match: 2 rounds, initial, summary and config equal to 1e-12"]
@@ -896,7 +888,7 @@ def test_rerun_reports_flags_the_run_refuses_after_the_check(recorded, tmp_path,
     import fedlib.cli.rerun as rerun
 
     monkeypatch.setattr(rerun, "_check_argv", lambda argv, paths: None)
-    path = _edited(recorded, tmp_path, lambda d: d["config"].update(seed=-1))
+    path = edited_result(recorded, tmp_path, lambda d: d["config"].update(seed=-1))
     rc, out, err = cli_exit(["rerun", str(path), "--quiet"])
     assert rc == 2 and out == ""
     lines = err.splitlines()

@@ -7,7 +7,6 @@ key or holds an invalid value is a bad input (exit 2, one line, no traceback or 
 --quiet prints only the verdict, and why a failing rerun failed. Most runs are 2-round, 3-client Synthetic runs."""
 from __future__ import annotations
 
-import json
 import os
 
 import pytest
@@ -16,7 +15,7 @@ import shutil
 from fedlib.cli import main
 from fedlib.data import save_leaf, synthetic
 
-from cliutil import cli_exit
+from cliutil import cli_exit, edited_result
 
 FLAGS = ["run", "synthetic", "--num-clients", "3", "--rounds", "2", "--epochs", "1", "--quiet"]
 
@@ -40,14 +39,6 @@ def original(tmp_path_factory):
     return path
 
 
-def _tampered(original, tmp_path, edit):
-    doc = json.loads(original.read_text())
-    edit(doc)
-    path = tmp_path / "tampered.json"
-    path.write_text(json.dumps(doc))
-    return path
-
-
 def test_untampered_result_matches(original, capsys):
     code, out, _ = _cli(capsys, "rerun", original, "--quiet")
     assert code == 0 and out.startswith("match: 2 rounds"), out
@@ -56,7 +47,7 @@ def test_untampered_result_matches(original, capsys):
 # ----------------------------------------------------------------------------- defect 1: --out
 @pytest.mark.parametrize("how", ["same", "dotdot", "symlink", "hardlink"])
 def test_out_naming_the_checked_result_is_refused(original, tmp_path, capsys, monkeypatch, how):
-    res = _tampered(original, tmp_path, lambda d: d["initial"].update(train_loss=0.001))
+    res = edited_result(original, tmp_path, lambda d: d["initial"].update(train_loss=0.001))
     before = res.read_bytes()
     monkeypatch.chdir(tmp_path)
     if how == "same":
@@ -90,7 +81,7 @@ TAMPER = [
 
 @pytest.mark.parametrize("needle,edit", TAMPER, ids=[t[0] for t in TAMPER])
 def test_tampered_initial_summary_or_config_is_a_mismatch(original, tmp_path, capsys, needle, edit):
-    res = _tampered(original, tmp_path, edit)
+    res = edited_result(original, tmp_path, edit)
     code, out, err = _cli(capsys, "rerun", res, "--quiet")
     assert code == 1, out + err
     assert out.startswith("MISMATCH: " + needle), out
@@ -103,7 +94,7 @@ def test_mismatch_names_every_differing_part_config_first(original, tmp_path, ca
         d["config"]["data"]["num_features"] = 3
         d["initial"]["train_loss"] = 0.001
 
-    code, out, _ = _cli(capsys, "rerun", _tampered(original, tmp_path, edit), "--quiet")
+    code, out, _ = _cli(capsys, "rerun", edited_result(original, tmp_path, edit), "--quiet")
     assert code == 1
     parts = [out.index(s) for s in ("MISMATCH: config.data.num_features", "initial.train_loss",
                                     "field tau_eff (history[1].tau_eff)", "summary.final_test_accuracy")]
@@ -111,7 +102,7 @@ def test_mismatch_names_every_differing_part_config_first(original, tmp_path, ca
 
 
 def test_history_difference_names_round_and_field(original, tmp_path, capsys):
-    res = _tampered(original, tmp_path, lambda d: d["history"][1]["a_norms"].__setitem__(2, 5.0))
+    res = edited_result(original, tmp_path, lambda d: d["history"][1]["a_norms"].__setitem__(2, 5.0))
     code, out, _ = _cli(capsys, "rerun", res, "--quiet")
     assert code == 1 and out.startswith("MISMATCH: round 1, field a_norms (history[1].a_norms[2])"), out
 
@@ -122,7 +113,7 @@ def test_tolerance_applies_to_initial_and_summary(original, tmp_path, capsys):
         d["history"][-1]["train_loss"] += 1e-9  # the summary repeats the last round (checked when read)
         d["summary"]["final_train_loss"] = d["history"][-1]["train_loss"]
 
-    res = _tampered(original, tmp_path, edit)
+    res = edited_result(original, tmp_path, edit)
     assert _cli(capsys, "rerun", res, "--quiet")[0] == 1
     code, out, _ = _cli(capsys, "rerun", res, "--quiet", "--tol", "1e-6")
     assert code == 0, out
@@ -135,7 +126,7 @@ def test_wall_clock_and_process_count_are_not_compared(original, tmp_path, capsy
         d["summary"]["images_per_second"] = 4.5
         d["history"][0]["time_s"] = 99.0
 
-    code, out, err = _cli(capsys, "rerun", _tampered(original, tmp_path, edit), "--quiet")
+    code, out, err = _cli(capsys, "rerun", edited_result(original, tmp_path, edit), "--quiet")
     assert code == 0, out + err
 
 
@@ -159,7 +150,7 @@ BAD_CONFIG = [
 
 @pytest.mark.parametrize("name,edit,needle", BAD_CONFIG, ids=[b[0] for b in BAD_CONFIG])
 def test_bad_recorded_config_exits_2_naming_the_key(original, tmp_path, capsys, name, edit, needle):
-    res = _tampered(original, tmp_path, lambda d: edit(d["config"]))
+    res = edited_result(original, tmp_path, lambda d: edit(d["config"]))
     code, out, err = _cli(capsys, "rerun", res, "--quiet")
     assert code == 2, out + err
     assert needle in err, err
