@@ -387,6 +387,8 @@ def _same(x: Any, y: Any) -> bool:
         xa, ya = np.asarray(x), np.asarray(y)
         if xa.shape != ya.shape or xa.dtype.kind in "OSUV" or ya.dtype.kind in "OSUV":
             return xa.shape == ya.shape and all(_same(u, v) for u, v in zip(xa.ravel().tolist(), ya.ravel().tolist()))
+        if (xa.dtype.kind in "Mm" or ya.dtype.kind in "Mm") and xa.dtype.kind != ya.dtype.kind:
+            return False  # a date or duration is no number (numpy 1.x warns comparing them elementwise)
         return bool(np.array_equal(xa, ya, equal_nan=xa.dtype.kind in "fc" and ya.dtype.kind in "fc"))
     if isinstance(x, (list, tuple)) and isinstance(y, (list, tuple)):
         return len(x) == len(y) and all(_same(u, v) for u, v in zip(x, y))
