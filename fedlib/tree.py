@@ -398,7 +398,8 @@ def tree_stacked_weighted_sum(stacked: Any, coefficients: Sequence[float]) -> An
     r"""Return :math:`\sum_i c_i\, \mathrm{stacked}[i]` for a tree whose leaves carry a
     leading client axis of length ``len(coefficients)`` (numpy or torch).
 
-    Rows whose coefficient is 0 are left out (as in :func:`tree_weighted_sum`); floating
+    Every leaf must be an array or tensor with that axis (a number or 0-d leaf is refused with
+    ``ValueError``). Rows whose coefficient is 0 are left out (as in :func:`tree_weighted_sum`); floating
     leaves keep their dtype, integer leaves give floating results (numpy: float64; torch:
     the default float dtype). The batched engine's clients are such a stack; :func:`fedlib.rule.aggregate_stacked`
     sums them with it.
@@ -418,6 +419,9 @@ def tree_stacked_weighted_sum(stacked: Any, coefficients: Sequence[float]) -> An
     every_row = keep.size == c.size
 
     def contract(x):
+        if np.ndim(x) == 0:  # a number or 0-d array has no client axis (x.shape[0] raised IndexError/AttributeError)
+            raise ValueError(f"stacked leaf must have a leading axis of {c.size} clients, got a {type(x).__name__} "
+                             f"of shape ()")
         if x.shape[0] != c.size:
             raise ValueError(f"stacked leaf has leading size {x.shape[0]} but there are {c.size} coefficients")
         if hasattr(x, "new_tensor"):

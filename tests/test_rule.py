@@ -320,3 +320,13 @@ def test_nan_in_a_change_passes_the_rule_and_apply_raises_on_it():
         updates = [ClientUpdate(0, bad, 1.0, 1), ClientUpdate(1, np.array([2.0]), 2.0, 2)]
         with pytest.raises(FloatingPointError, match="aggregated update is not finite"):
             algo.apply(algo.init(np.zeros(1), 2), full_participation(p), updates, 1.0, p)
+
+
+def test_aggregate_stacked_refuses_a_number_leaf_by_name():
+    """aggregate_stacked of a stack whose leaf is a number or 0-d array (no client axis) failed with AttributeError
+    ('float' object has no attribute 'shape') or IndexError (tuple index out of range); it is a ValueError of deltas."""
+    from fedlib.rule import aggregate_stacked
+
+    for deltas in ([1.0, 2.0], np.array(0.5), {"w": np.ones((2, 1)), "n": 3.0}):
+        with pytest.raises(ValueError, match="deltas: stacked leaf must have a leading axis of 2 clients"):
+            aggregate_stacked(deltas, [0.5, 0.5], [1.0, 1.0], "fedavg")

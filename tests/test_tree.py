@@ -302,3 +302,11 @@ def test_tree_index_refuses_a_bool(i):
     with pytest.raises(ValueError, match="^i must be a row index"):
         tree_index(stacked, i)
     assert tree_index(stacked, np.int64(1))["w"].tolist() == [3.0, -1.0]
+
+
+@pytest.mark.parametrize("leaf", [3.0, np.array(0.5), np.float64(2.0), torch.tensor(1.0)])
+def test_stacked_weighted_sum_refuses_a_leaf_without_the_client_axis(leaf):
+    """A number or 0-d leaf has no axis of clients: a ValueError naming the axis, not x.shape[0]'s
+    AttributeError ('float' object has no attribute 'shape') or IndexError (tuple index out of range)."""
+    with pytest.raises(ValueError, match="leading axis of 2 clients"):
+        T.tree_stacked_weighted_sum({"w": np.ones((2, 3)), "count": leaf}, [0.5, 0.5])
