@@ -87,7 +87,8 @@ def _check_a_norms(a_norms: Any, size: int, weights: str) -> np.ndarray:
 def normalized_update(delta: Any, lr: float, a_norm: float) -> Any:
     r"""The normalised gradient :math:`d_i = -\Delta_i / (\eta \|a_i\|_1)` (paper eq. 4).
 
-    Works on any tree of arrays or tensors; returns a new tree. ``lr`` and ``a_norm`` are checked; the
+    Works on any tree of arrays or tensors; returns a new tree. ``lr`` and ``a_norm`` are checked (each finite and
+    > 0, and their product > 0: ``ValueError`` where it underflows); the
     tree's entries are not (a NaN in :math:`\Delta_i` gives a NaN in :math:`d_i`, as in any arithmetic):
     :meth:`fedlib.algorithms.FederatedAlgorithm.apply` raises ``FloatingPointError`` on a non-finite aggregated change.
 
@@ -105,7 +106,10 @@ def normalized_update(delta: Any, lr: float, a_norm: float) -> Any:
     """
     lr = check_positive("lr", lr)
     a_norm = check_positive("a_norm", a_norm)
-    scale = -1.0 / (lr * a_norm)
+    step = lr * a_norm
+    if step == 0:  # both > 0, but the product underflows (subnormal numbers): -1.0 / 0.0 raised ZeroDivisionError
+        raise ValueError(f"lr * a_norm underflows to 0 (lr = {lr!r}, a_norm = {a_norm!r}: subnormal numbers?)")
+    scale = -1.0 / step
     return tree_map(lambda x: x * scale, delta)
 
 

@@ -330,3 +330,11 @@ def test_aggregate_stacked_refuses_a_number_leaf_by_name():
     for deltas in ([1.0, 2.0], np.array(0.5), {"w": np.ones((2, 1)), "n": 3.0}):
         with pytest.raises(ValueError, match="deltas: stacked leaf must have a leading axis of 2 clients"):
             aggregate_stacked(deltas, [0.5, 0.5], [1.0, 1.0], "fedavg")
+
+
+@pytest.mark.parametrize("lr, a_norm", [(0.5, 5e-324), (5e-324, 0.5), (1e-200, 1e-200)])
+def test_normalized_update_refuses_lr_times_a_norm_underflowing(lr, a_norm):
+    """lr and a_norm each > 0 passed the checks, but their product is 0 in float64 (0.5 * 5e-324 rounds to 0), and
+    -1.0 / (lr * a_norm) raised ZeroDivisionError ('float division by zero'); a ValueError naming both now."""
+    with pytest.raises(ValueError, match="lr \\* a_norm underflows to 0"):
+        R.normalized_update(np.array([1.0]), lr=lr, a_norm=a_norm)
