@@ -262,18 +262,25 @@ def tree_weighted_sum(trees: Sequence[Any], coefficients: Sequence[float]) -> An
         first, rest = terms[0], terms[1:]
         out = leaves[first] * coefficients[first]
         # clients in different precisions: the sum takes the widest, whichever client comes first
-        # (in-place += / add_ would otherwise cast every later client to the first one's dtype)
+        # (in-place += / add_ would otherwise cast every later client to the first one's dtype), and so does
+        # every product c_i * leaf_i (a float32 client's product was rounded to float32 before joining a
+        # float64 sum: 1e-8 relative off, and with torch only when that client came first)
         if torch_leaf:
             target = out.dtype
             for i in rest:
                 target = _torch_promote(target, leaves[i].dtype)
-            out = out.to(target)
+            if target != out.dtype:
+                out = leaves[first].to(target) * coefficients[first]
         elif isinstance(out, (np.ndarray, np.generic)):
-            out = out.astype(np.result_type(out, *(leaves[i] for i in rest)), copy=False)
+            target = np.result_type(out, *(leaves[i] for i in rest))
+            if target != out.dtype:
+                out = np.asarray(leaves[first], dtype=target) * coefficients[first]
         for i in rest:
             c, leaf = coefficients[i], leaves[i]
             if hasattr(out, "add_"):
-                out.add_(leaf, alpha=c)
+                out.add_(leaf, alpha=c)  # computed in out's dtype
+            elif isinstance(out, (np.ndarray, np.generic)):
+                out += c * np.asarray(leaf, dtype=out.dtype)
             else:
                 out += c * leaf
         return out

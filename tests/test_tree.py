@@ -310,3 +310,17 @@ def test_stacked_weighted_sum_refuses_a_leaf_without_the_client_axis(leaf):
     AttributeError ('float' object has no attribute 'shape') or IndexError (tuple index out of range)."""
     with pytest.raises(ValueError, match="leading axis of 2 clients"):
         T.tree_stacked_weighted_sum({"w": np.ones((2, 3)), "count": leaf}, [0.5, 0.5])
+
+
+@pytest.mark.parametrize("lib", ["numpy", "torch"])
+def test_weighted_sum_of_mixed_precisions_multiplies_in_the_widest(lib):
+    """A float32 client and a float64 one, both 1.0, weights 1/3: the float64 sum is 1/3 + 1/3 in float64. The
+    float32 client's product c * x was rounded to float32 first (1/3 as 0.3333333432674408) and the sum was
+    9.934e-9 off, for numpy in either order and for torch when the float32 client came first."""
+    if lib == "numpy":
+        lo, hi = np.array([1.0], dtype=np.float32), np.array([1.0])
+    else:
+        lo, hi = torch.tensor([1.0], dtype=torch.float32), torch.tensor([1.0], dtype=torch.float64)
+    for trees in ([lo, hi], [hi, lo]):
+        out = T.tree_weighted_sum(trees, [1 / 3, 1 / 3])
+        assert float(out[0]) == 1 / 3 + 1 / 3
