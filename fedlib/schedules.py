@@ -22,7 +22,7 @@ import math
 
 import numpy as np
 
-from ._validate import (_is_number, bool_entry, check_finite_array, check_int, check_int_array, check_local_steps,
+from ._validate import (_is_number, bool_entry, check_count, check_finite_array, check_int, check_int_array, check_local_steps,
                         check_nonnegative, check_positive, is_bool, plain)
 from .rng import generator
 
@@ -441,7 +441,8 @@ def _random_local_work(seed: int, low: tuple, high: tuple, num_solvers: int,
 
 
 def parse_epochs(text: str) -> tuple[int, int]:
-    """Parse ``"2"`` -> (2, 2) or an inclusive range ``"2-5"`` -> (2, 5).
+    """Parse ``"2"`` -> (2, 2) or an inclusive range ``"2-5"`` -> (2, 5); a whole number ``n`` >= 1 gives (n, n)
+    (``2.5`` or ``True`` is refused, not cut to 2 or taken as 1).
 
     Example
     -------
@@ -452,6 +453,9 @@ def parse_epochs(text: str) -> tuple[int, int]:
     ...
     ValueError: epochs range must satisfy 1 <= low <= high, got '5-2'
     """
+    if not isinstance(text, str):  # a number: whole, >= 1 (int() cut 2.9 to 2 epochs, took True as 1, overflowed on inf)
+        lo = hi = check_count("epochs", text, minimum=1)
+        return lo, hi
     try:
         if "-" in str(text):
             lo, hi = (int(v) for v in str(text).split("-", 1))

@@ -336,3 +336,13 @@ def test_wallclock_steps_that_overflow_int64_are_refused():
     with pytest.raises(ValueError, match="speeds: client 0 would take"):
         WallClock([1e19], 1.0).local_steps(0)
     assert WallClock([0.29, 1e6], 100.0).local_steps(0).tolist() == [29, 10 ** 8]
+
+
+@pytest.mark.parametrize("bad", [2.5, 2.9, True, float("inf"), float("nan"), None, 0])
+def test_parse_epochs_refuses_a_number_that_is_not_a_whole_count(bad):
+    """A number goes through (parse_epochs(3) == (3, 3)); int() cut 2.5 and 2.9 to (2, 2) epochs and took True as
+    (1, 1) without a word (bench_synthetic(epochs=2.5) ran 2 epochs and recorded 2.5), raised OverflowError on inf
+    and int()'s TypeError on None. All are a ValueError naming epochs now; a whole 2.0 is still 2."""
+    with pytest.raises(ValueError, match="epochs"):
+        SC.parse_epochs(bad)
+    assert SC.parse_epochs(2.0) == (2, 2)
