@@ -691,7 +691,11 @@ def two_client_lower_bound(tau1: int, tau2: int, a: float = 1.0) -> TwoClientExa
 
 
 # ---------------------------------------------------------------- quadratics
-def _check_quadratic(H, e, p, local_steps=None, weights_name: str = "p"):
+#: :func:`_check_quadratic`'s default for a caller that takes no step counts (``None`` given for them is checked)
+_NO_STEPS = object()
+
+
+def _check_quadratic(H, e, p, local_steps=_NO_STEPS, weights_name: str = "p"):
     H = check_finite_array("H", H, ndim=3)
     m, d, d2 = H.shape
     if d != d2:
@@ -703,7 +707,9 @@ def _check_quadratic(H, e, p, local_steps=None, weights_name: str = "p"):
     bad = np.flatnonzero(asymmetry > 1e-10 * np.abs(H).max(axis=(1, 2), initial=0.0))
     if bad.size:
         raise ValueError(f"H: every H_i must be symmetric; H_{bad[0]} is not (max |H - H^T| = {asymmetry[bad[0]]:.3g})")
-    steps = None if local_steps is None else check_local_steps("local_steps", local_steps, size=m)
+    # a caller that takes local_steps needs them: None was let through and failed deep inside as
+    # AttributeError ('NoneType' object has no attribute 'astype')
+    steps = None if local_steps is _NO_STEPS else check_local_steps("local_steps", local_steps, size=m)
     return H, e, p, steps
 
 

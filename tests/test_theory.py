@@ -440,3 +440,19 @@ def test_quadratic_smoothness_names_H_for_a_bad_shape(shape):
     """No clients, non-square or empty H_i raised numpy's own message ('max() arg is an empty sequence')."""
     with pytest.raises(ValueError, match=r"^H must have shape \(m, d, d\)"):
         TH.quadratic_smoothness(np.zeros(shape))
+
+
+def test_quadratic_maps_refuse_local_steps_none_by_name():
+    """local_steps=None passed _check_quadratic's check (None there meant "this caller takes no steps") and every
+    function that needs the steps failed deep inside with AttributeError ('NoneType' object has no attribute
+    'astype'). A ValueError naming local_steps now; quadratic_global_optimum, which takes none, is unchanged."""
+    H, e, p = np.array([np.eye(2), 2 * np.eye(2)]), np.ones((2, 2)), [0.5, 0.5]
+    calls = [lambda: TH.quadratic_round_map(H, e, p, None, 0.1, "fedavg"),
+             lambda: TH.quadratic_fixed_point(H, e, p, None, 0.1, "fednova"),
+             lambda: TH.quadratic_vr_round_map(H, e, p, None, 0.1, "scaffold"),
+             lambda: TH.quadratic_vr_round_operator(H, p, None, 0.1, "scaffold"),
+             lambda: TH.quadratic_vr_fixed_point(H, e, p, None, 0.1, "scaffold")]
+    for call in calls:
+        with pytest.raises(ValueError, match="local_steps"):
+            call()
+    np.testing.assert_allclose(TH.quadratic_global_optimum(H, e, p), [2 / 3, 2 / 3])
