@@ -35,7 +35,8 @@ from typing import Any, NamedTuple, Sequence
 import numpy as np
 
 from ._validate import check_choice, check_int, check_local_steps, check_positive, check_probability_vector, check_weights
-from .tree import tree_all_finite, tree_leaves, tree_map, tree_stacked_weighted_sum, tree_zeros_like
+from .tree import (tree_all_finite, tree_leaves, tree_map, tree_stacked_weighted_sum, tree_structure_equal,
+                   tree_zeros_like)
 
 __all__ = ["VARIANCE_REDUCTIONS", "ControlVariates", "init_control_variates", "control_variates", "correction",
            "update_control_variates", "updated_client_variates"]
@@ -177,7 +178,8 @@ def update_control_variates(state: ControlVariates, clients: Sequence[int], delt
     ``a_norms`` and the corrections they used (``correction(state, i)``); ``p`` are the
     weights of **all** :math:`m` clients. VRLSGD also needs ``local_steps``
     (:math:`\tau_i` of the participants) and ``server_change`` (:math:`\sum_j p_j \Delta_j`).
-    Returns a new state (inputs are not modified).
+    Every change (and ``server_change``) must have the model's structure and leaf shapes, those of
+    ``state.mean`` (``ValueError`` otherwise). Returns a new state (inputs are not modified).
 
     Example
     -------
@@ -212,6 +214,9 @@ def update_control_variates(state: ControlVariates, clients: Sequence[int], delt
     deltas = list(deltas)
     if len(deltas) != len(clients):
         raise ValueError(f"deltas has {len(deltas)} entries but clients has {len(clients)}")
+    for k, d in enumerate(deltas):  # a (1,) change or a number was broadcast over every entry of the row
+        if not tree_structure_equal(d, state.mean):
+            raise ValueError(f"deltas[{k}] must have the structure and leaf shapes of the model (of state.mean)")
     a = check_weights("a_norms", a_norms, size=len(clients))
     if np.any(a <= 0):
         raise ValueError(f"a_norms must be > 0 for every client, got {a.tolist()}")
@@ -223,6 +228,8 @@ def update_control_variates(state: ControlVariates, clients: Sequence[int], delt
     if local_steps is None or server_change is None:
         raise ValueError("local_steps and server_change are required for VRLSGD")
     steps = check_local_steps("local_steps", local_steps, size=len(clients))
+    if not tree_structure_equal(server_change, state.mean):
+        raise ValueError("server_change must have the structure and leaf shapes of the model (of state.mean)")
     return ControlVariates(updated_client_variates(state, clients, deltas, lr, a, steps, server_change), state.mean,
                            state.kind)
 

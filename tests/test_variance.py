@@ -237,3 +237,19 @@ def test_stacked_weighted_sum_keeps_a_float32_stack_float32():
     ups = [ClientUpdate(i, np.full(3, i + 1.0, np.float32), 1.0, 1) for i in range(2)]
     state, _ = algo.apply(state, full_participation(p), ups, 0.1, p)
     assert state.params.dtype == state.variates.client.dtype == state.variates.mean.dtype == np.float32
+
+
+def test_update_control_variates_refuses_a_change_shaped_unlike_the_model():
+    """A model of 3 entries: a change of shape (1,) or a number was broadcast over the whole row (SCAFFOLD's c_i came
+    back [-2, -2, -2] from deltas [ones(1), ones(1)], lr 0.5, ||a|| 1), a (3, 1) one raised numpy's 'could not
+    broadcast' without naming deltas, and VRLSGD broadcast a server_change of shape (1,) alike. ValueErrors naming them."""
+    state = V.init_control_variates(np.zeros(3), 2)
+    for deltas in ([np.ones(1), np.ones(1)], [np.ones(3), 2.0], [np.ones((3, 1)), np.ones(3)]):
+        with pytest.raises(ValueError, match=r"deltas\[[01]\] must have the structure and leaf shapes of the model"):
+            V.update_control_variates(state, [0, 1], deltas, 0.5, [1.0, 1.0], [0.5, 0.5])
+    vr = V.init_control_variates(np.zeros(3), 2, kind="vrlsgd")
+    with pytest.raises(ValueError, match="server_change must have the structure"):
+        V.update_control_variates(vr, [0, 1], [np.ones(3), np.ones(3)], 0.5, [1.0, 1.0], [0.5, 0.5], local_steps=[1, 1],
+                                server_change=np.ones(1))
+    ok = V.update_control_variates(state, [0, 1], [np.ones(3), -np.ones(3)], 0.5, [1.0, 1.0], [0.5, 0.5])
+    np.testing.assert_array_equal(ok.client, [[-2.0] * 3, [2.0] * 3])   # c_i = -Delta_i / (lr ||a_i||)
