@@ -142,9 +142,13 @@ def fedavg_weights(p: Any, a_norms: Any) -> tuple[float, np.ndarray]:
 
 def _positive_tau_eff(tau_eff: float, p: np.ndarray) -> float:
     """``sum_i p_i ||a_i||_1``, refused where it is not > 0: all-zero weights, or ``a_norms`` so small
-    (subnormal) that the products underflow to 0."""
-    if tau_eff > 0:
+    (subnormal) that the products underflow to 0; and where it overflows to inf (sampling weights need not
+    sum to 1, so huge ones pass their check; FedAvg's weights were then inf / inf = NaN)."""
+    if 0 < tau_eff < np.inf:
         return tau_eff
+    if tau_eff == np.inf:
+        raise ValueError("a_norms: sum_i p_i ||a_i||_1 overflows to inf (client weights or a_norms too large: "
+                         "weights are p_i = n_i / n or sampling weights omega_i)")
     if not np.any(p > 0):
         raise ValueError("p: the client weights are all zero")
     raise ValueError("a_norms: sum_i p_i ||a_i||_1 underflows to 0 (a_norms too small: subnormal numbers?)")

@@ -338,3 +338,16 @@ def test_normalized_update_refuses_lr_times_a_norm_underflowing(lr, a_norm):
     -1.0 / (lr * a_norm) raised ZeroDivisionError ('float division by zero'); a ValueError naming both now."""
     with pytest.raises(ValueError, match="lr \\* a_norm underflows to 0"):
         R.normalized_update(np.array([1.0]), lr=lr, a_norm=a_norm)
+
+
+@pytest.mark.filterwarnings("ignore:overflow encountered:RuntimeWarning")  # numpy's, before the ValueError
+def test_weights_whose_tau_eff_overflows_are_refused():
+    """Sampling weights need not sum to 1, so [1e308, 1e308] pass check_weights; sum_i w_i ||a_i||_1 with
+    ||a|| = (2, 6) overflows to inf. FedAvg's weights were then inf / inf: effective_weights returned (inf, [nan, nan])
+    and aggregate a NaN change (FedNova's an inf one) without a word; a ValueError now, as for an underflow to 0."""
+    for algorithm in ("fedavg", "fednova"):
+        with pytest.raises(ValueError, match="overflows to inf"):
+            R.effective_weights(algorithm, [1e308, 1e308], [2.0, 6.0])
+        with pytest.raises(ValueError, match="overflows to inf"):
+            R.aggregate([np.ones(1), np.ones(1)], [1e308, 1e308], [2.0, 6.0], algorithm)
+    assert R.effective_weights("fedavg", [1e300, 1e300], [2.0, 6.0])[1].tolist() == [0.25, 0.75]  # large, finite
