@@ -427,7 +427,7 @@ def expected_server_weights(scheme: str, p, a_norms, q: int | None = None, tau_e
     [0.375, 0.625]
     """
     moments = weight_moments(scheme, p, q)
-    p = np.asarray(p, dtype=float)
+    p = check_probability_vector("p", p)  # as weight_moments checked it: np.asarray failed on a bfloat16 tensor or one with grad
     a = check_finite_array("a_norms", a_norms, shape=p.shape)
     if np.any(a <= 0):
         raise ValueError("a_norms must be > 0")

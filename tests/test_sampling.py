@@ -7,6 +7,7 @@ import math
 
 import numpy as np
 import pytest
+import torch
 
 from fedlib import rule as R
 from fedlib import sampling as SA
@@ -342,3 +343,11 @@ def test_float32_weights_are_judged_at_float32_precision():
     with pytest.raises(ValueError, match="must sum to 1"):
         R.fedavg_weights(np.array([0.5, 0.5 + 1e-8]), [1.0, 2.0])
     assert R.fedavg_weights([0.5, 0.5 + 1e-10], [1.0, 2.0])[0] == pytest.approx(1.5)
+
+
+@pytest.mark.parametrize("p", [torch.tensor([0.5, 0.5], requires_grad=True), torch.tensor([0.5, 0.5], dtype=torch.bfloat16)])
+def test_expected_server_weights_takes_p_as_any_torch_tensor(p):
+    """p as a tensor requiring grad or a bfloat16 one passed weight_moments' check, then np.asarray(p) raised RuntimeError
+    ("Can't call numpy() on Tensor that requires grad") or TypeError ("Got unsupported ScalarType BFloat16").
+    With replacement, q = 2, ||a|| = (1, 3): c_j = (1 - 1/2) p_j (1/2 + 3/2) + p_j ||a_j|| / 2 = (0.75, 1.25)."""
+    np.testing.assert_allclose(SA.expected_server_weights("with-replacement", p, [1.0, 3.0], 2), [0.75, 1.25])
