@@ -185,7 +185,13 @@ def check_probability_vector(name: str, value: Any, *, size: int | None = None, 
 
 def check_int_array(name: str, value: Any, *, size: int | None = None, minimum: int | None = None) -> np.ndarray:
     """A non-empty 1-d array of integers (whole floats accepted), one per client, each >= ``minimum``."""
-    arr = np.asarray(value)
+    if hasattr(value, "detach") and hasattr(value, "numpy"):  # a torch tensor: on any device, bfloat16, with grad
+        value = value.detach().cpu()
+        value = (value.double() if value.is_floating_point() else value).numpy()
+    try:
+        arr = np.asarray(value)
+    except (TypeError, ValueError) as exc:  # a ragged list: numpy's message named no argument
+        raise ValueError(f"{name} must be a 1-d array of integers: {exc}") from None
     if arr.dtype.kind in "iuf" and isinstance(value, (list, tuple)):  # np.asarray([True, 2]) is [1, 2]
         bad = next((i for i, v in enumerate(value) if isinstance(v, (bool, np.bool_))), None)
         if bad is not None:  # a bool is no count (all bools: dtype bool, refused below)

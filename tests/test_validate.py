@@ -61,3 +61,22 @@ def test_check_count_takes_a_whole_float_as_its_integer():
     assert check_count("n", np.int64(4), minimum=4) == 4
     with pytest.raises(ValueError, match="n must be an integer >= 1, got 0"):
         check_count("n", 0.0, minimum=1)
+
+
+# ------------------------------------------------------------------ check_int_array: torch tensors, ragged lists
+def test_check_int_array_takes_any_torch_tensor_and_names_a_ragged_list():
+    """Step counts as a float tensor requiring grad or a bfloat16 one raised RuntimeError ("Can't call numpy() on
+    Tensor that requires grad") or TypeError ("Got unsupported ScalarType BFloat16") from np.asarray, in FixedSteps,
+    slowdown, fedprox_weights, steps_per_epoch, ... (check_finite_array already took them); a ragged list raised
+    numpy's 'inhomogeneous shape' ValueError without the argument's name."""
+    import torch
+
+    from fedlib.theory import slowdown
+
+    for steps in (torch.tensor([2.0, 3.0], requires_grad=True), torch.tensor([2.0, 3.0], dtype=torch.bfloat16)):
+        assert FixedSteps(steps).steps == (2, 3)
+        assert slowdown(steps, 2.0) == 1.25   # mean(2, 3) / 2
+    with pytest.raises(ValueError, match="steps must hold integers"):
+        FixedSteps(torch.tensor([2.5, 3.0], requires_grad=True))
+    with pytest.raises(ValueError, match="^steps must be a 1-d array of integers: "):
+        FixedSteps([[1, 2], [3]])
