@@ -6,6 +6,7 @@ numpy broadcasting error twenty frames deep.
 """
 from __future__ import annotations
 
+import math
 import numbers
 import os
 from pathlib import Path
@@ -55,26 +56,45 @@ def bool_entry(values: Any) -> Any:
                 None)
 
 
+def _is_finite_number(x: Any) -> bool:
+    """``x`` is a finite int or float (Python's or numpy's, not a bool). ``math.isfinite``, not ``np.isfinite``:
+    the latter raised TypeError ("ufunc 'isfinite' not supported for the input types") on an int past int64 and
+    on another kind of real number (a ``Fraction``), which is refused here (numpy arrays times a ``Fraction`` are
+    object arrays)."""
+    if not isinstance(x, (int, float, np.integer, np.floating)) or isinstance(x, (bool, np.bool_)):
+        return False
+    try:
+        return math.isfinite(x)
+    except OverflowError:  # an int past float64's range (10**400)
+        return False
+
+
+def _other_real(value: Any) -> str:
+    """The end of a message refusing ``value``: a hint where it is a real number of another type."""
+    return " (an int or float: pass float(value))" if _is_number(value) and not _is_finite_number(value) and not \
+        isinstance(value, (int, float, np.integer, np.floating)) else ""
+
+
 def check_positive(name: str, value: Any) -> float:
     """Return ``float(value)`` if it is a finite number > 0, else raise ``ValueError``."""
-    if not _is_number(value) or not np.isfinite(value) or value <= 0:
-        raise ValueError(f"{name} must be a finite number > 0, got {plain(value)!r}")
+    if not _is_finite_number(value) or value <= 0:
+        raise ValueError(f"{name} must be a finite number > 0, got {plain(value)!r}{_other_real(value)}")
     return float(value)
 
 
 def check_nonnegative(name: str, value: Any) -> float:
     """Return ``float(value)`` if it is a finite number >= 0, else raise ``ValueError``."""
-    if not _is_number(value) or not np.isfinite(value) or value < 0:
-        raise ValueError(f"{name} must be a finite number >= 0, got {plain(value)!r}")
+    if not _is_finite_number(value) or value < 0:
+        raise ValueError(f"{name} must be a finite number >= 0, got {plain(value)!r}{_other_real(value)}")
     return float(value)
 
 
 def check_in_range(name: str, value: Any, low: float, high: float, *, high_inclusive: bool = False) -> float:
     """Return ``float(value)`` if ``low <= value < high`` (or ``<= high``), else raise."""
-    ok = _is_number(value) and np.isfinite(value) and value >= low and (value <= high if high_inclusive else value < high)
+    ok = _is_finite_number(value) and value >= low and (value <= high if high_inclusive else value < high)
     if not ok:
         bracket = "]" if high_inclusive else ")"
-        raise ValueError(f"{name} must lie in [{plain(low)}, {plain(high)}{bracket}, got {plain(value)!r}")
+        raise ValueError(f"{name} must lie in [{plain(low)}, {plain(high)}{bracket}, got {plain(value)!r}{_other_real(value)}")
     return float(value)
 
 

@@ -80,3 +80,20 @@ def test_check_int_array_takes_any_torch_tensor_and_names_a_ragged_list():
         FixedSteps(torch.tensor([2.5, 3.0], requires_grad=True))
     with pytest.raises(ValueError, match="^steps must be a 1-d array of integers: "):
         FixedSteps([[1, 2], [3]])
+
+
+# ------------------------------------------------------------------ check_positive & co.: any int, another real
+def test_number_checks_take_any_int_and_refuse_another_real_by_name():
+    """np.isfinite raised TypeError ("ufunc 'isfinite' not supported for the input types") on an int past int64
+    (sgd(10**30), check_tau_eff(10**30)) and on a Fraction (sgd(Fraction(1, 10))), naming no argument. A big int
+    is a number like any other now; a Fraction is refused by name (numpy arrays times it would be object arrays)."""
+    from fractions import Fraction
+
+    from fedlib._validate import check_in_range, check_nonnegative, check_positive
+
+    assert check_positive("tau_eff", 10 ** 30) == 1e30 and check_nonnegative("mu", 10 ** 30) == 1e30
+    for check in (check_positive, check_nonnegative, lambda name, v: check_in_range(name, v, 0.0, 1.0)):
+        with pytest.raises(ValueError, match=r"^lr must .*, got Fraction\(1, 10\) \(an int or float: pass float\(value\)\)$"):
+            check("lr", Fraction(1, 10))
+        with pytest.raises(ValueError, match="^lr must "):
+            check("lr", 10 ** 400)  # past float64's range
