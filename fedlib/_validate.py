@@ -261,6 +261,10 @@ def round_lr(name: str, lr_at: Any, round_index: int, default: float) -> float:
 
 def check_choice(name: str, value: Any, choices) -> str:
     """``value`` must be one of ``choices`` (strings)."""
-    if value not in choices:
+    try:
+        known = value in choices
+    except ValueError:  # an array: `in` compares it entry by entry ("the truth value of an array ... is ambiguous")
+        known = False
+    if not known:
         raise ValueError(f"{name} must be one of {sorted(choices)}, got {value!r}")
     return value

@@ -97,3 +97,16 @@ def test_number_checks_take_any_int_and_refuse_another_real_by_name():
             check("lr", Fraction(1, 10))
         with pytest.raises(ValueError, match="^lr must "):
             check("lr", 10 ** 400)  # past float64's range
+
+
+def test_check_choice_refuses_an_array_by_name():
+    """An array given for a choice (algorithm=np.zeros(2), kind=np.zeros((2, 2))) raised numpy's "The truth value of an
+    array with more than one element is ambiguous" from `value in choices`, naming no argument."""
+    from fedlib.theory import quadratic_fixed_point
+    from fedlib.variance import init_control_variates
+
+    H, e = np.array([np.eye(2), 2 * np.eye(2)]), np.ones((2, 2))
+    with pytest.raises(ValueError, match=r"^algorithm must be one of \['fedavg', 'fednova', 'fedprox'\], got array"):
+        quadratic_fixed_point(H, e, [0.5, 0.5], [1, 3], 0.1, np.zeros(2))
+    with pytest.raises(ValueError, match=r"^kind must be one of \['scaffold', 'vrlsgd'\]"):
+        init_control_variates(np.zeros(2), 2, kind=np.zeros((2, 2)))
