@@ -849,6 +849,14 @@ def quadratic_global_optimum(H: Any, e: Any, p: Any) -> np.ndarray:
     return np.linalg.solve(h_bar, p @ e)
 
 
+def _check_finite_round_map(M: np.ndarray, b: np.ndarray) -> None:
+    """Refuse a round map that overflowed float64 (a large ``lr`` over many local steps: ``(1 - lr h)**tau``
+    past 1e308) as diverging, the ``ValueError`` of a spectral radius >= 1, not numpy's ``LinAlgError`` ('SVD did
+    not converge') or a complaint about ``M``, an argument the caller never gave."""
+    if not (np.isfinite(M).all() and np.isfinite(b).all()):
+        raise ValueError("lr: the rounds do not converge (the round map overflows float64: the local steps blow up)")
+
+
 def _check_unique_solution(A: np.ndarray, message: str) -> None:
     r"""Raise ``ValueError(message)`` if the square ``A`` is singular to working precision (rank below
     its size at ``numpy.linalg.matrix_rank``'s tolerance :math:`\sigma_{\max} d\,\epsilon`): a solve would
@@ -1053,6 +1061,7 @@ def quadratic_fixed_point(H: Any, e: Any, p: Any, local_steps: Any, lr: float, a
     True
     """
     M, b = quadratic_round_map(H, e, p, local_steps, lr, algorithm, mu, tau_eff, momentum)
+    _check_finite_round_map(M, b)
     _check_unique_solution(np.eye(M.shape[0]) - M,
                            "H: I - M = sum_i c_i K_i H_i is singular (a direction no client with p_i > 0 moves: "
                            "H_i sharing a null direction, or lr so small that a round leaves x unchanged), so the "
@@ -1690,6 +1699,7 @@ def quadratic_vr_fixed_point(H: Any, e: Any, p: Any, local_steps: Any, lr: float
         raise ValueError("algorithm: VRLSGD's limit depends on its initial variates (it conserves "
                          "sum_i p_i tau_i c_i); iterate quadratic_vr_round_map instead")
     M, b = quadratic_vr_round_map(H, e, p, local_steps, lr, algorithm, mu, momentum, tau_eff)
+    _check_finite_round_map(M, b)
     rho = spectral_radius(M)
     if rho >= 1:
         raise ValueError(f"lr: the rounds do not converge (spectral radius of the round map {rho:.4g} >= 1)")

@@ -456,3 +456,20 @@ def test_quadratic_maps_refuse_local_steps_none_by_name():
         with pytest.raises(ValueError, match="local_steps"):
             call()
     np.testing.assert_allclose(TH.quadratic_global_optimum(H, e, p), [2 / 3, 2 / 3])
+
+
+@pytest.mark.filterwarnings("ignore:overflow encountered:RuntimeWarning")
+@pytest.mark.filterwarnings("ignore:invalid value encountered:RuntimeWarning")
+def test_fixed_points_of_an_overflowing_round_map_are_refused_as_diverging():
+    """lr = 1.5 and 2000 local steps on H = 2I: (1 - 3)^2000 overflows float64, so the round map holds inf/NaN.
+    quadratic_fixed_point raised numpy's LinAlgError ('SVD did not converge') and quadratic_vr_fixed_point
+    'M contains NaN or inf' (an argument the caller never gave); the ValueError of a diverging lr now. At 1000 steps
+    (2^1000 ~ 1e301, finite) the spectral radius already says so."""
+    H, e, p = np.array([np.eye(2), 2 * np.eye(2)]), np.ones((2, 2)), [0.5, 0.5]
+    for call in (lambda: TH.quadratic_fixed_point(H, e, p, [1, 2000], 1.5, "fedavg"),
+                 lambda: TH.quadratic_fixed_point(H, e, p, [1, 2000], 1.5, "fednova"),
+                 lambda: TH.quadratic_vr_fixed_point(H, e, p, [1, 2000], 1.5, "scaffold")):
+        with pytest.raises(ValueError, match="^lr: the rounds do not converge"):
+            call()
+    with pytest.raises(ValueError, match="^lr: the rounds do not converge \\(spectral radius"):
+        TH.quadratic_fixed_point(H, e, p, [1, 1000], 1.5, "fedavg")
