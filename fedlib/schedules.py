@@ -255,7 +255,9 @@ def whole_steps(work) -> np.ndarray:
     work = check_finite_array("work", work)  # NaN gave NaN steps, -2.5 gave -3
     if np.any(work < 0):
         raise ValueError(f"work must be >= 0 (a number of steps), got min {plain(work.min())!r}")
-    return np.floor(work * (1.0 + 8.0 * np.finfo(np.float64).eps))
+    # never past ceil(work): from 2**49 on, 8 eps * work is a step or more, and the nudge alone turned a whole
+    # 1e15 into 1e15 + 1 and 2**60 into 2**60 + 2048 (WallClock's counts go up to 2**63)
+    return np.minimum(np.floor(work * (1.0 + 8.0 * np.finfo(np.float64).eps)), np.ceil(work))
 
 
 @dataclasses.dataclass(frozen=True)

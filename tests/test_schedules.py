@@ -346,3 +346,13 @@ def test_parse_epochs_refuses_a_number_that_is_not_a_whole_count(bad):
     with pytest.raises(ValueError, match="epochs"):
         SC.parse_epochs(bad)
     assert SC.parse_epochs(2.0) == (2, 2)
+
+
+def test_whole_steps_never_adds_a_step_to_a_whole_count():
+    """The nudge of 8 eps * work is a step or more from 2**49 on: whole_steps(1e15) was 1e15 + 1, whole_steps(2**60)
+    2**60 + 2048 and 2**62 + 8192, and WallClock([2**60], 1.0) ran 2048 steps more than 2**60 (its counts go up to
+    2**63). A whole count is itself now; a few ulps below one still counts as it."""
+    for x in (1e15, 2.0 ** 53, 1e17, 2.0 ** 60, 2.0 ** 62):
+        assert SC.whole_steps(x) == x
+    assert SC.whole_steps(np.nextafter(2.0 ** 40, 0.0)) == 2.0 ** 40
+    assert SC.WallClock([2.0 ** 60], 1.0).local_steps(0).tolist() == [2 ** 60]
