@@ -351,3 +351,15 @@ def test_expected_server_weights_takes_p_as_any_torch_tensor(p):
     ("Can't call numpy() on Tensor that requires grad") or TypeError ("Got unsupported ScalarType BFloat16").
     With replacement, q = 2, ||a|| = (1, 3): c_j = (1 - 1/2) p_j (1/2 + 3/2) + p_j ||a_j|| / 2 = (0.75, 1.25)."""
     np.testing.assert_allclose(SA.expected_server_weights("with-replacement", p, [1.0, 3.0], 2), [0.75, 1.25])
+
+
+@pytest.mark.parametrize("p", [np.full(3, 1 / 3, dtype=np.float32), torch.full((3,), 1 / 3),
+                               torch.full((7,), 1 / 7, dtype=torch.bfloat16)])
+def test_sampling_with_replacement_draws_from_weights_accepted_at_their_precision(p):
+    """float32 1/3 sums to 1 + 2.98e-8 and bfloat16 1/7 to 1 - 0.00195: check_probability_vector accepts them at
+    their own precision (and uniform sampling drew with them), but sample_with_replacement and
+    sample_clients('with-replacement') failed in numpy's choice with 'Probabilities do not sum to 1', naming no
+    argument. They draw now: q = 4 draws, weights counts / 4 summing to 1."""
+    for part in (SA.sample_with_replacement(p, 4, np.random.default_rng(0)),
+                 SA.sample_clients("with-replacement", p, 4, seed=0, round_index=0)):
+        assert part.weights.sum() == 1.0 and np.all((4 * part.weights) % 1 == 0)
