@@ -71,8 +71,8 @@ def _is_finite_number(x: Any) -> bool:
 
 def _other_real(value: Any) -> str:
     """The end of a message refusing ``value``: a hint where it is a real number of another type."""
-    return " (an int or float: pass float(value))" if _is_number(value) and not _is_finite_number(value) and not \
-        isinstance(value, (int, float, np.integer, np.floating)) else ""
+    other = _is_number(value) and not isinstance(value, (int, float, np.integer, np.floating))  # a Fraction, say
+    return " (an int or float: pass float(value))" if other else ""
 
 
 def check_positive(name: str, value: Any) -> float:
