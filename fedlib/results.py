@@ -328,9 +328,25 @@ def to_jsonable(obj: Any) -> Any:
     Traceback (most recent call last):
     ...
     ValueError: cannot store a set in a result record: {1, 2}
+
+    Keys become strings (JSON's only keys); two keys that give the same string are refused, as one
+    would silently replace the other:
+
+    >>> to_jsonable({1: "a", "1": "b"})
+    Traceback (most recent call last):
+    ...
+    ValueError: cannot store both keys 1 and '1' in a result record: both are written "1"
     """
     if isinstance(obj, Mapping):
-        return {str(k): to_jsonable(v) for k, v in obj.items()}
+        out, first = {}, {}
+        for k, v in obj.items():
+            key = str(k)
+            if key in first:
+                raise ValueError(f"cannot store both keys {first[key]!r} and {k!r} in a result record: both are "
+                                 f'written "{key}"')
+            first[key] = k
+            out[key] = to_jsonable(v)
+        return out
     if isinstance(obj, (list, tuple)):
         return [to_jsonable(v) for v in obj]
     if isinstance(obj, np.ndarray):

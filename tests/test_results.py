@@ -374,6 +374,16 @@ def test_a_result_with_a_percentage_accuracy_is_refused(tmp_path):
         read_result(out)
 
 
+def test_to_jsonable_refuses_keys_that_are_written_alike():
+    """Was: {1: "a", "1": "b"} became {"1": "b"} (str(1) == "1", the second entry replaced the first) without a
+    word, as did {None: 1, "None": 2} and {True: 1, "True": 2}; a config or history record lost an entry."""
+    for mapping, first, second in (({1: "a", "1": "b"}, "1", "'1'"), ({None: 1, "None": 2}, "None", "'None'"),
+                                   ({"x": {True: 1, "True": 2}}, "True", "'True'")):
+        with pytest.raises(ValueError, match=rf"^cannot store both keys {first} and {second} in a result record"):
+            to_jsonable(mapping)
+    assert to_jsonable({1: "a", "2": "b", 3.5: "c"}) == {"1": "a", "2": "b", "3.5": "c"}
+
+
 def test_to_jsonable_stores_a_path_as_its_string():
     """A path (``os.PathLike``) in a result record is stored as the string ``os.fspath`` gives, at any depth."""
     assert to_jsonable({"out": Path("runs") / "a.json", "more": [Path("/tmp/x")]}) == \
