@@ -381,8 +381,9 @@ def load_checkpoint(path: os.PathLike, kind: Optional[str] = None) -> dict:
 
 
 def _same(x: Any, y: Any) -> bool:
-    """Config values equal: numpy arrays by shape and entries, NaN equal to NaN (a NaN in a
-    config would otherwise refuse every resume), sequences entry by entry."""
+    """Config values equal: numpy arrays (and torch tensors, as their numpy arrays) by shape and entries, NaN
+    equal to NaN (a NaN in a config would otherwise refuse every resume), sequences entry by entry."""
+    x, y = (_numpy_tree(v, False) if hasattr(v, "detach") else v for v in (x, y))
     if isinstance(x, np.ndarray) or isinstance(y, np.ndarray):
         xa, ya = np.asarray(x), np.asarray(y)
         if xa.shape != ya.shape or xa.dtype.kind in "OSUV" or ya.dtype.kind in "OSUV":
@@ -416,8 +417,9 @@ def _diff_paths(a: Mapping, b: Mapping, prefix: tuple = ()) -> list:
 
 
 def config_diff(a: Mapping, b: Mapping, prefix: str = "") -> list:
-    """Dotted keys whose values differ between two (nested) config dicts (numpy arrays compared
-    entry by entry, NaN equal to NaN), sorted; a key in one dict only differs too.
+    """Dotted keys whose values differ between two (nested) config dicts (numpy arrays and torch tensors
+    compared entry by entry, NaN equal to NaN), sorted; a key in one dict only differs too. ``a`` and ``b``
+    must be mappings (a ``ValueError`` naming them otherwise).
 
     Example
     -------
@@ -427,6 +429,8 @@ def config_diff(a: Mapping, b: Mapping, prefix: str = "") -> list:
     >>> config_diff(saved, {"lr": 0.1, "data": {"clients": 20, "alpha": float("nan")}})
     ['data.clients']
     """
+    if not isinstance(a, Mapping) or not isinstance(b, Mapping):
+        raise ValueError(f"a and b must be config mappings, got {type(a).__name__} and {type(b).__name__}")
     return [prefix + ".".join(str(k) for k in path) for path in _diff_paths(a, b)]
 
 

@@ -176,6 +176,25 @@ def test_config_check_compares_arrays_nan_and_dotted_keys(tmp_path):
         check_config("c", {"n": {"w": np.array([1.0, 2.0])}}, {"n": {"w": np.array([1.0, 3.0])}})
 
 
+def test_config_diff_compares_torch_tensors_and_names_a_config_that_is_no_mapping():
+    """Was: a torch tensor in a config (beside the numpy arrays it takes) made config_diff and check_config raise
+    RuntimeError ('Boolean value of Tensor with more than one value is ambiguous') even against an equal
+    tensor, so a checkpoint of your own loop with one could never be resumed; a 0-d NaN tensor differed from
+    itself; config_diff(None, {}) raised "'NoneType' object is not iterable", config_diff(a tensor, {})
+    RuntimeError ('Tensor.__contains__ only supports Tensor or scalar')."""
+    import torch
+
+    cfg = {"w": torch.tensor([0.5, 0.25]), "gap": torch.tensor(float("nan")), "n": {"b": torch.ones(2, dtype=torch.bfloat16)}}
+    again = {"w": torch.tensor([0.5, 0.25]), "gap": torch.tensor(float("nan")), "n": {"b": torch.ones(2, dtype=torch.bfloat16)}}
+    assert config_diff(cfg, again) == []
+    check_config("c", cfg, again)
+    assert config_diff(cfg, {**again, "w": torch.tensor([0.5, 0.5])}) == ["w"]
+    assert config_diff({"w": torch.tensor([0.5, 0.25])}, {"w": np.array([0.5, 0.25])}) == []
+    for a, b in ((None, {}), ({}, torch.ones(2)), ([("a", 1)], {"a": 1})):
+        with pytest.raises(ValueError, match=r"^a and b must be config mappings"):
+            config_diff(a, b)
+
+
 def test_config_diff_tells_dates_and_durations_from_numbers():
     """A datetime64 or timedelta64 array against a number array differs, without numpy 1.x's
     'elementwise comparison failed' DeprecationWarning (an error under -W error); a timedelta of 1 s
