@@ -193,7 +193,8 @@ def save_checkpoint(path: os.PathLike, *, config: Mapping, round_done: int, stat
 
     ``round_done`` (rounds done, >= 0) and ``seed`` (>= 0, or ``None``) must be integers: they are
     the RNG state (see the module docstring), so a float or negative value is refused, not rounded.
-    ``state`` is stored through :func:`to_numpy_tree`; the folder must exist (a :class:`CheckpointError`
+    ``state`` is stored through :func:`to_numpy_tree`; ``history`` is a list of mappings, ``initial`` and
+    ``extra`` mappings or ``None`` (``{}``); the folder must exist (a :class:`CheckpointError` naming what is wrong
     otherwise). Returns the path. The file is the pickle, then ``FOOTER`` and 64 hex digits.
 
     Example
@@ -212,12 +213,16 @@ def save_checkpoint(path: os.PathLike, *, config: Mapping, round_done: int, stat
         seed = check_int("seed", seed, minimum=0)
     if not isinstance(config, Mapping):
         raise CheckpointError(f"--checkpoint {path}: config must be a mapping, got {type(config).__name__}")
+    if isinstance(history, (str, bytes, Mapping)) or not hasattr(history, "__iter__"):
+        raise CheckpointError(f"--checkpoint {path}: history must be a list of per-round mappings, got "
+                              f"{type(history).__name__}")
     doc = {"format": FORMAT, "kind": kind, "config": dict(config), "round": round_done,
-           "state": _numpy_tree(state, False), "history": [dict(h) for h in history],
-           "initial": dict(initial or {}),
+           "state": _numpy_tree(state, False),
+           "history": [_mapping(path, f"history[{k}]", h) for k, h in enumerate(history)],
+           "initial": {} if initial is None else _mapping(path, "initial", initial),
            "rng": {"seed": seed, "next_round": round_done,
                    "note": "all draws come from (seed, purpose, round, client) streams; nothing else carries state"},
-           "extra": dict(extra or {})}
+           "extra": {} if extra is None else _mapping(path, "extra", extra)}
     folder = path.parent if str(path.parent) else Path(".")
     if not folder.is_dir():
         raise CheckpointError(f"--checkpoint {path}: folder {folder} does not exist")
@@ -229,6 +234,16 @@ def save_checkpoint(path: os.PathLike, *, config: Mapping, round_done: int, stat
 
     atomic_write(path, write)
     return path
+
+
+def _mapping(path: Path, name: str, value: Any) -> dict:
+    """``dict(value)``, or a :class:`CheckpointError` naming ``name`` (``dict(3)`` said only "'int' object is not
+    iterable", a tensor's truth value a ``RuntimeError``)."""
+    try:
+        return dict(value)
+    except (TypeError, ValueError, RuntimeError) as exc:
+        raise CheckpointError(f"--checkpoint {path}: {name} must be a mapping (a dict of names to values), got "
+                              f"{type(value).__name__} ({exc})") from None
 
 
 class _HashingWriter:

@@ -213,7 +213,14 @@ def test_config_diff_tells_dates_and_durations_from_numbers():
 
 @pytest.mark.parametrize("kwargs,match", [({"round_done": 2.9}, "round_done"), ({"round_done": -1}, "round_done"),
                                           ({"seed": -5}, "seed"), ({"seed": 1.5}, "seed"),
-                                          ({"config": [("a", 1)]}, "config")])
+                                          ({"config": [("a", 1)]}, "config"),
+                                          ({"history": None}, r"history must be a list"),
+                                          ({"history": 3}, r"history must be a list"),
+                                          ({"history": [3]}, r"history\[0\] must be a mapping"),
+                                          ({"history": [{"round": 0}, 3]}, r"history\[1\] must be a mapping"),
+                                          ({"initial": 3}, r"initial must be a mapping"),
+                                          ({"initial": "ab"}, r"initial must be a mapping"),
+                                          ({"extra": "torch"}, r"extra must be a mapping")])
 def test_save_checkpoint_refuses_what_it_would_have_rounded(tmp_path, kwargs, match):
     """round_done = 2.9 was stored as 2 and seed = -5 as given: both are the run's RNG state."""
     from fedlib.checkpoint import save_checkpoint
@@ -223,6 +230,25 @@ def test_save_checkpoint_refuses_what_it_would_have_rounded(tmp_path, kwargs, ma
     with pytest.raises(ValueError, match=match):
         save_checkpoint(tmp_path / "x.ckpt", **args)
     assert not (tmp_path / "x.ckpt").exists()
+
+
+def test_save_checkpoint_names_a_history_initial_or_extra_that_is_no_mapping(tmp_path):
+    """Was: history=None or 3 raised "'NoneType' / 'int' object is not iterable", history=[3] "cannot convert
+    dictionary update sequence element #0 to a sequence", initial=3 "'int' object is not iterable", and a
+    tensor given for initial or extra RuntimeError ('Boolean value of Tensor with more than one value is
+    ambiguous', from ``initial or {}``), none naming the argument. None (and an empty mapping) are still {}."""
+    import torch
+
+    from fedlib.checkpoint import CheckpointError, load_checkpoint, save_checkpoint
+
+    args = dict(config={"a": 1}, round_done=2, state={"w": np.zeros(2)}, history=[], seed=0)
+    for name, value in (("initial", torch.ones(2)), ("extra", torch.ones(2)), ("history", torch.ones(2))):
+        with pytest.raises(CheckpointError, match=rf"^--checkpoint .*x\.ckpt: {name}(\[0\])? must be a"):
+            save_checkpoint(tmp_path / "x.ckpt", **{**args, name: value})
+    assert not (tmp_path / "x.ckpt").exists()
+    save_checkpoint(tmp_path / "x.ckpt", **{**args, "initial": None, "extra": {}, "history": ({"round": 0},)})
+    doc = load_checkpoint(tmp_path / "x.ckpt")
+    assert doc["initial"] == {} and doc["extra"] == {} and doc["history"] == [{"round": 0}]
 
 
 def test_to_numpy_tree_keeps_bf16_values_exactly(tmp_path):
