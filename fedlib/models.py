@@ -90,7 +90,13 @@ def scaled_width(channels: int, width: float) -> int:
     """
     channels = check_int("channels", channels, minimum=1)
     width = check_positive("width", width)
-    return max(1, int(round(channels * width)))
+    try:
+        scaled = channels * width
+    except OverflowError:  # an int channel count past float's range
+        scaled = math.inf
+    if not math.isfinite(scaled):
+        raise ValueError(f"width: channels * width = {channels!r} * {width!r} is past float's range, not a channel count")
+    return max(1, int(round(scaled)))
 
 
 def _resolve_generator(seed) -> torch.Generator | None:

@@ -91,6 +91,18 @@ def test_scaled_width_refuses_what_vgg11_refuses(channels, width, bad):
         scaled_width(channels, width)
 
 
+def test_scaled_width_names_a_width_past_float_s_range():
+    """Was: scaled_width(512, 1e307) (and vgg11(width=1e307)) raised OverflowError ('cannot convert float infinity
+    to integer') from int(round(inf)), scaled_width(10**400, 0.5) OverflowError ('int too large to convert to
+    float'), naming neither argument."""
+    for channels, width in ((512, 1e307), (64, 1e308), (10 ** 400, 0.5)):
+        with pytest.raises(ValueError, match=r"^width: channels \* width = .* is past float's range"):
+            scaled_width(channels, width)
+    with pytest.raises(ValueError, match=r"^width: channels \* width"):
+        vgg11(width=1e307)
+    assert scaled_width(512, 1e300) == int(round(512 * 1e300)) and scaled_width(10 ** 20, 0.5) == 5 * 10 ** 19
+
+
 def test_count_parameters_trainable_only():
     model = vgg11(width=0.125, seed=0)
     total = count_parameters(model)
