@@ -155,6 +155,9 @@ def test_small_train_fraction_keeps_one_training_sample():
         ({"num_samples": 5.0}, "num_samples"),
         ({"num_samples": "50"}, "num_samples"),
         ({"num_samples": True}, "num_samples"),
+        # were numpy's OverflowError 'Python int too large to convert to C long', naming no argument
+        ({"num_samples": 2 ** 63}, "^num_samples must be below 2\\*\\*63"),
+        ({"num_clients": 2, "num_samples": [10, 10 ** 30]}, "^num_samples must be below 2\\*\\*63"),
     ],
 )
 def test_bad_parameters(kwargs, name):

@@ -115,14 +115,23 @@ def _client_sizes(seed: int, num_clients: int, num_samples) -> np.ndarray:
     if isinstance(num_samples, np.ndarray) and num_samples.ndim == 0:  # a 0-d array is its one value
         num_samples = num_samples[()]
     if isinstance(num_samples, (numbers.Integral, np.integer)) and not isinstance(num_samples, bool):
-        return np.full(num_clients, check_int("num_samples", num_samples, minimum=1), dtype=np.int64)
+        return np.full(num_clients, _check_size(num_samples), dtype=np.int64)
     if isinstance(num_samples, (str, bytes, bool)) or not hasattr(num_samples, "__len__"):
         raise ValueError(f"num_samples must be None, a positive integer or one positive integer per client, "
                          f"got {num_samples!r}")
     sizes = list(num_samples)
     if len(sizes) != num_clients:
         raise ValueError(f"num_samples must have {num_clients} entries (one per client), got {len(sizes)}")
-    return np.array([check_int("num_samples", s, minimum=1) for s in sizes], dtype=np.int64)
+    return np.array([_check_size(s) for s in sizes], dtype=np.int64)
+
+
+def _check_size(n) -> int:
+    """One client's total size: an integer >= 1 below 2**63 (an int64: past it numpy's OverflowError 'Python int
+    too large to convert to C long' named no argument)."""
+    n = check_int("num_samples", n, minimum=1)
+    if n >= 2 ** 63:
+        raise ValueError(f"num_samples must be below 2**63 (a sample count), got {n}")
+    return n
 
 
 def _check_finite_client(k: int, x: np.ndarray, scores: np.ndarray, alpha: float, beta: float) -> None:
