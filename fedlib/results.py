@@ -161,6 +161,10 @@ def device_name(device: Any = "cpu") -> str:
         return dev
 
 
+#: 10000-01-01T00:00:00Z as a ``time.time()`` value: a stamp's year has four digits (``datetime``'s limit).
+_TIME_LIMIT = 253402300800.0
+
+
 def _utc(ts: float) -> str:
     return _dt.datetime.fromtimestamp(ts, _dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
@@ -232,7 +236,7 @@ def make_provenance(started: float, finished: float, device: Any = "cpu", comman
     ``UserWarning`` is issued. Without ``git_start`` the commit read now is recorded and
     no comparison is made. ``command`` defaults to the current command line (see
     :func:`recorded_command`). Times are written as UTC ISO 8601 stamps, ``wall_time_s`` their
-    difference; each must be a finite number >= 0 (``ValueError`` naming it otherwise).
+    difference; each must be a finite number >= 0 before the year 10000 (``ValueError`` naming it otherwise).
 
     Example
     -------
@@ -246,6 +250,9 @@ def make_provenance(started: float, finished: float, device: Any = "cpu", comman
 
     # nan failed in datetime ("Invalid value NaN"), inf with an OverflowError about time_t
     started, finished = check_nonnegative("started", started), check_nonnegative("finished", finished)
+    for name, ts in (("started", started), ("finished", finished)):
+        if ts >= _TIME_LIMIT:  # datetime raised 'year 10000 is out of range', OSError or OverflowError (time_t)
+            raise ValueError(f"{name} must be a time.time() value before the year 10000 ({_TIME_LIMIT:.0f}), got {ts!r}")
     sha, dirty = git_commit()
     prov = {
         "fedlib": __version__,

@@ -220,6 +220,18 @@ def test_make_provenance_names_a_bad_time(started, finished, name):
     assert make_provenance(np.float64(10.0), 12.5, command="x")["wall_time_s"] == 2.5
 
 
+@pytest.mark.parametrize("started, finished, name", [(253402300800.0, 253402300800.0, "started"),
+                                                     (0.0, 1e12, "finished"), (0.0, 1e17, "finished"),
+                                                     (1e308, 1e308, "started"), (0.0, 10 ** 30, "finished")])
+def test_make_provenance_names_a_time_past_the_year_9999(started, finished, name):
+    """Was: a finite time from the year 10000 on failed inside datetime, naming neither argument: 253402300800
+    and 1e12 with ValueError ('year 10000 is out of range'), 1e17 with OSError ('Value too large for defined
+    data type'), 1e308 and 10**30 with OverflowError ('timestamp out of range for platform time_t')."""
+    with pytest.raises(ValueError, match=rf"^{name} must be a time.time\(\) value before the year 10000"):
+        make_provenance(started, finished, command="x")
+    assert make_provenance(0.0, 253402300799.5, command="x")["finished_utc"] == "9999-12-31T23:59:59.500000Z"
+
+
 @pytest.mark.parametrize("field", ["config", "provenance", "summary", "history", "history[0]"])
 def test_make_result_names_a_part_that_is_no_mapping(field):
     """Was: make_result('abc', ...) failed with 'dictionary update sequence element #0 has length 1; 2 is
