@@ -61,6 +61,8 @@ def figures_dir() -> Path:
 def save_figure(fig, name: str, *, profile: Optional[str] = None) -> list[Path]:
     """Save ``fig`` as ``<folder>/<name>.png`` (150 dpi) and ``.svg``; return the paths.
 
+    ``name`` is a string naming a file in that folder, without an extension (no ``/``, ``\\`` or NUL,
+    not ``.`` or ``..``; a ``ValueError`` otherwise).
     ``<folder>`` is :func:`figures_dir` for ``profile=None`` (your own notebooks) and for
     ``profile="full"``; for any other profile it is its subfolder ``<profile>/`` (e.g.
     ``figures/ci/``, ignored by git). Every chapter passes its ``profile`` parameter, so
@@ -87,7 +89,8 @@ def save_figure(fig, name: str, *, profile: Optional[str] = None) -> list[Path]:
     ...
     ValueError: name must be a bare file stem like 'fig2_quadratics', got 'demo.png'
     """
-    if not name or "/" in name or name.endswith((".png", ".svg")):
+    if (not isinstance(name, str) or name in ("", ".", "..") or any(c in name for c in "/\\\0")
+            or name.lower().endswith((".png", ".svg"))):
         raise ValueError(f"name must be a bare file stem like 'fig2_quadratics', got {name!r}")
     if profile is not None and (not isinstance(profile, str) or not re.fullmatch(r"[A-Za-z0-9_-]+", profile)):
         raise ValueError(f"profile must be None or a profile name such as 'ci' or 'full' (letters, digits, '-', '_'), "

@@ -45,6 +45,24 @@ def test_save_figure_writes_png_and_svg_deterministically(tmp_path, monkeypatch)
             save_figure(fig, bad)
 
 
+def test_save_figure_names_a_name_that_is_no_file_stem(tmp_path, monkeypatch):
+    """Was: a name that is no string failed inside the check ("'list' object has no attribute 'endswith'", for 3
+    "argument of type 'int' is not iterable", for a tensor RuntimeError); 'a\\x00b' failed in the file system
+    ('embedded null byte'); '.' and '..' wrote the hidden files '..png' and '...png', 'a\\b' a file with a
+    backslash (a subfolder on Windows), 'x.PNG' the file 'x.PNG.png'."""
+    import torch
+
+    monkeypatch.setenv("FEDLIB_FIGURES", str(tmp_path))
+    fig, ax = plt.subplots()
+    ax.plot([0, 1], [1, 0])
+    for bad in (["a"], 3, b"ab", torch.ones(2), None, "a\x00b", ".", "..", "a\\b", "x.PNG", "x.Svg"):
+        with pytest.raises(ValueError, match=r"^name must be a bare file stem like 'fig2_quadratics', got "):
+            save_figure(fig, bad)
+    assert list(tmp_path.iterdir()) == []
+    assert [p.name for p in save_figure(fig, "ch01 ünï.v2")] == ["ch01 ünï.v2.png", "ch01 ünï.v2.svg"]
+    plt.close(fig)
+
+
 def test_save_figure_keeps_other_profiles_out_of_the_committed_folder(tmp_path, monkeypatch):
     """full (and None) write to figures/; any other profile to figures/<profile>/ (git-ignored),
     so a ci run never replaces the committed full-profile figures."""
