@@ -396,7 +396,7 @@ def make_result(config: Mapping, history: Optional[Sequence[Mapping]], provenanc
     if initial is not None:
         result["initial"] = _as_dict("initial", initial)
     if history is not None:
-        if isinstance(history, (str, bytes, Mapping)):
+        if isinstance(history, (str, bytes, Mapping)) or not hasattr(history, "__iter__"):
             raise ValueError(f"history must be a sequence of per-round mappings, got {type(history).__name__}")
         result["history"] = [_as_dict(f"history[{k}]", h) for k, h in enumerate(history)]
     if summary is not None:

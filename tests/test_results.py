@@ -220,6 +220,14 @@ def test_make_provenance_names_a_bad_time(started, finished, name):
     assert make_provenance(np.float64(10.0), 12.5, command="x")["wall_time_s"] == 2.5
 
 
+@pytest.mark.parametrize("history", [3, True, 0.5, np.float64(1.0), object()])
+def test_make_result_names_a_history_that_is_no_sequence(history):
+    """Was: a history that cannot be iterated raised TypeError ("'int' object is not iterable", "'bool' object is
+    not iterable", ...) from the loop over its records, not naming it (a string or a mapping was named)."""
+    with pytest.raises(ValueError, match=r"^history must be a sequence of per-round mappings, got "):
+        make_result({"rounds": 1}, history, make_provenance(0.0, 1.0, command="x"))
+
+
 @pytest.mark.parametrize("started, finished, name", [(253402300800.0, 253402300800.0, "started"),
                                                      (0.0, 1e12, "finished"), (0.0, 1e17, "finished"),
                                                      (1e308, 1e308, "started"), (0.0, 10 ** 30, "finished")])
