@@ -83,6 +83,21 @@ def _as_number(x: Any) -> Any:
         return None
 
 
+def _cells(header: Any, rows: Any) -> tuple[list, list]:
+    """``header`` and ``rows`` as lists (each row a list), read once: a generator or ``zip`` of rows was used up
+    by the check that every row has as many cells as the header, and the table came out without rows."""
+    try:
+        header = list(header)
+    except TypeError:
+        raise ValueError(f"header must be a sequence of column names, got {type(header).__name__}") from None
+    try:
+        rows = [list(r) for r in rows]
+    except TypeError:
+        raise ValueError(f"rows must be a sequence of rows, each a sequence of cells, got {type(rows).__name__}") \
+            from None
+    return header, rows
+
+
 def markdown_table(header: Sequence[str], rows: Sequence[Sequence[Any]], spec: str = ".3g") -> str:
     """A Markdown (MyST) table; numbers are formatted with ``spec``. A ``|`` inside a cell is
     escaped (``\\|``) and a line break becomes a space, so a cell never splits the table.
@@ -91,7 +106,10 @@ def markdown_table(header: Sequence[str], rows: Sequence[Sequence[Any]], spec: s
     | a | b |
     |---|---|
     | x | 0.5 |
+
+    ``header``, ``rows`` and each row may be any iterable (a generator, ``zip(...)``): each is read once.
     """
+    header, rows = _cells(header, rows)
     if len(header) == 0:  # "|  |" and a separator of no columns: not a table
         raise ValueError("header: a table needs at least one column")
     if any(len(r) != len(header) for r in rows):
@@ -117,6 +135,7 @@ def transposed_markdown_table(header: Sequence[str], rows: Sequence[Sequence[Any
     |---|---|---|
     | error | 0.5 | 0.25 |
     """
+    header, rows = _cells(header, rows)
     if len(header) == 0:
         raise ValueError("header: a table needs at least one column")
     if len(rows) == 0:

@@ -101,3 +101,24 @@ def test_fmt_string_specs_still_print_floats_as_str():
     from fedlib.report import fmt
 
     assert fmt(0.1234567, "s") == "0.1234567" and fmt(0.5, "") == "0.5" and fmt(0.01, ".4f") == "0.0100"
+
+
+def test_tables_read_rows_given_as_an_iterator_once():
+    """Was: rows given as a generator, map or zip were used up by the check that every row has as many cells as
+    the header, and markdown_table printed the header alone ('| a | b |\\n|---|---|') without a word;
+    transposed_markdown_table, a generator header or a generator row raised TypeError ("object of type
+    'generator' has no len()"), and header=None / rows=None TypeErrors naming neither."""
+    expected = markdown_table(["a", "b"], [[0, 0.0], [1, 0.5], [2, 1.0]])
+    assert expected.count("\n") == 4
+    assert markdown_table(["a", "b"], ([i, i * 0.5] for i in range(3))) == expected
+    assert markdown_table(["a", "b"], zip([0, 1, 2], [0.0, 0.5, 1.0])) == expected
+    assert markdown_table((h for h in ["a", "b"]), [iter([i, i * 0.5]) for i in range(3)]) == expected
+    assert transposed_markdown_table(["a", "b"], zip([0, 1, 2], [0.0, 0.5, 1.0])) == \
+        transposed_markdown_table(["a", "b"], [[0, 0.0], [1, 0.5], [2, 1.0]])
+    for function in (markdown_table, transposed_markdown_table):
+        with pytest.raises(ValueError, match=r"^header must be a sequence of column names, got NoneType"):
+            function(None, [[1]])
+        with pytest.raises(ValueError, match=r"^rows must be a sequence of rows, each a sequence of cells"):
+            function(["a"], None)
+        with pytest.raises(ValueError, match=r"^rows must be a sequence of rows"):
+            function(["a"], [1])
