@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+import torch
 
 from fedlib.data.clients import FederatedDataset
 
@@ -53,6 +54,9 @@ def _case(**change):
     (dict(train_x=None), "train_x must be a list with one array per client, got NoneType"),
     (dict(test_y={0: np.zeros(0)}), "test_y must be a list with one array per client, got dict"),
     (dict(train_x=(x for x in [np.ones((2, 3))])), "train_x must be a list .* got generator"),
+    # were "len() of unsized object" / "len() of a 0-d tensor" TypeErrors naming nothing
+    (dict(train_x=np.array(0.5)), "train_x must be a list with one array per client, got ndarray"),
+    (dict(test_y=torch.tensor(1)), "test_y must be a list with one array per client, got Tensor"),
 ])
 def test_federated_dataset_refuses_by_name_what_numpy_refused_without_it(change, match):
     """String / object labels raised numpy's UFuncTypeError / TypeError (from y.min() in the message),

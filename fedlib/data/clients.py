@@ -71,7 +71,8 @@ class FederatedDataset:
         src = self.name
         for label in ("train_x", "train_y", "test_x", "test_y"):
             seq = getattr(self, label)
-            if isinstance(seq, (dict, str, bytes)) or not hasattr(seq, "__len__") or not hasattr(seq, "__getitem__"):
+            if (isinstance(seq, (dict, str, bytes)) or not hasattr(seq, "__len__") or not hasattr(seq, "__getitem__")
+                    or getattr(seq, "ndim", 1) == 0):  # a 0-d array or tensor: len() raised TypeError
                 raise ValueError(f"{src}: {label} must be a list with one array per client, got {type(seq).__name__}")
         m = len(self.train_x)
         if m == 0:
