@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+import torch
 
 from fedlib import theory as TH
 from fedlib.problems import random_quadratic
@@ -42,6 +43,16 @@ def test_quadratic_loss_and_global_grad_take_a_list(problem):
 def test_quadratic_loss_and_global_grad_refuse_a_wrong_shape(problem, method):
     with pytest.raises(ValueError, match="dimension 4, got shape \\(5,\\)"):
         getattr(problem, method)(np.zeros(5))
+
+
+@pytest.mark.parametrize("eig_range", [np.array(0.5), np.array([[0.5], [2.0]]), torch.tensor(1.0)])
+def test_random_quadratic_names_an_eig_range_of_another_shape(eig_range):
+    """Was: a 0-d array (or tensor) passed the pair check (it has __len__) and len() raised TypeError ('len() of
+    unsized object', 'len() of a 0-d tensor'); a (2, 1) array was unpacked into two 1-entry arrays, refused as
+    'eig_range[0] must be a finite number > 0, got array([0.5])' (0.5 is one)."""
+    with pytest.raises(ValueError, match=r"^eig_range must be a pair \(low, high\) of eigenvalues > 0"):
+        random_quadratic(2, 2, eig_range=eig_range)
+    assert np.array_equal(random_quadratic(2, 2, eig_range=np.array([0.5, 2.0])).H, random_quadratic(2, 2).H)
 
 
 def _shared_null_direction(seed=0):

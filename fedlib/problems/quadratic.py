@@ -133,7 +133,8 @@ def random_quadratic(num_clients: int, dim: int, seed: int = 0, *, eig_range=(0.
     """
     m = check_int("num_clients", num_clients, minimum=1)
     d = check_int("dim", dim, minimum=1)
-    if isinstance(eig_range, (str, bytes)) or not hasattr(eig_range, "__len__") or len(eig_range) != 2:
+    if (isinstance(eig_range, (str, bytes)) or not hasattr(eig_range, "__len__") or getattr(eig_range, "ndim", 1) != 1
+            or len(eig_range) != 2):  # a 0-d array has __len__ (len() raised TypeError), a (2, 1) one two rows
         raise ValueError(f"eig_range must be a pair (low, high) of eigenvalues > 0, got {eig_range!r}")
     lo, hi = eig_range
     check_positive("eig_range[0]", lo)
