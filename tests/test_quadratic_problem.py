@@ -55,6 +55,22 @@ def test_random_quadratic_names_an_eig_range_of_another_shape(eig_range):
     assert np.array_equal(random_quadratic(2, 2, eig_range=np.array([0.5, 2.0])).H, random_quadratic(2, 2).H)
 
 
+def test_random_quadratic_takes_p_as_quadratic_problem_takes_it():
+    """Was: np.asarray(p, dtype=float) came first, so a tensor requiring grad raised RuntimeError ("Can't call
+    numpy() on Tensor that requires grad"), a bfloat16 one TypeError ('Got unsupported ScalarType BFloat16'),
+    [1j, 0.5] TypeError ("float() argument must be ... not 'complex'") and ['a', 'b'] "could not convert string
+    to float: 'a'", none naming p; QuadraticProblem itself takes those tensors."""
+    plain = random_quadratic(2, 2, p=[0.25, 0.75])
+    for p in (torch.tensor([0.25, 0.75], requires_grad=True), torch.tensor([0.25, 0.75], dtype=torch.bfloat16),
+              np.array([0.25, 0.75], dtype=np.float32)):
+        problem = random_quadratic(2, 2, p=p)
+        assert problem.p.dtype == np.float64 and np.array_equal(problem.p, plain.p)
+        assert np.array_equal(problem.H, plain.H) and np.array_equal(problem.e, plain.e)
+    for p in ([1j, 0.5], ["a", "b"]):
+        with pytest.raises(ValueError, match=r"^p must be an array of numbers"):
+            random_quadratic(2, 2, p=p)
+
+
 def _shared_null_direction(seed=0):
     """Two PSD H_i = R diag(., ., 0) R^T sharing a rotated null direction, e_i = H_i x_i^*: every point of
     a line minimises F, and rounding (not the maths) used to pick one of them."""

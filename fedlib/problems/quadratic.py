@@ -152,5 +152,6 @@ def random_quadratic(num_clients: int, dim: int, seed: int = 0, *, eig_range=(0.
         H[i] = (Q * lam) @ Q.T
         H[i] = 0.5 * (H[i] + H[i].T)
         e[i] = H[i] @ (spread * g.standard_normal(d))
-    p = np.full(m, 1.0 / m) if p is None else np.asarray(p, dtype=np.float64)
-    return QuadraticProblem(H, e, p)
+    # a given p is checked by QuadraticProblem as given (np.asarray(p, dtype=float) failed on a tensor with grad
+    # or in bfloat16, and on complex or string entries, naming no argument)
+    return QuadraticProblem(H, e, np.full(m, 1.0 / m) if p is None else p)
