@@ -42,7 +42,9 @@ from ._validate import check_int
 
 __all__ = ["seed_sequence", "generator", "torch_generator", "PURPOSES"]
 
-#: Purposes used inside fedlib; any other string works too.
+#: Purposes used inside fedlib; any other string works too. A purpose enters a stream as its CRC-32, so two
+#: strings of the same CRC-32 (``"p_gnyijstj"`` and ``"p_etislvlf"``, say) name the same streams; these
+#: purposes have distinct ones (a test checks it).
 PURPOSES = ("local_steps", "local_work", "sampling", "batches", "init", "partition", "data", "data_sizes", "data_shared",
             "augment", "dropout", "gradient_noise", "client_speeds", "round_speeds", "instances", "fixed_local_steps",
             "anatomy_batches")
@@ -67,8 +69,8 @@ def _purpose_key(purpose: str) -> int:
 
 #: Seeds are below 2**128 and keys below 2**32: numpy pads a seed to 4 words and splits larger
 #: ints into several 32-bit words, so a key of 2**32 would be the keys (0, 1) and a longer seed
-#: would run into the purpose and key words. Within these bounds every (seed, purpose, keys)
-#: gives its own word sequence, hence its own stream.
+#: would run into the purpose and key words. Within these bounds every (seed, CRC-32 of the purpose, keys)
+#: gives its own word sequence, hence its own stream (purposes of one CRC-32 share theirs: :data:`PURPOSES`).
 _SEED_LIMIT, _KEY_LIMIT = 2 ** 128, 2 ** 32
 
 

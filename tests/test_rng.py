@@ -184,3 +184,15 @@ def test_count_outside_accuracy_seeds_give_distinct_quadratics():
     q, steps, lr = script["draw_case"](7)
     q2, steps2, lr2 = script["draw_case"](7)
     assert np.array_equal(q.H, q2.H) and np.array_equal(steps, steps2) and lr == lr2
+
+
+def test_purposes_of_one_crc32_share_streams_and_fedlib_s_own_have_distinct_ones():
+    """A purpose enters a stream as its CRC-32 (rng._purpose_key), so the comment above _SEED_LIMIT's claim that every
+    (seed, purpose, keys) has its own stream was false for two strings of one CRC-32: these two draw the same
+    numbers. fedlib's purposes (and scripts/count_outside_accuracy.py's) must not collide so."""
+    import zlib
+
+    assert zlib.crc32(b"p_gnyijstj") == zlib.crc32(b"p_etislvlf")
+    assert _draw(rng.generator(0, "p_gnyijstj", 1)) == _draw(rng.generator(0, "p_etislvlf", 1))
+    purposes = rng.PURPOSES + ("count_outside_cases",)
+    assert len({zlib.crc32(p.encode()) for p in purposes}) == len(purposes)
