@@ -219,3 +219,15 @@ def test_logits_checks_the_shape_of_x(x):
     model = LogisticRegression(3, 2)
     with pytest.raises(ValueError, match=r"x must have shape \('n', 3\)"):
         model.logits(model.init_params(), x)
+
+
+def test_pack_params_names_a_numpy_bias_beside_a_tensor_w():
+    """Was: pack_params({"W": tensor, "b": numpy array or list}) raised AttributeError ("'numpy.ndarray' object has
+    no attribute 'unsqueeze'") from torch.cat's argument; W a tensor makes Theta a tensor, so b must be one."""
+    import torch
+
+    for b in (np.zeros(3), [0.0, 0.0, 0.0]):
+        with pytest.raises(ValueError, match=r"^params: W is a torch tensor, so b must be one too, got "):
+            pack_params({"W": torch.zeros(2, 3), "b": b})
+    theta = pack_params({"W": torch.zeros(2, 3), "b": torch.ones(3)})
+    assert torch.equal(theta, torch.tensor([[0.0] * 3, [0.0] * 3, [1.0] * 3]))

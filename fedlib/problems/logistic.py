@@ -97,6 +97,8 @@ def pack_params(params: dict) -> Any:
     if _is_torch(W):
         import torch
 
+        if not _is_torch(b):  # b.unsqueeze raised AttributeError ('numpy.ndarray' object has no attribute ...)
+            raise ValueError(f"params: W is a torch tensor, so b must be one too, got {type(b).__name__}")
         return torch.cat([W, b.unsqueeze(-2)], dim=-2)
     return np.concatenate([np.asarray(W), np.asarray(b)[..., None, :]], axis=-2)
 
