@@ -231,3 +231,11 @@ def test_pack_params_names_a_numpy_bias_beside_a_tensor_w():
             pack_params({"W": torch.zeros(2, 3), "b": b})
     theta = pack_params({"W": torch.zeros(2, 3), "b": torch.ones(3)})
     assert torch.equal(theta, torch.tensor([[0.0] * 3, [0.0] * 3, [1.0] * 3]))
+
+
+def test_unpack_params_names_a_theta_that_is_no_array():
+    """Was: unpack_params of a nested list (or tuple) raised TypeError ('list indices must be integers or slices, not
+    tuple') from theta[..., :-1, :]; W and b are views of theta, which a list cannot give."""
+    for theta in ([[0.0] * 3] * 3, ((0.0, 1.0), (2.0, 3.0))):
+        with pytest.raises(ValueError, match=r"^theta must be a numpy array or torch tensor"):
+            unpack_params(theta)

@@ -115,6 +115,9 @@ def unpack_params(theta) -> dict:
     >>> theta.tolist()
     [[0.0, 0.0], [0.0, 0.0], [7.0, 7.0]]
     """
+    if not (isinstance(theta, np.ndarray) or _is_torch(theta)):  # a list failed as "list indices must be integers"
+        raise ValueError(f"theta must be a numpy array or torch tensor (W and b are views of it), got "
+                         f"{type(theta).__name__}")
     shape = tuple(np.shape(theta))
     if len(shape) < 2 or shape[-2] < 2:
         raise ValueError(f"theta must have shape (..., d+1, C) with d >= 1 (rows of W, then the bias), got {shape}")
