@@ -343,6 +343,8 @@ def load_checkpoint(path: os.PathLike, kind: Optional[str] = None) -> dict:
     >>> folder.cleanup()
     """
     path = Path(path)
+    if kind is not None and not isinstance(kind, str):  # an array made `doc.get("kind") != kind` ambiguous
+        raise ValueError(f"kind must be None or a string such as 'run', got {kind!r}")
     try:
         with open(path, "rb") as fh:
             before = _file_version(fh)

@@ -234,7 +234,13 @@ def make_server_optimizer(name: str, *, server_lr: Optional[float] = None,
     ...
     ValueError: beta: only server momentum has a momentum factor, got beta=0.5 for 'plain'
     """
-    if name in SERVER_OPTIMIZERS and name != "momentum" and beta is not None:
+    try:
+        known = name in SERVER_OPTIMIZERS
+    except ValueError:  # an array: `in` compares it entry by entry ("the truth value of an array ... is ambiguous")
+        known = False
+    if not known:
+        raise ValueError(f"server optimizer must be one of {list(SERVER_OPTIMIZERS)}, got {name!r}")
+    if name != "momentum" and beta is not None:
         raise ValueError(f"beta: only server momentum has a momentum factor, got beta={beta!r} for {name!r}")
     if name == "plain":
         return plain() if server_lr is None else plain(server_lr)
@@ -242,6 +248,4 @@ def make_server_optimizer(name: str, *, server_lr: Optional[float] = None,
         if server_lr is not None:
             raise ValueError("server_lr: server momentum has no server learning rate (its step is the client lr)")
         return momentum(0.9 if beta is None else beta)
-    if name == "adam":
-        return adam() if server_lr is None else adam(server_lr)
-    raise ValueError(f"server optimizer must be one of {list(SERVER_OPTIMIZERS)}, got {name!r}")
+    return adam() if server_lr is None else adam(server_lr)

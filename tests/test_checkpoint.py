@@ -479,3 +479,14 @@ def test_divergence_after_a_checkpoint_names_it(tmp_path, capsys):
     # without checkpoints the message is unchanged
     assert main(RUN_3_CLIENTS + ["--lr", "30", "--l2", "1", "--rounds", "40", "--out", str(tmp_path / "s.json")]) == 2
     assert "(nothing written)" in capsys.readouterr().err
+
+
+def test_load_checkpoint_names_a_kind_that_is_no_string(tmp_path):
+    """Was: kind=np.array([]) (or of several entries) raised numpy's 'The truth value of an empty array is
+    ambiguous' from `doc.get("kind") != kind`, naming nothing, and kind=3 refused the file as 'a checkpoint of
+    another command'."""
+    path = save_checkpoint(tmp_path / "c.ckpt", config={}, round_done=0, state={}, history=[])
+    for kind in (np.array([]), np.array(["run", "bench"]), 3):
+        with pytest.raises(ValueError, match=r"^kind must be None or a string such as 'run', got "):
+            load_checkpoint(path, kind=kind)
+    assert load_checkpoint(path, kind="run")["kind"] == "run"

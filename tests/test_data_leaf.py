@@ -519,3 +519,11 @@ def test_leaf_without_duplicates_still_reads(tmp_path):
     f.write_text(text)
     ds = load_leaf(f)
     assert ds.train_x[0].tolist() == [[1.0, 2.0], [3.0, 4.0]] and ds.train_y[0].tolist() == [0, 1]
+
+
+def test_load_leaf_names_an_array_given_for_client_order(tmp_path):
+    """Was: client_order=np.array([]) (or of several entries) raised numpy's 'The truth value of an empty array is
+    ambiguous' from `client_order not in (...)`, naming nothing."""
+    for order in (np.array([]), np.array(["sorted", "appearance"])):
+        with pytest.raises(ValueError, match=r"^client_order must be 'sorted' or 'appearance', got "):
+            load_leaf(tmp_path, client_order=order)

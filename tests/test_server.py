@@ -235,3 +235,13 @@ def test_table1_cell_momentum_zero_is_kept():
     _, state = algo.server.update(np.array([1.0]), algo.server.init(np.zeros(1)), np.zeros(1), 0.1)
     _, state = algo.server.update(np.array([1.0]), state, np.zeros(1), 0.1)
     np.testing.assert_allclose(state.buffer, [-10.0])
+
+
+def test_make_server_optimizer_names_an_array_given_for_the_name():
+    """Was: an array of several (or no) entries raised numpy's 'The truth value of an array ... is ambiguous' from
+    `name in SERVER_OPTIMIZERS`, naming nothing (check_choice's arrays, commit 9177345, for this choice too)."""
+    for name in (np.zeros((2, 2)), np.array([]), np.array(["plain", "adam"])):
+        with pytest.raises(ValueError, match=r"^server optimizer must be one of \['plain', 'momentum', 'adam'\], got "):
+            SV.make_server_optimizer(name)
+        with pytest.raises(ValueError, match=r"^server optimizer must be one of"):
+            SV.make_server_optimizer(name, beta=0.5)

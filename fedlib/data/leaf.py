@@ -297,7 +297,11 @@ def load_leaf(path, num_classes: int | None = None, name: str | None = None, *,
     """
     if num_classes is not None:
         num_classes = check_int("num_classes", num_classes, minimum=2)
-    if client_order not in ("sorted", "appearance"):
+    try:
+        known = client_order in ("sorted", "appearance")
+    except ValueError:  # an array: `in` compares it entry by entry ("the truth value of an array ... is ambiguous")
+        known = False
+    if not known:
         raise ValueError(f"client_order must be 'sorted' or 'appearance', got {client_order!r}")
     root = check_path("path", path)
     if not root.exists():
