@@ -136,6 +136,17 @@ def test_profile_sizes_keeps_every_given_value_but_none():
         profile_sizes("ci", table, round=5)
 
 
+def test_profile_sizes_names_a_table_that_is_no_mapping_of_mappings():
+    """Was: table=None (or 3, or a list) raised "'NoneType' object is not iterable" from the profile check,
+    {"ci": None} "'NoneType' object is not iterable" from dict(table[profile]), naming no argument."""
+    from fedlib.experiments import profile_sizes
+
+    for table in (None, 3, [("ci", {"rounds": 1})], {"ci": None}, {"ci": {"rounds": 1}, "full": [1]}):
+        with pytest.raises(TypeError, match=r"^profile_sizes: table must map each profile to its sizes"):
+            profile_sizes("ci", table)
+    assert profile_sizes("ci", {"ci": {"rounds": 1}, "full": {"rounds": 2}}, rounds=3) == {"rounds": 3}
+
+
 def test_no_chapter_replaces_a_falsy_parameter_by_the_profiles():
     """``x = x or default`` turns a user's 0 or () into the default without a word."""
     import json

@@ -29,11 +29,15 @@ def profile_sizes(profile: Any, table: Mapping[str, Mapping[str, Any]], **given:
     given — ``0`` and ``()`` included, for the experiment function to refuse by name — where the
     chapters' ``given or default`` silently ran the profile's value instead. Raises ``ValueError`` for
     a profile that ``table`` lacks (``KeyError: 'foo'`` before) and ``TypeError`` for a name of
-    ``given`` that is not one of the profile's sizes.
+    ``given`` that is not one of the profile's sizes, or a ``table`` that is no mapping of mappings.
 
     >>> profile_sizes("ci", {"ci": {"rounds": 20, "seeds": 3}, "full": {"rounds": 100, "seeds": 5}}, rounds=0)
     {'rounds': 0, 'seeds': 3}
     """
+    if not isinstance(table, Mapping) or not all(isinstance(sizes, Mapping) for sizes in table.values()):
+        raise TypeError(f"profile_sizes: table must map each profile to its sizes (a dict of dicts), got "
+                        f"{type(table).__name__}" + (f" of {sorted({type(v).__name__ for v in table.values()})}"
+                                                     if isinstance(table, Mapping) else ""))
     if not isinstance(profile, str):
         raise TypeError(f"profile must be a string, one of {sorted(table)}; got {type(profile).__name__}")
     check_choice("profile", profile, tuple(table))
