@@ -71,6 +71,21 @@ def test_random_quadratic_takes_p_as_quadratic_problem_takes_it():
             random_quadratic(2, 2, p=p)
 
 
+@pytest.mark.parametrize("method", ["grad", "loss", "global_grad"])
+def test_quadratic_methods_take_any_tensor_and_name_an_x_that_is_no_numbers(problem, method):
+    """Was: x as a tensor requiring grad raised RuntimeError ("Can't call numpy() on Tensor that requires grad"), in
+    bfloat16 TypeError ('Got unsupported ScalarType BFloat16'); x = ['a', 'b', 'c', 'd'] numpy's UFuncTypeError
+    ("ufunc 'matmul' did not contain a loop ...") or 'invalid data type for einsum', [None] * 4 "unsupported operand
+    type(s) for *", none naming x."""
+    call = (lambda x: problem.grad(x, 1)) if method == "grad" else getattr(problem, method)
+    x = np.array([0.5, -1.0, 2.0, 0.25])
+    for tensor in (torch.tensor(x, requires_grad=True), torch.tensor(x, dtype=torch.bfloat16), torch.tensor(x)):
+        assert np.array_equal(call(tensor), call(x))
+    for bad in (["a", "b", "c", "d"], [None] * 4):
+        with pytest.raises(ValueError, match=r"^x must be a vector of numbers, got dtype"):
+            call(bad)
+
+
 def _shared_null_direction(seed=0):
     """Two PSD H_i = R diag(., ., 0) R^T sharing a rotated null direction, e_i = H_i x_i^*: every point of
     a line minimises F, and rounding (not the maths) used to pick one of them."""

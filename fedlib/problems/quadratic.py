@@ -72,9 +72,14 @@ class QuadraticProblem:
     def _vector(self, x) -> np.ndarray:
         if type(x) is np.ndarray and x.shape == (self.H.shape[1],):  # the common case, without np.shape's dispatch
             return x
+        if hasattr(x, "detach") and hasattr(x, "double"):  # a torch tensor: with grad, in bfloat16, on any device
+            x = x.detach().double().cpu().numpy()
         if np.shape(x) != (self.H.shape[1],):
             raise ValueError(f"x must be a vector of the problem's dimension {self.H.shape[1]}, got shape {np.shape(x)}")
-        return np.asarray(x)
+        x = np.asarray(x)
+        if x.dtype.kind not in "biufc":  # strings or objects failed inside numpy's matmul / einsum
+            raise ValueError(f"x must be a vector of numbers, got dtype {x.dtype}")
+        return x
 
     def grad(self, x: np.ndarray, client: int) -> np.ndarray:
         r""":math:`\nabla F_i(x) = H_i x - e_i` for the client index ``0 <= client < m``."""
