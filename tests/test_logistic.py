@@ -239,3 +239,34 @@ def test_unpack_params_names_a_theta_that_is_no_array():
     for theta in ([[0.0] * 3] * 3, ((0.0, 1.0), (2.0, 3.0))):
         with pytest.raises(ValueError, match=r"^theta must be a numpy array or torch tensor"):
             unpack_params(theta)
+
+
+def test_logistic_regression_takes_any_tensor_and_refuses_complex_numbers_by_name():
+    """Was: W, b or x as a tensor requiring grad raised RuntimeError ("Can't call numpy() on Tensor that requires
+    grad"), in bfloat16 TypeError ('Got unsupported ScalarType BFloat16'); complex x or W lost their imaginary part
+    with only a ComplexWarning (the loss of x + 1j was that of x, 1.0986 here), the scalar 1j raised TypeError
+    ("float() argument must be a string or a real number, not 'complex'"); strings in W "could not convert string
+    to float", naming nothing."""
+    import warnings
+
+    import torch
+
+    model = LogisticRegression(num_features=2, num_classes=3)
+    params = {"W": np.array([[0.5, 0.0, -0.5], [0.25, 1.0, 0.0]]), "b": np.array([0.0, 0.5, -0.25])}
+    x, y = np.array([[1.0, 2.0], [0.5, -1.0]]), np.array([0, 2])
+    loss, grads = model.loss_and_grad(params, x, y)
+    for convert in (lambda a: torch.tensor(a, requires_grad=True), lambda a: torch.tensor(a, dtype=torch.bfloat16)):
+        tensor_params = {k: convert(v) for k, v in params.items()}
+        got_loss, got = model.loss_and_grad(tensor_params, convert(x), torch.tensor(y))
+        assert got_loss == loss and np.array_equal(got["W"], grads["W"]) and np.array_equal(got["b"], grads["b"])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        for bad_x in (x + 1j, torch.tensor(x + 1j), 1j):
+            with pytest.raises(ValueError, match=r"^x must (hold real numbers|be an array of real numbers)"):
+                model.loss(params, bad_x, y)
+        with pytest.raises(ValueError, match=r"^params\['W'\] must hold real numbers"):
+            model.grad({**params, "W": params["W"] * (1 + 1j)}, x, y)
+        with pytest.raises(ValueError, match=r"^params\['b'\] must be an array of real numbers"):
+            model.logits({**params, "b": ["a", "b", "c"]}, x)
+        with pytest.raises(ValueError, match=r"^mask must hold real numbers"):
+            model.loss_and_grad_stacked({k: v[None] for k, v in params.items()}, x[None], y[None], mask=[[1j, 1]])

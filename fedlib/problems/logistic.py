@@ -73,6 +73,23 @@ def _is_torch(x: Any) -> bool:
     return hasattr(x, "detach") and hasattr(x, "new_zeros")
 
 
+def _real_array(name: str, value: Any) -> np.ndarray:
+    """``value`` as a float64 array (a torch tensor with grad, in bfloat16 or on any device too); ``ValueError`` naming
+    ``name`` for complex numbers (float64 kept their real part with only a ComplexWarning) or other things."""
+    if type(value) is np.ndarray and value.dtype == np.float64:  # the common case, unchanged
+        return value
+    if _is_torch(value):
+        if value.is_complex():
+            raise ValueError(f"{name} must hold real numbers, got a {value.dtype} tensor")
+        value = value.detach().double().cpu().numpy()
+    if np.iscomplexobj(value):
+        raise ValueError(f"{name} must hold real numbers, got complex ones")
+    try:
+        return np.asarray(value, dtype=np.float64)
+    except (TypeError, ValueError) as exc:
+        raise ValueError(f"{name} must be an array of real numbers: {exc}") from None
+
+
 def pack_params(params: dict) -> Any:
     r"""``{"W": (..., d, C), "b": (..., C)}`` -> :math:`\Theta = [W; b]` of shape ``(..., d+1, C)``
     (a torch tensor when ``W`` is one, else a numpy array).
@@ -334,7 +351,7 @@ class LogisticRegression:
     def _check_params(self, params: Any, stacked: bool) -> tuple[np.ndarray, np.ndarray]:
         if not isinstance(params, dict) or set(params) != {"W", "b"}:
             raise ValueError(f"params must be a dict with keys 'W' and 'b', got {type(params).__name__}")
-        W, b = np.asarray(params["W"], dtype=np.float64), np.asarray(params["b"], dtype=np.float64)
+        W, b = _real_array("params['W']", params["W"]), _real_array("params['b']", params["b"])
         lead = W.shape[:1] if stacked else ()
         if W.shape != lead + (self.num_features, self.num_classes) or b.shape != lead + (self.num_classes,):
             raise ValueError(f"params: W has shape {W.shape} and b {b.shape}, expected "
@@ -342,8 +359,8 @@ class LogisticRegression:
         return W, b
 
     def _check_batch(self, x, y, lead: tuple) -> tuple[np.ndarray, np.ndarray]:
-        x = np.asarray(x, dtype=np.float64)
-        y = np.asarray(y)
+        x = _real_array("x", x)
+        y = np.asarray(y.detach().cpu() if _is_torch(y) else y)
         if x.ndim != len(lead) + 2 or x.shape[:len(lead)] != lead or x.shape[-1] != self.num_features:
             raise ValueError(f"x must have shape {lead + ('B', self.num_features)}, got {x.shape}")
         if y.shape != x.shape[:-1] or y.dtype.kind not in "iu":
@@ -356,7 +373,7 @@ class LogisticRegression:
     def logits(self, params: dict, x) -> np.ndarray:
         """:math:`z = x W + b`, shape ``(n, C)``."""
         W, b = self._check_params(params, stacked=False)
-        x = np.asarray(x, dtype=np.float64)
+        x = _real_array("x", x)
         if x.ndim != 2 or x.shape[1] != self.num_features:
             raise ValueError(f"x must have shape ('n', {self.num_features}), got {x.shape}")
         return x @ W + b
@@ -422,7 +439,7 @@ class LogisticRegression:
         W, b = self._check_params(params, stacked=True)
         q = W.shape[0]
         x, y = self._check_batch(x, y, (q,))
-        mask = np.ones(y.shape) if mask is None else np.asarray(mask, dtype=np.float64)
+        mask = np.ones(y.shape) if mask is None else _real_array("mask", mask)
         if mask.shape != y.shape:
             raise ValueError(f"mask must have shape {y.shape}, got {mask.shape}")
         if not np.all((mask == 0) | (mask == 1)):  # any other value would weight the mean (or make it NaN)
