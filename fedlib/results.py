@@ -200,9 +200,13 @@ def recorded_command(argv: Sequence[str]) -> Iterator[str]:
     >>> command, recorded == command
     ("python -m fedlib run synthetic --out 'my run.json'", True)
     """
-    if isinstance(argv, str) or not all(isinstance(a, str) for a in argv):
+    try:  # read once: a generator was used up by the check below and recorded as the command ''
+        args = None if isinstance(argv, (str, bytes)) else list(argv)
+    except TypeError:
+        args = None
+    if args is None or not all(isinstance(a, str) for a in args):
         raise TypeError(f"recorded_command needs a list of strings (one per argument), got {argv!r}")
-    command = shlex.join(argv)
+    command = shlex.join(args)
     token = _RECORDED_COMMAND.set(command)
     try:
         yield command

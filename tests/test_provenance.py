@@ -96,6 +96,18 @@ def test_main_without_argv_records_sys_argv(tmp_path, monkeypatch):
     assert _prov(out)["command"] == shlex.join(["python", "-m", "fedlib", *RUN, "--out", str(out)])
 
 
+def test_recorded_command_reads_an_iterator_of_arguments_once():
+    """Was: recorded_command(iter([...])) (or a generator, map) used the arguments up in its check that each is a
+    string, and recorded the command '' (a provenance make_result then refused as 'provenance.command must be a
+    non-empty string'); None raised "'NoneType' object is not iterable"."""
+    with recorded_command(a for a in ["python", "-m", "fedlib", "run", "my run"]) as command:
+        assert command == "python -m fedlib run 'my run'" == make_provenance(0.0, 1.0)["command"]
+    for bad in (None, 3, b"python"):
+        with pytest.raises(TypeError, match=r"^recorded_command needs a list of strings"):
+            with recorded_command(bad):
+                pass
+
+
 def test_command_is_shell_quoted_and_recorded_command_nests(monkeypatch):
     monkeypatch.setattr(sys, "argv", ["/x/fedlib/__main__.py", "run", "synthetic", "--out", "a b.json"])
     plain = "python -m fedlib run synthetic --out 'a b.json'"
