@@ -586,7 +586,8 @@ def write_result(path: os.PathLike, result: Mapping) -> Path:
 
 
 def read_result(path: os.PathLike) -> dict:
-    """Read and validate a result file; ``ValueError`` names the file and the problem. The book's chapters
+    """Read and validate a result file; ``ValueError`` names the file and the problem (a key written twice in one
+    JSON object is one: ``json`` would keep the last copy without a word). The book's chapters
     read the committed GPU results of chapter 5's Table 1 with it
     (:func:`fedlib.experiments.cifar10.load_table1_results`).
 
@@ -604,5 +605,19 @@ def read_result(path: os.PathLike) -> dict:
     schema must be 'fedlib.result/1', got 'fedlib.result/0'
     """
     path = Path(path)
-    doc = read_json(path)
+    doc = read_json(path, object_pairs_hook=_unique_keys(path))
     return validate_result(doc, str(path))
+
+
+def _unique_keys(path: Path):
+    """``object_pairs_hook`` refusing a key written twice in one JSON object: ``json`` keeps only the last copy, so
+    an edited or merged file with two ``"lr"`` (or two ``"history"``) in one object was read as the last one."""
+    def hook(pairs):
+        out = {}
+        for key, value in pairs:
+            if key in out:
+                raise ValueError(f"{path}: key {key!r} appears twice in one JSON object; a JSON reader keeps only the "
+                                 "last copy")
+            out[key] = value
+        return out
+    return hook

@@ -415,3 +415,17 @@ def test_read_result_of_a_folder_names_it(tmp_path):
     here IsADirectoryError) is a ValueError naming the path and why it cannot be read."""
     with pytest.raises(ValueError, match=rf"^{re.escape(str(tmp_path))}: cannot read \(.*Is a directory"):
         read_result(tmp_path)
+
+
+def test_read_result_refuses_a_key_written_twice(tmp_path):
+    """Was: a result file with a key twice in one object (an edited or merged file: '"lr": 0.1, "lr": 0.5', two
+    "history" lists) was read as its last copy without a word (config {'lr': 0.5}); LEAF files were already refused so."""
+    text = json.dumps(_result())
+    out = tmp_path / "r.json"
+    for old, new in (('"lr": 0.02', '"lr": 0.02, "lr": 0.5'), ('"schema"', '"kind": "run", "schema"')):
+        assert old in text
+        out.write_text(text.replace(old, new, 1))
+        with pytest.raises(ValueError, match=rf"^{re.escape(str(out))}: key '(lr|kind)' appears twice in one JSON object"):
+            read_result(out)
+    out.write_text(text)
+    assert read_result(out) == json.loads(text)
