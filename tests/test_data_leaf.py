@@ -527,3 +527,14 @@ def test_load_leaf_names_an_array_given_for_client_order(tmp_path):
     for order in (np.array([]), np.array(["sorted", "appearance"])):
         with pytest.raises(ValueError, match=r"^client_order must be 'sorted' or 'appearance', got "):
             load_leaf(tmp_path, client_order=order)
+
+
+def test_save_leaf_drop_test_must_be_a_bool(tmp_path):
+    """Was: any truthy drop_test dropped the test sets of a single-file save ("no", 1, "False" wrote a train-only
+    file without a word), any falsy one refused the file; count_parameters' trainable_only is refused the same way."""
+    ds = synthetic(num_clients=2, dim=3, num_classes=3, num_samples=[10, 12], seed=0)
+    for bad in ("no", "False", 1, 0, None):
+        with pytest.raises(ValueError, match=r"^drop_test must be True or False, got "):
+            save_leaf(ds, tmp_path / "one.json", drop_test=bad)
+    assert not (tmp_path / "one.json").exists()
+    assert save_leaf(ds, tmp_path / "one.json", drop_test=np.bool_(True)) == [str(tmp_path / "one.json")]

@@ -456,6 +456,8 @@ def save_leaf(dataset: FederatedDataset, path, *, drop_test: bool = False) -> li
     """
     if not isinstance(dataset, FederatedDataset):
         raise ValueError(f"dataset must be a FederatedDataset, got {type(dataset).__name__}")
+    if not isinstance(drop_test, (bool, np.bool_)):  # "no" is truthy: it would drop the test sets
+        raise ValueError(f"drop_test must be True or False, got {drop_test!r}")
     users = _user_ids(dataset)
     target = check_path("path", path)
     train_doc = _document(users, dataset.train_x, dataset.train_y)
