@@ -366,3 +366,28 @@ def test_run_batched_names_lr_at_when_it_returns_no_learning_rate():
     run = run_batched(make_algorithm("fednova", sgd(0.1)), problem, FixedSteps([1, 2]), 2, batch_size=5,
                       lr_at=lambda t: 0.05)
     assert [h["lr"] for h in run.history] == [0.05, 0.05]
+
+
+def test_run_batched_and_run_reference_refuse_a_hook_that_is_not_callable():
+    """lr_at, callback and on_round_end are checked before the first round. Before: run_batched(..., lr_at=0.05)
+    raised Python's TypeError "'float' object is not callable" from round 0, callback=5 the same after training
+    round 0 (run_reference: after the whole run), and with rounds=0 nothing was said at all."""
+    problem = LogisticProblem(synthetic(num_clients=2, dim=3, num_classes=2, num_samples=[10, 20], seed=0))
+    algo = make_algorithm("fednova", sgd(0.1))
+    for rounds in (0, 2):
+        with pytest.raises(ValueError, match=r"^lr_at must be a callable round -> client lr, got float \(a constant "
+                                             r"rate: lr_at=None uses the solver's lr\)"):
+            run_batched(algo, problem, FixedSteps([1, 2]), rounds, batch_size=5, lr_at=0.05)
+        with pytest.raises(ValueError, match=r"^lr_at must be a callable round -> client lr, got float"):
+            run_reference(algo, problem, FixedSteps([1, 2]), rounds, batch_size=5, lr_at=0.05)
+        with pytest.raises(ValueError, match=r"^callback must be a callable record -> None, got int"):
+            run_batched(algo, problem, FixedSteps([1, 2]), rounds, batch_size=5, callback=5)
+        with pytest.raises(ValueError, match=r"^callback must be a callable record -> None, got list"):
+            run_reference(algo, problem, FixedSteps([1, 2]), rounds, batch_size=5, callback=[])
+        with pytest.raises(ValueError, match=r"^on_round_end must be a callable \(state, history, initial\) -> None, "
+                                             r"got str"):
+            run_batched(algo, problem, FixedSteps([1, 2]), rounds, batch_size=5, on_round_end="save")
+    seen = []
+    run_batched(algo, problem, FixedSteps([1, 2]), 2, batch_size=5, lr_at=lambda t: 0.05, callback=seen.append,
+                on_round_end=lambda *args: seen.append(len(args)))
+    assert [r["round"] if isinstance(r, dict) else r for r in seen] == [0, 3, 1, 3]

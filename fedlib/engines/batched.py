@@ -358,6 +358,20 @@ def _check_common(algorithm, problem, schedule, rounds, batch_size, sampling, cl
     return rounds, batch_size, seed, clients_per_round
 
 
+_HOOKS = {"lr_at": "round -> client lr", "callback": "record -> None",
+          "on_round_end": "(state, history, initial) -> None"}
+
+
+def _check_hooks(**hooks) -> None:
+    """Each hook given (not ``None``) must be callable: a ``ValueError`` naming it before any round runs, not
+    Python's ``'float' object is not callable`` after the first round (``callback``: after the whole run of
+    :func:`run_reference`), as :func:`fedlib.engines.reference.run_sequential` refuses its own."""
+    for name, fn in hooks.items():
+        if fn is not None and not callable(fn):
+            hint = " (a constant rate: lr_at=None uses the solver's lr)" if name == "lr_at" else ""
+            raise ValueError(f"{name} must be a callable {_HOOKS[name]}, got {type(fn).__name__}{hint}")
+
+
 def _round_lr(algorithm, lr_at, t) -> float:
     return round_lr("lr_at", lr_at, t, algorithm.solver.lr)
 
@@ -425,6 +439,8 @@ def run_batched(algorithm: FederatedAlgorithm, problem: LogisticProblem, schedul
     resume : ``{"state", "history", "initial"}`` of a checkpoint (:mod:`fedlib.checkpoint`):
         continue after round ``len(history) - 1`` with that server state.
     on_round_end : ``(state, history, initial)`` after every round (checkpointing).
+        ``lr_at``, ``callback`` and ``on_round_end`` are callables or ``None`` (``ValueError`` naming one
+        otherwise, before the first round).
 
     Returns
     -------
@@ -459,6 +475,7 @@ def run_batched(algorithm: FederatedAlgorithm, problem: LogisticProblem, schedul
     """
     rounds, batch_size, seed, clients_per_round = _check_common(
         algorithm, problem, schedule, rounds, batch_size, sampling, clients_per_round, seed)
+    _check_hooks(lr_at=lr_at, callback=callback, on_round_end=on_round_end)
     if fast:
         check_builtin_step("algorithm.solver", [algorithm.solver],
                            "the fused step of run_batched (fast=True) does not take: pass fast=False, which steps "
@@ -857,6 +874,7 @@ def run_reference(algorithm: FederatedAlgorithm, problem: LogisticProblem, sched
                              "run_batched's); use engine='batched'")
     rounds, batch_size, seed, clients_per_round = _check_common(
         algorithm, problem, schedule, rounds, batch_size, sampling, clients_per_round, seed)
+    _check_hooks(lr_at=lr_at, callback=callback)
     x0 = problem.init_params() if params is None else params
     problem.model._check_params(x0, stacked=False)
     records: list = []
