@@ -597,8 +597,9 @@ def make_solver(name: str, lr: float, *, momentum: Optional[float] = None, mu: f
 
 
 def check_shared_lr(name: str, solvers, lr: Optional[float] = None) -> list:
-    r"""``solvers`` (a non-empty sequence of :class:`LocalSolver`) checked to share one base
-    learning rate :math:`\eta` (``lr`` if given, else the first solver's).
+    r"""``solvers`` (a non-empty sequence of :class:`LocalSolver`; one solver alone or anything else is a
+    ``ValueError`` naming ``name``) checked to share one base learning rate :math:`\eta` (``lr`` if given, else the
+    first solver's).
 
     Every :math:`\|a_i\|_1` is counted in units of the solver's own :math:`\eta`
     (:meth:`LocalSolver.counter_step`), and eq. (4) divides each client's change by
@@ -622,7 +623,13 @@ def check_shared_lr(name: str, solvers, lr: Optional[float] = None) -> list:
     >>> [s.a_norm(2) for s in solvers]
     [2.0, 6.0]
     """
-    solvers = list(solvers)
+    if isinstance(solvers, LocalSolver):  # list() of it raised "'LocalSolver' object is not iterable"
+        raise ValueError(f"{name} must be a non-empty sequence of LocalSolver, got one LocalSolver (a list of one: "
+                         f"[solver])")
+    try:
+        solvers = list(solvers)
+    except TypeError:  # a number, None, a 0-d array or tensor
+        raise ValueError(f"{name} must be a non-empty sequence of LocalSolver, got {type(solvers).__name__}") from None
     if not solvers or not all(isinstance(s, LocalSolver) for s in solvers):
         raise ValueError(f"{name} must be a non-empty sequence of LocalSolver")
     base = solvers[0].lr if lr is None else lr

@@ -631,3 +631,26 @@ def test_init_refuses_a_correction_of_another_structure_with_leaves_of_the_same_
     state = solver.init({"a": np.zeros(3)}, correction={"a": np.full(3, 2.0)})
     new = solver.update(state, {"a": np.ones(3)})  # x - lr (g + c) = -0.1 * 3
     np.testing.assert_allclose(new.params["a"], [-0.3] * 3, rtol=1e-15)
+
+
+def test_check_shared_lr_refuses_one_solver_or_a_number_by_name():
+    """A LocalSolver given where a sequence of them is asked (run_replicas(prob, "fednova", sgd(0.1), ...)) is a
+    ValueError naming the argument. Before: list(solvers) raised Python's TypeError "'LocalSolver' object is not
+    iterable" (run_replicas, client_solvers, the speedup and bounds experiments), a number "'float' object is not
+    iterable"."""
+    from fedlib.engines.quadratic import client_solvers, run_replicas
+    from fedlib.problems.quadratic import random_quadratic
+    from fedlib.schedules import RandomLocalWork
+
+    with pytest.raises(ValueError, match=r"^solvers must be a non-empty sequence of LocalSolver, got one LocalSolver "
+                                         r"\(a list of one: \[solver\]\)$"):
+        S.check_shared_lr("solvers", sgd(0.1))
+    for bad, kind in ((0.1, "float"), (None, "NoneType"), (np.array(2), "ndarray")):
+        with pytest.raises(ValueError, match=rf"^solvers must be a non-empty sequence of LocalSolver, got {kind}$"):
+            S.check_shared_lr("solvers", bad)
+    work = RandomLocalWork([1, 2], [1, 2])
+    with pytest.raises(ValueError, match=r"^solvers must be a non-empty sequence of LocalSolver, got one LocalSolver"):
+        run_replicas(random_quadratic(2, 2, seed=0), "fednova", sgd(0.1), work, 1)
+    with pytest.raises(ValueError, match=r"^solvers must be a non-empty sequence of LocalSolver, got one LocalSolver"):
+        client_solvers(work, sgd(0.1))
+    assert S.check_shared_lr("solvers", (sgd(0.1),)) == [sgd(0.1)]  # any sequence still is one
