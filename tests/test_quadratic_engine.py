@@ -144,6 +144,21 @@ def test_run_replicas_by_hand():
     assert nova.grad_norm2[0, 0] == 0.0  # x* = 0 is the start
 
 
+def test_gradient_noise_names_a_bad_size_or_round():
+    """gradient_noise's seed, round_index and four sizes are checked by name. Before: replicas=-1 gave numpy's
+    'negative dimensions are not allowed', dim=2.0 "'float' object cannot be interpreted as an integer", True
+    'an integer is required', round_index=-1 the generator's 'key must be
+    an integer >= 0, got -1'."""
+    good = dict(seed=0, round_index=0, replicas=1, num_clients=2, max_steps=2, dim=2, sigma=0.1)
+    for name, bad in (("replicas", -1), ("num_clients", 2.0), ("max_steps", True), ("dim", None), ("round_index", -1),
+                      ("seed", 1.5)):
+        for sigma in (0.0, 0.1):
+            with pytest.raises(ValueError, match=rf"^{name} must be an integer >= 0, got {bad!r}$"):
+                gradient_noise(**{**good, name: bad, "sigma": sigma})
+    assert gradient_noise(**{**good, "replicas": 0}).shape == (0, 2, 2, 2)  # an empty draw is still one
+    assert np.array_equal(gradient_noise(**{**good, "dim": np.int64(2)}), gradient_noise(**good))
+
+
 def test_gradient_noise_stream():
     a = gradient_noise(3, 4, 2, 3, 5, 2, 0.5)
     b = gradient_noise(3, 4, 2, 3, 5, 2, 1.0)

@@ -114,7 +114,8 @@ def gradient_noise(seed: int, round_index: int, replicas: int, num_clients: int,
     r""":math:`\sigma\xi` of round ``round_index``: shape ``(replicas, num_clients, max_steps, d)``
     (``num_clients``: the round's participants, in increasing client order), one draw from
     ``generator(seed, "gradient_noise", round_index)`` (zeros when ``sigma == 0``); ``sigma`` must be
-    a finite number >= 0. Used by :func:`run_replicas` and :func:`noisy_grad_fn`.
+    a finite number >= 0, ``seed``, ``round_index`` and the four sizes integers >= 0 (``ValueError`` naming the
+    argument). Used by :func:`run_replicas` and :func:`noisy_grad_fn`.
 
     Example
     -------
@@ -128,7 +129,10 @@ def gradient_noise(seed: int, round_index: int, replicas: int, num_clients: int,
     False
     """
     check_nonnegative("sigma", sigma)
-    return _gradient_noise(seed, round_index, replicas, num_clients, max_steps, dim, sigma)
+    seed, round_index = check_int("seed", seed), check_int("round_index", round_index)
+    sizes = [check_int(name, value) for name, value in (("replicas", replicas), ("num_clients", num_clients),
+                                                         ("max_steps", max_steps), ("dim", dim))]
+    return _gradient_noise(seed, round_index, *sizes, sigma)
 
 
 def _gradient_noise(seed: int, round_index: int, replicas: int, num_clients: int, max_steps: int, dim: int,
