@@ -159,6 +159,20 @@ def test_gradient_noise_names_a_bad_size_or_round():
     assert np.array_equal(gradient_noise(**{**good, "dim": np.int64(2)}), gradient_noise(**good))
 
 
+def test_noisy_grad_fn_refuses_local_steps_that_are_not_callable():
+    """local_steps is checked when the gradient function is built. Before: local_steps=[1, 2] (the steps, not
+    the schedule's method) or the schedule itself was taken, and the run failed at its first gradient, inside
+    run_sequential, with Python's TypeError "'list' object is not callable"."""
+    prob, work = random_quadratic(2, 2, seed=0), RandomLocalWork([1, 2], [1, 2])
+    with pytest.raises(ValueError, match=r"^local_steps must be a callable round -> \(m,\) local steps, got list$"):
+        noisy_grad_fn(prob, 0.1, 0, 2, 0, local_steps=[1, 2])
+    with pytest.raises(ValueError, match=r"^local_steps must be a callable .*, got RandomLocalWork \(a schedule's "
+                                         r"method: schedule\.local_steps\)$"):
+        noisy_grad_fn(prob, 0.1, 0, 2, 0, local_steps=work)
+    grad = noisy_grad_fn(prob, 0.1, 0, 2, 0, local_steps=work.local_steps)
+    assert grad(np.zeros(2), 1, 0, 1).shape == (2,)
+
+
 def test_gradient_noise_stream():
     a = gradient_noise(3, 4, 2, 3, 5, 2, 0.5)
     b = gradient_noise(3, 4, 2, 3, 5, 2, 1.0)

@@ -149,7 +149,7 @@ def noisy_grad_fn(problem: QuadraticProblem, sigma: float, seed: int, replicas: 
                   clients_per_round: Optional[int] = None) -> Callable[[np.ndarray, int, int, int], np.ndarray]:
     r"""``grad_fn(x, client, round, step)`` of replica ``replica`` (``0 <= replica < replicas``) for
     :func:`fedlib.engines.reference.run_sequential`: the same gradients :func:`run_replicas`
-    uses (``local_steps(round)`` gives the round's :math:`\tau_i`, to size the draw;
+    uses (``local_steps(round)``, a callable, gives the round's :math:`\tau_i`, to size the draw;
     ``sampling``/``clients_per_round`` must be those of the run, which fix who draws noise; a sampler
     callable is called once per round, as :func:`run_replicas` calls it).
 
@@ -178,6 +178,10 @@ def noisy_grad_fn(problem: QuadraticProblem, sigma: float, seed: int, replicas: 
     replicas = check_int("replicas", replicas, minimum=1)
     if check_int("replica", replica) >= replicas:
         raise ValueError(f"replica must be in 0..{replicas - 1} (one of the run's replicas), got {replica!r}")
+    if not callable(local_steps):  # else "'list' object is not callable" at the first gradient, inside the run
+        hint = " (a schedule's method: schedule.local_steps)" if hasattr(local_steps, "local_steps") else ""
+        raise ValueError(f"local_steps must be a callable round -> (m,) local steps, got "
+                         f"{type(local_steps).__name__}{hint}")
     cache: dict = {}
 
     def grad(x, client, round_index, step):
