@@ -1005,6 +1005,28 @@ def test_stacked_engine_refuses_bad_construction(model, data, case, match):
         StackedEngine(**kwargs)
 
 
+def test_stacked_engine_names_one_run_a_constant_lr_at_or_a_schedule_without_local_steps(model, data):
+    """runs given as one RunSpec, a run's lr_at given as a number and a schedule that is no schedule are refused
+    by name when the engine is built. Before: Python's TypeError "'RunSpec' object is not iterable", TypeError
+    "'float' object is not callable" (from the first round's plan) and AttributeError "'list' object has no
+    attribute 'local_steps'"."""
+    def build(runs):
+        return StackedEngine(model, _Images(data), runs, rounds=1, batch_size=B)
+
+    with pytest.raises(ValueError, match=r"^runs must be a non-empty list of RunSpec, got one RunSpec \(a list of one: "
+                                         r"\[run\]\)$"):
+        build(_one_run())
+    with pytest.raises(ValueError, match=r"^runs must be a non-empty list of RunSpec, got NoneType$"):
+        build(None)
+    with pytest.raises(ValueError, match=r"^runs\[1\]\.lr_at must be a callable round -> client lr, got float \(a "
+                                         r"constant rate: lr_at=lambda t: lr; None: the step decay of the solver's lr\)$"):
+        build([_one_run(), _one_run(lr_at=0.05)])
+    with pytest.raises(ValueError, match=r"^runs\[0\]\.schedule must have a local_steps\(round\) method \(see "
+                                         r"fedlib\.schedules\), got list$"):
+        build([_one_run(schedule=[1, 1])])
+    assert build([_one_run(lr_at=lambda t: 0.05)]).run_round()[0].lr == 0.05
+
+
 # ------------------------------------------------------- a user's own image model: training-only behaviour, its dtype
 TRAINING_MODE = r"model computes something else in training mode than in eval mode, besides its nn\.Dropout layers"
 

@@ -676,7 +676,8 @@ class StackedEngine:
     data : object with ``train_images`` ``(N, H, W, C)`` uint8, ``train_labels`` ``(N,)``,
         and optionally ``test_images`` / ``test_labels`` (e.g.
         :func:`fedlib.data.cifar10.load_cifar10`); numpy or torch. Moved to ``device`` once.
-    runs : list of :class:`RunSpec` (R >= 1).
+    runs : list of :class:`RunSpec` (R >= 1); a run's ``lr_at`` must be ``None`` or callable and its ``schedule``
+        have ``local_steps`` (``ValueError`` naming ``runs[r]`` otherwise).
     rounds : total number of rounds (sets the default step-decay lr schedule).
     path : ``"grouped"`` or ``"vmap"``.
     device : ``"cpu"``, ``"cuda"``, ``"cuda:1"``...
@@ -752,9 +753,22 @@ class StackedEngine:
         dtype = _resolve_dtype(model, dtype)
         if precision == "bf16" and dtype != torch.float32:
             raise ValueError("precision='bf16' keeps float32 master parameters: use dtype=torch.float32")
-        runs = list(runs)
+        if isinstance(runs, RunSpec):  # list() of it raised "'RunSpec' object is not iterable"
+            raise ValueError("runs must be a non-empty list of RunSpec, got one RunSpec (a list of one: [run])")
+        try:
+            runs = list(runs)
+        except TypeError:
+            raise ValueError(f"runs must be a non-empty list of RunSpec, got {type(runs).__name__}") from None
         if not runs or not all(isinstance(r, RunSpec) for r in runs):
             raise ValueError("runs must be a non-empty list of RunSpec")
+        for r, run in enumerate(runs):  # else Python's "'float' object is not callable" from the first round's plan
+            if run.lr_at is not None and not callable(run.lr_at):
+                raise ValueError(f"runs[{r}].lr_at must be a callable round -> client lr, got "
+                                 f"{type(run.lr_at).__name__} (a constant rate: lr_at=lambda t: lr; None: the step "
+                                 "decay of the solver's lr)")
+            if not callable(getattr(run.schedule, "local_steps", None)):
+                raise ValueError(f"runs[{r}].schedule must have a local_steps(round) method (see fedlib.schedules), "
+                                 f"got {type(run.schedule).__name__}")
         names = [r.name for r in runs]
         twice = sorted({n for n in names if n and names.count(n) > 1}, key=str)
         if twice:  # records, checkpoints (run_names) and per-name results tell the runs apart by name
