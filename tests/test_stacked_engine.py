@@ -1027,6 +1027,18 @@ def test_stacked_engine_names_one_run_a_constant_lr_at_or_a_schedule_without_loc
     assert build([_one_run(lr_at=lambda t: 0.05)]).run_round()[0].lr == 0.05
 
 
+def test_stacked_engine_train_refuses_a_callback_that_is_not_callable_before_a_round(model, data):
+    """train(callback=5) is refused before any round runs. Before: round 0 trained (round_index went to 1), then
+    Python's TypeError "'int' object is not callable"."""
+    engine = StackedEngine(model, _Images(data), [_one_run()], rounds=2, batch_size=B)
+    with pytest.raises(ValueError, match=r"^callback must be a callable records -> None, got int$"):
+        engine.train(callback=5)
+    assert engine.round_index == 0
+    seen = []
+    engine.train(callback=seen.append)
+    assert engine.round_index == 2 and [records[0].round for records in seen] == [0, 1]
+
+
 # ------------------------------------------------------- a user's own image model: training-only behaviour, its dtype
 TRAINING_MODE = r"model computes something else in training mode than in eval mode, besides its nn\.Dropout layers"
 

@@ -1308,8 +1308,11 @@ class StackedEngine:
 
     def train(self, rounds: Optional[int] = None, callback: Optional[Callable[[List[RoundRecord]], Any]] = None):
         """Run ``rounds`` more rounds (default: all remaining); ``callback(records)`` after each.
-        Returns the list of per-round record lists."""
+        Returns the list of per-round record lists. A ``callback`` that is not callable is a ``ValueError``
+        before any round runs."""
         n = self.rounds - self.round_index if rounds is None else check_int("rounds", rounds)
+        if callback is not None and not callable(callback):  # else a TypeError after a round has trained
+            raise ValueError(f"callback must be a callable records -> None, got {type(callback).__name__}")
         out = []
         for _ in range(n):
             rec = self.run_round()
