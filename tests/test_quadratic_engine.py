@@ -173,6 +173,18 @@ def test_noisy_grad_fn_refuses_local_steps_that_are_not_callable():
     assert grad(np.zeros(2), 1, 0, 1).shape == (2,)
 
 
+def test_run_replicas_refuses_a_progress_that_is_not_callable_before_a_round():
+    """progress=True is refused before round 0. Before: round 0 ran, then Python's TypeError "'bool' object is not
+    callable"."""
+    prob, work = random_quadratic(2, 2, seed=0), RandomLocalWork([1, 2], [1, 2])
+    with pytest.raises(ValueError, match=r"^progress must be a callable round -> None \(e\.g\. a progress bar's "
+                                         r"update\), got bool$"):
+        run_replicas(prob, "fednova", [sgd(0.1)], work, 2, progress=True)
+    seen = []
+    run_replicas(prob, "fednova", [sgd(0.1)], work, 2, progress=seen.append)
+    assert seen == [0, 1]
+
+
 def test_gradient_noise_stream():
     a = gradient_noise(3, 4, 2, 3, 5, 2, 0.5)
     b = gradient_noise(3, 4, 2, 3, 5, 2, 1.0)

@@ -268,7 +268,8 @@ def run_replicas(problem: QuadraticProblem, aggregation: str, solvers: Sequence[
     surrogate_weights : weights :math:`w` (``(m,)``, non-negative, summing to 1) of a
         surrogate :math:`\widetilde F = \sum_i w_i F_i` whose squared gradient norm at every
         iterate is recorded too (Theorem 1 bounds it; chapter 7).
-    progress : called with the round index after every round (e.g. a progress bar).
+    progress : called with the round index after every round (e.g. a progress bar); ``None`` or a callable
+        (``ValueError`` otherwise, before the first round).
 
     Returns
     -------
@@ -310,6 +311,9 @@ def run_replicas(problem: QuadraticProblem, aggregation: str, solvers: Sequence[
     replicas = check_int("replicas", replicas, minimum=1)
     seed = check_int("seed", seed)
     check_sampling(sampling, clients_per_round)
+    if progress is not None and not callable(progress):  # else a TypeError after round 0 has run
+        raise ValueError(f"progress must be a callable round -> None (e.g. a progress bar's update), got "
+                         f"{type(progress).__name__}")
     if tau_eff is not None:
         if aggregation != "fednova":
             raise ValueError("tau_eff: only FedNova takes a tau_eff policy (FedAvg's is implicit)")
