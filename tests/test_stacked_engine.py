@@ -1039,6 +1039,21 @@ def test_stacked_engine_train_refuses_a_callback_that_is_not_callable_before_a_r
     assert engine.round_index == 2 and [records[0].round for records in seen] == [0, 1]
 
 
+def test_stacked_engine_names_data_without_the_image_attributes(model, data):
+    """data given as a dict (or another object without train_images / train_labels) is refused by name. Before:
+    Python's AttributeError "'dict' object has no attribute 'train_images'"."""
+    small = _Images(data)
+    as_dict = {"train_images": small.train_images, "train_labels": small.train_labels}
+    with pytest.raises(ValueError, match=r"^data must be an object with the attributes train_images \(uint8 \(N, H, W, "
+                                         r"C\)\) and train_labels \(N,\), e\.g\. fedlib\.data\.cifar10\.load_cifar10\(\.\.\.\); "
+                                         r"got dict without train_images and train_labels; a dict of them: "
+                                         r"types\.SimpleNamespace\(\*\*data\)$"):
+        StackedEngine(model, as_dict, [_one_run()], rounds=1, batch_size=B)
+    with pytest.raises(ValueError, match=r"^data must be .*; got SimpleNamespace without train_labels$"):
+        StackedEngine(model, SimpleNamespace(train_images=small.train_images), [_one_run()], rounds=1, batch_size=B)
+    StackedEngine(model, SimpleNamespace(**as_dict), [_one_run()], rounds=1, batch_size=B)
+
+
 # ------------------------------------------------------- a user's own image model: training-only behaviour, its dtype
 TRAINING_MODE = r"model computes something else in training mode than in eval mode, besides its nn\.Dropout layers"
 
