@@ -1054,6 +1054,21 @@ def test_stacked_engine_names_data_without_the_image_attributes(model, data):
     StackedEngine(model, SimpleNamespace(**as_dict), [_one_run()], rounds=1, batch_size=B)
 
 
+def test_stacked_engine_refuses_a_flat_index_array_for_clients(model, data):
+    """RunSpec.clients is one index array per client; a flat array of indices (or a list of numbers) is refused.
+    Before: np.asarray(entry).ravel() made every number a client of one sample, so clients=np.arange(8) with a
+    schedule for 8 clients trained 8 one-sample clients (p_i = 1/8) without a word, where one client of 8 samples
+    (clients=[np.arange(8)]) was meant."""
+    with pytest.raises(ValueError, match=r"^runs\[0\]\.clients\[0\] must be an array of sample indices \(one array "
+                                         r"per client\), got the number 0; one client holding these samples: "
+                                         r"clients=\[indices\]$"):
+        StackedEngine(model, _Images(data), [_one_run(clients=np.arange(8), schedule=FixedSteps([1] * 8))], rounds=1,
+                      batch_size=B)
+    engine = StackedEngine(model, _Images(data), [_one_run(clients=[np.arange(8)], schedule=FixedSteps([1]))],
+                           rounds=1, batch_size=B)
+    assert engine.p(0).tolist() == [1.0]
+
+
 # ------------------------------------------------------- a user's own image model: training-only behaviour, its dtype
 TRAINING_MODE = r"model computes something else in training mode than in eval mode, besides its nn\.Dropout layers"
 

@@ -282,7 +282,8 @@ class RunSpec:
     ----------
     algorithm : the :class:`~fedlib.algorithms.FederatedAlgorithm` (solver, aggregation,
         VR, server optimizer, tau_eff).
-    clients : one int array per client: its indices into the engine's training set.
+    clients : one int array per client: its indices into the engine's training set (a number in its place is a
+        ``ValueError``: a flat index array is not read as one client per sample).
         :math:`p_i = n_i / \sum_j n_j`.
     schedule : object with ``local_steps(round) -> (m,) ints`` (``fedlib.schedules``;
         for CIFAR ``make_epoch_schedule(sizes, 32, "2")`` or ``"2-5"``; an epoch schedule must
@@ -824,6 +825,10 @@ class StackedEngine:
                                "fedlib.engines.reference.run_sequential (or your own loop with ClientOptimizer)")
             cl = [np.asarray(c) for c in run.clients]
             for i, c in enumerate(cl):
+                if c.ndim == 0:  # a flat index array would be read as one client per sample
+                    raise ValueError(f"runs[{r}].clients[{i}] must be an array of sample indices (one array per "
+                                     f"client), got the number {c.item()!r}; one client holding these samples: "
+                                     "clients=[indices]")
                 if c.size and c.dtype.kind not in "iu":  # a float array would be truncated, a bool mask read as 0/1
                     raise ValueError(f"runs[{r}].clients[{i}] must hold integer sample indices, got dtype {c.dtype}")
             cl = [c.astype(np.int64).ravel() for c in cl]
