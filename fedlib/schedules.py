@@ -471,7 +471,8 @@ def parse_epochs(text: str) -> tuple[int, int]:
 
 
 def make_epoch_schedule(num_samples, batch_size: int, epochs, seed: int = 0):
-    """:class:`FixedEpochs` for ``"2"``, :class:`RandomEpochs` for ``"2-5"`` (or a (low, high) pair).
+    """:class:`FixedEpochs` for ``"2"`` (or a count ``2``), :class:`RandomEpochs` for ``"2-5"`` (or a (low, high)
+    pair); anything else is a ``ValueError`` naming ``epochs``, ``low`` or ``high``.
 
     Example
     -------
@@ -480,7 +481,14 @@ def make_epoch_schedule(num_samples, batch_size: int, epochs, seed: int = 0):
     >>> make_epoch_schedule([64, 32], 32, (2, 5), seed=1)
     RandomEpochs(num_samples=(64, 32), batch_size=32, low=2, high=5, seed=1)
     """
-    lo, hi = parse_epochs(epochs) if isinstance(epochs, str) else (epochs if isinstance(epochs, tuple) else (epochs, epochs))
+    if isinstance(epochs, str):
+        lo, hi = parse_epochs(epochs)
+    elif isinstance(epochs, tuple):
+        if len(epochs) != 2:  # else "too many values to unpack (expected 2)"
+            raise ValueError(f"epochs must be a count, a string like '2' or '2-5', or a (low, high) pair, got {epochs!r}")
+        lo, hi = epochs
+    else:  # a number: named as epochs (NaN != NaN went on to RandomEpochs' 'low must be an integer >= 1, got nan')
+        lo = hi = check_int("epochs", epochs, minimum=1)
     if lo == hi:
         return FixedEpochs(num_samples, batch_size, lo)
     return RandomEpochs(num_samples, batch_size, lo, hi, seed)

@@ -77,6 +77,22 @@ def test_make_epoch_schedule_and_parse():
             SC.parse_epochs(bad)
 
 
+def test_make_epoch_schedule_names_epochs_for_nan_and_a_pair_of_three():
+    """make_epoch_schedule (train_clients' epochs) names epochs for a NaN and a tuple that is not a pair. Before:
+    NaN != NaN sent (nan, nan) on to RandomEpochs, whose 'low must be an integer >= 1, got nan' named no argument
+    of the caller; (1, 2, 3) raised Python's 'too many values to unpack (expected 2)'."""
+    with pytest.raises(ValueError, match=r"^epochs must be an integer >= 1, got nan$"):
+        SC.make_epoch_schedule(N, 32, float("nan"))
+    with pytest.raises(ValueError, match=r"^epochs must be a count, a string like '2' or '2-5', or a \(low, high\) "
+                                         r"pair, got \(1, 2, 3\)$"):
+        SC.make_epoch_schedule(N, 32, (1, 2, 3))
+    for bad in (2.5, 2.0, True, 0, None):  # refused as before (FixedEpochs named epochs too)
+        with pytest.raises(ValueError, match=r"^epochs must be an integer >= 1, got "):
+            SC.make_epoch_schedule(N, 32, bad)
+    assert SC.make_epoch_schedule(N, 32, np.int64(2)) == SC.FixedEpochs(N, 32, 2)
+    assert SC.make_epoch_schedule(N, 32, (2, 2)) == SC.FixedEpochs(N, 32, 2)
+
+
 def test_wall_clock():
     speeds = [10.0, 5.0, 1.0, 0.01]
     wc = SC.WallClock(speeds, round_seconds=2.0)
