@@ -149,6 +149,28 @@ class _Tied(nn.Module):
         return self.head(torch.relu(self.b(torch.relu(self.a(x)))))
 
 
+def test_train_clients_names_client_lists_and_algorithms_that_are_no_sequences():
+    """client_x / client_y that are no sequence and algorithms that is not iterable are refused by name. Before:
+    Python's TypeError "object of type 'NoneType' has no len()" (client_x=None), "object of type 'int' has no len()"
+    (client_y=5) and "'int' object is not iterable" (algorithms=5). A generator of client tensors, which had no
+    len() either, now trains like the list."""
+    xs, ys = _clients()
+    with pytest.raises(ValueError, match=r"^client_x must be a sequence of feature tensors \(n_i, \.\.\.\), one per "
+                                         r"client, got None$"):
+        train_clients(nn.Linear(6, 3), None, ys, rounds=1)
+    with pytest.raises(ValueError, match=r"^client_y must be a sequence of label tensors \(n_i,\), one per client, "
+                                         r"got 5$"):
+        train_clients(nn.Linear(6, 3), xs, 5, rounds=1)
+    with pytest.raises(ValueError, match=r"^algorithms must be a non-empty sequence of names, e\.g\. \('fedavg', "
+                                         r"'fednova'\), got 5$"):
+        train_clients(nn.Linear(6, 3), xs, ys, rounds=1, algorithms=5)
+    torch.manual_seed(0)
+    model = nn.Linear(6, 3)
+    listed = train_clients(model, xs, ys, rounds=1, algorithms=("fedavg",))
+    generated = train_clients(model, (x for x in xs), iter(ys), rounds=1, algorithms=("fedavg",))
+    assert listed["fedavg"][0]["train_loss"] == generated["fedavg"][0]["train_loss"]
+
+
 def test_tied_parameters_are_refused_not_untied():
     xs, ys = _clients()
     with pytest.raises(ValueError, match="'b.weight' is tied to 'a.weight'"):

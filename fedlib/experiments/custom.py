@@ -25,14 +25,14 @@ Used by chapter 6 (:func:`train_clients`, :func:`reference_differences`).
 from __future__ import annotations
 
 from types import SimpleNamespace
-from typing import Any, Dict, Optional, Sequence
+from typing import Any, Dict, Iterable, Optional, Sequence
 
 import numpy as np
 import torch
 from torch import nn
 from tqdm import tqdm
 
-from .._validate import check_choice
+from .._validate import check_choice, check_sequence
 from ..engines.stacked import (RunSpec, StackedEngine, _check_int_labels, _non_finite, _resolve_dtype,
                                max_relative_difference, reference_run)
 
@@ -180,6 +180,8 @@ def train_clients(model: nn.Module, client_x: Sequence[Any], client_y: Sequence[
     :math:`p_i`), ``test_accuracy`` / ``test_loss`` (on ``test_x, test_y``; NaN without),
     ``tau_eff``, ``chi2``, ``local_steps``, ``lr``; plus ``"engine"``: the trained
     :class:`TensorEngine` (``engine.states[r].params`` are the final global models).
+    ``client_x`` / ``client_y``: one feature tensor ``(n_i, ...)`` / label tensor ``(n_i,)`` per client, in a
+    list or any iterable (anything else is a ``ValueError`` naming it).
     ``epochs``: ``"2"`` or an inclusive range ``"1-5"`` drawn per client and round.
     ``solver``: ``"sgd"``, ``"prox"``, ``"momentum"`` or ``"momentum-prox"``
     (:func:`fedlib.solvers.make_solver`); ``mu`` is refused with a solver without a proximal term, and
@@ -206,9 +208,12 @@ def train_clients(model: nn.Module, client_x: Sequence[Any], client_y: Sequence[
                          "LocalSolver, build RunSpec(make_algorithm(name, solver), ...) for "
                          "fedlib.experiments.custom.TensorEngine (solvers with the built-in step) or use "
                          "fedlib.optim.ClientOptimizer in your own loop (any solver, chapter 6)")
-    if isinstance(algorithms, str) or not algorithms:
-        raise ValueError(f"algorithms must be a non-empty sequence of names, e.g. ('fedavg', 'fednova'), got {algorithms!r}")
+    message = f"algorithms must be a non-empty sequence of names, e.g. ('fedavg', 'fednova'), got {algorithms!r}"
+    if isinstance(algorithms, str) or not isinstance(algorithms, Iterable):  # tuple(5): "'int' object is not iterable"
+        raise ValueError(message)
     algorithms = tuple(algorithms)
+    if not algorithms:
+        raise ValueError(message)
     if len(set(algorithms)) != len(algorithms):
         raise ValueError(f"algorithms must not repeat a name (one history per name), got {algorithms}")
     check_choice("lr_decay", lr_decay, ("constant", "step"))
@@ -224,6 +229,8 @@ def train_clients(model: nn.Module, client_x: Sequence[Any], client_y: Sequence[
     if solver in ("sgd", "prox") and momentum is not None:
         raise ValueError(f"momentum: solver {solver!r} has no momentum buffer, got momentum = {momentum!r} (local "
                          "momentum: solver='momentum' or 'momentum-prox')")
+    client_x = check_sequence("client_x", client_x, "feature tensors (n_i, ...), one per client")
+    client_y = check_sequence("client_y", client_y, "label tensors (n_i,), one per client")
     if len(client_x) != len(client_y) or len(client_x) == 0:
         raise ValueError(f"client_x and client_y must list the same clients (got {len(client_x)} and {len(client_y)})")
     if (test_x is None) != (test_y is None):
