@@ -459,10 +459,16 @@ class FederatedAlgorithm:
 
     def client_final(self, state: ServerState, client: int, solver_state: SolverState) -> ClientUpdate:
         """Package a finished local run: :math:`\\Delta_i = x_i^{(t,\\tau_i)} - x^{(t,0)}` (``ValueError`` naming
-        ``state`` when it is no :class:`ServerState`)."""
+        ``state`` when it is no :class:`ServerState`, naming ``solver_state`` when it has no ``params``, ``step`` and
+        ``a_norm``: e.g. the :class:`fedlib.optim.ClientOptimizer` itself instead of its ``solver_state``)."""
         if not isinstance(state, ServerState):
             _refuse_state(state)
         _check_one_client(client, state.num_clients)
+        if type(solver_state) is not SolverState and (  # else "'<' not supported between 'method' and 'int'"
+                not all(hasattr(solver_state, f) for f in ("params", "step", "a_norm")) or callable(solver_state.step)):
+            hint = " (with ClientOptimizer: opt.solver_state)" if hasattr(solver_state, "solver_state") else ""
+            raise ValueError(f"solver_state must be the client's finished fedlib.solvers.SolverState (what "
+                             f"solver.update returned), got {type(solver_state).__name__}{hint}")
         if solver_state.step < 1:
             raise ValueError(f"local_steps: client {client} took no local step (a client without samples or with "
                              "tau_i = 0 has no update to aggregate: leave it out of the round; in your own loop, out of the "

@@ -392,3 +392,26 @@ def test_an_update_whose_local_steps_is_no_number_is_named(steps):
     got = AL.client_update_problem(ClientUpdate(3, np.zeros(1), a_norm=2.0, local_steps=steps))
     assert got == (f"updates: client 3 has local_steps = {steps!r} (it must be a whole number >= 1: a client that "
                    "took no local step has no update to aggregate; leave it out of the round)")
+
+
+def test_client_final_names_a_solver_state_that_is_not_one():
+    """client_final given the ClientOptimizer itself (for opt.solver_state) or the parameters is refused naming
+    solver_state. Before: the optimizer's bound method step met 'step < 1': Python's TypeError "'<' not supported
+    between instances of 'method' and 'int'"; a list AttributeError "'list' object has no attribute 'step'"."""
+    from fedlib.optim import ClientOptimizer, parameters_of
+
+    model = torch.nn.Linear(2, 2).double()
+    algo = make_algorithm("fednova", sgd(0.1))
+    server = algo.init(parameters_of(model), 2)
+    opt = ClientOptimizer(model.parameters(), algo.solver)
+    opt.begin(algo.client_init(server, 0))
+    model(torch.ones(1, 2, dtype=torch.float64)).sum().backward()
+    opt.step()
+    with pytest.raises(ValueError, match=r"^solver_state must be the client's finished fedlib\.solvers\.SolverState "
+                                         r"\(what solver\.update returned\), got ClientOptimizer \(with ClientOptimizer: "
+                                         r"opt\.solver_state\)$"):
+        algo.client_final(server, 0, opt)
+    with pytest.raises(ValueError, match=r"^solver_state must be .*, got list$"):
+        algo.client_final(server, 0, parameters_of(model))
+    update = algo.client_final(server, 0, opt.solver_state)
+    assert (update.client, update.local_steps, update.a_norm) == (0, 1, 1.0)
