@@ -448,7 +448,11 @@ class FederatedAlgorithm:
     # -------------------------------------------------------------- client side
     def client_init(self, state: ServerState, client: int, solver: Optional[LocalSolver] = None) -> SolverState:
         """Solver state of ``client`` at :math:`x^{(t,0)}`, with its VR correction if any (``ValueError`` naming
-        ``state`` when it is no :class:`ServerState` or its control variates do not fit the algorithm)."""
+        ``state`` when it is no :class:`ServerState` or its control variates do not fit the algorithm; naming
+        ``solver`` when one is given that is no :class:`~fedlib.solvers.LocalSolver`)."""
+        if solver is not None and not isinstance(solver, LocalSolver):  # else "'str' object has no attribute 'init'"
+            raise ValueError(f"solver must be a fedlib.solvers.LocalSolver (or None: the algorithm's), got "
+                             f"{type(solver).__name__}")
         solver = solver or self.solver
         # fast path (once per client and round): a ServerState without variates for an algorithm that keeps none
         if type(state) is not ServerState or state.variates is not None or self.variance is not None:

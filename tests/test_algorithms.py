@@ -415,3 +415,16 @@ def test_client_final_names_a_solver_state_that_is_not_one():
         algo.client_final(server, 0, parameters_of(model))
     update = algo.client_final(server, 0, opt.solver_state)
     assert (update.client, update.local_steps, update.a_norm) == (0, 1, 1.0)
+
+
+def test_client_init_names_a_solver_that_is_not_a_local_solver():
+    """client_init(state, i, solver) with a solver name or another object is refused naming solver. Before:
+    Python's AttributeError "'str' object has no attribute 'init'"."""
+    algo = make_algorithm("scaffold", sgd(0.1))
+    state = algo.init(np.zeros(2), 2)
+    for bad, kind in (("sgd", "str"), (0.1, "float")):
+        with pytest.raises(ValueError, match=rf"^solver must be a fedlib\.solvers\.LocalSolver \(or None: the "
+                                             rf"algorithm's\), got {kind}$"):
+            algo.client_init(state, 1, bad)
+    assert algo.client_init(state, 1, momentum_sgd(0.1, 0.5)).momentum is not None
+    assert algo.client_init(state, 1).momentum is None
