@@ -1069,6 +1069,15 @@ def test_stacked_engine_refuses_a_flat_index_array_for_clients(model, data):
     assert engine.p(0).tolist() == [1.0]
 
 
+def test_stacked_engine_names_a_number_given_for_mean_or_std(model, data):
+    """mean / std given as one number (or a 0-d array) are refused as a wrong number of entries. Before:
+    Python's TypeError "object of type 'float' has no len()" ("len() of unsized object" for a 0-d array)."""
+    for mean, std in ((0.5, (0.25, 0.25, 0.25)), ((0.5, 0.5, 0.5), np.array(0.25)), (torch.tensor(0.5), 0.25)):
+        with pytest.raises(ValueError, match=r"^mean/std must have 3 entries \(one per channel\), got mean="):
+            StackedEngine(model, _Images(data), [_one_run()], rounds=1, batch_size=B, mean=mean, std=std)
+    StackedEngine(model, _Images(data), [_one_run()], rounds=1, batch_size=B, mean=np.full(3, 0.5), std=[0.25] * 3)
+
+
 # ------------------------------------------------------- a user's own image model: training-only behaviour, its dtype
 TRAINING_MODE = r"model computes something else in training mode than in eval mode, besides its nn\.Dropout layers"
 

@@ -608,6 +608,14 @@ def _as_torch(x) -> torch.Tensor:
     return x if torch.is_tensor(x) else torch.as_tensor(np.asarray(x))
 
 
+def _length(value) -> Optional[int]:
+    """``len(value)``, or ``None`` for a value without one (a number, a 0-d array or tensor)."""
+    try:
+        return len(value)
+    except TypeError:
+        return None
+
+
 def _train_images(data) -> torch.Tensor:
     """``data.train_images`` as a uint8 ``(N, H, W, C)`` tensor, or ``ValueError`` (also when ``data`` has no
     ``train_images`` or ``train_labels`` attribute: a dict of them is no such object)."""
@@ -700,7 +708,8 @@ class StackedEngine:
     augment : random crop (``padding``) + horizontal flip of training images.
     dropout : apply the model's ``nn.Dropout`` layers (seeded per client) in training.
     batch_size : :math:`B` (32 in the paper).
-    mean, std : normalisation (CIFAR-10's by default).
+    mean, std : normalisation (CIFAR-10's by default): one entry per channel each (``ValueError`` otherwise, also
+        for a number).
     channels_last : grouped path memory format.
     conv : grouped path convolutions, ``"cudnn"`` (grouped ``F.conv2d``) or ``"gemm"``
         (im2col + batched matrix products, :mod:`fedlib.engines.im2col`); see
@@ -795,8 +804,9 @@ class StackedEngine:
         self.num_train = int(tr_x.shape[0])
         self.image_size = (int(tr_x.shape[1]), int(tr_x.shape[2]))
         self.channels = int(tr_x.shape[3])
-        if len(mean) != self.channels or len(std) != self.channels:
-            raise ValueError(f"mean/std must have {self.channels} entries (one per channel)")
+        if any(_length(v) != self.channels for v in (mean, std)):  # len(0.5) was Python's TypeError
+            raise ValueError(f"mean/std must have {self.channels} entries (one per channel), got mean={mean!r}, "
+                             f"std={std!r}")
         self._train = pad_images(tr_x.to(dev), self.padding)
         self._train_labels = tr_y.to(device=dev, dtype=torch.int64)
         self._mean = torch.tensor(mean, device=dev, dtype=dtype)
