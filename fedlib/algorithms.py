@@ -350,6 +350,8 @@ def _check_one_client(client: Any, num_clients: Any) -> None:
     chapter 10's single-threaded time). A bool is no ``int`` here (``type(True) is bool``)."""
     if type(client) is int and type(num_clients) is int and 0 <= client < num_clients:
         return
+    if np.ndim(client) != 0:  # [1], np.array([1]), []: check_client_indices flattens them, int() then failed
+        raise ValueError(f"client must be one integer index, got {client!r}")
     check_client_indices([client], num_clients)
 
 

@@ -428,3 +428,18 @@ def test_client_init_names_a_solver_that_is_not_a_local_solver():
             algo.client_init(state, 1, bad)
     assert algo.client_init(state, 1, momentum_sgd(0.1, 0.5)).momentum is not None
     assert algo.client_init(state, 1).momentum is None
+
+
+@pytest.mark.parametrize("client", [[], [1], np.array([1]), (1,)])
+def test_client_init_and_client_final_refuse_a_client_that_is_not_one_index(client):
+    """A list, tuple or 1-element array for the client index is refused by both. Before: client_init of an
+    algorithm without control variates took it (the index is unused there), and client_final raised Python's
+    TypeError from int(): "int() argument must be a string, a bytes-like object or a real number, not 'list'" /
+    "only 0-dimensional arrays can be converted to Python scalars"."""
+    algo = make_algorithm("fedavg", sgd(0.1))
+    state = algo.init(np.zeros(2), 2)
+    run = algo.solver.update(algo.client_init(state, 1), np.ones(2))
+    for call in (lambda: algo.client_init(state, client), lambda: algo.client_final(state, client, run)):
+        with pytest.raises(ValueError, match=r"^client must be one integer index, got "):
+            call()
+    assert algo.client_final(state, np.int64(1), run).client == 1
