@@ -36,7 +36,7 @@ from typing import Any, NamedTuple, Optional, Sequence
 
 import numpy as np
 
-from ._validate import bool_entry, check_choice, check_int, check_positive, check_probability_vector
+from ._validate import bool_entry, check_choice, check_int, check_positive, check_probability_vector, check_sequence
 from .rule import aggregate, check_tau_eff
 from .sampling import Participation, as_participation
 from .server import ServerOptimizer, plain
@@ -500,7 +500,7 @@ class FederatedAlgorithm:
         if p is not None:  # unused without VR, but a wrong one (counts, NaN, another m) is a mistake all the same
             p = check_probability_vector("p", p, size=state.num_clients)
         participation = as_participation(participation)
-        updates = list(updates)
+        updates = check_sequence("updates", updates, "ClientUpdate (algorithm.client_final(state, i, solver_state))")
         for k, u in enumerate(updates):
             if not all(hasattr(u, f) for f in ClientUpdate._fields):
                 raise ValueError(f"updates[{k}] must be a ClientUpdate (algorithm.client_final(state, i, "

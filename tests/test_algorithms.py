@@ -443,3 +443,16 @@ def test_client_init_and_client_final_refuse_a_client_that_is_not_one_index(clie
         with pytest.raises(ValueError, match=r"^client must be one integer index, got "):
             call()
     assert algo.client_final(state, np.int64(1), run).client == 1
+
+
+def test_apply_names_updates_that_are_no_sequence():
+    """Before: apply(state, participation, None, lr) raised Python's TypeError "'NoneType' object is not iterable"
+    (a number: "'float' object is not iterable")."""
+    algo = make_algorithm("fednova", sgd(0.1))
+    state = algo.init(np.zeros(2), 2)
+    for bad in (None, 0.5):
+        with pytest.raises(ValueError, match=rf"^updates must be a sequence of ClientUpdate \(algorithm\.client_final\("
+                                             rf"state, i, solver_state\)\), got {bad!r}$"):
+            algo.apply(state, full_participation([0.5, 0.5]), bad, 0.1)
+    updates = (algo.client_final(state, i, algo.solver.update(algo.client_init(state, i), np.ones(2))) for i in (0, 1))
+    assert algo.apply(state, full_participation([0.5, 0.5]), updates, 0.1)[0].params.tolist() == [-0.1, -0.1]
