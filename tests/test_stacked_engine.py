@@ -1078,6 +1078,22 @@ def test_stacked_engine_names_a_number_given_for_mean_or_std(model, data):
     StackedEngine(model, _Images(data), [_one_run()], rounds=1, batch_size=B, mean=np.full(3, 0.5), std=[0.25] * 3)
 
 
+@pytest.mark.parametrize("name, value", [("local_steps", 1.5), ("local_steps", True), ("local_steps", 0),
+                                         ("batch_size", 2.7), ("batch_size", None)])
+def test_client_augment_params_checks_its_counts_as_client_batch_plan_does(name, value):
+    """Before: crop_flip_params' int() cut local_steps=1.5 to 1 row and batch_size=2.7 to 2 columns without a word,
+    took True as 1, gave an empty draw for local_steps=0 (which client_batch_plan refuses) and raised int()'s
+    TypeError for None."""
+    from fedlib.engines.stacked import client_augment_params
+
+    args = dict(seed=0, round_index=0, client=1, local_steps=3, batch_size=2, padding=4)
+    with pytest.raises(ValueError, match=rf"^{name} must be an integer >= 1, got {value!r}$"):
+        client_augment_params(**{**args, name: value})
+    dy, dx, flip = client_augment_params(**{**args, "local_steps": np.int64(3)})
+    assert all(torch.equal(a, b) for a, b in zip((dy, dx, flip), client_augment_params(**args)))
+    assert tuple(dy.shape) == (3, 2)
+
+
 # ------------------------------------------------------- a user's own image model: training-only behaviour, its dtype
 TRAINING_MODE = r"model computes something else in training mode than in eval mode, besides its nn\.Dropout layers"
 

@@ -219,7 +219,8 @@ def client_augment_params(seed: int, round_index: int, client: int, local_steps:
     r"""Crop offsets and flip bits ``(dy, dx, flip)``, each ``(local_steps, B)`` int64 on the CPU,
     from ``torch_generator(seed, "augment", round, client)`` (see
     :func:`fedlib.engines.augment.crop_flip_params`): offsets on ``0..2*padding`` (a crop of the
-    image padded by ``padding`` on every side; ``padding`` is the centre), flips in ``{0, 1}``.
+    image padded by ``padding`` on every side; ``padding`` is the centre), flips in ``{0, 1}``. ``local_steps`` and
+    ``batch_size`` are integers >= 1 (``ValueError`` otherwise, as for :func:`client_batch_plan`).
 
     Example
     -------
@@ -227,8 +228,10 @@ def client_augment_params(seed: int, round_index: int, client: int, local_steps:
     >>> tuple(dy.shape), bool(dy.min() >= 0 and dx.max() <= 8), sorted(set(flip.flatten().tolist())) <= [0, 1]
     ((3, 2), True, True)
     """
+    # checked as client_batch_plan checks them: crop_flip_params' int() cut local_steps=1.5 to 1 step, took True as 1
+    shape = (check_int("local_steps", local_steps, minimum=1), check_int("batch_size", batch_size, minimum=1))
     g = torch_generator(seed, "augment", round_index, client)
-    return crop_flip_params(g, (local_steps, batch_size), padding)
+    return crop_flip_params(g, shape, padding)
 
 
 def online_a_norms(solver: LocalSolver, steps: int) -> np.ndarray:
