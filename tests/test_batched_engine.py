@@ -391,3 +391,17 @@ def test_run_batched_and_run_reference_refuse_a_hook_that_is_not_callable():
     run_batched(algo, problem, FixedSteps([1, 2]), 2, batch_size=5, lr_at=lambda t: 0.05, callback=seen.append,
                 on_round_end=lambda *args: seen.append(len(args)))
     assert [r["round"] if isinstance(r, dict) else r for r in seen] == [0, 3, 1, 3]
+
+
+def test_epoch_batcher_checks_num_samples():
+    """Before: np.asarray(num_samples, dtype=np.int64) cut [5.7, 3] to [5, 3] without a word, and a client of 0
+    (or -1) samples raised ZeroDivisionError ('integer division or modulo by zero') at its first batch, a number
+    IndexError ('too many indices for array')."""
+    for bad, match in (([5.7, 3], r"num_samples must hold integers"), ([5, 0], r"num_samples must be >= 1 for every "
+                                                                                r"client \(client 1 has 0\)"),
+                       (5, r"num_samples must be a non-empty 1-d array of integers, got shape \(\)")):
+        with pytest.raises(ValueError, match=rf"^{match}"):
+            EpochBatcher(bad, 2, 0)
+    batcher = EpochBatcher([5.0, 3.0], 2, 7)
+    assert batcher.num_samples.dtype == np.int64
+    np.testing.assert_array_equal(batcher.batch(0, 1, 2), EpochBatcher([5, 3], 2, 7).batch(0, 1, 2))

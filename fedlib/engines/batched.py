@@ -63,7 +63,7 @@ from typing import Callable, NamedTuple, Optional
 
 import numpy as np
 
-from .._validate import check_choice, check_int, round_lr
+from .._validate import check_choice, check_int, check_int_array, round_lr
 from ..algorithms import ClientUpdate, FederatedAlgorithm, ServerState, server_state_mismatch
 from ..problems.logistic import _UNDERFLOW, LogisticProblem, _one_hot, _ones, pack_params, unpack_params
 from ..problems.logistic import _packed_grad_numpy_one as _grad_one
@@ -185,7 +185,8 @@ class EpochBatcher:
     returns the sample indices of that step (the same as :func:`minibatch_indices` with
     ``generator(seed, "batches", round, client)``), drawing one permutation per epoch
     lazily. Only the current round is cached. :func:`run_reference` draws its batches with it,
-    which is why it matches :func:`run_batched`.
+    which is why it matches :func:`run_batched`. ``num_samples`` holds one integer >= 1 per client (``ValueError``
+    naming it otherwise).
 
     Example
     -------
@@ -203,7 +204,9 @@ class EpochBatcher:
     """
 
     def __init__(self, num_samples, batch_size: int, seed: int):
-        self.num_samples = np.asarray(num_samples, dtype=np.int64)
+        # checked: np.asarray(..., dtype=np.int64) cut 5.7 samples to 5, took 0 (a client without samples) and a
+        # number (an IndexError at the first batch)
+        self.num_samples = check_int_array("num_samples", num_samples, minimum=1).astype(np.int64)
         self.batch_size = check_int("batch_size", batch_size, minimum=1)
         self.seed = check_int("seed", seed)
         self._round = None
