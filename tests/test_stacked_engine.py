@@ -1094,6 +1094,22 @@ def test_client_augment_params_checks_its_counts_as_client_batch_plan_does(name,
     assert tuple(dy.shape) == (3, 2)
 
 
+def test_reference_run_checks_the_clients_as_the_engine_does(model, data):
+    """reference_run refuses the clients StackedEngine refuses, by the same words. Before: np.asarray(c,
+    dtype=np.int64) cut float indices [0.5, 1.7, 2.2] to [0, 1, 2] and trained on them (weights 3/11, 8/11), took a
+    flat index array as one-sample clients, and an index past the data raised IndexError from the gather."""
+    small = _Images(data)
+    cases = [([np.array([0.5, 1.7, 2.2]), np.arange(4, 12)], r"run\.clients\[0\] must hold integer sample indices, "
+                                                              r"got dtype float64"),
+             (np.arange(8), r"run\.clients\[0\] must be an array of sample indices \(one array per client\), got the "
+                            r"number 0"),
+             ([np.arange(4), np.array([3, 50])], r"run\.clients\[1\] has indices outside 0\.\.49")]
+    for clients, match in cases:
+        run = _one_run(clients=clients, schedule=FixedSteps([1] * (8 if match.find("number") > 0 else 2)))
+        with pytest.raises(ValueError, match=rf"^{match}"):
+            reference_run(model, small, run, rounds=1, batch_size=B)
+
+
 # ------------------------------------------------------- a user's own image model: training-only behaviour, its dtype
 TRAINING_MODE = r"model computes something else in training mode than in eval mode, besides its nn\.Dropout layers"
 

@@ -619,6 +619,30 @@ def _length(value) -> Optional[int]:
         return None
 
 
+def _client_indices(where: str, clients, num_train: int) -> List[np.ndarray]:
+    """A run's ``clients`` (one array of sample indices per client) as int64 index arrays, each checked: integers
+    (a float array would be truncated, a bool mask read as 0/1), one array per client (a number in its place: a
+    flat index array would be read as one client per sample), non-empty and inside ``0..num_train-1``; a
+    ``ValueError`` naming ``where.clients[i]`` otherwise. :class:`StackedEngine` and :func:`reference_run` take the
+    same clients."""
+    cl = [np.asarray(c) for c in clients]
+    for i, c in enumerate(cl):
+        if c.ndim == 0:
+            raise ValueError(f"{where}.clients[{i}] must be an array of sample indices (one array per client), got "
+                             f"the number {c.item()!r}; one client holding these samples: clients=[indices]")
+        if c.size and c.dtype.kind not in "iu":
+            raise ValueError(f"{where}.clients[{i}] must hold integer sample indices, got dtype {c.dtype}")
+    cl = [c.astype(np.int64).ravel() for c in cl]
+    if not cl:
+        raise ValueError(f"{where}.clients must list at least one client")
+    for i, c in enumerate(cl):
+        if c.size == 0:
+            raise ValueError(f"{where}.clients[{i}] is empty (every client needs data)")
+        if c.min() < 0 or c.max() >= num_train:
+            raise ValueError(f"{where}.clients[{i}] has indices outside 0..{num_train - 1}")
+    return cl
+
+
 def _train_images(data) -> torch.Tensor:
     """``data.train_images`` as a uint8 ``(N, H, W, C)`` tensor, or ``ValueError`` (also when ``data`` has no
     ``train_images`` or ``train_labels`` attribute: a dict of them is no such object)."""
@@ -836,22 +860,7 @@ class StackedEngine:
             check_builtin_step(f"runs[{r}].algorithm.solver", [run.algorithm.solver],
                                "the stacked engine's fused step does not take: run it through "
                                "fedlib.engines.reference.run_sequential (or your own loop with ClientOptimizer)")
-            cl = [np.asarray(c) for c in run.clients]
-            for i, c in enumerate(cl):
-                if c.ndim == 0:  # a flat index array would be read as one client per sample
-                    raise ValueError(f"runs[{r}].clients[{i}] must be an array of sample indices (one array per "
-                                     f"client), got the number {c.item()!r}; one client holding these samples: "
-                                     "clients=[indices]")
-                if c.size and c.dtype.kind not in "iu":  # a float array would be truncated, a bool mask read as 0/1
-                    raise ValueError(f"runs[{r}].clients[{i}] must hold integer sample indices, got dtype {c.dtype}")
-            cl = [c.astype(np.int64).ravel() for c in cl]
-            if not cl:
-                raise ValueError(f"runs[{r}].clients must list at least one client")
-            for i, c in enumerate(cl):
-                if c.size == 0:
-                    raise ValueError(f"runs[{r}].clients[{i}] is empty (every client needs data)")
-                if c.min() < 0 or c.max() >= self.num_train:
-                    raise ValueError(f"runs[{r}].clients[{i}] has indices outside 0..{self.num_train - 1}")
+            cl = _client_indices(f"runs[{r}]", run.clients, self.num_train)
             sizes = np.array([c.size for c in cl], dtype=np.int64)
             check_int(f"runs[{r}].seed", run.seed)
             check_sampling(run.sampling, run.clients_per_round, where=f"runs[{r}].")
@@ -1465,7 +1474,8 @@ def reference_run(model: nn.Module, data: Any, run: RunSpec, *, rounds: int, eng
     augmentation). ``engine_rounds`` is the engine's ``rounds`` (it sets the default
     step-decay lr schedule when ``run.lr_at`` is None; default ``rounds``). Any module the engine takes works
     (``nn.Dropout`` layers get the engine's masks; other dropout variants are refused, as by
-    the engine). Slow by design (one small forward/backward per step): a check, not a trainer.
+    the engine; ``run.clients`` are checked as the engine checks them). Slow by design (one small forward/backward per
+    step): a check, not a trainer.
 
     Returns
     -------
@@ -1514,7 +1524,8 @@ def reference_run(model: nn.Module, data: Any, run: RunSpec, *, rounds: int, eng
         size = (int(images.shape[1]), int(images.shape[2]))
         padded = pad_images(images, padding)
         mean_t, std_t = torch.tensor(mean, dtype=dtype), torch.tensor(std, dtype=dtype)
-    clients = [np.asarray(c, dtype=np.int64).ravel() for c in run.clients]
+    # checked as the engine checks them: np.asarray(c, dtype=np.int64) cut float indices [0.5, 1.7] to [0, 1]
+    clients = _client_indices("run", run.clients, int(labels.shape[0]))
     sizes = [len(c) for c in clients]
     check_epoch_schedule(run.schedule, sizes, b, name="run.schedule")
     init = dict(model.named_parameters()) if run.params is None else (
