@@ -184,7 +184,8 @@ def fedprox_bound(alpha: float, m: int, tau_bar: int, rounds: int, sigma2: float
     :math:`\tau_i = \bar\tau` (Corollary 2's setting): :math:`A, B, C` from the proximal
     :math:`a = [(1-\alpha)^{\bar\tau-1}, \dots, 1]` (:func:`fedlib.theory.theorem1_constants`),
     :math:`\tau_{\text{eff}} = \|a\|_1`."""
-    if not (0.0 < float(alpha) <= 1.0):
+    alpha = check_in_range("alpha", alpha, 0.0, 1.0, high_inclusive=True)
+    if alpha == 0.0:
         raise ValueError(f"alpha must lie in (0, 1], got {alpha!r}")
     m = check_int("m", m, minimum=1)
     tau = check_int("tau_bar", tau_bar, minimum=1)

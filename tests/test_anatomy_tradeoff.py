@@ -214,3 +214,18 @@ def test_softmax_client_checks_params_and_samples():
         anatomy.SoftmaxRegressionClient(np.zeros((0, 3)), np.zeros(0, dtype=int), 2)
     assert client.full_grad(np.zeros(8)).shape == (8,)
     np.testing.assert_allclose(client.full_grad(list(np.zeros(8))), client.full_grad(np.zeros(8)))
+
+
+@pytest.mark.parametrize("alpha", [True, "0.5", None, [0.5], np.array([0.5, 0.5]), 0.0, 1.5, float("nan")])
+def test_fedprox_bound_refuses_a_bad_alpha_by_name(alpha):
+    """float(alpha) took True as alpha = 1 and '0.5' as 0.5 without a word; None, a list or an array raised
+    float()'s TypeError naming nothing."""
+    with pytest.raises(ValueError, match="alpha"):
+        tradeoff.fedprox_bound(alpha, 4, 3, 10)
+
+
+def test_fedprox_bound_of_a_good_alpha_is_unchanged():
+    a = 0.5 ** np.arange(2, -1, -1)   # tau_bar = 3: a = (1/4, 1/2, 1), tau_eff = 7/4
+    A, B, C = theory.theorem1_constants(np.full(4, 0.25), [a] * 4, 1.75)
+    assert tradeoff.fedprox_bound(0.5, 4, 3, 10) == theory.theorem1_bound(4, 3.0, 10, 1.75, A, B, C, 1.0, 1.0)
+    assert tradeoff.fedprox_bound(np.float64(0.5), 4, 3, 10) == tradeoff.fedprox_bound(0.5, 4, 3, 10)
