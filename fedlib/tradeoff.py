@@ -31,7 +31,7 @@ from typing import Any, NamedTuple, Optional, Sequence
 
 import numpy as np
 
-from ._validate import check_in_range, check_int, check_local_steps, check_positive
+from ._validate import check_in_range, check_int, check_local_steps, check_positive, check_sequence
 from .algorithms import make_algorithm
 from .engines.reference import run_sequential
 from .problems.quadratic import QuadraticProblem
@@ -148,7 +148,7 @@ def closed_form_distances(problem: QuadraticProblem, local_steps: Sequence[int],
     :math:`\alpha` in ``alphas`` (columns), by iterating the exact affine round map
     :math:`x \mapsto Mx + b` of :func:`fedlib.theory.quadratic_round_map` (full-batch GD)."""
     a = _check_alphas(alphas)
-    T = [check_int("rounds", t, minimum=0) for t in rounds]
+    T = [check_int("rounds", t, minimum=0) for t in check_sequence("rounds", rounds, "round counts")]
     order = np.argsort(T, kind="stable")
     x0 = np.zeros(problem.dim) if params is None else np.asarray(params, dtype=np.float64)
     x_star = problem.optimum()

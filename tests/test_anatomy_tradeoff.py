@@ -229,3 +229,14 @@ def test_fedprox_bound_of_a_good_alpha_is_unchanged():
     A, B, C = theory.theorem1_constants(np.full(4, 0.25), [a] * 4, 1.75)
     assert tradeoff.fedprox_bound(0.5, 4, 3, 10) == theory.theorem1_bound(4, 3.0, 10, 1.75, A, B, C, 1.0, 1.0)
     assert tradeoff.fedprox_bound(np.float64(0.5), 4, 3, 10) == tradeoff.fedprox_bound(0.5, 4, 3, 10)
+
+
+@pytest.mark.parametrize("rounds", [7, 7.0, None, "7", np.float64(7.0)])
+def test_closed_form_distances_refuses_rounds_that_are_no_sequence(rounds):
+    """rounds is a sequence of T here (fedprox_sweep's is one T): closed_form_distances(..., rounds=7) raised
+    TypeError ("'int' object is not iterable") naming nothing."""
+    pb = random_quadratic(3, 2, seed=0)
+    with pytest.raises(ValueError, match="rounds"):
+        tradeoff.closed_form_distances(pb, [2, 3, 4], 0.01, [0.5], rounds)
+    exact = tradeoff.closed_form_distances(pb, [2, 3, 4], 0.01, [0.5], (t for t in [7, 0]))
+    assert np.array_equal(exact, tradeoff.closed_form_distances(pb, [2, 3, 4], 0.01, [0.5], [7, 0]))
