@@ -234,3 +234,18 @@ def test_markdown_table_refuses_a_row_of_another_length_and_reads_iterables_once
     want = "| a | b |\n|---|---|\n| 1 | 0.5 |\n| x | 2 |"
     assert Q.markdown_table(["a", "b"], [[1, 0.5], ["x", 2.0]]) == want
     assert Q.markdown_table((h for h in "ab"), zip([1, "x"], [0.5, 2.0])) == want
+
+
+def test_identity_quadratic_takes_p_as_quadratic_problem_does():
+    """np.asarray(p, dtype=float) before QuadraticProblem's check: a tensor with grad raised RuntimeError
+    ("Can't call numpy() on Tensor that requires grad"), a bfloat16 one TypeError ('Got unsupported ScalarType
+    BFloat16'), ['a', 'b'] and [1j, 0.5] numpy's or float()'s errors, none naming p (random_quadratic: 47cfaa0)."""
+    torch = pytest.importorskip("torch")
+    want = Q.identity_quadratic(2, 3, seed=1, p=[0.25, 0.75])
+    for p in (torch.tensor([0.25, 0.75], requires_grad=True), torch.tensor([0.25, 0.75], dtype=torch.bfloat16)):
+        got = Q.identity_quadratic(2, 3, seed=1, p=p)
+        assert got.p.dtype == np.float64 and np.array_equal(got.p, [0.25, 0.75])
+        assert np.array_equal(got.H, want.H) and np.array_equal(got.e, want.e)
+    for p in (["a", "b"], [1j, 0.5]):
+        with pytest.raises(ValueError, match="p must be an array of numbers"):
+            Q.identity_quadratic(2, 3, p=p)

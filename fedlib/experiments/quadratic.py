@@ -210,8 +210,8 @@ def identity_quadratic(num_clients: int, dim: int, seed: int = 0, spread: float 
     spread = check_positive("spread", spread)
     H = np.broadcast_to(np.eye(d), (m, d, d)).copy()
     e = np.stack([spread * generator(seed, "data", i).standard_normal(d) for i in range(m)])
-    p = np.full(m, 1.0 / m) if p is None else np.asarray(p, dtype=np.float64)
-    return QuadraticProblem(H, e, p)
+    # a given p is checked by QuadraticProblem as given (as random_quadratic's since 47cfaa0)
+    return QuadraticProblem(H, e, np.full(m, 1.0 / m) if p is None else p)
 
 
 def two_client_problem(a: float = 1.0) -> QuadraticProblem:
