@@ -240,3 +240,26 @@ def test_closed_form_distances_refuses_rounds_that_are_no_sequence(rounds):
         tradeoff.closed_form_distances(pb, [2, 3, 4], 0.01, [0.5], rounds)
     exact = tradeoff.closed_form_distances(pb, [2, 3, 4], 0.01, [0.5], (t for t in [7, 0]))
     assert np.array_equal(exact, tradeoff.closed_form_distances(pb, [2, 3, 4], 0.01, [0.5], [7, 0]))
+
+
+@pytest.mark.parametrize("alpha", [1e-9, 1e-12, 1e-15, 1e-90, 5e-324])
+def test_official_counter_excess_keeps_its_digits_for_a_small_alpha(alpha):
+    """(1 - (1 - alpha)^tau)/alpha lost the digits of alpha that 1 - alpha rounds away: at tau = 10, rho = 0.5
+    the excess was 9.99999970 for 9.99999994 at alpha = 1e-9, 9.99978 for 9.99999999994 at 1e-12, and 1.5e-90
+    (or 0) for about 10 from alpha = 1e-16 on, where 1 - alpha is 1.0. Against D_t = beta D_(t-1) + 1 - alpha m_t
+    (the docstring's recursion, m_t = (1 - rho^t)/(1 - rho)) and the counter minus the true ||a_i||_1."""
+    rho, d = 0.5, 0.0
+    for t in range(1, 11):
+        d = (1.0 - alpha) * d + 1.0 - alpha * (1.0 - rho ** t) / (1.0 - rho)
+    got = anatomy.official_counter_excess(10, rho, alpha)
+    assert got == pytest.approx(d, rel=1e-14)
+    assert got == pytest.approx(anatomy.official_counter_a_norm(10, rho, alpha)
+                                - anatomy.momentum_prox_a_table(10, rho, alpha).sum(), rel=1e-14)
+
+
+def test_official_counter_excess_of_alpha_from_0_01_is_the_plain_closed_form():
+    for tau, rho, alpha in [(20, 0.9, 0.05), (7, 0.5, 0.01), (3, 0.3, 1.0), (100, 0.9, 0.5)]:
+        beta, t = 1.0 - alpha, np.arange(1, tau + 1, dtype=np.float64)
+        plain = ((1.0 - alpha - rho) * (1.0 - beta ** tau) / alpha
+                 + alpha * float(np.sum(beta ** (tau - t) * rho ** t))) / (1.0 - rho)
+        assert anatomy.official_counter_excess(tau, rho, alpha) == plain   # the same bits
