@@ -232,3 +232,20 @@ def test_plot_loss_vs_time_draws_every_seed_without_the_start():
     assert labels == [runs["wait-for-all"].label, runs["fednova-fixed-time"].label]
     assert axes[0].get_xscale() == "log" and axes[1].get_xscale() == "linear"
     plt.close(fig)
+
+
+def test_loss_at_and_time_to_reach_take_any_real_number():
+    """np.isnan(x), the NaN test, raised TypeError ("ufunc 'isnan' not supported for the input types") for an
+    int from 2**64 on and for a Fraction, numbers that _is_number lets through and the comparisons take."""
+    from fractions import Fraction
+
+    c = _curves([[2.0, 1.5, 1.2, 1.0, 0.9], [2.0, 1.8, 1.1, 1.05, 1.0]], [[0, 1, 3, 6, 10], [0, 2, 4, 6, 8]])
+    np.testing.assert_array_equal(ST.loss_at(c, 10 ** 20), [0.9, 1.0])        # after every round
+    np.testing.assert_array_equal(ST.loss_at(c, Fraction(7, 2)), [1.2, 1.8])  # 3.5 s: rounds done at 3 s, 2 s
+    np.testing.assert_array_equal(ST.time_to_reach(c, 10 ** 20), [0.0, 0.0])  # the initial loss is below it
+    np.testing.assert_array_equal(ST.time_to_reach(c, Fraction(3, 2)), [1.0, 4.0])   # as for 1.5
+    for bad in (float("nan"), np.float32("nan"), -(10 ** 20)):
+        with pytest.raises(ValueError, match="seconds"):
+            ST.loss_at(c, bad)
+    with pytest.raises(ValueError, match="target"):
+        ST.time_to_reach(c, np.float32("nan"))

@@ -158,7 +158,7 @@ def run_strategies(problem: LogisticProblem, clock: WallClock, rounds: int, seed
 def loss_at(curves: StragglerCurves, seconds: float) -> np.ndarray:
     r"""Per seed: the loss of the last round finished by wall-clock time ``seconds`` (a time
     :math:`\ge 0`; ``inf``: the last round)."""
-    if not _is_number(seconds) or np.isnan(seconds) or seconds < 0:
+    if not _is_number(seconds) or seconds != seconds or seconds < 0:  # != itself: NaN (np.isnan fails on 10**20)
         raise ValueError(f"seconds must be a wall-clock time >= 0, got {seconds!r}")
     idx = np.array([np.searchsorted(s, seconds, side="right") - 1 for s in curves.seconds])
     return curves.losses[np.arange(len(idx)), idx]
@@ -167,7 +167,7 @@ def loss_at(curves: StragglerCurves, seconds: float) -> np.ndarray:
 def time_to_reach(curves: StragglerCurves, target: float) -> np.ndarray:
     """Per seed: the wall-clock time of the first round whose loss is at most ``target``
     (``inf`` if no round gets there)."""
-    if not _is_number(target) or np.isnan(target):
+    if not _is_number(target) or target != target:
         raise ValueError(f"target must be a loss (a number, not NaN), got {target!r}")
     out = np.full(len(curves.seeds), np.inf)
     for k, (loss, sec) in enumerate(zip(curves.losses, curves.seconds)):
