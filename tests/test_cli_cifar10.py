@@ -475,3 +475,17 @@ def test_bench_cifar10_refuses_steps_with_full_round(monkeypatch, capsys):
     monkeypatch.setattr(C, "bench_cifar10", lambda *a, **k: pytest.fail("the benchmark was started"))
     err = _err(capsys, ["bench", "cifar10", "--width", "0.03", "--full-round", "--steps", "5", "--device", "cpu"])
     assert "--steps: --full-round times the whole round; give one of the two" in err
+
+
+def test_parse_bench_variant_refuses_a_runs_count_int_cannot_read():
+    """'runs=²' passed the str.isdigit() check (a superscript two is a digit to Python) and int() raised
+    "invalid literal for int() with base 10: '²'", a message naming neither the variant nor runs=N."""
+    from fedlib.experiments.cifar10 import parse_bench_variant
+
+    kw = dict(runs=1, precision="fp32", cuda_graph=False, path="grouped", cudnn_bench=False, cuda=False)
+    for text in ("runs=\u00b2", "runs=1\u00b9", "runs=\u2460"):
+        with pytest.raises(ValueError, match=r"variant .*runs=N needs a whole number N >= 1"):
+            parse_bench_variant(text, **kw)
+    assert parse_bench_variant("runs=08", **kw)["runs"] == 8
+    rc, _, err = cli_exit(["bench", "cifar10", "--sample", "--device", "cpu", "--compare", "runs=\u00b2"])
+    assert rc == 2 and "--compare: variant 'runs=\u00b2': runs=N needs a whole number" in err

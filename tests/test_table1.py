@@ -947,3 +947,12 @@ def test_summary_lines_claim_a_match_only_where_fednova_reached_the_baseline():
     lines = C.summary_lines([], [], [], match, [], [])
     assert lines[1:] == ["- FedNova reaches FedProx's final accuracy (SGD, E=5, seed 1) after 40 of 100 rounds "
                          "(the paper: about half)."]
+
+
+def test_repeat_differences_skips_a_seed_int_cannot_read(tmp_path):
+    """A repeat file named '<cell>__seed²__x.json' passed str.isdigit() (a superscript two is a digit to Python)
+    and int('²') raised "invalid literal for int() with base 10: '²'": the whole summary failed on a stray file
+    that names no seed of Table 1. Now it is skipped, as '<cell>__seedx__y.json' is."""
+    for name in ("sgd-e2-fedavg__seed\u00b2__x.json", "sgd-e2-fedavg__seedx__y.json"):
+        (tmp_path / name).write_text("{}")
+    assert C.repeat_differences({"sgd-e2-fedavg": {2: {}}}, tmp_path) == []

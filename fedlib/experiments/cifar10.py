@@ -1184,7 +1184,7 @@ def parse_bench_variant(text: str, *, runs: int, precision: str, cuda_graph: boo
             change = ("cuda_graph", token == "cuda-graph")
         elif key == "runs":
             value = token[5:]
-            if not value.isdigit() or int(value) < 1:
+            if not value.isdecimal() or int(value) < 1:  # isdigit() is true of '²', which int() refuses
                 raise ValueError(f"variant {text!r}: runs=N needs a whole number N >= 1, got {value!r}")
             change = ("runs", int(value))
         elif key == "conv":
@@ -1710,7 +1710,7 @@ def repeat_differences(results: Dict[str, Dict[int, dict]], repeats_dir) -> List
     for f in sorted(folder.glob("*__seed*__*.json")):
         cid, rest = f.stem.split("__seed", 1)
         seed_text, tag = rest.split("__", 1)
-        if cid not in _BY_ID or not seed_text.isdigit() or int(seed_text) not in results.get(cid, {}):
+        if cid not in _BY_ID or not seed_text.isdecimal() or int(seed_text) not in results.get(cid, {}):
             continue
         seed = int(seed_text)
         a, b = results[cid][seed], read_result(f)
