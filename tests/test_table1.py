@@ -956,3 +956,17 @@ def test_repeat_differences_skips_a_seed_int_cannot_read(tmp_path):
     for name in ("sgd-e2-fedavg__seed\u00b2__x.json", "sgd-e2-fedavg__seedx__y.json"):
         (tmp_path / name).write_text("{}")
     assert C.repeat_differences({"sgd-e2-fedavg": {2: {}}}, tmp_path) == []
+
+
+def test_plan_table1_refuses_seeds_or_cells_that_are_no_list(tmp_path):
+    """seeds=0 raised TypeError ("'int' object is not iterable") naming nothing; cells='sgd-e2-fedavg' was read as
+    its letters ("unknown Table 1 cell(s) ['s', 'g', 'd', '-', ...]"); a cell that is no string (an array) raised
+    TypeError ('unhashable type') from the lookup."""
+    for kw, name in ((dict(seeds=0), "seeds"), (dict(seeds=None), "seeds"), (dict(cells="sgd-e2-fedavg"), "cells"),
+                     (dict(cells=3), "cells")):
+        with pytest.raises(ValueError, match=f"{name} must be a sequence"):
+            C.plan_table1(tmp_path, **kw)
+    with pytest.raises(ValueError, match="unknown Table 1 cell"):
+        C.plan_table1(tmp_path, seeds=(0,), cells=[np.zeros(2)])
+    plan = C.plan_table1(tmp_path, seeds=(s for s in (1, 0)), cells=iter(["sgd-e2-fedavg"]))
+    assert [(p["cell"].id, p["seed"]) for p in plan] == [("sgd-e2-fedavg", 1), ("sgd-e2-fedavg", 0)]

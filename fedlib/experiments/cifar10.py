@@ -42,7 +42,7 @@ from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence
 
 import numpy as np
 
-from .._validate import check_choice, check_count, check_int
+from .._validate import check_choice, check_count, check_int, check_sequence
 
 __all__ = ["PAPER", "Cell", "CELLS", "CELL_IDS", "PAPER_VALUES", "RERUN_VALUES", "EPOCH_SETTINGS", "load_data",
            "official_partition", "mean_epochs", "round_work", "trained_images", "train_runs", "history_record", "result_name", "plan_table1", "run_table1",
@@ -429,9 +429,10 @@ def plan_table1(results_dir, seeds: Sequence[int] = (0, 1, 2), cells: Optional[S
     with its result file and whether it is already present."""
     results_dir = Path(results_dir)
     # a seed 0.5 or True was filed as "__seed0.5.json" / "__seedTrue.json" and trained as seed 0 / 1
-    seeds = [check_int("seed", s) for s in seeds]
-    ids = list(cells) if cells is not None else CELL_IDS
-    unknown = [c for c in ids if c not in _BY_ID]
+    seeds = [check_int("seed", s) for s in check_sequence("seeds", seeds, "run seeds")]
+    # a string is no list of cells: "sgd-e2-fedavg" was taken as its letters (unknown cells 's', 'g', ...)
+    ids = check_sequence("cells", cells, "Table 1 cell ids") if cells is not None else CELL_IDS
+    unknown = [c for c in ids if not isinstance(c, str) or c not in _BY_ID]
     if unknown:
         raise ValueError(f"unknown Table 1 cell(s) {unknown}; known: {CELL_IDS}")
     twice = sorted({c for c in ids if ids.count(c) > 1}) + [f"seed {s}" for s in sorted(set(seeds))
