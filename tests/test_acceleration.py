@@ -452,3 +452,17 @@ def test_read_vr_spectrum_names_a_missing_field(tmp_path):
     np.savez(tmp_path / "scaffold.npz", eigenvalues=np.array([0.5 + 0.1j, 0.5 - 0.1j]))
     with pytest.raises(ValueError, match="no config.rows"):
         A.read_vr_spectrum(tmp_path, "scaffold")
+
+
+def test_limit_distances_reads_names_and_lrs_once_and_checks_each_rate():
+    """lrs was iterated once per name: a generator of rates gave the second name an empty array without a word;
+    float(lr) took True as lr = 1 and '0.01' as 0.01; lrs=0.01 raised TypeError ("'float' object is not
+    iterable") and names='fedavg' was read as the variants 'f', 'e', ..."""
+    prob, steps, _ = _random_setting(14, m=4, d=3)
+    want = A.limit_distances(prob, ["fedavg", "fednova"], [0.01, 0.02], steps)
+    got = A.limit_distances(prob, iter(["fedavg", "fednova"]), (lr for lr in [0.01, 0.02]), steps)
+    assert list(got) == ["fedavg", "fednova"] and all(np.array_equal(got[n], want[n]) for n in want)
+    for names, lrs, says in ((["fedavg"], [True], "lr must be"), (["fedavg"], ["0.01"], "lr must be"),
+                             (["fedavg"], 0.01, "lrs must be a sequence"), ("fedavg", [0.01], "names must be a sequence")):
+        with pytest.raises(ValueError, match=says):
+            A.limit_distances(prob, names, lrs, steps)

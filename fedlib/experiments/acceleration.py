@@ -47,7 +47,8 @@ from typing import Any, NamedTuple, Optional, Sequence
 
 import numpy as np
 
-from .._validate import check_choice, check_finite_array, check_int, check_in_range, check_local_steps, check_positive
+from .._validate import (check_choice, check_finite_array, check_int, check_in_range, check_local_steps, check_positive,
+                         check_sequence)
 from ..algorithms import FederatedAlgorithm, make_algorithm
 from ..engines.batched import run_batched
 from ..plotting import ALGORITHM_COLORS
@@ -366,9 +367,11 @@ def rate_check(problem: QuadraticProblem, name: str, lr: float, local_steps: Any
 def limit_distances(problem: QuadraticProblem, names: Sequence[str], lrs: Sequence[float], local_steps: Any,
                     **coefficients) -> dict:
     r"""``{name: array}`` of :math:`\|\tilde x(\eta) - x^*\|` over the learning rates ``lrs``
-    (closed-form limits, :func:`variant_limit`)."""
+    (closed-form limits, :func:`variant_limit`). ``names`` and ``lrs`` may be any iterables (each is read once)."""
+    names = check_sequence("names", names, "variant names")
+    lrs = check_sequence("lrs", lrs, "learning rates")  # read once: a generator gave the second name no rates
     x_star = problem.optimum()
-    return {n: np.array([np.linalg.norm(variant_limit(problem, n, float(lr), local_steps, **coefficients) - x_star)
+    return {n: np.array([np.linalg.norm(variant_limit(problem, n, lr, local_steps, **coefficients) - x_star)
                          for lr in lrs]) for n in names}
 
 
