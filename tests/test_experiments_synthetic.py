@@ -84,3 +84,18 @@ def test_plot_losses_and_diagnostics_draw_the_seed_means():
     assert all(list(line.get_xdata()) == [1, 2] for line in top.get_lines())
     assert [line.get_linewidth() for line in top.get_lines()] == pytest.approx([2.6, 1.8])
     plt.close("all")
+
+
+def test_run_grid_and_lr_sweep_read_the_seeds_once():
+    """run_setting checked (and so read) seeds for every setting and algorithm: with a generator of seeds the
+    first run trained and the second raised 'seeds must name at least one run seed, got none'."""
+    prob = S.make_problem(num_clients=3)
+    algos = {"FedAvg": S.fedavg_sgd, "FedNova": S.fednova_sgd}
+    grid = S.run_grid(prob, S.SETTINGS[:1], algos, (s for s in [0, 1]), 1)
+    want = S.run_grid(prob, S.SETTINGS[:1], algos, [0, 1], 1)
+    assert [c.seeds for c in grid.values()] == [(0, 1), (0, 1)]
+    assert all(np.array_equal(grid[k].losses, want[k].losses) for k in want)
+    sweep = S.lr_sweep(prob, S.SETTINGS[0], algos, [0.04, 0.02], iter([0, 1]), 2)
+    assert [c.seeds for c in sweep.values()] == [(0, 1)] * 4
+    with pytest.raises(TypeError, match="seeds"):   # _check_seeds' refusal, before any run
+        S.run_grid(prob, S.SETTINGS[:1], algos, 0, 1)

@@ -233,7 +233,8 @@ def run_setting(problem: LogisticProblem, setting: Setting, factory: Callable, s
 
 def run_grid(problem: LogisticProblem, settings: Iterable[Setting], algorithms: Mapping[str, Callable],
              seeds: Sequence[int], rounds: int, progress: Optional[Callable[[str], None]] = None) -> dict:
-    """``{(setting.name, label): Curves}`` for every setting and algorithm factory."""
+    """``{(setting.name, label): Curves}`` for every setting and algorithm factory (``seeds`` read once)."""
+    seeds = _check_seeds(seeds)  # a generator was used up by the first run: the second had "no seeds"
     out = {}
     for setting in settings:
         for label, factory in algorithms.items():
@@ -251,6 +252,7 @@ def lr_sweep(problem: LogisticProblem, setting: Setting, algorithms: Mapping[str
     FedNova's loss to FedAvg under sampling with replacement is a step-size effect (the spread of
     the server step grows with :math:`\eta`) that reverses at smaller :math:`\eta`."""
     rounds = check_int("rounds", rounds, minimum=1)
+    seeds = _check_seeds(seeds)
     lrs = [check_positive("lrs", lr) for lr in lrs]
     if not lrs:
         raise ValueError("lrs must name at least one learning rate, got none")
