@@ -249,3 +249,16 @@ def test_loss_at_and_time_to_reach_take_any_real_number():
             ST.loss_at(c, bad)
     with pytest.raises(ValueError, match="target"):
         ST.time_to_reach(c, np.float32("nan"))
+
+
+def test_run_strategies_reads_the_seeds_once_and_run_strategy_names_them(small_problem):
+    """run_strategy read seeds for every strategy: with a generator the first strategy ran and the second raised
+    'seeds must name at least one run seed'; seeds=0 raised TypeError ("'int' object is not iterable")."""
+    clock = ST.make_clock(small_problem.num_clients, seed=0, median_speed=4.0, round_seconds=1.0)
+    runs = ST.run_strategies(small_problem, clock, 1, (s for s in [0, 1]))
+    want = ST.run_strategies(small_problem, clock, 1, [0, 1])
+    assert [r.seeds for r in runs.values()] == [(0, 1)] * 3
+    assert all(np.array_equal(runs[k].losses, want[k].losses) for k in want)
+    for bad in (0, None, "01"):
+        with pytest.raises(ValueError, match="seeds must be a sequence"):
+            ST.run_strategy(small_problem, clock, "wait-for-all", 1, bad)

@@ -42,7 +42,7 @@ from typing import Callable, Mapping, NamedTuple, Optional, Sequence
 
 import numpy as np
 
-from .._validate import _is_number, check_choice, check_int, check_nonnegative, check_positive
+from .._validate import _is_number, check_choice, check_int, check_nonnegative, check_positive, check_sequence
 from ..algorithms import make_algorithm
 from ..engines.batched import run_batched
 from ..plotting import ALGORITHM_COLORS
@@ -118,7 +118,7 @@ def run_strategy(problem: LogisticProblem, clock: WallClock, strategy: str, roun
         raise ValueError(f"sync_steps: only 'wait-for-all' runs a fixed number of steps; {strategy!r} takes "
                          f"tau_i^(t) from the clock, got sync_steps={sync_steps!r}")
     tau = sync_steps_of(clock) if sync_steps is None else check_int("sync_steps", sync_steps, minimum=1)
-    seeds = [check_int("seeds", s) for s in seeds]
+    seeds = [check_int("seeds", s) for s in check_sequence("seeds", seeds, "run seeds")]
     if not seeds:
         raise ValueError("seeds must name at least one run seed")
     losses, seconds, chi2, steps = [], [], [], []
@@ -145,6 +145,7 @@ def run_strategies(problem: LogisticProblem, clock: WallClock, rounds: int, seed
                    progress: Optional[Callable[[str], None]] = None) -> dict:
     r"""``{strategy: StragglerCurves}`` for all :data:`STRATEGIES`, the same rounds and seeds
     (``sync_steps``: the :math:`\tau` of ``"wait-for-all"``, see :func:`run_strategy`)."""
+    seeds = check_sequence("seeds", seeds, "run seeds")  # read once: a generator left the second strategy none
     out = {}
     for strategy in STRATEGIES:
         out[strategy] = run_strategy(problem, clock, strategy, rounds, seeds,
