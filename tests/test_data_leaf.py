@@ -538,3 +538,20 @@ def test_save_leaf_drop_test_must_be_a_bool(tmp_path):
             save_leaf(ds, tmp_path / "one.json", drop_test=bad)
     assert not (tmp_path / "one.json").exists()
     assert save_leaf(ds, tmp_path / "one.json", drop_test=np.bool_(True)) == [str(tmp_path / "one.json")]
+
+
+def test_load_leaf_refuses_a_path_that_is_neither_file_nor_folder(tmp_path):
+    """/dev/null (or a FIFO) exists and is no regular file, so it was listed as a folder: iterdir() raised
+    NotADirectoryError ('[Errno 20] Not a directory'), which 'run synthetic --data /dev/null' reported with
+    exit status 1 (a file system failure) instead of 2 (a bad --data)."""
+    from cliutil import cli_exit
+
+    fifo = tmp_path / "pipe.json"
+    os.mkfifo(fifo)
+    for path in (os.devnull, fifo):
+        with pytest.raises(ValueError, match="neither a file nor a folder"):
+            load_leaf(path)
+    rc, _, err = cli_exit(["run", "synthetic", "--rounds", "1", "--quiet", "--data", os.devnull,
+                           "--out", str(tmp_path / "r.json")])
+    assert rc == 2 and f"--data: {os.devnull}: neither a file nor a folder" in err
+    assert not (tmp_path / "r.json").exists()

@@ -308,6 +308,8 @@ def load_leaf(path, num_classes: int | None = None, name: str | None = None, *,
         raise ValueError(f"{root}: no such file or folder")
     if root.is_file():
         train_files, test_files = [root], []
+    elif not root.is_dir():  # a device or FIFO (/dev/null): iterdir() raised NotADirectoryError, naming no argument
+        raise ValueError(f"{root}: neither a file nor a folder (a device, FIFO or socket)")
     elif (root / "train").is_dir():
         train_files = _json_files(root / "train")
         test_files = _json_files(root / "test") if (root / "test").is_dir() else []
