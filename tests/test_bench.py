@@ -111,3 +111,18 @@ def test_bench_synthetic_takes_whole_numbers_of_rounds_and_repeats(bad):
     kw.update(bad)
     with pytest.raises(ValueError, match="rounds|repeat"):
         bench_synthetic(**kw)
+
+
+@pytest.mark.parametrize("name", ["equal_sizes", "evaluate"])
+@pytest.mark.parametrize("value", ["no", "False", 1, 0, None])
+def test_bench_synthetic_flags_must_be_true_or_false(name, value):
+    """Any truthy value ran the flag's way and recorded True: equal_sizes='no' measured equal-sized clients
+    (24.0 client steps per round for 22.0 on 3 clients); 0 and None were taken as False."""
+    with pytest.raises(ValueError, match=f"{name} must be True or False"):
+        bench_synthetic(rounds=1, repeat=1, num_clients=3, **{name: value})
+
+
+def test_bench_synthetic_takes_numpy_bools():
+    out = bench_synthetic(rounds=1, repeat=1, num_clients=3, equal_sizes=np.bool_(True), evaluate=np.bool_(False))
+    assert out["config"]["equal_sizes"] is True and out["config"]["evaluate"] is False
+    assert out["results"]["client_steps_per_round"] == 24.0
