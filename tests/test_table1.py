@@ -970,3 +970,16 @@ def test_plan_table1_refuses_seeds_or_cells_that_are_no_list(tmp_path):
         C.plan_table1(tmp_path, seeds=(0,), cells=[np.zeros(2)])
     plan = C.plan_table1(tmp_path, seeds=(s for s in (1, 0)), cells=iter(["sgd-e2-fedavg"]))
     assert [(p["cell"].id, p["seed"]) for p in plan] == [("sgd-e2-fedavg", 1), ("sgd-e2-fedavg", 0)]
+
+
+@pytest.mark.parametrize("sample", ["no", "False", 1, 0, None])
+def test_load_data_sample_must_be_true_or_false(monkeypatch, tmp_path, sample):
+    """Any truthy sample ('no', 'False', 1) loaded the shipped sample for the data under data_root without a
+    word; 0 and None read data_root (as save_leaf's drop_test, 86ad736)."""
+    import fedlib.data.cifar10 as D
+
+    monkeypatch.setattr(D, "load_cifar10", lambda root, download=None: "real")
+    monkeypatch.setattr(D, "load_cifar10_sample", lambda: "sample")
+    with pytest.raises(ValueError, match="sample must be True or False"):
+        C.load_data(tmp_path, sample=sample)
+    assert C.load_data(tmp_path, sample=np.bool_(False)) == "real" and C.load_data(sample=np.bool_(True)) == "sample"

@@ -176,9 +176,11 @@ def load_data(data_root=None, *, sample: bool = False, download: bool = False):
     """CIFAR-10 arrays: the shipped sample (``sample=True``) or the batch folder under ``data_root``.
 
     Raises ``FileNotFoundError`` (path + how to get the data) or ``ValueError`` (corrupt
-    file, named) from :mod:`fedlib.data.cifar10`."""
+    file, named) from :mod:`fedlib.data.cifar10`; ``ValueError`` for a ``sample`` that is not a bool."""
     from ..data.cifar10 import load_cifar10, load_cifar10_sample
 
+    if not isinstance(sample, (bool, np.bool_)):  # "no" is truthy: the sample was loaded for data_root's data
+        raise ValueError(f"sample must be True or False, got {sample!r}")
     if sample:
         return load_cifar10_sample()
     if data_root is None:
