@@ -171,9 +171,11 @@ def round_contraction(problem: QuadraticProblem, local_steps: Sequence[int], lr:
                       algorithm: str = "fedprox", tau_eff: Any = None) -> float:
     r"""Spectral radius of the round map :math:`x \mapsto Mx + b` of FedProx (or FedAvg at
     :math:`\alpha = 0`, or ``algorithm``): the error to the fixed point shrinks by about
-    this factor per round."""
+    this factor per round; ``inf`` when the map itself overflows float64 (an ``lr`` far too large)."""
     alg = "fedavg" if (alpha == 0 and algorithm == "fedprox") else algorithm
     M, _ = quadratic_round_map(problem.H, problem.e, problem.p, local_steps, lr, alg, mu_for_alpha(alpha, lr), tau_eff)
+    if not np.all(np.isfinite(M)):  # eigvals raised LinAlgError ('Array must not contain infs or NaNs')
+        return float("inf")
     return float(np.max(np.abs(np.linalg.eigvals(M))))
 
 

@@ -249,3 +249,28 @@ def test_identity_quadratic_takes_p_as_quadratic_problem_does():
     for p in (["a", "b"], [1j, 0.5]):
         with pytest.raises(ValueError, match="p must be an array of numbers"):
             Q.identity_quadratic(2, 3, p=p)
+
+
+def test_round_map_radius_of_an_overflowing_map_is_inf():
+    """With lr = 1e100 the round map's entries overflow to inf / NaN: round_map_radius and tradeoff's
+    round_contraction raised numpy's LinAlgError ('Array must not contain infs or NaNs'), rounds_to_converge the
+    same instead of its 'do not converge', acceleration's variant_radius / variant_limit 'M contains NaN or inf'
+    (an M the caller never gave), as quadratic_fixed_point did before d1f16ce."""
+    import warnings
+
+    from fedlib import tradeoff
+    from fedlib.experiments import acceleration as A
+
+    prob = random_quadratic(3, 2, seed=0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)   # the overflow itself
+        assert Q.round_map_radius(prob, "fedavg", 1e100, [2, 3, 4]) == np.inf
+        assert tradeoff.round_contraction(prob, [2, 3, 4], 1e100, 0.0) == np.inf
+        assert A.variant_radius(prob, "scaffold", 1e100, [2, 3, 4]) == np.inf
+        for call in (lambda: Q.rounds_to_converge(prob, "fedavg", 1e100, [2, 3, 4]),
+                     lambda: A.variant_limit(prob, "fedavg", 1e100, [2, 3, 4])):
+            with pytest.raises(ValueError, match=r"lr: the rounds of fedavg do not converge \(spectral radius inf"):
+                call()
+    # a finite map: the eigenvalues as before (1e30 overflows nothing)
+    M, _ = theory.quadratic_round_map(prob.H, prob.e, prob.p, [2, 3, 4], 1e30, "fedavg")
+    assert Q.round_map_radius(prob, "fedavg", 1e30, [2, 3, 4]) == float(np.max(np.abs(np.linalg.eigvals(M))))

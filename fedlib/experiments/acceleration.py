@@ -212,8 +212,15 @@ def initial_state(problem: QuadraticProblem, name: str, x0: Any = None) -> np.nd
 
 
 def variant_radius(problem: QuadraticProblem, name: str, lr: float, local_steps: Any, **coefficients) -> float:
-    """Spectral radius of :func:`variant_round_map` (< 1: the rounds converge, at this rate)."""
-    return spectral_radius(variant_round_map(problem, name, lr, local_steps, **coefficients).M)
+    """Spectral radius of :func:`variant_round_map` (< 1: the rounds converge, at this rate); ``inf`` when the
+    map itself overflows float64 (an ``lr`` far too large)."""
+    return _radius(variant_round_map(problem, name, lr, local_steps, **coefficients).M)
+
+
+def _radius(M: np.ndarray) -> float:
+    # a round map with inf / NaN entries overflowed (H, e, p are finite): spectral_radius refused it as
+    # 'M contains NaN or inf', naming an M the caller never gave
+    return spectral_radius(M) if np.all(np.isfinite(M)) else float("inf")
 
 
 def variant_limit(problem: QuadraticProblem, name: str, lr: float, local_steps: Any, **coefficients) -> np.ndarray:
@@ -230,7 +237,7 @@ def _limit_and_radius(problem: QuadraticProblem, name: str, lr: float, local_ste
     if _variant(name).algorithm == "vrlsgd":
         raise ValueError("variant: VRLSGD's limit depends on its initial variates; iterate the round maps")
     rm = variant_round_map(problem, name, lr, local_steps, **coefficients)
-    rho = spectral_radius(rm.M)
+    rho = _radius(rm.M)
     if rho >= 1:
         raise ValueError(f"lr: the rounds of {name} do not converge (spectral radius {rho:.4g} >= 1)")
     return np.linalg.solve(np.eye(rm.M.shape[0]) - rm.M, rm.b)[:rm.dim], rho

@@ -167,8 +167,11 @@ def fixed_point(problem: QuadraticProblem, name: str, lr: float, local_steps: An
 
 
 def round_map_radius(problem: QuadraticProblem, name: str, lr: float, local_steps: Any, mu: float = 0.0) -> float:
-    """Spectral radius of one round's affine map (< 1: the rounds converge, geometrically)."""
+    """Spectral radius of one round's affine map (< 1: the rounds converge, geometrically); ``inf`` when the
+    map itself overflows float64 (an ``lr`` far too large: eigvals would raise on its inf / NaN entries)."""
     M, _ = quadratic_round_map(problem.H, problem.e, problem.p, local_steps, lr, name, mu=_closed_form_mu(name, mu))
+    if not np.all(np.isfinite(M)):
+        return float("inf")
     return float(np.max(np.abs(np.linalg.eigvals(M))))
 
 
