@@ -166,3 +166,17 @@ def test_unit_scaled_names_all_zero_features():
     huge = dataclasses.replace(ds, train_x=[x * 1e200 for x in ds.train_x])
     with pytest.raises(ValueError, match="too large"):
         S.unit_scaled(huge)
+
+
+def test_unseen_classes_refuses_weights_that_are_not_one_per_client():
+    """zip(train_y, weights) cut the clients to the weights given: on 5 clients whose labels cover every class
+    but 1, weights [1.0] answered from client 0 alone ([0, 1, 2, 4, 6, 7, 8, 9]), 7 weights were taken without a
+    word; NaN or negative weights counted as zero."""
+    from fedlib.experiments.synthetic import make_problem
+
+    prob = make_problem(num_clients=5)
+    assert S.unseen_classes(prob) == S.unseen_classes(prob, [0.2] * 5) == [1]
+    for bad in ([1.0], [0, 0, 0, 0, 1, 1, 1], [np.nan] * 5, [-1.0] * 5, 1.0):
+        with pytest.raises(ValueError, match="weights"):
+            S.unseen_classes(prob, bad)
+    assert S.unseen_classes(prob, [0, 0, 0, 0, 1]) == [0, 1, 2, 4, 5, 6, 7, 9]   # client 4 has classes 3 and 8

@@ -37,7 +37,8 @@ from typing import Any, Callable, List, NamedTuple, Optional, Sequence
 
 import numpy as np
 
-from .._validate import check_choice, check_int, check_local_steps, check_positive, check_probability_vector
+from .._validate import (check_choice, check_int, check_local_steps, check_positive, check_probability_vector,
+                         check_weights)
 from ..algorithms import make_algorithm
 from ..data.clients import FederatedDataset
 from ..engines.reference import run_sequential
@@ -113,8 +114,10 @@ def observed_classes(dataset: FederatedDataset) -> FederatedDataset:
 def unseen_classes(problem: LogisticProblem, weights: Any = None) -> list[int]:
     r"""The model's classes that no training sample of a client with positive weight has
     (``weights``: default every client). Empty when :math:`\sum_i w_i F_i` can have a minimiser;
-    otherwise it has none (see :func:`observed_classes`)."""
-    w = np.ones(problem.num_clients) if weights is None else np.asarray(weights, dtype=np.float64)
+    otherwise it has none (see :func:`observed_classes`). ``weights``: one finite number >= 0 per client
+    (``ValueError`` otherwise)."""
+    # one finite weight >= 0 per client: zip() below cut a short list (or a long one) to the clients it covered
+    w = np.ones(problem.num_clients) if weights is None else check_weights("weights", weights, size=problem.num_clients)
     labels = [np.asarray(y, dtype=np.int64) for y, w_i in zip(problem.dataset.train_y, w) if w_i > 0]
     seen = np.unique(np.concatenate(labels)) if labels else np.zeros(0, dtype=np.int64)
     return sorted(set(range(problem.model.num_classes)) - set(seen.tolist()))
