@@ -180,3 +180,15 @@ def test_unseen_classes_refuses_weights_that_are_not_one_per_client():
         with pytest.raises(ValueError, match="weights"):
             S.unseen_classes(prob, bad)
     assert S.unseen_classes(prob, [0, 0, 0, 0, 1]) == [0, 1, 2, 4, 5, 6, 7, 9]   # client 4 has classes 3 and 8
+
+
+def test_surrogate_sweep_and_lr_sweep_refuse_lrs_that_are_no_sequence():
+    """lrs=0.05 (one step size for a list) raised TypeError ("'float' object is not iterable") naming nothing."""
+    from fedlib.experiments import synthetic as SY
+
+    prob = SY.make_problem(num_clients=3)
+    for bad in (0.05, None):
+        with pytest.raises(ValueError, match="lrs must be a sequence"):
+            S.surrogate_sweep(prob, [2, 3, 4], bad)
+        with pytest.raises(ValueError, match="lrs must be a sequence"):
+            SY.lr_sweep(prob, SY.SETTINGS[0], {"FedAvg": SY.fedavg_sgd}, bad, [0], 1)

@@ -38,7 +38,7 @@ from typing import Any, Callable, List, NamedTuple, Optional, Sequence
 import numpy as np
 
 from .._validate import (check_choice, check_int, check_local_steps, check_positive, check_probability_vector,
-                         check_weights)
+                         check_sequence, check_weights)
 from ..algorithms import make_algorithm
 from ..data.clients import FederatedDataset
 from ..engines.reference import run_sequential
@@ -329,7 +329,7 @@ def surrogate_sweep(problem: LogisticProblem, local_steps: Sequence[int], lrs: S
     ``lrs``: one or more step sizes > 0 (chapter 7 fits a slope over them; none gave no point
     and a failed fit later), refused by name before any solve."""
     tau = check_local_steps("local_steps", local_steps, size=problem.num_clients)
-    lrs = [check_positive("lrs", lr) for lr in lrs]
+    lrs = [check_positive("lrs", lr) for lr in check_sequence("lrs", lrs, "step sizes")]
     if not lrs:
         raise ValueError("lrs must name at least one step size, got none")
     for name in algorithms:

@@ -39,7 +39,7 @@ from typing import Callable, Iterable, Mapping, NamedTuple, Optional, Sequence, 
 
 import numpy as np
 
-from .._validate import check_int, check_positive
+from .._validate import check_int, check_positive, check_sequence
 from ..algorithms import FederatedAlgorithm, make_algorithm
 from ..data import synthetic
 from ..engines.batched import run_batched
@@ -253,7 +253,7 @@ def lr_sweep(problem: LogisticProblem, setting: Setting, algorithms: Mapping[str
     the server step grows with :math:`\eta`) that reverses at smaller :math:`\eta`."""
     rounds = check_int("rounds", rounds, minimum=1)
     seeds = _check_seeds(seeds)
-    lrs = [check_positive("lrs", lr) for lr in lrs]
+    lrs = [check_positive("lrs", lr) for lr in check_sequence("lrs", lrs, "learning rates")]
     if not lrs:
         raise ValueError("lrs must name at least one learning rate, got none")
     out = {}
