@@ -259,12 +259,17 @@ def round_lr(name: str, lr_at: Any, round_index: int, default: float) -> float:
     return lr
 
 
+def is_choice(value: Any, choices) -> bool:
+    """``value in choices``, and ``False`` for an array (``in`` compares one entry by entry: "the truth value of an
+    array ... is ambiguous")."""
+    try:
+        return bool(value in choices)
+    except ValueError:
+        return False
+
+
 def check_choice(name: str, value: Any, choices) -> str:
     """``value`` must be one of ``choices`` (strings)."""
-    try:
-        known = value in choices
-    except ValueError:  # an array: `in` compares it entry by entry ("the truth value of an array ... is ambiguous")
-        known = False
-    if not known:
+    if not is_choice(value, choices):
         raise ValueError(f"{name} must be one of {sorted(choices)}, got {value!r}")
     return value

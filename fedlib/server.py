@@ -24,7 +24,7 @@ from typing import Any, Callable, NamedTuple, Optional
 
 import numpy as np
 
-from ._validate import check_in_range, check_positive
+from ._validate import check_in_range, check_positive, is_choice
 from .tree import tree_map, tree_zeros_like
 
 __all__ = ["ServerOptimizer", "PlainState", "MomentumState", "AdamState", "plain", "momentum", "adam", "make_server_optimizer", "SERVER_OPTIMIZERS"]
@@ -234,11 +234,7 @@ def make_server_optimizer(name: str, *, server_lr: Optional[float] = None,
     ...
     ValueError: beta: only server momentum has a momentum factor, got beta=0.5 for 'plain'
     """
-    try:
-        known = name in SERVER_OPTIMIZERS
-    except ValueError:  # an array: `in` compares it entry by entry ("the truth value of an array ... is ambiguous")
-        known = False
-    if not known:
+    if not is_choice(name, SERVER_OPTIMIZERS):  # an array is none (not numpy's 'truth value ... ambiguous')
         raise ValueError(f"server optimizer must be one of {list(SERVER_OPTIMIZERS)}, got {name!r}")
     if name != "momentum" and beta is not None:
         raise ValueError(f"beta: only server momentum has a momentum factor, got beta={beta!r} for {name!r}")

@@ -50,7 +50,7 @@ from pathlib import Path
 import numpy as np
 
 from .._io import atomic_write, atomic_write_all, read_json
-from .._validate import check_int, check_path
+from .._validate import check_int, check_path, is_choice
 from .clients import FederatedDataset
 from .partition import _MAX_CLASSES
 
@@ -297,11 +297,7 @@ def load_leaf(path, num_classes: int | None = None, name: str | None = None, *,
     """
     if num_classes is not None:
         num_classes = check_int("num_classes", num_classes, minimum=2)
-    try:
-        known = client_order in ("sorted", "appearance")
-    except ValueError:  # an array: `in` compares it entry by entry ("the truth value of an array ... is ambiguous")
-        known = False
-    if not known:
+    if not is_choice(client_order, ("sorted", "appearance")):  # an array is none (not numpy's 'truth value ... ambiguous')
         raise ValueError(f"client_order must be 'sorted' or 'appearance', got {client_order!r}")
     root = check_path("path", path)
     if not root.exists():
