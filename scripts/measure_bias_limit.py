@@ -20,15 +20,16 @@ import math
 
 import numpy as np
 
+from fedlib.cli.common import int_at_least, positive_float
 from fedlib.experiments import speedup as S
 
 
 def main(argv=None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--rounds", type=int, nargs=2, default=(500, 2000), metavar=("T_SHORT", "T_LONG"))
-    ap.add_argument("--seeds", type=int, default=3, help="sampling seeds per problem seed (the chapter's bias_seeds)")
-    ap.add_argument("--problem-seeds", type=int, nargs="+", default=list(range(10)))
-    ap.add_argument("--lr-scale", type=float, default=0.5, help="the chapter's lr_scale_consistency")
+    ap.add_argument("--rounds", type=int_at_least(1), nargs=2, default=(500, 2000), metavar=("T_SHORT", "T_LONG"))
+    ap.add_argument("--seeds", type=int_at_least(2), default=3, help="sampling seeds per problem seed (the chapter's bias_seeds)")
+    ap.add_argument("--problem-seeds", type=int_at_least(0), nargs="+", default=list(range(10)))
+    ap.add_argument("--lr-scale", type=positive_float, default=0.5, help="the chapter's lr_scale_consistency")
     args = ap.parse_args(argv)
     t_short, t_long = sorted(args.rounds)
     if t_short == t_long:

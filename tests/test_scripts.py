@@ -77,6 +77,22 @@ def test_probe_scaffold_synthetic_refuses_bad_arguments(capsys, flags, message):
     assert code == 2 and err.splitlines()[-1].split(": error: ", 1)[1] == message, err
 
 
+@pytest.mark.parametrize("flags, message", [
+    (["--seeds", "1"], "argument --seeds: must be >= 2, got 1"),
+    (["--problem-seeds", "0", "-1"], "argument --problem-seeds: must be >= 0, got -1"),
+    (["--rounds", "0", "3"], "argument --rounds: must be >= 1, got 0"),
+    (["--lr-scale", "nan"], "argument --lr-scale: must be a finite number > 0, got 'nan'"),
+    (["--lr-scale", "-1"], "argument --lr-scale: must be a finite number > 0, got '-1'"),
+])
+def test_measure_bias_limit_refuses_bad_arguments(capsys, flags, message):
+    """Before: each was a ValueError traceback (exit 1) from fedlib.experiments.speedup after the
+    first problem had been set up ('seeds must be an integer >= 2, got 1', 'seed must be an integer
+    >= 0, got -1', 'rounds_list[0] must be ...', 'lr_scale must be a finite number > 0, got nan')."""
+    script = _script("measure_bias_limit.py")
+    code, err = _exit_code_and_stderr(script.main, flags, capsys)
+    assert code == 2 and err.splitlines()[-1].split(": error: ", 1)[1] == message, err
+
+
 def _vendor_mathjax(tmp_path, *args):
     """Run a copy of scripts/vendor_mathjax.sh in a scratch tree (it writes <tree>/book/_static/mathjax)
     with a fake npm first on PATH that logs its calls and packs a two-file MathJax 3.2.2."""
