@@ -14,6 +14,7 @@ import argparse
 
 import numpy as np
 
+from fedlib.cli.common import int_at_least
 from fedlib.experiments import speedup as S
 from fedlib.experiments.quadratic import loglog_slope
 
@@ -28,13 +29,16 @@ def slope_stderr(budgets, rows) -> float:
 
 def main(argv=None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--problem-seeds", type=int, nargs="+", default=list(range(10)))
-    ap.add_argument("--copies", type=int, default=16, help="the chapter's population_copies (m = 4 * copies)")
-    ap.add_argument("--clients", type=int, nargs="+", default=[4, 16], help="the chapter's clients_per_round")
-    ap.add_argument("--rounds", type=int, nargs="+", default=[256, 1024], help="the chapter's rounds_speedup")
-    ap.add_argument("--seeds", type=int, default=3, help="the chapter's sampling_seeds")
-    ap.add_argument("--replicas", type=int, default=4)
+    ap.add_argument("--problem-seeds", type=int_at_least(0), nargs="+", default=list(range(10)))
+    ap.add_argument("--copies", type=int_at_least(1), default=16, help="the chapter's population_copies (m = 4 * copies)")
+    ap.add_argument("--clients", type=int_at_least(1), nargs="+", default=[4, 16], help="the chapter's clients_per_round")
+    ap.add_argument("--rounds", type=int_at_least(1), nargs="+", default=[256, 1024], help="the chapter's rounds_speedup")
+    ap.add_argument("--seeds", type=int_at_least(2), default=3, help="the chapter's sampling_seeds")
+    ap.add_argument("--replicas", type=int_at_least(1), default=4)
     args = ap.parse_args(argv)
+    if len(set(args.clients)) < 2 and len(set(args.rounds)) < 2:  # a slope needs two budgets q tau T
+        ap.error(f"--clients {' '.join(map(str, args.clients))} and --rounds {' '.join(map(str, args.rounds))}: "
+                 f"give two different q or two different T (a slope needs two budgets)")
     found = []
     for ps in args.problem_seeds:
         base, work = S.base_setup(seed=ps, dim=10, spread=1.0)

@@ -93,6 +93,28 @@ def test_measure_bias_limit_refuses_bad_arguments(capsys, flags, message):
     assert code == 2 and err.splitlines()[-1].split(": error: ", 1)[1] == message, err
 
 
+@pytest.mark.parametrize("flags, message", [
+    (["--copies", "0"], "argument --copies: must be >= 1, got 0"),
+    (["--clients", "4", "0"], "argument --clients: must be >= 1, got 0"),
+    (["--rounds", "0", "16"], "argument --rounds: must be >= 1, got 0"),
+    (["--seeds", "1"], "argument --seeds: must be >= 2, got 1"),
+    (["--replicas", "0"], "argument --replicas: must be >= 1, got 0"),
+    (["--problem-seeds", "-1"], "argument --problem-seeds: must be >= 0, got -1"),
+    (["--clients", "2", "--rounds", "16"],
+     "--clients 2 and --rounds 16: give two different q or two different T (a slope needs two budgets)"),
+    (["--clients", "2", "2", "--rounds", "16", "16"],
+     "--clients 2 2 and --rounds 16 16: give two different q or two different T (a slope needs two budgets)"),
+])
+def test_measure_sampling_slopes_refuses_bad_arguments(capsys, flags, message):
+    """Before: each was a ValueError traceback (exit 1) after the first problem's cells had run or
+    been set up: 'copies_list[0] must be an integer >= 1, got 0', 'seeds must be an integer >= 2,
+    got 1', ..., and one budget 'loglog_slope needs two finite, positive 1-d arrays of the same
+    length >= 2' / 'needs at least two distinct x values'."""
+    script = _script("measure_sampling_slopes.py")
+    code, err = _exit_code_and_stderr(script.main, flags, capsys)
+    assert code == 2 and err.splitlines()[-1].split(": error: ", 1)[1] == message, err
+
+
 def _vendor_mathjax(tmp_path, *args):
     """Run a copy of scripts/vendor_mathjax.sh in a scratch tree (it writes <tree>/book/_static/mathjax)
     with a fake npm first on PATH that logs its calls and packs a two-file MathJax 3.2.2."""
