@@ -44,8 +44,8 @@ def main() -> None:
     for name in ("steps", "repeat", "threads"):
         if getattr(args, name) < 1:
             parser.error(f"--{name} must be >= 1, got {getattr(args, name)}")
-    if not args.width > 0:
-        parser.error(f"--width must be > 0, got {args.width}")
+    if not 0 < args.width < float("inf"):
+        parser.error(f"--width must be a finite number > 0, got {args.width}")
     if args.seed < 0:
         parser.error(f"--seed must be >= 0, got {args.seed}")
     torch.set_num_threads(args.threads)

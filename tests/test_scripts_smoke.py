@@ -35,9 +35,10 @@ def _run_in_process(script, *argv):
 
 
 @pytest.mark.parametrize("flag,value", [("--steps", "0"), ("--repeat", "0"), ("--threads", "0"),
-                                        ("--width", "0"), ("--seed", "-1")])
+                                        ("--width", "0"), ("--width", "inf"), ("--seed", "-1")])
 def test_bench_client_optimizer_refuses_bad_arguments(flag, value, capsys):
-    """--steps 0 used to print the median of no steps (an IndexError); each bad value is an argparse
+    """--steps 0 used to print the median of no steps (an IndexError), --width inf was vgg11's
+    ValueError traceback ('width must be a finite number > 0, got inf'); each bad value is an argparse
     error naming the flag, before any model is built."""
     with pytest.raises(SystemExit) as exit_info:
         _run_in_process("bench_client_optimizer.py", flag, value)
