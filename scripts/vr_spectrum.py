@@ -149,12 +149,15 @@ def main(argv=None) -> int:
         parser.error("--smoke runs the 3-client problem at its own lr 1.0; drop --lr")
     if args.out.exists() and not args.out.is_dir():  # was a FileExistsError after the optimum was computed
         parser.error(f"--out {args.out}: is a file; give the folder to write the results into")
+    try:  # before the optimum is computed: a folder that cannot be made was a traceback after it
+        args.out.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        parser.error(f"--out {args.out}: cannot make the folder ({exc.strerror or exc})")
     problem, steps, lr, setting = smoke_problem() if args.smoke else chapter_problem(args.lr)
     t0 = time.perf_counter()
     optimum = A.logistic_optimum(problem)
     print(f"x*: {optimum.newton_steps} Newton steps in {time.perf_counter() - t0:.1f} s; "
           f"{optimum.basis.shape[1]} non-flat directions", flush=True)
-    args.out.mkdir(parents=True, exist_ok=True)
     for name in args.algorithms:
         if args.method == "dense":
             write_dense(problem, optimum, name, lr, steps, setting, args.out)

@@ -242,6 +242,17 @@ def test_vr_spectrum_refuses_an_out_that_is_a_file(tmp_path, capsys):
     assert out.read_text() == "keep"
 
 
+def test_vr_spectrum_refuses_an_out_it_cannot_make(tmp_path, capsys):
+    """--out below a file (here notes.txt/spectra) was a NotADirectoryError traceback from mkdir
+    (exit 1), after the optimum was computed; now an argparse error naming --out, before it."""
+    spectrum = _script("vr_spectrum.py")
+    (tmp_path / "notes.txt").write_text("keep")
+    out = tmp_path / "notes.txt" / "spectra"
+    code, err = _exit_code_and_stderr(spectrum.main, ["--smoke", "--out", str(out)], capsys)
+    assert code == 2, err
+    assert err.splitlines()[-1].split(": error: ", 1)[1] == f"--out {out}: cannot make the folder (Not a directory)"
+
+
 # --------------------------------------------------------------------------- scripts/gpu_run.sh --help
 ROOT = Path(__file__).resolve().parents[1]
 
