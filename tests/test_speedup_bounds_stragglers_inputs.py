@@ -123,3 +123,33 @@ def test_equal_budget_ratios_checks_algorithm_and_rtol():
         S.equal_budget_ratios(rows, algorithm="fednvoa")
     with pytest.raises(ValueError, match="^rtol"):
         S.equal_budget_ratios(rows, rtol=-0.1)
+
+
+def test_plot_consistency_refuses_no_rows_by_name():
+    """Before: an IndexError ('list index out of range', from rows[-1].floor) after the left panel was drawn."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, 2)
+    try:
+        with pytest.raises(ValueError, match="^rows: plot_consistency needs at least one ConsistencyRow, got none$"):
+            S.plot_consistency(axes, [])
+    finally:
+        plt.close(fig)
+
+
+def test_plot_sampling_refuses_no_rows_by_name():
+    """Before: max()'s ValueError 'max() arg is an empty sequence', naming nothing."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, 2)
+    try:
+        with pytest.raises(ValueError, match="^rows: plot_sampling needs at least one SamplingRow, got none$"):
+            S.plot_sampling(axes, [], 16)
+    finally:
+        plt.close(fig)

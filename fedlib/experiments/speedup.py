@@ -627,7 +627,10 @@ def equal_budget_ratios(rows: Sequence[SpeedupRow], algorithm: str = "fednova", 
 
 
 def plot_consistency(axes, rows: Sequence[ConsistencyRow]) -> None:
-    """Left: distances against :math:`\\eta`; right: :math:`\\min_t\\|\\nabla F\\|^2` against :math:`T`."""
+    """Left: distances against :math:`\\eta`; right: :math:`\\min_t\\|\\nabla F\\|^2` against :math:`T`
+    (``rows``: at least one :class:`ConsistencyRow`, a ``ValueError`` naming ``rows`` otherwise)."""
+    if len(rows) == 0:
+        raise ValueError("rows: plot_consistency needs at least one ConsistencyRow, got none")
     lr = [r.lr for r in rows]
     avg, nova = ALGORITHM_COLORS["fedavg"], ALGORITHM_COLORS["fednova"]
     T = [r.rounds for r in rows]
@@ -677,7 +680,10 @@ def plot_sampling(axes, rows: Sequence[SamplingRow], rounds: int) -> None:
     r"""Left: App. G's left-hand side against :math:`q\tilde\tau T` for the largest population,
     one line per :math:`q`, with a :math:`(q\tilde\tau T)^{-1/2}` guide; right: the error at
     ``rounds`` rounds against :math:`q`, one line per population :math:`m` (where sampling with
-    replacement stops paying: :math:`q_{\text{eff}}` saturates at :math:`m`)."""
+    replacement stops paying: :math:`q_{\text{eff}}` saturates at :math:`m`). ``rows``: at least one
+    :class:`SamplingRow` (a ``ValueError`` naming ``rows`` otherwise)."""
+    if len(rows) == 0:
+        raise ValueError("rows: plot_sampling needs at least one SamplingRow, got none")
     markers = "osD^v<>"
     big = max(r.population for r in rows)
     sel = [r for r in rows if r.population == big]
