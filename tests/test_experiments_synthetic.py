@@ -86,6 +86,25 @@ def test_plot_losses_and_diagnostics_draw_the_seed_means():
     plt.close("all")
 
 
+@pytest.mark.parametrize("plot", ["plot_losses", "plot_diagnostics"])
+def test_plots_refuse_no_settings_and_missing_curves_before_making_a_figure(plot):
+    """Before: no settings was matplotlib's 'Number of columns must be a positive integer, not 0' and a
+    (setting, label) missing from grid a KeyError ('(\'a\', \'FedNova\')'), each leaving an open figure."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    setting = S.Setting("a", "setting A", (2, 2))
+    grid = {("a", "FedAvg"): _curves([[4.0, 2.0, 1.0]], [[0.5, 0.1]], [[2, 3]])}
+    open_before = plt.get_fignums()
+    with pytest.raises(ValueError, match=r"^settings: no setting to draw \(one panel per setting\), got none$"):
+        getattr(S, plot)(grid, [], ["FedAvg"])
+    with pytest.raises(ValueError, match=r"^grid: no curves for \[\('a', 'FedNova'\)\] \(keys are"):
+        getattr(S, plot)(grid, [setting], ["FedAvg", "FedNova"])
+    assert plt.get_fignums() == open_before
+
+
 def test_run_grid_and_lr_sweep_read_the_seeds_once():
     """run_setting checked (and so read) seeds for every setting and algorithm: with a generator of seeds the
     first run trained and the second raised 'seeds must name at least one run seed, got none'."""

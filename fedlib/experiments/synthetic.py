@@ -306,9 +306,24 @@ def _style(label: str, i: int) -> dict:
     return {"color": f"C{i}"}
 
 
+def _check_plotted(grid: Mapping, settings: Sequence[Setting], labels: Sequence[str]) -> None:
+    """At least one setting, and a curve of ``grid`` for every (setting, label) drawn: checked before a
+    figure is made (a ``ValueError`` naming ``settings`` or ``grid``)."""
+    if len(settings) == 0:
+        raise ValueError("settings: no setting to draw (one panel per setting), got none")
+    missing = [(st.name, label) for st in settings for label in labels if (st.name, label) not in grid]
+    if missing:
+        raise ValueError(f"grid: no curves for {missing[:3]}{' ...' if len(missing) > 3 else ''} "
+                         f"(keys are (setting.name, label))")
+
+
 def plot_losses(grid: Mapping, settings: Sequence[Setting], labels: Sequence[str], axes=None, logy: bool = True):
-    """One panel per setting: mean training loss vs rounds, shaded min-max over seeds."""
+    """One panel per setting: mean training loss vs rounds, shaded min-max over seeds (at least one
+    setting, and ``grid[setting.name, label]`` for each setting and label: a ``ValueError`` naming
+    ``settings`` or ``grid`` otherwise, before any figure is made)."""
     import matplotlib.pyplot as plt
+
+    _check_plotted(grid, settings, labels)
 
     if axes is None:
         fig, axes = plt.subplots(1, len(settings), figsize=(4.2 * len(settings), 3.4), sharey=True, squeeze=False)
@@ -334,8 +349,11 @@ def plot_losses(grid: Mapping, settings: Sequence[Setting], labels: Sequence[str
 
 
 def plot_diagnostics(grid: Mapping, settings: Sequence[Setting], labels: Sequence[str]):
-    r"""Two rows: :math:`\chi^2(p\|w)` per round and :math:`\tau_{\text{eff}}` per round (seed mean)."""
+    r"""Two rows: :math:`\chi^2(p\|w)` per round and :math:`\tau_{\text{eff}}` per round (seed mean);
+    ``grid`` and ``settings`` checked as by :func:`plot_losses`."""
     import matplotlib.pyplot as plt
+
+    _check_plotted(grid, settings, labels)
 
     fig, axes = plt.subplots(2, len(settings), figsize=(4.2 * len(settings), 5.6), sharex=True, squeeze=False)
     for j, setting in enumerate(settings):
