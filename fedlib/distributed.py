@@ -133,8 +133,10 @@ class Communicator:
         owned_clients(num_clients, self.world_size, self.rank)
 
     def owns(self, clients: np.ndarray, num_clients: int) -> np.ndarray:
-        """Boolean mask of ``clients`` owned by this rank."""
+        """Boolean mask of ``clients`` owned by this rank; ``clients`` are integer indices in
+        ``0 .. num_clients - 1`` (a ``ValueError`` otherwise, as ``check_client_indices`` raises it)."""
         mine = owned_clients(num_clients, self.world_size, self.rank)
+        check_client_indices(clients, num_clients)
         return np.isin(np.asarray(clients), mine)
 
     def allreduce_sum(self, x):

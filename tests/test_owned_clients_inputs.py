@@ -27,3 +27,26 @@ def test_owned_clients_blocks_unchanged():
     assert owned_clients(np.int64(5), np.int64(1), np.int64(0)).tolist() == [0, 1, 2, 3, 4]
     with pytest.raises(ValueError, match="world size: 6 processes but only 5 clients"):
         owned_clients(5, 6, 0)
+
+
+@pytest.mark.parametrize("clients, message", [
+    ([5], "client 5 is not one of the 4 clients given to init (indices 0..3)"),
+    ([0, -1], "client -1 is not one of the 4 clients given to init (indices 0..3)"),
+    ([0.5], "client must be an integer index, got 0.5"),
+    ([True], "client must be an integer index, got True"),
+])
+def test_owns_refuses_clients_that_are_no_index(clients, message):
+    """Before: Communicator.owns answered False for a client outside 0..num_clients-1 or a non-integer one
+    (np.isin), on every rank, so such a client was owned by no rank, without a word."""
+    from fedlib.distributed import LocalCommunicator
+
+    with pytest.raises(ValueError) as caught:
+        LocalCommunicator().owns(clients, 4)
+    assert str(caught.value) == message
+
+
+def test_owns_masks_unchanged():
+    from fedlib.distributed import LocalCommunicator
+
+    assert LocalCommunicator().owns([0, 3], 4).tolist() == [True, True]
+    assert LocalCommunicator().owns(np.array([], dtype=np.int64), 4).tolist() == []
