@@ -161,6 +161,14 @@ class Communicator:
         pass
 
 
+def _check_communicator(comm) -> None:
+    """``ValueError`` naming ``comm`` unless it is a :class:`Communicator` (it was an ``AttributeError``
+    on ``comm.rank`` or ``comm.check_clients``)."""
+    if not isinstance(comm, Communicator):
+        raise ValueError(f"comm must be a fedlib.distributed.Communicator (LocalCommunicator, TorchCommunicator or "
+                         f"a subclass), got {type(comm).__name__}")
+
+
 class LocalCommunicator(Communicator):
     """One process, world size 1 (the collectives are identities): what ``comm=None`` means for
     :func:`fedlib.engines.batched.run_batched`, and the tests' reference for 2 and 3 processes.
@@ -321,7 +329,8 @@ def distributed_apply(comm: Communicator, algorithm: FederatedAlgorithm, state: 
     state of another kind) raises ``ValueError`` naming ``state`` before any collective, as
     :meth:`~fedlib.algorithms.FederatedAlgorithm.apply` does (every rank holds the same state), and so
     does a ``state`` whose ``num_clients`` is ``None`` (the ranks own blocks of the :math:`m` clients,
-    :func:`owned_clients`; ``apply`` takes such a state, unchecked).
+    :func:`owned_clients`; ``apply`` takes such a state, unchecked). ``comm`` must be a
+    :class:`Communicator` (a ``ValueError`` naming it otherwise).
 
     Example
     -------
@@ -346,6 +355,7 @@ def distributed_apply(comm: Communicator, algorithm: FederatedAlgorithm, state: 
     fedavg [0.5] True 1.5
     fednova [0.] True 1.5
     """
+    _check_communicator(comm)
     _check_round_state(algorithm, state)  # as apply; the same state on every rank, so every rank raises it
     if state.num_clients is None:  # the ranks' blocks of clients are blocks of range(m): m must be known
         raise ValueError("state.num_clients is None (a state built by hand or read from a checkpoint older than "

@@ -39,3 +39,30 @@ def test_state_with_num_clients_matches_apply(name):
     whole, diag_whole = algorithm.apply(*args)
     assert np.array_equal(split.params, whole.params) and split.num_clients == 2
     assert diag.tau_eff == diag_whole.tau_eff
+
+
+@pytest.mark.parametrize("comm", [None, object(), "gloo"])
+def test_distributed_apply_names_a_comm_that_is_no_communicator(comm):
+    """Before: AttributeError ("'NoneType' object has no attribute 'rank'"), after the other checks."""
+    algorithm = make_algorithm("fednova", sgd(1.0))
+    args = (algorithm.init(np.zeros(1), num_clients=2), full_participation([0.5, 0.5]), UPDATES, 1.0, [0.5, 0.5])
+    with pytest.raises(ValueError, match=r"^comm must be a fedlib\.distributed\.Communicator \(LocalCommunicator, "
+                                         rf"TorchCommunicator or a subclass\), got {type(comm).__name__}$"):
+        distributed_apply(comm, algorithm, *args)
+
+
+def test_run_batched_names_a_comm_that_is_no_communicator():
+    """Before: run_batched(comm=object()) put the data on the backend and raised AttributeError
+    ("'object' object has no attribute 'check_clients'"); comm=None (one process) is unchanged."""
+    from fedlib.data.synthetic import synthetic
+    from fedlib.engines.batched import run_batched
+    from fedlib.problems.logistic import LogisticProblem
+    from fedlib.schedules import FixedSteps
+
+    prob = LogisticProblem(synthetic(num_clients=2, seed=0, num_samples=[10, 12]))
+    algorithm = make_algorithm("fednova", sgd(0.05))
+    with pytest.raises(ValueError, match=r"^comm must be a fedlib\.distributed\.Communicator .*got object$"):
+        run_batched(algorithm, prob, FixedSteps([1, 2]), 1, batch_size=4, seed=0, comm=object())
+    one = run_batched(algorithm, prob, FixedSteps([1, 2]), 1, batch_size=4, seed=0, comm=None)
+    local = run_batched(algorithm, prob, FixedSteps([1, 2]), 1, batch_size=4, seed=0, comm=LocalCommunicator())
+    assert np.array_equal(one.params["W"], local.params["W"])

@@ -435,7 +435,8 @@ def run_batched(algorithm: FederatedAlgorithm, problem: LogisticProblem, schedul
         ``update`` (:attr:`~fedlib.solvers.LocalSolver.builtin_step` false) needs ``fast=False``
         (``ValueError`` otherwise), and keeps ``LocalSolver.init``: the stacked state is built as it does.
     callback : called with each round's record.
-    comm : a :class:`fedlib.distributed.Communicator` (``None``: one process). Each rank
+    comm : a :class:`fedlib.distributed.Communicator` (``None``: one process; anything else a
+        ``ValueError`` naming ``comm``, before the data is put on the backend). Each rank
         then trains only the participants it owns and the aggregation runs with
         collectives (:func:`fedlib.distributed.distributed_apply`); every rank ends each
         round with the same global model.
@@ -488,6 +489,10 @@ def run_batched(algorithm: FederatedAlgorithm, problem: LogisticProblem, schedul
                          "run_batched builds the clients' stacked state as LocalSolver.init does (anchor only with "
                          "mu > 0, a momentum buffer only with momentum > 0): run it through "
                          "fedlib.engines.reference.run_sequential or run_reference")
+    if comm is not None:
+        from ..distributed import _check_communicator
+
+        _check_communicator(comm)
     be = _make_backend(backend, device)
     x0 = problem.init_params() if params is None else params
     problem.model._check_params(x0, stacked=False)
