@@ -153,3 +153,23 @@ def test_plot_sampling_refuses_no_rows_by_name():
             S.plot_sampling(axes, [], 16)
     finally:
         plt.close(fig)
+
+
+def test_plot_loss_vs_time_names_unknown_strategies_and_the_wrong_number_of_axes():
+    """Before: a key of runs outside STRATEGIES was a bare KeyError ('other') and one axis an IndexError
+    ('list index out of range') after the left panel was drawn."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    curves = _curves([[1.0, 0.5, 0.25]])
+    fig, axes = plt.subplots(1, 2)
+    try:
+        with pytest.raises(ValueError, match=r"^runs: keys must be among STRATEGIES .*, got \['other'\]$"):
+            ST.plot_loss_vs_time(axes, {"other": curves})
+        with pytest.raises(ValueError, match=r"^axes: plot_loss_vs_time draws two panels \(seconds, rounds\), got 1 axes$"):
+            ST.plot_loss_vs_time(axes[:1], {"fedavg-fixed-time": curves})
+        assert all(not ax.lines for ax in axes)
+    finally:
+        plt.close(fig)

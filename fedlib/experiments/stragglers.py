@@ -215,7 +215,13 @@ def last_lead_round(ahead: StragglerCurves, behind: StragglerCurves, window: int
 
 def plot_loss_vs_time(axes, runs: Mapping[str, StragglerCurves]) -> None:
     """Left: training loss against wall-clock seconds (log scale; every seed, thin);
-    right: against rounds."""
+    right: against rounds. ``axes``: the two panels; ``runs``: keyed by :data:`STRATEGIES` (a
+    ``ValueError`` naming ``axes`` or ``runs`` otherwise, before anything is drawn)."""
+    if len(axes) != 2:
+        raise ValueError(f"axes: plot_loss_vs_time draws two panels (seconds, rounds), got {len(axes)} axes")
+    unknown = [k for k in runs if k not in STRATEGIES]
+    if unknown:
+        raise ValueError(f"runs: keys must be among STRATEGIES {STRATEGIES}, got {unknown}")
     colors = {"wait-for-all": "C2", "fedavg-fixed-time": ALGORITHM_COLORS["fedavg"],
               "fednova-fixed-time": ALGORITHM_COLORS["fednova"]}
     for strategy, c in runs.items():
