@@ -425,7 +425,8 @@ def _update_variates(comm, variates: ControlVariates, own, mine, lr, p, change) 
 def gather_variates(comm: Optional[Communicator], variates: Optional[ControlVariates], num_clients: int):
     r"""Every rank's own rows of the stacked :math:`c_i` assembled into the full stack
     (for a checkpoint); ``None`` passes through, and so does everything with one process (``comm``
-    ``None`` or of world size 1), where the stack is already whole.
+    ``None`` or of world size 1), where the stack is already whole. With several processes every leaf
+    of the stack must have ``num_clients`` rows (a ``ValueError`` naming ``num_clients`` otherwise).
 
     Example
     -------
@@ -438,6 +439,12 @@ def gather_variates(comm: Optional[Communicator], variates: Optional[ControlVari
     """
     if variates is None or comm is None or comm.world_size == 1:
         return variates
+
+    num_clients = check_int("num_clients", num_clients, minimum=1)
+    rows_of = {np.shape(cs)[0] if np.ndim(cs) else None for cs in tree_leaves(variates.client)}
+    if rows_of != {num_clients}:  # other rows than clients: an IndexError, or fewer rows gathered in silence
+        raise ValueError(f"num_clients: the stacked c_i have {sorted(rows_of, key=str)} rows, got num_clients="
+                         f"{num_clients}")
 
     def gather(cs):
         arr = cs.detach().cpu().numpy() if hasattr(cs, "detach") else np.asarray(cs)

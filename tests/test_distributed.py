@@ -461,3 +461,17 @@ def test_distributed_apply_refuses_deltas_of_another_kind_than_the_model():
     same = [u._replace(delta=u.delta.numpy()) for u in updates]
     new, _ = distributed_apply(LocalCommunicator(), algo, state, full_participation([0.5, 0.5]), same, 1.0, None)
     assert new.params.tolist() == [-4.0]
+
+
+@pytest.mark.parametrize("num_clients", [3, 5])
+def test_gather_variates_names_a_num_clients_other_than_the_stack_rows(num_clients):
+    """Before: with 2 ranks a stack of 4 c_i and num_clients=5 was an IndexError ('index 4 is out of
+    bounds for axis 0 with size 4'); num_clients=3 answered a stack whose last row each rank kept from
+    its own copy, without a word. The right num_clients gathers as before."""
+    from fedlib.distributed import gather_variates
+
+    variates = make_algorithm("scaffold", sgd(0.1)).init(np.zeros(2), num_clients=4).variates
+    with pytest.raises(ValueError, match=rf"^num_clients: the stacked c_i have \[4\] rows, got num_clients={num_clients}$"):
+        on_ranks(2, lambda c: gather_variates(c, variates, num_clients))
+    whole = on_ranks(2, lambda c: gather_variates(c, variates, 4))
+    assert all(np.array_equal(w.client, variates.client) for w in whole)
