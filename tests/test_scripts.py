@@ -36,6 +36,12 @@ def _exit_code_and_stderr(main, argv, capsys) -> tuple:
     return exc.value.code, capsys.readouterr().err
 
 
+def _assert_usage_error(script_name, flags, message, capsys) -> None:
+    """scripts/<script_name>'s main(flags) exits 2 with ``message`` after argparse's ': error: '."""
+    code, err = _exit_code_and_stderr(_script(script_name).main, flags, capsys)
+    assert code == 2 and err.splitlines()[-1].split(": error: ", 1)[1] == message, err
+
+
 @pytest.mark.parametrize("flags, env, message", [
     (["--profile", "ful"], {}, "--profile (default $PROFILE, else ci) must be one of ci, full, got 'ful'"),
     ([], {"PROFILE": "smoke"}, "--profile (default $PROFILE, else ci) must be one of ci, full, got 'smoke'"),
@@ -72,9 +78,7 @@ def test_build_book_refuses_bad_arguments_before_anything_runs(tmp_path, monkeyp
 def test_probe_scaffold_synthetic_refuses_bad_arguments(capsys, flags, message):
     """Before: --lr -1 and nan ran (the quadratic probe printed its table), --rounds 0 and --seeds -1
     were ValueError tracebacks from the library, --full-batch-rounds 0 printed a 'run' of no rounds."""
-    probe = _script("probe_scaffold_synthetic.py")
-    code, err = _exit_code_and_stderr(probe.main, flags, capsys)
-    assert code == 2 and err.splitlines()[-1].split(": error: ", 1)[1] == message, err
+    _assert_usage_error("probe_scaffold_synthetic.py", flags, message, capsys)
 
 
 @pytest.mark.parametrize("flags, message", [
@@ -88,9 +92,7 @@ def test_measure_bias_limit_refuses_bad_arguments(capsys, flags, message):
     """Before: each was a ValueError traceback (exit 1) from fedlib.experiments.speedup after the
     first problem had been set up ('seeds must be an integer >= 2, got 1', 'seed must be an integer
     >= 0, got -1', 'rounds_list[0] must be ...', 'lr_scale must be a finite number > 0, got nan')."""
-    script = _script("measure_bias_limit.py")
-    code, err = _exit_code_and_stderr(script.main, flags, capsys)
-    assert code == 2 and err.splitlines()[-1].split(": error: ", 1)[1] == message, err
+    _assert_usage_error("measure_bias_limit.py", flags, message, capsys)
 
 
 @pytest.mark.parametrize("flags, message", [
@@ -110,9 +112,7 @@ def test_measure_sampling_slopes_refuses_bad_arguments(capsys, flags, message):
     been set up: 'copies_list[0] must be an integer >= 1, got 0', 'seeds must be an integer >= 2,
     got 1', ..., and one budget 'loglog_slope needs two finite, positive 1-d arrays of the same
     length >= 2' / 'needs at least two distinct x values'."""
-    script = _script("measure_sampling_slopes.py")
-    code, err = _exit_code_and_stderr(script.main, flags, capsys)
-    assert code == 2 and err.splitlines()[-1].split(": error: ", 1)[1] == message, err
+    _assert_usage_error("measure_sampling_slopes.py", flags, message, capsys)
 
 
 def _vendor_mathjax(tmp_path, *args):
