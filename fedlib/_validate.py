@@ -112,6 +112,23 @@ def check_count(name: str, value: Any, *, minimum: int = 0) -> int:
     return check_int(name, value, minimum=minimum)
 
 
+def check_flag(name: str, value: Any) -> bool:
+    """``value`` must be ``True`` or ``False`` (Python's or numpy's): a ``ValueError`` naming ``name`` otherwise, as
+    ``"no"`` or ``0.5`` is truthy and would silently mean ``True``."""
+    if not isinstance(value, (bool, np.bool_)):
+        raise ValueError(f"{name} must be True or False, got {value!r}")
+    return bool(value)
+
+
+def check_callable(name: str, value: Any, contract: str, hint: str = "") -> Any:
+    """``value`` must be callable: a ``ValueError`` ``"{name} must be a callable {contract}, got <type>{hint}"``
+    otherwise, before a run starts rather than as Python's ``'float' object is not callable`` inside it. A caller
+    whose argument may be ``None`` checks only a given one."""
+    if not callable(value):
+        raise ValueError(f"{name} must be a callable {contract}, got {type(value).__name__}{hint}")
+    return value
+
+
 def check_sequence(name: str, value: Any, what: str, *, empty: str | None = None) -> list:
     """``value`` as a list: one item per entry of a sequence (or other iterable) of ``what``; a
     ``str`` / ``bytes`` (an iterable of characters) and a non-iterable are refused by ``name``, and,
@@ -142,10 +159,17 @@ def check_path(name: str, value: Any) -> Path:
         raise ValueError(f"{name}: cannot expand {text!r} ({exc})") from None
 
 
+def tensor_as_float64(value: Any) -> Any:
+    """A torch tensor (on any device, in bfloat16, requiring grad) as a float64 numpy array, which
+    ``np.asarray`` cannot make of it; anything else unchanged."""
+    if hasattr(value, "detach") and hasattr(value, "double"):
+        return value.detach().double().cpu().numpy()
+    return value
+
+
 def check_finite_array(name: str, value: Any, *, ndim: int | None = None, shape: tuple | None = None) -> np.ndarray:
     """Convert to a float64 array and check that it is finite (and of the given ndim/shape)."""
-    if hasattr(value, "detach") and hasattr(value, "double"):  # a torch tensor: on any device, bfloat16, with grad
-        value = value.detach().double().cpu().numpy()
+    value = tensor_as_float64(value)
     try:
         arr = np.asarray(value, dtype=np.float64)
     except (TypeError, ValueError) as exc:

@@ -64,7 +64,7 @@ from typing import Optional
 
 import numpy as np
 
-from ._validate import check_int
+from ._validate import check_flag, check_int
 from .algorithms import FederatedAlgorithm, make_algorithm
 from .data import synthetic
 from .engines.batched import EpochBatcher, _check_common, run_batched, run_reference
@@ -218,9 +218,8 @@ def bench_synthetic(*, rounds: int = 5, repeat: int = 3, epochs: str = "2", algo
     # whole numbers >= 1 (repeat=True ran one repetition and recorded "repeat": true; 2.5 failed in range())
     rounds = check_int("rounds", rounds, minimum=1)
     repeat = check_int("repeat", repeat, minimum=1)
-    for name, flag in (("equal_sizes", equal_sizes), ("evaluate", evaluate)):
-        if not isinstance(flag, (bool, np.bool_)):  # "no" is truthy: it would have run (and recorded) True
-            raise ValueError(f"{name} must be True or False, got {flag!r}")
+    check_flag("equal_sizes", equal_sizes)  # "no" is truthy: it would have run (and recorded) True
+    check_flag("evaluate", evaluate)
     lo, hi = parse_epochs(epochs)
     ds = synthetic(alpha, beta, num_clients=num_clients, seed=data_seed)
     if equal_sizes:  # the same total number of samples, split equally

@@ -35,7 +35,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from .._validate import check_int, check_path
+from .._validate import check_flag, check_int, check_path
 
 __all__ = [
     "Cifar10Arrays",
@@ -293,8 +293,7 @@ def load_cifar10(root, download: bool = False, timeout: float | None = 60.0) -> 
     FileNotFoundError: CIFAR-10 not found: looked for the CIFAR-10 batch folder no/such/root/cifar-10-batches-py ...
     """
     root = check_path("root", root)
-    if not isinstance(download, (bool, np.bool_)):  # download="no" is truthy: it would fetch 170 MB
-        raise ValueError(f"download must be True or False, got {download!r}")
+    check_flag("download", download)  # download="no" is truthy: it would fetch 170 MB
     if timeout is not None and (isinstance(timeout, bool) or not isinstance(timeout, (int, float, np.number))
                                 or not math.isfinite(timeout) or timeout <= 0):
         raise ValueError(f"timeout must be None or a number of seconds > 0, got {timeout!r}")

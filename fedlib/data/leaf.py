@@ -50,7 +50,7 @@ from pathlib import Path
 import numpy as np
 
 from .._io import atomic_write, atomic_write_all, read_json
-from .._validate import check_int, check_path, is_choice
+from .._validate import check_flag, check_int, check_path, is_choice
 from .clients import FederatedDataset
 from .partition import _MAX_CLASSES
 
@@ -454,8 +454,7 @@ def save_leaf(dataset: FederatedDataset, path, *, drop_test: bool = False) -> li
     """
     if not isinstance(dataset, FederatedDataset):
         raise ValueError(f"dataset must be a FederatedDataset, got {type(dataset).__name__}")
-    if not isinstance(drop_test, (bool, np.bool_)):  # "no" is truthy: it would drop the test sets
-        raise ValueError(f"drop_test must be True or False, got {drop_test!r}")
+    check_flag("drop_test", drop_test)  # "no" is truthy: it would drop the test sets
     users = _user_ids(dataset)
     target = check_path("path", path)
     train_doc = _document(users, dataset.train_x, dataset.train_y)

@@ -63,7 +63,7 @@ from typing import Callable, NamedTuple, Optional
 
 import numpy as np
 
-from .._validate import check_choice, check_int, check_int_array, round_lr
+from .._validate import check_callable, check_choice, check_int, check_int_array, round_lr
 from ..algorithms import ClientUpdate, FederatedAlgorithm, ServerState, server_state_mismatch
 from ..problems.logistic import _UNDERFLOW, LogisticProblem, _one_hot, _ones, pack_params, unpack_params
 from ..problems.logistic import _packed_grad_numpy_one as _grad_one
@@ -370,9 +370,9 @@ def _check_hooks(**hooks) -> None:
     Python's ``'float' object is not callable`` after the first round (``callback``: after the whole run of
     :func:`run_reference`), as :func:`fedlib.engines.reference.run_sequential` refuses its own."""
     for name, fn in hooks.items():
-        if fn is not None and not callable(fn):
-            hint = " (a constant rate: lr_at=None uses the solver's lr)" if name == "lr_at" else ""
-            raise ValueError(f"{name} must be a callable {_HOOKS[name]}, got {type(fn).__name__}{hint}")
+        if fn is not None:
+            check_callable(name, fn, _HOOKS[name], " (a constant rate: lr_at=None uses the solver's lr)"
+                           if name == "lr_at" else "")
 
 
 def _round_lr(algorithm, lr_at, t) -> float:

@@ -50,7 +50,7 @@ from typing import Any, Callable, NamedTuple, Optional, Sequence, Union
 
 import numpy as np
 
-from .._validate import (check_choice, check_finite_array, check_int, check_int_array, check_local_steps,
+from .._validate import (check_callable, check_choice, check_finite_array, check_int, check_int_array, check_local_steps,
                          check_nonnegative, check_positive, check_probability_vector)
 from ..problems.quadratic import QuadraticProblem
 from ..rng import generator
@@ -178,10 +178,9 @@ def noisy_grad_fn(problem: QuadraticProblem, sigma: float, seed: int, replicas: 
     replicas = check_int("replicas", replicas, minimum=1)
     if check_int("replica", replica) >= replicas:
         raise ValueError(f"replica must be in 0..{replicas - 1} (one of the run's replicas), got {replica!r}")
-    if not callable(local_steps):  # else "'list' object is not callable" at the first gradient, inside the run
-        hint = " (a schedule's method: schedule.local_steps)" if hasattr(local_steps, "local_steps") else ""
-        raise ValueError(f"local_steps must be a callable round -> (m,) local steps, got "
-                         f"{type(local_steps).__name__}{hint}")
+    # else "'list' object is not callable" at the first gradient, inside the run
+    check_callable("local_steps", local_steps, "round -> (m,) local steps",
+                   " (a schedule's method: schedule.local_steps)" if hasattr(local_steps, "local_steps") else "")
     cache: dict = {}
 
     def grad(x, client, round_index, step):
@@ -311,9 +310,8 @@ def run_replicas(problem: QuadraticProblem, aggregation: str, solvers: Sequence[
     replicas = check_int("replicas", replicas, minimum=1)
     seed = check_int("seed", seed)
     check_sampling(sampling, clients_per_round)
-    if progress is not None and not callable(progress):  # else a TypeError after round 0 has run
-        raise ValueError(f"progress must be a callable round -> None (e.g. a progress bar's update), got "
-                         f"{type(progress).__name__}")
+    if progress is not None:  # else a TypeError after round 0 has run
+        check_callable("progress", progress, "round -> None (e.g. a progress bar's update)")
     if tau_eff is not None:
         if aggregation != "fednova":
             raise ValueError("tau_eff: only FedNova takes a tau_eff policy (FedAvg's is implicit)")

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any, Callable, NamedTuple, Optional
 
-from .._validate import check_int, check_probability_vector, round_lr
+from .._validate import check_callable, check_int, check_probability_vector, round_lr
 from ..algorithms import FederatedAlgorithm, RoundDiagnostics, ServerState, server_state_mismatch
 from ..solvers import LocalSolver, check_own_step, check_shared_lr
 from ..sampling import check_sampling, round_participation
@@ -118,10 +118,10 @@ def run_sequential(algorithm: FederatedAlgorithm, params: Any, grad_fn: Callable
                                ("lr_at", lr_at, "round -> client lr"),
                                ("metric_fn", metric_fn, "(params, round) -> value"),
                                ("solver_at", solver_at, "(round, client) -> LocalSolver")):
-        if (fn is not None or name == "grad_fn") and not callable(fn):
+        if fn is not None or name == "grad_fn":
             hint = (" (one solver for every client: make_algorithm(name, solver))" if isinstance(fn, LocalSolver) else
                     " (a constant rate: lr_at=None uses the solver's lr)" if name == "lr_at" else "")
-            raise ValueError(f"{name} must be a callable {contract}, got {type(fn).__name__}{hint}")
+            check_callable(name, fn, contract, hint)
     if solver_at is not None and lr_at is not None:
         raise ValueError("solver_at and lr_at cannot be combined: each client's solver carries its own lr")
     if initial_state is None:

@@ -132,7 +132,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from .._validate import check_choice, check_int, round_lr
+from .._validate import check_callable, check_choice, check_int, round_lr
 from ..algorithms import ClientUpdate, FederatedAlgorithm, RoundDiagnostics, ServerState, server_state_mismatch
 from ..data.cifar10 import CIFAR10_MEAN, CIFAR10_STD
 from ..rng import generator, torch_generator
@@ -806,10 +806,9 @@ class StackedEngine:
         if not runs or not all(isinstance(r, RunSpec) for r in runs):
             raise ValueError("runs must be a non-empty list of RunSpec")
         for r, run in enumerate(runs):  # else Python's "'float' object is not callable" from the first round's plan
-            if run.lr_at is not None and not callable(run.lr_at):
-                raise ValueError(f"runs[{r}].lr_at must be a callable round -> client lr, got "
-                                 f"{type(run.lr_at).__name__} (a constant rate: lr_at=lambda t: lr; None: the step "
-                                 "decay of the solver's lr)")
+            if run.lr_at is not None:
+                check_callable(f"runs[{r}].lr_at", run.lr_at, "round -> client lr",
+                               " (a constant rate: lr_at=lambda t: lr; None: the step decay of the solver's lr)")
             if not callable(getattr(run.schedule, "local_steps", None)):
                 raise ValueError(f"runs[{r}].schedule must have a local_steps(round) method (see fedlib.schedules), "
                                  f"got {type(run.schedule).__name__}")
@@ -1345,8 +1344,8 @@ class StackedEngine:
         Returns the list of per-round record lists. A ``callback`` that is not callable is a ``ValueError``
         before any round runs."""
         n = self.rounds - self.round_index if rounds is None else check_int("rounds", rounds)
-        if callback is not None and not callable(callback):  # else a TypeError after a round has trained
-            raise ValueError(f"callback must be a callable records -> None, got {type(callback).__name__}")
+        if callback is not None:  # else a TypeError after a round has trained
+            check_callable("callback", callback, "records -> None")
         out = []
         for _ in range(n):
             rec = self.run_round()

@@ -42,7 +42,7 @@ from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence
 
 import numpy as np
 
-from .._validate import check_choice, check_count, check_int, check_sequence
+from .._validate import check_choice, check_count, check_flag, check_int, check_sequence
 
 __all__ = ["PAPER", "Cell", "CELLS", "CELL_IDS", "PAPER_VALUES", "RERUN_VALUES", "EPOCH_SETTINGS", "load_data",
            "official_partition", "mean_epochs", "round_work", "trained_images", "train_runs", "history_record", "result_name", "plan_table1", "run_table1",
@@ -179,8 +179,7 @@ def load_data(data_root=None, *, sample: bool = False, download: bool = False):
     file, named) from :mod:`fedlib.data.cifar10`; ``ValueError`` for a ``sample`` that is not a bool."""
     from ..data.cifar10 import load_cifar10, load_cifar10_sample
 
-    if not isinstance(sample, (bool, np.bool_)):  # "no" is truthy: the sample was loaded for data_root's data
-        raise ValueError(f"sample must be True or False, got {sample!r}")
+    check_flag("sample", sample)  # "no" is truthy: the sample was loaded for data_root's data
     if sample:
         return load_cifar10_sample()
     if data_root is None:

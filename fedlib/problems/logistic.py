@@ -63,7 +63,7 @@ from typing import Any, Optional
 
 import numpy as np
 
-from .._validate import check_int, check_nonnegative
+from .._validate import check_int, check_nonnegative, tensor_as_float64
 from ..data.clients import FederatedDataset
 
 __all__ = ["LogisticRegression", "LogisticProblem", "pack_params", "unpack_params", "packed_grad_"]
@@ -81,7 +81,7 @@ def _real_array(name: str, value: Any) -> np.ndarray:
     if _is_torch(value):
         if value.is_complex():
             raise ValueError(f"{name} must hold real numbers, got a {value.dtype} tensor")
-        value = value.detach().double().cpu().numpy()
+        value = tensor_as_float64(value)
     if np.iscomplexobj(value):
         raise ValueError(f"{name} must hold real numbers, got complex ones")
     try:

@@ -11,7 +11,7 @@ import dataclasses
 
 import numpy as np
 
-from .._validate import check_int, check_positive
+from .._validate import check_int, check_positive, tensor_as_float64
 from ..rng import generator
 from ..theory import _check_quadratic, quadratic_global_optimum
 
@@ -72,8 +72,7 @@ class QuadraticProblem:
     def _vector(self, x) -> np.ndarray:
         if type(x) is np.ndarray and x.shape == (self.H.shape[1],):  # the common case, without np.shape's dispatch
             return x
-        if hasattr(x, "detach") and hasattr(x, "double"):  # a torch tensor: with grad, in bfloat16, on any device
-            x = x.detach().double().cpu().numpy()
+        x = tensor_as_float64(x)
         if np.shape(x) != (self.H.shape[1],):
             raise ValueError(f"x must be a vector of the problem's dimension {self.H.shape[1]}, got shape {np.shape(x)}")
         x = np.asarray(x)
