@@ -1142,6 +1142,16 @@ def spectral_radius(M: Any, tol: float = 1e-6) -> float:
     return float(np.abs(leading_eigenvalues(M, k=1, tol=tol)[0]))
 
 
+def _radius_or_inf(M: np.ndarray) -> float:
+    """:func:`spectral_radius` of a dense round map, ``inf`` when it has inf / NaN entries: ``H``, ``e`` and
+    ``p`` are finite, so such a map overflowed float64 (an ``lr`` far too large over many local steps), and
+    its rounds do not converge. :func:`spectral_radius` itself refuses it ('M contains NaN or inf'), naming an
+    ``M`` the caller of :func:`fedlib.tradeoff.round_contraction`,
+    :func:`fedlib.experiments.quadratic.round_map_radius` or :func:`fedlib.experiments.acceleration.variant_radius`
+    never gave."""
+    return spectral_radius(M) if np.all(np.isfinite(M)) else float("inf")
+
+
 def leading_eigenvalues(M: Any, k: int = 1, tol: float = 1e-6) -> np.ndarray:
     r"""The ``k`` eigenvalues of :math:`M` largest in modulus, largest first (complex; ties in
     modulus in the order ``numpy``/ARPACK return them). ``M`` as in :func:`spectral_radius`:

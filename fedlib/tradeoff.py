@@ -38,8 +38,8 @@ from .problems.quadratic import QuadraticProblem
 from .rule import fedavg_weights
 from .schedules import FixedSteps
 from .solvers import proximal_sgd, sgd
-from .theory import (Theorem1Terms, chi_square, fedprox_weights, quadratic_round_map, slowdown, theorem1_bound,
-                     theorem1_constants)
+from .theory import (Theorem1Terms, _radius_or_inf, chi_square, fedprox_weights, quadratic_round_map, slowdown,
+                     theorem1_bound, theorem1_constants)
 
 __all__ = ["FedProxCurves", "fedprox_curves", "measured_fedprox_weights", "mu_for_alpha", "Sweep",
            "fedprox_sweep", "closed_form_distances", "round_contraction", "fedprox_bound", "fedprox_bound_best_alpha"]
@@ -174,9 +174,7 @@ def round_contraction(problem: QuadraticProblem, local_steps: Sequence[int], lr:
     this factor per round; ``inf`` when the map itself overflows float64 (an ``lr`` far too large)."""
     alg = "fedavg" if (alpha == 0 and algorithm == "fedprox") else algorithm
     M, _ = quadratic_round_map(problem.H, problem.e, problem.p, local_steps, lr, alg, mu_for_alpha(alpha, lr), tau_eff)
-    if not np.all(np.isfinite(M)):  # eigvals raised LinAlgError ('Array must not contain infs or NaNs')
-        return float("inf")
-    return float(np.max(np.abs(np.linalg.eigvals(M))))
+    return _radius_or_inf(M)
 
 
 def fedprox_bound(alpha: float, m: int, tau_bar: int, rounds: int, sigma2: float = 1.0,

@@ -274,3 +274,30 @@ def test_round_map_radius_of_an_overflowing_map_is_inf():
     # a finite map: the eigenvalues as before (1e30 overflows nothing)
     M, _ = theory.quadratic_round_map(prob.H, prob.e, prob.p, [2, 3, 4], 1e30, "fedavg")
     assert Q.round_map_radius(prob, "fedavg", 1e30, [2, 3, 4]) == float(np.max(np.abs(np.linalg.eigvals(M))))
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_round_map_radii_are_the_largest_eigenvalue_modulus_to_the_bit(seed):
+    """tradeoff.round_contraction, round_map_radius and acceleration.variant_radius (one shared guard,
+    theory._radius_or_inf, since 2026-12-05; before, two of them computed max |eigvals(M)| themselves and the
+    third called spectral_radius) give max |eigvals(M)| of their round map bit for bit, on random problems, step
+    sizes and local steps, including maps with complex eigenvalues (SCAFFOLD's)."""
+    from fedlib import tradeoff
+    from fedlib.experiments import acceleration as A
+
+    rng = np.random.default_rng(seed)
+    prob = random_quadratic(3, 4, seed=seed)
+    steps = [int(k) for k in rng.integers(1, 6, size=3)]
+    lr = float(rng.uniform(0.005, 0.2))
+
+    def plain(M):
+        return float(np.max(np.abs(np.linalg.eigvals(M))))
+
+    M, _ = theory.quadratic_round_map(prob.H, prob.e, prob.p, steps, lr, "fedavg")
+    assert Q.round_map_radius(prob, "fedavg", lr, steps) == plain(M)
+    assert tradeoff.round_contraction(prob, steps, lr, 0.0) == plain(M)
+    M, _ = theory.quadratic_round_map(prob.H, prob.e, prob.p, steps, lr, "fedprox", tradeoff.mu_for_alpha(0.1, lr))
+    assert tradeoff.round_contraction(prob, steps, lr, 0.1) == plain(M)
+    for name in ("fednova", "scaffold"):
+        M = A.variant_round_map(prob, name, lr, steps).M
+        assert A.variant_radius(prob, name, lr, steps) == plain(M)

@@ -56,8 +56,8 @@ from ..problems.quadratic import QuadraticProblem
 from ..schedules import FixedSteps
 from ..server import momentum as server_momentum
 from ..solvers import momentum_sgd, sgd
-from ..theory import (VR_ALGORITHMS, quadratic_round_map, quadratic_vr_round_map, server_momentum_round_map,
-                      spectral_radius)
+from ..theory import (VR_ALGORITHMS, _radius_or_inf, quadratic_round_map, quadratic_vr_round_map,
+                      server_momentum_round_map, spectral_radius)
 from .quadratic import QuadraticRun, run_quadratic
 from .surrogate import flat_directions, newton_minimize
 
@@ -214,13 +214,7 @@ def initial_state(problem: QuadraticProblem, name: str, x0: Any = None) -> np.nd
 def variant_radius(problem: QuadraticProblem, name: str, lr: float, local_steps: Any, **coefficients) -> float:
     """Spectral radius of :func:`variant_round_map` (< 1: the rounds converge, at this rate); ``inf`` when the
     map itself overflows float64 (an ``lr`` far too large)."""
-    return _radius(variant_round_map(problem, name, lr, local_steps, **coefficients).M)
-
-
-def _radius(M: np.ndarray) -> float:
-    # a round map with inf / NaN entries overflowed (H, e, p are finite): spectral_radius refused it as
-    # 'M contains NaN or inf', naming an M the caller never gave
-    return spectral_radius(M) if np.all(np.isfinite(M)) else float("inf")
+    return _radius_or_inf(variant_round_map(problem, name, lr, local_steps, **coefficients).M)
 
 
 def variant_limit(problem: QuadraticProblem, name: str, lr: float, local_steps: Any, **coefficients) -> np.ndarray:
@@ -237,7 +231,7 @@ def _limit_and_radius(problem: QuadraticProblem, name: str, lr: float, local_ste
     if _variant(name).algorithm == "vrlsgd":
         raise ValueError("variant: VRLSGD's limit depends on its initial variates; iterate the round maps")
     rm = variant_round_map(problem, name, lr, local_steps, **coefficients)
-    rho = _radius(rm.M)
+    rho = _radius_or_inf(rm.M)
     if rho >= 1:
         raise ValueError(f"lr: the rounds of {name} do not converge (spectral radius {rho:.4g} >= 1)")
     return np.linalg.solve(np.eye(rm.M.shape[0]) - rm.M, rm.b)[:rm.dim], rho

@@ -30,7 +30,7 @@ from ..plotting import ALGORITHM_COLORS
 from ..problems.quadratic import QuadraticProblem
 from ..rng import generator
 from ..solvers import proximal_sgd, sgd
-from ..theory import quadratic_fixed_point, quadratic_global_optimum, quadratic_round_map
+from ..theory import _radius_or_inf, quadratic_fixed_point, quadratic_global_optimum, quadratic_round_map
 
 __all__ = [
     "LABELS",
@@ -170,9 +170,7 @@ def round_map_radius(problem: QuadraticProblem, name: str, lr: float, local_step
     """Spectral radius of one round's affine map (< 1: the rounds converge, geometrically); ``inf`` when the
     map itself overflows float64 (an ``lr`` far too large: eigvals would raise on its inf / NaN entries)."""
     M, _ = quadratic_round_map(problem.H, problem.e, problem.p, local_steps, lr, name, mu=_closed_form_mu(name, mu))
-    if not np.all(np.isfinite(M)):
-        return float("inf")
-    return float(np.max(np.abs(np.linalg.eigvals(M))))
+    return _radius_or_inf(M)
 
 
 def rounds_to_converge(problem: QuadraticProblem, name: str, lr: float, local_steps: Any, mu: float = 0.0,
