@@ -54,6 +54,11 @@ def plus_minus(value: Any, error: Any, spec: str = ".3g") -> str:
     >>> plus_minus(0.2637, 0.02213, ".4g"), plus_minus(0.0975, 0.0179)
     ('0.2637 ± 0.02213', '0.0975 ± 0.0179')
 
+    A zero error prints without a sign, whichever zero it is (``-0.0`` too):
+
+    >>> plus_minus(1, -0.0), plus_minus(0.5, np.float32(-0.0), ".2f")
+    ('1 ± 0', '0.50 ± 0.00')
+
     A value or error that is not finite would print ``nan ± 0.1``; it is refused by name:
 
     >>> plus_minus(float("nan"), 0.1)
@@ -69,6 +74,8 @@ def plus_minus(value: Any, error: Any, spec: str = ".3g") -> str:
     for name, x in (("value", _as_number(value)), ("error", number)):
         if x is not None and not math.isfinite(x):
             raise ValueError(f"{name}: plus_minus needs a finite number, got {x!r}")
+    if number == 0 and math.copysign(1.0, number) < 0:  # -0.0 printed "± -0": a spread has no sign
+        error = -error  # the same type (a numpy float, a tensor) as +0
     return f"{fmt(value, spec)} ± {fmt(error, spec)}"
 
 

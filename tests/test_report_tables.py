@@ -122,3 +122,13 @@ def test_tables_read_rows_given_as_an_iterator_once():
             function(["a"], None)
         with pytest.raises(ValueError, match=r"^rows must be a sequence of rows"):
             function(["a"], [1])
+
+
+# ----------------------------------------------------------------------------------------- a zero error of either sign
+@pytest.mark.parametrize("zero", [-0.0, np.float32(-0.0), np.float64(-0.0), np.array(-0.0), torch.tensor(-0.0)])
+def test_plus_minus_prints_a_negative_zero_error_without_its_sign(zero):
+    """A zero spread prints as the zero it is, ``± 0``, whatever its sign bit. Was: ``plus_minus(1, -0.0)`` was
+    '1 ± -0' (and '1 ± -0.00' with '.2f'), for a Python, numpy or torch -0.0 alike."""
+    assert plus_minus(1, zero) == "1 ± 0" == plus_minus(1, 0.0)
+    assert plus_minus(0.5, zero, ".2f") == "0.50 ± 0.00" == plus_minus(0.5, 0.0, ".2f")
+    assert plus_minus(-0.25, zero, ".3g") == "-0.25 ± 0"  # the value keeps its sign
