@@ -28,6 +28,11 @@ def fmt(value: Any, spec: str = ".3g") -> str:
     >>> fmt(0.01, ".4f"), fmt("0.01", ".4f"), fmt(3, ".4f"), fmt(np.int64(12345)), fmt(None)
     ('0.0100', '0.01', '3', '12345', 'None')
 
+    A 0-d numpy array or torch tensor prints as the scalar it holds (an integer as an integer):
+
+    >>> fmt(np.array(12345)), fmt(np.array(0.5), ".2f"), fmt(np.array(True))
+    ('12345', '0.50', 'True')
+
     A ``spec`` that formats neither a float nor a string is an error, not a silent ``str``:
 
     >>> fmt(0.01, ".4 f")
@@ -37,6 +42,8 @@ def fmt(value: Any, spec: str = ".3g") -> str:
     """
     if not any(_formats(probe, spec) for probe in (0.0, "")):  # "s" is for pre-formatted cells: floats as str
         raise ValueError(f"spec must be a format spec of floats (e.g. '.3g') or strings ('s'), got {spec!r}")
+    if _zero_d_integer(value):  # printed through float(value): 12345 was '1.23e+04', True was '1'
+        value = value.item()
     if isinstance(value, (np.bool_, bool)):
         return str(bool(value))
     if isinstance(value, (numbers.Integral, str)):  # int and numpy integers alike
@@ -45,6 +52,15 @@ def fmt(value: Any, spec: str = ".3g") -> str:
         return format(float(value), spec)
     except (TypeError, ValueError):
         return str(value)
+
+
+def _zero_d_integer(x: Any) -> bool:
+    """``x`` is a 0-d numpy array or torch tensor of integers or bools, which :func:`fmt` prints as the Python int or
+    bool it holds (``.item()``), as it prints ``np.int64`` and ``np.bool_``."""
+    if isinstance(x, np.ndarray):
+        return x.ndim == 0 and x.dtype.kind in "biu"
+    return (hasattr(x, "detach") and getattr(x, "ndim", None) == 0 and hasattr(x, "is_floating_point")
+            and not x.is_floating_point() and not x.is_complex())
 
 
 def plus_minus(value: Any, error: Any, spec: str = ".3g") -> str:

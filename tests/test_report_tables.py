@@ -132,3 +132,30 @@ def test_plus_minus_prints_a_negative_zero_error_without_its_sign(zero):
     assert plus_minus(1, zero) == "1 ± 0" == plus_minus(1, 0.0)
     assert plus_minus(0.5, zero, ".2f") == "0.50 ± 0.00" == plus_minus(0.5, 0.0, ".2f")
     assert plus_minus(-0.25, zero, ".3g") == "-0.25 ± 0"  # the value keeps its sign
+
+
+# ------------------------------------------------------------------------------ fmt of a 0-d integer array or tensor
+@pytest.mark.parametrize("zero_d, scalar", [(np.array(12345), np.int64(12345)),
+                                            (np.array(200, dtype=np.uint8), np.uint8(200)),
+                                            (np.array(-7, dtype=np.int16), np.int16(-7)),
+                                            (np.array(True), np.bool_(True)),
+                                            (torch.tensor(12345), 12345),
+                                            (torch.tensor(False), False)])
+def test_fmt_prints_a_zero_d_integer_array_as_its_scalar(zero_d, scalar):
+    """A 0-d numpy array or torch tensor of integers or bools prints as the scalar it holds, the way ``np.int64``
+    (or the Python int) of the same value prints, whatever the spec. Was: it went through ``float``, so
+    ``fmt(np.array(12345))`` was '1.23e+04' where ``fmt(np.int64(12345))`` is '12345', and ``fmt(np.array(True))``
+    '1' where ``fmt(np.bool_(True))`` is 'True'."""
+    from fedlib.report import fmt
+
+    for spec in (".3g", ".2f", "s"):
+        assert fmt(zero_d, spec) == fmt(scalar, spec) == str(scalar.item() if hasattr(scalar, "item") else scalar)
+    assert markdown_table(["n"], [[zero_d]]) == markdown_table(["n"], [[scalar]])
+
+
+def test_fmt_still_formats_zero_d_float_arrays_with_the_spec():
+    from fedlib.report import fmt
+
+    assert fmt(np.array(0.123456)) == "0.123" == fmt(np.float64(0.123456))
+    assert fmt(np.array(0.5, dtype=np.float32), ".2f") == "0.50" and fmt(torch.tensor(0.25), ".1f") == "0.2"
+    assert plus_minus(np.array(3), np.array(1)) == "3 ± 1" and plus_minus(np.array(0.5), np.array(0.01)) == "0.5 ± 0.01"
