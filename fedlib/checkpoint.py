@@ -34,6 +34,7 @@ part :func:`save_checkpoint` writes (``PARTS``). Only load checkpoints you wrote
 from __future__ import annotations
 
 import hashlib
+import numbers
 import os
 import pickle
 from pathlib import Path
@@ -42,7 +43,7 @@ from typing import Any, Mapping, Optional
 import numpy as np
 
 from ._io import atomic_write
-from ._validate import check_int
+from ._validate import bool_entry, check_int, is_bool
 from .tree import tree_map
 
 __all__ = ["FORMAT", "FOOTER", "PARTS", "CheckpointError", "to_numpy_tree", "to_torch_tree", "save_checkpoint",
@@ -397,9 +398,41 @@ def load_checkpoint(path: os.PathLike, kind: Optional[str] = None) -> dict:
     return doc
 
 
+def _nan_kind(v: Any) -> Any:
+    """``"nan"`` for a NaN number (float, complex, ``Decimal``, numpy's), ``"M"`` / ``"m"`` for numpy's NaT
+    datetime64 / timedelta64 scalar, ``None`` for anything else: values equal to no value, themselves included."""
+    if isinstance(v, (np.datetime64, np.timedelta64)):
+        return v.dtype.kind if np.isnat(v) else None
+    if not isinstance(v, numbers.Number) or isinstance(v, (bool, np.bool_)):
+        return None
+    try:
+        return "nan" if v != v else None
+    except ArithmeticError:  # Decimal("sNaN") refuses to be compared
+        return "nan"
+
+
+def _same_set(x: Any, y: Any) -> bool:
+    """Two sets hold the same values by :func:`_same`, each entry of ``x`` matched to its own entry of ``y``: ``==``
+    finds a NaN only by identity (a set read back from a checkpoint holds other NaN objects) and takes ``True``
+    for ``1``."""
+    rest = list(y)
+    if len(x) != len(rest):
+        return False
+    for u in x:
+        match = next((k for k, v in enumerate(rest) if _same(u, v)), None)
+        if match is None:
+            return False
+        rest.pop(match)
+    return True
+
+
 def _same(x: Any, y: Any) -> bool:
     """Config values equal: numpy arrays (and torch tensors, as their numpy arrays) by shape and entries, NaN
-    equal to NaN (a NaN in a config would otherwise refuse every resume), sequences entry by entry."""
+    equal to NaN and NaT to NaT (a NaN in a config would otherwise refuse every resume), sequences entry by entry,
+    sets entry by entry, a value always equal to itself; a bool never equals a number (``True`` and ``1`` mean
+    different settings)."""
+    if x is y:
+        return True
     x, y = (_numpy_tree(v, False) if hasattr(v, "detach") else v for v in (x, y))
     if isinstance(x, np.ndarray) or isinstance(y, np.ndarray):
         xa, ya = np.asarray(x), np.asarray(y)
@@ -407,17 +440,26 @@ def _same(x: Any, y: Any) -> bool:
             return xa.shape == ya.shape and all(_same(u, v) for u, v in zip(xa.ravel().tolist(), ya.ravel().tolist()))
         if (xa.dtype.kind in "Mm" or ya.dtype.kind in "Mm") and xa.dtype.kind != ya.dtype.kind:
             return False  # a date or duration is no number (numpy 1.x warns comparing them elementwise)
-        return bool(np.array_equal(xa, ya, equal_nan=xa.dtype.kind in "fc" and ya.dtype.kind in "fc"))
+        if (xa.dtype.kind == "b") != (ya.dtype.kind == "b") or any(
+                bool_entry(v) is not None and va.dtype.kind != "b" for v, va in ((x, xa), (y, ya))):
+            return False  # bools against numbers (a list of bools and numbers is an array of numbers)
+        nan = xa.dtype.kind in "fc" and ya.dtype.kind in "fc" or xa.dtype.kind in "Mm"  # NaN / NaT alike
+        return bool(np.array_equal(xa, ya, equal_nan=nan))
     if isinstance(x, (list, tuple)) and isinstance(y, (list, tuple)):
         return len(x) == len(y) and all(_same(u, v) for u, v in zip(x, y))
     if isinstance(x, Mapping) and isinstance(y, Mapping):
         return set(x) == set(y) and all(_same(x[k], y[k]) for k in x)
-    if isinstance(x, (float, np.floating)) and isinstance(y, (float, np.floating)) and x != x and y != y:
-        return True
+    if isinstance(x, (set, frozenset)) and isinstance(y, (set, frozenset)):
+        return _same_set(x, y)
+    if is_bool(x) != is_bool(y):
+        return False
+    nan = _nan_kind(x)
+    if nan is not None or _nan_kind(y) is not None:
+        return nan == _nan_kind(y)
     try:
         return bool(x == y)
     except (TypeError, ValueError):  # an object whose == is not a truth value
-        return x is y
+        return False
 
 
 def _diff_paths(a: Mapping, b: Mapping, prefix: tuple = ()) -> list:
@@ -435,8 +477,9 @@ def _diff_paths(a: Mapping, b: Mapping, prefix: tuple = ()) -> list:
 
 def config_diff(a: Mapping, b: Mapping, prefix: str = "") -> list:
     """Dotted keys whose values differ between two (nested) config dicts (numpy arrays and torch tensors
-    compared entry by entry, NaN equal to NaN), sorted; a key in one dict only differs too. ``a`` and ``b``
-    must be mappings (a ``ValueError`` naming them otherwise).
+    compared entry by entry, sets entry by entry, NaN equal to NaN and NaT to NaT, so a config never differs from
+    itself; a bool differs from a number: ``True`` is no ``1``), sorted; a key in one dict only differs too. ``a``
+    and ``b`` must be mappings (a ``ValueError`` naming them otherwise).
 
     Example
     -------
@@ -445,6 +488,8 @@ def config_diff(a: Mapping, b: Mapping, prefix: str = "") -> list:
     ['lr', 'seed']
     >>> config_diff(saved, {"lr": 0.1, "data": {"clients": 20, "alpha": float("nan")}})
     ['data.clients']
+    >>> config_diff({"shuffle": True, "clients": 30}, {"shuffle": 1, "clients": 30.0})
+    ['shuffle']
     """
     if not isinstance(a, Mapping) or not isinstance(b, Mapping):
         raise ValueError(f"a and b must be config mappings, got {type(a).__name__} and {type(b).__name__}")
