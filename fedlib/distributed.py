@@ -43,7 +43,7 @@ from typing import Optional, Sequence
 
 import numpy as np
 
-from ._validate import check_int, check_positive, check_probability_vector
+from ._validate import check_int, check_positive, check_probability_vector, tensor_as_float64
 from .algorithms import (FederatedAlgorithm, RoundDiagnostics, ServerState, _check_round_state, _run_server_optimizer,
                          check_client_indices, client_update_problem)
 from .rule import effective_weights
@@ -141,10 +141,18 @@ class Communicator:
 
     def allreduce_sum(self, x):
         """:math:`\\sum_r x_r` over ranks, summed in rank order (identical bits on every rank).
-        ``x`` is a numpy array or a torch tensor (returned as the same kind and dtype; the sum is
-        taken in float64)."""
+        ``x`` is a numpy array or a torch tensor of real floating-point numbers (what the engine sums:
+        weighted sums of the clients' changes), returned as the same kind and dtype; the sum is taken in
+        float64. Integers, bools and complex numbers are a ``ValueError`` naming ``x``: their float64 sum
+        would not come back as they are (numpy integers and bools as float64, a torch integer rounded past
+        2**53, torch bools OR-ed, the imaginary part dropped)."""
         is_torch = hasattr(x, "detach")
-        arr = x.detach().cpu().numpy() if is_torch else np.asarray(x)
+        arr = x if is_torch else np.asarray(x)
+        if not (x.is_floating_point() if is_torch else arr.dtype.kind == "f"):
+            raise ValueError(f"x must be a numpy array or torch tensor of real floats (allreduce_sum adds the "
+                             f"ranks' parts in float64 and returns x's dtype), got dtype {arr.dtype}")
+        if is_torch:
+            arr = tensor_as_float64(x)  # exact for every float dtype (bfloat16 has no numpy dtype)
         parts = self.all_gather_array(np.ascontiguousarray(arr, dtype=np.float64))
         total = parts[0].copy()
         for part in parts[1:]:
@@ -155,7 +163,7 @@ class Communicator:
 
             return torch.as_tensor(total, dtype=x.dtype, device=x.device)
         # a float32 leaf came back float64 (one process keeps float32): the model changed dtype
-        return total.astype(arr.dtype) if arr.dtype.kind == "f" else total
+        return total.astype(arr.dtype)
 
     def barrier(self) -> None:
         pass

@@ -416,6 +416,36 @@ def test_allreduce_sum_keeps_a_float32_array_float32():
     assert LocalCommunicator().allreduce_sum(np.ones(2, np.float32)).dtype == np.float32
 
 
+@pytest.mark.parametrize("x", [np.array([1, 2]), np.array([True, False]), np.array([1 + 2j]), np.int64(3), 3, [1, 2],
+                               torch.tensor([1, 2]), torch.tensor([True]), torch.tensor([1j])])
+def test_allreduce_sum_refuses_what_it_cannot_return_in_its_dtype(x):
+    """allreduce_sum returns its argument's kind and dtype (its docstring) and sums in float64, so it takes real floats
+    only: anything else is a ValueError naming x. Was: a numpy integer or bool array came back float64 ([1, 2] ->
+    [1., 2.]), a torch int64 tensor was rounded through float64 (2**53 + 1 -> 2**53), a torch bool tensor of two
+    True ranks came back True (2.0 cast to bool), and a complex array or tensor lost its imaginary part with a
+    ComplexWarning (distributed_apply on complex parameters: [1+1j, 2j] came out [1+0j, 0j])."""
+    message = r"^x must be a numpy array or torch tensor of real floats .* got dtype "
+    with pytest.raises(ValueError, match=message):
+        LocalCommunicator().allreduce_sum(x)
+    with pytest.raises(ValueError, match=message):  # on two ranks: both refuse before the collective
+        on_ranks(2, lambda comm: comm.allreduce_sum(x))
+
+
+def test_allreduce_sum_of_floats_is_unchanged():
+    """Every real float dtype still comes back in its kind and dtype, summed in float64 over the ranks (float16 and
+    bfloat16 tensors too: bfloat16 has no numpy dtype, and .numpy() of it raised TypeError)."""
+    def sums(x):
+        return on_ranks(2, lambda c: c.allreduce_sum(x))
+
+    for x in (np.array([0.25, 1.5]), np.array([0.25, 1.5], np.float32), np.float64(0.75), 0.75, [0.25, 1.5]):
+        for total in sums(x):
+            want = np.asarray(x) * 2
+            assert isinstance(total, np.ndarray) and total.dtype == want.dtype and total.tolist() == want.tolist()
+    for dtype in (torch.float64, torch.float32, torch.float16, torch.bfloat16):
+        for total in sums(torch.tensor([0.25, 1.5], dtype=dtype)):
+            assert total.dtype == dtype and total.tolist() == [0.5, 3.0]
+
+
 def test_a_bad_update_on_one_rank_raises_on_every_rank():
     """Rank 0's check raised on rank 0 alone while rank 1 waited in the first collective (with gloo until
     the process group's 600 s timeout); the error now travels with that collective to every rank."""

@@ -129,8 +129,9 @@ def test_allreduce_sum_keeps_shape_and_kind():
     assert out.shape == () and float(out) == 2.5
     out32 = comm.allreduce_sum(np.array([1.0], np.float32))
     assert out32.dtype == np.float32 and out32.tolist() == [1.5]
-    outi = comm.allreduce_sum(np.array([1]))  # integers are summed in float64: not truncated
-    assert outi.dtype == np.float64 and outi.tolist() == [1.5]
+    # a float32 leaf is summed in float64: in float32, 1 + 2**-24 + 2**-24 is 1 (each addition rounds to even)
+    out64 = _Replay(0, [np.array([2.0 ** -24]), np.array([2.0 ** -24])]).allreduce_sum(np.array([1.0], np.float32))
+    assert out64.dtype == np.float32 and out64.tolist() == [1.0 + 2.0 ** -23]
     torch = pytest.importorskip("torch")
     t = comm.allreduce_sum(torch.tensor([1.0], dtype=torch.float32))
     assert isinstance(t, torch.Tensor) and t.dtype == torch.float32 and t.tolist() == [1.5]
