@@ -22,7 +22,8 @@ This script
    ``_build/executed/book/01_update_rule.ipynb``), with kernel ``python3`` of
    the running interpreter (the venv), the working directory set to the
    **repository root**, and ``profile`` (plus ``seed`` when ``--seed`` is
-   given) injected after the cell tagged ``parameters``;
+   given) injected after the cell tagged ``parameters``; the kernel's sockets
+   are CurveZMQ-encrypted (:func:`kernel_config`);
 4. copies ``figures/`` (written by the chapters) to ``_build/executed/figures``
    so that Markdown references such as ``../figures/x.png`` resolve in the
    mirror exactly as in the sources;
@@ -180,6 +181,28 @@ def use_venv_kernel() -> str:
     return argv0
 
 
+def kernel_config():
+    """The traitlets config of the chapters' kernel managers: CurveZMQ-encrypted sockets.
+
+    ipykernel 7.4 warns once per kernel "Kernel is running over TCP without encryption"
+    (once per chapter in the build's log) unless its manager provisions CurveZMQ keys: jupyter_client
+    8.10's ``KernelManager.transport_encryption = "auto"`` does so when the kernelspec declares
+    ``"supported_encryption": ["curve"]`` (ipykernel 7.4's does) and otherwise launches the kernel
+    as before. Set only where jupyter_client has that option and pyzmq has CurveZMQ (``"auto"``
+    without it is a TraitError): older versions run unencrypted, as they did. The ``ipc``
+    transport the warning also offers puts the kernels' sockets at ``kernel-ipc-<n>`` in the
+    working directory (the repository root), shared by the kernels of ``--jobs 2``.
+    """
+    import zmq
+    from jupyter_client.manager import KernelManager
+    from traitlets.config import Config
+
+    config = Config()
+    if KernelManager.class_traits().get("transport_encryption") is not None and zmq.has("curve"):
+        config.KernelManager.transport_encryption = "auto"
+    return config
+
+
 def execute(layout: Layout, notebook: Path, parameters: dict, timeout: int | None,
             seconds: dict[str, float]) -> None:
     """Execute one chapter into the mirror; record its wall time in ``seconds``.
@@ -201,6 +224,7 @@ def execute(layout: Layout, notebook: Path, parameters: dict, timeout: int | Non
             cwd=str(layout.root),
             progress_bar=False,
             execution_timeout=timeout,
+            config=kernel_config(),  # to nbclient's NotebookClient, which hands it to the kernel manager
         )
     finally:
         seconds[layout.rel(notebook)] = time.perf_counter() - start

@@ -285,6 +285,33 @@ def test_build_script_executes_in_root_and_fails_on_assert(tmp_path):
     assert not (book / "_build" / "html").exists(), "a failed execution must not render"
 
 
+def test_build_script_runs_the_chapters_over_encrypted_sockets(tmp_path):
+    """The chapters' kernels get CurveZMQ keys from their manager (``kernel_config``: jupyter_client's
+    ``transport_encryption = "auto"``), so ipykernel 7.4 says nothing about its transport and the chapter runs as
+    before. Was: every chapter printed "[IPKernelApp] WARNING | Kernel is running over TCP without encryption. ..."
+    into the build's log (10 lines for ``make book``), its kernel unencrypted (``curve_secretkey`` None)."""
+    for module in ("papermill", "jupyter_client"):
+        require_book_module(module)
+    book = tmp_path / "scratch"
+    (book / "book").mkdir(parents=True)
+    shutil.copy2(ROOT / "_config.yml", book / "_config.yml")
+    (book / "book" / "intro.md").write_text("# Scratch\n", encoding="utf8")
+    (book / "_toc.yml").write_text("format: jb-book\nroot: book/intro\nchapters:\n  - file: book/kernel\n",
+                                   encoding="utf8")
+    _notebook(book / "book" / "kernel.ipynb",
+              "from ipykernel.kernelapp import IPKernelApp\n"
+              "app = IPKernelApp.instance()\n"
+              "print('transport', app.transport, 'encrypted', app.curve_secretkey is not None, 'profile', profile)")
+    proc = subprocess.run([sys.executable, str(BUILD_SCRIPT), "--root", str(book), "--profile", "ci", "--no-render",
+                           "--jobs", "1"], capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "without encryption" not in proc.stdout + proc.stderr
+    executed = nbformat.read(book / "_build" / "executed" / "book" / "kernel.ipynb", as_version=4)
+    printed = "".join(o.get("text", "") for c in executed.cells if c.cell_type == "code" for o in c.outputs)
+    assert "transport tcp encrypted True profile ci" in printed
+    assert build_script().kernel_config().KernelManager.transport_encryption == "auto"
+
+
 def test_intro_says_what_every_chapter_checks():
     """The intro's "What is checked where" table has one row per chapter, in TOC order."""
     text = (ROOT / "book" / "intro.md").read_text()
