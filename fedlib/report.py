@@ -1,6 +1,6 @@
 """Small display helpers for the book's chapters (tables as Markdown).
 
-Used by chapters 1, 3, 4, 5, 6, 7, 8, 9 and 10.
+Used by chapters 1, 2, 3, 4, 5, 6, 7, 8, 9 and 10.
 """
 from __future__ import annotations
 
@@ -121,6 +121,14 @@ def _cells(header: Any, rows: Any) -> tuple[list, list]:
     return header, rows
 
 
+def _check_row_lengths(header: list, rows: list) -> None:
+    """A ``ValueError`` naming the first row with fewer or more cells than the header."""
+    for k, row in enumerate(rows):
+        if len(row) != len(header):
+            raise ValueError(f"rows[{k}] has {len(row)} cells, the header {len(header)}: every row must have as many "
+                             "cells as the header")
+
+
 def markdown_table(header: Sequence[str], rows: Sequence[Sequence[Any]], spec: str = ".3g") -> str:
     """A Markdown (MyST) table; numbers are formatted with ``spec``. A ``|`` inside a cell is
     escaped (``\\|``) and a line break becomes a space, so a cell never splits the table.
@@ -135,8 +143,7 @@ def markdown_table(header: Sequence[str], rows: Sequence[Sequence[Any]], spec: s
     header, rows = _cells(header, rows)
     if len(header) == 0:  # "|  |" and a separator of no columns: not a table
         raise ValueError("header: a table needs at least one column")
-    if any(len(r) != len(header) for r in rows):
-        raise ValueError("every row must have as many cells as the header")
+    _check_row_lengths(header, rows)
 
     def cell(text: str) -> str:
         return " ".join(text.splitlines()).replace("|", "\\|")
@@ -163,8 +170,7 @@ def transposed_markdown_table(header: Sequence[str], rows: Sequence[Sequence[Any
         raise ValueError("header: a table needs at least one column")
     if len(rows) == 0:
         raise ValueError("rows: a transposed table needs at least one row (its columns)")
-    if any(len(r) != len(header) for r in rows):
-        raise ValueError("every row must have as many cells as the header")
+    _check_row_lengths(header, rows)
     columns = [[r[j] for r in rows] for j in range(len(header))]
     return markdown_table([header[0], *(fmt(v, spec) for v in columns[0])], [[str(name), *values] for name, values in zip(header[1:], columns[1:])],
                           spec)

@@ -51,6 +51,20 @@ def test_transposed_table_refuses_bad_shapes():
         transposed_markdown_table(["T", "x"], [[1, 2], [3]])
 
 
+def test_a_row_of_another_length_is_named():
+    """The refusal names the first row whose length differs from the header's, with both counts. Before
+    (2026-12-05) it said only 'every row must have as many cells as the header'; chapter 2's own copy of
+    markdown_table in fedlib.experiments.quadratic named the row, and is now this one."""
+    for table in (markdown_table, transposed_markdown_table):
+        with pytest.raises(ValueError, match=r"^rows\[1\] has 3 cells, the header 2: every row must have as many"):
+            table(["a", "b"], [[1, 2], [1, 2, 3], [1]])
+    with pytest.raises(ValueError, match=r"^rows\[0\] has 1 cells, the header 2"):
+        markdown_table(["a", "b"], [[1]])
+    # chapter 2's tables: numbers by the spec, integers and strings as they are
+    assert markdown_table(["a", "b"], [[1, 0.123456], ["x", 2.0]], spec=".4g") == \
+        "| a | b |\n|---|---|\n| 1 | 0.1235 |\n| x | 2 |"
+
+
 # ------------------------------------------------------------- plus_minus of NaN / inf, the transposed table's header
 @pytest.mark.parametrize("value, error, name, shown", [(float("nan"), 0.1, "value", "nan"),
                                                        (float("inf"), 0.1, "value", "inf"),

@@ -52,7 +52,6 @@ __all__ = [
     "TwoClientPoint",
     "two_client_sweep",
     "loglog_slope",
-    "markdown_table",
     "STYLES",
     "plot_distance_panel",
     "figure1_problem",
@@ -331,26 +330,6 @@ def loglog_slope(x: Any, y: Any) -> float:
         raise ValueError(f"loglog_slope needs at least two distinct x values (every x is {x[0]:g}: the slope is "
                          "undefined)")
     return float(np.polyfit(np.log(x), np.log(y), 1)[0])
-
-
-def markdown_table(headers: Sequence[str], rows: Sequence[Sequence[Any]], fmt: str = ".3g") -> str:
-    """A Markdown table; floats are formatted with ``fmt``, everything else with ``str``. ``headers``,
-    ``rows`` and each row may be any iterable (each is read once); every row must have as many cells as
-    ``headers`` (a ValueError otherwise), as in :func:`fedlib.report.markdown_table`."""
-    def cell(v):
-        if isinstance(v, (float, np.floating)):
-            return format(float(v), fmt)
-        return str(v)
-
-    headers = check_sequence("headers", headers, "column names")
-    rows = [check_sequence(f"rows[{k}]", row, "cells") for k, row in enumerate(check_sequence("rows", rows, "rows"))]
-    for k, row in enumerate(rows):
-        if len(row) != len(headers):
-            raise ValueError(f"rows[{k}] has {len(row)} cells, the headers {len(headers)}: every row must have as "
-                             "many cells as the headers")
-    lines = ["| " + " | ".join(headers) + " |", "|" + "---|" * len(headers)]
-    lines += ["| " + " | ".join(cell(v) for v in row) + " |" for row in rows]
-    return "\n".join(lines)
 
 
 #: Colours and line styles of the algorithms in the chapter's figures.
