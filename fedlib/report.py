@@ -33,6 +33,11 @@ def fmt(value: Any, spec: str = ".3g") -> str:
     >>> fmt(np.array(12345)), fmt(np.array(0.5), ".2f"), fmt(np.array(True))
     ('12345', '0.50', 'True')
 
+    A complex number keeps both parts, each formatted with ``spec``:
+
+    >>> fmt(np.complex128(0.5 + 2j), ".2f"), fmt(1j)
+    ('0.50+2.00j', '0+1j')
+
     A ``spec`` that formats neither a float nor a string is an error, not a silent ``str``:
 
     >>> fmt(0.01, ".4 f")
@@ -42,25 +47,32 @@ def fmt(value: Any, spec: str = ".3g") -> str:
     """
     if not any(_formats(probe, spec) for probe in (0.0, "")):  # "s" is for pre-formatted cells: floats as str
         raise ValueError(f"spec must be a format spec of floats (e.g. '.3g') or strings ('s'), got {spec!r}")
-    if _zero_d_integer(value):  # printed through float(value): 12345 was '1.23e+04', True was '1'
+    if _zero_d_integer_or_complex(value):  # printed through float(value): 12345 was '1.23e+04', True was '1'
         value = value.item()
     if isinstance(value, (np.bool_, bool)):
         return str(bool(value))
     if isinstance(value, (numbers.Integral, str)):  # int and numpy integers alike
         return str(value)
+    if isinstance(value, numbers.Complex) and not isinstance(value, numbers.Real):
+        # complex, np.complex64/128 alike: float() kept only the real part of numpy's (with a ComplexWarning)
+        try:
+            return format(complex(value), spec)
+        except (TypeError, ValueError):
+            return str(value)
     try:
         return format(float(value), spec)
     except (TypeError, ValueError):
         return str(value)
 
 
-def _zero_d_integer(x: Any) -> bool:
-    """``x`` is a 0-d numpy array or torch tensor of integers or bools, which :func:`fmt` prints as the Python int or
-    bool it holds (``.item()``), as it prints ``np.int64`` and ``np.bool_``."""
+def _zero_d_integer_or_complex(x: Any) -> bool:
+    """``x`` is a 0-d numpy array or torch tensor of integers, bools or complex numbers, which :func:`fmt` prints as
+    the Python int, bool or complex it holds (``.item()``), as it prints ``np.int64``, ``np.bool_`` and
+    ``np.complex128``."""
     if isinstance(x, np.ndarray):
-        return x.ndim == 0 and x.dtype.kind in "biu"
+        return x.ndim == 0 and x.dtype.kind in "biuc"
     return (hasattr(x, "detach") and getattr(x, "ndim", None) == 0 and hasattr(x, "is_floating_point")
-            and not x.is_floating_point() and not x.is_complex())
+            and not x.is_floating_point())
 
 
 def plus_minus(value: Any, error: Any, spec: str = ".3g") -> str:

@@ -173,3 +173,22 @@ def test_fmt_still_formats_zero_d_float_arrays_with_the_spec():
     assert fmt(np.array(0.123456)) == "0.123" == fmt(np.float64(0.123456))
     assert fmt(np.array(0.5, dtype=np.float32), ".2f") == "0.50" and fmt(torch.tensor(0.25), ".1f") == "0.2"
     assert plus_minus(np.array(3), np.array(1)) == "3 ± 1" and plus_minus(np.array(0.5), np.array(0.01)) == "0.5 ± 0.01"
+
+
+# ------------------------------------------------------------------------------ fmt of complex numbers
+@pytest.mark.parametrize("value", [0.5 + 2j, np.complex128(0.5 + 2j), np.complex64(0.5 + 2j), np.array(0.5 + 2j),
+                                   torch.tensor(0.5 + 2j)])
+def test_fmt_keeps_both_parts_of_a_complex_number(value):
+    """A complex number prints both parts, each with the spec, whatever its type (a leading eigenvalue of chapter
+    10's round maps is a complex pair). Was: np.complex128(0.5+2j) printed '0.50' under '.2f' (float() kept the
+    real part, with only a ComplexWarning), a Python complex and a 0-d array '(0.5+2j)' (the spec ignored), and a
+    0-d torch tensor raised RuntimeError."""
+    import warnings
+
+    from fedlib.report import fmt
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert fmt(value, ".2f") == "0.50+2.00j" and fmt(value) == "0.5+2j"
+        assert fmt(value, "s") == "(0.5+2j)"   # a spec that formats no complex: str of it
+        assert markdown_table(["λ"], [[value]]).splitlines()[-1] == "| 0.5+2j |"
