@@ -141,26 +141,35 @@ class Communicator:
 
     def allreduce_sum(self, x):
         """:math:`\\sum_r x_r` over ranks, summed in rank order (identical bits on every rank).
-        ``x`` is a numpy array or a torch tensor of real floating-point numbers (what the engine sums:
-        weighted sums of the clients' changes), returned as the same kind and dtype; the sum is taken in
-        float64. Integers, bools and complex numbers are a ``ValueError`` naming ``x``: their float64 sum
-        would not come back as they are (numpy integers and bools as float64, a torch integer rounded past
-        2**53, torch bools OR-ed, the imaginary part dropped)."""
+        ``x`` is a numpy array or a torch tensor of real or complex floating-point numbers (what the engine
+        sums: weighted sums of the clients' changes), returned as the same kind and dtype; the sum is taken
+        in float64 (a complex one part by part, as ``complex128`` adds). Integers and bools are a
+        ``ValueError`` naming ``x``: their float64 sum would not come back as they are (numpy integers and
+        bools as float64, a torch integer rounded past 2**53, torch bools OR-ed)."""
         is_torch = hasattr(x, "detach")
         arr = x if is_torch else np.asarray(x)
-        if not (x.is_floating_point() if is_torch else arr.dtype.kind == "f"):
-            raise ValueError(f"x must be a numpy array or torch tensor of real floats (allreduce_sum adds the "
-                             f"ranks' parts in float64 and returns x's dtype), got dtype {arr.dtype}")
-        if is_torch:
-            arr = tensor_as_float64(x)  # exact for every float dtype (bfloat16 has no numpy dtype)
-        parts = self.all_gather_array(np.ascontiguousarray(arr, dtype=np.float64))
-        total = parts[0].copy()
-        for part in parts[1:]:
-            total += part
-        total = total.reshape(arr.shape)  # ascontiguousarray makes a 0-d leaf 1-d
+        if not ((x.is_floating_point() or x.is_complex()) if is_torch else arr.dtype.kind in "fc"):
+            raise ValueError(f"x must be a numpy array or torch tensor of real or complex floats (allreduce_sum "
+                             f"adds the ranks' parts in float64 and returns x's dtype), got dtype {arr.dtype}")
+        complex_ = bool(x.is_complex()) if is_torch else arr.dtype.kind == "c"
+        # a complex leaf travels as its real and imaginary parts, stacked: one collective, float64 sums
         if is_torch:
             import torch
 
+            # exact for every dtype (bfloat16 has no numpy dtype); a complex tensor as its two parts, first
+            send = (np.moveaxis(tensor_as_float64(torch.view_as_real(x.detach().resolve_conj())), -1, 0) if complex_
+                    else tensor_as_float64(x))
+        else:
+            send = np.stack([arr.real, arr.imag]) if complex_ else arr
+        parts = self.all_gather_array(np.ascontiguousarray(send, dtype=np.float64))
+        total = parts[0].copy()
+        for part in parts[1:]:
+            total += part
+        total = total.reshape(send.shape)  # ascontiguousarray makes a 0-d leaf 1-d
+        if complex_:  # the parts set, not re + 1j * im: 1j * inf has a NaN real part
+            parts_sum, total = total, np.empty(send.shape[1:], dtype=np.complex128)
+            total.real, total.imag = parts_sum[0], parts_sum[1]
+        if is_torch:
             return torch.as_tensor(total, dtype=x.dtype, device=x.device)
         # a float32 leaf came back float64 (one process keeps float32): the model changed dtype
         return total.astype(arr.dtype)
