@@ -13,6 +13,7 @@ nn.Sequential subclass with its own forward.
 from __future__ import annotations
 
 import contextlib
+import re
 from types import SimpleNamespace
 
 import numpy as np
@@ -1300,3 +1301,17 @@ def test_a_checkpoint_with_another_number_of_runs_or_an_impossible_round_is_refu
         e = engine()
         e.load_state_dict(dict(state, round=rnd))
         assert e.round_index == rnd
+
+
+def test_stacked_engine_refuses_a_run_name_that_is_not_a_str(model, data):
+    """RunSpec(name=5) is refused by name when the engine is built. Before: accepted, the records and the
+    checkpoint's run_names held 5, and a diverging run's FloatingPointError message raised Python's TypeError
+    ('can only concatenate str (not "int") to str')."""
+    def build(runs):
+        return StackedEngine(model, _Images(data), runs, rounds=1, batch_size=B)
+
+    for name in (5, None, b"a"):
+        with pytest.raises(ValueError, match=r"^runs\[1\]\.name must be a str \(the run's label; '' leaves it "
+                                             rf"empty\), got {re.escape(repr(name))}$"):
+            build([_one_run(), _one_run(name=name)])
+    assert [r.name for r in build([_one_run(), _one_run(name="b")]).run_round()] == ["", "b"]

@@ -806,6 +806,8 @@ class StackedEngine:
         if not runs or not all(isinstance(r, RunSpec) for r in runs):
             raise ValueError("runs must be a non-empty list of RunSpec")
         for r, run in enumerate(runs):  # else Python's "'float' object is not callable" from the first round's plan
+            if not isinstance(run.name, str):  # it labels the records, the checkpoint's runs and error messages
+                raise ValueError(f"runs[{r}].name must be a str (the run's label; '' leaves it empty), got {run.name!r}")
             if run.lr_at is not None:
                 check_callable(f"runs[{r}].lr_at", run.lr_at, "round -> client lr",
                                " (a constant rate: lr_at=lambda t: lr; None: the step decay of the solver's lr)")
