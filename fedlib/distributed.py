@@ -97,7 +97,14 @@ def owned_clients(num_clients: int, world_size: int, rank: int) -> np.ndarray:
     if world_size > num_clients:
         raise ValueError(f"world size: {world_size} processes but only {num_clients} clients "
                          f"(every rank needs at least one client; use at most {num_clients} processes)")
-    return np.array_split(np.arange(num_clients), world_size)[rank]
+    try:  # 2**70 was numpy's "Maximum allowed size exceeded", naming no argument; 2**63 an empty float array
+        clients, why = np.arange(num_clients), ""
+    except ValueError as exc:
+        clients, why = None, f" ({exc})"
+    if clients is None or clients.size != num_clients:
+        raise ValueError(f"num_clients={num_clients} is too many: numpy cannot make an array of that many client "
+                         f"indices{why}")
+    return np.array_split(clients, world_size)[rank]
 
 
 class Communicator:

@@ -29,6 +29,17 @@ def test_owned_clients_blocks_unchanged():
         owned_clients(5, 6, 0)
 
 
+@pytest.mark.parametrize("num_clients", [2 ** 70, 2 ** 63, 2 ** 62], ids=["2**70", "2**63", "2**62"])
+def test_owned_clients_names_num_clients_too_large_for_an_index_array(num_clients):
+    """Before: 2**70 and 2**62 clients were numpy's bare ValueError ('Maximum allowed size exceeded', 'array is too
+    big; ...'), naming no argument, and 2**63 clients returned an empty float64 array (np.arange(2**63)). numpy's
+    reason, where it gives one, follows in brackets."""
+    with pytest.raises(ValueError) as caught:
+        owned_clients(num_clients, 1, 0)
+    assert str(caught.value).startswith(f"num_clients={num_clients} is too many: numpy cannot make an array of that "
+                                        "many client indices")
+
+
 @pytest.mark.parametrize("clients, message", [
     ([5], "client 5 is not one of the 4 clients given to init (indices 0..3)"),
     ([0, -1], "client -1 is not one of the 4 clients given to init (indices 0..3)"),
