@@ -126,3 +126,11 @@ def test_an_indefinite_client_hessian_is_refused():
     H, e3 = _shared_null_direction(0)
     for scale in (1e-13, 1.0, 1e12):
         assert QuadraticProblem(scale * H, e3, np.array([0.5, 0.5])).num_clients == 2
+
+
+def test_a_problem_of_dimension_zero_is_refused():
+    """QuadraticProblem(H of shape (2, 0, 0), e of shape (2, 0)) is refused naming H. Before: it was taken, an empty
+    problem whose optimum() was [] and whose loss was 0.0, without a word."""
+    with pytest.raises(ValueError, match=r"^H must have shape \(m, d, d\) with d >= 1, got \(2, 0, 0\)$"):
+        QuadraticProblem(np.zeros((2, 0, 0)), np.zeros((2, 0)), np.array([0.5, 0.5]))
+    assert QuadraticProblem(np.ones((2, 1, 1)), np.zeros((2, 1)), np.array([0.5, 0.5])).dim == 1
