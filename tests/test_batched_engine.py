@@ -187,6 +187,18 @@ def test_minibatch_indices_epochs_are_permutations_and_last_batch_partial():
     assert not np.array_equal(idx[:4], idx[5:9])  # a fresh permutation each epoch
 
 
+@pytest.mark.parametrize("rng", [0, None, "batches"])
+def test_minibatch_indices_names_an_rng_that_is_no_generator(rng):
+    """Before: a seed, None or a string in place of the generator was Python's AttributeError ("'int' object has no
+    attribute 'permutation'"), naming no argument (and with steps=0 it was taken without a word)."""
+    for steps in (4, 0):
+        with pytest.raises(ValueError, match=r"^rng must be a numpy random Generator \(e\.g\. fedlib\.rng\.generator\("
+                                             rf"seed, 'batches', round, client\)\), got {type(rng).__name__}$"):
+            minibatch_indices(5, 2, steps, rng)
+    legacy, seeded = minibatch_indices(5, 2, 4, np.random.RandomState(0)), minibatch_indices(5, 2, 4, generator(0, "batches"))
+    assert legacy[0].shape == seeded[0].shape == (4, 2)  # anything with permutation(n) still draws the batches
+
+
 def test_epoch_batcher_matches_minibatch_indices():
     sizes = [23, 7]
     eb = EpochBatcher(sizes, 5, seed=4)

@@ -163,6 +163,9 @@ def minibatch_indices(num_samples: int, batch_size: int, steps: int, rng: np.ran
     n = check_int("num_samples", num_samples, minimum=1)
     b = check_int("batch_size", batch_size, minimum=1)
     steps = check_int("steps", steps, minimum=0)
+    if not callable(getattr(rng, "permutation", None)):  # else "'int' object has no attribute 'permutation'"
+        raise ValueError(f"rng must be a numpy random Generator (e.g. fedlib.rng.generator(seed, 'batches', round, "
+                         f"client)), got {type(rng).__name__}")
     return _minibatch_indices(n, b, steps, rng)
 
 
