@@ -497,6 +497,15 @@ def test_online_a_norms_match_closed_forms():
     np.testing.assert_allclose(a, [s.a_norm(k) for k in range(1, 13)], rtol=1e-12)
 
 
+
+@pytest.mark.parametrize("solver", ["sgd", 0.05, None])
+def test_online_a_norms_names_a_solver_that_is_no_local_solver(solver):
+    """Before: online_a_norms("sgd", 3) was Python's AttributeError ("'str' object has no attribute
+    'online_a_norms'"), naming no argument; the message is the one FederatedAlgorithm gives."""
+    with pytest.raises(ValueError, match=rf"^solver must be a fedlib\.solvers\.LocalSolver, got {type(solver).__name__}$"):
+        online_a_norms(solver, 3)
+    assert online_a_norms(sgd(0.1), 3).tolist() == [1.0, 2.0, 3.0]
+
 # ---------------------------------------------------------------- guards
 def test_clear_errors(model, data):
     run = RunSpec(make_algorithm("fedavg", sgd(0.05)), _clients(0, [4, 4]), FixedEpochs([4, 4], B, 1))

@@ -248,6 +248,8 @@ def online_a_norms(solver: LocalSolver, steps: int) -> np.ndarray:
     >>> online_a_norms(momentum_sgd(0.1, momentum=0.5), 3)
     array([1.  , 2.5 , 4.25])
     """
+    if not isinstance(solver, LocalSolver):  # else "'str' object has no attribute 'online_a_norms'"
+        raise ValueError(f"solver must be a fedlib.solvers.LocalSolver, got {type(solver).__name__}")
     return solver.online_a_norms(steps)
 
 
