@@ -29,7 +29,7 @@ from fedlib.engines.augment import (crop_flip_gather, crop_flip_params, dropout_
 from fedlib.engines.grouped import GroupedNetwork
 from fedlib.engines.reference import run_sequential
 from fedlib.engines.stacked import (RunSpec, StackedEngine, client_augment_params, client_batch_plan,
-                                    online_a_norms, reference_run)
+                                    max_relative_difference, online_a_norms, reference_run)
 from fedlib.models import vgg11
 from fedlib.schedules import FixedEpochs, FixedSteps, RandomEpochs, step_decay_lr
 from fedlib.server import momentum as server_momentum
@@ -505,6 +505,29 @@ def test_online_a_norms_names_a_solver_that_is_no_local_solver(solver):
     with pytest.raises(ValueError, match=rf"^solver must be a fedlib\.solvers\.LocalSolver, got {type(solver).__name__}$"):
         online_a_norms(solver, 3)
     assert online_a_norms(sgd(0.1), 3).tolist() == [1.0, 2.0, 3.0]
+
+
+@pytest.mark.parametrize("got, want, message", [
+    ([1.0], {"a": torch.ones(2)}, r"got must be a mapping of parameter name -> torch\.Tensor, got list"),
+    ({"a": torch.ones(2)}, torch.ones(2), r"want must be a mapping of parameter name -> torch\.Tensor, got Tensor"),
+    ({"a": torch.ones(2)}, {}, r"want is empty: it must name at least one tensor"),
+    ({"b": torch.ones(2)}, {"a": torch.ones(2)}, r"got lacks the tensor\(s\) \['a'\] of want \(every name of want "
+                                                 r"must be in got\)"),
+    ({"a": np.ones(2)}, {"a": torch.ones(2)}, r"got\['a'\] must be a torch\.Tensor, got ndarray"),
+    ({"a": torch.ones(2)}, {"a": 1.0}, r"want\['a'\] must be a torch\.Tensor, got float"),
+    ({"a": torch.ones(1)}, {"a": torch.ones(2)}, r"got\['a'\] has shape \(1,\), want\['a'\] \(2,\)"),
+    ({"a": torch.ones(3)}, {"a": torch.ones(2)}, r"got\['a'\] has shape \(3,\), want\['a'\] \(2,\)"),
+])
+def test_max_relative_difference_names_arguments_of_another_type(got, want, message):
+    """Before: a list was Python's TypeError ('list indices must be integers or slices, not str'), a missing name a
+    bare KeyError ('a'; a tensor want: KeyError tensor(1.)), a numpy array an AttributeError ("'numpy.ndarray' object
+    has no attribute 'to'"), a float ("'float' object has no attribute 'device'"), an empty want "max() arg is an
+    empty sequence", a (3,) got torch's broadcasting RuntimeError, and a (1,) got was broadcast against every entry
+    of want without a word."""
+    with pytest.raises(ValueError, match=f"^{message}$"):
+        max_relative_difference(got, want)
+    got, want = {"a": torch.tensor([1.0, 2.1], dtype=torch.float64)}, {"a": torch.tensor([1.0, 2.0], dtype=torch.float64)}
+    assert max_relative_difference(got, want) == pytest.approx(0.05, rel=1e-12)
 
 # ---------------------------------------------------------------- guards
 def test_clear_errors(model, data):

@@ -1582,5 +1582,21 @@ def max_relative_difference(got: Mapping[str, torch.Tensor], want: Mapping[str, 
     >>> round(max_relative_difference(got, want), 12)
     0.05
     """
+    # else a list was "list indices must be integers or slices, not str", a missing name a bare KeyError, a numpy
+    # array "'numpy.ndarray' object has no attribute 'to'", an empty want "max() arg is an empty sequence"
+    for what, value in (("got", got), ("want", want)):
+        if not isinstance(value, Mapping):
+            raise ValueError(f"{what} must be a mapping of parameter name -> torch.Tensor, got {type(value).__name__}")
+    if not want:
+        raise ValueError("want is empty: it must name at least one tensor")
+    missing = [n for n in want if n not in got]
+    if missing:
+        raise ValueError(f"got lacks the tensor(s) {missing[:3]} of want (every name of want must be in got)")
+    for n in want:
+        for what, value in (("got", got[n]), ("want", want[n])):
+            if not isinstance(value, torch.Tensor):
+                raise ValueError(f"{what}[{n!r}] must be a torch.Tensor, got {type(value).__name__}")
+        if got[n].shape != want[n].shape:  # else broadcast: a (1,) got was compared with every entry of want
+            raise ValueError(f"got[{n!r}] has shape {tuple(got[n].shape)}, want[{n!r}] {tuple(want[n].shape)}")
     return max(float((got[n].to(want[n].device) - want[n]).abs().max() / want[n].abs().max().clamp_min(1e-300))
                for n in want)
