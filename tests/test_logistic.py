@@ -153,6 +153,18 @@ def test_bad_inputs_name_the_argument():
                                     np.zeros((1, 2), dtype=int), np.zeros((1, 2)))
 
 
+
+@pytest.mark.parametrize("method", ["grad", "loss_and_grad", "hessian", "loss"])
+@pytest.mark.parametrize("y", [[[0], [1, 0]], [0, [1]]])
+def test_a_ragged_y_is_named(method, y):
+    """Before: a ragged y was numpy's bare ValueError ('setting an array element with a sequence. The requested array
+    has an inhomogeneous shape ...'), naming no argument."""
+    model = LogisticRegression(3, 2)
+    with pytest.raises(ValueError, match=r"^y must be an array of integer labels: setting an array element with a "
+                                         r"sequence"):
+        getattr(model, method)(model.init_params(), np.zeros((2, 3)), y)
+    assert model.grad(model.init_params(), np.zeros((2, 3)), [0, 1])["b"].tolist() == [0.0, 0.0]
+
 # --------------------------------------------------------------------------- one-hot labels
 def test_one_hot_labels_take_no_identity_matrix():
     """The stacked logistic gradient and the batched engine built one-hot labels as

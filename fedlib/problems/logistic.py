@@ -360,7 +360,10 @@ class LogisticRegression:
 
     def _check_batch(self, x, y, lead: tuple) -> tuple[np.ndarray, np.ndarray]:
         x = _real_array("x", x)
-        y = np.asarray(y.detach().cpu() if _is_torch(y) else y)
+        try:
+            y = np.asarray(y.detach().cpu() if _is_torch(y) else y)
+        except (TypeError, ValueError) as exc:  # a ragged list: numpy's "setting an array element with a sequence"
+            raise ValueError(f"y must be an array of integer labels: {exc}") from None
         if x.ndim != len(lead) + 2 or x.shape[:len(lead)] != lead or x.shape[-1] != self.num_features:
             raise ValueError(f"x must have shape {lead + ('B', self.num_features)}, got {x.shape}")
         if y.shape != x.shape[:-1] or y.dtype.kind not in "iu":
