@@ -416,6 +416,20 @@ def test_spectrum_summary_by_hand():
             A.spectrum_summary(bad)
 
 
+@pytest.mark.parametrize("eigenvalues, shown", [
+    (True, "the bool True"), (np.True_, "True"), ([0.5, True], "the bool True"), (np.array([True, False]),
+                                                                                r"array\(\[ True, False\]\)"),
+    ("0.5", "'0.5'"), (["0.5", 1.0], r"\['0\.5', 1\.0\]"),
+])
+def test_spectrum_summary_refuses_bools_and_strings(eigenvalues, shown):
+    """Before: True was summarised as the eigenvalue 1 (radius 1.0) and '0.5' as 0.5 (numpy parses the string),
+    without a word; a ragged list was numpy's bare ValueError ('setting an array element with a sequence. ...')."""
+    with pytest.raises(ValueError, match=f"^eigenvalues must be real or complex numbers, got {shown}$"):
+        A.spectrum_summary(eigenvalues)
+    with pytest.raises(ValueError, match=r"^eigenvalues must be an array of numbers: setting an array element"):
+        A.spectrum_summary([[0.5], [1.0, 2.0]])
+    assert A.spectrum_summary([0.5, 1 + 2j])["radius"] == abs(1 + 2j)
+
 def _run_script(name: str, *args: str) -> int:
     """Run ``python scripts/NAME ARGS`` in this process; its exit code."""
     import sys

@@ -47,8 +47,8 @@ from typing import Any, NamedTuple, Optional, Sequence
 
 import numpy as np
 
-from .._validate import (check_choice, check_finite_array, check_int, check_in_range, check_local_steps, check_positive,
-                         check_sequence)
+from .._validate import (bool_entry, check_choice, check_finite_array, check_int, check_in_range, check_local_steps,
+                         check_positive, check_sequence, plain)
 from ..algorithms import FederatedAlgorithm, make_algorithm
 from ..engines.batched import run_batched
 from ..plotting import ALGORITHM_COLORS
@@ -576,6 +576,15 @@ def spectrum_summary(eigenvalues: Any, *, k: int = 8, slow: float = 0.05) -> dic
     ``slow`` of 1: the modes that move like gradient descent on :math:`F`) and
     ``fast_radius``, the largest modulus of the others (how fast everything else settles
     or grows per round). Complex numbers as ``[re, im]`` pairs (JSON has none)."""
+    # a bool or a string was taken: True as the eigenvalue 1, '0.5' (numpy parses it) as 0.5
+    flag = bool_entry(eigenvalues)
+    try:
+        kind = np.asarray(eigenvalues).dtype.kind
+    except (TypeError, ValueError) as exc:  # a ragged list: numpy's "setting an array element with a sequence"
+        raise ValueError(f"eigenvalues must be an array of numbers: {exc}") from None
+    if flag is not None or kind in "bSUV":
+        raise ValueError(f"eigenvalues must be real or complex numbers, got "
+                         f"{'the bool ' + repr(bool(flag)) if flag is not None else repr(plain(eigenvalues))}")
     vals = np.asarray(eigenvalues, dtype=complex).reshape(-1)
     if vals.size == 0 or not np.all(np.isfinite(vals)):
         raise ValueError("eigenvalues must be a non-empty array of finite numbers")
