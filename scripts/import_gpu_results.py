@@ -163,7 +163,8 @@ def plan_import(folder: Path, repo: Path, tag: str, force: bool, scratch: Path, 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("folder", type=Path, help="the folder gpu_run.sh wrote (the device call's files)")
-    ap.add_argument("--repo", type=Path, default=Path(__file__).resolve().parents[1], help="repository root")
+    ap.add_argument("--repo", type=Path, default=Path(__file__).resolve().parents[1],
+                    help="repository root (an existing folder)")
     ap.add_argument("--tag", default="h200", help="device tag used in file names (letters, digits, -)")
     ap.add_argument("--force", action="store_true", help="replace files that exist already")
     ap.add_argument("--smoke", action="store_true",
@@ -176,6 +177,8 @@ def main(argv=None) -> int:
     if not args.folder.is_dir():
         print(f"{args.folder}: not a folder", file=sys.stderr)
         return 2
+    if not args.repo.is_dir():  # else "nothing to import", or a mistyped --repo made and filled without a word
+        ap.error(f"--repo {args.repo}: not a folder (the repository the results are filed into)")
     with tempfile.TemporaryDirectory() as scratch:
         try:
             moves = plan_import(args.folder, args.repo, args.tag, args.force, Path(scratch), smoke=args.smoke)

@@ -36,7 +36,9 @@ def gpu_run(out, results, budget=100, data="sample", **extra):
 
 def import_results(folder, repo, *extra, smoke=True):
     """``scripts/import_gpu_results.py FOLDER --repo REPO --tag cpu-smoke [--smoke]``; the completed
-    process (``--smoke``: the CPU runs of these tests are not the paper's setup)."""
+    process (``--smoke``: the CPU runs of these tests are not the paper's setup). REPO is made first if missing
+    (the script refuses a --repo that is no folder)."""
+    Path(repo).mkdir(parents=True, exist_ok=True)
     return subprocess.run([sys.executable, str(ROOT / "scripts" / "import_gpu_results.py"), str(folder),
                            "--repo", str(repo), "--tag", "cpu-smoke", *(["--smoke"] if smoke else []), *extra],
                           capture_output=True, text=True, timeout=120, cwd=ROOT)

@@ -71,7 +71,7 @@ def test_import_files_results_and_refuses_bad_ones(first_call, tmp_path):
         tar.add(tmp / "results" / "sgd-e2-fedavg__seed0.json", arcname="momentum-e2-fedavg__seed0.json")
     proc = import_results(bad, tmp_path / "repo2")
     assert proc.returncode == 2 and "its config says cell 'sgd-e2-fedavg'" in proc.stderr
-    assert not (tmp_path / "repo2").exists()
+    assert not any((tmp_path / "repo2").iterdir())
     (bad / "cifar10-results.tar.gz").write_bytes(b"not a tar file")
     proc = import_results(bad, tmp_path / "repo2")
     assert proc.returncode == 2 and "nothing written" in proc.stderr
@@ -79,7 +79,7 @@ def test_import_files_results_and_refuses_bad_ones(first_call, tmp_path):
     proc = import_results(tmp / "out", tmp_path / "repo3", smoke=False)
     assert proc.returncode == 2 and "not a run of the paper's setup" in proc.stderr, proc.stderr
     assert "width 0.03 (the paper's: 1.0)" in proc.stderr and "device cpu" in proc.stderr
-    assert not (tmp_path / "repo3").exists()
+    assert not any((tmp_path / "repo3").iterdir())
 
 
 @pytest.mark.parametrize("env, message", [

@@ -115,6 +115,20 @@ def test_measure_sampling_slopes_refuses_bad_arguments(capsys, flags, message):
     _assert_usage_error("measure_sampling_slopes.py", flags, message, capsys)
 
 
+def test_import_gpu_results_refuses_a_repo_that_is_no_folder(capsys, tmp_path):
+    """Before: --repo /nonexist said only 'FOLDER: nothing to import (nothing written)' for an empty FOLDER, and for a
+    FOLDER with results made the mistyped path and filed them there, without a word."""
+    folder = tmp_path / "out"
+    folder.mkdir()
+    (folder / "profile_eager.txt").write_text("Self CPU\n")
+    missing = tmp_path / "nonexist"
+    _assert_usage_error("import_gpu_results.py", [str(folder), "--repo", str(missing)],
+                        f"--repo {missing}: not a folder (the repository the results are filed into)", capsys)
+    assert not missing.exists()
+    (tmp_path / "repo").mkdir()
+    assert _script("import_gpu_results.py").main([str(folder), "--repo", str(tmp_path / "repo"), "--tag", "t"]) == 0
+    assert (tmp_path / "repo/data/results/bench/profile_eager_t.txt").read_text() == "Self CPU\n"
+
 def _vendor_mathjax(tmp_path, *args):
     """Run a copy of scripts/vendor_mathjax.sh in a scratch tree (it writes <tree>/book/_static/mathjax)
     with a fake npm first on PATH that logs its calls and packs a two-file MathJax 3.2.2."""
