@@ -208,6 +208,30 @@ def test_epoch_batcher_matches_minibatch_indices():
             assert eb.batch(2, client, k).tolist() == idx[k, :counts[k]].tolist()
 
 
+
+@pytest.mark.parametrize("client, step, message", [
+    (0, -1, "step must be an integer >= 0, got -1"),
+    (0, 1.5, "step must be an integer >= 0, got 1.5"),
+    (0, True, "step must be an integer >= 0, got True"),
+    (0, "1", "step must be an integer >= 0, got '1'"),
+    (2, 0, "client must be an integer in [0, 2), got 2"),
+    (-1, 0, "client must be an integer in [0, 2), got -1"),
+    (1.0, 0, "client must be an integer in [0, 2), got 1.0"),
+    (True, 0, "client must be an integer in [0, 2), got True"),
+])
+def test_epoch_batcher_batch_names_a_step_or_client_outside_its_range(client, step, message):
+    """Before: step -1 after the first epoch was drawn returned that epoch's last batch without a word (an IndexError
+    before), 1.5 was a TypeError ('list indices must be integers or slices, not float'), True was step 1; client 2 of
+    2 was numpy's IndexError, -1 and True the generator's 'key must be an integer >= 0'. The check costs well under a
+    microsecond a call (a plain int takes no isinstance chain)."""
+    batcher = EpochBatcher([5, 3], 2, seed=7)
+    first = batcher.batch(0, 0, 0)
+    with pytest.raises(ValueError) as caught:
+        batcher.batch(0, client, step)
+    assert str(caught.value) == message
+    assert batcher.batch(0, 0, 0).tolist() == first.tolist()
+    assert batcher.batch(0, np.int64(1), np.int64(2)).tolist() == batcher.batch(0, 1, 2).tolist()
+
 # ----------------------------------------------------------------------------- errors
 @pytest.mark.parametrize("engine", ["batched", "reference"])
 def test_divergence_names_the_round(prob, engine):

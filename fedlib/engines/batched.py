@@ -189,7 +189,7 @@ class EpochBatcher:
     ``generator(seed, "batches", round, client)``), drawing one permutation per epoch
     lazily. Only the current round is cached. :func:`run_reference` draws its batches with it,
     which is why it matches :func:`run_batched`. ``num_samples`` holds one integer >= 1 per client (``ValueError``
-    naming it otherwise).
+    naming it otherwise); ``batch`` takes an integer ``step >= 0`` and ``client`` in ``0..m-1`` (likewise).
 
     Example
     -------
@@ -216,6 +216,15 @@ class EpochBatcher:
         self._cache: dict = {}
 
     def batch(self, round_index: int, client: int, step: int) -> np.ndarray:
+        # a plain int in range passes without an isinstance chain (this runs every local step): step -1 was the last
+        # drawn epoch's last batch (or an IndexError), 1.5 a slicing TypeError, True step 1; client m an IndexError,
+        # -1 the generator's "key must be an integer >= 0"
+        if not (type(step) is int and step >= 0):
+            step = check_int("step", step)
+        if not (type(client) is int and 0 <= client < self.num_samples.shape[0]) and (
+                isinstance(client, bool) or not isinstance(client, (int, np.integer))
+                or not 0 <= client < self.num_samples.shape[0]):
+            raise ValueError(f"client must be an integer in [0, {self.num_samples.shape[0]}), got {client!r}")
         if round_index != self._round:
             self._round, self._cache = round_index, {}
         entry = self._cache.get(client)
