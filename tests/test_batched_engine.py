@@ -260,6 +260,18 @@ def test_bad_arguments(prob):
         run_batched(algo, prob, FixedSteps([1] * 6), 1, batch_size=B, device="cuda")
 
 
+@pytest.mark.parametrize("engine", ["batched", "reference"])
+@pytest.mark.parametrize("flag, value", [("evaluate", "no"), ("evaluate", 0), ("fast", 2), ("fast", None)])
+def test_evaluate_and_fast_must_be_true_or_false(prob, engine, flag, value):
+    """Before: any truthy value was True and any falsy one False: evaluate='no' evaluated every round, fast=2 took
+    the fused step, without a word. np.bool_ is taken as check_flag takes it, with the same numbers."""
+    algo, sched = make_algorithm("fedavg", sgd(0.05)), FixedEpochs(prob.num_samples, B, 1)
+    with pytest.raises(ValueError, match=rf"^{flag} must be True or False, got {value!r}$"):
+        run_engine(engine, algo, prob, sched, 1, batch_size=B, **{flag: value})
+    plain = run_engine(engine, algo, prob, sched, 1, batch_size=B, evaluate=False, fast=True)
+    numpy = run_engine(engine, algo, prob, sched, 1, batch_size=B, evaluate=np.False_, fast=np.True_)
+    assert np.array_equal(plain.params["W"], numpy.params["W"]) and plain.history[0].keys() == numpy.history[0].keys()
+
 def test_docstring_examples():
     import doctest
 

@@ -63,7 +63,7 @@ from typing import Callable, NamedTuple, Optional
 
 import numpy as np
 
-from .._validate import check_callable, check_choice, check_int, check_int_array, round_lr
+from .._validate import check_callable, check_choice, check_flag, check_int, check_int_array, round_lr
 from ..algorithms import ClientUpdate, FederatedAlgorithm, ServerState, server_state_mismatch
 from ..problems.logistic import _UNDERFLOW, LogisticProblem, _one_hot, _ones, pack_params, unpack_params
 from ..problems.logistic import _packed_grad_numpy_one as _grad_one
@@ -441,7 +441,8 @@ def run_batched(algorithm: FederatedAlgorithm, problem: LogisticProblem, schedul
     lr_at : ``round -> client lr`` (default: the solver's lr every round).
     params : starting parameters ``{"W", "b"}`` (default: zeros).
     backend, device : ``"numpy"`` or ``"torch"`` (device ``None`` = CUDA if available).
-    evaluate : compute ``train_loss`` / ``test_accuracy`` after every round.
+    evaluate : compute ``train_loss`` / ``test_accuracy`` after every round (``evaluate`` and ``fast`` are
+        ``True`` or ``False``, a ``ValueError`` naming one otherwise).
     fast : fused in-place solver step (default) or :meth:`~fedlib.solvers.LocalSolver.update` on the stack.
         The fused step is :class:`~fedlib.solvers.LocalSolver`'s own; a solver subclass with its own
         ``update`` (:attr:`~fedlib.solvers.LocalSolver.builtin_step` false) needs ``fast=False``
@@ -492,6 +493,8 @@ def run_batched(algorithm: FederatedAlgorithm, problem: LogisticProblem, schedul
     rounds, batch_size, seed, clients_per_round = _check_common(
         algorithm, problem, schedule, rounds, batch_size, sampling, clients_per_round, seed)
     _check_hooks(lr_at=lr_at, callback=callback, on_round_end=on_round_end)
+    # "no" is truthy: evaluate="no" would have evaluated every round, fast=0.5 taken the fused step
+    evaluate, fast = check_flag("evaluate", evaluate), check_flag("fast", fast)
     if fast:
         check_builtin_step("algorithm.solver", [algorithm.solver],
                            "the fused step of run_batched (fast=True) does not take: pass fast=False, which steps "
@@ -895,6 +898,8 @@ def run_reference(algorithm: FederatedAlgorithm, problem: LogisticProblem, sched
     rounds, batch_size, seed, clients_per_round = _check_common(
         algorithm, problem, schedule, rounds, batch_size, sampling, clients_per_round, seed)
     _check_hooks(lr_at=lr_at, callback=callback)
+    evaluate = check_flag("evaluate", evaluate)  # as run_batched checks them ("no" is truthy)
+    check_flag("fast", fast)
     x0 = problem.init_params() if params is None else params
     problem.model._check_params(x0, stacked=False)
     records: list = []
