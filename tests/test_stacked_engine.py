@@ -1347,3 +1347,27 @@ def test_stacked_engine_refuses_a_run_name_that_is_not_a_str(model, data):
                                              rf"empty\), got {re.escape(repr(name))}$"):
             build([_one_run(), _one_run(name=name)])
     assert [r.name for r in build([_one_run(), _one_run(name="b")]).run_round()] == ["", "b"]
+
+
+@pytest.mark.parametrize("flag, value", [("augment", "no"), ("dropout", 0.5), ("cuda_graph", None),
+                                         ("channels_last", 1)])
+def test_stacked_engine_flags_must_be_true_or_false(model, data, flag, value):
+    """Before: any truthy value was True: augment='no' cropped and flipped, dropout=0.5 applied the dropout layers,
+    without a word (the engine kept bool(value)); reference_run and GroupedNetwork's channels_last likewise.
+    np.bool_ is taken (check_flag), with the same numbers."""
+    def build(**flags):
+        return StackedEngine(model, _Images(data), [_one_run()], rounds=1, batch_size=B, **flags)
+
+    with pytest.raises(ValueError, match=rf"^{flag} must be True or False, got {value!r}$"):
+        build(**{flag: value})
+    if flag in ("augment", "dropout"):
+        with pytest.raises(ValueError, match=rf"^{flag} must be True or False, got {value!r}$"):
+            reference_run(model, _Images(data), _one_run(), rounds=1, batch_size=B, **{flag: value})
+    if flag == "channels_last":
+        with pytest.raises(ValueError, match=r"^channels_last must be True or False, got 1$"):
+            GroupedNetwork(model, 2, device="cpu", channels_last=1)
+    plain, numpy = build(augment=False, dropout=True), build(augment=np.False_, dropout=np.True_)
+    plain.train()
+    numpy.train()
+    assert (numpy.augment, numpy.dropout) == (False, True) and type(numpy.augment) is bool
+    assert all(torch.equal(plain.params(0)[n], numpy.params(0)[n]) for n in plain.params(0))

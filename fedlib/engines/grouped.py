@@ -32,6 +32,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from .._validate import check_flag
 from .augment import seeded_dropout_mask
 from .im2col import stacked_conv2d, stacked_pool2d
 
@@ -250,6 +251,7 @@ class GroupedNetwork:
             raise ValueError(f"num_models must be an integer >= 1, got {num_models!r}")
         if conv not in CONV_IMPLEMENTATIONS:
             raise ValueError(f"conv must be one of {CONV_IMPLEMENTATIONS}, got {conv!r}")
+        channels_last = check_flag("channels_last", channels_last)  # "no" is truthy: it stored channels-last
         if conv == "gemm" and not channels_last:
             raise ValueError("conv='gemm' reads the convolution weights in their channels-last storage order "
                              "(out, kh, kw, in): leave channels_last=True")
@@ -257,7 +259,7 @@ class GroupedNetwork:
         self.num_models = num_models
         self.device = torch.device(device)
         self.dtype = dtype
-        self.channels_last = bool(channels_last)
+        self.channels_last = channels_last
         buffers = [n for n, _ in model.named_buffers()]
         if buffers:
             raise ValueError(f"model has buffers {buffers[:3]} (e.g. BatchNorm running statistics): the stacked "

@@ -132,7 +132,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from .._validate import check_callable, check_choice, check_int, round_lr
+from .._validate import check_callable, check_choice, check_flag, check_int, round_lr
 from ..algorithms import ClientUpdate, FederatedAlgorithm, RoundDiagnostics, ServerState, server_state_mismatch
 from ..data.cifar10 import CIFAR10_MEAN, CIFAR10_STD
 from ..rng import generator, torch_generator
@@ -739,7 +739,8 @@ class StackedEngine:
     batch_size : :math:`B` (32 in the paper).
     mean, std : normalisation (CIFAR-10's by default): one entry per channel each (``ValueError`` otherwise, also
         for a number).
-    channels_last : grouped path memory format.
+    channels_last : grouped path memory format. ``cuda_graph``, ``augment``, ``dropout`` and ``channels_last`` are
+        ``True`` or ``False`` (a ``ValueError`` naming one otherwise).
     conv : grouped path convolutions, ``"cudnn"`` (grouped ``F.conv2d``) or ``"gemm"``
         (im2col + batched matrix products, :mod:`fedlib.engines.im2col`); see
         :class:`~fedlib.engines.grouped.GroupedNetwork`.
@@ -783,6 +784,10 @@ class StackedEngine:
         self.padding = check_int("padding", padding)
         self.graph_min_steps = check_int("graph_min_steps", graph_min_steps, minimum=1)
         self.eval_batch_size = check_int("eval_batch_size", eval_batch_size, minimum=1)
+        # "no" is truthy: augment="no" would have cropped and flipped, dropout=0.5 applied the dropout layers
+        cuda_graph, augment, dropout = (check_flag("cuda_graph", cuda_graph), check_flag("augment", augment),
+                                        check_flag("dropout", dropout))
+        channels_last = check_flag("channels_last", channels_last)
         try:
             dev = torch.device(device)
         except (RuntimeError, TypeError) as exc:
@@ -822,7 +827,7 @@ class StackedEngine:
             raise ValueError(f"runs: the name(s) {twice} are given to more than one run (run names must be unique, "
                              "or left empty: they label the records, the checkpoint's runs and results keyed by name)")
         self.device, self.dtype, self.path, self.precision = dev, dtype, path, precision
-        self.cuda_graph, self.augment, self.dropout = bool(cuda_graph), bool(augment), bool(dropout)
+        self.cuda_graph, self.augment, self.dropout = cuda_graph, augment, dropout
         self.runs = runs
 
         # ------------------------------------------------------------- data
@@ -1513,6 +1518,7 @@ def reference_run(model: nn.Module, data: Any, run: RunSpec, *, rounds: int, eng
     engine_rounds = rounds if engine_rounds is None else check_int("engine_rounds", engine_rounds, minimum=rounds)
     b = check_int("batch_size", batch_size, minimum=1)
     padding = check_int("padding", padding)
+    augment, dropout = check_flag("augment", augment), check_flag("dropout", dropout)  # as the engine checks them
     plain = _SeededDropoutModule(model)
     labels = _as_torch(data.train_labels).to(torch.int64)
     features = getattr(data, "train_features", None)
