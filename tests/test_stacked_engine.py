@@ -463,6 +463,20 @@ def test_crop_flip_matches_torch_ops():
     assert torch.equal(a, b.permute(0, 2, 3, 1, 4))
 
 
+
+@pytest.mark.parametrize("value", ["no", 1, None])
+def test_crop_flip_gather_batch_last_must_be_true_or_false(value):
+    """Before: batch_last='no' (truthy) laid the result out (B, H, W, M, C) and 0 or None the plain way, without a
+    word. np.bool_ is taken (check_flag), with the same images."""
+    imgs = torch.randint(0, 256, (4, 8, 8, 3), dtype=torch.uint8, generator=torch.Generator().manual_seed(1))
+    idx = torch.tensor([[0, 1, 2], [3, 2, 1]])
+    dy, dx, fl = crop_flip_params(torch.Generator().manual_seed(3), (2, 3), 2)
+    with pytest.raises(ValueError, match=rf"^batch_last must be True or False, got {value!r}$"):
+        crop_flip_gather(pad_images(imgs, 2), idx, dy, dx, fl, (8, 8), batch_last=value)
+    for flag in (True, False):
+        assert torch.equal(crop_flip_gather(pad_images(imgs, 2), idx, dy, dx, fl, (8, 8), batch_last=np.bool_(flag)),
+                           crop_flip_gather(pad_images(imgs, 2), idx, dy, dx, fl, (8, 8), batch_last=flag))
+
 def test_seeded_dropout_mask():
     keys = torch.tensor([dropout_key(0, 0, c) for c in range(3)])
     m = seeded_dropout_mask(keys, 4, 0, (32, 512), 0.5, torch.float64)

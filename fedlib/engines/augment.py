@@ -31,7 +31,7 @@ from typing import Sequence
 import numpy as np
 import torch
 
-from .._validate import check_int
+from .._validate import check_flag, check_int
 from ..rng import seed_sequence
 
 __all__ = [
@@ -86,6 +86,7 @@ def crop_flip_gather(padded: torch.Tensor, index: torch.Tensor, dy: torch.Tensor
     The flip is folded into the column index: column ``w`` reads ``dx + w`` or
     ``dx + W - 1 - w``.
     """
+    batch_last = check_flag("batch_last", batch_last)  # "no" is truthy: it would lay the result out (B, H, W, M, C)
     h, w = (int(s) for s in size)
     dev = padded.device
     ar_h = torch.arange(h, device=dev)
