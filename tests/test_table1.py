@@ -891,6 +891,46 @@ def test_train_runs_and_run_table1_refuse_a_checkpoint_period_that_is_not_a_coun
         run_table1(tmp_path / "results", budget_seconds=0, dry_run=True, checkpoint_every=every)
 
 
+@pytest.mark.parametrize("value", ["no", 1, None])
+def test_cifar10_flags_must_be_true_or_false(tmp_path, value):
+    """Before: any truthy value was True: run_table1(dry_run='no') listed instead of training and its cuda_graph
+    went into the results' engine key as given, cell_setup_problems(history='no') checked the history,
+    cudnn_benchmark('no') switched cuDNN's search on, parse_bench_variant's bool('no') switched the base engine's CUDA
+    graphs on, bench_cifar10(profile='no') profiled a round, train_runs(save_on_stop='no') saved on a stop, all
+    without a word. np.bool_ is taken (check_flag), with the same answers."""
+    def refused(flag, call):
+        with pytest.raises(ValueError, match=rf"^{flag} must be True or False, got {value!r}$"):
+            call()
+
+    lines = []
+    table1 = dict(budget_seconds=0, seeds=(0,), cells=["sgd-e2-fedavg"], log=lines.append)
+    for flag in ("dry_run", "cuda_graph", "cudnn_bench"):
+        refused(flag, lambda flag=flag: C.run_table1(tmp_path, **dict(dict(table1, dry_run=True), **{flag: value})))
+    assert lines == []
+    for flag in ("cuda_graph", "save_on_stop"):
+        refused(flag, lambda flag=flag: C.train_runs([], None, [], rounds=1, **{flag: value}))
+    doc = {"config": {"cell_id": "sgd-e2-fedavg"}}
+    refused("history", lambda: C.cell_setup_problems(doc, history=value))
+
+    def enter():
+        with C.cudnn_benchmark(value):
+            pass
+
+    refused("enabled", enter)
+    base = dict(runs=4, precision="fp32", cuda_graph=False, path="grouped", cudnn_bench=False, cuda=False)
+    for flag in ("cuda_graph", "cudnn_bench", "cuda"):
+        refused(flag, lambda flag=flag: C.parse_bench_variant("runs=8", **dict(base, **{flag: value})))
+    for flag in ("cuda_graph", "profile", "cudnn_bench"):
+        refused(flag, lambda flag=flag: C.bench_cifar10(None, device="cpu", **{flag: value}))
+    # numpy's bools are taken, with the same answers
+    numpy = dict(base, cuda_graph=np.False_, cudnn_bench=np.False_, cuda=np.True_)
+    assert C.parse_bench_variant("cuda-graph", **numpy) == C.parse_bench_variant("cuda-graph", **dict(base, cuda=True))
+    assert C.cell_setup_problems(doc, history=np.False_) == C.cell_setup_problems(doc, history=False)
+    with C.cudnn_benchmark(np.False_):
+        pass
+    dry = C.run_table1(tmp_path, **dict(table1, dry_run=np.True_, cuda_graph=np.False_))
+    assert dry == C.run_table1(tmp_path, **dict(table1, dry_run=True)) and len(lines) == 2
+
 def test_table1_with_a_large_stack_reaches_training(tmp_path, monkeypatch, capsys):
     # --stack 12 named the group's checkpoint after all 12 runs: '[Errno 36] File name too long'
     # before anything trained (a traceback before the OSError one-liner)

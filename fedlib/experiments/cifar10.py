@@ -235,8 +235,9 @@ def cudnn_benchmark(enabled: bool):
     off CUDA."""
     import torch
 
+    enabled = check_flag("enabled", enabled)  # "no" is truthy: it would have switched the search on
     before = torch.backends.cudnn.benchmark
-    torch.backends.cudnn.benchmark = bool(enabled)
+    torch.backends.cudnn.benchmark = enabled
     try:
         yield
     finally:
@@ -345,6 +346,8 @@ def train_runs(runs: Sequence[dict], data, parts, *, rounds: int, width: float =
 
     check_choice("precision", precision, ("fp32", "bf16", "fp64"))
     check_choice("lr_decay", lr_decay, ("step", "constant"))
+    # "no" is truthy: save_on_stop="no" saved a checkpoint when the callback stopped training
+    cuda_graph, save_on_stop = check_flag("cuda_graph", cuda_graph), check_flag("save_on_stop", save_on_stop)
     # -1 meant "never" and 1.5 "every third round" without a word
     checkpoint_every = check_count("checkpoint_every", checkpoint_every, minimum=0)
     device = resolve_device(device)
@@ -459,6 +462,7 @@ def cell_setup_problems(doc: Mapping, *, history: bool = True) -> List[str]:
     tau_eff) other than :data:`CELLS`' one, another batch size, weight decay, lr schedule,
     number of clients or partition (alpha, seed), or (``history``) a history that does not
     list one local-step count per client. ``[]`` if none."""
+    history = check_flag("history", history)  # "no" is truthy: the history would have been checked
     cfg = doc.get("config") or {}
     cid = cfg.get("cell_id")
     if cid not in _BY_ID:
@@ -658,6 +662,9 @@ def run_table1(results_dir, *, budget_seconds: float, seeds: Sequence[int] = (0,
         raise ValueError(f"continue_later must be a finite number >= 0 of seconds, got {continue_later!r}")
     stack = check_int("stack", stack, minimum=1)
     checkpoint_every = check_count("checkpoint_every", checkpoint_every, minimum=0)  # int(1.5) was 1
+    # "no" is truthy: dry_run="no" listed instead of training, cuda_graph="no" went into the results' engine key
+    cuda_graph, dry_run, cudnn_bench = (check_flag("cuda_graph", cuda_graph), check_flag("dry_run", dry_run),
+                                        check_flag("cudnn_bench", cudnn_bench))
     if not (np.isfinite(safety) and safety > 0):
         raise ValueError(f"safety must be a finite factor > 0, got {safety!r}")
     git_start = git_commit()  # the code of this call (a change during the call is flagged at the end)
@@ -1165,8 +1172,11 @@ def parse_bench_variant(text: str, *, runs: int, precision: str, cuda_graph: boo
     ...                     path="grouped", cudnn_bench=False, cuda=True)["runs"]
     8
     """
-    settings = {"runs": runs, "precision": precision, "cuda_graph": bool(cuda_graph), "channels_last": True,
-                "cudnn_benchmark": bool(cudnn_bench), "conv": conv}
+    # "no" is truthy: bool("no") switched the base engine's CUDA graphs (or cuDNN's search) on
+    cuda_graph, cudnn_bench, cuda = (check_flag("cuda_graph", cuda_graph), check_flag("cudnn_bench", cudnn_bench),
+                                     check_flag("cuda", cuda))
+    settings = {"runs": runs, "precision": precision, "cuda_graph": cuda_graph, "channels_last": True,
+                "cudnn_benchmark": cudnn_bench, "conv": conv}
     if not isinstance(text, str) or not text.strip():
         raise ValueError(f"a variant must be a non-empty string, got {text!r}")
     if text == "base":
@@ -1279,6 +1289,9 @@ def bench_cifar10(data, *, width: float = 1.0, steps: Optional[int] = 20, device
     if not isinstance(runs, int) or isinstance(runs, bool) or runs < 1:
         raise ValueError(f"runs must be an integer >= 1, got {runs!r}")
     repeat = check_int("repeat", repeat, minimum=1)  # 0: only the warm-up, a median of nothing
+    # "no" is truthy: profile="no" profiled a round, cudnn_bench="no" timed with cuDNN's search on
+    cuda_graph, profile, cudnn_bench = (check_flag("cuda_graph", cuda_graph), check_flag("profile", profile),
+                                        check_flag("cudnn_bench", cudnn_bench))
     # checked before anything is timed: steps <= 0 (or a float, a bool) timed a round of one step per client
     # in silence, and epochs 0, another path or CUDA graphs on a CPU were refused only by the engine,
     # after the sequential loop's rounds had been timed (seconds of device time)
