@@ -232,6 +232,21 @@ def test_progress_bar_counts_rounds_on_stderr(capsys):
     assert [r["train_loss"] for r in loud["fednova"]] == [r["train_loss"] for r in quiet["fednova"]]
 
 
+@pytest.mark.parametrize("value", ["no", 1, None])
+def test_train_clients_progress_must_be_true_or_false(capsys, value):
+    """Before: progress='no' or 1 (truthy) drew a bar and None none, without a word. np.bool_ is taken (check_flag),
+    with the same numbers; dropout is the engine's check (StackedEngine)."""
+    xs, ys = _clients()
+    model = nn.Sequential(nn.Linear(6, 3))
+    with pytest.raises(ValueError, match=rf"^progress must be True or False, got {value!r}$"):
+        train_clients(model, xs, ys, rounds=1, epochs="1", batch_size=4, progress=value)
+    with pytest.raises(ValueError, match=r"^dropout must be True or False, got 'no'$"):
+        train_clients(model, xs, ys, rounds=1, epochs="1", batch_size=4, dropout="no")
+    assert capsys.readouterr().err == ""
+    plain = train_clients(model, xs, ys, rounds=1, epochs="1", batch_size=4, dropout=False, progress=False)
+    numpy = train_clients(model, xs, ys, rounds=1, epochs="1", batch_size=4, dropout=np.False_, progress=np.False_)
+    assert [r["train_loss"] for r in numpy["fednova"]] == [r["train_loss"] for r in plain["fednova"]]
+
 # --------------------------------------------------------------------------- a NaN initial model
 def _engine_with(model, params):
     run = RunSpec(make_algorithm("fednova", sgd(0.1)), [np.arange(0, 4), np.arange(4, 8)], FixedSteps([1, 2]), seed=0,
