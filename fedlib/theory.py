@@ -16,7 +16,7 @@ from typing import Any, NamedTuple, Sequence
 
 import numpy as np
 
-from ._validate import (check_choice, check_finite_array, check_int, check_local_steps, check_nonnegative,
+from ._validate import (check_choice, check_finite_array, check_flag, check_int, check_local_steps, check_nonnegative,
                         check_positive, check_probability_vector, check_sequence, check_weights)
 from .rule import fedavg_weights, fednova_weights
 from .solvers import LocalSolver
@@ -1564,6 +1564,7 @@ def quadratic_vr_count_outside(H: Any, p: Any, local_steps: Any, lr: float, algo
     """
     check_choice("algorithm", algorithm, ("scaffold", "fednova-vr"))
     radius = check_positive("radius", radius)
+    progress = check_flag("progress", progress)  # "no" is truthy: it drew a bar
     max_phase_step = check_positive("max_phase_step", max_phase_step)
     if max_phase_step > 1.5:
         raise ValueError(f"max_phase_step must be at most 1.5 radians (larger steps can skip a turn of the "

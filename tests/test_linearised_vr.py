@@ -558,6 +558,21 @@ def test_count_outside_bad_inputs():
         T.quadratic_vr_count_outside(H, [1.0], [3], 0.1, "scaffold", 1 - 2.71 / 3)
 
 
+
+@pytest.mark.parametrize("value", ["no", 1, None])
+def test_count_outside_progress_must_be_true_or_false(capsys, value):
+    """Before: progress='no' or 1 (truthy) drew a bar over the half circle and None none, without a word; the
+    experiment's form computed its deflation points first. np.bool_ is taken (check_flag), with the same count."""
+    H = [[[1.0, 0.0], [0.0, 4.0]]]
+    with pytest.raises(ValueError, match=rf"^progress must be True or False, got {value!r}$"):
+        T.quadratic_vr_count_outside(H, [1.0], [1], 0.1, "scaffold", 0.7, progress=value)
+    with pytest.raises(ValueError, match=rf"^progress must be True or False, got {value!r}$"):
+        A.linearised_vr_count_outside(None, None, "scaffold", 1.0, [1], 0.7, progress=value)  # before the problem
+    assert capsys.readouterr().err == ""
+    assert T.quadratic_vr_count_outside(H, [1.0], [1], 0.1, "scaffold", 0.7, progress=np.False_) == \
+        T.quadratic_vr_count_outside(H, [1.0], [1], 0.1, "scaffold", 0.7)
+
+
 def test_vr_spectrum_script_counts_and_reader(small_logistic, tmp_path):
     """scripts/vr_spectrum.py --smoke --method contour writes what read_vr_count reads: the
     eigenvalue nearest 1 and counts that agree with every eigenvalue of the dense matrix."""

@@ -47,8 +47,8 @@ from typing import Any, NamedTuple, Optional, Sequence
 
 import numpy as np
 
-from .._validate import (bool_entry, check_choice, check_finite_array, check_int, check_in_range, check_local_steps,
-                         check_positive, check_sequence, plain)
+from .._validate import (bool_entry, check_choice, check_finite_array, check_flag, check_int, check_in_range,
+                         check_local_steps, check_positive, check_sequence, plain)
 from ..algorithms import FederatedAlgorithm, make_algorithm
 from ..engines.batched import run_batched
 from ..plotting import ALGORITHM_COLORS
@@ -521,6 +521,7 @@ def linearised_vr_count_outside(problem, optimum: LogisticOptimum, name: str, lr
     from ..theory import quadratic_vr_count_outside
 
     check_choice("name", name, LINEARISED_VR)
+    progress = check_flag("progress", progress)  # before the deflation points are computed
     if isinstance(deflate, str):
         check_choice("deflate", deflate, ("gradient-descent",))
         steps = check_local_steps("local_steps", local_steps, size=len(problem.p))
