@@ -105,6 +105,25 @@ def test_plots_refuse_no_settings_and_missing_curves_before_making_a_figure(plot
     assert plt.get_fignums() == open_before
 
 
+@pytest.mark.parametrize("value", ["no", 1, None])
+def test_plot_losses_logy_must_be_true_or_false(value):
+    """Before: logy='no' or 1 (truthy) drew a log scale and None a linear one, without a word. np.bool_ is taken
+    (check_flag); the check comes before a figure is made."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    setting = S.Setting("a", "setting A", (2, 2))
+    grid = {("a", "FedAvg"): _curves([[4.0, 2.0, 1.0]], [[0.5, 0.1]], [[2, 3]])}
+    open_before = plt.get_fignums()
+    with pytest.raises(ValueError, match=rf"^logy must be True or False, got {value!r}$"):
+        S.plot_losses(grid, [setting], ["FedAvg"], logy=value)
+    assert plt.get_fignums() == open_before
+    assert [S.plot_losses(grid, [setting], ["FedAvg"], logy=flag).axes[0].get_yscale()
+            for flag in (np.True_, np.False_)] == ["log", "linear"]
+    plt.close("all")
+
 def test_run_grid_and_lr_sweep_read_the_seeds_once():
     """run_setting checked (and so read) seeds for every setting and algorithm: with a generator of seeds the
     first run trained and the second raised 'seeds must name at least one run seed, got none'."""

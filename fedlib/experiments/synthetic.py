@@ -39,7 +39,7 @@ from typing import Callable, Iterable, Mapping, NamedTuple, Optional, Sequence, 
 
 import numpy as np
 
-from .._validate import check_int, check_positive, check_sequence
+from .._validate import check_flag, check_int, check_positive, check_sequence
 from ..algorithms import FederatedAlgorithm, make_algorithm
 from ..data import synthetic
 from ..engines.batched import run_batched
@@ -324,6 +324,7 @@ def plot_losses(grid: Mapping, settings: Sequence[Setting], labels: Sequence[str
     import matplotlib.pyplot as plt
 
     _check_plotted(grid, settings, labels)
+    logy = check_flag("logy", logy)  # "no" is truthy: it drew a log scale
 
     if axes is None:
         fig, axes = plt.subplots(1, len(settings), figsize=(4.2 * len(settings), 3.4), sharey=True, squeeze=False)
