@@ -123,6 +123,7 @@ def run_simulator(algorithm: FederatedAlgorithm, problem: LogisticProblem, sched
     import torch.nn.functional as F
 
     rounds, batch_size, seed, _ = _check_common(algorithm, problem, schedule, rounds, batch_size, "full", None, seed)
+    evaluate = check_flag("evaluate", evaluate)  # as run_batched checks it ("no" is truthy)
     solver = algorithm.solver
     if algorithm.aggregation not in ("fedavg", "fednova") or algorithm.variance is not None:
         raise ValueError(f"run_simulator runs FedAvg and FedNova only, got {algorithm.name!r}")

@@ -72,6 +72,17 @@ def test_run_simulator_refuses_what_it_does_not_run():
         run_simulator(make_algorithm("scaffold", sgd(0.1)), prob, sched, 1, batch_size=10)
 
 
+@pytest.mark.parametrize("value", ["no", 1, None])
+def test_run_simulator_evaluate_must_be_true_or_false(value):
+    """Before: evaluate='no' or 1 (truthy) recorded the metrics of every round and None none, without a word (as
+    run_batched did). np.bool_ is taken (check_flag), with the same numbers."""
+    prob = LogisticProblem(synthetic(num_clients=2, seed=0, num_samples=[20, 30]))
+    sched, algo = make_epoch_schedule(prob.num_samples, 10, (1, 1), seed=0), make_algorithm("fedavg", sgd(0.1))
+    with pytest.raises(ValueError, match=rf"^evaluate must be True or False, got {value!r}$"):
+        run_simulator(algo, prob, sched, 1, batch_size=10, evaluate=value)
+    plain, numpy = (run_simulator(algo, prob, sched, 1, batch_size=10, evaluate=flag) for flag in (True, np.True_))
+    assert np.array_equal(plain["params"]["W"], numpy["params"]["W"]) and plain["metrics"] == numpy["metrics"]
+
 def test_engines_check_is_relative_to_the_parameters():
     """At lr 1e6 the parameters are ~1e6 and summing in another order moves them by ~1e-10 (7.3e-10 measured):
     the engines agree to ~1e-16 relative, which the old absolute 1e-10 check called a disagreement."""
