@@ -167,11 +167,39 @@ def tensor_as_float64(value: Any) -> Any:
     return value
 
 
+def _not_real(arr: np.ndarray) -> str | None:
+    """What makes ``arr`` no array of real numbers for :func:`check_finite_array` ('strings', 'complex
+    numbers'), or ``None``: the dtype says it, except for an object array (rare), whose entries are looked at."""
+    kind = arr.dtype.kind
+    if kind == "O":
+        if any(isinstance(v, (str, bytes)) for v in arr.flat):
+            return "strings"
+        return "complex numbers" if any(isinstance(v, complex) for v in arr.flat) else None
+    return "strings" if kind in "US" else "complex numbers" if kind == "c" else None
+
+
 def check_finite_array(name: str, value: Any, *, ndim: int | None = None, shape: tuple | None = None) -> np.ndarray:
-    """Convert to a float64 array and check that it is finite (and of the given ndim/shape)."""
+    """Convert to a float64 array and check that it is finite (and of the given ndim/shape). Strings (which
+    numpy would parse: '0.5' as 0.5) and complex numbers (whose imaginary part the conversion would drop) are a
+    ``ValueError`` naming ``name``."""
+    if hasattr(value, "detach") and hasattr(value, "is_complex") and value.is_complex():
+        raise ValueError(f"{name} must be an array of numbers: got a complex tensor ({value.dtype}), whose imaginary "
+                         "part the conversion to float64 would drop")
     value = tensor_as_float64(value)
     try:
-        arr = np.asarray(value, dtype=np.float64)
+        arr = np.asarray(value)
+    except (TypeError, ValueError) as exc:
+        raise ValueError(f"{name} must be an array of numbers: {exc}") from None
+    what = _not_real(arr)
+    if what is not None:
+        flat = arr.ravel()
+        head = ", ".join(repr(v.item() if hasattr(v, "item") else v) for v in flat[:3])
+        why = "which numpy would parse as numbers" if what == "strings" else \
+            "whose imaginary parts the conversion to float64 would drop"
+        raise ValueError(f"{name} must be an array of numbers: got {what} ({head}{', ...' if flat.size > 3 else ''}), "
+                         + why)
+    try:
+        arr = arr.astype(np.float64, copy=False)
     except (TypeError, ValueError) as exc:
         raise ValueError(f"{name} must be an array of numbers: {exc}") from None
     if ndim is not None and arr.ndim != ndim:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from fedlib._validate import check_finite_array
 from fedlib.schedules import FixedSteps
 
 
@@ -110,3 +111,40 @@ def test_check_choice_refuses_an_array_by_name():
         quadratic_fixed_point(H, e, [0.5, 0.5], [1, 3], 0.1, np.zeros(2))
     with pytest.raises(ValueError, match=r"^kind must be one of \['scaffold', 'vrlsgd'\]"):
         init_control_variates(np.zeros(2), 2, kind=np.zeros((2, 2)))
+
+
+@pytest.mark.parametrize("value, what", [("0.5", "strings"), (["1", "2"], "strings"), (b"1", "strings"),
+                                         (np.array(["1"], dtype=object), "strings"),
+                                         (np.array([1 + 2j]), "complex numbers"), (1 + 2j, "complex numbers"),
+                                         (np.array([1, 1j], dtype=object), "complex numbers")])
+def test_check_finite_array_refuses_strings_and_complex_numbers(value, what):
+    """Strings and complex numbers are a ValueError naming the argument and what it holds. Before: numpy parsed a
+    string ('0.5' came back as 0.5: spectrum_summary('0.5'), quadratic weights p=['0.5', '0.5'] and every other
+    array argument took text as numbers), and a complex array lost its imaginary part with only a ComplexWarning
+    (spectral_radius of [[0, 1j], [1j, 0]] gave the radius of the zero matrix)."""
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        with pytest.raises(ValueError, match=rf"^x must be an array of numbers: got {what} \("):
+            check_finite_array("x", value)
+
+
+def test_check_finite_array_refuses_a_complex_tensor_and_keeps_real_input():
+    import warnings
+
+    import torch
+
+    from fedlib.theory import spectral_radius
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        with pytest.raises(ValueError, match=r"^x must be an array of numbers: got a complex tensor \(torch.complex64\)"):
+            check_finite_array("x", torch.tensor([1 + 2j]))
+        with pytest.raises(ValueError, match=r"^M must be an array of numbers: got complex numbers"):
+            spectral_radius(np.array([[0, 1j], [1j, 0]]))
+    for value, want in (([0.5, 1], [0.5, 1.0]), (np.arange(3), [0.0, 1.0, 2.0]), (np.float32(0.25), 0.25),
+                        (2 ** 70, float(2 ** 70)), (torch.tensor([0.5], dtype=torch.bfloat16), [0.5]),
+                        ([True, 0.5], [1.0, 0.5])):
+        got = check_finite_array("x", value)
+        assert got.dtype == np.float64 and got.tolist() == want
