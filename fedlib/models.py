@@ -50,7 +50,7 @@ import math
 import torch
 from torch import nn
 
-from ._validate import check_in_range, check_int, check_positive
+from ._validate import check_flag, check_in_range, check_int, check_positive
 from .rng import torch_generator
 
 __all__ = ["vgg11", "count_parameters", "scaled_width", "VGG11_CFG", "VGG11_NUM_PARAMETERS"]
@@ -230,6 +230,5 @@ def count_parameters(module: nn.Module, trainable_only: bool = False) -> int:
     """
     if not isinstance(module, nn.Module):
         raise ValueError(f"module must be a torch.nn.Module, got {type(module).__name__}")
-    if not isinstance(trainable_only, bool):  # "no" is truthy: it would count the trainable ones only
-        raise ValueError(f"trainable_only must be True or False, got {trainable_only!r}")
+    trainable_only = check_flag("trainable_only", trainable_only)  # "no" is truthy: it would count the trainable only
     return sum(p.numel() for p in module.parameters() if p.requires_grad or not trainable_only)

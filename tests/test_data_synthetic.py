@@ -258,3 +258,17 @@ def test_synthetic_accepts_a_zero_dimensional_num_samples_array():
     assert ds.meta["total_samples"] == [60, 60]
     with pytest.raises(ValueError, match="num_samples"):
         synthetic(num_clients=2, num_samples=np.array(60.5))
+
+
+def test_iid_must_be_true_or_false():
+    """iid goes through _validate.check_flag, with the message of every other flag ('iid must be True or False, got
+    'no''); its own copy said 'iid must be a bool'. numpy's booleans give the same data as Python's."""
+    import numpy as np
+
+    from fedlib.data import synthetic
+
+    with pytest.raises(ValueError, match=r"^iid must be True or False, got 'no'"):
+        synthetic(num_clients=2, dim=3, num_classes=2, num_samples=[4, 4], seed=0, iid="no")
+    a = synthetic(num_clients=2, dim=3, num_classes=2, num_samples=[4, 4], seed=0, iid=np.True_)
+    b = synthetic(num_clients=2, dim=3, num_classes=2, num_samples=[4, 4], seed=0, iid=True)
+    assert all(np.array_equal(x, y) for x, y in zip(a.train_x + a.train_y, b.train_x + b.train_y))

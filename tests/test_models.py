@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
 import pytest
 import torch
 from torch import nn
@@ -110,6 +111,9 @@ def test_count_parameters_trainable_only():
     assert count_parameters(model, trainable_only=True) == total - model[0].weight.numel()
     with pytest.raises(ValueError, match="module"):
         count_parameters("not a module")
+    # numpy's booleans are flags too (check_flag, as every other flag of fedlib); they were refused
+    assert count_parameters(model, trainable_only=np.True_) == total - model[0].weight.numel()
+    assert count_parameters(model, trainable_only=np.False_) == total
 
 
 def test_validation():

@@ -74,7 +74,7 @@ import numbers
 
 import numpy as np
 
-from .._validate import check_int, check_nonnegative
+from .._validate import check_flag, check_int, check_nonnegative
 from ..rng import generator
 from .clients import FederatedDataset
 
@@ -213,9 +213,7 @@ def synthetic(
             and 0.0 < train_fraction < 1.0):
         raise ValueError(f"train_fraction must lie in (0, 1), got {train_fraction!r}")
     train_fraction = float(train_fraction)
-    if not isinstance(iid, (bool, np.bool_)):
-        raise ValueError(f"iid must be a bool, got {iid!r}")
-    iid = bool(iid)
+    iid = check_flag("iid", iid)
     if not iid and alpha > ALPHA_MAX:
         raise ValueError(f"alpha must be at most ALPHA_MAX = 2**26 = {ALPHA_MAX:.0f}, got {alpha!r}: the shift u_k ~ "
                          f"N(0, alpha^2) added to every entry of W_k rounds away the class-specific N(0, 1) part in "
