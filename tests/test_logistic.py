@@ -165,6 +165,16 @@ def test_a_ragged_y_is_named(method, y):
         getattr(model, method)(model.init_params(), np.zeros((2, 3)), y)
     assert model.grad(model.init_params(), np.zeros((2, 3)), [0, 1])["b"].tolist() == [0.0, 0.0]
 
+
+@pytest.mark.parametrize("method", ["grad", "loss_and_grad", "hessian", "loss"])
+@pytest.mark.parametrize("y", [[0, True], (False, 1), [np.True_, 0]])
+def test_a_bool_among_the_labels_is_named(method, y):
+    """Before: y=[0, True] was the labels [0, 1] (np.asarray makes the bool the number 1), without a word; a bool
+    array was already refused by its dtype."""
+    model = LogisticRegression(3, 2)
+    with pytest.raises(ValueError, match=r"^y must be integer labels, got the bool (np\.)?(True|False|True_) among them"):
+        getattr(model, method)(model.init_params(), np.zeros((2, 3)), y)
+
 # --------------------------------------------------------------------------- one-hot labels
 def test_one_hot_labels_take_no_identity_matrix():
     """The stacked logistic gradient and the batched engine built one-hot labels as
