@@ -700,6 +700,8 @@ def _check_quadratic(H, e, p, local_steps=_NO_STEPS, weights_name: str = "p"):
     m, d, d2 = H.shape
     if d != d2:
         raise ValueError(f"H must have shape (m, d, d), got {H.shape}")
+    if d == 0:  # an empty problem: its fixed points, round maps and optimum were [] without a word
+        raise ValueError(f"H must have shape (m, d, d) with d >= 1, got {H.shape}")
     e = check_finite_array("e", e, shape=(m, d))
     p = check_probability_vector(weights_name, p, size=m)
     # relative to each H_i's own size (rounding leaves ~1e-16 of it), so any scale of H is judged alike

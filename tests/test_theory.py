@@ -473,3 +473,17 @@ def test_fixed_points_of_an_overflowing_round_map_are_refused_as_diverging():
             call()
     with pytest.raises(ValueError, match="^lr: the rounds do not converge \\(spectral radius"):
         TH.quadratic_fixed_point(H, e, p, [1, 1000], 1.5, "fedavg")
+
+
+@pytest.mark.parametrize("call", [
+    lambda H, e, p: TH.quadratic_round_map(H, e, p, [1, 2], 0.1, "fedavg"),
+    lambda H, e, p: TH.quadratic_fixed_point(H, e, p, [1, 2], 0.1, "fednova"),
+    lambda H, e, p: TH.quadratic_global_optimum(H, e, p),
+    lambda H, e, p: TH.quadratic_kappa2(H, e, p, 1.0),
+])
+def test_quadratic_closed_forms_refuse_dimension_zero(call):
+    """The closed forms on quadratics check H as QuadraticProblem does (one check, theory._check_quadratic): d = 0
+    is refused naming H. Before: H of shape (2, 0, 0) gave an empty round map, fixed point and optimum ([]) without
+    a word, while QuadraticProblem refused it."""
+    with pytest.raises(ValueError, match=r"^H must have shape \(m, d, d\) with d >= 1, got \(2, 0, 0\)$"):
+        call(np.zeros((2, 0, 0)), np.zeros((2, 0)), np.array([0.5, 0.5]))

@@ -49,8 +49,6 @@ class QuadraticProblem:
 
     def __post_init__(self):
         H, e, p, _ = _check_quadratic(self.H, self.e, self.p)
-        if H.shape[1] == 0:  # an empty problem: optimum() was [] and loss 0.0, without a word
-            raise ValueError(f"H must have shape (m, d, d) with d >= 1, got {H.shape}")
         # relative to each H_i's own size, as the symmetry check is: rounding leaves ~1e-16 of it
         eig = np.linalg.eigvalsh(H)
         bad = np.flatnonzero(eig[:, 0] < -1e-10 * np.abs(eig).max(axis=1))
