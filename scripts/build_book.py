@@ -7,6 +7,8 @@ Usage (paths are resolved against the repository root, whatever the cwd)::
     .venv/bin/python scripts/build_book.py --profile full    # PROFILE=full make book
     .venv/bin/python scripts/build_book.py --render-only     # re-render, no execution
                                                              # (after editing intro.md, ...)
+    .venv/bin/python scripts/build_book.py --chapters 02 10  # re-execute chapters 2 and 10, keep the
+                                                             # others' last executed copies, render
 
 How the build tree works
 ------------------------
@@ -46,6 +48,12 @@ chapters are the longer ones, so a fresh build does not start its longest chapte
 kernel gets ``cores // N`` BLAS/OpenMP threads unless ``OMP_NUM_THREADS`` is set.
 
 Per-chapter wall times are printed and written to ``_build/chapter_times.json``.
+
+``--chapters`` (after editing a chapter) executes only the chapters it names and keeps the other
+chapters' executed copies in the mirror (step 2 refreshes the non-notebook sources without removing
+them): they must all be there, from a build of the same parameters (``--profile``, ``--seed``) in which
+they passed, as ``chapter_times.json`` records, so that the rendered book never mixes profiles or shows
+a chapter that failed. The timings file is updated for the chapters executed.
 """
 
 from __future__ import annotations
@@ -364,20 +372,78 @@ def limit_threads(jobs: int) -> None:
             os.environ.setdefault(var, share)
 
 
-def execute_all(layout: Layout, parameters: dict, timeout: int | None,
-                fail_fast: bool, jobs: int = 1) -> bool:
-    """Execute every notebook of the TOC, ``jobs`` at a time; write and print the timings;
-    True if all passed."""
+def toc_notebooks(layout: Layout) -> list[str]:
+    """The notebooks of the TOC, in its order, relative to the root (``book/01_update_rule.ipynb``)."""
     pages = [resolve_page(layout.root, d) for d in toc_docnames(layout.root / "_toc.yml")]
-    notebooks = [layout.rel(p) for p in pages if p.suffix == ".ipynb"]
-    order = execution_order(layout, notebooks, parameters)
+    return [layout.rel(p) for p in pages if p.suffix == ".ipynb"]
+
+
+def select_chapters(notebooks: list[str], wanted: list[str]) -> list[str]:
+    """The notebooks named by ``wanted``, in TOC order: each entry is a notebook's path
+    (``book/02_quadratic_inconsistency.ipynb``), its file name, its stem or its leading number (``02``, ``2``).
+    ``ValueError`` for an entry that names no notebook, or more than one."""
+    chosen = []
+    for token in wanted:
+        key = token.strip()
+        matches = [n for n in notebooks
+                   if key in (n, Path(n).name, Path(n).stem)
+                   or (key.isdigit() and Path(n).stem.split("_", 1)[0].isdigit()
+                       and int(Path(n).stem.split("_", 1)[0]) == int(key))]
+        if len(matches) != 1:
+            listed = ", ".join(Path(n).stem for n in notebooks)
+            what = "no chapter" if not matches else f"{len(matches)} chapters ({', '.join(matches)})"
+            raise ValueError(f"--chapters {token!r} names {what}; the chapters are: {listed}")
+        if matches[0] not in chosen:
+            chosen.append(matches[0])
+    return [n for n in notebooks if n in chosen]
+
+
+def kept_chapters_problem(layout: Layout, notebooks: list[str], chosen: list[str], parameters: dict) -> str | None:
+    """Why the chapters that ``--chapters`` does not execute cannot be kept (``None`` if they can): each must
+    have its executed copy in the mirror, from the last build's timings of the same ``parameters``, and not
+    have failed there."""
+    kept = [n for n in notebooks if n not in chosen]
+    try:
+        previous = json.loads(layout.times_json.read_text(encoding="utf8"))
+    except (OSError, ValueError, RecursionError):
+        previous = None
+    if not kept:
+        return None
+    if not isinstance(previous, dict):
+        return f"{layout.rel(layout.times_json)} is missing or unreadable: no earlier build to keep chapters from"
+    if previous.get("parameters") != parameters:
+        return (f"the executed chapters are of {previous.get('parameters')}, not {parameters}: the book would mix "
+                "them")
+    missing = [n for n in kept if not (layout.executed / n).is_file()]
+    if missing:
+        return f"no executed copy of {', '.join(missing)} in {layout.rel(layout.executed)}"
+    failed = previous.get("failed")
+    failed = [n for n in kept if n in failed] if isinstance(failed, list) else kept
+    if failed:
+        return f"{', '.join(failed)} failed in the last build (or its timings do not say)"
+    return None
+
+
+def execute_all(layout: Layout, parameters: dict, timeout: int | None,
+                fail_fast: bool, jobs: int = 1, chapters: list[str] | None = None) -> bool:
+    """Execute every notebook of the TOC (or only ``chapters``, keeping the others' executed copies:
+    :func:`kept_chapters_problem` must have said they can be kept), ``jobs`` at a time; write and print
+    the timings; True if all passed."""
+    notebooks = toc_notebooks(layout)
+    selected = notebooks if chapters is None else chapters
+    order = [n for n in execution_order(layout, notebooks, parameters) if n in selected]
     limit_threads(jobs)
     print(f"parameters={parameters}  kernel python3 -> {use_venv_kernel()}  "
           f"cwd={layout.root}  jobs={jobs}", flush=True)
 
     # A stale book must not survive a failed execution (the browser tests read it).
     shutil.rmtree(layout.build / "html", ignore_errors=True)
-    prepare_mirror(layout)
+    previous: dict = {}
+    if chapters is None:
+        prepare_mirror(layout)
+    else:  # the other chapters' executed copies stay; fresh configuration and non-notebook sources
+        copy_sources_into_mirror(layout)
+        previous = json.loads(layout.times_json.read_text(encoding="utf8")) if layout.times_json.is_file() else {}
     times: dict[str, float] = {}
     failures: dict[str, str] = {}
     start = time.perf_counter()
@@ -406,18 +472,23 @@ def execute_all(layout: Layout, parameters: dict, timeout: int | None,
     wall = time.perf_counter() - start
     copy_outputs_into_mirror(layout)
 
+    # with --chapters, the kept chapters' entries stay as the last build wrote them
+    seconds = {n: t for n, t in previous.get("seconds", {}).items() if n in notebooks and n not in selected}
+    seconds.update({name: round(t, 3) for name, t in times.items()})
     atomic_write(layout.times_json, json.dumps({
         "parameters": parameters,
-        "seconds": {name: round(t, 3) for name, t in times.items()},
+        "seconds": {n: seconds[n] for n in notebooks if n in seconds},
         "total_seconds": round(sum(times.values()), 3),
         "wall_seconds": round(wall, 3),
         "jobs": jobs,
         "failed": sorted(failures),
+        **({"executed": list(selected)} if chapters is not None else {}),
     }, indent=2) + "\n")
 
     print(f"\nchapter execution times ({parameters}):")
     for name in notebooks:
-        status = f"{times[name]:8.1f} s" if name in times else "   skipped"
+        status = (f"{times[name]:8.1f} s" if name in times else "   skipped" if name in selected
+                  else "   kept   ")
         print(f"  {status}  {name}{'  FAILED' if name in failures else ''}")
     print(f"  {sum(times.values()):8.1f} s  total, {wall:.1f} s wall with {jobs} job(s)  "
           f"(-> {layout.rel(layout.times_json)})", flush=True)
@@ -429,7 +500,8 @@ def execute_all(layout: Layout, parameters: dict, timeout: int | None,
     return not failures
 
 
-def main(argv: list[str] | None = None) -> int:
+def build_parser() -> argparse.ArgumentParser:
+    """The command line of this script (``--help``)."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
     parser.add_argument("--profile", default=os.environ.get("PROFILE", "ci"),
                         help="value injected as `profile` into every chapter: ci or full (default: $PROFILE, else ci)")
@@ -443,11 +515,20 @@ def main(argv: list[str] | None = None) -> int:
                         help="chapters executed at a time (default: $BOOK_JOBS, else 2 with 2+ cores)")
     parser.add_argument("--root", type=Path, default=REPO_ROOT,
                         help="book root holding _config.yml and _toc.yml (default: this repo)")
+    parser.add_argument("--chapters", nargs="+", metavar="CHAPTER", default=None,
+                        help="execute only these chapters (a notebook's number, stem, file name or path: 02, "
+                             "02_quadratic_inconsistency); the others keep their executed copies from the last "
+                             "build, which must have had the same --profile and --seed and passed")
     mode = parser.add_mutually_exclusive_group()
     mode.add_argument("--no-render", action="store_true", help="execute only")
     mode.add_argument("--render-only", action="store_true",
                       help="render the last executed notebooks (with fresh non-notebook "
                            "sources) without executing")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
     args = parser.parse_args(argv)
     # refused before anything runs: each of these failed only inside the chapters, one by one,
     # after a mirror had been made (a profile other than ci / full is a KeyError in chapters 2, 8
@@ -468,6 +549,8 @@ def main(argv: list[str] | None = None) -> int:
     if not (args.root / "_toc.yml").is_file() or not (args.root / "_config.yml").is_file():
         parser.error(f"--root {args.root}: holds no _toc.yml and _config.yml (not a book root)")
     layout = Layout(args.root.resolve())
+    if args.chapters is not None and args.render_only:
+        parser.error("--chapters executes chapters: it does not go with --render-only")
 
     if args.render_only:
         if not layout.executed.is_dir():
@@ -482,7 +565,18 @@ def main(argv: list[str] | None = None) -> int:
     parameters: dict = {"profile": args.profile}
     if args.seed is not None:
         parameters["seed"] = args.seed
-    if not execute_all(layout, parameters, args.timeout, args.fail_fast, jobs):
+    chapters = None
+    if args.chapters is not None:
+        try:
+            chapters = select_chapters(toc_notebooks(layout), args.chapters)
+        except ValueError as exc:
+            parser.error(str(exc))
+        problem = kept_chapters_problem(layout, toc_notebooks(layout), chapters, parameters)
+        if problem is not None:
+            print(f"error: --chapters keeps the other chapters' executed copies, but {problem}; build the whole "
+                  "book with these parameters first (without --chapters)", file=sys.stderr)
+            return 2
+    if not execute_all(layout, parameters, args.timeout, args.fail_fast, jobs, chapters):
         return 1
     return 0 if args.no_render else render(layout)
 

@@ -312,6 +312,55 @@ def test_build_script_runs_the_chapters_over_encrypted_sockets(tmp_path):
     assert build_script().kernel_config().KernelManager.transport_encryption == "auto"
 
 
+def test_build_script_reexecutes_only_the_chapters_named(tmp_path):
+    """``--chapters`` executes the chapters it names (by number, stem or path) and keeps the others' executed copies,
+    which must come from a passing build of the same parameters; a name that matches no chapter, a build of another
+    profile to keep from, or no earlier build at all is refused before anything runs (exit 2). Before
+    (2026-12-05) re-executing one chapter for the book meant the whole build (3 min in the ci profile, 19 min
+    in the full one) or a papermill run whose output the book never showed."""
+    for module in ("papermill", "jupyter_client"):
+        require_book_module(module)
+    book = tmp_path / "scratch"
+    (book / "book").mkdir(parents=True)
+    shutil.copy2(ROOT / "_config.yml", book / "_config.yml")
+    (book / "book" / "intro.md").write_text("# Scratch\n", encoding="utf8")
+    (book / "_toc.yml").write_text("format: jb-book\nroot: book/intro\nchapters:\n  - file: book/01_first\n"
+                                   "  - file: book/02_second\n", encoding="utf8")
+    for name in ("01_first", "02_second"):
+        _notebook(book / "book" / f"{name}.ipynb",
+                  f"import pathlib\nruns = pathlib.Path('runs.txt')\nruns.write_text(runs.read_text() + '{name} ' "
+                  "if runs.exists() else '" + name + " ')\nprint(profile, len(runs.read_text().split()))")
+
+    def build(*args):
+        return subprocess.run([sys.executable, str(BUILD_SCRIPT), "--root", str(book), "--no-render", "--jobs", "1",
+                               *args], capture_output=True, text=True, timeout=300)
+
+    first = book / "_build" / "executed" / "book" / "01_first.ipynb"
+    proc = build("--chapters", "2")
+    assert proc.returncode == 2 and "build the whole book with these parameters first" in proc.stderr
+    assert not (book / "runs.txt").exists()
+    assert build("--profile", "ci").returncode == 0
+    kept = first.read_bytes()
+    proc = build("--profile", "ci", "--chapters", "02")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert sorted((book / "runs.txt").read_text().split()) == ["01_first", "02_second", "02_second"]
+    assert first.read_bytes() == kept   # chapter 1 as the full build left it
+    second = nbformat.read(book / "_build" / "executed" / "book" / "02_second.ipynb", as_version=4)
+    assert "ci 3" in "".join(o.get("text", "") for c in second.cells if c.cell_type == "code" for o in c.outputs)
+    times = json.loads((book / "_build" / "chapter_times.json").read_text())
+    assert list(times["seconds"]) == ["book/01_first.ipynb", "book/02_second.ipynb"]
+    assert times["executed"] == ["book/02_second.ipynb"] and times["failed"] == []
+    assert build("--chapters", "book/02_second.ipynb", "01_first").returncode == 0   # both, by path and stem
+    assert len((book / "runs.txt").read_text().split()) == 5
+    for args, message in ((("--profile", "full", "--chapters", "2"), "the book would mix them"),
+                          (("--chapters", "3"), "names no chapter; the chapters are: 01_first, 02_second"),
+                          (("--chapters", "2", "--render-only"), "does not go with --render-only")):
+        proc = subprocess.run([sys.executable, str(BUILD_SCRIPT), "--root", str(book), *args], capture_output=True,
+                              text=True, timeout=300)
+        assert proc.returncode == 2 and message in proc.stderr, (args, proc.stderr)
+    assert len((book / "runs.txt").read_text().split()) == 5   # nothing ran
+
+
 def test_intro_says_what_every_chapter_checks():
     """The intro's "What is checked where" table has one row per chapter, in TOC order."""
     text = (ROOT / "book" / "intro.md").read_text()
