@@ -12,6 +12,8 @@
 #   make book              execute every chapter of _toc.yml with papermill and render
 #                          the executed notebooks to _build/html (see scripts/build_book.py)
 #   PROFILE=full make book the same with the chapters' full-size settings (README.md says what they are)
+#   CHAPTERS="02 10" make book  execute only those chapters, keep the others' executed copies from the
+#                          last build of the same profile, and render (build_book.py --chapters)
 #   make clean             remove _build/ and caches (never .venv/, data/ or figures/)
 
 PYTHON  ?= python3
@@ -19,6 +21,7 @@ VENV    := .venv
 PY      := $(VENV)/bin/python
 STAMP   := $(VENV)/.stamp
 PROFILE ?= ci
+CHAPTERS ?=
 TEST_JOBS ?= 2
 CONSTRAINTS ?= constraints.txt
 # one BLAS/OpenMP/torch thread per test process when several run (unless OMP_NUM_THREADS is set):
@@ -46,7 +49,7 @@ test: env
 	$(PY) -m pytest -q -m serial
 
 book: env
-	$(PY) scripts/build_book.py --profile $(PROFILE)
+	$(PY) scripts/build_book.py --profile $(PROFILE) $(if $(strip $(CHAPTERS)),--chapters $(CHAPTERS))
 
 clean:
 	rm -rf _build .pytest_cache

@@ -310,3 +310,26 @@ def test_the_troubleshooting_messages_are_the_command_lines(argv, message, tmp_p
     assert status == 2
     assert message in capsys.readouterr().err
     assert not (tmp_path / "r.json").exists()
+
+
+def test_make_book_hands_chapters_to_the_build_script():
+    """``CHAPTERS="02 10" make book`` runs ``build_book.py --chapters 02 10`` (README's 'Re-executing a chapter');
+    without CHAPTERS, or with a blank one, the whole book."""
+    import shutil
+    import subprocess
+
+    if shutil.which("make") is None:
+        pytest.skip("no make")
+
+    import os
+
+    env = {k: v for k, v in os.environ.items() if k not in ("PROFILE", "CHAPTERS")}
+
+    def recipe(*assignments):
+        out = subprocess.run(["make", "-n", "book", *assignments], cwd=ROOT, capture_output=True, text=True,
+                             timeout=60, env=env)
+        assert out.returncode == 0, out.stderr
+        return [line for line in out.stdout.splitlines() if "build_book.py" in line][-1].split()
+
+    assert recipe("CHAPTERS=02 10")[-4:] == ["ci", "--chapters", "02", "10"]
+    assert recipe()[-2:] == recipe("CHAPTERS= ")[-2:] == ["--profile", "ci"]
