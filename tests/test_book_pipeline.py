@@ -238,18 +238,24 @@ def _notebook(path: Path, *sources: str) -> None:
     nbformat.write(nb, path)
 
 
-def test_build_script_executes_in_root_and_fails_on_assert(tmp_path):
-    """A scratch book: one passing and one failing chapter, executed but not rendered."""
+def _scratch_book(tmp_path: Path, *chapters: str) -> Path:
+    """A book root under ``tmp_path`` with the project's ``_config.yml``, an intro page and a TOC of ``chapters``
+    (notebook stems under ``book/``, written by the test with :func:`_notebook`); skips without papermill."""
     for module in ("papermill", "jupyter_client"):
         require_book_module(module)
     book = tmp_path / "scratch"
     (book / "book").mkdir(parents=True)
     shutil.copy2(ROOT / "_config.yml", book / "_config.yml")
     (book / "book" / "intro.md").write_text("# Scratch\n", encoding="utf8")
+    (book / "_toc.yml").write_text("format: jb-book\nroot: book/intro\nchapters:\n"
+                                   + "".join(f"  - file: book/{c}\n" for c in chapters), encoding="utf8")
+    return book
+
+
+def test_build_script_executes_in_root_and_fails_on_assert(tmp_path):
+    """A scratch book: one passing and one failing chapter, executed but not rendered."""
+    book = _scratch_book(tmp_path, "good", "bad")
     (book / "book" / "notes.txt").write_text("copied as is\n", encoding="utf8")
-    (book / "_toc.yml").write_text(
-        "format: jb-book\nroot: book/intro\nchapters:\n"
-        "  - file: book/good\n  - file: book/bad\n", encoding="utf8")
     _notebook(book / "book" / "good.ipynb",
               "import os, pathlib\n"
               "assert pathlib.Path(os.getcwd()).resolve() == pathlib.Path('_toc.yml').resolve().parent\n"
@@ -290,14 +296,7 @@ def test_build_script_runs_the_chapters_over_encrypted_sockets(tmp_path):
     ``transport_encryption = "auto"``), so ipykernel 7.4 says nothing about its transport and the chapter runs as
     before. Was: every chapter printed "[IPKernelApp] WARNING | Kernel is running over TCP without encryption. ..."
     into the build's log (10 lines for ``make book``), its kernel unencrypted (``curve_secretkey`` None)."""
-    for module in ("papermill", "jupyter_client"):
-        require_book_module(module)
-    book = tmp_path / "scratch"
-    (book / "book").mkdir(parents=True)
-    shutil.copy2(ROOT / "_config.yml", book / "_config.yml")
-    (book / "book" / "intro.md").write_text("# Scratch\n", encoding="utf8")
-    (book / "_toc.yml").write_text("format: jb-book\nroot: book/intro\nchapters:\n  - file: book/kernel\n",
-                                   encoding="utf8")
+    book = _scratch_book(tmp_path, "kernel")
     _notebook(book / "book" / "kernel.ipynb",
               "from ipykernel.kernelapp import IPKernelApp\n"
               "app = IPKernelApp.instance()\n"
@@ -318,14 +317,7 @@ def test_build_script_reexecutes_only_the_chapters_named(tmp_path):
     profile to keep from, or no earlier build at all is refused before anything runs (exit 2). Before
     (2026-12-05) re-executing one chapter for the book meant the whole build (3 min in the ci profile, 19 min
     in the full one) or a papermill run whose output the book never showed."""
-    for module in ("papermill", "jupyter_client"):
-        require_book_module(module)
-    book = tmp_path / "scratch"
-    (book / "book").mkdir(parents=True)
-    shutil.copy2(ROOT / "_config.yml", book / "_config.yml")
-    (book / "book" / "intro.md").write_text("# Scratch\n", encoding="utf8")
-    (book / "_toc.yml").write_text("format: jb-book\nroot: book/intro\nchapters:\n  - file: book/01_first\n"
-                                   "  - file: book/02_second\n", encoding="utf8")
+    book = _scratch_book(tmp_path, "01_first", "02_second")
     for name in ("01_first", "02_second"):
         _notebook(book / "book" / f"{name}.ipynb",
                   f"import pathlib\nruns = pathlib.Path('runs.txt')\nruns.write_text(runs.read_text() + '{name} ' "
