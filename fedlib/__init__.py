@@ -27,11 +27,13 @@ and refuses a malformed one with a ``ValueError`` naming it.
   ``LocalSolver(lr, lr_schedule=k -> s_k)`` (:func:`fedlib.solvers.decayed_sgd`). Another linear step
   (e.g. Nesterov momentum): a frozen-dataclass subclass of :class:`fedlib.solvers.LocalSolver` that
   overrides ``update(state, grads) -> SolverState`` (advance ``step`` by one and set ``shadow``,
-  ``a_norm`` from ``counter_step``; :func:`fedlib.tree.tree_map` works on numpy and torch trees) and
+  ``a_norm`` from ``counter_step``; add ``weight_decay * x`` and ``state.correction``, when set, to ``grads``:
+  they belong to :math:`G_i`; :func:`fedlib.tree.tree_map` works on numpy and torch trees) and
   ``counter_step(k, counter)`` (the same step on a scalar unit gradient, in units of ``lr``), and, if you
   have them, the closed forms ``a_vector`` / ``a_norm`` (otherwise they are taken from its own step: its
   counter and a unit-gradient probe, never the built-in step's formulas). :func:`fedlib.solvers.check_own_step` probes it (the
-  reported :math:`\|a_i\|_1` and any closed form it overrides against the :math:`a_i` its step gives, on
+  reported :math:`\|a_i\|_1` and any closed form it overrides against the :math:`a_i` its step gives, and that
+  its step adds a weight decay it is given and, under variance reduction, the correction, on
   numpy ``float64`` vectors, so ``update`` must accept numpy arrays as well as torch tensors)
   when an algorithm, ``solver_at`` or :class:`fedlib.optim.ClientOptimizer` receives it;
   :func:`fedlib.anatomy.check_update_rule` compares its :math:`\Delta_i` with :math:`-\eta G_i a_i`.

@@ -406,7 +406,7 @@ class FederatedAlgorithm:
         check_choice("algorithm", self.name, tuple(ALGORITHMS))
         if not isinstance(self.solver, LocalSolver):
             raise ValueError(f"solver must be a fedlib.solvers.LocalSolver, got {type(self.solver).__name__}")
-        check_own_step("solver", self.solver)
+        check_own_step("solver", self.solver, correction=self.variance is not None)
         if not isinstance(self.server, ServerOptimizer):
             hint = (f" (for a server optimizer by name use fedlib.server.make_server_optimizer({self.server!r}))"
                     if isinstance(self.server, str) else "")

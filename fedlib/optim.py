@@ -429,6 +429,8 @@ class ClientOptimizer(torch.optim.Optimizer):
             _check_like(params, solver_state.correction, "solver_state.correction")
         self._round_lr = float(group["lr"])
         solver = solver if solver is not None else self._base.with_lr(self._round_lr)
+        if solver_state.correction is not None and not solver.builtin_step:  # its update must add the correction
+            check_own_step("solver", solver, correction=True)
         start = [v.detach().clone() for v in solver_state.params]
         copy_into(params, start)
         self._solver = solver

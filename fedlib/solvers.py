@@ -703,7 +703,7 @@ def _probe_failed(name: str, cls: str, method: str, tau: int, err: Exception) ->
             "not tensor-only methods such as .clone() or torch.* calls)")
 
 
-def check_own_step(name: str, solver: LocalSolver) -> LocalSolver:
+def check_own_step(name: str, solver: LocalSolver, *, correction: bool = False) -> LocalSolver:
     r"""``solver`` checked, if it has its own step (:attr:`LocalSolver.builtin_step` false), to report
     the :math:`\|a_i\|_1` of the step it takes; a built-in solver is returned unchecked.
 
@@ -724,6 +724,14 @@ def check_own_step(name: str, solver: LocalSolver) -> LocalSolver:
     (:func:`fedlib.tree.tree_map` with arithmetic operators works on numpy and torch alike); one that works
     only on torch tensors (``.clone()``, ``torch.*`` calls) is refused with a ``ValueError`` naming its
     class, the original error chained as its cause.
+
+    Weight decay :math:`\lambda` and the VR correction :math:`c_i` are added to the gradient (the module
+    docstring), so an own ``update`` must add ``weight_decay * x`` and ``state.correction`` to ``grads``
+    itself. With ``solver.weight_decay > 0`` one step from :math:`x = 1` with a zero gradient must move
+    :math:`x` by :math:`-\eta\,a^{(1)}\lambda`; with ``correction=True`` (an algorithm with control variates:
+    SCAFFOLD, VRLSGD, FedNova-VR) one step from :math:`x = 0` with a zero gradient and correction 1 by
+    :math:`-\eta\,a^{(1)}` (:math:`a^{(1)}`: its :math:`a_i` after one step). An ``update`` that leaves them
+    out is refused with a ``ValueError``: it would drop them without a word.
 
     Example
     -------
@@ -777,4 +785,34 @@ def check_own_step(name: str, solver: LocalSolver) -> LocalSolver:
             if not np.isclose(closed_norm, a.sum(), rtol=1e-9, atol=1e-12):
                 raise ValueError(f"{name}: {cls}.a_norm({tau}) is {closed_norm!r}, but its step gives "
                                  f"||a_i||_1 = {float(a.sum())!r}")
+        if tau == 1:
+            a_one = float(a[0])
+    if not solver.builtin_step:  # the built-in step adds both (_direction_and_params)
+        if solver.weight_decay > 0:
+            _probe_added_term(name, cls, solver, a_one, np.ones(1), None, "weight_decay",
+                              f"weight_decay = {solver.weight_decay!r}", "weight_decay * x", solver.weight_decay)
+        if correction:
+            _probe_added_term(name, cls, probe, a_one, np.zeros(1), np.ones(1), "correction",
+                              "a control-variate correction (the algorithm uses variance reduction)",
+                              "state.correction", 1.0)
     return solver
+
+
+def _probe_added_term(name: str, cls: str, solver: LocalSolver, a_one: float, x: np.ndarray, corr, what: str,
+                      given: str, term: str, size: float) -> None:
+    """One step of ``solver`` from ``x`` with a zero gradient (and correction ``corr``): the term added to the
+    gradient (``size`` at ``x``) must move it by ``-lr * a_one * size``, ``a_one`` its one-step :math:`a_i`."""
+    try:
+        state = solver.init(x.copy(), corr)
+    except Exception as err:
+        raise ValueError(_probe_failed(name, cls, "init", 1, err)) from err
+    try:
+        state = solver.update(state, np.zeros(1))
+    except Exception as err:
+        raise ValueError(_probe_failed(name, cls, "update", 1, err)) from err
+    got = float(np.asarray(state.params, dtype=np.float64)[0])
+    expected = float(x[0]) - solver.lr * a_one * size
+    if not np.isclose(got, expected, rtol=1e-9, atol=1e-12):
+        raise ValueError(f"{name}: {cls} is given {given}, but its update leaves it out: one step from x = {float(x[0])!r} "
+                         f"with a zero gradient gives {got!r}, not {expected!r}; {what} is added to the gradient, so "
+                         f"an update of your own must add {term} to grads (as LocalSolver._direction_and_params does)")

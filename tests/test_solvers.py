@@ -654,3 +654,85 @@ def test_check_shared_lr_refuses_one_solver_or_a_number_by_name():
     with pytest.raises(ValueError, match=r"^solvers must be a non-empty sequence of LocalSolver, got one LocalSolver"):
         client_solvers(work, sgd(0.1))
     assert S.check_shared_lr("solvers", (sgd(0.1),)) == [sgd(0.1)]  # any sequence still is one
+
+
+# -------------------------------------------------------------- your own step: weight decay and the VR correction
+def _nesterov_adding(weight_decay: bool, correction: bool):
+    """Nesterov momentum whose update adds weight_decay * x and the correction to the gradient, or leaves them out."""
+    from fedlib.tree import tree_map
+
+    @dataclasses.dataclass(frozen=True)
+    class Nesterov(LocalSolver):
+        def update(self, state, grads):
+            if weight_decay and self.weight_decay:
+                grads = tree_map(lambda g, x: g + self.weight_decay * x, grads, state.params)
+            if correction and state.correction is not None:
+                grads = tree_map(lambda g, c: g + c, grads, state.correction)
+            rho = self.momentum
+            mom = tree_map(lambda u, g: rho * u + g, state.momentum, grads)
+            params = tree_map(lambda x, g, u: x - self.lr * (g + rho * u), state.params, grads, mom)
+            shadow = self.counter_step(state.step, state.shadow)
+            return state._replace(params=params, momentum=mom, step=state.step + 1, shadow=shadow, a_norm=shadow[0])
+
+        def counter_step(self, k, counter):
+            a, u = counter
+            u = self.momentum * u + 1.0
+            return (a + 1.0 + self.momentum * u, u)
+
+    return Nesterov
+
+
+def test_an_own_step_that_leaves_out_weight_decay_or_the_correction_is_refused():
+    """An own ``update`` must add ``weight_decay * x`` and ``state.correction`` to the gradient (they belong to G_i);
+    one that leaves out a weight decay it is given, or the correction of an algorithm with control variates, is
+    refused where fedlib receives it. Before: accepted, and the run silently trained without them: on the two
+    clients F_i = h_i (x - c_i)^2 / 2 below, Nesterov(weight_decay=0.5) ended where weight_decay=0 ends, and SCAFFOLD
+    / FedNova-VR with it ended where no variates would (FedNova-VR exactly at FedNova's point). One that adds them
+    passes, and the built-in step is unchanged."""
+    from fedlib.algorithms import make_algorithm
+    from fedlib.engines.reference import run_sequential
+    from fedlib.optim import ClientOptimizer, parameters_of
+    from fedlib.schedules import FixedSteps
+
+    forgets_both, adds_both = _nesterov_adding(False, False), _nesterov_adding(True, True)
+    with pytest.raises(ValueError, match=r"solver: Nesterov is given weight_decay = 0.5, but its update leaves it "
+                                         r"out: one step from x = 1.0 with a zero gradient gives 1.0, not 0.985"):
+        make_algorithm("fednova", forgets_both(lr=0.02, momentum=0.5, weight_decay=0.5))  # 1 - 0.02 * 1.5 * 0.5
+    for name in ("scaffold", "vrlsgd", "fednova-vr"):
+        with pytest.raises(ValueError, match=r"solver: Nesterov is given a control-variate correction .* gives 0.0, "
+                                             r"not -0.03; .* must add state.correction to grads"):
+            make_algorithm(name, forgets_both(lr=0.02, momentum=0.5))  # 0 - 0.02 * 1.5 * 1
+    make_algorithm("fednova", forgets_both(lr=0.02, momentum=0.5))  # no weight decay, no variates: nothing to add
+
+    class NoCorrectionInit(adds_both):
+        def init(self, params):
+            return super().init(params)
+
+    with pytest.raises(ValueError, match=r"solver: NoCorrectionInit.init raised TypeError: .* while check_own_step"):
+        make_algorithm("scaffold", NoCorrectionInit(lr=0.02, momentum=0.5))
+    model = torch.nn.Linear(2, 1)
+    vr = make_algorithm("scaffold", adds_both(lr=0.02, momentum=0.5))
+    opt = ClientOptimizer(model.parameters(), forgets_both(lr=0.02, momentum=0.5))
+    with pytest.raises(ValueError, match="is given a control-variate correction"):
+        opt.begin(vr.client_init(vr.init(parameters_of(model), 2), 0))
+    with pytest.raises(ValueError, match=r"solver_at\(0, 0\): Nesterov is given a control-variate correction"):
+        run_sequential(vr, np.zeros(1), lambda x, i, t, k: x, [0.5, 0.5], FixedSteps([1, 1]), 1,
+                       solver_at=lambda t, i: forgets_both(lr=0.02, momentum=0.5))
+
+    # one that adds both: one round of SCAFFOLD from x = 0 with chosen variates, by hand
+    h, c, lr, rho, wd = np.array([1.0, 4.0]), np.array([1.0, -1.0]), 0.02, 0.5, 0.5
+    from fedlib.variance import control_variates
+    algo = make_algorithm("scaffold", adds_both(lr=lr, momentum=rho, weight_decay=wd))
+    state = algo.init(np.zeros(1), 2)._replace(variates=control_variates(np.array([[1.0], [3.0]]), [0.5, 0.5]))
+    run = run_sequential(algo, None, lambda x, i, t, k: h[i] * (x - c[i]), [0.5, 0.5], FixedSteps([2, 2]), 1,
+                         initial_state=state)
+    deltas = []
+    for i, corr in enumerate([2.0 - 1.0, 2.0 - 3.0]):  # c_bar - c_i, c_bar = (1 + 3) / 2
+        x, u = 0.0, 0.0
+        for _ in range(2):
+            g = h[i] * (x - c[i]) + wd * x + corr
+            u = rho * u + g
+            x = x - lr * (g + rho * u)
+        deltas.append(x)
+    assert float(run.state.params[0]) == pytest.approx(0.5 * deltas[0] + 0.5 * deltas[1], rel=1e-13)  # FedAvg
+    assert S.check_own_step("solver", S.momentum_sgd(0.1, 0.9, weight_decay=0.5), correction=True).builtin_step

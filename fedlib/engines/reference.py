@@ -149,6 +149,7 @@ def run_sequential(algorithm: FederatedAlgorithm, params: Any, grad_fn: Callable
             raise ValueError("initial_state.params hold NaN or inf, or are no tree of numbers (the starting model "
                              "must be finite)")
         state = initial_state
+    vr = algorithm.variance is not None  # a solver_at solver must then add the clients' corrections
     diagnostics: list[RoundDiagnostics] = []
     metrics = [metric_fn(state.params, 0)] if metric_fn else []
     for t in range(rounds):
@@ -158,7 +159,7 @@ def run_sequential(algorithm: FederatedAlgorithm, params: Any, grad_fn: Callable
         steps = round_local_steps(schedule, t, p.size)
         updates = []
         for i in part.clients:
-            own = solver if solver_at is None else _client_solver(solver_at, t, int(i), lr)
+            own = solver if solver_at is None else _client_solver(solver_at, t, int(i), lr, vr)
             s = algorithm.client_init(state, int(i), own)
             for k in range(int(steps[i])):
                 s = own.update(s, grad_fn(s.params, int(i), t, k))
@@ -170,9 +171,9 @@ def run_sequential(algorithm: FederatedAlgorithm, params: Any, grad_fn: Callable
     return SequentialRun(state, diagnostics, metrics)
 
 
-def _client_solver(solver_at, round_index: int, client: int, lr: float) -> LocalSolver:
+def _client_solver(solver_at, round_index: int, client: int, lr: float, correction: bool = False) -> LocalSolver:
     solver = solver_at(round_index, client)
     if not isinstance(solver, LocalSolver):
         raise ValueError(f"solver_at({round_index}, {client}) must return a LocalSolver, got {type(solver).__name__}")
-    check_own_step(f"solver_at({round_index}, {client})", solver)
+    check_own_step(f"solver_at({round_index}, {client})", solver, correction=correction)
     return check_shared_lr(f"solver_at({round_index}, {client}) -> solvers", [solver], lr=lr)[0]
