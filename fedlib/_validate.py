@@ -9,6 +9,7 @@ from __future__ import annotations
 import math
 import numbers
 import os
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -131,8 +132,12 @@ def check_callable(name: str, value: Any, contract: str, hint: str = "") -> Any:
 
 def check_sequence(name: str, value: Any, what: str, *, empty: str | None = None) -> list:
     """``value`` as a list: one item per entry of a sequence (or other iterable) of ``what``; a
-    ``str`` / ``bytes`` (an iterable of characters) and a non-iterable are refused by ``name``, and,
-    with ``empty`` given, so is an empty one (``empty`` is then the message)."""
+    ``str`` / ``bytes`` (an iterable of characters), a mapping (an iterable of its keys: ``{0: x_0, 1: x_1}``
+    would give ``[0, 1]``) and a non-iterable are refused by ``name``, and, with ``empty`` given, so is an
+    empty one (``empty`` is then the message)."""
+    if isinstance(value, Mapping):
+        raise ValueError(f"{name} must be a sequence of {what}, got a {type(value).__name__} (iterating it gives its "
+                         f"keys); pass a list in order, e.g. [{name}[k] for k in sorted({name})]")
     if not isinstance(value, (str, bytes)):
         try:
             items = list(value)

@@ -24,6 +24,32 @@ def test_check_sequence_lists_iterables_and_refuses_text_scalars_and_empty_by_na
         check_sequence("x", [], "integers", empty="x is empty")
 
 
+def test_check_sequence_refuses_a_mapping_by_name_rather_than_taking_its_keys():
+    """A dict keyed by client (``{0: x_0, 1: x_1}``) is refused by name, saying that iterating it gives its keys and
+    how to pass a list. Before: it was taken as the list of its keys, so ``train_clients(model, {0: x_0, 1: x_1},
+    ...)`` blamed the user's tensors ('client_x[0] must be (n_i, *feature_shape), samples first, got shape ()') and
+    ``algo.apply(..., {0: update_0}, ...)`` said 'updates[0] must be a ClientUpdate ..., got int'. Other iterables
+    are listed as before."""
+    from collections import OrderedDict
+
+    import torch
+
+    from fedlib._validate import check_sequence
+    from fedlib.experiments.custom import train_clients
+
+    for mapping in ({0: 1.0, 1: 2.0}, OrderedDict(a=1), {}):
+        with pytest.raises(ValueError, match=rf"^x must be a sequence of integers, got a {type(mapping).__name__} "
+                                             r"\(iterating it gives its keys\); pass a list in order, e\.g\. "
+                                             r"\[x\[k\] for k in sorted\(x\)\]$"):
+            check_sequence("x", mapping, "integers")
+    assert check_sequence("x", {0: 1.0}.values(), "integers") == [1.0]
+    assert check_sequence("x", range(2), "integers") == [0, 1]
+    xs = {0: torch.zeros(4, 3), 1: torch.zeros(5, 3)}
+    ys = [torch.zeros(4, dtype=torch.int64), torch.zeros(5, dtype=torch.int64)]
+    with pytest.raises(ValueError, match=r"^client_x must be a sequence of feature tensors .*, got a dict"):
+        train_clients(torch.nn.Linear(3, 2), xs, ys, rounds=1)
+
+
 # ----------------------------------------------------------------- plain numbers in messages, a bool is no step count
 def test_messages_show_plain_numbers_and_a_bool_is_no_step_count():
     from fedlib._validate import check_int, check_positive
