@@ -560,7 +560,8 @@ def make_solver(name: str, lr: float, *, momentum: Optional[float] = None, mu: f
 
     Example
     -------
-    ``"prox"`` is :func:`proximal_sgd` and needs :math:`\mu > 0` (with :math:`\mu = 0` it would be plain SGD):
+    ``"prox"`` is :func:`proximal_sgd` and needs :math:`\mu > 0` (with :math:`\mu = 0` it would be plain SGD), as
+    ``"momentum-prox"`` does (it would be plain momentum):
 
     >>> make_solver("prox", 0.5, mu=1.0) == proximal_sgd(0.5, 1.0)
     True
@@ -590,6 +591,9 @@ def make_solver(name: str, lr: float, *, momentum: Optional[float] = None, mu: f
         if not _is_number(mu) or not mu > 0:
             raise ValueError(f"mu must be > 0 for the proximal solver, got {plain(mu)!r}")
         return proximal_sgd(lr, mu, weight_decay)
+    if name == "momentum-prox" and (not _is_number(mu) or not mu > 0):  # mu = 0 would be plain momentum, so named
+        raise ValueError(f"mu must be > 0 for the momentum + proximal solver, got {plain(mu)!r} (without a proximal "
+                         "term use 'momentum')")
     momentum = 0.9 if momentum is None else momentum
     if name == "momentum":
         return momentum_sgd(lr, momentum, weight_decay)

@@ -736,3 +736,25 @@ def test_an_own_step_that_leaves_out_weight_decay_or_the_correction_is_refused()
         deltas.append(x)
     assert float(run.state.params[0]) == pytest.approx(0.5 * deltas[0] + 0.5 * deltas[1], rel=1e-13)  # FedAvg
     assert S.check_own_step("solver", S.momentum_sgd(0.1, 0.9, weight_decay=0.5), correction=True).builtin_step
+
+
+def test_make_solver_momentum_prox_needs_mu_as_prox_does():
+    """make_solver("momentum-prox", lr) without mu (or with mu = 0) is refused by name, as "prox" is and as the command
+    line's --solver momentum-prox is ('--mu: --solver momentum-prox needs a proximal coefficient --mu > 0'). Before: it
+    returned heavy-ball momentum named 'momentum-prox' (mu = 0.0), so train_clients(..., solver="momentum-prox") without
+    mu trained plain momentum without a word. With mu > 0 it is momentum_proximal_sgd, unchanged."""
+    from fedlib.solvers import make_solver, momentum_proximal_sgd
+
+    for mu in (0.0, 0, -0.0):
+        with pytest.raises(ValueError, match=r"^mu must be > 0 for the momentum \+ proximal solver, got -?0(\.0)? \(without "
+                                             r"a proximal term use 'momentum'\)$"):
+            make_solver("momentum-prox", 0.1, mu=mu)
+    with pytest.raises(ValueError, match=r"^mu must be > 0 for the momentum \+ proximal solver, got -0.5"):
+        make_solver("momentum-prox", 0.1, mu=-0.5)
+    with pytest.raises(ValueError, match=r"^mu must be > 0 for the momentum \+ proximal solver, got '0.5'"):
+        make_solver("momentum-prox", 0.1, mu="0.5")
+    assert make_solver("momentum-prox", 0.1, momentum=0.3, mu=0.5) == momentum_proximal_sgd(0.1, 0.3, 0.5)
+    from fedlib.experiments.custom import train_clients
+    xs, ys = [torch.zeros(4, 3)], [torch.zeros(4, dtype=torch.int64)]
+    with pytest.raises(ValueError, match=r"^mu must be > 0 for the momentum \+ proximal solver"):
+        train_clients(torch.nn.Linear(3, 2), xs, ys, rounds=1, solver="momentum-prox")
