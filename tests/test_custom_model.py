@@ -722,3 +722,32 @@ def test_train_clients_refuses_a_model_without_parameters(model):
     ys = [torch.randint(0, 3, (8,), generator=g) for _ in range(2)]
     with pytest.raises(ValueError, match=f"model has no parameters \\({type(model).__name__}\\)"):
         train_clients(model, xs, ys, rounds=1, epochs="1")
+
+
+def test_train_clients_docstring_documents_every_parameter_and_the_rate_schedules_it_names():
+    """train_clients' docstring names each of its parameters, and what it says of ``lr_decay`` holds: ``"constant"``
+    (default) keeps ``lr`` every round, ``"step"`` divides it by 10 after 50 % and by 100 after 75 % of the rounds, and
+    a RunSpec built by hand for TensorEngine (the route it points to for a solver object) has the step decay unless
+    given ``lr_at``. Before: ``rounds``, ``batch_size``, ``seed``, ``device`` and ``dropout`` were not described and
+    ``lr_decay`` only named ('it would clash with lr, momentum, mu, weight_decay and lr_decay'), so a user moving to
+    ``RunSpec(make_algorithm(name, solver), ...)`` got the step decay without a word."""
+    import inspect
+    import re
+
+    doc = train_clients.__doc__
+    missing = [p for p in inspect.signature(train_clients).parameters if not re.search(rf"``[^`]*\b{p}\b[^`]*``", doc)]
+    assert missing == [], missing
+    xs, ys = _clients()
+    lr, rounds = 0.05, 4
+    constant = train_clients(nn.Linear(6, 3), xs, ys, rounds=rounds, lr=lr, epochs="1", dropout=False)
+    step = train_clients(nn.Linear(6, 3), xs, ys, rounds=rounds, lr=lr, epochs="1", lr_decay="step", dropout=False)
+    assert [h["lr"] for h in constant["fednova"]] == [lr] * 4
+    assert [h["lr"] for h in step["fednova"]] == pytest.approx([lr, lr, lr / 10, lr / 100], rel=1e-15)  # rounds 2, 3
+    parts = [np.arange(0, 5), np.arange(5, 22), np.arange(22, 62)]
+    by_hand = [RunSpec(make_algorithm("fednova", sgd(lr)), parts, FixedSteps([1, 1, 1]), name="default"),
+               RunSpec(make_algorithm("fednova", sgd(lr)), parts, FixedSteps([1, 1, 1]), name="constant",
+                       lr_at=lambda t: lr)]
+    engine = TensorEngine(nn.Linear(6, 3), torch.cat(xs), torch.cat(ys), by_hand, rounds=rounds, dropout=False)
+    records = engine.train()
+    assert [rec[0].lr for rec in records] == pytest.approx([lr, lr, lr / 10, lr / 100], rel=1e-15)
+    assert [rec[1].lr for rec in records] == [lr] * 4

@@ -181,15 +181,21 @@ def train_clients(model: nn.Module, client_x: Sequence[Any], client_y: Sequence[
     ``tau_eff``, ``chi2``, ``local_steps``, ``lr``; plus ``"engine"``: the trained
     :class:`TensorEngine` (``engine.states[r].params`` are the final global models).
     ``client_x`` / ``client_y``: one feature tensor ``(n_i, ...)`` / label tensor ``(n_i,)`` per client, in a
-    list or any iterable (anything else is a ``ValueError`` naming it).
-    ``epochs``: ``"2"`` or an inclusive range ``"1-5"`` drawn per client and round.
+    list or any iterable but a mapping (anything else is a ``ValueError`` naming it).
+    ``rounds``: communication rounds; ``lr``: the client learning rate :math:`\\eta`; ``lr_decay``: ``"constant"``
+    (default: ``lr`` every round) or ``"step"`` (÷10 after 50 % and ÷100 after 75 % of the rounds,
+    :func:`fedlib.schedules.step_decay_lr`: the paper's CIFAR-10 schedule, ``run cifar10``'s default).
+    ``epochs``: ``"2"`` or an inclusive range ``"1-5"`` drawn per client and round; ``batch_size``: :math:`B`.
+    ``seed``: the runs' seed (mini-batches, random epochs, dropout masks); ``device``: a torch device;
+    ``dropout``: ``False`` turns the model's ``nn.Dropout`` layers off (identity) in training too.
     ``solver``: ``"sgd"``, ``"prox"``, ``"momentum"`` or ``"momentum-prox"``
     (:func:`fedlib.solvers.make_solver`); ``mu`` is refused with a solver without a proximal term, and
     ``momentum`` (default 0.9) with one without a momentum buffer.
     A :class:`fedlib.solvers.LocalSolver` object is refused (it would clash with ``lr``, ``momentum``,
     ``mu``, ``weight_decay`` and ``lr_decay``): build the runs yourself,
     ``RunSpec(make_algorithm(name, solver), ...)`` in :class:`TensorEngine` (a solver with the built-in
-    step), or your own loop with :class:`fedlib.optim.ClientOptimizer` (any solver; chapter 6).
+    step; give it ``lr_at=lambda t: lr`` for this function's constant rate: a ``RunSpec``'s default is the step
+    decay), or your own loop with :class:`fedlib.optim.ClientOptimizer` (any solver; chapter 6).
     Participation is full every round (your own sampler: ``RunSpec(..., sampling=sampler)``).
     ``dtype``: of the parameters and features, ``torch.float32`` or ``torch.float64`` (for
     :func:`reference_differences`), the model's parameters cast to it; ``None`` (default): the
