@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import math
 import numbers
+from collections.abc import Mapping
 from typing import Any, Sequence
 
 import numpy as np
@@ -121,16 +122,34 @@ def _as_number(x: Any) -> Any:
 def _cells(header: Any, rows: Any) -> tuple[list, list]:
     """``header`` and ``rows`` as lists (each row a list), read once: a generator or ``zip`` of rows was used up
     by the check that every row has as many cells as the header, and the table came out without rows."""
+    if isinstance(header, (str, bytes)):  # list("ab") gave one column per character
+        raise ValueError(f"header must be a sequence of column names, got a {type(header).__name__} ({header!r}); one "
+                         f"column: [{header!r}]")
     try:
         header = list(header)
     except TypeError:
         raise ValueError(f"header must be a sequence of column names, got {type(header).__name__}") from None
+    if isinstance(rows, (str, bytes, Mapping)):
+        raise ValueError(f"rows must be a sequence of rows, each a sequence of cells, got a {type(rows).__name__}")
     try:
-        rows = [list(r) for r in rows]
+        rows = list(rows)
     except TypeError:
         raise ValueError(f"rows must be a sequence of rows, each a sequence of cells, got {type(rows).__name__}") \
             from None
-    return header, rows
+    out = []
+    for k, r in enumerate(rows):  # list() of a dict gave its keys, of a str its characters: cells that were never given
+        if isinstance(r, Mapping):
+            raise ValueError(f"rows[{k}] is a {type(r).__name__}: give its cells in the header's order, e.g. "
+                             "[row[name] for name in header]")
+        if isinstance(r, (str, bytes)):
+            raise ValueError(f"rows[{k}] is a {type(r).__name__} ({r!r}): a row is a sequence of cells (one cell: "
+                             f"[{r!r}])")
+        try:
+            out.append(list(r))
+        except TypeError:
+            raise ValueError(f"rows must be a sequence of rows, each a sequence of cells, got rows[{k}] = {r!r}") \
+                from None
+    return header, out
 
 
 def _check_row_lengths(header: list, rows: list) -> None:

@@ -138,6 +138,31 @@ def test_tables_read_rows_given_as_an_iterator_once():
             function(["a"], [1])
 
 
+def test_tables_refuse_a_row_given_as_a_dict_or_a_string_rather_than_print_its_keys_or_characters():
+    """A row given as a dict (a record, ``{"a": 1, "b": 2}``) or a str, rows given as a dict or a str, and a header given
+    as a str are refused by name, with the call that was meant. Before: ``list()`` of each was taken, so
+    ``markdown_table(["a", "b"], [{"a": 1, "b": 2}])`` printed the keys as the cells ('| a | b |' under the header)
+    without a word, a str row printed its characters ('| x | y |' for "xy") and a header "ab" gave two columns 'a' and
+    'b'. Lists, tuples, generators, zips and numpy rows are read as before."""
+    for function in (markdown_table, transposed_markdown_table):
+        with pytest.raises(ValueError, match=r"^rows\[1\] is a dict: give its cells in the header's order, e\.g\. "
+                                             r"\[row\[name\] for name in header\]$"):
+            function(["a", "b"], [[0, 1], {"a": 1, "b": 2}])
+        with pytest.raises(ValueError, match=r"^rows\[0\] is a str \('xy'\): a row is a sequence of cells \(one cell: "
+                                             r"\['xy'\]\)$"):
+            function(["a", "b"], ["xy"])
+        with pytest.raises(ValueError, match=r"^rows must be a sequence of rows, each a sequence of cells, got a dict$"):
+            function(["a", "b"], {"x": [1, 2]})
+        with pytest.raises(ValueError, match=r"^header must be a sequence of column names, got a str \('ab'\); one "
+                                             r"column: \['ab'\]$"):
+            function("ab", [[1, 2]])
+    expected = "| a | b |\n|---|---|\n| 1 | 2 |"
+    assert markdown_table(["a", "b"], [[1, 2]]) == expected
+    assert markdown_table(("a", "b"), [(1, 2)]) == expected
+    assert markdown_table(["a", "b"], np.array([[1, 2]])) == expected
+    assert markdown_table({"a": 0, "b": 0}.keys(), [{"a": 1, "b": 2}.values()]) == expected
+
+
 # ----------------------------------------------------------------------------------------- a zero error of either sign
 @pytest.mark.parametrize("zero", [-0.0, np.float32(-0.0), np.float64(-0.0), np.array(-0.0), torch.tensor(-0.0)])
 def test_plus_minus_prints_a_negative_zero_error_without_its_sign(zero):
