@@ -1116,6 +1116,27 @@ def test_stacked_engine_refuses_a_flat_index_array_for_clients(model, data):
     assert engine.p(0).tolist() == [1.0]
 
 
+def test_stacked_engine_refuses_clients_given_as_a_dict_by_name(model, data):
+    """RunSpec.clients given as a dict keyed by client ({0: indices_0, 1: indices_1}) is refused as a dict, with the list
+    that was meant. Before: its keys were taken as the clients, refused as 'runs[0].clients[0] must be an array of
+    sample indices ..., got the number 0; one client holding these samples: clients=[indices]' (for string keys 'got
+    the number 'a''), a hint at another mistake. A single value in a client's place is still refused, a string named
+    as a value, not a number."""
+    for clients in ({0: np.arange(4), 1: np.arange(4, 8)}, {"a": np.arange(4), "b": np.arange(4, 8)}):
+        with pytest.raises(ValueError, match=r"^runs\[0\]\.clients must be a list with one array of sample indices per "
+                                             r"client, got a dict \(iterating it gives its keys\); pass \[clients\[k\] "
+                                             r"for k in sorted\(clients\)\]$"):
+            StackedEngine(model, _Images(data), [_one_run(clients=clients, schedule=FixedSteps([1, 1]))], rounds=1,
+                          batch_size=B)
+    with pytest.raises(ValueError, match=r"^runs\[0\]\.clients\[1\] must be an array of sample indices \(one array "
+                                         r"per client\), got the single value 'b'; one client"):
+        StackedEngine(model, _Images(data), [_one_run(clients=[np.arange(4), "b"], schedule=FixedSteps([1, 1]))],
+                      rounds=1, batch_size=B)
+    engine = StackedEngine(model, _Images(data), [_one_run(clients=[np.arange(4), np.arange(4, 8)],
+                                                           schedule=FixedSteps([1, 1]))], rounds=1, batch_size=B)
+    assert engine.p(0).tolist() == [0.5, 0.5]
+
+
 def test_stacked_engine_names_a_number_given_for_mean_or_std(model, data):
     """mean / std given as one number (or a 0-d array) are refused as a wrong number of entries. Before:
     Python's TypeError "object of type 'float' has no len()" ("len() of unsized object" for a 0-d array)."""

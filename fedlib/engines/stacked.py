@@ -627,11 +627,16 @@ def _client_indices(where: str, clients, num_train: int) -> List[np.ndarray]:
     flat index array would be read as one client per sample), non-empty and inside ``0..num_train-1``; a
     ``ValueError`` naming ``where.clients[i]`` otherwise. :class:`StackedEngine` and :func:`reference_run` take the
     same clients."""
+    if isinstance(clients, Mapping):  # iterating it gave its keys, refused as 'the number 0' (or 'a')
+        raise ValueError(f"{where}.clients must be a list with one array of sample indices per client, got a "
+                         f"{type(clients).__name__} (iterating it gives its keys); pass [clients[k] for k in "
+                         "sorted(clients)]")
     cl = [np.asarray(c) for c in clients]
     for i, c in enumerate(cl):
         if c.ndim == 0:
+            what = "the number" if c.dtype.kind in "biufc" else "the single value"
             raise ValueError(f"{where}.clients[{i}] must be an array of sample indices (one array per client), got "
-                             f"the number {c.item()!r}; one client holding these samples: clients=[indices]")
+                             f"{what} {c.item()!r}; one client holding these samples: clients=[indices]")
         if c.size and c.dtype.kind not in "iu":
             raise ValueError(f"{where}.clients[{i}] must hold integer sample indices, got dtype {c.dtype}")
     cl = [c.astype(np.int64).ravel() for c in cl]
