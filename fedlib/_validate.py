@@ -172,6 +172,14 @@ def tensor_as_float64(value: Any) -> Any:
     return value
 
 
+def _refuse_mapping(name: str, value: Any, what: str) -> None:
+    """A ``ValueError`` for a mapping given where an array is asked for (``{0: 0.5, 1: 0.5}`` for ``p``): numpy made
+    it a 0-d object array, refused with a message about its shape or ``float()``, not about the dict."""
+    if isinstance(value, Mapping):
+        raise ValueError(f"{name} must be an array of {what}, got a {type(value).__name__}; pass its values as a list "
+                         f"in order, e.g. [{name}[k] for k in sorted({name})]")
+
+
 def _not_real(arr: np.ndarray) -> str | None:
     """What makes ``arr`` no array of real numbers for :func:`check_finite_array` ('strings', 'complex
     numbers'), or ``None``: the dtype says it, except for an object array (rare), whose entries are looked at."""
@@ -190,6 +198,7 @@ def check_finite_array(name: str, value: Any, *, ndim: int | None = None, shape:
     if hasattr(value, "detach") and hasattr(value, "is_complex") and value.is_complex():
         raise ValueError(f"{name} must be an array of numbers: got a complex tensor ({value.dtype}), whose imaginary "
                          "part the conversion to float64 would drop")
+    _refuse_mapping(name, value, "numbers")
     value = tensor_as_float64(value)
     try:
         arr = np.asarray(value)
@@ -262,6 +271,7 @@ def check_probability_vector(name: str, value: Any, *, size: int | None = None, 
 
 def check_int_array(name: str, value: Any, *, size: int | None = None, minimum: int | None = None) -> np.ndarray:
     """A non-empty 1-d array of integers (whole floats accepted), one per client, each >= ``minimum``."""
+    _refuse_mapping(name, value, "integers")
     if hasattr(value, "detach") and hasattr(value, "numpy"):  # a torch tensor: on any device, bfloat16, with grad
         value = value.detach().cpu()
         value = (value.double() if value.is_floating_point() else value).numpy()

@@ -174,3 +174,29 @@ def test_check_finite_array_refuses_a_complex_tensor_and_keeps_real_input():
                         ([True, 0.5], [1.0, 0.5])):
         got = check_finite_array("x", value)
         assert got.dtype == np.float64 and got.tolist() == want
+
+
+def test_array_checks_refuse_a_mapping_by_name():
+    """``p``, weights, ``a_norms``, step counts given as a dict keyed by client are refused as a dict, naming the
+    argument and the list that was meant. Before: numpy made the dict a 0-d object array, refused with a message about
+    something else: ``FixedSteps({0: 2, 1: 4})`` and ``slowdown({0: 2, 1: 4}, 3.0)`` said 'must be a non-empty 1-d
+    array of integers, got shape ()', ``chi_square({0: 0.5, 1: 0.5}, w)`` and ``aggregate(..., a_norms={...})``
+    'must be an array of numbers: float() argument must be a string or a real number, not 'dict''. Arrays and lists
+    pass as before."""
+    from fedlib._validate import check_finite_array, check_int_array, check_probability_vector
+    from fedlib.rule import aggregate
+    from fedlib.schedules import FixedSteps
+    from fedlib.theory import chi_square, slowdown
+
+    cases = [(lambda: FixedSteps({0: 2, 1: 4}), "steps", "integers"),
+             (lambda: slowdown({0: 2, 1: 4}, 3.0), "local_steps", "integers"),
+             (lambda: chi_square({0: 0.5, 1: 0.5}, [0.5, 0.5]), "p", "numbers"),
+             (lambda: aggregate([np.ones(1), np.ones(1)], [0.5, 0.5], {0: 1.0, 1: 2.0}), "a_norms", "numbers"),
+             (lambda: check_probability_vector("p", {1: 1.0}), "p", "numbers")]
+    for call, name, what in cases:
+        with pytest.raises(ValueError, match=rf"^{name} must be an array of {what}, got a dict; pass its values as a "
+                                             rf"list in order, e.g\. \[{name}\[k\] for k in sorted\({name}\)\]$"):
+            call()
+    assert check_int_array("steps", [2, 4]).tolist() == [2, 4]
+    assert check_finite_array("x", np.array([1.0])).tolist() == [1.0]
+    assert FixedSteps([2, 4]).local_steps(0).tolist() == [2, 4]
