@@ -83,6 +83,7 @@ Example
 """
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Callable, Iterable, List, Optional, Sequence
 
 import torch
@@ -185,6 +186,10 @@ def average_buffers(client_buffers: Sequence[Sequence[torch.Tensor]], weights) -
     >>> mean.tolist(), count.item(), count.dtype
     ([0.75, 1.5], 2, torch.int64)
     """
+    if isinstance(client_buffers, Mapping):  # iterating it gave its keys: 'client_buffers[0] ... got int'
+        raise ValueError(f"client_buffers must list the clients' buffers (one buffers_of(model) per client), got a "
+                         f"{type(client_buffers).__name__}; pass a list in the order of weights, e.g. "
+                         "[client_buffers[k] for k in sorted(client_buffers)]")
     client_buffers = list(client_buffers)
     for i, bufs in enumerate(client_buffers):  # a tensor iterates over its rows: one model's buffers are no clients
         if isinstance(bufs, torch.Tensor) or not hasattr(bufs, "__iter__"):

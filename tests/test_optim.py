@@ -727,3 +727,16 @@ def test_an_own_step_that_breaks_the_contract_is_named(result, match):
     for p, s, g in zip(model.parameters(), start, grads):
         torch.testing.assert_close(p.detach(), s - 0.1 * g, rtol=1e-15, atol=0)
     assert opt.solver_state.step == 1
+
+
+def test_average_buffers_refuses_client_buffers_given_as_a_dict():
+    """The clients' buffers given as a dict keyed by client ({i: buffers_of(model_i)}) are refused as a dict, with the
+    list that was meant. Before: its keys were taken as the clients, refused as 'client_buffers[0] must be one client's
+    buffers, a list of tensors (buffers_of(model)), got int'. A list averages as before: (0, 0) and (1, 2) with weights
+    (1, 3) give (0.75, 1.5)."""
+    client_0, client_1 = [torch.tensor([0.0, 0.0])], [torch.tensor([1.0, 2.0])]
+    with pytest.raises(ValueError, match=r"^client_buffers must list the clients' buffers \(one buffers_of\(model\) per "
+                                         r"client\), got a dict; pass a list in the order of weights, e\.g\. "
+                                         r"\[client_buffers\[k\] for k in sorted\(client_buffers\)\]$"):
+        average_buffers({0: client_0, 1: client_1}, [1, 3])
+    assert average_buffers([client_0, client_1], [1, 3])[0].tolist() == [0.75, 1.5]
