@@ -36,7 +36,7 @@ from typing import Any, NamedTuple, Optional, Sequence
 
 import numpy as np
 
-from ._validate import bool_entry, check_choice, check_int, check_positive, check_probability_vector, check_sequence
+from ._validate import bool_entry, check_choice, check_int, is_bool, check_positive, check_probability_vector, check_sequence
 from .rule import aggregate, check_tau_eff
 from .sampling import Participation, as_participation
 from .server import ServerOptimizer, plain
@@ -278,6 +278,17 @@ class RoundDiagnostics(NamedTuple):
     chi2: float
 
 
+def _count_value(x: Any) -> float:
+    """``x`` as a float if it is a number (a numpy scalar, a one-element tensor), else NaN: a string (``float("2")``
+    is 2.0) or a bool (``float(True)`` is 1.0) is no count of steps and no ||a_i||_1."""
+    if isinstance(x, (str, bytes)) or is_bool(x):
+        return float("nan")
+    try:
+        return float(x)
+    except (TypeError, ValueError, RuntimeError):
+        return float("nan")
+
+
 def client_update_problem(update: Any) -> Optional[str]:
     r"""Why ``update``'s counts cannot enter eq. 4 (``None`` if they can): :math:`\tau_i` must be a
     whole number >= 1 and :math:`\|a_i\|_1` finite and > 0. A client that took no local step has
@@ -293,17 +304,11 @@ def client_update_problem(update: Any) -> Optional[str]:
     'updates: client 0 has local_steps = 0 (it must be a whole number >= 1: ...)'
     """
     client = update.client
-    try:
-        steps = float(update.local_steps)
-    except (TypeError, ValueError):
-        steps = float("nan")
-    if isinstance(update.local_steps, bool) or not np.isfinite(steps) or not steps.is_integer() or steps < 1:
+    steps = _count_value(update.local_steps)
+    if not np.isfinite(steps) or not steps.is_integer() or steps < 1:
         return (f"updates: client {client} has local_steps = {update.local_steps!r} (it must be a whole number "
                 ">= 1: a client that took no local step has no update to aggregate; leave it out of the round)")
-    try:
-        a = float(update.a_norm)
-    except (TypeError, ValueError):
-        a = float("nan")
+    a = _count_value(update.a_norm)
     if not np.isfinite(a) or a <= 0:
         return (f"updates: client {client} has a_norm = {update.a_norm!r} (||a_i||_1 must be finite and > 0: "
                 "d_i = delta_i / ||a_i||_1)")

@@ -394,6 +394,31 @@ def test_an_update_whose_local_steps_is_no_number_is_named(steps):
                    "took no local step has no update to aggregate; leave it out of the round)")
 
 
+@pytest.mark.parametrize("field, a_norm, steps", [("a_norm", "2", 2), ("a_norm", b"2", 2), ("a_norm", True, 1),
+                                                  ("a_norm", np.True_, 1), ("a_norm", torch.tensor(True), 1),
+                                                  ("local_steps", 2.0, "2"), ("local_steps", 1.0, np.True_),
+                                                  ("a_norm", torch.tensor([1.0, 2.0]), 2)])
+def test_an_update_whose_counts_are_strings_or_bools_is_named(field, a_norm, steps):
+    """A hand-built ClientUpdate (the "Extending fedlib" route: your own ||a_i||_1) whose a_norm or local_steps is a
+    string or a bool is refused, naming the client and the field, as one of 0 or NaN is. Before: float() took them,
+    so a_norm '2' (read from a text file, say) aggregated as 2.0, True as an ||a_i||_1 of 1.0, np.True_ as one local
+    step, without a word. A two-element tensor stays refused; numbers, numpy scalars and one-element tensors pass as
+    before."""
+    from fedlib.algorithms import make_algorithm
+    from fedlib.sampling import Participation
+
+    got = AL.client_update_problem(ClientUpdate(3, np.zeros(1), a_norm=a_norm, local_steps=steps))
+    assert got is not None and got.startswith(f"updates: client 3 has {field} = ")
+    algo = make_algorithm("fednova", sgd(1.0))
+    state = algo.init(np.zeros(1), 6)
+    part = Participation(np.array([3, 5]), np.array([0.5, 0.5]))
+    with pytest.raises(ValueError, match=f"^updates: client 3 has {field} = "):
+        algo.apply(state, part, [ClientUpdate(3, np.array([-2.0]), a_norm, steps),
+                                 ClientUpdate(5, np.array([-6.0]), 6.0, 6)], 1.0)
+    for good_a, good_steps in ((2.0, 2), (np.float32(2.0), np.int64(2)), (torch.tensor(2.0), torch.tensor(2))):
+        assert AL.client_update_problem(ClientUpdate(3, np.zeros(1), a_norm=good_a, local_steps=good_steps)) is None
+
+
 def test_client_final_names_a_solver_state_that_is_not_one():
     """client_final given the ClientOptimizer itself (for opt.solver_state) or the parameters is refused naming
     solver_state. Before: the optimizer's bound method step met 'step < 1': Python's TypeError "'<' not supported
