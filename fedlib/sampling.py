@@ -87,7 +87,12 @@ def as_participation(participation) -> Participation:
     if bool_entry(raw) is not None:  # np.asarray([0, True]) is the integer array [0, 1]: True would be client 1
         raise ValueError(f"participation: clients must be integer indices, got {raw!r}")
     clients = np.asarray(raw)
-    weights = np.asarray(participation.weights, dtype=float)
+    given = participation.weights
+    if not isinstance(given, np.ndarray) or given.dtype.kind in "USa":  # numpy read '0.5' as the number 0.5
+        text = [v for v in np.asarray(given, dtype=object).reshape(-1).tolist() if isinstance(v, (str, bytes))]
+        if text:
+            raise ValueError(f"participation: weights must be numbers, got the text {text[0]!r}")
+    weights = np.asarray(given, dtype=float)
     if clients.ndim != 1 or weights.shape != clients.shape:
         raise ValueError(f"participation: clients and weights must be 1-d with one weight per client, got shapes "
                          f"{clients.shape} and {weights.shape}")

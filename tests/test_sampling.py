@@ -363,3 +363,16 @@ def test_sampling_with_replacement_draws_from_weights_accepted_at_their_precisio
     for part in (SA.sample_with_replacement(p, 4, np.random.default_rng(0)),
                  SA.sample_clients("with-replacement", p, 4, seed=0, round_index=0)):
         assert part.weights.sum() == 1.0 and np.all((4 * part.weights) % 1 == 0)
+
+
+def test_as_participation_refuses_weights_given_as_text():
+    """A Participation (a sampler's, or one built for apply) whose weights are strings is refused, naming them. Before:
+    ``np.asarray(weights, dtype=float)`` read '0.5' as 0.5, so the round went on without a word. Number weights, in a
+    list, tuple, numpy array or tensor, are read as before."""
+    with pytest.raises(ValueError, match=r"^participation: weights must be numbers, got the text '0\.5'$"):
+        SA.as_participation(SA.Participation([0, 1], ["0.5", "0.5"]))
+    with pytest.raises(ValueError, match=r"^sampling\(0\)|^participation: weights must be numbers"):
+        SA.round_participation(lambda t: SA.Participation([0, 1], [0.5, "0.5"]), [0.5, 0.5], None, seed=0,
+                               round_index=0)
+    for weights in ([0.5, 0.5], (0.5, 0.5), np.array([0.5, 0.5]), torch.tensor([0.5, 0.5], dtype=torch.float64)):
+        assert SA.as_participation(SA.Participation([0, 1], weights)).weights.tolist() == [0.5, 0.5]

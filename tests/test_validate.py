@@ -200,3 +200,25 @@ def test_array_checks_refuse_a_mapping_by_name():
     assert check_int_array("steps", [2, 4]).tolist() == [2, 4]
     assert check_finite_array("x", np.array([1.0])).tolist() == [1.0]
     assert FixedSteps([2, 4]).local_steps(0).tolist() == [2, 4]
+
+
+def test_array_checks_refuse_numbers_given_as_text():
+    """``p``, client weights and ``a_norms`` given as strings (``["0.5", "0.5"]``, read from a text file, say) are
+    refused, naming the argument and the text, as a string learning rate is ('lr must be a finite number > 0, got
+    '0.1''). Before: numpy read each string as its number, so ``full_participation(["0.5", "0.5"])`` and
+    ``aggregate(..., a_norms=["1", 2])`` went on without a word. Numbers, numpy and torch arrays pass as before."""
+    from fedlib._validate import check_finite_array
+    from fedlib.rule import aggregate
+    from fedlib.sampling import full_participation
+
+    with pytest.raises(ValueError, match=r"^p must be an array of numbers, got the text '0\.5' \(numbers, not strings\)$"):
+        full_participation(["0.5", "0.5"])
+    with pytest.raises(ValueError, match=r"^p must be an array of numbers, got the text '0\.5'"):
+        full_participation(np.array(["0.5", "0.5"]))
+    with pytest.raises(ValueError, match=r"^a_norms must be an array of numbers, got the text '1'"):
+        aggregate([np.ones(1), np.ones(1)], [0.5, 0.5], ["1", 2])
+    with pytest.raises(ValueError, match=r"^x must be an array of numbers, got the text b'1'"):
+        check_finite_array("x", [b"1"])
+    assert full_participation([0.5, 0.5]).weights.tolist() == [0.5, 0.5]
+    assert check_finite_array("x", np.array([[1, 2]], dtype=np.int64)).dtype == np.float64
+    assert check_finite_array("x", 3.0).tolist() == 3.0
