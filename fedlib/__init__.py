@@ -49,7 +49,9 @@ and refuses a malformed one with a ``ValueError`` naming it.
   (:func:`fedlib.sampling.round_participation`) in ``run_sequential``, ``run_batched``, ``run_replicas``
   and the stacked engines' ``RunSpec(sampling=...)``; FedNova's
   :math:`w_i` are the participation weights, so a sampler returning every client with your weights sets
-  them. :math:`\tau_{\text{eff}}`: ``make_algorithm("fednova", solver, tau_eff=...)`` (a number or a policy,
+  them (taken as given, not normalised: eq. (4)'s :math:`w_i` sum to 1, and weights summing to :math:`s` scale
+  FedNova's step by :math:`s^2`, as its default :math:`\tau_{\text{eff}} = \sum_i w_i\|a_i\|_1` grows by :math:`s`
+  too; with a number ``tau_eff``, by :math:`s`). :math:`\tau_{\text{eff}}`: ``make_algorithm("fednova", solver, tau_eff=...)`` (a number or a policy,
   :func:`fedlib.rule.fednova_weights`); eq. (4) on your own deltas: :func:`fedlib.rule.aggregate`.
 * **Model and data**: a :class:`fedlib.data.clients.FederatedDataset` for the logistic engines; your own
   ``torch.nn.Module`` through :mod:`fedlib.experiments.custom` or your own loop with

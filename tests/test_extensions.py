@@ -420,6 +420,31 @@ def test_custom_weights_w_i_as_a_participation_every_round():
     assert float(run.state.params["x"]) == pytest.approx(expected, rel=1e-13)
 
 
+def test_custom_weights_w_i_are_taken_as_given_and_their_sum_scales_fednovas_step_as_the_docstring_says():
+    """"Extending fedlib" says FedNova takes a sampler's weights as given: weights summing to s scale its step by s^2
+    (tau_eff = sum_i w_i ||a_i||_1 by s), by s with a number tau_eff. Before, it said only that such a sampler 'sets
+    them', so relative weights (1, 2, 3) meant as (1, 2, 3)/6 moved x 36 times as far without a word. Eq. (4) by hand
+    for both; the docstring says so."""
+    import fedlib
+
+    lr, steps = 0.1, [1, 2, 4]
+    w = np.array([1.0, 2.0, 3.0])
+    d = np.array([local_run_by_hand(0.0, i, tau, lambda k, g: lr * g[k])[1].mean() for i, tau in enumerate(steps)])
+    moves = {}
+    for name, weights, tau_eff in (("normalised", w / 6, None), ("relative", w, None), ("fixed", w / 6, 2.0),
+                                   ("fixed-relative", w, 2.0)):
+        algo = make_algorithm("fednova", sgd(lr), tau_eff=tau_eff)
+        run = run_sequential(algo, {"x": np.array(0.0)}, grad_fn, P, FixedSteps(steps), rounds=1,
+                             sampling=lambda t, weights=weights: Participation(np.arange(3), weights))
+        by_hand = (weights @ np.array(steps, float) if tau_eff is None else tau_eff) * lr * (weights @ d)
+        assert float(run.state.params["x"]) == pytest.approx(-by_hand, rel=1e-13)
+        moves[name] = float(run.state.params["x"])
+    assert moves["relative"] == pytest.approx(36 * moves["normalised"], rel=1e-13)  # s = 6: s^2
+    assert moves["fixed-relative"] == pytest.approx(6 * moves["fixed"], rel=1e-13)  # a number tau_eff: s
+    doc = " ".join(fedlib.__doc__.split())
+    assert "taken as given, not normalised" in doc and "scale FedNova's step by :math:`s^2`" in doc
+
+
 def _own_dataset():
     """Your own FederatedDataset: three clients of 2-d points with labels 0/1/2 (a 3-class problem)."""
     from fedlib.data.clients import FederatedDataset
