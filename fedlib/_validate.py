@@ -216,11 +216,6 @@ def check_finite_array(name: str, value: Any, *, ndim: int | None = None, shape:
         arr = arr.astype(np.float64, copy=False)
     except (TypeError, ValueError) as exc:
         raise ValueError(f"{name} must be an array of numbers: {exc}") from None
-    if not isinstance(value, np.ndarray) or value.dtype.kind in "USa":  # numpy read '0.5' as the number 0.5
-        given = value if isinstance(value, np.ndarray) else np.asarray(value, dtype=object)
-        text = [v for v in given.reshape(-1).tolist() if isinstance(v, (str, bytes))]
-        if text:
-            raise ValueError(f"{name} must be an array of numbers, got the text {text[0]!r} (numbers, not strings)")
     if ndim is not None and arr.ndim != ndim:
         raise ValueError(f"{name} must have {ndim} dimension(s), got shape {arr.shape}")
     if shape is not None and arr.shape != tuple(shape):
