@@ -391,10 +391,11 @@ def test_run_simulator_checks_its_arguments_like_the_other_engines(change, match
 
 
 # -------------------------------------------------------- models.count_parameters: the input checks' mutants
-@pytest.mark.parametrize("flag", [1, 0, None, np.True_])
+@pytest.mark.parametrize("flag", [1, 0, None, np.float64(1.0)])
 def test_count_parameters_refuses_a_trainable_only_that_is_no_bool(flag):
     """Mutant M5: ``not isinstance(trainable_only, bool)`` -> ``isinstance(trainable_only, str)``
-    (only strings refused): 1, 0, None or numpy's bool would be taken by their truth value."""
+    (only strings refused): 1, 0, None or a numpy number would be taken by their truth value. (numpy's bool is a
+    flag since 2026-12-05: ``_validate.check_flag``, as every other flag of fedlib.)"""
     with pytest.raises(ValueError, match=r"^trainable_only must be True or False, got "):
         count_parameters(torch.nn.Linear(2, 2), trainable_only=flag)
 
