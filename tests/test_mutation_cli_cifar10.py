@@ -815,7 +815,9 @@ def test_table1_summary_adds_the_lead_and_match_tables_for_pairs(tmp_path):
     summary, gaps, match = stdout.rstrip("\n").split("\n\n")
     assert len(summary.splitlines()) == 19
     # one pair (SGD, E=2): FedAvg's and FedNova's final accuracies, as the summary table shows them
-    assert gaps.splitlines()[0].startswith("| row | E | baseline | seeds |")
+    # 'seed(s)' lists the paired seeds' ids (0 here), where the summary's 'seeds' counts runs: under one header
+    # 'seeds' the 0 read as no seeds at all
+    assert gaps.splitlines()[0].startswith("| row | E | baseline | seed(s) |")
     assert len(gaps.splitlines()) == 3 and gaps.splitlines()[2].startswith("| SGD | E=2 | FedAvg | 0 |")
     assert len(match.splitlines()) == 3 and match.splitlines()[2].startswith("| SGD | E=2 | FedAvg | 0 |")
     assert match.splitlines()[0].startswith("| row | E | baseline | seed | baseline final (%) | FedNova reaches it")

@@ -1692,7 +1692,7 @@ def fednova_gaps(results: Dict[str, Dict[int, dict]]) -> List[dict]:
 
 
 #: Column headers of :func:`format_gap_rows`.
-GAP_HEADERS = ["row", "E", "baseline", "seeds", "baseline final (%)", "FedNova final (%)",
+GAP_HEADERS = ["row", "E", "baseline", "seed(s)", "baseline final (%)", "FedNova final (%)",
                "FedNova's lead (points)", "paper's lead"]
 
 
