@@ -189,14 +189,15 @@ def default_checkpoint_path(out: Optional[os.PathLike]) -> Optional[Path]:
 
 def save_checkpoint(path: os.PathLike, *, config: Mapping, round_done: int, state: Any, history: list,
                     initial: Optional[Mapping] = None, seed: Optional[int] = None, kind: str = "run",
-                    extra: Optional[Mapping] = None) -> Path:
+                    extra: Optional[Mapping] = None, who: str = "save_checkpoint") -> Path:
     """Write a checkpoint atomically (temporary file, fsync, :func:`os.replace`).
 
     ``round_done`` (rounds done, >= 0) and ``seed`` (>= 0, or ``None``) must be integers: they are
     the RNG state (see the module docstring), so a float or negative value is refused, not rounded.
     ``state`` is stored through :func:`to_numpy_tree`; ``history`` is a list of mappings, ``initial`` and
     ``extra`` mappings or ``None`` (``{}``); the folder must exist (a :class:`CheckpointError` naming what is wrong
-    otherwise). Returns the path. The file is the pickle, then ``FOOTER`` and 64 hex digits.
+    otherwise; its message starts with ``who``: the command line passes its flag, ``--checkpoint``). Returns the
+    path. The file is the pickle, then ``FOOTER`` and 64 hex digits.
 
     Example
     -------
@@ -213,20 +214,20 @@ def save_checkpoint(path: os.PathLike, *, config: Mapping, round_done: int, stat
     if seed is not None:
         seed = check_int("seed", seed, minimum=0)
     if not isinstance(config, Mapping):
-        raise CheckpointError(f"--checkpoint {path}: config must be a mapping, got {type(config).__name__}")
+        raise CheckpointError(f"{_where(who, path)}: config must be a mapping, got {type(config).__name__}")
     if isinstance(history, (str, bytes, Mapping)) or not hasattr(history, "__iter__"):
-        raise CheckpointError(f"--checkpoint {path}: history must be a list of per-round mappings, got "
+        raise CheckpointError(f"{_where(who, path)}: history must be a list of per-round mappings, got "
                               f"{type(history).__name__}")
     doc = {"format": FORMAT, "kind": kind, "config": dict(config), "round": round_done,
            "state": _numpy_tree(state, False),
-           "history": [_mapping(path, f"history[{k}]", h) for k, h in enumerate(history)],
-           "initial": {} if initial is None else _mapping(path, "initial", initial),
+           "history": [_mapping(who, path, f"history[{k}]", h) for k, h in enumerate(history)],
+           "initial": {} if initial is None else _mapping(who, path, "initial", initial),
            "rng": {"seed": seed, "next_round": round_done,
                    "note": "all draws come from (seed, purpose, round, client) streams; nothing else carries state"},
-           "extra": {} if extra is None else _mapping(path, "extra", extra)}
+           "extra": {} if extra is None else _mapping(who, path, "extra", extra)}
     folder = path.parent if str(path.parent) else Path(".")
     if not folder.is_dir():
-        raise CheckpointError(f"--checkpoint {path}: folder {folder} does not exist")
+        raise CheckpointError(f"{_where(who, path)}: folder {folder} does not exist")
 
     def write(fh) -> None:  # the bytes of pickle.dumps(doc, protocol=4) + footer, streamed: no copy of them in memory
         sha = _HashingWriter(fh)
@@ -237,13 +238,19 @@ def save_checkpoint(path: os.PathLike, *, config: Mapping, round_done: int, stat
     return path
 
 
-def _mapping(path: Path, name: str, value: Any) -> dict:
+def _where(who: str, path: Path) -> str:
+    """The start of :func:`save_checkpoint`'s messages: the flag and its value (``--checkpoint run.ckpt``) or the
+    function and the file (``save_checkpoint: run.ckpt``)."""
+    return f"{who} {path}" if who.startswith("--") else f"{who}: {path}"
+
+
+def _mapping(who: str, path: Path, name: str, value: Any) -> dict:
     """``dict(value)``, or a :class:`CheckpointError` naming ``name`` (``dict(3)`` said only "'int' object is not
     iterable", a tensor's truth value a ``RuntimeError``)."""
     try:
         return dict(value)
     except (TypeError, ValueError, RuntimeError) as exc:
-        raise CheckpointError(f"--checkpoint {path}: {name} must be a mapping (a dict of names to values), got "
+        raise CheckpointError(f"{_where(who, path)}: {name} must be a mapping (a dict of names to values), got "
                               f"{type(value).__name__} ({exc})") from None
 
 
@@ -271,7 +278,7 @@ def _file_version(fh) -> tuple:
     return st.st_size, st.st_mtime_ns
 
 
-def _check_footer(path: Path, fh, length: int) -> None:
+def _check_footer(who: str, path: Path, fh, length: int) -> None:
     """Refuse a file (open, ``length`` bytes) whose pickle does not match the SHA-256 in its footer
     (files without one pass); reads it in chunks."""
     size = len(FOOTER) + 64
@@ -290,17 +297,18 @@ def _check_footer(path: Path, fh, length: int) -> None:
         sha.update(chunk)
         left -= len(chunk)
     if left or sha.hexdigest().encode("ascii") != tail[-64:]:
-        raise CheckpointError(f"--resume: checkpoint {path} is corrupt: its SHA-256 does not match its contents "
+        raise CheckpointError(f"{who}: checkpoint {path} is corrupt: its SHA-256 does not match its contents "
                               "(damaged after it was written); resume from another copy, or delete it to start over",
                               reason="corrupt: its SHA-256 footer does not match its contents (damaged after it was "
                                      "written)")
 
 
-def load_checkpoint(path: os.PathLike, kind: Optional[str] = None) -> dict:
+def load_checkpoint(path: os.PathLike, kind: Optional[str] = None, *, who: str = "load_checkpoint") -> dict:
     """Read a checkpoint; :class:`CheckpointError` names the file and the problem: missing,
     truncated or not a pickle, a SHA-256 that does not match (see the module docstring), a file
     written in place while it was read (it is read twice: hashed, then unpickled), another
-    format or ``kind``, or a part of ``PARTS`` missing or of the wrong type.
+    format or ``kind``, or a part of ``PARTS`` missing or of the wrong type. Its message starts with ``who``
+    (the command line passes its flag, ``--resume``).
 
     Example
     -------
@@ -350,7 +358,7 @@ def load_checkpoint(path: os.PathLike, kind: Optional[str] = None) -> dict:
         with open(path, "rb") as fh:
             before = _file_version(fh)
             length = before[0]
-            _check_footer(path, fh, length)
+            _check_footer(who, path, fh, length)
             fh.seek(0)
             doc, failure = None, None
             try:
@@ -362,38 +370,38 @@ def load_checkpoint(path: os.PathLike, kind: Optional[str] = None) -> dict:
             # the file is read twice (hashed, then unpickled): one rewritten in place in between (cp, a
             # copy tool writing into it) would be unpickled unchecked; fedlib's own writes replace it
             if _file_version(fh) != before:
-                raise CheckpointError(f"--resume: checkpoint {path} changed while it was read (written in place by "
+                raise CheckpointError(f"{who}: checkpoint {path} changed while it was read (written in place by "
                                       "another program?); resume once it is complete",
                                       reason="changed while it was read") from None
             if failure is not None:
-                raise CheckpointError(f"--resume: checkpoint {path} is corrupt or not a fedlib checkpoint ({failure})",
+                raise CheckpointError(f"{who}: checkpoint {path} is corrupt or not a fedlib checkpoint ({failure})",
                                       reason=f"truncated, corrupt or not a fedlib checkpoint: it does not unpickle "
                                              f"({type(failure).__name__}: {failure})" if length else "empty (0 bytes)"
                                       ) from None
     except FileNotFoundError:
-        raise CheckpointError(f"--resume: checkpoint {path} not found", reason="not found") from None
+        raise CheckpointError(f"{who}: checkpoint {path} not found", reason="not found") from None
     except OSError as exc:
-        raise CheckpointError(f"--resume: checkpoint {path} cannot be read ({exc.strerror or exc})",
+        raise CheckpointError(f"{who}: checkpoint {path} cannot be read ({exc.strerror or exc})",
                               reason=f"unreadable ({exc.strerror or exc})") from None
     if not isinstance(doc, dict) or doc.get("format") != FORMAT:
-        raise CheckpointError(f"--resume: {path} is not a {FORMAT} checkpoint",
+        raise CheckpointError(f"{who}: {path} is not a {FORMAT} checkpoint",
                               reason=f"not a fedlib checkpoint (a pickle without the format tag {FORMAT!r})")
     if kind is not None and doc.get("kind") != kind:
-        raise CheckpointError(f"--resume: {path} is a {doc.get('kind')!r} checkpoint, expected {kind!r}",
+        raise CheckpointError(f"{who}: {path} is a {doc.get('kind')!r} checkpoint, expected {kind!r}",
                               reason=f"a fedlib checkpoint of another command (kind {doc.get('kind')!r})")
     types = {"config": Mapping, "round": int, "history": list, "initial": Mapping, "rng": Mapping, "extra": Mapping}
     for part in PARTS:
         if part not in doc:
-            raise CheckpointError(f"--resume: checkpoint {path} is corrupt or not a fedlib checkpoint: it has no "
+            raise CheckpointError(f"{who}: checkpoint {path} is corrupt or not a fedlib checkpoint: it has no "
                                   f"{part!r}", reason=f"corrupt: it has no {part!r}")
         want = types.get(part)
         if want is not None and (not isinstance(doc[part], want) or isinstance(doc[part], bool)):
-            raise CheckpointError(f"--resume: checkpoint {path} is corrupt or not a fedlib checkpoint: its {part!r} "
+            raise CheckpointError(f"{who}: checkpoint {path} is corrupt or not a fedlib checkpoint: its {part!r} "
                                   f"is a {type(doc[part]).__name__}, not a {want.__name__}",
                                   reason=f"corrupt: its {part!r} is a {type(doc[part]).__name__}, not a "
                                          f"{want.__name__}")
     if doc["round"] < 0:
-        raise CheckpointError(f"--resume: checkpoint {path} is corrupt: round {doc['round']} < 0",
+        raise CheckpointError(f"{who}: checkpoint {path} is corrupt: round {doc['round']} < 0",
                               reason=f"corrupt: round {doc['round']} < 0")
     return doc
 
@@ -496,7 +504,7 @@ def config_diff(a: Mapping, b: Mapping, prefix: str = "") -> list:
     return [prefix + ".".join(str(k) for k in path) for path in _diff_paths(a, b)]
 
 
-def check_config(path: os.PathLike, saved: Mapping, current: Mapping, *, who: str = "--resume",
+def check_config(path: os.PathLike, saved: Mapping, current: Mapping, *, who: str = "check_config",
                  hint: str = "") -> None:
     """Refuse to resume a checkpoint written by another configuration.
 
@@ -510,7 +518,7 @@ def check_config(path: os.PathLike, saved: Mapping, current: Mapping, *, who: st
     >>> check_config("run.ckpt", {"lr": 0.1}, {"lr": 0.05}, hint="rerun with --lr 0.1")  # doctest: +NORMALIZE_WHITESPACE
     Traceback (most recent call last):
     ...
-    fedlib.checkpoint.CheckpointError: --resume: checkpoint run.ckpt was written by another configuration;
+    fedlib.checkpoint.CheckpointError: check_config: checkpoint run.ckpt was written by another configuration;
     differing keys: lr (checkpoint 0.1, now 0.05); rerun with --lr 0.1
     """
     if not isinstance(saved, Mapping) or not isinstance(current, Mapping):

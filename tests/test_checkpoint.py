@@ -5,6 +5,7 @@ refused before training; ``--resume`` takes the same data file however its path 
 import json
 import os
 import pickle
+import re
 import signal
 import stat
 import subprocess
@@ -291,7 +292,7 @@ def test_save_checkpoint_names_a_history_initial_or_extra_that_is_no_mapping(tmp
 
     args = dict(config={"a": 1}, round_done=2, state={"w": np.zeros(2)}, history=[], seed=0)
     for name, value in (("initial", torch.ones(2)), ("extra", torch.ones(2)), ("history", torch.ones(2))):
-        with pytest.raises(CheckpointError, match=rf"^--checkpoint .*x\.ckpt: {name}(\[0\])? must be a"):
+        with pytest.raises(CheckpointError, match=rf"^save_checkpoint: .*x\.ckpt: {name}(\[0\])? must be a"):
             save_checkpoint(tmp_path / "x.ckpt", **{**args, name: value})
     assert not (tmp_path / "x.ckpt").exists()
     save_checkpoint(tmp_path / "x.ckpt", **{**args, "initial": None, "extra": {}, "history": ({"round": 0},)})
@@ -538,3 +539,25 @@ def test_load_checkpoint_names_a_kind_that_is_no_string(tmp_path):
         with pytest.raises(ValueError, match=r"^kind must be None or a string such as 'run', got "):
             load_checkpoint(path, kind=kind)
     assert load_checkpoint(path, kind="run")["kind"] == "run"
+
+
+def test_checkpoint_errors_name_the_function_when_called_from_python(tmp_path):
+    """From Python, load_checkpoint's, save_checkpoint's and check_config's messages start with the function's name;
+    the command line passes its flags (who='--resume' / '--checkpoint', table1 'table1'). Before (2026-12-05) they
+    named the flags from any caller: load_checkpoint('missing.ckpt') said '--resume: checkpoint missing.ckpt not
+    found' to a user who never typed --resume."""
+    from fedlib.checkpoint import CheckpointError, check_config, load_checkpoint, save_checkpoint
+
+    missing = tmp_path / "missing.ckpt"
+    with pytest.raises(CheckpointError, match=rf"^load_checkpoint: checkpoint {re.escape(str(missing))} not found$"):
+        load_checkpoint(missing)
+    with pytest.raises(CheckpointError, match=rf"^--resume: checkpoint {re.escape(str(missing))} not found$"):
+        load_checkpoint(missing, who="--resume")
+    nowhere = tmp_path / "no" / "c.ckpt"
+    kw = dict(config={}, round_done=0, state={}, history=[])
+    with pytest.raises(CheckpointError, match=rf"^save_checkpoint: {re.escape(str(nowhere))}: folder .* does not exist"):
+        save_checkpoint(nowhere, **kw)
+    with pytest.raises(CheckpointError, match=rf"^--checkpoint {re.escape(str(nowhere))}: folder .* does not exist"):
+        save_checkpoint(nowhere, **kw, who="--checkpoint")
+    with pytest.raises(CheckpointError, match=r"^check_config: checkpoint c\.ckpt was written by another configuration"):
+        check_config("c.ckpt", {"lr": 0.1}, {"lr": 0.2})

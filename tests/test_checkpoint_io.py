@@ -182,8 +182,8 @@ def test_a_checkpoint_rewritten_in_place_between_hashing_and_unpickling_is_refus
     assert len(bad) == len(good) and bad != good
     real = ck._check_footer
 
-    def hashed_then_rewritten(p, fh, length):
-        real(p, fh, length)  # the good bytes pass the footer check
+    def hashed_then_rewritten(who, p, fh, length):
+        real(who, p, fh, length)  # the good bytes pass the footer check
         with open(path, "r+b") as w:  # rewritten in place, same inode and length
             w.write(bad)
 
@@ -206,8 +206,8 @@ def test_a_checkpoint_replaced_by_an_atomic_save_while_it_is_read_still_loads(tm
     ck.save_checkpoint(path, config={}, round_done=1, state={"x": np.ones(n)}, history=[], seed=0)
     real = ck._check_footer
 
-    def hashed_then_replaced(p, fh, length):
-        real(p, fh, length)
+    def hashed_then_replaced(who, p, fh, length):
+        real(who, p, fh, length)
         real_save(path, config={}, round_done=2, state={"x": np.full(n, 7.0)}, history=[], seed=0)
 
     real_save = ck.save_checkpoint

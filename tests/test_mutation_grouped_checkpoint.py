@@ -438,7 +438,7 @@ def test_a_checkpoint_path_that_cannot_be_read_is_a_checkpoint_error(tmp_path):
 
     folder = tmp_path / "ck"
     folder.mkdir()
-    with pytest.raises(CheckpointError, match=rf"^--resume: checkpoint {folder} cannot be read \(") as info:
+    with pytest.raises(CheckpointError, match=rf"^load_checkpoint: checkpoint {folder} cannot be read \(") as info:
         load_checkpoint(folder)
     assert info.value.reason.startswith("unreadable (")
 

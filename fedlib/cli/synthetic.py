@@ -216,10 +216,10 @@ def run_synthetic(args: argparse.Namespace) -> int:
     resume = None
     earlier: list = []  # the segments of the run that earlier processes computed (resumed runs)
     if args.resume:
-        doc = load_checkpoint(ckpt_path, kind="synthetic")
+        doc = load_checkpoint(ckpt_path, kind="synthetic", who="--resume")
         # data.name is the --data path as typed (the resolved data.source identifies the file): the same
         # file given from another folder, or through a link, resumes
-        check_config(ckpt_path, _without_data_name(doc["config"]), _without_data_name(config))
+        check_config(ckpt_path, _without_data_name(doc["config"]), _without_data_name(config), who="--resume")
         resume = {"state": doc["state"], "history": doc["history"], "initial": doc["initial"]}
         earlier = list((doc.get("extra") or {}).get("segments") or [])
     else:
@@ -274,7 +274,7 @@ def run_synthetic(args: argparse.Namespace) -> int:
             args.checkpoint_saved = True
             save_checkpoint(ckpt_path, config=config, round_done=done, state=state._replace(variates=variates),
                             history=history, initial=initial, seed=args.seed, kind="synthetic",
-                            extra={"segments": earlier + [_segment_end(segment, done)]})
+                            extra={"segments": earlier + [_segment_end(segment, done)]}, who="--checkpoint")
 
     bar = progress_bar(args, args.rounds, args.algorithm,
                        initial=0 if resume is None else len(resume["history"])) if rank0 else None

@@ -381,7 +381,7 @@ def train_runs(runs: Sequence[dict], data, parts, *, rounds: int, width: float =
     if checkpoint is not None and Path(checkpoint).is_file():
         from ..checkpoint import check_config, load_checkpoint
 
-        doc = load_checkpoint(checkpoint, kind="table1")
+        doc = load_checkpoint(checkpoint, kind="table1", who="table1")
         # a checkpoint of an earlier commit does not say whether cuDNN's search was on: not checked then
         current = {k: v for k, v in ck_config.items() if k != "cudnn_benchmark" or k in doc["config"]}
         check_config(checkpoint, doc["config"], current, who="table1",
@@ -401,7 +401,7 @@ def train_runs(runs: Sequence[dict], data, parts, *, rounds: int, width: float =
         from ..checkpoint import save_checkpoint
 
         save_checkpoint(checkpoint, config=ck_config, round_done=round_done, state=engine.state_dict(), history=[],
-                        seed=None, kind="table1",
+                        seed=None, kind="table1", who="table1",
                         extra={"histories": histories, "seconds": seconds_before + time.perf_counter() - t0,
                                "started": started,
                                "calls": calls_before + [dict(call_info or {}, cuda_graph=bool(cuda_graph),
@@ -750,7 +750,7 @@ def run_table1(results_dir, *, budget_seconds: float, seeds: Sequence[int] = (0,
             f = ckpt_path(names_of(todo[:j]))
             if f.is_file():
                 try:
-                    doc = load_checkpoint(f, kind="table1")
+                    doc = load_checkpoint(f, kind="table1", who="table1")
                 except CheckpointError as exc:  # train_runs would refuse it too, after loading the data
                     raise CheckpointError(f"table1: the group checkpoint {f} cannot be resumed ({exc}); delete it "
                                           "(or move it away) to train this group from round 0") from None
