@@ -605,8 +605,35 @@ def read_result(path: os.PathLike) -> dict:
     schema must be 'fedlib.result/1', got 'fedlib.result/0'
     """
     path = Path(path)
-    doc = read_json(path, object_pairs_hook=_unique_keys(path))
+    try:
+        doc = read_json(path, object_pairs_hook=_unique_keys(path))
+    except ValueError:
+        if _is_checkpoint(path):
+            raise ValueError(f"{path}: is a fedlib checkpoint, not a result file (a result is the JSON file a run "
+                             "writes with --out; a checkpoint is read by --resume)") from None
+        raise
     return validate_result(doc, str(path))
+
+
+def _is_checkpoint(path: Path) -> bool:
+    """Whether ``path`` ends with a checkpoint's footer (:data:`fedlib.checkpoint.FOOTER` and 64 hex digits), or
+    starts as a pickle does (``0x80``, then the protocol: a checkpoint written without the footer); reads at most
+    a few bytes of each end. Only asked once the file failed to parse as JSON (no JSON text starts with ``0x80``)."""
+    from .checkpoint import FOOTER
+
+    size = len(FOOTER) + 64
+    try:
+        with open(path, "rb") as fh:
+            head = fh.read(2)
+            fh.seek(0, os.SEEK_END)
+            length = fh.tell()
+            tail = b""
+            if length >= size:
+                fh.seek(length - size)
+                tail = fh.read(size)
+    except OSError:
+        return False
+    return tail[:-64] == FOOTER or (len(head) == 2 and head[0] == 0x80 and 2 <= head[1] <= 5)
 
 
 def _unique_keys(path: Path):

@@ -151,6 +151,30 @@ def test_read_result_missing_and_malformed(tmp_path):
         read_result(bad)
 
 
+def test_read_result_of_a_checkpoint_says_it_is_a_checkpoint(tmp_path):
+    """A checkpoint given where a result file is expected (``rerun run.json.ckpt``) is named as one, exit status 2
+    as before; a pickle without the footer too. Before: "run.json.ckpt: not valid JSON ('utf-8' codec can't decode
+    byte 0x80 in position 0: invalid start byte)"."""
+    from cliutil import cli_exit
+
+    from fedlib.checkpoint import save_checkpoint
+
+    ckpt = save_checkpoint(tmp_path / "run.json.ckpt", config={"a": 1}, round_done=1, state={"x": np.arange(3.0)},
+                           history=[])
+    with pytest.raises(ValueError, match=r"run.json.ckpt: is a fedlib checkpoint, not a result file"):
+        read_result(ckpt)
+    rc, _, err = cli_exit(["rerun", str(ckpt)])
+    assert rc == 2 and "is a fedlib checkpoint, not a result file" in err and "utf-8" not in err
+    bare = tmp_path / "bare.ckpt"
+    bare.write_bytes(ckpt.read_bytes().rsplit(b"\nfedlib-checkpoint-sha256:", 1)[0])  # without the footer
+    with pytest.raises(ValueError, match="bare.ckpt: is a fedlib checkpoint"):
+        read_result(bare)
+    other = tmp_path / "latin.json"
+    other.write_bytes(b"\xe9t\xe9")  # neither JSON nor a checkpoint: the JSON error as before
+    with pytest.raises(ValueError, match="latin.json: not valid JSON"):
+        read_result(other)
+
+
 def test_bench_records_need_no_history(tmp_path):
     res = make_result({"x": 1}, None, make_provenance(0, 1), kind="bench", summary={"speedup": 3.0})
     path = write_result(tmp_path / "b.json", res)
