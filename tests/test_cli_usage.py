@@ -67,6 +67,29 @@ def test_an_argument_a_subcommand_does_not_take_is_reported_by_that_subcommand(a
     assert lines[-1] == f"python -m fedlib {command}: error: {message}"
 
 
+@pytest.mark.parametrize("argv, message", [
+    (["run", "synthetic", "--rounds", "1", "--outt", "x.json"], "unrecognized arguments: --outt x.json; did you mean --out?"),
+    (["run", "synthetic", "--rounds", "1", "--outt=x.json"], "unrecognized arguments: --outt=x.json; did you mean --out?"),
+    (["run", "synthetic", "--rouns", "1", "--seeed", "3"],
+     "unrecognized arguments: --rouns 1 --seeed 3; did you mean --rounds for --rouns, --seed for --seeed?"),
+    (["rerun", "a.json", "--bogus", "b.json"], "unrecognized arguments: --bogus b.json"),
+    (["rerun", "a.json", "--bogus=1", "b.json"], "unrecognized arguments: --bogus=1 b.json; python -m fedlib rerun "
+                                                 "takes 1 positional argument (result), got 2 (see --help)"),
+    (["run", "synthetic", "x.json", "--outt", "y"],
+     "unrecognized arguments: x.json --outt y; did you mean --out?; "
+     "python -m fedlib run synthetic takes no positional arguments, got 1 (see --help)"),
+])
+def test_a_mistyped_option_is_not_counted_as_positionals_and_the_closest_option_is_suggested(argv, message):
+    """The word after an unknown option is taken as its value, not as a positional argument, and an unknown option
+    close to a known one is answered with it ('--bogus' is close to none). Before: "unrecognized arguments: --outt
+    x.json; python -m fedlib run synthetic takes no positional arguments, got 1 (see --help)", though x.json was
+    the value of the mistyped --out."""
+    rc, out, err = cli_exit(argv)
+    assert (rc, out) == (2, ""), (rc, out, err)
+    command = " ".join(argv[:2]) if argv[0] == "run" else argv[0]
+    assert err.strip().splitlines()[-1] == f"python -m fedlib {command}: error: {message}"
+
+
 @pytest.mark.parametrize("metavar, names", [(("LOW", "HIGH"), "LOW, HIGH"), (None, "bounds, bounds")])
 def test_a_positional_of_several_values_is_counted_and_named_value_by_value(capsys, metavar, names):
     """A subcommand positional with ``nargs=2`` takes two values: the message counts both and names them by

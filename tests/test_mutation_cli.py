@@ -1032,9 +1032,13 @@ def test_bench_synthetic_passes_its_flags_on(tmp_path, monkeypatch):
 
 # ----------------------------------------------------------------------------- unrecognised positionals
 def test_an_unrecognised_positional_count_is_of_every_extra_value_not_the_options():
-    """rerun takes 1 positional (result); given a.json b.json --bogus c.json it got 3 values (a.json, and
+    """rerun takes 1 positional (result); given a.json b.json c.json --bogus it got 3 values (a.json, and
     b.json and c.json left over; --bogus is not a positional value): "got 3". Kills C11 (got = names + 1)
-    and C16 (the extras counted as one)."""
-    assert _error(["rerun", "a.json", "b.json", "--bogus", "c.json"]) == (
-        "unrecognized arguments: b.json --bogus c.json; python -m fedlib rerun takes 1 positional argument "
+    and C16 (the extras counted as one). A word right after an unknown option is taken as its value (b.json --bogus
+    d.json: "got 2"; it was "got 3" before the value was told apart, as for --outt x.json)."""
+    assert _error(["rerun", "a.json", "b.json", "c.json", "--bogus"]) == (
+        "unrecognized arguments: b.json c.json --bogus; python -m fedlib rerun takes 1 positional argument "
         "(result), got 3 (see --help)")
+    assert _error(["rerun", "a.json", "b.json", "--bogus", "d.json"]) == (
+        "unrecognized arguments: b.json --bogus d.json; python -m fedlib rerun takes 1 positional argument "
+        "(result), got 2 (see --help)")

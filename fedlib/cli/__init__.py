@@ -27,6 +27,7 @@ is given ``argv`` (a script, a test, ``rerun``), else the process's ``sys.argv``
 from __future__ import annotations
 
 import argparse
+import difflib
 import importlib
 import os
 import sys
@@ -92,6 +93,18 @@ def _value_range(action: argparse.Action) -> tuple:
     return {"?": (0, 1), "+": (1, None)}.get(action.nargs, (0, None))
 
 
+def _is_option(arg: str) -> bool:
+    """Whether a command-line word is an option (``-x``, ``--name``, ``--name=value``), not a value such as
+    ``-1`` or ``-``."""
+    if not arg.startswith("-") or arg == "-":
+        return False
+    try:
+        float(arg)
+    except ValueError:
+        return True
+    return False
+
+
 class _CommandParser(argparse.ArgumentParser):
     """The top-level parser. argparse reports arguments a subcommand does not take from the
     top level ("python -m fedlib: error: unrecognized arguments: b.json" under the top-level
@@ -120,7 +133,21 @@ class _CommandParser(argparse.ArgumentParser):
             leaf = sub.choices[name]
         if leaf is self:
             super().error(message)
-        extra_positionals = sum(not e.startswith("-") for e in extras)
+        # an extra right after an unknown option is taken as its value (--outt x.json), not as a positional
+        # (after --outt=x.json it is one)
+        extra_positionals = sum(not e.startswith("-") and not (i and _is_option(extras[i - 1])
+                                                               and "=" not in extras[i - 1])
+                                for i, e in enumerate(extras))
+        known = [o for a in leaf._actions for o in a.option_strings if o.startswith("--")]
+        unknown = [e.split("=", 1)[0] for e in extras if _is_option(e)]
+        # compared without their dashes, which every option shares ('--bogus' is not close to '--out')
+        names = {o.lstrip("-"): o for o in known}
+        guesses = {o: difflib.get_close_matches(o.lstrip("-"), names, n=1, cutoff=0.75) for o in dict.fromkeys(unknown)}
+        guesses = {o: names[m[0]] for o, m in guesses.items() if m}
+        if len(guesses) == 1 and len(unknown) == 1:
+            message += f"; did you mean {next(iter(guesses.values()))}?"
+        elif guesses:
+            message += "; did you mean " + ", ".join(f"{m} for {o}" for o, m in guesses.items()) + "?"
         if extra_positionals:
             positionals = [a for a in leaf._actions
                            if not a.option_strings and not isinstance(a, argparse._SubParsersAction)]
