@@ -6,6 +6,7 @@ numpy broadcasting error twenty frames deep.
 """
 from __future__ import annotations
 
+import inspect
 import math
 import numbers
 import os
@@ -121,13 +122,43 @@ def check_flag(name: str, value: Any) -> bool:
     return bool(value)
 
 
-def check_callable(name: str, value: Any, contract: str, hint: str = "") -> Any:
+def check_callable(name: str, value: Any, contract: str, hint: str = "", *, nargs: int | None = None) -> Any:
     """``value`` must be callable: a ``ValueError`` ``"{name} must be a callable {contract}, got <type>{hint}"``
     otherwise, before a run starts rather than as Python's ``'float' object is not callable`` inside it. A caller
-    whose argument may be ``None`` checks only a given one."""
+    whose argument may be ``None`` checks only a given one. With ``nargs``, the callable must also accept that many
+    positional arguments (:func:`positional_mismatch`), as fedlib will call it: a ``ValueError``
+    ``"{name} must be a callable {contract}, taking {nargs} positional arguments: {name}{signature} does not (...)"``
+    instead of Python's ``<lambda>() takes 2 positional arguments but 4 were given`` from inside the first round."""
     if not callable(value):
         raise ValueError(f"{name} must be a callable {contract}, got {type(value).__name__}{hint}")
+    why = None if nargs is None else positional_mismatch(value, nargs)
+    if why is not None:
+        raise ValueError(f"{name} must be a callable {contract}, taking {nargs} positional argument"
+                         f"{'' if nargs == 1 else 's'}: {name}{why[0]} does not ({why[1]})")
     return value
+
+
+def positional_mismatch(fn: Any, nargs: int) -> tuple | None:
+    """``(signature, reason)`` when the signature of the callable ``fn`` cannot bind ``nargs`` positional arguments
+    (too many or too few, a required keyword-only one); ``None`` when it can, and whenever the answer is not sure:
+    a signature that cannot be read (some builtins), or a wrapper (``functools.wraps``) whose own signature binds
+    them even though the function it wraps does not."""
+    try:
+        sig = inspect.signature(fn)
+    except (TypeError, ValueError):
+        return None
+    try:
+        sig.bind(*range(nargs))
+        return None
+    except TypeError as exc:
+        reason = str(exc)
+    if hasattr(fn, "__wrapped__"):
+        try:
+            inspect.signature(fn, follow_wrapped=False).bind(*range(nargs))
+            return None
+        except (TypeError, ValueError):
+            pass
+    return str(sig), reason
 
 
 def check_sequence(name: str, value: Any, what: str, *, empty: str | None = None) -> list:

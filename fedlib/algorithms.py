@@ -36,7 +36,8 @@ from typing import Any, NamedTuple, Optional, Sequence
 
 import numpy as np
 
-from ._validate import bool_entry, check_choice, check_int, is_bool, check_positive, check_probability_vector, check_sequence
+from ._validate import (bool_entry, check_choice, check_int, is_bool, check_positive, check_probability_vector,
+                        check_sequence, positional_mismatch)
 from .rule import aggregate, check_tau_eff
 from .sampling import Participation, as_participation
 from .server import ServerOptimizer, plain
@@ -422,6 +423,11 @@ class FederatedAlgorithm:
             if not callable(getattr(self.server, part)):
                 raise ValueError(f"server.{part} must be callable, {contract}, got "
                                  f"{type(getattr(self.server, part)).__name__}")
+            nargs = 1 if part == "init" else 4
+            why = positional_mismatch(getattr(self.server, part), nargs)  # else a bare TypeError in the first round
+            if why is not None:
+                raise ValueError(f"server.{part} must be callable as {contract}, taking {nargs} positional argument"
+                                 f"{'' if nargs == 1 else 's'}: {part}{why[0]} does not ({why[1]})")
         if not isinstance(self.server.name, str) or not self.server.name:
             raise ValueError(f"server.name must be a non-empty string (it labels results), got {self.server.name!r}")
         if self.name == "fedprox" and self.solver.mu <= 0:

@@ -92,6 +92,53 @@ def test_run_sequential_names_a_hook_that_is_not_callable(kwargs, message):
         _sequential(**kwargs)
 
 
+@pytest.mark.parametrize("kwargs, message", [
+    ({"grad_fn": lambda x, client: x}, r"^grad_fn must be a callable \(params, client, round, step\) -> grads, taking 4 "
+                                        r"positional arguments: grad_fn\(x, client\) does not \(too many positional"),
+    ({"metric_fn": lambda params: 0.0}, r"^metric_fn must be a callable \(params, round\) -> value, taking 2 "
+                                        r"positional arguments: metric_fn\(params\) does not"),
+    ({"lr_at": lambda round, client: 0.1}, r"^lr_at must be a callable round -> client lr, taking 1 positional "
+                                           r"argument: lr_at\(round, client\) does not \(missing a required argument")])
+def test_run_sequential_names_a_hook_of_the_wrong_signature(kwargs, message):
+    """A grad_fn (metric_fn, lr_at) that cannot take the arguments run_sequential passes is refused before the first
+    round, naming it and the expected call. Before: Python's "<lambda>() takes 2 positional arguments but 4 were
+    given" from inside round 0."""
+    from fedlib.algorithms import make_algorithm
+    from fedlib.engines.reference import run_sequential
+    from fedlib.schedules import FixedSteps
+
+    grad = kwargs.pop("grad_fn", lambda x, i, t, k: x)
+    with pytest.raises(ValueError, match=message):
+        run_sequential(make_algorithm("fedavg", sgd(0.1)), np.zeros(1), grad, [0.5, 0.5], FixedSteps([1, 2]), 1,
+                       **kwargs)
+
+
+def test_run_sequential_takes_a_grad_fn_whose_signature_binds_or_cannot_be_read():
+    """*args, a partial, defaults and a wrapper (functools.wraps of a function of other arguments) are taken, and
+    give the plain function's numbers."""
+    import functools
+
+    from fedlib.algorithms import make_algorithm
+    from fedlib.engines.reference import run_sequential
+    from fedlib.schedules import FixedSteps
+
+    def plain(x, i, t, k):
+        return x - (i + 1.0)
+
+    def wrapper(f):
+        @functools.wraps(f)
+        def inner(*args):
+            return f(args[0], args[1])
+        return inner
+
+    grads = [plain, lambda *args: args[0] - (args[1] + 1.0), functools.partial(lambda c, x, i, t, k: x - (i + c), 1.0),
+             lambda x, i, t, k=0, extra=None: x - (i + 1.0), wrapper(lambda x, i: x - (i + 1.0))]
+    runs = [run_sequential(make_algorithm("fednova", sgd(0.1)), np.zeros(1), g, [0.5, 0.5], FixedSteps([1, 2]),
+                           2).state.params for g in grads]
+    for params in runs[1:]:
+        np.testing.assert_array_equal(params, runs[0])
+
+
 def test_run_sequential_with_a_list_of_local_steps_as_schedule():
     """A list of tau_i in place of a schedule object raised AttributeError "'list' object has no
     attribute 'local_steps'" from inside the loop; now a ValueError names schedule and FixedSteps."""

@@ -161,6 +161,28 @@ def test_make_algorithm_refuses_a_malformed_server_optimizer(init, update, name,
         make_algorithm("fednova", sgd(0.1), ServerOptimizer(init, update, name))
 
 
+@pytest.mark.parametrize("init, update, message", [
+    (lambda: 0, None, r"^server\.init must be callable as init\(params\) -> state, taking 1 positional argument: "
+                      r"init\(\) does not \(too many positional arguments\)"),
+    (None, lambda change, state: (change, state),
+     r"^server\.update must be callable as update\(change, state, params, lr\) -> \(new_params, new_state\), taking 4 "
+     r"positional arguments: update\(change, state\) does not \(too many positional arguments\)")])
+def test_make_algorithm_refuses_a_server_optimizer_of_the_wrong_signature(init, update, message):
+    """A server optimizer of your own whose init or update cannot take the arguments fedlib passes is refused by
+    make_algorithm, naming the part and the expected call; one with defaults or *args is taken. Before: Python's
+    "<lambda>() takes 2 positional arguments but 4 were given" from inside the first round."""
+    from fedlib.algorithms import make_algorithm
+    from fedlib.server import PlainState, ServerOptimizer
+    from fedlib.solvers import sgd
+
+    init = init or (lambda params: PlainState(0))
+    update = update or (lambda change, state, params, lr: (params + change, state))
+    with pytest.raises(ValueError, match=message):
+        make_algorithm("fednova", sgd(0.1), ServerOptimizer(init, update, "mine"))
+    make_algorithm("fednova", sgd(0.1), ServerOptimizer(lambda *a: PlainState(0), lambda c, s, p, lr=None, x=1: (p, s),
+                                                       "mine"))
+
+
 def test_server_optimizer_returning_another_array_kind_says_so():
     """A server optimizer returning a torch tensor for a numpy model was refused with 'got leaf shapes [(2,)] for
     [(2,)]', two equal shapes and no word of the kinds that differ."""

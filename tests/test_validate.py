@@ -222,3 +222,23 @@ def test_array_checks_refuse_numbers_given_as_text():
     assert full_participation([0.5, 0.5]).weights.tolist() == [0.5, 0.5]
     assert check_finite_array("x", np.array([[1, 2]], dtype=np.int64)).dtype == np.float64
     assert check_finite_array("x", 3.0).tolist() == 3.0
+
+
+def test_positional_mismatch_refuses_only_a_signature_that_surely_cannot_bind():
+    """check_callable(..., nargs=) (run_sequential's hooks, a server optimizer's init and update) refuses a callable
+    only when its signature is read and cannot take the arguments: a builtin without a readable signature (max), *args
+    and a functools.wraps wrapper of another signature pass. Before: nothing was checked, and a wrong one failed as
+    Python's "<lambda>() takes 2 positional arguments but 4 were given" in the first round."""
+    import functools
+
+    import pytest
+
+    from fedlib._validate import check_callable, positional_mismatch
+
+    assert positional_mismatch(max, 4) is None
+    assert positional_mismatch(lambda *a: 0, 4) is None
+    assert positional_mismatch(functools.wraps(lambda x: x)(lambda *a: 0), 4) is None
+    assert positional_mismatch(lambda a, b: 0, 4) == ("(a, b)", "too many positional arguments")
+    with pytest.raises(ValueError, match=r"^f must be a callable x -> y, taking 1 positional argument: f\(\) does not"):
+        check_callable("f", lambda: 0, "x -> y", nargs=1)
+    assert check_callable("f", len, "x -> y", nargs=1) is len

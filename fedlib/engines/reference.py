@@ -114,14 +114,14 @@ def run_sequential(algorithm: FederatedAlgorithm, params: Any, grad_fn: Callable
     rounds = check_int("rounds", rounds, minimum=0)
     seed = check_int("seed", seed)  # with full participation no draw uses it, but a wrong one is a mistake all the same
     check_sampling(sampling, clients_per_round)
-    for name, fn, contract in (("grad_fn", grad_fn, "(params, client, round, step) -> grads"),
-                               ("lr_at", lr_at, "round -> client lr"),
-                               ("metric_fn", metric_fn, "(params, round) -> value"),
-                               ("solver_at", solver_at, "(round, client) -> LocalSolver")):
+    for name, fn, contract, nargs in (("grad_fn", grad_fn, "(params, client, round, step) -> grads", 4),
+                                      ("lr_at", lr_at, "round -> client lr", 1),
+                                      ("metric_fn", metric_fn, "(params, round) -> value", 2),
+                                      ("solver_at", solver_at, "(round, client) -> LocalSolver", 2)):
         if fn is not None or name == "grad_fn":
             hint = (" (one solver for every client: make_algorithm(name, solver))" if isinstance(fn, LocalSolver) else
                     " (a constant rate: lr_at=None uses the solver's lr)" if name == "lr_at" else "")
-            check_callable(name, fn, contract, hint)
+            check_callable(name, fn, contract, hint, nargs=nargs)
     if solver_at is not None and lr_at is not None:
         raise ValueError("solver_at and lr_at cannot be combined: each client's solver carries its own lr")
     if initial_state is None:
