@@ -589,6 +589,13 @@ def expected_a_norms(schedule, solver) -> np.ndarray:
     whose :math:`a_i` depends on :math:`\eta`, such as the proximal ones). A
     :class:`WallClock` has no closed form (its :math:`\tau_i` depend on simulated speeds).
 
+    What it needs from ``schedule`` is the distribution of every client's :math:`\tau_i`, which it knows
+    for the four schedules above only (a subclass is read as its base class): a schedule of your own
+    (``local_steps(round)``, the contract every engine needs) gives one round's draw, not the
+    distribution, so it is refused (``ValueError``). For one, compute
+    :math:`\sum_i p_i\,\mathbb E\|a_i\|_1` yourself (``solver.a_norm(tau)`` averaged over each client's
+    :math:`\tau` distribution) and pass it as ``tau_eff`` to :func:`fedlib.algorithms.make_algorithm`.
+
     Example
     -------
     >>> from fedlib.solvers import sgd
@@ -606,8 +613,11 @@ def expected_a_norms(schedule, solver) -> np.ndarray:
     elif isinstance(schedule, RandomEpochs):
         taus = [[e * int(s) for e in range(schedule.low, schedule.high + 1)] for s in schedule._spe]
     else:
-        raise ValueError(f"schedule: no closed-form E||a_i||_1 for {type(schedule).__name__} "
-                         "(FixedSteps, RandomSteps, FixedEpochs or RandomEpochs)")
+        raise ValueError(f"schedule: no closed-form E||a_i||_1 for {type(schedule).__name__}: it needs the "
+                         "distribution of every client's tau_i, known only for FixedSteps, RandomSteps, FixedEpochs "
+                         "and RandomEpochs (a schedule's local_steps(round) gives one round's draw); for a schedule "
+                         "of your own compute sum_i p_i E||a_i||_1 (solver.a_norm(tau) averaged over each client's "
+                         "tau distribution) and pass it as make_algorithm(..., tau_eff=...)")
     return np.array([np.mean([solver.a_norm(int(t)) for t in ts]) for ts in taus])
 
 
@@ -616,7 +626,8 @@ def population_tau_eff(p, schedule, solver) -> float:
     over *all* clients (:func:`expected_a_norms`): pass it as ``tau_eff`` to
     :func:`fedlib.algorithms.make_algorithm` when clients are sampled (the CLI's
     ``--tau-eff population``; chapter 8 shows that a value taken from each round's sample
-    is biased).
+    is biased). ``schedule`` must be one of the four schedules :func:`expected_a_norms` knows the
+    :math:`\tau_i` distribution of (a schedule of your own is refused: compute the sum for it yourself).
 
     Example
     -------

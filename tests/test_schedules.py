@@ -163,6 +163,24 @@ def test_expected_a_norms_by_hand_for_every_schedule():
         expected_a_norms(FixedSteps([1]), object())
 
 
+def test_population_tau_eff_of_a_schedule_of_your_own_says_what_it_needs():
+    """A schedule of your own (local_steps(round), the contract of the engines) is refused by population_tau_eff and
+    expected_a_norms with what they need (each client's tau distribution, which only the four built-in schedules
+    give) and what to do instead (compute it, pass tau_eff=). Before: "schedule: no closed-form E||a_i||_1 for
+    MySchedule (FixedSteps, RandomSteps, FixedEpochs or RandomEpochs)", which named neither."""
+    from fedlib.schedules import population_tau_eff
+    from fedlib.solvers import sgd
+
+    class MySchedule:
+        def local_steps(self, round_index):
+            return np.array([1, 2])
+
+    with pytest.raises(ValueError, match=r"^schedule: no closed-form E\|\|a_i\|\|_1 for MySchedule: it needs the "
+                                         r"distribution of every client's tau_i.*local_steps\(round\) gives one "
+                                         r"round's draw.*make_algorithm\(\.\.\., tau_eff=\.\.\.\)$"):
+        population_tau_eff([0.5, 0.5], MySchedule(), sgd(0.1))
+
+
 def test_population_tau_eff_by_hand_and_errors():
     from fedlib.schedules import FixedEpochs, population_tau_eff
     from fedlib.solvers import sgd
