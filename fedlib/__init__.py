@@ -44,7 +44,13 @@ and refuses a malformed one with a ``ValueError`` naming it.
 * **Server optimizer**: ``ServerOptimizer(init, update, name)``, ``update(change, state, params, lr) ->
   (new_params, new_state)`` (:mod:`fedlib.server`).
 * **Local steps** :math:`\tau_i^{(t)}`: any object with ``local_steps(round) -> (m,)`` whole numbers
-  :math:`\ge 0` (:func:`fedlib.schedules.round_local_steps`; participants need :math:`\ge 1`).
+  :math:`\ge 0` (:func:`fedlib.schedules.round_local_steps`; participants need :math:`\ge 1`); it is all the
+  engines need (:func:`fedlib.engines.quadratic.run_replicas`: with one solver, and every :math:`\tau_i \ge 1`;
+  several solvers need ``draw(round) -> (steps, solver_numbers)``, as :class:`fedlib.schedules.RandomLocalWork`).
+  What needs the :math:`\tau_i` distribution in closed form takes the built-in schedules only:
+  :func:`fedlib.schedules.population_tau_eff` (``FixedSteps``, ``RandomSteps``, ``FixedEpochs``,
+  ``RandomEpochs``) and :mod:`fedlib.experiments.speedup` (``RandomLocalWork``); for a schedule of your own, pass
+  the :math:`\tau_{\text{eff}}` you computed as ``tau_eff``.
 * **Client sampling** and **weights** :math:`w_i`: ``sampling=`` a callable ``round -> Participation``
   (:func:`fedlib.sampling.round_participation`) in ``run_sequential``, ``run_batched``, ``run_replicas``
   and the stacked engines' ``RunSpec(sampling=...)``; FedNova's

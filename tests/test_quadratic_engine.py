@@ -793,13 +793,50 @@ def test_run_replicas_tau_tilde_counts_every_draw_with_replacement():
 
 def test_run_replicas_names_work_without_draw():
     """run_replicas with a step schedule (FixedSteps) as ``work`` raised AttributeError "'FixedSteps'
-    object has no attribute 'draw'" from inside the round loop; now a ValueError names work."""
+    object has no attribute 'draw'" from inside the round loop; now a ValueError names work when there are several
+    solvers to choose from (with one, a schedule is enough: the next test), and one with neither method."""
     from fedlib.engines.quadratic import run_replicas
     from fedlib.problems import random_quadratic
     from fedlib.schedules import FixedSteps, RandomLocalWork
 
     prob = random_quadratic(2, 2, seed=0)
-    with pytest.raises(ValueError, match=r"work must have draw\(round\)"):
-        run_replicas(prob, "fednova", [sgd(0.01)], FixedSteps([1, 2]), 3)
+    with pytest.raises(ValueError, match=r"work must have draw\(round\) -> \(steps, solver_numbers\), e\.g\. "
+                                         r"fedlib\.schedules\.RandomLocalWork\(\.\.\., num_solvers=2\), to say which of "
+                                         r"the 2 solvers each client runs; FixedSteps has only local_steps\(round\)"):
+        run_replicas(prob, "fednova", [sgd(0.01), sgd(0.01)], FixedSteps([1, 2]), 3)
+    with pytest.raises(ValueError, match=r"work must have draw\(round\) .*or, with one solver, be a schedule with "
+                                         r"local_steps\(round\) -> \(m,\) steps; got list"):
+        run_replicas(prob, "fednova", [sgd(0.01)], [1, 2], 3)
     run = run_replicas(prob, "fednova", [sgd(0.01)], RandomLocalWork([1, 2], [1, 2]), 3)
     assert run.tau_eff.tolist() == [1.5, 1.5, 1.5]  # sum_i p_i tau_i with p = (1/2, 1/2), SGD
+
+
+def test_run_replicas_takes_a_schedule_of_local_steps_with_one_solver():
+    """With one solver, ``work`` may be any schedule with local_steps(round) (the contract of "Extending fedlib"):
+    every client runs that solver, the numbers of RandomLocalWork drawing the same steps (bit for bit, noise and
+    sampling included); its steps are checked by name. Before: "work must have draw(round) -> (steps,
+    solver_numbers), e.g. fedlib.schedules.RandomLocalWork, got FixedSteps"."""
+    from fedlib.engines.quadratic import run_replicas
+    from fedlib.problems import random_quadratic
+    from fedlib.schedules import RandomLocalWork
+
+    prob = random_quadratic(3, 2, seed=1)
+    work = RandomLocalWork([1, 2, 3], [4, 5, 6], seed=2)
+
+    class MySchedule:  # the same steps as work, without draw
+        def local_steps(self, round_index):
+            return work.draw(round_index)[0]
+
+    for solver, kwargs in [(sgd(0.05), {}), (momentum_sgd(0.05, 0.5),
+                                             {"sigma": 0.3, "replicas": 2, "sampling": "uniform", "clients_per_round": 2})]:
+        mine = run_replicas(prob, "fednova", [solver], MySchedule(), 4, **kwargs)
+        theirs = run_replicas(prob, "fednova", [solver], work, 4, **kwargs)
+        np.testing.assert_array_equal(mine.params, theirs.params)
+        np.testing.assert_array_equal(mine.tau_eff, theirs.tau_eff)
+
+    class Idle:
+        def local_steps(self, round_index):
+            return np.array([1, 0, 2])
+
+    with pytest.raises(ValueError, match=r"^work\.local_steps\(0\)"):
+        run_replicas(prob, "fedavg", [sgd(0.05)], Idle(), 1)

@@ -241,7 +241,9 @@ def run_replicas(problem: QuadraticProblem, aggregation: str, solvers: Sequence[
         (:func:`fedlib.solvers.check_shared_lr`; per-client step sizes are ``lr_schedule``
         factors of it); no weight decay.
     work : ``draw(round) -> (steps (m,), solver_numbers (m,))``, e.g.
-        :class:`fedlib.schedules.RandomLocalWork`.
+        :class:`fedlib.schedules.RandomLocalWork`; with one solver, any schedule with
+        ``local_steps(round) -> (m,)`` steps (e.g. :class:`fedlib.schedules.FixedSteps`, or one of your own;
+        :math:`\tau_i \ge 1` for every client, as ``draw``'s steps), every client running ``solvers[0]``.
     rounds : :math:`T`.
     sigma : gradient noise :math:`\sigma \ge 0` (0: full gradients, every replica the same).
     replicas, seed : number of independent runs; the seed of the noise and sampling streams.
@@ -303,9 +305,17 @@ def run_replicas(problem: QuadraticProblem, aggregation: str, solvers: Sequence[
             raise ValueError(f"solvers[{j}]: weight decay is not supported by run_replicas, "
                              f"got {solver.weight_decay!r}")
     rounds = check_int("rounds", rounds, minimum=0)
-    if not callable(getattr(work, "draw", None)):  # a step schedule has local_steps, not the solver numbers
-        raise ValueError(f"work must have draw(round) -> (steps, solver_numbers), e.g. "
-                         f"fedlib.schedules.RandomLocalWork, got {type(work).__name__}")
+    drawn = callable(getattr(work, "draw", None))
+    if not drawn:  # a step schedule has local_steps, not the solver numbers: enough when there is one solver
+        if not callable(getattr(work, "local_steps", None)):
+            raise ValueError(f"work must have draw(round) -> (steps, solver_numbers), e.g. "
+                             f"fedlib.schedules.RandomLocalWork, or, with one solver, be a schedule with "
+                             f"local_steps(round) -> (m,) steps; got {type(work).__name__}")
+        if len(solvers) != 1:
+            raise ValueError(f"work must have draw(round) -> (steps, solver_numbers), e.g. "
+                             f"fedlib.schedules.RandomLocalWork(..., num_solvers={len(solvers)}), to say which of the "
+                             f"{len(solvers)} solvers each client runs; {type(work).__name__} has only "
+                             "local_steps(round) (enough with one solver)")
     sigma = check_nonnegative("sigma", sigma)
     replicas = check_int("replicas", replicas, minimum=1)
     seed = check_int("seed", seed)
@@ -360,9 +370,13 @@ def run_replicas(problem: QuadraticProblem, aggregation: str, solvers: Sequence[
     x_sum = x.copy() if average_from == 0 else np.zeros_like(x)
     total_steps = 0.0
     for t in range(rounds):
-        steps, choice = work.draw(t)
-        steps = check_local_steps(f"work.draw({t}): steps", steps, size=m)
-        choice = check_int_array(f"work.draw({t}): solver numbers", choice, size=m, minimum=0)
+        if drawn:
+            steps, choice = work.draw(t)
+            steps = check_local_steps(f"work.draw({t}): steps", steps, size=m)
+            choice = check_int_array(f"work.draw({t}): solver numbers", choice, size=m, minimum=0)
+        else:  # a schedule: every client runs the one solver
+            steps = check_local_steps(f"work.local_steps({t})", work.local_steps(t), size=m)
+            choice = np.zeros(m, dtype=np.int64)
         if (choice >= len(solvers)).any():
             raise ValueError(f"work.draw({t}): solver numbers must be in 0..{len(solvers) - 1}, got {choice!r}")
         if t == 0 or callable(sampling):  # round 0 checks scheme, p and q; they are the same in every round
