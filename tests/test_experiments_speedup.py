@@ -99,3 +99,31 @@ def test_summary_markdown_leaves_out_the_bullets_of_an_algorithm_without_rows():
     assert len(lines) == 2 and lines[1].startswith("- **Linear speedup.**")
     assert "$m = 1, \\dots, 4$ and $T = 10, \\dots, 20$ (Theorem 3: $-1/2$)." in lines[1]
     assert lines[1].endswith("(Theorem 3: $-1/2$).")
+
+
+def test_a_schedule_of_your_own_is_refused_by_the_closed_forms_saying_what_they_need():
+    """speedup's closed forms (population_tau_eff, mean_a_norms, replicate, participant_mean_steps and every grid)
+    need RandomLocalWork's uniform ranges: a step schedule (FixedSteps, or one of your own with local_steps(round)) is
+    refused naming what it lacks and where it runs instead. Before: "AttributeError: 'FixedSteps' object has no
+    attribute 'num_solvers'" (a schedule of your own: 'num_clients') from inside."""
+    from fedlib.experiments import speedup as S
+    from fedlib.schedules import FixedSteps
+
+    class MySchedule:
+        def local_steps(self, round_index):
+            return np.array([1, 2, 3, 4])
+
+    problem, work = S.base_setup(seed=0)
+    solvers = S.make_solvers(0.01)
+    expected = S.population_tau_eff(problem, work, solvers)
+    message = (r"^work must be a fedlib\.schedules\.RandomLocalWork: this module's closed forms \(E\|\|a_i\|\|_1, E "
+               r"tau_i\) read its uniform ranges low, high and num_solvers, which {} does not have \(no {}\); a "
+               r"schedule of your own with local_steps\(round\) runs in fedlib\.engines\.quadratic\.run_replicas")
+    for schedule, missing in [(MySchedule(), "low, high, num_solvers, num_clients, mean_steps, draw"),
+                              (FixedSteps([1, 2, 3, 4]), "low, high, num_solvers, mean_steps, draw")]:
+        for call in (lambda w: S.population_tau_eff(problem, w, solvers), lambda w: S.mean_a_norms(w, solvers),
+                     lambda w: S.replicate(problem, w, 2), lambda w: S.participant_mean_steps("uniform", problem.p, w),
+                     lambda w: S.speedup_grid(problem, w, [1], [10], replicas=2)):
+            with pytest.raises(ValueError, match=message.format(type(schedule).__name__, missing)):
+                call(schedule)
+    assert S.population_tau_eff(problem, work, solvers) == expected

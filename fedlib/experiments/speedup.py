@@ -130,6 +130,7 @@ def replicate(problem: QuadraticProblem, work: RandomLocalWork, copies: int) -> 
     r"""``copies`` copies of every client (weights :math:`p_i/\text{copies}`): the same
     :math:`F`, ``copies`` times more clients, each drawing its own local work."""
     copies = check_int("copies", copies, minimum=1)
+    _local_work(work)
     rep = QuadraticProblem(np.tile(problem.H, (copies, 1, 1)), np.tile(problem.e, (copies, 1)),
                            np.tile(problem.p, copies) / copies)
     return rep, RandomLocalWork(np.tile(work.low, copies), np.tile(work.high, copies), work.num_solvers, work.seed)
@@ -142,7 +143,23 @@ def _check_counts(name: str, values: Any) -> list[int]:
     return [check_int(f"{name}[{k}]", v, minimum=1) for k, v in enumerate(values)]
 
 
+def _local_work(work: Any) -> RandomLocalWork:
+    r"""``work`` must be local work of uniform ranges (:class:`fedlib.schedules.RandomLocalWork`, or an object with
+    its ``low``, ``high``, ``num_solvers``, ``num_clients``, ``mean_steps`` and ``draw``): this module's closed forms
+    (:math:`\mathbb E\|a_i\|_1`, :math:`\mathbb E\tau_i`) and :func:`replicate` read them. A ``ValueError`` says
+    so, and where a schedule of your own runs, instead of an ``AttributeError`` from inside."""
+    missing = [a for a in ("low", "high", "num_solvers", "num_clients", "mean_steps", "draw") if not hasattr(work, a)]
+    if missing:
+        raise ValueError(f"work must be a fedlib.schedules.RandomLocalWork: this module's closed forms "
+                         f"(E||a_i||_1, E tau_i) read its uniform ranges low, high and num_solvers, which "
+                         f"{type(work).__name__} does not have (no {', '.join(missing)}); a schedule of your own with "
+                         "local_steps(round) runs in fedlib.engines.quadratic.run_replicas with one solver (pass "
+                         "the tau_eff you computed)")
+    return work
+
+
 def _check_work(problem: QuadraticProblem, work: RandomLocalWork) -> None:
+    _local_work(work)
     if work.num_clients != problem.num_clients:
         raise ValueError(f"work: local work for {work.num_clients} clients, the problem has {problem.num_clients}")
 
@@ -153,7 +170,7 @@ def mean_a_norms(work: RandomLocalWork, solvers: Sequence[LocalSolver]) -> np.nd
     share one base learning rate (:func:`fedlib.solvers.check_shared_lr`), the unit of every
     :math:`\|a\|_1`."""
     solvers = check_shared_lr("solvers", solvers)
-    if len(solvers) != work.num_solvers:
+    if len(solvers) != _local_work(work).num_solvers:
         raise ValueError(f"solvers: work draws among {work.num_solvers} solvers, got {len(solvers)}")
     return np.array([np.mean([s.a_norm(tau) for s in solvers for tau in range(lo, hi + 1)])
                      for lo, hi in zip(work.low, work.high)])
@@ -317,13 +334,15 @@ def participant_mean_steps(scheme: str, p: Any, work: RandomLocalWork) -> float:
     check_choice("scheme", scheme, SAMPLING_SCHEMES)
     if scheme == "full":
         raise ValueError("scheme: participant_mean_steps is for sampled clients ('with-replacement' or 'uniform')")
-    p = check_probability_vector("p", p, size=work.num_clients)
+    p = check_probability_vector("p", p, size=_local_work(work).num_clients)
     return float(p @ work.mean_steps) if scheme == "with-replacement" else float(work.mean_steps.mean())
 
 
 def population_tau_eff(problem: QuadraticProblem, work: RandomLocalWork, solvers: Sequence[LocalSolver]) -> float:
     r"""FedNova's sample-independent :math:`\tau_{\text{eff}} = \sum_{i=1}^m p_i\,\mathbb E\|a_i\|_1`
-    over *all* clients (:func:`mean_a_norms`), for rounds in which only some clients work."""
+    over *all* clients (:func:`mean_a_norms`), for rounds in which only some clients work. ``work`` is a
+    :class:`fedlib.schedules.RandomLocalWork`: the closed form reads its uniform ranges (for the built-in step
+    schedules, :func:`fedlib.schedules.population_tau_eff`; a schedule of your own is refused by both)."""
     _check_work(problem, work)
     return float(problem.p @ mean_a_norms(work, solvers))
 
@@ -419,7 +438,7 @@ def sampling_step_conditions(problem: QuadraticProblem, work: RandomLocalWork, s
     not necessary: a run that breaks them may still show the rate."""
     _check_work(problem, work)
     solvers = check_shared_lr("solvers", solvers)
-    if len(solvers) != work.num_solvers:
+    if len(solvers) != _local_work(work).num_solvers:
         raise ValueError(f"solvers: work draws among {work.num_solvers} solvers, got {len(solvers)}")
     q = check_int("clients_per_round", clients_per_round, minimum=1)
     lr = float(solvers[0].lr)
