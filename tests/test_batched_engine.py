@@ -416,6 +416,24 @@ def test_run_batched_names_lr_at_when_it_returns_no_learning_rate():
     assert [h["lr"] for h in run.history] == [0.05, 0.05]
 
 
+def test_run_batched_and_run_reference_refuse_a_hook_of_the_wrong_signature():
+    """lr_at, callback and on_round_end that cannot take the arguments they are called with are refused before the
+    first round, naming the hook and its call. Before: Python's "<lambda>() takes 0 positional arguments but 1 was
+    given" from round 0 (callback: after training it; run_reference: after the whole run)."""
+    problem = LogisticProblem(synthetic(num_clients=2, dim=3, num_classes=2, num_samples=[10, 20], seed=0))
+    algo = make_algorithm("fednova", sgd(0.1))
+    for run in (run_batched, run_reference):
+        with pytest.raises(ValueError, match=r"^lr_at must be a callable round -> client lr, taking 1 positional "
+                                             r"argument: lr_at\(round, client\) does not"):
+            run(algo, problem, FixedSteps([1, 2]), 2, batch_size=5, lr_at=lambda round, client: 0.05)
+        with pytest.raises(ValueError, match=r"^callback must be a callable record -> None, taking 1 positional "
+                                             r"argument: callback\(\) does not \(too many positional arguments\)"):
+            run(algo, problem, FixedSteps([1, 2]), 2, batch_size=5, callback=lambda: None)
+    with pytest.raises(ValueError, match=r"^on_round_end must be a callable \(state, history, initial\) -> None, "
+                                         r"taking 3 positional arguments: on_round_end\(state\) does not"):
+        run_batched(algo, problem, FixedSteps([1, 2]), 2, batch_size=5, on_round_end=lambda state: None)
+
+
 def test_run_batched_and_run_reference_refuse_a_hook_that_is_not_callable():
     """lr_at, callback and on_round_end are checked before the first round. Before: run_batched(..., lr_at=0.05)
     raised Python's TypeError "'float' object is not callable" from round 0, callback=5 the same after training

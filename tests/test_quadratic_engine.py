@@ -185,6 +185,19 @@ def test_run_replicas_refuses_a_progress_that_is_not_callable_before_a_round():
     assert seen == [0, 1]
 
 
+def test_noisy_grad_fn_and_run_replicas_refuse_a_hook_of_the_wrong_signature():
+    """local_steps (noisy_grad_fn) and progress (run_replicas) that cannot take the one round index they are called
+    with are refused before any round. Before: Python's "<lambda>() takes 0 positional arguments but 1 was given"
+    at the first gradient (progress: after round 0 ran)."""
+    prob, work = random_quadratic(2, 2, seed=0), RandomLocalWork([1, 2], [1, 2])
+    with pytest.raises(ValueError, match=r"^local_steps must be a callable round -> \(m,\) local steps, taking 1 "
+                                         r"positional argument: local_steps\(round, client\) does not"):
+        noisy_grad_fn(prob, 0.1, 0, 2, 0, local_steps=lambda round, client: [1, 2])
+    with pytest.raises(ValueError, match=r"^progress must be a callable round -> None .*, taking 1 positional "
+                                         r"argument: progress\(\) does not"):
+        run_replicas(prob, "fednova", [sgd(0.1)], work, 2, progress=lambda: None)
+
+
 def test_gradient_noise_stream():
     a = gradient_noise(3, 4, 2, 3, 5, 2, 0.5)
     b = gradient_noise(3, 4, 2, 3, 5, 2, 1.0)

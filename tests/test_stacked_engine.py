@@ -1086,6 +1086,20 @@ def test_stacked_engine_train_refuses_a_callback_that_is_not_callable_before_a_r
     assert engine.round_index == 2 and [records[0].round for records in seen] == [0, 1]
 
 
+def test_stacked_engine_refuses_a_hook_of_the_wrong_signature_before_a_round(model, data):
+    """A run's lr_at and train's callback that cannot take the one argument they are called with are refused before
+    any round. Before: Python's "<lambda>() takes 0 positional arguments but 1 was given" (callback: after round 0
+    had trained)."""
+    with pytest.raises(ValueError, match=r"^runs\[0\]\.lr_at must be a callable round -> client lr, taking 1 "
+                                         r"positional argument: runs\[0\]\.lr_at\(\) does not"):
+        StackedEngine(model, _Images(data), [_one_run(lr_at=lambda: 0.05)], rounds=2, batch_size=B)
+    engine = StackedEngine(model, _Images(data), [_one_run()], rounds=2, batch_size=B)
+    with pytest.raises(ValueError, match=r"^callback must be a callable records -> None, taking 1 positional "
+                                         r"argument: callback\(records, extra\) does not"):
+        engine.train(callback=lambda records, extra: None)
+    assert engine.round_index == 0
+
+
 def test_stacked_engine_names_data_without_the_image_attributes(model, data):
     """data given as a dict (or another object without train_images / train_labels) is refused by name. Before:
     Python's AttributeError "'dict' object has no attribute 'train_images'"."""

@@ -375,6 +375,7 @@ def _check_common(algorithm, problem, schedule, rounds, batch_size, sampling, cl
 
 _HOOKS = {"lr_at": "round -> client lr", "callback": "record -> None",
           "on_round_end": "(state, history, initial) -> None"}
+_HOOK_ARGS = {"lr_at": 1, "callback": 1, "on_round_end": 3}  # the positional arguments each is called with
 
 
 def _check_hooks(**hooks) -> None:
@@ -384,7 +385,7 @@ def _check_hooks(**hooks) -> None:
     for name, fn in hooks.items():
         if fn is not None:
             check_callable(name, fn, _HOOKS[name], " (a constant rate: lr_at=None uses the solver's lr)"
-                           if name == "lr_at" else "")
+                           if name == "lr_at" else "", nargs=_HOOK_ARGS[name])
 
 
 def _round_lr(algorithm, lr_at, t) -> float:

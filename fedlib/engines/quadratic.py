@@ -180,7 +180,8 @@ def noisy_grad_fn(problem: QuadraticProblem, sigma: float, seed: int, replicas: 
         raise ValueError(f"replica must be in 0..{replicas - 1} (one of the run's replicas), got {replica!r}")
     # else "'list' object is not callable" at the first gradient, inside the run
     check_callable("local_steps", local_steps, "round -> (m,) local steps",
-                   " (a schedule's method: schedule.local_steps)" if hasattr(local_steps, "local_steps") else "")
+                   " (a schedule's method: schedule.local_steps)" if hasattr(local_steps, "local_steps") else "",
+                   nargs=1)
     cache: dict = {}
 
     def grad(x, client, round_index, step):
@@ -321,7 +322,7 @@ def run_replicas(problem: QuadraticProblem, aggregation: str, solvers: Sequence[
     seed = check_int("seed", seed)
     check_sampling(sampling, clients_per_round)
     if progress is not None:  # else a TypeError after round 0 has run
-        check_callable("progress", progress, "round -> None (e.g. a progress bar's update)")
+        check_callable("progress", progress, "round -> None (e.g. a progress bar's update)", nargs=1)
     if tau_eff is not None:
         if aggregation != "fednova":
             raise ValueError("tau_eff: only FedNova takes a tau_eff policy (FedAvg's is implicit)")

@@ -822,7 +822,8 @@ class StackedEngine:
                 raise ValueError(f"runs[{r}].name must be a str (the run's label; '' leaves it empty), got {run.name!r}")
             if run.lr_at is not None:
                 check_callable(f"runs[{r}].lr_at", run.lr_at, "round -> client lr",
-                               " (a constant rate: lr_at=lambda t: lr; None: the step decay of the solver's lr)")
+                               " (a constant rate: lr_at=lambda t: lr; None: the step decay of the solver's lr)",
+                               nargs=1)
             if not callable(getattr(run.schedule, "local_steps", None)):
                 raise ValueError(f"runs[{r}].schedule must have a local_steps(round) method (see fedlib.schedules), "
                                  f"got {type(run.schedule).__name__}")
@@ -1359,7 +1360,7 @@ class StackedEngine:
         before any round runs."""
         n = self.rounds - self.round_index if rounds is None else check_int("rounds", rounds)
         if callback is not None:  # else a TypeError after a round has trained
-            check_callable("callback", callback, "records -> None")
+            check_callable("callback", callback, "records -> None", nargs=1)
         out = []
         for _ in range(n):
             rec = self.run_round()
