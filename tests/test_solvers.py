@@ -440,27 +440,9 @@ def test_an_own_step_a_vector_does_not_build_a_tau_by_tau_identity():
 # --------------------------------------------------------------------------- your own local solver: closed forms
 def _nesterov_class():
     """Nesterov momentum written from "Extending fedlib" alone (update + counter_step, no closed forms):
-    u_{k+1} = rho u_k + g_k, x_{k+1} = x_k - eta (g_k + rho u_{k+1})."""
-    import dataclasses
-
-    from fedlib.solvers import LocalSolver
-    from fedlib.tree import tree_map
-
-    @dataclasses.dataclass(frozen=True)
-    class Nesterov(LocalSolver):
-        def update(self, state, grads):
-            rho = self.momentum
-            mom = tree_map(lambda u, g: rho * u + g, state.momentum, grads)
-            params = tree_map(lambda x, g, u: x - self.lr * (g + rho * u), state.params, grads, mom)
-            shadow = self.counter_step(state.step, state.shadow)
-            return state._replace(params=params, momentum=mom, step=state.step + 1, shadow=shadow, a_norm=shadow[0])
-
-        def counter_step(self, k, counter):
-            a, u = counter
-            u = self.momentum * u + 1.0
-            return (a + 1.0 + self.momentum * u, u)
-
-    return Nesterov
+    u_{k+1} = rho u_k + g_k, x_{k+1} = x_k - eta (g_k + rho u_{k+1}); its update adds weight decay and the
+    correction to the gradient, as the contract asks (:func:`_nesterov_adding`)."""
+    return _nesterov_adding(weight_decay=True, correction=True)
 
 
 def test_an_own_step_solver_without_closed_forms_gets_those_of_its_own_step():
