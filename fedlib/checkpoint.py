@@ -197,7 +197,9 @@ def save_checkpoint(path: os.PathLike, *, config: Mapping, round_done: int, stat
     ``state`` is stored through :func:`to_numpy_tree`; ``history`` is a list of mappings, ``initial`` and
     ``extra`` mappings or ``None`` (``{}``); the folder must exist (a :class:`CheckpointError` naming what is wrong
     otherwise; its message starts with ``who``: the command line passes its flag, ``--checkpoint``). Returns the
-    path. The file is the pickle, then ``FOOTER`` and 64 hex digits.
+    path. The file is the pickle, then ``FOOTER`` and 64 hex digits. :func:`load_checkpoint` returns the parts
+    named in ``PARTS``: ``round_done`` comes back as ``["round"]`` (and as ``["rng"]["next_round"]``), ``seed`` as
+    ``["rng"]["seed"]``, the others under their own names.
 
     Example
     -------

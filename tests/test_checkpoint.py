@@ -561,3 +561,17 @@ def test_checkpoint_errors_name_the_function_when_called_from_python(tmp_path):
         save_checkpoint(nowhere, **kw, who="--checkpoint")
     with pytest.raises(CheckpointError, match=r"^check_config: checkpoint c\.ckpt was written by another configuration"):
         check_config("c.ckpt", {"lr": 0.1}, {"lr": 0.2})
+
+
+def test_save_checkpoints_arguments_come_back_under_the_names_its_docstring_gives(tmp_path):
+    """save_checkpoint's docstring: round_done comes back as ["round"] and ["rng"]["next_round"], seed as
+    ["rng"]["seed"], config / history / initial / extra under their own names (a user looked for ["round_done"])."""
+    from fedlib.checkpoint import PARTS, load_checkpoint, save_checkpoint
+
+    path = save_checkpoint(tmp_path / "c.ckpt", config={"lr": 0.1}, round_done=3, state={"w": [1.0]},
+                           history=[{"round": 0}], initial={"loss": 2.0}, seed=7, extra={"note": "x"})
+    doc = load_checkpoint(path)
+    assert set(doc) == set(PARTS) and "round_done" not in doc
+    assert doc["round"] == doc["rng"]["next_round"] == 3 and doc["rng"]["seed"] == 7
+    assert (doc["config"], doc["history"], doc["initial"], doc["extra"]) == ({"lr": 0.1}, [{"round": 0}],
+                                                                            {"loss": 2.0}, {"note": "x"})
