@@ -172,3 +172,51 @@ def test_run_sequential_initial_state_for_another_number_of_clients():
     assert again.state.round == 2 and again.state.num_clients == 5
     warm = run_sequential(algo, first.state.params, grad, np.full(4, 0.25), FixedSteps([3] * 4), rounds=1)
     assert warm.state.num_clients == 4
+
+
+@pytest.mark.parametrize("name, server", [("fednova", "momentum"), ("scaffold", None), ("fedavg", None)])
+def test_first_round_continues_a_run_bit_for_bit(name, server):
+    """A run split in two calls (rounds 0-2, then first_round=3 from the state the first ended on) gives
+    one 7-round call's model, state and diagnostics exactly, with random participation, random local
+    steps (RandomSteps draws per round), a decaying lr_at and server momentum. Before first_round the
+    second call counted from round 0 again: it drew round 0's clients and steps and lr a second time."""
+    from fedlib.algorithms import make_algorithm
+    from fedlib.engines.reference import run_sequential
+    from fedlib.schedules import RandomSteps
+    from fedlib.server import momentum
+
+    rng = np.random.default_rng(3)
+    centres, scales = rng.normal(size=(5, 3)), rng.uniform(0.5, 2.0, size=5)
+    seen = []
+
+    def grad(x, i, t, k):
+        seen.append((t, i, k))
+        return scales[i] * (x - centres[i])
+
+    def run(rounds, **kwargs):
+        algo = make_algorithm(name, sgd(0.05), momentum(0.5) if server else None)
+        return run_sequential(algo, kwargs.pop("params", np.zeros(3)), grad, np.full(5, 0.2), RandomSteps(5, 1, 4, seed=7),
+                              rounds, sampling="uniform", clients_per_round=3, seed=11,
+                              lr_at=lambda t: 0.05 / (1 + t), metric_fn=lambda x, t: (t, float(x @ x)), **kwargs)
+
+    whole = run(7)
+    seen_whole, seen[:] = list(seen), []
+    first = run(3)
+    rest = run(4, params=None, initial_state=first.state, first_round=3)
+    assert seen == seen_whole and {t for t, _, _ in seen} == set(range(7))
+    np.testing.assert_array_equal(rest.state.params, whole.state.params)
+    assert rest.state.round == whole.state.round == 7
+    assert len(first.diagnostics + rest.diagnostics) == len(whole.diagnostics) == 7
+    for split, one in zip(first.diagnostics + rest.diagnostics, whole.diagnostics):
+        assert split._fields == one._fields
+        for a, b in zip(split, one):
+            np.testing.assert_array_equal(np.asarray(a, dtype=object), np.asarray(b, dtype=object))
+    assert first.metrics + rest.metrics[1:] == whole.metrics and rest.metrics[0] == first.metrics[-1] == whole.metrics[3]
+    restarted = run(4, params=None, initial_state=first.state)       # the old behaviour: round 0 again
+    assert not np.array_equal(restarted.state.params, whole.state.params)
+
+
+@pytest.mark.parametrize("value", [-1, 1.5, "3", True, None])
+def test_first_round_must_be_a_round_index(value):
+    with pytest.raises(ValueError, match=r"^first_round must be"):
+        _sequential(first_round=value)

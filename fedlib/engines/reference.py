@@ -48,7 +48,7 @@ def run_sequential(algorithm: FederatedAlgorithm, params: Any, grad_fn: Callable
                    lr_at: Optional[Callable[[int], float]] = None,
                    metric_fn: Optional[Callable[[Any, int], Any]] = None,
                    solver_at: Optional[Callable[[int, int], LocalSolver]] = None,
-                   initial_state: Optional[ServerState] = None) -> SequentialRun:
+                   initial_state: Optional[ServerState] = None, first_round: int = 0) -> SequentialRun:
     r"""Run ``rounds`` rounds of ``algorithm`` one client at a time.
 
     Parameters
@@ -70,10 +70,17 @@ def run_sequential(algorithm: FederatedAlgorithm, params: Any, grad_fn: Callable
         size is a constant ``lr_schedule`` factor).
     initial_state : start from this server state (e.g. one with chosen control variates,
         or the state of an earlier run) instead of ``algorithm.init(params, m)``; ``params``
-        must then be ``None``. Rounds, schedules and sampling still count from round 0. It must
+        must then be ``None``. Rounds count from ``first_round``. It must
         fit ``algorithm`` (control variates exactly when it uses them, the state its server optimizer
         keeps: :func:`fedlib.algorithms.server_state_mismatch`), ``p`` and a finite model
         (``ValueError`` otherwise).
+    first_round : the index of this call's first round (default 0): its rounds are
+        ``first_round, ..., first_round + rounds - 1`` for ``lr_at``, the schedule, the sampler,
+        ``grad_fn``, ``solver_at`` and ``metric_fn`` (whose first value is
+        ``metric_fn(params, first_round)``). With the state a run of ``first_round`` rounds ended
+        on as ``initial_state`` and the same ``seed``, the call continues that run exactly: the two
+        calls together give what one call of ``first_round + rounds`` rounds gives, bit for bit,
+        also with random participation and random local steps.
 
     Returns
     -------
@@ -113,6 +120,7 @@ def run_sequential(algorithm: FederatedAlgorithm, params: Any, grad_fn: Callable
     p = check_probability_vector("p", p)
     rounds = check_int("rounds", rounds, minimum=0)
     seed = check_int("seed", seed)  # with full participation no draw uses it, but a wrong one is a mistake all the same
+    first_round = check_int("first_round", first_round, minimum=0)
     check_sampling(sampling, clients_per_round)
     for name, fn, contract, nargs in (("grad_fn", grad_fn, "(params, client, round, step) -> grads", 4),
                                       ("lr_at", lr_at, "round -> client lr", 1),
@@ -151,8 +159,8 @@ def run_sequential(algorithm: FederatedAlgorithm, params: Any, grad_fn: Callable
         state = initial_state
     vr = algorithm.variance is not None  # a solver_at solver must then add the clients' corrections
     diagnostics: list[RoundDiagnostics] = []
-    metrics = [metric_fn(state.params, 0)] if metric_fn else []
-    for t in range(rounds):
+    metrics = [metric_fn(state.params, first_round)] if metric_fn else []
+    for t in range(first_round, first_round + rounds):
         lr = round_lr("lr_at", lr_at, t, algorithm.solver.lr)
         solver = algorithm.solver.with_lr(lr)
         part = round_participation(sampling, p, clients_per_round, seed, t)
