@@ -257,7 +257,7 @@ def summary_markdown(runs: Mapping[str, StragglerCurves], end_seconds: float, ta
         f"- To reach a loss of {target:.3f}, waiting for all took {np.median(ratio):.1f}× the wall-clock time of "
         f"FedNova with fixed-length rounds (median over seeds; {', '.join(f'{r:.1f}×' for r in ratio)}).",
         f"- **Fixed-length rounds, FedAvg vs FedNova.** FedAvg weights clients by the steps they finished "
-        f"($\\chi^2(p\\|w)$ {avg.chi2.mean():.3f} on average; FedNova's is {nova.chi2.mean():.1e}). End loss "
+        f"($\\chi^2(p\\|w)$ {avg.chi2.mean():.3f} on average; FedNova's is {nova.chi2.mean():.3g}). End loss "
         f"(median of the last {100 * end_fraction:g}% of rounds): FedAvg {ends['fedavg-fixed-time'].mean():.4f}, FedNova "
         f"{ends['fednova-fixed-time'].mean():.4f}.",
     ]
