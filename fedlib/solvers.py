@@ -100,6 +100,7 @@ __all__ = [
     "STEP_METHODS",
     "own_step_methods",
     "OWN_STEP_PROBES",
+    "LINEARITY_PROBE",
 ]
 
 
@@ -715,7 +716,10 @@ def check_own_step(name: str, solver: LocalSolver, *, correction: bool = False) 
     :math:`\tau`-dimensional vector whose gradient at step :math:`k` is :math:`e_k` give
     :math:`G_i = I`, so :math:`a_i = -\Delta_i/\eta` (weight decay off); its sum must equal the
     ``a_norm`` the state reports after those steps (:meth:`LocalSolver.counter_step`) for
-    :math:`\tau` in :data:`OWN_STEP_PROBES`, and ``update`` must advance ``step`` by one. A subclass
+    :math:`\tau` in :data:`OWN_STEP_PROBES`, and ``update`` must advance ``step`` by one. Then, with
+    :math:`a_i` of the last probe, :math:`\tau = 5` steps on a 2-vector with the gradients
+    :math:`G` = :data:`LINEARITY_PROBE` (mixed signs and magnitudes) must move it by :math:`-\eta G a_i`
+    (unit gradients alone cannot tell sign-SGD, Adam or clipping from SGD). A subclass
     that overrides ``update`` but keeps the heavy-ball counter, or a solver that is not linear in
     its gradients (eq. 4's :math:`\Delta_i = -\eta G_i a_i` does not hold), is refused with a
     ``ValueError``, where FedNova would otherwise normalise by a wrong :math:`\|a_i\|_1`. A subclass
@@ -791,6 +795,8 @@ def check_own_step(name: str, solver: LocalSolver, *, correction: bool = False) 
                                  f"||a_i||_1 = {float(a.sum())!r}")
         if tau == 1:
             a_one = float(a[0])
+    if not solver.builtin_step:
+        _probe_linear(name, cls, probe, a)  # a: the unit probe's a_i at the last tau of OWN_STEP_PROBES
     if not solver.builtin_step:  # the built-in step adds both (_direction_and_params)
         if solver.weight_decay > 0:
             _probe_added_term(name, cls, solver, a_one, np.ones(1), None, "weight_decay",
@@ -800,6 +806,37 @@ def check_own_step(name: str, solver: LocalSolver, *, correction: bool = False) 
                               "a control-variate correction (the algorithm uses variance reduction)",
                               "state.correction", 1.0)
     return solver
+
+
+#: The gradients of the linearity probe of :func:`check_own_step`, column ``k`` the gradient of step ``k`` of a
+#: 2-vector (mixed signs, magnitudes from 0.3 to 40, the two entries in other ratios at every step).
+LINEARITY_PROBE = np.array([[3.0, -0.5, 40.0, -7.0, 0.3],
+                            [0.25, 6.0, -2.0, 0.75, -12.0]])
+
+
+def _probe_linear(name: str, cls: str, solver: LocalSolver, a: np.ndarray) -> None:
+    r"""``len(a)`` steps of ``solver`` (weight decay off) from :math:`x = 0` with the gradients
+    :math:`G` = :data:`LINEARITY_PROBE` must move :math:`x` by :math:`-\eta G a`, ``a`` the :math:`a_i` its
+    unit-gradient probe gave: eq. (4)'s :math:`\Delta_i = -\eta G_i a_i`. A step that is not linear in the
+    gradients (sign-SGD, Adam, a clipped or squared gradient) agrees with every unit gradient :math:`e_k`,
+    so the unit probe alone let it through, and FedNova divided its change by an :math:`\|a_i\|_1` it has not."""
+    grads = LINEARITY_PROBE[:, :a.size]
+    try:
+        state = solver.init(np.zeros(grads.shape[0]))
+        for k in range(a.size):
+            state = solver.update(state, grads[:, k].copy())
+    except Exception as err:
+        raise ValueError(_probe_failed(name, cls, "update", grads.shape[0], err)) from err
+    got = np.asarray(state.params, dtype=np.float64)
+    expected = -solver.lr * (grads @ a)
+    if got.shape != expected.shape or not np.allclose(got, expected, rtol=1e-9,
+                                                      atol=1e-12 * float(np.abs(expected).max())):
+        raise ValueError(f"{name}: {cls}'s update is not linear in the gradients: {a.size} steps with the gradients "
+                         f"G = {grads.tolist()} (columns) move x from 0 to {np.round(got, 12).tolist()}, not to "
+                         f"-lr G a_i = {np.round(expected, 12).tolist()} (a_i = {np.round(a, 12).tolist()} from its "
+                         "unit-gradient probe); eq. (4) needs Delta_i = -lr G_i a_i, which a step such as sign-SGD, "
+                         "Adam or gradient clipping does not have (FedNova would divide its change by a wrong "
+                         "||a_i||_1)")
 
 
 def _probe_added_term(name: str, cls: str, solver: LocalSolver, a_one: float, x: np.ndarray, corr, what: str,

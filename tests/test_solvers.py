@@ -740,3 +740,48 @@ def test_make_solver_momentum_prox_needs_mu_as_prox_does():
     xs, ys = [torch.zeros(4, 3)], [torch.zeros(4, dtype=torch.int64)]
     with pytest.raises(ValueError, match=r"^mu must be > 0 for the momentum \+ proximal solver"):
         train_clients(torch.nn.Linear(3, 2), xs, ys, rounds=1, solver="momentum-prox")
+
+
+# -------------------------------------------------------------- your own step: linear in the gradients
+def _elementwise_step(direction, name):
+    """A solver with its own ``update`` x <- x - lr * direction(g) and SGD's counter (its unit-gradient probe reads
+    a_i = (1, ..., 1) whenever direction(e_k) = e_k)."""
+    from fedlib.tree import tree_map
+
+    def update(self, state, grads):
+        lr = self.step_size(state.step)
+        params = tree_map(lambda x, g: x - lr * direction(g), state.params, grads)
+        shadow = self.counter_step(state.step, state.shadow)
+        return state._replace(params=params, step=state.step + 1, shadow=shadow, a_norm=shadow[0])
+
+    return dataclasses.dataclass(frozen=True)(type(name, (LocalSolver,), {"update": update}))
+
+
+def test_an_own_step_that_is_not_linear_in_the_gradients_is_refused():
+    """check_own_step's docstring promised to refuse a solver that is not linear in its gradients, but it probed
+    with unit gradients e_k only, where sign-SGD and x <- x - lr g|g| agree with SGD: both were accepted by
+    make_algorithm, ClientOptimizer and solver_at, and FedNova normalised sign-SGD's change by ||a_i||_1 = tau
+    (two steps of gradient (100, 0.001) gave d_i = (1, 1)). A probe with gradients of mixed signs and sizes now
+    refuses them by name; a linear own step (Nesterov) still passes."""
+    from fedlib.algorithms import make_algorithm
+    from fedlib.engines.reference import run_sequential
+    from fedlib.optim import ClientOptimizer
+    from fedlib.schedules import FixedSteps
+
+    sign_sgd, squared = _elementwise_step(np.sign, "SignSGD"), _elementwise_step(lambda g: g * abs(g), "Squared")
+    for cls in (sign_sgd, squared):
+        message = rf"^solver: {cls.__name__}'s update is not linear in the gradients: 5 steps with the gradients G = "
+        with pytest.raises(ValueError, match=message):
+            S.check_own_step("solver", cls(lr=0.1))
+        with pytest.raises(ValueError, match=message):
+            make_algorithm("fednova", cls(lr=0.1))
+        with pytest.raises(ValueError, match=message):
+            ClientOptimizer(torch.nn.Linear(2, 1).parameters(), cls(lr=0.1))
+    with pytest.raises(ValueError, match=r"move x from 0 to \[-0.1, -0.1\], not to -lr G a_i = \[-3.58, 0.7\]"):
+        S.check_own_step("solver", sign_sgd(lr=0.1))  # 0.1 * (3 - 0.5 + 40 - 7 + 0.3), -0.1 * (0.25 + 6 - 2 + ...)
+    with pytest.raises(ValueError, match=r"^solver_at\(0, 1\): SignSGD's update is not linear"):
+        run_sequential(make_algorithm("fednova", sgd(0.1)), np.zeros(1), lambda x, i, t, k: x, [0.5, 0.5],
+                       FixedSteps([1, 1]), 1, solver_at=lambda t, i: sign_sgd(lr=0.1) if i else sgd(0.1))
+    nesterov = _nesterov_class()(lr=0.1, momentum=0.9)
+    assert S.check_own_step("solver", nesterov) is nesterov
+    assert S.check_own_step("solver", _elementwise_step(lambda g: g, "Plain")(lr=0.1, weight_decay=0.0)) is not None
