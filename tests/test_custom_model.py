@@ -751,3 +751,36 @@ def test_train_clients_docstring_documents_every_parameter_and_the_rate_schedule
     records = engine.train()
     assert [rec[0].lr for rec in records] == pytest.approx([lr, lr, lr / 10, lr / 100], rel=1e-15)
     assert [rec[1].lr for rec in records] == [lr] * 4
+
+
+def test_features_that_carry_an_autograd_graph_are_taken_as_data():
+    """Features computed by a frozen encoder without torch.no_grad() (the library's advice for a frozen part:
+    precompute its features) carry an autograd graph. Before: the engine kept it, every local step differentiated
+    through it too (3 rounds of a 64-64-10 MLP on 1,400 samples: 3.6 s instead of 0.2 s), and
+    reference_differences' per-client loop chained one graph through all its steps and warned 'Converting a
+    tensor with requires_grad=True to a scalar'. Now the features are detached: the same result, no graph, no
+    warning, and the encoder gets no gradient."""
+    import warnings
+
+    torch.manual_seed(0)
+    xs, ys = _clients()
+    encoder = nn.Linear(6, 6).double()
+    model = nn.Sequential(nn.Linear(6, 8), nn.ReLU(), nn.Linear(8, 3)).double()
+    encoded = [encoder(x.double()) for x in xs]
+    test_x = encoder(xs[2].double())
+    assert all(x.requires_grad for x in encoded)
+    kwargs = dict(rounds=2, lr=0.1, epochs="1-3", batch_size=4, test_y=ys[2])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        out = train_clients(model, encoded, ys, test_x=test_x, **kwargs)
+        differences = reference_differences(model, out)
+    assert max(differences.values()) < 1e-10, differences
+    engine = out["engine"]
+    assert not engine._features.requires_grad and not engine._test_features.requires_grad
+    assert encoder.weight.grad is None
+    plain = train_clients(model, [x.detach() for x in encoded], ys, test_x=test_x.detach(), **kwargs)
+    for name in ("fedavg", "fednova"):
+        assert out[name] == plain[name]
+    direct = TensorEngine(model, torch.cat(encoded), torch.cat(ys), [RunSpec(make_algorithm("fednova", sgd(0.1)),
+                          [np.arange(5), np.arange(5, 22)], FixedSteps([1, 2]))], rounds=1, dtype=torch.float64)
+    assert not direct._features.requires_grad
