@@ -446,8 +446,17 @@ class FederatedAlgorithm:
 
     # -------------------------------------------------------------- server init
     def init(self, params: Any, num_clients: int) -> ServerState:
-        """Server state at round 0 for ``num_clients`` clients."""
+        """Server state at round 0 for ``num_clients`` clients. A torch tensor of ``params`` that requires grad
+        (a model's parameter, or a copy made with ``.clone()`` / ``copy.deepcopy``) is refused with a ``ValueError``
+        naming it: every round's update would be recorded in an autograd graph that grows without bound; give
+        detached copies, :func:`fedlib.optim.parameters_of`."""
         num_clients = check_int("num_clients", num_clients, minimum=1)
+        for k, leaf in enumerate(tree_leaves(params)):
+            if getattr(leaf, "requires_grad", False):
+                raise ValueError(f"params: leaf {k} is a tensor that requires grad (a model's parameter, or a copy made "
+                                 "with .clone() or copy.deepcopy); the server state would record every round's update "
+                                 "in an autograd graph that grows without bound: give detached copies, "
+                                 "algo.init(fedlib.optim.parameters_of(model), num_clients)")
         try:
             finite = tree_all_finite(params)
         except TypeError:  # None, a string, an object array...: np.isfinite refuses it

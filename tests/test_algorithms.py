@@ -359,6 +359,47 @@ def test_init_refuses_params_that_are_not_arrays(params):
         make_algorithm("fednova", sgd(0.1)).init(params, 2)
 
 
+@pytest.mark.parametrize("copy", [lambda net: [t.clone() for t in net.parameters()],
+                                  lambda net: __import__("copy").deepcopy(list(net.parameters()))])
+def test_init_refuses_tensors_that_require_grad(copy):
+    """A server state built from [t.clone() for t in model.parameters()] or a deepcopy of them (tensors that require
+    grad) instead of parameters_of(model). Before: accepted, and every round's update was recorded in an autograd graph
+    hanging off the server state: after 3 rounds of SCAFFOLD with server momentum in a ClientOptimizer loop the global
+    model, the control variates and the momentum buffer all required grad (params[0].grad_fn a SubBackward0 chaining
+    every round), a graph that grows without bound. Now algo.init names the leaf and points to parameters_of."""
+    import torch
+    import torch.nn.functional as F
+
+    from fedlib.algorithms import make_algorithm
+    from fedlib.optim import ClientOptimizer, copy_into, parameters_of
+    from fedlib.sampling import full_participation
+    from fedlib.server import momentum
+
+    torch.manual_seed(0)
+    net, p = torch.nn.Linear(3, 2), [0.5, 0.5]
+    algo = make_algorithm("scaffold", sgd(0.05), momentum(0.9))
+    with pytest.raises(ValueError, match=r"^params: leaf 0 is a tensor that requires grad \(a model's parameter, or a "
+                                         r"copy made with .clone\(\) or copy.deepcopy\); .*parameters_of\(model\)"):
+        algo.init(copy(net), 2)
+    with pytest.raises(ValueError, match=r"^params: leaf 1 is a tensor that requires grad"):
+        algo.init([torch.zeros(2, 3), torch.zeros(2, requires_grad=True)], 2)
+    server = algo.init(parameters_of(net), 2)  # detached copies: the loop keeps no graph
+    opt = ClientOptimizer(net.parameters(), algo.solver)
+    data = [(torch.randn(8, 3), torch.randint(0, 2, (8,))) for _ in p]
+    for _ in range(2):
+        updates = []
+        for i, (x, y) in enumerate(data):
+            opt.begin(algo.client_init(server, i))
+            opt.zero_grad()
+            F.cross_entropy(net(x), y).backward()
+            opt.step()
+            updates.append(algo.client_final(server, i, opt.solver_state))
+        server, _ = algo.apply(server, full_participation(p), updates, opt.lr, p)
+        copy_into(net.parameters(), server.params)
+    leaves = list(server.params) + list(server.variates.client) + list(server.server.buffer)
+    assert not any(t.requires_grad for t in leaves)
+
+
 @pytest.mark.parametrize("distributed", [False, True])
 @pytest.mark.parametrize("field, a_norm, steps", [("local_steps", 1.0, 0), ("local_steps", 2.0, -1),
                                                   ("local_steps", 2.0, 1.5), ("a_norm", 0.0, 1),
