@@ -178,8 +178,9 @@ def test_run_sequential_initial_state_for_another_number_of_clients():
 def test_first_round_continues_a_run_bit_for_bit(name, server):
     """A run split in two calls (rounds 0-2, then first_round=3 from the state the first ended on) gives
     one 7-round call's model, state and diagnostics exactly, with random participation, random local
-    steps (RandomSteps draws per round), a decaying lr_at and server momentum. Before first_round the
-    second call counted from round 0 again: it drew round 0's clients and steps and lr a second time."""
+    steps (RandomSteps draws per round), a decaying lr_at and server momentum; first_round defaults to
+    initial_state.round. Before first_round the second call counted from round 0 again: it drew round 0's
+    clients and steps and lr a second time (while its state.round went on from 3)."""
     from fedlib.algorithms import make_algorithm
     from fedlib.engines.reference import run_sequential
     from fedlib.schedules import RandomSteps
@@ -212,11 +213,18 @@ def test_first_round_continues_a_run_bit_for_bit(name, server):
         for a, b in zip(split, one):
             np.testing.assert_array_equal(np.asarray(a, dtype=object), np.asarray(b, dtype=object))
     assert first.metrics + rest.metrics[1:] == whole.metrics and rest.metrics[0] == first.metrics[-1] == whole.metrics[3]
-    restarted = run(4, params=None, initial_state=first.state)       # the old behaviour: round 0 again
+    by_default = run(4, params=None, initial_state=first.state)       # first_round defaults to the state's round
+    np.testing.assert_array_equal(by_default.state.params, whole.state.params)
+    assert by_default.metrics == rest.metrics
+    restarted = run(4, params=None, initial_state=first.state, first_round=0)  # the old behaviour: round 0 again
     assert not np.array_equal(restarted.state.params, whole.state.params)
+    assert restarted.metrics[0] == (0, whole.metrics[3][1])
 
 
-@pytest.mark.parametrize("value", [-1, 1.5, "3", True, None])
+@pytest.mark.parametrize("value", [-1, 1.5, "3", True])
 def test_first_round_must_be_a_round_index(value):
     with pytest.raises(ValueError, match=r"^first_round must be"):
         _sequential(first_round=value)
+    state = _sequential().state
+    with pytest.raises(ValueError, match=r"^initial_state\.round must be"):   # the default comes from the state
+        _sequential(initial_state=state._replace(round=value))

@@ -48,7 +48,8 @@ def run_sequential(algorithm: FederatedAlgorithm, params: Any, grad_fn: Callable
                    lr_at: Optional[Callable[[int], float]] = None,
                    metric_fn: Optional[Callable[[Any, int], Any]] = None,
                    solver_at: Optional[Callable[[int, int], LocalSolver]] = None,
-                   initial_state: Optional[ServerState] = None, first_round: int = 0) -> SequentialRun:
+                   initial_state: Optional[ServerState] = None,
+                   first_round: Optional[int] = None) -> SequentialRun:
     r"""Run ``rounds`` rounds of ``algorithm`` one client at a time.
 
     Parameters
@@ -70,17 +71,19 @@ def run_sequential(algorithm: FederatedAlgorithm, params: Any, grad_fn: Callable
         size is a constant ``lr_schedule`` factor).
     initial_state : start from this server state (e.g. one with chosen control variates,
         or the state of an earlier run) instead of ``algorithm.init(params, m)``; ``params``
-        must then be ``None``. Rounds count from ``first_round``. It must
+        must then be ``None``. Rounds count on from ``initial_state.round`` (see ``first_round``). It must
         fit ``algorithm`` (control variates exactly when it uses them, the state its server optimizer
         keeps: :func:`fedlib.algorithms.server_state_mismatch`), ``p`` and a finite model
         (``ValueError`` otherwise).
-    first_round : the index of this call's first round (default 0): its rounds are
+    first_round : the index of this call's first round: its rounds are
         ``first_round, ..., first_round + rounds - 1`` for ``lr_at``, the schedule, the sampler,
         ``grad_fn``, ``solver_at`` and ``metric_fn`` (whose first value is
-        ``metric_fn(params, first_round)``). With the state a run of ``first_round`` rounds ended
-        on as ``initial_state`` and the same ``seed``, the call continues that run exactly: the two
-        calls together give what one call of ``first_round + rounds`` rounds gives, bit for bit,
-        also with random participation and random local steps.
+        ``metric_fn(params, first_round)``). Default: ``initial_state.round`` (the rounds the state
+        has seen), 0 without ``initial_state``. So the state a run ended on, given back as
+        ``initial_state`` with the same ``seed``, continues that run exactly: the two calls together
+        give what one call of all the rounds gives, bit for bit, also with random participation and
+        random local steps. ``first_round=0`` starts the schedules, the sampler and ``lr_at`` afresh
+        from a saved state (e.g. a new run from an old model).
 
     Returns
     -------
@@ -120,7 +123,8 @@ def run_sequential(algorithm: FederatedAlgorithm, params: Any, grad_fn: Callable
     p = check_probability_vector("p", p)
     rounds = check_int("rounds", rounds, minimum=0)
     seed = check_int("seed", seed)  # with full participation no draw uses it, but a wrong one is a mistake all the same
-    first_round = check_int("first_round", first_round, minimum=0)
+    if first_round is not None:
+        first_round = check_int("first_round", first_round, minimum=0)
     check_sampling(sampling, clients_per_round)
     for name, fn, contract, nargs in (("grad_fn", grad_fn, "(params, client, round, step) -> grads", 4),
                                       ("lr_at", lr_at, "round -> client lr", 1),
@@ -157,6 +161,8 @@ def run_sequential(algorithm: FederatedAlgorithm, params: Any, grad_fn: Callable
             raise ValueError("initial_state.params hold NaN or inf, or are no tree of numbers (the starting model "
                              "must be finite)")
         state = initial_state
+    if first_round is None:  # a saved state continues its run
+        first_round = 0 if initial_state is None else check_int("initial_state.round", initial_state.round, minimum=0)
     vr = algorithm.variance is not None  # a solver_at solver must then add the clients' corrections
     diagnostics: list[RoundDiagnostics] = []
     metrics = [metric_fn(state.params, first_round)] if metric_fn else []
