@@ -577,6 +577,13 @@ def make_solver(name: str, lr: float, *, momentum: Optional[float] = None, mu: f
     Traceback (most recent call last):
     ...
     ValueError: mu: solver 'momentum' has no proximal term, got mu = 1.0 (use 'prox' or 'momentum-prox')
+
+    A momentum solver without momentum would run under a name it does not deserve; it is refused too:
+
+    >>> make_solver("momentum", 0.5, momentum=0.0)
+    Traceback (most recent call last):
+    ...
+    ValueError: momentum must be > 0 for solver 'momentum', got 0.0 (without momentum use 'sgd')
     """
     if name not in SOLVERS:
         raise ValueError(f"solver must be one of {list(SOLVERS)}, got {name!r}")
@@ -586,6 +593,10 @@ def make_solver(name: str, lr: float, *, momentum: Optional[float] = None, mu: f
     if not heavy_ball and momentum is not None:
         raise ValueError(f"momentum: solver {name!r} has no momentum buffer, got momentum = {plain(momentum)!r} (use "
                          "'momentum' or 'momentum-prox')")
+    if heavy_ball and _is_number(momentum) and momentum == 0:  # rho = 0 would run the solver without momentum, so named
+        plain_name = "sgd" if name == "momentum" else "prox"
+        raise ValueError(f"momentum must be > 0 for solver {name!r}, got {plain(momentum)!r} (without momentum use "
+                         f"{plain_name!r})")
     if name == "sgd":
         return sgd(lr, weight_decay)
     if name == "prox":

@@ -271,6 +271,8 @@ def test_run_synthetic_resume_without_a_checkpoint_exits_2(tmp_path):
      "--mu: --solver momentum-prox needs a proximal coefficient --mu > 0, got 0"),
     (["--mu", "0.1"], "--mu is only used by the prox solvers (prox, momentum-prox), not by --solver sgd"),
     (["--momentum", "0.5"], "--momentum is only used by the momentum solvers, not by --solver sgd"),
+    (["--solver", "momentum", "--momentum", "0"],   # 0 is a value, not "unset" (which would give 0.9), and refused
+     "--momentum: momentum must be > 0 for solver 'momentum', got 0.0 (without momentum use 'sgd')"),
     (["--solver", "prox", "--mu", "1", "--momentum", "0.5"],
      "--momentum is only used by the momentum solvers, not by --solver prox"),
     (["--algorithm", "fedavg", "--tau-eff", "2"],
@@ -297,7 +299,7 @@ def _alg_args(**kw):
     ({}, ("sgd", None, None, 1.0)),
     ({"algorithm": "fedprox", "mu": 0.5}, ("prox", None, None, 1.0)),
     ({"solver": "momentum"}, ("momentum", 0.9, None, 1.0)),
-    ({"solver": "momentum", "momentum": 0.0}, ("momentum", 0.0, None, 1.0)),   # 0 is a value, not "unset"
+    ({"solver": "momentum", "momentum": 0.5}, ("momentum", 0.5, None, 1.0)),
     ({"solver": "momentum-prox", "mu": 0.5, "momentum": 0.3}, ("momentum-prox", 0.3, None, 1.0)),
     ({"server": "momentum"}, ("sgd", None, 0.9, None)),
     ({"server": "momentum", "server_momentum": 0.0}, ("sgd", None, 0.0, None)),

@@ -493,6 +493,25 @@ def test_make_solver_refuses_momentum_for_a_solver_without_a_buffer(name, kwargs
         make_solver(name, 0.1, momentum=0.5, **kwargs)
 
 
+@pytest.mark.parametrize("name, kwargs, plain_name", [("momentum", {}, "sgd"), ("momentum-prox", {"mu": 0.5}, "prox")])
+def test_make_solver_refuses_a_momentum_solver_without_momentum(name, kwargs, plain_name):
+    """make_solver("momentum", 0.1, momentum=0.0) (and train_clients(solver="momentum", momentum=0.0), the CLI's
+    --solver momentum --momentum 0) ran plain SGD under the name 'momentum'. A positive momentum still builds."""
+    import torch
+
+    from fedlib.experiments.custom import train_clients
+    from fedlib.solvers import make_solver
+
+    for zero in (0, 0.0, np.float64(0.0)):
+        with pytest.raises(ValueError, match=rf"^momentum must be > 0 for solver '{name}', got 0(\.0)? \(without "
+                                             rf"momentum use '{plain_name}'\)$"):
+            make_solver(name, 0.1, momentum=zero, **kwargs)
+    assert make_solver(name, 0.1, momentum=0.3, **kwargs).momentum == 0.3
+    with pytest.raises(ValueError, match=r"^momentum must be > 0 for solver 'momentum'"):
+        train_clients(torch.nn.Linear(3, 2), [torch.zeros(2, 3)], [torch.zeros(2, dtype=torch.long)],
+                      algorithms=("fedavg",), rounds=1, lr=0.1, solver="momentum", momentum=0.0)
+
+
 def test_make_solver_non_numeric_mu_is_a_value_error():
     """make_solver("prox", 0.1, mu="0.5") raised TypeError ('<=' not supported ...), not a ValueError naming mu."""
     from fedlib.solvers import make_solver

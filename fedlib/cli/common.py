@@ -371,7 +371,7 @@ def build_algorithm(args: argparse.Namespace) -> FederatedAlgorithm:
     try:
         local = make_solver(solver, args.lr, momentum=momentum, mu=args.mu or 0.0, weight_decay=args.weight_decay)
     except ValueError as exc:
-        flag = "--mu" if str(exc).startswith("mu") else "--lr" if str(exc).startswith("lr") else "--solver"
+        flag = next((f"--{name}" for name in ("mu", "lr", "momentum") if str(exc).startswith(name)), "--solver")
         raise CLIError(f"{flag}: {exc}") from None
     server = make_server_optimizer(args.server, server_lr=server_lr, beta=server_momentum)  # 0 is a value
     args.solver, args.momentum, args.server_momentum, args.server_lr = solver, momentum, server_momentum, server_lr
