@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import math
 
+import dataclasses
+
 import numpy as np
 import pytest
 import torch
@@ -247,13 +249,16 @@ def test_cli_server_momentum_zero_is_zero_not_point_nine():
 
 
 def test_table1_cell_momentum_zero_is_kept():
-    """Cell(server_momentum=0.0) / Cell(momentum=0.0) became 0.9 (``or 0.9``)."""
+    """Cell(server_momentum=0.0) / Cell(momentum=0.0) became 0.9 (``or 0.9``). A local momentum solver with
+    momentum 0 is now refused by make_solver (it would be plain SGD under the name 'momentum'): still not 0.9."""
     from fedlib.experiments.cifar10 import Cell
 
     cell = Cell("x", "momentum", "2", "FedNova", "fednova", "momentum", 0.02, momentum=0.0, server="momentum",
                 server_momentum=0.0)
-    algo = cell.make_algorithm()
-    assert algo.solver.momentum == 0.0
+    with pytest.raises(ValueError, match=r"^momentum must be > 0 for solver 'momentum', got 0\.0"):
+        cell.make_algorithm()
+    algo = dataclasses.replace(cell, momentum=0.3).make_algorithm()
+    assert algo.solver.momentum == 0.3
     _, state = algo.server.update(np.array([1.0]), algo.server.init(np.zeros(1)), np.zeros(1), 0.1)
     _, state = algo.server.update(np.array([1.0]), state, np.zeros(1), 0.1)
     np.testing.assert_allclose(state.buffer, [-10.0])
