@@ -228,3 +228,39 @@ def test_first_round_must_be_a_round_index(value):
     state = _sequential().state
     with pytest.raises(ValueError, match=r"^initial_state\.round must be"):   # the default comes from the state
         _sequential(initial_state=state._replace(round=value))
+
+
+@pytest.mark.parametrize("params", [np.zeros(2), [np.zeros(2), np.zeros(3)], {"w": np.zeros(2)}])
+def test_run_sequential_names_a_grad_fn_that_returns_none(params):
+    """A grad_fn without a return statement: before, a bare array model failed with "grads: a leaf has shape ()
+    but the parameter has (2,)" (naming neither grad_fn nor the call, nor None); now the message says grad_fn
+    returned None, with the client, round and step of the call."""
+    from fedlib.algorithms import make_algorithm
+    from fedlib.engines.reference import run_sequential
+    from fedlib.schedules import FixedSteps
+
+    def forgot_return(x, client, round_index, step):
+        if client == 1 and step == 1:
+            return None
+        return x
+
+    with pytest.raises(ValueError, match=r"^grad_fn returned None \(grad_fn\(params, client=1, round=0, step=1\); "
+                                         r"a missing return statement\?\)"):
+        run_sequential(make_algorithm("fedavg", sgd(0.1)), params, forgot_return, [0.5, 0.5], FixedSteps([1, 2]), 2)
+
+
+@pytest.mark.parametrize("params, grads, cause", [
+    (np.zeros(2), 0.0, r"grads: a leaf has shape \(\) but the parameter has \(2,\)"),
+    ([np.zeros(2)], np.zeros(2), "grads .or correction. must have the structure of params"),
+    ([np.zeros(2)], [np.zeros((2, 1))], r"grads: a leaf has shape \(2, 1\)")])
+def test_run_sequential_names_grad_fn_when_its_gradients_do_not_fit(params, grads, cause):
+    """Before: the solver's message alone ("grads: a leaf has shape () but the parameter has (2,)"), not saying
+    that it came from grad_fn, nor from which call; now it starts with grad_fn and names the call."""
+    from fedlib.algorithms import make_algorithm
+    from fedlib.engines.reference import run_sequential
+    from fedlib.schedules import FixedSteps
+
+    with pytest.raises(ValueError, match=r"^grad_fn must return a tree like params: grad_fn\(params, client=0, "
+                                         r"round=0, step=0\) returned \w+ gradients that do not fit \(" + cause):
+        run_sequential(make_algorithm("fedavg", sgd(0.1)), params, lambda x, i, t, k: grads, [0.5, 0.5],
+                       FixedSteps([1, 2]), 1)

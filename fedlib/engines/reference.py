@@ -54,7 +54,9 @@ def run_sequential(algorithm: FederatedAlgorithm, params: Any, grad_fn: Callable
 
     Parameters
     ----------
-    grad_fn : ``grad_fn(params, client, round, step) -> grads`` (a tree like ``params``).
+    grad_fn : ``grad_fn(params, client, round, step) -> grads`` (a tree like ``params``: ``None``, or
+        gradients of another structure, leaf shape or array kind, is a ``ValueError`` naming ``grad_fn`` and
+        the client, round and step of the call).
     p : (m,) client weights :math:`p_i`.
     schedule : object with ``local_steps(round) -> (m,) ints`` (:mod:`fedlib.schedules`).
     sampling, clients_per_round, seed : participation (:mod:`fedlib.sampling`): a scheme name, or
@@ -176,13 +178,31 @@ def run_sequential(algorithm: FederatedAlgorithm, params: Any, grad_fn: Callable
             own = solver if solver_at is None else _client_solver(solver_at, t, int(i), lr, vr)
             s = algorithm.client_init(state, int(i), own)
             for k in range(int(steps[i])):
-                s = own.update(s, grad_fn(s.params, int(i), t, k))
+                grads = grad_fn(s.params, int(i), t, k)
+                try:
+                    s = own.update(s, grads)
+                except (ValueError, TypeError) as exc:  # the solver names grads: say which grad_fn call returned them
+                    _refuse_grads(exc, grads, int(i), t, k)
+                    raise
             updates.append(algorithm.client_final(state, int(i), s))
         state, diag = algorithm.apply(state, part, updates, lr, p)
         diagnostics.append(diag)
         if metric_fn:
             metrics.append(metric_fn(state.params, t + 1))
     return SequentialRun(state, diagnostics, metrics)
+
+
+def _refuse_grads(exc: Exception, grads: Any, client: int, round_index: int, step: int) -> None:
+    """Re-raise the solver's ``ValueError`` about ``grads`` as one naming ``grad_fn`` and the call that returned
+    them (the solver knows neither: "grads: a leaf has shape () but the parameter has (2,)" was all a grad_fn
+    without a ``return`` got); nothing for any other error of the step (the caller re-raises it)."""
+    call = f"grad_fn(params, client={client}, round={round_index}, step={step})"
+    if grads is None:
+        raise ValueError(f"grad_fn returned None ({call}; a missing return statement?): it must return the "
+                         "gradients, a tree like params (the same structure, leaf shapes and array kind)") from None
+    if isinstance(exc, ValueError) and str(exc).startswith("grads"):
+        raise ValueError(f"grad_fn must return a tree like params: {call} returned {type(grads).__name__} "
+                         f"gradients that do not fit ({exc})") from None
 
 
 def _client_solver(solver_at, round_index: int, client: int, lr: float, correction: bool = False) -> LocalSolver:
