@@ -171,6 +171,30 @@ def test_train_clients_names_client_lists_and_algorithms_that_are_no_sequences()
     assert listed["fedavg"][0]["train_loss"] == generated["fedavg"][0]["train_loss"]
 
 
+@pytest.mark.parametrize("kind", ["tensor", "numpy"])
+def test_train_clients_names_one_clients_tensor_given_instead_of_a_list_of_clients(kind):
+    """One client's features (n, d) and labels (n,) given as client_x / client_y instead of a list of clients:
+    before, "client_x[0] must be (n_i, *feature_shape), samples first, got shape (6,); one feature per sample:
+    client_x[i][:, None]" (the tensor's first row taken for a client), and for features listed but the labels
+    not, "client_x and client_y must list the same clients (got 1 and 5)". Now each names the argument that
+    must list the clients. A stacked tensor (m, n, d) of equally sized clients still lists them."""
+    xs, ys = _clients()
+    x, y = (xs[0], ys[0]) if kind == "tensor" else (xs[0].numpy(), ys[0].numpy())
+    with pytest.raises(ValueError, match=r"^client_x must list the clients, one feature tensor \(n_i, "
+                                         r"\*feature_shape\) per client, got one \w+ of shape \(5, 6\)"):
+        train_clients(nn.Linear(6, 3), x, y, rounds=1)
+    with pytest.raises(ValueError, match=r"^client_y must list the clients, one label tensor \(n_i,\) per client, "
+                                         r"got one \w+ of shape \(5,\) \(the data of a single client\? "
+                                         r"client_x=\[x\], client_y=\[y\]"):
+        train_clients(nn.Linear(6, 3), [x], y, rounds=1)
+    torch.manual_seed(0)
+    model = nn.Linear(6, 3)
+    stacked = train_clients(model, torch.stack([xs[2][:20], xs[2][20:]]), torch.stack([ys[2][:20], ys[2][20:]]),
+                            rounds=1, algorithms=("fedavg",))
+    listed = train_clients(model, [xs[2][:20], xs[2][20:]], [ys[2][:20], ys[2][20:]], rounds=1, algorithms=("fedavg",))
+    assert stacked["fedavg"][0]["train_loss"] == listed["fedavg"][0]["train_loss"]
+
+
 def test_tied_parameters_are_refused_not_untied():
     xs, ys = _clients()
     with pytest.raises(ValueError, match="'b.weight' is tied to 'a.weight'"):

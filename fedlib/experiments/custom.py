@@ -171,6 +171,17 @@ def _is_zero(value) -> bool:
         return False
 
 
+def _refuse_one_client(name: str, value: Any, ndim: int, what: str) -> None:
+    """``ValueError`` naming ``name`` when it is one tensor or array of at most ``ndim`` dimensions: one client's
+    data, not a list of clients (iterating it gives its rows, which no client's data can be: before, one client's
+    features ``(n, d)`` were refused as "client_x[0] must be (n_i, *feature_shape) ..., got shape (d,)"). A stacked
+    tensor of equally many samples per client, ``(m, n, ...)``, lists its clients and is taken."""
+    if (isinstance(value, torch.Tensor) or isinstance(value, np.ndarray)) and value.ndim <= ndim:
+        raise ValueError(f"{name} must list the clients, one {what} per client, got one {type(value).__name__} of "
+                         f"shape {tuple(value.shape)} (the data of a single client? client_x=[x], client_y=[y]; "
+                         "several clients: one tensor each, e.g. list(torch.split(x, sizes)))")
+
+
 def train_clients(model: nn.Module, client_x: Sequence[Any], client_y: Sequence[Any], *, rounds: int = 20,
                   lr: float = 0.05, epochs="1-5", batch_size: int = 32, algorithms=("fedavg", "fednova"),
                   solver: str = "sgd", momentum: Optional[float] = None, mu: float = 0.0, weight_decay: float = 0.0,
@@ -184,7 +195,8 @@ def train_clients(model: nn.Module, client_x: Sequence[Any], client_y: Sequence[
     ``tau_eff``, ``chi2``, ``local_steps``, ``lr``; plus ``"engine"``: the trained
     :class:`TensorEngine` (``engine.states[r].params`` are the final global models).
     ``client_x`` / ``client_y``: one feature tensor ``(n_i, ...)`` / label tensor ``(n_i,)`` per client, in a
-    list or any iterable but a mapping (anything else is a ``ValueError`` naming it).
+    list or any iterable but a mapping (anything else is a ``ValueError`` naming it: also one client's tensor,
+    ``(n, d)`` features or ``(n,)`` labels, given instead of a list of clients).
     ``rounds``: communication rounds; ``lr``: the client learning rate :math:`\\eta`; ``lr_decay``: ``"constant"``
     (default: ``lr`` every round) or ``"step"`` (÷10 after 50 % and ÷100 after 75 % of the rounds,
     :func:`fedlib.schedules.step_decay_lr`: the paper's CIFAR-10 schedule, ``run cifar10``'s default).
@@ -239,6 +251,8 @@ def train_clients(model: nn.Module, client_x: Sequence[Any], client_y: Sequence[
     if solver in ("sgd", "prox") and momentum is not None:
         raise ValueError(f"momentum: solver {solver!r} has no momentum buffer, got momentum = {momentum!r} (local "
                          "momentum: solver='momentum' or 'momentum-prox')")
+    _refuse_one_client("client_x", client_x, 2, "feature tensor (n_i, *feature_shape)")
+    _refuse_one_client("client_y", client_y, 1, "label tensor (n_i,)")
     client_x = check_sequence("client_x", client_x, "feature tensors (n_i, ...), one per client")
     client_y = check_sequence("client_y", client_y, "label tensors (n_i,), one per client")
     if len(client_x) != len(client_y) or len(client_x) == 0:
