@@ -264,3 +264,77 @@ def test_run_sequential_names_grad_fn_when_its_gradients_do_not_fit(params, grad
                                          r"round=0, step=0\) returned \w+ gradients that do not fit \(" + cause):
         run_sequential(make_algorithm("fedavg", sgd(0.1)), params, lambda x, i, t, k: grads, [0.5, 0.5],
                        FixedSteps([1, 2]), 1)
+
+
+def _torch_grad_fns():
+    import torch
+
+    weight = torch.full((3, 3), 0.1, dtype=torch.float64, requires_grad=True)  # e.g. a model's parameter
+
+    def from_a_parameter(x, client, round_index, step):
+        return [weight @ x[0]]
+
+    def create_graph(x, client, round_index, step):
+        w = x[0].detach().requires_grad_()
+        (g,) = torch.autograd.grad((w ** 2).sum(), w, create_graph=True)
+        return [g]
+
+    def in_place(x, client, round_index, step):
+        x[0].requires_grad_()
+        (g,) = torch.autograd.grad((x[0] ** 2).sum(), x[0])
+        return [g]
+
+    return from_a_parameter, create_graph, in_place
+
+
+@pytest.mark.parametrize("which, message", [
+    (0, r"^grad_fn returned gradients that require grad \(grad_fn\(params, client=0, round=0, step=0\), leaf 0: "),
+    (1, r"^grad_fn returned gradients that require grad \(grad_fn\(params, client=0, round=0, step=0\), leaf 0: "),
+    (2, r"^grad_fn made params require grad \(grad_fn\(params, client=0, round=0, step=0\): leaf 0 of the params "
+        r"it was given requires grad after the call")])
+def test_run_sequential_refuses_a_grad_fn_that_builds_an_autograd_graph(which, message):
+    """Torch gradients that require grad (from a model's parameter, or torch.autograd.grad(create_graph=True)), or
+    params made to require grad in place: before, the run went on, each local step extending one autograd graph
+    through every later step, client and round (after 3 rounds state.params[0] required grad, its grad_fn
+    chaining all of them: memory without bound). Now the first such step is refused, naming grad_fn and the call;
+    detached gradients of the same values still run (and give the numpy run's model)."""
+    import torch
+
+    from fedlib.algorithms import make_algorithm
+    from fedlib.engines.reference import run_sequential
+    from fedlib.schedules import FixedSteps
+
+    def run(grad_fn, params):
+        return run_sequential(make_algorithm("fednova", sgd(0.1)), params, grad_fn, [0.5, 0.5], FixedSteps([2, 3]), 3)
+
+    grad_fn = _torch_grad_fns()[which]
+    with pytest.raises(ValueError, match=message + r".* autograd graph that grows over the steps and rounds"):
+        run(grad_fn, [torch.ones(3, dtype=torch.float64)])
+    if which == 2:
+        return
+    detached = run(lambda *a: [g.detach() for g in grad_fn(*a)], [torch.ones(3, dtype=torch.float64)])
+    assert not detached.state.params[0].requires_grad
+    expected = run(lambda x, *_: [(np.full((3, 3), 0.1) @ x[0]) if which == 0 else 2 * x[0]], [np.ones(3)])
+    np.testing.assert_allclose(detached.state.params[0].numpy(), expected.state.params[0], rtol=1e-14)
+
+
+@pytest.mark.parametrize("part", ["params", "variates"])
+def test_run_sequential_refuses_an_initial_state_that_requires_grad(part):
+    """An initial_state whose tensors require grad (algorithm.init refuses such params, this path did not): before,
+    every round's update was recorded in an autograd graph hanging off it; now refused, naming the part."""
+    import torch
+
+    from fedlib.algorithms import make_algorithm
+    from fedlib.engines.reference import run_sequential
+    from fedlib.schedules import FixedSteps
+
+    algo = make_algorithm("scaffold", sgd(0.1))
+    state = algo.init([torch.ones(2, dtype=torch.float64)], 2)
+    if part == "params":
+        state = state._replace(params=[state.params[0].clone().requires_grad_()])
+    else:
+        state = state._replace(variates=state.variates._replace(
+            mean=[state.variates.mean[0].clone().requires_grad_()]))
+    with pytest.raises(ValueError, match=rf"^initial_state\.{part}: leaf \d is a tensor that requires grad"):
+        run_sequential(algo, None, lambda x, *_: [g.clone() for g in x], [0.5, 0.5], FixedSteps([1, 2]), 1,
+                       initial_state=state)
