@@ -171,7 +171,10 @@ def _check_server_kind(server: ServerOptimizer, state: "ServerState", owner: str
 def _refuse_state(state: Any) -> None:
     """The ``ValueError`` for a ``state`` that is no :class:`ServerState` (a tuple, a dict...)."""
     hint = ""
-    if isinstance(state, tuple):
+    if isinstance(state, SolverState):  # a tuple too, but ServerState(*state) is no advice for a client's state
+        hint = (" (a client's solver state: arguments in another order? the server state comes first, "
+                "algorithm.client_final(state, client, solver_state))")
+    elif isinstance(state, tuple):
         hint = " (ServerState(*state) if it holds params, server, variates, round, num_clients in this order)"
     elif isinstance(state, dict):
         hint = " (ServerState(**state) if it holds params, server, variates, round and num_clients)"
@@ -356,6 +359,10 @@ def _check_one_client(client: Any, num_clients: Any) -> None:
     chapter 10's single-threaded time). A bool is no ``int`` here (``type(True) is bool``)."""
     if type(client) is int and type(num_clients) is int and 0 <= client < num_clients:
         return
+    if isinstance(client, (SolverState, ServerState)):  # arguments swapped: np.ndim failed on the ragged tuple
+        raise ValueError(f"client must be one integer index, got a {type(client).__name__} (arguments in another "
+                         "order? algorithm.client_init(state, client) and client_final(state, client, solver_state) "
+                         "take the client's index second)")
     if np.ndim(client) != 0:  # [1], np.array([1]), []: check_client_indices flattens them, int() then failed
         raise ValueError(f"client must be one integer index, got {client!r}")
     check_client_indices([client], num_clients)

@@ -215,6 +215,28 @@ def test_apply_checks_p_for_every_algorithm(name, p, message):
     algo.apply(state, part, updates, 0.1)
 
 
+def test_client_init_and_final_name_arguments_given_in_another_order():
+    """client_final(state, run, i) (the solver state where the index goes) failed with numpy's "setting an array
+    element with a sequence. The requested array has an inhomogeneous shape after 1 dimensions...", naming no
+    argument (client_init(state, run) the same); client_final(run, i, state) advised "ServerState(*state) if it
+    holds params, server, ...", which a client's solver state never does. Now both say the arguments are in
+    another order."""
+    import numpy as np
+
+    algo, state, _, _ = _own_loop_round()
+    run = algo.solver.run(state.params, lambda x, k: np.ones(2), 1)
+    swapped = r"^client must be one integer index, got a SolverState \(arguments in another order\? "
+    with pytest.raises(ValueError, match=swapped + r"algorithm\.client_init\(state, client\) and client_final\(state, "
+                                               r"client, solver_state\) take the client's index second\)$"):
+        algo.client_final(state, run, 0)
+    with pytest.raises(ValueError, match=swapped):
+        algo.client_init(state, run)
+    with pytest.raises(ValueError, match=r"^state must be a fedlib\.algorithms\.ServerState .*, got SolverState \(a "
+                                         r"client's solver state: arguments in another order\? the server state comes "
+                                         r"first, algorithm\.client_final\(state, client, solver_state\)\)$"):
+        algo.client_final(run, 0, state)
+
+
 @pytest.mark.parametrize("client", [1.5, True, "1", 1.0])
 def test_client_init_and_final_refuse_a_client_that_is_no_integer(client):
     """client_init(state, 1.5) returned client 1's start without a word (VR algorithms refused it) and
