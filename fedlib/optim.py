@@ -126,7 +126,8 @@ def parameters_of(model) -> List[torch.Tensor]:
 
 def copy_into(params: Iterable[torch.Tensor], values: Sequence[torch.Tensor]) -> None:
     """Copy ``values`` (e.g. a server state's ``params``) into ``params`` in place, checking
-    count, shapes, dtypes and devices (to evaluate the global model with your own code; chapter 6).
+    count, shapes, dtypes and devices (to evaluate the global model with your own code; chapter 6). ``params`` is
+    an iterable of the parameters, ``model.parameters()``: the model itself, or one tensor, is a ``ValueError``.
 
     Example
     -------
@@ -142,7 +143,7 @@ def copy_into(params: Iterable[torch.Tensor], values: Sequence[torch.Tensor]) ->
     ...
     ValueError: values[0] is torch.float32 (1,) on cpu but parameter 0 is torch.float32 (1, 2) on cpu
     """
-    params = list(params)
+    params = _parameter_list(params)
     _check_like(params, values, "values")
     with torch.no_grad():
         for p, v in zip(params, values):
@@ -214,6 +215,18 @@ def average_buffers(client_buffers: Sequence[Sequence[torch.Tensor]], weights) -
         mean = torch.tensordot(w.to(stack.device), stack, dims=1)
         out.append(mean.to(ref.dtype) if ref.is_floating_point() else mean.round().to(ref.dtype))
     return out
+
+
+def _parameter_list(params) -> List[torch.Tensor]:
+    """``params`` (an iterable of the model's parameters) as a list; a model or a single tensor is refused by name
+    (iterating a model failed with "'Linear' object is not iterable", a tensor iterated over its rows)."""
+    if isinstance(params, torch.nn.Module):
+        raise ValueError(f"params must be the model's parameters (model.parameters()), got the model itself, a "
+                         f"{type(params).__name__}")
+    if isinstance(params, torch.Tensor) or not hasattr(params, "__iter__"):
+        raise ValueError(f"params must be an iterable of the model's parameters (model.parameters(), or [w] for one "
+                         f"tensor w), got {type(params).__name__}")
+    return list(params)
 
 
 def _check_like(params: List[torch.Tensor], values, what: str, noun: str = "parameter") -> None:
@@ -332,6 +345,8 @@ class ClientOptimizer(torch.optim.Optimizer):
         if not isinstance(solver, LocalSolver):
             raise ValueError(f"solver must be a fedlib.solvers.LocalSolver, got {type(solver).__name__}")
         check_own_step("solver", solver)
+        if isinstance(params, (torch.nn.Module, torch.Tensor)):  # else "'Linear' object is not iterable"
+            _parameter_list(params)
         self._initialising = True
         super().__init__(params, {"lr": solver.lr})
         self._initialising = False

@@ -743,3 +743,24 @@ def test_average_buffers_refuses_client_buffers_given_as_a_dict():
                                          r"\[client_buffers\[k\] for k in sorted\(client_buffers\)\]$"):
         average_buffers({0: client_0, 1: client_1}, [1, 3])
     assert average_buffers([client_0, client_1], [1, 3])[0].tolist() == [0.75, 1.5]
+
+
+def test_client_optimizer_and_copy_into_name_a_model_given_for_its_parameters():
+    """ClientOptimizer(model, solver) and copy_into(model, values) failed with Python's TypeError "'Linear' object
+    is not iterable"; copy_into(model.weight, values) iterated the tensor's rows ("values has 2 tensors but there
+    are 1 parameters"); copy_into(5, values) "'int' object is not iterable". Now a ValueError naming params."""
+    model = nn.Linear(2, 1).to(D)
+    values = parameters_of(model)
+    with pytest.raises(ValueError, match=r"^params must be the model's parameters \(model\.parameters\(\)\), got the "
+                                         r"model itself, a Linear$"):
+        ClientOptimizer(model, sgd(0.1))
+    with pytest.raises(ValueError, match=r"^params must be the model's parameters .* a Linear$"):
+        copy_into(model, values)
+    for bad, name in ((model.weight, "Parameter"), (5, "int")):
+        with pytest.raises(ValueError, match=rf"^params must be an iterable of the model's parameters "
+                                             rf"\(model\.parameters\(\), or \[w\] for one tensor w\), got {name}$"):
+            copy_into(bad, values)
+    with pytest.raises(ValueError, match=r"^params must be an iterable .* got Parameter$"):
+        ClientOptimizer(model.weight, sgd(0.1))
+    copy_into(model.parameters(), values)       # the right calls still work
+    ClientOptimizer(model.parameters(), sgd(0.1))
