@@ -467,8 +467,12 @@ class FederatedAlgorithm:
         try:
             finite = tree_all_finite(params)
         except TypeError:  # None, a string, an object array...: np.isfinite refuses it
+            hint = ""
+            if hasattr(params, "parameters") or hasattr(params, "__next__"):  # a torch model, model.parameters()
+                hint = (" (a model or an iterator of its parameters: give detached copies as a list, "
+                        "algo.init(fedlib.optim.parameters_of(model), num_clients))")
             raise ValueError("params must be a tree (dict / list / tuple) of numpy arrays, torch tensors or numbers, "
-                             f"got {type(params).__name__} leaves") from None
+                             f"got {type(params).__name__} leaves{hint}") from None
         if not finite:
             raise ValueError("params hold NaN or inf (the initial model must be finite)")
         variates = init_control_variates(params, num_clients, self.variance) if self.variance else None

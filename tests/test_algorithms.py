@@ -544,3 +544,22 @@ def test_apply_names_updates_that_are_no_sequence():
             algo.apply(state, full_participation([0.5, 0.5]), bad, 0.1)
     updates = (algo.client_final(state, i, algo.solver.update(algo.client_init(state, i), np.ones(2))) for i in (0, 1))
     assert algo.apply(state, full_participation([0.5, 0.5]), updates, 0.1)[0].params.tolist() == [-0.1, -0.1]
+
+
+def test_init_points_a_model_or_its_parameter_iterator_to_parameters_of():
+    """algorithm.init(model, m) and algorithm.init(model.parameters(), m) said only "params must be a tree (dict /
+    list / tuple) of numpy arrays, torch tensors or numbers, got Linear leaves" ("generator leaves"); now the
+    message also says how to pass a model: algo.init(fedlib.optim.parameters_of(model), num_clients)."""
+    import torch
+
+    from fedlib.solvers import sgd
+
+    algo = make_algorithm("fedavg", sgd(0.1))
+    model = torch.nn.Linear(2, 1)
+    for params, name in ((model, "Linear"), (model.parameters(), "generator")):
+        with pytest.raises(ValueError, match=rf"^params must be a tree .* got {name} leaves \(a model or an iterator "
+                                             r"of its parameters: .*algo\.init\(fedlib\.optim\.parameters_of\(model\), "
+                                             r"num_clients\)\)$"):
+            algo.init(params, 2)
+    with pytest.raises(ValueError, match=r"got NoneType leaves$"):   # other non-trees keep the plain message
+        algo.init(None, 2)
