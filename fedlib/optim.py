@@ -117,10 +117,21 @@ def parameters_of(model) -> List[torch.Tensor]:
         params = list(model.parameters())
     elif isinstance(model, torch.Tensor) or not hasattr(model, "__iter__"):
         raise ValueError(f"model must be a torch.nn.Module or an iterable of parameters, got {type(model).__name__}")
+    elif isinstance(model, Mapping):  # a state_dict iterates over its names (and holds the buffers too)
+        raise ValueError(f"model: an iterable of parameters must hold tensors only, got a {type(model).__name__} "
+                         "keyed by name (a state_dict also holds the buffers): pass the model, model.parameters(), "
+                         "or a subset in the model's order, [p for name, p in model.named_parameters() if ...]")
     else:
         params = list(model)
-        if not all(isinstance(p, torch.Tensor) for p in params):
-            raise ValueError("model: an iterable of parameters must hold tensors only")
+        bad = next((k for k, p in enumerate(params) if not isinstance(p, torch.Tensor)), None)
+        if bad is not None:
+            v = params[bad]
+            if isinstance(v, tuple) and len(v) == 2 and isinstance(v[0], str) and isinstance(v[1], torch.Tensor):
+                raise ValueError("model: an iterable of parameters must hold tensors only, got (name, parameter) "
+                                 "pairs (model.named_parameters()): pass model.parameters(), or a subset, "
+                                 "[p for name, p in model.named_parameters() if ...]")
+            raise ValueError(f"model: an iterable of parameters must hold tensors only, but entry {bad} is "
+                             f"a {type(v).__name__}")
     return [p.detach().clone() for p in params]
 
 

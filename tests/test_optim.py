@@ -764,3 +764,23 @@ def test_client_optimizer_and_copy_into_name_a_model_given_for_its_parameters():
         ClientOptimizer(model.weight, sgd(0.1))
     copy_into(model.parameters(), values)       # the right calls still work
     ClientOptimizer(model.parameters(), sgd(0.1))
+
+
+def test_parameters_of_names_a_state_dict_or_named_parameters():
+    """parameters_of(model.state_dict()) and parameters_of(model.named_parameters()) said only 'model: an iterable
+    of parameters must hold tensors only' (the dict iterated over its names, named_parameters gave pairs), with no
+    hint of what to pass. Now the message names the mapping or the (name, parameter) pairs and what to pass."""
+    model = nn.Linear(2, 1).to(D)
+    for given, name in ((model.state_dict(), "OrderedDict"), (dict(model.named_parameters()), "dict")):
+        with pytest.raises(ValueError, match=rf"^model: an iterable of parameters must hold tensors only, got a {name} "
+                                             r"keyed by name \(a state_dict also holds the buffers\): pass the model, "
+                                             r"model\.parameters\(\), or a subset in the model's order, \[p for name, "
+                                             r"p in model\.named_parameters\(\) if \.\.\.\]$"):
+            parameters_of(given)
+    with pytest.raises(ValueError, match=r"^model: an iterable of parameters must hold tensors only, got \(name, "
+                                         r"parameter\) pairs \(model\.named_parameters\(\)\): pass model\.parameters\(\)"):
+        parameters_of(model.named_parameters())
+    with pytest.raises(ValueError, match=r"^model: .* tensors only, but entry 1 is a str$"):
+        parameters_of([model.weight, "bias"])
+    subset = parameters_of([p for name, p in model.named_parameters() if name == "weight"])
+    assert len(subset) == 1 and torch.equal(subset[0], model.weight.detach())
