@@ -63,8 +63,11 @@ def tree_map(fn: Callable, tree: Any, *rest: Any) -> Any:
     """
     if isinstance(tree, dict):
         for r in rest:
-            if not isinstance(r, dict) or r.keys() != tree.keys():
-                raise ValueError(f"tree structures differ: dict keys {list(tree)} vs {getattr(r, 'keys', lambda: r)()}")  # noqa: B023 - called at once
+            if not isinstance(r, dict):  # printing r would show its leaves (a whole model's arrays)
+                raise ValueError(f"tree structures differ: a {type(tree).__name__} (keys {list(tree)}) is paired "
+                                 f"with a {type(r).__name__}, not a dict")
+            if r.keys() != tree.keys():
+                raise ValueError(f"tree structures differ: dict keys {list(tree)} vs {r.keys()}")
         items = {k: tree_map(fn, tree[k], *(r[k] for r in rest)) for k in tree}
         if type(tree) is dict:
             return items

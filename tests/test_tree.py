@@ -257,6 +257,29 @@ def test_tree_map_message_says_what_is_refused():
         tree_map(lambda x, y: x + y, (1, 2), 3)
 
 
+def test_tree_map_says_in_words_that_a_dict_is_paired_with_a_list():
+    """A dict-of-tensors model given a list of gradients (run_sequential's grad_fn, say) was refused with
+    "tree structures differ: dict keys ['w'] vs [tensor([-1., -1.])]", printing the other tree's leaves instead of
+    saying what it is. Now: "a dict (keys ['w']) is paired with a list, not a dict", as a list paired with a dict
+    already was."""
+    from fedlib.algorithms import make_algorithm
+    from fedlib.engines.reference import run_sequential
+    from fedlib.schedules import FixedSteps
+    from fedlib.solvers import sgd
+
+    for other, name in (([torch.ones(2)], "list"), (torch.ones(2), "Tensor"), (1.0, "float")):
+        with pytest.raises(ValueError, match=rf"^tree structures differ: a dict \(keys \['w'\]\) is paired with a "
+                                             rf"{name}, not a dict$"):
+            tree_map(lambda x, y: x + y, {"w": torch.zeros(2)}, other)
+    with pytest.raises(ValueError, match=r"^tree structures differ: dict keys \['w'\] vs dict_keys\(\['v'\]\)$"):
+        tree_map(lambda x, y: x + y, {"w": 1.0}, {"v": 1.0})
+    with pytest.raises(ValueError, match=r"^grad_fn must return a tree like params: .* returned list gradients that do "
+                                         r"not fit \(.*tree structures differ: a dict \(keys \['w'\]\) is paired "
+                                         r"with a list, not a dict\)$"):
+        run_sequential(make_algorithm("fednova", sgd(lr=0.1)), {"w": torch.zeros(2, dtype=torch.float64)},
+                       lambda x, i, t, k: [x["w"] - 1.0], [0.5, 0.5], FixedSteps([1, 2]), rounds=1)
+
+
 # --------------------------------------------------------------------------- tree_index of a float
 @pytest.mark.parametrize("leaf", [np.arange(6.0).reshape(3, 2), torch.arange(6.0).reshape(3, 2)])
 @pytest.mark.parametrize("index, shown", [(1.0, "1.0"), (float("nan"), "nan"), (np.float64(1.0), "1.0"),
