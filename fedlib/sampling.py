@@ -83,21 +83,27 @@ def as_participation(participation) -> Participation:
     if not all(hasattr(participation, f) for f in Participation._fields):
         raise ValueError(f"participation must be a fedlib.sampling.Participation (full_participation(p), "
                          f"sample_clients(...)), got {type(participation).__name__}")
+    return _as_participation(participation, "participation")
+
+
+def _as_participation(participation, name: str) -> Participation:
+    """:func:`as_participation` of an object with the fields, its messages starting with ``name`` (``"sampling(4)"``
+    for what a user's sampler returned in round 4)."""
     raw = participation.clients
     if bool_entry(raw) is not None:  # np.asarray([0, True]) is the integer array [0, 1]: True would be client 1
-        raise ValueError(f"participation: clients must be integer indices, got {raw!r}")
+        raise ValueError(f"{name}: clients must be integer indices, got {raw!r}")
     clients = np.asarray(raw)
     given = participation.weights
     if not isinstance(given, np.ndarray) or given.dtype.kind in "USa":  # numpy read '0.5' as the number 0.5
         text = [v for v in np.asarray(given, dtype=object).reshape(-1).tolist() if isinstance(v, (str, bytes))]
         if text:
-            raise ValueError(f"participation: weights must be numbers, got the text {text[0]!r}")
+            raise ValueError(f"{name}: weights must be numbers, got the text {text[0]!r}")
     weights = np.asarray(given, dtype=float)
     if clients.ndim != 1 or weights.shape != clients.shape:
-        raise ValueError(f"participation: clients and weights must be 1-d with one weight per client, got shapes "
+        raise ValueError(f"{name}: clients and weights must be 1-d with one weight per client, got shapes "
                          f"{clients.shape} and {weights.shape}")
     if np.unique(clients).size != clients.size:  # a client trains once per round; a repeat draw raises its weight
-        raise ValueError(f"participation: clients must be distinct (a client drawn twice trains once, with the summed "
+        raise ValueError(f"{name}: clients must be distinct (a client drawn twice trains once, with the summed "
                          f"weight, as sample_with_replacement gives it), got {clients.tolist()}")
     return Participation(clients, weights)
 
@@ -288,8 +294,14 @@ def round_participation(sampling, p, q: int | None, seed: int, round_index: int)
     check_sampling(sampling, q)
     p = check_probability_vector("p", p)
     got = sampling(round_index)
-    part = as_participation(got)
     name = f"sampling({round_index})"
+    if not all(hasattr(got, f) for f in Participation._fields):  # 'participation must be ...' named no sampler
+        hint = " (a missing return statement?)" if got is None else ""
+        if isinstance(got, tuple) and len(got) == 2:
+            hint = " (a pair: return Participation(clients, weights))"
+        raise ValueError(f"{name}: a sampler must return a fedlib.sampling.Participation(clients, weights), got "
+                         f"{type(got).__name__}{hint}")
+    part = _as_participation(got, name)
     clients, weights = part.clients, part.weights
     if clients.size == 0 or clients.dtype.kind not in "iu":
         raise ValueError(f"{name} must name at least one client by integer index, got clients {clients.tolist()!r}")

@@ -478,7 +478,7 @@ def test_own_sampler_and_own_dataset_in_the_batched_engine_match_the_reference_l
     (lambda t: Participation(np.array([0.0, 1.0]), np.ones(2)), r"integer index"),
     (lambda t: Participation(np.array([0, 1]), np.array([1.0, -0.5])), r"weights must be finite and >= 0"),
     (lambda t: Participation(np.array([0, 1]), np.array([np.nan, 1.0])), r"weights must be finite"),
-    (lambda t: [0, 1], r"must be a fedlib.sampling.Participation"),
+    (lambda t: [0, 1], r"^sampling\(0\): a sampler must return a fedlib\.sampling\.Participation\(clients, weights\), got list$"),
 ])
 def test_a_malformed_sampler_is_refused_naming_the_round(bad, message):
     algo = make_algorithm("fednova", sgd(0.1))

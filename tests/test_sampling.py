@@ -376,3 +376,23 @@ def test_as_participation_refuses_weights_given_as_text():
                                round_index=0)
     for weights in ([0.5, 0.5], (0.5, 0.5), np.array([0.5, 0.5]), torch.tensor([0.5, 0.5], dtype=torch.float64)):
         assert SA.as_participation(SA.Participation([0, 1], weights)).weights.tolist() == [0.5, 0.5]
+
+
+def test_a_sampler_returning_no_participation_is_named():
+    """A user's sampler that returned None (no return statement), a (clients, weights) tuple or an array was refused
+    with 'participation must be a fedlib.sampling.Participation (full_participation(p), sample_clients(...)), got
+    NoneType', and a Participation with a repeated client with 'participation: clients must be distinct ...': neither
+    named the sampler nor the round. Now the messages start with 'sampling(3)', as its other checks did."""
+    p = [0.25] * 4
+    for got, shown in ((None, r"NoneType \(a missing return statement\?\)"),
+                       (([0, 1], [0.5, 0.5]), r"tuple \(a pair: return Participation\(clients, weights\)\)"),
+                       (np.array([0, 1]), "ndarray"), ([0, 1], "list")):
+        with pytest.raises(ValueError, match=rf"^sampling\(3\): a sampler must return a fedlib\.sampling\."
+                                             rf"Participation\(clients, weights\), got {shown}$"):
+            SA.round_participation(lambda t, got=got: got, p, None, seed=0, round_index=3)
+    with pytest.raises(ValueError, match=r"^sampling\(3\): clients must be distinct .* got \[1, 1\]$"):
+        SA.round_participation(lambda t: SA.Participation([1, 1], [0.5, 0.5]), p, None, seed=0, round_index=3)
+    with pytest.raises(ValueError, match=r"^sampling\(3\): clients and weights must be 1-d with one weight per client"):
+        SA.round_participation(lambda t: SA.Participation([0, 1], [1.0]), p, None, seed=0, round_index=3)
+    with pytest.raises(ValueError, match=r"^participation: clients must be distinct"):  # apply's argument keeps its name
+        SA.as_participation(SA.Participation([1, 1], [0.5, 0.5]))
