@@ -225,13 +225,27 @@ def round_local_steps(schedule, round_index: int, num_clients: int) -> np.ndarra
     ValueError: schedule.local_steps(0) must give one step count per client (3 clients in p), got shape (2,)
     """
     if not callable(getattr(schedule, "local_steps", None)):
-        raise ValueError(f"schedule must be an object with local_steps(round) -> (m,) ints (fedlib.schedules: "
-                         f"FixedSteps({schedule!r}) for fixed counts), got {type(schedule).__name__}")
-    steps = np.asarray(schedule.local_steps(round_index))
-    if steps.shape != (num_clients,):
-        raise ValueError(f"schedule.local_steps({round_index}) must give one step count per client "
-                         f"({num_clients} clients in p), got shape {steps.shape}")
-    return check_int_array(f"schedule.local_steps({round_index})", steps, size=num_clients, minimum=0)
+        if callable(schedule):  # 'FixedSteps(<function ...>)' was no advice for a function round -> counts
+            hint = ("a function is no schedule: give an object whose method local_steps(round) returns the counts, "
+                    "e.g. an instance of class S: def local_steps(self, round): ...")
+        else:
+            hint = f"fedlib.schedules: FixedSteps({schedule!r}) for fixed counts"
+        raise ValueError(f"schedule must be an object with local_steps(round) -> (m,) ints ({hint}), got "
+                         f"{type(schedule).__name__}")
+    name = f"schedule.local_steps({round_index})"
+    raw = schedule.local_steps(round_index)
+    if raw is None or isinstance(raw, (dict, str, bytes)) or hasattr(raw, "__next__"):  # np.asarray: a 0-d object
+        hint = " (a missing return statement?)" if raw is None else ""
+        raise ValueError(f"{name} must give one step count per client ({num_clients} clients in p), got "
+                         f"{type(raw).__name__}{hint}")
+    try:
+        shape = np.shape(raw)
+    except ValueError:  # a ragged list: check_int_array names it
+        shape = None
+    if shape is not None and shape != (num_clients,):
+        raise ValueError(f"{name} must give one step count per client ({num_clients} clients in p), got shape {shape}")
+    # the counts as given: np.asarray([True, 2]) would have read the bool True as 1 step
+    return check_int_array(name, raw, size=num_clients, minimum=0)
 
 
 def whole_steps(work) -> np.ndarray:

@@ -390,3 +390,34 @@ def test_whole_steps_never_adds_a_step_to_a_whole_count():
         assert SC.whole_steps(x) == x
     assert SC.whole_steps(np.nextafter(2.0 ** 40, 0.0)) == 2.0 ** 40
     assert SC.WallClock([2.0 ** 60], 1.0).local_steps(0).tolist() == [2 ** 60]
+
+
+def test_round_local_steps_names_what_a_users_schedule_returned():
+    """A user's schedule whose local_steps returned None (no return statement), a dict or a generator was refused
+    with 'schedule.local_steps(0) must give one step count per client (2 clients in p), got shape ()'; a list with a
+    bool, [True, 2], ran client 0 for 1 step; a plain function given as the schedule was told to use
+    'FixedSteps(<function <lambda> at 0x...>) for fixed counts'. Now the type is named (None with 'a missing return
+    statement?'), the bool is refused as check_int_array refuses it, and a function is told to become an object with
+    a local_steps(round) method."""
+    class Own:
+        def __init__(self, out):
+            self.out = out
+
+        def local_steps(self, round_index):
+            return self.out
+
+    for out, shown in ((None, r"NoneType \(a missing return statement\?\)"), ({0: 2, 1: 3}, "dict"),
+                       ((k for k in (2, 3)), "generator")):
+        with pytest.raises(ValueError, match=rf"^schedule\.local_steps\(0\) must give one step count per client "
+                                             rf"\(2 clients in p\), got {shown}$"):
+            SC.round_local_steps(Own(out), 0, 2)
+    with pytest.raises(ValueError, match=r"^schedule\.local_steps\(0\) must hold integers, got the bool True at index 0$"):
+        SC.round_local_steps(Own([True, 2]), 0, 2)
+    with pytest.raises(ValueError, match=r"^schedule must be an object with local_steps\(round\) -> \(m,\) ints \(a "
+                                         r"function is no schedule: give an object whose method local_steps\(round\) "
+                                         r"returns the counts, .*\), got function$"):
+        SC.round_local_steps(lambda t: [2, 3], 0, 2)
+    with pytest.raises(ValueError, match=r"got shape \(1,\)$"):
+        SC.round_local_steps(Own([2]), 0, 2)
+    for out in ([2, 3], (2, 3), [2.0, 3.0], np.array([2, 3]), torch.tensor([2, 3])):
+        assert SC.round_local_steps(Own(out), 0, 2).tolist() == [2, 3]
