@@ -43,7 +43,7 @@ from .sampling import Participation, as_participation
 from .server import ServerOptimizer, plain
 from .solvers import LocalSolver, SolverState, check_own_step
 from .theory import _round_chi_square
-from .tree import leaf_kind, tree_all_finite, tree_kind_mismatch, tree_leaves, tree_structure_equal, tree_sub
+from .tree import leaf_kind, tree_all_finite, tree_kind_mismatch, tree_leaves, tree_map, tree_structure_equal, tree_sub
 from .variance import ControlVariates, correction, init_control_variates, update_control_variates
 
 __all__ = ["ALGORITHMS", "ServerState", "ClientUpdate", "RoundDiagnostics", "FederatedAlgorithm", "make_algorithm",
@@ -645,6 +645,13 @@ def _run_server_optimizer(server: ServerOptimizer, change: Any, state: ServerSta
         got = [tuple(np.shape(v)) for v in tree_leaves(params)] if not np.isscalar(params) else type(params).__name__
         kinds = "" if k < 0 else (f" (leaf {k} is {leaf_kind(tree_leaves(params)[k])}, state.params holds "
                                   f"{leaf_kind(tree_leaves(state.params)[k])})")
+        if k < 0:  # equal leaf shapes in another structure read 'got leaf shapes [(2,)] for [(2,)]'
+            try:
+                tree_map(lambda a, b: None, state.params, params)
+            except ValueError as exc:
+                kinds = f" ({exc})"
+            if _fits(out[1], state.params):
+                kinds += " (the pair in another order? update returns the model first, (new_params, new_state))"
         raise ValueError(f"server optimizer {server.name!r}: update must return (new_params, new_state) with "
                          "new_params of the structure and leaf shapes of state.params (and its array kind), got "
                          f"leaf shapes {got} for {[tuple(np.shape(v)) for v in tree_leaves(state.params)]}{kinds}")
@@ -653,6 +660,14 @@ def _run_server_optimizer(server: ServerOptimizer, change: Any, state: ServerSta
         raise FloatingPointError(f"round {state.round}: server optimizer {server.name!r} returned a model that is not "
                                  "finite from a finite aggregated update (diverged, or its update is wrong)")
     return out
+
+
+def _fits(tree: Any, params: Any) -> bool:
+    """Whether ``tree`` has the structure and leaf shapes of ``params`` (False for anything :mod:`fedlib.tree` refuses)."""
+    try:
+        return tree_structure_equal(tree, params)
+    except (TypeError, ValueError):
+        return False
 
 
 def make_algorithm(name: str, solver: LocalSolver, server: Optional[ServerOptimizer] = None,

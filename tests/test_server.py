@@ -272,3 +272,27 @@ def test_make_server_optimizer_names_an_array_given_for_the_name():
             SV.make_server_optimizer(name)
         with pytest.raises(ValueError, match=r"^server optimizer must be one of"):
             SV.make_server_optimizer(name, beta=0.5)
+
+
+def test_own_server_update_of_another_structure_or_order_is_named():
+    """A server optimizer of your own whose update returned the model's leaves in a list for a dict model was refused
+    with 'got leaf shapes [(2,)] for [(2,)]' (equal shapes: nothing said what differed), and one returning
+    (new_state, new_params) with only 'got leaf shapes [()] for [(2,)]'. Now the message adds the structures
+    ('a dict (keys ['w']) is paired with a list, not a dict') and, for the swapped pair, 'the pair in another order?'."""
+    from fedlib.algorithms import apply_server_optimizer, make_algorithm
+    from fedlib.solvers import sgd
+
+    state = make_algorithm("fedavg", sgd(0.1)).init({"w": np.zeros(2)}, 2)
+    change = {"w": np.ones(2)}
+    as_list = SV.ServerOptimizer(lambda p: SV.PlainState(0), lambda c, s, p, lr: ([p["w"] + c["w"]], s), "mine")
+    with pytest.raises(ValueError, match=r"got leaf shapes \[\(2,\)\] for \[\(2,\)\] \(tree structures differ: a dict "
+                                         r"\(keys \['w'\]\) is paired with a list, not a dict\)$"):
+        apply_server_optimizer(as_list, change, state, 0.1)
+    swapped = SV.ServerOptimizer(lambda p: SV.PlainState(0), lambda c, s, p, lr: (s, {"w": p["w"] + c["w"]}), "mine")
+    with pytest.raises(ValueError, match=r"got leaf shapes \[\(\)\] for \[\(2,\)\] \(tree structures differ: .*\) \(the "
+                                         r"pair in another order\? update returns the model first, \(new_params, "
+                                         r"new_state\)\)$"):
+        apply_server_optimizer(swapped, change, state, 0.1)
+    wrong_shape = SV.ServerOptimizer(lambda p: SV.PlainState(0), lambda c, s, p, lr: ({"w": np.zeros(3)}, s), "mine")
+    with pytest.raises(ValueError, match=r"got leaf shapes \[\(3,\)\] for \[\(2,\)\]$"):  # shapes alone say it
+        apply_server_optimizer(wrong_shape, change, state, 0.1)
