@@ -655,6 +655,10 @@ def _run_server_optimizer(server: ServerOptimizer, change: Any, state: ServerSta
         raise ValueError(f"server optimizer {server.name!r}: update must return (new_params, new_state) with "
                          "new_params of the structure and leaf shapes of state.params (and its array kind), got "
                          f"leaf shapes {got} for {[tuple(np.shape(v)) for v in tree_leaves(state.params)]}{kinds}")
+    kept = _kept_state_type(server, state.params)  # a lookup: refused here, not as next round's 'state: ...'
+    if kept is not None and _kinds_differ(type(out[1]), kept):
+        raise ValueError(f"server optimizer {server.name!r}: update must return (new_params, new_state) with new_state "
+                         f"of the kind its init makes, a {kept.__name__}, got {type(out[1]).__name__}")
     own = getattr(server.update, "__module__", None) != "fedlib.server"  # fedlib's are tested; yours is checked
     if own and not tree_all_finite(params):
         raise FloatingPointError(f"round {state.round}: server optimizer {server.name!r} returned a model that is not "

@@ -296,3 +296,21 @@ def test_own_server_update_of_another_structure_or_order_is_named():
     wrong_shape = SV.ServerOptimizer(lambda p: SV.PlainState(0), lambda c, s, p, lr: ({"w": np.zeros(3)}, s), "mine")
     with pytest.raises(ValueError, match=r"got leaf shapes \[\(3,\)\] for \[\(2,\)\]$"):  # shapes alone say it
         apply_server_optimizer(wrong_shape, change, state, 0.1)
+
+
+def test_own_server_update_returning_a_state_of_another_kind_is_named_at_once():
+    """A server optimizer of your own keeping fedlib's PlainState whose update returned None as its state ran the round
+    and was refused in the next with 'state: its server optimizer state (state.server) is a NoneType, but the
+    algorithm's server optimizer keeps a PlainState (...; a state of another server optimizer? ...)', blaming a state
+    the user never gave. Now the round that returned it names update."""
+    from fedlib.algorithms import apply_server_optimizer, make_algorithm
+    from fedlib.solvers import sgd
+
+    state = make_algorithm("fedavg", sgd(0.1)).init({"w": np.zeros(2)}, 2)
+    bad = SV.ServerOptimizer(lambda p: SV.PlainState(0), lambda c, s, p, lr: ({"w": p["w"] + c["w"]}, None), "mine")
+    with pytest.raises(ValueError, match=r"^server optimizer 'mine': update must return \(new_params, new_state\) with "
+                                         r"new_state of the kind its init makes, a PlainState, got NoneType$"):
+        apply_server_optimizer(bad, {"w": np.ones(2)}, state, 0.1)
+    own = SV.ServerOptimizer(lambda p: None, lambda c, s, p, lr: ({"w": p["w"] + c["w"]}, 1.0), "own")  # own kinds
+    own_state = make_algorithm("fedavg", sgd(0.1), own).init({"w": np.zeros(2)}, 2)
+    assert apply_server_optimizer(own, {"w": np.ones(2)}, own_state, 0.1)[1] == 1.0  # may change type
