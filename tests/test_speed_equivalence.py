@@ -57,6 +57,21 @@ def test_logistic_grad_equals_its_plain_form(classes, l2):
 
 
 @pytest.mark.usefixtures("column_max_from")
+@pytest.mark.parametrize("classes", [2, 10])
+def test_logistic_mean_loss_equals_its_plain_form(classes):
+    """The training loss every engine evaluates after every round (_mean_log_softmax_loss: bias in place, one
+    buffer, row maxima column by column from _COLUMN_MAX_FROM rows) is the plain mean cross-entropy bit for bit."""
+    from fedlib.problems.logistic import _log_softmax_loss, _mean_log_softmax_loss
+
+    rng = np.random.default_rng(100 + classes)
+    for n, scale in [(1, 1.0), (7, 0.1), (257, 3.0), (1000, 40.0)]:
+        x, y = rng.standard_normal((n, 6)), rng.integers(0, classes, n)
+        W, b = scale * rng.standard_normal((6, classes)), rng.standard_normal(classes)
+        plain = float(_log_softmax_loss(x @ W + b, y).mean())
+        assert _mean_log_softmax_loss(x, W, b, y) == plain, n
+
+
+@pytest.mark.usefixtures("column_max_from")
 def test_logistic_grad_equals_its_plain_form_with_ties_and_signed_zeros():
     # ties in the row maximum (max taken column by column: order must not matter) and -0.0 logits
     x = np.array([[1.0, 0.0], [0.0, 0.0], [-1.0, 1.0], [0.0, -0.0]])
