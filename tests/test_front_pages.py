@@ -166,6 +166,13 @@ def test_the_readme_says_what_make_solver_refuses():
     assert "`make_solver`" in _architecture_row("`fedlib.solvers`")
     assert "momentum 0.9 unless given" in text and "refuses any `momentum`" in text
     assert make_solver("momentum", 0.1).momentum == 0.9 == make_solver("momentum-prox", 0.1, mu=0.1).momentum
+    assert "`momentum=0` given to the momentum solvers\nor `mu=0` to the proximal ones" in text
+    for name, kwargs in (("momentum", {"momentum": 0.0}), ("momentum-prox", {"momentum": 0.0, "mu": 0.1})):
+        with pytest.raises(ValueError, match=r"^momentum must be > 0"):
+            make_solver(name, 0.1, **kwargs)
+    for name, kwargs in (("prox", {}), ("momentum-prox", {"momentum": 0.5})):
+        with pytest.raises(ValueError, match=r"^mu must be > 0"):
+            make_solver(name, 0.1, mu=0.0, **kwargs)
     for name in ("sgd", "prox"):
         with pytest.raises(ValueError, match=r"^momentum: "):
             make_solver(name, 0.1, momentum=0.0, **({"mu": 0.1} if name == "prox" else {}))
@@ -202,6 +209,11 @@ def test_the_troubleshooting_rows_of_the_new_api_refusals():
         run_sequential(make_algorithm("fednova", sgd(0.01)), None, problem.grad_fn(), problem.p,
                        FixedSteps([1, 2]), rounds=1, initial_state=saved)
     assert str(err.value).startswith(_troubleshooting_message("run_sequential(initial_state="))
+
+    with pytest.raises(ValueError) as err:
+        run_sequential(make_algorithm("fednova", sgd(0.01)), np.zeros(3), lambda x, i, t, k: None, problem.p,
+                       FixedSteps([1, 2]), rounds=1)
+    assert str(err.value).startswith(_troubleshooting_message("run_sequential` with a `grad_fn`"))
 
     with pytest.raises(ValueError) as err:
         aggregate({0: np.ones(2), 1: np.zeros(2)}, [0.5, 0.5], [1, 2])
