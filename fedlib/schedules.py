@@ -234,18 +234,30 @@ def round_local_steps(schedule, round_index: int, num_clients: int) -> np.ndarra
                          f"{type(schedule).__name__}")
     name = f"schedule.local_steps({round_index})"
     raw = schedule.local_steps(round_index)
+    if type(raw) is np.ndarray:  # FixedSteps, RandomSteps, ...: every round, so no other test first
+        if raw.shape != (num_clients,):
+            raise ValueError(f"{name} must give one step count per client ({num_clients} clients in p), got shape "
+                             f"{raw.shape}")
+        return check_int_array(name, raw, size=num_clients, minimum=0)
     if raw is None or isinstance(raw, (dict, str, bytes)) or hasattr(raw, "__next__"):  # np.asarray: a 0-d object
         hint = " (a missing return statement?)" if raw is None else ""
         raise ValueError(f"{name} must give one step count per client ({num_clients} clients in p), got "
                          f"{type(raw).__name__}{hint}")
+    given = raw
+    if isinstance(raw, (list, tuple)):  # converted once (np.shape converts a list too), unless an entry is a bool:
+        types = set(map(type, raw))  # np.asarray([True, 2]) would read the bool True as 1 step
+        if bool not in types and np.bool_ not in types:
+            try:
+                given = np.asarray(raw)
+            except ValueError:  # a ragged list: check_int_array names it
+                pass
     try:
-        shape = np.shape(raw)
+        shape = np.shape(given)
     except ValueError:  # a ragged list: check_int_array names it
         shape = None
     if shape is not None and shape != (num_clients,):
         raise ValueError(f"{name} must give one step count per client ({num_clients} clients in p), got shape {shape}")
-    # the counts as given: np.asarray([True, 2]) would have read the bool True as 1 step
-    return check_int_array(name, raw, size=num_clients, minimum=0)
+    return check_int_array(name, given, size=num_clients, minimum=0)
 
 
 def whole_steps(work) -> np.ndarray:
