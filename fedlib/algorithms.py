@@ -458,12 +458,12 @@ class FederatedAlgorithm:
         naming it: every round's update would be recorded in an autograd graph that grows without bound; give
         detached copies, :func:`fedlib.optim.parameters_of`."""
         num_clients = check_int("num_clients", num_clients, minimum=1)
-        for k, leaf in enumerate(tree_leaves(params)):
-            if getattr(leaf, "requires_grad", False):
-                raise ValueError(f"params: leaf {k} is a tensor that requires grad (a model's parameter, or a copy made "
-                                 "with .clone() or copy.deepcopy); the server state would record every round's update "
-                                 "in an autograd graph that grows without bound: give detached copies, "
-                                 "algo.init(fedlib.optim.parameters_of(model), num_clients)")
+        k = _requires_grad(params)
+        if k is not None:
+            raise ValueError(f"params: leaf {k} is a tensor that requires grad (a model's parameter, or a copy made "
+                             "with .clone() or copy.deepcopy); the server state would record every round's update "
+                             "in an autograd graph that grows without bound: give detached copies, "
+                             "algo.init(fedlib.optim.parameters_of(model), num_clients)")
         try:
             finite = tree_all_finite(params)
         except TypeError:  # None, a string, an object array...: np.isfinite refuses it
@@ -664,6 +664,25 @@ def _run_server_optimizer(server: ServerOptimizer, change: Any, state: ServerSta
         raise FloatingPointError(f"round {state.round}: server optimizer {server.name!r} returned a model that is not "
                                  "finite from a finite aggregated update (diverged, or its update is wrong)")
     return out
+
+
+def _requires_grad(tree: Any) -> Optional[int]:
+    """The index of the first leaf of ``tree`` that is a tensor requiring grad, or ``None``. Checked by
+    :meth:`FederatedAlgorithm.init` and after every local step of a torch model in ``run_sequential``: a flat list, tuple or dict of tensors is read directly (0.5 µs for three leaves,
+    :func:`fedlib.tree.tree_leaves` takes 4 µs: 10 % of a small model's step)."""
+    items = tree if type(tree) is list or type(tree) is tuple else tree.values() if type(tree) is dict else None
+    if items is not None:
+        try:
+            for k, leaf in enumerate(items):
+                if leaf.requires_grad:
+                    return k
+            return None
+        except AttributeError:  # a nested tree, or numbers: the leaves before it were tensors, so k counts leaves
+            pass
+    for k, leaf in enumerate(tree_leaves(tree)):
+        if getattr(leaf, "requires_grad", False):
+            return k
+    return None
 
 
 def _fits(tree: Any, params: Any) -> bool:

@@ -163,7 +163,6 @@ def test_variance_reduced_algorithms_run_to_the_optimum(name, solver):
 def test_server_optimizer_is_checked_when_the_algorithm_is_built():
     """make_algorithm('fedavg', sgd(0.1), 'momentum') built, then failed at init with
     AttributeError: 'str' object has no attribute 'init'."""
-    from fedlib.solvers import sgd
 
     with pytest.raises(ValueError, match=r"server must be a fedlib.server.ServerOptimizer, got str .*"
                                          r"make_server_optimizer\('momentum'\)"):
@@ -179,7 +178,6 @@ def test_tau_eff_population_in_code_points_to_population_tau_eff():
     said only "must be one of ['a_norm', 'local_steps']", not how to get the population value in code."""
     from fedlib.algorithms import make_algorithm
     from fedlib.schedules import FixedSteps, population_tau_eff
-    from fedlib.solvers import sgd
 
     with pytest.raises(ValueError, match=r"tau_eff='population' .*=fedlib\.schedules\.population_tau_eff\(p, schedule, "
                                          r"solver\)"):
@@ -194,7 +192,6 @@ def _own_loop_round(name="fednova"):
 
     from fedlib.algorithms import ClientUpdate, make_algorithm
     from fedlib.sampling import full_participation
-    from fedlib.solvers import sgd
 
     algo = make_algorithm(name, sgd(0.1))
     state = algo.init(np.zeros(2), 3)
@@ -282,7 +279,6 @@ def test_check_client_indices_still_takes_integer_and_empty_indices():
 def test_client_init_refuses_a_fractional_client():
     """Was: FedAvg (no variates) started a solver for 'client 1.5' without a word."""
     from fedlib.algorithms import make_algorithm
-    from fedlib.solvers import sgd
 
     algo = make_algorithm("fedavg", sgd(0.1))
     state = algo.init(np.zeros(1), 3)
@@ -299,7 +295,6 @@ def test_client_final_checks_the_client_index(client, match):
     """Was: client_final(state, 1.5, ...) packaged ClientUpdate(client=1) (int() truncated it), 7 of 3
     clients passed, and nan failed as 'cannot convert float NaN to integer'."""
     from fedlib.algorithms import make_algorithm
-    from fedlib.solvers import sgd
 
     algo = make_algorithm("fedavg", sgd(0.1))
     state = algo.init(np.zeros(1), 3)
@@ -552,7 +547,6 @@ def test_init_points_a_model_or_its_parameter_iterator_to_parameters_of():
     message also says how to pass a model: algo.init(fedlib.optim.parameters_of(model), num_clients)."""
     import torch
 
-    from fedlib.solvers import sgd
 
     algo = make_algorithm("fedavg", sgd(0.1))
     model = torch.nn.Linear(2, 1)
@@ -563,3 +557,24 @@ def test_init_points_a_model_or_its_parameter_iterator_to_parameters_of():
             algo.init(params, 2)
     with pytest.raises(ValueError, match=r"got NoneType leaves$"):   # other non-trees keep the plain message
         algo.init(None, 2)
+
+
+def test_init_and_run_sequential_share_one_requires_grad_check():
+    """algorithm.init's loop over tree_leaves and run_sequential's _requires_grad were two copies of one check (the
+    first leaf that is a tensor requiring grad); now run_sequential imports init's. Both name the same leaf of a
+    nested tree, a dict and a flat list, and take numpy leaves and detached tensors."""
+    from fedlib.engines import reference
+    from fedlib.schedules import FixedSteps
+    from fedlib.tree import tree_map
+
+    assert reference._requires_grad is AL._requires_grad
+    w = torch.ones(2, requires_grad=True)
+    algo = make_algorithm("fedavg", sgd(0.1))
+    for tree, k in (([np.zeros(1), [torch.zeros(1), w]], 2), ({"a": torch.zeros(1), "b": w}, 1), ([w], 0)):
+        with pytest.raises(ValueError, match=rf"^params: leaf {k} is a tensor that requires grad"):
+            algo.init(tree, 2)
+        state = algo.init(tree_map(lambda t: t.detach() if hasattr(t, "detach") else t, tree), 2)
+        with pytest.raises(ValueError, match=rf"^initial_state\.params: leaf {k} is a tensor that requires grad"):
+            run_sequential(algo, None, lambda x, i, t, s: x, [0.5, 0.5], FixedSteps([1, 1]), 1,
+                           initial_state=state._replace(params=tree))
+    assert AL._requires_grad([np.zeros(1), torch.zeros(1), 2.0]) is None

@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Any, Callable, NamedTuple, Optional
 
 from .._validate import check_callable, check_int, check_probability_vector, round_lr
-from ..algorithms import FederatedAlgorithm, RoundDiagnostics, ServerState, server_state_mismatch
+from ..algorithms import FederatedAlgorithm, RoundDiagnostics, ServerState, _requires_grad, server_state_mismatch
 from ..solvers import LocalSolver, check_own_step, check_shared_lr
 from ..sampling import check_sampling, round_participation
 from ..schedules import round_local_steps
@@ -203,25 +203,6 @@ def run_sequential(algorithm: FederatedAlgorithm, params: Any, grad_fn: Callable
         if metric_fn:
             metrics.append(metric_fn(state.params, t + 1))
     return SequentialRun(state, diagnostics, metrics)
-
-
-def _requires_grad(tree: Any) -> Optional[int]:
-    """The index of the first leaf of ``tree`` that is a tensor requiring grad, or ``None``. Checked after every
-    local step of a torch model: a flat list, tuple or dict of tensors is read directly (0.5 µs for three leaves,
-    :func:`fedlib.tree.tree_leaves` takes 4 µs: 10 % of a small model's step)."""
-    items = tree if type(tree) is list or type(tree) is tuple else tree.values() if type(tree) is dict else None
-    if items is not None:
-        try:
-            for k, leaf in enumerate(items):
-                if leaf.requires_grad:
-                    return k
-            return None
-        except AttributeError:  # a nested tree, or numbers: the leaves before it were tensors, so k counts leaves
-            pass
-    for k, leaf in enumerate(tree_leaves(tree)):
-        if getattr(leaf, "requires_grad", False):
-            return k
-    return None
 
 
 def _refuse_graph(params: Any, grads: Any, client: int, round_index: int, step: int) -> None:
