@@ -804,3 +804,11 @@ def test_an_own_step_that_is_not_linear_in_the_gradients_is_refused():
     nesterov = _nesterov_class()(lr=0.1, momentum=0.9)
     assert S.check_own_step("solver", nesterov) is nesterov
     assert S.check_own_step("solver", _elementwise_step(lambda g: g, "Plain")(lr=0.1, weight_decay=0.0)) is not None
+
+
+def test_the_linearity_probe_has_a_column_for_every_probed_step():
+    """_probe_linear takes the first tau columns of LINEARITY_PROBE for the largest tau of OWN_STEP_PROBES: a probe
+    step count beyond its width would be reported as the solver's update failing (a review note)."""
+    from fedlib.solvers import LINEARITY_PROBE, OWN_STEP_PROBES
+
+    assert max(OWN_STEP_PROBES) <= LINEARITY_PROBE.shape[1]
