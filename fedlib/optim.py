@@ -88,7 +88,7 @@ from typing import Callable, Iterable, List, Optional, Sequence
 
 import torch
 
-from .solvers import LocalSolver, SolverState, check_own_step, check_shared_lr
+from .solvers import LocalSolver, OwnStepChecks, SolverState, check_own_step, check_shared_lr
 
 __all__ = ["ClientOptimizer", "parameters_of", "copy_into", "buffers_of", "average_buffers"]
 
@@ -381,6 +381,7 @@ class ClientOptimizer(torch.optim.Optimizer):
                                  "e.g. [p for p in model.parameters() if p.requires_grad], and the same list to "
                                  "parameters_of")
         self._base = solver
+        self._own_step_checks = OwnStepChecks()  # begin's solvers: each distinct one probed once per optimizer
         self._solver: Optional[LocalSolver] = None
         self._state: Optional[SolverState] = None
         self._round_lr: Optional[float] = None  # the group's lr when the round began
@@ -446,7 +447,7 @@ class ClientOptimizer(torch.optim.Optimizer):
         group = self.param_groups[0]
         if solver is not None:  # ||a_i||_1 is counted in units of the solver's lr: one unit for all clients
             check_shared_lr("solver", [solver], lr=float(group["lr"]))
-            check_own_step("solver", solver)
+            self._own_step_checks.check("solver", solver)
         params = self._params
         _check_like(params, solver_state.params, "solver_state.params")
         live = {p.untyped_storage().data_ptr() for p in params if p.numel()}
@@ -461,7 +462,7 @@ class ClientOptimizer(torch.optim.Optimizer):
         self._round_lr = float(group["lr"])
         solver = solver if solver is not None else self._base.with_lr(self._round_lr)
         if solver_state.correction is not None and not solver.builtin_step:  # its update must add the correction
-            check_own_step("solver", solver, correction=True)
+            self._own_step_checks.check("solver", solver, correction=True)
         start = [v.detach().clone() for v in solver_state.params]
         copy_into(params, start)
         self._solver = solver

@@ -101,6 +101,7 @@ __all__ = [
     "own_step_methods",
     "OWN_STEP_PROBES",
     "LINEARITY_PROBE",
+    "OwnStepChecks",
 ]
 
 
@@ -712,6 +713,11 @@ def check_builtin_step(name: str, solvers, engine: str) -> None:
 OWN_STEP_PROBES = (1, 2, 5)
 
 
+def _own_closed_forms(cls: type) -> list:
+    """The closed forms (``a_vector``, ``a_norm``) that ``cls`` overrides: :func:`check_own_step` probes them."""
+    return [m for m in ("a_vector", "a_norm") if getattr(cls, m) is not getattr(LocalSolver, m)]
+
+
 def _probe_failed(name: str, cls: str, method: str, tau: int, err: Exception) -> str:
     return (f"{name}: {cls}.{method} raised {type(err).__name__}: {err} while check_own_step probed it; the probe "
             f"runs on numpy float64 vectors (here of length {tau}), so a solver with its own step must accept "
@@ -766,8 +772,7 @@ def check_own_step(name: str, solver: LocalSolver, *, correction: bool = False) 
     ...
     ValueError: solver: Doubled reports ||a_i||_1 = 1.0 after 1 step(s), but its update moves a unit-gradient probe by a_i = [2.0] (sum 2.0): ...
     """
-    cls_type = type(solver)
-    own_closed = [m for m in ("a_vector", "a_norm") if getattr(cls_type, m) is not getattr(LocalSolver, m)]
+    own_closed = _own_closed_forms(type(solver))
     if solver.builtin_step and not own_closed:
         return solver
     cls = type(solver).__name__
@@ -817,6 +822,73 @@ def check_own_step(name: str, solver: LocalSolver, *, correction: bool = False) 
                               "a control-variate correction (the algorithm uses variance reduction)",
                               "state.correction", 1.0)
     return solver
+
+
+def _behaviour_key(solver: LocalSolver) -> tuple:
+    """What ``solver``'s checks depend on, as a hashable key: its class and the type and value of every
+    dataclass field when the solver holds nothing else (a frozen dataclass instance whose ``__dict__`` is its
+    fields, no ``__slots__`` of a subclass), so equal fresh copies share one key; otherwise (state outside the
+    fields, or a field value that is not hashable) its identity. The class's own ``__eq__`` / ``__hash__`` are
+    not used: a subclass that is no dataclass of its own, or that defines them, could call two solvers
+    that step differently equal."""
+    cls = type(solver)
+    try:
+        fields = dataclasses.fields(solver)
+        state = vars(solver)
+        if len(state) == len(fields) and not any(c.__dict__.get("__slots__") for c in cls.__mro__):
+            key = (cls,) + tuple((f.name, type(state[f.name]), state[f.name]) for f in fields)
+            hash(key)
+            return key
+    except (TypeError, KeyError):  # no __dict__, a field that is not set, an unhashable value
+        pass
+    return ("id", id(solver))
+
+
+class OwnStepChecks:
+    r""":func:`check_own_step` remembered for one run: :meth:`check` probes each distinct solver once (its class
+    and field values, else the object itself; see :func:`_behaviour_key`) and passes it at once afterwards. A
+    ``solver_at`` or a :class:`fedlib.optim.ClientOptimizer` that hands out the same few solvers every client and
+    round (fresh equal copies included) is probed once per solver, not once per client and round (five extra
+    updates of the linearity probe each time). A solver is refused, with :func:`check_own_step`'s message, the
+    first time it is given. Make one per run (nothing is shared between runs: a class changed between two runs
+    is probed again); the solvers it keys by identity are kept alive, so their ids are not reused. A solver
+    mutated in place (``object.__setattr__`` on the frozen dataclass) gets a new key and is probed again.
+
+    Example
+    -------
+    >>> checks = OwnStepChecks()
+    >>> class Doubled(LocalSolver):
+    ...     def update(self, state, grads):
+    ...         return super().update(state, 2 * grads)
+    >>> checks.check("solver", sgd(0.1)).lr, len(checks)  # a built-in solver: nothing to probe
+    (0.1, 0)
+    >>> checks.check("client 3", Doubled(lr=0.5))
+    Traceback (most recent call last):
+    ...
+    ValueError: client 3: Doubled reports ||a_i||_1 = 1.0 after 1 step(s), but its update moves a unit-gradient probe by a_i = [2.0] (sum 2.0): ...
+    """
+
+    #: Solvers remembered at most (the oldest is forgotten, and probed again if it comes back): a ``solver_at``
+    #: that builds a new ``lr_schedule`` closure every call gives a new key every call.
+    MAX_REMEMBERED = 256
+
+    def __init__(self):
+        self._passed: dict = {}  # key -> the solver (keeps an id-keyed solver alive while its key is here)
+
+    def __len__(self) -> int:
+        return len(self._passed)
+
+    def check(self, name: str, solver: LocalSolver, *, correction: bool = False) -> LocalSolver:
+        """``check_own_step(name, solver, correction=correction)``, once per distinct solver and ``correction``."""
+        if solver.builtin_step and not _own_closed_forms(type(solver)):  # check_own_step probes nothing
+            return solver
+        key = (_behaviour_key(solver), bool(correction))
+        if key not in self._passed:
+            check_own_step(name, solver, correction=correction)
+            if len(self._passed) >= self.MAX_REMEMBERED:
+                del self._passed[next(iter(self._passed))]
+            self._passed[key] = solver
+        return solver
 
 
 #: The gradients of the linearity probe of :func:`check_own_step`, column ``k`` the gradient of step ``k`` of a

@@ -812,3 +812,146 @@ def test_the_linearity_probe_has_a_column_for_every_probed_step():
     from fedlib.solvers import LINEARITY_PROBE, OWN_STEP_PROBES
 
     assert max(OWN_STEP_PROBES) <= LINEARITY_PROBE.shape[1]
+
+
+# -------------------------------------------------------------- your own step: probed once per distinct solver per run
+def _counted_sgd(counts):
+    """SGD written as a solver of its own whose update counts its calls in ``counts[name]`` (the probe's and the run's)."""
+    from fedlib.tree import tree_map
+
+    @dataclasses.dataclass(frozen=True)
+    class CountedSGD(LocalSolver):
+        def update(self, state, grads):
+            counts[self.name] = counts.get(self.name, 0) + 1
+            if state.correction is not None:
+                grads = tree_map(lambda g, c: g + c, grads, state.correction)
+            params = tree_map(lambda x, g: x - self.lr * g, state.params, grads)
+            shadow = self.counter_step(state.step, state.shadow)
+            return state._replace(params=params, step=state.step + 1, shadow=shadow, a_norm=shadow[0])
+
+    return CountedSGD
+
+
+#: update calls of one check_own_step of a solver without weight decay (unit probes 1 + 2 + 5, linearity probe 5)
+PROBE_UPDATES = sum(S.OWN_STEP_PROBES) + S.LINEARITY_PROBE.shape[1]
+
+
+def test_run_sequential_probes_each_distinct_own_step_solver_once_per_run():
+    """run_sequential ran check_own_step (13 updates of the solver with the linearity probe of 1225d47) for every
+    client in every round: a solver_at handing out the same own-step solvers took 1.29x the time it took before
+    that probe, most of it in the probes. Now each run probes each distinct solver once (the same object, or a fresh
+    copy with equal fields), a second run probes again, and the run's numbers are unchanged."""
+    from fedlib.algorithms import make_algorithm
+    from fedlib.engines.reference import run_sequential
+    from fedlib.schedules import FixedSteps
+
+    counts: dict = {}
+    cls = _counted_sgd(counts)
+    same, fresh = cls(lr=0.1, name="same"), cls(lr=0.1, name="fresh")
+    rounds, tau = 4, [2, 3, 1]
+
+    def solver_at(t, i):
+        return same if i != 1 else dataclasses.replace(fresh)  # a new but equal object every call
+
+    def run():
+        return run_sequential(make_algorithm("fednova", sgd(0.1)), np.zeros(2), lambda x, i, t, k: x - i, [0.2, 0.5, 0.3],
+                              FixedSteps(tau), rounds, solver_at=solver_at).state.params
+
+    got = run()
+    assert counts == {"same": PROBE_UPDATES + rounds * (2 + 1), "fresh": PROBE_UPDATES + rounds * 3}
+    expected = run_sequential(make_algorithm("fednova", sgd(0.1)), np.zeros(2), lambda x, i, t, k: x - i,
+                              [0.2, 0.5, 0.3], FixedSteps(tau), rounds).state.params
+    np.testing.assert_allclose(got, expected, rtol=1e-14, atol=0)  # SGD of its own is SGD
+    run()  # nothing remembered across runs
+    assert counts == {"same": 2 * (PROBE_UPDATES + rounds * (2 + 1)), "fresh": 2 * (PROBE_UPDATES + rounds * 3)}
+
+
+def test_run_sequential_still_refuses_a_bad_solver_where_it_first_appears():
+    """With the probes remembered per run, a solver_at that returns good own-step solvers and, at round 3 for client
+    1 only, one that is not linear (sign-SGD) or one of the same class as a good one but with a weight decay its
+    update leaves out, is refused there, with check_own_step's message naming solver_at(3, 1)."""
+    from fedlib.algorithms import make_algorithm
+    from fedlib.engines.reference import run_sequential
+    from fedlib.schedules import FixedSteps
+
+    forgets = _nesterov_adding(weight_decay=False, correction=False)
+    good = _nesterov_class()(lr=0.1, momentum=0.5)
+    for bad, message in ((_elementwise_step(np.sign, "SignSGD")(lr=0.1),
+                          r"^solver_at\(3, 1\): SignSGD's update is not linear in the gradients"),
+                         (forgets(lr=0.1, momentum=0.5, weight_decay=0.5),
+                          r"^solver_at\(3, 1\): Nesterov is given weight_decay = 0.5, but its update leaves it out")):
+        seen = []
+
+        def solver_at(t, i, bad=bad, seen=seen):
+            seen.append((t, i))
+            if (t, i) == (3, 1):
+                return bad
+            return good if i == 0 else forgets(lr=0.1, momentum=0.5)  # a fresh copy every call; no weight decay
+
+        with pytest.raises(ValueError, match=message):
+            run_sequential(make_algorithm("fednova", sgd(0.1)), np.zeros(1), lambda x, i, t, k: x, [0.5, 0.5],
+                           FixedSteps([2, 2]), 5, solver_at=solver_at)
+        assert seen[-1] == (3, 1)
+
+
+def test_own_step_checks_keys_by_fields_and_class_else_by_identity():
+    """OwnStepChecks (one per run) remembers a solver by its class and the type and value of each field when those
+    are all it holds; by the object itself otherwise (kept alive, so its id is not reused). A built-in solver is
+    never probed; a solver whose fields change in place is probed again; correction=True is a check of its own."""
+    counts: dict = {}
+    cls = _counted_sgd(counts)
+    checks = S.OwnStepChecks()
+    assert checks.check("s", sgd(0.1)).lr == 0.1 and len(checks) == 0
+    for solver in (cls(lr=0.1, name="a"), cls(lr=0.1, name="a"), cls(lr=0.1, name="b"), cls(lr=0.2, name="b"),
+                   cls(lr=1, name="b")):  # lr 1 (int) and 1.0 are apart: the value's type is in the key
+        checks.check("s", solver)
+    checks.check("s", cls(lr=1.0, name="b"))
+    assert len(checks) == 5 and counts == {"a": PROBE_UPDATES, "b": 4 * PROBE_UPDATES}
+    checks.check("s", cls(lr=0.1, name="a"), correction=True)
+    assert len(checks) == 6 and counts["a"] == 2 * PROBE_UPDATES + 1
+    moved = cls(lr=0.1, name="a")
+    object.__setattr__(moved, "lr", 0.3)  # a frozen dataclass changed in place: a new key
+    checks.check("s", moved)
+    assert counts["a"] == 3 * PROBE_UPDATES + 1
+    odd = cls(lr=0.1, name="odd")
+    object.__setattr__(odd, "extra", 1)  # state outside the fields: keyed by identity
+    checks.check("s", odd)
+    checks.check("s", odd)
+    assert S._behaviour_key(odd) == ("id", id(odd)) and counts["odd"] == PROBE_UPDATES
+    unhashable = cls(lr=0.1, name="u", lr_schedule=_Unhashable())
+    assert S._behaviour_key(unhashable) == ("id", id(unhashable))
+    small = S.OwnStepChecks()
+    small.MAX_REMEMBERED = 2
+    for lr in (0.1, 0.2, 0.3, 0.1):  # 0.1 forgotten when 0.3 came, so probed again
+        small.check("s", cls(lr=lr, name="cap"))
+    assert len(small) == 2 and counts["cap"] == 4 * PROBE_UPDATES
+
+
+class _Unhashable:
+    __hash__ = None
+
+    def __call__(self, k):
+        return 1.0
+
+
+def test_client_optimizer_begin_probes_each_distinct_solver_once():
+    """ClientOptimizer.begin(solver_state, solver) ran check_own_step for every client in every round, and with control
+    variates once more (correction=True) for its own solver; now once per distinct solver per optimizer, and a bad
+    solver is still refused at the begin that first gets it."""
+    from fedlib.optim import ClientOptimizer
+
+    counts: dict = {}
+    cls = _counted_sgd(counts)
+    w = torch.zeros(2, dtype=torch.float64, requires_grad=True)
+    opt = ClientOptimizer([w], cls(lr=0.1, name="base"))
+    assert counts == {"base": PROBE_UPDATES}  # the constructor's check
+    client = cls(lr=0.1, name="client")
+    for _ in range(3):
+        opt.begin(client.init([torch.zeros(2, dtype=torch.float64)]), dataclasses.replace(client))
+    assert counts == {"base": PROBE_UPDATES, "client": PROBE_UPDATES}
+    with_correction = client.init([torch.zeros(2, dtype=torch.float64)], [torch.ones(2, dtype=torch.float64)])
+    for _ in range(3):
+        opt.begin(with_correction)
+    assert counts["base"] == 2 * PROBE_UPDATES + 1  # + its correction probe, once
+    with pytest.raises(ValueError, match=r"^solver: SignSGD's update is not linear in the gradients"):
+        opt.begin(client.init([torch.zeros(2, dtype=torch.float64)]), _elementwise_step(np.sign, "SignSGD")(lr=0.1))

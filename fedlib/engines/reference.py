@@ -12,7 +12,7 @@ from typing import Any, Callable, NamedTuple, Optional
 
 from .._validate import check_callable, check_int, check_probability_vector, round_lr
 from ..algorithms import FederatedAlgorithm, RoundDiagnostics, ServerState, _requires_grad, server_state_mismatch
-from ..solvers import LocalSolver, check_own_step, check_shared_lr
+from ..solvers import LocalSolver, OwnStepChecks, check_shared_lr
 from ..sampling import check_sampling, round_participation
 from ..schedules import round_local_steps
 from ..tree import tree_all_finite, tree_leaves
@@ -176,6 +176,7 @@ def run_sequential(algorithm: FederatedAlgorithm, params: Any, grad_fn: Callable
         first_round = 0 if initial_state is None else check_int("initial_state.round", initial_state.round, minimum=0)
     vr = algorithm.variance is not None  # a solver_at solver must then add the clients' corrections
     torch_model = any(hasattr(leaf, "requires_grad") for leaf in tree_leaves(state.params))
+    checks = OwnStepChecks()  # this run's: each distinct solver_at solver is probed once, where it first appears
     diagnostics: list[RoundDiagnostics] = []
     metrics = [metric_fn(state.params, first_round)] if metric_fn else []
     for t in range(first_round, first_round + rounds):
@@ -185,7 +186,7 @@ def run_sequential(algorithm: FederatedAlgorithm, params: Any, grad_fn: Callable
         steps = round_local_steps(schedule, t, p.size)
         updates = []
         for i in part.clients:
-            own = solver if solver_at is None else _client_solver(solver_at, t, int(i), lr, vr)
+            own = solver if solver_at is None else _client_solver(solver_at, t, int(i), lr, vr, checks)
             s = algorithm.client_init(state, int(i), own)
             for k in range(int(steps[i])):
                 x = s.params
@@ -241,9 +242,12 @@ def _refuse_grads(exc: Exception, grads: Any, client: int, round_index: int, ste
                          f"gradients that do not fit ({exc})") from None
 
 
-def _client_solver(solver_at, round_index: int, client: int, lr: float, correction: bool = False) -> LocalSolver:
+def _client_solver(solver_at, round_index: int, client: int, lr: float, correction: bool,
+                   checks: OwnStepChecks) -> LocalSolver:
+    """``solver_at(round_index, client)`` checked: a LocalSolver (:func:`fedlib.solvers.check_own_step` through the
+    run's ``checks``, so a solver seen earlier in the run is not probed again) with base learning rate ``lr``."""
     solver = solver_at(round_index, client)
     if not isinstance(solver, LocalSolver):
         raise ValueError(f"solver_at({round_index}, {client}) must return a LocalSolver, got {type(solver).__name__}")
-    check_own_step(f"solver_at({round_index}, {client})", solver, correction=correction)
+    checks.check(f"solver_at({round_index}, {client})", solver, correction=correction)
     return check_shared_lr(f"solver_at({round_index}, {client}) -> solvers", [solver], lr=lr)[0]
