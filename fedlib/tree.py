@@ -40,6 +40,12 @@ def _is_namedtuple(x: Any) -> bool:
     return isinstance(x, tuple) and hasattr(x, "_fields")
 
 
+def _a(x: Any) -> str:
+    """``x``'s type name with its article: "a dict", "an OrderedDict", "an int"."""
+    name = type(x).__name__
+    return f"{'an' if name[:1].lower() in 'aeiou' else 'a'} {name}"
+
+
 def _is_leaf(x: Any) -> bool:
     return not isinstance(x, (dict, list, tuple))
 
@@ -59,15 +65,15 @@ def tree_map(fn: Callable, tree: Any, *rest: Any) -> Any:
     >>> tree_map(lambda x, y: x + y, a, {"w": np.zeros(2)})
     Traceback (most recent call last):
     ...
-    ValueError: tree structures differ: dict keys ['w', 'b'] vs dict_keys(['w'])
+    ValueError: tree structures differ: dict keys ['w', 'b'] vs ['w']
     """
     if isinstance(tree, dict):
         for r in rest:
             if not isinstance(r, dict):  # printing r would show its leaves (a whole model's arrays)
-                raise ValueError(f"tree structures differ: a {type(tree).__name__} (keys {list(tree)}) is paired "
-                                 f"with a {type(r).__name__}, not a dict")
+                raise ValueError(f"tree structures differ: {_a(tree)} (keys {list(tree)}) is paired "
+                                 f"with {_a(r)}, not a dict")
             if r.keys() != tree.keys():
-                raise ValueError(f"tree structures differ: dict keys {list(tree)} vs {r.keys()}")
+                raise ValueError(f"tree structures differ: dict keys {list(tree)} vs {list(r)}")
         items = {k: tree_map(fn, tree[k], *(r[k] for r in rest)) for k in tree}
         if type(tree) is dict:
             return items
@@ -78,8 +84,7 @@ def tree_map(fn: Callable, tree: Any, *rest: Any) -> Any:
     if isinstance(tree, (list, tuple)):
         for r in rest:
             if not isinstance(r, (list, tuple)):
-                raise ValueError(f"tree structures differ: a {type(tree).__name__} is paired with a "
-                                 f"{type(r).__name__}, not a list or tuple")
+                raise ValueError(f"tree structures differ: {_a(tree)} is paired with {_a(r)}, not a list or tuple")
             if len(r) != len(tree):
                 raise ValueError(f"tree structures differ: sequences of length {len(tree)} and {len(r)}")
         items = [tree_map(fn, *xs) for xs in zip(tree, *rest)]
