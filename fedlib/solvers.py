@@ -846,7 +846,7 @@ def _behaviour_key(solver: LocalSolver) -> tuple:
 
 class OwnStepChecks:
     r""":func:`check_own_step` remembered for one run: :meth:`check` probes each distinct solver once (its class
-    and field values, else the object itself; see :func:`_behaviour_key`) and passes it at once afterwards. A
+    and field values, else the object itself) and passes it at once afterwards. A
     ``solver_at`` or a :class:`fedlib.optim.ClientOptimizer` that hands out the same few solvers every client and
     round (fresh equal copies included) is probed once per solver, not once per client and round (five extra
     updates of the linearity probe each time). A solver is refused, with :func:`check_own_step`'s message, the
@@ -868,8 +868,8 @@ class OwnStepChecks:
     ValueError: client 3: Doubled reports ||a_i||_1 = 1.0 after 1 step(s), but its update moves a unit-gradient probe by a_i = [2.0] (sum 2.0): ...
     """
 
-    #: Solvers remembered at most (the oldest is forgotten, and probed again if it comes back): a ``solver_at``
-    #: that builds a new ``lr_schedule`` closure every call gives a new key every call.
+    #: The most solvers remembered; the oldest is forgotten, and probed again if it comes back (a ``solver_at``
+    #: that builds a new ``lr_schedule`` closure every call gives a new key every call).
     MAX_REMEMBERED = 256
 
     def __init__(self):

@@ -90,3 +90,19 @@ def test_bare_references_name_exported_names():
                     and getattr(value, "__module__", module.__name__) == module.__name__:
                 bad.append(f"{where}: {target}")
     assert not bad, "references to names the API page does not show (add them to __all__): " + "; ".join(bad)
+
+
+def test_class_attribute_doc_comments_have_no_colon_in_their_first_line():
+    """Napoleon reads the first line of a class attribute's ``#:`` comment as ``type: description``: the comment of
+    ``OwnStepChecks.MAX_REMEMBERED``, 'Solvers remembered at most (...): a ``solver_at`` ...', became three
+    unresolved class references and failed the whole ``-n -W`` book build (CI at 3ae5558)."""
+    roles_and_code = re.compile(r":(?:[a-z]+:)+`[^`]*`|``[^`]*``|`[^`]*`")
+    bad = []
+    for path in sorted(Path(fedlib.__file__).parent.rglob("*.py")):
+        lines = path.read_text().splitlines()
+        for k, line in enumerate(lines):
+            first = line.startswith((" ", "\t")) and line.strip().startswith("#:") and not (
+                k and lines[k - 1].strip().startswith("#:"))
+            if first and re.search(r":(\s|$)", roles_and_code.sub("x", line.strip()[2:])):
+                bad.append(f"{path.name}:{k + 1}")
+    assert not bad, "class attribute doc comments with a colon in their first line: " + ", ".join(bad)
