@@ -338,3 +338,23 @@ def test_run_sequential_refuses_an_initial_state_that_requires_grad(part):
     with pytest.raises(ValueError, match=rf"^initial_state\.{part}: leaf \d is a tensor that requires grad"):
         run_sequential(algo, None, lambda x, *_: [g.clone() for g in x], [0.5, 0.5], FixedSteps([1, 2]), 1,
                        initial_state=state)
+
+
+def test_a_participant_without_local_steps_is_named_with_its_round():
+    """A schedule giving a participant 0 steps in round 2 failed in client_final with 'local_steps: client 1 took no
+    local step (...)', without the round or the schedule; run_batched said 'schedule: round 2 gives a participant 0
+    local steps'. Now run_sequential names both, before the round trains; a non-participant may have 0 steps."""
+    from fedlib.algorithms import make_algorithm
+    from fedlib.engines.reference import run_sequential
+    from fedlib.sampling import Participation
+
+    class Idle:
+        def local_steps(self, t):
+            return np.array([1, 0]) if t == 2 else np.array([1, 2])
+
+    algo = make_algorithm("fednova", sgd(0.1))
+    with pytest.raises(ValueError, match=r"^schedule: round 2 gives participant client 1 0 local steps \(need >= 1"):
+        run_sequential(algo, np.zeros(2), lambda x, i, t, k: x, [0.5, 0.5], Idle(), 4)
+    only_client_0 = lambda t: Participation(np.array([0]), np.array([1.0]))  # noqa: E731
+    run = run_sequential(algo, np.zeros(2), lambda x, i, t, k: x - 1.0, [0.5, 0.5], Idle(), 4, sampling=only_client_0)
+    assert run.state.round == 4 and [d.clients.tolist() for d in run.diagnostics] == [[0]] * 4

@@ -184,6 +184,10 @@ def run_sequential(algorithm: FederatedAlgorithm, params: Any, grad_fn: Callable
         solver = algorithm.solver.with_lr(lr)
         part = round_participation(sampling, p, clients_per_round, seed, t)
         steps = round_local_steps(schedule, t, p.size)
+        idle = part.clients[steps[part.clients] < 1]
+        if idle.size:  # as run_batched says it, before any client of the round trains
+            raise ValueError(f"schedule: round {t} gives participant client {int(idle[0])} {int(steps[idle[0]])} local "
+                             "steps (need >= 1: leave a client without work out of the round)")
         updates = []
         for i in part.clients:
             own = solver if solver_at is None else _client_solver(solver_at, t, int(i), lr, vr, checks)
