@@ -811,9 +811,8 @@ def check_own_step(name: str, solver: LocalSolver, *, correction: bool = False) 
                                  f"||a_i||_1 = {float(a.sum())!r}")
         if tau == 1:
             a_one = float(a[0])
-    if not solver.builtin_step:
+    if not solver.builtin_step:  # the built-in step is linear and adds both terms (_direction_and_params)
         _probe_linear(name, cls, probe, a)  # a: the unit probe's a_i at the last tau of OWN_STEP_PROBES
-    if not solver.builtin_step:  # the built-in step adds both (_direction_and_params)
         if solver.weight_decay > 0:
             _probe_added_term(name, cls, solver, a_one, np.ones(1), None, "weight_decay",
                               f"weight_decay = {solver.weight_decay!r}", "weight_decay * x", solver.weight_decay)
