@@ -32,6 +32,11 @@ __all__ = [
 ]
 
 
+def a_type(x: Any) -> str:
+    """``x``'s type name with its article, for messages: "a dict", "an OrderedDict", "an int"."""
+    name = type(x).__name__
+    return f"{'an' if name[:1].lower() in 'aeiou' else 'a'} {name}"
+
 def plain(x: Any) -> Any:
     """A numpy scalar as the Python number it holds (``np.float64(0.5)`` -> ``0.5``), anything else
     unchanged: messages then show ``0.5``, not numpy 2's ``np.float64(0.5)``."""
@@ -167,7 +172,7 @@ def check_sequence(name: str, value: Any, what: str, *, empty: str | None = None
     would give ``[0, 1]``) and a non-iterable are refused by ``name``, and, with ``empty`` given, so is an
     empty one (``empty`` is then the message)."""
     if isinstance(value, Mapping):
-        raise ValueError(f"{name} must be a sequence of {what}, got a {type(value).__name__} (iterating it gives its "
+        raise ValueError(f"{name} must be a sequence of {what}, got {a_type(value)} (iterating it gives its "
                          f"keys); pass a list in order, e.g. [{name}[k] for k in sorted({name})]")
     if not isinstance(value, (str, bytes)):
         try:
@@ -207,7 +212,7 @@ def _refuse_mapping(name: str, value: Any, what: str) -> None:
     """A ``ValueError`` for a mapping given where an array is asked for (``{0: 0.5, 1: 0.5}`` for ``p``): numpy made
     it a 0-d object array, refused with a message about its shape or ``float()``, not about the dict."""
     if isinstance(value, Mapping):
-        raise ValueError(f"{name} must be an array of {what}, got a {type(value).__name__}; pass its values as a list "
+        raise ValueError(f"{name} must be an array of {what}, got {a_type(value)}; pass its values as a list "
                          f"in order, e.g. [{name}[k] for k in sorted({name})]")
 
 

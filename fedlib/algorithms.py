@@ -36,7 +36,7 @@ from typing import Any, NamedTuple, Optional, Sequence
 
 import numpy as np
 
-from ._validate import (bool_entry, check_choice, check_int, is_bool, check_positive, check_probability_vector,
+from ._validate import (a_type, bool_entry, check_choice, check_int, is_bool, check_positive, check_probability_vector,
                         check_sequence, positional_mismatch)
 from .rule import aggregate, check_tau_eff
 from .sampling import Participation, as_participation
@@ -360,7 +360,7 @@ def _check_one_client(client: Any, num_clients: Any) -> None:
     if type(client) is int and type(num_clients) is int and 0 <= client < num_clients:
         return
     if isinstance(client, (SolverState, ServerState)):  # arguments swapped: np.ndim failed on the ragged tuple
-        raise ValueError(f"client must be one integer index, got a {type(client).__name__} (arguments in another "
+        raise ValueError(f"client must be one integer index, got {a_type(client)} (arguments in another "
                          "order? algorithm.client_init(state, client) and client_final(state, client, solver_state) "
                          "take the client's index second)")
     if np.ndim(client) != 0:  # [1], np.array([1]), []: check_client_indices flattens them, int() then failed

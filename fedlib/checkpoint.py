@@ -43,7 +43,7 @@ from typing import Any, Mapping, Optional
 import numpy as np
 
 from ._io import atomic_write
-from ._validate import bool_entry, check_int, is_bool
+from ._validate import a_type, bool_entry, check_int, is_bool
 from .tree import tree_map
 
 __all__ = ["FORMAT", "FOOTER", "PARTS", "CheckpointError", "to_numpy_tree", "to_torch_tree", "save_checkpoint",
@@ -399,8 +399,8 @@ def load_checkpoint(path: os.PathLike, kind: Optional[str] = None, *, who: str =
         want = types.get(part)
         if want is not None and (not isinstance(doc[part], want) or isinstance(doc[part], bool)):
             raise CheckpointError(f"{who}: checkpoint {path} is corrupt or not a fedlib checkpoint: its {part!r} "
-                                  f"is a {type(doc[part]).__name__}, not a {want.__name__}",
-                                  reason=f"corrupt: its {part!r} is a {type(doc[part]).__name__}, not a "
+                                  f"is {a_type(doc[part])}, not a {want.__name__}",
+                                  reason=f"corrupt: its {part!r} is {a_type(doc[part])}, not a "
                                          f"{want.__name__}")
     if doc["round"] < 0:
         raise CheckpointError(f"{who}: checkpoint {path} is corrupt: round {doc['round']} < 0",

@@ -88,6 +88,7 @@ from typing import Callable, Iterable, List, Optional, Sequence
 
 import torch
 
+from ._validate import a_type
 from .solvers import LocalSolver, OwnStepChecks, SolverState, check_own_step, check_shared_lr
 
 __all__ = ["ClientOptimizer", "parameters_of", "copy_into", "buffers_of", "average_buffers"]
@@ -118,7 +119,7 @@ def parameters_of(model) -> List[torch.Tensor]:
     elif isinstance(model, torch.Tensor) or not hasattr(model, "__iter__"):
         raise ValueError(f"model must be a torch.nn.Module or an iterable of parameters, got {type(model).__name__}")
     elif isinstance(model, Mapping):  # a state_dict iterates over its names (and holds the buffers too)
-        raise ValueError(f"model: an iterable of parameters must hold tensors only, got a {type(model).__name__} "
+        raise ValueError(f"model: an iterable of parameters must hold tensors only, got {a_type(model)} "
                          "keyed by name (a state_dict also holds the buffers): pass the model, model.parameters(), "
                          "or a subset in the model's order, [p for name, p in model.named_parameters() if ...]")
     else:
@@ -131,7 +132,7 @@ def parameters_of(model) -> List[torch.Tensor]:
                                  "pairs (model.named_parameters()): pass model.parameters(), or a subset, "
                                  "[p for name, p in model.named_parameters() if ...]")
             raise ValueError(f"model: an iterable of parameters must hold tensors only, but entry {bad} is "
-                             f"a {type(v).__name__}")
+                             f"{a_type(v)}")
     return [p.detach().clone() for p in params]
 
 

@@ -11,6 +11,8 @@ from typing import Any, Sequence
 
 import numpy as np
 
+from ._validate import a_type
+
 __all__ = ["markdown_table", "transposed_markdown_table", "fmt", "plus_minus"]
 
 
@@ -123,14 +125,14 @@ def _cells(header: Any, rows: Any) -> tuple[list, list]:
     """``header`` and ``rows`` as lists (each row a list), read once: a generator or ``zip`` of rows was used up
     by the check that every row has as many cells as the header, and the table came out without rows."""
     if isinstance(header, (str, bytes)):  # list("ab") gave one column per character
-        raise ValueError(f"header must be a sequence of column names, got a {type(header).__name__} ({header!r}); one "
+        raise ValueError(f"header must be a sequence of column names, got {a_type(header)} ({header!r}); one "
                          f"column: [{header!r}]")
     try:
         header = list(header)
     except TypeError:
         raise ValueError(f"header must be a sequence of column names, got {type(header).__name__}") from None
     if isinstance(rows, (str, bytes, Mapping)):
-        raise ValueError(f"rows must be a sequence of rows, each a sequence of cells, got a {type(rows).__name__}")
+        raise ValueError(f"rows must be a sequence of rows, each a sequence of cells, got {a_type(rows)}")
     try:
         rows = list(rows)
     except TypeError:
@@ -139,10 +141,10 @@ def _cells(header: Any, rows: Any) -> tuple[list, list]:
     out = []
     for k, r in enumerate(rows):  # list() of a dict gave its keys, of a str its characters: cells that were never given
         if isinstance(r, Mapping):
-            raise ValueError(f"rows[{k}] is a {type(r).__name__}: give its cells in the header's order, e.g. "
+            raise ValueError(f"rows[{k}] is {a_type(r)}: give its cells in the header's order, e.g. "
                              "[row[name] for name in header]")
         if isinstance(r, (str, bytes)):
-            raise ValueError(f"rows[{k}] is a {type(r).__name__} ({r!r}): a row is a sequence of cells (one cell: "
+            raise ValueError(f"rows[{k}] is {a_type(r)} ({r!r}): a row is a sequence of cells (one cell: "
                              f"[{r!r}])")
         try:
             out.append(list(r))

@@ -68,7 +68,7 @@ from typing import Any, Iterator, Mapping, Optional, Sequence
 import numpy as np
 
 from ._io import atomic_write, read_json
-from ._validate import check_nonnegative
+from ._validate import a_type, check_nonnegative
 
 __all__ = ["SCHEMA", "HISTORY_KEYS", "PROVENANCE_KEYS", "git_commit", "device_name", "make_provenance", "RunClock",
            "recorded_command",
@@ -373,7 +373,7 @@ def to_jsonable(obj: Any) -> Any:
         return obj
     if isinstance(obj, os.PathLike):
         return os.fspath(obj)
-    raise ValueError(f"cannot store a {type(obj).__name__} in a result record: {obj!r}")
+    raise ValueError(f"cannot store {a_type(obj)} in a result record: {obj!r}")
 
 
 def make_result(config: Mapping, history: Optional[Sequence[Mapping]], provenance: Mapping, *, kind: str = "run",

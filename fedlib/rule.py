@@ -46,7 +46,7 @@ from typing import Any, Mapping, NamedTuple, Sequence, Union
 
 import numpy as np
 
-from ._validate import (check_choice, check_finite_array, check_local_steps, check_positive, check_probability_vector,
+from ._validate import (a_type, check_choice, check_finite_array, check_local_steps, check_positive, check_probability_vector,
                         check_weights, plain)
 from .tree import tree_map, tree_stacked_weighted_sum, tree_weighted_sum
 
@@ -350,7 +350,7 @@ def aggregate(deltas: Sequence[Any], client_weights: Any, a_norms: Any, algorith
     """
     if isinstance(deltas, Mapping):
         raise ValueError(f"deltas must be a sequence of the clients' changes, one tree per client in the order of "
-                         f"client_weights, got a {type(deltas).__name__} (its keys would be aggregated); pass "
+                         f"client_weights, got {a_type(deltas)} (its keys would be aggregated); pass "
                          "[deltas[i] for i in clients]")
     deltas = list(deltas)
     tau, w = effective_weights(algorithm, client_weights, a_norms, tau_eff, local_steps)

@@ -94,6 +94,9 @@ def _as_participation(participation, name: str) -> Participation:
         raise ValueError(f"{name}: clients must be integer indices, got {raw!r}")
     clients = np.asarray(raw)
     given = participation.weights
+    if getattr(given, "requires_grad", False):  # np.asarray raised torch's "Can't call numpy() on Tensor ..."
+        raise ValueError(f"{name}: weights must be numbers, got a tensor that requires grad (sampling weights are "
+                         "data, not parameters: pass weights.detach())")
     if not isinstance(given, np.ndarray) or given.dtype.kind in "USa":  # numpy read '0.5' as the number 0.5
         text = [v for v in np.asarray(given, dtype=object).reshape(-1).tolist() if isinstance(v, (str, bytes))]
         if text:

@@ -81,7 +81,7 @@ from typing import Any, Callable, NamedTuple, Optional
 
 import numpy as np
 
-from ._validate import _is_number, check_in_range, check_int, check_nonnegative, check_positive, plain
+from ._validate import _is_number, a_type, check_in_range, check_int, check_nonnegative, check_positive, plain
 from .tree import tree_leaves, tree_map
 
 __all__ = [
@@ -275,7 +275,7 @@ class LocalSolver:
 
         def leaf(x, g, *rest):
             if isinstance(g, (dict, list, tuple)):  # tree_map pairs a params leaf with a whole container
-                raise ValueError(f"grads must have the structure of params: a {type(g).__name__} where params has "
+                raise ValueError(f"grads must have the structure of params: {a_type(g)} where params has "
                                  f"a leaf of shape {tuple(np.shape(x))} (return an array/tensor like params)")
             if hasattr(g, "add_") != hasattr(x, "add_") and np.ndim(g) > 0:  # numpy/torch mixed: a deep TypeError
                 kinds = {True: "a torch tensor", False: "a numpy array"}  # or a model silently turned float64

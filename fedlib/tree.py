@@ -15,7 +15,7 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from ._validate import is_bool, plain
+from ._validate import a_type, is_bool, plain
 
 __all__ = [
     "leaf_kind",
@@ -38,12 +38,6 @@ __all__ = [
 
 def _is_namedtuple(x: Any) -> bool:
     return isinstance(x, tuple) and hasattr(x, "_fields")
-
-
-def _a(x: Any) -> str:
-    """``x``'s type name with its article: "a dict", "an OrderedDict", "an int"."""
-    name = type(x).__name__
-    return f"{'an' if name[:1].lower() in 'aeiou' else 'a'} {name}"
 
 
 def _is_leaf(x: Any) -> bool:
@@ -70,8 +64,8 @@ def tree_map(fn: Callable, tree: Any, *rest: Any) -> Any:
     if isinstance(tree, dict):
         for r in rest:
             if not isinstance(r, dict):  # printing r would show its leaves (a whole model's arrays)
-                raise ValueError(f"tree structures differ: {_a(tree)} (keys {list(tree)}) is paired "
-                                 f"with {_a(r)}, not a dict")
+                raise ValueError(f"tree structures differ: {a_type(tree)} (keys {list(tree)}) is paired "
+                                 f"with {a_type(r)}, not a dict")
             if r.keys() != tree.keys():
                 raise ValueError(f"tree structures differ: dict keys {list(tree)} vs {list(r)}")
         items = {k: tree_map(fn, tree[k], *(r[k] for r in rest)) for k in tree}
@@ -84,7 +78,7 @@ def tree_map(fn: Callable, tree: Any, *rest: Any) -> Any:
     if isinstance(tree, (list, tuple)):
         for r in rest:
             if not isinstance(r, (list, tuple)):
-                raise ValueError(f"tree structures differ: {_a(tree)} is paired with {_a(r)}, not a list or tuple")
+                raise ValueError(f"tree structures differ: {a_type(tree)} is paired with {a_type(r)}, not a list or tuple")
             if len(r) != len(tree):
                 raise ValueError(f"tree structures differ: sequences of length {len(tree)} and {len(r)}")
         items = [tree_map(fn, *xs) for xs in zip(tree, *rest)]
@@ -435,7 +429,7 @@ def tree_stacked_weighted_sum(stacked: Any, coefficients: Sequence[float]) -> An
 
     def contract(x):
         if np.ndim(x) == 0:  # a number or 0-d array has no client axis (x.shape[0] raised IndexError/AttributeError)
-            raise ValueError(f"stacked leaf must have a leading axis of {c.size} clients, got a {type(x).__name__} "
+            raise ValueError(f"stacked leaf must have a leading axis of {c.size} clients, got {a_type(x)} "
                              f"of shape ()")
         if x.shape[0] != c.size:
             raise ValueError(f"stacked leaf has leading size {x.shape[0]} but there are {c.size} coefficients")

@@ -771,8 +771,8 @@ def test_parameters_of_names_a_state_dict_or_named_parameters():
     of parameters must hold tensors only' (the dict iterated over its names, named_parameters gave pairs), with no
     hint of what to pass. Now the message names the mapping or the (name, parameter) pairs and what to pass."""
     model = nn.Linear(2, 1).to(D)
-    for given, name in ((model.state_dict(), "OrderedDict"), (dict(model.named_parameters()), "dict")):
-        with pytest.raises(ValueError, match=rf"^model: an iterable of parameters must hold tensors only, got a {name} "
+    for given, name in ((model.state_dict(), "an OrderedDict"), (dict(model.named_parameters()), "a dict")):
+        with pytest.raises(ValueError, match=rf"^model: an iterable of parameters must hold tensors only, got {name} "
                                              r"keyed by name \(a state_dict also holds the buffers\): pass the model, "
                                              r"model\.parameters\(\), or a subset in the model's order, \[p for name, "
                                              r"p in model\.named_parameters\(\) if \.\.\.\]$"):

@@ -378,6 +378,19 @@ def test_as_participation_refuses_weights_given_as_text():
         assert SA.as_participation(SA.Participation([0, 1], weights)).weights.tolist() == [0.5, 0.5]
 
 
+def test_as_participation_refuses_weights_that_require_grad():
+    """Weights given as a tensor that requires grad (e.g. learned sampling weights) failed in numpy with torch's
+    RuntimeError "Can't call numpy() on Tensor that requires grad", naming neither the weights nor the sampler and
+    round. Now a ValueError names them and says what to pass; the detached tensor is read as before."""
+    weights = torch.tensor([0.25, 0.75], dtype=torch.float64, requires_grad=True)
+    with pytest.raises(ValueError, match=r"^participation: weights must be numbers, got a tensor that requires grad "
+                                         r"\(.*pass weights\.detach\(\)\)$"):
+        SA.as_participation(SA.Participation([0, 1], weights))
+    with pytest.raises(ValueError, match=r"^sampling\(2\): weights must be numbers, got a tensor that requires grad"):
+        SA.round_participation(lambda t: SA.Participation([0, 1], weights), [0.5, 0.5], None, seed=0, round_index=2)
+    assert SA.as_participation(SA.Participation([0, 1], weights.detach())).weights.tolist() == [0.25, 0.75]
+
+
 def test_a_sampler_returning_no_participation_is_named():
     """A user's sampler that returned None (no return statement), a (clients, weights) tuple or an array was refused
     with 'participation must be a fedlib.sampling.Participation (full_participation(p), sample_clients(...)), got

@@ -37,8 +37,8 @@ def test_check_sequence_refuses_a_mapping_by_name_rather_than_taking_its_keys():
     from fedlib._validate import check_sequence
     from fedlib.experiments.custom import train_clients
 
-    for mapping in ({0: 1.0, 1: 2.0}, OrderedDict(a=1), {}):
-        with pytest.raises(ValueError, match=rf"^x must be a sequence of integers, got a {type(mapping).__name__} "
+    for mapping, kind in (({0: 1.0, 1: 2.0}, "a dict"), (OrderedDict(a=1), "an OrderedDict"), ({}, "a dict")):
+        with pytest.raises(ValueError, match=rf"^x must be a sequence of integers, got {kind} "
                                              r"\(iterating it gives its keys\); pass a list in order, e\.g\. "
                                              r"\[x\[k\] for k in sorted\(x\)\]$"):
             check_sequence("x", mapping, "integers")
@@ -242,3 +242,22 @@ def test_positional_mismatch_refuses_only_a_signature_that_surely_cannot_bind():
     with pytest.raises(ValueError, match=r"^f must be a callable x -> y, taking 1 positional argument: f\(\) does not"):
         check_callable("f", lambda: 0, "x -> y", nargs=1)
     assert check_callable("f", len, "x -> y", nargs=1) is len
+
+
+def test_messages_give_a_type_with_its_article():
+    """Messages said 'got a OrderedDict', 'got a int', 'got a ndarray' (ten sites wrote ``got a {type(x).__name__}``).
+    They now go through ``a_type``, which picks the article from the name; no message in fedlib builds the article by
+    hand any more."""
+    import re
+    from collections import OrderedDict
+    from pathlib import Path
+
+    from fedlib._validate import a_type
+
+    assert [a_type(x) for x in ({}, OrderedDict(), 1, np.zeros(1), [], 1.0)] == [
+        "a dict", "an OrderedDict", "an int", "a ndarray", "a list", "a float"]
+    root = Path(__file__).resolve().parents[1] / "fedlib"
+    by_hand = [f"{path.relative_to(root)}:{k}" for path in sorted(root.rglob("*.py"))
+               for k, line in enumerate(path.read_text().splitlines(), 1)
+               if re.search(r"\ban? \{type\([^)]*\)\.__name__\}", line)]
+    assert by_hand == []

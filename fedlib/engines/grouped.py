@@ -32,7 +32,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from .._validate import check_flag
+from .._validate import a_type, check_flag
 from .augment import seeded_dropout_mask
 from .im2col import stacked_conv2d, stacked_pool2d
 
@@ -86,9 +86,9 @@ def leaf_layers(model: nn.Module) -> list:
         if children:
             if not isinstance(mod, nn.Sequential):
                 raise ValueError(f"the grouped path needs nested nn.Sequential containers only, but {name or 'model'!r} "
-                                 f"is a {type(mod).__name__}; use path='vmap'")
+                                 f"is {a_type(mod)}; use path='vmap'")
             if type(mod).forward is not nn.Sequential.forward:  # the grouped network chains the leaf layers only
-                raise ValueError(f"{name or 'model'!r} is a {type(mod).__name__}, an nn.Sequential with its own "
+                raise ValueError(f"{name or 'model'!r} is {a_type(mod)}, an nn.Sequential with its own "
                                  "forward: the grouped path rebuilds the network from its layers in order, so that "
                                  "forward would silently not run; use path='vmap'")
             continue
@@ -275,7 +275,7 @@ class GroupedNetwork:
         for name, mod in leaf_layers(model):
             prefix = f"{name}." if name else ""
             if type(mod) not in GROUPED_LAYERS:
-                raise ValueError(f"layer {name!r} is a {type(mod).__name__}; the grouped path supports only "
+                raise ValueError(f"layer {name!r} is {a_type(mod)}; the grouped path supports only "
                                  f"{', '.join(t.__name__ for t in GROUPED_LAYERS)} — use path='vmap'")
             if isinstance(mod, nn.Conv2d):
                 if stage != "image":

@@ -132,7 +132,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from .._validate import check_callable, check_choice, check_flag, check_int, round_lr
+from .._validate import a_type, check_callable, check_choice, check_flag, check_int, round_lr
 from ..algorithms import ClientUpdate, FederatedAlgorithm, RoundDiagnostics, ServerState, server_state_mismatch
 from ..data.cifar10 import CIFAR10_MEAN, CIFAR10_STD
 from ..rng import generator, torch_generator
@@ -430,11 +430,11 @@ class _SeededDropoutModule:
                              "gradient progress is wrong; use GroupNorm or LayerNorm")
         for name, mod in model.named_modules():
             if isinstance(mod, _BATCHNORM):
-                raise ValueError(f"layer {name!r} is a {type(mod).__name__}: BatchNorm is not supported by the stacked "
+                raise ValueError(f"layer {name!r} is {a_type(mod)}: BatchNorm is not supported by the stacked "
                                  "engines (batch statistics would mix in padded samples; running statistics must not "
                                  "be averaged as gradient progress)")
             if isinstance(mod, _OTHER_DROPOUT):
-                raise ValueError(f"layer {name!r} is a {type(mod).__name__}: only nn.Dropout is supported (the engine "
+                raise ValueError(f"layer {name!r} is {a_type(mod)}: only nn.Dropout is supported (the engine "
                                  "replaces it by seeded per-client masks)")
         backward = [h for h in registered_hooks(model) if h[2].startswith("backward")]
         if backward:

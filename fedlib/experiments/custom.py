@@ -32,7 +32,7 @@ import torch
 from torch import nn
 from tqdm import tqdm
 
-from .._validate import check_choice, check_flag, check_sequence
+from .._validate import a_type, check_choice, check_flag, check_sequence
 from ..engines.stacked import (RunSpec, StackedEngine, _check_int_labels, _non_finite, _resolve_dtype,
                                max_relative_difference, reference_run)
 
@@ -225,7 +225,7 @@ def train_clients(model: nn.Module, client_x: Sequence[Any], client_y: Sequence[
 
     if not isinstance(solver, str):
         raise ValueError(f"solver must be a name, 'sgd', 'prox', 'momentum' or 'momentum-prox' (train_clients builds it "
-                         f"from lr, momentum, mu and weight_decay), got a {type(solver).__name__}; to train with your own "
+                         f"from lr, momentum, mu and weight_decay), got {a_type(solver)}; to train with your own "
                          "LocalSolver, build RunSpec(make_algorithm(name, solver), ...) for "
                          "fedlib.experiments.custom.TensorEngine (solvers with the built-in step) or use "
                          "fedlib.optim.ClientOptimizer in your own loop (any solver, chapter 6)")
