@@ -71,9 +71,9 @@ def fmt(value: Any, spec: str = ".3g") -> str:
 def _zero_d_integer_or_complex(x: Any) -> bool:
     """``x`` is a 0-d numpy array or torch tensor of integers, bools or complex numbers, which :func:`fmt` prints as
     the Python int, bool or complex it holds (``.item()``), as it prints ``np.int64``, ``np.bool_`` and
-    ``np.complex128``."""
-    if isinstance(x, np.ndarray):
-        return x.ndim == 0 and x.dtype.kind in "biuc"
+    ``np.complex128``; a 0-d object array as the object it holds."""
+    if isinstance(x, np.ndarray):  # an object array too: np.array(10**21, dtype=object) printed as '1e+21'
+        return x.ndim == 0 and x.dtype.kind in "biucO"
     return (hasattr(x, "detach") and getattr(x, "ndim", None) == 0 and hasattr(x, "is_floating_point")
             and not x.is_floating_point())
 

@@ -192,6 +192,18 @@ def test_fmt_prints_a_zero_d_integer_array_as_its_scalar(zero_d, scalar):
     assert markdown_table(["n"], [[zero_d]]) == markdown_table(["n"], [[scalar]])
 
 
+def test_fmt_prints_a_zero_d_object_array_as_the_object_it_holds():
+    """A 0-d object array (``np.asarray`` of a Python int too large for int64, or of any object) prints as what it
+    holds, as that object prints: it went through ``float``, so 10**21 was '1e+21' where ``fmt(10**21)`` is the
+    integer, and a held string was printed by ``str`` of the array (the same text, by luck)."""
+    from fedlib.report import fmt
+
+    big = 10**21
+    assert fmt(np.array(big, dtype=object)) == fmt(big) == "1000000000000000000000"
+    assert fmt(np.array(0.123456, dtype=object)) == fmt(0.123456) == "0.123"
+    assert fmt(np.array("x", dtype=object)) == "x" and fmt(np.array(None, dtype=object)) == "None"
+
+
 def test_fmt_still_formats_zero_d_float_arrays_with_the_spec():
     from fedlib.report import fmt
 
