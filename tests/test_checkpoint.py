@@ -86,6 +86,40 @@ def test_resume_refuses_another_config(tmp_path, capsys):
     assert not out.exists()
 
 
+def test_resume_extends_a_finished_constant_lr_run_bit_for_bit(tmp_path, capsys):
+    """A finished run with a constant lr continues to more ``--rounds`` (every draw is keyed by seed, round and
+    client, so its first rounds do not depend on how many follow): 4 rounds, then ``--resume --rounds 7``, equal a
+    7-round run (history, model, control variates, server momentum) and ``rerun`` reproduces the extended result
+    from round 0. Before: refused, 'differing keys: rounds (checkpoint 4, now 7)'. Fewer rounds than the checkpoint
+    has done are refused, and so is a step-decay run (its lr depends on the total), with the reason."""
+    full, out = tmp_path / "full.json", tmp_path / "r.json"
+    assert main(FLAGS + ["--rounds", "7", "--out", str(full)]) == 0
+    assert main(FLAGS + ["--rounds", "4", "--out", str(out)]) == 0
+    assert main(FLAGS + ["--rounds", "7", "--out", str(out), "--resume"]) == 0
+    assert _history(out) == _history(full) and len(_history(out)) == 7
+    extended = json.loads(out.read_text())
+    assert extended["config"] == json.loads(full.read_text())["config"]
+    assert extended["provenance"]["resumed"]["from_round"] == 4
+    a = pickle.loads((tmp_path / "r.json.ckpt").read_bytes())
+    b = pickle.loads((tmp_path / "full.json.ckpt").read_bytes())
+    assert a["round"] == b["round"] == 7 and a["config"] == b["config"]
+    assert a["state"].params.tobytes() == b["state"].params.tobytes()
+    assert a["state"].variates.client.tobytes() == b["state"].variates.client.tobytes()
+    assert a["state"].server[0].tobytes() == b["state"].server[0].tobytes()
+    assert main(["rerun", str(out), "--quiet"]) == 0
+    capsys.readouterr()
+
+    assert main(FLAGS + ["--rounds", "6", "--out", str(out), "--resume"]) == 2
+    assert ("--resume: checkpoint " + str(tmp_path / "r.json.ckpt") + " has 7 rounds done; give --rounds 7 or "
+            "more") in capsys.readouterr().err
+    step = FLAGS + ["--lr-decay", "step", "--out", str(tmp_path / "s.json")]
+    assert main(step + ["--rounds", "4"]) == 0
+    assert main(step + ["--rounds", "8", "--resume"]) == 2
+    err = capsys.readouterr().err
+    assert "differing keys: rounds (checkpoint 4, now 8); --lr-decay step divides the lr after 50% and 75% of " \
+           "--rounds" in err
+
+
 def test_checkpoint_roundtrip_and_errors(tmp_path):
     path = tmp_path / "c.ckpt"
     save_checkpoint(path, config={"a": 1, "b": {"c": 2}}, round_done=3, state={"x": np.arange(3.0)}, history=[],

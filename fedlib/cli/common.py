@@ -232,7 +232,9 @@ def add_checkpoint_args(parser: argparse.ArgumentParser, *, distributed: bool = 
     g.add_argument("--checkpoint", type=user_path, default=None, metavar="PATH",
                    help="checkpoint file (default: <out>.ckpt)")
     g.add_argument("--resume", action="store_true",
-                   help="continue from the checkpoint (refused if it was written by another configuration)")
+                   help="continue from the checkpoint (refused if it was written by another configuration; "
+                        "with --lr-decay constant, --rounds may differ: a finished run continues to more "
+                        "rounds, bit for bit as one longer run)")
     if distributed:
         g.add_argument("--distributed", action="store_true",
                        help="split the clients across torch.distributed ranks (automatic under torchrun: "

@@ -219,7 +219,18 @@ def run_synthetic(args: argparse.Namespace) -> int:
         doc = load_checkpoint(ckpt_path, kind="synthetic", who="--resume")
         # data.name is the --data path as typed (the resolved data.source identifies the file): the same
         # file given from another folder, or through a link, resumes
-        check_config(ckpt_path, _without_data_name(doc["config"]), _without_data_name(config), who="--resume")
+        saved, done = _without_data_name(doc["config"]), len(doc["history"])
+        if args.lr_decay == "constant" and saved.get("lr_decay") == "constant" and saved.get("rounds") != args.rounds:
+            # a constant-lr run's rounds do not depend on how many follow (every draw is keyed by seed, round and
+            # client): a finished or interrupted run continues to more --rounds, or stops earlier, bit for bit
+            if args.rounds < done:
+                raise CLIError(f"--resume: checkpoint {ckpt_path} has {done} rounds done; give --rounds {done} or "
+                               f"more (to continue it) or start a new run (another --checkpoint / --out)")
+            saved["rounds"] = args.rounds
+        hint = ("--lr-decay step divides the lr after 50% and 75% of --rounds, so a step-decay run's rounds depend "
+                "on its total: rerun it from round 0 with the new --rounds" if saved.get("rounds") != args.rounds
+                and "step" in (args.lr_decay, saved.get("lr_decay")) else "")
+        check_config(ckpt_path, saved, _without_data_name(config), who="--resume", hint=hint)
         resume = {"state": doc["state"], "history": doc["history"], "initial": doc["initial"]}
         earlier = list((doc.get("extra") or {}).get("segments") or [])
     else:
