@@ -200,8 +200,8 @@ def average_buffers(client_buffers: Sequence[Sequence[torch.Tensor]], weights) -
     ([0.75, 1.5], 2, torch.int64)
     """
     if isinstance(client_buffers, Mapping):  # iterating it gave its keys: 'client_buffers[0] ... got int'
-        raise ValueError(f"client_buffers must list the clients' buffers (one buffers_of(model) per client), got a "
-                         f"{type(client_buffers).__name__}; pass a list in the order of weights, e.g. "
+        raise ValueError(f"client_buffers must list the clients' buffers (one buffers_of(model) per client), got "
+                         f"{a_type(client_buffers)}; pass a list in the order of weights, e.g. "
                          "[client_buffers[k] for k in sorted(client_buffers)]")
     client_buffers = list(client_buffers)
     for i, bufs in enumerate(client_buffers):  # a tensor iterates over its rows: one model's buffers are no clients
@@ -233,8 +233,8 @@ def _parameter_list(params) -> List[torch.Tensor]:
     """``params`` (an iterable of the model's parameters) as a list; a model or a single tensor is refused by name
     (iterating a model failed with "'Linear' object is not iterable", a tensor iterated over its rows)."""
     if isinstance(params, torch.nn.Module):
-        raise ValueError(f"params must be the model's parameters (model.parameters()), got the model itself, a "
-                         f"{type(params).__name__}")
+        raise ValueError(f"params must be the model's parameters (model.parameters()), got the model itself, "
+                         f"{a_type(params)}")
     if isinstance(params, torch.Tensor) or not hasattr(params, "__iter__"):
         raise ValueError(f"params must be an iterable of the model's parameters (model.parameters(), or [w] for one "
                          f"tensor w), got {type(params).__name__}")

@@ -257,7 +257,8 @@ def test_messages_give_a_type_with_its_article():
     assert [a_type(x) for x in ({}, OrderedDict(), 1, np.zeros(1), [], 1.0)] == [
         "a dict", "an OrderedDict", "an int", "a ndarray", "a list", "a float"]
     root = Path(__file__).resolve().parents[1] / "fedlib"
-    by_hand = [f"{path.relative_to(root)}:{k}" for path in sorted(root.rglob("*.py"))
-               for k, line in enumerate(path.read_text().splitlines(), 1)
-               if re.search(r"\ban? \{type\([^)]*\)\.__name__\}", line)]
+    # on one line, or split across two f-strings: 'got a "' then 'f"{type(x).__name__}' on the next line
+    pattern = re.compile(r'\ban? (?:"\s*\n\s*f")?\{type\([^)]*\)\.__name__\}')
+    by_hand = [f"{path.relative_to(root)}:{text[:m.start()].count(chr(10)) + 1}" for path in sorted(root.rglob("*.py"))
+               for text in [path.read_text()] for m in pattern.finditer(text)]
     assert by_hand == []

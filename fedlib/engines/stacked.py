@@ -628,8 +628,8 @@ def _client_indices(where: str, clients, num_train: int) -> List[np.ndarray]:
     ``ValueError`` naming ``where.clients[i]`` otherwise. :class:`StackedEngine` and :func:`reference_run` take the
     same clients."""
     if isinstance(clients, Mapping):  # iterating it gave its keys, refused as 'the number 0' (or 'a')
-        raise ValueError(f"{where}.clients must be a list with one array of sample indices per client, got a "
-                         f"{type(clients).__name__} (iterating it gives its keys); pass [clients[k] for k in "
+        raise ValueError(f"{where}.clients must be a list with one array of sample indices per client, got "
+                         f"{a_type(clients)} (iterating it gives its keys); pass [clients[k] for k in "
                          "sorted(clients)]")
     cl = [np.asarray(c) for c in clients]
     for i, c in enumerate(cl):
