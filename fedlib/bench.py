@@ -71,7 +71,7 @@ from .engines.batched import EpochBatcher, _check_common, run_batched, run_refer
 from .problems.logistic import LogisticProblem
 from .rule import aggregate
 from .sampling import full_participation
-from .schedules import make_epoch_schedule, parse_epochs, round_local_steps
+from .schedules import check_participant_steps, make_epoch_schedule, parse_epochs, round_local_steps
 from .solvers import sgd
 
 __all__ = ["bench_synthetic", "run_simulator", "format_bench"]
@@ -147,9 +147,7 @@ def run_simulator(algorithm: FederatedAlgorithm, problem: LogisticProblem, sched
     metrics = []
     for t in range(rounds):
         steps_all = round_local_steps(schedule, t, problem.num_clients)
-        if np.any(steps_all[part.clients] < 1):
-            raise ValueError(f"schedule: round {t} gives a participant {int(steps_all[part.clients].min())} local steps "
-                             "(need >= 1)")
+        check_participant_steps(steps_all, part.clients, t)
         global_state = {"weight": torch.from_numpy(np.ascontiguousarray(glob["W"].T)),
                         "bias": torch.from_numpy(glob["b"])}
         deltas, taus = [], []

@@ -26,7 +26,7 @@ from ._validate import (_is_number, bool_entry, check_count, check_finite_array,
                         check_nonnegative, check_positive, is_bool, plain)
 from .rng import generator
 
-__all__ = ["steps_per_epoch", "FixedSteps", "RandomSteps", "FixedEpochs", "RandomEpochs", "WallClock", "whole_steps", "round_local_steps", "RandomLocalWork", "parse_epochs", "make_epoch_schedule",
+__all__ = ["steps_per_epoch", "FixedSteps", "RandomSteps", "FixedEpochs", "RandomEpochs", "WallClock", "whole_steps", "round_local_steps", "check_participant_steps", "RandomLocalWork", "parse_epochs", "make_epoch_schedule",
            "check_epoch_schedule"]
 
 
@@ -210,10 +210,34 @@ class RandomEpochs:
         return self.epochs_of(round_index) * self._spe
 
 
+def check_participant_steps(steps: np.ndarray, clients: np.ndarray, round_index: int) -> np.ndarray:
+    r"""``steps[clients]``, the local steps of round ``round_index``'s participants, after checking that each
+    takes :math:`\tau_i \ge 1` (a participant without a step has no update to aggregate); the ``ValueError``
+    names the first participant without one. ``steps``: one count per client
+    (:func:`round_local_steps`); ``clients``: the round's participants. The reference, batched and benchmark
+    loops check their rounds with it, before any client of the round trains.
+
+    Example
+    -------
+    >>> check_participant_steps(np.array([2, 0, 3]), np.array([0, 2]), 4)   # client 1 sits the round out
+    array([2, 3])
+    >>> check_participant_steps(np.array([2, 0, 3]), np.array([0, 1]), 4)
+    Traceback (most recent call last):
+    ...
+    ValueError: schedule: round 4 gives participant client 1 0 local steps (need >= 1: leave a client without work out of the round)
+    """
+    own = steps[clients]
+    if (own < 1).any():
+        k = int(np.argmax(own < 1))
+        raise ValueError(f"schedule: round {round_index} gives participant client {int(clients[k])} {int(own[k])} "
+                         "local steps (need >= 1: leave a client without work out of the round)")
+    return own
+
+
 def round_local_steps(schedule, round_index: int, num_clients: int) -> np.ndarray:
     r"""``schedule.local_steps(round_index)`` checked, as the engines use it: one whole number
     :math:`\tau_i \ge 0` per client (int64; integer-valued floats accepted, ``2.9`` refused
-    rather than cut to 2). Participants need :math:`\tau_i \ge 1`; the engines check that.
+    rather than cut to 2). Participants need :math:`\tau_i \ge 1` (:func:`check_participant_steps`).
 
     Example
     -------

@@ -152,7 +152,7 @@ def test_both_engines_refuse_bad_arguments(prob, engine, bad, match):
 
 
 @pytest.mark.parametrize("engine,match", [
-    ("batched", r"schedule: round 0 gives a participant 0 local steps \(need >= 1\)"),
+    ("batched", r"schedule: round 0 gives participant client 1 0 local steps \(need >= 1"),
     ("reference", r"schedule: round 0 gives participant client 1 0 local steps \(need >= 1")])
 def test_a_participant_with_no_local_step_is_refused(prob, engine, match):
     """A schedule may give a client 0 steps (it then cannot take part); a participant with 0

@@ -69,7 +69,7 @@ from ..problems.logistic import _UNDERFLOW, LogisticProblem, _one_hot, _ones, pa
 from ..problems.logistic import _packed_grad_numpy_one as _grad_one
 from ..rng import generator
 from ..sampling import check_sampling, round_participation
-from ..schedules import check_epoch_schedule, round_local_steps
+from ..schedules import check_epoch_schedule, check_participant_steps, round_local_steps
 from ..solvers import LocalSolver, SolverState, check_builtin_step
 from .reference import run_sequential
 
@@ -545,9 +545,7 @@ def run_batched(algorithm: FederatedAlgorithm, problem: LogisticProblem, schedul
         solver = algorithm.solver.with_lr(lr)
         part = round_participation(sampling, p, clients_per_round, seed, t)
         steps_all = round_local_steps(schedule, t, m)
-        tau_all = steps_all[part.clients]
-        if (tau_all < 1).any():
-            raise ValueError(f"schedule: round {t} gives a participant {int(tau_all.min())} local steps (need >= 1)")
+        tau_all = check_participant_steps(steps_all, part.clients, t)
         mine = part.clients if comm is None else part.clients[comm.owns(part.clients, m)]
         tau = tau_all if comm is None else steps_all[mine]
         order = np.argsort(-tau, kind="stable")

@@ -14,7 +14,7 @@ from .._validate import check_callable, check_int, check_probability_vector, rou
 from ..algorithms import FederatedAlgorithm, RoundDiagnostics, ServerState, _requires_grad, server_state_mismatch
 from ..solvers import LocalSolver, OwnStepChecks, check_shared_lr
 from ..sampling import check_sampling, round_participation
-from ..schedules import round_local_steps
+from ..schedules import check_participant_steps, round_local_steps
 from ..tree import tree_all_finite, tree_leaves
 
 __all__ = ["run_sequential", "SequentialRun"]
@@ -184,10 +184,7 @@ def run_sequential(algorithm: FederatedAlgorithm, params: Any, grad_fn: Callable
         solver = algorithm.solver.with_lr(lr)
         part = round_participation(sampling, p, clients_per_round, seed, t)
         steps = round_local_steps(schedule, t, p.size)
-        idle = part.clients[steps[part.clients] < 1]
-        if idle.size:  # as run_batched says it, before any client of the round trains
-            raise ValueError(f"schedule: round {t} gives participant client {int(idle[0])} {int(steps[idle[0]])} local "
-                             "steps (need >= 1: leave a client without work out of the round)")
+        check_participant_steps(steps, part.clients, t)  # before any client of the round trains
         updates = []
         for i in part.clients:
             own = solver if solver_at is None else _client_solver(solver_at, t, int(i), lr, vr, checks)
