@@ -249,6 +249,75 @@ def test_mean_a_norms_and_time_averaged_surrogate():
         S.mean_a_norms(work, solvers[:2])
 
 
+class _Scripted(RandomLocalWork):
+    """Two SGD clients on the ranges 1..2 and 2..2 whose draws follow a script: client 0's tau of round t is
+    ``script[t % len(script)]``, client 1's is 2 (hand-checkable drawn_weights)."""
+
+    def __init__(self, script):
+        super().__init__([1, 2], [2, 2], num_solvers=1)
+        object.__setattr__(self, "script", tuple(script))
+
+    def draw(self, round_index):
+        return np.array([self.script[round_index % len(self.script)], 2]), np.zeros(2, dtype=np.int64)
+
+
+def test_drawn_weights_by_hand_and_fails_on_biased_draws():
+    r"""drawn_weights (chapter 8's check that the local work drawn averages to FedAvg's w-bar), by hand: p = (1/2, 1/2),
+    SGD (||a||_1 = tau), client 0's tau uniform on {1, 2}, client 1's 2: E||a||_1 = (3/2, 2), w-bar = (3/7, 4/7)."""
+    prob = QuadraticProblem(H=np.ones((2, 1, 1)), e=np.zeros((2, 1)), p=np.array([0.5, 0.5]))
+    solvers = [sgd(0.1)]
+    # fair draws 1, 2, 2, 1: tau_eff^(t) = 1.5, 2, 2, 1.5 (mean 7/4), w^ = (3/4) / (7/4) = 3/7 = w-bar; the per-round
+    # values u_0 = (tau_0 / 2 - (3/7) tau_eff) / (7/4) are -4/49, 4/49, 4/49, -4/49 (u_1 = -u_0): sample std
+    # sqrt(4 (4/49)^2 / 3) = 8 / (49 sqrt 3), standard error that / sqrt 4 = 4 / (49 sqrt 3)
+    fair = S.drawn_weights(prob, _Scripted([1, 2, 2, 1]), solvers, 4)
+    se = 4 / (49 * math.sqrt(3))
+    np.testing.assert_allclose(fair.expected, [3 / 7, 4 / 7], rtol=1e-14)
+    np.testing.assert_allclose(fair.measured, [3 / 7, 4 / 7], rtol=1e-14)
+    np.testing.assert_allclose(fair.stderr, [se, se], rtol=1e-12)
+    assert fair.rounds == 4 and fair.k == 5 and fair.holds and np.allclose(fair.z, 0, atol=1e-12)
+    # the tau_eff-weighted average, not the plain mean of the per-round weights (1/3, 1/2, 1/2, 1/3: 5/12)
+    assert abs(fair.measured[0] - 5 / 12) > 0.01
+    # biased draws 1, 1, 1, 2 (E tau_0 = 5/4, not 3/2): w^_0 = (5/8) / (13/8) = 5/13, off w-bar by 4/91; the per-round
+    # values are -8/169 (three times) and 24/169: sample std 16/169, standard error 8/169, so z = -(4/91) / (8/169)
+    biased = S.drawn_weights(prob, _Scripted([1, 1, 1, 2]), solvers, 4)
+    np.testing.assert_allclose(biased.measured, [5 / 13, 8 / 13], rtol=1e-14)
+    np.testing.assert_allclose(biased.stderr, [8 / 169, 8 / 169], rtol=1e-12)
+    np.testing.assert_allclose(biased.z, [-(4 / 91) / (8 / 169), (4 / 91) / (8 / 169)], rtol=1e-12)
+    assert biased.holds  # four rounds: the bias is within the noise (|z| = 0.93) ...
+    long = S.drawn_weights(prob, _Scripted([1, 1, 1, 2]), solvers, 400)
+    # ... 400 rounds: the same bias, standard error sqrt(100 * 768 / 169^2 / 399) / 20
+    np.testing.assert_allclose(long.stderr, [math.sqrt(100 * 768 / 169**2 / 399) / 20] * 2, rtol=1e-12)
+    assert not long.holds and np.all(np.abs(long.z) > 10)
+    assert S.drawn_weights(prob, _Scripted([1, 2, 2, 1]), solvers, 400).holds
+    assert not S.drawn_weights(prob, _Scripted([1, 1, 1, 2]), solvers, 400, k=10.0).holds  # |z| = 10.7
+    assert S.drawn_weights(prob, _Scripted([1, 1, 1, 2]), solvers, 400, k=11.0).holds
+    for bad in ({"rounds": 1}, {"rounds": 4, "k": 0.0}):
+        with pytest.raises(ValueError, match=list(bad)[-1]):
+            S.drawn_weights(prob, _Scripted([1, 2]), solvers, **{"rounds": 4, **bad})
+
+
+def test_drawn_weights_of_chapter8s_local_work_and_of_skewed_solver_draws():
+    """Chapter 8's clients and local work: 1600 drawn rounds average to w-bar within 5 standard errors (they are
+    3.9 of them off at most, seed 0); the same ranges and solvers, each still drawn, with a solver draw skewed
+    towards the decayed steps (the larger of two uniform numbers: P(decayed) = 7/16 instead of 1/4, whose
+    ||a||_1 saturates at 10, so the long clients lose weight) do not (7.2 standard errors). A skew that scales
+    every client's E||a||_1 alike (towards SGD) leaves w-bar nearly where it is: the check cannot see it, nor
+    should it."""
+    base, work = S.base_setup(seed=0)
+    solvers = S.make_solvers(0.01)
+    check = S.drawn_weights(base, work, solvers, 1600)
+    assert check.holds and np.max(np.abs(check.z)) < 4.5
+    np.testing.assert_allclose(check.expected, S.time_averaged_surrogate(base, work, solvers)[0], rtol=1e-15)
+
+    class Skewed(RandomLocalWork):
+        def draw(self, round_index):
+            steps, numbers = super().draw(round_index)
+            return steps, np.maximum(numbers, super().draw(round_index + 10**6)[1])
+
+    skewed = S.drawn_weights(base, Skewed(work.low, work.high, work.num_solvers, work.seed), solvers, 1600)
+    assert not skewed.holds and np.max(np.abs(skewed.z)) > 6
+
+
 def test_replicate_keeps_the_objective():
     base, work = S.base_setup(seed=1, dim=3)
     rep, rwork = S.replicate(base, work, 3)

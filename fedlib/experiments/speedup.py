@@ -20,6 +20,9 @@ per-client reference loop) and reports what it measured:
 - :func:`consistency_sweep` — full gradients, :math:`T` growing and :math:`\eta` shrinking as
   in Theorem 3: FedNova's distance to :math:`x^*`, FedAvg's distance to :math:`x^*` and to
   the time-averaged surrogate's minimiser :math:`\tilde x`;
+- :func:`drawn_weights` — whether the local work actually drawn over :math:`T` rounds gives FedAvg
+  the time-averaged weights :math:`\bar w` of :math:`\tilde x`, within :math:`k` standard errors of
+  the per-round values;
 - :func:`speedup_grid` — noisy gradients, :math:`m` clients made of ``copies`` copies of
   the same base clients (so :math:`F` is the same for every :math:`m`), :math:`T` rounds:
   the left-hand side of Theorem 3 against :math:`m\tilde\tau T`;
@@ -75,6 +78,8 @@ __all__ = [
     "replicate",
     "mean_a_norms",
     "time_averaged_surrogate",
+    "DrawnWeights",
+    "drawn_weights",
     "theorem3_lr",
     "ConsistencyRow",
     "consistency_sweep",
@@ -185,6 +190,100 @@ def time_averaged_surrogate(problem: QuadraticProblem, work: RandomLocalWork,
     w = problem.p * mean_a_norms(work, solvers)
     w = w / w.sum()
     return w, surrogate_optimum(problem, w)
+
+
+class DrawnWeights(NamedTuple):
+    r"""What :func:`drawn_weights` measured over ``rounds`` rounds of local work: ``expected`` is
+    :math:`\bar w` (:func:`time_averaged_surrogate`), ``measured`` :math:`\hat w`, ``stderr`` its standard error
+    per client, ``k`` the number of standard errors allowed."""
+
+    rounds: int
+    expected: np.ndarray
+    measured: np.ndarray
+    stderr: np.ndarray
+    k: float
+
+    @property
+    def z(self) -> np.ndarray:
+        r""":math:`(\hat w_i - \bar w_i)/\mathrm{se}_i` per client."""
+        return (self.measured - self.expected) / self.stderr
+
+    @property
+    def holds(self) -> bool:
+        r"""Whether :math:`|\hat w_i - \bar w_i| \le k\,\mathrm{se}_i` for every client."""
+        return bool(np.all(np.abs(self.measured - self.expected) <= self.k * self.stderr))
+
+
+def drawn_weights(problem: QuadraticProblem, work: RandomLocalWork, solvers: Sequence[LocalSolver], rounds: int,
+                  k: float = 5.0) -> DrawnWeights:
+    r"""Do the local work's first ``rounds`` draws average to FedAvg's time-averaged weights :math:`\bar w`?
+
+    Round :math:`t` of FedAvg moves the server by :math:`\tau_{\text{eff}}^{(t)}\sum_i w_i^{(t)}\eta d_i
+    = \sum_i p_i A_i^{(t)}\eta d_i` with :math:`A_i^{(t)} = \|a_i^{(t)}\|_1` (``solvers[s].a_norm(tau)`` of
+    ``work.draw(t)``'s :math:`\tau_i^{(t)}` and solver :math:`s`, as :func:`fedlib.engines.quadratic.run_replicas`
+    computes it), so over the rounds its weights are the :math:`\tau_{\text{eff}}`-weighted average of the
+    per-round ones,
+
+    .. math::
+
+        \hat w_i = \frac{\sum_t \tau_{\text{eff}}^{(t)} w_i^{(t)}}{\sum_t \tau_{\text{eff}}^{(t)}}
+        = \frac{p_i \bar A_i}{\sum_j p_j \bar A_j}, \qquad \bar A_i = \frac1T\sum_{t<T} A_i^{(t)},
+
+    which tends to :math:`\bar w_i = p_i\,\mathbb E A_i/\sum_j p_j\,\mathbb E A_j` (:func:`time_averaged_surrogate`,
+    the weights of FedAvg's :math:`\tilde x`). (The plain mean :math:`\frac1T\sum_t w_i^{(t)}` tends to
+    :math:`\mathbb E\,w_i^{(t)}`, a mean of ratios, which is not :math:`\bar w`.) The rounds draw independently,
+    so :math:`\hat w_i` is a ratio of two means; to first order (delta method)
+    :math:`\hat w_i - \bar w_i \approx \frac1T\sum_t u_i^{(t)}` with the per-round values
+
+    .. math::
+
+        u_i^{(t)} = \frac{p_i A_i^{(t)} - \hat w_i\,\tau_{\text{eff}}^{(t)}}{\bar\tau_{\text{eff}}},
+        \qquad \tau_{\text{eff}}^{(t)} = \sum_j p_j A_j^{(t)}, \quad
+        \bar\tau_{\text{eff}} = \frac1T\sum_t\tau_{\text{eff}}^{(t)}
+
+    (their mean is 0 by construction), and the standard error is :math:`\mathrm{se}_i = s_i/\sqrt T`, :math:`s_i`
+    the sample standard deviation (``ddof=1``) of the :math:`u_i^{(t)}` actually drawn. The check
+    (:attr:`DrawnWeights.holds`) is :math:`|\hat w_i - \bar w_i| \le k\,\mathrm{se}_i` for every client: with the
+    default :math:`k = 5` a correct draw fails it with probability about :math:`6\cdot10^{-7}` per client
+    (normal tails), while a draw whose :math:`\tau_i` or solver frequencies are off, or a :math:`\bar w` of
+    the wrong formula, is caught once its error exceeds a few standard errors. Chapter 8 (the table of the
+    clients' local work) runs it over part 1's longest run, at its step size. ``rounds`` >= 2; ``k`` > 0.
+
+    Example
+    -------
+    Two clients that always run SGD for 1 and 3 steps: no noise, :math:`\hat w = \bar w = (1/4, 3/4)`:
+
+    >>> from fedlib.problems.quadratic import QuadraticProblem
+    >>> from fedlib.schedules import RandomLocalWork
+    >>> from fedlib.solvers import sgd
+    >>> prob = QuadraticProblem(H=np.ones((2, 1, 1)), e=np.zeros((2, 1)), p=np.array([0.5, 0.5]))
+    >>> check = drawn_weights(prob, RandomLocalWork([1, 3], [1, 3]), [sgd(0.1)], 10)
+    >>> check.measured, check.expected, check.stderr, check.holds
+    (array([0.25, 0.75]), array([0.25, 0.75]), array([0., 0.]), True)
+    """
+    _check_work(problem, work)
+    rounds = check_int("rounds", rounds, minimum=2)  # a standard deviation needs two rounds
+    k = check_positive("k", k)
+    expected, _ = time_averaged_surrogate(problem, work, solvers)  # checks the solvers against the work
+    solvers = list(solvers)
+    cache: dict = {}
+    A = np.empty((rounds, problem.num_clients))
+    for t in range(rounds):
+        steps, numbers = work.draw(t)
+        A[t] = [_a_norm_of(solvers, cache, int(s), int(tau)) for tau, s in zip(steps, numbers)]
+    Y = problem.p * A                   # p_i A_i^(t)
+    tau_eff = Y.sum(axis=1)             # FedAvg's tau_eff^(t)
+    measured = Y.mean(axis=0) / tau_eff.mean()
+    u = (Y - measured * tau_eff[:, None]) / tau_eff.mean()
+    stderr = u.std(axis=0, ddof=1) / math.sqrt(rounds)
+    return DrawnWeights(rounds, expected, measured, stderr, float(k))
+
+
+def _a_norm_of(solvers: Sequence[LocalSolver], cache: dict, number: int, tau: int) -> float:
+    key = (number, tau)
+    if key not in cache:
+        cache[key] = float(solvers[number].a_norm(tau))
+    return cache[key]
 
 
 def theorem3_lr(lr_scale: float, num_clients: int, tau_tilde: float, rounds: int) -> float:
