@@ -137,3 +137,39 @@ def test_run_grid_and_lr_sweep_read_the_seeds_once():
     assert [c.seeds for c in sweep.values()] == [(0, 1)] * 4
     with pytest.raises(TypeError, match="seeds"):   # _check_seeds' refusal, before any run
         S.run_grid(prob, S.SETTINGS[:1], algos, 0, 1)
+
+
+def _losses(*rows, seeds=None):
+    losses = np.array(rows, dtype=float)
+    return S.Curves(tuple(range(len(rows))) if seeds is None else seeds, losses, *[None] * 5)
+
+
+def test_rounds_to_reach_counts_rounds_not_the_initial_loss():
+    c = _losses([1.0, 2.0, 1.5, 1.0, 0.9], [2.0, 1.9, 1.8, 1.7, 1.6])
+    # seed 0: the initial loss 1.0 is not a round's; rounds 1..4 are 2.0, 1.5, 1.0, 0.9: at or below 1.0 from round 3
+    np.testing.assert_array_equal(S.rounds_to_reach(c, [1.0, 1.65]), [3, 4])
+    np.testing.assert_array_equal(S.rounds_to_reach(c, 1.5), [2, np.inf])  # a scalar for every seed; never: inf
+    np.testing.assert_array_equal(S.rounds_to_reach(c, 5.0), [1, 1])
+
+
+def test_rounds_to_best_loss_by_hand_and_it_tells_slower_from_faster():
+    """Chapter 4's "FedNova converges significantly faster than FedAvg": the rounds each needs to reach FedAvg's lowest
+    training loss of the run, seed by seed (curves by hand)."""
+    avg = _losses([2.3, 1.4, 1.3, 1.2, 1.17, 1.16, 1.18], [2.3, 1.5, 1.25, 1.3, 1.2, 1.21, 1.19])
+    nova = _losses([2.3, 1.4, 1.05, 0.9, 0.8, 0.7, 0.6], [2.3, 1.6, 1.3, 1.22, 1.1, 0.9, 0.8])
+    rows = S.rounds_to_best_loss({("fixed", "FedAvg"): avg, ("fixed", "FedNova"): nova}, ["fixed"])
+    r = rows["fixed"]
+    np.testing.assert_array_equal(r.threshold, [1.16, 1.19])  # FedAvg's lowest loss over rounds 1..6, per seed
+    np.testing.assert_array_equal(r.worse_rounds, [5, 6])  # ... reached at its minimum
+    np.testing.assert_array_equal(r.better_rounds, [2, 4])  # FedNova: 1.05 <= 1.16 at round 2; 1.1 <= 1.19 at round 4
+    assert not np.all(r.better_rounds <= 0.5 * r.worse_rounds)  # seed 1: 4 of 6 rounds, not at most half
+    # the other way round: FedAvg never reaches FedNova's lowest loss (inf), FedNova at its own minimum (round 6)
+    back = S.rounds_to_best_loss({("fixed", "FedAvg"): avg, ("fixed", "FedNova"): nova}, ["fixed"], better="FedAvg",
+                                 worse="FedNova")["fixed"]
+    np.testing.assert_array_equal(back.threshold, [0.6, 0.8])
+    np.testing.assert_array_equal(back.worse_rounds, [6, 6])
+    np.testing.assert_array_equal(back.better_rounds, [np.inf, np.inf])
+    with pytest.raises(ValueError, match="seeds"):
+        S.rounds_to_best_loss({("s", "FedAvg"): avg, ("s", "FedNova"): _losses([2, 1], [2, 1], seeds=(3, 4))}, ["s"])
+    with pytest.raises(ValueError, match="no round"):
+        S.rounds_to_best_loss({("s", "FedAvg"): _losses([2.0]), ("s", "FedNova"): _losses([2.0])}, ["s"])
