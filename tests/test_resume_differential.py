@@ -455,14 +455,11 @@ def _with(flags, flag, value):
     ("--seed", "1", "seed (checkpoint 0, now 1)"),
     ("--lr", "0.05", "lr (checkpoint 0.02, now 0.05)"),
     ("--algorithm", "scaffold", "algorithm (checkpoint 'fednova-vr', now 'scaffold')"),
-    ("--rounds", "9", "rounds (checkpoint 7, now 9)"),   # more rounds: the lr decay depends on the total
-    ("--rounds", "5", "rounds (checkpoint 7, now 5)"),
     ("--epochs", "1-3", "epochs (checkpoint '2', now '1-3')"),
 ])
 def test_run_synthetic_resume_with_other_flags_is_refused(flag, value, message, tmp_path, capsys):
-    """A resume with another seed, lr, algorithm, number of rounds (more or fewer: nowhere documented
-    as allowed, and ``--lr-decay step`` places its steps by the total) or epochs is refused naming the
-    key and both values; nothing is written and the checkpoint is left as it was."""
+    """A resume with another seed, lr, algorithm or epochs is refused naming the key and both values; nothing is
+    written and the checkpoint is left as it was (another number of rounds: the next test)."""
     out = tmp_path / "r.json"
     with pytest.MonkeyPatch.context() as mp:
         _crash_after_checkpoint(mp, 3)
@@ -475,6 +472,39 @@ def test_run_synthetic_resume_with_other_flags_is_refused(flag, value, message, 
     err = capsys.readouterr().err
     assert "was written by another configuration; differing keys: " + message in err
     assert not out.exists() and ck.read_bytes() == before
+
+
+@pytest.mark.parametrize("rounds", ["5", "9"])
+def test_run_synthetic_resume_with_other_rounds(rounds, tmp_path, monkeypatch, capsys):
+    """A 7-round run killed after the checkpoint of round 3, resumed with ``--rounds 5`` or ``9``: with a constant
+    lr (the default) the result file and the final checkpoint are those of an uninterrupted 5- or 9-round run, bit
+    for bit (a constant-lr round does not depend on how many follow); fewer rounds than the checkpoint has done are
+    refused. With ``--lr-decay step``, which places its steps by the total, another number of rounds is refused,
+    naming the key, both values and the reason; nothing is written and the checkpoint is left as it was."""
+    for decay in ("constant", "step"):
+        flags = REFUSE + ["--lr-decay", decay]
+        out = tmp_path / f"{decay}.json"
+        with monkeypatch.context() as mp:
+            _crash_after_checkpoint(mp, 3)
+            with pytest.raises(_Crash):
+                main(flags + ["--out", str(out)])
+        ck = Path(str(out) + ".ckpt")
+        before = ck.read_bytes()
+        capsys.readouterr()
+        if decay == "step":
+            assert main(_with(flags, "--rounds", rounds) + ["--out", str(out), "--resume"]) == 2
+            assert (f"was written by another configuration; differing keys: rounds (checkpoint 7, now {rounds}); "
+                    "--lr-decay step divides the lr after 50% and 75% of --rounds") in capsys.readouterr().err
+            assert not out.exists() and ck.read_bytes() == before
+            continue
+        assert main(_with(flags, "--rounds", "2") + ["--out", str(out), "--resume"]) == 2
+        assert f"--resume: checkpoint {ck} has 3 rounds done; give --rounds 3 or more" in capsys.readouterr().err
+        assert not out.exists() and ck.read_bytes() == before
+        assert main(_with(flags, "--rounds", rounds) + ["--out", str(out), "--resume"]) == 0
+        full = tmp_path / f"full-{rounds}.json"
+        assert main(_with(flags, "--rounds", rounds) + ["--out", str(full)]) == 0
+        assert _result_image(out) == _result_image(full)
+        assert _checkpoint_image(ck) == _checkpoint_image(Path(str(full) + ".ckpt"))
 
 
 def test_a_truncated_checkpoint_is_refused_never_restarted(tmp_path, capsys):
