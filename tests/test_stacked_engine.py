@@ -891,6 +891,52 @@ def test_participation_and_schedule_errors_come_at_construction(model, data):
             StackedEngine(model, data, [run], rounds=1, batch_size=B)
 
 
+class _OfflineSteps:
+    """Clients online in alternate rounds; a client offline in a round does no work (0 steps), as the
+    "Extending fedlib" contract of a schedule allows for clients out of the round."""
+
+    def __init__(self, m, as_float=False):
+        self.m, self.as_float = m, as_float
+
+    def online(self, t):
+        return np.array([(t + i) % 2 == 0 for i in range(self.m)])
+
+    def local_steps(self, t):
+        steps = np.where(self.online(t), 1 + np.arange(self.m) % 3, 0)
+        return [float(s) for s in steps] if self.as_float else steps
+
+
+@pytest.mark.parametrize("as_float", [False, True], ids=["ints", "whole floats"])
+def test_a_schedule_giving_clients_out_of_the_round_no_work_runs_as_the_reference(data, as_float):
+    """A schedule may give 0 steps to a client the sampler leaves out (and whole numbers as floats): the reference
+    loop and run_batched take it, the stacked engine refused it at construction ('runs[0].schedule.local_steps(0)
+    must give 4 integers >= 1, got array([1, 0, 3, 0])'). It now checks the schedule as they do and equals the
+    reference; a participant given 0 steps is still refused, naming it."""
+    from fedlib.sampling import Participation
+
+    sizes = [5, 4, 6, 3]
+    schedule = _OfflineSteps(len(sizes), as_float)
+
+    def online_clients(t):
+        c = np.flatnonzero(schedule.online(t))
+        return Participation(c, np.full(c.size, 1.0 / c.size))
+
+    model = nn.Sequential(nn.Flatten(), nn.Linear(3 * 32 * 32, 10)).double()
+    run = RunSpec(make_algorithm("fednova", momentum_sgd(0.05, 0.5)), _clients(0, sizes), schedule, seed=1,
+                  lr_at=lambda t: 0.05, sampling=online_clients)
+    reference = reference_run(model, data, run, rounds=3, batch_size=B, augment=False, dropout=False)
+    engine = StackedEngine(model, data, [run], rounds=3, path="vmap", dtype=torch.float64, batch_size=B,
+                           augment=False)
+    records = [engine.run_round()[0] for _ in range(3)]
+    assert [r.diagnostics.clients.tolist() for r in records] == [[0, 2], [1, 3], [0, 2]]
+    assert [r.diagnostics.local_steps.tolist() for r in records] == [[1, 3], [2, 1], [1, 3]]
+    assert _max_rel(engine.states[0].params, reference.state.params) < 1e-12
+    everyone = RunSpec(run.algorithm, run.clients, schedule, seed=1, lr_at=lambda t: 0.05)
+    with pytest.raises(ValueError, match=re.escape("runs[0].schedule: round 0 gives participant client 1 0 local "
+                                                   "steps (need >= 1: leave a client without work out of the round)")):
+        StackedEngine(model, data, [everyone], rounds=1, path="vmap", dtype=torch.float64, batch_size=B)
+
+
 class _SharedGradient(nn.Module):
     """x @ (w + dw).T: autograd hands w and dw one gradient tensor."""
 

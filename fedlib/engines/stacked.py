@@ -137,8 +137,8 @@ from ..algorithms import ClientUpdate, FederatedAlgorithm, RoundDiagnostics, Ser
 from ..data.cifar10 import CIFAR10_MEAN, CIFAR10_STD
 from ..rng import generator, torch_generator
 from ..sampling import check_sampling, round_participation
-from ..schedules import (FixedEpochs, FixedSteps, RandomEpochs, RandomSteps, check_epoch_schedule, step_decay_lr,
-                         steps_per_epoch)
+from ..schedules import (FixedEpochs, FixedSteps, RandomEpochs, RandomSteps, check_epoch_schedule,
+                         check_participant_steps, round_local_steps, step_decay_lr, steps_per_epoch)
 from ..solvers import LocalSolver, check_builtin_step
 from ..tree import tree_map
 from .augment import crop_flip_gather, crop_flip_params, dropout_key, normalize, pad_images, seeded_dropout_mask
@@ -290,8 +290,9 @@ class RunSpec:
     clients : one int array per client: its indices into the engine's training set (a number in its place is a
         ``ValueError``: a flat index array is not read as one client per sample).
         :math:`p_i = n_i / \sum_j n_j`.
-    schedule : object with ``local_steps(round) -> (m,) ints`` (``fedlib.schedules``;
-        for CIFAR ``make_epoch_schedule(sizes, 32, "2")`` or ``"2-5"``; an epoch schedule must
+    schedule : object with ``local_steps(round) -> (m,) ints`` (``fedlib.schedules``): whole numbers >= 0,
+        >= 1 for the round's participants (:func:`fedlib.schedules.round_local_steps`,
+        :func:`fedlib.schedules.check_participant_steps`: a client left out of the round may do no work; for CIFAR ``make_epoch_schedule(sizes, 32, "2")`` or ``"2-5"``; an epoch schedule must
         count with the clients' sizes and the engine's ``batch_size``, a ``ValueError`` otherwise).
     seed : the run's seed (batches, augmentation, dropout, sampling streams).
     params : initial global model: ``None`` (the engine's ``model``), an ``nn.Module``
@@ -981,10 +982,11 @@ class StackedEngine:
                 part = round_participation(run.sampling, info.p, run.clients_per_round, run.seed, t)
             except ValueError as exc:
                 raise ValueError(f"runs[{r}]: {exc}") from None
-            steps = np.asarray(run.schedule.local_steps(t))
-            if steps.shape != (len(info.clients),) or steps.dtype.kind not in "iu" or np.any(steps < 1):
-                raise ValueError(f"runs[{r}].schedule.local_steps({t}) must give {len(info.clients)} integers >= 1, "
-                                 f"got {steps!r}")
+            try:  # whole numbers >= 0 (integer-valued floats too), >= 1 for the participants: the reference loop's
+                steps = round_local_steps(run.schedule, t, len(info.clients))  # rule (a client out of the round
+                check_participant_steps(steps, part.clients, t)  # may do no work), so reference_run runs it too
+            except ValueError as exc:
+                raise ValueError(f"runs[{r}].{exc}") from None
             for i in part.clients:
                 rows.append((r, int(i), int(steps[i])))
             parts.append(part)
