@@ -45,7 +45,11 @@ float32/float64 numbers but rounds bfloat16/float16 parameters differently (``fo
 
 Rules, each enforced with an error rather than a silent change of the algorithm:
 
-* one parameter group; momentum, :math:`\mu` and weight decay are set on the solver;
+* one parameter group; momentum, :math:`\mu` and weight decay are set on the solver, and the optimizer steps
+  with its own solver: build it with the algorithm's, ``ClientOptimizer(model.parameters(), algo.solver)``
+  (a round's start made by a solver with a proximal anchor or a momentum buffer that the optimizer's solver
+  does not keep, or the reverse, is refused by :meth:`ClientOptimizer.begin`: an optimizer built with plain
+  SGD and reused for FedProx ran FedAvg);
 * trainable parameters only (``requires_grad``): a frozen one would still be moved by weight
   decay and the proximal term, so it is refused — pass the same subset to :func:`parameters_of`;
 * the learning rate may change between rounds (a ``torch.optim.lr_scheduler`` stepped once
@@ -289,6 +293,25 @@ def _step_in_place(solver: LocalSolver, state: SolverState, params: List[torch.T
     return state._replace(step=k + 1, momentum=momentum, shadow=counter, a_norm=counter[0])
 
 
+def _check_solver_made(given: SolverState, fresh: SolverState, solver: LocalSolver) -> None:
+    r"""Refuse a round's start ``given`` (``algorithm.client_init(server, i)``) that another kind of solver made
+    than the optimizer's ``solver`` (whose own start is ``fresh``): one with a proximal anchor or a momentum buffer
+    where ``solver`` keeps none, or the reverse. The optimizer steps with its own solver, so an optimizer built
+    with plain SGD and reused for FedProx (``make_algorithm("fedprox", proximal_sgd(lr, mu))``) dropped the
+    proximal term and ran FedAvg, and one reused for a momentum solver ran without momentum, without a word."""
+    for part, term, field in (("anchor", "proximal anchor", "mu"), ("momentum", "momentum buffer", "momentum")):
+        has, keeps = getattr(given, part) is not None, getattr(fresh, part) is not None
+        if has != keeps:
+            raise ValueError(
+                f"solver_state {'has a' if has else 'has no'} {term} (a solver with {field} "
+                f"{'> 0' if has else '= 0'} made it, e.g. the algorithm's: algorithm.client_init), but the "
+                f"optimizer's solver {type(solver).__name__}(name={solver.name!r}, {field}={getattr(solver, field)!r}) "
+                f"{'keeps none' if has else 'keeps one'}: it would run its own step, "
+                f"{'without' if has else 'with'} that term; build the optimizer with the algorithm's solver, "
+                "ClientOptimizer(model.parameters(), algorithm.solver) (one optimizer per algorithm), or give the "
+                "round's solver to begin(solver_state, solver=...)")
+
+
 class ClientOptimizer(torch.optim.Optimizer):
     r"""A :class:`fedlib.solvers.LocalSolver` stepping ``params`` in a user's training loop.
 
@@ -434,7 +457,10 @@ class ClientOptimizer(torch.optim.Optimizer):
         """Start a client's round: copy ``solver_state.params`` (:math:`x^{(t,0)}`, a list of
         tensors like the parameters) into the parameters and reset the momentum buffer and
         the :math:`\\|a_i\\|_1` counter. ``solver`` replaces the round's solver (e.g. a client's
-        own, Theorem 3); by default it is the constructor's with the group's current ``lr``. A given
+        own, Theorem 3); by default it is the constructor's with the group's current ``lr``, and ``solver_state``
+        must then be a start that solver's ``init`` makes: one with a proximal anchor or a momentum buffer the
+        solver does not keep, or without one it keeps (another algorithm's solver made it), is a ``ValueError``
+        naming ``solver_state``, as the optimizer would run without (or with) that term. A given
         solver must have the group's ``lr`` as its base learning rate :math:`\\eta`, the unit of every
         client's :math:`\\|a_i\\|_1` (:func:`fedlib.solvers.check_shared_lr`; a client's own step size
         is a factor of it: ``LocalSolver(lr=eta, lr_schedule=lambda k: 3.0)``)."""
@@ -460,16 +486,21 @@ class ClientOptimizer(torch.optim.Optimizer):
                                  "algo.init(parameters_of(model), m)")
         if solver_state.correction is not None:
             _check_like(params, solver_state.correction, "solver_state.correction")
-        self._round_lr = float(group["lr"])
-        solver = solver if solver is not None else self._base.with_lr(self._round_lr)
+        round_lr = float(group["lr"])
+        own = solver is None  # the constructor's solver: solver_state must be one its init makes
+        solver = solver if solver is not None else self._base.with_lr(round_lr)
         if solver_state.correction is not None and not solver.builtin_step:  # its update must add the correction
             self._own_step_checks.check("solver", solver, correction=True)
         start = [v.detach().clone() for v in solver_state.params]
-        copy_into(params, start)
-        self._solver = solver
         # a fresh state from the copied start: the anchor (prox) and the zero momentum
         # buffer never alias the caller's tensors or the live parameters
-        self._state = solver.init(start, solver_state.correction)._replace(params=[p.detach() for p in params])
+        state = solver.init(start, solver_state.correction)
+        if own:
+            _check_solver_made(solver_state, state, solver)
+        self._round_lr = round_lr
+        copy_into(params, start)
+        self._solver = solver
+        self._state = state._replace(params=[p.detach() for p in params])
 
     def _require_round(self) -> None:
         if self._state is None:

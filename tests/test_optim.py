@@ -784,3 +784,37 @@ def test_parameters_of_names_a_state_dict_or_named_parameters():
         parameters_of([model.weight, "bias"])
     subset = parameters_of([p for name, p in model.named_parameters() if name == "weight"])
     assert len(subset) == 1 and torch.equal(subset[0], model.weight.detach())
+
+
+@pytest.mark.parametrize("algorithm_solver,optimizer_solver,match", [
+    (proximal_sgd(0.1, mu=1.0), sgd(0.1),
+     r"^solver_state has a proximal anchor \(a solver with mu > 0 made it.*the optimizer's solver "
+     r"LocalSolver\(name='sgd', mu=0\.0\) keeps none: it would run its own step, without that term; build the "
+     r"optimizer with the algorithm's solver, ClientOptimizer\(model\.parameters\(\), algorithm\.solver\)"),
+    (momentum_sgd(0.1, 0.9), sgd(0.1),
+     r"^solver_state has a momentum buffer \(a solver with momentum > 0 made it.*LocalSolver\(name='sgd', "
+     r"momentum=0\.0\) keeps none"),
+    (sgd(0.1), momentum_proximal_sgd(0.1, 0.5, mu=0.5),
+     r"^solver_state has no proximal anchor \(a solver with mu = 0 made it.*name='momentum-prox', mu=0\.5\) "
+     r"keeps one: it would run its own step, with that term"),
+], ids=["fedprox-with-sgd", "momentum-with-sgd", "sgd-with-momentum-prox"])
+def test_begin_refuses_a_round_start_made_by_another_kind_of_solver(algorithm_solver, optimizer_solver, match):
+    """One optimizer reused across algorithms: begin() steps with the optimizer's solver, so FedProx's start
+    (algorithm.client_init, with its proximal anchor) on an optimizer built with plain SGD ran FedAvg, bit for
+    bit, and a momentum solver's start ran without momentum, without a word. A start whose anchor or momentum
+    buffer the optimizer's solver does not keep (or the reverse) is now refused; a solver given to begin()
+    replaces the round's solver as before."""
+    name = "fedprox" if algorithm_solver.mu > 0 and algorithm_solver.momentum == 0 else "fednova"
+    algo = make_algorithm(name, algorithm_solver)
+    model = _model()
+    server = algo.init(parameters_of(model), 2)
+    opt = ClientOptimizer(model.parameters(), optimizer_solver)
+    before = parameters_of(model)
+    with pytest.raises(ValueError, match=match):
+        opt.begin(algo.client_init(server, 0))
+    assert _max_diff(parameters_of(model), before) == 0 and opt.local_steps == 0  # nothing started
+    opt.begin(algo.client_init(server, 0), solver=optimizer_solver)  # given explicitly: this client's own solver
+    assert opt.solver is optimizer_solver
+    matching = ClientOptimizer(model.parameters(), algo.solver)  # the README's optimizer
+    matching.begin(algo.client_init(server, 1))
+    assert matching.solver.mu == algorithm_solver.mu and matching.solver.momentum == algorithm_solver.momentum
