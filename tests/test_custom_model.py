@@ -808,3 +808,19 @@ def test_features_that_carry_an_autograd_graph_are_taken_as_data():
     direct = TensorEngine(model, torch.cat(encoded), torch.cat(ys), [RunSpec(make_algorithm("fednova", sgd(0.1)),
                           [np.arange(5), np.arange(5, 22)], FixedSteps([1, 2]))], rounds=1, dtype=torch.float64)
     assert not direct._features.requires_grad
+
+
+@pytest.mark.parametrize("where", ["labels", "test_labels"])
+def test_tensor_engine_names_labels_the_model_has_no_logit_for(where):
+    """Labels 0..4 for a model with 3 logits: TensorEngine took them and the first round failed with torch's
+    'index 3 is out of bounds for dimension 2 with size 3' (a device-side assert on CUDA), naming neither the
+    labels nor K (train_clients checked them, TensorEngine did not). Now refused at construction, by name."""
+    labels = torch.arange(8) % 3
+    bad = torch.arange(8) % 5
+    kwargs = {"test_features": _features(), "test_labels": bad if where == "test_labels" else labels}
+    with pytest.raises(ValueError, match=rf"^{where}: labels must lie in 0\.\.2 \(the model has 3 logits\), got 0\.\.4$"):
+        TensorEngine(nn.Linear(6, 3).double(), _features(), bad if where == "labels" else labels, [_run()], rounds=1,
+                     batch_size=2, **kwargs)
+    engine = TensorEngine(nn.Linear(6, 5).double(), _features(), bad, [_run()], rounds=1, batch_size=2,
+                          test_features=_features(), test_labels=bad)  # five logits: the same labels train
+    assert np.isfinite(engine.run_round()[0].test_loss)

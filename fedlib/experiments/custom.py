@@ -76,7 +76,8 @@ class TensorEngine(StackedEngine):
     """:class:`~fedlib.engines.stacked.StackedEngine` (``path="vmap"``) on feature tensors instead of uint8 images.
 
     ``features`` ``(N, *shape)`` float, ``labels`` ``(N,)`` int; optional ``test_features`` /
-    ``test_labels`` (both or neither; the labels integers >= 0). Everything else — runs,
+    ``test_labels`` (both or neither); every label in ``0..K-1``, ``K`` the model's logits (``ValueError`` naming
+    ``labels`` / ``test_labels`` otherwise). Everything else — runs,
     clients as index arrays, schedules, solver update, aggregation, evaluation — is the
     parent's; only the two input hooks differ: :meth:`train_batch` gathers feature rows and
     :meth:`test_batches` yields the test features (the way to feed any data to the engine).
@@ -103,6 +104,10 @@ class TensorEngine(StackedEngine):
         super().__init__(model, stub, runs, rounds=rounds, path="vmap", augment=False, padding=0, mean=(0.0,),
                          std=(1.0,), **options)
         self._features = _cast_features(x, self.device, self.dtype, "features")
+        # labels the logits cannot index failed in the first round as "index 3 is out of bounds for dimension 2
+        # with size 3" (a device-side assert on CUDA), naming neither the labels nor the model's K
+        num_classes = _num_classes(model, x)
+        _check_labels(y, num_classes, "labels")
         # each run's initial global model, for reference_differences' check of the model it is given
         self._initial = [{n: t.detach().cpu().clone() for n, t in st.params.items()} for st in self.states]
         self._test_features = None
@@ -113,6 +118,7 @@ class TensorEngine(StackedEngine):
             if not tx.is_floating_point() or not bool(torch.isfinite(tx).all()):
                 raise ValueError(f"test_features must be finite floats, got {tx.dtype} with NaN/inf or not float")
             _check_int_labels(ty, "test_labels")  # a float label would be truncated, a negative one fail in evaluate
+            _check_labels(ty, num_classes, "test_labels")
             self._test_features = _cast_features(tx, self.device, self.dtype, "test_features")
             self._test_feature_labels = ty.to(self.device, torch.int64)
 
