@@ -1466,3 +1466,35 @@ def test_stacked_engine_flags_must_be_true_or_false(model, data, flag, value):
     numpy.train()
     assert (numpy.augment, numpy.dropout) == (False, True) and type(numpy.augment) is bool
     assert all(torch.equal(plain.params(0)[n], numpy.params(0)[n]) for n in plain.params(0))
+
+
+def test_load_state_dict_refuses_unnamed_runs_in_another_order(data):
+    """Run names may be left empty, and then the checkpoint's run_names ('', '') matched any order: a FedAvg and
+    a FedNova run given in the other order on resume each continued from the other's state, without a word.
+    state_dict now stores each run's algorithm, solver, server optimizer, seed and client sizes, and
+    load_state_dict refuses a run that differs, naming it and what differs."""
+    model = nn.Sequential(nn.Flatten(), nn.Linear(3 * 32 * 32, 10)).double()
+    sizes = [5, 4]
+
+    def runs(order):
+        specs = {name: RunSpec(make_algorithm(name, sgd(0.05)), _clients(0, sizes), FixedSteps([1, 2]), seed=1,
+                               lr_at=lambda t: 0.05) for name in ("fedavg", "fednova")}
+        return [specs[name] for name in order]
+
+    def engine(order):
+        return StackedEngine(model, data, runs(order), rounds=2, path="vmap", dtype=torch.float64, batch_size=B,
+                             augment=False)
+
+    first = engine(("fedavg", "fednova"))
+    first.run_round()
+    saved = first.state_dict()
+    with pytest.raises(ValueError, match=re.escape("state: run 0 of the checkpoint is not the engine's run 0 (they "
+                                                   "differ in algorithm: algorithm 'fedavg' vs 'fednova'); give the "
+                                                   "engine the same runs in the same order")):
+        engine(("fednova", "fedavg")).load_state_dict(saved)
+    same = engine(("fedavg", "fednova"))
+    same.load_state_dict(saved)
+    first.run_round(), same.run_round()
+    assert all(_max_rel(a.params, b.params) == 0 for a, b in zip(first.states, same.states))
+    older = {k: v for k, v in saved.items() if k != "run_specs"}  # a checkpoint written before run_specs
+    engine(("fedavg", "fednova")).load_state_dict(older)

@@ -1307,13 +1307,22 @@ class StackedEngine:
             return x.detach().cpu().clone() if torch.is_tensor(x) else x
 
         return {"round": int(self.round_index), "num_runs": self.num_runs, "rounds": int(self.rounds),
-                "run_names": [r.name for r in self.runs], "states": [tree_map(cpu, s) for s in self.states],
+                "run_names": [r.name for r in self.runs], "run_specs": self._run_specs(),
+                "states": [tree_map(cpu, s) for s in self.states],
                 "history": to_numpy_tree([list(h) for h in self.history])}
+
+    def _run_specs(self) -> list:
+        """What tells the runs apart besides their names (which may be empty): each run's algorithm, local solver,
+        server optimizer, seed and client sizes, as :meth:`state_dict` stores them for :meth:`load_state_dict`."""
+        return [{"algorithm": run.algorithm.name, "solver": run.algorithm.solver.name,
+                 "server": run.algorithm.server.name, "seed": int(run.seed),
+                 "client_sizes": [int(n) for n in info.sizes]} for run, info in zip(self.runs, self._info)]
 
     def load_state_dict(self, state: Mapping) -> None:
         """Restore :meth:`state_dict` (tensors moved to this engine's device and dtype). The runs must
-        be the same, in the same order (their names), and so must the number of rounds (it sets the
-        learning-rate schedule of the remaining rounds)."""
+        be the same, in the same order (their names, and each run's algorithm, local solver, server optimizer,
+        seed and client sizes: ``ValueError`` naming the run otherwise), and so must the number of rounds (it sets
+        the learning-rate schedule of the remaining rounds)."""
         if int(state.get("num_runs", -1)) != self.num_runs:
             raise ValueError(f"state: {state.get('num_runs')} runs in the checkpoint, the engine has {self.num_runs}")
         names = [r.name for r in self.runs]
@@ -1343,6 +1352,13 @@ class StackedEngine:
             why = server_state_mismatch(run.algorithm, s)
             if why is not None:
                 raise ValueError(f"state: run {r} ({run.name}): {why}")
+        if "run_specs" in state:  # unnamed runs in another order passed the names' check: each state on another run
+            for r, (saved, own) in enumerate(zip(state["run_specs"], self._run_specs())):
+                if dict(saved) != own:
+                    diff = sorted(k for k in set(saved) | set(own) if saved.get(k) != own.get(k))
+                    values = ", ".join(f"{k} {saved.get(k)!r} vs {own.get(k)!r}" for k in diff)
+                    raise ValueError(f"state: run {r} of the checkpoint is not the engine's run {r} (they differ in "
+                                     f"{', '.join(diff)}: {values}); give the engine the same runs in the same order")
         self.states = [tree_map(to_device, s) for s in state["states"]]
         self.round_index = rnd
         self.history = [list(h) for h in state.get("history", [])]
