@@ -1,12 +1,14 @@
 """fedlib.experiments.quadratic: simulated limits, divergence marking, App. D.1 helpers, and their
 inputs (quadratic_algorithm's mu, two_client_sweep's step counts, rounds_to_converge's reduction,
-run_quadratic's x0 and reference, loglog_slope's values); the fixed-point check at a zero fixed point."""
+run_quadratic's x0 and reference, loglog_slope's values); the fixed-point check at a zero fixed point; the
+small-eta limits and the unequal-weights check of chapter 2 (and that it catches an engine that drops p_i)."""
 import numpy as np
 import pytest
 
 from fedlib import theory
 from fedlib.experiments import quadratic as Q
 from fedlib.problems import random_quadratic
+from fedlib.problems.quadratic import QuadraticProblem
 from fedlib.schedules import FixedSteps, RandomSteps
 
 
@@ -283,3 +285,69 @@ def test_round_map_radii_are_the_largest_eigenvalue_modulus_to_the_bit(seed):
     for name in ("fednova", "scaffold"):
         M = A.variant_round_map(prob, name, lr, steps).M
         assert A.variant_radius(prob, name, lr, steps) == plain(M)
+
+
+# ---------------------------------------------------------------- unequal weights (chapter 2)
+@pytest.fixture(scope="module")
+def unequal():
+    """Unequal p_i (proportional to 1..5) on a random instance with heterogeneous tau_i."""
+    p = np.arange(1, 6) / 15
+    return random_quadratic(5, 3, seed=4, p=p), np.array([1, 4, 2, 7, 3])
+
+
+@pytest.mark.parametrize("name", ["fedavg", "fedprox", "fednova"])
+def test_small_lr_limit_is_where_the_fixed_point_goes(unequal, name):
+    """The closed-form fixed point at eta = 1e-6 (FedProx at mu = 1: alpha = 1e-6) is within 1e-4 of the limit,
+    and the limit written out: argmin sum_i w_i F_i = (sum_i w_i H_i)^-1 sum_i w_i e_i with
+    w_i = p_i tau_i / sum_j p_j tau_j (FedAvg, FedProx) or p_i (FedNova)."""
+    prob, tau = unequal
+    limit = Q.small_lr_limit(prob, name, tau)
+    w = prob.p if name == "fednova" else prob.p * tau / (prob.p @ tau)
+    written = np.linalg.solve(np.einsum("i,ijk->jk", w, prob.H), w @ prob.e)
+    np.testing.assert_allclose(limit, written, rtol=0, atol=1e-12 * np.linalg.norm(written))
+    near = Q.fixed_point(prob, name, 1e-6, tau, mu=1.0 if name == "fedprox" else 0.0)
+    assert np.linalg.norm(near - limit) < 1e-4 * np.linalg.norm(limit)
+
+
+def test_small_lr_limit_with_other_weights_is_that_problems_limit(unequal):
+    prob, tau = unequal
+    uniform = np.full(5, 0.2)
+    same = QuadraticProblem(prob.H, prob.e, uniform)
+    for name in ("fedavg", "fednova"):
+        np.testing.assert_array_equal(Q.small_lr_limit(prob, name, tau, weights=uniform),
+                                      Q.small_lr_limit(same, name, tau))
+        # with these p_i the two points are far apart: the check below can tell them apart
+        assert np.linalg.norm(Q.small_lr_limit(prob, name, tau) - Q.small_lr_limit(same, name, tau)) > 0.5
+    with pytest.raises(ValueError, match="name"):
+        Q.small_lr_limit(prob, "vrlsgd", tau)
+    with pytest.raises(ValueError, match="local_steps"):
+        Q.small_lr_limit(prob, "fedavg", tau[:4])
+    with pytest.raises(ValueError, match="p"):
+        Q.small_lr_limit(prob, "fedavg", tau, weights=[0.5, 0.5, 0.5, 0.5, 0.5])
+
+
+def test_weighted_limit_check_passes_on_the_library(unequal):
+    prob, tau = unequal
+    checks = Q.weighted_limit_check(prob, tau, 0.01)
+    assert [c.name for c in checks] == ["fedavg", "fednova"]
+    for c in checks:
+        assert c.rel_error < 1e-10 and 9 < c.target_distance / c.tenth_distance < 11, c
+        assert c.target_distance < 0.2 * c.uniform_distance, c
+        assert c.separation == pytest.approx(np.linalg.norm(c.target - c.uniform_target), rel=1e-15)
+        assert c.rounds == Q.rounds_to_converge(prob, c.name, 0.01, tau)
+
+
+def test_weighted_limit_check_catches_an_engine_that_drops_p(unequal, monkeypatch):
+    """The engine averaging with 1/m instead of p_i: the simulated limit leaves the closed form and lands O(eta) from
+    the 1/m point, whose distance to the p_i point does not shrink with eta (the ratio to the lr / 10 closed form is
+    far from 10)."""
+    prob, tau = unequal
+    real = Q.run_sequential
+
+    def uniform_engine(algorithm, params, grad_fn, p, *args, **kwargs):
+        return real(algorithm, params, grad_fn, np.full(len(p), 1.0 / len(p)), *args, **kwargs)
+
+    monkeypatch.setattr(Q, "run_sequential", uniform_engine)
+    for c in Q.weighted_limit_check(prob, tau, 0.01):
+        assert c.rel_error > 1e-3, c
+        assert c.target_distance / c.tenth_distance > 20 and c.uniform_distance < c.target_distance, c

@@ -43,12 +43,15 @@ __all__ = [
     "rounds_to_converge",
     "surrogate_optimum",
     "tau_weighted_optimum",
+    "small_lr_limit",
     "identity_quadratic",
     "two_client_problem",
     "instance_seed",
     "fixed_local_steps",
     "FixedPointCheck",
     "fixed_point_check",
+    "WeightedLimitCheck",
+    "weighted_limit_check",
     "TwoClientPoint",
     "two_client_sweep",
     "loglog_slope",
@@ -201,6 +204,45 @@ def tau_weighted_optimum(problem: QuadraticProblem, local_steps: Any) -> np.ndar
     return surrogate_optimum(problem, w / w.sum())
 
 
+def small_lr_limit(problem: QuadraticProblem, name: str, local_steps: Any, weights: Any = None) -> np.ndarray:
+    r"""Where the fixed point of ``name`` (``fedavg``, ``fedprox``, ``fednova``; full participation, full-batch
+    local GD) goes as :math:`\eta \to 0`: the minimiser of the surrogate :math:`\tilde F = \sum_i w_i F_i` of
+    Theorem 1 (paper §4, eq. 6; Lemma 1 for general :math:`H_i`), with the weights :math:`p_i` of ``weights``
+    (default ``problem.p``):
+
+    * FedAvg with plain SGD (:math:`\|a_i\|_1 = \tau_i`), and FedProx at a fixed :math:`\mu`
+      (:math:`\alpha = \eta\mu \to 0`): :math:`w_i = p_i\tau_i / \sum_j p_j\tau_j`. Its fixed point solves
+      :math:`\sum_i p_i K_i (H_i x - e_i) = 0` with :math:`K_i = \eta\tau_i I + O(\eta^2)`
+      (:func:`fedlib.theory.quadratic_local_operator`), i.e. :math:`\sum_i p_i\tau_i\nabla F_i(x) = O(\eta)`
+      (:func:`tau_weighted_optimum`);
+    * FedNova: :math:`w_i = p_i`, the true optimum :math:`x^* = (\sum_i p_iH_i)^{-1}\sum_i p_ie_i` of
+      :math:`F = \sum_i p_i F_i` (its coefficients
+      :math:`\tau_{\text{eff}} p_i K_i / \tau_i = \eta\,\tau_{\text{eff}}\,p_i I + O(\eta^2)`).
+
+    Both are :math:`O(\eta)` from the fixed point at a step :math:`\eta` (:func:`fixed_point`). ``weights``
+    = :math:`1/m` gives the point an implementation that drops the :math:`p_i` (averages with :math:`1/m`)
+    converges to: chapter 2's unequal-weights section (:func:`weighted_limit_check`) asserts that the
+    simulated limits are near the first and far from the second.
+
+    Example
+    -------
+    Scalar clients :math:`H_i = 1`, :math:`e = (1, -1)` (local optima :math:`\pm 1`), :math:`p = (3/4, 1/4)`,
+    :math:`\tau = (1, 3)`: :math:`p_i\tau_i = (3/4, 3/4)`, so FedAvg's :math:`w = (1/2, 1/2)` and its limit is
+    :math:`0`; FedNova's is :math:`x^* = 3/4 - 1/4 = 1/2`; with :math:`p_i = 1/2` instead FedAvg's would be
+    :math:`(1 - 3)/4 = -1/2`:
+
+    >>> prob = QuadraticProblem(np.ones((2, 1, 1)), np.array([[1.0], [-1.0]]), np.array([0.75, 0.25]))
+    >>> [float(small_lr_limit(prob, n, [1, 3])[0]) for n in ("fedavg", "fednova")]
+    [0.0, 0.5]
+    >>> float(small_lr_limit(prob, "fedavg", [1, 3], weights=[0.5, 0.5])[0])
+    -0.5
+    """
+    check_choice("name", name, CLOSED_FORM)
+    steps = check_local_steps("local_steps", local_steps, size=problem.num_clients)
+    weighted = problem if weights is None else QuadraticProblem(problem.H, problem.e, weights)
+    return tau_weighted_optimum(weighted, steps) if name != "fednova" else weighted.optimum()
+
+
 # ---------------------------------------------------------------- problems
 def identity_quadratic(num_clients: int, dim: int, seed: int = 0, spread: float = 5.0, p: Any = None) -> QuadraticProblem:
     r"""Lemma 1's setting: :math:`H_i = I` exactly, :math:`e_i = x_i^* \sim N(0, \text{spread}^2 I)`
@@ -278,6 +320,73 @@ def fixed_point_check(problem: QuadraticProblem, local_steps: Any, lr: float, mu
         scale = float(np.linalg.norm(xt)) or 1.0  # x~ = 0: the absolute error (0/0 would be nan)
         out.append(FixedPointCheck(name, rounds, round_map_radius(problem, name, lr, steps, mu), xt, run.params,
                                    float(run.distances[-1] / scale), float(np.linalg.norm(xt - xs))))
+    return out
+
+
+class WeightedLimitCheck(NamedTuple):
+    r"""One algorithm of :func:`weighted_limit_check`: its simulated limit at the step ``lr`` against the
+    closed form at that step and against its :math:`\eta \to 0` point (:func:`small_lr_limit`).
+
+    ``simulated`` is :math:`x^{(T,0)}` (from 0, :math:`\rho^T \le` ``reduction``), ``rel_error`` its
+    relative distance to the closed-form fixed point (App. A), ``target`` :math:`\tilde x_0` / ``uniform_target``
+    :math:`\tilde x_0^{1/m}` the :math:`\eta \to 0` point with the problem's :math:`p_i` / with :math:`p_i = 1/m`,
+    ``target_distance`` :math:`\|x^{(T,0)} - \tilde x_0\|` (the :math:`O(\eta)` term), ``uniform_distance``
+    :math:`\|x^{(T,0)} - \tilde x_0^{1/m}\|`, ``separation`` :math:`\|\tilde x_0 - \tilde x_0^{1/m}\|`, and
+    ``tenth_distance`` the closed-form fixed point's distance to :math:`\tilde x_0` at ``lr / 10`` (a tenth of the
+    :math:`O(\eta)` term when the limit is :math:`\tilde x_0`)."""
+
+    name: str
+    rounds: int
+    simulated: np.ndarray
+    rel_error: float
+    target: np.ndarray
+    uniform_target: np.ndarray
+    target_distance: float
+    uniform_distance: float
+    separation: float
+    tenth_distance: float
+
+
+def weighted_limit_check(problem: QuadraticProblem, local_steps: Any, lr: float,
+                         names: Sequence[str] = ("fedavg", "fednova"), mu: float = 0.0,
+                         reduction: float = 1e-13) -> list[WeightedLimitCheck]:
+    r"""Chapter 2's check for unequal weights :math:`p_i`: simulate each algorithm of ``names`` (fixed
+    :math:`\tau_i`, full-batch local GD at step ``lr``, from 0 for :func:`rounds_to_converge` rounds, as
+    :func:`fixed_point_check`) and put its limit next to
+
+    * the closed-form fixed point at ``lr`` (App. A): ``rel_error``;
+    * the paper's :math:`\eta \to 0` point with the problem's :math:`p_i` (:func:`small_lr_limit`: FedAvg's
+      :math:`\arg\min\sum_i w_iF_i`, :math:`w_i = p_i\tau_i/\sum_j p_j\tau_j`; FedNova's :math:`x^*` of
+      :math:`\sum_i p_iF_i`), and the same point with :math:`p_i = 1/m`, where an implementation that drops
+      the :math:`p_i` converges to.
+
+    With :math:`p_i = 1/m` the two points coincide and nothing tells a :math:`p`-dropping implementation
+    apart. With unequal :math:`p_i` the simulated limit must be :math:`O(\eta)` from the first: its
+    ``target_distance`` is about ten times the closed form's at ``lr / 10`` (``tenth_distance``), where an
+    implementation whose limit is another point keeps a distance that does not shrink with :math:`\eta`;
+    and it lies nearer the first point than the second (``target_distance < uniform_distance``).
+
+    Example
+    -------
+    >>> from fedlib.problems import random_quadratic
+    >>> prob = random_quadratic(4, 3, seed=0, p=[0.1, 0.2, 0.3, 0.4])
+    >>> checks = weighted_limit_check(prob, [1, 2, 5, 3], 0.01)
+    >>> [(c.name, c.rel_error < 1e-10, 9 < c.target_distance / c.tenth_distance < 11,
+    ...   c.target_distance < c.uniform_distance) for c in checks]
+    [('fedavg', True, True, True), ('fednova', True, True, True)]
+    """
+    steps = check_local_steps("local_steps", local_steps, size=problem.num_clients)
+    lr = check_positive("lr", lr)
+    uniform = np.full(problem.num_clients, 1.0 / problem.num_clients)
+    out = []
+    for c in fixed_point_check(problem, steps, lr, mu, names=names, reduction=reduction):
+        target = small_lr_limit(problem, c.name, steps)
+        other = small_lr_limit(problem, c.name, steps, weights=uniform)
+        tenth = fixed_point(problem, c.name, lr / 10, steps, mu)
+        out.append(WeightedLimitCheck(c.name, c.rounds, c.simulated, c.rel_error, target, other,
+                                      float(np.linalg.norm(c.simulated - target)),
+                                      float(np.linalg.norm(c.simulated - other)), float(np.linalg.norm(target - other)),
+                                      float(np.linalg.norm(tenth - target))))
     return out
 
 
