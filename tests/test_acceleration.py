@@ -2,7 +2,8 @@
 (variance reduction, local momentum, server momentum) against the library's own rounds,
 on random problems, states and local steps; the fixed points they imply; measured_rate's inputs, and those of
 iterate_round_maps, initial_state, logistic_losses and perturbation_growth; read_vr_count / read_vr_spectrum
-name a missing field."""
+name a missing field; vr_limit (chapter 10's unequal weights), and that an engine whose correction
+averages with 1/m goes to its 1/m point."""
 from __future__ import annotations
 
 import numpy as np
@@ -466,3 +467,62 @@ def test_limit_distances_reads_names_and_lrs_once_and_checks_each_rate():
                              (["fedavg"], 0.01, "lrs must be a sequence"), ("fedavg", [0.01], "names must be a sequence")):
         with pytest.raises(ValueError, match=says):
             A.limit_distances(prob, names, lrs, steps)
+
+
+# ---------------------------------------------------------------- vr_limit (chapter 10's unequal-weights check)
+@pytest.mark.parametrize("seed", [0, 1])
+@pytest.mark.parametrize("lr", [0.02, 0.1])
+def test_vr_limit_is_the_closed_form_limit_of_every_vr_variant(seed, lr):
+    """Unequal p_i (Dirichlet): the limit of the closed-form round map (variant_limit) is vr_limit's x* for SCAFFOLD and
+    FedNova-VR (with local momentum too) at every lr; VRLSGD's, iterated from zero variates, is the minimiser of
+    sum_i p_i tau_i F_i; with 1/m instead of p_i those points move by far more than the tolerances."""
+    prob, steps, _ = _random_setting(seed)
+    x_star = prob.optimum()
+    for name in ("scaffold", "fednova-vr", "fednova-vr-momentum"):
+        np.testing.assert_allclose(A.vr_limit(prob, name), x_star, rtol=0, atol=1e-12 * np.linalg.norm(x_star))
+        np.testing.assert_allclose(A.variant_limit(prob, name, lr, steps), A.vr_limit(prob, name, steps),
+                                   rtol=0, atol=1e-10 * np.linalg.norm(x_star))
+    w = prob.p * steps / (prob.p @ steps)
+    surrogate = np.linalg.solve(np.einsum("i,ijk->jk", w, prob.H), w @ prob.e)
+    np.testing.assert_allclose(A.vr_limit(prob, "vrlsgd", steps), surrogate, rtol=0,
+                               atol=1e-12 * np.linalg.norm(surrogate))
+    rm = A.variant_round_map(prob, "vrlsgd", lr, steps)
+    s = A.initial_state(prob, "vrlsgd")
+    for _ in range(3000):
+        s = rm.M @ s + rm.b
+    np.testing.assert_allclose(s[:prob.dim], surrogate, rtol=0, atol=1e-9 * np.linalg.norm(surrogate))
+    uniform = np.full(prob.num_clients, 1.0 / prob.num_clients)
+    for name, steps_ in (("scaffold", None), ("vrlsgd", steps)):
+        assert np.linalg.norm(A.vr_limit(prob, name, steps_, weights=uniform) - A.vr_limit(prob, name, steps_)) > 1e-3
+
+
+def test_a_correction_averaged_with_one_over_m_stops_at_vr_limits_uniform_point(monkeypatch):
+    """vr_limit's docstring: a correction sum_j c_j / m instead of sum_j p_j c_j stops at argmin sum_j F_j / m, not at
+    x* (the library's engine with that bug injected, for SCAFFOLD and FedNova-VR)."""
+    import fedlib.algorithms as algorithms
+
+    prob, steps, _ = _random_setting(3)
+    uniform = np.full(prob.num_clients, 1.0 / prob.num_clients)
+    real = algorithms.update_control_variates
+
+    def one_over_m(variates, clients, deltas, lr, a_norms, p, *args, **kwargs):
+        return real(variates, clients, deltas, lr, a_norms, uniform, *args, **kwargs)
+
+    monkeypatch.setattr(algorithms, "update_control_variates", one_over_m)
+    wrong = A.vr_limit(prob, "scaffold", weights=uniform)
+    for name in ("scaffold", "fednova-vr"):
+        run = A.run_variant(prob, name, 0.05, FixedSteps(steps), 600, reference=wrong)
+        assert run.distances[-1] < 1e-9 * np.linalg.norm(wrong), (name, run.distances[-1])
+        assert np.linalg.norm(run.params - A.vr_limit(prob, name)) > 1e-2
+
+
+@pytest.mark.parametrize("call,match", [
+    (lambda prob: A.vr_limit(prob, "fednova"), "^name must be a variance-reduced variant"),
+    (lambda prob: A.vr_limit(prob, "vrlsgd"), "^local_steps: VRLSGD's limit depends"),
+    (lambda prob: A.vr_limit(prob, "scaffold", [1, 2]), "local_steps"),
+    (lambda prob: A.vr_limit(prob, "scaffold", weights=[0.5, 0.6, 0.1, 0.1]), "p"),
+])
+def test_vr_limit_refuses(call, match):
+    prob, _, _ = _random_setting(0)
+    with pytest.raises(ValueError, match=match):
+        call(prob)

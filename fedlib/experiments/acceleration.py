@@ -56,8 +56,8 @@ from ..problems.quadratic import QuadraticProblem
 from ..schedules import FixedSteps
 from ..server import momentum as server_momentum
 from ..solvers import momentum_sgd, sgd
-from ..theory import (VR_ALGORITHMS, _radius_or_inf, quadratic_round_map, quadratic_vr_round_map,
-                      server_momentum_round_map, spectral_radius)
+from ..theory import (VR_ALGORITHMS, _radius_or_inf, quadratic_global_optimum, quadratic_round_map,
+                      quadratic_vr_round_map, server_momentum_round_map, spectral_radius)
 from .quadratic import QuadraticRun, run_quadratic
 from .surrogate import flat_directions, newton_minimize
 
@@ -70,6 +70,7 @@ __all__ = [
     "initial_state",
     "variant_limit",
     "variant_radius",
+    "vr_limit",
     "iterate_round_maps",
     "run_variant",
     "measured_rate",
@@ -223,6 +224,55 @@ def variant_limit(problem: QuadraticProblem, name: str, lr: float, local_steps: 
     Raises for ``vrlsgd`` (its limit depends on the start: it conserves
     :math:`\sum_i p_i\tau_i c_i`) and when the round map does not contract."""
     return _limit_and_radius(problem, name, lr, local_steps, **coefficients)[0]
+
+
+def vr_limit(problem: QuadraticProblem, name: str, local_steps: Any = None, weights: Any = None) -> np.ndarray:
+    r"""Where the model of a variance-reduced variant converges, at every learning rate: full participation,
+    full-batch local GD (with or without local momentum), zero initial variates, the weights :math:`p_i` of
+    ``weights`` (default ``problem.p``), and a round map that contracts (:func:`variant_radius` < 1; VRLSGD: on
+    every direction but its conserved one).
+
+    * SCAFFOLD and FedNova-VR (``scaffold``, ``fednova-vr``, ``fednova-vr-momentum``): :math:`x^* =
+      (\sum_i p_iH_i)^{-1}\sum_i p_ie_i`, the minimiser of :math:`F = \sum_i p_iF_i`. At :math:`x^*` with
+      :math:`c_i = \nabla F_i(x^*)` the corrected gradient :math:`\nabla F_i(x) + \sum_j p_jc_j - c_i` is 0 at the
+      round's start, so no client moves and every variate stays: that state is a fixed point of every round's map,
+      and the limit when the map contracts. The aggregation's weights do not enter; a correction that averaged
+      the :math:`c_j` with :math:`1/m` would stop at the minimiser of :math:`\frac1m\sum_j F_j` instead
+      (``weights`` = :math:`1/m`).
+    * VRLSGD with fixed ``local_steps`` :math:`\tau_i` (its limit depends on the start): its update
+      :math:`c_i \leftarrow c_i - (\Delta_i - \sum_j p_j\Delta_j)/(\eta\tau_i)` conserves :math:`\sum_i p_i\tau_ic_i`,
+      0 from zero variates, and :math:`\bar c = 0`, so its fixed point (:math:`c_i = \nabla F_i(x)`, no client
+      moves) has :math:`\sum_i p_i\tau_i\nabla F_i(x) = 0`: the minimiser of :math:`\sum_i p_i\tau_iF_i`, FedAvg's
+      small-:math:`\eta` surrogate (chapter 2).
+
+    Chapter 10 asserts that the library's runs end there (part 2's unequal-weights check, :math:`p_i \propto i`).
+
+    Example
+    -------
+    Scalar clients :math:`H_i = 1`, :math:`e = (1, -1)`, :math:`p = (3/4, 1/4)`: :math:`x^* = 1/2` for SCAFFOLD,
+    :math:`0` with :math:`1/m` weights; VRLSGD with :math:`\tau = (1, 3)` weighs both clients by
+    :math:`p_i\tau_i = 3/4` and stops at 0:
+
+    >>> prob = QuadraticProblem(np.ones((2, 1, 1)), np.array([[1.0], [-1.0]]), np.array([0.75, 0.25]))
+    >>> vr_limit(prob, "scaffold").tolist(), vr_limit(prob, "scaffold", weights=[0.5, 0.5]).tolist()
+    ([0.5], [0.0])
+    >>> vr_limit(prob, "vrlsgd", [1, 3]).tolist()
+    [0.0]
+    """
+    v = _variant(name)
+    if v.algorithm not in VR_ALGORITHMS:
+        vr = tuple(n for n, x in VARIANTS.items() if x.algorithm in VR_ALGORITHMS)
+        raise ValueError(f"name must be a variance-reduced variant {vr}, got {name!r} (variant_limit gives the "
+                         "others' limits)")
+    p = problem.p if weights is None else QuadraticProblem(problem.H, problem.e, weights).p
+    if v.algorithm == "vrlsgd":
+        if local_steps is None:
+            raise ValueError("local_steps: VRLSGD's limit depends on the fixed local steps tau_i; give them")
+        p = p * check_local_steps("local_steps", local_steps, size=problem.num_clients)
+        p = p / p.sum()
+    elif local_steps is not None:
+        check_local_steps("local_steps", local_steps, size=problem.num_clients)  # unused, but a wrong one is a mistake
+    return quadratic_global_optimum(problem.H, problem.e, p)
 
 
 def _limit_and_radius(problem: QuadraticProblem, name: str, lr: float, local_steps: Any,
