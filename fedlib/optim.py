@@ -68,7 +68,10 @@ Buffers (BatchNorm running statistics) are not parameters moved by gradient step
 outside the update rule: give each client the global buffers at the start of its round
 (:func:`copy_into` on ``model.buffers()``) and average the clients' ones after it
 (:func:`buffers_of`, :func:`average_buffers` with weights :math:`p_i`); normalising them by
-:math:`\|a_i\|_1` is a known mistake of existing implementations.
+:math:`\|a_i\|_1` is a known mistake of existing implementations. They are not in the server state either: to
+resume, checkpoint them with it, e.g. ``save_checkpoint(path, ..., state={"server": server, "buffers": buffers})``
+(a run resumed without them trains the same parameters, training mode normalising with each batch's statistics,
+but its running statistics restart from the model's initial ones, so its evaluations differ).
 
 Example
 -------
