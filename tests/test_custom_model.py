@@ -353,6 +353,38 @@ def test_train_clients_names_the_client_whose_features_overflow_float32():
         train_clients(nn.Linear(6, 3), [x[:4], x[4:]], ys, rounds=1, lr=0.1, batch_size=2, dtype=torch.float32)
 
 
+def test_reversed_numpy_views_train_as_their_copies():
+    """Numpy views with a negative stride (``x[::-1]``: a reversed or flipped data set) were refused by train_clients
+    with "client_x[0] must be a tensor or array (At least one stride in the given numpy array is negative ...)", and
+    made StackedEngine and reference_run fail inside torch (``data.train_images[:, :, ::-1]``, a horizontally
+    flipped image set). They are copied now: the histories equal those of contiguous copies, bit for bit."""
+    from types import SimpleNamespace
+
+    from fedlib.engines.stacked import StackedEngine
+
+    rng = np.random.default_rng(0)
+    x, y = rng.standard_normal((16, 6))[::-1], (np.arange(16) % 3)[::-1]
+    assert x.strides[0] < 0 and y.strides[0] < 0
+    runs = []
+    for xs, ys in (([x[:6], x[6:]], [y[:6], y[6:]]),
+                   ([np.ascontiguousarray(x[:6]), np.ascontiguousarray(x[6:])], [y[:6].copy(), y[6:].copy()])):
+        torch.manual_seed(0)
+        out = train_clients(nn.Linear(6, 3).double(), xs, ys, rounds=2, lr=0.1, batch_size=4, algorithms=("fednova",))
+        runs.append([{k: v for k, v in rec.items() if k != "time_s"} for rec in out["fednova"]])
+    assert repr(runs[0]) == repr(runs[1])  # NaN test metrics (no test set): compared as text, floats exactly
+
+    images = rng.integers(0, 256, (12, 4, 4, 3), dtype=np.uint8)
+    losses = []
+    for imgs in (images[:, :, ::-1], np.ascontiguousarray(images[:, :, ::-1])):
+        torch.manual_seed(0)
+        model = nn.Sequential(nn.Conv2d(3, 2, 3), nn.Flatten(), nn.Linear(8, 2)).double()
+        run = RunSpec(make_algorithm("fednova", sgd(0.1)), [np.arange(4), np.arange(4, 12)], FixedSteps([1, 2]))
+        engine = StackedEngine(model, SimpleNamespace(train_images=imgs, train_labels=np.arange(12) % 2), [run],
+                               rounds=1, batch_size=4, augment=False, dropout=False)
+        losses.append(engine.run_round()[0].client_losses.tolist())
+    assert losses[0] == losses[1]
+
+
 # --------------------------------------------------------------------------- TensorEngine's training-mode check
 class _Encoder(nn.Module):
     """A small Transformer classifier: (B, S, d) -> (B, K)."""

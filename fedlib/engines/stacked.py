@@ -611,7 +611,13 @@ def _check_int_labels(y: torch.Tensor, name: str) -> None:
 
 def _as_torch(x) -> torch.Tensor:
     """A tensor from a tensor, a numpy array or a nested list (no copy where none is needed)."""
-    return x if torch.is_tensor(x) else torch.as_tensor(np.asarray(x))
+    return x if torch.is_tensor(x) else torch.as_tensor(_torch_readable(np.asarray(x)))
+
+
+def _torch_readable(x):
+    """``x``, copied when it is a numpy array with a negative stride (a reversed view such as ``x[::-1]``, which
+    ``torch.as_tensor`` refuses with "At least one stride in the given numpy array is negative")."""
+    return np.ascontiguousarray(x) if isinstance(x, np.ndarray) and any(s < 0 for s in x.strides) else x
 
 
 def _length(value) -> Optional[int]:
@@ -683,7 +689,7 @@ def _as_param_dict(obj, names, shapes, device, dtype, what) -> Dict[str, torch.T
         raise ValueError(f"{what}: parameter names differ from the model's: {sorted(set(obj) ^ set(names))[:5]}")
     out = {}
     for n in names:
-        t = torch.as_tensor(obj[n])
+        t = torch.as_tensor(_torch_readable(obj[n]))
         if tuple(t.shape) != shapes[n]:
             raise ValueError(f"{what}: parameter {n!r} has shape {tuple(t.shape)}, the model's is {shapes[n]}")
         out[n] = t.detach().to(device=device, dtype=dtype).clone()
@@ -1547,7 +1553,7 @@ def reference_run(model: nn.Module, data: Any, run: RunSpec, *, rounds: int, eng
     labels = _as_torch(data.train_labels).to(torch.int64)
     features = getattr(data, "train_features", None)
     if features is not None:
-        features = torch.as_tensor(features)
+        features = torch.as_tensor(_torch_readable(features))
         if not features.is_floating_point() or features.ndim < 2 or features.shape[0] != labels.shape[0]:
             raise ValueError(f"data.train_features must be floats (N, ...) with one row per label, got "
                              f"{features.dtype} {tuple(features.shape)}")
@@ -1563,7 +1569,7 @@ def reference_run(model: nn.Module, data: Any, run: RunSpec, *, rounds: int, eng
     check_epoch_schedule(run.schedule, sizes, b, name="run.schedule")
     init = dict(model.named_parameters()) if run.params is None else (
         dict(run.params.named_parameters()) if isinstance(run.params, nn.Module) else dict(run.params))
-    params = {n: torch.as_tensor(v).detach().to(dtype).clone() for n, v in init.items()}
+    params = {n: torch.as_tensor(_torch_readable(v)).detach().to(dtype).clone() for n, v in init.items()}
 
     def loss(prm, x, y, key, step):
         return F.cross_entropy(plain(prm, x, key, step) if dropout else plain(prm, x), y)

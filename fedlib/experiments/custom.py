@@ -33,7 +33,7 @@ from torch import nn
 from tqdm import tqdm
 
 from .._validate import a_type, check_choice, check_flag, check_sequence
-from ..engines.stacked import (RunSpec, StackedEngine, _check_int_labels, _non_finite, _resolve_dtype,
+from ..engines.stacked import (RunSpec, StackedEngine, _check_int_labels, _non_finite, _resolve_dtype, _torch_readable,
                                max_relative_difference, reference_run)
 
 __all__ = ["TensorEngine", "train_clients", "reference_differences"]
@@ -44,7 +44,7 @@ def _as_tensor(t, what: str) -> torch.Tensor:
     (the output of an encoder computed without ``torch.no_grad()``) made every local step differentiate through
     that graph as well (18x slower) and the reference loop chain one graph through all its steps."""
     try:
-        return torch.as_tensor(t).detach()
+        return torch.as_tensor(_torch_readable(t)).detach()
     except Exception as exc:
         raise ValueError(f"{what} must be a tensor or array ({exc})") from None
 
