@@ -640,7 +640,9 @@ def expected_a_norms(schedule, solver) -> np.ndarray:
     :class:`WallClock` has no closed form (its :math:`\tau_i` depend on simulated speeds).
 
     What it needs from ``schedule`` is the distribution of every client's :math:`\tau_i`, which it knows
-    for the four schedules above only (a subclass is read as its base class): a schedule of your own
+    for the four schedules above only (a subclass that keeps its base class's ``local_steps`` and
+    ``epochs_of`` is read as that class; one that overrides either draws other :math:`\tau_i` than the
+    closed form assumes, so it is refused): a schedule of your own
     (``local_steps(round)``, the contract every engine needs) gives one round's draw, not the
     distribution, so it is refused (``ValueError``). For one, compute
     :math:`\sum_i p_i\,\mathbb E\|a_i\|_1` yourself (``solver.a_norm(tau)`` averaged over each client's
@@ -654,6 +656,7 @@ def expected_a_norms(schedule, solver) -> np.ndarray:
     """
     if not callable(getattr(solver, "a_norm", None)):
         raise ValueError(f"solver must have an a_norm(tau) method, got {type(solver).__name__}")
+    _check_closed_form_subclass(schedule)
     if isinstance(schedule, FixedSteps):
         taus = [[s] for s in schedule.steps]
     elif isinstance(schedule, RandomSteps):
@@ -669,6 +672,24 @@ def expected_a_norms(schedule, solver) -> np.ndarray:
                          "of your own compute sum_i p_i E||a_i||_1 (solver.a_norm(tau) averaged over each client's "
                          "tau distribution) and pass it as make_algorithm(..., tau_eff=...)")
     return np.array([np.mean([solver.a_norm(int(t)) for t in ts]) for ts in taus])
+
+
+def _check_closed_form_subclass(schedule) -> None:
+    r"""Refuse a subclass of one of the four schedules :func:`expected_a_norms` knows that overrides ``local_steps``
+    or ``epochs_of``: its closed form reads the base class's attributes (``steps``, ``low``/``high``, the batches per
+    epoch), so a subclass drawing other :math:`\tau_i` got the base class's :math:`\mathbb E\|a_i\|_1` without a
+    word."""
+    cls = type(schedule)
+    base = next((b for b in (FixedSteps, RandomSteps, FixedEpochs, RandomEpochs) if isinstance(schedule, b)), None)
+    if base is None or cls is base:
+        return
+    changed = [name for name in ("local_steps", "epochs_of")
+               if hasattr(base, name) and getattr(cls, name) is not getattr(base, name)]
+    if changed:
+        raise ValueError(f"schedule: {cls.__name__} overrides {' and '.join(changed)} of {base.__name__}, so its "
+                         f"tau_i need not follow the closed-form E||a_i||_1 of {base.__name__}; compute sum_i p_i "
+                         "E||a_i||_1 for it yourself (solver.a_norm(tau) averaged over each client's tau "
+                         "distribution) and pass it as make_algorithm(..., tau_eff=...)")
 
 
 def population_tau_eff(p, schedule, solver) -> float:

@@ -181,6 +181,37 @@ def test_population_tau_eff_of_a_schedule_of_your_own_says_what_it_needs():
         population_tau_eff([0.5, 0.5], MySchedule(), sgd(0.1))
 
 
+def test_expected_a_norms_refuses_a_subclass_that_draws_other_steps():
+    """A subclass of a built-in schedule that overrides local_steps (or RandomEpochs' epochs_of) draws other tau_i
+    than the closed form of its base class assumes. Before: read as the base class, so population_tau_eff returned
+    FixedSteps([4, 8])'s E||a_i||_1 = (4, 8) for a schedule that halves the work (2, 4) from round 10, and
+    RandomEpochs' mean over E in 2..5 for one that always runs 5 epochs, without a word. A subclass that keeps both
+    methods is still read as its base class."""
+    from fedlib.schedules import FixedSteps, RandomEpochs, expected_a_norms, population_tau_eff
+    from fedlib.solvers import sgd
+
+    class Halved(FixedSteps):
+        def local_steps(self, round_index):
+            steps = super().local_steps(round_index)
+            return steps if round_index < 10 else np.maximum(1, steps // 2)
+
+    class FiveEpochs(RandomEpochs):
+        def epochs_of(self, round_index):
+            return np.full(self.num_clients, 5)
+
+    class Named(FixedSteps):  # keeps local_steps: the closed form holds
+        def describe(self):
+            return "fixed"
+
+    with pytest.raises(ValueError, match=r"^schedule: Halved overrides local_steps of FixedSteps, so its tau_i need "
+                                         r"not follow the closed-form E\|\|a_i\|\|_1 of FixedSteps; .*"
+                                         r"make_algorithm\(\.\.\., tau_eff=\.\.\.\)$"):
+        population_tau_eff([0.5, 0.5], Halved([4, 8]), sgd(0.1))
+    with pytest.raises(ValueError, match=r"^schedule: FiveEpochs overrides epochs_of of RandomEpochs\b"):
+        expected_a_norms(FiveEpochs([64, 32], 32, 2, 5), sgd(0.1))
+    np.testing.assert_array_equal(expected_a_norms(Named([4, 8]), sgd(0.1)), [4.0, 8.0])
+
+
 def test_population_tau_eff_by_hand_and_errors():
     from fedlib.schedules import FixedEpochs, population_tau_eff
     from fedlib.solvers import sgd
