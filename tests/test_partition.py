@@ -200,6 +200,20 @@ def test_gives_up_after_max_attempts():
         dirichlet_partition(y, 19, 0.01, 0, 10, max_attempts=5)
 
 
+def test_an_alpha_too_small_for_the_legacy_dirichlet_is_named():
+    """At alpha = 1e-6 numpy's legacy RandomState.dirichlet (the official stream) returns NaN shares, so every
+    attempt fails whatever min_size. Before: "no partition with min_size=0 found in max_attempts=10000 attempts (10
+    clients, 500 samples, alpha=1e-06); lower min_size or raise alpha", advice that min_size=0 cannot follow; after:
+    the NaN draws named, with the Generator variant, which splits the same labels."""
+    y = np.repeat(np.arange(10), 50)
+    with pytest.raises(ValueError, match=r"^alpha=1e-06 is too small for this random source: 20 of the 20 attempts "
+                                         r"drew a Dirichlet share of NaN \(numpy's legacy RandomState\.dirichlet.*"
+                                         r"use dirichlet_partition_generator"):
+        dirichlet_partition(y, 10, 1e-6, min_size=0, max_attempts=20)
+    parts = dirichlet_partition_generator(y, 10, 1e-6, 0, min_size=0)
+    assert sorted(np.concatenate(parts).tolist()) == list(range(500))
+
+
 def test_iid_partition():
     parts = iid_partition(103, 10, 0)
     _check_valid(parts, 103, 10, 10)
