@@ -57,6 +57,9 @@ def _case(**change):
     # were "len() of unsized object" / "len() of a 0-d tensor" TypeErrors naming nothing
     (dict(train_x=np.array(0.5)), "train_x must be a list with one array per client, got ndarray"),
     (dict(test_y=torch.tensor(1)), "test_y must be a list with one array per client, got Tensor"),
+    # was torch's RuntimeError "Can't call numpy() on Tensor that requires grad", naming no client
+    (dict(train_x=[torch.ones(2, 3, requires_grad=True)]),
+     r"client 0 train x is a tensor that requires grad \(data, not parameters: pass it detached, x\.detach\(\)\)$"),
 ])
 def test_federated_dataset_refuses_by_name_what_numpy_refused_without_it(change, match):
     """String / object labels raised numpy's UFuncTypeError / TypeError (from y.min() in the message),

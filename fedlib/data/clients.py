@@ -85,6 +85,10 @@ class FederatedDataset:
         dim = None
         for i in range(m):
             for part, xs, ys in (("train", self.train_x[i], self.train_y[i]), ("test", self.test_x[i], self.test_y[i])):
+                for what, arr in (("x", xs), ("y", ys)):  # np.asarray raised torch's "Can't call numpy() on Tensor ..."
+                    if getattr(arr, "requires_grad", False):
+                        raise ValueError(f"{src}: client {i} {part} {what} is a tensor that requires grad (data, not "
+                                         f"parameters: pass it detached, {what}.detach())")
                 try:
                     x = np.asarray(xs)
                     y = np.asarray(ys)
