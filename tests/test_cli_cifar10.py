@@ -53,6 +53,28 @@ def test_run_cifar10_tau_eff_population_under_sampling(tmp_path, capsys):
     assert "warning" not in capsys.readouterr().err
 
 
+def test_run_cifar10_history_names_the_clients_of_each_round(tmp_path, capsys):
+    """Each record's clients are the round's participants, in the order of local_steps: all 16 with full
+    participation; under uniform sampling q = 4 distinct ones, whose tau_i = 2 ceil(n_i / 32) and whose
+    weights p_i m / q give the recorded tau_eff = sum_S p_i (m / q) tau_i (FedNova, SGD). Before, the
+    history had the steps without the clients, so a sampled round could not be checked or attributed."""
+    full, sampled = tmp_path / "f.json", tmp_path / "s.json"
+    assert main(["run", "cifar10", *TINY, "--rounds", "1", "--epochs", "2", "--quiet", "--out", str(full)]) == 0
+    assert main(["run", "cifar10", *TINY, "--rounds", "2", "--epochs", "2", "--sampling", "uniform",
+                 "--clients-per-round", "4", "--tau-eff", "a_norm", "--quiet", "--out", str(sampled)]) == 0, \
+        capsys.readouterr().err
+    assert read_result(full)["history"][0]["clients"] == list(range(16))
+    res = read_result(sampled)
+    n = np.array(res["config"]["data"]["num_samples"])
+    p = n / n.sum()
+    for rec in res["history"]:
+        clients = rec["clients"]
+        assert len(clients) == len(set(clients)) == 4 and all(0 <= c < 16 for c in clients)
+        assert rec["local_steps"] == [int(2 * -(-n[c] // 32)) for c in clients]
+        assert rec["tau_eff"] == pytest.approx(sum(p[c] * 16 / 4 * t for c, t in zip(clients, rec["local_steps"])),
+                                               rel=1e-12)
+
+
 def test_missing_data_root(tmp_path, capsys):
     out = tmp_path / "r.json"
     missing = tmp_path / "nowhere"

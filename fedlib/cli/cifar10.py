@@ -33,8 +33,8 @@ DESCRIPTION = """\
 Train VGG-11 (no BatchNorm; --width scales its channels) on CIFAR-10 split over --num-clients
 clients by the official Dirichlet(--partition-alpha) partition (seed --partition-seed, fixed
 whatever the run seed), with one federated algorithm, and write the per-round history
-(training loss, test accuracy on all test images, tau_eff, chi^2(p||w), local steps tau_i,
-client lr) to --out. Defaults are the paper's setup: 16 clients, Dir(0.1), batch 32, 100
+(training loss, test accuracy on all test images, tau_eff, chi^2(p||w), the round's clients
+and their local steps tau_i, client lr) to --out. Defaults are the paper's setup: 16 clients, Dir(0.1), batch 32, 100
 rounds, client lr /10 after 50% and /100 after 75% of the rounds, weight decay 1e-4,
 lr 0.05 for local SGD (use 0.02 with --solver momentum)."""
 

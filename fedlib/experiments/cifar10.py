@@ -206,11 +206,14 @@ def result_name(cell_id: str, seed: int) -> str:
 
 # ============================================================================ training
 def history_record(rec) -> dict:
-    """A :class:`~fedlib.engines.stacked.RoundRecord` as a result-file history entry."""
+    """A :class:`~fedlib.engines.stacked.RoundRecord` as a result-file history entry; ``clients`` names the
+    round's participants in the order of ``local_steps`` (as ``run synthetic``'s history does), so that a run
+    with client sampling says whose steps they are."""
     d = rec.diagnostics
     return {"round": int(rec.round), "train_loss": float(rec.train_loss), "test_accuracy": float(rec.test_accuracy),
             "test_loss": float(rec.test_loss), "tau_eff": float(d.tau_eff), "chi2": float(d.chi2),
-            "local_steps": [int(s) for s in d.local_steps], "lr": float(rec.lr)}
+            "clients": [int(c) for c in d.clients], "local_steps": [int(s) for s in d.local_steps],
+            "lr": float(rec.lr)}
 
 
 def resolve_device(device: Optional[str]) -> str:

@@ -198,7 +198,7 @@ def train_clients(model: nn.Module, client_x: Sequence[Any], client_y: Sequence[
     Returns ``{algorithm: history}``, a history being one dict per round with ``round``,
     ``train_loss`` (the clients' mean mini-batch loss during the round, weighted by
     :math:`p_i`), ``test_accuracy`` / ``test_loss`` (on ``test_x, test_y``; NaN without),
-    ``tau_eff``, ``chi2``, ``local_steps``, ``lr``; plus ``"engine"``: the trained
+    ``tau_eff``, ``chi2``, ``clients`` (the participants), ``local_steps``, ``lr``; plus ``"engine"``: the trained
     :class:`TensorEngine` (``engine.states[r].params`` are the final global models).
     ``client_x`` / ``client_y``: one feature tensor ``(n_i, ...)`` / label tensor ``(n_i,)`` per client, in a
     list or any iterable but a mapping (anything else is a ``ValueError`` naming it: also one client's tensor,
