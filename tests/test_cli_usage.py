@@ -157,3 +157,12 @@ def test_python_m_fedlib_cli_is_python_m_fedlib(capsys, monkeypatch, argv, code)
     assert stop.value.code == code
     assert _exit_code(lambda: main(argv)) == code
     assert capsys.readouterr() == got
+
+
+def test_run_cifar10_help_says_what_its_training_loss_is(capsys):
+    """run cifar10 --help called train_loss 'training loss' (and the run prints a 'final training loss'), as run
+    synthetic calls F(x) of the new global model; it is the clients' mean mini-batch loss during the round
+    (fedlib.engines.stacked.RoundRecord), which a reader comparing the two commands would misread."""
+    text = _help(capsys, "run", "cifar10")
+    assert "is the clients' mean mini-batch loss during the round" in text
+    assert "not the loss of the new global model that run synthetic records" in text

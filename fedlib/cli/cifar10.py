@@ -33,8 +33,12 @@ DESCRIPTION = """\
 Train VGG-11 (no BatchNorm; --width scales its channels) on CIFAR-10 split over --num-clients
 clients by the official Dirichlet(--partition-alpha) partition (seed --partition-seed, fixed
 whatever the run seed), with one federated algorithm, and write the per-round history
-(training loss, test accuracy on all test images, tau_eff, chi^2(p||w), the round's clients
-and their local steps tau_i, client lr) to --out. Defaults are the paper's setup: 16 clients, Dir(0.1), batch 32, 100
+(training loss, test loss and accuracy on all test images, tau_eff, chi^2(p||w), the round's
+clients and their local steps tau_i, client lr) to --out. The training loss (train_loss, and
+the final training loss printed and in the summary) is the clients' mean mini-batch loss
+during the round, weighted by their participation weights (local models, augmented images,
+dropout on), not the loss of the new global model that run synthetic records: a pass over the
+training set would cost as much as the round. Defaults are the paper's setup: 16 clients, Dir(0.1), batch 32, 100
 rounds, client lr /10 after 50% and /100 after 75% of the rounds, weight decay 1e-4,
 lr 0.05 for local SGD (use 0.02 with --solver momentum)."""
 
