@@ -490,8 +490,10 @@ def test_dirichlet_split_min_size_repeats_and_degenerate_attempts():
     parts, src = _split([0, 0, 1, 1], 2, [[1.0, 0.0], [1.0, 0.0], [0.5, 0.5], [0.5, 0.5]])
     assert sorted(map(len, parts)) == [2, 2]
     assert sum(c[0] == "dirichlet" for c in src.calls) == 4
-    with pytest.raises(ValueError, match="no partition"):
+    with pytest.raises(ValueError, match="1 of the 1 attempts drew a Dirichlet share of NaN"):  # a NaN draw: named
         _split([0, 0, 1, 1], 2, [[1.0, 0.0], [np.nan, np.nan]], max_attempts=1)
+    with pytest.raises(ValueError, match="no partition"):  # a zero share, no NaN
+        _split([0, 0, 1, 1], 2, [[1.0, 0.0], [1.0, 0.0]], max_attempts=1)
     # a degenerate class ends its attempt at once: class 2's draw is not made in attempt 1
     # (2 draws), attempt 2 makes all three (5 in all) and gets exactly its scripted draws
     parts, src = _split([0, 0, 1, 1, 2, 2], 2, [[0.5, 0.5], [0.0, 0.0]] + [[0.5, 0.5]] * 3 + [[1.0, 0.0]] * 2)
