@@ -1314,6 +1314,79 @@ def test_stacked_engine_names_a_model_that_cannot_take_the_images():
         StackedEngine(model, _images(), [_run()], rounds=1, path="vmap", batch_size=4, augment=False)
 
 
+def _small_net(num_classes):
+    """A grouped-path network (so both paths take it) with nn.Dropout: 6x6 images -> (B, num_classes)."""
+    g = torch.Generator().manual_seed(5)
+    net = nn.Sequential(nn.Conv2d(3, 2, 3), nn.ReLU(), nn.Dropout(0.5), nn.Flatten(), nn.Linear(32, num_classes))
+    with torch.no_grad():
+        for prm in net.parameters():
+            prm.copy_(0.3 * torch.randn(prm.shape, generator=g))
+    return net.double()
+
+
+@pytest.mark.parametrize("where", ["train", "test"])
+@pytest.mark.parametrize("variant", list(VARIANTS))
+def test_stacked_engine_names_labels_the_model_has_no_logit_for(variant, where):
+    """Labels 0..4 for a model with 3 logits: the engine took them and the first round failed inside torch with
+    'Target 3 is out of bounds' (grouped) / 'index 3 is out of bounds for dimension 2 with size 3' (vmap), a
+    device-side assert on CUDA that poisons the context, naming neither the labels nor K. Now refused at
+    construction, by name, with TensorEngine's message; K is read without a random draw (torch's global state is
+    untouched, the model's training flags are kept) and a valid run still lands on the per-client loop."""
+    data = _images()
+    good, bad = data.train_labels, torch.arange(24) % 5
+    data.train_labels = bad if where == "train" else good
+    data.test_images, data.test_labels = data.train_images[:10], (bad if where == "test" else good)[:10]
+    name = "data.train_labels" if where == "train" else "data.test_labels"
+    model = _small_net(3)
+    model[2].eval()  # a submodule in another mode than its parent: both flags are kept
+    rng = torch.get_rng_state()
+    with pytest.raises(ValueError, match=rf"^{name}: labels must lie in 0\.\.2 \(the model has 3 logits\), got 0\.\.4$"):
+        StackedEngine(model, data, [_run()], rounds=2, batch_size=4, dtype=torch.float64, **VARIANTS[variant])
+    assert torch.equal(rng, torch.get_rng_state()) and model.training and not model[2].training
+    with pytest.raises(ValueError, match=r"^data\.train_labels: labels must lie in 0\.\.2 \(the model has 3 logits\)"):
+        reference_run(model, SimpleNamespace(train_images=data.train_images, train_labels=bad), _run(), rounds=1,
+                      batch_size=4)
+    assert torch.equal(rng, torch.get_rng_state()) and model.training and not model[2].training
+
+    five = _small_net(5)  # five logits: the same labels train, exactly as the per-client loop does
+    rng = torch.get_rng_state()  # building the layers drew their default initialisation
+    engine = StackedEngine(five, data, [_run()], rounds=2, batch_size=4, dtype=torch.float64, **VARIANTS[variant])
+    assert torch.equal(rng, torch.get_rng_state()) and five.training
+    records = engine.run_round()
+    assert np.isfinite(records[0].train_loss) and np.isfinite(records[0].test_loss)
+    loop = reference_run(five, data, _run(), rounds=1, engine_rounds=2, batch_size=4)
+    assert max_relative_difference(engine.params(0), loop.state.params) < 1e-10
+
+
+def test_reference_run_names_labels_of_features_the_model_has_no_logit_for():
+    """reference_run refuses labels as the engine does, for images above and for train_features here (a
+    float label, which it cut to an integer before, included)."""
+    features = torch.randn(24, 6, generator=torch.Generator().manual_seed(0), dtype=torch.float64)
+    model = nn.Linear(6, 3).double()
+    data = SimpleNamespace(train_features=features, train_labels=torch.arange(24) % 4)
+    with pytest.raises(ValueError, match=r"^data\.train_labels: labels must lie in 0\.\.2 \(the model has 3 logits\), "
+                                         r"got 0\.\.3$"):
+        reference_run(model, data, _run(), rounds=1, batch_size=4)
+    data.train_labels = (torch.arange(24) % 3).double()
+    with pytest.raises(ValueError, match=r"^data\.train_labels must hold integer class labels, got torch\.float64$"):
+        reference_run(model, data, _run(), rounds=1, batch_size=4)
+
+
+@pytest.mark.parametrize("variant", list(VARIANTS))
+def test_stacked_engine_names_a_model_without_logits_for_the_images(variant):
+    """A model that cannot take the images (grouped: VGG-11's five poolings on 6x6 images) or whose output is not
+    (B, K) (vmap: (B, 2, 5), which cross_entropy read as a 2-class problem over 5 positions): refused at
+    construction, where the first round failed inside torch."""
+    if variant == "vmap":
+        model = nn.Sequential(nn.Flatten(), nn.Linear(108, 10), nn.Unflatten(1, (2, 5)))
+        match = r"^model must map a batch \(B, \*feature_shape\) to logits \(B, K\), got \(8, 2, 5\) for B = 8$"
+    else:
+        model = vgg11(width=WIDTH, seed=0)
+        match = r"^model could not be applied to 1 training input of shape \(3, 6, 6\) \(RuntimeError: "
+    with pytest.raises(ValueError, match=match):
+        StackedEngine(model, _images(), [_run()], rounds=1, batch_size=4, augment=False, **VARIANTS[variant])
+
+
 def _two_clients(seed=0):
     g = torch.Generator().manual_seed(seed)
     xs = [torch.randn(n, 5, generator=g) for n in (6, 10)]

@@ -525,7 +525,7 @@ class _VmapNetwork:
         return self._logits(self.prefix(a), x)
 
 
-def _check_training_mode(model: nn.Module, x: torch.Tensor) -> None:
+def _check_training_mode(model: nn.Module, x: torch.Tensor) -> int:
     """Refuse a model whose output on ``x`` in training mode (its ``nn.Dropout`` layers off) is not its
     eval-mode output: the vmap path runs the model in eval mode, replacing only ``nn.Dropout`` by seeded
     masks, so any other training-only behaviour (``F.dropout(x, p, self.training)``, added noise, a
@@ -537,7 +537,8 @@ def _check_training_mode(model: nn.Module, x: torch.Tensor) -> None:
     only in ``nn.Dropout``). The random draws of such a model in the probe are made inside
     ``torch.random.fork_rng`` without seeding it: they decide only the check, and torch's global random
     state is left as it was. The modules' training flags are restored. The outputs are compared up to
-    rounding (64 machine epsilons of their scale), so a difference below that goes unnoticed."""
+    rounding (64 machine epsilons of their scale), so a difference below that goes unnoticed. Returns ``K``,
+    the width of the logits ``(b, K)`` (any other output shape is refused: the engine's loss takes ``(B, K)``)."""
     ref = next(iter(model.parameters()), None)
     device = ref.device if ref is not None else torch.device("cpu")
     sample = x.to(device, ref.dtype if ref is not None else torch.float32)
@@ -563,6 +564,9 @@ def _check_training_mode(model: nn.Module, x: torch.Tensor) -> None:
     if not isinstance(trained, torch.Tensor) or not isinstance(evaluated, torch.Tensor):
         got = type(trained if not isinstance(trained, torch.Tensor) else evaluated).__name__
         raise ValueError(f"model must map a batch (B, *feature_shape) to logits (B, K), a tensor; got a {got}")
+    if evaluated.ndim != 2 or evaluated.shape[0] != sample.shape[0]:  # else torch's message in the first round
+        raise ValueError(f"model must map a batch (B, *feature_shape) to logits (B, K), got {tuple(evaluated.shape)} "
+                         f"for B = {sample.shape[0]}")
     trained, evaluated = trained.detach(), evaluated.detach()
     same = trained.shape == evaluated.shape and trained.dtype == evaluated.dtype
     if same and trained.is_floating_point() and trained.numel():
@@ -579,6 +583,7 @@ def _check_training_mode(model: nn.Module, x: torch.Tensor) -> None:
                          "stacked engine runs the model in eval mode with only nn.Dropout layers replaced by seeded "
                          "per-client masks, so that behaviour would silently be off; use nn.Dropout modules, or train "
                          "in your own loop with fedlib.optim.ClientOptimizer")
+    return int(evaluated.shape[1])
 
 
 # =========================================================================== the engine
@@ -607,6 +612,43 @@ def _check_int_labels(y: torch.Tensor, name: str) -> None:
         raise ValueError(f"{name} must hold integer class labels, got {y.dtype}")
     if y.numel() and int(y.min()) < 0:
         raise ValueError(f"{name} holds a negative label ({int(y.min())})")
+
+
+def _check_labels(y: torch.Tensor, num_classes: int, what: str) -> None:
+    """Labels must be integers in ``0..num_classes-1``: a label the logits cannot index failed only in the first
+    round, as torch's "Target 11 is out of bounds" (a device-side assert on CUDA), naming neither ``what`` nor K."""
+    if y.is_floating_point() or y.is_complex() or y.dtype == torch.bool:
+        raise ValueError(f"{what} must hold integer class labels, got {y.dtype}")
+    if y.numel() and (int(y.min()) < 0 or int(y.max()) >= num_classes):
+        raise ValueError(f"{what}: labels must lie in 0..{num_classes - 1} (the model has {num_classes} logits), "
+                         f"got {int(y.min())}..{int(y.max())}")
+
+
+def _num_classes(model: nn.Module, x: torch.Tensor, what: str) -> int:
+    """K of the model's logits ``(B, K)``: one forward of ``model`` on the first sample of ``x`` (named ``what``
+    in the error), in the dtype and on the device of its parameters, in eval mode (one sample: BatchNorm in
+    training mode would refuse it) under ``torch.no_grad()``; random draws of the model are made inside
+    ``torch.random.fork_rng``, so torch's global random state is left as it was, and every module's training
+    flag is restored. Its forward hooks run (once)."""
+    ref = next(iter(model.parameters()), None)
+    device = ref.device if ref is not None else torch.device("cpu")
+    sample = x[:1].to(device, ref.dtype if ref is not None else torch.float32)
+    cuda = [device.index if device.index is not None else torch.cuda.current_device()] if device.type == "cuda" else []
+    modes = {m: m.training for m in model.modules()}
+    try:
+        with torch.no_grad(), torch.random.fork_rng(devices=cuda):
+            model.eval()
+            out = model(sample)
+    except Exception as exc:
+        raise ValueError(f"model could not be applied to one sample of {what}, shape {tuple(sample.shape)} "
+                         f"({type(exc).__name__}: {exc})") from None
+    finally:
+        for m, mode in modes.items():
+            m.training = mode
+    if not isinstance(out, torch.Tensor) or out.ndim != 2 or out.shape[0] != 1:
+        raise ValueError(f"model must map a batch (B, *feature_shape) to logits (B, K), got "
+                         f"{tuple(out.shape) if isinstance(out, torch.Tensor) else type(out).__name__} for B = 1")
+    return int(out.shape[1])
 
 
 def _as_torch(x) -> torch.Tensor:
@@ -672,6 +714,20 @@ def _train_images(data) -> torch.Tensor:
     return images
 
 
+def _grouped_num_classes(net: GroupedNetwork, images: torch.Tensor) -> int:
+    """K of the grouped network's logits ``(1, 1, K)`` on one normalised image ``(1, H, W, C)`` (on the network's
+    device, in its dtype): one forward of its first model under ``torch.no_grad()``, without dropout (no random
+    draws); the network calls no module, so no hook runs and nothing else changes."""
+    try:
+        with torch.no_grad():
+            logits = net.forward(net.prefix(1), net.image_input(images.unsqueeze(3)), 1)
+    except Exception as exc:
+        shape = (images.shape[3], images.shape[1], images.shape[2])
+        raise ValueError(f"model could not be applied to 1 training input of shape {shape} "
+                         f"({type(exc).__name__}: {exc})") from None
+    return int(logits.shape[-1])
+
+
 def _non_finite(source: torch.Tensor, dtype: torch.dtype) -> str:
     """What is wrong with ``source`` whose cast to ``dtype`` holds NaN or inf (the error path only): a finite
     ``source`` overflowed the cast (float64's 1e39 is inf in float32), which the message says."""
@@ -732,7 +788,14 @@ class StackedEngine:
         (:func:`fedlib.engines.grouped.refuse_global_hooks_added_later`).
     data : object with ``train_images`` ``(N, H, W, C)`` uint8, ``train_labels`` ``(N,)``,
         and optionally ``test_images`` / ``test_labels`` (e.g.
-        :func:`fedlib.data.cifar10.load_cifar10`); numpy or torch. Moved to ``device`` once.
+        :func:`fedlib.data.cifar10.load_cifar10`); numpy or torch. Moved to ``device`` once. The labels are
+        integers in ``0..K-1``, ``K`` the width of the model's logits ``(B, K)`` (any other output shape is
+        refused), else a ``ValueError`` naming ``data.train_labels`` / ``data.test_labels`` and ``K``. ``K`` is read
+        at construction, leaving every random state as it was: on the vmap path from the eval-mode output of the
+        training-mode check (see ``model``; its forwards on the first 8 training images, no extra one), on the
+        grouped path from one forward of the grouped network on one image, without dropout (it calls no
+        module, so no hook runs). A subclass that feeds its own inputs (:meth:`train_batch` without
+        ``_training_mode_sample``) checks its own labels.
     runs : list of :class:`RunSpec` (R >= 1); a run's ``lr_at`` must be ``None`` or callable and its ``schedule``
         have ``local_steps`` (``ValueError`` naming ``runs[r]`` otherwise).
     rounds : total number of rounds (sets the default step-decay lr schedule).
@@ -783,6 +846,9 @@ class StackedEngine:
     >>> max_relative_difference(engine.params(0), loop.state.params) < 1e-12
     True
     """
+
+    #: how the label-range error names the training labels (TensorEngine takes them as ``labels``)
+    _train_labels_name = "data.train_labels"
 
     def __init__(self, model: nn.Module, data: Any, runs: Sequence[RunSpec], *, rounds: int, path: str = "grouped",
                  device="cpu", dtype: Optional[torch.dtype] = None, precision: str = "fp32", cuda_graph: bool = False,
@@ -896,21 +962,30 @@ class StackedEngine:
                              "constant of the model (e.g. precompute its features) or unfreeze it")
         M = self.max_models
         self._mode_check_model: Optional[nn.Module] = None  # set when the training-mode check waits for run_round
+        # a subclass that feeds its own inputs (train_batch) has only placeholders in data.train_images
+        own_data = (type(self).train_batch is not StackedEngine.train_batch
+                    and type(self)._training_mode_sample is StackedEngine._training_mode_sample)
+        num_classes: Optional[int] = None  # K, the width of the logits; unknown here for a subclass's own inputs
         if path == "grouped":
             self.net = GroupedNetwork(model, M, device=dev, dtype=dtype, channels_last=channels_last, conv=conv)
             if self.net.in_channels != self.channels:
                 raise ValueError(f"model expects {self.net.in_channels} input channels, images have {self.channels}")
+            if not own_data:  # the grouped network never calls the modules (hooks are refused): no side effects
+                num_classes = _grouped_num_classes(self.net, normalize(tr_x[:1].to(dev), self._mean, self._std, dtype))
         else:
             if conv != "cudnn":
                 raise ValueError(f"conv={conv!r} is a setting of path='grouped' (the vmap path convolves with "
                                  "torch.func.vmap)")
             self.net = _VmapNetwork(model, M, device=dev, dtype=dtype)
-            own_data = (type(self).train_batch is not StackedEngine.train_batch
-                        and type(self)._training_mode_sample is StackedEngine._training_mode_sample)
             if own_data:  # a subclass's own inputs (train_batch) are not the images: checked on its first batch
                 self._mode_check_model = model
-            else:
-                _check_training_mode(model, self._training_mode_sample(tr_x[:8]))  # after BatchNorm is refused by name
+            else:  # after BatchNorm is refused by name; K from the logits of the check's eval-mode forward
+                num_classes = _check_training_mode(model, self._training_mode_sample(tr_x[:8]))
+        if num_classes is not None:  # else "Target 11 is out of bounds" in the first round (a device-side assert on CUDA)
+            _check_labels(tr_y, num_classes, self._train_labels_name)
+            if self._test_labels is not None:
+                _check_labels(te_y, num_classes, "data.test_labels")
+        self._num_classes = num_classes
         self.names = list(self.net.names)
         shapes = dict(self.net.shapes)
         default = {n: p for n, p in model.named_parameters()}
@@ -1512,8 +1587,11 @@ def reference_run(model: nn.Module, data: Any, run: RunSpec, *, rounds: int, eng
     augmentation). ``engine_rounds`` is the engine's ``rounds`` (it sets the default
     step-decay lr schedule when ``run.lr_at`` is None; default ``rounds``). Any module the engine takes works
     (``nn.Dropout`` layers get the engine's masks; other dropout variants are refused, as by
-    the engine; ``run.clients`` are checked as the engine checks them). Slow by design (one small forward/backward per
-    step): a check, not a trainer.
+    the engine; ``run.clients`` are checked as the engine checks them; the labels must be integers in ``0..K-1``, ``K``
+    the width of the model's logits ``(B, K)``, read from one forward of ``model`` on the first sample in eval mode
+    under ``torch.no_grad()`` (its forward hooks run once more; torch's random state is left as it was); a
+    ``ValueError`` naming ``data.train_labels`` and ``K`` otherwise, as from the engine). Slow by design (one small
+    forward/backward per step): a check, not a trainer.
 
     Returns
     -------
@@ -1550,7 +1628,7 @@ def reference_run(model: nn.Module, data: Any, run: RunSpec, *, rounds: int, eng
     padding = check_int("padding", padding)
     augment, dropout = check_flag("augment", augment), check_flag("dropout", dropout)  # as the engine checks them
     plain = _SeededDropoutModule(model)
-    labels = _as_torch(data.train_labels).to(torch.int64)
+    labels = _as_torch(data.train_labels)
     features = getattr(data, "train_features", None)
     if features is not None:
         features = torch.as_tensor(_torch_readable(features))
@@ -1558,11 +1636,17 @@ def reference_run(model: nn.Module, data: Any, run: RunSpec, *, rounds: int, eng
             raise ValueError(f"data.train_features must be floats (N, ...) with one row per label, got "
                              f"{features.dtype} {tuple(features.shape)}")
         features = features.to(dtype)
+        sample, where = features, "data.train_features"
     else:
         images = _train_images(data)
         size = (int(images.shape[1]), int(images.shape[2]))
         padded = pad_images(images, padding)
         mean_t, std_t = torch.tensor(mean, dtype=dtype), torch.tensor(std, dtype=dtype)
+        sample, where = normalize(images[:1], mean_t, std_t, dtype).permute(0, 3, 1, 2), "data.train_images"
+    # refused as the engine refuses them: a label the logits cannot index failed in the first step ("Target 11 is
+    # out of bounds"), a float label was cut to an integer
+    _check_labels(labels, _num_classes(model, sample, where), "data.train_labels")
+    labels = labels.to(torch.int64)
     # checked as the engine checks them: np.asarray(c, dtype=np.int64) cut float indices [0.5, 1.7] to [0, 1]
     clients = _client_indices("run", run.clients, int(labels.shape[0]))
     sizes = [len(c) for c in clients]

@@ -33,8 +33,8 @@ from torch import nn
 from tqdm import tqdm
 
 from .._validate import a_type, check_choice, check_flag, check_sequence
-from ..engines.stacked import (RunSpec, StackedEngine, _check_int_labels, _non_finite, _resolve_dtype, _torch_readable,
-                               max_relative_difference, reference_run)
+from ..engines.stacked import (RunSpec, StackedEngine, _check_int_labels, _check_labels, _non_finite, _num_classes,
+                               _resolve_dtype, _torch_readable, max_relative_difference, reference_run)
 
 __all__ = ["TensorEngine", "train_clients", "reference_differences"]
 
@@ -83,6 +83,8 @@ class TensorEngine(StackedEngine):
     :meth:`test_batches` yields the test features (the way to feed any data to the engine).
     """
 
+    _train_labels_name = "labels"  # how the parent's label-range error names them
+
     def __init__(self, model: nn.Module, features, labels, runs: Sequence[RunSpec], *, rounds: int,
                  test_features=None, test_labels=None, **options):
         for bad in ("path", "augment", "padding", "mean", "std", "channels_last", "conv"):
@@ -104,10 +106,9 @@ class TensorEngine(StackedEngine):
         super().__init__(model, stub, runs, rounds=rounds, path="vmap", augment=False, padding=0, mean=(0.0,),
                          std=(1.0,), **options)
         self._features = _cast_features(x, self.device, self.dtype, "features")
-        # labels the logits cannot index failed in the first round as "index 3 is out of bounds for dimension 2
-        # with size 3" (a device-side assert on CUDA), naming neither the labels nor the model's K
-        num_classes = _num_classes(model, x)
-        _check_labels(y, num_classes, "labels")
+        # the parent refused labels the logits cannot index (as "labels"), with the K its training-mode check read
+        # on the first feature rows; before, the first round failed with "index 3 is out of bounds for dimension 2
+        # with size 3" (a device-side assert on CUDA), naming neither the labels nor K
         # each run's initial global model, for reference_differences' check of the model it is given
         self._initial = [{n: t.detach().cpu().clone() for n, t in st.params.items()} for st in self.states]
         self._test_features = None
@@ -118,7 +119,7 @@ class TensorEngine(StackedEngine):
             if not tx.is_floating_point() or not bool(torch.isfinite(tx).all()):
                 raise ValueError(f"test_features must be finite floats, got {tx.dtype} with NaN/inf or not float")
             _check_int_labels(ty, "test_labels")  # a float label would be truncated, a negative one fail in evaluate
-            _check_labels(ty, num_classes, "test_labels")
+            _check_labels(ty, self._num_classes, "test_labels")
             self._test_features = _cast_features(tx, self.device, self.dtype, "test_features")
             self._test_feature_labels = ty.to(self.device, torch.int64)
 
@@ -139,34 +140,6 @@ class TensorEngine(StackedEngine):
         for s in range(0, self._test_features.shape[0], self.eval_batch_size):
             yield (self._test_features[s:s + self.eval_batch_size],
                    self._test_feature_labels[s:s + self.eval_batch_size])
-
-
-def _num_classes(model: nn.Module, x: torch.Tensor) -> int:
-    """K of the model's logits (B, K), from one sample of ``x``."""
-    ref = next(iter(model.parameters()), None)
-    sample = x[:1].to(ref.device if ref is not None else "cpu", ref.dtype if ref is not None else torch.float32)
-    training = model.training
-    model.eval()   # one sample: BatchNorm in training mode would refuse it (and the engine refuses BatchNorm later)
-    try:
-        with torch.no_grad():
-            out = model(sample)
-    except Exception as exc:
-        raise ValueError(f"model could not be applied to one sample of client_x[0], shape {tuple(sample.shape)} "
-                         f"({type(exc).__name__}: {exc})") from None
-    finally:
-        model.train(training)
-    if not isinstance(out, torch.Tensor) or out.ndim != 2 or out.shape[0] != 1:
-        raise ValueError(f"model must map a batch (B, *feature_shape) to logits (B, K), got "
-                         f"{tuple(out.shape) if isinstance(out, torch.Tensor) else type(out).__name__} for B = 1")
-    return int(out.shape[1])
-
-
-def _check_labels(y: torch.Tensor, num_classes: int, what: str) -> None:
-    if y.is_floating_point() or y.is_complex() or y.dtype == torch.bool:
-        raise ValueError(f"{what} must hold integer class labels, got {y.dtype}")
-    if y.numel() and (int(y.min()) < 0 or int(y.max()) >= num_classes):
-        raise ValueError(f"{what}: labels must lie in 0..{num_classes - 1} (the model has {num_classes} logits), "
-                         f"got {int(y.min())}..{int(y.max())}")
 
 
 def _is_zero(value) -> bool:
@@ -280,7 +253,7 @@ def train_clients(model: nn.Module, client_x: Sequence[Any], client_y: Sequence[
         if not x.is_floating_point():
             raise ValueError(f"client_x[{i}] must be a float tensor, got {x.dtype}")
         cast.append(_cast_finite(x, dtype, f"client_x[{i}]"))
-    num_classes = _num_classes(model, xs[0])
+    num_classes = _num_classes(model, xs[0], "client_x[0]")
     for i, y in enumerate(ys):
         _check_labels(y, num_classes, f"client_y[{i}]")
     if test_y is not None:
