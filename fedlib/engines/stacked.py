@@ -120,6 +120,7 @@ refused — normalising running statistics as if they were gradient progress is 
 """
 from __future__ import annotations
 
+import contextlib
 import copy
 import dataclasses
 import itertools
@@ -525,6 +526,27 @@ class _VmapNetwork:
         return self._logits(self.prefix(a), x)
 
 
+def _on_model(model: nn.Module, x: torch.Tensor) -> torch.Tensor:
+    """``x`` on the device and in the dtype of the model's parameters (the CPU and float32 without any)."""
+    ref = next(iter(model.parameters()), None)
+    return x.to(ref.device, ref.dtype) if ref is not None else x.to(torch.device("cpu"), torch.float32)
+
+
+@contextlib.contextmanager
+def _probing(model: nn.Module, device: torch.device):
+    """Around a probe forward of ``model`` (:func:`_check_training_mode`, :func:`_num_classes`): its random draws
+    are made inside ``torch.random.fork_rng`` (on ``device`` too when it is a GPU), so torch's global random state
+    is left as it was, and every module's training flag is restored afterwards, even after an exception."""
+    cuda = [device.index if device.index is not None else torch.cuda.current_device()] if device.type == "cuda" else []
+    modes = {m: m.training for m in model.modules()}
+    try:
+        with torch.random.fork_rng(devices=cuda):
+            yield
+    finally:
+        for m, mode in modes.items():
+            m.training = mode
+
+
 def _check_training_mode(model: nn.Module, x: torch.Tensor) -> int:
     """Refuse a model whose output on ``x`` in training mode (its ``nn.Dropout`` layers off) is not its
     eval-mode output: the vmap path runs the model in eval mode, replacing only ``nn.Dropout`` by seeded
@@ -539,15 +561,11 @@ def _check_training_mode(model: nn.Module, x: torch.Tensor) -> int:
     state is left as it was. The modules' training flags are restored. The outputs are compared up to
     rounding (64 machine epsilons of their scale), so a difference below that goes unnoticed. Returns ``K``,
     the width of the logits ``(b, K)`` (any other output shape is refused: the engine's loss takes ``(B, K)``)."""
-    ref = next(iter(model.parameters()), None)
-    device = ref.device if ref is not None else torch.device("cpu")
-    sample = x.to(device, ref.dtype if ref is not None else torch.float32)
-    cuda = [device.index if device.index is not None else torch.cuda.current_device()] if device.type == "cuda" else []
-    modes = {m: m.training for m in model.modules()}
+    sample = _on_model(model, x)
     try:
         # with gradients on, as the engine trains: under no_grad an eval-mode nn.MultiheadAttention /
         # nn.TransformerEncoderLayer takes torch's fused inference path, which rounds differently
-        with torch.enable_grad(), torch.random.fork_rng(devices=cuda):
+        with torch.enable_grad(), _probing(model, sample.device):
             model.train()
             for m in model.modules():
                 if type(m) is nn.Dropout:
@@ -558,9 +576,6 @@ def _check_training_mode(model: nn.Module, x: torch.Tensor) -> int:
     except Exception as exc:
         raise ValueError(f"model could not be applied to {sample.shape[0]} training inputs of shape "
                          f"{tuple(sample.shape[1:])} ({type(exc).__name__}: {exc})") from None
-    finally:
-        for m, mode in modes.items():
-            m.training = mode
     if not isinstance(trained, torch.Tensor) or not isinstance(evaluated, torch.Tensor):
         got = type(trained if not isinstance(trained, torch.Tensor) else evaluated).__name__
         raise ValueError(f"model must map a batch (B, *feature_shape) to logits (B, K), a tensor; got a {got}")
@@ -630,21 +645,14 @@ def _num_classes(model: nn.Module, x: torch.Tensor, what: str) -> int:
     training mode would refuse it) under ``torch.no_grad()``; random draws of the model are made inside
     ``torch.random.fork_rng``, so torch's global random state is left as it was, and every module's training
     flag is restored. Its forward hooks run (once)."""
-    ref = next(iter(model.parameters()), None)
-    device = ref.device if ref is not None else torch.device("cpu")
-    sample = x[:1].to(device, ref.dtype if ref is not None else torch.float32)
-    cuda = [device.index if device.index is not None else torch.cuda.current_device()] if device.type == "cuda" else []
-    modes = {m: m.training for m in model.modules()}
+    sample = _on_model(model, x[:1])
     try:
-        with torch.no_grad(), torch.random.fork_rng(devices=cuda):
+        with torch.no_grad(), _probing(model, sample.device):
             model.eval()
             out = model(sample)
     except Exception as exc:
         raise ValueError(f"model could not be applied to one sample of {what}, shape {tuple(sample.shape)} "
                          f"({type(exc).__name__}: {exc})") from None
-    finally:
-        for m, mode in modes.items():
-            m.training = mode
     if not isinstance(out, torch.Tensor) or out.ndim != 2 or out.shape[0] != 1:
         raise ValueError(f"model must map a batch (B, *feature_shape) to logits (B, K), got "
                          f"{tuple(out.shape) if isinstance(out, torch.Tensor) else type(out).__name__} for B = 1")
