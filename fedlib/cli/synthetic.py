@@ -172,7 +172,7 @@ def _segment_end(segment: dict, done: int) -> dict:
 
 def run_synthetic(args: argparse.Namespace) -> int:
     from ..checkpoint import check_config, load_checkpoint, save_checkpoint
-    from ..distributed import gather_variates, init_from_env, under_torchrun
+    from ..distributed import init_from_env, under_torchrun
     from ..engines.batched import resolve_device, run_engine
     from ..problems.logistic import LogisticProblem
     from ..schedules import make_epoch_schedule
@@ -278,12 +278,11 @@ def run_synthetic(args: argparse.Namespace) -> int:
         done = len(history)
         if ckpt_path is None or every is None or not (done % every == 0 or done == args.rounds):
             return
-        variates = gather_variates(comm, state.variates, problem.num_clients)  # a collective: every rank
-        if rank0:
+        if rank0:  # run_batched hands on_round_end every client's c_i (gathered from the ranks)
             # an interrupted run names the checkpoint (fedlib.cli._kept_checkpoints): set before the write,
             # which is atomic, so that a Ctrl-C right after it still does
             args.checkpoint_saved = True
-            save_checkpoint(ckpt_path, config=config, round_done=done, state=state._replace(variates=variates),
+            save_checkpoint(ckpt_path, config=config, round_done=done, state=state,
                             history=history, initial=initial, seed=args.seed, kind="synthetic",
                             extra={"segments": earlier + [_segment_end(segment, done)]}, who="--checkpoint")
 
@@ -296,8 +295,10 @@ def run_synthetic(args: argparse.Namespace) -> int:
             bar.set_postfix(loss=f"{loss:.4f}" if loss is not None else "-", refresh=False)
             bar.update(1)
 
-    extra = {} if comm is None and ckpt_path is None else {"comm": comm, "resume": resume,
-                                                           "on_round_end": on_round_end}
+    # on_round_end only when it writes: with it, a distributed VR run gathers the c_i after every round
+    extra = {} if comm is None and ckpt_path is None else {
+        "comm": comm, "resume": resume, "on_round_end": on_round_end if ckpt_path is not None and every is not None
+        else None}
     try:
         with RunClock() as clock:
             run = run_engine(args.engine, algorithm, problem, schedule, args.rounds, batch_size=args.batch_size,

@@ -453,7 +453,10 @@ def run_batched(algorithm: FederatedAlgorithm, problem: LogisticProblem, schedul
         ``ValueError`` naming ``comm``, before the data is put on the backend). Each rank
         then trains only the participants it owns and the aggregation runs with
         collectives (:func:`fedlib.distributed.distributed_apply`); every rank ends each
-        round with the same global model.
+        round with the same global model. A rank updates the control variates :math:`c_i` of its own
+        clients only: the returned state and the one ``on_round_end`` receives hold every client's
+        (gathered with :func:`fedlib.distributed.gather_variates`, a collective, after every round when
+        ``on_round_end`` is given), so that a checkpoint of it resumes the run, on any number of processes.
     resume : ``{"state", "history", "initial"}`` of a checkpoint (:mod:`fedlib.checkpoint`):
         continue after round ``len(history) - 1`` with that server state.
     on_round_end : ``(state, history, initial)`` after every round (checkpointing).
@@ -538,6 +541,11 @@ def run_batched(algorithm: FederatedAlgorithm, problem: LogisticProblem, schedul
         _check_resume(algorithm, resume, rounds, m, pack_params(x0).shape)
         state = _state_to_backend(be, resume["state"])
         initial, history = dict(resume.get("initial") or {}), [dict(h) for h in resume["history"]]
+    # each rank updates only the c_i of its own clients: the full stack is gathered (a collective) for
+    # on_round_end after every round, and for the returned state
+    gather = comm is not None and comm.world_size > 1 and state.variates is not None
+    if gather:
+        from ..distributed import gather_variates
     cache: dict = {}  # per learning rate: local step sizes and online counters
     for t in range(len(history), rounds):
         start = time.perf_counter()
@@ -582,10 +590,10 @@ def run_batched(algorithm: FederatedAlgorithm, problem: LogisticProblem, schedul
         if callback is not None:
             callback(rec)
         if on_round_end is not None:
+            if gather:  # the state handed out is the run's whole state (a checkpoint of it resumes the run)
+                state = state._replace(variates=gather_variates(comm, state.variates, m))
             on_round_end(state, history, initial)
-    if comm is not None and state.variates is not None:
-        from ..distributed import gather_variates  # each rank updated only its own c_i: the full stack
-
+    if gather and on_round_end is None:  # with on_round_end, gathered after the last round already
         state = state._replace(variates=gather_variates(comm, state.variates, m))
     return EngineRun(_to_dict(be, state.params, copy=True), state, initial, history)
 
