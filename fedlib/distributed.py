@@ -44,8 +44,8 @@ from typing import Optional, Sequence
 import numpy as np
 
 from ._validate import check_int, check_positive, check_probability_vector, tensor_as_float64
-from .algorithms import (FederatedAlgorithm, RoundDiagnostics, ServerState, _check_round_state, _run_server_optimizer,
-                         check_client_indices, client_update_problem)
+from .algorithms import (FederatedAlgorithm, RoundDiagnostics, ServerState, _check_round_state, _check_state_kinds,
+                         _run_server_optimizer, check_client_indices, client_update_problem)
 from .rule import effective_weights
 from .sampling import Participation, as_participation
 from .theory import _round_chi_square
@@ -352,7 +352,8 @@ def distributed_apply(comm: Communicator, algorithm: FederatedAlgorithm, state: 
     :class:`~fedlib.algorithms.ServerState` of ``algorithm`` (control variates or server optimizer
     state of another kind) raises ``ValueError`` naming ``state`` before any collective, as
     :meth:`~fedlib.algorithms.FederatedAlgorithm.apply` does (every rank holds the same state), and so
-    does a ``state`` whose ``num_clients`` is ``None`` (the ranks own blocks of the :math:`m` clients,
+    do a ``state`` whose control variates or server optimizer state hold another kind of array than its
+    model (numpy arrays next to torch tensors, as ``apply`` refuses them) and a ``state`` whose ``num_clients`` is ``None`` (the ranks own blocks of the :math:`m` clients,
     :func:`owned_clients`; ``apply`` takes such a state, unchecked). ``comm`` must be a
     :class:`Communicator` (a ``ValueError`` naming it otherwise).
 
@@ -381,6 +382,7 @@ def distributed_apply(comm: Communicator, algorithm: FederatedAlgorithm, state: 
     """
     _check_communicator(comm)
     _check_round_state(algorithm, state)  # as apply; the same state on every rank, so every rank raises it
+    _check_state_kinds(state)  # as apply: numpy variates or server state with a torch model
     if state.num_clients is None:  # the ranks' blocks of clients are blocks of range(m): m must be known
         raise ValueError("state.num_clients is None (a state built by hand or read from a checkpoint older than "
                          "the field): distributed_apply splits the clients across ranks by their number m; "

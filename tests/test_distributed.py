@@ -570,6 +570,25 @@ def test_distributed_apply_refuses_deltas_of_another_kind_than_the_model():
     assert new.params.tolist() == [-4.0]
 
 
+@pytest.mark.parametrize("name, server, part", [("fednova", momentum(0.9), "server"), ("scaffold", plain(), "variates"),
+                                                 ("vrlsgd", adam(0.1), "server")])
+def test_distributed_apply_refuses_a_state_of_numpy_arrays_next_to_a_torch_model_like_apply(name, server, part):
+    """A state whose model alone was turned into torch tensors (a checkpoint stores numpy arrays): apply names
+    ``state``; distributed_apply died in the server optimizer with numpy's "unsupported operand type(s) for -:
+    'numpy.ndarray' and 'Tensor'" (momentum) or went on with numpy c_i next to a torch model (SCAFFOLD)."""
+    algo = make_algorithm(name, sgd(0.1), server)
+    state = algo.init(np.zeros(2), 2)
+    state = state._replace(params=torch.zeros(2, dtype=torch.float64))
+    t = lambda v: torch.full((2,), v, dtype=torch.float64)  # noqa: E731
+    args = (state, full_participation([0.5, 0.5]), [ClientUpdate(0, t(1.0), 1.0, 1), ClientUpdate(1, t(2.0), 2.0, 2)],
+            0.1, [0.5, 0.5])
+    match = rf"^state\.{part} holds numpy arrays but state\.params holds torch tensors: use one kind"
+    with pytest.raises(ValueError, match=match):
+        algo.apply(*args)
+    with pytest.raises(ValueError, match=match):
+        distributed_apply(LocalCommunicator(), algo, *args)
+
+
 @pytest.mark.parametrize("num_clients", [3, 5])
 def test_gather_variates_names_a_num_clients_other_than_the_stack_rows(num_clients):
     """Before: with 2 ranks a stack of 4 c_i and num_clients=5 was an IndexError ('index 4 is out of
