@@ -31,7 +31,9 @@ the result is bitwise identical on every rank and does not depend on the collect
 internal algorithm; it differs from one process only by the order of the floating-point
 additions (about 1e-16 relative in float64). Only rank 0 writes the result file.
 
-:class:`LocalCommunicator` is the one-process communicator (world size 1); the tests compare
+:class:`LocalCommunicator` is the one-process communicator (world size 1); with one process
+(either communicator) a round is :meth:`~fedlib.algorithms.FederatedAlgorithm.apply`'s bit for bit, so a
+plain run and ``torchrun --nproc_per_node 1`` resume each other's checkpoints exactly. The tests compare
 1, 2 and 3 gloo processes. A run's returned state has every client's control variate on
 every rank (:func:`gather_variates` at the end of :func:`fedlib.engines.batched.run_batched`).
 """
@@ -50,7 +52,7 @@ from .rule import effective_weights
 from .sampling import Participation, as_participation
 from .theory import _round_chi_square
 from .tree import (leaf_kind, tree_all_finite, tree_index, tree_kind_mismatch, tree_leaves, tree_map,
-                   tree_structure_equal, tree_weighted_sum)
+                   tree_stacked_weighted_sum, tree_structure_equal, tree_weighted_sum)
 from .variance import ControlVariates, updated_client_variates
 
 __all__ = ["Communicator", "LocalCommunicator", "TorchCommunicator", "under_torchrun", "init_from_env",
@@ -443,6 +445,8 @@ def _update_variates(comm, variates: ControlVariates, own, mine, lr, p, change) 
     if variates.kind != "scaffold":  # vrlsgd: c_bar stays 0
         return ControlVariates(cs, variates.mean, variates.kind)
     p = np.asarray(p, dtype=np.float64)
+    if comm.world_size == 1:  # one process owns the whole stack: apply's sum (update_control_variates), bit for bit
+        return ControlVariates(cs, tree_stacked_weighted_sum(cs, p), variates.kind)
     owned = owned_clients(p.size, comm.world_size, comm.rank)
     part = tree_weighted_sum([tree_index(cs, int(j)) for j in owned], p[owned])
     return ControlVariates(cs, tree_map(comm.allreduce_sum, part), variates.kind)
