@@ -1,6 +1,8 @@
 """What ``python -m fedlib`` says about its own usage: the ``--help`` texts say what happens without
 --out, --data-root or --checkpoint-every, what the run seed draws and where --images-per-second's rate
 comes from; an argument a subcommand does not take is reported by that subcommand."""
+import re
+
 import pytest
 
 from fedlib.cli import main
@@ -166,3 +168,36 @@ def test_run_cifar10_help_says_what_its_training_loss_is(capsys):
     text = _help(capsys, "run", "cifar10")
     assert "is the clients' mean mini-batch loss during the round" in text
     assert "not the loss of the new global model that run synthetic records" in text
+
+
+@pytest.mark.parametrize("argv", [["rerun", "result.json"], ["bench", "synthetic", "--rounds", "1", "--repeat", "1"],
+                                  ["table1", "--dry-run"], ["run", "cifar10", "--rounds", "1"],
+                                  ["bench", "cifar10", "--steps", "1"]])
+def test_a_command_that_does_not_split_across_processes_is_refused_under_torchrun(capsys, monkeypatch, tmp_path, argv):
+    """Under torchrun with WORLD_SIZE > 1 only ``run synthetic`` splits its clients across the ranks. Before, every
+    other command ran whole on every rank: ``rerun`` ran the recorded command distributed, and rank 1, which
+    writes nothing, stopped with '.../rerun.json: file not found' (torchrun: 'fedlib FAILED'); ``run cifar10``,
+    ``table1`` and ``bench`` ran once per rank, on the same GPU, writing the same files (bench timed the copies
+    competing)."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    monkeypatch.setenv("RANK", "1")
+    assert _exit_code(lambda: main(argv)) == 2
+    err = " ".join(capsys.readouterr().err.split())
+    assert re.search(r"^python -m fedlib [a-z0-9 ]+: error: started by torchrun with WORLD_SIZE=2, but only "
+                     r"'run synthetic' splits its work across processes: each of the 2 would run the whole command "
+                     r"and write the same files; run it as one process, without torchrun$", err), err
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_run_synthetic_is_not_refused_under_torchrun_nor_other_commands_with_one_process(capsys, monkeypatch):
+    """The guard above leaves ``run synthetic`` to its own checks, and one torchrun process (WORLD_SIZE=1) runs any
+    command as one process does."""
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    monkeypatch.setenv("RANK", "0")
+    assert _exit_code(lambda: main(["run", "synthetic", "--engine", "reference"])) == 2
+    assert "--distributed runs the batched engine: drop --engine reference" in capsys.readouterr().err
+    monkeypatch.setenv("WORLD_SIZE", "1")
+    assert _exit_code(lambda: main(["rerun", "no-such-result.json"])) == 2
+    err = capsys.readouterr().err
+    assert "no-such-result.json" in err and "torchrun" not in err

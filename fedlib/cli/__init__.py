@@ -21,6 +21,10 @@ on stderr and no output file; 1 for an unexpected internal error (traceback); 13
 interrupted (Ctrl-C) — the message names the run's checkpoint file when one exists
 (``--checkpoint-every``), to continue with ``--resume``.
 
+Under ``torchrun`` with more than one process only ``run synthetic`` runs (its clients split across the
+ranks, :mod:`fedlib.distributed`); any other command is refused with status 2 on every rank, which would each
+run it whole and write the same files.
+
 Provenance: a result records the command ``python -m fedlib <argv>`` when :func:`main`
 is given ``argv`` (a script, a test, ``rerun``), else the process's ``sys.argv``.
 """
@@ -208,6 +212,19 @@ def _requested(argv: Sequence[str]) -> Optional[tuple]:
     return None
 
 
+def _torchrun_world_size() -> int:
+    """``WORLD_SIZE`` when torchrun started this process (:func:`fedlib.distributed.under_torchrun`), else 1 (also
+    for a ``WORLD_SIZE`` that is no integer, which ``run synthetic`` names)."""
+    from ..distributed import under_torchrun
+
+    if not under_torchrun():
+        return 1
+    try:
+        return int(os.environ["WORLD_SIZE"])
+    except ValueError:
+        return 1
+
+
 def _kept_checkpoints(args: argparse.Namespace) -> list:
     """The checkpoint files an interrupted command leaves to continue from: ``table1``'s
     per-group files in its ``--results`` folder (it resumes them when run again; none for
@@ -252,6 +269,14 @@ def _main(argv: list) -> int:
         parser = build_parser()  # that command's module is missing: show what exists
     args = parser.parse_args(argv)  # exits with status 2 on unknown / malformed flags
     prog = " ".join([parser.prog, *(name for name in (only or ()) if name)])  # e.g. "python -m fedlib run synthetic"
+    several = _torchrun_world_size()
+    if several > 1 and only != ("run", "synthetic"):
+        # every rank would run the whole command on its own (the same GPU, the same output and checkpoint files)
+        print(f"{prog}: error: started by torchrun with WORLD_SIZE={several}, but only 'run synthetic' splits its "
+              f"work across processes: each of the {several} would run the whole command and write the same files; "
+              "run it as one process, without torchrun",
+              file=sys.stderr)
+        return 2
     try:
         return int(args.handler(args) or 0)
     except DivergenceError as exc:
