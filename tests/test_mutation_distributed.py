@@ -497,6 +497,49 @@ def test_ranks_started_with_other_settings_are_refused(tmp_path, monkeypatch, ca
     assert list(tmp_path.iterdir()) == []
 
 
+@pytest.mark.parametrize("rank1, shown", [
+    (("b" * 40, False, "0.1.0"), f"rank 1: commit {'b' * 40}, fedlib 0.1.0"),
+    (("a" * 40, True, "0.1.0"), f"rank 1: commit {'a' * 40} (uncommitted changes), fedlib 0.1.0"),
+    (("a" * 40, False, "0.2.0"), f"rank 1: commit {'a' * 40}, fedlib 0.2.0")])
+def test_ranks_running_other_code_are_refused_on_every_rank(tmp_path, monkeypatch, capsys, rank1, shown):
+    """Two machines, two checkouts: rank 1 at another commit, with uncommitted changes, or another fedlib version.
+    Before, the run went on, each rank training its own clients with its own code, and the result's provenance named
+    rank 0's commit alone."""
+    import fedlib.cli.synthetic as cs
+    import fedlib.results
+
+    def commit_of_rank(root=None):
+        return ("a" * 40, False) if cs.os.environ["RANK"] == "0" else rank1[:2]
+
+    monkeypatch.setattr(fedlib.results, "git_commit", commit_of_rank)
+    monkeypatch.setattr("fedlib.__version__", "0.1.0")
+    real_start = cs._segment_start
+
+    def segment_start(first_round):
+        out = real_start(first_round)
+        return out if cs.os.environ["RANK"] == "0" else {**out, "fedlib": rank1[2]}
+
+    monkeypatch.setattr(cs, "_segment_start", segment_start)
+    argvs = [SYN + ["--quiet", "--out", str(tmp_path / "run.json")]] * 2
+    assert cli_on_ranks(monkeypatch, argvs) == [2, 2]
+    err = capsys.readouterr().err.splitlines()
+    assert err == [f"python -m fedlib run synthetic: error: --distributed: the ranks run different code (rank 0: commit "
+                   f"{'a' * 40}, fedlib 0.1.0; {shown}); every rank must run the same fedlib checkout (the result's "
+                   "provenance records rank 0's alone)"] * 2
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("codes, differ", [([("a" * 40, False, "1"), ("unknown", None, "1")], False),
+                                           ([("a" * 40, True, "1"), ("a" * 40, True, "1")], False),
+                                           ([("a" * 40, None, "1"), ("a" * 40, False, "1")], False),
+                                           ([("a" * 40, False, "1"), ("b" * 40, None, "1")], True)])
+def test_a_checkout_without_git_agrees_with_any_commit(codes, differ):
+    """A copy without .git (commit "unknown", dirty None) cannot be told apart; known values must agree."""
+    from fedlib.cli.synthetic import _different_code
+
+    assert _different_code(codes) is differ
+
+
 def test_resuming_on_more_processes_at_another_commit_warns_once_and_goes_on(tmp_path, monkeypatch, capsys):
     """A one-process run's round-1 checkpoint (commit a) resumed on 2 thread ranks (commit b): rank 0 alone
     prints both warnings; rank 0 alone writes; the rounds are the one-process run's."""

@@ -161,6 +161,15 @@ def _segment_start(first_round: int) -> dict:
             "git_commit": sha, "git_dirty": dirty, "fedlib": __version__}
 
 
+def _different_code(codes: list) -> bool:
+    """Whether the ranks' ``(git commit, dirty, fedlib version)`` show other code: two known commits
+    differ, a known checkout has uncommitted changes on one rank and none on another, or the versions
+    differ (a checkout without ``.git`` reads ``"unknown"``, which agrees with any commit)."""
+    commits = {c for c, _, _ in codes if c != "unknown"}
+    dirty = {d for _, d, _ in codes if d is not None}
+    return len(commits) > 1 or len(dirty) > 1 or len({v for _, _, v in codes}) > 1
+
+
 def _segment_end(segment: dict, done: int) -> dict:
     import time
 
@@ -256,15 +265,22 @@ def run_synthetic(args: argparse.Namespace) -> int:
         # same run, or ranks at different rounds would train together (a machine without the file
         # has already stopped with "checkpoint not found")
         same = {k: v for k, v in config.items() if k != "device"}  # a rank's own GPU may be named differently
-        seen = comm.all_gather_object((segment["rounds"][0], json.dumps(same, sort_keys=True, default=str)))
-        configs = [json.loads(c) for _, c in seen]
+        code = (segment["git_commit"], segment["git_dirty"], segment["fedlib"])
+        seen = comm.all_gather_object((segment["rounds"][0], json.dumps(same, sort_keys=True, default=str), code))
+        configs = [json.loads(c) for _, c, _ in seen]
         differ = sorted({k for c in configs for k in c if any(c.get(k) != o.get(k) for o in configs)})
         if differ:  # other flags or data (a fresh run too: no checkpoint to blame)
             raise CLIError(f"--distributed: the ranks were started with different settings (differing keys: "
                            f"{', '.join(differ)}); every rank must run the same command on the same data")
-        if len(set(seen)) > 1:
+        codes = [tuple(c) for _, _, c in seen]
+        if _different_code(codes):  # each rank trains its own clients with its own code; provenance names rank 0's
+            ranks = "; ".join(f"rank {r}: commit {c}{' (uncommitted changes)' if d else ''}, fedlib {v}"
+                              for r, (c, d, v) in enumerate(codes))
+            raise CLIError(f"--distributed: the ranks run different code ({ranks}); every rank must run the same "
+                           "fedlib checkout (the result's provenance records rank 0's alone)")
+        if len({r for r, _, _ in seen}) > 1:
             raise CLIError(f"--resume: the ranks resumed from different checkpoints (rounds "
-                           f"{[r for r, _ in seen]}); every rank must read the same checkpoint file, e.g. on a "
+                           f"{[r for r, _, _ in seen]}); every rank must read the same checkpoint file, e.g. on a "
                            "shared filesystem")
     # more or fewer processes than before (2 -> 1 as much as 1 -> 2): the sums add in another order
     earlier_sizes = sorted({e.get("world_size") for e in earlier} - {None, segment["world_size"]})
