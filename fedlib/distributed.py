@@ -413,8 +413,9 @@ def distributed_apply(comm: Communicator, algorithm: FederatedAlgorithm, state: 
     merged: dict = {}
     for part in info:
         merged.update(part)
-    if sorted(merged) != clients.tolist():
-        raise RuntimeError(f"distributed round: ranks reported clients {sorted(merged)}, expected {clients.tolist()}")
+    if sorted(merged) != sorted(clients.tolist()):  # a Participation built by hand may list them in any order
+        raise RuntimeError(f"distributed round: ranks reported clients {sorted(merged)}, expected "
+                           f"{sorted(clients.tolist())}")
     a_norms = np.array([merged[int(c)][0] for c in clients])
     steps = np.array([merged[int(c)][1] for c in clients], dtype=np.int64)
     tau, w = effective_weights(algorithm.aggregation, participation.weights, a_norms, algorithm.tau_eff, steps)

@@ -134,6 +134,35 @@ def test_distributed_apply_world_one_matches_apply(name):
         state = s1
 
 
+@pytest.mark.parametrize("name", ["fedavg", "fednova", "scaffold", "vrlsgd"])
+def test_distributed_apply_takes_a_participation_in_any_order_like_apply(name):
+    """A Participation built by hand with its clients unsorted ([3, 0, 1], updates in that order): apply takes it.
+    Before, distributed_apply stopped on every rank with 'distributed round: ranks reported clients [0, 1, 3],
+    expected [3, 0, 1]' (every participant was reported); now one process is apply bit for bit, two thread ranks
+    apply to 1e-15."""
+    from fedlib.sampling import Participation
+
+    algo = make_algorithm(name, sgd(0.1), momentum(0.9))
+    p = np.array([0.1, 0.2, 0.3, 0.4])
+    state = algo.init(np.zeros(3), 4)
+    part = Participation(np.array([3, 0, 1]), np.array([1.2, 0.5, 1.0]))
+    rng = np.random.default_rng(1)
+    ups = [ClientUpdate(c, rng.normal(size=3), float(c + 1), c + 1) for c in (3, 0, 1)]
+    whole, d1 = algo.apply(state, part, ups, 0.1, p)
+    one, d2 = distributed_apply(LocalCommunicator(), algo, state, part, ups, 0.1, p)
+    np.testing.assert_array_equal(one.params, whole.params)
+    assert d2.clients.tolist() == [3, 0, 1] and np.array_equal(d2.a_norms, d1.a_norms)
+    assert d2.tau_eff == d1.tau_eff and np.array_equal(d2.weights, d1.weights) and d2.chi2 == d1.chi2
+
+    def step(comm):
+        own = set(owned_clients(4, 2, comm.rank).tolist())
+        return distributed_apply(comm, algo, state, part, [u for u in ups if u.client in own], 0.1, p)
+
+    for s, d in on_ranks(2, step):
+        np.testing.assert_allclose(s.params, whole.params, rtol=0, atol=1e-15)
+        assert d.clients.tolist() == [3, 0, 1] and np.array_equal(d.weights, d1.weights)
+
+
 def _two_ranks(tmp_path, cmds, timeout=120):
     """Start rank 0 and rank 1 by hand (no torchrun), each in its own folder; their results."""
     port = str(_free_port())
