@@ -347,7 +347,11 @@ def distributed_apply(comm: Communicator, algorithm: FederatedAlgorithm, state: 
     r""":meth:`~fedlib.algorithms.FederatedAlgorithm.apply` with the participants split across ranks.
 
     ``updates`` are this rank's :class:`~fedlib.algorithms.ClientUpdate` (its owned
-    participants, any order). Returns ``(state, diagnostics)``, identical on every rank.
+    participants, any order). Returns ``(state, diagnostics)``: the model, the server optimizer
+    state, :math:`\bar c` and the diagnostics are identical on every rank, but of the stacked control
+    variates each rank updates only its own clients' rows (the other rows stay as in ``state``), which
+    is all its next round reads; :func:`gather_variates` (a collective: every rank calls it) assembles
+    the whole stack, e.g. before a checkpoint is written.
     Updates a rank cannot hand in (another rank's client, one twice, a change of another
     shape than the model) raise the same ``ValueError`` on every rank, after the first
     collective, rather than on that rank alone while the others wait in it. A ``state`` that is no

@@ -163,6 +163,33 @@ def test_distributed_apply_takes_a_participation_in_any_order_like_apply(name):
         assert d.clients.tolist() == [3, 0, 1] and np.array_equal(d.weights, d1.weights)
 
 
+def test_distributed_apply_updates_the_own_rows_and_gather_variates_the_whole_stack():
+    """What distributed_apply's docstring says of its state (which read 'identical on every rank', though each
+    rank updates only its own clients' c_i): the model and c_bar agree on both ranks; rank 0's rows of rank 1's
+    clients are still the given state's; gather_variates makes every rank's stack apply's."""
+    from fedlib.distributed import gather_variates
+
+    algo = make_algorithm("scaffold", sgd(0.1))
+    p = np.full(4, 0.25)
+    state = algo.init(np.zeros(3), 4)
+    rng = np.random.default_rng(2)
+    ups = [ClientUpdate(c, rng.normal(size=3), float(c + 1), c + 1) for c in range(4)]
+    whole, _ = algo.apply(state, full_participation(p), ups, 0.1, p)
+
+    def step(comm):
+        own = set(owned_clients(4, 2, comm.rank).tolist())
+        new, _ = distributed_apply(comm, algo, state, full_participation(p), [u for u in ups if u.client in own],
+                                   0.1, p)
+        return new, gather_variates(comm, new.variates, 4)
+
+    (s0, g0), (s1, g1) = on_ranks(2, step)
+    assert np.array_equal(s0.params, s1.params) and np.array_equal(s0.variates.mean, s1.variates.mean)
+    assert np.array_equal(s0.variates.client[2:], state.variates.client[2:])  # rank 1's clients, as given
+    assert not np.array_equal(s0.variates.client, s1.variates.client)
+    for g in (g0, g1):
+        np.testing.assert_allclose(g.client, whole.variates.client, rtol=0, atol=1e-15)
+
+
 def _two_ranks(tmp_path, cmds, timeout=120):
     """Start rank 0 and rank 1 by hand (no torchrun), each in its own folder; their results."""
     port = str(_free_port())
