@@ -529,6 +529,41 @@ def test_ranks_running_other_code_are_refused_on_every_rank(tmp_path, monkeypatc
     assert list(tmp_path.iterdir()) == []
 
 
+def test_ranks_reading_the_same_data_from_other_paths_run_and_other_data_is_refused(tmp_path, monkeypatch, capsys,
+                                                                                     one_commit):
+    """Two machines, the same LEAF file at other paths (each its own checkout): the data's SHA-256 identifies it.
+    Before, they were refused with '--distributed: the ranks were started with different settings (differing keys:
+    data)', config.data.source (the resolved path) differing; the run now equals the one-process run and rank 0's
+    result names its own path. Other contents at those paths are still refused."""
+    import json as json_
+
+    from fedlib.cli import main
+
+    from leafutil import leaf_doc, write_leaf
+
+    rng = np.random.default_rng(0)
+    sizes = (6, 8, 10)
+    doc = leaf_doc(["u0", "u1", "u2"], [rng.normal(size=(n, 4)).round(6).tolist() for n in sizes],
+                   [rng.integers(0, 3, size=n).tolist() for n in sizes])
+    paths = [write_leaf(tmp_path / "m0" / "train.json", doc), write_leaf(tmp_path / "m1" / "data" / "train.json", doc)]
+    flags = ["run", "synthetic", "--rounds", "2", "--quiet", "--data"]
+    assert main(flags + [str(paths[0]), "--out", str(tmp_path / "one.json")]) == 0
+    argvs = [flags + [str(path), "--out", str(tmp_path / f"two{r}.json")] for r, path in enumerate(paths)]
+    assert cli_on_ranks(monkeypatch, argvs) == [0, 0]
+    one, two = (json_.loads((tmp_path / name).read_text()) for name in ("one.json", "two0.json"))
+    assert not (tmp_path / "two1.json").exists()
+    assert two["config"]["data"]["source"] == str(paths[0]) and two["config"]["world_size"] == 2
+    assert [h["train_loss"] for h in two["history"]] == pytest.approx([h["train_loss"] for h in one["history"]],
+                                                                      rel=1e-14, abs=0)
+    doc["user_data"]["u0"]["y"][0] = (doc["user_data"]["u0"]["y"][0] + 1) % 3
+    write_leaf(paths[1], doc)
+    capsys.readouterr()
+    assert cli_on_ranks(monkeypatch, argvs) == [2, 2]
+    assert capsys.readouterr().err.splitlines() == [
+        "python -m fedlib run synthetic: error: --distributed: the ranks were started with different settings "
+        "(differing keys: data); every rank must run the same command on the same data"] * 2
+
+
 @pytest.mark.parametrize("codes, differ", [([("a" * 40, False, "1"), ("unknown", None, "1")], False),
                                            ([("a" * 40, True, "1"), ("a" * 40, True, "1")], False),
                                            ([("a" * 40, None, "1"), ("a" * 40, False, "1")], False),

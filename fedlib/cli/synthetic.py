@@ -265,6 +265,8 @@ def run_synthetic(args: argparse.Namespace) -> int:
         # same run, or ranks at different rounds would train together (a machine without the file
         # has already stopped with "checkpoint not found")
         same = {k: v for k, v in config.items() if k != "device"}  # a rank's own GPU may be named differently
+        if "sha256" in same["data"]:  # --data: the same contents, wherever each machine keeps the file
+            same["data"] = {k: v for k, v in same["data"].items() if k not in ("source", "name")}
         code = (segment["git_commit"], segment["git_dirty"], segment["fedlib"])
         seen = comm.all_gather_object((segment["rounds"][0], json.dumps(same, sort_keys=True, default=str), code))
         configs = [json.loads(c) for _, c, _ in seen]
