@@ -564,6 +564,23 @@ def test_ranks_reading_the_same_data_from_other_paths_run_and_other_data_is_refu
         "(differing keys: data); every rank must run the same command on the same data"] * 2
 
 
+@pytest.mark.parametrize("rank1", [[], ["--checkpoint-every", "2"]])
+def test_ranks_checkpointing_at_other_rounds_are_refused(tmp_path, monkeypatch, capsys, one_commit, rank1):
+    """Rank 0 with --checkpoint-every 1, rank 1 without it or every 2 rounds: a checkpoint round gathers the control
+    variates from every rank (a collective), so the ranks' collectives no longer matched. Before, on two gloo
+    processes, rank 1 died after round 1 with "terminate called after throwing an instance of 'gloo::EnforceNotMet'
+    ... Received data size doesn't match expected size. Is there a distributed collective mismatch in your code?"
+    (SIGABRT) and rank 0 with gloo's 'Connection reset by peer'."""
+    (tmp_path / "m1").mkdir()
+    argvs = [SYN + ["--quiet", "--out", str(tmp_path / "run.json"), "--checkpoint-every", "1"],
+             SYN + ["--quiet", "--out", str(tmp_path / "m1" / "run.json")] + rank1]
+    assert cli_on_ranks(monkeypatch, argvs) == [2, 2]
+    assert capsys.readouterr().err.splitlines() == [
+        "python -m fedlib run synthetic: error: --distributed: the ranks were started with different settings "
+        "(differing keys: checkpoint_every); every rank must run the same command on the same data"] * 2
+    assert list(tmp_path.iterdir()) == [tmp_path / "m1"] and list((tmp_path / "m1").iterdir()) == []
+
+
 @pytest.mark.parametrize("codes, differ", [([("a" * 40, False, "1"), ("unknown", None, "1")], False),
                                            ([("a" * 40, True, "1"), ("a" * 40, True, "1")], False),
                                            ([("a" * 40, None, "1"), ("a" * 40, False, "1")], False),

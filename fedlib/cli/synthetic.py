@@ -265,6 +265,8 @@ def run_synthetic(args: argparse.Namespace) -> int:
         # same run, or ranks at different rounds would train together (a machine without the file
         # has already stopped with "checkpoint not found")
         same = {k: v for k, v in config.items() if k != "device"}  # a rank's own GPU may be named differently
+        # a checkpoint round gathers the c_i from every rank (a collective): the ranks must checkpoint alike
+        same["checkpoint_every"] = args.checkpoint_every
         if "sha256" in same["data"]:  # --data: the same contents, wherever each machine keeps the file
             same["data"] = {k: v for k, v in same["data"].items() if k not in ("source", "name")}
         code = (segment["git_commit"], segment["git_dirty"], segment["fedlib"])
