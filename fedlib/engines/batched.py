@@ -456,7 +456,8 @@ def run_batched(algorithm: FederatedAlgorithm, problem: LogisticProblem, schedul
         round with the same global model. A rank updates the control variates :math:`c_i` of its own
         clients only: the returned state and the one ``on_round_end`` receives hold every client's
         (gathered with :func:`fedlib.distributed.gather_variates`, a collective, after every round when
-        ``on_round_end`` is given), so that a checkpoint of it resumes the run, on any number of processes.
+        ``on_round_end`` is given: give it on every rank or on none), so that a checkpoint of it resumes the
+        run, on any number of processes.
     resume : ``{"state", "history", "initial"}`` of a checkpoint (:mod:`fedlib.checkpoint`):
         continue after round ``len(history) - 1`` with that server state.
     on_round_end : ``(state, history, initial)`` after every round (checkpointing).
