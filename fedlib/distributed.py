@@ -354,7 +354,8 @@ def distributed_apply(comm: Communicator, algorithm: FederatedAlgorithm, state: 
     the whole stack, e.g. before a checkpoint is written.
     Updates a rank cannot hand in (another rank's client, one twice, a change of another
     shape than the model) raise the same ``ValueError`` on every rank, after the first
-    collective, rather than on that rank alone while the others wait in it. A ``state`` that is no
+    collective, rather than on that rank alone while the others wait in it; so do ranks whose ``state``
+    is of different rounds (one resumed from a checkpoint, another started afresh). A ``state`` that is no
     :class:`~fedlib.algorithms.ServerState` of ``algorithm`` (control variates or server optimizer
     state of another kind) raises ``ValueError`` naming ``state`` before any collective, as
     :meth:`~fedlib.algorithms.FederatedAlgorithm.apply` does (every rank holds the same state), and so
@@ -407,12 +408,16 @@ def distributed_apply(comm: Communicator, algorithm: FederatedAlgorithm, state: 
     # (a rank raising alone would leave the others waiting in that collective until the group's timeout)
     error = _updates_problem(comm.rank, updates, mine, owned_clients(state.num_clients, comm.world_size, comm.rank),
                              state.params)
-    gathered = comm.all_gather_object({"error": error,
+    gathered = comm.all_gather_object({"error": error, "round": int(state.round),
                                        "info": {} if error else {c: (float(u.a_norm), int(u.local_steps))
                                                                  for c, u in mine.items()}})
     errors = [g["error"] for g in gathered if g["error"]]
     if errors:
         raise ValueError("; ".join(errors))
+    rounds = [g["round"] for g in gathered]
+    if len(set(rounds)) > 1:  # e.g. one rank resumed from a checkpoint, another started afresh
+        raise ValueError(f"state: the ranks hold the server states of different rounds ({rounds}, in rank order); "
+                         "every rank must hold the same state (the same resume)")
     info = [g["info"] for g in gathered]
     merged: dict = {}
     for part in info:

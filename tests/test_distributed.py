@@ -190,6 +190,31 @@ def test_distributed_apply_updates_the_own_rows_and_gather_variates_the_whole_st
         np.testing.assert_allclose(g.client, whole.variates.client, rtol=0, atol=1e-15)
 
 
+def test_ranks_of_different_rounds_are_refused_on_every_rank():
+    """run_batched(comm=...) with rank 0 resumed from a checkpoint after round 2 and rank 1 started afresh (FedNova,
+    full participation). Before, the first two rounds summed rank 0's clients' changes from the round-2 model and
+    rank 1's from the initial one: rank 0 returned after round 4 with a model of neither run, without a word, while
+    rank 1 waited for 2 more rounds (a gloo process until its timeout). Now both ranks stop in the first round."""
+    from fedlib.data import synthetic
+    from fedlib.engines.batched import run_batched
+    from fedlib.problems.logistic import LogisticProblem
+    from fedlib.schedules import FixedSteps
+
+    prob = LogisticProblem(synthetic(num_clients=4, dim=3, num_classes=2, num_samples=[10, 20, 15, 12], seed=0))
+    algo, sched = make_algorithm("fednova", sgd(0.1)), FixedSteps([1, 2, 3, 2])
+    first = run_batched(algo, prob, sched, 2, batch_size=5)
+    checkpoint = {"state": first.state, "history": first.history, "initial": first.initial}
+
+    def run(comm):
+        try:
+            run_batched(algo, prob, sched, 4, batch_size=5, comm=comm, resume=checkpoint if comm.rank == 0 else None)
+        except ValueError as exc:
+            return str(exc)
+
+    assert on_ranks(2, run) == ["state: the ranks hold the server states of different rounds ([2, 0], in rank "
+                                "order); every rank must hold the same state (the same resume)"] * 2
+
+
 def _two_ranks(tmp_path, cmds, timeout=120):
     """Start rank 0 and rank 1 by hand (no torchrun), each in its own folder; their results."""
     port = str(_free_port())
