@@ -564,6 +564,49 @@ def test_ranks_reading_the_same_data_from_other_paths_run_and_other_data_is_refu
         "(differing keys: data); every rank must run the same command on the same data"] * 2
 
 
+def test_ranks_reading_the_same_data_from_other_paths_resume_together(tmp_path, monkeypatch, capsys, one_commit):
+    """The README's two machines, each with the same --data file at its own path and the checkpoint on a shared
+    filesystem, continue a run with --resume. Before, only rank 0's path (the one the checkpoint records) resumed:
+    rank 1 stopped alone with "--resume: checkpoint ... was written by another configuration; differing keys:
+    data.source (checkpoint '.../m0/train.json', now '.../m1/data/train.json')" while rank 0 waited for it in the
+    first collective. The resumed run equals the straight one, bit for bit; other contents are still refused."""
+    import json as json_
+
+    import thread_ranks
+
+    from leafutil import leaf_doc, write_leaf
+
+    monkeypatch.setattr(thread_ranks.Hub.__init__, "__defaults__", (10,))  # a rank stopped alone: fail fast
+    rng = np.random.default_rng(1)
+    sizes = (6, 8, 10)
+    doc = leaf_doc(["u0", "u1", "u2"], [rng.normal(size=(n, 4)).round(6).tolist() for n in sizes],
+                   [rng.integers(0, 3, size=n).tolist() for n in sizes])
+    paths = [write_leaf(tmp_path / "m0" / "train.json", doc), write_leaf(tmp_path / "m1" / "data" / "train.json", doc)]
+    (tmp_path / "shared").mkdir()
+    ckpt = tmp_path / "shared" / "run.ckpt"
+
+    def argvs(rounds, name, *more):
+        return [["run", "synthetic", "--algorithm", "scaffold", "--quiet", "--data", str(path), "--rounds", str(rounds),
+                 "--checkpoint", str(ckpt), "--checkpoint-every", "1", "--out", str(tmp_path / f"m{r}" / name), *more]
+                for r, path in enumerate(paths)]
+
+    assert cli_on_ranks(monkeypatch, argvs(3, "straight.json")) == [0, 0]
+    ckpt.unlink()
+    assert cli_on_ranks(monkeypatch, argvs(2, "first.json")) == [0, 0]
+    capsys.readouterr()
+    assert cli_on_ranks(monkeypatch, argvs(3, "resumed.json", "--resume")) == [0, 0]
+    assert capsys.readouterr().err == ""
+    straight, resumed = (json_.loads((tmp_path / "m0" / name).read_text()) for name in ("straight.json", "resumed.json"))
+    assert [h["train_loss"] for h in resumed["history"]] == [h["train_loss"] for h in straight["history"]]
+    assert resumed["config"]["data"]["source"] == str(paths[0])
+    doc["user_data"]["u0"]["y"][0] = (doc["user_data"]["u0"]["y"][0] + 1) % 3
+    for path in paths:  # other contents than the checkpoint's: refused (on both ranks, which both read them)
+        write_leaf(path, doc)
+    capsys.readouterr()
+    assert cli_on_ranks(monkeypatch, argvs(4, "other.json", "--resume")) == [2, 2]
+    assert all("differing keys: data.sha256" in line for line in capsys.readouterr().err.splitlines())
+
+
 @pytest.mark.parametrize("rank1", [[], ["--checkpoint-every", "2"]])
 def test_ranks_checkpointing_at_other_rounds_are_refused(tmp_path, monkeypatch, capsys, one_commit, rank1):
     """Rank 0 with --checkpoint-every 1, rank 1 without it or every 2 rounds: a checkpoint round gathers the control

@@ -136,6 +136,16 @@ def _without_data_name(config) -> dict:
     return config
 
 
+def _data_by_contents(saved: dict, current: dict) -> tuple:
+    """``(saved, current)`` without ``data.source`` when both name a ``--data`` file by its SHA-256 (the
+    contents, still compared): the ranks of a distributed run may keep the file at other paths, and the
+    checkpoint records rank 0's."""
+    data = [c.get("data") for c in (saved, current)]
+    if not all(isinstance(d, dict) and "sha256" in d for d in data):
+        return saved, current
+    return tuple({**c, "data": {k: v for k, v in d.items() if k != "source"}} for c, d in zip((saved, current), data))
+
+
 def _world_size_from_env() -> int:
     try:
         return int(os.environ.get("WORLD_SIZE", "1"))
@@ -239,7 +249,10 @@ def run_synthetic(args: argparse.Namespace) -> int:
         hint = ("--lr-decay step divides the lr after 50% and 75% of --rounds, so a step-decay run's rounds depend "
                 "on its total: rerun it from round 0 with the new --rounds" if saved.get("rounds") != args.rounds
                 and "step" in (args.lr_decay, saved.get("lr_decay")) else "")
-        check_config(ckpt_path, saved, _without_data_name(config), who="--resume", hint=hint)
+        current = _without_data_name(config)
+        if distributed and world > 1:  # each machine may keep --data at its own path (the checkpoint names rank 0's)
+            saved, current = _data_by_contents(saved, current)
+        check_config(ckpt_path, saved, current, who="--resume", hint=hint)
         resume = {"state": doc["state"], "history": doc["history"], "initial": doc["initial"]}
         earlier = list((doc.get("extra") or {}).get("segments") or [])
     else:
