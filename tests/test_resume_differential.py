@@ -507,6 +507,23 @@ def test_run_synthetic_resume_with_other_rounds(rounds, tmp_path, monkeypatch, c
         assert _checkpoint_image(ck) == _checkpoint_image(Path(str(full) + ".ckpt"))
 
 
+def test_resume_without_checkpoint_every_leaves_the_finished_checkpoint(tmp_path, monkeypatch):
+    """``--resume`` without ``--checkpoint-every`` finished the run but left the checkpoint at the round it resumed
+    from (3 of 7): the file said the run was unfinished, a fresh run over it was refused, and another ``--resume``
+    computed rounds 4..7 again. Now the last round's checkpoint is written, the uninterrupted run's bit for bit."""
+    full, out = tmp_path / "full.json", tmp_path / "r.json"
+    assert main(REFUSE + ["--out", str(full)]) == 0
+    with monkeypatch.context() as mp:
+        _crash_after_checkpoint(mp, 3)
+        with pytest.raises(_Crash):
+            main(REFUSE + ["--out", str(out)])
+    k = REFUSE.index("--checkpoint-every")
+    assert main(REFUSE[:k] + REFUSE[k + 2:] + ["--out", str(out), "--resume"]) == 0
+    assert _result_image(out) == _result_image(full)
+    assert _checkpoint_image(Path(str(out) + ".ckpt")) == _checkpoint_image(Path(str(full) + ".ckpt"))
+    assert main(REFUSE + ["--out", str(out)]) == 0  # a fresh run may replace a finished run's checkpoint
+
+
 def test_a_truncated_checkpoint_is_refused_never_restarted(tmp_path, capsys):
     """A checkpoint cut short (a disk filled up, a copy interrupted) or emptied: ``--resume`` stops with
     exit 2 naming the file, and a run without ``--resume`` does not silently train from round 0 over it."""

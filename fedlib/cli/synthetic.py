@@ -306,6 +306,8 @@ def run_synthetic(args: argparse.Namespace) -> int:
               f"{segment['world_size']}: the sums add in another order (differences near 1e-16 relative)",
               file=sys.stderr, flush=True)
     every = args.checkpoint_every
+    if every is None and resume is not None:  # write the last round's checkpoint: the file would otherwise stay at
+        every = args.rounds                    # its earlier round, an unfinished run that a fresh one may not replace
 
     def on_round_end(state, history, initial):
         done = len(history)
