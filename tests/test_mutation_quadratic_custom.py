@@ -383,6 +383,9 @@ def test_tensor_engine_refuses_float_negative_or_lone_test_labels():
         TensorEngine(model, x, y, runs, rounds=1, test_labels=torch.tensor([0, 1, 2]))
     with pytest.raises(ValueError, match="^test_features and test_labels go together"):
         TensorEngine(model, x, y, runs, rounds=1, test_features=tx)
+    # its training labels are named as given, ``labels`` (were 'data.train_labels', the parent's internal name)
+    with pytest.raises(ValueError, match=r"^labels holds a negative label \(-1\)$"):
+        TensorEngine(model, x, torch.tensor([-1] + [0] * 7), runs, rounds=1)
     # integer labels of any integer dtype are fine, and scored as given
     engine = TensorEngine(model, x, y, runs, rounds=1, test_features=tx, test_labels=np.array([2, 0, 1], dtype=np.int32))
     with torch.no_grad():

@@ -855,7 +855,7 @@ class StackedEngine:
     True
     """
 
-    #: how the label-range error names the training labels (TensorEngine takes them as ``labels``)
+    #: how the label errors name the training labels (TensorEngine takes them as ``labels``)
     _train_labels_name = "data.train_labels"
 
     def __init__(self, model: nn.Module, data: Any, runs: Sequence[RunSpec], *, rounds: int, path: str = "grouped",
@@ -922,7 +922,7 @@ class StackedEngine:
         tr_y = _as_torch(data.train_labels)
         if tr_y.ndim != 1 or tr_y.shape[0] != tr_x.shape[0]:
             raise ValueError(f"data.train_labels must hold one label per image, got shape {tuple(tr_y.shape)}")
-        _check_int_labels(tr_y, "data.train_labels")
+        _check_int_labels(tr_y, self._train_labels_name)
         self.num_train = int(tr_x.shape[0])
         self.image_size = (int(tr_x.shape[1]), int(tr_x.shape[2]))
         self.channels = int(tr_x.shape[3])

@@ -83,7 +83,7 @@ class TensorEngine(StackedEngine):
     :meth:`test_batches` yields the test features (the way to feed any data to the engine).
     """
 
-    _train_labels_name = "labels"  # how the parent's label-range error names them
+    _train_labels_name = "labels"  # how the parent's label errors name them
 
     def __init__(self, model: nn.Module, features, labels, runs: Sequence[RunSpec], *, rounds: int,
                  test_features=None, test_labels=None, **options):
