@@ -1571,3 +1571,15 @@ def test_load_state_dict_refuses_unnamed_runs_in_another_order(data):
     assert all(_max_rel(a.params, b.params) == 0 for a, b in zip(first.states, same.states))
     older = {k: v for k, v in saved.items() if k != "run_specs"}  # a checkpoint written before run_specs
     engine(("fedavg", "fednova")).load_state_dict(older)
+
+
+@pytest.mark.parametrize("count", [49, 51])
+def test_reference_run_refuses_labels_that_are_not_one_per_image(model, data, count):
+    """reference_run compared its clients' indices with the number of labels only: 51 labels for 50 images (labels
+    and images out of step) ran without a word where StackedEngine refuses the same data, and 49 were named as
+    'run.clients[1] has indices outside 0..48'. It says what StackedEngine says now."""
+    from fedlib.engines.stacked import reference_run
+
+    reference_run(model, _Images(data), _one_run(), rounds=1, batch_size=B, dtype=torch.float64)  # unchanged: runs
+    with pytest.raises(ValueError, match=rf"^data\.train_labels must hold one label per image, got shape \({count},\)$"):
+        reference_run(model, _Images(data, train_labels=np.zeros(count, np.int64)), _one_run(), rounds=1, batch_size=B)

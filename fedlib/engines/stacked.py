@@ -1647,6 +1647,8 @@ def reference_run(model: nn.Module, data: Any, run: RunSpec, *, rounds: int, eng
         sample, where = features, "data.train_features"
     else:
         images = _train_images(data)
+        if labels.ndim != 1 or labels.shape[0] != images.shape[0]:  # as the engine says it (else an index error later)
+            raise ValueError(f"data.train_labels must hold one label per image, got shape {tuple(labels.shape)}")
         size = (int(images.shape[1]), int(images.shape[2]))
         padded = pad_images(images, padding)
         mean_t, std_t = torch.tensor(mean, dtype=dtype), torch.tensor(std, dtype=dtype)
