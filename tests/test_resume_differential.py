@@ -451,6 +451,15 @@ def _with(flags, flag, value):
     return out
 
 
+def _killed_after_checkpoint_3(flags, out):
+    """Run ``flags`` writing ``out`` and die right after the checkpoint of round 3 is on disk; its path."""
+    with pytest.MonkeyPatch.context() as mp:
+        _crash_after_checkpoint(mp, 3)
+        with pytest.raises(_Crash):
+            main(flags + ["--out", str(out)])
+    return Path(str(out) + ".ckpt")
+
+
 @pytest.mark.parametrize("flag, value, message", [
     ("--seed", "1", "seed (checkpoint 0, now 1)"),
     ("--lr", "0.05", "lr (checkpoint 0.02, now 0.05)"),
@@ -461,11 +470,7 @@ def test_run_synthetic_resume_with_other_flags_is_refused(flag, value, message, 
     """A resume with another seed, lr, algorithm or epochs is refused naming the key and both values; nothing is
     written and the checkpoint is left as it was (another number of rounds: the next test)."""
     out = tmp_path / "r.json"
-    with pytest.MonkeyPatch.context() as mp:
-        _crash_after_checkpoint(mp, 3)
-        with pytest.raises(_Crash):
-            main(REFUSE + ["--out", str(out)])
-    ck = Path(str(out) + ".ckpt")
+    ck = _killed_after_checkpoint_3(REFUSE, out)
     before = ck.read_bytes()
     capsys.readouterr()
     assert main(_with(REFUSE, flag, value) + ["--out", str(out), "--resume"]) == 2
@@ -475,7 +480,7 @@ def test_run_synthetic_resume_with_other_flags_is_refused(flag, value, message, 
 
 
 @pytest.mark.parametrize("rounds", ["5", "9"])
-def test_run_synthetic_resume_with_other_rounds(rounds, tmp_path, monkeypatch, capsys):
+def test_run_synthetic_resume_with_other_rounds(rounds, tmp_path, capsys):
     """A 7-round run killed after the checkpoint of round 3, resumed with ``--rounds 5`` or ``9``: with a constant
     lr (the default) the result file and the final checkpoint are those of an uninterrupted 5- or 9-round run, bit
     for bit (a constant-lr round does not depend on how many follow); fewer rounds than the checkpoint has done are
@@ -484,11 +489,7 @@ def test_run_synthetic_resume_with_other_rounds(rounds, tmp_path, monkeypatch, c
     for decay in ("constant", "step"):
         flags = REFUSE + ["--lr-decay", decay]
         out = tmp_path / f"{decay}.json"
-        with monkeypatch.context() as mp:
-            _crash_after_checkpoint(mp, 3)
-            with pytest.raises(_Crash):
-                main(flags + ["--out", str(out)])
-        ck = Path(str(out) + ".ckpt")
+        ck = _killed_after_checkpoint_3(flags, out)
         before = ck.read_bytes()
         capsys.readouterr()
         if decay == "step":
@@ -507,16 +508,13 @@ def test_run_synthetic_resume_with_other_rounds(rounds, tmp_path, monkeypatch, c
         assert _checkpoint_image(ck) == _checkpoint_image(Path(str(full) + ".ckpt"))
 
 
-def test_resume_without_checkpoint_every_leaves_the_finished_checkpoint(tmp_path, monkeypatch):
+def test_resume_without_checkpoint_every_leaves_the_finished_checkpoint(tmp_path):
     """``--resume`` without ``--checkpoint-every`` finished the run but left the checkpoint at the round it resumed
     from (3 of 7): the file said the run was unfinished, a fresh run over it was refused, and another ``--resume``
     computed rounds 4..7 again. Now the last round's checkpoint is written, the uninterrupted run's bit for bit."""
     full, out = tmp_path / "full.json", tmp_path / "r.json"
     assert main(REFUSE + ["--out", str(full)]) == 0
-    with monkeypatch.context() as mp:
-        _crash_after_checkpoint(mp, 3)
-        with pytest.raises(_Crash):
-            main(REFUSE + ["--out", str(out)])
+    _killed_after_checkpoint_3(REFUSE, out)
     k = REFUSE.index("--checkpoint-every")
     assert main(REFUSE[:k] + REFUSE[k + 2:] + ["--out", str(out), "--resume"]) == 0
     assert _result_image(out) == _result_image(full)
