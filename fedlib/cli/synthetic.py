@@ -136,14 +136,21 @@ def _without_data_name(config) -> dict:
     return config
 
 
+def _by_contents(config: dict) -> dict:
+    """``config`` without ``data.source`` when it names a ``--data`` file by its SHA-256 (the contents, still
+    compared): the ranks of a distributed run may keep the file at other paths."""
+    data = config.get("data")
+    if not (isinstance(data, dict) and "sha256" in data):
+        return config
+    return {**config, "data": {k: v for k, v in data.items() if k != "source"}}
+
+
 def _data_by_contents(saved: dict, current: dict) -> tuple:
-    """``(saved, current)`` without ``data.source`` when both name a ``--data`` file by its SHA-256 (the
-    contents, still compared): the ranks of a distributed run may keep the file at other paths, and the
-    checkpoint records rank 0's."""
-    data = [c.get("data") for c in (saved, current)]
-    if not all(isinstance(d, dict) and "sha256" in d for d in data):
+    """``(saved, current)`` compared by their ``--data`` contents (:func:`_by_contents`) when both name a file by
+    its SHA-256: the checkpoint records rank 0's path."""
+    if not all(isinstance(c.get("data"), dict) and "sha256" in c["data"] for c in (saved, current)):
         return saved, current
-    return tuple({**c, "data": {k: v for k, v in d.items() if k != "source"}} for c, d in zip((saved, current), data))
+    return _by_contents(saved), _by_contents(current)
 
 
 def _world_size_from_env() -> int:
@@ -277,11 +284,10 @@ def run_synthetic(args: argparse.Namespace) -> int:
         # every rank reads its own checkpoint file: they must all resume from the same round of the
         # same run, or ranks at different rounds would train together (a machine without the file
         # has already stopped with "checkpoint not found")
-        same = {k: v for k, v in config.items() if k != "device"}  # a rank's own GPU may be named differently
+        # a rank's own GPU may be named differently; --data: the same contents, wherever each machine keeps the file
+        same = _by_contents(_without_data_name({k: v for k, v in config.items() if k != "device"}))
         # a checkpoint round gathers the c_i from every rank (a collective): the ranks must checkpoint alike
         same["checkpoint_every"] = args.checkpoint_every
-        if "sha256" in same["data"]:  # --data: the same contents, wherever each machine keeps the file
-            same["data"] = {k: v for k, v in same["data"].items() if k not in ("source", "name")}
         code = (segment["git_commit"], segment["git_dirty"], segment["fedlib"])
         seen = comm.all_gather_object((segment["rounds"][0], json.dumps(same, sort_keys=True, default=str), code))
         configs = [json.loads(c) for _, c, _ in seen]

@@ -621,10 +621,15 @@ def _resolve_dtype(model: nn.Module, dtype: Optional[torch.dtype]) -> torch.dtyp
     return own
 
 
-def _check_int_labels(y: torch.Tensor, name: str) -> None:
-    """Labels must be non-negative integers (a float label would be truncated by the cast)."""
+def _refuse_non_integer_labels(y: torch.Tensor, name: str) -> None:
+    """Class labels must be integers (a float label would be truncated by the cast, a bool read as 0/1)."""
     if y.is_floating_point() or y.is_complex() or y.dtype == torch.bool:
         raise ValueError(f"{name} must hold integer class labels, got {y.dtype}")
+
+
+def _check_int_labels(y: torch.Tensor, name: str) -> None:
+    """Labels must be non-negative integers (a float label would be truncated by the cast)."""
+    _refuse_non_integer_labels(y, name)
     if y.numel() and int(y.min()) < 0:
         raise ValueError(f"{name} holds a negative label ({int(y.min())})")
 
@@ -632,8 +637,7 @@ def _check_int_labels(y: torch.Tensor, name: str) -> None:
 def _check_labels(y: torch.Tensor, num_classes: int, what: str) -> None:
     """Labels must be integers in ``0..num_classes-1``: a label the logits cannot index failed only in the first
     round, as torch's "Target 11 is out of bounds" (a device-side assert on CUDA), naming neither ``what`` nor K."""
-    if y.is_floating_point() or y.is_complex() or y.dtype == torch.bool:
-        raise ValueError(f"{what} must hold integer class labels, got {y.dtype}")
+    _refuse_non_integer_labels(y, what)
     if y.numel() and (int(y.min()) < 0 or int(y.max()) >= num_classes):
         raise ValueError(f"{what}: labels must lie in 0..{num_classes - 1} (the model has {num_classes} logits), "
                          f"got {int(y.min())}..{int(y.max())}")
