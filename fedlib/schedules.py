@@ -581,8 +581,9 @@ def check_epoch_schedule(schedule, num_samples, batch_size: int, name: str = "sc
 
 def step_decay_lr(base_lr: float, round_index: int, total_rounds: int, milestones=(0.5, 0.75), factor: float = 0.1) -> float:
     r"""Client learning rate of round ``round_index`` (from 0): divided by ``1/factor`` after
-    each milestone fraction of ``total_rounds`` (paper §6: ÷10 at 50%, ÷100 at 75%;
-    with 100 rounds the official code decays at rounds 50 and 75). A milestone
+    each milestone fraction of ``total_rounds`` (paper §6: decayed "by a constant factor after finishing
+    50% and 75% of the communication rounds"; the factor is the official code's: ÷10 at 50%, ÷100 at 75%,
+    with 100 rounds at rounds 50 and 75). A milestone
     :math:`f` is round :math:`\max(1, \lfloor fT + \tfrac12\rfloor)` (halves round up, and
     round 0 always has the base rate).
 
