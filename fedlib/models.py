@@ -39,7 +39,8 @@ Seeded initialisation
 Layers are created without initialisation (:func:`torch.nn.utils.skip_init`) and then
 initialised in layer order from one :class:`torch.Generator`, so ``vgg11(seed=s)`` gives
 the same weights for the same ``s`` on every call and never touches torch's global RNG
-(it follows the paper's "identical initial models" for all clients).  The weights have
+(every client starts from the same model, as in the official code; the paper's text does not state the
+initialisation).  The weights have
 the official distribution but are not bitwise the official ones (those come from torch's
 global RNG, including the default init each layer draws on construction).
 """
