@@ -172,7 +172,7 @@ def sample_uniform_without_replacement(p, q: int, rng: np.random.Generator) -> P
     of weight 0, whose update (:math:`\sum_{i\in S}\omega_i\Delta_i = 0`) has no
     :math:`\tau_{\text{eff}}` or weights to report (drop those clients, or sample with replacement,
     which draws by :math:`p`). The refusal comes in every round, so a run stops at round 0.
-    (Paper §4 and App. G.)
+    (Paper §4, scheme (ii); App. G analyses scheme (i) only.)
 
     Example
     -------
@@ -205,7 +205,7 @@ def _draw_uniform(p: np.ndarray, q: int, rng: np.random.Generator) -> Participat
 def sample_clients(scheme: str, p, q: int | None, seed: int, round_index: int) -> Participation:
     r"""Participants of round ``round_index`` under ``scheme`` (seeded per (seed, round)):
     :func:`full_participation`, :func:`sample_with_replacement` (scheme i) or
-    :func:`sample_uniform_without_replacement` (scheme ii) of paper App. G.
+    :func:`sample_uniform_without_replacement` (scheme ii) of paper §4 (App. G analyses scheme i only).
 
     Example
     -------

@@ -14,7 +14,7 @@ engine (:func:`fedlib.engines.batched.run_batched`) under three settings of
 * ``random`` — :math:`E_i^{(t)} \sim \mathcal U\{1,\dots,5\}` per client and round
   (inclusive; our choice: the text does not give Figure 5's range);
 * ``partial`` — 10 of the 30 clients per round, drawn uniformly without replacement with
-  weights :math:`p_i m/q` (scheme (ii) of §4 / App. G), and :math:`E_i^{(t)} \sim \mathcal U\{1,\dots,5\}`.
+  weights :math:`p_i m/q` (scheme (ii) of §4; App. G treats only scheme (i)), and :math:`E_i^{(t)} \sim \mathcal U\{1,\dots,5\}`.
 
 With client sampling FedNova's :math:`\tau_{\text{eff}}` is fixed to the population value
 :math:`\sum_{i=1}^m p_i\,\mathbb E\|a_i\|_1` (:func:`population_tau_eff`) instead of being
