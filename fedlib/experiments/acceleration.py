@@ -18,7 +18,7 @@ variant                    what it is
 ``fedavg-servermom``       FedAvg, server momentum
 ``fednova-servermom``      FedNova, server momentum
 ``fedavg-hybrid``          FedAvg, local + server momentum
-``fednova-hybrid``         FedNova, local + server momentum ("hybrid", Table 1)
+``fednova-hybrid``         FedNova, local + server momentum ("hybrid", §6's text)
 =========================  ===========================================================
 
 Everything is done twice: :func:`run_variant` *runs* the library's algorithm
