@@ -1,7 +1,8 @@
 """Tests written from a mutation-testing pass over ``fedlib.solvers``, ``fedlib.schedules``,
 ``fedlib.sampling`` and ``fedlib.checkpoint``: each one checks a documented behaviour that the rest
 of the fast suite left unchecked (a surviving mutant pointed at it). Expected values come from the
-docstrings, the paper (§6: momentum 0.9, learning rate ÷10 at 50% and ÷100 at 75% of the rounds) or
+docstrings, the paper and the official code (App. I: momentum 0.9; §6: the learning rate decayed after 50% and 75% of
+the rounds, by ÷10 and ÷100 in the official code) or
 hand-checkable arithmetic, never from a stored output.
 
 Mutants of 677635c..166b66c, whole_steps and RandomLocalWork (fedlib/schedules.py) (pass described in

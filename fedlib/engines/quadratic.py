@@ -71,7 +71,7 @@ class ReplicaRun(NamedTuple):
     passed as ``surrogate`` (``None`` without one); ``tau_eff`` and ``chi2`` are per round
     (the same for every replica: local work is shared); ``mean_local_steps`` is
     :math:`\tilde\tau`, the average of :math:`\bar\tau^{(t)}` over the rounds (under sampling
-    App. G's :math:`\sum_{i\in\mathcal S^{(t)}}\tau_i^{(t)}/q`, a client drawn :math:`k` times
+    §5's (after Theorem 3) :math:`\sum_{i\in\mathcal S^{(t)}}\tau_i^{(t)}/q`, a client drawn :math:`k` times
     with replacement counted :math:`k` times; NaN when ``rounds`` is 0: no round, no average);
     ``params`` is the final ``(replicas, d)``; ``mean_params`` the average of
     :math:`x^{(t,0)}` over the second half of the rounds, :math:`t \ge \lceil T/2\rceil`
