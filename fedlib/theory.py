@@ -259,7 +259,9 @@ def theorem1_max_beta2(lr: float, L: float, C: float) -> float:
     if D > (1 + 1e-12) / 3:
         raise ValueError(f"lr = {lr:.4g} is too large for App. C's condition: D = 4 lr^2 L^2 C = {D:.4g} > 1/3 "
                          "admits no beta^2 >= 1")
-    return float("inf") if D == 0 else float((1 / D - 1) / 2)
+    # max with 1: a D within the rounding slack above 1/3 (lr exactly at the edge) gave 1 - 4e-16, which
+    # theorem1_explicit_bound refused as beta2 < 1
+    return float("inf") if D == 0 else max(1.0, float((1 / D - 1) / 2))
 
 
 def theorem1_explicit_bound(lr: float, rounds: int, *, L: float, sigma2: float, beta2: float, kappa2: float,

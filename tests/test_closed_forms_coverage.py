@@ -427,3 +427,15 @@ def test_quadratic_smoothness_is_the_lipschitz_constant_of_the_real_gradients(se
             v /= np.linalg.norm(v)
         ratios.append(np.linalg.norm(problem.grad(v, i) - problem.grad(np.zeros(d), i)))
     assert max(ratios) == pytest.approx(L, rel=1e-6)
+
+
+def test_theorem1_max_beta2_at_the_largest_step_is_a_beta2_the_explicit_bound_takes():
+    r"""lr exactly at D = 4 lr^2 L^2 C = 1/3, the largest step theorem1_max_beta2 accepts: its beta^2 is 1 (Assumption
+    3's smallest), which theorem1_explicit_bound takes; it was 1 - 4e-16 (rounding), refused there as beta2 < 1."""
+    w, a = [0.5, 0.5], [[1.0, 1.0], [1.0, 1.0]]
+    C = theory.theorem1_constants(w, a, 1.0)[2]
+    for lr in (1 / math.sqrt(12 * C), np.nextafter(1 / math.sqrt(12 * C), 1.0)):
+        b2 = theory.theorem1_max_beta2(lr, 1.0, C)
+        assert b2 == 1.0
+        theory.theorem1_explicit_bound(lr, 4, L=1.0, sigma2=1.0, beta2=b2, kappa2=1.0, initial_gap=1.0, w=w,
+                                       a_vectors=a, tau_eff=0.5)
