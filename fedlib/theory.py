@@ -706,21 +706,30 @@ def _check_quadratic(H, e, p, local_steps=_NO_STEPS, weights_name: str = "p"):
         raise ValueError(f"H must have shape (m, d, d) with d >= 1, got {H.shape}")
     e = check_finite_array("e", e, shape=(m, d))
     p = check_probability_vector(weights_name, p, size=m)
-    # relative to each H_i's own size (rounding leaves ~1e-16 of it), so any scale of H is judged alike
-    asymmetry = np.abs(H - np.transpose(H, (0, 2, 1))).max(axis=(1, 2), initial=0.0)
-    bad = np.flatnonzero(asymmetry > 1e-10 * np.abs(H).max(axis=(1, 2), initial=0.0))
-    if bad.size:
-        raise ValueError(f"H: every H_i must be symmetric; H_{bad[0]} is not (max |H - H^T| = {asymmetry[bad[0]]:.3g})")
+    _check_symmetric("H", H)
     # a caller that takes local_steps needs them: None was let through and failed deep inside as
     # AttributeError ('NoneType' object has no attribute 'astype')
     steps = None if local_steps is _NO_STEPS else check_local_steps("local_steps", local_steps, size=m)
     return H, e, p, steps
 
 
+def _check_symmetric(name: str, H: np.ndarray) -> None:
+    r"""Refuse a stack ``H`` (m, d, d) with a non-symmetric matrix: :math:`F_i = \frac12 x^\top H_i x - e_i^\top x` has
+    the Hessian :math:`(H_i + H_i^\top)/2`, not :math:`H_i`, so a formula in :math:`H_i` would silently be another
+    problem's. The test is relative to each :math:`H_i`'s own size (rounding leaves ~1e-16 of it), so any scale of
+    ``H`` is judged alike."""
+    asymmetry = np.abs(H - np.transpose(H, (0, 2, 1))).max(axis=(1, 2), initial=0.0)
+    bad = np.flatnonzero(asymmetry > 1e-10 * np.abs(H).max(axis=(1, 2), initial=0.0))
+    if bad.size:
+        gap = f"max |{name} - {name}^T| = {asymmetry[bad[0]]:.3g}"
+        raise ValueError(f"{name} must be symmetric ({gap})" if name == "H_i" else
+                         f"{name}: every H_i must be symmetric; {name}_{bad[0]} is not ({gap})")
+
+
 def quadratic_smoothness(H: Any) -> float:
     r"""Assumption 1's :math:`L = \max_i \|H_i\|_2 = \max_i \max|\lambda(H_i)|` of quadratic
     clients (:math:`\|\nabla F_i(x) - \nabla F_i(y)\| = \|H_i(x-y)\| \le L\|x-y\|`; for positive
-    semi-definite :math:`H_i` the largest eigenvalue).
+    semi-definite :math:`H_i` the largest eigenvalue). Each :math:`H_i` must be symmetric (``ValueError`` otherwise).
 
     Example
     -------
@@ -733,6 +742,7 @@ def quadratic_smoothness(H: Any) -> float:
     H = check_finite_array("H", H, ndim=3)
     if 0 in H.shape or H.shape[1] != H.shape[2]:
         raise ValueError(f"H must have shape (m, d, d) with m, d >= 1, got {H.shape}")
+    _check_symmetric("H", H)  # [[0, 1], [0, 0]] gave 0.5, neither its ||H||_2 = 1 nor max |lambda| = 0
     return float(max(np.abs(np.linalg.eigvalsh(0.5 * (h + h.T))).max() for h in H))
 
 
@@ -875,7 +885,8 @@ def quadratic_local_operator(H_i: Any, local_steps: int, lr: float, mu: float = 
     r"""The paper's :math:`K_i(\eta,\mu) = \eta\sum_{k=0}^{\tau_i-1}(I - \eta\mu I - \eta H_i)^k
     = [I-(I-\eta\mu I-\eta H_i)^{\tau_i}](H_i+\mu I)^{-1}` (App. A): full-batch local GD
     with prox gives :math:`\Delta_i = -K_i \nabla F_i(x^{(t,0)})`. Computed by the sum, doubling
-    its number of terms (O(log tau_i) matrix products; no inverse, so singular :math:`H_i` are fine).
+    its number of terms (O(log tau_i) matrix products; no inverse, so singular :math:`H_i` are fine;
+    :math:`H_i` must be symmetric, the Hessian of :math:`F_i`: ``ValueError`` otherwise).
 
     With ``momentum`` :math:`\rho > 0` (the local heavy ball of
     :func:`fedlib.solvers.momentum_proximal_sgd`, buffer 0 at the start of the round,
@@ -896,6 +907,7 @@ def quadratic_local_operator(H_i: Any, local_steps: int, lr: float, mu: float = 
     H_i = check_finite_array("H_i", H_i, ndim=2)
     if H_i.shape[0] != H_i.shape[1]:
         raise ValueError(f"H_i must be a square (d, d) matrix, got shape {H_i.shape}")
+    _check_symmetric("H_i", H_i[None])  # the steps of GD on F_i move by (H_i + H_i^T)/2, not by H_i
     tau = check_int("local_steps", local_steps, minimum=1)
     lr = check_positive("lr", lr)
     mu = check_nonnegative("mu", mu)

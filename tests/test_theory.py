@@ -269,6 +269,21 @@ def test_smoothness_is_the_spectral_norm_even_for_an_indefinite_hessian():
     assert quadratic_smoothness(H) == pytest.approx(max(np.linalg.norm(h, 2) for h in H), rel=1e-12)
 
 
+def test_smoothness_and_local_operator_refuse_a_non_symmetric_matrix():
+    """F_i = x^T H_i x / 2 - e_i^T x has the Hessian (H_i + H_i^T)/2: for H = [[0, 1], [0, 0]] quadratic_smoothness
+    gave 0.5 (its docstring's ||H||_2 is 1) and quadratic_local_operator a K of steps along H_i itself; both now
+    refuse it, as every function that takes the clients' (H, e, p) does. Rounding-level asymmetry passes."""
+    from fedlib.theory import quadratic_local_operator, quadratic_smoothness
+
+    with pytest.raises(ValueError, match=r"H: every H_i must be symmetric; H_1 is not"):
+        quadratic_smoothness([np.eye(2), [[0.0, 1.0], [0.0, 0.0]]])
+    with pytest.raises(ValueError, match=r"H_i must be symmetric \(max \|H_i - H_i\^T\| = 1\)"):
+        quadratic_local_operator([[0.0, 1.0], [0.0, 0.0]], 3, 0.1)
+    assert quadratic_smoothness([[[1.0, 1e-17], [0.0, 2.0]]]) == 2.0
+    np.testing.assert_allclose(quadratic_local_operator([[2.0, 1e-17], [0.0, 1.0]], 2, 0.1),
+                               np.diag([0.1 * (1 + 0.8), 0.1 * (1 + 0.9)]), rtol=1e-12, atol=1e-15)
+
+
 def test_min_beta2_with_a_singular_average_hessian():
     """H = {diag(1, 0), diag(2, 0)}: Assumption 3 only concerns the first coordinate, where
     w1 h1^2 + w2 h2^2 = 2.5 and (w1 h1 + w2 h2)^2 = 2.25, so beta^2_min = 2.5 / 2.25."""
