@@ -290,10 +290,14 @@ def _float_eps(dtype: Any) -> float | None:
 
 def check_probability_vector(name: str, value: Any, *, size: int | None = None, atol: float = 1e-9) -> np.ndarray:
     """Weights p_i >= 0 with sum 1 (within ``atol``, or within the rounding of the input's own
-    floating-point type when that is coarser: float32 weights of 1/3 sum to 1 + 3e-8)."""
+    floating-point type when that is coarser: float32 weights of 1/3 sum to 1 + 3e-8), as float64. Weights
+    accepted only at their type's precision come back divided by their sum, so that the float64 array sums
+    to 1 within ``atol`` and passes this check again (every function that takes ``p`` checks it, and many
+    hand the checked array on to another)."""
     given = getattr(value, "dtype", None)
     arr = check_weights(name, value, size=size)
     eps = _float_eps(given)
+    own = atol
     if eps is not None:
         # each p_i rounded to the type moves the sum by at most eps/2; 16 eps leaves room for computing
         # p = n / n.sum() in that type (float32: 1.9e-6; float64 keeps atol)
@@ -302,6 +306,8 @@ def check_probability_vector(name: str, value: Any, *, size: int | None = None, 
     if abs(total - 1.0) > atol:
         raise ValueError(f"{name} must sum to 1 (within {atol:g}), got sum {total!r}: weights are probabilities "
                          f"(p_i = n_i / n); counts such as the clients' sample numbers n give {name} = n / n.sum()")
+    if abs(total - 1.0) > own:  # float32 [0.1, 0.2, 0.3, 0.4] sums to 1 + 2.2e-8 in float64: the next check of the
+        arr = arr / total       # returned array refused it (run_sequential, QuadraticProblem.optimum, fedprox_weights)
     return arr
 
 

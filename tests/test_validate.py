@@ -262,3 +262,36 @@ def test_messages_give_a_type_with_its_article():
     by_hand = [f"{path.relative_to(root)}:{text[:m.start()].count(chr(10)) + 1}" for path in sorted(root.rglob("*.py"))
                for text in [path.read_text()] for m in pattern.finditer(text)]
     assert by_hand == []
+
+
+# --------------------------------------------------------------------------- check_probability_vector
+def test_float32_weights_accepted_once_are_accepted_again_downstream():
+    """float32 (numpy or torch) p = (0.1, 0.2, 0.3, 0.4) sums to 1 + 2.2e-8 in float64: check_probability_vector takes it
+    at float32 precision, but returned the float64 array unchanged, and the next check of that array (at 1e-9) refused
+    it: run_sequential, QuadraticProblem.optimum, fedprox_weights, quadratic_round_map('fednova') all raised 'p must sum
+    to 1 (within 1e-09)'. It comes back divided by its sum now (float64 inputs unchanged), and the runs agree with the
+    float64 p to float32's precision."""
+    import torch
+
+    from fedlib._validate import check_probability_vector
+    from fedlib.algorithms import make_algorithm
+    from fedlib.engines.reference import run_sequential
+    from fedlib.problems import QuadraticProblem, random_quadratic
+    from fedlib.solvers import sgd
+    from fedlib.theory import fedprox_weights, quadratic_round_map
+
+    p64 = np.array([0.1, 0.2, 0.3, 0.4])
+    assert check_probability_vector("p", p64).tolist() == p64.tolist()  # float64: unchanged
+    base = random_quadratic(4, 3, seed=0, p=p64)
+    want = run_sequential(make_algorithm("fednova", sgd(0.05)), np.zeros(3), base.grad_fn(), p64,
+                          FixedSteps([1, 3, 7, 9]), rounds=5).state.params
+    for p in (p64.astype(np.float32), torch.tensor(p64.tolist())):
+        assert abs(check_probability_vector("p", p).sum() - 1.0) <= 1e-15
+        check_probability_vector("p", check_probability_vector("p", p))
+        got = run_sequential(make_algorithm("fednova", sgd(0.05)), np.zeros(3), base.grad_fn(), p,
+                             FixedSteps([1, 3, 7, 9]), rounds=5).state.params
+        np.testing.assert_allclose(got, want, rtol=1e-6)
+        np.testing.assert_allclose(QuadraticProblem(base.H, base.e, p).optimum(), base.optimum(), rtol=1e-6)
+        np.testing.assert_allclose(fedprox_weights(p, [1, 3, 7, 9], 0.3)[1], fedprox_weights(p64, [1, 3, 7, 9], 0.3)[1],
+                                   rtol=1e-6)
+        quadratic_round_map(base.H, base.e, p, [1, 3, 7, 9], 0.05, "fednova")
