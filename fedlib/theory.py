@@ -320,7 +320,8 @@ def theorem1_explicit_bound(lr: float, rounds: int, *, L: float, sigma2: float, 
     initial_gap = check_nonnegative("initial_gap", initial_gap)
     w = check_probability_vector("w", w)
     A, B, C = theorem1_constants(w, a_vectors, tau_eff)
-    if lr * L * tau_eff > 0.5:
+    # the product rounds: lr = 1/(2 L tau_eff) itself gave 0.5000000000000001 (L = 0.7, tau_eff = 7) and was refused
+    if lr * L * tau_eff > 0.5 and lr > 0.5 / (L * tau_eff):
         raise ValueError(f"lr: Theorem 1 needs eta L tau_eff <= 1/2, got {lr * L * tau_eff:.4g}")
     D = 4 * lr ** 2 * L ** 2 * C
     if D > (1 + 1e-12) / (2 * beta2 + 1):  # (rounding: theorem1_max_beta2 meets it with equality)

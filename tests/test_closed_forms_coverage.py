@@ -439,3 +439,18 @@ def test_theorem1_max_beta2_at_the_largest_step_is_a_beta2_the_explicit_bound_ta
         assert b2 == 1.0
         theory.theorem1_explicit_bound(lr, 4, L=1.0, sigma2=1.0, beta2=b2, kappa2=1.0, initial_gap=1.0, w=w,
                                        a_vectors=a, tau_eff=0.5)
+
+
+def test_theorem1_explicit_bound_takes_lr_exactly_at_its_first_condition():
+    r"""lr = 1/(2 L tau_eff), the largest step of the condition eta L tau_eff <= 1/2: the product rounds to
+    0.5000000000000001 for (L, tau_eff) = (0.7, 7), (0.7, 0.7), (3, 0.7), ..., which was refused as 'needs
+    eta L tau_eff <= 1/2, got 0.5'. The step 1/(2 L tau_eff) is taken as it is computed (the next float above 1/16 with
+    L tau_eff = 8 is still refused, tests/test_mutation_theory.py); a step 1e-9 larger is refused."""
+    for L, tau_eff in ((0.7, 7.0), (0.7, 0.7), (3.0, 0.7), (1.0, 2.0)):
+        lr = 0.5 / (L * tau_eff)
+        common = dict(L=L, sigma2=1.0, beta2=1.0, kappa2=1.0, initial_gap=1.0, w=[1.0], a_vectors=[[1.0]],
+                      tau_eff=tau_eff)
+        terms = theory.theorem1_explicit_bound(lr, 4, **common)
+        assert terms.slowdown_term == pytest.approx(4 / (lr * tau_eff * 4), rel=1e-15)
+        with pytest.raises(ValueError, match="eta L tau_eff <= 1/2"):
+            theory.theorem1_explicit_bound(lr * (1 + 1e-9), 4, **common)
