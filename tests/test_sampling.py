@@ -11,6 +11,8 @@ import torch
 
 from fedlib import rule as R
 from fedlib import sampling as SA
+from fedlib._validate import check_probability_vector
+from fedlib.rng import generator
 from fedlib.tree import tree_leaves
 
 P4 = np.array([0.1, 0.2, 0.3, 0.4])
@@ -409,3 +411,18 @@ def test_a_sampler_returning_no_participation_is_named():
         SA.round_participation(lambda t: SA.Participation([0, 1], [1.0]), p, None, seed=0, round_index=3)
     with pytest.raises(ValueError, match=r"^participation: clients must be distinct"):  # apply's argument keeps its name
         SA.as_participation(SA.Participation([1, 1], [0.5, 0.5]))
+
+
+@pytest.mark.parametrize("p", [np.array([0.1, 0.2, 0.3, 0.4], dtype=np.float32),
+                               torch.tensor([0.1, 0.2, 0.3, 0.4], dtype=torch.bfloat16)])
+def test_low_precision_weights_draw_with_replacement_as_their_float64_sum_one_version(p):
+    """float32 / bfloat16 p are accepted at their own precision (float32 (0.1, 0.2, 0.3, 0.4) sums to 1 + 2.2e-8 in
+    float64; numpy's choice refuses a p off by more than ~1e-8): the draw uses p divided by its sum, for both the first
+    round (sample_clients) and the later ones (_sample_clients_again, which takes the checked array)."""
+    exact = np.array([float(v) for v in p]) / sum(float(v) for v in p)
+    for t in range(20):
+        first = SA.sample_clients("with-replacement", p, 3, seed=5, round_index=t)
+        again = SA._sample_clients_again("with-replacement", check_probability_vector("p", p), 3, 5, t)
+        ref = SA.sample_with_replacement(exact, 3, generator(5, "sampling", t))
+        for part in (first, again):
+            assert part.clients.tolist() == ref.clients.tolist() and part.weights.tolist() == ref.weights.tolist()
