@@ -79,7 +79,12 @@ def _is_finite_number(x: Any) -> bool:
 def _other_real(value: Any) -> str:
     """The end of a message refusing ``value``: a hint where it is a real number of another type."""
     other = _is_number(value) and not isinstance(value, (int, float, np.integer, np.floating))  # a Fraction, say
-    return " (an int or float: pass float(value))" if other else ""
+    if other:
+        return " (an int or float: pass float(value))"
+    # np.array(0.1), torch.tensor(0.1): one number held in an array (numpy's scalars, np.float64(0.1), are numbers)
+    if getattr(value, "ndim", None) == 0 and not isinstance(value, np.generic) and not is_bool(value):
+        return " (a 0-d array or tensor, not a number: pass float(value))"
+    return ""
 
 
 def check_positive(name: str, value: Any) -> float:

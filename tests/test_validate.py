@@ -126,6 +126,26 @@ def test_number_checks_take_any_int_and_refuse_another_real_by_name():
             check("lr", 10 ** 400)  # past float64's range
 
 
+def test_number_checks_say_a_0d_array_or_tensor_is_not_a_number():
+    """A learning rate computed with numpy or torch often arrives as a 0-d array or tensor; it is refused (a tensor may
+    carry grad), and the message said only "got tensor(0.1000)". It now says how to pass it; a bool array still gets
+    no such hint (it is no number either way)."""
+    import torch
+
+    from fedlib._validate import check_in_range, check_nonnegative, check_positive
+    from fedlib.solvers import sgd
+
+    hint = r" \(a 0-d array or tensor, not a number: pass float\(value\)\)$"
+    for check in (check_positive, check_nonnegative, lambda name, v: check_in_range(name, v, 0.0, 1.0)):
+        for value in (np.array(0.1), torch.tensor(0.1), torch.tensor(1)):
+            with pytest.raises(ValueError, match=r"^lr must .*, got .*" + hint):
+                check("lr", value)
+        with pytest.raises(ValueError, match=r"got array\(True\)$"):
+            check("lr", np.array(True))
+    with pytest.raises(ValueError, match=r"^lr must .*" + hint):
+        sgd(lr=torch.tensor(0.05))
+
+
 def test_check_choice_refuses_an_array_by_name():
     """An array given for a choice (algorithm=np.zeros(2), kind=np.zeros((2, 2))) raised numpy's "The truth value of an
     array with more than one element is ambiguous" from `value in choices`, naming no argument."""
