@@ -76,13 +76,18 @@ def _is_finite_number(x: Any) -> bool:
         return False
 
 
+def _held_in_array(value: Any) -> bool:
+    """``value`` is one number held in a 0-d array or tensor (``np.array(0.1)``, ``torch.tensor(3)``), which the number
+    checks refuse; numpy's scalars (``np.float64(0.1)``) are numbers, a bool array is no number at all."""
+    return getattr(value, "ndim", None) == 0 and not isinstance(value, np.generic) and not is_bool(value)
+
+
 def _other_real(value: Any) -> str:
     """The end of a message refusing ``value``: a hint where it is a real number of another type."""
     other = _is_number(value) and not isinstance(value, (int, float, np.integer, np.floating))  # a Fraction, say
     if other:
         return " (an int or float: pass float(value))"
-    # np.array(0.1), torch.tensor(0.1): one number held in an array (numpy's scalars, np.float64(0.1), are numbers)
-    if getattr(value, "ndim", None) == 0 and not isinstance(value, np.generic) and not is_bool(value):
+    if _held_in_array(value):
         return " (a 0-d array or tensor, not a number: pass float(value))"
     return ""
 
@@ -113,7 +118,8 @@ def check_in_range(name: str, value: Any, low: float, high: float, *, high_inclu
 def check_int(name: str, value: Any, *, minimum: int = 0) -> int:
     """Return ``int(value)`` if it is an integer >= ``minimum``, else raise."""
     if isinstance(value, bool) or not isinstance(value, (numbers.Integral, np.integer)) or value < minimum:
-        raise ValueError(f"{name} must be an integer >= {minimum}, got {plain(value)!r}")
+        hint = " (a 0-d array or tensor, not an integer: pass int(value))" if _held_in_array(value) else ""
+        raise ValueError(f"{name} must be an integer >= {minimum}, got {plain(value)!r}{hint}")
     return int(value)
 
 

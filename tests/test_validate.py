@@ -144,6 +144,12 @@ def test_number_checks_say_a_0d_array_or_tensor_is_not_a_number():
             check("lr", np.array(True))
     with pytest.raises(ValueError, match=r"^lr must .*" + hint):
         sgd(lr=torch.tensor(0.05))
+    from fedlib._validate import check_int
+
+    for value in (np.array(3), torch.tensor(3)):
+        with pytest.raises(ValueError, match=r"^rounds must be an integer >= 0, got .* \(a 0-d array or tensor, not an "
+                                             r"integer: pass int\(value\)\)$"):
+            check_int("rounds", value)
 
 
 def test_check_choice_refuses_an_array_by_name():
