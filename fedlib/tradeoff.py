@@ -31,7 +31,8 @@ from typing import Any, NamedTuple, Optional, Sequence
 
 import numpy as np
 
-from ._validate import check_in_range, check_int, check_local_steps, check_positive, check_sequence
+from ._validate import (bool_entry, check_finite_array, check_in_range, check_int, check_local_steps, check_positive,
+                        check_sequence, is_bool)
 from .algorithms import make_algorithm
 from .engines.reference import run_sequential
 from .problems.quadratic import QuadraticProblem
@@ -56,8 +57,12 @@ class FedProxCurves(NamedTuple):
 
 
 def _check_alphas(alphas: Any) -> np.ndarray:
-    a = np.asarray(alphas, dtype=np.float64)
-    if a.ndim != 1 or a.size == 0 or not np.all(np.isfinite(a)) or np.any(a < 0) or np.any(a > 1):
+    r"""A grid of :math:`\alpha = \eta\mu` in [0, 1]: numbers only (``np.asarray(..., dtype=float64)`` took ``["0.5"]``
+    as 0.5 and ``[True]`` as 1)."""
+    if is_bool(alphas) or bool_entry(alphas) is not None:
+        raise ValueError(f"alphas must be numbers in [0, 1], got a bool in {alphas!r}")
+    a = check_finite_array("alphas", alphas)
+    if a.ndim != 1 or a.size == 0 or np.any(a < 0) or np.any(a > 1):
         raise ValueError(f"alphas must be a non-empty 1-d array of values in [0, 1], got {alphas!r}")
     return a
 

@@ -263,3 +263,14 @@ def test_official_counter_excess_of_alpha_from_0_01_is_the_plain_closed_form():
         plain = ((1.0 - alpha - rho) * (1.0 - beta ** tau) / alpha
                  + alpha * float(np.sum(beta ** (tau - t) * rho ** t))) / (1.0 - rho)
         assert anatomy.official_counter_excess(tau, rho, alpha) == plain   # the same bits
+
+
+@pytest.mark.parametrize("alphas, message", [(["0.5"], "got strings"), ([True], "got a bool"),
+                                             (np.array([False, True]), "got a bool"), ([0.5, True], "got a bool")])
+def test_alphas_are_numbers_not_text_or_bools(alphas, message):
+    """The alpha grid went through np.asarray(..., dtype=float64), which took ["0.5"] as 0.5 and [True] as alpha = 1;
+    both are refused by name now, as every other array argument's strings and bools are."""
+    with pytest.raises(ValueError, match=f"^alphas must .*{message}"):
+        tradeoff.fedprox_curves([0.5, 0.5], [2, 5], alphas)
+    assert tradeoff.fedprox_curves([0.5, 0.5], [2, 5], [0.5]).tau_eff.tolist() == \
+        tradeoff.fedprox_curves([0.5, 0.5], [2, 5], np.array([0.5], dtype=np.float32)).tau_eff.tolist()
