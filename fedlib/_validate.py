@@ -235,17 +235,21 @@ def _not_real(arr: np.ndarray) -> str | None:
         if any(isinstance(v, (str, bytes)) for v in arr.flat):
             return "strings"
         return "complex numbers" if any(isinstance(v, complex) for v in arr.flat) else None
-    return "strings" if kind in "US" else "complex numbers" if kind == "c" else None
+    return "strings" if kind in "US" else "complex numbers" if kind == "c" else "bools" if kind == "b" else None
 
 
 def check_finite_array(name: str, value: Any, *, ndim: int | None = None, shape: tuple | None = None) -> np.ndarray:
     """Convert to a float64 array and check that it is finite (and of the given ndim/shape). Strings (which
-    numpy would parse: '0.5' as 0.5) and complex numbers (whose imaginary part the conversion would drop) are a
-    ``ValueError`` naming ``name``."""
+    numpy would parse: '0.5' as 0.5), complex numbers (whose imaginary part the conversion would drop) and bools
+    (an array, tensor or list of them: a mask given as weights would count as 1 and 0) are a ``ValueError`` naming
+    ``name``."""
     if hasattr(value, "detach") and hasattr(value, "is_complex") and value.is_complex():
         raise ValueError(f"{name} must be an array of numbers: got a complex tensor ({value.dtype}), whose imaginary "
                          "part the conversion to float64 would drop")
     _refuse_mapping(name, value, "numbers")
+    if is_bool(value) and hasattr(value, "detach"):  # a bool tensor: its dtype says it before the float64 conversion
+        raise ValueError(f"{name} must be an array of numbers: got a bool tensor, whose True and False would count "
+                         "as 1 and 0 (a mask? pass the numbers it selects)")
     value = tensor_as_float64(value)
     try:
         arr = np.asarray(value)
@@ -255,8 +259,9 @@ def check_finite_array(name: str, value: Any, *, ndim: int | None = None, shape:
     if what is not None:
         flat = arr.ravel()
         head = ", ".join(repr(v.item() if hasattr(v, "item") else v) for v in flat[:3])
-        why = "which numpy would parse as numbers" if what == "strings" else \
-            "whose imaginary parts the conversion to float64 would drop"
+        why = {"strings": "which numpy would parse as numbers",
+               "bools": "whose True and False would count as 1 and 0 (a mask? pass the numbers it selects)"}.get(
+            what, "whose imaginary parts the conversion to float64 would drop")
         raise ValueError(f"{name} must be an array of numbers: got {what} ({head}{', ...' if flat.size > 3 else ''}), "
                          + why)
     try:

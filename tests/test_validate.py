@@ -152,6 +152,24 @@ def test_number_checks_say_a_0d_array_or_tensor_is_not_a_number():
             check_int("rounds", value)
 
 
+def test_array_checks_refuse_bools_by_name():
+    """A participation mask passed as p ([True, False, True]) was taken as the weights (1, 0, 1) -- then refused only for
+    its sum, or, as [True, False], accepted as p = (1, 0); a bool tensor likewise. Every array check refuses bools by
+    name now (a mixed list [0.5, True] is a float array to numpy and is not looked into)."""
+    import torch
+
+    from fedlib._validate import check_probability_vector
+    from fedlib.rule import aggregate
+
+    for value in ([True, False], np.array([True, False]), torch.tensor([True, False]), np.array(True)):
+        with pytest.raises(ValueError, match=r"^p must be an array of numbers: got (bools \(True|a bool tensor).*"
+                                             r"would count as 1 and 0 \(a mask\? pass the numbers it selects\)$"):
+            check_probability_vector("p", value)
+    with pytest.raises(ValueError, match="^a_norms must be an array of numbers: got bools"):
+        aggregate([np.ones(2), np.ones(2)], [0.5, 0.5], [True, True])
+    assert check_finite_array("x", [1, 0]).tolist() == [1.0, 0.0]  # integers are numbers
+
+
 def test_check_choice_refuses_an_array_by_name():
     """An array given for a choice (algorithm=np.zeros(2), kind=np.zeros((2, 2))) raised numpy's "The truth value of an
     array with more than one element is ambiguous" from `value in choices`, naming no argument."""
