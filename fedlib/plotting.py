@@ -10,6 +10,8 @@ import re
 from pathlib import Path
 from typing import Optional
 
+from ._validate import check_int
+
 __all__ = ["ALGORITHM_COLORS", "algorithm_color", "figures_dir", "save_figure"]
 
 #: One colour per algorithm family in every figure of the book (FedAvg blue and FedNova red,
@@ -58,21 +60,25 @@ def figures_dir() -> Path:
     return path
 
 
-def save_figure(fig, name: str, *, profile: Optional[str] = None) -> list[Path]:
+def save_figure(fig, name: str, *, profile: Optional[str] = None, seed: Optional[int] = None) -> list[Path]:
     """Save ``fig`` as ``<folder>/<name>.png`` (150 dpi) and ``.svg``; return the paths.
 
     ``name`` is a string naming a file in that folder, without an extension (no ``/``, ``\\`` or NUL,
     not ``.`` or ``..``; a ``ValueError`` otherwise).
     ``<folder>`` is :func:`figures_dir` for ``profile=None`` (your own notebooks) and for
     ``profile="full"``; for any other profile it is its subfolder ``<profile>/`` (e.g.
-    ``figures/ci/``, ignored by git). Every chapter passes its ``profile`` parameter, so
-    the committed figures are always those of ``PROFILE=full make book`` and a quick
-    ``ci`` run cannot replace them with its smaller experiments.
+    ``figures/ci/``, ignored by git). A ``seed`` other than ``None`` or 0 (the chapters'
+    default, which drew the committed figures) adds ``-seed<seed>`` to that subfolder
+    (``figures/full-seed3/``, ``figures/ci-seed3/``; ``figures/seed3/`` without a profile).
+    Every chapter passes its ``profile`` and ``seed`` parameters, so the committed figures are
+    always those of ``PROFILE=full make book`` and neither a quick ``ci`` run nor a re-execution
+    under another seed can replace them.
 
-    In a chapter (``profile`` comes from its ``parameters`` cell)::
+    In a chapter (``profile`` and ``seed`` come from its ``parameters`` cell)::
 
-        save_figure(fig, "ch02_figure2_quadratic", profile=profile)
-        # full -> figures/ch02_figure2_quadratic.{png,svg}; ci -> figures/ci/...
+        save_figure(fig, "ch02_figure2_quadratic", profile=profile, seed=seed)
+        # full, seed 0 -> figures/ch02_figure2_quadratic.{png,svg}; ci -> figures/ci/...;
+        # full, seed 3 -> figures/full-seed3/...
 
     Here into a temporary folder (``$FEDLIB_FIGURES``), at the ``ci`` profile:
 
@@ -95,11 +101,16 @@ def save_figure(fig, name: str, *, profile: Optional[str] = None) -> list[Path]:
     if profile is not None and (not isinstance(profile, str) or not re.fullmatch(r"[A-Za-z0-9_-]+", profile)):
         raise ValueError(f"profile must be None or a profile name such as 'ci' or 'full' (letters, digits, '-', '_'), "
                          f"got {profile!r}")
+    if seed is not None:
+        seed = check_int("seed", seed)
     import matplotlib
 
     folder = figures_dir()
-    if profile not in (None, "full"):
-        folder = folder / profile
+    sub = profile if profile not in (None, "full") else None
+    if seed:  # another seed's figures never replace the committed ones (drawn at seed 0)
+        sub = f"{profile}-seed{seed}" if profile is not None else f"seed{seed}"
+    if sub is not None:
+        folder = folder / sub
         folder.mkdir(exist_ok=True)
     import io
 

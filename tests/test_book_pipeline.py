@@ -140,9 +140,10 @@ def test_papermill_reads_every_parameter(docname):
 
 @pytest.mark.parametrize("docname", CHAPTERS)
 def test_chapter_figures_follow_the_profile(docname):
-    """Every ``save_figure`` call of a chapter passes ``profile=profile``: a ``ci`` run then
-    writes to the ignored ``figures/ci/`` and only ``PROFILE=full make book`` replaces the
-    committed figures (a ``ci`` build once overwrote them)."""
+    """Every ``save_figure`` call of a chapter passes ``profile=profile`` and ``seed=seed``: a ``ci``
+    run then writes to the ignored ``figures/ci/``, a run under another seed to ``figures/<profile>-seed<k>/``,
+    and only ``PROFILE=full make book`` replaces the committed figures (a ``ci`` build once overwrote them,
+    and so did README's ``papermill ... -p profile full -p seed 3``, with seed 3's figures)."""
     nb = nbformat.read(ROOT / f"{docname}.ipynb", as_version=4)
     calls = []
     for cell in nb.cells:
@@ -155,6 +156,8 @@ def test_chapter_figures_follow_the_profile(docname):
                 calls.append(ast.unparse(node))
                 assert isinstance(kw.get("profile"), ast.Name) and kw["profile"].id == "profile", \
                     f"{docname}: {ast.unparse(node)} must pass profile=profile"
+                assert isinstance(kw.get("seed"), ast.Name) and kw["seed"].id == "seed", \
+                    f"{docname}: {ast.unparse(node)} must pass seed=seed"
     assert calls, f"{docname}: draws no figure"
 
 

@@ -572,7 +572,7 @@ def _fixtures_save_figure() -> dict:
 
     fig = Figure(figsize=(1, 1))
     fig.add_subplot().plot([0, 1], [1, 0])
-    return dict(fig=fig, profile="ci")
+    return dict(fig=fig, profile="ci", seed=0)
 
 
 def _check_save_figure(ns: dict) -> None:
@@ -600,7 +600,7 @@ EXECUTED = {
                                                                              _check_optim_round),
     ("fedlib.cli.common", "its parser from these groups, with its own defaults::"):
         Executed(_fixtures_cli_common, _check_cli_common),
-    ("fedlib.plotting.save_figure", "In a chapter (``profile`` comes from its ``parameters`` cell)::"):
+    ("fedlib.plotting.save_figure", "In a chapter (``profile`` and ``seed`` come from its ``parameters`` cell)::"):
         Executed(_fixtures_save_figure, _check_save_figure),
 }
 

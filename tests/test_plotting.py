@@ -6,6 +6,7 @@ import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
 import pytest  # noqa: E402
 
 from fedlib.experiments import acceleration, quadratic, synthetic  # noqa: E402
@@ -76,6 +77,26 @@ def test_save_figure_keeps_other_profiles_out_of_the_committed_folder(tmp_path, 
     for bad in ("", "../x", "a/b", 3, "full profile"):
         with pytest.raises(ValueError, match="profile must be"):
             save_figure(fig, "a", profile=bad)
+    plt.close(fig)
+
+
+def test_save_figure_keeps_other_seeds_out_of_the_committed_folder(tmp_path, monkeypatch):
+    """Chapter 1 re-executed as README says (papermill ... -p profile full -p seed 5) replaced the committed
+    figures/ch01_weights_fedavg_fednova.{png,svg} with seed 5's: a seed other than 0 (the committed one) now
+    writes to figures/<profile>-seed<seed>/ (git-ignored); seed 0 and None keep the profile's folder."""
+    monkeypatch.setenv("FEDLIB_FIGURES", str(tmp_path))
+    fig, ax = plt.subplots()
+    ax.plot([0, 1], [0, 1])
+    assert save_figure(fig, "a", profile="full", seed=0)[0] == tmp_path / "a.png"
+    assert save_figure(fig, "a", profile="ci", seed=0)[0] == tmp_path / "ci" / "a.png"
+    assert [p.relative_to(tmp_path).as_posix() for p in save_figure(fig, "a", profile="full", seed=5)] == \
+        ["full-seed5/a.png", "full-seed5/a.svg"]
+    assert save_figure(fig, "a", profile="ci", seed=np.int64(3))[0] == tmp_path / "ci-seed3" / "a.png"
+    assert save_figure(fig, "a", seed=2)[0] == tmp_path / "seed2" / "a.png"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a.png", "a.svg", "ci", "ci-seed3", "full-seed5", "seed2"]
+    for bad in (-1, 1.5, True, "3"):
+        with pytest.raises(ValueError, match="seed must be"):
+            save_figure(fig, "a", profile="full", seed=bad)
     plt.close(fig)
 
 
