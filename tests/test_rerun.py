@@ -255,3 +255,22 @@ def test_rerun_quiet_still_shows_why_the_run_failed(leaf_dir, tmp_path, capsys):
     err = capsys.readouterr().err
     assert "--data:" in err and "no such file or folder" in err
     assert "the rerun of the recorded config failed" in err
+
+
+def test_rerun_of_a_gpu_result_without_a_gpu_says_so(original, tmp_path, capsys, monkeypatch):
+    """A --backend torch result from a GPU (config.device cuda) rerun where torch sees none failed with the run's
+    own "--device: 'cuda' requested but torch sees no GPU", naming a flag rerun does not have; it now names the
+    result, its device and what to do, before any run."""
+    import torch
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+
+    def on_gpu(doc):
+        doc["config"].update(backend="torch", device="cuda")
+        doc["provenance"]["device"] = "NVIDIA H100 80GB HBM3"
+
+    edited = edited_result(original, tmp_path, on_gpu)
+    code, out, err = _cli(capsys, "rerun", edited)
+    assert code == 2 and out == ""
+    assert "ran on the GPU (config.device cuda, NVIDIA H100 80GB HBM3)" in err
+    assert "rerun it where torch sees a CUDA GPU" in err and "--device" not in err

@@ -12,7 +12,8 @@ what differs between two runs of the same config — the wall-clock and speed fi
 path as typed). Exit status 0 when they match; 1 (MISMATCH) with the first
 difference of each part that differs, config first, then initial, history, summary;
 2 for a bad input (unreadable result, a kind of result it cannot rerun, a recorded
-config that lacks a key or holds an invalid value, --out naming the result itself).
+config that lacks a key or holds an invalid value, --out naming the result itself, a GPU
+result where torch sees no GPU).
 """
 from __future__ import annotations
 
@@ -283,6 +284,13 @@ def rerun_command(args: argparse.Namespace) -> int:
     _check_argv(argv, {"--" + flag: path for flag, _, path in flags})
     sha, _ = git_commit()
     prov = old["provenance"]
+    device = str(old["config"].get("device"))
+    if old["config"].get("backend") == "torch" and device.startswith("cuda"):
+        import torch
+
+        if not torch.cuda.is_available():  # the run's own error named a --device flag that rerun does not have
+            raise CLIError(f"{args.result} ran on the GPU (config.device {device}, {prov.get('device')}), but torch "
+                           "sees no GPU on this machine; rerun it where torch sees a CUDA GPU")
     if not args.quiet:
         print(f"rerunning {args.result} (seed {old['config'].get('seed')}, commit {prov.get('git_commit')}, "
               f"command: {prov.get('command')})", flush=True)
