@@ -313,3 +313,13 @@ def test_an_integer_past_64_bits_is_bad_input_not_a_crash(tmp_path, capsys, flag
                         "--out", str(out)] + flags)
     assert "too large for the 64-bit integers" in err and "Traceback" not in err
     assert not out.exists()
+
+
+@pytest.mark.parametrize("typed, recorded", [("2", "2"), ("02", "2"), ("2-2", "2"), ("02-05", "2-5"), ("2-5", "2-5")])
+def test_epochs_are_recorded_in_one_spelling_per_setting(typed, recorded):
+    """--epochs was recorded as typed: 2-2 and 2 (the same run) gave configs that compare_results called different,
+    and --resume refused a checkpoint written under the other spelling."""
+    from fedlib.cli import build_parser
+
+    for command in ("synthetic", "cifar10"):
+        assert build_parser().parse_args(["run", command, "--epochs", typed]).epochs == recorded

@@ -134,11 +134,14 @@ def _tau_eff(text: str):
 
 
 def _epochs(text: str) -> str:
+    """``--epochs`` in one spelling per setting, as configs record it and resumes and ``compare_results`` compare it:
+    ``"2"`` for ``2``, ``02`` or ``2-2``; ``"2-5"`` for ``2-5`` or ``02-5`` (as typed, ``2-2`` and ``2`` were two
+    configs, and a checkpoint of one was refused under the other)."""
     try:
-        parse_epochs(text)
+        low, high = parse_epochs(text)
     except ValueError as exc:
         raise argparse.ArgumentTypeError(str(exc)) from None
-    return text
+    return str(low) if low == high else f"{low}-{high}"
 
 
 #: dest names of the flags added by add_algorithm_args / add_schedule_args (recorded in configs).
