@@ -861,7 +861,8 @@ def test_rerun_refuses_a_result_that_is_not_a_run(recorded, tmp_path, edit):
 
 def test_rerun_prints_what_it_reruns_the_commit_note_and_the_verdict(recorded, tmp_path, monkeypatch):
     monkeypatch.setenv("FEDLIB_GIT_COMMIT", "a" * 40)  # this checkout
-    path = edited_result(recorded, tmp_path, lambda d: d["provenance"].update(git_commit="b" * 40, command="cmd"))
+    path = edited_result(recorded, tmp_path, lambda d: d["provenance"].update(git_commit="b" * 40, command="cmd",
+                                                                             git_dirty=False))
     rc, out, err = cli_exit(["rerun", str(path)])
     assert (rc, err) == (0, "")  # no progress bar: stderr is not a terminal and no --progress
     assert out.splitlines() == [
@@ -871,9 +872,28 @@ def test_rerun_prints_what_it_reruns_the_commit_note_and_the_verdict(recorded, t
     # made at this commit (or an unknown one): no note
     for commit in ("a" * 40, "unknown"):
         path = edited_result(recorded, tmp_path,
-                       lambda d, commit=commit: d["provenance"].update(git_commit=commit, command="cmd"))
+                       lambda d, commit=commit: d["provenance"].update(git_commit=commit, command="cmd",
+                                                                       git_dirty=False))
         rc, out, err = cli_exit(["rerun", str(path)])
         assert rc == 0 and out.splitlines()[1:] == ["match: 2 rounds, initial, summary and config equal to 1e-12"]
+
+
+def test_rerun_says_when_either_side_ran_uncommitted_code(recorded, tmp_path, monkeypatch):
+    """rerun noted another commit but not uncommitted changes, on either side: a mismatch could come from code that no
+    commit holds, and nothing said so."""
+    import fedlib.results
+
+    match = "match: 2 rounds, initial, summary and config equal to 1e-12"
+    path = edited_result(recorded, tmp_path, lambda d: d["provenance"].update(git_commit="a" * 40, git_dirty=True))
+    for here in (False, None, True):
+        monkeypatch.setattr(fedlib.results, "git_commit", lambda root=None, here=here: ("a" * 40, here))
+        rc, out, err = cli_exit(["rerun", str(path)])
+        notes = ["note: the result was made with uncommitted changes to tracked files (provenance git_dirty), so its "
+                 "code is not exactly its commit's"]
+        if here:
+            notes.append(f"note: this checkout has uncommitted changes to tracked files (git status), so the rerun's "
+                         f"code is not exactly commit {'a' * 40}")
+        assert (rc, err) == (0, "") and out.splitlines()[1:] == notes + [match], out
 
 
 def test_rerun_keeps_the_new_result_with_out(recorded, tmp_path):

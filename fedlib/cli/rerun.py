@@ -9,7 +9,9 @@ below), everything else exactly. Ignored:
 what differs between two runs of the same config — the wall-clock and speed fields
 (history ``time_s``; summary seconds and images per second),
 ``config.world_size`` (the number of processes) and ``config.data.name`` (a LEAF
-path as typed). Exit status 0 when they match; 1 (MISMATCH) with the first
+path as typed). Before the run it notes what may make the code differ: another commit than the
+result's, uncommitted changes when the result was made (``provenance.git_dirty``) or in this
+checkout. Exit status 0 when they match; 1 (MISMATCH) with the first
 difference of each part that differs, config first, then initial, history, summary;
 2 for a bad input (unreadable result, a kind of result it cannot rerun, a recorded
 config that lacks a key or holds an invalid value, --out naming the result itself, a GPU
@@ -282,7 +284,7 @@ def rerun_command(args: argparse.Namespace) -> int:
     flags = _flags_from_config(old["config"])
     argv = _argv(flags)
     _check_argv(argv, {"--" + flag: path for flag, _, path in flags})
-    sha, _ = git_commit()
+    sha, dirty = git_commit()
     prov = old["provenance"]
     device = str(old["config"].get("device"))
     if old["config"].get("backend") == "torch" and device.startswith("cuda"):
@@ -296,6 +298,13 @@ def rerun_command(args: argparse.Namespace) -> int:
               f"command: {prov.get('command')})", flush=True)
         if prov.get("git_commit") not in (None, "unknown", sha):
             print(f"note: the result was made at commit {prov.get('git_commit')}, this checkout is {sha}", flush=True)
+        # a mismatch may come from code that no commit holds: say so before the verdict, on either side
+        if prov.get("git_dirty") is True:
+            print("note: the result was made with uncommitted changes to tracked files (provenance git_dirty), so its "
+                  "code is not exactly its commit's", flush=True)
+        if dirty is True:
+            print(f"note: this checkout has uncommitted changes to tracked files (git status), so the rerun's code is "
+                  f"not exactly commit {sha}", flush=True)
     with tempfile.TemporaryDirectory() as tmp:
         out = args.out if args.out is not None else Path(tmp) / "rerun.json"
         # the run's own progress bar (stderr) on a terminal or with --progress; its other lines are not
