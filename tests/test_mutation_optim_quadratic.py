@@ -7,6 +7,14 @@ loop (:func:`fedlib.engines.reference.run_sequential`), never from a stored outp
 Mutants of 677635c..166b66c, run_replicas (fedlib/engines/quadratic.py) (pass described in tests/README.md,
 Mutation passes):
   killed by the suite: Q1 the old name ``"steps"``; Q2 drop ``size=m``.
+
+Mutants of 37f92d9..eb85c03 (fedlib/optim.py) (pass described in tests/README.md, Mutation passes; ids skipped were
+drafted and not run):
+  killed by the suite: OP1 parameters_of without the Mapping refusal; OP6 ClientOptimizer without the model /
+  tensor refusal; OP7 _check_solver_made ``has != keeps`` -> ``has and not keeps``; OP8 the start checked only for
+  a given solver (``if not own``); OP9 the correction probe for built-in solvers instead of own steps (killed by
+  tests/test_solvers.py); OP11 _check_solver_made without the momentum buffer.
+  killed here: OP10 begin copies the start into the parameters before checking it.
 """
 from __future__ import annotations
 
@@ -133,6 +141,29 @@ def test_load_state_dict_is_refused():
     opt = ClientOptimizer([_param()], sgd(0.1))
     with pytest.raises(NotImplementedError, match="begin"):
         opt.load_state_dict({})
+
+
+
+def test_a_refused_begin_leaves_the_round_in_progress_as_it_was():
+    """begin checks a round's start before it copies it into the parameters: a start made by another kind of solver
+    (here proximal_sgd's, with an anchor, for an optimizer of plain SGD) is refused (ClientOptimizer.begin's
+    docstring), and the round in progress goes on from where it was (mutant OP10, ``copy_into`` before the check:
+    the refused start (5, 5) was written into the parameters, and the running round's state, which aliases them,
+    with it). By hand, lr 0.1 and gradient (1, -1): (1, 2) -> (0.9, 2.1) -> (0.8, 2.2), ||a_i||_1 = 1 then 2."""
+    from fedlib.solvers import proximal_sgd
+
+    w = torch.zeros(2, dtype=D, requires_grad=True)
+    opt = ClientOptimizer([w], sgd(0.1))
+    opt.begin(sgd(0.1).init([torch.tensor([1.0, 2.0], dtype=D)]))
+    w.grad = torch.tensor([1.0, -1.0], dtype=D)
+    opt.step()
+    with pytest.raises(ValueError, match=r"^solver_state has a proximal anchor"):
+        opt.begin(proximal_sgd(0.1, 1.0).init([torch.tensor([5.0, 5.0], dtype=D)]))
+    assert w.tolist() == pytest.approx([0.9, 2.1], abs=1e-15)
+    assert opt.solver_state.params[0].tolist() == pytest.approx([0.9, 2.1], abs=1e-15)
+    opt.step()
+    assert w.tolist() == pytest.approx([0.8, 2.2], abs=1e-15)
+    assert float(opt.solver_state.a_norm) == 2.0
 
 
 # ====================================================================== fedlib.engines.quadratic

@@ -33,6 +33,24 @@ Review fix: as_participation took a bool next to integers ([0, True] is the inte
         the upper bound / 0 excluded / the str test / the list(); _is_real without np.bool_.
   killed here: S2, S8, SC1, SC4, SC15; equivalent: SC14 (np.bool_ is no numbers.Real, so _is_real refuses it
   anyway).
+
+Mutants of 37f92d9..eb85c03, fedlib/solvers.py and fedlib/schedules.py (pass described in tests/README.md, Mutation
+passes; ids skipped were drafted and not run):
+  SV1 make_solver without the momentum == 0 refusal; SV2 momentum-prox ``mu > 0`` -> ``mu >= 0``; SV4 check_own_step
+  a^(1) = 1.0 instead of the probe's; SV5 no _probe_linear; SV6 weight-decay probe on ``< 0``; SV7 correction probe
+  on ``not correction``; SV9 _behaviour_key without its ``__slots__`` clause; SV10 OwnStepChecks key without
+  ``correction``; SV11 OwnStepChecks.check without the built-in early return; SV12 _probe_linear expects
+  ``+lr G a``; SV13 _probe_linear rtol 1e-9 -> 1e-1; SV14 _probe_added_term without a^(1); SV15 weight-decay probe
+  of size 1.0, not weight_decay; SV17 momentum-prox without its mu check.
+  SC1 check_participant_steps ``own < 1`` -> ``< 0``; SC2 its message names ``k``, not ``clients[k]``; SC5
+  round_local_steps' bool test without np.bool_; SC6 no shape check of a listed schedule's counts; SC7 whole_steps
+  without the ceil bound; SC8 the bound floor(work) instead of ceil(work); SC9 parse_epochs without its number
+  branch; SC10 its count minimum 1 -> 0; SC12 make_epoch_schedule ``int(epochs)`` for a number; SC13
+  expected_a_norms without _check_closed_form_subclass; SC14 that check looks at local_steps only; SC15 drop
+  ``cls is base`` from its early return.
+  killed by the suite: SV1, SV2, SV4-SV7, SV10-SV12, SV14, SV15, SV17, SC1 (the module's doctest), SC5-SC10,
+  SC12-SC14. killed here: SV9, SV13, SC2. equivalent: SC15 (for ``cls is base`` every ``getattr(cls, name) is
+  getattr(base, name)``, so ``changed`` is empty and it returns anyway).
 """
 from __future__ import annotations
 
@@ -472,3 +490,74 @@ def test_make_solver_refuses_a_zero_momentum_for_a_solver_without_a_buffer():
 
     with pytest.raises(ValueError, match=r"^momentum: solver 'sgd' has no momentum buffer, got momentum = 0\.0"):
         make_solver("sgd", 0.1, momentum=0.0)
+
+
+# ------------------------------------------------------------------------ mutants of 37f92d9..eb85c03
+def _own_sgd_step(name, direction, base=LocalSolver, **namespace):
+    """A solver class (a subclass of ``base``) with its own ``update`` x <- x - lr * direction(self, x, g) and SGD's
+    counter (a_i all ones)."""
+    from fedlib.tree import tree_map
+
+    def update(self, state, grads):
+        lr = self.step_size(state.step)
+        params = tree_map(lambda x, g: x - lr * direction(self, x, g), state.params, grads)
+        shadow = self.counter_step(state.step, state.shadow)
+        return state._replace(params=params, step=state.step + 1, shadow=shadow, a_norm=shadow[0])
+
+    return type(name, (base,), {"update": update, **namespace})
+
+
+def test_an_own_step_that_clips_large_gradient_entries_is_refused_as_not_linear():
+    """Gradient clipping is named among the steps the linearity probe refuses (check_own_step's docstring; eq. (4)
+    needs Delta_i = -lr G_i a_i). Entries clipped to |g| <= 39 pass every unit-gradient probe, and of
+    LINEARITY_PROBE only the 40 of step 3 is cut: with lr 0.1 and a_i = (1, 1, 1, 1, 1), x moves to
+    -0.1 (3 - 0.5 + 39 - 7 + 0.3) = -3.48 instead of -0.1 (3 - 0.5 + 40 - 7 + 0.3) = -3.58 (2.8% off) and to
+    -0.1 (0.25 + 6 - 2 + 0.75 - 12) = 0.7 as it should. The probe compares to 1e-9 relative, so this is refused
+    (mutant SV13, rtol 1e-9 -> 1e-1 in _probe_linear: it passed, and FedNova divided a clipped change by
+    ||a_i||_1). Clipping at 41 cuts nothing of the probe: passed."""
+    clipped = dataclasses.dataclass(frozen=True)(
+        _own_sgd_step("Clipped", lambda self, x, g: np.clip(g, -self.bound, self.bound), bound=39.0))
+    with pytest.raises(ValueError, match=r"^solver: Clipped's update is not linear in the gradients: .* move x from 0 "
+                                         r"to \[-3\.48, 0\.7\], not to -lr G a_i = \[-3\.58, 0\.7\]"):
+        check_own_step("solver", clipped(lr=0.1))
+    loose = dataclasses.dataclass(frozen=True)(
+        _own_sgd_step("Loose", lambda self, x, g: np.clip(g, -41.0, 41.0)))
+    assert check_own_step("solver", loose(lr=0.1)).lr == 0.1
+
+
+def test_own_step_checks_probe_solvers_that_differ_only_in_a_slot():
+    """OwnStepChecks keys a solver by its class and field values only when it holds nothing else: no ``__slots__``
+    of a subclass (its docstring). Here a slot says whether the own update adds weight decay; two solvers with
+    equal fields (lr 0.1, weight_decay 0.5) differ only in it. The one that leaves the decay out must be probed and
+    refused, not passed as the first one's equal (mutant SV9, the ``__slots__`` clause of _behaviour_key dropped):
+    one step from x = 1 with a zero gradient must give 1 - 0.1 * 1 * 0.5 = 0.95 (a^(1) = 1), it gives 1.0."""
+    from fedlib.solvers import OwnStepChecks
+
+    class Decaying(LocalSolver):
+        __slots__ = ("adds_decay",)
+
+        def __init__(self, *args, adds_decay=True, **kwargs):
+            super().__init__(*args, **kwargs)
+            object.__setattr__(self, "adds_decay", adds_decay)
+
+    def direction(self, x, g):
+        return g + self.weight_decay * x if self.adds_decay else g
+
+    solver_class = _own_sgd_step("Decaying", direction, base=Decaying)
+    checks = OwnStepChecks()
+    checks.check("solver", solver_class(lr=0.1, weight_decay=0.5))
+    with pytest.raises(ValueError, match=r"^client 1: Decaying is given weight_decay = 0\.5, but its update leaves it "
+                                         r"out: one step from x = 1\.0 with a zero gradient gives 1\.0, not 0\.95"):
+        checks.check("client 1", solver_class(lr=0.1, weight_decay=0.5, adds_decay=False))
+
+
+def test_check_participant_steps_names_the_client_not_its_place_among_the_participants():
+    """The ValueError names the first participant without a step (check_participant_steps' docstring): with steps
+    (2, 3, 0) and participants (2, 0), participant 0 of the round is client 2, which has 0 steps, so the message
+    names client 2 (mutant SC2, ``clients[k]`` -> ``k``, named client 0; the docstring's example, participants
+    (0, 1), has k = client). Client 2 left out of the round may do no work: steps of (0, 1) are returned."""
+    from fedlib.schedules import check_participant_steps
+
+    with pytest.raises(ValueError, match=r"^schedule: round 4 gives participant client 2 0 local steps \(need >= 1"):
+        check_participant_steps(np.array([2, 3, 0]), np.array([2, 0]), 4)
+    np.testing.assert_array_equal(check_participant_steps(np.array([2, 3, 0]), np.array([1, 0]), 4), [3, 2])

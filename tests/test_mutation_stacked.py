@@ -25,6 +25,19 @@ Mutants of 86c5527..90cbd4d (engines/stacked.py) (pass described in tests/README
 engines/stacked.py ``_non_finite``: N2 ``isfinite`` negated; N3 ``!=`` -> ``==``; N4 the cast parameter instead of
   the given one: killed by the suite. N1 drop ``source.dtype != dtype``: equivalent (it is called only when the cast
   holds NaN or inf; with the same dtype the source holds them too, so ``isfinite(source).all()`` is False anyway).
+
+Mutants of 37f92d9..eb85c03 (fedlib/engines/stacked.py) (pass described in tests/README.md, Mutation passes; ids
+skipped were drafted and not run):
+killed by the suite: ST1 client_augment_params ``local_steps`` minimum 1 -> 0; ST3 _on_model casts to float32,
+  not the parameters' dtype; ST4 _probing does not restore the training flags; ST6 _check_training_mode returns
+  K + 1; ST7 _check_labels ``>= num_classes`` -> ``>``; ST8 _check_labels without the negative-label test; ST11
+  _client_indices without the Mapping refusal; ST12 without the 0-d (a number per client) refusal; ST13 index
+  bound ``>= num_train`` -> ``>``; ST15 channels_last ``bool()`` instead of check_flag; ST17 no str check of
+  run.name; ST19 no check of schedule.local_steps; ST20 test labels not checked against K; ST21 no
+  check_participant_steps in the round plan; ST23 load_state_dict ignores run_specs; ST24 train's callback not
+  checked; ST25 max_relative_difference without the shape check; ST27 reference_run without its labels-per-image
+  check; ST30 _grouped_num_classes returns K + 1.
+killed here: ST5 ``evaluated.ndim != 2 or shape[0] != B`` -> ``ndim > 2``.
 """
 from __future__ import annotations
 
@@ -404,3 +417,32 @@ def test_an_infinite_logit_does_not_widen_the_training_mode_tolerance():
     _engine(_InfColumnNoisy(0.0))  # inf in both modes, nothing else different: accepted
     with pytest.raises(ValueError, match=TRAINING_MODE):
         _engine(_InfColumnNoisy(1e-4))
+
+
+# ------------------------------------------------------------------------ mutants of 37f92d9..eb85c03
+class _BatchSummed(nn.Module):
+    """Logits summed over the batch, ``(1, 3)`` for any ``B``: the same in both modes, so the training-mode
+    comparison alone passes it."""
+
+    def __init__(self):
+        super().__init__()
+        self.lin = nn.Linear(2 * 2 * 3, 3)
+
+    def forward(self, x):
+        return self.lin(x.flatten(1)).sum(0, keepdim=True)
+
+
+def test_training_mode_check_refuses_logits_of_another_batch_size_or_rank():
+    """``_check_training_mode`` returns K of logits ``(B, K)`` and refuses any other shape (its docstring): on
+    its B = 8 inputs, a model giving ``(1, 3)`` (summed over the batch) or ``(8,)`` (one number per sample) is
+    refused at construction, naming the shape and B (mutant ST5, ``ndim != 2 or shape[0] != B`` ->
+    ``ndim > 2``: ``(1, 3)`` passed as K = 3 and failed in the first round's loss, ``(8,)`` failed with an
+    IndexError reading K)."""
+    with pytest.raises(ValueError, match=r"^model must map a batch \(B, \*feature_shape\) to logits \(B, K\), "
+                                         r"got \(1, 3\) for B = 8$"):
+        _engine(_BatchSummed())
+    torch.manual_seed(0)
+    flat = nn.Sequential(nn.Flatten(), nn.Linear(2 * 2 * 3, 1), nn.Flatten(0))
+    with pytest.raises(ValueError, match=r"^model must map a batch \(B, \*feature_shape\) to logits \(B, K\), "
+                                         r"got \(8,\) for B = 8$"):
+        _engine(flat)
