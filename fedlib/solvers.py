@@ -718,11 +718,14 @@ def _own_closed_forms(cls: type) -> list:
     return [m for m in ("a_vector", "a_norm") if getattr(cls, m) is not getattr(LocalSolver, m)]
 
 
-def _probe_failed(name: str, cls: str, method: str, tau: int, err: Exception) -> str:
+def _probe_failed(name: str, cls: str, method: str, tau: int, err: Exception, copied: bool = False) -> str:
+    copy = (" The probe ran on a copy without weight decay (dataclasses.replace(solver, weight_decay=0.0)), which "
+            "keeps only the dataclass fields: an attribute set after construction is not in it; make it a field."
+            if copied and isinstance(err, AttributeError) else "")
     return (f"{name}: {cls}.{method} raised {type(err).__name__}: {err} while check_own_step probed it; the probe "
             f"runs on numpy float64 vectors (here of length {tau}), so a solver with its own step must accept "
             "numpy arrays as well as torch tensors (write it with fedlib.tree.tree_map and arithmetic operators, "
-            "not tensor-only methods such as .clone() or torch.* calls)")
+            "not tensor-only methods such as .clone() or torch.* calls)." + copy)
 
 
 def check_own_step(name: str, solver: LocalSolver, *, correction: bool = False) -> LocalSolver:
@@ -776,18 +779,21 @@ def check_own_step(name: str, solver: LocalSolver, *, correction: bool = False) 
     if solver.builtin_step and not own_closed:
         return solver
     cls = type(solver).__name__
-    probe = dataclasses.replace(solver, weight_decay=0.0)
+    # a copy without weight decay only where there is some: dataclasses.replace builds a new instance, which loses
+    # what the solver holds outside its fields (an attribute set after construction), and its probe then failed as
+    # if the step could not take numpy arrays
+    probe = solver if solver.weight_decay == 0 else dataclasses.replace(solver, weight_decay=0.0)
     for tau in OWN_STEP_PROBES:
         eye = np.eye(tau)
         try:
             state = probe.init(np.zeros(tau))
         except Exception as err:
-            raise ValueError(_probe_failed(name, cls, "init", tau, err)) from err
+            raise ValueError(_probe_failed(name, cls, "init", tau, err, probe is not solver)) from err
         for k in range(tau):
             try:
                 state = probe.update(state, eye[k])
             except Exception as err:
-                raise ValueError(_probe_failed(name, cls, "update", tau, err)) from err
+                raise ValueError(_probe_failed(name, cls, "update", tau, err, probe is not solver)) from err
             if not isinstance(state, SolverState) or state.step != k + 1:
                 got = state.step if isinstance(state, SolverState) else type(state).__name__
                 raise ValueError(f"{name}: {cls}.update must return a SolverState with step advanced by one "

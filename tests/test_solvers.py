@@ -955,3 +955,26 @@ def test_client_optimizer_begin_probes_each_distinct_solver_once():
     assert counts["base"] == 2 * PROBE_UPDATES + 1  # + its correction probe, once
     with pytest.raises(ValueError, match=r"^solver: SignSGD's update is not linear in the gradients"):
         opt.begin(client.init([torch.zeros(2, dtype=torch.float64)]), _elementwise_step(np.sign, "SignSGD")(lr=0.1))
+
+
+def test_own_step_probe_keeps_state_held_outside_the_fields():
+    """check_own_step probed dataclasses.replace(solver, weight_decay=0.0), a new instance without what the solver holds
+    outside its fields: a solver with an attribute set after construction failed the probe as if its step could not
+    take numpy arrays. Without weight decay it is probed as it is (accepted); with some, the message says why."""
+    import dataclasses
+
+    from fedlib.solvers import LocalSolver, check_own_step
+
+    @dataclasses.dataclass(frozen=True)
+    class Scaled(LocalSolver):
+        def update(self, state, grads):
+            return super().update(state, self.scale * grads)
+
+    solver = Scaled(lr=0.5)
+    object.__setattr__(solver, "scale", 1.0)  # set after construction: not a field
+    assert check_own_step("solver", solver) is solver
+    decayed = Scaled(lr=0.5, weight_decay=0.1)
+    object.__setattr__(decayed, "scale", 1.0)
+    with pytest.raises(ValueError, match=r"^solver: Scaled.update raised AttributeError: .*keeps only the dataclass "
+                                         r"fields: an attribute set after construction is not in it; make it a field\.$"):
+        check_own_step("solver", decayed)
