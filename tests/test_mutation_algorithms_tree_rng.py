@@ -63,6 +63,21 @@ _kept_state_type / _check_server_kind:
 tree.py: TI1 drop the tuple refusal: killed by the suite. TI2 ``isinstance(i, tuple)`` -> ``type(i) is tuple`` (a
   namedtuple indexes one axis per entry too): killed here. TI3 ``{i!r}`` -> ``{i}``: equivalent (``str`` of a tuple
   is its ``repr``).
+
+Mutants of 37f92d9..d2bb791 (fedlib/algorithms.py) (pass described in tests/README.md, Mutation passes):
+  killed by the suite: A1 _refuse_state without the SolverState hint; A2 / A3 _count_value takes a bool / a
+  string; A4 _check_one_client without the swapped-arguments message; A5 ``np.ndim(client) != 0`` -> ``> 1``; A6
+  check_own_step with ``correction=False`` (tests/test_solvers.py); A7 the server's update probed with 3
+  arguments; A8 init takes params that require grad; A9 init's hint without ``__next__``; A10 client_init takes a
+  solver that is no LocalSolver; A12 ``check_sequence`` -> ``list(updates)``; A13 the pair-order hint inverted; A14
+  the new_state kind check dropped (tests/test_server.py); A16 _requires_grad returns leaf 0; A17 without the
+  nested-tree fallback; A19 ``k < 0`` -> ``k < -1`` (tests/test_server.py).
+  killed here: A11 client_final without ``callable(solver_state.step)``.
+  equivalent: A15 _requires_grad's fast path for lists only: a flat tuple goes to the ``tree_leaves`` loop,
+  which gives the same first index (a tuple's leaves in order); only the time differs.
+  left alive: A18 _fits returns True on an exception: tree_structure_equal raises only where tree_map cannot
+  rebuild a container from its entries (a torch.Size paired with a list of numbers), a server state no server
+  optimizer keeps; the hint would then be added wrongly. No test.
 """
 from __future__ import annotations
 
@@ -550,3 +565,28 @@ def test_tree_index_refuses_a_namedtuple():  # TI2: numpy and torch read it as o
         assert int(leaf[Pair(1, 2)]) == 6  # what it would have picked: one entry
         with pytest.raises(ValueError, match=r"^i must be a row index .* got the tuple Pair\(row=1, col=2\) \(one"):
             tree_index({"a": leaf}, Pair(1, 2))
+
+
+# ------------------------------------------------------------------------ mutants of 37f92d9..d2bb791 (algorithms.py)
+def test_client_final_names_an_optimizer_like_object_whose_step_is_a_method():
+    """client_final refuses, naming ``solver_state``, an object that has ``params``, ``step`` and ``a_norm`` but whose
+    ``step`` is a method (an optimizer of your own given for its state), as the docstring says; mutant A11 (without
+    the ``callable(solver_state.step)`` test) let it through to ``step < 1``: Python's TypeError "'<' not supported
+    between instances of 'method' and 'int'"."""
+    class MyOptimizer:  # what a loop of your own may hold: the parameters, the counter, a step method
+        def __init__(self, params):
+            self.params, self.a_norm = params, 1.0
+
+        def step(self):
+            return None
+
+    algo = make_algorithm("fednova", sgd(0.1))
+    server = algo.init({"w": np.zeros(2)}, 2)
+    with pytest.raises(ValueError, match=r"^solver_state must be the client's finished fedlib\.solvers\.SolverState "
+                                         r"\(what solver\.update returned\), got MyOptimizer$"):
+        algo.client_final(server, 1, MyOptimizer({"w": np.ones(2)}))
+    # a SolverState-like record with a number for step is taken (the check is for methods, not for other types)
+    Record = collections.namedtuple("Record", "params step a_norm correction anchor momentum_buf")
+    update = algo.client_final(server, 1, Record({"w": np.ones(2)}, 2, 2.0, None, None, None))
+    assert (update.client, update.local_steps, update.a_norm) == (1, 2, 2.0)
+    np.testing.assert_array_equal(update.delta["w"], [1.0, 1.0])  # Delta_i = x_i^(t,tau) - x^(t,0) = 1 - 0

@@ -8,6 +8,14 @@ or by hand.
 Mutants of efe3bcd..52ae29d, fedlib/engines/batched.py (pass described in tests/README.md, Mutation passes):
   B1 batched: _round_lr unchecked.
   killed by the suite.
+
+Mutants of 37f92d9..d2bb791 (fedlib/engines/batched.py) (pass described in tests/README.md, Mutation passes):
+  killed by the suite: B1 minibatch_indices takes any rng; B2 EpochBatcher num_samples minimum 0; B3 step -1
+  on the fast path; B4 / B6 client m in range (fast path / checked path); B5 a bool client; B7 on_round_end
+  probed with 2 arguments; B8 on_round_end unchecked; B9 evaluate / fast unchecked; B10 comm unchecked
+  (tests/test_distributed_state_checks.py); B11 on_round_end gets the ungathered variates
+  (tests/test_distributed.py); B12 ``on_round_end is None`` -> ``is not None``; B13 run_reference's fast
+  unchecked; B14 no check_participant_steps; B15 run_reference's hooks unchecked.
 """
 from __future__ import annotations
 

@@ -33,6 +33,21 @@ tests/README.md, Mutation passes):
         vmap; no backward-first sort; owner name; vmap forward refused; no per-round check / checked as vmap;
         lr_at unchecked.
   killed here: CK1-CK4; G1-G6 and ST1-ST3 (fedlib/engines/stacked.py's among them) killed by the suite.
+
+Mutants of 37f92d9..d2bb791 (fedlib/checkpoint.py) (pass described in tests/README.md, Mutation passes):
+  killed by the suite: C2 initial given as ``initial or {}``; C3 _where's two forms swapped; C5 load_checkpoint
+  takes a kind that is no string; C6 NaT not a NaN kind; C8 Decimal('sNaN') not NaN; C11 without ``x is y``;
+  C12 tensors not converted; C13 a date against a number compared; C14 / C15 bools against numbers (the dtype /
+  the entries); C16 NaT not equal to NaT in arrays; C17 ``is_bool(x) != is_bool(y)`` dropped; C19 config_diff
+  takes a non-mapping; C20 sets compared by ``==``.
+  killed here: C1 history's Mapping refusal dropped; C9 _same_set without ``rest.pop``; C10 without its length
+  check.
+  equivalent: C7 _nan_kind without the bool exclusion (a bool is never unequal to itself: ``v != v`` is False,
+  None either way); C18 ``return False`` -> ``return x is y`` in _same's except (``x is y`` returned True at its
+  top, so there it is False).
+  left alive: C4 _mapping without RuntimeError: ``dict()`` raises it only for an iterable whose iteration raises
+  it (a generator raising StopIteration); the tensor truth value the docstring names is no longer taken
+  (``initial is None``, not ``initial or {}``). No test.
 """
 from __future__ import annotations
 
@@ -458,3 +473,30 @@ def test_to_torch_tree_dtype_kinds_containers_and_copies():
     same_dtype = to_torch_tree({"w": saved["w"]}, like=torch.zeros(1, dtype=torch.float64))
     same_dtype["w"].add_(10.0)
     np.testing.assert_array_equal(saved["w"], [1.0, 2.0])  # the loaded arrays are not changed through the tensors
+
+
+# -------------------------------------------------------------------- mutants of 37f92d9..d2bb791 (checkpoint.py)
+def test_save_checkpoint_refuses_a_mapping_given_as_history(tmp_path):
+    """``history`` is a list of per-round mappings; a mapping given for it is refused by name (mutant C1: without
+    the Mapping in the refusal an empty dict was saved as an empty history, whose run would resume from round 0,
+    and ``{"loss": ...}`` was iterated for its keys)."""
+    args = dict(config={"a": 1}, round_done=1, state={"w": np.zeros(2)}, seed=0)
+    for history in ({}, {"loss": [0.5]}):
+        with pytest.raises(CheckpointError, match=r"^save_checkpoint: .*h\.ckpt: history must be a list of per-round "
+                                                  r"mappings, got dict$"):
+            save_checkpoint(tmp_path / "h.ckpt", history=history, **args)
+    assert not (tmp_path / "h.ckpt").exists()
+
+
+def test_config_diff_matches_set_entries_one_to_one():
+    """Sets are compared entry by entry, each entry of one matched to its own entry of the other
+    (``_same_set``): {nan, nan} (two NaN objects, which a set holds apart) is no {nan, 0.5}, as the second NaN
+    finds no partner once the first has taken the other set's NaN (mutant C9: without ``rest.pop`` both NaNs
+    matched the one NaN); and {1} is no {1, 2}, as 2 is left over (mutant C10: without the length check only
+    the entries of the first set were looked for)."""
+    two_nans = {float("nan"), float("nan")}
+    assert len(two_nans) == 2
+    assert config_diff({"s": two_nans}, {"s": {float("nan"), 0.5}}) == ["s"]
+    assert config_diff({"s": {1}}, {"s": {1, 2}}) == ["s"]
+    assert config_diff({"s": {1, 2}}, {"s": {1}}) == ["s"]
+    assert config_diff({"s": two_nans}, {"s": {float("nan"), float("nan")}}) == []  # NaN equal to NaN, one to one

@@ -15,6 +15,12 @@ drafted and not run):
   a given solver (``if not own``); OP9 the correction probe for built-in solvers instead of own steps (killed by
   tests/test_solvers.py); OP11 _check_solver_made without the momentum buffer.
   killed here: OP10 begin copies the start into the parameters before checking it.
+
+Mutants of 37f92d9..d2bb791 (fedlib/engines/quadratic.py) (pass described in tests/README.md, Mutation passes):
+  killed by the suite: Q1 gradient_noise's seed / round unchecked; Q2 noisy_grad_fn's local_steps unchecked; Q3
+  ``len(solvers) != 1`` -> ``> 2``; Q4 the one solver's number 1; Q5 progress unchecked; Q6 the schedule's steps
+  unchecked; Q8 max_steps and dim swapped in the checks.
+  killed here: Q7 ``callable(getattr(work, "draw"))`` -> ``hasattr(work, "draw")``.
 """
 from __future__ import annotations
 
@@ -276,3 +282,26 @@ def test_divergence_is_reported_at_the_first_non_finite_replica():
     rounds = int(re.search(r"round (\d+)", str(err.value)).group(1))
     run = run_replicas(prob, "fednova", [sgd(0.05)], _Fixed([1], [0]), rounds, **kw)
     assert np.all(np.isfinite(run.params))  # (distance may overflow to inf on the way: it is recorded, not checked)
+
+
+# ------------------------------------------------------------------ mutants of 37f92d9..d2bb791 (engines/quadratic.py)
+def test_run_replicas_takes_a_schedule_whose_draw_is_no_method():
+    """``work`` is read by what it can do: ``draw`` only when it is callable, else ``local_steps(round)`` (with one
+    solver). A schedule holding a non-callable attribute named ``draw`` (here the name of how its steps were
+    drawn) runs as its ``local_steps`` say, as FixedSteps does; mutant Q7 (``hasattr(work, "draw")``) called
+    it: "'str' object is not callable"."""
+    from fedlib.problems import random_quadratic
+    from fedlib.schedules import FixedSteps
+    from fedlib.solvers import sgd
+
+    class Recorded:
+        draw = "by hand"  # no method: a label
+
+        def local_steps(self, round_index):
+            return np.array([1, 3, 2])
+
+    prob = random_quadratic(3, 2, seed=1)
+    mine = run_replicas(prob, "fednova", [sgd(0.05)], Recorded(), 3)
+    theirs = run_replicas(prob, "fednova", [sgd(0.05)], FixedSteps([1, 3, 2]), 3)
+    np.testing.assert_array_equal(mine.params, theirs.params)
+    np.testing.assert_allclose(mine.mean_local_steps, 2.0)  # (1 + 3 + 2) / 3 every round

@@ -36,6 +36,16 @@ _validate.py (check_finite_array, check_weights, check_int_array):
   V5 drop ``not isfinite(arr).all() or`` (an inf step count was 'must hold integers below 2**63'; NaN is still
   refused by ``arr != round(arr)``), V10 ``min() < -(2.0**63)`` -> ``<=`` (-2**63, a valid int64, refused): killed
   here.
+
+Mutants of 37f92d9..d2bb791 (fedlib/_validate.py) (pass described in tests/README.md, Mutation passes):
+  V1 a_type's article swapped; V2 _is_finite_number takes a bool; V3 an int past float64 taken as finite; V4
+  _other_real's hint inverted; V5 _held_in_array without the np.generic exclusion; V6 check_flag refuses
+  numpy's bool; V7 check_callable without the nargs check; V8 positional_mismatch binds nargs + 1; V9 without
+  the functools.wraps fallback; V10 check_sequence takes a mapping; V11 _refuse_mapping dropped; V12 _not_real
+  without the strings of an object array; V13 without bools; V14 a complex tensor let through; V15 a bool tensor
+  let through; V16 check_probability_vector does not divide by the sum; V17 ``own = atol`` -> ``1.0``; V18
+  check_int_array without the float tensor's double(); V19 a ragged list's ValueError not caught; V20 is_choice
+  takes an array; V21 check_positive ``<= 0`` -> ``< 0``: killed by the suite (V6 by tests/test_batched_engine.py).
 """
 from __future__ import annotations
 
