@@ -248,7 +248,7 @@ def _where(who: str, path: Path) -> str:
 
 def _mapping(who: str, path: Path, name: str, value: Any) -> dict:
     """``dict(value)``, or a :class:`CheckpointError` naming ``name`` (``dict(3)`` said only "'int' object is not
-    iterable", a tensor's truth value a ``RuntimeError``)."""
+    iterable"; the ``TypeError``, ``ValueError`` or ``RuntimeError`` that ``dict`` raises on a value it cannot take)."""
     try:
         return dict(value)
     except (TypeError, ValueError, RuntimeError) as exc:
