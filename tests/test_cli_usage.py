@@ -92,6 +92,27 @@ def test_a_mistyped_option_is_not_counted_as_positionals_and_the_closest_option_
     assert err.strip().splitlines()[-1] == f"python -m fedlib {command}: error: {message}"
 
 
+@pytest.mark.parametrize("extra, message", [
+    (["-", "x"], "unrecognized arguments: - x; python -m fedlib run synthetic takes no positional arguments, got 2 "
+                 "(see --help)"),
+    (["-1"], "unrecognized arguments: -1; python -m fedlib run synthetic takes no positional arguments, got 1 "
+             "(see --help)"),
+    (["-1", "x"], "unrecognized arguments: -1 x; python -m fedlib run synthetic takes no positional arguments, got 2 "
+                  "(see --help)"),
+    (["--outt", "-1"], "unrecognized arguments: --outt -1; did you mean --out?"),
+    (["--outt", "x.json", "-1"], "unrecognized arguments: --outt x.json -1; did you mean --out?; python -m fedlib run "
+                                 "synthetic takes no positional arguments, got 1 (see --help)"),
+])
+def test_a_dash_or_a_negative_number_among_the_unrecognised_words_is_counted_as_a_positional(extra, message):
+    """``-`` (standard input, by convention) and a negative number are values, as argparse reads them (it hands
+    them on as positionals): they are counted among the positional arguments given, and taken as the value of an
+    unknown option right before them. Before, every word starting with ``-`` was left out of the count: ``- x``
+    said 'got 1', and ``-1`` alone gave no count at all."""
+    rc, out, err = cli_exit(["run", "synthetic", "--rounds", "1", *extra])
+    assert (rc, out) == (2, ""), (rc, out, err)
+    assert err.strip().splitlines()[-1] == f"python -m fedlib run synthetic: error: {message}"
+
+
 @pytest.mark.parametrize("metavar, names", [(("LOW", "HIGH"), "LOW, HIGH"), (None, "bounds, bounds")])
 def test_a_positional_of_several_values_is_counted_and_named_value_by_value(capsys, metavar, names):
     """A subcommand positional with ``nargs=2`` takes two values: the message counts both and names them by

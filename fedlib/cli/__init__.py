@@ -138,9 +138,9 @@ class _CommandParser(argparse.ArgumentParser):
         if leaf is self:
             super().error(message)
         # an extra right after an unknown option is taken as its value (--outt x.json), not as a positional
-        # (after --outt=x.json it is one)
-        extra_positionals = sum(not e.startswith("-") and not (i and _is_option(extras[i - 1])
-                                                               and "=" not in extras[i - 1])
+        # (after --outt=x.json it is one); '-' and a negative number are values, as argparse reads them
+        extra_positionals = sum(not _is_option(e) and not (i and _is_option(extras[i - 1])
+                                                           and "=" not in extras[i - 1])
                                 for i, e in enumerate(extras))
         known = [o for a in leaf._actions for o in a.option_strings if o.startswith("--")]
         unknown = [e.split("=", 1)[0] for e in extras if _is_option(e)]
