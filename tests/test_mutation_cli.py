@@ -18,6 +18,40 @@ this file: 14 killed by the suite, 2 killed here, 0 equivalent.
   (tests/test_cli_usage.py; C1-C3, C5, C7-C10, C12, C13, C15 by the review's test there).
   C11 "got" as the names + 1, C16 the extra positionals counted as one: killed here
   (test_an_unrecognised_positional_count_is_of_every_extra_value_not_the_options).
+
+Mutants of 37f92d9..d2bb791 (the changed hunks of fedlib/cli/__init__.py, fedlib/cli/rerun.py and
+fedlib/cli/synthetic.py) (pass described in tests/README.md, Mutation passes): 33 mutants, one at a time,
+``pytest -x`` on test_cli_usage.py, this file, test_bad_inputs.py, test_rerun.py (rerun),
+test_mutation_distributed.py and test_checkpoint.py (run synthetic) and ``tests/test_doctests.py -k <module>``;
+the survivors of run synthetic re-run against test_distributed.py and test_resume_differential.py: 20 killed by
+the suite, 9 by a test of the pass, 4 equivalent.
+killed by the suite: CL1 '+' as (0, None); CL4 the word after ``--x=v`` taken as its value; CL5 ``i and``
+  dropped (the first extra read as the value of the last); CL6 cutoff 0.75 -> 0.5; CL8 the guesses compared with
+  their dashes; CL9 ``fewest == most`` -> ``most is not None``; CL10 always plural; CL11 torchrun's ``several > 1``
+  -> ``> 0``; CL12 every ``run`` command let through under torchrun; RR4 ``dirty is True`` -> ``is not False``;
+  SY2 _by_contents drops ``name``, not ``source``; SY4 'unknown' commits compared; SY5 unknown dirty states
+  compared; SY6, SY7 no comparison of the dirty states / versions; SY9 the constant-lr resume keeps the
+  checkpoint's rounds; SY11 the --data paths compared by contents only from 3 ranks; SY12 checkpoint_every not
+  compared across ranks; SY13 no last checkpoint on a resume without --checkpoint-every and SY15 load_checkpoint
+  without ``who="--resume"`` (test_resume_differential.py).
+killed by a test of the pass: CL2 ``'-'`` taken as an option, CL3 a negative number taken as an option: they
+  survived because the message left every word starting with '-' out of its count, '-' and '-1' too (fixed
+  with test_cli_usage.py::test_a_dash_or_a_negative_number_among_the_unrecognised_words_is_counted_as_a_positional,
+  which kills both). Here: CL7 the short 'did you mean --out?' for one guess among two unknown options; CL13 a
+  WORLD_SIZE that is no integer read as 2, CL14 WORLD_SIZE read without RANK; RR1 ``device.startswith("cuda")``
+  -> ``== "cuda"``; RR3 ``git_dirty is True`` -> ``is not False``; SY8 ``args.rounds < done`` -> ``<=``; SY10
+  the step-decay hint only when the new command decays in steps.
+equivalent:
+  * RR2 -- the GPU refusal without ``backend == "torch"``: the numpy backend records ``config.device`` 'cpu'
+    always (``resolve_device`` refuses any other), so no result a run writes has a numpy backend on cuda.
+  * SY1 -- ``_by_contents`` drops ``data.source`` without checking for ``sha256``: a data config without
+    ``sha256`` is the generated data's (generator, alpha, beta, data_seed), which has no ``source``.
+  * SY3 -- ``_data_by_contents`` compares by contents when either side (not both) names a file: then one side
+    has no ``--data`` file and the resume is refused either way, naming ``data.sha256`` and the generator's
+    keys; only whether ``data.source`` is among the listed keys differs.
+  * SY14 -- ``on_round_end`` handed to the engine without a checkpoint to write: it returns at once, so the
+    results are the same; only a distributed VR run gathers the c_i after every round (a collective), which
+    the comment says the condition avoids (a cost, not a result).
 """
 from __future__ import annotations
 
@@ -1064,3 +1098,99 @@ def test_an_unrecognised_positional_count_is_of_every_extra_value_not_the_option
     assert _error(["rerun", "a.json", "b.json", "--bogus", "d.json"]) == (
         "unrecognized arguments: b.json --bogus d.json; python -m fedlib rerun takes 1 positional argument "
         "(result), got 2 (see --help)")
+
+
+# ------------------------------------------------------------------------ mutants of 37f92d9..d2bb791
+def test_two_mistyped_options_with_one_close_match_name_the_option_it_is_for():
+    """Of two unknown options only ``--outt`` is close to a known one (``--out``; ``--bogus`` to none): the hint
+    says which of the two it is for, ``did you mean --out for --outt?``; the short form ``did you mean --out?`` is
+    for one unknown option alone (mutant CL7, ``len(guesses) == 1 and len(unknown) == 1`` ->
+    ``len(guesses) == 1``: '--out?' read as the fix for --bogus too)."""
+    assert _error(SYN + ["--outt", "x.json", "--bogus"]) == \
+        "unrecognized arguments: --outt x.json --bogus; did you mean --out for --outt?"
+    assert _error(SYN + ["--outt", "x.json"]) == "unrecognized arguments: --outt x.json; did you mean --out?"
+
+
+@pytest.mark.parametrize("environ", [{"WORLD_SIZE": "two", "RANK": "0"}, {"WORLD_SIZE": "2"}],
+                         ids=["WORLD_SIZE no integer", "no RANK"])
+def test_the_torchrun_guard_leaves_a_world_size_it_cannot_read_or_no_torchrun_alone(monkeypatch, tmp_path, environ):
+    """The guard against running a command once per rank reads ``WORLD_SIZE`` only under torchrun (``WORLD_SIZE``
+    and ``RANK`` set), and counts one process for a ``WORLD_SIZE`` that is no integer (``_torchrun_world_size``:
+    ``run synthetic --distributed`` names that one): ``rerun`` of a missing file then fails for the file, not for
+    torchrun (mutants CL13, the unreadable WORLD_SIZE as 2, and CL14, WORLD_SIZE read without RANK: both refused
+    the command with 'started by torchrun with WORLD_SIZE=2')."""
+    monkeypatch.delenv("RANK", raising=False)
+    for name, value in environ.items():
+        monkeypatch.setenv(name, value)
+    missing = tmp_path / "no-such-result.json"
+    rc, out, err = cli_exit(["rerun", str(missing)])
+    assert (rc, out, err) == (2, "", f"python -m fedlib rerun: error: {missing}: file not found\n")
+
+
+def test_rerun_of_a_result_on_a_numbered_gpu_without_a_gpu_says_so(recorded, tmp_path, monkeypatch):
+    """``config.device`` ``cuda:1`` (``run synthetic --backend torch --device cuda:1``) is a GPU as ``cuda`` is: rerun
+    on a machine where torch sees none stops before the run, naming the device as recorded (mutant RR1,
+    ``device.startswith("cuda")`` -> ``device == "cuda"``: it printed 'rerunning ...' and the run's own
+    '--device' error)."""
+    import torch
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    path = edited_result(recorded, tmp_path, lambda d: (d["config"].update(backend="torch", device="cuda:1"),
+                                                        d["provenance"].update(device="NVIDIA H100 80GB HBM3")))
+    rc, out, err = cli_exit(["rerun", str(path)])
+    assert (rc, out) == (2, "")
+    assert err == (f"python -m fedlib rerun: error: {path} ran on the GPU (config.device cuda:1, NVIDIA H100 80GB "
+                   f"HBM3), but torch sees no GPU on this machine; rerun it where torch sees a CUDA GPU\n")
+
+
+def test_rerun_says_nothing_of_uncommitted_changes_it_does_not_know_of(recorded, tmp_path, monkeypatch):
+    """``provenance.git_dirty`` is ``None`` when the result was made outside a git checkout (nothing known of its
+    changes), as ``git_commit`` gives ``None`` here: rerun notes uncommitted changes only when one side says ``True``
+    (mutant RR3, ``is True`` -> ``is not False``: a result of unknown state was said to be made with uncommitted
+    changes)."""
+    import fedlib.results
+
+    monkeypatch.setattr(fedlib.results, "git_commit", lambda root=None: ("a" * 40, None))
+    path = edited_result(recorded, tmp_path, lambda d: d["provenance"].update(git_commit="a" * 40, git_dirty=None))
+    rc, out, err = cli_exit(["rerun", str(path)])
+    assert (rc, err) == (0, "")
+    assert out.splitlines()[1:] == ["match: 2 rounds, initial, summary and config equal to 1e-12"]
+
+
+def _rounds(path):
+    """A result file's history without its wall-clock times."""
+    return [{k: v for k, v in rec.items() if k != "time_s"} for rec in json.loads(path.read_text())["history"]]
+
+
+def test_a_constant_lr_resume_may_stop_at_the_round_its_checkpoint_has_done(tmp_path, monkeypatch):
+    """A constant-lr run may be resumed with fewer ``--rounds`` than it was started with, down to the rounds its
+    checkpoint has done (``give --rounds 2 or more``): a 4-round run interrupted after the checkpoint of round 2,
+    resumed with ``--rounds 2``, writes the result of an uninterrupted 2-round run (mutant SY8, ``args.rounds <
+    done`` -> ``<=``: refused, saying to give the very --rounds it was given)."""
+    import fedlib.checkpoint
+    from cliutil import ctrl_c_after_saving
+
+    out, full = tmp_path / "r.json", tmp_path / "full.json"
+    flags = ["--quiet", "--checkpoint-every", "2"]
+    real_save = ctrl_c_after_saving(monkeypatch)
+    assert cli_exit(SYN[:-1] + ["4", *flags, "--out", str(out)])[0] == 130
+    monkeypatch.setattr(fedlib.checkpoint, "save_checkpoint", real_save)
+    assert cli_exit(SYN[:-1] + ["2", *flags, "--out", str(out), "--resume"]) == (0, "", "")
+    assert cli_exit(SYN[:-1] + ["2", *flags, "--out", str(full)])[0] == 0
+    assert len(_rounds(out)) == 2 and _rounds(out) == _rounds(full)
+
+
+def test_resuming_a_step_decay_checkpoint_with_constant_lr_and_other_rounds_gives_the_reason(tmp_path):
+    """The hint on another ``--rounds`` is given when either side decays in steps: a step-decay checkpoint
+    resumed with ``--lr-decay constant --rounds 8`` is refused naming both keys and why the rounds matter (mutant
+    SY10, ``"step" in (args.lr_decay, saved lr_decay)`` -> ``args.lr_decay == "step"``: the reason only when the
+    new command decays in steps)."""
+    out = tmp_path / "s.json"
+    flags = SYN[:-2] + ["--quiet", "--checkpoint-every", "2", "--out", str(out)]
+    assert cli_exit(flags + ["--rounds", "4", "--lr-decay", "step"])[0] == 0
+    err = _error(flags + ["--rounds", "8", "--resume"])
+    assert err.startswith(f"--resume: checkpoint {out}.ckpt was written by another configuration; differing keys: ")
+    assert "lr_decay (checkpoint 'step', now 'constant')" in err and "rounds (checkpoint 4, now 8)" in err
+    assert err.endswith("; --lr-decay step divides the lr after 50% and 75% of --rounds, so a step-decay run's "
+                        "rounds depend on its total: rerun it from round 0 with the new --rounds"), err
+

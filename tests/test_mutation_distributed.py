@@ -42,6 +42,19 @@ file (``-k "init_from_env or example or process_group"``): 3 killed by the suite
   start): killed here (test_init_from_env_leaves_a_group_it_did_not_start_to_its_owner).
   The pass found test_init_from_env_starts_one_group failing since 831946f (its fake ``atexit`` had no
   ``unregister``); the fixture's fake has one now.
+
+Mutants of 37f92d9..d2bb791 (the changed hunks of fedlib/distributed.py) (pass described in tests/README.md,
+Mutation passes): 15 mutants, one at a time, ``pytest -x`` on test_distributed_state_checks.py,
+test_owned_clients_inputs.py, this file, ``tests/test_doctests.py -k fedlib.distributed`` and test_distributed.py:
+13 killed by the suite, 2 here, 0 equivalent.
+killed by the suite: DS1 owned_clients without ``clients is None``; DS2 ``owns`` without check_client_indices;
+  DS3 allreduce_sum takes numpy integers (``"fc"`` -> ``"fciu"``); DS4 refuses complex tensors; DS5 no
+  ``resolve_conj``; DS6 ``re + 1j * im`` (NaN real part of an infinite imaginary one); DS7 complex64 returned as
+  complex128; DS8 no _check_communicator; DS9 no _check_state_kinds; DS10 rounds differing by one rank let
+  through (``> 2``); DS11 the clients compared in the Participation's order; DS12 no world-size-1 shortcut
+  (apply's sum, bit for bit); DS15 the round not gathered.
+killed here (test_gather_variates_of_one_number_per_client_and_a_leaf_of_no_rows): DS13 a 0-d leaf let
+  through (``rows_of <= {num_clients, None}``); DS14 rows read only of leaves of two or more dimensions.
 """
 import json
 import os
@@ -846,3 +859,30 @@ def test_the_torch_examples_leave_no_process_group_and_no_environment_behind():
             dist.destroy_process_group()
         os.environ.clear()
         os.environ.update(before)
+
+
+# ------------------------------------------------------------------------ mutants of 37f92d9..d2bb791
+def test_gather_variates_of_one_number_per_client_and_a_leaf_of_no_rows():
+    """Every leaf of the stack has one row per client, whatever its dimensions: a 1-d leaf of shape ``(m,)`` (a
+    scalar parameter, one number per client) is gathered like the others (mutant DS14, rows read only of leaves
+    of 2 or more dimensions: refused, 'the stacked c_i have [None] rows'); a 0-d leaf beside the rows has none and
+    is refused naming ``num_clients`` before any collective (mutant DS13, such a leaf let through)."""
+    m = 5
+
+    def stack(rank):
+        own = owned_clients(m, 2, rank)
+        s = np.full(m, -1.0)
+        s[own] = 10.0 * (own + 1)  # each rank's own rows, the others stale
+        return ControlVariates({"s": s}, {"s": np.zeros(())}, "scaffold")
+
+    for v in on_ranks(2, lambda c: gather_variates(c, stack(c.rank), m)):
+        np.testing.assert_array_equal(v.client["s"], 10.0 * (np.arange(m) + 1))
+    bad = ControlVariates({"W": np.zeros((m, 2)), "t": np.zeros(())}, {"W": np.zeros(2), "t": np.zeros(())},
+                          "scaffold")
+
+    def refused(c):
+        with pytest.raises(ValueError) as err:
+            gather_variates(c, bad, m)
+        return str(err.value), c.array_calls
+
+    assert on_ranks(2, refused) == [("num_clients: the stacked c_i have [5, None] rows, got num_clients=5", 0)] * 2

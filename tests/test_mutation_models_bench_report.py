@@ -25,6 +25,13 @@ report.py: P1 a string read as a number; P4 ``not isfinite`` -> ``isnan``; P5 / 
   P3 drop ``OverflowError`` (an int beyond float's range raised instead of printing), P7 the error checked before the
   value: killed here. P2 bools no longer skipped in _as_number: equivalent (a bool error is refused before; a bool
   value is 0.0 or 1.0, finite).
+
+Mutants of 37f92d9..d2bb791 (the changed hunks of fedlib/report.py) (pass described in tests/README.md, Mutation
+passes): 10 mutants, one at a time, ``pytest -x`` on test_report_tables.py, this file and
+``tests/test_doctests.py -k fedlib.report``: 9 killed by the suite (RP1 0-d object arrays not unwrapped, RP3 a
+complex number's real part alone, RP4 every zero error negated, RP5 rows given as a mapping, RP6 a row given as a
+mapping, RP7 a row given as a string, RP8 short rows let through, RP9 transposed_markdown_table without _cells,
+RP10 a header given as a string), 1 here (RP2 ``.item()`` of a tensor of any dimension), 0 equivalent.
 """
 from __future__ import annotations
 
@@ -464,3 +471,14 @@ def test_plus_minus_prints_an_int_beyond_float_range_as_it_is():  # P3
 def test_plus_minus_names_the_value_first_when_both_are_not_finite():  # P7
     with pytest.raises(ValueError, match=r"^value: plus_minus needs a finite number, got nan$"):
         plus_minus(float("nan"), float("inf"))
+
+
+# ------------------------------------------------------------------------ mutants of 37f92d9..d2bb791
+def test_fmt_prints_only_a_zero_d_tensor_of_integers_as_its_int():
+    """A 0-d integer tensor prints as the int it holds (``.item()``); a tensor of one or more dimensions is no
+    number: one of two entries prints as ``str`` (float() of it fails), as a numpy array of two does (mutant RP2,
+    ``ndim == 0`` -> ``ndim is not None``: ``.item()`` of two entries raised RuntimeError, 'a Tensor with 2
+    elements cannot be converted to Scalar')."""
+    assert fmt(torch.tensor(12345)) == "12345"
+    assert fmt(torch.tensor([1, 2])) == "tensor([1, 2])"
+    assert fmt(np.array([1, 2])) == "[1 2]"

@@ -24,6 +24,14 @@ experiments/custom.py: CF1 ``>`` -> ``<``; CF2 drop the isfinite test (always ra
   finite; only the cost differs). TC6 ``torch.cat(cast)`` -> ``torch.cat(xs)``: equivalent (the engine casts the
   concatenation to the same dtype: float16/32/64 values go up to float64 exactly and are rounded once, as by the
   direct cast, and every value was checked finite in that dtype; only the memory differs).
+
+Mutants of 37f92d9..d2bb791 (the changed hunks of fedlib/experiments/quadratic.py: round_map_radius,
+small_lr_limit, weighted_limit_check) (pass described in tests/README.md, Mutation passes): 8 mutants, one at a
+time, ``pytest -x`` on test_experiments_quadratic.py, this file, test_closed_forms_simulated.py and
+``tests/test_doctests.py -k fedlib.experiments.quadratic``: 7 killed by the suite (QE1 eigvals of an overflowing
+map, QE2 FedProx's limit taken as x*, QE3 ``weights`` ignored, QE4 the tenth at lr / 100, QE6 ``separation`` as
+``||target||``, QE7 the uniform point with the problem's p, QE8 ``name`` unchecked), 1 here (QE5 the fixed point
+at lr / 10 without ``mu``), 0 equivalent.
 """
 from __future__ import annotations
 
@@ -570,3 +578,20 @@ def test_train_clients_names_the_first_bad_row_of_test_x():  # TC5
     with pytest.raises(ValueError, match=r"^test_x holds NaN or inf \(sample 1\)$"):
         train_clients(nn.Linear(6, 3), xs, ys, rounds=1, test_x=test_x, test_y=torch.tensor([0, 1, 2, 0]),
                       dtype=torch.float32)
+
+
+# ------------------------------------------------------------------------ mutants of 37f92d9..d2bb791
+def test_weighted_limit_check_of_fedprox_measures_the_tenth_step_with_its_mu():
+    """``tenth_distance`` is the closed-form fixed point's distance to the eta -> 0 point at ``lr / 10``, for the
+    algorithm checked, FedProx with its ``mu`` included (App. A's map with alpha = eta mu): it is
+    ``||fixed_point(fedprox, lr / 10, mu) - small_lr_limit||`` (mutant QE5, the fixed point at lr / 10 without
+    ``mu``: FedProx was refused, 'mu must be a finite number > 0, got 0.0', though the check was given mu = 2)."""
+    from fedlib.problems import random_quadratic
+
+    prob = random_quadratic(4, 3, seed=0, p=[0.1, 0.2, 0.3, 0.4])
+    steps, lr, mu = [1, 2, 5, 3], 0.01, 2.0
+    (check,) = Q.weighted_limit_check(prob, steps, lr, names=("fedprox",), mu=mu)
+    target = Q.small_lr_limit(prob, "fedprox", steps)
+    np.testing.assert_allclose(check.target, target, rtol=1e-14)
+    expected = np.linalg.norm(Q.fixed_point(prob, "fedprox", lr / 10, steps, mu) - target)
+    assert check.tenth_distance == expected

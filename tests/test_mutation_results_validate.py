@@ -46,6 +46,16 @@ Mutants of 37f92d9..d2bb791 (fedlib/_validate.py) (pass described in tests/READM
   let through; V16 check_probability_vector does not divide by the sum; V17 ``own = atol`` -> ``1.0``; V18
   check_int_array without the float tensor's double(); V19 a ragged list's ValueError not caught; V20 is_choice
   takes an array; V21 check_positive ``<= 0`` -> ``< 0``: killed by the suite (V6 by tests/test_batched_engine.py).
+
+Mutants of 37f92d9..d2bb791 (the changed hunks of fedlib/results.py) (pass described in tests/README.md, Mutation
+passes): 9 mutants, one at a time, ``pytest -x`` on test_results.py, test_provenance.py, this file,
+test_checkpoint.py and ``tests/test_doctests.py -k fedlib.results``: 6 killed by the suite (RE1 ``>=`` -> ``>``
+at the year 10000, RE2 shlex.join of the used-up argv, RE3 keys written alike let through, RE4 a history of no
+iterable, RE5 no checkpoint named, RE8 a key written twice let through), 2 here (RE6 a protocol-5 pickle not
+named a checkpoint, RE9 the type named without ``a_type``), 1 equivalent:
+  * RE7 -- _is_checkpoint's ``length >= size`` -> ``>``: they differ only for a file of exactly the footer and
+    its 64 hex digits, with nothing before them; every checkpoint has its pickle (at least two bytes) before
+    the footer, so it reads the same.
 """
 from __future__ import annotations
 
@@ -546,3 +556,32 @@ def test_check_int_array_calls_an_infinite_count_no_integer(bad):  # V5
 
 def test_check_int_array_takes_minus_two_to_the_63():  # V10: the lower bound is int64's own
     assert check_int_array("offsets", np.array([-(2.0 ** 63), 0.0])).tolist() == [-(2 ** 63), 0]
+
+
+# ------------------------------------------------------------------------ mutants of 37f92d9..d2bb791
+@pytest.mark.parametrize("protocol", [2, 3, 4, 5])
+def test_read_result_names_a_pickle_of_any_protocol_with_a_header_as_a_checkpoint(tmp_path, protocol):
+    """A file that starts as a pickle does (``0x80``, then the protocol: 2 to 5, every protocol that writes the
+    header) is named as a checkpoint written without the footer, whichever protocol wrote it (mutant RE6, ``2 <=
+    head[1] <= 5`` -> ``<= 4``: a protocol-5 pickle got the JSON decoder's 'utf-8' codec error)."""
+    import pickle
+
+    from fedlib.results import read_result
+
+    path = tmp_path / "bare.ckpt"
+    path.write_bytes(pickle.dumps({"round": 1, "history": []}, protocol=protocol))
+    with pytest.raises(ValueError, match=r"^.*bare\.ckpt: is a fedlib checkpoint, not a result file"):
+        read_result(path)
+
+
+def test_to_jsonable_names_what_it_cannot_store_with_its_article():
+    """The refusal names the type with its article (``a_type``): 'cannot store an object ...', 'an ellipsis'
+    (mutant RE9, ``a {type(obj).__name__}``: 'cannot store a object')."""
+    from fedlib.results import to_jsonable
+
+    thing = object()
+    with pytest.raises(ValueError) as err:
+        to_jsonable({"x": thing})
+    assert str(err.value) == f"cannot store an object in a result record: {thing!r}"
+    with pytest.raises(ValueError, match=r"^cannot store an ellipsis in a result record: Ellipsis$"):
+        to_jsonable([...])

@@ -20,6 +20,16 @@ described in tests/README.md, Mutation passes).
 Mutants of 86c5527..90cbd4d (experiments/speedup.py) (pass described in tests/README.md, Mutation passes):
 experiments/speedup.py sampling_summary: SP1 ``is None`` -> ``is not None``; SP2 ``slope`` printed for
   ``slope_eff``; SP3 the ``slope_eff`` part never printed: killed by the suite.
+
+Mutants of 37f92d9..d2bb791 (the changed hunks of experiments/speedup.py: ``_local_work``, ``drawn_weights``,
+``DrawnWeights``, the plots' checks) (pass described in tests/README.md, Mutation passes): 13 mutants, one at a
+time, ``pytest -x`` on test_speedup_bounds_stragglers_inputs.py, this file, test_experiments_speedup.py,
+test_quadratic_engine.py and ``tests/test_doctests.py -k fedlib.experiments.speedup``: 12 killed by the suite
+(SP1 replicate without _local_work, SP2 ``draw`` not required, SP3 ``rounds`` minimum 1, SP4 ``ddof=0``, SP5 the
+plain mean of the per-round weights, SP6 ``sqrt(rounds - 1)``, SP7 ``<=`` -> ``<`` in ``holds``, SP8 ``z``'s sign,
+SP9 the a_norm cache keyed by tau alone, SP11 ``k`` unchecked, SP12 ``u`` not divided by the mean tau_eff, SP13
+participant_mean_steps without _local_work), 1 here (SP10 ``work.draw(t + 1)``: the cyclic draws of the other
+tests are the same multiset shifted), 0 equivalent.
 """
 from __future__ import annotations
 
@@ -575,3 +585,32 @@ def test_chapter8_conditions_use_the_problems_own_weights_p():
     means = [np.mean([s.a_vector(t).sum() for s in solvers for t in range(lo, hi + 1)])
              for lo, hi in zip(work.low, work.high)]
     assert got.tau_eff == pytest.approx(float(p @ np.array(means)), rel=1e-12)
+
+
+# ------------------------------------------------------------------------ mutants of 37f92d9..d2bb791
+class _ScriptedWork(RandomLocalWork):
+    """Two SGD clients on the ranges 1..2 and 2..2: client 0's tau of round t is ``script[t]`` (no cycle), client
+    1's is 2."""
+
+    def __init__(self, script):
+        super().__init__([1, 2], [2, 2], num_solvers=1)
+        object.__setattr__(self, "script", tuple(script))
+
+    def draw(self, round_index):
+        return np.array([self.script[round_index], 2]), np.zeros(2, dtype=np.int64)
+
+
+def test_drawn_weights_reads_the_draws_of_rounds_0_to_rounds_minus_1():
+    r"""``drawn_weights`` averages the draws ``work.draw(t)`` of the rounds ``t = 0 .. rounds - 1`` (its docstring:
+    the first ``rounds`` draws). p = (1/2, 1/2), SGD (||a||_1 = tau): client 0 draws 1, 1, 1 then 2, client 1
+    always 2. Over 3 rounds w^_0 = (1/2 * 1) / (1/2 * 1 + 1/2 * 2) = 1/3, with no spread (stderr 0); over 4,
+    (1/2 * 5/4) / (1/2 * 5/4 + 1) = 5/13 (mutant SP10, ``work.draw(t + 1)``: rounds 1..3 give 1, 1, 2 and
+    w^_0 = (2/3) / (5/3) = 2/5)."""
+    from fedlib.problems.quadratic import QuadraticProblem
+
+    prob = QuadraticProblem(H=np.ones((2, 1, 1)), e=np.zeros((2, 1)), p=np.array([0.5, 0.5]))
+    three = S.drawn_weights(prob, _ScriptedWork([1, 1, 1, 2]), [sgd(0.1)], 3)
+    np.testing.assert_allclose(three.measured, [1 / 3, 2 / 3], rtol=1e-14)
+    assert three.stderr.tolist() == [0.0, 0.0] and three.rounds == 3
+    four = S.drawn_weights(prob, _ScriptedWork([1, 1, 1, 2]), [sgd(0.1)], 4)
+    np.testing.assert_allclose(four.measured, [5 / 13, 8 / 13], rtol=1e-14)

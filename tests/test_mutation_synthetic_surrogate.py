@@ -15,6 +15,14 @@ test_setting_and_table_inputs.py, test_api_page.py and this file: 2 killed by th
   test_setting_and_table_inputs.py's); S4 ``Tuple[int, int]`` -> ``Tuple[int, ...]``: equivalent (the
   module's annotations are strings, never evaluated; the API page that shows them is checked only on a
   built book).
+
+Mutants of 37f92d9..d2bb791 (the changed hunks of fedlib/experiments/synthetic.py) (pass described in
+tests/README.md, Mutation passes): 10 mutants, one at a time, ``pytest -x`` on test_experiments_synthetic.py,
+this file, test_chapter_seeds.py and ``tests/test_doctests.py -k fedlib.experiments.synthetic``: 7 killed by the
+suite (SN1 rounds_to_reach counts round 0, SN2 ``<=`` -> ``<``, SN4 the seeds compared by number, SN5 a run of
+no round let through, SN7 plot_diagnostics without _check_plotted, SN8 run_grid's seeds read twice, SN10
+``bool(logy)``), 3 here (SN3 the threshold over round 0 too, SN6 ``' ...'`` after three missing curves, SN9
+lr_sweep's rates without check_sequence), 0 equivalent.
 """
 from __future__ import annotations
 
@@ -449,3 +457,44 @@ def test_end_loss_refuses_a_tail_outside_the_rounds(tail, match):
         S.claim_holds({("s", "FedNova"): c, ("s", "FedAvg"): c}, ["s"], tail=tail)
     np.testing.assert_array_equal(S.end_loss(c, 3), [2.0])   # every round, not the initial loss
     np.testing.assert_array_equal(S.end_loss(c, np.int64(1)), [1.0])
+
+
+# ------------------------------------------------------------------------ mutants of 37f92d9..d2bb791
+def _c(*rows):
+    """Curves of one seed (0,) with the training losses ``rows`` (round 0 first)."""
+    return S.Curves((0,), np.array(rows, dtype=float), *[None] * 5)
+
+
+def test_rounds_to_best_loss_takes_the_lowest_loss_of_the_rounds_not_the_initial_one():
+    """The threshold is ``worse``'s lowest loss over rounds 1..T (``L* = min_{1<=t<=T}``), not over the initial
+    loss too: a run whose loss rises from 1.0 to 2.0 and settles at 1.5 has L* = 1.5, reached at round 2 by it
+    and at round 1 by a run at 1.4 (mutant SN3, the minimum over round 0 too: L* = 1.0, which no round of either
+    run reaches, inf rounds both)."""
+    rows = S.rounds_to_best_loss({("s", "A"): _c([1.0, 2.0, 1.5, 1.6]), ("s", "B"): _c([1.0, 1.4, 1.3, 1.2])},
+                                 ["s"], better="B", worse="A")["s"]
+    assert rows.threshold.tolist() == [1.5]
+    assert rows.worse_rounds.tolist() == [2.0] and rows.better_rounds.tolist() == [1.0]
+
+
+def test_plots_list_three_missing_curves_without_an_ellipsis():
+    """The message lists at most three missing (setting, label) pairs and adds ' ...' only when more are missing:
+    three missing are listed whole (mutant SN6, ``> 3`` -> ``>= 3``: ' ...' after the whole list)."""
+    setting = S.Setting("a", "setting A", (2, 2))
+    for plot in (S.plot_losses, S.plot_diagnostics):
+        with pytest.raises(ValueError) as three:
+            plot({}, [setting], ["FedAvg", "FedProx", "FedNova"])
+        assert str(three.value) == ("grid: no curves for [('a', 'FedAvg'), ('a', 'FedProx'), ('a', 'FedNova')] "
+                                    "(keys are (setting.name, label))")
+        with pytest.raises(ValueError) as four:
+            plot({}, [setting], ["FedAvg", "FedProx", "FedNova", "SCAFFOLD"])
+        assert str(four.value) == ("grid: no curves for [('a', 'FedAvg'), ('a', 'FedProx'), ('a', 'FedNova')] ... "
+                                   "(keys are (setting.name, label))")
+
+
+@pytest.mark.parametrize("lrs, got", [(0.02, "got 0.02"), ({0.02: "a"}, "got a dict")])
+def test_lr_sweep_refuses_one_number_or_a_mapping_for_lrs_by_name(lrs, got):
+    """``lrs`` is a sequence of learning rates: one number (a TypeError, 'float object is not iterable') or a
+    mapping (its keys taken as the rates) is refused naming ``lrs``, before any run (mutant SN9, the rates read
+    without ``check_sequence``)."""
+    with pytest.raises(ValueError, match=rf"^lrs must be a sequence of learning rates, {got}"):
+        S.lr_sweep(None, None, {}, lrs, [0], 10)
