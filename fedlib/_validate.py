@@ -76,10 +76,20 @@ def _is_finite_number(x: Any) -> bool:
         return False
 
 
-def _held_in_array(value: Any) -> bool:
-    """``value`` is one number held in a 0-d array or tensor (``np.array(0.1)``, ``torch.tensor(3)``), which the number
-    checks refuse; numpy's scalars (``np.float64(0.1)``) are numbers, a bool array is no number at all."""
-    return getattr(value, "ndim", None) == 0 and not isinstance(value, np.generic) and not is_bool(value)
+def _held_in_array(value: Any, *, whole: bool = False) -> bool:
+    """``value`` is one real number held in a 0-d array or tensor (``np.array(0.1)``, ``torch.tensor(3)``), which the
+    number checks refuse; numpy's scalars (``np.float64(0.1)``) are numbers, a bool array is no number at all, nor is
+    a 0-d array of text or a complex number (``float()`` of it fails). ``whole``: and the number is whole, so that
+    ``int(value)`` keeps it (``int(np.array(2.5))`` is 2)."""
+    if getattr(value, "ndim", None) != 0 or isinstance(value, np.generic) or is_bool(value):
+        return False
+    try:
+        held = value.item()
+    except Exception:  # an object without item(): no hint
+        return False
+    if not _is_number(held):
+        return False
+    return not whole or isinstance(held, numbers.Integral) or (_is_finite_number(held) and float(held).is_integer())
 
 
 def _other_real(value: Any) -> str:
@@ -118,7 +128,7 @@ def check_in_range(name: str, value: Any, low: float, high: float, *, high_inclu
 def check_int(name: str, value: Any, *, minimum: int = 0) -> int:
     """Return ``int(value)`` if it is an integer >= ``minimum``, else raise."""
     if isinstance(value, bool) or not isinstance(value, (numbers.Integral, np.integer)) or value < minimum:
-        hint = " (a 0-d array or tensor, not an integer: pass int(value))" if _held_in_array(value) else ""
+        hint = " (a 0-d array or tensor, not an integer: pass int(value))" if _held_in_array(value, whole=True) else ""
         raise ValueError(f"{name} must be an integer >= {minimum}, got {plain(value)!r}{hint}")
     return int(value)
 

@@ -152,6 +152,26 @@ def test_number_checks_say_a_0d_array_or_tensor_is_not_a_number():
             check_int("rounds", value)
 
 
+
+def test_0d_hints_only_where_the_conversion_keeps_the_value():
+    """The 0-d hints (7279c7a, c6ef49c) said 'pass int(value)' for np.array(2.5) and torch.tensor(3.7), which int()
+    cuts to 2 and 3 without a word, and 'pass float(value)' for a 0-d array of text or a complex number, which float()
+    refuses. Now check_int hints int() only for a whole number held, the number checks float() only for a real one."""
+    import torch
+
+    from fedlib._validate import check_count, check_int, check_positive
+
+    for value in (np.array(2.5), torch.tensor(3.7)):
+        with pytest.raises(ValueError, match=r"^rounds must be an integer >= 0, got [^(]*\(([0-9.]+)\)$"):
+            check_int("rounds", value)
+    for value in (np.array(2.0), torch.tensor(4)):
+        with pytest.raises(ValueError, match=r"not an integer: pass int\(value\)\)$"):
+            check_count("rounds", value)
+    for value in (np.array("0.1"), np.array(1 + 2j), torch.tensor(1 + 2j)):
+        with pytest.raises(ValueError, match=r"^lr must be a finite number > 0, got .*[^)]\)$") as info:
+            check_positive("lr", value)
+        assert "pass float" not in str(info.value)
+
 def test_array_checks_refuse_bools_by_name():
     """A participation mask passed as p ([True, False, True]) was taken as the weights (1, 0, 1) -- then refused only for
     its sum, or, as [True, False], accepted as p = (1, 0); a bool tensor likewise. Every array check refuses bools by
