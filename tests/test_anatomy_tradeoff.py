@@ -269,7 +269,8 @@ def test_official_counter_excess_of_alpha_from_0_01_is_the_plain_closed_form():
                                              (np.array([False, True]), "got a bool"), ([0.5, True], "got a bool")])
 def test_alphas_are_numbers_not_text_or_bools(alphas, message):
     """The alpha grid went through np.asarray(..., dtype=float64), which took ["0.5"] as 0.5 and [True] as alpha = 1;
-    both are refused by name now, as every other array argument's strings and bools are."""
+    both are refused by name now, as check_finite_array refuses strings and all-bool arrays (this check also refuses
+    a bool mixed with numbers, [0.5, True], which check_finite_array takes as a float array)."""
     with pytest.raises(ValueError, match=f"^alphas must .*{message}"):
         tradeoff.fedprox_curves([0.5, 0.5], [2, 5], alphas)
     assert tradeoff.fedprox_curves([0.5, 0.5], [2, 5], [0.5]).tau_eff.tolist() == \

@@ -172,6 +172,7 @@ def test_0d_hints_only_where_the_conversion_keeps_the_value():
             check_positive("lr", value)
         assert "pass float" not in str(info.value)
 
+
 def test_array_checks_refuse_bools_by_name():
     """A participation mask passed as p ([True, False, True]) was taken as the weights (1, 0, 1) -- then refused only for
     its sum, or, as [True, False], accepted as p = (1, 0); a bool tensor likewise. Every array check refuses bools by
