@@ -12,7 +12,12 @@ from typing import Optional
 
 from ._validate import check_int
 
-__all__ = ["ALGORITHM_COLORS", "algorithm_color", "figures_dir", "save_figure"]
+__all__ = ["ALGORITHM_COLORS", "BOOK_BUILD_ENV", "algorithm_color", "figures_dir", "save_figure"]
+
+#: The environment variable ``scripts/build_book.py`` sets to the profile it executes (``"full"`` for
+#: ``PROFILE=full make book``): :func:`save_figure` writes a ``full``-profile figure to the committed
+#: ``figures/`` only when it is ``"full"``, so that only the book's full build replaces committed figures.
+BOOK_BUILD_ENV = "FEDLIB_BOOK_BUILD"
 
 #: One colour per algorithm family in every figure of the book (FedAvg blue and FedNova red,
 #: as in the paper's Figure 7, "FedNova (red curve) outperforms FedAvg (blue curve)").
@@ -65,20 +70,21 @@ def save_figure(fig, name: str, *, profile: Optional[str] = None, seed: Optional
 
     ``name`` is a string naming a file in that folder, without an extension (no ``/``, ``\\`` or NUL,
     not ``.`` or ``..``; a ``ValueError`` otherwise).
-    ``<folder>`` is :func:`figures_dir` for ``profile=None`` (your own notebooks) and for
-    ``profile="full"``; for any other profile it is its subfolder ``<profile>/`` (e.g.
-    ``figures/ci/``, ignored by git). A ``seed`` other than ``None`` or 0 (the chapters'
-    default, which drew the committed figures) adds ``-seed<seed>`` to that subfolder
-    (``figures/full-seed3/``, ``figures/ci-seed3/``; ``figures/seed3/`` without a profile).
-    Every chapter passes its ``profile`` and ``seed`` parameters, so the committed figures are
-    always those of ``PROFILE=full make book`` and neither a quick ``ci`` run nor a re-execution
-    under another seed can replace them.
+    ``<folder>`` is :func:`figures_dir` for ``profile=None`` (your own notebooks), and for
+    ``profile="full"`` at seed 0 (or ``None``) only inside the book's full build
+    (``PROFILE=full make book``: ``scripts/build_book.py`` sets ``$FEDLIB_BOOK_BUILD`` to the
+    profile it executes, see :data:`BOOK_BUILD_ENV`), which draws the committed figures. Anywhere
+    else a profile writes to its subfolder ``<profile>/`` (``figures/ci/``, ``figures/full/``,
+    ignored by git), and a ``seed`` other than ``None`` or 0 adds ``-seed<seed>`` to it
+    (``figures/full-seed3/``, ``figures/ci-seed3/``; ``figures/seed3/`` without a profile). So a
+    chapter re-executed by hand (papermill, whatever its parameters: another seed, ``data_seed``,
+    sizes) or a quick ``ci`` run never replaces a committed figure.
 
     In a chapter (``profile`` and ``seed`` come from its ``parameters`` cell)::
 
         save_figure(fig, "ch02_figure2_quadratic", profile=profile, seed=seed)
-        # full, seed 0 -> figures/ch02_figure2_quadratic.{png,svg}; ci -> figures/ci/...;
-        # full, seed 3 -> figures/full-seed3/...
+        # PROFILE=full make book -> figures/ch02_figure2_quadratic.{png,svg};
+        # papermill -p profile full -> figures/full/...; ci -> figures/ci/...; seed 3 -> figures/full-seed3/...
 
     Here into a temporary folder (``$FEDLIB_FIGURES``), at the ``ci`` profile:
 
@@ -106,7 +112,8 @@ def save_figure(fig, name: str, *, profile: Optional[str] = None, seed: Optional
     import matplotlib
 
     folder = figures_dir()
-    sub = profile if profile not in (None, "full") else None
+    committed = profile == "full" and os.environ.get(BOOK_BUILD_ENV) == "full"  # only the book's full build
+    sub = None if profile is None or committed else profile
     if seed:  # another seed's figures never replace the committed ones (drawn at seed 0)
         sub = f"{profile}-seed{seed}" if profile is not None else f"seed{seed}"
     if sub is not None:

@@ -433,6 +433,8 @@ def execute_all(layout: Layout, parameters: dict, timeout: int | None,
     selected = notebooks if chapters is None else chapters
     order = [n for n in execution_order(layout, notebooks, parameters) if n in selected]
     limit_threads(jobs)
+    # the kernels inherit it: fedlib.plotting.save_figure writes the committed figures/ only in the full build
+    os.environ["FEDLIB_BOOK_BUILD"] = str(parameters.get("profile"))
     print(f"parameters={parameters}  kernel python3 -> {use_venv_kernel()}  "
           f"cwd={layout.root}  jobs={jobs}", flush=True)
 

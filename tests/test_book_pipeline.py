@@ -265,6 +265,7 @@ def test_build_script_executes_in_root_and_fails_on_assert(tmp_path):
               "assert (pathlib.Path('book') / 'good.ipynb').is_file()  # cwd = book root\n"
               "pathlib.Path('figures').mkdir(exist_ok=True)\n"
               "pathlib.Path('figures/f.txt').write_text(profile)\n"
+              "pathlib.Path('figures/build.txt').write_text(os.environ['FEDLIB_BOOK_BUILD'])\n"
               "print('profile is', profile)")
     _notebook(book / "book" / "bad.ipynb", "assert profile == 'nope', 'chapter claim failed'")
 
@@ -279,6 +280,8 @@ def test_build_script_executes_in_root_and_fails_on_assert(tmp_path):
     assert (executed / "book" / "intro.md").is_file()
     assert (executed / "book" / "notes.txt").is_file()
     assert (executed / "figures" / "f.txt").read_text() == "full"
+    # the kernels see the build's profile: save_figure writes committed figures only in the full build
+    assert (executed / "figures" / "build.txt").read_text() == "full"
 
     good = nbformat.read(executed / "book" / "good.ipynb", as_version=4)
     injected = [c for c in good.cells if "injected-parameters" in c.metadata.get("tags", [])]

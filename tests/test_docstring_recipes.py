@@ -579,12 +579,23 @@ def _check_save_figure(ns: dict) -> None:
     from fedlib.plotting import figures_dir
 
     written = sorted(figures_dir().glob("**/ch02_figure2_quadratic.*"))
-    # the block's comment: "full -> figures/ch02_figure2_quadratic.{png,svg}; ci -> figures/ci/..."
+    # the block's comments: "PROFILE=full make book -> figures/ch02_figure2_quadratic.{png,svg};
+    # papermill -p profile full -> figures/full/...; ci -> figures/ci/...; seed 3 -> figures/full-seed3/..."
     assert [p.relative_to(figures_dir()).as_posix() for p in written] == \
         ["ci/ch02_figure2_quadratic.png", "ci/ch02_figure2_quadratic.svg"]
-    full = ns["save_figure"](ns["fig"], "ch02_figure2_quadratic", profile="full")
-    assert [p.relative_to(figures_dir()).as_posix() for p in full] == \
-        ["ch02_figure2_quadratic.png", "ch02_figure2_quadratic.svg"]
+    import os
+    from unittest import mock
+
+    from fedlib.plotting import BOOK_BUILD_ENV
+
+    for build, folder in ((None, "full/"), ("full", "")):
+        env = {k: v for k, v in os.environ.items() if k != BOOK_BUILD_ENV} | ({BOOK_BUILD_ENV: build} if build else {})
+        with mock.patch.dict(os.environ, env, clear=True):
+            full = ns["save_figure"](ns["fig"], "ch02_figure2_quadratic", profile="full")
+        assert [p.relative_to(figures_dir()).as_posix() for p in full] == \
+            [f"{folder}ch02_figure2_quadratic.png", f"{folder}ch02_figure2_quadratic.svg"]
+    seed3 = ns["save_figure"](ns["fig"], "ch02_figure2_quadratic", profile="full", seed=3)
+    assert seed3[0].relative_to(figures_dir()).as_posix() == "full-seed3/ch02_figure2_quadratic.png"
 
 
 class Executed(NamedTuple):

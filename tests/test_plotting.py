@@ -65,9 +65,10 @@ def test_save_figure_names_a_name_that_is_no_file_stem(tmp_path, monkeypatch):
 
 
 def test_save_figure_keeps_other_profiles_out_of_the_committed_folder(tmp_path, monkeypatch):
-    """full (and None) write to figures/; any other profile to figures/<profile>/ (git-ignored),
-    so a ci run never replaces the committed full-profile figures."""
+    """full (in the book's full build) and None write to figures/; any other profile to figures/<profile>/
+    (git-ignored), so a ci run never replaces the committed full-profile figures."""
     monkeypatch.setenv("FEDLIB_FIGURES", str(tmp_path))
+    monkeypatch.setenv("FEDLIB_BOOK_BUILD", "full")
     fig, ax = plt.subplots()
     ax.plot([0, 1], [0, 1])
     assert save_figure(fig, "a", profile="full")[0] == tmp_path / "a.png"
@@ -85,6 +86,7 @@ def test_save_figure_keeps_other_seeds_out_of_the_committed_folder(tmp_path, mon
     figures/ch01_weights_fedavg_fednova.{png,svg} with seed 5's: a seed other than 0 (the committed one) now
     writes to figures/<profile>-seed<seed>/ (git-ignored); seed 0 and None keep the profile's folder."""
     monkeypatch.setenv("FEDLIB_FIGURES", str(tmp_path))
+    monkeypatch.setenv("FEDLIB_BOOK_BUILD", "full")
     fig, ax = plt.subplots()
     ax.plot([0, 1], [0, 1])
     assert save_figure(fig, "a", profile="full", seed=0)[0] == tmp_path / "a.png"
@@ -162,3 +164,24 @@ def test_figures_dir_without_the_variable(monkeypatch, tmp_path):
     monkeypatch.setattr(plotting, "__file__", str(installed / "plotting.py"))
     assert not (tmp_path / "figures").exists()
     assert plotting.figures_dir() == Path.cwd() / "figures" and (tmp_path / "figures").is_dir()
+
+
+@pytest.mark.parametrize("build", [None, "ci", "FULL"])
+def test_only_the_books_full_build_writes_full_profile_figures_to_the_committed_folder(tmp_path, monkeypatch, build):
+    """A chapter re-executed by hand at the full profile and seed 0 with another parameter changed (papermill -p profile
+    full -p data_seed 3, or other sizes) replaced the committed figures. Outside the book's full build
+    ($FEDLIB_BOOK_BUILD = full, set by scripts/build_book.py) the full profile writes to figures/full/ (git-ignored)."""
+    monkeypatch.setenv("FEDLIB_FIGURES", str(tmp_path))
+    if build is None:
+        monkeypatch.delenv("FEDLIB_BOOK_BUILD", raising=False)
+    else:
+        monkeypatch.setenv("FEDLIB_BOOK_BUILD", build)
+    fig, ax = plt.subplots()
+    ax.plot([0, 1], [0, 1])
+    assert [p.relative_to(tmp_path).as_posix() for p in save_figure(fig, "a", profile="full", seed=0)] == \
+        ["full/a.png", "full/a.svg"]
+    assert save_figure(fig, "a", profile="full", seed=4)[0] == tmp_path / "full-seed4" / "a.png"
+    assert save_figure(fig, "a")[0] == tmp_path / "a.png"  # your own notebook: figures/ itself
+    monkeypatch.setenv("FEDLIB_BOOK_BUILD", "full")
+    assert save_figure(fig, "a", profile="full", seed=0)[0] == tmp_path / "a.png"
+    plt.close(fig)
