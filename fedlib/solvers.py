@@ -198,8 +198,9 @@ class LocalSolver:
     @property
     def builtin_step(self) -> bool:
         r"""``True`` when the solver takes :class:`LocalSolver`'s own step: its class overrides none of
-        :data:`STEP_METHODS` (:meth:`init`, :meth:`update`, :meth:`counter_step` and the leaf step
-        ``_direction_and_params``, :func:`own_step_methods`). Engines that fuse that step
+        :data:`STEP_METHODS` (:meth:`init`, :meth:`update`, :meth:`counter_step`, the leaf step
+        ``_direction_and_params`` and :meth:`step_size`, :func:`own_step_methods`; a step size that changes within the
+        round is ``lr_schedule``). Engines that fuse that step
         into their own kernels — :func:`fedlib.engines.batched.run_batched` with ``fast=True``, the
         stacked and grouped engines, :func:`fedlib.engines.quadratic.run_replicas` — need it
         (:func:`check_builtin_step`); the per-client loop
@@ -662,7 +663,9 @@ def check_shared_lr(name: str, solvers, lr: Optional[float] = None) -> list:
 
 #: The methods that make up :class:`LocalSolver`'s step; a subclass that overrides any of them takes its own
 #: step (:attr:`LocalSolver.builtin_step` false).
-STEP_METHODS = ("init", "update", "counter_step", "_direction_and_params")
+#: ``step_size`` too: LocalSolver's closed forms read only ``lr_schedule``, and the stacked engine fills its step-size
+#: table from ``lr`` when ``lr_schedule`` is None, so an overridden ``step_size`` is a step of its own.
+STEP_METHODS = ("init", "update", "counter_step", "_direction_and_params", "step_size")
 
 
 def own_step_methods(cls: type) -> list:

@@ -843,3 +843,37 @@ def test_train_clients_refuses_a_local_solver_object_pointing_to_the_supported_p
     with pytest.raises(ValueError, match=r"solver must be a name.*got a LocalSolver.*RunSpec\(make_algorithm\(name, "
                                          r"solver\), \.\.\.\).*TensorEngine.*ClientOptimizer"):
         train_clients(nn.Linear(6, 3), xs, ys, rounds=1, solver=sgd(0.05))
+
+
+@dataclasses.dataclass(frozen=True)
+class LinearDecayByMethod(LocalSolver):
+    """A within-round step size written as an override of ``step_size`` (s_k = 1 - k/10), not as
+    ``lr_schedule``: LocalSolver's own update and counter use it, but the closed forms read only
+    ``lr_schedule`` and the stacked engine filled its lr table from ``lr`` alone."""
+
+    name: str = "linear-decay-method"
+
+    def step_size(self, k):
+        return self.lr * (1.0 - k / 10.0)
+
+
+def test_a_step_size_override_is_an_own_step_its_a_i_and_the_fused_engines_agree_or_refuse():
+    """Before: builtin_step was True, a_norm(5) was 5.0 (SGD's tau) while the step and the online counter gave
+    1 + .9 + .8 + .7 + .6 = 4.0; run_replicas stepped with the decayed sizes but normalised by tau (3 rounds on
+    random_quadratic(4, 3): x[1] 0.2754 against the reference loop's 0.3277, tau_eff 2.75 against 2.4), without a
+    word. Now an overridden step_size is the solver's own step: its closed forms come from that step, the
+    reference loop matches decayed_sgd's schedule to the bit, and the engines that fuse the step refuse it."""
+    from fedlib.engines.quadratic import run_replicas
+    from fedlib.problems import random_quadratic
+
+    solver = LinearDecayByMethod(lr=0.05)
+    same = decayed_sgd(0.05, schedule=lambda k: 1.0 - k / 10.0)
+    assert not solver.builtin_step
+    assert solver.a_norm(5) == pytest.approx(4.0, rel=1e-15)
+    np.testing.assert_allclose(solver.a_vector(5), [1.0, 0.9, 0.8, 0.7, 0.6], rtol=1e-15)
+    prob, sched = random_quadratic(4, 3, seed=0), FixedSteps([1, 3, 5, 2])
+    own = run_sequential(make_algorithm("fednova", solver), np.zeros(3), prob.grad_fn(), prob.p, sched, 3)
+    ref = run_sequential(make_algorithm("fednova", same), np.zeros(3), prob.grad_fn(), prob.p, sched, 3)
+    np.testing.assert_array_equal(own.state.params, ref.state.params)
+    with pytest.raises(ValueError, match=r"solvers\[0\]: LinearDecayByMethod overrides LocalSolver's step \(step_size\)"):
+        run_replicas(prob, "fednova", [solver], sched, 3)
