@@ -717,8 +717,9 @@ OWN_STEP_PROBES = (1, 2, 5)
 
 
 def _own_closed_forms(cls: type) -> list:
-    """The closed forms (``a_vector``, ``a_norm``) that ``cls`` overrides: :func:`check_own_step` probes them."""
-    return [m for m in ("a_vector", "a_norm") if getattr(cls, m) is not getattr(LocalSolver, m)]
+    """The closed forms (``a_vector``, ``a_norm``) and the counter table ``online_a_norms`` (what the batched and
+    stacked engines report as ||a_i||_1) that ``cls`` overrides: :func:`check_own_step` probes them."""
+    return [m for m in ("a_vector", "a_norm", "online_a_norms") if getattr(cls, m) is not getattr(LocalSolver, m)]
 
 
 def _probe_failed(name: str, cls: str, method: str, tau: int, err: Exception, copied: bool = False) -> str:
@@ -748,7 +749,9 @@ def check_own_step(name: str, solver: LocalSolver, *, correction: bool = False) 
     ``ValueError``, where FedNova would otherwise normalise by a wrong :math:`\|a_i\|_1`. A subclass
     that overrides the closed forms ``a_vector`` / ``a_norm`` (which :func:`fedlib.engines.quadratic.run_replicas`
     and :func:`fedlib.schedules.population_tau_eff` use) is probed too: ``a_vector(tau)`` must have length
-    :math:`\tau` and equal the probed :math:`a_i`, ``a_norm(tau)`` their sum.
+    :math:`\tau` and equal the probed :math:`a_i`, ``a_norm(tau)`` their sum; so is one that overrides
+    ``online_a_norms`` (the batched and stacked engines' :math:`\|a_i\|_1`): it must be its ``counter_step``'s table, whose
+    entry :math:`\tau - 1` is that sum.
 
     The probe runs on numpy ``float64`` vectors (params and gradients are 1-d ``np.ndarray``), whichever
     engine or loop will run the solver, so its ``init`` and ``update`` must accept numpy arrays
@@ -818,6 +821,15 @@ def check_own_step(name: str, solver: LocalSolver, *, correction: bool = False) 
             if not np.isclose(closed_norm, a.sum(), rtol=1e-9, atol=1e-12):
                 raise ValueError(f"{name}: {cls}.a_norm({tau}) is {closed_norm!r}, but its step gives "
                                  f"||a_i||_1 = {float(a.sum())!r}")
+        if "online_a_norms" in own_closed:
+            table = np.asarray(probe.online_a_norms(tau), dtype=np.float64)
+            counter = LocalSolver.online_a_norms(probe, tau)  # its counter_step after 1..tau steps, checked above
+            if (table.shape != (tau,) or not np.isclose(table[-1], a.sum(), rtol=1e-9, atol=1e-12)
+                    or not np.allclose(table, counter, rtol=1e-9, atol=1e-12)):
+                raise ValueError(f"{name}: {cls}.online_a_norms({tau}) is {np.round(table, 12).tolist()} (shape "
+                                 f"{table.shape}), but its counter_step gives {np.round(counter, 12).tolist()} and its "
+                                 f"step ||a_i||_1 = {float(a.sum())!r} after {tau} step(s) (entry k - 1: after k steps; "
+                                 "the batched and stacked engines report it)")
         if tau == 1:
             a_one = float(a[0])
     if not solver.builtin_step:  # the built-in step is linear and adds both terms (_direction_and_params)

@@ -877,3 +877,19 @@ def test_a_step_size_override_is_an_own_step_its_a_i_and_the_fused_engines_agree
     np.testing.assert_array_equal(own.state.params, ref.state.params)
     with pytest.raises(ValueError, match=r"solvers\[0\]: LinearDecayByMethod overrides LocalSolver's step \(step_size\)"):
         run_replicas(prob, "fednova", [solver], sched, 3)
+
+
+@dataclasses.dataclass(frozen=True)
+class CountingTable(LocalSolver):
+    """Heavy-ball momentum whose ``online_a_norms`` table (what the batched and stacked engines report) counts
+    steps, k, instead of its counter's ||a^(k)||_1."""
+
+    def online_a_norms(self, steps):
+        return np.arange(1, steps + 1, dtype=float)
+
+
+def test_an_online_a_norms_override_that_is_not_the_step_is_refused():
+    """Before: accepted everywhere; run_batched reported ||a_i||_1 = (2, 3, 4) where the reference loop's counter gave
+    (2.5, 4.25, 6.125) (momentum 0.5, tau = 2, 3, 4), and the two engines' models were 4 % apart after 2 rounds."""
+    with pytest.raises(ValueError, match=r"solver: CountingTable.online_a_norms\(2\) is \[1.0, 2.0\].*2.5"):
+        make_algorithm("fednova", CountingTable(lr=0.05, momentum=0.5))
