@@ -1,6 +1,14 @@
 """Mutation-testing pass on the end of fedlib.experiments.acceleration (the logistic linearisation at x*
 and the readers of scripts/vr_spectrum.py's records): the defaults the docstrings state, argument checks
-that no test exercised, and orderings checked on values small enough to sort by hand."""
+that no test exercised, and orderings checked on values small enough to sort by hand.
+
+Mutants of 37f92d9..28127ce (third, the changed hunks of fedlib/experiments/acceleration.py)
+(pass described in tests/README.md, Mutation passes):
+  AC1 vr_limit's VRLSGD weights p_i tau_i not renormalised; AC2 not multiplied by tau_i; AC3 a wrong unused
+  local_steps let through; AC4 a non-VR variant let through; AC5 ``weights`` ignored; AC6 spectrum_summary's dtype
+  kinds ``"bSUV"`` -> ``"bV"``; AC7 limit_distances' lrs without check_sequence; AC8 variant_radius by
+  spectral_radius of the map itself. killed by the suite: AC1-AC5, AC7. killed here: AC6, AC8.
+"""
 import numpy as np
 import pytest
 
@@ -180,3 +188,26 @@ def test_perturbation_growth_starts_at_x_star_plus_delta(small_logistic):
     x = pack_params(state.params).ravel() - opt.theta
     c = pack_params(state.variates.client).reshape(m, -1) - opt.client_grads
     assert run.distances[1] == pytest.approx(math.sqrt(float(x @ x) + float(np.sum(c * c))), rel=1e-12)
+
+
+# ------------------------------------------------------------------------ mutants of 37f92d9..28127ce (third)
+@pytest.mark.parametrize("eigenvalues", [["0.5", "0.25"], np.array(["0.5", "0.25"]), [b"0.5"]],
+                         ids=["str list", "str array", "bytes"])
+def test_spectrum_summary_refuses_eigenvalues_given_as_text(eigenvalues):
+    """Eigenvalues are numbers: text, which numpy would parse as 0.5, is refused by name (mutant AC6, the dtype kinds
+    ``"bSUV"`` -> ``"bV"``, summarised '0.5' as the eigenvalue 0.5)."""
+    with pytest.raises(ValueError, match="^eigenvalues must be real or complex numbers, got"):
+        A.spectrum_summary(eigenvalues)
+
+
+def test_variant_radius_is_inf_for_an_overflowing_map_and_the_radius_otherwise():
+    """variant_radius is ``inf`` when the round map overflows float64 (mutant AC8, spectral_radius of the map
+    itself: 'M contains NaN or inf', an M the caller never gave). H = (I, 2I), p = (1/2, 1/2), tau = (1, 2000),
+    lr = 1.5: (1 - 3)^2000 overflows. FedAvg at tau = (1, 2), lr = 0.1: M = 1 - (0.5 * 0.1 + 0.5 * 0.18 * 2) = 0.77
+    (K_2 = 0.1 (1 + 0.8) = 0.18)."""
+    from fedlib.problems.quadratic import QuadraticProblem
+
+    prob = QuadraticProblem(np.array([np.eye(2), 2 * np.eye(2)]), np.ones((2, 2)), np.array([0.5, 0.5]))
+    with np.errstate(over="ignore", invalid="ignore"):
+        assert A.variant_radius(prob, "fedavg", 1.5, [1, 2000]) == float("inf")
+    assert A.variant_radius(prob, "fedavg", 0.1, [1, 2]) == pytest.approx(0.77, rel=1e-12)

@@ -1,6 +1,14 @@
 """Mutation-testing pass on ``scripts/build_book.py`` (loaded with ``bookutil.build_script()``): the merging
 of consecutive prints in the executed notebooks. Each test pins behaviour that a surviving mutant changed; its
-docstring names the mutant (the commit messages that added the tests say which mutant each kills)."""
+docstring names the mutant (the commit messages that added the tests say which mutant each kills).
+
+Mutants of 37f92d9..28127ce (third, the changed hunks of fedlib/plotting.py)
+(pass described in tests/README.md, Mutation passes):
+  PL1 save_figure's committed folder without $FEDLIB_BOOK_BUILD; PL2 ``if seed`` -> ``if seed is not None``; PL3
+  '.' and '..' taken as names; PL4 '.PNG' taken; PL5 ``profile is not None`` -> ``profile`` in the seed folder.
+  killed by the suite: PL1-PL4. equivalent: PL5 (a profile is None or matches ``[A-Za-z0-9_-]+``, so it is never
+  an empty string: both tests agree).
+"""
 
 
 def test_merge_adjacent_streams_leaves_other_outputs_of_one_type_apart():

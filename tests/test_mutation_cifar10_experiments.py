@@ -7,6 +7,12 @@ plain numpy loop).
 Mutants of f37e303..6eb7195, ``fedlib.experiments.run_seeds`` / engine_against_reference
 (fedlib/experiments/cifar10.py) (pass described in tests/README.md, Mutation passes):
   killed here: C1, C2.
+
+Mutants of 37f92d9..28127ce (third, the changed hunks of fedlib/experiments/cifar10.py)
+(pass described in tests/README.md, Mutation passes):
+  CF1 history_record without ``clients``; CF2 plan_table1's cells without the str test; CF3 parse_bench_variant
+  ``isdecimal`` -> ``isdigit``; CF4 load_data's sample unchecked. killed by the suite: CF2, CF4. killed here: CF1,
+  CF3.
 """
 import numpy as np
 import pytest
@@ -363,3 +369,29 @@ def test_engine_against_reference_draws_the_model_and_epochs_of_the_run_seed(mon
     expected = {n: p.detach().double() for n, p in vgg11(width=1 / 32, seed=3).named_parameters()}
     assert run.params.keys() == expected.keys()
     assert all(torch.equal(run.params[n], expected[n]) for n in expected)
+
+
+# ------------------------------------------------------------------------ mutants of 37f92d9..28127ce (third)
+def test_history_record_names_the_participants_in_the_order_of_their_steps():
+    """A result-file history entry names the round's participants, in the order of ``local_steps`` (mutant CF1,
+    the ``clients`` key dropped: a sampled run's steps belonged to no one); the other fields as plain numbers."""
+    from types import SimpleNamespace
+
+    d = SimpleNamespace(tau_eff=np.float64(4.0), chi2=np.float64(0.0), clients=np.array([2, 0]),
+                        local_steps=np.array([3, 5]))
+    rec = SimpleNamespace(round=np.int64(1), train_loss=0.5, test_accuracy=0.25, test_loss=1.5, diagnostics=d,
+                          lr=np.float32(0.125))
+    entry = C.history_record(rec)
+    assert entry == {"round": 1, "train_loss": 0.5, "test_accuracy": 0.25, "test_loss": 1.5, "tau_eff": 4.0,
+                     "chi2": 0.0, "clients": [2, 0], "local_steps": [3, 5], "lr": 0.125}
+    assert all(type(c) is int for c in entry["clients"] + entry["local_steps"])
+
+
+def test_parse_bench_variant_names_a_superscript_run_count():
+    """``runs=N`` needs a whole number in decimal digits: '²' (a digit to ``str.isdigit``, which ``int`` refuses) is
+    named as the variant's bad count (mutant CF3, ``isdecimal`` -> ``isdigit``: int's 'invalid literal for int()
+    with base 10', naming no variant)."""
+    kw = dict(runs=1, precision="fp32", cuda_graph=False, path="vmap", cudnn_bench=False, cuda=False)
+    with pytest.raises(ValueError, match=r"^variant 'runs=²': runs=N needs a whole number N >= 1, got '²'$"):
+        C.parse_bench_variant("runs=²", **kw)
+    assert C.parse_bench_variant("runs=12", **kw)["runs"] == 12

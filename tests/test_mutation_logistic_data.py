@@ -16,6 +16,15 @@ Mutation passes).
 Mutants of efe3bcd..52ae29d, fedlib/data/partition.py (pass described in tests/README.md, Mutation passes):
   P1 dirichlet_partition_generator default seed 1.
   killed by the suite.
+
+Mutants of 37f92d9..28127ce (third, the changed hunks of fedlib/problems/logistic.py and fedlib/data/*.py)
+(pass described in tests/README.md, Mutation passes):
+  LG1 / LG2 a complex tensor / array let through _real_array; LG3 pack_params with a numpy b beside a tensor W;
+  LG4 unpack_params of a list; LG5 _mean_log_softmax_loss subtracts half the true logit; LG6 divides by n - 1;
+  LG7 the column maxima skip the last column; LG8 no max subtracted; LG9 a bool label let through; LG10 / LG11
+  mask / params by np.asarray again. DP1 partition's NaN draws not counted; DS1 synthetic ``>= 2**63`` -> ``>``;
+  DS2 iid by bool(); DC1 a 0-d train_x; DC2 data that requires grad; DL1 load_leaf of a device; DL2 save_leaf's
+  drop_test unchecked; DL3 client_order by ``in``; DK1 load_cifar10's download unchecked. all killed by the suite.
 """
 from __future__ import annotations
 

@@ -32,6 +32,11 @@ passes): 10 mutants, one at a time, ``pytest -x`` on test_report_tables.py, this
 complex number's real part alone, RP4 every zero error negated, RP5 rows given as a mapping, RP6 a row given as a
 mapping, RP7 a row given as a string, RP8 short rows let through, RP9 transposed_markdown_table without _cells,
 RP10 a header given as a string), 1 here (RP2 ``.item()`` of a tensor of any dimension), 0 equivalent.
+
+Mutants of 37f92d9..28127ce (third, the changed hunks of fedlib/models.py)
+(pass described in tests/README.md, Mutation passes):
+  MD1 scaled_width catches ZeroDivisionError, not OverflowError; MD2 count_parameters' trainable_only by bool().
+  both killed by the suite.
 """
 from __future__ import annotations
 

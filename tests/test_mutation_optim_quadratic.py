@@ -21,6 +21,12 @@ Mutants of 37f92d9..d2bb791 (fedlib/engines/quadratic.py) (pass described in tes
   ``len(solvers) != 1`` -> ``> 2``; Q4 the one solver's number 1; Q5 progress unchecked; Q6 the schedule's steps
   unchecked; Q8 max_steps and dim swapped in the checks.
   killed here: Q7 ``callable(getattr(work, "draw"))`` -> ``hasattr(work, "draw")``.
+
+Mutants of 37f92d9..28127ce (third, the changed hunks of fedlib/problems/quadratic.py)
+(pass described in tests/README.md, Mutation passes):
+  QP1 _vector without tensor_as_float64; QP2 without the dtype-kind refusal; QP3 eig_range's ndim unchecked; QP4
+  random_quadratic's p by np.asarray again; QP5 the semi-definiteness tolerance 1e-10 -> 1e-6. killed by the suite:
+  QP1-QP4. killed here: QP5.
 """
 from __future__ import annotations
 
@@ -305,3 +311,12 @@ def test_run_replicas_takes_a_schedule_whose_draw_is_no_method():
     theirs = run_replicas(prob, "fednova", [sgd(0.05)], FixedSteps([1, 3, 2]), 3)
     np.testing.assert_array_equal(mine.params, theirs.params)
     np.testing.assert_allclose(mine.mean_local_steps, 2.0)  # (1 + 3 + 2) / 3 every round
+
+
+# ------------------------------------------------------------------------ mutants of 37f92d9..28127ce (third)
+def test_quadratic_problem_refuses_an_eigenvalue_below_rounding_of_its_size():
+    """QuadraticProblem's positive semi-definiteness check allows rounding, 1e-10 of each H_i's own size, and no
+    more: diag(1, -1e-8) is refused (mutant QP5, the tolerance 1e-10 -> 1e-6, took it), diag(1, -1e-12) taken."""
+    with pytest.raises(ValueError, match="^H: every H_i must be positive semi-definite; H_0 has the eigenvalue -1e-08"):
+        QuadraticProblem(np.array([np.diag([1.0, -1e-8])]), np.zeros((1, 2)), np.array([1.0]))
+    QuadraticProblem(np.array([np.diag([1.0, -1e-12])]), np.zeros((1, 2)), np.array([1.0]))

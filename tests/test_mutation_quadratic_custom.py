@@ -32,6 +32,11 @@ time, ``pytest -x`` on test_experiments_quadratic.py, this file, test_closed_for
 map, QE2 FedProx's limit taken as x*, QE3 ``weights`` ignored, QE4 the tenth at lr / 100, QE6 ``separation`` as
 ``||target||``, QE7 the uniform point with the problem's p, QE8 ``name`` unchecked), 1 here (QE5 the fixed point
 at lr / 10 without ``mu``), 0 equivalent.
+
+Mutants of 37f92d9..28127ce (third, the changed hunks of fedlib/experiments/custom.py)
+(pass described in tests/README.md, Mutation passes):
+  CU1 _refuse_one_client ``<=`` -> ``<``; CU2 features not detached; CU3 test_labels not checked against K; CU4
+  an algorithms that is no iterable let through. all killed by the suite.
 """
 from __future__ import annotations
 

@@ -14,6 +14,13 @@ passes):
 
 Mutants of 86c5527..90cbd4d (rule.py) (pass described in tests/README.md, Mutation passes):
 rule.py: R1 ``a.min() <= 0`` -> ``< 0``; R2 ``min`` -> ``max``: killed by the suite.
+
+Mutants of 37f92d9..28127ce (third, the changed hunks of fedlib/rule.py, server.py, variance.py)
+(pass described in tests/README.md, Mutation passes):
+  RL1 normalized_update without the underflow refusal; RL2 tau_eff = inf taken; RL3 its overflow message dropped;
+  RL4 ``-1 / (lr a)`` -> ``+``; RL5 ``-1 / lr``. SV1 make_server_optimizer without is_choice (an unknown name gave
+  Adam); SV2 beta refused for 'plain' only; SV3 Adam's server_lr ignored. VA1 update_control_variates without the
+  changes' structure check; VA2 without server_change's; VA3 only deltas[0] checked. all killed by the suite.
 """
 from __future__ import annotations
 

@@ -51,6 +51,14 @@ passes; ids skipped were drafted and not run):
   killed by the suite: SV1, SV2, SV4-SV7, SV10-SV12, SV14, SV15, SV17, SC1 (the module's doctest), SC5-SC10,
   SC12-SC14. killed here: SV9, SV13, SC2. equivalent: SC15 (for ``cls is base`` every ``getattr(cls, name) is
   getattr(base, name)``, so ``changed`` is empty and it returns anyway).
+
+Mutants of 37f92d9..28127ce (third, the changed hunks of fedlib/sampling.py)
+(pass described in tests/README.md, Mutation passes):
+  SA1 sample_with_replacement's weights ``counts / q`` -> ``/ clients.size``; SA2 weights that require grad let
+  through; SA3 a numpy string array of weights not searched for text; SA4 bytes not searched; SA5 the pair hint on
+  a 3-tuple; SA6 round_participation's messages named 'participation', not the sampler; SA7 expected_server_weights'
+  p by np.asarray again; SA8 no 'missing return statement' hint. killed by the suite: SA1, SA2, SA5-SA8. killed
+  here: SA3, SA4.
 """
 from __future__ import annotations
 
@@ -561,3 +569,14 @@ def test_check_participant_steps_names_the_client_not_its_place_among_the_partic
     with pytest.raises(ValueError, match=r"^schedule: round 4 gives participant client 2 0 local steps \(need >= 1"):
         check_participant_steps(np.array([2, 3, 0]), np.array([2, 0]), 4)
     np.testing.assert_array_equal(check_participant_steps(np.array([2, 3, 0]), np.array([1, 0]), 4), [3, 2])
+
+
+# ------------------------------------------------------------------------ mutants of 37f92d9..28127ce (third)
+@pytest.mark.parametrize("weights, text", [(np.array(["0.5", "0.5"]), "'0.5'"), ([b"0.5", 0.5], "b'0.5'")])
+def test_as_participation_refuses_weights_given_as_text(weights, text):
+    """Sampling weights are numbers: a numpy string array (mutant SA3, only non-arrays searched for text) or bytes
+    in a list (mutant SA4, only ``str`` searched) is refused; numpy would read both as the number 0.5."""
+    from fedlib.sampling import Participation, as_participation
+
+    with pytest.raises(ValueError, match=f"^participation: weights must be numbers, got the text {text}"):
+        as_participation(Participation(np.array([0, 1]), weights))

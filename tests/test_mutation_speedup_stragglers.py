@@ -30,6 +30,12 @@ plain mean of the per-round weights, SP6 ``sqrt(rounds - 1)``, SP7 ``<=`` -> ``<
 SP9 the a_norm cache keyed by tau alone, SP11 ``k`` unchecked, SP12 ``u`` not divided by the mean tau_eff, SP13
 participant_mean_steps without _local_work), 1 here (SP10 ``work.draw(t + 1)``: the cyclic draws of the other
 tests are the same multiset shifted), 0 equivalent.
+
+Mutants of 37f92d9..28127ce (third, the changed hunks of fedlib/experiments/stragglers.py)
+(pass described in tests/README.md, Mutation passes):
+  ST1 loss_at without the NaN test; ST2 plot_loss_vs_time ``len(axes) != 2`` -> ``< 2``; ST3 its unknown-key
+  refusal dropped; ST4 summary_markdown's FedNova chi^2 ``:.3g`` -> ``:.1e``. killed by the suite: ST1, ST3.
+  killed here: ST2, ST4.
 """
 from __future__ import annotations
 
@@ -614,3 +620,34 @@ def test_drawn_weights_reads_the_draws_of_rounds_0_to_rounds_minus_1():
     assert three.stderr.tolist() == [0.0, 0.0] and three.rounds == 3
     four = S.drawn_weights(prob, _ScriptedWork([1, 1, 1, 2]), [sgd(0.1)], 4)
     np.testing.assert_allclose(four.measured, [5 / 13, 8 / 13], rtol=1e-14)
+
+
+# ------------------------------------------------------------------------ mutants of 37f92d9..28127ce (third)
+def test_plot_loss_vs_time_refuses_three_axes():
+    """plot_loss_vs_time draws exactly two panels: three axes are refused too, before anything is drawn (mutant
+    ST2, ``len(axes) != 2`` -> ``< 2``, drew two panels and left the third empty)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, 3)
+    try:
+        with pytest.raises(ValueError, match=r"^axes: plot_loss_vs_time draws two panels \(seconds, rounds\), got 3 axes$"):
+            ST.plot_loss_vs_time(axes, {"fedavg-fixed-time": _curves([1.0, 0.5, 0.25])})
+        assert all(not ax.lines for ax in axes)
+    finally:
+        plt.close(fig)
+
+
+def test_summary_writes_fednovas_exact_zero_chi2_as_zero():
+    """FedNova's chi^2(p||w) is 0 (its weights are p); the summary writes an exact 0 as '0' (``:.3g``), not
+    '0.0e+00' (mutant ST4, the old ``:.1e``); FedAvg's keeps three decimals."""
+    c = {k: ST.StragglerCurves(k, (0,), np.array([[2.0, 1.0, 0.5]]), np.array([[0.0, 1.0, 2.0]]),
+                               np.array([[0.1, 0.2]]), np.array([3.0]))
+         for k in ST.STRATEGIES}
+    c["fednova-fixed-time"] = c["fednova-fixed-time"]._replace(chi2=np.zeros((1, 2)))
+    ends = {k: ST.smoothed_end_loss(v, 1.0) for k, v in c.items()}
+    times = {k: np.array([1.0]) for k in c}
+    text = ST.summary_markdown(c, 2.0, 0.6, times, ends, None, end_fraction=1.0)
+    assert "$\\chi^2(p\\|w)$ 0.150 on average; FedNova's is 0)." in text

@@ -23,6 +23,10 @@ suite (SN1 rounds_to_reach counts round 0, SN2 ``<=`` -> ``<``, SN4 the seeds co
 no round let through, SN7 plot_diagnostics without _check_plotted, SN8 run_grid's seeds read twice, SN10
 ``bool(logy)``), 3 here (SN3 the threshold over round 0 too, SN6 ``' ...'`` after three missing curves, SN9
 lr_sweep's rates without check_sequence), 0 equivalent.
+
+Mutants of 37f92d9..28127ce (third, the changed hunks of fedlib/experiments/surrogate.py)
+(pass described in tests/README.md, Mutation passes):
+  SU1 unseen_classes' weights by np.asarray again: killed by the suite.
 """
 from __future__ import annotations
 

@@ -19,6 +19,16 @@ Mutants of 8bd9827.., ``fedlib.theory`` (App. G's conditions) (pass described in
 
 Mutants of 86c5527..90cbd4d (theory.py) (pass described in tests/README.md, Mutation passes):
 theory.py: Th1 ``.any()`` -> ``.all()``; Th2 drop chi_square's infinite check: killed by the suite.
+
+Mutants of 37f92d9..28127ce (third, the changed hunks of fedlib/theory.py)
+(pass described in tests/README.md, Mutation passes):
+  TH1 theorem1_max_beta2 without ``max(1.0, ...)``; TH2 theorem1_explicit_bound without the ``lr > 0.5 / (L
+  tau_eff)`` guard; TH3 that guard ``>`` -> ``>=``; TH4 no d == 0 refusal; TH5 _check_quadratic without the symmetry
+  check; TH6 ``local_steps=None`` let through again; TH7 the symmetry tolerance 1e-10 -> 1e-6; TH8 the H_i message
+  on ``name == "H"``; TH9 quadratic_smoothness / TH10 quadratic_local_operator without _check_symmetric; TH11
+  _check_finite_round_map looks at M only; TH12 / TH13 quadratic_fixed_point / quadratic_vr_fixed_point without
+  it; TH14 _radius_or_inf without the finite test; TH15 quadratic_vr_count_outside's progress unchecked.
+  killed by the suite: TH1-TH10, TH12-TH14. killed here: TH11, TH15.
 """
 from __future__ import annotations
 
@@ -712,3 +722,25 @@ def test_appg_refuses_a_string_of_a_vectors_by_name(value):
 
     with pytest.raises(ValueError, match=r"^a_vectors must be a sequence of one vector per client, got "):
         appg_max_lr(1.0, 1.0, 1, 1.0, value)
+
+
+# ------------------------------------------------------------------------ mutants of 37f92d9..28127ce (third)
+def test_fixed_point_refuses_a_round_map_whose_offset_overflows():
+    """_check_finite_round_map refuses a map with a non-finite offset b, not only a non-finite M (mutant TH11,
+    ``np.isfinite(M).all() and np.isfinite(b).all()`` -> ``np.isfinite(M).all()``: the fixed point came back as
+    [inf]). One client H = 1e-3, e = 1e306, lr = 1, 1000 local steps: K = sum_{k<1000} 0.999^k = 1000 (1 - 0.999^1000)
+    ~ 632, so M = 1 - K H ~ 0.37 is finite (and contracts) while b = K e ~ 6.3e308 is past float64's 1.8e308."""
+    H, e = np.array([[[1e-3]]]), np.array([[1e306]])
+    with np.errstate(over="ignore"):
+        M, b = TH.quadratic_round_map(H, e, [1.0], [1000], 1.0, "fedavg")
+        assert M[0, 0] == pytest.approx(0.999 ** 1000, rel=1e-9) and np.isinf(b).all()
+        with pytest.raises(ValueError, match="overflows float64"):
+            TH.quadratic_fixed_point(H, e, [1.0], [1000], 1.0, "fedavg")
+
+
+def test_vr_count_outside_refuses_a_progress_that_is_no_bool():
+    """quadratic_vr_count_outside's ``progress`` is True or False: the string 'no' (truthy) is refused by name
+    (mutant TH15, its check_flag dropped: 'no' drew a progress bar)."""
+    H = np.array([np.eye(2), 2 * np.eye(2)])
+    with pytest.raises(ValueError, match="^progress must be True or False"):
+        TH.quadratic_vr_count_outside(H, [0.5, 0.5], [1, 2], 0.1, "scaffold", radius=1.0, progress="no")

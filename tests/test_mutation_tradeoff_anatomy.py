@@ -4,6 +4,12 @@ against numbers that can be worked out by hand or from the paper's closed forms 
 
 Mutants of 8bd9827.., ``anatomy.solver_family`` (every solver gets the weight decay) (pass described in
 tests/README.md, Mutation passes).
+
+Mutants of 37f92d9..28127ce (third, the changed hunks of fedlib/tradeoff.py)
+(pass described in tests/README.md, Mutation passes):
+  TR1 _check_alphas without bool_entry; TR2 np.asarray instead of check_finite_array; TR3 closed_form_distances'
+  rounds without check_sequence; TR4 round_contraction by ``np.linalg.eigvals`` again; TR5 fedprox_bound takes
+  alpha = 0. killed by the suite: TR1-TR3, TR5. killed here: TR4.
 """
 import numpy as np
 import pytest
@@ -135,3 +141,17 @@ def test_chapter1_solver_family_gives_every_solver_the_weight_decay():
     assert [family[n].momentum for n in family] == [0.0, 0.0, 0.0, 0.9, 0.9]
     assert [family[n].mu for n in family] == [0.0, 0.0, 0.05 / 0.05, 0.0, 0.05 / 0.05]
     assert family["decayed SGD"].step_size(2) == pytest.approx(0.05 * 0.95 ** 2, rel=1e-15)
+
+
+# ------------------------------------------------------------------------ mutants of 37f92d9..28127ce (third)
+def test_round_contraction_is_inf_for_an_overflowing_map_and_the_radius_otherwise():
+    """round_contraction is the round map's spectral radius, ``inf`` when the map overflows float64 (mutant TR4,
+    the old ``np.linalg.eigvals`` of M: numpy's LinAlgError on the inf / NaN entries). H = (I, 2I), p = (1/2, 1/2),
+    tau = (1, 2000), lr = 1.5: (1 - 3)^2000 overflows. At tau = (1, 2), lr = 0.1 (FedAvg, alpha = 0):
+    K_1 = 0.1, K_2 = 0.1 (1 + 0.8) = 0.18, M = 1 - (0.5 * 0.1 * 1 + 0.5 * 0.18 * 2) = 0.77 on both axes."""
+    from fedlib.problems.quadratic import QuadraticProblem
+
+    prob = QuadraticProblem(np.array([np.eye(2), 2 * np.eye(2)]), np.ones((2, 2)), np.array([0.5, 0.5]))
+    with np.errstate(over="ignore", invalid="ignore"):
+        assert tradeoff.round_contraction(prob, [1, 2000], 1.5, 0.0) == float("inf")
+    assert tradeoff.round_contraction(prob, [1, 2], 0.1, 0.0) == pytest.approx(0.77, rel=1e-12)

@@ -24,6 +24,13 @@ leaf or a number) (pass described in tests/README.md, Mutation passes): 18 mutan
   T12 ``torch.as_tensor`` without ``device=``: the same on the CPU; a CUDA tensor paired with a numpy
   array then fails (1-D tensors on two devices): test_vdot_pairs_a_cuda_tensor_with_a_numpy_leaf, skipped
   without CUDA (not run in this pass: no GPU).
+
+Mutants of 37f92d9..28127ce (third, the changed hunks of fedlib/tree.py)
+(pass described in tests/README.md, Mutation passes):
+  TE1 torch tree_weighted_sum casts the first product, not the leaf; TE2 numpy alike; TE3 later leaves not cast
+  to the sum's dtype; TE4 tree_vdot's tensor only as the first leaf; TE5 a number as torch's float32; TE6 only x
+  tested for complex; TE7 tree_stacked_weighted_sum without the 0-d refusal; TE8 tree_map's key test one-sided.
+  all killed by the suite.
 """
 from __future__ import annotations
 
