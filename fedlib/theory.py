@@ -868,8 +868,11 @@ def _check_finite_round_map(M: np.ndarray, b: np.ndarray) -> None:
     """Refuse a round map that overflowed float64 (a large ``lr`` over many local steps: ``(1 - lr h)**tau``
     past 1e308) as diverging, the ``ValueError`` of a spectral radius >= 1, not numpy's ``LinAlgError`` ('SVD did
     not converge') or a complaint about ``M``, an argument the caller never gave."""
-    if not (np.isfinite(M).all() and np.isfinite(b).all()):
+    if not np.isfinite(M).all():
         raise ValueError("lr: the rounds do not converge (the round map overflows float64: the local steps blow up)")
+    if not np.isfinite(b).all():  # M is finite: the offset K_i e_i overflowed, from e (1e306), not from the steps
+        raise ValueError("e: the round map's offset sum_i p_i K_i e_i overflows float64 (its linear part is finite): "
+                         "the e_i are too large to compute with; rescale the problem")
 
 
 def _check_unique_solution(A: np.ndarray, message: str) -> None:
