@@ -25,8 +25,8 @@ A round::
 Engines (:mod:`fedlib.engines`) run many clients at once but call the same
 ``apply``; :func:`fedlib.engines.reference.run_sequential` is the plain loop above.
 
-Used by chapter 6 (:func:`make_algorithm`); most experiment modules of :mod:`fedlib.experiments`
-run it too.
+Used by chapters 6 and 9 (:func:`make_algorithm`; chapter 9 checks FedNova's fixed-length rounds with it); most
+experiment modules of :mod:`fedlib.experiments` run it too.
 """
 from __future__ import annotations
 

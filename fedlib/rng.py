@@ -23,7 +23,7 @@ global RNG for its dropout layers from stream ``(seed, "dropout")`` inside
 inputs in training and in eval mode inside ``torch.random.fork_rng`` without seeding it: what a model draws
 there decides only the check.
 
-Used by chapters 6 and 10 (:func:`generator`, :func:`torch_generator`).
+Used by chapters 6, 9 and 10 (:func:`generator`, :func:`torch_generator`; chapter 9 redraws the clock's speeds).
 
 Example
 -------

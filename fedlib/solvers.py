@@ -58,7 +58,7 @@ units of :math:`\eta` (:meth:`LocalSolver.counter_step`) it *is* :math:`\|a^{(k)
 the factories above this is the running counter of the official code, done right for
 momentum + prox.
 
-Used by chapters 1, 4 and 6 (chapter 1 plots these vectors), and through :mod:`fedlib.experiments`
+Used by chapters 1, 4, 6 and 9 (chapter 1 plots these vectors), and through :mod:`fedlib.experiments`
 by all the others.
 
 Example

@@ -38,6 +38,9 @@ Backends: ``"numpy"`` (default, float64 on the CPU) and ``"torch"`` (float64 ten
 on ``device``; ``None`` picks CUDA when torch sees a GPU) — the same code, only the
 gradient kernel differs.
 
+Used by chapter 9 (:func:`run_batched`: FedNova's fixed-length rounds checked against eq. (4)); through
+:mod:`fedlib.experiments` also by chapters 4 and 10.
+
 Divergence: a non-finite aggregated update (``apply`` raises ``FloatingPointError``)
 or a non-finite training loss stops the run with :class:`DivergenceError`, whose
 ``round`` attribute (and message) names the round (counted from 0).
