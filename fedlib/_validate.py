@@ -323,17 +323,15 @@ def check_probability_vector(name: str, value: Any, *, size: int | None = None, 
     given = getattr(value, "dtype", None)
     arr = check_weights(name, value, size=size)
     eps = _float_eps(given)
-    own = atol
-    if eps is not None:
-        # each p_i rounded to the type moves the sum by at most eps/2; 16 eps leaves room for computing
-        # p = n / n.sum() in that type (float32: 1.9e-6; float64 keeps atol)
-        atol = max(atol, 16.0 * eps)
+    # each p_i rounded to the type moves the sum by at most eps/2; 16 eps leaves room for computing
+    # p = n / n.sum() in that type (float32: 1.9e-6; float64 keeps atol)
+    allowed = atol if eps is None else max(atol, 16.0 * eps)
     total = float(arr.sum())
-    if abs(total - 1.0) > atol:
-        raise ValueError(f"{name} must sum to 1 (within {atol:g}), got sum {total!r}: weights are probabilities "
+    if abs(total - 1.0) > allowed:
+        raise ValueError(f"{name} must sum to 1 (within {allowed:g}), got sum {total!r}: weights are probabilities "
                          f"(p_i = n_i / n); counts such as the clients' sample numbers n give {name} = n / n.sum()")
-    if abs(total - 1.0) > own:  # float32 [0.1, 0.2, 0.3, 0.4] sums to 1 + 2.2e-8 in float64: the next check of the
-        arr = arr / total       # returned array refused it (run_sequential, QuadraticProblem.optimum, fedprox_weights)
+    if abs(total - 1.0) > atol:  # float32 [0.1, 0.2, 0.3, 0.4] sums to 1 + 2.2e-8 in float64: the next check of the
+        arr = arr / total        # returned array refused it (run_sequential, QuadraticProblem.optimum, fedprox_weights)
     return arr
 
 

@@ -43,7 +43,7 @@ Mutants of 37f92d9..d2bb791 (fedlib/_validate.py) (pass described in tests/READM
   numpy's bool; V7 check_callable without the nargs check; V8 positional_mismatch binds nargs + 1; V9 without
   the functools.wraps fallback; V10 check_sequence takes a mapping; V11 _refuse_mapping dropped; V12 _not_real
   without the strings of an object array; V13 without bools; V14 a complex tensor let through; V15 a bool tensor
-  let through; V16 check_probability_vector does not divide by the sum; V17 ``own = atol`` -> ``1.0``; V18
+  let through; V16 check_probability_vector does not divide by the sum; V17 the renormalisation's threshold ``atol`` -> ``1.0`` (then named ``own``); V18
   check_int_array without the float tensor's double(); V19 a ragged list's ValueError not caught; V20 is_choice
   takes an array; V21 check_positive ``<= 0`` -> ``< 0``: killed by the suite (V6 by tests/test_batched_engine.py).
 
