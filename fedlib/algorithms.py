@@ -91,7 +91,8 @@ def server_state_mismatch(algorithm: "FederatedAlgorithm", state: ServerState) -
     the plain server), else a resume crashes or silently drops the saved buffer. Kinds are told apart by
     type where the saved state or the one ``init`` makes is fedlib's (:mod:`fedlib.server`); the state of
     a server optimizer of your own may change type after ``init`` (``None`` until its first update), as a
-    round's check of the state allows too.
+    round's check of the state allows too: two of your own with different state classes pass here, and
+    where your ``update`` then fails on the other's state, its error carries a note naming both classes.
 
     Example
     -------
@@ -166,6 +167,21 @@ def _check_server_kind(server: ServerOptimizer, state: "ServerState", owner: str
             server, saved, kept, "its server optimizer state (state.server)", owner,
             "a state of another server optimizer? algorithm.init(params, num_clients) builds one for this algorithm; "
             "a saved state continues only under the server optimizer that wrote it"))
+
+
+def _note_server_kind(exc: Exception, server: ServerOptimizer, state: "ServerState") -> None:
+    """Add a note to ``exc``, raised by ``server.update``, where ``state.server`` is not of the type ``server.init``
+    makes: two server optimizers of your own, each with its own state class, are not told apart before a round
+    (:func:`_kinds_differ`), so a checkpoint of one resumed under the other fails inside your update (an
+    ``AttributeError`` on a field the other state lacks) and the note says why. Nothing where ``init`` makes
+    ``None`` (a state that becomes a buffer later) or the types agree; Python 3.10 has no ``add_note``."""
+    kept = _kept_state_type(server, state.params)
+    saved = type(state.server)
+    if kept is None or kept is type(None) or saved is kept or not hasattr(exc, "add_note"):
+        return
+    exc.add_note(f"fedlib: state.server is a {saved.__name__}, but server optimizer {server.name!r} makes a "
+                 f"{kept.__name__} in its init: a state written by another server optimizer (a checkpoint of "
+                 "another run?) continues only under the server optimizer that wrote it")
 
 
 def _refuse_state(state: Any) -> None:
@@ -632,7 +648,11 @@ def _run_server_optimizer(server: ServerOptimizer, change: Any, state: ServerSta
     """:func:`apply_server_optimizer` for a caller that has checked ``lr`` and the finite ``change`` itself
     (:meth:`FederatedAlgorithm.apply`, :func:`fedlib.distributed.distributed_apply`): the checks of what the
     server optimizer returns, without a second pass over the change every round."""
-    out = server.update(change, state.server, state.params, lr)
+    try:
+        out = server.update(change, state.server, state.params, lr)
+    except Exception as exc:
+        _note_server_kind(exc, server, state)
+        raise
     if not isinstance(out, tuple) or len(out) != 2:
         raise ValueError(f"server optimizer {server.name!r}: update(change, state, params, lr) must return "
                          f"(new_params, new_state), got {type(out).__name__}")

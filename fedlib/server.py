@@ -11,12 +11,16 @@ States are NamedTuples so they can be checkpointed.
 
 *Your own server optimizer* (e.g. FedYogi) is a ``ServerOptimizer(init, update, name)`` built the
 same way: ``init(params) -> state`` (a NamedTuple of trees like ``params`` and numbers, defined at
-module level so that :mod:`fedlib.checkpoint` can pickle it and a resume recognises its type) and ``update(change, state, params, lr) -> (new_params,
-new_state)``, with ``change`` the aggregate :math:`D` (a tree like ``params``) and ``new_params`` of
-the structure, leaf shapes and array kind of ``params``;
+module level so that :mod:`fedlib.checkpoint` can pickle it) and ``update(change, state, params, lr)
+-> (new_params, new_state)``, with ``change`` the aggregate :math:`D` (a tree like ``params``) and
+``new_params`` of the structure, leaf shapes and array kind of ``params``;
 :meth:`fedlib.algorithms.FederatedAlgorithm.apply` refuses any other result with a ``ValueError``
 (:func:`fedlib.algorithms.apply_server_optimizer`). Use :mod:`fedlib.tree` (``tree_map``,
-``tree_zeros_like``) so it works on numpy and torch trees alike.
+``tree_zeros_like``) so it works on numpy and torch trees alike. A resume refuses a state of one of
+fedlib's kinds under another kind (:func:`fedlib.algorithms.server_state_mismatch`); two server
+optimizers of your own are not told apart before a round (your state may change type after ``init``),
+so where your ``update`` fails on the other one's state, its error carries a note naming both state
+classes (Python 3.11+).
 """
 from __future__ import annotations
 

@@ -304,6 +304,56 @@ def test_fedyogi_state_checkpoints_and_resumes(tmp_path):
     assert float(resumed.state.params["x"]) == float(whole.state.params["x"])
 
 
+class NesterovState(NamedTuple):
+    """Server Nesterov momentum's buffer (module level, as a checkpointed state must be)."""
+    buf: object
+
+
+def nesterov_server(beta=0.9):
+    """Server Nesterov momentum, x <- x + beta m + D with m <- beta m + D: another own state class than yogi's."""
+    def init(params):
+        return NesterovState(tree_map(np.zeros_like, params))
+
+    def update(change, state, params, lr=None):
+        buf = tree_map(lambda m, d: beta * m + d, state.buf, change)
+        return tree_map(lambda x, m, d: x + beta * m + d, params, buf, change), NesterovState(buf)
+    return ServerOptimizer(init, update, "nesterov")
+
+
+def test_a_state_of_another_own_server_optimizer_fails_with_a_note_naming_both_states(tmp_path):
+    """A FedYogi checkpoint resumed under an own server Nesterov: two own state classes are not told apart
+    before the round (an own state may change type after init), so the user's update raised a bare
+    AttributeError ('YogiState' object has no attribute 'buf'). The error now carries a note naming both
+    state classes; an own update that fails on a state of its own kind gets no note."""
+    from fedlib.checkpoint import load_checkpoint, save_checkpoint
+
+    first = run_sequential(make_algorithm("fednova", sgd(0.1), server=yogi()), {"x": np.array(0.0)}, grad_fn, P,
+                           FixedSteps([1, 2, 4]), rounds=2)
+    save_checkpoint(tmp_path / "yogi.ckpt", config={}, round_done=2, state=first.state, history=[])
+    state = load_checkpoint(tmp_path / "yogi.ckpt")["state"]
+    other = make_algorithm("fednova", sgd(0.1), server=nesterov_server())
+    with pytest.raises(AttributeError, match="buf") as info:
+        run_sequential(other, None, grad_fn, P, FixedSteps([1, 2, 4]), rounds=1, initial_state=state)
+    notes = getattr(info.value, "__notes__", [])
+    assert len(notes) == 1 and "YogiState" in notes[0] and "NesterovState" in notes[0] and "'nesterov'" in notes[0]
+    # the right state, an update that fails for its own reason: no note (nothing about the state to say)
+    def broken(change, state, params, lr=None):
+        raise AttributeError("a bug of its own")
+    bad = make_algorithm("fednova", sgd(0.1), server=ServerOptimizer(nesterov_server().init, broken, "broken"))
+    with pytest.raises(AttributeError, match="a bug of its own") as info:
+        run_sequential(bad, {"x": np.array(0.0)}, grad_fn, P, FixedSteps([1, 2, 4]), rounds=1)
+    assert not getattr(info.value, "__notes__", [])
+    # an own state that starts as None and becomes a buffer: a later failure gets no note about the type either
+    def lazy_update(change, state, params, lr=None):
+        if state is not None:
+            raise KeyError("second round")
+        return tree_map(lambda x, d: x + d, params, change), NesterovState(change)
+    lazy = make_algorithm("fednova", sgd(0.1), server=ServerOptimizer(lambda params: None, lazy_update, "lazy"))
+    with pytest.raises(KeyError) as info:
+        run_sequential(lazy, {"x": np.array(0.0)}, grad_fn, P, FixedSteps([1, 2, 4]), rounds=2)
+    assert not getattr(info.value, "__notes__", [])
+
+
 def test_a_server_optimizer_returning_a_wrongly_shaped_model_is_refused():
     """A server optimizer whose update returned x of shape (1,) for a scalar model (or (d, 1) for (d,))
     was taken as the new global model: the next round broadcast every client's change."""
