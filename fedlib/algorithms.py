@@ -273,6 +273,11 @@ class RoundDiagnostics(NamedTuple):
     client sampling ``weights`` are the unbiased :math:`\\omega_i`-based weights, which need not
     sum to 1 (FedNova: :math:`w_i = \\omega_i = p_i m / q` for uniform sampling).
 
+    Fields: ``clients``, the participants' indices (sorted); ``local_steps``, their :math:`\tau_i`; ``a_norms``, their
+    :math:`\|a_i\|_1`; ``tau_eff``, the round's :math:`\tau_{\text{eff}}`; ``weights``, the :math:`w_i`; ``chi2``, the
+    :math:`\chi^2` above (0 for FedNova, whose :math:`w` are the sampling weights). Arrays are in the order of
+    ``clients``.
+
     Example
     -------
     FedAvg's round of :class:`FederatedAlgorithm`'s example (:math:`\\tau = (1, 2)`, SGD, :math:`p = (1/2, 1/2)`):
@@ -513,7 +518,11 @@ class FederatedAlgorithm:
     def client_final(self, state: ServerState, client: int, solver_state: SolverState) -> ClientUpdate:
         """Package a finished local run: :math:`\\Delta_i = x_i^{(t,\\tau_i)} - x^{(t,0)}` (``ValueError`` naming
         ``state`` when it is no :class:`ServerState`, naming ``solver_state`` when it has no ``params``, ``step`` and
-        ``a_norm``: e.g. the :class:`fedlib.optim.ClientOptimizer` itself instead of its ``solver_state``)."""
+        ``a_norm``: e.g. the :class:`fedlib.optim.ClientOptimizer` itself instead of its ``solver_state``).
+
+        ``client`` is the client's index in ``0..m-1`` (one ``int``; a bool or an index out of range is a
+        ``ValueError``); ``solver_state`` must have taken at least one step (``ValueError`` naming ``local_steps``
+        otherwise)."""
         if not isinstance(state, ServerState):
             _refuse_state(state)
         _check_one_client(client, state.num_clients)
@@ -717,6 +726,11 @@ def make_algorithm(name: str, solver: LocalSolver, server: Optional[ServerOptimi
                    tau_eff: Any = None) -> FederatedAlgorithm:
     r"""Convenience constructor: ``make_algorithm("fednova", momentum_sgd(0.02))`` (``server`` ``None``:
     :func:`fedlib.server.plain`, eq. 4 as written).
+
+    ``name`` is a key of :data:`ALGORITHMS` (``"fedavg"``, ``"fedprox"``, ``"fednova"``, ``"scaffold"``, ``"vrlsgd"``,
+    ``"fednova-vr"``); ``solver`` a :class:`fedlib.solvers.LocalSolver` (``"fedprox"`` needs one with :math:`\mu > 0`);
+    ``tau_eff`` FedNova's policy or number (:func:`fedlib.rule.check_tau_eff`), ``None`` for the others.
+    :class:`FederatedAlgorithm` checks them all (``ValueError`` naming the argument).
 
     Example
     -------

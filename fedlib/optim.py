@@ -195,6 +195,11 @@ def average_buffers(client_buffers: Sequence[Sequence[torch.Tensor]], weights) -
     known mistake). Give each client the averaged buffers at the start of its
     round (:func:`copy_into` on ``model.buffers()``) and average theirs after it.
 
+    ``client_buffers`` lists the clients' buffers, one list of tensors per client (``buffers_of(model)``) in the order
+    of ``weights``, every client's of the same shapes and dtypes; a mapping, a bare tensor or an empty list is a
+    ``ValueError``. ``weights`` are finite numbers :math:`\ge 0` with a positive sum, one per client. Returns one
+    tensor per buffer, of the first client's dtype.
+
     Example
     -------
     Two clients with weights :math:`(1, 3)`, i.e. :math:`(1/4, 3/4)`: running means :math:`(0, 0)`
@@ -418,7 +423,10 @@ class ClientOptimizer(torch.optim.Optimizer):
                         "per model, and checkpoint the server state between rounds")
 
     def add_param_group(self, param_group: dict) -> None:
-        """Refused after construction: one solver, one parameter group."""
+        """Refused after construction: one solver, one parameter group.
+
+        ``param_group`` is torch's dict of parameters and options; it is only taken while the constructor builds the
+        one group (``ValueError`` afterwards)."""
         if not getattr(self, "_initialising", False):
             raise ValueError("ClientOptimizer has one parameter group; build another optimizer for other parameters")
         super().add_param_group(param_group)
@@ -555,5 +563,7 @@ class ClientOptimizer(torch.optim.Optimizer):
                                   "checkpoint the server state between rounds instead")
 
     def load_state_dict(self, state_dict) -> None:
-        """Refused (``NotImplementedError``): start each round with :meth:`begin` instead."""
+        """Refused (``NotImplementedError``): start each round with :meth:`begin` instead.
+
+        ``state_dict`` is ignored."""
         raise NotImplementedError("ClientOptimizer's state is one client's round: start rounds with begin()")

@@ -92,6 +92,10 @@ def normalized_update(delta: Any, lr: float, a_norm: float) -> Any:
     tree's entries are not (a NaN in :math:`\Delta_i` gives a NaN in :math:`d_i`, as in any arithmetic):
     :meth:`fedlib.algorithms.FederatedAlgorithm.apply` raises ``FloatingPointError`` on a non-finite aggregated change.
 
+    ``delta`` is the client's change :math:`\Delta_i = x_i^{(t,\tau_i)} - x^{(t,0)}`, ``lr`` the local step size
+    :math:`\eta` and ``a_norm`` the solver's :math:`\|a_i\|_1` (a number of steps, as
+    :attr:`fedlib.algorithms.ClientUpdate.a_norm`).
+
     Example
     -------
     Client 1 takes :math:`\tau_1 = 1` SGD step, client 2 takes :math:`\tau_2 = 2`, with
@@ -216,6 +220,12 @@ def fednova_weights(p: Any, a_norms: Any, tau_eff: TauEff = None, local_steps: A
     scales the step. Under client sampling only a value that does not depend on the sample
     does (chapter 8, :func:`fedlib.experiments.speedup.sampling_bias`).
 
+    ``p`` is the (m,) vector of client weights :math:`p_i = n_i/n`: non-negative and summing to 1 (within 1e-9, or the
+    rounding of float32 input; counts are refused, pass ``n / n.sum()``). ``a_norms`` holds the (m,) :math:`\|a_i\|_1`
+    of the clients' solvers, each > 0 (``ValueError`` naming the client otherwise). ``local_steps`` is the (m,)
+    :math:`\tau_i`, whole numbers :math:`\ge 1`, read by ``tau_eff="local_steps"`` only (which refuses ``None``).
+    Returns ``(tau_eff, w)`` with ``w`` a copy of ``p``.
+
     Example
     -------
     >>> fednova_weights([0.5, 0.5], [2.0, 6.0])[0]
@@ -233,6 +243,12 @@ def effective_weights(algorithm: str, client_weights: Any, a_norms: Any, tau_eff
     Same formulas as :func:`fedavg_weights` / :func:`fednova_weights` with :math:`p`
     replaced by the unbiased weights :math:`\omega` (which need not sum to one).
     ``tau_eff`` overrides are only meaningful for FedNova.
+
+    ``algorithm`` is ``"fedavg"`` (also FedProx) or ``"fednova"``. ``client_weights`` is the (m,) vector of :math:`p_i`
+    or sampling weights :math:`\omega_i`: finite, non-negative, not all zero; its sum is not checked. ``a_norms`` holds
+    the (m,) :math:`\|a_i\|_1`, each > 0. ``tau_eff`` is FedNova's policy (:func:`fednova_weights`); FedAvg refuses any
+    value but ``None``. ``local_steps`` is the (m,) :math:`\tau_i`, checked whenever given (whole numbers
+    :math:`\ge 1`, one per client) and needed by ``tau_eff="local_steps"``.
 
     Example
     -------
@@ -276,6 +292,10 @@ def _effective_weights_checked(algorithm: str, w: np.ndarray, a: np.ndarray,
 def aggregation_coefficients(tau_eff: float, weights: Any, a_norms: Any) -> np.ndarray:
     r"""Coefficients :math:`c_i = \tau_{\text{eff}} w_i / \|a_i\|_1` with
     :math:`x^{(t+1,0)} - x^{(t,0)} = \sum_i c_i \Delta_i` (eq. 4 rewritten).
+
+    ``tau_eff`` is the step scale :math:`\tau_{\text{eff}}` (a finite number > 0), ``weights`` the (m,) :math:`w_i`
+    (finite, non-negative; the sum is not checked) and ``a_norms`` the (m,) :math:`\|a_i\|_1`, each > 0. Returns the
+    (m,) array :math:`c`.
 
     Example
     -------
@@ -367,6 +387,12 @@ def aggregate(deltas: Sequence[Any], client_weights: Any, a_norms: Any, algorith
 def aggregate_stacked(deltas: Any, client_weights: Any, a_norms: Any, algorithm: str = "fednova",
                       tau_eff: TauEff = None, local_steps: Any = None) -> Aggregate:
     r""":func:`aggregate` for a tree whose leaves stack the clients on axis 0 (eq. 4).
+
+    The arguments are those of :func:`aggregate`, except ``deltas``: one tree (numpy or torch) whose every leaf has the
+    clients on axis 0, in the order of ``client_weights`` (a leaf whose axis 0 does not match is a ``ValueError``
+    naming ``deltas``). ``client_weights`` is the (m,) :math:`p_i` or :math:`\omega_i`, ``a_norms`` the (m,)
+    :math:`\|a_i\|_1 > 0`, ``algorithm`` ``"fedavg"`` or ``"fednova"`` (the default), ``tau_eff`` FedNova's policy
+    (:func:`fednova_weights`) and ``local_steps`` the (m,) :math:`\tau_i` that ``tau_eff="local_steps"`` needs.
 
     Example
     -------

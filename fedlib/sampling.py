@@ -134,6 +134,10 @@ def sample_with_replacement(p, q: int, rng: np.random.Generator) -> Participatio
     r"""Scheme (i): :math:`q` draws with probabilities :math:`p`, equal weights :math:`1/q` per draw
     (paper §4 and App. G); a client drawn :math:`k` times trains once with :math:`\omega_i = k/q`.
 
+    ``p`` is the (m,) client weights (summing to 1), ``q`` the number of draws (a whole number :math:`\ge 1`, may
+    exceed :math:`m`), ``rng`` the :class:`numpy.random.Generator` drawn from (:func:`sample_clients` gives
+    ``fedlib.rng.generator(seed, "sampling", round)``).
+
     Example
     -------
     With :math:`p = (0, 1, 0)` every one of the :math:`q = 3` draws is client 1, which takes part once
@@ -173,6 +177,10 @@ def sample_uniform_without_replacement(p, q: int, rng: np.random.Generator) -> P
     which draws by :math:`p`). The refusal comes in every round, so a run stops at round 0.
     (Paper §4, scheme (ii); App. G analyses scheme (i) only.)
 
+    ``p`` is the (m,) client weights (summing to 1), ``q`` the number of clients, :math:`1 \le q \le m`, ``rng`` the
+    :class:`numpy.random.Generator` drawn from (:func:`sample_clients` gives
+    ``fedlib.rng.generator(seed, "sampling", round)``).
+
     Example
     -------
     4 equal clients, :math:`q = 2`: whichever two are drawn, each weighs :math:`\tfrac14 \cdot 4/2 = \tfrac12`;
@@ -205,6 +213,9 @@ def sample_clients(scheme: str, p, q: int | None, seed: int, round_index: int) -
     r"""Participants of round ``round_index`` under ``scheme`` (seeded per (seed, round)):
     :func:`full_participation`, :func:`sample_with_replacement` (scheme i) or
     :func:`sample_uniform_without_replacement` (scheme ii) of paper §4 (App. G analyses scheme i only).
+
+    ``scheme`` is one of :data:`SAMPLING_SCHEMES`; ``p`` the (m,) client weights :math:`p_i` (summing to 1); ``q`` the
+    clients (or draws) per round, ``None`` for ``"full"``; ``seed`` and ``round_index`` whole numbers :math:`\ge 0`.
 
     Example
     -------
@@ -278,6 +289,9 @@ def round_participation(sampling, p, q: int | None, seed: int, round_index: int)
     finite weights :math:`\omega_i \ge 0` with a positive sum, chosen so that
     :math:`\mathbb E[\sum_{i\in S}\omega_i z_i] = \sum_i p_i z_i` (e.g. Horvitz–Thompson
     :math:`\omega_i = p_i/\pi_i` with inclusion probabilities :math:`\pi_i`); ``ValueError`` otherwise.
+
+    ``p`` is the (m,) client weights :math:`p_i` (summing to 1); a sampler's clients must lie in ``0..m-1``. ``seed``
+    is read by the named schemes only (a sampler of your own keeps its own).
 
     Example
     -------
@@ -392,6 +406,10 @@ def weight_moments(scheme: str, p, q: int | None = None) -> WeightMoments:
 
     Tested against every outcome of the samplers' own code (``tests/test_sampling.py``).
 
+    ``scheme`` is one of :data:`SAMPLING_SCHEMES`, ``p`` the (m,) client weights (summing to 1) and ``q`` the clients
+    (or draws) per round: unused by ``"full"``, a whole number :math:`\ge 1` otherwise (:math:`\le m` without
+    replacement).
+
     Example
     -------
     >>> weight_moments("with-replacement", [0.5, 0.5], 2).pair.tolist()   # (1 - 1/2)/4 + 1/4 on the diagonal
@@ -444,6 +462,9 @@ def expected_server_weights(scheme: str, p, a_norms, q: int | None = None, tau_e
     and the objective inconsistency is :math:`\chi^2_{p\|c/\sum c}`; chapter 8 measures both.
     With full participation every choice gives :math:`c = p\sum_ip_i\|a_i\|_1` (or
     :math:`\tau p`).
+
+    ``scheme``, ``p`` and ``q`` are those of :func:`weight_moments`; ``a_norms`` the (m,) :math:`\|a_j\|_1` (or their
+    means), each > 0; ``tau_eff`` a number > 0 or one of :data:`SAMPLE_TAU_EFF` (default ``"participants"``).
 
     Example
     -------

@@ -34,6 +34,9 @@ def steps_per_epoch(num_samples, batch_size: int) -> np.ndarray:
     r""":math:`\lceil n_i / B \rceil` mini-batches per epoch (last partial batch kept; paper §2 writes
     :math:`\tau_i = \lfloor E n_i/B \rfloor`, the official code keeps the partial batch).
 
+    ``num_samples`` is the (m,) integer array of :math:`n_i`, each :math:`\ge 1` (a client without data is a
+    ``ValueError``); ``batch_size`` is :math:`B`, a whole number :math:`\ge 1`. Returns an (m,) ``int64`` array.
+
     Example
     -------
     :math:`B = 32`: 64 samples make 2 full batches, 65 make 2 and a partial one (3), 10 make 1:
@@ -56,6 +59,8 @@ def steps_per_epoch(num_samples, batch_size: int) -> np.ndarray:
 @dataclasses.dataclass(frozen=True)
 class FixedSteps:
     r"""The same :math:`\tau_i` every round (e.g. the quadratic chapter's fixed panel).
+
+    ``steps`` holds the :math:`\tau_i`, whole numbers :math:`\ge 1`, one per client.
 
     Example
     -------
@@ -129,6 +134,9 @@ def _random_steps(seed: int, num_clients: int, low: int, high: int, round_index:
 class FixedEpochs:
     r""":math:`\tau_i = E \lceil n_i/B \rceil` with the same :math:`E` for everyone, every round (paper §2).
 
+    ``num_samples`` holds the clients' :math:`n_i` (whole numbers :math:`\ge 1`), ``batch_size`` is :math:`B \ge 1` and
+    ``epochs`` is :math:`E \ge 1`.
+
     Example
     -------
     :math:`E = 2`, :math:`B = 32`: 64 samples take :math:`2 \cdot 2 = 4` steps, 65 take
@@ -165,6 +173,11 @@ class RandomEpochs:
     r""":math:`E_i^{(t)}` uniform on the **inclusive** range ``[low, high]`` (default 2..5,
     not numpy's exclusive ``{2,3,4}`` of the official code); :math:`\tau_i = E_i^{(t)}\lceil n_i/B\rceil`
     (paper §6: :math:`E_i \sim \mathcal U(2, 5)`).
+
+    ``num_samples`` holds the clients' :math:`n_i` (whole numbers :math:`\ge 1`) and ``batch_size`` is :math:`B \ge 1`;
+    ``low`` and ``high`` are whole numbers :math:`1 \le` ``low`` :math:`\le` ``high``. ``seed`` (a whole number
+    :math:`\ge 0`) fixes the draws: client :math:`i`'s epochs of round :math:`t` come from
+    ``generator(seed, "local_steps", t, i)``, the streams of :class:`RandomSteps`.
 
     Example
     -------
@@ -324,6 +337,11 @@ class WallClock:
     waits for every client lasts; chapter 9 (stragglers) runs both kinds of round. (Paper §2: with
     rounds of a fixed wall-clock length, :math:`\tau_i` is the number of local iterations client
     :math:`i` completes in it.)
+
+    ``speeds`` are the clients' base speeds in steps per second (finite, > 0); ``round_seconds`` is :math:`T > 0`;
+    ``jitter`` :math:`\sigma \ge 0` (default 0: no jitter); ``straggler_prob`` lies in :math:`[0, 1]` (default 0: no
+    straggler) and ``straggler_factor`` in :math:`(0, 1]` (default 0.1). ``seed`` (a whole number :math:`\ge 0`) fixes
+    the draws of :meth:`rates`.
 
     Example
     -------
@@ -496,6 +514,9 @@ def parse_epochs(text: str) -> tuple[int, int]:
     """Parse ``"2"`` -> (2, 2) or an inclusive range ``"2-5"`` -> (2, 5); a whole number ``n`` >= 1 gives (n, n)
     (``2.5`` or ``True`` is refused, not cut to 2 or taken as 1).
 
+    ``text`` is a string (``"2"``, ``"2-5"``) or a whole number; anything else, or a range with low < 1 or high < low,
+    is a ``ValueError``.
+
     Example
     -------
     >>> parse_epochs("2"), parse_epochs("2-5")
@@ -551,6 +572,9 @@ def check_epoch_schedule(schedule, num_samples, batch_size: int, name: str = "sc
     (or miss samples) without a word. Other schedules (steps, wall clock) pass. Used by the
     batched, reference and stacked engines.
 
+    ``num_samples`` and ``batch_size`` are the engine's client sizes :math:`n_i` and :math:`B`; ``name`` is the
+    parameter the schedule came in as, named in the message (default ``"schedule"``).
+
     Example
     -------
     A schedule counted for clients of 64 and 32 samples passes for those clients and is refused for
@@ -586,6 +610,10 @@ def step_decay_lr(base_lr: float, round_index: int, total_rounds: int, milestone
     with 100 rounds at rounds 50 and 75). A milestone
     :math:`f` is round :math:`\max(1, \lfloor fT + \tfrac12\rfloor)` (halves round up, and
     round 0 always has the base rate).
+
+    ``base_lr`` is the rate :math:`\eta_0` of round 0 (finite, > 0), ``total_rounds`` the :math:`T \ge 1` the
+    milestones are fractions of, and ``round_index`` a whole number :math:`\ge 0` (past ``total_rounds`` the last rate
+    stays).
 
     Example
     -------
@@ -700,6 +728,9 @@ def population_tau_eff(p, schedule, solver) -> float:
     ``--tau-eff population``; chapter 8 shows that a value taken from each round's sample
     is biased). ``schedule`` must be one of the four schedules :func:`expected_a_norms` knows the
     :math:`\tau_i` distribution of (a schedule of your own is refused: compute the sum for it yourself).
+
+    ``p`` is the (m,) vector of client weights :math:`p_i = n_i/n` (summing to 1, one per client of ``schedule``);
+    ``solver`` the :class:`fedlib.solvers.LocalSolver` whose :math:`\|a_i\|_1` the clients' steps give.
 
     Example
     -------

@@ -181,6 +181,10 @@ def adam(server_lr: float = 0.01, b1: float = 0.9, b2: float = 0.99, eps: float 
 
     element-wise, without bias correction (as in that paper), :math:`D` the aggregate.
 
+    ``server_lr`` is :math:`\eta_g > 0` (default 0.01), ``b1`` and ``b2`` are :math:`\beta_1, \beta_2 \in [0, 1)`
+    (defaults 0.9 and 0.99) and ``eps`` is :math:`\epsilon > 0` (default 1e-3, Reddi et al.'s :math:`\tau`), added to
+    :math:`\sqrt v` in the denominator; each is checked here (``ValueError`` naming it).
+
     Example
     -------
     :math:`\beta_1 = 1/2`, :math:`\beta_2 = 3/4`, :math:`\eta_g = 0.1`, first aggregate :math:`D = 2` from

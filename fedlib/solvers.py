@@ -209,7 +209,10 @@ class LocalSolver:
         return not own_step_methods(type(self))
 
     def with_lr(self, lr: float) -> "LocalSolver":
-        """The same solver with another reference learning rate (e.g. a decayed one)."""
+        """The same solver with another reference learning rate (e.g. a decayed one).
+
+        ``lr`` is the new :math:`\eta`, checked as the constructor checks it (finite, > 0, and :math:`\eta\mu \le 1`
+        for a proximal solver without ``lr_schedule``)."""
         return dataclasses.replace(self, lr=lr)
 
     def step_size(self, k: int) -> float:
@@ -254,7 +257,12 @@ class LocalSolver:
         return x - lr_k * direction, u
 
     def update(self, state: SolverState, grads: Any) -> SolverState:
-        """Take one local step with the gradient ``grads`` (a tree like ``params``)."""
+        """Take one local step with the gradient ``grads`` (a tree like ``params``).
+
+        ``state`` is the :class:`SolverState` of :meth:`init` or of the previous ``update``; the new state has ``step``
+        advanced by one and ``a_norm`` the :math:`\|a_i\|_1` after that many steps. Weight decay and
+        ``state.correction`` are added to ``grads``. Gradients of another structure, leaf shape or array kind (numpy vs
+        torch) than ``params`` are a ``ValueError``."""
         k = state.step
         lr_k = self.step_size(k)
         wd = self.weight_decay
@@ -333,7 +341,12 @@ class LocalSolver:
         return out
 
     def run(self, params: Any, grad_fn: Callable[[Any, int], Any], local_steps: int, correction: Any = None):
-        """Run ``local_steps`` steps with ``grad_fn(params, k)``; return the final state."""
+        """Run ``local_steps`` steps with ``grad_fn(params, k)``; return the final state.
+
+        ``params`` is :math:`x^{(t,0)}`, ``grad_fn(params, k)`` the gradient at step ``k`` (from 0), ``local_steps``
+        the :math:`\tau_i` (a whole number :math:`\ge 1`), and ``correction`` a VR correction :math:`\bar c - c_i`
+        added to every gradient (``None``: none; else a tree with the structure and leaf shapes of ``params``, as
+        :meth:`init` checks)."""
         local_steps = check_int("local_steps", local_steps, minimum=1)
         state = self.init(params, correction)
         for k in range(local_steps):
@@ -442,6 +455,8 @@ def sgd(lr: float, weight_decay: float = 0.0) -> LocalSolver:
     r"""Plain local SGD: :math:`x_{k+1} = x_k - \eta g_k`; :math:`a_i = [1, \dots, 1]`,
     :math:`\|a_i\|_1 = \tau_i` (paper eq. 6, FedAvg).
 
+    ``lr`` is :math:`\eta > 0`; ``weight_decay`` is :math:`\lambda \ge 0`, added to the gradient (default 0: none).
+
     Example
     -------
     Every gradient counts once: :math:`a = (1, 1, 1)`, :math:`\|a\|_1 = \tau = 3`.
@@ -460,6 +475,9 @@ def decayed_sgd(lr: float, gamma: Optional[float] = None, schedule: Optional[Cal
     :math:`a_i = [1, \gamma, \dots, \gamma^{\tau_i-1}]`,
     :math:`\|a_i\|_1 = (1-\gamma^{\tau_i})/(1-\gamma)`), :math:`0 < \gamma \le 1` (a step size
     that grows within the round goes through ``schedule``); ``schedule`` any ``k -> s_k > 0``.
+
+    ``lr`` is the reference :math:`\eta > 0`; ``weight_decay`` is :math:`\lambda \ge 0`, added to the gradient (default
+    0: none). Giving both or neither of ``gamma`` and ``schedule`` is a ``ValueError``.
 
     Example
     -------
@@ -495,6 +513,9 @@ def proximal_sgd(lr: float, mu: float, weight_decay: float = 0.0) -> LocalSolver
     :math:`a_i = [(1-\alpha)^{\tau_i-1}, \dots, (1-\alpha), 1]`,
     :math:`\|a_i\|_1 = (1-(1-\alpha)^{\tau_i})/\alpha`, :math:`\alpha = \eta\mu` (paper eq. 7, App. B.1).
 
+    ``lr`` is :math:`\eta > 0` and ``mu`` is :math:`\mu \ge 0` with :math:`\eta\mu \le 1`; ``weight_decay`` is
+    :math:`\lambda \ge 0`, added to the gradient (default 0: none).
+
     Example
     -------
     :math:`\eta = 0.5`, :math:`\mu = 1`, so :math:`\alpha = 1/2`; for :math:`\tau = 3` the early
@@ -516,6 +537,9 @@ def momentum_sgd(lr: float, momentum: float = 0.9, weight_decay: float = 0.0) ->
     :math:`a_i = [1-\rho^{\tau_i}, \dots, 1-\rho]/(1-\rho)`,
     :math:`\|a_i\|_1 = [\tau_i - \rho(1-\rho^{\tau_i})/(1-\rho)]/(1-\rho)` (paper §4.1, App. B.2).
 
+    ``lr`` is :math:`\eta > 0`, ``momentum`` is :math:`\rho \in [0, 1)` (default 0.9); ``weight_decay`` is
+    :math:`\lambda \ge 0`, added to the gradient before the buffer (default 0: none).
+
     Example
     -------
     :math:`\rho = 1/2`, :math:`\tau = 3`: :math:`a = (1 - 1/8,\ 1 - 1/4,\ 1 - 1/2)/(1/2) = (1.75, 1.5, 1)`,
@@ -534,6 +558,10 @@ def momentum_proximal_sgd(lr: float, momentum: float = 0.9, mu: float = 0.0, wei
 
     :math:`a_{i,j} = \frac{(1-\alpha)^{n+1} - \rho^{n+1}}{1-\alpha-\rho}`, :math:`n = \tau_i-1-j`
     (derived in the module docstring; not the official code's counter).
+
+    ``lr`` is :math:`\eta > 0`, ``momentum`` is :math:`\rho \in [0, 1)` (default 0.9), ``mu`` is :math:`\mu \ge 0` with
+    :math:`\eta\mu \le 1` (default 0: plain heavy ball); ``weight_decay`` is :math:`\lambda \ge 0`, added to the
+    gradient (default 0: none).
 
     Example
     -------
@@ -560,6 +588,9 @@ def make_solver(name: str, lr: float, *, momentum: Optional[float] = None, mu: f
 
     ``momentum`` (:math:`\rho`, default 0.9) is for the momentum solvers only and ``mu`` (:math:`\mu`) for the
     proximal ones: either given to a solver without it is refused (``ValueError`` naming it), never dropped.
+
+    ``lr`` is :math:`\eta > 0` and ``weight_decay`` :math:`\lambda \ge 0` (default 0), for every solver; both are
+    checked by :class:`LocalSolver`. An unknown ``name`` is a ``ValueError`` listing :data:`SOLVERS`.
 
     Example
     -------
@@ -691,6 +722,9 @@ def check_builtin_step(name: str, solvers, engine: str) -> None:
     with the built-in heavy-ball/prox step while reporting its own :math:`\|a_i\|_1`, and FedNova
     would normalise changes by the wrong vector without an error.
 
+    ``name`` is the parameter the solvers came in as; the message begins with it. ``solvers`` is any iterable of
+    solvers.
+
     Example
     -------
     Built-in solvers pass (``None``); a subclass with its own ``update`` is refused, and the message
@@ -766,6 +800,9 @@ def check_own_step(name: str, solver: LocalSolver, *, correction: bool = False) 
     SCAFFOLD, VRLSGD, FedNova-VR) one step from :math:`x = 0` with a zero gradient and correction 1 by
     :math:`-\eta\,a^{(1)}` (:math:`a^{(1)}`: its :math:`a_i` after one step). An ``update`` that leaves them
     out is refused with a ``ValueError``: it would drop them without a word.
+
+    ``name`` is the parameter the solver came in as (``"solver"``, ``"solvers[2]"``); every message begins with it.
+    Returns ``solver`` itself.
 
     Example
     -------

@@ -92,6 +92,10 @@ def _stack_zeros(params: Any, m: int) -> Any:
 def init_control_variates(params: Any, num_clients: int, kind: str = "scaffold") -> ControlVariates:
     """All-zero variates (first round uncorrected), one per client.
 
+    ``params`` is a tree of the model's parameters (numpy or torch; only its structure, shapes and dtypes are used:
+    integer leaves get float64 variates). ``num_clients`` is :math:`m \ge 1`. ``kind`` is ``"scaffold"`` (SCAFFOLD and
+    FedNova-VR, the default) or ``"vrlsgd"`` (:data:`VARIANCE_REDUCTIONS`); anything else is a ``ValueError``.
+
     Example
     -------
     Three clients of a model with a weight vector of 2 and a scalar bias: each leaf of ``client``
@@ -242,6 +246,12 @@ def updated_client_variates(state: ControlVariates, clients: Sequence[int], delt
     :math:`c_i \leftarrow d_i - (\bar c - c_i)` with :math:`d_i = -\Delta_i/(\eta\|a_i\|_1)`,
     VRLSGD's :math:`c_i \leftarrow c_i - (\Delta_i - \sum_j p_j\Delta_j)/(\eta\tau_i)`.
     :func:`fedlib.distributed.distributed_apply` calls it for each rank's own clients.
+
+    ``state`` is the current :class:`ControlVariates` (its ``kind`` picks the formula), ``clients`` the indices of the
+    clients that trained, and ``deltas`` their :math:`\Delta_i`, in the same order. ``lr`` is :math:`\eta`. ``a_norms``
+    holds their :math:`\|a_i\|_1` (read by ``"scaffold"``); ``local_steps`` their :math:`\tau_i` and ``server_change``
+    the aggregate :math:`\sum_j p_j\Delta_j` (a tree like one :math:`\Delta_i`; read by ``"vrlsgd"`` only, which needs
+    both).
 
     Example
     -------
