@@ -102,6 +102,8 @@ def _round_chi_square(omega: np.ndarray, w: np.ndarray) -> float:
 def slowdown(local_steps: Any, tau_eff: float) -> float:
     r"""The slowdown :math:`\bar\tau / \tau_{\text{eff}}`, :math:`\bar\tau = \frac1m\sum_i \tau_i` (§4).
 
+    ``local_steps`` is the (m,) :math:`\tau_i` (whole numbers :math:`\ge 1`) and ``tau_eff`` a finite number > 0.
+
     Example
     -------
     Two clients of 3 proximal steps with :math:`\alpha = 1/2`: :math:`\|a_i\|_1 = (1 - 1/8)/(1/2) = 7/4`,
@@ -132,6 +134,9 @@ def theorem1_constants(w: Any, a_vectors: Sequence[Any], tau_eff: float) -> tupl
     the clients with :math:`w_i > 0`: it bounds App. C's :math:`\sum_i w_i(\cdot)_i`, to which a
     client of weight 0 adds nothing (counting it would only loosen :math:`D` and refuse valid steps).
     :math:`w` must sum to 1, as Theorem 1's weights do (a ``ValueError`` otherwise).
+
+    ``w`` is the (m,) weights :math:`w_i` (non-negative, summing to 1); ``a_vectors`` holds one :math:`a_i` per client
+    (non-negative, finite, each with a positive entry; lengths may differ); ``tau_eff`` is a finite number > 0.
 
     Example
     -------
@@ -172,6 +177,9 @@ class Theorem1Terms(NamedTuple):
     r"""The four terms of Theorem 1's bound (eq. 8; constants of the O(.) set to 1 by
     :func:`theorem1_bound`, App. C's by :func:`theorem1_explicit_bound`); ``total`` is their sum.
 
+    Fields, in the order of eq. (8): ``slowdown_term`` (the :math:`\bar\tau/\tau_{\text{eff}}` term), ``variance_term``
+    (:math:`A\sigma^2`), ``local_drift_term`` (:math:`B\sigma^2`) and ``heterogeneity_term`` (:math:`C\kappa^2`).
+
     Example
     -------
     >>> Theorem1Terms(0.5, 0.25, 0.125, 0.125).total
@@ -196,6 +204,11 @@ def theorem1_bound(m: int, tau_bar: float, rounds: int, tau_eff: float, A: float
 
         \frac{\bar\tau/\tau_{\text{eff}}}{\sqrt{m\bar\tau T}} + \frac{A\sigma^2}{\sqrt{m\bar\tau T}}
         + \frac{m B\sigma^2}{\bar\tau T} + \frac{m C \kappa^2}{\bar\tau T}.
+
+    ``m`` is the number of clients (:math:`\ge 1`), ``tau_bar`` :math:`\bar\tau > 0`, ``rounds`` :math:`T \ge 1` (a
+    whole number), ``tau_eff`` :math:`\tau_{\text{eff}} > 0`; ``A``, ``B``, ``C`` (:func:`theorem1_constants`),
+    ``sigma2`` :math:`\sigma^2` and ``kappa2`` :math:`\kappa^2` are :math:`\ge 0` (``sigma2`` and ``kappa2`` default to
+    1).
 
     Example
     -------
@@ -299,6 +312,11 @@ def theorem1_explicit_bound(lr: float, rounds: int, *, L: float, sigma2: float, 
     :math:`\|\nabla\widetilde F\|^2`: the constants come out as 4, 4, 3 and 6. For other
     :math:`a_i` the chapter measures whether the bound holds. Used by chapter 7.
 
+    ``lr`` is :math:`\eta > 0`, ``rounds`` :math:`T \ge 1` (a whole number); ``L`` > 0, ``sigma2`` and ``kappa2``
+    :math:`\ge 0`, ``beta2`` :math:`\ge 1`, ``initial_gap``
+    :math:`\widetilde F(x^{(0,0)}) - \widetilde F_{\inf} \ge 0`; ``w``, ``a_vectors`` and ``tau_eff`` as in
+    :func:`theorem1_constants`.
+
     Example
     -------
     Two clients of 2 SGD steps, :math:`w = (1/2, 1/2)`, :math:`\tau_{\text{eff}} = 2`: :math:`A = 1`,
@@ -349,6 +367,9 @@ def theorem2_bound(chi2: float, beta2: float, kappa2: float, surrogate_grad2: fl
     :math:`\chi^2\kappa^2` floor attained (:func:`two_client_lower_bound`); chapter 7 evaluates this bound
     (through :func:`fedlib.experiments.bounds.bound_check`).
 
+    ``chi2`` is :math:`\chi^2_{p\|w} \ge 0` (:func:`chi_square`), ``beta2`` :math:`\beta^2 \ge 1` and ``kappa2``
+    :math:`\kappa^2 \ge 0`; each is checked (``ValueError`` naming it).
+
     Example
     -------
     At a stationary point of the surrogate (:math:`\|\nabla\widetilde F\|^2 = 0`) only the floor
@@ -375,6 +396,9 @@ class AppGStepConditions(NamedTuple):
     :math:`\le 1`), ``second`` :math:`6\tau_{\text{eff}}\eta L(1 + \beta^2/q)` (:math:`\le \frac12`),
     ``D`` :math:`4\eta^2L^2\max_i\|a_i\|_1(\|a_i\|_1 - a_{i,-1})` and ``D_threshold``
     :math:`1/(12\beta^2+1)`.
+
+    ``first_holds``, ``second_holds`` and ``D_holds`` say whether each condition is met (within a relative
+    :math:`10^{-12}`).
 
     Example
     -------
@@ -450,6 +474,10 @@ def appg_step_conditions(lr: float, L: float, beta2: float, q: int, tau_eff: flo
     >>> c = appg_step_conditions(0.01, 1.0, 1.0, 4, 2.0, [[1.0, 1.0]])
     >>> round(c.second, 12), c.holds
     (0.15, True)
+
+    ``lr`` is :math:`\eta > 0`, ``L`` > 0, ``beta2`` :math:`\beta^2 \ge 1`, ``q`` a whole number :math:`\ge 1`,
+    ``tau_eff`` a finite number > 0 and ``a_vectors`` one non-empty :math:`a_i` per client (non-negative, each with a
+    positive entry; at least one client).
     """
     lr = check_positive("lr", lr)
     L, beta2, q, tau_eff, C = _appg_inputs(L, beta2, q, tau_eff, a_vectors)
@@ -478,6 +506,8 @@ def appg_max_lr(L: float, beta2: float, q: int, tau_eff: float, a_vectors: Seque
 
     >>> appg_max_lr(1.0, 1.0, 4, 2.0, [[1.0, 1.0]])
     0.03333333333333333
+
+    ``L``, ``beta2``, ``q``, ``tau_eff`` and ``a_vectors`` are checked as in :func:`appg_step_conditions`.
     """
     L, beta2, q, tau_eff, C = _appg_inputs(L, beta2, q, tau_eff, a_vectors)
     second = 1 / (12 * tau_eff * L * (1 + beta2 / q))
@@ -496,6 +526,9 @@ def fedprox_weights(p: Any, local_steps: Any, alpha: float) -> tuple[float, np.n
 
     with the :math:`\alpha \to 0` limit (FedAvg: :math:`\|a_i\|_1 = \tau_i`) at :math:`\alpha = 0`.
     :math:`\alpha = 1` gives :math:`\tau_{\text{eff}} = 1`, :math:`w = p` (consistent, slowest).
+
+    ``p`` is the (m,) client weights (summing to 1), ``local_steps`` the (m,) :math:`\tau_i` (whole numbers
+    :math:`\ge 1`) and ``alpha`` :math:`\alpha = \eta\mu \in [0, 1]`.
 
     Example
     -------
@@ -555,6 +588,8 @@ def corollary1_constants(local_steps: Any) -> ClosedFormConstants:
     >>> c = corollary1_constants([1, 3])
     >>> c.tau_eff, c.A, c.B, c.C
     (2.0, 1.0, 1.5, 6.0)
+
+    ``local_steps`` is the (m,) :math:`\tau_i`, whole numbers :math:`\ge 1`.
     """
     steps = check_local_steps("local_steps", local_steps).astype(np.float64)
     tau_bar = float(steps.mean())
@@ -585,6 +620,9 @@ def fedprox_theorem1_constants(p: Any, local_steps: Any, alpha: float) -> Closed
     >>> c = fedprox_theorem1_constants([0.5, 0.5], [1, 3], 0.0)
     >>> c.tau_eff, c.A, c.B, c.C
     (2.0, 1.0, 1.5, 6.0)
+
+    ``p`` is the (m,) client weights (summing to 1), ``local_steps`` the (m,) :math:`\tau_i` (whole numbers
+    :math:`\ge 1`) and ``alpha`` :math:`\alpha = \eta\mu \in [0, 1]`.
     """
     p = check_probability_vector("p", p)
     steps = check_local_steps("local_steps", local_steps, size=p.size).astype(np.float64)
@@ -627,6 +665,9 @@ def corollary2_best_alpha(m: int, tau_bar: float, rounds: int, constant: float =
     :math:`\alpha\bar\tau \gg 1` relaxations this :math:`\alpha^\star` is derived from, and the
     numerical minimiser drifts far below it (``tests/test_paper_claims_inventory.py``).
 
+    ``m`` is the number of clients (a whole number :math:`\ge 1`), ``tau_bar`` :math:`\bar\tau > 0`, ``rounds``
+    :math:`T \ge 1` (a whole number) and ``constant`` :math:`c > 0`.
+
     Example
     -------
     :math:`m = 4`, :math:`\bar\tau = 16`, :math:`T = 64`: :math:`\alpha^\star = 2/(4 \cdot 2) = 1/4`; with
@@ -647,6 +688,9 @@ class TwoClientExample(NamedTuple):
     r"""App. D.1's example (:func:`two_client_lower_bound`): FedAvg's weights, :math:`\chi^2_{p\|w}`,
     :math:`\kappa^2`, the limit :math:`\tilde x` and :math:`\|\nabla F(\tilde x)\|^2`, which equals the
     :math:`\chi^2\kappa^2` floor.
+
+    Fields: ``weights`` (FedAvg's :math:`w`), ``chi2`` (:math:`\chi^2_{p\|w}`), ``kappa2`` (:math:`\kappa^2`),
+    ``x_limit`` (:math:`\tilde x`) and ``grad_norm_sq`` (:math:`\|\nabla F(\tilde x)\|^2 = \tilde x^2`).
 
     Example
     -------
@@ -673,6 +717,8 @@ def two_client_lower_bound(tau1: int, tau2: int, a: float = 1.0) -> TwoClientExa
     :math:`2w_1w_2a^2` — the two factors of 2 cancel), limit
     :math:`\tilde x = a(\tau_1-\tau_2)/(\tau_1+\tau_2)` and
     :math:`\|\nabla F(\tilde x)\|^2 = \tilde x^2 = \chi^2\kappa^2`: the floor is attained.
+
+    ``tau1`` and ``tau2`` are :math:`\tau_1, \tau_2`, whole numbers :math:`\ge 1`; ``a`` > 0 (default 1).
 
     Example
     -------
@@ -731,6 +777,8 @@ def quadratic_smoothness(H: Any) -> float:
     r"""Assumption 1's :math:`L = \max_i \|H_i\|_2 = \max_i \max|\lambda(H_i)|` of quadratic
     clients (:math:`\|\nabla F_i(x) - \nabla F_i(y)\| = \|H_i(x-y)\| \le L\|x-y\|`; for positive
     semi-definite :math:`H_i` the largest eigenvalue). Each :math:`H_i` must be symmetric (``ValueError`` otherwise).
+
+    ``H`` is the (m, d, d) stack of symmetric :math:`H_i`, :math:`m, d \ge 1`.
 
     Example
     -------
@@ -900,6 +948,10 @@ def quadratic_local_operator(H_i: Any, local_steps: int, lr: float, mu: float = 
     :math:`U_{k+1} = \rho U_k + H_i D_k + I`, :math:`D_{k+1} = D_k - \eta(U_{k+1} + \mu D_k)`,
     :math:`D_0 = U_0 = 0`.
 
+    ``H_i`` is one symmetric (d, d) Hessian, ``local_steps`` :math:`\tau_i` (a whole number :math:`\ge 1`), ``lr``
+    :math:`\eta > 0`, ``mu`` :math:`\mu \ge 0` with :math:`\eta\mu \le 1` and ``momentum`` :math:`\rho \in [0, 1)` (defaults
+    0).
+
     Example
     -------
     :math:`H_i = 1`, :math:`\eta = 1/2`, :math:`\tau_i = 2`: :math:`K_i = \tfrac12(1 + \tfrac12) = 3/4 = 1 - (1/2)^2`;
@@ -1010,6 +1062,12 @@ def quadratic_round_map(H: Any, e: Any, p: Any, local_steps: Any, lr: float, alg
     the difference, as in the paper (FedProx = FedAvg with proximal local steps); ``tau_eff``
     is FedNova's alone (FedAvg's is implicit) and refused for them.
 
+    ``H`` is the (m, d, d) stack of symmetric Hessians :math:`H_i`, ``p`` the (m,) client weights :math:`p_i` (summing
+    to 1), ``local_steps`` the (m,) :math:`\tau_i` (whole numbers :math:`\ge 1`) and ``lr`` :math:`\eta > 0`. ``e`` is
+    the (m, d) stack of :math:`e_i` (:math:`\nabla F_i(x) = H_i x - e_i`). ``algorithm`` is ``"fedavg"``, ``"fedprox"``
+    or ``"fednova"``; ``mu`` and ``momentum`` (defaults 0) are the local solver's :math:`\mu` and :math:`\rho`. Returns
+    ``(M, b)``, of shapes (d, d) and (d,).
+
     Example
     -------
     Scalar clients :math:`H_i = 1`, :math:`e = (1, -1)`, :math:`p = (1/2, 1/2)`, :math:`\tau = (1, 2)`,
@@ -1065,6 +1123,10 @@ def quadratic_fixed_point(H: Any, e: Any, p: Any, local_steps: Any, lr: float, a
 
     Parameters: ``H`` (m, d, d) symmetric, ``e`` (m, d), ``p`` (m,), ``local_steps`` (m,) ints.
 
+    The arguments are :func:`quadratic_round_map`'s: ``lr`` is :math:`\eta > 0` and ``tau_eff`` FedNova's policy or
+    number (refused for the others). Rounds that do not converge (spectral radius :math:`\ge 1`) are a ``ValueError``
+    naming ``lr``.
+
     Example
     -------
     The clients of :func:`quadratic_round_map`'s example (:math:`x^* = 0`): FedAvg settles at
@@ -1097,6 +1159,9 @@ def lemma1_small_lr_limit(e: Any, p: Any, local_steps: Any) -> np.ndarray:
     :math:`\tilde x = \sum_i p_i\tau_i e_i / \sum_i p_i\tau_i` (with :math:`p_i = 1/m`:
     :math:`\sum_i\tau_i e_i/\sum_i\tau_i`), while :math:`x^* = \sum_i p_i e_i`.
 
+    ``e`` is the (m, d) stack of client optima :math:`e_i`, ``p`` the (m,) client weights (summing to 1) and
+    ``local_steps`` the (m,) :math:`\tau_i` (whole numbers :math:`\ge 1`).
+
     Example
     -------
     :math:`e = (1, -1)`, :math:`p = (1/2, 1/2)`, :math:`\tau = (1, 2)`: :math:`\tilde x = (1 - 2)/3 = -1/3`
@@ -1126,6 +1191,10 @@ def lemma1_fixed_point(e: Any, p: Any, local_steps: Any, lr: float) -> np.ndarra
 
     >>> lemma1_fixed_point([[1.0], [-1.0]], [0.5, 0.5], [1, 2], 0.5)
     array([-0.2])
+
+    ``e`` is the (m, d) stack of client optima :math:`e_i`, ``p`` the (m,) client weights (summing to 1),
+    ``local_steps`` the (m,) :math:`\tau_i` (whole numbers :math:`\ge 1`) and ``lr`` :math:`\eta \in (0, 2)` (the
+    rounds diverge from 2 on: ``ValueError``).
     """
     e = check_finite_array("e", e, ndim=2)
     p = check_probability_vector("p", p, size=e.shape[0])
@@ -1271,6 +1340,13 @@ def quadratic_vr_round_map(H: Any, e: Any, p: Any, local_steps: Any, lr: float, 
     corrected local gradient :math:`\nabla F_i(x) + \bar c - c_i` vanishes there, so no client
     moves (see :func:`quadratic_vr_fixed_point`). Used by chapter 10.
 
+    ``H`` is the (m, d, d) stack of symmetric Hessians :math:`H_i`, ``p`` the (m,) client weights :math:`p_i` (summing
+    to 1), ``local_steps`` the (m,) :math:`\tau_i` (whole numbers :math:`\ge 1`) and ``lr`` :math:`\eta > 0`. ``e`` is
+    the (m, d) stack of :math:`e_i` (:math:`\nabla F_i(x) = H_i x - e_i`). ``algorithm`` is one of
+    :data:`VR_ALGORITHMS`; ``mu`` :math:`\mu \ge 0` and ``momentum`` :math:`\rho \in [0, 1)` (defaults 0) are the local
+    solver's proximal and heavy-ball factors; ``tau_eff`` is ``fednova-vr``'s policy or number
+    (:func:`fedlib.rule.fednova_weights`; the other two refuse any value but ``None``).
+
     Example
     -------
     One scalar client (:math:`H = 1`, :math:`e = 1`), one step of :math:`\eta = 1/2`, SCAFFOLD: with one client
@@ -1331,6 +1407,12 @@ def quadratic_vr_round_operator(H: Any, p: Any, local_steps: Any, lr: float, alg
     non-quadratic problem, a round of SCAFFOLD or FedNova-VR is, to first order, this map
     with :math:`H_i = \nabla^2 F_i(x^*)`: its spectral radius decides whether rounds started
     near :math:`x^*` stay there (chapter 10, part 6).
+
+    ``H`` is the (m, d, d) stack of symmetric Hessians :math:`H_i`, ``p`` the (m,) client weights :math:`p_i` (summing
+    to 1), ``local_steps`` the (m,) :math:`\tau_i` (whole numbers :math:`\ge 1`) and ``lr`` :math:`\eta > 0`.
+    ``algorithm`` is one of :data:`VR_ALGORITHMS`; ``mu`` :math:`\mu \ge 0` and ``momentum`` :math:`\rho \in [0, 1)`
+    (defaults 0) are the local solver's proximal and heavy-ball factors; ``tau_eff`` is ``fednova-vr``'s policy or
+    number (:func:`fedlib.rule.fednova_weights`; the other two refuse any value but ``None``).
 
     Example
     -------
@@ -1403,6 +1485,11 @@ def quadratic_vr_shift_invert(H: Any, p: Any, local_steps: Any, lr: float, algor
     forgets a common shift of the variates, so 0 is always an eigenvalue), :math:`1-\sigma`
     an eigenvalue of some :math:`L_i`, or :math:`\sigma` an eigenvalue of :math:`M`.
     Chapter 10, part 6.
+
+    ``H`` is the (m, d, d) stack of symmetric Hessians :math:`H_i`, ``p`` the (m,) client weights :math:`p_i` (summing
+    to 1), ``local_steps`` the (m,) :math:`\tau_i` (whole numbers :math:`\ge 1`) and ``lr`` :math:`\eta > 0`.
+    ``algorithm`` is ``"scaffold"`` or ``"fednova-vr"``; ``mu`` and ``momentum`` (defaults 0) are the local solver's
+    :math:`\mu` and :math:`\rho`; ``tau_eff`` is ``fednova-vr``'s policy or number (``None`` for ``"scaffold"``).
 
     Example
     -------
@@ -1491,6 +1578,11 @@ def quadratic_vr_eigenvalues_near(H: Any, p: Any, local_steps: Any, lr: float, a
 
     >>> quadratic_vr_eigenvalues_near([[[1.0, 0.0], [0.0, 4.0]]], [1.0], [1], 0.1, "scaffold", k=2)
     array([0.9, 0.6])
+
+    ``H`` is the (m, d, d) stack of symmetric Hessians :math:`H_i`, ``p`` the (m,) client weights :math:`p_i` (summing
+    to 1), ``local_steps`` the (m,) :math:`\tau_i` (whole numbers :math:`\ge 1`) and ``lr`` :math:`\eta > 0`.
+    ``algorithm``, ``mu``, ``momentum`` and ``tau_eff`` are those of :func:`quadratic_vr_shift_invert` (``"scaffold"``
+    or ``"fednova-vr"``). ``tol`` is ARPACK's relative accuracy (> 0, default 1e-12).
     """
     k = check_int("k", k, minimum=1)
     tol = check_positive("tol", tol)
@@ -1505,6 +1597,8 @@ class EigenvalueCount(NamedTuple):
     r"""How many eigenvalues of a round operator lie outside the circle :math:`|\sigma| = r`
     (:func:`quadratic_vr_count_outside`): ``outside`` + ``inside`` = ``rows``; ``evaluations``
     is the number of determinants it took.
+
+    ``radius`` is the :math:`r` counted against.
 
     Example
     -------
@@ -1581,6 +1675,11 @@ def quadratic_vr_count_outside(H: Any, p: Any, local_steps: Any, lr: float, algo
 
     >>> quadratic_vr_count_outside([[[1.0, 0.0], [0.0, 4.0]]], [1.0], [1], 0.1, "scaffold", 0.7).outside
     1
+
+    ``H`` is the (m, d, d) stack of symmetric Hessians :math:`H_i`, ``p`` the (m,) client weights :math:`p_i` (summing
+    to 1), ``local_steps`` the (m,) :math:`\tau_i` (whole numbers :math:`\ge 1`) and ``lr`` :math:`\eta > 0`.
+    ``algorithm`` is ``"scaffold"`` or ``"fednova-vr"``; ``mu`` and ``momentum`` (defaults 0) are the local solver's
+    :math:`\mu` and :math:`\rho`; ``tau_eff`` is ``fednova-vr``'s policy or number.
     """
     check_choice("algorithm", algorithm, ("scaffold", "fednova-vr"))
     radius = check_positive("radius", radius)
@@ -1715,6 +1814,13 @@ def quadratic_vr_fixed_point(H: Any, e: Any, p: Any, local_steps: Any, lr: float
     :math:`O(\eta)` term. VRLSGD is excluded: it conserves :math:`\sum_i p_i\tau_i c_i`, so its
     limit depends on the start (:math:`I - M` is singular). Raises if the map does not contract.
 
+    ``H`` is the (m, d, d) stack of symmetric Hessians :math:`H_i`, ``p`` the (m,) client weights :math:`p_i` (summing
+    to 1), ``local_steps`` the (m,) :math:`\tau_i` (whole numbers :math:`\ge 1`) and ``lr`` :math:`\eta > 0`. ``e`` is
+    the (m, d) stack of :math:`e_i` (:math:`\nabla F_i(x) = H_i x - e_i`). ``algorithm`` is ``"scaffold"`` or
+    ``"fednova-vr"`` (``"vrlsgd"`` is refused: its limit depends on its initial variates); ``mu``, ``momentum`` and
+    ``tau_eff`` are as in :func:`quadratic_vr_round_map`. Rounds that do not converge are a ``ValueError`` naming
+    ``lr``.
+
     Example
     -------
     The clients of :func:`quadratic_round_map`'s example (:math:`H_i = 1`, :math:`e = (1, -1)`,
@@ -1751,6 +1857,8 @@ def server_momentum_round_map(M: Any, b: Any, beta: float, dim: Any = None) -> t
     :math:`x_{-1} = x_0` (the buffer is 0 before the first round). Every fixed point of
     :math:`s \mapsto Ms + b` gives one of this map with :math:`x_{t-1} = x_t`: momentum changes
     how fast the rounds get there, not where. Returns ``(M2, b2)`` of size ``n + dim``.
+
+    ``M`` is the square (n, n) linear part of the round map and ``b`` its offset.
 
     Example
     -------
