@@ -48,7 +48,9 @@ __all__ = ["FedProxCurves", "fedprox_curves", "measured_fedprox_weights", "mu_fo
 
 class FedProxCurves(NamedTuple):
     r"""Closed forms on a grid: ``alphas``, :math:`\tau_{\text{eff}}`, :math:`\chi^2_{p\|w}`,
-    slowdown :math:`\bar\tau/\tau_{\text{eff}}` (arrays of the grid's length)."""
+    slowdown :math:`\bar\tau/\tau_{\text{eff}}` (arrays of the grid's length).
+
+    Fields: ``alphas``, ``tau_eff`` (:math:`\tau_{\text{eff}}`), ``chi2`` (:math:`\chi^2_{p\|w}`) and ``slowdown``."""
 
     alphas: np.ndarray
     tau_eff: np.ndarray
@@ -69,7 +71,10 @@ def _check_alphas(alphas: Any) -> np.ndarray:
 
 def fedprox_curves(p: Any, local_steps: Any, alphas: Any) -> FedProxCurves:
     r""":math:`\tau_{\text{eff}}`, :math:`\chi^2_{p\|w}` and the slowdown of FedProx for every
-    :math:`\alpha` in ``alphas`` (:func:`fedlib.theory.fedprox_weights`; :math:`\alpha = 0` is FedAvg)."""
+    :math:`\alpha` in ``alphas`` (:func:`fedlib.theory.fedprox_weights`; :math:`\alpha = 0` is FedAvg).
+
+    ``p`` is the (m,) client weights (summing to 1), ``local_steps`` the (m,) :math:`\tau_i` (whole numbers
+    :math:`\ge 1`) and ``alphas`` the grid of :math:`\alpha \in [0, 1]`."""
     a = _check_alphas(alphas)
     steps = check_local_steps("local_steps", local_steps)
     tau_eff = np.empty(a.size)
@@ -82,7 +87,9 @@ def fedprox_curves(p: Any, local_steps: Any, alphas: Any) -> FedProxCurves:
 
 def mu_for_alpha(alpha: float, lr: float) -> float:
     r""":math:`\mu = \alpha/\eta` for :math:`\alpha \in [0, 1]`, nudged down by one ulp if rounding makes
-    :math:`\eta\mu > 1`. Raises if :math:`\alpha/\eta` overflows (a subnormal step size)."""
+    :math:`\eta\mu > 1`. Raises if :math:`\alpha/\eta` overflows (a subnormal step size).
+
+    ``lr`` is :math:`\eta`, finite and > 0; ``alpha`` outside :math:`[0, 1]` is a ``ValueError``."""
     lr = check_positive("lr", lr)
     mu = check_in_range("alpha", alpha, 0.0, 1.0, high_inclusive=True) / lr
     if not np.isfinite(mu):
@@ -96,7 +103,10 @@ def measured_fedprox_weights(problem: QuadraticProblem, local_steps: Any, lr: fl
                              params: Optional[np.ndarray] = None) -> tuple[float, np.ndarray, np.ndarray]:
     r"""Run proximal SGD (:math:`\mu = \alpha/\eta`) for :math:`\tau_i` steps on every client
     of ``problem`` from ``params`` (default 0), read each solver's online
-    :math:`\|a_i\|_1`, and return ``(tau_eff, w, a_norms)`` of FedAvg's rule (eq. 6)."""
+    :math:`\|a_i\|_1`, and return ``(tau_eff, w, a_norms)`` of FedAvg's rule (eq. 6).
+
+    ``problem`` is a :class:`~fedlib.problems.quadratic.QuadraticProblem`, ``local_steps`` its clients' :math:`\tau_i`
+    (whole numbers :math:`\ge 1`, one per client), ``lr`` :math:`\eta > 0` and ``alpha`` :math:`\alpha \in [0, 1]`."""
     steps = check_local_steps("local_steps", local_steps, size=problem.num_clients)
     solver = proximal_sgd(lr, mu_for_alpha(alpha, lr))
     x0 = np.zeros(problem.dim) if params is None else np.asarray(params, dtype=np.float64)
@@ -108,7 +118,10 @@ def measured_fedprox_weights(problem: QuadraticProblem, local_steps: Any, lr: fl
 
 class Sweep(NamedTuple):
     r"""Distances :math:`\|x^{(T,0)} - x^*\|` after ``rounds`` rounds: FedAvg (plain SGD,
-    :math:`\alpha = 0`), FedProx and FedNova-prox for every :math:`\alpha` of ``alphas``."""
+    :math:`\alpha = 0`), FedProx and FedNova-prox for every :math:`\alpha` of ``alphas``.
+
+    Fields: ``alphas``, ``rounds``; ``fedavg``, FedAvg's distance (one number); ``fedprox`` and ``fednova``, the
+    distances of FedProx and FedNova-prox, one per :math:`\alpha`."""
 
     alphas: np.ndarray
     rounds: int
@@ -127,7 +140,11 @@ def fedprox_sweep(problem: QuadraticProblem, local_steps: Sequence[int], lr: flo
     r"""Run :math:`T` = ``rounds`` rounds (full participation, full-batch gradients,
     fixed :math:`\tau_i`) of FedAvg, of FedProx with :math:`\mu = \alpha/\eta` and of
     FedNova with the same proximal solver and :math:`\tau_{\text{eff}} = \sum_i p_i\tau_i`,
-    from ``params`` (default 0); return the distances to :math:`x^*`."""
+    from ``params`` (default 0); return the distances to :math:`x^*`.
+
+    ``problem`` is a :class:`~fedlib.problems.quadratic.QuadraticProblem`, ``local_steps`` its clients' :math:`\tau_i`,
+    ``lr`` :math:`\eta > 0` and ``alphas`` the :math:`\alpha \in (0, 1]` (0 is refused: FedAvg is reported separately).
+    """
     a = _check_alphas(alphas)
     if np.any(a <= 0):
         raise ValueError("alphas must be > 0 (alpha = 0 is FedAvg, reported separately)")
@@ -151,7 +168,12 @@ def closed_form_distances(problem: QuadraticProblem, local_steps: Sequence[int],
                           params: Optional[np.ndarray] = None) -> np.ndarray:
     r"""Distances :math:`\|x^{(T,0)} - x^*\|` for every :math:`T` in ``rounds`` (rows) and
     :math:`\alpha` in ``alphas`` (columns), by iterating the exact affine round map
-    :math:`x \mapsto Mx + b` of :func:`fedlib.theory.quadratic_round_map` (full-batch GD)."""
+    :math:`x \mapsto Mx + b` of :func:`fedlib.theory.quadratic_round_map` (full-batch GD).
+
+    ``problem`` is a :class:`~fedlib.problems.quadratic.QuadraticProblem`, ``local_steps`` its clients' :math:`\tau_i`,
+    ``lr`` :math:`\eta > 0`, ``rounds`` whole numbers :math:`\ge 0`; ``algorithm`` (default ``"fedprox"``, which is
+    FedAvg at :math:`\alpha = 0`) and ``tau_eff`` go to :func:`fedlib.theory.quadratic_round_map`; ``params`` is the
+    start :math:`x^{(0,0)}` (default 0)."""
     a = _check_alphas(alphas)
     T = [check_int("rounds", t, minimum=0) for t in check_sequence("rounds", rounds, "round counts")]
     order = np.argsort(T, kind="stable")
@@ -176,7 +198,11 @@ def round_contraction(problem: QuadraticProblem, local_steps: Sequence[int], lr:
                       algorithm: str = "fedprox", tau_eff: Any = None) -> float:
     r"""Spectral radius of the round map :math:`x \mapsto Mx + b` of FedProx (or FedAvg at
     :math:`\alpha = 0`, or ``algorithm``): the error to the fixed point shrinks by about
-    this factor per round; ``inf`` when the map itself overflows float64 (an ``lr`` far too large)."""
+    this factor per round; ``inf`` when the map itself overflows float64 (an ``lr`` far too large).
+
+    ``problem`` is a :class:`~fedlib.problems.quadratic.QuadraticProblem`, ``local_steps`` its clients' :math:`\tau_i`;
+    ``algorithm`` and ``tau_eff`` go to :func:`fedlib.theory.quadratic_round_map` as in :func:`closed_form_distances`.
+    """
     alg = "fedavg" if (alpha == 0 and algorithm == "fedprox") else algorithm
     M, _ = quadratic_round_map(problem.H, problem.e, problem.p, local_steps, lr, alg, mu_for_alpha(alpha, lr), tau_eff)
     return _radius_or_inf(M)
@@ -188,7 +214,11 @@ def fedprox_bound(alpha: float, m: int, tau_bar: int, rounds: int, sigma2: float
     :math:`\eta = \sqrt{m/(\bar\tau T)}`) for FedProx with :math:`p_i = 1/m` and
     :math:`\tau_i = \bar\tau` (Corollary 2's setting): :math:`A, B, C` from the proximal
     :math:`a = [(1-\alpha)^{\bar\tau-1}, \dots, 1]` (:func:`fedlib.theory.theorem1_constants`),
-    :math:`\tau_{\text{eff}} = \|a\|_1`."""
+    :math:`\tau_{\text{eff}} = \|a\|_1`.
+
+    ``alpha`` lies in :math:`(0, 1]`; ``m`` and ``tau_bar`` (:math:`\bar\tau`) are whole numbers :math:`\ge 1`,
+    ``rounds`` is :math:`T`; ``sigma2`` and ``kappa2`` (:math:`\sigma^2, \kappa^2`, defaults 1) go to
+    :func:`fedlib.theory.theorem1_bound`."""
     alpha = check_in_range("alpha", alpha, 0.0, 1.0, high_inclusive=True)
     if alpha == 0.0:
         raise ValueError(f"alpha must lie in (0, 1], got {alpha!r}")
@@ -205,7 +235,9 @@ def fedprox_bound_best_alpha(m: int, tau_bar: int, rounds: int, sigma2: float = 
     numerically (bounded scalar minimisation over :math:`\log\alpha`). For
     :math:`\alpha\bar\tau \gg 1` it is Corollary 2's
     :math:`(2\kappa^2)^{1/3} m^{1/2}\bar\tau^{-1/2}T^{-1/6}` (see
-    :func:`fedlib.theory.corollary2_best_alpha`; chapter 3 compares the two)."""
+    :func:`fedlib.theory.corollary2_best_alpha`; chapter 3 compares the two).
+
+    ``m``, ``tau_bar``, ``rounds``, ``sigma2`` and ``kappa2`` are :func:`fedprox_bound`'s."""
     from scipy.optimize import minimize_scalar
 
     def total(log_alpha):

@@ -378,6 +378,9 @@ def class_counts(labels, parts, num_classes: int | None = None) -> np.ndarray:
     Row :math:`j` sums to :math:`n_j = |S_j|`, column :math:`k` to the number of samples of class
     :math:`k` the parts hold.
 
+    ``labels`` is the non-empty 1-d integer array of every sample's class (:math:`\ge 0`); ``num_classes`` the number
+    of columns (a whole number :math:`\ge 1`; default ``max(labels) + 1``).
+
     Example
     -------
     Labels ``0, 0, 1, 2, 2, 2``; client 0 holds samples 0 and 2 (classes 0 and 1), client 1 the

@@ -95,6 +95,8 @@ COVARIANCE_EXPONENT = -1.2
 def synthetic_covariance_diagonal(dim: int) -> np.ndarray:
     r"""The diagonal of :math:`\Sigma`, :math:`\Sigma_{jj} = j^{-1.2}` for :math:`j = 1..d`.
 
+    ``dim`` is :math:`d`, a whole number :math:`\ge 1`.
+
     Example
     -------
     :math:`1^{-1.2} = 1`, :math:`2^{-1.2} = 0.4353`, :math:`3^{-1.2} = 0.2676`: later features vary less.

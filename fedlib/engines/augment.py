@@ -85,6 +85,8 @@ def crop_flip_gather(padded: torch.Tensor, index: torch.Tensor, dy: torch.Tensor
     memory order of a channels-last grouped input ``(B, M*C, H, W)`` — without a copy.
     The flip is folded into the column index: column ``w`` reads ``dx + w`` or
     ``dx + W - 1 - w``.
+
+    ``size`` is the crop's ``(H, W)``.
     """
     batch_last = check_flag("batch_last", batch_last)  # "no" is truthy: it would lay the result out (B, H, W, M, C)
     h, w = (int(s) for s in size)
@@ -106,7 +108,10 @@ def crop_flip_gather(padded: torch.Tensor, index: torch.Tensor, dy: torch.Tensor
 
 
 def normalize(images: torch.Tensor, mean: torch.Tensor, std: torch.Tensor, dtype=torch.float32) -> torch.Tensor:
-    """``(x / 255 - mean) / std`` over the last (channel) axis, as ``ToTensor`` + ``Normalize``."""
+    """``(x / 255 - mean) / std`` over the last (channel) axis, as ``ToTensor`` + ``Normalize``.
+
+    ``images`` holds 0..255 pixel values with channels last; ``mean`` and ``std`` are per-channel, of the [0, 1] scale;
+    ``dtype`` is the result's (default ``torch.float32``)."""
     return (images.to(dtype) / 255.0).sub_(mean.to(dtype)).div_(std.to(dtype))
 
 
@@ -156,6 +161,8 @@ def seeded_dropout_mask(keys: torch.Tensor, step, layer: int, shape: Sequence[in
     ``base = mix(key ^ mix(step*c + layer + 1))`` (sums mod ``2**32``), fall below ``p * 2**24``. ``step`` is
     an int or an int64 tensor (0-d, possibly on the device, as in a CUDA graph). Works
     under ``torch.func.vmap`` (``keys`` batched) and gives the same bits on every device.
+
+    ``dtype`` is the mask's (default ``torch.float32``).
     """
     if not 0.0 <= p < 1.0:
         raise ValueError(f"p must lie in [0, 1), got {p!r}")

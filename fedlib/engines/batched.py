@@ -94,6 +94,8 @@ class DivergenceError(FloatingPointError):
     catches those still catches it); the CLI (``fedlib.cli.main``) reports it as an error with exit
     status 2, naming the round.
 
+    ``round_index`` is the round (kept as ``round``); ``detail`` says what diverged and ends the message.
+
     Example
     -------
     >>> err = DivergenceError(3, "the training loss is inf (lower the learning rate)")
@@ -150,6 +152,10 @@ def minibatch_indices(num_samples: int, batch_size: int, steps: int, rng: np.ran
     Returns ``(idx, counts)``: ``idx`` ``(steps, B)`` int64 (padding entries are 0) and
     ``counts`` ``(steps,)`` the real batch sizes. :func:`run_batched` draws each client's batches
     of round :math:`t` with ``rng = generator(seed, "batches", t, client)`` (:func:`fedlib.rng.generator`).
+
+    ``num_samples`` is the client's :math:`n \ge 1`, ``batch_size`` :math:`B \ge 1`, ``steps`` a whole number
+    :math:`\ge 0` and ``rng`` a :class:`numpy.random.Generator` (the engines pass
+    ``fedlib.rng.generator(seed, "batches", round, client)``).
 
     Example
     -------
@@ -882,6 +888,13 @@ def run_reference(algorithm: FederatedAlgorithm, problem: LogisticProblem, sched
     checkpoints) are :func:`run_batched`'s alone: anything but ``None`` is refused, never silently dropped.
     The tests compare the two engines' numbers (chapter 4 relies on them); :func:`run_batched`'s example
     does it on three clients.
+
+    The arguments are :func:`run_batched`'s: ``algorithm`` a :class:`~fedlib.algorithms.FederatedAlgorithm`,
+    ``problem`` a :class:`~fedlib.problems.logistic.LogisticProblem`, ``schedule`` an object with
+    ``local_steps(round)``, ``rounds`` the number of rounds, ``sampling`` and ``clients_per_round`` the participation,
+    ``lr_at`` ``round -> client lr`` (default the solver's), ``params`` the starting ``{"W", "b"}`` (default:
+    ``problem.init_params()``), ``evaluate`` whether to compute the metrics after every round, ``callback`` called with
+    each round's record.
 
     Example
     -------

@@ -42,7 +42,10 @@ def _autocast_dtype(t: torch.Tensor) -> Optional[torch.dtype]:
 
 def im2col(x: torch.Tensor, kernel: Tuple[int, int], padding: Tuple[int, int]) -> torch.Tensor:
     """Patches ``(a, B*H'*W', kh*kw*C)`` of ``x`` ``(a, B, H, W, C)`` zero-padded by
-    ``padding``, in ``(kh, kw, C)`` order; ``H' = H + 2 p_h - k_h + 1`` (stride 1). One copy."""
+    ``padding``, in ``(kh, kw, C)`` order; ``H' = H + 2 p_h - k_h + 1`` (stride 1). One copy.
+
+    ``kernel`` is ``(kh, kw)`` and ``padding`` ``(p_h, p_w)``; a kernel that does not fit the padded input is a
+    ``ValueError``."""
     a, b, h, w, c = x.shape
     kh, kw = kernel
     ph, pw = padding
@@ -136,7 +139,10 @@ def stacked_conv2d(x: torch.Tensor, weight: torch.Tensor, bias: Optional[torch.T
 
 def stacked_pool2d(x: torch.Tensor, kind: str, **options) -> torch.Tensor:
     """``max_pool2d`` / ``avg_pool2d`` (``kind`` ``"max"`` or ``"avg"``) of ``(a, B, H, W, C)``
-    activations, per model and channel; returns ``(a, B, H', W', C)``."""
+    activations, per model and channel; returns ``(a, B, H', W', C)``.
+
+    ``x`` is the ``(a, B, H, W, C)`` tensor; ``options`` go to torch's pooling function (``kernel_size``, ``stride``,
+    ...)."""
     if kind not in ("max", "avg"):
         raise ValueError(f"kind must be 'max' or 'avg', got {kind!r}")
     a, b, h, w, c = x.shape

@@ -153,6 +153,9 @@ def noisy_grad_fn(problem: QuadraticProblem, sigma: float, seed: int, replicas: 
     ``sampling``/``clients_per_round`` must be those of the run, which fix who draws noise; a sampler
     callable is called once per round, as :func:`run_replicas` calls it).
 
+    ``problem`` is the :class:`~fedlib.problems.quadratic.QuadraticProblem`; ``sigma``, ``seed`` and ``replicas`` must
+    be the run's, as :func:`run_replicas` takes them.
+
     Example
     -------
     Replica 1 of a noisy :func:`run_replicas` run, repeated alone by the per-client loop, lands on the

@@ -337,6 +337,9 @@ class RoundRecord(NamedTuple):
     mean mini-batch losses during the round, ``client_losses`` those means (in
     participation order); ``diagnostics`` from :meth:`~fedlib.algorithms.FederatedAlgorithm.apply`.
 
+    ``run`` and ``name`` are the run's position in the engine's runs and its :class:`RunSpec` name, ``round`` the round
+    (from 0) and ``lr`` the client learning rate the run used in it.
+
     Example
     -------
     Two clients holding 4 and 8 of 12 tiny 4x4 images (:math:`p = (1/3, 2/3)`), :math:`\tau = (1, 2)` steps of
@@ -378,6 +381,8 @@ class RoundTiming(NamedTuple):
     aggregation, evaluation; ``images`` = real training samples processed,
     ``steps`` = number of stacked steps, ``graphs`` = number of cached CUDA graphs.
     ``engine.last_timing`` holds it (:class:`StackedEngine`).
+
+    ``train_seconds``, ``aggregate_seconds`` and ``eval_seconds`` are those three times in seconds.
 
     Example
     -------
@@ -1415,7 +1420,9 @@ class StackedEngine:
         """Restore :meth:`state_dict` (tensors moved to this engine's device and dtype). The runs must
         be the same, in the same order (their names, and each run's algorithm, local solver, server optimizer,
         seed and client sizes: ``ValueError`` naming the run otherwise), and so must the number of rounds (it sets
-        the learning-rate schedule of the remaining rounds)."""
+        the learning-rate schedule of the remaining rounds).
+
+        ``state`` is a mapping as :meth:`state_dict` returns it."""
         if int(state.get("num_runs", -1)) != self.num_runs:
             raise ValueError(f"state: {state.get('num_runs')} runs in the checkpoint, the engine has {self.num_runs}")
         names = [r.name for r in self.runs]
@@ -1547,6 +1554,10 @@ def train_stacked(model: nn.Module, data: Any, runs: Sequence[RunSpec], rounds: 
     r"""Build a :class:`StackedEngine`, train all ``rounds`` and return it (``engine.history``
     holds the records, ``engine.states`` the final server states). Keyword arguments go to
     :class:`StackedEngine`.
+
+    ``model`` and ``data`` are :class:`StackedEngine`'s, ``runs`` its sequence of :class:`RunSpec` and ``rounds`` the
+    number of rounds; ``callback``, if given, is called after every round with its records, one :class:`RoundRecord`
+    per run (:meth:`StackedEngine.train`).
 
     Example
     -------

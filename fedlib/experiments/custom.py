@@ -81,6 +81,8 @@ class TensorEngine(StackedEngine):
     clients as index arrays, schedules, solver update, aggregation, evaluation — is the
     parent's; only the two input hooks differ: :meth:`train_batch` gathers feature rows and
     :meth:`test_batches` yields the test features (the way to feed any data to the engine).
+
+    ``rounds`` is the number of rounds of the run (as :class:`~fedlib.engines.stacked.StackedEngine`'s).
     """
 
     _train_labels_name = "labels"  # how the parent's label errors name them

@@ -94,6 +94,9 @@ def pack_params(params: dict) -> Any:
     r"""``{"W": (..., d, C), "b": (..., C)}`` -> :math:`\Theta = [W; b]` of shape ``(..., d+1, C)``
     (a torch tensor when ``W`` is one, else a numpy array).
 
+    ``params`` must be a dict with exactly the keys ``"W"`` and ``"b"`` of matching shapes, both numpy or both torch
+    (``ValueError`` otherwise).
+
     Example
     -------
     The bias becomes the last row, and :func:`unpack_params` takes it back:
@@ -150,6 +153,8 @@ def packed_grad_(theta, X, Yw, w, Z, G, l2: float = 0.0) -> None:
     sample weights, ``w`` ``(q, B, 1)`` the sample weights (:math:`1/\text{batch size}`
     for real samples, 0 for padding), ``Z`` ``(q, B, C)`` scratch, ``G`` ``(q, D, C)``
     output. numpy arrays or torch tensors (all of one kind).
+
+    ``l2`` is the penalty :math:`\lambda \ge 0` on the rows of :math:`W` (default 0; the bias row is never penalised).
 
     Example
     -------
@@ -401,7 +406,10 @@ class LogisticRegression:
 
     # ------------------------------------------------------------ one client
     def logits(self, params: dict, x) -> np.ndarray:
-        """:math:`z = x W + b`, shape ``(n, C)``."""
+        """:math:`z = x W + b`, shape ``(n, C)``.
+
+        ``params`` is ``{"W": (d, C), "b": (C,)}`` (another structure or shape is a ``ValueError``); ``x`` is
+        ``(n, d)``."""
         W, b = self._check_params(params, stacked=False)
         x = _real_array("x", x)
         if x.ndim != 2 or x.shape[1] != self.num_features:
@@ -409,7 +417,11 @@ class LogisticRegression:
         return x @ W + b
 
     def grad(self, params: dict, x, y) -> dict:
-        """Gradient ``{"W", "b"}`` of the mean cross-entropy (+ penalty) of one batch."""
+        """Gradient ``{"W", "b"}`` of the mean cross-entropy (+ penalty) of one batch.
+
+        ``params`` is ``{"W": (d, C), "b": (C,)}`` (another structure or shape is a ``ValueError``); ``x`` is the
+        ``(n, d)`` batch of features and ``y`` its ``(n,)`` integer labels in ``[0, C)`` (an empty batch is a
+        ``ValueError``)."""
         W, b = self._check_params(params, stacked=False)
         x, y = self._check_batch(x, y, ())
         if y.shape[0] == 0:
@@ -417,7 +429,10 @@ class LogisticRegression:
         return _grad(W, b, x, y, self.l2)
 
     def loss_and_grad(self, params: dict, x, y) -> tuple[float, dict]:
-        """Mean cross-entropy (+ penalty) of one batch and its gradient ``{"W", "b"}``."""
+        """Mean cross-entropy (+ penalty) of one batch and its gradient ``{"W", "b"}``.
+
+        ``params`` is ``{"W": (d, C), "b": (C,)}`` (another structure or shape is a ``ValueError``); ``x`` is the
+        ``(n, d)`` batch of features and ``y`` its ``(n,)`` integer labels in ``[0, C)``."""
         grads = self.grad(params, x, y)
         return self.loss(params, x, y), grads
 
@@ -434,7 +449,11 @@ class LogisticRegression:
         :math:`\tilde x_s = (x_s, 1)`, :math:`P_s = \mathrm{softmax}(z_s)`. Singular: adding one
         vector to every class's column of :math:`\Theta` leaves every softmax unchanged, so
         those :math:`d+1` directions are flat (:math:`\lambda = 0`; with :math:`\lambda > 0` only
-        the bias one). Used by chapter 10 (the linearised VR rounds at :math:`x^*`)."""
+        the bias one). Used by chapter 10 (the linearised VR rounds at :math:`x^*`).
+
+        ``params`` is ``{"W": (d, C), "b": (C,)}`` (another structure or shape is a ``ValueError``); ``x`` is the
+        ``(n, d)`` batch of features and ``y`` its ``(n,)`` integer labels in ``[0, C)`` (an empty batch is a
+        ``ValueError``)."""
         W, b = self._check_params(params, stacked=False)
         x, y = self._check_batch(x, y, ())
         n = y.shape[0]
@@ -465,6 +484,8 @@ class LogisticRegression:
         ``x`` ``(q, B, d)``, ``y`` ``(q, B)``, ``mask`` ``(q, B)`` (1 for real samples,
         0 for padding; default all real). Client ``j``'s loss is the mean over its
         real samples, exactly :meth:`loss_and_grad` on them.
+
+        ``params`` is ``{"W": (q, d, C), "b": (q, C)}``, one model per client.
         """
         W, b = self._check_params(params, stacked=True)
         q = W.shape[0]
@@ -491,7 +512,10 @@ class LogisticRegression:
 
     # ------------------------------------------------------------ evaluation
     def loss(self, params: dict, x, y) -> float:
-        """Mean cross-entropy (+ penalty) over ``(x, y)``."""
+        """Mean cross-entropy (+ penalty) over ``(x, y)``.
+
+        ``params`` is ``{"W": (d, C), "b": (C,)}`` (another structure or shape is a ``ValueError``); ``x`` is the
+        ``(n, d)`` batch of features and ``y`` its ``(n,)`` integer labels in ``[0, C)``."""
         W, b = self._check_params(params, stacked=False)
         x, y = self._check_batch(x, y, ())
         if y.size == 0:
@@ -500,7 +524,10 @@ class LogisticRegression:
         return val + (0.5 * self.l2 * float(np.sum(W * W)) if self.l2 else 0.0)
 
     def accuracy(self, params: dict, x, y) -> float:
-        """Fraction of ``argmax`` predictions equal to ``y`` (NaN without samples)."""
+        """Fraction of ``argmax`` predictions equal to ``y`` (NaN without samples).
+
+        ``params`` is ``{"W": (d, C), "b": (C,)}`` (another structure or shape is a ``ValueError``); ``x`` is the
+        ``(n, d)`` batch of features and ``y`` its ``(n,)`` integer labels in ``[0, C)``."""
         x, y = self._check_batch(x, y, ())
         if y.size == 0:
             return float("nan")
@@ -513,6 +540,10 @@ class LogisticProblem:
     Holds the concatenated training data (for :math:`F(x) = \sum_i p_i F_i(x)`, the
     mean over all training samples) and test data (union of the client test sets).
     ``num_classes`` defaults to the data set's.
+
+    ``dataset`` is a :class:`~fedlib.data.clients.FederatedDataset` (anything else is a ``ValueError``); ``l2`` is the
+    penalty :math:`\lambda \ge 0` of the module docstring (default 0); ``num_classes``, if given, is at least 2 and at
+    least the data set's.
 
     Example
     -------
@@ -573,7 +604,9 @@ class LogisticProblem:
         return self.model.init_params()
 
     def loss(self, params: dict) -> float:
-        r"""Global training loss :math:`F(x) = \sum_i p_i F_i(x)` on all training data."""
+        r"""Global training loss :math:`F(x) = \sum_i p_i F_i(x)` on all training data.
+
+        ``params`` is ``{"W": (d, C), "b": (C,)}``."""
         return self.model.loss(params, self.train_x, self.train_y)
 
     def _client_index(self, client: int) -> int:
@@ -584,18 +617,24 @@ class LogisticProblem:
         return i
 
     def client_loss(self, params: dict, client: int) -> float:
-        """:math:`F_i(x)` on client ``client``'s training data."""
+        """:math:`F_i(x)` on client ``client``'s training data.
+
+        ``params`` is ``{"W": (d, C), "b": (C,)}``."""
         i = self._client_index(client)
         return self.model.loss(params, self.dataset.train_x[i], self.dataset.train_y[i])
 
     def client_hessian(self, params: dict, client: int) -> np.ndarray:
         r""":math:`\nabla^2 F_i(x)` on client ``client``'s training data
-        (:meth:`LogisticRegression.hessian`, packed order)."""
+        (:meth:`LogisticRegression.hessian`, packed order).
+
+        ``params`` is ``{"W": (d, C), "b": (C,)}``."""
         i = self._client_index(client)
         return self.model.hessian(params, self.dataset.train_x[i], self.dataset.train_y[i])
 
     def test_accuracy(self, params: dict) -> float:
-        """Accuracy on the union of the client test sets (NaN when there is none)."""
+        """Accuracy on the union of the client test sets (NaN when there is none).
+
+        ``params`` is ``{"W": (d, C), "b": (C,)}``."""
         return self.model.accuracy(params, self.test_x, self.test_y)
 
     def grad_fn(self, seed: int, batch_size: int):
@@ -606,6 +645,8 @@ class LogisticProblem:
         ``generator(seed, "batches", round, client)``, last partial batch kept).
 
         Like a data loader, each client's permutations are drawn lazily, one per epoch.
+
+        ``seed`` is the run seed and ``batch_size`` :math:`B \ge 1`.
         """
         from ..engines.batched import EpochBatcher
 
@@ -621,6 +662,8 @@ class LogisticProblem:
         return grad
 
     def metrics(self, params: dict) -> dict:
-        """``{"train_loss": F(x), "test_accuracy": ...}`` (test accuracy ``None`` without test data)."""
+        """``{"train_loss": F(x), "test_accuracy": ...}`` (test accuracy ``None`` without test data).
+
+        ``params`` is ``{"W": (d, C), "b": (C,)}``."""
         acc = self.test_accuracy(params)
         return {"train_loss": self.loss(params), "test_accuracy": None if np.isnan(acc) else acc}
