@@ -95,7 +95,10 @@ def trace_local_run(solver: LocalSolver, params: np.ndarray, grad_fn: Callable[[
 
 
 def delta_from_rule(G: np.ndarray, a: np.ndarray, lr: float) -> np.ndarray:
-    r"""The paper's :math:`\Delta_i = -\eta\, G_i a_i`."""
+    r"""The paper's :math:`\Delta_i = -\eta\, G_i a_i`.
+
+    ``G`` is the (P, :math:`\tau`) matrix of the effective gradients, one column per step; ``a`` the (:math:`\tau`,)
+    vector :math:`a_i`; ``lr`` :math:`\eta > 0`. Other shapes are a ``ValueError``."""
     lr = check_positive("lr", lr)
     G = np.asarray(G, dtype=np.float64)
     a = np.asarray(a, dtype=np.float64)
@@ -105,7 +108,9 @@ def delta_from_rule(G: np.ndarray, a: np.ndarray, lr: float) -> np.ndarray:
 
 
 def relative_error(x: Any, reference: Any) -> float:
-    r""":math:`\|x - r\|_2 / \|r\|_2` (plain :math:`\|x - r\|_2` when :math:`r = 0`)."""
+    r""":math:`\|x - r\|_2 / \|r\|_2` (plain :math:`\|x - r\|_2` when :math:`r = 0`).
+
+    ``x`` and ``reference`` (:math:`r`) are arrays of one shape."""
     x = np.asarray(x, dtype=np.float64)
     r = np.asarray(reference, dtype=np.float64)
     if x.shape != r.shape:
@@ -117,7 +122,11 @@ def relative_error(x: Any, reference: Any) -> float:
 
 class RuleCheck(NamedTuple):
     r"""Result of :func:`check_update_rule`: relative errors of :math:`\Delta_i` rebuilt from
-    the closed-form :math:`a_i` and of the online :math:`\|a_i\|_1`, plus the sizes compared."""
+    the closed-form :math:`a_i` and of the online :math:`\|a_i\|_1`, plus the sizes compared.
+
+    Fields: ``delta_error`` (:math:`\Delta_i` against :math:`-\eta G_i a_i`), ``a_norm_error`` (the online
+    :math:`\|a_i\|_1` against the closed form, relative), ``a_norm`` (the closed-form :math:`\|a_i\|_1`) and
+    ``delta_norm`` (:math:`\|\Delta_i\|_2` of the run)."""
 
     delta_error: float
     a_norm_error: float
@@ -129,7 +138,10 @@ def check_update_rule(solver: LocalSolver, params: np.ndarray, grad_fn: Callable
                       local_steps: int) -> RuleCheck:
     r"""Run ``solver`` (:func:`trace_local_run`) and compare its real :math:`\Delta_i` with
     :math:`-\eta G_i a_i` (closed-form :meth:`~fedlib.solvers.LocalSolver.a_vector`), and its
-    online :math:`\|a_i\|_1` with the closed form :meth:`~fedlib.solvers.LocalSolver.a_norm`."""
+    online :math:`\|a_i\|_1` with the closed form :meth:`~fedlib.solvers.LocalSolver.a_norm`.
+
+    ``params`` is the flat starting vector :math:`x^{(t,0)}` (1-d), ``grad_fn(x, k)`` the gradient at step ``k`` and
+    ``local_steps`` :math:`\tau \ge 1` (a whole number)."""
     trace = trace_local_run(solver, params, grad_fn, local_steps)
     rebuilt = delta_from_rule(trace.G, solver.a_vector(local_steps), solver.lr)
     closed = solver.a_norm(local_steps)
@@ -152,6 +164,8 @@ def probe_a_vector(solver: LocalSolver, local_steps: int) -> np.ndarray:
 
     Weight decay is switched off for the probe (it would add :math:`\lambda x_k` to
     :math:`G_i`; it is never part of :math:`a_i`).
+
+    ``local_steps`` is :math:`\tau`, a whole number :math:`\ge 1`.
     """
     tau = check_int("local_steps", local_steps, minimum=1)
     return solver._stepped_a_vector(tau)  # the probe LocalSolver.a_vector uses for a solver with its own step
@@ -166,6 +180,9 @@ def official_counter_a_norm(local_steps: int, momentum: float, alpha: float) -> 
     :math:`S \leftarrow (S + c)(1-\alpha) + 1` from :math:`S = c = 0`. For either
     solver alone the counter is right; for both it is not the :math:`\|a_i\|_1` of any
     of the two dynamics (see :func:`official_inplace_a_vector`).
+
+    ``local_steps`` is :math:`\tau`, a whole number :math:`\ge 1`; ``momentum`` is :math:`\rho` and ``alpha``
+    :math:`\alpha = \eta\mu`.
     """
     tau = check_int("local_steps", local_steps, minimum=1)
     rho = check_in_range("momentum", momentum, 0.0, 1.0)
@@ -204,6 +221,9 @@ def official_counter_excess(local_steps: int, momentum: float, alpha: float) -> 
     :math:`D_\tau = 0`. The sum is evaluated term by term (no division by :math:`1-\alpha-\rho`), and
     :math:`(1-\beta^\tau)/\alpha` for :math:`\alpha < 0.01` from ``log1p`` / ``expm1`` (:math:`1-\alpha`
     rounds away the digits of a small :math:`\alpha`).
+
+    ``local_steps`` is :math:`\tau`, a whole number :math:`\ge 1`; ``momentum`` is :math:`\rho` and ``alpha``
+    :math:`\alpha = \eta\mu`.
     """
     tau = check_int("local_steps", local_steps, minimum=1)
     rho = check_in_range("momentum", momentum, 0.0, 1.0)
@@ -249,6 +269,9 @@ def official_inplace_a_vector(local_steps: int, lr: float, momentum: float, mu: 
     Computed as the exact impulse response of this linear recursion (entry :math:`j`
     weighs :math:`g_j`). For comparison only: :mod:`fedlib.solvers` keeps the prox term
     outside the buffer.
+
+    ``local_steps`` is :math:`\tau` (a whole number :math:`\ge 1`), ``lr`` :math:`\eta > 0`, ``momentum`` :math:`\rho`
+    and ``mu`` :math:`\mu`.
     """
     tau = check_int("local_steps", local_steps, minimum=1)
     lr = check_positive("lr", lr)
@@ -274,6 +297,10 @@ class SoftmaxRegressionClient:
     draw without replacement from stream ``generator(seed, "anatomy_batches", client, k)``, so
     the clients of one seed (``client`` = 0, 1, ...) draw independent mini-batches, and none of
     them shares a stream with the engines' ``(seed, "batches", round, client)``.
+
+    ``x`` is the client's (n, d) features (:math:`n \ge 1`) and ``y`` its (n,) integer labels in ``[0, num_classes)``;
+    ``num_classes`` is :math:`C \ge 2`; ``batch_size`` the mini-batch size (:math:`\ge 1`, default 20; a client with
+    fewer samples uses them all); ``seed`` and ``client`` pick the stream.
     """
 
     x: np.ndarray
@@ -331,7 +358,9 @@ class SoftmaxRegressionClient:
         return np.concatenate([(x.T @ prob).ravel(), prob.sum(axis=0)])
 
     def grad(self, params: np.ndarray, k: int) -> np.ndarray:
-        """Mini-batch gradient of local step ``k``."""
+        """Mini-batch gradient of local step ``k``.
+
+        ``params`` is the flat parameter vector."""
         n = self.x.shape[0]
         rng = generator(self.seed, "anatomy_batches", self.client, k)
         idx = rng.choice(n, size=min(self.batch_size, n), replace=False)
@@ -376,7 +405,9 @@ def traced_clients(data: Any, num_clients: int, batch_size: int, seed: int) -> l
     r""":class:`SoftmaxRegressionClient` for the first ``num_clients`` clients of a federated
     data set (``train_x``, ``train_y``, ``num_classes``, as :func:`fedlib.data.synthetic`
     returns), client ``i`` drawing its mini-batches from its own stream. ``num_clients``
-    must lie in ``1 .. len(data.train_x)``."""
+    must lie in ``1 .. len(data.train_x)``.
+
+    ``batch_size`` and ``seed`` go to every :class:`SoftmaxRegressionClient` (client ``i`` gets ``client=i``)."""
     available = len(data.train_x)
     n = check_int("num_traced_clients", num_clients, minimum=1)
     if n > available:
@@ -393,6 +424,9 @@ def momentum_prox_a_table(local_steps: int, momentum: float, alpha: float) -> np
 
     >>> momentum_prox_a_table(3, 0.5, 0.5).tolist()   # n = 2, 1, 0: 3/4, 1, 1
     [0.75, 1.0, 1.0]
+
+    ``local_steps`` is :math:`\tau`, a whole number :math:`\ge 1`; ``momentum`` is :math:`\rho` and ``alpha``
+    :math:`\alpha = \eta\mu`.
     """
     tau = check_int("local_steps", local_steps, minimum=1)
     rho = check_in_range("momentum", momentum, 0.0, 1.0)

@@ -118,6 +118,8 @@ def run_simulator(algorithm: FederatedAlgorithm, problem: LogisticProblem, sched
     >>> fast = run_batched(algo, prob, sched, 2, batch_size=20, evaluate=False)
     >>> sorted(sim), all(np.allclose(sim["params"][k], fast.params[k], rtol=0, atol=1e-12) for k in ("W", "b"))
     (['metrics', 'params'], True)
+
+    ``algorithm`` must be FedAvg or FedNova with the plain server optimizer (``ValueError`` otherwise).
     """
     import torch
     import torch.nn.functional as F
@@ -213,6 +215,13 @@ def bench_synthetic(*, rounds: int = 5, repeat: int = 3, epochs: str = "2", algo
     >>> r = out["results"]
     >>> r["client_steps_per_round"], r["max_local_steps"], round(r["critical_path_bound"], 2)
     (22.0, 10.0, 2.2)
+
+    The run: ``rounds`` (:math:`\ge 1`) timed ``repeat`` (:math:`\ge 1`) times; ``epochs`` a count (``"2"``) or an
+    inclusive range (``"2-5"``, random epochs) as :func:`fedlib.schedules.parse_epochs` reads it; ``algorithm`` a name
+    of :data:`fedlib.algorithms.ALGORITHMS` with local SGD of step ``lr`` (so ``"fedprox"`` is refused); ``batch_size``
+    :math:`B`; Synthetic(``alpha``, ``beta``) with ``num_clients`` clients drawn from ``data_seed``; ``seed`` the run
+    seed (batches, random epochs). ``equal_sizes`` splits the same total number of samples equally among the clients;
+    ``evaluate`` computes the metrics every round (both flags, default ``False``).
     """
     # whole numbers >= 1 (repeat=True ran one repetition and recorded "repeat": true; 2.5 failed in range())
     rounds = check_int("rounds", rounds, minimum=1)

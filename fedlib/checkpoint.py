@@ -201,6 +201,9 @@ def save_checkpoint(path: os.PathLike, *, config: Mapping, round_done: int, stat
     named in ``PARTS``: ``round_done`` comes back as ``["round"]`` (and as ``["rng"]["next_round"]``), ``seed`` as
     ``["rng"]["seed"]``, the others under their own names.
 
+    ``kind`` labels what wrote it (default ``"run"``); :func:`load_checkpoint` refuses a checkpoint of another ``kind``
+    when asked for one.
+
     Example
     -------
     >>> import os, tempfile
@@ -491,6 +494,8 @@ def config_diff(a: Mapping, b: Mapping, prefix: str = "") -> list:
     itself; a bool differs from a number: ``True`` is no ``1``), sorted; a key in one dict only differs too. ``a``
     and ``b`` must be mappings (a ``ValueError`` naming them otherwise).
 
+    ``prefix`` is put before every dotted key returned (default ``""``).
+
     Example
     -------
     >>> saved = {"lr": 0.1, "data": {"clients": 30, "alpha": float("nan")}}
@@ -513,6 +518,9 @@ def check_config(path: os.PathLike, saved: Mapping, current: Mapping, *, who: st
     The message starts with ``who`` (the flag or command that resumes) and ends with
     ``hint`` (what to do about it), after the differing keys and both values of each
     (:func:`config_diff`'s keys, at most 8 listed).
+
+    ``path`` is the checkpoint's file (named in the message); ``saved`` is the configuration it holds and ``current``
+    the one of the run that resumes, both mappings (``CheckpointError`` otherwise).
 
     Example
     -------

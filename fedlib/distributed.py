@@ -264,6 +264,9 @@ def init_from_env(device: str = "cpu", backend: Optional[str] = None, timeout_s:
     NCCL for a GPU run (``backend`` overrides; a ``"cuda"`` device becomes ``cuda:LOCAL_RANK``). A group
     already initialised is kept. Raises ``ValueError`` outside torchrun (no ``WORLD_SIZE`` / ``RANK``).
 
+    ``timeout_s`` is the process group's timeout for a collective, in seconds (default 600), set only when this call
+    initialises the group.
+
     Example
     -------
     In a script launched with ``torchrun --nproc_per_node 2 script.py`` (what ``--distributed`` does)::
@@ -363,6 +366,10 @@ def distributed_apply(comm: Communicator, algorithm: FederatedAlgorithm, state: 
     model (numpy arrays next to torch tensors, as ``apply`` refuses them) and a ``state`` whose ``num_clients`` is ``None`` (the ranks own blocks of the :math:`m` clients,
     :func:`owned_clients`; ``apply`` takes such a state, unchecked). ``comm`` must be a
     :class:`Communicator` (a ``ValueError`` naming it otherwise).
+
+    ``participation`` is the round's :class:`~fedlib.sampling.Participation`, the same on every rank; ``lr`` the
+    round's client learning rate :math:`\eta` (finite, > 0); ``p`` the weights :math:`p_i` of all clients (the
+    variance-reduction means).
 
     Example
     -------

@@ -47,6 +47,8 @@ def fmt(value: Any, spec: str = ".3g") -> str:
     Traceback (most recent call last):
     ...
     ValueError: spec must be a format spec of floats (e.g. '.3g') or strings ('s'), got '.4 f'
+
+    ``value`` is any object; ``spec`` a format spec for floats (default ``".3g"``).
     """
     if not any(_formats(probe, spec) for probe in (0.0, "")):  # "s" is for pre-formatted cells: floats as str
         raise ValueError(f"spec must be a format spec of floats (e.g. '.3g') or strings ('s'), got {spec!r}")

@@ -101,6 +101,9 @@ def git_commit(root: Optional[os.PathLike] = None) -> tuple[str, Optional[bool]]
     commit while the tree was a later one — so the caller who made the copy names its commit
     (a ``ValueError`` unless it is a full 40-hex-digit commit).
 
+    ``root`` is the checkout to read (default: the one holding fedlib); a folder without ``.git`` gives
+    ``("unknown", None)``.
+
     Example
     -------
     >>> import os, tempfile
@@ -242,6 +245,8 @@ def make_provenance(started: float, finished: float, device: Any = "cpu", comman
     :func:`recorded_command`). Times are written as UTC ISO 8601 stamps, ``wall_time_s`` their
     difference; each must be a finite number >= 0 before the year 10000 (``ValueError`` naming it otherwise).
 
+    ``device`` is where the run ran (default ``"cpu"``; recorded through :func:`device_name`).
+
     Example
     -------
     >>> provenance = make_provenance(0.0, 1.5, command="python -m fedlib run synthetic")
@@ -320,7 +325,9 @@ class RunClock:
 
     def provenance(self, device: Any = "cpu", command: Optional[str] = None) -> dict:
         """:func:`make_provenance` of the timed block (up to now while still inside it); the
-        finish time is the start plus the monotonic clock's duration, so ``wall_time_s`` >= 0."""
+        finish time is the start plus the monotonic clock's duration, so ``wall_time_s`` >= 0.
+
+        ``device`` and ``command`` are :func:`make_provenance`'s."""
         finished = self.finished if self.finished is not None else self._now()
         return make_provenance(self.started, finished, device, command, git_start=self.git_start)
 
@@ -329,6 +336,8 @@ class RunClock:
 def to_jsonable(obj: Any) -> Any:
     """Plain JSON types: numpy scalars/arrays to numbers/lists, non-finite floats to ``None``, paths to
     strings; anything else is a ``ValueError`` naming its type.
+
+    ``obj`` may nest mappings, lists and tuples of these values (mappings become dicts, tuples lists).
 
     Example
     -------
@@ -380,6 +389,8 @@ def make_result(config: Mapping, history: Optional[Sequence[Mapping]], provenanc
                 initial: Optional[Mapping] = None, summary: Optional[Mapping] = None) -> dict:
     """Assemble (and validate) a result record; values are converted with :func:`to_jsonable`, and a
     record :func:`validate_result` refuses is a ``ValueError``.
+
+    ``initial`` is the metrics before the first round (a mapping; default ``None``: no ``"initial"`` entry).
 
     Example
     -------

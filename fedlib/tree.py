@@ -225,6 +225,9 @@ def tree_weighted_sum(trees: Sequence[Any], coefficients: Sequence[float]) -> An
     does not reach the result), as in :func:`tree_stacked_weighted_sum`. Eq. (4)'s aggregation
     :math:`\sum_i c_i\Delta_i` (:func:`fedlib.rule.aggregate`) is this sum.
 
+    ``trees`` is a non-empty sequence of trees of one structure, leaf shapes and kind (numpy or torch); a mismatch is a
+    ``ValueError`` naming ``trees`` and the tree.
+
     Example
     -------
     >>> import numpy as np
@@ -292,6 +295,8 @@ def tree_weighted_sum(trees: Sequence[Any], coefficients: Sequence[float]) -> An
 
 def leaf_kind(x: Any) -> str:
     """``"torch tensors"`` or ``"numpy arrays"``: the kind of a leaf, as the error messages name it.
+
+    ``x`` is any leaf; one with an ``add_`` method counts as a torch tensor.
 
     Example
     -------
@@ -387,6 +392,8 @@ def tree_norm(a: Any) -> float:
 
 def tree_all_finite(a: Any) -> bool:
     """True when no leaf holds NaN or inf (the algorithms' divergence check on an aggregated update).
+
+    ``a`` is a tree of numpy arrays, tensors or numbers.
 
     Example
     -------
