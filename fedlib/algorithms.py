@@ -273,9 +273,9 @@ class RoundDiagnostics(NamedTuple):
     client sampling ``weights`` are the unbiased :math:`\\omega_i`-based weights, which need not
     sum to 1 (FedNova: :math:`w_i = \\omega_i = p_i m / q` for uniform sampling).
 
-    Fields: ``clients``, the participants' indices (sorted); ``local_steps``, their :math:`\tau_i`; ``a_norms``, their
-    :math:`\|a_i\|_1`; ``tau_eff``, the round's :math:`\tau_{\text{eff}}`; ``weights``, the :math:`w_i`; ``chi2``, the
-    :math:`\chi^2` above (0 for FedNova, whose :math:`w` are the sampling weights). Arrays are in the order of
+    Fields: ``clients``, the participants' indices (sorted); ``local_steps``, their :math:`\\tau_i`; ``a_norms``, their
+    :math:`\\|a_i\\|_1`; ``tau_eff``, the round's :math:`\\tau_{\\text{eff}}`; ``weights``, the :math:`w_i`; ``chi2``,
+    the :math:`\\chi^2` above (0 for FedNova, whose :math:`w` are the sampling weights). Arrays are in the order of
     ``clients``.
 
     Example

@@ -201,7 +201,7 @@ def bench_synthetic(*, rounds: int = 5, repeat: int = 3, epochs: str = "2", algo
                     lr: float = 0.02, batch_size: int = 20, alpha: float = 1.0, beta: float = 1.0,
                     num_clients: int = 30, data_seed: int = 0, seed: int = 0, equal_sizes: bool = False,
                     evaluate: bool = False, progress=None) -> dict:
-    """Measure the three engines; return ``{"config": ..., "results": ...}`` (see the module docstring).
+    r"""Measure the three engines; return ``{"config": ..., "results": ...}`` (see the module docstring).
 
     The simulator-style loop runs FedAvg and FedNova only; for the other algorithms it is
     skipped (its results are ``None``). ``progress`` (optional) is called with a short

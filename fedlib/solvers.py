@@ -209,7 +209,7 @@ class LocalSolver:
         return not own_step_methods(type(self))
 
     def with_lr(self, lr: float) -> "LocalSolver":
-        """The same solver with another reference learning rate (e.g. a decayed one).
+        r"""The same solver with another reference learning rate (e.g. a decayed one).
 
         ``lr`` is the new :math:`\eta`, checked as the constructor checks it (finite, > 0, and :math:`\eta\mu \le 1`
         for a proximal solver without ``lr_schedule``)."""
@@ -257,7 +257,7 @@ class LocalSolver:
         return x - lr_k * direction, u
 
     def update(self, state: SolverState, grads: Any) -> SolverState:
-        """Take one local step with the gradient ``grads`` (a tree like ``params``).
+        r"""Take one local step with the gradient ``grads`` (a tree like ``params``).
 
         ``state`` is the :class:`SolverState` of :meth:`init` or of the previous ``update``; the new state has ``step``
         advanced by one and ``a_norm`` the :math:`\|a_i\|_1` after that many steps. Weight decay and
@@ -341,7 +341,7 @@ class LocalSolver:
         return out
 
     def run(self, params: Any, grad_fn: Callable[[Any, int], Any], local_steps: int, correction: Any = None):
-        """Run ``local_steps`` steps with ``grad_fn(params, k)``; return the final state.
+        r"""Run ``local_steps`` steps with ``grad_fn(params, k)``; return the final state.
 
         ``params`` is :math:`x^{(t,0)}`, ``grad_fn(params, k)`` the gradient at step ``k`` (from 0), ``local_steps``
         the :math:`\tau_i` (a whole number :math:`\ge 1`), and ``correction`` a VR correction :math:`\bar c - c_i`

@@ -949,8 +949,8 @@ def quadratic_local_operator(H_i: Any, local_steps: int, lr: float, mu: float = 
     :math:`D_0 = U_0 = 0`.
 
     ``H_i`` is one symmetric (d, d) Hessian, ``local_steps`` :math:`\tau_i` (a whole number :math:`\ge 1`), ``lr``
-    :math:`\eta > 0`, ``mu`` :math:`\mu \ge 0` with :math:`\eta\mu \le 1` and ``momentum`` :math:`\rho \in [0, 1)` (defaults
-    0).
+    :math:`\eta > 0`, ``mu`` :math:`\mu \ge 0` with :math:`\eta\mu \le 1` and ``momentum``
+    :math:`\rho \in [0, 1)` (defaults 0).
 
     Example
     -------
@@ -1342,9 +1342,9 @@ def quadratic_vr_round_map(H: Any, e: Any, p: Any, local_steps: Any, lr: float, 
 
     ``H`` is the (m, d, d) stack of symmetric Hessians :math:`H_i`, ``p`` the (m,) client weights :math:`p_i` (summing
     to 1), ``local_steps`` the (m,) :math:`\tau_i` (whole numbers :math:`\ge 1`) and ``lr`` :math:`\eta > 0`. ``e`` is
-    the (m, d) stack of :math:`e_i` (:math:`\nabla F_i(x) = H_i x - e_i`). ``algorithm`` is one of
-    :data:`VR_ALGORITHMS`; ``mu`` :math:`\mu \ge 0` and ``momentum`` :math:`\rho \in [0, 1)` (defaults 0) are the local
-    solver's proximal and heavy-ball factors; ``tau_eff`` is ``fednova-vr``'s policy or number
+    the (m, d) stack of :math:`e_i` (:math:`\nabla F_i(x) = H_i x - e_i`). ``algorithm`` is ``"scaffold"``,
+    ``"fednova-vr"`` or ``"vrlsgd"``; ``mu`` :math:`\mu \ge 0` and ``momentum`` :math:`\rho \in [0, 1)` (defaults 0)
+    are the local solver's proximal and heavy-ball factors; ``tau_eff`` is ``fednova-vr``'s policy or number
     (:func:`fedlib.rule.fednova_weights`; the other two refuse any value but ``None``).
 
     Example
@@ -1410,9 +1410,10 @@ def quadratic_vr_round_operator(H: Any, p: Any, local_steps: Any, lr: float, alg
 
     ``H`` is the (m, d, d) stack of symmetric Hessians :math:`H_i`, ``p`` the (m,) client weights :math:`p_i` (summing
     to 1), ``local_steps`` the (m,) :math:`\tau_i` (whole numbers :math:`\ge 1`) and ``lr`` :math:`\eta > 0`.
-    ``algorithm`` is one of :data:`VR_ALGORITHMS`; ``mu`` :math:`\mu \ge 0` and ``momentum`` :math:`\rho \in [0, 1)`
-    (defaults 0) are the local solver's proximal and heavy-ball factors; ``tau_eff`` is ``fednova-vr``'s policy or
-    number (:func:`fedlib.rule.fednova_weights`; the other two refuse any value but ``None``).
+    ``algorithm`` is ``"scaffold"``, ``"fednova-vr"`` or ``"vrlsgd"``; ``mu`` :math:`\mu \ge 0` and ``momentum``
+    :math:`\rho \in [0, 1)` (defaults 0) are the local solver's proximal and heavy-ball factors; ``tau_eff`` is
+    ``fednova-vr``'s policy or number (:func:`fedlib.rule.fednova_weights`; the other two refuse any value but
+    ``None``).
 
     Example
     -------

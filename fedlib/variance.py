@@ -90,7 +90,7 @@ def _stack_zeros(params: Any, m: int) -> Any:
 
 
 def init_control_variates(params: Any, num_clients: int, kind: str = "scaffold") -> ControlVariates:
-    """All-zero variates (first round uncorrected), one per client.
+    r"""All-zero variates (first round uncorrected), one per client.
 
     ``params`` is a tree of the model's parameters (numpy or torch; only its structure, shapes and dtypes are used:
     integer leaves get float64 variates). ``num_clients`` is :math:`m \ge 1`. ``kind`` is ``"scaffold"`` (SCAFFOLD and

@@ -371,7 +371,7 @@ def iid_partition(n: int, num_clients: int, seed) -> list[np.ndarray]:
 
 
 def class_counts(labels, parts, num_classes: int | None = None) -> np.ndarray:
-    """Matrix ``C[j, k]`` = number of samples of class ``k`` held by client ``j``.
+    r"""Matrix ``C[j, k]`` = number of samples of class ``k`` held by client ``j``.
 
     ``parts`` is a list of index arrays as returned by the partition functions (for the
     official code's ``{client: indices}`` dict, pass ``[d[j] for j in range(len(d))]``).
