@@ -72,14 +72,20 @@ SOLVERS = ("sgd", "momentum")
 def default_setup(seed: int = 0, dim: int = 10) -> tuple[QuadraticProblem, np.ndarray]:
     r"""Eight random quadratic clients (:func:`fedlib.problems.quadratic.random_quadratic`,
     eigenvalues in [0.5, 2], local optima :math:`\sim N(0, I)`, :math:`p_i = 1/8`) and their
-    fixed local steps :data:`DEFAULT_STEPS`."""
+    fixed local steps :data:`DEFAULT_STEPS`.
+
+    ``seed`` draws the quadratics (:func:`fedlib.problems.quadratic.random_quadratic`'s ``seed``, default 0) and
+    ``dim`` is their dimension :math:`d` (default 10)."""
     problem = random_quadratic(len(DEFAULT_STEPS), dim, seed=seed, spread=1.0)
     return problem, np.array(DEFAULT_STEPS, dtype=np.int64)
 
 
 def objective_gap(problem: QuadraticProblem, weights: Any, x0: Any = None) -> float:
     r""":math:`\widetilde F(x_0) - \min\widetilde F` for :math:`\widetilde F = \sum_i w_i F_i`
-    (:math:`x_0 = 0` by default): :math:`\frac12 (x_0 - \tilde x)^\top\widetilde H(x_0 - \tilde x)`."""
+    (:math:`x_0 = 0` by default): :math:`\frac12 (x_0 - \tilde x)^\top\widetilde H(x_0 - \tilde x)`.
+
+    ``problem`` is a :class:`~fedlib.problems.quadratic.QuadraticProblem`, ``weights`` the (m,) :math:`w_i` (summing to
+    1) and ``x0`` a (d,) point (finite)."""
     w = check_probability_vector("weights", weights, size=problem.num_clients)
     x0 = np.zeros(problem.dim) if x0 is None else check_finite_array("x0", x0, shape=(problem.dim,))
     diff = x0 - quadratic_global_optimum(problem.H, problem.e, w)
@@ -98,6 +104,9 @@ class Theorem1Row(NamedTuple):
     algorithm's; ``chi2`` is :math:`\\chi^2_{p\\|w}` and ``theorem2_bound`` Theorem 2's bound on
     ``true_measured`` (:func:`fedlib.theory.theorem2_bound` with ``bound.total`` for the
     surrogate, at the :math:`\\beta^2` of a grid that makes it smallest).
+
+    ``algorithm`` and ``solver`` name the run's algorithm and local solver; ``rounds`` is :math:`T`, ``lr``
+    :math:`\\eta` and ``replicas`` the number of noisy replicas averaged.
     """
 
     algorithm: str
@@ -207,6 +216,9 @@ class Theorem3Row(NamedTuple):
     replica mean of :math:`\\|\\nabla F(x^{(t,0)})\\|^2`, ``measured_min`` its smallest round;
     ``bound`` the right-hand side with the same weights (:class:`fedlib.theory.Theorem1Terms`);
     ``tau_eff`` the per-round :math:`\\tau_{\\text{eff}}^{(t)}`.
+
+    ``rounds`` is :math:`T`, ``lr`` :math:`\\eta`, ``replicas`` the number of noisy replicas averaged; ``beta2`` and
+    ``kappa2`` are Assumption 3's :math:`\\beta^2, \\kappa^2` the bound is taken at.
     """
 
     rounds: int
@@ -246,6 +258,11 @@ def theorem3_check(problem: QuadraticProblem, work: RandomLocalWork, solvers: Se
     :math:`4\eta^2L^2\max_t C_t \le 1/(2\beta^2+1)` (else a :class:`ValueError`), with the
     largest such :math:`\beta^2` and its :math:`\kappa^2` for :math:`p`. Noise
     :math:`\sigma_0\xi`, :math:`\sigma^2 = \sigma_0^2 d`. Used by chapter 8.
+
+    ``problem`` is a :class:`~fedlib.problems.quadratic.QuadraticProblem` with as many clients as ``work``; ``rounds``
+    is :math:`T \ge 1`; ``sigma`` is :math:`\sigma_0 \ge 0`, the gradient noise's standard deviation per coordinate
+    (the bound's :math:`\sigma^2 = \sigma_0^2 d`); ``replicas`` (:math:`\ge 1`, default 32) and ``seed`` go to
+    :func:`fedlib.engines.quadratic.run_replicas`.
     """
     solvers = check_shared_lr("solvers", solvers)  # Theorem 3 has one step size eta
     if len(solvers) != work.num_solvers:

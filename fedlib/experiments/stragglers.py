@@ -69,7 +69,10 @@ def make_clock(num_clients: int, seed: int = 0, *, median_speed: float = 20.0, s
     :math:`\bar s` steps per second, ``spread`` :math:`\sigma_s`, :math:`Z_i \sim N(0,1)` from
     ``generator(seed, "client_speeds")``) as a :class:`fedlib.schedules.WallClock` with
     per-round ``jitter`` and stragglers (probability ``straggler_prob``, speed times
-    ``straggler_factor``); its straggling stream has the same ``seed``."""
+    ``straggler_factor``); its straggling stream has the same ``seed``.
+
+    ``num_clients`` is :math:`m \ge 1`; ``round_seconds`` the fixed round length :math:`T_r` in seconds (default 0.5);
+    the other arguments go to :class:`fedlib.schedules.WallClock`, which checks them."""
     num_clients = check_int("num_clients", num_clients, minimum=1)
     check_positive("median_speed", median_speed)
     check_nonnegative("spread", spread)
@@ -80,7 +83,9 @@ def make_clock(num_clients: int, seed: int = 0, *, median_speed: float = 20.0, s
 
 def sync_steps_of(clock: WallClock) -> int:
     r"""The :math:`\tau` of ``"wait-for-all"``: what the median client finishes in one
-    fixed-length round, :math:`\lfloor \operatorname{median}_i(s_i)\,T_r\rfloor` (at least 1)."""
+    fixed-length round, :math:`\lfloor \operatorname{median}_i(s_i)\,T_r\rfloor` (at least 1).
+
+    ``clock`` is a :class:`fedlib.schedules.WallClock`."""
     return max(1, int(whole_steps(np.median(clock.speeds) * clock.round_seconds)))
 
 
@@ -109,7 +114,12 @@ def run_strategy(problem: LogisticProblem, clock: WallClock, strategy: str, roun
 
     ``sync_steps`` is the :math:`\tau` of ``"wait-for-all"`` (default :func:`sync_steps_of`);
     the fixed-length strategies take their steps from the clock, so for them it is refused
-    rather than ignored."""
+    rather than ignored.
+
+    ``problem`` is a :class:`~fedlib.problems.logistic.LogisticProblem` with as many clients as ``clock``; ``strategy``
+    one of :data:`STRATEGIES`; ``rounds`` a whole number :math:`\ge 1`; ``seeds`` a non-empty sequence of run seeds
+    (whole numbers :math:`\ge 0`); ``lr`` the local SGD step :math:`\eta` (default 0.02) and ``batch_size`` :math:`B`
+    (default 20)."""
     check_choice("strategy", strategy, STRATEGIES)
     rounds = check_int("rounds", rounds, minimum=1)
     if clock.num_clients != problem.num_clients:
@@ -144,7 +154,10 @@ def run_strategies(problem: LogisticProblem, clock: WallClock, rounds: int, seed
                    sync_steps: Optional[int] = None, lr: float = 0.02, batch_size: int = 20,
                    progress: Optional[Callable[[str], None]] = None) -> dict:
     r"""``{strategy: StragglerCurves}`` for all :data:`STRATEGIES`, the same rounds and seeds
-    (``sync_steps``: the :math:`\tau` of ``"wait-for-all"``, see :func:`run_strategy`)."""
+    (``sync_steps``: the :math:`\tau` of ``"wait-for-all"``, see :func:`run_strategy`).
+
+    ``problem``, ``clock``, ``rounds``, ``seeds``, ``lr`` and ``batch_size`` are :func:`run_strategy`'s; ``progress``,
+    if given, is called with each strategy's name once it has run."""
     seeds = check_sequence("seeds", seeds, "run seeds")  # read once: a generator left the second strategy none
     out = {}
     for strategy in STRATEGIES:
@@ -158,7 +171,9 @@ def run_strategies(problem: LogisticProblem, clock: WallClock, rounds: int, seed
 
 def loss_at(curves: StragglerCurves, seconds: float) -> np.ndarray:
     r"""Per seed: the loss of the last round finished by wall-clock time ``seconds`` (a time
-    :math:`\ge 0`; ``inf``: the last round)."""
+    :math:`\ge 0`; ``inf``: the last round).
+
+    ``curves`` is a :class:`StragglerCurves` of :func:`run_strategy`."""
     if not _is_number(seconds) or seconds != seconds or seconds < 0:  # != itself: NaN (np.isnan fails on 10**20)
         raise ValueError(f"seconds must be a wall-clock time >= 0, got {seconds!r}")
     idx = np.array([np.searchsorted(s, seconds, side="right") - 1 for s in curves.seconds])
@@ -167,7 +182,9 @@ def loss_at(curves: StragglerCurves, seconds: float) -> np.ndarray:
 
 def time_to_reach(curves: StragglerCurves, target: float) -> np.ndarray:
     """Per seed: the wall-clock time of the first round whose loss is at most ``target``
-    (``inf`` if no round gets there)."""
+    (``inf`` if no round gets there).
+
+    ``curves`` is a :class:`StragglerCurves` of :func:`run_strategy`."""
     if not _is_number(target) or target != target:
         raise ValueError(f"target must be a loss (a number, not NaN), got {target!r}")
     out = np.full(len(curves.seeds), np.inf)
@@ -186,7 +203,9 @@ def _check_fraction(name: str, value) -> None:
 
 def smoothed_end_loss(curves: StragglerCurves, fraction: float = 0.05) -> np.ndarray:
     r"""Per seed: the median loss over the last ``fraction`` :math:`\in (0, 1]` of the rounds (SGD
-    noise averaged; at least the last round, never the initial loss)."""
+    noise averaged; at least the last round, never the initial loss).
+
+    ``curves`` is a :class:`StragglerCurves` of :func:`run_strategy`."""
     _check_fraction("fraction", fraction)
     tail = max(1, int(round(fraction * (curves.losses.shape[1] - 1))))
     return np.median(curves.losses[:, -tail:], axis=1)
@@ -194,7 +213,10 @@ def smoothed_end_loss(curves: StragglerCurves, fraction: float = 0.05) -> np.nda
 
 def last_lead_round(ahead: StragglerCurves, behind: StragglerCurves, window: int = 25) -> np.ndarray:
     """Per seed: the last round at which ``ahead`` still has the lower loss (running means
-    over ``window`` rounds, same rounds and seeds for both; 0 if never)."""
+    over ``window`` rounds, same rounds and seeds for both; 0 if never).
+
+    ``behind`` is the other strategy's :class:`StragglerCurves`; rounds or seeds that differ from ``ahead``'s are a
+    ``ValueError``."""
     rounds = ahead.losses.shape[1] - 1
     if behind.losses.shape[1] - 1 != rounds:
         raise ValueError(f"behind: {behind.losses.shape[1] - 1} rounds, ahead has {rounds}")
@@ -243,7 +265,12 @@ def summary_markdown(runs: Mapping[str, StragglerCurves], end_seconds: float, ta
                      lead_rounds: Optional[np.ndarray], lead_window: int = 25, end_fraction: float = 0.05) -> str:
     """Chapter 9's summary, written from the measured curves (``lead_window``: the running-mean
     window ``lead_rounds`` came from, :func:`last_lead_round`'s ``window``; ``end_fraction``: the
-    ``fraction`` of :func:`smoothed_end_loss` that gave ``ends``)."""
+    ``fraction`` of :func:`smoothed_end_loss` that gave ``ends``).
+
+    ``runs`` is :func:`run_strategies`' result (the three strategies); ``end_seconds`` the wall-clock time the losses
+    are compared at (:func:`loss_at`); ``target`` the loss of ``times``, the :func:`time_to_reach` per strategy;
+    ``ends`` the :func:`smoothed_end_loss` per strategy; ``lead_rounds`` :func:`last_lead_round` of FedAvg against
+    FedNova (``None``: that line is left out)."""
     _check_fraction("end_fraction", end_fraction)
     wait, avg, nova = runs["wait-for-all"], runs["fedavg-fixed-time"], runs["fednova-fixed-time"]
     per_round = wait.seconds[:, -1].mean() / (wait.seconds.shape[1] - 1)
