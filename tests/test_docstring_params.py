@@ -1,0 +1,272 @@
+"""Every parameter of a public callable on the API page is named in its docstring.
+
+The API page (book/api.md) renders each ``automodule:: ... :members:`` module's ``__all__`` members and their
+public methods, and ``help(fn)`` shows the same text in a notebook: a parameter the docstring never names is one
+the reader must guess. A parameter counts as named when the docstring holds ``name`` as a word (``lr``, ``a_norms``;
+``lr_at`` does not name ``lr``), in ````name```` or prose alike. A class is read with its ``__init__`` docstring, and a
+NamedTuple or dataclass field is also named by its ``#:`` doc comment (tests/test_docstring_refs.py).
+
+``PENDING`` lists the parameters still to document, module by module: a new undocumented parameter fails, and
+so does a pending one that is documented now (remove it from the list), so the list only shrinks. ``ALLOWED``
+holds the few parameters that need no words, each with its reason.
+"""
+from __future__ import annotations
+
+import ast
+import importlib
+import inspect
+import re
+import textwrap
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+#: (object, parameter) -> why its docstring need not name it. Keep it short: prefer documenting.
+ALLOWED: dict[tuple[str, str], str] = {}
+
+#: module -> "object.parameter" entries not yet documented (to be emptied, never extended).
+PENDING: dict[str, set[str]] = {
+    "fedlib.experiments.surrogate": {
+        "SurrogatePoint.dist_to_F_min", "SurrogatePoint.dist_to_surrogate_min", "SurrogatePoint.grad_F",
+        "SurrogatePoint.grad_surrogate", "SurrogatePoint.lr", "canonical.params", "client_gradients.params",
+        "fixed_point_of_round.local_steps", "fixed_point_of_round.lr", "fixed_point_of_round.problem",
+        "flat_directions.problem", "full_batch_grad_fn.problem", "newton_minimize.problem",
+        "newton_minimize.weights", "newton_minimize.what", "round_map.problem", "surrogate_sweep.algorithms",
+        "surrogate_sweep.local_steps", "surrogate_sweep.problem", "unseen_classes.problem",
+    },
+    "fedlib.experiments.speedup": {
+        "BiasRow.clients", "BiasRow.lr", "BiasRow.rounds", "BiasRow.tau_eff", "ConsistencyRow.fedavg_distance",
+        "ConsistencyRow.fedavg_min_grad2", "ConsistencyRow.fedavg_surrogate_distance",
+        "ConsistencyRow.fednova_distance", "ConsistencyRow.fednova_min_grad2", "ConsistencyRow.floor",
+        "ConsistencyRow.lr", "ConsistencyRow.surrogate_gap", "EngineCheck.max_difference",
+        "EngineCheck.seconds_engine", "EngineCheck.seconds_reference", "SamplingRow.algorithm",
+        "SamplingRow.lr", "SamplingRow.rounds", "SamplingRow.scheme", "SamplingRow.tau_eff",
+        "SpeedupRow.algorithm", "SpeedupRow.clients", "SpeedupRow.lr", "SpeedupRow.rounds",
+        "SpeedupRow.tau_tilde", "base_setup.dim", "base_setup.seed", "base_setup.spread", "bias_row.rows",
+        "check_against_reference.aggregation", "check_against_reference.problem",
+        "check_against_reference.rounds", "check_against_reference.seed", "check_against_reference.sigma",
+        "check_against_reference.solvers", "check_against_reference.work", "consistency_sweep.lr_scale",
+        "consistency_sweep.problem", "consistency_sweep.progress", "consistency_sweep.rounds_list",
+        "consistency_sweep.solver_factory", "drawn_weights.problem", "equal_budget_ratios.algorithm",
+        "equal_budget_ratios.rows", "make_solvers.lr", "mean_a_norms.work", "participant_mean_steps.p",
+        "participant_mean_steps.scheme", "plot_bias.ax", "plot_bias.rows", "plot_bias.x_star",
+        "plot_consistency.axes", "plot_sampling.axes", "plot_speedup.ax", "plot_speedup.rows",
+        "population_tau_eff.problem", "population_tau_eff.solvers", "replicate.problem",
+        "sampling_bias.clients_per_round", "sampling_bias.lr_scale", "sampling_bias.problem",
+        "sampling_bias.rounds_list", "sampling_bias.scheme", "sampling_bias.solver_factory",
+        "sampling_bias.tau_effs", "sampling_gain.population", "sampling_gain.rounds", "sampling_gain.rows",
+        "sampling_gain_stderr.population", "sampling_gain_stderr.q_from", "sampling_gain_stderr.q_to",
+        "sampling_gain_stderr.rounds", "sampling_gain_stderr.rows", "sampling_grid.algorithm",
+        "sampling_grid.clients_per_round", "sampling_grid.copies_list", "sampling_grid.lr_scale",
+        "sampling_grid.problem", "sampling_grid.progress", "sampling_grid.rounds_list", "sampling_grid.scheme",
+        "sampling_grid.sigma", "sampling_grid.solver_factory", "sampling_summary.groups",
+        "speedup_grid.algorithms", "speedup_grid.copies_list", "speedup_grid.lr_scale", "speedup_grid.problem",
+        "speedup_grid.progress", "speedup_grid.rounds_list", "speedup_grid.seed", "speedup_grid.solver_factory",
+        "summary_markdown.check", "summary_markdown.consistency", "summary_markdown.grid",
+        "summary_markdown.groups", "summary_markdown.slope_fedavg_surrogate", "summary_markdown.slope_fednova",
+        "summary_markdown.slope_speedup", "theorem3_lr.lr_scale", "theorem3_lr.num_clients",
+        "theorem3_lr.rounds", "theorem3_lr.tau_tilde", "time_averaged_surrogate.problem",
+        "time_averaged_surrogate.solvers",
+    },
+    "fedlib.experiments.acceleration": {
+        "Comparison.max_difference", "Comparison.max_relative_difference", "Comparison.name",
+        "Perturbation.distances", "Perturbation.name", "Perturbation.rate", "RateCheck.limit_distance",
+        "RateCheck.name", "RoundMap.M", "Variant.local_momentum", "Variant.server_momentum",
+        "compare_with_closed_form.lr", "compare_with_closed_form.problem", "compare_with_closed_form.schedule",
+        "compare_with_closed_form.stop_above", "flat_directions.problem", "initial_state.name",
+        "iterate_round_maps.lr", "iterate_round_maps.name", "iterate_round_maps.rounds",
+        "limit_distances.local_steps", "limit_distances.problem", "linearised_gd_eigenvalues.optimum",
+        "linearised_gd_eigenvalues.problem", "linearised_vr_count_outside.local_steps",
+        "linearised_vr_count_outside.lr", "linearised_vr_count_outside.max_phase_step",
+        "linearised_vr_count_outside.name", "linearised_vr_count_outside.optimum",
+        "linearised_vr_count_outside.problem", "linearised_vr_count_outside.progress",
+        "linearised_vr_eigenvalues.local_steps", "linearised_vr_eigenvalues.lr",
+        "linearised_vr_eigenvalues.name", "linearised_vr_eigenvalues.optimum",
+        "linearised_vr_eigenvalues.problem", "linearised_vr_matrix.local_steps", "linearised_vr_matrix.lr",
+        "linearised_vr_matrix.name", "linearised_vr_matrix.optimum", "linearised_vr_matrix.problem",
+        "linearised_vr_radius.name", "linearised_vr_radius.optimum", "linearised_vr_radius.problem",
+        "logistic_losses.batch_size", "logistic_losses.lr", "logistic_losses.problem",
+        "logistic_losses.schedule", "logistic_optimum.problem", "perturbation_growth.local_steps",
+        "perturbation_growth.lr", "perturbation_growth.optimum", "perturbation_growth.problem", "rate_check.lr",
+        "rate_check.problem", "run_variant.local_momentum", "run_variant.lr", "run_variant.problem",
+        "run_variant.rounds", "run_variant.schedule", "run_variant.server_beta", "run_variant.stop_above",
+        "run_variant.x0", "spectrum_summary.eigenvalues", "variant_limit.lr", "variant_limit.name",
+        "variant_limit.problem", "variant_radius.local_steps", "variant_radius.name", "variant_radius.problem",
+        "variant_round_map.local_momentum", "variant_round_map.lr", "variant_round_map.problem",
+        "variant_round_map.server_beta", "vr_limit.name",
+    },
+    "fedlib.experiments.quadratic": {
+        "FixedPointCheck.closed_form", "FixedPointCheck.dist_to_opt", "FixedPointCheck.name",
+        "FixedPointCheck.radius", "FixedPointCheck.rel_error", "FixedPointCheck.rounds",
+        "FixedPointCheck.simulated", "OneRound.local_steps", "OneRound.lr", "QuadraticRun.name",
+        "QuadraticRun.reason", "TwoClientPoint.grad_norm_sq", "TwoClientPoint.rounds", "TwoClientPoint.tau1",
+        "TwoClientPoint.tau2", "TwoClientPoint.x_limit", "WeightedLimitCheck.name", "WeightedLimitCheck.rounds",
+        "fixed_local_steps.num_clients", "fixed_point.local_steps", "fixed_point.lr", "fixed_point.name",
+        "fixed_point_check.local_steps", "fixed_point_check.lr", "fixed_point_check.problem",
+        "fixed_point_check.reduction", "identity_quadratic.dim", "identity_quadratic.num_clients",
+        "one_round.local_steps", "one_round.lr", "one_round.problem", "plot_distance_panel.ax",
+        "plot_distance_panel.runs", "plot_distance_panel.title", "plot_distance_panel.ymax",
+        "plot_one_round.ax", "plot_one_round.problem", "plot_one_round.r", "plot_one_round.span",
+        "round_map_radius.local_steps", "round_map_radius.mu", "round_map_radius.name",
+        "round_map_radius.problem", "rounds_to_converge.local_steps", "rounds_to_converge.lr",
+        "rounds_to_converge.mu", "rounds_to_converge.name", "rounds_to_converge.problem",
+        "run_quadratic.stop_above", "small_lr_limit.local_steps", "surrogate_optimum.problem",
+        "tau_weighted_optimum.local_steps", "tau_weighted_optimum.problem", "two_client_sweep.a",
+        "two_client_sweep.lr", "two_client_sweep.names", "two_client_sweep.tau1",
+        "two_client_sweep.tau2_values", "weighted_limit_check.local_steps", "weighted_limit_check.mu",
+        "weighted_limit_check.reduction",
+    },
+    "fedlib.experiments.synthetic": {
+        "Setting.batch_size", "Setting.expected_a_norms.problem", "Setting.expected_a_norms.solver",
+        "Setting.label", "Setting.name", "Setting.schedule.problem", "Setting.schedule.seed",
+        "claim_holds.grid", "claim_holds.settings", "end_loss.curves", "fedavg_sgd.lr", "fedavg_sgd.problem",
+        "fedavg_sgd.setting", "fednova_sgd.lr", "fednova_sgd.problem", "fednova_sgd.setting",
+        "final_losses.grid", "lr_sweep.algorithms", "lr_sweep.seeds", "make_problem.l2",
+        "plot_diagnostics.labels", "plot_losses.axes", "plot_losses.labels", "plot_losses.logy",
+        "population_tau_eff.batch_size", "population_tau_eff.problem", "population_tau_eff.solver",
+        "rounds_to_best_loss.grid", "rounds_to_best_loss.settings", "rounds_to_reach.curves",
+        "run_grid.algorithms", "run_grid.problem", "run_grid.progress", "run_grid.rounds", "run_grid.settings",
+        "run_setting.problem",
+    },
+    "fedlib.experiments.cifar10": {
+        "Cell.id", "Cell.lr", "Cell.make_algorithm.weight_decay", "Cell.momentum", "Cell.mu",
+        "Cell.server_momentum", "Cell.tau_eff", "bench_cifar10.batch_size", "bench_cifar10.epochs",
+        "bench_cifar10.progress", "check_recorded_diagnostics.results", "data_fingerprint.parts",
+        "demo_run.algorithms", "demo_run.data", "demo_run.device", "demo_run.epochs", "demo_run.lr",
+        "demo_run.lr_decay", "demo_run.rounds", "demo_run.seed", "demo_run.width",
+        "engine_against_reference.batch_size", "format_bench.results", "format_gap_rows.rows",
+        "format_match_rows.rows", "format_summary_rows.rows", "history_record.rec", "load_data.download",
+        "load_table1_results.results_dir", "official_partition.num_clients", "official_partition.seed",
+        "plan_table1.results_dir", "plan_table1.seeds", "repeat_differences.results", "round_work.epochs",
+        "rounds_to_match.results", "run_seconds.result", "run_table1.cells", "run_table1.cuda_graph",
+        "run_table1.data_source", "run_table1.dry_run", "run_table1.log", "run_table1.seeds",
+        "run_table1.width", "summary_lines.bench", "summary_lines.checks", "summary_lines.gaps",
+        "summary_lines.match", "summary_lines.repeats", "train_runs.batch_size", "train_runs.lr_decay",
+        "train_runs.parts", "trained_images.batch_size", "trained_images.sizes",
+    },
+}
+
+
+def page_modules() -> list[str]:
+    """The modules book/api.md renders with ``:members:``."""
+    text = (ROOT / "book" / "api.md").read_text(encoding="utf8")
+    return [m.group(1) for m in re.finditer(r"automodule::\s*(\S+)\n((?:[ \t]+:\S.*\n)*)", text)
+            if ":members:" in m.group(2)]
+
+
+def field_comments(cls) -> dict[str, str]:
+    """A class's ``#:`` doc comments, by the attribute they document (above it, or after it on its line)."""
+    try:
+        src = textwrap.dedent(inspect.getsource(cls))
+    except (OSError, TypeError):
+        return {}
+    lines = src.splitlines()
+    out = {}
+    for node in ast.parse(src).body[0].body:
+        if isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name):
+            target = node.target.id
+        elif isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
+            target = node.targets[0].id
+        else:
+            continue
+        comment, k = [], node.lineno - 2
+        while k >= 0 and lines[k].strip().startswith("#:"):
+            comment.insert(0, lines[k].strip()[2:])
+            k -= 1
+        if "#:" in lines[node.lineno - 1]:
+            comment.append(lines[node.lineno - 1].split("#:", 1)[1])
+        if "".join(comment).strip():
+            out[target] = " ".join(comment)
+    return out
+
+
+def names(name: str, doc: str) -> bool:
+    """Whether ``doc`` names the parameter ``name``: ``name`` in double backquotes, or as a word."""
+    return f"``{name}``" in doc or re.search(rf"(?<![\w.]){re.escape(name)}(?!\w)", doc) is not None
+
+
+def parameters(obj) -> list[str]:
+    try:
+        sig = inspect.signature(obj)
+    except (TypeError, ValueError):
+        return []
+    return [p.name for p in sig.parameters.values()
+            if p.name not in ("self", "cls") and p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)]
+
+
+def documented_objects(module_name: str):
+    """``(qualified name, callable, docstring, field comments)`` of what the API page shows of a module."""
+    module = importlib.import_module(module_name)
+    for name in getattr(module, "__all__", []):
+        obj = getattr(module, name)
+        if inspect.isclass(obj):
+            doc = obj.__doc__ or ""
+            init = obj.__dict__.get("__init__")
+            if init is not None and init.__doc__:
+                doc += "\n" + init.__doc__
+            yield f"{module_name}.{name}", obj, doc, field_comments(obj)
+            for attr, member in vars(obj).items():
+                if attr.startswith("_"):
+                    continue
+                if isinstance(member, (staticmethod, classmethod)):
+                    member = member.__func__
+                if inspect.isfunction(member) and member.__doc__:  # autodoc leaves undocumented methods out
+                    yield f"{module_name}.{name}.{attr}", member, member.__doc__, {}
+        elif callable(obj):
+            yield f"{module_name}.{name}", obj, obj.__doc__ or "", {}
+
+
+def undocumented(module_name: str) -> set[str]:
+    """``object.parameter`` (relative to the module) of every parameter its docstring does not name."""
+    out = set()
+    for where, obj, doc, comments in documented_objects(module_name):
+        for p in parameters(obj):
+            if not names(p, doc) and p not in comments and (where, p) not in ALLOWED:
+                out.add(f"{where[len(module_name) + 1:]}.{p}")
+    return out
+
+
+def test_the_page_has_modules_and_the_lists_name_them():
+    modules = page_modules()
+    assert len(modules) > 30 and "fedlib.rule" in modules and "fedlib.theory" in modules
+    assert set(PENDING) <= set(modules), set(PENDING) - set(modules)
+    for (where, _), reason in ALLOWED.items():
+        assert any(where.startswith(m + ".") for m in modules) and reason.strip(), where
+
+
+@pytest.mark.parametrize("module_name", page_modules())
+def test_every_parameter_is_named_in_its_docstring(module_name):
+    missing = undocumented(module_name)
+    pending = PENDING.get(module_name, set())
+    new, done = sorted(missing - pending), sorted(pending - missing)
+    assert not new, f"{module_name}: parameters their docstrings never name (say what each is): {new}"
+    assert not done, f"{module_name}: documented now, remove from PENDING: {done}"
+
+
+def test_the_check_finds_an_unnamed_parameter_and_reads_doc_comments():
+    def documented(lr, a_norms, *args, **kwargs):
+        """``lr`` is the step size and a_norms the :math:`\\|a_i\\|_1`."""
+
+    def lr_only_as_part_of_another_name(lr, lr_at):
+        """``lr_at`` gives the rate of each round."""
+
+    assert [p for p in parameters(documented) if not names(p, documented.__doc__)] == []
+    assert [p for p in parameters(lr_only_as_part_of_another_name)
+            if not names(p, lr_only_as_part_of_another_name.__doc__)] == ["lr"]
+    assert not names("rounds", "rounds_list: the runs' lengths") and not names("x", "the limit x_star")
+
+    from typing import NamedTuple
+
+    class Row(NamedTuple):
+        """A row."""
+
+        #: The client learning rate.
+        lr: float
+        seconds: float  #: Wall-clock time.
+        undocumented_field: int
+
+    comments = field_comments(Row)
+    assert set(comments) == {"lr", "seconds"}
+    assert [p for p in parameters(Row) if not names(p, Row.__doc__) and p not in comments] == ["undocumented_field"]
