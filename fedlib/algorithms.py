@@ -393,8 +393,8 @@ def _check_one_client(client: Any, num_clients: Any) -> None:
 class FederatedAlgorithm:
     r"""One algorithm of the table above, with its local solver and server optimizer.
 
-    ``p`` are the weights of all clients (:math:`p_i = n_i/n`), needed by the
-    variance-reduction means. ``tau_eff`` is FedNova's policy (``None``,
+    ``p``, the weights of all clients (:math:`p_i = n_i/n`), is an argument of :meth:`apply` (the
+    variance-reduction means need it), not of the algorithm. ``tau_eff`` is FedNova's policy (``None``,
     ``"a_norm"``, ``"local_steps"`` or a number). With client sampling only a number
     keeps FedNova consistent: the policies compute :math:`\tau_{\text{eff}}` from the
     round's participants, and :math:`\mathbb E[\tau_{\text{eff}}\sum_{i\in S}\omega_i d_i]`

@@ -405,7 +405,8 @@ def traced_clients(data: Any, num_clients: int, batch_size: int, seed: int) -> l
     r""":class:`SoftmaxRegressionClient` for the first ``num_clients`` clients of a federated
     data set (``train_x``, ``train_y``, ``num_classes``, as :func:`fedlib.data.synthetic`
     returns), client ``i`` drawing its mini-batches from its own stream. ``num_clients``
-    must lie in ``1 .. len(data.train_x)``.
+    must lie in ``1 .. len(data.train_x)`` (a ``ValueError`` names it ``num_traced_clients``, chapter 1's
+    parameter that it comes from).
 
     ``batch_size`` and ``seed`` go to every :class:`SoftmaxRegressionClient` (client ``i`` gets ``client=i``)."""
     available = len(data.train_x)

@@ -632,7 +632,7 @@ def step_decay_lr(base_lr: float, round_index: int, total_rounds: int, milestone
     ...
     ValueError: factor must lie in (0, 1] (the rate is multiplied by it at each milestone; factor=0.1 divides it by 10), got 10
     """
-    base_lr = check_positive("lr", base_lr)
+    base_lr = check_positive("base_lr", base_lr)
     check_int("round_index", round_index)
     total = check_int("total_rounds", total_rounds, minimum=1)
     if not _is_number(factor) or not 0 < factor <= 1:

@@ -204,8 +204,8 @@ CASES = [
     ("parse_epochs 0", lambda: SC.parse_epochs("0"), "epochs"),
     ("parse_epochs text", lambda: SC.parse_epochs("two"), "epochs"),
     ("make_epoch_schedule no data", lambda: SC.make_epoch_schedule([0, 5], 32, "2"), "num_samples"),
-    ("step_decay_lr lr 0", lambda: SC.step_decay_lr(0.0, 1, 100), "lr"),
-    ("step_decay_lr lr -1", lambda: SC.step_decay_lr(-1.0, 1, 100), "lr"),
+    ("step_decay_lr base_lr 0", lambda: SC.step_decay_lr(0.0, 1, 100), "base_lr"),
+    ("step_decay_lr base_lr -1", lambda: SC.step_decay_lr(-1.0, 1, 100), "base_lr"),
     ("step_decay_lr total 0", lambda: SC.step_decay_lr(0.1, 1, 0), "total_rounds"),
     ("step_decay_lr round -1", lambda: SC.step_decay_lr(0.1, -1, 10), "round_index"),
     # ------------------------------------------------------------ rng
