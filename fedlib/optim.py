@@ -62,7 +62,11 @@ Rules, each enforced with an error rather than a silent change of the algorithm:
   ``load_state_dict`` raise ``NotImplementedError``, and the optimizer cannot be copied or
   pickled (checkpoint the server state between rounds instead, :func:`fedlib.checkpoint.save_checkpoint`; it is
   stored as numpy arrays, which :func:`fedlib.checkpoint.to_torch_tree` turns back into tensors to resume);
-* each parameter once (a tied weight listed twice would take every step twice).
+* each parameter once (a tied weight listed twice would take every step twice);
+* reading :attr:`ClientOptimizer.solver_state` (for ``algorithm.client_final``) ends the client's round: a
+  ``step`` after it is a ``RuntimeError`` until the next :meth:`ClientOptimizer.begin` (a forgotten ``begin``
+  continued the previous client's round, its iterate, step count and :math:`\|a_i\|_1`, under the next client's
+  name); ``opt.local_steps`` and ``opt.a_norm`` watch a round in progress.
 
 Buffers (BatchNorm running statistics) are not parameters moved by gradient steps and are
 outside the update rule: give each client the global buffers at the start of its round
@@ -417,6 +421,7 @@ class ClientOptimizer(torch.optim.Optimizer):
         self._solver: Optional[LocalSolver] = None
         self._state: Optional[SolverState] = None
         self._round_lr: Optional[float] = None  # the group's lr when the round began
+        self._ended = False  # solver_state was read (client_final): the next step needs a begin first
 
     def __getstate__(self):
         raise TypeError("a ClientOptimizer cannot be copied or pickled (its state is one client's round): build one "
@@ -459,8 +464,12 @@ class ClientOptimizer(torch.optim.Optimizer):
     @property
     def solver_state(self) -> SolverState:
         """The round's :class:`~fedlib.solvers.SolverState`, its ``params`` copies of the
-        current parameters (for ``algorithm.client_final``)."""
+        current parameters (for ``algorithm.client_final``). Reading it ends the client's round: it may be read
+        again, but a :meth:`step` before the next :meth:`begin` is a ``RuntimeError`` (without that ``begin`` the
+        next client would continue this one's iterate, step count and :math:`\\|a_i\\|_1`); watch a round in
+        progress with :attr:`local_steps` and :attr:`a_norm`."""
         self._require_round()
+        self._ended = True
         return self._state._replace(params=[p.detach().clone() for p in self._params])
 
     # ------------------------------------------------------------------ the round
@@ -512,6 +521,7 @@ class ClientOptimizer(torch.optim.Optimizer):
         copy_into(params, start)
         self._solver = solver
         self._state = state._replace(params=[p.detach() for p in params])
+        self._ended = False
 
     def _require_round(self) -> None:
         if self._state is None:
@@ -522,6 +532,11 @@ class ClientOptimizer(torch.optim.Optimizer):
         """One local step with the parameters' current gradients (``closure``, if given, is
         called first with gradients enabled and its loss returned, as in ``torch.optim``)."""
         self._require_round()
+        if self._ended:
+            raise RuntimeError(f"step: the round of {self._state.step} step(s) ended when solver_state was read "
+                               "(algorithm.client_final); call begin(algorithm.client_init(server, i)) before the next "
+                               "client's first step, else it would continue that round (its iterate, step count and "
+                               "||a_i||_1); to watch a round in progress, read opt.local_steps and opt.a_norm")
         lr = float(self.param_groups[0]["lr"])
         if lr != self._round_lr:
             raise ValueError(f"lr: the learning rate changed within a round ({self._round_lr!r} -> {lr!r}); "

@@ -818,3 +818,41 @@ def test_begin_refuses_a_round_start_made_by_another_kind_of_solver(algorithm_so
     matching = ClientOptimizer(model.parameters(), algo.solver)  # the README's optimizer
     matching.begin(algo.client_init(server, 1))
     assert matching.solver.mu == algorithm_solver.mu and matching.solver.momentum == algorithm_solver.momentum
+
+
+def test_a_step_after_solver_state_was_read_needs_the_next_begin():
+    """Reading ``solver_state`` (for client_final) ends the client's round: a step before the next begin is refused.
+    Before: a forgotten ``begin`` for client 1 continued client 0's round without a word. By hand, SGD lr 0.1 on
+    F_i(w) = (w - c_i)^2 / 2, c = (1, -1), one step for client 0 (w: 0 -> 0.1), then 3 steps for client 1 from
+    x^(t,0) = 0: w = -0.1, -0.19, -0.271, so Delta_1 = -0.271 with ||a_1||_1 = 3; without begin client 1 started from
+    0.1 (0.1 -> -0.01 -> -0.109 -> -0.1981) and reported Delta_1 = -0.1981 with ||a_1||_1 = 4 (client 0's step too)."""
+    w = torch.nn.Parameter(torch.zeros(1, dtype=D))
+    algo = make_algorithm("fednova", sgd(0.1))
+    server = algo.init(parameters_of([w]), num_clients=2)
+    opt = ClientOptimizer([w], algo.solver)
+
+    def local_steps(target, steps):
+        for _ in range(steps):
+            opt.zero_grad()
+            (0.5 * (w - target) ** 2).sum().backward()
+            opt.step()
+
+    opt.begin(algo.client_init(server, 0))
+    local_steps(1.0, 1)
+    first = algo.client_final(server, 0, opt.solver_state)
+    assert opt.solver_state.step == 1  # reading it again is fine
+    with pytest.raises(RuntimeError, match=r"^step: the round of 1 step\(s\) ended when solver_state was read "
+                                           r"\(algorithm\.client_final\); call begin\(algorithm\.client_init\(server, "
+                                           r"i\)\) before the next client's first step"):
+        local_steps(-1.0, 3)
+    assert w.tolist() == pytest.approx([0.1], abs=1e-15) and opt.local_steps == 1  # the refused step moved nothing
+    opt.begin(algo.client_init(server, 1))
+    local_steps(-1.0, 3)
+    second = algo.client_final(server, 1, opt.solver_state)
+    assert first.delta[0].tolist() == pytest.approx([0.1], abs=1e-15)
+    assert second.delta[0].tolist() == pytest.approx([-0.271], abs=1e-15) and second.a_norm == 3.0
+    # the next round: the global model copied back into w is no begin either
+    server, _ = algo.apply(server, full_participation([0.5, 0.5]), [first, second], opt.lr, [0.5, 0.5])
+    copy_into([w], server.params)
+    with pytest.raises(RuntimeError, match=r"^step: the round of 3 step\(s\) ended"):
+        local_steps(1.0, 1)
