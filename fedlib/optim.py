@@ -340,7 +340,11 @@ class ClientOptimizer(torch.optim.Optimizer):
     tests check it against :meth:`~fedlib.solvers.LocalSolver.update`. A solver subclass with its own
     step (:attr:`~fedlib.solvers.LocalSolver.builtin_step` false, e.g. Nesterov momentum) takes its own
     ``update`` instead, out of place on copies of the parameters, copied back into them (its result
-    must be a ``SolverState`` with parameters like the model's and ``step`` advanced by one). Used by
+    must be a ``SolverState`` with parameters like the model's and ``step`` advanced by one); its
+    :math:`\|a_i\|_1` is its own ``counter_step``'s. Such a solver (and one with its own closed forms) is probed
+    first, here and by :meth:`begin` for a round's solver (:func:`fedlib.solvers.check_own_step`): one whose
+    counter does not report the :math:`\|a_i\|_1` of its update, or whose update is not linear in the
+    gradients, is a ``ValueError`` naming its class, never run with the built-in step or counter. Used by
     chapter 6.
 
     Parameters
