@@ -109,7 +109,14 @@ def to_torch_tree(obj: Any, like: Any) -> Any:
     of the model), floating-point arrays in its dtype: the inverse of :func:`to_numpy_tree` for a run in your
     own loop with :class:`fedlib.optim.ClientOptimizer`, whose model, server optimizer state (momentum buffer,
     Adam's moments) and control variates must all be tensors. Numbers, ``None`` and tensors are kept;
-    NamedTuples, dicts, lists and tuples keep their types.
+    NamedTuples, dicts, lists and tuples keep their types; integer arrays keep their dtype.
+
+    A list or tuple of ``obj`` shaped like ``like`` (as many arrays as it has tensors, each of its tensor's shape:
+    the state's ``params``, momentum buffers, control variates) takes ``like``'s dtypes entry by entry, so a model
+    whose parameters mix dtypes (a float64 parameter among float32 ones) gets each back in its own dtype. Any
+    other floating-point array takes the one floating dtype of ``like``; where ``like`` mixes several it keeps its
+    own (rather than being rounded to one of them): convert such a part with its own ``like``, e.g.
+    ``to_torch_tree(saved["buffers"], like=buffers_of(model))`` for buffers saved beside the state.
 
     Example
     -------
@@ -138,15 +145,37 @@ def to_torch_tree(obj: Any, like: Any) -> Any:
     if first is None:
         raise ValueError(f"like must be a torch tensor or a list of them (parameters_of(model)), got "
                          f"{type(like).__name__}")
-    dtype = first.dtype if first.is_floating_point() else None
+    floats = {t.dtype for t in candidates if isinstance(t, torch.Tensor) and t.is_floating_point()}
+    # one dtype for all floating arrays was right for one dtype only: a float64 parameter among float32 ones was
+    # rounded to float32 (or the float32 ones made float64), and ClientOptimizer.begin then refused the state
+    dtype = next(iter(floats)) if len(floats) == 1 else None
+    entry_dtypes: dict = {}  # id of an array in a list shaped like `like` -> the dtype of its entry of like
+    _collect_like_dtypes(obj, candidates, entry_dtypes)
 
     def leaf(x: Any) -> Any:
         if not isinstance(x, np.ndarray):
             return x
         t = torch.as_tensor(np.array(x, copy=True), device=first.device)
-        return t.to(dtype) if dtype is not None and t.is_floating_point() else t
+        to = entry_dtypes.get(id(x), dtype)
+        return t.to(to) if to is not None and t.is_floating_point() else t
 
     return tree_map(leaf, obj)
+
+
+def _collect_like_dtypes(obj: Any, like: list, out: dict) -> None:
+    """For :func:`to_torch_tree`: ``out[id(array)] = like[k].dtype`` for entry ``k`` of every list or tuple in
+    ``obj`` that holds one array per tensor of ``like``, each of its tensor's shape (``like[k]`` floating)."""
+    if isinstance(obj, dict):
+        for v in obj.values():
+            _collect_like_dtypes(v, like, out)
+    elif isinstance(obj, (list, tuple)):
+        if (not hasattr(obj, "_fields") and len(obj) == len(like)
+                and all(isinstance(x, np.ndarray) and hasattr(t, "is_floating_point") and x.shape == tuple(t.shape)
+                        for x, t in zip(obj, like))):
+            out.update((id(x), t.dtype) for x, t in zip(obj, like) if t.is_floating_point())
+        else:
+            for v in obj:
+                _collect_like_dtypes(v, like, out)
 
 
 def _numpy_tree(obj: Any, copy: bool) -> Any:

@@ -415,6 +415,44 @@ def test_to_torch_tree_refuses_a_like_without_tensors():
         to_torch_tree([np.zeros(1)], like=[np.zeros(1)])
 
 
+def test_to_torch_tree_gives_each_parameter_of_a_mixed_dtype_model_its_own_dtype():
+    """A model whose parameters mix dtypes (a float32 layer, then a float64 scale 1 + 1e-12): each list shaped like
+    ``like`` (params, the server momentum buffer) takes like's dtypes entry by entry, so the state comes back bit for
+    bit and begins a round. Before: every floating array took the first parameter's float32, the scale was rounded to
+    1.0 without a word and ClientOptimizer.begin refused the state ('solver_state.params[2] is torch.float32 (1,) on
+    cpu but parameter 2 is torch.float64'). Other floating arrays keep their own dtype under a mixed like; integer
+    arrays (BatchNorm's num_batches_tracked) theirs, with a like of buffers_of(model) too."""
+    import torch
+
+    from fedlib.algorithms import make_algorithm
+    from fedlib.checkpoint import to_numpy_tree, to_torch_tree
+    from fedlib.optim import ClientOptimizer, buffers_of, parameters_of
+    from fedlib.server import momentum
+    from fedlib.solvers import sgd
+
+    model = torch.nn.Module()
+    model.layer = torch.nn.Linear(2, 1)
+    model.scale = torch.nn.Module()
+    model.scale.s = torch.nn.Parameter(torch.tensor([1 + 1e-12], dtype=torch.float64))
+    model.norm = torch.nn.BatchNorm1d(2, affine=False).double()  # buffers only
+    like = parameters_of(model)
+    assert [t.dtype for t in like] == [torch.float32, torch.float32, torch.float64]
+    algo = make_algorithm("fednova", sgd(0.1), momentum(0.9))
+    state = algo.init(like, num_clients=2)
+    state = state._replace(server=state.server._replace(buffer=[t + 0.5 for t in state.params]))
+    saved = to_numpy_tree({"server": state, "extra": [np.array([1 + 1e-12]), np.array([0.5], dtype=np.float32)],
+                           "buffers": buffers_of(model)})
+    back = to_torch_tree(saved, like=like)
+    for got, want in zip(back["server"].params + back["server"].server.buffer, state.params + state.server.buffer):
+        assert got.dtype == want.dtype and torch.equal(got, want)
+    assert back["server"].params[2].item() - 1 == pytest.approx(1e-12, rel=1e-3)
+    assert [t.dtype for t in back["extra"]] == [torch.float64, torch.float32]
+    assert [t.dtype for t in back["buffers"]] == [torch.float64, torch.float64, torch.int64]
+    buffers = to_torch_tree(saved["buffers"], like=buffers_of(model))
+    assert [t.dtype for t in buffers] == [torch.float64, torch.float64, torch.int64]
+    ClientOptimizer(model.parameters(), algo.solver).begin(algo.client_init(back["server"], 0))
+
+
 RUN = ["run", "synthetic", "--rounds", "2", "--num-clients", "3", "--quiet"]
 
 
