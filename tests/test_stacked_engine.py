@@ -1358,6 +1358,38 @@ def test_stacked_engine_names_labels_the_model_has_no_logit_for(variant, where):
     assert max_relative_difference(engine.params(0), loop.state.params) < 1e-10
 
 
+@pytest.mark.parametrize("variant", list(VARIANTS))
+def test_a_subclass_with_its_own_train_batch_has_its_first_batchs_labels_checked(variant):
+    """A subclass that feeds its own labels through train_batch (K unknown at construction: its inputs are not the
+    images) has the labels of its first batch checked against K when the first round starts. Before: labels 0..4 (0..3
+    in the first batch) for a model with 3 logits failed inside torch in the first step, 'Target 3 is out of bounds'
+    (grouped) / 'index 3 is out of bounds for dimension 2 with size 3' (vmap), a device-side assert on CUDA, naming
+    neither train_batch nor K.
+    The check draws nothing: with valid labels the subclass trains bit for bit as the engine itself."""
+    data = _images()
+
+    class OwnLabels(StackedEngine):
+        own = None
+
+        def train_batch(self, a):
+            x, _, mask = super().train_batch(a)
+            idx, _ = self.step_indices(a)
+            return x, self.own[idx].t(), mask
+
+    kwargs = dict(rounds=2, batch_size=4, dtype=torch.float64, **VARIANTS[variant])
+    OwnLabels.own = torch.arange(24) % 5
+    engine = OwnLabels(_small_net(3), data, [_run()], **kwargs)
+    with pytest.raises(ValueError, match=r"^OwnLabels\.train_batch's labels y \(its first batch\): labels must lie in "
+                                         r"0\.\.2 \(the model has 3 logits\), got 0\.\.3$"):
+        engine.run_round()
+    OwnLabels.own = torch.as_tensor(data.train_labels)
+    mine, plain = OwnLabels(_small_net(3), data, [_run()], **kwargs), StackedEngine(_small_net(3), data, [_run()],
+                                                                                    **kwargs)
+    mine.train()
+    plain.train()
+    assert all(torch.equal(mine.params(0)[n], plain.params(0)[n]) for n in plain.params(0))
+
+
 def test_reference_run_names_labels_of_features_the_model_has_no_logit_for():
     """reference_run refuses labels as the engine does, for images above and for train_features here (a
     float label, which it cut to an integer before, included)."""

@@ -812,7 +812,9 @@ class StackedEngine:
         training-mode check (see ``model``; its forwards on the first 8 training images, no extra one), on the
         grouped path from one forward of the grouped network on one image, without dropout (it calls no
         module, so no hook runs). A subclass that feeds its own inputs (:meth:`train_batch` without
-        ``_training_mode_sample``) checks its own labels.
+        ``_training_mode_sample``) has the labels of its first batch checked against ``K`` when the first round
+        starts (a ``ValueError`` naming its ``train_batch``); the labels of its later batches are its own to check
+        (a check of every step would stop the device each step).
     runs : list of :class:`RunSpec` (R >= 1); a run's ``lr_at`` must be ``None`` or callable and its ``schedule``
         have ``local_steps`` (``ValueError`` naming ``runs[r]`` otherwise).
     rounds : total number of rounds (sets the default step-decay lr schedule).
@@ -982,6 +984,7 @@ class StackedEngine:
         # a subclass that feeds its own inputs (train_batch) has only placeholders in data.train_images
         own_data = (type(self).train_batch is not StackedEngine.train_batch
                     and type(self)._training_mode_sample is StackedEngine._training_mode_sample)
+        self._own_labels_unchecked = own_data  # its labels against K on its first batch, in run_round
         num_classes: Optional[int] = None  # K, the width of the logits; unknown here for a subclass's own inputs
         if path == "grouped":
             self.net = GroupedNetwork(model, M, device=dev, dtype=dtype, channels_last=channels_last, conv=conv)
@@ -1339,9 +1342,19 @@ class StackedEngine:
         t0 = time.perf_counter()
         plan = self._plan(t)
         self._load(plan, t)
-        if self._mode_check_model is not None and plan.segments:  # a subclass's own data: its first inputs
-            _check_training_mode(self._mode_check_model, self.train_batch(plan.segments[0][0])[0][0, :8])
-            self._mode_check_model = None  # passed (a refused model stays refused on the next call)
+        if self._own_labels_unchecked and plan.segments:  # a subclass's own data: its first batch
+            a0 = plan.segments[0][0]
+            x0, y0, _ = self.train_batch(a0)
+            if self._mode_check_model is not None:  # vmap: K from the training-mode check's eval-mode logits
+                num_classes = _check_training_mode(self._mode_check_model, x0[0, :8])
+            else:  # grouped: one forward of the first a0 models without dropout (no random draws, no hooks)
+                with torch.no_grad():
+                    num_classes = int(self.net.forward(self.net.prefix(a0), x0, a0).shape[-1])
+            # else a label the logits cannot index failed in the first step as "index 3 is out of bounds for
+            # dimension 2 with size 3" (a device-side assert on CUDA)
+            _check_labels(y0, num_classes, f"{type(self).__name__}.train_batch's labels y (its first batch)")
+            self._mode_check_model = None  # passed (a refused model or batch stays refused on the next call)
+            self._own_labels_unchecked = False
         for a, n in plan.segments:
             if self.cuda_graph:
                 self._run_segment_graph(a, n)
