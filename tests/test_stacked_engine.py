@@ -1390,6 +1390,20 @@ def test_a_subclass_with_its_own_train_batch_has_its_first_batchs_labels_checked
     assert all(torch.equal(mine.params(0)[n], plain.params(0)[n]) for n in plain.params(0))
 
 
+def test_clients_that_share_samples_are_each_ones_data_set():
+    """RunSpec.clients need not partition the training set (its docstring): samples 8..11 in both clients' arrays and
+    sample 0 twice in client 0's are part of each data set, n = (13, 16), p = (13/29, 16/29), and the engine lands
+    where the per-client loop does on the same arrays."""
+    data = _images()
+    clients = [np.concatenate([[0], np.arange(0, 12)]), np.arange(8, 24)]
+    run = RunSpec(make_algorithm("fednova", sgd(lr=0.1)), clients, FixedSteps([2, 3]), seed=0)
+    engine = StackedEngine(_small_net(3), data, [run], rounds=2, batch_size=4, dtype=torch.float64, path="vmap")
+    engine.train()
+    assert engine.history[0][0].diagnostics.weights.tolist() == pytest.approx([13 / 29, 16 / 29], rel=1e-15)  # FedNova: p
+    loop = reference_run(_small_net(3), data, run, rounds=2, batch_size=4)
+    assert max_relative_difference(engine.params(0), loop.state.params) < 1e-10
+
+
 def test_reference_run_names_labels_of_features_the_model_has_no_logit_for():
     """reference_run refuses labels as the engine does, for images above and for train_features here (a
     float label, which it cut to an integer before, included)."""

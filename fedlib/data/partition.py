@@ -376,7 +376,8 @@ def class_counts(labels, parts, num_classes: int | None = None) -> np.ndarray:
     ``parts`` is a list of index arrays as returned by the partition functions (for the
     official code's ``{client: indices}`` dict, pass ``[d[j] for j in range(len(d))]``).
     Row :math:`j` sums to :math:`n_j = |S_j|`, column :math:`k` to the number of samples of class
-    :math:`k` the parts hold.
+    :math:`k` the parts hold. ``parts`` need not be disjoint (a split of your own may share samples, as
+    :class:`fedlib.engines.stacked.RunSpec` allows): a sample in several parts is counted in each.
 
     ``labels`` is the non-empty 1-d integer array of every sample's class (:math:`\ge 0`); ``num_classes`` the number
     of columns (a whole number :math:`\ge 1`; default ``max(labels) + 1``).

@@ -290,7 +290,11 @@ class RunSpec:
         VR, server optimizer, tau_eff).
     clients : one int array per client: its indices into the engine's training set (a number in its place is a
         ``ValueError``: a flat index array is not read as one client per sample).
-        :math:`p_i = n_i / \sum_j n_j`.
+        :math:`p_i = n_i / \sum_j n_j`. The arrays need not partition the training set, and are not checked to: a
+        sample in several clients' arrays (a shared subset, a split of your own) belongs to each one's data set
+        :math:`\mathcal{D}_i` and counts in each :math:`n_i`, an index repeated within a client counts twice there
+        (the paper's :math:`F = \sum_i p_i F_i` needs no disjoint :math:`\mathcal{D}_i`); the splits of
+        :mod:`fedlib.data.partition` are disjoint.
     schedule : object with ``local_steps(round) -> (m,) ints`` (``fedlib.schedules``): whole numbers >= 0,
         >= 1 for the round's participants (:func:`fedlib.schedules.round_local_steps`,
         :func:`fedlib.schedules.check_participant_steps`: a client left out of the round may do no work; for CIFAR ``make_epoch_schedule(sizes, 32, "2")`` or ``"2-5"``; an epoch schedule must
