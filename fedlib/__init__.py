@@ -45,7 +45,7 @@ and refuses a malformed one with a ``ValueError`` naming it.
   (new_params, new_state)`` (:mod:`fedlib.server`).
 * **Local steps** :math:`\tau_i^{(t)}`: any object with ``local_steps(round) -> (m,)`` whole numbers
   :math:`\ge 0` (:func:`fedlib.schedules.round_local_steps`; participants need :math:`\ge 1`); it is all the
-  engines need (:func:`fedlib.engines.quadratic.run_replicas`: with one solver, and every :math:`\tau_i \ge 1`;
+  engines need (:func:`fedlib.engines.quadratic.run_replicas`: with one solver;
   several solvers need ``draw(round) -> (steps, solver_numbers)``, as :class:`fedlib.schedules.RandomLocalWork`).
   What needs the :math:`\tau_i` distribution in closed form takes the built-in schedules only:
   :func:`fedlib.schedules.population_tau_eff` (``FixedSteps``, ``RandomSteps``, ``FixedEpochs``,

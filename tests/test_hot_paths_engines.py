@@ -126,7 +126,8 @@ class _BadLater:
 
 
 @pytest.mark.parametrize("work, match", [
-    (_BadLater(steps=(1, 0, 3, 1)), "work.draw\\(2\\): steps must be >= 1"),
+    # no client a step: a participant without one whichever the round samples (a client left out may take none)
+    (_BadLater(steps=(0, 0, 0, 0)), "work.draw\\(2\\): steps must be >= 1 for every participant"),
     (_BadLater(numbers=(0, 2, 0, 0)), "work.draw\\(2\\): solver numbers must be in 0..1"),
     (_BadLater(steps=(1, 2.5, 3, 1)), "work.draw\\(2\\): steps must hold integers"),
 ])

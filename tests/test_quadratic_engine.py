@@ -922,3 +922,56 @@ def test_run_replicas_takes_a_schedule_of_local_steps_with_one_solver():
 
     with pytest.raises(ValueError, match=r"^work\.local_steps\(0\)"):
         run_replicas(prob, "fedavg", [sgd(0.05)], Idle(), 1)
+
+
+class _IdleOutOfRound:
+    """Local work that gives the clients a sampler leaves out of the round no step: clients 0 and 2 in even rounds,
+    1 and 3 in odd ones (steps 2..5, solvers by client), the others 0 steps; ``idle_participant`` gives participant 2
+    of round 2 no step instead."""
+
+    def __init__(self, idle_participant=False):
+        self.idle_participant = idle_participant
+
+    @staticmethod
+    def sampler(t):
+        from fedlib.sampling import Participation
+
+        clients = np.array([0, 2]) if t % 2 == 0 else np.array([1, 3])
+        return Participation(clients, np.array([0.4, 0.6]))
+
+    def draw(self, t):
+        steps = np.array([2, 3, 4, 5])
+        steps[np.array([1, 3]) if t % 2 == 0 else np.array([0, 2])] = 0
+        if self.idle_participant and t == 2:
+            steps[2] = 0
+        return steps, np.array([0, 1, 2, 0])
+
+    def local_steps(self, t):
+        return self.draw(t)[0]
+
+
+def test_run_replicas_takes_no_work_for_a_client_out_of_the_round_as_run_sequential_does():
+    """A client a sampler leaves out of the round may do no work (tau_i = 0), as in run_sequential and run_batched
+    (fedlib.schedules.check_participant_steps); run_replicas lands where run_sequential does, replica by replica,
+    noise included. Before: 'work.draw(0): steps must be >= 1 for every client (client 1 has 0)'. A participant
+    without a step is still refused, by name."""
+    prob = random_quadratic(4, 3, seed=1, p=[0.1, 0.2, 0.3, 0.4])
+    solvers = ALL_SOLVERS[:3]
+    work, sampler = _IdleOutOfRound(), _IdleOutOfRound.sampler
+    run = run_replicas(prob, "fednova", solvers, work, 4, sigma=0.5, replicas=2, seed=3, sampling=sampler)
+    for r in range(2):
+        ref = run_sequential(make_algorithm("fednova", solvers[0]), np.zeros(3),
+                             noisy_grad_fn(prob, 0.5, 3, 2, r, work.local_steps, sampling=sampler), prob.p, work, 4,
+                             solver_at=client_solvers(work, solvers), sampling=sampler, seed=3)
+        np.testing.assert_allclose(run.params[r], ref.state.params, rtol=0, atol=1e-12)
+        np.testing.assert_allclose(run.tau_eff, [d.tau_eff for d in ref.diagnostics], rtol=1e-13)
+    assert run.mean_local_steps == 3.5  # the participants' steps: (2 + 4) / 2 and (3 + 5) / 2 in turn
+    class OnlySteps:  # a schedule without draw, one solver: clients 1 and 3 never take part
+        def local_steps(self, t):
+            return np.array([1, 0, 2, 0])
+
+    one = run_replicas(prob, "fednova", [sgd(0.03)], OnlySteps(), 2, sampling=lambda t: _IdleOutOfRound.sampler(0))
+    assert one.tau_eff.tolist() == pytest.approx([0.4 * 1 + 0.6 * 2] * 2, rel=1e-15)
+    with pytest.raises(ValueError, match=r"^work\.draw\(2\): steps must be >= 1 for every participant of the round "
+                                         r"\(client 2 has 0: leave a client without work out of the round\)$"):
+        run_replicas(prob, "fednova", solvers, _IdleOutOfRound(idle_participant=True), 4, sampling=sampler)

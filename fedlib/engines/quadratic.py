@@ -50,7 +50,7 @@ from typing import Any, Callable, NamedTuple, Optional, Sequence, Union
 
 import numpy as np
 
-from .._validate import (check_callable, check_choice, check_finite_array, check_int, check_int_array, check_local_steps,
+from .._validate import (check_callable, check_choice, check_finite_array, check_int, check_int_array,
                          check_nonnegative, check_positive, check_probability_vector)
 from ..problems.quadratic import QuadraticProblem
 from ..rng import generator
@@ -246,8 +246,10 @@ def run_replicas(problem: QuadraticProblem, aggregation: str, solvers: Sequence[
         factors of it); no weight decay.
     work : ``draw(round) -> (steps (m,), solver_numbers (m,))``, e.g.
         :class:`fedlib.schedules.RandomLocalWork`; with one solver, any schedule with
-        ``local_steps(round) -> (m,)`` steps (e.g. :class:`fedlib.schedules.FixedSteps`, or one of your own;
-        :math:`\tau_i \ge 1` for every client, as ``draw``'s steps), every client running ``solvers[0]``.
+        ``local_steps(round) -> (m,)`` steps (e.g. :class:`fedlib.schedules.FixedSteps`, or one of your own),
+        every client running ``solvers[0]``. Steps are whole numbers :math:`\ge 0`, :math:`\ge 1` for the round's
+        participants (a client a sampler leaves out may do no work, as in the other engines:
+        :func:`fedlib.schedules.check_participant_steps`); ``draw``'s steps alike.
     rounds : :math:`T`.
     sigma : gradient noise :math:`\sigma \ge 0` (0: full gradients, every replica the same).
     replicas, seed : number of independent runs; the seed of the noise and sampling streams.
@@ -376,10 +378,12 @@ def run_replicas(problem: QuadraticProblem, aggregation: str, solvers: Sequence[
     for t in range(rounds):
         if drawn:
             steps, choice = work.draw(t)
-            steps = check_local_steps(f"work.draw({t}): steps", steps, size=m)
+            steps_name = f"work.draw({t}): steps"
+            steps = check_int_array(steps_name, steps, size=m, minimum=0)
             choice = check_int_array(f"work.draw({t}): solver numbers", choice, size=m, minimum=0)
         else:  # a schedule: every client runs the one solver
-            steps = check_local_steps(f"work.local_steps({t})", work.local_steps(t), size=m)
+            steps_name = f"work.local_steps({t})"
+            steps = check_int_array(steps_name, work.local_steps(t), size=m, minimum=0)
             choice = np.zeros(m, dtype=np.int64)
         if (choice >= len(solvers)).any():
             raise ValueError(f"work.draw({t}): solver numbers must be in 0..{len(solvers) - 1}, got {choice!r}")
@@ -391,6 +395,10 @@ def run_replicas(problem: QuadraticProblem, aggregation: str, solvers: Sequence[
         by_steps = np.argsort(-steps[part.clients], kind="stable")  # participants, tau descending
         order, omega = part.clients[by_steps], part.weights[by_steps]
         tau = steps[order]
+        if tau[-1] < 1:  # tau descending: a participant without a step (a client out of the round may do none)
+            idle = int(part.clients[np.argmax(steps[part.clients] < 1)])
+            raise ValueError(f"{steps_name} must be >= 1 for every participant of the round (client {idle} has "
+                             f"{int(steps[idle])}: leave a client without work out of the round)")
         sol = choice[order]
         # App. G's tau~: the mean over the q draws; with replacement a client drawn k times counts k times
         # (omega = k / q); otherwise every participant once
