@@ -28,14 +28,6 @@ ALLOWED: dict[tuple[str, str], str] = {}
 
 #: module -> "object.parameter" entries not yet documented (to be emptied, never extended).
 PENDING: dict[str, set[str]] = {
-    "fedlib.experiments.surrogate": {
-        "SurrogatePoint.dist_to_F_min", "SurrogatePoint.dist_to_surrogate_min", "SurrogatePoint.grad_F",
-        "SurrogatePoint.grad_surrogate", "SurrogatePoint.lr", "canonical.params", "client_gradients.params",
-        "fixed_point_of_round.local_steps", "fixed_point_of_round.lr", "fixed_point_of_round.problem",
-        "flat_directions.problem", "full_batch_grad_fn.problem", "newton_minimize.problem",
-        "newton_minimize.weights", "newton_minimize.what", "round_map.problem", "surrogate_sweep.algorithms",
-        "surrogate_sweep.local_steps", "surrogate_sweep.problem", "unseen_classes.problem",
-    },
     "fedlib.experiments.speedup": {
         "BiasRow.clients", "BiasRow.lr", "BiasRow.rounds", "BiasRow.tau_eff", "ConsistencyRow.fedavg_distance",
         "ConsistencyRow.fedavg_min_grad2", "ConsistencyRow.fedavg_surrogate_distance",
@@ -75,7 +67,7 @@ PENDING: dict[str, set[str]] = {
         "Perturbation.distances", "Perturbation.name", "Perturbation.rate", "RateCheck.limit_distance",
         "RateCheck.name", "RoundMap.M", "Variant.local_momentum", "Variant.server_momentum",
         "compare_with_closed_form.lr", "compare_with_closed_form.problem", "compare_with_closed_form.schedule",
-        "compare_with_closed_form.stop_above", "flat_directions.problem", "initial_state.name",
+        "compare_with_closed_form.stop_above", "initial_state.name",
         "iterate_round_maps.lr", "iterate_round_maps.name", "iterate_round_maps.rounds",
         "limit_distances.local_steps", "limit_distances.problem", "linearised_gd_eigenvalues.optimum",
         "linearised_gd_eigenvalues.problem", "linearised_vr_count_outside.local_steps",

@@ -115,7 +115,8 @@ def unseen_classes(problem: LogisticProblem, weights: Any = None) -> list[int]:
     r"""The model's classes that no training sample of a client with positive weight has
     (``weights``: default every client). Empty when :math:`\sum_i w_i F_i` can have a minimiser;
     otherwise it has none (see :func:`observed_classes`). ``weights``: one finite number >= 0 per client
-    (``ValueError`` otherwise)."""
+    (``ValueError`` otherwise). ``problem`` is a :class:`~fedlib.problems.logistic.LogisticProblem`; its model's
+    classes are ``0..C-1`` (``C`` the model's ``num_classes``, which may exceed the data set's)."""
     # one finite weight >= 0 per client: zip() below cut a short list (or a long one) to the clients it covered
     w = np.ones(problem.num_clients) if weights is None else check_weights("weights", weights, size=problem.num_clients)
     labels = [np.asarray(y, dtype=np.int64) for y, w_i in zip(problem.dataset.train_y, w) if w_i > 0]
@@ -133,7 +134,10 @@ def _refuse_unseen_classes(problem: LogisticProblem, weights: Any, what: str) ->
 
 
 def full_batch_grad_fn(problem: LogisticProblem):
-    """``grad_fn(params, client, round, step)``: client's gradient on all its training data."""
+    """``grad_fn(params, client, round, step)``: client's gradient on all its training data.
+
+    ``problem`` is a :class:`~fedlib.problems.logistic.LogisticProblem`; the gradient is its model's (the L2 penalty
+    included) and ignores ``round`` and ``step``."""
     xs = [np.asarray(x, dtype=np.float64) for x in problem.dataset.train_x]
     ys = [np.asarray(y, dtype=np.int64) for y in problem.dataset.train_y]
     return lambda params, i, t, k: problem.model.grad(params, xs[i], ys[i])
@@ -141,7 +145,8 @@ def full_batch_grad_fn(problem: LogisticProblem):
 
 def client_gradients(problem: LogisticProblem, params: dict, grad_fn=None) -> np.ndarray:
     r"""``(m, P)``: :math:`\nabla F_i(x)` of every client, packed and flattened
-    (``grad_fn``: a :func:`full_batch_grad_fn` of ``problem`` to reuse across calls)."""
+    (``grad_fn``: a :func:`full_batch_grad_fn` of ``problem`` to reuse across calls). ``params`` is
+    ``{"W": (d, C), "b": (C,)}``; ``P = (d+1)C``."""
     grad = full_batch_grad_fn(problem) if grad_fn is None else grad_fn
     return np.array([pack_params(grad(params, i, 0, 0)).ravel() for i in range(problem.num_clients)])
 
@@ -150,7 +155,10 @@ def round_map(problem: LogisticProblem, algorithm: str, lr: float, local_steps: 
     r""":math:`\Phi`: packed flat parameters -> packed flat parameters after one round of
     ``algorithm`` (``"fedavg"`` or ``"fednova"``, local gradient descent at step ``lr``,
     :math:`\tau_i` = ``local_steps``, full participation), run by
-    :func:`~fedlib.engines.reference.run_sequential`."""
+    :func:`~fedlib.engines.reference.run_sequential`.
+
+    ``problem`` is a :class:`~fedlib.problems.logistic.LogisticProblem` (its ``p`` weights the clients); ``lr`` must be a
+    finite number > 0 and ``local_steps`` one whole number :math:`\ge 1` per client (``ValueError`` otherwise)."""
     check_choice("algorithm", algorithm, ALGORITHMS)
     lr = check_positive("lr", lr)
     tau = check_local_steps("local_steps", local_steps, size=problem.num_clients)
@@ -170,7 +178,10 @@ def canonical(params: dict) -> np.ndarray:
     r"""Packed flat parameters with the bias centred over the classes. The logits, hence
     every :math:`F_i`, are unchanged by adding one constant to all classes' biases (the
     bias carries no penalty), so that direction is flat: minimisers and fixed points are
-    compared in the quotient, after removing it."""
+    compared in the quotient, after removing it.
+
+    ``params`` is ``{"W": (d, C), "b": (C,)}`` (other keys or shapes are a ``ValueError``); returns the
+    ``((d+1)C,)`` vector of :math:`\Theta = [W; b]`, row by row."""
     theta = pack_params(params).copy()
     theta[-1] -= theta[-1].mean()
     return theta.ravel()
@@ -206,7 +217,11 @@ def fixed_point_of_round(problem: LogisticProblem, algorithm: str, lr: float, lo
     and its residual :math:`\|\Phi(\tilde x) - \tilde x\|` (one more real round).
 
     ``tol`` is relative: the solve stops when :math:`\|\Phi(x) - x\|_\infty \le`
-    ``tol`` :math:`\cdot \|\Phi(x_0) - x_0\|_2`, the first round's step from the initial point."""
+    ``tol`` :math:`\cdot \|\Phi(x_0) - x_0\|_2`, the first round's step from the initial point.
+
+    ``problem``, ``algorithm``, ``lr`` (:math:`\eta > 0`) and ``local_steps`` (:math:`\tau_i`, one whole number
+    :math:`\ge 1` per client) are :func:`round_map`'s. A class that no training sample has is a ``ValueError``
+    (:func:`unseen_classes`); a solve that does not converge a ``RuntimeError``."""
     phi = round_map(problem, algorithm, lr, local_steps)
     _refuse_unseen_classes(problem, None, f"fixed point of {algorithm} (lr {lr})")
     x0 = pack_params(problem.init_params()).ravel()
@@ -220,7 +235,8 @@ def flat_directions(problem) -> np.ndarray:
     r"""``(P, k)`` orthonormal basis of the directions along which every :math:`F_i` of a
     :class:`~fedlib.problems.logistic.LogisticProblem` is constant: adding one vector to every
     class's column of :math:`\Theta = [W; b]` leaves the softmax unchanged (:math:`k = d+1`;
-    with an L2 penalty on :math:`W` only the bias direction, :math:`k = 1`)."""
+    with an L2 penalty on :math:`W` only the bias direction, :math:`k = 1`). ``problem``'s ``l2`` picks the case and
+    :math:`P = (d+1)C`."""
     D, C = problem.model.num_features + 1, problem.model.num_classes
     rows = range(D) if problem.l2 == 0 else [D - 1]
     B = np.zeros((D * C, len(rows)))
@@ -247,6 +263,11 @@ def newton_minimize(problem: LogisticProblem, weights: Any, *, tol: float = 1e-1
     Returns ``(theta, client_grads, Q, steps)``: the minimiser packed and flattened with its
     flat-direction component removed (the canonical representative), :math:`\nabla F_i` there
     ``(m, P)``, the basis ``Q`` ``(P, r)`` and the number of Newton steps taken.
+
+    ``problem`` is a :class:`~fedlib.problems.logistic.LogisticProblem`; ``weights`` the (m,) :math:`w_i`
+    (non-negative, summing to 1); ``tol`` > 0; ``max_steps`` a whole number :math:`\ge 1`;
+    ``what`` labels the error messages. A class that no client of positive weight has is a ``ValueError``
+    (:func:`unseen_classes`).
     Used by :func:`weighted_minimizer` (chapter 7) and
     :func:`~fedlib.experiments.acceleration.logistic_optimum` (chapter 10).
     """
@@ -310,7 +331,13 @@ def weighted_minimizer(problem: LogisticProblem, weights: Any, tol: float = 1e-1
 class SurrogatePoint(NamedTuple):
     r"""One algorithm's limit at one step size: the fixed-point residual, its distances to
     :math:`\arg\min F` and :math:`\arg\min\widetilde F` (:func:`canonical`), and the norms of
-    :math:`\nabla F` and :math:`\nabla\widetilde F` there."""
+    :math:`\nabla F` and :math:`\nabla\widetilde F` there.
+
+    Fields: ``algorithm`` and ``lr`` (:math:`\eta`) of the run; ``residual``
+    :math:`\|\Phi(\tilde x) - \tilde x\|_2`; ``dist_to_F_min`` and ``dist_to_surrogate_min``, the Euclidean distances
+    from the canonical :math:`\tilde x` to those of :math:`\arg\min F` and :math:`\arg\min\widetilde F`; ``grad_F``
+    :math:`\|\sum_i p_i\nabla F_i(\tilde x)\|_2` and ``grad_surrogate`` :math:`\|\sum_i w_i\nabla F_i(\tilde x)\|_2`,
+    :math:`w` FedAvg's weights for either algorithm."""
 
     algorithm: str
     lr: float
@@ -327,7 +354,11 @@ def surrogate_sweep(problem: LogisticProblem, local_steps: Sequence[int], lrs: S
     points and ``{"w", "p", "F_min", "surrogate_min", "gap"}`` (FedAvg's weights
     :math:`w_i = p_i\tau_i/\sum_j p_j\tau_j`, the two minimisers and their distance).
     ``lrs``: one or more step sizes > 0 (chapter 7 fits a slope over them; none gave no point
-    and a failed fit later), refused by name before any solve."""
+    and a failed fit later), refused by name before any solve.
+
+    ``problem`` is a :class:`~fedlib.problems.logistic.LogisticProblem`, ``local_steps`` the :math:`\tau_i` (one whole
+    number :math:`\ge 1` per client) and ``algorithms`` names from ``"fedavg"`` and ``"fednova"`` (default both; any
+    other is a ``ValueError``)."""
     tau = check_local_steps("local_steps", local_steps, size=problem.num_clients)
     lrs = [check_positive("lrs", lr) for lr in check_sequence("lrs", lrs, "step sizes")]
     if not lrs:
