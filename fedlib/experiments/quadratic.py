@@ -89,6 +89,8 @@ class QuadraticRun(NamedTuple):
     ``diverged`` is True when the run stopped early because the aggregate became
     non-finite (``FloatingPointError`` from :meth:`fedlib.algorithms.FederatedAlgorithm.apply`) or the
     distance exceeded ``stop_above``; ``diverged_round`` is the round it stopped at.
+    ``name`` is the algorithm's name (its label); ``reason`` says why the run stopped early (the
+    ``FloatingPointError``'s message, or ``"distance > 0.1"`` for ``stop_above=0.1``), ``""`` when it did not.
     """
 
     name: str
@@ -117,6 +119,8 @@ def run_quadratic(problem: QuadraticProblem, name: str, lr: float, schedule, rou
     :func:`quadratic_algorithm` ``(name, lr, mu)`` (``name`` is then only its label; its
     solver's learning rate is used in every round and ``lr`` must equal it).
     Divergence does not raise: the run stops and is marked (see :class:`QuadraticRun`).
+    ``stop_above`` (default ``None``: never) stops the run once a distance exceeds it or is NaN; it must be a
+    finite number > 0.
     """
     rounds = check_int("rounds", rounds, minimum=0)
     d = problem.dim
@@ -164,13 +168,20 @@ def _closed_form_mu(name: str, mu: float) -> float:
 
 
 def fixed_point(problem: QuadraticProblem, name: str, lr: float, local_steps: Any, mu: float = 0.0) -> np.ndarray:
-    """:func:`fedlib.theory.quadratic_fixed_point` for ``problem`` (FedAvg, FedProx with ``mu`` > 0, FedNova)."""
+    r""":func:`fedlib.theory.quadratic_fixed_point` for ``problem`` (FedAvg, FedProx with ``mu`` > 0, FedNova).
+
+    ``name`` is one of :data:`CLOSED_FORM` (``"vrlsgd"`` is a ``ValueError``), ``lr`` :math:`\eta > 0` and
+    ``local_steps`` the (m,) :math:`\tau_i` (whole numbers :math:`\ge 1`); ``mu`` is used by FedProx alone (> 0, with :math:`\eta\mu \le 1`). Rounds that
+    do not converge (spectral radius :math:`\ge 1`) are a ``ValueError`` naming ``lr``."""
     return quadratic_fixed_point(problem.H, problem.e, problem.p, local_steps, lr, name, mu=_closed_form_mu(name, mu))
 
 
 def round_map_radius(problem: QuadraticProblem, name: str, lr: float, local_steps: Any, mu: float = 0.0) -> float:
-    """Spectral radius of one round's affine map (< 1: the rounds converge, geometrically); ``inf`` when the
-    map itself overflows float64 (an ``lr`` far too large: eigvals would raise on its inf / NaN entries)."""
+    r"""Spectral radius of one round's affine map (< 1: the rounds converge, geometrically); ``inf`` when the
+    map itself overflows float64 (an ``lr`` far too large: eigvals would raise on its inf / NaN entries).
+
+    ``problem``, ``name``, ``lr``, ``local_steps`` and ``mu`` are checked as in :func:`fixed_point`; a radius
+    :math:`\ge 1` is returned, not refused."""
     M, _ = quadratic_round_map(problem.H, problem.e, problem.p, local_steps, lr, name, mu=_closed_form_mu(name, mu))
     return _radius_or_inf(M)
 
@@ -180,7 +191,9 @@ def rounds_to_converge(problem: QuadraticProblem, name: str, lr: float, local_st
     r"""Rounds :math:`T` with :math:`\rho^T \le` ``reduction``, :math:`\rho` the spectral radius of
     the round map. The map is symmetric (each :math:`K_i H_i` is a function of :math:`H_i`),
     so after :math:`T` rounds :math:`\|x^{(T,0)} - \tilde x\| \le \rho^T \|x^{(0,0)} - \tilde x\|`.
-    ``reduction`` must lie in (0, 1); :math:`\rho = 0` (one round lands on :math:`\tilde x`) gives 1."""
+    ``reduction`` must lie in (0, 1); :math:`\rho = 0` (one round lands on :math:`\tilde x`) gives 1.
+    ``problem``, ``name``, ``lr``, ``local_steps`` and ``mu`` are :func:`round_map_radius`'s; :math:`\rho \ge 1` is a
+    ``ValueError`` naming ``lr``."""
     if check_positive("reduction", reduction) >= 1:
         raise ValueError(f"reduction must lie in (0, 1), got {reduction!r}")
     rho = round_map_radius(problem, name, lr, local_steps, mu)
@@ -192,13 +205,17 @@ def rounds_to_converge(problem: QuadraticProblem, name: str, lr: float, local_st
 
 
 def surrogate_optimum(problem: QuadraticProblem, weights: Any) -> np.ndarray:
-    r"""Minimiser of the surrogate :math:`\tilde F = \sum_i w_i F_i` (Theorem 1), ``weights`` summing to 1."""
+    r"""Minimiser of the surrogate :math:`\tilde F = \sum_i w_i F_i` (Theorem 1), ``weights`` summing to 1.
+
+    ``problem`` gives the :math:`H_i` and :math:`e_i`; its own ``p`` is not used."""
     return quadratic_global_optimum(problem.H, problem.e, weights)
 
 
 def tau_weighted_optimum(problem: QuadraticProblem, local_steps: Any) -> np.ndarray:
     r"""Minimiser of :math:`\tilde F` with :math:`w_i = p_i\tau_i/\sum_j p_j\tau_j`: FedAvg's
-    :math:`\eta \to 0` limit (Lemma 1 for general :math:`H_i`: :math:`K_i \approx \eta\tau_i I`)."""
+    :math:`\eta \to 0` limit (Lemma 1 for general :math:`H_i`: :math:`K_i \approx \eta\tau_i I`).
+    ``problem`` gives :math:`H_i`, :math:`e_i` and :math:`p_i`; ``local_steps`` is the (m,) :math:`\tau_i`, whole
+    numbers :math:`\ge 1`."""
     steps = check_local_steps("local_steps", local_steps, size=problem.num_clients).astype(np.float64)
     w = problem.p * steps
     return surrogate_optimum(problem, w / w.sum())
@@ -218,6 +235,8 @@ def small_lr_limit(problem: QuadraticProblem, name: str, local_steps: Any, weigh
     * FedNova: :math:`w_i = p_i`, the true optimum :math:`x^* = (\sum_i p_iH_i)^{-1}\sum_i p_ie_i` of
       :math:`F = \sum_i p_i F_i` (its coefficients
       :math:`\tau_{\text{eff}} p_i K_i / \tau_i = \eta\,\tau_{\text{eff}}\,p_i I + O(\eta^2)`).
+
+    ``local_steps`` is the (m,) :math:`\tau_i` (whole numbers :math:`\ge 1`; FedNova's point does not depend on it).
 
     Both are :math:`O(\eta)` from the fixed point at a step :math:`\eta` (:func:`fixed_point`). ``weights``
     = :math:`1/m` gives the point an implementation that drops the :math:`p_i` (averages with :math:`1/m`)
@@ -246,7 +265,8 @@ def small_lr_limit(problem: QuadraticProblem, name: str, local_steps: Any, weigh
 # ---------------------------------------------------------------- problems
 def identity_quadratic(num_clients: int, dim: int, seed: int = 0, spread: float = 5.0, p: Any = None) -> QuadraticProblem:
     r"""Lemma 1's setting: :math:`H_i = I` exactly, :math:`e_i = x_i^* \sim N(0, \text{spread}^2 I)`
-    (stream ``(seed, "data", i)``), equal weights unless ``p`` is given."""
+    (stream ``(seed, "data", i)``), equal weights unless ``p`` is given. ``num_clients`` :math:`m` and ``dim``
+    :math:`d` are integers :math:`\ge 1` (a float is refused), ``spread`` > 0."""
     m = check_int("num_clients", num_clients, minimum=1)
     d = check_int("dim", dim, minimum=1)
     spread = check_positive("spread", spread)
@@ -273,7 +293,7 @@ def instance_seed(seed: int, index: int, purpose: str = "instances") -> int:
 def fixed_local_steps(seed: int, index: int, num_clients: int, low: int, high: int,
                       purpose: str = "fixed_local_steps") -> np.ndarray:
     r"""Heterogeneous :math:`\tau_i`, uniform on the inclusive range ``[low, high]``, drawn once
-    (stream ``(seed, purpose, index)``)."""
+    (stream ``(seed, purpose, index)``), one for each of ``num_clients`` clients (an integer :math:`\ge 1`)."""
     m = check_int("num_clients", num_clients, minimum=1)
     low = check_int("low", low, minimum=1)
     high = check_int("high", high, minimum=low)
@@ -282,7 +302,11 @@ def fixed_local_steps(seed: int, index: int, num_clients: int, low: int, high: i
 
 # ---------------------------------------------------------------- experiments
 class FixedPointCheck(NamedTuple):
-    """Simulated limit vs closed form for one algorithm on one instance."""
+    r"""Simulated limit vs closed form for one algorithm on one instance.
+
+    ``name`` is the algorithm; ``rounds`` the :math:`T` simulated (:func:`rounds_to_converge`); ``radius`` the
+    spectral radius :math:`\rho` of the round map; ``closed_form`` :math:`\tilde x` (:func:`fixed_point`) and
+    ``simulated`` :math:`x^{(T,0)}`, both (d,); ``rel_error`` and ``dist_to_opt`` as in :func:`fixed_point_check`."""
 
     name: str
     rounds: int
@@ -300,7 +324,12 @@ def fixed_point_check(problem: QuadraticProblem, local_steps: Any, lr: float, mu
     :math:`\|x^{(T,0)} - \tilde x\| / \|\tilde x\|` (the absolute error when :math:`\tilde x = 0`),
     ``dist_to_opt`` is :math:`\|\tilde x - x^*\|`.
     ``names`` defaults to :data:`CLOSED_FORM`, without FedProx when ``mu`` is 0 (FedProx needs
-    ``mu`` > 0); every name is checked before anything runs."""
+    ``mu`` > 0); every name is checked before anything runs.
+
+    ``problem`` is a :class:`~fedlib.problems.quadratic.QuadraticProblem`, ``local_steps`` the (m,) fixed
+    :math:`\tau_i` (whole numbers :math:`\ge 1`), ``lr`` :math:`\eta > 0` (rounds that do not converge are a
+    ``ValueError`` naming it) and ``reduction`` in (0, 1) (:func:`rounds_to_converge`). A simulated run that diverges
+    is a ``FloatingPointError``."""
     from ..schedules import FixedSteps
 
     if names is None:
@@ -333,7 +362,8 @@ class WeightedLimitCheck(NamedTuple):
     ``target_distance`` :math:`\|x^{(T,0)} - \tilde x_0\|` (the :math:`O(\eta)` term), ``uniform_distance``
     :math:`\|x^{(T,0)} - \tilde x_0^{1/m}\|`, ``separation`` :math:`\|\tilde x_0 - \tilde x_0^{1/m}\|`, and
     ``tenth_distance`` the closed-form fixed point's distance to :math:`\tilde x_0` at ``lr / 10`` (a tenth of the
-    :math:`O(\eta)` term when the limit is :math:`\tilde x_0`)."""
+    :math:`O(\eta)` term when the limit is :math:`\tilde x_0`). ``name`` is the algorithm and ``rounds`` the
+    :math:`T` simulated."""
 
     name: str
     rounds: int
@@ -366,6 +396,9 @@ def weighted_limit_check(problem: QuadraticProblem, local_steps: Any, lr: float,
     implementation whose limit is another point keeps a distance that does not shrink with :math:`\eta`;
     and it lies nearer the first point than the second (``target_distance < uniform_distance``).
 
+    ``local_steps`` (the (m,) :math:`\tau_i`), ``mu`` (FedProx's :math:`\mu`, default 0: name ``"fedprox"`` only
+    with ``mu`` > 0) and ``reduction`` (in (0, 1)) are :func:`fixed_point_check`'s.
+
     Example
     -------
     >>> from fedlib.problems import random_quadratic
@@ -391,7 +424,11 @@ def weighted_limit_check(problem: QuadraticProblem, local_steps: Any, lr: float,
 
 
 class TwoClientPoint(NamedTuple):
-    """App. D.1 at one :math:`(\\tau_1, \\tau_2)`: simulated limits and their :math:`\\|\\nabla F\\|^2`."""
+    """App. D.1 at one :math:`(\\tau_1, \\tau_2)`: simulated limits and their :math:`\\|\\nabla F\\|^2`.
+
+    ``tau1`` and ``tau2`` are the two clients' step counts; ``rounds``, ``x_limit`` and ``grad_norm_sq`` map each
+    algorithm's name to its :math:`T`, its scalar :math:`x^{(T,0)}` and :math:`\\|\\nabla F(x^{(T,0)})\\|^2`
+    (:math:`= (x^{(T,0)})^2` here, :func:`two_client_problem`)."""
 
     tau1: int
     tau2: int
@@ -403,7 +440,13 @@ class TwoClientPoint(NamedTuple):
 def two_client_sweep(tau1: int, tau2_values: Sequence[int], lr: float, a: float = 1.0,
                      names: Sequence[str] = ("fedavg", "fednova"), reduction: float = 1e-10) -> list[TwoClientPoint]:
     r"""Simulate App. D.1's example from :math:`x = x^* = 0` for each :math:`\tau_2` until the
-    round map has contracted by ``reduction``; return :math:`\|\nabla F(x^{(T,0)})\|^2` per algorithm."""
+    round map has contracted by ``reduction``; return :math:`\|\nabla F(x^{(T,0)})\|^2` per algorithm.
+
+    ``tau1`` (:math:`\tau_1`) and each of ``tau2_values`` (:math:`\tau_2`) are whole numbers :math:`\ge 1`; ``lr``
+    :math:`\eta > 0` must make every round map contract (a ``ValueError`` naming ``lr`` otherwise); ``a`` > 0 is
+    :func:`two_client_problem`'s (default 1). ``names`` holds ``"fedavg"`` and/or ``"fednova"`` (FedProx is
+    refused: its :math:`\mu` would be 0 here); ``reduction`` lies in (0, 1). A diverged run is a
+    ``FloatingPointError``."""
     from ..schedules import FixedSteps
 
     # np.array([True, 2]) is [1, 2]: a bool passed as a step count, unchecked below
@@ -450,7 +493,12 @@ def plot_distance_panel(ax, runs: Mapping[str, QuadraticRun], title: str, floors
                         ymax: Optional[float] = None) -> None:
     r"""One panel of Figure 2: :math:`\|x^{(t,0)} - x^*\|` vs rounds (log y) per algorithm;
     optional dotted lines at the closed-form distances ``floors``; a run that diverged
-    ends with a cross and a note."""
+    ends with a cross and a note.
+
+    ``ax`` is a matplotlib ``Axes``; ``runs`` maps an algorithm's name (a key of :data:`LABELS` and
+    :data:`STYLES`; another name is drawn under itself in the default style) to its :class:`QuadraticRun`;
+    ``title`` is the panel's title. ``ymax`` (default ``None``: matplotlib's) caps the y axis, and a diverged run's
+    cross is drawn at most that high."""
     for name, run in runs.items():
         st = STYLES.get(name, {})
         t = np.arange(run.distances.size)
@@ -491,7 +539,8 @@ class OneRound(NamedTuple):
     (``(tau_i + 1, d)``); ``fedavg`` / ``fednova`` the next global model
     :math:`x^{(t+1,0)}` of each algorithm (taken from a one-round run of the library's
     algorithms); ``fedavg_limit`` / ``fednova_limit`` their closed-form fixed points
-    (App. A); ``client_optima`` the :math:`x_i^*`; ``optimum`` :math:`x^*`.
+    (App. A); ``client_optima`` the :math:`x_i^*`; ``optimum`` :math:`x^*`. ``local_steps`` is the (m,)
+    :math:`\tau_i` and ``lr`` the step :math:`\eta` of the round.
     """
 
     x0: np.ndarray
@@ -511,7 +560,12 @@ def one_round(problem: QuadraticProblem, x0: Any, local_steps: Sequence[int], lr
     averages the results with weights :math:`p_i`, FedNova averages the normalised
     updates :math:`\Delta_i/\tau_i` and scales by :math:`\tau_{\text{eff}} = \sum_i p_i\tau_i`
     (eq. 4 with plain SGD, :math:`\|a_i\|_1 = \tau_i`). The next global models come
-    from :func:`run_quadratic` (one round); the local paths from :class:`fedlib.solvers.LocalSolver`."""
+    from :func:`run_quadratic` (one round); the local paths from :class:`fedlib.solvers.LocalSolver`.
+
+    ``problem`` is a :class:`~fedlib.problems.quadratic.QuadraticProblem` (each :math:`H_i` invertible, for
+    :math:`x_i^*`), ``x0`` of shape (d,), ``local_steps`` the (m,) :math:`\tau_i` (whole numbers :math:`\ge 1`) and
+    ``lr`` :math:`\eta > 0`, at which both algorithms' rounds must converge (their limits are computed; a
+    ``ValueError`` naming ``lr`` otherwise)."""
     from ..schedules import FixedSteps
 
     tau = check_local_steps("local_steps", local_steps, size=problem.num_clients)
@@ -537,7 +591,11 @@ def one_round(problem: QuadraticProblem, x0: Any, local_steps: Sequence[int], lr
 def plot_one_round(ax, problem: QuadraticProblem, r: OneRound, span: float = 3.2) -> None:
     """Figure 1 of the paper drawn from :func:`one_round`: level sets of the global
     objective, each client's local path, FedAvg's and FedNova's next global model and
-    their limits, the client optima and :math:`x^*` (2-d problems only)."""
+    their limits, the client optima and :math:`x^*` (2-d problems only).
+
+    ``ax`` is a matplotlib ``Axes``; ``problem`` the 2-d problem ``r`` was computed on (another dimension is a
+    ``ValueError``); ``r`` the :class:`OneRound`; ``span`` the half-width of the square
+    ``[-span, span]``:sup:`2` drawn (default 3.2)."""
     if problem.dim != 2:
         raise ValueError(f"plot_one_round draws 2-d problems, got dimension {problem.dim}")
     g = np.linspace(-span, span, 161)
