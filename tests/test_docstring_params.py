@@ -89,18 +89,6 @@ PENDING: dict[str, set[str]] = {
         "variant_round_map.local_momentum", "variant_round_map.lr", "variant_round_map.problem",
         "variant_round_map.server_beta", "vr_limit.name",
     },
-    "fedlib.experiments.synthetic": {
-        "Setting.batch_size", "Setting.expected_a_norms.problem", "Setting.expected_a_norms.solver",
-        "Setting.label", "Setting.name", "Setting.schedule.problem", "Setting.schedule.seed",
-        "claim_holds.grid", "claim_holds.settings", "end_loss.curves", "fedavg_sgd.lr", "fedavg_sgd.problem",
-        "fedavg_sgd.setting", "fednova_sgd.lr", "fednova_sgd.problem", "fednova_sgd.setting",
-        "final_losses.grid", "lr_sweep.algorithms", "lr_sweep.seeds", "make_problem.l2",
-        "plot_diagnostics.labels", "plot_losses.axes", "plot_losses.labels", "plot_losses.logy",
-        "population_tau_eff.batch_size", "population_tau_eff.problem", "population_tau_eff.solver",
-        "rounds_to_best_loss.grid", "rounds_to_best_loss.settings", "rounds_to_reach.curves",
-        "run_grid.algorithms", "run_grid.problem", "run_grid.progress", "run_grid.rounds", "run_grid.settings",
-        "run_setting.problem",
-    },
     "fedlib.experiments.cifar10": {
         "Cell.id", "Cell.lr", "Cell.make_algorithm.weight_decay", "Cell.momentum", "Cell.mu",
         "Cell.server_momentum", "Cell.tau_eff", "bench_cifar10.batch_size", "bench_cifar10.epochs",

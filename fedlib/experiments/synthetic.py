@@ -72,7 +72,11 @@ class Setting:
     mini-batch size :math:`B` (:math:`\tau_i = E_i\lceil n_i/B\rceil`; the paper's 20).
 
     ``epochs`` may be given as the command line writes it, ``"2-5"``; the field then holds
-    ``(2, 5)``."""
+    ``(2, 5)``.
+
+    ``name`` keys the setting in :func:`run_grid`'s result (``"fixed"``, ``"random"``, ``"partial"``); ``label`` is
+    its panel title in :func:`plot_losses` (matplotlib text); ``batch_size`` is :math:`B` (default 20), checked
+    (an integer >= 1) when a schedule is made, not at construction."""
 
     name: str
     label: str
@@ -93,14 +97,16 @@ class Setting:
         object.__setattr__(self, "epochs", (int(epochs[0]), int(epochs[1])))
 
     def schedule(self, problem: LogisticProblem, seed: int, batch_size: Optional[int] = None):
-        """The local-step schedule (``batch_size``: default the setting's)."""
+        """The local-step schedule (``batch_size``: default the setting's) for the client sizes of ``problem``;
+        ``seed`` seeds the epochs drawn per client and round (unused when ``low == high``)."""
         b = self.batch_size if batch_size is None else batch_size
         return make_epoch_schedule(problem.num_samples, b, tuple(self.epochs), seed=seed)
 
     def expected_a_norms(self, problem: LogisticProblem, solver: LocalSolver,
                          batch_size: Optional[int] = None) -> np.ndarray:
         r""":math:`\mathbb E\|a_i\|_1` of every client over the uniform epochs
-        (:func:`fedlib.schedules.expected_a_norms`; ``batch_size``: default the setting's)."""
+        (:func:`fedlib.schedules.expected_a_norms`; ``batch_size``: default the setting's), for the client sizes
+        of ``problem`` and the local ``solver`` (a :class:`~fedlib.solvers.LocalSolver`, whose :math:`a_i` it is)."""
         return expected_a_norms(self.schedule(problem, 0, batch_size), solver)
 
 
@@ -116,11 +122,12 @@ SETTINGS = (
 
 
 def make_problem(data_seed: int = 0, l2: float = 0.0, **overrides) -> LogisticProblem:
-    """Synthetic(1,1), 30 clients (FedProx's generator, ``data_seed``), logistic regression.
+    r"""Synthetic(1,1), 30 clients (FedProx's generator, ``data_seed``), logistic regression.
 
     ``overrides``: any other keyword argument of :func:`fedlib.data.synthetic` but ``seed``
     (``alpha``, ``beta``, ``num_clients``, ``dim``, ``num_classes``, ``train_fraction``,
-    ``iid``, ``num_samples``); an unknown one is a ``ValueError``, not silently dropped."""
+    ``iid``, ``num_samples``); an unknown one is a ``ValueError``, not silently dropped. ``l2`` is the
+    :class:`~fedlib.problems.logistic.LogisticProblem`'s penalty :math:`\lambda \ge 0` on ``W`` (default 0)."""
     allowed = set(inspect.signature(synthetic).parameters) - {"seed"}
     unknown = sorted(set(overrides) - allowed)
     if unknown:
@@ -135,19 +142,27 @@ def population_tau_eff(problem: LogisticProblem, setting: Setting, solver: Local
     r""":math:`\sum_{i=1}^m p_i\,\mathbb E\|a_i\|_1` over *all* clients: FedNova's
     sample-independent :math:`\tau_{\text{eff}}` under client sampling
     (:func:`fedlib.schedules.population_tau_eff` of the setting's epochs and, by default,
-    batch size)."""
+    batch size).
+
+    ``problem`` gives the :math:`p_i` and client sizes, ``setting`` the epochs, ``solver`` (a
+    :class:`~fedlib.solvers.LocalSolver`) the :math:`a_i`; ``batch_size`` defaults to the setting's."""
     return _population_tau_eff(problem.p, setting.schedule(problem, 0, batch_size), solver)
 
 
 # --------------------------------------------------------------------------- algorithms
 # An algorithm factory is ``(problem, setting) -> FederatedAlgorithm``.
 def fedavg_sgd(problem, setting, lr: float = PAPER["lr"]) -> FederatedAlgorithm:
-    """FedAvg with local SGD."""
+    """FedAvg with local SGD at the client learning rate ``lr`` (> 0; default the paper's 0.02).
+
+    An algorithm factory: ``problem`` and ``setting`` are taken, as every factory's are, and not used."""
     return make_algorithm("fedavg", sgd(lr))
 
 
 def fednova_sgd(problem, setting, lr: float = PAPER["lr"]) -> FederatedAlgorithm:
-    r"""FedNova with local SGD; :math:`\tau_{\text{eff}}` = :func:`population_tau_eff` with sampling."""
+    r"""FedNova with local SGD; :math:`\tau_{\text{eff}}` = :func:`population_tau_eff` with sampling.
+
+    ``lr`` is the client learning rate (> 0; default the paper's 0.02); ``problem`` and ``setting`` give the
+    population :math:`\tau_{\text{eff}}` when ``setting`` samples clients (its ``sampling`` not ``"full"``)."""
     return with_solver("fednova", sgd(lr))(problem, setting)
 
 
@@ -209,7 +224,8 @@ def run_setting(problem: LogisticProblem, setting: Setting, factory: Callable, s
     claim of chapter 4 is read seed by seed: no seeds, or one seed repeated, would make it a claim
     about nothing or about one run); ``rounds`` >= 1 (at 0 every algorithm stays at the initial loss
     and "FedNova ends below FedAvg" fails for want of any round, not because of the paper).
-    Raises ``ValueError`` naming the argument otherwise."""
+    Raises ``ValueError`` naming the argument otherwise. ``problem`` is the
+    :class:`~fedlib.problems.logistic.LogisticProblem` trained (by :func:`make_problem`)."""
     import time
 
     seeds = _check_seeds(seeds)
@@ -235,7 +251,12 @@ def run_setting(problem: LogisticProblem, setting: Setting, factory: Callable, s
 
 def run_grid(problem: LogisticProblem, settings: Iterable[Setting], algorithms: Mapping[str, Callable],
              seeds: Sequence[int], rounds: int, progress: Optional[Callable[[str], None]] = None) -> dict:
-    """``{(setting.name, label): Curves}`` for every setting and algorithm factory (``seeds`` read once)."""
+    """``{(setting.name, label): Curves}`` for every setting and algorithm factory (``seeds`` read once).
+
+    ``problem``, ``seeds`` and ``rounds`` (>= 1) are :func:`run_setting`'s; ``settings`` are :class:`Setting`
+    instances; ``algorithms`` maps a label to a factory ``(problem, setting) -> FederatedAlgorithm``
+    (:func:`fedavg_sgd`, :func:`with_solver`). ``progress``, if given, is called with one line per (setting,
+    algorithm) once it has run: its names and the seconds of its runs."""
     seeds = _check_seeds(seeds)  # a generator was used up by the first run: the second had "no seeds"
     out = {}
     for setting in settings:
@@ -252,7 +273,10 @@ def lr_sweep(problem: LogisticProblem, setting: Setting, algorithms: Mapping[str
     learning rate of ``lrs``, with :math:`\eta T` held at the paper's: ``rounds`` at
     :math:`\eta = 0.02`, ``round(rounds * 0.02 / lr)`` at ``lr``. Chapter 4 uses it to show that
     FedNova's loss to FedAvg under sampling with replacement is a step-size effect (the spread of
-    the server step grows with :math:`\eta`) that reverses at smaller :math:`\eta`."""
+    the server step grows with :math:`\eta`) that reverses at smaller :math:`\eta`.
+
+    ``algorithms`` maps a label to such a factory (:func:`fedavg_sgd`, :func:`fednova_sgd`, :func:`fedprox`);
+    ``seeds`` and ``rounds`` (>= 1) are checked as by :func:`run_setting`; ``lrs`` are one or more numbers > 0."""
     rounds = check_int("rounds", rounds, minimum=1)
     seeds = _check_seeds(seeds)
     lrs = [check_positive("lrs", lr) for lr in check_sequence("lrs", lrs, "learning rates")]
@@ -268,7 +292,8 @@ def lr_sweep(problem: LogisticProblem, setting: Setting, algorithms: Mapping[str
 
 
 def final_losses(grid: Mapping) -> list:
-    """Rows ``(setting, algorithm, mean, std, per-seed finals)`` of the final training losses."""
+    """Rows ``(setting, algorithm, mean, std, per-seed finals)`` of the final training losses, one per entry of
+    ``grid`` (:func:`run_grid`'s result), in its order."""
     rows = []
     for (setting, label), c in grid.items():
         fin = c.losses[:, -1]
@@ -278,7 +303,8 @@ def final_losses(grid: Mapping) -> list:
 
 def end_loss(curves: Curves, tail: Optional[int] = None) -> np.ndarray:
     """Per seed: the final loss (``tail=None``) or the median over the last ``tail`` rounds
-    (an integer from 1 to the number of rounds; the initial loss is not a round's)."""
+    (an integer from 1 to the number of rounds; the initial loss is not a round's) of ``curves``, a
+    :class:`Curves`."""
     if tail is None:
         return curves.losses[:, -1]
     rounds = curves.losses.shape[1] - 1
@@ -292,14 +318,16 @@ def end_loss(curves: Curves, tail: Optional[int] = None) -> np.ndarray:
 def claim_holds(grid: Mapping, settings: Iterable[str], better: str = "FedNova", worse: str = "FedAvg",
                 tail: Optional[int] = None) -> dict:
     """``{setting: per-seed booleans}``: is ``better``'s final loss (or its median over the
-    last ``tail`` rounds) below ``worse``'s, seed by seed?"""
+    last ``tail`` rounds) below ``worse``'s, seed by seed? ``grid`` is :func:`run_grid`'s result, holding
+    ``(setting, better)`` and ``(setting, worse)`` for each of ``settings`` (setting names)."""
     return {s: (end_loss(grid[s, better], tail) < end_loss(grid[s, worse], tail)).tolist() for s in settings}
 
 
 def rounds_to_reach(curves: Curves, threshold) -> np.ndarray:
     r"""Per seed: the first round :math:`t \ge 1` after which the training loss is at or below the seed's
     ``threshold`` (``losses[seed, t] <= threshold[seed]``; a scalar applies to every seed), ``inf`` when no round of
-    the run gets there. Round 0 is the initial loss, not a round's, and never counts.
+    the run gets there. Round 0 is the initial loss, not a round's, and never counts. Only the ``losses`` of
+    ``curves`` (a :class:`Curves`) are read.
 
     >>> c = Curves((0, 1), np.array([[2.0, 1.5, 1.0, 1.2], [2.0, 1.9, 1.8, 1.7]]), *[None] * 5)
     >>> rounds_to_reach(c, [1.2, 1.0])
@@ -330,6 +358,7 @@ def rounds_to_best_loss(grid: Mapping, settings: Iterable[str], better: str = "F
     first, on a tie), ``better`` the first :math:`t` with :math:`L^{\text{better}}_s(t) \le L^\star_s`
     (:func:`rounds_to_reach`). A ratio ``better_rounds / worse_rounds`` well below 1 says that ``better`` gets where
     ``worse`` ends up best in a fraction of its rounds. Both curves must hold the same seeds.
+    ``grid`` is :func:`run_grid`'s result and ``settings`` the setting names to measure.
 
     >>> c = lambda *rows: Curves((0,), np.array(rows, dtype=float), *[None] * 5)
     >>> rows = rounds_to_best_loss({("s", "A"): c([2, 1.5, 1.2, 1.1, 1.15]), ("s", "B"): c([2, 1.3, 1.0, 0.9, 0.8])},
@@ -375,7 +404,11 @@ def _check_plotted(grid: Mapping, settings: Sequence[Setting], labels: Sequence[
 def plot_losses(grid: Mapping, settings: Sequence[Setting], labels: Sequence[str], axes=None, logy: bool = True):
     """One panel per setting: mean training loss vs rounds, shaded min-max over seeds (at least one
     setting, and ``grid[setting.name, label]`` for each setting and label: a ``ValueError`` naming
-    ``settings`` or ``grid`` otherwise, before any figure is made)."""
+    ``settings`` or ``grid`` otherwise, before any figure is made).
+
+    ``labels`` are the algorithms drawn (their keys in ``grid``; FedAvg, FedProx and FedNova take
+    :data:`LABEL_STYLE`'s colours). ``axes``: one matplotlib ``Axes`` per setting (default ``None``: a new figure);
+    ``logy`` (``True`` or ``False``, default ``True``) draws a log scale. Returns the figure."""
     import matplotlib.pyplot as plt
 
     _check_plotted(grid, settings, labels)
@@ -406,7 +439,7 @@ def plot_losses(grid: Mapping, settings: Sequence[Setting], labels: Sequence[str
 
 def plot_diagnostics(grid: Mapping, settings: Sequence[Setting], labels: Sequence[str]):
     r"""Two rows: :math:`\chi^2(p\|w)` per round and :math:`\tau_{\text{eff}}` per round (seed mean);
-    ``grid`` and ``settings`` checked as by :func:`plot_losses`."""
+    ``grid``, ``settings`` and ``labels`` as in :func:`plot_losses`."""
     import matplotlib.pyplot as plt
 
     _check_plotted(grid, settings, labels)
