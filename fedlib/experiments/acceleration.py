@@ -102,7 +102,8 @@ __all__ = [
 
 class Variant(NamedTuple):
     """``label`` for figures; ``algorithm`` (a :data:`fedlib.algorithms.ALGORITHMS` name);
-    whether the clients use heavy-ball momentum and the server uses server momentum."""
+    whether the clients use heavy-ball momentum (``local_momentum``) and the server uses server momentum
+    (``server_momentum``), of the coefficients :func:`make_variant` is given."""
 
     label: str
     algorithm: str
@@ -171,7 +172,8 @@ def make_variant(name: str, lr: float, *, local_momentum: float = 0.9, server_be
 class RoundMap(NamedTuple):
     r"""One round as :math:`s \mapsto Ms + b` on the variant's state :math:`s`: the model
     :math:`x` (``s[:dim]``), then the control variates :math:`c_1..c_m` (VR variants), then
-    :math:`x_{t-1}` (server momentum)."""
+    :math:`x_{t-1}` (server momentum). ``M`` is the (n, n) linear part and ``b`` the (n,) offset, with
+    :math:`n = d` (plus :math:`md` with VR, plus :math:`d` with server momentum); ``dim`` is :math:`d`."""
 
     M: np.ndarray
     b: np.ndarray
@@ -180,8 +182,13 @@ class RoundMap(NamedTuple):
 
 def variant_round_map(problem: QuadraticProblem, name: str, lr: float, local_steps: Any, *,
                       local_momentum: float = 0.9, server_beta: float = 0.9) -> RoundMap:
-    """Closed form of one round of variant ``name`` with the clients' ``local_steps``
-    (full participation, full-batch local GD), from :mod:`fedlib.theory`."""
+    r"""Closed form of one round of variant ``name`` with the clients' ``local_steps``
+    (full participation, full-batch local GD), from :mod:`fedlib.theory`.
+
+    ``problem`` is a :class:`~fedlib.problems.quadratic.QuadraticProblem`, ``name`` a key of :data:`VARIANTS`,
+    ``lr`` :math:`\eta > 0` and ``local_steps`` the (m,) :math:`\tau_i` (whole numbers :math:`\ge 1`).
+    ``local_momentum`` :math:`\rho` and ``server_beta`` :math:`\beta` (default 0.9 each) must lie in [0, 1); each
+    acts only in a variant that has that momentum (:class:`Variant`)."""
     v = _variant(name)
     lr = check_positive("lr", lr)
     rho, beta = _check_coefficients(local_momentum, server_beta)
@@ -200,7 +207,7 @@ def initial_state(problem: QuadraticProblem, name: str, x0: Any = None) -> np.nd
     r"""The state at round 0 of :func:`variant_round_map`: :math:`x_0` (default 0), zero
     variates (the first round is uncorrected, as in :mod:`fedlib.variance`), and
     :math:`x_{-1} = x_0` (server momentum buffer 0). ``x0`` must be a finite vector of the
-    problem's dimension (as :func:`run_variant` requires)."""
+    problem's dimension (as :func:`run_variant` requires). ``name`` is a key of :data:`VARIANTS`."""
     v = _variant(name)
     d = problem.dim
     x0 = np.zeros(d) if x0 is None else check_finite_array("x0", x0, shape=(d,))
@@ -214,7 +221,8 @@ def initial_state(problem: QuadraticProblem, name: str, x0: Any = None) -> np.nd
 
 def variant_radius(problem: QuadraticProblem, name: str, lr: float, local_steps: Any, **coefficients) -> float:
     """Spectral radius of :func:`variant_round_map` (< 1: the rounds converge, at this rate); ``inf`` when the
-    map itself overflows float64 (an ``lr`` far too large)."""
+    map itself overflows float64 (an ``lr`` far too large). ``problem``, ``name``, ``lr``, ``local_steps`` and the
+    ``coefficients`` (``local_momentum``, ``server_beta``) are :func:`variant_round_map`'s."""
     return _radius_or_inf(variant_round_map(problem, name, lr, local_steps, **coefficients).M)
 
 
@@ -222,7 +230,8 @@ def variant_limit(problem: QuadraticProblem, name: str, lr: float, local_steps: 
     r"""Closed-form limit of :math:`x` under fixed ``local_steps`` (solve :math:`(I-M)s = b`).
 
     Raises for ``vrlsgd`` (its limit depends on the start: it conserves
-    :math:`\sum_i p_i\tau_i c_i`) and when the round map does not contract."""
+    :math:`\sum_i p_i\tau_i c_i`) and when the round map does not contract (a ``ValueError`` naming ``lr``).
+    ``problem``, ``name``, ``lr``, ``local_steps`` and the ``coefficients`` are :func:`variant_round_map`'s."""
     return _limit_and_radius(problem, name, lr, local_steps, **coefficients)[0]
 
 
@@ -230,7 +239,8 @@ def vr_limit(problem: QuadraticProblem, name: str, local_steps: Any = None, weig
     r"""Where the model of a variance-reduced variant converges, at every learning rate: full participation,
     full-batch local GD (with or without local momentum), zero initial variates, the weights :math:`p_i` of
     ``weights`` (default ``problem.p``), and a round map that contracts (:func:`variant_radius` < 1; VRLSGD: on
-    every direction but its conserved one).
+    every direction but its conserved one). ``name`` is a variance-reduced variant (``vrlsgd``, ``scaffold``,
+    ``fednova-vr``, ``fednova-vr-momentum``; another is a ``ValueError``).
 
     * SCAFFOLD and FedNova-VR (``scaffold``, ``fednova-vr``, ``fednova-vr-momentum``): :math:`x^* =
       (\sum_i p_iH_i)^{-1}\sum_i p_ie_i`, the minimiser of :math:`F = \sum_i p_iF_i`. At :math:`x^*` with
@@ -294,7 +304,8 @@ def iterate_round_maps(problem: QuadraticProblem, name: str, lr: float, schedule
     when the steps change) — what :func:`run_variant` should measure. With ``stop_above``
     the iteration ends after the first distance above it (as :func:`run_variant` does).
     ``x0`` and ``reference`` must be finite vectors of the problem's dimension, as for
-    :func:`run_variant`."""
+    :func:`run_variant`; ``name``, ``lr`` and the ``coefficients`` are :func:`variant_round_map`'s, and ``rounds``
+    :math:`T` is an integer >= 0."""
     rounds = check_int("rounds", rounds, minimum=0)
     if stop_above is not None:
         stop_above = check_positive("stop_above", stop_above)
@@ -323,9 +334,15 @@ def iterate_round_maps(problem: QuadraticProblem, name: str, lr: float, schedule
 def run_variant(problem: QuadraticProblem, name: str, lr: float, schedule, rounds: int, *, x0: Any = None,
                 reference: Any = None, stop_above: Optional[float] = None, local_momentum: float = 0.9,
                 server_beta: float = 0.9) -> QuadraticRun:
-    """Run variant ``name`` with the library's algorithm (:func:`make_variant` through
+    r"""Run variant ``name`` with the library's algorithm (:func:`make_variant` through
     ``fedlib.experiments.quadratic.run_quadratic``); distances to ``reference``
-    (default :math:`x^*`) after every round; divergence stops the run and marks it."""
+    (default :math:`x^*`) after every round; divergence stops the run and marks it.
+
+    ``problem`` is a :class:`~fedlib.problems.quadratic.QuadraticProblem`, ``name`` a key of :data:`VARIANTS`,
+    ``lr`` :math:`\eta > 0`; ``schedule`` gives the :math:`\tau_i^{(t)}` of every round (e.g.
+    :class:`~fedlib.schedules.FixedSteps`) over ``rounds`` :math:`T` (an integer >= 0); ``x0`` (default 0) and
+    ``stop_above`` are ``run_quadratic``'s. ``local_momentum`` :math:`\rho` and ``server_beta`` :math:`\beta`
+    (default 0.9 each, in [0, 1)) are :func:`make_variant`'s."""
     algo = make_variant(name, lr, local_momentum=local_momentum, server_beta=server_beta)
     return run_quadratic(problem, name, lr, schedule, rounds, x0=x0, reference=reference, stop_above=stop_above,
                          algorithm=algo)
@@ -352,7 +369,10 @@ def measured_rate(distances: Sequence[float], start: int, stop: Optional[int] = 
 
 class Comparison(NamedTuple):
     """A run of the library (:func:`run_variant`) next to its closed form
-    (:func:`iterate_round_maps`): both distance series and their largest difference."""
+    (:func:`iterate_round_maps`): both distance series and their largest difference.
+
+    ``name`` is the variant; ``max_difference`` and ``max_relative_difference`` are as in
+    :func:`compare_with_closed_form` (NaN when a distance is)."""
 
     name: str
     run: QuadraticRun
@@ -367,7 +387,9 @@ def compare_with_closed_form(problem: QuadraticProblem, name: str, lr: float, sc
     (distances to :math:`x^*`); ``max_difference`` over the rounds the run completed, and
     ``max_relative_difference``, each round's difference divided by
     :math:`\max(\|x^*\|, \text{distance})` (for runs that grow). ``rounds`` >= 1: with 0 the
-    comparison is of the common start alone, a difference of 0 that checks no round map."""
+    comparison is of the common start alone, a difference of 0 that checks no round map.
+    ``problem``, ``lr``, ``schedule``, ``stop_above`` and the ``coefficients`` are :func:`run_variant`'s (the closed
+    form stops at the same ``stop_above``)."""
     rounds = check_int("rounds", rounds, minimum=1)
     run = run_variant(problem, name, lr, schedule, rounds, stop_above=stop_above, **coefficients)
     closed = iterate_round_maps(problem, name, lr, schedule, rounds, stop_above=stop_above, **coefficients)
@@ -381,7 +403,7 @@ def compare_with_closed_form(problem: QuadraticProblem, name: str, lr: float, sc
 class RateCheck(NamedTuple):
     r"""The spectral radius of a variant's round map next to the per-round contraction of
     its run towards the closed-form limit (``measured``, on rounds ``window``), and the
-    limit's distance to :math:`x^*`."""
+    limit's distance to :math:`x^*` (``limit_distance``). ``name`` is the variant."""
 
     name: str
     radius: float
@@ -395,7 +417,9 @@ def rate_check(problem: QuadraticProblem, name: str, lr: float, local_steps: Any
     r"""Run ``name`` with fixed ``local_steps`` and measure its contraction towards
     :func:`variant_limit`: from the middle of the rounds before the distance fell below
     ``floor`` times the first one (rounding error) to that round. Runs at most ``rounds``
-    rounds, and not much more than the spectral radius says the floor needs."""
+    rounds, and not much more than the spectral radius says the floor needs. ``problem``, ``name``, ``lr``,
+    ``local_steps`` and the ``coefficients`` are :func:`variant_limit`'s (a spectral radius of 0 is a ``ValueError``
+    naming ``lr``: no rate to measure); ``rounds`` >= 2 and ``floor`` in (0, 1)."""
     rounds = check_int("rounds", rounds, minimum=2)
     floor = check_in_range("floor", floor, 0.0, 1.0)
     if floor == 0:
@@ -418,7 +442,9 @@ def rate_check(problem: QuadraticProblem, name: str, lr: float, local_steps: Any
 def limit_distances(problem: QuadraticProblem, names: Sequence[str], lrs: Sequence[float], local_steps: Any,
                     **coefficients) -> dict:
     r"""``{name: array}`` of :math:`\|\tilde x(\eta) - x^*\|` over the learning rates ``lrs``
-    (closed-form limits, :func:`variant_limit`). ``names`` and ``lrs`` may be any iterables (each is read once)."""
+    (closed-form limits, :func:`variant_limit`). ``names`` and ``lrs`` may be any iterables (each is read once).
+    ``problem`` and the ``coefficients`` are :func:`variant_limit`'s; ``local_steps``, the (m,) :math:`\tau_i`, is
+    the same at every rate."""
     names = check_sequence("names", names, "variant names")
     lrs = check_sequence("lrs", lrs, "learning rates")  # read once: a generator gave the second name no rates
     x_star = problem.optimum()
@@ -466,7 +492,10 @@ def logistic_losses(problem, name: str, lr: float, schedule, seeds: Sequence[int
     (e.g. Synthetic(1,1)) with mini-batches, through the batched engine
     (:func:`fedlib.engines.batched.run_batched`), full participation. Returns the global
     training loss :math:`F(x)` of every seed and round, ``(len(seeds), rounds + 1)``, the
-    initial loss first. ``seeds``: a non-empty sequence of integers >= 0 (run seeds)."""
+    initial loss first. ``seeds``: a non-empty sequence of integers >= 0 (run seeds). ``problem`` is the
+    logistic problem trained; ``lr`` (:math:`\eta > 0`) and the ``coefficients`` are :func:`make_variant`'s; ``schedule`` gives the
+    :math:`\tau_i^{(t)}` (e.g. an epoch schedule of the clients' sizes and ``batch_size``), ``batch_size`` is
+    :math:`B` (default 20) and ``rounds`` >= 1."""
     rounds = check_int("rounds", rounds, minimum=1)
     seeds = [check_int("seeds", seed) for seed in seeds]
     if not seeds:
@@ -506,7 +535,9 @@ def logistic_optimum(problem, tol: float = 1e-11, max_steps: int = 100) -> Logis
     relative to), so features in other units (the gradient scales with them) stop at the same
     point. Raises if it does not get there in ``max_steps``
     (:func:`~fedlib.experiments.surrogate.newton_minimize` with :math:`w = p`).
-    Chapter 10, part 6 (Synthetic(1,1): 21 steps)."""
+    Chapter 10, part 6 (Synthetic(1,1): 21 steps). ``problem`` is a
+    :class:`~fedlib.problems.logistic.LogisticProblem` whose every class occurs in the training data (a
+    ``ValueError`` otherwise: :func:`~fedlib.experiments.surrogate.unseen_classes`)."""
     from ..problems.logistic import pack_params, unpack_params
 
     p = np.asarray(problem.p, dtype=np.float64)
@@ -529,7 +560,11 @@ def linearised_vr_radius(problem, optimum: LogisticOptimum, name: str, lr: float
     with :math:`H_i = \nabla^2 F_i(x^*)` (flat directions removed). Above 1, rounds started
     next to :math:`x^*` move away from it (chapter 10, part 6). Near 1, with ill-conditioned
     Hessians, ARPACK can need minutes: the eigenvalues crowd together, and
-    :func:`linearised_vr_count_outside` bounds the radius instead."""
+    :func:`linearised_vr_count_outside` bounds the radius instead.
+
+    ``problem`` gives the :math:`p_i`; ``optimum`` is :func:`logistic_optimum` of it; ``name`` is one of
+    :data:`LINEARISED_VR` (another is a ``ValueError``); ``lr`` :math:`\eta > 0`; ``local_steps`` the (m,)
+    :math:`\tau_i` (whole numbers :math:`\ge 1`)."""
     from ..theory import quadratic_vr_round_operator
 
     check_choice("name", name, LINEARISED_VR)
@@ -544,7 +579,8 @@ def linearised_vr_eigenvalues(problem, optimum: LogisticOptimum, name: str, lr: 
     finds the crowd next to 1 in seconds where plain Arnoldi takes minutes. Chapter 10, part 6:
     SCAFFOLD's largest are a complex pair outside the unit circle (an oscillation); the
     eigenvalues nearest 1 of both algorithms are :func:`linearised_gd_eigenvalues` at step
-    :math:`\eta\bar\tau`."""
+    :math:`\eta\bar\tau`. ``problem``, ``optimum``, ``name``, ``lr`` and ``local_steps`` are
+    :func:`linearised_vr_radius`'s; ``k`` >= 1."""
     from ..theory import leading_eigenvalues, quadratic_vr_eigenvalues_near, quadratic_vr_round_operator
 
     check_choice("name", name, LINEARISED_VR)
@@ -567,7 +603,12 @@ def linearised_vr_count_outside(problem, optimum: LogisticOptimum, name: str, lr
     gradient descent's eigenvalues at step :math:`\eta\bar\tau`
     (:func:`linearised_gd_eigenvalues`): their phase is followed exactly, which cuts the points
     needed on the circle several-fold (the count is exact for any points); ``None`` or an
-    array of points as in :func:`fedlib.theory.quadratic_vr_count_outside`."""
+    array of points as in :func:`fedlib.theory.quadratic_vr_count_outside`.
+
+    ``problem``, ``optimum``, ``name``, ``lr`` and ``local_steps`` are :func:`linearised_vr_radius`'s; ``radius``
+    is :math:`r > 0`. ``max_phase_step`` is the largest change of the determinant's phase, in radians, followed
+    between two points of the circle (> 0 and at most 1.5; default 0.4); ``progress`` (``True`` or ``False``) shows a
+    progress bar."""
     from ..theory import quadratic_vr_count_outside
 
     check_choice("name", name, LINEARISED_VR)
@@ -591,7 +632,9 @@ def linearised_gd_eigenvalues(problem, optimum: LogisticOptimum, step: float) ->
     round's variates equal this round's mean gradients :math:`\bar g_i` to first order, and
     both SCAFFOLD's step :math:`-\eta\sum_ip_i\tau_i\bar g_i - \eta\sum_ip_i(\bar\tau-\tau_i)c_i`
     and FedNova-VR's :math:`-\eta\bar\tau\sum_ip_i\bar g_i` become
-    :math:`-\eta\bar\tau\nabla F`: the one-round lag acts only on the fast modes."""
+    :math:`-\eta\bar\tau\nabla F`: the one-round lag acts only on the fast modes.
+
+    ``problem`` gives the :math:`p_i` and ``optimum`` (:func:`logistic_optimum`) the Hessians; ``step`` > 0."""
     step = check_positive("step", step)
     hessian = np.einsum("i,ijk->jk", np.asarray(problem.p, dtype=float), optimum.hessians)
     vals = 1.0 - step * np.linalg.eigvalsh(hessian)
@@ -606,7 +649,8 @@ def linearised_vr_matrix(problem, optimum: LogisticOptimum, name: str, lr: float
     Synthetic(1,1)). For a dense eigensolver: ``scripts/vr_spectrum.py --method dense`` computes
     every eigenvalue of it and writes them for :func:`read_vr_spectrum` (LAPACK did not finish within
     2 h 15 min on 2 cores for that matrix; a 4,743-row one of the same structure takes 44 s on one
-    core, so expect hours here, less on a many-core machine)."""
+    core, so expect hours here, less on a many-core machine). ``problem``, ``optimum``, ``name``, ``lr`` and
+    ``local_steps`` are :func:`linearised_vr_radius`'s; ``chunk`` >= 1."""
     from ..theory import quadratic_vr_round_operator
 
     check_choice("name", name, LINEARISED_VR)
@@ -626,7 +670,10 @@ def spectrum_summary(eigenvalues: Any, *, k: int = 8, slow: float = 0.05) -> dic
     in modulus), ``nearest_one`` (the ``k`` nearest 1), ``slow_count`` (how many lie within
     ``slow`` of 1: the modes that move like gradient descent on :math:`F`) and
     ``fast_radius``, the largest modulus of the others (how fast everything else settles
-    or grows per round). Complex numbers as ``[re, im]`` pairs (JSON has none)."""
+    or grows per round). Complex numbers as ``[re, im]`` pairs (JSON has none).
+
+    ``eigenvalues``: a non-empty array of finite real or complex numbers (flattened; bools and strings are a
+    ``ValueError``); ``k`` >= 1; ``slow`` > 0."""
     # a bool or a string was taken: True as the eigenvalue 1, '0.5' (numpy parses it) as 0.5
     flag = bool_entry(eigenvalues)
     try:
@@ -721,7 +768,10 @@ def read_vr_count(folder: Any, name: str) -> dict:
 class Perturbation(NamedTuple):
     r"""Rounds of the library started next to :math:`(x^*, \nabla F_i(x^*))`: the distance of
     the state :math:`(x, c_1, \dots, c_m)` to that fixed point after every round (the
-    perturbation first) and its per-round growth :func:`measured_rate` on the second half."""
+    perturbation first) and its per-round growth :func:`measured_rate` on the second half.
+
+    ``name`` is the algorithm; ``distances`` the ``rounds + 1`` distances; ``rate`` the growth per round (> 1: the
+    perturbation grows)."""
 
     name: str
     distances: np.ndarray
@@ -735,7 +785,10 @@ def perturbation_growth(problem, optimum: LogisticOptimum, name: str, lr: float,
     fixed-point variates :math:`c_i = \nabla F_i(x^*)`, :math:`\delta` random outside the flat
     directions with :math:`\|\delta\| =` ``size`` (from ``SeedSequence(seed)``), and record how
     the perturbation grows or shrinks over ``rounds`` rounds. Its rate is the measured
-    counterpart of :func:`linearised_vr_radius` (while it stays small). Chapter 10, part 6."""
+    counterpart of :func:`linearised_vr_radius` (while it stays small). Chapter 10, part 6.
+
+    ``problem``, ``optimum``, ``lr`` (:math:`\eta > 0`) and ``local_steps`` are :func:`linearised_vr_radius`'s;
+    ``rounds`` >= 2; ``size`` > 0; ``seed`` an integer >= 0."""
     from ..engines.reference import run_sequential
     from ..problems.logistic import pack_params, unpack_params
     from ..variance import control_variates
