@@ -118,7 +118,9 @@ BASE_HIGH = (4, 6, 12, 16)
 def make_solvers(lr: float, momentum: float = 0.5, mu: float = 1.0, gamma: float = 0.9) -> list[LocalSolver]:
     r"""The four local solvers a client picks from each round (:data:`SOLVER_NAMES`):
     SGD, heavy-ball momentum :math:`\rho`, proximal SGD :math:`\mu`, and SGD with step
-    sizes :math:`\eta\gamma^k` — four different :math:`a_i` for the same :math:`\tau_i`."""
+    sizes :math:`\eta\gamma^k` — four different :math:`a_i` for the same :math:`\tau_i`. ``lr`` is their shared base
+    learning rate :math:`\eta > 0`; ``momentum``, ``mu`` and ``gamma`` are :math:`\rho`, :math:`\mu` and
+    :math:`\gamma`."""
     return [sgd(lr), momentum_sgd(lr, momentum), proximal_sgd(lr, mu), decayed_sgd(lr, gamma=gamma)]
 
 
@@ -126,14 +128,20 @@ def base_setup(seed: int = 0, dim: int = 10, spread: float = 1.0) -> tuple[Quadr
     r"""Four quadratic clients (:func:`fedlib.problems.quadratic.random_quadratic`, equal :math:`p_i`)
     and their local work: client :math:`i` takes :math:`\tau_i^{(t)}` uniform on
     ``[BASE_LOW[i], BASE_HIGH[i]]`` = [1,4], [2,6], [4,12], [8,16] and one of the
-    :data:`SOLVER_NAMES`, drawn afresh every round (:class:`fedlib.schedules.RandomLocalWork`)."""
+    :data:`SOLVER_NAMES`, drawn afresh every round (:class:`fedlib.schedules.RandomLocalWork`).
+
+    ``seed`` (an integer >= 0) seeds both the clients and their local work; ``dim`` is :math:`d \ge 1` and
+    ``spread`` > 0 the standard deviation of the local optima (:func:`~fedlib.problems.quadratic.random_quadratic`'s
+    arguments)."""
     problem = random_quadratic(len(BASE_LOW), dim, seed=seed, spread=spread)
     return problem, RandomLocalWork(BASE_LOW, BASE_HIGH, num_solvers=len(SOLVER_NAMES), seed=seed)
 
 
 def replicate(problem: QuadraticProblem, work: RandomLocalWork, copies: int) -> tuple[QuadraticProblem, RandomLocalWork]:
     r"""``copies`` copies of every client (weights :math:`p_i/\text{copies}`): the same
-    :math:`F`, ``copies`` times more clients, each drawing its own local work."""
+    :math:`F`, ``copies`` times more clients, each drawing its own local work. ``problem`` is a
+    :class:`~fedlib.problems.quadratic.QuadraticProblem` and ``work`` its clients'
+    :class:`~fedlib.schedules.RandomLocalWork`; ``copies`` is an integer >= 1."""
     copies = check_int("copies", copies, minimum=1)
     _local_work(work)
     rep = QuadraticProblem(np.tile(problem.H, (copies, 1, 1)), np.tile(problem.e, (copies, 1)),
@@ -173,7 +181,8 @@ def mean_a_norms(work: RandomLocalWork, solvers: Sequence[LocalSolver]) -> np.nd
     r""":math:`\mathbb E\|a_i^{(t)}\|_1` per client: the closed-form :math:`\|a\|_1` averaged over
     the client's uniform :math:`\tau` range and the uniformly drawn solvers (exact). The solvers
     share one base learning rate (:func:`fedlib.solvers.check_shared_lr`), the unit of every
-    :math:`\|a\|_1`."""
+    :math:`\|a\|_1`. ``work`` is a :class:`~fedlib.schedules.RandomLocalWork` (another schedule is a
+    ``ValueError``) and ``solvers`` must number its ``num_solvers``."""
     solvers = check_shared_lr("solvers", solvers)
     if len(solvers) != _local_work(work).num_solvers:
         raise ValueError(f"solvers: work draws among {work.num_solvers} solvers, got {len(solvers)}")
@@ -185,7 +194,9 @@ def time_averaged_surrogate(problem: QuadraticProblem, work: RandomLocalWork,
                             solvers: Sequence[LocalSolver]) -> tuple[np.ndarray, np.ndarray]:
     r"""FedAvg's small-:math:`\eta` target under random local work: weights
     :math:`w_i = p_i\bar a_i / \sum_j p_j\bar a_j` with :math:`\bar a_i = \mathbb E\|a_i\|_1`
-    (:func:`mean_a_norms`), and :math:`\tilde x = \arg\min \sum_i w_i F_i`. Returns ``(w, x_tilde)``."""
+    (:func:`mean_a_norms`), and :math:`\tilde x = \arg\min \sum_i w_i F_i`. Returns ``(w, x_tilde)``.
+    ``problem`` gives the :math:`p_i` and :math:`F_i`; ``work`` (for as many clients) and ``solvers`` are
+    :func:`mean_a_norms`'s."""
     _check_work(problem, work)
     w = problem.p * mean_a_norms(work, solvers)
     w = w / w.sum()
@@ -247,7 +258,8 @@ def drawn_weights(problem: QuadraticProblem, work: RandomLocalWork, solvers: Seq
     default :math:`k = 5` a correct draw fails it with probability about :math:`6\cdot10^{-7}` per client
     (normal tails), while a draw whose :math:`\tau_i` or solver frequencies are off, or a :math:`\bar w` of
     the wrong formula, is caught once its error exceeds a few standard errors. Chapter 8 (the table of the
-    clients' local work) runs it over part 1's longest run, at its step size. ``rounds`` >= 2; ``k`` > 0.
+    clients' local work) runs it over part 1's longest run, at its step size. ``rounds`` >= 2; ``k`` > 0;
+    ``problem``, ``work`` and ``solvers`` are :func:`time_averaged_surrogate`'s.
 
     Example
     -------
@@ -288,7 +300,8 @@ def _a_norm_of(solvers: Sequence[LocalSolver], cache: dict, number: int, tau: in
 
 def theorem3_lr(lr_scale: float, num_clients: int, tau_tilde: float, rounds: int) -> float:
     r"""Theorem 3's step size :math:`\eta = c\sqrt{m/(\tilde\tau T)}` (the theorem's
-    :math:`\mathcal O` hides the constant :math:`c`)."""
+    :math:`\mathcal O` hides the constant :math:`c`). ``lr_scale`` is :math:`c > 0`, ``num_clients`` :math:`m`
+    (an integer >= 1), ``tau_tilde`` :math:`\tilde\tau > 0` and ``rounds`` :math:`T` (an integer >= 1)."""
     check_positive("lr_scale", lr_scale)
     check_int("num_clients", num_clients, minimum=1)
     check_positive("tau_tilde", tau_tilde)
@@ -302,7 +315,12 @@ def _rms_last_half(values: np.ndarray) -> float:
 
 
 class ConsistencyRow(NamedTuple):
-    """One :math:`T` of :func:`consistency_sweep`; distances are RMS over the last half of the rounds."""
+    r"""One :math:`T` of :func:`consistency_sweep`; distances are RMS over the last half of the rounds.
+
+    ``rounds`` is :math:`T` and ``lr`` its :math:`\eta`; ``fednova_distance`` is FedNova's distance to :math:`x^*`,
+    ``fedavg_distance`` and ``fedavg_surrogate_distance`` FedAvg's to :math:`x^*` and to :math:`\tilde x`;
+    ``fednova_min_grad2`` and ``fedavg_min_grad2`` are :math:`\min_{0\le t\le T}\|\nabla F(x^{(t,0)})\|^2`;
+    ``surrogate_gap`` is :math:`\|x^* - \tilde x\|` and ``floor`` :math:`\|\nabla F(\tilde x)\|^2`."""
 
     rounds: int
     lr: float
@@ -320,7 +338,12 @@ def consistency_sweep(problem: QuadraticProblem, work: RandomLocalWork, rounds_l
                       progress: Optional[Callable[[str], None]] = None) -> list[ConsistencyRow]:
     r"""Full gradients, Theorem 3's :math:`\eta = c\sqrt{m/(\tilde\tau T)}` for each :math:`T`:
     where FedNova and FedAvg end up under arbitrary local work (:math:`\tilde\tau` is
-    the expected :math:`\bar\tau`, ``work.mean_steps.mean()``)."""
+    the expected :math:`\bar\tau`, ``work.mean_steps.mean()``).
+
+    ``problem`` and ``work`` are :func:`time_averaged_surrogate`'s; ``rounds_list`` the :math:`T` (integers >= 1);
+    ``lr_scale`` :math:`c > 0`; ``solver_factory`` maps :math:`\eta` to the solvers (one per solver number of
+    ``work``; default :func:`make_solvers`). ``progress``, if given, is called with ``"T=..."`` after each
+    :math:`T`."""
     _check_work(problem, work)
     rounds_list = _check_counts("rounds_list", rounds_list)
     tau_tilde = float(work.mean_steps.mean())
@@ -345,7 +368,9 @@ def consistency_sweep(problem: QuadraticProblem, work: RandomLocalWork, rounds_l
 class SpeedupRow(NamedTuple):
     r"""One cell of :func:`speedup_grid`: ``mean_grad2`` is
     :math:`\frac1T\sum_{t<T}\|\nabla F(x^{(t,0)})\|^2` averaged over the replicas, ``stderr``
-    its standard error across them; ``budget`` = :math:`m\tilde\tau T` (measured :math:`\tilde\tau`)."""
+    its standard error across them; ``budget`` = :math:`m\tilde\tau T` (measured :math:`\tilde\tau`).
+    ``algorithm`` is ``"fedavg"`` or ``"fednova"``, ``clients`` :math:`m`, ``rounds`` :math:`T`, ``tau_tilde`` the
+    measured :math:`\tilde\tau` and ``lr`` the cell's :math:`\eta`."""
 
     algorithm: str
     clients: int
@@ -371,7 +396,14 @@ def speedup_grid(problem: QuadraticProblem, work: RandomLocalWork, copies_list: 
     the same draws of local work for every replica of a cell (the first :math:`m` clients of a larger
     :math:`m` reuse a smaller one's :math:`\tau_i^{(t)}`, not its solver numbers, which
     :class:`fedlib.schedules.RandomLocalWork` draws after all the steps), so the standard error is
-    that of the noise."""
+    that of the noise.
+
+    ``problem`` and ``work`` are the base clients (:func:`base_setup`); ``copies_list`` and ``rounds_list`` the
+    copies and :math:`T` (integers >= 1); ``lr_scale`` :math:`c > 0`; ``sigma`` :math:`\ge 0`; ``seed`` (an
+    integer >= 0) seeds the noise of :func:`~fedlib.engines.quadratic.run_replicas` (the local work draws with
+    ``work``'s own seed). ``algorithms`` is a non-empty sequence of ``"fedavg"`` and ``"fednova"`` (a single
+    string is a ``ValueError``); ``solver_factory`` as in :func:`consistency_sweep`. ``progress``, if given, is
+    called after each cell with its algorithm, :math:`m` and :math:`T`."""
     check_nonnegative("sigma", sigma)
     _check_work(problem, work)
     copies_list = _check_counts("copies_list", copies_list)
@@ -405,7 +437,9 @@ class SamplingRow(NamedTuple):
     :math:`\frac1T\sum_{t<T}\|\nabla F(x^{(t,0)})\|^2` averaged over ``seeds`` independent
     sampling seeds × replicas, ``stderr`` its standard error across the seeds (replicas of
     one seed share its participants); ``tau_tilde`` is measured over the participants;
-    ``effective_clients`` is :func:`fedlib.sampling.effective_participants`."""
+    ``effective_clients`` is :func:`fedlib.sampling.effective_participants`. ``algorithm`` is the aggregation,
+    ``scheme`` the sampling scheme, ``rounds`` :math:`T`, ``lr`` the cell's :math:`\eta` and ``tau_eff`` FedNova's
+    choice of :data:`TAU_EFF_CHOICES` (``"participants"`` for FedAvg)."""
 
     algorithm: str
     scheme: str
@@ -429,7 +463,8 @@ def participant_mean_steps(scheme: str, p: Any, work: RandomLocalWork) -> float:
     :math:`\sum_i p_i\,\mathbb E\tau_i` when clients are drawn with replacement :math:`\propto p_i`,
     :math:`\frac1m\sum_i\mathbb E\tau_i` when they are drawn uniformly (without replacement),
     :math:`\mathbb E\tau_i` = ``work.mean_steps``. The step size of :func:`sampling_grid` and
-    :func:`sampling_bias`."""
+    :func:`sampling_bias`. ``scheme`` is ``"with-replacement"`` or ``"uniform"`` (``"full"`` is a ``ValueError``);
+    ``p`` the (m,) weights, summing to 1, of ``work``'s clients."""
     check_choice("scheme", scheme, SAMPLING_SCHEMES)
     if scheme == "full":
         raise ValueError("scheme: participant_mean_steps is for sampled clients ('with-replacement' or 'uniform')")
@@ -441,7 +476,8 @@ def population_tau_eff(problem: QuadraticProblem, work: RandomLocalWork, solvers
     r"""FedNova's sample-independent :math:`\tau_{\text{eff}} = \sum_{i=1}^m p_i\,\mathbb E\|a_i\|_1`
     over *all* clients (:func:`mean_a_norms`), for rounds in which only some clients work. ``work`` is a
     :class:`fedlib.schedules.RandomLocalWork`: the closed form reads its uniform ranges (for the built-in step
-    schedules, :func:`fedlib.schedules.population_tau_eff`; a schedule of your own is refused by both)."""
+    schedules, :func:`fedlib.schedules.population_tau_eff`; a schedule of your own is refused by both).
+    ``problem`` gives the :math:`p_i`; ``solvers`` are :func:`mean_a_norms`'s."""
     _check_work(problem, work)
     return float(problem.p @ mean_a_norms(work, solvers))
 
@@ -467,6 +503,13 @@ def sampling_grid(problem: QuadraticProblem, work: RandomLocalWork, copies_list:
     keeps the expected update on :math:`F` — or one taken from each round's sample,
     ``"participants"`` (:math:`\sum_{i\in S}\omega_i\|a_i\|_1`) or ``"selected_p"`` (App. H's
     :math:`\sum_{i\in S}p_i\|a_i\|_1`), which bias it (:func:`sampling_bias`).
+
+    ``problem``, ``work``, ``copies_list``, ``rounds_list``, ``lr_scale`` (:math:`c > 0`), ``sigma``
+    (:math:`\ge 0`) and ``solver_factory`` are as in :func:`speedup_grid`; ``clients_per_round`` holds the
+    :math:`q` (integers >= 1); ``scheme`` is ``"with-replacement"`` (default) or ``"uniform"`` (``"full"`` is a
+    ``ValueError``); ``algorithm`` is ``"fednova"`` (default) or ``"fedavg"``, whose ``tau_eff`` is implicit (recorded
+    as ``"participants"``; ``"selected_p"`` is a ``ValueError``). ``progress``, if given, is called after each
+    cell with its :math:`m`, :math:`q` and :math:`T`.
     """
     check_choice("scheme", scheme, SAMPLING_SCHEMES)
     _check_work(problem, work)
@@ -574,7 +617,8 @@ class BiasRow(NamedTuple):
     distance of the averaged iterate to :math:`x_c`; ``chi2`` is
     :math:`\chi^2_{p\|c/\sum c}` and ``step_scale`` :math:`\sum_jc_j / \sum_jp_j\mathbb E\|a_j\|_1`
     (how much the expected server step shrinks against the fixed population value);
-    ``averaged`` holds the seeds' averaged iterates (seeds × d) and ``limit`` :math:`x_c`."""
+    ``averaged`` holds the seeds' averaged iterates (seeds × d) and ``limit`` :math:`x_c`. ``clients`` is
+    :math:`q`, ``rounds`` :math:`T`, ``lr`` the row's :math:`\eta` and ``tau_eff`` the choice."""
 
     clients: int
     rounds: int
@@ -616,6 +660,10 @@ def sampling_bias(problem: QuadraticProblem, work: RandomLocalWork, clients_per_
     (:func:`population_tau_eff`) gives :math:`c\propto p` and :math:`x_c = x^*`.
     Each seed is one run (its own participants); the averaged iterate removes the wandering. The
     sampling seeds are :func:`fedlib.experiments.run_seeds` ``(seed, seeds)``, as in :func:`sampling_grid`.
+
+    ``problem``, ``work``, ``clients_per_round``, ``rounds_list``, ``lr_scale`` (:math:`c > 0`, default 0.5),
+    ``scheme`` and ``solver_factory`` are as in :func:`sampling_grid` (FedNova only, full gradients);
+    ``tau_effs`` is a non-empty sequence of :data:`TAU_EFF_CHOICES` entries (default all three).
     """
     check_choice("scheme", scheme, SAMPLING_SCHEMES)
     _check_work(problem, work)
@@ -652,7 +700,8 @@ def sampling_bias(problem: QuadraticProblem, work: RandomLocalWork, clients_per_
 
 
 def bias_row(rows: Sequence[BiasRow], clients: int, rounds: int, tau_eff: str) -> BiasRow:
-    """The row of :func:`sampling_bias` for (``clients``, ``rounds``, ``tau_eff``)."""
+    """The row of :func:`sampling_bias` for (``clients``, ``rounds``, ``tau_eff``) among ``rows`` (its result);
+    none is a ``ValueError``."""
     for r in rows:
         if (r.clients, r.rounds, r.tau_eff) == (clients, rounds, tau_eff):
             return r
@@ -694,7 +743,10 @@ def plot_bias(ax, rows: Sequence[BiasRow], x_star: np.ndarray, clients: int, rou
     closed-form limits :math:`x_c`, in the plane through :math:`x^*` spanned by the limits of
     the two sample-dependent choices (coordinates along an orthonormal basis of it, so the
     distances along the axes are true; the points' components off the plane are dropped).
-    Used by chapter 8."""
+    Used by chapter 8.
+
+    ``ax`` is a matplotlib ``Axes``; ``rows`` are :func:`sampling_bias`'s, with a sample-dependent row at
+    (``clients``, ``rounds``) (a ``ValueError`` otherwise); ``x_star`` is :math:`x^*`, the plot's origin."""
     sel = {r.tau_eff: r for r in rows if (r.clients, r.rounds) == (clients, rounds)}
     dirs = [sel[c].limit - x_star for c in ("participants", "selected_p") if c in sel]
     if not dirs:
@@ -726,7 +778,8 @@ def plot_bias(ax, rows: Sequence[BiasRow], x_star: np.ndarray, clients: int, rou
 def equal_budget_ratios(rows: Sequence[SpeedupRow], algorithm: str = "fednova", rtol: float = 0.05) -> list[tuple]:
     r"""Groups of cells with the same :math:`m\tilde\tau T` (within ``rtol``; e.g. :math:`4m`
     clients for :math:`T/4` rounds): ``(budget, [(m, T, mean_grad2), ...], max/min)`` for
-    every group of two or more — linear speedup says the ratio is close to 1."""
+    every group of two or more — linear speedup says the ratio is close to 1. ``rows`` are :func:`speedup_grid`'s
+    (or :func:`sampling_grid`'s); only those of ``algorithm`` (``"fedavg"`` or ``"fednova"``) count."""
     check_choice("algorithm", algorithm, AGGREGATIONS)
     check_nonnegative("rtol", rtol)
     cells = sorted((r for r in rows if r.algorithm == algorithm), key=lambda r: r.budget)
@@ -746,7 +799,8 @@ def equal_budget_ratios(rows: Sequence[SpeedupRow], algorithm: str = "fednova", 
 
 def plot_consistency(axes, rows: Sequence[ConsistencyRow]) -> None:
     """Left: distances against :math:`\\eta`; right: :math:`\\min_t\\|\\nabla F\\|^2` against :math:`T`
-    (``rows``: at least one :class:`ConsistencyRow`, a ``ValueError`` naming ``rows`` otherwise)."""
+    (``rows``: at least one :class:`ConsistencyRow`, a ``ValueError`` naming ``rows`` otherwise). ``axes`` holds
+    the two matplotlib ``Axes``."""
     if len(rows) == 0:
         raise ValueError("rows: plot_consistency needs at least one ConsistencyRow, got none")
     lr = [r.lr for r in rows]
@@ -774,7 +828,8 @@ def plot_consistency(axes, rows: Sequence[ConsistencyRow]) -> None:
 
 def plot_speedup(ax, rows: Sequence[SpeedupRow]) -> None:
     """Theorem 3's left-hand side against :math:`m\\tilde\\tau T`, one line per :math:`m`
-    (filled: FedNova, open: FedAvg), with a :math:`(m\\tilde\\tau T)^{-1/2}` guide."""
+    (filled: FedNova, open: FedAvg), with a :math:`(m\\tilde\\tau T)^{-1/2}` guide. ``ax`` is a matplotlib
+    ``Axes`` and ``rows`` are :func:`speedup_grid`'s."""
     markers = "osD^v<>"
     for k, m in enumerate(sorted({r.clients for r in rows})):
         for a, style in (("fednova", dict(color=ALGORITHM_COLORS["fednova"])),
@@ -799,7 +854,7 @@ def plot_sampling(axes, rows: Sequence[SamplingRow], rounds: int) -> None:
     one line per :math:`q`, with a :math:`(q\tilde\tau T)^{-1/2}` guide; right: the error at
     ``rounds`` rounds against :math:`q`, one line per population :math:`m` (where sampling with
     replacement stops paying: :math:`q_{\text{eff}}` saturates at :math:`m`). ``rows``: at least one
-    :class:`SamplingRow` (a ``ValueError`` naming ``rows`` otherwise)."""
+    :class:`SamplingRow` (a ``ValueError`` naming ``rows`` otherwise). ``axes`` holds the two matplotlib ``Axes``."""
     if len(rows) == 0:
         raise ValueError("rows: plot_sampling needs at least one SamplingRow, got none")
     markers = "osD^v<>"
@@ -841,7 +896,13 @@ def plot_sampling(axes, rows: Sequence[SamplingRow], rounds: int) -> None:
 def summary_markdown(consistency: Sequence[ConsistencyRow], grid: Sequence[SpeedupRow], slope_fednova: float,
                      slope_fedavg_surrogate: float, slope_speedup: float, groups: Sequence[tuple],
                      check: Optional["EngineCheck"] = None) -> str:
-    """Chapter 8's summary, written from the measured rows (nothing typed in by hand)."""
+    """Chapter 8's summary, written from the measured rows (nothing typed in by hand).
+
+    ``consistency`` are :func:`consistency_sweep`'s rows (at least one; the first and last are quoted) and
+    ``grid`` :func:`speedup_grid`'s; ``slope_fednova`` and ``slope_fedavg_surrogate`` are the log-log slopes
+    against the step size of FedNova's distance to x* and FedAvg's to the surrogate's minimiser, and
+    ``slope_speedup`` FedNova's against the budget. ``groups`` are :func:`equal_budget_ratios`' (none: that
+    sentence is left out); ``check`` an :class:`EngineCheck` (``None``: its line is left out)."""
     first, last = consistency[0], consistency[-1]
     nova = [r for r in grid if r.algorithm == "fednova"]
     avg = [r for r in grid if r.algorithm == "fedavg"]
@@ -885,7 +946,9 @@ def summary_markdown(consistency: Sequence[ConsistencyRow], grid: Sequence[Speed
 
 def sampling_gain(rows: Sequence[SamplingRow], population: int, rounds: int, q_from: int, q_to: int) -> float:
     r"""Error at ``q_from`` over error at ``q_to`` participants per round (same :math:`m`, :math:`T`):
-    how much more participants bought; App. G's rate predicts :math:`\sqrt{q_{to}/q_{from}}`."""
+    how much more participants bought; App. G's rate predicts :math:`\sqrt{q_{to}/q_{from}}`. ``rows`` are
+    :func:`sampling_grid`'s, ``population`` :math:`m` and ``rounds`` :math:`T` pick the cells; a missing cell is a
+    ``ValueError``."""
     def cell(q):
         for r in rows:
             if r.population == population and r.rounds == rounds and r.clients == q:
@@ -898,7 +961,8 @@ def sampling_gain_stderr(rows: Sequence[SamplingRow], population: int, rounds: i
     r"""Standard error of :func:`sampling_gain` by the delta method: the two cells are independent
     (their own sampling seeds' runs), so the relative errors add in quadrature,
     :math:`\operatorname{se}(g)/g = \sqrt{(s_{from}/e_{from})^2 + (s_{to}/e_{to})^2}`, with
-    :math:`e` a cell's ``mean_grad2`` and :math:`s` its ``stderr``."""
+    :math:`e` a cell's ``mean_grad2`` and :math:`s` its ``stderr``. ``rows``, ``population``, ``rounds``,
+    ``q_from`` and ``q_to`` are :func:`sampling_gain`'s."""
     def cell(q):
         for r in rows:
             if r.population == population and r.rounds == rounds and r.clients == q:
@@ -916,7 +980,8 @@ def sampling_summary(big: Sequence[SamplingRow], small: Sequence[SamplingRow], s
     longest :math:`T`, the :func:`paired_displacement_error` of each sample-dependent choice and
     :math:`q` whose rows allow it. ``slope`` is the log-log slope against :math:`q\tilde\tau T`;
     ``slope_eff``, where given, the one against :math:`q_{\text{eff}}\tilde\tau T`, which chapter 8
-    asserts (the text then names it as the asserted one).
+    asserts (the text then names it as the asserted one). ``groups`` are :func:`equal_budget_ratios` of the rows
+    (none: that clause is left out).
 
     ``big`` and ``small`` are :func:`sampling_grid` rows of one population each, sampled with replacement
     (the scheme the text and its :math:`q_{\text{eff}}` formula describe), each with cells at ``q_from``
@@ -1023,7 +1088,8 @@ def _paired_sentence(bias: Sequence[BiasRow], rounds: int) -> str:
 
 class EngineCheck(NamedTuple):
     """:func:`check_against_reference`: wall times of both engines on the same runs and
-    the largest difference of their final models."""
+    the largest difference of their final models (``max_difference``, over every replica and coordinate).
+    ``seconds_engine`` is the batched engine's and ``seconds_reference`` the reference loop's, in seconds."""
 
     seconds_engine: float
     seconds_reference: float
@@ -1040,7 +1106,10 @@ def check_against_reference(problem: QuadraticProblem, work: RandomLocalWork, so
     r"""Run the same ``replicas`` noisy runs with :func:`fedlib.engines.quadratic.run_replicas`
     (all at once) and with the per-client reference loop
     (:func:`fedlib.engines.reference.run_sequential`, one replica, client and local step at
-    a time, each client with its own solver via ``solver_at``); time both in this call."""
+    a time, each client with its own solver via ``solver_at``); time both in this call.
+
+    ``problem``, ``work``, ``solvers``, ``rounds`` (:math:`T`), ``sigma``, ``replicas`` and ``seed`` are
+    :func:`~fedlib.engines.quadratic.run_replicas`'s; ``aggregation`` is ``"fedavg"`` or ``"fednova"`` (default)."""
     solvers = list(solvers)
     start = time.perf_counter()
     run = run_replicas(problem, aggregation, solvers, work, rounds, sigma=sigma, replicas=replicas, seed=seed)
