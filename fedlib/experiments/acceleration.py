@@ -493,9 +493,9 @@ def logistic_losses(problem, name: str, lr: float, schedule, seeds: Sequence[int
     (:func:`fedlib.engines.batched.run_batched`), full participation. Returns the global
     training loss :math:`F(x)` of every seed and round, ``(len(seeds), rounds + 1)``, the
     initial loss first. ``seeds``: a non-empty sequence of integers >= 0 (run seeds). ``problem`` is the
-    logistic problem trained; ``lr`` (:math:`\eta > 0`) and the ``coefficients`` are :func:`make_variant`'s; ``schedule`` gives the
-    :math:`\tau_i^{(t)}` (e.g. an epoch schedule of the clients' sizes and ``batch_size``), ``batch_size`` is
-    :math:`B` (default 20) and ``rounds`` >= 1."""
+    logistic problem trained; ``lr`` (:math:`\eta > 0`) and the ``coefficients`` are :func:`make_variant`'s;
+    ``schedule`` gives the :math:`\tau_i^{(t)}` (e.g. an epoch schedule of the clients' sizes and ``batch_size``),
+    ``batch_size`` is :math:`B` (default 20) and ``rounds`` >= 1."""
     rounds = check_int("rounds", rounds, minimum=1)
     seeds = [check_int("seeds", seed) for seed in seeds]
     if not seeds:

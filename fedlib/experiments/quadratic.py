@@ -171,8 +171,9 @@ def fixed_point(problem: QuadraticProblem, name: str, lr: float, local_steps: An
     r""":func:`fedlib.theory.quadratic_fixed_point` for ``problem`` (FedAvg, FedProx with ``mu`` > 0, FedNova).
 
     ``name`` is one of :data:`CLOSED_FORM` (``"vrlsgd"`` is a ``ValueError``), ``lr`` :math:`\eta > 0` and
-    ``local_steps`` the (m,) :math:`\tau_i` (whole numbers :math:`\ge 1`); ``mu`` is used by FedProx alone (> 0, with :math:`\eta\mu \le 1`). Rounds that
-    do not converge (spectral radius :math:`\ge 1`) are a ``ValueError`` naming ``lr``."""
+    ``local_steps`` the (m,) :math:`\tau_i` (whole numbers :math:`\ge 1`); ``mu`` is used by FedProx alone (> 0,
+    with :math:`\eta\mu \le 1`). Rounds that do not converge (spectral radius :math:`\ge 1`) are a ``ValueError``
+    naming ``lr``."""
     return quadratic_fixed_point(problem.H, problem.e, problem.p, local_steps, lr, name, mu=_closed_form_mu(name, mu))
 
 

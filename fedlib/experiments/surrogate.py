@@ -157,8 +157,9 @@ def round_map(problem: LogisticProblem, algorithm: str, lr: float, local_steps: 
     :math:`\tau_i` = ``local_steps``, full participation), run by
     :func:`~fedlib.engines.reference.run_sequential`.
 
-    ``problem`` is a :class:`~fedlib.problems.logistic.LogisticProblem` (its ``p`` weights the clients); ``lr`` must be a
-    finite number > 0 and ``local_steps`` one whole number :math:`\ge 1` per client (``ValueError`` otherwise)."""
+    ``problem`` is a :class:`~fedlib.problems.logistic.LogisticProblem` (its ``p`` weights the clients); ``lr``
+    must be a finite number > 0 and ``local_steps`` one whole number :math:`\ge 1` per client (``ValueError``
+    otherwise)."""
     check_choice("algorithm", algorithm, ALGORITHMS)
     lr = check_positive("lr", lr)
     tau = check_local_steps("local_steps", local_steps, size=problem.num_clients)
