@@ -27,24 +27,7 @@ ROOT = Path(__file__).resolve().parents[1]
 ALLOWED: dict[tuple[str, str], str] = {}
 
 #: module -> "object.parameter" entries not yet documented (to be emptied, never extended).
-PENDING: dict[str, set[str]] = {
-    "fedlib.experiments.cifar10": {
-        "Cell.id", "Cell.lr", "Cell.make_algorithm.weight_decay", "Cell.momentum", "Cell.mu",
-        "Cell.server_momentum", "Cell.tau_eff", "bench_cifar10.batch_size", "bench_cifar10.epochs",
-        "bench_cifar10.progress", "check_recorded_diagnostics.results", "data_fingerprint.parts",
-        "demo_run.algorithms", "demo_run.data", "demo_run.device", "demo_run.epochs", "demo_run.lr",
-        "demo_run.lr_decay", "demo_run.rounds", "demo_run.seed", "demo_run.width",
-        "engine_against_reference.batch_size", "format_bench.results", "format_gap_rows.rows",
-        "format_match_rows.rows", "format_summary_rows.rows", "history_record.rec", "load_data.download",
-        "load_table1_results.results_dir", "official_partition.num_clients", "official_partition.seed",
-        "plan_table1.results_dir", "plan_table1.seeds", "repeat_differences.results", "round_work.epochs",
-        "rounds_to_match.results", "run_seconds.result", "run_table1.cells", "run_table1.cuda_graph",
-        "run_table1.data_source", "run_table1.dry_run", "run_table1.log", "run_table1.seeds",
-        "run_table1.width", "summary_lines.bench", "summary_lines.checks", "summary_lines.gaps",
-        "summary_lines.match", "summary_lines.repeats", "train_runs.batch_size", "train_runs.lr_decay",
-        "train_runs.parts", "trained_images.batch_size", "trained_images.sizes",
-    },
-}
+PENDING: dict[str, set[str]] = {}
 
 
 def page_modules() -> list[str]:

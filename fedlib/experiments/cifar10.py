@@ -60,8 +60,14 @@ EPOCH_SETTINGS = {"2": "E=2", "2-5": "E~U(2,5)"}
 
 @dataclasses.dataclass(frozen=True)
 class Cell:
-    """One Table 1 cell: ``row`` (solver row), ``epochs`` (``"2"`` / ``"2-5"``), ``method``
-    (column: FedAvg / FedNova / ...), and the run's algorithm, local solver and server optimizer."""
+    r"""One Table 1 cell: ``row`` (solver row), ``epochs`` (``"2"`` / ``"2-5"``), ``method``
+    (column: FedAvg / FedNova / ...), and the run's algorithm, local solver and server optimizer.
+
+    ``id`` names the cell (``"sgd-e2-fedavg"``; its result files are ``<id>__seed<s>.json``); ``lr`` is the client
+    learning rate before the step decay; ``mu`` the proximal :math:`\mu` (0 but for the proximal row);
+    ``momentum`` the local heavy-ball factor (``None``: none); ``server_momentum`` the server's :math:`\beta`
+    (``None`` with the plain server); ``tau_eff`` FedNova's policy (``None``: the default; ``"local_steps"`` for
+    the proximal row)."""
 
     id: str
     row: str
@@ -77,7 +83,8 @@ class Cell:
     tau_eff: Any = None
 
     def make_algorithm(self, weight_decay: float = PAPER["weight_decay"]):
-        """The :class:`~fedlib.algorithms.FederatedAlgorithm` of this cell."""
+        r"""The :class:`~fedlib.algorithms.FederatedAlgorithm` of this cell, its local solver with weight decay
+        ``weight_decay`` (:math:`\lambda \ge 0`, default the paper's 1e-4)."""
         from ..algorithms import make_algorithm
         from ..server import make_server_optimizer
         from ..solvers import make_solver
@@ -176,7 +183,9 @@ def load_data(data_root=None, *, sample: bool = False, download: bool = False):
     """CIFAR-10 arrays: the shipped sample (``sample=True``) or the batch folder under ``data_root``.
 
     Raises ``FileNotFoundError`` (path + how to get the data) or ``ValueError`` (corrupt
-    file, named) from :mod:`fedlib.data.cifar10`; ``ValueError`` for a ``sample`` that is not a bool."""
+    file, named) from :mod:`fedlib.data.cifar10`; ``ValueError`` for a ``sample`` that is not a bool.
+    ``download=True`` fetches the official archive into ``data_root`` when its folder is missing or incomplete
+    (:func:`fedlib.data.cifar10.load_cifar10`); ignored with ``sample=True``."""
     from ..data.cifar10 import load_cifar10, load_cifar10_sample
 
     check_flag("sample", sample)  # "no" is truthy: the sample was loaded for data_root's data
@@ -190,7 +199,8 @@ def load_data(data_root=None, *, sample: bool = False, download: bool = False):
 
 def official_partition(labels, num_clients: int = PAPER["num_clients"], alpha: float = PAPER["partition_alpha"],
                        seed: int = PAPER["partition_seed"]):
-    """The official Dir(alpha) split of ``labels`` (:func:`fedlib.data.partition.dirichlet_partition`)."""
+    """The official Dir(alpha) split of ``labels`` (:func:`fedlib.data.partition.dirichlet_partition`) over
+    ``num_clients`` clients (default 16), drawn with ``seed`` (default the official 2020)."""
     from ..data.partition import dirichlet_partition
 
     return dirichlet_partition(labels, num_clients, alpha, seed)
@@ -208,7 +218,8 @@ def result_name(cell_id: str, seed: int) -> str:
 def history_record(rec) -> dict:
     """A :class:`~fedlib.engines.stacked.RoundRecord` as a result-file history entry; ``clients`` names the
     round's participants in the order of ``local_steps`` (as ``run synthetic``'s history does), so that a run
-    with client sampling says whose steps they are."""
+    with client sampling says whose steps they are. ``rec`` is one run's record of a round (its diagnostics
+    included)."""
     d = rec.diagnostics
     return {"round": int(rec.round), "train_loss": float(rec.train_loss), "test_accuracy": float(rec.test_accuracy),
             "test_loss": float(rec.test_loss), "tau_eff": float(d.tau_eff), "chi2": float(d.chi2),
@@ -251,7 +262,8 @@ def data_fingerprint(data, parts) -> dict:
     """What a checkpoint of :func:`train_runs` must have been trained on: the sizes and a SHA-256
     of the images and labels (train and test; ~0.3 s for the full CIFAR-10) and of the client
     split. A resume on other data (``--sample`` against the real set, another folder, another
-    partition, random pixels with the real labels) is then refused instead of continuing."""
+    partition, random pixels with the real labels) is then refused instead of continuing. ``parts`` is the client
+    split, one array of training-sample indices per client."""
     import hashlib
 
     def as_bytes(arr) -> bytes:
@@ -340,6 +352,10 @@ def train_runs(runs: Sequence[dict], data, parts, *, rounds: int, width: float =
     it is recorded in the checkpoint (``extra["calls"]``: the caller's ``call_info`` with
     ``cuda_graph`` and the ``rounds`` ``[first, end)`` it trained) and returned as
     ``calls_before``.
+
+    ``data`` holds the images and labels and ``parts`` the client split (one array of training-sample indices per
+    client, as :func:`official_partition` returns); ``batch_size`` is :math:`B` (default 32); ``lr_decay`` is
+    ``"step"`` (default: the paper's ÷10 at 50 % and ÷100 at 75 % of the rounds) or ``"constant"``.
     """
     import torch
 
@@ -433,7 +449,9 @@ def train_runs(runs: Sequence[dict], data, parts, *, rounds: int, width: float =
 # ============================================================================ Table 1 runner
 def plan_table1(results_dir, seeds: Sequence[int] = (0, 1, 2), cells: Optional[Sequence[str]] = None) -> List[dict]:
     """Every (cell, seed) in run order — all cells of the first seed, then the next seed —
-    with its result file and whether it is already present."""
+    with its result file and whether it is already present. ``results_dir`` is the folder of the result files;
+    ``seeds`` are distinct integers >= 0 and ``cells`` distinct ids of :data:`CELL_IDS` (default all), each a
+    ``ValueError`` otherwise."""
     results_dir = Path(results_dir)
     # a seed 0.5 or True was filed as "__seed0.5.json" / "__seedTrue.json" and trained as seed 0 / 1
     seeds = [check_int("seed", s) for s in check_sequence("seeds", seeds, "run seeds")]
@@ -540,7 +558,8 @@ def round_work(epochs: str, num_train: int, num_test: int) -> float:
     all ``num_train`` images once (last partial batches kept), so
     :math:`\bar E\,N_{train}`, plus the evaluation's forward pass over the test set
     (about a third of a training step per image). The unit of Table 1's time estimates.
-    ``num_train`` must be an integer >= 1, ``num_test`` one >= 0 (``ValueError`` otherwise)."""
+    ``num_train`` must be an integer >= 1, ``num_test`` one >= 0 (``ValueError`` otherwise); ``epochs`` is the
+    setting, ``"2"`` or ``"2-5"`` (:func:`mean_epochs`)."""
     num_train = check_int("num_train", num_train, minimum=1)
     num_test = check_int("num_test", num_test)
     return mean_epochs(epochs) * float(num_train) + float(num_test) / 3.0
@@ -551,7 +570,8 @@ def trained_images(history: Sequence[Mapping], sizes, batch_size: int) -> Option
     :math:`\lfloor\tau_i/s_i\rfloor n_i + \min((\tau_i \bmod s_i) B, n_i)` with
     :math:`s_i = \lceil n_i/B\rceil` (a last partial batch counts its real samples), from the
     recorded ``local_steps``; ``None`` when a round does not list one step count per client.
-    With random epochs (``"2-5"``) this is the drawn work, not :func:`round_work`'s expectation."""
+    With random epochs (``"2-5"``) this is the drawn work, not :func:`round_work`'s expectation. ``sizes`` are the
+    clients' :math:`n_i` and ``batch_size`` is :math:`B`."""
     from ..schedules import steps_per_epoch
 
     sizes = np.asarray(sizes, dtype=np.int64)
@@ -651,6 +671,13 @@ def run_table1(results_dir, *, budget_seconds: float, seeds: Sequence[int] = (0,
     holds; ``num_train`` gives that number when ``data`` is ``None`` (a dry run without
     the data: the command line passes the full 50,000, and the sample itself with
     ``--sample``). A dry run's time estimates are at the size of ``data``, else the paper's.
+
+    ``results_dir``, ``seeds`` and ``cells`` are :func:`plan_table1`'s. ``dry_run=True`` trains nothing: it logs
+    each missing run (with its estimated time when ``images_per_second`` is given) and returns them as
+    ``not_started``. ``width`` is VGG-11's width factor (default 1; a present result of another width is refused);
+    ``cuda_graph`` (``True`` or ``False``) trains with CUDA graphs (a CUDA device only); ``data_source`` is the
+    text recorded as the results' ``config.data.source``; ``log`` receives every progress line (default
+    ``print``).
     """
     from ..results import _command, _utc, git_commit, make_provenance, make_result, write_result
 
@@ -949,7 +976,8 @@ def load_table1_results(results_dir) -> Dict[str, Dict[int, dict]]:
     in the official setup (:func:`cell_setup_problems`: another lr, μ, batch size, weight
     decay, lr schedule, number of clients or partition) raises :class:`OtherSetupError`
     naming it, instead of entering Table 1. Other sizes (width, rounds, training images,
-    precision) are allowed: :func:`table1_summary` lists them as deviations."""
+    precision) are allowed: :func:`table1_summary` lists them as deviations. A ``results_dir`` that is not a
+    folder gives ``{}``."""
     from ..results import read_result
 
     out: Dict[str, Dict[int, dict]] = {}
@@ -969,7 +997,8 @@ def load_table1_results(results_dir) -> Dict[str, Dict[int, dict]]:
 
 def run_seconds(result: dict) -> Optional[float]:
     """Device time of one Table 1 run: its share of its stacked group's wall time
-    (``summary.seconds_per_run``, else provenance wall time / runs stacked)."""
+    (``summary.seconds_per_run``, else provenance wall time / runs stacked); ``None`` when ``result`` (one
+    result document) records neither."""
     summary = result.get("summary") or {}
     if summary.get("seconds_per_run") is not None:
         return float(summary["seconds_per_run"])
@@ -1045,7 +1074,7 @@ def shared_deviations(rows: List[dict]) -> List[str]:
 def format_summary_rows(rows: List[dict], omit_deviations: Sequence[str] = ()) -> List[list]:
     """Rows of strings for a markdown table (:data:`SUMMARY_HEADERS`); missing results are
     ``not yet run``; the time column names the device(s). ``omit_deviations``: as in
-    :func:`format_final`."""
+    :func:`format_final`. ``rows`` are :func:`table1_summary`'s."""
     out = []
     for r in rows:
         ours = format_final(r, omit_deviations)
@@ -1288,6 +1317,9 @@ def bench_cifar10(data, *, width: float = 1.0, steps: Optional[int] = 20, device
     (``out["results"]["partial"] = True``) after the base engine and after each variant but
     the last: a caller that writes it keeps the finished measurements of a call cut short
     (a device call's time limit).
+
+    ``epochs`` (:math:`E`) and ``batch_size`` (:math:`B`) are integers >= 1 (defaults 2 and 32, the values
+    above). ``progress``, if given, is called with a line after every timed or warm-up round and failed variant.
     """
     if not isinstance(runs, int) or isinstance(runs, bool) or runs < 1:
         raise ValueError(f"runs must be an integer >= 1, got {runs!r}")
@@ -1480,7 +1512,8 @@ def _bench_cifar10(data, *, width, steps, device, precision, cuda_graph, path, r
 def format_bench(results: dict) -> str:
     """:func:`bench_cifar10`'s result as the command line prints it: images per second of the
     sequential per-client loop and of the stacked engine, their ratio, and one line per
-    ``--compare`` variant (its rate and gain over the base engine, or why it failed)."""
+    ``--compare`` variant (its rate and gain over the base engine, or why it failed). ``results`` is the
+    ``"results"`` entry of its return."""
     text = (f"sequential per-client loop: {results['sequential_images_per_s']:10.0f} images/s\n"
             f"stacked engine:             {results['engine_images_per_s']:10.0f} images/s\n"
             f"ratio (engine / sequential): {results['ratio']:.2f}x   "
@@ -1507,7 +1540,13 @@ def demo_run(*, width: float, rounds: int, seed: int = 0, lr: float = 0.05, epoc
              data=None) -> dict:
     """FedAvg and FedNova (local SGD, weight decay 1e-4) from the same initial model on the
     shipped sample split by the official Dir(0.1) partition, stacked in one engine.
-    Returns ``{name: history}`` plus ``"seconds"`` and ``"sizes"``."""
+    Returns ``{name: history}`` plus ``"seconds"`` and ``"sizes"``.
+
+    ``algorithms`` are distinct :func:`fedlib.algorithms.make_algorithm` names (default FedAvg and FedNova);
+    ``lr`` is the client learning rate (default 0.05), ``epochs`` the setting (``"2"``, or ``"2-5"`` by default),
+    ``lr_decay`` ``"constant"`` (default) or ``"step"`` (:func:`train_runs`); ``width`` is VGG-11's width factor,
+    ``rounds`` the rounds, ``seed`` the runs' seed (initial model and epochs drawn; default 0) and ``device``
+    the torch device (default ``"cpu"``). ``data``: default the shipped sample (:func:`load_data`)."""
     from ..algorithms import make_algorithm
     from ..solvers import sgd
 
@@ -1572,6 +1611,7 @@ def engine_against_reference(*, width: float, rounds: int, clients: int, samples
     difference of any final global parameter (``max |x - x_ref| / max |x_ref|`` per tensor)
     and of the recorded :math:`\tau_\text{eff}` and weights :math:`w_i` over the rounds, and
     ``moved`` = :math:`\|x_T - x_0\| / \|x_0\|` of the reference (the runs really trained).
+    ``batch_size`` is :math:`B`, of both the epochs and the batches.
     """
     import torch
 
@@ -1633,7 +1673,8 @@ def rounds_to_match(results: Dict[str, Dict[int, dict]]) -> List[dict]:
     achieve the same test accuracy as FedAvg". For every Table 1 pair (same row and epoch
     setting, FedAvg/FedProx/SCAFFOLD vs FedNova) and every seed that both have: FedAvg's
     final test accuracy, the first round (1-based count) at which FedNova reaches it
-    (``None`` if it never does), and that count as a fraction of FedAvg's rounds."""
+    (``None`` if it never does), and that count as a fraction of FedAvg's rounds. ``results`` is
+    :func:`load_table1_results`'s ``{cell_id: {seed: result}}``."""
     rows = []
     for c, nova in _pairs():
         base, ours = results.get(c.id, {}), results.get(nova.id, {})
@@ -1653,7 +1694,7 @@ MATCH_HEADERS = ["row", "E", "baseline", "seed", "baseline final (%)", "FedNova 
 
 
 def format_match_rows(rows: List[dict]) -> List[list]:
-    """Rows of strings for a markdown table (:data:`MATCH_HEADERS`) of :func:`rounds_to_match`."""
+    """Rows of strings for a markdown table (:data:`MATCH_HEADERS`) of :func:`rounds_to_match`'s ``rows``."""
     return [[m["row"], m["setting"], m["baseline"], m["seed"], f"{100 * m['baseline_final']:.2f}",
              "never" if m["fednova_rounds"] is None else m["fednova_rounds"],
              "—" if m["fraction"] is None else f"{m['fraction']:.2f}"] for m in rows]
@@ -1700,7 +1741,7 @@ GAP_HEADERS = ["row", "E", "baseline", "seed(s)", "baseline final (%)", "FedNova
 
 
 def format_gap_rows(rows: List[dict]) -> List[list]:
-    """Rows of strings for a markdown table (:data:`GAP_HEADERS`) of :func:`fednova_gaps`."""
+    """Rows of strings for a markdown table (:data:`GAP_HEADERS`) of :func:`fednova_gaps`'s ``rows``."""
     return [[g["row"], g["setting"], g["baseline"], ", ".join(map(str, g["seeds"])), f"{g['baseline_final']:.2f}",
              f"{g['fednova_final']:.2f}", f"{g['gap']:+.2f}",
              "—" if g["paper_gap"] is None else f"{g['paper_gap']:+.2f}"] for g in rows]
@@ -1718,7 +1759,8 @@ def repeat_differences(results: Dict[str, Dict[int, dict]], repeats_dir) -> List
     official setup (:func:`cell_setup_problems`), with the Table 1 run's rounds, width and
     training-set size and as many recorded rounds: otherwise :class:`OtherSetupError` naming
     the file (another cell's run, or a short test run, made a "noise floor" out of a
-    different experiment)."""
+    different experiment). ``results`` is :func:`load_table1_results`'s; a repeat without a Table 1 result
+    there is skipped, and so is a ``repeats_dir`` that is not a folder."""
     from ..results import read_result
 
     rows = []
@@ -1778,7 +1820,8 @@ def check_recorded_diagnostics(results: Dict[str, Dict[int, dict]], train_labels
     :math:`\chi^2` are recomputed from the recorded steps, so without this a run of other epochs
     (E = 3 filed as E = 2) would pass. Whether every epoch of a range was drawn (the official
     code's draw from {2, 3, 4} for "2 to 5" never gives 5) is left to the caller, from
-    ``epochs_drawn``. Full participation only (every Table 1 cell)."""
+    ``epochs_drawn``. Full participation only (every Table 1 cell). ``results`` is
+    :func:`load_table1_results`'s ``{cell_id: {seed: result}}``."""
     from ..rule import effective_weights
     from ..schedules import parse_epochs, steps_per_epoch
     from ..theory import chi_square
@@ -1824,7 +1867,8 @@ def summary_lines(summary: List[dict], gaps: List[dict], checks: List[dict], mat
     """Chapter 5's closing summary as markdown bullet points, from what
     :func:`table1_summary`, :func:`fednova_gaps`, :func:`check_recorded_diagnostics`,
     :func:`rounds_to_match`, :func:`repeat_differences` and :func:`load_benchmarks`
-    return: it says what was measured and nothing else."""
+    return (``summary``, ``gaps``, ``checks``, ``match``, ``repeats`` and ``bench``, in that order): it says what
+    was measured and nothing else. Of ``bench`` only the CUDA-graph measurements are quoted."""
     devices = sorted({d for r in summary for d in r["devices"]})
     lines = [f"- {sum(r['n_seeds'] > 0 for r in summary)} of {len(summary)} Table 1 cells have results "
              f"({sum(r['n_seeds'] for r in summary)} runs; devices: {', '.join(devices) or 'none'})."]
