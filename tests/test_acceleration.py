@@ -212,7 +212,11 @@ def test_measured_rate_hand():
 
 
 @pytest.mark.parametrize("call,match", [
-    (lambda p: A.make_variant("nope", 0.1), "variant"),
+    (lambda p: A.make_variant("nope", 0.1), r"^name must be one of"),  # was 'variant', no parameter of it
+    (lambda p: A.initial_state(p, "bogus"), r"^name must be one of"),
+    (lambda p: A.variant_limit(p, "vrlsgd", 0.1, [1, 2, 3]), r"^name: VRLSGD"),
+    (lambda p: A.limit_distances(p, ["fedavg", "bogus"], [0.1], [1, 2, 3]), r"^names\[1\] must be one of"),
+    (lambda p: A.limit_distances(p, ["vrlsgd"], [0.1], [1, 2, 3]), r"^names\[0\]: VRLSGD"),
     (lambda p: A.make_variant("fedavg", 0.1, server_beta=1.0), "server_beta"),
     (lambda p: A.make_variant("fedavg", 0.1, local_momentum=-0.1), "local_momentum"),
     (lambda p: A.variant_limit(p, "vrlsgd", 0.1, [1, 2, 3]), "VRLSGD"),

@@ -155,6 +155,20 @@ def test_two_client_sweep_refuses_bool_step_counts(tau1, tau2_values, name):
     assert two_client_sweep(1, [2.0], 0.1, reduction=1e-3)[0].tau2 == 2
 
 
+@pytest.mark.parametrize("names, match", [
+    (("fedprox",), r"^names\[0\] must be one of \['fedavg', 'fednova'\], got 'fedprox'"),  # was 'mu must be ... > 0'
+    (("fedavg", "scaffold"), r"^names\[1\] must be one of"),          # was 'name must be one of ...'
+    ("fedavg", r"^names must be a sequence"),                        # was run as the names 'f', 'e', ...
+    ((), r"^names must hold at least one"),
+])
+def test_two_client_sweep_names_its_names_argument(names, match):
+    from fedlib.experiments.quadratic import two_client_sweep
+
+    with pytest.raises(ValueError, match=match):
+        two_client_sweep(1, [2], 0.1, names=names, reduction=1e-3)
+    assert set(two_client_sweep(1, [2], 0.1, names=["fednova"], reduction=1e-3)[0].rounds) == {"fednova"}
+
+
 def test_rounds_to_converge_when_one_round_is_exact_and_checks_reduction():
     two = Q.two_client_problem()   # H_i = 1: lr = 1, tau = (1, 1) lands on x~ = 0 in one round (radius 0)
     assert Q.round_map_radius(two, "fedavg", 1.0, [1, 1]) == 0.0

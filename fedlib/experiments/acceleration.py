@@ -144,8 +144,9 @@ STYLES = {
 }
 
 
-def _variant(name: str) -> Variant:
-    check_choice("variant", name, tuple(VARIANTS))
+def _variant(name: str, label: str = "name") -> Variant:
+    """Variant ``name`` of :data:`VARIANTS`; a ``ValueError`` naming ``label`` (the caller's parameter) otherwise."""
+    check_choice(label, name, tuple(VARIANTS))
     return VARIANTS[name]
 
 
@@ -289,7 +290,8 @@ def _limit_and_radius(problem: QuadraticProblem, name: str, lr: float, local_ste
                       **coefficients) -> tuple[np.ndarray, float]:
     """:func:`variant_limit` and :func:`variant_radius` from one round map."""
     if _variant(name).algorithm == "vrlsgd":
-        raise ValueError("variant: VRLSGD's limit depends on its initial variates; iterate the round maps")
+        raise ValueError(f"name: VRLSGD's limit depends on its initial variates, got {name!r}; iterate the round maps "
+                         "(iterate_round_maps, run_variant)")
     rm = variant_round_map(problem, name, lr, local_steps, **coefficients)
     rho = _radius_or_inf(rm.M)
     if rho >= 1:
@@ -446,6 +448,10 @@ def limit_distances(problem: QuadraticProblem, names: Sequence[str], lrs: Sequen
     ``problem`` and the ``coefficients`` are :func:`variant_limit`'s; ``local_steps``, the (m,) :math:`\tau_i`, is
     the same at every rate."""
     names = check_sequence("names", names, "variant names")
+    for k, n in enumerate(names):  # else refused inside variant_limit as 'name', a parameter this function lacks
+        if _variant(n, f"names[{k}]").algorithm == "vrlsgd":
+            raise ValueError(f"names[{k}]: VRLSGD's limit depends on its initial variates, got {n!r}; iterate the "
+                             "round maps (iterate_round_maps, run_variant)")
     lrs = check_sequence("lrs", lrs, "learning rates")  # read once: a generator gave the second name no rates
     x_star = problem.optimum()
     return {n: np.array([np.linalg.norm(variant_limit(problem, n, lr, local_steps, **coefficients) - x_star)

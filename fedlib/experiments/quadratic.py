@@ -88,7 +88,10 @@ class QuadraticRun(NamedTuple):
     were completed (``distances[0]`` at the start); ``params`` the last recorded iterate.
     ``diverged`` is True when the run stopped early because the aggregate became
     non-finite (``FloatingPointError`` from :meth:`fedlib.algorithms.FederatedAlgorithm.apply`) or the
-    distance exceeded ``stop_above``; ``diverged_round`` is the round it stopped at.
+    distance exceeded ``stop_above``; ``diverged_round`` is then the index :math:`t` of the first bad iterate
+    :math:`x^{(t,0)}`, made by round :math:`t-1`'s update: a ``FloatingPointError`` in round 99 ("round 99: the
+    aggregated update is not finite") gives 100, with ``distances[0..99]``; a distance over ``stop_above`` at
+    :math:`x^{(t,0)}` gives :math:`t`, with ``distances[0..t]`` (the last one the distance that stopped it).
     ``name`` is the algorithm's name (its label); ``reason`` says why the run stopped early (the
     ``FloatingPointError``'s message, or ``"distance > 0.1"`` for ``stop_above=0.1``), ``""`` when it did not.
     """
@@ -445,8 +448,8 @@ def two_client_sweep(tau1: int, tau2_values: Sequence[int], lr: float, a: float 
 
     ``tau1`` (:math:`\tau_1`) and each of ``tau2_values`` (:math:`\tau_2`) are whole numbers :math:`\ge 1`; ``lr``
     :math:`\eta > 0` must make every round map contract (a ``ValueError`` naming ``lr`` otherwise); ``a`` > 0 is
-    :func:`two_client_problem`'s (default 1). ``names`` holds ``"fedavg"`` and/or ``"fednova"`` (FedProx is
-    refused: its :math:`\mu` would be 0 here); ``reduction`` lies in (0, 1). A diverged run is a
+    :func:`two_client_problem`'s (default 1). ``names`` holds ``"fedavg"`` and/or ``"fednova"`` (a ``ValueError`` naming
+    ``names[k]`` for any other; FedProx's :math:`\mu` would be 0 here); ``reduction`` lies in (0, 1). A diverged run is a
     ``FloatingPointError``."""
     from ..schedules import FixedSteps
 
@@ -454,6 +457,11 @@ def two_client_sweep(tau1: int, tau2_values: Sequence[int], lr: float, a: float 
     tau1 = check_count("tau1", tau1, minimum=1)
     tau2_values = [check_count(f"tau2_values[{k}]", t, minimum=1)
                    for k, t in enumerate(check_sequence("tau2_values", tau2_values, "step counts"))]
+    # else 'fedavg' ran as the names 'f', 'e', ..., FedProx failed as 'mu must be ... > 0' (no parameter here)
+    names = check_sequence("names", names, "algorithm names ('fedavg', 'fednova')",
+                           empty="names must hold at least one algorithm name")
+    for k, name in enumerate(names):
+        check_choice(f"names[{k}]", name, ("fedavg", "fednova"))
     problem = two_client_problem(a)
     out = []
     for tau2 in tau2_values:
