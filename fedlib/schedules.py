@@ -239,6 +239,16 @@ def check_participant_steps(steps: np.ndarray, clients: np.ndarray, round_index:
     ...
     ValueError: schedule: round 4 gives participant client 1 0 local steps (need >= 1: leave a client without work out of the round)
     """
+    # the engines' int arrays pass at the cost of a few attribute reads; anything else is checked by name (a float
+    # NaN count was returned as a participant's steps, client -1 read the last client's, a short steps failed in
+    # numpy as IndexError)
+    if not (type(steps) is np.ndarray and steps.ndim == 1 and steps.dtype.kind in "iu"):
+        steps = check_int_array("steps", steps, minimum=0)
+    if not (type(clients) is np.ndarray and clients.ndim == 1 and clients.dtype.kind in "iu"):
+        clients = check_int_array("clients", clients, minimum=0)
+    if clients.size and (clients.min() < 0 or clients.max() >= steps.shape[0]):
+        raise ValueError(f"clients must be indices into steps (0..{steps.shape[0] - 1}, one count per client), got "
+                         f"{plain(clients.min())}..{plain(clients.max())}")
     own = steps[clients]
     if (own < 1).any():
         k = int(np.argmax(own < 1))
@@ -261,6 +271,10 @@ def round_local_steps(schedule, round_index: int, num_clients: int) -> np.ndarra
     ...
     ValueError: schedule.local_steps(0) must give one step count per client (3 clients in p), got shape (2,)
     """
+    # by name, first: a bad num_clients was reported as the schedule's fault ('(nan clients in p)'), a bad
+    # round_index passed on to the schedule (FixedSteps ignores it)
+    round_index = check_int("round_index", round_index)
+    num_clients = check_int("num_clients", num_clients, minimum=1)
     if not callable(getattr(schedule, "local_steps", None)):
         if callable(schedule):  # 'FixedSteps(<function ...>)' was no advice for a function round -> counts
             hint = ("a function is no schedule: give an object whose method local_steps(round) returns the counts, "
@@ -593,7 +607,9 @@ def check_epoch_schedule(schedule, num_samples, batch_size: int, name: str = "sc
     sn = getattr(schedule, "num_samples", None)
     if sn is None:
         return
-    sn, n = np.asarray(sn), np.asarray(num_samples)
+    # whole counts by name: a NaN failed in int() ('cannot convert float NaN to integer'), 'x' or None blamed the
+    # schedule ('counts steps for other client sizes')
+    sn, n = np.asarray(sn), check_int_array("num_samples", num_samples, minimum=0)
     if sn.shape != n.shape:
         where = f"{sn.size} clients, the run has {n.size}"
     elif not np.array_equal(sn, n):

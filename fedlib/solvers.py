@@ -681,7 +681,8 @@ def check_shared_lr(name: str, solvers, lr: Optional[float] = None) -> list:
         raise ValueError(f"{name} must be a non-empty sequence of LocalSolver, got {type(solvers).__name__}") from None
     if not solvers or not all(isinstance(s, LocalSolver) for s in solvers):
         raise ValueError(f"{name} must be a non-empty sequence of LocalSolver")
-    base = solvers[0].lr if lr is None else lr
+    # a given lr by name: 'x' failed in math.isclose, NaN blamed solvers[0]'s lr for differing from it
+    base = solvers[0].lr if lr is None else check_positive("lr", lr)
     for j, solver in enumerate(solvers):
         if not math.isclose(solver.lr, base, rel_tol=1e-12, abs_tol=0.0):
             raise ValueError(

@@ -18,7 +18,9 @@ from fedlib import solvers as S
 from fedlib import theory as TH
 from fedlib import tree as T
 from fedlib import variance as V
+from fedlib.engines.augment import dropout_key
 from fedlib.engines.reference import run_sequential
+from fedlib.engines.stacked import client_augment_params, client_batch_plan
 from fedlib.models import count_parameters
 from fedlib.problems import QuadraticProblem, random_quadratic
 from fedlib.problems.logistic import pack_params, unpack_params
@@ -297,6 +299,33 @@ CASES = [
     ("tree_weighted_sum shapes", lambda: T.tree_weighted_sum([np.ones(2), np.ones(1)], [1.0, 2.0]), "shape"),
     ("tree_map structure", lambda: T.tree_add({"a": 1.0}, {"a": 1.0, "b": 2.0}), "structures differ"),
     ("tree_stacked_weighted_sum size", lambda: T.tree_stacked_weighted_sum(np.ones((3, 2)), [1.0]), "coefficients"),
+    # ------------------------------------------------------------ named as themselves, not as rng's 'key' / the
+    # schedule's fault / a numpy IndexError (the bad-argument fuzz pass)
+    ("dropout_key round_index<0", lambda: dropout_key(0, -1, 0), "^round_index must be an integer >= 0, got -1$"),
+    ("dropout_key client nan", lambda: dropout_key(0, 0, NAN), "^client must be an integer >= 0, got nan$"),
+    ("client_batch_plan round_index 1.5", lambda: client_batch_plan(0, 1.5, 0, 4, 2, 2), "^round_index must be"),
+    ("client_batch_plan client None", lambda: client_batch_plan(0, 0, None, 4, 2, 2), "^client must be"),
+    ("client_augment_params round_index True", lambda: client_augment_params(0, True, 0, 2, 2), "^round_index must"),
+    ("client_augment_params client -1", lambda: client_augment_params(0, 0, -1, 2, 2), "^client must be"),
+    ("round_local_steps num_clients nan", lambda: SC.round_local_steps(SC.FixedSteps([2, 4]), 0, NAN),
+     "^num_clients must be an integer >= 1, got nan$"),
+    ("round_local_steps num_clients 0", lambda: SC.round_local_steps(SC.FixedSteps([2, 4]), 0, 0), "^num_clients must"),
+    ("round_local_steps round_index nan", lambda: SC.round_local_steps(SC.FixedSteps([2, 4]), NAN, 2),
+     "^round_index must be an integer >= 0, got nan$"),
+    ("check_participant_steps short steps", lambda: SC.check_participant_steps(np.array([2, 3]), np.array([0, 2]), 0),
+     r"^clients must be indices into steps \(0\.\.1, one count per client\), got 0\.\.2$"),
+    ("check_participant_steps client -1", lambda: SC.check_participant_steps(np.array([2, 0, 3]), np.array([-1]), 0),
+     "^clients must be indices into steps"),
+    ("check_participant_steps NaN count", lambda: SC.check_participant_steps(np.array([2.0, NAN]), np.array([1]), 0),
+     "^steps must hold integers"),
+    ("check_participant_steps clients str", lambda: SC.check_participant_steps(np.array([2, 3]), "x", 0), "^clients must"),
+    ("check_epoch_schedule num_samples NaN", lambda: SC.check_epoch_schedule(SC.FixedEpochs([64, 32], 32, 2), [64, NAN], 32),
+     "^num_samples must hold integers"),
+    ("check_epoch_schedule num_samples None", lambda: SC.check_epoch_schedule(SC.FixedEpochs([64, 32], 32, 2), None, 32),
+     "^num_samples must be"),
+    ("check_shared_lr lr str", lambda: S.check_shared_lr("solvers", [S.sgd(0.1)], lr="0.1"),
+     "^lr must be a finite number > 0, got '0.1'$"),
+    ("check_shared_lr lr nan", lambda: S.check_shared_lr("solvers", [S.sgd(0.1)], lr=NAN), "^lr must be"),
 ]
 
 

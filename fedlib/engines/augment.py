@@ -149,6 +149,8 @@ def _mix32(h: torch.Tensor) -> torch.Tensor:
 def dropout_key(seed: int, round_index: int, client: int) -> int:
     """The 32-bit dropout key of ``client`` in round ``round_index`` of run ``seed``
     (from ``fedlib.rng.seed_sequence(seed, "dropout", round, client)``)."""
+    # checked by name here: seed_sequence knows them only as its 'key's
+    round_index, client = check_int("round_index", round_index), check_int("client", client)
     return int(seed_sequence(seed, "dropout", round_index, client).generate_state(1, dtype=np.uint32)[0])
 
 

@@ -203,7 +203,8 @@ def client_batch_plan(seed: int, round_index: int, client: int, num_samples: int
     b = check_int("batch_size", batch_size, minimum=1)
     spe = -(-n // b)
     epochs = -(-tau // spe)
-    g = generator(seed, "batches", round_index, client)
+    # checked by name here: generator knows them only as its 'key's
+    g = generator(seed, "batches", check_int("round_index", round_index), check_int("client", client))
     last = n - (spe - 1) * b
     pos = np.empty((epochs, spe * b), dtype=np.int64)
     for e in range(epochs):
@@ -231,7 +232,7 @@ def client_augment_params(seed: int, round_index: int, client: int, local_steps:
     """
     # checked as client_batch_plan checks them: crop_flip_params' int() cut local_steps=1.5 to 1 step, took True as 1
     shape = (check_int("local_steps", local_steps, minimum=1), check_int("batch_size", batch_size, minimum=1))
-    g = torch_generator(seed, "augment", round_index, client)
+    g = torch_generator(seed, "augment", check_int("round_index", round_index), check_int("client", client))
     return crop_flip_params(g, shape, padding)
 
 
