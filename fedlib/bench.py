@@ -229,6 +229,7 @@ def bench_synthetic(*, rounds: int = 5, repeat: int = 3, epochs: str = "2", algo
     check_flag("equal_sizes", equal_sizes)  # "no" is truthy: it would have run (and recorded) True
     check_flag("evaluate", evaluate)
     lo, hi = parse_epochs(epochs)
+    data_seed = check_int("data_seed", data_seed)  # synthetic() would name it 'seed', the run's own seed here
     ds = synthetic(alpha, beta, num_clients=num_clients, seed=data_seed)
     if equal_sizes:  # the same total number of samples, split equally
         total = int(sum(ds.meta["total_samples"]))

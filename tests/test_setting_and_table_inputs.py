@@ -1,11 +1,18 @@
 """Inputs that failed late or produced broken output: a chapter-4 ``Setting`` given its epochs
-as the command line writes them (``"1-5"``), and ``markdown_table`` with no columns."""
+as the command line writes them (``"1-5"``), and ``markdown_table`` with no columns; the experiments' helpers that
+named another parameter than the one given (``data_seed`` as ``seed``, ``weights`` as ``p``) or failed with a bare
+``KeyError`` / numpy error for a label or threshold (chapter 4's grids)."""
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
-from fedlib.experiments.synthetic import SETTINGS, Setting, make_problem
+from fedlib.bench import bench_synthetic
+from fedlib.experiments.acceleration import vr_limit
+from fedlib.experiments.quadratic import small_lr_limit, surrogate_optimum
+from fedlib.experiments.synthetic import (SETTINGS, Curves, Setting, claim_holds, make_problem, rounds_to_best_loss,
+                                          rounds_to_reach)
+from fedlib.problems import QuadraticProblem
 from fedlib.report import markdown_table
 from fedlib.schedules import RandomEpochs
 
@@ -38,3 +45,43 @@ def test_markdown_table_needs_a_column():
     with pytest.raises(ValueError, match="^header: a table needs at least one column$"):
         markdown_table([], [])
     assert markdown_table(["a"], []) == "| a |\n|---|"
+
+
+_QP = QuadraticProblem(np.ones((2, 1, 1)), np.array([[1.0], [-1.0]]), np.array([0.75, 0.25]))
+_C = lambda *rows: Curves((0,), np.array(rows, dtype=float), *[None] * 5)  # noqa: E731
+_GRID = {("s", "A"): _C([2, 1.5, 1.2, 1.1, 1.15]), ("s", "B"): _C([2, 1.3, 1.0, 0.9, 0.8])}
+
+
+@pytest.mark.parametrize("call,match", [
+    # was 'seed must be an integer >= 0, got -1' (synthetic()'s name; bench_synthetic has a seed of its own)
+    (lambda: make_problem(data_seed=-1), r"^data_seed must be an integer >= 0, got -1$"),
+    (lambda: bench_synthetic(rounds=1, repeat=1, data_seed=None), r"^data_seed must be an integer >= 0, got None$"),
+    # was 'p must have 2 entries (one per client), got 3' / 'p contains NaN or inf' (problem.p is another thing)
+    (lambda: surrogate_optimum(_QP, [0.5, 0.25, 0.25]), r"^weights must have 2 entries \(one per client\), got 3$"),
+    (lambda: small_lr_limit(_QP, "fedavg", [1, 3], weights=[np.nan, 1.0]), r"^weights contains NaN or inf$"),
+    (lambda: vr_limit(_QP, "scaffold", weights=[0.5]), r"^weights must have 2 entries"),
+    # were KeyError: ('s', 'X') / ('t', 'A'); AttributeError for a list
+    (lambda: claim_holds(_GRID, ["s"], better="X", worse="A"), r"^better must be one of the grid's labels \['A', 'B'\], "
+                                                               r"got 'X'$"),
+    (lambda: rounds_to_best_loss(_GRID, ["s"], better="B", worse="Z"), r"^worse must be one of the grid's labels"),
+    (lambda: rounds_to_best_loss(_GRID, ["t"], better="B", worse="A"), r"^settings must be one of the grid's settings "
+                                                                       r"\['s'\], got 't'$"),
+    (lambda: claim_holds([], ["s"]), r"^grid must be a mapping"),
+    # was 'operands could not be broadcast together ...' / 'could not convert string to float'; None gave inf silently
+    (lambda: rounds_to_reach(_GRID["s", "A"], [1.0, 1.2]), r"^threshold must be a number or one number per seed \(1\), "
+                                                          r"got \[1.0, 1.2\]$"),
+    (lambda: rounds_to_reach(_GRID["s", "A"], None), r"^threshold must be a number or one number per seed"),
+    (lambda: rounds_to_reach(_GRID["s", "A"], "x"), r"^threshold must be"),
+])
+def test_experiment_helpers_name_the_bad_argument(call, match):
+    with pytest.raises(ValueError, match=match):
+        call()
+
+
+def test_experiment_helpers_still_take_valid_arguments():
+    assert make_problem(data_seed=np.int64(1)).num_clients == 30
+    assert float(surrogate_optimum(_QP, [0.5, 0.5])[0]) == 0.0
+    assert float(small_lr_limit(_QP, "fedavg", [1, 3], weights=np.array([0.5, 0.5]))[0]) == -0.5
+    assert claim_holds(_GRID, ("s",), better="B", worse="A") == {"s": [True]}
+    assert rounds_to_best_loss(_GRID, ["s"], better="B", worse="A")["s"].better_rounds.tolist() == [2.0]
+    assert rounds_to_reach(_GRID["s", "A"], 1.2).tolist() == rounds_to_reach(_GRID["s", "A"], [1.2]).tolist() == [2.0]

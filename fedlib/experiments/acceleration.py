@@ -48,7 +48,7 @@ from typing import Any, NamedTuple, Optional, Sequence
 import numpy as np
 
 from .._validate import (bool_entry, check_choice, check_finite_array, check_flag, check_int, check_in_range,
-                         check_local_steps, check_positive, check_sequence, plain)
+                         check_local_steps, check_positive, check_probability_vector, check_sequence, plain)
 from ..algorithms import FederatedAlgorithm, make_algorithm
 from ..engines.batched import run_batched
 from ..plotting import ALGORITHM_COLORS
@@ -275,6 +275,8 @@ def vr_limit(problem: QuadraticProblem, name: str, local_steps: Any = None, weig
         vr = tuple(n for n, x in VARIANTS.items() if x.algorithm in VR_ALGORITHMS)
         raise ValueError(f"name must be a variance-reduced variant {vr}, got {name!r} (variant_limit gives the "
                          "others' limits)")
+    if weights is not None:  # QuadraticProblem would name them 'p', which here is problem.p
+        weights = check_probability_vector("weights", weights, size=problem.num_clients)
     p = problem.p if weights is None else QuadraticProblem(problem.H, problem.e, weights).p
     if v.algorithm == "vrlsgd":
         if local_steps is None:

@@ -23,7 +23,7 @@ from typing import Any, Mapping, NamedTuple, Optional, Sequence
 import numpy as np
 
 from .._validate import (check_choice, check_count, check_finite_array, check_int, check_local_steps, check_nonnegative,
-                         check_positive, check_sequence)
+                         check_positive, check_probability_vector, check_sequence)
 from ..algorithms import FederatedAlgorithm, make_algorithm
 from ..engines.reference import run_sequential
 from ..plotting import ALGORITHM_COLORS
@@ -212,6 +212,8 @@ def surrogate_optimum(problem: QuadraticProblem, weights: Any) -> np.ndarray:
     r"""Minimiser of the surrogate :math:`\tilde F = \sum_i w_i F_i` (Theorem 1), ``weights`` summing to 1.
 
     ``problem`` gives the :math:`H_i` and :math:`e_i`; its own ``p`` is not used."""
+    # checked here as 'weights': quadratic_global_optimum names its weights 'p', which here is problem.p
+    weights = check_probability_vector("weights", weights, size=problem.num_clients)
     return quadratic_global_optimum(problem.H, problem.e, weights)
 
 
@@ -262,6 +264,8 @@ def small_lr_limit(problem: QuadraticProblem, name: str, local_steps: Any, weigh
     """
     check_choice("name", name, CLOSED_FORM)
     steps = check_local_steps("local_steps", local_steps, size=problem.num_clients)
+    if weights is not None:  # QuadraticProblem would name them 'p', which here is problem.p
+        weights = check_probability_vector("weights", weights, size=problem.num_clients)
     weighted = problem if weights is None else QuadraticProblem(problem.H, problem.e, weights)
     return tau_weighted_optimum(weighted, steps) if name != "fednova" else weighted.optimum()
 

@@ -134,7 +134,8 @@ def make_problem(data_seed: int = 0, l2: float = 0.0, **overrides) -> LogisticPr
         raise ValueError(f"overrides: {', '.join(unknown)} is not a parameter of synthetic() (the data seed is "
                          f"data_seed); use {', '.join(sorted(allowed))}")
     kw = {"alpha": PAPER["alpha"], "beta": PAPER["beta"], "num_clients": PAPER["num_clients"], **overrides}
-    return LogisticProblem(synthetic(seed=data_seed, **kw), l2=l2)
+    # checked here: synthetic() named it 'seed', which is no parameter of make_problem
+    return LogisticProblem(synthetic(seed=check_int("data_seed", data_seed), **kw), l2=l2)
 
 
 def population_tau_eff(problem: LogisticProblem, setting: Setting, solver: LocalSolver,
@@ -315,12 +316,35 @@ def end_loss(curves: Curves, tail: Optional[int] = None) -> np.ndarray:
     return np.median(curves.losses[:, -tail:], axis=1)
 
 
+def _grid_curves(grid: Mapping, setting: str, label: str, name: str) -> Curves:
+    """``grid[setting, label]``, or a ``ValueError`` naming the parameter (``name``: ``better``, ``worse``,
+    ``settings``) whose value is not in the grid, instead of a bare ``KeyError: ('s', 'FedNova')``."""
+    try:
+        return grid[setting, label]
+    except KeyError:
+        pass
+    except TypeError:  # a list, None: not a mapping of (setting, label) keys
+        raise ValueError(f"grid must be a mapping {{(setting, label): Curves}} (run_grid's), got "
+                         f"{type(grid).__name__}") from None
+    keys = [k for k in grid if isinstance(k, tuple) and len(k) == 2]
+    labels = sorted({k[1] for k in keys if k[0] == setting}, key=str)
+    if not labels:
+        value = setting
+        name, choices = "settings", sorted({k[0] for k in keys}, key=str)
+    else:
+        value, choices = label, labels
+    raise ValueError(f"{name} must be one of the grid's {'settings' if name == 'settings' else 'labels'} "
+                     f"{choices}, got {value!r}")
+
+
 def claim_holds(grid: Mapping, settings: Iterable[str], better: str = "FedNova", worse: str = "FedAvg",
                 tail: Optional[int] = None) -> dict:
     """``{setting: per-seed booleans}``: is ``better``'s final loss (or its median over the
     last ``tail`` rounds) below ``worse``'s, seed by seed? ``grid`` is :func:`run_grid`'s result, holding
     ``(setting, better)`` and ``(setting, worse)`` for each of ``settings`` (setting names)."""
-    return {s: (end_loss(grid[s, better], tail) < end_loss(grid[s, worse], tail)).tolist() for s in settings}
+    settings = check_sequence("settings", settings, "setting names")
+    return {s: (end_loss(_grid_curves(grid, s, better, "better"), tail)
+                < end_loss(_grid_curves(grid, s, worse, "worse"), tail)).tolist() for s in settings}
 
 
 def rounds_to_reach(curves: Curves, threshold) -> np.ndarray:
@@ -334,7 +358,16 @@ def rounds_to_reach(curves: Curves, threshold) -> np.ndarray:
     array([ 2., inf])
     """
     losses = curves.losses[:, 1:]
-    threshold = np.broadcast_to(np.asarray(threshold, dtype=np.float64), (losses.shape[0],))
+    seeds = losses.shape[0]
+    # by name: None became NaN (never reached: inf for every seed without a word), 'x' or a wrong length failed in
+    # numpy ('could not convert string to float', 'operands could not be broadcast')
+    try:
+        t = None if threshold is None or isinstance(threshold, (str, bytes)) else np.asarray(threshold, np.float64)
+    except (TypeError, ValueError):
+        t = None
+    if t is None or t.ndim > 1 or (t.ndim == 1 and t.shape[0] != seeds):
+        raise ValueError(f"threshold must be a number or one number per seed ({seeds}), got {threshold!r}")
+    threshold = np.broadcast_to(t, (seeds,))
     reached = losses <= threshold[:, None]
     return np.where(reached.any(axis=1), reached.argmax(axis=1) + 1.0, np.inf)
 
@@ -367,8 +400,8 @@ def rounds_to_best_loss(grid: Mapping, settings: Iterable[str], better: str = "F
     (array([1.1]), array([3.]), array([2.]))
     """
     out = {}
-    for s in settings:
-        w, b = grid[s, worse], grid[s, better]
+    for s in check_sequence("settings", settings, "setting names"):
+        w, b = _grid_curves(grid, s, worse, "worse"), _grid_curves(grid, s, better, "better")
         if tuple(w.seeds) != tuple(b.seeds):
             raise ValueError(f"{s}: {worse} ran seeds {w.seeds}, {better} {b.seeds}: the rounds compare seed by seed")
         if w.losses.shape[1] < 2:
