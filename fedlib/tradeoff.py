@@ -149,7 +149,8 @@ def fedprox_sweep(problem: QuadraticProblem, local_steps: Sequence[int], lr: flo
     if np.any(a <= 0):
         raise ValueError("alphas must be > 0 (alpha = 0 is FedAvg, reported separately)")
     rounds = check_int("rounds", rounds, minimum=1)
-    schedule = FixedSteps(local_steps)
+    # by name: FixedSteps calls them 'steps'
+    schedule = FixedSteps(check_local_steps("local_steps", local_steps, size=problem.num_clients))
     x0 = np.zeros(problem.dim) if params is None else np.asarray(params, dtype=np.float64)
     x_star = problem.optimum()
     fedavg = _distance(make_algorithm("fedavg", sgd(lr)), problem, schedule, rounds, x0, x_star)

@@ -275,3 +275,13 @@ def test_alphas_are_numbers_not_text_or_bools(alphas, message):
         tradeoff.fedprox_curves([0.5, 0.5], [2, 5], alphas)
     assert tradeoff.fedprox_curves([0.5, 0.5], [2, 5], [0.5]).tau_eff.tolist() == \
         tradeoff.fedprox_curves([0.5, 0.5], [2, 5], np.array([0.5], dtype=np.float32)).tau_eff.tolist()
+
+
+@pytest.mark.parametrize("bad,match", [(None, r"^local_steps must be a non-empty 1-d array of integers, got shape \(\)$"),
+                                       ([1], r"^local_steps must have 2 entries \(one per client\), got 1$")])
+def test_fedprox_sweep_names_local_steps(bad, match):
+    """Was 'steps must be a non-empty 1-d array of integers' (FixedSteps' name) for None, and for one count too few
+    'schedule.local_steps(0) must give one step count per client (2 clients in p), got shape (1,)' after the setup."""
+    problem = random_quadratic(2, 2, seed=0)
+    with pytest.raises(ValueError, match=match):
+        tradeoff.fedprox_sweep(problem, bad, 0.01, [0.1], 2)

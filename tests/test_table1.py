@@ -1012,6 +1012,14 @@ def test_plan_table1_refuses_seeds_or_cells_that_are_no_list(tmp_path):
     assert [(p["cell"].id, p["seed"]) for p in plan] == [("sgd-e2-fedavg", 1), ("sgd-e2-fedavg", 0)]
 
 
+@pytest.mark.parametrize("seeds,match", [((0, float("nan")), r"^seeds\[1\] must be an integer >= 0, got nan$"),
+                                         ([-1], r"^seeds\[0\] must be an integer >= 0, got -1$")])
+def test_plan_table1_names_the_bad_entry_of_seeds(tmp_path, seeds, match):
+    """Was 'seed must be an integer >= 0, got nan': plan_table1 (and run_table1) take seeds, not a seed."""
+    with pytest.raises(ValueError, match=match):
+        C.plan_table1(tmp_path, seeds=seeds)
+
+
 @pytest.mark.parametrize("sample", ["no", "False", 1, 0, None])
 def test_load_data_sample_must_be_true_or_false(monkeypatch, tmp_path, sample):
     """Any truthy sample ('no', 'False', 1) loaded the shipped sample for the data under data_root without a

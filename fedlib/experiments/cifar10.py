@@ -454,7 +454,7 @@ def plan_table1(results_dir, seeds: Sequence[int] = (0, 1, 2), cells: Optional[S
     ``ValueError`` otherwise."""
     results_dir = Path(results_dir)
     # a seed 0.5 or True was filed as "__seed0.5.json" / "__seedTrue.json" and trained as seed 0 / 1
-    seeds = [check_int("seed", s) for s in check_sequence("seeds", seeds, "run seeds")]
+    seeds = [check_int(f"seeds[{i}]", s) for i, s in enumerate(check_sequence("seeds", seeds, "run seeds"))]
     # a string is no list of cells: "sgd-e2-fedavg" was taken as its letters (unknown cells 's', 'g', ...)
     ids = check_sequence("cells", cells, "Table 1 cell ids") if cells is not None else CELL_IDS
     unknown = [c for c in ids if not isinstance(c, str) or c not in _BY_ID]
