@@ -273,10 +273,11 @@ class RoundDiagnostics(NamedTuple):
     client sampling ``weights`` are the unbiased :math:`\\omega_i`-based weights, which need not
     sum to 1 (FedNova: :math:`w_i = \\omega_i = p_i m / q` for uniform sampling).
 
-    Fields: ``clients``, the participants' indices (sorted); ``local_steps``, their :math:`\\tau_i`; ``a_norms``, their
-    :math:`\\|a_i\\|_1`; ``tau_eff``, the round's :math:`\\tau_{\\text{eff}}`; ``weights``, the :math:`w_i`; ``chi2``,
-    the :math:`\\chi^2` above (0 for FedNova, whose :math:`w` are the sampling weights). Arrays are in the order of
-    ``clients``.
+    Fields: ``clients``, the participants' indices in the order of ``participation.clients`` (sorted as fedlib's
+    samplers give them; :meth:`FederatedAlgorithm.apply` keeps a hand-made order); ``local_steps``, their
+    :math:`\\tau_i`; ``a_norms``, their :math:`\\|a_i\\|_1`; ``tau_eff``, the round's :math:`\\tau_{\\text{eff}}`;
+    ``weights``, the :math:`w_i`; ``chi2``, the :math:`\\chi^2` above (0 for FedNova, whose :math:`w` are the sampling
+    weights). Arrays are in the order of ``clients``.
 
     Example
     -------
@@ -520,7 +521,7 @@ class FederatedAlgorithm:
         ``state`` when it is no :class:`ServerState`, naming ``solver_state`` when it has no ``params``, ``step`` and
         ``a_norm``: e.g. the :class:`fedlib.optim.ClientOptimizer` itself instead of its ``solver_state``).
 
-        ``client`` is the client's index in ``0..m-1`` (one ``int``; a bool or an index out of range is a
+        ``client`` is the client's index in ``0..m-1`` (one integer; a bool or an index out of range is a
         ``ValueError``); ``solver_state`` must have taken at least one step (``ValueError`` naming ``local_steps``
         otherwise)."""
         if not isinstance(state, ServerState):
@@ -729,8 +730,10 @@ def make_algorithm(name: str, solver: LocalSolver, server: Optional[ServerOptimi
 
     ``name`` is a key of :data:`ALGORITHMS` (``"fedavg"``, ``"fedprox"``, ``"fednova"``, ``"scaffold"``, ``"vrlsgd"``,
     ``"fednova-vr"``); ``solver`` a :class:`fedlib.solvers.LocalSolver` (``"fedprox"`` needs one with :math:`\mu > 0`);
-    ``tau_eff`` FedNova's policy or number (:func:`fedlib.rule.check_tau_eff`), ``None`` for the others.
-    :class:`FederatedAlgorithm` checks them all (``ValueError`` naming the argument).
+    ``tau_eff`` FedNova's policy or number (:func:`fedlib.rule.check_tau_eff`) for ``"fednova"`` and ``"fednova-vr"``,
+    ``None`` for the others.
+    :class:`FederatedAlgorithm` checks them all with a ``ValueError`` (an unknown ``name`` is reported as
+    ``algorithm must be one of ...``, a FedProx solver without a proximal term as ``mu must be > 0 for fedprox``).
 
     Example
     -------

@@ -93,8 +93,9 @@ def init_control_variates(params: Any, num_clients: int, kind: str = "scaffold")
     r"""All-zero variates (first round uncorrected), one per client.
 
     ``params`` is a tree of the model's parameters (numpy or torch; only its structure, shapes and dtypes are used:
-    integer leaves get float64 variates). ``num_clients`` is :math:`m \ge 1`. ``kind`` is ``"scaffold"`` (SCAFFOLD and
-    FedNova-VR, the default) or ``"vrlsgd"`` (:data:`VARIANCE_REDUCTIONS`); anything else is a ``ValueError``.
+    integer leaves get float64 variates, integer tensors torch's default float). ``num_clients`` is :math:`m \ge 1`.
+    ``kind`` is ``"scaffold"`` (SCAFFOLD and FedNova-VR, the default) or ``"vrlsgd"`` (:data:`VARIANCE_REDUCTIONS`);
+    anything else is a ``ValueError``.
 
     Example
     -------

@@ -894,7 +894,7 @@ def run_reference(algorithm: FederatedAlgorithm, problem: LogisticProblem, sched
     ``local_steps(round)``, ``rounds`` the number of rounds, ``sampling`` and ``clients_per_round`` the participation,
     ``lr_at`` ``round -> client lr`` (default the solver's), ``params`` the starting ``{"W", "b"}`` (default:
     ``problem.init_params()``), ``evaluate`` whether to compute the metrics after every round, ``callback`` called with
-    each round's record.
+    each round's record (here all at once after the last round, in round order, not as each round ends).
 
     Example
     -------

@@ -138,11 +138,10 @@ def stacked_conv2d(x: torch.Tensor, weight: torch.Tensor, bias: Optional[torch.T
 
 
 def stacked_pool2d(x: torch.Tensor, kind: str, **options) -> torch.Tensor:
-    """``max_pool2d`` / ``avg_pool2d`` (``kind`` ``"max"`` or ``"avg"``) of ``(a, B, H, W, C)``
+    """``max_pool2d`` / ``avg_pool2d`` (``kind`` ``"max"`` or ``"avg"``) of ``x``, ``(a, B, H, W, C)``
     activations, per model and channel; returns ``(a, B, H', W', C)``.
 
-    ``x`` is the ``(a, B, H, W, C)`` tensor; ``options`` go to torch's pooling function (``kernel_size``, ``stride``,
-    ...)."""
+    ``options`` go to torch's pooling function (``kernel_size``, ``stride``, ...)."""
     if kind not in ("max", "avg"):
         raise ValueError(f"kind must be 'max' or 'avg', got {kind!r}")
     a, b, h, w, c = x.shape

@@ -94,8 +94,9 @@ def pack_params(params: dict) -> Any:
     r"""``{"W": (..., d, C), "b": (..., C)}`` -> :math:`\Theta = [W; b]` of shape ``(..., d+1, C)``
     (a torch tensor when ``W`` is one, else a numpy array).
 
-    ``params`` must be a dict with exactly the keys ``"W"`` and ``"b"`` of matching shapes, both numpy or both torch
-    (``ValueError`` otherwise).
+    ``params`` must be a dict with exactly the keys ``"W"`` and ``"b"`` of matching shapes (``ValueError`` otherwise).
+    A torch ``W`` needs a torch ``b`` (``ValueError`` otherwise); with a numpy ``W``, ``b`` goes through
+    ``np.asarray`` (a CPU tensor is converted, not refused).
 
     Example
     -------
