@@ -119,7 +119,8 @@ def run_simulator(algorithm: FederatedAlgorithm, problem: LogisticProblem, sched
     >>> sorted(sim), all(np.allclose(sim["params"][k], fast.params[k], rtol=0, atol=1e-12) for k in ("W", "b"))
     (['metrics', 'params'], True)
 
-    ``algorithm`` must be FedAvg or FedNova with the plain server optimizer (``ValueError`` otherwise).
+    ``algorithm`` must be FedAvg or FedNova with plain local SGD (no momentum, proximal term or weight decay) and the
+    plain server optimizer (``ValueError`` otherwise).
     """
     import torch
     import torch.nn.functional as F

@@ -225,8 +225,9 @@ def tree_weighted_sum(trees: Sequence[Any], coefficients: Sequence[float]) -> An
     does not reach the result), as in :func:`tree_stacked_weighted_sum`. Eq. (4)'s aggregation
     :math:`\sum_i c_i\Delta_i` (:func:`fedlib.rule.aggregate`) is this sum.
 
-    ``trees`` is a non-empty sequence of trees of one structure, leaf shapes and kind (numpy or torch); a mismatch is a
-    ``ValueError`` naming ``trees`` and the tree.
+    ``trees`` is a non-empty sequence of trees of one structure, leaf shapes and kind (numpy or torch); a leaf of
+    another shape or kind is a ``ValueError`` naming ``trees`` and the tree, another structure one from
+    :func:`tree_map` (``tree structures differ: ...``, naming neither).
 
     Example
     -------
