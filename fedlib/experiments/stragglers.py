@@ -71,8 +71,9 @@ def make_clock(num_clients: int, seed: int = 0, *, median_speed: float = 20.0, s
     per-round ``jitter`` and stragglers (probability ``straggler_prob``, speed times
     ``straggler_factor``); its straggling stream has the same ``seed``.
 
-    ``num_clients`` is :math:`m \ge 1`; ``round_seconds`` the fixed round length :math:`T_r` in seconds (default 0.5);
-    the other arguments go to :class:`fedlib.schedules.WallClock`, which checks them."""
+    ``num_clients`` is :math:`m \ge 1`; ``median_speed`` (> 0) and ``spread`` (:math:`\ge 0`) are checked here;
+    ``round_seconds``, the fixed round length :math:`T_r` in seconds (default 0.5), ``jitter``, ``straggler_prob``,
+    ``straggler_factor`` and ``seed`` go to :class:`fedlib.schedules.WallClock`, which checks them."""
     num_clients = check_int("num_clients", num_clients, minimum=1)
     check_positive("median_speed", median_speed)
     check_nonnegative("spread", spread)

@@ -182,7 +182,7 @@ def canonical(params: dict) -> np.ndarray:
     compared in the quotient, after removing it.
 
     ``params`` is ``{"W": (d, C), "b": (C,)}`` (other keys or shapes are a ``ValueError``); returns the
-    ``((d+1)C,)`` vector of :math:`\Theta = [W; b]`, row by row."""
+    ``((d+1)C,)`` vector of :math:`\Theta = [W; b]` with that bias row centred, row by row."""
     theta = pack_params(params).copy()
     theta[-1] -= theta[-1].mean()
     return theta.ravel()
