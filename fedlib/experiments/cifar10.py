@@ -559,7 +559,8 @@ def round_work(epochs: str, num_train: int, num_test: int) -> float:
     :math:`\bar E\,N_{train}`, plus the evaluation's forward pass over the test set
     (about a third of a training step per image). The unit of Table 1's time estimates.
     ``num_train`` must be an integer >= 1, ``num_test`` one >= 0 (``ValueError`` otherwise); ``epochs`` is the
-    setting, ``"2"`` or ``"2-5"`` (:func:`mean_epochs`)."""
+    setting, Table 1's ``"2"`` or ``"2-5"`` or any other text :func:`fedlib.schedules.parse_epochs` reads
+    (:func:`mean_epochs`)."""
     num_train = check_int("num_train", num_train, minimum=1)
     num_test = check_int("num_test", num_test)
     return mean_epochs(epochs) * float(num_train) + float(num_test) / 3.0

@@ -901,7 +901,8 @@ def summary_markdown(consistency: Sequence[ConsistencyRow], grid: Sequence[Speed
     ``consistency`` are :func:`consistency_sweep`'s rows (at least one; the first and last are quoted) and
     ``grid`` :func:`speedup_grid`'s; ``slope_fednova`` and ``slope_fedavg_surrogate`` are the log-log slopes
     against the step size of FedNova's distance to x* and FedAvg's to the surrogate's minimiser, and
-    ``slope_speedup`` FedNova's against the budget. ``groups`` are :func:`equal_budget_ratios`' (none: that
+    ``slope_speedup`` the log-log slope of FedNova's ``mean_grad2`` (not a distance) against the budget
+    ``m tau~ T``. ``groups`` are :func:`equal_budget_ratios`' (none: that
     sentence is left out); ``check`` an :class:`EngineCheck` (``None``: its line is left out)."""
     first, last = consistency[0], consistency[-1]
     nova = [r for r in grid if r.algorithm == "fednova"]
