@@ -213,6 +213,9 @@ def test_measured_rate_hand():
 
 @pytest.mark.parametrize("call,match", [
     (lambda p: A.make_variant("nope", 0.1), r"^name must be one of"),  # was 'variant', no parameter of it
+    (lambda p: A.rate_check(p, "fedavg", 0.05, [1, 2, 3], 50, floor=1.0), r"^floor must lie in \(0, 1\), got 1.0"),
+    (lambda p: A.rate_check(p, "fedavg", 0.05, [1, 2, 3], 50, floor=0.0), r"^floor must lie in \(0, 1\), got 0.0"),
+    (lambda p: A.rate_check(p, "fedavg", 0.05, [1, 2, 3], 50, floor=True), r"^floor must lie in \(0, 1\), got True"),
     (lambda p: A.initial_state(p, "bogus"), r"^name must be one of"),
     (lambda p: A.variant_limit(p, "vrlsgd", 0.1, [1, 2, 3]), r"^name: VRLSGD"),
     (lambda p: A.limit_distances(p, ["fedavg", "bogus"], [0.1], [1, 2, 3]), r"^names\[1\] must be one of"),

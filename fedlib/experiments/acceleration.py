@@ -425,9 +425,13 @@ def rate_check(problem: QuadraticProblem, name: str, lr: float, local_steps: Any
     ``local_steps`` and the ``coefficients`` are :func:`variant_limit`'s (a spectral radius of 0 is a ``ValueError``
     naming ``lr``: no rate to measure); ``rounds`` >= 2 and ``floor`` in (0, 1)."""
     rounds = check_int("rounds", rounds, minimum=2)
-    floor = check_in_range("floor", floor, 0.0, 1.0)
-    if floor == 0:
-        raise ValueError("floor must lie in (0, 1), got 0.0")
+    try:  # one message for both ends: 1.0 read 'must lie in [0.0, 1.0)', 0.0 '(0, 1)'
+        checked = check_in_range("floor", floor, 0.0, 1.0)
+    except ValueError:
+        checked = 0.0
+    if checked == 0:
+        raise ValueError(f"floor must lie in (0, 1), got {plain(floor)!r}")
+    floor = checked
     limit, radius = _limit_and_radius(problem, name, lr, local_steps, **coefficients)
     if radius == 0:
         raise ValueError(f"lr: the round map of {name} has spectral radius 0 (one round reaches the limit): "
