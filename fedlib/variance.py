@@ -211,38 +211,20 @@ def update_control_variates(state: ControlVariates, clients: Sequence[int], delt
     >>> new.client[:, 0], new.mean
     (array([ 1.75, -3.5 ]), array([0.]))
     """
-    lr = check_positive("lr", lr)
-    m = _num_clients(state)
-    clients = [_check_client("clients", c, m) for c in np.asarray(clients).ravel().tolist()]
-    if len(set(clients)) != len(clients):
-        raise ValueError(f"clients must be distinct, got {clients}")
-    deltas = list(deltas)
-    if len(deltas) != len(clients):
-        raise ValueError(f"deltas has {len(deltas)} entries but clients has {len(clients)}")
-    for k, d in enumerate(deltas):  # a (1,) change or a number was broadcast over every entry of the row
-        if not tree_structure_equal(d, state.mean):
-            raise ValueError(f"deltas[{k}] must have the structure and leaf shapes of the model (of state.mean)")
-    a = check_weights("a_norms", a_norms, size=len(clients))
-    if np.any(a <= 0):
-        raise ValueError(f"a_norms must be > 0 for every client, got {a.tolist()}")
-    p = check_probability_vector("p", p, size=m)
+    lr, clients, deltas = _checked_participants(state, clients, deltas, lr)
+    a = _checked_a_norms(a_norms, clients)
+    p = check_probability_vector("p", p, size=_num_clients(state))
     if state.kind == "scaffold":
-        new_client = updated_client_variates(state, clients, deltas, lr, a)
+        new_client = _updated_rows(state, clients, deltas, lr, a, None, None)
         return ControlVariates(new_client, tree_stacked_weighted_sum(new_client, p), state.kind)
-    # vrlsgd
-    if local_steps is None or server_change is None:
-        raise ValueError("local_steps and server_change are required for VRLSGD")
-    steps = check_local_steps("local_steps", local_steps, size=len(clients))
-    if not tree_structure_equal(server_change, state.mean):
-        raise ValueError("server_change must have the structure and leaf shapes of the model (of state.mean)")
-    return ControlVariates(updated_client_variates(state, clients, deltas, lr, a, steps, server_change), state.mean,
-                           state.kind)
+    steps = _checked_vrlsgd(state, clients, local_steps, server_change)
+    return ControlVariates(_updated_rows(state, clients, deltas, lr, a, steps, server_change), state.mean, state.kind)
 
 
 def updated_client_variates(state: ControlVariates, clients: Sequence[int], deltas: Sequence[Any], lr: float,
                             a_norms: Any, local_steps: Any = None, server_change: Any = None) -> Any:
     r"""A copy of ``state.client`` with the rows of ``clients`` updated, :math:`\bar c` left
-    alone (the step of :func:`update_control_variates` before the mean; inputs unchecked):
+    alone (the step of :func:`update_control_variates` before the mean, with its checks of these inputs):
     SCAFFOLD / FedNova-VR's raw normalised gradient
     :math:`c_i \leftarrow d_i - (\bar c - c_i)` with :math:`d_i = -\Delta_i/(\eta\|a_i\|_1)`,
     VRLSGD's :math:`c_i \leftarrow c_i - (\Delta_i - \sum_j p_j\Delta_j)/(\eta\tau_i)`.
@@ -253,6 +235,10 @@ def updated_client_variates(state: ControlVariates, clients: Sequence[int], delt
     holds their :math:`\|a_i\|_1` (read by ``"scaffold"``); ``local_steps`` their :math:`\tau_i` and ``server_change``
     the aggregate :math:`\sum_j p_j\Delta_j` (a tree like one :math:`\Delta_i`; read by ``"vrlsgd"`` only, which needs
     both).
+    ``clients`` may be empty (a rank of :func:`fedlib.distributed.distributed_apply` with no participant this round:
+    an unchanged copy). A ``clients`` entry that is no index in :math:`[0, m)` or repeats, ``deltas`` (or ``a_norms``,
+    ``local_steps``) of another length or shape, ``lr`` not finite and > 0, an ``a_norms`` entry <= 0 raise
+    ``ValueError`` naming the parameter.
 
     Example
     -------
@@ -267,6 +253,48 @@ def updated_client_variates(state: ControlVariates, clients: Sequence[int], delt
     >>> updated_client_variates(state, [0], [np.array([-1.0])], 0.5, [2])[:, 0]
     array([ 3., -1.])
     """
+    lr, clients, deltas = _checked_participants(state, clients, deltas, lr)
+    if state.kind == "scaffold":
+        a_norms = _checked_a_norms(a_norms, clients) if clients else []
+    else:
+        local_steps = _checked_vrlsgd(state, clients, local_steps, server_change)
+    return _updated_rows(state, clients, deltas, lr, a_norms, local_steps, server_change)
+
+
+def _checked_participants(state: ControlVariates, clients: Any, deltas: Any, lr: Any) -> tuple:
+    lr = check_positive("lr", lr)
+    m = _num_clients(state)
+    clients = [_check_client("clients", c, m) for c in np.asarray(clients).ravel().tolist()]
+    if len(set(clients)) != len(clients):
+        raise ValueError(f"clients must be distinct, got {clients}")
+    deltas = list(deltas)
+    if len(deltas) != len(clients):
+        raise ValueError(f"deltas has {len(deltas)} entries but clients has {len(clients)}")
+    for k, d in enumerate(deltas):  # a (1,) change or a number was broadcast over every entry of the row
+        if not tree_structure_equal(d, state.mean):
+            raise ValueError(f"deltas[{k}] must have the structure and leaf shapes of the model (of state.mean)")
+    return lr, clients, deltas
+
+
+def _checked_a_norms(a_norms: Any, clients: list) -> np.ndarray:
+    a = check_weights("a_norms", a_norms, size=len(clients))
+    if np.any(a <= 0):
+        raise ValueError(f"a_norms must be > 0 for every client, got {a.tolist()}")
+    return a
+
+
+def _checked_vrlsgd(state: ControlVariates, clients: list, local_steps: Any, server_change: Any) -> Any:
+    if local_steps is None or server_change is None:
+        raise ValueError("local_steps and server_change are required for VRLSGD")
+    steps = check_local_steps("local_steps", local_steps, size=len(clients)) if clients else []
+    if not tree_structure_equal(server_change, state.mean):
+        raise ValueError("server_change must have the structure and leaf shapes of the model (of state.mean)")
+    return steps
+
+
+def _updated_rows(state: ControlVariates, clients: list, deltas: list, lr: float, a_norms: Any, local_steps: Any,
+                  server_change: Any) -> Any:
+    """:func:`updated_client_variates` on checked inputs."""
     new_client = tree_map(_float_copy, state.client)  # integer variates (given by hand) would truncate
     if state.kind == "scaffold":
         for i, d, an in zip(clients, deltas, a_norms):

@@ -155,6 +155,16 @@ CASES = [
     ("update duplicate clients", lambda: V.update_control_variates(CV, [1, 1], [np.ones(2)] * 2, 0.1, [1.0, 1.0], [0.2, 0.3, 0.5]), "clients"),
     ("vrlsgd local_steps 0", lambda: V.update_control_variates(CV._replace(kind="vrlsgd"), [0], [np.ones(2)], 0.1, [1.0],
                                                                [0.2, 0.3, 0.5], [0], np.zeros(2)), "local_steps"),
+    # updated_client_variates (public; distributed_apply's per-rank step): checked as update_control_variates
+    ("updated clients out of range", lambda: V.updated_client_variates(CV, [5], [np.ones(2)], 0.1, [1.0]), "^clients"),
+    ("updated clients negative", lambda: V.updated_client_variates(CV, [-1], [np.ones(2)], 0.1, [1.0]), "^clients"),
+    ("updated clients float", lambda: V.updated_client_variates(CV, [1.5], [np.ones(2)], 0.1, [1.0]), "^clients"),
+    ("updated deltas count", lambda: V.updated_client_variates(CV, [0], [np.ones(2)] * 2, 0.1, [1.0]), "^deltas"),
+    ("updated lr nan", lambda: V.updated_client_variates(CV, [0], [np.ones(2)], NAN, [1.0]), "^lr"),
+    ("updated lr<0", lambda: V.updated_client_variates(CV, [0], [np.ones(2)], -0.1, [1.0]), "^lr"),
+    ("updated a_norms 0", lambda: V.updated_client_variates(CV, [0], [np.ones(2)], 0.1, [0.0]), "^a_norms"),
+    ("updated vrlsgd no local_steps", lambda: V.updated_client_variates(CV._replace(kind="vrlsgd"), [0], [np.ones(2)],
+                                                                        0.1, [1.0]), "local_steps"),
     # ------------------------------------------------------------ sampling
     ("sample_clients unknown scheme", lambda: SA.sample_clients("poisson", P2, 1, 0, 0), "sampling"),
     ("sample_clients too many w/o replacement", lambda: SA.sample_clients("uniform", P2, 3, 0, 0), "clients_per_round"),

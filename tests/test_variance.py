@@ -253,3 +253,14 @@ def test_update_control_variates_refuses_a_change_shaped_unlike_the_model():
                                 server_change=np.ones(1))
     ok = V.update_control_variates(state, [0, 1], [np.ones(3), -np.ones(3)], 0.5, [1.0, 1.0], [0.5, 0.5])
     np.testing.assert_array_equal(ok.client, [[-2.0] * 3, [2.0] * 3])   # c_i = -Delta_i / (lr ||a_i||)
+
+
+def test_updated_client_variates_no_participant_is_an_unchanged_copy():
+    """A rank of distributed_apply with no participant this round passes no clients (and no a_norms):
+    allowed, an unchanged copy (the checks refuse an empty a_norms only in update_control_variates)."""
+    st = V.control_variates(np.array([[3.0], [-1.0]]), [0.5, 0.5])
+    out = V.updated_client_variates(st, [], [], 0.5, [])
+    np.testing.assert_array_equal(out, st.client)
+    assert out is not st.client
+    vr = V.init_control_variates(np.zeros(1), num_clients=2, kind="vrlsgd")
+    np.testing.assert_array_equal(V.updated_client_variates(vr, [], [], 0.5, [], [], np.zeros(1)), vr.client)
