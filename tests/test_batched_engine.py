@@ -471,3 +471,13 @@ def test_epoch_batcher_checks_num_samples():
     batcher = EpochBatcher([5.0, 3.0], 2, 7)
     assert batcher.num_samples.dtype == np.int64
     np.testing.assert_array_equal(batcher.batch(0, 1, 2), EpochBatcher([5, 3], 2, 7).batch(0, 1, 2))
+
+
+@pytest.mark.parametrize("bad", [float("inf"), float("nan"), 1.5, -2, True, None])
+def test_divergence_error_refuses_a_round_that_is_no_integer(bad):
+    """Was int(round_index): inf -> OverflowError 'cannot convert float infinity to integer', nan -> 'cannot convert
+    float NaN to integer', 1.5 -> 'diverged in round 1' (another round), True -> round 1, -2 accepted. -1 (the
+    starting point's loss) stays a round."""
+    with pytest.raises(ValueError, match=r"^round_index must be an integer >= -1, got "):
+        DivergenceError(bad, "x")
+    assert DivergenceError(np.int64(2), "x").round == 2 and DivergenceError(-1, "x").round == -1

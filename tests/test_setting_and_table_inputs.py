@@ -1,7 +1,8 @@
 """Inputs that failed late or produced broken output: a chapter-4 ``Setting`` given its epochs
 as the command line writes them (``"1-5"``), and ``markdown_table`` with no columns; the experiments' helpers that
 named another parameter than the one given (``data_seed`` as ``seed``, ``weights`` as ``p``) or failed with a bare
-``KeyError`` / numpy error for a label or threshold (chapter 4's grids)."""
+``KeyError`` / numpy error for a label or threshold (chapter 4's grids), or a slice's ``TypeError`` for a count
+(chapter 5's ``engine_against_reference``)."""
 from __future__ import annotations
 
 import numpy as np
@@ -9,6 +10,7 @@ import pytest
 
 from fedlib.bench import bench_synthetic
 from fedlib.experiments.acceleration import vr_limit
+from fedlib.experiments.cifar10 import engine_against_reference
 from fedlib.experiments.quadratic import small_lr_limit, surrogate_optimum
 from fedlib.experiments.synthetic import (SETTINGS, Curves, Setting, claim_holds, make_problem, rounds_to_best_loss,
                                           rounds_to_reach)
@@ -72,6 +74,16 @@ _GRID = {("s", "A"): _C([2, 1.5, 1.2, 1.1, 1.15]), ("s", "B"): _C([2, 1.3, 1.0, 
                                                           r"got \[1.0, 1.2\]$"),
     (lambda: rounds_to_reach(_GRID["s", "A"], None), r"^threshold must be a number or one number per seed"),
     (lambda: rounds_to_reach(_GRID["s", "A"], "x"), r"^threshold must be"),
+    # chapter 5's check, refused before the data are read. Were TypeError 'slice indices must be integers ...' (nan,
+    # 1.5); clients=-1 left the last client out, 17 took the 16 of the official split, without a word
+    (lambda: engine_against_reference(width=1 / 32, rounds=1, clients=float("nan"), samples_per_client=8,
+                                      batch_size=4, data=object()), r"^clients must be an integer >= 1, got nan$"),
+    (lambda: engine_against_reference(width=1 / 32, rounds=1, clients=-1, samples_per_client=8, batch_size=4,
+                                      data=object()), r"^clients must be an integer >= 1, got -1$"),
+    (lambda: engine_against_reference(width=1 / 32, rounds=1, clients=2, samples_per_client=1.5, batch_size=4,
+                                      data=object()), r"^samples_per_client must be an integer >= 1, got 1.5$"),
+    (lambda: engine_against_reference(width=1 / 32, rounds=1, clients=17, samples_per_client=8, batch_size=4),
+     r"^clients must be at most 16 \(the clients of the official split\), got 17$"),
 ])
 def test_experiment_helpers_name_the_bad_argument(call, match):
     with pytest.raises(ValueError, match=match):

@@ -994,6 +994,14 @@ def test_train_stacked_trains_and_leaves_the_callers_parameters_alone(model, dat
     ({"rounds": 2, "engine_rounds": 1}, "engine_rounds must be an integer >= 2"),
     ({"rounds": 1, "batch_size": 0}, "batch_size must be an integer >= 1"),
     ({"rounds": 1, "padding": -1}, "padding must be an integer >= 0"),
+    # checked as the engine checks them. Before: a short mean failed in the first batch as torch's "The size of
+    # tensor a (3) must match the size of tensor b (2)"; a 1-entry std (or a number) was broadcast over the channels
+    # (the engine refuses it), a 0 or NaN std made the images inf / NaN ("round 0: ... not finite (diverged)")
+    ({"rounds": 1, "mean": (0.5, 0.5)}, r"^mean/std must have 3 entries \(one per channel\)"),
+    ({"rounds": 1, "std": (0.5,)}, r"^mean/std must have 3 entries \(one per channel\)"),
+    ({"rounds": 1, "mean": 0.5}, r"^mean/std must have 3 entries \(one per channel\)"),
+    ({"rounds": 1, "std": (0.2, 0.0, 0.2)}, r"^std must be 3 finite numbers > 0 \(one per channel\)"),
+    ({"rounds": 1, "mean": (0.5, float("nan"), 0.5)}, r"^mean must be 3 finite numbers \(one per channel\)"),
 ])
 def test_reference_run_refuses_bad_arguments(model, data, kwargs, match):
     run = RunSpec(make_algorithm("fedavg", sgd(0.05)), _clients(0, [4, 4]), FixedEpochs([4, 4], B, 1))
@@ -1071,6 +1079,9 @@ class _Images:
     (dict(data=dict(test_labels=np.zeros(9, np.int64))), "test_labels must hold one label per test image"),
     (dict(data=dict(test_images=np.zeros((10, 32, 32, 3), np.float32))), "test_images must be uint8"),
     (dict(mean=(0.5, 0.5)), "mean/std must have 3 entries"),
+    (dict(std=(0.2, 0.0, 0.2)), r"^std must be 3 finite numbers > 0"),  # before: accepted, images inf
+    (dict(std=(0.2, float("inf"), 0.2)), r"^std must be 3 finite numbers > 0"),
+    (dict(mean=("a", 0.5, 0.5)), r"^mean must be 3 finite numbers"),  # before: torch's "too many dimensions 'str'"
     (dict(run=dict(algorithm="fedavg")), r"runs\[0\].algorithm must be a FederatedAlgorithm"),
     (dict(run=dict(clients=[])), r"runs\[0\].clients must list at least one client"),
     (dict(run=dict(clients=[np.arange(4), np.zeros(0, np.int64)])), r"runs\[0\].clients\[1\] is empty"),

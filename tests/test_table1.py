@@ -835,6 +835,12 @@ def test_table1_refuses_an_infinite_budget(tmp_path, flags, message):
     ({"budget_seconds": float("inf")}, "budget_seconds must be a finite number of seconds, got inf"),
     ({"budget_seconds": 1.0, "continue_later": float("inf")},
      "continue_later must be a finite number >= 0 of seconds, got inf"),
+    # not numbers. Before: None -> float()'s TypeError "float() argument must be a string or a real number, not
+    # 'NoneType'"; "5" passed float() (a dry run listed the runs); safety="x" -> numpy's "ufunc 'isfinite' not supported"
+    ({"budget_seconds": None}, "budget_seconds must be a finite number >= 0 of seconds, got None"),
+    ({"budget_seconds": "5"}, "budget_seconds must be a finite number >= 0 of seconds, got '5'"),
+    ({"budget_seconds": 1.0, "continue_later": None}, "continue_later must be a finite number >= 0 of seconds, got None"),
+    ({"budget_seconds": 1.0, "safety": "x"}, "safety must be a finite factor > 0, got 'x'"),
 ])
 def test_run_table1_refuses_an_infinite_budget(tmp_path, kw, message):
     import fedlib.experiments.cifar10 as C

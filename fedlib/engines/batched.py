@@ -94,7 +94,8 @@ class DivergenceError(FloatingPointError):
     catches those still catches it); the CLI (``fedlib.cli.main``) reports it as an error with exit
     status 2, naming the round.
 
-    ``round_index`` is the round (kept as ``round``); ``detail`` says what diverged and ends the message.
+    ``round_index`` is the round, an integer >= -1 (-1: the loss at the starting point, before round 0; kept as
+    ``round``; ``ValueError`` naming it otherwise); ``detail`` says what diverged and ends the message.
 
     Example
     -------
@@ -106,7 +107,8 @@ class DivergenceError(FloatingPointError):
     """
 
     def __init__(self, round_index: int, detail: str):
-        self.round = int(round_index)
+        # int() cut 1.5 to round 1 and failed on inf / NaN ("cannot convert float infinity to integer")
+        self.round = check_int("round_index", round_index, minimum=-1)  # -1: the starting point, before round 0
         super().__init__(f"diverged in round {self.round}: {detail}")
 
 

@@ -692,6 +692,25 @@ def _length(value) -> Optional[int]:
         return None
 
 
+def _mean_std(mean, std, channels: int, dtype: torch.dtype, device) -> tuple:
+    """``mean`` and ``std`` as tensors, checked once (not per batch): one finite number per channel each, ``std`` > 0
+    (a short one was broadcast, or failed as a torch size mismatch in the first batch; a 0 or NaN ``std`` made the
+    images inf or NaN)."""
+    if any(_length(v) != channels for v in (mean, std)):  # len(0.5) was Python's TypeError
+        raise ValueError(f"mean/std must have {channels} entries (one per channel), got mean={mean!r}, std={std!r}")
+    values = []
+    for name, v in (("mean", mean), ("std", std)):
+        try:
+            arr = np.asarray(v.detach().cpu() if isinstance(v, torch.Tensor) else v, dtype=np.float64)
+        except (TypeError, ValueError):
+            arr = None
+        if arr is None or arr.ndim != 1 or not np.isfinite(arr).all() or (name == "std" and not (arr > 0).all()):
+            what = "finite numbers > 0" if name == "std" else "finite numbers"
+            raise ValueError(f"{name} must be {channels} {what} (one per channel), got {v!r}")
+        values.append(torch.tensor(arr, device=device, dtype=dtype))
+    return tuple(values)
+
+
 def _client_indices(where: str, clients, num_train: int) -> List[np.ndarray]:
     """A run's ``clients`` (one array of sample indices per client) as int64 index arrays, each checked: integers
     (a float array would be truncated, a bool mask read as 0/1), one array per client (a number in its place: a
@@ -836,8 +855,8 @@ class StackedEngine:
     augment : random crop (``padding``) + horizontal flip of training images.
     dropout : apply the model's ``nn.Dropout`` layers (seeded per client) in training.
     batch_size : :math:`B` (32 in the paper).
-    mean, std : normalisation (CIFAR-10's by default): one entry per channel each (``ValueError`` otherwise, also
-        for a number).
+    mean, std : normalisation (CIFAR-10's by default): one finite entry per channel each, ``std``'s > 0 (``ValueError``
+        otherwise, also for a number).
     channels_last : grouped path memory format. ``cuda_graph``, ``augment``, ``dropout`` and ``channels_last`` are
         ``True`` or ``False`` (a ``ValueError`` naming one otherwise).
     conv : grouped path convolutions, ``"cudnn"`` (grouped ``F.conv2d``) or ``"gemm"``
@@ -942,13 +961,9 @@ class StackedEngine:
         self.num_train = int(tr_x.shape[0])
         self.image_size = (int(tr_x.shape[1]), int(tr_x.shape[2]))
         self.channels = int(tr_x.shape[3])
-        if any(_length(v) != self.channels for v in (mean, std)):  # len(0.5) was Python's TypeError
-            raise ValueError(f"mean/std must have {self.channels} entries (one per channel), got mean={mean!r}, "
-                             f"std={std!r}")
+        self._mean, self._std = _mean_std(mean, std, self.channels, dtype, dev)
         self._train = pad_images(tr_x.to(dev), self.padding)
         self._train_labels = tr_y.to(device=dev, dtype=torch.int64)
-        self._mean = torch.tensor(mean, device=dev, dtype=dtype)
-        self._std = torch.tensor(std, device=dev, dtype=dtype)
         te_x = getattr(data, "test_images", None)
         te_y = getattr(data, "test_labels", None)
         if te_x is not None and te_y is not None:
@@ -1631,7 +1646,8 @@ def reference_run(model: nn.Module, data: Any, run: RunSpec, *, rounds: int, eng
     the engine; ``run.clients`` are checked as the engine checks them; the labels must be integers in ``0..K-1``, ``K``
     the width of the model's logits ``(B, K)``, read from one forward of ``model`` on the first sample in eval mode
     under ``torch.no_grad()`` (its forward hooks run once more; torch's random state is left as it was); a
-    ``ValueError`` naming ``data.train_labels`` and ``K`` otherwise, as from the engine). Slow by design (one small
+    ``ValueError`` naming ``data.train_labels`` and ``K`` otherwise, as from the engine; ``mean`` and ``std`` are checked as
+    the engine checks them). Slow by design (one small
     forward/backward per step): a check, not a trainer.
 
     Returns
@@ -1684,7 +1700,7 @@ def reference_run(model: nn.Module, data: Any, run: RunSpec, *, rounds: int, eng
             raise ValueError(f"data.train_labels must hold one label per image, got shape {tuple(labels.shape)}")
         size = (int(images.shape[1]), int(images.shape[2]))
         padded = pad_images(images, padding)
-        mean_t, std_t = torch.tensor(mean, dtype=dtype), torch.tensor(std, dtype=dtype)
+        mean_t, std_t = _mean_std(mean, std, int(images.shape[3]), dtype, "cpu")  # as the engine checks them
         sample, where = normalize(images[:1], mean_t, std_t, dtype).permute(0, 3, 1, 2), "data.train_images"
     # refused as the engine refuses them: a label the logits cannot index failed in the first step ("Target 11 is
     # out of bounds"), a float label was cut to an integer

@@ -682,6 +682,13 @@ def run_table1(results_dir, *, budget_seconds: float, seeds: Sequence[int] = (0,
     """
     from ..results import _command, _utc, git_commit, make_provenance, make_result, write_result
 
+    # not numbers: None failed as float()'s TypeError, "5" passed float() and failed later comparing str with float,
+    # True was one second
+    for name, value, what in (("budget_seconds", budget_seconds, "a finite number >= 0 of seconds"),
+                              ("continue_later", continue_later, "a finite number >= 0 of seconds"),
+                              ("safety", safety, "a finite factor > 0")):
+        if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, float, np.integer, np.floating)):
+            raise ValueError(f"{name} must be {what}, got {value!r}")
     # a NaN budget passed every deadline comparison (a group without a rate trained all its rounds),
     # stack 0 stopped at once with "the next run needs ~N s" whatever the budget
     if not float(budget_seconds) >= 0:
@@ -1612,7 +1619,9 @@ def engine_against_reference(*, width: float, rounds: int, clients: int, samples
     difference of any final global parameter (``max |x - x_ref| / max |x_ref|`` per tensor)
     and of the recorded :math:`\tau_\text{eff}` and weights :math:`w_i` over the rounds, and
     ``moved`` = :math:`\|x_T - x_0\| / \|x_0\|` of the reference (the runs really trained).
-    ``batch_size`` is :math:`B`, of both the epochs and the batches.
+    ``batch_size`` is :math:`B`, of both the epochs and the batches. ``clients`` (at most the split's 16) and
+    ``samples_per_client`` are integers >= 1 (a ``ValueError`` naming them otherwise; a client holding fewer images
+    keeps them all).
     """
     import torch
 
@@ -1623,8 +1632,15 @@ def engine_against_reference(*, width: float, rounds: int, clients: int, samples
     from ..solvers import momentum_sgd, sgd
     from . import run_seeds
 
+    # checked before the data are read: clients=nan failed in the slice, clients=-1 silently left the last client out
+    # and 1000 took the 16 there are
+    clients = check_int("clients", clients, minimum=1)
+    samples_per_client = check_int("samples_per_client", samples_per_client, minimum=1)
     data = load_data(sample=True) if data is None else data
-    parts = [np.asarray(c)[:samples_per_client] for c in official_partition(data.train_labels)[:clients]]
+    split = official_partition(data.train_labels)
+    if clients > len(split):
+        raise ValueError(f"clients must be at most {len(split)} (the clients of the official split), got {clients}")
+    parts = [np.asarray(c)[:samples_per_client] for c in split[:clients]]
     sizes = [len(c) for c in parts]
     wd = PAPER["weight_decay"]
     algorithms = [("FedAvg, momentum", make_algorithm("fedavg", momentum_sgd(0.02, 0.9, weight_decay=wd))),
