@@ -472,8 +472,9 @@ def _update_variates(comm, variates: ControlVariates, own, mine, lr, p, change) 
 def gather_variates(comm: Optional[Communicator], variates: Optional[ControlVariates], num_clients: int):
     r"""Every rank's own rows of the stacked :math:`c_i` assembled into the full stack
     (for a checkpoint); ``None`` passes through, and so does everything with one process (``comm``
-    ``None`` or of world size 1), where the stack is already whole. With several processes every leaf
-    of the stack must have ``num_clients`` rows (a ``ValueError`` naming ``num_clients`` otherwise).
+    ``None`` or of world size 1), where the stack is already whole. ``num_clients`` must be an integer >= 1 and
+    every leaf of the stack have ``num_clients`` rows, with one process too (a ``ValueError`` naming
+    ``num_clients`` otherwise).
 
     Example
     -------
@@ -484,14 +485,17 @@ def gather_variates(comm: Optional[Communicator], variates: Optional[ControlVari
     >>> gather_variates(LocalCommunicator(), variates, 2) is variates, gather_variates(None, None, 2)
     (True, None)
     """
-    if variates is None or comm is None or comm.world_size == 1:
-        return variates
-
+    # checked with one process too (no collective needed): a bad num_clients passed there and failed only when the
+    # same code ran on several processes
     num_clients = check_int("num_clients", num_clients, minimum=1)
+    if variates is None:
+        return variates
     rows_of = {np.shape(cs)[0] if np.ndim(cs) else None for cs in tree_leaves(variates.client)}
     if rows_of != {num_clients}:  # other rows than clients: an IndexError, or fewer rows gathered in silence
         raise ValueError(f"num_clients: the stacked c_i have {sorted(rows_of, key=str)} rows, got num_clients="
                          f"{num_clients}")
+    if comm is None or comm.world_size == 1:
+        return variates
 
     def gather(cs):
         arr = cs.detach().cpu().numpy() if hasattr(cs, "detach") else np.asarray(cs)

@@ -687,3 +687,22 @@ def test_gather_variates_names_a_num_clients_other_than_the_stack_rows(num_clien
         on_ranks(2, lambda c: gather_variates(c, variates, num_clients))
     whole = on_ranks(2, lambda c: gather_variates(c, variates, 4))
     assert all(np.array_equal(w.client, variates.client) for w in whole)
+
+
+@pytest.mark.parametrize("comm", [None, "local"])
+@pytest.mark.parametrize("num_clients, match", [(float("nan"), r"^num_clients must be an integer >= 1, got nan$"),
+                                                (0, r"^num_clients must be an integer >= 1, got 0$"),
+                                                (5, r"^num_clients: the stacked c_i have \[4\] rows, got num_clients=5$")])
+def test_gather_variates_checks_num_clients_with_one_process_too(comm, num_clients, match):
+    """Before: with one process (comm None or of world size 1) num_clients was not read: nan, 0 or 5 for a stack of
+    4 passed, and the same code failed only when it ran on several processes. A None stack is checked as well."""
+    from fedlib.distributed import gather_variates
+
+    comm = LocalCommunicator() if comm == "local" else None
+    variates = make_algorithm("scaffold", sgd(0.1)).init(np.zeros(2), num_clients=4).variates
+    with pytest.raises(ValueError, match=match):
+        gather_variates(comm, variates, num_clients)
+    if num_clients != 5:
+        with pytest.raises(ValueError, match=match):
+            gather_variates(comm, None, num_clients)
+    assert gather_variates(comm, variates, 4) is variates and gather_variates(comm, None, 4) is None

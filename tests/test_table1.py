@@ -937,6 +937,26 @@ def test_cifar10_flags_must_be_true_or_false(tmp_path, value):
     dry = C.run_table1(tmp_path, **dict(table1, dry_run=np.True_, cuda_graph=np.False_))
     assert dry == C.run_table1(tmp_path, **dict(table1, dry_run=True)) and len(lines) == 2
 
+@pytest.mark.parametrize("change, match", [
+    ({"runs": float("nan")}, r"^runs must be an integer >= 1, got nan$"),
+    ({"runs": 0}, r"^runs must be an integer >= 1, got 0$"),
+    ({"runs": 4.0}, r"^runs must be an integer >= 1, got 4.0$"),
+    ({"precision": "fp16"}, r"^precision must be one of \['bf16', 'fp32'\], got 'fp16'$"),
+    ({"path": "loop"}, r"^path must be one of \['grouped', 'vmap'\], got 'loop'$"),
+    ({"conv": "fft"}, r"^conv must be one of \['cudnn', 'gemm'\], got 'fft'$"),
+])
+def test_parse_bench_variant_checks_the_base_settings(change, match):
+    """Before: the base settings were taken as given: runs=nan (or 0) came back in the settings of 'base' and of
+    'cudnn-benchmark', precision='fp16' with 'precision=bf16' answered a bf16 variant of no real base, conv='fft'
+    came back as the base's conv; runs=4.0 with 'runs=4' said "already the base engine's setting". bench_cifar10
+    refused these values; parse_bench_variant (public, and the CLI's check of --compare) now refuses them too."""
+    base = dict(runs=4, precision="fp32", cuda_graph=False, path="grouped", cudnn_bench=False, cuda=False)
+    for text in ("base", "cudnn-benchmark"):
+        with pytest.raises(ValueError, match=match):
+            C.parse_bench_variant(text, **dict(base, **change))
+    assert C.parse_bench_variant("runs=8", **base)["runs"] == 8
+
+
 def test_table1_with_a_large_stack_reaches_training(tmp_path, monkeypatch, capsys):
     # --stack 12 named the group's checkpoint after all 12 runs: '[Errno 36] File name too long'
     # before anything trained (a traceback before the OSError one-liner)

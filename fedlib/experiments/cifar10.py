@@ -1206,7 +1206,9 @@ def parse_bench_variant(text: str, *, runs: int, precision: str, cuda_graph: boo
     ``cudnn_benchmark`` and ``conv``. ``text`` joins one or more of :data:`BENCH_VARIANTS` with
     ``+`` (``"cudnn-benchmark+runs=8"``). Raises ``ValueError`` for an unknown token, two
     tokens that change the same setting, or one that changes nothing (``eager`` of an eager base,
-    ``runs=4`` with ``runs=4``...) — a variant is there to be measured against the base.
+    ``runs=4`` with ``runs=4``...) — a variant is there to be measured against the base —, and for a base setting
+    that :func:`bench_cifar10` refuses (``runs`` an integer >= 1; ``precision``, ``path``, ``conv`` one of its
+    choices).
 
     >>> parse_bench_variant("cudnn-benchmark+runs=8", runs=4, precision="bf16", cuda_graph=True,
     ...                     path="grouped", cudnn_bench=False, cuda=True)["runs"]
@@ -1215,6 +1217,14 @@ def parse_bench_variant(text: str, *, runs: int, precision: str, cuda_graph: boo
     # "no" is truthy: bool("no") switched the base engine's CUDA graphs (or cuDNN's search) on
     cuda_graph, cudnn_bench, cuda = (check_flag("cuda_graph", cuda_graph), check_flag("cudnn_bench", cudnn_bench),
                                      check_flag("cuda", cuda))
+    # the base engine's settings, checked as bench_cifar10 checks them: runs=nan came back in the settings, and
+    # "runs=4" of a base runs=4.0 was "already the base engine's setting"
+    runs = check_int("runs", runs, minimum=1)
+    check_choice("precision", precision, PRECISION_CHOICES)
+    from ..engines.stacked import PATHS
+
+    check_choice("path", path, PATHS)
+    check_choice("conv", conv, CONV_CHOICES)
     settings = {"runs": runs, "precision": precision, "cuda_graph": cuda_graph, "channels_last": True,
                 "cudnn_benchmark": cudnn_bench, "conv": conv}
     if not isinstance(text, str) or not text.strip():
