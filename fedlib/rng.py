@@ -140,6 +140,11 @@ def torch_generator(seed: int, purpose: str, *keys: int, device="cpu"):
     import torch
 
     state = seed_sequence(seed, purpose, *keys).generate_state(2, dtype=np.uint32)
-    g = torch.Generator(device=device)
+    try:
+        g = torch.Generator(device=device)
+    except (RuntimeError, TypeError) as exc:
+        if "Invalid device string" not in str(exc) and not isinstance(exc, TypeError):
+            raise  # a real device torch cannot open (no driver ...): its own message
+        raise ValueError(f"device: not a torch device: {device!r} ({exc})") from None
     g.manual_seed(int(state[0]) << 31 ^ int(state[1]))
     return g

@@ -18,7 +18,9 @@ from fedlib import solvers as S
 from fedlib import theory as TH
 from fedlib import tree as T
 from fedlib import variance as V
-from fedlib.engines.augment import dropout_key
+from fedlib.engines.augment import crop_flip_gather, crop_flip_params, dropout_key, seeded_dropout_mask
+from fedlib.engines.grouped import GroupedNetwork
+from fedlib.engines.im2col import stacked_pool2d
 from fedlib.engines.reference import run_sequential
 from fedlib.engines.stacked import client_augment_params, client_batch_plan
 from fedlib.models import count_parameters
@@ -225,6 +227,31 @@ CASES = [
     ("generator seed float", lambda: RNG.generator(1.5, "data"), "seed"),
     ("generator purpose empty", lambda: RNG.generator(0, ""), "purpose"),
     ("generator purpose int", lambda: RNG.generator(0, 3), "purpose"),
+    # the GPU path's helpers: Python-number arguments only (no tensor is read, so nothing waits on the device). Before:
+    # torch's "Invalid device string: 'gpu0'" (RuntimeError); "Trying to create tensor with negative dimension -1";
+    # "kernel size should be greater than zero, but got kH: -1"; step=1.5 / '3' and shape 1.5 were cut by int() and
+    # gave the mask of another step; layer=1.5 -> '"bitwise_and_cpu" not implemented for 'Float''; num_models=True
+    # -> zeros()'s TypeError; a generator None -> AttributeError
+    ("torch_generator device", lambda: RNG.torch_generator(0, "augment", 1, device="gpu0"), "^device: not a torch device"),
+    ("GroupedNetwork device", lambda: GroupedNetwork(torch.nn.Flatten(), 2, device="gpu0"), "^device: not a torch device"),
+    ("GroupedNetwork num_models True", lambda: GroupedNetwork(torch.nn.Flatten(), True, device="cpu"), "^num_models"),
+    ("crop_flip_params shape -1", lambda: crop_flip_params(torch.Generator(), (-1,)), "^shape must be"),
+    ("crop_flip_params shape 1.5", lambda: crop_flip_params(torch.Generator(), (1.5,)), "^shape must be"),
+    ("crop_flip_params generator None", lambda: crop_flip_params(None, (2,)), "^generator must be a torch.Generator"),
+    ("crop_flip_gather size -1", lambda: crop_flip_gather(torch.zeros(1, 8, 8, 3), torch.zeros(1, dtype=torch.int64),
+                                                          *[torch.zeros(1, dtype=torch.int64)] * 3, (-1, 4)),
+     r"^size must be 2 integers >= 1"),
+    ("crop_flip_gather size short", lambda: crop_flip_gather(torch.zeros(1, 8, 8, 3), torch.zeros(1, dtype=torch.int64),
+                                                             *[torch.zeros(1, dtype=torch.int64)] * 3, (4,)),
+     r"^size must be 2 integers >= 1"),
+    ("seeded_dropout_mask step 1.5", lambda: seeded_dropout_mask(torch.arange(2), 1.5, 0, (3,), 0.5), "^step must be"),
+    ("seeded_dropout_mask step str", lambda: seeded_dropout_mask(torch.arange(2), "3", 0, (3,), 0.5), "^step must be"),
+    ("seeded_dropout_mask layer 1.5", lambda: seeded_dropout_mask(torch.arange(2), 1, 1.5, (3,), 0.5), "^layer must be"),
+    ("seeded_dropout_mask shape -1", lambda: seeded_dropout_mask(torch.arange(2), 1, 0, (-1,), 0.5), "^shape must be"),
+    ("seeded_dropout_mask p None", lambda: seeded_dropout_mask(torch.arange(2), 1, 0, (3,), None), r"^p must lie in \[0, 1\)"),
+    ("stacked_pool2d kernel -1", lambda: stacked_pool2d(torch.zeros(1, 1, 4, 4, 1), "max", kernel_size=-1), "^kernel_size"),
+    ("stacked_pool2d stride 0", lambda: stacked_pool2d(torch.zeros(1, 1, 4, 4, 1), "avg", kernel_size=2, stride=0),
+     "^stride must be"),
     ("generator key -1", lambda: RNG.generator(0, "data", -1), "key"),
     # ------------------------------------------------------------ theory
     ("chi_square p sum", lambda: TH.chi_square([0.5, 0.6], P2), "p"),

@@ -31,7 +31,7 @@ from typing import Sequence
 import numpy as np
 import torch
 
-from .._validate import check_flag, check_int
+from .._validate import _is_finite_number, check_flag, check_int
 from ..rng import seed_sequence
 
 __all__ = [
@@ -59,6 +59,20 @@ def pad_images(images: torch.Tensor, padding: int) -> torch.Tensor:
     return out
 
 
+def _dims(name: str, shape, *, minimum: int = 0, length: int | None = None) -> tuple:
+    """``shape`` as a tuple of Python ints, each an integer >= ``minimum`` (``length`` of them when given). Python
+    numbers only (a torch.Size, a tuple of ints): no tensor is read, so no device waits."""
+    try:
+        dims = tuple(shape)
+    except TypeError:
+        dims = None
+    if dims is None or (length is not None and len(dims) != length) or not all(
+            isinstance(d, (int, np.integer)) and not isinstance(d, (bool, np.bool_)) and d >= minimum for d in dims):
+        count = f"{length} " if length is not None else "a tuple of "
+        raise ValueError(f"{name} must be {count}integers >= {minimum}, got {shape!r}")
+    return tuple(int(d) for d in dims)
+
+
 def crop_flip_params(generator: torch.Generator, shape: Sequence[int], padding: int = 4):
     """Random crop offsets and flip bits for ``shape`` samples, drawn from ``generator``.
 
@@ -68,7 +82,10 @@ def crop_flip_params(generator: torch.Generator, shape: Sequence[int], padding: 
     ``randint`` of shape ``(*shape, 2)`` for the offsets, then one of ``shape`` for the flips.
     """
     padding = check_int("padding", padding)
-    shape = tuple(int(s) for s in shape)
+    shape = _dims("shape", shape)  # int() cut 1.5 to 1; -1 failed as torch's "negative dimension"
+    if not isinstance(generator, torch.Generator):
+        raise ValueError(f"generator must be a torch.Generator (fedlib.rng.torch_generator), got "
+                         f"{type(generator).__name__}")
     dev = generator.device
     off = torch.randint(0, 2 * padding + 1, shape + (2,), generator=generator, device=dev)
     flip = torch.randint(0, 2, shape, generator=generator, device=dev)
@@ -89,7 +106,7 @@ def crop_flip_gather(padded: torch.Tensor, index: torch.Tensor, dy: torch.Tensor
     ``size`` is the crop's ``(H, W)``.
     """
     batch_last = check_flag("batch_last", batch_last)  # "no" is truthy: it would lay the result out (B, H, W, M, C)
-    h, w = (int(s) for s in size)
+    h, w = _dims("size", size, minimum=1, length=2)  # (H, W) numbers only: the tensors are not checked (per step)
     dev = padded.device
     ar_h = torch.arange(h, device=dev)
     ar_w = torch.arange(w, device=dev)
@@ -166,12 +183,14 @@ def seeded_dropout_mask(keys: torch.Tensor, step, layer: int, shape: Sequence[in
 
     ``dtype`` is the mask's (default ``torch.float32``).
     """
-    if not 0.0 <= p < 1.0:
+    # Python numbers only (it runs every step): the tensors keys and step are not read, so no device waits
+    if not _is_finite_number(p) or not 0.0 <= p < 1.0:
         raise ValueError(f"p must lie in [0, 1), got {p!r}")
-    shape = tuple(int(s) for s in shape)
+    layer = check_int("layer", layer)  # a float failed as torch's '"bitwise_and_cpu" not implemented for 'Float''
+    shape = _dims("shape", shape)
     dev = keys.device
     if not torch.is_tensor(step):
-        step = torch.tensor(int(step), dtype=torch.int64, device=dev)
+        step = torch.tensor(check_int("step", step), dtype=torch.int64, device=dev)  # int() cut 1.5, read '3'
     base = _mix32(keys.to(torch.int64) ^ _mix32((step.to(torch.int64) * _STEP_MUL + (layer + 1)) & _M32))
     base = base.reshape(tuple(keys.shape) + (1,) * len(shape))
     pos = _mix32(torch.arange(math.prod(shape), device=dev, dtype=torch.int64).view(shape))

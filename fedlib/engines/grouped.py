@@ -247,7 +247,7 @@ class GroupedNetwork:
 
     def __init__(self, model: nn.Module, num_models: int, *, device, dtype=torch.float32, channels_last: bool = True,
                  conv: str = "cudnn"):
-        if not isinstance(num_models, int) or num_models < 1:
+        if not isinstance(num_models, int) or isinstance(num_models, bool) or num_models < 1:  # True: torch's zeros()
             raise ValueError(f"num_models must be an integer >= 1, got {num_models!r}")
         if conv not in CONV_IMPLEMENTATIONS:
             raise ValueError(f"conv must be one of {CONV_IMPLEMENTATIONS}, got {conv!r}")
@@ -257,7 +257,10 @@ class GroupedNetwork:
                              "(out, kh, kw, in): leave channels_last=True")
         self.conv = conv
         self.num_models = num_models
-        self.device = torch.device(device)
+        try:  # checked once, at construction
+            self.device = torch.device(device)
+        except (RuntimeError, TypeError) as exc:  # torch's "Invalid device string: 'gpu0'"
+            raise ValueError(f"device: not a torch device: {device!r} ({exc})") from None
         self.dtype = dtype
         self.channels_last = channels_last
         buffers = [n for n, _ in model.named_buffers()]

@@ -144,6 +144,11 @@ def stacked_pool2d(x: torch.Tensor, kind: str, **options) -> torch.Tensor:
     ``options`` go to torch's pooling function (``kernel_size``, ``stride``, ...)."""
     if kind not in ("max", "avg"):
         raise ValueError(f"kind must be 'max' or 'avg', got {kind!r}")
+    for name, low in (("kernel_size", 1), ("stride", 1), ("padding", 0)):  # Python numbers: no device wait
+        value = options.get(name)
+        if value is not None and not all(isinstance(v, int) and not isinstance(v, bool) and v >= low
+                                         for v in (value if isinstance(value, (tuple, list)) else (value,))):
+            raise ValueError(f"{name} must be an integer >= {low} (or a pair of them), got {value!r}")
     a, b, h, w, c = x.shape
     nchw = x.reshape(a * b, h, w, c).permute(0, 3, 1, 2)  # a channels-last view
     y = (F.max_pool2d if kind == "max" else F.avg_pool2d)(nchw, **options)
