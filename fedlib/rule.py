@@ -94,7 +94,7 @@ def normalized_update(delta: Any, lr: float, a_norm: float) -> Any:
 
     ``delta`` is the client's change :math:`\Delta_i = x_i^{(t,\tau_i)} - x^{(t,0)}`, ``lr`` the local step size
     :math:`\eta` and ``a_norm`` the solver's :math:`\|a_i\|_1` (a number of steps, as
-    :attr:`fedlib.algorithms.ClientUpdate.a_norm`).
+    the ``a_norm`` of a :class:`fedlib.algorithms.ClientUpdate`).
 
     Example
     -------
