@@ -239,10 +239,12 @@ def check_participant_steps(steps: np.ndarray, clients: np.ndarray, round_index:
     ...
     ValueError: schedule: round 4 gives participant client 1 0 local steps (need >= 1: leave a client without work out of the round)
     """
-    # the engines' int arrays pass at the cost of a few attribute reads; anything else is checked by name (a float
-    # NaN count was returned as a participant's steps, client -1 read the last client's, a short steps failed in
-    # numpy as IndexError)
-    if not (type(steps) is np.ndarray and steps.ndim == 1 and steps.dtype.kind in "iu"):
+    # the engines' int arrays pass at the cost of a few attribute reads and a minimum; anything else is checked by
+    # name (a float NaN count was returned as a participant's steps, client -1 read the last client's, a short steps
+    # failed in numpy as IndexError). The minimum: a negative count of a client out of the round passed here but
+    # not as a list ('steps must be >= 0')
+    if not (type(steps) is np.ndarray and steps.ndim == 1 and steps.dtype.kind in "iu" and steps.size
+            and steps.min() >= 0):
         steps = check_int_array("steps", steps, minimum=0)
     if not (type(clients) is np.ndarray and clients.ndim == 1 and clients.dtype.kind in "iu"):
         clients = check_int_array("clients", clients, minimum=0)

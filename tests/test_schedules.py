@@ -488,3 +488,17 @@ def test_round_local_steps_scans_a_listed_schedule_without_a_python_loop():
         SC.round_local_steps(Own([2, [3, 4]]), 0, 2)
     with pytest.raises(ValueError, match=r"got shape \(3,\)$"):
         SC.round_local_steps(Own(np.array([2, 3, 4])), 0, 2)
+
+
+def test_check_participant_steps_fast_path_refuses_a_negative_count_as_the_checked_path_does():
+    """check_participant_steps checks anything but a 1-d int array with check_int_array (steps >= 0), and lets the
+    engines' int arrays through a fast path. Before: the fast path took a negative count of a client out of the
+    round (np.array([-1, 2]) with participant 1 returned [2]) that the same counts as a list were refused for
+    ('steps must be >= 0 for every client (client 0 has -1)'). Now refused alike; counts >= 0 pass as before."""
+    for steps in (np.array([-1, 2]), [-1, 2], np.array([-1, 2], dtype=np.int32)):
+        with pytest.raises(ValueError, match=r"^steps must be >= 0 for every client \(client 0 has -1\)$"):
+            SC.check_participant_steps(steps, np.array([1]), 0)
+    # a client out of the round may have 0 steps, on either path: participant 1's 2 steps come back
+    for steps in (np.array([0, 2]), [0, 2], np.array([0, 2], dtype=np.uint8)):
+        got = SC.check_participant_steps(steps, np.array([1]), 0)
+        assert got.tolist() == [2]
