@@ -97,3 +97,19 @@ def test_experiment_helpers_still_take_valid_arguments():
     assert claim_holds(_GRID, ("s",), better="B", worse="A") == {"s": [True]}
     assert rounds_to_best_loss(_GRID, ["s"], better="B", worse="A")["s"].better_rounds.tolist() == [2.0]
     assert rounds_to_reach(_GRID["s", "A"], 1.2).tolist() == rounds_to_reach(_GRID["s", "A"], [1.2]).tolist() == [2.0]
+
+
+@pytest.mark.parametrize("call,match", [
+    (lambda: claim_holds(_GRID, [["s"]]), r"^settings must be one of the grid's settings \['s'\], got \['s'\]$"),
+    (lambda: claim_holds(_GRID, ["s"], better=["B"], worse="A"),
+     r"^better must be one of the grid's labels \['A', 'B'\], got \['B'\]$"),
+    (lambda: rounds_to_best_loss(_GRID, ["s"], better="B", worse={"A": 1}),
+     r"^worse must be one of the grid's labels \['A', 'B'\], got \{'A': 1\}$"),
+])
+def test_an_unhashable_setting_or_label_is_named_not_the_grid(call, match):
+    """A dict grid looked up with an unhashable setting or label raises TypeError ('unhashable type: list'), which
+    _grid_curves took for a grid that is no mapping. Before: 'grid must be a mapping {(setting, label): Curves}
+    (run_grid's), got dict' for run_grid's own dict. Now the setting or label given is named, as for one that is
+    not in the grid; a grid that is no mapping is still named (test above)."""
+    with pytest.raises(ValueError, match=match):
+        call()

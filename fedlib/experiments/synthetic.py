@@ -323,9 +323,10 @@ def _grid_curves(grid: Mapping, setting: str, label: str, name: str) -> Curves:
         return grid[setting, label]
     except KeyError:
         pass
-    except TypeError:  # a list, None: not a mapping of (setting, label) keys
-        raise ValueError(f"grid must be a mapping {{(setting, label): Curves}} (run_grid's), got "
-                         f"{type(grid).__name__}") from None
+    except TypeError:  # a list, None: not a mapping of (setting, label) keys; in a mapping, an unhashable setting or
+        if not isinstance(grid, Mapping):  # label (a list), named below: the dict was blamed as 'no mapping'
+            raise ValueError(f"grid must be a mapping {{(setting, label): Curves}} (run_grid's), got "
+                             f"{type(grid).__name__}") from None
     keys = [k for k in grid if isinstance(k, tuple) and len(k) == 2]
     labels = sorted({k[1] for k in keys if k[0] == setting}, key=str)
     if not labels:
