@@ -174,10 +174,14 @@ def _note_server_kind(exc: Exception, server: ServerOptimizer, state: "ServerSta
     makes: two server optimizers of your own, each with its own state class, are not told apart before a round
     (:func:`_kinds_differ`), so a checkpoint of one resumed under the other fails inside your update (an
     ``AttributeError`` on a field the other state lacks) and the note says why. Nothing where ``init`` makes
-    ``None`` (a state that becomes a buffer later) or the types agree; Python 3.10 has no ``add_note``."""
+    ``None`` (a state that becomes a buffer later) or the types agree, nor where either is no state class (a
+    NamedTuple, as :mod:`fedlib.server` asks an own state to be): a ``float`` state that becomes a
+    ``numpy.float64`` is an own state changing type as allowed, and its update's error has another cause;
+    Python 3.10 has no ``add_note``."""
     kept = _kept_state_type(server, state.params)
     saved = type(state.server)
-    if kept is None or kept is type(None) or saved is kept or not hasattr(exc, "add_note"):
+    if (kept is None or saved is kept or not hasattr(kept, "_fields") or not hasattr(saved, "_fields")
+            or not hasattr(exc, "add_note")):
         return
     exc.add_note(f"fedlib: state.server is a {saved.__name__}, but server optimizer {server.name!r} makes a "
                  f"{kept.__name__} in its init: a state written by another server optimizer (a checkpoint of "

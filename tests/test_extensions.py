@@ -354,6 +354,24 @@ def test_a_state_of_another_own_server_optimizer_fails_with_a_note_naming_both_s
     assert not getattr(info.value, "__notes__", [])
 
 
+def test_an_own_state_that_changes_type_as_documented_gets_no_note_on_an_unrelated_error():
+    """An own server state may change type after init (fedlib.algorithms._kinds_differ: a float that becomes a
+    numpy.float64), and a round accepts that. Before: an unrelated error of a later update (here a ValueError of
+    the user's own) carried the note 'fedlib: state.server is a float64, but server optimizer 'counter' makes a
+    float in its init: a state written by another server optimizer (a checkpoint of another run?) ...', a false
+    diagnosis. The note is now added only where both types are state classes (NamedTuples, as server.py asks an
+    own state to be): the YogiState / NesterovState case above keeps it."""
+    def update(change, state, params, lr=None):
+        if state >= 2:
+            raise ValueError("a failure of its own")
+        return tree_map(lambda x, d: x + d, params, change), np.float64(state + 1)
+
+    counter = make_algorithm("fednova", sgd(0.1), server=ServerOptimizer(lambda params: 0.0, update, "counter"))
+    with pytest.raises(ValueError, match="a failure of its own") as info:
+        run_sequential(counter, {"x": np.array(0.0)}, grad_fn, P, FixedSteps([1, 2, 4]), rounds=3)
+    assert not getattr(info.value, "__notes__", [])
+
+
 def test_a_server_optimizer_returning_a_wrongly_shaped_model_is_refused():
     """A server optimizer whose update returned x of shape (1,) for a scalar model (or (d, 1) for (d,))
     was taken as the new global model: the next round broadcast every client's change."""
