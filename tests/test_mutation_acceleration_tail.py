@@ -8,6 +8,15 @@ Mutants of 37f92d9..28127ce (third, the changed hunks of fedlib/experiments/acce
   local_steps let through; AC4 a non-VR variant let through; AC5 ``weights`` ignored; AC6 spectrum_summary's dtype
   kinds ``"bSUV"`` -> ``"bV"``; AC7 limit_distances' lrs without check_sequence; AC8 variant_radius by
   spectral_radius of the map itself. killed by the suite: AC1-AC5, AC7. killed here: AC6, AC8.
+
+Mutants of f9b9704..2e0d04d (fedlib/experiments/acceleration.py: _variant's label, limit_distances' names[k], rate_check's
+floor, vr_limit's weights) (pass described in tests/README.md, Mutation passes):
+  E1 _variant's default label ``variant``; E2 limit_distances' names unlabelled; E3 the VRLSGD refusal skipped for
+  names[0]; E4 rate_check re-raises check_in_range's message; E5 ``checked == 0`` -> ``< 0``; E6 ``floor = checked``
+  dropped; E7 the message shows the checked value; E8 vr_limit's weights unchecked (as ``pass``; a first draft that
+  left an empty block was a syntax error, not counted). killed by the suite: E1-E5, E7, E8. equivalent: E6
+  (check_in_range returns ``float(floor)`` of an accepted number, which the arithmetic after it gives the same
+  value).
 """
 import numpy as np
 import pytest

@@ -78,6 +78,17 @@ Mutants of 37f92d9..d2bb791 (fedlib/algorithms.py) (pass described in tests/READ
   left alive: A18 _fits returns True on an exception: tree_structure_equal raises only where tree_map cannot
   rebuild a container from its entries (a torch.Size paired with a list of numbers), a server state no server
   optimizer keeps; the hint would then be added wrongly. No test.
+
+Review and mutants of f9b9704..2e0d04d (fedlib/algorithms.py: _note_server_kind, _run_server_optimizer's try/except)
+(pass described in tests/README.md, Mutation passes):
+  review fix (4da0855, its test in tests/test_extensions.py): the note was added where an own state changed type as
+  allowed (a float that becomes a numpy.float64); now only where both types are state classes (NamedTuples).
+  A1 ``saved is kept`` -> ``is not``; A2 drop the ``saved`` NamedTuple test; A3 drop the ``kept`` NamedTuple test;
+  A4 drop ``kept is None``; A5 ``except Exception`` -> ``except AttributeError``; A6 ``raise`` -> ``raise exc from
+  None``; A7 the two classes swapped in the note; A8 the server named by repr, not its name; A9 return before the
+  note. killed by the suite: A1, A3, A9. killed here: A2, A5, A7, A8. equivalent: A4 (None has no ``_fields``: the
+  NamedTuple test returns for it too); A6 (the update's exception was raised outside any handler: no context to
+  suppress, the same object with its note is raised).
 """
 from __future__ import annotations
 
@@ -85,6 +96,7 @@ import ast
 import collections
 import dataclasses
 import pathlib
+from typing import NamedTuple
 
 import numpy as np
 import pytest
@@ -590,3 +602,67 @@ def test_client_final_names_an_optimizer_like_object_whose_step_is_a_method():
     update = algo.client_final(server, 1, Record({"w": np.ones(2)}, 2, 2.0, None, None, None))
     assert (update.client, update.local_steps, update.a_norm) == (1, 2, 2.0)
     np.testing.assert_array_equal(update.delta["w"], [1.0, 1.0])  # Delta_i = x_i^(t,tau) - x^(t,0) = 1 - 0
+
+
+# ====================================================================== f9b9704..HEAD: _note_server_kind
+class BufState(NamedTuple):
+    """An own server optimizer's state (module level, as a checkpointed state must be)."""
+    buf: object
+
+
+class CountState(NamedTuple):
+    """Another own server optimizer's state class."""
+    count: int
+
+
+def _buf_server(update):
+    return ServerOptimizer(lambda params: BufState(np.zeros_like(params)), update, "buf")
+
+
+def _round_on(server_state, update):
+    """One FedAvg round of one client (Delta = 1) with an own server optimizer, its state replaced."""
+    algo = make_algorithm("fedavg", sgd(0.1), server=_buf_server(update))
+    state = algo.init(np.zeros(2), num_clients=1)._replace(server=server_state)
+    return algo.apply(state, full_participation([1.0]), [ClientUpdate(0, np.ones(2), 1.0, 1)], 0.1, [1.0])
+
+
+def test_the_server_kind_note_names_the_saved_class_first_and_the_server_by_name():
+    """The note on an own update's error over another own state class: 'state.server is a <saved>, but server
+    optimizer '<name>' makes a <init's> in its init' (the saved class first, the server optimizer by its name, not
+    its repr). Kills the mutants that swap the two classes and that name the server by repr."""
+    def update(change, state, params, lr=None):
+        return params + state.buf + change, BufState(state.buf)   # CountState has no buf: AttributeError
+
+    with pytest.raises(AttributeError, match="buf") as info:
+        _round_on(CountState(3), update)
+    assert info.value.__notes__ == [
+        "fedlib: state.server is a CountState, but server optimizer 'buf' makes a BufState in its init: a state "
+        "written by another server optimizer (a checkpoint of another run?) continues only under the server "
+        "optimizer that wrote it"]
+
+
+def test_the_server_kind_note_is_added_to_any_error_of_the_update_not_only_an_attribute_error():
+    """An own update that fails on another own state class with a TypeError (here: CountState(3)[0] + an array
+    works, but indexing it as a mapping does not) carries the note too: the note is for any error of update."""
+    def update(change, state, params, lr=None):
+        return params + state["buf"] + change, state   # a NamedTuple indexed by a string: TypeError
+
+    with pytest.raises(TypeError) as info:
+        _round_on(CountState(3), update)
+    assert len(info.value.__notes__) == 1 and "is a CountState" in info.value.__notes__[0]
+    # the same update on its own state class fails alike, with no note (the state is of init's type)
+    with pytest.raises(TypeError) as info:
+        _round_on(BufState(np.zeros(2)), update)
+    assert not getattr(info.value, "__notes__", [])
+
+
+def test_no_server_kind_note_where_the_state_is_no_state_class():
+    """The note is added only where both types are state classes (NamedTuples): an own state that init makes as a
+    BufState and that a round may hold as a plain float (a state may change type after init) gets no note on an
+    update's error."""
+    def update(change, state, params, lr=None):
+        raise ValueError("a failure of its own")
+
+    with pytest.raises(ValueError, match="a failure of its own") as info:
+        _round_on(1.5, update)
+    assert not getattr(info.value, "__notes__", [])

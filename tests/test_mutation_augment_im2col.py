@@ -5,6 +5,11 @@ Each test kills mutants that the rest of the suite let survive (the engine-vs-re
 tests cannot see most of them: the engine and the plain per-client reference share the
 crop / flip / normalisation / dropout code). Everything is tiny and on the CPU, so the file
 runs in about a second.
+
+Mutants of f9b9704..2e0d04d (fedlib/engines/augment.py: dropout_key's names) (pass described in tests/README.md,
+Mutation passes):
+  R1 round_index and client unchecked; R2 client checked as ``round_index``; R3 both checked, assigned swapped.
+  killed by the suite: R1, R2. killed here: R3.
 """
 from __future__ import annotations
 
@@ -253,3 +258,18 @@ def test_seeded_dropout_mask_shape_may_be_any_sequence_of_ints():
     want = seeded_dropout_mask(keys, 2, 0, (2, 3), 0.5, torch.float64)
     for shape in (range(2, 4), np.array([2, 3]), [np.int64(2), np.int64(3)]):
         assert torch.equal(seeded_dropout_mask(keys, 2, 0, shape, 0.5, torch.float64), want)
+
+
+# ====================================================================== f9b9704..HEAD: dropout_key's checks
+def test_dropout_key_is_the_stream_of_round_then_client():
+    """dropout_key(seed, round_index, client) is the first uint32 of SeedSequence(entropy=seed, spawn_key=(crc32
+    ('dropout'), round_index, client)) (fedlib.rng's documented layout, computed here with numpy and zlib): the
+    round before the client. Kills the mutant that checks the two by name and assigns them swapped (each client's
+    dropout masks would be another round's)."""
+    import zlib
+
+    for seed, r, c in ((0, 1, 2), (7, 3, 0), (5, 0, 4)):
+        want = np.random.SeedSequence(entropy=seed, spawn_key=(zlib.crc32(b"dropout"), r, c)).generate_state(
+            1, dtype=np.uint32)[0]
+        assert dropout_key(seed, r, c) == int(want)
+    assert dropout_key(0, 1, 2) != dropout_key(0, 2, 1)

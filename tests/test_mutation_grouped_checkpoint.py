@@ -48,6 +48,15 @@ Mutants of 37f92d9..d2bb791 (fedlib/checkpoint.py) (pass described in tests/READ
   left alive: C4 _mapping without RuntimeError: ``dict()`` raises it only for an iterable whose iteration raises
   it (a generator raising StopIteration); the tensor truth value the docstring names is no longer taken
   (``initial is None``, not ``initial or {}``). No test.
+
+Mutants of f9b9704..2e0d04d (fedlib/checkpoint.py: to_torch_tree's per-entry dtypes, _collect_like_dtypes) (pass
+described in tests/README.md, Mutation passes):
+  C1 a mixed like's other arrays take ``first.dtype``; C2 ``len(floats) == 1`` -> ``>= 1``; C3 every array takes
+  the one dtype (no entry look-up); C4 ``len(obj) == len(like)`` -> ``>=``; C5 drop the shape test; C6 drop the
+  NamedTuple exclusion; C7 integer entries of like give their dtype too; C8 dicts not searched; C9 lists and tuples
+  not shaped like like not searched; C10 the floating dtypes of like[0] only. killed by the suite: C1, C2, C5, C10.
+  killed here: C3, C4, C6, C7, C8, C9 (C3, C8, C9 pass the suite's mixed float32/float64 model: its saved arrays
+  already have their entries' dtypes; a bfloat16 parameter, saved as float32, tells them apart).
 """
 from __future__ import annotations
 
@@ -500,3 +509,84 @@ def test_config_diff_matches_set_entries_one_to_one():
     assert config_diff({"s": {1}}, {"s": {1, 2}}) == ["s"]
     assert config_diff({"s": {1, 2}}, {"s": {1}}) == ["s"]
     assert config_diff({"s": two_nans}, {"s": {float("nan"), float("nan")}}) == []  # NaN equal to NaN, one to one
+
+
+# ====================================================================== f9b9704..HEAD: to_torch_tree's per-entry dtypes
+def _mixed_like():
+    """A bfloat16 weight (2,) and a float32 bias (1,): to_numpy_tree saves the bfloat16 one as float32."""
+    return [torch.zeros(2, dtype=torch.bfloat16), torch.zeros(1, dtype=torch.float32)]
+
+
+def test_to_torch_tree_gives_a_list_shaped_like_like_its_entries_dtypes_even_where_saved_in_another():
+    """Entry k of a list shaped like ``like`` takes like[k]'s dtype, also where the saved array has another one
+    (a bfloat16 parameter is saved as float32: 1.5 and -0.25 are exact in both), in a dict, in a tuple and in a
+    NamedTuple's field (a ServerState's params). Kills the mutants that convert every array to the one floating
+    dtype (None for a mixed like: the bfloat16 entry stayed float32), that skip dicts and that do not look inside
+    a list or tuple not shaped like ``like``."""
+    from fedlib.algorithms import make_algorithm
+    from fedlib.checkpoint import to_numpy_tree, to_torch_tree
+    from fedlib.solvers import sgd
+
+    like = _mixed_like()
+    params = [torch.tensor([1.5, -0.25], dtype=torch.bfloat16), torch.tensor([0.75])]
+    saved = to_numpy_tree({"p": params})
+    assert [a.dtype for a in saved["p"]] == [np.float32, np.float32]
+    want = [torch.bfloat16, torch.float32]
+    back = to_torch_tree(saved, like=like)
+    assert [t.dtype for t in back["p"]] == want and back["p"][0].tolist() == [1.5, -0.25]
+    assert [t.dtype for t in to_torch_tree(([saved["p"]], 3), like=like)[0][0]] == want
+    state = make_algorithm("fedavg", sgd(0.1)).init(params, num_clients=1)
+    assert [t.dtype for t in to_torch_tree(to_numpy_tree(state), like=like).params] == want
+
+
+def test_to_torch_tree_matches_only_lists_of_like_s_length_and_shapes():
+    """A list is shaped like ``like`` only with as many arrays as like has tensors, each of its tensor's shape:
+    a list with one array more, or one of another shape, is any other part, whose floating arrays keep their own
+    dtype under a mixed like (float64 stays float64, not rounded to like's float32 entry). Kills the mutants that
+    match a longer list (``len(obj) >= len(like)``) and that drop the shape test."""
+    from fedlib.checkpoint import to_torch_tree
+
+    like = _mixed_like()
+    longer = [np.zeros(2), np.array([1 + 1e-12]), np.zeros(3)]
+    assert [t.dtype for t in to_torch_tree(longer, like=like)] == [torch.float64] * 3
+    assert to_torch_tree(longer, like=like)[1].item() == 1 + 1e-12
+    other_shapes = [np.zeros(3), np.array([1 + 1e-12])]
+    assert [t.dtype for t in to_torch_tree(other_shapes, like=like)] == [torch.float64] * 2
+
+
+def test_to_torch_tree_keeps_a_namedtuple_of_like_s_length_out_of_the_entry_match():
+    """A NamedTuple is no list shaped like ``like`` even where its fields happen to be arrays of like's shapes
+    (a state's fields are named parts, not one entry per parameter): under a mixed like its float64 arrays keep
+    their dtype. Kills the mutant that drops the ``_fields`` test."""
+    from typing import NamedTuple
+
+    from fedlib.checkpoint import to_torch_tree
+
+    class Pair(NamedTuple):
+        a: object
+        b: object
+
+    back = to_torch_tree(Pair(np.zeros(2), np.zeros(1)), like=_mixed_like())
+    assert type(back) is Pair and (back.a.dtype, back.b.dtype) == (torch.float64, torch.float64)
+
+
+def test_to_torch_tree_never_makes_a_floating_array_an_integer_one():
+    """An entry whose tensor of ``like`` is an integer one (a BatchNorm num_batches_tracked in buffers_of) gives no
+    dtype to a floating array at that place: it takes like's one floating dtype (float32 here), never int64 (1.5
+    truncated to 1). Kills the mutant that takes every entry's dtype, integer ones too."""
+    from fedlib.checkpoint import to_torch_tree
+
+    like = [torch.zeros(2, dtype=torch.float32), torch.zeros((), dtype=torch.int64)]
+    back = to_torch_tree([np.zeros(2), np.array(1.5)], like=like)
+    assert [t.dtype for t in back] == [torch.float32, torch.float32] and back[1].item() == 1.5
+
+
+def test_to_torch_tree_takes_the_floating_dtype_of_a_like_led_by_an_integer_tensor():
+    """The one floating dtype of ``like`` is looked for among all its tensors, not only the first: with like =
+    [int64 counter, float32 weight], a float64 array outside any like-shaped list becomes float32 (before the
+    per-entry change, a non-floating first tensor left every array in its own dtype). Kills the mutant that
+    collects the floating dtypes of like[0] only."""
+    from fedlib.checkpoint import to_torch_tree
+
+    like = [torch.zeros((), dtype=torch.int64), torch.zeros(2, dtype=torch.float32)]
+    assert to_torch_tree({"x": np.array([0.5, 2.0])}, like=like)["x"].dtype == torch.float32

@@ -37,6 +37,9 @@ Mutants of 37f92d9..28127ce (third, the changed hunks of fedlib/models.py)
 (pass described in tests/README.md, Mutation passes):
   MD1 scaled_width catches ZeroDivisionError, not OverflowError; MD2 count_parameters' trainable_only by bool().
   both killed by the suite.
+
+Mutants of f9b9704..2e0d04d (fedlib/bench.py: bench_synthetic's data_seed) (pass described in tests/README.md,
+Mutation passes): E30 data_seed unchecked. killed by the suite: E30.
 """
 from __future__ import annotations
 

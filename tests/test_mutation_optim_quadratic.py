@@ -27,6 +27,17 @@ Mutants of 37f92d9..28127ce (third, the changed hunks of fedlib/problems/quadrat
   QP1 _vector without tensor_as_float64; QP2 without the dtype-kind refusal; QP3 eig_range's ndim unchecked; QP4
   random_quadratic's p by np.asarray again; QP5 the semi-definiteness tolerance 1e-10 -> 1e-6. killed by the suite:
   QP1-QP4. killed here: QP5.
+
+Mutants of f9b9704..2e0d04d (fedlib/optim.py: solver_state ends the round; fedlib/engines/quadratic.py: run_replicas'
+tau = 0 for a client out of the round) (pass described in tests/README.md, Mutation passes):
+  O1 solver_state does not set the flag; O2 begin does not clear it; O3 ``if self._ended`` negated; O4 the flag
+  True at construction; O5 begin clears the flag before its checks; O7 the message counts step + 1 (O6 was a syntax
+  error, not counted). killed by the suite: O1, O2, O3, O7. killed here: O5. equivalent: O4 (before the first begin
+  a step fails in _require_round, and every begin that starts a round clears the flag).
+  Q1 ``tau[-1] < 1`` -> ``tau[0] < 1``; Q2 / Q3 a schedule's / a draw's steps minimum 1 again; Q4 the idle client
+  looked for among all clients; Q5 a draw named ``work.local_steps``; Q6 ``< 1`` -> ``< 0``; Q7 a draw's steps
+  without their minimum 0. killed by the suite: Q1-Q6. killed here: Q7 (a negative count of a client out of the
+  round ran as 0).
 """
 from __future__ import annotations
 
@@ -320,3 +331,49 @@ def test_quadratic_problem_refuses_an_eigenvalue_below_rounding_of_its_size():
     with pytest.raises(ValueError, match="^H: every H_i must be positive semi-definite; H_0 has the eigenvalue -1e-08"):
         QuadraticProblem(np.array([np.diag([1.0, -1e-8])]), np.zeros((1, 2)), np.array([1.0]))
     QuadraticProblem(np.array([np.diag([1.0, -1e-12])]), np.zeros((1, 2)), np.array([1.0]))
+
+
+# ====================================================================== f9b9704..HEAD: solver_state ends the round
+def test_a_refused_begin_does_not_reopen_a_round_that_solver_state_ended():
+    """Reading solver_state ends the round; only a begin that starts the next one clears that. A begin refused
+    for its argument (a SolverState of step 1, not a round's start) changes nothing: the next step is still the
+    RuntimeError, and the parameter stays where client 0's round left it (SGD lr 0.1 on (w - 1)^2 / 2 from 0:
+    one step to 0.1). Kills the mutant that clears the flag at the top of begin, before its checks."""
+    w = torch.nn.Parameter(torch.zeros(1, dtype=D))
+    algo = make_algorithm("fedavg", sgd(0.1))
+    server = algo.init(parameters_of([w]), num_clients=1)
+    opt = ClientOptimizer([w], algo.solver)
+    opt.begin(algo.client_init(server, 0))
+    opt.zero_grad()
+    (0.5 * (w - 1.0) ** 2).sum().backward()
+    opt.step()
+    done = opt.solver_state
+    with pytest.raises(ValueError, match=r"^solver_state must be a round's start \(step 0\), got step 1$"):
+        opt.begin(done)
+    with pytest.raises(RuntimeError, match=r"^step: the round of 1 step\(s\) ended when solver_state was read"):
+        opt.step()
+    assert w.tolist() == pytest.approx([0.1], abs=1e-15) and opt.local_steps == 1
+
+
+# ====================================================================== f9b9704..HEAD: run_replicas' steps >= 0
+def test_run_replicas_refuses_a_negative_count_for_a_client_out_of_the_round():
+    """Steps are whole numbers >= 0 (>= 1 for the round's participants): a draw or schedule giving -1 to a client
+    the sampler leaves out is refused by name, 'work.draw(0): steps must be >= 0 for every client (client 1 has
+    -1)', not run as if it were 0. Kills the mutant that checks a draw's steps without their minimum."""
+    from fedlib.sampling import Participation
+
+    prob = random_quadratic(2, 2, seed=1, p=[0.5, 0.5])
+
+    class Draw:
+        def draw(self, t):
+            return np.array([2, -1]), np.array([0, 0])
+
+    class Steps:
+        def local_steps(self, t):
+            return np.array([2, -1])
+
+    only_0 = lambda t: Participation(np.array([0]), np.array([1.0]))  # noqa: E731
+    with pytest.raises(ValueError, match=r"^work\.draw\(0\): steps must be >= 0 for every client \(client 1 has -1\)$"):
+        run_replicas(prob, "fednova", [sgd(0.05)], Draw(), 1, sampling=only_0)
+    with pytest.raises(ValueError, match=r"^work\.local_steps\(0\) must be >= 0 for every client \(client 1 has -1\)$"):
+        run_replicas(prob, "fednova", [sgd(0.05)], Steps(), 1, sampling=only_0)

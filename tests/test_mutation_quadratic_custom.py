@@ -37,6 +37,11 @@ Mutants of 37f92d9..28127ce (third, the changed hunks of fedlib/experiments/cust
 (pass described in tests/README.md, Mutation passes):
   CU1 _refuse_one_client ``<=`` -> ``<``; CU2 features not detached; CU3 test_labels not checked against K; CU4
   an algorithms that is no iterable let through. all killed by the suite.
+
+Mutants of f9b9704..2e0d04d (fedlib/experiments/quadratic.py: two_client_sweep's names, surrogate_optimum /
+small_lr_limit's weights) (pass described in tests/README.md, Mutation passes):
+  E9 fedprox among the choices; E10 ``names or`` before check_sequence; E11 surrogate_optimum's weights unchecked;
+  E12 small_lr_limit's weights unchecked (as ``pass``); E13 ``names[k]`` -> ``names``. killed by the suite: E9-E13.
 """
 from __future__ import annotations
 

@@ -59,6 +59,22 @@ Mutants of 37f92d9..28127ce (third, the changed hunks of fedlib/sampling.py)
   a 3-tuple; SA6 round_participation's messages named 'participation', not the sampler; SA7 expected_server_weights'
   p by np.asarray again; SA8 no 'missing return statement' hint. killed by the suite: SA1, SA2, SA5-SA8. killed
   here: SA3, SA4.
+
+Review and mutants of f9b9704..2e0d04d (fedlib/schedules.py: check_participant_steps' fast path, round_local_steps,
+check_epoch_schedule, step_decay_lr; fedlib/solvers.py: check_shared_lr) (pass described in tests/README.md,
+Mutation passes):
+  review fix (a13fdb4, its test in tests/test_schedules.py): the fast path took a negative count of a client out
+  of the round that the checked path refuses.
+  SC1 float steps on the fast path; SC2 the fast path without the minimum (the fix undone); SC3 bool clients on the
+  fast path; SC4 ``clients.max() >= size`` -> ``>``; SC5 drop ``clients.min() < 0``; SC6 drop ``clients.size``;
+  SC7 clients without minimum 0 on the checked path; SC8 round_local_steps' round_index unchecked; SC9 its
+  num_clients minimum 0; SC10 check_epoch_schedule's num_samples by np.asarray again; SC11 num_samples minimum 1;
+  SC12 check_shared_lr's lr unchecked; SC13 solvers[0].lr checked too; SC14 step_decay_lr names ``lr``; SC15
+  ``steps[clients]`` -> ``steps[:0]`` for no client. killed by the suite: SC2 (the fix's test), SC4, SC5, SC8-SC10,
+  SC12, SC14. killed here: SC1, SC3, SC7, SC11. equivalent: SC13 (a LocalSolver's lr is checked > 0 when it is
+  made), SC15 (both empty). left alive: SC6 (an empty int array of clients gives numpy's 'zero-size array' error
+  instead of an empty result; no engine gives a round without participants, round_participation refuses one). No
+  test.
 """
 from __future__ import annotations
 
@@ -580,3 +596,42 @@ def test_as_participation_refuses_weights_given_as_text(weights, text):
 
     with pytest.raises(ValueError, match=f"^participation: weights must be numbers, got the text {text}"):
         as_participation(Participation(np.array([0, 1]), weights))
+
+
+# ====================================================================== f9b9704..HEAD: check_participant_steps and
+# check_epoch_schedule's num_samples
+def test_check_participant_steps_takes_only_integer_arrays_on_its_fast_path():
+    """Only 1-d integer arrays skip check_int_array. Whole-number float counts come back as int64 through the
+    checked path (np.array([2.0, 3.0]) with participant 1 gives array([3]), int64), 2.5 is refused rather than
+    returned as a participant's steps, and a bool array of clients is refused (as a mask it would pick client 0
+    out of [True, False]). Kills the mutants that let float steps (kind 'f') or bool clients (kind 'b') through
+    the fast path."""
+    from fedlib.schedules import check_participant_steps
+
+    got = check_participant_steps(np.array([2.0, 3.0]), np.array([1]), 0)
+    assert got.tolist() == [3] and got.dtype == np.int64
+    with pytest.raises(ValueError, match=r"^steps must hold integers"):
+        check_participant_steps(np.array([2.5, 3.0]), np.array([0]), 0)
+    with pytest.raises(ValueError, match=r"^clients must hold integers, got dtype bool$"):
+        check_participant_steps(np.array([2, 3]), np.array([True, False]), 0)
+
+
+def test_check_participant_steps_names_a_negative_client_given_as_a_list():
+    """clients given as a list go through check_int_array with minimum 0: [-1] is 'clients must be >= 0 for every
+    client (client 0 has -1)', the entry named by position (an int array's -1 is named by the index check).
+    Kills the mutant without that minimum."""
+    from fedlib.schedules import check_participant_steps
+
+    with pytest.raises(ValueError, match=r"^clients must be >= 0 for every client \(client 0 has -1\)$"):
+        check_participant_steps(np.array([2, 3]), [-1], 0)
+
+
+def test_check_epoch_schedule_reports_a_client_of_no_samples_as_another_size():
+    """num_samples holds whole counts >= 0: a run whose client 1 has 0 samples, with a schedule counted for 64 and
+    32, is the size mismatch ('client 1: 32 samples, the run's client has 0'), not a refusal of the count 0.
+    Kills the mutant that checks num_samples with minimum 1."""
+    from fedlib.schedules import FixedEpochs, check_epoch_schedule
+
+    with pytest.raises(ValueError, match=r"^schedule counts steps for other client sizes \(client 1: 32 samples, "
+                                         r"the run's client has 0\)"):
+        check_epoch_schedule(FixedEpochs([64, 32], batch_size=32, epochs=2), [64, 0], 32)

@@ -38,6 +38,15 @@ killed by the suite: ST1 client_augment_params ``local_steps`` minimum 1 -> 0; S
   checked; ST25 max_relative_difference without the shape check; ST27 reference_run without its labels-per-image
   check; ST30 _grouped_num_classes returns K + 1.
 killed here: ST5 ``evaluated.ndim != 2 or shape[0] != B`` -> ``ndim > 2``.
+
+Mutants of f9b9704..2e0d04d (fedlib/engines/stacked.py: a subclass's own train_batch has its first batch's labels
+checked; client_batch_plan / client_augment_params' names) (pass described in tests/README.md, Mutation passes):
+  S1 the check never armed; S2 K + 1; S3 the vmap / grouped branches swapped; S4 the check never marked done; S5
+  ``_mode_check_model`` kept; S6 K from the logits' first dimension; S7 the vmap check's K + 1; S8 the last
+  segment's models checked. R4 client_batch_plan's keys swapped; R5 its round_index unchecked; R6
+  client_augment_params' keys unchecked; R7 its keys checked and swapped. killed by the suite: S1-S4, S6, S7, R4,
+  R5, R6. killed here: S8, R7 (S1, S2, S4, S6, S7 are killed here too). equivalent: S5 (``_mode_check_model`` is read
+  only inside the check, which runs once).
 """
 from __future__ import annotations
 
@@ -446,3 +455,79 @@ def test_training_mode_check_refuses_logits_of_another_batch_size_or_rank():
     with pytest.raises(ValueError, match=r"^model must map a batch \(B, \*feature_shape\) to logits \(B, K\), "
                                          r"got \(8,\) for B = 8$"):
         _engine(flat)
+
+
+# ====================================================================== f9b9704..HEAD: client_augment_params' keys
+def test_client_augment_params_draws_from_the_stream_of_round_then_client():
+    """client_augment_params(seed, round_index, client, ...) draws from torch_generator(seed, 'augment', round_index,
+    client), as its docstring says: the round before the client (compared with crop_flip_params on that generator).
+    Kills the mutant that checks both by name and passes them swapped (each client's crops would be another
+    round's)."""
+    from fedlib.engines.augment import crop_flip_params
+    from fedlib.engines.stacked import client_augment_params
+    from fedlib.rng import torch_generator
+
+    got = client_augment_params(3, 1, 2, local_steps=4, batch_size=5, padding=4)
+    want = crop_flip_params(torch_generator(3, "augment", 1, 2), (4, 5), 4)
+    assert all(torch.equal(g, w) for g, w in zip(got, want))
+    swapped = client_augment_params(3, 2, 1, local_steps=4, batch_size=5, padding=4)
+    assert not all(torch.equal(g, w) for g, w in zip(got, swapped))
+
+
+# ====================================================================== f9b9704..HEAD: a subclass's own train_batch,
+# its first batch's labels
+class _CountingLabels(StackedEngine):
+    """The engine's own inputs through an overridden train_batch (so K is unknown at construction), labels given
+    by ``own`` (indexed like the training set), every call counted."""
+    own = None
+    calls = 0
+
+    def train_batch(self, a):
+        type(self).calls += 1
+        x, _, mask = super().train_batch(a)
+        idx, _ = self.step_indices(a)
+        return x, self.own[idx].t(), mask
+
+
+def _counting_run():
+    return RunSpec(make_algorithm("fedavg", sgd(lr=0.1)), [np.arange(0, 12), np.arange(12, 24)], FixedSteps([2, 3]),
+                   seed=0)
+
+
+@pytest.mark.parametrize("path", ["grouped", "vmap"])
+def test_a_subclass_s_first_batch_is_read_for_its_labels_once_not_every_round(path):
+    """The labels of the first batch are checked when the first round starts, once: round 1 calls train_batch once
+    per local step (max tau = 3 steps for the two clients together) plus once for the check, round 2 once per step
+    only. Kills the mutant that never marks the check done (a check, and a device sync, every round)."""
+    _CountingLabels.own = torch.as_tensor(_Data().train_labels)
+    engine = _CountingLabels(_net(), _Data(), [_counting_run()], rounds=2, batch_size=4, path=path, augment=False,
+                             dtype=torch.float64)
+    _CountingLabels.calls = 0
+    engine.run_round()
+    first, _CountingLabels.calls = _CountingLabels.calls, 0
+    engine.run_round()
+    assert (first, _CountingLabels.calls) == (4, 3)
+
+
+@pytest.mark.parametrize("path", ["grouped", "vmap"])
+def test_a_subclass_s_labels_are_checked_against_the_width_of_the_logits(path):
+    """K is the width of the logits (3 for _net), not the number of models in the first segment (2 clients) nor
+    K + 1: labels 0..2 train, a label 3 in the first batch is refused as 'labels must lie in 0..2 (the model has
+    3 logits), got 3..3' (every label 3). Kills the mutants that take K from the logits'
+    first dimension, that add one to the vmap check's K and that check the last segment's models only."""
+    _CountingLabels.own = torch.arange(24) % 3
+    _CountingLabels(_net(), _Data(), [_counting_run()], rounds=1, batch_size=4, path=path, augment=False,
+                    dtype=torch.float64).run_round()
+    _CountingLabels.own = torch.full((24,), 3)
+    engine = _CountingLabels(_net(), _Data(), [_counting_run()], rounds=1, batch_size=4, path=path, augment=False,
+                             dtype=torch.float64)
+    with pytest.raises(ValueError, match=r"^_CountingLabels\.train_batch's labels y \(its first batch\): labels must "
+                                         r"lie in 0\.\.2 \(the model has 3 logits\), got 3\.\.3$"):
+        engine.run_round()
+    # the first segment's models, all of them: labels 3 only in client 0's samples (tau 2, the client that stops
+    # first), 0 in client 1's: 'got 0..3', from the batch of both models, not only the last segment's one
+    _CountingLabels.own = torch.cat([torch.full((12,), 3), torch.zeros(12, dtype=torch.int64)])
+    engine = _CountingLabels(_net(), _Data(), [_counting_run()], rounds=1, batch_size=4, path=path, augment=False,
+                             dtype=torch.float64)
+    with pytest.raises(ValueError, match=r"labels must lie in 0\.\.2 \(the model has 3 logits\), got 0\.\.3$"):
+        engine.run_round()

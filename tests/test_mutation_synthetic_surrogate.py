@@ -27,6 +27,16 @@ lr_sweep's rates without check_sequence), 0 equivalent.
 Mutants of 37f92d9..28127ce (third, the changed hunks of fedlib/experiments/surrogate.py)
 (pass described in tests/README.md, Mutation passes):
   SU1 unseen_classes' weights by np.asarray again: killed by the suite.
+
+Review and mutants of f9b9704..2e0d04d (fedlib/experiments/synthetic.py: make_problem's data_seed, _grid_curves,
+claim_holds, rounds_to_best_loss, rounds_to_reach's threshold) (pass described in tests/README.md, Mutation passes):
+  review fix (81a5076, its test in tests/test_setting_and_table_inputs.py): an unhashable setting or label was
+  reported as 'grid must be a mapping ..., got dict'.
+  E14 data_seed unchecked; E15 ``t.ndim > 1`` -> ``> 2``; E16 ``!= seeds`` -> ``> seeds``; E17 strings not
+  refused; E18 ``if not labels`` negated; E19 labels looked up by ``k[1]``; E20 claim_holds names ``worse`` for
+  better; E21 claim_holds' settings unchecked; E22 the Mapping test dropped (the fix undone); E23 KeyError and
+  TypeError caught alike; E24 rounds_to_best_loss' settings unchecked; E25 numpy's ValueError not caught. killed by
+  the suite: E14, E18, E19, E20, E22 (the fix's test), E23. killed here: E15, E16, E17, E21, E24, E25.
 """
 from __future__ import annotations
 
@@ -502,3 +512,30 @@ def test_lr_sweep_refuses_one_number_or_a_mapping_for_lrs_by_name(lrs, got):
     without ``check_sequence``)."""
     with pytest.raises(ValueError, match=rf"^lrs must be a sequence of learning rates, {got}"):
         S.lr_sweep(None, None, {}, lrs, [0], 10)
+
+
+# ====================================================================== f9b9704..HEAD: rounds_to_reach's threshold,
+# claim_holds / rounds_to_best_loss's settings
+_C2 = lambda *rows: S.Curves((0, 1), np.array(rows, dtype=float), *[None] * 5)  # noqa: E731
+_GRID2 = {("s", "A"): _C2([2, 1.5, 1.2], [2, 1.4, 1.0]), ("s", "B"): _C2([2, 1.3, 1.0], [2, 1.2, 0.9])}
+
+
+@pytest.mark.parametrize("threshold", [[1.3], [[1.3, 1.3]], "1.3", b"1.3", [1.3, [1.0, 2.0]]])
+def test_rounds_to_reach_takes_a_number_or_exactly_one_per_seed(threshold):
+    """Two seeds: a threshold is one number or two. One of length 1 (numpy would broadcast it to both seeds), a
+    2-d one, a numeric string (np.asarray('1.3', float64) is 1.3) and a ragged list (numpy's ValueError 'setting an
+    array element with a sequence') are refused by name. Kills the mutants that take a shorter list (``!=`` ->
+    ``>``), a 2-d one (``ndim > 1`` -> ``> 2``), strings, and that let numpy's ValueError through."""
+    with pytest.raises(ValueError, match=r"^threshold must be a number or one number per seed \(2\), got "):
+        S.rounds_to_reach(_GRID2["s", "A"], threshold)
+    # by hand: seed 0 reaches 1.5 at round 1, seed 1 reaches 1.0 at round 2
+    assert S.rounds_to_reach(_GRID2["s", "A"], [1.5, 1.0]).tolist() == [1.0, 2.0]
+
+
+@pytest.mark.parametrize("call", [lambda: S.claim_holds(_GRID2, "s", better="B", worse="A"),
+                                  lambda: S.rounds_to_best_loss(_GRID2, "s", better="B", worse="A")])
+def test_grid_helpers_refuse_one_setting_given_as_a_string(call):
+    """settings is a sequence of setting names: 's' alone is refused by name (iterated, 'st' would be read as the
+    settings 's' and 't'). Kills the mutants that iterate settings unchecked."""
+    with pytest.raises(ValueError, match=r"^settings must be a sequence of setting names, got 's'$"):
+        call()

@@ -23,6 +23,9 @@ killed here, 3 equivalent.
   once per group right after ``marks = [0.0]``, and nothing but ``check`` reads ``marks``). TB3 both bindings
   dropped (late binding): equivalent (``state`` and ``marks`` are assigned once per group before ``def check``,
   never rebound before the loop's next group, and train_runs calls ``check`` only while it runs).
+
+Mutants of f9b9704..2e0d04d (fedlib/experiments/cifar10.py: plan_table1's seeds[i]) (pass described in
+tests/README.md, Mutation passes): E28 ``seeds[i + 1]``; E29 ``seed``. killed by the suite: E28, E29.
 """
 from __future__ import annotations
 

@@ -10,6 +10,9 @@ Mutants of 37f92d9..28127ce (third, the changed hunks of fedlib/tradeoff.py)
   TR1 _check_alphas without bool_entry; TR2 np.asarray instead of check_finite_array; TR3 closed_form_distances'
   rounds without check_sequence; TR4 round_contraction by ``np.linalg.eigvals`` again; TR5 fedprox_bound takes
   alpha = 0. killed by the suite: TR1-TR3, TR5. killed here: TR4.
+
+Mutants of f9b9704..2e0d04d (fedlib/tradeoff.py: fedprox_sweep's local_steps) (pass described in tests/README.md,
+Mutation passes): E26 without ``size=``; E27 unchecked. killed by the suite: E26, E27.
 """
 import numpy as np
 import pytest
