@@ -547,7 +547,8 @@ class FederatedAlgorithm:
     # -------------------------------------------------------------- server side
     def apply(self, state: ServerState, participation: Participation, updates: Sequence[ClientUpdate], lr: float,
               p: Any = None) -> tuple[ServerState, RoundDiagnostics]:
-        """Aggregate ``updates`` (in the order of ``participation.clients``) with eq. 4,
+        """Aggregate ``updates`` (in the order of ``participation.clients``, which may be any order: the result is
+        the same, the diagnostics list the clients in it) with eq. 4,
         update the variates, then apply the server optimizer. ``lr`` is this round's
         client learning rate; ``p`` (all clients' weights) is required with VR and, when given, checked
         for every algorithm (:math:`m` probabilities summing to 1; ``ValueError`` naming ``p``). Each

@@ -44,8 +44,11 @@ SAMPLE_TAU_EFF = ("participants", "selected_p")
 
 
 class Participation(NamedTuple):
-    r"""Sorted distinct client indices and their unbiased weights :math:`\omega_i`
-    (:math:`\mathbb E[\sum_{i\in S}\omega_i z_i] = \sum_i p_i z_i`, paper §4 and App. G).
+    r"""Distinct client indices and their unbiased weights :math:`\omega_i`
+    (:math:`\mathbb E[\sum_{i\in S}\omega_i z_i] = \sum_i p_i z_i`, paper §4 and App. G), ``weights[k]``
+    that of ``clients[k]``. fedlib's samplers give the clients sorted ascending; any order is taken and means
+    the same participation: :meth:`fedlib.algorithms.FederatedAlgorithm.apply` keeps a hand-made order (its
+    diagnostics list the clients in it), :func:`round_participation` sorts a sampler's (the engines' order).
 
     Example
     -------
@@ -285,10 +288,13 @@ def round_participation(sampling, p, q: int | None, seed: int, round_index: int)
     ``round_index -> Participation`` (draw from ``fedlib.rng.generator(seed, "sampling", round_index)``
     so a run is reproducible; ``q`` must then be ``None``).
 
-    A sampler's :class:`Participation` must hold distinct, sorted client indices in ``0..m-1`` and
+    A sampler's :class:`Participation` must hold distinct client indices in ``0..m-1`` and
     finite weights :math:`\omega_i \ge 0` with a positive sum, chosen so that
     :math:`\mathbb E[\sum_{i\in S}\omega_i z_i] = \sum_i p_i z_i` (e.g. Horvitz–Thompson
-    :math:`\omega_i = p_i/\pi_i` with inclusion probabilities :math:`\pi_i`); ``ValueError`` otherwise.
+    :math:`\omega_i = p_i/\pi_i` with inclusion probabilities :math:`\pi_i`); ``ValueError`` otherwise. Its
+    clients may come in any order: they are returned sorted ascending, each with its weight, as the built-in
+    schemes give them (the engines' order: e.g. :func:`fedlib.engines.quadratic.gradient_noise` gives the
+    participants its rows in increasing client order, so ``[2, 0]`` and ``[0, 2]`` are one run).
 
     ``p`` is the (m,) client weights :math:`p_i` (summing to 1); a sampler's clients must lie in ``0..m-1``. ``seed``
     is read by the named schemes only (a sampler of your own keeps its own).
@@ -296,14 +302,12 @@ def round_participation(sampling, p, q: int | None, seed: int, round_index: int)
     Example
     -------
     A sampler of one client in turn among 3 equal ones: it is in the sample a third of the time,
-    so :math:`\omega = p_i/\pi_i = (1/3)/(1/3) = 1`. Unsorted clients are refused:
+    so :math:`\omega = p_i/\pi_i = (1/3)/(1/3) = 1`. Unsorted clients come back sorted, each with its weight:
 
     >>> round_participation(lambda t: Participation([t % 3], [1.0]), [1/3] * 3, None, seed=0, round_index=4)
     Participation(clients=array([1]), weights=array([1.]))
-    >>> round_participation(lambda t: Participation([2, 0], [1.5, 1.5]), [1/3] * 3, None, seed=0, round_index=4)
-    Traceback (most recent call last):
-    ...
-    ValueError: sampling(4): clients must be sorted ascending (a Participation's order), got [2, 0]
+    >>> round_participation(lambda t: Participation([2, 0], [1.0, 2.0]), [1/3] * 3, None, seed=0, round_index=4)
+    Participation(clients=array([0, 2]), weights=array([2., 1.]))
     """
     if not callable(sampling):
         return sample_clients(sampling, p, q, seed, round_index)
@@ -323,10 +327,11 @@ def round_participation(sampling, p, q: int | None, seed: int, round_index: int)
         raise ValueError(f"{name} must name at least one client by integer index, got clients {clients.tolist()!r}")
     if np.any(clients < 0) or np.any(clients >= p.size):
         raise ValueError(f"{name}: clients must lie in 0..{p.size - 1} (p has {p.size} clients), got {clients.tolist()}")
-    if np.any(np.diff(clients) < 0):
-        raise ValueError(f"{name}: clients must be sorted ascending (a Participation's order), got {clients.tolist()}")
     if not np.all(np.isfinite(weights)) or np.any(weights < 0) or weights.sum() <= 0:
         raise ValueError(f"{name}: weights must be finite and >= 0 with a positive sum, got {weights.tolist()}")
+    if np.any(np.diff(clients) < 0):  # the engines' order: run_replicas' noise rows are the participants, ascending
+        order = np.argsort(clients, kind="stable")
+        return Participation(clients[order], weights[order])
     return part
 
 

@@ -542,7 +542,6 @@ def test_own_sampler_and_own_dataset_in_the_batched_engine_match_the_reference_l
 
 @pytest.mark.parametrize("bad, message", [
     (lambda t: Participation(np.array([0, 3]), np.ones(2)), r"clients must lie in 0..2"),
-    (lambda t: Participation(np.array([2, 0]), np.ones(2)), r"sorted ascending"),
     (lambda t: Participation(np.array([0.0, 1.0]), np.ones(2)), r"integer index"),
     (lambda t: Participation(np.array([0, 1]), np.array([1.0, -0.5])), r"weights must be finite and >= 0"),
     (lambda t: Participation(np.array([0, 1]), np.array([np.nan, 1.0])), r"weights must be finite"),
@@ -552,6 +551,46 @@ def test_a_malformed_sampler_is_refused_naming_the_round(bad, message):
     algo = make_algorithm("fednova", sgd(0.1))
     with pytest.raises(ValueError, match=message):
         run_sequential(algo, {"x": np.array(0.0)}, grad_fn, P, FixedSteps([1, 2, 3]), rounds=1, sampling=bad)
+
+
+def test_a_sampler_may_give_its_clients_in_any_order_as_apply_takes_them():
+    """A sampler's Participation([2, 0], ...) is the participation ([0, 2], its weights along), as
+    FederatedAlgorithm.apply takes a hand-made order. Before, round_participation refused it ('sampling(0): clients
+    must be sorted ascending') while apply ran it; the engines assume ascending order (run_replicas gives the
+    participants the noise rows in increasing client order), so round_participation now sorts it: each engine runs
+    the unsorted sampler exactly as the sorted one, its history listing the clients ascending."""
+    from fedlib.engines.batched import run_batched, run_reference
+    from fedlib.engines.quadratic import run_replicas
+    from fedlib.problems.logistic import LogisticProblem
+    from fedlib.problems.quadratic import QuadraticProblem
+    from fedlib.schedules import FixedEpochs
+
+    def sampler(order):
+        weights = {0: 1.25, 2: 1.75}
+        return lambda t: Participation(np.array(order), np.array([weights[c] for c in order]))
+
+    def both(run):
+        return [run(sampler(order)) for order in ([0, 2], [2, 0])]
+
+    algo = make_algorithm("scaffold", sgd(0.1))
+    a, b = both(lambda s: run_sequential(algo, {"x": np.array(0.0)}, grad_fn, P, FixedSteps([1, 2, 3]), rounds=2,
+                                         sampling=s))
+    assert float(b.state.params["x"]) == float(a.state.params["x"])
+    np.testing.assert_array_equal(b.state.variates.client["x"], a.state.variates.client["x"])
+    assert [d.clients.tolist() for d in b.diagnostics] == [[0, 2], [0, 2]]
+    assert [d.weights.tolist() for d in b.diagnostics] == [d.weights.tolist() for d in a.diagnostics]
+
+    quad = QuadraticProblem(H=np.stack([np.eye(2) * h for h in H]), e=np.stack([[c, -c] for c in C]), p=P)
+    a, b = both(lambda s: run_replicas(quad, "fednova", [sgd(0.05)], FixedSteps([1, 2, 3]), 3, sigma=1.0,
+                                       replicas=2, seed=1, sampling=s))
+    np.testing.assert_array_equal(b.params, a.params)  # the same noise for each client
+
+    prob = LogisticProblem(_own_dataset())
+    sched = FixedEpochs(prob.num_samples, 4, 1)
+    for engine in (run_batched, run_reference):
+        a, b = both(lambda s, engine=engine: engine(algo, prob, sched, 2, batch_size=4, evaluate=False, sampling=s))
+        np.testing.assert_array_equal(b.params["W"], a.params["W"])
+        assert [r["clients"] for r in b.history] == [[0, 2], [0, 2]]
 
 
 def test_a_sampler_with_clients_per_round_is_refused():
