@@ -27,7 +27,7 @@ from typing import NamedTuple
 import numpy as np
 
 from ._validate import bool_entry, check_choice, check_finite_array, check_int, check_positive, check_probability_vector
-from .rng import generator
+from .rng import generator, seed_sequence
 
 __all__ = ["SAMPLING_SCHEMES", "SAMPLE_TAU_EFF", "Participation", "as_participation", "check_sampling", "full_participation", "sample_with_replacement",
            "sample_uniform_without_replacement", "sample_clients", "round_participation", "effective_participants", "WeightMoments",
@@ -126,6 +126,14 @@ def full_participation(p) -> Participation:
     return Participation(np.arange(p.size), p.copy())
 
 
+def _refuse_q_with_full(q) -> None:
+    """The ``ValueError`` for a ``q`` given with full participation, which takes every client (:func:`sample_clients`,
+    and the closed forms :func:`effective_participants`, :func:`weight_moments`, :func:`expected_server_weights`)."""
+    if q is not None:
+        raise ValueError(f"clients_per_round: full participation takes every client, so q = {q} would be ignored; "
+                         "give clients_per_round only with sampling 'with-replacement' or 'uniform'")
+
+
 def _check_q(q, m, *, replace: bool) -> int:
     q = check_int("clients_per_round", q, minimum=1)
     if not replace and q > m:
@@ -218,7 +226,9 @@ def sample_clients(scheme: str, p, q: int | None, seed: int, round_index: int) -
     :func:`sample_uniform_without_replacement` (scheme ii) of paper §4 (App. G analyses scheme i only).
 
     ``scheme`` is one of :data:`SAMPLING_SCHEMES`; ``p`` the (m,) client weights :math:`p_i` (summing to 1); ``q`` the
-    clients (or draws) per round, ``None`` for ``"full"``; ``seed`` and ``round_index`` whole numbers :math:`\ge 0`.
+    clients (or draws) per round, ``None`` for ``"full"`` (a ``ValueError`` otherwise); ``seed`` and ``round_index``
+    whole numbers :math:`\ge 0` (below :math:`2^{128}` and :math:`2^{32}`, :func:`fedlib.rng.seed_sequence`), checked
+    for ``"full"`` too, which draws nothing.
 
     Example
     -------
@@ -234,9 +244,9 @@ def sample_clients(scheme: str, p, q: int | None, seed: int, round_index: int) -
     check_choice("sampling", scheme, SAMPLING_SCHEMES)
     round_index = check_int("round_index", round_index)
     if scheme == "full":
-        if q is not None:
-            raise ValueError(f"clients_per_round: full participation takes every client, so q = {q} would be ignored; "
-                             "give clients_per_round only with sampling 'with-replacement' or 'uniform'")
+        _refuse_q_with_full(q)
+        if not (type(seed) is int and 0 <= seed < 2 ** 128 and round_index < 2 ** 32):  # plain in-range ints pass
+            seed_sequence(seed, "sampling", round_index)  # its ValueError, as the sampled schemes' draw raises it
         return full_participation(p)
     rng = generator(seed, "sampling", round_index)
     if scheme == "with-replacement":
@@ -359,6 +369,8 @@ def effective_participants(scheme: str, p, q: int | None = None) -> float:
     :math:`q` is only the number of independent updates while :math:`q \ll 1/\|p\|_2^2`
     (chapter 8 measures where the speedup stops).
 
+    ``scheme``, ``p`` and ``q`` are those of :func:`weight_moments` (``q`` ``None`` for ``"full"``).
+
     Example
     -------
     >>> effective_participants("with-replacement", [0.25] * 4, 4)   # 4 / (1 + 3/4)
@@ -368,6 +380,7 @@ def effective_participants(scheme: str, p, q: int | None = None) -> float:
     p = check_probability_vector("p", p)
     p2 = float(p @ p)
     if scheme == "full":
+        _refuse_q_with_full(q)
         return 1.0 / p2
     q = _check_q(q, p.size, replace=scheme == "with-replacement")
     if scheme == "with-replacement":
@@ -412,8 +425,8 @@ def weight_moments(scheme: str, p, q: int | None = None) -> WeightMoments:
     Tested against every outcome of the samplers' own code (``tests/test_sampling.py``).
 
     ``scheme`` is one of :data:`SAMPLING_SCHEMES`, ``p`` the (m,) client weights (summing to 1) and ``q`` the clients
-    (or draws) per round: unused by ``"full"``, a whole number :math:`\ge 1` otherwise (:math:`\le m` without
-    replacement).
+    (or draws) per round: ``None`` for ``"full"`` (a ``ValueError`` otherwise, as :func:`sample_clients` refuses it), a
+    whole number :math:`\ge 1` otherwise (:math:`\le m` without replacement).
 
     Example
     -------
@@ -424,6 +437,7 @@ def weight_moments(scheme: str, p, q: int | None = None) -> WeightMoments:
     p = check_probability_vector("p", p)
     m = p.size
     if scheme == "full":
+        _refuse_q_with_full(q)
         return WeightMoments(np.outer(p, p), np.broadcast_to(p, (m, m)).copy())
     q = _check_q(q, m, replace=scheme == "with-replacement")
     if scheme == "with-replacement":

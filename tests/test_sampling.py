@@ -128,6 +128,33 @@ def test_seeded_reproducibility():
         assert len(set(seeds)) > 5  # different seeds differ (no global reseeding)
 
 
+@pytest.mark.parametrize("scheme, q", [("full", None), ("with-replacement", 1), ("uniform", 1)])
+@pytest.mark.parametrize("seed, round_index, message", [
+    (-1, 0, r"^seed must be an integer >= 0, got -1$"), (True, 0, r"^seed must be an integer >= 0, got True$"),
+    (1.5, 0, r"^seed must be an integer >= 0"), (2 ** 128, 0, r"^seed must be below 2\*\*128"),
+    (0, 2 ** 32, r"^key must be below 2\*\*32")])
+def test_every_scheme_checks_seed_and_round_alike(scheme, q, seed, round_index, message):
+    """Full participation draws nothing, but its seed and round are the same arguments: before, sample_clients("full",
+    p, None, -1, 0) returned every client while the sampled schemes refused seed -1 (and 2**128, True, 1.5, a round
+    of 2**32) in their draw."""
+    with pytest.raises(ValueError, match=message):
+        SA.sample_clients(scheme, [0.5, 0.5], q, seed, round_index)
+
+
+@pytest.mark.parametrize("closed_form", [
+    lambda q: SA.weight_moments("full", P4, q), lambda q: SA.effective_participants("full", P4, q),
+    lambda q: SA.expected_server_weights("full", P4, A4, q)])
+def test_closed_forms_refuse_a_q_with_full_participation_as_sample_clients_does(closed_form):
+    """Before, weight_moments("full", p, 3) (and effective_participants, expected_server_weights) ignored q = 3 while
+    sample_clients("full", p, 3, 0, 0) refused it; q = None is full participation's."""
+    for q in (3, -1):
+        with pytest.raises(ValueError, match=rf"^clients_per_round: full participation takes every client, so q = {q} "):
+            closed_form(q)
+    closed_form(None)
+    with pytest.raises(ValueError, match="clients_per_round: full participation"):
+        SA.sample_clients("full", P4, 3, 0, 0)
+
+
 def test_uniform_all_clients_is_full_participation():
     part = SA.sample_clients("uniform", P4, 4, 0, 0)
     assert part.clients.tolist() == [0, 1, 2, 3]
