@@ -200,7 +200,6 @@ def test_the_engines_build_one_hot_labels_in_sample_memory(monkeypatch):
     """Neither the stacked gradient nor the batched engine calls np.eye with the class count."""
     import fedlib.engines.batched as batched
     from fedlib.algorithms import make_algorithm
-    from fedlib.data import synthetic
     from fedlib.problems.logistic import LogisticProblem
     from fedlib.schedules import FixedSteps
     from fedlib.solvers import sgd
@@ -253,6 +252,36 @@ def test_pack_params_names_a_numpy_bias_beside_a_tensor_w():
             pack_params({"W": torch.zeros(2, 3), "b": b})
     theta = pack_params({"W": torch.zeros(2, 3), "b": torch.ones(3)})
     assert torch.equal(theta, torch.tensor([[0.0] * 3, [0.0] * 3, [1.0] * 3]))
+
+
+def test_pack_params_names_a_tensor_bias_beside_a_numpy_w():
+    """The other way round: pack_params({"W": numpy, "b": tensor}) went through np.asarray(b) and packed to numpy (a
+    CUDA b or one requiring grad failed deep in numpy: "can't convert cuda:0 device type tensor to numpy", "Can't
+    call numpy() on Tensor that requires grad"); now a ValueError naming params, as for a tensor W. A list b beside a
+    numpy W is still packed. run_batched packs its checked float64 arrays, so a mixed params still starts it."""
+    import torch
+
+    from fedlib.algorithms import make_algorithm
+    from fedlib.engines.batched import run_batched
+    from fedlib.schedules import FixedEpochs
+    from fedlib.solvers import sgd
+
+    for W in (np.zeros((2, 3)), [[0.0] * 3] * 2):
+        for b in (torch.ones(3), torch.ones(3, requires_grad=True)):
+            with pytest.raises(ValueError, match=r"^params: b is a torch tensor, so W must be one too, got "):
+                pack_params({"W": W, "b": b})
+    assert pack_params({"W": np.zeros((2, 3)), "b": [1.0, 1.0, 1.0]}).tolist() == [[0.0] * 3, [0.0] * 3, [1.0] * 3]
+
+    prob = LogisticProblem(synthetic(num_clients=3, seed=0))
+    x = prob.init_params()
+    x = {"W": x["W"] + 0.01, "b": x["b"] - 0.02}
+    runs = [run_batched(make_algorithm("fedavg", sgd(0.02)), prob, FixedEpochs(prob.num_samples, 20, 1), 1,
+                        batch_size=20, evaluate=False, params=params).params
+            for params in (x, {"W": x["W"], "b": torch.as_tensor(x["b"])},
+                           {"W": torch.as_tensor(x["W"]), "b": torch.as_tensor(x["b"])})]
+    for other in runs[1:]:
+        np.testing.assert_array_equal(other["W"], runs[0]["W"])
+        np.testing.assert_array_equal(other["b"], runs[0]["b"])
 
 
 def test_unpack_params_names_a_theta_that_is_no_array():

@@ -526,7 +526,8 @@ def run_batched(algorithm: FederatedAlgorithm, problem: LogisticProblem, schedul
         _check_communicator(comm)
     be = _make_backend(backend, device)
     x0 = problem.init_params() if params is None else params
-    problem.model._check_params(x0, stacked=False)
+    W0, b0 = problem.model._check_params(x0, stacked=False)  # float64 numpy arrays, whatever kinds params held
+    theta0 = pack_params({"W": W0, "b": b0})
     p = problem.p
     m = problem.num_clients
     n_i = problem.num_samples
@@ -546,11 +547,11 @@ def run_batched(algorithm: FederatedAlgorithm, problem: LogisticProblem, schedul
     if comm is not None:
         comm.check_clients(m)
     if resume is None:
-        state = algorithm.init(be.asarray(pack_params(x0)), m)
+        state = algorithm.init(be.asarray(theta0), m)
         initial = _metrics(problem, _to_dict(be, state.params), -1, evaluate) if evaluate else {}
         history = []
     else:
-        _check_resume(algorithm, resume, rounds, m, pack_params(x0).shape)
+        _check_resume(algorithm, resume, rounds, m, theta0.shape)
         state = _state_to_backend(be, resume["state"])
         initial, history = dict(resume.get("initial") or {}), [dict(h) for h in resume["history"]]
     # each rank updates only the c_i of its own clients: the full stack is gathered (a collective) for

@@ -95,8 +95,9 @@ def pack_params(params: dict) -> Any:
     (a torch tensor when ``W`` is one, else a numpy array).
 
     ``params`` must be a dict with exactly the keys ``"W"`` and ``"b"`` of matching shapes (``ValueError`` otherwise).
-    A torch ``W`` needs a torch ``b`` (``ValueError`` otherwise); with a numpy ``W``, ``b`` goes through
-    ``np.asarray`` (a CPU tensor is converted, not refused).
+    ``W`` and ``b`` must be of one kind, both torch tensors or neither (numpy arrays, lists): a torch ``W`` beside a
+    numpy ``b``, or a numpy ``W`` beside a torch ``b``, is a ``ValueError`` naming ``params`` (``np.asarray`` would
+    fail on a CUDA ``b`` or one that requires grad).
 
     Example
     -------
@@ -121,6 +122,8 @@ def pack_params(params: dict) -> Any:
         if not _is_torch(b):  # b.unsqueeze raised AttributeError ('numpy.ndarray' object has no attribute ...)
             raise ValueError(f"params: W is a torch tensor, so b must be one too, got {type(b).__name__}")
         return torch.cat([W, b.unsqueeze(-2)], dim=-2)
+    if _is_torch(b):  # np.asarray converted a CPU tensor, failed on a CUDA one ("can't convert cuda:0 ...")
+        raise ValueError(f"params: b is a torch tensor, so W must be one too, got {type(W).__name__}")
     return np.concatenate([np.asarray(W), np.asarray(b)[..., None, :]], axis=-2)
 
 
