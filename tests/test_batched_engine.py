@@ -416,6 +416,38 @@ def test_run_batched_names_lr_at_when_it_returns_no_learning_rate():
     assert [h["lr"] for h in run.history] == [0.05, 0.05]
 
 
+def test_both_engines_call_the_callback_as_each_round_ends_with_the_same_records(prob):
+    """run_reference called callback with all the records after the last round (its docstring said so, though it
+    promised run_batched's "arguments and records"); now, as run_batched, with each round's record as the round
+    ends: when callback sees round t, lr_at has been asked for no later round than t (before: 2 for every round of
+    a 3-round run). Both engines give the same records, in the same order (time_s aside, numbers to 1e-10)."""
+    algo = make_algorithm("scaffold", sgd(0.05))
+    sched = RandomEpochs(prob.num_samples, B, 1, 2, seed=5)
+    calls = {}
+    for run in (run_batched, run_reference):
+        asked, seen = [], []
+
+        def lr_at(t, asked=asked):
+            asked.append(t)
+            return 0.05 / (1 + t)
+
+        def callback(rec, asked=asked, seen=seen):
+            seen.append((max(asked), rec))
+
+        out = run(algo, prob, sched, 3, batch_size=B, seed=2, sampling="uniform", clients_per_round=3, lr_at=lr_at,
+                  callback=callback)
+        assert [(latest, rec["round"]) for latest, rec in seen] == [(0, 0), (1, 1), (2, 2)], run.__name__
+        assert [rec for _, rec in seen] == out.history
+        calls[run.__name__] = [rec for _, rec in seen]
+    for got, want in zip(calls["run_reference"], calls["run_batched"]):
+        assert set(got) == set(want)
+        for key in set(want) - {"time_s"}:
+            if isinstance(want[key], (int, list)) and key != "a_norms" and key != "weights":
+                assert got[key] == want[key], key
+            else:
+                np.testing.assert_allclose(got[key], want[key], rtol=1e-10, atol=0, err_msg=key)
+
+
 def test_run_batched_and_run_reference_refuse_a_hook_of_the_wrong_signature():
     """lr_at, callback and on_round_end that cannot take the arguments they are called with are refused before the
     first round, naming the hook and its call. Before: Python's "<lambda>() takes 0 positional arguments but 1 was

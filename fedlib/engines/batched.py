@@ -391,8 +391,8 @@ _HOOK_ARGS = {"lr_at": 1, "callback": 1, "on_round_end": 3}  # the positional ar
 
 def _check_hooks(**hooks) -> None:
     """Each hook given (not ``None``) must be callable: a ``ValueError`` naming it before any round runs, not
-    Python's ``'float' object is not callable`` after the first round (``callback``: after the whole run of
-    :func:`run_reference`), as :func:`fedlib.engines.reference.run_sequential` refuses its own."""
+    Python's ``'float' object is not callable`` after the first round, as
+    :func:`fedlib.engines.reference.run_sequential` refuses its own."""
     for name, fn in hooks.items():
         if fn is not None:
             check_callable(name, fn, _HOOKS[name], " (a constant rate: lr_at=None uses the solver's lr)"
@@ -897,7 +897,7 @@ def run_reference(algorithm: FederatedAlgorithm, problem: LogisticProblem, sched
     ``local_steps(round)``, ``rounds`` the number of rounds, ``sampling`` and ``clients_per_round`` the participation,
     ``lr_at`` ``round -> client lr`` (default the solver's), ``params`` the starting ``{"W", "b"}`` (default:
     ``problem.init_params()``), ``evaluate`` whether to compute the metrics after every round, ``callback`` called with
-    each round's record (here all at once after the last round, in round order, not as each round ends).
+    each round's record as the round ends (as :func:`run_batched` calls it).
 
     Example
     -------
@@ -929,39 +929,30 @@ def run_reference(algorithm: FederatedAlgorithm, problem: LogisticProblem, sched
     check_flag("fast", fast)
     x0 = problem.init_params() if params is None else params
     problem.model._check_params(x0, stacked=False)
-    records: list = []
-    clock = [time.perf_counter()]
-
-    def metric_fn(prm, t_done):
-        if t_done == 0:
-            clock[0] = time.perf_counter()
-            return _metrics(problem, prm, -1, evaluate) if evaluate else {}
-        t = t_done - 1
-        met = _metrics(problem, prm, t, evaluate)
+    state = algorithm.init(x0, problem.num_clients)
+    initial = _metrics(problem, state.params, -1, evaluate)
+    grad_fn = problem.grad_fn(seed, batch_size)  # one batcher for the run: its permutations are drawn lazily
+    history: list = []
+    clock = time.perf_counter()
+    for t in range(rounds):  # one round per call: run_sequential continues a state bit for bit (its first_round)
+        try:
+            with np.errstate(all="ignore"):  # NaN/inf are caught by apply and the loss check
+                run = run_sequential(algorithm, None, grad_fn, problem.p, schedule, 1, sampling=sampling,
+                                     clients_per_round=clients_per_round, seed=seed, lr_at=lr_at, initial_state=state,
+                                     first_round=t)
+        except FloatingPointError as exc:
+            mt = _ROUND_RE.search(str(exc))
+            raise DivergenceError(int(mt.group(1)) if mt else t, str(exc).split(": ", 1)[-1]) from None
+        state = run.state
+        met = _metrics(problem, state.params, t, evaluate)
         now = time.perf_counter()
-        records.append((met, now - clock[0]))
-        clock[0] = now
-        return met
-
-    try:
-        with np.errstate(all="ignore"):  # NaN/inf are caught by apply and the loss check
-            run = run_sequential(algorithm, x0, problem.grad_fn(seed, batch_size), problem.p, schedule, rounds,
-                                 sampling=sampling, clients_per_round=clients_per_round, seed=seed,
-                                 lr_at=lr_at, metric_fn=metric_fn)
-    except DivergenceError:
-        raise
-    except FloatingPointError as exc:
-        mt = _ROUND_RE.search(str(exc))
-        raise DivergenceError(int(mt.group(1)) if mt else len(records), str(exc).split(": ", 1)[-1]) from None
-    history = []
-    for t, (diag, (met, sec)) in enumerate(zip(run.diagnostics, records)):
-        rec = _record(t, _round_lr(algorithm, lr_at, t), diag, met, sec)
+        rec = _record(t, _round_lr(algorithm, lr_at, t), run.diagnostics[0], met, now - clock)
+        clock = now
         history.append(rec)
-        if callback is not None:
+        if callback is not None:  # as run_batched: as each round ends
             callback(rec)
-    initial = run.metrics[0] if run.metrics else {}
-    params_out = {k: np.array(v, copy=True) for k, v in run.state.params.items()}
-    return EngineRun(params_out, run.state, initial, history)
+    params_out = {k: np.array(v, copy=True) for k, v in state.params.items()}
+    return EngineRun(params_out, state, initial, history)
 
 
 def run_engine(engine: str, *args, **kwargs) -> EngineRun:
