@@ -738,7 +738,8 @@ def make_algorithm(name: str, solver: LocalSolver, server: Optional[ServerOptimi
     ``tau_eff`` FedNova's policy or number (:func:`fedlib.rule.check_tau_eff`) for ``"fednova"`` and ``"fednova-vr"``,
     ``None`` for the others.
     :class:`FederatedAlgorithm` checks them all with a ``ValueError`` (an unknown ``name`` is reported as
-    ``algorithm must be one of ...``, a FedProx solver without a proximal term as ``mu must be > 0 for fedprox``).
+    ``algorithm must be one of ...``, the word of the CLI's flag ``--algorithm``; a FedProx solver without a proximal
+    term as ``mu must be > 0 for fedprox``).
 
     Example
     -------

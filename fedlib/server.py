@@ -232,6 +232,9 @@ def make_server_optimizer(name: str, *, server_lr: Optional[float] = None,
     ``beta`` is server momentum's :math:`\beta` (``None``: 0.9); the other two have none, so one
     given to them is refused rather than ignored. (Paper §5, *Combination with Acceleration
     Techniques*: the aggregate of eq. (4) may feed a server momentum buffer or an adaptive optimizer.)
+    An unknown ``name`` is a ``ValueError`` listing :data:`SERVER_OPTIMIZERS`, worded with the CLI's flag for this
+    choice, ``--server`` (also :func:`fedlib.algorithms.make_algorithm`'s ``server``):
+    ``server must be one of [...], got 'sgd'``.
 
     Example
     -------
@@ -243,7 +246,7 @@ def make_server_optimizer(name: str, *, server_lr: Optional[float] = None,
     ValueError: beta: only server momentum has a momentum factor, got beta=0.5 for 'plain'
     """
     if not is_choice(name, SERVER_OPTIMIZERS):  # an array is none (not numpy's 'truth value ... ambiguous')
-        raise ValueError(f"server optimizer must be one of {list(SERVER_OPTIMIZERS)}, got {name!r}")
+        raise ValueError(f"server must be one of {list(SERVER_OPTIMIZERS)}, got {name!r}")
     if name != "momentum" and beta is not None:
         raise ValueError(f"beta: only server momentum has a momentum factor, got beta={beta!r} for {name!r}")
     if name == "plain":

@@ -212,7 +212,7 @@ def test_make_server_optimizer_passes_its_arguments():
     # adam: server_lr passed on as η_g
     x1 = _two_rounds(SV.make_server_optimizer("adam", server_lr=0.1))[0]
     np.testing.assert_allclose(x1, [1.0 + 0.1 * -0.02 / 0.021, 2.0 + 0.1 * 0.04 / 0.041], atol=1e-14)
-    with pytest.raises(ValueError, match="server optimizer must be one of"):
+    with pytest.raises(ValueError, match="server must be one of"):
         SV.make_server_optimizer("sgd")
 
 

@@ -264,13 +264,34 @@ def test_table1_cell_momentum_zero_is_kept():
     np.testing.assert_allclose(state.buffer, [-10.0])
 
 
+def test_the_factories_word_an_unknown_name_as_the_cli_flag_of_that_choice():
+    """make_solver, make_algorithm and make_server_optimizer all take ``name``; each refuses an unknown one with the
+    word of the CLI's flag for that choice (--solver, --algorithm, --server), as their docstrings say. Before:
+    make_server_optimizer's read "server optimizer must be one of ...", a word of no flag, config key or argument."""
+    import argparse
+
+    from fedlib.algorithms import make_algorithm
+    from fedlib.cli.common import add_algorithm_args
+    from fedlib.solvers import make_solver, sgd
+
+    parser = argparse.ArgumentParser()
+    add_algorithm_args(parser)
+    flags = {option for action in parser._actions for option in action.option_strings}
+    for word, factory in (("solver", lambda: make_solver("adam", 0.1)),
+                          ("algorithm", lambda: make_algorithm("fedopt", sgd(0.1))),
+                          ("server", lambda: SV.make_server_optimizer("sgd"))):
+        assert f"--{word}" in flags
+        with pytest.raises(ValueError, match=rf"^{word} must be one of \[.*\], got '"):
+            factory()
+
+
 def test_make_server_optimizer_names_an_array_given_for_the_name():
     """Was: an array of several (or no) entries raised numpy's 'The truth value of an array ... is ambiguous' from
     `name in SERVER_OPTIMIZERS`, naming nothing (check_choice's arrays, commit 9177345, for this choice too)."""
     for name in (np.zeros((2, 2)), np.array([]), np.array(["plain", "adam"])):
-        with pytest.raises(ValueError, match=r"^server optimizer must be one of \['plain', 'momentum', 'adam'\], got "):
+        with pytest.raises(ValueError, match=r"^server must be one of \['plain', 'momentum', 'adam'\], got "):
             SV.make_server_optimizer(name)
-        with pytest.raises(ValueError, match=r"^server optimizer must be one of"):
+        with pytest.raises(ValueError, match=r"^server must be one of"):
             SV.make_server_optimizer(name, beta=0.5)
 
 
