@@ -1640,3 +1640,35 @@ def test_reference_run_refuses_labels_that_are_not_one_per_image(model, data, co
     reference_run(model, _Images(data), _one_run(), rounds=1, batch_size=B, dtype=torch.float64)  # unchanged: runs
     with pytest.raises(ValueError, match=rf"^data\.train_labels must hold one label per image, got shape \({count},\)$"):
         reference_run(model, _Images(data, train_labels=np.zeros(count, np.int64)), _one_run(), rounds=1, batch_size=B)
+
+
+def test_stacked_pool2d_takes_numpy_integer_sizes_as_torch_pooling_does():
+    """A pooling layer built with numpy integers (``nn.MaxPool2d(np.int64(2))``, sizes computed with numpy) pools on
+    the gemm path as torch's pooling and the cudnn path do. Before the fix, stacked_pool2d's per-step size check
+    took Python ints only: the gemm forward of such a model raised "kernel_size must be an integer >= 1 (or a pair
+    of them), got np.int64(2)" while F.max_pool2d, the cudnn path and the code before the check ran it; numpy bools
+    stay refused."""
+    from fedlib.engines.im2col import stacked_pool2d
+
+    g = torch.Generator().manual_seed(4)
+    x = torch.randn(2, 3, 8, 8, 5, generator=g)  # (a, B, H, W, C)
+    for kind, fn in (("max", F.max_pool2d), ("avg", F.avg_pool2d)):
+        got = stacked_pool2d(x, kind, kernel_size=np.int64(2), stride=(np.int32(2), 2), padding=np.int64(1))
+        for j in range(2):  # model j: (B, H, W, C) -> NCHW -> pooled with Python ints -> back
+            want = fn(x[j].permute(0, 3, 1, 2), kernel_size=2, stride=2, padding=1).permute(0, 2, 3, 1)
+            assert got[j].shape == (3, 5, 5, 5) and torch.equal(got[j], want)  # (8 + 2*1 - 2) // 2 + 1 = 5
+    with pytest.raises(ValueError, match="^kernel_size must be an integer >= 1"):
+        stacked_pool2d(x, "max", kernel_size=np.bool_(True))
+    torch.manual_seed(5)
+    model = nn.Sequential(nn.Conv2d(3, 4, 3, padding=1), nn.ReLU(), nn.MaxPool2d(np.int64(2)), nn.Flatten(),
+                          nn.Linear(4 * 4 * 4, 2))
+    images = torch.randn(5, 8, 8, 2, 3, generator=g)  # (B, H, W, a, C)
+    params = {n: torch.stack([p.detach()] * 2) for n, p in model.named_parameters()}
+    logits = {}
+    for conv in ("cudnn", "gemm"):
+        net = GroupedNetwork(model, 2, device="cpu", conv=conv)
+        logits[conv] = net.forward(params, net.image_input(images), 2)
+    with torch.no_grad():
+        want = torch.stack([model(images[:, :, :, j].permute(0, 3, 1, 2)) for j in range(2)])
+    torch.testing.assert_close(logits["gemm"], want, rtol=1e-5, atol=1e-6)
+    torch.testing.assert_close(logits["cudnn"], want, rtol=1e-5, atol=1e-6)

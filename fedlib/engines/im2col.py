@@ -27,6 +27,7 @@ from __future__ import annotations
 import operator
 from typing import Optional, Tuple
 
+import numpy as np
 import torch
 import torch.nn.functional as F
 
@@ -146,7 +147,9 @@ def stacked_pool2d(x: torch.Tensor, kind: str, **options) -> torch.Tensor:
         raise ValueError(f"kind must be 'max' or 'avg', got {kind!r}")
     for name, low in (("kernel_size", 1), ("stride", 1), ("padding", 0)):  # Python numbers: no device wait
         value = options.get(name)
-        if value is not None and not all(isinstance(v, int) and not isinstance(v, bool) and v >= low
+        # numpy integers too (nn.MaxPool2d(np.int64(2)): torch's pooling and the cudnn path take them), never a bool
+        if value is not None and not all(isinstance(v, (int, np.integer)) and not isinstance(v, (bool, np.bool_))
+                                         and v >= low
                                          for v in (value if isinstance(value, (tuple, list)) else (value,))):
             raise ValueError(f"{name} must be an integer >= {low} (or a pair of them), got {value!r}")
     a, b, h, w, c = x.shape
