@@ -89,6 +89,10 @@ Review and mutants of f9b9704..2e0d04d (fedlib/algorithms.py: _note_server_kind,
   note. killed by the suite: A1, A3, A9. killed here: A2, A5, A7, A8. equivalent: A4 (None has no ``_fields``: the
   NamedTuple test returns for it too); A6 (the update's exception was raised outside any handler: no context to
   suppress, the same object with its note is raised).
+
+Mutants of 2e0d04d..fb2fbe6 (fedlib/rng.py: torch_generator's device) (pass described in tests/README.md, Mutation
+passes): R1 a TypeError re-raised as torch's; R2 every error relabelled "not a torch device"; R3 only a TypeError
+caught. killed by the suite: R3. killed here: R1, R2.
 """
 from __future__ import annotations
 
@@ -666,3 +670,18 @@ def test_no_server_kind_note_where_the_state_is_no_state_class():
     with pytest.raises(ValueError, match="a failure of its own") as info:
         _round_on(1.5, update)
     assert not getattr(info.value, "__notes__", [])
+
+
+# ---------------------------------------------------------------- mutants of 2e0d04d..fb2fbe6 (fedlib/rng.py)
+def test_torch_generator_names_a_device_of_no_device_type_and_keeps_torch_s_own_errors():
+    """torch_generator's device: a value of no device type (1.5, a list: torch's TypeError) is a ValueError naming
+    ``device``; a real device torch cannot give a generator for ('meta': "not an accelerator") keeps torch's own
+    RuntimeError, not relabelled "not a torch device" (mutants R1 of 2e0d04d..fb2fbe6: TypeError re-raised as it came; R2:
+    every error relabelled)."""
+    for bad in (1.5, ["cpu"]):
+        with pytest.raises(ValueError, match=r"^device: not a torch device: "):
+            rng.torch_generator(0, "augment", 1, device=bad)
+    with pytest.raises(RuntimeError) as info:
+        rng.torch_generator(0, "augment", 1, device="meta")
+    assert not isinstance(info.value, ValueError) and "not a torch device" not in str(info.value)
+    assert rng.torch_generator(0, "augment", 1, device=None).device == torch.device("cpu")  # torch's default

@@ -10,6 +10,18 @@ Mutants of f9b9704..2e0d04d (fedlib/engines/augment.py: dropout_key's names) (pa
 Mutation passes):
   R1 round_index and client unchecked; R2 client checked as ``round_index``; R3 both checked, assigned swapped.
   killed by the suite: R1, R2. killed here: R3.
+
+Review and mutants of 2e0d04d..fb2fbe6 (fedlib/engines/augment.py: _dims, crop_flip_params, crop_flip_gather,
+seeded_dropout_mask; fedlib/engines/im2col.py: stacked_pool2d's size checks) (pass described in tests/README.md,
+Mutation passes):
+  review fix (its test in tests/test_stacked_engine.py): stacked_pool2d took Python ints only, so a model with
+  nn.MaxPool2d(np.int64(2)) failed on the gemm path (which ran it before, as the cudnn path and torch still do).
+  A1 _dims ``d >= minimum`` -> ``>``; A2 its bool exclusion dropped; A3 its length unchecked; A4 the dims returned
+  as given (not int()); A5 crop_flip_params' generator unchecked; A6 crop_flip_gather's size minimum 0; A7
+  seeded_dropout_mask's p without _is_finite_number; A8 layer by int(); A9 step by int(); A10 shape unchecked. I1
+  padding minimum 1; I2 kernel_size minimum 0; I3 the bool exclusion dropped; I4 a pair read as one value; I5 stride
+  unchecked. killed by the suite: A1, A3, A5-A10, I1, I5. killed here: A2, I2, I3, I4. equivalent: A4 (torch takes
+  numpy integers as sizes, in randint, arange and view alike).
 """
 from __future__ import annotations
 
@@ -20,7 +32,7 @@ import torch.nn.functional as F
 
 from fedlib.engines.augment import (crop_flip_gather, crop_flip_params, dropout_key, normalize, pad_images,
                                     random_crop_flip, seeded_dropout_mask)
-from fedlib.engines.im2col import im2col, stacked_conv2d
+from fedlib.engines.im2col import im2col, stacked_conv2d, stacked_pool2d
 
 
 def _images(shape, seed=0):
@@ -273,3 +285,38 @@ def test_dropout_key_is_the_stream_of_round_then_client():
             1, dtype=np.uint32)[0]
         assert dropout_key(seed, r, c) == int(want)
     assert dropout_key(0, 1, 2) != dropout_key(0, 2, 1)
+
+
+# ---------------------------------------------------------------- mutants of 2e0d04d..fb2fbe6
+def test_the_gpu_helpers_refuse_a_bool_size_as_no_integer():
+    """A bool is no size or count (True would be one sample, a kernel of 1): crop_flip_params' and
+    seeded_dropout_mask's shape, crop_flip_gather's size and stacked_pool2d's kernel_size, stride and padding refuse
+    it by name, Python's and numpy's alike (mutants A2, I3 of 2e0d04d..fb2fbe6: the bool exclusions dropped)."""
+    g = torch.Generator().manual_seed(0)
+    for bad in (True, np.True_):
+        with pytest.raises(ValueError, match=r"^shape must be a tuple of integers >= 0"):
+            crop_flip_params(g, (bad, 2))
+        with pytest.raises(ValueError, match=r"^shape must be a tuple of integers >= 0"):
+            seeded_dropout_mask(torch.zeros(2, dtype=torch.int64), 0, 0, (2, bad), 0.5)
+        with pytest.raises(ValueError, match=r"^size must be 2 integers >= 1"):
+            crop_flip_gather(pad_images(_images((2, 4, 4, 3)), 1), torch.arange(2), torch.zeros(2, dtype=torch.int64),
+                             torch.zeros(2, dtype=torch.int64), torch.zeros(2, dtype=torch.int64), (bad, 4))
+        for name in ("kernel_size", "stride"):
+            with pytest.raises(ValueError, match=f"^{name} must be an integer >= 1"):
+                stacked_pool2d(torch.zeros(1, 1, 4, 4, 1), "max", **{"kernel_size": 2, name: bad})
+        with pytest.raises(ValueError, match="^padding must be an integer >= 0"):
+            stacked_pool2d(torch.zeros(1, 1, 4, 4, 1), "avg", kernel_size=2, padding=(bad, 0))
+
+
+def test_stacked_pool2d_refuses_a_zero_kernel_and_takes_pairs():
+    """kernel_size and stride are integers >= 1, padding >= 0, each a number or a pair: a 0 kernel is refused by
+    name (torch's own "kernel size should be greater than zero" otherwise), (2, 2) pools as 2 and padding 0 is
+    taken (mutants I2: kernel_size's lower bound 0; I4: a pair read as one value)."""
+    x = torch.arange(2 * 1 * 4 * 4 * 1, dtype=torch.float32).reshape(2, 1, 4, 4, 1)
+    with pytest.raises(ValueError, match=r"^kernel_size must be an integer >= 1 \(or a pair of them\), got 0$"):
+        stacked_pool2d(x, "max", kernel_size=0)
+    got = stacked_pool2d(x, "max", kernel_size=(2, 2), stride=[2, 2], padding=0)
+    # model 0's image is 0..15 row by row: the 2x2 maxima are 5, 7, 13, 15; model 1's are 16 more
+    assert got.shape == (2, 1, 2, 2, 1)
+    assert got[0, 0, :, :, 0].tolist() == [[5.0, 7.0], [13.0, 15.0]]
+    assert got[1, 0, :, :, 0].tolist() == [[21.0, 23.0], [29.0, 31.0]]

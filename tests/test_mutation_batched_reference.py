@@ -16,6 +16,18 @@ Mutants of 37f92d9..d2bb791 (fedlib/engines/batched.py) (pass described in tests
   (tests/test_distributed_state_checks.py); B11 on_round_end gets the ungathered variates
   (tests/test_distributed.py); B12 ``on_round_end is None`` -> ``is not None``; B13 run_reference's fast
   unchecked; B14 no check_participant_steps; B15 run_reference's hooks unchecked.
+
+Mutants of 2e0d04d..fb2fbe6 (fedlib/engines/batched.py: DivergenceError's round_index check, run_reference's one
+run_sequential call per round, run_batched's packed checked params) (pass described in tests/README.md, Mutation
+passes):
+  D1 round_index minimum -1 -> 0; D2 -> -2; D3 ``int(round_index)`` again. B1 run_sequential's first_round t -> 0;
+  B2 a round's metrics named round t + 1; B3 the initial metrics named round 0; B4 a FloatingPointError without
+  "round N" named round t + 1; B5 the record's lr of round 0; B6 a new EpochBatcher each round; B7 callback after the
+  last round (the code before); B8 no initial metrics with rounds = 0. K2 (run_batched) ``pack_params(x0)`` again.
+  killed by the suite: D1-D3, B1-B3, B5, B7, B8, K2. equivalent: B6 (EpochBatcher draws from generator(seed,
+  "batches", round, client) and drops its cache each round: a batcher per round draws the same batches). left
+  alive: B4 (apply's and the server's FloatingPointErrors all name their round; only an own step raising one
+  without "round N" would see it).
 """
 from __future__ import annotations
 

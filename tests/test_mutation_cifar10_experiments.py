@@ -13,6 +13,12 @@ Mutants of 37f92d9..28127ce (third, the changed hunks of fedlib/experiments/cifa
   CF1 history_record without ``clients``; CF2 plan_table1's cells without the str test; CF3 parse_bench_variant
   ``isdecimal`` -> ``isdigit``; CF4 load_data's sample unchecked. killed by the suite: CF2, CF4. killed here: CF1,
   CF3.
+
+Mutants of 2e0d04d..fb2fbe6 (fedlib/experiments/cifar10.py: engine_against_reference's clients and
+samples_per_client, parse_bench_variant's base settings) (pass described in tests/README.md, Mutation passes):
+  E1 ``clients > len(split)`` -> ``> len(split) + 1``; E2 clients unchecked; E3 samples_per_client minimum 0; E4
+  clients minimum 0. P1 runs unchecked; P2 path unchecked; P3 conv unchecked; P4 precision unchecked; P5 the checked
+  runs not assigned. killed by the suite: E1-E4, P1-P4. killed here: P5.
 """
 import numpy as np
 import pytest
@@ -395,3 +401,16 @@ def test_parse_bench_variant_names_a_superscript_run_count():
     with pytest.raises(ValueError, match=r"^variant 'runs=²': runs=N needs a whole number N >= 1, got '²'$"):
         C.parse_bench_variant("runs=²", **kw)
     assert C.parse_bench_variant("runs=12", **kw)["runs"] == 12
+
+
+def test_parse_bench_variant_gives_the_base_runs_as_a_python_int():
+    """parse_bench_variant returns the base engine's runs as check_int returns it: a numpy integer (a count computed
+    with numpy) comes back as a Python int, so the settings are plain JSON like the other variants' (mutant P5 of
+    2e0d04d..fb2fbe6: the check's result not assigned, np.int64(4) kept, which json cannot write)."""
+    import json
+
+    base = dict(runs=np.int64(4), precision="fp32", cuda_graph=False, path="grouped", cudnn_bench=False, cuda=False)
+    for text in ("base", "cudnn-benchmark"):
+        settings = C.parse_bench_variant(text, **base)
+        assert type(settings["runs"]) is int and settings["runs"] == 4
+        assert json.loads(json.dumps(settings))["runs"] == 4

@@ -55,6 +55,11 @@ killed by the suite: DS1 owned_clients without ``clients is None``; DS2 ``owns``
   (apply's sum, bit for bit); DS15 the round not gathered.
 killed here (test_gather_variates_of_one_number_per_client_and_a_leaf_of_no_rows): DS13 a 0-d leaf let
   through (``rows_of <= {num_clients, None}``); DS14 rows read only of leaves of two or more dimensions.
+
+Mutants of 2e0d04d..fb2fbe6 (fedlib/distributed.py: gather_variates checks num_clients with one process) (pass
+described in tests/README.md, Mutation passes): G1 one process returns before the checks (the code before); G2
+num_clients checked after the None pass-through; G3 the rows checked with several processes only. killed by the
+suite: all.
 """
 import json
 import os

@@ -57,6 +57,10 @@ described in tests/README.md, Mutation passes):
   not shaped like like not searched; C10 the floating dtypes of like[0] only. killed by the suite: C1, C2, C5, C10.
   killed here: C3, C4, C6, C7, C8, C9 (C3, C8, C9 pass the suite's mixed float32/float64 model: its saved arrays
   already have their entries' dtypes; a bfloat16 parameter, saved as float32, tells them apart).
+
+Mutants of 2e0d04d..fb2fbe6 (fedlib/engines/grouped.py: GroupedNetwork's num_models and device) (pass described in
+tests/README.md, Mutation passes): N1 num_models' bool exclusion dropped; N2 only a TypeError of torch.device
+relabelled. killed by the suite: both.
 """
 from __future__ import annotations
 

@@ -25,6 +25,10 @@ Mutants of 37f92d9..28127ce (third, the changed hunks of fedlib/problems/logisti
   mask / params by np.asarray again. DP1 partition's NaN draws not counted; DS1 synthetic ``>= 2**63`` -> ``>``;
   DS2 iid by bool(); DC1 a 0-d train_x; DC2 data that requires grad; DL1 load_leaf of a device; DL2 save_leaf's
   drop_test unchecked; DL3 client_order by ``in``; DK1 load_cifar10's download unchecked. all killed by the suite.
+
+Mutants of 2e0d04d..fb2fbe6 (fedlib/problems/logistic.py: pack_params refuses a torch b beside a numpy W) (pass
+described in tests/README.md, Mutation passes): K1 the check dropped; K3 only a b that requires grad refused (K2:
+tests/test_mutation_batched_reference.py). killed by the suite: both.
 """
 from __future__ import annotations
 

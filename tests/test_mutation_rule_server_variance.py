@@ -21,6 +21,14 @@ Mutants of 37f92d9..28127ce (third, the changed hunks of fedlib/rule.py, server.
   RL4 ``-1 / (lr a)`` -> ``+``; RL5 ``-1 / lr``. SV1 make_server_optimizer without is_choice (an unknown name gave
   Adam); SV2 beta refused for 'plain' only; SV3 Adam's server_lr ignored. VA1 update_control_variates without the
   changes' structure check; VA2 without server_change's; VA3 only deltas[0] checked. all killed by the suite.
+
+Mutants of 2e0d04d..fb2fbe6 (fedlib/variance.py: updated_client_variates' checks, the helpers shared with
+update_control_variates; fedlib/server.py: make_server_optimizer's word) (pass described in tests/README.md, Mutation
+passes):
+  V1 updated_client_variates without _checked_participants; V2 its a_norms unchecked; V3 its VRLSGD inputs
+  unchecked; V4 local_steps checked for no client too (empty clients refused); V5 ``a <= 0`` -> ``a < 0``; V6 the
+  distinct check ``!=`` -> ``>``; V7 the deltas count ``!=`` -> ``<``; V8 local_steps ``or`` server_change -> ``and``.
+  W1 "server must" -> "server optimizer must"; W2 the list of SERVER_OPTIMIZERS cut. killed by the suite: all.
 """
 from __future__ import annotations
 

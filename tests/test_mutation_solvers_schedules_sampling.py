@@ -75,6 +75,14 @@ Mutation passes):
   made), SC15 (both empty). left alive: SC6 (an empty int array of clients gives numpy's 'zero-size array' error
   instead of an empty result; no engine gives a round without participants, round_participation refuses one). No
   test.
+
+Mutants of 2e0d04d..fb2fbe6 (fedlib/sampling.py: round_participation sorts a sampler's clients; full participation's
+seed, round and q checks) (pass described in tests/README.md, Mutation passes):
+  S1 not sorted (the sampler's order kept); S2 clients sorted, weights not; S3 ``diff < 0`` -> ``<= 0``; S4 sorted
+  descending; S5 unsorted only when clients[0] > clients[-1]. F1 full's seed unchecked; F2 its round unchecked; F3
+  ``type(seed) is int`` -> isinstance (True taken); F4 effective_participants takes a q with "full"; F5
+  weight_moments does; F6 ``q is not None`` -> ``q``; F7 the fast path's bound 2**129. killed by the suite: S1, S2,
+  S4, F1-F5, F7. killed here: S5, F6. equivalent: S3 (repeated clients are refused before, so no difference is 0).
 """
 from __future__ import annotations
 
@@ -83,6 +91,8 @@ import dataclasses
 import numpy as np
 import pytest
 
+from fedlib.sampling import (Participation, effective_participants, expected_server_weights, round_participation,
+                             sample_clients, weight_moments)
 from fedlib.schedules import RandomEpochs, make_epoch_schedule, step_decay_lr, steps_per_epoch, whole_steps
 from fedlib.solvers import (SOLVERS, LocalSolver, check_builtin_step, check_own_step, make_solver, momentum_sgd,
                             own_step_methods)
@@ -635,3 +645,23 @@ def test_check_epoch_schedule_reports_a_client_of_no_samples_as_another_size():
     with pytest.raises(ValueError, match=r"^schedule counts steps for other client sizes \(client 1: 32 samples, "
                                          r"the run's client has 0\)"):
         check_epoch_schedule(FixedEpochs([64, 32], batch_size=32, epochs=2), [64, 0], 32)
+
+
+# ---------------------------------------------------------------- mutants of 2e0d04d..fb2fbe6 (fedlib/sampling.py)
+def test_round_participation_sorts_a_sampler_unsorted_in_the_middle():
+    """A sampler's clients in any order come back ascending, each with its weight, also when the first is below
+    the last ([1, 3, 2]: weights 0.5, 1.5, 1.0 -> clients [1, 2, 3], weights [0.5, 1.0, 1.5]) (mutant S5 of
+    2e0d04d..fb2fbe6: only clients[0] > clients[-1] taken as unsorted)."""
+    p = [0.25] * 4
+    part = round_participation(lambda t: Participation([1, 3, 2], [0.5, 1.5, 1.0]), p, None, seed=0, round_index=0)
+    assert part.clients.tolist() == [1, 2, 3] and part.weights.tolist() == [0.5, 1.0, 1.5]
+
+
+def test_full_participation_refuses_a_zero_q_as_any_other_given_q():
+    """q = 0 given with "full" is a given q like 3: refused by sample_clients and the closed forms alike (mutant F6
+    of 2e0d04d..fb2fbe6: ``q is not None`` -> ``q``, which let 0 through as no q)."""
+    p = [0.5, 0.5]
+    for call in (lambda: sample_clients("full", p, 0, 0, 0), lambda: weight_moments("full", p, 0),
+                 lambda: effective_participants("full", p, 0), lambda: expected_server_weights("full", p, [1, 2], 0)):
+        with pytest.raises(ValueError, match=r"^clients_per_round: full participation takes every client, so q = 0"):
+            call()

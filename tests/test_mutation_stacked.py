@@ -47,6 +47,15 @@ checked; client_batch_plan / client_augment_params' names) (pass described in te
   client_augment_params' keys unchecked; R7 its keys checked and swapped. killed by the suite: S1-S4, S6, S7, R4,
   R5, R6. killed here: S8, R7 (S1, S2, S4, S6, S7 are killed here too). equivalent: S5 (``_mode_check_model`` is read
   only inside the check, which runs once).
+
+Mutants of 2e0d04d..fb2fbe6 (fedlib/engines/stacked.py: _mean_std, shared by StackedEngine and reference_run) (pass
+described in tests/README.md, Mutation passes):
+  M1 std ``> 0`` -> ``>= 0``; M2 the finite check dropped; M3 ``ndim != 1`` -> ``> 1``; M4 the count checked on mean
+  only; M5 reference_run's torch.tensor(mean) again (unchecked); M6 reference_run's channels hard-wired to 3; M7 the
+  std message without "> 0"; M8 the tensors float32 whatever dtype. killed by the suite: M1, M2, M4, M5, M7. killed
+  here: M6. equivalent: M3 (a value with 3 entries by len() has ndim >= 1; ndim 2 is refused either way). left
+  alive: M8 (mean/std rounded to float32 in a float64 run: the engine and reference_run share the helper, and no
+  public value shows the normalised batch outside a step).
 """
 from __future__ import annotations
 
@@ -58,7 +67,7 @@ import torch
 from torch import nn
 
 from fedlib.algorithms import make_algorithm
-from fedlib.engines.stacked import RunSpec, StackedEngine, reference_run
+from fedlib.engines.stacked import RunSpec, StackedEngine, max_relative_difference, reference_run
 from fedlib.schedules import FixedEpochs, FixedSteps
 from fedlib.solvers import sgd
 from torch_threads import one_torch_thread  # noqa: F401 (autouse fixture)
@@ -531,3 +540,31 @@ def test_a_subclass_s_labels_are_checked_against_the_width_of_the_logits(path):
                              dtype=torch.float64)
     with pytest.raises(ValueError, match=r"labels must lie in 0\.\.2 \(the model has 3 logits\), got 0\.\.3$"):
         engine.run_round()
+
+
+def test_reference_run_takes_one_mean_and_std_per_channel_of_its_images():
+    """reference_run checks mean and std against the channels of data.train_images, as the engine does: grayscale
+    (N, 6, 6, 1) images take mean=(0.5,), std=(0.25,) and the two land together (float64, 1e-10); the default
+    three CIFAR-10 entries are refused for them by the engine's message (mutant M6 of 2e0d04d..fb2fbe6: reference_run's
+    check hard-wired to 3 channels)."""
+    g = torch.Generator().manual_seed(1)
+    data = SimpleNamespace(train_images=torch.randint(0, 256, (24, 6, 6, 1), dtype=torch.uint8, generator=g),
+                           train_labels=torch.randint(0, 3, (24,), generator=g))
+
+    def net():
+        gen = torch.Generator().manual_seed(5)
+        m = nn.Sequential(nn.Conv2d(1, 2, 3), nn.ReLU(), nn.Flatten(), nn.Linear(32, 3))  # 6x6 -> 4x4x2 = 32
+        with torch.no_grad():
+            for prm in m.parameters():
+                prm.copy_(0.3 * torch.randn(prm.shape, generator=gen))
+        return m.double()
+
+    norm = {"mean": (0.5,), "std": (0.25,)}
+    run = RunSpec(make_algorithm("fednova", sgd(lr=0.1)), [np.arange(0, 12), np.arange(12, 24)], FixedSteps([2, 3]),
+                  seed=0)
+    engine = StackedEngine(net(), data, [run], rounds=2, batch_size=4, dtype=torch.float64, path="vmap", **norm)
+    engine.train()
+    loop = reference_run(net(), data, run, rounds=2, batch_size=4, **norm)
+    assert max_relative_difference(engine.params(0), loop.state.params) < 1e-10
+    with pytest.raises(ValueError, match=r"^mean/std must have 1 entries \(one per channel\)"):
+        reference_run(net(), data, run, rounds=1, batch_size=4)

@@ -26,6 +26,11 @@ killed here, 3 equivalent.
 
 Mutants of f9b9704..2e0d04d (fedlib/experiments/cifar10.py: plan_table1's seeds[i]) (pass described in
 tests/README.md, Mutation passes): E28 ``seeds[i + 1]``; E29 ``seed``. killed by the suite: E28, E29.
+
+Mutants of 2e0d04d..fb2fbe6 (fedlib/experiments/cifar10.py: run_table1's number checks of budget_seconds,
+continue_later, safety) (pass described in tests/README.md, Mutation passes): T1 the bool exclusion dropped; T2
+safety not checked; T3 continue_later not checked; T4 budget_seconds not checked. killed by the suite: T2-T4.
+killed here: T1.
 """
 from __future__ import annotations
 
@@ -782,3 +787,18 @@ def test_summary_lines_noise_needs_both_repeats_and_leads():  # CI2, CI3, CI8
     repeats = [{"cell": "a", "seed": 0, "difference": 0.5, "max_round_difference": 0.6}]
     for gaps, reps in ((GAPS, []), ([], repeats)):
         assert not any(line.startswith(NOISE) for line in C.summary_lines([], gaps, [], [], reps, []))
+
+
+@pytest.mark.parametrize("kw, name, what", [
+    ({"budget_seconds": True}, "budget_seconds", "a finite number >= 0 of seconds"),
+    ({"budget_seconds": 1.0, "continue_later": np.True_}, "continue_later", "a finite number >= 0 of seconds"),
+    ({"budget_seconds": 1.0, "safety": True}, "safety", "a finite factor > 0"),
+])
+def test_run_table1_refuses_a_bool_for_a_number_of_seconds_or_the_safety_factor(tmp_path, kw, name, what):
+    """run_table1's budget_seconds, continue_later and safety are numbers; a bool is none (True passed float() as
+    one second, 1.0 the safety factor): refused by name before anything is planned (mutant T1 of 2e0d04d..fb2fbe6: the
+    bool exclusion dropped)."""
+    lines = []
+    with pytest.raises(ValueError, match=f"^{name} must be {what}, got (np\\.)?True"):
+        C.run_table1(tmp_path, seeds=(0,), cells=["sgd-e2-fedavg"], dry_run=True, log=lines.append, **kw)
+    assert lines == []
