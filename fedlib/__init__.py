@@ -16,6 +16,12 @@ Modules mirror the paper:
 - :mod:`fedlib.problems`, :mod:`fedlib.data`, :mod:`fedlib.models` — problems and data
 - :mod:`fedlib.engines` — reference loop, quadratic-replica, batched and stacked-client engines
 
+Integers and whole numbers
+--------------------------
+A parameter documented as *an integer* takes an ``int`` or a numpy integer: ``2.0`` is refused. One documented
+as *a whole number* also takes a float without a fractional part: ``2.0`` is taken as 2. Neither takes ``1.5`` or
+``True``. An array of *whole numbers* (the :math:`\tau_i` of ``local_steps``) takes ``[2.0, 3.0]`` alike.
+
 Extending fedlib
 ----------------
 Each piece of eq. (4), :math:`x \leftarrow x - \tau_{\text{eff}}\sum_i w_i\eta d_i` with

@@ -141,7 +141,7 @@ def check_update_rule(solver: LocalSolver, params: np.ndarray, grad_fn: Callable
     online :math:`\|a_i\|_1` with the closed form :meth:`~fedlib.solvers.LocalSolver.a_norm`.
 
     ``params`` is the flat starting vector :math:`x^{(t,0)}` (1-d), ``grad_fn(x, k)`` the gradient at step ``k`` and
-    ``local_steps`` :math:`\tau \ge 1` (a whole number)."""
+    ``local_steps`` :math:`\tau \ge 1` (an integer)."""
     trace = trace_local_run(solver, params, grad_fn, local_steps)
     rebuilt = delta_from_rule(trace.G, solver.a_vector(local_steps), solver.lr)
     closed = solver.a_norm(local_steps)
@@ -165,7 +165,7 @@ def probe_a_vector(solver: LocalSolver, local_steps: int) -> np.ndarray:
     Weight decay is switched off for the probe (it would add :math:`\lambda x_k` to
     :math:`G_i`; it is never part of :math:`a_i`).
 
-    ``local_steps`` is :math:`\tau`, a whole number :math:`\ge 1`.
+    ``local_steps`` is :math:`\tau`, an integer :math:`\ge 1`.
     """
     tau = check_int("local_steps", local_steps, minimum=1)
     return solver._stepped_a_vector(tau)  # the probe LocalSolver.a_vector uses for a solver with its own step
@@ -181,7 +181,7 @@ def official_counter_a_norm(local_steps: int, momentum: float, alpha: float) -> 
     solver alone the counter is right; for both it is not the :math:`\|a_i\|_1` of any
     of the two dynamics (see :func:`official_inplace_a_vector`).
 
-    ``local_steps`` is :math:`\tau`, a whole number :math:`\ge 1`; ``momentum`` is :math:`\rho` and ``alpha``
+    ``local_steps`` is :math:`\tau`, an integer :math:`\ge 1`; ``momentum`` is :math:`\rho` and ``alpha``
     :math:`\alpha = \eta\mu`.
     """
     tau = check_int("local_steps", local_steps, minimum=1)
@@ -222,7 +222,7 @@ def official_counter_excess(local_steps: int, momentum: float, alpha: float) -> 
     :math:`(1-\beta^\tau)/\alpha` for :math:`\alpha < 0.01` from ``log1p`` / ``expm1`` (:math:`1-\alpha`
     rounds away the digits of a small :math:`\alpha`).
 
-    ``local_steps`` is :math:`\tau`, a whole number :math:`\ge 1`; ``momentum`` is :math:`\rho` and ``alpha``
+    ``local_steps`` is :math:`\tau`, an integer :math:`\ge 1`; ``momentum`` is :math:`\rho` and ``alpha``
     :math:`\alpha = \eta\mu`.
     """
     tau = check_int("local_steps", local_steps, minimum=1)
@@ -270,7 +270,7 @@ def official_inplace_a_vector(local_steps: int, lr: float, momentum: float, mu: 
     weighs :math:`g_j`). For comparison only: :mod:`fedlib.solvers` keeps the prox term
     outside the buffer.
 
-    ``local_steps`` is :math:`\tau` (a whole number :math:`\ge 1`), ``lr`` :math:`\eta > 0`, ``momentum`` :math:`\rho`
+    ``local_steps`` is :math:`\tau` (an integer :math:`\ge 1`), ``lr`` :math:`\eta > 0`, ``momentum`` :math:`\rho`
     and ``mu`` :math:`\mu`.
     """
     tau = check_int("local_steps", local_steps, minimum=1)
@@ -426,7 +426,7 @@ def momentum_prox_a_table(local_steps: int, momentum: float, alpha: float) -> np
     >>> momentum_prox_a_table(3, 0.5, 0.5).tolist()   # n = 2, 1, 0: 3/4, 1, 1
     [0.75, 1.0, 1.0]
 
-    ``local_steps`` is :math:`\tau`, a whole number :math:`\ge 1`; ``momentum`` is :math:`\rho` and ``alpha``
+    ``local_steps`` is :math:`\tau`, an integer :math:`\ge 1`; ``momentum`` is :math:`\rho` and ``alpha``
     :math:`\alpha = \eta\mu`.
     """
     tau = check_int("local_steps", local_steps, minimum=1)

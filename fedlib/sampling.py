@@ -145,7 +145,7 @@ def sample_with_replacement(p, q: int, rng: np.random.Generator) -> Participatio
     r"""Scheme (i): :math:`q` draws with probabilities :math:`p`, equal weights :math:`1/q` per draw
     (paper §4 and App. G); a client drawn :math:`k` times trains once with :math:`\omega_i = k/q`.
 
-    ``p`` is the (m,) client weights (summing to 1), ``q`` the number of draws (a whole number :math:`\ge 1`, may
+    ``p`` is the (m,) client weights (summing to 1), ``q`` the number of draws (an integer :math:`\ge 1`, may
     exceed :math:`m`), ``rng`` the :class:`numpy.random.Generator` drawn from (:func:`sample_clients` gives
     ``fedlib.rng.generator(seed, "sampling", round)``).
 
@@ -227,7 +227,7 @@ def sample_clients(scheme: str, p, q: int | None, seed: int, round_index: int) -
 
     ``scheme`` is one of :data:`SAMPLING_SCHEMES`; ``p`` the (m,) client weights :math:`p_i` (summing to 1); ``q`` the
     clients (or draws) per round, ``None`` for ``"full"`` (a ``ValueError`` otherwise); ``seed`` and ``round_index``
-    whole numbers :math:`\ge 0` (below :math:`2^{128}` and :math:`2^{32}`, :func:`fedlib.rng.seed_sequence`), checked
+    integers :math:`\ge 0` (below :math:`2^{128}` and :math:`2^{32}`, :func:`fedlib.rng.seed_sequence`), checked
     for ``"full"`` too, which draws nothing.
 
     Example
@@ -425,8 +425,8 @@ def weight_moments(scheme: str, p, q: int | None = None) -> WeightMoments:
     Tested against every outcome of the samplers' own code (``tests/test_sampling.py``).
 
     ``scheme`` is one of :data:`SAMPLING_SCHEMES`, ``p`` the (m,) client weights (summing to 1) and ``q`` the clients
-    (or draws) per round: ``None`` for ``"full"`` (a ``ValueError`` otherwise, as :func:`sample_clients` refuses it), a
-    whole number :math:`\ge 1` otherwise (:math:`\le m` without replacement).
+    (or draws) per round: ``None`` for ``"full"`` (a ``ValueError`` otherwise, as :func:`sample_clients` refuses it), an
+    integer :math:`\ge 1` otherwise (:math:`\le m` without replacement).
 
     Example
     -------

@@ -35,7 +35,7 @@ def steps_per_epoch(num_samples, batch_size: int) -> np.ndarray:
     :math:`\tau_i = \lfloor E n_i/B \rfloor`, the official code keeps the partial batch).
 
     ``num_samples`` is the (m,) integer array of :math:`n_i`, each :math:`\ge 1` (a client without data is a
-    ``ValueError``); ``batch_size`` is :math:`B`, a whole number :math:`\ge 1`. Returns an (m,) ``int64`` array.
+    ``ValueError``); ``batch_size`` is :math:`B`, an integer :math:`\ge 1`. Returns an (m,) ``int64`` array.
 
     Example
     -------
@@ -134,7 +134,7 @@ def _random_steps(seed: int, num_clients: int, low: int, high: int, round_index:
 class FixedEpochs:
     r""":math:`\tau_i = E \lceil n_i/B \rceil` with the same :math:`E` for everyone, every round (paper §2).
 
-    ``num_samples`` holds the clients' :math:`n_i` (whole numbers :math:`\ge 1`), ``batch_size`` is :math:`B \ge 1` and
+    ``num_samples`` holds the clients' :math:`n_i` (integers :math:`\ge 1`), ``batch_size`` is :math:`B \ge 1` and
     ``epochs`` is :math:`E \ge 1`.
 
     Example
@@ -174,8 +174,8 @@ class RandomEpochs:
     not numpy's exclusive ``{2,3,4}`` of the official code); :math:`\tau_i = E_i^{(t)}\lceil n_i/B\rceil`
     (paper §6: :math:`E_i \sim \mathcal U(2, 5)`).
 
-    ``num_samples`` holds the clients' :math:`n_i` (whole numbers :math:`\ge 1`) and ``batch_size`` is :math:`B \ge 1`;
-    ``low`` and ``high`` are whole numbers :math:`1 \le` ``low`` :math:`\le` ``high``. ``seed`` (a whole number
+    ``num_samples`` holds the clients' :math:`n_i` (integers :math:`\ge 1`) and ``batch_size`` is :math:`B \ge 1`;
+    ``low`` and ``high`` are integers :math:`1 \le` ``low`` :math:`\le` ``high``. ``seed`` (an integer
     :math:`\ge 0`) fixes the draws: client :math:`i`'s epochs of round :math:`t` come from
     ``generator(seed, "local_steps", t, i)``, the streams of :class:`RandomSteps`.
 
@@ -356,7 +356,7 @@ class WallClock:
 
     ``speeds`` are the clients' base speeds in steps per second (finite, > 0); ``round_seconds`` is :math:`T > 0`;
     ``jitter`` :math:`\sigma \ge 0` (default 0: no jitter); ``straggler_prob`` lies in :math:`[0, 1]` (default 0: no
-    straggler) and ``straggler_factor`` in :math:`(0, 1]` (default 0.1). ``seed`` (a whole number :math:`\ge 0`) fixes
+    straggler) and ``straggler_factor`` in :math:`(0, 1]` (default 0.1). ``seed`` (an integer :math:`\ge 0`) fixes
     the draws of :meth:`rates`.
 
     Example
@@ -439,7 +439,7 @@ class WallClock:
 
     def seconds_to_finish(self, steps, round_index: int) -> float:
         r"""How long round ``round_index`` lasts if every client must finish ``steps``
-        local steps (an int or one per client) at this round's speeds:
+        local steps (a whole number, or one per client) at this round's speeds:
         :math:`\max_i \tau_i / s_i^{(t)}` — the synchronous round that waits for the slowest
         client (paper §1), against the fixed ``round_seconds`` of ``local_steps``."""
         steps = np.asarray(steps)
@@ -558,7 +558,7 @@ def parse_epochs(text: str) -> tuple[int, int]:
 
 
 def make_epoch_schedule(num_samples, batch_size: int, epochs, seed: int = 0):
-    """:class:`FixedEpochs` for ``"2"`` (or a count ``2``), :class:`RandomEpochs` for ``"2-5"`` (or a (low, high)
+    """:class:`FixedEpochs` for ``"2"`` (or an integer ``2``), :class:`RandomEpochs` for ``"2-5"`` (or a (low, high)
     pair); anything else is a ``ValueError`` naming ``epochs``, ``low`` or ``high``.
 
     Example
@@ -630,7 +630,7 @@ def step_decay_lr(base_lr: float, round_index: int, total_rounds: int, milestone
     round 0 always has the base rate).
 
     ``base_lr`` is the rate :math:`\eta_0` of round 0 (finite, > 0), ``total_rounds`` the :math:`T \ge 1` the
-    milestones are fractions of, and ``round_index`` a whole number :math:`\ge 0` (past ``total_rounds`` the last rate
+    milestones are fractions of, and ``round_index`` an integer :math:`\ge 0` (past ``total_rounds`` the last rate
     stays).
 
     Example

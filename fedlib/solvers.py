@@ -344,7 +344,7 @@ class LocalSolver:
         r"""Run ``local_steps`` steps with ``grad_fn(params, k)``; return the final state.
 
         ``params`` is :math:`x^{(t,0)}`, ``grad_fn(params, k)`` the gradient at step ``k`` (from 0), ``local_steps``
-        the :math:`\tau_i` (a whole number :math:`\ge 1`), and ``correction`` a VR correction :math:`\bar c - c_i`
+        the :math:`\tau_i` (an integer :math:`\ge 1`), and ``correction`` a VR correction :math:`\bar c - c_i`
         added to every gradient (``None``: none; else a tree with the structure and leaf shapes of ``params``, as
         :meth:`init` checks)."""
         local_steps = check_int("local_steps", local_steps, minimum=1)

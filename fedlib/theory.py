@@ -205,10 +205,10 @@ def theorem1_bound(m: int, tau_bar: float, rounds: int, tau_eff: float, A: float
         \frac{\bar\tau/\tau_{\text{eff}}}{\sqrt{m\bar\tau T}} + \frac{A\sigma^2}{\sqrt{m\bar\tau T}}
         + \frac{m B\sigma^2}{\bar\tau T} + \frac{m C \kappa^2}{\bar\tau T}.
 
-    ``m`` is the number of clients (:math:`\ge 1`), ``tau_bar`` :math:`\bar\tau > 0`, ``rounds`` :math:`T \ge 1` (a
-    whole number), ``tau_eff`` :math:`\tau_{\text{eff}} > 0`; ``A``, ``B``, ``C`` (:func:`theorem1_constants`),
-    ``sigma2`` :math:`\sigma^2` and ``kappa2`` :math:`\kappa^2` are :math:`\ge 0` (``sigma2`` and ``kappa2`` default to
-    1).
+    ``m`` is the number of clients (an integer :math:`\ge 1`), ``tau_bar`` :math:`\bar\tau > 0`, ``rounds``
+    :math:`T \ge 1` (an integer), ``tau_eff`` :math:`\tau_{\text{eff}} > 0`; ``A``, ``B``, ``C``
+    (:func:`theorem1_constants`), ``sigma2`` :math:`\sigma^2` and ``kappa2`` :math:`\kappa^2` are :math:`\ge 0`
+    (``sigma2`` and ``kappa2`` default to 1).
 
     Example
     -------
@@ -312,7 +312,7 @@ def theorem1_explicit_bound(lr: float, rounds: int, *, L: float, sigma2: float, 
     :math:`\|\nabla\widetilde F\|^2`: the constants come out as 4, 4, 3 and 6. For other
     :math:`a_i` the chapter measures whether the bound holds. Used by chapter 7.
 
-    ``lr`` is :math:`\eta > 0`, ``rounds`` :math:`T \ge 1` (a whole number); ``L`` > 0, ``sigma2`` and ``kappa2``
+    ``lr`` is :math:`\eta > 0`, ``rounds`` :math:`T \ge 1` (an integer); ``L`` > 0, ``sigma2`` and ``kappa2``
     :math:`\ge 0`, ``beta2`` :math:`\ge 1`, ``initial_gap``
     :math:`\widetilde F(x^{(0,0)}) - \widetilde F_{\inf} \ge 0`; ``w``, ``a_vectors`` and ``tau_eff`` as in
     :func:`theorem1_constants`.
@@ -475,7 +475,7 @@ def appg_step_conditions(lr: float, L: float, beta2: float, q: int, tau_eff: flo
     >>> round(c.second, 12), c.holds
     (0.15, True)
 
-    ``lr`` is :math:`\eta > 0`, ``L`` > 0, ``beta2`` :math:`\beta^2 \ge 1`, ``q`` a whole number :math:`\ge 1`,
+    ``lr`` is :math:`\eta > 0`, ``L`` > 0, ``beta2`` :math:`\beta^2 \ge 1`, ``q`` an integer :math:`\ge 1`,
     ``tau_eff`` a finite number > 0 and ``a_vectors`` one non-empty :math:`a_i` per client (non-negative, each with a
     positive entry; at least one client).
     """
@@ -665,8 +665,8 @@ def corollary2_best_alpha(m: int, tau_bar: float, rounds: int, constant: float =
     :math:`\alpha\bar\tau \gg 1` relaxations this :math:`\alpha^\star` is derived from, and the
     numerical minimiser drifts far below it (``tests/test_paper_claims_inventory.py``).
 
-    ``m`` is the number of clients (a whole number :math:`\ge 1`), ``tau_bar`` :math:`\bar\tau > 0`, ``rounds``
-    :math:`T \ge 1` (a whole number) and ``constant`` :math:`c > 0`.
+    ``m`` is the number of clients (an integer :math:`\ge 1`), ``tau_bar`` :math:`\bar\tau > 0`, ``rounds``
+    :math:`T \ge 1` (an integer) and ``constant`` :math:`c > 0`.
 
     Example
     -------
@@ -718,7 +718,7 @@ def two_client_lower_bound(tau1: int, tau2: int, a: float = 1.0) -> TwoClientExa
     :math:`\tilde x = a(\tau_1-\tau_2)/(\tau_1+\tau_2)` and
     :math:`\|\nabla F(\tilde x)\|^2 = \tilde x^2 = \chi^2\kappa^2`: the floor is attained.
 
-    ``tau1`` and ``tau2`` are :math:`\tau_1, \tau_2`, whole numbers :math:`\ge 1`; ``a`` > 0 (default 1).
+    ``tau1`` and ``tau2`` are :math:`\tau_1, \tau_2`, integers :math:`\ge 1`; ``a`` > 0 (default 1).
 
     Example
     -------
@@ -948,7 +948,7 @@ def quadratic_local_operator(H_i: Any, local_steps: int, lr: float, mu: float = 
     :math:`U_{k+1} = \rho U_k + H_i D_k + I`, :math:`D_{k+1} = D_k - \eta(U_{k+1} + \mu D_k)`,
     :math:`D_0 = U_0 = 0`.
 
-    ``H_i`` is one symmetric (d, d) Hessian, ``local_steps`` :math:`\tau_i` (a whole number :math:`\ge 1`), ``lr``
+    ``H_i`` is one symmetric (d, d) Hessian, ``local_steps`` :math:`\tau_i` (an integer :math:`\ge 1`), ``lr``
     :math:`\eta > 0`, ``mu`` :math:`\mu \ge 0` with :math:`\eta\mu \le 1` and ``momentum``
     :math:`\rho \in [0, 1)` (defaults 0).
 

@@ -172,7 +172,7 @@ def closed_form_distances(problem: QuadraticProblem, local_steps: Sequence[int],
     :math:`x \mapsto Mx + b` of :func:`fedlib.theory.quadratic_round_map` (full-batch GD).
 
     ``problem`` is a :class:`~fedlib.problems.quadratic.QuadraticProblem`, ``local_steps`` its clients' :math:`\tau_i`,
-    ``lr`` :math:`\eta > 0`, ``rounds`` whole numbers :math:`\ge 0`; ``algorithm`` (default ``"fedprox"``, which is
+    ``lr`` :math:`\eta > 0`, ``rounds`` integers :math:`\ge 0`; ``algorithm`` (default ``"fedprox"``, which is
     FedAvg at :math:`\alpha = 0`) and ``tau_eff`` go to :func:`fedlib.theory.quadratic_round_map`; ``params`` is the
     start :math:`x^{(0,0)}` (default 0)."""
     a = _check_alphas(alphas)
@@ -217,7 +217,7 @@ def fedprox_bound(alpha: float, m: int, tau_bar: int, rounds: int, sigma2: float
     :math:`a = [(1-\alpha)^{\bar\tau-1}, \dots, 1]` (:func:`fedlib.theory.theorem1_constants`),
     :math:`\tau_{\text{eff}} = \|a\|_1`.
 
-    ``alpha`` lies in :math:`(0, 1]`; ``m`` and ``tau_bar`` (:math:`\bar\tau`) are whole numbers :math:`\ge 1`,
+    ``alpha`` lies in :math:`(0, 1]`; ``m`` and ``tau_bar`` (:math:`\bar\tau`) are integers :math:`\ge 1`,
     ``rounds`` is :math:`T`; ``sigma2`` and ``kappa2`` (:math:`\sigma^2, \kappa^2`, defaults 1) go to
     :func:`fedlib.theory.theorem1_bound`."""
     alpha = check_in_range("alpha", alpha, 0.0, 1.0, high_inclusive=True)

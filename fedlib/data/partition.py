@@ -380,7 +380,7 @@ def class_counts(labels, parts, num_classes: int | None = None) -> np.ndarray:
     :class:`fedlib.engines.stacked.RunSpec` allows): a sample in several parts is counted in each.
 
     ``labels`` is the non-empty 1-d integer array of every sample's class (:math:`\ge 0`); ``num_classes`` the number
-    of columns (a whole number :math:`\ge 1`; default ``max(labels) + 1``).
+    of columns (an integer :math:`\ge 1`; default ``max(labels) + 1``).
 
     Example
     -------

@@ -95,7 +95,7 @@ COVARIANCE_EXPONENT = -1.2
 def synthetic_covariance_diagonal(dim: int) -> np.ndarray:
     r"""The diagonal of :math:`\Sigma`, :math:`\Sigma_{jj} = j^{-1.2}` for :math:`j = 1..d`.
 
-    ``dim`` is :math:`d`, a whole number :math:`\ge 1`.
+    ``dim`` is :math:`d`, an integer :math:`\ge 1`.
 
     Example
     -------

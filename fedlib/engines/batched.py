@@ -155,7 +155,7 @@ def minibatch_indices(num_samples: int, batch_size: int, steps: int, rng: np.ran
     ``counts`` ``(steps,)`` the real batch sizes. :func:`run_batched` draws each client's batches
     of round :math:`t` with ``rng = generator(seed, "batches", t, client)`` (:func:`fedlib.rng.generator`).
 
-    ``num_samples`` is the client's :math:`n \ge 1`, ``batch_size`` :math:`B \ge 1`, ``steps`` a whole number
+    ``num_samples`` is the client's :math:`n \ge 1`, ``batch_size`` :math:`B \ge 1`, ``steps`` an integer
     :math:`\ge 0` and ``rng`` a :class:`numpy.random.Generator` (the engines pass
     ``fedlib.rng.generator(seed, "batches", round, client)``).
 
@@ -199,7 +199,7 @@ class EpochBatcher:
     returns the sample indices of that step (the same as :func:`minibatch_indices` with
     ``generator(seed, "batches", round, client)``), drawing one permutation per epoch
     lazily. Only the current round is cached. :func:`run_reference` draws its batches with it,
-    which is why it matches :func:`run_batched`. ``num_samples`` holds one integer >= 1 per client (``ValueError``
+    which is why it matches :func:`run_batched`. ``num_samples`` holds one whole number >= 1 per client (``ValueError``
     naming it otherwise); ``batch`` takes an integer ``step >= 0`` and ``client`` in ``0..m-1`` (likewise).
 
     Example

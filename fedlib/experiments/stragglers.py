@@ -118,8 +118,8 @@ def run_strategy(problem: LogisticProblem, clock: WallClock, strategy: str, roun
     rather than ignored.
 
     ``problem`` is a :class:`~fedlib.problems.logistic.LogisticProblem` with as many clients as ``clock``; ``strategy``
-    one of :data:`STRATEGIES`; ``rounds`` a whole number :math:`\ge 1`; ``seeds`` a non-empty sequence of run seeds
-    (whole numbers :math:`\ge 0`); ``lr`` the local SGD step :math:`\eta` (default 0.02) and ``batch_size`` :math:`B`
+    one of :data:`STRATEGIES`; ``rounds`` an integer :math:`\ge 1`; ``seeds`` a non-empty sequence of run seeds
+    (integers :math:`\ge 0`); ``lr`` the local SGD step :math:`\eta` (default 0.02) and ``batch_size`` :math:`B`
     (default 20)."""
     check_choice("strategy", strategy, STRATEGIES)
     rounds = check_int("rounds", rounds, minimum=1)

@@ -266,7 +266,7 @@ def newton_minimize(problem: LogisticProblem, weights: Any, *, tol: float = 1e-1
     ``(m, P)``, the basis ``Q`` ``(P, r)`` and the number of Newton steps taken.
 
     ``problem`` is a :class:`~fedlib.problems.logistic.LogisticProblem`; ``weights`` the (m,) :math:`w_i`
-    (non-negative, summing to 1); ``tol`` > 0; ``max_steps`` a whole number :math:`\ge 1`;
+    (non-negative, summing to 1); ``tol`` > 0; ``max_steps`` an integer :math:`\ge 1`;
     ``what`` labels the error messages. A class that no client of positive weight has is a ``ValueError``
     (:func:`unseen_classes`).
     Used by :func:`weighted_minimizer` (chapter 7) and
