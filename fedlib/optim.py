@@ -349,11 +349,11 @@ class ClientOptimizer(torch.optim.Optimizer):
 
     Parameters
     ----------
-    params : iterable of tensors
-        The model's parameters (one group, e.g. ``model.parameters()``), in the order of the
-        server state's ``params`` (:func:`parameters_of`).
-    solver : LocalSolver
-        The local solver (:func:`fedlib.solvers.momentum_sgd`, ...; usually
+    params
+        The model's parameters, an iterable of tensors (one group, e.g. ``model.parameters()``), in
+        the order of the server state's ``params`` (:func:`parameters_of`).
+    solver
+        The :class:`~fedlib.solvers.LocalSolver` (:func:`fedlib.solvers.momentum_sgd`, ...; usually
         ``algorithm.solver``). Its ``lr`` is the group's initial ``lr`` (a parameter-group dict
         with another ``lr`` is refused; a scheduler may change it between rounds).
 

@@ -142,17 +142,18 @@ class LocalSolver:
 
     Parameters
     ----------
-    lr : float
+    lr
         Reference client learning rate :math:`\eta > 0`.
-    momentum : float
+    momentum
         Heavy-ball factor :math:`\rho \in [0, 1)`; the buffer starts at 0 every round.
-    mu : float
+    mu
         Proximal coefficient :math:`\mu \ge 0`; requires :math:`\eta_k \mu \le 1`.
-    weight_decay : float
-        :math:`\lambda \ge 0`, added to the gradient (not part of :math:`a_i`).
-    lr_schedule : callable or None
-        ``k -> s_k > 0``: within-round step size :math:`\eta_k = \eta s_k`.
-    name : str
+    weight_decay
+        Weight decay :math:`\lambda \ge 0`, added to the gradient (not part of :math:`a_i`).
+    lr_schedule
+        ``None`` (constant step :math:`\eta`) or a callable ``k -> s_k > 0``: within-round step size
+        :math:`\eta_k = \eta s_k`.
+    name
         Label used in results and figures.
 
     Example

@@ -477,10 +477,10 @@ def run_batched(algorithm: FederatedAlgorithm, problem: LogisticProblem, schedul
 
     Returns
     -------
-    :class:`EngineRun`; each history record has ``round`` (from 0), ``lr``,
-    ``train_loss`` (:math:`F(x)` after the round), ``test_accuracy``, ``tau_eff``,
-    ``chi2``, ``clients``, ``local_steps`` (:math:`\tau_i`), ``a_norms``, ``weights``
-    (:math:`w_i`) and ``time_s``.
+    :class:`EngineRun`
+        Each history record has ``round`` (from 0), ``lr``, ``train_loss`` (:math:`F(x)` after the
+        round), ``test_accuracy``, ``tau_eff``, ``chi2``, ``clients``, ``local_steps``
+        (:math:`\tau_i`), ``a_norms``, ``weights`` (:math:`w_i`) and ``time_s``.
 
     Example
     -------

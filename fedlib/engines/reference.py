@@ -92,8 +92,10 @@ def run_sequential(algorithm: FederatedAlgorithm, params: Any, grad_fn: Callable
 
     Returns
     -------
-    :class:`SequentialRun`. The faster engines (:func:`fedlib.engines.batched.run_batched`,
-    :class:`fedlib.engines.stacked.StackedEngine`) are tested to give its numbers.
+    :class:`SequentialRun`
+        The final server ``state``, the per-round ``diagnostics`` and the ``metrics``. The faster
+        engines (:func:`fedlib.engines.batched.run_batched`, :class:`fedlib.engines.stacked.StackedEngine`)
+        are tested to give the same numbers.
 
     Example
     -------

@@ -896,13 +896,13 @@ def plot_sampling(axes, rows: Sequence[SamplingRow], rounds: int) -> None:
 def summary_markdown(consistency: Sequence[ConsistencyRow], grid: Sequence[SpeedupRow], slope_fednova: float,
                      slope_fedavg_surrogate: float, slope_speedup: float, groups: Sequence[tuple],
                      check: Optional["EngineCheck"] = None) -> str:
-    """Chapter 8's summary, written from the measured rows (nothing typed in by hand).
+    r"""Chapter 8's summary, written from the measured rows (nothing typed in by hand).
 
     ``consistency`` are :func:`consistency_sweep`'s rows (at least one; the first and last are quoted) and
     ``grid`` :func:`speedup_grid`'s; ``slope_fednova`` and ``slope_fedavg_surrogate`` are the log-log slopes
-    against the step size of FedNova's distance to x* and FedAvg's to the surrogate's minimiser, and
-    ``slope_speedup`` the log-log slope of FedNova's ``mean_grad2`` (not a distance) against the budget
-    ``m tau~ T``. ``groups`` are :func:`equal_budget_ratios`' (none: that
+    against the step size of FedNova's distance to :math:`x^*` and FedAvg's to the surrogate's minimiser
+    :math:`\tilde x`, and ``slope_speedup`` the log-log slope of FedNova's ``mean_grad2`` (not a distance)
+    against the budget :math:`m\tilde\tau T`. ``groups`` are :func:`equal_budget_ratios`' (none: that
     sentence is left out); ``check`` an :class:`EngineCheck` (``None``: its line is left out)."""
     first, last = consistency[0], consistency[-1]
     nova = [r for r in grid if r.algorithm == "fednova"]
