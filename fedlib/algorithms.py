@@ -626,6 +626,13 @@ def apply_server_optimizer(server: ServerOptimizer, change: Any, state: ServerSt
     server optimizer of your own returns must also be finite (``FloatingPointError`` naming it otherwise:
     a NaN it made would surface one round later as a non-finite aggregate of the clients' updates).
 
+    ``lr`` must be a finite number > 0 and ``change`` finite (as :meth:`FederatedAlgorithm.apply`
+    checks them): fedlib's own server optimizers would turn a NaN into the model without a word.
+    ``state`` must be a :class:`ServerState` whose ``server`` is of the kind ``server.init`` makes
+    (``ValueError`` naming ``state``: a plain server's counter has no momentum buffer; fedlib's server states
+    are told apart by type, the state of a server optimizer of your own may change type from what its
+    ``init`` makes).
+
     Example
     -------
     The plain server moves :math:`x = 1` by the aggregate :math:`-2` to :math:`-1`; a server optimizer
@@ -642,13 +649,6 @@ def apply_server_optimizer(server: ServerOptimizer, change: Any, state: ServerSt
     Traceback (most recent call last):
     ...
     ValueError: server optimizer 'wrong': update must return (new_params, new_state) with new_params ... got leaf shapes [(2,)] for [(1,)]
-
-    ``lr`` must be a finite number > 0 and ``change`` finite (as :meth:`FederatedAlgorithm.apply`
-    checks them): fedlib's own server optimizers would turn a NaN into the model without a word.
-    ``state`` must be a :class:`ServerState` whose ``server`` is of the kind ``server.init`` makes
-    (``ValueError`` naming ``state``: a plain server's counter has no momentum buffer; fedlib's server states
-    are told apart by type, the state of a server optimizer of your own may change type from what its
-    ``init`` makes).
     """
     if not isinstance(state, ServerState):
         _refuse_state(state)

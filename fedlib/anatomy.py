@@ -423,11 +423,11 @@ def momentum_prox_a_table(local_steps: int, momentum: float, alpha: float) -> np
     :math:`\sum_{k=0}^{n}(1-\alpha)^k\rho^{n-k}`: the quotient is 0/0 at :math:`1-\alpha = \rho`
     (``alpha=0.1, momentum=0.9`` in float64 too) and loses digits near it, the sum does neither.
 
-    >>> momentum_prox_a_table(3, 0.5, 0.5).tolist()   # n = 2, 1, 0: 3/4, 1, 1
-    [0.75, 1.0, 1.0]
-
     ``local_steps`` is :math:`\tau`, an integer :math:`\ge 1`; ``momentum`` is :math:`\rho` and ``alpha``
     :math:`\alpha = \eta\mu`.
+
+    >>> momentum_prox_a_table(3, 0.5, 0.5).tolist()   # n = 2, 1, 0: 3/4, 1, 1
+    [0.75, 1.0, 1.0]
     """
     tau = check_int("local_steps", local_steps, minimum=1)
     rho = check_in_range("momentum", momentum, 0.0, 1.0)

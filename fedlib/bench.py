@@ -107,6 +107,9 @@ def run_simulator(algorithm: FederatedAlgorithm, problem: LogisticProblem, sched
     (``rounds``, ``batch_size``, ``seed``, the schedule's clients, batch size and whole
     :math:`\tau_i \ge 1`, the starting ``params``).
 
+    ``algorithm`` must be FedAvg or FedNova with plain local SGD (no momentum, proximal term or weight decay) and the
+    plain server optimizer (``ValueError`` otherwise).
+
     It ends on the batched engine's parameters (same mini-batches, float64):
 
     >>> from fedlib.algorithms import make_algorithm
@@ -118,9 +121,6 @@ def run_simulator(algorithm: FederatedAlgorithm, problem: LogisticProblem, sched
     >>> fast = run_batched(algo, prob, sched, 2, batch_size=20, evaluate=False)
     >>> sorted(sim), all(np.allclose(sim["params"][k], fast.params[k], rtol=0, atol=1e-12) for k in ("W", "b"))
     (['metrics', 'params'], True)
-
-    ``algorithm`` must be FedAvg or FedNova with plain local SGD (no momentum, proximal term or weight decay) and the
-    plain server optimizer (``ValueError`` otherwise).
     """
     import torch
     import torch.nn.functional as F
@@ -208,6 +208,13 @@ def bench_synthetic(*, rounds: int = 5, repeat: int = 3, epochs: str = "2", algo
     skipped (its results are ``None``). ``progress`` (optional) is called with a short
     text after each measurement.
 
+    The run: ``rounds`` (:math:`\ge 1`) timed ``repeat`` (:math:`\ge 1`) times; ``epochs`` a count (``"2"``) or an
+    inclusive range (``"2-5"``, random epochs) as :func:`fedlib.schedules.parse_epochs` reads it; ``algorithm`` a name
+    of :data:`fedlib.algorithms.ALGORITHMS` with local SGD of step ``lr`` (so ``"fedprox"`` is refused); ``batch_size``
+    :math:`B`; Synthetic(``alpha``, ``beta``) with ``num_clients`` clients drawn from ``data_seed``; ``seed`` the run
+    seed (batches, random epochs). ``equal_sizes`` splits the same total number of samples equally among the clients;
+    ``evaluate`` computes the metrics every round (both flags, default ``False``).
+
     A quick run (the times depend on the machine; the engines' agreement and the step counts do not):
 
     >>> out = bench_synthetic(rounds=1, repeat=1, num_clients=3)
@@ -216,13 +223,6 @@ def bench_synthetic(*, rounds: int = 5, repeat: int = 3, epochs: str = "2", algo
     >>> r = out["results"]
     >>> r["client_steps_per_round"], r["max_local_steps"], round(r["critical_path_bound"], 2)
     (22.0, 10.0, 2.2)
-
-    The run: ``rounds`` (:math:`\ge 1`) timed ``repeat`` (:math:`\ge 1`) times; ``epochs`` a count (``"2"``) or an
-    inclusive range (``"2-5"``, random epochs) as :func:`fedlib.schedules.parse_epochs` reads it; ``algorithm`` a name
-    of :data:`fedlib.algorithms.ALGORITHMS` with local SGD of step ``lr`` (so ``"fedprox"`` is refused); ``batch_size``
-    :math:`B`; Synthetic(``alpha``, ``beta``) with ``num_clients`` clients drawn from ``data_seed``; ``seed`` the run
-    seed (batches, random epochs). ``equal_sizes`` splits the same total number of samples equally among the clients;
-    ``evaluate`` computes the metrics every round (both flags, default ``False``).
     """
     # whole numbers >= 1 (repeat=True ran one repetition and recorded "repeat": true; 2.5 failed in range())
     rounds = check_int("rounds", rounds, minimum=1)

@@ -28,6 +28,8 @@ def fmt(value: Any, spec: str = ".3g") -> str:
     """Format numbers with ``spec`` (floats) and leave everything else as ``str``: a string is
     kept as it is, even one that reads as a number (``"0.01"`` stays ``"0.01"``).
 
+    ``value`` is any object; ``spec`` a format spec for floats (default ``".3g"``).
+
     >>> fmt(0.01, ".4f"), fmt("0.01", ".4f"), fmt(3, ".4f"), fmt(np.int64(12345)), fmt(None)
     ('0.0100', '0.01', '3', '12345', 'None')
 
@@ -47,8 +49,6 @@ def fmt(value: Any, spec: str = ".3g") -> str:
     Traceback (most recent call last):
     ...
     ValueError: spec must be a format spec of floats (e.g. '.3g') or strings ('s'), got '.4 f'
-
-    ``value`` is any object; ``spec`` a format spec for floats (default ``".3g"``).
     """
     if not any(_formats(probe, spec) for probe in (0.0, "")):  # "s" is for pre-formatted cells: floats as str
         raise ValueError(f"spec must be a format spec of floats (e.g. '.3g') or strings ('s'), got {spec!r}")
@@ -168,12 +168,12 @@ def markdown_table(header: Sequence[str], rows: Sequence[Sequence[Any]], spec: s
     """A Markdown (MyST) table; numbers are formatted with ``spec``. A ``|`` inside a cell is
     escaped (``\\|``) and a line break becomes a space, so a cell never splits the table.
 
+    ``header``, ``rows`` and each row may be any iterable (a generator, ``zip(...)``): each is read once.
+
     >>> print(markdown_table(["a", "b"], [["x", 0.5]]))
     | a | b |
     |---|---|
     | x | 0.5 |
-
-    ``header``, ``rows`` and each row may be any iterable (a generator, ``zip(...)``): each is read once.
     """
     header, rows = _cells(header, rows)
     if len(header) == 0:  # "|  |" and a separator of no columns: not a table

@@ -92,9 +92,9 @@ def normalized_update(delta: Any, lr: float, a_norm: float) -> Any:
     tree's entries are not (a NaN in :math:`\Delta_i` gives a NaN in :math:`d_i`, as in any arithmetic):
     :meth:`fedlib.algorithms.FederatedAlgorithm.apply` raises ``FloatingPointError`` on a non-finite aggregated change.
 
-    ``delta`` is the client's change :math:`\Delta_i = x_i^{(t,\tau_i)} - x^{(t,0)}`, ``lr`` the local step size
-    :math:`\eta` and ``a_norm`` the solver's :math:`\|a_i\|_1` (a number of steps, as
-    the ``a_norm`` of a :class:`fedlib.algorithms.ClientUpdate`).
+    ``delta`` is the client's change :math:`\Delta_i = x_i^{(t,\tau_i)} - x^{(t,0)}`, ``lr`` the client learning
+    rate :math:`\eta` and ``a_norm`` the solver's :math:`\|a_i\|_1` (the ``a_norm`` of a
+    :class:`fedlib.algorithms.ClientUpdate`; :math:`\tau_i` for plain SGD, not a step count in general).
 
     Example
     -------

@@ -319,6 +319,8 @@ def whole_steps(work) -> np.ndarray:
     (``100 * 0.29`` is ``28.999999999999996``: 29 steps, as ``1 * 29.0`` and ``1e5 * 0.29e-3`` give),
     so the count does not depend on the time unit.
 
+    ``work`` must be finite and >= 0 (a step count; ``ValueError`` otherwise, also for a bool).
+
     Example
     -------
     29 steps from 100 s at 0.29 steps/s, where ``np.floor`` alone gives 28:
@@ -326,8 +328,6 @@ def whole_steps(work) -> np.ndarray:
     >>> import numpy as np
     >>> float(np.floor(100 * 0.29)), float(whole_steps(100 * 0.29)), float(whole_steps(2.5))
     (28.0, 29.0, 2.0)
-
-    ``work`` must be finite and >= 0 (a step count; ``ValueError`` otherwise, also for a bool).
     """
     if is_bool(work) or bool_entry(work) is not None:
         raise ValueError(f"work must be a number of steps, not a bool, got {plain(work)!r}")  # True gave 1 step

@@ -471,13 +471,13 @@ def appg_step_conditions(lr: float, L: float, beta2: float, q: int, tau_eff: flo
     sampling runs' step sizes meet these conditions
     (:func:`fedlib.experiments.speedup.sampling_step_conditions`).
 
-    >>> c = appg_step_conditions(0.01, 1.0, 1.0, 4, 2.0, [[1.0, 1.0]])
-    >>> round(c.second, 12), c.holds
-    (0.15, True)
-
     ``lr`` is :math:`\eta > 0`, ``L`` > 0, ``beta2`` :math:`\beta^2 \ge 1`, ``q`` an integer :math:`\ge 1`,
     ``tau_eff`` a finite number > 0 and ``a_vectors`` one non-empty :math:`a_i` per client (non-negative, each with a
     positive entry; at least one client).
+
+    >>> c = appg_step_conditions(0.01, 1.0, 1.0, 4, 2.0, [[1.0, 1.0]])
+    >>> round(c.second, 12), c.holds
+    (0.15, True)
     """
     lr = check_positive("lr", lr)
     L, beta2, q, tau_eff, C = _appg_inputs(L, beta2, q, tau_eff, a_vectors)
@@ -504,10 +504,10 @@ def appg_max_lr(L: float, beta2: float, q: int, tau_eff: float, a_vectors: Seque
     :math:`\tau_{\text{eff}}` themselves depend on :math:`\eta` (proximal SGD's :math:`\alpha = \eta\mu`),
     they must be recomputed at the returned step and checked again.
 
+    ``L``, ``beta2``, ``q``, ``tau_eff`` and ``a_vectors`` are checked as in :func:`appg_step_conditions`.
+
     >>> appg_max_lr(1.0, 1.0, 4, 2.0, [[1.0, 1.0]])
     0.03333333333333333
-
-    ``L``, ``beta2``, ``q``, ``tau_eff`` and ``a_vectors`` are checked as in :func:`appg_step_conditions`.
     """
     L, beta2, q, tau_eff, C = _appg_inputs(L, beta2, q, tau_eff, a_vectors)
     second = 1 / (12 * tau_eff * L * (1 + beta2 / q))
@@ -585,11 +585,11 @@ def corollary1_constants(local_steps: Any) -> ClosedFormConstants:
     eq. (125)'s display: :math:`A, B, C` here are :func:`theorem1_constants` of
     :math:`a_i = \mathbf 1_{\tau_i}` evaluated by hand, :math:`B = \sum_i\tau_i(\tau_i-1)/\sum_j\tau_j`.
 
+    ``local_steps`` is the (m,) :math:`\tau_i`, whole numbers :math:`\ge 1`.
+
     >>> c = corollary1_constants([1, 3])
     >>> c.tau_eff, c.A, c.B, c.C
     (2.0, 1.0, 1.5, 6.0)
-
-    ``local_steps`` is the (m,) :math:`\tau_i`, whole numbers :math:`\ge 1`.
     """
     steps = check_local_steps("local_steps", local_steps).astype(np.float64)
     tau_bar = float(steps.mean())
@@ -617,12 +617,12 @@ def fedprox_theorem1_constants(p: Any, local_steps: Any, alpha: float) -> Closed
     extracted text lacks the display (eq. 127); these are :func:`theorem1_constants` of App. B.1's
     :math:`a_i` summed in closed form.
 
+    ``p`` is the (m,) client weights (summing to 1), ``local_steps`` the (m,) :math:`\tau_i` (whole numbers
+    :math:`\ge 1`) and ``alpha`` :math:`\alpha = \eta\mu \in [0, 1]`.
+
     >>> c = fedprox_theorem1_constants([0.5, 0.5], [1, 3], 0.0)
     >>> c.tau_eff, c.A, c.B, c.C
     (2.0, 1.0, 1.5, 6.0)
-
-    ``p`` is the (m,) client weights (summing to 1), ``local_steps`` the (m,) :math:`\tau_i` (whole numbers
-    :math:`\ge 1`) and ``alpha`` :math:`\alpha = \eta\mu \in [0, 1]`.
     """
     p = check_probability_vector("p", p)
     steps = check_local_steps("local_steps", local_steps, size=p.size).astype(np.float64)
@@ -1121,11 +1121,10 @@ def quadratic_fixed_point(H: Any, e: Any, p: Any, local_steps: Any, lr: float, a
     the iterates do not converge to the point; and if :math:`\sum_i c_i K_i H_i` is singular to
     working precision (e.g. the :math:`H_i` share a null direction): then the limit depends on the start.
 
-    Parameters: ``H`` (m, d, d) symmetric, ``e`` (m, d), ``p`` (m,), ``local_steps`` (m,) ints.
-
-    The arguments are :func:`quadratic_round_map`'s: ``lr`` is :math:`\eta > 0` and ``tau_eff`` FedNova's policy or
-    number (refused for the others). Rounds that do not converge (spectral radius :math:`\ge 1`) are a ``ValueError``
-    naming ``lr``.
+    The arguments are :func:`quadratic_round_map`'s: ``H`` the (m, d, d) stack of symmetric :math:`H_i`, ``e`` the
+    (m, d) stack of :math:`e_i`, ``p`` the (m,) :math:`p_i`, ``local_steps`` the (m,) :math:`\tau_i` (whole numbers
+    :math:`\ge 1`), ``lr`` :math:`\eta > 0` and ``tau_eff`` FedNova's policy or number (refused for the others). Rounds
+    that do not converge (spectral radius :math:`\ge 1`) are a ``ValueError`` naming ``lr``.
 
     Example
     -------
@@ -1189,12 +1188,12 @@ def lemma1_fixed_point(e: Any, p: Any, local_steps: Any, lr: float) -> np.ndarra
     and :math:`0 < \sum_i p_i K_i < 2`). As :math:`\eta \to 0`, :math:`K_i/\eta \to \tau_i`
     (L'Hospital): :func:`lemma1_small_lr_limit`. The paper states it with :math:`p_i = 1/m`.
 
-    >>> lemma1_fixed_point([[1.0], [-1.0]], [0.5, 0.5], [1, 2], 0.5)
-    array([-0.2])
-
     ``e`` is the (m, d) stack of client optima :math:`e_i`, ``p`` the (m,) client weights (summing to 1),
     ``local_steps`` the (m,) :math:`\tau_i` (whole numbers :math:`\ge 1`) and ``lr`` :math:`\eta \in (0, 2)` (the
     rounds diverge from 2 on: ``ValueError``).
+
+    >>> lemma1_fixed_point([[1.0], [-1.0]], [0.5, 0.5], [1, 2], 0.5)
+    array([-0.2])
     """
     e = check_finite_array("e", e, ndim=2)
     p = check_probability_vector("p", p, size=e.shape[0])
@@ -1574,16 +1573,16 @@ def quadratic_vr_eigenvalues_near(H: Any, p: Any, local_steps: Any, lr: float, a
     flattest directions of :math:`F` moving as under gradient descent with step
     :math:`\eta\bar\tau`.
 
+    ``H`` is the (m, d, d) stack of symmetric Hessians :math:`H_i`, ``p`` the (m,) client weights :math:`p_i` (summing
+    to 1), ``local_steps`` the (m,) :math:`\tau_i` (whole numbers :math:`\ge 1`) and ``lr`` :math:`\eta > 0`.
+    ``algorithm``, ``mu``, ``momentum`` and ``tau_eff`` are those of :func:`quadratic_vr_shift_invert` (``"scaffold"``
+    or ``"fednova-vr"``). ``tol`` is ARPACK's relative accuracy (> 0, default 1e-12).
+
     One client, one local step of lr 0.1 on :math:`H = \mathrm{diag}(1, 4)`: the variate is
     exact after a round, and :math:`x` moves as gradient descent, :math:`1 - 0.1\cdot\{1, 4\}`:
 
     >>> quadratic_vr_eigenvalues_near([[[1.0, 0.0], [0.0, 4.0]]], [1.0], [1], 0.1, "scaffold", k=2)
     array([0.9, 0.6])
-
-    ``H`` is the (m, d, d) stack of symmetric Hessians :math:`H_i`, ``p`` the (m,) client weights :math:`p_i` (summing
-    to 1), ``local_steps`` the (m,) :math:`\tau_i` (whole numbers :math:`\ge 1`) and ``lr`` :math:`\eta > 0`.
-    ``algorithm``, ``mu``, ``momentum`` and ``tau_eff`` are those of :func:`quadratic_vr_shift_invert` (``"scaffold"``
-    or ``"fednova-vr"``). ``tol`` is ARPACK's relative accuracy (> 0, default 1e-12).
     """
     k = check_int("k", k, minimum=1)
     tol = check_positive("tol", tol)
@@ -1671,16 +1670,16 @@ def quadratic_vr_count_outside(H: Any, p: Any, local_steps: Any, lr: float, algo
     ``radius``), ``RuntimeError`` if the count comes out inconsistent (a turn of the phase
     missed). ``progress=True`` shows a bar over the half circle.
 
+    ``H`` is the (m, d, d) stack of symmetric Hessians :math:`H_i`, ``p`` the (m,) client weights :math:`p_i` (summing
+    to 1), ``local_steps`` the (m,) :math:`\tau_i` (whole numbers :math:`\ge 1`) and ``lr`` :math:`\eta > 0`.
+    ``algorithm`` is ``"scaffold"`` or ``"fednova-vr"``; ``mu`` and ``momentum`` (defaults 0) are the local solver's
+    :math:`\mu` and :math:`\rho`; ``tau_eff`` is ``fednova-vr``'s policy or number.
+
     One client, one local step of lr 0.1 on :math:`H = \mathrm{diag}(1, 4)`: the eigenvalues
     are 0.9, 0.6 (as gradient descent) and 0, 0 (the variate's two coordinates):
 
     >>> quadratic_vr_count_outside([[[1.0, 0.0], [0.0, 4.0]]], [1.0], [1], 0.1, "scaffold", 0.7).outside
     1
-
-    ``H`` is the (m, d, d) stack of symmetric Hessians :math:`H_i`, ``p`` the (m,) client weights :math:`p_i` (summing
-    to 1), ``local_steps`` the (m,) :math:`\tau_i` (whole numbers :math:`\ge 1`) and ``lr`` :math:`\eta > 0`.
-    ``algorithm`` is ``"scaffold"`` or ``"fednova-vr"``; ``mu`` and ``momentum`` (defaults 0) are the local solver's
-    :math:`\mu` and :math:`\rho`; ``tau_eff`` is ``fednova-vr``'s policy or number.
     """
     check_choice("algorithm", algorithm, ("scaffold", "fednova-vr"))
     radius = check_positive("radius", radius)
@@ -1859,7 +1858,8 @@ def server_momentum_round_map(M: Any, b: Any, beta: float, dim: Any = None) -> t
     :math:`s \mapsto Ms + b` gives one of this map with :math:`x_{t-1} = x_t`: momentum changes
     how fast the rounds get there, not where. Returns ``(M2, b2)`` of size ``n + dim``.
 
-    ``M`` is the square (n, n) linear part of the round map and ``b`` its offset.
+    ``M`` is the square (n, n) linear part of the round map, ``b`` its (n,) offset and ``beta`` the server
+    momentum factor :math:`\beta \in [0, 1)`.
 
     Example
     -------
