@@ -232,8 +232,8 @@ def make_server_optimizer(name: str, *, server_lr: Optional[float] = None,
     ``beta`` is server momentum's :math:`\beta` (``None``: 0.9); the other two have none, so one
     given to them is refused rather than ignored. (Paper §5, *Combination with Acceleration
     Techniques*: the aggregate of eq. (4) may feed a server momentum buffer or an adaptive optimizer.)
-    An unknown ``name`` is a ``ValueError`` listing :data:`SERVER_OPTIMIZERS`, worded with the CLI's flag for this
-    choice, ``--server`` (also :func:`fedlib.algorithms.make_algorithm`'s ``server``):
+    An unknown ``name`` is a ``ValueError`` that lists :data:`SERVER_OPTIMIZERS` and calls the choice ``server``,
+    as the CLI's flag ``--server`` and :func:`fedlib.algorithms.make_algorithm`'s ``server`` do:
     ``server must be one of [...], got 'sgd'``.
 
     Example

@@ -591,8 +591,8 @@ def make_solver(name: str, lr: float, *, momentum: Optional[float] = None, mu: f
     proximal ones: either given to a solver without it is refused (``ValueError`` naming it), never dropped.
 
     ``lr`` is :math:`\eta > 0` and ``weight_decay`` :math:`\lambda \ge 0` (default 0), for every solver; both are
-    checked by :class:`LocalSolver`. An unknown ``name`` is a ``ValueError`` listing :data:`SOLVERS`, worded with the
-    CLI's flag for this choice, ``--solver``: ``solver must be one of [...], got 'adam'``.
+    checked by :class:`LocalSolver`. An unknown ``name`` is a ``ValueError`` that lists :data:`SOLVERS` and calls the
+    choice ``solver``, as the CLI's flag ``--solver`` does: ``solver must be one of [...], got 'adam'``.
 
     Example
     -------

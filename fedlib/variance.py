@@ -237,8 +237,8 @@ def updated_client_variates(state: ControlVariates, clients: Sequence[int], delt
     both).
     ``clients`` may be empty (a rank of :func:`fedlib.distributed.distributed_apply` with no participant this round:
     an unchanged copy). A ``clients`` entry that is no index in :math:`[0, m)` or repeats, ``deltas`` (or ``a_norms``,
-    ``local_steps``) of another length or shape, ``lr`` not finite and > 0, an ``a_norms`` entry <= 0 raise
-    ``ValueError`` naming the parameter.
+    ``local_steps``) of another length or shape, an ``lr`` that is not a finite number > 0 and an ``a_norms`` entry
+    <= 0 each raise a ``ValueError`` naming the parameter.
 
     Example
     -------
