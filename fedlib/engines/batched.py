@@ -446,7 +446,7 @@ def run_batched(algorithm: FederatedAlgorithm, problem: LogisticProblem, schedul
     problem : :class:`~fedlib.problems.logistic.LogisticProblem`.
     schedule : ``local_steps(round) -> (m,)`` :math:`\tau_i` (:mod:`fedlib.schedules`;
         an epoch schedule must use ``batch_size`` and ``problem.num_samples``).
-    rounds : the number of rounds :math:`T` to run (a whole number :math:`\ge 0`).
+    rounds : the number of rounds :math:`T` to run (an integer :math:`\ge 0`).
     batch_size : :math:`B`.
     seed : run seed: batches, sampling (and the schedule's own seed for random epochs).
     sampling, clients_per_round : participation (``"full"``, ``"with-replacement"``, ``"uniform"``, or

@@ -853,7 +853,7 @@ class StackedEngine:
     cuda_graph : capture local steps in CUDA graphs (CUDA only; see module docstring).
     graph_min_steps : shortest prefix segment worth capturing (shorter ones run eagerly).
     augment : random crop (``padding``) + horizontal flip of training images.
-    padding : zero pixels added on each side of a training image before the random crop (a whole number
+    padding : zero pixels added on each side of a training image before the random crop (an integer
         :math:`\ge 0`, default 4; the crop's offsets lie in ``0..2*padding``).
     dropout : apply the model's ``nn.Dropout`` layers (seeded per client) in training.
     batch_size : :math:`B` (32 in the paper).
