@@ -45,6 +45,9 @@ def steps_per_epoch(num_samples, batch_size: int) -> np.ndarray:
     >>> steps_per_epoch(np.array([64, 65, 10]), 32)
     array([2, 3, 1])
     """
+    if bool_entry(num_samples) is not None:  # np.asarray([True, 64]) is [1, 64]: one sample (an array's dtype tells)
+        raise ValueError(f"num_samples must hold integers, got the bool {plain(bool_entry(num_samples))!r} in "
+                         f"{plain(num_samples)!r}")
     n = np.asarray(num_samples)
     if n.ndim != 1 or n.size == 0 or n.dtype.kind not in "iu":
         raise ValueError(f"num_samples must be a non-empty 1-d integer array, got {n!r}")
@@ -151,7 +154,7 @@ class FixedEpochs:
     epochs: int
 
     def __init__(self, num_samples, batch_size: int, epochs: int):
-        spe = steps_per_epoch(np.asarray(num_samples), batch_size)
+        spe = steps_per_epoch(num_samples, batch_size)  # as given: it refuses a bool entry np.asarray makes 1
         object.__setattr__(self, "num_samples", tuple(int(n) for n in num_samples))
         object.__setattr__(self, "batch_size", int(batch_size))
         object.__setattr__(self, "epochs", check_int("epochs", epochs, minimum=1))
@@ -198,7 +201,7 @@ class RandomEpochs:
     seed: int = 0
 
     def __init__(self, num_samples, batch_size: int, low: int = 2, high: int = 5, seed: int = 0):
-        spe = steps_per_epoch(np.asarray(num_samples), batch_size)
+        spe = steps_per_epoch(num_samples, batch_size)  # as given: it refuses a bool entry np.asarray makes 1
         check_int("low", low, minimum=1)
         check_int("high", high, minimum=1)
         if high < low:
@@ -442,9 +445,10 @@ class WallClock:
         local steps (a whole number, or one per client) at this round's speeds:
         :math:`\max_i \tau_i / s_i^{(t)}` — the synchronous round that waits for the slowest
         client (paper §1), against the fixed ``round_seconds`` of ``local_steps``."""
-        steps = np.asarray(steps)
-        if steps.ndim == 0:
-            steps = np.full(self.num_clients, steps)
+        if not isinstance(steps, (list, tuple)):  # a list as given: np.asarray([True, 2]) is [1, 2], where
+            steps = np.asarray(steps)  # check_local_steps refuses the bool (as FixedSteps does)
+            if steps.ndim == 0:
+                steps = np.full(self.num_clients, steps)  # a bool scalar stays a bool array: refused
         steps = check_local_steps("steps", steps, size=self.num_clients)
         return float(np.max(steps / self.rates(round_index)))
 

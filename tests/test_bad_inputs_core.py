@@ -20,7 +20,7 @@ from fedlib import tree as T
 from fedlib import variance as V
 from fedlib.engines.augment import crop_flip_gather, crop_flip_params, dropout_key, seeded_dropout_mask
 from fedlib.engines.grouped import GroupedNetwork
-from fedlib.engines.im2col import stacked_pool2d
+from fedlib.engines.im2col import stacked_conv2d, stacked_pool2d
 from fedlib.engines.reference import run_sequential
 from fedlib.engines.stacked import client_augment_params, client_batch_plan
 from fedlib.models import count_parameters
@@ -193,6 +193,11 @@ CASES = [
     ("steps_per_epoch negative", lambda: SC.steps_per_epoch(np.array([-3]), 32), "num_samples"),
     ("steps_per_epoch float n", lambda: SC.steps_per_epoch(np.array([10.5]), 32), "num_samples"),
     ("steps_per_epoch batch 0", lambda: SC.steps_per_epoch(np.array([10]), 0), "batch_size"),
+    # np.asarray([True, 64]) is [1, 64]: the bool was one sample (steps_per_epoch gave [1 2]), also in the epoch schedules
+    ("steps_per_epoch bool entry", lambda: SC.steps_per_epoch([True, 64], 32), "^num_samples must hold integers, got the bool True"),
+    ("steps_per_epoch np.bool_ entry", lambda: SC.steps_per_epoch((64, np.False_), 32), "^num_samples must hold integers"),
+    ("FixedEpochs bool entry", lambda: SC.FixedEpochs([True, 64], 32, 1), "^num_samples must hold integers"),
+    ("RandomEpochs bool entry", lambda: SC.RandomEpochs([64, True], 32), "^num_samples must hold integers"),
     ("FixedEpochs no data", lambda: SC.FixedEpochs([10, 0], 32, 2), "num_samples"),
     ("FixedEpochs epochs 0", lambda: SC.FixedEpochs([10], 32, 0), "epochs"),
     ("RandomEpochs low 0", lambda: SC.RandomEpochs([10], 32, 0, 5), "low"),
@@ -201,6 +206,11 @@ CASES = [
     ("RandomEpochs round -1", lambda: SC.RandomEpochs([10], 32, 2, 5).local_steps(-1), "round_index"),
     ("RandomSteps round -1", lambda: SC.RandomSteps(3, 1, 4).local_steps(-1), "round_index"),
     ("WallClock round -1", lambda: SC.WallClock([1.0], 1.0).local_steps(-1), "round_index"),
+    # np.asarray ran before the bool check: [True, 2] took 1 step (1.0 s), as FixedSteps([True, 2]) refuses
+    ("WallClock seconds_to_finish bool entry", lambda: SC.WallClock([1.0, 2.0], 10.0).seconds_to_finish([True, 2], 0),
+     "^steps must hold integers, got the bool True at index 0"),
+    ("WallClock seconds_to_finish bool", lambda: SC.WallClock([1.0, 2.0], 10.0).seconds_to_finish(True, 0),
+     "^steps must hold integers"),
     ("FixedSteps tau 0", lambda: SC.FixedSteps([3, 0]), "steps"),
     ("FixedSteps tau 1.5", lambda: SC.FixedSteps([3, 1.5]), "steps"),
     ("RandomSteps low 0", lambda: SC.RandomSteps(3, 0, 4), "low"),
@@ -249,6 +259,14 @@ CASES = [
     ("seeded_dropout_mask layer 1.5", lambda: seeded_dropout_mask(torch.arange(2), 1, 1.5, (3,), 0.5), "^layer must be"),
     ("seeded_dropout_mask shape -1", lambda: seeded_dropout_mask(torch.arange(2), 1, 0, (-1,), 0.5), "^shape must be"),
     ("seeded_dropout_mask p None", lambda: seeded_dropout_mask(torch.arange(2), 1, 0, (3,), None), r"^p must lie in \[0, 1\)"),
+    # operator.index(True) is 1: padding True ran as padding 1
+    ("stacked_conv2d padding True", lambda: stacked_conv2d(torch.zeros(1, 1, 4, 4, 2), torch.zeros(1, 3, 3, 3, 2), None, True),
+     "^padding must be"),
+    ("stacked_conv2d padding (True, 1)",
+     lambda: stacked_conv2d(torch.zeros(1, 1, 4, 4, 2), torch.zeros(1, 3, 3, 3, 2), None, (True, 1)), "^padding must be"),
+    ("stacked_conv2d padding tensor",
+     lambda: stacked_conv2d(torch.zeros(1, 1, 4, 4, 2), torch.zeros(1, 3, 3, 3, 2), None, torch.tensor([1, 1])),
+     "^padding must be"),
     ("stacked_pool2d kernel -1", lambda: stacked_pool2d(torch.zeros(1, 1, 4, 4, 1), "max", kernel_size=-1), "^kernel_size"),
     ("stacked_pool2d stride 0", lambda: stacked_pool2d(torch.zeros(1, 1, 4, 4, 1), "avg", kernel_size=2, stride=0),
      "^stride must be"),
@@ -392,6 +410,23 @@ def test_valid_boundaries_are_accepted():
     SC.parse_epochs("1-1")
     for policy in (None, "a_norm", "local_steps", 3, 2.5):   # every tau_eff FedNova takes
         assert AL.make_algorithm("fednova", S.sgd(0.1), tau_eff=policy).tau_eff == policy
+
+
+def test_numpy_integers_are_accepted_where_an_integer_is():
+    """An integer is an int or a numpy integer (fedlib's convention, check_int): num_models=np.int64(2) was refused
+    ("must be an integer >= 1, got np.int64(2)"); the padding, step and sample counts take them alike."""
+    model = torch.nn.Sequential(torch.nn.Conv2d(3, 2, 3), torch.nn.Flatten(), torch.nn.Linear(8, 2))
+    net = GroupedNetwork(model, np.int64(2), device="cpu")
+    assert net.num_models == 2 and type(net.num_models) is int
+    assert {tuple(v.shape[:1]) for v in net.params.values()} == {(2,)}
+    x, w = torch.randn(1, 1, 4, 4, 2, dtype=torch.float64), torch.randn(1, 3, 3, 3, 2, dtype=torch.float64)
+    for padding in (np.int64(1), (np.int32(1), 1), np.array([1, 1])):
+        assert torch.equal(stacked_conv2d(x, w, None, padding), stacked_conv2d(x, w, None, (1, 1)))
+    clock = SC.WallClock([1.0, 2.0], 10.0)
+    assert clock.seconds_to_finish([np.int64(2), 4], 0) == clock.seconds_to_finish(np.array([2, 4]), 0)
+    assert clock.seconds_to_finish(np.int64(2), 0) == clock.seconds_to_finish(2, 0)
+    assert SC.steps_per_epoch([np.int64(64), 65], 32).tolist() == [2, 3]
+    assert SC.FixedEpochs((np.int64(64), 65), 32, 1).local_steps(0).tolist() == [2, 3]
 
 
 def test_participation_given_as_lists():

@@ -271,6 +271,15 @@ def test_bench_cifar10_refuses_bad_runs_batch_size_precision_conv_repeat_before_
     assert said == []  # nothing was timed
 
 
+def test_bench_cifar10_takes_a_numpy_integer_runs(monkeypatch):
+    """``runs=np.int64(2)`` is an integer (check_int's convention, which parse_bench_variant follows): it was
+    refused with "runs must be an integer >= 1, got np.int64(2)"; it reaches the benchmark as the int 2."""
+    seen = {}
+    monkeypatch.setattr(C, "_bench_cifar10", lambda data, **kw: seen.update(kw))
+    C.bench_cifar10(None, runs=np.int64(2), device="cpu", compare=["base"])
+    assert seen["runs"] == 2 and type(seen["runs"]) is int
+
+
 def test_bench_cifar10_a_failing_variant_is_recorded_and_the_next_one_runs(tiny_cifar, monkeypatch):
     """"A variant that raises (out of memory, a kernel the device lacks...) is recorded with its
     ``error`` instead of rates, and the next one runs" — here on a CPU: an engine of 2 stacked

@@ -32,7 +32,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from .._validate import a_type, check_flag
+from .._validate import a_type, check_flag, check_int
 from .augment import seeded_dropout_mask
 from .im2col import stacked_conv2d, stacked_pool2d
 
@@ -247,8 +247,7 @@ class GroupedNetwork:
 
     def __init__(self, model: nn.Module, num_models: int, *, device, dtype=torch.float32, channels_last: bool = True,
                  conv: str = "cudnn"):
-        if not isinstance(num_models, int) or isinstance(num_models, bool) or num_models < 1:  # True: torch's zeros()
-            raise ValueError(f"num_models must be an integer >= 1, got {num_models!r}")
+        num_models = check_int("num_models", num_models, minimum=1)  # np.int64(2) too; True refused (torch's zeros())
         if conv not in CONV_IMPLEMENTATIONS:
             raise ValueError(f"conv must be one of {CONV_IMPLEMENTATIONS}, got {conv!r}")
         channels_last = check_flag("channels_last", channels_last)  # "no" is truthy: it stored channels-last

@@ -24,7 +24,6 @@ Whether it is faster than cuDNN's grouped kernels is measured, not assumed:
 """
 from __future__ import annotations
 
-import operator
 from typing import Optional, Tuple
 
 import numpy as np
@@ -105,14 +104,16 @@ class _StackedConv(torch.autograd.Function):
 
 
 def _pair_of_paddings(padding) -> Tuple[int, int]:
-    """``(p_h, p_w)`` from a pair or one int, both integers >= 0."""
+    """``(p_h, p_w)`` from a pair or one int, both integers >= 0 (Python's or numpy's, never a bool: ``True`` was
+    padding 1). Python-number checks only: a tensor or its entries (``__index__`` reads one, a device wait) are refused."""
     try:
-        pair = (operator.index(padding),) * 2 if not hasattr(padding, "__len__") else tuple(map(operator.index, padding))
-    except TypeError:
+        pair = tuple(padding) if hasattr(padding, "__len__") else (padding,) * 2
+    except TypeError:  # a 0-d array or tensor: len() and iteration raise
         pair = ()
-    if len(pair) != 2 or min(pair) < 0:
+    if len(pair) != 2 or not all(isinstance(p, (int, np.integer)) and not isinstance(p, (bool, np.bool_)) and p >= 0
+                                 for p in pair):
         raise ValueError(f"padding must be (p_h, p_w) of integers >= 0 (or one int), got {padding!r}")
-    return pair
+    return int(pair[0]), int(pair[1])
 
 
 def stacked_conv2d(x: torch.Tensor, weight: torch.Tensor, bias: Optional[torch.Tensor],

@@ -1339,8 +1339,7 @@ def bench_cifar10(data, *, width: float = 1.0, steps: Optional[int] = 20, device
     ``epochs`` (:math:`E`) and ``batch_size`` (:math:`B`) are integers >= 1 (defaults 2 and 32, the values
     above). ``progress``, if given, is called with a line after every timed or warm-up round and failed variant.
     """
-    if not isinstance(runs, int) or isinstance(runs, bool) or runs < 1:
-        raise ValueError(f"runs must be an integer >= 1, got {runs!r}")
+    runs = check_int("runs", runs, minimum=1)  # np.int64(2) too, as parse_bench_variant takes it; a bool refused
     repeat = check_int("repeat", repeat, minimum=1)  # 0: only the warm-up, a median of nothing
     # "no" is truthy: profile="no" profiled a round, cudnn_bench="no" timed with cuDNN's search on
     cuda_graph, profile, cudnn_bench = (check_flag("cuda_graph", cuda_graph), check_flag("profile", profile),
