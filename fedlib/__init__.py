@@ -20,7 +20,9 @@ Integers and whole numbers
 --------------------------
 A parameter documented as *an integer* takes an ``int`` or a numpy integer: ``2.0`` is refused. One documented
 as *a whole number* also takes a float without a fractional part: ``2.0`` is taken as 2. Neither takes ``1.5`` or
-``True``. An array of *whole numbers* (the :math:`\tau_i` of ``local_steps``) takes ``[2.0, 3.0]`` alike.
+``True``. An array of *whole numbers* (the :math:`\tau_i` of ``local_steps``) takes ``[2.0, 3.0]`` alike. A count
+of local steps or epochs (``local_steps``, ``tau``, ``steps``, ``epochs``, the ``low`` and ``high`` of their ranges)
+is a whole number, one or an array of them; seeds, rounds, numbers of clients, sizes and indices are integers.
 
 Extending fedlib
 ----------------

@@ -38,7 +38,7 @@ from typing import Any, Callable, NamedTuple
 
 import numpy as np
 
-from ._validate import check_in_range, check_int, check_nonnegative, check_positive, plain
+from ._validate import check_count, check_in_range, check_int, check_nonnegative, check_positive, plain
 from .rng import generator
 from . import solvers as _solvers
 from .solvers import LocalSolver, SolverState
@@ -80,8 +80,9 @@ class LocalTrace(NamedTuple):
 def trace_local_run(solver: LocalSolver, params: np.ndarray, grad_fn: Callable[[np.ndarray, int], np.ndarray],
                     local_steps: int) -> LocalTrace:
     r"""Run ``solver`` for ``local_steps`` steps from the flat vector ``params`` with
-    ``grad_fn(x, k)`` and record the effective gradients :math:`g_k + \lambda x_k`."""
-    tau = check_int("local_steps", local_steps, minimum=1)
+    ``grad_fn(x, k)`` and record the effective gradients :math:`g_k + \lambda x_k`; ``local_steps`` is
+    :math:`\tau`, a whole number :math:`\ge 1`."""
+    tau = check_count("local_steps", local_steps, minimum=1)
     x0 = np.asarray(params, dtype=np.float64)
     if x0.ndim != 1:
         raise ValueError(f"params must be a flat 1-d vector, got shape {x0.shape}")
@@ -141,7 +142,7 @@ def check_update_rule(solver: LocalSolver, params: np.ndarray, grad_fn: Callable
     online :math:`\|a_i\|_1` with the closed form :meth:`~fedlib.solvers.LocalSolver.a_norm`.
 
     ``params`` is the flat starting vector :math:`x^{(t,0)}` (1-d), ``grad_fn(x, k)`` the gradient at step ``k`` and
-    ``local_steps`` :math:`\tau \ge 1` (an integer)."""
+    ``local_steps`` :math:`\tau \ge 1` (a whole number)."""
     trace = trace_local_run(solver, params, grad_fn, local_steps)
     rebuilt = delta_from_rule(trace.G, solver.a_vector(local_steps), solver.lr)
     closed = solver.a_norm(local_steps)
@@ -151,8 +152,9 @@ def check_update_rule(solver: LocalSolver, params: np.ndarray, grad_fn: Callable
 
 def a_norm_curves(solver: LocalSolver, max_steps: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     r"""For :math:`\tau = 1..` ``max_steps``: ``(taus, closed, probed)`` with the closed-form
-    :math:`\|a_i\|_1` and the one measured by :func:`probe_a_vector` on the real solver."""
-    taus = np.arange(1, check_int("max_steps", max_steps, minimum=1) + 1)
+    :math:`\|a_i\|_1` and the one measured by :func:`probe_a_vector` on the real solver; ``max_steps`` is a whole
+    number :math:`\ge 1`."""
+    taus = np.arange(1, check_count("max_steps", max_steps, minimum=1) + 1)
     closed = np.array([solver.a_norm(int(t)) for t in taus])
     probed = np.array([probe_a_vector(solver, int(t)).sum() for t in taus])
     return taus, closed, probed
@@ -165,9 +167,9 @@ def probe_a_vector(solver: LocalSolver, local_steps: int) -> np.ndarray:
     Weight decay is switched off for the probe (it would add :math:`\lambda x_k` to
     :math:`G_i`; it is never part of :math:`a_i`).
 
-    ``local_steps`` is :math:`\tau`, an integer :math:`\ge 1`.
+    ``local_steps`` is :math:`\tau`, a whole number :math:`\ge 1`.
     """
-    tau = check_int("local_steps", local_steps, minimum=1)
+    tau = check_count("local_steps", local_steps, minimum=1)
     return solver._stepped_a_vector(tau)  # the probe LocalSolver.a_vector uses for a solver with its own step
 
 
@@ -181,10 +183,10 @@ def official_counter_a_norm(local_steps: int, momentum: float, alpha: float) -> 
     solver alone the counter is right; for both it is not the :math:`\|a_i\|_1` of any
     of the two dynamics (see :func:`official_inplace_a_vector`).
 
-    ``local_steps`` is :math:`\tau`, an integer :math:`\ge 1`; ``momentum`` is :math:`\rho` and ``alpha``
+    ``local_steps`` is :math:`\tau`, a whole number :math:`\ge 1`; ``momentum`` is :math:`\rho` and ``alpha``
     :math:`\alpha = \eta\mu`.
     """
-    tau = check_int("local_steps", local_steps, minimum=1)
+    tau = check_count("local_steps", local_steps, minimum=1)
     rho = check_in_range("momentum", momentum, 0.0, 1.0)
     alpha = check_in_range("alpha", alpha, 0.0, 1.0, high_inclusive=True)
     c = s = 0.0
@@ -222,10 +224,10 @@ def official_counter_excess(local_steps: int, momentum: float, alpha: float) -> 
     :math:`(1-\beta^\tau)/\alpha` for :math:`\alpha < 0.01` from ``log1p`` / ``expm1`` (:math:`1-\alpha`
     rounds away the digits of a small :math:`\alpha`).
 
-    ``local_steps`` is :math:`\tau`, an integer :math:`\ge 1`; ``momentum`` is :math:`\rho` and ``alpha``
+    ``local_steps`` is :math:`\tau`, a whole number :math:`\ge 1`; ``momentum`` is :math:`\rho` and ``alpha``
     :math:`\alpha = \eta\mu`.
     """
-    tau = check_int("local_steps", local_steps, minimum=1)
+    tau = check_count("local_steps", local_steps, minimum=1)
     rho = check_in_range("momentum", momentum, 0.0, 1.0)
     alpha = check_in_range("alpha", alpha, 0.0, 1.0, high_inclusive=True)
     if rho == 0 or alpha == 0:
@@ -270,10 +272,10 @@ def official_inplace_a_vector(local_steps: int, lr: float, momentum: float, mu: 
     weighs :math:`g_j`). For comparison only: :mod:`fedlib.solvers` keeps the prox term
     outside the buffer.
 
-    ``local_steps`` is :math:`\tau` (an integer :math:`\ge 1`), ``lr`` :math:`\eta > 0`, ``momentum`` :math:`\rho`
+    ``local_steps`` is :math:`\tau` (a whole number :math:`\ge 1`), ``lr`` :math:`\eta > 0`, ``momentum`` :math:`\rho`
     and ``mu`` :math:`\mu`.
     """
-    tau = check_int("local_steps", local_steps, minimum=1)
+    tau = check_count("local_steps", local_steps, minimum=1)
     lr = check_positive("lr", lr)
     rho = check_in_range("momentum", momentum, 0.0, 1.0)
     mu = check_nonnegative("mu", mu)
@@ -423,13 +425,13 @@ def momentum_prox_a_table(local_steps: int, momentum: float, alpha: float) -> np
     :math:`\sum_{k=0}^{n}(1-\alpha)^k\rho^{n-k}`: the quotient is 0/0 at :math:`1-\alpha = \rho`
     (``alpha=0.1, momentum=0.9`` in float64 too) and loses digits near it, the sum does neither.
 
-    ``local_steps`` is :math:`\tau`, an integer :math:`\ge 1`; ``momentum`` is :math:`\rho` and ``alpha``
+    ``local_steps`` is :math:`\tau`, a whole number :math:`\ge 1`; ``momentum`` is :math:`\rho` and ``alpha``
     :math:`\alpha = \eta\mu`.
 
     >>> momentum_prox_a_table(3, 0.5, 0.5).tolist()   # n = 2, 1, 0: 3/4, 1, 1
     [0.75, 1.0, 1.0]
     """
-    tau = check_int("local_steps", local_steps, minimum=1)
+    tau = check_count("local_steps", local_steps, minimum=1)
     rho = check_in_range("momentum", momentum, 0.0, 1.0)
     alpha = check_in_range("alpha", alpha, 0.0, 1.0, high_inclusive=True)
     q = 1.0 - alpha

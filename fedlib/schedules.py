@@ -89,6 +89,9 @@ class FixedSteps:
 class RandomSteps:
     r""":math:`\tau_i^{(t)}` uniform on the inclusive range ``[low, high]``, per client and round.
 
+    ``num_clients`` is an integer :math:`\ge 1`; ``low`` and ``high`` are whole numbers
+    :math:`1 \le` ``low`` :math:`\le` ``high``.
+
     Example
     -------
     The draws are fixed by ``(seed, round, client)``: asking for a round again gives the same
@@ -110,8 +113,8 @@ class RandomSteps:
 
     def __post_init__(self):
         check_int("num_clients", self.num_clients, minimum=1)
-        check_int("low", self.low, minimum=1)
-        check_int("high", self.high, minimum=1)
+        object.__setattr__(self, "low", check_count("low", self.low, minimum=1))  # 2.0: the int 2, as FixedSteps
+        object.__setattr__(self, "high", check_count("high", self.high, minimum=1))
         if self.high < self.low:
             raise ValueError(f"high must be >= low, got low={self.low}, high={self.high}")
 
@@ -138,7 +141,7 @@ class FixedEpochs:
     r""":math:`\tau_i = E \lceil n_i/B \rceil` with the same :math:`E` for everyone, every round (paper §2).
 
     ``num_samples`` holds the clients' :math:`n_i` (integers :math:`\ge 1`), ``batch_size`` is :math:`B \ge 1` and
-    ``epochs`` is :math:`E \ge 1`.
+    ``epochs`` is :math:`E`, a whole number :math:`\ge 1`.
 
     Example
     -------
@@ -157,7 +160,7 @@ class FixedEpochs:
         spe = steps_per_epoch(num_samples, batch_size)  # as given: it refuses a bool entry np.asarray makes 1
         object.__setattr__(self, "num_samples", tuple(int(n) for n in num_samples))
         object.__setattr__(self, "batch_size", int(batch_size))
-        object.__setattr__(self, "epochs", check_int("epochs", epochs, minimum=1))
+        object.__setattr__(self, "epochs", check_count("epochs", epochs, minimum=1))
         object.__setattr__(self, "_spe", spe)
 
     @property
@@ -178,7 +181,7 @@ class RandomEpochs:
     (paper §6: :math:`E_i \sim \mathcal U(2, 5)`).
 
     ``num_samples`` holds the clients' :math:`n_i` (integers :math:`\ge 1`) and ``batch_size`` is :math:`B \ge 1`;
-    ``low`` and ``high`` are integers :math:`1 \le` ``low`` :math:`\le` ``high``. ``seed`` (an integer
+    ``low`` and ``high`` are whole numbers :math:`1 \le` ``low`` :math:`\le` ``high``. ``seed`` (an integer
     :math:`\ge 0`) fixes the draws: client :math:`i`'s epochs of round :math:`t` come from
     ``generator(seed, "local_steps", t, i)``, the streams of :class:`RandomSteps`.
 
@@ -202,8 +205,8 @@ class RandomEpochs:
 
     def __init__(self, num_samples, batch_size: int, low: int = 2, high: int = 5, seed: int = 0):
         spe = steps_per_epoch(num_samples, batch_size)  # as given: it refuses a bool entry np.asarray makes 1
-        check_int("low", low, minimum=1)
-        check_int("high", high, minimum=1)
+        low = check_count("low", low, minimum=1)  # whole numbers, as make_epoch_schedule's epochs
+        high = check_count("high", high, minimum=1)
         if high < low:
             raise ValueError(f"high must be >= low, got low={low}, high={high}")
         object.__setattr__(self, "num_samples", tuple(int(n) for n in num_samples))
@@ -562,8 +565,8 @@ def parse_epochs(text: str) -> tuple[int, int]:
 
 
 def make_epoch_schedule(num_samples, batch_size: int, epochs, seed: int = 0):
-    """:class:`FixedEpochs` for ``"2"`` (or an integer ``2``), :class:`RandomEpochs` for ``"2-5"`` (or a (low, high)
-    pair); anything else is a ``ValueError`` naming ``epochs``, ``low`` or ``high``.
+    """:class:`FixedEpochs` for ``"2"`` (or a whole number ``2``), :class:`RandomEpochs` for ``"2-5"`` (or a (low, high)
+    pair of whole numbers); anything else is a ``ValueError`` naming ``epochs``, ``low`` or ``high``.
 
     Example
     -------
@@ -577,9 +580,10 @@ def make_epoch_schedule(num_samples, batch_size: int, epochs, seed: int = 0):
     elif isinstance(epochs, tuple):
         if len(epochs) != 2:  # else "too many values to unpack (expected 2)"
             raise ValueError(f"epochs must be a count, a string like '2' or '2-5', or a (low, high) pair, got {epochs!r}")
-        lo, hi = epochs
+        # each checked here: (1, True) compared equal (True == 1) and went on to FixedEpochs as 1 epoch
+        lo, hi = check_count("low", epochs[0], minimum=1), check_count("high", epochs[1], minimum=1)
     else:  # a number: named as epochs (NaN != NaN went on to RandomEpochs' 'low must be an integer >= 1, got nan')
-        lo = hi = check_int("epochs", epochs, minimum=1)
+        lo = hi = check_count("epochs", epochs, minimum=1)
     if lo == hi:
         return FixedEpochs(num_samples, batch_size, lo)
     return RandomEpochs(num_samples, batch_size, lo, hi, seed)

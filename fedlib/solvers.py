@@ -81,7 +81,7 @@ from typing import Any, Callable, NamedTuple, Optional
 
 import numpy as np
 
-from ._validate import _is_number, a_type, check_in_range, check_int, check_nonnegative, check_positive, plain
+from ._validate import _is_number, a_type, check_count, check_in_range, check_nonnegative, check_positive, plain
 from .tree import tree_leaves, tree_map
 
 __all__ = [
@@ -332,8 +332,9 @@ class LocalSolver:
     def online_a_norms(self, steps: int) -> np.ndarray:
         r"""The online counter after ``k = 1..steps`` local steps (entry ``k-1``): what a
         client that stops after ``k`` steps reports as :math:`\|a_i\|_1`. The same for
-        every client at the same step, so batched engines compute it once per round."""
-        steps = check_int("steps", steps, minimum=0)
+        every client at the same step, so batched engines compute it once per round. ``steps`` is a whole
+        number :math:`\ge 0`."""
+        steps = check_count("steps", steps, minimum=0)
         out = np.empty(steps)
         counter = (0.0, 0.0)
         for k in range(steps):
@@ -345,10 +346,10 @@ class LocalSolver:
         r"""Run ``local_steps`` steps with ``grad_fn(params, k)``; return the final state.
 
         ``params`` is :math:`x^{(t,0)}`, ``grad_fn(params, k)`` the gradient at step ``k`` (from 0), ``local_steps``
-        the :math:`\tau_i` (an integer :math:`\ge 1`), and ``correction`` a VR correction :math:`\bar c - c_i`
+        the :math:`\tau_i` (a whole number :math:`\ge 1`), and ``correction`` a VR correction :math:`\bar c - c_i`
         added to every gradient (``None``: none; else a tree with the structure and leaf shapes of ``params``, as
         :meth:`init` checks)."""
-        local_steps = check_int("local_steps", local_steps, minimum=1)
+        local_steps = check_count("local_steps", local_steps, minimum=1)
         state = self.init(params, correction)
         for k in range(local_steps):
             state = self.update(state, grad_fn(state.params, k))
@@ -356,7 +357,7 @@ class LocalSolver:
 
     # ------------------------------------------------------------ closed forms
     def a_vector(self, tau: int) -> np.ndarray:
-        r"""Closed-form :math:`a_i` for ``tau`` local steps (length ``tau``, float64).
+        r"""Closed-form :math:`a_i` for ``tau`` local steps (a whole number :math:`\ge 1`; length ``tau``, float64).
 
         With a within-round schedule combined with momentum or prox there is no
         simple closed form; then the vector is the exact impulse response of the
@@ -365,7 +366,7 @@ class LocalSolver:
         its own step (``tau`` steps of its ``update`` on unit gradients :math:`e_k`, as
         :func:`check_own_step` probes it), not the formula of the built-in step.
         """
-        tau = check_int("tau", tau, minimum=1)
+        tau = check_count("tau", tau, minimum=1)
         if not self.builtin_step and type(self).a_vector is LocalSolver.a_vector:
             return self._stepped_a_vector(tau)
         n = np.arange(tau - 1, -1, -1, dtype=np.float64)  # n = tau-1-j
@@ -393,12 +394,13 @@ class LocalSolver:
         return (q ** (n + 1) - rho ** (n + 1)) / (q - rho)
 
     def a_norm(self, tau: int) -> float:
-        r"""Closed-form :math:`\|a_i\|_1` for ``tau`` local steps (table in the module doc).
+        r"""Closed-form :math:`\|a_i\|_1` for ``tau`` local steps (a whole number :math:`\ge 1`; table in the module
+        doc).
 
         A subclass with its own step (:attr:`builtin_step` false) that does not override this
         method gets its own online counter after ``tau`` steps (:meth:`online_a_norms`, what its
         clients report), not the formula of the built-in step."""
-        tau = check_int("tau", tau, minimum=1)
+        tau = check_count("tau", tau, minimum=1)
         if not self.builtin_step and type(self).a_norm is LocalSolver.a_norm:
             return float(self.online_a_norms(tau)[-1])
         rho, alpha = self.momentum, self.alpha

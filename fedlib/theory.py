@@ -16,8 +16,8 @@ from typing import Any, NamedTuple, Sequence
 
 import numpy as np
 
-from ._validate import (check_choice, check_finite_array, check_flag, check_int, check_local_steps, check_nonnegative,
-                        check_positive, check_probability_vector, check_sequence, check_weights)
+from ._validate import (check_choice, check_count, check_finite_array, check_flag, check_int, check_local_steps,
+                        check_nonnegative, check_positive, check_probability_vector, check_sequence, check_weights)
 from .rule import fedavg_weights, fednova_weights
 from .solvers import LocalSolver
 
@@ -718,7 +718,7 @@ def two_client_lower_bound(tau1: int, tau2: int, a: float = 1.0) -> TwoClientExa
     :math:`\tilde x = a(\tau_1-\tau_2)/(\tau_1+\tau_2)` and
     :math:`\|\nabla F(\tilde x)\|^2 = \tilde x^2 = \chi^2\kappa^2`: the floor is attained.
 
-    ``tau1`` and ``tau2`` are :math:`\tau_1, \tau_2`, integers :math:`\ge 1`; ``a`` > 0 (default 1).
+    ``tau1`` and ``tau2`` are :math:`\tau_1, \tau_2`, whole numbers :math:`\ge 1`; ``a`` > 0 (default 1).
 
     Example
     -------
@@ -729,8 +729,8 @@ def two_client_lower_bound(tau1: int, tau2: int, a: float = 1.0) -> TwoClientExa
     >>> two_client_lower_bound(1, 3)
     TwoClientExample(weights=array([0.25, 0.75]), chi2=0.333..., kappa2=0.75, x_limit=-0.5, grad_norm_sq=0.25)
     """
-    t1 = check_int("tau1", tau1, minimum=1)
-    t2 = check_int("tau2", tau2, minimum=1)
+    t1 = check_count("tau1", tau1, minimum=1)
+    t2 = check_count("tau2", tau2, minimum=1)
     a = check_positive("a", a)
     w = np.array([t1, t2], dtype=np.float64) / (t1 + t2)
     chi2 = chi_square([0.5, 0.5], w)
@@ -948,7 +948,7 @@ def quadratic_local_operator(H_i: Any, local_steps: int, lr: float, mu: float = 
     :math:`U_{k+1} = \rho U_k + H_i D_k + I`, :math:`D_{k+1} = D_k - \eta(U_{k+1} + \mu D_k)`,
     :math:`D_0 = U_0 = 0`.
 
-    ``H_i`` is one symmetric (d, d) Hessian, ``local_steps`` :math:`\tau_i` (an integer :math:`\ge 1`), ``lr``
+    ``H_i`` is one symmetric (d, d) Hessian, ``local_steps`` :math:`\tau_i` (a whole number :math:`\ge 1`), ``lr``
     :math:`\eta > 0`, ``mu`` :math:`\mu \ge 0` with :math:`\eta\mu \le 1` and ``momentum``
     :math:`\rho \in [0, 1)` (defaults 0).
 
@@ -964,7 +964,7 @@ def quadratic_local_operator(H_i: Any, local_steps: int, lr: float, mu: float = 
     if H_i.shape[0] != H_i.shape[1]:
         raise ValueError(f"H_i must be a square (d, d) matrix, got shape {H_i.shape}")
     _check_symmetric("H_i", H_i[None])  # the steps of GD on F_i move by (H_i + H_i^T)/2, not by H_i
-    tau = check_int("local_steps", local_steps, minimum=1)
+    tau = check_count("local_steps", local_steps, minimum=1)
     lr = check_positive("lr", lr)
     mu = check_nonnegative("mu", mu)
     if lr * mu > 1:

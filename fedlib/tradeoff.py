@@ -31,8 +31,8 @@ from typing import Any, NamedTuple, Optional, Sequence
 
 import numpy as np
 
-from ._validate import (bool_entry, check_finite_array, check_in_range, check_int, check_local_steps, check_positive,
-                        check_sequence, is_bool)
+from ._validate import (bool_entry, check_count, check_finite_array, check_in_range, check_int, check_local_steps,
+                        check_positive, check_sequence, is_bool)
 from .algorithms import make_algorithm
 from .engines.reference import run_sequential
 from .problems.quadratic import QuadraticProblem
@@ -217,14 +217,15 @@ def fedprox_bound(alpha: float, m: int, tau_bar: int, rounds: int, sigma2: float
     :math:`a = [(1-\alpha)^{\bar\tau-1}, \dots, 1]` (:func:`fedlib.theory.theorem1_constants`),
     :math:`\tau_{\text{eff}} = \|a\|_1`.
 
-    ``alpha`` lies in :math:`(0, 1]`; ``m`` and ``tau_bar`` (:math:`\bar\tau`) are integers :math:`\ge 1`,
+    ``alpha`` lies in :math:`(0, 1]`; ``m`` is an integer and ``tau_bar`` (:math:`\bar\tau`) a whole
+    number, both :math:`\ge 1`;
     ``rounds`` is :math:`T`; ``sigma2`` and ``kappa2`` (:math:`\sigma^2, \kappa^2`, defaults 1) go to
     :func:`fedlib.theory.theorem1_bound`."""
     alpha = check_in_range("alpha", alpha, 0.0, 1.0, high_inclusive=True)
     if alpha == 0.0:
         raise ValueError(f"alpha must lie in (0, 1], got {alpha!r}")
     m = check_int("m", m, minimum=1)
-    tau = check_int("tau_bar", tau_bar, minimum=1)
+    tau = check_count("tau_bar", tau_bar, minimum=1)
     a = (1.0 - float(alpha)) ** np.arange(tau - 1, -1, -1, dtype=np.float64)
     tau_eff = float(a.sum())
     A, B, C = theorem1_constants(np.full(m, 1.0 / m), [a] * m, tau_eff)

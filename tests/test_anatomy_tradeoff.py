@@ -285,3 +285,33 @@ def test_fedprox_sweep_names_local_steps(bad, match):
     problem = random_quadratic(2, 2, seed=0)
     with pytest.raises(ValueError, match=match):
         tradeoff.fedprox_sweep(problem, bad, 0.01, [0.1], 2)
+
+
+_MP = solvers.momentum_proximal_sgd(0.1, 0.5, 0.3)
+
+
+@pytest.mark.parametrize("name, call", [
+    ("local_steps", lambda n: anatomy.trace_local_run(_MP, np.array([1.0, -2.0]), lambda x, k: x + k, n)),
+    ("local_steps", lambda n: anatomy.check_update_rule(_MP, np.array([1.0, -2.0]), lambda x, k: x + k, n)),
+    ("max_steps", lambda n: anatomy.a_norm_curves(_MP, n)),
+    ("local_steps", lambda n: anatomy.probe_a_vector(_MP, n)),
+    ("local_steps", lambda n: anatomy.official_counter_a_norm(n, 0.5, 0.1)),
+    ("local_steps", lambda n: anatomy.official_counter_excess(n, 0.5, 0.1)),
+    ("local_steps", lambda n: anatomy.official_inplace_a_vector(n, 0.1, 0.5, 0.3)),
+    ("local_steps", lambda n: anatomy.momentum_prox_a_table(n, 0.5, 0.25)),
+    ("tau_bar", lambda n: tradeoff.fedprox_bound(0.5, 4, n, 10)),
+], ids=["trace_local_run", "check_update_rule", "a_norm_curves", "probe_a_vector", "official_counter_a_norm",
+        "official_counter_excess", "official_inplace_a_vector", "momentum_prox_a_table", "fedprox_bound"])
+def test_scalar_step_counts_are_whole_numbers(name, call):
+    """A step count is a whole number, scalar or array (the fedlib docstring's convention): 2.0 is 2, as the
+    local_steps arrays [2.0, 3.0] of tradeoff's and theory's round maps already were. Before: "local_steps must be
+    an integer >= 1, got 3.0" (max_steps, tau_bar alike). 1.5, True and NaN are still refused."""
+    import pickle
+
+    got, want = call(3.0), call(3)
+    if isinstance(got, anatomy.LocalTrace):  # its solver state holds the solver, whose pickle is no question here
+        got, want = (got.G, got.delta, got.a_norm), (want.G, want.delta, want.a_norm)
+    assert pickle.dumps(got) == pickle.dumps(want)  # the same result, bit for bit
+    for bad in (1.5, True, float("nan")):
+        with pytest.raises(ValueError, match=rf"^{name} must be an integer >= 1, got "):
+            call(bad)

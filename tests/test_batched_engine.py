@@ -513,3 +513,14 @@ def test_divergence_error_refuses_a_round_that_is_no_integer(bad):
     with pytest.raises(ValueError, match=r"^round_index must be an integer >= -1, got "):
         DivergenceError(bad, "x")
     assert DivergenceError(np.int64(2), "x").round == 2 and DivergenceError(-1, "x").round == -1
+
+
+def test_minibatch_indices_steps_is_a_whole_number():
+    """steps is a step count, a whole number as the schedules' local_steps arrays (the fedlib docstring's
+    convention): 4.0 is 4. Before: "steps must be an integer >= 0, got 4.0". The batches are the same, bit for bit;
+    1.5, True and NaN are still refused."""
+    got, want = (minibatch_indices(5, 2, n, generator(0, "batches", 0, 1)) for n in (4.0, 4))
+    assert all(a.dtype == b.dtype and np.array_equal(a, b) for a, b in zip(got, want, strict=True))
+    for bad in (1.5, True, float("nan")):
+        with pytest.raises(ValueError, match=r"^steps must be an integer >= 0, got "):
+            minibatch_indices(5, 2, bad, generator(0, "batches", 0, 1))

@@ -137,3 +137,18 @@ def test_bench_synthetic_takes_numpy_bools():
     out = bench_synthetic(rounds=1, repeat=1, num_clients=3, equal_sizes=np.bool_(True), evaluate=np.bool_(False))
     assert out["config"]["equal_sizes"] is True and out["config"]["evaluate"] is False
     assert out["results"]["client_steps_per_round"] == 24.0
+
+
+def test_bench_cifar10_steps_and_epochs_are_whole_numbers(monkeypatch):
+    """steps and epochs count local steps and epochs, whole numbers (the fedlib docstring's convention): 2.0 reaches
+    the benchmark as the int 2. Before: "steps must be an integer >= 1, got 2.0" (epochs alike), while
+    make_epoch_schedule's parse_epochs took 2.0. 1.5 and True are still refused."""
+    seen = []
+    monkeypatch.setattr(C, "_bench_cifar10", lambda data, **kw: seen.append((kw["steps"], kw["epochs"])))
+    C.bench_cifar10(None, steps=3.0, epochs=2.0, device="cpu")
+    C.bench_cifar10(None, steps=3, epochs=2, device="cpu")
+    assert seen[0] == seen[1] == (3, 2) and all(type(v) is int for v in seen[0])
+    for name in ("steps", "epochs"):
+        for bad in (1.5, True):
+            with pytest.raises(ValueError, match=rf"^{name} must be an integer >= 1, got "):
+                C.bench_cifar10(None, device="cpu", **{name: bad})

@@ -365,3 +365,22 @@ def test_weighted_limit_check_catches_an_engine_that_drops_p(unequal, monkeypatc
     for c in Q.weighted_limit_check(prob, tau, 0.01):
         assert c.rel_error > 1e-3, c
         assert c.target_distance / c.tenth_distance > 20 and c.uniform_distance < c.target_distance, c
+
+
+@pytest.mark.parametrize("name, call", [("low", lambda n: Q.fixed_local_steps(0, 1, 5, n, 6)),
+                                        ("high", lambda n: Q.fixed_local_steps(0, 1, 5, 1, n))])
+def test_fixed_local_steps_bounds_are_whole_numbers(name, call):
+    """low and high bound step counts, whole numbers as two_client_sweep's tau1 and the local_steps arrays: 2.0 is 2.
+    Before: "low must be an integer >= 1, got 2.0". The draw is the same, bit for bit; 1.5, True and NaN are still
+    refused."""
+    got, want = call(2.0), call(2)
+    assert got.dtype == want.dtype and np.array_equal(got, want)
+    for bad in (1.5, True, float("nan")):
+        with pytest.raises(ValueError, match=rf"^{name} must be an integer >= 1, got "):
+            call(bad)
+
+
+def test_two_client_lower_bound_takes_the_step_counts_two_client_sweep_takes():
+    """two_client_sweep(2.0, [3.0], ...) ran while theory.two_client_lower_bound(2.0, 3.0) refused the same counts
+    ("tau1 must be an integer >= 1, got 2.0"): both take whole numbers now, with the same result as for ints."""
+    assert repr(theory.two_client_lower_bound(2.0, 3.0)) == repr(theory.two_client_lower_bound(2, 3))

@@ -86,7 +86,7 @@ def test_make_epoch_schedule_names_epochs_for_nan_and_a_pair_of_three():
     with pytest.raises(ValueError, match=r"^epochs must be a count, a string like '2' or '2-5', or a \(low, high\) "
                                          r"pair, got \(1, 2, 3\)$"):
         SC.make_epoch_schedule(N, 32, (1, 2, 3))
-    for bad in (2.5, 2.0, True, 0, None):  # refused as before (FixedEpochs named epochs too)
+    for bad in (2.5, True, 0, None):  # refused as before (FixedEpochs named epochs too); 2.0 is 2 (whole numbers)
         with pytest.raises(ValueError, match=r"^epochs must be an integer >= 1, got "):
             SC.make_epoch_schedule(N, 32, bad)
     assert SC.make_epoch_schedule(N, 32, np.int64(2)) == SC.FixedEpochs(N, 32, 2)
@@ -502,3 +502,31 @@ def test_check_participant_steps_fast_path_refuses_a_negative_count_as_the_check
     for steps in (np.array([0, 2]), [0, 2], np.array([0, 2], dtype=np.uint8)):
         got = SC.check_participant_steps(steps, np.array([1]), 0)
         assert got.tolist() == [2]
+
+
+@pytest.mark.parametrize("name, call", [
+    ("epochs", lambda n: SC.FixedEpochs(N, 32, n)),
+    ("epochs", lambda n: SC.make_epoch_schedule(N, 32, n)),
+    ("low", lambda n: SC.make_epoch_schedule(N, 32, (n, 5), seed=1)),
+    ("high", lambda n: SC.make_epoch_schedule(N, 32, (1, n), seed=1)),
+    ("low", lambda n: RandomSteps(num_clients=4, low=n, high=5, seed=1)),
+    ("high", lambda n: RandomSteps(num_clients=4, low=1, high=n, seed=1)),
+    ("low", lambda n: SC.RandomEpochs(N, 32, n, 5, seed=1)),
+    ("high", lambda n: SC.RandomEpochs(N, 32, 1, n, seed=1)),
+], ids=["FixedEpochs", "make_epoch_schedule", "make_epoch_schedule low", "make_epoch_schedule high",
+        "RandomSteps low", "RandomSteps high", "RandomEpochs low", "RandomEpochs high"])
+def test_scalar_step_and_epoch_counts_are_whole_numbers(name, call):
+    """A step or epoch count is a whole number, scalar or array (the fedlib docstring's convention): 2.0 is 2, as
+    parse_epochs(2.0), FixedSteps([2.0, 3.0]) and RandomLocalWork's low/high arrays already took it. Before:
+    make_epoch_schedule(N, 32, 2.0) and FixedEpochs(N, 32, 2.0) raised "epochs must be an integer >= 1, got 2.0",
+    RandomSteps / RandomEpochs "low must be an integer >= 1, got 2.0". The schedule is the same, bit for bit
+    (a Python int field, the same draws); 1.5, True and NaN are still refused."""
+    import pickle
+
+    got, want = call(2.0), call(2)
+    assert got == want and repr(got) == repr(want) and pickle.dumps(got) == pickle.dumps(want)
+    for t in (0, 3):
+        assert np.array_equal(got.local_steps(t), want.local_steps(t))
+    for bad in (1.5, True, float("nan")):
+        with pytest.raises(ValueError, match=rf"^{name} must be an integer >= 1, got "):
+            call(bad)

@@ -978,3 +978,23 @@ def test_own_step_probe_keeps_state_held_outside_the_fields():
     with pytest.raises(ValueError, match=r"^solver: Scaled.update raised AttributeError: .*keeps only the dataclass "
                                          r"fields: an attribute set after construction is not in it; make it a field\.$"):
         check_own_step("solver", decayed)
+
+
+@pytest.mark.parametrize("solver", [sgd(0.1), S.momentum_proximal_sgd(0.1, 0.5, 0.3),
+                                    S.decayed_sgd(0.1, gamma=0.5)], ids=["sgd", "momentum-prox", "decayed"])
+@pytest.mark.parametrize("name, call", [
+    ("steps", lambda s, n: s.online_a_norms(n)),
+    ("local_steps", lambda s, n: s.run(np.array([1.0, -2.0]), lambda x, k: x + k, n)),
+    ("tau", lambda s, n: s.a_vector(n)),
+    ("tau", lambda s, n: s.a_norm(n)),
+], ids=["online_a_norms", "run", "a_vector", "a_norm"])
+def test_scalar_step_counts_are_whole_numbers(solver, name, call):
+    """A step count is a whole number, scalar or array (the fedlib docstring's convention): 2.0 is 2, as the
+    local_steps arrays [2.0, 3.0] of the engines already were. Before: "tau must be an integer >= 1, got 2.0"
+    (steps, local_steps alike). 1.5, True and NaN are still refused."""
+    import pickle
+
+    assert pickle.dumps(call(solver, 3.0)) == pickle.dumps(call(solver, 3))  # the same result, bit for bit
+    for bad in (1.5, True, float("nan")):
+        with pytest.raises(ValueError, match=rf"^{name} must be an integer >= [01], got "):
+            call(solver, bad)

@@ -1672,3 +1672,20 @@ def test_stacked_pool2d_takes_numpy_integer_sizes_as_torch_pooling_does():
         want = torch.stack([model(images[:, :, :, j].permute(0, 3, 1, 2)) for j in range(2)])
     torch.testing.assert_close(logits["gemm"], want, rtol=1e-5, atol=1e-6)
     torch.testing.assert_close(logits["cudnn"], want, rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("call", [
+    lambda n: client_batch_plan(3, 1, 2, 10, n, 4),
+    lambda n: tuple(t.numpy() for t in client_augment_params(3, 1, 2, n, 4, padding=4)),
+    lambda n: online_a_norms(momentum_sgd(0.1, momentum=0.5), n),
+], ids=["client_batch_plan", "client_augment_params", "online_a_norms"])
+def test_scalar_step_counts_are_whole_numbers(call):
+    """local_steps (steps) is a step count, a whole number as the schedules' local_steps arrays (the fedlib
+    docstring's convention): 7.0 is 7. Before: "local_steps must be an integer >= 1, got 7.0". The draws are the same,
+    bit for bit; 1.5, True and NaN are still refused."""
+    got, want = call(7.0), call(7)
+    got, want = (got if isinstance(got, tuple) else (got,)), (want if isinstance(want, tuple) else (want,))
+    assert all(a.dtype == b.dtype and np.array_equal(a, b) for a, b in zip(got, want, strict=True))
+    for bad in (1.5, True, float("nan")):
+        with pytest.raises(ValueError, match=r"^(local_steps|steps) must be an integer >= [01], got "):
+            call(bad)

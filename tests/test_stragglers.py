@@ -262,3 +262,17 @@ def test_run_strategies_reads_the_seeds_once_and_run_strategy_names_them(small_p
     for bad in (0, None, "01"):
         with pytest.raises(ValueError, match="seeds must be a sequence"):
             ST.run_strategy(small_problem, clock, "wait-for-all", 1, bad)
+
+
+def test_run_strategy_sync_steps_is_a_whole_number(small_problem):
+    """sync_steps is a step count, a whole number (the fedlib docstring's convention): 2.0 runs the 2 steps of 2.
+    Before: "sync_steps must be an integer >= 1, got 2.0". The run is the same, bit for bit; 1.5, True and NaN are
+    still refused."""
+    clock = ST.make_clock(small_problem.num_clients, seed=0, median_speed=4.0, round_seconds=1.0)
+    got, want = (ST.run_strategy(small_problem, clock, "wait-for-all", 1, [0], sync_steps=n) for n in (2.0, 2))
+    for a, b, field in zip(got, want, want._fields, strict=True):
+        assert np.array_equal(a, b) and np.asarray(a).dtype == np.asarray(b).dtype, field
+    assert want.mean_steps.tolist() == [2.0]
+    for bad in (1.5, True, float("nan")):
+        with pytest.raises(ValueError, match=r"^sync_steps must be an integer >= 1, got "):
+            ST.run_strategy(small_problem, clock, "wait-for-all", 1, [0], sync_steps=bad)

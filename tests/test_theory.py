@@ -502,3 +502,20 @@ def test_quadratic_closed_forms_refuse_dimension_zero(call):
     a word, while QuadraticProblem refused it."""
     with pytest.raises(ValueError, match=r"^H must have shape \(m, d, d\) with d >= 1, got \(2, 0, 0\)$"):
         call(np.zeros((2, 0, 0)), np.zeros((2, 0)), np.array([0.5, 0.5]))
+
+
+@pytest.mark.parametrize("name, call", [
+    ("local_steps", lambda n: TH.quadratic_local_operator(np.array([[1.0, 0.5], [0.5, 2.0]]), n, 0.1, 0.2, momentum=0.3)),
+    ("tau1", lambda n: TH.two_client_lower_bound(n, 3, 1.5)),
+    ("tau2", lambda n: TH.two_client_lower_bound(1, n, 1.5)),
+])
+def test_scalar_step_counts_are_whole_numbers(name, call):
+    """A step count is a whole number, scalar or array (the fedlib docstring's convention): 2.0 is 2, as
+    quadratic_round_map's local_steps [2.0, 2.0] and two_client_sweep's tau1=2.0 already were. Before: "local_steps
+    must be an integer >= 1, got 2.0" (tau1, tau2 alike). 1.5, True and NaN are still refused."""
+    import pickle
+
+    assert pickle.dumps(call(2.0)) == pickle.dumps(call(2))  # the same result, bit for bit
+    for bad in (1.5, True, float("nan")):
+        with pytest.raises(ValueError, match=rf"^{name} must be an integer >= 1, got "):
+            call(bad)

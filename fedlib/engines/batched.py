@@ -66,7 +66,7 @@ from typing import Callable, NamedTuple, Optional
 
 import numpy as np
 
-from .._validate import check_callable, check_choice, check_flag, check_int, check_int_array, round_lr
+from .._validate import check_callable, check_choice, check_count, check_flag, check_int, check_int_array, round_lr
 from ..algorithms import ClientUpdate, FederatedAlgorithm, ServerState, server_state_mismatch
 from ..problems.logistic import _UNDERFLOW, LogisticProblem, _one_hot, _ones, pack_params, unpack_params
 from ..problems.logistic import _packed_grad_numpy_one as _grad_one
@@ -155,7 +155,7 @@ def minibatch_indices(num_samples: int, batch_size: int, steps: int, rng: np.ran
     ``counts`` ``(steps,)`` the real batch sizes. :func:`run_batched` draws each client's batches
     of round :math:`t` with ``rng = generator(seed, "batches", t, client)`` (:func:`fedlib.rng.generator`).
 
-    ``num_samples`` is the client's :math:`n \ge 1`, ``batch_size`` :math:`B \ge 1`, ``steps`` an integer
+    ``num_samples`` is the client's :math:`n \ge 1`, ``batch_size`` :math:`B \ge 1`, ``steps`` a whole number
     :math:`\ge 0` and ``rng`` a :class:`numpy.random.Generator` (the engines pass
     ``fedlib.rng.generator(seed, "batches", round, client)``).
 
@@ -173,7 +173,7 @@ def minibatch_indices(num_samples: int, batch_size: int, steps: int, rng: np.ran
     """
     n = check_int("num_samples", num_samples, minimum=1)
     b = check_int("batch_size", batch_size, minimum=1)
-    steps = check_int("steps", steps, minimum=0)
+    steps = check_count("steps", steps, minimum=0)
     if not callable(getattr(rng, "permutation", None)):  # else "'int' object has no attribute 'permutation'"
         raise ValueError(f"rng must be a numpy random Generator (e.g. fedlib.rng.generator(seed, 'batches', round, "
                          f"client)), got {type(rng).__name__}")

@@ -133,7 +133,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from .._validate import a_type, check_callable, check_choice, check_flag, check_int, round_lr
+from .._validate import a_type, check_callable, check_choice, check_count, check_flag, check_int, round_lr
 from ..algorithms import ClientUpdate, FederatedAlgorithm, RoundDiagnostics, ServerState, server_state_mismatch
 from ..data.cifar10 import CIFAR10_MEAN, CIFAR10_STD
 from ..rng import generator, torch_generator
@@ -199,7 +199,7 @@ def client_batch_plan(seed: int, round_index: int, client: int, num_samples: int
     True
     """
     n = check_int("num_samples", num_samples, minimum=1)
-    tau = check_int("local_steps", local_steps, minimum=1)
+    tau = check_count("local_steps", local_steps, minimum=1)
     b = check_int("batch_size", batch_size, minimum=1)
     spe = -(-n // b)
     epochs = -(-tau // spe)
@@ -221,8 +221,8 @@ def client_augment_params(seed: int, round_index: int, client: int, local_steps:
     r"""Crop offsets and flip bits ``(dy, dx, flip)``, each ``(local_steps, B)`` int64 on the CPU,
     from ``torch_generator(seed, "augment", round, client)`` (see
     :func:`fedlib.engines.augment.crop_flip_params`): offsets on ``0..2*padding`` (a crop of the
-    image padded by ``padding`` on every side; ``padding`` is the centre), flips in ``{0, 1}``. ``local_steps`` and
-    ``batch_size`` are integers >= 1 (``ValueError`` otherwise, as for :func:`client_batch_plan`).
+    image padded by ``padding`` on every side; ``padding`` is the centre), flips in ``{0, 1}``. ``local_steps`` is a
+    whole number >= 1 and ``batch_size`` an integer >= 1 (``ValueError`` otherwise, as for :func:`client_batch_plan`).
 
     Example
     -------
@@ -231,7 +231,7 @@ def client_augment_params(seed: int, round_index: int, client: int, local_steps:
     ((3, 2), True, True)
     """
     # checked as client_batch_plan checks them: crop_flip_params' int() cut local_steps=1.5 to 1 step, took True as 1
-    shape = (check_int("local_steps", local_steps, minimum=1), check_int("batch_size", batch_size, minimum=1))
+    shape = (check_count("local_steps", local_steps, minimum=1), check_int("batch_size", batch_size, minimum=1))
     g = torch_generator(seed, "augment", check_int("round_index", round_index), check_int("client", client))
     return crop_flip_params(g, shape, padding)
 

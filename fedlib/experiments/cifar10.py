@@ -1336,8 +1336,9 @@ def bench_cifar10(data, *, width: float = 1.0, steps: Optional[int] = 20, device
     the last: a caller that writes it keeps the finished measurements of a call cut short
     (a device call's time limit).
 
-    ``epochs`` (:math:`E`) and ``batch_size`` (:math:`B`) are integers >= 1 (defaults 2 and 32, the values
-    above). ``progress``, if given, is called with a line after every timed or warm-up round and failed variant.
+    ``epochs`` (:math:`E`) is a whole number >= 1 and ``batch_size`` (:math:`B`) an integer >= 1 (defaults 2 and 32,
+    the values above); ``steps`` a whole number >= 1 or ``None``. ``progress``, if given, is called with a line after
+    every timed or warm-up round and failed variant.
     """
     runs = check_int("runs", runs, minimum=1)  # np.int64(2) too, as parse_bench_variant takes it; a bool refused
     repeat = check_int("repeat", repeat, minimum=1)  # 0: only the warm-up, a median of nothing
@@ -1348,8 +1349,8 @@ def bench_cifar10(data, *, width: float = 1.0, steps: Optional[int] = 20, device
     # in silence, and epochs 0, another path or CUDA graphs on a CPU were refused only by the engine,
     # after the sequential loop's rounds had been timed (seconds of device time)
     if steps is not None:
-        steps = check_int("steps", steps, minimum=1)
-    epochs = check_int("epochs", epochs, minimum=1)
+        steps = check_count("steps", steps, minimum=1)
+    epochs = check_count("epochs", epochs, minimum=1)
     batch_size = check_int("batch_size", batch_size, minimum=1)
     from ..engines.stacked import PATHS
 

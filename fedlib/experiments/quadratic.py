@@ -301,10 +301,11 @@ def instance_seed(seed: int, index: int, purpose: str = "instances") -> int:
 def fixed_local_steps(seed: int, index: int, num_clients: int, low: int, high: int,
                       purpose: str = "fixed_local_steps") -> np.ndarray:
     r"""Heterogeneous :math:`\tau_i`, uniform on the inclusive range ``[low, high]``, drawn once
-    (stream ``(seed, purpose, index)``), one for each of ``num_clients`` clients (an integer :math:`\ge 1`)."""
+    (stream ``(seed, purpose, index)``), one for each of ``num_clients`` clients (an integer :math:`\ge 1`); ``low`` and
+    ``high`` are whole numbers, :math:`1 \le` ``low`` :math:`\le` ``high``."""
     m = check_int("num_clients", num_clients, minimum=1)
-    low = check_int("low", low, minimum=1)
-    high = check_int("high", high, minimum=low)
+    low = check_count("low", low, minimum=1)
+    high = check_count("high", high, minimum=low)
     return generator(seed, purpose, check_int("index", index)).integers(low, high + 1, size=m)
 
 

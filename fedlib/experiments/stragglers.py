@@ -42,7 +42,8 @@ from typing import Callable, Mapping, NamedTuple, Optional, Sequence
 
 import numpy as np
 
-from .._validate import _is_number, check_choice, check_int, check_nonnegative, check_positive, check_sequence
+from .._validate import (_is_number, check_choice, check_count, check_int, check_nonnegative, check_positive,
+                         check_sequence)
 from ..algorithms import make_algorithm
 from ..engines.batched import run_batched
 from ..plotting import ALGORITHM_COLORS
@@ -113,8 +114,8 @@ def run_strategy(problem: LogisticProblem, clock: WallClock, strategy: str, roun
     r"""Run one of :data:`STRATEGIES` for every seed; round durations from ``clock`` with
     its straggling reseeded per run (``dataclasses.replace(clock, seed=seed)``).
 
-    ``sync_steps`` is the :math:`\tau` of ``"wait-for-all"`` (default :func:`sync_steps_of`);
-    the fixed-length strategies take their steps from the clock, so for them it is refused
+    ``sync_steps`` is the :math:`\tau` of ``"wait-for-all"``, a whole number :math:`\ge 1` (default
+    :func:`sync_steps_of`); the fixed-length strategies take their steps from the clock, so for them it is refused
     rather than ignored.
 
     ``problem`` is a :class:`~fedlib.problems.logistic.LogisticProblem` with as many clients as ``clock``; ``strategy``
@@ -128,7 +129,7 @@ def run_strategy(problem: LogisticProblem, clock: WallClock, strategy: str, roun
     if sync_steps is not None and strategy != "wait-for-all":
         raise ValueError(f"sync_steps: only 'wait-for-all' runs a fixed number of steps; {strategy!r} takes "
                          f"tau_i^(t) from the clock, got sync_steps={sync_steps!r}")
-    tau = sync_steps_of(clock) if sync_steps is None else check_int("sync_steps", sync_steps, minimum=1)
+    tau = sync_steps_of(clock) if sync_steps is None else check_count("sync_steps", sync_steps, minimum=1)
     seeds = [check_int("seeds", s) for s in check_sequence("seeds", seeds, "run seeds")]
     if not seeds:
         raise ValueError("seeds must name at least one run seed")
