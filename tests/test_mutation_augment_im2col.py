@@ -22,6 +22,15 @@ Mutation passes):
   padding minimum 1; I2 kernel_size minimum 0; I3 the bool exclusion dropped; I4 a pair read as one value; I5 stride
   unchecked. killed by the suite: A1, A3, A5-A10, I1, I5. killed here: A2, I2, I3, I4. equivalent: A4 (torch takes
   numpy integers as sizes, in randint, arange and view alike).
+
+Review and mutants of 0571233~1..165a974 (fedlib/engines/im2col.py: _pair_of_paddings, Python-number checks of numpy
+integers, no bools, no tensors) (pass described in tests/README.md, Mutation passes):
+  review: no bug found (ints, numpy integers, numpy pairs padded as before; True, (True, 1), np.True_, tensors, 0-d
+  arrays, floats, strings, iterators refused by name; the check reads no tensor).
+  I1 the bool exclusion dropped; I2 np.bool_ dropped from it; I3 ``p >= 0`` -> ``>= 1``; I4 -> ``>= -1``; I5 Python
+  ints only (numpy integers refused); I6 the pair returned as given, not int(); I7 any ``__index__`` taken (a
+  tensor's entries, a device read); I8 one int read as (p, 0). killed by the suite: I1, I3-I5, I7, I8. killed here:
+  I6. equivalent: I2 (np.True_ is no int nor np.integer, so the isinstance refuses it anyway).
 """
 from __future__ import annotations
 
@@ -320,3 +329,16 @@ def test_stacked_pool2d_refuses_a_zero_kernel_and_takes_pairs():
     assert got.shape == (2, 1, 2, 2, 1)
     assert got[0, 0, :, :, 0].tolist() == [[5.0, 7.0], [13.0, 15.0]]
     assert got[1, 0, :, :, 0].tolist() == [[21.0, 23.0], [29.0, 31.0]]
+
+
+# ---------------------------------------------------------------- mutants of 0571233~1..165a974
+@pytest.mark.parametrize("padding", [np.int8(1), np.uint8(1), (np.int8(1), np.uint8(1))])
+def test_stacked_conv2d_takes_small_numpy_integer_paddings_on_a_tall_input(padding):
+    """A numpy integer padding of a narrow dtype pads as the Python int: a 130-row input with padding np.int8(1)
+    gives the 130 x 4 output of padding 1, bit for bit (mutant I6 of 0571233~1..165a974: the pair returned as given,
+    not as ints; the output size ``130 + 2 * np.int8(1)`` then overflowed int8, and uint8 arithmetic wrapped)."""
+    x = torch.randn(1, 1, 130, 4, 1, dtype=torch.float64, generator=torch.Generator().manual_seed(0))
+    w = torch.randn(1, 2, 3, 3, 1, dtype=torch.float64, generator=torch.Generator().manual_seed(1))
+    y = stacked_conv2d(x, w, None, padding)
+    assert y.shape == (1, 1, 130, 4, 2)  # H' = 130 + 2*1 - 3 + 1
+    assert torch.equal(y, stacked_conv2d(x, w, None, 1))

@@ -28,6 +28,10 @@ passes):
   "batches", round, client) and drops its cache each round: a batcher per round draws the same batches). left
   alive: B4 (apply's and the server's FloatingPointErrors all name their round; only an own step raising one
   without "round N" would see it).
+
+Mutants of 0571233~1..165a974 (fedlib/engines/batched.py: minibatch_indices' steps by check_count) (pass described in
+tests/README.md, Mutation passes):
+  BA1 by check_int; BA2 minimum 1. killed by the suite: BA1, BA2.
 """
 from __future__ import annotations
 

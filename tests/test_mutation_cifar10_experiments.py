@@ -19,6 +19,11 @@ samples_per_client, parse_bench_variant's base settings) (pass described in test
   E1 ``clients > len(split)`` -> ``> len(split) + 1``; E2 clients unchecked; E3 samples_per_client minimum 0; E4
   clients minimum 0. P1 runs unchecked; P2 path unchecked; P3 conv unchecked; P4 precision unchecked; P5 the checked
   runs not assigned. killed by the suite: E1-E4, P1-P4. killed here: P5.
+
+Mutants of 0571233~1..165a974 (fedlib/experiments/cifar10.py: bench_cifar10's runs by check_int, steps and epochs by
+check_count) (pass described in tests/README.md, Mutation passes):
+  C1 runs minimum 2; C2 runs by check_count (4.0 taken); C3 steps by check_int; C4 epochs by check_int; C5 steps
+  minimum 0; C6 a float epochs let through unchecked. killed by the suite: C1-C6.
 """
 import numpy as np
 import pytest

@@ -61,6 +61,11 @@ described in tests/README.md, Mutation passes):
 Mutants of 2e0d04d..fb2fbe6 (fedlib/engines/grouped.py: GroupedNetwork's num_models and device) (pass described in
 tests/README.md, Mutation passes): N1 num_models' bool exclusion dropped; N2 only a TypeError of torch.device
 relabelled. killed by the suite: both.
+
+Mutants of 0571233~1..165a974 (fedlib/engines/grouped.py: GroupedNetwork's num_models by check_int) (pass described in
+tests/README.md, Mutation passes):
+  N1 minimum 0; N2 the checked value not assigned (np.int64 kept); N3 check_count (2.0 taken). killed by the suite:
+  N1-N3.
 """
 from __future__ import annotations
 

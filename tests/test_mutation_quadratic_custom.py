@@ -42,6 +42,10 @@ Mutants of f9b9704..2e0d04d (fedlib/experiments/quadratic.py: two_client_sweep's
 small_lr_limit's weights) (pass described in tests/README.md, Mutation passes):
   E9 fedprox among the choices; E10 ``names or`` before check_sequence; E11 surrogate_optimum's weights unchecked;
   E12 small_lr_limit's weights unchecked (as ``pass``); E13 ``names[k]`` -> ``names``. killed by the suite: E9-E13.
+
+Mutants of 0571233~1..165a974 (fedlib/experiments/quadratic.py: fixed_local_steps' low/high by check_count) (pass
+described in tests/README.md, Mutation passes):
+  Q1 low by check_int; Q2 high by check_int; Q3 high's minimum 1, not low. killed by the suite: Q1-Q3.
 """
 from __future__ import annotations
 

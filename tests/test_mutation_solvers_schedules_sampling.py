@@ -83,6 +83,20 @@ seed, round and q checks) (pass described in tests/README.md, Mutation passes):
   ``type(seed) is int`` -> isinstance (True taken); F4 effective_participants takes a q with "full"; F5
   weight_moments does; F6 ``q is not None`` -> ``q``; F7 the fast path's bound 2**129. killed by the suite: S1, S2,
   S4, F1-F5, F7. killed here: S5, F6. equivalent: S3 (repeated clients are refused before, so no difference is 0).
+
+Review and mutants of 0571233~1..165a974 (fedlib/schedules.py: steps_per_epoch's bool entry, FixedEpochs / RandomEpochs'
+num_samples as given and their counts by check_count, RandomSteps' low/high stored as ints, make_epoch_schedule's
+pair, WallClock.seconds_to_finish's list or tuple as given; fedlib/solvers.py: online_a_norms, run, a_vector,
+a_norm by check_count) (pass described in tests/README.md, Mutation passes):
+  review: no bug found (2.0, np.float32(2.0) taken as the int 2 and stored as ints; 1.5, NaN, inf, True, a 0-d
+  array refused by name; 1e20 taken as the int 10**20, as 10**20 was).
+  S1 steps_per_epoch's bool check dropped; S2 FixedEpochs' num_samples by np.asarray again; S3 RandomEpochs' alike;
+  S4 FixedEpochs' epochs by check_int; S5 RandomEpochs' low by check_int; S6 its high by check_int; S7 RandomSteps'
+  low checked, not stored as int; S8 its high by check_int, not stored; S9 make_epoch_schedule's pair high
+  unchecked; S10 its low unchecked; S11 a number epochs by check_int; S12 seconds_to_finish by np.asarray always;
+  S13 a list kept as given, a tuple not; S14 a scalar not broadcast; S15 RandomSteps' low minimum 0. SO1-SO4
+  online_a_norms, run, a_vector, a_norm by check_int; SO5 online_a_norms minimum 1; SO6 run's checked count not
+  assigned. killed by the suite: S1-S9, S11, S12, S14, S15, SO1-SO6. killed here: S10, S13.
 """
 from __future__ import annotations
 
@@ -665,3 +679,24 @@ def test_full_participation_refuses_a_zero_q_as_any_other_given_q():
                  lambda: effective_participants("full", p, 0), lambda: expected_server_weights("full", p, [1, 2], 0)):
         with pytest.raises(ValueError, match=r"^clients_per_round: full participation takes every client, so q = 0"):
             call()
+
+
+# ---------------------------------------------------------------- mutants of 0571233~1..165a974 (fedlib/schedules.py)
+def test_make_epoch_schedule_names_low_for_a_bool_low_equal_to_high():
+    """(True, 1) is refused as a bad ``low``, not passed on as one epoch: True == 1, so an unchecked low went to
+    FixedEpochs, whose error named ``epochs`` (mutant S10 of 0571233~1..165a974: the pair's low unchecked)."""
+    for pair in ((True, 1), (np.True_, 1)):
+        with pytest.raises(ValueError, match=r"^low must be an integer >= 1, got True$"):
+            make_epoch_schedule([64, 32], 32, pair)
+
+
+def test_wall_clock_seconds_to_finish_refuses_a_bool_in_a_tuple_as_in_a_list():
+    """A tuple of steps is taken as given, like a list: (True, 2) is refused by the bool's index, where
+    np.asarray((True, 2)) is [1, 2] and took the bool as 1 step (mutant S13 of 0571233~1..165a974: only a list kept
+    as given); (3, 4) still gives max(3/1, 4/2) = 3 seconds."""
+    from fedlib.schedules import WallClock
+
+    clock = WallClock([1.0, 2.0], 10.0)
+    with pytest.raises(ValueError, match=r"^steps must hold integers, got the bool True at index 0$"):
+        clock.seconds_to_finish((True, 2), 0)
+    assert clock.seconds_to_finish((3, 4), 0) == 3.0

@@ -36,6 +36,10 @@ Mutants of 37f92d9..28127ce (third, the changed hunks of fedlib/experiments/stra
   ST1 loss_at without the NaN test; ST2 plot_loss_vs_time ``len(axes) != 2`` -> ``< 2``; ST3 its unknown-key
   refusal dropped; ST4 summary_markdown's FedNova chi^2 ``:.3g`` -> ``:.1e``. killed by the suite: ST1, ST3.
   killed here: ST2, ST4.
+
+Mutants of 0571233~1..165a974 (fedlib/experiments/stragglers.py: run_strategy's sync_steps by check_count) (pass
+described in tests/README.md, Mutation passes):
+  SG1 by check_int; SG2 minimum 0. killed by the suite: SG1, SG2.
 """
 from __future__ import annotations
 

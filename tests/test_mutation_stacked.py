@@ -56,6 +56,10 @@ described in tests/README.md, Mutation passes):
   here: M6. equivalent: M3 (a value with 3 entries by len() has ndim >= 1; ndim 2 is refused either way). left
   alive: M8 (mean/std rounded to float32 in a float64 run: the engine and reference_run share the helper, and no
   public value shows the normalised batch outside a step).
+
+Mutants of 0571233~1..165a974 (fedlib/engines/stacked.py: client_batch_plan / client_augment_params' local_steps by
+check_count) (pass described in tests/README.md, Mutation passes):
+  ST1 client_batch_plan's by check_int; ST2 client_augment_params' by check_int. killed by the suite: ST1, ST2.
 """
 from __future__ import annotations
 

@@ -29,6 +29,11 @@ Mutants of 37f92d9..28127ce (third, the changed hunks of fedlib/theory.py)
   _check_finite_round_map looks at M only; TH12 / TH13 quadratic_fixed_point / quadratic_vr_fixed_point without
   it; TH14 _radius_or_inf without the finite test; TH15 quadratic_vr_count_outside's progress unchecked.
   killed by the suite: TH1-TH10, TH12-TH14. killed here: TH11, TH15.
+
+Mutants of 0571233~1..165a974 (fedlib/theory.py: two_client_lower_bound's tau1/tau2, quadratic_local_operator's
+local_steps by check_count) (pass described in tests/README.md, Mutation passes):
+  TH1 tau1 by check_int; TH2 tau2 by check_int; TH3 local_steps by check_int; TH4 tau2 minimum 0. killed by the
+  suite: TH1-TH4.
 """
 from __future__ import annotations
 

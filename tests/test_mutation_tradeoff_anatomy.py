@@ -13,6 +13,12 @@ Mutants of 37f92d9..28127ce (third, the changed hunks of fedlib/tradeoff.py)
 
 Mutants of f9b9704..2e0d04d (fedlib/tradeoff.py: fedprox_sweep's local_steps) (pass described in tests/README.md,
 Mutation passes): E26 without ``size=``; E27 unchecked. killed by the suite: E26, E27.
+
+Mutants of 0571233~1..165a974 (fedlib/anatomy.py and fedlib/tradeoff.py: scalar step counts by check_count) (pass
+described in tests/README.md, Mutation passes):
+  AN1-AN7 check_int again in trace_local_run, a_norm_curves (max_steps), probe_a_vector, official_counter_a_norm,
+  official_counter_excess, official_inplace_a_vector, momentum_prox_a_table; TR1 fedprox_bound's tau_bar by
+  check_int. killed by the suite: AN1-AN7, TR1.
 """
 import numpy as np
 import pytest
