@@ -41,6 +41,20 @@ def test_the_readme_python_runs(tmp_path, monkeypatch):
         exec(compile(code, "README.md", "exec"), {"__name__": "readme"})
 
 
+def test_the_readme_example_prints_the_distances_its_comment_states(monkeypatch, capsys):
+    """The first Python example's comment quotes FedNova's distance to x* and FedAvg's: both are measured here by
+    running the block as written and with "fedavg" in place of "fednova" (3 significant digits)."""
+    code = _blocks(ROOT / "README.md", "python")[0]
+    stated = re.search(r"# ([\d.]+): FedNova's O\(lr\) term; FedAvg's is ([\d.]+)", code)
+    assert stated, "the README example's comment no longer quotes the two distances"
+    assert code.count('make_algorithm("fednova"') == 1
+    for algorithm, value in (("fednova", stated.group(1)), ("fedavg", stated.group(2))):
+        exec(compile(code.replace('make_algorithm("fednova"', f'make_algorithm("{algorithm}"'), "README.md", "exec"),
+             {"__name__": "readme"})
+        printed = float(capsys.readouterr().out.split()[-1])
+        assert f"{printed:.3g}" == value, (algorithm, printed, value)
+
+
 def _fedlib_commands():
     out = []
     for path in DOCS:
