@@ -688,13 +688,18 @@ def check_shared_lr(name: str, solvers, lr: Optional[float] = None) -> list:
     # a given lr by name: 'x' failed in math.isclose, NaN blamed solvers[0]'s lr for differing from it
     base = solvers[0].lr if lr is None else check_positive("lr", lr)
     for j, solver in enumerate(solvers):
-        if not math.isclose(solver.lr, base, rel_tol=1e-12, abs_tol=0.0):
-            raise ValueError(
-                f"{name}[{j}] has lr {solver.lr!r}, but the clients share one base learning rate ({base!r}): "
-                "||a_i||_1 is counted in units of each solver's own lr, so FedNova's normalisation would be off by "
-                f"their ratio; give a client its own step size as a constant factor of the base rate, "
-                f"LocalSolver(lr={base!r}, lr_schedule=lambda k: {solver.lr / base:.6g}) (its ||a_i||_1 counts it)")
+        _check_base_lr(f"{name}[{j}]", solver, base)
     return solvers
+
+
+def _check_base_lr(label: str, solver: LocalSolver, base: float) -> None:
+    """:func:`check_shared_lr`'s check of one solver, ``label`` naming it in the ``ValueError``."""
+    if not math.isclose(solver.lr, base, rel_tol=1e-12, abs_tol=0.0):
+        raise ValueError(
+            f"{label} has lr {solver.lr!r}, but the clients share one base learning rate ({base!r}): "
+            "||a_i||_1 is counted in units of each solver's own lr, so FedNova's normalisation would be off by "
+            f"their ratio; give a client its own step size as a constant factor of the base rate, "
+            f"LocalSolver(lr={base!r}, lr_schedule=lambda k: {solver.lr / base:.6g}) (its ||a_i||_1 counts it)")
 
 
 #: The methods that make up :class:`LocalSolver`'s step; a subclass that overrides any of them takes its own

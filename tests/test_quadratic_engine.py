@@ -645,6 +645,10 @@ def test_clients_share_one_base_learning_rate():
         with pytest.raises(ValueError, match=r"lr 0\.03, but the clients share one base learning rate \(0\.01\).*"
                                              r"lr_schedule=lambda k: 3"):
             call()
+    # the client is named by solver_at's own arguments: was 'solver_at(0, 1) -> solvers[0] has lr ...', as if client 0
+    with pytest.raises(ValueError, match=r"^solver_at\(0, 1\)'s solver has lr 0\.03, but"):
+        run_sequential(make_algorithm("fednova", sgd(0.01)), np.zeros(1), lambda x, i, t, k: prob.grad(x, i), prob.p,
+                       FixedSteps([5, 5]), 1, solver_at=lambda t, i: sgd(0.03) if i == 1 else sgd(0.01))
     for lr in (0.01, 0.001):
         three = LocalSolver(lr=lr, lr_schedule=lambda k: 3.0, name="sgd x3")
         nova = run_replicas(prob, "fednova", [sgd(lr), three], _TwoSolvers(), int(3 / lr))

@@ -12,7 +12,7 @@ from typing import Any, Callable, NamedTuple, Optional
 
 from .._validate import check_callable, check_int, check_probability_vector, round_lr
 from ..algorithms import FederatedAlgorithm, RoundDiagnostics, ServerState, _requires_grad, server_state_mismatch
-from ..solvers import LocalSolver, OwnStepChecks, check_shared_lr
+from ..solvers import LocalSolver, OwnStepChecks, _check_base_lr
 from ..sampling import check_sampling, round_participation
 from ..schedules import check_participant_steps, round_local_steps
 from ..tree import tree_all_finite, tree_leaves
@@ -253,4 +253,6 @@ def _client_solver(solver_at, round_index: int, client: int, lr: float, correcti
     if not isinstance(solver, LocalSolver):
         raise ValueError(f"solver_at({round_index}, {client}) must return a LocalSolver, got {type(solver).__name__}")
     checks.check(f"solver_at({round_index}, {client})", solver, correction=correction)
-    return check_shared_lr(f"solver_at({round_index}, {client}) -> solvers", [solver], lr=lr)[0]
+    # the solver alone: a list of one named it 'solver_at(0, 1) -> solvers[0]', as if client 0's
+    _check_base_lr(f"solver_at({round_index}, {client})'s solver", solver, lr)
+    return solver
