@@ -43,11 +43,13 @@ rounds, client lr /10 after 50% and /100 after 75% of the rounds, weight decay 1
 lr 0.05 for local SGD (use 0.02 with --solver momentum)."""
 
 
-def _add_data_args(p: argparse.ArgumentParser, *, clients: bool = True, unless: "str | None" = "--sample"):
+def _add_data_args(p: argparse.ArgumentParser, *, clients: bool = True, unless: str = "--sample",
+                   without: "str | None" = None):
     """The data flags; returns their argument group (for command-specific additions). ``unless``: the flags that
-    make ``--data-root`` optional, or ``None`` where it is (``bench cifar10`` runs on the sample without it)."""
+    make ``--data-root`` optional; ``without``: what the command does without it, where it is optional anyway
+    (``bench cifar10`` runs on the sample)."""
     g = p.add_argument_group("data")
-    needed = f"required unless {unless}" if unless else "default: the shipped sample (--sample)"
+    needed = without or f"required unless {unless}"
     g.add_argument("--data-root", type=user_path, default=None,
                    help=f"folder containing cifar-10-batches-py (or that folder itself); {needed}")
     g.add_argument("--download", action="store_true",
@@ -248,7 +250,8 @@ def add_bench_parser(sub) -> argparse.ArgumentParser:
     p = sub.add_parser("cifar10", help="stacked engine vs the per-client eager loop on VGG-11",
                        description=BENCH_DESCRIPTION,
                        formatter_class=HelpFormatter)
-    _add_data_args(p, clients=False, unless=None).add_argument(
+    _add_data_args(p, clients=False, without="without it the shipped sample is used (as --sample), or with "
+                   "--random-images the full split's labels").add_argument(
         "--random-images", action="store_true",
         help="the real labels of all 50,000 training images (shipped) with random pixels: the Table 1 split's "
              "work without the images")
