@@ -63,6 +63,12 @@ def bool_entry(values: Any) -> Any:
                 None)
 
 
+def _is_int_at_least(x: Any, minimum: int) -> bool:
+    """``x`` is a Python or numpy integer (never a bool) >= ``minimum``: a check of Python numbers alone, for the
+    per-step helpers of the stacked engine (no tensor is read, so no device waits)."""
+    return isinstance(x, (int, np.integer)) and not isinstance(x, bool) and x >= minimum
+
+
 def _is_finite_number(x: Any) -> bool:
     """``x`` is a finite int or float (Python's or numpy's, not a bool). ``math.isfinite``, not ``np.isfinite``:
     the latter raised TypeError ("ufunc 'isfinite' not supported for the input types") on an int past int64 and

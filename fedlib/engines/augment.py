@@ -31,7 +31,7 @@ from typing import Sequence
 import numpy as np
 import torch
 
-from .._validate import _is_finite_number, check_flag, check_int
+from .._validate import _is_finite_number, _is_int_at_least, check_flag, check_int
 from ..rng import seed_sequence
 
 __all__ = [
@@ -67,7 +67,7 @@ def _dims(name: str, shape, *, minimum: int = 0, length: int | None = None) -> t
     except TypeError:
         dims = None
     if dims is None or (length is not None and len(dims) != length) or not all(
-            isinstance(d, (int, np.integer)) and not isinstance(d, (bool, np.bool_)) and d >= minimum for d in dims):
+            _is_int_at_least(d, minimum) for d in dims):
         count = f"{length} " if length is not None else "a tuple of "
         raise ValueError(f"{name} must be {count}integers >= {minimum}, got {shape!r}")
     return tuple(int(d) for d in dims)

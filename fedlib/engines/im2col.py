@@ -26,9 +26,10 @@ from __future__ import annotations
 
 from typing import Optional, Tuple
 
-import numpy as np
 import torch
 import torch.nn.functional as F
+
+from .._validate import _is_int_at_least
 
 __all__ = ["stacked_conv2d", "stacked_pool2d", "im2col"]
 
@@ -110,8 +111,7 @@ def _pair_of_paddings(padding) -> Tuple[int, int]:
         pair = tuple(padding) if hasattr(padding, "__len__") else (padding,) * 2
     except TypeError:  # a 0-d array or tensor: len() and iteration raise
         pair = ()
-    if len(pair) != 2 or not all(isinstance(p, (int, np.integer)) and not isinstance(p, (bool, np.bool_)) and p >= 0
-                                 for p in pair):
+    if len(pair) != 2 or not all(_is_int_at_least(p, 0) for p in pair):
         raise ValueError(f"padding must be (p_h, p_w) of integers >= 0 (or one int), got {padding!r}")
     return int(pair[0]), int(pair[1])
 
@@ -149,8 +149,7 @@ def stacked_pool2d(x: torch.Tensor, kind: str, **options) -> torch.Tensor:
     for name, low in (("kernel_size", 1), ("stride", 1), ("padding", 0)):  # Python numbers: no device wait
         value = options.get(name)
         # numpy integers too (nn.MaxPool2d(np.int64(2)): torch's pooling and the cudnn path take them), never a bool
-        if value is not None and not all(isinstance(v, (int, np.integer)) and not isinstance(v, (bool, np.bool_))
-                                         and v >= low
+        if value is not None and not all(_is_int_at_least(v, low)
                                          for v in (value if isinstance(value, (tuple, list)) else (value,))):
             raise ValueError(f"{name} must be an integer >= {low} (or a pair of them), got {value!r}")
     a, b, h, w, c = x.shape
