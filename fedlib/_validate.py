@@ -412,3 +412,13 @@ def check_choice(name: str, value: Any, choices) -> str:
     if not is_choice(value, choices):
         raise ValueError(f"{name} must be one of {sorted(choices)}, got {value!r}")
     return value
+
+
+def check_instance(name: str, value: Any, cls: type, hint: str = "") -> Any:
+    """``value`` must be an instance of ``cls`` (a subclass counts): a ``ValueError`` naming ``name``, the class by
+    its public path and what was given, where the first attribute read would otherwise fail as an
+    ``AttributeError`` deep inside (``'NoneType' object has no attribute 'H'``). ``hint`` (e.g. how to build one)
+    follows the class in the message. Returns ``value``."""
+    if not isinstance(value, cls):
+        raise ValueError(f"{name} must be a {cls.__module__}.{cls.__qualname__}{hint}, got {type(value).__name__}")
+    return value

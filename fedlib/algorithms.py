@@ -36,7 +36,7 @@ from typing import Any, NamedTuple, Optional, Sequence
 
 import numpy as np
 
-from ._validate import (a_type, bool_entry, check_choice, check_int, is_bool, check_positive, check_probability_vector,
+from ._validate import (a_type, bool_entry, check_choice, check_instance, check_int, is_bool, check_positive, check_probability_vector,
                         check_sequence, positional_mismatch)
 from .rule import aggregate, check_tau_eff
 from .sampling import Participation, as_participation
@@ -107,6 +107,9 @@ def server_state_mismatch(algorithm: "FederatedAlgorithm", state: ServerState) -
     >>> server_state_mismatch(make_algorithm("fedavg", sgd(0.1), momentum(0.9)), saved)
     "the saved server optimizer state is a PlainState, but the algorithm's server optimizer keeps a MomentumState ..."
     """
+    check_instance("algorithm", algorithm, FederatedAlgorithm, " (fedlib.algorithms.make_algorithm(...))")
+    if not isinstance(state, ServerState):
+        _refuse_state(state)
     saved, kept = type(state.server), type(algorithm.server.init(state.params))
     if not _kinds_differ(saved, kept):
         return None

@@ -38,7 +38,7 @@ from typing import Any, Callable, NamedTuple
 
 import numpy as np
 
-from ._validate import check_count, check_in_range, check_int, check_nonnegative, check_positive, plain
+from ._validate import check_count, check_in_range, check_instance, check_int, check_nonnegative, check_positive, plain
 from .rng import generator
 from . import solvers as _solvers
 from .solvers import LocalSolver, SolverState
@@ -154,6 +154,7 @@ def a_norm_curves(solver: LocalSolver, max_steps: int) -> tuple[np.ndarray, np.n
     r"""For :math:`\tau = 1..` ``max_steps``: ``(taus, closed, probed)`` with the closed-form
     :math:`\|a_i\|_1` and the one measured by :func:`probe_a_vector` on the real solver; ``max_steps`` is a whole
     number :math:`\ge 1`."""
+    check_instance("solver", solver, LocalSolver)
     taus = np.arange(1, check_count("max_steps", max_steps, minimum=1) + 1)
     closed = np.array([solver.a_norm(int(t)) for t in taus])
     probed = np.array([probe_a_vector(solver, int(t)).sum() for t in taus])
@@ -169,6 +170,7 @@ def probe_a_vector(solver: LocalSolver, local_steps: int) -> np.ndarray:
 
     ``local_steps`` is :math:`\tau`, a whole number :math:`\ge 1`.
     """
+    check_instance("solver", solver, LocalSolver)
     tau = check_count("local_steps", local_steps, minimum=1)
     return solver._stepped_a_vector(tau)  # the probe LocalSolver.a_vector uses for a solver with its own step
 
@@ -411,6 +413,10 @@ def traced_clients(data: Any, num_clients: int, batch_size: int, seed: int) -> l
     parameter that it comes from).
 
     ``batch_size`` and ``seed`` go to every :class:`SoftmaxRegressionClient` (client ``i`` gets ``client=i``)."""
+    missing = [attr for attr in ("train_x", "train_y", "num_classes") if not hasattr(data, attr)]
+    if missing:  # else "'NoneType' object has no attribute 'train_x'"
+        raise ValueError(f"data must be a federated data set with train_x, train_y and num_classes (e.g. "
+                         f"fedlib.data.synthetic(...)), got {type(data).__name__} without {', '.join(missing)}")
     available = len(data.train_x)
     n = check_int("num_traced_clients", num_clients, minimum=1)
     if n > available:

@@ -373,7 +373,11 @@ def aggregate(deltas: Sequence[Any], client_weights: Any, a_norms: Any, algorith
         raise ValueError(f"deltas must be a sequence of the clients' changes, one tree per client in the order of "
                          f"client_weights, got {a_type(deltas)} (its keys would be aggregated); pass "
                          "[deltas[i] for i in clients]")
-    deltas = list(deltas)
+    try:
+        deltas = list(deltas)
+    except TypeError:  # None, a number: "'NoneType' object is not iterable"
+        raise ValueError(f"deltas must be a sequence of the clients' changes, one tree per client in the order of "
+                         f"client_weights, got {a_type(deltas)}") from None
     tau, w = effective_weights(algorithm, client_weights, a_norms, tau_eff, local_steps)
     if len(deltas) != w.size:
         raise ValueError(f"deltas has {len(deltas)} clients but client_weights has {w.size}")

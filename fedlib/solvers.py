@@ -81,7 +81,7 @@ from typing import Any, Callable, NamedTuple, Optional
 
 import numpy as np
 
-from ._validate import _is_number, a_type, check_count, check_in_range, check_nonnegative, check_positive, plain
+from ._validate import _is_number, a_type, check_count, check_in_range, check_instance, check_nonnegative, check_positive, plain
 from .tree import tree_leaves, tree_map
 
 __all__ = [
@@ -828,6 +828,7 @@ def check_own_step(name: str, solver: LocalSolver, *, correction: bool = False) 
     ...
     ValueError: solver: Doubled reports ||a_i||_1 = 1.0 after 1 step(s), but its update moves a unit-gradient probe by a_i = [2.0] (sum 2.0): ...
     """
+    check_instance(name, solver, LocalSolver)
     own_closed = _own_closed_forms(type(solver))
     if solver.builtin_step and not own_closed:
         return solver

@@ -31,8 +31,8 @@ from typing import Any, NamedTuple, Optional, Sequence
 
 import numpy as np
 
-from ._validate import (bool_entry, check_count, check_finite_array, check_in_range, check_int, check_local_steps,
-                        check_positive, check_sequence, is_bool)
+from ._validate import (bool_entry, check_count, check_finite_array, check_in_range, check_instance, check_int,
+                        check_local_steps, check_positive, check_sequence, is_bool)
 from .algorithms import make_algorithm
 from .engines.reference import run_sequential
 from .problems.quadratic import QuadraticProblem
@@ -107,6 +107,7 @@ def measured_fedprox_weights(problem: QuadraticProblem, local_steps: Any, lr: fl
 
     ``problem`` is a :class:`~fedlib.problems.quadratic.QuadraticProblem`, ``local_steps`` its clients' :math:`\tau_i`
     (whole numbers :math:`\ge 1`, one per client), ``lr`` :math:`\eta > 0` and ``alpha`` :math:`\alpha \in [0, 1]`."""
+    check_instance("problem", problem, QuadraticProblem)
     steps = check_local_steps("local_steps", local_steps, size=problem.num_clients)
     solver = proximal_sgd(lr, mu_for_alpha(alpha, lr))
     x0 = np.zeros(problem.dim) if params is None else np.asarray(params, dtype=np.float64)
@@ -145,6 +146,7 @@ def fedprox_sweep(problem: QuadraticProblem, local_steps: Sequence[int], lr: flo
     ``problem`` is a :class:`~fedlib.problems.quadratic.QuadraticProblem`, ``local_steps`` its clients' :math:`\tau_i`,
     ``lr`` :math:`\eta > 0` and ``alphas`` the :math:`\alpha \in (0, 1]` (0 is refused: FedAvg is reported separately).
     """
+    check_instance("problem", problem, QuadraticProblem)
     a = _check_alphas(alphas)
     if np.any(a <= 0):
         raise ValueError("alphas must be > 0 (alpha = 0 is FedAvg, reported separately)")
@@ -175,6 +177,7 @@ def closed_form_distances(problem: QuadraticProblem, local_steps: Sequence[int],
     ``lr`` :math:`\eta > 0`, ``rounds`` integers :math:`\ge 0`; ``algorithm`` (default ``"fedprox"``, which is
     FedAvg at :math:`\alpha = 0`) and ``tau_eff`` go to :func:`fedlib.theory.quadratic_round_map`; ``params`` is the
     start :math:`x^{(0,0)}` (default 0)."""
+    check_instance("problem", problem, QuadraticProblem)
     a = _check_alphas(alphas)
     T = [check_int("rounds", t, minimum=0) for t in check_sequence("rounds", rounds, "round counts")]
     order = np.argsort(T, kind="stable")
@@ -204,6 +207,7 @@ def round_contraction(problem: QuadraticProblem, local_steps: Sequence[int], lr:
     ``problem`` is a :class:`~fedlib.problems.quadratic.QuadraticProblem`, ``local_steps`` its clients' :math:`\tau_i`;
     ``algorithm`` and ``tau_eff`` go to :func:`fedlib.theory.quadratic_round_map` as in :func:`closed_form_distances`.
     """
+    check_instance("problem", problem, QuadraticProblem)
     alg = "fedavg" if (alpha == 0 and algorithm == "fedprox") else algorithm
     M, _ = quadratic_round_map(problem.H, problem.e, problem.p, local_steps, lr, alg, mu_for_alpha(alpha, lr), tau_eff)
     return _radius_or_inf(M)

@@ -34,7 +34,7 @@ from typing import Any, NamedTuple, Sequence
 
 import numpy as np
 
-from ._validate import check_choice, check_int, check_local_steps, check_positive, check_probability_vector, check_weights
+from ._validate import check_choice, check_instance, check_int, check_local_steps, check_positive, check_probability_vector, check_weights
 from .tree import (tree_all_finite, tree_leaves, tree_map, tree_stacked_weighted_sum, tree_structure_equal,
                    tree_zeros_like)
 
@@ -147,6 +147,7 @@ def control_variates(client: Any, p: Any, kind: str = "scaffold") -> ControlVari
 
 
 def _num_clients(state: ControlVariates) -> int:
+    check_instance("state", state, ControlVariates, " (control_variates(...) or init_control_variates(...))")
     leaves = tree_leaves(state.client)
     return int(np.shape(leaves[0])[0]) if leaves else 0
 

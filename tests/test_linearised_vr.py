@@ -567,7 +567,8 @@ def test_count_outside_progress_must_be_true_or_false(capsys, value):
     with pytest.raises(ValueError, match=rf"^progress must be True or False, got {value!r}$"):
         T.quadratic_vr_count_outside(H, [1.0], [1], 0.1, "scaffold", 0.7, progress=value)
     with pytest.raises(ValueError, match=rf"^progress must be True or False, got {value!r}$"):
-        A.linearised_vr_count_outside(None, None, "scaffold", 1.0, [1], 0.7, progress=value)  # before the problem
+        problem = LogisticProblem(synthetic(num_clients=1, dim=2, num_classes=2, seed=0))
+        A.linearised_vr_count_outside(problem, None, "scaffold", 1.0, [1], 0.7, progress=value)  # before the optimum
     assert capsys.readouterr().err == ""
     assert T.quadratic_vr_count_outside(H, [1.0], [1], 0.1, "scaffold", 0.7, progress=np.False_) == \
         T.quadratic_vr_count_outside(H, [1.0], [1], 0.1, "scaffold", 0.7)

@@ -506,12 +506,12 @@ def test_plots_list_three_missing_curves_without_an_ellipsis():
 
 
 @pytest.mark.parametrize("lrs, got", [(0.02, "got 0.02"), ({0.02: "a"}, "got a dict")])
-def test_lr_sweep_refuses_one_number_or_a_mapping_for_lrs_by_name(lrs, got):
+def test_lr_sweep_refuses_one_number_or_a_mapping_for_lrs_by_name(small, lrs, got):
     """``lrs`` is a sequence of learning rates: one number (a TypeError, 'float object is not iterable') or a
     mapping (its keys taken as the rates) is refused naming ``lrs``, before any run (mutant SN9, the rates read
     without ``check_sequence``)."""
     with pytest.raises(ValueError, match=rf"^lrs must be a sequence of learning rates, {got}"):
-        S.lr_sweep(None, None, {}, lrs, [0], 10)
+        S.lr_sweep(small, None, {}, lrs, [0], 10)
 
 
 # ====================================================================== f9b9704..HEAD: rounds_to_reach's threshold,

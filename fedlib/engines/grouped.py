@@ -32,7 +32,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from .._validate import a_type, check_flag, check_int
+from .._validate import a_type, check_flag, check_instance, check_int
 from .augment import seeded_dropout_mask
 from .im2col import stacked_conv2d, stacked_pool2d
 
@@ -126,6 +126,7 @@ def registered_hooks(model: nn.Module) -> list:
     >>> registered_hooks(model)
     []
     """
+    check_instance("model", model, nn.Module)
     out = []
     for name, mod in model.named_modules(remove_duplicate=False):
         for table, kind in _HOOK_TABLES:
@@ -247,6 +248,7 @@ class GroupedNetwork:
 
     def __init__(self, model: nn.Module, num_models: int, *, device, dtype=torch.float32, channels_last: bool = True,
                  conv: str = "cudnn"):
+        check_instance("model", model, nn.Module)
         num_models = check_int("num_models", num_models, minimum=1)  # np.int64(2) too; True refused (torch's zeros())
         if conv not in CONV_IMPLEMENTATIONS:
             raise ValueError(f"conv must be one of {CONV_IMPLEMENTATIONS}, got {conv!r}")

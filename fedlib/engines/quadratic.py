@@ -50,7 +50,7 @@ from typing import Any, Callable, NamedTuple, Optional, Sequence, Union
 
 import numpy as np
 
-from .._validate import (check_callable, check_choice, check_finite_array, check_int, check_int_array,
+from .._validate import (check_callable, check_choice, check_finite_array, check_instance, check_int, check_int_array,
                          check_nonnegative, check_positive, check_probability_vector)
 from ..problems.quadratic import QuadraticProblem
 from ..rng import generator
@@ -175,6 +175,7 @@ def noisy_grad_fn(problem: QuadraticProblem, sigma: float, seed: int, replicas: 
     >>> bool(np.allclose(alone.state.params, batch.params[1], rtol=0, atol=1e-14))
     True
     """
+    check_instance("problem", problem, QuadraticProblem)
     check_sampling(sampling, clients_per_round)
     sigma = check_nonnegative("sigma", sigma)
     seed = check_int("seed", seed)
@@ -301,6 +302,7 @@ def run_replicas(problem: QuadraticProblem, aggregation: str, solvers: Sequence[
     >>> round(limits[0] * 5, 12), round(limits[1] * 7, 12)
     (3.0, 3.0)
     """
+    check_instance("problem", problem, QuadraticProblem)
     check_choice("aggregation", aggregation, AGGREGATIONS)
     solvers = check_shared_lr("solvers", solvers)
     for j, solver in enumerate(solvers):  # its ||a_i||_1 is the closed form a_norm(tau)

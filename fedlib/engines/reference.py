@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any, Callable, NamedTuple, Optional
 
-from .._validate import check_callable, check_int, check_probability_vector, round_lr
+from .._validate import check_callable, check_instance, check_int, check_probability_vector, round_lr
 from ..algorithms import FederatedAlgorithm, RoundDiagnostics, ServerState, _requires_grad, server_state_mismatch
 from ..solvers import LocalSolver, OwnStepChecks, _check_base_lr
 from ..sampling import check_sampling, round_participation
@@ -127,6 +127,7 @@ def run_sequential(algorithm: FederatedAlgorithm, params: Any, grad_fn: Callable
     >>> round(float(run("fedavg", 40).state.params[0]), 12), round(float(run("fednova", 40).state.params[0]) * 7, 12)
     (0.6, 3.0)
     """
+    check_instance("algorithm", algorithm, FederatedAlgorithm, " (fedlib.algorithms.make_algorithm(...))")
     p = check_probability_vector("p", p)
     rounds = check_int("rounds", rounds, minimum=0)
     seed = check_int("seed", seed)  # with full participation no draw uses it, but a wrong one is a mistake all the same

@@ -740,15 +740,21 @@ def _client_indices(where: str, clients, num_train: int) -> List[np.ndarray]:
     return cl
 
 
-def _train_images(data) -> torch.Tensor:
-    """``data.train_images`` as a uint8 ``(N, H, W, C)`` tensor, or ``ValueError`` (also when ``data`` has no
-    ``train_images`` or ``train_labels`` attribute: a dict of them is no such object)."""
+def _check_image_data(data) -> None:
+    """``data`` must have ``train_images`` and ``train_labels`` attributes (a ``ValueError`` naming ``data`` and
+    what it lacks, where the first read would fail as an ``AttributeError``; a dict of them is no such object)."""
     missing = [name for name in ("train_images", "train_labels") if not hasattr(data, name)]
     if missing:  # else Python's AttributeError "'dict' object has no attribute 'train_images'"
         hint = "; a dict of them: types.SimpleNamespace(**data)" if isinstance(data, Mapping) else ""
         raise ValueError(f"data must be an object with the attributes train_images (uint8 (N, H, W, C)) and "
                          f"train_labels (N,), e.g. fedlib.data.cifar10.load_cifar10(...); got {type(data).__name__} "
                          f"without {' and '.join(missing)}{hint}")
+
+
+def _train_images(data) -> torch.Tensor:
+    """``data.train_images`` as a uint8 ``(N, H, W, C)`` tensor, or ``ValueError`` (also when ``data`` has no
+    ``train_images`` or ``train_labels`` attribute: :func:`_check_image_data`)."""
+    _check_image_data(data)
     images = _as_torch(data.train_images)
     if images.dtype != torch.uint8 or images.ndim != 4:
         raise ValueError(f"data.train_images must be uint8 (N, H, W, C), got {images.dtype} {tuple(images.shape)}")

@@ -47,11 +47,12 @@ from typing import Any, NamedTuple, Optional, Sequence
 
 import numpy as np
 
-from .._validate import (bool_entry, check_choice, check_finite_array, check_flag, check_int, check_in_range,
-                         check_local_steps, check_positive, check_probability_vector, check_sequence, plain)
+from .._validate import (bool_entry, check_choice, check_finite_array, check_flag, check_in_range, check_instance,
+                         check_int, check_local_steps, check_positive, check_probability_vector, check_sequence, plain)
 from ..algorithms import FederatedAlgorithm, make_algorithm
 from ..engines.batched import run_batched
 from ..plotting import ALGORITHM_COLORS
+from ..problems.logistic import LogisticProblem
 from ..problems.quadratic import QuadraticProblem
 from ..schedules import FixedSteps
 from ..server import momentum as server_momentum
@@ -190,6 +191,7 @@ def variant_round_map(problem: QuadraticProblem, name: str, lr: float, local_ste
     ``lr`` :math:`\eta > 0` and ``local_steps`` the (m,) :math:`\tau_i` (whole numbers :math:`\ge 1`).
     ``local_momentum`` :math:`\rho` and ``server_beta`` :math:`\beta` (default 0.9 each) must lie in [0, 1); each
     acts only in a variant that has that momentum (:class:`Variant`)."""
+    check_instance("problem", problem, QuadraticProblem)
     v = _variant(name)
     lr = check_positive("lr", lr)
     rho, beta = _check_coefficients(local_momentum, server_beta)
@@ -209,6 +211,7 @@ def initial_state(problem: QuadraticProblem, name: str, x0: Any = None) -> np.nd
     variates (the first round is uncorrected, as in :mod:`fedlib.variance`), and
     :math:`x_{-1} = x_0` (server momentum buffer 0). ``x0`` must be a finite vector of the
     problem's dimension (as :func:`run_variant` requires). ``name`` is a key of :data:`VARIANTS`."""
+    check_instance("problem", problem, QuadraticProblem)
     v = _variant(name)
     d = problem.dim
     x0 = np.zeros(d) if x0 is None else check_finite_array("x0", x0, shape=(d,))
@@ -224,6 +227,7 @@ def variant_radius(problem: QuadraticProblem, name: str, lr: float, local_steps:
     """Spectral radius of :func:`variant_round_map` (< 1: the rounds converge, at this rate); ``inf`` when the
     map itself overflows float64 (an ``lr`` far too large). ``problem``, ``name``, ``lr``, ``local_steps`` and the
     ``coefficients`` (``local_momentum``, ``server_beta``) are :func:`variant_round_map`'s."""
+    check_instance("problem", problem, QuadraticProblem)
     return _radius_or_inf(variant_round_map(problem, name, lr, local_steps, **coefficients).M)
 
 
@@ -233,6 +237,7 @@ def variant_limit(problem: QuadraticProblem, name: str, lr: float, local_steps: 
     Raises for ``vrlsgd`` (its limit depends on the start: it conserves
     :math:`\sum_i p_i\tau_i c_i`) and when the round map does not contract (a ``ValueError`` naming ``lr``).
     ``problem``, ``name``, ``lr``, ``local_steps`` and the ``coefficients`` are :func:`variant_round_map`'s."""
+    check_instance("problem", problem, QuadraticProblem)
     return _limit_and_radius(problem, name, lr, local_steps, **coefficients)[0]
 
 
@@ -270,6 +275,7 @@ def vr_limit(problem: QuadraticProblem, name: str, local_steps: Any = None, weig
     >>> vr_limit(prob, "vrlsgd", [1, 3]).tolist()
     [0.0]
     """
+    check_instance("problem", problem, QuadraticProblem)
     v = _variant(name)
     if v.algorithm not in VR_ALGORITHMS:
         vr = tuple(n for n, x in VARIANTS.items() if x.algorithm in VR_ALGORITHMS)
@@ -310,6 +316,7 @@ def iterate_round_maps(problem: QuadraticProblem, name: str, lr: float, schedule
     ``x0`` and ``reference`` must be finite vectors of the problem's dimension, as for
     :func:`run_variant`; ``name``, ``lr`` and the ``coefficients`` are :func:`variant_round_map`'s, and ``rounds``
     :math:`T` is an integer >= 0."""
+    check_instance("problem", problem, QuadraticProblem)
     rounds = check_int("rounds", rounds, minimum=0)
     if stop_above is not None:
         stop_above = check_positive("stop_above", stop_above)
@@ -347,6 +354,7 @@ def run_variant(problem: QuadraticProblem, name: str, lr: float, schedule, round
     :class:`~fedlib.schedules.FixedSteps`) over ``rounds`` :math:`T` (an integer >= 0); ``x0`` (default 0) and
     ``stop_above`` are ``run_quadratic``'s. ``local_momentum`` :math:`\rho` and ``server_beta`` :math:`\beta`
     (default 0.9 each, in [0, 1)) are :func:`make_variant`'s."""
+    check_instance("problem", problem, QuadraticProblem)
     algo = make_variant(name, lr, local_momentum=local_momentum, server_beta=server_beta)
     return run_quadratic(problem, name, lr, schedule, rounds, x0=x0, reference=reference, stop_above=stop_above,
                          algorithm=algo)
@@ -394,6 +402,7 @@ def compare_with_closed_form(problem: QuadraticProblem, name: str, lr: float, sc
     comparison is of the common start alone, a difference of 0 that checks no round map.
     ``problem``, ``lr``, ``schedule``, ``stop_above`` and the ``coefficients`` are :func:`run_variant`'s (the closed
     form stops at the same ``stop_above``)."""
+    check_instance("problem", problem, QuadraticProblem)
     rounds = check_int("rounds", rounds, minimum=1)
     run = run_variant(problem, name, lr, schedule, rounds, stop_above=stop_above, **coefficients)
     closed = iterate_round_maps(problem, name, lr, schedule, rounds, stop_above=stop_above, **coefficients)
@@ -424,6 +433,7 @@ def rate_check(problem: QuadraticProblem, name: str, lr: float, local_steps: Any
     rounds, and not much more than the spectral radius says the floor needs. ``problem``, ``name``, ``lr``,
     ``local_steps`` and the ``coefficients`` are :func:`variant_limit`'s (a spectral radius of 0 is a ``ValueError``
     naming ``lr``: no rate to measure); ``rounds`` >= 2 and ``floor`` in (0, 1)."""
+    check_instance("problem", problem, QuadraticProblem)
     rounds = check_int("rounds", rounds, minimum=2)
     try:  # one message for both ends: 1.0 read 'must lie in [0.0, 1.0)', 0.0 '(0, 1)'
         checked = check_in_range("floor", floor, 0.0, 1.0)
@@ -453,6 +463,7 @@ def limit_distances(problem: QuadraticProblem, names: Sequence[str], lrs: Sequen
     (closed-form limits, :func:`variant_limit`). ``names`` and ``lrs`` may be any iterables (each is read once).
     ``problem`` and the ``coefficients`` are :func:`variant_limit`'s; ``local_steps``, the (m,) :math:`\tau_i`, is
     the same at every rate."""
+    check_instance("problem", problem, QuadraticProblem)
     names = check_sequence("names", names, "variant names")
     for k, n in enumerate(names):  # else refused inside variant_limit as 'name', a parameter this function lacks
         if _variant(n, f"names[{k}]").algorithm == "vrlsgd":
@@ -508,6 +519,7 @@ def logistic_losses(problem, name: str, lr: float, schedule, seeds: Sequence[int
     logistic problem trained; ``lr`` (:math:`\eta > 0`) and the ``coefficients`` are :func:`make_variant`'s;
     ``schedule`` gives the :math:`\tau_i^{(t)}` (e.g. an epoch schedule of the clients' sizes and ``batch_size``),
     ``batch_size`` is :math:`B` (default 20) and ``rounds`` >= 1."""
+    check_instance("problem", problem, LogisticProblem)
     rounds = check_int("rounds", rounds, minimum=1)
     seeds = [check_int("seeds", seed) for seed in seeds]
     if not seeds:
@@ -552,6 +564,7 @@ def logistic_optimum(problem, tol: float = 1e-11, max_steps: int = 100) -> Logis
     ``ValueError`` otherwise: :func:`~fedlib.experiments.surrogate.unseen_classes`)."""
     from ..problems.logistic import pack_params, unpack_params
 
+    check_instance("problem", problem, LogisticProblem)
     p = np.asarray(problem.p, dtype=np.float64)
     theta, G, Q, steps = newton_minimize(problem, p, tol=tol, max_steps=max_steps, loss=problem.loss,
                                          what="logistic_optimum")
@@ -579,6 +592,7 @@ def linearised_vr_radius(problem, optimum: LogisticOptimum, name: str, lr: float
     :math:`\tau_i` (whole numbers :math:`\ge 1`)."""
     from ..theory import quadratic_vr_round_operator
 
+    check_instance("problem", problem, LogisticProblem)
     check_choice("name", name, LINEARISED_VR)
     return spectral_radius(quadratic_vr_round_operator(optimum.hessians, problem.p, local_steps, lr, name))
 
@@ -595,6 +609,7 @@ def linearised_vr_eigenvalues(problem, optimum: LogisticOptimum, name: str, lr: 
     :func:`linearised_vr_radius`'s; ``k`` >= 1."""
     from ..theory import leading_eigenvalues, quadratic_vr_eigenvalues_near, quadratic_vr_round_operator
 
+    check_instance("problem", problem, LogisticProblem)
     check_choice("name", name, LINEARISED_VR)
     if near is None:
         return leading_eigenvalues(quadratic_vr_round_operator(optimum.hessians, problem.p, local_steps, lr, name), k=k)
@@ -623,6 +638,7 @@ def linearised_vr_count_outside(problem, optimum: LogisticOptimum, name: str, lr
     progress bar."""
     from ..theory import quadratic_vr_count_outside
 
+    check_instance("problem", problem, LogisticProblem)
     check_choice("name", name, LINEARISED_VR)
     progress = check_flag("progress", progress)  # before the deflation points are computed
     if isinstance(deflate, str):
@@ -647,6 +663,7 @@ def linearised_gd_eigenvalues(problem, optimum: LogisticOptimum, step: float) ->
     :math:`-\eta\bar\tau\nabla F`: the one-round lag acts only on the fast modes.
 
     ``problem`` gives the :math:`p_i` and ``optimum`` (:func:`logistic_optimum`) the Hessians; ``step`` > 0."""
+    check_instance("problem", problem, LogisticProblem)
     step = check_positive("step", step)
     hessian = np.einsum("i,ijk->jk", np.asarray(problem.p, dtype=float), optimum.hessians)
     vals = 1.0 - step * np.linalg.eigvalsh(hessian)
@@ -665,6 +682,7 @@ def linearised_vr_matrix(problem, optimum: LogisticOptimum, name: str, lr: float
     ``local_steps`` are :func:`linearised_vr_radius`'s; ``chunk`` >= 1."""
     from ..theory import quadratic_vr_round_operator
 
+    check_instance("problem", problem, LogisticProblem)
     check_choice("name", name, LINEARISED_VR)
     chunk = check_int("chunk", chunk, minimum=1)
     op = quadratic_vr_round_operator(optimum.hessians, problem.p, local_steps, lr, name)
@@ -806,6 +824,7 @@ def perturbation_growth(problem, optimum: LogisticOptimum, name: str, lr: float,
     from ..variance import control_variates
     from .surrogate import full_batch_grad_fn
 
+    check_instance("problem", problem, LogisticProblem)
     check_choice("name", name, LINEARISED_VR)
     rounds = check_int("rounds", rounds, minimum=2)
     size = check_positive("size", size)

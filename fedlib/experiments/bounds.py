@@ -49,8 +49,8 @@ from typing import Any, NamedTuple, Optional, Sequence
 
 import numpy as np
 
-from .._validate import (check_choice, check_finite_array, check_int, check_local_steps, check_nonnegative,
-                         check_positive, check_probability_vector, plain)
+from .._validate import (check_choice, check_finite_array, check_instance, check_int, check_local_steps,
+                         check_nonnegative, check_positive, check_probability_vector, plain)
 from ..engines.quadratic import run_replicas
 from ..problems.quadratic import QuadraticProblem, random_quadratic
 from ..rule import AGGREGATIONS, effective_weights
@@ -86,6 +86,7 @@ def objective_gap(problem: QuadraticProblem, weights: Any, x0: Any = None) -> fl
 
     ``problem`` is a :class:`~fedlib.problems.quadratic.QuadraticProblem`, ``weights`` the (m,) :math:`w_i` (summing to
     1) and ``x0`` a (d,) point (finite)."""
+    check_instance("problem", problem, QuadraticProblem)
     w = check_probability_vector("weights", weights, size=problem.num_clients)
     x0 = np.zeros(problem.dim) if x0 is None else check_finite_array("x0", x0, shape=(problem.dim,))
     diff = x0 - quadratic_global_optimum(problem.H, problem.e, w)
@@ -177,6 +178,7 @@ def bound_check(problem: QuadraticProblem, local_steps: Sequence[int], algorithm
     sigma : :math:`\sigma_0`, so :math:`\sigma^2 = \sigma_0^2 d`.
     replicas, seed : independent runs averaged for the expectation; the noise seed.
     """
+    check_instance("problem", problem, QuadraticProblem)
     algorithm = check_choice("algorithm", algorithm, AGGREGATIONS)
     solver = check_choice("solver", solver, SOLVERS)
     steps = check_local_steps("local_steps", local_steps, size=problem.num_clients)
@@ -264,6 +266,7 @@ def theorem3_check(problem: QuadraticProblem, work: RandomLocalWork, solvers: Se
     (the bound's :math:`\sigma^2 = \sigma_0^2 d`); ``replicas`` (:math:`\ge 1`, default 32) and ``seed`` go to
     :func:`fedlib.engines.quadratic.run_replicas`.
     """
+    check_instance("problem", problem, QuadraticProblem)
     solvers = check_shared_lr("solvers", solvers)  # Theorem 3 has one step size eta
     if len(solvers) != work.num_solvers:
         raise ValueError(f"solvers: work draws among {work.num_solvers} solvers, got {len(solvers)}")

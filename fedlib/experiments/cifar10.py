@@ -302,6 +302,8 @@ def run_setup(run: Mapping) -> dict:
     hyper-parameters, :math:`\tau_{\text{eff}}`, the epochs as ``[low, high]`` and the participation."""
     from ..schedules import parse_epochs
 
+    if not isinstance(run, Mapping):  # else "'NoneType' object is not subscriptable"
+        raise ValueError(f"run must be a mapping, one of train_runs' runs (algorithm, epochs, ...), got {type(run).__name__}")
     alg, epochs = run["algorithm"], run["epochs"]
     lo, hi = parse_epochs(epochs) if isinstance(epochs, str) else \
         (tuple(epochs) if isinstance(epochs, (tuple, list)) else (epochs, epochs))
@@ -1007,6 +1009,9 @@ def run_seconds(result: dict) -> Optional[float]:
     """Device time of one Table 1 run: its share of its stacked group's wall time
     (``summary.seconds_per_run``, else provenance wall time / runs stacked); ``None`` when ``result`` (one
     result document) records neither."""
+    if not isinstance(result, Mapping):  # else "'NoneType' object has no attribute 'get'"
+        raise ValueError(f"result must be a result document (a mapping, e.g. fedlib.results.read_result(path)), "
+                         f"got {type(result).__name__}")
     summary = result.get("summary") or {}
     if summary.get("seconds_per_run") is not None:
         return float(summary["seconds_per_run"])
@@ -1376,10 +1381,12 @@ def _bench_cifar10(data, *, width, steps, device, precision, cuda_graph, path, r
     from ..algorithms import make_algorithm
     from ..engines.augment import crop_flip_gather, normalize, pad_images
     from ..data.cifar10 import CIFAR10_MEAN, CIFAR10_STD
-    from ..engines.stacked import RunSpec, StackedEngine
+    from ..engines.stacked import RunSpec, StackedEngine, _check_image_data
     from ..models import vgg11
     from ..schedules import FixedSteps, steps_per_epoch
     from ..solvers import sgd
+
+    _check_image_data(data)  # after the arguments, before anything is timed
 
     device = resolve_device(device)
     dev = torch.device(device)

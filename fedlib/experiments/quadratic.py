@@ -22,8 +22,8 @@ from typing import Any, Mapping, NamedTuple, Optional, Sequence
 
 import numpy as np
 
-from .._validate import (check_choice, check_count, check_finite_array, check_int, check_local_steps, check_nonnegative,
-                         check_positive, check_probability_vector, check_sequence)
+from .._validate import (check_choice, check_count, check_finite_array, check_instance, check_int, check_local_steps,
+                         check_nonnegative, check_positive, check_probability_vector, check_sequence)
 from ..algorithms import FederatedAlgorithm, make_algorithm
 from ..engines.reference import run_sequential
 from ..plotting import ALGORITHM_COLORS
@@ -125,6 +125,7 @@ def run_quadratic(problem: QuadraticProblem, name: str, lr: float, schedule, rou
     ``stop_above`` (default ``None``: never) stops the run once a distance exceeds it or is NaN; it must be a
     finite number > 0.
     """
+    check_instance("problem", problem, QuadraticProblem)
     rounds = check_int("rounds", rounds, minimum=0)
     d = problem.dim
     ref = problem.optimum() if reference is None else check_finite_array("reference", reference, shape=(d,))
@@ -177,6 +178,7 @@ def fixed_point(problem: QuadraticProblem, name: str, lr: float, local_steps: An
     ``local_steps`` the (m,) :math:`\tau_i` (whole numbers :math:`\ge 1`); ``mu`` is used by FedProx alone (> 0,
     with :math:`\eta\mu \le 1`). Rounds that do not converge (spectral radius :math:`\ge 1`) are a ``ValueError``
     naming ``lr``."""
+    check_instance("problem", problem, QuadraticProblem)
     return quadratic_fixed_point(problem.H, problem.e, problem.p, local_steps, lr, name, mu=_closed_form_mu(name, mu))
 
 
@@ -186,6 +188,7 @@ def round_map_radius(problem: QuadraticProblem, name: str, lr: float, local_step
 
     ``problem``, ``name``, ``lr``, ``local_steps`` and ``mu`` are checked as in :func:`fixed_point`; a radius
     :math:`\ge 1` is returned, not refused."""
+    check_instance("problem", problem, QuadraticProblem)
     M, _ = quadratic_round_map(problem.H, problem.e, problem.p, local_steps, lr, name, mu=_closed_form_mu(name, mu))
     return _radius_or_inf(M)
 
@@ -198,6 +201,7 @@ def rounds_to_converge(problem: QuadraticProblem, name: str, lr: float, local_st
     ``reduction`` must lie in (0, 1); :math:`\rho = 0` (one round lands on :math:`\tilde x`) gives 1.
     ``problem``, ``name``, ``lr``, ``local_steps`` and ``mu`` are :func:`round_map_radius`'s; :math:`\rho \ge 1` is a
     ``ValueError`` naming ``lr``."""
+    check_instance("problem", problem, QuadraticProblem)
     if check_positive("reduction", reduction) >= 1:
         raise ValueError(f"reduction must lie in (0, 1), got {reduction!r}")
     rho = round_map_radius(problem, name, lr, local_steps, mu)
@@ -212,6 +216,7 @@ def surrogate_optimum(problem: QuadraticProblem, weights: Any) -> np.ndarray:
     r"""Minimiser of the surrogate :math:`\tilde F = \sum_i w_i F_i` (Theorem 1), ``weights`` summing to 1.
 
     ``problem`` gives the :math:`H_i` and :math:`e_i`; its own ``p`` is not used."""
+    check_instance("problem", problem, QuadraticProblem)
     # checked here as 'weights': quadratic_global_optimum names its weights 'p', which here is problem.p
     weights = check_probability_vector("weights", weights, size=problem.num_clients)
     return quadratic_global_optimum(problem.H, problem.e, weights)
@@ -222,6 +227,7 @@ def tau_weighted_optimum(problem: QuadraticProblem, local_steps: Any) -> np.ndar
     :math:`\eta \to 0` limit (Lemma 1 for general :math:`H_i`: :math:`K_i \approx \eta\tau_i I`).
     ``problem`` gives :math:`H_i`, :math:`e_i` and :math:`p_i`; ``local_steps`` is the (m,) :math:`\tau_i`, whole
     numbers :math:`\ge 1`."""
+    check_instance("problem", problem, QuadraticProblem)
     steps = check_local_steps("local_steps", local_steps, size=problem.num_clients).astype(np.float64)
     w = problem.p * steps
     return surrogate_optimum(problem, w / w.sum())
@@ -262,6 +268,7 @@ def small_lr_limit(problem: QuadraticProblem, name: str, local_steps: Any, weigh
     >>> float(small_lr_limit(prob, "fedavg", [1, 3], weights=[0.5, 0.5])[0])
     -0.5
     """
+    check_instance("problem", problem, QuadraticProblem)
     check_choice("name", name, CLOSED_FORM)
     steps = check_local_steps("local_steps", local_steps, size=problem.num_clients)
     if weights is not None:  # QuadraticProblem would name them 'p', which here is problem.p
@@ -341,6 +348,7 @@ def fixed_point_check(problem: QuadraticProblem, local_steps: Any, lr: float, mu
     is a ``FloatingPointError``."""
     from ..schedules import FixedSteps
 
+    check_instance("problem", problem, QuadraticProblem)
     if names is None:
         names = CLOSED_FORM if mu != 0 else tuple(n for n in CLOSED_FORM if n != "fedprox")
     for name in names:
@@ -417,6 +425,7 @@ def weighted_limit_check(problem: QuadraticProblem, local_steps: Any, lr: float,
     ...   c.target_distance < c.uniform_distance) for c in checks]
     [('fedavg', True, True, True), ('fednova', True, True, True)]
     """
+    check_instance("problem", problem, QuadraticProblem)
     steps = check_local_steps("local_steps", local_steps, size=problem.num_clients)
     lr = check_positive("lr", lr)
     uniform = np.full(problem.num_clients, 1.0 / problem.num_clients)
@@ -582,6 +591,7 @@ def one_round(problem: QuadraticProblem, x0: Any, local_steps: Sequence[int], lr
     ``ValueError`` naming ``lr`` otherwise)."""
     from ..schedules import FixedSteps
 
+    check_instance("problem", problem, QuadraticProblem)
     tau = check_local_steps("local_steps", local_steps, size=problem.num_clients)
     lr = check_positive("lr", lr)
     x0 = np.array(x0, dtype=np.float64)
@@ -610,6 +620,7 @@ def plot_one_round(ax, problem: QuadraticProblem, r: OneRound, span: float = 3.2
     ``ax`` is a matplotlib ``Axes``; ``problem`` the 2-d problem ``r`` was computed on (another dimension is a
     ``ValueError``); ``r`` the :class:`OneRound`; ``span`` the half-width of the square
     ``[-span, span]``:sup:`2` drawn (default 3.2)."""
+    check_instance("problem", problem, QuadraticProblem)
     if problem.dim != 2:
         raise ValueError(f"plot_one_round draws 2-d problems, got dimension {problem.dim}")
     g = np.linspace(-span, span, 161)

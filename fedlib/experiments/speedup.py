@@ -55,8 +55,8 @@ from typing import Any, Callable, NamedTuple, Optional, Sequence
 
 import numpy as np
 
-from .._validate import (check_choice, check_int, check_nonnegative, check_positive, check_probability_vector,
-                         check_sequence)
+from .._validate import (check_choice, check_instance, check_int, check_nonnegative, check_positive,
+                         check_probability_vector, check_sequence)
 from ..algorithms import make_algorithm
 from ..engines.quadratic import client_solvers, noisy_grad_fn, run_replicas
 from ..engines.reference import run_sequential
@@ -142,6 +142,7 @@ def replicate(problem: QuadraticProblem, work: RandomLocalWork, copies: int) -> 
     :math:`F`, ``copies`` times more clients, each drawing its own local work. ``problem`` is a
     :class:`~fedlib.problems.quadratic.QuadraticProblem` and ``work`` its clients'
     :class:`~fedlib.schedules.RandomLocalWork`; ``copies`` is an integer >= 1."""
+    check_instance("problem", problem, QuadraticProblem)
     copies = check_int("copies", copies, minimum=1)
     _local_work(work)
     rep = QuadraticProblem(np.tile(problem.H, (copies, 1, 1)), np.tile(problem.e, (copies, 1)),
@@ -197,6 +198,7 @@ def time_averaged_surrogate(problem: QuadraticProblem, work: RandomLocalWork,
     (:func:`mean_a_norms`), and :math:`\tilde x = \arg\min \sum_i w_i F_i`. Returns ``(w, x_tilde)``.
     ``problem`` gives the :math:`p_i` and :math:`F_i`; ``work`` (for as many clients) and ``solvers`` are
     :func:`mean_a_norms`'s."""
+    check_instance("problem", problem, QuadraticProblem)
     _check_work(problem, work)
     w = problem.p * mean_a_norms(work, solvers)
     w = w / w.sum()
@@ -273,6 +275,7 @@ def drawn_weights(problem: QuadraticProblem, work: RandomLocalWork, solvers: Seq
     >>> check.measured, check.expected, check.stderr, check.holds
     (array([0.25, 0.75]), array([0.25, 0.75]), array([0., 0.]), True)
     """
+    check_instance("problem", problem, QuadraticProblem)
     _check_work(problem, work)
     rounds = check_int("rounds", rounds, minimum=2)  # a standard deviation needs two rounds
     k = check_positive("k", k)
@@ -344,6 +347,7 @@ def consistency_sweep(problem: QuadraticProblem, work: RandomLocalWork, rounds_l
     ``lr_scale`` :math:`c > 0`; ``solver_factory`` maps :math:`\eta` to the solvers (one per solver number of
     ``work``; default :func:`make_solvers`). ``progress``, if given, is called with ``"T=..."`` after each
     :math:`T`."""
+    check_instance("problem", problem, QuadraticProblem)
     _check_work(problem, work)
     rounds_list = _check_counts("rounds_list", rounds_list)
     tau_tilde = float(work.mean_steps.mean())
@@ -404,6 +408,7 @@ def speedup_grid(problem: QuadraticProblem, work: RandomLocalWork, copies_list: 
     ``work``'s own seed). ``algorithms`` is a non-empty sequence of ``"fedavg"`` and ``"fednova"`` (a single
     string is a ``ValueError``); ``solver_factory`` as in :func:`consistency_sweep`. ``progress``, if given, is
     called after each cell with its algorithm, :math:`m` and :math:`T`."""
+    check_instance("problem", problem, QuadraticProblem)
     check_nonnegative("sigma", sigma)
     _check_work(problem, work)
     copies_list = _check_counts("copies_list", copies_list)
@@ -478,6 +483,7 @@ def population_tau_eff(problem: QuadraticProblem, work: RandomLocalWork, solvers
     :class:`fedlib.schedules.RandomLocalWork`: the closed form reads its uniform ranges (for the built-in step
     schedules, :func:`fedlib.schedules.population_tau_eff`; a schedule of your own is refused by both).
     ``problem`` gives the :math:`p_i`; ``solvers`` are :func:`mean_a_norms`'s."""
+    check_instance("problem", problem, QuadraticProblem)
     _check_work(problem, work)
     return float(problem.p @ mean_a_norms(work, solvers))
 
@@ -511,6 +517,7 @@ def sampling_grid(problem: QuadraticProblem, work: RandomLocalWork, copies_list:
     as ``"participants"``; ``"selected_p"`` is a ``ValueError``). ``progress``, if given, is called after each
     cell with its :math:`m`, :math:`q` and :math:`T`.
     """
+    check_instance("problem", problem, QuadraticProblem)
     check_choice("scheme", scheme, SAMPLING_SCHEMES)
     _check_work(problem, work)
     if scheme == "full":
@@ -578,6 +585,7 @@ def sampling_step_conditions(problem: QuadraticProblem, work: RandomLocalWork, s
     client's :math:`\tau` range × every solver), since any of them can occur in some round and App. G's
     argument needs the conditions in every round. The conditions are sufficient for App. G's bound,
     not necessary: a run that breaks them may still show the rate."""
+    check_instance("problem", problem, QuadraticProblem)
     _check_work(problem, work)
     solvers = check_shared_lr("solvers", solvers)
     if len(solvers) != _local_work(work).num_solvers:
@@ -665,6 +673,7 @@ def sampling_bias(problem: QuadraticProblem, work: RandomLocalWork, clients_per_
     ``scheme`` and ``solver_factory`` are as in :func:`sampling_grid` (FedNova only, full gradients);
     ``tau_effs`` is a non-empty sequence of :data:`TAU_EFF_CHOICES` entries (default all three).
     """
+    check_instance("problem", problem, QuadraticProblem)
     check_choice("scheme", scheme, SAMPLING_SCHEMES)
     _check_work(problem, work)
     if scheme == "full":
@@ -1111,6 +1120,7 @@ def check_against_reference(problem: QuadraticProblem, work: RandomLocalWork, so
 
     ``problem``, ``work``, ``solvers``, ``rounds`` (:math:`T`), ``sigma``, ``replicas`` and ``seed`` are
     :func:`~fedlib.engines.quadratic.run_replicas`'s; ``aggregation`` is ``"fedavg"`` or ``"fednova"`` (default)."""
+    check_instance("problem", problem, QuadraticProblem)
     solvers = list(solvers)
     start = time.perf_counter()
     run = run_replicas(problem, aggregation, solvers, work, rounds, sigma=sigma, replicas=replicas, seed=seed)

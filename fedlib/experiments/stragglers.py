@@ -42,8 +42,8 @@ from typing import Callable, Mapping, NamedTuple, Optional, Sequence
 
 import numpy as np
 
-from .._validate import (_is_number, check_choice, check_count, check_int, check_nonnegative, check_positive,
-                         check_sequence)
+from .._validate import (_is_number, check_choice, check_count, check_instance, check_int, check_nonnegative,
+                         check_positive, check_sequence)
 from ..algorithms import make_algorithm
 from ..engines.batched import run_batched
 from ..plotting import ALGORITHM_COLORS
@@ -88,6 +88,7 @@ def sync_steps_of(clock: WallClock) -> int:
     fixed-length round, :math:`\lfloor \operatorname{median}_i(s_i)\,T_r\rfloor` (at least 1).
 
     ``clock`` is a :class:`fedlib.schedules.WallClock`."""
+    check_instance("clock", clock, WallClock)
     return max(1, int(whole_steps(np.median(clock.speeds) * clock.round_seconds)))
 
 
@@ -122,6 +123,8 @@ def run_strategy(problem: LogisticProblem, clock: WallClock, strategy: str, roun
     one of :data:`STRATEGIES`; ``rounds`` an integer :math:`\ge 1`; ``seeds`` a non-empty sequence of run seeds
     (integers :math:`\ge 0`); ``lr`` the local SGD step :math:`\eta` (default 0.02) and ``batch_size`` :math:`B`
     (default 20)."""
+    check_instance("problem", problem, LogisticProblem)
+    check_instance("clock", clock, WallClock)
     check_choice("strategy", strategy, STRATEGIES)
     rounds = check_int("rounds", rounds, minimum=1)
     if clock.num_clients != problem.num_clients:
@@ -160,6 +163,7 @@ def run_strategies(problem: LogisticProblem, clock: WallClock, rounds: int, seed
 
     ``problem``, ``clock``, ``rounds``, ``seeds``, ``lr`` and ``batch_size`` are :func:`run_strategy`'s; ``progress``,
     if given, is called with each strategy's name once it has run."""
+    check_instance("problem", problem, LogisticProblem)
     seeds = check_sequence("seeds", seeds, "run seeds")  # read once: a generator left the second strategy none
     out = {}
     for strategy in STRATEGIES:

@@ -37,8 +37,8 @@ from typing import Any, Callable, List, NamedTuple, Optional, Sequence
 
 import numpy as np
 
-from .._validate import (check_choice, check_int, check_local_steps, check_positive, check_probability_vector,
-                         check_sequence, check_weights)
+from .._validate import (check_choice, check_instance, check_int, check_local_steps, check_positive,
+                         check_probability_vector, check_sequence, check_weights)
 from ..algorithms import make_algorithm
 from ..data.clients import FederatedDataset
 from ..engines.reference import run_sequential
@@ -117,6 +117,7 @@ def unseen_classes(problem: LogisticProblem, weights: Any = None) -> list[int]:
     otherwise it has none (see :func:`observed_classes`). ``weights``: one finite number >= 0 per client
     (``ValueError`` otherwise). ``problem`` is a :class:`~fedlib.problems.logistic.LogisticProblem`; its model's
     classes are ``0..C-1`` (``C`` the model's ``num_classes``, which may exceed the data set's)."""
+    check_instance("problem", problem, LogisticProblem)
     # one finite weight >= 0 per client: zip() below cut a short list (or a long one) to the clients it covered
     w = np.ones(problem.num_clients) if weights is None else check_weights("weights", weights, size=problem.num_clients)
     labels = [np.asarray(y, dtype=np.int64) for y, w_i in zip(problem.dataset.train_y, w) if w_i > 0]
@@ -138,6 +139,7 @@ def full_batch_grad_fn(problem: LogisticProblem):
 
     ``problem`` is a :class:`~fedlib.problems.logistic.LogisticProblem`; the gradient is its model's (the L2 penalty
     included) and ignores ``round`` and ``step``."""
+    check_instance("problem", problem, LogisticProblem)
     xs = [np.asarray(x, dtype=np.float64) for x in problem.dataset.train_x]
     ys = [np.asarray(y, dtype=np.int64) for y in problem.dataset.train_y]
     return lambda params, i, t, k: problem.model.grad(params, xs[i], ys[i])
@@ -147,6 +149,7 @@ def client_gradients(problem: LogisticProblem, params: dict, grad_fn=None) -> np
     r"""``(m, P)``: :math:`\nabla F_i(x)` of every client, packed and flattened
     (``grad_fn``: a :func:`full_batch_grad_fn` of ``problem`` to reuse across calls). ``params`` is
     ``{"W": (d, C), "b": (C,)}``; ``P = (d+1)C``."""
+    check_instance("problem", problem, LogisticProblem)
     grad = full_batch_grad_fn(problem) if grad_fn is None else grad_fn
     return np.array([pack_params(grad(params, i, 0, 0)).ravel() for i in range(problem.num_clients)])
 
@@ -160,6 +163,7 @@ def round_map(problem: LogisticProblem, algorithm: str, lr: float, local_steps: 
     ``problem`` is a :class:`~fedlib.problems.logistic.LogisticProblem` (its ``p`` weights the clients); ``lr``
     must be a finite number > 0 and ``local_steps`` one whole number :math:`\ge 1` per client (``ValueError``
     otherwise)."""
+    check_instance("problem", problem, LogisticProblem)
     check_choice("algorithm", algorithm, ALGORITHMS)
     lr = check_positive("lr", lr)
     tau = check_local_steps("local_steps", local_steps, size=problem.num_clients)
@@ -223,6 +227,7 @@ def fixed_point_of_round(problem: LogisticProblem, algorithm: str, lr: float, lo
     ``problem``, ``algorithm``, ``lr`` (:math:`\eta > 0`) and ``local_steps`` (:math:`\tau_i`, one whole number
     :math:`\ge 1` per client) are :func:`round_map`'s. A class that no training sample has is a ``ValueError``
     (:func:`unseen_classes`); a solve that does not converge a ``RuntimeError``."""
+    check_instance("problem", problem, LogisticProblem)
     phi = round_map(problem, algorithm, lr, local_steps)
     _refuse_unseen_classes(problem, None, f"fixed point of {algorithm} (lr {lr})")
     x0 = pack_params(problem.init_params()).ravel()
@@ -238,6 +243,7 @@ def flat_directions(problem) -> np.ndarray:
     class's column of :math:`\Theta = [W; b]` leaves the softmax unchanged (:math:`k = d+1`;
     with an L2 penalty on :math:`W` only the bias direction, :math:`k = 1`). ``problem``'s ``l2`` picks the case and
     :math:`P = (d+1)C`."""
+    check_instance("problem", problem, LogisticProblem)
     D, C = problem.model.num_features + 1, problem.model.num_classes
     rows = range(D) if problem.l2 == 0 else [D - 1]
     B = np.zeros((D * C, len(rows)))
@@ -272,6 +278,7 @@ def newton_minimize(problem: LogisticProblem, weights: Any, *, tol: float = 1e-1
     Used by :func:`weighted_minimizer` (chapter 7) and
     :func:`~fedlib.experiments.acceleration.logistic_optimum` (chapter 10).
     """
+    check_instance("problem", problem, LogisticProblem)
     w = check_probability_vector("weights", weights, size=problem.num_clients)
     tol = check_positive("tol", tol)
     max_steps = check_int("max_steps", max_steps, minimum=1)
@@ -323,6 +330,7 @@ def weighted_minimizer(problem: LogisticProblem, weights: Any, tol: float = 1e-1
     Hessians (:func:`newton_minimize`; ``tol`` is relative to the client gradients at the start),
     so it converges for features in any units (an ill-conditioned :math:`\sum_i w_i\nabla^2 F_i`
     included, where a Newton-Krylov solve stalls)."""
+    check_instance("problem", problem, LogisticProblem)
     w = check_probability_vector("weights", weights, size=problem.num_clients)
     theta, G, _, _ = newton_minimize(problem, w, tol=tol, what="weighted minimiser")
     shape = pack_params(problem.init_params()).shape
@@ -360,6 +368,7 @@ def surrogate_sweep(problem: LogisticProblem, local_steps: Sequence[int], lrs: S
     ``problem`` is a :class:`~fedlib.problems.logistic.LogisticProblem`, ``local_steps`` the :math:`\tau_i` (one whole
     number :math:`\ge 1` per client) and ``algorithms`` names from ``"fedavg"`` and ``"fednova"`` (default both; any
     other is a ``ValueError``)."""
+    check_instance("problem", problem, LogisticProblem)
     tau = check_local_steps("local_steps", local_steps, size=problem.num_clients)
     lrs = [check_positive("lrs", lr) for lr in check_sequence("lrs", lrs, "step sizes")]
     if not lrs:

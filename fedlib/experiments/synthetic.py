@@ -40,7 +40,7 @@ from typing import Callable, Iterable, Mapping, NamedTuple, Optional, Sequence, 
 
 import numpy as np
 
-from .._validate import check_flag, check_int, check_positive, check_sequence
+from .._validate import check_flag, check_instance, check_int, check_positive, check_sequence
 from ..algorithms import FederatedAlgorithm, make_algorithm
 from ..data import synthetic
 from ..engines.batched import run_batched
@@ -147,6 +147,7 @@ def population_tau_eff(problem: LogisticProblem, setting: Setting, solver: Local
 
     ``problem`` gives the :math:`p_i` and client sizes, ``setting`` the epochs, ``solver`` (a
     :class:`~fedlib.solvers.LocalSolver`) the :math:`a_i`; ``batch_size`` defaults to the setting's."""
+    check_instance("problem", problem, LogisticProblem)
     return _population_tau_eff(problem.p, setting.schedule(problem, 0, batch_size), solver)
 
 
@@ -229,6 +230,7 @@ def run_setting(problem: LogisticProblem, setting: Setting, factory: Callable, s
     :class:`~fedlib.problems.logistic.LogisticProblem` trained (by :func:`make_problem`)."""
     import time
 
+    check_instance("problem", problem, LogisticProblem)
     seeds = _check_seeds(seeds)
     rounds = check_int("rounds", rounds, minimum=1)
     if batch_size is not None and batch_size != setting.batch_size:
@@ -258,6 +260,7 @@ def run_grid(problem: LogisticProblem, settings: Iterable[Setting], algorithms: 
     instances; ``algorithms`` maps a label to a factory ``(problem, setting) -> FederatedAlgorithm``
     (:func:`fedavg_sgd`, :func:`with_solver`). ``progress``, if given, is called with one line per (setting,
     algorithm) once it has run: its names and the seconds of its runs."""
+    check_instance("problem", problem, LogisticProblem)
     seeds = _check_seeds(seeds)  # a generator was used up by the first run: the second had "no seeds"
     out = {}
     for setting in settings:
@@ -278,6 +281,7 @@ def lr_sweep(problem: LogisticProblem, setting: Setting, algorithms: Mapping[str
 
     ``algorithms`` maps a label to such a factory (:func:`fedavg_sgd`, :func:`fednova_sgd`, :func:`fedprox`);
     ``seeds`` and ``rounds`` (>= 1) are checked as by :func:`run_setting`; ``lrs`` are one or more numbers > 0."""
+    check_instance("problem", problem, LogisticProblem)
     rounds = check_int("rounds", rounds, minimum=1)
     seeds = _check_seeds(seeds)
     lrs = [check_positive("lrs", lr) for lr in check_sequence("lrs", lrs, "learning rates")]
