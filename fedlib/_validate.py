@@ -140,10 +140,17 @@ def check_int(name: str, value: Any, *, minimum: int = 0) -> int:
 
 
 def check_count(name: str, value: Any, *, minimum: int = 0) -> int:
-    """Like :func:`check_int`, but a whole float (``2.0``) is taken as its integer; ``1.5`` is refused."""
-    if isinstance(value, (float, np.floating)) and np.isfinite(value) and float(value).is_integer():
-        value = int(value)
-    return check_int(name, value, minimum=minimum)
+    """Return ``int(value)`` if it is a whole number >= ``minimum``, else raise: like :func:`check_int`, but a whole
+    float (``2.0``) is taken as its integer; ``1.5`` and a bool are refused, with the message
+    ``"{name} must be a whole number >= {minimum}, got ..."`` (the words of the package's convention: *an integer*
+    refuses ``2.0``, *a whole number* takes it)."""
+    number = value
+    if isinstance(number, (float, np.floating)) and np.isfinite(number) and float(number).is_integer():
+        number = int(number)
+    if isinstance(number, bool) or not isinstance(number, (numbers.Integral, np.integer)) or number < minimum:
+        hint = " (a 0-d array or tensor, not a number: pass int(value))" if _held_in_array(value, whole=True) else ""
+        raise ValueError(f"{name} must be a whole number >= {minimum}, got {plain(value)!r}{hint}")
+    return int(number)
 
 
 def check_flag(name: str, value: Any) -> bool:
@@ -342,32 +349,33 @@ def check_probability_vector(name: str, value: Any, *, size: int | None = None, 
 
 
 def check_int_array(name: str, value: Any, *, size: int | None = None, minimum: int | None = None) -> np.ndarray:
-    """A non-empty 1-d array of integers (whole floats accepted), one per client, each >= ``minimum``."""
-    _refuse_mapping(name, value, "integers")
+    """A non-empty 1-d array of whole numbers (integers, and whole floats taken as theirs), one per client, each >=
+    ``minimum``, as int64; the messages say "whole numbers" (``2.0`` is taken), as the package's convention has it."""
+    _refuse_mapping(name, value, "whole numbers")
     if hasattr(value, "detach") and hasattr(value, "numpy"):  # a torch tensor: on any device, bfloat16, with grad
         value = value.detach().cpu()
         value = (value.double() if value.is_floating_point() else value).numpy()
     try:
         arr = np.asarray(value)
     except (TypeError, ValueError) as exc:  # a ragged list: numpy's message named no argument
-        raise ValueError(f"{name} must be a 1-d array of integers: {exc}") from None
+        raise ValueError(f"{name} must be a 1-d array of whole numbers: {exc}") from None
     if arr.dtype.kind in "iuf" and isinstance(value, (list, tuple)):  # np.asarray([True, 2]) is [1, 2]
         bad = next((i for i, v in enumerate(value) if isinstance(v, (bool, np.bool_))), None)
         if bad is not None:  # a bool is no count (all bools: dtype bool, refused below)
-            raise ValueError(f"{name} must hold integers, got the bool {plain(value[bad])!r} at index {bad}")
+            raise ValueError(f"{name} must hold whole numbers, got the bool {plain(value[bad])!r} at index {bad}")
     if arr.ndim != 1 or arr.size == 0:
-        raise ValueError(f"{name} must be a non-empty 1-d array of integers, got shape {arr.shape}")
+        raise ValueError(f"{name} must be a non-empty 1-d array of whole numbers, got shape {arr.shape}")
     if size is not None and arr.size != size:
         raise ValueError(f"{name} must have {size} entries (one per client), got {arr.size}")
     if arr.dtype.kind == "f":
         if not np.isfinite(arr).all() or (arr != np.round(arr)).any():
-            raise ValueError(f"{name} must hold integers, got {arr!r}")
+            raise ValueError(f"{name} must hold whole numbers, got {arr!r}")
     elif arr.dtype.kind not in "iu":
-        raise ValueError(f"{name} must hold integers, got dtype {arr.dtype}")
+        raise ValueError(f"{name} must hold whole numbers, got dtype {arr.dtype}")
     kind = arr.dtype.kind  # an int64 array cannot wrap; uint64 is compared with the int 2**63, not the float
     # 2.0**63 (which 2**63 - 1 rounds to)
     if kind == "u" and arr.max() >= 2 ** 63 or kind == "f" and (arr.max() >= 2.0 ** 63 or arr.min() < -(2.0 ** 63)):
-        raise ValueError(f"{name} must hold integers below 2**63, got {arr!r}")
+        raise ValueError(f"{name} must hold whole numbers below 2**63, got {arr!r}")
     arr = arr.astype(np.int64)
     if minimum is not None and arr.min() < minimum:
         bad = int(np.flatnonzero(arr < minimum)[0])
@@ -376,7 +384,7 @@ def check_int_array(name: str, value: Any, *, size: int | None = None, minimum: 
 
 
 def check_local_steps(name: str, value: Any, *, size: int | None = None) -> np.ndarray:
-    """Local step counts tau_i: integers >= 1, one per client."""
+    """Local step counts tau_i: whole numbers >= 1, one per client."""
     return check_int_array(name, value, size=size, minimum=1)
 
 

@@ -277,7 +277,7 @@ def test_alphas_are_numbers_not_text_or_bools(alphas, message):
         tradeoff.fedprox_curves([0.5, 0.5], [2, 5], np.array([0.5], dtype=np.float32)).tau_eff.tolist()
 
 
-@pytest.mark.parametrize("bad,match", [(None, r"^local_steps must be a non-empty 1-d array of integers, got shape \(\)$"),
+@pytest.mark.parametrize("bad,match", [(None, r"^local_steps must be a non-empty 1-d array of whole numbers, got shape \(\)$"),
                                        ([1], r"^local_steps must have 2 entries \(one per client\), got 1$")])
 def test_fedprox_sweep_names_local_steps(bad, match):
     """Was 'steps must be a non-empty 1-d array of integers' (FixedSteps' name) for None, and for one count too few
@@ -313,5 +313,5 @@ def test_scalar_step_counts_are_whole_numbers(name, call):
         got, want = (got.G, got.delta, got.a_norm), (want.G, want.delta, want.a_norm)
     assert pickle.dumps(got) == pickle.dumps(want)  # the same result, bit for bit
     for bad in (1.5, True, float("nan")):
-        with pytest.raises(ValueError, match=rf"^{name} must be an integer >= 1, got "):
+        with pytest.raises(ValueError, match=rf"^{name} must be a whole number >= 1, got "):
             call(bad)

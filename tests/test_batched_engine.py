@@ -350,7 +350,7 @@ class _Steps:
     (np.array([3] * 7), r"one step count per client \(6 clients in p\), got shape \(7,\)"),
     (np.array([[3] * 6]), r"got shape \(1, 6\)"),
     (3, r"got shape \(\)"),
-    (np.array([3, 2.9, 3, 3, 3, 3]), "must hold integers"),
+    (np.array([3, 2.9, 3, 3, 3, 3]), "must hold whole numbers"),
 ])
 @pytest.mark.parametrize("engine", ["batched", "reference"])
 def test_schedule_output_is_checked_by_both_engines(prob, steps, match, engine):
@@ -495,9 +495,9 @@ def test_epoch_batcher_checks_num_samples():
     """Before: np.asarray(num_samples, dtype=np.int64) cut [5.7, 3] to [5, 3] without a word, and a client of 0
     (or -1) samples raised ZeroDivisionError ('integer division or modulo by zero') at its first batch, a number
     IndexError ('too many indices for array')."""
-    for bad, match in (([5.7, 3], r"num_samples must hold integers"), ([5, 0], r"num_samples must be >= 1 for every "
+    for bad, match in (([5.7, 3], r"num_samples must hold whole numbers"), ([5, 0], r"num_samples must be >= 1 for every "
                                                                                 r"client \(client 1 has 0\)"),
-                       (5, r"num_samples must be a non-empty 1-d array of integers, got shape \(\)")):
+                       (5, r"num_samples must be a non-empty 1-d array of whole numbers, got shape \(\)")):
         with pytest.raises(ValueError, match=rf"^{match}"):
             EpochBatcher(bad, 2, 0)
     batcher = EpochBatcher([5.0, 3.0], 2, 7)
@@ -522,5 +522,5 @@ def test_minibatch_indices_steps_is_a_whole_number():
     got, want = (minibatch_indices(5, 2, n, generator(0, "batches", 0, 1)) for n in (4.0, 4))
     assert all(a.dtype == b.dtype and np.array_equal(a, b) for a, b in zip(got, want, strict=True))
     for bad in (1.5, True, float("nan")):
-        with pytest.raises(ValueError, match=r"^steps must be an integer >= 0, got "):
+        with pytest.raises(ValueError, match=r"^steps must be a whole number >= 0, got "):
             minibatch_indices(5, 2, bad, generator(0, "batches", 0, 1))

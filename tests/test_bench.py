@@ -150,5 +150,5 @@ def test_bench_cifar10_steps_and_epochs_are_whole_numbers(monkeypatch):
     assert seen[0] == seen[1] == (3, 2) and all(type(v) is int for v in seen[0])
     for name in ("steps", "epochs"):
         for bad in (1.5, True):
-            with pytest.raises(ValueError, match=rf"^{name} must be an integer >= 1, got "):
+            with pytest.raises(ValueError, match=rf"^{name} must be a whole number >= 1, got "):
                 C.bench_cifar10(None, device="cpu", **{name: bad})

@@ -150,7 +150,7 @@ def test_two_client_sweep_refuses_bool_step_counts(tau1, tau2_values, name):
     TwoClientPoint(tau1=1, ...); a step count of 2.5 failed as 'local_steps must hold integers'."""
     from fedlib.experiments.quadratic import two_client_sweep
 
-    with pytest.raises(ValueError, match=f"^{name} must be an integer >= 1"):
+    with pytest.raises(ValueError, match=f"^{name} must be a whole number >= 1"):
         two_client_sweep(tau1, tau2_values, 0.1, reduction=1e-3)
     assert two_client_sweep(1, [2.0], 0.1, reduction=1e-3)[0].tau2 == 2
 
@@ -376,7 +376,7 @@ def test_fixed_local_steps_bounds_are_whole_numbers(name, call):
     got, want = call(2.0), call(2)
     assert got.dtype == want.dtype and np.array_equal(got, want)
     for bad in (1.5, True, float("nan")):
-        with pytest.raises(ValueError, match=rf"^{name} must be an integer >= 1, got "):
+        with pytest.raises(ValueError, match=rf"^{name} must be a whole number >= 1, got "):
             call(bad)
 
 

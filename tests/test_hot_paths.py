@@ -64,8 +64,8 @@ def test_check_weights_takes_zero_and_positive_weights():
     (np.array([1, 2 ** 63], dtype=np.uint64), "below 2\\*\\*63"),
     (np.array([1.0, 2.0 ** 63]), "below 2\\*\\*63"),
     (np.array([1.0, -(2.0 ** 64)]), "below 2\\*\\*63"),
-    (np.array([1.0, 1.5]), "must hold integers"),
-    (np.array([1.0, np.nan]), "must hold integers"),
+    (np.array([1.0, 1.5]), "must hold whole numbers"),
+    (np.array([1.0, np.nan]), "must hold whole numbers"),
     (np.array([3, 0]), "client 1 has 0"),
     (np.array([0, 3], dtype=np.uint8), "client 0 has 0"),
 ])

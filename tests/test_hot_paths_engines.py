@@ -129,7 +129,7 @@ class _BadLater:
     # no client a step: a participant without one whichever the round samples (a client left out may take none)
     (_BadLater(steps=(0, 0, 0, 0)), "work.draw\\(2\\): steps must be >= 1 for every participant"),
     (_BadLater(numbers=(0, 2, 0, 0)), "work.draw\\(2\\): solver numbers must be in 0..1"),
-    (_BadLater(steps=(1, 2.5, 3, 1)), "work.draw\\(2\\): steps must hold integers"),
+    (_BadLater(steps=(1, 2.5, 3, 1)), "work.draw\\(2\\): steps must hold whole numbers"),
 ])
 @pytest.mark.parametrize("sampling, q", [("full", None), ("uniform", 2), ("with-replacement", 2)])
 def test_run_replicas_refuses_a_bad_later_work_draw(work, match, sampling, q):

@@ -382,7 +382,7 @@ class _Steps:
 @pytest.mark.parametrize("change, match", [
     (dict(rounds=-1), r"^rounds must be an integer >= 0, got -1"),
     (dict(rounds=2.5), r"^rounds must be an integer >= 0, got 2\.5"),
-    (dict(schedule=_Steps([2.9, 3])), r"^schedule\.local_steps\(0\) must hold integers"),
+    (dict(schedule=_Steps([2.9, 3])), r"^schedule\.local_steps\(0\) must hold whole numbers"),
     (dict(schedule=_Steps([0, 3])), r"^schedule: round 0 gives participant client 0 0 local steps \(need >= 1: "),
     (dict(schedule="3 clients"), r"^schedule is for 3 clients but the problem has 2"),
     (dict(batch_size=5), r"^batch_size: schedule counts steps with batch size 10, the engine's is 5"),

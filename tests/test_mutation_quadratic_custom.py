@@ -207,8 +207,8 @@ def test_fixed_local_steps_is_uniform_on_the_inclusive_range():
 
 @pytest.mark.parametrize("args,message", [
     ((0, 4, 1), r"^num_clients must be an integer >= 1, got 0"),
-    ((3, 0, 4), r"^low must be an integer >= 1, got 0"),
-    ((3, 5, 4), r"^high must be an integer >= 5, got 4"),
+    ((3, 0, 4), r"^low must be a whole number >= 1, got 0"),
+    ((3, 5, 4), r"^high must be a whole number >= 5, got 4"),
 ])
 def test_fixed_local_steps_checks_its_range(args, message):
     with pytest.raises(ValueError, match=message):

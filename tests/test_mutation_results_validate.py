@@ -116,14 +116,14 @@ def test_local_steps_accept_whole_floats_and_refuse_fractions():
     assert fednova_weights([0.5, 0.5], [2.0, 6.0], tau_eff="local_steps", local_steps=[2.0, 6.0])[0] == 4.0
     assert fednova_weights([0.5, 0.5], [2.0, 6.0], tau_eff="local_steps", local_steps=np.array([2, 6]))[0] == 4.0
     for bad in ([2.5, 6.5], [2.5, 6.0], [np.inf, 6.0], [np.nan, 6.0]):
-        with pytest.raises(ValueError, match="^local_steps must hold integers"):
+        with pytest.raises(ValueError, match="^local_steps must hold whole numbers"):
             fednova_weights([0.5, 0.5], [2.0, 6.0], tau_eff="local_steps", local_steps=bad)
 
 
 def test_local_steps_refuse_booleans_and_text():
     """Booleans and strings are not step counts, even though numpy could cast them to int."""
     for bad in ([True, True], ["2", "6"]):
-        with pytest.raises(ValueError, match="^local_steps must hold integers, got dtype"):
+        with pytest.raises(ValueError, match="^local_steps must hold whole numbers, got dtype"):
             fednova_weights([0.5, 0.5], [2.0, 6.0], tau_eff="local_steps", local_steps=bad)
 
 
@@ -132,7 +132,7 @@ def test_local_steps_must_be_a_non_empty_vector():
     count is given to compare with (fedprox_curves)."""
     assert fedprox_curves([0.5, 0.5], [2, 4], [0.5]).tau_eff.shape == (1,)
     for bad in ([], [[2, 4]], 3):
-        with pytest.raises(ValueError, match="^local_steps must be a non-empty 1-d array of integers"):
+        with pytest.raises(ValueError, match="^local_steps must be a non-empty 1-d array of whole numbers"):
             fedprox_curves([0.5, 0.5], bad, [0.5])
 
 
@@ -470,7 +470,7 @@ def test_step_counts_too_large_for_int64_are_refused_as_such():
     for bad in ([1e19, 2], np.array([2 ** 64 - 1, 2], dtype=np.uint64)):
         with warnings.catch_warnings():
             warnings.simplefilter("error")
-            with pytest.raises(ValueError, match=r"^local_steps must hold integers below 2\*\*63"):
+            with pytest.raises(ValueError, match=r"^local_steps must hold whole numbers below 2\*\*63"):
                 fedprox_curves([0.5, 0.5], bad, [0.5])
 
 
@@ -501,9 +501,9 @@ def test_a_bool_among_whole_floats_is_no_step_count():
     from fedlib._validate import check_int_array
 
     for bad, at in (([True, 2.0], 0), ((3.0, np.bool_(False)), 1)):
-        with pytest.raises(ValueError, match=rf"^steps must hold integers, got the bool (True|False) at index {at}$"):
+        with pytest.raises(ValueError, match=rf"^steps must hold whole numbers, got the bool (True|False) at index {at}$"):
             check_int_array("steps", bad)
-        with pytest.raises(ValueError, match=rf"^steps must hold integers, got the bool (True|False) at index {at}"):
+        with pytest.raises(ValueError, match=rf"^steps must hold whole numbers, got the bool (True|False) at index {at}"):
             FixedSteps(bad)
     assert check_int_array("steps", [1.0, 2.0]).tolist() == [1, 2]  # whole floats without a bool: accepted
 
@@ -550,7 +550,7 @@ def test_make_result_names_a_mapping_given_as_history():
 # ------------------------------------------------------------------------------- mutants of 86c5527..90cbd4d
 @pytest.mark.parametrize("bad", [[1.0, np.inf], [-np.inf, 1.0]])
 def test_check_int_array_calls_an_infinite_count_no_integer(bad):  # V5
-    with pytest.raises(ValueError, match=r"^steps must hold integers, got array"):
+    with pytest.raises(ValueError, match=r"^steps must hold whole numbers, got array"):
         check_int_array("steps", np.array(bad), minimum=1)
 
 

@@ -634,9 +634,9 @@ def test_check_participant_steps_takes_only_integer_arrays_on_its_fast_path():
 
     got = check_participant_steps(np.array([2.0, 3.0]), np.array([1]), 0)
     assert got.tolist() == [3] and got.dtype == np.int64
-    with pytest.raises(ValueError, match=r"^steps must hold integers"):
+    with pytest.raises(ValueError, match=r"^steps must hold whole numbers"):
         check_participant_steps(np.array([2.5, 3.0]), np.array([0]), 0)
-    with pytest.raises(ValueError, match=r"^clients must hold integers, got dtype bool$"):
+    with pytest.raises(ValueError, match=r"^clients must hold whole numbers, got dtype bool$"):
         check_participant_steps(np.array([2, 3]), np.array([True, False]), 0)
 
 
@@ -686,7 +686,7 @@ def test_make_epoch_schedule_names_low_for_a_bool_low_equal_to_high():
     """(True, 1) is refused as a bad ``low``, not passed on as one epoch: True == 1, so an unchecked low went to
     FixedEpochs, whose error named ``epochs`` (mutant S10 of 0571233~1..165a974: the pair's low unchecked)."""
     for pair in ((True, 1), (np.True_, 1)):
-        with pytest.raises(ValueError, match=r"^low must be an integer >= 1, got True$"):
+        with pytest.raises(ValueError, match=r"^low must be a whole number >= 1, got True$"):
             make_epoch_schedule([64, 32], 32, pair)
 
 
@@ -697,6 +697,6 @@ def test_wall_clock_seconds_to_finish_refuses_a_bool_in_a_tuple_as_in_a_list():
     from fedlib.schedules import WallClock
 
     clock = WallClock([1.0, 2.0], 10.0)
-    with pytest.raises(ValueError, match=r"^steps must hold integers, got the bool True at index 0$"):
+    with pytest.raises(ValueError, match=r"^steps must hold whole numbers, got the bool True at index 0$"):
         clock.seconds_to_finish((True, 2), 0)
     assert clock.seconds_to_finish((3, 4), 0) == 3.0

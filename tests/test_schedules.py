@@ -81,13 +81,13 @@ def test_make_epoch_schedule_names_epochs_for_nan_and_a_pair_of_three():
     """make_epoch_schedule (train_clients' epochs) names epochs for a NaN and a tuple that is not a pair. Before:
     NaN != NaN sent (nan, nan) on to RandomEpochs, whose 'low must be an integer >= 1, got nan' named no argument
     of the caller; (1, 2, 3) raised Python's 'too many values to unpack (expected 2)'."""
-    with pytest.raises(ValueError, match=r"^epochs must be an integer >= 1, got nan$"):
+    with pytest.raises(ValueError, match=r"^epochs must be a whole number >= 1, got nan$"):
         SC.make_epoch_schedule(N, 32, float("nan"))
     with pytest.raises(ValueError, match=r"^epochs must be a count, a string like '2' or '2-5', or a \(low, high\) "
                                          r"pair, got \(1, 2, 3\)$"):
         SC.make_epoch_schedule(N, 32, (1, 2, 3))
     for bad in (2.5, True, 0, None):  # refused as before (FixedEpochs named epochs too); 2.0 is 2 (whole numbers)
-        with pytest.raises(ValueError, match=r"^epochs must be an integer >= 1, got "):
+        with pytest.raises(ValueError, match=r"^epochs must be a whole number >= 1, got "):
             SC.make_epoch_schedule(N, 32, bad)
     assert SC.make_epoch_schedule(N, 32, np.int64(2)) == SC.FixedEpochs(N, 32, 2)
     assert SC.make_epoch_schedule(N, 32, (2, 2)) == SC.FixedEpochs(N, 32, 2)
@@ -442,7 +442,7 @@ def test_round_local_steps_names_what_a_users_schedule_returned():
         with pytest.raises(ValueError, match=rf"^schedule\.local_steps\(0\) must give one step count per client "
                                              rf"\(2 clients in p\), got {shown}$"):
             SC.round_local_steps(Own(out), 0, 2)
-    with pytest.raises(ValueError, match=r"^schedule\.local_steps\(0\) must hold integers, got the bool True at index 0$"):
+    with pytest.raises(ValueError, match=r"^schedule\.local_steps\(0\) must hold whole numbers, got the bool True at index 0$"):
         SC.round_local_steps(Own([True, 2]), 0, 2)
     with pytest.raises(ValueError, match=r"^schedule must be an object with local_steps\(round\) -> \(m,\) ints \(a "
                                          r"function is no schedule: give an object whose method local_steps\(round\) "
@@ -482,9 +482,9 @@ def test_round_local_steps_scans_a_listed_schedule_without_a_python_loop():
     assert got.tolist() == [2] * 999 + [3] and got.dtype == np.int64
     assert len(calls) < 300, sorted(set(calls))  # before: an isinstance call per entry, in a generator
     for out in ([2, np.bool_(True)], (2, False)):
-        with pytest.raises(ValueError, match=r"must hold integers, got the bool (True|False) at index 1$"):
+        with pytest.raises(ValueError, match=r"must hold whole numbers, got the bool (True|False) at index 1$"):
             SC.round_local_steps(Own(out), 0, 2)
-    with pytest.raises(ValueError, match=r"^schedule\.local_steps\(0\) must be a 1-d array of integers"):
+    with pytest.raises(ValueError, match=r"^schedule\.local_steps\(0\) must be a 1-d array of whole numbers"):
         SC.round_local_steps(Own([2, [3, 4]]), 0, 2)
     with pytest.raises(ValueError, match=r"got shape \(3,\)$"):
         SC.round_local_steps(Own(np.array([2, 3, 4])), 0, 2)
@@ -528,5 +528,5 @@ def test_scalar_step_and_epoch_counts_are_whole_numbers(name, call):
     for t in (0, 3):
         assert np.array_equal(got.local_steps(t), want.local_steps(t))
     for bad in (1.5, True, float("nan")):
-        with pytest.raises(ValueError, match=rf"^{name} must be an integer >= 1, got "):
+        with pytest.raises(ValueError, match=rf"^{name} must be a whole number >= 1, got "):
             call(bad)

@@ -996,5 +996,5 @@ def test_scalar_step_counts_are_whole_numbers(solver, name, call):
 
     assert pickle.dumps(call(solver, 3.0)) == pickle.dumps(call(solver, 3))  # the same result, bit for bit
     for bad in (1.5, True, float("nan")):
-        with pytest.raises(ValueError, match=rf"^{name} must be an integer >= [01], got "):
+        with pytest.raises(ValueError, match=rf"^{name} must be a whole number >= [01], got "):
             call(solver, bad)

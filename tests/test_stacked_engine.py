@@ -1226,7 +1226,8 @@ def test_client_augment_params_checks_its_counts_as_client_batch_plan_does(name,
     from fedlib.engines.stacked import client_augment_params
 
     args = dict(seed=0, round_index=0, client=1, local_steps=3, batch_size=2, padding=4)
-    with pytest.raises(ValueError, match=rf"^{name} must be an integer >= 1, got {value!r}$"):
+    what = "a whole number" if name == "local_steps" else "an integer"  # a step count takes 2.0; batch_size does not
+    with pytest.raises(ValueError, match=rf"^{name} must be {what} >= 1, got {value!r}$"):
         client_augment_params(**{**args, name: value})
     dy, dx, flip = client_augment_params(**{**args, "local_steps": np.int64(3)})
     assert all(torch.equal(a, b) for a, b in zip((dy, dx, flip), client_augment_params(**args)))
@@ -1687,5 +1688,5 @@ def test_scalar_step_counts_are_whole_numbers(call):
     got, want = (got if isinstance(got, tuple) else (got,)), (want if isinstance(want, tuple) else (want,))
     assert all(a.dtype == b.dtype and np.array_equal(a, b) for a, b in zip(got, want, strict=True))
     for bad in (1.5, True, float("nan")):
-        with pytest.raises(ValueError, match=r"^(local_steps|steps) must be an integer >= [01], got "):
+        with pytest.raises(ValueError, match=r"^(local_steps|steps) must be a whole number >= [01], got "):
             call(bad)

@@ -274,5 +274,5 @@ def test_run_strategy_sync_steps_is_a_whole_number(small_problem):
         assert np.array_equal(a, b) and np.asarray(a).dtype == np.asarray(b).dtype, field
     assert want.mean_steps.tolist() == [2.0]
     for bad in (1.5, True, float("nan")):
-        with pytest.raises(ValueError, match=r"^sync_steps must be an integer >= 1, got "):
+        with pytest.raises(ValueError, match=r"^sync_steps must be a whole number >= 1, got "):
             ST.run_strategy(small_problem, clock, "wait-for-all", 1, [0], sync_steps=bad)

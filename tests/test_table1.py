@@ -891,9 +891,9 @@ def test_train_runs_and_run_table1_refuse_a_checkpoint_period_that_is_not_a_coun
     # train_runs took -1 as "never" and 1.5 as "every third round"; run_table1 took int(1.5) = 1
     from fedlib.experiments.cifar10 import run_table1, train_runs
 
-    with pytest.raises(ValueError, match=r"checkpoint_every must be an integer >= 0"):
+    with pytest.raises(ValueError, match=r"checkpoint_every must be a whole number >= 0"):
         train_runs([], None, [], rounds=1, checkpoint_every=every)
-    with pytest.raises(ValueError, match=r"checkpoint_every must be an integer >= 0"):
+    with pytest.raises(ValueError, match=r"checkpoint_every must be a whole number >= 0"):
         run_table1(tmp_path / "results", budget_seconds=0, dry_run=True, checkpoint_every=every)
 
 

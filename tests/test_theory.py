@@ -517,5 +517,5 @@ def test_scalar_step_counts_are_whole_numbers(name, call):
 
     assert pickle.dumps(call(2.0)) == pickle.dumps(call(2))  # the same result, bit for bit
     for bad in (1.5, True, float("nan")):
-        with pytest.raises(ValueError, match=rf"^{name} must be an integer >= 1, got "):
+        with pytest.raises(ValueError, match=rf"^{name} must be a whole number >= 1, got "):
             call(bad)

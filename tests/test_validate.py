@@ -69,11 +69,11 @@ def test_messages_show_plain_numbers_and_a_bool_is_no_step_count():
         check_int("rounds", np.int64(-3))
     assert str(info.value) == "rounds must be an integer >= 0, got -3"
     for bad in ([True, 2], (3, np.bool_(True))):
-        with pytest.raises(ValueError, match=r"^steps must hold integers, got the bool True at index [01]"):
+        with pytest.raises(ValueError, match=r"^steps must hold whole numbers, got the bool True at index [01]"):
             FixedSteps(bad)
-        with pytest.raises(ValueError, match=r"^local_steps must hold integers, got the bool True"):
+        with pytest.raises(ValueError, match=r"^local_steps must hold whole numbers, got the bool True"):
             fednova_weights([0.5, 0.5], [2.0, 6.0], tau_eff="local_steps", local_steps=bad)
-    with pytest.raises(ValueError, match="^local_steps must hold integers, got dtype bool"):  # as before
+    with pytest.raises(ValueError, match="^local_steps must hold whole numbers, got dtype bool"):  # as before
         fednova_weights([0.5, 0.5], [2.0, 6.0], tau_eff="local_steps", local_steps=[True, True])
     for bad in (True, np.bool_(True)):
         with pytest.raises(ValueError, match="^rounds must be an integer >= 1, got True"):
@@ -86,8 +86,26 @@ def test_check_count_takes_a_whole_float_as_its_integer():
 
     assert check_count("n", 2.0) == 2 and type(check_count("n", np.float32(3.0))) is int
     assert check_count("n", np.int64(4), minimum=4) == 4
-    with pytest.raises(ValueError, match="n must be an integer >= 1, got 0"):
+    with pytest.raises(ValueError, match="n must be a whole number >= 1, got 0"):
         check_count("n", 0.0, minimum=1)
+
+
+def test_count_messages_say_whole_numbers_as_the_convention():
+    """check_count and check_int_array take 2.0 as 2, so they refuse in the words of the convention (fedlib's
+    docstring: *a whole number* takes 2.0, *an integer* refuses it). Before: "tau must be an integer >= 1, got 1.5"
+    and "steps must hold integers, got array([1.5, 2. ])", though 2.0 was taken. check_int, which refuses 2.0, still
+    says "an integer"."""
+    from fedlib._validate import check_count, check_int, check_int_array
+
+    with pytest.raises(ValueError) as info:
+        check_count("tau", 1.5, minimum=1)
+    assert str(info.value) == "tau must be a whole number >= 1, got 1.5"
+    with pytest.raises(ValueError) as info:
+        check_int_array("steps", [1.5, 2.0])
+    assert str(info.value) == "steps must hold whole numbers, got array([1.5, 2. ])"
+    with pytest.raises(ValueError) as info:
+        check_int("rounds", 2.0)
+    assert str(info.value) == "rounds must be an integer >= 0, got 2.0"
 
 
 # ------------------------------------------------------------------ check_int_array: torch tensors, ragged lists
@@ -103,9 +121,9 @@ def test_check_int_array_takes_any_torch_tensor_and_names_a_ragged_list():
     for steps in (torch.tensor([2.0, 3.0], requires_grad=True), torch.tensor([2.0, 3.0], dtype=torch.bfloat16)):
         assert FixedSteps(steps).steps == (2, 3)
         assert slowdown(steps, 2.0) == 1.25   # mean(2, 3) / 2
-    with pytest.raises(ValueError, match="steps must hold integers"):
+    with pytest.raises(ValueError, match="steps must hold whole numbers"):
         FixedSteps(torch.tensor([2.5, 3.0], requires_grad=True))
-    with pytest.raises(ValueError, match="^steps must be a 1-d array of integers: "):
+    with pytest.raises(ValueError, match="^steps must be a 1-d array of whole numbers: "):
         FixedSteps([[1, 2], [3]])
 
 
@@ -165,7 +183,7 @@ def test_0d_hints_only_where_the_conversion_keeps_the_value():
         with pytest.raises(ValueError, match=r"^rounds must be an integer >= 0, got [^(]*\(([0-9.]+)\)$"):
             check_int("rounds", value)
     for value in (np.array(2.0), torch.tensor(4)):
-        with pytest.raises(ValueError, match=r"not an integer: pass int\(value\)\)$"):
+        with pytest.raises(ValueError, match=r"not a number: pass int\(value\)\)$"):
             check_count("rounds", value)
     for value in (np.array("0.1"), np.array(1 + 2j), torch.tensor(1 + 2j)):
         with pytest.raises(ValueError, match=r"^lr must be a finite number > 0, got .*[^)]\)$") as info:
@@ -253,8 +271,8 @@ def test_array_checks_refuse_a_mapping_by_name():
     from fedlib.schedules import FixedSteps
     from fedlib.theory import chi_square, slowdown
 
-    cases = [(lambda: FixedSteps({0: 2, 1: 4}), "steps", "integers"),
-             (lambda: slowdown({0: 2, 1: 4}, 3.0), "local_steps", "integers"),
+    cases = [(lambda: FixedSteps({0: 2, 1: 4}), "steps", "whole numbers"),
+             (lambda: slowdown({0: 2, 1: 4}, 3.0), "local_steps", "whole numbers"),
              (lambda: chi_square({0: 0.5, 1: 0.5}, [0.5, 0.5]), "p", "numbers"),
              (lambda: aggregate([np.ones(1), np.ones(1)], [0.5, 0.5], {0: 1.0, 1: 2.0}), "a_norms", "numbers"),
              (lambda: check_probability_vector("p", {1: 1.0}), "p", "numbers")]
