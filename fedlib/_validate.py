@@ -69,6 +69,15 @@ def _is_int_at_least(x: Any, minimum: int) -> bool:
     return isinstance(x, (int, np.integer)) and not isinstance(x, bool) and x >= minimum
 
 
+def _past_int64(low: Any, high: Any) -> bool:
+    """Whole numbers from ``low`` to ``high`` reach past int64 (``high >= 2**63`` or ``low < -2**63``), where the
+    step counts of the engines live: the rule of ``check_count`` (``low`` and ``high`` the one number) and
+    ``check_int_array`` (its min and max). Compared with the ints ``2**63`` and ``-2**63``, never the float
+    ``2.0**63`` (which ``2**63 - 1`` rounds to): a Python int and numpy's uint64 exactly; a float array's entries are
+    compared as floats, exact for the power of two."""
+    return high >= 2 ** 63 or low < -(2 ** 63)
+
+
 def _is_finite_number(x: Any) -> bool:
     """``x`` is a finite int or float (Python's or numpy's, not a bool). ``math.isfinite``, not ``np.isfinite``:
     the latter raised TypeError ("ufunc 'isfinite' not supported for the input types") on an int past int64 and
@@ -150,6 +159,8 @@ def check_count(name: str, value: Any, *, minimum: int = 0) -> int:
     if isinstance(number, bool) or not isinstance(number, (numbers.Integral, np.integer)) or number < minimum:
         hint = " (a 0-d array or tensor, not a number: pass int(value))" if _held_in_array(value, whole=True) else ""
         raise ValueError(f"{name} must be a whole number >= {minimum}, got {plain(value)!r}{hint}")
+    if _past_int64(number, number):  # as check_int_array: past it, numpy's 'high is out of bounds for int64' inside
+        raise ValueError(f"{name} must be a whole number below 2**63 (an int64), got {plain(value)!r}")
     return int(number)
 
 
@@ -372,9 +383,7 @@ def check_int_array(name: str, value: Any, *, size: int | None = None, minimum: 
             raise ValueError(f"{name} must hold whole numbers, got {arr!r}")
     elif arr.dtype.kind not in "iu":
         raise ValueError(f"{name} must hold whole numbers, got dtype {arr.dtype}")
-    kind = arr.dtype.kind  # an int64 array cannot wrap; uint64 is compared with the int 2**63, not the float
-    # 2.0**63 (which 2**63 - 1 rounds to)
-    if kind == "u" and arr.max() >= 2 ** 63 or kind == "f" and (arr.max() >= 2.0 ** 63 or arr.min() < -(2.0 ** 63)):
+    if arr.dtype.kind in "uf" and _past_int64(arr.min(), arr.max()):  # an int64 array cannot wrap
         raise ValueError(f"{name} must hold whole numbers below 2**63, got {arr!r}")
     arr = arr.astype(np.int64)
     if minimum is not None and arr.min() < minimum:

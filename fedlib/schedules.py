@@ -537,8 +537,8 @@ def parse_epochs(text: str) -> tuple[int, int]:
     """Parse ``"2"`` -> (2, 2) or an inclusive range ``"2-5"`` -> (2, 5); a whole number ``n`` >= 1 gives (n, n)
     (``2.5`` or ``True`` is refused, not cut to 2 or taken as 1).
 
-    ``text`` is a string (``"2"``, ``"2-5"``) or a whole number; anything else, or a range with low < 1 or high < low,
-    is a ``ValueError``.
+    ``text`` is a string (``"2"``, ``"2-5"``) or a whole number; anything else, a range with low < 1 or high < low,
+    or a count from 2**63 on (past int64, as :func:`make_epoch_schedule` refuses), is a ``ValueError``.
 
     Example
     -------
@@ -561,6 +561,7 @@ def parse_epochs(text: str) -> tuple[int, int]:
         raise ValueError(f"epochs must be an integer like '2' or an inclusive range like '2-5', got {text!r}") from None
     if lo < 1 or hi < lo:
         raise ValueError(f"epochs range must satisfy 1 <= low <= high, got {text!r}")
+    check_count("epochs", hi, minimum=1)  # below 2**63, as a number is: named epochs, not the schedule's low or high
     return lo, hi
 
 

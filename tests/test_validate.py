@@ -378,3 +378,23 @@ def test_float32_weights_accepted_once_are_accepted_again_downstream():
         np.testing.assert_allclose(fedprox_weights(p, [1, 3, 7, 9], 0.3)[1], fedprox_weights(p64, [1, 3, 7, 9], 0.3)[1],
                                    rtol=1e-6)
         quadratic_round_map(base.H, base.e, p, [1, 3, 7, 9], 0.05, "fednova")
+
+
+def test_scalar_counts_past_int64_are_refused_by_name_as_array_counts_are():
+    """check_count had no cap: RandomSteps(2, 1, 2**63) was built and its first draw raised numpy's 'high is out of
+    bounds for int64', sgd(0.1).a_norm(2**63) Python's 'int too large to convert to C long', naming no argument;
+    check_int_array refused such counts as 'must hold whole numbers below 2**63'. Both apply one rule now."""
+    from fedlib._validate import check_count, check_int_array
+    from fedlib.schedules import RandomSteps
+    from fedlib.solvers import sgd
+
+    for call, name in ((lambda v: RandomSteps(2, 1, v), "high"), (lambda v: sgd(0.1).a_norm(v), "tau"),
+                       (lambda v: check_count("epochs", v, minimum=1), "epochs")):
+        for big in (2 ** 63, np.uint64(2 ** 63), 2.0 ** 63, 1e300, 10 ** 30):
+            with pytest.raises(ValueError, match=rf"^{name} must be a whole number below 2\*\*63 \(an int64\), got "):
+                call(big)
+    assert check_count("n", 2 ** 63 - 1) == 2 ** 63 - 1 == check_count("n", np.uint64(2 ** 63 - 1))
+    assert check_int_array("n", np.array([2 ** 63 - 1], dtype=np.uint64)).tolist() == [2 ** 63 - 1]
+    for big in ([2 ** 63], [2.0 ** 63], [-(2.0 ** 63) - 2048.0]):
+        with pytest.raises(ValueError, match=r"^n must hold whole numbers below 2\*\*63, got "):
+            check_int_array("n", big)
