@@ -56,11 +56,28 @@ def is_bool(x: Any) -> bool:
 def bool_entry(values: Any) -> Any:
     """The first bool among the entries of ``values`` (a list or tuple, nested ones flattened; an array or tensor is
     not searched, its dtype tells), else ``None``: ``np.asarray([0, True])`` is the integer array ``[0, 1]``, where
-    the bool has become the number 1."""
+    the bool has become the number 1. An array or tensor among the entries is judged by its dtype too (a bool one
+    gives its first entry), so that a list of large arrays (``H`` as ``[H_1, H_2]``) costs one step per array, not
+    one per number."""
     if hasattr(values, "dtype"):
         return None
-    return next((v for v in np.asarray(values, dtype=object).reshape(-1).tolist() if isinstance(v, (bool, np.bool_))),
-                None)
+    if not isinstance(values, (list, tuple)):  # another iterable: as numpy reads it
+        return next((v for v in np.asarray(values, dtype=object).reshape(-1).tolist()
+                     if isinstance(v, (bool, np.bool_))), None)
+    for v in values:
+        if type(v) is float or type(v) is int:  # the common entry, at the cost of a type lookup
+            continue
+        if isinstance(v, (bool, np.bool_)):
+            return v
+        if isinstance(v, (list, tuple)):
+            found = bool_entry(v)
+            if found is not None:
+                return found
+        elif hasattr(v, "reshape") and is_bool(v):  # a bool array or tensor among numbers
+            flat = v.reshape(-1)
+            if len(flat):
+                return flat[0].item()
+    return None
 
 
 def _is_int_at_least(x: Any, minimum: int) -> bool:
@@ -275,8 +292,8 @@ def _not_real(arr: np.ndarray) -> str | None:
 def check_finite_array(name: str, value: Any, *, ndim: int | None = None, shape: tuple | None = None) -> np.ndarray:
     """Convert to a float64 array and check that it is finite (and of the given ndim/shape). Strings (which
     numpy would parse: '0.5' as 0.5), complex numbers (whose imaginary part the conversion would drop) and bools
-    (an array, tensor or list of them: a mask given as weights would count as 1 and 0) are a ``ValueError`` naming
-    ``name``."""
+    (an array, tensor or list of them, or a list holding one among numbers: a mask given as weights would count as 1
+    and 0) are a ``ValueError`` naming ``name``."""
     if hasattr(value, "detach") and hasattr(value, "is_complex") and value.is_complex():
         raise ValueError(f"{name} must be an array of numbers: got a complex tensor ({value.dtype}), whose imaginary "
                          "part the conversion to float64 would drop")
@@ -298,6 +315,13 @@ def check_finite_array(name: str, value: Any, *, ndim: int | None = None, shape:
             what, "whose imaginary parts the conversion to float64 would drop")
         raise ValueError(f"{name} must be an array of numbers: got {what} ({head}{', ...' if flat.size > 3 else ''}), "
                          + why)
+    kind = arr.dtype.kind  # np.asarray([0.5, True]) is [0.5, 1.0]; all bools were dtype bool, refused above
+    if kind == "O" or kind in "iuf" and isinstance(value, (list, tuple)):
+        flag = (next((v for v in arr.flat if isinstance(v, (bool, np.bool_))), None) if kind == "O"
+                else bool_entry(value))
+        if flag is not None:
+            raise ValueError(f"{name} must be an array of numbers: got a bool ({plain(flag)!r}) among its entries, "
+                             "whose True and False would count as 1 and 0 (a mask? pass the numbers it selects)")
     try:
         arr = arr.astype(np.float64, copy=False)
     except (TypeError, ValueError) as exc:

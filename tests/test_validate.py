@@ -194,7 +194,7 @@ def test_0d_hints_only_where_the_conversion_keeps_the_value():
 def test_array_checks_refuse_bools_by_name():
     """A participation mask passed as p ([True, False, True]) was taken as the weights (1, 0, 1) -- then refused only for
     its sum, or, as [True, False], accepted as p = (1, 0); a bool tensor likewise. Every array check refuses bools by
-    name now (a mixed list [0.5, True] is a float array to numpy and is not looked into)."""
+    name now, a list holding a bool among numbers too (test_check_finite_array_refuses_a_bool_among_numbers)."""
     import torch
 
     from fedlib._validate import check_probability_vector
@@ -253,8 +253,7 @@ def test_check_finite_array_refuses_a_complex_tensor_and_keeps_real_input():
         with pytest.raises(ValueError, match=r"^M must be an array of numbers: got complex numbers"):
             spectral_radius(np.array([[0, 1j], [1j, 0]]))
     for value, want in (([0.5, 1], [0.5, 1.0]), (np.arange(3), [0.0, 1.0, 2.0]), (np.float32(0.25), 0.25),
-                        (2 ** 70, float(2 ** 70)), (torch.tensor([0.5], dtype=torch.bfloat16), [0.5]),
-                        ([True, 0.5], [1.0, 0.5])):
+                        (2 ** 70, float(2 ** 70)), (torch.tensor([0.5], dtype=torch.bfloat16), [0.5])):
         got = check_finite_array("x", value)
         assert got.dtype == np.float64 and got.tolist() == want
 
@@ -398,3 +397,29 @@ def test_scalar_counts_past_int64_are_refused_by_name_as_array_counts_are():
     for big in ([2 ** 63], [2.0 ** 63], [-(2.0 ** 63) - 2048.0]):
         with pytest.raises(ValueError, match=r"^n must hold whole numbers below 2\*\*63, got "):
             check_int_array("n", big)
+
+
+def test_check_finite_array_refuses_a_bool_among_numbers():
+    """A list of bools was refused ('got bools (True, False), whose True and False would count as 1 and 0'), but a
+    list holding one among numbers was the float array numpy makes of it: check_finite_array("w", [0.0, True]) gave
+    [0.0, 1.0], so p=[0.5, True] failed only for its sum and a_norms=[2.0, True] ran with 1.0. Any bool in a list
+    (Python's or numpy's, nested lists and object arrays searched, a bool array among the entries by its dtype) is
+    refused alike now, by name; lists of numbers and of float arrays pass as before."""
+    import torch
+
+    from fedlib._validate import check_finite_array, check_probability_vector
+    from fedlib.rule import aggregate
+
+    for value, flag in (([0.0, True], True), ([0, np.True_], True), ((0.5, np.False_), False),
+                        ([[1.0, 2.0], [np.False_, 3.0]], False), (np.array([0.5, True], dtype=object), True),
+                        ([np.array([1.0]), np.array([True])], True), ([0.5, torch.tensor(False)], False)):
+        with pytest.raises(ValueError) as info:
+            check_finite_array("w", value)
+        assert str(info.value) == (f"w must be an array of numbers: got a bool ({flag}) among its entries, whose True "
+                                   "and False would count as 1 and 0 (a mask? pass the numbers it selects)")
+    with pytest.raises(ValueError, match=r"^p must be an array of numbers: got a bool \(True\) among its entries"):
+        check_probability_vector("p", [0.0, True])
+    with pytest.raises(ValueError, match=r"^a_norms must be an array of numbers: got a bool \(True\) among"):
+        aggregate([np.ones(2), np.ones(2)], [0.5, 0.5], [2.0, True])
+    assert check_finite_array("x", [0.5, 1, np.float64(2.0), np.int64(3)]).tolist() == [0.5, 1.0, 2.0, 3.0]
+    assert check_finite_array("H", [np.eye(2), 2 * np.eye(2)], ndim=3).shape == (2, 2, 2)
