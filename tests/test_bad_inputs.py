@@ -78,6 +78,9 @@ CLI_CASES = [
     ("unknown solver", lambda t: SYN + ["--solver", "newton"], {}, "--solver"),
     ("tau_i = 0 (epochs 0)", lambda t: SYN + ["--epochs", "0"], {}, "--epochs"),
     ("bad epochs string", lambda t: SYN + ["--epochs", "5-2"], {}, "--epochs"),
+    # past int64 the schedule failed inside, reported as 'a value is too large for the 64-bit integers'
+    ("epochs past int64", lambda t: SYN + ["--epochs", "1-" + "9" * 20], {},
+     "argument --epochs: epochs must be a whole number below 2**63 (an int64), got " + "9" * 20),
     ("clients per round > clients (uniform)", lambda t: SYN + ["--sampling", "uniform", "--clients-per-round", "9"],
      {}, "--clients-per-round 9 is larger than the number of clients (3)"),
     ("sampling without q", lambda t: SYN + ["--sampling", "uniform"], {}, "--clients-per-round is required"),

@@ -381,6 +381,28 @@ CASES = [
     ("check_shared_lr lr str", lambda: S.check_shared_lr("solvers", [S.sgd(0.1)], lr="0.1"),
      "^lr must be a finite number > 0, got '0.1'$"),
     ("check_shared_lr lr nan", lambda: S.check_shared_lr("solvers", [S.sgd(0.1)], lr=NAN), "^lr must be"),
+    # ------------------------------------------------------------ counts: whole numbers (2.0 is 2), below 2**63
+    # a count took 2.0 but refused 1.5 as 'must be an integer' / 'must hold integers'
+    ("RandomSteps low 1.5", lambda: SC.RandomSteps(2, 1.5, 3), "^low must be a whole number >= 1, got 1.5$"),
+    ("a_norm tau 2.5", lambda: S.sgd(0.1).a_norm(2.5), "^tau must be a whole number >= 1, got 2.5$"),
+    ("FixedSteps 2.5", lambda: SC.FixedSteps([2.0, 2.5]), r"^steps must hold whole numbers, got array\(\[2\. , 2\.5\]\)$"),
+    # no cap: RandomSteps was built and its draw raised numpy's 'high is out of bounds for int64'
+    ("RandomSteps high 2**63", lambda: SC.RandomSteps(2, 1, 2 ** 63),
+     r"^high must be a whole number below 2\*\*63 \(an int64\), got 9223372036854775808$"),
+    ("a_norm tau 2**63", lambda: S.sgd(0.1).a_norm(2 ** 63), r"^tau must be a whole number below 2\*\*63"),
+    ("FixedEpochs epochs 1e300", lambda: SC.FixedEpochs([64, 32], 32, 1e300),
+     r"^epochs must be a whole number below 2\*\*63 \(an int64\), got 1e\+300$"),
+    ("parse_epochs range past int64", lambda: SC.parse_epochs("2-" + "9" * 20), r"^epochs must be a whole number below 2\*\*63"),
+    ("FixedSteps 2**63", lambda: SC.FixedSteps([1, 2 ** 63]), r"^steps must hold whole numbers below 2\*\*63"),
+    # ------------------------------------------------------------ a bool among numbers (np.asarray([0.0, True]) is [0., 1.])
+    ("full_participation p bool entry", lambda: SA.full_participation([0.0, True]),
+     r"^p must be an array of numbers: got a bool \(True\) among its entries"),
+    ("aggregate a_norms np.bool_ entry", lambda: R.aggregate([np.ones(2)] * 2, P2, [2.0, np.True_]),
+     r"^a_norms must be an array of numbers: got a bool \(True\) among its entries"),
+    ("expected_server_weights a bool entry", lambda: SA.expected_server_weights("full", P2, [1.0, True], None),
+     r"^a_norms must be an array of numbers: got a bool \(True\)"),
+    ("chi_square p nested bool", lambda: TH.chi_square((0.5, np.False_, 0.5), [0.5, 0.25, 0.25]),
+     r"^p must be an array of numbers: got a bool \(False\)"),
 ]
 
 
