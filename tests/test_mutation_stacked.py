@@ -55,7 +55,9 @@ described in tests/README.md, Mutation passes):
   std message without "> 0"; M8 the tensors float32 whatever dtype. killed by the suite: M1, M2, M4, M5, M7. killed
   here: M6. equivalent: M3 (a value with 3 entries by len() has ndim >= 1; ndim 2 is refused either way). left
   alive: M8 (mean/std rounded to float32 in a float64 run: the engine and reference_run share the helper, and no
-  public value shows the normalised batch outside a step).
+  public value shows the normalised batch outside a step). Later: M8 is killed by
+  test_a_float64_run_normalises_with_the_float64_mean_and_std (one step against numpy's float64 step) and was
+  already by test_evaluation_in_small_chunks_covers_the_whole_test_set (evaluate against a float64 forward).
 
 Mutants of 0571233~1..165a974 (fedlib/engines/stacked.py: client_batch_plan / client_augment_params' local_steps by
 check_count) (pass described in tests/README.md, Mutation passes):
@@ -572,3 +574,42 @@ def test_reference_run_takes_one_mean_and_std_per_channel_of_its_images():
     assert max_relative_difference(engine.params(0), loop.state.params) < 1e-10
     with pytest.raises(ValueError, match=r"^mean/std must have 1 entries \(one per channel\)"):
         reference_run(net(), data, run, rounds=1, batch_size=4)
+
+
+def test_a_float64_run_normalises_with_the_float64_mean_and_std():
+    """dtype=torch.float64 normalises with mean and std as float64 numbers (as StackedEngine's and reference_run's
+    docstrings say: ``(x / 255 - mean) / std`` in ``dtype``): one full-batch SGD step (lr = 1, fedavg, one client) of
+    a linear model moves it by -lr * the cross-entropy gradient computed here in numpy, to 1e-12, in the engine (vmap
+    path: the grouped one needs a convolution) and in reference_run. CIFAR-10's default constants are no float32
+    numbers: rounded to float32 the step is ~4e-8 relatively off. Mutant M8 of 2e0d04d..fb2fbe6 (_mean_std's tensors
+    float32 whatever dtype; the engine and reference_run share the helper, so they still agree with each other) is
+    killed here in the training step (and by test_evaluation_in_small_chunks_covers_the_whole_test_set in
+    evaluate), as is the float32 passed by reference_run's call alone."""
+    from fedlib.data.cifar10 import CIFAR10_MEAN, CIFAR10_STD
+
+    g = np.random.default_rng(3)
+    n, k = 8, 3
+    images = g.integers(0, 256, (n, 2, 2, 3), dtype=np.uint8)
+    labels = np.arange(n) % k
+    data = SimpleNamespace(train_images=images, train_labels=labels)
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Flatten(), nn.Linear(12, k)).double()
+    w0, b0 = (p.detach().numpy().copy() for p in model.parameters())
+    assert float(np.float32(CIFAR10_MEAN[0])) != CIFAR10_MEAN[0]  # the rounding this test would see
+    # the step by hand, in float64: x in NCHW order flattened, as nn.Flatten sees it
+    x = ((images.astype(np.float64) / 255.0 - np.array(CIFAR10_MEAN)) / np.array(CIFAR10_STD))
+    x = x.transpose(0, 3, 1, 2).reshape(n, -1)
+    z = x @ w0.T + b0
+    prob = np.exp(z - z.max(axis=1, keepdims=True))
+    prob /= prob.sum(axis=1, keepdims=True)
+    dz = (prob - np.eye(k)[labels]) / n
+    want = {"1.weight": -(dz.T @ x), "1.bias": -dz.sum(axis=0)}  # lr = 1
+    run = RunSpec(make_algorithm("fedavg", sgd(1.0)), [np.arange(n)], FixedSteps([1]), seed=0)
+    engine = StackedEngine(model, data, [run], rounds=1, path="vmap", batch_size=n, augment=False, dropout=False,
+                           dtype=torch.float64)
+    engine.train()
+    loop = reference_run(model, data, run, rounds=1, batch_size=n, augment=False, dropout=False)
+    for got in (engine.params(0), loop.state.params):
+        moved = {"1.weight": got["1.weight"].detach().numpy() - w0, "1.bias": got["1.bias"].detach().numpy() - b0}
+        for name, w in want.items():
+            assert np.abs(moved[name] - w).max() < 1e-12 * np.abs(w).max(), name

@@ -864,7 +864,8 @@ class StackedEngine:
     dropout : apply the model's ``nn.Dropout`` layers (seeded per client) in training.
     batch_size : :math:`B` (32 in the paper).
     mean, std : normalisation (CIFAR-10's by default): one finite entry per channel each, ``std``'s > 0 (``ValueError``
-        otherwise, also for a number).
+        otherwise, also for a number); applied in ``dtype``, ``(x / 255 - mean) / std``: a float64 run normalises with
+        the float64 numbers, not with float32-rounded ones.
     channels_last : grouped path memory format. ``cuda_graph``, ``augment``, ``dropout`` and ``channels_last`` are
         ``True`` or ``False`` (a ``ValueError`` naming one otherwise).
     conv : grouped path convolutions, ``"cudnn"`` (grouped ``F.conv2d``) or ``"gemm"``
@@ -1655,7 +1656,7 @@ def reference_run(model: nn.Module, data: Any, run: RunSpec, *, rounds: int, eng
     the width of the model's logits ``(B, K)``, read from one forward of ``model`` on the first sample in eval mode
     under ``torch.no_grad()`` (its forward hooks run once more; torch's random state is left as it was); a
     ``ValueError`` naming ``data.train_labels`` and ``K`` otherwise, as from the engine; ``mean`` and ``std`` are checked as
-    the engine checks them). Slow by design (one small
+    the engine checks them and applied in ``dtype``, as the engine applies them). Slow by design (one small
     forward/backward per step): a check, not a trainer.
 
     Returns
