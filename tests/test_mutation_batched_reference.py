@@ -27,7 +27,9 @@ passes):
   killed by the suite: D1-D3, B1-B3, B5, B7, B8, K2. equivalent: B6 (EpochBatcher draws from generator(seed,
   "batches", round, client) and drops its cache each round: a batcher per round draws the same batches). left
   alive: B4 (apply's and the server's FloatingPointErrors all name their round; only an own step raising one
-  without "round N" would see it).
+  without "round N" would see it). Later: B4 is killed by test_an_own_step_that_diverges_names_its_round (an own step
+  raising FloatingPointError in round 2), which also found run_batched(fast=False) letting that error through
+  without a round (fixed with it).
 
 Mutants of 0571233~1..165a974 (fedlib/engines/batched.py: minibatch_indices' steps by check_count) (pass described in
 tests/README.md, Mutation passes):
@@ -51,7 +53,7 @@ from fedlib.problems.logistic import LogisticProblem
 from fedlib.rng import generator
 from fedlib.schedules import FixedSteps
 from fedlib.server import momentum
-from fedlib.solvers import decayed_sgd, sgd
+from fedlib.solvers import LocalSolver, decayed_sgd, sgd
 
 B = 4
 ENGINES = ["batched", "reference"]
@@ -222,6 +224,40 @@ def test_divergence_names_the_round_of_each_cause(prob, engine):
         with pytest.raises(DivergenceError, match=r"diverged in round 0: .*not finite") as info:
             run_engine(engine, make_algorithm("fedavg", sgd(1e308)), prob, sched, 3, batch_size=B)
         assert info.value.round == 0
+
+
+class _OwnSGD(LocalSolver):
+    """SGD as an own (leaf) step: fast=False on the batched engine."""
+
+    def _direction_and_params(self, x, g, u, x0, corr, lr_k, wd):
+        return super()._direction_and_params(x, g, u, x0, corr, lr_k, wd)
+
+
+class _CheckedSGD(LocalSolver):
+    """An own step that refuses a non-finite step itself, with a message that names no round."""
+
+    def _direction_and_params(self, x, g, u, x0, corr, lr_k, wd):
+        nx, nu = super()._direction_and_params(x, g, u, x0, corr, lr_k, wd)
+        if not np.isfinite(nx).all():
+            raise FloatingPointError("the local step is not finite")
+        return nx, nu
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+@pytest.mark.parametrize("solver, detail", [(_OwnSGD, "the aggregated update is not finite (diverged)"),
+                                            (_CheckedSGD, "the local step is not finite")])
+def test_an_own_step_that_diverges_names_its_round(prob, engine, solver, detail):
+    """An own solver step that diverges in round 2 (lr 0.05 for rounds 0-1, then 1e308) stops either engine with a
+    DivergenceError of round 2: an own step whose parameters turn non-finite by apply's error ("round 2: ..."), one
+    that raises its own FloatingPointError naming no round by the engine's round. Mutant B4 of 2e0d04d..fb2fbe6
+    (run_reference: round t + 1 for a FloatingPointError without "round N") said round 3; run_batched (fast=False)
+    let that FloatingPointError through as it was, no DivergenceError and no round (fixed with this test)."""
+    algo = make_algorithm("fedavg", solver(lr=0.05))
+    with pytest.raises(DivergenceError) as info:
+        run_engine(engine, algo, prob, FixedSteps([3, 2, 3]), 5, batch_size=B, fast=False,
+                   lr_at=lambda t: 0.05 if t < 2 else 1e308)
+    assert info.value.round == 2
+    assert str(info.value) == f"diverged in round 2: {detail}"
 
 
 # ----------------------------------------------------------------------------- records and hooks

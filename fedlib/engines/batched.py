@@ -41,9 +41,9 @@ gradient kernel differs.
 Used by chapter 9 (:func:`run_batched`: FedNova's fixed-length rounds checked against eq. (4)); through
 :mod:`fedlib.experiments` also by chapters 4 and 10.
 
-Divergence: a non-finite aggregated update (``apply`` raises ``FloatingPointError``)
-or a non-finite training loss stops the run with :class:`DivergenceError`, whose
-``round`` attribute (and message) names the round (counted from 0).
+Divergence: a non-finite aggregated update (``apply`` raises ``FloatingPointError``),
+a non-finite training loss, or a ``FloatingPointError`` raised by an own solver step stops the run with
+:class:`DivergenceError`, whose ``round`` attribute (and message) names the round (counted from 0).
 
 Example
 -------
@@ -580,16 +580,18 @@ def run_batched(algorithm: FederatedAlgorithm, problem: LogisticProblem, schedul
             corr = state.variates.mean[None] - state.variates.client[idx]
         inv = np.empty_like(order)
         inv[order] = np.arange(order.size)
-        with np.errstate(all="ignore"):  # NaN/inf are caught by apply and by the training loss
-            if mine.size:
-                finals, a_norms_s = _local_phase(be, solver, theta0, corr, sorted_clients, tau_s, n_i,
-                                                 problem.offsets, Xall, Yall, B, D, C, l2, seed, t, fast, cache)
-                deltas = finals - theta0[None]
-            else:  # this rank owns no participant of the round
-                a_norms_s, deltas = np.empty(0), None
-            updates = [ClientUpdate(int(c), deltas[int(inv[j])], float(a_norms_s[inv[j]]), int(tau[j]))
-                       for j, c in enumerate(mine)]
+        # NaN/inf are caught by apply and by the training loss; a FloatingPointError of an own step (fast=False) is
+        # the round's DivergenceError too, as run_reference makes it (it went through without a round before)
+        with np.errstate(all="ignore"):
             try:
+                if mine.size:
+                    finals, a_norms_s = _local_phase(be, solver, theta0, corr, sorted_clients, tau_s, n_i,
+                                                     problem.offsets, Xall, Yall, B, D, C, l2, seed, t, fast, cache)
+                    deltas = finals - theta0[None]
+                else:  # this rank owns no participant of the round
+                    a_norms_s, deltas = np.empty(0), None
+                updates = [ClientUpdate(int(c), deltas[int(inv[j])], float(a_norms_s[inv[j]]), int(tau[j]))
+                           for j, c in enumerate(mine)]
                 if comm is None:
                     state, diag = algorithm.apply(state, part, updates, lr, p)
                 else:
