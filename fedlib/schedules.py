@@ -233,8 +233,9 @@ def check_participant_steps(steps: np.ndarray, clients: np.ndarray, round_index:
     r"""``steps[clients]``, the local steps of round ``round_index``'s participants, after checking that each
     takes :math:`\tau_i \ge 1` (a participant without a step has no update to aggregate); the ``ValueError``
     names the first participant without one. ``steps``: one count per client
-    (:func:`round_local_steps`); ``clients``: the round's participants. The reference, batched and benchmark
-    loops check their rounds with it, before any client of the round trains.
+    (:func:`round_local_steps`); ``clients``: the round's participants, at least one (a round without any is a
+    ``ValueError`` naming ``clients``, as :func:`fedlib.sampling.round_participation` refuses one). The reference,
+    batched and benchmark loops check their rounds with it, before any client of the round trains.
 
     Example
     -------
@@ -252,9 +253,11 @@ def check_participant_steps(steps: np.ndarray, clients: np.ndarray, round_index:
     if not (type(steps) is np.ndarray and steps.ndim == 1 and steps.dtype.kind in "iu" and steps.size
             and steps.min() >= 0):
         steps = check_int_array("steps", steps, minimum=0)
-    if not (type(clients) is np.ndarray and clients.ndim == 1 and clients.dtype.kind in "iu"):
+    # an empty int array is refused as an empty list is (it returned an empty array, where [] was 'clients must be
+    # a non-empty 1-d array of integers')
+    if not (type(clients) is np.ndarray and clients.ndim == 1 and clients.dtype.kind in "iu" and clients.size):
         clients = check_int_array("clients", clients, minimum=0)
-    if clients.size and (clients.min() < 0 or clients.max() >= steps.shape[0]):
+    if clients.min() < 0 or clients.max() >= steps.shape[0]:
         raise ValueError(f"clients must be indices into steps (0..{steps.shape[0] - 1}, one count per client), got "
                          f"{plain(clients.min())}..{plain(clients.max())}")
     own = steps[clients]

@@ -74,7 +74,9 @@ Mutation passes):
   SC12, SC14. killed here: SC1, SC3, SC7, SC11. equivalent: SC13 (a LocalSolver's lr is checked > 0 when it is
   made), SC15 (both empty). left alive: SC6 (an empty int array of clients gives numpy's 'zero-size array' error
   instead of an empty result; no engine gives a round without participants, round_participation refuses one). No
-  test.
+  test. Later: an empty int array of clients is refused as an empty list is ('clients must be a non-empty 1-d array
+  of integers'; it returned an empty array), the fast path asking ``clients.size``; SC6 (now: the fast path without
+  it) is killed by test_check_participant_steps_refuses_a_round_without_participants_by_name.
 
 Mutants of 2e0d04d..fb2fbe6 (fedlib/sampling.py: round_participation sorts a sampler's clients; full participation's
 seed, round and q checks) (pass described in tests/README.md, Mutation passes):
@@ -648,6 +650,20 @@ def test_check_participant_steps_names_a_negative_client_given_as_a_list():
 
     with pytest.raises(ValueError, match=r"^clients must be >= 0 for every client \(client 0 has -1\)$"):
         check_participant_steps(np.array([2, 3]), [-1], 0)
+
+
+@pytest.mark.parametrize("clients", [np.array([], dtype=np.int64), np.array([], dtype=np.uint8), [], np.array([])],
+                         ids=["int64", "uint8", "list", "float"])
+def test_check_participant_steps_refuses_a_round_without_participants_by_name(clients):
+    """A round has at least one participant (round_participation refuses a sampler's empty round, check_int_array
+    an empty list): an empty int array is refused as the empty list is, naming clients, on the fast path too. Before,
+    the int array returned an empty array while the list was refused; mutant SC6 of f9b9704..2e0d04d (the range
+    check without ``clients.size``) gave numpy's 'zero-size array to reduction operation minimum', naming nothing;
+    on this code the same mutant (the fast path without ``clients.size``) does."""
+    from fedlib.schedules import check_participant_steps
+
+    with pytest.raises(ValueError, match=r"^clients must be a non-empty 1-d array of integers, got shape \(0,\)$"):
+        check_participant_steps(np.array([2, 0, 3]), clients, 0)
 
 
 def test_check_epoch_schedule_reports_a_client_of_no_samples_as_another_size():
