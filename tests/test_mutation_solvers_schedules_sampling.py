@@ -662,7 +662,7 @@ def test_check_participant_steps_refuses_a_round_without_participants_by_name(cl
     on this code the same mutant (the fast path without ``clients.size``) does."""
     from fedlib.schedules import check_participant_steps
 
-    with pytest.raises(ValueError, match=r"^clients must be a non-empty 1-d array of integers, got shape \(0,\)$"):
+    with pytest.raises(ValueError, match=r"^clients must be a non-empty 1-d array of whole numbers, got shape \(0,\)$"):
         check_participant_steps(np.array([2, 0, 3]), clients, 0)
 
 
