@@ -65,7 +65,11 @@ def bool_entry(values: Any) -> Any:
         return next((v for v in np.asarray(values, dtype=object).reshape(-1).tolist()
                      if isinstance(v, (bool, np.bool_))), None)
     for v in values:
-        if type(v) is float or type(v) is int:  # the common entry, at the cost of a type lookup
+        # the common entries first, by type identity, then C-level type checks (an ABC such as numbers.Number
+        # costs ~10x): a float or numpy number (np.bool_ is none), an int that is no bool
+        kind = type(v)
+        if kind is float or kind is int or kind is np.float64 or isinstance(v, (float, np.number)) or \
+                isinstance(v, int) and not isinstance(v, bool):
             continue
         if isinstance(v, (bool, np.bool_)):
             return v
