@@ -138,6 +138,34 @@ def _other_real(value: Any) -> str:
     return ""
 
 
+def _plural(what: str, n: Any) -> str:
+    """``what`` ("clients", "entries", "clients (rows)") with its first word singular when ``n`` is 1."""
+    if n != 1:
+        return what
+    head, sep, tail = what.partition(" ")
+    head = head[:-3] + "y" if head.endswith("ies") else head[:-1] if head.endswith("s") else head
+    return head + sep + tail
+
+
+def mismatch(name: str, n: Any, ref: str, k: Any, what: str = "clients", *, ref_what: str | None = None,
+             count: bool = False) -> str:
+    """The message of two arguments that disagree in a size, naming both and their sizes, ``name`` first (the one
+    checked against ``ref``): either may be the wrong one, and a message naming one alone ("e must have shape (3, 2)")
+    blamed the other's mistake on it. "e has 3 clients (rows) but H has 2"; a shape (a tuple ``n``) reads
+    "x has shape (3,) but reference has (2,)"; ``ref_what`` is ``ref``'s own unit ("b has 3 entries but M has 2
+    rows"); ``count=True`` for a ``ref`` that is itself the count ("num_samples has 2 entries but num_clients is 3")."""
+    size = f"{what} {n}" if isinstance(n, tuple) else f"{n} {_plural(what, n)}"
+    other = f"is {k}" if count else f"has {k}" + ("" if ref_what is None else f" {_plural(ref_what, k)}")
+    return f"{name} has {size} but {ref} {other}"
+
+
+def check_agree(name: str, n: Any, ref: str, k: Any, what: str = "clients", *, ref_what: str | None = None,
+                count: bool = False) -> None:
+    """Refuse ``n != k`` with :func:`mismatch`'s ``ValueError``, which names both arguments and their sizes."""
+    if n != k:
+        raise ValueError(mismatch(name, n, ref, k, what, ref_what=ref_what, count=count))
+
+
 def check_positive(name: str, value: Any) -> float:
     """Return ``float(value)`` if it is a finite number > 0, else raise ``ValueError``."""
     if not _is_finite_number(value) or value <= 0:
@@ -339,11 +367,14 @@ def check_finite_array(name: str, value: Any, *, ndim: int | None = None, shape:
     return arr
 
 
-def check_weights(name: str, value: Any, *, size: int | None = None) -> np.ndarray:
-    """Non-negative finite 1-d weights (need not sum to one)."""
+def check_weights(name: str, value: Any, *, size: int | None = None, size_of: str | None = None) -> np.ndarray:
+    """Non-negative finite 1-d weights (need not sum to one). ``size_of`` names the argument that ``size`` is read
+    from: a wrong size then names both (:func:`check_agree`: "p has 3 clients but H has 2"), not ``name`` alone."""
     arr = check_finite_array(name, value, ndim=1)
     if arr.size == 0:
         raise ValueError(f"{name} must not be empty")
+    if size is not None and size_of is not None:
+        check_agree(name, arr.size, size_of, size)
     if size is not None and arr.size != size:
         raise ValueError(f"{name} must have {size} entries (one per client), got {arr.size}")
     if arr.min() < 0:  # finite and non-empty here
@@ -366,14 +397,15 @@ def _float_eps(dtype: Any) -> float | None:
     return float(np.finfo(dtype).eps) if np.issubdtype(dtype, np.floating) else None
 
 
-def check_probability_vector(name: str, value: Any, *, size: int | None = None, atol: float = 1e-9) -> np.ndarray:
+def check_probability_vector(name: str, value: Any, *, size: int | None = None, atol: float = 1e-9,
+                             size_of: str | None = None) -> np.ndarray:
     """Weights p_i >= 0 with sum 1 (within ``atol``, or within the rounding of the input's own
     floating-point type when that is coarser: float32 weights of 1/3 sum to 1 + 3e-8), as float64. Weights
     accepted only at their type's precision come back divided by their sum, so that the float64 array sums
     to 1 within ``atol`` and passes this check again (every function that takes ``p`` checks it, and many
-    hand the checked array on to another)."""
+    hand the checked array on to another). ``size_of``: as in :func:`check_weights`."""
     given = getattr(value, "dtype", None)
-    arr = check_weights(name, value, size=size)
+    arr = check_weights(name, value, size=size, size_of=size_of)
     eps = _float_eps(given)
     # each p_i rounded to the type moves the sum by at most eps/2; 16 eps leaves room for computing
     # p = n / n.sum() in that type (float32: 1.9e-6; float64 keeps atol)
@@ -387,9 +419,11 @@ def check_probability_vector(name: str, value: Any, *, size: int | None = None, 
     return arr
 
 
-def check_int_array(name: str, value: Any, *, size: int | None = None, minimum: int | None = None) -> np.ndarray:
+def check_int_array(name: str, value: Any, *, size: int | None = None, minimum: int | None = None,
+                    size_of: str | None = None) -> np.ndarray:
     """A non-empty 1-d array of whole numbers (integers, and whole floats taken as theirs), one per client, each >=
-    ``minimum``, as int64; the messages say "whole numbers" (``2.0`` is taken), as the package's convention has it."""
+    ``minimum``, as int64; the messages say "whole numbers" (``2.0`` is taken), as the package's convention has it.
+    ``size_of``: as in :func:`check_weights`."""
     _refuse_mapping(name, value, "whole numbers")
     if hasattr(value, "detach") and hasattr(value, "numpy"):  # a torch tensor: on any device, bfloat16, with grad
         value = value.detach().cpu()
@@ -404,6 +438,8 @@ def check_int_array(name: str, value: Any, *, size: int | None = None, minimum: 
             raise ValueError(f"{name} must hold whole numbers, got the bool {plain(value[bad])!r} at index {bad}")
     if arr.ndim != 1 or arr.size == 0:
         raise ValueError(f"{name} must be a non-empty 1-d array of whole numbers, got shape {arr.shape}")
+    if size is not None and size_of is not None:
+        check_agree(name, arr.size, size_of, size)
     if size is not None and arr.size != size:
         raise ValueError(f"{name} must have {size} entries (one per client), got {arr.size}")
     if arr.dtype.kind == "f":
@@ -420,9 +456,9 @@ def check_int_array(name: str, value: Any, *, size: int | None = None, minimum: 
     return arr
 
 
-def check_local_steps(name: str, value: Any, *, size: int | None = None) -> np.ndarray:
-    """Local step counts tau_i: whole numbers >= 1, one per client."""
-    return check_int_array(name, value, size=size, minimum=1)
+def check_local_steps(name: str, value: Any, *, size: int | None = None, size_of: str | None = None) -> np.ndarray:
+    """Local step counts tau_i: whole numbers >= 1, one per client (``size_of``: as in :func:`check_weights`)."""
+    return check_int_array(name, value, size=size, minimum=1, size_of=size_of)
 
 
 def round_lr(name: str, lr_at: Any, round_index: int, default: float) -> float:

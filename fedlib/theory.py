@@ -16,8 +16,9 @@ from typing import Any, NamedTuple, Sequence
 
 import numpy as np
 
-from ._validate import (check_choice, check_count, check_finite_array, check_flag, check_int, check_local_steps,
-                        check_nonnegative, check_positive, check_probability_vector, check_sequence, check_weights)
+from ._validate import (check_agree, check_choice, check_count, check_finite_array, check_flag, check_int,
+                        check_local_steps, check_nonnegative, check_positive, check_probability_vector, check_sequence,
+                        check_weights)
 from .rule import fedavg_weights, fednova_weights
 from .solvers import LocalSolver
 
@@ -751,12 +752,18 @@ def _check_quadratic(H, e, p, local_steps=_NO_STEPS, weights_name: str = "p"):
         raise ValueError(f"H must have shape (m, d, d), got {H.shape}")
     if d == 0:  # an empty problem: its fixed points, round maps and optimum were [] without a word
         raise ValueError(f"H must have shape (m, d, d) with d >= 1, got {H.shape}")
-    e = check_finite_array("e", e, shape=(m, d))
-    p = check_probability_vector(weights_name, p, size=m)
+    # H's own shape is checked first and gives m and d: the others are measured against it, each message naming
+    # both ("e must have shape (3, 2)" blamed e when H had the client too many)
+    e = check_finite_array("e", e)
+    if e.ndim != 2:
+        raise ValueError(f"e must have shape {(m, d)}, got {e.shape}")
+    check_agree("e", e.shape[0], "H", m, "clients (rows)")
+    check_agree("e", e.shape[1], "H", d, "columns (d)")
+    p = check_probability_vector(weights_name, p, size=m, size_of="H")
     _check_symmetric("H", H)
     # a caller that takes local_steps needs them: None was let through and failed deep inside as
     # AttributeError ('NoneType' object has no attribute 'astype')
-    steps = None if local_steps is _NO_STEPS else check_local_steps("local_steps", local_steps, size=m)
+    steps = None if local_steps is _NO_STEPS else check_local_steps("local_steps", local_steps, size=m, size_of="H")
     return H, e, p, steps
 
 

@@ -11,7 +11,7 @@ import dataclasses
 
 import numpy as np
 
-from .._validate import check_int, check_positive, tensor_as_float64
+from .._validate import check_agree, check_int, check_positive, check_probability_vector, tensor_as_float64
 from ..rng import generator
 from ..theory import _check_quadratic, quadratic_global_optimum
 
@@ -146,6 +146,8 @@ def random_quadratic(num_clients: int, dim: int, seed: int = 0, *, eig_range=(0.
     if hi < lo:
         raise ValueError(f"eig_range must be (low, high) with low <= high, got {eig_range!r}")
     check_positive("spread", spread)
+    if p is not None:  # measured against num_clients here: QuadraticProblem's check would name H, built from it
+        check_agree("p", check_probability_vector("p", p).size, "num_clients", m, "entries", count=True)
     H = np.empty((m, d, d))
     e = np.empty((m, d))
     for i in range(m):

@@ -1,0 +1,64 @@
+"""Arguments that must agree in a size (the clients of ``H``, ``e``, ``p`` and ``local_steps``, a weight per buffer, a
+label per row...) and do not: the ``ValueError`` names both arguments and their sizes, or at least the one that was
+changed, whichever of them is the wrong one. Before, a check measured the second argument against the first and named
+the second alone, so a mistake in the first was blamed on the second ("e must have shape (3, 2), got (2, 2)" for an
+``H`` with a client too many, where ``e`` was right).
+
+Each case of the table breaks one argument of a valid call (one client too few or too many, a wrong trailing
+dimension) and gives the expected message as a regex. Each case fails on the code before its fix."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from fedlib import theory
+from fedlib.problems import QuadraticProblem, random_quadratic
+
+# a valid two-client problem in d = 2, and the same arrays with a client too many / too few or a wrong d
+H2 = np.stack([np.eye(2), 2 * np.eye(2)])
+E2 = np.array([[1.0, 0.0], [0.0, 1.0]])
+P2 = np.array([0.5, 0.5])
+H3, H1, H_D3 = np.stack([np.eye(2)] * 3), H2[:1], np.stack([np.eye(3), 2 * np.eye(3)])
+E3, E1, E_D3 = np.vstack([E2, [[1.0, 1.0]]]), E2[:1], np.hstack([E2, np.zeros((2, 1))])
+P3, P1 = np.full(3, 1 / 3), np.array([1.0])
+
+CASES = [
+    # ---- H defines m and d; e, p (w) and local_steps are measured against it
+    # was 'e must have shape (3, 2), got (2, 2)' (and '(1, 2)', '(2, 3)'): e blamed for H's extra client or d
+    (lambda: theory.quadratic_kappa2(H3, E2, P2, 2.0), r"^e has 2 clients \(rows\) but H has 3$"),
+    (lambda: theory.quadratic_global_optimum(H1, E2, P2), r"^e has 2 clients \(rows\) but H has 1$"),
+    (lambda: theory.quadratic_round_map(H_D3, E2, P2, [1, 2], 0.1, "fedavg"), r"^e has 2 columns \(d\) but H has 3$"),
+    (lambda: theory.quadratic_fixed_point(H2, E3, P2, [1, 2], 0.1, "fedavg"), r"^e has 3 clients \(rows\) but H has 2$"),
+    (lambda: theory.quadratic_vr_round_map(H2, E1, P2, [1, 2], 0.1, "scaffold"),
+     r"^e has 1 client \(rows\) but H has 2$"),
+    (lambda: theory.quadratic_vr_fixed_point(H2, E_D3, P2, [1, 2], 0.1, "scaffold"),
+     r"^e has 3 columns \(d\) but H has 2$"),
+    (lambda: QuadraticProblem(H3, E2, P2), r"^e has 2 clients \(rows\) but H has 3$"),
+    # was 'w must have 3 entries (one per client), got 2' / 'p must have 1 entries ...': w, p blamed for H's clients
+    (lambda: theory.quadratic_min_beta2(H3, P2), r"^w has 2 clients but H has 3$"),
+    (lambda: theory.quadratic_vr_round_operator(H1, P2, [1, 2], 0.1, "scaffold"), r"^p has 2 clients but H has 1$"),
+    (lambda: theory.quadratic_vr_shift_invert(H3, P2, [1, 2], 0.1, "scaffold", 0.3), r"^p has 2 clients but H has 3$"),
+    (lambda: theory.quadratic_vr_eigenvalues_near(H3, P2, [1, 2], 0.1, "scaffold", 0.3, k=1),
+     r"^p has 2 clients but H has 3$"),
+    (lambda: theory.quadratic_vr_count_outside(H3, P2, [1, 2], 0.1, "scaffold", 0.5), r"^p has 2 clients but H has 3$"),
+    (lambda: theory.quadratic_global_optimum(H2, E2, P3), r"^p has 3 clients but H has 2$"),
+    (lambda: QuadraticProblem(H2, E2, P1), r"^p has 1 client but H has 2$"),
+    (lambda: theory.quadratic_round_map(H2, E2, P2, [1, 2, 3], 0.1, "fedavg"),
+     r"^local_steps has 3 clients but H has 2$"),
+    (lambda: theory.quadratic_vr_round_operator(H2, P2, [1], 0.1, "scaffold"), r"^local_steps has 1 client but H has 2$"),
+    # was 'p must have 3 entries (one per client), got 2' (QuadraticProblem's check; now it would name H, built here)
+    (lambda: random_quadratic(3, 2, p=P2), r"^p has 2 entries but num_clients is 3$"),
+    (lambda: random_quadratic(2, 2, p=P1), r"^p has 1 entry but num_clients is 2$"),
+]
+
+
+@pytest.mark.parametrize("call,match", CASES)
+def test_a_size_mismatch_names_both_arguments(call, match):
+    with pytest.raises(ValueError, match=match):
+        call()
+
+
+def test_e_of_the_wrong_rank_keeps_its_own_message():
+    """e's own shape is still e's: a 1-d e is not a mismatch with H."""
+    with pytest.raises(ValueError, match=r"^e must have shape \(2, 2\), got \(2,\)$"):
+        theory.quadratic_global_optimum(H2, [1.0, 0.0], P2)
