@@ -76,7 +76,7 @@ def chi_square(p: Any, w: Any) -> float:
     0.3333333333333333
     """
     p = check_probability_vector("p", p)
-    w = check_probability_vector("w", w, size=p.size)
+    w = check_probability_vector("w", w, size=p.size, size_of="p")
     return _chi_square(p, w)
 
 
@@ -545,7 +545,7 @@ def fedprox_weights(p: Any, local_steps: Any, alpha: float) -> tuple[float, np.n
     ((2.0, array([0.25, 0.75])), (1.0, array([0.5, 0.5])))
     """
     p = check_probability_vector("p", p)
-    steps = check_local_steps("local_steps", local_steps, size=p.size).astype(np.float64)
+    steps = check_local_steps("local_steps", local_steps, size=p.size, size_of="p").astype(np.float64)
     alpha = check_nonnegative("alpha", alpha)
     if alpha > 1:
         raise ValueError(f"alpha must lie in [0, 1], got {alpha!r}")
@@ -626,7 +626,7 @@ def fedprox_theorem1_constants(p: Any, local_steps: Any, alpha: float) -> Closed
     (2.0, 1.0, 1.5, 6.0)
     """
     p = check_probability_vector("p", p)
-    steps = check_local_steps("local_steps", local_steps, size=p.size).astype(np.float64)
+    steps = check_local_steps("local_steps", local_steps, size=p.size, size_of="p").astype(np.float64)
     alpha = check_nonnegative("alpha", alpha)
     if alpha > 1:
         raise ValueError(f"alpha must lie in [0, 1], got {alpha!r}")
@@ -1177,8 +1177,8 @@ def lemma1_small_lr_limit(e: Any, p: Any, local_steps: Any) -> np.ndarray:
     array([-0.333333])
     """
     e = check_finite_array("e", e, ndim=2)
-    p = check_probability_vector("p", p, size=e.shape[0])
-    steps = check_local_steps("local_steps", local_steps, size=e.shape[0]).astype(np.float64)
+    p = check_probability_vector("p", p, size=e.shape[0], size_of="e")
+    steps = check_local_steps("local_steps", local_steps, size=e.shape[0], size_of="e").astype(np.float64)
     wt = p * steps
     return wt @ e / wt.sum()
 
@@ -1203,8 +1203,8 @@ def lemma1_fixed_point(e: Any, p: Any, local_steps: Any, lr: float) -> np.ndarra
     array([-0.2])
     """
     e = check_finite_array("e", e, ndim=2)
-    p = check_probability_vector("p", p, size=e.shape[0])
-    steps = check_local_steps("local_steps", local_steps, size=e.shape[0]).astype(np.float64)
+    p = check_probability_vector("p", p, size=e.shape[0], size_of="e")
+    steps = check_local_steps("local_steps", local_steps, size=e.shape[0], size_of="e").astype(np.float64)
     lr = check_positive("lr", lr)
     if lr >= 2:
         raise ValueError(f"lr must lie in (0, 2) for the rounds to converge, got {lr!r}")
@@ -1886,7 +1886,10 @@ def server_momentum_round_map(M: Any, b: Any, beta: float, dim: Any = None) -> t
     n = M.shape[0]
     if M.shape != (n, n):
         raise ValueError(f"M must be square, got shape {M.shape}")
-    b = check_finite_array("b", b, shape=(n,))
+    b = check_finite_array("b", b)
+    if b.ndim != 1:
+        raise ValueError(f"b must have shape {(n,)}, got {b.shape}")
+    check_agree("b", b.size, "M", n, "entries", ref_what="rows")  # either may be the wrong one
     beta = check_nonnegative("beta", beta)
     if beta >= 1:
         raise ValueError(f"beta must be in [0, 1), got {beta!r}")

@@ -13,6 +13,7 @@ import pytest
 
 from fedlib import theory
 from fedlib.problems import QuadraticProblem, random_quadratic
+from fedlib.tradeoff import fedprox_curves
 
 # a valid two-client problem in d = 2, and the same arrays with a client too many / too few or a wrong d
 H2 = np.stack([np.eye(2), 2 * np.eye(2)])
@@ -49,6 +50,22 @@ CASES = [
     # was 'p must have 3 entries (one per client), got 2' (QuadraticProblem's check; now it would name H, built here)
     (lambda: random_quadratic(3, 2, p=P2), r"^p has 2 entries but num_clients is 3$"),
     (lambda: random_quadratic(2, 2, p=P1), r"^p has 1 entry but num_clients is 2$"),
+    # ---- the other pairs of theory: the first argument is the reference, the message names both
+    # was 'w must have 3 entries (one per client), got 2': w blamed for p's extra client
+    (lambda: theory.chi_square(P3, P2), r"^w has 2 clients but p has 3$"),
+    (lambda: theory.chi_square(P2, P1), r"^w has 1 client but p has 2$"),
+    # was 'local_steps must have 3 entries (one per client), got 2' (also through tradeoff.fedprox_curves)
+    (lambda: theory.fedprox_weights(P3, [1, 2], 0.5), r"^local_steps has 2 clients but p has 3$"),
+    (lambda: theory.fedprox_theorem1_constants(P1, [1, 2], 0.5), r"^local_steps has 2 clients but p has 1$"),
+    (lambda: fedprox_curves(P3, [1, 2], [0.0, 0.5]), r"^local_steps has 2 clients but p has 3$"),
+    (lambda: theory.fedprox_weights(P2, [1, 2, 3], 0.5), r"^local_steps has 3 clients but p has 2$"),
+    # was 'p must have 3 entries (one per client), got 2': p blamed for e's extra row
+    (lambda: theory.lemma1_small_lr_limit(E3, P2, [1, 2]), r"^p has 2 clients but e has 3$"),
+    (lambda: theory.lemma1_fixed_point(E1, P2, [1, 2], 0.1), r"^p has 2 clients but e has 1$"),
+    (lambda: theory.lemma1_small_lr_limit(E2, P2, [1, 2, 3]), r"^local_steps has 3 clients but e has 2$"),
+    # was 'b must have shape (3,), got (2,)': b blamed for M's size
+    (lambda: theory.server_momentum_round_map(0.5 * np.eye(3), [1.0, 1.0], 0.5), r"^b has 2 entries but M has 3 rows$"),
+    (lambda: theory.server_momentum_round_map(0.5 * np.eye(2), [1.0], 0.5), r"^b has 1 entry but M has 2 rows$"),
 ]
 
 
@@ -58,7 +75,9 @@ def test_a_size_mismatch_names_both_arguments(call, match):
         call()
 
 
-def test_e_of_the_wrong_rank_keeps_its_own_message():
-    """e's own shape is still e's: a 1-d e is not a mismatch with H."""
+def test_an_array_of_the_wrong_rank_keeps_its_own_message():
+    """e's and b's own shapes are still theirs: a 1-d e or a 2-d b is no mismatch with H or M."""
     with pytest.raises(ValueError, match=r"^e must have shape \(2, 2\), got \(2,\)$"):
         theory.quadratic_global_optimum(H2, [1.0, 0.0], P2)
+    with pytest.raises(ValueError, match=r"^b must have shape \(2,\), got \(2, 1\)$"):
+        theory.server_momentum_round_map(0.5 * np.eye(2), [[1.0], [1.0]], 0.5)
