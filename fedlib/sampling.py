@@ -26,7 +26,8 @@ from typing import NamedTuple
 
 import numpy as np
 
-from ._validate import bool_entry, check_choice, check_finite_array, check_int, check_positive, check_probability_vector
+from ._validate import (bool_entry, check_agree, check_choice, check_finite_array, check_int, check_positive,
+                        check_probability_vector)
 from .rng import generator, seed_sequence
 
 __all__ = ["SAMPLING_SCHEMES", "SAMPLE_TAU_EFF", "Participation", "as_participation", "check_sampling", "full_participation", "sample_with_replacement",
@@ -493,7 +494,10 @@ def expected_server_weights(scheme: str, p, a_norms, q: int | None = None, tau_e
     """
     moments = weight_moments(scheme, p, q)
     p = check_probability_vector("p", p)  # as weight_moments checked it: np.asarray failed on a bfloat16 tensor or one with grad
-    a = check_finite_array("a_norms", a_norms, shape=p.shape)
+    a = check_finite_array("a_norms", a_norms)
+    if a.ndim != 1:
+        raise ValueError(f"a_norms must have shape {p.shape}, got {a.shape}")
+    check_agree("a_norms", a.size, "p", p.size)  # either may be the wrong one
     if np.any(a <= 0):
         raise ValueError("a_norms must be > 0")
     if isinstance(tau_eff, str):

@@ -13,6 +13,7 @@ import pytest
 
 from fedlib import theory
 from fedlib.problems import QuadraticProblem, random_quadratic
+from fedlib.sampling import expected_server_weights
 from fedlib.tradeoff import fedprox_curves
 
 # a valid two-client problem in d = 2, and the same arrays with a client too many / too few or a wrong d
@@ -66,6 +67,9 @@ CASES = [
     # was 'b must have shape (3,), got (2,)': b blamed for M's size
     (lambda: theory.server_momentum_round_map(0.5 * np.eye(3), [1.0, 1.0], 0.5), r"^b has 2 entries but M has 3 rows$"),
     (lambda: theory.server_momentum_round_map(0.5 * np.eye(2), [1.0], 0.5), r"^b has 1 entry but M has 2 rows$"),
+    # ---- sampling: was 'a_norms must have shape (3,), got (2,)' for a p of 3 clients
+    (lambda: expected_server_weights("with-replacement", P3, [1.0, 3.0], 2), r"^a_norms has 2 clients but p has 3$"),
+    (lambda: expected_server_weights("uniform", P2, [1.0], 2), r"^a_norms has 1 client but p has 2$"),
 ]
 
 
