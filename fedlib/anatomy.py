@@ -38,7 +38,8 @@ from typing import Any, Callable, NamedTuple
 
 import numpy as np
 
-from ._validate import check_count, check_in_range, check_instance, check_int, check_nonnegative, check_positive, plain
+from ._validate import (check_agree, check_count, check_in_range, check_instance, check_int, check_nonnegative,
+                        check_positive, plain)
 from .rng import generator
 from . import solvers as _solvers
 from .solvers import LocalSolver, SolverState
@@ -114,8 +115,7 @@ def relative_error(x: Any, reference: Any) -> float:
     ``x`` and ``reference`` (:math:`r`) are arrays of one shape."""
     x = np.asarray(x, dtype=np.float64)
     r = np.asarray(reference, dtype=np.float64)
-    if x.shape != r.shape:
-        raise ValueError(f"shapes differ: {x.shape} vs {r.shape}")
+    check_agree("x", x.shape, "reference", r.shape, "shape")  # was 'shapes differ: (3,) vs (2,)', naming neither
     scale = float(np.linalg.norm(r))
     err = float(np.linalg.norm(x - r))
     return err / scale if scale > 0 else err

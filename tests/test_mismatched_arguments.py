@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 
 from fedlib import theory
+from fedlib.anatomy import relative_error
 from fedlib.problems import QuadraticProblem, random_quadratic
 from fedlib.sampling import expected_server_weights
 from fedlib.tradeoff import fedprox_curves
@@ -70,6 +71,9 @@ CASES = [
     # ---- sampling: was 'a_norms must have shape (3,), got (2,)' for a p of 3 clients
     (lambda: expected_server_weights("with-replacement", P3, [1.0, 3.0], 2), r"^a_norms has 2 clients but p has 3$"),
     (lambda: expected_server_weights("uniform", P2, [1.0], 2), r"^a_norms has 1 client but p has 2$"),
+    # ---- anatomy: was 'shapes differ: (3,) vs (2,)', naming neither argument
+    (lambda: relative_error(np.ones(3), np.ones(2)), r"^x has shape \(3,\) but reference has \(2,\)$"),
+    (lambda: relative_error(np.ones(2), np.ones((2, 1))), r"^x has shape \(2,\) but reference has \(2, 1\)$"),
 ]
 
 
