@@ -15,7 +15,7 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from ._validate import a_type, is_bool, plain
+from ._validate import a_type, check_agree, is_bool, plain
 
 __all__ = [
     "leaf_kind",
@@ -137,7 +137,22 @@ def tree_add(a: Any, b: Any) -> Any:
     >>> tree_add(a, b)
     {'w': array([4., 1.]), 'b': 4.0}
     """
-    return tree_map(lambda x, y: x + y, a, b)
+    return _leafwise(lambda x, y: x + y, a, b)
+
+
+def _leafwise(op: Callable, a: Any, b: Any, names: tuple[str, str] = ("a", "b")) -> Any:
+    """``tree_map(op, a, b)`` whose leaf of another shape is a ``ValueError`` naming both trees and the two shapes
+    ("a has a leaf of shape (3,) but b has (2,)"), not numpy's "operands could not be broadcast together with shapes
+    (3,) (2,)" or torch's "The size of tensor a (3) must match ...", which name neither argument. Only a failing
+    operation is looked at (no cost on the way through; a leaf that broadcasts is taken, as before)."""
+    def leaf(x, y):
+        try:
+            return op(x, y)
+        except (ValueError, RuntimeError):
+            check_agree(names[0], tuple(np.shape(x)), names[1], tuple(np.shape(y)), "a leaf of shape")
+            raise
+
+    return tree_map(leaf, a, b)
 
 
 def tree_sub(a: Any, b: Any) -> Any:
@@ -151,7 +166,7 @@ def tree_sub(a: Any, b: Any) -> Any:
     >>> tree_sub(a, b)
     {'w': array([-2.,  3.]), 'b': 2.0}
     """
-    return tree_map(lambda x, y: x - y, a, b)
+    return _leafwise(lambda x, y: x - y, a, b)
 
 
 def tree_scale(a: Any, s: float) -> Any:
@@ -179,7 +194,7 @@ def tree_axpy(alpha: float, x: Any, y: Any) -> Any:
     >>> tree_axpy(2.0, a, b)
     {'w': array([5., 3.]), 'b': 7.0}
     """
-    return tree_map(lambda u, v: alpha * u + v, x, y)
+    return _leafwise(lambda u, v: alpha * u + v, x, y, ("x", "y"))
 
 
 def tree_zeros_like(a: Any) -> Any:
@@ -352,8 +367,8 @@ def tree_vdot(a: Any, b: Any) -> float:
 
     def dot(x, y):
         nonlocal total
-        if np.shape(x) != np.shape(y):
-            raise ValueError(f"tree_vdot: leaf shapes differ: {tuple(np.shape(x))} vs {tuple(np.shape(y))}")
+        # was 'tree_vdot: leaf shapes differ: (3,) vs (2,)', naming neither argument
+        check_agree("a", tuple(np.shape(x)), "b", tuple(np.shape(y)), "a leaf of shape")
         if hasattr(x, "detach") or hasattr(y, "detach"):
             import torch
 

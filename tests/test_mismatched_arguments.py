@@ -10,12 +10,14 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+import torch
 
 from fedlib import theory
 from fedlib.anatomy import relative_error
 from fedlib.problems import QuadraticProblem, random_quadratic
 from fedlib.sampling import expected_server_weights
 from fedlib.tradeoff import fedprox_curves
+from fedlib.tree import tree_add, tree_axpy, tree_sub, tree_vdot
 
 # a valid two-client problem in d = 2, and the same arrays with a client too many / too few or a wrong d
 H2 = np.stack([np.eye(2), 2 * np.eye(2)])
@@ -74,6 +76,13 @@ CASES = [
     # ---- anatomy: was 'shapes differ: (3,) vs (2,)', naming neither argument
     (lambda: relative_error(np.ones(3), np.ones(2)), r"^x has shape \(3,\) but reference has \(2,\)$"),
     (lambda: relative_error(np.ones(2), np.ones((2, 1))), r"^x has shape \(2,\) but reference has \(2, 1\)$"),
+    # ---- tree: were numpy's 'operands could not be broadcast together with shapes (3,) (2,)', torch's 'The size of
+    # tensor a (3) must match the size of tensor b (2) ...' and 'tree_vdot: leaf shapes differ: (3,) vs (2,)'
+    (lambda: tree_add({"w": np.zeros(3)}, {"w": np.zeros(2)}), r"^a has a leaf of shape \(3,\) but b has \(2,\)$"),
+    (lambda: tree_sub([torch.zeros(2)], [torch.zeros(3)]), r"^a has a leaf of shape \(2,\) but b has \(3,\)$"),
+    (lambda: tree_axpy(2.0, {"w": np.zeros(3)}, {"w": np.zeros(2)}), r"^x has a leaf of shape \(3,\) but y has \(2,\)$"),
+    (lambda: tree_vdot({"w": np.zeros(2)}, {"w": np.zeros(3)}), r"^a has a leaf of shape \(2,\) but b has \(3,\)$"),
+    (lambda: tree_vdot(torch.ones(3), torch.ones(1)), r"^a has a leaf of shape \(3,\) but b has \(1,\)$"),
 ]
 
 
