@@ -99,7 +99,7 @@ from typing import Callable, Iterable, List, Optional, Sequence
 
 import torch
 
-from ._validate import a_type
+from ._validate import a_type, check_agree
 from .solvers import LocalSolver, OwnStepChecks, SolverState, check_own_step, check_shared_lr
 
 __all__ = ["ClientOptimizer", "parameters_of", "copy_into", "buffers_of", "average_buffers"]
@@ -231,7 +231,9 @@ def average_buffers(client_buffers: Sequence[Sequence[torch.Tensor]], weights) -
         w = torch.as_tensor(weights, dtype=torch.float64).flatten()
     except (TypeError, ValueError, RuntimeError) as exc:
         raise ValueError(f"weights must be {len(client_buffers)} numbers, got {weights!r} ({exc})") from None
-    if w.numel() != len(client_buffers) or not torch.all(torch.isfinite(w)) or torch.any(w < 0) or w.sum() <= 0:
+    # either may be the wrong one: 'weights must be 3 finite numbers ...' blamed weights for a client too many
+    check_agree("weights", w.numel(), "client_buffers", len(client_buffers))
+    if not torch.all(torch.isfinite(w)) or torch.any(w < 0) or w.sum() <= 0:
         raise ValueError(f"weights must be {len(client_buffers)} finite numbers >= 0 with a positive sum")
     w = w / w.sum()
     first = client_buffers[0]

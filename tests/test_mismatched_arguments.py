@@ -14,6 +14,7 @@ import torch
 
 from fedlib import theory
 from fedlib.anatomy import relative_error
+from fedlib.optim import average_buffers
 from fedlib.problems import QuadraticProblem, random_quadratic
 from fedlib.sampling import expected_server_weights
 from fedlib.tradeoff import fedprox_curves
@@ -26,6 +27,7 @@ P2 = np.array([0.5, 0.5])
 H3, H1, H_D3 = np.stack([np.eye(2)] * 3), H2[:1], np.stack([np.eye(3), 2 * np.eye(3)])
 E3, E1, E_D3 = np.vstack([E2, [[1.0, 1.0]]]), E2[:1], np.hstack([E2, np.zeros((2, 1))])
 P3, P1 = np.full(3, 1 / 3), np.array([1.0])
+_BUFS = [torch.tensor([0.0, 1.0]), torch.tensor(1)]  # one client's buffers: a running mean, a batch count
 
 CASES = [
     # ---- H defines m and d; e, p (w) and local_steps are measured against it
@@ -83,6 +85,9 @@ CASES = [
     (lambda: tree_axpy(2.0, {"w": np.zeros(3)}, {"w": np.zeros(2)}), r"^x has a leaf of shape \(3,\) but y has \(2,\)$"),
     (lambda: tree_vdot({"w": np.zeros(2)}, {"w": np.zeros(3)}), r"^a has a leaf of shape \(2,\) but b has \(3,\)$"),
     (lambda: tree_vdot(torch.ones(3), torch.ones(1)), r"^a has a leaf of shape \(3,\) but b has \(1,\)$"),
+    # ---- optim: was 'weights must be 3 finite numbers >= 0 with a positive sum' for a third client's buffers
+    (lambda: average_buffers([_BUFS, _BUFS, _BUFS], [1, 3]), r"^weights has 2 clients but client_buffers has 3$"),
+    (lambda: average_buffers([_BUFS, _BUFS], [1, 2, 3]), r"^weights has 3 clients but client_buffers has 2$"),
 ]
 
 

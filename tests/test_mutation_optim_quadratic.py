@@ -108,10 +108,15 @@ def test_average_buffers_normalises_the_weights():
     assert int(out[1]) == 10
 
 
-@pytest.mark.parametrize("weights", [[float("nan"), 1.0], [float("inf"), 1.0], [-0.5, 1.5], [0.0, 0.0], [1.0]])
-def test_average_buffers_refuses_bad_weights(weights):
-    """'finite numbers >= 0 with a positive sum', one per client."""
-    with pytest.raises(ValueError, match="weights must be 2 finite numbers >= 0 with a positive sum"):
+@pytest.mark.parametrize("weights, match", [
+    ([float("nan"), 1.0], "weights must be 2 finite numbers >= 0 with a positive sum"),
+    ([float("inf"), 1.0], "weights must be 2 finite numbers >= 0 with a positive sum"),
+    ([-0.5, 1.5], "weights must be 2 finite numbers >= 0 with a positive sum"),
+    ([0.0, 0.0], "weights must be 2 finite numbers >= 0 with a positive sum"),
+    ([1.0], "^weights has 1 client but client_buffers has 2$")])
+def test_average_buffers_refuses_bad_weights(weights, match):
+    """'finite numbers >= 0 with a positive sum', one per client (a count of another size names both arguments)."""
+    with pytest.raises(ValueError, match=match):
         average_buffers([_bufs(1.0, 1), _bufs(2.0, 2)], weights)
 
 
