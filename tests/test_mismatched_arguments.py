@@ -14,6 +14,7 @@ import torch
 
 from fedlib import theory
 from fedlib.anatomy import relative_error
+from fedlib.data import FederatedDataset, synthetic
 from fedlib.optim import average_buffers
 from fedlib.problems import QuadraticProblem, random_quadratic
 from fedlib.sampling import expected_server_weights
@@ -28,6 +29,13 @@ H3, H1, H_D3 = np.stack([np.eye(2)] * 3), H2[:1], np.stack([np.eye(3), 2 * np.ey
 E3, E1, E_D3 = np.vstack([E2, [[1.0, 1.0]]]), E2[:1], np.hstack([E2, np.zeros((2, 1))])
 P3, P1 = np.full(3, 1 / 3), np.array([1.0])
 _BUFS = [torch.tensor([0.0, 1.0]), torch.tensor(1)]  # one client's buffers: a running mean, a batch count
+
+
+def _dataset(**change):
+    """A valid two-client data set (3 and 2 training rows, 1 test row each, 2 features) with ``change`` applied."""
+    parts = dict(train_x=[np.zeros((3, 2)), np.zeros((2, 2))], train_y=[np.zeros(3, int), np.zeros(2, int)],
+                 test_x=[np.zeros((1, 2)), np.zeros((1, 2))], test_y=[np.zeros(1, int), np.zeros(1, int)])
+    return FederatedDataset(**{**parts, **change}, num_classes=2, name="toy")
 
 CASES = [
     # ---- H defines m and d; e, p (w) and local_steps are measured against it
@@ -88,6 +96,18 @@ CASES = [
     # ---- optim: was 'weights must be 3 finite numbers >= 0 with a positive sum' for a third client's buffers
     (lambda: average_buffers([_BUFS, _BUFS, _BUFS], [1, 3]), r"^weights has 2 clients but client_buffers has 3$"),
     (lambda: average_buffers([_BUFS, _BUFS], [1, 2, 3]), r"^weights has 3 clients but client_buffers has 2$"),
+    # ---- data: were 'client 0 train y has shape (3,), expected (4,)' for a train x of 4 rows, 'client 0 test x has
+    # 2 features, expected 3' for train x of 3 features, 'num_samples must have 3 entries (one per client), got 2'
+    (lambda: _dataset(train_x=[np.zeros((4, 2)), np.zeros((2, 2))]),
+     r"^toy: client 0 train y has 3 labels but its train x has 4 rows$"),
+    (lambda: _dataset(test_y=[np.zeros(2, int), np.zeros(1, int)]),
+     r"^toy: client 0 test y has 2 labels but its test x has 1 row$"),
+    (lambda: _dataset(train_x=[np.zeros((3, 3)), np.zeros((2, 3))]),
+     r"^toy: client 0 test x has 2 features but client 0 train x has 3$"),
+    (lambda: _dataset(test_x=[np.zeros((1, 2)), np.zeros((1, 4))]),
+     r"^toy: client 1 test x has 4 features but client 1 train x has 2$"),
+    (lambda: synthetic(0.0, 0.0, num_clients=3, num_samples=[20, 30]), r"^num_samples has 2 entries but num_clients is 3$"),
+    (lambda: synthetic(0.0, 0.0, num_clients=2, num_samples=[20]), r"^num_samples has 1 entry but num_clients is 2$"),
 ]
 
 

@@ -197,7 +197,7 @@ def test_an_empty_test_set_of_another_width_is_accepted_and_not_the_reference():
 
 
 def test_a_client_with_zero_features_is_refused_when_others_have_three():
-    with pytest.raises(ValueError, match=r"^mine: client 1 train x has 0 features, expected 3$"):
+    with pytest.raises(ValueError, match=r"^mine: client 1 train x has 0 features but client 0 train x has 3$"):
         _fd([np.ones((2, 3)), np.ones((2, 0))], [np.zeros((0, 3)), np.zeros((0, 3))])
 
 

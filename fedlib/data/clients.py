@@ -14,6 +14,8 @@ from typing import Sequence
 
 import numpy as np
 
+from .._validate import mismatch
+
 __all__ = ["FederatedDataset"]
 
 
@@ -82,7 +84,7 @@ class FederatedDataset:
                 raise ValueError(f"{src}: {label} has {len(seq)} clients but train_x has {m}")
         if not isinstance(self.num_classes, (int, np.integer)) or self.num_classes < 2:
             raise ValueError(f"{src}: num_classes must be an integer >= 2, got {self.num_classes!r}")
-        dim = None
+        dim = dim_from = None  # the width of the last non-empty x, and which x it is (named when another differs)
         for i in range(m):
             for part, xs, ys in (("train", self.train_x[i], self.train_y[i]), ("test", self.test_x[i], self.test_y[i])):
                 for what, arr in (("x", xs), ("y", ys)):  # np.asarray raised torch's "Can't call numpy() on Tensor ..."
@@ -99,16 +101,19 @@ class FederatedDataset:
                             if x.size == 0 else "")
                     raise ValueError(f"{src}: client {i} {part} x must be 2-d (samples, features), got shape "
                                      f"{x.shape}{hint}")
-                if y.ndim != 1 or y.shape[0] != x.shape[0]:
+                if y.ndim != 1:
                     raise ValueError(f"{src}: client {i} {part} y has shape {y.shape}, expected ({x.shape[0]},)")
+                if y.shape[0] != x.shape[0]:  # either may be the wrong one ('y has shape (3,), expected (4,)' blamed y)
+                    raise ValueError(f"{src}: " + mismatch(f"client {i} {part} y", y.shape[0], f"its {part} x",
+                                                           x.shape[0], "labels", ref_what="rows"))
                 if part == "train" and x.shape[0] == 0:
                     raise ValueError(f"{src}: client {i} has no training samples")
-                if x.shape[0] and dim is not None and x.shape[1] != dim:
-                    raise ValueError(f"{src}: client {i} {part} x has {x.shape[1]} features, expected {dim}")
+                if x.shape[0] and dim is not None and x.shape[1] != dim:  # named both: the reference may be the wrong one
+                    raise ValueError(f"{src}: " + mismatch(f"client {i} {part} x", x.shape[1], dim_from, dim, "features"))
                 if x.shape[0] and x.shape[1] == 0:  # LEAF's reader refuses these rows too; a model would get no input
                     raise ValueError(f"{src}: client {i} {part} x has {x.shape[0]} rows of 0 features")
                 if x.shape[0]:
-                    dim = x.shape[1]
+                    dim, dim_from = x.shape[1], f"client {i} {part} x"
                 if x.dtype.kind not in "iuf":
                     raise ValueError(f"{src}: client {i} {part} x must hold real numbers, got dtype {x.dtype}")
                 if not np.all(np.isfinite(x)):

@@ -74,7 +74,7 @@ import numbers
 
 import numpy as np
 
-from .._validate import check_flag, check_int, check_nonnegative
+from .._validate import check_agree, check_flag, check_int, check_nonnegative
 from ..rng import generator
 from .clients import FederatedDataset
 
@@ -122,8 +122,8 @@ def _client_sizes(seed: int, num_clients: int, num_samples) -> np.ndarray:
         raise ValueError(f"num_samples must be None, a positive integer or one positive integer per client, "
                          f"got {num_samples!r}")
     sizes = list(num_samples)
-    if len(sizes) != num_clients:
-        raise ValueError(f"num_samples must have {num_clients} entries (one per client), got {len(sizes)}")
+    # either may be the wrong one: 'num_samples must have 3 entries' blamed num_samples for num_clients=3
+    check_agree("num_samples", len(sizes), "num_clients", num_clients, "entries", count=True)
     return np.array([_check_size(s) for s in sizes], dtype=np.int64)
 
 
