@@ -17,6 +17,7 @@ from fedlib.anatomy import relative_error
 from fedlib.data import FederatedDataset, synthetic
 from fedlib.optim import average_buffers
 from fedlib.problems import QuadraticProblem, random_quadratic
+from fedlib.problems.logistic import LogisticRegression
 from fedlib.sampling import expected_server_weights
 from fedlib.tradeoff import fedprox_curves
 from fedlib.tree import tree_add, tree_axpy, tree_sub, tree_vdot
@@ -29,6 +30,13 @@ H3, H1, H_D3 = np.stack([np.eye(2)] * 3), H2[:1], np.stack([np.eye(3), 2 * np.ey
 E3, E1, E_D3 = np.vstack([E2, [[1.0, 1.0]]]), E2[:1], np.hstack([E2, np.zeros((2, 1))])
 P3, P1 = np.full(3, 1 / 3), np.array([1.0])
 _BUFS = [torch.tensor([0.0, 1.0]), torch.tensor(1)]  # one client's buffers: a running mean, a batch count
+
+
+_LR = LogisticRegression(num_features=2, num_classes=3)
+
+
+def _stacked_params(q):
+    return {"W": np.zeros((q, 2, 3)), "b": np.zeros((q, 3))}
 
 
 def _dataset(**change):
@@ -108,6 +116,17 @@ CASES = [
      r"^toy: client 1 test x has 4 features but client 1 train x has 2$"),
     (lambda: synthetic(0.0, 0.0, num_clients=3, num_samples=[20, 30]), r"^num_samples has 2 entries but num_clients is 3$"),
     (lambda: synthetic(0.0, 0.0, num_clients=2, num_samples=[20]), r"^num_samples has 1 entry but num_clients is 2$"),
+    # ---- logistic: were 'y must be integer labels of shape (5,), got (4,) int64' for an x of 5 rows (also (2, 5) in
+    # the stacked form) and "x must have shape (3, 'B', 2), got (2, 4, 2)" for params of 3 clients
+    (lambda: _LR.grad(_LR.init_params(), np.zeros((5, 2)), np.zeros(4, int)), r"^y has 4 labels but x has 5 rows$"),
+    (lambda: _LR.loss(_LR.init_params(), np.zeros((4, 2)), np.zeros(5, int)), r"^y has 5 labels but x has 4 rows$"),
+    (lambda: _LR.hessian(_LR.init_params(), np.zeros((1, 2)), np.zeros(2, int)), r"^y has 2 labels but x has 1 row$"),
+    (lambda: _LR.loss_and_grad_stacked(_stacked_params(3), np.zeros((2, 4, 2)), np.zeros((2, 4), int)),
+     r"^x has 2 clients \(axis 0\) but params has 3$"),
+    (lambda: _LR.loss_and_grad_stacked(_stacked_params(2), np.zeros((2, 5, 2)), np.zeros((2, 4), int)),
+     r"^y has 4 labels per client but x has 5 rows per client$"),
+    (lambda: _LR.loss_and_grad_stacked(_stacked_params(2), np.zeros((2, 4, 2)), np.zeros((3, 4), int)),
+     r"^y has 3 clients \(axis 0\) but x has 2$"),
 ]
 
 

@@ -155,7 +155,7 @@ def test_batch_validation():
     x = np.zeros((2, 2))
     with pytest.raises(ValueError, match="y must be integer"):
         model.loss(p, x, np.array([0.0, 1.0]))           # float labels
-    with pytest.raises(ValueError, match="y must be integer"):
+    with pytest.raises(ValueError, match="^y has 3 labels but x has 2 rows$"):
         model.loss(p, x, np.array([0, 1, 2]))            # wrong length
     with pytest.raises(ValueError, match="labels must lie"):
         model.loss(p, x, np.array([-1, 0]))

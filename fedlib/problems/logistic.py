@@ -63,7 +63,7 @@ from typing import Any, Optional
 
 import numpy as np
 
-from .._validate import bool_entry, check_int, check_nonnegative, tensor_as_float64
+from .._validate import bool_entry, check_agree, check_int, check_nonnegative, tensor_as_float64
 from ..data.clients import FederatedDataset
 
 __all__ = ["LogisticRegression", "LogisticProblem", "pack_params", "unpack_params", "packed_grad_"]
@@ -400,10 +400,19 @@ class LogisticRegression:
             y = np.asarray(y.detach().cpu() if _is_torch(y) else y)
         except (TypeError, ValueError) as exc:  # a ragged list: numpy's "setting an array element with a sequence"
             raise ValueError(f"y must be an array of integer labels: {exc}") from None
-        if x.ndim != len(lead) + 2 or x.shape[:len(lead)] != lead or x.shape[-1] != self.num_features:
+        if x.ndim != len(lead) + 2 or x.shape[-1] != self.num_features:
             raise ValueError(f"x must have shape {lead + ('B', self.num_features)}, got {x.shape}")
-        if y.shape != x.shape[:-1] or y.dtype.kind not in "iu":
+        # the sizes that must agree name both sides: 'x must have shape (3, 'B', 2)' blamed x for params' clients,
+        # 'y must be integer labels of shape (5,)' blamed y for x's extra row
+        per = ""
+        if lead:  # stacked: params hold one model per client (axis 0), x and y one batch per client
+            check_agree("x", x.shape[0], "params", lead[0], "clients (axis 0)")
+            per = " per client"
+        if y.ndim != x.ndim - 1 or y.dtype.kind not in "iu":
             raise ValueError(f"y must be integer labels of shape {x.shape[:-1]}, got {y.shape} {y.dtype}")
+        if lead:
+            check_agree("y", y.shape[0], "x", x.shape[0], "clients (axis 0)")
+        check_agree("y", y.shape[-1], "x", x.shape[-2], "labels" + per, ref_what="rows" + per)
         if y.size and (y.min() < 0 or y.max() >= self.num_classes):
             raise ValueError(f"y: labels must lie in [0, {self.num_classes})")
         return x, y.astype(np.int64)
