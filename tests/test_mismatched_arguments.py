@@ -13,12 +13,17 @@ import pytest
 import torch
 
 from fedlib import theory
+from fedlib.algorithms import make_algorithm
 from fedlib.anatomy import relative_error
 from fedlib.data import FederatedDataset, synthetic
+from fedlib.engines.stacked import RunSpec
+from fedlib.experiments.custom import TensorEngine, train_clients
 from fedlib.optim import average_buffers
 from fedlib.problems import QuadraticProblem, random_quadratic
 from fedlib.problems.logistic import LogisticRegression
 from fedlib.sampling import expected_server_weights
+from fedlib.schedules import FixedSteps
+from fedlib.solvers import sgd
 from fedlib.tradeoff import fedprox_curves
 from fedlib.tree import tree_add, tree_axpy, tree_sub, tree_vdot
 
@@ -37,6 +42,21 @@ _LR = LogisticRegression(num_features=2, num_classes=3)
 
 def _stacked_params(q):
     return {"W": np.zeros((q, 2, 3)), "b": np.zeros((q, 3))}
+
+
+_CX = [torch.zeros(3, 2), torch.zeros(2, 2)]
+_CY = [torch.zeros(3, dtype=torch.long), torch.zeros(2, dtype=torch.long)]
+
+
+def _train(client_x, client_y):
+    return train_clients(torch.nn.Linear(2, 3), client_x, client_y, rounds=1, epochs=1, batch_size=2,
+                         algorithms=("fedavg",))
+
+
+def _tensor_engine(features, labels):
+    run = RunSpec(make_algorithm("fedavg", sgd(0.1)), clients=[np.arange(3), np.arange(3, 5)],
+                  schedule=FixedSteps([1, 1]), seed=0)
+    return TensorEngine(torch.nn.Linear(2, 3), features, labels, [run], rounds=1, batch_size=2)
 
 
 def _dataset(**change):
@@ -127,6 +147,16 @@ CASES = [
      r"^y has 4 labels per client but x has 5 rows per client$"),
     (lambda: _LR.loss_and_grad_stacked(_stacked_params(2), np.zeros((2, 4, 2)), np.zeros((3, 4), int)),
      r"^y has 3 clients \(axis 0\) but x has 2$"),
+    # ---- custom models: were 'client 0: needs n_i >= 1 samples and one label per sample, got (4, 2) / (3,)' (naming
+    # neither argument) and 'labels must be 6 integers, got torch.int64 (5,)' for a feature row too many
+    (lambda: _train([torch.zeros(4, 2), torch.zeros(2, 2)], _CY), r"^client_y\[0\] has 3 labels but client_x\[0\] has 4 "
+                                                                  r"samples$"),
+    (lambda: _train(_CX, [torch.zeros(3, dtype=torch.long), torch.zeros(1, dtype=torch.long)]),
+     r"^client_y\[1\] has 1 label but client_x\[1\] has 2 samples$"),
+    (lambda: _tensor_engine(torch.zeros(6, 2), torch.zeros(5, dtype=torch.long)),
+     r"^labels has 5 entries but features has 6 rows$"),
+    (lambda: _tensor_engine(torch.zeros(5, 2), torch.zeros(4, dtype=torch.long)),
+     r"^labels has 4 entries but features has 5 rows$"),
 ]
 
 

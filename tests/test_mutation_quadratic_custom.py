@@ -357,7 +357,7 @@ def test_tensor_engine_refuses_bad_features_and_labels():
         (dict(features=torch.randn(8)), r"^features must be a float tensor \(N, \.\.\.\), got torch\.float32 \(8,\)"),
         (dict(features=nan), r"^features hold NaN or inf \(row 3\)"),
         (dict(labels=y.float()), r"^labels must be 8 integers, got torch\.float32"),
-        (dict(labels=y[:7]), r"^labels must be 8 integers, got torch\.int64 \(7,\)"),
+        (dict(labels=y[:7]), r"^labels has 7 entries but features has 8 rows$"),
         (dict(labels=y.reshape(8, 1)), r"^labels must be 8 integers, got torch\.int64 \(8, 1\)"),
     ]
     for kwargs, message in cases:

@@ -32,7 +32,7 @@ import torch
 from torch import nn
 from tqdm import tqdm
 
-from .._validate import a_type, check_choice, check_flag, check_sequence
+from .._validate import a_type, check_agree, check_choice, check_flag, check_sequence
 from ..engines.stacked import (RunSpec, StackedEngine, _check_int_labels, _check_labels, _non_finite, _num_classes,
                                _resolve_dtype, _torch_readable, max_relative_difference, reference_run)
 
@@ -98,8 +98,10 @@ class TensorEngine(StackedEngine):
             raise ValueError(f"features must be a float tensor (N, ...), got {x.dtype} {tuple(x.shape)}")
         if not bool(torch.isfinite(x).all()):
             raise ValueError(f"features hold NaN or inf (row {_first_bad_row(x)})")
-        if y.ndim != 1 or y.shape[0] != x.shape[0] or y.is_floating_point():
+        if y.ndim != 1 or y.is_floating_point():
             raise ValueError(f"labels must be {x.shape[0]} integers, got {y.dtype} {tuple(y.shape)}")
+        # either may be the wrong one: 'labels must be 6 integers' blamed labels for a row too many in features
+        check_agree("labels", y.shape[0], "features", x.shape[0], "entries", ref_what="rows")
         if (test_features is None) != (test_labels is None):
             raise ValueError("test_features and test_labels go together: give both (evaluation) or neither")
         self._probe = x[:8]  # what the parent's training-mode check runs the model on (_training_mode_sample)
@@ -247,9 +249,11 @@ def train_clients(model: nn.Module, client_x: Sequence[Any], client_y: Sequence[
         if x.ndim < 2:  # a 1-d tensor of n values: n samples of one feature, or one sample of n features?
             raise ValueError(f"client_x[{i}] must be (n_i, *feature_shape), samples first, got shape {tuple(x.shape)}; "
                              "one feature per sample: client_x[i][:, None]")
-        if x.shape[0] == 0 or y.ndim != 1 or x.shape[0] != y.shape[0]:
+        if x.shape[0] == 0 or y.ndim != 1:
             raise ValueError(f"client {i}: needs n_i >= 1 samples and one label per sample, got {tuple(x.shape)} / "
                              f"{tuple(y.shape)}")
+        # '... one label per sample, got (4, 2) / (3,)' named neither argument
+        check_agree(f"client_y[{i}]", y.shape[0], f"client_x[{i}]", x.shape[0], "labels", ref_what="samples")
         if x.shape[1:] != xs[0].shape[1:]:
             raise ValueError(f"client {i}: features of shape {tuple(x.shape[1:])}, client 0 has {tuple(xs[0].shape[1:])}")
         if not x.is_floating_point():
