@@ -34,7 +34,8 @@ from typing import Any, NamedTuple, Sequence
 
 import numpy as np
 
-from ._validate import check_choice, check_instance, check_int, check_local_steps, check_positive, check_probability_vector, check_weights
+from ._validate import (check_agree, check_choice, check_instance, check_int, check_local_steps, check_positive,
+                        check_probability_vector, check_weights)
 from .tree import (tree_all_finite, tree_leaves, tree_map, tree_stacked_weighted_sum, tree_structure_equal,
                    tree_zeros_like)
 
@@ -140,7 +141,9 @@ def control_variates(client: Any, p: Any, kind: str = "scaffold") -> ControlVari
         raise ValueError("client: every leaf must have the same leading axis (one entry per client)")
     if not tree_all_finite(client):  # a NaN row made the mean NaN, and every client's correction with it
         raise ValueError("client: the variates hold NaN or inf (they must be finite)")
-    p = check_probability_vector("p", p, size=m)
+    p = check_probability_vector("p", p)
+    # either may be the wrong one: 'p must have 3 entries' blamed p for a row too many in client
+    check_agree("p", p.size, "client", m, "entries", ref_what="rows")
     if kind == "vrlsgd":
         return ControlVariates(client, tree_map(lambda x: np.zeros_like(x[0]), client), kind)
     return ControlVariates(client, tree_stacked_weighted_sum(client, p), kind)

@@ -26,6 +26,7 @@ from fedlib.schedules import FixedSteps
 from fedlib.solvers import sgd
 from fedlib.tradeoff import fedprox_curves
 from fedlib.tree import tree_add, tree_axpy, tree_sub, tree_vdot
+from fedlib.variance import control_variates
 
 # a valid two-client problem in d = 2, and the same arrays with a client too many / too few or a wrong d
 H2 = np.stack([np.eye(2), 2 * np.eye(2)])
@@ -111,6 +112,9 @@ CASES = [
     # ---- sampling: was 'a_norms must have shape (3,), got (2,)' for a p of 3 clients
     (lambda: expected_server_weights("with-replacement", P3, [1.0, 3.0], 2), r"^a_norms has 2 clients but p has 3$"),
     (lambda: expected_server_weights("uniform", P2, [1.0], 2), r"^a_norms has 1 client but p has 2$"),
+    # ---- variance: was 'p must have 3 entries (one per client), got 2' for client variates of 3 rows
+    (lambda: control_variates(np.ones((3, 1)), P2), r"^p has 2 entries but client has 3 rows$"),
+    (lambda: control_variates(np.ones((2, 1)), P1), r"^p has 1 entry but client has 2 rows$"),
     # ---- anatomy: was 'shapes differ: (3,) vs (2,)', naming neither argument
     (lambda: relative_error(np.ones(3), np.ones(2)), r"^x has shape \(3,\) but reference has \(2,\)$"),
     (lambda: relative_error(np.ones(2), np.ones((2, 1))), r"^x has shape \(2,\) but reference has \(2, 1\)$"),
