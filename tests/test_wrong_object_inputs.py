@@ -140,3 +140,17 @@ def test_the_checks_take_what_they_took():
     from fedlib.experiments.quadratic import surrogate_optimum
     np.testing.assert_array_equal(surrogate_optimum(mine, [0.5, 0.5]), surrogate_optimum(base, [0.5, 0.5]))
     assert re.fullmatch(r"fedlib\.problems\.quadratic", type(base).__module__)
+
+
+def test_replicate_refuses_local_work_for_another_number_of_clients():
+    """Before: replicate(problem of 3 clients, work of 2, copies=2) returned a problem of 6 clients and work of 4
+    without a word (each copy tiled on its own); every other function of fedlib.experiments.speedup refused the pair
+    (_check_work)."""
+    from fedlib.experiments.speedup import replicate
+    from fedlib.schedules import RandomLocalWork
+
+    problem = fedlib.problems.random_quadratic(3, 2, seed=0)
+    with pytest.raises(ValueError, match=r"^work: local work for 2 clients, the problem has 3$"):
+        replicate(problem, RandomLocalWork([1, 1], [2, 3], 1, 0), 2)
+    rep, work = replicate(problem, RandomLocalWork([1, 1, 2], [2, 3, 4], 1, 0), 2)
+    assert rep.num_clients == work.num_clients == 6

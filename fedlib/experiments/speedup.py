@@ -144,7 +144,7 @@ def replicate(problem: QuadraticProblem, work: RandomLocalWork, copies: int) -> 
     :class:`~fedlib.schedules.RandomLocalWork`; ``copies`` is an integer >= 1."""
     check_instance("problem", problem, QuadraticProblem)
     copies = check_int("copies", copies, minimum=1)
-    _local_work(work)
+    _check_work(problem, work)  # local work for as many clients as the problem: else copies of mismatched pairs
     rep = QuadraticProblem(np.tile(problem.H, (copies, 1, 1)), np.tile(problem.e, (copies, 1)),
                            np.tile(problem.p, copies) / copies)
     return rep, RandomLocalWork(np.tile(work.low, copies), np.tile(work.high, copies), work.num_solvers, work.seed)
