@@ -34,10 +34,13 @@ and refuses a malformed one with a ``ValueError`` naming it.
 * **Local solver** (its own :math:`a_i`). A step size that changes within the round:
   ``LocalSolver(lr, lr_schedule=k -> s_k)`` (:func:`fedlib.solvers.decayed_sgd`). Another linear step
   (e.g. Nesterov momentum): a frozen-dataclass subclass of :class:`fedlib.solvers.LocalSolver` that
-  overrides ``update(state, grads) -> SolverState`` (advance ``step`` by one and set ``shadow``,
-  ``a_norm`` from ``counter_step``; add ``weight_decay * x`` and ``state.correction``, when set, to ``grads``:
-  they belong to :math:`G_i`; :func:`fedlib.tree.tree_map` works on numpy and torch trees) and
-  ``counter_step(k, counter)`` (the same step on a scalar unit gradient, in units of ``lr``), and, if you
+  overrides ``update(state, grads) -> SolverState`` (advance ``step`` by one, set
+  ``shadow = self.counter_step(state.step, state.shadow)`` and ``a_norm = shadow[0]``; add ``weight_decay * x`` and
+  ``state.correction``, when set, to ``grads``: they belong to :math:`G_i`; :func:`fedlib.tree.tree_map` works on
+  numpy and torch trees; ``LocalSolver.init``'s state holds a zero ``momentum`` buffer only when ``momentum > 0`` and
+  the ``anchor`` :math:`x^{(t,0)}` only when ``mu > 0``, else ``None``) and
+  ``counter_step(k, counter)`` (the same step on a scalar unit gradient, in units of ``lr``: ``counter`` is the
+  pair :math:`(\|a^{(k)}\|_1, \hat u_k)` before step ``k``, from 0; ``init`` starts it at ``(0.0, 0.0)``), and, if you
   have them, the closed forms ``a_vector`` / ``a_norm`` (otherwise they are taken from its own step: its
   counter and a unit-gradient probe, never the built-in step's formulas). :func:`fedlib.solvers.check_own_step` probes it (the
   reported :math:`\|a_i\|_1` and any closed form it overrides against the :math:`a_i` its step gives, and that

@@ -766,7 +766,15 @@ def _own_closed_forms(cls: type) -> list:
     return [m for m in ("a_vector", "a_norm", "online_a_norms") if getattr(cls, m) is not getattr(LocalSolver, m)]
 
 
-def _probe_failed(name: str, cls: str, method: str, tau: int, err: Exception, copied: bool = False) -> str:
+def _probe_failed(name: str, cls: str, method: str, tau: int, err: Exception, copied: bool = False,
+                  solver: Optional[LocalSolver] = None) -> str:
+    if solver is not None and "NoneType" in str(err):
+        # a step that uses state.momentum (or state.anchor) of a solver whose init leaves it None: not a numpy matter
+        return (f"{name}: {cls}.{method} raised {type(err).__name__}: {err} while check_own_step probed it; "
+                "LocalSolver.init leaves the state's momentum buffer None unless momentum > 0 (here "
+                f"{solver.momentum!r}), its anchor None unless mu > 0 (here {solver.mu!r}) and its correction None "
+                "without variance reduction: an update of your own must not compute with a field that is None "
+                "(give the solver momentum > 0 if its step needs the buffer, or override init)")
     copy = (" The probe ran on a copy without weight decay (dataclasses.replace(solver, weight_decay=0.0)), which "
             "keeps only the dataclass fields: an attribute set after construction is not in it; make it a field."
             if copied and isinstance(err, AttributeError) else "")
@@ -842,12 +850,12 @@ def check_own_step(name: str, solver: LocalSolver, *, correction: bool = False) 
         try:
             state = probe.init(np.zeros(tau))
         except Exception as err:
-            raise ValueError(_probe_failed(name, cls, "init", tau, err, probe is not solver)) from err
+            raise ValueError(_probe_failed(name, cls, "init", tau, err, probe is not solver, probe)) from err
         for k in range(tau):
             try:
                 state = probe.update(state, eye[k])
             except Exception as err:
-                raise ValueError(_probe_failed(name, cls, "update", tau, err, probe is not solver)) from err
+                raise ValueError(_probe_failed(name, cls, "update", tau, err, probe is not solver, probe)) from err
             if not isinstance(state, SolverState) or state.step != k + 1:
                 got = state.step if isinstance(state, SolverState) else type(state).__name__
                 raise ValueError(f"{name}: {cls}.update must return a SolverState with step advanced by one "
@@ -977,7 +985,7 @@ def _probe_linear(name: str, cls: str, solver: LocalSolver, a: np.ndarray) -> No
         for k in range(a.size):
             state = solver.update(state, grads[:, k].copy())
     except Exception as err:
-        raise ValueError(_probe_failed(name, cls, "update", grads.shape[0], err)) from err
+        raise ValueError(_probe_failed(name, cls, "update", grads.shape[0], err, solver=solver)) from err
     got = np.asarray(state.params, dtype=np.float64)
     expected = -solver.lr * (grads @ a)
     if got.shape != expected.shape or not np.allclose(got, expected, rtol=1e-9,
@@ -997,11 +1005,11 @@ def _probe_added_term(name: str, cls: str, solver: LocalSolver, a_one: float, x:
     try:
         state = solver.init(x.copy(), corr)
     except Exception as err:
-        raise ValueError(_probe_failed(name, cls, "init", 1, err)) from err
+        raise ValueError(_probe_failed(name, cls, "init", 1, err, solver=solver)) from err
     try:
         state = solver.update(state, np.zeros(1))
     except Exception as err:
-        raise ValueError(_probe_failed(name, cls, "update", 1, err)) from err
+        raise ValueError(_probe_failed(name, cls, "update", 1, err, solver=solver)) from err
     got = float(np.asarray(state.params, dtype=np.float64)[0])
     expected = float(x[0]) - solver.lr * a_one * size
     if not np.isclose(got, expected, rtol=1e-9, atol=1e-12):

@@ -799,6 +799,21 @@ def test_a_torch_only_solver_is_refused_naming_it_and_the_numpy_probe(receive):
     assert isinstance(info.value.__cause__, AttributeError)
 
 
+@pytest.mark.parametrize("receive", [
+    lambda s: check_own_step("solver", s),
+    lambda s: make_algorithm("fednova", s),
+])
+def test_an_own_step_using_a_state_field_init_leaves_none_is_refused_naming_that_field(receive):
+    """NesterovSGD without momentum: LocalSolver.init keeps no momentum buffer (None) when momentum = 0, so its update
+    raised TypeError on None * float; the message blamed the numpy probe ('must accept numpy arrays as well as torch
+    tensors'), which the solver does. Now it names the None fields of init's state and the solver's momentum and mu."""
+    with pytest.raises(ValueError, match=r"solver: NesterovSGD\.update raised TypeError.*LocalSolver\.init leaves the "
+                                         r"state's momentum buffer None unless momentum > 0 \(here 0\.0\)") as info:
+        receive(NesterovSGD(lr=0.1))
+    assert "accept numpy arrays" not in str(info.value)
+    assert isinstance(info.value.__cause__, TypeError)
+
+
 @pytest.mark.parametrize("tau, momentum, alpha, expected", [
     (1, 0.9, 0.1, 0.9),          # D_1 = 1 - alpha: S_1 = 2 - alpha, the true ||a||_1 is 1
     (2, 0.5, 0.25, 1.1875),      # S_2 = ((1 + 0.75 * 1) + 1.5) * 0.75 + 1 = 3.4375, true 1 + 0.75 + 0.5 = 2.25
