@@ -698,6 +698,13 @@ def _run_server_optimizer(server: ServerOptimizer, change: Any, state: ServerSta
         raise ValueError(f"server optimizer {server.name!r}: update must return (new_params, new_state) with new_state "
                          f"of the kind its init makes, a {kept.__name__}, got {type(out[1]).__name__}")
     own = getattr(server.update, "__module__", None) != "fedlib.server"  # fedlib's are tested; yours is checked
+    if own:  # a float32 model for float64 params went on in float32 without a word
+        for k, (new, old) in enumerate(zip(tree_leaves(params), tree_leaves(state.params))):
+            new_dtype, old_dtype = getattr(new, "dtype", None), getattr(old, "dtype", None)
+            if new_dtype is not None and old_dtype is not None and new_dtype != old_dtype:
+                raise ValueError(f"server optimizer {server.name!r}: update must return new_params in the dtypes of "
+                                 f"state.params: leaf {k} is {new_dtype}, state.params holds {old_dtype} (the run "
+                                 "would go on in the other precision without a word)")
     if own and not tree_all_finite(params):
         raise FloatingPointError(f"round {state.round}: server optimizer {server.name!r} returned a model that is not "
                                  "finite from a finite aggregated update (diverged, or its update is wrong)")
