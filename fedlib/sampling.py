@@ -26,7 +26,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from ._validate import (bool_entry, check_agree, check_choice, check_finite_array, check_int, check_positive,
+from ._validate import (bool_entry, check_agree, check_callable, check_choice, check_finite_array, check_int, check_positive,
                         check_probability_vector)
 from .rng import generator, seed_sequence
 
@@ -286,7 +286,10 @@ def check_sampling(sampling, clients_per_round: int | None = None, where: str = 
     """
     if not callable(sampling):
         check_choice(f"{where}sampling", sampling, SAMPLING_SCHEMES)
-    elif clients_per_round is not None:
+        return
+    # the engines call it with the round alone: else Python's "<lambda>() missing 1 required positional argument"
+    check_callable(f"{where}sampling", sampling, "round -> Participation (your own sampler)", nargs=1)
+    if clients_per_round is not None:
         raise ValueError(f"{where}clients_per_round: a sampler callable chooses the participants itself, so "
                          f"q = {clients_per_round} would be ignored; leave clients_per_round None")
 

@@ -1015,4 +1015,4 @@ def _probe_added_term(name: str, cls: str, solver: LocalSolver, a_one: float, x:
     if not np.isclose(got, expected, rtol=1e-9, atol=1e-12):
         raise ValueError(f"{name}: {cls} is given {given}, but its update leaves it out: one step from x = {float(x[0])!r} "
                          f"with a zero gradient gives {got!r}, not {expected!r}; {what} is added to the gradient, so "
-                         f"an update of your own must add {term} to grads (as LocalSolver._direction_and_params does)")
+                         f"an update of your own must add {term} to grads (as the built-in update does)")

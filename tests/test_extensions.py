@@ -1015,3 +1015,29 @@ def test_an_online_a_norms_override_that_is_not_the_step_is_refused():
     (2.5, 4.25, 6.125) (momentum 0.5, tau = 2, 3, 4), and the two engines' models were 4 % apart after 2 rounds."""
     with pytest.raises(ValueError, match=r"solver: CountingTable.online_a_norms\(2\) is \[1.0, 2.0\].*2.5"):
         make_algorithm("fednova", CountingTable(lr=0.05, momentum=0.5))
+
+
+def test_a_server_optimizer_changing_the_models_dtype_is_refused():
+    """Before: an own server update returning float32 for float64 params was taken, and the run went on in float32
+    without a word (the check covered structure, leaf shapes and array kind). fedlib's own server optimizers keep
+    the dtype and are not re-checked."""
+    def init(params):
+        return 0
+
+    def update(change, state, params, lr=None):
+        return tree_map(lambda x, d: (x + d).astype(np.float32), params, change), state + 1
+
+    algo = make_algorithm("fednova", sgd(0.1), server=ServerOptimizer(init, update, "to-float32"))
+    with pytest.raises(ValueError, match=r"^server optimizer 'to-float32': update must return new_params in the "
+                                         r"dtypes of state.params: leaf 0 is float32, state.params holds float64"):
+        run_sequential(algo, {"x": np.array(0.0)}, grad_fn, P, FixedSteps([1, 2, 3]), rounds=1)
+
+
+def test_a_sampler_that_takes_other_arguments_is_refused_before_the_run():
+    """The engines call a sampler with the round alone. Before: a sampler (round, rng) failed inside the first round
+    with Python's '<lambda>() missing 1 required positional argument: 'rng''."""
+    algo = make_algorithm("fednova", sgd(0.1))
+    with pytest.raises(ValueError, match=r"^sampling must be a callable round -> Participation \(your own sampler\), "
+                                         r"taking 1 positional argument: sampling\(t, rng\) does not"):
+        run_sequential(algo, {"x": np.array(0.0)}, grad_fn, P, FixedSteps([1, 2, 3]), rounds=1,
+                       sampling=lambda t, rng: full_participation(P))

@@ -61,7 +61,7 @@ def run_sequential(algorithm: FederatedAlgorithm, params: Any, grad_fn: Callable
         refused the same way: every local step would extend one autograd graph through all later steps and
         rounds (memory without bound); the gradients are the step's data, :math:`x_{k+1} = x_k - \eta_k g_k`.
     p : (m,) client weights :math:`p_i`.
-    schedule : object with ``local_steps(round) -> (m,) ints`` (:mod:`fedlib.schedules`).
+    schedule : object with ``local_steps(round) -> (m,)`` whole numbers :math:`\ge 0` (:mod:`fedlib.schedules`; participants need :math:`\ge 1`).
     sampling, clients_per_round, seed : participation (:mod:`fedlib.sampling`): a scheme name, or
         your own sampler ``round -> Participation`` (:func:`fedlib.sampling.round_participation`).
     lr_at : ``round -> client lr`` (default: the solver's lr every round).
