@@ -94,8 +94,9 @@ def _past_int64(low: Any, high: Any) -> bool:
     """Whole numbers from ``low`` to ``high`` reach past int64 (``high >= 2**63`` or ``low < -2**63``), where the
     step counts of the engines live: the rule of ``check_count`` (``low`` and ``high`` the one number) and
     ``check_int_array`` (its min and max). Compared with the ints ``2**63`` and ``-2**63``, never the float
-    ``2.0**63`` (which ``2**63 - 1`` rounds to): a Python int and numpy's uint64 exactly; a float array's entries are
-    compared as floats, exact for the power of two."""
+    ``2.0**63`` (which ``2**63 - 1`` rounds to): Python's ints and floats compare exactly (``check_int_array`` passes
+    its min and max as Python numbers, ``.item()``: a float16 scalar would turn ``2**63`` into inf, with numpy's
+    overflow warning)."""
     return high >= 2 ** 63 or low < -(2 ** 63)
 
 
@@ -447,7 +448,9 @@ def check_int_array(name: str, value: Any, *, size: int | None = None, minimum: 
             raise ValueError(f"{name} must hold whole numbers, got {arr!r}")
     elif arr.dtype.kind not in "iu":
         raise ValueError(f"{name} must hold whole numbers, got dtype {arr.dtype}")
-    if arr.dtype.kind in "uf" and _past_int64(arr.min(), arr.max()):  # an int64 array cannot wrap
+    # an int64 array cannot wrap; item(): Python's numbers compare exactly, where float16 turned 2**63 into inf with
+    # numpy's RuntimeWarning 'overflow encountered in cast'
+    if arr.dtype.kind in "uf" and _past_int64(arr.min().item(), arr.max().item()):
         raise ValueError(f"{name} must hold whole numbers below 2**63, got {arr!r}")
     arr = arr.astype(np.int64)
     if minimum is not None and arr.min() < minimum:

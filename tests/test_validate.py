@@ -440,3 +440,21 @@ def test_bool_entry_passes_numbers_without_the_array_probe(monkeypatch):
     assert V.bool_entry(numbers + [np.array([True, False])]) is True  # its first entry, as a Python bool
     assert calls  # the array went through the probe
     assert V.bool_entry(numbers + [np.True_]) is np.True_ and V.bool_entry([1, 2, True]) is True
+
+
+def test_float16_counts_are_taken_without_an_overflow_warning():
+    """A float16 array of whole step counts is taken as its integers, and so is a float16 scalar count, with no
+    warning. Before, check_int_array compared the array's max with 2**63 in float16 (numpy 2 casts the Python number
+    to the array's type): 'RuntimeWarning: overflow encountered in cast' on every call, an error where warnings are
+    (the bound held: float16's inf is above every count)."""
+    import warnings
+
+    from fedlib._validate import check_count, check_int_array
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert check_int_array("steps", np.array([1.0, 2.0, 65504.0], dtype=np.float16)).tolist() == [1, 2, 65504]
+        assert check_int_array("steps", np.array([1.0, 2.0], dtype=np.float32), minimum=1).tolist() == [1, 2]
+        assert check_count("tau", np.float16(4.0), minimum=1) == 4
+        with pytest.raises(ValueError, match=r"^steps must hold whole numbers below 2\*\*63"):
+            check_int_array("steps", np.array([1.0, 2.0 ** 63], dtype=np.float32))
