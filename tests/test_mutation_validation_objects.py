@@ -5,8 +5,8 @@ behaviour that the rest of the suite left unpinned.
 
 Review and mutants of f2e2364..7f2cdb2 (pass described in tests/README.md, Mutation passes). Review fixes, each with
 a test in tests/test_validate.py that fails before: bool_entry read the dtype of every numpy number in a list (~3 us an
-entry, 25 times the search's cost before; 884bbd8); check_int_array compared a float16 array with 2**63 in float16,
-numpy's overflow RuntimeWarning on every call (3049c82). 78 mutants, one at a time (string replacement matched once,
+entry, 25 times the search's cost before; cce0461); check_int_array compared a float16 array with 2**63 in float16,
+numpy's overflow RuntimeWarning on every call (eac475d). 78 mutants, one at a time (string replacement matched once,
 the file restored with ``git checkout`` after, ``git status`` clean between), ``pytest -x`` on
 test_wrong_object_inputs.py, test_bad_inputs_core.py, test_bad_inputs.py, test_validate.py and the module's test
 files (for _validate.py: test_mutation_results_validate, test_schedules, test_solvers,
@@ -14,7 +14,7 @@ test_mutation_solvers_schedules_sampling, test_cli_synthetic, test_algorithms, t
 test_anatomy_tradeoff, test_hot_paths, test_logistic, test_checkpoint, test_theory, test_acceleration). Totals: 61
 killed by the suite, 12 killed by a test of the pass (CI2, CC1, CC11, BE1, BE6, BE8, BE9, FA5, RB2, CS6, CS10, CS11),
 5 equivalent (CC7, CC10, PI7, IA8, PS2), none left alive. The mutants of check_int_array were run on the code before
-3049c82; IA8 is equivalent on it too.
+eac475d; IA8 is equivalent on it too.
 
 fedlib/_validate.py, check_instance:
   CI1 the test inverted; CI2 returns None, not ``value``; CI3 the class without its module; CI4 the value's repr, not
@@ -49,7 +49,7 @@ bool_entry:
   entries not judged; BE6 an empty bool array's first entry read; BE7 ``flat[0]``, not ``.item()``; BE8 an array
   searched; BE9 ``isinstance(v, bool)`` (numpy's bool scalar left to the array branch); BE10 a bool skipped. killed
   by the suite: BE2-BE5, BE7, BE10. killed here: BE1, BE6, BE8; BE9 by
-  test_bool_entry_reads_no_dtype_of_a_numpy_number_among_the_entries (tests/test_validate.py, the test of 884bbd8:
+  test_bool_entry_passes_numbers_without_the_array_probe (tests/test_validate.py, the test of cce0461:
   np.False_ came back as the Python False of the array branch, after an is_bool call).
 check_finite_array:
   FA1 object arrays not searched; FA2 an int list not searched; FA3 a tuple not searched; FA4 ``if flag:`` (a False
