@@ -63,7 +63,7 @@ from typing import Any, Optional
 
 import numpy as np
 
-from .._validate import bool_entry, check_agree, check_int, check_nonnegative, tensor_as_float64
+from .._validate import bool_entry, check_agree, check_int, check_nonnegative, plain, tensor_as_float64
 from ..data.clients import FederatedDataset
 
 __all__ = ["LogisticRegression", "LogisticProblem", "pack_params", "unpack_params", "packed_grad_"]
@@ -395,7 +395,7 @@ class LogisticRegression:
     def _check_batch(self, x, y, lead: tuple) -> tuple[np.ndarray, np.ndarray]:
         x = _real_array("x", x)
         if isinstance(y, (list, tuple)) and (flag := bool_entry(y)) is not None:  # np.asarray([0, True]) is [0, 1]
-            raise ValueError(f"y must be integer labels, got the bool {flag!r} among them")
+            raise ValueError(f"y must be integer labels, got the bool {plain(flag)!r} among them")
         try:
             y = np.asarray(y.detach().cpu() if _is_torch(y) else y)
         except (TypeError, ValueError) as exc:  # a ragged list: numpy's "setting an array element with a sequence"
