@@ -31,6 +31,7 @@ experiment modules of :mod:`fedlib.experiments` run it too.
 from __future__ import annotations
 
 import dataclasses
+import sys
 import weakref
 from typing import Any, NamedTuple, Optional, Sequence
 
@@ -699,16 +700,47 @@ def _run_server_optimizer(server: ServerOptimizer, change: Any, state: ServerSta
                          f"of the kind its init makes, a {kept.__name__}, got {type(out[1]).__name__}")
     own = getattr(server.update, "__module__", None) != "fedlib.server"  # fedlib's are tested; yours is checked
     if own:  # a float32 model for float64 params went on in float32 without a word
-        for k, (new, old) in enumerate(zip(tree_leaves(params), tree_leaves(state.params))):
-            new_dtype, old_dtype = getattr(new, "dtype", None), getattr(old, "dtype", None)
-            if new_dtype is not None and old_dtype is not None and new_dtype != old_dtype:
-                raise ValueError(f"server optimizer {server.name!r}: update must return new_params in the dtypes of "
-                                 f"state.params: leaf {k} is {new_dtype}, state.params holds {old_dtype} (the run "
-                                 "would go on in the other precision without a word)")
+        _check_kept_dtypes(server, params, state.params, change)
     if own and not tree_all_finite(params):
         raise FloatingPointError(f"round {state.round}: server optimizer {server.name!r} returned a model that is not "
                                  "finite from a finite aggregated update (diverged, or its update is wrong)")
     return out
+
+
+def _promoted(a: Any, b: Any) -> Any:
+    """The dtype of ``x + d`` for leaves of the dtypes ``a`` and ``b`` (both numpy, or both torch), else ``None``."""
+    try:
+        if isinstance(a, np.dtype) and isinstance(b, np.dtype):
+            return np.result_type(a, b)
+        torch = sys.modules.get("torch")
+        if torch is not None and isinstance(a, torch.dtype) and isinstance(b, torch.dtype):
+            return torch.promote_types(a, b)
+    except (TypeError, ValueError):
+        pass
+    return None
+
+
+def _check_kept_dtypes(server: ServerOptimizer, params: Any, old_params: Any, change: Any) -> None:
+    """An own server's ``new_params`` keep the dtypes of ``state.params``, or take the dtype of ``params + change``
+    where the aggregated change is wider (float64 gradients of a float32 model: the clients' models, the change and
+    fedlib's own servers' models are float64 there; refusing the own server blamed it for the widening it did not
+    make). Leaves without a dtype (Python numbers) are not compared."""
+    changes = tree_leaves(change)
+    olds = tree_leaves(old_params)
+    if len(changes) != len(olds):
+        changes = [None] * len(olds)
+    for k, (new, old, chg) in enumerate(zip(tree_leaves(params), olds, changes)):
+        new_dtype, old_dtype = getattr(new, "dtype", None), getattr(old, "dtype", None)
+        if new_dtype is None or old_dtype is None or new_dtype == old_dtype:
+            continue
+        chg_dtype = getattr(chg, "dtype", None)
+        wider = None if chg_dtype is None else _promoted(old_dtype, chg_dtype)
+        if wider is not None and new_dtype == wider:
+            continue
+        also = "" if wider is None or wider == old_dtype else f" (or {wider}, that of state.params + change)"
+        raise ValueError(f"server optimizer {server.name!r}: update must return new_params in the dtypes of "
+                         f"state.params: leaf {k} is {new_dtype}, state.params holds {old_dtype}{also} (the run "
+                         "would go on in the other precision without a word)")
 
 
 def _requires_grad(tree: Any) -> Optional[int]:
