@@ -10,9 +10,57 @@ Review fix (fails before): an own server optimizer was refused for a dtype it di
 for a float32 model the clients' models and the aggregated change are float64, and fedlib's own servers go on in
 float64; an own server doing plain's ``params + change`` was refused ('update must return new_params in the dtypes
 of state.params: leaf 0 is float64, state.params holds float32'), blamed for the widening the gradients made. Now
-the dtype of ``state.params + change`` is taken too (test_an_own_server_keeping_the_changes_wider_dtype_is_taken).
+the dtype of ``state.params + change`` is taken too (test_an_own_server_keeping_the_changes_wider_dtype_is_taken,
+commit 36c074b).
+
+98 mutants, one at a time (string replacement matched once, ``git checkout`` of the file after, ``git status`` clean
+between), ``pytest -x`` on tests/test_mismatched_arguments.py, test_extensions.py, test_validate.py,
+test_bad_inputs_core.py, test_wrong_object_inputs.py, this file, and the module's test files and ``test_mutation_*``
+files: 74 killed by the suite, 19 killed here, 4 equivalent, 1 alive.
+  V1-V3 ``bool_entry``'s fast path (np.bool_ passed as a number, a Python bool passed as an int, numpy numbers left to
+  the array probe); V4-V7 ``_plural`` (plural for 1, "entrie", "clients" kept, the space dropped); V8-V11 ``mismatch``
+  (no plural, ``ref_what`` always plural, "has" for ``count=True``, the two names swapped); V12, V13 ``check_agree``'s
+  ``!=`` as ``<`` / ``>``; V14-V19 ``size_of=`` (the check dropped in check_weights / check_int_array, not passed on by
+  check_probability_vector / check_local_steps, the names swapped, the size off by one); TH1-TH11 theory (chi_square's
+  ``size_of`` "w" or none, fedprox_weights' "local_steps", e's rows read from its columns, a 1-d e taken, e's d
+  unchecked, p / local_steps of _check_quadratic without or with the wrong ``size_of``, lemma1_small_lr_limit's
+  "p", b of any rank up to 2, M's rows without "rows"); QP1-QP3 random_quadratic's p (check inverted, ``count=False``,
+  ``np.size(p)`` before checking p); SA1-SA3, SA6 (nargs=2, no arity check, no ``return`` after a scheme name,
+  a_norms and p swapped); AN1-AN3 relative_error (sizes for shapes, "shapes", the shapes swapped); TE1-TE4, TE6-TE8
+  tree ops (the shapes from the wrong operand, names ("b", "a"), tree_axpy as "a"/"b", RuntimeError not caught,
+  tree_vdot unchecked, tree_add through tree_map, tree_sub's names swapped); OP1, OP3, OP4 average_buffers (names
+  swapped, no check, a zero sum taken); DC2-DC5 FederatedDataset ("its train x" for the test part, the width's
+  reference always client 0's train x, no "rows", an empty x as the reference); SY1-SY3 synthetic; LG1, LG2, LG4,
+  LG5 LogisticRegression (no clients check, no "per client", y's clients from its last axis, x's rows from axis 0);
+  CU1-CU5 TensorEngine / train_clients (names swapped, 2-d labels, an empty client, client 0 named, "rows" for
+  "samples"); VA1, VA2 control_variates (m compared with itself, the old size check); SP1, SP2 replicate (no
+  clients check, ``!=`` as ``<``); SO1, SO2 _probe_failed (``solver is None``, the unit probe's update without the
+  solver); AL2, AL9 the own-server dtype check (for fedlib's servers only, leaf k + 1): killed by the suite.
+  AL6, AL7 (mutants of the review fix: the change's wider dtype not taken; torch's promotion not computed): killed by
+  test_an_own_server_keeping_the_changes_wider_dtype_is_taken. AL8, AL10 (the wider dtype computed from new_params
+  instead of the change: any widening taken): test_an_own_server_widening_the_model_without_cause_is_refused. AL3
+  (the first leaf alone compared): test_every_leaf_of_an_own_servers_model_keeps_its_dtype. AL4, AL5 (a leaf
+  without a dtype compared; float64 hid them, numpy reads ``dtype == None`` as ``dtype == float64``):
+  test_an_own_server_returning_numbers_for_0d_leaves_is_taken. TH13 (lemma1_fixed_point's local_steps without
+  ``size_of``): test_lemma1_fixed_point_names_local_steps_and_e. SA5 (a 0-d a_norms taken for one client):
+  test_a_0d_a_norms_is_refused_even_for_one_client. TE5 (no re-raise when the shapes agree: the leaf became None):
+  test_a_leaf_operation_failing_on_equal_shapes_raises_its_own_error. DC1 (a 0-d y let through to ``y.shape[0]``):
+  test_a_0d_label_array_keeps_its_shape_message. LG3, LG6 (a y / an x of too many dimensions let through to the size
+  checks): test_logistic_arrays_of_the_wrong_rank_keep_their_own_messages. VA3 (the size check after VRLSGD's
+  return): test_vrlsgd_control_variates_refuse_a_p_of_another_size_too. SO3-SO7 (the linearity probe, the init probe
+  and the weight-decay probe without the solver; momentum's value shown for mu and mu's for momentum):
+  test_every_probe_names_the_none_fields_of_inits_state.
+  Equivalent: TH12 (M.shape[1] for n: M is square, checked before); SA7 (``len(a)`` for ``a.size``: a is 1-d there);
+  OP2 (``len(w)`` for ``w.numel()``: w is flattened to 1-d); AL1 (fedlib's own servers checked too: they return
+  state.params' dtype or its promotion with the change, run on numpy float32 / float16 / 0-d / scalar and torch
+  float32 / bfloat16 params for plain, momentum and adam).
+  Alive without a test: SA4 (check_sampling's clients_per_round refusal before the arity check): a sampler of the
+  wrong arity given with clients_per_round is refused either way, for one of its two mistakes; the order is no
+  contract.
 """
 from __future__ import annotations
+
+import dataclasses
 
 import numpy as np
 import pytest
@@ -22,7 +70,7 @@ from fedlib.algorithms import make_algorithm
 from fedlib.engines.reference import run_sequential
 from fedlib.schedules import FixedSteps
 from fedlib.server import ServerOptimizer
-from fedlib.solvers import sgd
+from fedlib.solvers import LocalSolver, check_own_step, sgd
 from fedlib.tree import tree_map
 
 P = np.array([0.5, 0.3, 0.2])
@@ -63,3 +111,184 @@ def test_an_own_server_narrowing_a_wider_change_is_still_refused():
                                          r"state.params: leaf 0 is float32, state.params holds float64 \(the run"):
         _run(ServerOptimizer(lambda params: 0, to_float32, "narrow"), np.zeros(2),
              lambda params, client, r, s: {"x": params["x"] - client})
+
+
+def test_an_own_server_widening_the_model_without_cause_is_refused():
+    """AL8, AL10 (the widening taken as that of state.params with new_params, not with the change): float32 params
+    and float32 gradients make a float32 change; an own server returning float64 moves the run to float64 without a
+    word, and is refused."""
+    def to_float64(change, state, params, lr=None):
+        return tree_map(lambda x, d: (x + d).astype(np.float64), params, change), state
+
+    with pytest.raises(ValueError, match=r"^server optimizer 'widen': update must return new_params in the dtypes of "
+                                         r"state.params: leaf 0 is float64, state.params holds float32 \(the run"):
+        _run(ServerOptimizer(lambda params: 0, to_float64, "widen"), np.zeros(2, np.float32),
+             lambda params, client, r, s: {"x": params["x"] - np.float32(client)})
+
+
+def test_every_leaf_of_an_own_servers_model_keeps_its_dtype():
+    """AL3 (the first leaf alone compared): the second leaf returned in float32 for float64 params is refused, by its
+    index."""
+    def second_to_float32(change, state, params, lr=None):
+        new = tree_map(lambda x, d: x + d, params, change)
+        return {"a": new["a"], "b": new["b"].astype(np.float32)}, state
+
+    algo = make_algorithm("fednova", sgd(0.1), server=ServerOptimizer(lambda params: 0, second_to_float32, "second"))
+    with pytest.raises(ValueError, match=r"^server optimizer 'second': .* leaf 1 is float32, state.params holds float64"):
+        run_sequential(algo, {"a": np.zeros(2), "b": np.zeros(3)},
+                       lambda params, client, r, s: {k: v - client for k, v in params.items()}, P,
+                       FixedSteps([1, 2, 3]), rounds=1)
+
+
+@pytest.mark.parametrize("x0, as_returned", [
+    (np.array(0.5, np.float32), float),  # AL4: a Python float for a 0-d float32 array (no dtype: not compared)
+    (0.5, np.float32),                   # AL5: a numpy float32 for a Python float leaf (state.params has no dtype there)
+    (np.float32(0.5), np.float32),       # a numpy scalar of the params' own dtype
+])
+def test_an_own_server_returning_numbers_for_0d_leaves_is_taken(x0, as_returned):
+    """A leaf without a dtype on either side (a Python number) is not compared: an own server returning Python floats
+    or numpy scalars for 0-d leaves runs as fedlib's plain server does (gradient x - i of client i: the two runs end
+    on the same number, to float32's precision). float32, not float64: numpy reads ``dtype == None`` as
+    ``dtype == float64``, which hid the mutants for float64 leaves."""
+    def numbers(change, state, params, lr=None):
+        return tree_map(lambda x, d: as_returned(x + d), params, change), state + 1
+
+    def grad_fn(params, client, round_index, step):
+        return {"x": params["x"] - client}
+
+    mine = _run(ServerOptimizer(lambda params: 0, numbers, "numbers"), x0, grad_fn)["x"]
+    theirs = _run(None, x0, grad_fn)["x"]
+    assert isinstance(mine, as_returned)
+    assert float(mine) == pytest.approx(float(theirs), rel=1e-6)
+
+
+def test_lemma1_fixed_point_names_local_steps_and_e():
+    """TH13 (lemma1_fixed_point's local_steps checked without size_of): e of 2 rows with 3 local_steps names both, as
+    lemma1_small_lr_limit does (the case of tests/test_mismatched_arguments.py covers the latter only)."""
+    from fedlib import theory
+
+    with pytest.raises(ValueError, match=r"^local_steps has 3 clients but e has 2$"):
+        theory.lemma1_fixed_point([[1.0], [-1.0]], [0.5, 0.5], [1, 2, 3], 0.5)
+    with pytest.raises(ValueError, match=r"^local_steps has 1 client but e has 2$"):
+        theory.lemma1_fixed_point([[1.0], [-1.0]], [0.5, 0.5], [1], 0.5)
+
+
+def test_a_0d_a_norms_is_refused_even_for_one_client():
+    """SA5 (only a_norms of more than one dimension refused): a 0-d a_norms has one entry, as p = [1.0] has one client,
+    but is not the (m,) vector of norms: refused by its shape, as before the change (shape=p.shape)."""
+    from fedlib.sampling import expected_server_weights
+
+    with pytest.raises(ValueError, match=r"^a_norms must have shape \(1,\), got \(\)$"):
+        expected_server_weights("uniform", [1.0], 2.0, 1)
+
+
+def test_a_leaf_operation_failing_on_equal_shapes_raises_its_own_error():
+    """TE5 (no re-raise after the shapes were found equal): tree_sub of two bool tensors of one shape fails in torch
+    (its NotImplementedError, a RuntimeError), not for their shapes; that error comes through (the mutant returned
+    [None] without a word)."""
+    from fedlib.tree import tree_sub
+
+    with pytest.raises(RuntimeError, match=r"Subtraction, the `-` operator, with two bool tensors"):
+        tree_sub([torch.zeros(2, dtype=torch.bool)], [torch.ones(2, dtype=torch.bool)])
+
+
+def test_a_0d_label_array_keeps_its_shape_message():
+    """DC1 (only y of more than one dimension refused by shape): a 0-d test y is refused as 'y has shape (), expected
+    (1,)', not an IndexError from reading its length."""
+    from fedlib.data import FederatedDataset
+
+    parts = dict(train_x=[np.zeros((3, 2)), np.zeros((2, 2))], train_y=[np.zeros(3, int), np.zeros(2, int)],
+                 test_x=[np.zeros((1, 2)), np.zeros((1, 2))], test_y=[np.array(0), np.zeros(1, int)])
+    with pytest.raises(ValueError, match=r"^toy: client 0 test y has shape \(\), expected \(1,\)$"):
+        FederatedDataset(**parts, num_classes=2, name="toy")
+
+
+@pytest.mark.parametrize("x, y, match", [
+    # LG3 (a y of too many dimensions let through to the size check): 'y has 1 label but x has 5 rows' blamed the count
+    (np.zeros((5, 2)), np.zeros((5, 1), int), r"^y must be integer labels of shape \(5,\), got \(5, 1\) int64$"),
+    # LG6 (an x of too many dimensions let through): y was then blamed for x's rank
+    (np.zeros((5, 1, 2)), np.zeros(5, int), r"^x must have shape \('B', 2\), got \(5, 1, 2\)$"),
+])
+def test_logistic_arrays_of_the_wrong_rank_keep_their_own_messages(x, y, match):
+    from fedlib.problems.logistic import LogisticRegression
+
+    model = LogisticRegression(num_features=2, num_classes=3)
+    with pytest.raises(ValueError, match=match):
+        model.grad(model.init_params(), x, y)
+
+
+def test_vrlsgd_control_variates_refuse_a_p_of_another_size_too():
+    """VA3 (the size check after VRLSGD's early return): VRLSGD's mean is 0 whatever p, but a p of 2 clients for
+    variates of 3 rows is a mistake all the same, refused as for SCAFFOLD (and as before the change)."""
+    from fedlib.variance import control_variates
+
+    with pytest.raises(ValueError, match=r"^p has 2 entries but client has 3 rows$"):
+        control_variates(np.ones((3, 1)), [0.5, 0.5], kind="vrlsgd")
+
+
+@dataclasses.dataclass(frozen=True)
+class BufferedStep(LocalSolver):
+    """An own step reading the momentum buffer, which LocalSolver.init leaves None without momentum."""
+
+    name: str = "buffered"
+
+    def update(self, state, grads):
+        return super().update(state, tree_map(lambda g, u: g + 0.0 * u, grads, state.momentum))
+
+
+@dataclasses.dataclass(frozen=True)
+class ZeroedBuffer(LocalSolver):
+    """An own init zeroing the momentum buffer, None without momentum."""
+
+    name: str = "zeroed"
+
+    def init(self, params, correction=None):
+        state = super().init(params, correction)
+        return state._replace(momentum=tree_map(lambda u: u * 0.0, state.momentum))
+
+
+@dataclasses.dataclass(frozen=True)
+class BufferOnNegative(LocalSolver):
+    """Reads the momentum buffer only for a negative gradient entry: the unit-gradient probe (gradients e_k) passes,
+    the linearity probe (mixed signs) reaches the None buffer."""
+
+    name: str = "buffer-on-negative"
+
+    def update(self, state, grads):
+        if np.any(np.asarray(grads) < 0):
+            grads = tree_map(lambda g, u: g + 0.0 * u, grads, state.momentum)
+        return super().update(state, grads)
+
+
+@dataclasses.dataclass(frozen=True)
+class DecayTowardsAnchor(LocalSolver):
+    """Reads the anchor only with weight decay: the probe without weight decay passes, the weight-decay probe (the
+    solver itself) reaches the anchor, None without mu."""
+
+    name: str = "decay-anchor"
+
+    def update(self, state, grads):
+        if self.weight_decay:
+            grads = tree_map(lambda g, x, a: g + self.weight_decay * (x - a), grads, state.params, state.anchor)
+        return super().update(state, grads)
+
+
+_NONE_FIELDS = (r"LocalSolver\.init leaves the state's momentum buffer None unless momentum > 0 \(here {m}\), its "
+                r"anchor None unless mu > 0 \(here {mu}\) and its correction None")
+
+
+@pytest.mark.parametrize("solver, method, momentum, mu", [
+    (BufferedStep(lr=0.1, mu=0.25), "update", "0.0", "0.25"),  # SO4, SO7: each field's own value (both were 0.0)
+    (ZeroedBuffer(lr=0.1), "init", "0.0", "0.0"),               # SO5: the init probe
+    (BufferOnNegative(lr=0.1), "update", "0.0", "0.0"),         # SO3: the linearity probe
+    (DecayTowardsAnchor(lr=0.1, weight_decay=0.01), "update", "0.0", "0.0"),  # SO6: the weight-decay probe
+])
+def test_every_probe_names_the_none_fields_of_inits_state(solver, method, momentum, mu):
+    """Wherever check_own_step's probes meet a None field of LocalSolver.init's state (its own init, the unit-gradient
+    steps, the linearity probe, the weight-decay probe), the message names those fields and the solver's momentum and
+    mu, not the numpy probe (which the solver accepts)."""
+    cls = type(solver).__name__
+    with pytest.raises(ValueError, match=rf"^solver: {cls}\.{method} raised TypeError: .*NoneType.* while check_own_step "
+                                         rf"probed it; " + _NONE_FIELDS.format(m=momentum, mu=mu)) as info:
+        check_own_step("solver", solver)
+    assert "accept numpy arrays" not in str(info.value)
