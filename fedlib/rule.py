@@ -205,7 +205,7 @@ def _checked_tau_eff_value(tau_eff: TauEff, p: np.ndarray, a: np.ndarray, local_
     if tau_eff == "local_steps":
         if local_steps is None:
             raise ValueError("local_steps is required when tau_eff='local_steps'")
-        steps = check_local_steps("local_steps", local_steps, size=p.size)
+        steps = check_local_steps("local_steps", local_steps, size=p.size, size_of="p")
         return float(np.dot(p, steps))
     return tau_eff
 
@@ -271,7 +271,7 @@ def effective_weights(algorithm: str, client_weights: Any, a_norms: Any, tau_eff
         raise ValueError("client_weights must not all be zero")
     a = _check_a_norms(a_norms, w.size, "client_weights")
     if local_steps is not None:  # used by tau_eff="local_steps" only, but a wrong one is a mistake all the same
-        local_steps = check_local_steps("local_steps", local_steps, size=w.size)
+        local_steps = check_local_steps("local_steps", local_steps, size=w.size, size_of="client_weights")
     if algorithm == "fedavg":
         if tau_eff is not None:
             raise ValueError("tau_eff: FedAvg's tau_eff is implicit (sum_i p_i ||a_i||_1); use algorithm='fednova' to set it")

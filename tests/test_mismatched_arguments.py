@@ -21,6 +21,7 @@ from fedlib.experiments.custom import TensorEngine, train_clients
 from fedlib.optim import average_buffers
 from fedlib.problems import QuadraticProblem, random_quadratic
 from fedlib.problems.logistic import LogisticRegression
+from fedlib.rule import aggregate, fednova_weights
 from fedlib.sampling import expected_server_weights
 from fedlib.schedules import FixedSteps
 from fedlib.solvers import sgd
@@ -161,6 +162,11 @@ CASES = [
      r"^labels has 5 entries but features has 6 rows$"),
     (lambda: _tensor_engine(torch.zeros(5, 2), torch.zeros(4, dtype=torch.long)),
      r"^labels has 4 entries but features has 5 rows$"),
+    # fedlib.rule: local_steps against the weights (was 'local_steps must have 2 entries (one per client), got 3')
+    (lambda: fednova_weights([0.5, 0.5], [2.0, 6.0], "local_steps", [1, 2, 3]),
+     r"^local_steps has 3 clients but p has 2$"),
+    (lambda: aggregate([np.ones(1)] * 2, [0.5, 0.5], [2.0, 6.0], "fednova", local_steps=[1]),
+     r"^local_steps has 1 client but client_weights has 2$"),
 ]
 
 

@@ -228,7 +228,7 @@ def test_aggregate_checks_local_steps_whenever_given(algorithm):
 
     with pytest.raises(ValueError, match=r"^local_steps must be >= 1 for every client \(client 0 has 0\)"):
         aggregate([np.ones(2)] * 2, [0.5, 0.5], [1, 2], algorithm, local_steps=[0, -3])
-    with pytest.raises(ValueError, match=r"^local_steps must have 2 entries"):
+    with pytest.raises(ValueError, match=r"^local_steps has 3 clients but client_weights has 2"):
         aggregate([np.ones(2)] * 2, [0.5, 0.5], [1, 2], algorithm, local_steps=[1, 2, 3])
     aggregate([np.ones(2)] * 2, [0.5, 0.5], [1, 2], algorithm, local_steps=[1, 2])
 
