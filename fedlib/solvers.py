@@ -136,6 +136,25 @@ class SolverState(NamedTuple):
     a_norm: float
 
 
+def _refuse_widening(x: Any, g: Any) -> None:
+    """A gradient leaf whose dtype would change the parameter's in the step (float64 gradients on a float32 model:
+    numpy and torch promote, and the model went on in float64 without a word) is a ``ValueError``; one that keeps it
+    (float32 gradients on float64 parameters, a Python number) passes. Only floating-point parameters are held to
+    their dtype (integer starting points become float as before)."""
+    xd, gd = getattr(x, "dtype", None), getattr(g, "dtype", None)
+    if xd is None or gd is None or xd == gd:
+        return
+    if hasattr(x, "is_floating_point"):  # torch
+        import torch
+
+        if x.is_floating_point() and torch.promote_types(xd, gd) != xd:
+            raise ValueError(f"grads: a leaf is {gd} but the parameter is {xd}: the step would turn the model into "
+                             f"{torch.promote_types(xd, gd)}; return gradients in the parameters' dtype")
+    elif isinstance(xd, np.dtype) and isinstance(gd, np.dtype) and xd.kind in "fc" and np.promote_types(xd, gd) != xd:
+        raise ValueError(f"grads: a leaf is {gd} but the parameter is {xd}: the step would turn the model into "
+                         f"{np.promote_types(xd, gd)}; return gradients in the parameters' dtype")
+
+
 @dataclasses.dataclass(frozen=True)
 class LocalSolver:
     r"""A linear local solver (see the module docstring for the step and its :math:`a_i`).
@@ -263,7 +282,8 @@ class LocalSolver:
         ``state`` is the :class:`SolverState` of :meth:`init` or of the previous ``update``; the new state has ``step``
         advanced by one and ``a_norm`` the :math:`\|a_i\|_1` after that many steps. Weight decay and
         ``state.correction`` are added to ``grads``. Gradients of another structure, leaf shape or array kind (numpy vs
-        torch) than ``params`` are a ``ValueError``."""
+        torch) than ``params`` are a ``ValueError``, and so are floating-point parameters' gradients of a dtype that
+        would widen them (float64 gradients on a float32 model); float32 gradients on float64 parameters are taken."""
         k = state.step
         lr_k = self.step_size(k)
         wd = self.weight_decay
@@ -277,6 +297,8 @@ class LocalSolver:
             # `leaf` below without tree_map; for plain arrays its checks reduce to the shape (the same error)
             if grads.shape != x.shape:
                 raise ValueError(f"grads: a leaf has shape {grads.shape} but the parameter has {x.shape}")
+            if grads.dtype is not x.dtype:
+                _refuse_widening(x, grads)
             nx, nu = self._direction_and_params(x, grads, mom, anchor, corr, lr_k, wd)
             counter = self.counter_step(k, state.shadow)
             return SolverState(nx, anchor, nu if mom is not None else None, corr, k + 1, counter, counter[0])
@@ -293,6 +315,8 @@ class LocalSolver:
                                  f"{kinds[hasattr(x, 'add_')]} (return gradients of the parameters' kind)")
             if np.shape(g) != np.shape(x):  # numpy/torch would broadcast e.g. (d, 1) onto (d,) silently
                 raise ValueError(f"grads: a leaf has shape {tuple(np.shape(g))} but the parameter has {tuple(np.shape(x))}")
+            if getattr(g, "dtype", None) is not getattr(x, "dtype", None):
+                _refuse_widening(x, g)
             it = iter(rest)
             u = next(it) if mom is not None else None
             x0 = next(it) if anchor is not None else None

@@ -66,10 +66,10 @@ import numpy as np
 import pytest
 import torch
 
-from fedlib.algorithms import make_algorithm
+from fedlib.algorithms import apply_server_optimizer, make_algorithm
 from fedlib.engines.reference import run_sequential
 from fedlib.schedules import FixedSteps
-from fedlib.server import ServerOptimizer
+from fedlib.server import ServerOptimizer, plain
 from fedlib.solvers import LocalSolver, check_own_step, sgd
 from fedlib.tree import tree_map
 
@@ -88,17 +88,28 @@ def _run(server, x0, grad_fn, rounds=2):
 
 @pytest.mark.parametrize("x0, wide", [(np.zeros(2, np.float32), np.float64), (torch.zeros(2), torch.float64)])
 def test_an_own_server_keeping_the_changes_wider_dtype_is_taken(x0, wide):
-    """float64 gradients of a float32 model make the clients' models and the change float64; fedlib's plain server
-    goes on in float64, and so must an own server doing the same step (before: refused, 'leaf 0 is float64,
-    state.params holds float32'). The two runs (client i's gradient x - i) end on the same model, in float64."""
-    def grad_fn(params, client, round_index, step):
-        g = params["x"] - client
-        return {"x": g.to(wide) if torch.is_tensor(g) else g.astype(wide)}
-
-    mine = _run(ServerOptimizer(lambda params: 0, _own_plain, "own plain"), x0, grad_fn)["x"]
-    theirs = _run(None, x0, grad_fn)["x"]
+    """A change wider than the model (float64 for float32 params: client updates built by hand from float64 models;
+    the local step refuses gradients that would widen the model) makes fedlib's plain server return float64, and an
+    own server doing the same step is taken too (before: refused, 'leaf 0 is float64, state.params holds float32').
+    Both end on the same model, in float64."""
+    state = make_algorithm("fednova", sgd(0.1)).init({"x": x0}, num_clients=3)
+    change = {"x": (x0 + 1).to(wide) if torch.is_tensor(x0) else (x0 + 1).astype(wide)}
+    mine = apply_server_optimizer(ServerOptimizer(lambda params: 0, _own_plain, "own plain"), change,
+                                  state._replace(server=0), 0.1)[0]["x"]
+    theirs = apply_server_optimizer(plain(), change, state, 0.1)[0]["x"]
     assert mine.dtype == theirs.dtype == wide
     np.testing.assert_array_equal(np.asarray(mine), np.asarray(theirs))
+
+
+def test_gradients_that_would_widen_the_model_are_refused_before_the_server_sees_them():
+    """float64 gradients of a float32 model: refused by the local step, naming grad_fn's call (before: the clients'
+    models, the change and the global model went float64 without a word)."""
+    def grad_fn(params, client, round_index, step):
+        return {"x": (params["x"] - client).astype(np.float64)}
+
+    with pytest.raises(ValueError, match=r"grad_fn\(params, client=0, round=0, step=0\) returned dict gradients that do "
+                                         r"not fit \(grads: a leaf is float64 but the parameter is float32"):
+        _run(None, np.zeros(2, np.float32), grad_fn)
 
 
 def test_an_own_server_narrowing_a_wider_change_is_still_refused():

@@ -998,3 +998,30 @@ def test_scalar_step_counts_are_whole_numbers(solver, name, call):
     for bad in (1.5, True, float("nan")):
         with pytest.raises(ValueError, match=rf"^{name} must be a whole number >= [01], got "):
             call(solver, bad)
+
+
+@pytest.mark.parametrize("lib, tree", [("numpy", False), ("numpy", True), ("torch", True)])
+def test_gradients_that_would_widen_the_models_dtype_are_refused(lib, tree):
+    """Before: float64 gradients on a float32 model were taken, and numpy's and torch's promotion made the model
+    float64 after the first step, without a word (run_sequential with a grad_fn computing in float64 went on in
+    float64). Gradients that keep the parameters' dtype pass: float32 ones on float64 parameters; an integer
+    starting point still becomes float. numpy without a tree is the fast path of a single array."""
+    def leaf(values, dtype):
+        out = np.asarray(values, dtype=dtype)
+        out = torch.tensor(out) if lib == "torch" else out
+        return {"w": out} if tree else out
+
+    def dtype_of(params):
+        return str((params["w"] if tree else params).dtype)
+
+    solver = S.momentum_sgd(0.1, momentum=0.5)
+    with pytest.raises(ValueError, match=r"^grads: a leaf is (torch\.)?float64 but the parameter is (torch\.)?float32: "
+                                         r"the step would turn the model into (torch\.)?float64"):
+        solver.update(solver.init(leaf([0.0, 1.0], np.float32)), leaf([1.0, 1.0], np.float64))
+    assert dtype_of(solver.update(solver.init(leaf([0.0, 1.0], np.float64)), leaf([1.0, 1.0], np.float32)).params) \
+        .endswith("float64")
+    assert dtype_of(solver.update(solver.init(leaf([0.0, 1.0], np.float32)), leaf([1.0, 1.0], np.float32)).params) \
+        .endswith("float32")
+    if lib == "numpy":
+        assert dtype_of(solver.update(solver.init(leaf([0, 1], np.int64)), leaf([1.0, 1.0], np.float64)).params) \
+            == "float64"
