@@ -139,20 +139,24 @@ class SolverState(NamedTuple):
 def _refuse_widening(x: Any, g: Any) -> None:
     """A gradient leaf whose dtype would change the parameter's in the step (float64 gradients on a float32 model:
     numpy and torch promote, and the model went on in float64 without a word) is a ``ValueError``; one that keeps it
-    (float32 gradients on float64 parameters, a Python number) passes. Only floating-point parameters are held to
-    their dtype (integer starting points become float as before)."""
+    (float32 gradients on float64 parameters, a Python number) passes. Only floating-point and complex parameters are
+    held to their dtype (integer starting points become float as before). A numpy number for a 0-d torch leaf passes
+    (torch takes it as a Python number: the leaf keeps its dtype), and so does a gradient in the other byte order of
+    numpy parameters ('>f8' read from a file, '<f8' gradients: the model stays float64, in native order)."""
     xd, gd = getattr(x, "dtype", None), getattr(g, "dtype", None)
     if xd is None or gd is None or xd == gd:
         return
     if hasattr(x, "is_floating_point"):  # torch
         import torch
 
-        if x.is_floating_point() and torch.promote_types(xd, gd) != xd:
+        if isinstance(gd, torch.dtype) and (xd.is_floating_point or xd.is_complex) \
+                and (to := torch.promote_types(xd, gd)) != xd:
             raise ValueError(f"grads: a leaf is {gd} but the parameter is {xd}: the step would turn the model into "
-                             f"{torch.promote_types(xd, gd)}; return gradients in the parameters' dtype")
-    elif isinstance(xd, np.dtype) and isinstance(gd, np.dtype) and xd.kind in "fc" and np.promote_types(xd, gd) != xd:
+                             f"{to}; return gradients in the parameters' dtype")
+    elif isinstance(xd, np.dtype) and isinstance(gd, np.dtype) and xd.kind in "fc" \
+            and (to := np.promote_types(xd, gd)) != xd and to != xd.newbyteorder("="):  # to is in native order
         raise ValueError(f"grads: a leaf is {gd} but the parameter is {xd}: the step would turn the model into "
-                         f"{np.promote_types(xd, gd)}; return gradients in the parameters' dtype")
+                         f"{to}; return gradients in the parameters' dtype")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -282,8 +286,9 @@ class LocalSolver:
         ``state`` is the :class:`SolverState` of :meth:`init` or of the previous ``update``; the new state has ``step``
         advanced by one and ``a_norm`` the :math:`\|a_i\|_1` after that many steps. Weight decay and
         ``state.correction`` are added to ``grads``. Gradients of another structure, leaf shape or array kind (numpy vs
-        torch) than ``params`` are a ``ValueError``, and so are floating-point parameters' gradients of a dtype that
-        would widen them (float64 gradients on a float32 model); float32 gradients on float64 parameters are taken."""
+        torch) than ``params`` are a ``ValueError``, and so are floating-point (or complex) parameters' gradients of a
+        dtype that would widen them (float64 gradients on a float32 model); float32 gradients on float64 parameters
+        are taken."""
         k = state.step
         lr_k = self.step_size(k)
         wd = self.weight_decay

@@ -303,3 +303,53 @@ def test_every_probe_names_the_none_fields_of_inits_state(solver, method, moment
                                          rf"probed it; " + _NONE_FIELDS.format(m=momentum, mu=mu)) as info:
         check_own_step("solver", solver)
     assert "accept numpy arrays" not in str(info.value)
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# Pass of 3c92ce0..66974ab (see the module docstring): the widening check of LocalSolver.update, rule's size_of=.
+
+
+def test_a_numpy_number_for_a_0d_torch_leaf_is_taken():
+    """Review fix (fails before): a numpy number (np.float64 is a Python float; np.float32; a 0-d array) as the
+    gradient of a 0-d torch leaf was a TypeError from torch.promote_types (a numpy dtype); torch takes it as a Python
+    number and the leaf keeps its dtype, as before the widening check: 1 - 0.1 * 0.5 = 0.95 in float32."""
+    solver = sgd(0.1)
+    for g in (np.float64(0.5), np.float32(0.5), np.array(0.5)):
+        out = solver.update(solver.init({"w": torch.tensor(1.0), "v": torch.zeros(2)}),
+                            {"w": g, "v": torch.ones(2)}).params
+        assert out["w"].dtype == torch.float32 and out["w"].item() == pytest.approx(0.95)
+        torch.testing.assert_close(out["v"], torch.full((2,), -0.1))
+
+
+@pytest.mark.parametrize("tree", [False, True])  # False: the fast path of a single array
+def test_parameters_in_the_other_byte_order_take_native_gradients(tree):
+    """Review fix (fails before): big-endian float64 parameters ('>f8', as np.load or a FITS file give) with native
+    float64 gradients were refused ('a leaf is float64 but the parameter is >f8: the step would turn the model into
+    float64'): the model stays float64 (in native order). A real widening in the other byte order is refused still:
+    '>f4' parameters with float64 gradients. x = 1 - 0.1 * 2 = 0.8."""
+    def wrap(a):
+        return {"w": a} if tree else a
+
+    solver = sgd(0.1)
+    out = solver.update(solver.init(wrap(np.ones(2, ">f8"))), wrap(np.full(2, 2.0))).params
+    out = out["w"] if tree else out
+    assert out.dtype == np.float64
+    np.testing.assert_array_equal(out, [0.8, 0.8])
+    out = solver.update(solver.init(wrap(np.ones(2, ">f4"))), wrap(np.full(2, 2.0, np.float32))).params
+    assert (out["w"] if tree else out).dtype == np.float32
+    with pytest.raises(ValueError, match=r"^grads: a leaf is float64 but the parameter is >f4: the step would turn the "
+                                         r"model into float64;"):
+        solver.update(solver.init(wrap(np.ones(2, ">f4"))), wrap(np.full(2, 2.0)))
+
+
+def test_torch_complex_parameters_are_held_to_their_dtype_as_numpys_are():
+    """Review fix (fails before): complex numpy parameters were held to their dtype, torch's not (is_floating_point()
+    is False for complex): a complex64 tensor with complex128 or float64 gradients went on in complex128 without a
+    word. float32 gradients keep complex64 and pass."""
+    solver = sgd(0.1)
+    x = {"w": torch.zeros(2, dtype=torch.complex64)}
+    for g in (torch.ones(2, dtype=torch.complex128), torch.ones(2, dtype=torch.float64)):
+        with pytest.raises(ValueError, match=rf"^grads: a leaf is {g.dtype} but the parameter is torch\.complex64: "
+                                             r"the step would turn the model into torch\.complex128;"):
+            solver.update(solver.init(x), {"w": g})
+    assert solver.update(solver.init(x), {"w": torch.ones(2)}).params["w"].dtype == torch.complex64
