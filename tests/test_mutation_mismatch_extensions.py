@@ -1,8 +1,9 @@
 """Mutation-testing pass on the argument-agreement checks (:func:`fedlib._validate.mismatch`, ``check_agree``,
 ``_plural``, the ``size_of=`` of the array checks and their callers), ``bool_entry``'s type checks, and the checks
 of what an extension of fedlib gives (an own server optimizer's dtypes, an own sampler's arity, an own step's None
-state fields, ``speedup.replicate``'s local work). Each test pins a behaviour that a mutant changed without any other
-test failing, or (the review) fails on the code before its fix. Expected values are worked by hand.
+state fields, ``speedup.replicate``'s local work), and ``LocalSolver.update``'s refusal of gradients that would widen
+the model's dtype. Each test pins a behaviour that a mutant changed without any other test failing, or (the review)
+fails on the code before its fix. Expected values are worked by hand.
 
 Pass of 7f2cdb2..3c92ce0 (pass described in tests/README.md, Mutation passes).
 
@@ -57,6 +58,58 @@ files: 74 killed by the suite, 19 killed here, 4 equivalent, 1 alive.
   Alive without a test: SA4 (check_sampling's clients_per_round refusal before the arity check): a sampler of the
   wrong arity given with clients_per_round is refused either way, for one of its two mistakes; the order is no
   contract.
+
+Pass of 3c92ce0..66974ab (pass described in tests/README.md, Mutation passes): ``_refuse_widening`` and its two call
+sites in ``LocalSolver.update`` (WD*), rule's ``size_of=`` for local_steps (RL*), LogisticRegression's ``plain()`` in
+the bool-label message (LB*), an own server's dtype check taking the change's promoted dtype (AS*).
+
+Review fix (fails before; commit 3e59989): the widening check refused by mistake a numpy number (np.float64,
+np.float32, a 0-d array) as the gradient of a 0-d torch leaf (a TypeError from torch.promote_types; taken before the
+check, the leaf keeping its dtype) and big-endian numpy parameters with native gradients of their dtype ('a leaf is
+float64 but the parameter is >f8: the step would turn the model into float64'); it did not hold complex torch
+parameters (is_floating_point() is False for complex), where it held numpy's
+(test_a_numpy_number_for_a_0d_torch_leaf_is_taken, test_parameters_in_the_other_byte_order_take_native_gradients,
+test_torch_complex_parameters_are_held_to_their_dtype_as_numpys_are).
+
+43 mutants, one at a time (string replacement matched once, ``git checkout`` of the file after, ``git status`` clean
+between), ``pytest -x`` on tests/test_solvers.py, test_extensions.py, this file, test_mismatched_arguments.py,
+test_rule.py, test_logistic.py, test_mutation_solvers_schedules_sampling.py, test_mutation_rule_server_variance.py,
+test_mutation_logistic_data.py, test_mutation_algorithms_tree_rng.py, test_bad_inputs_core.py,
+test_wrong_object_inputs.py, test_bad_inputs.py, test_algorithms.py, test_reference_engine.py, test_server.py,
+test_mutation_reference.py, test_mutation_batched_reference.py and test_optim.py: 20 killed by the suite, 12 killed
+here (4 by the review fix's tests), 9 equivalent, 2 alive.
+  WD3 (the check off: return when the dtypes differ), WD7 (torch's floating-point parameters not held, complex only),
+  WD9 (torch's ``!=`` as ``==``), WD10 (torch's new dtype the gradient's, not the promotion), WD12 (the message's
+  dtypes swapped), WD16 (numpy integer parameters held: "fci"), WD19 (numpy's two comparisons joined by ``or``),
+  WD20 (numpy's promotion of the gradient's dtype with itself), WD22, WD23, WD24 (the fast path's check dropped,
+  ``is not`` as ``is``, its arguments swapped), WD26, WD27 (the tree path's check dropped, its arguments swapped);
+  RL1-RL4 (fednova_weights' / effective_weights' ``size_of`` dropped or naming the other weights); LB1 (the flag
+  shown without plain()), LB3 (y shown for the flag); AS4 (the change's dtype offered where it is state.params'):
+  killed by the suite.
+  WD5 (torch's branch without ``isinstance(gd, torch.dtype)``): test_a_numpy_number_for_a_0d_torch_leaf_is_taken.
+  WD6 (torch's complex parameters not held), WD11 (torch's message naming the gradient's dtype as the model's new
+  one): test_torch_complex_parameters_are_held_to_their_dtype_as_numpys_are. WD17 (the native-order comparison
+  dropped): test_parameters_in_the_other_byte_order_take_native_gradients. WD8 (torch integer parameters held):
+  test_integer_torch_starting_points_become_float_as_numpys_do. WD15, WD21 (numpy's complex parameters not held; the
+  message naming the gradient's dtype): test_numpy_complex_parameters_are_held_to_their_dtype. WD28 (the tree path
+  skipping 0-d leaves): test_0d_leaves_are_held_to_their_dtype_too. AS1 (a change of another leaf count zipped as it
+  is: leaves past its end unchecked): test_a_change_of_another_structure_gives_no_leaf_a_wider_dtype. AS3 (the
+  message without the change's wider dtype): test_a_refused_dtype_names_the_changes_wider_one_too. AS6 (numpy's
+  DTypePromotionError not caught): test_a_change_whose_dtype_does_not_promote_leaves_the_dtype_message. AS7 (the
+  change's own dtype taken for its promotion with state.params):
+  test_a_narrower_change_does_not_license_a_narrower_model.
+  Equivalent: WD1 (a gradient without a dtype not returned on at once: neither branch takes a None dtype); WD2 (no
+  return for equal dtypes: the promotion of a dtype with itself is itself, in native order); WD13 (numpy's ``elif``
+  as ``if``: a torch dtype is no np.dtype); WD18 (``to != xd and`` dropped: np.promote_types answers in native order,
+  so ``to != xd`` holds wherever ``to`` differs from xd's native form); WD25 (the fast path's ``is not`` as ``!=``:
+  equal dtypes in two objects return at once); RL5 (a.size for p.size: _check_a_norms has matched them in both
+  callers); LB2 (``!r`` dropped: bool_entry gives Python or numpy bools, plain() Python's, whose str is their repr);
+  AS2 (state.params' dtypes for a change of another leaf count: their promotion with themselves offers no wider
+  dtype, as None); AS5 (np.promote_types for np.result_type: the same for two dtypes).
+  Alive without a test: WD4 (the torch branch chosen by the gradient) and WD14 (numpy's branch without
+  ``isinstance(gd, np.dtype)``) differ only for a 0-d torch gradient of a numpy leaf, a kind mismatch the kind check
+  lets through for 0-d gradients: an AttributeError / TypeError in the check where the step raised numpy's TypeError
+  (a 0-d array) or made the leaf a torch tensor (a numpy number); neither outcome is a contract.
 """
 from __future__ import annotations
 
@@ -353,3 +406,82 @@ def test_torch_complex_parameters_are_held_to_their_dtype_as_numpys_are():
                                              r"the step would turn the model into torch\.complex128;"):
             solver.update(solver.init(x), {"w": g})
     assert solver.update(solver.init(x), {"w": torch.ones(2)}).params["w"].dtype == torch.complex64
+
+
+def test_integer_torch_starting_points_become_float_as_numpys_do():
+    """WD8 (every torch parameter held to its dtype, integers too): an integer starting point is not held (numpy's
+    becomes float64, tested in test_solvers); a torch int64 one becomes the gradients' float, 1 - 0.1 * 2 = 0.8."""
+    solver = sgd(0.1)
+    for dtype in (torch.float32, torch.float64):
+        out = solver.update(solver.init({"w": torch.ones(2, dtype=torch.int64)}),
+                            {"w": torch.full((2,), 2.0, dtype=dtype)})
+        assert out.params["w"].dtype == dtype
+        torch.testing.assert_close(out.params["w"], torch.full((2,), 0.8, dtype=dtype))
+
+
+def test_numpy_complex_parameters_are_held_to_their_dtype():
+    """WD15 (complex numpy parameters not held), WD21 (the message naming the gradient's dtype as the model's new
+    one): complex64 parameters with complex128 or float64 gradients would go on in complex128, named as such;
+    float32 gradients on complex64 and float64 ones on complex128 keep the dtype and pass."""
+    solver = sgd(0.1)
+    for g in (np.ones(2, np.complex128), np.ones(2)):
+        with pytest.raises(ValueError, match=rf"^grads: a leaf is {g.dtype} but the parameter is complex64: the step "
+                                             r"would turn the model into complex128;"):
+            solver.update(solver.init(np.zeros(2, np.complex64)), g)
+    assert solver.update(solver.init(np.zeros(2, np.complex64)), np.ones(2, np.float32)).params.dtype == np.complex64
+    assert solver.update(solver.init({"w": np.zeros(2, np.complex128)}), {"w": np.ones(2)}).params["w"].dtype \
+        == np.complex128
+
+
+@pytest.mark.parametrize("x, g", [
+    (np.array(1.0, np.float32), np.array(0.5)),            # 0-d arrays
+    (np.float32(1.0), np.float64(0.5)),                    # numpy numbers as leaves
+    (torch.tensor(1.0), torch.tensor(0.5, dtype=torch.float64)),
+])
+def test_0d_leaves_are_held_to_their_dtype_too(x, g):
+    """WD28 (the tree path's check for leaves with dimensions only): a 0-d float32 leaf with a float64 gradient goes
+    float64 all the same (numpy 2 promotes a float64 number; torch promotes among 0-d tensors) and is refused."""
+    solver = sgd(0.1)
+    with pytest.raises(ValueError, match=r"^grads: a leaf is (torch\.)?float64 but the parameter is (torch\.)?float32"):
+        solver.update(solver.init({"w": x}), {"w": g})
+
+
+def _own_server_on(params, returned, change):
+    """apply_server_optimizer with an own server that ignores the change and returns ``returned``."""
+    state = make_algorithm("fednova", sgd(0.1)).init(params, num_clients=3)
+    return apply_server_optimizer(ServerOptimizer(lambda p: 0, lambda c, s, p, lr=None: (returned, s), "own"), change,
+                                  state._replace(server=0), 0.1)
+
+
+def test_a_change_of_another_structure_gives_no_leaf_a_wider_dtype():
+    """AS1 (changes of another leaf count zipped as they are): a change with one leaf for a model of two gives no leaf
+    a wider dtype (it would pair the wrong leaves), and the check still reaches leaf 1: float64 for float32 params
+    with a float32 change is refused, naming leaf 1."""
+    params = {"a": np.zeros(2, np.float32), "b": np.zeros(2, np.float32)}
+    with pytest.raises(ValueError, match=r"^server optimizer 'own': update must return new_params in the dtypes of "
+                                         r"state.params: leaf 1 is float64, state.params holds float32 \(the run"):
+        _own_server_on(params, {"a": params["a"], "b": params["b"].astype(np.float64)}, np.zeros(2, np.float32))
+
+
+def test_a_refused_dtype_names_the_changes_wider_one_too():
+    """AS3 (the message without the wider dtype): float32 params with a float64 change take float32 or float64; an own
+    server returning float16 is refused naming both."""
+    with pytest.raises(ValueError, match=r"leaf 0 is float16, state.params holds float32 \(or float64, that of "
+                                         r"state.params \+ change\) \(the run would go on"):
+        _own_server_on({"x": np.zeros(2, np.float32)}, {"x": np.zeros(2, np.float16)}, {"x": np.ones(2)})
+
+
+def test_a_narrower_change_does_not_license_a_narrower_model():
+    """AS7 (the change's own dtype taken instead of its promotion with state.params): float64 params with a float32
+    change stay float64 (float64 + float32 is float64); an own server returning float32 is refused, with no other
+    dtype offered."""
+    with pytest.raises(ValueError, match=r"leaf 0 is float32, state.params holds float64 \(the run would go on"):
+        _own_server_on({"x": np.zeros(2)}, {"x": np.zeros(2, np.float32)}, {"x": np.ones(2, np.float32)})
+
+
+def test_a_change_whose_dtype_does_not_promote_leaves_the_dtype_message():
+    """AS6 (numpy's DTypePromotionError, a TypeError, not caught): a timedelta64 change (finite, so it reaches the
+    server) does not promote with float32; the own server's float64 model is refused by the dtype check's message, not
+    numpy's promotion error."""
+    with pytest.raises(ValueError, match=r"leaf 0 is float64, state.params holds float32 \(the run would go on"):
+        _own_server_on({"x": np.zeros(2, np.float32)}, {"x": np.zeros(2)}, {"x": np.ones(2, "m8[s]")})
