@@ -63,7 +63,7 @@ Pass of 3c92ce0..66974ab (pass described in tests/README.md, Mutation passes): `
 sites in ``LocalSolver.update`` (WD*), rule's ``size_of=`` for local_steps (RL*), LogisticRegression's ``plain()`` in
 the bool-label message (LB*), an own server's dtype check taking the change's promoted dtype (AS*).
 
-Review fix (fails before; commit 3e59989): the widening check refused by mistake a numpy number (np.float64,
+Review fix (fails before; commit c0b5fd3): the widening check refused by mistake a numpy number (np.float64,
 np.float32, a 0-d array) as the gradient of a 0-d torch leaf (a TypeError from torch.promote_types; taken before the
 check, the leaf keeping its dtype) and big-endian numpy parameters with native gradients of their dtype ('a leaf is
 float64 but the parameter is >f8: the step would turn the model into float64'); it did not hold complex torch
