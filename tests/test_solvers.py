@@ -1025,3 +1025,21 @@ def test_gradients_that_would_widen_the_models_dtype_are_refused(lib, tree):
     if lib == "numpy":
         assert dtype_of(solver.update(solver.init(leaf([0, 1], np.int64)), leaf([1.0, 1.0], np.float64)).params) \
             == "float64"
+
+
+def test_integer_gradients_that_would_widen_the_model_are_refused():
+    """An integer or bool gradient is multiplied by the Python-float step size: numpy makes that float64, torch its
+    default dtype. Before, int8 or bool gradients on a float32 numpy model passed the dtype check (float32 and int8
+    promote to float32) and the model became float64 without a word; a torch float16 model with int8 gradients
+    became float32. On float64 (numpy) and float32 (torch) models they keep the dtype and pass."""
+    solver = S.sgd(0.1)
+    for x, g, to in ((np.zeros(2, np.float32), np.ones(2, np.int8), "float64"),
+                     (np.zeros(2, np.float32), np.ones(2, bool), "float64"),
+                     ({"w": torch.zeros(2, dtype=torch.float16)}, {"w": torch.ones(2, dtype=torch.int8)},
+                      "torch.float32")):
+        with pytest.raises(ValueError, match=rf"^grads: a leaf is .* but the parameter is .*: the step would turn the "
+                                             rf"model into {to};"):
+            solver.update(solver.init(x), g)
+    assert solver.update(solver.init(np.zeros(2)), np.ones(2, np.int8)).params.dtype == np.float64
+    assert solver.update(solver.init({"w": torch.zeros(2)}), {"w": torch.ones(2, dtype=torch.int8)}).params["w"].dtype \
+        == torch.float32
