@@ -199,10 +199,10 @@ def check_int(name: str, value: Any, *, minimum: int = 0) -> int:
 
 
 def check_count(name: str, value: Any, *, minimum: int = 0) -> int:
-    """Return ``int(value)`` if it is a whole number >= ``minimum``, else raise: like :func:`check_int`, but a whole
-    float (``2.0``) is taken as its integer; ``1.5`` and a bool are refused, with the message
-    ``"{name} must be a whole number >= {minimum}, got ..."`` (the words of the package's convention: *an integer*
-    refuses ``2.0``, *a whole number* takes it)."""
+    """Return ``int(value)`` if it is a whole number >= ``minimum`` (and below ``2**63``, an int64), else raise:
+    like :func:`check_int`, but a whole float (``2.0``) is taken as its integer; ``1.5`` and a bool are refused, with
+    the message ``"{name} must be a whole number >= {minimum}, got ..."`` (the words of the package's convention: *an
+    integer* refuses ``2.0``, *a whole number* takes it)."""
     number = value
     if isinstance(number, (float, np.floating)) and np.isfinite(number) and float(number).is_integer():
         number = int(number)
@@ -500,9 +500,9 @@ def check_choice(name: str, value: Any, choices) -> str:
 
 def check_instance(name: str, value: Any, cls: type, hint: str = "") -> Any:
     """``value`` must be an instance of ``cls`` (a subclass counts): a ``ValueError`` naming ``name``, the class by
-    its public path and what was given, where the first attribute read would otherwise fail as an
-    ``AttributeError`` deep inside (``'NoneType' object has no attribute 'H'``). ``hint`` (e.g. how to build one)
-    follows the class in the message. Returns ``value``."""
+    its module path (``cls.__module__``) and what was given, where the first attribute read would otherwise fail
+    as an ``AttributeError`` deep inside (``'NoneType' object has no attribute 'H'``). ``hint`` (e.g. how to build
+    one) follows the class in the message. Returns ``value``."""
     if not isinstance(value, cls):
         raise ValueError(f"{name} must be a {cls.__module__}.{cls.__qualname__}{hint}, got {type(value).__name__}")
     return value

@@ -628,7 +628,9 @@ def apply_server_optimizer(server: ServerOptimizer, change: Any, state: ServerSt
     ``(new_params, new_state)`` pair whose model has the structure, leaf shapes and array kind of
     ``state.params`` (a wrongly shaped model would broadcast every later client's change). The model a
     server optimizer of your own returns must also be finite (``FloatingPointError`` naming it otherwise:
-    a NaN it made would surface one round later as a non-finite aggregate of the clients' updates).
+    a NaN it made would surface one round later as a non-finite aggregate of the clients' updates) and keep the
+    dtypes of ``state.params``, or take those of ``state.params + change`` where the change is wider (``ValueError``
+    otherwise).
 
     ``lr`` must be a finite number > 0 and ``change`` finite (as :meth:`FederatedAlgorithm.apply`
     checks them): fedlib's own server optimizers would turn a NaN into the model without a word.

@@ -268,9 +268,10 @@ def _sample_clients_again(scheme: str, p: np.ndarray, q: int | None, seed: int, 
 
 
 def check_sampling(sampling, clients_per_round: int | None = None, where: str = "") -> None:
-    """``sampling`` is a scheme name of :data:`SAMPLING_SCHEMES` or your own sampler, a callable
-    (:func:`round_participation`), which chooses the participants itself: ``clients_per_round`` must
-    then be ``None``. ``where`` prefixes the argument names in the ``ValueError`` (e.g. ``"runs[0]."``).
+    """``sampling`` is a scheme name of :data:`SAMPLING_SCHEMES` or your own sampler, a callable of one argument,
+    the round (:func:`round_participation`; another signature is a ``ValueError``), which chooses the participants
+    itself: ``clients_per_round`` must then be ``None``. ``where`` prefixes the argument names in the
+    ``ValueError`` (e.g. ``"runs[0]."``).
 
     Example
     -------

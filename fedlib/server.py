@@ -13,7 +13,8 @@ States are NamedTuples so they can be checkpointed.
 same way: ``init(params) -> state`` (a NamedTuple of trees like ``params`` and numbers, defined at
 module level so that :mod:`fedlib.checkpoint` can pickle it) and ``update(change, state, params, lr)
 -> (new_params, new_state)``, with ``change`` the aggregate :math:`D` (a tree like ``params``) and
-``new_params`` of the structure, leaf shapes and array kind of ``params``;
+``new_params`` of the structure, leaf shapes and array kind of ``params`` (and its dtypes, or those of
+``params + change`` where the change is wider);
 :meth:`fedlib.algorithms.FederatedAlgorithm.apply` refuses any other result with a ``ValueError``
 (:func:`fedlib.algorithms.apply_server_optimizer`). Use :mod:`fedlib.tree` (``tree_map``,
 ``tree_zeros_like``) so it works on numpy and torch trees alike. A resume refuses a state of one of

@@ -41,7 +41,8 @@ gradient kernel differs.
 Used by chapter 9 (:func:`run_batched`: FedNova's fixed-length rounds checked against eq. (4)); through
 :mod:`fedlib.experiments` also by chapters 4 and 10.
 
-Divergence: a non-finite aggregated update (``apply`` raises ``FloatingPointError``),
+Divergence: a non-finite aggregated update or a non-finite model from a server optimizer of your own
+(``apply`` raises ``FloatingPointError``),
 a non-finite training loss, or a ``FloatingPointError`` raised by an own solver step stops the run with
 :class:`DivergenceError`, whose ``round`` attribute (and message) names the round (counted from 0).
 
