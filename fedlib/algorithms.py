@@ -31,7 +31,6 @@ experiment modules of :mod:`fedlib.experiments` run it too.
 from __future__ import annotations
 
 import dataclasses
-import sys
 import weakref
 from typing import Any, NamedTuple, Optional, Sequence
 
@@ -44,7 +43,7 @@ from .sampling import Participation, as_participation
 from .server import ServerOptimizer, plain
 from .solvers import LocalSolver, SolverState, check_own_step
 from .theory import _round_chi_square
-from .tree import leaf_kind, tree_all_finite, tree_kind_mismatch, tree_leaves, tree_map, tree_structure_equal, tree_sub
+from .tree import _promoted_dtype, leaf_kind, tree_all_finite, tree_kind_mismatch, tree_leaves, tree_map, tree_structure_equal, tree_sub
 from .variance import ControlVariates, correction, init_control_variates, update_control_variates
 
 __all__ = ["ALGORITHMS", "ServerState", "ClientUpdate", "RoundDiagnostics", "FederatedAlgorithm", "make_algorithm",
@@ -709,19 +708,6 @@ def _run_server_optimizer(server: ServerOptimizer, change: Any, state: ServerSta
     return out
 
 
-def _promoted(a: Any, b: Any) -> Any:
-    """The dtype of ``x + d`` for leaves of the dtypes ``a`` and ``b`` (both numpy, or both torch), else ``None``."""
-    try:
-        if isinstance(a, np.dtype) and isinstance(b, np.dtype):
-            return np.result_type(a, b)
-        torch = sys.modules.get("torch")
-        if torch is not None and isinstance(a, torch.dtype) and isinstance(b, torch.dtype):
-            return torch.promote_types(a, b)
-    except (TypeError, ValueError):
-        pass
-    return None
-
-
 def _check_kept_dtypes(server: ServerOptimizer, params: Any, old_params: Any, change: Any) -> None:
     """An own server's ``new_params`` keep the dtypes of ``state.params``, or take the dtype of ``params + change``
     where the aggregated change is wider (float64 gradients of a float32 model: the clients' models, the change and
@@ -736,7 +722,7 @@ def _check_kept_dtypes(server: ServerOptimizer, params: Any, old_params: Any, ch
         if new_dtype is None or old_dtype is None or new_dtype == old_dtype:
             continue
         chg_dtype = getattr(chg, "dtype", None)
-        wider = None if chg_dtype is None else _promoted(old_dtype, chg_dtype)
+        wider = None if chg_dtype is None else _promoted_dtype(old_dtype, chg_dtype)
         if wider is not None and new_dtype == wider:
             continue
         also = "" if wider is None or wider == old_dtype else f" (or {wider}, that of state.params + change)"

@@ -77,12 +77,13 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import sys
 from typing import Any, Callable, NamedTuple, Optional
 
 import numpy as np
 
 from ._validate import _is_number, a_type, check_count, check_in_range, check_instance, check_nonnegative, check_positive, plain
-from .tree import tree_leaves, tree_map
+from .tree import _promoted_dtype, tree_leaves, tree_map
 
 __all__ = [
     "SolverState",
@@ -140,27 +141,25 @@ def _refuse_widening(x: Any, g: Any) -> None:
     """A gradient leaf whose dtype would change the parameter's in the step (float64 gradients on a float32 model:
     numpy and torch promote, and the model went on in float64 without a word) is a ``ValueError``; one that keeps it
     (float32 gradients on float64 parameters, a Python number) passes. An integer or bool gradient is taken as what
-    the step makes of it, times a Python-float step size: numpy's float64, torch's default dtype. Only floating-point and complex parameters are
-    held to their dtype (integer starting points become float as before). A numpy number for a 0-d torch leaf passes
+    the step makes of it, times a Python-float step size: numpy's float64, torch's default dtype. Only floating-point
+    and complex parameters are held to their dtype (integer starting points become float as before). The promotion is
+    :mod:`fedlib.tree`'s ``_promoted_dtype``, as for a server's update. A numpy number for a 0-d torch leaf passes
     (torch takes it as a Python number: the leaf keeps its dtype), and so does a gradient in the other byte order of
     numpy parameters ('>f8' read from a file, '<f8' gradients: the model stays float64, in native order)."""
     xd, gd = getattr(x, "dtype", None), getattr(g, "dtype", None)
     if xd is None or gd is None or xd == gd:
         return
-    if hasattr(x, "is_floating_point"):  # torch
-        import torch
-
-        if isinstance(gd, torch.dtype) and not (gd.is_floating_point or gd.is_complex):
-            gd_step = torch.get_default_dtype()  # an integer or bool gradient times the Python-float step size
-        else:
-            gd_step = gd
-        if isinstance(gd, torch.dtype) and (xd.is_floating_point or xd.is_complex) \
-                and (to := torch.promote_types(xd, gd_step)) != xd:
-            raise ValueError(f"grads: a leaf is {gd} but the parameter is {xd}: the step would turn the model into "
-                             f"{to}; return gradients in the parameters' dtype")
-    elif isinstance(xd, np.dtype) and isinstance(gd, np.dtype) and xd.kind in "fc" \
-            and (to := np.promote_types(xd, np.float64 if gd.kind in "biu" else gd)) != xd \
-            and to != xd.newbyteorder("="):  # to is in native order; integer gradients times a Python float: float64
+    torch = sys.modules.get("torch")  # a torch dtype means torch is imported
+    if torch is not None and isinstance(xd, torch.dtype):
+        held = xd.is_floating_point or xd.is_complex
+        integral = isinstance(gd, torch.dtype) and not (gd.is_floating_point or gd.is_complex)
+        step = torch.get_default_dtype() if integral else gd  # an integer gradient times the Python-float step size
+    else:
+        held = isinstance(xd, np.dtype) and xd.kind in "fc"
+        step = np.dtype(np.float64) if isinstance(gd, np.dtype) and gd.kind in "biu" else gd
+    to = _promoted_dtype(xd, step) if held else None  # None: mixed kinds, left to the step's own checks
+    if to is not None and to != xd and not (isinstance(xd, np.dtype) and to == xd.newbyteorder("=")):
+        # to is in native order: '>f8' parameters with '<f8' gradients stay float64
         raise ValueError(f"grads: a leaf is {gd} but the parameter is {xd}: the step would turn the model into "
                          f"{to}; return gradients in the parameters' dtype")
 

@@ -11,6 +11,7 @@ Leaves are ``numpy.ndarray``, numpy scalars, Python numbers or ``torch.Tensor``.
 from __future__ import annotations
 
 import copy
+import sys
 from typing import Any, Callable, Sequence
 
 import numpy as np
@@ -321,6 +322,20 @@ def leaf_kind(x: Any) -> str:
     ('numpy arrays', 'torch tensors')
     """
     return "torch tensors" if hasattr(x, "add_") else "numpy arrays"
+
+
+def _promoted_dtype(a: Any, b: Any) -> Any:
+    """The dtype of ``x + d`` for leaves of the dtypes ``a`` and ``b`` (both numpy, or both torch), else ``None``
+    (mixed kinds, no common type): what a step or a server update would turn a leaf into."""
+    try:
+        if isinstance(a, np.dtype) and isinstance(b, np.dtype):
+            return np.result_type(a, b)
+        torch = sys.modules.get("torch")  # a torch dtype means torch is imported
+        if torch is not None and isinstance(a, torch.dtype) and isinstance(b, torch.dtype):
+            return torch.promote_types(a, b)
+    except (TypeError, ValueError):
+        pass
+    return None
 
 
 def tree_kind_mismatch(a: Any, b: Any):
