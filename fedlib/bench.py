@@ -149,7 +149,7 @@ def run_simulator(algorithm: FederatedAlgorithm, problem: LogisticProblem, sched
     model = torch.nn.Linear(d, C, dtype=torch.float64)
     metrics = []
     for t in range(rounds):
-        steps_all = round_local_steps(schedule, t, problem.num_clients)
+        steps_all = round_local_steps(schedule, t, problem.num_clients, "the problem")
         check_participant_steps(steps_all, part.clients, t)
         global_state = {"weight": torch.from_numpy(np.ascontiguousarray(glob["W"].T)),
                         "bias": torch.from_numpy(glob["b"])}

@@ -26,7 +26,7 @@ from ._validate import (_is_number, bool_entry, check_count, check_finite_array,
                         check_nonnegative, check_positive, is_bool, plain)
 from .rng import generator
 
-__all__ = ["steps_per_epoch", "FixedSteps", "RandomSteps", "FixedEpochs", "RandomEpochs", "WallClock", "whole_steps", "round_local_steps", "check_participant_steps", "RandomLocalWork", "parse_epochs", "make_epoch_schedule",
+__all__ = ["steps_per_epoch", "FixedSteps", "RandomSteps", "FixedEpochs", "RandomEpochs", "WallClock", "whole_steps", "round_local_steps", "check_schedule_size", "check_participant_steps", "RandomLocalWork", "parse_epochs", "make_epoch_schedule",
            "check_epoch_schedule"]
 
 
@@ -268,10 +268,43 @@ def check_participant_steps(steps: np.ndarray, clients: np.ndarray, round_index:
     return own
 
 
-def round_local_steps(schedule, round_index: int, num_clients: int) -> np.ndarray:
+def _check_has_local_steps(schedule, name: str = "schedule") -> None:
+    if not callable(getattr(schedule, "local_steps", None)):
+        if callable(schedule):  # 'FixedSteps(<function ...>)' was no advice for a function round -> counts
+            hint = ("a function is no schedule: give an object whose method local_steps(round) returns the counts, "
+                    "e.g. an instance of class S: def local_steps(self, round): ...")
+        else:
+            hint = f"fedlib.schedules: FixedSteps({schedule!r}) for fixed counts"
+        raise ValueError(f"{name} must be an object with local_steps(round) -> (m,) ints ({hint}), got "
+                         f"{type(schedule).__name__}")
+
+
+def check_schedule_size(schedule, num_clients: int, owner: str = "p", name: str = "schedule") -> None:
+    r"""Refuse, before any round runs, a ``schedule`` that is not one (no ``local_steps(round)`` method) or one built
+    for another number of clients than the run's ``num_clients`` :math:`m` (its ``num_clients`` attribute, which
+    every schedule of this module has; a schedule of your own without one is checked round by round, by
+    :func:`round_local_steps`). ``owner`` names where the run's :math:`m` comes from (``"p"``, ``"the problem"``),
+    ``name`` the parameter the schedule came in as.
+
+    Example
+    -------
+    >>> check_schedule_size(FixedSteps([2, 4]), 2)
+    >>> check_schedule_size(FixedSteps([2, 4]), 3, owner="the problem")
+    Traceback (most recent call last):
+    ...
+    ValueError: schedule is for 2 clients but the problem has 3
+    """
+    _check_has_local_steps(schedule, name)
+    k = getattr(schedule, "num_clients", None)
+    if isinstance(k, (int, np.integer)) and not is_bool(k) and int(k) != num_clients:
+        raise ValueError(f"{name} is for {int(k)} clients but {owner} has {num_clients}")
+
+
+def round_local_steps(schedule, round_index: int, num_clients: int, owner: str = "p") -> np.ndarray:
     r"""``schedule.local_steps(round_index)`` checked, as the engines use it: one whole number
     :math:`\tau_i \ge 0` per client (int64; integer-valued floats accepted, ``2.9`` refused
     rather than cut to 2). Participants need :math:`\tau_i \ge 1` (:func:`check_participant_steps`).
+    ``owner`` names where the run's number of clients ``num_clients`` comes from, in the message (default ``"p"``).
 
     Example
     -------
@@ -286,24 +319,17 @@ def round_local_steps(schedule, round_index: int, num_clients: int) -> np.ndarra
     # round_index passed on to the schedule (FixedSteps ignores it)
     round_index = check_int("round_index", round_index)
     num_clients = check_int("num_clients", num_clients, minimum=1)
-    if not callable(getattr(schedule, "local_steps", None)):
-        if callable(schedule):  # 'FixedSteps(<function ...>)' was no advice for a function round -> counts
-            hint = ("a function is no schedule: give an object whose method local_steps(round) returns the counts, "
-                    "e.g. an instance of class S: def local_steps(self, round): ...")
-        else:
-            hint = f"fedlib.schedules: FixedSteps({schedule!r}) for fixed counts"
-        raise ValueError(f"schedule must be an object with local_steps(round) -> (m,) ints ({hint}), got "
-                         f"{type(schedule).__name__}")
+    _check_has_local_steps(schedule)
     name = f"schedule.local_steps({round_index})"
     raw = schedule.local_steps(round_index)
     if type(raw) is np.ndarray:  # FixedSteps, RandomSteps, ...: every round, so no other test first
         if raw.shape != (num_clients,):
-            raise ValueError(f"{name} must give one step count per client ({num_clients} clients in p), got shape "
+            raise ValueError(f"{name} must give one step count per client ({num_clients} clients in {owner}), got shape "
                              f"{raw.shape}")
         return check_int_array(name, raw, size=num_clients, minimum=0)
     if raw is None or isinstance(raw, (dict, str, bytes)) or hasattr(raw, "__next__"):  # np.asarray: a 0-d object
         hint = " (a missing return statement?)" if raw is None else ""
-        raise ValueError(f"{name} must give one step count per client ({num_clients} clients in p), got "
+        raise ValueError(f"{name} must give one step count per client ({num_clients} clients in {owner}), got "
                          f"{type(raw).__name__}{hint}")
     given = raw
     if isinstance(raw, (list, tuple)):  # converted once (np.shape converts a list too), unless an entry is a bool:
@@ -318,7 +344,7 @@ def round_local_steps(schedule, round_index: int, num_clients: int) -> np.ndarra
     except ValueError:  # a ragged list: check_int_array names it
         shape = None
     if shape is not None and shape != (num_clients,):
-        raise ValueError(f"{name} must give one step count per client ({num_clients} clients in p), got shape {shape}")
+        raise ValueError(f"{name} must give one step count per client ({num_clients} clients in {owner}), got shape {shape}")
     return check_int_array(name, given, size=num_clients, minimum=0)
 
 

@@ -347,7 +347,7 @@ class _Steps:
 
 
 @pytest.mark.parametrize("steps,match", [
-    (np.array([3] * 7), r"one step count per client \(6 clients in p\), got shape \(7,\)"),
+    (np.array([3] * 7), r"one step count per client \(6 clients in (the problem|p)\), got shape \(7,\)"),
     (np.array([[3] * 6]), r"got shape \(1, 6\)"),
     (3, r"got shape \(\)"),
     (np.array([3, 2.9, 3, 3, 3, 3]), "must hold whole numbers"),

@@ -73,7 +73,7 @@ from ..problems.logistic import _UNDERFLOW, LogisticProblem, _one_hot, _ones, pa
 from ..problems.logistic import _packed_grad_numpy_one as _grad_one
 from ..rng import generator
 from ..sampling import check_sampling, round_participation
-from ..schedules import check_epoch_schedule, check_participant_steps, round_local_steps
+from ..schedules import check_epoch_schedule, check_participant_steps, check_schedule_size, round_local_steps
 from ..solvers import LocalSolver, SolverState, check_builtin_step
 from .reference import run_sequential
 
@@ -365,11 +365,8 @@ def _check_common(algorithm, problem, schedule, rounds, batch_size, sampling, cl
     batch_size = check_int("batch_size", batch_size, minimum=1)
     seed = check_int("seed", seed)
     check_sampling(sampling, clients_per_round)
-    if not hasattr(schedule, "local_steps"):
-        raise ValueError("schedule must have a local_steps(round) method (see fedlib.schedules)")
     m = problem.num_clients
-    if getattr(schedule, "num_clients", m) != m:
-        raise ValueError(f"schedule is for {schedule.num_clients} clients but the problem has {m}")
+    check_schedule_size(schedule, m, "the problem")
     check_epoch_schedule(schedule, problem.num_samples, batch_size)
     if callable(sampling):
         pass  # the user's sampler chooses the participants (fedlib.sampling.round_participation)
@@ -567,7 +564,7 @@ def run_batched(algorithm: FederatedAlgorithm, problem: LogisticProblem, schedul
         lr = _round_lr(algorithm, lr_at, t)
         solver = algorithm.solver.with_lr(lr)
         part = round_participation(sampling, p, clients_per_round, seed, t)
-        steps_all = round_local_steps(schedule, t, m)
+        steps_all = round_local_steps(schedule, t, m, "the problem")
         tau_all = check_participant_steps(steps_all, part.clients, t)
         mine = part.clients if comm is None else part.clients[comm.owns(part.clients, m)]
         tau = tau_all if comm is None else steps_all[mine]

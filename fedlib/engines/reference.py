@@ -14,7 +14,7 @@ from .._validate import check_callable, check_instance, check_int, check_probabi
 from ..algorithms import FederatedAlgorithm, RoundDiagnostics, ServerState, _requires_grad, server_state_mismatch
 from ..solvers import LocalSolver, OwnStepChecks, _check_base_lr
 from ..sampling import check_sampling, round_participation
-from ..schedules import check_participant_steps, round_local_steps
+from ..schedules import check_participant_steps, check_schedule_size, round_local_steps
 from ..tree import tree_all_finite, tree_leaves
 
 __all__ = ["run_sequential", "SequentialRun"]
@@ -129,6 +129,7 @@ def run_sequential(algorithm: FederatedAlgorithm, params: Any, grad_fn: Callable
     """
     check_instance("algorithm", algorithm, FederatedAlgorithm, " (fedlib.algorithms.make_algorithm(...))")
     p = check_probability_vector("p", p)
+    check_schedule_size(schedule, p.size)
     rounds = check_int("rounds", rounds, minimum=0)
     seed = check_int("seed", seed)  # with full participation no draw uses it, but a wrong one is a mistake all the same
     if first_round is not None:

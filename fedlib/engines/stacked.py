@@ -139,7 +139,7 @@ from ..data.cifar10 import CIFAR10_MEAN, CIFAR10_STD
 from ..rng import generator, torch_generator
 from ..sampling import check_sampling, round_participation
 from ..schedules import (FixedEpochs, FixedSteps, RandomEpochs, RandomSteps, check_epoch_schedule,
-                         check_participant_steps, round_local_steps, step_decay_lr, steps_per_epoch)
+                         check_participant_steps, check_schedule_size, round_local_steps, step_decay_lr, steps_per_epoch)
 from ..solvers import LocalSolver, check_builtin_step
 from ..tree import tree_map
 from .augment import crop_flip_gather, crop_flip_params, dropout_key, normalize, pad_images, seeded_dropout_mask
@@ -1069,6 +1069,7 @@ class StackedEngine:
         self.last_timing: Optional[RoundTiming] = None
         self.history: List[List[RoundRecord]] = []
         for r, (run, info) in enumerate(zip(self.runs, self._info)):
+            check_schedule_size(run.schedule, len(info.clients), f"runs[{r}].clients", name=f"runs[{r}].schedule")
             check_epoch_schedule(run.schedule, info.sizes, self.batch_size, name=f"runs[{r}].schedule")
         self._plan(0)  # participation and schedule settings that cannot work fail here, not after the data moved
 
@@ -1113,7 +1114,7 @@ class StackedEngine:
             except ValueError as exc:
                 raise ValueError(f"runs[{r}]: {exc}") from None
             try:  # whole numbers >= 0 (integer-valued floats too), >= 1 for the participants: the reference loop's
-                steps = round_local_steps(run.schedule, t, len(info.clients))  # rule (a client out of the round
+                steps = round_local_steps(run.schedule, t, len(info.clients), f"runs[{r}].clients")  # rule (a client out of the round
                 check_participant_steps(steps, part.clients, t)  # may do no work), so reference_run runs it too
             except ValueError as exc:
                 raise ValueError(f"runs[{r}].{exc}") from None

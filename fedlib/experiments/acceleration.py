@@ -54,7 +54,7 @@ from ..engines.batched import run_batched
 from ..plotting import ALGORITHM_COLORS
 from ..problems.logistic import LogisticProblem
 from ..problems.quadratic import QuadraticProblem
-from ..schedules import FixedSteps
+from ..schedules import FixedSteps, check_schedule_size, round_local_steps
 from ..server import momentum as server_momentum
 from ..solvers import momentum_sgd, sgd
 from ..theory import (VR_ALGORITHMS, _radius_or_inf, quadratic_global_optimum, quadratic_round_map,
@@ -317,6 +317,7 @@ def iterate_round_maps(problem: QuadraticProblem, name: str, lr: float, schedule
     :func:`run_variant`; ``name``, ``lr`` and the ``coefficients`` are :func:`variant_round_map`'s, and ``rounds``
     :math:`T` is an integer >= 0."""
     check_instance("problem", problem, QuadraticProblem)
+    check_schedule_size(schedule, problem.num_clients, "the problem")
     rounds = check_int("rounds", rounds, minimum=0)
     if stop_above is not None:
         stop_above = check_positive("stop_above", stop_above)
@@ -328,7 +329,7 @@ def iterate_round_maps(problem: QuadraticProblem, name: str, lr: float, schedule
         return np.asarray(out)
     cache: dict = {}
     for t in range(rounds):
-        steps = np.asarray(schedule.local_steps(t))
+        steps = round_local_steps(schedule, t, problem.num_clients, "the problem")
         key = steps.tobytes()
         if key not in cache:
             if len(cache) > 256:

@@ -29,6 +29,7 @@ from ..engines.reference import run_sequential
 from ..plotting import ALGORITHM_COLORS
 from ..problems.quadratic import QuadraticProblem
 from ..rng import generator
+from ..schedules import check_schedule_size
 from ..solvers import proximal_sgd, sgd
 from ..theory import _radius_or_inf, quadratic_fixed_point, quadratic_global_optimum, quadratic_round_map
 
@@ -126,6 +127,7 @@ def run_quadratic(problem: QuadraticProblem, name: str, lr: float, schedule, rou
     finite number > 0.
     """
     check_instance("problem", problem, QuadraticProblem)
+    check_schedule_size(schedule, problem.num_clients, "the problem")  # before run_sequential's, which names p
     rounds = check_int("rounds", rounds, minimum=0)
     d = problem.dim
     ref = problem.optimum() if reference is None else check_finite_array("reference", reference, shape=(d,))
