@@ -21,7 +21,7 @@ from fedlib.sampling import full_participation, sample_clients
 from fedlib.server import adam, momentum, plain
 from fedlib.solvers import sgd
 
-from thread_ranks import Hub, ThreadComm, on_ranks
+from thread_ranks import Hub, ThreadComm, cli_on_ranks, on_ranks
 
 ROOT = Path(__file__).resolve().parents[1]
 FLAGS = ["run", "synthetic", "--num-clients", "5", "--rounds", "3", "--epochs", "1-3", "--algorithm", "fednova-vr",
@@ -245,6 +245,52 @@ def test_ranks_resuming_from_different_rounds_are_refused(tmp_path):
     for rc, _, err in results:
         assert rc == 2 and "the ranks resumed from different checkpoints (rounds [4, 2])" in err, err[-2000:]
     assert not (tmp_path / "m0" / "run.json").exists()
+
+
+def test_a_rank_that_stops_before_the_first_round_stops_every_rank(tmp_path):
+    """Two machines, real gloo processes: rank 1's machine lacks the checkpoint to --resume from. Rank 1 stopped
+    with 'checkpoint ... not found' before joining the process group, and rank 0 waited for it in the rendezvous
+    until the group's timeout (10 minutes: here, past the 120 s this test waits). Rank 1 now joins to say why it
+    stops, and both exit with status 2 within seconds, rank 0 naming rank 1 and its message."""
+    from fedlib.cli import main
+
+    flags = ["run", "synthetic", "--num-clients", "4", "--rounds", "4", "--quiet", "--checkpoint-every", "2"]
+    assert main(flags + ["--rounds", "2", "--out", str(tmp_path / "first.json")]) == 0
+    for rank in range(2):
+        (tmp_path / f"m{rank}").mkdir()
+    (tmp_path / "m0" / "run.json.ckpt").write_bytes((tmp_path / "first.json.ckpt").read_bytes())
+    argv = ["-m", "fedlib"] + flags + ["--out", "run.json", "--resume"]
+    (rc0, _, err0), (rc1, _, err1) = _two_ranks(tmp_path, [(tmp_path / "m0", argv), (tmp_path / "m1", argv)])
+    missing = "--resume: checkpoint run.json.ckpt not found"
+    assert rc1 == 2 and f"error: {missing}" in err1, err1[-2000:]
+    assert rc0 == 2 and (f"error: --distributed: a rank stopped before the first round (rank 1: {missing}); every "
+                         "rank stops") in err0, err0[-2000:]
+    assert sorted(p.name for p in (tmp_path / "m0").iterdir()) == ["run.json.ckpt"]  # kept, nothing written
+    assert list((tmp_path / "m1").iterdir()) == []
+
+
+def test_ranks_that_stop_before_the_first_round_are_named_on_every_rank(tmp_path, monkeypatch, capsys):
+    """Thread ranks: rank 1 cannot write its --out (a folder that does not exist on its machine), rank 2 has no
+    checkpoint. Each prints its own error; the others name every rank that stopped, in rank order."""
+    from fedlib.cli import main
+
+    flags = ["run", "synthetic", "--num-clients", "4", "--rounds", "4", "--quiet", "--checkpoint-every", "2"]
+    assert main(flags + ["--rounds", "2", "--out", str(tmp_path / "first.json")]) == 0
+    for rank in (0, 2):
+        (tmp_path / f"m{rank}").mkdir()
+    (tmp_path / "m0" / "run.json.ckpt").write_bytes((tmp_path / "first.json.ckpt").read_bytes())
+    argvs = [flags + ["--resume", "--out", str(tmp_path / f"m{rank}" / "run.json")] for rank in range(3)]
+    capsys.readouterr()
+    assert cli_on_ranks(monkeypatch, argvs) == [2, 2, 2]
+    err = sorted(capsys.readouterr().err.splitlines())
+    prefix = "python -m fedlib run synthetic: error: "
+    own = [line.removeprefix(prefix) for line in err if "every rank stops" not in line]
+    assert own[0] == f"--out {tmp_path / 'm1' / 'run.json'}: folder {tmp_path / 'm1'} does not exist", own
+    assert own[1] == f"--resume: checkpoint {tmp_path / 'm2' / 'run.json.ckpt'} not found"
+    told = [line for line in err if "every rank stops" in line]
+    assert told == [f"{prefix}--distributed: ranks stopped before the first round (rank 1: {own[0]}; rank 2: "
+                    f"{own[1]}); every rank stops"]
+    assert sorted(p.name for p in (tmp_path / "m0").iterdir()) == ["run.json.ckpt"]
 
 
 def test_a_distributed_run_returns_every_clients_control_variate(tmp_path):

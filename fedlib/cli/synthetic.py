@@ -196,6 +196,26 @@ def _segment_end(segment: dict, done: int) -> dict:
     return out
 
 
+def _stop_together(comm, failed: BaseException | None) -> None:
+    """Tell every rank whether one stopped before its first round (``failed``: its error, else ``None``); raise on
+    every rank if one did: the failing rank its own error, the others a :class:`CLIError` that names the rank and
+    its message (one collective, before the ranks compare their settings)."""
+    if comm.world_size == 1:
+        if failed is not None:
+            raise failed
+        return
+    text = None if failed is None else (str(failed) if isinstance(failed, ValueError)
+                                        else f"{type(failed).__name__}: {failed}")
+    seen = comm.all_gather_object(text)
+    if failed is not None:
+        raise failed
+    stopped = [(r, t) for r, t in enumerate(seen) if t is not None]
+    if stopped:
+        ranks = "; ".join(f"rank {r}: {t}" for r, t in stopped)
+        raise CLIError(f"--distributed: {'a rank' if len(stopped) == 1 else 'ranks'} stopped before the first "
+                       f"round ({ranks}); every rank stops")
+
+
 def run_synthetic(args: argparse.Namespace) -> int:
     from ..checkpoint import check_config, load_checkpoint, save_checkpoint
     from ..distributed import init_from_env, under_torchrun
@@ -203,87 +223,104 @@ def run_synthetic(args: argparse.Namespace) -> int:
     from ..problems.logistic import LogisticProblem
     from ..schedules import make_epoch_schedule
 
-    check_output_path(args.out)
-    check_not_input(args.out, args.data)
-    algorithm = build_algorithm(args)
-    if args.engine == "reference" and (args.backend != "numpy" or args.device not in (None, "cpu")):
-        raise CLIError("--engine reference runs with numpy on the CPU: drop --backend / --device")
-    try:
-        device = resolve_device(args.backend, args.device)
-    except ValueError as exc:
-        raise CLIError("--device: " + str(exc).removeprefix("device: ").replace("backend='torch'", "--backend torch")) \
-            from None
-    check_torch_device(device)
-    lo, hi = resolve_epochs(args)
-    ckpt_path = resolve_checkpoint(args)
     distributed = bool(getattr(args, "distributed", False)) or under_torchrun()
-    if distributed and args.engine != "batched":
-        raise CLIError("--distributed runs the batched engine: drop --engine reference")
-    if ckpt_path is not None and args.engine != "batched":
-        raise CLIError("--checkpoint-every / --resume need --engine batched")
-    ds = load_dataset(args)
-    check_participation(args, ds.num_clients)
-    if distributed:
-        world = _world_size_from_env()
-        if world > ds.num_clients:
-            raise CLIError(f"--distributed: world size {world} is larger than the number of clients "
-                           f"({ds.num_clients}); use at most {ds.num_clients} processes")
-    problem = LogisticProblem(ds, l2=args.l2, num_classes=args.num_classes)
-    schedule = make_epoch_schedule(problem.num_samples, args.batch_size, (lo, hi), seed=args.seed)
-    algorithm, tau_eff_value = resolve_tau_eff(args, algorithm, problem.num_samples, args.batch_size, (lo, hi),
-                                               warn=rank0_of(distributed))
-    config = {"problem": "synthetic-logistic" if args.data is None else "leaf-logistic",
-              "data": _data_config(args, ds), "l2": args.l2,
-              **config_from_args(args, ALGORITHM_FLAGS + SCHEDULE_FLAGS),
-              "engine": args.engine, "backend": args.backend, "device": device}
-    if tau_eff_value is not None:
-        config["tau_eff_value"] = tau_eff_value
+    device, failed = None, None
+    # what one machine may fail alone (its files, its GPU, its checkpoint): a rank stopping here, before the
+    # process group, left the others waiting for it in the rendezvous until the group's timeout (10 minutes);
+    # it now joins the group to tell them, and every rank stops with the message (_stop_together)
+    try:
+        check_output_path(args.out)
+        check_not_input(args.out, args.data)
+        algorithm = build_algorithm(args)
+        if args.engine == "reference" and (args.backend != "numpy" or args.device not in (None, "cpu")):
+            raise CLIError("--engine reference runs with numpy on the CPU: drop --backend / --device")
+        try:
+            device = resolve_device(args.backend, args.device)
+        except ValueError as exc:
+            raise CLIError("--device: " + str(exc).removeprefix("device: ").replace("backend='torch'", "--backend torch")) \
+                from None
+        check_torch_device(device)
+        lo, hi = resolve_epochs(args)
+        ckpt_path = resolve_checkpoint(args)
+        if distributed and args.engine != "batched":
+            raise CLIError("--distributed runs the batched engine: drop --engine reference")
+        if ckpt_path is not None and args.engine != "batched":
+            raise CLIError("--checkpoint-every / --resume need --engine batched")
+        ds = load_dataset(args)
+        check_participation(args, ds.num_clients)
+        if distributed:
+            world = _world_size_from_env()
+            if world > ds.num_clients:
+                raise CLIError(f"--distributed: world size {world} is larger than the number of clients "
+                               f"({ds.num_clients}); use at most {ds.num_clients} processes")
+        problem = LogisticProblem(ds, l2=args.l2, num_classes=args.num_classes)
+        schedule = make_epoch_schedule(problem.num_samples, args.batch_size, (lo, hi), seed=args.seed)
+        algorithm, tau_eff_value = resolve_tau_eff(args, algorithm, problem.num_samples, args.batch_size, (lo, hi),
+                                                   warn=rank0_of(distributed))
+        config = {"problem": "synthetic-logistic" if args.data is None else "leaf-logistic",
+                  "data": _data_config(args, ds), "l2": args.l2,
+                  **config_from_args(args, ALGORITHM_FLAGS + SCHEDULE_FLAGS),
+                  "engine": args.engine, "backend": args.backend, "device": device}
+        if tau_eff_value is not None:
+            config["tau_eff_value"] = tau_eff_value
 
-    resume = None
-    earlier: list = []  # the segments of the run that earlier processes computed (resumed runs)
-    if args.resume:
-        doc = load_checkpoint(ckpt_path, kind="synthetic", who="--resume")
-        # data.name is the --data path as typed (the resolved data.source identifies the file): the same
-        # file given from another folder, or through a link, resumes
-        saved, done = _without_data_name(doc["config"]), len(doc["history"])
-        if args.lr_decay == "constant" and saved.get("lr_decay") == "constant" and saved.get("rounds") != args.rounds:
-            # a constant-lr run's rounds do not depend on how many follow (every draw is keyed by seed, round and
-            # client): a finished or interrupted run continues to more --rounds, or stops earlier, bit for bit
-            if args.rounds < done:
-                raise CLIError(f"--resume: checkpoint {ckpt_path} has {done} rounds done; give --rounds {done} or "
-                               f"more (to continue it) or start a new run (another --checkpoint / --out)")
-            saved["rounds"] = args.rounds
-        hint = ("--lr-decay step divides the lr after 50% and 75% of --rounds, so a step-decay run's rounds depend "
-                "on its total: rerun it from round 0 with the new --rounds" if saved.get("rounds") != args.rounds
-                and "step" in (args.lr_decay, saved.get("lr_decay")) else "")
-        current = _without_data_name(config)
-        if distributed and world > 1:  # each machine may keep --data at its own path (the checkpoint names rank 0's)
-            saved, current = _data_by_contents(saved, current)
-        check_config(ckpt_path, saved, current, who="--resume", hint=hint)
-        resume = {"state": doc["state"], "history": doc["history"], "initial": doc["initial"]}
-        earlier = list((doc.get("extra") or {}).get("segments") or [])
-    else:
-        check_fresh_checkpoint(ckpt_path, "synthetic")
-    segment = _segment_start(0 if resume is None else len(resume["history"]))
-    if earlier and rank0_of(distributed):
-        commits = sorted({e.get("git_commit") for e in earlier} - {segment["git_commit"]})
-        if commits:
-            print(f"warning: --resume: rounds before {segment['rounds'][0]} were computed by commit(s) "
-                  f"{', '.join(map(str, commits))}, this process runs {segment['git_commit']} "
-                  "(recorded in the result's provenance.resumed)", file=sys.stderr, flush=True)
+        resume = None
+        earlier: list = []  # the segments of the run that earlier processes computed (resumed runs)
+        if args.resume:
+            doc = load_checkpoint(ckpt_path, kind="synthetic", who="--resume")
+            # data.name is the --data path as typed (the resolved data.source identifies the file): the same
+            # file given from another folder, or through a link, resumes
+            saved, done = _without_data_name(doc["config"]), len(doc["history"])
+            if args.lr_decay == "constant" and saved.get("lr_decay") == "constant" and saved.get("rounds") != args.rounds:
+                # a constant-lr run's rounds do not depend on how many follow (every draw is keyed by seed, round and
+                # client): a finished or interrupted run continues to more --rounds, or stops earlier, bit for bit
+                if args.rounds < done:
+                    raise CLIError(f"--resume: checkpoint {ckpt_path} has {done} rounds done; give --rounds {done} or "
+                                   f"more (to continue it) or start a new run (another --checkpoint / --out)")
+                saved["rounds"] = args.rounds
+            hint = ("--lr-decay step divides the lr after 50% and 75% of --rounds, so a step-decay run's rounds depend "
+                    "on its total: rerun it from round 0 with the new --rounds" if saved.get("rounds") != args.rounds
+                    and "step" in (args.lr_decay, saved.get("lr_decay")) else "")
+            current = _without_data_name(config)
+            if distributed and world > 1:  # each machine may keep --data at its own path (the checkpoint names rank 0's)
+                saved, current = _data_by_contents(saved, current)
+            check_config(ckpt_path, saved, current, who="--resume", hint=hint)
+            resume = {"state": doc["state"], "history": doc["history"], "initial": doc["initial"]}
+            earlier = list((doc.get("extra") or {}).get("segments") or [])
+        else:
+            check_fresh_checkpoint(ckpt_path, "synthetic")
+        segment = _segment_start(0 if resume is None else len(resume["history"]))
+        if earlier and rank0_of(distributed):
+            commits = sorted({e.get("git_commit") for e in earlier} - {segment["git_commit"]})
+            if commits:
+                print(f"warning: --resume: rounds before {segment['rounds'][0]} were computed by commit(s) "
+                      f"{', '.join(map(str, commits))}, this process runs {segment['git_commit']} "
+                      "(recorded in the result's provenance.resumed)", file=sys.stderr, flush=True)
 
+    except Exception as exc:  # noqa: BLE001 - raised again on this rank, after the others were told
+        if not distributed:
+            raise
+        failed = exc
     comm = None
     if distributed:
+        if device is None:  # this rank stopped before choosing its device: join on the one its flags choose
+            try:
+                device = resolve_device(args.backend, args.device)
+            except ValueError:
+                raise failed from None  # no device to join with (a GPU this machine lacks): stop alone
         try:
             comm = init_from_env(device)
-        except ValueError as exc:
+        except ValueError as exc:  # not under torchrun: no other rank to tell
+            if failed is not None:
+                raise failed from None
             raise CLIError(str(exc)) from None
+        _stop_together(comm, failed)
     rank0 = comm is None or comm.rank == 0
     segment["world_size"] = 1 if comm is None else comm.world_size
     if comm is not None and comm.world_size > 1:
         # every rank reads its own checkpoint file: they must all resume from the same round of the
         # same run, or ranks at different rounds would train together (a machine without the file
-        # has already stopped with "checkpoint not found")
+        # stopped with "checkpoint not found", and _stop_together told the others)
         # a rank's own GPU may be named differently; --data: the same contents, wherever each machine keeps the file
         same = _by_contents(_without_data_name({k: v for k, v in config.items() if k != "device"}))
         # a checkpoint round gathers the c_i from every rank (a collective): the ranks must checkpoint alike
