@@ -1402,6 +1402,42 @@ def test_a_subclass_with_its_own_train_batch_has_its_first_batchs_labels_checked
     assert all(torch.equal(mine.params(0)[n], plain.params(0)[n]) for n in plain.params(0))
 
 
+@pytest.mark.parametrize("variant", list(VARIANTS))
+def test_a_subclass_may_pad_its_first_batch_with_the_ignore_index(variant):
+    """PyTorch's convention for padding labels is -100 (F.cross_entropy's ignore_index). A subclass whose train_batch
+    puts -100 where the mask is 0 was refused by the first-batch label check ('labels must lie in 0..2 ..., got
+    -100..2'), though the engine's loss gives such an entry 0 and its gradient 0. Now only a -100 under mask 0 passes:
+    the run is the engine's own, bit for bit; -100 where the mask is 1, or -5 under mask 0, is still refused."""
+    data = _images()
+    # client 0 holds 3 samples, batch 4: its first batch has one padding entry
+    run = lambda: RunSpec(make_algorithm("fednova", sgd(lr=0.1)), [np.arange(0, 3), np.arange(3, 24)],  # noqa: E731
+                          FixedSteps([2, 3]), seed=0)
+
+    class Padded(StackedEngine):
+        pad, where, filled = -100, "padding", []
+
+        def train_batch(self, a):
+            x, y, mask = super().train_batch(a)
+            hole = mask == 0 if self.where == "padding" else torch.zeros_like(mask, dtype=torch.bool)
+            if self.where == "first":  # a sample the mask keeps
+                hole[mask != 0] = torch.arange(int((mask != 0).sum())) == 0
+            self.filled.append(int(hole.sum()))
+            return x, torch.where(hole, torch.full_like(y, self.pad), y), mask
+
+    kwargs = dict(rounds=2, batch_size=4, dtype=torch.float64, **VARIANTS[variant])
+    mine, plain = Padded(_small_net(3), data, [run()], **kwargs), StackedEngine(_small_net(3), data, [run()], **kwargs)
+    mine.train()
+    plain.train()
+    assert mine.filled[0] >= 1  # the first batch (the one checked) has padding, now -100
+    assert all(torch.equal(mine.params(0)[n], plain.params(0)[n]) for n in plain.params(0))
+    for pad, where in ((-100, "first"), (-5, "padding")):
+        Padded.pad, Padded.where, Padded.filled = pad, where, []
+        with pytest.raises(ValueError, match=rf"^Padded\.train_batch's labels y \(its first batch\): labels must lie "
+                                             rf"in 0\.\.2 \(the model has 3 logits\), got {pad}\.\.[0-2]$"):
+            Padded(_small_net(3), data, [run()], **kwargs).run_round()
+        assert Padded.filled[0] >= 1
+
+
 def test_clients_that_share_samples_are_each_ones_data_set():
     """RunSpec.clients need not partition the training set (its docstring): samples 8..11 in both clients' arrays and
     sample 0 twice in client 0's are part of each data set, n = (13, 16), p = (13/29, 16/29), and the engine lands

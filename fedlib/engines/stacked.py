@@ -644,10 +644,14 @@ def _check_int_labels(y: torch.Tensor, name: str) -> None:
         raise ValueError(f"{name} holds a negative label ({int(y.min())})")
 
 
-def _check_labels(y: torch.Tensor, num_classes: int, what: str) -> None:
+def _check_labels(y: torch.Tensor, num_classes: int, what: str, mask: Optional[torch.Tensor] = None) -> None:
     """Labels must be integers in ``0..num_classes-1``: a label the logits cannot index failed only in the first
-    round, as torch's "Target 11 is out of bounds" (a device-side assert on CUDA), naming neither ``what`` nor K."""
+    round, as torch's "Target 11 is out of bounds" (a device-side assert on CUDA), naming neither ``what`` nor K.
+    With the batch's ``mask``, a padding entry (mask 0) may also hold -100, ``F.cross_entropy``'s ``ignore_index``
+    (its loss and gradient are 0; another out-of-range label fails inside torch all the same)."""
     _refuse_non_integer_labels(y, what)
+    if mask is not None:
+        y = y[(mask != 0) | (y != -100)]
     if y.numel() and (int(y.min()) < 0 or int(y.max()) >= num_classes):
         raise ValueError(f"{what}: labels must lie in 0..{num_classes - 1} (the model has {num_classes} logits), "
                          f"got {int(y.min())}..{int(y.max())}")
@@ -1255,7 +1259,9 @@ class StackedEngine:
         default gathers the uint8 images on the device with this step's crop offsets and
         flips and normalises them. Override it (with :meth:`test_batches`) to feed other
         data, as :class:`fedlib.experiments.custom.TensorEngine` does; it must read only
-        device state (:meth:`step_indices`) to work inside CUDA graphs.
+        device state (:meth:`step_indices`) to work inside CUDA graphs. Labels are class
+        indices ``0..K-1``; where ``mask`` is 0 (padding) a label may also be -100, the
+        ignore index of ``F.cross_entropy`` (the first batch's labels are checked so).
         """
         idx, mask = self.step_indices(a)
         imgs = crop_flip_gather(self._train, idx, self._at_step(self._dy, a), self._at_step(self._dx, a),
@@ -1374,7 +1380,7 @@ class StackedEngine:
         self._load(plan, t)
         if self._own_labels_unchecked and plan.segments:  # a subclass's own data: its first batch
             a0 = plan.segments[0][0]
-            x0, y0, _ = self.train_batch(a0)
+            x0, y0, mask0 = self.train_batch(a0)
             if self._mode_check_model is not None:  # vmap: K from the training-mode check's eval-mode logits
                 num_classes = _check_training_mode(self._mode_check_model, x0[0, :8])
             else:  # grouped: one forward of the first a0 models without dropout (no random draws, no hooks)
@@ -1382,7 +1388,7 @@ class StackedEngine:
                     num_classes = int(self.net.forward(self.net.prefix(a0), x0, a0).shape[-1])
             # else a label the logits cannot index failed in the first step as "index 3 is out of bounds for
             # dimension 2 with size 3" (a device-side assert on CUDA)
-            _check_labels(y0, num_classes, f"{type(self).__name__}.train_batch's labels y (its first batch)")
+            _check_labels(y0, num_classes, f"{type(self).__name__}.train_batch's labels y (its first batch)", mask0)
             self._mode_check_model = None  # passed (a refused model or batch stays refused on the next call)
             self._own_labels_unchecked = False
         for a, n in plan.segments:
