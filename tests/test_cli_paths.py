@@ -304,3 +304,16 @@ def test_an_output_under_a_file_says_the_folder_is_a_file(tmp_path, capsys):
     assert f"folder {f} is a file" in _err(capsys, run + ["--out", str(tmp_path / "o.json"), "--checkpoint-every",
                                                           "1", "--checkpoint", str(f / "c.ckpt")])
     assert "does not exist" in _err(capsys, run + ["--out", str(tmp_path / "no" / "x.json")])
+
+
+def test_an_output_over_a_checkpoint_is_refused(tmp_path, capsys):
+    """``--out`` naming a checkpoint (``<out>.ckpt`` for ``<out>``, a slip of tab completion) replaced the
+    checkpoint with the result JSON without a word: the run it held could no longer be resumed."""
+    ckpt = tmp_path / "r.json.ckpt"
+    assert main(RUN + ["--checkpoint-every", "1", "--checkpoint", str(ckpt)]) == 0
+    before = ckpt.read_bytes()
+    for argv in (RUN + ["--out", str(ckpt)], ["rerun", str(tmp_path / "missing.json"), "--out", str(ckpt)]):
+        err = _err(capsys, argv)
+        assert f"--out {ckpt}: is a fedlib checkpoint" in err and "Traceback" not in err
+        assert ckpt.read_bytes() == before
+    assert main(RUN + ["--checkpoint-every", "1", "--checkpoint", str(ckpt), "--resume", "--rounds", "3"]) == 0

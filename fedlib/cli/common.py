@@ -450,7 +450,8 @@ def lr_schedule(args: argparse.Namespace) -> Optional[Callable[[int], float]]:
 
 
 def check_output_path(path: Optional[Path], flag: str = "--out") -> None:
-    """Fail *before* the run if the output file of ``flag`` cannot be written."""
+    """Fail *before* the run if the output file of ``flag`` cannot be written, or would replace a checkpoint
+    (a result written over ``<out>.ckpt`` destroyed the run that ``--resume`` continues)."""
     if path is None:
         return
     if str(path) == "-":  # the Unix 'stdout' would otherwise become a file named '-' in the current folder
@@ -462,6 +463,10 @@ def check_output_path(path: Optional[Path], flag: str = "--out") -> None:
         raise CLIError(f"{flag} {path}: is a folder, give a file name like result.json")
     if path.exists() and not path.is_file():
         raise CLIError(f"{flag} {path}: exists and is not a regular file (a FIFO or device); give a file name")
+    if path.is_file() and _is_fedlib_checkpoint(path):  # a run's checkpoint (--resume continues it), not a result
+        raise CLIError(f"{flag} {path}: is a fedlib checkpoint (written by --checkpoint-every, continued by --resume); "
+                       "writing there would replace it: give another file name, or delete the checkpoint first if "
+                       "you no longer need it")
     if not folder.is_dir():
         raise CLIError(f"{flag} {path}: folder {folder} " + ("is a file" if folder.exists() else "does not exist"))
     if not os.access(folder, os.W_OK):
@@ -469,6 +474,23 @@ def check_output_path(path: Optional[Path], flag: str = "--out") -> None:
     if len(path.name.encode()) > 241:  # atomic_write's temporary file '.<name>.<8 chars>.tmp' must fit in 255 bytes
         raise CLIError(f"{flag} {path}: the file name is {len(path.name.encode())} bytes long; at most 241 can be "
                        "written atomically (the limit of a name is 255, less the temporary file's affixes)")
+
+
+def _is_fedlib_checkpoint(path: Path) -> bool:
+    """Whether the file ``path`` ends with a checkpoint's footer (:data:`fedlib.checkpoint.FOOTER` and 64 hex
+    digits, as :func:`fedlib.checkpoint.save_checkpoint` writes it); reads only that end of the file."""
+    from ..checkpoint import FOOTER
+
+    size = len(FOOTER) + 64
+    try:
+        with open(path, "rb") as fh:
+            fh.seek(0, os.SEEK_END)
+            if fh.tell() < size:
+                return False
+            fh.seek(-size, os.SEEK_END)
+            return fh.read(size)[:-64] == FOOTER
+    except OSError:
+        return False
 
 
 def progress_bar(args: argparse.Namespace, total: int, desc: str, initial: int = 0):
