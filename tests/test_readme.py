@@ -347,3 +347,20 @@ def test_make_book_hands_chapters_to_the_build_script():
 
     assert recipe("CHAPTERS=02 10")[-4:] == ["ci", "--chapters", "02", "10"]
     assert recipe()[-2:] == recipe("CHAPTERS= ")[-2:] == ["--profile", "ci"]
+
+
+def test_the_readme_says_which_results_hold_initial_and_how_rounds_count(tmp_path):
+    """The README listed ``initial`` ("before round 1") among the parts of every result file, but ``run cifar10``
+    and ``table1`` write none, and ``history`` counts rounds from 0 (a run's first record is ``round`` 0)."""
+    from fedlib.cli import main
+
+    text = " ".join((ROOT / "README.md").read_text().split("A result file holds", 1)[1]
+                    .split("written atomically", 1)[0].split())
+    table1 = sorted((ROOT / "data" / "results" / "cifar10").glob("*__seed*.json"))
+    assert table1 and all("initial" not in json.loads(f.read_text()) for f in table1)
+    out = tmp_path / "r.json"
+    assert main(["run", "synthetic", "--num-clients", "2", "--rounds", "2", "--quiet", "--out", str(out)]) == 0
+    doc = json.loads(out.read_text())
+    assert "initial" in doc and [h["round"] for h in doc["history"]] == [0, 1]
+    assert "`initial` (`run synthetic` only:" in text and "round 1" not in text
+    assert "`round`, counted from 0," in text
