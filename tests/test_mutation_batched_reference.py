@@ -156,7 +156,7 @@ BAD = [
     (dict(batch_size=0), "batch_size"),
     (dict(seed=1.5), "seed"),
     (dict(sampling="sometimes"), "sampling"),
-    (dict(schedule=object()), "schedule must have a local_steps"),
+    (dict(schedule=object()), r"schedule must be an object with local_steps\(round\)"),
     (dict(sampling="uniform"), "clients_per_round is required"),
     (dict(sampling="uniform", clients_per_round=0), "clients_per_round"),
     (dict(sampling="uniform", clients_per_round=4), "cannot sample 4 of 3 clients"),

@@ -886,7 +886,7 @@ def test_participation_and_schedule_errors_come_at_construction(model, data):
                    clients_per_round=3),
            RunSpec(make_algorithm("fedavg", sgd(0.05)), clients, FixedSteps([1, 1, 1]))]
     for run, message in zip(bad, (r"runs\[0\]: clients_per_round", r"runs\[0\]: .*clients_per_round",
-                                  r"runs\[0\].schedule.local_steps\(0\)")):
+                                  r"^runs\[0\]\.schedule is for 3 clients but runs\[0\]\.clients has 2$")):
         with pytest.raises(ValueError, match=message):
             StackedEngine(model, data, [run], rounds=1, batch_size=B)
 
