@@ -34,6 +34,12 @@ passes):
 Mutants of 0571233~1..165a974 (fedlib/engines/batched.py: minibatch_indices' steps by check_count) (pass described in
 tests/README.md, Mutation passes):
   BA1 by check_int; BA2 minimum 1. killed by the suite: BA1, BA2.
+
+Mutants of 1112cf7..24d535b (fedlib/engines/batched.py: _check_common's check_schedule_size, run_batched's owner)
+(pass described in tests/README.md, Mutation passes):
+  BA1 _check_common's check dropped (round 0's 'one step count per client', or check_epoch_schedule's 'counts steps
+  for other client sizes'); BA2 its owner 'p'; BA3 run_batched's rounds with owner 'p' (tests/test_batched_engine.py
+  takes either, as run_reference names p). killed here: BA1, BA2, BA3.
 """
 from __future__ import annotations
 
@@ -51,7 +57,7 @@ from fedlib.engines.batched import (DivergenceError, minibatch_indices, resolve_
 from fedlib.problems import logistic
 from fedlib.problems.logistic import LogisticProblem
 from fedlib.rng import generator
-from fedlib.schedules import FixedSteps
+from fedlib.schedules import FixedEpochs, FixedSteps
 from fedlib.server import momentum
 from fedlib.solvers import LocalSolver, decayed_sgd, sgd
 
@@ -475,3 +481,44 @@ def test_resume_names_a_state_without_its_number_of_clients(prob):
     again = run_batched(algo, prob, sched, 2, batch_size=B,
                         resume={**old, "state": old["state"]._replace(num_clients=3)})
     assert again.history == done.history
+
+
+# ----------------------------------------------------------------------------- mutants of 1112cf7..24d535b
+class _Counted:
+    """A schedule of the user's own: ``steps`` every round, ``num_clients`` if given (else none: the rounds check what
+    it returns); counts its calls."""
+
+    def __init__(self, steps, num_clients=None):
+        self.steps, self.calls = np.asarray(steps), 0
+        if num_clients is not None:
+            self.num_clients = num_clients
+
+    def local_steps(self, round_index):
+        self.calls += 1
+        return self.steps
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+def test_both_engines_refuse_a_schedule_for_another_number_of_clients_before_any_round(prob, engine):
+    """A schedule built for 2 clients on the 3-client problem is refused before round 0 draws its steps, naming
+    the problem; an epoch schedule counted for 2 clients gets this message too, not check_epoch_schedule's
+    'counts steps for other client sizes (2 clients, the run has 3)'. Mutants BA1 (the check dropped: round 0's
+    'one step count per client', or the epoch check's message) and BA2 ('p' for the problem, which run_batched
+    is not given) of 1112cf7..24d535b."""
+    fn = run_batched if engine == "batched" else run_reference
+    algorithm = make_algorithm("fedavg", sgd(0.05))
+    schedule = _Counted([2, 1], num_clients=2)
+    for given in (schedule, FixedEpochs([12, 9], B, 1)):
+        with pytest.raises(ValueError, match=r"^schedule is for 2 clients but the problem has 3$"):
+            fn(algorithm, prob, given, 1, batch_size=B)
+    assert schedule.calls == 0
+
+
+def test_run_batched_names_the_problem_for_step_counts_of_another_length(prob):
+    """A schedule without num_clients is checked round by round: two counts for the 3-client problem are refused at
+    round 0 as '... (3 clients in the problem), got shape (2,)', the problem being where run_batched's m comes from
+    (run_reference passes the rounds to run_sequential, whose message names its p). Mutant BA3 of
+    1112cf7..24d535b: the round's check without its owner ('3 clients in p')."""
+    with pytest.raises(ValueError, match=r"^schedule\.local_steps\(0\) must give one step count per client \(3 clients "
+                                         r"in the problem\), got shape \(2,\)$"):
+        run_batched(make_algorithm("fedavg", sgd(0.05)), prob, _Counted([2, 1]), 1, batch_size=B)

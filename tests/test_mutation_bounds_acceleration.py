@@ -12,6 +12,12 @@ experiments/bounds.py ``_momentum_of``: B2 drop the refusal; B3 0.5 for sgd too;
   dropped: killed by the suite. B1 ``momentum is not None`` -> ``momentum`` (0.0 reaches make_solver, whose message
   offers 'momentum-prox', no solver of bound_check's): killed here. B6 ``solver == "sgd"`` -> ``solver !=
   "momentum"``: equivalent (bound_check's solvers are ("sgd", "momentum"), checked before).
+
+Mutants of 1112cf7..24d535b (fedlib/experiments/acceleration.py: iterate_round_maps; fedlib/experiments/quadratic.py:
+run_quadratic) (pass described in tests/README.md, Mutation passes):
+  AC1 iterate_round_maps' check_schedule_size dropped; AC2 schedule.local_steps read by np.asarray again (the code
+  before); AC3 its rounds' owner 'p'; AC4 the size checked only when rounds > 0. QE1 run_quadratic's check dropped;
+  QE2 its owner 'p'. killed by the suite: AC1-AC3, QE1, QE2. killed here: AC4.
 """
 from __future__ import annotations
 
@@ -658,3 +664,14 @@ def test_bound_check_refuses_a_zero_momentum_with_sgd_in_its_own_words():  # B1
     with pytest.raises(ValueError, match=r"^momentum: solver 'sgd' has no momentum buffer, got momentum = 0\.0 \(use "
                                          r"solver='momentum'\)$"):
         bounds.bound_check(problem, steps, "fednova", "sgd", 100, momentum=0.0, replicas=1)
+
+
+# -------------------------------------------------------------------- mutants of 1112cf7..24d535b (acceleration)
+@pytest.mark.parametrize("rounds", [0, 2])
+def test_iterate_round_maps_refuses_a_schedule_of_another_size_even_with_no_round_to_run(rounds):
+    """rounds = 0 iterates no map (the start's distance only), but a schedule for 2 clients of a 3-client problem is
+    refused all the same, before anything is computed. Mutant AC4 of 1112cf7..24d535b: the size checked only when
+    a round runs."""
+    problem = random_quadratic(num_clients=3, dim=4, seed=0)
+    with pytest.raises(ValueError, match=r"^schedule is for 2 clients but the problem has 3$"):
+        A.iterate_round_maps(problem, "fednova", 0.01, FixedSteps([2, 3]), rounds)

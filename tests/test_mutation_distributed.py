@@ -60,6 +60,20 @@ Mutants of 2e0d04d..fb2fbe6 (fedlib/distributed.py: gather_variates checks num_c
 described in tests/README.md, Mutation passes): G1 one process returns before the checks (the code before); G2
 num_clients checked after the None pass-through; G3 the rows checked with several processes only. killed by the
 suite: all.
+
+Mutants of 1112cf7..24d535b (fedlib/cli/synthetic.py: _stop_together and the try/except around run_synthetic's setup)
+(pass described in tests/README.md, Mutation passes):
+  CL1 one process: the error not raised; CL2 every error by its message alone; CL3 the type named for a ValueError,
+  not for others; CL4 the failing rank raises before the collective; CL5 the stopped ranks in reverse order; CL6 'a
+  rank' for two; CL7 the failing rank raises the others' message; CL8 ``except Exception`` -> ``except CLIError``;
+  CL9 a one-process run's error kept, not raised; CL10 ``device is None`` -> ``is not None``; CL11 no device to join
+  with passed over (init_from_env(None)); CL12 init_from_env's error instead of the setup's outside torchrun; CL13 a
+  rank stopped only for a non-empty message; CL14 ``world_size == 1`` -> ``== 0``; CL15 repr of the error; CL16 only
+  a failed rank joins the collective. One at a time, ``pytest -x`` on
+  test_distributed.py::test_ranks_that_stop_before_the_first_round_are_named_on_every_rank, test_distributed.py -k
+  "stop or rank", this file and test_cli_synthetic.py. killed by the suite: CL3-CL7, CL9 (test_cli_synthetic.py),
+  CL15, CL16. killed here: CL1, CL2, CL8, CL10-CL13. equivalent: CL14 (one process gathers its own message
+  alone, then raises or goes on as the shortcut does).
 """
 import json
 import os
@@ -891,3 +905,88 @@ def test_gather_variates_of_one_number_per_client_and_a_leaf_of_no_rows():
         return str(err.value), c.array_calls
 
     assert on_ranks(2, refused) == [("num_clients: the stacked c_i have [5, None] rows, got num_clients=5", 0)] * 2
+
+
+# ---------------------------------------------------------------- mutants of 1112cf7..24d535b: a rank that stops before
+# the first round (run synthetic's setup, _stop_together)
+def test_one_rank_that_stops_before_the_first_round_says_why_and_stops(tmp_path, monkeypatch, capsys):
+    """--distributed with a world of one process: no other rank to tell, the rank's own error, status 2. Mutant
+    CL1 of 1112cf7..24d535b: _stop_together returns on one process without raising the error (the run went on
+    without its settings: UnboundLocalError)."""
+    out = tmp_path / "missing" / "run.json"
+    assert cli_on_ranks(monkeypatch, [SYN + ["--quiet", "--out", str(out)]]) == [2]
+    assert capsys.readouterr().err.splitlines() == [f"python -m fedlib run synthetic: error: --out {out}: folder "
+                                                    f"{out.parent} does not exist"]
+
+
+def test_a_rank_that_fails_with_another_error_is_named_with_its_type(tmp_path, monkeypatch, capsys, one_commit):
+    """Three ranks: rank 1's data fail to load with an error of another kind than a bad flag (a RuntimeError, raised
+    again on rank 1 as it came), rank 2's with a ValueError without a message. Each joins the group to tell the
+    others: rank 0 names both, in rank order, the RuntimeError with its type (a ValueError's message alone is the
+    CLI's error line) and rank 2 with its empty message; rank 2 prints its own (empty) error. Mutants of
+    1112cf7..24d535b: CL2 every error by its message alone ('rank 1: disk on fire'); CL8 only a CLIError caught
+    (the RuntimeError and ValueError stopped their ranks alone, and rank 0 waited for them); CL13 a rank counted as
+    stopped only for a non-empty message (rank 2 left out). (CL8 is seen after the thread world's 60 s barrier
+    timeout: rank 0 waits for ranks that never join.)"""
+    import fedlib.cli.synthetic as cs
+
+    real = cs.load_dataset
+
+    def load_dataset(args):
+        rank = cs.os.environ["RANK"]  # the thread's own rank (cli_on_ranks)
+        if rank == "1":
+            raise RuntimeError("disk on fire")
+        if rank == "2":
+            raise ValueError()
+        return real(args)
+
+    monkeypatch.setattr(cs, "load_dataset", load_dataset)
+    argvs = [SYN + ["--quiet", "--out", str(tmp_path / f"m{r}.json")] for r in range(3)]
+    # rank 1's own error, raised out of main after the collective (kept from breaking the barrier: rank 0 may still
+    # be leaving it)
+    with pytest.raises(RuntimeError, match="^disk on fire$"):
+        cli_on_ranks(monkeypatch, argvs, keeps_barrier=(RuntimeError,))
+    prefix = "python -m fedlib run synthetic: error: "
+    assert sorted(capsys.readouterr().err.splitlines()) == sorted(
+        [f"{prefix}--distributed: ranks stopped before the first round (rank 1: RuntimeError: disk on fire; rank 2: ); "
+         "every rank stops", prefix])
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_rank_that_stops_before_choosing_its_device_joins_on_the_device_its_flags_choose(tmp_path, monkeypatch,
+                                                                                           capsys):
+    """Rank 1 stops before its device is chosen (its --out folder does not exist): it joins the process group on the
+    device its flags choose, 'cpu' as rank 0 does (a GPU run's ranks would otherwise meet on another backend).
+    Mutant CL10 of 1112cf7..24d535b: ``device is None`` -> ``is not None`` (rank 1 joined on None)."""
+    devices = []
+    argvs = [SYN + ["--quiet", "--out", str(tmp_path / "run.json")],
+             SYN + ["--quiet", "--out", str(tmp_path / "missing" / "run.json")]]
+    assert cli_on_ranks(monkeypatch, argvs, devices=devices) == [2, 2]
+    assert sorted(devices) == [(0, "cpu"), (1, "cpu")]
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_rank_whose_flags_choose_no_device_stops_without_joining(monkeypatch, capsys):
+    """--device cuda with the numpy backend: no device to join the process group on, so the rank stops alone with its
+    own error and never calls init_from_env. Mutant CL11 of 1112cf7..24d535b: the failed second choice passed over
+    (init_from_env called with device None)."""
+    devices = []
+    assert cli_on_ranks(monkeypatch, [SYN + ["--quiet", "--device", "cuda"]], devices=devices) == [2]
+    assert devices == []
+    assert capsys.readouterr().err.splitlines() == [
+        "python -m fedlib run synthetic: error: --device: the numpy backend runs on the CPU only, got 'cuda' (use "
+        "--backend torch)"]
+
+
+def test_distributed_outside_torchrun_reports_the_ranks_own_error_first(tmp_path, monkeypatch, capsys):
+    """--distributed without torchrun's variables and a flag that fails before the group: the flag's error, not
+    init_from_env's 'WORLD_SIZE / RANK are not set' (with no group there is no other rank to tell). Mutant CL12 of
+    1112cf7..24d535b: the setup's error dropped when init_from_env fails."""
+    from fedlib.cli import main
+
+    for name in ("WORLD_SIZE", "RANK", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT"):
+        monkeypatch.delenv(name, raising=False)
+    out = tmp_path / "missing" / "run.json"
+    assert main(SYN + ["--quiet", "--distributed", "--out", str(out)]) == 2
+    assert capsys.readouterr().err.splitlines() == [f"python -m fedlib run synthetic: error: --out {out}: folder "
+                                                    f"{out.parent} does not exist"]

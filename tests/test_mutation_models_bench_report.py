@@ -40,6 +40,10 @@ Mutants of 37f92d9..28127ce (third, the changed hunks of fedlib/models.py)
 
 Mutants of f9b9704..2e0d04d (fedlib/bench.py: bench_synthetic's data_seed) (pass described in tests/README.md,
 Mutation passes): E30 data_seed unchecked. killed by the suite: E30.
+
+Mutants of 1112cf7..24d535b (fedlib/bench.py: run_simulator's owner) (pass described in tests/README.md, Mutation
+passes):
+  BE1 run_simulator's rounds with owner 'p'. killed here: BE1.
 """
 from __future__ import annotations
 
@@ -490,3 +494,19 @@ def test_fmt_prints_only_a_zero_d_tensor_of_integers_as_its_int():
     assert fmt(torch.tensor(12345)) == "12345"
     assert fmt(torch.tensor([1, 2])) == "tensor([1, 2])"
     assert fmt(np.array([1, 2])) == "[1 2]"
+
+
+# ------------------------------------------------------------------ mutants of 1112cf7..24d535b (fedlib/bench.py)
+def test_run_simulator_names_the_problem_for_step_counts_of_another_length():
+    """A schedule of the user's own without num_clients is checked round by round: two counts for a 3-client
+    problem are refused at round 0 naming the problem, where run_simulator's number of clients comes from (it is
+    given no p). Mutant BE1 of 1112cf7..24d535b: the round's check without its owner ('3 clients in p')."""
+
+    class TwoCounts:
+        def local_steps(self, round_index):
+            return np.array([1, 1])
+
+    prob = LogisticProblem(synthetic(num_clients=3, seed=1, num_samples=[12, 9, 15]))
+    with pytest.raises(ValueError, match=r"^schedule\.local_steps\(0\) must give one step count per client \(3 clients "
+                                         r"in the problem\), got shape \(2,\)$"):
+        B.run_simulator(make_algorithm("fedavg", sgd(0.1)), prob, TwoCounts(), 1, batch_size=4)

@@ -14,6 +14,11 @@ Mutants of 37f92d9..d2bb791 (fedlib/engines/reference.py) (pass described in tes
   _refuse_grads without the None case; R10 ``startswith("grads")`` -> ``"grad_fn"``; R11 ``vr = False`` and R14
   solver_at solvers not probed (tests/test_solvers.py).
   killed here: R12 ``except (ValueError, TypeError)`` -> ``except ValueError``.
+
+Mutants of 1112cf7..24d535b (fedlib/engines/reference.py: run_sequential's check_schedule_size) (pass described in
+tests/README.md, Mutation passes):
+  RS1 the check dropped; RS2 checked only when rounds > 0; RS3 the rounds' owner 'the problem' (run_sequential is
+  given p). killed by the suite: RS1, RS3. killed here: RS2.
 """
 
 import numpy as np
@@ -75,3 +80,18 @@ def test_run_sequential_names_a_grad_fn_returning_none_to_a_solver_that_raises_t
     # the solver itself is fine: one step of lr 0.5 on grad x halves x, each round (every client alike)
     run = run_sequential(algo, np.ones(2), lambda x, i, t, k: x, [0.5, 0.5], FixedSteps([1, 1]), 2)
     np.testing.assert_allclose(run.state.params, [0.25, 0.25])
+
+
+# -------------------------------------------------------------------- mutants of 1112cf7..24d535b
+@pytest.mark.parametrize("rounds", [0, 1])
+def test_run_sequential_refuses_a_schedule_of_another_size_even_with_no_round_to_run(rounds):
+    """rounds = 0 runs no round, but a schedule for 3 clients where p has 2 is a mistake all the same: refused as with
+    rounds = 1 (a wrong seed is too). Mutant RS2 of 1112cf7..24d535b: the size checked only when a round runs."""
+    from fedlib.algorithms import make_algorithm
+    from fedlib.engines.reference import run_sequential
+    from fedlib.schedules import FixedSteps
+    from fedlib.solvers import sgd
+
+    with pytest.raises(ValueError, match=r"^schedule is for 3 clients but p has 2$"):
+        run_sequential(make_algorithm("fedavg", sgd(0.1)), np.zeros(2), lambda x, i, t, k: x, [0.5, 0.5],
+                       FixedSteps([1, 1, 1]), rounds)

@@ -99,6 +99,15 @@ a_norm by check_count) (pass described in tests/README.md, Mutation passes):
   S13 a list kept as given, a tuple not; S14 a scalar not broadcast; S15 RandomSteps' low minimum 0. SO1-SO4
   online_a_norms, run, a_vector, a_norm by check_int; SO5 online_a_norms minimum 1; SO6 run's checked count not
   assigned. killed by the suite: S1-S9, S11, S12, S14, S15, SO1-SO6. killed here: S10, S13.
+
+Mutants of 1112cf7..24d535b (fedlib/schedules.py: check_schedule_size, _check_has_local_steps, round_local_steps'
+owner) (pass described in tests/README.md, Mutation passes):
+  SZ1 ``int(k) != num_clients`` -> ``>``; SZ2 a bool num_clients compared; SZ3 numpy integers not compared; SZ4
+  check_schedule_size without _check_has_local_steps; SZ5 the counts swapped in the message; SZ6 round_local_steps'
+  owner default 'the problem'; SZ7 / SZ8 / SZ9 'p' in the array / None-or-dict / list message whatever the owner;
+  SZ10 round_local_steps without _check_has_local_steps; SZ11 ``callable(getattr(...))`` -> ``hasattr``; SZ12
+  check_schedule_size's name not passed on; SZ13 num_clients read from FixedSteps only. killed by the suite: SZ1-SZ7,
+  SZ10, SZ13. killed here: SZ8, SZ9, SZ11, SZ12.
 """
 from __future__ import annotations
 
@@ -716,3 +725,60 @@ def test_wall_clock_seconds_to_finish_refuses_a_bool_in_a_tuple_as_in_a_list():
     with pytest.raises(ValueError, match=r"^steps must hold whole numbers, got the bool True at index 0$"):
         clock.seconds_to_finish((True, 2), 0)
     assert clock.seconds_to_finish((3, 4), 0) == 3.0
+
+
+# ---------------------------------------------------------------- mutants of 1112cf7..24d535b (fedlib/schedules.py)
+class _Returns:
+    """A schedule of the user's own, without num_clients (so check_schedule_size leaves it to the rounds): its
+    local_steps returns ``value`` every round."""
+
+    def __init__(self, value):
+        self.value = value
+
+    def local_steps(self, round_index):
+        return self.value
+
+
+@pytest.mark.parametrize("value, got", [(np.array([2, 3]), r"got shape \(2,\)"), ([2, 3], r"got shape \(2,\)"),
+                                        ((2, 3, 4, 5), r"got shape \(4,\)"),
+                                        (None, r"got NoneType \(a missing return statement\?\)"),
+                                        ({0: 2}, "got dict")],
+                         ids=["array", "list", "tuple", "None", "dict"])
+def test_round_local_steps_names_its_owner_whatever_the_schedule_returns(value, got):
+    """``owner`` (where the run's number of clients comes from) is named in each of the three 'one step count per
+    client' messages: a numpy array, a list or tuple of another length, and no counts at all (None, a dict).
+    3 clients, the problem's. Mutants SZ8 (the None / dict message) and SZ9 (the list message) of 1112cf7..24d535b:
+    'p' written there, whatever the owner."""
+    from fedlib.schedules import round_local_steps
+
+    with pytest.raises(ValueError, match=rf"^schedule\.local_steps\(4\) must give one step count per client \(3 "
+                                         rf"clients in the problem\), {got}$"):
+        round_local_steps(_Returns(value), 4, 3, "the problem")
+
+
+def test_a_schedule_is_an_object_whose_local_steps_is_callable():
+    """An object with a local_steps attribute that is no method (a list of counts) is no schedule: refused by name by
+    check_schedule_size and round_local_steps alike, where a hasattr test passed it on to fail at round 0 as
+    "TypeError: 'list' object is not callable" (mutant SZ11 of 1112cf7..24d535b)."""
+    from fedlib.schedules import check_schedule_size, round_local_steps
+
+    class Counts:
+        local_steps = [2, 3]
+
+    for call in (lambda: check_schedule_size(Counts(), 2), lambda: round_local_steps(Counts(), 0, 2)):
+        with pytest.raises(ValueError, match=r"^schedule must be an object with local_steps\(round\) -> \(m,\) ints "
+                                             r"\(fedlib\.schedules: FixedSteps\(.*\) for fixed counts\), got Counts$"):
+            call()
+
+
+def test_check_schedule_size_names_the_schedule_by_the_name_it_is_given():
+    """``name`` is the parameter the schedule came in as, in the message for an object that is no schedule too, not
+    only in the size message (mutant SZ12 of 1112cf7..24d535b: _check_has_local_steps called without it)."""
+    from fedlib.schedules import check_schedule_size
+
+    with pytest.raises(ValueError, match=r"^runs\[1\]\.schedule must be an object with local_steps\(round\) -> \(m,\) "
+                                         r"ints \(fedlib\.schedules: FixedSteps\(\[2, 3\]\) for fixed counts\), got list$"):
+        check_schedule_size([2, 3], 2, name="runs[1].schedule")
+    with pytest.raises(ValueError, match=r"^runs\[1\]\.schedule must be an object with local_steps\(round\) -> \(m,\) "
+                                         r"ints \(a function is no schedule: .*\), got function$"):
+        check_schedule_size(lambda t: [2, 3], 2, name="runs[1].schedule")

@@ -62,6 +62,17 @@ described in tests/README.md, Mutation passes):
 Mutants of 0571233~1..165a974 (fedlib/engines/stacked.py: client_batch_plan / client_augment_params' local_steps by
 check_count) (pass described in tests/README.md, Mutation passes):
   ST1 client_batch_plan's by check_int; ST2 client_augment_params' by check_int. killed by the suite: ST1, ST2.
+
+Mutants of 1112cf7..24d535b (fedlib/engines/stacked.py: the constructor's check_schedule_size, _plan's owner,
+_check_labels(mask=...)) (pass described in tests/README.md, Mutation passes):
+  ST1 the constructor's check dropped; ST2 its name (runs[r].schedule) not passed; ST3 _plan's owner 'p'; ST4 the size
+  checked after check_epoch_schedule; ST5 ``len(info.clients)`` -> ``len(info.sizes)``. LB1 ``|`` -> ``&``; LB2
+  ``mask != 0`` -> ``== 0``; LB3 every -100 left out, whatever the mask; LB4 ``y != -100`` -> ``y >= 0`` (any
+  negative padding); LB5 the first batch's mask not passed; LB6 ``y != -100`` -> ``y > -100``; LB7 the message's
+  range of the labels before the padding is left out; LB8 the integer-dtype refusal after the mask; LB9 ``mask !=
+  0`` -> ``mask > 0.5``. killed by the suite: ST1-ST3, LB1-LB5. killed here: ST4, LB6, LB7. equivalent: ST5
+  (_RunInfo's sizes hold one entry per client), LB8 (boolean indexing keeps the dtype, the refusal reads only
+  it), LB9 (the engine's masks, and train_batch's documented ones, are 0 or 1).
 """
 from __future__ import annotations
 
@@ -613,3 +624,62 @@ def test_a_float64_run_normalises_with_the_float64_mean_and_std():
         moved = {"1.weight": got["1.weight"].detach().numpy() - w0, "1.bias": got["1.bias"].detach().numpy() - b0}
         for name, w in want.items():
             assert np.abs(moved[name] - w).max() < 1e-12 * np.abs(w).max(), name
+
+
+# ---------------------------------------------------------------- mutants of 1112cf7..24d535b (engines/stacked.py)
+def test_a_schedule_for_another_number_of_clients_is_named_so_before_the_epoch_check():
+    """An epoch schedule counted for 3 clients on a run of 2 is refused for its size, naming runs[0].clients, not for
+    'counting steps for other client sizes (3 clients, the run has 2)' (check_epoch_schedule's message, which
+    tells to rebuild it from the sizes). Mutant ST4 of 1112cf7..24d535b: the size checked after the epoch check."""
+    run = RunSpec(make_algorithm("fedavg", sgd(lr=0.1)), [np.arange(0, 12), np.arange(12, 24)],
+                  FixedEpochs([12, 12, 12], 4, 1), seed=0)
+    with pytest.raises(ValueError, match=r"^runs\[0\]\.schedule is for 3 clients but runs\[0\]\.clients has 2$"):
+        StackedEngine(_net(), _Data(), [run], rounds=1, batch_size=4, augment=False, dtype=torch.float64)
+
+
+class _PaddedLabels(StackedEngine):
+    """The engine's own inputs through an overridden train_batch: labels ``own`` (indexed like the training set)
+    where the mask is 1, ``pad`` where it is 0 (padding); ``padded`` counts the padding entries of each call."""
+    own, pad, padded = None, -100, []
+
+    def train_batch(self, a):
+        x, _, mask = super().train_batch(a)
+        idx, _ = self.step_indices(a)
+        y = self.own[idx].t()
+        type(self).padded.append(int((mask == 0).sum()))
+        return x, torch.where(mask == 0, torch.full_like(y, self.pad), y), mask
+
+
+def _padded(path, own, pad):
+    # client 0 holds 3 samples, batch 4: its first batch (the one checked) has one padding entry
+    _PaddedLabels.own, _PaddedLabels.pad, _PaddedLabels.padded = own, pad, []
+    run = RunSpec(make_algorithm("fedavg", sgd(lr=0.1)), [np.arange(0, 3), np.arange(3, 24)], FixedSteps([2, 3]),
+                  seed=0)
+    return _PaddedLabels(_net(), _Data(), [run], rounds=1, batch_size=4, path=path, augment=False,
+                         dtype=torch.float64)
+
+
+@pytest.mark.parametrize("path", ["grouped", "vmap"])
+def test_only_minus_100_under_mask_0_is_a_padding_label(path):
+    """-100 (F.cross_entropy's ignore_index) where the mask is 0 trains; -101 there is refused as any label out of
+    0..2 is (torch's loss fails on it all the same): 'got -101..L' with L the largest real label of the batch.
+    Mutant LB6 of 1112cf7..24d535b: ``y != -100`` -> ``y > -100`` (every label below -100 passed as padding)."""
+    _padded(path, torch.arange(24) % 3, -100).run_round()
+    assert _PaddedLabels.padded[0] == 1
+    engine = _padded(path, torch.arange(24) % 3, -101)
+    with pytest.raises(ValueError, match=r"^_PaddedLabels\.train_batch's labels y \(its first batch\): labels must lie "
+                                         r"in 0\.\.2 \(the model has 3 logits\), got -101\.\.[0-2]$"):
+        engine.run_round()
+    assert _PaddedLabels.padded[0] == 1
+
+
+@pytest.mark.parametrize("path", ["grouped", "vmap"])
+def test_the_label_message_shows_the_labels_checked_not_the_padding(path):
+    """Every real label 3 (out of 0..2), padding -100: the message shows the range of the labels the check read,
+    'got 3..3', not the padding's -100 ('got -100..3', which blames the one entry that is allowed). Mutant LB7 of
+    1112cf7..24d535b: the range in the message taken before the padding is left out."""
+    engine = _padded(path, torch.full((24,), 3), -100)
+    with pytest.raises(ValueError, match=r"^_PaddedLabels\.train_batch's labels y \(its first batch\): labels must lie "
+                                         r"in 0\.\.2 \(the model has 3 logits\), got 3\.\.3$"):
+        engine.run_round()
+    assert _PaddedLabels.padded[0] == 1

@@ -71,11 +71,12 @@ def on_ranks(n: int, fn, *, keeps_barrier: tuple = ()) -> list:
     return results
 
 
-def cli_on_ranks(monkeypatch, argvs, *, keeps_barrier: tuple = ()) -> list:
+def cli_on_ranks(monkeypatch, argvs, *, keeps_barrier: tuple = (), devices: list | None = None) -> list:
     """``python -m fedlib <argvs[r]> --distributed`` on rank ``r`` of ``len(argvs)`` thread ranks; their
     exit statuses (``fedlib.distributed.init_from_env`` hands each thread its rank's communicator,
     ``run synthetic`` reads ``RANK`` of its own thread; the patches are undone on return).
-    ``keeps_barrier`` as in :func:`on_ranks`."""
+    ``keeps_barrier`` as in :func:`on_ranks`; ``devices``, a list: ``(rank, device)`` appended for each
+    call of ``init_from_env``, the device the rank joins the process group on."""
     import os
 
     import fedlib.cli.synthetic
@@ -93,7 +94,12 @@ def cli_on_ranks(monkeypatch, argvs, *, keeps_barrier: tuple = ()) -> list:
             return {**os.environ, "RANK": str(mine.comm.rank)}
 
     with monkeypatch.context() as mp:
-        mp.setattr(fedlib.distributed, "init_from_env", lambda device="cpu", **kw: mine.comm)
+        def init_from_env(device="cpu", **kw):
+            if devices is not None:
+                devices.append((mine.comm.rank, device))
+            return mine.comm
+
+        mp.setattr(fedlib.distributed, "init_from_env", init_from_env)
         mp.setattr(fedlib.cli.synthetic, "os", OsOfThisRank())
         mp.setenv("WORLD_SIZE", str(len(argvs)))
         mp.delenv("RANK", raising=False)
