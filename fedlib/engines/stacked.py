@@ -1725,6 +1725,7 @@ def reference_run(model: nn.Module, data: Any, run: RunSpec, *, rounds: int, eng
     # checked as the engine checks them: np.asarray(c, dtype=np.int64) cut float indices [0.5, 1.7] to [0, 1]
     clients = _client_indices("run", run.clients, int(labels.shape[0]))
     sizes = [len(c) for c in clients]
+    check_schedule_size(run.schedule, len(clients), "run.clients", name="run.schedule")  # as the engine checks it
     check_epoch_schedule(run.schedule, sizes, b, name="run.schedule")
     init = dict(model.named_parameters()) if run.params is None else (
         dict(run.params.named_parameters()) if isinstance(run.params, nn.Module) else dict(run.params))
