@@ -293,6 +293,37 @@ def test_ranks_that_stop_before_the_first_round_are_named_on_every_rank(tmp_path
     assert sorted(p.name for p in (tmp_path / "m0").iterdir()) == ["run.json.ckpt"]
 
 
+def test_a_checkpoint_rank_0_cannot_write_stops_every_rank(tmp_path, monkeypatch, capsys):
+    """Rank 0 writes the checkpoints; when a write fails (a full disk), rank 0 stopped with the error and the other
+    ranks went on into the next round's collective, waiting for rank 0 until the group's timeout (10 minutes; here
+    the thread world's 60 s barrier). The ranks now learn of it after the checkpoint round: rank 0 prints its error
+    (status 1, as any file-system failure), the others name rank 0 and the round (status 2); the checkpoint of the
+    round before stays."""
+    import errno
+
+    import fedlib.checkpoint as ckpt
+
+    real = ckpt.save_checkpoint
+
+    def full_disk_at_round_4(path, **kw):
+        if kw["round_done"] == 4:
+            raise OSError(errno.ENOSPC, "No space left on device", str(path))
+        real(path, **kw)
+
+    monkeypatch.setattr(ckpt, "save_checkpoint", full_disk_at_round_4)
+    flags = ["run", "synthetic", "--num-clients", "4", "--rounds", "6", "--quiet", "--checkpoint-every", "2",
+             "--out", str(tmp_path / "run.json")]
+    capsys.readouterr()
+    assert cli_on_ranks(monkeypatch, [flags, flags]) == [1, 2]
+    err = capsys.readouterr().err.splitlines()
+    disk = f"[Errno 28] No space left on device: '{tmp_path / 'run.json.ckpt'}'"
+    assert sorted(err) == sorted([f"python -m fedlib run synthetic: error: {disk}",
+                                  "python -m fedlib run synthetic: error: --distributed: a rank could not write the "
+                                  f"checkpoint of round 4 (rank 0: OSError: {disk}); every rank stops"])
+    assert pickle.loads((tmp_path / "run.json.ckpt").read_bytes())["round"] == 2
+    assert not (tmp_path / "run.json").exists()
+
+
 def test_a_distributed_run_returns_every_clients_control_variate(tmp_path):
     """``run_batched(comm=...)``: each rank updates only its own c_i; the returned state holds all
     of them (gathered), equal to the one-process run's."""

@@ -196,10 +196,10 @@ def _segment_end(segment: dict, done: int) -> dict:
     return out
 
 
-def _stop_together(comm, failed: BaseException | None) -> None:
-    """Tell every rank whether one stopped before its first round (``failed``: its error, else ``None``); raise on
-    every rank if one did: the failing rank its own error, the others a :class:`CLIError` that names the rank and
-    its message (one collective, before the ranks compare their settings)."""
+def _stop_together(comm, failed: BaseException | None, what: str = "stopped before the first round") -> None:
+    """Tell every rank whether one failed (``failed``: its error, else ``None``); raise on every rank if one did: the
+    failing rank its own error, the others a :class:`CLIError` that names the rank, ``what`` it failed at and its
+    message (one collective: before the ranks compare their settings, and after a checkpoint round's write)."""
     if comm.world_size == 1:
         if failed is not None:
             raise failed
@@ -212,8 +212,8 @@ def _stop_together(comm, failed: BaseException | None) -> None:
     stopped = [(r, t) for r, t in enumerate(seen) if t is not None]
     if stopped:
         ranks = "; ".join(f"rank {r}: {t}" for r, t in stopped)
-        raise CLIError(f"--distributed: {'a rank' if len(stopped) == 1 else 'ranks'} stopped before the first "
-                       f"round ({ranks}); every rank stops")
+        raise CLIError(f"--distributed: {'a rank' if len(stopped) == 1 else 'ranks'} {what} ({ranks}); every "
+                       "rank stops")
 
 
 def run_synthetic(args: argparse.Namespace) -> int:
@@ -356,13 +356,21 @@ def run_synthetic(args: argparse.Namespace) -> int:
         done = len(history)
         if ckpt_path is None or every is None or not (done % every == 0 or done == args.rounds):
             return
+        failed = None
         if rank0:  # run_batched hands on_round_end every client's c_i (gathered from the ranks)
             # an interrupted run names the checkpoint (fedlib.cli._kept_checkpoints): set before the write,
             # which is atomic, so that a Ctrl-C right after it still does
             args.checkpoint_saved = True
-            save_checkpoint(ckpt_path, config=config, round_done=done, state=state,
-                            history=history, initial=initial, seed=args.seed, kind="synthetic",
-                            extra={"segments": earlier + [_segment_end(segment, done)]}, who="--checkpoint")
+            try:
+                save_checkpoint(ckpt_path, config=config, round_done=done, state=state,
+                                history=history, initial=initial, seed=args.seed, kind="synthetic",
+                                extra={"segments": earlier + [_segment_end(segment, done)]}, who="--checkpoint")
+            except Exception as exc:  # noqa: BLE001 - raised again, on every rank
+                failed = exc
+        if comm is not None:  # a write that failed on rank 0 (a full disk) left the others waiting in the next
+            _stop_together(comm, failed, f"could not write the checkpoint of round {done}")  # round's collective
+        elif failed is not None:
+            raise failed
 
     bar = progress_bar(args, args.rounds, args.algorithm,
                        initial=0 if resume is None else len(resume["history"])) if rank0 else None
