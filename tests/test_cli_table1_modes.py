@@ -258,10 +258,10 @@ def test_table1_dry_run_with_sample_estimates_at_the_sample_size(tmp_path, capsy
     argv = ["table1", "--results", str(tmp_path), "--budget-seconds", "50", "--dry-run", "--seeds", "0",
             "--cells", "sgd-e2-fedavg", "--rounds", "1", "--images-per-second", "1000"]
     assert main(argv + ["--sample"]) == 0
-    line = capsys.readouterr().out.strip()
+    line = capsys.readouterr().out.strip().splitlines()[-1]  # after the line naming the rate's source
     assert line.startswith("would run: sgd-e2-fedavg seed 0") and "(~4 s at 1000 images/s" in line, line
     assert main(argv) == 0  # without --sample: the full data set, as before
-    line = capsys.readouterr().out.strip()
+    line = capsys.readouterr().out.strip().splitlines()[-1]
     assert line.startswith("beyond the budget:") and "(~103 s at 1000 images/s" in line, line
 
 
@@ -271,3 +271,45 @@ def test_table1_summary_of_a_file_says_it_is_not_a_folder(tmp_path, capsys):
     f.write_text("{}")
     assert "r.json: not a folder" in _err(capsys, ["table1", "--summary", "--results", str(f)])
     assert "typo: no such folder" in _err(capsys, ["table1", "--summary", "--results", str(tmp_path / "typo")])
+
+
+def _started(out: str, prefix: str) -> list:
+    """The cell ids of the lines of ``out`` that start with ``prefix`` (``would run:``, ``wrote``)."""
+    return [Path(line.split()[1] if prefix == "wrote" else line.split(" -> ")[1].split()[0]).stem.split("__")[0]
+            for line in out.splitlines() if line.startswith(prefix)]
+
+
+@pytest.mark.parametrize("earlier", [True, False], ids=["earlier-result", "no-earlier-result"])
+def test_table1_dry_run_starts_what_the_real_call_starts(tmp_path, capsys, earlier):
+    """The dry run estimated at --images-per-second always: with an earlier result of the same engine settings
+    (13,000 images/s) it said 'beyond the budget ... ~4167 s at 1 images/s' for a run that the real call,
+    estimating at the earlier result's rate as --images-per-second's help says, then started and wrote; without the
+    hint it showed no estimate although that rate was there. Now it takes its rate, groups and budget decisions
+    from the real call's code and names the rate's source."""
+    if earlier:
+        _sample_result(tmp_path / "sgd-e2-fedavg__seed0.json")
+        doc = json.loads((tmp_path / "sgd-e2-fedavg__seed0.json").read_text())
+        doc["config"]["engine"] = {"width": 0.03, "precision": "fp32", "path": "grouped", "cuda_graph": False,
+                                   "device_type": "cpu", "num_train": 2000, "stacked_runs": 1}
+        doc["summary"]["images_per_second"] = 13000.0
+        (tmp_path / "sgd-e2-fedavg__seed0.json").write_text(json.dumps(doc))
+    argv = ["table1", "--sample", "--results", str(tmp_path), "--budget-seconds", "60", "--width", "0.03",
+            "--rounds", "1", "--cells", "sgd-e2-fedavg,momentum-e2-fedavg", "--seeds", "0", "--device", "cpu",
+            "--checkpoint-every", "0"]
+    hint = ["--images-per-second", "1"]
+    assert main(argv + hint + ["--dry-run"]) == 0
+    dry = capsys.readouterr().out
+    if earlier:
+        assert (f"estimate: 13000 images/s from earlier results with the same engine settings in {tmp_path}: "
+                "sgd-e2-fedavg__seed0.json\n") in dry, dry
+        assert "(~0 s at 13000 images/s; 0 s so far)" in dry, dry
+        assert main(argv + ["--dry-run"]) == 0  # without the hint: the same estimate
+        assert capsys.readouterr().out == dry
+    else:
+        assert f"estimate: 1 images/s from --images-per-second (hint; no earlier result with the same engine " \
+               f"settings in {tmp_path})\n" in dry, dry
+        assert "budget: 60 s left, the next run needs ~4792 s; stopping" in dry, dry
+    assert main(argv + hint) == 0
+    real = capsys.readouterr().out
+    assert _started(dry, "would run:") == _started(real, "wrote") == (["momentum-e2-fedavg"] if earlier else []), \
+        (dry, real)

@@ -582,8 +582,10 @@ def test_dry_run_marks_runs_beyond_the_budget_only_past_it(tmp_path):
     logs = []
     C.run_table1(tmp_path, budget_seconds=budget, seeds=(0,), cells=["sgd-e2-fedavg", "sgd-e2-fednova"], rounds=3,
                  dry_run=True, images_per_second=1000, log=logs.append)
-    assert logs[0].startswith("would run: sgd-e2-fedavg seed 0") and "(~310 s at 1000 images/s; 310 s so far)" in logs[0]
-    assert logs[1].startswith("beyond the budget: sgd-e2-fednova seed 0") and "620 s so far; over --budget-seconds" in logs[1]
+    assert logs[0].startswith("estimate: 1000 images/s from --images-per-second (hint"), logs
+    runs = [line for line in logs if " seed 0 -> " in line]
+    assert runs[0].startswith("would run: sgd-e2-fedavg seed 0") and "(~310 s at 1000 images/s; 310 s so far)" in runs[0]
+    assert runs[1].startswith("beyond the budget: sgd-e2-fednova seed 0") and "620 s so far; over --budget-seconds" in runs[1]
 
 
 def test_a_slow_hint_and_the_default_device_are_taken(tmp_path, monkeypatch, sample):

@@ -398,7 +398,10 @@ def add_table1_parser(sub) -> argparse.ArgumentParser:
                    help="another call on this machine follows with about SECONDS more: size groups to the budget "
                         "plus SECONDS, and pause a group at this call's budget (checkpoint in --results) for the "
                         "next call to resume (a GPU session's calls share /tmp; the last call passes 0)")
-    p.add_argument("--dry-run", action="store_true", help="list what would run, run nothing")
+    p.add_argument("--dry-run", action="store_true",
+                   help="list what would run, run nothing: the runs this call would start and those beyond the "
+                        "budget, estimated and grouped as the call would (rate from earlier results with the same "
+                        "engine settings, else --images-per-second), and where the rate comes from")
     p.add_argument("--summary", action="store_true",
                    help="print the table of the results present in --results (final and best accuracy, seeds, "
                         "minutes per run, the paper's values), FedNova's lead over its baseline per pair and the "
@@ -437,6 +440,16 @@ def _parse_seeds(text: str):
     if not seeds or any(s < 0 for s in seeds) or len(set(seeds)) != len(seeds):
         raise CLIError(f"--seeds: expected distinct integers >= 0, got {text!r}")
     return seeds
+
+
+def _table1_settings(args: argparse.Namespace, device: str) -> dict:
+    """The settings of ``table1`` that its estimates and budget decisions depend on, the same for the real call
+    and its ``--dry-run``: the engine settings that select earlier results' rates, the runs stacked, the rate
+    hint and the later call's seconds."""
+    return {"width": args.width, "rounds": args.rounds, "device": device, "precision": args.precision,
+            "path": args.path, "cuda_graph": args.cuda_graph, "cudnn_bench": args.cudnn_benchmark, "conv": args.conv,
+            "stack": args.stack or (6 if device.startswith("cuda") else 2),
+            "images_per_second": args.images_per_second, "continue_later": args.continue_later}
 
 
 def table1_command(args: argparse.Namespace) -> int:
@@ -506,16 +519,17 @@ def table1_command(args: argparse.Namespace) -> int:
     if args.dry_run:
         # present results must be of the data the real call would train on, and the estimates at its size: the
         # shipped sample (read: it is small) with --sample, else the full training set (load_cifar10 reads
-        # exactly 50,000 images)
-        from ..experiments.cifar10 import PAPER
+        # exactly 50,000 images); the device as the real call resolves it, unchecked (a dry run needs no GPU)
+        from ..experiments.cifar10 import PAPER, resolve_device
 
         sample = load_data_from_args(args) if args.sample else None
         try:
             run_table1(args.results, budget_seconds=args.budget_seconds, seeds=seeds, cells=cells, dry_run=True,
-                       rounds=args.rounds, width=args.width, images_per_second=args.images_per_second,
-                       data=sample, num_train=PAPER["num_train"])
+                       data=sample, num_train=PAPER["num_train"], **_table1_settings(args, resolve_device(args.device)))
         except OtherSetupError as exc:
             raise CLIError(f"--results: {exc}") from None
+        except CheckpointError as exc:  # a paused group's checkpoint that the real call would refuse too
+            raise CLIError(str(exc)) from None
         return 0
     device = _check_device(args)
     check_out_not_data(args, "--results")  # result files among the batches or in the shipped sample folder
@@ -534,14 +548,10 @@ def table1_command(args: argparse.Namespace) -> int:
             except OSError:
                 break
         raise
-    stack = args.stack or (6 if device.startswith("cuda") else 2)
     try:
         out = run_table1(args.results, budget_seconds=args.budget_seconds, seeds=seeds, cells=cells, data=data,
-                         data_source=data.source, width=args.width, rounds=args.rounds, device=device,
-                         precision=args.precision, path=args.path, cuda_graph=args.cuda_graph, stack=stack,
-                         images_per_second=args.images_per_second, checkpoint_every=args.checkpoint_every,
-                         continue_later=args.continue_later, cudnn_bench=args.cudnn_benchmark, conv=args.conv,
-                         log=lambda s: print(s, flush=True))
+                         data_source=data.source, checkpoint_every=args.checkpoint_every,
+                         log=lambda s: print(s, flush=True), **_table1_settings(args, device))
     except FloatingPointError as exc:
         raise CLIError(str(exc)) from None
     except OtherSetupError as exc:

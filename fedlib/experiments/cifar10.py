@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import functools
 import gc
 import hashlib
 import json
@@ -594,7 +595,12 @@ def _previous_rate(results_dir: Path, key: dict, stacked: Optional[int] = None) 
     that earlier results with the same engine settings measured (``stacked``: only those
     trained with that many runs stacked; a result trained partly with CUDA graphs and partly
     without is left out; ``None`` if there are none)."""
-    rates = []
+    return _previous_rate_and_files(results_dir, key, stacked)[0]
+
+
+def _previous_rate_and_files(results_dir: Path, key: dict, stacked: Optional[int] = None):
+    """``_previous_rate`` and the names of the result files it took the rates from."""
+    rates, files = [], []
     for f in sorted(Path(results_dir).glob("*__seed*.json")):
         try:
             doc = json.loads(f.read_text())
@@ -614,7 +620,90 @@ def _previous_rate(results_dir: Path, key: dict, stacked: Optional[int] = None) 
                 and (stacked is None or eng.get("stacked_runs") == stacked))
         if same and ips > 0:
             rates.append(1.0 / ips)
-    return float(np.median(rates)) if rates else None
+            files.append(f.name)
+    return (float(np.median(rates)) if rates else None), files
+
+
+def _engine_key(*, width, precision, path, cuda_graph, device, num_train, cudnn_bench, conv) -> dict:
+    """The engine settings that a Table 1 result records (``config.engine``, less ``stacked_runs``) and that
+    ``_previous_rate`` matches."""
+    key = {"width": width, "precision": precision, "path": path, "cuda_graph": cuda_graph,
+           "device_type": device.split(":")[0], "num_train": int(num_train)}
+    if cudnn_bench:  # recorded only when on, so that earlier results (without the key) still match when off
+        key["cudnn_benchmark"] = True
+    if conv != "cudnn":  # likewise
+        key["conv"] = conv
+    return key
+
+
+def _first_rate(results_dir: Path, engine_key: dict, *, stacked: int, images_per_second: Optional[float]):
+    """The rate (seconds per unit of :func:`round_work`) a Table 1 call starts with and where it comes
+    from: ``(rate, files)`` from earlier results with the same engine settings (those trained with
+    ``stacked`` runs stacked, else any number), else ``(1 / images_per_second, None)``, else
+    ``(None, None)``."""
+    rate, files = _previous_rate_and_files(results_dir, engine_key, stacked=stacked)
+    if rate is None:
+        rate, files = _previous_rate_and_files(results_dir, engine_key)
+    if rate is not None:
+        return rate, files
+    if images_per_second is not None:
+        if not images_per_second > 0:
+            raise ValueError(f"images_per_second must be > 0, got {images_per_second!r}")
+        return 1.0 / float(images_per_second), None
+    return None, None
+
+
+def _run_names(group) -> List[str]:
+    return [f"{p['cell'].id}__seed{p['seed']}" for p in group]
+
+
+def _next_group(todo, work, rate, remaining, paused, *, stack, rounds, safety, later):
+    """How a Table 1 call goes on with the runs ``todo`` (in order), ``remaining`` seconds
+    left in this call and ``later`` in a later one: ``(k, done, rate, stop)``: the next
+    group is ``todo[:k]``, resumed after round ``done``, estimated at ``rate`` (updated from a
+    paused group's own measurement); ``stop`` is ``None``, or ``(why, line)`` when nothing
+    more is started (``why``: ``"budget"`` or ``"later"``, the next call starts it).
+    ``paused`` is the paused group in ``todo`` as ``(k, rounds done, seconds spent)`` or
+    ``(0, 0, None)``; ``work(p)`` is :func:`round_work` of run ``p``. Shared by the call
+    and its dry run, so that both start the same groups."""
+    k = min(stack, len(todo))
+    k_resume, done, spent = paused
+    if k_resume:
+        k = k_resume
+        resume_work = sum(work(p) for p in todo[:k])
+        # the rate this group measured before its pause, warm-up included: after fewer than
+        # MIN_MEASURED_ROUNDS rounds the warm-up (CUDA-graph captures; cuDNN search if on) dominates
+        # it, so an earlier estimate, when there is one, is the better guess
+        if spent and done and (done >= MIN_MEASURED_ROUNDS or rate is None):
+            rate = float(spent) / (done * resume_work)
+        # In the session's last call (no later call) a paused group left alone is lost with the
+        # machine, so its own rate, measured over several rounds, is trusted without the margin:
+        # the in-training check still stops it if its pace will not finish by the deadline.
+        measured = bool(spent) and done >= MIN_MEASURED_ROUNDS
+        margin = 1.0 if measured and not later else safety
+        need = None if rate is None else margin * rate * (rounds - done) * resume_work
+        if need is not None and need > remaining + later:
+            return k, done, rate, ("budget", (
+                f"budget: {remaining:.0f} s left (+{later:.0f} s later), the paused group "
+                f"{', '.join(_run_names(todo[:k]))} needs ~{need:.0f} s for its last {rounds - done} rounds; "
+                "stopping"))
+    elif rate is not None:
+        fits = 0
+        while fits < k and safety * rate * rounds * sum(work(p) for p in todo[:fits + 1]) <= remaining + later:
+            fits += 1
+        if fits < 1:
+            return 0, done, rate, ("budget", (
+                f"budget: {remaining:.0f} s left" + (f" (+{later:.0f} s later)" if later else "") +
+                f", the next run needs ~{safety * rate * rounds * work(todo[0]):.0f} s; stopping"))
+        k = fits
+        per_round = rate * sum(work(p) for p in todo[:k])
+        if later and remaining < MIN_MEASURED_ROUNDS * per_round:
+            # it would pause after its warm-up round, and a rate measured on that alone is
+            # far too slow: the next call starts it instead
+            return k, done, rate, ("later", (
+                f"{remaining:.0f} s left in this call, under {MIN_MEASURED_ROUNDS} rounds "
+                f"(~{per_round:.1f} s each) of {', '.join(_run_names(todo[:k]))}: it starts in the next call"))
+    return k, done, rate, None
 
 
 #: A log line every this many rounds while a Table 1 group trains.
@@ -676,8 +765,11 @@ def run_table1(results_dir, *, budget_seconds: float, seeds: Sequence[int] = (0,
     ``--sample``). A dry run's time estimates are at the size of ``data``, else the paper's.
 
     ``results_dir``, ``seeds`` and ``cells`` are :func:`plan_table1`'s. ``dry_run=True`` trains nothing: it logs
-    each missing run (with its estimated time when ``images_per_second`` is given) and returns them as
-    ``not_started``. ``width`` is VGG-11's width factor (default 1; a present result of another width is refused);
+    where its rate comes from (the earlier results' files, or the hint) and each missing run, as ``would run``
+    (with its estimated time when there is a rate) or ``beyond the budget``, by the same rate, groups and budget
+    decisions as the call, each group taking its estimated time (without a rate, the first group is listed and
+    the rest only if the rate it measures leaves time); it returns every missing run as ``not_started``.
+    ``width`` is VGG-11's width factor (default 1; a present result of another width is refused);
     ``cuda_graph`` (``True`` or ``False``) trains with CUDA graphs (a CUDA device only); ``data_source`` is the
     text recorded as the results' ``config.data.source``; ``log`` receives every progress line (default
     ``print``).
@@ -720,56 +812,27 @@ def run_table1(results_dir, *, budget_seconds: float, seeds: Sequence[int] = (0,
            "paused": []}
     for p in skipped:
         log(f"present: {p['path'].name}")
-    if dry_run:
-        # with a rate (images_per_second), each run's device time at the size of data (else the paper's)
-        test_labels = getattr(data, "test_labels", None)
-        sizes = (PAPER["num_train"], PAPER["num_test"]) if data is None else \
-            (int(len(data.train_labels)), 0 if test_labels is None else int(len(test_labels)))
-        total = 0.0
-        for p in todo:
-            line = f"would run: {p['cell'].id} seed {p['seed']} -> {p['path']}"
-            if images_per_second:
-                secs = rounds * round_work(p["cell"].epochs, *sizes) / images_per_second
-                total += secs
-                line += f"  (~{secs:.0f} s at {images_per_second:.0f} images/s; {total:.0f} s so far"
-                if safety * total > budget_seconds:  # one after another: stacking may fit a little more
-                    line = line.replace("would run:", "beyond the budget:", 1)
-                    line += f"; over --budget-seconds {budget_seconds:g} with the x{safety} safety margin"
-                line += ")"
-            log(line)
-        out["not_started"] = [str(p["path"]) for p in todo]
-        return out
     if not todo:
         return out
-    if data is None:
+    if data is None and not dry_run:
         raise ValueError("data is required unless dry_run=True")
-    device = resolve_device(device)
-    engine_key = {"width": width, "precision": precision, "path": path, "cuda_graph": cuda_graph,
-                  "device_type": device.split(":")[0], "num_train": int(len(data.train_labels))}
-    if cudnn_bench:  # recorded only when on, so that earlier results (without the key) still match when off
-        engine_key["cudnn_benchmark"] = True
-    if conv != "cudnn":  # likewise
-        engine_key["conv"] = conv
-    # seconds per unit of round_work: results stacked as this call stacks, else any number stacked
-    rate = _previous_rate(results_dir, engine_key, stacked=min(stack, len(todo)))
-    if rate is None:
-        rate = _previous_rate(results_dir, engine_key)
-    if rate is not None:
-        log(f"estimate: {1 / rate:.0f} images/s from earlier results with the same engine settings")
-    elif images_per_second is not None:
-        if not images_per_second > 0:
-            raise ValueError(f"images_per_second must be > 0, got {images_per_second!r}")
-        rate = 1.0 / float(images_per_second)
-        log(f"estimate: {images_per_second:.0f} images/s (hint) until a group is measured")
-    parts = official_partition(data.train_labels)
+    # the sizes of data, else (a dry run without it) num_train and the paper's test set
     test_labels = getattr(data, "test_labels", None)
-    n_train, n_test = int(len(data.train_labels)), (0 if test_labels is None else int(len(test_labels)))
+    if data is None:
+        n_train, n_test = int(PAPER["num_train"] if num_train is None else num_train), int(PAPER["num_test"])
+    else:
+        n_train, n_test = int(len(data.train_labels)), (0 if test_labels is None else int(len(test_labels)))
+    device = resolve_device(device)
+    engine_key = _engine_key(width=width, precision=precision, path=path, cuda_graph=cuda_graph, device=device,
+                             num_train=n_train, cudnn_bench=cudnn_bench, conv=conv)
+    # seconds per unit of round_work: results stacked as this call stacks, else any number stacked, else the hint
+    rate, rate_files = _first_rate(results_dir, engine_key, stacked=min(stack, len(todo)),
+                                   images_per_second=images_per_second)
 
     def work(p):
         return round_work(p["cell"].epochs, n_train, n_test)
 
-    def names_of(group):
-        return [f"{p['cell'].id}__seed{p['seed']}" for p in group]
+    names_of = _run_names
 
     def ckpt_path(names):
         name = ".ckpt__" + "+".join(names) + ".pkl"
@@ -798,47 +861,73 @@ def run_table1(results_dir, *, budget_seconds: float, seeds: Sequence[int] = (0,
         return 0, 0, None
 
     later = float(continue_later)
+    plan_next = functools.partial(_next_group, work=work, stack=stack, rounds=rounds, safety=safety, later=later)
+    if dry_run:
+        # the call's own plan (_first_rate, _next_group), each group taking its estimated time
+        if rate is not None:
+            where = (f"earlier results with the same engine settings in {results_dir}: {', '.join(rate_files)}"
+                     if rate_files is not None else
+                     f"--images-per-second (hint; no earlier result with the same engine settings in {results_dir})")
+            log(f"estimate: {1 / rate:.0f} images/s from {where}")
+        all_todo, remaining, total, stop = todo, float(budget_seconds), 0.0, None
+        while todo:
+            if remaining <= 0:
+                stop = ("budget", "budget: no time left in this call; stopping")
+                break
+            k, done, rate, stop = plan_next(todo, rate=rate, remaining=remaining, paused=paused_group())
+            if stop is not None:
+                break
+            group, todo = todo[:k], todo[k:]
+            head = [f"{p['cell'].id} seed {p['seed']} -> {p['path']}" for p in group]
+            if rate is None:  # measured while it trains: what follows depends on the rate it measures
+                for h in head:
+                    log(f"would run: {h}  (no estimate: no earlier result with the same engine settings and no "
+                        "--images-per-second; measured while it trains)")
+                for p in todo:
+                    log(f"would run if time is left: {p['cell'].id} seed {p['seed']} -> {p['path']}  (sized with "
+                        "the rate the first group measures)")
+                todo = []
+                break
+            group_secs = rate * (rounds - done) * sum(work(p) for p in group)
+            pauses = later > 0 and group_secs > remaining
+            for p, h in zip(group, head):
+                secs = rate * (rounds - done) * work(p)
+                total += secs
+                log(f"would run: {h}  (~{secs:.0f} s at {1 / rate:.0f} images/s; {total:.0f} s so far"
+                    + (f"; {k} run(s) stacked" if k > 1 else "") + (f"; resumed after round {done}" if done else "")
+                    + ("; pauses at this call's budget for the next call" if pauses else "") + ")")
+            if pauses:
+                stop = ("later", f"budget: the group pauses at this call's budget ({remaining:.0f} s left)")
+                break
+            remaining -= group_secs
+        if stop is not None:
+            log(stop[1])
+        for p in todo:
+            line = f"beyond the budget: {p['cell'].id} seed {p['seed']} -> {p['path']}"
+            if rate is not None:
+                secs = rate * rounds * work(p)
+                total += secs
+                line += (f"  (~{secs:.0f} s at {1 / rate:.0f} images/s; {total:.0f} s so far; "
+                         + (f"over --budget-seconds {budget_seconds:g} with the x{safety} safety margin"
+                            if stop[0] == "budget" else "starts in a later call") + ")")
+            log(line)
+        out["not_started"] = [str(p["path"]) for p in all_todo]
+        return out
+    if rate_files is not None:
+        log(f"estimate: {1 / rate:.0f} images/s from earlier results with the same engine settings")
+    elif rate is not None:
+        log(f"estimate: {images_per_second:.0f} images/s (hint) until a group is measured")
+    parts = official_partition(data.train_labels)
+
     while todo:
         remaining = deadline - time.time()
         if remaining <= 0:  # without a rate yet, a group would still start (and train a round) to measure one
             log("budget: no time left in this call; stopping")
             break
-        k = min(stack, len(todo))
-        k_resume, done, spent = paused_group()
-        if k_resume:
-            k = k_resume
-            resume_work = sum(work(p) for p in todo[:k])
-            # the rate this group measured before its pause, warm-up included: after fewer than
-            # MIN_MEASURED_ROUNDS rounds the warm-up (CUDA-graph captures; cuDNN search if on) dominates
-            # it, so an earlier estimate, when there is one, is the better guess
-            if spent and done and (done >= MIN_MEASURED_ROUNDS or rate is None):
-                rate = float(spent) / (done * resume_work)
-            # In the session's last call (no later call) a paused group left alone is lost with the
-            # machine, so its own rate, measured over several rounds, is trusted without the margin:
-            # the in-training check still stops it if its pace will not finish by the deadline.
-            measured = bool(spent) and done >= MIN_MEASURED_ROUNDS
-            margin = 1.0 if measured and not later else safety
-            need = None if rate is None else margin * rate * (rounds - done) * resume_work
-            if need is not None and need > remaining + later:
-                log(f"budget: {remaining:.0f} s left (+{later:.0f} s later), the paused group "
-                    f"{', '.join(names_of(todo[:k]))} needs ~{need:.0f} s for its last {rounds - done} rounds; stopping")
-                break
-        elif rate is not None:
-            fits = 0
-            while fits < k and safety * rate * rounds * sum(work(p) for p in todo[:fits + 1]) <= remaining + later:
-                fits += 1
-            if fits < 1:
-                log(f"budget: {remaining:.0f} s left" + (f" (+{later:.0f} s later)" if later else "") +
-                    f", the next run needs ~{safety * rate * rounds * work(todo[0]):.0f} s; stopping")
-                break
-            k = fits
-            per_round = rate * sum(work(p) for p in todo[:k])
-            if later and remaining < MIN_MEASURED_ROUNDS * per_round:
-                # it would pause after its warm-up round, and a rate measured on that alone is
-                # far too slow: the next call starts it instead
-                log(f"{remaining:.0f} s left in this call, under {MIN_MEASURED_ROUNDS} rounds "
-                    f"(~{per_round:.1f} s each) of {', '.join(names_of(todo[:k]))}: it starts in the next call")
-                break
+        k, done, rate, stop = plan_next(todo, rate=rate, remaining=remaining, paused=paused_group())
+        if stop is not None:
+            log(stop[1])
+            break
         group = todo[:k]
         names = names_of(group)
         group_work = sum(work(p) for p in group)
