@@ -235,6 +235,52 @@ def test_the_checkpoint_may_not_lie_inside_the_data_folder(leaf_dir, tmp_path, c
                  "1", "--checkpoint", str(tmp_path / "ckpt.pkl"), "--out", str(tmp_path / "o.json")]) == 0
 
 
+@pytest.mark.parametrize("flag, where", [("--out", "r.json"), ("--out", "train/r.txt"),
+                                         ("--checkpoint", "test/c.ckpt"), ("--checkpoint", "c.json")])
+def test_an_output_in_the_data_folder_that_no_run_reads_is_allowed(leaf_dir, tmp_path, capsys, flag, where):
+    """--out ds/r.json next to train/ and test/, or --checkpoint ds/test/c.ckpt, was refused with '... the next run
+    would read it as data', which was false: a folder with train/ is read only from the .json files of train/ and
+    test/. Now it is written, and the next run reads the same data (the same result)."""
+    argv = ["run", "synthetic", "--data", str(leaf_dir), "--rounds", "2", "--quiet"]
+    target = leaf_dir / where
+    out = target if flag == "--out" else tmp_path / "o.json"
+    extra = ["--checkpoint-every", "1", "--checkpoint", str(target)] if flag == "--checkpoint" else []
+    assert main(argv + ["--out", str(out)] + extra) == 0, capsys.readouterr().err
+    assert target.is_file()
+    assert main(argv + ["--out", str(tmp_path / "again.json")]) == 0, capsys.readouterr().err
+    first, again = ([{k: v for k, v in h.items() if k != "time_s"} for h in json.loads(f.read_text())["history"]]
+                    for f in (out, tmp_path / "again.json"))
+    assert first == again
+
+
+@pytest.mark.parametrize("flag", ["--out", "--checkpoint"])
+@pytest.mark.parametrize("layout, where", [("split", "train/r.json"), ("split", "test/r.JSON"), ("flat", "r.json")])
+def test_an_output_that_the_next_run_would_read_as_data_is_refused(tmp_path, capsys, monkeypatch, layout, where,
+                                                                     flag):
+    """Refused still, naming the folders read: a .json file (any case) in train/ or test/ of such a folder, or
+    directly in a folder of .json files; the README's Troubleshooting row quotes the message."""
+    monkeypatch.chdir(tmp_path)
+    data = synthetic(num_clients=3, seed=0, num_samples=[30, 40, 25])
+    Path("ds").mkdir()
+    save_leaf(data, "ds" if layout == "split" else "ds/a.json", drop_test=layout == "flat")
+    argv = ["run", "synthetic", "--data", "ds", "--rounds", "1", "--quiet"]
+    target = f"ds/{where}"
+    if flag == "--out":
+        argv += ["--out", target]
+    else:
+        argv += ["--out", "o.json", "--checkpoint-every", "1", "--checkpoint", target]
+    read = "ds/train/ and ds/test/" if layout == "split" else "ds/"
+    assert _err(capsys, argv).strip() == (f"python -m fedlib run synthetic: error: {flag} {target}: lies inside the "
+                                          f"--data folder ds, among the .json files read from {read}; the next run "
+                                          "would read it as data")
+    assert not Path(target).exists() and not Path("o.json").exists()
+    if (layout, where, flag) == ("split", "train/r.json", "--out"):
+        readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+        row = next(ln for ln in readme.splitlines() if ln.startswith("| `--out ds/train/r.json` with `--data ds`"))
+        assert f"| `{flag} {target}: lies inside the --data folder ds, among the .json files read from {read}; " \
+               "the next run would read it as data` |" in row, row
+
+
 @pytest.mark.parametrize("flag", ["--json", "--profile"])
 def test_bench_cifar10_output_may_not_replace_the_data_it_reads(monkeypatch, capsys, flag):
     """bench cifar10 --json data/cifar10-sample/cifar10-sample.npz benchmarked on the sample and then replaced it

@@ -271,14 +271,20 @@ def check_torch_device(device: str, flag: str = "--device") -> None:
 
 def check_not_input(out: Optional[os.PathLike], data: Optional[os.PathLike], flag: str = "--out") -> None:
     """Refuse an output path that is the input data file (writing the result would replace it), or
-    that lies inside a ``--data`` folder (the next run would read the result as data)."""
+    that the next run would read from the ``--data`` folder as data: a ``.json`` file directly in
+    its ``train/`` or ``test/`` subfolder (a folder of that layout), else directly in the folder. Other
+    paths inside the folder (``ds/r.json`` next to ``train/``, a checkpoint) are never read, and allowed."""
+    from ..data.leaf import _data_folders, _reads_as_data
+
     if out is None or data is None:
         return
     if same_file(out, data):
         raise CLIError(f"{flag} {out}: is the --data file; writing the result would replace the data")
     folder = Path(data)
-    if folder.is_dir() and Path(os.path.realpath(out)).is_relative_to(os.path.realpath(folder)):
-        raise CLIError(f"{flag} {out}: lies inside the --data folder {data}; the next run would read it as data")
+    if folder.is_dir() and _reads_as_data(folder, out):
+        read = " and ".join(f"{f}{os.sep}" for f in _data_folders(folder))
+        raise CLIError(f"{flag} {out}: lies inside the --data folder {data}, among the .json files read from "
+                       f"{read}; the next run would read it as data")
 
 
 def resolve_checkpoint(args: argparse.Namespace) -> Optional[Path]:
@@ -298,7 +304,7 @@ def resolve_checkpoint(args: argparse.Namespace) -> Optional[Path]:
         other = getattr(args, flag, None)
         if other is not None and same_file(path, other):
             raise CLIError(f"--checkpoint {path}: is the --{flag} file; give the checkpoint its own name")
-    check_not_input(path, getattr(args, "data", None), "--checkpoint")  # in a --data folder: read as data next run
+    check_not_input(path, getattr(args, "data", None), "--checkpoint")  # read as data by the next run
     if path.is_dir():
         raise CLIError(f"--checkpoint {path}: is a folder, give a file name")
     folder = path.parent if str(path.parent) else Path(".")

@@ -45,6 +45,7 @@ True
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import numpy as np
@@ -62,11 +63,43 @@ _KEYS = ("users", "num_samples", "user_data")
 # ----------------------------------------------------------------------------- reading
 
 
+def _is_data_name(file: Path) -> bool:
+    """Whether a file of a folder that :func:`load_leaf` reads is one of its data files (by its name)."""
+    return file.suffix.lower() == ".json"
+
+
 def _json_files(folder: Path) -> list[Path]:
-    files = sorted(p for p in folder.iterdir() if p.is_file() and p.suffix.lower() == ".json")
+    files = sorted(p for p in folder.iterdir() if p.is_file() and _is_data_name(p))
     if not files:
         raise ValueError(f"{folder}: folder contains no .json files")
     return files
+
+
+def _data_folders(root: Path) -> list[Path]:
+    """The folders whose ``.json`` files :func:`load_leaf` reads from the folder ``root``: ``root/train``
+    and, if it is a folder, ``root/test`` when ``root/train`` is a folder, else ``root`` itself.
+    ``ValueError`` when ``root`` has a ``test/`` subfolder but no ``train/`` one (nothing is read)."""
+    if (root / "train").is_dir():
+        return [root / "train"] + ([root / "test"] if (root / "test").is_dir() else [])
+    if (root / "test").is_dir():
+        raise ValueError(f"{root}: has a test/ subfolder but no train/ subfolder")
+    return [root]
+
+
+def _reads_as_data(root, file) -> bool:
+    """Whether :func:`load_leaf` of the folder ``root`` would read a file written at ``file`` as data: a
+    name ending in ``.json`` directly in one of the folders it reads (``train/`` and ``test/``, else
+    ``root``), as the path itself or, for a symbolic link, the file it points to. Other files in
+    ``root`` (a checkpoint, ``root/r.json`` next to ``train/``, anything in other subfolders) are never
+    read; neither is anything in a folder that :func:`load_leaf` refuses (``test/`` without ``train/``).
+    Used by the command line to refuse an output that the next run would read as data."""
+    try:
+        folders = {os.path.realpath(f) for f in _data_folders(Path(root))}
+    except ValueError:
+        return False
+    file = Path(file)
+    entries = (Path(os.path.realpath(file.parent)) / file.name, Path(os.path.realpath(file)))
+    return any(_is_data_name(e) and str(e.parent) in folders for e in entries)
 
 
 def _as_features(file: Path, user: str, x) -> np.ndarray:
@@ -306,13 +339,10 @@ def load_leaf(path, num_classes: int | None = None, name: str | None = None, *,
         train_files, test_files = [root], []
     elif not root.is_dir():  # a device or FIFO (/dev/null): iterdir() raised NotADirectoryError, naming no argument
         raise ValueError(f"{root}: neither a file nor a folder (a device, FIFO or socket)")
-    elif (root / "train").is_dir():
-        train_files = _json_files(root / "train")
-        test_files = _json_files(root / "test") if (root / "test").is_dir() else []
-    elif (root / "test").is_dir():
-        raise ValueError(f"{root}: has a test/ subfolder but no train/ subfolder")
-    else:
-        train_files, test_files = _json_files(root), []
+    else:  # train/ and test/, else root itself (_reads_as_data's folders)
+        train_folder, *test_folder = _data_folders(root)
+        train_files = _json_files(train_folder)
+        test_files = _json_files(test_folder[0]) if test_folder else []
 
     users, train, origin, dim, dim_file = _read_split(train_files, num_classes)
     if client_order == "sorted":
