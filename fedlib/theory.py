@@ -70,23 +70,39 @@ def chi_square(p: Any, w: Any) -> float:
     r"""Chi-square divergence :math:`\chi^2_{p\|w} = \sum_i (p_i - w_i)^2 / w_i` (Theorem 2).
 
     Zero iff :math:`w = p` (no objective inconsistency). Raises if some :math:`w_i = 0`
-    while :math:`p_i > 0` (the divergence is infinite).
+    while :math:`p_i > 0` (the divergence is infinite), and if it is finite but beyond float64 (a :math:`w_i`
+    below about :math:`10^{-308}` where :math:`p_i` is of order 1).
 
     >>> chi_square([0.5, 0.5], [0.25, 0.75])
     0.3333333333333333
     """
     p = check_probability_vector("p", p)
     w = check_probability_vector("w", w, size=p.size, size_of="p")
-    return _chi_square(p, w)
+    with np.errstate(over="ignore"):
+        chi2 = _chi_square(p, w)
+    if chi2 == np.inf:  # was returned as inf, with numpy's RuntimeWarning
+        raise ValueError("w: chi-square overflows float64 (some w_i is so small against p_i that "
+                         "(p_i - w_i)^2 / w_i exceeds 1.8e308)")
+    return chi2
 
 
 def _chi_square(p: np.ndarray, w: np.ndarray) -> float:
-    """:func:`chi_square` of two float64 probability vectors of one size that the caller has already checked."""
+    """:func:`chi_square` of two float64 probability vectors of one size that the caller has already checked.
+    Each term is :math:`d_i (d_i / w_i)`, :math:`d_i = p_i - w_i`: :math:`d_i^2` underflowed to 0 for
+    :math:`|d_i| < 10^{-162}`, so p = (1/2, 1/2, 1e-170), w = (1/2, 1/2, 1e-300) gave 0 (w = p) for 1e-40. Where
+    :math:`d_i / w_i` alone overflows (then :math:`|d_i| > 10^{-15}`, so :math:`d_i^2` does not underflow) the term is
+    :math:`d_i^2 / w_i`, inf only where it is beyond float64 itself."""
     zero = w == 0
     if (zero & (p > 0)).any():
         raise ValueError("w: chi-square is infinite (w_i = 0 where p_i > 0)")
     keep = ~zero
-    return float(np.sum((p[keep] - w[keep]) ** 2 / w[keep]))
+    d, wk = p[keep] - w[keep], w[keep]
+    with np.errstate(over="ignore"):
+        terms = d * (d / wk)
+    big = terms == np.inf
+    if big.any():
+        terms[big] = d[big] ** 2 / wk[big]
+    return float(np.sum(terms))
 
 
 def _round_chi_square(omega: np.ndarray, w: np.ndarray) -> float:

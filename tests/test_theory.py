@@ -519,3 +519,21 @@ def test_scalar_step_counts_are_whole_numbers(name, call):
     for bad in (1.5, True, float("nan")):
         with pytest.raises(ValueError, match=rf"^{name} must be a whole number >= 1, got "):
             call(bad)
+
+
+def test_chi_square_tiny_and_huge_terms():
+    """A term whose (p_i - w_i)^2 underflows is kept, and one beyond float64 is refused (audit of extreme inputs).
+
+    Before: p = (1/2, 1/2, 1e-170) against w = (1/2, 1/2, 1e-300) gave 0.0, as if w = p (the exact value is
+    (1e-170 - 1e-300)^2 / 1e-300 = 1e-40 to 130 digits); w_2 = 1e-320 against p_2 = 1e-10 needs d^2 / w; and
+    w = (1, 1e-310) against p = (1/2, 1/2) returned inf with a RuntimeWarning."""
+    from fractions import Fraction
+
+    def exact(p, w):
+        return float(sum((Fraction(a) - Fraction(b)) ** 2 / Fraction(b) for a, b in zip(p, w)))
+
+    for p, w in (([0.5, 0.5, 1e-170], [0.5, 0.5, 1e-300]), ([0.5, 0.5 - 1e-10, 1e-10], [0.5, 0.5, 1e-320]),
+                 ([0.25, 0.75], [0.75, 0.25])):
+        assert TH.chi_square(p, w) == pytest.approx(exact(p, w), rel=1e-14, abs=0.0)
+    with pytest.raises(ValueError, match=r"^w: chi-square overflows float64"):
+        TH.chi_square([0.5, 0.5], [1.0, 1e-310])
