@@ -453,3 +453,25 @@ def test_low_precision_weights_draw_with_replacement_as_their_float64_sum_one_ve
         ref = SA.sample_with_replacement(exact, 3, generator(5, "sampling", t))
         for part in (first, again):
             assert part.clients.tolist() == ref.clients.tolist() and part.weights.tolist() == ref.weights.tolist()
+
+
+def test_presence_with_replacement_small_weights():
+    """E[1{i in S} w_j] = p_j (1 - (1 - p_i)^(q-1)) for clients of tiny weight (audit of extreme inputs).
+
+    Before: the plain 1 - (1 - p_i)^(q-1) gave 0 for p_i = 1e-20 and 1e-300 (exact: (q-1) p_i p_j to 20 digits) and
+    was 1e-5 relative off at p_i = 1e-12; now -expm1((q-1) log1p(-p_i)). Compared with Fraction, rel 1e-14, where the
+    exact value is a normal float (above 2.2e-308)."""
+    from fractions import Fraction
+
+    p = np.array([1e-300, 1e-20, 1e-12, 1e-6, 0.5])
+    p[-1] = 1 - p[:-1].sum()
+    for q in (2, 10, 1000):
+        presence = SA.weight_moments("with-replacement", p, q).presence
+        for i in range(p.size):
+            for j in range(p.size):
+                exact = Fraction(p[j]) * (1 - (1 - Fraction(p[i])) ** (q - 1)) if i != j else Fraction(p[j])
+                if exact > Fraction(2.3e-308):
+                    assert presence[i, j] == pytest.approx(float(exact), rel=1e-14, abs=0.0), (q, i, j)
+    # a client of weight 1 is in every sample of 2 or more draws; with one draw the other never is
+    assert SA.weight_moments("with-replacement", [1.0, 0.0], 3).presence.tolist() == [[1.0, 0.0], [0.0, 0.0]]
+    assert SA.weight_moments("with-replacement", [1.0, 0.0], 1).presence.tolist() == [[1.0, 0.0], [0.0, 0.0]]
