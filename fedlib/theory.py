@@ -180,13 +180,16 @@ def theorem1_constants(w: Any, a_vectors: Sequence[Any], tau_eff: float) -> tupl
     C = -np.inf
     for i, (wi, a) in enumerate(zip(w, a_vectors)):
         a = check_weights(f"a_vectors[{i}]", a)
-        l1, l2sq, last = a.sum(), float(np.dot(a, a)), float(a[-1])
+        l1, l2sq = a.sum(), float(np.dot(a, a))
         if l1 <= 0:
             raise ValueError("a_vectors: every a_i needs a positive entry")
+        # B and C from the entries before the last: ||a||_2^2 - a_{-1}^2 and ||a||_1 - a_{-1} cancelled where the
+        # last entry dominates (proximal SGD with alpha -> 1: B was 0 for 1e-24, C 1e-4 relative off)
+        head = a[:-1]
         A += wi ** 2 * l2sq / l1 ** 2
-        B += wi * (l2sq - last ** 2)
+        B += wi * float(np.dot(head, head))
         if wi > 0:
-            C = max(C, l1 ** 2 - l1 * last)
+            C = max(C, float(l1 * head.sum()))
     return float(m * tau_eff * A), float(B), float(C)
 
 
@@ -458,7 +461,7 @@ def _appg_inputs(L, beta2, q, tau_eff, a_vectors) -> tuple[float, float, int, fl
         l1 = float(a.sum())
         if l1 <= 0:
             raise ValueError("a_vectors: every a_i needs a positive entry")
-        C = max(C, l1 * (l1 - float(a[-1])))
+        C = max(C, l1 * float(a[:-1].sum()))  # not l1 - a_{-1}, which cancels where the last entry dominates
     return L, beta2, q, tau_eff, C
 
 

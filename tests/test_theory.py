@@ -537,3 +537,21 @@ def test_chi_square_tiny_and_huge_terms():
         assert TH.chi_square(p, w) == pytest.approx(exact(p, w), rel=1e-14, abs=0.0)
     with pytest.raises(ValueError, match=r"^w: chi-square overflows float64"):
         TH.chi_square([0.5, 0.5], [1.0, 1e-310])
+
+
+def test_theorem1_constants_last_entry_dominates():
+    """B = sum_i w_i (||a_i||_2^2 - a_{i,-1}^2) and C = max_i ||a_i||_1 (||a_i||_1 - a_{i,-1}) when the last entry
+    dominates (proximal SGD with alpha = 1 - 1e-12: a = (1e-12, 1) and (1e-24, 1e-12, 1)); audit of extreme inputs.
+
+    Before: B was 0.0 for the exact 1e-24 and C 1.1e-4 relative off (and App. G's D with it): the differences
+    cancelled. Now from the entries before the last; against Fraction of the same float vectors, rel 1e-14."""
+    from fractions import Fraction
+
+    a_vectors = [proximal_sgd(1.0, 1 - 1e-12).a_vector(tau) for tau in (2, 3)]
+    _, B, C = TH.theorem1_constants([0.5, 0.5], a_vectors, tau_eff=1.0)
+    exact_B = sum(Fraction(1, 2) * sum(Fraction(x) ** 2 for x in a[:-1]) for a in a_vectors)
+    exact_C = max(sum(map(Fraction, a)) * sum(map(Fraction, a[:-1])) for a in a_vectors)
+    assert B == pytest.approx(float(exact_B), rel=1e-14, abs=0.0)
+    assert C == pytest.approx(float(exact_C), rel=1e-14, abs=0.0)
+    D = TH.appg_step_conditions(1e3, 1.0, 1.0, 4, 1e-6, a_vectors).D   # 4 lr^2 L^2 max_i ||a_i||_1 (...)
+    assert D == pytest.approx(4e6 * float(exact_C), rel=1e-14, abs=0.0)
