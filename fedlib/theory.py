@@ -650,17 +650,24 @@ def fedprox_theorem1_constants(p: Any, local_steps: Any, alpha: float) -> Closed
     if alpha > 1:
         raise ValueError(f"alpha must lie in [0, 1], got {alpha!r}")
     s = _prox_a_norms(steps, alpha)
+    # s_i - 1 and q_i - 1 as sums of their own (the entries before the last, sum_{k=1}^{tau_i-1} (1-alpha)^k and
+    # (1-alpha)^{2k}): s^2 - s and q - 1 cancelled as alpha -> 1 (alpha = 1 - 1e-12: B 0.0 for 1e-24, C 1e-4 off)
     if alpha == 0:
         q = steps.copy()
+        s_head = q_head = steps - 1.0
     elif alpha < 1:
         q = -np.expm1(2 * steps * np.log1p(-alpha)) / (alpha * (2 - alpha))
+        r = 1.0 - alpha
+        s_head = r * -np.expm1((steps - 1.0) * np.log1p(-alpha)) / alpha
+        q_head = r * r * -np.expm1(2 * (steps - 1.0) * np.log1p(-alpha)) / (alpha * (2 - alpha))
     else:
         q = np.ones(steps.size)
+        s_head = q_head = np.zeros(steps.size)
     tau_eff = float(p @ s)
     w = p * s / tau_eff
     A = p.size * float(p ** 2 @ q) / tau_eff
-    B = float(w @ (q - 1.0))
-    C = float(np.max((s ** 2 - s)[p > 0]))
+    B = float(w @ q_head)
+    C = float(np.max((s * s_head)[p > 0]))
     return ClosedFormConstants(tau_eff, w, A, B, C)
 
 

@@ -555,3 +555,24 @@ def test_theorem1_constants_last_entry_dominates():
     assert C == pytest.approx(float(exact_C), rel=1e-14, abs=0.0)
     D = TH.appg_step_conditions(1e3, 1.0, 1.0, 4, 1e-6, a_vectors).D   # 4 lr^2 L^2 max_i ||a_i||_1 (...)
     assert D == pytest.approx(4e6 * float(exact_C), rel=1e-14, abs=0.0)
+
+
+@pytest.mark.parametrize("steps,alpha", [([1, 2], 1 - 1e-12), ([2, 3], 0.999999), ([11, 4], 0.9999998363166052),
+                                         ([1, 3], 0.5), ([2, 5], 1e-9)])
+def test_fedprox_theorem1_constants_alpha_near_one(steps, alpha):
+    """App. E.2's B = sum_i w_i (q_i - 1) and C = max_i (s_i^2 - s_i) as alpha -> 1, against the sums
+    s_i = sum_{k<tau_i} (1-alpha)^k and q_i = sum_{k<tau_i} (1-alpha)^{2k} in Fraction (alpha the float given);
+    audit of extreme inputs. Before: alpha = 1 - 1e-12 gave B = 0.0 for 1e-24 and C 1.1e-4 relative off
+    (alpha = 0.9999998363: B 2.8e-3 off): s^2 - s and q - 1 cancelled. Now rel 1e-14."""
+    from fractions import Fraction
+
+    c = TH.fedprox_theorem1_constants([0.5, 0.5], steps, alpha)
+    r = 1 - Fraction(alpha)
+    s = [sum(r ** k for k in range(t)) for t in steps]
+    q = [sum(r ** (2 * k) for k in range(t)) for t in steps]
+    tau_eff = sum(Fraction(1, 2) * si for si in s)
+    exact_B = sum(Fraction(1, 2) * si / tau_eff * (qi - 1) for si, qi in zip(s, q))
+    exact_C = max(si * si - si for si in s)
+    assert c.tau_eff == pytest.approx(float(tau_eff), rel=1e-14, abs=0.0)
+    assert c.B == pytest.approx(float(exact_B), rel=1e-14, abs=0.0)
+    assert c.C == pytest.approx(float(exact_C), rel=1e-14, abs=0.0)
