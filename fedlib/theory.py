@@ -760,7 +760,8 @@ def two_client_lower_bound(tau1: int, tau2: int, a: float = 1.0) -> TwoClientExa
     t2 = check_count("tau2", tau2, minimum=1)
     a = check_positive("a", a)
     w = np.array([t1, t2], dtype=np.float64) / (t1 + t2)
-    chi2 = chi_square([0.5, 0.5], w)
+    # in integers, correctly rounded: chi_square of the rounded w cancelled in 1/2 - w_i (tau = (1e7, 1e7 + 1): 1e-9 off)
+    chi2 = (t2 - t1) ** 2 / (4 * t1 * t2)
     kappa2 = 4 * w[0] * w[1] * a ** 2
     x = a * (t1 - t2) / (t1 + t2)
     return TwoClientExample(w, chi2, float(kappa2), float(x), float(x ** 2))

@@ -576,3 +576,16 @@ def test_fedprox_theorem1_constants_alpha_near_one(steps, alpha):
     assert c.tau_eff == pytest.approx(float(tau_eff), rel=1e-14, abs=0.0)
     assert c.B == pytest.approx(float(exact_B), rel=1e-14, abs=0.0)
     assert c.C == pytest.approx(float(exact_C), rel=1e-14, abs=0.0)
+
+
+def test_two_client_chi_square_close_step_counts():
+    """App. D.1's chi^2 = (tau_2 - tau_1)^2 / (4 tau_1 tau_2) for nearly equal step counts (audit of extreme inputs).
+
+    Before: chi_square of the rounded w = tau_i / (tau_1 + tau_2) cancelled in 1/2 - w_i: tau = (1e7, 1e7 + 1) gave
+    2.4999997476e-15 for 2.4999997500e-15 (1e-9 relative off), tau = (1e15, 1e15 + 1) 1.1e-2 off. Now from the
+    integers, against Fraction, rel 1e-15."""
+    from fractions import Fraction
+
+    for t1, t2 in ((10 ** 7, 10 ** 7 + 1), (10 ** 15, 10 ** 15 + 1), (2, 10)):
+        exact = Fraction((t2 - t1) ** 2, 4 * t1 * t2)
+        assert TH.two_client_lower_bound(t1, t2).chi2 == pytest.approx(float(exact), rel=1e-15, abs=0.0)
