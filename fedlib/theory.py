@@ -1235,8 +1235,14 @@ def lemma1_fixed_point(e: Any, p: Any, local_steps: Any, lr: float) -> np.ndarra
     lr = check_positive("lr", lr)
     if lr >= 2:
         raise ValueError(f"lr must lie in (0, 2) for the rounds to converge, got {lr!r}")
-    # below 1 without cancellation for small lr; above 1, (1 - lr)^tau alternates in sign
-    K = -np.expm1(steps * np.log1p(-lr)) if lr < 1 else 1.0 - (1.0 - lr) ** steps
+    # below 1 without cancellation for small lr; above 1, (1 - lr)^tau alternates in sign: 1 + (lr - 1)^tau for odd
+    # tau, and 1 - (lr - 1)^tau = -expm1(tau log1p(lr - 2)) for even tau, which cancelled as lr -> 2 (lr = 2 - 1e-10,
+    # tau = (2, 4): 1.3e-10 relative off; lr - 2 and lr - 1 are exact from lr = 1 on)
+    if lr < 1:
+        K = -np.expm1(steps * np.log1p(-lr))
+    else:
+        with np.errstate(divide="ignore"):  # lr = 1: log1p(-1) = -inf, K = 1
+            K = np.where(steps % 2 == 0, -np.expm1(steps * np.log1p(lr - 2.0)), 1.0 + (lr - 1.0) ** steps)
     wt = p * K
     return wt @ e / wt.sum()
 

@@ -589,3 +589,17 @@ def test_two_client_chi_square_close_step_counts():
     for t1, t2 in ((10 ** 7, 10 ** 7 + 1), (10 ** 15, 10 ** 15 + 1), (2, 10)):
         exact = Fraction((t2 - t1) ** 2, 4 * t1 * t2)
         assert TH.two_client_lower_bound(t1, t2).chi2 == pytest.approx(float(exact), rel=1e-15, abs=0.0)
+
+
+@pytest.mark.parametrize("lr", [2 - 1e-10, 2 - 1e-6, 1.5, 1.0])
+def test_lemma1_fixed_point_lr_near_two_even_steps(lr):
+    """App. A's FedAvg limit sum_i p_i K_i e_i / sum_i p_i K_i, K_i = 1 - (1 - lr)^tau_i, for lr -> 2 and even tau_i
+    (audit of extreme inputs): K_i -> 0 and the plain 1 - (1 - lr)^tau_i cancelled. Before: lr = 2 - 1e-10 with
+    tau = (2, 4) gave -1/3 to 16 digits for -0.33333333328888887 (1.3e-10 relative off). Against Fraction, rel 1e-14."""
+    from fractions import Fraction
+
+    one_minus = 1 - Fraction(lr)
+    K = [1 - one_minus ** 2, 1 - one_minus ** 4]
+    exact = (K[0] - K[1]) / (K[0] + K[1])
+    x = TH.lemma1_fixed_point([[1.0], [-1.0]], [0.5, 0.5], [2, 4], lr)
+    assert float(x[0]) == pytest.approx(float(exact), rel=1e-14, abs=0.0)
