@@ -413,7 +413,7 @@ class LocalSolver:
         if rho == 0 and alpha == 0:
             return np.ones(tau)
         if rho == 0:
-            return (1.0 - alpha) ** n
+            return _one_minus_alpha_pow(alpha, n)
         if alpha == 0:  # 1 - rho^(n+1) by expm1: the plain difference cancels for rho near 1
             return -np.expm1((n + 1) * math.log(rho)) / (1.0 - rho)
         q = 1.0 - alpha
@@ -477,6 +477,19 @@ class LocalSolver:
                 y, v = self._direction_and_params(y, g, v, 0.0, None, self.step_size(k), 0.0)
             a[j] = -y / self.lr
         return a
+
+
+def _one_minus_alpha_pow(alpha: float, n: np.ndarray) -> np.ndarray:
+    r""":math:`(1-\alpha)^n` for the exact :math:`1 - \alpha`: ``(1.0 - alpha) ** n`` raises the rounded
+    :math:`q = 1 - \alpha` (off by up to 1.1e-16), whose error grows to :math:`n \cdot 10^{-16}` relative (2.2e-11 at
+    :math:`\alpha = 10^{-12}`, :math:`n = 10^6`); the rounding :math:`e = (1 - \alpha) - q`, exact by Sterbenz, is put
+    back as the factor :math:`(1 + e/q)^n`. Where :math:`q` is exact (:math:`\alpha \ge 1/2`, or a dyadic
+    :math:`\alpha`) this is ``q ** n`` itself."""
+    q = 1.0 - alpha
+    e = (1.0 - q) - alpha
+    if e == 0.0:
+        return q ** n
+    return q ** n * np.exp(n * math.log1p(e / q))
 
 
 def _one_minus_pow(alpha: float, tau: int) -> float:
