@@ -249,6 +249,10 @@ class LocalSolver:
         if self.lr_schedule is None:
             return self.lr
         s = float(self.lr_schedule(k))
+        if s == 0 and isinstance(self.lr_schedule, _ExponentialDecay):  # the schedule is right, float64 is not
+            raise ValueError(f"decayed_sgd: the step size factor gamma**k = {self.lr_schedule.gamma!r}**{k} "
+                             "underflows float64 to 0 at this local step: take fewer local steps or a gamma closer "
+                             "to 1")
         if not np.isfinite(s) or s <= 0:
             raise ValueError(f"lr_schedule({k}) must be a finite factor > 0, got {s!r}")
         if self.lr * s * self.mu > 1.0 + 1e-12:

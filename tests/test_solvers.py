@@ -1061,3 +1061,17 @@ def test_proximal_a_vector_many_steps(lr, mu):
         if exact > mpmath.mpf("1e-300"):
             assert a[j] == pytest.approx(float(exact), rel=1e-14, abs=0.0), j
     assert float(a.sum()) == pytest.approx(solver.a_norm(tau), rel=1e-14, abs=0.0)
+
+
+def test_decayed_sgd_names_a_decay_factor_that_underflows():
+    """gamma = 1/2 and 10**4 local steps: gamma**1075 is 0.0 in float64, and the message blamed the schedule the
+    library built itself ('lr_schedule(1075) must be a finite factor > 0, got 0.0'). Step 1074's factor is still
+    one (2**-1074, the smallest subnormal), so a_norm(1075) is the closed form 2 - 2**-1074 = 2.0 in float64."""
+    solver = S.decayed_sgd(lr=0.1, gamma=0.5)
+    assert solver.lr_schedule(1074) == 2.0 ** -1074
+    assert solver.a_norm(1075) == 2.0
+    for call in (lambda: solver.a_norm(10 ** 4), lambda: solver.step_size(1075)):
+        with pytest.raises(ValueError, match=r"^decayed_sgd: the step size factor gamma\*\*k = 0\.5\*\*1075 "
+                                             r"underflows float64 to 0 at this local step: take fewer local steps "
+                                             r"or a gamma closer to 1$"):
+            call()
