@@ -171,13 +171,24 @@ def test_bad_hint_and_checkpoint_every(tmp_path, capsys):
 
 
 def test_output_into_a_closed_pipe_is_quiet(tmp_path):
-    """`python -m fedlib table1 --dry-run ... | head -1`: no traceback when the reader goes away."""
+    """`python -m fedlib table1 --dry-run ... | head -1`: no traceback when the reader goes away. Before, with
+    stdout buffered (no PYTHONUNBUFFERED, as run from a shell) and more than a buffer's 8 KiB of lines, the last
+    lines were still buffered when the command returned, and Python's flush at exit, past main's BrokenPipeError
+    handler, printed 'Exception ignored in: <_io.TextIOWrapper name='<stdout>' ...> BrokenPipeError: [Errno 32]
+    Broken pipe' (exit status 120)."""
+    import os
     import subprocess
     import sys
 
-    cmd = (f"{sys.executable} -m fedlib table1 --results {tmp_path} --budget-seconds 100000 --dry-run "
+    results = tmp_path / ("r" * 100)  # 51 lines naming it: past the 8 KiB buffer whatever tmp_path is
+    cmd = (f"{sys.executable} -m fedlib table1 --results {results} --budget-seconds 100000 --dry-run "
            f"--images-per-second 80000 | head -1")
-    proc = subprocess.run(["bash", "-c", cmd], capture_output=True, text=True, timeout=120)
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONUNBUFFERED"}
+    full = subprocess.run([sys.executable, "-m", "fedlib", "table1", "--results", str(results), "--budget-seconds",
+                           "100000", "--dry-run", "--images-per-second", "80000"], capture_output=True, env=env,
+                          timeout=120)
+    assert len(full.stdout) > 8192, len(full.stdout)
+    proc = subprocess.run(["bash", "-c", cmd], capture_output=True, text=True, timeout=120, env=env)
     assert proc.stdout.startswith("estimate: 80000 images/s from --images-per-second (hint") and \
         proc.stdout.count("\n") == 1, proc.stdout
     assert "Traceback" not in proc.stderr and "BrokenPipeError" not in proc.stderr, proc.stderr

@@ -278,7 +278,9 @@ def _main(argv: list) -> int:
               file=sys.stderr)
         return 2
     try:
-        return int(args.handler(args) or 0)
+        status = int(args.handler(args) or 0)
+        sys.stdout.flush()  # a closed pipe fails here, handled below, not in Python's flush at exit
+        return status
     except DivergenceError as exc:
         kept = _kept_checkpoints(args)
         if not kept:
@@ -311,6 +313,13 @@ def _main(argv: list) -> int:
                   f"again to continue from them", file=sys.stderr)
         return 130
     except BrokenPipeError:  # the reader went away (`... | head`): stop quietly, as Unix tools do
+        try:  # what stdout still buffers would fail again when Python flushes it at exit ("Exception ignored ...
+            # BrokenPipeError"): its file descriptor now writes to os.devnull (the recipe of Python's signal docs)
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, sys.stdout.fileno())
+            os.close(devnull)
+        except (OSError, ValueError):  # a stdout without a file descriptor (io.StringIO: UnsupportedOperation)
+            pass
         try:
             sys.stdout = open(os.devnull, "w")
         except OSError:
