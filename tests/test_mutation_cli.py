@@ -52,6 +52,15 @@ equivalent:
   * SY14 -- ``on_round_end`` handed to the engine without a checkpoint to write: it returns at once, so the
     results are the same; only a distributed VR run gathers the c_i after every round (a collective), which
     the comment says the condition avoids (a cost, not a result).
+
+Mutants of fb91484..97fac41 (fedlib/cli/common.py: check_output_path's refusal of a checkpoint,
+_is_fedlib_checkpoint) (pass described in tests/README.md, Mutation passes): 4 mutants (ids as drafted), one at a
+time, ``pytest -x`` on test_cli_paths.py, this file, test_checkpoint.py, test_results.py and
+test_mutation_results_validate.py: 1 killed by the suite, 3 killed here, 0 equivalent.
+  killed by the suite: CP1 the refusal dropped (test_cli_paths.py).
+  killed here: CP2 ``fh.tell() < size`` -> ``<=`` (a file of exactly the footer let through); CP5 an unreadable
+  file taken for a checkpoint (``except OSError: return True``); CP6 the message naming '--out' for --json and
+  --profile.
 """
 from __future__ import annotations
 
@@ -1194,3 +1203,36 @@ def test_resuming_a_step_decay_checkpoint_with_constant_lr_and_other_rounds_give
     assert err.endswith("; --lr-decay step divides the lr after 50% and 75% of --rounds, so a step-decay run's "
                         "rounds depend on its total: rerun it from round 0 with the new --rounds"), err
 
+
+
+# ------------------------------------------ mutants of fb91484..97fac41 (cli/common.py: an output over a checkpoint)
+def test_a_file_that_ends_with_the_checkpoint_footer_is_refused_by_the_flag_that_names_it(tmp_path):
+    """_is_fedlib_checkpoint reads the file's last len(FOOTER) + 64 bytes: a file of exactly the footer and 64 hex
+    digits ends with it (mutant CP2: ``<`` -> ``<=``, such a file let through), and the message names the flag
+    given, --json or --profile (mutant CP6: '--out' for every flag). The footer less its first byte is one byte
+    too short to be one."""
+    from fedlib.checkpoint import FOOTER
+
+    exact = tmp_path / "exact.bin"
+    exact.write_bytes(FOOTER + b"0" * 64)
+    for flag in ("--json", "--profile"):
+        with pytest.raises(CLIError, match=f"^{flag} {exact}: is a fedlib checkpoint \\(written by --checkpoint-every"):
+            common.check_output_path(exact, flag)
+    short = tmp_path / "short.bin"
+    short.write_bytes(FOOTER[1:] + b"0" * 64)
+    assert common.check_output_path(short, "--json") is None
+
+
+def test_a_file_that_cannot_be_read_is_not_taken_for_a_checkpoint(tmp_path, monkeypatch):
+    """A file the check cannot open (another user's, write-only) is not known to be a checkpoint: the output is
+    checked as any other, and its writable folder lets it through (mutant CP5: an unreadable file was refused as
+    a fedlib checkpoint). ``open`` is made to fail (a chmod does not stop root from reading)."""
+    result = tmp_path / "r.json"
+    result.write_text("{}")
+
+    def unreadable(path, *args, **kwargs):
+        raise PermissionError(13, "Permission denied", str(path))
+
+    monkeypatch.setattr(common, "open", unreadable, raising=False)
+    assert common._is_fedlib_checkpoint(result) is False
+    assert common.check_output_path(result, "--out") is None

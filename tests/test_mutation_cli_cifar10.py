@@ -8,6 +8,15 @@ Expected values are read off the input or worked out by hand in the comments, ne
 code under test. Everything runs in process through ``fedlib.cli.main``; nothing here trains a
 network: the training, benchmark and Table 1 functions are replaced by fakes that record what the
 command line handed them.
+
+Mutants of fb91484..97fac41 (fedlib/cli/cifar10.py: _table1_settings and the dry run's call) (pass described in
+tests/README.md, Mutation passes): 4 mutants, one at a time, ``pytest -x`` on test_mutation_table1.py,
+test_cli_table1_modes.py, this file, test_table1_resume.py, test_gpu_rehearsal.py and test_table1.py: 2 killed by the
+suite, 1 here, 1 equivalent.
+  killed by the suite: TS1 the default stack 2 on CUDA too; TS2 continue_later not passed.
+  killed here: TS3 the dry run's device ``args.device or "cpu"`` (a GPU machine planned for the CPU).
+  equivalent: TS4 the dry run's ``except CheckpointError`` dropped: CheckpointError is a ValueError, which main
+  reports with the same words and status 2 as the CLIError made of it.
 """
 from __future__ import annotations
 
@@ -953,3 +962,16 @@ def test_table1_results_folder_that_cannot_be_written_is_refused_before_the_data
     assert _error(["table1", "--results", str(res), "--budget-seconds", "1", "--sample", "--device", "cpu"]) == (
         f"python -m fedlib table1: error: --results {res / 'result.json'}: folder {res} is not writable\n")
     assert fake_table1 == [] and res.is_dir()  # a folder that was there is left alone
+
+
+# ------------------------------------------------------- mutants of fb91484..97fac41 (table1 --dry-run's settings)
+def test_table1_dry_run_resolves_the_device_as_the_call_does(tmp_path, fake_table1, monkeypatch):
+    """Without --device, on a machine whose torch sees a GPU, the dry run plans for 'cuda' and its default stack of
+    6, as the real call trains (--stack's help: 6 on CUDA); mutant TS3: the dry run planned for the CPU (stack 2)."""
+    import torch
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    assert cli_exit(["table1", "--results", str(tmp_path), "--budget-seconds", "0", "--dry-run"])[0] == 0
+    (call,) = fake_table1
+    assert call["dry_run"] is True and (call["device"], call["stack"]) == ("cuda", 6)
+

@@ -9,6 +9,17 @@ problem), because ``tmp_path`` holds the test's name and a loose pattern such as
 
 Mutants of d562d43..c3b27eb, the bounded CIFAR-10 download (fedlib/data/cifar10.py) (pass described in
 tests/README.md, Mutation passes).
+
+Mutants of fb91484..97fac41 (fedlib/data/leaf.py: _is_data_name, _data_folders, _reads_as_data, load_leaf's folders;
+fedlib/cli/common.py: check_not_input's message) (pass described in tests/README.md, Mutation passes): 9 mutants
+(ids as drafted), one at a time, ``pytest -x`` on test_cli_paths.py, test_data_leaf.py, this file,
+test_bad_inputs.py, test_leaf_content_fingerprint.py and test_cli_table1_modes.py: 6 killed by the suite, 3 here, 0
+equivalent.
+  killed by the suite: LF1 '.JSON' not a data name; LF2 test/ read when missing; LF3 test/ without train/ not
+  refused; LF7 ``and`` -> ``or`` (any .json name refused); LF8 the folders compared unresolved; LF11 the message
+  naming the --data folder, not train/ and test/.
+  killed here: LF4 every output read as data from a folder load_leaf refuses; LF5 a link looked at by its target
+  only; LF6 a link looked at by its own name only.
 """
 from __future__ import annotations
 
@@ -407,3 +418,33 @@ def test_load_cifar10_bounds_both_downloads_and_restores_the_timeout(tmp_path, m
                                       r"access to https://example\.invalid/cifar-10-python\.tar\.gz"):
         load_cifar10(tmp_path / "fresh", download=True, timeout=0.25)
     assert socket.getdefaulttimeout() == before
+
+
+# ------------------------------------------ mutants of fb91484..97fac41 (data/leaf.py: what the next run reads)
+def test_reads_as_data_follows_a_symbolic_link_either_way(tmp_path):
+    """An output is read as data when the name written or the file it points to is a .json file directly in
+    train/ or test/: a link ds/train/link.json to a .txt file elsewhere (load_leaf reads the link, so the result
+    through it; mutant LF5: only the target was looked at), and a link elsewhere to ds/test/x.json (the result
+    lands in test/; mutant LF6: only the name given was looked at). A link named .json to a .txt file of test/
+    is never read."""
+    from fedlib.data.leaf import _reads_as_data
+
+    ds, elsewhere = tmp_path / "ds", tmp_path / "elsewhere"
+    for folder in (ds / "train", ds / "test", elsewhere):
+        folder.mkdir(parents=True)
+    (ds / "train" / "link.json").symlink_to(elsewhere / "r.txt")
+    (elsewhere / "link.txt").symlink_to(ds / "test" / "x.json")
+    (elsewhere / "other.json").symlink_to(ds / "test" / "x.txt")
+    assert _reads_as_data(ds, ds / "train" / "link.json") is True
+    assert _reads_as_data(ds, elsewhere / "link.txt") is True
+    assert _reads_as_data(ds, elsewhere / "other.json") is False
+
+
+def test_nothing_is_read_as_data_from_a_folder_that_load_leaf_refuses(tmp_path):
+    """A folder with test/ but no train/ is refused by load_leaf, so no output in it is read as data (mutant LF4:
+    every output was, and the command line's refusal then failed on _data_folders' ValueError)."""
+    from fedlib.data.leaf import _reads_as_data
+
+    (tmp_path / "ds" / "test").mkdir(parents=True)
+    assert _reads_as_data(tmp_path / "ds", tmp_path / "ds" / "test" / "r.json") is False
+    assert _reads_as_data(tmp_path / "ds", tmp_path / "ds" / "r.json") is False

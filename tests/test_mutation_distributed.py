@@ -74,6 +74,15 @@ Mutants of 1112cf7..24d535b (fedlib/cli/synthetic.py: _stop_together and the try
   "stop or rank", this file and test_cli_synthetic.py. killed by the suite: CL3-CL7, CL9 (test_cli_synthetic.py),
   CL15, CL16. killed here: CL1, CL2, CL8, CL10-CL13. equivalent: CL14 (one process gathers its own message
   alone, then raises or goes on as the shortcut does).
+
+Mutants of fb91484..97fac41 (fedlib/cli/synthetic.py: on_round_end shares a failed checkpoint write through
+_stop_together) (pass described in tests/README.md, Mutation passes): 5 mutants, one at a time, ``pytest -x`` on
+test_distributed.py -k "checkpoint or stop or rank" and this file (test_cli_synthetic.py too for SY2): 3 killed by the
+suite, 2 here, 0 equivalent.
+  killed by the suite (test_distributed.py::test_a_checkpoint_rank_0_cannot_write_stops_every_rank): SY1 only a
+  failed rank joins the collective; SY4 the round named ``done - 1``; SY5 the error kept from ``failed``.
+  killed here: SY2 one process: the failed write not raised (the run went on, exit 0); SY3 ``except Exception`` ->
+  ``except OSError`` (a CheckpointError on rank 0 left rank 1 waiting in the next collective).
 """
 import json
 import os
@@ -990,3 +999,61 @@ def test_distributed_outside_torchrun_reports_the_ranks_own_error_first(tmp_path
     assert main(SYN + ["--quiet", "--distributed", "--out", str(out)]) == 2
     assert capsys.readouterr().err.splitlines() == [f"python -m fedlib run synthetic: error: --out {out}: folder "
                                                     f"{out.parent} does not exist"]
+
+
+# ------------------------------------------- mutants of fb91484..97fac41 (cli/synthetic.py: a checkpoint write fails)
+def test_a_checkpoint_that_one_process_cannot_write_stops_the_run(tmp_path, monkeypatch, capsys):
+    """Without --distributed a failed checkpoint write stops the run as before: the error's one line, status 1, no
+    result, the checkpoint of round 2 kept (mutant SY2: the error was kept for the other ranks, of which there are
+    none, and the run went on to write its result, exit 0)."""
+    import errno
+
+    import fedlib.checkpoint as ckpt
+    from fedlib.cli import main
+
+    real = ckpt.save_checkpoint
+
+    def full_disk_at_round_4(path, **kw):
+        if kw["round_done"] == 4:
+            raise OSError(errno.ENOSPC, "No space left on device", str(path))
+        real(path, **kw)
+
+    monkeypatch.setattr(ckpt, "save_checkpoint", full_disk_at_round_4)
+    out = tmp_path / "run.json"
+    capsys.readouterr()
+    assert main(["run", "synthetic", "--num-clients", "4", "--rounds", "6", "--quiet", "--checkpoint-every", "2",
+                 "--out", str(out)]) == 1
+    assert capsys.readouterr().err == (f"python -m fedlib run synthetic: error: [Errno 28] No space left on device: "
+                                       f"'{tmp_path / 'run.json.ckpt'}'\n")
+    assert pickle.loads((tmp_path / "run.json.ckpt").read_bytes())["round"] == 2 and not out.exists()
+
+
+def test_a_checkpoint_write_that_fails_otherwise_than_by_the_disk_stops_every_rank(tmp_path, monkeypatch, capsys):
+    """The checkpoint's folder removed during the run: rank 0's save_checkpoint raises its CheckpointError (a
+    ValueError, no OSError), which every rank learns of after the round as of a full disk: rank 0 prints it, the
+    other names it, both status 2 (mutant SY3: only an OSError was shared; rank 0 stopped alone and rank 1 waited
+    in the next collective until the thread world's 60 s barrier broke)."""
+    import shutil
+
+    import fedlib.checkpoint as ckpt
+
+    real = ckpt.save_checkpoint
+    folder = tmp_path / "ck"
+    folder.mkdir()
+
+    def folder_gone_at_round_4(path, **kw):
+        if kw["round_done"] == 4:
+            shutil.rmtree(folder)
+        real(path, **kw)
+
+    monkeypatch.setattr(ckpt, "save_checkpoint", folder_gone_at_round_4)
+    flags = ["run", "synthetic", "--num-clients", "4", "--rounds", "6", "--quiet", "--checkpoint-every", "2",
+             "--checkpoint", str(folder / "run.ckpt"), "--out", str(tmp_path / "run.json")]
+    capsys.readouterr()
+    assert cli_on_ranks(monkeypatch, [flags, flags]) == [2, 2]
+    own = f"--checkpoint {folder / 'run.ckpt'}: folder {folder} does not exist"
+    assert sorted(capsys.readouterr().err.splitlines()) == sorted([
+        f"python -m fedlib run synthetic: error: {own}",
+        f"python -m fedlib run synthetic: error: --distributed: a rank could not write the checkpoint of round 4 "
+        f"(rank 0: {own}); every rank stops"])
+    assert not (tmp_path / "run.json").exists()

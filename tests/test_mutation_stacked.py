@@ -73,6 +73,11 @@ _check_labels(mask=...)) (pass described in tests/README.md, Mutation passes):
   0`` -> ``mask > 0.5``. killed by the suite: ST1-ST3, LB1-LB5. killed here: ST4, LB6, LB7. equivalent: ST5
   (_RunInfo's sizes hold one entry per client), LB8 (boolean indexing keeps the dtype, the refusal reads only
   it), LB9 (the engine's masks, and train_batch's documented ones, are 0 or 1).
+
+Mutants of fb91484..97fac41 (fedlib/engines/stacked.py: reference_run's check_schedule_size) (pass described in
+tests/README.md, Mutation passes): RF1 the check dropped; RF2 the size checked after check_epoch_schedule. One at a
+time, ``pytest -x`` on test_engine_semantics.py, test_stacked_engine.py and this file: killed by the suite, both
+(test_engine_semantics.py::test_the_stacked_engine_refuses_an_epoch_schedule_of_other_sizes_or_batch).
 """
 from __future__ import annotations
 

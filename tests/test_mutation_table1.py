@@ -31,6 +31,25 @@ Mutants of 2e0d04d..fb2fbe6 (fedlib/experiments/cifar10.py: run_table1's number 
 continue_later, safety) (pass described in tests/README.md, Mutation passes): T1 the bool exclusion dropped; T2
 safety not checked; T3 continue_later not checked; T4 budget_seconds not checked. killed by the suite: T2-T4.
 killed here: T1.
+
+Mutants of fb91484..97fac41 (fedlib/experiments/cifar10.py: table1 --dry-run planned with the call's code,
+_engine_key, _first_rate, _previous_rate_and_files, _next_group and the dry run's loop in run_table1) (pass described
+in tests/README.md, Mutation passes): 24 mutants (ids as drafted; the gaps are drafts not run), one at a time,
+``pytest -x`` on this file, test_cli_table1_modes.py, test_mutation_cli_cifar10.py, test_table1_resume.py,
+test_gpu_rehearsal.py and test_table1.py: 11 killed by the suite, 13 killed here, 0 equivalent.
+  killed by the suite: EK2 ``cudnn_benchmark`` always in the key; FR1 any number stacked tried before the call's
+  stacking; FR2 the hint before earlier results; FR4 no fallback to results of another stacking; NG1 ``k = stack``
+  (more runs than are left); NG3 the margin dropped for a paused group measured over 3 rounds with a later call;
+  NG4 a paused group's need against this call's time alone; NG6 the safety margin dropped in the group sizing; NG9
+  a paused group's need for all its rounds; DR1 the dry run's groups not taking their time off the budget; DR8
+  ``remaining <= 0`` -> ``< 0`` (a budget of 0 planned a group without a rate).
+  killed here: EK1 the device type 'cuda:1' for cuda:1; FR5 the rate of results stacked ``stack``, not
+  ``min(stack, runs left)``; PF1 every readable result file named as the rate's source; NG8 the later call's stop
+  reason 'budget' ('over --budget-seconds' for the runs it starts); DR2 a resumed group's time for all its rounds,
+  DR3 its runs' lines likewise; DR4 a group ending exactly at the budget said to pause; DR5 groups planned after a
+  pause; DR6 the runs after a group without a rate returned twice; DR7 those runs listed again as 'beyond the
+  budget'; DR9 the dry run blind to a paused group; DR11 a resumed group without a rate estimated (TypeError); DR12
+  a group the later call starts listed as 'would run'.
 """
 from __future__ import annotations
 
@@ -804,3 +823,127 @@ def test_run_table1_refuses_a_bool_for_a_number_of_seconds_or_the_safety_factor(
     with pytest.raises(ValueError, match=f"^{name} must be {what}, got (np\\.)?True"):
         C.run_table1(tmp_path, seeds=(0,), cells=["sgd-e2-fedavg"], dry_run=True, log=lines.append, **kw)
     assert lines == []
+
+
+# ---------------------------------------------------------------- mutants of fb91484..97fac41 (table1 --dry-run)
+def _rate_result(path, *, ips, stacked, width=0.03, device_type="cpu"):
+    """A result file as _previous_rate reads it: the engine settings of a 0.03-wide run on the sample (2000
+    training images) and its measured images_per_second."""
+    path.write_text(json.dumps({"config": {"engine": {
+        "width": width, "precision": "fp32", "path": "grouped", "cuda_graph": False, "device_type": device_type,
+        "num_train": 2000, "stacked_runs": stacked}}, "summary": {"images_per_second": ips}}))
+
+
+def test_the_dry_run_and_the_call_take_the_rate_of_results_stacked_as_the_call_stacks(tmp_path, monkeypatch, sample):
+    """One run left and --stack 2: the call stacks min(2, 1) = 1, so the rate is that of the result of one run
+    stacked (1000 images/s), not of the pair (3000) nor of another width (5000), and the dry run names only the
+    file it took it from. 4 rounds of (2 x 2000 + 500 / 3) images at 1000 images/s: 16.7 s, printed 17. Mutants
+    FR5 (stacked=stack: the pair's 3000 images/s) and PF1 (every readable result file named)."""
+    _rate_result(tmp_path / "sgd-e2-fednova__seed0.json", ips=1000.0, stacked=1)
+    _rate_result(tmp_path / "momentum-e2-fedavg__seed0.json", ips=3000.0, stacked=2)
+    _rate_result(tmp_path / "momentum-e2-fednova__seed0.json", ips=5000.0, stacked=1, width=0.5)
+    kw = dict(budget_seconds=1e6, seeds=(0,), cells=["sgd-e2-fedavg"], data=sample, width=0.03, rounds=4,
+              device="cpu", stack=2, checkpoint_every=0)
+    dry = []
+    C.run_table1(tmp_path, dry_run=True, log=dry.append, **kw)
+    assert dry == [f"estimate: 1000 images/s from earlier results with the same engine settings in {tmp_path}: "
+                   "sgd-e2-fednova__seed0.json",
+                   f"would run: sgd-e2-fedavg seed 0 -> {tmp_path / 'sgd-e2-fedavg__seed0.json'}  (~17 s at 1000 "
+                   "images/s; 17 s so far)"]
+    calls, real = [], []
+    monkeypatch.setattr(C, "train_runs", _scripted_train_runs(calls))
+    C.run_table1(tmp_path, log=real.append, **kw)
+    assert real[:2] == ["estimate: 1000 images/s from earlier results with the same engine settings",
+                        "training 1 run(s) stacked (estimate 17 s): sgd-e2-fedavg__seed0"]
+
+
+def test_a_numbered_cuda_device_takes_the_rate_of_results_on_cuda(tmp_path):
+    """A result records the device type ('cuda'), not the device: a dry run (as a call) on cuda:1 takes the rate
+    of a result trained on cuda:0 (mutant EK1: 'cuda:1' matched no result, and the run had no estimate)."""
+    _rate_result(tmp_path / "sgd-e2-fednova__seed0.json", ips=1000.0, stacked=1, device_type="cuda")
+    data = types.SimpleNamespace(train_labels=np.zeros(2000, dtype=np.int64), test_labels=np.zeros(500, dtype=np.int64))
+    logs = []
+    C.run_table1(tmp_path, budget_seconds=1e6, seeds=(0,), cells=["sgd-e2-fedavg"], data=data, width=0.03, rounds=4,
+                 device="cuda:1", dry_run=True, log=logs.append)
+    assert logs[0] == (f"estimate: 1000 images/s from earlier results with the same engine settings in {tmp_path}: "
+                       "sgd-e2-fednova__seed0.json")
+    assert C._engine_key(width=1.0, precision="fp32", path="grouped", cuda_graph=False, device="cuda:1",
+                         num_train=2000, cudnn_bench=False, conv="cudnn")["device_type"] == "cuda"
+
+
+@pytest.mark.parametrize("budget, expected", [
+    # 3 rounds (12,300 s) do not fit in 12,299 s: the next call starts the first run (NG8, DR12)
+    (12299, ["12299 s left in this call, under 3 rounds (~4100.0 s each) of sgd-e2-fedavg__seed0: it starts in the "
+             "next call",
+             "beyond the budget: sgd-e2-fedavg seed 0 -> {0}  (~16400 s at 1 images/s; 16400 s so far; starts in a "
+             "later call)",
+             "beyond the budget: sgd-e2-fednova seed 0 -> {1}  (~16400 s at 1 images/s; 32800 s so far; starts in a "
+             "later call)"]),
+    # 3 rounds fit, 4 (16,400 s) do not: the run starts and pauses, nothing else starts in this call (DR5)
+    (12300, ["would run: sgd-e2-fedavg seed 0 -> {0}  (~16400 s at 1 images/s; 16400 s so far; pauses at this "
+             "call's budget for the next call)",
+             "budget: the group pauses at this call's budget (12300 s left)",
+             "beyond the budget: sgd-e2-fednova seed 0 -> {1}  (~16400 s at 1 images/s; 32800 s so far; starts in a "
+             "later call)"]),
+    # exactly 4 rounds: the run ends at the budget without a pause, and no time is left (DR4)
+    (16400, ["would run: sgd-e2-fedavg seed 0 -> {0}  (~16400 s at 1 images/s; 16400 s so far)",
+             "budget: no time left in this call; stopping",
+             "beyond the budget: sgd-e2-fednova seed 0 -> {1}  (~16400 s at 1 images/s; 32800 s so far; over "
+             "--budget-seconds 16400 with the x1.15 safety margin)"]),
+])
+def test_the_dry_run_of_a_call_with_a_later_one(tmp_path, sample, budget, expected):
+    """continue_later 10,000 s, 1 image/s, one run at a time, 4 rounds of 2 x 2000 + 300 / 3 = 4100 images: a run
+    takes 16,400 s (x 1.15 = 18,860 s <= budget + 10,000 in each case). A run starts only with 3 of its rounds
+    left in this call; it pauses if it does not end by this call's budget (16,400 s > 12,300 s), and then nothing
+    more starts; the runs left start in the later call. Mutants NG8 (the later call's stop said 'over
+    --budget-seconds'), DR12 (the run left to the later call listed as 'would run'), DR5 (runs planned after a
+    pause), DR4 (a run ending exactly at the budget said to pause)."""
+    data = types.SimpleNamespace(train_labels=sample.train_labels, test_labels=np.zeros(300, dtype=np.int64))
+    logs = []
+    C.run_table1(tmp_path, budget_seconds=budget, seeds=(0,), cells=["sgd-e2-fedavg", "sgd-e2-fednova"], data=data,
+                 width=0.03, rounds=4, device="cpu", stack=1, images_per_second=1, continue_later=10000,
+                 dry_run=True, log=logs.append)
+    paths = (tmp_path / "sgd-e2-fedavg__seed0.json", tmp_path / "sgd-e2-fednova__seed0.json")
+    assert logs == [f"estimate: 1 images/s from --images-per-second (hint; no earlier result with the same engine "
+                    f"settings in {tmp_path})"] + [line.format(*paths) for line in expected]
+
+
+def _paused(tmp_path, **extra):
+    from fedlib.checkpoint import save_checkpoint
+
+    save_checkpoint(tmp_path / ".ckpt__sgd-e2-fedavg__seed0.pkl", config={"runs": ["sgd-e2-fedavg__seed0"]},
+                    round_done=3 if extra else 2, state={}, history=[], kind="table1", extra=extra)
+
+
+def test_the_dry_run_resumes_a_paused_group_for_its_last_rounds_at_its_own_rate(tmp_path, sample):
+    """A paused group (3 of 4 rounds in 30 s) is planned first, as the call resumes it: at its own rate, 10 s a
+    round of W = 2 x 2000 + 500 / 3 images (3W / 30 = 417 images/s), its last round takes 10 s; 50 s of 60 are
+    left and the next run, 1.15 x 4 x 10 = 46 s, fits. Mutants DR2 (the group's time for all 4 rounds: 40 s,
+    leaving 20), DR3 (each run's line with all 4 rounds), DR9 (the paused group not looked for: no rate)."""
+    _paused(tmp_path, seconds=30.0)
+    logs = []
+    out = C.run_table1(tmp_path, budget_seconds=60, seeds=(0,), cells=["sgd-e2-fedavg", "sgd-e2-fednova"],
+                       data=sample, width=0.03, rounds=4, device="cpu", stack=1, dry_run=True, log=logs.append)
+    assert logs == [f"would run: sgd-e2-fedavg seed 0 -> {tmp_path / 'sgd-e2-fedavg__seed0.json'}  (~10 s at 417 "
+                    "images/s; 10 s so far; resumed after round 3)",
+                    f"would run: sgd-e2-fednova seed 0 -> {tmp_path / 'sgd-e2-fednova__seed0.json'}  (~40 s at 417 "
+                    "images/s; 50 s so far)"]
+    assert out["not_started"] == [str(tmp_path / "sgd-e2-fedavg__seed0.json"),
+                                  str(tmp_path / "sgd-e2-fednova__seed0.json")]
+
+
+def test_the_dry_run_without_a_rate_lists_the_first_group_and_the_rest_once(tmp_path, sample):
+    """No earlier result, no hint, and a paused group that recorded no seconds: no rate, so the paused group
+    'would run' (measured while it trains) and the other run 'would run if time is left', each listed and
+    returned once. Mutants DR11 (a resumed group without a rate estimated: TypeError), DR7 (the rest listed again
+    as 'beyond the budget'), DR6 (the rest returned twice in not_started)."""
+    _paused(tmp_path)
+    logs = []
+    out = C.run_table1(tmp_path, budget_seconds=60, seeds=(0,), cells=["sgd-e2-fedavg", "sgd-e2-fednova"],
+                       data=sample, width=0.03, rounds=4, device="cpu", stack=1, dry_run=True, log=logs.append)
+    first, second = tmp_path / "sgd-e2-fedavg__seed0.json", tmp_path / "sgd-e2-fednova__seed0.json"
+    assert logs == [f"would run: sgd-e2-fedavg seed 0 -> {first}  (no estimate: no earlier result with the same engine "
+                    "settings and no --images-per-second; measured while it trains)",
+                    f"would run if time is left: sgd-e2-fednova seed 0 -> {second}  (sized with the rate the first "
+                    "group measures)"]
+    assert out["not_started"] == [str(first), str(second)]
