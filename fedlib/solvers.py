@@ -487,8 +487,9 @@ def _one_minus_alpha_pow(alpha: float, n: np.ndarray) -> np.ndarray:
     r""":math:`(1-\alpha)^n` for the exact :math:`1 - \alpha`: ``(1.0 - alpha) ** n`` raises the rounded
     :math:`q = 1 - \alpha` (off by up to 1.1e-16), whose error grows to :math:`n \cdot 10^{-16}` relative (2.2e-11 at
     :math:`\alpha = 10^{-12}`, :math:`n = 10^6`); the rounding :math:`e = (1 - \alpha) - q`, exact by Sterbenz, is put
-    back as the factor :math:`(1 + e/q)^n`. Where :math:`q` is exact (:math:`\alpha \ge 1/2`, or a dyadic
-    :math:`\alpha`) this is ``q ** n`` itself."""
+    back as the factor :math:`(1 + e/q)^n`. Where :math:`q` is exact (:math:`\alpha \ge 1/2`, or an :math:`\alpha`
+    such as :math:`2^{-j}`, :math:`j \le 53`, whose :math:`1 - \alpha` fits in 53 bits; not :math:`2^{-60}`) this is
+    ``q ** n`` itself."""
     q = 1.0 - alpha
     e = (1.0 - q) - alpha
     if e == 0.0:

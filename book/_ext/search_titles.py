@@ -21,8 +21,9 @@ _SYMBOLS = {"cdot": "*", "times": "x", "le": "<=", "leq": "<=", "ge": ">=", "geq
 
 def plain_math(text: str) -> str:
     r"""``text`` with its LaTeX spelled as fedlib's code spells it: a macro becomes its name (``\tau`` -> ``tau``,
-    ``\text{eff}`` -> ``eff``), ``\|`` becomes ``||``, braces go, a thin space becomes a space, and a name that would
-    run into the word before it is set apart (``\chi^2\kappa^2`` -> ``chi^2 kappa^2``).
+    ``\text{eff}`` -> ``eff``), except a few written as their symbol (``\le`` -> ``<=``, ``\cdot`` -> ``*``) or
+    dropped (``\left``, ``\mathbb``), ``\|`` becomes ``||``, braces go, a spacing macro becomes a space (``\!``
+    nothing), and a name that would run into the word before it is set apart (``\chi^2\kappa^2`` -> ``chi^2 kappa^2``).
 
     >>> plain_math(r"Where FedAvg’s error comes from: \chi^2_{p\|w} and \tau_{\text{eff}}")
     'Where FedAvg’s error comes from: chi^2_p||w and tau_eff'

@@ -483,8 +483,9 @@ def check_output_path(path: Optional[Path], flag: str = "--out") -> None:
 
 
 def _is_fedlib_checkpoint(path: Path) -> bool:
-    """Whether the file ``path`` ends with a checkpoint's footer (:data:`fedlib.checkpoint.FOOTER` and 64 hex
-    digits, as :func:`fedlib.checkpoint.save_checkpoint` writes it); reads only that end of the file."""
+    """Whether the file ``path`` ends with a checkpoint's footer (:data:`fedlib.checkpoint.FOOTER` and 64 bytes,
+    the hex digest :func:`fedlib.checkpoint.save_checkpoint` writes, neither checked nor hashed: a corrupt
+    checkpoint counts too); reads only that end of the file."""
     from ..checkpoint import FOOTER
 
     size = len(FOOTER) + 64

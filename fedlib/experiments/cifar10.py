@@ -762,13 +762,15 @@ def run_table1(results_dir, *, budget_seconds: float, seeds: Sequence[int] = (0,
     A present result counts as done only if it was trained on as many images as ``data``
     holds; ``num_train`` gives that number when ``data`` is ``None`` (a dry run without
     the data: the command line passes the full 50,000, and the sample itself with
-    ``--sample``). A dry run's time estimates are at the size of ``data``, else the paper's.
+    ``--sample``). A dry run's time estimates are at the size of ``data``, else at ``num_train`` training images
+    (the paper's 50,000 when it is ``None``) and the paper's test set.
 
     ``results_dir``, ``seeds`` and ``cells`` are :func:`plan_table1`'s. ``dry_run=True`` trains nothing: it logs
     where its rate comes from (the earlier results' files, or the hint) and each missing run, as ``would run``
     (with its estimated time when there is a rate) or ``beyond the budget``, by the same rate, groups and budget
-    decisions as the call, each group taking its estimated time (without a rate, the first group is listed and
-    the rest only if the rate it measures leaves time); it returns every missing run as ``not_started``.
+    decisions as the call, each group taking its estimated time (without a rate, the first group is listed as
+    ``would run`` and the rest as ``would run if time is left``, sized with the rate the first group measures);
+    it returns every missing run as ``not_started``.
     ``width`` is VGG-11's width factor (default 1; a present result of another width is refused);
     ``cuda_graph`` (``True`` or ``False``) trains with CUDA graphs (a CUDA device only); ``data_source`` is the
     text recorded as the results' ``config.data.source``; ``log`` receives every progress line (default
