@@ -108,6 +108,18 @@ owner) (pass described in tests/README.md, Mutation passes):
   SZ10 round_local_steps without _check_has_local_steps; SZ11 ``callable(getattr(...))`` -> ``hasattr``; SZ12
   check_schedule_size's name not passed on; SZ13 num_clients read from FixedSteps only. killed by the suite: SZ1-SZ7,
   SZ10, SZ13. killed here: SZ8, SZ9, SZ11, SZ12.
+
+Mutants of 8fc7fcd..0bee57f (fedlib/sampling.py: weight_moments' presence with replacement by expm1/log1p;
+fedlib/solvers.py: the proximal a_vector by _one_minus_alpha_pow, step_size's decayed_sgd underflow message) (pass
+described in tests/README.md, Mutation passes):
+  SA1 ``1 - (1 - p) ** (q - 1)`` again; SA2 ``log1p(p)``; SA3 exponent q, not q - 1; SA4 ``q > 1`` -> ``q >= 1``
+  (q = 1 with p_i = 1: 0 * -inf = NaN); SA5 presence transposed (``p[:, None] * drawn[None, :]``); SA6 the errstate
+  around -expm1(...) dropped. OA1 ``(1.0 - alpha) ** n`` again; OA2 the rounding's sign flipped (``alpha - (1 -
+  q)``); OA3 ``log1p(e / q)`` -> ``log1p(e)``; OA4 the ``e == 0`` shortcut dropped (alpha = 1: q = 0, e / q a
+  ZeroDivisionError); OA5 ``exp((n + 1) ...)``. SS1 ``s == 0`` -> ``s != 0``; SS2 the message for any schedule's 0,
+  not only decayed_sgd's; SS3 the message's exponent k + 1; SS4 the message dropped (the old 'lr_schedule(k) must
+  be a finite factor > 0').
+  killed by the suite: SA1-SA5, OA1, OA2, OA4, SS1-SS4. killed here: SA6, OA3, OA5.
 """
 from __future__ import annotations
 
@@ -782,3 +794,38 @@ def test_check_schedule_size_names_the_schedule_by_the_name_it_is_given():
     with pytest.raises(ValueError, match=r"^runs\[1\]\.schedule must be an object with local_steps\(round\) -> \(m,\) "
                                          r"ints \(a function is no schedule: .*\), got function$"):
         check_schedule_size(lambda t: [2, 3], 2, name="runs[1].schedule")
+
+
+# ---------------------------------------------------------------- mutants of 8fc7fcd..0bee57f (sampling, solvers)
+def test_weight_moments_with_replacement_of_a_certain_client_raises_no_runtime_warning():
+    """A client of weight 1 with q = 3 draws: log1p(-1) = -inf gives 1 - (1 - 1)^2 = 1 without numpy's divide-by-zero
+    RuntimeWarning (mutant SA6 of 8fc7fcd..0bee57f, the errstate around -expm1((q-1) log1p(-p)) dropped). By hand:
+    presence[i, j] = p_j (1 - (1 - p_i)^2) off the diagonal, p_j on it: [[1, 0], [0, 0]]; pair = (1 - 1/3) p p^T +
+    diag(p) / 3 = [[1, 0], [0, 0]]."""
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        moments = weight_moments("with-replacement", [1.0, 0.0], 3)
+    assert moments.presence.tolist() == [[1.0, 0.0], [0.0, 0.0]]
+    assert moments.pair.tolist() == [[1.0, 0.0], [0.0, 0.0]]
+
+
+@pytest.mark.parametrize("mu", [0.45, 0.2, 0.3])
+def test_proximal_a_vector_where_one_minus_alpha_rounds(mu):
+    """a_i = ((1 - alpha)^n)_{n = tau-1, ..., 0} for alpha = 0.45, 0.2, 0.3 (lr = 1), whose 1 - alpha rounds in
+    float64 (the rounding e = (1 - q) - alpha is -5.6e-17, -5.6e-17, 5.6e-17), tau = 1001 (0.55^1000 = 1.2e-260, a
+    normal float): every entry against mpmath's exp(n log1p(-alpha)) at 40 digits, rel 1e-15 (the code is within
+    2.7e-16), and the last entry (n = 0) exactly 1. Mutants of 8fc7fcd..0bee57f: OA3 (``log1p(e / q)`` ->
+    ``log1p(e)``: n e (1/q - 1) relative, 4.5e-14 at n = 1000 for alpha = 0.45) and OA5 (``exp(n ...)`` -> ``exp((n
+    + 1) ...)``: one factor 1 + e/q too many, so the last entry is 0.9999999999999999 at alpha = 0.2); both within
+    the rel 1e-14 of tests/test_solvers.py::test_proximal_a_vector_many_steps, whose cases are near 0 or dyadic."""
+    mpmath = pytest.importorskip("mpmath")
+    solver = make_solver("prox", 1.0, mu=mu)
+    tau = 1001
+    a = solver.a_vector(tau)
+    assert a[-1] == 1.0
+    with mpmath.workdps(40):
+        log_q = mpmath.log1p(-mpmath.mpf(solver.alpha))
+        exact = [float(mpmath.exp((tau - 1 - j) * log_q)) for j in range(tau)]
+    assert a.tolist() == pytest.approx(exact, rel=1e-15, abs=0.0)

@@ -34,6 +34,25 @@ Mutants of 0571233~1..165a974 (fedlib/theory.py: two_client_lower_bound's tau1/t
 local_steps by check_count) (pass described in tests/README.md, Mutation passes):
   TH1 tau1 by check_int; TH2 tau2 by check_int; TH3 local_steps by check_int; TH4 tau2 minimum 0. killed by the
   suite: TH1-TH4.
+
+Mutants of 8fc7fcd..0bee57f (fedlib/theory.py: chi_square / _chi_square's underflow-safe terms and overflow
+refusal, theorem1_constants and _appg_inputs from the entries before the last, fedprox_theorem1_constants' s_head /
+q_head, two_client_lower_bound's chi2 in integers, lemma1_fixed_point's even/odd tau for lr >= 1) (pass described in
+tests/README.md, Mutation passes):
+  CS1 ``d * (d / w)`` -> ``d ** 2 / w`` (the old underflowing term); CS2 the ``big`` fallback dropped; CS3 the
+  overflow refusal dropped (inf returned); CS4 the errstate around ``d * (d / w)`` dropped; CS5 the errstate around
+  _chi_square in chi_square dropped; CS6 ``chi2 == np.inf`` -> ``chi2 > 1e308``; CS7 ``np.abs(d) * (d / w)``.
+  TC1 ``head = a[:-2]``; TC2 B from ``l2sq - a[-1] ** 2`` again; TC3 C from ``l1 ** 2 - l1 * a[-1]`` again; TC4
+  ``head = a[1:]``; TC5 C = ``head.sum() ** 2``. AP1 _appg_inputs' C from ``l1 - a[-1]`` again; AP2 ``a[1:]``.
+  FP1 B = ``w @ (q - 1)`` again; FP2 C from ``s ** 2 - s`` again; FP3 s_head's exponent tau_i, not tau_i - 1; FP4
+  q_head with one factor (1 - alpha); FP5 q_head's exponent tau_i - 1, not 2 (tau_i - 1); FP6 s_head from
+  ``log1p(alpha)``; FP7 alpha = 0: s_head = q_head = tau_i; FP8 alpha = 1: s_head = q_head = tau_i - 1 (alpha = 0's);
+  FP9 q_head divided by alpha, not alpha (2 - alpha). TW1 chi2's denominator 4 (tau_1 + tau_2); TW2 chi_square of
+  the rounded w again; TW3 ``/ 4 / t1 / t2``; TW4 in floats (``float(t2 - t1) ** 2 / (4.0 * t1 * t2)``). LM1 K = 1 -
+  (1 - lr)^tau again; LM2 the even/odd branches swapped; LM3 ``log1p(lr - 1)``; LM4 odd tau ``1 - (lr - 1)^tau``;
+  LM5 ``lr < 1`` -> ``lr <= 1``; LM6 the errstate around the np.where dropped.
+  killed by the suite: CS1-CS3, CS7, TC1-TC5, AP1, AP2, FP1-FP9, TW1, TW2, LM1-LM4. killed here: CS4 (through
+  _round_chi_square, which calls _chi_square without chi_square's errstate), CS5, CS6, TW3, TW4, LM5, LM6.
 """
 from __future__ import annotations
 
@@ -751,3 +770,78 @@ def test_vr_count_outside_refuses_a_progress_that_is_no_bool():
     H = np.array([np.eye(2), 2 * np.eye(2)])
     with pytest.raises(ValueError, match="^progress must be True or False"):
         TH.quadratic_vr_count_outside(H, [0.5, 0.5], [1, 2], 0.1, "scaffold", radius=1.0, progress="no")
+
+
+# ------------------------------------------------------------------------ mutants of 8fc7fcd..0bee57f
+def test_chi_square_keeps_a_finite_value_just_below_the_float64_maximum():
+    """chi_square refuses only an infinite sum, not a large finite one (mutant CS6, ``chi2 == np.inf`` -> ``chi2 >
+    1e308``). p = (1/2, 1/2), w = (1, 1.6e-309) (a subnormal; the sum is 1.0 in float64): d_1 / w_1 = 3.1e308
+    overflows, so the term is d_1^2 / w_1 = 0.25 / 1.6e-309 = 1.5625e308, finite; the exact sum, in Fraction of
+    the floats given, is 0.25 + (1/2 - w_1)^2 / w_1 ~ 1.5625e308."""
+    from fractions import Fraction
+
+    p, w = [0.5, 0.5], [1.0, 1.6e-309]
+    exact = sum((Fraction(a) - Fraction(b)) ** 2 / Fraction(b) for a, b in zip(p, w))
+    assert 1e308 < float(exact) < 1.7e308
+    assert TH.chi_square(p, w) == pytest.approx(float(exact), rel=1e-14, abs=0.0)
+
+
+def test_chi_square_of_huge_terms_raises_no_runtime_warning():
+    """A term whose d_i / w_i overflows (then d_i^2 / w_i) is summed without numpy's overflow RuntimeWarning, and a
+    sum beyond float64 is the ValueError alone (before 8fc7fcd: inf with a RuntimeWarning). Mutant CS5 of
+    8fc7fcd..0bee57f (the errstate around _chi_square in chi_square dropped: 'overflow encountered in divide' on the
+    way to a finite 1e300, and the fallback d^2 / w = 0.25 / 1e-310 overflows with a warning), a RuntimeWarning
+    raised here. Expected values: the sum in Fraction of the floats given (~1e300: w_2 = 1e-320 is
+    a subnormal, 9.99989e-321)."""
+    import warnings
+    from fractions import Fraction
+
+    p, w = [0.5, 0.5 - 1e-10, 1e-10], [0.5, 0.5, 1e-320]
+    exact = sum((Fraction(a) - Fraction(b)) ** 2 / Fraction(b) for a, b in zip(p, w))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert TH.chi_square(p, w) == pytest.approx(float(exact), rel=1e-14, abs=0.0)
+        with pytest.raises(ValueError, match=r"^w: chi-square overflows float64"):
+            TH.chi_square([0.5, 0.5], [1.0, 1e-310])
+
+
+def test_a_rounds_chi_square_with_an_overflowing_ratio_raises_no_runtime_warning():
+    """A round's chi^2 (_round_chi_square, which every round of FederatedAlgorithm.apply computes) calls _chi_square
+    without chi_square's errstate: a term whose d_i / w_i overflows while d_i^2 / w_i is finite is summed without
+    numpy's 'overflow encountered in divide' (mutant CS4 of 8fc7fcd..0bee57f, the errstate around d * (d / w)
+    dropped; through chi_square the outer errstate hides it). omega = (1/2, 1/2 - 2^-30, 2^-30), w = (1/2, 1/2,
+    2^-1064), both of sum 1 in float64: d_3 / w_3 ~ 2^1034 overflows, d_3^2 / w_3 ~ 2^1004 does not; expected: the sum
+    in Fraction of those floats."""
+    import warnings
+    from fractions import Fraction
+
+    omega, w = np.array([0.5, 0.5 - 2.0 ** -30, 2.0 ** -30]), np.array([0.5, 0.5, 2.0 ** -1064])
+    exact = sum((Fraction(a) - Fraction(b)) ** 2 / Fraction(b) for a, b in zip(omega.tolist(), w.tolist()))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert TH._round_chi_square(omega, w) == pytest.approx(float(exact), rel=1e-14, abs=0.0)
+
+
+@pytest.mark.parametrize("t1,t2", [(3, 11), (5, 7), (10 ** 15 + 1, 10 ** 15 + 2), (10 ** 15 + 2, 10 ** 15 + 5)])
+def test_two_client_chi_square_is_correctly_rounded(t1, t2):
+    """App. D.1's chi^2 = (tau_2 - tau_1)^2 / (4 tau_1 tau_2) is the float64 nearest the exact fraction (one
+    integer division, correctly rounded, as its comment says), not within an ulp of it. Mutants TW3 (``/ 4 / t1 /
+    t2``: three roundings; (3, 11) gives 64/132's neighbour) and TW4 (in floats: ``float(t2 - t1) ** 2 / (4.0 * t1 *
+    t2)``, 4 tau_1 tau_2 ~ 4e30 rounded first; (1e15 + 1, 1e15 + 2) is an ulp off); both within the 1e-15 of
+    tests/test_theory.py. Expected: float(Fraction), correctly rounded."""
+    from fractions import Fraction
+
+    assert TH.two_client_lower_bound(t1, t2).chi2 == float(Fraction((t2 - t1) ** 2, 4 * t1 * t2))
+
+
+def test_lemma1_fixed_point_at_lr_one_raises_no_runtime_warning():
+    """lr = 1: K_i = 1 - 0^tau_i = 1 for every tau_i, so the limit is sum_i p_i e_i = 0.25 - 0.75 = -0.5, and the
+    log1p(lr - 2) = log1p(-1) = -inf of the even branch is taken without numpy's divide-by-zero RuntimeWarning.
+    Mutants LM5 (``lr < 1`` -> ``lr <= 1``: -expm1(tau log1p(-1)) = 1 alike, with the warning) and LM6 (the errstate
+    around the np.where dropped)."""
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        x = TH.lemma1_fixed_point([[1.0], [-1.0]], [0.25, 0.75], [2, 3], 1.0)
+    assert x.tolist() == [-0.5]
