@@ -41,12 +41,17 @@ def build_script():
     return module
 
 
-def autodoc_extension():
-    """A fresh copy of the book's Sphinx extension ``book/_ext/fedlib_autodoc.py`` (the API page's docstring hooks)."""
-    spec = importlib.util.spec_from_file_location("fedlib_autodoc", ROOT / "book" / "_ext" / "fedlib_autodoc.py")
+def book_extension(name: str):
+    """A fresh copy of the book's local Sphinx extension ``book/_ext/<name>.py``."""
+    spec = importlib.util.spec_from_file_location(name, ROOT / "book" / "_ext" / f"{name}.py")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
+
+
+def autodoc_extension():
+    """A fresh copy of the book's Sphinx extension ``book/_ext/fedlib_autodoc.py`` (the API page's docstring hooks)."""
+    return book_extension("fedlib_autodoc")
 
 
 def toc_docnames() -> list[str]:

@@ -37,6 +37,23 @@ def ctrl_c_after_saving(monkeypatch):
     return real_save
 
 
+def full_disk_at_round(monkeypatch, round_done: int) -> None:
+    """Make ``fedlib.checkpoint.save_checkpoint`` fail as on a full disk (``OSError`` ENOSPC naming the file) when it
+    writes the checkpoint of round ``round_done``, through ``monkeypatch``; the other rounds' are written."""
+    import errno
+
+    import fedlib.checkpoint
+
+    real_save = fedlib.checkpoint.save_checkpoint
+
+    def save_unless_full(path, **kwargs):
+        if kwargs["round_done"] == round_done:
+            raise OSError(errno.ENOSPC, "No space left on device", str(path))
+        real_save(path, **kwargs)
+
+    monkeypatch.setattr(fedlib.checkpoint, "save_checkpoint", save_unless_full)
+
+
 def edited_result(path, tmp_path, edit):
     """A copy of the result JSON at ``path`` in ``tmp_path`` with ``edit(doc)`` applied to its document (the
     original is left as it is); returns the copy's path."""

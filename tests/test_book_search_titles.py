@@ -3,19 +3,15 @@ math role's source, "Where FedAvg’s error comes from: \chi^2_{p\|w} and \tau_{
 fedlib's code spells them, "... chi^2_p||w and tau_eff"."""
 from __future__ import annotations
 
-import importlib.util
 import json
 
 import pytest
-from bookutil import HTML_DIR, ROOT, unavailable
+from bookutil import HTML_DIR, book_extension, unavailable
 
 
 @pytest.fixture(scope="module")
 def ext():
-    spec = importlib.util.spec_from_file_location("search_titles", ROOT / "book" / "_ext" / "search_titles.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return book_extension("search_titles")
 
 
 @pytest.mark.parametrize("latex, plain", [

@@ -299,18 +299,9 @@ def test_a_checkpoint_rank_0_cannot_write_stops_every_rank(tmp_path, monkeypatch
     the thread world's 60 s barrier). The ranks now learn of it after the checkpoint round: rank 0 prints its error
     (status 1, as any file-system failure), the others name rank 0 and the round (status 2); the checkpoint of the
     round before stays."""
-    import errno
+    from cliutil import full_disk_at_round
 
-    import fedlib.checkpoint as ckpt
-
-    real = ckpt.save_checkpoint
-
-    def full_disk_at_round_4(path, **kw):
-        if kw["round_done"] == 4:
-            raise OSError(errno.ENOSPC, "No space left on device", str(path))
-        real(path, **kw)
-
-    monkeypatch.setattr(ckpt, "save_checkpoint", full_disk_at_round_4)
+    full_disk_at_round(monkeypatch, 4)
     flags = ["run", "synthetic", "--num-clients", "4", "--rounds", "6", "--quiet", "--checkpoint-every", "2",
              "--out", str(tmp_path / "run.json")]
     capsys.readouterr()

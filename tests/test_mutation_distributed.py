@@ -1006,19 +1006,10 @@ def test_a_checkpoint_that_one_process_cannot_write_stops_the_run(tmp_path, monk
     """Without --distributed a failed checkpoint write stops the run as before: the error's one line, status 1, no
     result, the checkpoint of round 2 kept (mutant SY2: the error was kept for the other ranks, of which there are
     none, and the run went on to write its result, exit 0)."""
-    import errno
-
-    import fedlib.checkpoint as ckpt
+    from cliutil import full_disk_at_round
     from fedlib.cli import main
 
-    real = ckpt.save_checkpoint
-
-    def full_disk_at_round_4(path, **kw):
-        if kw["round_done"] == 4:
-            raise OSError(errno.ENOSPC, "No space left on device", str(path))
-        real(path, **kw)
-
-    monkeypatch.setattr(ckpt, "save_checkpoint", full_disk_at_round_4)
+    full_disk_at_round(monkeypatch, 4)
     out = tmp_path / "run.json"
     capsys.readouterr()
     assert main(["run", "synthetic", "--num-clients", "4", "--rounds", "6", "--quiet", "--checkpoint-every", "2",

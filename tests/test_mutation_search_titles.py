@@ -15,22 +15,17 @@ file: 5 killed by the suite, 5 killed here, 0 equivalent.
 """
 from __future__ import annotations
 
-import importlib.util
 import json
 from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
-
-ROOT = Path(__file__).resolve().parents[1]
+from bookutil import book_extension
 
 
 @pytest.fixture(scope="module")
 def ext():
-    spec = importlib.util.spec_from_file_location("search_titles", ROOT / "book" / "_ext" / "search_titles.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return book_extension("search_titles")
 
 
 def test_text_macros_are_unwrapped_and_spacing_is_squeezed(ext):
