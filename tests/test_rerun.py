@@ -7,6 +7,7 @@ key or holds an invalid value is a bad input (exit 2, one line, no traceback or 
 --quiet prints only the verdict, and why a failing rerun failed. Most runs are 2-round, 3-client Synthetic runs."""
 from __future__ import annotations
 
+import json
 import os
 
 import pytest
@@ -246,15 +247,64 @@ def test_rerun_quiet_prints_only_the_verdict(tmp_path, capsys):
 
 
 def test_rerun_quiet_still_shows_why_the_run_failed(leaf_dir, tmp_path, capsys):
-    """With the run's stderr held back under --quiet, a failing rerun must still say why."""
+    """With the run's stderr held back under --quiet, a failing rerun must still say why (here the data folder is
+    still there, its training files are not)."""
     original = tmp_path / "l.json"
     assert main(["run", "synthetic", "--data", str(leaf_dir), "--rounds", "1", "--quiet", "--out",
                  str(original)]) == 0
-    shutil.rmtree(leaf_dir)
+    for f in (leaf_dir / "train").glob("*.json"):
+        f.unlink()
     assert main(["rerun", str(original), "--quiet"]) == 2
     err = capsys.readouterr().err
-    assert "--data:" in err and "no such file or folder" in err
+    assert "--data:" in err and "folder contains no .json files" in err
     assert "the rerun of the recorded config failed" in err
+
+
+def test_rerun_of_data_that_moved_says_so_and_data_reads_it_where_it_is(leaf_dir, tmp_path, capsys):
+    """A LEAF result rerun after its data moved (or on a machine that keeps it elsewhere) failed inside the run with
+    'python -m fedlib run synthetic: error: --data: /.../leaf: no such file or folder', naming a flag the user never
+    typed, and could not be rerun at all. rerun now says which recorded path is missing before it runs anything, and
+    --data PATH reads the copy: the same contents match (config.data.source, a path, is then not compared;
+    config.data.sha256 is), other contents are a MISMATCH naming the SHA-256."""
+    original = tmp_path / "l.json"
+    assert main(["run", "synthetic", "--data", str(leaf_dir), "--rounds", "2", "--quiet", "--out",
+                 str(original)]) == 0
+    moved = tmp_path / "elsewhere"
+    shutil.move(leaf_dir, moved)
+    capsys.readouterr()
+    assert main(["rerun", str(original)]) == 2
+    out, err = capsys.readouterr()
+    assert out == "" and err == (f"python -m fedlib rerun: error: {original} read its data from {leaf_dir} "
+                                 "(config.data.source), which does not exist on this machine; give the file's copy "
+                                 "with --data PATH (its contents are checked against config.data.sha256)\n")
+    assert main(["rerun", str(original), "--data", str(moved), "--quiet"]) == 0
+    assert capsys.readouterr().out.startswith("match: 2 rounds")
+    first = sorted((moved / "train").glob("*.json"))[0]
+    doc = json.loads(first.read_text())
+    user = doc["users"][0]
+    doc["user_data"][user]["x"][0][0] += 1.0
+    first.write_text(json.dumps(doc))
+    assert main(["rerun", str(original), "--data", str(moved), "--quiet"]) == 1
+    assert capsys.readouterr().out.startswith("MISMATCH: config.data.sha256: ")
+
+
+def test_rerun_data_is_refused_where_it_cannot_be_checked(original, leaf_dir, tmp_path, capsys):
+    """--data for a result of generated data (no file to replace), or for a result that records no SHA-256 of its
+    data (the copy's contents could not be compared): exit 2, nothing run."""
+    assert main(["rerun", str(original), "--data", str(leaf_dir)]) == 2
+    assert capsys.readouterr().err == (f"python -m fedlib rerun: error: --data: {original} trained on generated data "
+                                       "(config.problem 'synthetic-logistic'), read from no file; drop --data\n")
+    result = tmp_path / "l.json"
+    assert main(["run", "synthetic", "--data", str(leaf_dir), "--rounds", "1", "--quiet", "--out", str(result)]) == 0
+    doc = json.loads(result.read_text())
+    del doc["config"]["data"]["sha256"]
+    result.write_text(json.dumps(doc))
+    capsys.readouterr()
+    assert main(["rerun", str(result), "--data", str(leaf_dir)]) == 2
+    assert capsys.readouterr().err == (f"python -m fedlib rerun: error: --data: {result} records no "
+                                       f"config.data.sha256 (an older result), so the contents of {leaf_dir} cannot "
+                                       "be checked against its data; rerun it with the file at its "
+                                       "config.data.source\n")
 
 
 def test_rerun_of_a_gpu_result_without_a_gpu_says_so(original, tmp_path, capsys, monkeypatch):

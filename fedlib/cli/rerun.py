@@ -71,6 +71,10 @@ def add_rerun_parser(sub) -> argparse.ArgumentParser:
     p.add_argument("--tol", type=nonneg_float, default=1e-12,
                    help="largest allowed difference of two numbers a, b relative to max(1, |a|, |b|) "
                         "(relative above 1, absolute below; a finite number >= 0)")
+    p.add_argument("--data", type=user_path, default=None,
+                   help="a LEAF result's data read from here instead of its config.data.source (the file moved, or "
+                        "this machine keeps it elsewhere); its contents must be the result's (config.data.sha256, "
+                        "compared with the rest of the config)")
     p.add_argument("--quiet", action="store_true", help="print only the verdict")
     p.add_argument("--progress", action="store_true",
                    help="show the rerun's progress bar even when stderr is not a terminal (never with --quiet)")
@@ -243,13 +247,38 @@ def _comparable_config(config: Any) -> Any:
     return out
 
 
-def compare_results(old: dict, new: dict, tol: float = 1e-12) -> list:
+def _data_source_flags(flags: list, config: dict, data: Optional[Path], result: Path) -> list:
+    """``flags`` with ``--data`` at ``data`` when given; refused (:class:`CLIError`) where that cannot be checked or
+    the recorded ``config.data.source`` is missing on this machine (the run's own error named a ``--data`` flag that
+    the user never typed)."""
+    at = [i for i, (flag, _, _) in enumerate(flags) if flag == "data"]
+    if data is not None:
+        if not at:
+            raise CLIError(f"--data: {result} trained on generated data (config.problem {config.get('problem')!r}), "
+                           "read from no file; drop --data")
+        if "sha256" not in config["data"]:
+            raise CLIError(f"--data: {result} records no config.data.sha256 (an older result), so the contents of "
+                           f"{data} cannot be checked against its data; rerun it with the file at its "
+                           f"config.data.source")
+        flag, _, path = flags[at[0]]
+        return flags[:at[0]] + [(flag, os.fspath(data), path)] + flags[at[0] + 1:]
+    if at:
+        source = Path(flags[at[0]][1]).expanduser()
+        if not source.exists():
+            raise CLIError(f"{result} read its data from {source} (config.data.source), which does not exist on "
+                           "this machine; give the file's copy with --data PATH (its contents are checked against "
+                           "config.data.sha256)")
+    return flags
+
+
+def compare_results(old: dict, new: dict, tol: float = 1e-12, data_elsewhere: bool = False) -> list:
     """The first difference of each part that differs, in the order config, initial,
     history, summary (empty when the results match): ``config.data.num_samples[0]: 999 != 55``,
     ``initial.train_loss: ...``, ``round R, field F (history[i].F): ...``,
     ``summary.final_test_accuracy: ...``. Numbers match to ``tol``, the rest exactly;
     :data:`CONFIG_IGNORED`, :data:`SUMMARY_IGNORED` and :data:`HISTORY_IGNORED` are skipped
-    (``config.data.source`` is compared resolved)."""
+    (``config.data.source`` is compared resolved; with ``data_elsewhere``, ``rerun --data``, it is skipped and the
+    data compared by its ``sha256``)."""
     diffs = []
     for name in ("config", "initial", "history", "summary"):
         if name not in old or name not in new:
@@ -259,7 +288,10 @@ def compare_results(old: dict, new: dict, tol: float = 1e-12) -> list:
         if name == "history":
             d = compare_histories(old["history"], new["history"], tol)
         elif name == "config":
-            d = _first_difference(_comparable_config(old[name]), _comparable_config(new[name]), tol, name)
+            o, n = _comparable_config(old[name]), _comparable_config(new[name])
+            if data_elsewhere and isinstance(o.get("data"), dict) and isinstance(n.get("data"), dict):
+                o, n = ({**c, "data": {k: v for k, v in c["data"].items() if k != "source"}} for c in (o, n))
+            d = _first_difference(o, n, tol, name)
         else:
             ignore = SUMMARY_IGNORED if name == "summary" else ()
             d = _first_difference(_without(old[name], ignore), _without(new[name], ignore), tol, name)
@@ -281,7 +313,7 @@ def rerun_command(args: argparse.Namespace) -> int:
     old = read_result(args.result)
     if old.get("kind") != "run" or not old.get("history"):
         raise CLIError(f"{args.result} is not a run result with a history")
-    flags = _flags_from_config(old["config"])
+    flags = _data_source_flags(_flags_from_config(old["config"]), old["config"], args.data, args.result)
     argv = _argv(flags)
     _check_argv(argv, {"--" + flag: path for flag, _, path in flags})
     sha, dirty = git_commit()
@@ -326,7 +358,7 @@ def rerun_command(args: argparse.Namespace) -> int:
                   file=sys.stderr)
             return status
         new = read_result(out)
-    diffs = compare_results(old, new, args.tol)
+    diffs = compare_results(old, new, args.tol, data_elsewhere=args.data is not None)
     wrote = f"; wrote {args.out}" if args.out is not None else ""
     if not diffs:
         print(f"match: {len(new['history'])} rounds, initial, summary and config equal to {args.tol:g}" + wrote)
