@@ -502,8 +502,8 @@ def test_unwritable_checkpoint_folder_is_refused_before_training(tmp_path, monke
 
 def test_resume_takes_the_same_data_file_however_its_path_is_typed(tmp_path, monkeypatch, capsys):
     """--resume compared data.name, the --data path as typed: the same LEAF file given as an absolute
-    path (or from another folder) was refused as 'another configuration'. data.source (resolved)
-    identifies the file; another file is still refused."""
+    path (or from another folder) was refused as 'another configuration'. The data's SHA-256 identifies it
+    (test_resume_takes_the_data_file_where_it_moved); another file is still refused."""
     from fedlib.data.leaf import save_leaf
     from fedlib.data.synthetic import synthetic
 
@@ -516,9 +516,34 @@ def test_resume_takes_the_same_data_file_however_its_path_is_typed(tmp_path, mon
     monkeypatch.setattr(fedlib.checkpoint, "save_checkpoint", real_save)
     capsys.readouterr()
     assert main(argv + ["--data", str(tmp_path / "other.json"), "--resume"]) == 2
-    assert "data.source (checkpoint" in capsys.readouterr().err
+    assert "data.sha256 (checkpoint" in capsys.readouterr().err
     assert main(argv + ["--data", str(tmp_path / "leaf.json"), "--resume"]) == 0
     assert len(read_result(tmp_path / "r.json")["history"]) == 3
+
+
+def test_resume_takes_the_data_file_where_it_moved(tmp_path, monkeypatch, capsys):
+    """A run interrupted, its LEAF file then moved to another folder: --resume with --data at the new path was refused
+    with 'differing keys: data.source (checkpoint '.../leaf.json', now '.../moved/leaf.json')' (only the ranks of a
+    distributed run were compared by contents). The same contents now resume, and the run equals the uninterrupted
+    one; the result names the path it read (config.data.source)."""
+    from fedlib.data.leaf import save_leaf
+    from fedlib.data.synthetic import synthetic
+
+    save_leaf(synthetic(num_clients=3, seed=0), tmp_path / "leaf.json", drop_test=True)
+    monkeypatch.chdir(tmp_path)
+    argv = ["run", "synthetic", "--rounds", "3", "--quiet", "--checkpoint-every", "1"]
+    assert main(argv + ["--data", "leaf.json", "--out", "whole.json"]) == 0
+    real_save = ctrl_c_after_saving(monkeypatch)
+    assert main(argv + ["--data", "leaf.json", "--out", "r.json"]) == 130
+    monkeypatch.setattr(fedlib.checkpoint, "save_checkpoint", real_save)
+    (tmp_path / "moved").mkdir()
+    (tmp_path / "leaf.json").rename(tmp_path / "moved" / "leaf.json")
+    capsys.readouterr()
+    assert main(argv + ["--data", "moved/leaf.json", "--out", "r.json", "--resume"]) == 0
+    resumed, whole = read_result(tmp_path / "r.json"), read_result(tmp_path / "whole.json")
+    assert [h["train_loss"] for h in resumed["history"]] == [h["train_loss"] for h in whole["history"]]
+    assert resumed["config"]["data"]["source"] == str(tmp_path / "moved" / "leaf.json")
+    assert resumed["config"]["data"]["sha256"] == whole["config"]["data"]["sha256"]
 
 
 RUN_3_CLIENTS = ["run", "synthetic", "--num-clients", "3", "--quiet"]

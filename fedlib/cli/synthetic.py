@@ -147,7 +147,8 @@ def _by_contents(config: dict) -> dict:
 
 def _data_by_contents(saved: dict, current: dict) -> tuple:
     """``(saved, current)`` compared by their ``--data`` contents (:func:`_by_contents`) when both name a file by
-    its SHA-256: the checkpoint records rank 0's path."""
+    its SHA-256: the file may have moved since the checkpoint, and a distributed run's checkpoint records rank 0's
+    path."""
     if not all(isinstance(c.get("data"), dict) and "sha256" in c["data"] for c in (saved, current)):
         return saved, current
     return _by_contents(saved), _by_contents(current)
@@ -282,8 +283,9 @@ def run_synthetic(args: argparse.Namespace) -> int:
                     "on its total: rerun it from round 0 with the new --rounds" if saved.get("rounds") != args.rounds
                     and "step" in (args.lr_decay, saved.get("lr_decay")) else "")
             current = _without_data_name(config)
-            if distributed and world > 1:  # each machine may keep --data at its own path (the checkpoint names rank 0's)
-                saved, current = _data_by_contents(saved, current)
+            # the --data file by its contents, wherever it is now: moved since the checkpoint, or kept at its own path
+            # on each machine of a distributed run (the checkpoint names rank 0's)
+            saved, current = _data_by_contents(saved, current)
             check_config(ckpt_path, saved, current, who="--resume", hint=hint)
             resume = {"state": doc["state"], "history": doc["history"], "initial": doc["initial"]}
             earlier = list((doc.get("extra") or {}).get("segments") or [])
