@@ -61,6 +61,34 @@ test_mutation_results_validate.py: 1 killed by the suite, 3 killed here, 0 equiv
   killed here: CP2 ``fh.tell() < size`` -> ``<=`` (a file of exactly the footer let through); CP5 an unreadable
   file taken for a checkpoint (``except OSError: return True``); CP6 the message naming '--out' for --json and
   --profile.
+
+Mutants of c94cc84..457d1a7 (fedlib/cli/rerun.py: ``rerun --data``, ``_data_source_flags``,
+``compare_results(data_elsewhere=)``; fedlib/cli/synthetic.py: ``--resume`` by the --data contents in one process)
+(pass described in tests/README.md, Mutation passes): 25 mutants, one at a time, ``pytest -x -q`` on test_rerun.py,
+test_checkpoint.py, this file, test_leaf_content_fingerprint.py, test_cli_synthetic.py, test_bad_inputs.py,
+test_cli_paths.py, test_data_leaf.py and test_mutation_distributed.py -k "data or resume": 16 killed by the suite,
+6 killed here, 3 equivalent.
+  killed by the suite: RD1 --data ignored; RD2 the generated-data refusal dropped; RD3 the no-sha256 refusal
+  dropped; RD4 the replaced flag inserted, the recorded --data kept after it; RD7 the existence check inverted;
+  RD9 the missing-source refusal dropped; RD10 ``exists()`` -> ``is_file()`` (a LEAF folder refused); RD11
+  ``data_elsewhere`` not passed; RD12 data.name skipped instead of data.source; RD13 sha256 skipped with the
+  source; RD16 ``args.data`` not handed to ``_data_source_flags`` (all tests/test_rerun.py); SD1
+  ``_data_by_contents`` only when distributed again; SD2 ``_by_contents`` drops sha256, not source; SD3 no
+  ``_data_by_contents``; SD5 the current config compared with itself; SD6 ``config`` (with data.name) as the
+  current side (tests/test_checkpoint.py).
+  killed here: RD5 the flags after --data from ``at + 2`` (--num-classes dropped); RD6 the --data flags not
+  returned at once (a missing copy refused as config.data.source); RD8 the existence check without
+  ``expanduser``; RD14 data.source skipped without ``data_elsewhere``; RD15 ``and`` -> ``or`` between the two
+  sides' data checks; RD17 rerun's ``--data`` of ``type=Path`` (no '~' expansion).
+equivalent:
+  * RD18 -- the replaced flag's config path (used only to name a flag ``_check_argv``'s parse refuses) as
+    'config.data.sha256': run synthetic's --data is ``user_path``, which refuses only a '~user' it cannot expand,
+    and rerun's own ``--data`` (``user_path`` too) has expanded the path before it is passed on.
+  * SD4 -- ``_data_by_contents`` with ``any`` for ``all`` (SY3 of 37f92d9..d2bb791): one side without a --data
+    file is refused either way; only whether data.source is among the listed keys differs.
+  * SD7 -- ``_by_contents`` applied to both sides when not both name a file by SHA-256: ``_by_contents`` leaves a
+    side without sha256 as it is, so as SD4 only the listed keys of a refused resume differ (a generated side has
+    no source; an older checkpoint without sha256 differs in sha256 either way).
 """
 from __future__ import annotations
 
@@ -1236,3 +1264,88 @@ def test_a_file_that_cannot_be_read_is_not_taken_for_a_checkpoint(tmp_path, monk
     monkeypatch.setattr(common, "open", unreadable, raising=False)
     assert common._is_fedlib_checkpoint(result) is False
     assert common.check_output_path(result, "--out") is None
+
+
+# ------------------------------------- mutants of c94cc84..457d1a7 (rerun --data, resume by the --data contents)
+@pytest.fixture
+def leaf_folder(tmp_path):
+    """A 3-client LEAF folder at ``tmp_path / "leaf"`` (labels 0..9 of the generated data)."""
+    from fedlib.data import save_leaf, synthetic
+
+    folder = tmp_path / "leaf"
+    save_leaf(synthetic(num_clients=3, seed=0, num_samples=[30, 40, 25]), folder)
+    return folder
+
+
+def test_rerun_data_keeps_the_other_recorded_data_flags(leaf_folder, tmp_path):
+    """--data replaces the recorded ``--data`` flag alone: a LEAF run given ``--num-classes 12`` (the data's labels
+    would give 10) and rerun from its moved copy is rerun with ``--num-classes=12`` and matches (mutant RD5, the flags
+    after --data taken from ``at + 2``: --num-classes dropped, the rerun's 10 classes a MISMATCH)."""
+    import shutil
+
+    result = tmp_path / "r.json"
+    assert cli_exit(["run", "synthetic", "--data", str(leaf_folder), "--num-classes", "12", "--rounds", "2",
+                     "--quiet", "--out", str(result)])[0] == 0
+    assert json.loads(result.read_text())["config"]["data"]["num_classes"] == 12
+    moved = tmp_path / "moved"
+    shutil.move(leaf_folder, moved)
+    assert cli_exit(["rerun", str(result), "--data", str(moved), "--quiet"]) == (
+        0, "match: 2 rounds, initial, summary and config equal to 1e-12\n", "")
+
+
+def test_rerun_data_at_a_missing_path_is_named_as_the_data_flag(leaf_folder, tmp_path):
+    """A --data copy that does not exist is the run's own '--data: PATH: no such file or folder' (the flag the user
+    typed), not said to be the result's config.data.source (mutant RD6, the --data flags not returned at once: the
+    given path was checked as if recorded, 'r.json read its data from /.../missing (config.data.source)')."""
+    result, missing = tmp_path / "r.json", tmp_path / "missing"
+    assert cli_exit(["run", "synthetic", "--data", str(leaf_folder), "--rounds", "1", "--quiet",
+                     "--out", str(result)])[0] == 0
+    rc, out, err = cli_exit(["rerun", str(result), "--data", str(missing), "--quiet"])
+    assert (rc, out) == (2, "")
+    assert err.startswith(f"python -m fedlib run synthetic: error: --data: {missing}: no such file or folder\n"), err
+    assert "config.data.source" not in err
+
+
+def test_rerun_finds_a_recorded_source_under_the_home_folder(leaf_folder, tmp_path, monkeypatch):
+    """A config.data.source recorded as ``~/leaf`` (hand-written, or from another user's home) is the file the run
+    reads (``--data=~/leaf``, expanded by run synthetic): it exists, so rerun runs it and matches (mutant RD8, the
+    existence check without ``expanduser``: '~/leaf' looked up as a folder named '~' and refused as missing)."""
+    result = tmp_path / "r.json"
+    assert cli_exit(["run", "synthetic", "--data", str(leaf_folder), "--rounds", "2", "--quiet",
+                     "--out", str(result)])[0] == 0
+    edited = edited_result(result, tmp_path, lambda d: d["config"]["data"].update(source="~/leaf"))
+    monkeypatch.setenv("HOME", str(tmp_path))
+    monkeypatch.chdir(tmp_path)  # no folder named '~' here
+    assert cli_exit(["rerun", str(edited), "--quiet"]) == (
+        0, "match: 2 rounds, initial, summary and config equal to 1e-12\n", "")
+
+
+def test_rerun_data_expands_the_home_folder_in_its_message(leaf_folder, tmp_path, monkeypatch):
+    """``rerun --data=~/leaf`` (after '=', where the shell does not expand '~') names the file as expanded, as every
+    path flag of fedlib does: the refusal for a result without config.data.sha256 names ``<home>/leaf`` (mutant RD17,
+    ``type=Path``: it named '~/leaf')."""
+    result = tmp_path / "r.json"
+    assert cli_exit(["run", "synthetic", "--data", str(leaf_folder), "--rounds", "1", "--quiet",
+                     "--out", str(result)])[0] == 0
+    older = edited_result(result, tmp_path, lambda d: d["config"]["data"].pop("sha256"))
+    monkeypatch.setenv("HOME", str(tmp_path))
+    assert _error(["rerun", str(older), "--data=~/leaf"]) == (
+        f"--data: {older} records no config.data.sha256 (an older result), so the contents of {leaf_folder} cannot "
+        "be checked against its data; rerun it with the file at its config.data.source")
+
+
+def test_compare_results_skips_the_data_source_only_with_data_elsewhere(tmp_path):
+    """compare_results compares config.data.source (resolved) unless ``data_elsewhere`` (``rerun --data``), where the
+    same sha256 is the same data (mutant RD14, the source skipped without data_elsewhere: two files at other paths
+    matched); a config.data that is not an object on either side is a difference, not an AttributeError (mutant RD15,
+    ``and`` -> ``or`` between the two sides' checks)."""
+    from fedlib.cli.rerun import compare_results
+
+    data = {"num_classes": 10, "sha256": "ab"}
+    a = {"config": {"data": {"source": str(tmp_path / "a" / "leaf"), **data}}}
+    b = {"config": {"data": {"source": str(tmp_path / "b" / "leaf"), **data}}}
+    assert compare_results(a, b) == [f"config.data.source: '{tmp_path / 'a' / 'leaf'}' != '{tmp_path / 'b' / 'leaf'}'"]
+    assert compare_results(a, b, data_elsewhere=True) == []
+    null = {"config": {"data": None}}
+    assert compare_results(null, b, data_elsewhere=True) == [f"config.data: None != {b['config']['data']!r}"]
+    assert compare_results(b, null, data_elsewhere=True) == [f"config.data: {b['config']['data']!r} != None"]
