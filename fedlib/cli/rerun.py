@@ -256,6 +256,8 @@ def _data_source_flags(flags: list, config: dict, data: Optional[Path], result: 
         if not at:
             raise CLIError(f"--data: {result} trained on generated data (config.problem {config.get('problem')!r}), "
                            "read from no file; drop --data")
+        if not Path(data).exists():  # before anything runs (the run's own error came after 'rerunning ...')
+            raise CLIError(f"--data {data}: no such file or folder")
         if "sha256" not in config["data"]:
             raise CLIError(f"--data: {result} records no config.data.sha256 (an older result), so the contents of "
                            f"{data} cannot be checked against its data; rerun it with the file at its "
