@@ -1,4 +1,5 @@
-"""Shared by the LEAF tests: a LEAF JSON document built from per-user lists, and written to a file."""
+"""Shared by the LEAF tests: a LEAF JSON document built from per-user lists, and written to a file; a small LEAF
+folder of generated data."""
 from __future__ import annotations
 
 import json
@@ -19,3 +20,13 @@ def write_leaf(path, doc):
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(doc if isinstance(doc, str) else json.dumps(doc))
     return path
+
+
+def three_client_leaf(tmp_path):
+    """A 3-client LEAF folder (``train/`` and ``test/``) of generated Synthetic data at ``tmp_path / "leaf"``, 30, 40
+    and 25 training samples; its path."""
+    from fedlib.data import save_leaf, synthetic
+
+    folder = tmp_path / "leaf"
+    save_leaf(synthetic(num_clients=3, seed=0, num_samples=[30, 40, 25]), folder)
+    return folder

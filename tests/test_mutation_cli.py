@@ -1270,11 +1270,9 @@ def test_a_file_that_cannot_be_read_is_not_taken_for_a_checkpoint(tmp_path, monk
 @pytest.fixture
 def leaf_folder(tmp_path):
     """A 3-client LEAF folder at ``tmp_path / "leaf"`` (labels 0..9 of the generated data)."""
-    from fedlib.data import save_leaf, synthetic
+    from leafutil import three_client_leaf
 
-    folder = tmp_path / "leaf"
-    save_leaf(synthetic(num_clients=3, seed=0, num_samples=[30, 40, 25]), folder)
-    return folder
+    return three_client_leaf(tmp_path)
 
 
 def test_rerun_data_keeps_the_other_recorded_data_flags(leaf_folder, tmp_path):

@@ -14,9 +14,8 @@ import pytest
 import shutil
 
 from fedlib.cli import main
-from fedlib.data import save_leaf, synthetic
-
 from cliutil import cli_exit, edited_result
+from leafutil import three_client_leaf
 
 FLAGS = ["run", "synthetic", "--num-clients", "3", "--rounds", "2", "--epochs", "1", "--quiet"]
 
@@ -227,9 +226,7 @@ def test_rerun_refuses_a_summary_that_disagrees_with_its_history(tmp_path):
 
 @pytest.fixture
 def leaf_dir(tmp_path):
-    folder = tmp_path / "leaf"
-    save_leaf(synthetic(num_clients=3, seed=0, num_samples=[30, 40, 25]), folder)
-    return folder
+    return three_client_leaf(tmp_path)
 
 
 def test_rerun_quiet_prints_only_the_verdict(tmp_path, capsys):
