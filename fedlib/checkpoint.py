@@ -312,6 +312,22 @@ def _file_version(fh) -> tuple:
     return st.st_size, st.st_mtime_ns
 
 
+def _has_footer(path: os.PathLike) -> bool:
+    """Whether the file ``path`` ends with a checkpoint's footer (``FOOTER`` and the 64 bytes of its digest, which is
+    neither checked nor hashed here: a corrupt checkpoint counts too); reads only that end of the file, and an
+    unreadable file is no checkpoint."""
+    size = len(FOOTER) + 64
+    try:
+        with open(path, "rb") as fh:
+            fh.seek(0, os.SEEK_END)
+            if fh.tell() < size:
+                return False
+            fh.seek(-size, os.SEEK_END)
+            return fh.read(size)[:-64] == FOOTER
+    except OSError:
+        return False
+
+
 def _check_footer(who: str, path: Path, fh, length: int) -> None:
     """Refuse a file (open, ``length`` bytes) whose pickle does not match the SHA-256 in its footer
     (files without one pass); reads it in chunks."""

@@ -630,21 +630,14 @@ def _is_checkpoint(path: Path) -> bool:
     """Whether ``path`` ends with a checkpoint's footer (:data:`fedlib.checkpoint.FOOTER` and 64 hex digits), or
     starts as a pickle does (``0x80``, then the protocol: a checkpoint written without the footer); reads at most
     a few bytes of each end. Only asked once the file failed to parse as JSON (no JSON text starts with ``0x80``)."""
-    from .checkpoint import FOOTER
+    from .checkpoint import _has_footer
 
-    size = len(FOOTER) + 64
     try:
         with open(path, "rb") as fh:
             head = fh.read(2)
-            fh.seek(0, os.SEEK_END)
-            length = fh.tell()
-            tail = b""
-            if length >= size:
-                fh.seek(length - size)
-                tail = fh.read(size)
     except OSError:
         return False
-    return tail[:-64] == FOOTER or (len(head) == 2 and head[0] == 0x80 and 2 <= head[1] <= 5)
+    return _has_footer(path) or (len(head) == 2 and head[0] == 0x80 and 2 <= head[1] <= 5)
 
 
 def _unique_keys(path: Path):

@@ -483,21 +483,11 @@ def check_output_path(path: Optional[Path], flag: str = "--out") -> None:
 
 
 def _is_fedlib_checkpoint(path: Path) -> bool:
-    """Whether the file ``path`` ends with a checkpoint's footer (:data:`fedlib.checkpoint.FOOTER` and 64 bytes,
-    the hex digest :func:`fedlib.checkpoint.save_checkpoint` writes, neither checked nor hashed: a corrupt
-    checkpoint counts too); reads only that end of the file."""
-    from ..checkpoint import FOOTER
+    """Whether the file ``path`` is a fedlib checkpoint by its footer alone (``fedlib.checkpoint._has_footer``:
+    a pickle without one, e.g. a CIFAR-10 batch file, is not)."""
+    from ..checkpoint import _has_footer
 
-    size = len(FOOTER) + 64
-    try:
-        with open(path, "rb") as fh:
-            fh.seek(0, os.SEEK_END)
-            if fh.tell() < size:
-                return False
-            fh.seek(-size, os.SEEK_END)
-            return fh.read(size)[:-64] == FOOTER
-    except OSError:
-        return False
+    return _has_footer(path)
 
 
 def progress_bar(args: argparse.Namespace, total: int, desc: str, initial: int = 0):

@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Any, Optional
 
 from .common import CLIError, HelpFormatter, check_output_path, nonneg_float, same_file, user_path
+from .synthetic import _by_contents
 
 __all__ = ["add_rerun_parser", "rerun_command", "argv_from_config", "compare_histories", "compare_results",
            "CONFIG_IGNORED", "SUMMARY_IGNORED", "HISTORY_IGNORED"]
@@ -292,7 +293,7 @@ def compare_results(old: dict, new: dict, tol: float = 1e-12, data_elsewhere: bo
         elif name == "config":
             o, n = _comparable_config(old[name]), _comparable_config(new[name])
             if data_elsewhere and isinstance(o.get("data"), dict) and isinstance(n.get("data"), dict):
-                o, n = ({**c, "data": {k: v for k, v in c["data"].items() if k != "source"}} for c in (o, n))
+                o, n = _by_contents(o), _by_contents(n)  # the data by its SHA-256, as --resume compares it
             d = _first_difference(o, n, tol, name)
         else:
             ignore = SUMMARY_IGNORED if name == "summary" else ()

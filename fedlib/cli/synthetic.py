@@ -200,8 +200,9 @@ def _segment_end(segment: dict, done: int) -> dict:
 def _stop_together(comm, failed: BaseException | None, what: str = "stopped before the first round") -> None:
     """Tell every rank whether one failed (``failed``: its error, else ``None``); raise on every rank if one did: the
     failing rank its own error, the others a :class:`CLIError` that names the rank, ``what`` it failed at and its
-    message (one collective: before the ranks compare their settings, and after a checkpoint round's write)."""
-    if comm.world_size == 1:
+    message (one collective: before the ranks compare their settings, and after a checkpoint round's write).
+    ``comm`` ``None`` (one process, not distributed) raises ``failed`` alone."""
+    if comm is None or comm.world_size == 1:
         if failed is not None:
             raise failed
         return
@@ -369,10 +370,8 @@ def run_synthetic(args: argparse.Namespace) -> int:
                                 extra={"segments": earlier + [_segment_end(segment, done)]}, who="--checkpoint")
             except Exception as exc:  # noqa: BLE001 - raised again, on every rank
                 failed = exc
-        if comm is not None:  # a write that failed on rank 0 (a full disk) left the others waiting in the next
-            _stop_together(comm, failed, f"could not write the checkpoint of round {done}")  # round's collective
-        elif failed is not None:
-            raise failed
+        # a write that failed on rank 0 (a full disk) left the others waiting in the next round's collective
+        _stop_together(comm, failed, f"could not write the checkpoint of round {done}")
 
     bar = progress_bar(args, args.rounds, args.algorithm,
                        initial=0 if resume is None else len(resume["history"])) if rank0 else None

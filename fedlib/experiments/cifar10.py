@@ -657,6 +657,11 @@ def _run_names(group) -> List[str]:
     return [f"{p['cell'].id}__seed{p['seed']}" for p in group]
 
 
+def _run_line(p) -> str:
+    """A dry run's name of run ``p``: its cell, seed and result path."""
+    return f"{p['cell'].id} seed {p['seed']} -> {p['path']}"
+
+
 def _next_group(todo, work, rate, remaining, paused, *, stack, rounds, safety, later):
     """How a Table 1 call goes on with the runs ``todo`` (in order), ``remaining`` seconds
     left in this call and ``later`` in a later one: ``(k, done, rate, stop)``: the next
@@ -834,8 +839,6 @@ def run_table1(results_dir, *, budget_seconds: float, seeds: Sequence[int] = (0,
     def work(p):
         return round_work(p["cell"].epochs, n_train, n_test)
 
-    names_of = _run_names
-
     def ckpt_path(names):
         name = ".ckpt__" + "+".join(names) + ".pkl"
         # a file name holds at most 255 bytes, and atomic_write's temporary file adds 14 to it: a
@@ -852,7 +855,7 @@ def run_table1(results_dir, *, budget_seconds: float, seeds: Sequence[int] = (0,
         from ..checkpoint import CheckpointError, load_checkpoint
 
         for j in range(len(todo), 0, -1):
-            f = ckpt_path(names_of(todo[:j]))
+            f = ckpt_path(_run_names(todo[:j]))
             if f.is_file():
                 try:
                     doc = load_checkpoint(f, kind="table1", who="table1")
@@ -880,22 +883,20 @@ def run_table1(results_dir, *, budget_seconds: float, seeds: Sequence[int] = (0,
             if stop is not None:
                 break
             group, todo = todo[:k], todo[k:]
-            head = [f"{p['cell'].id} seed {p['seed']} -> {p['path']}" for p in group]
             if rate is None:  # measured while it trains: what follows depends on the rate it measures
-                for h in head:
-                    log(f"would run: {h}  (no estimate: no earlier result with the same engine settings and no "
-                        "--images-per-second; measured while it trains)")
+                for p in group:
+                    log(f"would run: {_run_line(p)}  (no estimate: no earlier result with the same engine settings "
+                        "and no --images-per-second; measured while it trains)")
                 for p in todo:
-                    log(f"would run if time is left: {p['cell'].id} seed {p['seed']} -> {p['path']}  (sized with "
-                        "the rate the first group measures)")
+                    log(f"would run if time is left: {_run_line(p)}  (sized with the rate the first group measures)")
                 todo = []
                 break
             group_secs = rate * (rounds - done) * sum(work(p) for p in group)
             pauses = later > 0 and group_secs > remaining
-            for p, h in zip(group, head):
+            for p in group:
                 secs = rate * (rounds - done) * work(p)
                 total += secs
-                log(f"would run: {h}  (~{secs:.0f} s at {1 / rate:.0f} images/s; {total:.0f} s so far"
+                log(f"would run: {_run_line(p)}  (~{secs:.0f} s at {1 / rate:.0f} images/s; {total:.0f} s so far"
                     + (f"; {k} run(s) stacked" if k > 1 else "") + (f"; resumed after round {done}" if done else "")
                     + ("; pauses at this call's budget for the next call" if pauses else "") + ")")
             if pauses:
@@ -905,7 +906,7 @@ def run_table1(results_dir, *, budget_seconds: float, seeds: Sequence[int] = (0,
         if stop is not None:
             log(stop[1])
         for p in todo:
-            line = f"beyond the budget: {p['cell'].id} seed {p['seed']} -> {p['path']}"
+            line = f"beyond the budget: {_run_line(p)}"
             if rate is not None:
                 secs = rate * rounds * work(p)
                 total += secs
@@ -931,7 +932,7 @@ def run_table1(results_dir, *, budget_seconds: float, seeds: Sequence[int] = (0,
             log(stop[1])
             break
         group = todo[:k]
-        names = names_of(group)
+        names = _run_names(group)
         group_work = sum(work(p) for p in group)
         est = f" (estimate {rate * (rounds - done) * group_work:.0f} s)" if rate is not None else ""
         log(f"training {len(group)} run(s) stacked{est}: {', '.join(names)}"
