@@ -1115,6 +1115,16 @@ def quadratic_round_map(H: Any, e: Any, p: Any, local_steps: Any, lr: float, alg
     >>> quadratic_round_map(H, e, [0.5, 0.5], [1, 2], 0.5, "fednova")
     (array([[0.34375]]), array([0.09375]))
     """
+    M, _, b = _round_map_terms(H, e, p, local_steps, lr, algorithm, mu, tau_eff, momentum)
+    return M, b
+
+
+def _round_map_terms(H: Any, e: Any, p: Any, local_steps: Any, lr: float, algorithm: str, mu: float,
+                     tau_eff: Any, momentum: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    r""":func:`quadratic_round_map`'s :math:`M = I - A` and :math:`b`, with :math:`A = \sum_i c_i K_i H_i` summed
+    apart: at a small ``lr``, :math:`A` is :math:`O(\eta\tau)` and :math:`I - M` recovers it with about
+    :math:`\log_{10}(1/\eta\tau)` digits fewer (:func:`quadratic_fixed_point` was 5.9e-5 relative off at
+    :math:`\eta = 10^{-13}` solving with :math:`I - M`). Returns ``(M, A, b)``."""
     H, e, p, steps = _check_quadratic(H, e, p, local_steps)
     check_choice("algorithm", algorithm, ("fedavg", "fedprox", "fednova"))
     if tau_eff is not None and algorithm != "fednova":
@@ -1129,12 +1139,15 @@ def quadratic_round_map(H: Any, e: Any, p: Any, local_steps: Any, lr: float, alg
         coef = p
     m, d, _ = H.shape
     M = np.eye(d)
+    A = np.zeros((d, d))
     b = np.zeros(d)
     for i in range(m):
         K = _local_operator(H[i], int(steps[i]), lr, mu, momentum)
-        M -= coef[i] * K @ H[i]
+        KH = coef[i] * K @ H[i]
+        M -= KH
+        A += KH
         b += coef[i] * K @ e[i]
-    return M, b
+    return M, A, b
 
 
 def quadratic_fixed_point(H: Any, e: Any, p: Any, local_steps: Any, lr: float, algorithm: str,
@@ -1175,16 +1188,18 @@ def quadratic_fixed_point(H: Any, e: Any, p: Any, local_steps: Any, lr: float, a
     >>> abs(float(quadratic_fixed_point(H, e, [0.5, 0.5], [1, 2], 0.01, "fednova")[0])) < 0.003
     True
     """
-    M, b = quadratic_round_map(H, e, p, local_steps, lr, algorithm, mu, tau_eff, momentum)
+    M, A, b = _round_map_terms(H, e, p, local_steps, lr, algorithm, mu, tau_eff, momentum)
     _check_finite_round_map(M, b)
-    _check_unique_solution(np.eye(M.shape[0]) - M,
-                           "H: I - M = sum_i c_i K_i H_i is singular (a direction no client with p_i > 0 moves: "
-                           "H_i sharing a null direction, or lr so small that a round leaves x unchanged), so the "
-                           "fixed point is not unique")
-    rho = spectral_radius(M)
-    if rho >= 1:
+    _check_unique_solution(A, "H: sum_i c_i K_i H_i is singular (a direction no client with p_i > 0 moves: the H_i "
+                              "share a null direction), so the fixed point is not unique")
+    # A is symmetric (each K_i is a polynomial in H_i), so M = I - A has the eigenvalues 1 - lambda_k(A): the rounds
+    # contract iff 0 < lambda_k(A) < 2. Read from A, not from M: at an lr so small that M rounds to I the rounds still
+    # contract (slowly) to the point solved for below.
+    lam = np.linalg.eigvalsh((A + A.T) / 2)
+    if not (lam[0] > 0 and lam[-1] < 2):
+        rho = float(np.max(np.abs(1.0 - lam)))
         raise ValueError(f"lr: the rounds do not converge (spectral radius of the round map {rho:.4g} >= 1)")
-    return np.linalg.solve(np.eye(M.shape[0]) - M, b)
+    return np.linalg.solve(A, b)
 
 
 def lemma1_small_lr_limit(e: Any, p: Any, local_steps: Any) -> np.ndarray:

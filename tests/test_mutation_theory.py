@@ -408,9 +408,10 @@ def test_vr_eigenvalues_near_defaults():
 
 def test_fixed_point_refuses_a_round_map_with_radius_exactly_one():
     """H_i = diag(1, 0): the second coordinate never moves, the round map has the eigenvalue 1 exactly
-    (no contraction, and I - M is singular): refused as a non-unique fixed point, naming H (no lr helps)."""
+    (no contraction, and A = I - M = sum_i c_i K_i H_i is singular): refused as a non-unique fixed point, naming H
+    (no lr helps)."""
     H = np.array([np.diag([1.0, 0.0]), np.diag([2.0, 0.0])])
-    with pytest.raises(ValueError, match=r"^H: I - M .* not unique"):
+    with pytest.raises(ValueError, match=r"^H: sum_i c_i K_i H_i is singular .* not unique"):
         TH.quadratic_fixed_point(H, np.ones((2, 2)), [0.5, 0.5], [1, 2], 0.1, "fedavg")
 
 
