@@ -823,6 +823,19 @@ def test_a_rounds_chi_square_with_an_overflowing_ratio_raises_no_runtime_warning
         assert TH._round_chi_square(omega, w) == pytest.approx(float(exact), rel=1e-14, abs=0.0)
 
 
+def test_a_rounds_chi_square_beyond_float64_is_inf_without_a_warning():
+    """omega = (1/2, 1/2), w = (1, 1e-310) (sum 1 in float64): the second term (1/2)^2 / 1e-310 = 2.5e309 is beyond
+    float64. A round records it as inf, silently (before: numpy's 'overflow encountered in divide' from the second
+    try, d^2 / w, every such round); chi_square itself still refuses it."""
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert TH._round_chi_square(np.array([0.5, 0.5]), np.array([1.0, 1e-310])) == np.inf
+    with pytest.raises(ValueError, match=r"^w: chi-square overflows float64"):
+        TH.chi_square([0.5, 0.5], [1.0, 1e-310])
+
+
 @pytest.mark.parametrize("t1,t2", [(3, 11), (5, 7), (10 ** 15 + 1, 10 ** 15 + 2), (10 ** 15 + 2, 10 ** 15 + 5)])
 def test_two_client_chi_square_is_correctly_rounded(t1, t2):
     """App. D.1's chi^2 = (tau_2 - tau_1)^2 / (4 tau_1 tau_2) is the float64 nearest the exact fraction (one
