@@ -296,7 +296,7 @@ def aggregation_coefficients(tau_eff: float, weights: Any, a_norms: Any) -> np.n
 
     ``tau_eff`` is the step scale :math:`\tau_{\text{eff}}` (a finite number > 0), ``weights`` the (m,) :math:`w_i`
     (finite, non-negative; the sum is not checked) and ``a_norms`` the (m,) :math:`\|a_i\|_1`, each > 0. Returns the
-    (m,) array :math:`c`.
+    (m,) array :math:`c` (``ValueError`` where a :math:`c_i` is beyond float64).
 
     Example
     -------
@@ -312,7 +312,15 @@ def aggregation_coefficients(tau_eff: float, weights: Any, a_norms: Any) -> np.n
     tau_eff = check_positive("tau_eff", tau_eff)
     w = check_weights("weights", weights)
     a = _check_a_norms(a_norms, w.size, "weights")
-    return tau_eff * w / a
+    with np.errstate(over="ignore"):
+        c = tau_eff * w / a
+        if not np.isfinite(c).all():  # tau_eff * w_i overflowed first (1e300 * 10 / 1e10 is 1e291): the other order
+            c = np.where(np.isfinite(c), c, tau_eff * (w / a))
+    if not np.isfinite(c).all():  # was returned as inf
+        i = int(np.argmin(np.isfinite(c)))
+        raise ValueError(f"tau_eff: the coefficient c_{i} = tau_eff w_{i} / ||a_{i}||_1 = {tau_eff!r} * {w[i]!r} / "
+                         f"{a[i]!r} exceeds float64")
+    return c
 
 
 class Aggregate(NamedTuple):

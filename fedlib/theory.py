@@ -122,7 +122,8 @@ def _round_chi_square(omega: np.ndarray, w: np.ndarray) -> float:
 def slowdown(local_steps: Any, tau_eff: float) -> float:
     r"""The slowdown :math:`\bar\tau / \tau_{\text{eff}}`, :math:`\bar\tau = \frac1m\sum_i \tau_i` (§4).
 
-    ``local_steps`` is the (m,) :math:`\tau_i` (whole numbers :math:`\ge 1`) and ``tau_eff`` a finite number > 0.
+    ``local_steps`` is the (m,) :math:`\tau_i` (whole numbers :math:`\ge 1`) and ``tau_eff`` a finite number > 0
+    (``ValueError`` where the ratio is beyond float64).
 
     Example
     -------
@@ -134,7 +135,11 @@ def slowdown(local_steps: Any, tau_eff: float) -> float:
     Fraction(12, 7)
     """
     steps = check_local_steps("local_steps", local_steps)
-    return float(steps.mean()) / check_positive("tau_eff", tau_eff)
+    tau_bar, tau_eff = float(steps.mean()), check_positive("tau_eff", tau_eff)
+    ratio = tau_bar / tau_eff
+    if ratio == np.inf:  # a tau_eff below about 1e-308 * tau_bar: was returned as inf
+        raise ValueError(f"tau_eff: the slowdown tau_bar / tau_eff = {tau_bar!r} / {tau_eff!r} exceeds float64")
+    return ratio
 
 
 # ---------------------------------------------------------------- Theorem 1

@@ -134,6 +134,16 @@ def test_aggregation_coefficients_checks_its_inputs():
         R.aggregation_coefficients(4.0, [-0.5, 1.5], [2.0, 6.0])
 
 
+def test_aggregation_coefficients_beyond_float64_are_refused_and_a_finite_one_is_kept():
+    """tau_eff = 1e300, w = (1/2, 1/2), ||a||_1 = (1e-10, 1): c_0 = 5e309 is beyond float64 (was returned as inf,
+    silently), refused naming c_0; ||a||_1 = (1e10, 1e10) with w = (10, 1e-300): tau_eff * w_0 = 1e301 * 10 overflows
+    while c_0 = 1e292 does not (was inf too), computed in the other order."""
+    with pytest.raises(ValueError, match=r"^tau_eff: the coefficient c_0 = .* exceeds float64"):
+        R.aggregation_coefficients(1e300, P2, [1e-10, 1.0])
+    c = R.aggregation_coefficients(1e301, [10.0, 1e-300], [1e10, 1e10])
+    assert c[0] == pytest.approx(1e292, rel=1e-15) and c[1] == pytest.approx(1e-9, rel=1e-15)
+
+
 def test_aggregate_defaults_to_fednova():
     """algorithm='fednova' by default: with a_norms 2 and 6 and p = (1/2, 1/2) FedNova's
     coefficients are τ_eff p_i/||a_i||_1 = 4 * (1/4, 1/12), FedAvg's would be p."""

@@ -34,6 +34,13 @@ def test_slowdown():
     assert TH.slowdown([5, 5], fedavg_weights([0.5, 0.5], [5, 5])[0]) == 1.0
 
 
+def test_slowdown_beyond_float64_is_refused():
+    """tau_bar / tau_eff = 3 / 1e-310 = 3e310 (was returned as inf, silently)."""
+    with pytest.raises(ValueError, match=r"^tau_eff: the slowdown tau_bar / tau_eff = 3.0 / 1e-310 exceeds float64"):
+        TH.slowdown([3, 3], 1e-310)
+    assert TH.slowdown([3, 3], 1e-300) == pytest.approx(3e300, rel=1e-15)
+
+
 # ---------------------------------------------------------------- App. D.1
 # The paper writes χ² = (τ₂−τ₁)²/(2τ₁τ₂) and κ² = 2w₁w₂a²; evaluating its own definitions gives
 # (τ₂−τ₁)²/(4τ₁τ₂) and 4w₁w₂a² (the factors of 2 cancel in χ²κ², which is what D.1 needs).
