@@ -209,10 +209,12 @@ class LocalSolver:
     name: str = "sgd"
 
     def __post_init__(self):
-        check_positive("lr", self.lr)
-        check_in_range("momentum", self.momentum, 0.0, 1.0)
-        check_nonnegative("mu", self.mu)
-        check_nonnegative("weight_decay", self.weight_decay)
+        # stored as Python floats: a numpy float64 (np.logspace's lr, say) turned a float32 numpy model's step, and so
+        # its Delta_i and the global model, into float64 without a word (NumPy 2 keeps a numpy scalar's dtype)
+        object.__setattr__(self, "lr", check_positive("lr", self.lr))
+        object.__setattr__(self, "momentum", check_in_range("momentum", self.momentum, 0.0, 1.0))
+        object.__setattr__(self, "mu", check_nonnegative("mu", self.mu))
+        object.__setattr__(self, "weight_decay", check_nonnegative("weight_decay", self.weight_decay))
         if self.lr_schedule is not None and not callable(self.lr_schedule):
             raise ValueError(f"lr_schedule must be callable k -> factor, got {self.lr_schedule!r}")
         if self.lr_schedule is None and self.lr * self.mu > 1.0 + 1e-12:
