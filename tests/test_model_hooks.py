@@ -115,3 +115,25 @@ def test_models_without_user_hooks_still_train_on_both_paths():
     assert registered_hooks(vgg11(width=1 / 32)) == []
     hooked, _, _ = _hook_setup("pre")
     assert [h[:3] for h in registered_hooks(hooked)] == [("5", "Linear", "forward pre-hook")]
+
+
+@pytest.mark.parametrize("kind", ["register_hook", "register_post_accumulate_grad_hook"])
+def test_gradient_hooks_on_parameters_are_refused_by_both_paths_when_built(kind):
+    """Before: a hook on a parameter tensor (here one that zeroes layer 3's weight gradient, i.e. freezes it) was
+    silently skipped by both paths, and by reference_run too: the engine moved that weight, and the reference check
+    agreed to 1e-17 with the run that ignored the hook. ClientOptimizer in a user's own loop runs it (backward())."""
+    import torch
+
+    from fedlib.engines.stacked import StackedEngine
+
+    model, data, run = _hook_setup(None)
+    if kind == "register_hook":
+        model[3].weight.register_hook(lambda grad: grad * 0)
+    else:
+        model[3].weight.register_post_accumulate_grad_hook(lambda param: param.grad.zero_())
+    for path in ("vmap", "grouped"):
+        with pytest.raises(ValueError, match=r"^model has parameters with gradient hooks \['3\.weight'\] "
+                                             r"\(Tensor\.register_hook or register_post_accumulate_grad_hook\): the "
+                                             r"stacked engines differentiate copies of the parameters, so such a hook "
+                                             r"would silently not run"):
+            StackedEngine(model, data, [run], dtype=torch.float64, path=path, **_ENGINE)

@@ -834,7 +834,8 @@ class StackedEngine:
         Forward hooks and pre-hooks of the model and its submodules run on the vmap path (those registered
         before the engine is built: it calls a copy of the model); the grouped path never calls the modules,
         so it refuses a model with any hook (:func:`fedlib.engines.grouped.registered_hooks`, hooks registered
-        for all modules included), and both paths refuse backward hooks. A hook registered for all modules
+        for all modules included), and both paths refuse backward hooks and gradient hooks on parameter tensors
+        (``Tensor.register_hook``: they differentiate copies of the parameters). A hook registered for all modules
         after the engine is built is refused when the next round starts where it would not run
         (:func:`fedlib.engines.grouped.refuse_global_hooks_added_later`).
     data : object with ``train_images`` ``(N, H, W, C)`` uint8, ``train_labels`` ``(N,)``,
@@ -1012,6 +1013,15 @@ class StackedEngine:
             raise ValueError(f"model has parameters with requires_grad=False {frozen[:3]}: the stacked engines train "
                              "every parameter, so a frozen layer would silently change; make the frozen part a "
                              "constant of the model (e.g. precompute its features) or unfreeze it")
+        # a hook on a parameter tensor (a gradient mask or clip) was silently skipped: the engines differentiate
+        # stacked copies of the parameters, so the engine and reference_run trained as if it were not there
+        hooked = [n for n, prm in model.named_parameters()
+                  if prm._backward_hooks or getattr(prm, "_post_accumulate_grad_hooks", None)]
+        if hooked:
+            raise ValueError(f"model has parameters with gradient hooks {hooked[:3]} (Tensor.register_hook or "
+                             "register_post_accumulate_grad_hook): the stacked engines differentiate copies of the "
+                             "parameters, so such a hook would silently not run; remove it (handle.remove()), or "
+                             "train in your own loop with fedlib.optim.ClientOptimizer, where backward() runs it")
         M = self.max_models
         self._mode_check_model: Optional[nn.Module] = None  # set when the training-mode check waits for run_round
         # a subclass that feeds its own inputs (train_batch) has only placeholders in data.train_images
