@@ -401,7 +401,8 @@ class LocalSolver:
 
         With a within-round schedule combined with momentum or prox there is no
         simple closed form; then the vector is the exact impulse response of the
-        linear recursion :math:`(y, v)` above. A subclass with its own step
+        linear recursion :math:`(y, v)` above, all :math:`\tau` entries from one backward pass
+        (:math:`O(\tau)`, each :meth:`step_size` taken once, in the order of the steps). A subclass with its own step
         (:attr:`builtin_step` false) that does not override this method gets the :math:`a_i` of
         its own step (``tau`` steps of its ``update`` on unit gradients :math:`e_k`, as
         :func:`check_own_step` probes it), not the formula of the built-in step.
@@ -412,10 +413,10 @@ class LocalSolver:
         n = np.arange(tau - 1, -1, -1, dtype=np.float64)  # n = tau-1-j
         rho, alpha = self.momentum, self.alpha
         if self.lr_schedule is not None:
-            s = np.array([self.step_size(k) / self.lr for k in range(tau)])
+            eta = np.array([self.step_size(k) for k in range(tau)])  # k = 0, 1, ...: the first bad step raises
             if rho == 0 and self.mu == 0:
-                return s
-            return self._impulse_response(tau)
+                return eta / self.lr
+            return self._impulse_response(eta)
         if rho == 0 and alpha == 0:
             return np.ones(tau)
         if rho == 0:
@@ -473,16 +474,33 @@ class LocalSolver:
             state = probe.update(state, e)
         return -np.asarray(state.params, dtype=np.float64) / probe.lr
 
-    def _impulse_response(self, tau: int) -> np.ndarray:
-        """a_j from the linear recursion with per-step sizes (exact, O(tau^2))."""
-        a = np.empty(tau)
-        for j in range(tau):
-            y = v = 0.0
-            for k in range(tau):
-                g = 1.0 if k == j else 0.0
-                y, v = self._direction_and_params(y, g, v, 0.0, None, self.step_size(k), 0.0)
-            a[j] = -y / self.lr
-        return a
+    def _impulse_response(self, eta: np.ndarray) -> np.ndarray:
+        r""":math:`a_j` of the built-in step with step sizes ``eta`` (:math:`\eta_k`, one per local step), exact, in
+        :math:`O(\tau)`.
+
+        On a scalar from 0 with no weight decay or correction the step is
+        :math:`u_{k+1} = \rho u_k + g_k`, :math:`y_{k+1} = q_k y_k - \eta_k u_{k+1}` with :math:`q_k = 1 - \eta_k\mu`
+        (:math:`u_{k+1} = g_k` when :math:`\rho = 0`), so
+
+        .. math::
+
+            y_\tau = -\sum_{k=0}^{\tau-1} P_k\,\eta_k u_{k+1}, \quad
+            P_k = \prod_{m=k+1}^{\tau-1} q_m, \qquad
+            a_j = \frac{1}{\eta}\sum_{k=j}^{\tau-1} P_k\,\eta_k\,\rho^{k-j}.
+
+        The adjoint pass runs backwards: :math:`P_{\tau-1} = 1`, :math:`P_{k-1} = q_k P_k`, and
+        :math:`b_\tau = 0`, :math:`b_j = P_j\eta_j + \rho\, b_{j+1}`, :math:`a_j = b_j/\eta` (:math:`P_k = \partial y_\tau/\partial y_{k+1}`,
+        :math:`b_j = -\partial y_\tau/\partial g_j`). It replaces
+        :math:`\tau` forward runs of :math:`\tau` steps each (:math:`O(\tau^2)`, 1.0 s at :math:`\tau = 10^3`)."""
+        rho, mu = self.momentum, self.mu
+        tau = len(eta)
+        b = np.empty(tau)
+        p, acc = 1.0, 0.0
+        for k in range(tau - 1, -1, -1):
+            acc = p * eta[k] + rho * acc
+            b[k] = acc
+            p *= 1.0 - eta[k] * mu
+        return b / self.lr
 
 
 def _one_minus_alpha_pow(alpha: float, n: np.ndarray) -> np.ndarray:
