@@ -272,7 +272,10 @@ def official_inplace_a_vector(local_steps: int, lr: float, momentum: float, mu: 
 
     Computed as the exact impulse response of this linear recursion (entry :math:`j`
     weighs :math:`g_j`). For comparison only: :mod:`fedlib.solvers` keeps the prox term
-    outside the buffer.
+    outside the buffer. The coefficients do not change from step to step, so the response of
+    :math:`x_\tau` to :math:`g_j` is that of :math:`x_{\tau-j}` to :math:`g_0`: one run of :math:`\tau` steps
+    from an impulse at step 0 gives every entry (:math:`O(\tau)`, bit for bit the :math:`\tau` runs of
+    :math:`\tau` steps it replaces: before step :math:`j` those stay at an exact 0).
 
     ``local_steps`` is :math:`\tau` (a whole number :math:`\ge 1`), ``lr`` :math:`\eta > 0`, ``momentum`` :math:`\rho`
     and ``mu`` :math:`\mu`.
@@ -282,12 +285,11 @@ def official_inplace_a_vector(local_steps: int, lr: float, momentum: float, mu: 
     rho = check_in_range("momentum", momentum, 0.0, 1.0)
     mu = check_nonnegative("mu", mu)
     a = np.empty(tau)
-    for j in range(tau):
-        y = u = 0.0
-        for k in range(tau):
-            u = rho * u + (1.0 if k == j else 0.0) + mu * y
-            y = y - lr * u
-        a[j] = -y / lr
+    y = u = 0.0
+    for k in range(tau):  # a_j = -x_{tau-j}/eta of the run whose only gradient is g_0 = 1
+        u = rho * u + (1.0 if k == 0 else 0.0) + mu * y
+        y = y - lr * u
+        a[tau - 1 - k] = -y / lr
     return a
 
 

@@ -23,7 +23,8 @@ compares the closed form with the library's own operational path:
   :math:`\\chi^2\\kappa^2` attained at the limit of real FedAvg rounds, for any number of clients;
 * :func:`theorem1_max_beta2` as the edge of :func:`theorem1_explicit_bound`'s step-size condition;
 * :func:`official_inplace_a_vector` against the official in-place dynamics run by the library's
-  momentum solver, and :func:`official_counter_a_norm` where it is right (one feature);
+  momentum solver, and bit for bit against its former O(tau^2) loop of one run per entry, and
+  :func:`official_counter_a_norm` where it is right (one feature);
 * :func:`fedprox_curves` against real proximal-SGD runs (:func:`measured_fedprox_weights`), and
   :func:`closed_form_distances` against real FedProx / FedNova rounds on random quadratics.
 """
@@ -347,6 +348,33 @@ def test_official_inplace_a_vector_is_the_in_place_dynamics(seed):
     state = momentum_sgd(lr, rho).run(x0, lambda x, k: G[:, k] + mu * (x - x0), tau)
     np.testing.assert_allclose(state.params - x0, -lr * G @ anatomy.official_inplace_a_vector(tau, lr, rho, mu),
                                rtol=1e-9, atol=1e-12)
+
+
+def _inplace_a_vector_one_run_per_entry(tau, lr, rho, mu):
+    """official_inplace_a_vector as it was (fedlib at 113f0d3): tau runs of tau steps, O(tau^2)."""
+    a = np.empty(tau)
+    for j in range(tau):
+        y = u = 0.0
+        for k in range(tau):
+            u = rho * u + (1.0 if k == j else 0.0) + mu * y
+            y = y - lr * u
+        a[j] = -y / lr
+    return a
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_official_inplace_a_vector_is_its_former_loop_bit_for_bit(seed):
+    """One run from an impulse at step 0 (the coefficients are the same at every step, and before step j the
+    former runs stay at an exact 0.0) gives the same floats as the former run per entry: 0.16 s -> 0.2 ms at
+    tau = 1000, identical arrays. Random lr, momentum in [0, 0.99) (0 for every fourth seed), mu with
+    lr * mu <= 1 (0 for every fifth seed, lr * mu = 1 for every seventh), tau 1..60."""
+    rng = np.random.default_rng(3100 + seed)
+    lr, tau = float(rng.uniform(0.01, 1.0)), int(rng.integers(1, 61))
+    rho = 0.0 if seed % 4 == 3 else float(rng.uniform(0.0, 0.99))
+    mu = 0.0 if seed % 5 == 4 else (1.0 / lr if seed % 7 == 6 else float(rng.uniform(0.0, 1.0)) / lr)
+    got = anatomy.official_inplace_a_vector(tau, lr, rho, mu)
+    assert got.shape == (tau,) and got.dtype == np.float64
+    np.testing.assert_array_equal(got, _inplace_a_vector_one_run_per_entry(tau, lr, rho, mu))
 
 
 @pytest.mark.parametrize("seed", range(6))
