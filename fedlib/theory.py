@@ -1419,16 +1419,17 @@ def quadratic_vr_round_map(H: Any, e: Any, p: Any, local_steps: Any, lr: float, 
     (array([[0.5, 0. ],
            [1. , 0. ]]), array([ 0.5, -1. ]))
     """
-    M, b, _ = _vr_round_map_terms(H, e, p, local_steps, lr, algorithm, mu, momentum, tau_eff)
+    M, _, b = _vr_round_map_terms(H, e, p, local_steps, lr, algorithm, mu, momentum, tau_eff)
     return M, b
 
 
 def _vr_round_map_terms(H: Any, e: Any, p: Any, local_steps: Any, lr: float, algorithm: str, mu: float,
                         momentum: float, tau_eff: Any) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    r""":func:`quadratic_vr_round_map`'s ``(M, b)`` and the :math:`x`-block of :math:`I - M`,
+    r""":func:`quadratic_vr_round_map`'s :math:`M` and :math:`b`, and the :math:`x`-block of :math:`I - M`,
     :math:`A = -\sum_i c_i D^X_i = \sum_i c_i K_i H_i`, summed apart: at a small ``lr`` it is :math:`O(\eta\tau)`, and
     :math:`I - M` recovers it with about :math:`\log_{10}(1/\eta\tau)` digits fewer (the other blocks of
-    :math:`I - M` are :math:`O(1)` or not differences). Returns ``(M, b, A)``."""
+    :math:`I - M` are :math:`O(1)` or not differences; ``_vr_fixed_point_system`` puts it back). Returns
+    ``(M, A, b)``."""
     H, e, p, steps = _check_quadratic(H, e, p, local_steps)
     lr, coef, a_norms, K, Z = _vr_round_parts(H, p, steps, lr, algorithm, mu, momentum, tau_eff)
     m, d, _ = H.shape
@@ -1458,7 +1459,16 @@ def _vr_round_map_terms(H: Any, e: Any, p: Any, local_steps: Any, lr: float, alg
     blocks = np.empty((m + 1, m + 1, d, d))
     blocks[0, 0], blocks[0, 1:], blocks[1:, 0], blocks[1:, 1:] = x_x, x_c, c_x, c_c
     M = blocks.transpose(0, 2, 1, 3).reshape(d * (m + 1), d * (m + 1))
-    return M, np.concatenate([b_x, b_c.ravel()]), -x_step
+    return M, -x_step, np.concatenate([b_x, b_c.ravel()])
+
+
+def _vr_fixed_point_system(M: np.ndarray, x_block: np.ndarray) -> np.ndarray:
+    """:math:`I - M` of a VR round map (state :math:`(x, c_1, \\dots, c_m)`) with its :math:`x`-block ``x_block``
+    from ``_vr_round_map_terms``, which keeps the digits that :math:`I - (I - A)` cancels at a small ``lr``."""
+    d = x_block.shape[0]
+    system = np.eye(M.shape[0]) - M
+    system[:d, :d] = x_block
+    return system
 
 
 def quadratic_vr_round_operator(H: Any, p: Any, local_steps: Any, lr: float, algorithm: str,
@@ -1909,15 +1919,13 @@ def quadratic_vr_fixed_point(H: Any, e: Any, p: Any, local_steps: Any, lr: float
     if algorithm == "vrlsgd":
         raise ValueError("algorithm: VRLSGD's limit depends on its initial variates (it conserves "
                          "sum_i p_i tau_i c_i); iterate quadratic_vr_round_map instead")
-    M, b, x_block = _vr_round_map_terms(H, e, p, local_steps, lr, algorithm, mu, momentum, tau_eff)
+    M, x_block, b = _vr_round_map_terms(H, e, p, local_steps, lr, algorithm, mu, momentum, tau_eff)
     _check_finite_round_map(M, b)
     rho = spectral_radius(M)
     if rho >= 1:
         raise ValueError(f"lr: the rounds do not converge (spectral radius of the round map {rho:.4g} >= 1)")
     d = x_block.shape[0]
-    system = np.eye(M.shape[0]) - M
-    system[:d, :d] = x_block  # I - M's x-block, summed apart (it cancels in I - M at a small lr)
-    s = np.linalg.solve(system, b)
+    s = np.linalg.solve(_vr_fixed_point_system(M, x_block), b)
     return s[:d], s[d:].reshape(-1, d)
 
 
