@@ -36,6 +36,14 @@ additions (about 1e-16 relative in float64). Only rank 0 writes the result file.
 plain run and ``torchrun --nproc_per_node 1`` resume each other's checkpoints exactly. The tests compare
 1, 2 and 3 gloo processes. A run's returned state has every client's control variate on
 every rank (:func:`gather_variates` at the end of :func:`fedlib.engines.batched.run_batched`).
+
+A rank whose own per-round code fails (its clients' local training, the ``lr_at`` / sampler / schedule hooks, the
+round's metrics, ``callback`` or ``on_round_end``) does not stop alone, which would leave the other ranks waiting in
+their next collective until the process group's timeout (10 minutes), or dying with gloo's "Connection closed by
+peer" once its process exits: :func:`fedlib.engines.batched.run_batched` hands the error on in the next collective
+that every rank makes anyway (the first one of :func:`distributed_apply`; after the last round, one small collective
+per run). The failing rank raises its own error there, every other rank a :class:`RankStopped` naming the rank, the
+round and the error.
 """
 from __future__ import annotations
 
@@ -56,7 +64,7 @@ from .tree import (leaf_kind, tree_all_finite, tree_index, tree_kind_mismatch, t
 from .variance import ControlVariates, updated_client_variates
 
 __all__ = ["Communicator", "LocalCommunicator", "TorchCommunicator", "under_torchrun", "init_from_env",
-           "owned_clients", "distributed_apply"]
+           "owned_clients", "distributed_apply", "RankStopped"]
 
 
 def under_torchrun(environ=None) -> bool:
@@ -321,6 +329,80 @@ def _destroy_process_group() -> None:
         dist.destroy_process_group()
 
 
+class RankStopped(RuntimeError):
+    r"""What the other ranks of a distributed run raise when one rank's own per-round code failed (its clients'
+    local training, a hook, the progress bar): the failing rank raises its own error, the others this one, at the
+    collective where the error reached them (:func:`fedlib.engines.batched.run_batched`).
+
+    ``stops`` lists ``(rank, round, error)`` for each rank that stopped, in rank order: ``rank`` and ``round``
+    integers >= 0, ``error`` the rank's error as text (``"TypeName: message"``; a ``ValueError``, an input problem,
+    by its message alone); kept as ``stops``, with the ranks in ``ranks``. A ``ValueError`` naming
+    ``stops`` if it is empty or its entries are not such triples.
+
+    Example
+    -------
+    >>> err = RankStopped([(1, 7, "FloatingPointError: overflow in client 5's step")])
+    >>> print(err)
+    a rank stopped in round 7 (rank 1: FloatingPointError: overflow in client 5's step); every rank stops
+    >>> err.ranks, isinstance(err, RuntimeError)
+    ([1], True)
+    >>> print(RankStopped([(0, 3, "OSError: disk full"), (2, 4, "KeyError: 'x'")]))
+    ranks stopped in rounds 3, 4 (rank 0 in round 3: OSError: disk full; rank 2 in round 4: KeyError: 'x'); every rank stops
+    """
+
+    def __init__(self, stops):
+        try:
+            entries = [(check_int("rank", r, minimum=0), check_int("round", t, minimum=0), str(e)) for r, t, e in stops]
+        except (TypeError, ValueError) as exc:
+            raise ValueError(f"stops must be (rank, round, error) triples of integers >= 0 and a text ({exc})") \
+                from None
+        if not entries:
+            raise ValueError("stops must name at least one rank that stopped, got none")
+        #: ``(rank, round, error)`` of each rank that stopped, in rank order.
+        self.stops = sorted(entries)
+        #: The ranks that stopped.
+        self.ranks = [r for r, _, _ in self.stops]
+        rounds = sorted({t for _, t, _ in self.stops})
+        if len(rounds) == 1:
+            told = "; ".join(f"rank {r}: {e}" for r, _, e in self.stops)
+            where = f"round {rounds[0]}"
+        else:
+            told = "; ".join(f"rank {r} in round {t}: {e}" for r, t, e in self.stops)
+            where = "rounds " + ", ".join(map(str, rounds))
+        who = "a rank" if len(self.stops) == 1 else "ranks"
+        super().__init__(f"{who} stopped in {where} ({told}); every rank stops")
+
+
+def _failure_text(failed: BaseException) -> str:
+    """A rank's error as the other ranks are told of it: a ``ValueError`` (an input problem) by its message, any
+    other error as ``"TypeName: message"``."""
+    return str(failed) if isinstance(failed, ValueError) else f"{type(failed).__name__}: {failed}"
+
+
+def _stop_entry(gathered: dict):
+    return gathered.get("stopped") if isinstance(gathered, dict) else None
+
+
+def _raise_if_stopped(gathered: list) -> None:
+    """:class:`RankStopped` if a rank's entry of a gather says it stopped (``_stop_round``)."""
+    stops = [(r, *_stop_entry(g)) for r, g in enumerate(gathered) if _stop_entry(g) is not None]
+    if stops:
+        raise RankStopped(stops)
+
+
+def _stop_round(comm: Communicator, failed: Optional[tuple]) -> None:
+    """Hand this rank's per-round error to every rank, ``failed`` being ``(round, error)`` (``None``: none), in
+    the collective that :func:`distributed_apply` makes first (the same ``all_gather_object``: a rank that stopped
+    meets the others in their next round's aggregation) or at the end of a run, where every rank calls this. Then
+    raise: this rank its own error, the others :class:`RankStopped` naming every rank that stopped, the round its
+    error came from and the error."""
+    stopped = None if failed is None else (int(failed[0]), _failure_text(failed[1]))
+    gathered = comm.all_gather_object({"error": None, "round": None, "info": {}, "stopped": stopped})
+    if failed is not None:
+        raise failed[1]
+    _raise_if_stopped(gathered)
+
+
 def _updates_problem(rank: int, updates: list, mine: dict, owned, params) -> Optional[str]:
     """Why this rank's ``updates`` cannot enter the round (``None`` if they can): each of its own
     participants once, changes with the structure and leaf shapes of the model (``x + change``
@@ -366,6 +448,9 @@ def distributed_apply(comm: Communicator, algorithm: FederatedAlgorithm, state: 
     model (numpy arrays next to torch tensors, as ``apply`` refuses them) and a ``state`` whose ``num_clients`` is ``None`` (the ranks own blocks of the :math:`m` clients,
     :func:`owned_clients`; ``apply`` takes such a state, unchecked). ``comm`` must be a
     :class:`Communicator` (a ``ValueError`` naming it otherwise).
+    A rank whose own part of the round failed before it had updates to hand in (its clients' local training in
+    :func:`fedlib.engines.batched.run_batched`) meets the others in this first collective with its error instead:
+    it raises that error, every other rank :class:`RankStopped` naming it, the round and the error.
 
     ``participation`` is the round's :class:`~fedlib.sampling.Participation`, the same on every rank; ``lr`` the
     round's client learning rate :math:`\eta` (finite, > 0); ``p`` the weights :math:`p_i` of all clients (the
@@ -418,6 +503,7 @@ def distributed_apply(comm: Communicator, algorithm: FederatedAlgorithm, state: 
     gathered = comm.all_gather_object({"error": error, "round": int(state.round),
                                        "info": {} if error else {c: (float(u.a_norm), int(u.local_steps))
                                                                  for c, u in mine.items()}})
+    _raise_if_stopped(gathered)  # a rank whose own round failed came with its error instead of updates (_stop_round)
     errors = [g["error"] for g in gathered if g["error"]]
     if errors:
         raise ValueError("; ".join(errors))

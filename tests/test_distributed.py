@@ -224,7 +224,16 @@ def _two_ranks(tmp_path, cmds, timeout=120):
                    MASTER_PORT=port)
         procs.append(subprocess.Popen([sys.executable] + argv, cwd=cwd, env=env, stdout=subprocess.PIPE,
                                       stderr=subprocess.PIPE, text=True))
-    return [(p.wait(timeout=timeout), p.stdout.read(), p.stderr.read()) for p in procs]
+    try:
+        codes = [p.wait(timeout=timeout) for p in procs]
+    except subprocess.TimeoutExpired:  # a rank still waiting in a collective: stop both (no process left behind)
+        running = [rank for rank, p in enumerate(procs) if p.poll() is None]
+        for p in procs:
+            p.kill()
+        outs = [p.communicate() for p in procs]
+        pytest.fail(f"rank(s) {running} still running after {timeout} s; stderr: "
+                    + " | ".join(err[-1500:] for _, err in outs))
+    return [(rc, p.stdout.read(), p.stderr.read()) for rc, p in zip(codes, procs)]
 
 
 def test_ranks_resuming_from_different_rounds_are_refused(tmp_path):
@@ -313,6 +322,203 @@ def test_a_checkpoint_rank_0_cannot_write_stops_every_rank(tmp_path, monkeypatch
                                   f"checkpoint of round 4 (rank 0: OSError: {disk}); every rank stops"])
     assert pickle.loads((tmp_path / "run.json.ckpt").read_bytes())["round"] == 2
     assert not (tmp_path / "run.json").exists()
+
+
+#: A driver run on both ranks: rank ``FAIL_RANK``'s clients' local training raises ``ERROR`` in round ``FAIL_ROUND``
+#: (the engine's _local_phase patched in that process), then ``python -m fedlib <argv>`` or, with ``--lib``, a
+#: run_batched of its own whose failing rank's process goes on (as a sweep's or a notebook's does) until the other
+#: rank is done, or for ``LINGER`` s.
+_FAILING_RANK = """\
+import os, sys, time
+import fedlib.engines.batched as batched
+
+RANK, FAIL_RANK, FAIL_ROUND = int(os.environ["RANK"]), int(os.environ["FAIL_RANK"]), int(os.environ["FAIL_ROUND"])
+real = batched._local_phase
+
+
+def local_phase(be, solver, theta0, corr, clients, tau, n_i, offsets, Xall, Yall, B, D, C, l2, seed, t, *rest):
+    if RANK == FAIL_RANK and t == FAIL_ROUND:
+        raise FloatingPointError(f"overflow in client {int(max(clients))}'s step")
+    return real(be, solver, theta0, corr, clients, tau, n_i, offsets, Xall, Yall, B, D, C, l2, seed, t, *rest)
+
+
+batched._local_phase = local_phase
+if sys.argv[1] != "--lib":
+    from fedlib.cli import main
+    sys.exit(main(sys.argv[1:]))
+from fedlib.algorithms import make_algorithm
+from fedlib.data import synthetic
+from fedlib.distributed import init_from_env
+from fedlib.problems.logistic import LogisticProblem
+from fedlib.schedules import FixedSteps
+from fedlib.solvers import sgd
+
+comm = init_from_env()
+prob = LogisticProblem(synthetic(num_clients=4, dim=3, num_classes=2, num_samples=[10, 20, 15, 12], seed=0))
+start = time.perf_counter()
+try:
+    batched.run_batched(make_algorithm("fednova", sgd(0.1)), prob, FixedSteps([1, 2, 3, 2]), 5, batch_size=5, comm=comm)
+    print("finished", flush=True)
+except Exception as exc:
+    print(f"{type(exc).__name__}: {exc}", flush=True)
+open(f"done_{RANK}", "w").close()
+while RANK == FAIL_RANK and not os.path.exists(f"done_{1 - RANK}") and time.perf_counter() - start < float(os.environ["LINGER"]):
+    time.sleep(0.1)  # this process goes on until the other rank is done (or LINGER s have passed)
+"""
+
+
+def _failing_rank(tmp_path, argv, fail_rank=1, fail_round=2, linger=0, timeout=60):
+    script = tmp_path / "failing_rank.py"
+    script.write_text(_FAILING_RANK)
+    env = {"FAIL_RANK": str(fail_rank), "FAIL_ROUND": str(fail_round), "LINGER": str(linger)}
+    with pytest.MonkeyPatch.context() as mp:
+        for k, v in env.items():
+            mp.setenv(k, v)
+        return _two_ranks(tmp_path, [(tmp_path, [str(script)] + argv)] * 2, timeout=timeout)
+
+
+@pytest.mark.parametrize("fail_rank", [1, 0])
+def test_a_rank_whose_local_training_fails_stops_every_rank(tmp_path, fail_rank):
+    """Two real gloo processes of ``run synthetic --distributed``; rank ``fail_rank``'s clients' local training
+    raises a FloatingPointError in round 2 (of 5). Before, that rank stopped alone ('diverged in round 2: ...',
+    status 2) and the other, waiting in round 2's first collective, died when the process went away with gloo's
+    "Connection closed by peer" (rank 1: "Connection reset by peer") RuntimeError traceback, status 1, not saying
+    why (had the failing process lived on, it would have waited until the group's 10-minute timeout). The error now
+    travels with that collective: the other rank names the rank, the round and the error, status 2, both within
+    seconds; nothing is written."""
+    flags = ["run", "synthetic", "--num-clients", "4", "--rounds", "5", "--quiet", "--distributed", "--out",
+             str(tmp_path / "run.json")]
+    results = _failing_rank(tmp_path, flags, fail_rank=fail_rank, timeout=60)
+    own = f"diverged in round 2: overflow in client {2 * fail_rank + 1}'s step"
+    rc, _, err = results[fail_rank]
+    assert rc == 2 and f"error: {own} (nothing written)" in err, err[-2000:]
+    rc, _, err = results[1 - fail_rank]
+    assert rc == 2, err[-2000:]
+    assert _without_gloo_banner(err).strip().splitlines()[-1] == (
+        f"python -m fedlib run synthetic: error: --distributed: a rank stopped in round 2 (rank {fail_rank}: "
+        f"DivergenceError: {own}); every rank stops"), err[-2000:]
+    assert not (tmp_path / "run.json").exists()
+
+
+def test_a_rank_that_fails_and_lives_on_does_not_leave_the_others_waiting(tmp_path):
+    """run_batched on two real gloo processes (the group's timeout 600 s); rank 1's local training raises in round
+    2 and its process goes on (a sweep's next run, a notebook) until rank 0 is done, up to 90 s. Before, rank 0
+    waited in round 2's first collective: both still running when this test stopped them after 45 s. Now rank 0 raises RankStopped naming rank 1,
+    the round and the error at once, and rank 1 its own error."""
+    (rc0, out0, err0), (rc1, out1, err1) = _failing_rank(tmp_path, ["--lib"], linger=90, timeout=45)
+    assert rc0 == 0 and out0.strip() == ("RankStopped: a rank stopped in round 2 (rank 1: DivergenceError: diverged in "
+                                         "round 2: overflow in client 3's step); every rank stops"), err0[-2000:]
+    assert rc1 == 0 and out1.strip() == "DivergenceError: diverged in round 2: overflow in client 3's step"
+
+
+def _run_catching(comm, hooks):
+    """A 4-round FedNova-VR run_batched on thread rank ``comm`` (4 clients); its rounds seen by ``on_round_end`` and
+    what it raised, as ``(type name, message)``."""
+    from fedlib.data import synthetic
+    from fedlib.engines.batched import run_batched
+    from fedlib.problems.logistic import LogisticProblem
+    from fedlib.schedules import FixedSteps
+
+    prob = LogisticProblem(synthetic(num_clients=4, dim=3, num_classes=2, num_samples=[10, 20, 15, 12], seed=0))
+    ends = []
+    try:
+        run_batched(make_algorithm("fednova-vr", sgd(0.1)), prob, FixedSteps([1, 2, 3, 2]), 4, batch_size=5, comm=comm,
+                    on_round_end=lambda state, history, initial: ends.append(len(history)), **hooks(comm.rank))
+        return ends, None
+    except Exception as exc:  # noqa: BLE001 - compared below
+        return ends, (type(exc).__name__, str(exc))
+
+
+@pytest.mark.parametrize("round_", [1, 3])
+def test_a_callback_that_fails_on_one_rank_stops_every_rank(round_):
+    """Thread ranks: rank 0's callback (the CLI's progress bar) raises after round ``round_`` of 4. It raised on rank 0
+    alone, and rank 1 waited in the next collective (the next round's, or the gather of the c_i). Rank 0 still
+    hands the round to on_round_end (a checkpoint of a whole round), then the error reaches rank 1 in the next round's
+    first collective, after the last round in the run's closing one."""
+    def hooks(rank):
+        def callback(rec):
+            if rank == 0 and rec["round"] == round_:
+                raise KeyError("bar")
+        return {"callback": callback}
+
+    told = f"a rank stopped in round {round_} (rank 0: KeyError: 'bar'); every rank stops"
+    assert on_ranks(2, lambda comm: _run_catching(comm, hooks)) == [
+        (list(range(1, round_ + 2)), ("KeyError", "'bar'")), (list(range(1, round_ + 2)), ("RankStopped", told))]
+
+
+def test_ranks_whose_local_round_fails_are_named_on_every_rank():
+    """Thread ranks: ranks 1 and 2 of 3 fail in round 2 before their clients train (their lr_at raises). Each
+    raises its own error in round 2's first collective; rank 0 names both."""
+    def hooks(rank):
+        def lr_at(t):
+            if rank and t == 2:
+                raise ValueError(f"lr_at: no rate for round {t} on rank {rank}")
+            return 0.1
+        return {"lr_at": lr_at}
+
+    told = ("ranks stopped in round 2 (rank 1: lr_at: no rate for round 2 on rank 1; rank 2: lr_at: no rate for round 2 "
+            "on rank 2); every rank stops")
+    assert on_ranks(3, lambda comm: _run_catching(comm, hooks)) == [
+        ([1, 2], ("RankStopped", told)), ([1, 2], ("ValueError", "lr_at: no rate for round 2 on rank 1")),
+        ([1, 2], ("ValueError", "lr_at: no rate for round 2 on rank 2"))]
+
+
+def test_one_process_raises_a_callback_error_at_once():
+    """Without comm (and with one rank) nothing is handed on: the callback's error is raised as it comes, before
+    on_round_end sees the round."""
+    def hooks(rank):
+        def callback(rec):
+            if rec["round"] == 1:
+                raise KeyError("bar")
+        return {"callback": callback}
+
+    assert _run_catching(LocalCommunicator(), hooks) == ([1], ("KeyError", "'bar'"))
+
+
+@pytest.mark.parametrize("fail_at", [2, 3, 5])
+def test_a_progress_bar_that_fails_on_rank_0_stops_every_rank(tmp_path, monkeypatch, capsys, fail_at):
+    """Thread ranks of ``run synthetic --distributed --checkpoint-every 2``: rank 0's progress bar raises EIO (its
+    terminal went away) in round ``fail_at`` (0-based, of 6). Rank 0 stopped alone and rank 1 waited in the next
+    collective (with gloo, the group's timeout). Now rank 0 prints its error (status 1) and rank 1 names rank 0, the
+    round and the error (status 2); the checkpoint of the rounds done stays, no result is written."""
+    import fedlib.cli.synthetic as synthetic_cli
+
+    class Bar:
+        rounds = 0
+
+        def set_postfix(self, **kw):
+            pass
+
+        def update(self, n):
+            if Bar.rounds == fail_at:
+                raise OSError(5, "Input/output error")
+            Bar.rounds += 1
+
+        def close(self):
+            pass
+
+    monkeypatch.setattr(synthetic_cli, "progress_bar", lambda *a, **k: Bar())
+    flags = ["run", "synthetic", "--num-clients", "4", "--rounds", "6", "--quiet", "--checkpoint-every", "2",
+             "--algorithm", "fednova-vr", "--out", str(tmp_path / "run.json")]
+    capsys.readouterr()
+    assert cli_on_ranks(monkeypatch, [flags, flags]) == [1, 2]
+    err = capsys.readouterr().err.splitlines()
+    assert sorted(err) == ["python -m fedlib run synthetic: error: --distributed: a rank stopped in round "
+                           f"{fail_at} (rank 0: OSError: [Errno 5] Input/output error); every rank stops",
+                           "python -m fedlib run synthetic: error: [Errno 5] Input/output error"]
+    # the rounds through fail_at were whole (on_round_end saw them): checkpointed every 2, and the last round
+    assert pickle.loads((tmp_path / "run.json.ckpt").read_bytes())["round"] == (6 if fail_at == 5 else
+                                                                               (fail_at + 1) // 2 * 2)
+    assert not (tmp_path / "run.json").exists()
+
+
+def test_rank_stopped_needs_a_rank():
+    from fedlib.distributed import RankStopped
+
+    with pytest.raises(ValueError, match=r"^stops must name at least one rank that stopped, got none$"):
+        RankStopped([])
+    with pytest.raises(ValueError, match=r"^stops must be \(rank, round, error\) triples"):
+        RankStopped([(1, -1, "x")])
 
 
 def test_a_distributed_run_returns_every_clients_control_variate(tmp_path):

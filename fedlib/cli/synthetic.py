@@ -206,8 +206,9 @@ def _stop_together(comm, failed: BaseException | None, what: str = "stopped befo
         if failed is not None:
             raise failed
         return
-    text = None if failed is None else (str(failed) if isinstance(failed, ValueError)
-                                        else f"{type(failed).__name__}: {failed}")
+    from ..distributed import _failure_text
+
+    text = None if failed is None else _failure_text(failed)
     seen = comm.all_gather_object(text)
     if failed is not None:
         raise failed
@@ -220,7 +221,7 @@ def _stop_together(comm, failed: BaseException | None, what: str = "stopped befo
 
 def run_synthetic(args: argparse.Namespace) -> int:
     from ..checkpoint import check_config, load_checkpoint, save_checkpoint
-    from ..distributed import init_from_env, under_torchrun
+    from ..distributed import RankStopped, init_from_env, under_torchrun
     from ..engines.batched import resolve_device, run_engine
     from ..problems.logistic import LogisticProblem
     from ..schedules import make_epoch_schedule
@@ -392,6 +393,9 @@ def run_synthetic(args: argparse.Namespace) -> int:
                              seed=args.seed, sampling=args.sampling, clients_per_round=args.clients_per_round,
                              lr_at=lr_schedule(args), backend=args.backend, device=device, callback=on_round,
                              **extra)
+    except RankStopped as exc:  # another rank's own round failed (its clients' training, its progress bar): it
+        # printed its error and stops; so does this rank, naming it, the round and the error (status 2)
+        raise CLIError(f"--distributed: {exc}") from None
     finally:
         if bar is not None:
             bar.close()

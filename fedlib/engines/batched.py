@@ -468,6 +468,13 @@ def run_batched(algorithm: FederatedAlgorithm, problem: LogisticProblem, schedul
         (gathered with :func:`fedlib.distributed.gather_variates`, a collective, after every round when
         ``on_round_end`` is given: give it on every rank or on none), so that a checkpoint of it resumes the
         run, on any number of processes.
+        An error of one rank's own per-round code (its clients' local training, ``lr_at``, ``sampling``, the
+        schedule, the metrics, ``callback``, ``on_round_end``) reaches the other ranks in the next collective they
+        all make: the round's first (:func:`fedlib.distributed.distributed_apply`'s) or, after the last round, one
+        the run makes at its end. The failing rank raises its own error there, the others
+        :class:`fedlib.distributed.RankStopped` naming it, the round and the error. Until then the failing rank
+        makes the collectives the others make: after a failed ``callback`` it still hands the round to
+        ``on_round_end`` (the round itself is whole), whose own collectives, if any, it thus joins.
     resume : ``{"state", "history", "initial"}`` of a checkpoint (:mod:`fedlib.checkpoint`):
         continue after round ``len(history) - 1`` with that server state.
     on_round_end : ``(state, history, initial)`` after every round (checkpointing).
@@ -559,37 +566,58 @@ def run_batched(algorithm: FederatedAlgorithm, problem: LogisticProblem, schedul
     if gather:
         from ..distributed import gather_variates
     cache: dict = {}  # per learning rate: local step sizes and online counters
+    # several ranks: an error of this rank's own per-round code (everything but the collectives) is handed to the
+    # others in the next collective they all make, the round's first one (distributed_apply's) or, after the last
+    # round, one at the end of the run; raised alone, it left them waiting in that collective (the group's timeout)
+    together = comm is not None and comm.world_size > 1
+    failed = None  # (round, error) of this rank, not yet handed on
     for t in range(len(history), rounds):
         start = time.perf_counter()
-        lr = _round_lr(algorithm, lr_at, t)
-        solver = algorithm.solver.with_lr(lr)
-        part = round_participation(sampling, p, clients_per_round, seed, t)
-        steps_all = round_local_steps(schedule, t, m, "the problem")
-        tau_all = check_participant_steps(steps_all, part.clients, t)
-        mine = part.clients if comm is None else part.clients[comm.owns(part.clients, m)]
-        tau = tau_all if comm is None else steps_all[mine]
-        order = np.argsort(-tau, kind="stable")
-        sorted_clients = mine[order]
-        tau_s = tau[order]
-        theta0 = state.params
-        corr = None
-        if state.variates is not None:  # stacked c_bar - c_i, in sorted order
-            idx = be.asarray(sorted_clients) if be.name == "torch" else sorted_clients
-            corr = state.variates.mean[None] - state.variates.client[idx]
-        inv = np.empty_like(order)
-        inv[order] = np.arange(order.size)
-        # NaN/inf are caught by apply and by the training loss; a FloatingPointError of an own step (fast=False) is
-        # the round's DivergenceError too, as run_reference makes it (it went through without a round before)
-        with np.errstate(all="ignore"):
+        if failed is None:
             try:
-                if mine.size:
-                    finals, a_norms_s = _local_phase(be, solver, theta0, corr, sorted_clients, tau_s, n_i,
-                                                     problem.offsets, Xall, Yall, B, D, C, l2, seed, t, fast, cache)
-                    deltas = finals - theta0[None]
-                else:  # this rank owns no participant of the round
-                    a_norms_s, deltas = np.empty(0), None
+                lr = _round_lr(algorithm, lr_at, t)
+                solver = algorithm.solver.with_lr(lr)
+                part = round_participation(sampling, p, clients_per_round, seed, t)
+                steps_all = round_local_steps(schedule, t, m, "the problem")
+                tau_all = check_participant_steps(steps_all, part.clients, t)
+                mine = part.clients if comm is None else part.clients[comm.owns(part.clients, m)]
+                tau = tau_all if comm is None else steps_all[mine]
+                order = np.argsort(-tau, kind="stable")
+                sorted_clients = mine[order]
+                tau_s = tau[order]
+                theta0 = state.params
+                corr = None
+                if state.variates is not None:  # stacked c_bar - c_i, in sorted order
+                    idx = be.asarray(sorted_clients) if be.name == "torch" else sorted_clients
+                    corr = state.variates.mean[None] - state.variates.client[idx]
+                inv = np.empty_like(order)
+                inv[order] = np.arange(order.size)
+                # NaN/inf are caught by apply and by the training loss; a FloatingPointError of an own step
+                # (fast=False) is the round's DivergenceError too, as run_reference makes it (it went through without
+                # a round before)
+                with np.errstate(all="ignore"):
+                    try:
+                        if mine.size:
+                            finals, a_norms_s = _local_phase(be, solver, theta0, corr, sorted_clients, tau_s, n_i,
+                                                             problem.offsets, Xall, Yall, B, D, C, l2, seed, t, fast,
+                                                             cache)
+                            deltas = finals - theta0[None]
+                        else:  # this rank owns no participant of the round
+                            a_norms_s, deltas = np.empty(0), None
+                    except FloatingPointError as exc:
+                        raise DivergenceError(t, str(exc).split(": ", 1)[-1]) from None
                 updates = [ClientUpdate(int(c), deltas[int(inv[j])], float(a_norms_s[inv[j]]), int(tau[j]))
                            for j, c in enumerate(mine)]
+            except Exception as exc:  # noqa: BLE001 - handed to the other ranks, then raised here
+                if not together:
+                    raise
+                failed = (t, exc)
+        if failed is not None:  # in the collective the others make first: they raise RankStopped, this rank exc
+            from ..distributed import _stop_round
+
+            _stop_round(comm, failed)
+        with np.errstate(all="ignore"):
+            try:
                 if comm is None:
                     state, diag = algorithm.apply(state, part, updates, lr, p)
                 else:
@@ -598,17 +626,38 @@ def run_batched(algorithm: FederatedAlgorithm, problem: LogisticProblem, schedul
                     state, diag = distributed_apply(comm, algorithm, state, part, updates, lr, p)
             except FloatingPointError as exc:
                 raise DivergenceError(t, str(exc).split(": ", 1)[-1]) from None
-        met = _metrics(problem, _to_dict(be, state.params), t, evaluate)
-        rec = _record(t, lr, diag, met, time.perf_counter() - start)
-        history.append(rec)
-        if callback is not None:
-            callback(rec)
+        # every rank now holds the same model; an error of this rank's metrics, callback or on_round_end is handed
+        # on at the next round's first collective (or the run's last one). Until then the rank makes the collectives
+        # the others make: the gather below and, when it recorded the round, on_round_end's own (the CLI shares a
+        # checkpoint write's error there)
+        recorded = False
+        try:
+            met = _metrics(problem, _to_dict(be, state.params), t, evaluate)
+            rec = _record(t, lr, diag, met, time.perf_counter() - start)
+            history.append(rec)
+            recorded = True
+            if callback is not None:
+                callback(rec)
+        except Exception as exc:  # noqa: BLE001 - handed to the other ranks, then raised here
+            if not together:
+                raise
+            failed = (t, exc)
         if on_round_end is not None:
             if gather:  # the state handed out is the run's whole state (a checkpoint of it resumes the run)
                 state = state._replace(variates=gather_variates(comm, state.variates, m))
-            on_round_end(state, history, initial)
+            if recorded:  # a round whose record this rank could not make is not checkpointed
+                try:
+                    on_round_end(state, history, initial)
+                except Exception as exc:  # noqa: BLE001 - handed to the other ranks, then raised here
+                    if not together:
+                        raise
+                    failed = failed or (t, exc)
     if gather and on_round_end is None:  # with on_round_end, gathered after the last round already
         state = state._replace(variates=gather_variates(comm, state.variates, m))
+    if together:  # an error of the last round's callback or on_round_end: the run's one collective of its own
+        from ..distributed import _stop_round
+
+        _stop_round(comm, failed)
     return EngineRun(_to_dict(be, state.params, copy=True), state, initial, history)
 
 
