@@ -314,12 +314,12 @@ def aggregation_coefficients(tau_eff: float, weights: Any, a_norms: Any) -> np.n
     a = _check_a_norms(a_norms, w.size, "weights")
     with np.errstate(over="ignore"):
         c = tau_eff * w / a
-        if not np.isfinite(c).all():  # tau_eff * w_i overflowed first (1e300 * 10 / 1e10 is 1e291): the other order
+        if not np.isfinite(c).all():  # tau_eff * w_i overflowed first (1e300 * 1e10 / 1e10 is 1e300): the other order
             c = np.where(np.isfinite(c), c, tau_eff * (w / a))
     if not np.isfinite(c).all():  # was returned as inf
         i = int(np.argmin(np.isfinite(c)))
-        raise ValueError(f"tau_eff: the coefficient c_{i} = tau_eff w_{i} / ||a_{i}||_1 = {tau_eff!r} * {w[i]!r} / "
-                         f"{a[i]!r} exceeds float64")
+        raise ValueError(f"tau_eff: the coefficient c_{i} = tau_eff w_{i} / ||a_{i}||_1 = {tau_eff!r} * "
+                         f"{float(w[i])!r} / {float(a[i])!r} exceeds float64")
     return c
 
 

@@ -250,6 +250,15 @@ def test_a_norms_length_mismatch_names_both_arguments():
         fedavg_weights([0.5, 0.5], [2.0])
 
 
+
+def test_a_coefficient_beyond_float64_is_named_with_its_plain_numbers():
+    """c_1 = 1e300 * 0.5 / 1e-10 = 5e309 is beyond float64 (c_0 = 5e299 fits): refused naming c_1 and the numbers
+    that give it. Before, NumPy 2's repr of the array's entries showed 'np.float64(0.5) / np.float64(1e-10)'."""
+    with pytest.raises(ValueError) as info:
+        R.aggregation_coefficients(1e300, [0.5, 0.5], [1.0, 1e-10])
+    assert str(info.value) == ("tau_eff: the coefficient c_1 = tau_eff w_1 / ||a_1||_1 = 1e+300 * 0.5 / 1e-10 exceeds "
+                               "float64")
+
 def test_client_weights_as_a_torch_tensor():
     """p = n / n.sum() computed in torch (a user's per-client tensors) is accepted wherever p is:
     it raised TypeError "Cannot interpret 'torch.float32' as a data type"."""
