@@ -29,6 +29,18 @@ passes):
   unchecked; V4 local_steps checked for no client too (empty clients refused); V5 ``a <= 0`` -> ``a < 0``; V6 the
   distinct check ``!=`` -> ``>``; V7 the deltas count ``!=`` -> ``<``; V8 local_steps ``or`` server_change -> ``and``.
   W1 "server must" -> "server optimizer must"; W2 the list of SERVER_OPTIMIZERS cut. killed by the suite: all.
+
+Mutants of 113f0d3..a655138 (fedlib/rule.py: aggregation_coefficients' other-order retry and its refusal beyond
+float64) (pass described in tests/README.md, Mutation passes):
+  AC1 the errstate dropped; AC2 the other order dropped; AC3 every coefficient recomputed in the other order; AC4
+  np.where's branches swapped; AC5 the retry's test negated; AC6 the refusal dropped; AC7 the message's index by
+  argmax; AC8 the message's index 0; AC9 the retry in the usual order ``(tau_eff * w) / a``; AC10 the retry as
+  ``(tau_eff / a) * w``; AC11 refused only where every c_i is inf; AC12 the other order first.
+  killed by the suite: AC6, AC7, AC11. killed here: AC1, AC3, AC8, AC10, AC12 (new tests) and AC2, AC4, AC5, AC9 (by
+  test_aggregation_coefficients_beyond_float64_are_refused_and_a_finite_one_is_kept with its case corrected: w_0 =
+  10 gave 1e301 * 10 = 1e302, no overflow, so the other order was never tried). AC8 is killed by
+  tests/test_rule.py::test_a_coefficient_beyond_float64_is_named_with_its_plain_numbers too (the fix of the message's
+  NumPy 2 reprs, 'np.float64(0.5)', found by this pass).
 """
 from __future__ import annotations
 
@@ -136,12 +148,13 @@ def test_aggregation_coefficients_checks_its_inputs():
 
 def test_aggregation_coefficients_beyond_float64_are_refused_and_a_finite_one_is_kept():
     """tau_eff = 1e300, w = (1/2, 1/2), ||a||_1 = (1e-10, 1): c_0 = 5e309 is beyond float64 (was returned as inf,
-    silently), refused naming c_0; ||a||_1 = (1e10, 1e10) with w = (10, 1e-300): tau_eff * w_0 = 1e301 * 10 overflows
-    while c_0 = 1e292 does not (was inf too), computed in the other order."""
+    silently), refused naming c_0; ||a||_1 = (1e10, 1e10) with w = (1e10, 1e-300): tau_eff * w_0 = 1e301 * 1e10
+    overflows while c_0 = 1e301 does not (was inf too), computed in the other order. (The case was w = (10, 1e-300)
+    until the pass of 113f0d3..a655138: 1e301 * 10 = 1e302 does not overflow, so it never reached the other order.)"""
     with pytest.raises(ValueError, match=r"^tau_eff: the coefficient c_0 = .* exceeds float64"):
         R.aggregation_coefficients(1e300, P2, [1e-10, 1.0])
-    c = R.aggregation_coefficients(1e301, [10.0, 1e-300], [1e10, 1e10])
-    assert c[0] == pytest.approx(1e292, rel=1e-15) and c[1] == pytest.approx(1e-9, rel=1e-15)
+    c = R.aggregation_coefficients(1e301, [1e10, 1e-300], [1e10, 1e10])
+    assert c[0] == pytest.approx(1e301, rel=1e-15) and c[1] == pytest.approx(1e-9, rel=1e-15)
 
 
 def test_aggregate_defaults_to_fednova():
@@ -163,6 +176,44 @@ def test_aggregate_client_count_and_shape_errors_name_deltas():
         R.aggregate([np.ones(2), np.ones(3)], P2, [1.0, 1.0])
     with pytest.raises(ValueError, match="^deltas"):
         R.aggregate_stacked(np.ones((3, 2)), P2, [1.0, 1.0])
+
+
+
+# ------------------------------------------------------------------------ mutants of 113f0d3..a655138 (rule.py)
+def test_a_coefficient_whose_product_overflows_first_is_exact_in_the_other_order():
+    """c_i = tau_eff (w_i / ||a_i||_1) where tau_eff w_i overflows first, the other coefficients as usual, without a
+    RuntimeWarning (the errstate covers the first try; the refusal is the ValueError alone). tau_eff = 1e300, w =
+    (1e10, 1/2), ||a||_1 = (1e10, 2): 1e300 * 1e10 overflows, w_0 / a_0 = 1 exactly, so c_0 = 1e300; c_1 = 1e300 / 4,
+    exact (powers of 2). tau_eff = 2, w_0 = ||a_0||_1 = 1.5e308: c_0 = 2 exactly (in Fraction too). Mutants of
+    113f0d3..a655138: AC1 (the errstate dropped: 'overflow encountered in multiply'), AC2 (the other order dropped:
+    refused), AC4 (np.where's branches swapped), AC5 (the retry's test negated), AC9 (the retry in the usual order),
+    AC10 (the retry as (tau_eff / a_i) w_i: 2 / 1.5e308 is subnormal, and c_0 2.0000000000000004)."""
+    import warnings
+    from fractions import Fraction
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        c = R.aggregation_coefficients(1e300, [1e10, 0.5], [1e10, 2.0])
+        assert c.tolist() == [1e300, float(Fraction(1e300) / 4)]
+        assert R.aggregation_coefficients(2.0, [1.5e308], [1.5e308]).tolist() == [2.0]
+        with pytest.raises(ValueError, match=r"^tau_eff: the coefficient c_1 = "):
+            R.aggregation_coefficients(1e300, [0.5, 0.5], [1.0, 1e-10])
+
+
+def test_finite_coefficients_keep_the_bits_of_aggregates():
+    """aggregation_coefficients gives aggregate's coefficients bit for bit (tau_eff w_i / ||a_i||_1, in that order,
+    which run_replicas' fast path computes too), also where another client's product overflows and is taken in the
+    other order (the draws have entries whose two orders differ in the last bit: checked). Mutants of
+    113f0d3..a655138: AC3 (every coefficient recomputed in the other order once one overflows) and AC12 (the other
+    order first)."""
+    rng = np.random.default_rng(0)
+    p, a = rng.dirichlet(np.ones(6)), rng.uniform(1.0, 10.0, 6)
+    agg = R.aggregate([np.ones(1)] * 6, p, a, "fednova", tau_eff=1e300)
+    w = agg.weights
+    assert (agg.tau_eff * w / a != agg.tau_eff * (w / a)).sum() >= 2
+    assert np.array_equal(R.aggregation_coefficients(agg.tau_eff, w, a), agg.coefficients)
+    c = R.aggregation_coefficients(agg.tau_eff, np.append(w, 1e10), np.append(a, 1e10))
+    assert np.array_equal(c, np.append(agg.coefficients, 1e300))
 
 
 # ====================================================================== fedlib.server

@@ -120,6 +120,11 @@ described in tests/README.md, Mutation passes):
   not only decayed_sgd's; SS3 the message's exponent k + 1; SS4 the message dropped (the old 'lr_schedule(k) must
   be a finite factor > 0').
   killed by the suite: SA1-SA5, OA1, OA2, OA4, SS1-SS4. killed here: SA6, OA3, OA5.
+
+Mutants of 113f0d3..a655138 (fedlib/solvers.py: LocalSolver.__post_init__ storing lr, momentum, mu and weight_decay
+as Python floats) (pass described in tests/README.md, Mutation passes):
+  LS1-LS4 lr / momentum / mu / weight_decay checked but stored as given; LS5 mu stored from momentum; LS6 lr stored as
+  a numpy float32; LS7 weight_decay stored unchecked. killed by the suite: all (test_solvers.py).
 """
 from __future__ import annotations
 

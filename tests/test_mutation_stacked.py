@@ -78,6 +78,15 @@ Mutants of fb91484..97fac41 (fedlib/engines/stacked.py: reference_run's check_sc
 tests/README.md, Mutation passes): RF1 the check dropped; RF2 the size checked after check_epoch_schedule. One at a
 time, ``pytest -x`` on test_engine_semantics.py, test_stacked_engine.py and this file: killed by the suite, both
 (test_engine_semantics.py::test_the_stacked_engine_refuses_an_epoch_schedule_of_other_sizes_or_batch).
+
+Mutants of 113f0d3..a655138 (fedlib/engines/stacked.py: the refusal of parameters with gradient hooks) (pass described
+in tests/README.md, Mutation passes):
+  GH1 ``register_hook``'s kind dropped; GH2 ``register_post_accumulate_grad_hook``'s dropped; GH3 ``hooked[:1]``;
+  GH4 ``if len(hooked) > 1``; GH5 the attribute misspelt (``_post_accumulate_grad_hook``); GH6 ``or`` -> ``and``; GH7
+  ``prm._backward_hooks is not None``; GH8 ``_post_accumulate_grad_hooks ... is not None``; GH9
+  ``named_parameters(recurse=False)``; GH10 ``hooked[-3:]``. killed by the suite: GH1, GH2, GH4, GH5, GH6, GH9. killed
+  here: GH3, GH10 (four hooked parameters) and GH7, GH8 (hooks removed with handle.remove(), as the message says:
+  torch leaves an empty dict, not None).
 """
 from __future__ import annotations
 
@@ -688,3 +697,49 @@ def test_the_label_message_shows_the_labels_checked_not_the_padding(path):
                                          r"in 0\.\.2 \(the model has 3 logits\), got 3\.\.3$"):
         engine.run_round()
     assert _PaddedLabels.padded[0] == 1
+
+
+# ---------------------------------------------------------------- mutants of 113f0d3..a655138 (engines/stacked.py)
+def _hookable():
+    """Parameters 0.weight, 0.bias, 3.weight, 3.bias, 5.weight, 5.bias, for the (2, 2, 3) images of _images() (the
+    grouped path needs a Conv2d before Flatten)."""
+    torch.manual_seed(0)
+    return nn.Sequential(nn.Conv2d(3, 2, 3, padding=1), nn.ReLU(), nn.Flatten(), nn.Linear(8, 4), nn.ReLU(),
+                         nn.Linear(4, 3)).double()
+
+
+def _hooked_engine(model, path):
+    return StackedEngine(model, _images(), [_run()], rounds=1, path=path, batch_size=4, augment=False, padding=0,
+                         dtype=torch.float64)
+
+
+@pytest.mark.parametrize("path", ["grouped", "vmap"])
+def test_gradient_hooks_message_names_the_first_three_hooked_parameters(path):
+    """Four parameters with gradient hooks of both kinds: the message names the first three, in the model's order.
+    Mutants GH3 (``hooked[:1]``) and GH10 (``hooked[-3:]``) of 113f0d3..a655138."""
+    model = _hookable()
+    model[0].weight.register_hook(lambda grad: grad)
+    model[3].bias.register_post_accumulate_grad_hook(lambda param: None)
+    model[5].weight.register_hook(lambda grad: grad)
+    model[5].bias.register_post_accumulate_grad_hook(lambda param: None)
+    with pytest.raises(ValueError, match=r"^model has parameters with gradient hooks \['0\.weight', '3\.bias', "
+                                         r"'5\.weight'\] \(Tensor\.register_hook or "):
+        _hooked_engine(model, path)
+
+
+@pytest.mark.parametrize("path", ["grouped", "vmap"])
+def test_gradient_hooks_removed_as_the_message_says_leave_the_model_accepted(path):
+    """The refusal says 'remove it (handle.remove())': a parameter whose hooks of both kinds were removed (torch
+    leaves an empty dict behind, not None) is taken, and trains as reference_run does. Mutants GH7
+    (``prm._backward_hooks is not None``) and GH8 (``_post_accumulate_grad_hooks ... is not None``) of
+    113f0d3..a655138: refused."""
+    model = _hookable()
+    handles = [model[3].weight.register_hook(lambda grad: grad * 0),
+               model[3].weight.register_post_accumulate_grad_hook(lambda param: param.grad.zero_())]
+    for handle in handles:
+        handle.remove()
+    assert model[3].weight._backward_hooks is not None and model[3].weight._post_accumulate_grad_hooks is not None
+    ref = reference_run(model, _images(), _run(), rounds=1, batch_size=4, augment=False, padding=0)
+    engine = _hooked_engine(model, path)
+    engine.train()
+    assert max_relative_difference(engine.params(0), ref.state.params) < 1e-12

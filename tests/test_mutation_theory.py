@@ -53,6 +53,34 @@ tests/README.md, Mutation passes):
   LM5 ``lr < 1`` -> ``lr <= 1``; LM6 the errstate around the np.where dropped.
   killed by the suite: CS1-CS3, CS7, TC1-TC5, AP1, AP2, FP1-FP9, TW1, TW2, LM1-LM4. killed here: CS4 (through
   _round_chi_square, which calls _chi_square without chi_square's errstate), CS5, CS6, TW3, TW4, LM5, LM6.
+
+Mutants of 113f0d3..a655138 (fedlib/theory.py: quadratic_fixed_point solved with A = sum_i c_i K_i H_i from
+_round_map_terms and its contraction read from A's eigenvalues; _chi_square's errstate on the second try; slowdown's
+refusal beyond float64; quadratic_vr_fixed_point with _vr_round_map_terms' x-block) (pass described in tests/README.md,
+Mutation passes):
+  FP1 ``A += KH`` -> ``A -= KH``; FP2 solved with I - M again; FP3 the uniqueness check on I - M again; FP4 ``lam[0]
+  > 0`` -> ``>= 0``; FP5 ``lam[-1] < 2`` -> ``<= 2``; FP6 the lower bound dropped; FP7 the upper bound dropped; FP8
+  the message's radius from min |1 - lambda|; FP9 eigvalsh(A) without (A + A^T) / 2; FP10 the lower bound on
+  ``lam[-1]``; FP11 the radius max |lambda(A)|; FP12 KH without c_i; FP13 quadratic_round_map returns A as M; FP14
+  _check_finite_round_map(A, b); FP15 A starts at I; FP16 the contraction check dropped; FP17 solve(A^T, b); FP18 M
+  = I - A after the loop (not client by client); FP19 the uniqueness check dropped. CH1 the second try's errstate
+  dropped; CH2 ``over=`` -> ``divide=``; CH3 ``over="raise"``; CH4 the second try as d * (d / w) again. SL1 the
+  refusal dropped; SL2 ``ratio == inf`` -> ``ratio > 1e308``; SL3 ``ratio >= finfo.max``; SL4 returned as
+  ``float(np.float64(tau_bar) / tau_eff)``; SL5 tau_bar a numpy float64 (no ``float()``); SL6 the message's tau_bar
+  and tau_eff swapped; SL7 ``not np.isfinite(ratio)``. VF1 the x-block not replaced (I - M again); VF2 the x-block
+  ``+x_step``; VF3 d = M's rows // 2; VF4 ``x_x = I - x_step``; VF5 the system M - I; VF6 d = np.shape(e)[1]; VF7 the
+  x-block transposed; VF8 quadratic_vr_round_map returns (M, A); VF9 ``system[:d, :d] += x_block``; VF10 the x-block
+  I - M's again; VF11 x_step weighted by p, not c_i; VF12 the spectral-radius check dropped.
+  killed by the suite: FP1, FP2, FP6, FP12, FP13, FP15, FP16, FP19, CH1-CH4, SL1, SL5, SL6, VF1-VF5, VF8-VF12.
+  killed here: FP3, FP5, FP7, FP8, FP10, FP11, FP18, SL2, SL3.
+  equivalent: FP4 (lambda_min(A) = 0 exactly only for an A singular to working precision, which the uniqueness check
+  refuses first: its rank tolerance sigma_max d eps is above eigvalsh's rounding); FP9 (A is symmetric to rounding,
+  each K_i a polynomial in H_i: the eigenvalues move by O(eps ||A||), which decides nothing but an eigenvalue within
+  rounding of 2, a radius of 1 to rounding either way); FP14 (A and I - M sum the same terms, negation is exact and
+  the diagonal's 1 is far below an ulp where a sum overflows: A is finite iff M is); FP17 (A symmetric: the same
+  solution to rounding); SL4 (the same IEEE division of the same two doubles); SL7 (a finite float by a finite
+  positive one is never NaN or -inf); VF6 (e is checked (m, d) inside _vr_round_map_terms, the x-block is (d, d));
+  VF7 (the x-block is symmetric in exact arithmetic: the same solution to rounding).
 """
 from __future__ import annotations
 
@@ -859,3 +887,71 @@ def test_lemma1_fixed_point_at_lr_one_raises_no_runtime_warning():
         warnings.simplefilter("error")
         x = TH.lemma1_fixed_point([[1.0], [-1.0]], [0.25, 0.75], [2, 3], 1.0)
     assert x.tolist() == [-0.5]
+
+
+# ------------------------------------------------------------------------ mutants of 113f0d3..a655138
+@pytest.mark.parametrize("lr", [1e-17, 1e-20])
+def test_fixed_point_at_an_lr_that_leaves_the_round_map_the_identity(lr):
+    """H = (1, 2), e = (1, 1), p = (1/2, 1/2), tau = (1, 3): at these lr the round map's M is exactly 1 in float64
+    (I - M = 0), while A = sum_i p_i K_i H_i ~ 3.5 lr is not: the rounds contract, slowly, to the point, which is
+    solved from A. Mutant FP3 of 113f0d3..a655138 (the uniqueness check on I - M again: 'singular'); the d = 3 case of
+    tests/test_theory.py at 1e-17 leaves M a rounding away from I, which passes a relative rank test. Expected: the
+    point in Fraction of the floats, sum_i p_i K_i e_i / sum_i p_i K_i H_i with K_i H_i = 1 - (1 - lr h_i)^tau_i
+    (~ 4/7)."""
+    from fractions import Fraction
+
+    H, e, p, steps = [[[1.0]], [[2.0]]], [[1.0], [1.0]], [0.5, 0.5], [1, 3]
+    M, _ = TH.quadratic_round_map(H, e, p, steps, lr, "fedavg")
+    assert M.tolist() == [[1.0]]
+    eta = Fraction(lr)
+    kh = [1 - (1 - eta * h) ** tau for h, tau in ((1, 1), (2, 3))]
+    exact = (kh[0] / 1 + kh[1] / 2) / (kh[0] + kh[1])  # p_i = 1/2 cancels; K_i e_i = K_i H_i / h_i with e_i = 1
+    assert TH.quadratic_fixed_point(H, e, p, steps, lr, "fedavg")[0] == pytest.approx(float(exact), rel=1e-15,
+                                                                                       abs=0.0)
+
+
+@pytest.mark.parametrize("H, steps, lr, radius", [
+    ([[[1.0]]], [1], 2.0, "1"),                             # A = lr h = 2: M = -1, on the boundary
+    ([np.diag([1.0, 6.0])], [1], 0.5, "2"),                 # A = diag(0.5, 3): M = diag(0.5, -2)
+    ([np.diag([1.0, 0.1])], [2], 3.0, "4"),                 # A = 1 - (1 - 3 h)^2 = diag(-3, 0.51): M = diag(4, 0.49)
+])
+def test_fixed_point_refuses_a_round_map_leaving_the_unit_disc_either_side(H, steps, lr, radius):
+    """One client, d = 1 or 2, K H = 1 - (1 - lr h)^tau by hand: the rounds contract iff every eigenvalue of A lies in
+    (0, 2), and the message gives the radius max |1 - lambda(A)| (checked against numpy's eigenvalues of M). Mutants
+    of 113f0d3..a655138: FP5 (``lam[-1] < 2`` -> ``<= 2``: A = 2 accepted), FP7 (the upper bound dropped: M = -2
+    accepted), FP8 (the radius from min |1 - lambda|: '0.5'), FP10 (the lower bound read from the largest eigenvalue:
+    A = diag(-3, 0.51) accepted), FP11 (the radius max |lambda(A)|: '3')."""
+    M, _ = TH.quadratic_round_map(H, np.ones((1, len(H[0]))), [1.0], steps, lr, "fedavg")
+    assert f"{np.max(np.abs(np.linalg.eigvals(M))):.4g}" == radius
+    with pytest.raises(ValueError, match=rf"^lr: the rounds do not converge \(spectral radius of the round map "
+                                         rf"{radius} >= 1\)$"):
+        TH.quadratic_fixed_point(H, np.ones((1, len(H[0]))), [1.0], steps, lr, "fedavg")
+
+
+@pytest.mark.parametrize("algorithm, mu, momentum", [("fedavg", 0.0, 0.0), ("fedprox", 0.3, 0.0),
+                                                     ("fedavg", 0.0, 0.5)])
+def test_round_map_subtracts_each_clients_term_from_the_identity_in_turn(algorithm, mu, momentum):
+    """quadratic_round_map's M is I - p_1 K_1 H_1 - p_2 K_2 H_2 - p_3 K_3 H_3, subtracted client by client, bit for bit
+    (184e6fee kept it so while summing A apart for the fixed point: the committed figures iterate M). Mutant FP18 of
+    113f0d3..a655138: M = I - A after the loop (the same to rounding, other bits). Expected: a plain loop over
+    quadratic_local_operator."""
+    rng = np.random.default_rng(3)
+    m, d = 3, 3
+    H = np.array([q @ q.T / d + 0.2 * np.eye(d) for q in rng.standard_normal((m, d, d))])
+    e, p, steps, lr = rng.standard_normal((m, d)), np.array([0.2, 0.3, 0.5]), [2, 5, 9], 0.05
+    M, _ = TH.quadratic_round_map(H, e, p, steps, lr, algorithm, mu=mu, momentum=momentum)
+    want = np.eye(d)
+    for i in range(m):
+        want = want - (p[i] * TH.quadratic_local_operator(H[i], steps[i], lr, mu, momentum)) @ H[i]
+    assert np.array_equal(M, want)
+
+
+def test_slowdown_up_to_the_largest_float64_is_returned():
+    """Only a slowdown beyond float64 is refused. tau_bar = 3, tau_eff = 2e-308: 1.5e308, finite (mutant SL2 of
+    113f0d3..a655138, ``ratio == inf`` -> ``ratio > 1e308``); tau_bar = 2^53 - 1, tau_eff = 2^-971: exactly the
+    largest float64, (2^53 - 1) 2^971 (mutant SL3, ``ratio >= finfo.max``). Expected: Fraction, correctly rounded."""
+    from fractions import Fraction
+
+    assert TH.slowdown([3], 2e-308) == float(Fraction(3) / Fraction(2e-308))
+    assert TH.slowdown([2 ** 53 - 1], 2.0 ** -971) == float((2 ** 53 - 1) * Fraction(2) ** 971) \
+        == np.finfo(np.float64).max
