@@ -214,6 +214,21 @@ def test_an_alpha_too_small_for_the_legacy_dirichlet_is_named():
     assert sorted(np.concatenate(parts).tolist()) == list(range(500))
 
 
+def test_a_min_size_that_no_alpha_can_meet_is_not_blamed_on_nan_draws():
+    """2 classes over 4 clients at alpha = 1e-4: each class goes whole to one client, so min_size=1 is never met,
+    whatever the random source; numpy's legacy Dirichlet also draws NaN in 18 of the 20 attempts. Before: "alpha=0.0001
+    is too small for this random source: 18 of the 20 attempts drew a Dirichlet share of NaN ...; raise alpha, or
+    use dirichlet_partition_generator" (which fails the same way, and the command line, which keeps min_size=10,
+    got no hint on it); after: the min_size error, counting the NaN attempts."""
+    y = np.repeat(np.arange(2), 20)
+    with pytest.raises(ValueError, match=r"^no partition with min_size=1 found in max_attempts=20 attempts \(4 clients, "
+                                         r"40 samples, alpha=0\.0001\); lower min_size or raise alpha \(18 of the 20 "
+                                         r"attempts drew a Dirichlet share of NaN"):
+        dirichlet_partition(y, 4, 1e-4, min_size=1, max_attempts=20)
+    with pytest.raises(ValueError, match="^no partition with min_size=1"):
+        dirichlet_partition_generator(y, 4, 1e-4, 0, min_size=1, max_attempts=20)
+
+
 def test_iid_partition():
     parts = iid_partition(103, 10, 0)
     _check_valid(parts, 103, 10, 10)

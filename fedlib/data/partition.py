@@ -157,16 +157,17 @@ def _dirichlet_split(
         if not degenerate and min(len(s) for s in clients) >= min_size:
             break
     else:
-        if nan_draws:
+        nan_note = (f"{nan_draws} of the {max_attempts} attempts drew a Dirichlet share of NaN (numpy's legacy "
+                    "RandomState.dirichlet, the official code's stream, divides gamma draws that all underflow to 0)")
+        if nan_draws == max_attempts:  # NaN alone ended every attempt: min_size was never the obstacle
             raise ValueError(
-                f"alpha={alpha} is too small for this random source: {nan_draws} of the {max_attempts} attempts drew "
-                "a Dirichlet share of NaN (numpy's legacy RandomState.dirichlet, the official code's stream, divides "
-                "gamma draws that all underflow to 0); raise alpha, or use "
+                f"alpha={alpha} is too small for this random source: {nan_note}; raise alpha, or use "
                 "dirichlet_partition_generator, whose Generator.dirichlet handles small alpha"
             )
         raise ValueError(
             f"no partition with min_size={min_size} found in max_attempts={max_attempts} attempts "
             f"({num_clients} clients, {n} samples, alpha={alpha}); lower min_size or raise alpha"
+            + (f" ({nan_note})" if nan_draws else "")
         )
     for s in clients:
         shuffle(s)
@@ -218,8 +219,10 @@ def dirichlet_partition(
         Give up with ``ValueError`` after this many attempts. Below :math:`\alpha = 10^{-3}`
         numpy's legacy ``RandomState.dirichlet`` returns NaN shares ever more often (its gamma draws
         all underflow to 0; over 16 clients in 4 % of the draws at :math:`3 \cdot 10^{-4}`, 32 % at
-        :math:`10^{-4}`, 89 % at :math:`10^{-5}`), each ending its attempt; when no attempt is left
-        the ``ValueError`` says so (use :func:`dirichlet_partition_generator` for such an :math:`\alpha`).
+        :math:`10^{-4}`, 89 % at :math:`10^{-5}`), each ending its attempt; when every attempt ended so,
+        the ``ValueError`` says so (use :func:`dirichlet_partition_generator` for such an :math:`\alpha`);
+        when some attempts drew no NaN and still missed ``min_size``, it is the ``min_size`` error, counting
+        the NaN attempts (the Generator variant would miss ``min_size`` too).
 
     Returns
     -------
