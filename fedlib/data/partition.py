@@ -141,7 +141,8 @@ def _dirichlet_split(
                 # made, as in the official code, and it hands out nothing.  Skipped before the
                 # check below, which would otherwise see all clients full and fail every attempt.
                 continue
-            q = np.array([qj * (len(s) < fair_share) for qj, s in zip(q, clients)])
+            with np.errstate(invalid="ignore"):  # a legacy draw of inf (tiny alpha) times a closed client's 0: NaN
+                q = np.array([qj * (len(s) < fair_share) for qj, s in zip(q, clients)])
             total = q.sum()
             if not (np.isfinite(total) and total > 0):
                 # Every open client drew an (underflowed) zero share, or the draw is NaN.
