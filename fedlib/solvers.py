@@ -1038,6 +1038,21 @@ class OwnStepChecks:
             self._passed[key] = solver
         return solver
 
+    def check_round_lr(self, base: LocalSolver, solver: LocalSolver, round_index: int, *,
+                       correction: bool = False) -> LocalSolver:
+        r""":meth:`check` of ``solver`` = ``base.with_lr(lr)``, round ``round_index``'s solver at another lr than
+        ``base``'s (an ``lr_at`` decay), named ``"algorithm.solver.with_lr(lr) (round t's lr)"``, with ``correction``
+        as :meth:`check` takes it (the algorithm adds control variates): an algorithm probes its solver's
+        own step at its own lr only, where a step that ignores ``self.lr`` (a step size written into ``update``)
+        passes, then reports its :math:`\|a_i\|_1` in units of a round lr it does not take. Used by
+        :func:`fedlib.engines.reference.run_sequential` and :func:`fedlib.engines.batched.run_batched`
+        (``fast=False``). An lr outside :math:`[10^{-200}, 10^{200}]` is not probed: the probe's own arithmetic would
+        overflow or lose its digits there (and the round's steps diverge or vanish)."""
+        lr = solver.lr
+        if lr == base.lr or not 1e-200 < lr < 1e200:
+            return solver
+        return self.check(f"algorithm.solver.with_lr({lr!r}) (round {round_index}'s lr)", solver, correction=correction)
+
 
 #: The gradients of the linearity probe of :func:`check_own_step`, column ``k`` the gradient of step ``k`` of a
 #: 2-vector (mixed signs, magnitudes from 0.3 to 40, the two entries in other ratios at every step).

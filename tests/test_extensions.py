@@ -165,6 +165,39 @@ def test_nesterov_solver_in_the_batched_engine_matches_the_reference_loop():
                                rtol=1e-15)
 
 
+class _StepSizeWrittenIn(LocalSolver):
+    """An own step that takes 0.1 whatever self.lr is, while its counter counts in units of self.lr: right at
+    lr = 0.1, where the algorithm probes it; at a decayed round lr of 0.05 it moves twice what it reports."""
+
+    def update(self, state, grads):
+        from fedlib.solvers import SolverState
+
+        counter = self.counter_step(state.step, state.shadow)
+        return SolverState(state.params - 0.1 * grads, state.anchor, state.momentum, state.correction,
+                           state.step + 1, counter, counter[0])
+
+
+def test_an_own_step_that_ignores_a_decayed_lr_is_refused_in_the_round_that_takes_it():
+    """make_algorithm probes the solver's own step at its lr (0.1, where this one is right); the engines then take
+    algorithm.solver.with_lr(lr) each round and ran it unprobed: at round 1's lr 0.05 FedNova normalised by
+    ||a_i||_1 = tau while the clients moved 2 tau lr g. Now run_sequential and run_batched(fast=False) probe a round
+    lr's solver once (per distinct lr) and refuse it naming the round; a constant lr runs as before."""
+    from fedlib.engines.batched import run_batched
+
+    algo = make_algorithm("fednova", _StepSizeWrittenIn(lr=0.1))
+    decay = lambda t: 0.1 * 0.5 ** t  # noqa: E731
+    said = r"^algorithm\.solver\.with_lr\(0\.05\) \(round 1's lr\): _StepSizeWrittenIn reports \|\|a_i\|\|_1 = 1\.0"
+    grad_fn = lambda x, i, t, k: x - i  # noqa: E731
+    with pytest.raises(ValueError, match=said):
+        run_sequential(algo, np.zeros(2), grad_fn, np.array([0.5, 0.5]), FixedSteps([1, 3]), 3, lr_at=decay)
+    run = run_sequential(algo, np.zeros(2), grad_fn, np.array([0.5, 0.5]), FixedSteps([1, 3]), 3)
+    assert run.state.round == 3  # at its own lr it is the step it says
+    prob, sched = _tiny_logistic()
+    with pytest.raises(ValueError, match=said):
+        run_batched(algo, prob, sched, 3, batch_size=8, evaluate=False, fast=False, lr_at=decay)
+    assert len(run_batched(algo, prob, sched, 2, batch_size=8, evaluate=False, fast=False).history) == 2
+
+
 def test_batched_engine_fused_step_refuses_a_solver_with_its_own_step():
     """fast=True fuses LocalSolver's heavy-ball step: it ran a Nesterov subclass as heavy ball
     while reporting Nesterov's ||a_i||_1 (different final weights than the reference loop, no error)."""

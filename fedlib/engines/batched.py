@@ -74,7 +74,7 @@ from ..problems.logistic import _packed_grad_numpy_one as _grad_one
 from ..rng import generator
 from ..sampling import check_sampling, round_participation
 from ..schedules import check_epoch_schedule, check_participant_steps, check_schedule_size, round_local_steps
-from ..solvers import LocalSolver, SolverState, check_builtin_step
+from ..solvers import LocalSolver, OwnStepChecks, SolverState, check_builtin_step
 from .reference import run_sequential
 
 __all__ = ["BACKENDS", "DivergenceError", "EngineRun", "minibatch_indices", "EpochBatcher", "run_batched",
@@ -449,7 +449,9 @@ def run_batched(algorithm: FederatedAlgorithm, problem: LogisticProblem, schedul
     seed : run seed: batches, sampling (and the schedule's own seed for random epochs).
     sampling, clients_per_round : participation (``"full"``, ``"with-replacement"``, ``"uniform"``, or
         your own sampler ``round -> Participation``, :func:`fedlib.sampling.round_participation`).
-    lr_at : ``round -> client lr`` (default: the solver's lr every round).
+    lr_at : ``round -> client lr`` (default: the solver's lr every round). A solver with its own step is probed
+        (:func:`fedlib.solvers.check_own_step`) at each other round lr once, as the algorithm probed it at its own: a
+        step that ignores ``self.lr`` is refused in the first round that takes another lr.
     params : starting parameters ``{"W", "b"}`` (default: zeros).
     backend, device : ``"numpy"`` or ``"torch"`` (device ``None`` = CUDA if available).
     evaluate : compute ``train_loss`` / ``test_accuracy`` after every round (``evaluate`` and ``fast`` are
@@ -566,6 +568,7 @@ def run_batched(algorithm: FederatedAlgorithm, problem: LogisticProblem, schedul
     if gather:
         from ..distributed import gather_variates
     cache: dict = {}  # per learning rate: local step sizes and online counters
+    own_step_checks = OwnStepChecks()  # a round lr's solver, once per distinct lr (its own step, if any)
     # several ranks: an error of this rank's own per-round code (everything but the collectives) is handed to the
     # others in the next collective they all make, the round's first one (distributed_apply's) or, after the last
     # round, one at the end of the run; raised alone, it left them waiting in that collective (the group's timeout)
@@ -577,6 +580,7 @@ def run_batched(algorithm: FederatedAlgorithm, problem: LogisticProblem, schedul
             try:
                 lr = _round_lr(algorithm, lr_at, t)
                 solver = algorithm.solver.with_lr(lr)
+                own_step_checks.check_round_lr(algorithm.solver, solver, t, correction=algorithm.variance is not None)
                 part = round_participation(sampling, p, clients_per_round, seed, t)
                 steps_all = round_local_steps(schedule, t, m, "the problem")
                 tau_all = check_participant_steps(steps_all, part.clients, t)

@@ -64,7 +64,9 @@ def run_sequential(algorithm: FederatedAlgorithm, params: Any, grad_fn: Callable
     schedule : object with ``local_steps(round) -> (m,)`` whole numbers :math:`\ge 0` (:mod:`fedlib.schedules`; participants need :math:`\ge 1`).
     sampling, clients_per_round, seed : participation (:mod:`fedlib.sampling`): a scheme name, or
         your own sampler ``round -> Participation`` (:func:`fedlib.sampling.round_participation`).
-    lr_at : ``round -> client lr`` (default: the solver's lr every round).
+    lr_at : ``round -> client lr`` (default: the solver's lr every round). A solver with its own step is probed
+        (:func:`fedlib.solvers.check_own_step`) at each other round lr once, as the algorithm probed it at its own: a
+        step that ignores ``self.lr`` is refused in the first round that takes another lr.
     metric_fn : ``metric_fn(params, round) -> value`` recorded after every round
         (and once before the first, at index 0 of ``metrics``).
     solver_at : ``(round, client) -> LocalSolver``: each client's own local solver in each
@@ -186,6 +188,8 @@ def run_sequential(algorithm: FederatedAlgorithm, params: Any, grad_fn: Callable
     for t in range(first_round, first_round + rounds):
         lr = round_lr("lr_at", lr_at, t, algorithm.solver.lr)
         solver = algorithm.solver.with_lr(lr)
+        if solver_at is None:  # an own step probed at this round's lr too (the algorithm probed it at its own)
+            checks.check_round_lr(algorithm.solver, solver, t, correction=vr)
         part = round_participation(sampling, p, clients_per_round, seed, t)
         steps = round_local_steps(schedule, t, p.size)
         check_participant_steps(steps, part.clients, t)  # before any client of the round trains
