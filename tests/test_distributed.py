@@ -512,6 +512,41 @@ def test_a_progress_bar_that_fails_on_rank_0_stops_every_rank(tmp_path, monkeypa
     assert not (tmp_path / "run.json").exists()
 
 
+@pytest.mark.parametrize("fail_rank", [0, 1])
+def test_a_rank_whose_metrics_fail_in_a_checkpoint_round_stops_every_rank(tmp_path, monkeypatch, capsys, fail_rank):
+    """Thread ranks of ``run synthetic --distributed --checkpoint-every 2``: rank ``fail_rank``'s metrics of round 3
+    (0-based, of 6; rounds done 4, a checkpoint round) raise EIO. That rank cannot record the round, so it skips
+    on_round_end and hands its error on in the next collective; the other rank is in on_round_end's own collective
+    (the checkpoint round's _stop_together). Before, the two collectives met: the other rank read the hand-off as a
+    failed checkpoint write ('--distributed: a rank could not write the checkpoint of round 4 (rank 1: {'error':
+    None, 'round': None, 'info': {}, 'stopped': (3, ...)})'), held that error as its own and waited for the failing
+    rank in the next collective (the thread world's 60 s barrier; with gloo, the group's 10 minutes). Now it names
+    the rank, the round and the error (status 2), the failing rank prints its own (status 1); the checkpoint of the
+    rounds done stays (rank 0 wrote round 4's when it was not the failing rank)."""
+    import fedlib.cli.synthetic as synthetic_cli
+    import fedlib.engines.batched as batched
+
+    real = batched._metrics
+
+    def metrics(problem, params, t, evaluate):
+        if t == 3 and synthetic_cli.os.environ["RANK"] == str(fail_rank):
+            raise OSError(5, "Input/output error")
+        return real(problem, params, t, evaluate)
+
+    monkeypatch.setattr(batched, "_metrics", metrics)
+    flags = ["run", "synthetic", "--num-clients", "4", "--rounds", "6", "--quiet", "--checkpoint-every", "2",
+             "--out", str(tmp_path / "run.json")]
+    capsys.readouterr()
+    statuses = cli_on_ranks(monkeypatch, [flags, flags])
+    assert statuses == ([1, 2] if fail_rank == 0 else [2, 1])
+    assert sorted(capsys.readouterr().err.splitlines()) == [
+        "python -m fedlib run synthetic: error: --distributed: a rank stopped in round 3 "
+        f"(rank {fail_rank}: OSError: [Errno 5] Input/output error); every rank stops",
+        "python -m fedlib run synthetic: error: [Errno 5] Input/output error"]
+    assert pickle.loads((tmp_path / "run.json.ckpt").read_bytes())["round"] == (2 if fail_rank == 0 else 4)
+    assert not (tmp_path / "run.json").exists()
+
+
 def test_rank_stopped_needs_a_rank():
     from fedlib.distributed import RankStopped
 

@@ -206,12 +206,15 @@ def _stop_together(comm, failed: BaseException | None, what: str = "stopped befo
         if failed is not None:
             raise failed
         return
-    from ..distributed import _failure_text
+    from ..distributed import _failure_text, _raise_if_stopped
 
     text = None if failed is None else _failure_text(failed)
     seen = comm.all_gather_object(text)
     if failed is not None:
         raise failed
+    # a rank whose round failed before its record (its metrics) skips on_round_end, and so this collective: it
+    # meets it with run_batched's hand-off of that error (fedlib.distributed._stop_round) instead
+    _raise_if_stopped(seen)
     stopped = [(r, t) for r, t in enumerate(seen) if t is not None]
     if stopped:
         ranks = "; ".join(f"rank {r}: {t}" for r, t in stopped)

@@ -573,6 +573,8 @@ def run_batched(algorithm: FederatedAlgorithm, problem: LogisticProblem, schedul
     # others in the next collective they all make, the round's first one (distributed_apply's) or, after the last
     # round, one at the end of the run; raised alone, it left them waiting in that collective (the group's timeout)
     together = comm is not None and comm.world_size > 1
+    if together:
+        from ..distributed import RankStopped
     failed = None  # (round, error) of this rank, not yet handed on
     for t in range(len(history), rounds):
         start = time.perf_counter()
@@ -613,7 +615,7 @@ def run_batched(algorithm: FederatedAlgorithm, problem: LogisticProblem, schedul
                 updates = [ClientUpdate(int(c), deltas[int(inv[j])], float(a_norms_s[inv[j]]), int(tau[j]))
                            for j, c in enumerate(mine)]
             except Exception as exc:  # noqa: BLE001 - handed to the other ranks, then raised here
-                if not together:
+                if not together or isinstance(exc, RankStopped):
                     raise
                 failed = (t, exc)
         if failed is not None:  # in the collective the others make first: they raise RankStopped, this rank exc
@@ -643,7 +645,7 @@ def run_batched(algorithm: FederatedAlgorithm, problem: LogisticProblem, schedul
             if callback is not None:
                 callback(rec)
         except Exception as exc:  # noqa: BLE001 - handed to the other ranks, then raised here
-            if not together:
+            if not together or isinstance(exc, RankStopped):
                 raise
             failed = (t, exc)
         if on_round_end is not None:
@@ -653,7 +655,9 @@ def run_batched(algorithm: FederatedAlgorithm, problem: LogisticProblem, schedul
                 try:
                     on_round_end(state, history, initial)
                 except Exception as exc:  # noqa: BLE001 - handed to the other ranks, then raised here
-                    if not together:
+                    # RankStopped: another rank's error reached this one in a collective of the hook (the CLI's
+                    # checkpoint round); that rank has stopped, so it is raised at once, not handed on
+                    if not together or isinstance(exc, RankStopped):
                         raise
                     failed = failed or (t, exc)
     if gather and on_round_end is None:  # with on_round_end, gathered after the last round already
