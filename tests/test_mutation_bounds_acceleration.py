@@ -18,6 +18,16 @@ run_quadratic) (pass described in tests/README.md, Mutation passes):
   AC1 iterate_round_maps' check_schedule_size dropped; AC2 schedule.local_steps read by np.asarray again (the code
   before); AC3 its rounds' owner 'p'; AC4 the size checked only when rounds > 0. QE1 run_quadratic's check dropped;
   QE2 its owner 'p'. killed by the suite: AC1-AC3, QE1, QE2. killed here: AC4.
+
+Mutants of a655138..81203bf (fedlib/experiments/acceleration.py, 6c59177: _variant_round_map_and_system,
+_limit_and_radius; theory.py's VL9-VL15 in tests/test_mutation_theory.py) (pass described in tests/README.md, Mutation
+passes):
+  VL1 the VR system I - M again; VL2 the plain system I - M again; VL3 the system's b with server momentum's
+  augmented b; VL4 _round_map_terms' tau_eff and momentum swapped; VL5 the VR variants without local momentum; VL6
+  _limit_and_radius solving (I - M) s = b again (the code before); VL7 _limit_and_radius's check_instance dropped;
+  VL8 variant_round_map's check_instance dropped; VL16 server momentum dropped from variant_round_map.
+  killed by the suite: VL1-VL6, VL16. killed here: VL8. equivalent: VL7 (_limit_and_radius is private and both its
+  callers, variant_limit and rate_check, check problem first).
 """
 from __future__ import annotations
 
@@ -675,3 +685,15 @@ def test_iterate_round_maps_refuses_a_schedule_of_another_size_even_with_no_roun
     problem = random_quadratic(num_clients=3, dim=4, seed=0)
     with pytest.raises(ValueError, match=r"^schedule is for 2 clients but the problem has 3$"):
         A.iterate_round_maps(problem, "fednova", 0.01, FixedSteps([2, 3]), rounds)
+
+
+# -------------------------------------------------------------------- mutants of a655138..81203bf (acceleration)
+@pytest.mark.parametrize("name", ["fedavg", "scaffold", "fedavg-servermom"])
+def test_variant_round_map_refuses_what_is_no_quadratic_problem_by_name(name):
+    """variant_round_map given something that is no QuadraticProblem names ``problem`` (variant_radius,
+    variant_limit, rate_check and iterate_round_maps check it themselves before they call it). Mutant VL8 of
+    a655138..81203bf: its check dropped when it became a front of _variant_round_map_and_system (an AttributeError,
+    "'object' object has no attribute 'num_clients'")."""
+    with pytest.raises(ValueError, match=r"^problem must be a fedlib\.problems\.quadratic\.QuadraticProblem, got "
+                                         r"object$"):
+        A.variant_round_map(object(), name, 0.1, [1, 2])

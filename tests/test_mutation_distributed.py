@@ -83,6 +83,36 @@ suite, 2 here, 0 equivalent.
   failed rank joins the collective; SY4 the round named ``done - 1``; SY5 the error kept from ``failed``.
   killed here: SY2 one process: the failed write not raised (the run went on, exit 0); SY3 ``except Exception`` ->
   ``except OSError`` (a CheckpointError on rank 0 left rank 1 waiting in the next collective).
+
+Mutants of a655138..81203bf (81203bf: fedlib/distributed.py's RankStopped, _failure_text, _stop_entry,
+_raise_if_stopped, _stop_round and distributed_apply's check; fedlib/engines/batched.py's run_batched failed / together
+logic; fedlib/cli/synthetic.py's RankStopped -> CLIError) (pass described in tests/README.md, Mutation passes):
+  DS1 RankStopped's stops not sorted; DS2 no stops accepted; DS3 rounds checked >= 1; DS4 the one-round form only
+  for one rank; DS5 'a rank' when one round; DS6 rank and round swapped in the several-rounds form; DS7 the error
+  text by repr; DS8 ``except (TypeError, ValueError)`` -> ``except TypeError``; DS9 _failure_text: every error by
+  its message; DS10 repr(failed); DS11 _stop_entry without its dict check; DS12 _raise_if_stopped for two stops or
+  more only; DS13 ranks counted from 1; DS14 _stop_round: the failing rank's own raise dropped (it raised
+  RankStopped naming itself); DS15 the round + 1; DS16 the failing rank raises before the collective; DS17
+  distributed_apply's check dropped; DS18 its check after the updates' errors; DS19 ``world_size > 1`` -> ``>= 1``;
+  DS20 together = False (raise alone, the code before); DS21 a training failure's round + 1; DS22 a rank that failed
+  trains its next round all the same; DS23 the end-of-run collective skipped; DS24 the end-of-run collective
+  without this rank's error; DS25 ``failed = failed or (t, exc)`` -> ``(t, exc)``; DS26 on_round_end without a
+  record (``if recorded`` dropped); DS27 ``recorded = True`` after the callback; DS28 / DS29 / DS31 one process:
+  the metrics-or-callback / on_round_end / training error not raised; DS30 a callback error's round - 1; DS32 the
+  CLI lets RankStopped through (a traceback, status 1); DS33 the CLI's message without '--distributed: '; DS34
+  _stop_together by str(failed); DS35 an on_round_end error's round + 1; DS36 _stop_round's payload round 0, not
+  None. One at a time, ``pytest -x`` on test_distributed.py -k "stop or fail or one_process or callback or
+  progress" first, then (for the mutants it let through) test_mutation_distributed.py, test_batched_engine.py,
+  test_mutation_batched_reference.py, test_cli_synthetic.py and test_distributed.py whole.
+  killed by the suite: DS2, DS4, DS5, DS6 (the doctest of RankStopped), DS7-DS10, DS12-DS17, DS19-DS21, DS23,
+  DS24, DS27-DS34. killed here: DS1, DS3, DS18, DS22, DS25, DS26, DS35. equivalent: DS36 (a gather with a stop
+  entry raises RankStopped before distributed_apply compares the rounds; the run's last one compares none); DS11
+  equivalent at ee1d6fb (every gather read by _raise_if_stopped held dicts only), killed since b35d63a by
+  tests/test_distributed.py::test_a_rank_whose_metrics_fail_in_a_checkpoint_round_stops_every_rank (_stop_together
+  now reads its texts through _raise_if_stopped).
+  Found: a rank whose metrics failed in a checkpoint round skipped on_round_end while the others met its hand-off in
+  _stop_together's collective: they named it as a failed checkpoint write with the payload's dict, then waited for
+  it in the next collective (fixed in b35d63a).
 """
 import json
 import os
@@ -91,6 +121,7 @@ import re
 import socket
 import subprocess
 import sys
+import threading
 import types
 from pathlib import Path
 
@@ -1048,3 +1079,158 @@ def test_a_checkpoint_write_that_fails_otherwise_than_by_the_disk_stops_every_ra
         f"python -m fedlib run synthetic: error: --distributed: a rank could not write the checkpoint of round 4 "
         f"(rank 0: {own}); every rank stops"])
     assert not (tmp_path / "run.json").exists()
+
+
+# -------------------------------- mutants of a655138..81203bf (a rank whose own round fails: RankStopped, run_batched)
+def test_rank_stopped_lists_the_stops_in_rank_order_whatever_order_they_come_in():
+    """RankStopped's ``stops`` and ``ranks`` are in rank order, and so is its message, for stops given in another
+    order (its doctest gives them sorted, as _raise_if_stopped does). Mutant DS1 of a655138..81203bf
+    (``sorted(entries)`` -> ``entries``)."""
+    err = fd.RankStopped([(2, 4, "KeyError: 'x'"), (0, 3, "OSError: disk full")])
+    assert err.stops == [(0, 3, "OSError: disk full"), (2, 4, "KeyError: 'x'")]
+    assert err.ranks == [0, 2]
+    assert str(err) == ("ranks stopped in rounds 3, 4 (rank 0 in round 3: OSError: disk full; rank 2 in round 4: "
+                        "KeyError: 'x'); every rank stops")
+
+
+def _run_on_rank(comm, hooks, rounds=3):
+    """A 3-round FedAvg run_batched on thread rank ``comm`` (4 clients, 2 ranks); the rounds its on_round_end saw and
+    what it raised, as ``(type name, message)``. ``hooks(rank, ends)``: run_batched's hooks of that rank (an
+    on_round_end of its own replaces the one that appends ``len(history)`` to ``ends``)."""
+    from fedlib.data import synthetic
+    from fedlib.engines.batched import run_batched
+    from fedlib.problems.logistic import LogisticProblem
+    from fedlib.schedules import FixedSteps
+
+    prob = LogisticProblem(synthetic(num_clients=4, dim=3, num_classes=2, num_samples=[10, 20, 15, 12], seed=0))
+    ends = []
+    kw = {"on_round_end": lambda state, history, initial: ends.append(len(history)), **hooks(comm.rank, ends)}
+    try:
+        run_batched(make_algorithm("fedavg", sgd(0.1)), prob, FixedSteps([1, 2, 3, 2]), rounds, batch_size=5, comm=comm,
+                    **kw)
+        return ends, None
+    except Exception as exc:  # noqa: BLE001 - compared below
+        return ends, (type(exc).__name__, str(exc))
+
+
+def test_a_rank_whose_first_round_fails_is_named_with_round_0():
+    """Thread ranks: rank 1's lr_at raises in round 0, before any client trains. Rank 0 names rank 1 and round 0 (a
+    round index >= 0, as RankStopped's docstring says); rank 1 raises its own error; neither reaches on_round_end.
+    Mutant DS3 of a655138..81203bf (RankStopped's rounds checked >= 1: rank 0 raised 'stops must be (rank, round,
+    error) triples ...' instead)."""
+    def hooks(rank, ends):
+        def lr_at(t):
+            if rank == 1:
+                raise RuntimeError(f"no rate for round {t}")
+            return 0.1
+        return {"lr_at": lr_at}
+
+    assert on_ranks(2, lambda comm: _run_on_rank(comm, hooks)) == [
+        ([], ("RankStopped", "a rank stopped in round 0 (rank 1: RuntimeError: no rate for round 0); every rank stops")),
+        ([], ("RuntimeError", "no rate for round 0"))]
+
+
+def test_a_rank_is_named_with_its_first_error_when_its_next_round_would_fail_too():
+    """Thread ranks: rank 0's callback raises after round 1, and its lr_at would raise in round 2. The callback's
+    error is handed on at round 2's first collective without training round 2 (the rank has stopped): rank 1 names
+    round 1 and the KeyError, rank 0 raises the KeyError; both saw rounds 0 and 1 end. Mutant DS22 of
+    a655138..81203bf (round 2 trained all the same: its lr_at's error replaced the callback's)."""
+    def hooks(rank, ends):
+        def callback(rec):
+            if rank == 0 and rec["round"] == 1:
+                raise KeyError("bar")
+
+        def lr_at(t):
+            if rank == 0 and t == 2:
+                raise RuntimeError("no rate for round 2")
+            return 0.1
+        return {"callback": callback, "lr_at": lr_at}
+
+    assert on_ranks(2, lambda comm: _run_on_rank(comm, hooks)) == [
+        ([1, 2], ("KeyError", "'bar'")),
+        ([1, 2], ("RankStopped", "a rank stopped in round 1 (rank 0: KeyError: 'bar'); every rank stops"))]
+
+
+def test_a_round_whose_callback_and_on_round_end_both_fail_hands_on_the_callbacks_error():
+    """Thread ranks: in round 1, rank 0's callback raises and then its on_round_end (still called: the round is
+    recorded) raises too. The first error of the round is the one handed on and raised (the rank stopped there).
+    Mutant DS25 of a655138..81203bf (``failed = failed or (t, exc)`` -> ``(t, exc)``: on_round_end's error replaced
+    the callback's)."""
+    def hooks(rank, ends):
+        def callback(rec):
+            if rank == 0 and rec["round"] == 1:
+                raise KeyError("bar")
+
+        def on_round_end(state, history, initial):
+            ends.append(len(history))
+            if rank == 0 and len(history) == 2:
+                raise OSError(28, "No space left on device")
+        return {"callback": callback, "on_round_end": on_round_end}
+
+    assert on_ranks(2, lambda comm: _run_on_rank(comm, hooks)) == [
+        ([1, 2], ("KeyError", "'bar'")),
+        ([1, 2], ("RankStopped", "a rank stopped in round 1 (rank 0: KeyError: 'bar'); every rank stops"))]
+
+
+def test_a_rank_whose_metrics_fail_does_not_hand_the_round_to_on_round_end(monkeypatch):
+    """Thread ranks: rank 1's metrics of round 1 raise, so it has no record of round 1: its on_round_end sees round
+    0 only (a checkpoint of it would miss the round), rank 0's rounds 0 and 1; then both stop in round 2's first
+    collective. Mutant DS26 of a655138..81203bf (``if recorded`` dropped: rank 1's on_round_end saw a history
+    of one round twice)."""
+    import fedlib.engines.batched as batched
+
+    real, mine = batched._metrics, threading.local()
+
+    def metrics(problem, params, t, evaluate):
+        if t == 1 and mine.rank == 1:
+            raise OSError(5, "Input/output error")
+        return real(problem, params, t, evaluate)
+
+    monkeypatch.setattr(batched, "_metrics", metrics)
+
+    def hooks(rank, ends):
+        mine.rank = rank
+        return {}
+
+    assert on_ranks(2, lambda comm: _run_on_rank(comm, hooks)) == [
+        ([1, 2], ("RankStopped", "a rank stopped in round 1 (rank 1: OSError: [Errno 5] Input/output error); every "
+                                 "rank stops")),
+        ([1], ("OSError", "[Errno 5] Input/output error"))]
+
+
+def test_a_rank_that_stopped_is_named_before_another_ranks_bad_updates():
+    """Thread ranks: rank 1 stopped (its round 2 failed: _stop_round), and rank 0 hands distributed_apply an update
+    of client 2, which rank 1 owns. Rank 0 raises RankStopped naming rank 1 (its updates are moot: every rank
+    stops), rank 1 its own error. Mutant DS18 of a655138..81203bf (the stopped check after the updates' errors: rank
+    0 raised the ValueError about client 2, not naming rank 1)."""
+    algo = make_algorithm("fednova", sgd(0.1))
+    state = algo.init(np.zeros(3), 4)
+    ups = _updates(range(4))
+
+    def step(comm):
+        try:
+            if comm.rank == 1:
+                fd._stop_round(comm, (2, KeyError("x")))
+            distributed_apply(comm, algo, state, full_participation(np.full(4, 0.25)), [ups[0], ups[2]], 0.1, None)
+        except Exception as exc:  # noqa: BLE001 - compared below
+            return type(exc).__name__, str(exc)
+
+    assert on_ranks(2, step) == [("RankStopped", "a rank stopped in round 2 (rank 1: KeyError: 'x'); every rank stops"),
+                                 ("KeyError", "'x'")]
+
+
+def test_a_rank_whose_on_round_end_fails_is_named_with_that_round():
+    """Thread ranks: rank 0's on_round_end raises after round 1 (of 3; its callback is fine). Rank 1 names round 1
+    and the error at round 2's first collective; rank 0 raises it. Mutant DS35 of a655138..81203bf (on_round_end's
+    error handed on as round 2's)."""
+    def hooks(rank, ends):
+        def on_round_end(state, history, initial):
+            ends.append(len(history))
+            if rank == 0 and len(history) == 2:
+                raise OSError(28, "No space left on device")
+        return {"on_round_end": on_round_end}
+
+    assert on_ranks(2, lambda comm: _run_on_rank(comm, hooks)) == [
+        ([1, 2], ("OSError", "[Errno 28] No space left on device")),
+        ([1, 2], ("RankStopped", "a rank stopped in round 1 (rank 0: OSError: [Errno 28] No space left on device); "
+                                 "every rank stops"))]

@@ -125,6 +125,15 @@ Mutants of 113f0d3..a655138 (fedlib/solvers.py: LocalSolver.__post_init__ storin
 as Python floats) (pass described in tests/README.md, Mutation passes):
   LS1-LS4 lr / momentum / mu / weight_decay checked but stored as given; LS5 mu stored from momentum; LS6 lr stored as
   a numpy float32; LS7 weight_decay stored unchecked. killed by the suite: all (test_solvers.py).
+
+Mutants of a655138..81203bf (fedlib/solvers.py, 61091f1: LocalSolver.a_vector with lr_schedule and momentum or prox by
+_impulse_response(eta), one backward pass) (pass described in tests/README.md, Mutation passes):
+  IR1 step sizes taken in reverse order (the same values); IR2 the plain schedule's ``eta / lr`` -> ``eta * (1 /
+  lr)``; IR3 the plain-schedule shortcut for ``rho == 0 or mu == 0``; IR4 the shortcut whatever mu; IR5 rho squared;
+  IR6 q_k applied to P before step k's term (P index off by one); IR7 ``1 + eta_k mu``; IR8 the loop stops before k
+  = 0; IR9 b stored reversed; IR10 ``b / lr`` -> ``b * (1 / lr)``; IR11 b_tau = 1; IR12 P dropped; IR13 q_k with the
+  base lr; IR14 eta reversed; IR15 mu -> alpha; IR16 divided by eta_0; IR17 q of step k - 1.
+  killed by the suite: IR1, IR3-IR9, IR11-IR17. killed here: IR2, IR10.
 """
 from __future__ import annotations
 
@@ -834,3 +843,20 @@ def test_proximal_a_vector_where_one_minus_alpha_rounds(mu):
         log_q = mpmath.log1p(-mpmath.mpf(solver.alpha))
         exact = [float(mpmath.exp((tau - 1 - j) * log_q)) for j in range(tau)]
     assert a.tolist() == pytest.approx(exact, rel=1e-15, abs=0.0)
+
+
+# ---------------------------------------------------------------- mutants of a655138..81203bf (fedlib/solvers.py)
+@pytest.mark.parametrize("momentum,mu", [(0.0, 0.0), (0.5, 0.0), (0.0, 1.0), (0.5, 1.0)])
+def test_a_schedule_of_factor_one_gives_a_last_entry_of_exactly_one(momentum, mu):
+    """lr_schedule k -> 1 with lr = 0.41, whose 0.41 * (1 / 0.41) rounds to 0.9999999999999999: step_size(k) is lr
+    itself, so the last local step's gradient enters once at the full step, a_{tau-1} = eta_{tau-1} / eta = 1
+    exactly (with momentum or prox too: nothing follows the last step), and without momentum or prox every entry is
+    eta_k / eta = 1 exactly, the a of plain SGD. Mutants of a655138..81203bf: IR2 (the plain schedule's
+    ``eta / lr`` -> ``eta * (1 / lr)``) and IR10 (the adjoint pass's ``b / lr`` -> ``b * (1 / lr)``), both within
+    the 1e-12 of tests/test_solvers.py's schedule tests."""
+    solver = LocalSolver(lr=0.41, momentum=momentum, mu=mu, lr_schedule=lambda k: 1.0)
+    a = solver.a_vector(6)
+    assert a[-1] == 1.0
+    if momentum == 0 and mu == 0:
+        assert a.tolist() == [1.0] * 6
+    assert LocalSolver(lr=0.41, momentum=momentum, mu=mu, lr_schedule=lambda k: 1.0).a_vector(1).tolist() == [1.0]

@@ -81,6 +81,16 @@ Mutation passes):
   solution to rounding); SL4 (the same IEEE division of the same two doubles); SL7 (a finite float by a finite
   positive one is never NaN or -inf); VF6 (e is checked (m, d) inside _vr_round_map_terms, the x-block is (d, d));
   VF7 (the x-block is symmetric in exact arithmetic: the same solution to rounding).
+
+Mutants of a655138..81203bf (fedlib/theory.py, 6c59177: _vr_fixed_point_system and _vr_round_map_terms'
+return order (M, A, b); the acceleration side, VL1-VL8 and VL16, in tests/test_mutation_bounds_acceleration.py) (pass
+described in tests/README.md, Mutation passes):
+  VL9 the system's x-block -A; VL10 the x-block A^T; VL11 I - M^T; VL12 quadratic_vr_round_map unpacking the old
+  order (M, b, _); VL13 the x-block returned as I - (I - A) (eye_d - x_x); VL14 quadratic_vr_fixed_point solving
+  with I - M again; VL15 d = x_block's rows - 1.
+  killed by the suite: VL9, VL11-VL15. equivalent: VL10 (A = sum_i c_i K_i H_i is symmetric in exact arithmetic,
+  each K_i a polynomial in H_i: the transposed block moves the solution by rounding only; VF7 of 113f0d3..a655138
+  again).
 """
 from __future__ import annotations
 

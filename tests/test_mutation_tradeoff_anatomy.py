@@ -19,6 +19,12 @@ described in tests/README.md, Mutation passes):
   AN1-AN7 check_int again in trace_local_run, a_norm_curves (max_steps), probe_a_vector, official_counter_a_norm,
   official_counter_excess, official_inplace_a_vector, momentum_prox_a_table; TR1 fedprox_bound's tau_bar by
   check_int. killed by the suite: AN1-AN7, TR1.
+
+Mutants of a655138..81203bf (fedlib/anatomy.py, 51ac35b: official_inplace_a_vector by one run from an impulse at
+step 0) (pass described in tests/README.md, Mutation passes):
+  OI1 the impulse at step 1; OI2 the entries not reversed (``a[k]``); OI3 ``-y * (1 / lr)``; OI4 y stepped before
+  u; OI5 the prox term's sign; OI6 one step short (a[0] left unset); OI7 u starts at 1; OI8 the sign of a.
+  killed by the suite: all (test_closed_forms_coverage.py).
 """
 import numpy as np
 import pytest
