@@ -1174,7 +1174,10 @@ def quadratic_fixed_point(H: Any, e: Any, p: Any, local_steps: Any, lr: float, a
     :math:`M_i = I-(I-\eta H_i)^{\tau_i}`; FedNova's tends to :math:`x^*` as :math:`\eta\to 0`.
     Raises if a round does not contract (spectral radius of the round map >= 1): then
     the iterates do not converge to the point; and if :math:`\sum_i c_i K_i H_i` is singular to
-    working precision (e.g. the :math:`H_i` share a null direction): then the limit depends on the start.
+    working precision: where the :math:`H_i` of the clients with :math:`p_i > 0` share a null direction the limit
+    depends on the start (a ``ValueError`` naming ``H``), otherwise the ``lr`` makes it singular (one client with
+    :math:`\eta h = 2` on an eigenvalue :math:`h` of :math:`H_i` and an even :math:`\tau_i` comes back to its start
+    along that direction; a ``ValueError`` naming ``lr``).
 
     The arguments are :func:`quadratic_round_map`'s: ``H`` the (m, d, d) stack of symmetric :math:`H_i`, ``e`` the
     (m, d) stack of :math:`e_i`, ``p`` the (m,) :math:`p_i`, ``local_steps`` the (m,) :math:`\tau_i` (whole numbers
@@ -1198,8 +1201,19 @@ def quadratic_fixed_point(H: Any, e: Any, p: Any, local_steps: Any, lr: float, a
     """
     M, A, b = _round_map_terms(H, e, p, local_steps, lr, algorithm, mu, tau_eff, momentum)
     _check_finite_round_map(M, b)
-    _check_unique_solution(A, "H: sum_i c_i K_i H_i is singular (a direction no client with p_i > 0 moves: the H_i "
-                              "share a null direction), so the fixed point is not unique")
+    d = A.shape[0]
+    if np.linalg.matrix_rank(A) < d:
+        # the H_i of the clients with p_i > 0 (c_i > 0) share a null direction iff their stack has a null vector;
+        # otherwise the lr made A singular: (1 - lr h)^tau_i = 1 (lr h = 2, tau_i even) or clients' K_i H_i of
+        # opposite signs cancelling (lr h > 2). One client, H = diag(1, 2), tau = 2, lr = 1 blamed H
+        H_arr, _, p_arr, _ = _check_quadratic(H, e, p, local_steps)
+        if np.linalg.matrix_rank(H_arr[p_arr > 0].reshape(-1, d)) < d:
+            message = ("H: sum_i c_i K_i H_i is singular (a direction no client with p_i > 0 moves: the H_i share a "
+                       "null direction), so the fixed point is not unique")
+        else:
+            message = ("lr: the rounds do not converge (the round map has the eigenvalue 1: sum_i c_i K_i H_i is "
+                       "singular at this lr, though the H_i of the clients with p_i > 0 share no null direction)")
+        _check_unique_solution(A, message)
     # A is symmetric (each K_i is a polynomial in H_i), so M = I - A has the eigenvalues 1 - lambda_k(A): the rounds
     # contract iff 0 < lambda_k(A) < 2. Read from A, not from M: at an lr so small that M rounds to I the rounds still
     # contract (slowly) to the point solved for below.

@@ -299,6 +299,22 @@ def test_fixed_point_raises_when_rounds_diverge():
         TH.quadratic_fixed_point(prob.H, prob.e, prob.p, steps, 1.5, "fedavg")
 
 
+
+def test_fixed_point_at_an_lr_that_makes_the_round_singular_names_lr_not_H():
+    """One client, H = diag(1, 2) (no null direction), tau = 2 steps of lr = 1 = 2/L: along the eigenvalue 2 each
+    step multiplies by 1 - 2 = -1, so the client comes back to its start, K H = 1 - (-1)^2 = 0 there and the round
+    map has the eigenvalue 1. The lr is to blame (lr = 1 + 1e-7 already says so); H was blamed ('the H_i share a
+    null direction'), which is false. Two clients whose K_i H_i cancel (H_i = 1, tau = (1, 2), lr = 3:
+    K_i H_i = 3 and -3) likewise. A shared null direction still names H."""
+    for H, e, p, steps, lr in (([np.diag([1.0, 2.0])], [[1.0, 1.0]], [1.0], [2], 1.0),
+                               ([[[1.0]], [[1.0]]], [[1.0], [-1.0]], [0.5, 0.5], [1, 2], 3.0)):
+        with pytest.raises(ValueError, match=r"^lr: the rounds do not converge \(the round map has the eigenvalue 1"):
+            TH.quadratic_fixed_point(H, e, p, steps, lr, "fedavg")
+    # a client of weight 0 moves nothing: the null direction of the others is shared by those that count
+    H = [np.diag([1.0, 0.0]), np.diag([1.0, 1.0])]
+    with pytest.raises(ValueError, match=r"^H: sum_i c_i K_i H_i is singular"):
+        TH.quadratic_fixed_point(H, np.ones((2, 2)), [1.0, 0.0], [1, 1], 0.1, "fedavg")
+
 def test_quadratic_problem_helpers():
     prob = QuadraticProblem(np.stack([np.eye(2), 2 * np.eye(2)]), np.array([[1.0, 0.0], [0.0, 2.0]]), np.array([0.5, 0.5]))
     x = np.array([1.0, 1.0])
