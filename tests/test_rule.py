@@ -233,6 +233,22 @@ def test_aggregate_checks_local_steps_whenever_given(algorithm):
     aggregate([np.ones(2)] * 2, [0.5, 0.5], [1, 2], algorithm, local_steps=[1, 2])
 
 
+
+@pytest.mark.parametrize("tau_eff", [None, "a_norm", 3.0])
+def test_fednova_weights_checks_local_steps_whenever_given(tau_eff):
+    """fednova_weights(p, a_norms, tau_eff, local_steps) read local_steps under tau_eff='local_steps' only: with any
+    other policy [0, -3], [1, 2, 3] or ['x', None] came back as (1.5, [0.5, 0.5]) without a word, while
+    effective_weights, the same formulas for sampled weights, refused them."""
+    from fedlib.rule import fednova_weights
+
+    with pytest.raises(ValueError, match=r"^local_steps must be >= 1 for every client \(client 0 has 0\)"):
+        fednova_weights([0.5, 0.5], [1, 2], tau_eff, [0, -3])
+    with pytest.raises(ValueError, match=r"^local_steps has 3 clients but p has 2"):
+        fednova_weights([0.5, 0.5], [1, 2], tau_eff, [1, 2, 3])
+    with pytest.raises(ValueError, match=r"^local_steps must hold whole numbers"):
+        fednova_weights([0.5, 0.5], [1, 2], tau_eff, ["x", None])
+    assert fednova_weights([0.5, 0.5], [1, 2], tau_eff, [1, 2])[0] == (1.5 if tau_eff != 3.0 else 3.0)
+
 # --------------------------------------------------------------------------- a_norms of another length
 def test_a_norms_length_mismatch_names_both_arguments():
     """Was: effective_weights('fednova', [1.0], [2.0, 6.0]) said 'a_norms must have 1 entries (one per
