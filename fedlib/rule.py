@@ -223,8 +223,8 @@ def fednova_weights(p: Any, a_norms: Any, tau_eff: TauEff = None, local_steps: A
     ``p`` is the (m,) vector of client weights :math:`p_i = n_i/n`: non-negative and summing to 1 (within 1e-9, or the
     rounding of float32 input; counts are refused, pass ``n / n.sum()``). ``a_norms`` holds the (m,) :math:`\|a_i\|_1`
     of the clients' solvers, each > 0 (``ValueError`` naming the client otherwise). ``local_steps`` is the (m,)
-    :math:`\tau_i`, whole numbers :math:`\ge 1`, checked whenever given (as :func:`effective_weights` checks it) and
-    read by ``tau_eff="local_steps"`` only (which refuses ``None``).
+    :math:`\tau_i`, whole numbers :math:`\ge 1`, checked whenever given (as :func:`fedlib.rule.effective_weights`
+    checks it) and read by ``tau_eff="local_steps"`` only (which refuses ``None``).
     Returns ``(tau_eff, w)`` with ``w`` the checked ``p`` as a new float64 array (float32 weights accepted at their
     own precision come back divided by their sum).
 
