@@ -327,3 +327,106 @@ def test_random_epochs_memo_gives_the_draws_of_fresh_streams():
         assert np.array_equal(sched.local_steps(t), want * steps_per_epoch(np.array(sizes), 10))
         epochs[:] = 0  # the caller's copy
     assert sched.epochs_of(9).min() >= 2
+
+
+# ------------------------------------------------------------- batched engine: single-client SGD steps, one-hot labels
+def _one_client_batches(rng, K, B, D, C, scale):
+    X = rng.standard_normal((K, B, D))
+    X[..., -1] = 1.0  # the bias column
+    counts = rng.integers(1, B + 1, K)
+    w = (np.arange(B)[None, :] < counts[:, None]) / counts[:, None]  # 1/count, 0 on padding
+    Yw = np.eye(C)[rng.integers(0, C, (K, B))] * w[..., None]
+    return scale * X, Yw, w
+
+
+@pytest.mark.parametrize("C", [2, 10])
+@pytest.mark.parametrize("l2", [0.0, 0.001])
+@pytest.mark.parametrize("start", ["zero", "random", "nan"])
+def test_packed_sgd_steps_one_are_the_kernel_step_by_step(C, l2, start):
+    """fedlib.problems.logistic._packed_sgd_steps_numpy_one (the batched engine's single-client SGD loop: argmax for
+    the batch maximum, the softmax scale copied over Z's shape, 0-d step sizes) gives, step after step, the bits of
+    _packed_grad_numpy_one then ``G *= lr``, ``theta -= G`` with float step sizes: parameters, row sums and the last
+    ``lr * grad``. ``zero``: every logit 0 (maximum 0) in the first step; ``nan``: a NaN weight."""
+    from fedlib.problems.logistic import _ones, _packed_grad_numpy_one, _packed_sgd_steps_numpy_one
+
+    rng = np.random.default_rng(C + int(1000 * l2))
+    K, B, D = 40, 7, 5
+    for scale in (0.3, 5.0):
+        X, Yw, w = _one_client_batches(rng, K, B, D, C, scale)
+        theta0 = {"zero": np.zeros((D, C)), "random": rng.standard_normal((D, C)), "nan": rng.standard_normal((D, C))}
+        theta0 = theta0[start]
+        if start == "nan":
+            theta0[1, 2 % C] = np.nan
+        lrs = [0.05 * 0.97 ** k for k in range(K)]
+        _ones(C)
+        want, want_sums, G = theta0.copy(), np.empty((K, B)), np.empty((D, C))
+        Z, s = np.empty((B, C)), np.empty(B)
+        with np.errstate(all="ignore"):
+            for k in range(K):
+                _packed_grad_numpy_one(want, X[k], X[k].T, Yw[k], w[k], Z, G, s, s[:, None], np.empty(()), l2,
+                                       want_sums[k])
+                G *= lrs[k]
+                want -= G
+            got, got_sums, G2 = theta0.copy(), np.empty((K, B)), np.empty((D, C))
+            s2 = np.empty(B)
+            lr0 = [np.array(lr) for lr in lrs]
+            _packed_sgd_steps_numpy_one(got, X, Yw, w, lr0, np.empty((B, C)), G2, s2, s2[:, None], l2, got_sums,
+                                        np.empty((B, C)))
+        for a, b in ((got, want), (got_sums, want_sums), (G2, G)):
+            assert a.tobytes() == b.tobytes() or (start == "nan" and np.array_equal(a, b, equal_nan=True))
+        if start == "nan":
+            assert np.isnan(got).all()
+
+
+@pytest.mark.parametrize("l2", [0.0, 0.5])
+def test_packed_grad_one_scratch_gives_the_broadcast_bits(l2):
+    """_packed_grad_numpy_one with the (B, C) scratch S (the scale copied over Z's shape, then a plain multiply) and
+    without it (a broadcasting multiply): the same gradient, bit for bit, with and without the row sums kept."""
+    from fedlib.problems.logistic import _ones, _packed_grad_numpy_one
+
+    rng = np.random.default_rng(5)
+    B, D, C = 9, 4, 3
+    X, Yw, w = _one_client_batches(rng, 1, B, D, C, 2.0)
+    theta = rng.standard_normal((D, C))
+    _ones(C)
+    for sums in (None, np.empty(B)):
+        out = []
+        for S in (None, np.empty((B, C))):
+            G, s = np.empty((D, C)), np.empty(B)
+            _packed_grad_numpy_one(theta, X[0], X[0].T, Yw[0], w[0], np.empty((B, C)), G, s, s[:, None],
+                                   np.empty(()), l2, sums, S)
+            out.append(G)
+        assert out[0].tobytes() == out[1].tobytes()
+
+
+@pytest.mark.parametrize("solver", ["sgd", "momentum_prox"])
+@pytest.mark.parametrize("gather_bytes", [None, 1])
+def test_local_phase_labels_give_the_one_hot_bits(solver, gather_bytes, monkeypatch):
+    """The batched engine's local phase with the labels (numpy: one-hot times weight written per window, +0.0 off
+    the label) and with the one-hot rows gathered and multiplied (the torch backend's way, and the engine's before):
+    the same final parameters and ||a_i||_1, bit for bit, with padded batches (B does not divide n_i), an L2 penalty,
+    and windows of every size."""
+    from fedlib.data import synthetic
+    from fedlib.engines import batched
+    from fedlib.problems.logistic import LogisticProblem, _one_hot, pack_params
+    from fedlib.solvers import momentum_proximal_sgd, sgd
+
+    if gather_bytes is not None:
+        monkeypatch.setattr(batched, "GATHER_BYTES", gather_bytes)
+    prob = LogisticProblem(synthetic(num_clients=5, seed=2, num_samples=[30, 45, 61, 17, 80]), l2=0.001)
+    be = batched._make_backend("numpy", None)
+    C, D, B = prob.model.num_classes, prob.model.num_features + 1, 8
+    Xall = np.concatenate([prob.train_x, np.ones((prob.train_x.shape[0], 1))], axis=1)
+    Yall = _one_hot(prob.train_y, C)
+    rng = np.random.default_rng(1)
+    theta0 = pack_params({"W": 0.1 * rng.standard_normal((D - 1, C)), "b": rng.standard_normal(C)})
+    solv = sgd(0.05) if solver == "sgd" else momentum_proximal_sgd(0.02, 0.8, 0.3, weight_decay=1e-3)
+    clients = np.array([4, 2, 1, 0, 3])
+    tau = np.array([20, 14, 9, 3, 3])
+    for t in range(3):
+        args = (be, solv, theta0, None, clients, tau, prob.num_samples, prob.offsets, Xall)
+        tail = (B, D, C, prob.l2, 7, t, True)
+        want, a_want = batched._local_phase(*args, Yall, *tail, {})
+        got, a_got = batched._local_phase(*args, None, *tail, {}, prob.train_y.astype(np.int64))
+        assert got.tobytes() == want.tobytes() and a_got.tobytes() == a_want.tobytes()
+        theta0 = got[0]

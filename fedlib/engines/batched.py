@@ -23,8 +23,8 @@ leading *client axis* — there is no Python loop over clients inside a local st
    the same step). ``fast=False`` calls ``LocalSolver.update`` itself on the stacked
    arrays instead (slower, same numbers). With numpy, the steps where a single client is
    left (the critical path on skewed data) run on 2-d views
-   (``fedlib.problems.logistic._packed_grad_numpy_one``: the same operations in the
-   same order, hence the same bits, with fewer and cheaper calls);
+   (``fedlib.problems.logistic._packed_grad_numpy_one``, and for plain SGD its loop
+   ``_packed_sgd_steps_numpy_one``: the same bits with fewer and cheaper calls);
 4. the clients' changes go to :meth:`fedlib.algorithms.FederatedAlgorithm.apply`
    (aggregation, control variates, server optimizer), then the global training loss
    :math:`F(x)` and the test accuracy are evaluated.
@@ -63,6 +63,7 @@ from __future__ import annotations
 
 import re
 import time
+from bisect import bisect_left, bisect_right
 from typing import Callable, NamedTuple, Optional
 
 import numpy as np
@@ -71,6 +72,7 @@ from .._validate import check_callable, check_choice, check_count, check_flag, c
 from ..algorithms import ClientUpdate, FederatedAlgorithm, ServerState, server_state_mismatch
 from ..problems.logistic import _UNDERFLOW, LogisticProblem, _one_hot, _ones, pack_params, unpack_params
 from ..problems.logistic import _packed_grad_numpy_one as _grad_one
+from ..problems.logistic import _packed_sgd_steps_numpy_one as _sgd_steps_one
 from ..rng import generator
 from ..sampling import check_sampling, round_participation
 from ..schedules import check_epoch_schedule, check_participant_steps, check_schedule_size, round_local_steps
@@ -313,7 +315,7 @@ class _Numpy:
     @staticmethod
     def take(src, rows, out):
         """``out[...] = src[rows]`` (rows of ``src`` indexed by an integer array)."""
-        np.take(src, rows, axis=0, out=out, mode="clip")  # "raise" would buffer the output
+        src.take(rows, 0, out, "clip")  # np.take's method, without its wrapper; "raise" would buffer the output
 
 
 class _Torch:
@@ -550,7 +552,9 @@ def run_batched(algorithm: FederatedAlgorithm, problem: LogisticProblem, schedul
     # data on the backend: features with a trailing 1 (bias), one-hot labels
     xa_np = np.concatenate([problem.train_x, np.ones((problem.train_x.shape[0], 1))], axis=1)
     Xall = be.asarray(xa_np)
-    Yall = be.asarray(_one_hot(problem.train_y, C))
+    # numpy: the labels alone (each window's one-hot labels times the weights are written from them: _local_phase)
+    labels = np.ascontiguousarray(problem.train_y, dtype=np.int64) if be.name == "numpy" else None
+    Yall = None if labels is not None else be.asarray(_one_hot(problem.train_y, C))
 
     if comm is not None:
         comm.check_clients(m)
@@ -606,7 +610,7 @@ def run_batched(algorithm: FederatedAlgorithm, problem: LogisticProblem, schedul
                         if mine.size:
                             finals, a_norms_s = _local_phase(be, solver, theta0, corr, sorted_clients, tau_s, n_i,
                                                              problem.offsets, Xall, Yall, B, D, C, l2, seed, t, fast,
-                                                             cache)
+                                                             cache, labels)
                             deltas = finals - theta0[None]
                         else:  # this rank owns no participant of the round
                             a_norms_s, deltas = np.empty(0), None
@@ -740,8 +744,13 @@ def _to_dict(be, theta, copy: bool = False) -> dict:
 
 
 def _local_phase(be, solver, theta0, corr, clients, tau, n_i, offsets, Xall, Yall, B, D, C, l2, seed, t, fast,
-                 cache=None):
-    """Run the local steps of the sorted participants; return (final params stacked, a_norms)."""
+                 cache=None, labels=None):
+    """Run the local steps of the sorted participants; return (final params stacked, a_norms).
+
+    ``Yall``: the one-hot training labels on the backend, gathered with the features; or, with ``labels`` (numpy:
+    the int64 training labels; ``Yall`` is then unused), each window's one-hot labels times the sample weights are
+    written directly, the weight at the sample's label and +0.0 elsewhere: the bits of ``one_hot * w``
+    (``1.0 * w = w``, ``0.0 * w = +0.0`` for the weights ``1/count >= 0``) without gathering the one-hot rows."""
     q = clients.size
     K = int(tau[0])
     # clients still running at step k: #{tau_j > k}, a prefix since tau is sorted descending
@@ -765,10 +774,12 @@ def _local_phase(be, solver, theta0, corr, clients, tau, n_i, offsets, Xall, Yal
     # entry k depends on k only, so a run computes them once per learning rate)
     cached = None if cache is None else cache.get(solver.lr)
     if cached is None or len(cached[0]) < K:
-        cached = ([solver.step_size(k) for k in range(K)], solver.online_a_norms(K))
+        sizes = [solver.step_size(k) for k in range(K)]
+        cached = (sizes, solver.online_a_norms(K), _scalars(sizes))
         if cache is not None:
             cache[solver.lr] = cached
-    lrs = cached[0]
+    # numpy: the step sizes as 0-d float64 arrays (the same values; a Python float is converted at every multiply)
+    lrs = cached[2] if be.name == "numpy" else cached[0]
     a_norms = cached[1][tau - 1]
 
     theta = be.empty((q, D, C))
@@ -783,26 +794,38 @@ def _local_phase(be, solver, theta0, corr, clients, tau, n_i, offsets, Xall, Yal
     # windows of steps whose gathered mini-batches fit in GATHER_BYTES (cache-sized, reused buffers)
     max_rows = min(max(int(GATHER_BYTES // (B * (D + C + 1) * 8)), q), R)
     Xbuf, Ybuf = be.empty((max_rows, B, D)), be.empty((max_rows, B, C))
+    if labels is not None:  # every row's labels; positions of a window's labels in its flat Ybuf
+        ylab = labels.take(gidx)
+        ybase = np.arange(max_rows * B, dtype=np.int64) * C
+        ypos = np.empty(max_rows * B, dtype=np.int64)
+        wflat = wts.reshape(-1)
     Wbuf = None if be.name == "numpy" else be.empty((max_rows, B, 1))  # numpy: views of wts
     # scratch: Z, G, solver temporary; single-client steps: row sums (B, 1) and per step
-    # (max_rows, B), a 0-d for the batch maximum
+    # (max_rows, B), a 0-d for the batch maximum and (B, C) for the softmax scale (numpy only)
     bufs = (be.empty((q, B, C)), be.empty((q, D, C)), be.empty((q, D, C)), be.empty((B, 1)), be.empty((max_rows, B)),
-            be.empty(()))
+            be.empty(()), np.empty((B, C)) if be.name == "numpy" else None)
     k0 = 0
+    offs = off.tolist()  # python ints: the windows' bounds by bisect (np.searchsorted on a numpy scalar costs more)
     while k0 < K:
-        k1 = int(np.searchsorted(off, off[k0] + max_rows, side="right")) - 1
+        k1 = bisect_right(offs, offs[k0] + max_rows) - 1
         k1 = min(max(k1, k0 + 1), K)
-        r0, r1 = int(off[k0]), int(off[k1])
+        r0, r1 = offs[k0], offs[k1]
         n = r1 - r0
         Xw, Yw = Xbuf[:n], Ybuf[:n]
         be.take(Xall, gidx[r0:r1], Xw)
-        be.take(Yall, gidx[r0:r1], Yw)
         if Wbuf is None:
             ww = wts[r0:r1]
         else:
             ww = Wbuf[:n]
             ww[...] = be.asarray(wts[r0:r1])
-        Yw *= ww
+        if labels is not None:  # Yw = one_hot * w: w at each sample's label, +0.0 elsewhere
+            Yw.fill(0.0)
+            pos = ypos[:n * B]
+            np.add(ybase[:n * B], ylab[r0:r1].reshape(-1), out=pos)
+            Yw.reshape(-1)[pos] = wflat[r0 * B:r1 * B]
+        else:
+            be.take(Yall, gidx[r0:r1], Yw)
+            Yw *= ww
         window = (k0, k1, active_list, (off[k0:k1 + 1] - r0).tolist(), lrs, Xw, Yw, ww)
         if fast:
             _steps_fast(be, kernel, solver, theta, theta0, mom, corr, bufs, l2, window)
@@ -813,6 +836,20 @@ def _local_phase(be, solver, theta0, corr, clients, tau, n_i, offsets, Xall, Yal
         state, width = generic
         theta[:width] = state.params[:width]
     return theta, a_norms
+
+
+def _negative(v):
+    return -v
+
+
+def _scalars(values) -> list:
+    """``values`` as read-only 0-d float64 arrays (numpy multiplies by one without converting a Python float)."""
+    out = []
+    for v in values:
+        a = np.array(v, dtype=np.float64)
+        a.flags.writeable = False
+        out.append(a)
+    return out
 
 
 def _grad_kernel(be):
@@ -827,16 +864,16 @@ def _steps_fast(be, kernel, solver, theta, theta0, mom, corr, bufs, l2, window):
 
     numpy: once a single client is left (the critical path: most steps on skewed data),
     the steps run on 2-d views with ``fedlib.problems.logistic._packed_grad_numpy_one``
-    (the same operations, fewer and cheaper calls)."""
+    (the same operations, fewer and cheaper calls); plain SGD steps in one call of its loop,
+    ``_packed_sgd_steps_numpy_one`` (the same bits, no Python call per step). The step sizes
+    ``lrs`` are 0-d float64 arrays with numpy (the same values, no conversion at each multiply)."""
     k0, k1, active, off, lrs, Xw, Yw, ww = window
     Zb, Gb, Tb = bufs[:3]
     rho, mu, wd = solver.momentum, solver.mu, solver.weight_decay
     plain = not (rho > 0 or mu > 0 or wd or corr is not None)
     k_one = k1
     if be.name == "numpy" and active[k1 - 1] == 1:  # active is non-increasing: steps [k_one, k1) run one client
-        k_one = k1 - 1
-        while k_one > k0 and active[k_one - 1] == 1:
-            k_one -= 1
+        k_one = bisect_left(active, -1, k0, k1 - 1, key=_negative)  # the first of them: active[k] <= 1
     for k in range(k0, k_one):
         a = active[k]
         s0 = off[k - k0]
@@ -854,7 +891,7 @@ def _steps_fast(be, kernel, solver, theta, theta0, mom, corr, bufs, l2, window):
         return
     r0 = off[k_one - k0]
     r1 = r0 + (k1 - k_one)
-    th, g, Z, tmp, s_col, sums, mx = theta[0], Gb[0], Zb[0], Tb[0], bufs[3], bufs[4][:r1 - r0], bufs[5]
+    th, g, Z, tmp, s_col, sums, mx, S = theta[0], Gb[0], Zb[0], Tb[0], bufs[3], bufs[4][:r1 - r0], bufs[5], bufs[6]
     s = s_col[:, 0]
     _ones(Z.shape[1])
     Xs = Xw[r0:r1]
@@ -864,23 +901,19 @@ def _steps_fast(be, kernel, solver, theta, theta0, mom, corr, bufs, l2, window):
         # the end; if one underflowed (or is NaN), the steps are redone from a copy with
         # the check at every step
         start = th.copy()
-        mul, sub = np.multiply, np.subtract
-        for X1, XT1, Y1, w1, lr, sums1 in zip(*rows, sums):
-            _grad_one(th, X1, XT1, Y1, w1, Z, g, s, s_col, mx, l2, sums1)
-            mul(g, lr, g)
-            sub(th, g, th)
+        _sgd_steps_one(th, Xs, rows[2], rows[3], rows[4], Z, g, s, s_col, l2, sums, S)
         if np.minimum.reduce(sums, axis=None) >= _UNDERFLOW:
             return
         th[...] = start
         for X1, XT1, Y1, w1, lr in zip(*rows):
-            _grad_one(th, X1, XT1, Y1, w1, Z, g, s, s_col, mx, l2)
+            _grad_one(th, X1, XT1, Y1, w1, Z, g, s, s_col, mx, l2, None, S)
             g *= lr
             th -= g
         return
     m1 = None if mom is None else mom[0]
     c1 = None if corr is None else corr[0]
     for X1, XT1, Y1, w1, lr in zip(*rows):
-        _grad_one(th, X1, XT1, Y1, w1, Z, g, s, s_col, mx, l2)
+        _grad_one(th, X1, XT1, Y1, w1, Z, g, s, s_col, mx, l2, None, S)
         _solver_step(be, th, g, tmp, m1, c1, theta0, rho, mu, wd, lr)
 
 

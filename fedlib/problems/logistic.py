@@ -182,6 +182,10 @@ def packed_grad_(theta, X, Yw, w, Z, G, l2: float = 0.0) -> None:
 #: Below this, a softmax row sum may have underflowed after the per-client shift.
 _UNDERFLOW = 1e-200
 _ONES: dict = {}
+#: ``np.dot`` itself, without the ``__array_function__`` dispatch of its Python wrapper (numpy >= 1.25: about half a
+#: microsecond of the ~2 a small product costs; the same C function, hence the same bits): the single-client kernels
+#: call it three times per local step.
+_DOT = getattr(np.dot, "_implementation", np.dot)
 
 
 def _packed_grad_numpy(theta, X, Yw, w, Z, G, l2, _matmul=np.matmul, _exp=np.exp, _div=np.divide,
@@ -218,7 +222,7 @@ def _ones(C: int) -> np.ndarray:
     return ones
 
 
-def _packed_grad_numpy_one(theta, X, XT, Yw, w, Z, G, s, s_col, m, l2, sums=None, _dot=np.dot, _exp=np.exp,
+def _packed_grad_numpy_one(theta, X, XT, Yw, w, Z, G, s, s_col, m, l2, sums=None, S=None, _dot=_DOT, _exp=np.exp,
                            _div=np.divide, _sub=np.subtract, _mul=np.multiply, _max=np.maximum.reduce,
                            _min=np.minimum.reduce):
     """:func:`_packed_grad_numpy` for a single client on 2-d arrays (a batched step with
@@ -233,6 +237,10 @@ def _packed_grad_numpy_one(theta, X, XT, Yw, w, Z, G, s, s_col, m, l2, sums=None
     ``sums`` (optional, ``(B,)``): write the softmax row sums there and skip the underflow
     check — the caller checks them later (``min(sums) < _UNDERFLOW``) and redoes the steps
     with the check if any underflowed.
+
+    ``S`` (optional, ``(B, C)`` scratch): ``Z * s_col`` is taken as ``S[...] = s_col; Z * S`` — the same products
+    (a copy is exact) without a broadcasting multiply, several times slower than a copy and a plain multiply at
+    these sizes.
     """
     _dot(X, theta, Z)
     _sub(Z, _max(Z, None, None, m), Z)  # Z -= Z.max(): the client's batch maximum (as the stacked kernel)
@@ -248,11 +256,56 @@ def _packed_grad_numpy_one(theta, X, XT, Yw, w, Z, G, s, s_col, m, l2, sums=None
     else:
         _dot(Z, _ONES[Z.shape[1]], sums)
         _div(w, sums, s)
-    _mul(Z, s_col, Z)
+    if S is None:
+        _mul(Z, s_col, Z)
+    else:
+        S[...] = s_col
+        _mul(Z, S, Z)
     _sub(Z, Yw, Z)
     _dot(XT, Z, G)
     if l2:
         G[:-1] += l2 * theta[:-1]
+
+
+def _packed_sgd_steps_numpy_one(theta, X, Yw, w, lrs, Z, G, s, s_col, l2, sums, S, _dot=_DOT, _exp=np.exp,
+                                _div=np.divide, _sub=np.subtract, _mul=np.multiply):
+    r"""Plain SGD steps :math:`\Theta \leftarrow \Theta - \eta_k g_k` of a single client, ``k = 0..K-1``, in one
+    loop: each step is :func:`_packed_grad_numpy_one` with ``sums=sums[k]`` followed by ``G *= lrs[k]``,
+    ``theta -= G``, with the bits of those calls and without a Python call per step (the batched engine's
+    critical path on skewed data: one client left, hundreds of steps).
+
+    ``theta`` ``(D, C)`` (updated in place), ``X`` ``(K, B, D)``, ``Yw`` ``(K, B, C)``, ``w`` ``(K, B)``,
+    ``lrs`` ``K`` step sizes (0-d float64 arrays are cheapest), ``l2`` the penalty on ``W``; ``sums`` ``(K, B)``
+    receives the softmax row sums of every step, which the caller checks (``min(sums) < _UNDERFLOW``: redo the
+    steps with the check at every step); ``Z``, ``G``, ``s``, ``s_col`` are the scratch of
+    :func:`_packed_grad_numpy_one` (``G`` ends as the last step's ``lr * grad``) and ``S`` a ``(B, C)`` one.
+
+    Two calls differ from :func:`_packed_grad_numpy_one`'s, not their results:
+
+    * ``Z * s_col`` is taken as ``S[...] = s_col; Z * S``: the same products (a copy is exact) without a
+      broadcasting multiply, several times slower than a copy and a plain multiply at these sizes;
+    * the batch maximum is read at ``argmax`` instead of reduced with ``np.maximum`` (one cheap call instead of a
+      reduction): the same value, NaN included (argmax stops at the first NaN); the two may differ only in the
+      sign of a maximum of zero, which changes ``Z - max`` at most in the sign of a zero, and ``exp`` maps either
+      zero to 1.0: from ``exp`` on, the bits are the same.
+    """
+    ones = _ONES[Z.shape[1]]
+    flat = Z.reshape(-1)  # a view: Z is contiguous
+    argmax = flat.argmax
+    for X1, XT1, Y1, w1, lr, sums1 in zip(X, X.swapaxes(1, 2), Yw, w, lrs, sums):
+        _dot(X1, theta, Z)
+        _sub(Z, flat[argmax()], Z)  # the batch maximum (see above)
+        _exp(Z, Z)
+        _dot(Z, ones, sums1)
+        _div(w1, sums1, s)
+        S[...] = s_col
+        _mul(Z, S, Z)
+        _sub(Z, Y1, Z)
+        _dot(XT1, Z, G)
+        if l2:
+            G[:-1] += l2 * theta[:-1]
+        _mul(G, lr, G)
+        _sub(theta, G, theta)
 
 
 def _packed_grad_torch(theta, X, Yw, w, Z, G, l2):
