@@ -1046,8 +1046,9 @@ class OwnStepChecks:
         own step at its own lr only, where a step that ignores ``self.lr`` (a step size written into ``update``)
         passes, then reports its :math:`\|a_i\|_1` in units of a round lr it does not take. Used by
         :func:`fedlib.engines.reference.run_sequential` and :func:`fedlib.engines.batched.run_batched`
-        (``fast=False``). An lr outside :math:`[10^{-200}, 10^{200}]` is not probed: the probe's own arithmetic would
-        overflow or lose its digits there (and the round's steps diverge or vanish)."""
+        (``fast=False``). Only an lr strictly between :math:`10^{-200}` and :math:`10^{200}` is probed (the bounds
+        are not): the probe's own arithmetic would overflow or lose its digits beyond them (and the round's steps
+        diverge or vanish)."""
         lr = solver.lr
         if lr == base.lr or not 1e-200 < lr < 1e200:
             return solver
