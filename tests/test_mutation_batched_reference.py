@@ -40,6 +40,12 @@ Mutants of 1112cf7..24d535b (fedlib/engines/batched.py: _check_common's check_sc
   BA1 _check_common's check dropped (round 0's 'one step count per client', or check_epoch_schedule's 'counts steps
   for other client sizes'); BA2 its owner 'p'; BA3 run_batched's rounds with owner 'p' (tests/test_batched_engine.py
   takes either, as run_reference names p). killed here: BA1, BA2, BA3.
+
+Mutants of the 8996bdf pass: 61c3eb9, 37d4fb6, 8996bdf, dc4cc69, f432e05 (fedlib/engines/batched.py, 61c3eb9:
+run_batched's check_round_lr call) (pass described in tests/README.md, Mutation passes):
+  RL22 the call dropped; RL23 ``algorithm.variance is None``; RL24 a new OwnStepChecks each round; RL25
+  algorithm.solver probed for the round's solver; RL26 round 0 named; RL27 the probe after the local phase.
+  killed by the suite: RL22, RL25, RL26. killed here: RL23, RL24, RL27.
 """
 from __future__ import annotations
 
@@ -522,3 +528,47 @@ def test_run_batched_names_the_problem_for_step_counts_of_another_length(prob):
     with pytest.raises(ValueError, match=r"^schedule\.local_steps\(0\) must give one step count per client \(3 clients "
                                          r"in the problem\), got shape \(2,\)$"):
         run_batched(make_algorithm("fedavg", sgd(0.05)), prob, _Counted([2, 1]), 1, batch_size=B)
+
+
+# ------------------------------------------ mutants of the 8996bdf pass (61c3eb9: run_batched's check_round_lr)
+def test_run_batched_probes_a_round_lr_once_with_the_correction_before_the_local_phase():
+    """run_batched(fast=False) with lr_at 0.1 in round 0, then 0.05: algorithm.solver.with_lr(0.05) is probed once
+    (the 1-d probe's update calls at 0.05 are one probe's, counted by check_own_step itself; the training steps the
+    clients' stack), with the algorithm's correction (SCAFFOLD: an own step that adds twice the correction at 0.05 is
+    refused in round 1), before round 1's local phase (no stacked update at 0.05). Mutants of the 8996bdf pass: RL23
+    (the correction not passed on), RL24 (a probe every round), RL27 (the probe after the local phase)."""
+    from fedlib.solvers import check_own_step
+
+    class Counted(LocalSolver):
+        calls: list = []
+        scale = False
+
+        def update(self, state, grads):
+            Counted.calls.append((self.lr, np.ndim(state.params)))
+            if self.scale and state.correction is not None:
+                state = state._replace(correction=state.correction * (0.1 / self.lr))
+            return super().update(state, grads)
+
+    class Scaled(Counted):
+        scale = True
+
+    prob = LogisticProblem(synthetic(num_clients=3, dim=5, num_classes=3, seed=0, num_samples=[12, 20, 30]))
+    sched = FixedEpochs(prob.num_samples, 8, 1)
+    decay = lambda t: 0.1 if t == 0 else 0.05  # noqa: E731
+    check_own_step("solver", Counted(lr=0.05))
+    one_probe = len(Counted.calls)
+    assert one_probe > 0 and all(lr == 0.05 and ndim == 1 for lr, ndim in Counted.calls)
+    algo = make_algorithm("fednova", Counted(lr=0.1))
+    Counted.calls.clear()
+    run_batched(algo, prob, sched, 4, batch_size=8, evaluate=False, fast=False, lr_at=decay)
+    assert sum(call == (0.05, 1) for call in Counted.calls) == one_probe
+    assert any(lr == 0.05 and ndim > 1 for lr, ndim in Counted.calls)  # rounds 1-3 trained at 0.05
+
+    algo = make_algorithm("scaffold", Scaled(lr=0.1))
+    Counted.calls.clear()
+    with pytest.raises(ValueError, match=r"^algorithm\.solver\.with_lr\(0\.05\) \(round 1's lr\): Scaled is given a "
+                                         r"control-variate correction"):
+        run_batched(algo, prob, sched, 3, batch_size=8, evaluate=False, fast=False, lr_at=decay)
+    stacked = {lr for lr, ndim in Counted.calls if ndim > 1}
+    assert stacked == {0.1}  # round 0 trained, round 1 did not
+    assert len(run_batched(algo, prob, sched, 2, batch_size=8, evaluate=False, fast=False).history) == 2

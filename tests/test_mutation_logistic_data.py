@@ -29,6 +29,15 @@ Mutants of 37f92d9..28127ce (third, the changed hunks of fedlib/problems/logisti
 Mutants of 2e0d04d..fb2fbe6 (fedlib/problems/logistic.py: pack_params refuses a torch b beside a numpy W) (pass
 described in tests/README.md, Mutation passes): K1 the check dropped; K3 only a b that requires grad refused (K2:
 tests/test_mutation_batched_reference.py). killed by the suite: both.
+
+Mutants of the 8996bdf pass: 61c3eb9, 37d4fb6, 8996bdf, dc4cc69, f432e05 (fedlib/data/partition.py, dc4cc69 and f432e05:
+_dirichlet_split's NaN note and errstate) (pass described in tests/README.md, Mutation passes):
+  DP1 ``nan_draws == max_attempts`` -> ``nan_draws`` (the old test); DP2 ``>=``; DP3 ``== max_attempts - 1``; DP4 the
+  note never; DP5 the note always (also '0 of the 20 attempts'); DP6 errstate(over=) for invalid=; DP7 every
+  degenerate attempt counted as NaN; DP8 the note's total _attempt; DP9 the note's why dropped.
+  killed by the suite: DP1, DP3, DP4, DP6, DP7, DP8. killed here: DP5, DP9.
+  equivalent: DP2 (an attempt ends at its first degenerate class, so nan_draws counts at most one per attempt and
+  never exceeds max_attempts).
 """
 from __future__ import annotations
 
@@ -662,3 +671,22 @@ def test_synthetic_refuses_beta_whose_inputs_fit_but_class_scores_overflow():
         with pytest.raises(ValueError, match=r"^alpha=0\.0, beta=1\.2e\+308 are too large: client 0's class scores "
                                              r"x\^T W_k \+ b_k .* overflow float64 \(inf or NaN\)"):
             synthetic(0.0, 1.2e308, num_clients=1, dim=1, num_classes=2, seed=19, num_samples=2)
+
+
+# ------------------------------------- mutants of the 8996bdf pass (dc4cc69: the min_size error's NaN note)
+def test_the_min_size_error_has_no_nan_note_without_nan_draws_and_the_nan_error_says_why():
+    """2 classes over 4 clients at alpha = 1e-4: each class goes whole to one client, so min_size = 1 is never met.
+    Generator.dirichlet draws no NaN: the min_size error ends at its advice, with no '(0 of the 20 attempts drew ...)'
+    note; numpy's legacy Dirichlet at alpha = 1e-6 draws NaN in all 20 attempts, and the error says why (its gamma
+    draws all underflow to 0). Mutants of the 8996bdf pass: DP5 (the note even for 0 NaN draws), DP9 (the why
+    dropped from the note)."""
+    y = np.repeat(np.arange(2), 20)
+    with pytest.raises(ValueError, match=r"^no partition with min_size=1 found in max_attempts=20 attempts \(4 clients, "
+                                         r"40 samples, alpha=0\.0001\); lower min_size or raise alpha\Z"):
+        dirichlet_partition_generator(y, 4, 1e-4, 0, min_size=1, max_attempts=20)
+    with pytest.raises(ValueError, match=r"^alpha=1e-06 is too small for this random source: 20 of the 20 attempts drew "
+                                         r"a Dirichlet share of NaN \(numpy's legacy RandomState\.dirichlet, the "
+                                         r"official code's stream, divides gamma draws that all underflow to 0\); "
+                                         r"raise alpha, or use dirichlet_partition_generator, whose "
+                                         r"Generator\.dirichlet handles small alpha\Z"):
+        dirichlet_partition(y, 4, 1e-6, min_size=0, max_attempts=20)

@@ -19,6 +19,14 @@ Mutants of 1112cf7..24d535b (fedlib/engines/reference.py: run_sequential's check
 tests/README.md, Mutation passes):
   RS1 the check dropped; RS2 checked only when rounds > 0; RS3 the rounds' owner 'the problem' (run_sequential is
   given p). killed by the suite: RS1, RS3. killed here: RS2.
+
+Mutants of the 8996bdf pass: 61c3eb9, 37d4fb6, 8996bdf, dc4cc69, f432e05 (fedlib/engines/reference.py, 61c3eb9:
+run_sequential's check_round_lr call; RL1-RL14 in tests/test_mutation_solvers_schedules_sampling.py) (pass described
+in tests/README.md, Mutation passes):
+  RL15 ``solver_at is None`` -> ``is not None``; RL16 ``correction=False``; RL17 algorithm.solver probed for the
+  round's solver; RL18 the round named first_round; RL19 a new OwnStepChecks each round; RL20 the probe after the
+  round's clients trained (before apply); RL21 the call dropped.
+  killed by the suite: RL15, RL17, RL18, RL21. killed here: RL16, RL19, RL20.
 """
 
 import numpy as np
@@ -95,3 +103,61 @@ def test_run_sequential_refuses_a_schedule_of_another_size_even_with_no_round_to
     with pytest.raises(ValueError, match=r"^schedule is for 3 clients but p has 2$"):
         run_sequential(make_algorithm("fedavg", sgd(0.1)), np.zeros(2), lambda x, i, t, k: x, [0.5, 0.5],
                        FixedSteps([1, 1, 1]), rounds)
+
+
+# ---------------------------------------- mutants of the 8996bdf pass (61c3eb9: run_sequential's check_round_lr)
+class _CountedSGD:
+    """Own steps (SGD's update) that record (self.lr, ndim of the params, correction given) of every update call;
+    ``scale_correction`` adds the control-variate correction times 0.1 / self.lr (right at lr = 0.1 only)."""
+
+    @staticmethod
+    def make(scale_correction: bool):
+        from fedlib.solvers import LocalSolver
+
+        class Counted(LocalSolver):
+            calls: list = []
+
+            def update(self, state, grads):
+                Counted.calls.append((self.lr, np.ndim(state.params)))
+                if scale_correction and state.correction is not None:
+                    state = state._replace(correction=state.correction * (0.1 / self.lr))
+                return super().update(state, grads)
+
+        return Counted
+
+
+def test_run_sequential_probes_a_round_lr_once_with_the_correction_before_its_clients_train():
+    """lr_at 0.1 in round 0, then 0.05: run_sequential probes algorithm.solver.with_lr(0.05) once (the calls at 0.05
+    are one probe's, counted by check_own_step itself, plus the training's rounds x sum tau_i = 3 x (1 + 3)), with the
+    algorithm's correction (SCAFFOLD: an own step that adds twice the correction at 0.05 is refused in round 1), and
+    before any client of round 1 trains (grad_fn saw round 0 only). Mutants of the 8996bdf pass: RL14 and RL19 (a
+    probe every round), RL16 (the correction not passed on), RL20 (the probe after the round's clients)."""
+    from fedlib.algorithms import make_algorithm
+    from fedlib.engines.reference import run_sequential
+    from fedlib.schedules import FixedSteps
+    from fedlib.solvers import check_own_step
+
+    decay = lambda t: 0.1 if t == 0 else 0.05  # noqa: E731
+    Counted = _CountedSGD.make(False)
+    algo = make_algorithm("fednova", Counted(lr=0.1))
+    check_own_step("solver", Counted(lr=0.05))
+    one_probe = sum(lr == 0.05 for lr, _ in Counted.calls)
+    assert one_probe > 0
+    Counted.calls.clear()
+    run_sequential(algo, np.zeros(2), lambda x, i, t, k: x - i, [0.5, 0.5], FixedSteps([1, 3]), 4, lr_at=decay)
+    assert sum(lr == 0.05 for lr, _ in Counted.calls) == one_probe + 3 * (1 + 3)
+
+    Scaled = _CountedSGD.make(True)
+    rounds_seen = []
+
+    def grad_fn(x, i, t, k):
+        rounds_seen.append(t)
+        return x - i
+
+    algo = make_algorithm("scaffold", Scaled(lr=0.1))
+    with pytest.raises(ValueError, match=r"^algorithm\.solver\.with_lr\(0\.05\) \(round 1's lr\): Counted is given a "
+                                         r"control-variate correction"):
+        run_sequential(algo, np.zeros(2), grad_fn, [0.5, 0.5], FixedSteps([1, 3]), 3, lr_at=decay)
+    assert set(rounds_seen) == {0}
+    run = run_sequential(algo, np.zeros(2), grad_fn, [0.5, 0.5], FixedSteps([1, 3]), 3)  # its own lr: right
+    assert run.state.round == 3

@@ -41,6 +41,13 @@ float64) (pass described in tests/README.md, Mutation passes):
   10 gave 1e301 * 10 = 1e302, no overflow, so the other order was never tried). AC8 is killed by
   tests/test_rule.py::test_a_coefficient_beyond_float64_is_named_with_its_plain_numbers too (the fix of the message's
   NumPy 2 reprs, 'np.float64(0.5)', found by this pass).
+
+Mutants of the 8996bdf pass: 61c3eb9, 37d4fb6, 8996bdf, dc4cc69, f432e05 (fedlib/rule.py, 8996bdf:
+fednova_weights checks local_steps whenever given) (pass described in tests/README.md, Mutation passes):
+  FW1 the check dropped; FW2 checked under tau_eff='local_steps' only; FW3 the size unchecked; FW4 minimum 0; FW5
+  size_of 'a_norms'; FW6 checked, but the unchecked value passed on; FW7 checked only with a tau_eff given.
+  killed by the suite: FW1-FW5, FW7. equivalent: FW6 (_tau_eff_value reads local_steps under tau_eff='local_steps'
+  only, where it checks it again with the same check_local_steps; the other policies do not read it).
 """
 from __future__ import annotations
 

@@ -134,6 +134,16 @@ _impulse_response(eta), one backward pass) (pass described in tests/README.md, M
   = 0; IR9 b stored reversed; IR10 ``b / lr`` -> ``b * (1 / lr)``; IR11 b_tau = 1; IR12 P dropped; IR13 q_k with the
   base lr; IR14 eta reversed; IR15 mu -> alpha; IR16 divided by eta_0; IR17 q of step k - 1.
   killed by the suite: IR1, IR3-IR9, IR11-IR17. killed here: IR2, IR10.
+
+Mutants of the 8996bdf pass: 61c3eb9, 37d4fb6, 8996bdf, dc4cc69, f432e05 (fedlib/solvers.py, 61c3eb9:
+OwnStepChecks.check_round_lr; its calls RL15-RL27 in tests/test_mutation_reference.py and
+tests/test_mutation_batched_reference.py) (pass described in tests/README.md, Mutation passes):
+  RL1 ``lr == base.lr`` -> ``!=``; RL2 base's own lr probed too; RL3 the lower bound 0; RL4 the upper bound dropped;
+  RL5 the bounds probed (``1e-200 <= lr <= 1e200``); RL6 the upper bound 1e300; RL8 ``lr <= base.lr`` not probed (a
+  decay never); RL9 ``correction=False``; RL10 the name's round t + 1; RL11 the name's lr base's; RL12 ``base``
+  probed for ``solver``; RL13 ``lr = base.lr``; RL14 check_own_step uncached (every round probes again). (No RL7:
+  dropped before the run, RL5 again.)
+  killed by the suite: RL1, RL4, RL8, RL10-RL13. killed here: RL2, RL3, RL5, RL6, RL9, RL14.
 """
 from __future__ import annotations
 
@@ -860,3 +870,37 @@ def test_a_schedule_of_factor_one_gives_a_last_entry_of_exactly_one(momentum, mu
     if momentum == 0 and mu == 0:
         assert a.tolist() == [1.0] * 6
     assert LocalSolver(lr=0.41, momentum=momentum, mu=mu, lr_schedule=lambda k: 1.0).a_vector(1).tolist() == [1.0]
+
+
+# ------------------------------------------ mutants of the 8996bdf pass (fedlib/solvers.py, 61c3eb9: check_round_lr)
+class _CorrectionAtItsOwnLr(LocalSolver):
+    """An own step that scales the control-variate correction by 0.1 / self.lr: SGD's step, and the correction
+    right at lr = 0.1 only (twice it at 0.05)."""
+
+    def update(self, state, grads):
+        corr = state.correction
+        return super().update(state if corr is None else state._replace(correction=corr * (0.1 / self.lr)), grads)
+
+
+def test_check_round_lr_probes_another_lr_strictly_inside_its_bounds_with_the_correction():
+    """OwnStepChecks.check_round_lr(base, base.with_lr(lr), t) probes (one solver remembered: len 1) an lr other than
+    base's strictly between 1e-200 and 1e200 and nothing else (len 0): not base's own lr, which the algorithm probed,
+    nor 1e-200, 1e200 or beyond, where a right step fails the probe (momentum 0.9 at 1e-320: a_i = [1.9002..., 1.0]
+    for the [1.9, 1.0] it reports). The correction is probed as given: at 0.05 this step adds twice it, refused with
+    correction=True only. Mutants of the 8996bdf pass: RL2 (base's lr probed too), RL3 (the lower bound dropped),
+    RL5 (the bounds probed), RL6 (the upper bound 1e300), RL9 (the correction not passed on)."""
+    from fedlib.solvers import OwnStepChecks
+
+    base = _CorrectionAtItsOwnLr(lr=0.1)
+    for lr, probed in ((0.1, 0), (1e-320, 0), (1e-200, 0), (2e-200, 1), (0.05, 1), (5e199, 1), (1e200, 0),
+                       (1e300, 0)):
+        checks = OwnStepChecks()
+        assert checks.check_round_lr(base, base.with_lr(lr), 3, correction=(lr == 0.1)).lr == lr
+        assert len(checks) == probed, lr
+    heavy = _CorrectionAtItsOwnLr(lr=0.1, momentum=0.9)
+    with pytest.raises(ValueError, match=r"reports \|\|a_i\|\|_1 = 2\.9 after 2 step\(s\)"):  # why 1e-320 is not probed
+        check_own_step("solver", heavy.with_lr(1e-320))
+    assert OwnStepChecks().check_round_lr(heavy, heavy.with_lr(1e-320), 3).lr == 1e-320
+    with pytest.raises(ValueError, match=r"^algorithm\.solver\.with_lr\(0\.05\) \(round 3's lr\): _CorrectionAtItsOwnLr "
+                                         r"is given a control-variate correction .* gives -0\.1, not -0\.05"):
+        OwnStepChecks().check_round_lr(base, base.with_lr(0.05), 3, correction=True)

@@ -91,6 +91,16 @@ described in tests/README.md, Mutation passes):
   killed by the suite: VL9, VL11-VL15. equivalent: VL10 (A = sum_i c_i K_i H_i is symmetric in exact arithmetic,
   each K_i a polynomial in H_i: the transposed block moves the solution by rounding only; VF7 of 113f0d3..a655138
   again).
+
+Mutants of the 8996bdf pass: 61c3eb9, 37d4fb6, 8996bdf, dc4cc69, f432e05 (fedlib/theory.py, 37d4fb6: quadratic_fixed_point's
+H-vs-lr singular message) (pass described in tests/README.md, Mutation passes):
+  FS1 ``p_arr > 0`` -> ``>= 0``; FS2 the stack's rank ``<= d`` (H always named); FS3 ``< d - 1``; FS4 the stack's
+  test negated (the messages swapped); FS5 the rank of sum_i H_i; FS6 the stack reshaped (d, -1); FS7 the first
+  client's H_i only; FS8 every client's H_i (p_i = 0 too); FS9 the outer rank test ``if True``; FS10 the lr message's
+  prefix 'H:'; FS11 the H message whatever the stack; FS12 the rank of sum_i p_i H_i; FS13 the outer test ``< d - 1``.
+  killed by the suite: FS1-FS4, FS6, FS8, FS10, FS11, FS13. killed here: FS5, FS7, FS12.
+  equivalent: FS9 (_check_unique_solution raises on the outer test's own condition, rank A < d with d >= 1 from
+  _check_quadratic: the mutant only builds the message for a nonsingular A too).
 """
 from __future__ import annotations
 
@@ -965,3 +975,22 @@ def test_slowdown_up_to_the_largest_float64_is_returned():
     assert TH.slowdown([3], 2e-308) == float(Fraction(3) / Fraction(2e-308))
     assert TH.slowdown([2 ** 53 - 1], 2.0 ** -971) == float((2 ** 53 - 1) * Fraction(2) ** 971) \
         == np.finfo(np.float64).max
+
+
+# ---------------------------------------------------- mutants of the 8996bdf pass (37d4fb6: the singular message)
+def test_fixed_point_names_lr_when_no_null_direction_is_shared_by_all_the_clients_that_count():
+    """quadratic_fixed_point names H only where the H_i of the clients with p_i > 0 share a null direction (their
+    stack has a null vector), checked over every such client, not the first, and not on a sum of the H_i. By hand,
+    FedAvg (c_i = p_i): H = (1, -1) (no shared null direction; they sum to 0), tau = (2, 1), lr = 1: K_1 H_1 =
+    1 - (1 - 1)^2 = 1, K_2 H_2 = 1 - (1 + 1) = -1, so A = 0.5 - 0.5 = 0 at this lr only (lr = 0.5 gives
+    0.5 (0.75 - 0.5) = 0.125). H_1 = diag(1, 0), H_2 = diag(0, 1), tau = (2, 1), lr = 2: client 1 comes back to its
+    start along x_1 ((1 - 2)^2 = 1), which client 2 does not move: A = diag(0, 0.5 * 2); H_1 alone has a null
+    direction that H_2 does not. Mutants of the 8996bdf pass: FS5 (the rank of sum_i H_i), FS7 (the first client's
+    H_i only), FS12 (the rank of sum_i p_i H_i)."""
+    lr_named = r"^lr: the rounds do not converge \(the round map has the eigenvalue 1: sum_i c_i K_i H_i is singular"
+    for H, lr in (([[[1.0]], [[-1.0]]], 1.0), ([np.diag([1.0, 0.0]), np.diag([0.0, 1.0])], 2.0)):
+        d = np.shape(H)[1]
+        with pytest.raises(ValueError, match=lr_named):
+            TH.quadratic_fixed_point(H, np.ones((2, d)), [0.5, 0.5], [2, 1], lr, "fedavg")
+    M, b = TH.quadratic_round_map([[[1.0]], [[-1.0]]], [[1.0], [1.0]], [0.5, 0.5], [2, 1], 0.5, "fedavg")
+    assert float(1 - M[0, 0]) == 0.125
