@@ -229,6 +229,19 @@ def test_a_min_size_that_no_alpha_can_meet_is_not_blamed_on_nan_draws():
         dirichlet_partition_generator(y, 4, 1e-4, 0, min_size=1, max_attempts=20)
 
 
+def test_attempts_that_all_end_on_degenerate_draws_are_not_blamed_on_min_size():
+    """2 classes of 20 over 2 clients at alpha = 3e-4, min_size=0, 3 attempts (seed 11): 2 attempts end on a NaN share,
+    the third on a class whose shares are 0 on every client still open (the class went whole to a full client), so
+    no attempt reached the min_size check. Before: "no partition with min_size=0 found ...; lower min_size or raise
+    alpha" (min_size is already 0); after: why every attempt ended, with the NaN count, and "raise alpha" alone."""
+    y = np.repeat(np.arange(2), 20)
+    with pytest.raises(ValueError, match=r"^no partition found in max_attempts=3 attempts \(2 clients, 40 samples, "
+                                         r"alpha=0\.0003\): every attempt ended on a class whose Dirichlet shares were "
+                                         r"0 on every client still open for it, or NaN, before min_size was checked "
+                                         r"\(2 of the 3 attempts drew a Dirichlet share of NaN .*; raise alpha$"):
+        dirichlet_partition(y, 2, 3e-4, min_size=0, max_attempts=3, seed=11)
+
+
 def test_a_legacy_draw_of_inf_warns_nothing():
     """At alpha = 1e-4 numpy's legacy Dirichlet sometimes returns inf next to NaN shares; zeroing a full client's inf
     share (inf * 0) is an attempt that fails like any NaN draw. Before: it also printed numpy's "RuntimeWarning:

@@ -129,6 +129,7 @@ def _dirichlet_split(
     by_class = [np.flatnonzero(y == k) for k in range(num_classes)]
     concentration = np.repeat(alpha, num_clients)
     nan_draws = 0  # attempts ended by a NaN share (numpy's legacy Dirichlet at a tiny alpha: every gamma draw is 0)
+    short = 0  # attempts that split every class and still missed min_size
     for _attempt in range(max_attempts):
         clients: list[list[int]] = [[] for _ in range(num_clients)]
         degenerate = False
@@ -155,8 +156,10 @@ def _dirichlet_split(
             cuts = (np.cumsum(q) * len(idx_k)).astype(int)[:-1]
             for s, piece in zip(clients, np.split(idx_k, cuts)):
                 s.extend(piece.tolist())
-        if not degenerate and min(len(s) for s in clients) >= min_size:
-            break
+        if not degenerate:
+            if min(len(s) for s in clients) >= min_size:
+                break
+            short += 1
     else:
         nan_note = (f"{nan_draws} of the {max_attempts} attempts drew a Dirichlet share of NaN (numpy's legacy "
                     "RandomState.dirichlet, the official code's stream, divides gamma draws that all underflow to 0)")
@@ -164,6 +167,13 @@ def _dirichlet_split(
             raise ValueError(
                 f"alpha={alpha} is too small for this random source: {nan_note}; raise alpha, or use "
                 "dirichlet_partition_generator, whose Generator.dirichlet handles small alpha"
+            )
+        if short == 0:  # every attempt ended on a degenerate draw (NaN or all-zero shares), none on min_size
+            raise ValueError(
+                f"no partition found in max_attempts={max_attempts} attempts ({num_clients} clients, {n} samples, "
+                f"alpha={alpha}): every attempt ended on a class whose Dirichlet shares were 0 on every client still "
+                f"open for it, or NaN, before min_size was checked" + (f" ({nan_note})" if nan_draws else "")
+                + "; raise alpha"
             )
         raise ValueError(
             f"no partition with min_size={min_size} found in max_attempts={max_attempts} attempts "
@@ -222,8 +232,10 @@ def dirichlet_partition(
         all underflow to 0; over 16 clients in 4 % of the draws at :math:`3 \cdot 10^{-4}`, 32 % at
         :math:`10^{-4}`, 89 % at :math:`10^{-5}`), each ending its attempt; when every attempt ended so,
         the ``ValueError`` says so (use :func:`dirichlet_partition_generator` for such an :math:`\alpha`);
-        when some attempts drew no NaN and still missed ``min_size``, it is the ``min_size`` error, counting
-        the NaN attempts (the Generator variant would miss ``min_size`` too).
+        when some attempt split every class and still missed ``min_size``, it is the ``min_size`` error, counting
+        the NaN attempts (then the Generator variant may miss ``min_size`` too); when every attempt ended on a
+        class's NaN or all-zero shares, before ``min_size`` was checked, the error says that and advises a larger
+        :math:`\alpha` only.
 
     Returns
     -------
