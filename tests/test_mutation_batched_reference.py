@@ -46,6 +46,35 @@ run_batched's check_round_lr call) (pass described in tests/README.md, Mutation 
   RL22 the call dropped; RL23 ``algorithm.variance is None``; RL24 a new OwnStepChecks each round; RL25
   algorithm.solver probed for the round's solver; RL26 round 0 named; RL27 the probe after the local phase.
   killed by the suite: RL22, RL25, RL26. killed here: RL23, RL24, RL27.
+Mutants of daa3d34 (fedlib/engines/batched.py: _local_phase's label-written one-hot windows, the 0-d step sizes,
+bisect window bounds, _steps_fast's single-client path and S scratch; fedlib/problems/logistic.py: _DOT,
+_packed_grad_numpy_one's S path, _packed_sgd_steps_numpy_one) (pass described in tests/README.md, Mutation passes):
+  PF1 window bound by bisect_left; PF2 by offs[k0] + max_rows + 1; PF3 without its - 1; PF4 k1 without its lower
+  bound k0 + 1; PF5 a window's last row offs[k1 - 1] + 1; PF6 no Yw.fill(0.0); PF7 Yw.fill(-0.0); PF8 ybase stride
+  C - 1; PF9 stride B; PF10 the labels of rows k0.. (not r0..); PF11 the weights of rows k0..; PF12 the one-hot
+  without the weights; PF13 the positions one sample row on (ybase[B:]); PF14 labels = None (numpy gathers the
+  one-hot rows: the code before); PF15 torch given the labels too; PF16 cached[0] / cached[2] swapped (numpy floats,
+  torch 0-d arrays); PF17 numpy's step sizes from cached[1] (the a_norms); PF18 the 0-d step sizes one step on;
+  PF19 in float32; PF20 writeable; PF21 k_one by bisect_right; PF22 k_one the first step with <= 2 clients; PF23
+  k_one one step late; PF24 one step early; PF25 searched from k0 + 1; PF26 _negative the identity; PF27 the
+  single-client path entered with 2 clients at the window's end; PF28 the SGD loop given l2 = 0; PF29 its step sizes
+  from k0 (not k_one); PF30 S aliased to Z; PF31 the row sums one step short; PF32 the underflow redo without S; PF33
+  the redo from the advanced parameters (no th[...] = start); PF34 _DOT = np.matmul; PF35 _packed_grad_numpy_one's S
+  not refreshed; PF36 its S branches swapped; PF37 the SGD loop's S not refreshed; PF38 its shift Z[0, 0], not the
+  maximum; PF39 argmax of the first row only; PF40 argmax on a stale copy of Z (flatten); PF41 row sums by Z.sum;
+  PF42 every step divided by the first step's sums; PF43 the first step's labels; PF44 l2 on the bias row too; PF45
+  l2 added after the lr multiply; PF46 l2 dropped.
+  killed by the suite: PF2, PF3, PF5, PF6, PF8-PF13, PF15-PF19, PF22, PF24, PF26-PF31, PF33, PF35-PF46. killed here:
+  PF20, PF21, PF23, PF25. equivalent (each also gave the unmutated bits in 60 runs: 5 algorithms and solvers, fixed
+  steps and epochs, numpy and torch, 3 window sizes): PF1 (a window shorter than fits: the steps' arithmetic does
+  not depend on the windows, and an underflow redo starts from its window's start); PF4 (unreachable: max_rows >= q
+  >= active[k0], so bisect_right already gives k1 >= k0 + 1); PF7 (the zeros enter only Z - Yw, where Z is exp
+  times a scale w / sum >= 0, so never -0.0, and z - (-0.0) = z - (+0.0) for every other z); PF14 (the code before
+  the change, which claims and the labels test checks the same bits); PF32 (S and the broadcasting multiply give
+  the same products: test_speed_equivalence.py's scratch test); PF34 (np.matmul of these 2-d / 2-d-by-1-d float64
+  operands calls the same BLAS products as np.dot on this numpy 2.4 / OpenBLAS: every bit the same). PF21, PF23 and
+  PF25 change no number either (the steps they take off the single-client path run on the stacked kernel, the same
+  bits): the test here checks that every step with one client left runs on that path.
 """
 from __future__ import annotations
 
@@ -65,7 +94,7 @@ from fedlib.problems.logistic import LogisticProblem
 from fedlib.rng import generator
 from fedlib.schedules import FixedEpochs, FixedSteps
 from fedlib.server import momentum
-from fedlib.solvers import LocalSolver, decayed_sgd, sgd
+from fedlib.solvers import LocalSolver, decayed_sgd, momentum_sgd, sgd
 
 B = 4
 ENGINES = ["batched", "reference"]
@@ -572,3 +601,61 @@ def test_run_batched_probes_a_round_lr_once_with_the_correction_before_the_local
     stacked = {lr for lr, ndim in Counted.calls if ndim > 1}
     assert stacked == {0.1}  # round 0 trained, round 1 did not
     assert len(run_batched(algo, prob, sched, 2, batch_size=8, evaluate=False, fast=False).history) == 2
+# ----------------------------------------------------------------------------- mutants of daa3d34
+@pytest.mark.parametrize("window_rows", [None, 1, 4])
+@pytest.mark.parametrize("solver", ["sgd", "momentum"])
+def test_every_step_with_one_client_left_runs_on_the_single_client_path(prob, monkeypatch, window_rows, solver):
+    """Step counts 9, 2, 5: steps 5-8 of each round have one client left, and numpy runs all four on the
+    single-client path (plain SGD: in _packed_sgd_steps_numpy_one's loop, batches of 4 steps in all per round;
+    momentum: one _packed_grad_numpy_one call per step) whatever the windows: one for the round; the fewest rows
+    (GATHER_BYTES 1: 3 rows, one per client, so steps 4-5 share a window and steps 6-8 make one); 4 rows (steps 4-6,
+    then 7-8, a window that starts with one client left). The parameters are the bits of fast=False, which runs
+    every step on the stacked kernel. Mutants PF21 (the first single-client step found by bisect_right: only a
+    window's last step), PF23 (one step late) and PF25 (searched from k0 + 1) of daa3d34 ran those steps on the
+    stacked kernel: the same bits, the critical path's speedup lost."""
+    steps = []
+    if solver == "sgd":
+        loop = batched._sgd_steps_one
+
+        def spy(th, X, *rest):
+            steps.append(X.shape[0])
+            return loop(th, X, *rest)
+
+        monkeypatch.setattr(batched, "_sgd_steps_one", spy)
+    else:
+        grad = batched._grad_one
+
+        def spy(*args):
+            steps.append(1)
+            return grad(*args)
+
+        monkeypatch.setattr(batched, "_grad_one", spy)
+    if window_rows is not None:  # GATHER_BYTES // (B (D + C + 1) 8) rows, at least one per client
+        D, C = prob.model.num_features + 1, prob.model.num_classes
+        monkeypatch.setattr(batched, "GATHER_BYTES", 1 if window_rows == 1 else window_rows * B * (D + C + 1) * 8)
+    algo = make_algorithm("fedavg", sgd(0.05) if solver == "sgd" else momentum_sgd(0.05, 0.9))
+    fast = run_batched(algo, prob, FixedSteps([9, 2, 5]), 2, batch_size=B, seed=1)
+    assert sum(steps) == 2 * 4
+    generic = run_batched(algo, prob, FixedSteps([9, 2, 5]), 2, batch_size=B, seed=1, fast=False)
+    for k in ("W", "b"):
+        assert fast.params[k].tobytes() == generic.params[k].tobytes()
+
+
+def test_the_step_sizes_kept_for_later_rounds_are_read_only(prob):
+    """numpy's step sizes, computed once per learning rate and kept in the run's cache for every later round, are
+    read-only 0-d float64 arrays with the bits of solver.step_size(k): a multiply into one (``lr *= ...``) raises
+    instead of changing the step of every later round. Mutant PF20 of daa3d34 (writeable step sizes)."""
+    solver = decayed_sgd(0.1, gamma=0.8)
+    be = batched._make_backend("numpy", None)
+    D, C = prob.model.num_features + 1, prob.model.num_classes
+    Xall = np.concatenate([prob.train_x, np.ones((prob.train_x.shape[0], 1))], axis=1)
+    cache = {}
+    batched._local_phase(be, solver, np.zeros((D, C)), None, np.array([2, 0]), np.array([3, 2]), prob.num_samples,
+                         prob.offsets, Xall, None, B, D, C, prob.l2, 0, 0, True, cache,
+                         prob.train_y.astype(np.int64))
+    sizes, _, kept = cache[solver.lr]
+    assert len(kept) == 3 and sizes == [solver.step_size(k) for k in range(3)] == [0.1, 0.1 * 0.8, 0.1 * 0.8 ** 2]
+    for k, lr in enumerate(kept):
+        assert lr.shape == () and lr.dtype == np.float64 and lr.tobytes() == np.float64(sizes[k]).tobytes()
+        with pytest.raises(ValueError, match="read-only"):
+            lr *= 2.0
