@@ -1175,9 +1175,11 @@ def quadratic_fixed_point(H: Any, e: Any, p: Any, local_steps: Any, lr: float, a
     Raises if a round does not contract (spectral radius of the round map >= 1): then
     the iterates do not converge to the point; and if :math:`\sum_i c_i K_i H_i` is singular to
     working precision: where the :math:`H_i` of the clients with :math:`p_i > 0` share a null direction the limit
-    depends on the start (a ``ValueError`` naming ``H``), otherwise the ``lr`` makes it singular (one client with
-    :math:`\eta h = 2` on an eigenvalue :math:`h` of :math:`H_i` and an even :math:`\tau_i` comes back to its start
-    along that direction; a ``ValueError`` naming ``lr``).
+    depends on the start (a ``ValueError`` naming ``H``); so it does where its small-lr limit
+    :math:`\sum_i c_i\|a_i\|_1 H_i` is singular too (indefinite :math:`H_i` that cancel, e.g. :math:`H = (1, -1)`,
+    :math:`\tau = (1, 1)`: :math:`\sum_i c_i K_i H_i = 0` at every :math:`\eta`; naming ``H``); otherwise the ``lr``
+    makes it singular (one client with :math:`\eta h = 2` on an eigenvalue :math:`h` of :math:`H_i` and an even
+    :math:`\tau_i` comes back to its start along that direction; a ``ValueError`` naming ``lr``).
 
     The arguments are :func:`quadratic_round_map`'s: ``H`` the (m, d, d) stack of symmetric :math:`H_i`, ``e`` the
     (m, d) stack of :math:`e_i`, ``p`` the (m,) :math:`p_i`, ``local_steps`` the (m,) :math:`\tau_i` (whole numbers
@@ -1206,10 +1208,19 @@ def quadratic_fixed_point(H: Any, e: Any, p: Any, local_steps: Any, lr: float, a
         # the H_i of the clients with p_i > 0 (c_i > 0) share a null direction iff their stack has a null vector;
         # otherwise the lr made A singular: (1 - lr h)^tau_i = 1 (lr h = 2, tau_i even) or clients' K_i H_i of
         # opposite signs cancelling (lr h > 2). One client, H = diag(1, 2), tau = 2, lr = 1 blamed H
-        H_arr, _, p_arr, _ = _check_quadratic(H, e, p, local_steps)
+        H_arr, _, p_arr, steps = _check_quadratic(H, e, p, local_steps)
+        # A = lr L + O(lr^2) with L = sum_i c_i ||a_i||_1 H_i (K_i -> lr ||a_i||_1 I), i.e. sum_i p_i ||a_i||_1 H_i for
+        # FedAvg / FedProx and, up to tau_eff, sum_i p_i H_i for FedNova: a singular L is the H_i's doing at every
+        # small lr (indefinite H_i that cancel: H = (1, -1), tau = (1, 1) gives A = 0 at any lr, and named lr)
+        a_norms = _local_a_norms(steps, lr, mu, momentum)
+        weights = p_arr if algorithm == "fednova" else p_arr * a_norms
         if np.linalg.matrix_rank(H_arr[p_arr > 0].reshape(-1, d)) < d:
             message = ("H: sum_i c_i K_i H_i is singular (a direction no client with p_i > 0 moves: the H_i share a "
                        "null direction), so the fixed point is not unique")
+        elif np.linalg.matrix_rank(np.tensordot(weights, H_arr, 1)) < d:
+            message = ("H: sum_i c_i K_i H_i is singular at this lr, and so is its small-lr limit sum_i c_i ||a_i||_1 "
+                       "H_i (along a direction the H_i of the clients with p_i > 0 cancel or nearly vanish, though they "
+                       "share no null direction), so no small lr gives a unique fixed point")
         else:
             message = ("lr: the rounds do not converge (the round map has the eigenvalue 1: sum_i c_i K_i H_i is "
                        "singular at this lr, though the H_i of the clients with p_i > 0 share no null direction)")

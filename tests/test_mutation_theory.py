@@ -977,6 +977,24 @@ def test_slowdown_up_to_the_largest_float64_is_returned():
         == np.finfo(np.float64).max
 
 
+def test_fixed_point_names_h_where_the_small_lr_limit_is_singular_too():
+    """Noted by the 8996bdf pass: H = (1, -1), p = (1/2, 1/2), tau = (1, 1) gives K_i = lr, so sum_i c_i K_i H_i =
+    lr (1/2 - 1/2) = 0 at every lr (FedAvg and FedNova alike), yet the message named lr ('singular at this lr');
+    and H_1 = diag(1, 0), H_2 = diag(0, 1e-13), p = (0.999, 0.001), tau = (1, 1), lr = 0.5: A = diag(0.4995,
+    5e-17), singular at numpy's tolerance, as is its small-lr limit sum_i p_i ||a_i||_1 H_i = diag(0.999, 1e-16).
+    Now both name H (the small-lr limit sum_i c_i ||a_i||_1 H_i is singular); H = (1, -1) with tau = (2, 1) at
+    lr = 1, singular at that lr only (limit 0.5 * 2 - 0.5 = 0.5), still names lr."""
+    said = r"^H: sum_i c_i K_i H_i is singular at this lr, and so is its small-lr limit sum_i c_i \|\|a_i\|\|_1 H_i"
+    for algorithm in ("fedavg", "fednova"):
+        with pytest.raises(ValueError, match=said):
+            TH.quadratic_fixed_point([[[1.0]], [[-1.0]]], np.ones((2, 1)), [0.5, 0.5], [1, 1], 0.3, algorithm)
+    with pytest.raises(ValueError, match=said):
+        TH.quadratic_fixed_point([np.diag([1.0, 0.0]), np.diag([0.0, 1e-13])], np.ones((2, 2)), [0.999, 0.001],
+                                 [1, 1], 0.5, "fedavg")
+    with pytest.raises(ValueError, match=r"^lr: the rounds do not converge \(the round map has the eigenvalue 1"):
+        TH.quadratic_fixed_point([[[1.0]], [[-1.0]]], np.ones((2, 1)), [0.5, 0.5], [2, 1], 1.0, "fedavg")
+
+
 # ---------------------------------------------------- mutants of the 8996bdf pass (37d4fb6: the singular message)
 def test_fixed_point_names_lr_when_no_null_direction_is_shared_by_all_the_clients_that_count():
     """quadratic_fixed_point names H only where the H_i of the clients with p_i > 0 share a null direction (their
