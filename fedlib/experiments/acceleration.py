@@ -192,31 +192,29 @@ def variant_round_map(problem: QuadraticProblem, name: str, lr: float, local_ste
     ``local_momentum`` :math:`\rho` and ``server_beta`` :math:`\beta` (default 0.9 each) must lie in [0, 1); each
     acts only in a variant that has that momentum (:class:`Variant`)."""
     check_instance("problem", problem, QuadraticProblem)
-    return _variant_round_map_and_system(problem, name, lr, local_steps, local_momentum, server_beta)[0]
+    return _variant_round_map_terms(problem, name, lr, local_steps, local_momentum, server_beta)[0]
 
 
-def _variant_round_map_and_system(problem: QuadraticProblem, name: str, lr: float, local_steps: Any,
-                                  local_momentum: float = 0.9,
-                                  server_beta: float = 0.9) -> tuple[RoundMap, np.ndarray, np.ndarray]:
-    r""":func:`variant_round_map`, and the system :math:`(S, b)` whose solution's first :math:`d` entries are the
-    limit of :math:`x`: the round map without server momentum (at a fixed point :math:`x_{t-1} = x_t`, so server
-    momentum moves no fixed point), :math:`S = I - M` with its :math:`x`-block :math:`\sum_i c_i K_i H_i` summed
-    apart, which :math:`I - M` cancels at a small ``lr`` (FedAvg's limit was 1.6e-9 relative off at
-    :math:`\eta = 10^{-8}` on 4 clients, with server momentum 4.5e-9)."""
+def _variant_round_map_terms(problem: QuadraticProblem, name: str, lr: float, local_steps: Any,
+                             local_momentum: float = 0.9,
+                             server_beta: float = 0.9) -> tuple[RoundMap, np.ndarray, np.ndarray, np.ndarray]:
+    r""":func:`variant_round_map`, and ``(M, A, b)`` of the round map without server momentum (at a fixed point
+    :math:`x_{t-1} = x_t`, so server momentum moves no fixed point), :math:`A = \sum_i c_i K_i H_i` the
+    :math:`x`-block of :math:`I - M` summed apart, which :math:`I - M` cancels at a small ``lr`` (FedAvg's limit
+    was 1.6e-9 relative off at :math:`\eta = 10^{-8}` on 4 clients, with server momentum 4.5e-9): the fixed-point
+    system is :math:`A` itself, or with control variates ``theory._vr_fixed_point_system(M, A)``."""
     v = _variant(name)
     lr = check_positive("lr", lr)
     rho, beta = _check_coefficients(local_momentum, server_beta)
     rho = rho if v.local_momentum else 0.0
     steps = check_local_steps("local_steps", local_steps, size=problem.num_clients)
     if v.algorithm in VR_ALGORITHMS:
-        M, x_block, b = _vr_round_map_terms(problem.H, problem.e, problem.p, steps, lr, v.algorithm, 0.0, rho, None)
-        system = _vr_fixed_point_system(M, x_block)
+        M, A, b = _vr_round_map_terms(problem.H, problem.e, problem.p, steps, lr, v.algorithm, 0.0, rho, None)
     else:
-        M, system, b = _round_map_terms(problem.H, problem.e, problem.p, steps, lr, v.algorithm, 0.0, None, rho)
-    base_b = b
+        M, A, b = _round_map_terms(problem.H, problem.e, problem.p, steps, lr, v.algorithm, 0.0, None, rho)
     if v.server_momentum:
-        M, b = server_momentum_round_map(M, b, beta, dim=problem.dim)
-    return RoundMap(M, b, problem.dim), system, base_b
+        return RoundMap(*server_momentum_round_map(M, b, beta, dim=problem.dim), problem.dim), M, A, b
+    return RoundMap(M, b, problem.dim), M, A, b
 
 
 def initial_state(problem: QuadraticProblem, name: str, x0: Any = None) -> np.ndarray:
@@ -312,14 +310,16 @@ def vr_limit(problem: QuadraticProblem, name: str, local_steps: Any = None, weig
 def _limit_and_radius(problem: QuadraticProblem, name: str, lr: float, local_steps: Any,
                       **coefficients) -> tuple[np.ndarray, float]:
     """:func:`variant_limit` and :func:`variant_radius` from one round map."""
-    if _variant(name).algorithm == "vrlsgd":
+    algorithm = _variant(name).algorithm
+    if algorithm == "vrlsgd":
         raise ValueError(f"name: VRLSGD's limit depends on its initial variates, got {name!r}; iterate the round maps "
                          "(iterate_round_maps, run_variant)")
     check_instance("problem", problem, QuadraticProblem)
-    rm, system, b = _variant_round_map_and_system(problem, name, lr, local_steps, **coefficients)
+    rm, M, A, b = _variant_round_map_terms(problem, name, lr, local_steps, **coefficients)
     rho = _radius_or_inf(rm.M)
     if rho >= 1:
         raise ValueError(f"lr: the rounds of {name} do not converge (spectral radius {rho:.4g} >= 1)")
+    system = _vr_fixed_point_system(M, A) if algorithm in VR_ALGORITHMS else A
     return np.linalg.solve(system, b)[:rm.dim], rho
 
 
