@@ -993,6 +993,17 @@ def test_fixed_point_names_h_where_the_small_lr_limit_is_singular_too():
                                  [1, 1], 0.5, "fedavg")
     with pytest.raises(ValueError, match=r"^lr: the rounds do not converge \(the round map has the eigenvalue 1"):
         TH.quadratic_fixed_point([[[1.0]], [[-1.0]]], np.ones((2, 1)), [0.5, 0.5], [2, 1], 1.0, "fedavg")
+    # the small-lr limit's weights c_i ||a_i||_1 (mutants SL2, SL5 of the 61d072d..a064864 pass): FedNova's are
+    # p_i (tau_eff aside), so H = (1, -1), tau = (2, 1) cancel for FedNova (sum_i p_i H_i = 0; A = -0.375 lr^2
+    # rounds to 0 at lr = 1e-17) though sum_i p_i ||a_i||_1 H_i = 0.5 does not (SL2 weighted FedNova by ||a_i||_1
+    # too: named lr); with local momentum 0.5, ||a_i||_1 = (1 + 1.5, 1) = (2.5, 1), not tau_i = (2, 1): FedAvg's
+    # H_1 = I, H_2 = diag(0, -2.5) cancel along x_2 (0.5 * 2.5 - 0.5 * 2.5 = 0) where tau_i's weights would not
+    # (1 - 1.25; SL5 used tau_i: named lr)
+    with pytest.raises(ValueError, match=said):
+        TH.quadratic_fixed_point([[[1.0]], [[-1.0]]], np.ones((2, 1)), [0.5, 0.5], [2, 1], 1e-17, "fednova")
+    with pytest.raises(ValueError, match=said):
+        TH.quadratic_fixed_point([np.eye(2), np.diag([0.0, -2.5])], np.ones((2, 2)), [0.5, 0.5], [2, 1], 1e-17,
+                                 "fedavg", momentum=0.5)
 
 
 # ---------------------------------------------------- mutants of the 8996bdf pass (37d4fb6: the singular message)

@@ -227,6 +227,12 @@ def test_a_min_size_that_no_alpha_can_meet_is_not_blamed_on_nan_draws():
         dirichlet_partition(y, 4, 1e-4, min_size=1, max_attempts=20)
     with pytest.raises(ValueError, match="^no partition with min_size=1"):
         dirichlet_partition_generator(y, 4, 1e-4, 0, min_size=1, max_attempts=20)
+    # one attempt that split every class is enough for the min_size error (seed 7: one NaN attempt, one split
+    # that left two clients empty; mutant ND2 of the 61d072d..a064864 pass, ``short <= 1``, said every attempt
+    # was degenerate)
+    with pytest.raises(ValueError, match=r"^no partition with min_size=1 found in max_attempts=2 attempts .*\(1 of "
+                                         r"the 2 attempts drew a Dirichlet share of NaN"):
+        dirichlet_partition(y, 4, 1e-4, min_size=1, max_attempts=2, seed=7)
 
 
 def test_attempts_that_all_end_on_degenerate_draws_are_not_blamed_on_min_size():
@@ -240,6 +246,13 @@ def test_attempts_that_all_end_on_degenerate_draws_are_not_blamed_on_min_size():
                                          r"0 on every client still open for it, or NaN, before min_size was checked "
                                          r"\(2 of the 3 attempts drew a Dirichlet share of NaN .*; raise alpha$"):
         dirichlet_partition(y, 2, 3e-4, min_size=0, max_attempts=3, seed=11)
+    # no NaN draw (numpy's Generator, seed 3: the second class's share underflowed to 0 on the one client still
+    # open), no NaN note (mutant ND5 of the 61d072d..a064864 pass added one, "0 of the 1 attempts drew a Dirichlet
+    # share of NaN")
+    with pytest.raises(ValueError, match=r"^no partition found in max_attempts=1 attempts \(2 clients, 40 samples, "
+                                         r"alpha=0\.001\): every attempt ended .* before min_size was checked; "
+                                         r"raise alpha$"):
+        dirichlet_partition_generator(y, 2, 1e-3, 3, min_size=0, max_attempts=1)
 
 
 def test_a_legacy_draw_of_inf_warns_nothing():
