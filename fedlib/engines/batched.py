@@ -478,7 +478,10 @@ def run_batched(algorithm: FederatedAlgorithm, problem: LogisticProblem, schedul
         the run makes at its end. The failing rank raises its own error there, the others
         :class:`fedlib.distributed.RankStopped` naming it, the round and the error. Until then the failing rank
         makes the collectives the others make: after a failed ``callback`` it still hands the round to
-        ``on_round_end`` (the round itself is whole), whose own collectives, if any, it thus joins.
+        ``on_round_end`` (the round itself is whole), whose own collectives, if any, it thus joins. After a failed
+        metric it has no record of the round and skips ``on_round_end``: a hook with collectives of its own then
+        meets, in its first one, that rank's hand-off (an ``all_gather_object``) instead of its own call; the
+        command line's checkpoint hook makes an ``all_gather_object`` and recognises it.
     resume : ``{"state", "history", "initial"}`` of a checkpoint (:mod:`fedlib.checkpoint`):
         continue after round ``len(history) - 1`` with that server state.
     on_round_end : ``(state, history, initial)`` after every round (checkpointing).
