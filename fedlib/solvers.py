@@ -423,16 +423,7 @@ class LocalSolver:
             return _one_minus_alpha_pow(alpha, n)
         if alpha == 0:  # 1 - rho^(n+1) by expm1: the plain difference cancels for rho near 1
             return -np.expm1((n + 1) * math.log(rho)) / (1.0 - rho)
-        q = 1.0 - alpha
-        if abs(q - rho) < 1e-2:
-            # p_n = sum_k q^(n-k) rho^k by its recursion p_{n+1} = q p_n + rho^(n+1):
-            # the ratio form cancels catastrophically when q ~ rho.
-            p = np.empty(tau)
-            p[0] = 1.0
-            for i in range(1, tau):
-                p[i] = q * p[i - 1] + rho ** i
-            return p[::-1].copy()
-        return (q ** (n + 1) - rho ** (n + 1)) / (q - rho)
+        return _momentum_prox_a_vector(rho, alpha, n)
 
     def a_norm(self, tau: int) -> float:
         r"""Closed-form :math:`\|a_i\|_1` for ``tau`` local steps (a whole number :math:`\ge 1`; table in the module
@@ -459,9 +450,10 @@ class LocalSolver:
                 return float(np.sum(self.a_vector(tau)))
             return (tau - mom_sum) / (1.0 - rho)
         q = 1.0 - alpha
-        if abs(q - rho) < 1e-2:
+        q_minus_rho = math.fsum((1.0, -alpha, -rho))  # 1 - alpha - rho rounded once: q - rho carried q's rounding
+        if abs(q_minus_rho) < 1e-2:  # the difference of the two sums cancels: sum the exact vector
             return float(np.sum(self.a_vector(tau)))
-        return (q * _one_minus_pow(alpha, tau) / alpha - mom_sum) / (q - rho)
+        return (q * _one_minus_pow(alpha, tau) / alpha - mom_sum) / q_minus_rho
 
     def _stepped_a_vector(self, tau: int) -> np.ndarray:
         """:math:`a_i` of the solver's own ``update``: ``tau`` steps on a ``tau``-vector from 0 with
@@ -515,6 +507,35 @@ def _one_minus_alpha_pow(alpha: float, n: np.ndarray) -> np.ndarray:
     if e == 0.0:
         return q ** n
     return q ** n * np.exp(n * math.log1p(e / q))
+
+
+def _momentum_prox_a_vector(rho: float, alpha: float, n: np.ndarray) -> np.ndarray:
+    r"""Momentum + prox's :math:`p_n = \sum_{k=0}^{n} q^{n-k}\rho^k`, :math:`q = 1 - \alpha`, for whole
+    :math:`n \ge 0` (an array), :math:`0 < \rho < 1`, :math:`0 < \alpha \le 1`, to a few units of rounding
+    whatever :math:`n` and however close :math:`q` and :math:`\rho` are.
+
+    With :math:`b = \max(q, \rho)`, :math:`s = \min(q, \rho)` and :math:`L = \log(s/b) \le 0`,
+    :math:`p_n = b^n \sum_{k=0}^{n} e^{kL} = b^n\,\mathrm{expm1}((n+1)L)/\mathrm{expm1}(L)` (:math:`(n+1)b^n` when
+    :math:`L = 0`). :math:`L = \mathrm{log1p}(-|q - \rho|/b)`, with :math:`q - \rho = 1 - \alpha - \rho` rounded
+    once (``math.fsum``), carries a relative error of a few units of rounding, which the ratio amplifies by at most
+    about one; :math:`b^n` is :func:`_one_minus_alpha_pow` or ``rho ** n``. The ratio form
+    :math:`(q^{n+1} - \rho^{n+1})/(q - \rho)` and the recursion :math:`p_{n+1} = q p_n + \rho^{n+1}` used before
+    raised the rounded :math:`q` to the :math:`n`-th power (their error grew as :math:`n \cdot 10^{-16}`: 2.2e-13
+    relative at :math:`\rho = 0.9`, :math:`\alpha = 0.05`, :math:`\tau = 5000`)."""
+    if alpha >= 1.0:  # q = 0: only the last momentum term, rho^n
+        return rho ** n
+    q = 1.0 - alpha
+    q_minus_rho = math.fsum((1.0, -alpha, -rho))
+    big_pow, big = (_one_minus_alpha_pow(alpha, n), q) if q_minus_rho >= 0 else (rho ** n, rho)
+    ratio = abs(q_minus_rho) / big  # 1 - s/b, in [0, 1]
+    if ratio == 0.0:
+        return (n + 1) * big_pow
+    if ratio >= 1.0:  # s/b below the rounding of b (rho ~ 1e-300): the sum is b^n
+        return big_pow
+    log_ratio = math.log1p(-ratio)
+    out = big_pow * (np.expm1((n + 1) * log_ratio) / math.expm1(log_ratio))
+    out[n == 0] = 1.0  # p_0 = 1 exactly (numpy's and math's expm1 may differ in the last bit)
+    return out
 
 
 def _one_minus_pow(alpha: float, tau: int) -> float:

@@ -1081,6 +1081,38 @@ def test_proximal_a_vector_many_steps(lr, mu):
     assert float(a.sum()) == pytest.approx(solver.a_norm(tau), rel=1e-14, abs=0.0)
 
 
+@pytest.mark.parametrize("rho, alpha, tau", [
+    (0.9, 0.05, 5000),             # 1 - alpha far from rho: (q^(n+1) - rho^(n+1)) / (q - rho), 2.2e-13 off before
+    (0.999, 0.0005, 5000),         # close: the recursion p_{n+1} = q p_n + rho^(n+1), 2.0e-13 off before
+    (0.99, 1e-6, 5000),            # far, tiny alpha (1.5e-13 before)
+    (0.99999, 1e-5, 10 ** 6),      # 1 - alpha = rho to rounding, a million steps
+    (0.999, 2e-3, 10 ** 6),        # rho > 1 - alpha
+    (0.5, 0.5, 40),                # 1 - alpha = rho exactly: (n + 1) rho^n
+    (0.9, 1.0, 40),                # alpha = 1: rho^n
+])
+def test_momentum_prox_a_vector_is_exact_to_rounding(rho, alpha, tau):
+    """Momentum + prox: a_j = p_n = sum_{k<=n} (1 - alpha)^(n-k) rho^k, n = tau - 1 - j, against mpmath at 50 digits
+    ((q^(n+1) - rho^(n+1)) / (q - rho) with the exact q = 1 - alpha of the float alpha = lr * mu; (n + 1) rho^n where
+    q = rho), rel 2e-15, and a_norm against the exact sum of the vector's own entries. Before, both forms raised the
+    rounded q = 1 - alpha to the n-th power: errors grew as n * 1e-16 (up to 2.2e-13 relative at tau = 5000, the
+    cases marked above; a_norm 7.6e-14 where it sums the vector)."""
+    mpmath = pytest.importorskip("mpmath")
+    mpmath.mp.dps = 50
+    solver = S.momentum_proximal_sgd(1.0, rho, alpha)
+    q, r = 1 - mpmath.mpf(solver.alpha), mpmath.mpf(rho)
+    a = solver.a_vector(tau)
+    assert a[-1] == 1.0
+    for j in sorted({0, 1, tau // 3, tau // 2, tau - 3, tau - 2}):
+        n = tau - 1 - j
+        exact = (n + 1) * r ** n if q == r else (q ** (n + 1) - r ** (n + 1)) / (q - r)
+        if exact > mpmath.mpf("1e-300"):
+            assert a[j] == pytest.approx(float(exact), rel=2e-15, abs=0.0), j
+    if tau <= 5000:  # the sum in closed form: sum_n p_n over n < tau
+        total = (q * (1 - q ** tau) / (1 - q) - r * (1 - r ** tau) / (1 - r)) / (q - r) if q != r else \
+            mpmath.fsum((n + 1) * r ** n for n in range(tau))
+        assert solver.a_norm(tau) == pytest.approx(float(total), rel=2e-15, abs=0.0)
+
+
 def test_decayed_sgd_names_a_decay_factor_that_underflows():
     """gamma = 1/2 and 10**4 local steps: gamma**1075 is 0.0 in float64, and the message blamed the schedule the
     library built itself ('lr_schedule(1075) must be a finite factor > 0, got 0.0'). Step 1074's factor is still
