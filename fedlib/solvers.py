@@ -450,10 +450,11 @@ class LocalSolver:
                 return float(np.sum(self.a_vector(tau)))
             return (tau - mom_sum) / (1.0 - rho)
         q = 1.0 - alpha
-        q_minus_rho = math.fsum((1.0, -alpha, -rho))  # 1 - alpha - rho rounded once: q - rho carried q's rounding
-        if abs(q_minus_rho) < 1e-2:  # the difference of the two sums cancels: sum the exact vector
+        if abs(q - rho) < 1e-2 or tau <= _SUMMED_A_NORM_STEPS:
+            # the closed form below subtracts two sums: it cancels where q ~ rho and, by up to 1e-14 relative, at a
+            # few steps (tau = 1 gave 1 + 1.1e-14 at rho = 0.98, alpha = 1e-9); the exact vector's sum does not
             return float(np.sum(self.a_vector(tau)))
-        return (q * _one_minus_pow(alpha, tau) / alpha - mom_sum) / q_minus_rho
+        return (q * _one_minus_pow(alpha, tau) / alpha - mom_sum) / (q - rho)
 
     def _stepped_a_vector(self, tau: int) -> np.ndarray:
         """:math:`a_i` of the solver's own ``update``: ``tau`` steps on a ``tau``-vector from 0 with
@@ -493,6 +494,13 @@ class LocalSolver:
             b[k] = acc
             p *= 1.0 - eta[k] * mu
         return b / self.lr
+
+
+#: Momentum + prox: up to this many local steps :meth:`LocalSolver.a_norm` sums the exact :math:`a_i` (pairwise, a
+#: few units of rounding; at most 65,536 ``expm1``, about a millisecond) rather than evaluate the closed form, whose
+#: difference of two sums loses up to about 1e-14 relative at a few steps (measured against
+#: mpmath on 3,000 random (rho, alpha, tau): 4.0e-16 at most up to this many steps, 3.9e-15 beyond).
+_SUMMED_A_NORM_STEPS = 2 ** 16
 
 
 def _one_minus_alpha_pow(alpha: float, n: np.ndarray) -> np.ndarray:
