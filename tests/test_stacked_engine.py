@@ -1726,3 +1726,38 @@ def test_scalar_step_counts_are_whole_numbers(call):
     for bad in (1.5, True, float("nan")):
         with pytest.raises(ValueError, match=r"^(local_steps|steps) must be a whole number >= [01], got "):
             call(bad)
+
+
+@pytest.mark.parametrize("path", ["grouped", "vmap"])
+def test_evaluate_checks_the_models_it_is_given(path):
+    """``evaluate(params)`` takes a list of models with the model's parameter names and shapes. Before, a weight of
+    the wrong shape was broadcast into the stack by ``copy_`` and evaluated as another model without a word (the
+    first row of a (3, 32) weight given as (1, 32) scored every class with that row), a missing
+    name was a bare ``KeyError``, one model not in a list was refused as 'at most 1 models', and an empty list failed
+    inside torch's convolution or ``groups`` check. Numpy arrays and modules are accepted, with the tensors' numbers."""
+    with torch.random.fork_rng():
+        torch.manual_seed(0)
+        model = nn.Sequential(nn.Conv2d(3, 2, 3), nn.Flatten(), nn.Linear(2 * 4 * 4, 3)).double()
+    data = _images()
+    data.test_images, data.test_labels = data.train_images[:10], data.train_labels[:10]
+    engine = StackedEngine(model, data, [_run()], rounds=1, path=path, batch_size=4, augment=False)
+    own = {n: t.detach().clone() for n, t in model.named_parameters()}
+    acc, loss = engine.evaluate([own])
+    with torch.no_grad():  # by hand: the plain model on the normalised test images
+        x = normalize(data.test_images, torch.tensor(CIFAR10_MEAN, dtype=torch.float64),
+                      torch.tensor(CIFAR10_STD, dtype=torch.float64), torch.float64).permute(0, 3, 1, 2)
+        logits = model(x)
+    assert acc[0] == float((logits.argmax(1) == data.test_labels).double().mean())
+    assert loss[0] == pytest.approx(float(F.cross_entropy(logits, data.test_labels)), rel=1e-12)
+    with pytest.raises(ValueError, match=r"^params\[0\]: parameter '2\.weight' has shape \(1, 32\), the model's "
+                                         r"is \(3, 32\)$"):
+        engine.evaluate([dict(own, **{"2.weight": own["2.weight"][:1]})])
+    with pytest.raises(ValueError, match=r"^params\[0\]: parameter names differ from the model's: \['2\.bias'\]$"):
+        engine.evaluate([{n: t for n, t in own.items() if n != "2.bias"}])
+    with pytest.raises(ValueError, match=r"^params must be a list of models .* got a dict; one model: \[params\]$"):
+        engine.evaluate(own)
+    with pytest.raises(ValueError, match=r"^params must list at least one model"):
+        engine.evaluate([])
+    for given in ([{n: t.numpy() for n, t in own.items()}], [model]):
+        got = engine.evaluate(given)
+        assert got[0][0] == acc[0] and got[1][0] == loss[0]

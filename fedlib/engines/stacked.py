@@ -1550,9 +1550,13 @@ class StackedEngine:
     @torch.no_grad()
     def evaluate(self, params: Optional[Sequence[Mapping[str, torch.Tensor]]] = None):
         """Test accuracy and mean loss of each run's global model (or of ``params``, a list of
-        R models) on the full test set, all runs in one batched forward. NaN without test data."""
+        R models) on the full test set, all runs in one batched forward. NaN without test data.
+
+        Each model of ``params`` is a mapping name -> tensor (or an ``nn.Module``) with the model's parameter names
+        and shapes; a ``ValueError`` naming ``params[r]`` otherwise (and for an empty list, or one model not in a
+        list)."""
         refuse_global_hooks_added_later(self.path)  # also when called on its own: the grouped path would skip it
-        models = [s.params for s in self.states] if params is None else list(params)
+        models = [s.params for s in self.states] if params is None else self._eval_models(params)
         R = len(models)
         if R > self.max_models:
             raise ValueError(f"can evaluate at most {self.max_models} models at once")
@@ -1583,6 +1587,36 @@ class StackedEngine:
         # divide on the host: CUDA divides a tensor by a number through its reciprocal (1 ulp off,
         # 0.07500000000000001 for 3/40), the host division is exact and the same on every device
         return correct.cpu().numpy() / count, loss.cpu().numpy() / count
+
+    def _eval_models(self, params) -> list:
+        """:meth:`evaluate`'s ``params`` checked: a non-empty list of models (mappings name -> tensor, or modules),
+        each with the model's parameter names and shapes (``copy_`` broadcast a wrong shape into the stack, so a
+        ``(1, ...)`` weight was evaluated as a wrong model without a word; a missing name was a bare ``KeyError``)."""
+        if isinstance(params, (Mapping, nn.Module)):  # list() of one model gave its parameter names
+            raise ValueError(f"params must be a list of models (one mapping name -> tensor each), got {a_type(params)}; "
+                             "one model: [params]")
+        try:
+            models = list(params)
+        except TypeError:
+            raise ValueError(f"params must be a list of models, got {a_type(params)}") from None
+        if not models:
+            raise ValueError("params must list at least one model (None: every run's global model)")
+        out = []
+        for r, m in enumerate(models):
+            if isinstance(m, nn.Module):
+                m = dict(m.named_parameters())
+            if not isinstance(m, Mapping):
+                raise ValueError(f"params[{r}] must be a mapping name -> tensor or an nn.Module, got {a_type(m)}")
+            if sorted(m) != sorted(self.names):
+                raise ValueError(f"params[{r}]: parameter names differ from the model's: "
+                                 f"{sorted(set(m) ^ set(self.names))[:5]}")
+            tensors = {n: torch.as_tensor(_torch_readable(m[n])) for n in self.names}
+            for n, t in tensors.items():
+                if tuple(t.shape) != tuple(self.net.shapes[n]):
+                    raise ValueError(f"params[{r}]: parameter {n!r} has shape {tuple(t.shape)}, the model's is "
+                                     f"{tuple(self.net.shapes[n])}")
+            out.append(tensors)
+        return out
 
 
 def _overlapping(grads: Mapping[str, torch.Tensor]) -> set:
