@@ -1577,6 +1577,22 @@ def test_train_calls_back_each_round_and_refuses_rounds_past_the_end():
         engine.run_round()
 
 
+def test_train_refuses_more_rounds_than_are_left_before_training():
+    """``train(rounds=n)`` with more than the rounds left is refused before any round trains, naming ``rounds``.
+    Before, a 2-round engine asked for 3 trained its 2 rounds, then raised 'all 2 rounds are done' from run_round,
+    and the records of the 2 rounds it trained never came back. With 1 round done, 1 more is still taken."""
+    model = nn.Sequential(nn.Flatten(), nn.Linear(6 * 6 * 3, 3)).double()
+    engine = StackedEngine(model, _images(), [_run()], rounds=2, path="vmap", batch_size=4, augment=False)
+    with pytest.raises(ValueError, match=r"^rounds=3: only 2 of the engine's 2 rounds are left "):
+        engine.train(rounds=3)
+    assert engine.round_index == 0 and engine.history == []
+    engine.run_round()
+    with pytest.raises(ValueError, match=r"^rounds=2: only 1 of the engine's 2 rounds are left "):
+        engine.train(rounds=2)
+    assert engine.round_index == 1
+    assert [recs[0].round for recs in engine.train(rounds=1)] == [1]
+
+
 def test_a_checkpoint_with_another_number_of_runs_or_an_impossible_round_is_refused():
     """load_state_dict refuses a state of another number of runs (2 in the checkpoint, 1 in the engine) and a
     round outside 0..rounds (-1 and 3 for a 2-round engine); 0 and 2 (nothing done, all done) are loaded."""

@@ -1533,9 +1533,13 @@ class StackedEngine:
 
     def train(self, rounds: Optional[int] = None, callback: Optional[Callable[[List[RoundRecord]], Any]] = None):
         """Run ``rounds`` more rounds (default: all remaining); ``callback(records)`` after each.
-        Returns the list of per-round record lists. A ``callback`` that is not callable is a ``ValueError``
-        before any round runs."""
-        n = self.rounds - self.round_index if rounds is None else check_int("rounds", rounds)
+        Returns the list of per-round record lists. A ``callback`` that is not callable, or ``rounds`` more than the
+        rounds left, is a ``ValueError`` before any round runs."""
+        left = self.rounds - self.round_index
+        n = left if rounds is None else check_int("rounds", rounds)
+        if n > left:  # else the rounds left trained, then 'all N rounds are done' and their records lost
+            raise ValueError(f"rounds={n}: only {left} of the engine's {self.rounds} rounds are left (rounds, the total, "
+                             "is set when the engine is built: it sets the default learning-rate decay)")
         if callback is not None:  # else a TypeError after a round has trained
             check_callable("callback", callback, "records -> None", nargs=1)
         out = []
