@@ -1777,3 +1777,24 @@ def test_evaluate_checks_the_models_it_is_given(path):
     for given in ([{n: t.numpy() for n, t in own.items()}], [model]):
         got = engine.evaluate(given)
         assert got[0][0] == acc[0] and got[1][0] == loss[0]
+
+
+def test_normalize_takes_the_cifar_constants_and_names_a_wrong_channel_count():
+    """``normalize`` takes ``mean`` / ``std`` as the tuples :data:`fedlib.data.cifar10.CIFAR10_MEAN` / ``CIFAR10_STD``
+    are, with the tensors' numbers: pixel 0 gives -mean / std, pixel 255 (1 - mean) / std per channel. Before, the
+    tuples failed as "'tuple' object has no attribute 'to'", and a mean of 2 entries for 3 channels failed inside
+    torch's broadcasting ("The size of tensor a (3) must match ...") without naming mean."""
+    imgs = torch.tensor([[[[0, 255, 0]], [[255, 0, 255]]]], dtype=torch.uint8)  # (1, 2, 1, 3)
+    got = normalize(imgs, CIFAR10_MEAN, CIFAR10_STD, torch.float64)
+    m, s = CIFAR10_MEAN, CIFAR10_STD
+    want = torch.tensor([[[[-m[0] / s[0], (1 - m[1]) / s[1], -m[2] / s[2]]],
+                          [[(1 - m[0]) / s[0], -m[1] / s[1], (1 - m[2]) / s[2]]]]], dtype=torch.float64)
+    assert got.dtype == torch.float64 and torch.allclose(got, want, rtol=1e-15, atol=1e-15)
+    as_tensors = normalize(imgs, torch.tensor(m, dtype=torch.float64), torch.tensor(s, dtype=torch.float64),
+                           torch.float64)
+    assert torch.equal(got, as_tensors)
+    with pytest.raises(ValueError, match=r"^mean must hold one number per channel \(3, the images' last axis\), got "
+                                         r"shape \(2,\)$"):
+        normalize(imgs, m[:2], s)
+    with pytest.raises(ValueError, match=r"^std must hold one number per channel \(3, .*got shape \(1, 3\)$"):
+        normalize(imgs, m, torch.tensor([s]))

@@ -127,9 +127,19 @@ def crop_flip_gather(padded: torch.Tensor, index: torch.Tensor, dy: torch.Tensor
 def normalize(images: torch.Tensor, mean: torch.Tensor, std: torch.Tensor, dtype=torch.float32) -> torch.Tensor:
     """``(x / 255 - mean) / std`` over the last (channel) axis, as ``ToTensor`` + ``Normalize``.
 
-    ``images`` holds 0..255 pixel values with channels last; ``mean`` and ``std`` are per-channel, of the [0, 1] scale;
+    ``images`` holds 0..255 pixel values with channels last; ``mean`` and ``std`` are per-channel, of the [0, 1] scale:
+    tensors or sequences of one number per channel (e.g. :data:`fedlib.data.cifar10.CIFAR10_MEAN`), a ``ValueError``
+    naming them otherwise (their shapes are checked, not their values: nothing is read from the device);
     ``dtype`` is the result's (default ``torch.float32``)."""
-    return (images.to(dtype) / 255.0).sub_(mean.to(dtype)).div_(std.to(dtype))
+    # a tuple such as CIFAR10_MEAN failed as "'tuple' object has no attribute 'to'", a wrong length deep in torch's
+    # broadcasting; as_tensor of a tensor already of this dtype and device is that tensor (no copy, CUDA graphs)
+    mean, std = (torch.as_tensor(v, dtype=dtype, device=images.device) for v in (mean, std))
+    channels = images.shape[-1] if images.ndim else None
+    for name, v in (("mean", mean), ("std", std)):
+        if v.ndim != 1 or v.shape[0] != channels:
+            raise ValueError(f"{name} must hold one number per channel ({channels}, the images' last axis), got "
+                             f"shape {tuple(v.shape)}")
+    return (images.to(dtype) / 255.0).sub_(mean).div_(std)
 
 
 def random_crop_flip(images: torch.Tensor, generator: torch.Generator, padding: int = 4) -> torch.Tensor:
