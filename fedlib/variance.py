@@ -144,8 +144,8 @@ def control_variates(client: Any, p: Any, kind: str = "scaffold") -> ControlVari
     p = check_probability_vector("p", p)
     # either may be the wrong one: 'p must have 3 entries' blamed p for a row too many in client
     check_agree("p", p.size, "client", m, "entries", ref_what="rows")
-    if kind == "vrlsgd":
-        return ControlVariates(client, tree_map(lambda x: np.zeros_like(x[0]), client), kind)
+    if kind == "vrlsgd":  # zeros of the stack's kind: np.zeros_like(x[0]) made a numpy mean for a torch stack
+        return ControlVariates(client, tree_zeros_like(tree_map(lambda x: x[0], client)), kind)
     return ControlVariates(client, tree_stacked_weighted_sum(client, p), kind)
 
 

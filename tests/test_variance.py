@@ -264,3 +264,30 @@ def test_updated_client_variates_no_participant_is_an_unchanged_copy():
     assert out is not st.client
     vr = V.init_control_variates(np.zeros(1), num_clients=2, kind="vrlsgd")
     np.testing.assert_array_equal(V.updated_client_variates(vr, [], [], 0.5, [], [], np.zeros(1)), vr.client)
+
+
+def test_vrlsgd_control_variates_of_a_torch_stack_keep_a_torch_mean():
+    """control_variates(torch stack, p, kind="vrlsgd") makes c_bar = 0 as a tensor of the stack's dtype, so the
+    corrections and a run from such a state work. Before: the mean was np.zeros_like(x[0]), a numpy array, and
+    correction(state, 0) (and run_sequential from a state holding it) raised numpy's "TypeError: unsupported operand
+    type(s) for -: 'numpy.ndarray' and 'Tensor'" (SCAFFOLD's mean was a tensor already).
+
+    By hand: c = (3, -1), c_bar = 0, so client 0 adds -3 and client 1 adds +1. One VRLSGD round with SGD, lr 0.1,
+    p = (1/2, 1/2), tau = (1, 2), gradients x + 1 (client 0) and x - 1 (client 1) from x = 0: client 0 steps with
+    1 - 3 = -2 to Delta_0 = 0.2; client 1's corrected gradient is 0 at every step, Delta_1 = 0; Delta = 0.1, so x = 0.1,
+    c_0 = 3 - (0.2 - 0.1)/(0.1 * 1) = 2, c_1 = -1 - (0 - 0.1)/(0.1 * 2) = -0.5."""
+    c = torch.tensor([[3.0], [-1.0]], dtype=torch.float64)
+    state = V.control_variates(c, [0.5, 0.5], kind="vrlsgd")
+    assert isinstance(state.mean, torch.Tensor) and state.mean.dtype == torch.float64
+    assert torch.equal(state.mean, torch.zeros(1, dtype=torch.float64))
+    corr = [V.correction(state, i) for i in range(2)]
+    assert all(isinstance(x, torch.Tensor) for x in corr)
+    assert [x.item() for x in corr] == [-3.0, 1.0]
+    algo = make_algorithm("vrlsgd", sgd(lr=0.1))
+    start = algo.init(torch.zeros(1, dtype=torch.float64), 2)._replace(variates=state)
+    run = run_sequential(algo, None, lambda x, i, t, k: x + (1.0 if i == 0 else -1.0), [0.5, 0.5], FixedSteps([1, 2]),
+                         1, initial_state=start)
+    assert isinstance(run.state.params, torch.Tensor)
+    np.testing.assert_allclose(run.state.params.numpy(), [0.1], rtol=1e-14)
+    np.testing.assert_allclose(run.state.variates.client.numpy()[:, 0], [2.0, -0.5], rtol=1e-13)
+    assert isinstance(run.state.variates.mean, torch.Tensor)
