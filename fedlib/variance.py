@@ -85,7 +85,9 @@ def _stack_zeros(params: Any, m: int) -> Any:
         x = _float_copy(x)
         if hasattr(x, "new_zeros"):
             return x.new_zeros((m,) + tuple(x.shape))
-        return np.zeros((m,) + np.shape(x), dtype=np.result_type(x, np.float64) if np.ndim(x) == 0 else x.dtype)
+        # x's own dtype, 0-d too (floating after _float_copy): result_type(x, float64) made a float32 scalar's
+        # variates float64, and its corrections then turned that leaf of the model into float64
+        return np.zeros((m,) + np.shape(x), dtype=x.dtype)
 
     return tree_map(z, params)
 

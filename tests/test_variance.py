@@ -291,3 +291,26 @@ def test_vrlsgd_control_variates_of_a_torch_stack_keep_a_torch_mean():
     np.testing.assert_allclose(run.state.params.numpy(), [0.1], rtol=1e-14)
     np.testing.assert_allclose(run.state.variates.client.numpy()[:, 0], [2.0, -0.5], rtol=1e-13)
     assert isinstance(run.state.variates.mean, torch.Tensor)
+
+
+@pytest.mark.parametrize("name", ["scaffold", "vrlsgd", "fednova-vr"])
+def test_a_float32_scalar_leaf_keeps_float32_variates_and_model(name):
+    """A 0-d float32 leaf of a numpy model (a scalar bias) gets float32 control variates and stays float32, as the
+    other leaves and FedAvg's model do. Before: init_control_variates stacked 0-d leaves as
+    np.result_type(x, float64), float64 for a float32 scalar, and the float64 corrections turned that leaf of the
+    model into float64 in round 0 without a word.
+
+    By hand, one round from 0 with SGD, lr 0.1, p = (1/2, 1/2), tau = (1, 2), gradient x - i on client i and no
+    correction yet: client 0 stays at 0, client 1 steps to 0.1 then 0.1 + 0.1 * 0.9 = 0.19, so the bias moves to
+    FedAvg's 0.5 * 0.19 = 0.095 (SCAFFOLD, VRLSGD) or, with ||a_i||_1 = tau_i and tau_eff = 1.5, FedNova's
+    1.5 * 0.5 * 0.19 / 2 = 0.07125 (FedNova-VR)."""
+    algo = make_algorithm(name, sgd(0.1))
+    x0 = {"w": np.zeros(2, np.float32), "b": np.zeros((), np.float32)}
+    state = algo.init(x0, 2)
+    assert state.variates.client["b"].dtype == np.float32 and state.variates.mean["b"].dtype == np.float32
+    run = run_sequential(algo, x0, lambda x, i, t, k: {"w": x["w"] - np.float32(i), "b": x["b"] - np.float32(i)},
+                         [0.5, 0.5], FixedSteps([1, 2]), 1)
+    b = run.state.params["b"]
+    assert b.dtype == np.float32 and run.state.params["w"].dtype == np.float32
+    assert run.state.variates.client["b"].dtype == np.float32
+    np.testing.assert_allclose(b, 0.07125 if name == "fednova-vr" else 0.095, rtol=1e-6)
