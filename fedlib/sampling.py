@@ -142,13 +142,21 @@ def _check_q(q, m, *, replace: bool) -> int:
     return q
 
 
+def _check_rng(rng) -> None:
+    """``rng`` must draw as a :class:`numpy.random.Generator` does (a ``choice`` method): a seed given in its place
+    failed inside the draw with "'int' object has no attribute 'choice'", naming no argument."""
+    if not callable(getattr(rng, "choice", None)):
+        raise ValueError(f"rng must be a numpy random Generator (e.g. fedlib.rng.generator(seed, 'sampling', round), "
+                         f"or sample_clients(scheme, p, q, seed, round_index) for a seed), got {type(rng).__name__}")
+
+
 def sample_with_replacement(p, q: int, rng: np.random.Generator) -> Participation:
     r"""Scheme (i): :math:`q` draws with probabilities :math:`p`, equal weights :math:`1/q` per draw
     (paper §4 and App. G); a client drawn :math:`k` times trains once with :math:`\omega_i = k/q`.
 
     ``p`` is the (m,) client weights (summing to 1), ``q`` the number of draws (an integer :math:`\ge 1`, may
     exceed :math:`m`), ``rng`` the :class:`numpy.random.Generator` drawn from (:func:`sample_clients` gives
-    ``fedlib.rng.generator(seed, "sampling", round)``).
+    ``fedlib.rng.generator(seed, "sampling", round)``; a seed in its place is a ``ValueError`` naming ``rng``).
 
     Example
     -------
@@ -165,6 +173,7 @@ def sample_with_replacement(p, q: int, rng: np.random.Generator) -> Participatio
     """
     p = check_probability_vector("p", p)
     q = _check_q(q, p.size, replace=True)
+    _check_rng(rng)
     return _draw_with_replacement(p, q, rng)
 
 
@@ -191,7 +200,7 @@ def sample_uniform_without_replacement(p, q: int, rng: np.random.Generator) -> P
 
     ``p`` is the (m,) client weights (summing to 1), ``q`` the number of clients, :math:`1 \le q \le m`, ``rng`` the
     :class:`numpy.random.Generator` drawn from (:func:`sample_clients` gives
-    ``fedlib.rng.generator(seed, "sampling", round)``).
+    ``fedlib.rng.generator(seed, "sampling", round)``; a seed in its place is a ``ValueError`` naming ``rng``).
 
     Example
     -------
@@ -208,6 +217,7 @@ def sample_uniform_without_replacement(p, q: int, rng: np.random.Generator) -> P
     """
     p = check_probability_vector("p", p)
     q = _check_q(q, p.size, replace=False)
+    _check_rng(rng)
     zero = int(np.sum(p == 0))
     if zero >= q:
         raise ValueError(f"p: {zero} client(s) have weight 0, so uniform sampling of {q} client(s) per round could draw "

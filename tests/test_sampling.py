@@ -475,3 +475,16 @@ def test_presence_with_replacement_small_weights():
     # a client of weight 1 is in every sample of 2 or more draws; with one draw the other never is
     assert SA.weight_moments("with-replacement", [1.0, 0.0], 3).presence.tolist() == [[1.0, 0.0], [0.0, 0.0]]
     assert SA.weight_moments("with-replacement", [1.0, 0.0], 1).presence.tolist() == [[1.0, 0.0], [0.0, 0.0]]
+
+
+@pytest.mark.parametrize("sampler", [SA.sample_with_replacement, SA.sample_uniform_without_replacement])
+@pytest.mark.parametrize("rng", [0, None, "0"])
+def test_a_seed_given_for_rng_is_refused_by_name(sampler, rng):
+    """A seed (or None) passed as ``rng`` is a ValueError naming rng. Before: the draw failed deep inside with
+    "AttributeError: 'int' object has no attribute 'choice'" ('NoneType', 'str'), naming no argument. A Generator
+    (and any object with a ``choice`` method, as _FixedDraw) is taken as before."""
+    with pytest.raises(ValueError, match=r"^rng must be a numpy random Generator .*got (int|NoneType|str)$"):
+        sampler(P4, 2, rng)
+    part = sampler(P4, 2, generator(0, "sampling", 3))
+    same = SA.sample_clients("with-replacement" if sampler is SA.sample_with_replacement else "uniform", P4, 2, 0, 3)
+    assert np.array_equal(part.clients, same.clients) and np.array_equal(part.weights, same.weights)
