@@ -90,7 +90,8 @@ class RandomSteps:
     r""":math:`\tau_i^{(t)}` uniform on the inclusive range ``[low, high]``, per client and round.
 
     ``num_clients`` is an integer :math:`\ge 1`; ``low`` and ``high`` are whole numbers
-    :math:`1 \le` ``low`` :math:`\le` ``high``.
+    :math:`1 \le` ``low`` :math:`\le` ``high``; ``seed`` is an integer :math:`\ge 0` (client :math:`i`'s steps of
+    round :math:`t` come from ``generator(seed, "local_steps", t, i)``).
 
     Example
     -------
@@ -117,6 +118,8 @@ class RandomSteps:
         object.__setattr__(self, "high", check_count("high", self.high, minimum=1))
         if self.high < self.low:
             raise ValueError(f"high must be >= low, got low={self.low}, high={self.high}")
+        # here, as RandomEpochs and WallClock check theirs: seed=1.5 or -1 was kept and refused only at local_steps
+        object.__setattr__(self, "seed", check_int("seed", self.seed))
 
     def local_steps(self, round_index: int) -> np.ndarray:
         round_index = check_int("round_index", round_index)

@@ -530,3 +530,17 @@ def test_scalar_step_and_epoch_counts_are_whole_numbers(name, call):
     for bad in (1.5, True, float("nan")):
         with pytest.raises(ValueError, match=rf"^{name} must be a whole number >= 1, got "):
             call(bad)
+
+
+@pytest.mark.parametrize("seed", [1.5, -1, True, "0", None])
+def test_random_steps_checks_its_seed_when_built(seed):
+    """RandomSteps refuses a seed that is no integer >= 0 when it is built, as RandomEpochs, WallClock and
+    RandomLocalWork do. Before: RandomSteps(3, 1, 2, seed=1.5) was built (its repr showing seed=1.5) and used by
+    expected_a_norms / population_tau_eff, which never read the seed, and only its local_steps(0), in a run's first
+    round, said 'seed must be an integer >= 0'. An integer seed draws as before (a numpy integer is stored as int)."""
+    with pytest.raises(ValueError, match=r"^seed must be an integer >= 0, got "):
+        RandomSteps(3, 1, 2, seed=seed)
+    built = RandomSteps(3, 1, 5, seed=np.int64(4))
+    assert type(built.seed) is int and built == RandomSteps(3, 1, 5, seed=4)
+    expected = [int(generator(4, "local_steps", 2, i).integers(1, 6)) for i in range(3)]
+    assert built.local_steps(2).tolist() == expected
