@@ -107,7 +107,8 @@ def run_simulator(algorithm: FederatedAlgorithm, problem: LogisticProblem, sched
     (``rounds``, ``batch_size``, ``seed``, the schedule's clients, batch size and whole
     :math:`\tau_i \ge 1`, the starting ``params``).
 
-    ``algorithm`` must be FedAvg or FedNova with plain local SGD (no momentum, proximal term or weight decay) and the
+    ``algorithm`` must be FedAvg or FedNova with plain local SGD (no momentum, proximal term, weight decay,
+    ``lr_schedule`` or step of a subclass's own) and the
     plain server optimizer (``ValueError`` otherwise).
 
     It ends on the batched engine's parameters (same mini-batches, float64):
@@ -130,8 +131,11 @@ def run_simulator(algorithm: FederatedAlgorithm, problem: LogisticProblem, sched
     solver = algorithm.solver
     if algorithm.aggregation not in ("fedavg", "fednova") or algorithm.variance is not None:
         raise ValueError(f"run_simulator runs FedAvg and FedNova only, got {algorithm.name!r}")
-    if solver.momentum > 0 or solver.mu > 0 or solver.weight_decay or solver.name != "sgd":
-        raise ValueError("run_simulator runs plain local SGD only (no momentum, proximal term or weight decay)")
+    # by the fields, not the name alone: LocalSolver(lr, lr_schedule=...) was named "sgd", and its schedule ignored
+    if (solver.momentum > 0 or solver.mu > 0 or solver.weight_decay or solver.lr_schedule is not None
+            or not solver.builtin_step or solver.name != "sgd"):
+        raise ValueError("run_simulator runs plain local SGD only (no momentum, proximal term, weight decay, "
+                         "within-round step-size schedule or step of its own)")
     if algorithm.server.name != "plain":
         raise ValueError("run_simulator applies the aggregate directly (plain server) only")
     lr = float(solver.lr)

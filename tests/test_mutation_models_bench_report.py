@@ -342,6 +342,24 @@ def test_run_simulator_refuses_each_departure_from_plain_sgd(solver):
         B.run_simulator(make_algorithm("fednova", solver), prob, sched, 1, batch_size=10)
 
 
+def test_run_simulator_refuses_a_within_round_schedule_or_an_own_step_named_sgd():
+    """run_simulator runs torch.optim.SGD(lr): a LocalSolver with an lr_schedule, which LocalSolver named "sgd", was
+    run at the constant lr, its schedule ignored without a word (LocalSolver(0.1, lr_schedule=lambda k: 0.5): the
+    plain lr-0.1 run's model to 8e-17, 0.039 away from the scheduled run's); so was a subclass with its own step
+    named "sgd" (whatever its update does: here the built-in one). Both are refused now, by their fields, whatever
+    their name."""
+
+    class OwnUpdate(LocalSolver):
+        def update(self, state, grads):
+            return super().update(state, grads)
+
+    prob, sched = _tiny()
+    for solver in (LocalSolver(0.1, lr_schedule=lambda k: 0.5, name="sgd"), OwnUpdate(0.1, name="sgd")):
+        with pytest.raises(ValueError, match=r"^run_simulator runs plain local SGD only \(no momentum, proximal term, "
+                                             r"weight decay, within-round step-size schedule or step of its own\)$"):
+            B.run_simulator(make_algorithm("fedavg", solver), prob, sched, 1, batch_size=10)
+
+
 def test_run_simulator_refuses_a_server_optimizer():
     prob, sched = _tiny()
     algo = make_algorithm("fednova", sgd(0.1), server=server_momentum(0.9))
