@@ -164,6 +164,18 @@ def _refuse_widening(x: Any, g: Any) -> None:
                          f"{to}; return gradients in the parameters' dtype")
 
 
+def _default_name(solver: "LocalSolver") -> str:
+    """:class:`LocalSolver`'s ``name`` when none is given: the factory's name for its fields, or the class name of a
+    subclass with its own step."""
+    if type(solver) is not LocalSolver and own_step_methods(type(solver)):
+        return type(solver).__name__
+    if solver.momentum > 0:
+        return "momentum-prox" if solver.mu > 0 else "momentum"
+    if solver.mu > 0:
+        return "prox"
+    return "sgd" if solver.lr_schedule is None else "decayed-sgd"
+
+
 @dataclasses.dataclass(frozen=True)
 class LocalSolver:
     r"""A linear local solver (see the module docstring for the step and its :math:`a_i`).
@@ -182,7 +194,9 @@ class LocalSolver:
         ``None`` (constant step :math:`\eta`) or a callable ``k -> s_k > 0``: within-round step size
         :math:`\eta_k = \eta s_k`.
     name
-        Label used in results and figures.
+        Label used in results and figures. Default (``None``): the factory name its fields describe, ``"sgd"``,
+        ``"momentum"``, ``"prox"``, ``"momentum-prox"``, or ``"decayed-sgd"`` (an ``lr_schedule`` without momentum
+        or prox); a subclass with its own step (:attr:`builtin_step` false): its class name.
 
     Example
     -------
@@ -206,9 +220,11 @@ class LocalSolver:
     mu: float = 0.0
     weight_decay: float = 0.0
     lr_schedule: Optional[Callable[[int], float]] = None
-    name: str = "sgd"
+    name: Optional[str] = None
 
     def __post_init__(self):
+        if self.name is None:  # was "sgd" whatever the fields: LocalSolver(lr, momentum=0.9) was labelled sgd
+            object.__setattr__(self, "name", _default_name(self))
         # stored as Python floats: a numpy float64 (np.logspace's lr, say) turned a float32 numpy model's step, and so
         # its Delta_i and the global model, into float64 without a word (NumPy 2 keeps a numpy scalar's dtype)
         object.__setattr__(self, "lr", check_positive("lr", self.lr))

@@ -332,10 +332,12 @@ def test_run_simulator_defaults_seed_0_and_no_evaluation_and_takes_a_start():
         np.testing.assert_allclose(got[k], ref[k], rtol=0, atol=1e-12)
 
 
-@pytest.mark.parametrize("solver", [LocalSolver(lr=0.1, momentum=0.5), LocalSolver(lr=0.1, mu=0.5),
-                                    sgd(0.1, weight_decay=1e-4)], ids=["momentum", "prox", "weight-decay"])
+@pytest.mark.parametrize("solver", [LocalSolver(lr=0.1, momentum=0.5, name="sgd"),
+                                    LocalSolver(lr=0.1, mu=0.5, name="sgd"), sgd(0.1, weight_decay=1e-4)],
+                         ids=["momentum", "prox", "weight-decay"])
 def test_run_simulator_refuses_each_departure_from_plain_sgd(solver):
-    """A LocalSolver keeps the name "sgd" with momentum or mu set: each is refused on its own."""
+    """A LocalSolver named "sgd" by hand with momentum or mu set: each is refused on its own (LocalSolver's default
+    name now follows its fields, "momentum" or "prox")."""
     prob, sched = _tiny()
     assert solver.name == "sgd"
     with pytest.raises(ValueError, match=r"^run_simulator runs plain local SGD only"):

@@ -1116,6 +1116,28 @@ def test_momentum_prox_a_vector_is_exact_to_rounding(rho, alpha, tau):
         assert solver.a_norm(tau) == pytest.approx(float(total), rel=2e-15, abs=0.0)
 
 
+def test_a_local_solver_built_directly_is_named_by_its_fields():
+    """LocalSolver's name defaults to the factory name its fields describe (a subclass with its own step: its class
+    name); a given name is kept, and with_lr keeps it. Before: "sgd" whatever the fields, so
+    LocalSolver(lr, momentum=0.9) was labelled sgd in results and figures (and bench.run_simulator took
+    LocalSolver(lr, lr_schedule=...) for plain SGD by that name)."""
+
+    class OwnUpdate(S.LocalSolver):
+        def update(self, state, grads):
+            return super().update(state, grads)
+
+    cases = {"sgd": S.LocalSolver(0.1), "momentum": S.LocalSolver(0.1, momentum=0.9),
+             "prox": S.LocalSolver(0.1, mu=1.0), "momentum-prox": S.LocalSolver(0.1, momentum=0.5, mu=1.0),
+             "decayed-sgd": S.LocalSolver(0.1, lr_schedule=lambda k: 0.5), "OwnUpdate": OwnUpdate(0.1)}
+    for name, solver in cases.items():
+        assert solver.name == name and solver.with_lr(0.2).name == name, (name, solver)
+    factories = (S.sgd(0.1), S.momentum_sgd(0.1, 0.9), S.proximal_sgd(0.1, 1.0), S.momentum_proximal_sgd(0.1, 0.5, 1.0),
+                 S.decayed_sgd(0.1, gamma=0.5))
+    for made in factories:  # the factories' names are the same words
+        assert S.LocalSolver(made.lr, made.momentum, made.mu, lr_schedule=made.lr_schedule).name == made.name
+    assert S.LocalSolver(0.1, momentum=0.9, name="heavy ball").name == "heavy ball"
+
+
 def test_decayed_sgd_names_a_decay_factor_that_underflows():
     """gamma = 1/2 and 10**4 local steps: gamma**1075 is 0.0 in float64, and the message blamed the schedule the
     library built itself ('lr_schedule(1075) must be a finite factor > 0, got 0.0'). Step 1074's factor is still
