@@ -302,7 +302,7 @@ def test_table1_dry_run_starts_what_the_real_call_starts(tmp_path, capsys, earli
     if earlier:
         assert (f"estimate: 13000 images/s from earlier results with the same engine settings in {tmp_path}: "
                 "sgd-e2-fedavg__seed0.json\n") in dry, dry
-        assert "(~0 s at 13000 images/s; 0 s so far)" in dry, dry
+        assert "(~0 s at 13000 images/s; 0 s in all up to here)" in dry, dry
         assert main(argv + ["--dry-run"]) == 0  # without the hint: the same estimate
         assert capsys.readouterr().out == dry
     else:

@@ -603,8 +603,8 @@ def test_dry_run_marks_runs_beyond_the_budget_only_past_it(tmp_path):
                  dry_run=True, images_per_second=1000, log=logs.append)
     assert logs[0].startswith("estimate: 1000 images/s from --images-per-second (hint"), logs
     runs = [line for line in logs if " seed 0 -> " in line]
-    assert runs[0].startswith("would run: sgd-e2-fedavg seed 0") and "(~310 s at 1000 images/s; 310 s so far)" in runs[0]
-    assert runs[1].startswith("beyond the budget: sgd-e2-fednova seed 0") and "620 s so far; over --budget-seconds" in runs[1]
+    assert runs[0].startswith("would run: sgd-e2-fedavg seed 0") and "(~310 s at 1000 images/s; 310 s in all up to here)" in runs[0]
+    assert runs[1].startswith("beyond the budget: sgd-e2-fednova seed 0") and "620 s in all up to here; over --budget-seconds" in runs[1]
 
 
 def test_a_slow_hint_and_the_default_device_are_taken(tmp_path, monkeypatch, sample):
@@ -849,7 +849,7 @@ def test_the_dry_run_and_the_call_take_the_rate_of_results_stacked_as_the_call_s
     assert dry == [f"estimate: 1000 images/s from earlier results with the same engine settings in {tmp_path}: "
                    "sgd-e2-fednova__seed0.json",
                    f"would run: sgd-e2-fedavg seed 0 -> {tmp_path / 'sgd-e2-fedavg__seed0.json'}  (~17 s at 1000 "
-                   "images/s; 17 s so far)"]
+                   "images/s; 17 s in all up to here)"]
     calls, real = [], []
     monkeypatch.setattr(C, "train_runs", _scripted_train_runs(calls))
     C.run_table1(tmp_path, log=real.append, **kw)
@@ -875,20 +875,20 @@ def test_a_numbered_cuda_device_takes_the_rate_of_results_on_cuda(tmp_path):
     # 3 rounds (12,300 s) do not fit in 12,299 s: the next call starts the first run (NG8, DR12)
     (12299, ["12299 s left in this call, under 3 rounds (~4100.0 s each) of sgd-e2-fedavg__seed0: it starts in the "
              "next call",
-             "beyond the budget: sgd-e2-fedavg seed 0 -> {0}  (~16400 s at 1 images/s; 16400 s so far; starts in a "
+             "beyond the budget: sgd-e2-fedavg seed 0 -> {0}  (~16400 s at 1 images/s; 16400 s in all up to here; starts in a "
              "later call)",
-             "beyond the budget: sgd-e2-fednova seed 0 -> {1}  (~16400 s at 1 images/s; 32800 s so far; starts in a "
+             "beyond the budget: sgd-e2-fednova seed 0 -> {1}  (~16400 s at 1 images/s; 32800 s in all up to here; starts in a "
              "later call)"]),
     # 3 rounds fit, 4 (16,400 s) do not: the run starts and pauses, nothing else starts in this call (DR5)
-    (12300, ["would run: sgd-e2-fedavg seed 0 -> {0}  (~16400 s at 1 images/s; 16400 s so far; pauses at this "
+    (12300, ["would run: sgd-e2-fedavg seed 0 -> {0}  (~16400 s at 1 images/s; 16400 s in all up to here; pauses at this "
              "call's budget for the next call)",
              "budget: the group pauses at this call's budget (12300 s left)",
-             "beyond the budget: sgd-e2-fednova seed 0 -> {1}  (~16400 s at 1 images/s; 32800 s so far; starts in a "
+             "beyond the budget: sgd-e2-fednova seed 0 -> {1}  (~16400 s at 1 images/s; 32800 s in all up to here; starts in a "
              "later call)"]),
     # exactly 4 rounds: the run ends at the budget without a pause, and no time is left (DR4)
-    (16400, ["would run: sgd-e2-fedavg seed 0 -> {0}  (~16400 s at 1 images/s; 16400 s so far)",
+    (16400, ["would run: sgd-e2-fedavg seed 0 -> {0}  (~16400 s at 1 images/s; 16400 s in all up to here)",
              "budget: no time left in this call; stopping",
-             "beyond the budget: sgd-e2-fednova seed 0 -> {1}  (~16400 s at 1 images/s; 32800 s so far; over "
+             "beyond the budget: sgd-e2-fednova seed 0 -> {1}  (~16400 s at 1 images/s; 32800 s in all up to here; over "
              "--budget-seconds 16400 with the x1.15 safety margin)"]),
 ])
 def test_the_dry_run_of_a_call_with_a_later_one(tmp_path, sample, budget, expected):
@@ -925,9 +925,9 @@ def test_the_dry_run_resumes_a_paused_group_for_its_last_rounds_at_its_own_rate(
     out = C.run_table1(tmp_path, budget_seconds=60, seeds=(0,), cells=["sgd-e2-fedavg", "sgd-e2-fednova"],
                        data=sample, width=0.03, rounds=4, device="cpu", stack=1, dry_run=True, log=logs.append)
     assert logs == [f"would run: sgd-e2-fedavg seed 0 -> {tmp_path / 'sgd-e2-fedavg__seed0.json'}  (~10 s at 417 "
-                    "images/s; 10 s so far; resumed after round 3)",
+                    "images/s; 10 s in all up to here; resumed after round 3)",
                     f"would run: sgd-e2-fednova seed 0 -> {tmp_path / 'sgd-e2-fednova__seed0.json'}  (~40 s at 417 "
-                    "images/s; 50 s so far)"]
+                    "images/s; 50 s in all up to here)"]
     assert out["not_started"] == [str(tmp_path / "sgd-e2-fedavg__seed0.json"),
                                   str(tmp_path / "sgd-e2-fednova__seed0.json")]
 

@@ -45,7 +45,7 @@ def test_dry_run_order_seed_first(tmp_path, capsys):
     assert main(["table1", "--results", str(tmp_path), "--budget-seconds", "100000", "--dry-run", "--seeds", "0",
                  "--images-per-second", "100000"]) == 0
     lines = [l for l in capsys.readouterr().out.splitlines() if l.startswith("would run")]
-    assert "(~103 s at 100000 images/s; 103 s so far" in lines[0]
+    assert "(~103 s at 100000 images/s; 103 s in all up to here" in lines[0]
     assert "(~178 s at 100000 images/s" in lines[4]  # sgd-u25-fedavg
 
 

@@ -896,7 +896,7 @@ def run_table1(results_dir, *, budget_seconds: float, seeds: Sequence[int] = (0,
             for p in group:
                 secs = rate * (rounds - done) * work(p)
                 total += secs
-                log(f"would run: {_run_line(p)}  (~{secs:.0f} s at {1 / rate:.0f} images/s; {total:.0f} s so far"
+                log(f"would run: {_run_line(p)}  (~{secs:.0f} s at {1 / rate:.0f} images/s; {total:.0f} s in all up to here"
                     + (f"; {k} run(s) stacked" if k > 1 else "") + (f"; resumed after round {done}" if done else "")
                     + ("; pauses at this call's budget for the next call" if pauses else "") + ")")
             if pauses:
@@ -910,7 +910,7 @@ def run_table1(results_dir, *, budget_seconds: float, seeds: Sequence[int] = (0,
             if rate is not None:
                 secs = rate * rounds * work(p)
                 total += secs
-                line += (f"  (~{secs:.0f} s at {1 / rate:.0f} images/s; {total:.0f} s so far; "
+                line += (f"  (~{secs:.0f} s at {1 / rate:.0f} images/s; {total:.0f} s in all up to here; "
                          + (f"over --budget-seconds {budget_seconds:g} with the x{safety} safety margin"
                             if stop[0] == "budget" else "starts in a later call") + ")")
             log(line)
