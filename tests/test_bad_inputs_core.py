@@ -259,6 +259,14 @@ CASES = [
     ("seeded_dropout_mask layer 1.5", lambda: seeded_dropout_mask(torch.arange(2), 1, 1.5, (3,), 0.5), "^layer must be"),
     ("seeded_dropout_mask shape -1", lambda: seeded_dropout_mask(torch.arange(2), 1, 0, (-1,), 0.5), "^shape must be"),
     ("seeded_dropout_mask p None", lambda: seeded_dropout_mask(torch.arange(2), 1, 0, (3,), None), r"^p must lie in \[0, 1\)"),
+    # float keys were cut to int64 (keys 2.7 and 2.0 gave the same mask), a float step tensor too; a list of keys
+    # failed as "'list' object has no attribute 'device'"
+    ("seeded_dropout_mask keys float", lambda: seeded_dropout_mask(torch.tensor([2.7, 3.0]), 1, 0, (3,), 0.5),
+     r"^keys must be an integer tensor \(int64 keys from dropout_key\), got a torch.float32 tensor$"),
+    ("seeded_dropout_mask keys list", lambda: seeded_dropout_mask([2, 3], 1, 0, (3,), 0.5), r"^keys must be an integer tensor"),
+    ("seeded_dropout_mask keys bool", lambda: seeded_dropout_mask(torch.tensor([True]), 1, 0, (3,), 0.5), "^keys must be"),
+    ("seeded_dropout_mask step float tensor", lambda: seeded_dropout_mask(torch.arange(2), torch.tensor(1.5), 0, (3,), 0.5),
+     r"^step must be an integer tensor"),
     # operator.index(True) is 1: padding True ran as padding 1
     ("stacked_conv2d padding True", lambda: stacked_conv2d(torch.zeros(1, 1, 4, 4, 2), torch.zeros(1, 3, 3, 3, 2), None, True),
      "^padding must be"),

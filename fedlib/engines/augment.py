@@ -181,6 +181,13 @@ def dropout_key(seed: int, round_index: int, client: int) -> int:
     return int(seed_sequence(seed, "dropout", round_index, client).generate_state(1, dtype=np.uint32)[0])
 
 
+def _check_integer_tensor(name: str, value) -> None:
+    """``value`` must be a tensor of an integer dtype (bool aside): its dtype is read, never its values."""
+    if not torch.is_tensor(value) or value.dtype.is_floating_point or value.dtype.is_complex or value.dtype == torch.bool:
+        got = f"a {value.dtype} tensor" if torch.is_tensor(value) else type(value).__name__
+        raise ValueError(f"{name} must be an integer tensor (int64 keys from dropout_key), got {got}")
+
+
 def seeded_dropout_mask(keys: torch.Tensor, step, layer: int, shape: Sequence[int], p: float,
                         dtype=torch.float32) -> torch.Tensor:
     """Inverted-dropout mask ``K + shape`` (values 0 or ``1/(1-p)``) for int64 ``keys`` of shape ``K``.
@@ -198,9 +205,13 @@ def seeded_dropout_mask(keys: torch.Tensor, step, layer: int, shape: Sequence[in
         raise ValueError(f"p must lie in [0, 1), got {p!r}")
     layer = check_int("layer", layer)  # a float failed as torch's '"bitwise_and_cpu" not implemented for 'Float''
     shape = _dims("shape", shape)
+    # dtypes only (no value is read): float keys were cut to int64 (2.7 hashed as 2), a float step tensor too
+    _check_integer_tensor("keys", keys)
     dev = keys.device
     if not torch.is_tensor(step):
         step = torch.tensor(check_int("step", step), dtype=torch.int64, device=dev)  # int() cut 1.5, read '3'
+    else:
+        _check_integer_tensor("step", step)
     base = _mix32(keys.to(torch.int64) ^ _mix32((step.to(torch.int64) * _STEP_MUL + (layer + 1)) & _M32))
     base = base.reshape(tuple(keys.shape) + (1,) * len(shape))
     pos = _mix32(torch.arange(math.prod(shape), device=dev, dtype=torch.int64).view(shape))
