@@ -14,7 +14,7 @@ import torch
 
 from fedlib.cli import main
 from fedlib.results import read_result
-from cliutil import cli_exit
+from cliutil import cli_exit, ctrl_c_after_saving
 from torch_threads import one_torch_thread  # noqa: F401 (autouse fixture)
 
 TINY = ["--sample", "--width", "0.03", "--device", "cpu"]
@@ -73,6 +73,43 @@ def test_run_cifar10_history_names_the_clients_of_each_round(tmp_path, capsys):
         assert rec["local_steps"] == [int(2 * -(-n[c] // 32)) for c in clients]
         assert rec["tau_eff"] == pytest.approx(sum(p[c] * 16 / 4 * t for c, t in zip(clients, rec["local_steps"])),
                                                rel=1e-12)
+
+
+def test_run_cifar10_resumes_from_its_checkpoint_bit_for_bit(tmp_path, monkeypatch):
+    """run cifar10 --checkpoint-every K / --checkpoint / --resume (before: no such flags; a killed run started over):
+    a run interrupted right after its round-2 checkpoint (Ctrl-C) keeps it and says so; --resume trains rounds 2..3
+    and writes the unbroken run's history exactly (every field, FedNova with random epochs), its provenance saying
+    where it resumed and which earlier call trained the rounds before; a fresh run refuses to replace the unfinished
+    checkpoint, --resume refuses other --rounds and a missing file."""
+    import fedlib.checkpoint
+
+    def command(rounds=4):
+        return ["run", "cifar10", *TINY, "--rounds", str(rounds), "--epochs", "2-5", "--algorithm", "fednova", "--quiet"]
+
+    flags = command()
+    whole, part = tmp_path / "whole.json", tmp_path / "part.json"
+    assert cli_exit([*flags, "--out", str(whole)])[0] == 0
+    ckpt = tmp_path / "part.json.ckpt"
+    real_save = ctrl_c_after_saving(monkeypatch)
+    rc, _, err = cli_exit([*flags, "--out", str(part), "--checkpoint-every", "2"])
+    assert rc == 130 and f"checkpoint {ckpt} kept: run the same command with --resume" in err, err
+    monkeypatch.setattr(fedlib.checkpoint, "save_checkpoint", real_save)
+    assert not part.exists() and fedlib.checkpoint.load_checkpoint(ckpt)["round"] == 2
+    rc, _, err = cli_exit([*flags, "--out", str(part), "--checkpoint-every", "2"])  # a fresh run would overwrite it
+    assert rc == 2 and "holds an unfinished run (2 of 4 rounds done)" in err, err
+    rc, _, err = cli_exit([*command(6), "--out", str(part), "--resume"])
+    assert rc == 2 and f"--resume: checkpoint {ckpt} is of a run of 4 rounds; give --rounds 4" in err, err
+    rc, _, err = cli_exit([*flags, "--out", str(part), "--resume", "--checkpoint", str(tmp_path / "none.ckpt")])
+    assert rc == 2 and "none.ckpt not found" in err, err
+    rc, _, err = cli_exit([*flags, "--out", str(part), "--checkpoint-every", "2", "--resume"])
+    assert rc == 0, err
+    a, b = read_result(whole), read_result(part)
+    assert b["history"] == a["history"]
+    resumed = b["provenance"]["resumed"]
+    assert resumed["from_round"] == 2 and b["summary"]["resumed_after_round"] == 2
+    assert [c["rounds"] for c in resumed["earlier_calls"]] == [[0, 2]] and "--checkpoint-every" in \
+        resumed["earlier_calls"][0]["command"]
+    assert "resumed" not in a["provenance"]
 
 
 def test_missing_data_root(tmp_path, capsys):

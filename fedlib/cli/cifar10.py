@@ -20,11 +20,12 @@ import os
 import sys
 from pathlib import Path
 
-from ..results import RunClock, make_result, write_result
+from ..results import RunClock, _command, _utc, make_result, write_result
 from .common import (check_torch_device, emit_bench, write_bench, ALGORITHM_FLAGS, SCHEDULE_FLAGS, CLIError, HelpFormatter, add_algorithm_args, add_device_arg,
-                     add_output_args, add_schedule_args, build_algorithm, check_output_path, check_participation,
-                     config_from_args, info, int_at_least, int_between, positive_float, progress_bar, resolve_epochs,
-                     resolve_tau_eff, same_file, user_path)
+                     add_checkpoint_args, add_output_args, add_schedule_args, build_algorithm, check_fresh_checkpoint,
+                     check_output_path, check_participation, config_from_args, info, int_at_least, int_between,
+                     positive_float, progress_bar, resolve_checkpoint, resolve_epochs, resolve_tau_eff, same_file,
+                     user_path)
 
 __all__ = ["add_run_parser", "add_bench_parser", "add_table1_parser", "run_cifar10", "bench_cifar10_command",
            "table1_command", "load_data_from_args"]
@@ -156,8 +157,32 @@ def add_run_parser(sub) -> argparse.ArgumentParser:
                                 "augmentation, dropout, sampling, random epochs")
     _add_engine_args(p)
     add_output_args(p)
+    add_checkpoint_args(p, more_rounds=False)
     p.set_defaults(handler=run_cifar10)
     return p
+
+
+def _checkpoint_plan(args: argparse.Namespace):
+    """``(path, every, resumed_round)`` of ``--checkpoint-every`` / ``--checkpoint`` / ``--resume`` (``(None, 0,
+    0)`` without them): a fresh run refuses to replace an unfinished run's checkpoint and deletes a finished one's
+    (:func:`fedlib.experiments.cifar10.train_runs` resumes any file it finds); ``--resume`` needs the file, with
+    this run's ``--rounds`` (:func:`fedlib.cli.common.resolve_checkpoint` refuses a missing one), and without
+    ``--checkpoint-every`` writes the last round's checkpoint only."""
+    from ..checkpoint import load_checkpoint
+
+    path = resolve_checkpoint(args)
+    if path is None:
+        return None, 0, 0
+    if not args.resume:
+        check_fresh_checkpoint(path, "table1")  # refuses an unfinished run's file, or a file of anything else
+        path.unlink(missing_ok=True)  # a finished run's: train_runs would resume it and train nothing
+        return path, args.checkpoint_every, 0
+    doc = load_checkpoint(path, kind="table1", who="--checkpoint")
+    total = (doc.get("config") or {}).get("rounds")
+    if total != args.rounds:  # the step decay of the learning rate is laid out over the run's rounds
+        raise CLIError(f"--resume: checkpoint {path} is of a run of {total} rounds; give --rounds {total} to "
+                       "continue it")
+    return path, args.checkpoint_every or args.rounds, int(doc["round"])
 
 
 def run_cifar10(args: argparse.Namespace) -> int:
@@ -185,8 +210,13 @@ def run_cifar10(args: argparse.Namespace) -> int:
         raise CLIError(f"--batch-size {args.batch_size} is larger than the largest client ({largest} images); "
                        f"--batch-size {largest} already trains every client on all its images per step")
     algorithm, tau_eff_value = resolve_tau_eff(args, algorithm, [len(c) for c in parts], args.batch_size, (lo, hi))
+    ckpt, every, done = _checkpoint_plan(args)
     name = f"{args.algorithm} seed {args.seed}"
-    bar = progress_bar(args, args.rounds, args.algorithm)
+    bar = progress_bar(args, args.rounds, args.algorithm, initial=done)
+
+    # an interrupted run names the checkpoint it keeps (fedlib.cli._kept_checkpoints): any file at ckpt is now this
+    # run's (a fresh run deleted a finished run's; the first write may be interrupted right after it is made)
+    args.checkpoint_saved = ckpt is not None
 
     def on_round(t, records, elapsed):
         if bar is not None:
@@ -199,9 +229,14 @@ def run_cifar10(args: argparse.Namespace) -> int:
                                "sampling": args.sampling, "clients_per_round": args.clients_per_round}],
                              data, parts, rounds=args.rounds, width=args.width, device=device,
                              precision=args.precision, path=args.path, cuda_graph=args.cuda_graph, conv=args.conv,
-                             batch_size=args.batch_size, lr_decay=args.lr_decay, callback=on_round)
+                             batch_size=args.batch_size, lr_decay=args.lr_decay, callback=on_round,
+                             checkpoint=ckpt, checkpoint_every=every, who="--checkpoint",
+                             call_info={"git_commit": clock.git_start[0], "git_dirty": clock.git_start[1],
+                                        "command": _command(), "started_utc": _utc(clock.started)})
     except FloatingPointError as exc:
-        raise CLIError(f"run cifar10 ({name}): {exc}; nothing written") from None
+        kept = (f"no result written; checkpoint {ckpt} of the rounds before it kept" if ckpt is not None
+                and ckpt.is_file() else "nothing written")
+        raise CLIError(f"run cifar10 ({name}): {exc}; {kept}") from None
     finally:
         if bar is not None:
             bar.close()
@@ -221,9 +256,16 @@ def run_cifar10(args: argparse.Namespace) -> int:
     if args.conv != "cudnn":
         config["conv"] = args.conv
     last = history[-1]
+    resumed_from, seconds_before = res.get("resumed_from", 0), res.get("seconds_before", 0.0)
     summary = {"final_train_loss": last["train_loss"], "final_test_accuracy": last["test_accuracy"],
-               "rounds": len(history), "seconds_per_round": res["seconds"] / len(history)}
-    result = make_result(config, history, clock.provenance(device), summary=summary)
+               "rounds": len(history), "seconds_per_round": (res["seconds"] + seconds_before) / len(history)}
+    provenance = clock.provenance(device)
+    if resumed_from:  # wall_time_s is this call's; the earlier calls' training time and commands, as table1's
+        provenance["resumed"] = {"from_round": int(resumed_from), "first_started_utc": _utc(res["started"]),
+                                 "training_seconds_before": float(seconds_before),
+                                 "earlier_calls": list(res.get("calls_before", []))}
+        summary["resumed_after_round"] = int(resumed_from)
+    result = make_result(config, history, provenance, summary=summary)
     if args.out is not None:
         write_result(args.out, result)
     info(args, f"{args.algorithm}: final training loss {last['train_loss']:.4f}, test accuracy "

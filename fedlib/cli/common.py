@@ -226,8 +226,10 @@ def add_output_args(parser: argparse.ArgumentParser) -> argparse._ArgumentGroup:
     return g
 
 
-def add_checkpoint_args(parser: argparse.ArgumentParser, *, distributed: bool = False) -> argparse._ArgumentGroup:
-    """``--checkpoint-every --checkpoint --resume`` (and ``--distributed``)."""
+def add_checkpoint_args(parser: argparse.ArgumentParser, *, distributed: bool = False,
+                        more_rounds: bool = True) -> argparse._ArgumentGroup:
+    """``--checkpoint-every --checkpoint --resume`` (and ``--distributed``); ``more_rounds``: whether a resumed run
+    may have other ``--rounds`` (with a constant lr)."""
     g = parser.add_argument_group("checkpoints" + (" and processes" if distributed else ""))
     g.add_argument("--checkpoint-every", type=int_at_least(1), default=None, metavar="K",
                    help="write a checkpoint (model, server optimizer, control variates, history, config, round) "
@@ -236,8 +238,10 @@ def add_checkpoint_args(parser: argparse.ArgumentParser, *, distributed: bool = 
                    help="checkpoint file (default: <out>.ckpt)")
     g.add_argument("--resume", action="store_true",
                    help="continue from the checkpoint (refused if it was written by another configuration; "
-                        "with --lr-decay constant, --rounds may differ: a finished run continues to more "
-                        "rounds, bit for bit as one longer run)")
+                        + ("with --lr-decay constant, --rounds may differ: a finished run continues to more "
+                           "rounds, bit for bit as one longer run)" if more_rounds else
+                           "--rounds too), as the unbroken run would (bit for bit where its kernels are "
+                           "deterministic, as on the CPU)"))
     if distributed:
         g.add_argument("--distributed", action="store_true",
                        help="split the clients across torch.distributed ranks (automatic under torchrun: "

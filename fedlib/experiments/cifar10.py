@@ -324,7 +324,7 @@ def train_runs(runs: Sequence[dict], data, parts, *, rounds: int, width: float =
                batch_size: int = PAPER["batch_size"], lr_decay: str = "step",
                callback: Optional[Callable[[int, list, float], Any]] = None, checkpoint=None,
                checkpoint_every: int = 1, checkpoint_config: Optional[dict] = None,
-               save_on_stop: bool = False, call_info: Optional[dict] = None) -> dict:
+               save_on_stop: bool = False, call_info: Optional[dict] = None, who: str = "table1") -> dict:
     """Train several runs stacked in one engine.
 
     ``runs``: dicts with ``algorithm`` (a FederatedAlgorithm), ``epochs`` (``"2"``,
@@ -354,7 +354,8 @@ def train_runs(runs: Sequence[dict], data, parts, *, rounds: int, width: float =
     eager step's kernels, so a group may be resumed with or without them: each call that trained
     it is recorded in the checkpoint (``extra["calls"]``: the caller's ``call_info`` with
     ``cuda_graph`` and the ``rounds`` ``[first, end)`` it trained) and returned as
-    ``calls_before``.
+    ``calls_before``. ``who`` starts the checkpoint's error messages (the command that resumes: ``"table1"``,
+    ``"run cifar10 --resume"``).
 
     ``data`` holds the images and labels and ``parts`` the client split (one array of training-sample indices per
     client, as :func:`official_partition` returns); ``batch_size`` is :math:`B` (default 32); ``lr_decay`` is
@@ -403,12 +404,13 @@ def train_runs(runs: Sequence[dict], data, parts, *, rounds: int, width: float =
     if checkpoint is not None and Path(checkpoint).is_file():
         from ..checkpoint import check_config, load_checkpoint
 
-        doc = load_checkpoint(checkpoint, kind="table1", who="table1")
+        doc = load_checkpoint(checkpoint, kind="table1", who=who)
         # a checkpoint of an earlier commit does not say whether cuDNN's search was on: not checked then
         current = {k: v for k, v in ck_config.items() if k != "cudnn_benchmark" or k in doc["config"]}
-        check_config(checkpoint, doc["config"], current, who="table1",
+        check_config(checkpoint, doc["config"], current, who=who,
                      hint="run with the checkpoint's settings to finish that group, or delete the file to "
-                          "train it afresh")
+                          "train it afresh" if who == "table1" else "run with the checkpoint's settings to "
+                          "continue it, or start afresh with another --checkpoint (or delete the file)")
         engine.load_state_dict(doc["state"])
         histories = [list(h) for h in doc["extra"]["histories"]]
         resumed_from = engine.round_index
@@ -423,7 +425,7 @@ def train_runs(runs: Sequence[dict], data, parts, *, rounds: int, width: float =
         from ..checkpoint import save_checkpoint
 
         save_checkpoint(checkpoint, config=ck_config, round_done=round_done, state=engine.state_dict(), history=[],
-                        seed=None, kind="table1", who="table1",
+                        seed=None, kind="table1", who=who,
                         extra={"histories": histories, "seconds": seconds_before + time.perf_counter() - t0,
                                "started": started,
                                "calls": calls_before + [dict(call_info or {}, cuda_graph=bool(cuda_graph),
