@@ -13,6 +13,8 @@ import pytest
 from fedlib.cli import main
 from fedlib.data import save_leaf, synthetic
 
+from cliutil import cli_exit
+
 RUN = ["run", "synthetic", "--num-clients", "4", "--rounds", "2", "--quiet"]
 
 
@@ -363,3 +365,21 @@ def test_an_output_over_a_checkpoint_is_refused(tmp_path, capsys):
         assert f"--out {ckpt}: is a fedlib checkpoint" in err and "Traceback" not in err
         assert ckpt.read_bytes() == before
     assert main(RUN + ["--checkpoint-every", "1", "--checkpoint", str(ckpt), "--resume", "--rounds", "3"]) == 0
+
+
+@pytest.mark.parametrize("argv", [
+    ["run", "synthetic", "--rounds", "1", "--quiet", "--data="],
+    ["run", "synthetic", "--num-clients", "3", "--rounds", "1", "--quiet", "--out="],
+    ["run", "synthetic", "--num-clients", "3", "--rounds", "1", "--quiet", "--checkpoint-every", "1",
+     "--checkpoint="],
+    ["rerun", ""],
+])
+def test_an_empty_path_flag_is_refused_not_read_as_the_working_folder(leaf_dir, tmp_path, monkeypatch, capsys, argv):
+    """An empty path ('--data "$UNSET"') was Path(''), the working folder: run synthetic --data '' run from a LEAF
+    folder trained on it without a word (exit 0, config.data.source that folder), --out '' said '--out .: is a
+    folder' and rerun '' '.: cannot read'. Now the flag is named with 'an empty string' and nothing runs."""
+    monkeypatch.chdir(leaf_dir)  # a folder load_leaf reads: an empty --data would train on it
+    rc, _, err = cli_exit(argv)
+    assert rc == 2 and "must be a file or folder path, got an empty string" in err
+    flag = next((a.split("=")[0] for a in argv if a.endswith("=")), "result")
+    assert f"argument {flag}" in err

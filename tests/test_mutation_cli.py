@@ -82,8 +82,8 @@ test_cli_paths.py, test_data_leaf.py and test_mutation_distributed.py -k "data o
   sides' data checks; RD17 rerun's ``--data`` of ``type=Path`` (no '~' expansion).
 equivalent:
   * RD18 -- the replaced flag's config path (used only to name a flag ``_check_argv``'s parse refuses) as
-    'config.data.sha256': run synthetic's --data is ``user_path``, which refuses only a '~user' it cannot expand,
-    and rerun's own ``--data`` (``user_path`` too) has expanded the path before it is passed on.
+    'config.data.sha256': run synthetic's --data is ``user_path``, which refuses only an empty path or a '~user'
+    it cannot expand, and rerun's own ``--data`` (``user_path`` too) has expanded the path before it is passed on.
   * SD4 -- ``_data_by_contents`` with ``any`` for ``all`` (SY3 of 37f92d9..d2bb791): one side without a --data
     file is refused either way; only whether data.source is among the listed keys differs.
   * SD7 -- ``_by_contents`` applied to both sides when not both name a file by SHA-256: ``_by_contents`` leaves a

@@ -91,7 +91,10 @@ def unit_interval(text: str) -> float:
 
 def user_path(text: str) -> Path:
     """argparse type: a path with a leading ``~`` / ``~user`` expanded, as the shell does for a
-    separate word but not after ``--flag=`` (``--results=~/t1`` created a folder named ``~``)."""
+    separate word but not after ``--flag=`` (``--results=~/t1`` created a folder named ``~``). An empty
+    text is refused: ``Path("")`` is the working folder (``--data "$UNSET"`` trained on it)."""
+    if not text:
+        raise argparse.ArgumentTypeError("must be a file or folder path, got an empty string")
     try:
         return Path(text).expanduser()
     except RuntimeError as exc:  # ~nosuchuser
