@@ -165,7 +165,8 @@ def add_algorithm_args(parser: argparse.ArgumentParser, *, algorithm: str = "fed
     g.add_argument("--lr", type=positive_float, default=lr, help="client learning rate eta")
     g.add_argument("--lr-decay", choices=["constant", "step"], default=lr_decay,
                    help="client lr across rounds: constant, or step = /10 after 50%% and /100 after 75%% "
-                        "of the rounds")
+                        "of the rounds (each at the nearest whole round, halves up: 7 rounds decay at rounds 4 "
+                        "and 5, counted from 0)")
     g.add_argument("--mu", type=nonneg_float, default=None,
                    help="proximal coefficient mu (> 0; required by fedprox and the prox solvers, refused by "
                         "the others)")
