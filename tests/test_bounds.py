@@ -206,6 +206,18 @@ def test_theorem3_check_refuses_bad_input():
         bounds.theorem3_check(base, work, S.make_solvers(0.2), 5)
 
 
+def test_theorem3_check_refuses_a_step_schedule_for_work_by_name():
+    """theorem3_check reads each round's steps and solver numbers (work.draw, work.num_solvers): a step schedule
+    such as FixedSteps is refused as a ValueError naming ``work`` and RandomLocalWork. Before: AttributeError
+    ''FixedSteps' object has no attribute 'num_solvers''. Fixed steps as RandomLocalWork(steps, steps) still run."""
+    from fedlib.schedules import FixedSteps
+    problem = random_quadratic(2, 2, seed=0, spread=1.0)
+    with pytest.raises(ValueError, match=r"^work must be a fedlib\.schedules\.RandomLocalWork .*got FixedSteps"):
+        bounds.theorem3_check(problem, FixedSteps([1, 2]), [sgd(0.01)], 3, replicas=1)
+    row = bounds.theorem3_check(problem, RandomLocalWork([1, 2], [1, 2]), [sgd(0.01)], 3, replicas=1)
+    assert row.tau_eff.tolist() == [1.5, 1.5, 1.5]
+
+
 @pytest.mark.parametrize("seed", [0, 1])
 def test_kappa2_at_beta2_one_for_a_common_hessian_is_the_gradient_spread(seed):
     """Common H: sum_i w_i ||grad F_i||^2 - ||grad F~||^2 = sum_i w_i ||e_i - e~||^2 for every x, so

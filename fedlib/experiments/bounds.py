@@ -267,6 +267,12 @@ def theorem3_check(problem: QuadraticProblem, work: RandomLocalWork, solvers: Se
     :func:`fedlib.engines.quadratic.run_replicas`.
     """
     check_instance("problem", problem, QuadraticProblem)
+    # local work that draws steps and solver numbers: a step schedule (FixedSteps) failed as an AttributeError
+    missing = [a for a in ("draw", "num_solvers", "num_clients") if not hasattr(work, a)]
+    if missing:
+        raise ValueError(f"work must be a fedlib.schedules.RandomLocalWork (each round's steps and solver numbers), "
+                         f"got {type(work).__name__}, which has no {', '.join(missing)}; fixed steps tau_i are "
+                         "RandomLocalWork(steps, steps)")
     solvers = check_shared_lr("solvers", solvers)  # Theorem 3 has one step size eta
     if len(solvers) != work.num_solvers:
         raise ValueError(f"solvers: work draws among {work.num_solvers} solvers, got {len(solvers)}")
