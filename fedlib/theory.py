@@ -322,7 +322,9 @@ def theorem1_explicit_bound(lr: float, rounds: int, *, L: float, sigma2: float, 
     :math:`\sigma^2`: Assumption 2 (:math:`\mathbb E\|g - \nabla F_i\|^2 \le \sigma^2`),
     :math:`\beta^2 \ge 1, \kappa^2`: Assumption 3 for the weights :math:`w`.
     With :math:`\eta = \sqrt{m/(\bar\tau T)}` the four terms are those of eq. (8)
-    (:func:`theorem1_bound`) times 4, 4, 6 and 12.
+    (:func:`theorem1_bound`, the same :math:`\sigma^2, \kappa^2`) times
+    :math:`4[\widetilde F(x^{(0,0)}) - \widetilde F_{\inf}]`, :math:`4L`, :math:`6L^2` and :math:`12L^2`
+    (4, 4, 6 and 12 with :math:`L` and the initial gap 1).
 
     The extracted paper text states both conditions (App. C.4, C.6) and :math:`D`, but not the
     final display: its constants 4, 4, 6, 12 are recalled from the arXiv version (unconfirmed
