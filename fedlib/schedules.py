@@ -753,6 +753,11 @@ def expected_a_norms(schedule, solver) -> np.ndarray:
         taus = [[schedule.epochs * int(s)] for s in schedule._spe]
     elif isinstance(schedule, RandomEpochs):
         taus = [[e * int(s) for e in range(schedule.low, schedule.high + 1)] for s in schedule._spe]
+    elif isinstance(schedule, RandomLocalWork):  # its solver numbers are drawn too: E over both, with the solvers
+        raise ValueError("schedule: RandomLocalWork draws each client's solver as well as its tau_i, so one solver's "
+                         "E||a_i||_1 is not its clients'; fedlib.experiments.speedup.mean_a_norms(work, solvers) "
+                         "averages over both (and speedup.population_tau_eff(problem, work, solvers) gives "
+                         "sum_i p_i E||a_i||_1)")
     else:
         raise ValueError(f"schedule: no closed-form E||a_i||_1 for {type(schedule).__name__}: it needs the "
                          "distribution of every client's tau_i, known only for FixedSteps, RandomSteps, FixedEpochs "

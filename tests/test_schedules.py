@@ -163,6 +163,21 @@ def test_expected_a_norms_by_hand_for_every_schedule():
         expected_a_norms(FixedSteps([1]), object())
 
 
+def test_expected_a_norms_of_random_local_work_points_to_its_closed_form():
+    """RandomLocalWork draws each client's solver number as well as its tau_i, so one solver's E||a_i||_1 is not its
+    clients': expected_a_norms refuses it and names fedlib.experiments.speedup.mean_a_norms, which averages over both
+    (here two solvers, sgd and momentum 0.5, tau in 1..2: (1 + 2 + 1 + 2.5) / 4 = 1.625). Before: "no closed-form
+    E||a_i||_1 for RandomLocalWork", though speedup has one (noted by a helper's audit)."""
+    from fedlib.experiments.speedup import mean_a_norms
+    from fedlib.solvers import momentum_sgd, sgd
+
+    work = SC.RandomLocalWork([1, 1], [2, 2], num_solvers=2, seed=0)
+    with pytest.raises(ValueError, match=r"^schedule: RandomLocalWork draws each client's solver as well as its "
+                                         r"tau_i.*fedlib\.experiments\.speedup\.mean_a_norms\(work, solvers\)"):
+        SC.expected_a_norms(work, sgd(0.1))
+    np.testing.assert_allclose(mean_a_norms(work, [sgd(0.1), momentum_sgd(0.1, 0.5)]), [1.625, 1.625], rtol=1e-15)
+
+
 def test_population_tau_eff_of_a_schedule_of_your_own_says_what_it_needs():
     """A schedule of your own (local_steps(round), the contract of the engines) is refused by population_tau_eff and
     expected_a_norms with what they need (each client's tau distribution, which only the four built-in schedules
