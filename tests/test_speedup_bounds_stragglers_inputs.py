@@ -33,6 +33,24 @@ def test_local_work_for_another_number_of_clients_is_refused_by_name():
             call()
 
 
+def test_a_solver_factory_with_too_few_solvers_is_refused_by_name(setup):
+    """Every sweep that builds its solvers with solver_factory(lr) needs one solver per solver number the work draws
+    (4 in base_setup's): a factory giving one is refused naming solver_factory. Before: speedup_grid, sampling_grid
+    and sampling_bias failed inside the run as "work.draw(0): solver numbers must be in 0..0", consistency_sweep
+    said "solvers: ...", an argument it does not have (noted by a helper's audit)."""
+    from fedlib.solvers import sgd
+
+    problem, work = setup
+    one = {"solver_factory": lambda lr: [sgd(lr)]}
+    said = r"^solver_factory: work draws among 4 solvers, solver_factory\([0-9.]+\) gave 1$"
+    for call in (lambda: S.speedup_grid(problem, work, [1], [2], replicas=1, **one),
+                 lambda: S.consistency_sweep(problem, work, [1], **one),
+                 lambda: S.sampling_grid(problem, work, [1], [2], [2], **one),
+                 lambda: S.sampling_bias(problem, work, [2], [2], **one)):
+        with pytest.raises(ValueError, match=said):
+            call()
+
+
 def test_objective_gap_names_its_weights():
     problem, _ = bounds.default_setup(seed=0)
     for bad in (np.ones(8), np.r_[-1.0, 2.0, np.zeros(6)], np.ones(3) / 3):

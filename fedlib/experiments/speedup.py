@@ -178,6 +178,17 @@ def _check_work(problem: QuadraticProblem, work: RandomLocalWork) -> None:
         raise ValueError(f"work: local work for {work.num_clients} clients, the problem has {problem.num_clients}")
 
 
+def _factory_solvers(solver_factory: Callable[[float], Sequence[LocalSolver]], lr: float, work: Any) -> list:
+    """``solver_factory(lr)`` as a list, one solver per solver number ``work`` draws: a ``ValueError`` naming
+    ``solver_factory`` otherwise (the run failed inside, as "work.draw(0): solver numbers must be in 0..0")."""
+    solvers = list(solver_factory(lr))
+    n = _local_work(work).num_solvers
+    if len(solvers) != n:
+        raise ValueError(f"solver_factory: work draws among {n} solvers, solver_factory({lr:.4g}) gave "
+                         f"{len(solvers)}")
+    return solvers
+
+
 def mean_a_norms(work: RandomLocalWork, solvers: Sequence[LocalSolver]) -> np.ndarray:
     r""":math:`\mathbb E\|a_i^{(t)}\|_1` per client: the closed-form :math:`\|a\|_1` averaged over
     the client's uniform :math:`\tau` range and the uniformly drawn solvers (exact). The solvers
@@ -355,7 +366,7 @@ def consistency_sweep(problem: QuadraticProblem, work: RandomLocalWork, rounds_l
     rows = []
     for T in rounds_list:
         lr = theorem3_lr(lr_scale, problem.num_clients, tau_tilde, int(T))
-        solvers = list(solver_factory(lr))
+        solvers = _factory_solvers(solver_factory, lr, work)
         _, x_tilde = time_averaged_surrogate(problem, work, solvers)
         nova = run_replicas(problem, "fednova", solvers, work, int(T))
         avg = run_replicas(problem, "fedavg", solvers, work, int(T), surrogate=x_tilde)
@@ -425,8 +436,8 @@ def speedup_grid(problem: QuadraticProblem, work: RandomLocalWork, copies_list: 
         for T in rounds_list:
             lr = theorem3_lr(lr_scale, prob.num_clients, tau_tilde, int(T))
             for a in algorithms:
-                run = run_replicas(prob, a, list(solver_factory(lr)), w, int(T), sigma=sigma, replicas=replicas,
-                                   seed=seed)
+                run = run_replicas(prob, a, _factory_solvers(solver_factory, lr, w), w, int(T), sigma=sigma,
+                                   replicas=replicas, seed=seed)
                 per_replica = run.grad_norm2[:-1].mean(axis=0)
                 err = float(per_replica.std(ddof=1) / math.sqrt(replicas)) if replicas > 1 else float("nan")
                 rows.append(SpeedupRow(a, prob.num_clients, int(T), run.mean_local_steps, lr,
@@ -539,7 +550,7 @@ def sampling_grid(problem: QuadraticProblem, work: RandomLocalWork, copies_list:
             q_eff = effective_participants(scheme, prob.p, q)
             for T in rounds_list:
                 lr = theorem3_lr(lr_scale, int(q), tau_expected, int(T))
-                solvers = list(solver_factory(lr))
+                solvers = _factory_solvers(solver_factory, lr, work)
                 fixed = _replica_tau_eff(tau_eff, population_tau_eff(prob, w, solvers) if tau_eff == "population"
                                          else None)
                 per_seed, taus = [], []
@@ -690,7 +701,7 @@ def sampling_bias(problem: QuadraticProblem, work: RandomLocalWork, clients_per_
     for q in clients_per_round:
         for T in rounds_list:
             lr = theorem3_lr(lr_scale, int(q), tau_tilde, int(T))
-            solvers = list(solver_factory(lr))
+            solvers = _factory_solvers(solver_factory, lr, work)
             a_mean = mean_a_norms(work, solvers)
             fixed = float(problem.p @ a_mean)  # population_tau_eff
             for choice in tau_effs:
