@@ -744,7 +744,8 @@ class TwoClientExample(NamedTuple):
 
 
 def two_client_lower_bound(tau1: int, tau2: int, a: float = 1.0) -> TwoClientExample:
-    r"""Two clients, :math:`F_1 = \frac12(x-a)^2`, :math:`F_2 = \frac12(x+a)^2`, :math:`p = (\frac12, \frac12)`,
+    r"""Two clients, :math:`F_1 = \frac12(x-a)^2`, :math:`F_2 = \frac12(x+a)^2` (the paper's text writes
+    :math:`\frac12(w+a)^2`, a typo for :math:`x`), :math:`p = (\frac12, \frac12)`,
     FedAvg with :math:`\tau_1, \tau_2` local GD steps as :math:`\eta \to 0` (App. D.1).
 
     :math:`w_i = \tau_i/(\tau_1+\tau_2)`, :math:`\chi^2_{p\|w} = (\tau_2-\tau_1)^2/(4\tau_1\tau_2)`
