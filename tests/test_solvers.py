@@ -1138,6 +1138,23 @@ def test_a_local_solver_built_directly_is_named_by_its_fields():
     assert S.LocalSolver(0.1, momentum=0.9, name="heavy ball").name == "heavy ball"
 
 
+@pytest.mark.parametrize("mu, tau", [(5e-4, 10 ** 5), (2e-6, 10 ** 5), (2e-9, 10 ** 6)])
+def test_momentum_prox_a_norm_beyond_2_16_steps_divides_by_the_exact_q_minus_rho(mu, tau):
+    """Momentum + prox beyond 2**16 local steps: a_norm's closed form
+    [q(1 - q^tau)/alpha - rho(1 - rho^tau)/(1 - rho)] / (q - rho) divides by q - rho = 1 - alpha - rho rounded once, so
+    at rho = 0.985 (|q - rho| >= 1e-2: no sum) it is within 5e-16 relative of mpmath's sum at 50 digits. Before, the
+    divisor was the rounded q = 1 - alpha minus rho, whose rounding error e of q (up to 5.5e-17) left a relative error
+    of about e * rho / |q - rho|: 3.8e-15, 3.6e-15 and 3.6e-15 at these three cases."""
+    mpmath = pytest.importorskip("mpmath")
+    rho = 0.985
+    solver = S.momentum_proximal_sgd(1.0, rho, mu)
+    with mpmath.workdps(50):
+        q, r = 1 - mpmath.mpf(solver.alpha), mpmath.mpf(rho)
+        exact = (q * (1 - q ** tau) / (1 - q) - r * (1 - r ** tau) / (1 - r)) / (q - r)
+    assert tau > 2 ** 16 and abs(1 - solver.alpha - rho) >= 1e-2
+    assert solver.a_norm(tau) == pytest.approx(float(exact), rel=5e-16, abs=0.0)
+
+
 def test_decayed_sgd_names_a_decay_factor_that_underflows():
     """gamma = 1/2 and 10**4 local steps: gamma**1075 is 0.0 in float64, and the message blamed the schedule the
     library built itself ('lr_schedule(1075) must be a finite factor > 0, got 0.0'). Step 1074's factor is still
