@@ -31,6 +31,16 @@ integers, no bools, no tensors) (pass described in tests/README.md, Mutation pas
   ints only (numpy integers refused); I6 the pair returned as given, not int(); I7 any ``__index__`` taken (a
   tensor's entries, a device read); I8 one int read as (p, 0). killed by the suite: I1, I3-I5, I7, I8. killed here:
   I6. equivalent: I2 (np.True_ is no int nor np.integer, so the isinstance refuses it anyway).
+
+Mutants of 38cf0bd..f929b39 (fedlib/engines/augment.py, d0c8dde: normalize's mean and std as sequences, their
+shapes checked) (pass described in tests/README.md, Mutation passes):
+  NZ1 mean and std not put on the images' device; NZ2 not in ``dtype``; NZ3 0-d images' ``shape[-1]`` read; NZ4 the
+  ``ndim != 1`` test dropped; NZ5 ``shape[0]`` -> ``numel()``; NZ6 ``or`` -> ``and``; NZ7 std unchecked; NZ8
+  torch.tensor (a copy, with a warning) for torch.as_tensor; NZ9 divided before subtracted; NZ10 ``ndim != 1`` ->
+  ``ndim > 1``. killed by the suite: NZ2, NZ6, NZ7, NZ9. killed here: NZ3, NZ4, NZ8, NZ10. equivalent: NZ5 (with
+  ``ndim == 1`` checked first, ``numel()`` is ``shape[0]``). left alive without a test: NZ1 (on the CPU the device
+  is the images' anyway, and the meta device takes a CPU operand; only a CUDA run, not available to the pass, tells
+  it apart).
 """
 from __future__ import annotations
 
@@ -342,3 +352,42 @@ def test_stacked_conv2d_takes_small_numpy_integer_paddings_on_a_tall_input(paddi
     y = stacked_conv2d(x, w, None, padding)
     assert y.shape == (1, 1, 130, 4, 2)  # H' = 130 + 2*1 - 3 + 1
     assert torch.equal(y, stacked_conv2d(x, w, None, 1))
+
+
+# ----------------------------------------------------- normalize's mean and std: mutants of 38cf0bd..f929b39 (d0c8dde)
+def test_normalize_names_a_mean_or_std_that_is_not_one_number_per_channel():
+    """normalize's mean and std must each be one number per channel, a 1-d sequence or tensor of the images' last
+    axis' length, and anything else is a ValueError naming it: a (3, 1) mean (which broadcast the (1, 2, 1, 3) images
+    into (1, 2, 3, 3) without a word), a number, a 0-d tensor std (one number for every channel), and 0-d
+    images, which have no channel axis. Mutants of 38cf0bd..f929b39: NZ4 (``v.ndim != 1`` dropped), NZ10 (``v.ndim !=
+    1`` -> ``v.ndim > 1``: a 0-d mean's ``shape[0]`` an IndexError), NZ3 (0-d images' ``shape[-1]`` an
+    IndexError)."""
+    from fedlib.data.cifar10 import CIFAR10_MEAN, CIFAR10_STD
+
+    imgs = _images((1, 2, 1, 3))
+    with pytest.raises(ValueError, match=r"^mean must hold one number per channel \(3, the images' last axis\), got "
+                                         r"shape \(3, 1\)$"):
+        normalize(imgs, torch.tensor(CIFAR10_MEAN).reshape(3, 1), CIFAR10_STD)
+    with pytest.raises(ValueError, match=r"^mean must hold one number per channel \(3, .*got shape \(\)$"):
+        normalize(imgs, 0.5, CIFAR10_STD)
+    with pytest.raises(ValueError, match=r"^std must hold one number per channel \(3, .*got shape \(\)$"):
+        normalize(imgs, CIFAR10_MEAN, torch.tensor(0.25))
+    with pytest.raises(ValueError, match=r"^mean must hold one number per channel "):
+        normalize(torch.tensor(7, dtype=torch.uint8), CIFAR10_MEAN, CIFAR10_STD)
+
+
+def test_normalize_uses_a_tensor_of_its_dtype_as_it_is():
+    """A mean and std given as tensors of the result's dtype are used as they are (torch.as_tensor: no copy, no
+    warning), with the numbers of (x / 255 - mean) / std: pixel 51 in every channel of a mean (0.1, 0.2, 0.3) and
+    std (0.5, 0.25, 0.125), float64: (0.2 - mean) / std = (0.2, 0.0, -0.8). Mutant NZ8 of 38cf0bd..f929b39
+    (torch.tensor for torch.as_tensor: a copy, with torch's "To copy construct from a tensor, it is recommended to
+    use sourceTensor.clone().detach()" UserWarning on every call)."""
+    import warnings
+
+    mean = torch.tensor([0.1, 0.2, 0.3], dtype=torch.float64)
+    std = torch.tensor([0.5, 0.25, 0.125], dtype=torch.float64)
+    imgs = torch.full((1, 1, 1, 3), 51, dtype=torch.uint8)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        got = normalize(imgs, mean, std, torch.float64)
+    assert got.dtype == torch.float64 and got.reshape(-1).tolist() == pytest.approx([0.2, 0.0, -0.8], abs=1e-15)

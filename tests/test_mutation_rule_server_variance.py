@@ -48,6 +48,15 @@ fednova_weights checks local_steps whenever given) (pass described in tests/READ
   size_of 'a_norms'; FW6 checked, but the unchecked value passed on; FW7 checked only with a tau_eff given.
   killed by the suite: FW1-FW5, FW7. equivalent: FW6 (_tau_eff_value reads local_steps under tau_eff='local_steps'
   only, where it checks it again with the same check_local_steps; the other policies do not read it).
+
+Mutants of 38cf0bd..f929b39 (fedlib/variance.py, b5da37b: control_variates' VRLSGD mean of the stack's kind;
+8b6e1f5: _stack_zeros keeping a 0-d leaf's dtype) (pass described in tests/README.md, Mutation passes):
+  CV1 ``np.zeros_like(x[0])`` again; CV2 zeros of the whole stack; CV3 a float64 mean for a torch stack; CV4
+  ``np.result_type(x, np.float64)`` for 0-d leaves again; CV5 ``np.result_type(x.dtype, np.float32)``; CV6 float64
+  for every numpy leaf; CV7 ``kind == "vrlsgd"`` -> ``kind != "scaffold"``; CV8 the mean on the CPU. killed by the
+  suite: CV1, CV2, CV4, CV6. killed here: CV3, CV5. equivalent: CV7 (check_choice leaves only "scaffold" and
+  "vrlsgd"). left alive without a test: CV8 (on the CPU it is the stack's device; a meta stack is refused by the
+  finiteness check first; only a CUDA run, not available to the pass, tells it apart).
 """
 from __future__ import annotations
 
@@ -438,3 +447,31 @@ def test_make_server_optimizer_refuses_beta_it_would_ignore():
     np.testing.assert_allclose(_two_rounds(SV.make_server_optimizer("momentum", beta=None))[1], [0.72, 2.86], atol=1e-14)
     np.testing.assert_allclose(_two_rounds(SV.make_server_optimizer("momentum", beta=0.0))[1],
                                _two_rounds(SV.make_server_optimizer("plain"))[1], atol=1e-14)
+
+
+# ------------------------------------------- the variates' dtypes: mutants of 38cf0bd..f929b39 (b5da37b, 8b6e1f5)
+def test_vrlsgd_mean_of_a_float32_torch_stack_is_float32_zeros():
+    """control_variates(stack, p, kind="vrlsgd") makes c_bar = 0 of the stack's kind, dtype and device (b5da37b): a
+    float32 torch stack c = (3, -1) gets a float32 tensor mean of zeros (as SCAFFOLD's p-weighted mean, 1, is float32
+    too), and the corrections c_bar - c_i = (-3, 1) stay float32. Mutant CV3 of 38cf0bd..f929b39 (a float64 mean for
+    a torch stack)."""
+    c = torch.tensor([[3.0], [-1.0]], dtype=torch.float32)
+    vr = V.control_variates(c, [0.5, 0.5], kind="vrlsgd")
+    assert isinstance(vr.mean, torch.Tensor) and vr.mean.dtype == torch.float32 and vr.mean.tolist() == [0.0]
+    assert [V.correction(vr, i).dtype for i in range(2)] == [torch.float32] * 2
+    assert [V.correction(vr, i).item() for i in range(2)] == [-3.0, 1.0]
+    scaffold = V.control_variates(c, [0.5, 0.5])
+    assert scaffold.mean.dtype == torch.float32 and scaffold.mean.tolist() == [1.0]
+
+
+def test_init_control_variates_keep_a_float16_and_a_complex64_leaf_s_dtype():
+    """init_control_variates gives every floating leaf variates of its own dtype, 0-d leaves too (8b6e1f5): float16
+    stays float16 (n-d and 0-d), complex64 complex64; integer and Python-number leaves get float64. Mutant CV5 of
+    38cf0bd..f929b39 (``np.result_type(x.dtype, np.float32)``: float16 leaves' variates float32)."""
+    params = {"w": np.zeros(2, np.float16), "b": np.zeros((), np.float16), "z": np.zeros((), np.complex64),
+              "k": np.zeros(2, np.int32), "s": 0.0}
+    state = V.init_control_variates(params, num_clients=3)
+    kinds = {n: (state.client[n].dtype, state.client[n].shape, state.mean[n].dtype) for n in params}
+    assert kinds == {"w": (np.float16, (3, 2), np.float16), "b": (np.float16, (3,), np.float16),
+                     "z": (np.complex64, (3,), np.complex64), "k": (np.float64, (3, 2), np.float64),
+                     "s": (np.float64, (3,), np.float64)}

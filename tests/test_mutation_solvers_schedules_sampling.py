@@ -144,6 +144,30 @@ tests/test_mutation_batched_reference.py) (pass described in tests/README.md, Mu
   probed for ``solver``; RL13 ``lr = base.lr``; RL14 check_own_step uncached (every round probes again). (No RL7:
   dropped before the run, RL5 again.)
   killed by the suite: RL1, RL4, RL8, RL10-RL13. killed here: RL2, RL3, RL5, RL6, RL9, RL14.
+
+Mutants of 38cf0bd..f929b39 (fedlib/solvers.py, a93ab87 and 6b52af3: _momentum_prox_a_vector, a_norm's sum of the
+exact a_i up to _SUMMED_A_NORM_STEPS; fedlib/sampling.py, 3e648f6: _check_rng; fedlib/schedules.py, f929b39:
+RandomSteps' seed) (pass described in tests/README.md, Mutation passes):
+  MP1 ``alpha >= 1`` -> ``> 1``; MP2 q - rho from the rounded q (no fsum); MP3 ``q_minus_rho >= 0`` -> ``> 0``; MP4
+  the two (b^n, b) swapped; MP5 the ratio over q; MP6 ``n * b^n`` at q = rho; MP7 ``ratio >= 1`` -> ``> 1``; MP8
+  ``out[n == 0] = 1.0`` dropped; MP9 ``out[-1] = 1.0``; MP10 expm1(n L); MP11 numpy's expm1 in the denominator; MP12
+  b^n as the rounded q ** n; MP13 log(1 - ratio); MP14 ``tau <= 2**16`` -> ``<``; MP15 the tau clause dropped; MP16
+  the threshold 2**4; MP17 ``tau > 2**16``; MP18 the ``|q - rho| < 1e-2`` clause dropped; MP19 ``or`` -> ``and``;
+  MP20 at f929b39 the closed form divided by math.fsum((1, -alpha, -rho)), after bd0212b by the rounded q - rho
+  again; MP21 n reversed; MP22 the threshold 2**20; MP23 the q = rho branch dropped. RC1 ``callable(getattr(rng,
+  "choice", None))`` -> ``hasattr``; RC2, RC3 the check dropped from either sampler; RC4 Generators only; RC5 the
+  message's repr for the type name. RS1 the seed check dropped; RS2 checked, not stored; RS3 minimum 1; RS4
+  check_count (2.0 taken); RS5 minimum -1.
+  killed by the suite: MP2, MP4-MP6, MP10, MP12, MP13, MP15, MP17, MP19, MP21, MP23, RC2-RC5, RS1-RS5. killed here:
+  MP7, MP8, MP14, MP16, MP18, RC1; MP20 by the test of its fix (bd0212b), tests/test_solvers.py::
+  test_momentum_prox_a_norm_beyond_2_16_steps_divides_by_the_exact_q_minus_rho (at f929b39 it survived as the more
+  accurate divisor beyond 2**16 steps: 2.5e-15 where the rounded q - rho gave 5.5e-15 on 3,000 random draws). equivalent: MP1 (alpha = 1 is the only
+  alpha it moves, lr * mu > 1 being refused, and there fsum gives q - rho = -rho, so the ratio is 1 and its branch
+  returns rho ** n too), MP3 (fsum's q - rho is 0 only where 1 - alpha = rho exactly, so q = rho and
+  _one_minus_alpha_pow is q ** n = rho ** n), MP9 (a_vector, the one caller, passes n = tau - 1, ..., 0: n == 0 is
+  the last entry), MP11 (numpy's and math's expm1 of the same number differ by at most an ulp: the entries move by a
+  unit of rounding, within the documented few, and p_0 is set to 1 either way), MP22 (sums up to 2**20 steps: the
+  same values to the documented accuracy, the sum the closer; only the cost, O(tau) for O(1), differs).
 """
 from __future__ import annotations
 
@@ -904,3 +928,72 @@ def test_check_round_lr_probes_another_lr_strictly_inside_its_bounds_with_the_co
     with pytest.raises(ValueError, match=r"^algorithm\.solver\.with_lr\(0\.05\) \(round 3's lr\): _CorrectionAtItsOwnLr "
                                          r"is given a control-variate correction .* gives -0\.1, not -0\.05"):
         OwnStepChecks().check_round_lr(base, base.with_lr(0.05), 3, correction=True)
+
+
+# ------------------------------------------------- mutants of 38cf0bd..f929b39 (fedlib/solvers.py, fedlib/sampling.py)
+def test_momentum_prox_a_vector_ends_in_one_and_takes_a_momentum_below_the_rounding_of_one_minus_alpha():
+    """Momentum + prox, rho = 1/2, alpha = lr * mu = 1/4 (q = 3/4): p_n = (q^(n+1) - rho^(n+1)) / (q - rho), so
+    a = (p_2, p_1, p_0) = (1.1875, 1.25, 1) and a_norm = 3.4375, all dyadic. There numpy's and math's expm1 of
+    L = log1p(-1/3) differ in the last bit, and p_0 = expm1(L) / expm1(L) is 1 - 2**-53 unless set: the last entry
+    is exactly 1 (the last step's gradient enters once, at the full step). rho = 1e-300, alpha = 1/2: 1 - alpha - rho
+    rounds to 1/2 = q, so rho / q is below q's rounding (log1p(-1) would be a domain error) and p_n = q^n (1 + 2 rho /
+    q + ...) rounds to 2**-n: a = (1/8, 1/4, 1/2, 1), a_norm 1.875. Mutants of 38cf0bd..f929b39: MP8 (``out[n == 0]
+    = 1.0`` dropped), MP7 (``ratio >= 1.0`` -> ``ratio > 1.0``)."""
+    solver = LocalSolver(lr=1.0, momentum=0.5, mu=0.25)
+    a = solver.a_vector(3)
+    assert a[-1] == 1.0
+    assert a.tolist() == pytest.approx([1.1875, 1.25, 1.0], rel=4.5e-16, abs=0.0)
+    assert solver.a_norm(3) == 3.4375
+    tiny = LocalSolver(lr=1.0, momentum=1e-300, mu=0.5)
+    assert tiny.a_vector(4).tolist() == [0.125, 0.25, 0.5, 1.0]
+    assert tiny.a_norm(4) == 1.875
+
+
+def test_momentum_prox_a_norm_sums_the_exact_vector_up_to_2_16_steps_and_where_q_is_near_rho():
+    """Momentum + prox: up to 2**16 local steps, and beyond where |q - rho| = |1 - alpha - rho| < 1e-2, a_norm is the
+    sum of the exact a_i: within 4e-16 relative of mpmath at 50 digits (the note of _SUMMED_A_NORM_STEPS: 4.0e-16 at
+    most), where the closed form [q(1 - q^tau)/alpha - rho(1 - rho^tau)/(1 - rho)] / (q - rho), a difference of two
+    sums, is 1.5e-15 off at rho = 0.89, alpha = 0.1 (q - rho = 0.01 + 9e-18), tau = 20, and 1.0e-15 at tau = 2**16
+    (the sums: 4.9e-17, 6.2e-17). At q = rho = 1/2 and 2**16 + 1 steps, a_norm = sum_n (n + 1) 2**-n = 4 - (tau + 2)
+    2**(1 - tau), 4.0 in float64, where the closed form divides by q - rho = 0. Mutants of 38cf0bd..f929b39: MP14
+    (``tau <= 2**16`` -> ``<``), MP16 (the threshold 2**4), MP18 (the ``|q - rho| < 1e-2`` clause dropped)."""
+    mpmath = pytest.importorskip("mpmath")
+    solver = LocalSolver(lr=1.0, momentum=0.89, mu=0.1)
+    assert abs((1.0 - solver.alpha) - 0.89) >= 1e-2  # the closed form's side of a_norm's first test
+    for tau in (20, 2 ** 16):
+        with mpmath.workdps(50):
+            q, r = 1 - mpmath.mpf(solver.alpha), mpmath.mpf(0.89)
+            exact = (q * (1 - q ** tau) / (1 - q) - r * (1 - r ** tau) / (1 - r)) / (q - r)
+        assert solver.a_norm(tau) == pytest.approx(float(exact), rel=4e-16, abs=0.0), tau
+    assert LocalSolver(lr=1.0, momentum=0.5, mu=0.5).a_norm(2 ** 16 + 1) == 4.0
+
+
+class _ChoiceOfInt:
+    """An rng whose ``choice`` is an attribute, not a method."""
+    choice = 3
+
+
+class _Drawing:
+    """An rng of its own: draws with a Generator's ``choice``."""
+
+    def __init__(self, seed):
+        self._g = np.random.default_rng(seed)
+
+    def choice(self, *args, **kwargs):
+        return self._g.choice(*args, **kwargs)
+
+
+@pytest.mark.parametrize("scheme", ["with-replacement", "uniform"])
+def test_an_rng_whose_choice_cannot_be_called_is_refused_by_name(scheme):
+    """sample_with_replacement / sample_uniform_without_replacement take an rng that draws by a ``choice`` method (a
+    Generator, or an object of one's own with a callable ``choice``, which draws as the Generator it wraps) and refuse
+    one whose ``choice`` is no method by name, not with "'int' object is not callable" inside the draw. Mutant RC1 of
+    38cf0bd..f929b39 (``callable(getattr(rng, "choice", None))`` -> ``hasattr(rng, "choice")``)."""
+    from fedlib.sampling import sample_uniform_without_replacement, sample_with_replacement
+
+    sampler = sample_with_replacement if scheme == "with-replacement" else sample_uniform_without_replacement
+    p = [0.1, 0.2, 0.3, 0.4]
+    with pytest.raises(ValueError, match=r"^rng must be a numpy random Generator .*got _ChoiceOfInt$"):
+        sampler(p, 2, _ChoiceOfInt())
+    own, plain = sampler(p, 2, _Drawing(7)), sampler(p, 2, np.random.default_rng(7))
+    assert np.array_equal(own.clients, plain.clients) and np.array_equal(own.weights, plain.weights)

@@ -87,6 +87,17 @@ in tests/README.md, Mutation passes):
   ``named_parameters(recurse=False)``; GH10 ``hooked[-3:]``. killed by the suite: GH1, GH2, GH4, GH5, GH6, GH9. killed
   here: GH3, GH10 (four hooked parameters) and GH7, GH8 (hooks removed with handle.remove(), as the message says:
   torch leaves an empty dict, not None).
+
+Mutants of 38cf0bd..f929b39 (fedlib/engines/stacked.py, 8640fc5: evaluate's _eval_models; 5be3425: train's rounds
+left) (pass described in tests/README.md, Mutation passes):
+  SE1 ``n > left`` -> ``>=``; SE2 the rounds-left check dropped; SE3 left = rounds (round_index ignored); SE4 the
+  message's left by n; SE5 only a Mapping refused as one model (not an nn.Module); SE6 list(params)'s TypeError not
+  caught; SE7 the empty-list refusal dropped; SE8 modules not read as their named_parameters; SE9 an entry not a
+  mapping unrefused; SE10 only missing names refused (extra ones taken); SE11 only the missing names listed; SE12
+  arrays given to torch.as_tensor unmade readable (negative strides); SE13 the number of axes compared, not the
+  shape; SE14 ``params[0]`` named for every model; SE15 the model's own mapping kept, not the tensors; SE16
+  ``list(params)`` again; SE17 the number of entries compared, not the shape; SE18 one differing name listed.
+  killed by the suite: SE1-SE4, SE7, SE8, SE13, SE15, SE16. killed here: SE5, SE6, SE9-SE12, SE14, SE17, SE18.
 """
 from __future__ import annotations
 
@@ -743,3 +754,63 @@ def test_gradient_hooks_removed_as_the_message_says_leave_the_model_accepted(pat
     engine = _hooked_engine(model, path)
     engine.train()
     assert max_relative_difference(engine.params(0), ref.state.params) < 1e-12
+
+
+# --------------------------------- evaluate's check of the models it is given: mutants of 38cf0bd..f929b39 (8640fc5)
+def _two_client_engine():
+    data, model = _Data(), _net(seed=1).double()
+    run = RunSpec(make_algorithm("fedavg", sgd(0.05)), [np.arange(12), np.arange(12, 24)], FixedSteps([1, 1]))
+    return StackedEngine(model, data, [run], rounds=1, path="vmap", dtype=torch.float64, batch_size=4,
+                         augment=False), model, data
+
+
+def test_evaluate_refuses_by_name_what_is_not_a_list_of_the_model_s_models():
+    """evaluate(params) names what is wrong with params (8640fc5's docstring: a list of models, each a mapping name
+    -> tensor or an nn.Module with the model's parameter names and shapes, a ValueError naming params[r] otherwise):
+    the model itself (an nn.Sequential, iterable over its layers) is one model not in a list; an int is no list; an
+    int in the list is no model; names the model lacks are named too, with the missing ones, the first five in order;
+    a transposed weight (its number of entries the model's) is the wrong shape, named in the second model. Mutants of
+    38cf0bd..f929b39: SE5 (only a Mapping refused as one model), SE6 (no TypeError caught: list(5)'s own error), SE9
+    (an entry not a mapping unrefused: sorted(5)'s TypeError), SE10 (only missing names refused), SE11 (only the
+    missing names listed), SE18 (one name listed), SE14 (params[0] named for the second model), SE17 (the number of
+    entries compared, not the shape: copy_'s RuntimeError)."""
+    engine, model, _ = _two_client_engine()
+    own = {n: t.detach().clone() for n, t in model.named_parameters()}
+    assert sorted(own) == ["0.bias", "0.weight", "4.bias", "4.weight"] and own["4.weight"].shape == (3, 36)
+    with pytest.raises(ValueError, match=r"^params must be a list of models \(one mapping name -> tensor each\), got a "
+                                         r"Sequential; one model: \[params\]$"):
+        engine.evaluate(model)
+    with pytest.raises(ValueError, match=r"^params must be a list of models, got an int$"):
+        engine.evaluate(5)
+    with pytest.raises(ValueError, match=r"^params\[1\] must be a mapping name -> tensor or an nn\.Module, got an "
+                                         r"int$"):
+        engine.evaluate([own, 5])
+    with pytest.raises(ValueError, match=r"^params\[0\]: parameter names differ from the model's: \['extra'\]$"):
+        engine.evaluate([dict(own, extra=own["4.bias"])])
+    renamed = {"0.weight": own["0.weight"], "0.bias": own["0.bias"], "a": own["4.weight"], "b": own["4.bias"]}
+    with pytest.raises(ValueError, match=r"^params\[0\]: parameter names differ from the model's: \['4\.bias', "
+                                         r"'4\.weight', 'a', 'b'\]$"):
+        engine.evaluate([renamed])
+    with pytest.raises(ValueError, match=r"^params\[1\]: parameter '4\.weight' has shape \(36, 3\), the model's is "
+                                         r"\(3, 36\)$"):
+        engine.evaluate([own, dict(own, **{"4.weight": own["4.weight"].T.contiguous()})])
+
+
+def test_evaluate_takes_numpy_arrays_with_negative_strides():
+    """A model given as numpy arrays that are reversed views (negative strides, which torch.as_tensor refuses with
+    "At least one stride in the given numpy array is negative") is evaluated with their numbers: the accuracy and mean
+    loss of the plain model on the normalised test images, computed here (the stack's model, the same numbers as
+    tensors, gives them too). Mutant SE12 of 38cf0bd..f929b39 (the arrays given to torch.as_tensor as they are)."""
+    from fedlib.data.cifar10 import CIFAR10_MEAN, CIFAR10_STD
+
+    engine, model, data = _two_client_engine()
+    reversed_views = {n: np.ascontiguousarray(t.detach().numpy()[::-1])[::-1] for n, t in model.named_parameters()}
+    assert all(v.strides[0] < 0 for v in reversed_views.values())
+    acc, loss = engine.evaluate([reversed_views])
+    x = torch.as_tensor(data.test_images).double() / 255.0
+    x = (x - torch.tensor(CIFAR10_MEAN, dtype=torch.float64)) / torch.tensor(CIFAR10_STD, dtype=torch.float64)
+    y = torch.as_tensor(data.test_labels)
+    with torch.no_grad():
+        logits = model(x.permute(0, 3, 1, 2))
+    assert acc[0] == float((logits.argmax(1) == y).double().mean())
+    assert loss[0] == pytest.approx(float(torch.nn.functional.cross_entropy(logits, y)), rel=1e-12)
