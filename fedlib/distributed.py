@@ -385,7 +385,7 @@ def _stop_entry(gathered: dict):
 
 def _raise_if_stopped(gathered: list) -> None:
     """:class:`RankStopped` if a rank's entry of a gather says it stopped (``_stop_round``)."""
-    stops = [(r, *_stop_entry(g)) for r, g in enumerate(gathered) if _stop_entry(g) is not None]
+    stops = [(r, *entry) for r, entry in enumerate(map(_stop_entry, gathered)) if entry is not None]
     if stops:
         raise RankStopped(stops)
 
