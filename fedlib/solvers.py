@@ -223,8 +223,6 @@ class LocalSolver:
     name: Optional[str] = None
 
     def __post_init__(self):
-        if self.name is None:  # was "sgd" whatever the fields: LocalSolver(lr, momentum=0.9) was labelled sgd
-            object.__setattr__(self, "name", _default_name(self))
         # stored as Python floats: a numpy float64 (np.logspace's lr, say) turned a float32 numpy model's step, and so
         # its Delta_i and the global model, into float64 without a word (NumPy 2 keeps a numpy scalar's dtype)
         object.__setattr__(self, "lr", check_positive("lr", self.lr))
@@ -235,6 +233,10 @@ class LocalSolver:
             raise ValueError(f"lr_schedule must be callable k -> factor, got {self.lr_schedule!r}")
         if self.lr_schedule is None and self.lr * self.mu > 1.0 + 1e-12:
             raise ValueError(f"mu: lr*mu must be <= 1 for a proximal step, got lr*mu = {self.lr * self.mu!r}")
+        # named from the checked fields (was "sgd" whatever the fields); named before the checks, momentum="0.9" or
+        # None failed as a TypeError ('>' between str and int), not the ValueError naming momentum
+        if self.name is None:
+            object.__setattr__(self, "name", _default_name(self))
 
     # ------------------------------------------------------------------ helpers
     @property

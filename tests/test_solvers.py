@@ -1138,6 +1138,23 @@ def test_a_local_solver_built_directly_is_named_by_its_fields():
     assert S.LocalSolver(0.1, momentum=0.9, name="heavy ball").name == "heavy ball"
 
 
+@pytest.mark.parametrize("field, value, message", [
+    ("momentum", "0.9", r"^momentum must lie in \[0\.0, 1\.0\), got '0\.9'$"),
+    ("momentum", None, r"^momentum must lie in \[0\.0, 1\.0\), got None$"),
+    ("momentum", [0.5], r"^momentum must lie in \[0\.0, 1\.0\), got \[0\.5\]$"),
+    ("mu", "1", r"^mu must be a finite number >= 0, got '1'$"),
+    ("mu", None, r"^mu must be a finite number >= 0, got None$"),
+])
+def test_a_local_solver_without_a_name_checks_its_fields_before_naming_itself(field, value, message):
+    """LocalSolver(0.1, momentum="0.9") (or None, a list; mu "1" or None) without a name is the ValueError naming the
+    field, as with a name given. Before: the default name was worked out from the unchecked fields first, and
+    failed as TypeError "'>' not supported between instances of 'str' and 'int'" (found in the f929b39..780545c
+    mutation pass, reading LN*)."""
+    for name in (None, "given"):
+        with pytest.raises(ValueError, match=message):
+            S.LocalSolver(0.1, name=name, **{field: value})
+
+
 @pytest.mark.parametrize("mu, tau", [(5e-4, 10 ** 5), (2e-6, 10 ** 5), (2e-9, 10 ** 6)])
 def test_momentum_prox_a_norm_beyond_2_16_steps_divides_by_the_exact_q_minus_rho(mu, tau):
     """Momentum + prox beyond 2**16 local steps: a_norm's closed form
