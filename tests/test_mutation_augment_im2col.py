@@ -41,6 +41,13 @@ shapes checked) (pass described in tests/README.md, Mutation passes):
   ``ndim == 1`` checked first, ``numel()`` is ``shape[0]``). left alive without a test: NZ1 (on the CPU the device
   is the images' anyway, and the meta device takes a CPU operand; only a CUDA run, not available to the pass, tells
   it apart).
+
+Mutants of f929b39..780545c (fedlib/engines/augment.py, d859990: seeded_dropout_mask's _check_integer_tensor)
+(pass described in tests/README.md, Mutation passes):
+  DR1 the tensor test dropped; DR2 the floating test dropped; DR3 the complex test dropped; DR4 the bool test
+  dropped; DR5 a step tensor unchecked; DR6 keys unchecked; DR7 the message's type name for a tensor's dtype; DR8 the
+  step named "keys"; DR9 every dtype but int64 refused; DR10 a step tensor checked only for a floating dtype. killed
+  by the suite: DR1, DR2, DR4-DR8. killed here: DR3, DR9, DR10.
 """
 from __future__ import annotations
 
@@ -391,3 +398,27 @@ def test_normalize_uses_a_tensor_of_its_dtype_as_it_is():
         warnings.simplefilter("error")
         got = normalize(imgs, mean, std, torch.float64)
     assert got.dtype == torch.float64 and got.reshape(-1).tolist() == pytest.approx([0.2, 0.0, -0.8], abs=1e-15)
+
+
+# ------------------------------- seeded_dropout_mask's key and step dtypes: mutants of f929b39..780545c (d859990)
+def test_seeded_dropout_mask_takes_every_integer_dtype_and_refuses_complex_and_bool_tensors():
+    """Keys and a step tensor of any integer dtype (int32 keys, an int16 or uint8 step) give the documented hash of
+    their values, as int64 ones do; complex keys or step (cast to int64 they lost their imaginary part) and a bool
+    step tensor are refused by their dtype, as float and bool keys are. Mutants of f929b39..780545c: DR3 (complex
+    dtypes let through), DR9 (every dtype but int64 refused), DR10 (a step tensor checked only for a floating
+    dtype)."""
+    keys, shape, p = [5, 123457, 2 ** 31 - 1], (2, 3), 0.5
+    threshold = round(p * 2 ** 24)
+    want = torch.tensor([[(_hash(k, 3, 1, q) >> 8) >= threshold for q in range(6)] for k in keys]).view(3, *shape)
+    for k_dtype, step in ((torch.int32, 3), (torch.int64, torch.tensor(3, dtype=torch.int16)),
+                          (torch.int32, torch.tensor(3, dtype=torch.uint8))):
+        m = seeded_dropout_mask(torch.tensor(keys, dtype=k_dtype), step, 1, shape, p, torch.float64)
+        assert torch.equal(m != 0, want), (k_dtype, step)
+    for bad_keys, bad_step, said in ((torch.tensor([2 + 1j]), 3, "keys must be an integer tensor .*got a "
+                                      r"torch\.complex64 tensor$"),
+                                     (torch.tensor([2]), torch.tensor(3 + 0j), r"^step must be an integer tensor .*got "
+                                      r"a torch\.complex64 tensor$"),
+                                     (torch.tensor([2]), torch.tensor(True), r"^step must be an integer tensor .*got "
+                                      r"a torch\.bool tensor$")):
+        with pytest.raises(ValueError, match=said):
+            seeded_dropout_mask(bad_keys, bad_step, 0, (3,), 0.5)

@@ -28,6 +28,12 @@ passes):
   VL8 variant_round_map's check_instance dropped; VL16 server momentum dropped from variant_round_map.
   killed by the suite: VL1-VL6, VL16. killed here: VL8. equivalent: VL7 (_limit_and_radius is private and both its
   callers, variant_limit and rate_check, check problem first).
+
+Mutants of f929b39..780545c (fedlib/experiments/bounds.py, 6d54dec: theorem3_check's work check) (pass
+described in tests/README.md, Mutation passes):
+  TW1 the check dropped; TW2 "draw" not looked for; TW3 "num_clients" not looked for; TW4 refused only when all
+  three are missing; TW5 only the first missing one named. killed by the suite: TW1, TW4. killed here: TW2, TW3,
+  TW5.
 """
 from __future__ import annotations
 
@@ -697,3 +703,31 @@ def test_variant_round_map_refuses_what_is_no_quadratic_problem_by_name(name):
     with pytest.raises(ValueError, match=r"^problem must be a fedlib\.problems\.quadratic\.QuadraticProblem, got "
                                          r"object$"):
         A.variant_round_map(object(), name, 0.1, [1, 2])
+
+
+# ------------------------------------------ theorem3_check's work: mutants of f929b39..780545c (bounds.py, 6d54dec)
+class _PartWork:
+    """Local work of 2 clients and 1 solver with some of RandomLocalWork's attributes: ``without`` names the ones it
+    lacks (its draw gives tau_i = (1, 2) and solver 0)."""
+
+    def __init__(self, without):
+        self.num_solvers, self.num_clients = 1, 2
+        self.draw = lambda t: (np.array([1, 2]), np.array([0, 0]))
+        for name in without:
+            delattr(self, name)
+
+
+@pytest.mark.parametrize("without", [("draw",), ("num_clients",), ("num_solvers", "num_clients")])
+def test_theorem3_check_names_every_attribute_of_local_work_that_work_lacks(without):
+    """theorem3_check reads work.draw, work.num_solvers and work.num_clients: work without any one of them (or two)
+    is the ValueError naming work, RandomLocalWork and each missing one, in that order, not an AttributeError from
+    inside; with all three it runs (tau_eff = (1/2) 1 + (1/2) 2 = 1.5 every round). Mutants of f929b39..780545c: TW2
+    ("draw" not looked for), TW3 ("num_clients" not looked for), TW4 (refused only when all three are missing), TW5
+    (only the first missing one named)."""
+    problem = random_quadratic(2, 2, seed=0, spread=1.0)
+    with pytest.raises(ValueError, match=r"^work must be a fedlib\.schedules\.RandomLocalWork \(each round's steps and "
+                                         rf"solver numbers\), got _PartWork, which has no {', '.join(without)}; fixed "
+                                         r"steps tau_i are RandomLocalWork\(steps, steps\)$"):
+        bounds.theorem3_check(problem, _PartWork(without), [sgd(0.01)], 2, replicas=1)
+    row = bounds.theorem3_check(problem, _PartWork(()), [sgd(0.01)], 2, replicas=1)
+    assert row.tau_eff.tolist() == [1.5, 1.5]

@@ -24,6 +24,11 @@ Mutants of 0571233~1..165a974 (fedlib/experiments/cifar10.py: bench_cifar10's ru
 check_count) (pass described in tests/README.md, Mutation passes):
   C1 runs minimum 2; C2 runs by check_count (4.0 taken); C3 steps by check_int; C4 epochs by check_int; C5 steps
   minimum 0; C6 a float epochs let through unchecked. killed by the suite: C1-C6.
+
+Mutants of f929b39..780545c (fedlib/experiments/cifar10.py, fbcc566: train_runs' who) (pass described in
+tests/README.md, Mutation passes):
+  TR1 load_checkpoint's who "table1"; TR2 check_config's; TR3 the two hints swapped; TR4 save_checkpoint's; TR5 the
+  default who "--checkpoint". killed here: TR1-TR5.
 """
 import numpy as np
 import pytest
@@ -354,6 +359,35 @@ def test_train_runs_checkpoint_records_each_calls_info_and_its_own_config(tiny_c
     assert second["resumed_from"] == 1 and second["calls_before"] == [call1]
     assert load_checkpoint(ck, kind="table1")["extra"]["calls"] == [
         call1, {"commit": "def", "cuda_graph": False, "rounds": [1, 2]}]
+
+
+def test_train_runs_checkpoint_messages_start_with_who_and_give_its_hint(tiny_cifar, tmp_path):
+    """``who`` (fbcc566) starts every checkpoint message of train_runs, reading (a file that is no checkpoint),
+    checking (a checkpoint of another configuration: run cifar10's hint says to continue it or start afresh with
+    another --checkpoint, table1's, the default, to finish that group) and writing (a folder gone before the first
+    save). Mutants of f929b39..780545c: TR1 (load_checkpoint's who "table1"), TR2 (check_config's), TR3 (the hints
+    swapped), TR4 (save_checkpoint's), TR5 (the default who "--checkpoint")."""
+    from fedlib.checkpoint import CheckpointError, save_checkpoint
+
+    parts = C.official_partition(tiny_cifar.train_labels)
+    ck = tmp_path / "g.ckpt"
+    kw = dict(rounds=2, width=0.03, device="cpu", checkpoint=ck, checkpoint_config={"group": "x"})
+    ck.write_bytes(b"not a checkpoint")
+    with pytest.raises(CheckpointError, match=rf"^--checkpoint: checkpoint {ck} is corrupt or not a fedlib checkpoint"):
+        C.train_runs(_one_run(), tiny_cifar, parts, **kw, who="--checkpoint")
+    save_checkpoint(ck, config={"group": "y"}, round_done=1, state={}, history=[], kind="table1")
+    with pytest.raises(CheckpointError, match=rf"^--checkpoint: checkpoint {ck} was written by another configuration; "
+                                              r"differing keys: .*group \(checkpoint 'y', now 'x'\).*; run with the "
+                                              r"checkpoint's settings to continue it, or start afresh with another "
+                                              r"--checkpoint \(or delete the file\)$"):
+        C.train_runs(_one_run(), tiny_cifar, parts, **kw, who="--checkpoint")
+    with pytest.raises(CheckpointError, match=rf"^table1: checkpoint {ck} was written by another configuration; .*; "
+                                              r"run with the checkpoint's settings to finish that group, or delete "
+                                              r"the file to train it afresh$"):
+        C.train_runs(_one_run(), tiny_cifar, parts, **kw)
+    gone = tmp_path / "gone" / "g.ckpt"
+    with pytest.raises(CheckpointError, match=rf"^--checkpoint {gone}: folder {gone.parent} does not exist$"):
+        C.train_runs(_one_run(), tiny_cifar, parts, **{**kw, "rounds": 1, "checkpoint": gone}, who="--checkpoint")
 
 
 def test_bench_cifar10_takes_one_epoch_and_batches_of_one(tiny_cifar):

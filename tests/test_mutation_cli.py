@@ -89,6 +89,12 @@ equivalent:
   * SD7 -- ``_by_contents`` applied to both sides when not both name a file by SHA-256: ``_by_contents`` leaves a
     side without sha256 as it is, so as SD4 only the listed keys of a refused resume differ (a generated side has
     no source; an older checkpoint without sha256 differs in sha256 either way).
+
+Mutants of f929b39..780545c (fedlib/cli/common.py, a5fcb73: user_path refuses an empty text) (pass described in
+tests/README.md, Mutation passes):
+  UP1 ``not text`` -> ``text is None``; UP2 ``not text.strip()`` (blank names refused); UP3 a ValueError for the
+  ArgumentTypeError (argparse's 'invalid user_path value'); UP4 the check never true. killed by the suite: UP1, UP3,
+  UP4 (test_cli_paths.py). killed here: UP2.
 """
 from __future__ import annotations
 
@@ -169,6 +175,15 @@ def test_epochs_type_refuses_what_parse_epochs_refuses(text):
 
 def test_user_path_expands_the_home_folder():
     assert common.user_path("~/r.json") == Path.home() / "r.json"
+
+
+def test_user_path_refuses_the_empty_string_only():
+    """user_path refuses an empty text (Path('') is the working folder, a5fcb73) and nothing else: a name of blanks
+    is a file name like any other (' ' and ' r.json' are files a shell can make, and kept as given). Mutant UP2 of
+    f929b39..780545c (``not text.strip()``: blank names refused as empty)."""
+    with pytest.raises(argparse.ArgumentTypeError, match=r"^must be a file or folder path, got an empty string$"):
+        common.user_path("")
+    assert common.user_path(" ") == Path(" ") and common.user_path(" r.json") == Path(" r.json")
 
 
 @pytest.mark.parametrize("flag, value, message", [

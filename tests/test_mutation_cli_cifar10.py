@@ -17,6 +17,23 @@ suite, 1 here, 1 equivalent.
   killed here: TS3 the dry run's device ``args.device or "cpu"`` (a GPU machine planned for the CPU).
   equivalent: TS4 the dry run's ``except CheckpointError`` dropped: CheckpointError is a ValueError, which main
   reports with the same words and status 2 as the CLIError made of it.
+
+Mutants of f929b39..780545c (fedlib/cli/cifar10.py, fbcc566: run cifar10's _checkpoint_plan, provenance.resumed
+and summary; fedlib/cli/common.py: add_checkpoint_args(more_rounds=)) (pass described in tests/README.md, Mutation
+passes; train_runs' who: test_mutation_cifar10_experiments.py):
+  CK1 (None, 0, 1) without flags; CK2 a fresh run's check_fresh_checkpoint dropped; CK3 the finished run's file not
+  deleted; CK4 checked as a "synthetic" checkpoint; CK5 a fresh run's every ``or args.rounds``; CK6 / CK7 a resume's
+  every ``or 1`` / ``or 0``; CK8 the resumed round 0; CK9 the --rounds check dropped; CK10 the load's who "table1";
+  CK11 checkpoint_saved False; CK12 the checkpoint named on a divergence without ``is_file()``; CK13
+  seconds_per_round of this call's training; CK14 ``resumed_from > 1``; CK15 first_started_utc this call's; CK16
+  training_seconds_before this call's; CK17 earlier_calls empty; CK18 resumed_after_round dropped; CK19 the bar from
+  0; CK20 train_runs' who "table1"; CK21 checkpoint_every=1; CK22 call_info the command only; CK23 run cifar10's
+  parser with more_rounds; CK24 the two --resume helps swapped; CK25 from_round the plan's round; CK26 the last
+  earlier call only; CK27 the fresh branch on ``--checkpoint-every`` for ``not --resume``.
+  killed by the suite: CK1, CK2, CK4, CK9, CK11, CK17, CK18, CK21, CK27. killed here: CK3, CK6-CK8, CK10, CK12-CK16,
+  CK19, CK20, CK22-CK24, CK26. equivalent: CK5 (without --resume, resolve_checkpoint gives a path only with
+  --checkpoint-every, so ``or args.rounds`` never decides), CK25 (the plan's round and train_runs' resumed_from are
+  the round of the same file, read twice).
 """
 from __future__ import annotations
 
@@ -975,3 +992,118 @@ def test_table1_dry_run_resolves_the_device_as_the_call_does(tmp_path, fake_tabl
     (call,) = fake_table1
     assert call["dry_run"] is True and (call["device"], call["stack"]) == ("cuda", 6)
 
+
+
+# ------------------------------------------------- run cifar10's checkpoints: mutants of f929b39..780545c (fbcc566)
+def _table1_checkpoint(path, round_done, rounds):
+    """A train_runs checkpoint (kind "table1") of ``round_done`` of ``rounds`` rounds: what _checkpoint_plan reads."""
+    from fedlib.checkpoint import save_checkpoint
+
+    save_checkpoint(path, config={"rounds": rounds}, round_done=round_done, state={}, history=[], kind="table1")
+
+
+def _plan_args(tmp_path, **kw):
+    return argparse.Namespace(**{"out": tmp_path / "r.json", "checkpoint_every": None, "checkpoint": None,
+                                 "resume": False, "rounds": 4, **kw})
+
+
+def test_checkpoint_plan_of_run_cifar10_fresh_and_resumed(tmp_path):
+    """_checkpoint_plan's (path, every, resumed round): a fresh run deletes a finished run's checkpoint (train_runs
+    would resume it and train nothing) and writes every --checkpoint-every rounds; --resume continues from the
+    checkpoint's round, writing every --checkpoint-every rounds or, without it, the last round's checkpoint only
+    (every = --rounds); a file that is no checkpoint is refused naming --checkpoint. Mutants of f929b39..780545c:
+    CK3 (the finished run's file not deleted), CK4 (checked as a "synthetic" checkpoint: a table1 file refused), CK6
+    / CK7 (a resume without --checkpoint-every writes every round / never), CK8 (the resumed round 0), CK10 (the
+    load's message named "table1")."""
+    from fedlib.checkpoint import CheckpointError
+    from fedlib.cli.cifar10 import _checkpoint_plan
+
+    ckpt = tmp_path / "r.json.ckpt"
+    _table1_checkpoint(ckpt, 4, 4)  # a finished run's
+    assert _checkpoint_plan(_plan_args(tmp_path, checkpoint_every=2)) == (ckpt, 2, 0)
+    assert not ckpt.exists()
+    _table1_checkpoint(ckpt, 1, 4)
+    assert _checkpoint_plan(_plan_args(tmp_path, resume=True)) == (ckpt, 4, 1)
+    assert _checkpoint_plan(_plan_args(tmp_path, resume=True, checkpoint_every=3)) == (ckpt, 3, 1)
+    ckpt.write_bytes(b"not a checkpoint")
+    with pytest.raises(CheckpointError, match=rf"^--checkpoint: checkpoint {ckpt} is corrupt or not a fedlib"):
+        _checkpoint_plan(_plan_args(tmp_path, resume=True))
+
+
+def test_run_cifar10_resumed_records_where_it_resumed_and_the_earlier_calls(tmp_path, monkeypatch):
+    """run cifar10 --resume hands train_runs the checkpoint, its every and who="--checkpoint", with this call's
+    git commit, command and start; its result records provenance.resumed as train_runs returns it (from round 1:
+    first_started_utc of the first call's start 1.7e9 + 0.25 s, 2023-11-14T22:13:20.25Z, 2 s of training before,
+    both earlier calls) and summary.resumed_after_round 1, seconds_per_round (6 + 2) s / 4 rounds over every call's
+    training; the progress bar starts at round 1 and ends at 4/4. Mutants of f929b39..780545c: CK13 (seconds_per_round
+    of this call's training only), CK14 (``resumed_from > 1``), CK15 (first_started_utc this call's), CK16
+    (training_seconds_before this call's), CK19 (the bar from 0: 3/4), CK20 (who "table1"), CK22 (call_info the
+    command only), CK26 (the last earlier call only)."""
+    import fedlib.experiments.cifar10 as C
+    from fedlib.results import read_result
+
+    calls, before = [], [{"command": "first", "rounds": [0, 1]}, {"command": "second", "rounds": [1, 1]}]
+
+    def resumed(runs, data, parts, *, rounds, callback=None, **kw):
+        calls.append(kw)
+        hist = _history(rounds, len(parts))
+        for t in range(1, rounds):
+            callback(t, [argparse.Namespace(train_loss=hist[t]["train_loss"],
+                                            test_accuracy=hist[t]["test_accuracy"])], 1.0)
+        return {"histories": [hist], "seconds": 6.0, "resumed_from": 1, "seconds_before": 2.0,
+                "started": 1.7e9 + 0.25, "calls_before": before}
+
+    monkeypatch.setattr(C, "train_runs", resumed)
+    out, ckpt = tmp_path / "r.json", tmp_path / "r.json.ckpt"
+    _table1_checkpoint(ckpt, 1, 4)
+    rc, _, err = cli_exit(["run", "cifar10", *TINY, "--rounds", "4", "--out", str(out), "--resume", "--progress"])
+    assert rc == 0, err
+    assert "4/4" in err  # initial 1, then rounds 1..3
+    (kw,) = calls
+    assert (kw["checkpoint"], kw["checkpoint_every"], kw["who"]) == (ckpt, 4, "--checkpoint")
+    assert sorted(kw["call_info"]) == ["command", "git_commit", "git_dirty", "started_utc"]
+    assert "--resume" in kw["call_info"]["command"]
+    doc = read_result(out)
+    assert doc["provenance"]["resumed"] == {"from_round": 1, "first_started_utc": "2023-11-14T22:13:20.250000Z",
+                                            "training_seconds_before": 2.0, "earlier_calls": before}
+    assert doc["summary"]["resumed_after_round"] == 1 and doc["summary"]["seconds_per_round"] == 2.0
+
+
+def test_run_cifar10_a_divergence_names_the_checkpoint_only_when_there_is_one(tmp_path, monkeypatch):
+    """A run with --checkpoint-every that diverges before its first checkpoint says "nothing written"; after one
+    (the file there), that the checkpoint of the rounds before it is kept. Mutant CK12 of f929b39..780545c (the
+    checkpoint named whenever the flags give one, the file there or not)."""
+    import fedlib.experiments.cifar10 as C
+
+    out, ckpt = tmp_path / "r.json", tmp_path / "r.json.ckpt"
+    saved = []  # [True]: the run wrote its round-1 checkpoint before diverging
+
+    def diverge(*a, checkpoint=None, **k):
+        if saved:
+            _table1_checkpoint(checkpoint, 1, 4)
+        raise FloatingPointError("training loss is nan at round 2")
+
+    monkeypatch.setattr(C, "train_runs", diverge)
+    flags = ["run", "cifar10", *TINY, "--rounds", "4", "--seed", "4", "--out", str(out), "--checkpoint-every", "1"]
+    for said in ("nothing written", f"no result written; checkpoint {ckpt} of the rounds before it kept"):
+        rc, stdout, err = cli_exit(flags)
+        assert (rc, stdout) == (2, "") and not out.exists()
+        assert err == ("python -m fedlib run cifar10: error: run cifar10 (fednova seed 4): training loss is nan at "
+                       f"round 2; {said}\n")
+        ckpt.unlink(missing_ok=True)
+        saved.append(True)
+
+
+def test_resume_help_of_run_cifar10_keeps_the_rounds_and_of_run_synthetic_not():
+    """--resume's help: run cifar10 continues with the same --rounds (its lr decay is laid out over them), run
+    synthetic with a constant lr may take more rounds. Mutants of f929b39..780545c: CK23 (run cifar10's parser built
+    with more_rounds), CK24 (the two helps swapped)."""
+    def resume_help(target):
+        rc, out, _ = cli_exit(["run", target, "--help"])
+        assert rc == 0
+        return " ".join(out.split())
+
+    cifar, synthetic = resume_help("cifar10"), resume_help("synthetic")
+    assert "--rounds too), as the unbroken run would" in cifar and "--rounds may differ" not in cifar
+    assert "--rounds may differ: a finished run continues to more rounds" in synthetic and "--rounds too" not in \
+        synthetic

@@ -44,6 +44,14 @@ Mutation passes): E30 data_seed unchecked. killed by the suite: E30.
 Mutants of 1112cf7..24d535b (fedlib/bench.py: run_simulator's owner) (pass described in tests/README.md, Mutation
 passes):
   BE1 run_simulator's rounds with owner 'p'. killed here: BE1.
+
+Mutants of f929b39..780545c (fedlib/bench.py, 01eeebc: run_simulator's plain-SGD check by the fields) (pass
+described in tests/README.md, Mutation passes):
+  RS1 the lr_schedule clause dropped; RS2 the builtin_step clause dropped; RS3 ``not solver.builtin_step`` never
+  true; RS4 the ``name != "sgd"`` clause dropped; RS5 an lr_schedule refused only with mu. killed by the suite: RS1-RS3,
+  RS5. left alive without a test: RS4 (with every field checked, the name clause only refuses plain SGD under another
+  label, LocalSolver(0.1, name="plain"), which runs as plain SGD; neither the docstring nor the message names the
+  label).
 """
 from __future__ import annotations
 

@@ -168,6 +168,18 @@ RandomSteps' seed) (pass described in tests/README.md, Mutation passes):
   the last entry), MP11 (numpy's and math's expm1 of the same number differ by at most an ulp: the entries move by a
   unit of rounding, within the documented few, and p_0 is set to 1 either way), MP22 (sums up to 2**20 steps: the
   same values to the documented accuracy, the sum the closer; only the cost, O(tau) for O(1), differs).
+
+Mutants of f929b39..780545c (fedlib/solvers.py, 0adf55a: _default_name; fedlib/schedules.py, 4a914ec:
+expected_a_norms' RandomLocalWork branch) (pass described in tests/README.md, Mutation passes):
+  LN1 every subclass named by its class; LN2 the ``type(solver) is not LocalSolver`` clause dropped; LN3 a subclass
+  with a step of its own named "sgd"; LN4 ``momentum > 0`` -> ``>= 0``; LN5 "momentum" and "momentum-prox" swapped;
+  LN6 momentum always "momentum"; LN7 the prox branch dropped; LN8 the schedule test inverted; LN9 "decayed-sgd"
+  never; LN10 ``name is None`` -> ``not name``; LN11 "prox" only without a schedule. EA1 the branch dropped; EA2 only
+  for work of several solvers; EA3 ``type(schedule) is RandomLocalWork``.
+  found reading LN*: the default name was worked out before the fields were checked (LocalSolver(0.1,
+  momentum="0.9") a TypeError, not the ValueError naming momentum): fixed in 1313319, its test in test_solvers.py.
+  killed by the suite: LN3-LN9, EA1. killed here: LN1, LN10, LN11, EA2, EA3. equivalent: LN2 (own_step_methods of
+  LocalSolver itself is empty, so the dropped clause never decides).
 """
 from __future__ import annotations
 
@@ -997,3 +1009,45 @@ def test_an_rng_whose_choice_cannot_be_called_is_refused_by_name(scheme):
         sampler(p, 2, _ChoiceOfInt())
     own, plain = sampler(p, 2, _Drawing(7)), sampler(p, 2, np.random.default_rng(7))
     assert np.array_equal(own.clients, plain.clients) and np.array_equal(own.weights, plain.weights)
+
+
+# ---------------------------------------------- mutants of f929b39..780545c (fedlib/solvers.py, 0adf55a: _default_name)
+def test_a_local_solver_is_named_by_its_fields_whatever_its_schedule_or_class():
+    """LocalSolver's default name (0adf55a) follows its fields: "decayed-sgd" is an lr_schedule without momentum or
+    prox, so a proximal or momentum solver with a schedule keeps "prox" / "momentum" / "momentum-prox"; a subclass
+    that keeps the built-in step (a method of its own that is no step) is named by its fields too, only one with a
+    step of its own by its class; a given name, even "", is kept. Mutants of f929b39..780545c: LN1 (every subclass
+    named by its class), LN11 (prox only without a schedule), LN10 (``if not self.name``: "" replaced)."""
+
+    class WithReport(LocalSolver):  # no step method of its own: builtin_step
+        def report(self):
+            return f"lr {self.lr}"
+
+    half = lambda k: 0.5  # noqa: E731
+    assert LocalSolver(0.1, mu=1.0, lr_schedule=half).name == "prox"
+    assert LocalSolver(0.1, momentum=0.5, lr_schedule=half).name == "momentum"
+    assert LocalSolver(0.1, momentum=0.5, mu=1.0, lr_schedule=half).name == "momentum-prox"
+    assert WithReport(0.1).builtin_step
+    assert (WithReport(0.1).name, WithReport(0.1, momentum=0.9).name, WithReport(0.1, lr_schedule=half).name) == \
+        ("sgd", "momentum", "decayed-sgd")
+    assert LocalSolver(0.1, momentum=0.9, name="").name == ""
+
+
+# --------------------------------------- mutants of f929b39..780545c (fedlib/schedules.py, 4a914ec: expected_a_norms)
+def test_expected_a_norms_points_any_random_local_work_to_its_closed_form():
+    """expected_a_norms and population_tau_eff refuse RandomLocalWork by pointing to speedup.mean_a_norms: for work
+    of one solver too, and for a subclass of RandomLocalWork (isinstance), not with the message of a schedule of
+    one's own ('no closed-form E||a_i||_1 for ...'). Mutants of f929b39..780545c: EA2 (only work of several
+    solvers), EA3 (``type(schedule) is RandomLocalWork``)."""
+    from fedlib.schedules import RandomLocalWork, expected_a_norms, population_tau_eff
+    from fedlib.solvers import sgd
+
+    class Named(RandomLocalWork):
+        pass
+
+    said = r"^schedule: RandomLocalWork draws each client's solver as well as its tau_i.*speedup\.mean_a_norms"
+    for work in (RandomLocalWork([1, 1], [2, 2], num_solvers=1, seed=0), Named([1, 1], [2, 2], num_solvers=2, seed=0)):
+        with pytest.raises(ValueError, match=said):
+            expected_a_norms(work, sgd(0.1))
+        with pytest.raises(ValueError, match=said):
+            population_tau_eff([0.5, 0.5], work, sgd(0.1))

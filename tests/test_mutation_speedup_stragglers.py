@@ -40,6 +40,13 @@ Mutants of 37f92d9..28127ce (third, the changed hunks of fedlib/experiments/stra
 Mutants of 0571233~1..165a974 (fedlib/experiments/stragglers.py: run_strategy's sync_steps by check_count) (pass
 described in tests/README.md, Mutation passes):
   SG1 by check_int; SG2 minimum 0. killed by the suite: SG1, SG2.
+
+Mutants of f929b39..780545c (fedlib/experiments/speedup.py, adf2d8b: _factory_solvers and its four call sites)
+(pass described in tests/README.md, Mutation passes):
+  SF1 ``len(solvers) != n`` -> ``<``; SF2 -> ``>``; SF3-SF6 consistency_sweep, speedup_grid, sampling_grid,
+  sampling_bias back to ``list(solver_factory(lr))``; SF7 ``list(...)`` dropped; SF8 the message's lr unformatted;
+  SF9 speedup_grid's check on ``work`` for its copies' ``w``. killed by the suite: SF2-SF6, SF8. killed here: SF1,
+  SF7. equivalent: SF9 (replicate's RandomLocalWork keeps work.num_solvers, so both give the same count).
 """
 from __future__ import annotations
 
@@ -655,3 +662,23 @@ def test_summary_writes_fednovas_exact_zero_chi2_as_zero():
     times = {k: np.array([1.0]) for k in c}
     text = ST.summary_markdown(c, 2.0, 0.6, times, ends, None, end_fraction=1.0)
     assert "$\\chi^2(p\\|w)$ 0.150 on average; FedNova's is 0)." in text
+
+
+# ----------------------------------- speedup._factory_solvers: mutants of f929b39..780545c (speedup.py, adf2d8b)
+def test_solver_factory_gives_exactly_one_solver_per_solver_number_in_any_iterable():
+    """The sweeps take solver_factory(lr) as any iterable of solvers, a generator too (as list(...) did before
+    adf2d8b), and refuse one that gives more solvers than the work draws among (4 in base_setup's), naming
+    solver_factory, as they refuse fewer: the extra ones would never be drawn. Mutants of f929b39..780545c: SF1
+    (``len(solvers) != n`` -> ``<``: five taken), SF7 (``list(...)`` dropped: a generator's len a TypeError)."""
+    problem, work = S.base_setup(seed=0, dim=3)
+    five = {"solver_factory": lambda lr: [sgd(lr)] * 5}
+    said = r"^solver_factory: work draws among 4 solvers, solver_factory\([0-9.e-]+\) gave 5$"
+    for call in (lambda kw: S.speedup_grid(problem, work, [1], [2], replicas=1, **kw),
+                 lambda kw: S.consistency_sweep(problem, work, [2], **kw),
+                 lambda kw: S.sampling_grid(problem, work, [1], [2], [2], **kw),
+                 lambda kw: S.sampling_bias(problem, work, [2], [2], **kw)):
+        with pytest.raises(ValueError, match=said):
+            call(five)
+    listed = S.consistency_sweep(problem, work, [2], solver_factory=S.make_solvers)
+    generated = S.consistency_sweep(problem, work, [2], solver_factory=lambda lr: (s for s in S.make_solvers(lr)))
+    assert generated == listed

@@ -50,6 +50,11 @@ test_gpu_rehearsal.py and test_table1.py: 11 killed by the suite, 13 killed here
   pause; DR6 the runs after a group without a rate returned twice; DR7 those runs listed again as 'beyond the
   budget'; DR9 the dry run blind to a paused group; DR11 a resumed group without a rate estimated (TypeError); DR12
   a group the later call starts listed as 'would run'.
+
+Mutants of f929b39..780545c (fedlib/experiments/cifar10.py, aa53e14: the dry run's wording) (pass described in
+tests/README.md, Mutation passes):
+  TB1, TB2 '... s in all up to here' back to '... s so far' in the planned runs' / the later runs' lines. killed by
+  the suite: TB1, TB2.
 """
 from __future__ import annotations
 
