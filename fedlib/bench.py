@@ -131,9 +131,10 @@ def run_simulator(algorithm: FederatedAlgorithm, problem: LogisticProblem, sched
     solver = algorithm.solver
     if algorithm.aggregation not in ("fedavg", "fednova") or algorithm.variance is not None:
         raise ValueError(f"run_simulator runs FedAvg and FedNova only, got {algorithm.name!r}")
-    # by the fields, not the name alone: LocalSolver(lr, lr_schedule=...) was named "sgd", and its schedule ignored
+    # by the fields, not the name: LocalSolver(lr, lr_schedule=...) was named "sgd", and its schedule ignored; plain
+    # SGD under another label (LocalSolver(lr, name="plain")) runs
     if (solver.momentum > 0 or solver.mu > 0 or solver.weight_decay or solver.lr_schedule is not None
-            or not solver.builtin_step or solver.name != "sgd"):
+            or not solver.builtin_step):
         raise ValueError("run_simulator runs plain local SGD only (no momentum, proximal term, weight decay, "
                          "within-round step-size schedule or step of its own)")
     if algorithm.server.name != "plain":

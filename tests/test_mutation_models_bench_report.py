@@ -51,7 +51,7 @@ described in tests/README.md, Mutation passes):
   true; RS4 the ``name != "sgd"`` clause dropped; RS5 an lr_schedule refused only with mu. killed by the suite: RS1-RS3,
   RS5. left alive without a test: RS4 (with every field checked, the name clause only refuses plain SGD under another
   label, LocalSolver(0.1, name="plain"), which runs as plain SGD; neither the docstring nor the message names the
-  label).
+  label); the clause was then removed (test_run_simulator_runs_plain_sgd_whatever_its_label).
 """
 from __future__ import annotations
 
@@ -368,6 +368,18 @@ def test_run_simulator_refuses_a_within_round_schedule_or_an_own_step_named_sgd(
         with pytest.raises(ValueError, match=r"^run_simulator runs plain local SGD only \(no momentum, proximal term, "
                                              r"weight decay, within-round step-size schedule or step of its own\)$"):
             B.run_simulator(make_algorithm("fedavg", solver), prob, sched, 1, batch_size=10)
+
+
+def test_run_simulator_runs_plain_sgd_whatever_its_label():
+    """run_simulator decides by the solver's fields, not its name: LocalSolver(0.1, name="plain") is plain local SGD
+    and runs, with run_batched's model (mutant RS4 of the f929b39..780545c pass, the name clause dropped, left alive:
+    the clause refused it; it is gone)."""
+    prob, sched = _tiny()
+    algo = make_algorithm("fednova", LocalSolver(0.1, name="plain"))
+    got = B.run_simulator(algo, prob, sched, 1, batch_size=10)["params"]
+    ref = run_batched(algo, prob, sched, 1, batch_size=10, evaluate=False).params
+    for k in ("W", "b"):
+        np.testing.assert_allclose(got[k], ref[k], rtol=0, atol=1e-12)
 
 
 def test_run_simulator_refuses_a_server_optimizer():
