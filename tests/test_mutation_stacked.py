@@ -145,6 +145,20 @@ class _SumTerm(nn.Module):
         return self.lin(x.flatten(1)) + self.s.sum()
 
 
+def _assert_plain_evaluation(model, data, acc, loss):
+    """``acc`` and ``loss`` are the plain float64 model's test accuracy and mean cross-entropy on ``data``'s test
+    images, normalised as the engine does, computed here by hand."""
+    from fedlib.data.cifar10 import CIFAR10_MEAN, CIFAR10_STD
+
+    x = torch.as_tensor(data.test_images).double() / 255.0
+    x = (x - torch.tensor(CIFAR10_MEAN, dtype=torch.float64)) / torch.tensor(CIFAR10_STD, dtype=torch.float64)
+    y = torch.as_tensor(data.test_labels)
+    with torch.no_grad():
+        logits = model(x.permute(0, 3, 1, 2))
+    assert acc == float((logits.argmax(1) == y).double().mean())
+    assert loss == pytest.approx(float(torch.nn.functional.cross_entropy(logits, y)), rel=1e-12)
+
+
 def test_expanded_gradient_of_a_single_client_is_cloned_before_weight_decay():
     """vmap path, one client (so the model axis has size 1): the gradient of ``s`` is a (1, 2, 2)
     expansion with stride 0 in its size-2 dims; weight decay updates it in place, so the engine
@@ -339,19 +353,12 @@ def test_evaluation_in_small_chunks_covers_the_whole_test_set(path):
     """10 test images of 6x6 in chunks of 3: every image is evaluated once (mutant: the chunk loop
     bounded by the image height instead of the number of images), accuracy and mean loss equal
     the plain model's; more models than the stack holds are refused."""
-    from fedlib.data.cifar10 import CIFAR10_MEAN, CIFAR10_STD
     data, model = _Data(), _net(seed=1).double()
     run = RunSpec(make_algorithm("fedavg", sgd(0.05)), [np.arange(4)], FixedEpochs([4], 4, 1))
     eng = StackedEngine(model, data, [run], rounds=1, path=path, dtype=torch.float64, batch_size=4,
                         eval_batch_size=3)
     acc, loss = eng.evaluate()
-    x = torch.as_tensor(data.test_images).double() / 255.0
-    x = (x - torch.tensor(CIFAR10_MEAN, dtype=torch.float64)) / torch.tensor(CIFAR10_STD, dtype=torch.float64)
-    y = torch.as_tensor(data.test_labels)
-    with torch.no_grad():
-        logits = model(x.permute(0, 3, 1, 2))
-    assert acc[0] == float((logits.argmax(1) == y).double().mean())
-    assert loss[0] == pytest.approx(float(torch.nn.functional.cross_entropy(logits, y)), rel=1e-12)
+    _assert_plain_evaluation(model, data, acc[0], loss[0])
     with pytest.raises(ValueError, match="at most 1 models"):
         eng.evaluate([eng.params(0), eng.params(0)])
 
@@ -801,16 +808,9 @@ def test_evaluate_takes_numpy_arrays_with_negative_strides():
     "At least one stride in the given numpy array is negative") is evaluated with their numbers: the accuracy and mean
     loss of the plain model on the normalised test images, computed here (the stack's model, the same numbers as
     tensors, gives them too). Mutant SE12 of 38cf0bd..f929b39 (the arrays given to torch.as_tensor as they are)."""
-    from fedlib.data.cifar10 import CIFAR10_MEAN, CIFAR10_STD
 
     engine, model, data = _two_client_engine()
     reversed_views = {n: np.ascontiguousarray(t.detach().numpy()[::-1])[::-1] for n, t in model.named_parameters()}
     assert all(v.strides[0] < 0 for v in reversed_views.values())
     acc, loss = engine.evaluate([reversed_views])
-    x = torch.as_tensor(data.test_images).double() / 255.0
-    x = (x - torch.tensor(CIFAR10_MEAN, dtype=torch.float64)) / torch.tensor(CIFAR10_STD, dtype=torch.float64)
-    y = torch.as_tensor(data.test_labels)
-    with torch.no_grad():
-        logits = model(x.permute(0, 3, 1, 2))
-    assert acc[0] == float((logits.argmax(1) == y).double().mean())
-    assert loss[0] == pytest.approx(float(torch.nn.functional.cross_entropy(logits, y)), rel=1e-12)
+    _assert_plain_evaluation(model, data, acc[0], loss[0])
