@@ -167,7 +167,7 @@ def _refuse_widening(x: Any, g: Any) -> None:
 def _default_name(solver: "LocalSolver") -> str:
     """:class:`LocalSolver`'s ``name`` when none is given: the factory's name for its fields, or the class name of a
     subclass with its own step."""
-    if type(solver) is not LocalSolver and own_step_methods(type(solver)):
+    if not solver.builtin_step:
         return type(solver).__name__
     if solver.momentum > 0:
         return "momentum-prox" if solver.mu > 0 else "momentum"
@@ -550,15 +550,13 @@ def _momentum_prox_a_vector(rho: float, alpha: float, n: np.ndarray) -> np.ndarr
     :math:`(q^{n+1} - \rho^{n+1})/(q - \rho)` and the recursion :math:`p_{n+1} = q p_n + \rho^{n+1}` used before
     raised the rounded :math:`q` to the :math:`n`-th power (their error grew as :math:`n \cdot 10^{-16}`: 2.2e-13
     relative at :math:`\rho = 0.9`, :math:`\alpha = 0.05`, :math:`\tau = 5000`)."""
-    if alpha >= 1.0:  # q = 0: only the last momentum term, rho^n
-        return rho ** n
     q = 1.0 - alpha
     q_minus_rho = math.fsum((1.0, -alpha, -rho))
     big_pow, big = (_one_minus_alpha_pow(alpha, n), q) if q_minus_rho >= 0 else (rho ** n, rho)
     ratio = abs(q_minus_rho) / big  # 1 - s/b, in [0, 1]
     if ratio == 0.0:
         return (n + 1) * big_pow
-    if ratio >= 1.0:  # s/b below the rounding of b (rho ~ 1e-300): the sum is b^n
+    if ratio >= 1.0:  # s/b = 0 (alpha = 1: q = 0, only rho^n) or below the rounding of b (rho ~ 1e-300): b^n
         return big_pow
     log_ratio = math.log1p(-ratio)
     out = big_pow * (np.expm1((n + 1) * log_ratio) / math.expm1(log_ratio))

@@ -354,8 +354,8 @@ def train_runs(runs: Sequence[dict], data, parts, *, rounds: int, width: float =
     eager step's kernels, so a group may be resumed with or without them: each call that trained
     it is recorded in the checkpoint (``extra["calls"]``: the caller's ``call_info`` with
     ``cuda_graph`` and the ``rounds`` ``[first, end)`` it trained) and returned as
-    ``calls_before``. ``who`` starts the checkpoint's error messages (the command that resumes: ``"table1"``,
-    ``"run cifar10 --resume"``).
+    ``calls_before``. ``who`` starts the checkpoint's error messages (the command or flag that resumes: ``"table1"``,
+    ``"--checkpoint"`` for ``run cifar10``).
 
     ``data`` holds the images and labels and ``parts`` the client split (one array of training-sample indices per
     client, as :func:`official_partition` returns); ``batch_size`` is :math:`B` (default 32); ``lr_decay`` is
