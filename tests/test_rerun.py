@@ -285,6 +285,37 @@ def test_rerun_of_data_that_moved_says_so_and_data_reads_it_where_it_is(leaf_dir
     assert capsys.readouterr().out.startswith("MISMATCH: config.data.sha256: ")
 
 
+def test_rerun_of_other_data_contents_is_a_mismatch_before_anything_runs(leaf_dir, tmp_path, capsys, monkeypatch):
+    """A LEAF result rerun on a data file whose contents changed ran the whole recorded run (as long as the original)
+    and only then reported config.data.sha256; the SHA-256 is now compared first: MISMATCH naming both digests,
+    exit 1, nothing run and no --out written, the recorded path or --data alike. Same contents still rerun."""
+    import fedlib.cli
+
+    original = tmp_path / "l.json"
+    assert main(["run", "synthetic", "--data", str(leaf_dir), "--rounds", "2", "--quiet", "--out",
+                 str(original)]) == 0
+    recorded = json.loads(original.read_text())["config"]["data"]["sha256"]
+    copy = tmp_path / "copy"
+    shutil.copytree(leaf_dir, copy)
+    first = sorted((leaf_dir / "train").glob("*.json"))[0]
+    doc = json.loads(first.read_text())
+    doc["user_data"][doc["users"][0]]["x"][0][0] += 1.0
+    first.write_text(json.dumps(doc))
+    ran = []
+    monkeypatch.setattr(fedlib.cli, "main", lambda argv: ran.append(argv) or 0)
+    out_file = tmp_path / "new.json"
+    for extra in ([], ["--data", str(leaf_dir)], ["--out", str(out_file)]):
+        capsys.readouterr()
+        assert main(["rerun", str(original), *extra]) == 1
+        out, err = capsys.readouterr()
+        assert out.startswith(f"MISMATCH: config.data.sha256: {recorded!r} != '") and err == "", (out, err)
+        assert "nothing was rerun" in out and ("nothing written to" in out) == ("--out" in extra)
+    assert ran == [] and not out_file.exists()
+    monkeypatch.undo()
+    assert main(["rerun", str(original), "--data", str(copy), "--quiet"]) == 0
+    assert capsys.readouterr().out.startswith("match: 2 rounds")
+
+
 def test_rerun_data_is_refused_where_it_cannot_be_checked(original, leaf_dir, tmp_path, capsys):
     """--data for a result of generated data (no file to replace), or for a result that records no SHA-256 of its
     data (the copy's contents could not be compared): exit 2, nothing run."""

@@ -12,7 +12,9 @@ what differs between two runs of the same config — the wall-clock and speed fi
 path as typed). Before the run it notes what may make the code differ: another commit than the
 result's, uncommitted changes when the result was made (``provenance.git_dirty``) or in this
 checkout. Exit status 0 when they match; 1 (MISMATCH) with the first
-difference of each part that differs, config first, then initial, history, summary;
+difference of each part that differs, config first, then initial, history, summary (a ``--data``
+file whose contents are not the result's, ``config.data.sha256``, is a MISMATCH found before the run, and nothing
+runs);
 2 for a bad input (unreadable result, a kind of result it cannot rerun, a recorded
 config that lacks a key or holds an invalid value, --out naming the result itself, a GPU
 result where torch sees no GPU).
@@ -170,6 +172,24 @@ def _check_argv(argv: list, paths: dict) -> None:
         raise CLIError(f"the recorded config is invalid: {why}") from None
 
 
+def _data_mismatch(argv: list, config: dict) -> Optional[str]:
+    """``"config.data.sha256: 'OLD' != 'NEW'"`` when the ``--data`` file that ``argv`` (the rerun's ``run synthetic``
+    arguments) reads holds other contents than the result's, else ``None``; checked before anything runs (the
+    rerun would take as long as the recorded run, only to report this). Data the run cannot read are left to the
+    run, whose error says why; a result of generated data, or one that records no SHA-256, gives ``None``."""
+    data = config.get("data")
+    if not (isinstance(data, dict) and isinstance(data.get("sha256"), str)):
+        return None
+    from . import build_parser
+    from .synthetic import load_dataset
+
+    try:
+        contents = load_dataset(build_parser(("run", "synthetic")).parse_args(argv)).sha256()
+    except (CLIError, ValueError, OSError):
+        return None
+    return None if contents == data["sha256"] else f"config.data.sha256: {data['sha256']!r} != {contents!r}"
+
+
 # ----------------------------------------------------------------------------- comparison
 def _first_difference(a: Any, b: Any, tol: float, path: str) -> Optional[str]:
     r"""``None`` when ``a`` (recorded) and ``b`` (rerun) match, else ``"PATH: why"`` for the
@@ -319,6 +339,11 @@ def rerun_command(args: argparse.Namespace) -> int:
     flags = _data_source_flags(_flags_from_config(old["config"]), old["config"], args.data, args.result)
     argv = _argv(flags)
     _check_argv(argv, {"--" + flag: path for flag, _, path in flags})
+    differ = _data_mismatch(argv, old["config"])
+    if differ is not None:
+        print(f"MISMATCH: {differ} (the data file's contents are not the result's, so nothing was rerun"
+              + (f" and nothing written to {args.out})" if args.out is not None else ")"))
+        return 1
     sha, dirty = git_commit()
     prov = old["provenance"]
     device = str(old["config"].get("device"))
