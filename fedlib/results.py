@@ -240,7 +240,8 @@ def make_provenance(started: float, finished: float, device: Any = "cpu", comman
     ``git_start`` is :func:`git_commit` read when the run started (:class:`RunClock` does
     this); the commit is read again now and, if it differs, the record says so
     (``git_changed_during_run``, ``git_commit_end``, ``git_dirty_end``) and a
-    ``UserWarning`` is issued. Without ``git_start`` the commit read now is recorded and
+    ``UserWarning`` is issued (``python -m fedlib`` prints it as one line, ``warning: the git checkout changed
+    during the run: ...``). Without ``git_start`` the commit read now is recorded and
     no comparison is made. ``command`` defaults to the current command line (see
     :func:`recorded_command`). Times are written as UTC ISO 8601 stamps, ``wall_time_s`` their
     difference; each must be a finite number >= 0 before the year 10000 (``ValueError`` naming it otherwise).

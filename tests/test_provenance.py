@@ -172,3 +172,33 @@ def test_the_console_script_is_recorded_as_python_m_fedlib(monkeypatch):
 
     monkeypatch.setattr(sys, "argv", ["/opt/my venv/bin/fedlib", "run", "synthetic", "--out", "a b.json"])
     assert make_provenance(0.0, 1.0)["command"] == "python -m fedlib run synthetic --out 'a b.json'"
+
+
+def test_cli_prints_a_checkout_changed_during_the_run_as_one_warning_line(monkeypatch, tmp_path, capsys):
+    """``run synthetic`` while a commit lands: the notice printed as Python's raw warning, with fedlib's file path,
+    line number, 'UserWarning' and the source line (``warnings.warn(...``); now ``warning: the git checkout changed
+    during the run: ...`` on one line, as the CLI's other notices. Warnings from outside fedlib keep Python's
+    format (file, line, category)."""
+    from fedlib.cli import main
+
+    state = {"git": ("a" * 40, False)}
+    monkeypatch.setattr(fedlib.results, "git_commit", lambda root=None: state["git"])
+    leave = fedlib.results.RunClock.__exit__
+
+    def exit_after_a_commit(clock, *exc):  # the commit lands while the run runs
+        state["git"] = ("b" * 40, False)
+        return leave(clock, *exc)
+    monkeypatch.setattr(fedlib.results.RunClock, "__exit__", exit_after_a_commit)
+    capsys.readouterr()
+    assert main(["run", "synthetic", "--num-clients", "2", "--rounds", "1", "--quiet", "--out",
+                 str(tmp_path / "r.json")]) == 0
+    err = capsys.readouterr().err
+    assert err == (f"warning: the git checkout changed during the run: commit {'a' * 40} (dirty: False) at the "
+                   f"start, {'b' * 40} (dirty: False) at the end; the result records the start and marks "
+                   "git_changed_during_run\n"), err
+    from fedlib.cli import _one_line_warnings
+
+    shown = []
+    show = _one_line_warnings(lambda *a: shown.append(a))
+    show(UserWarning("x"), UserWarning, "/elsewhere/numpy/core.py", 3)
+    assert shown == [(shown[0][0], UserWarning, "/elsewhere/numpy/core.py", 3, None, None)]

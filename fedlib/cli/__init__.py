@@ -25,6 +25,9 @@ Under ``torchrun`` with more than one process only ``run synthetic`` runs (its c
 ranks, :mod:`fedlib.distributed`); any other command is refused with status 2 on every rank, which would each
 run it whole and write the same files.
 
+Warnings of fedlib's own (e.g. the git checkout changed during a run) print as one line, ``warning: ...``;
+other libraries' warnings as Python prints them.
+
 Provenance: a result records the command ``python -m fedlib <argv>`` when :func:`main`
 is given ``argv`` (a script, a test, ``rerun``), else the process's ``sys.argv``.
 """
@@ -35,6 +38,7 @@ import difflib
 import importlib
 import os
 import sys
+import warnings
 from pathlib import Path
 from typing import Optional, Sequence
 
@@ -245,6 +249,20 @@ def _kept_checkpoints(args: argparse.Namespace) -> list:
     return [path] if path is not None and ours and path.is_file() else []
 
 
+def _one_line_warnings(show):
+    """A ``warnings.showwarning`` that prints fedlib's own warnings as the CLI's other notices,
+    ``warning: MESSAGE`` on one line (they speak to the user, e.g. "the git checkout changed during the run"),
+    and passes any other (numpy's, torch's) to ``show``, which prints the file, line and category."""
+    package = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
+
+    def showwarning(message, category, filename, lineno, file=None, line=None):
+        if os.path.abspath(filename).startswith(package):
+            print(f"warning: {message}", file=sys.stderr if file is None else file, flush=True)
+        else:
+            show(message, category, filename, lineno, file, line)
+    return showwarning
+
+
 def main(argv: Optional[Sequence[str]] = None) -> int:
     """Parse ``argv`` (default ``sys.argv[1:]``), run the command, return its exit status.
 
@@ -278,7 +296,9 @@ def _main(argv: list) -> int:
               file=sys.stderr)
         return 2
     try:
-        status = int(args.handler(args) or 0)
+        with warnings.catch_warnings():  # restores warnings.showwarning afterwards
+            warnings.showwarning = _one_line_warnings(warnings.showwarning)
+            status = int(args.handler(args) or 0)
         sys.stdout.flush()  # a closed pipe fails here, handled below, not in Python's flush at exit
         return status
     except DivergenceError as exc:
