@@ -70,8 +70,9 @@ class Participation(NamedTuple):
 
 
 def as_participation(participation) -> Participation:
-    """``participation`` (a :class:`Participation`, or any object with its fields, e.g. of plain
-    lists) as one of numpy arrays; ``ValueError`` for anything else. What
+    r"""``participation`` (a :class:`Participation`, or any object with its fields, e.g. of plain
+    lists) as one of numpy arrays: at least one client, distinct integer indices, one finite weight
+    :math:`\omega_i \ge 0` each with a positive sum; ``ValueError`` naming ``participation`` for anything else. What
     :meth:`fedlib.algorithms.FederatedAlgorithm.apply` and
     :func:`fedlib.distributed.distributed_apply` take.
 
@@ -109,9 +110,15 @@ def _as_participation(participation, name: str) -> Participation:
     if clients.ndim != 1 or weights.shape != clients.shape:
         raise ValueError(f"{name}: clients and weights must be 1-d with one weight per client, got shapes "
                          f"{clients.shape} and {weights.shape}")
+    if clients.size == 0 or clients.dtype.kind not in "iu":  # 1.0 passed as client 1; 0.5 failed as 'updates
+        # must come in the order of participation.clients'
+        raise ValueError(f"{name} must name at least one client by integer index, got clients {clients.tolist()!r}")
     if np.unique(clients).size != clients.size:  # a client trains once per round; a repeat draw raises its weight
         raise ValueError(f"{name}: clients must be distinct (a client drawn twice trains once, with the summed "
                          f"weight, as sample_with_replacement gives it), got {clients.tolist()}")
+    if not np.all(np.isfinite(weights)) or np.any(weights < 0) or weights.sum() <= 0:  # aggregate's message named
+        # its own argument, client_weights
+        raise ValueError(f"{name}: weights must be finite and >= 0 with a positive sum, got {weights.tolist()}")
     return Participation(clients, weights)
 
 
@@ -348,12 +355,8 @@ def round_participation(sampling, p, q: int | None, seed: int, round_index: int)
                          f"{type(got).__name__}{hint}")
     part = _as_participation(got, name)
     clients, weights = part.clients, part.weights
-    if clients.size == 0 or clients.dtype.kind not in "iu":
-        raise ValueError(f"{name} must name at least one client by integer index, got clients {clients.tolist()!r}")
     if np.any(clients < 0) or np.any(clients >= p.size):
         raise ValueError(f"{name}: clients must lie in 0..{p.size - 1} (p has {p.size} clients), got {clients.tolist()}")
-    if not np.all(np.isfinite(weights)) or np.any(weights < 0) or weights.sum() <= 0:
-        raise ValueError(f"{name}: weights must be finite and >= 0 with a positive sum, got {weights.tolist()}")
     if np.any(np.diff(clients) < 0):  # the engines' order: run_replicas' noise rows are the participants, ascending
         order = np.argsort(clients, kind="stable")
         return Participation(clients[order], weights[order])

@@ -420,6 +420,23 @@ def test_as_participation_refuses_weights_that_require_grad():
     assert SA.as_participation(SA.Participation([0, 1], weights.detach())).weights.tolist() == [0.25, 0.75]
 
 
+@pytest.mark.parametrize("clients, weights, why", [
+    ([0.0, 1.0], [0.5, 0.5], "must name at least one client by integer index, got clients [0.0, 1.0]"),
+    ([0.5], [1.0], "must name at least one client by integer index, got clients [0.5]"),
+    ([], [], "must name at least one client by integer index, got clients []"),
+    ([0, 1], [-0.5, 1.5], ": weights must be finite and >= 0 with a positive sum, got [-0.5, 1.5]"),
+    ([0, 1], [0.0, 0.0], ": weights must be finite and >= 0 with a positive sum, got [0.0, 0.0]"),
+    ([0, 1], [np.nan, 1.0], ": weights must be finite and >= 0 with a positive sum, got [nan, 1.0]")])
+def test_as_participation_refuses_what_a_sampler_is_refused(clients, weights, why):
+    """as_participation (what apply and distributed_apply take) refuses what round_participation refuses of a user's
+    sampler: float client indices passed (1.0 as client 1), client 0.5 failed as 'updates must come in the order of
+    participation.clients', bad weights named aggregate's own argument, client_weights."""
+    with pytest.raises(ValueError) as err:
+        SA.as_participation(SA.Participation(clients, weights))
+    assert str(err.value) == "participation" + (why if why.startswith(":") else " " + why)
+    assert SA.as_participation(SA.Participation([0, 1], [0.0, 2.0])).weights.tolist() == [0.0, 2.0]
+
+
 def test_a_sampler_returning_no_participation_is_named():
     """A user's sampler that returned None (no return statement), a (clients, weights) tuple or an array was refused
     with 'participation must be a fedlib.sampling.Participation (full_participation(p), sample_clients(...)), got
