@@ -43,6 +43,9 @@ partial one, and a failure leaves the target untouched. :func:`read_result` chec
 schema — including that ``summary.final_<field>`` is the last history record's ``<field>`` and
 ``summary.rounds`` the number of records — and raises ``ValueError`` naming the file and the problem.
 
+:func:`results_folder` finds the repository's committed results (``data/results/<name>``) whatever the working
+folder. Used by chapters 5 and 10 (their committed results).
+
 Shared by ``fedlib.cli.synthetic``, the CIFAR-10 commands and the book's chapters.
 """
 from __future__ import annotations
@@ -72,7 +75,8 @@ from ._validate import a_type, check_nonnegative
 
 __all__ = ["SCHEMA", "HISTORY_KEYS", "PROVENANCE_KEYS", "git_commit", "device_name", "make_provenance", "RunClock",
            "recorded_command",
-           "make_result", "to_jsonable", "validate_result", "write_result", "read_result"]
+           "make_result", "to_jsonable", "validate_result", "write_result", "read_result", "REPOSITORY_RESULTS",
+           "results_folder"]
 
 #: The ``schema`` field of every result file this version writes and reads.
 SCHEMA = "fedlib.result/1"
@@ -653,3 +657,49 @@ def _unique_keys(path: Path):
             out[key] = value
         return out
     return hook
+
+
+# ----------------------------------------------------------------------------- the repository's committed results
+#: The repository's ``data/results/`` folder, found from fedlib's own location (a checkout of fednova-book with
+#: fedlib installed from it, as ``make env`` installs it), whatever the working folder.
+REPOSITORY_RESULTS = _repo_root() / "data" / "results"
+
+
+def results_folder(path: Optional[os.PathLike], committed: str, *, create: bool = False) -> Path:
+    """The folder of result files a chapter reads: ``path`` as given (relative to the working folder), or for
+    ``path=None`` the repository's committed ``data/results/<committed>`` (:data:`REPOSITORY_RESULTS`), found
+    whatever the working folder (relative to the working folder when it lies inside it, else absolute). Chapters 5 and 10 read their results through it: their paths were relative to the
+    working folder, so a chapter opened in Jupyter (which starts its kernel in ``book/``) or executed by papermill
+    from another folder found no results (chapter 5's table showed none and then stopped on an empty benchmark
+    table). A folder that does not exist is a ``FileNotFoundError`` naming it, or with ``create`` is made (where a
+    run is about to write its results).
+
+    Example
+    -------
+    >>> results_folder(None, "bench").resolve() == REPOSITORY_RESULTS / "bench"
+    True
+    >>> results_folder("no/such/folder", "bench")
+    Traceback (most recent call last):
+    ...
+    FileNotFoundError: no/such/folder: no such folder (relative to the working folder ...); give the folder of the ...
+    """
+    if not isinstance(committed, str) or not committed or Path(committed).name != committed:
+        raise ValueError(f"committed must name one folder under {REPOSITORY_RESULTS}, got {committed!r}")
+    if path is None:
+        folder = REPOSITORY_RESULTS / committed
+        if not folder.is_dir():
+            raise FileNotFoundError(f"{folder}: no such folder: the committed results are read from the checkout of "
+                                    "the fednova-book repository that fedlib is installed from (pip install -e .); "
+                                    "give the folder's path instead")
+        try:  # as the chapters printed it when executed from the repository root: data/results/<committed>
+            return folder.relative_to(Path.cwd().resolve())
+        except ValueError:
+            return folder
+    folder = Path(path)
+    if create:
+        folder.mkdir(parents=True, exist_ok=True)
+    elif not folder.is_dir():
+        raise FileNotFoundError(f"{path}: no such folder (relative to the working folder {os.getcwd()}); give the "
+                                f"folder of the result files, or None for the repository's committed "
+                                f"data/results/{committed}")
+    return folder

@@ -18,7 +18,7 @@ from fedlib import results
 from fedlib._io import atomic_write
 from fedlib.cli import main
 from fedlib.results import (HISTORY_KEYS, PROVENANCE_KEYS, SCHEMA, RunClock, git_commit, make_provenance, make_result,
-                            read_result, to_jsonable, write_result)
+                            read_result, results_folder, to_jsonable, write_result)
 
 
 def _history(n=3):
@@ -453,3 +453,40 @@ def test_read_result_refuses_a_key_written_twice(tmp_path):
             read_result(out)
     out.write_text(text)
     assert read_result(out) == json.loads(text)
+
+
+# ----------------------------------------------------------------------------- results_folder: found from anywhere
+def test_results_folder_finds_the_committed_results_whatever_the_working_folder(tmp_path, monkeypatch):
+    """Chapters 5 and 10 read data/results/... relative to the working folder: opened in Jupyter (kernel in book/)
+    or executed by papermill elsewhere, chapter 5 found no Table 1 result and stopped on an empty benchmark table.
+    results_folder(None, name) is the repository's folder from any working folder (relative where it lies inside)."""
+    root = results.REPOSITORY_RESULTS.parents[1]
+    for where, relative in ((root, True), (root / "book", False), (tmp_path, False)):
+        monkeypatch.chdir(where)
+        folder = results_folder(None, "bench")
+        assert folder.is_dir() and sorted(folder.glob("cifar10*.json")), folder
+        assert (folder == Path("data/results/bench")) if relative else folder.is_absolute()
+    with pytest.raises(FileNotFoundError, match=r"^mine: no such folder \(relative to the working folder "):
+        results_folder("mine", "bench")
+    assert results_folder("mine", "cifar10", create=True) == Path("mine") and (tmp_path / "mine").is_dir()
+    assert results_folder(str(tmp_path / "mine"), "cifar10") == tmp_path / "mine"
+    for bad in ("", "../bench", "a/b", None):
+        with pytest.raises(ValueError, match="committed must name one folder under"):
+            results_folder(None, bad)
+    monkeypatch.setattr(results, "REPOSITORY_RESULTS", tmp_path / "wheel" / "data" / "results")
+    with pytest.raises(FileNotFoundError, match=r"no such folder: the committed results are read from the checkout"):
+        results_folder(None, "bench")
+
+
+def test_no_chapter_reads_a_path_relative_to_the_working_folder():
+    """No chapter's code names the repository's data/ or results folders by a path relative to the working folder
+    (chapter 5's "data/results/cifar10", chapter 10's "data/results/linearised"): they go through results_folder."""
+    import nbformat
+
+    book = results.REPOSITORY_RESULTS.parents[1] / "book"
+    found = []
+    for nb_path in sorted(book.glob("[0-9]*.ipynb")):
+        for cell in nbformat.read(nb_path, as_version=4).cells:
+            if cell.cell_type == "code":
+                found += [f"{nb_path.name}: {m}" for m in re.findall(r"""["'](?:\.\./)?data/[^"']*["']""", cell.source)]
+    assert found == []
