@@ -259,6 +259,8 @@ def test_bench_cifar10_compares_variants_in_one_run(tmp_path, capsys):
     from fedlib.experiments.cifar10 import load_benchmarks
 
     (row,) = load_benchmarks(tmp_path, prefix="b")  # what chapter 5's speed table reads
+    with pytest.raises(FileNotFoundError, match=r"^nowhere: no such folder \(relative to the working folder "):
+        load_benchmarks("nowhere")  # was [] (chapter 5: 'rows: a transposed table needs at least one row')
     assert [v["variant"] for v in row["variants"]] == doc["config"]["compare"]
     assert row["variants"][1]["gain"] == v2["gain"]
     assert main(["bench", "cifar10", *TINY, "--steps", "2", "--repeat", "1", "--cudnn-benchmark", "--json", str(out),

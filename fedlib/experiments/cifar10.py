@@ -37,6 +37,7 @@ import gc
 import hashlib
 import json
 import math
+import os
 import time
 from pathlib import Path
 from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence
@@ -1204,9 +1205,12 @@ def load_benchmarks(folder, prefix: str = "cifar10") -> List[dict]:
     table rows: device, width, precision, CUDA graph, runs stacked, images/s of the
     sequential loop and of the engine, their ratio, torch version, commit, file name, and
     ``variants`` (``--compare``: each variant's name, images/s and gain over the engine, or
-    ``error`` for one that failed)."""
+    ``error`` for one that failed). A ``folder`` that does not exist is a ``FileNotFoundError`` naming it (a
+    mistyped path read as no benchmark)."""
     from ..results import read_result
 
+    if not Path(folder).is_dir():
+        raise FileNotFoundError(f"{folder}: no such folder (relative to the working folder {os.getcwd()})")
     rows = []
     for f in sorted(Path(folder).glob(f"{prefix}*.json")):
         doc = read_result(f)
