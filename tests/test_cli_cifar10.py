@@ -231,6 +231,29 @@ def test_run_cifar10_with_gemm_convolutions_records_it(tmp_path):
     assert main(["run", "cifar10", *TINY, "--rounds", "1", "--conv", "gemm", "--path", "vmap"]) == 2
 
 
+def test_run_cifar10_and_table1_results_record_what_they_trained_on(tmp_path):
+    """A CIFAR-10 result names its data by contents, as a LEAF result does: config.data holds the SHA-256 of the
+    images and labels and of the client split (fedlib.experiments.cifar10.data_fingerprint). They held only the
+    source path and the sizes, which do not tell the real images from a copy carried in parts, or from random
+    pixels with the real labels."""
+    from fedlib.data.partition import dirichlet_partition
+    from fedlib.experiments.cifar10 import data_fingerprint, load_data, official_partition
+
+    data = load_data(sample=True)
+    out = tmp_path / "r.json"
+    assert main(["run", "cifar10", *TINY, "--rounds", "1", "--epochs", "1", "--num-clients", "4", "--out", str(out),
+                 "--quiet"]) == 0
+    recorded = read_result(out)["config"]["data"]
+    expected = data_fingerprint(data, dirichlet_partition(data.train_labels, 4, 0.1, 2020))
+    assert (recorded["sha256"], recorded["split_sha256"]) == (expected["sha256"], expected["split_sha256"])
+    results = tmp_path / "t1"
+    assert main(["table1", "--results", str(results), *TINY, "--rounds", "1", "--seeds", "0", "--cells",
+                 "sgd-e2-fedavg", "--budget-seconds", "300"]) == 0
+    recorded = read_result(results / "sgd-e2-fedavg__seed0.json")["config"]["data"]
+    expected = data_fingerprint(data, official_partition(data.train_labels))
+    assert (recorded["sha256"], recorded["split_sha256"]) == (expected["sha256"], expected["split_sha256"])
+
+
 def test_bench_cifar10_compares_variants_in_one_run(tmp_path, capsys):
     """--compare: each variant is another engine timed after the base one in the same call;
     its rate follows from its own timed rounds and its runs, its gain is its rate over the

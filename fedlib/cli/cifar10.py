@@ -186,7 +186,7 @@ def _checkpoint_plan(args: argparse.Namespace):
 
 
 def run_cifar10(args: argparse.Namespace) -> int:
-    from ..experiments.cifar10 import cudnn_benchmark, train_runs
+    from ..experiments.cifar10 import cudnn_benchmark, data_fingerprint, train_runs
 
     check_output_path(args.out)
     check_out_not_data(args)
@@ -245,7 +245,8 @@ def run_cifar10(args: argparse.Namespace) -> int:
               "data": {"source": data.source, "num_train": int(len(data.train_labels)),
                        "num_test": int(len(data.test_labels)), "num_clients": args.num_clients,
                        "partition_alpha": args.partition_alpha, "partition_seed": args.partition_seed,
-                       "num_samples": [len(c) for c in parts]},
+                       "num_samples": [len(c) for c in parts],
+                       **{k: v for k, v in data_fingerprint(data, parts).items() if k in ("sha256", "split_sha256")}},
               **config_from_args(args, ALGORITHM_FLAGS + SCHEDULE_FLAGS),
               "width": args.width, "precision": args.precision, "path": args.path, "cuda_graph": args.cuda_graph,
               "device": device}

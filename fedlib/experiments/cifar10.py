@@ -924,6 +924,9 @@ def run_table1(results_dir, *, budget_seconds: float, seeds: Sequence[int] = (0,
     elif rate is not None:
         log(f"estimate: {images_per_second:.0f} images/s (hint) until a group is measured")
     parts = official_partition(data.train_labels)
+    # what the results were trained on, in their config (the sizes alone do not tell a copy carried in parts, or
+    # random pixels with the real labels, from the real images)
+    trained_on = {k: v for k, v in data_fingerprint(data, parts).items() if k in ("sha256", "split_sha256")}
 
     while todo:
         remaining = deadline - time.time()
@@ -1044,7 +1047,7 @@ def run_table1(results_dir, *, budget_seconds: float, seeds: Sequence[int] = (0,
                       "data": {"source": data_source, "num_train": int(len(data.train_labels)),
                                "num_test": int(len(data.test_labels)), "num_clients": PAPER["num_clients"],
                                "partition_alpha": PAPER["partition_alpha"],
-                               "partition_seed": PAPER["partition_seed"]},
+                               "partition_seed": PAPER["partition_seed"], **trained_on},
                       "rounds": rounds, "batch_size": PAPER["batch_size"], "weight_decay": PAPER["weight_decay"],
                       "lr_decay": "step", "engine": {**engine_key, "stacked_runs": len(group)}}
             last = hist[-1]
