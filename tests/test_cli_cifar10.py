@@ -254,6 +254,27 @@ def test_run_cifar10_and_table1_results_record_what_they_trained_on(tmp_path):
     assert (recorded["sha256"], recorded["split_sha256"]) == (expected["sha256"], expected["split_sha256"])
 
 
+def test_run_cifar10_refuses_a_checkpoint_among_the_data_files(tmp_path, capsys):
+    """--checkpoint naming a data file (or a path in the batch folder) is refused as --out is. Before, the shipped
+    sample itself as --checkpoint was refused only as 'not a fedlib checkpoint', with the advice to delete it."""
+    from fedlib.data.cifar10 import DEFAULT_SAMPLE_PATH
+
+    rc = main(["run", "cifar10", *TINY, "--rounds", "1", "--checkpoint", str(DEFAULT_SAMPLE_PATH),
+               "--checkpoint-every", "1"])
+    err = capsys.readouterr().err
+    assert rc == 2 and "--checkpoint" in err and "lies inside the shipped --sample folder" in err, err
+    assert "delete the file" not in err
+    batches = tmp_path / "cifar-10-batches-py"
+    batches.mkdir()
+    for name in ("data_batch_1", "data_batch_2", "data_batch_3", "data_batch_4", "data_batch_5", "test_batch"):
+        _fake_batch(batches / name)
+    rc = main(["run", "cifar10", "--data-root", str(tmp_path), "--width", "0.03", "--device", "cpu", "--rounds", "1",
+               "--checkpoint", str(batches / "run.ckpt"), "--checkpoint-every", "1"])
+    err = capsys.readouterr().err
+    assert rc == 2 and "lies inside the --data-root batch folder" in err, err
+    assert not (batches / "run.ckpt").exists()
+
+
 def test_bench_cifar10_compares_variants_in_one_run(tmp_path, capsys):
     """--compare: each variant is another engine timed after the base one in the same call;
     its rate follows from its own timed rounds and its runs, its gain is its rate over the

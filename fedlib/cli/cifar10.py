@@ -190,6 +190,7 @@ def run_cifar10(args: argparse.Namespace) -> int:
 
     check_output_path(args.out)
     check_out_not_data(args)
+    check_out_not_data(args, "--checkpoint")  # not "exists and is no checkpoint: delete the file" about a data file
     algorithm = build_algorithm(args)
     lo, hi = resolve_epochs(args)
     device = _check_device(args)
