@@ -662,6 +662,8 @@ def _unique_keys(path: Path):
 # ----------------------------------------------------------------------------- the repository's committed results
 #: The repository's ``data/results/`` folder, found from fedlib's own location (a checkout of fednova-book with
 #: fedlib installed from it, as ``make env`` installs it), whatever the working folder.
+#:
+#: :meta hide-value:
 REPOSITORY_RESULTS = _repo_root() / "data" / "results"
 
 

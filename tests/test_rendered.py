@@ -225,6 +225,15 @@ def test_pages_cite_no_private_notes(pages):
         assert "REFERENCE §" not in _article(soup).get_text(), docname
 
 
+def test_pages_show_no_path_of_the_machine_that_built_them(pages):
+    """The API reference showed the values of fedlib.data.cifar10.DEFAULT_SAMPLE_PATH / DEFAULT_LABELS_PATH and
+    fedlib.results.REPOSITORY_RESULTS as the build machine's absolute paths (``/tmp/ci-check/data/results``): their
+    docstrings hide the value (``:meta hide-value:``) and say where they point in the repository; no chapter
+    prints the checkout's absolute path either (chapter 5 prints its results folder relative to it)."""
+    for docname, soup in pages.items():
+        assert str(ROOT) not in soup.get_text(), docname
+
+
 def test_api_chapter_mentions_link_to_their_chapter(pages):
     """In the API reference, "chapter N" outside code is a link, and it leads to chapter N."""
     chapters = {int(d.split("/")[-1][:2]): d for d in toc_docnames() if re.match(r"\d\d_", d.split("/")[-1])}

@@ -73,9 +73,15 @@ _IMAGE_SHAPE = (32, 32, 3)
 _ROW_LENGTH = 3 * 32 * 32
 _NUM_CLASSES = len(CIFAR10_CLASSES)
 
-#: Where :func:`load_cifar10_sample` looks by default (inside a source checkout).
+#: Where :func:`load_cifar10_sample` looks by default (inside a source checkout), ``data/cifar10-sample/`` of the
+#: repository.
+#:
+#: :meta hide-value:
 DEFAULT_SAMPLE_PATH = Path(__file__).resolve().parents[2] / "data" / "cifar10-sample" / "cifar10-sample.npz"
-#: Where :func:`cifar10_random_images` reads every label of the full data set (a source checkout).
+#: Where :func:`cifar10_random_images` reads every label of the full data set (a source checkout),
+#: ``data/cifar10-sample/cifar10-labels.npz`` of the repository.
+#:
+#: :meta hide-value:
 DEFAULT_LABELS_PATH = DEFAULT_SAMPLE_PATH.with_name("cifar10-labels.npz")
 
 
