@@ -47,7 +47,7 @@ from ._validate import a_type, bool_entry, check_int, is_bool
 from .tree import tree_map
 
 __all__ = ["FORMAT", "FOOTER", "PARTS", "CheckpointError", "to_numpy_tree", "to_torch_tree", "save_checkpoint",
-           "load_checkpoint",
+           "load_checkpoint", "KIND_COMMANDS", "kind_name",
            "config_diff", "check_config", "default_checkpoint_path"]
 
 #: The ``format`` field of every checkpoint this version writes and reads.
@@ -58,6 +58,23 @@ FORMAT = "fedlib.checkpoint/1"
 #:
 #: :meta hide-value:
 FOOTER = b"\nfedlib-checkpoint-sha256:"
+
+#: The commands that write each ``kind`` of checkpoint, as the messages name them (``kind`` itself is an internal
+#: name: ``table1`` is also what ``run cifar10`` writes).
+KIND_COMMANDS = {"synthetic": "run synthetic", "table1": "run cifar10 / table1"}
+
+
+def kind_name(kind) -> str:
+    """``kind`` as the messages name it: ``"run cifar10 / table1 (kind 'table1')"``, or ``"kind 'x'"`` for a kind
+    no command of fedlib writes (a checkpoint of your own, :func:`save_checkpoint`).
+
+    Example
+    -------
+    >>> kind_name("table1"), kind_name("mine")
+    ("run cifar10 / table1 (kind 'table1')", "kind 'mine'")
+    """
+    return f"{KIND_COMMANDS[kind]} (kind {kind!r})" if kind in KIND_COMMANDS else f"kind {kind!r}"
+
 
 #: The parts of a checkpoint, each of them read by some resume.
 PARTS = ("format", "kind", "config", "round", "state", "history", "initial", "rng", "extra")
@@ -437,8 +454,9 @@ def load_checkpoint(path: os.PathLike, kind: Optional[str] = None, *, who: str =
         raise CheckpointError(f"{who}: {path} is not a {FORMAT} checkpoint",
                               reason=f"not a fedlib checkpoint (a pickle without the format tag {FORMAT!r})")
     if kind is not None and doc.get("kind") != kind:
-        raise CheckpointError(f"{who}: {path} is a {doc.get('kind')!r} checkpoint, expected {kind!r}",
-                              reason=f"a fedlib checkpoint of another command (kind {doc.get('kind')!r})")
+        raise CheckpointError(f"{who}: {path} is a checkpoint of {kind_name(doc.get('kind'))}, not of "
+                              f"{kind_name(kind)}",
+                              reason=f"a fedlib checkpoint of another command ({kind_name(doc.get('kind'))})")
     types = {"config": Mapping, "round": int, "history": list, "initial": Mapping, "rng": Mapping, "extra": Mapping}
     for part in PARTS:
         if part not in doc:

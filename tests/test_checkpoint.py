@@ -129,7 +129,8 @@ def test_checkpoint_roundtrip_and_errors(tmp_path):
     assert config_diff({"a": 1, "b": {"c": 2}}, {"a": 1, "b": {"c": 3}, "d": 0}) == ["b.c", "d"]
     with pytest.raises(CheckpointError, match="differing keys: b.c"):
         check_config(path, {"b": {"c": 2}}, {"b": {"c": 3}})
-    with pytest.raises(CheckpointError, match="expected 'table1'"):
+    with pytest.raises(CheckpointError, match=r"is a checkpoint of run synthetic \(kind 'synthetic'\), not of "
+                                              r"run cifar10 / table1 \(kind 'table1'\)$"):
         load_checkpoint(path, kind="table1")
     path.write_bytes(b"garbage")
     with pytest.raises(CheckpointError, match="corrupt"):
@@ -366,7 +367,8 @@ def _fresh_over(tmp_path, capsys, content: bytes) -> str:
     assert main(FRESH + ["--out", str(out)]) == 2
     err = capsys.readouterr().err
     assert not out.exists() and ck.read_bytes() == content  # nothing run, the file left alone
-    assert f"--checkpoint {ck}: exists and is not a synthetic checkpoint of this command: it is " in err
+    assert (f"--checkpoint {ck}: exists and is not a checkpoint of this command, run synthetic (kind 'synthetic'): "
+            "it is ") in err
     assert "so nothing was run: delete the file if you do not need it, or give another --checkpoint (or --out)" in err
     return err
 
@@ -403,6 +405,24 @@ def test_fresh_run_over_a_foreign_or_other_kind_checkpoint_says_so(tmp_path, cap
     assert f"it is not a fedlib checkpoint (a pickle without the format tag {FORMAT!r})." in err
     err = _fresh_over(tmp_path, capsys, pickle.dumps({"format": FORMAT, "kind": "cifar10"}))
     assert "it is a fedlib checkpoint of another command (kind 'cifar10')." in err
+    err = _fresh_over(tmp_path, capsys, pickle.dumps({"format": FORMAT, "kind": "table1"}))
+    assert "it is a fedlib checkpoint of another command (run cifar10 / table1 (kind 'table1'))." in err
+
+
+def test_resume_from_the_other_commands_checkpoint_names_both_commands(tmp_path, capsys):
+    """run cifar10 --resume given run synthetic's checkpoint said "is a 'synthetic' checkpoint, expected 'table1'",
+    table1 being an internal name that run cifar10's user never typed; both commands are named now."""
+    from fedlib.cli import main
+
+    out = tmp_path / "r.json"
+    assert main(FRESH + ["--out", str(out)]) == 0
+    ck = Path(str(out) + ".ckpt")
+    capsys.readouterr()
+    assert main(["run", "cifar10", "--sample", "--width", "0.03", "--rounds", "3", "--num-clients", "4",
+                 "--resume", "--checkpoint", str(ck), "--out", str(tmp_path / "c.json")]) == 2
+    err = capsys.readouterr().err
+    assert f"--checkpoint: {ck} is a checkpoint of run synthetic (kind 'synthetic'), not of run cifar10 / table1 " \
+           "(kind 'table1')" in err, err
 
 
 # --------------------------------------------------------------------------- to_torch_tree's like
@@ -590,7 +610,7 @@ def test_a_fresh_run_does_not_overwrite_a_file_that_is_not_a_checkpoint(tmp_path
     out = tmp_path / "r.json"
     assert main(RUN_3_CLIENTS + ["--rounds", "2", "--checkpoint-every", "1", "--checkpoint", str(other),
                        "--out", str(out)]) == 2
-    assert "is not a synthetic checkpoint" in capsys.readouterr().err
+    assert "is not a checkpoint of this command, run synthetic (kind 'synthetic')" in capsys.readouterr().err
     assert other.read_text() == '{"keep": true}' and not out.exists()
 
 

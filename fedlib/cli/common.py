@@ -334,15 +334,15 @@ def check_fresh_checkpoint(path: Optional[Path], kind: str) -> None:
     run (whose rounds would be lost: the interrupted run's message says to continue it with
     ``--resume``) or is not a fedlib checkpoint of this command (``kind``) at all. The
     checkpoint of a finished run may be replaced."""
-    from ..checkpoint import CheckpointError, load_checkpoint
+    from ..checkpoint import CheckpointError, kind_name, load_checkpoint
 
     if path is None or not path.is_file():
         return
     try:
         doc = load_checkpoint(path, kind=kind)
     except CheckpointError as exc:
-        raise CLIError(f"--checkpoint {path}: exists and is not a {kind} checkpoint of this command: it is "
-                       f"{exc.reason or exc}. This run starts from round 0 and its first checkpoint would replace "
+        raise CLIError(f"--checkpoint {path}: exists and is not a checkpoint of this command, {kind_name(kind)}: "
+                       f"it is {exc.reason or exc}. This run starts from round 0 and its first checkpoint would replace "
                        "the file, so nothing was run: delete the file if you do not need it, or give another "
                        "--checkpoint (or --out)") from None
     done, total = doc.get("round"), (doc.get("config") or {}).get("rounds")
