@@ -44,6 +44,14 @@ def test_untampered_result_matches(original, capsys):
     assert code == 0 and out.startswith("match: 2 rounds"), out
 
 
+def test_a_one_round_match_says_round(tmp_path, capsys):
+    """'match: 1 rounds, ...' before."""
+    one = tmp_path / "one.json"
+    assert main(FLAGS[:5] + ["1"] + FLAGS[6:] + ["--out", str(one)]) == 0
+    code, out, _ = _cli(capsys, "rerun", one, "--quiet")
+    assert code == 0 and out.startswith("match: 1 round, initial, summary and config equal to 1e-12"), out
+
+
 # ----------------------------------------------------------------------------- defect 1: --out
 @pytest.mark.parametrize("how", ["same", "dotdot", "symlink", "hardlink"])
 def test_out_naming_the_checked_result_is_refused(original, tmp_path, capsys, monkeypatch, how):

@@ -389,7 +389,8 @@ def rerun_command(args: argparse.Namespace) -> int:
     diffs = compare_results(old, new, args.tol, data_elsewhere=args.data is not None)
     wrote = f"; wrote {args.out}" if args.out is not None else ""
     if not diffs:
-        print(f"match: {len(new['history'])} rounds, initial, summary and config equal to {args.tol:g}" + wrote)
+        n = len(new["history"])
+        print(f"match: {n} round{'' if n == 1 else 's'}, initial, summary and config equal to {args.tol:g}" + wrote)
         return 0
     print("MISMATCH: " + "; ".join(diffs) + wrote)
     return 1
