@@ -386,6 +386,34 @@ def test_cifar10_download_failure_on_the_command_line(tmp_path, monkeypatch, cap
     assert not (tmp_path / "c.json").exists()
 
 
+def test_a_failed_download_leaves_no_empty_folder_behind(tmp_path, monkeypatch):
+    """A failed download left behind the --data-root folders it had made, empty; they are removed now (a folder that
+    existed before, and a partial archive, are kept)."""
+    import torchvision
+
+    from fedlib.data import cifar10 as cifar
+
+    partial = {}
+
+    def offline(cls, root, *args, **kwargs):
+        if partial:
+            (Path(root) / "cifar-10-python.tar.gz").write_bytes(b"half")
+        raise urllib.error.URLError("[Errno -3] Temporary failure in name resolution")
+
+    monkeypatch.setattr(torchvision.datasets, "CIFAR10", type("CIFAR10", (), {"__new__": offline}))
+    root = tmp_path / "new" / "data"
+    with pytest.raises(OSError, match="CIFAR-10 download into"):
+        cifar.load_cifar10(root, download=True)
+    assert not (tmp_path / "new").exists() and tmp_path.is_dir()
+    with pytest.raises(OSError, match="CIFAR-10 download into"):
+        cifar.load_cifar10(tmp_path, download=True)
+    assert tmp_path.is_dir()
+    partial["archive"] = True
+    with pytest.raises(OSError, match="CIFAR-10 download into"):
+        cifar.load_cifar10(root, download=True)
+    assert (root / "cifar-10-python.tar.gz").read_bytes() == b"half"
+
+
 # --------------------------------------------------------------------------- a server that never answers
 def test_load_cifar10_download_gives_up_on_a_server_that_never_answers(tmp_path, monkeypatch):
     """A loopback server that accepts connections and never sends a byte (a network dropping

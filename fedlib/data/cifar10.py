@@ -200,6 +200,7 @@ def _download(root: Path) -> None:
         import torchvision
     except ImportError as exc:  # pragma: no cover - torchvision is a dependency
         raise RuntimeError("download=True needs torchvision installed") from exc
+    made = [folder for folder in (root, *root.parents) if not folder.exists()]  # deepest first
     root.mkdir(parents=True, exist_ok=True)
     # Downloads, verifies and extracts the official archive (train and test together). torchvision opens
     # its connections without a timeout, i.e. with socket's default (load_cifar10 sets it: _socket_timeout).
@@ -207,6 +208,11 @@ def _download(root: Path) -> None:
     try:
         torchvision.datasets.CIFAR10(str(root), train=True, download=True)
     except (OSError, RuntimeError) as exc:  # URLError (no network, DNS, HTTP), a disk error, a bad md5, a timeout
+        for folder in made:  # a failed download left the folders it made, empty; a partial archive stays
+            try:
+                folder.rmdir()
+            except OSError:
+                break
         url = getattr(torchvision.datasets.CIFAR10, "url", "the CIFAR-10 python archive")
         timed_out = isinstance(exc, TimeoutError) or isinstance(getattr(exc, "reason", None), TimeoutError)
         waited = (f" (no answer within timeout={timeout:g} s; a slow but working network: a larger timeout, or "
