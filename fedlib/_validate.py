@@ -506,3 +506,29 @@ def check_instance(name: str, value: Any, cls: type, hint: str = "") -> Any:
     if not isinstance(value, cls):
         raise ValueError(f"{name} must be a {cls.__module__}.{cls.__qualname__}{hint}, got {type(value).__name__}")
     return value
+
+
+def available_memory() -> int | None:
+    """Bytes of memory a new allocation may take: ``MemAvailable`` of ``/proc/meminfo`` (Linux), else free pages
+    times the page size (``os.sysconf``); ``None`` where neither is known (the check below then passes)."""
+    try:
+        with open("/proc/meminfo", encoding="ascii") as fh:
+            for line in fh:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    try:
+        return int(os.sysconf("SC_AVPHYS_PAGES")) * int(os.sysconf("SC_PAGE_SIZE"))
+    except (AttributeError, OSError, ValueError):
+        return None
+
+
+def check_memory(nbytes: int, what: str) -> None:
+    """``MemoryError`` naming ``what`` when ``nbytes`` exceed :func:`available_memory`: an allocation made piece by
+    piece (a data set generated client by client) would otherwise grow until the operating system kills the
+    process (exit 137, no message, minutes later) instead of failing at once with a message."""
+    available = available_memory()
+    if available is not None and nbytes > available:
+        raise MemoryError(f"{what} need {nbytes / 2**30:.1f} GiB, more than the {available / 2**30:.1f} GiB of "
+                          "memory available")

@@ -278,6 +278,57 @@ def test_out_of_memory_is_a_clean_error(tmp_path, monkeypatch, capsys):
     assert not out.exists()
 
 
+def test_a_run_whose_data_do_not_fit_in_memory_is_refused_before_it_starts(tmp_path, monkeypatch, capsys):
+    """--num-clients 100000 (44.5 M samples, 20 GiB of features, held 3 times) generated data for minutes and was
+    then killed by the operating system (exit 137, no message) on a 23 GiB machine: refused now at once, exit 2, the
+    sizes named. Here with the memory available set to what 3 copies of 4 clients' data need, less one byte."""
+    import importlib
+
+    import fedlib.data
+    from fedlib import _validate
+
+    S = importlib.import_module("fedlib.data.synthetic")  # the module (fedlib.data.synthetic is also the function)
+    need = 3 * int(S._client_sizes(0, 4, None).sum()) * 61 * 8
+    monkeypatch.setattr(_validate, "available_memory", lambda: need - 1)
+    monkeypatch.setattr(fedlib.data, "synthetic", lambda *a, **k: pytest.fail("generated the data"))
+    out = tmp_path / "r.json"
+    assert main(TINY + ["--out", str(out)]) == 2
+    err = capsys.readouterr().err
+    total = int(S._client_sizes(0, 4, None).sum())
+    assert (f"error: out of memory (--num-clients 4: the Synthetic data ({total:,} samples), held 3 times (the data "
+            f"set, the problem's copy, the engine's), need {need / 2**30:.1f} GiB, more than the "
+            f"{(need - 1) / 2**30:.1f} GiB of memory available)") in err, err
+    assert not out.exists()
+    monkeypatch.setattr(_validate, "available_memory", lambda: need)
+    monkeypatch.undo()
+    assert main(TINY + ["--out", str(out)]) == 0
+
+
+def test_each_copy_of_the_data_checks_the_memory_it_takes(monkeypatch):
+    """The library's own copies check their size first too (an allocation made client by client grows until the
+    process is killed): synthetic(), LogisticProblem, run_batched; with unknown memory (None) nothing is checked."""
+    from fedlib import _validate
+    from fedlib.algorithms import make_algorithm
+    from fedlib.data import synthetic
+    from fedlib.engines.batched import run_batched
+    from fedlib.problems.logistic import LogisticProblem
+    from fedlib.schedules import FixedSteps
+    from fedlib.solvers import sgd
+
+    ds = synthetic(num_clients=2, num_samples=[10, 20], seed=0)
+    assert _validate.available_memory() > 0
+    monkeypatch.setattr(_validate, "available_memory", lambda: 1)
+    with pytest.raises(MemoryError, match=r"^the Synthetic data \(30 samples of 2 clients, dim 60\) need 0\.0 GiB"):
+        synthetic(num_clients=2, num_samples=[10, 20], seed=0)
+    with pytest.raises(MemoryError, match=r"^LogisticProblem's copy of .* \(30 samples\) need "):
+        LogisticProblem(ds)
+    monkeypatch.setattr(_validate, "available_memory", lambda: None)
+    problem = LogisticProblem(ds)
+    monkeypatch.setattr(_validate, "available_memory", lambda: 1)
+    with pytest.raises(MemoryError, match=r"^the batched engine's copy of the training features \(27 samples, "):
+        run_batched(make_algorithm("fedavg", sgd(0.1)), problem, FixedSteps([1, 1]), 1, batch_size=5)
+
+
 TINY = ["run", "synthetic", "--rounds", "1", "--num-clients", "4", "--quiet"]
 
 

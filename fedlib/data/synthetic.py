@@ -74,7 +74,7 @@ import numbers
 
 import numpy as np
 
-from .._validate import check_agree, check_flag, check_int, check_nonnegative
+from .._validate import check_agree, check_flag, check_int, check_memory, check_nonnegative
 from ..rng import generator
 from .clients import FederatedDataset
 
@@ -222,6 +222,8 @@ def synthetic(
                          f"float64 (labels then differ from alpha = 0 although alpha cancels in the argmax)")
 
     sizes = _client_sizes(seed, num_clients, num_samples)
+    total = int(sizes.sum())  # float64 features and int64 labels, made client by client
+    check_memory(total * (dim + 1) * 8, f"the Synthetic data ({total:,} samples of {num_clients:,} clients, dim {dim})")
     std = np.sqrt(synthetic_covariance_diagonal(dim))
     if iid:
         shared = generator(seed, "data_shared")

@@ -68,7 +68,8 @@ from typing import Callable, NamedTuple, Optional
 
 import numpy as np
 
-from .._validate import check_callable, check_choice, check_count, check_flag, check_int, check_int_array, round_lr
+from .._validate import (check_callable, check_choice, check_count, check_flag, check_int, check_int_array,
+                         check_memory, round_lr)
 from ..algorithms import ClientUpdate, FederatedAlgorithm, ServerState, server_state_mismatch
 from ..problems.logistic import _UNDERFLOW, LogisticProblem, _one_hot, _ones, pack_params, unpack_params
 from ..problems.logistic import _packed_grad_numpy_one as _grad_one
@@ -553,6 +554,8 @@ def run_batched(algorithm: FederatedAlgorithm, problem: LogisticProblem, schedul
     l2 = problem.l2
 
     # data on the backend: features with a trailing 1 (bias), one-hot labels
+    check_memory(problem.train_x.shape[0] * D * 8, f"the batched engine's copy of the training features "
+                 f"({problem.train_x.shape[0]:,} samples, with a column of ones)")
     xa_np = np.concatenate([problem.train_x, np.ones((problem.train_x.shape[0], 1))], axis=1)
     Xall = be.asarray(xa_np)
     # numpy: the labels alone (each window's one-hot labels times the weights are written from them: _local_phase)

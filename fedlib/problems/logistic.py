@@ -63,7 +63,8 @@ from typing import Any, Optional
 
 import numpy as np
 
-from .._validate import bool_entry, check_agree, check_int, check_nonnegative, plain, tensor_as_float64
+from .._validate import (bool_entry, check_agree, check_int, check_memory, check_nonnegative, plain,
+                         tensor_as_float64)
 from ..data.clients import FederatedDataset
 
 __all__ = ["LogisticRegression", "LogisticProblem", "pack_params", "unpack_params", "packed_grad_"]
@@ -649,6 +650,9 @@ class LogisticProblem:
         self.num_samples = dataset.num_samples
         self.p = dataset.weights
         self.offsets = np.concatenate([[0], np.cumsum(self.num_samples)]).astype(np.int64)
+        rows = int(self.num_samples.sum()) + sum(len(y) for y in dataset.test_y)
+        check_memory(rows * (dataset.num_features + 1) * 8, f"LogisticProblem's copy of {dataset.name}'s features and "
+                     f"labels ({rows:,} samples)")
         self.train_x = np.ascontiguousarray(np.concatenate([np.asarray(x, dtype=np.float64) for x in dataset.train_x]))
         self.train_y = np.concatenate([np.asarray(y, dtype=np.int64) for y in dataset.train_y])
         tx = [np.asarray(x, dtype=np.float64).reshape(-1, dataset.num_features) for x in dataset.test_x]
