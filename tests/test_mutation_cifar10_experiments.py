@@ -29,6 +29,13 @@ Mutants of f929b39..780545c (fedlib/experiments/cifar10.py, fbcc566: train_runs'
 tests/README.md, Mutation passes):
   TR1 load_checkpoint's who "table1"; TR2 check_config's; TR3 the two hints swapped; TR4 save_checkpoint's; TR5 the
   default who "--checkpoint". killed here: TR1-TR5.
+Mutants of cdf6ee0..fcc8b56 (fedlib/experiments/cifar10.py, 8ff7c5a: load_benchmarks' missing folder; 983fe92:
+run_table1's config.data sha256 / split_sha256) (pass described in tests/README.md, Mutation passes; run cifar10's
+fingerprint: test_mutation_cli_cifar10.py):
+  LB1 ``is_dir()`` -> ``exists()``; LB2 the check dropped; LB3 the working folder left out of the message; LB4
+  NotADirectoryError. CF5 run_table1's sha256 left out; CF6 its fingerprint left out of config.data; CF7 the split
+  fingerprinted without its first client.
+  killed by the suite: LB2-LB4, CF5-CF7 (test_cli_cifar10.py). killed here: LB1.
 """
 import numpy as np
 import pytest
@@ -462,3 +469,17 @@ def test_parse_bench_variant_gives_the_base_runs_as_a_python_int():
         settings = C.parse_bench_variant(text, **base)
         assert type(settings["runs"]) is int and settings["runs"] == 4
         assert json.loads(json.dumps(settings))["runs"] == 4
+
+
+# ------------------------------------------------- load_benchmarks' folder: mutants of cdf6ee0..fcc8b56 (8ff7c5a)
+def test_load_benchmarks_refuses_a_file_given_for_its_folder(tmp_path, monkeypatch):
+    """load_benchmarks of a file (a benchmark's own JSON file given for its folder) is no folder: FileNotFoundError
+    naming it and the working folder, as for a path that does not exist. Mutant of cdf6ee0..fcc8b56: LB1
+    (``exists()`` for ``is_dir()``: the file read as a folder holding no benchmark, [])."""
+    import os
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "cifar10-bench.json").write_text("{}")
+    with pytest.raises(FileNotFoundError) as err:
+        C.load_benchmarks("cifar10-bench.json")
+    assert str(err.value) == f"cifar10-bench.json: no such folder (relative to the working folder {os.getcwd()})"

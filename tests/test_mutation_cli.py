@@ -95,6 +95,19 @@ tests/README.md, Mutation passes):
   UP1 ``not text`` -> ``text is None``; UP2 ``not text.strip()`` (blank names refused); UP3 a ValueError for the
   ArgumentTypeError (argparse's 'invalid user_path value'); UP4 the check never true. killed by the suite: UP1, UP3,
   UP4 (test_cli_paths.py). killed here: UP2.
+Mutants of cdf6ee0..fcc8b56 (fedlib/cli/rerun.py, a8a4c5d: _data_mismatch, the data's SHA-256 compared before the
+rerun runs) (pass described in tests/README.md, Mutation passes):
+  RD1 the sha256 test dropped (any data dict checked); RD2 ``isinstance(sha256, str)`` -> ``is not None``; RD3 checked
+  only when argv holds --data; RD4 OSError not caught; RD5 ValueError not caught; RD6 ``==`` -> ``!=``; RD7 the two
+  digests swapped in the message; RD8 the check's answer ignored; RD9 checked against an empty config; RD10 exit 2;
+  RD11 the --out clause inverted; RD12 the whole parser for ``run synthetic``'s; RD13 printed to stderr; RD14 checked
+  only with rerun's own --data; RD15 'nothing was rerun' reworded.
+  killed by the suite: RD1, RD6-RD11, RD13-RD15 (test_rerun.py). killed here: RD4. equivalent: RD2 (no run writes a
+  sha256 that is not a text; a hand-edited one is a MISMATCH naming config.data.sha256, exit 1, either way: only
+  whether the run is spent first differs), RD3 (a result that records config.data.sha256 is a LEAF result, whose
+  flags always hold --data=...), RD5 (load_dataset turns load_leaf's ValueError into a CLIError, itself a ValueError,
+  and nothing else in the try raises one), RD12 (the whole parser parses ``run synthetic``'s arguments alike; only
+  the other commands' modules are imported too).
 """
 from __future__ import annotations
 
@@ -1363,3 +1376,27 @@ def test_compare_results_skips_the_data_source_only_with_data_elsewhere(tmp_path
     null = {"config": {"data": None}}
     assert compare_results(null, b, data_elsewhere=True) == [f"config.data: None != {b['config']['data']!r}"]
     assert compare_results(b, null, data_elsewhere=True) == [f"config.data: {b['config']['data']!r} != None"]
+
+
+# ------------------------------------- rerun's data SHA-256 before the run: mutants of cdf6ee0..fcc8b56 (a8a4c5d)
+def test_rerun_leaves_data_it_cannot_read_to_the_run(tmp_path, capsys, monkeypatch):
+    """rerun compares the --data file's SHA-256 with the result's before anything runs, but a file it cannot read
+    (an OSError: no permission, a disk error) is left to the run, whose error says why after 'rerunning ...'.
+    Mutant of cdf6ee0..fcc8b56: RD4 (the OSError not caught: rerun stopped on the early check's error, the run and
+    its failure never named)."""
+    import fedlib.data.leaf as leaf
+    from fedlib.cli import main
+    from leafutil import three_client_leaf
+
+    data = three_client_leaf(tmp_path)
+    original = tmp_path / "l.json"
+    assert main(["run", "synthetic", "--data", str(data), "--rounds", "1", "--quiet", "--out", str(original)]) == 0
+
+    def unreadable(file, **kw):
+        raise PermissionError(13, "Permission denied", str(file))
+    monkeypatch.setattr(leaf, "read_json", unreadable)
+    capsys.readouterr()
+    rc = main(["rerun", str(original)])
+    out, err = capsys.readouterr()
+    assert rc == 1 and out.startswith(f"rerunning {original} (seed 0, "), (out, err)
+    assert "Permission denied" in err and "rerun: the rerun of the recorded config failed (exit status 1" in err, err

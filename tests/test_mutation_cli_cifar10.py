@@ -34,6 +34,23 @@ passes; train_runs' who: test_mutation_cifar10_experiments.py):
   CK19, CK20, CK22-CK24, CK26. equivalent: CK5 (without --resume, resolve_checkpoint gives a path only with
   --checkpoint-every, so ``or args.rounds`` never decides), CK25 (the plan's round and train_runs' resumed_from are
   the round of the same file, read twice).
+Mutants of cdf6ee0..fcc8b56 (fedlib/cli/__init__.py, 475f1ad: _one_line_warnings and main's catch_warnings;
+fedlib/cli/cifar10.py, 983fe92 and 2ed6763: run cifar10's config.data sha256 / split_sha256 and its --checkpoint
+among the data files) (pass described in tests/README.md, Mutation passes; run_table1's fingerprint:
+test_mutation_cifar10_experiments.py):
+  OW1 the package's folder without its trailing separator; OW2 fedlib/cli/ taken for the package; OW3 the
+  repository's folder taken for it; OW4 the test inverted; OW5 the file given ignored; OW6 printed to stdout; OW7 the
+  message's repr; OW8 flush dropped; OW9 file and line swapped for the other warnings; OW10 file and line not passed
+  on; OW11 the catch_warnings dropped (main's display left in place); OW12 the display not installed; OW13 the file
+  name not made absolute; OW14 any path naming "fedlib"; OW15 the category printed too. CF1 split_sha256 left out;
+  CF2 the whole fingerprint (num_train, num_test too); CF3 the split fingerprinted in reverse; CF4 no fingerprint;
+  CF8 the --checkpoint check dropped; CF9 --out checked twice instead; CF10 each client's indices sorted first.
+  killed by the suite: OW2, OW4, OW6, OW7, OW10, OW12, OW15 (test_provenance.py), CF1, CF3, CF4, CF8-CF10
+  (test_cli_cifar10.py). killed here: OW1, OW3, OW5, OW9, OW11, OW14. equivalent: OW8 (the warnings machinery calls
+  the display with file None, and stderr is line-buffered (Python >= 3.9), so the line, ending in a newline, is
+  written at once either way), OW13 (a warning's file name is its code's, absolute since Python 3.9 whatever the
+  sys.path entry it was imported from), CF2 (data_fingerprint's num_train and num_test are len() of the same
+  labels, the values config.data already holds).
 """
 from __future__ import annotations
 
@@ -1107,3 +1124,47 @@ def test_resume_help_of_run_cifar10_keeps_the_rounds_and_of_run_synthetic_not():
     assert "--rounds too), as the unbroken run would" in cifar and "--rounds may differ" not in cifar
     assert "--rounds may differ: a finished run continues to more rounds" in synthetic and "--rounds too" not in \
         synthetic
+
+
+# ------------------------------------------ main's one-line warnings: mutants of cdf6ee0..fcc8b56 (475f1ad)
+def test_one_line_warnings_are_fedlibs_own_and_the_others_keep_their_file_and_line():
+    """_one_line_warnings' display prints a warning raised in a file of the fedlib package as 'warning: MESSAGE', to
+    the file it is handed (else stderr), and hands any other, its file and source line in their places, to the
+    display it replaced: a file of the repository outside fedlib/ (a script, numpy in a virtual environment kept in
+    the checkout), of a folder beside it whose name starts with 'fedlib', of any path naming fedlib. Mutants of
+    cdf6ee0..fcc8b56: OW1 (the package's folder without its trailing separator), OW3 (the repository's folder taken
+    for the package's), OW5 (the file handed ignored), OW9 (file and line swapped), OW14 (any path naming fedlib)."""
+    import io
+    import os
+
+    package = os.path.dirname(os.path.dirname(os.path.abspath(cli.__file__)))  # .../fedlib
+    shown = []
+    show = cli._one_line_warnings(lambda *a: shown.append(a))
+    outside = [os.path.join(os.path.dirname(package), "scripts", "import_gpu_results.py"),
+               os.path.join(os.path.dirname(package), ".venv", "lib", "numpy", "core.py"),
+               os.path.join(package + "_plugins", "x.py"), "/home/u/fedlib-env/lib/torch/nn.py"]
+    for i, filename in enumerate(outside):
+        stream = io.StringIO()
+        show(UserWarning("w"), UserWarning, filename, 7, stream, "source line")
+        assert len(shown) == i + 1 and shown[-1][1:] == (UserWarning, filename, 7, stream, "source line"), filename
+        assert stream.getvalue() == ""
+    stream = io.StringIO()
+    show(UserWarning("the git checkout changed"), UserWarning, os.path.join(package, "results.py"), 288, stream, "x")
+    assert stream.getvalue() == "warning: the git checkout changed\n" and len(shown) == len(outside)
+
+
+def test_main_shows_warnings_as_one_line_only_while_its_command_runs(monkeypatch):
+    """main replaces warnings.showwarning while the command runs and puts the caller's back after (a test, a
+    notebook or a script calling main keeps Python's format for its own warnings). Mutant of cdf6ee0..fcc8b56: OW11
+    (the catch_warnings around the handler dropped: main's display left in place)."""
+    import warnings
+
+    import fedlib.cli.cifar10 as c10
+
+    monkeypatch.setattr(warnings, "showwarning", warnings.showwarning)  # put back at teardown, whatever main leaves
+    before = warnings.showwarning
+    during = []
+    monkeypatch.setattr(c10, "run_cifar10", lambda args: during.append(warnings.showwarning))
+    assert cli_exit(["run", "cifar10"]) == (0, "", "")
+    assert during[0] is not before and during[0].__name__ == "showwarning"
+    assert warnings.showwarning is before

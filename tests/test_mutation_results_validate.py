@@ -56,6 +56,16 @@ named a checkpoint, RE9 the type named without ``a_type``), 1 equivalent:
   * RE7 -- _is_checkpoint's ``length >= size`` -> ``>``: they differ only for a file of exactly the footer and
     its 64 hex digits, with nothing before them; every checkpoint has its pickle (at least two bytes) before
     the footer, so it reads the same.
+Mutants of cdf6ee0..fcc8b56 (fedlib/results.py, 176bb35: results_folder, REPOSITORY_RESULTS) (pass described in
+tests/README.md, Mutation passes):
+  RF1 committed's str test dropped; RF2 the empty-name test dropped; RF3 the one-name test dropped; RF4 a missing
+  committed folder returned; RF5 made relative to the unresolved working folder; RF6 always absolute; RF7 ``except
+  ValueError`` -> ``except TypeError``; RF8 create inverted; RF9 no parents made; RF10 ``exist_ok`` dropped; RF11
+  ``is_dir`` -> ``exists``; RF12 the message's committed folder cut to data/results/; RF13 REPOSITORY_RESULTS
+  data/; RF14 ``path is None`` -> ``not path``; RF15 the path given made absolute.
+  killed by the suite: RF2-RF4, RF6-RF8, RF13, RF15 (test_results.py). killed here: RF1, RF9-RF12, RF14.
+  equivalent: RF5 (Path.cwd is os.getcwd, the working folder's physical path on POSIX, symbolic links resolved,
+  as resolve() gives it).
 """
 from __future__ import annotations
 
@@ -585,3 +595,31 @@ def test_to_jsonable_names_what_it_cannot_store_with_its_article():
     assert str(err.value) == f"cannot store an object in a result record: {thing!r}"
     with pytest.raises(ValueError, match=r"^cannot store an ellipsis in a result record: Ellipsis$"):
         to_jsonable([...])
+
+
+# ------------------------------------------------- results_folder: mutants of cdf6ee0..fcc8b56 (176bb35)
+def test_results_folder_makes_nested_folders_and_refuses_a_file_or_a_committed_that_is_no_text(tmp_path,
+                                                                                                 monkeypatch):
+    """results_folder(path, committed): with create the folder is made with its parents, one that exists is taken
+    as it is; without, a path naming a file is no folder (FileNotFoundError naming it, the working folder and the
+    committed folder to give instead); "" is a path as given (the working folder), only None the committed folder;
+    a committed that is no text is a ValueError naming it. Mutants of cdf6ee0..fcc8b56: RF1 (committed's str test
+    dropped: 5 a TypeError), RF9 (no parents made), RF10 (an existing folder refused with create), RF11 (a file
+    taken for a folder), RF12 (the committed folder not named), RF14 ("" read as None)."""
+    import os
+    from pathlib import Path
+
+    from fedlib.results import results_folder
+
+    monkeypatch.chdir(tmp_path)
+    assert results_folder("a/b", "cifar10", create=True) == Path("a/b") and (tmp_path / "a" / "b").is_dir()
+    assert results_folder("a/b", "cifar10", create=True) == Path("a/b")
+    (tmp_path / "r.json").write_text("{}")
+    with pytest.raises(FileNotFoundError) as err:
+        results_folder("r.json", "linearised")
+    assert str(err.value) == (f"r.json: no such folder (relative to the working folder {os.getcwd()}); give the "
+                              "folder of the result files, or None for the repository's committed "
+                              "data/results/linearised")
+    assert results_folder("", "bench") == Path("")
+    with pytest.raises(ValueError, match=r"^committed must name one folder under .*, got 5$"):
+        results_folder(None, 5)

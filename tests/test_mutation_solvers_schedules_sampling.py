@@ -180,6 +180,15 @@ expected_a_norms' RandomLocalWork branch) (pass described in tests/README.md, Mu
   momentum="0.9") a TypeError, not the ValueError naming momentum): fixed in 1313319, its test in test_solvers.py.
   killed by the suite: LN3-LN9, EA1. killed here: LN1, LN10, LN11, EA2, EA3. equivalent: LN2 (own_step_methods of
   LocalSolver itself is empty, so the dropped clause never decides).
+Mutants of cdf6ee0..fcc8b56 (fedlib/sampling.py, 7db70c6: as_participation's client and weight checks) (pass
+described in tests/README.md, Mutation passes):
+  AP1 ``clients.size == 0`` dropped; AP2 ``"iu"`` -> ``"i"`` (unsigned indices refused); AP3 ``not in "iu"`` -> ``==
+  "f"`` (only float indices refused); AP4 ``or`` -> ``and``; AP5 the finite test dropped; AP6 only NaN refused (inf
+  taken); AP7 ``weights < 0`` -> ``<= 0``; AP8 ``sum <= 0`` -> ``< 0``; AP9 the negative test dropped; AP10 ``sum``
+  -> ``max``; AP11 round_participation's messages named "participation"; AP12 the clients' ``!r`` dropped.
+  killed by the suite: AP1 (this file), AP4-AP9, AP11 (test_sampling.py, test_hot_paths_engines.py). killed here:
+  AP2, AP3. equivalent: AP10 (the weights are finite and >= 0 by then, so max <= 0 and sum <= 0 both mean every
+  weight 0, and there is at least one), AP12 (a list's str is its repr).
 """
 from __future__ import annotations
 
@@ -1051,3 +1060,18 @@ def test_expected_a_norms_points_any_random_local_work_to_its_closed_form():
             expected_a_norms(work, sgd(0.1))
         with pytest.raises(ValueError, match=said):
             population_tau_eff([0.5, 0.5], work, sgd(0.1))
+
+
+# ------------------------------------------ as_participation's client checks: mutants of cdf6ee0..fcc8b56 (7db70c6)
+def test_as_participation_takes_unsigned_indices_and_refuses_text_or_complex_ones():
+    """Client indices of any integer dtype are taken (np.uint8, as a user's sampler may return them), anything else
+    is refused as float indices are: text ('0', '1') and complex numbers. Mutants of cdf6ee0..fcc8b56: AP2 (unsigned
+    indices refused), AP3 (only float indices refused: text and complex let through as clients)."""
+    from fedlib.sampling import as_participation
+
+    part = as_participation(Participation(np.array([2, 0], dtype=np.uint8), [0.25, 0.75]))
+    assert part.clients.tolist() == [2, 0] and part.weights.tolist() == [0.25, 0.75]
+    for clients, shown in ((["0", "1"], "['0', '1']"), (np.array([0j, 1j]), "[0j, 1j]")):
+        with pytest.raises(ValueError) as err:
+            as_participation(Participation(clients, [0.5, 0.5]))
+        assert str(err.value) == f"participation must name at least one client by integer index, got clients {shown}"
