@@ -14,11 +14,11 @@ weights :math:`\omega_i` such that, for any client quantities :math:`z_i`,
   :math:`\omega_i = p_i m / q` (the weights sum to one only in expectation).
 
 Every draw comes from ``fedlib.rng.generator(seed, "sampling", round)``.
-Used by chapters 4 and 6: chapter 4's partial-participation panel (Synthetic, Figure 5;
+Used by chapters 4, 6 and 8: chapter 4's partial-participation panel (Synthetic, Figure 5;
 :func:`expected_server_weights` for where FedNova settles when :math:`\tau_{\text{eff}}` is taken
-from the sample) and chapter 6's :func:`full_participation`. Chapter 8's client-sampling part
-(App. G) uses it through :mod:`fedlib.experiments.speedup` (:func:`effective_participants`,
-:func:`expected_server_weights`).
+from the sample), chapter 6's :func:`full_participation` and chapter 8's check of the with-replacement
+weights (:func:`sample_clients`); chapter 8's client-sampling part (App. G) uses it through
+:mod:`fedlib.experiments.speedup` too (:func:`effective_participants`, :func:`expected_server_weights`).
 """
 from __future__ import annotations
 

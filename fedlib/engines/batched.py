@@ -38,8 +38,9 @@ Backends: ``"numpy"`` (default, float64 on the CPU) and ``"torch"`` (float64 ten
 on ``device``; ``None`` picks CUDA when torch sees a GPU) — the same code, only the
 gradient kernel differs.
 
-Used by chapter 9 (:func:`run_batched`: FedNova's fixed-length rounds checked against eq. (4)); through
-:mod:`fedlib.experiments` also by chapters 4 and 10.
+Used by chapters 4 and 9 (:func:`run_batched`: FedNova's fixed-length rounds checked against eq. (4) in chapter 9;
+chapter 4 checks it ran the momentum and proximal solvers' own steps against :func:`run_reference`); through
+:mod:`fedlib.experiments` also by chapter 10.
 
 Divergence: a non-finite aggregated update or a non-finite model from a server optimizer of your own
 (``apply`` raises ``FloatingPointError``),
