@@ -510,7 +510,9 @@ def check_instance(name: str, value: Any, cls: type, hint: str = "") -> Any:
 
 def available_memory() -> int | None:
     """Bytes of memory a new allocation may take: ``MemAvailable`` of ``/proc/meminfo`` (Linux), else free pages
-    times the page size (``os.sysconf``); ``None`` where neither is known (the check below then passes)."""
+    times the page size (``os.sysconf``); ``None`` where neither is known (the check below then passes). The
+    machine's memory: a container's own limit (cgroup) is not read, so a process in a smaller container may still be
+    killed before this refuses."""
     try:
         with open("/proc/meminfo", encoding="ascii") as fh:
             for line in fh:
