@@ -670,11 +670,12 @@ REPOSITORY_RESULTS = _repo_root() / "data" / "results"
 def results_folder(path: Optional[os.PathLike], committed: str, *, create: bool = False) -> Path:
     """The folder of result files a chapter reads: ``path`` as given (relative to the working folder), or for
     ``path=None`` the repository's committed ``data/results/<committed>`` (:data:`REPOSITORY_RESULTS`), found
-    whatever the working folder (relative to the working folder when it lies inside it, else absolute). Chapters 5 and 10 read their results through it: their paths were relative to the
-    working folder, so a chapter opened in Jupyter (which starts its kernel in ``book/``) or executed by papermill
-    from another folder found no results (chapter 5's table showed none and then stopped on an empty benchmark
-    table). A folder that does not exist is a ``FileNotFoundError`` naming it, or with ``create`` is made (where a
-    run is about to write its results).
+    whatever the working folder (relative to the working folder when it lies inside it, else absolute).
+    Chapters 5 and 10 read their results through it: their paths were relative to the working folder, so a
+    chapter opened in Jupyter (which starts its kernel in ``book/``) or executed by papermill from another folder
+    found no results (chapter 5's table showed none and then stopped on an empty benchmark table). A folder that
+    does not exist is a ``FileNotFoundError`` naming it, or with ``create`` is made (where a run is about to write
+    its results).
 
     Example
     -------
