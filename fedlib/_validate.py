@@ -509,21 +509,105 @@ def check_instance(name: str, value: Any, cls: type, hint: str = "") -> Any:
 
 
 def available_memory() -> int | None:
-    """Bytes of memory a new allocation may take: ``MemAvailable`` of ``/proc/meminfo`` (Linux), else free pages
-    times the page size (``os.sysconf``); ``None`` where neither is known (the check below then passes). The
-    machine's memory: a container's own limit (cgroup) is not read, so a process in a smaller container may still be
-    killed before this refuses."""
+    """Bytes of memory a new allocation may take: the least of the machine's (``MemAvailable`` of ``/proc/meminfo``
+    on Linux, else free pages times the page size, ``os.sysconf``) and the room left under the memory limits of the
+    process's control groups (:func:`cgroup_available_memory`: a container's ``--memory``, a batch job's allocation);
+    ``None`` where none of them is known (the check below then passes)."""
+    machine = None
     try:
         with open("/proc/meminfo", encoding="ascii") as fh:
             for line in fh:
                 if line.startswith("MemAvailable:"):
-                    return int(line.split()[1]) * 1024
+                    machine = int(line.split()[1]) * 1024
+                    break
     except (OSError, ValueError, IndexError):
         pass
+    if machine is None:
+        try:
+            machine = int(os.sysconf("SC_AVPHYS_PAGES")) * int(os.sysconf("SC_PAGE_SIZE"))
+        except (AttributeError, OSError, ValueError):
+            pass
+    limited = cgroup_available_memory()
+    known = [v for v in (machine, limited) if v is not None]
+    return min(known) if known else None
+
+
+# a cgroup v1 memory.limit_in_bytes this large (the kernel writes 2^63 rounded down to a page) means "no limit"
+_NO_LIMIT = 2**62
+
+
+def _read_int(path: Path) -> int | None:
     try:
-        return int(os.sysconf("SC_AVPHYS_PAGES")) * int(os.sysconf("SC_PAGE_SIZE"))
-    except (AttributeError, OSError, ValueError):
+        text = path.read_text(encoding="ascii").strip()
+    except (OSError, UnicodeDecodeError):
         return None
+    try:
+        return int(text)
+    except ValueError:  # "max": cgroup v2's "no limit"
+        return None
+
+
+def _inactive_file(folder: Path) -> int:
+    """Page cache the kernel reclaims before it kills a process (``inactive_file`` of ``memory.stat``; 0 if
+    unknown): counted as free, as the kernel's own OOM accounting and container runtimes do."""
+    try:
+        for line in (folder / "memory.stat").read_text(encoding="ascii").splitlines():
+            key, _, value = line.partition(" ")
+            if key in ("inactive_file", "total_inactive_file"):
+                return max(int(value), 0)
+    except (OSError, UnicodeDecodeError, ValueError):
+        pass
+    return 0
+
+
+def cgroup_available_memory(proc_cgroup: str | os.PathLike = "/proc/self/cgroup",
+                            root: str | os.PathLike = "/sys/fs/cgroup") -> int | None:
+    r"""Bytes left under the tightest memory limit of the process's control groups (Linux), ``None`` where no
+    limit is set or none can be read.
+
+    For the process's group and each group above it (a limit set on a parent binds its children), with a limit
+    :math:`\ell` (cgroup v2 ``memory.max``, v1 ``memory.limit_in_bytes``) and a usage :math:`u` (``memory.current``,
+    ``memory.usage_in_bytes``) of which :math:`c` is reclaimable page cache (``inactive_file`` of ``memory.stat``),
+    the room is :math:`\ell - (u - c)`, at least 0; the result is the least room. The groups are read where
+    ``proc_cgroup`` (the ``/proc/self/cgroup`` of the process) says, under ``root``; a container that shows its own
+    group as ``/`` is read at ``root`` itself. Without it :func:`available_memory` saw the machine's memory only,
+    and a run in a container smaller than the machine was killed by the kernel (exit 137, no message) instead of
+    refused."""
+    try:
+        lines = Path(proc_cgroup).read_text(encoding="ascii").splitlines()
+    except (OSError, UnicodeDecodeError):
+        return None
+    root = Path(root)
+    candidates = []  # (folder of the process's group, limit file, usage file)
+    for line in lines:
+        parts = line.split(":", 2)
+        if len(parts) != 3:
+            continue
+        _, controllers, group = parts
+        if controllers == "":  # cgroup v2 (the unified hierarchy)
+            base, limit_name, usage_name = root, "memory.max", "memory.current"
+            if not (root / "cgroup.controllers").exists() and (root / "unified").is_dir():
+                base = root / "unified"  # hybrid layout: v1 controllers, v2 mounted at unified/
+        elif "memory" in controllers.split(","):
+            base, limit_name, usage_name = root / "memory", "memory.limit_in_bytes", "memory.usage_in_bytes"
+        else:
+            continue
+        folder = base / group.lstrip("/")
+        if not folder.is_dir():  # a cgroup namespace that hides the path: the mount is the group itself
+            folder = base
+        candidates.append((base, folder, limit_name, usage_name))
+    rooms = []
+    for base, folder, limit_name, usage_name in candidates:
+        while True:
+            limit = _read_int(folder / limit_name)
+            if limit is not None and limit < _NO_LIMIT:
+                usage = _read_int(folder / usage_name)
+                if usage is not None:
+                    rooms.append(max(limit - max(usage - _inactive_file(folder), 0), 0))
+            if folder == base or base not in folder.parents:
+                break
+            folder = folder.parent
+    return min(rooms) if rooms else None
 
 
 def check_memory(nbytes: int, what: str) -> None:

@@ -458,3 +458,74 @@ def test_float16_counts_are_taken_without_an_overflow_warning():
         assert check_count("tau", np.float16(4.0), minimum=1) == 4
         with pytest.raises(ValueError, match=r"^steps must hold whole numbers below 2\*\*63"):
             check_int_array("steps", np.array([1.0, 2.0 ** 63], dtype=np.float32))
+
+
+def _cgroup_tree(tmp_path, files: dict, proc: str):
+    """A fake ``/sys/fs/cgroup`` under ``tmp_path/cg`` (``files``: relative path -> text) and a fake
+    ``/proc/self/cgroup`` holding ``proc``."""
+    root = tmp_path / "cg"
+    for rel, text in files.items():
+        path = root / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+    (tmp_path / "proc").write_text(proc)
+    return tmp_path / "proc", root
+
+
+def test_cgroup_memory_is_the_least_room_under_the_limits_of_the_group_and_its_parents(tmp_path):
+    """cgroup v2: room = memory.max - (memory.current - inactive_file), the least over the group and its parents
+    (a job's limit on the parent binds the step below it); "max" is no limit."""
+    from fedlib._validate import cgroup_available_memory
+
+    G = 2**30
+    files = {"cgroup.controllers": "memory\n",
+             "job/memory.max": f"{8 * G}\n", "job/memory.current": f"{5 * G}\n",
+             "job/memory.stat": f"anon 1\ninactive_file {1 * G}\n",
+             "job/step/memory.max": "max\n", "job/step/memory.current": f"{1 * G}\n"}
+    proc, root = _cgroup_tree(tmp_path, files, "0::/job/step\n")
+    assert cgroup_available_memory(proc, root) == 8 * G - (5 * G - 1 * G)
+    (root / "job/step/memory.max").write_text(f"{2 * G}\n")  # the step's own limit is tighter
+    assert cgroup_available_memory(proc, root) == 2 * G - 1 * G
+    (root / "job/step/memory.current").write_text(f"{3 * G}\n")  # over its limit: no room, never negative
+    assert cgroup_available_memory(proc, root) == 0
+    for f in ("job/memory.max", "job/step/memory.max"):
+        (root / f).write_text("max\n")
+    assert cgroup_available_memory(proc, root) is None  # no limit anywhere
+
+
+def test_cgroup_memory_reads_v1_hybrid_and_namespaced_layouts_and_unreadable_ones_as_unknown(tmp_path):
+    from fedlib._validate import cgroup_available_memory
+
+    G = 2**30
+    v1 = {"memory/memory.limit_in_bytes": "9223372036854771712\n", "memory/memory.usage_in_bytes": f"{9 * G}\n",
+          "memory/box/memory.limit_in_bytes": f"{4 * G}\n", "memory/box/memory.usage_in_bytes": f"{3 * G}\n",
+          "memory/box/memory.stat": f"cache 5\ntotal_inactive_file {G // 2}\n",
+          "unified/cgroup.procs": ""}  # the hybrid layout: v2 mounted at unified/, no memory controller there
+    proc, root = _cgroup_tree(tmp_path, v1, "4:memory:/box\n1:cpu:/\n0::/\n")
+    assert cgroup_available_memory(proc, root) == 4 * G - (3 * G - G // 2)
+    # a cgroup namespace: the process sees its group as "/", the mount is the group itself
+    ns = {"cgroup.controllers": "memory\n", "memory.max": f"{3 * G}\n", "memory.current": f"{G}\n"}
+    proc, root = _cgroup_tree(tmp_path / "ns", ns, "0::/\n")
+    assert cgroup_available_memory(proc, root) == 2 * G
+    proc, root = _cgroup_tree(tmp_path / "hidden", ns, "0::/somewhere/not/mounted\n")
+    assert cgroup_available_memory(proc, root) == 2 * G
+    assert cgroup_available_memory(tmp_path / "no-such-file", root) is None
+    proc, root = _cgroup_tree(tmp_path / "bad", {"cgroup.controllers": "", "memory.max": "lots\n"}, "0::/\n")
+    assert cgroup_available_memory(proc, root) is None
+
+
+def test_available_memory_is_the_least_of_the_machine_and_the_cgroup_limit(monkeypatch):
+    """A run in a container smaller than the machine was refused by nothing and killed by the kernel: the check now
+    takes the container's room when it is the smaller."""
+    from fedlib import _validate
+
+    machine = _validate.available_memory()
+    monkeypatch.setattr(_validate, "cgroup_available_memory", lambda: None)
+    assert _validate.available_memory() == pytest.approx(machine, rel=0.2)  # the machine's MemAvailable
+    monkeypatch.setattr(_validate, "cgroup_available_memory", lambda: 12345)
+    assert _validate.available_memory() == 12345
+    with pytest.raises(MemoryError, match=r"^the thing need 0\.0 GiB, more than the 0\.0 GiB of memory available"):
+        _validate.check_memory(12346, "the thing")
+    _validate.check_memory(12345, "the thing")
+    monkeypatch.setattr(_validate, "cgroup_available_memory", lambda: 10 * machine)
+    assert _validate.available_memory() == pytest.approx(machine, rel=0.2)
