@@ -613,7 +613,11 @@ def cgroup_available_memory(proc_cgroup: str | os.PathLike = "/proc/self/cgroup"
 def check_memory(nbytes: int, what: str) -> None:
     """``MemoryError`` naming ``what`` when ``nbytes`` exceed :func:`available_memory`: an allocation made piece by
     piece (a data set generated client by client) would otherwise grow until the operating system kills the
-    process (exit 137, no message, minutes later) instead of failing at once with a message."""
+    process (exit 137, no message, minutes later) instead of failing at once with a message. ``nbytes`` counts the
+    arrays named, a lower bound: the interpreter and its libraries (0.6 GiB of resident memory once torch is
+    imported) and temporaries come on top, so a run just under the limit may still be killed (``run synthetic
+    --num-clients 3000``: 1.8 GiB counted, 2.0 GiB peak resident; in a 2 GiB cgroup it passed and was killed,
+    5000 clients, 2.8 GiB counted, are refused)."""
     available = available_memory()
     if available is not None and nbytes > available:
         raise MemoryError(f"{what} need {nbytes / 2**30:.1f} GiB, more than the {available / 2**30:.1f} GiB of "
