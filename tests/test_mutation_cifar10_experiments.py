@@ -192,7 +192,8 @@ def test_bench_cifar10_defaults_and_its_round_by_hand(tiny_cifar, monkeypatch):
     import math
 
     import fedlib.engines.augment as augment
-    import fedlib.models as models
+    import fedlib.engines.stacked  # noqa: F401  (before the spy: imported after it, its module-level
+    import fedlib.models as models  # "from .augment import crop_flip_gather" kept the spy for the process)
 
     real_vgg, real_crop, built, batches = models.vgg11, augment.crop_flip_gather, [], []
 
