@@ -894,3 +894,36 @@ def test_table1_refuses_to_resume_a_group_on_another_engine_path(tmp_path, monke
             assert ck.read_bytes() == before and not (tmp_path / "sgd-e2-fedavg__seed0.json").exists()
     finally:
         torch.set_num_threads(threads)
+
+
+def test_table1_refuses_a_group_checkpoint_of_other_rounds_before_it_announces_the_resume(tmp_path, monkeypatch,
+                                                                                           capsys):
+    """A group checkpointed after round 1 of 3 and called again with ``--rounds 2`` printed "training 1 run(s)
+    stacked ...: sgd-e2-fedavg__seed0, resuming after round 1" (and its estimate, of rounds 1..2) before the
+    refusal, which came from train_runs once the engine was built; ``--dry-run`` planned the resume without a word.
+    Both are refused now when the checkpoint is found, naming the key and both values (exit 2); the checkpoint is
+    kept."""
+    import torch
+
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    args = ["table1", "--sample", "--width", "0.03", "--device", "cpu", "--seeds", "0", "--cells", "sgd-e2-fedavg",
+            "--checkpoint-every", "1", "--budget-seconds", "600", "--results", str(tmp_path)]
+    try:
+        with monkeypatch.context() as mp:
+            _crash_after_checkpoint(mp, 1)
+            with pytest.raises(_Crash):
+                main(args + ["--rounds", "3"])
+        ck = tmp_path / ".ckpt__sgd-e2-fedavg__seed0.pkl"
+        before = ck.read_bytes()
+        for extra in ([], ["--dry-run"]):
+            capsys.readouterr()
+            assert main(args + ["--rounds", "2"] + extra) == 2
+            out, err = capsys.readouterr()
+            assert (f"table1: checkpoint {ck} was written by another configuration; differing keys: rounds "
+                    "(checkpoint 3, now 2); run with the checkpoint's settings to finish that group, or delete the "
+                    "file to train it afresh") in err, err
+            assert "resum" not in out and "training" not in out, out
+            assert ck.read_bytes() == before and not (tmp_path / "sgd-e2-fedavg__seed0.json").exists()
+    finally:
+        torch.set_num_threads(threads)

@@ -320,6 +320,10 @@ def run_setup(run: Mapping) -> dict:
             "clients_per_round": run.get("clients_per_round")}
 
 
+# what table1 says of a group checkpoint written by another configuration
+_TABLE1_RESUME_HINT = "run with the checkpoint's settings to finish that group, or delete the file to train it afresh"
+
+
 def train_runs(runs: Sequence[dict], data, parts, *, rounds: int, width: float = 1.0, device: Optional[str] = None,
                precision: str = "fp32", path: str = "grouped", cuda_graph: bool = False, conv: str = "cudnn",
                batch_size: int = PAPER["batch_size"], lr_decay: str = "step",
@@ -409,8 +413,7 @@ def train_runs(runs: Sequence[dict], data, parts, *, rounds: int, width: float =
         # a checkpoint of an earlier commit does not say whether cuDNN's search was on: not checked then
         current = {k: v for k, v in ck_config.items() if k != "cudnn_benchmark" or k in doc["config"]}
         check_config(checkpoint, doc["config"], current, who=who,
-                     hint="run with the checkpoint's settings to finish that group, or delete the file to "
-                          "train it afresh" if who == "table1" else "run with the checkpoint's settings to "
+                     hint=_TABLE1_RESUME_HINT if who == "table1" else "run with the checkpoint's settings to "
                           "continue it, or start afresh with another --checkpoint (or delete the file)")
         engine.load_state_dict(doc["state"])
         histories = [list(h) for h in doc["extra"]["histories"]]
@@ -855,7 +858,7 @@ def run_table1(results_dir, *, budget_seconds: float, seeds: Sequence[int] = (0,
         """The longest prefix of ``todo`` with a checkpoint (a paused or killed group), the
         rounds it has done and the training seconds they took (``None`` if not recorded),
         or ``(0, 0, None)``."""
-        from ..checkpoint import CheckpointError, load_checkpoint
+        from ..checkpoint import CheckpointError, check_config, load_checkpoint
 
         for j in range(len(todo), 0, -1):
             f = ckpt_path(_run_names(todo[:j]))
@@ -865,8 +868,27 @@ def run_table1(results_dir, *, budget_seconds: float, seeds: Sequence[int] = (0,
                 except CheckpointError as exc:  # train_runs would refuse it too, after loading the data
                     raise CheckpointError(f"table1: the group checkpoint {f} cannot be resumed ({exc}); delete it "
                                           "(or move it away) to train this group from round 0") from None
+                # the settings it records (rounds, width, cells, ...) are compared here, before "training ...
+                # resuming after round N" and the estimates that read its round; train_runs checks the whole config
+                # again (a key it lacks: path or conv off their defaults; the data and cuDNN's mode, which it adds)
+                current = group_config(todo[:j])
+                saved = {k: v for k, v in doc["config"].items() if k in current}
+                check_config(f, saved, {k: current[k] for k in saved}, who="table1", hint=_TABLE1_RESUME_HINT)
                 return j, int(doc["round"]), doc.get("extra", {}).get("seconds")
         return 0, 0, None
+
+    def group_config(group):
+        """The checkpoint config of ``group`` (train_runs adds the data and cuDNN's mode): the cells' definitions
+        are part of the setup, so a group paused under other ones is not resumed; another commit may resume it (a
+        session commits between its calls), and the result names every call's commit and command
+        (provenance.resumed.earlier_calls)."""
+        config = {"runs": _run_names(group), "seeds": [p["seed"] for p in group], "rounds": rounds, "width": width,
+                  "precision": precision, "batch_size": PAPER["batch_size"], "lr_decay": "step",
+                  "cells": [p["cell"].config() for p in group]}
+        # another path or convolution rounds differently (a group resumed on it is neither run); set only when not
+        # the default, so that a checkpoint of an earlier commit on the defaults resumes
+        config.update({k: v for k, v, default in (("path", path, "grouped"), ("conv", conv, "cudnn")) if v != default})
+        return config
 
     later = float(continue_later)
     plan_next = functools.partial(_next_group, work=work, stack=stack, rounds=rounds, safety=safety, later=later)
@@ -983,16 +1005,7 @@ def run_table1(results_dir, *, budget_seconds: float, seeds: Sequence[int] = (0,
         use_ckpt = checkpoint_every > 0 or later > 0 or ckpt.is_file()
         try:
             with cudnn_benchmark(cudnn_bench):
-                # the cells' definitions are part of the setup: a group paused under other ones is not resumed;
-                # another commit may resume it (a session commits between its calls), and the result names
-                # every call's commit and command (provenance.resumed.earlier_calls)
-                ck_config = {"runs": names, "seeds": [p["seed"] for p in group], "rounds": rounds, "width": width,
-                             "precision": precision, "batch_size": PAPER["batch_size"], "lr_decay": "step",
-                             "cells": [p["cell"].config() for p in group]}
-                # another path or convolution rounds differently (a group resumed on it is neither run); set
-                # only when not the default, so that a checkpoint of an earlier commit on the defaults resumes
-                ck_config.update({k: v for k, v, default in (("path", path, "grouped"), ("conv", conv, "cudnn"))
-                                  if v != default})
+                ck_config = group_config(group)
                 res = train_runs(runs, data, parts, rounds=rounds, width=width, device=device, precision=precision,
                                  path=path, cuda_graph=cuda_graph, conv=conv, callback=check,
                                  checkpoint=ckpt if use_ckpt else None, checkpoint_every=checkpoint_every,
