@@ -268,6 +268,15 @@ def _check_beta2(beta2: float) -> float:
     return beta2
 
 
+def _step_d(lr: float, L: float, C: float) -> float:
+    r"""App. C's and App. G's :math:`D = 4\eta^2L^2C` from the dimensionless :math:`\eta L` (float arguments,
+    already checked): ``lr ** 2 * L ** 2`` raised Python's ``OverflowError`` (34, 'Numerical result out of range')
+    for an ``lr`` or ``L`` beyond 1.3e154 even where :math:`\eta L` is small (``lr = 1e-160``, ``L = 1e155``), and
+    in place of the step-size ``ValueError`` where it is not. 0 where :math:`C = 0`, whatever :math:`\eta L`."""
+    x = lr * L
+    return 0.0 if C == 0 else 4 * x * x * C
+
+
 def theorem1_max_beta2(lr: float, L: float, C: float) -> float:
     r"""The largest :math:`\beta^2` that App. C's step-size condition admits,
     :math:`D \le 1/(2\beta^2 + 1)` with :math:`D = 4\eta^2L^2 C`:
@@ -296,7 +305,7 @@ def theorem1_max_beta2(lr: float, L: float, C: float) -> float:
     lr = check_positive("lr", lr)
     L = check_positive("L", L)
     C = check_nonnegative("C", C)
-    D = 4 * lr ** 2 * L ** 2 * C
+    D = _step_d(lr, L, C)
     if D > (1 + 1e-12) / 3:
         raise ValueError(f"lr = {lr:.4g} is too large for App. C's condition: D = 4 lr^2 L^2 C = {D:.4g} > 1/3 "
                          "admits no beta^2 >= 1")
@@ -371,13 +380,14 @@ def theorem1_explicit_bound(lr: float, rounds: int, *, L: float, sigma2: float, 
     # the product rounds: lr = 1/(2 L tau_eff) itself gave 0.5000000000000001 (L = 0.7, tau_eff = 7) and was refused
     if lr * L * tau_eff > 0.5 and lr > 0.5 / (L * tau_eff):
         raise ValueError(f"lr: Theorem 1 needs eta L tau_eff <= 1/2, got {lr * L * tau_eff:.4g}")
-    D = 4 * lr ** 2 * L ** 2 * C
+    D = _step_d(lr, L, C)
     if D > (1 + 1e-12) / (2 * beta2 + 1):  # (rounding: theorem1_max_beta2 meets it with equality)
         raise ValueError(f"lr: Theorem 1 needs D = 4 eta^2 L^2 C <= 1/(2 beta^2 + 1) = {1 / (2 * beta2 + 1):.4g}, "
                          f"got {D:.4g}")
     m = w.size
+    x = lr * L  # not lr ** 2 * L ** 2: OverflowError past 1.3e154 (_step_d)
     return Theorem1Terms(float(4 * initial_gap / (lr * tau_eff * T)), float(4 * lr * L * sigma2 * A / m),
-                         float(6 * lr ** 2 * L ** 2 * sigma2 * B), float(12 * lr ** 2 * L ** 2 * kappa2 * C))
+                         float(6 * x * x * sigma2 * B), float(12 * x * x * kappa2 * C))
 
 
 def theorem2_bound(chi2: float, beta2: float, kappa2: float, surrogate_grad2: float) -> float:
@@ -513,7 +523,7 @@ def appg_step_conditions(lr: float, L: float, beta2: float, q: int, tau_eff: flo
     L, beta2, q, tau_eff, C = _appg_inputs(L, beta2, q, tau_eff, a_vectors)
     first = 2 * tau_eff * lr * L
     second = 6 * tau_eff * lr * L * (1 + beta2 / q)
-    D = 4 * lr ** 2 * L ** 2 * C
+    D = _step_d(lr, L, C)
     threshold = 1 / (12 * beta2 + 1)
     slack = 1 + 1e-12
     return AppGStepConditions(float(first), float(second), float(D), float(threshold), bool(first <= slack),
@@ -756,7 +766,8 @@ def two_client_lower_bound(tau1: int, tau2: int, a: float = 1.0) -> TwoClientExa
     :math:`\tilde x = a(\tau_1-\tau_2)/(\tau_1+\tau_2)` and
     :math:`\|\nabla F(\tilde x)\|^2 = \tilde x^2 = \chi^2\kappa^2`: the floor is attained.
 
-    ``tau1`` and ``tau2`` are :math:`\tau_1, \tau_2`, whole numbers :math:`\ge 1`; ``a`` > 0 (default 1).
+    ``tau1`` and ``tau2`` are :math:`\tau_1, \tau_2`, whole numbers :math:`\ge 1`; ``a`` > 0 (default 1), below about
+    :math:`1.3 \cdot 10^{154}` (:math:`a^2` beyond float64 is a ``ValueError`` naming ``a``).
 
     Example
     -------
@@ -773,9 +784,13 @@ def two_client_lower_bound(tau1: int, tau2: int, a: float = 1.0) -> TwoClientExa
     w = np.array([t1, t2], dtype=np.float64) / (t1 + t2)
     # in integers, correctly rounded: chi_square of the rounded w cancelled in 1/2 - w_i (tau = (1e7, 1e7 + 1): 1e-9 off)
     chi2 = (t2 - t1) ** 2 / (4 * t1 * t2)
-    kappa2 = 4 * w[0] * w[1] * a ** 2
+    a2 = a * a  # a ** 2 raised Python's OverflowError (34, 'Numerical result out of range') from a = 1.35e154 on
+    if a2 == np.inf:
+        raise ValueError(f"a: kappa^2 = 4 w_1 w_2 a^2 and the floor are of order a^2, beyond float64 for a = {a!r} "
+                         "(a must be below about 1.3e154)")
+    kappa2 = 4 * w[0] * w[1] * a2
     x = a * (t1 - t2) / (t1 + t2)
-    return TwoClientExample(w, chi2, float(kappa2), float(x), float(x ** 2))
+    return TwoClientExample(w, chi2, float(kappa2), float(x), float(x * x))
 
 
 # ---------------------------------------------------------------- quadratics

@@ -670,3 +670,31 @@ def test_lemma1_fixed_point_lr_near_two_even_steps(lr):
     exact = (K[0] - K[1]) / (K[0] + K[1])
     x = TH.lemma1_fixed_point([[1.0], [-1.0]], [0.5, 0.5], [2, 4], lr)
     assert float(x[0]) == pytest.approx(float(exact), rel=1e-14, abs=0.0)
+
+
+def test_step_size_conditions_at_an_lr_or_L_beyond_1e154():
+    """App. C's and App. G's D = 4 eta^2 L^2 C depends on eta L alone (and the bounds' terms on eta L): an lr or L
+    beyond 1.3e154 with a small eta L is fine, one with a large eta L is the step-size ValueError; and App. D.1's
+    a^2 beyond float64 is a ValueError naming a.
+
+    Before: lr ** 2 and L ** 2 in Python floats raised OverflowError (34, 'Numerical result out of range') from
+    theorem1_max_beta2, theorem1_explicit_bound and appg_step_conditions, and a ** 2 from two_client_lower_bound."""
+    # eta L = 1e-160 * 1e155 = 1e-5, C = 2: D = 4e-10 * 2 = 8e-10, beta2 = (1 / 8e-10 - 1) / 2 = 624999999.5
+    assert TH.theorem1_max_beta2(1e-160, L=1e155, C=2.0) == pytest.approx(624999999.5, rel=1e-12)
+    assert TH.theorem1_max_beta2(1e155, L=1e-160, C=2.0) == pytest.approx(624999999.5, rel=1e-12)
+    with pytest.raises(ValueError, match=r"^lr = 0.001 is too large for App. C's condition: D = 4 lr\^2 L\^2 C = inf"):
+        TH.theorem1_max_beta2(1e-3, L=1e200, C=1.0)  # eta L = 1e197: D beyond float64, far above 1/3
+    # two clients of 2 SGD steps (A = 1, B = 1, C = 2, tau_eff = 2), T = 4, unit sigma2, kappa2, gap:
+    # 4 / (1e-160 * 2 * 4) = 5e159, 4 * 1e-5 / 2 = 2e-5, 6 * 1e-10 * 1 = 6e-10, 12 * 1e-10 * 2 = 2.4e-9
+    terms = TH.theorem1_explicit_bound(1e-160, 4, L=1e155, sigma2=1.0, beta2=1.0, kappa2=1.0, initial_gap=1.0,
+                                       w=[0.5, 0.5], a_vectors=[[1.0, 1.0], [1.0, 1.0]], tau_eff=2.0)
+    assert terms == pytest.approx((5e159, 2e-5, 6e-10, 2.4e-9), rel=1e-12)
+    # q = 4, tau_eff = 2, a = (1, 1): first 2 * 2 * 1e-5 = 4e-5, second 6 * 2 * 1e-5 * (1 + 1/4) = 1.5e-4, D 8e-10
+    for lr, L in ((1e-160, 1e155), (1e155, 1e-160)):
+        c = TH.appg_step_conditions(lr, L, 1.0, 4, 2.0, [[1.0, 1.0]])
+        assert (c.first, c.second, c.D) == pytest.approx((4e-5, 1.5e-4, 8e-10), rel=1e-12) and c.holds
+    # tau = (1, 3), a = 1e154: kappa2 = 4 (1/4)(3/4) a^2 = 7.5e307, x = -a/2, x^2 = 2.5e307
+    ex = TH.two_client_lower_bound(1, 3, a=1e154)
+    assert (ex.kappa2, ex.x_limit, ex.grad_norm_sq) == pytest.approx((7.5e307, -5e153, 2.5e307), rel=1e-14)
+    with pytest.raises(ValueError, match=r"^a: kappa\^2 = 4 w_1 w_2 a\^2 .* beyond float64 for a = 1e\+155"):
+        TH.two_client_lower_bound(1, 3, a=1e155)
