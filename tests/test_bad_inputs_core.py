@@ -490,3 +490,33 @@ def test_client_index_beyond_init(name):
     if name != "scaffold":  # no variates to index: a state without m takes any index
         bare = state._replace(num_clients=None)
         algo.apply(bare, SA.Participation([0, 5], [0.5, 0.5]), moved, 0.1)
+
+
+def test_normalize_refuses_a_zero_negative_or_non_finite_std_given_on_the_host():
+    """``normalize``'s ``std`` (and ``mean``) given as numbers, a tuple, a numpy array or a CPU tensor are checked in
+    the result's dtype: ``std`` finite and > 0, ``mean`` finite, a ValueError naming the entry. Before, a std of 0
+    gave -inf / inf pixels, a negative one flipped the channel's sign, a NaN one NaN and an inf one 0, silently (and
+    1e-50, 0 in float32, -inf). Tensors on another device are not read (no device synchronisation): ``meta``
+    tensors, which hold no values, go through, their shape alone checked."""
+    from fedlib.engines.augment import normalize
+
+    imgs = torch.tensor([[[[0, 255, 51]]]], dtype=torch.uint8)  # (1, 1, 1, 3)
+    mean, good = (0.5, 0.5, 0.5), (0.25, 0.5, 0.1)
+    msg = r"^std must hold finite numbers > 0 \(one per channel, as torch\.float(32|64)\), got "
+    for std, where in (((0.0, 0.5, 0.1), r"std\[0\] = 0$"), ((0.25, -0.5, 0.1), r"std\[1\] = -0\.5$"),
+                       ((0.25, 0.5, NAN), r"std\[2\] = nan$"), ((INF, 0.5, 0.1), r"std\[0\] = inf$"),
+                       (np.array([0.25, 0.0, 0.1]), r"std\[1\] = 0$"),
+                       (torch.tensor([0.25, 0.5, 0.0]), r"std\[2\] = 0$"),
+                       ((1e-50, 0.5, 0.1), r"std\[0\] = 0$")):  # 1e-50 is 0 in float32
+        with pytest.raises(ValueError, match=msg + where):
+            normalize(imgs, mean, std)
+    with pytest.raises(ValueError, match=r"^mean must hold finite numbers \(one per channel, as torch\.float64\), "
+                                         r"got mean\[1\] = nan$"):
+        normalize(imgs, (0.5, NAN, 0.5), good, torch.float64)
+    # 1e-50 is a float64 std: (0 - 0.5) / 1e-50 = -5e49; the others by hand: (1 - 0.5) / 0.5 = 1, (0.2 - 0.5) / 0.1 = -3
+    got = normalize(imgs, mean, (1e-50, 0.5, 0.1), torch.float64)
+    assert got.flatten().tolist() == pytest.approx([-5e49, 1.0, -3.0], rel=1e-12)
+    meta = normalize(imgs.to("meta"), torch.zeros(3, device="meta"), torch.zeros(3, device="meta"))
+    assert meta.device.type == "meta" and meta.shape == (1, 1, 1, 3)
+    with pytest.raises(ValueError, match=r"^std must hold one number per channel \(3, the images' last axis\)"):
+        normalize(imgs.to("meta"), torch.zeros(3, device="meta"), torch.zeros(2, device="meta"))

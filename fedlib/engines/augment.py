@@ -129,16 +129,33 @@ def normalize(images: torch.Tensor, mean: torch.Tensor, std: torch.Tensor, dtype
 
     ``images`` holds 0..255 pixel values with channels last; ``mean`` and ``std`` are per-channel, of the [0, 1] scale:
     tensors or sequences of one number per channel (e.g. :data:`fedlib.data.cifar10.CIFAR10_MEAN`), a ``ValueError``
-    naming them otherwise (their shapes are checked, not their values: nothing is read from the device);
-    ``dtype`` is the result's (default ``torch.float32``)."""
-    # a tuple such as CIFAR10_MEAN failed as "'tuple' object has no attribute 'to'", a wrong length deep in torch's
-    # broadcasting; as_tensor of a tensor already of this dtype and device is that tensor (no copy, CUDA graphs)
-    mean, std = (torch.as_tensor(v, dtype=dtype, device=images.device) for v in (mean, std))
+    naming them otherwise; ``dtype`` is the result's (default ``torch.float32``). Their values are checked too, in
+    ``dtype``, where they are given as numbers, sequences, numpy arrays or CPU tensors (read on the host, before they
+    move to the images' device): ``mean`` finite, ``std`` finite and > 0, a ``ValueError`` naming them otherwise. A
+    ``mean`` or ``std`` already on another device (a CUDA tensor) has its shape checked, not its values: reading
+    them would read from the device (a synchronisation; none is allowed while a CUDA graph is captured), so a 0,
+    negative or non-finite ``std`` there still gives inf or NaN images (:class:`fedlib.engines.stacked.StackedEngine`
+    checks its own once, on the host)."""
     channels = images.shape[-1] if images.ndim else None
+    checked = []
     for name, v in (("mean", mean), ("std", std)):
+        on_host = not (torch.is_tensor(v) and v.device.type != "cpu")
+        # a tuple such as CIFAR10_MEAN failed as "'tuple' object has no attribute 'to'", a wrong length deep in
+        # torch's broadcasting; as_tensor of a tensor already of this dtype and device is that tensor (no copy, CUDA
+        # graphs)
+        v = torch.as_tensor(v, dtype=dtype, device="cpu" if on_host else images.device)
         if v.ndim != 1 or v.shape[0] != channels:
             raise ValueError(f"{name} must hold one number per channel ({channels}, the images' last axis), got "
                              f"shape {tuple(v.shape)}")
+        if on_host:  # a std of 0 gave -inf/inf, a negative one flipped the channel, a NaN or inf one NaN/0, silently
+            bad = next(((i, x) for i, x in enumerate(v.tolist())
+                        if not (math.isfinite(x) and (name == "mean" or x > 0))), None)
+            if bad is not None:
+                what = "finite numbers > 0" if name == "std" else "finite numbers"
+                raise ValueError(f"{name} must hold {what} (one per channel, as {dtype}), got {name}[{bad[0]}] = "
+                                 f"{bad[1]:.6g}")
+        checked.append(torch.as_tensor(v, device=images.device))
+    mean, std = checked
     return (images.to(dtype) / 255.0).sub_(mean).div_(std)
 
 
