@@ -19,6 +19,7 @@ import dataclasses
 import functools
 
 import math
+from typing import Sequence
 
 import numpy as np
 
@@ -547,6 +548,21 @@ class RandomLocalWork:
 
     def solver_numbers(self, round_index: int) -> np.ndarray:
         return self.draw(round_index)[1]
+
+
+def _check_local_work(work, needs: Sequence[str], reads: str, hint: str, num_clients: int | None = None):
+    """``work`` as :class:`RandomLocalWork` for a caller that reads its attributes ``needs`` (``reads`` says what
+    for, ``hint`` what to do instead), and for ``num_clients`` clients (a problem's; not checked when ``None``):
+    a ``ValueError`` naming ``work``, :class:`RandomLocalWork` and every attribute it lacks (in the order of
+    ``needs``), not an ``AttributeError`` from inside. Returns ``work``. The one check of
+    :mod:`fedlib.experiments.speedup` (its closed forms) and :func:`fedlib.experiments.bounds.theorem3_check`."""
+    missing = [a for a in needs if not hasattr(work, a)]
+    if missing:
+        raise ValueError(f"work must be a fedlib.schedules.RandomLocalWork ({reads}), got {type(work).__name__}, "
+                         f"which has no {', '.join(missing)}; {hint}")
+    if num_clients is not None and work.num_clients != num_clients:
+        raise ValueError(f"work: local work for {work.num_clients} clients, the problem has {num_clients}")
+    return work
 
 
 @functools.lru_cache(maxsize=4096)

@@ -116,9 +116,10 @@ def test_a_schedule_of_your_own_is_refused_by_the_closed_forms_saying_what_they_
     problem, work = S.base_setup(seed=0)
     solvers = S.make_solvers(0.01)
     expected = S.population_tau_eff(problem, work, solvers)
-    message = (r"^work must be a fedlib\.schedules\.RandomLocalWork: this module's closed forms \(E\|\|a_i\|\|_1, E "
-               r"tau_i\) read its uniform ranges low, high and num_solvers, which {} does not have \(no {}\); a "
-               r"schedule of your own with local_steps\(round\) runs in fedlib\.engines\.quadratic\.run_replicas")
+    message = (r"^work must be a fedlib\.schedules\.RandomLocalWork \(fedlib\.experiments\.speedup's closed forms, "
+               r"E\|\|a_i\|\|_1 and E tau_i, read its uniform ranges low, high and num_solvers\), got {}, which has no "
+               r"{}; a schedule of your own with local_steps\(round\) runs in fedlib\.engines\.quadratic\.run_replicas "
+               r"with one solver \(pass the tau_eff you computed\)$")
     for schedule, missing in [(MySchedule(), "low, high, num_solvers, num_clients, mean_steps, draw"),
                               (FixedSteps([1, 2, 3, 4]), "low, high, num_solvers, mean_steps, draw")]:
         for call in (lambda w: S.population_tau_eff(problem, w, solvers), lambda w: S.mean_a_norms(w, solvers),

@@ -17,6 +17,35 @@ def _curves(losses):
                               np.zeros((1, losses.shape[1] - 1)), np.ones(1))
 
 
+
+def test_theorem3_check_and_the_speedup_closed_forms_refuse_work_with_one_check():
+    """bounds.theorem3_check and speedup's closed forms check ``work`` with one function
+    (``fedlib.schedules._check_local_work``): a step schedule is refused by both in one form, 'work must be a
+    fedlib.schedules.RandomLocalWork (<what the caller reads>), got <type>, which has no <attributes>; <what to do>',
+    each naming the attributes it reads that the schedule lacks, and local work for another number of clients in the
+    same words. Before, each module had its own copy of the check, and speedup's message had another form ('...
+    RandomLocalWork: this module's closed forms ... which FixedSteps does not have (no low, ...)')."""
+    from fedlib.problems import random_quadratic
+    from fedlib.schedules import FixedSteps
+    from fedlib.solvers import sgd
+
+    problem = random_quadratic(2, 2, seed=0, spread=1.0)
+    calls = {"bounds": lambda w: bounds.theorem3_check(problem, w, [sgd(0.01)], 2, replicas=1),
+             "speedup": lambda w: S.replicate(problem, w, 2)}
+    reads = {"bounds": (r"each round's steps and solver numbers", "draw, num_solvers",
+                        r"fixed steps tau_i are RandomLocalWork\(steps, steps\)"),
+             "speedup": (r"fedlib\.experiments\.speedup's closed forms, E\|\|a_i\|\|_1 and E tau_i, read its uniform "
+                         r"ranges low, high and num_solvers", "low, high, num_solvers, mean_steps, draw",
+                         r"a schedule of your own with local_steps\(round\) runs in "
+                         r"fedlib\.engines\.quadratic\.run_replicas with one solver \(pass the tau_eff you computed\)")}
+    for name, call in calls.items():
+        what, missing, hint = reads[name]
+        with pytest.raises(ValueError, match=rf"^work must be a fedlib\.schedules\.RandomLocalWork \({what}\), got "
+                                             rf"FixedSteps, which has no {missing}; {hint}$"):
+            call(FixedSteps([1, 2]))
+        with pytest.raises(ValueError, match=r"^work: local work for 3 clients, the problem has 2$"):
+            call(RandomLocalWork([1, 1, 1], [2, 2, 2], 1, 0))
+
 def test_local_work_for_another_number_of_clients_is_refused_by_name():
     base, _ = S.base_setup(seed=0)
     work5 = RandomLocalWork([1] * 5, [4] * 5, num_solvers=4, seed=0)

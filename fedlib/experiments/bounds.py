@@ -54,7 +54,7 @@ from .._validate import (check_choice, check_finite_array, check_instance, check
 from ..engines.quadratic import run_replicas
 from ..problems.quadratic import QuadraticProblem, random_quadratic
 from ..rule import AGGREGATIONS, effective_weights
-from ..schedules import RandomLocalWork
+from ..schedules import RandomLocalWork, _check_local_work
 from ..solvers import LocalSolver, check_shared_lr, make_solver
 from ..theory import (Theorem1Terms, chi_square, quadratic_global_optimum, quadratic_kappa2, quadratic_min_beta2,
                       quadratic_smoothness, theorem1_constants, theorem1_explicit_bound, theorem1_max_beta2,
@@ -267,17 +267,13 @@ def theorem3_check(problem: QuadraticProblem, work: RandomLocalWork, solvers: Se
     :func:`fedlib.engines.quadratic.run_replicas`.
     """
     check_instance("problem", problem, QuadraticProblem)
-    # local work that draws steps and solver numbers: a step schedule (FixedSteps) failed as an AttributeError
-    missing = [a for a in ("draw", "num_solvers", "num_clients") if not hasattr(work, a)]
-    if missing:
-        raise ValueError(f"work must be a fedlib.schedules.RandomLocalWork (each round's steps and solver numbers), "
-                         f"got {type(work).__name__}, which has no {', '.join(missing)}; fixed steps tau_i are "
-                         "RandomLocalWork(steps, steps)")
+    # local work that draws steps and solver numbers, for the problem's clients: a step schedule (FixedSteps) failed
+    # as an AttributeError. The check fedlib.experiments.speedup makes, with the attributes this function reads
+    _check_local_work(work, ("draw", "num_solvers", "num_clients"), "each round's steps and solver numbers",
+                      "fixed steps tau_i are RandomLocalWork(steps, steps)", problem.num_clients)
     solvers = check_shared_lr("solvers", solvers)  # Theorem 3 has one step size eta
     if len(solvers) != work.num_solvers:
         raise ValueError(f"solvers: work draws among {work.num_solvers} solvers, got {len(solvers)}")
-    if work.num_clients != problem.num_clients:
-        raise ValueError(f"work: local work for {work.num_clients} clients, the problem has {problem.num_clients}")
     rounds = check_int("rounds", rounds, minimum=1)
     sigma = check_nonnegative("sigma", sigma)
     lr = float(solvers[0].lr)

@@ -64,7 +64,7 @@ from ..plotting import ALGORITHM_COLORS
 from ..problems.quadratic import QuadraticProblem, random_quadratic
 from ..rule import AGGREGATIONS
 from ..sampling import SAMPLING_SCHEMES, effective_participants, expected_server_weights
-from ..schedules import RandomLocalWork
+from ..schedules import RandomLocalWork, _check_local_work
 from ..solvers import LocalSolver, check_shared_lr, decayed_sgd, momentum_sgd, proximal_sgd, sgd
 from ..theory import (AppGStepConditions, appg_max_lr, appg_step_conditions, chi_square, quadratic_global_optimum,
                       quadratic_min_beta2, quadratic_smoothness)
@@ -157,25 +157,22 @@ def _check_counts(name: str, values: Any) -> list[int]:
     return [check_int(f"{name}[{k}]", v, minimum=1) for k, v in enumerate(values)]
 
 
-def _local_work(work: Any) -> RandomLocalWork:
+def _local_work(work: Any, num_clients: Optional[int] = None) -> RandomLocalWork:
     r"""``work`` must be local work of uniform ranges (:class:`fedlib.schedules.RandomLocalWork`, or an object with
     its ``low``, ``high``, ``num_solvers``, ``num_clients``, ``mean_steps`` and ``draw``): this module's closed forms
     (:math:`\mathbb E\|a_i\|_1`, :math:`\mathbb E\tau_i`) and :func:`replicate` read them. A ``ValueError`` says
-    so, and where a schedule of your own runs, instead of an ``AttributeError`` from inside."""
-    missing = [a for a in ("low", "high", "num_solvers", "num_clients", "mean_steps", "draw") if not hasattr(work, a)]
-    if missing:
-        raise ValueError(f"work must be a fedlib.schedules.RandomLocalWork: this module's closed forms "
-                         f"(E||a_i||_1, E tau_i) read its uniform ranges low, high and num_solvers, which "
-                         f"{type(work).__name__} does not have (no {', '.join(missing)}); a schedule of your own with "
-                         "local_steps(round) runs in fedlib.engines.quadratic.run_replicas with one solver (pass "
-                         "the tau_eff you computed)")
-    return work
+    so, and where a schedule of your own runs, instead of an ``AttributeError`` from inside; with ``num_clients``,
+    one naming ``work`` when it is for another number of clients. The check is the one
+    :func:`fedlib.experiments.bounds.theorem3_check` makes (``fedlib.schedules._check_local_work``)."""
+    return _check_local_work(work, ("low", "high", "num_solvers", "num_clients", "mean_steps", "draw"),
+                             "fedlib.experiments.speedup's closed forms, E||a_i||_1 and E tau_i, read its uniform "
+                             "ranges low, high and num_solvers", "a schedule of your own with local_steps(round) runs "
+                             "in fedlib.engines.quadratic.run_replicas with one solver (pass the tau_eff you computed)",
+                             num_clients)
 
 
 def _check_work(problem: QuadraticProblem, work: RandomLocalWork) -> None:
-    _local_work(work)
-    if work.num_clients != problem.num_clients:
-        raise ValueError(f"work: local work for {work.num_clients} clients, the problem has {problem.num_clients}")
+    _local_work(work, problem.num_clients)
 
 
 def _factory_solvers(solver_factory: Callable[[float], Sequence[LocalSolver]], lr: float, work: Any) -> list:
