@@ -12,6 +12,7 @@ Used by chapters 1, 2, 3, 4, 8 and 10, and through :mod:`fedlib.experiments.boun
 """
 from __future__ import annotations
 
+import math
 from typing import Any, NamedTuple, Sequence
 
 import numpy as np
@@ -863,6 +864,18 @@ def _assumption3_scales(H: np.ndarray, w: np.ndarray) -> tuple[np.ndarray, float
     return norms, float(w @ norms), float(w @ norms ** 2)
 
 
+def _power_of_two_scale(x: np.ndarray) -> float:
+    r"""A power of two near :math:`\max|x|` where that lies outside :math:`[2^{-100}, 2^{100}]`, else 1 (and 1 for an
+    all-zero ``x``): dividing by it is exact (but for entries that become subnormal, negligible beside the largest)
+    and leaves ordinary inputs' results bit for bit as they were. Assumption 3's :math:`\beta^2_{\min}` does not
+    depend on the scale of :math:`H` and :math:`\kappa^2` scales with :math:`e` squared: computed on the rescaled
+    arrays, squares such as :math:`H_i^2` and :math:`\|e_i\|^2` neither overflow nor underflow."""
+    top = float(np.abs(x).max(initial=0.0))
+    if top == 0 or 2.0 ** -100 <= top <= 2.0 ** 100:
+        return 1.0
+    return math.ldexp(1.0, math.frexp(top)[1] - 1)  # <= top: 2**1024 itself is beyond float64
+
+
 def _assumption3_parts(H, e, w):
     H, e, w, _ = _check_quadratic(H, e, w, weights_name="w")
     h_w = np.tensordot(w, H, 1)
@@ -891,7 +904,10 @@ def quadratic_min_beta2(H: Any, w: Any) -> float:
     (1.25, 1.0)
     """
     H = check_finite_array("H", H, ndim=3)
-    H, _, w, h_w, _, h2_w = _assumption3_parts(H, np.zeros(H.shape[:2]), w)
+    H, _, w, _ = _check_quadratic(H, np.zeros(H.shape[:2]), w, weights_name="w")
+    # H's scale cancels: H_i^2 overflowed from 1.3e154 on (H = (1, 3) * 1e155 gave inf, 'no beta^2') and underflowed
+    # below 1e-154 (* 1e-300 gave 1.0, not 5/4)
+    H, _, w, h_w, _, h2_w = _assumption3_parts(H / _power_of_two_scale(H), np.zeros(H.shape[:2]), w)
     _, h_scale, h2_scale = _assumption3_scales(H, w)
     lam, V = np.linalg.eigh(0.5 * (h_w + h_w.T))
     rng = np.abs(lam) > 1e-12 * h_scale
@@ -931,8 +947,13 @@ def quadratic_kappa2(H: Any, e: Any, w: Any, beta2: float) -> float:
     >>> quadratic_kappa2([[[1.0]], [[1.0]]], [[1.0], [-1.0]], [0.5, 0.5], beta2=1.0)
     1.0
     """
-    H, e, w, h_w, e_w, h2_w = _assumption3_parts(H, e, w)
+    H, e, w, _ = _check_quadratic(H, e, w, weights_name="w")
     beta2 = check_positive("beta2", beta2)
+    # kappa^2 does not depend on H's scale and scales with e's squared: computed on both rescaled (powers of two),
+    # then e's scale put back. e = (2, 0) * 1e155 gave 0.0 (||e_i||^2 inf, c = inf - inf, max(0, nan)), H 1e155 an
+    # OverflowError
+    e_scale = _power_of_two_scale(e)
+    H, e, w, h_w, e_w, h2_w = _assumption3_parts(H / _power_of_two_scale(H), e / e_scale, w)
     Q = h2_w - beta2 * h_w @ h_w
     lam, V = np.linalg.eigh(0.5 * (Q + Q.T))
     b = np.einsum("i,ijk,ik->j", w, H, e) - beta2 * h_w @ e_w
@@ -949,7 +970,11 @@ def quadratic_kappa2(H: Any, e: Any, w: Any, beta2: float) -> float:
         raise ValueError(f"beta2 = {beta2!r}: kappa^2 would be infinite (Assumption 3 needs beta^2 above "
                          f"quadratic_min_beta2 = {smallest!r}, or at it with b in the range of Q)")
     neg = ~null
-    return max(0.0, c - float(np.sum(coords[neg] ** 2 / lam[neg])))
+    kappa2 = max(0.0, c - float(np.sum(coords[neg] ** 2 / lam[neg]))) * e_scale * e_scale
+    if kappa2 == np.inf:
+        raise ValueError(f"e: kappa^2 exceeds float64 (an entry of e of {float(np.abs(e).max()) * e_scale:.3g} is too "
+                         "large to square; rescale the problem)")
+    return kappa2
 
 
 def quadratic_global_optimum(H: Any, e: Any, p: Any) -> np.ndarray:

@@ -698,3 +698,24 @@ def test_step_size_conditions_at_an_lr_or_L_beyond_1e154():
     assert (ex.kappa2, ex.x_limit, ex.grad_norm_sq) == pytest.approx((7.5e307, -5e153, 2.5e307), rel=1e-14)
     with pytest.raises(ValueError, match=r"^a: kappa\^2 = 4 w_1 w_2 a\^2 .* beyond float64 for a = 1e\+155"):
         TH.two_client_lower_bound(1, 3, a=1e155)
+
+
+def test_assumption3_constants_of_huge_or_tiny_quadratics():
+    """Assumption 3's beta^2_min does not depend on the scale of H, and kappa^2 scales with e's squared: both are
+    computed on H and e rescaled (by powers of two), so squares such as H_i^2 and ||e_i||^2 neither overflow nor
+    underflow; a kappa^2 beyond float64 is a ValueError naming e.
+
+    Scalar clients H = (1, 3), e = (2, 0), w = (1/2, 1/2): sum_i w_i H_i^2 = 5, H~^2 = 4, so beta^2_min = 5/4. At
+    beta^2 = 2: Q = 5 - 2 * 4 = -3, b = (1/2)(1 * 2) - 2 * 2 * 1 = -3, c = (1/2) 4 - 2 * 1 = 0, so
+    kappa^2 = c - b^2 / Q = 0 + 9/3 = 3 (for H scaled by s too: Q s^2, b s), and 3 s^2 for e scaled by s.
+    Before: H * 1e155 gave beta^2_min = inf (H_i^2 overflowed: 'no beta^2 bounds it') and kappa^2 an OverflowError;
+    H * 1e-300 gave beta^2_min = 1.0 (H_i^2 underflowed to 0) and kappa^2 a ValueError ('beta2 = 2.0: kappa^2 would
+    be infinite'); e * 1e155 gave kappa^2 = 0.0, silently (||e_i||^2 = inf, c = inf - inf = nan, max(0, nan))."""
+    H, e, w = np.array([[[1.0]], [[3.0]]]), np.array([[2.0], [0.0]]), [0.5, 0.5]
+    for s in (1e-300, 1e-160, 1.0, 1e155, 1e300):
+        assert TH.quadratic_min_beta2(H * s, w) == pytest.approx(1.25, rel=1e-14)
+        assert TH.quadratic_kappa2(H * s, e, w, 2.0) == pytest.approx(3.0, rel=1e-14)
+    assert TH.quadratic_kappa2(H, e * 1e150, w, 2.0) == pytest.approx(3e300, rel=1e-14)
+    assert TH.quadratic_kappa2(H, e * 1e-150, w, 2.0) == pytest.approx(3e-300, rel=1e-14)
+    with pytest.raises(ValueError, match=r"^e: kappa\^2 exceeds float64 \(an entry of e of 2e\+155 is too large"):
+        TH.quadratic_kappa2(H, e * 1e155, w, 2.0)  # 3e310
