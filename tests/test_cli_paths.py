@@ -2,7 +2,7 @@
 over the shipped sample), flags that a data source ignores (even at their defaults), devices torch does not see or
 the engines do not run on, Table 1 result folders of another setup or that cannot be made, and outputs that cannot
 be written as asked (--out -, a name too long for its temporary file or default checkpoint, a folder that is a
-file, a leading ~ after --flag=)."""
+file or where no file can be created, a leading ~ after --flag=)."""
 from __future__ import annotations
 
 import json
@@ -352,6 +352,38 @@ def test_an_output_under_a_file_says_the_folder_is_a_file(tmp_path, capsys):
     assert f"folder {f} is a file" in _err(capsys, run + ["--out", str(tmp_path / "o.json"), "--checkpoint-every",
                                                           "1", "--checkpoint", str(f / "c.ckpt")])
     assert "does not exist" in _err(capsys, run + ["--out", str(tmp_path / "no" / "x.json")])
+
+
+@pytest.mark.skipif(not Path("/proc/self").is_dir(), reason="needs Linux's /proc, where no file can be created")
+@pytest.mark.parametrize("argv, flag, path", [
+    (["run", "synthetic", "--num-clients", "3", "--rounds", "1", "--out", "/proc/r.json"], "--out", "/proc/r.json"),
+    (["run", "synthetic", "--num-clients", "3", "--rounds", "1", "--checkpoint-every", "1", "--checkpoint",
+      "/proc/c.ckpt"], "--checkpoint", "/proc/c.ckpt"),
+    (["bench", "synthetic", "--rounds", "1", "--repeat", "1", "--json", "/proc/b.json"], "--json", "/proc/b.json"),
+    (["run", "cifar10", "--sample", "--rounds", "1", "--device", "cpu", "--out", "/proc/c.json"], "--out",
+     "/proc/c.json"),
+    (["rerun", "missing.json", "--out", "/proc/r.json"], "--out", "/proc/r.json"),
+])
+def test_an_output_folder_where_no_file_can_be_created_is_refused_before_the_run(tmp_path, monkeypatch, argv, flag,
+                                                                                 path):
+    """A folder that os.access calls writable but where creating a file fails (/proc as root; a read-only file
+    system) is refused before anything runs, exit 2, one line naming the flag. Before, as root: ``run synthetic
+    --rounds 300 --out /proc/r.json`` trained all 300 rounds (8.7 s), then failed writing the result, exit 1, with
+    "[Errno 2] No such file or directory: '/proc/.r.json.b3eiq25h.tmp'" (no flag named); --json, --checkpoint (at
+    the first checkpoint, after round 1) and rerun --out the same. os.access is made to say yes for /proc, as it
+    does for root, so that the test checks the same thing for any user."""
+    import os
+
+    real = os.access
+    monkeypatch.setattr(os, "access", lambda p, mode, **kw: True if str(p) == "/proc" else real(p, mode, **kw))
+    monkeypatch.chdir(tmp_path)
+    rc, out, err = cli_exit(argv)
+    assert rc == 2 and out == "", (rc, out, err)
+    assert err.count("\n") == 1 and f": error: {flag} {path}: folder /proc is not writable: creating a file there " \
+        "failed (" in err, err
+    # the check's own file is removed: a run in a writable folder leaves its result and checkpoint alone there
+    assert main(RUN + ["--out", str(tmp_path / "r.json"), "--checkpoint-every", "1"]) == 0
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["r.json", "r.json.ckpt"]
 
 
 def test_an_output_over_a_checkpoint_is_refused(tmp_path, capsys):

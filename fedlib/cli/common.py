@@ -26,6 +26,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+import tempfile
 from pathlib import Path
 from typing import Callable, Optional
 
@@ -323,6 +324,8 @@ def resolve_checkpoint(args: argparse.Namespace) -> Optional[Path]:
     if every is not None and len(path.name.encode()) > 241:  # as check_output_path: the temporary file must fit
         raise CLIError(f"--checkpoint {path}: the file name is {len(path.name.encode())} bytes long; at most 241 can "
                        "be written atomically (give a shorter --checkpoint or --out)")
+    if every is not None:
+        _check_can_create(path, folder, "--checkpoint")
     if resume and not path.is_file():
         raise CLIError(f"--resume: checkpoint {path} not found")
     return path
@@ -488,6 +491,21 @@ def check_output_path(path: Optional[Path], flag: str = "--out") -> None:
     if len(path.name.encode()) > 241:  # atomic_write's temporary file '.<name>.<8 chars>.tmp' must fit in 255 bytes
         raise CLIError(f"{flag} {path}: the file name is {len(path.name.encode())} bytes long; at most 241 can be "
                        "written atomically (the limit of a name is 255, less the temporary file's affixes)")
+    _check_can_create(path, folder, flag)
+
+
+def _check_can_create(path: Path, folder: Path, flag: str) -> None:
+    """Create and remove a temporary file in ``folder`` as the atomic write of the output will (``fedlib._io``: its
+    name is ``.<name>.<8 characters>.tmp``), and refuse the flag if that fails: :func:`os.access` says yes to root for
+    every folder, and a read-only or virtual file system (``/proc``, ``/sys``) refuses only the write itself, which
+    came after the whole run."""
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=folder)
+    except OSError as exc:
+        raise CLIError(f"{flag} {path}: folder {folder} is not writable: creating a file there failed "
+                       f"({exc.strerror or exc})") from None
+    os.close(fd)
+    os.unlink(tmp)
 
 
 def _is_fedlib_checkpoint(path: Path) -> bool:
