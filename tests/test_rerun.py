@@ -4,7 +4,8 @@
 (not only the history), with the part and key path named; a recorded config that lacks a
 key or holds an invalid value is a bad input (exit 2, one line, no traceback or usage);
 --tol must be a finite number >= 0; a file whose summary disagrees with its own history is a bad input.
---quiet prints only the verdict, and why a failing rerun failed. Most runs are 2-round, 3-client Synthetic runs."""
+--quiet prints only the verdict, and why a failing rerun failed; a Ctrl-C is rerun's interruption, said once.
+Most runs are 2-round, 3-client Synthetic runs."""
 from __future__ import annotations
 
 import json
@@ -360,3 +361,25 @@ def test_rerun_of_a_gpu_result_without_a_gpu_says_so(original, tmp_path, capsys,
     assert code == 2 and out == ""
     assert "ran on the GPU (config.device cuda, NVIDIA H100 80GB HBM3)" in err
     assert "rerun it where torch sees a CUDA GPU" in err and "--device" not in err
+
+
+@pytest.mark.parametrize("extra", [[], ["--quiet"], ["--out", "new.json"]])
+def test_an_interrupted_rerun_says_so_once(original, tmp_path, monkeypatch, extra):
+    """A Ctrl-C during the rerun's run (the engine raises KeyboardInterrupt, as Python does on SIGINT) is the
+    rerun's: exit 130, one line "python -m fedlib rerun: interrupted (nothing written)", no --out written. Before,
+    the run reported it in its own name and rerun then called it a failure (exit 130, measured with SIGINT 5 s into
+    a 300-round rerun too): "python -m fedlib run synthetic: interrupted (nothing written)" and "rerun: the rerun of
+    the recorded config failed (exit status 130; see the error above)". A run of its own, afterwards, still says
+    it was interrupted itself."""
+    import fedlib.engines.batched
+
+    def interrupt(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(fedlib.engines.batched, "run_engine", interrupt)
+    monkeypatch.chdir(tmp_path)
+    rc, out, err = cli_exit(["rerun", str(original), *extra])
+    assert (rc, err) == (130, "python -m fedlib rerun: interrupted (nothing written)\n"), (rc, out, err)
+    assert "failed" not in out and not (tmp_path / "new.json").exists()
+    rc, _, err = cli_exit(FLAGS + ["--out", "r.json"])
+    assert (rc, err) == (130, "python -m fedlib run synthetic: interrupted (nothing written)\n")

@@ -34,6 +34,8 @@ is given ``argv`` (a script, a test, ``rerun``), else the process's ``sys.argv``
 from __future__ import annotations
 
 import argparse
+import contextlib
+import contextvars
 import difflib
 import importlib
 import os
@@ -43,6 +45,23 @@ from pathlib import Path
 from typing import Optional, Sequence
 
 __all__ = ["COMMANDS", "build_parser", "main"]
+
+#: True while a command runs another through :func:`fedlib.cli.main` (``rerun``'s ``run synthetic``, in
+#: ``_nested()``): the inner one lets a Ctrl-C through, for the outer one to say once, as its own, that it was
+#: interrupted.
+_NESTED: contextvars.ContextVar = contextvars.ContextVar("fedlib_cli_nested", default=False)
+
+
+@contextlib.contextmanager
+def _nested():
+    """Within it, :func:`fedlib.cli.main` raises ``KeyboardInterrupt`` on instead of printing "interrupted" and
+    returning 130."""
+    token = _NESTED.set(True)
+    try:
+        yield
+    finally:
+        _NESTED.reset(token)
+
 
 #: group -> {name: "module:function adding the parser"}; "" is the top level.
 COMMANDS = {
@@ -322,6 +341,8 @@ def _main(argv: list) -> int:
               "smaller values (nothing written)", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
+        if _NESTED.get():  # run by another command (rerun), which says it was interrupted
+            raise
         kept = _kept_checkpoints(args)
         if not kept:
             print(f"{prog}: interrupted (nothing written)", file=sys.stderr)

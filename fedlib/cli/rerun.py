@@ -17,7 +17,7 @@ file whose contents are not the result's, ``config.data.sha256``, is a MISMATCH 
 runs);
 2 for a bad input (unreadable result, a kind of result it cannot rerun, a recorded
 config that lacks a key or holds an invalid value, --out naming the result itself, a GPU
-result where torch sees no GPU).
+result where torch sees no GPU); 130 when interrupted (Ctrl-C), said once, as rerun's, with nothing written.
 """
 from __future__ import annotations
 
@@ -326,7 +326,7 @@ def compare_results(old: dict, new: dict, tol: float = 1e-12, data_elsewhere: bo
 # ----------------------------------------------------------------------------- command
 def rerun_command(args: argparse.Namespace) -> int:
     from ..results import git_commit, read_result
-    from . import main
+    from . import _nested, main
 
     if args.out is not None:
         if same_file(args.out, args.result):
@@ -372,9 +372,9 @@ def rerun_command(args: argparse.Namespace) -> int:
         show_bar = not args.quiet and (args.progress or sys.stderr.isatty())
         # --quiet prints only the verdict: the run's warnings (stderr) are kept back, and shown only if it fails
         held = io.StringIO()
-        try:
+        try:  # a Ctrl-C goes through the run (_nested) to fedlib.cli.main's report for rerun: "interrupted", 130
             with contextlib.redirect_stdout(io.StringIO()) if show_bar else contextlib.nullcontext(), \
-                    contextlib.redirect_stderr(held) if args.quiet else contextlib.nullcontext():
+                    contextlib.redirect_stderr(held) if args.quiet else contextlib.nullcontext(), _nested():
                 status = main(argv + ["--out", str(out), "--progress" if show_bar else "--quiet"])
         except SystemExit as exc:  # argparse: _check_argv accepted these flags, so this is not expected
             sys.stderr.write(held.getvalue())
