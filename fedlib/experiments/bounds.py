@@ -57,8 +57,8 @@ from ..rule import AGGREGATIONS, effective_weights
 from ..schedules import RandomLocalWork, _check_local_work
 from ..solvers import LocalSolver, check_shared_lr, make_solver
 from ..theory import (Theorem1Terms, chi_square, quadratic_global_optimum, quadratic_kappa2, quadratic_min_beta2,
-                      quadratic_smoothness, theorem1_constants, theorem1_explicit_bound, theorem1_max_beta2,
-                      theorem2_bound)
+                      quadratic_round_map, quadratic_smoothness, theorem1_constants, theorem1_explicit_bound,
+                      theorem1_max_beta2, theorem2_bound)
 
 __all__ = ["DEFAULT_STEPS", "default_setup", "objective_gap", "Theorem1Row", "bound_check", "Theorem3Row",
            "theorem3_check"]
@@ -104,7 +104,10 @@ class Theorem1Row(NamedTuple):
     the step size admits no :math:`\\beta^2` for :math:`p`); ``tau_eff`` and ``w`` the
     algorithm's; ``chi2`` is :math:`\\chi^2_{p\\|w}` and ``theorem2_bound`` Theorem 2's bound on
     ``true_measured`` (:func:`fedlib.theory.theorem2_bound` with ``bound.total`` for the
-    surrogate, at the :math:`\\beta^2` of a grid that makes it smallest).
+    surrogate, at the :math:`\\beta^2` of a grid that makes it smallest). ``closed_form_gap`` is the relative
+    distance after :math:`\\min(T, 10)` rounds of the same engine run without noise to the closed-form round map
+    (:func:`fedlib.theory.quadratic_round_map`) of the algorithm and local solver the bound is for (~1e-15: the
+    run is that algorithm, momentum included).
 
     ``algorithm`` and ``solver`` name the run's algorithm and local solver; ``rounds`` is :math:`T`, ``lr``
     :math:`\\eta` and ``replicas`` the number of noisy replicas averaged.
@@ -126,6 +129,7 @@ class Theorem1Row(NamedTuple):
     true_bound: Optional[Theorem1Terms]
     chi2: float
     theorem2_bound: float
+    closed_form_gap: float = math.nan
 
     @property
     def ratio(self) -> float:
@@ -187,7 +191,8 @@ def bound_check(problem: QuadraticProblem, local_steps: Sequence[int], algorithm
     sigma = check_nonnegative("sigma", sigma)
     m, d = problem.num_clients, problem.dim
     lr = lr_scale * math.sqrt(m / (float(steps.mean()) * rounds))
-    local = make_solver(solver, lr, momentum=_momentum_of(solver, momentum))
+    rho = _momentum_of(solver, momentum)
+    local = make_solver(solver, lr, momentum=rho)
     a_vectors = [local.a_vector(int(t)) for t in steps]
     a_norms = np.array([a.sum() for a in a_vectors])
     tau_eff, w = effective_weights(algorithm, problem.p, a_norms)
@@ -199,8 +204,18 @@ def bound_check(problem: QuadraticProblem, local_steps: Sequence[int], algorithm
         true_bound = _bound_for(problem, problem.p, lr, rounds, L, sigma2, a_vectors, tau_eff, C)[2]
     except ValueError:
         true_bound = None
-    run = run_replicas(problem, algorithm, [local], RandomLocalWork(steps, steps, 1, seed), rounds, sigma=sigma,
-                       replicas=check_int("replicas", replicas, minimum=1), seed=seed, surrogate_weights=w)
+
+    def replica_run(rounds_, sigma_, replicas_):  # the engine's one call, noisy below and noiseless for the gap
+        return run_replicas(problem, algorithm, [local], RandomLocalWork(steps, steps, 1, seed), rounds_, sigma=sigma_,
+                            replicas=replicas_, seed=seed, surrogate_weights=w)
+
+    run = replica_run(rounds, sigma, check_int("replicas", replicas, minimum=1))
+    gap_rounds = min(rounds, 10)
+    M, b = quadratic_round_map(problem.H, problem.e, problem.p, steps, lr, algorithm, momentum=rho or 0.0)
+    x = np.zeros(d)
+    for _ in range(gap_rounds):
+        x = M @ x + b
+    closed_form_gap = float(np.linalg.norm(replica_run(gap_rounds, 0.0, 1).params[0] - x) / np.linalg.norm(x))
     per_round = run.surrogate_grad_norm2[:rounds].mean(axis=1)
     true_per_round = run.grad_norm2[:rounds].mean(axis=1)
     chi2 = chi_square(problem.p, w)
@@ -208,7 +223,7 @@ def bound_check(problem: QuadraticProblem, local_steps: Sequence[int], algorithm
     theorem2 = min(theorem2_bound(chi2, b, quadratic_kappa2(problem.H, problem.e, w, b), bound.total) for b in grid)
     return Theorem1Row(algorithm, solver, rounds, lr, replicas, float(tau_eff), w, beta2, kappa2, bound,
                        float(per_round.mean()), float(per_round.min()), float(true_per_round.mean()), true_bound,
-                       chi2, theorem2)
+                       chi2, theorem2, closed_form_gap)
 
 
 class Theorem3Row(NamedTuple):
