@@ -14,11 +14,12 @@ weights :math:`\omega_i` such that, for any client quantities :math:`z_i`,
   :math:`\omega_i = p_i m / q` (the weights sum to one only in expectation).
 
 Every draw comes from ``fedlib.rng.generator(seed, "sampling", round)``.
-Used by chapters 4, 6 and 8: chapter 4's partial-participation panel (Synthetic, Figure 5;
+Used by chapters 4, 6, 8 and 9: chapter 4's partial-participation panel (Synthetic, Figure 5;
 :func:`expected_server_weights` for where FedNova settles when :math:`\tau_{\text{eff}}` is taken
 from the sample), chapter 6's :func:`full_participation` and chapter 8's check of the with-replacement
 weights (:func:`sample_clients`); chapter 8's client-sampling part (App. G) uses it through
-:mod:`fedlib.experiments.speedup` too (:func:`effective_participants`, :func:`expected_server_weights`).
+:mod:`fedlib.experiments.speedup` too (:func:`effective_participants`, :func:`expected_server_weights`);
+chapter 9 runs a round with one client alone in it (a sampler returning a :class:`Participation`) to read its change.
 """
 from __future__ import annotations
 
