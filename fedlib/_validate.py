@@ -549,15 +549,19 @@ def _read_int(path: Path) -> int | None:
 
 def _inactive_file(folder: Path) -> int:
     """Page cache the kernel reclaims before it kills a process (``inactive_file`` of ``memory.stat``; 0 if
-    unknown): counted as free, as the kernel's own OOM accounting and container runtimes do."""
+    unknown): counted as free, as the kernel's own OOM accounting and container runtimes do. cgroup v1 lists the
+    group's own pages first (``inactive_file``) and then those of the group and its children
+    (``total_inactive_file``), the ones its usage counts: the total is taken where there is one (the own count
+    alone left a parent's room, a job's limit over its steps, short by the page cache of the groups below it)."""
+    found = {}
     try:
         for line in (folder / "memory.stat").read_text(encoding="ascii").splitlines():
             key, _, value = line.partition(" ")
             if key in ("inactive_file", "total_inactive_file"):
-                return max(int(value), 0)
+                found[key] = max(int(value), 0)
     except (OSError, UnicodeDecodeError, ValueError):
-        pass
-    return 0
+        return 0
+    return found.get("total_inactive_file", found.get("inactive_file", 0))
 
 
 def cgroup_available_memory(proc_cgroup: str | os.PathLike = "/proc/self/cgroup",

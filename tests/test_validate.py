@@ -529,3 +529,23 @@ def test_available_memory_is_the_least_of_the_machine_and_the_cgroup_limit(monke
     _validate.check_memory(12345, "the thing")
     monkeypatch.setattr(_validate, "cgroup_available_memory", lambda: 10 * machine)
     assert _validate.available_memory() == pytest.approx(machine, rel=0.2)
+
+
+def test_cgroup_v1_memory_of_a_parent_counts_the_page_cache_of_its_children(tmp_path):
+    """cgroup v1's memory.stat lists a group's own inactive_file before total_inactive_file (its children's too, as
+    memory.usage_in_bytes counts them): a limit on a parent group (a batch job's, over the step the process runs in)
+    leaves room limit - (usage - total_inactive_file). Before, the first of the two was taken, the parent's own page
+    cache (200 KiB where the total was 7 GiB on a real v1 machine): room 6 - 5 = 1 GiB here instead of 6 - (5 - 3)."""
+    from fedlib._validate import cgroup_available_memory
+
+    G = 2**30
+    v1 = {"memory/job/memory.limit_in_bytes": f"{6 * G}\n", "memory/job/memory.usage_in_bytes": f"{5 * G}\n",
+          "memory/job/memory.stat": f"cache 7\ninactive_file 0\nactive_file 0\ntotal_inactive_file {3 * G}\n",
+          "memory/job/step/memory.limit_in_bytes": "9223372036854771712\n",
+          "memory/job/step/memory.usage_in_bytes": f"{5 * G}\n",
+          "memory/job/step/memory.stat": f"inactive_file {3 * G}\ntotal_inactive_file {3 * G}\n"}
+    proc, root = _cgroup_tree(tmp_path, v1, "4:memory:/job/step\n0::/\n")
+    assert cgroup_available_memory(proc, root) == 6 * G - (5 * G - 3 * G)
+    # a v1 memory.stat without the totals (or cgroup v2's, which has no total_ keys): inactive_file
+    (root / "memory/job/memory.stat").write_text(f"inactive_file {G}\n")
+    assert cgroup_available_memory(proc, root) == 6 * G - (5 * G - G)
