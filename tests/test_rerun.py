@@ -383,3 +383,33 @@ def test_an_interrupted_rerun_says_so_once(original, tmp_path, monkeypatch, extr
     assert "failed" not in out and not (tmp_path / "new.json").exists()
     rc, _, err = cli_exit(FLAGS + ["--out", "r.json"])
     assert (rc, err) == (130, "python -m fedlib run synthetic: interrupted (nothing written)\n")
+
+
+def test_a_rerun_interrupted_after_its_run_wrote_out_names_the_file(original, tmp_path, monkeypatch):
+    """A Ctrl-C after the run has written --out (while the results are compared) says the file was written: exit
+    130, "python -m fedlib rerun: interrupted after the run wrote new.json (not compared with the recorded
+    result)", and new.json is the run's result. Before, it said "interrupted (nothing written)" with new.json there.
+    Without --out (a temporary file, removed) and with a --out file the run never replaced (a Ctrl-C inside the
+    run), it still says nothing was written, and an earlier --out file is left as it was."""
+    import fedlib.cli.rerun
+    import fedlib.engines.batched
+
+    def interrupt(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.chdir(tmp_path)
+    with monkeypatch.context() as m:
+        m.setattr(fedlib.cli.rerun, "compare_results", interrupt)
+        rc, out, err = cli_exit(["rerun", str(original), "--quiet", "--out", "new.json"])
+        assert (rc, out, err) == (130, "", "python -m fedlib rerun: interrupted after the run wrote new.json (not "
+                                          "compared with the recorded result)\n")
+        new = json.loads((tmp_path / "new.json").read_text())
+        recorded = json.loads(original.read_text())["history"]  # the run's 2 rounds, as recorded (time_s aside)
+        assert [r["train_loss"] for r in new["history"]] == [r["train_loss"] for r in recorded] and len(recorded) == 2
+        rc, out, err = cli_exit(["rerun", str(original), "--quiet"])
+        assert (rc, out, err) == (130, "", "python -m fedlib rerun: interrupted (nothing written)\n")
+    (tmp_path / "new.json").write_text("earlier")
+    monkeypatch.setattr(fedlib.engines.batched, "run_engine", interrupt)
+    rc, out, err = cli_exit(["rerun", str(original), "--quiet", "--out", "new.json"])
+    assert (rc, out, err) == (130, "", "python -m fedlib rerun: interrupted (nothing written)\n")
+    assert (tmp_path / "new.json").read_text() == "earlier"

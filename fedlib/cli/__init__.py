@@ -344,7 +344,11 @@ def _main(argv: list) -> int:
         if _NESTED.get():  # run by another command (rerun), which says it was interrupted
             raise
         kept = _kept_checkpoints(args)
-        if not kept:
+        written = getattr(args, "written", None)  # rerun's --out, written by its run before the comparison was done
+        if written is not None:
+            print(f"{prog}: interrupted after the run wrote {written} (not compared with the recorded result)",
+                  file=sys.stderr)
+        elif not kept:
             print(f"{prog}: interrupted (nothing written)", file=sys.stderr)
         elif hasattr(args, "out"):
             print(f"{prog}: interrupted; checkpoint {kept[0]} kept: run the same command with --resume to continue "

@@ -17,7 +17,8 @@ file whose contents are not the result's, ``config.data.sha256``, is a MISMATCH 
 runs);
 2 for a bad input (unreadable result, a kind of result it cannot rerun, a recorded
 config that lacks a key or holds an invalid value, --out naming the result itself, a GPU
-result where torch sees no GPU); 130 when interrupted (Ctrl-C), said once, as rerun's, with nothing written.
+result where torch sees no GPU); 130 when interrupted (Ctrl-C), said once, as rerun's: with nothing written, or
+naming the --out file where the run had written it before the comparison was done.
 """
 from __future__ import annotations
 
@@ -323,6 +324,16 @@ def compare_results(old: dict, new: dict, tol: float = 1e-12, data_elsewhere: bo
     return diffs
 
 
+def _file_state(path: Optional[Path]) -> Optional[tuple]:
+    """What tells a file written since (atomic_write replaces it: another inode, time or size), ``None`` where there is
+    none."""
+    try:
+        st = os.stat(path)
+    except (OSError, TypeError):
+        return None
+    return st.st_dev, st.st_ino, st.st_mtime_ns, st.st_size
+
+
 # ----------------------------------------------------------------------------- command
 def rerun_command(args: argparse.Namespace) -> int:
     from ..results import git_commit, read_result
@@ -365,28 +376,35 @@ def rerun_command(args: argparse.Namespace) -> int:
         if dirty is True:
             print(f"note: this checkout has uncommitted changes to tracked files (git status), so the rerun's code is "
                   f"not exactly commit {sha}", flush=True)
-    with tempfile.TemporaryDirectory() as tmp:
-        out = args.out if args.out is not None else Path(tmp) / "rerun.json"
-        # the run's own progress bar (stderr) on a terminal or with --progress; its other lines are not
-        # the rerun's to print
-        show_bar = not args.quiet and (args.progress or sys.stderr.isatty())
-        # --quiet prints only the verdict: the run's warnings (stderr) are kept back, and shown only if it fails
-        held = io.StringIO()
-        try:  # a Ctrl-C goes through the run (_nested) to fedlib.cli.main's report for rerun: "interrupted", 130
-            with contextlib.redirect_stdout(io.StringIO()) if show_bar else contextlib.nullcontext(), \
-                    contextlib.redirect_stderr(held) if args.quiet else contextlib.nullcontext(), _nested():
-                status = main(argv + ["--out", str(out), "--progress" if show_bar else "--quiet"])
-        except SystemExit as exc:  # argparse: _check_argv accepted these flags, so this is not expected
-            sys.stderr.write(held.getvalue())
-            raise CLIError(f"the recorded config is invalid: run synthetic refused its flags "
-                           f"(exit status {exc.code}): {' '.join(argv[2:])}") from None
-        if status != 0:
-            sys.stderr.write(held.getvalue())
-            print(f"rerun: the rerun of the recorded config failed (exit status {status}; see the error above)",
-                  file=sys.stderr)
-            return status
-        new = read_result(out)
-    diffs = compare_results(old, new, args.tol, data_elsewhere=args.data is not None)
+    before = _file_state(args.out)
+    try:
+        with tempfile.TemporaryDirectory() as tmp:
+            out = args.out if args.out is not None else Path(tmp) / "rerun.json"
+            # the run's own progress bar (stderr) on a terminal or with --progress; its other lines are not
+            # the rerun's to print
+            show_bar = not args.quiet and (args.progress or sys.stderr.isatty())
+            # --quiet prints only the verdict: the run's warnings (stderr) are kept back, shown only if it fails
+            held = io.StringIO()
+            # a Ctrl-C goes through the run (_nested) to fedlib.cli.main's report for rerun: "interrupted", 130
+            try:
+                with contextlib.redirect_stdout(io.StringIO()) if show_bar else contextlib.nullcontext(), \
+                        contextlib.redirect_stderr(held) if args.quiet else contextlib.nullcontext(), _nested():
+                    status = main(argv + ["--out", str(out), "--progress" if show_bar else "--quiet"])
+            except SystemExit as exc:  # argparse: _check_argv accepted these flags, so this is not expected
+                sys.stderr.write(held.getvalue())
+                raise CLIError(f"the recorded config is invalid: run synthetic refused its flags "
+                               f"(exit status {exc.code}): {' '.join(argv[2:])}") from None
+            if status != 0:
+                sys.stderr.write(held.getvalue())
+                print(f"rerun: the rerun of the recorded config failed (exit status {status}; see the error above)",
+                      file=sys.stderr)
+                return status
+            new = read_result(out)
+        diffs = compare_results(old, new, args.tol, data_elsewhere=args.data is not None)
+    except KeyboardInterrupt:  # said by fedlib.cli.main, naming the --out file if the run had written it
+        if args.out is not None and _file_state(args.out) != before:
+            args.written = args.out
+        raise
     wrote = f"; wrote {args.out}" if args.out is not None else ""
     if not diffs:
         n = len(new["history"])
