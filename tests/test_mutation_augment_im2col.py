@@ -48,6 +48,21 @@ Mutants of f929b39..780545c (fedlib/engines/augment.py, d859990: seeded_dropout_
   dropped; DR5 a step tensor unchecked; DR6 keys unchecked; DR7 the message's type name for a tensor's dtype; DR8 the
   step named "keys"; DR9 every dtype but int64 refused; DR10 a step tensor checked only for a floating dtype. killed
   by the suite: DR1, DR2, DR4-DR8. killed here: DR3, DR9, DR10.
+
+Mutants of 652fbe7..0e9da1f (fedlib/engines/augment.py, bc400f6: normalize's checks of mean / std values given on
+the host) (pass described in tests/README.md, Mutation passes): 10 mutants (ids as drafted: AN10 not run), one at a
+time, ``pytest -x -q`` on this file and test_bad_inputs_core.py: 7 killed by the suite, 2 killed here, 1 left alive
+without a test.
+  AN1 every tensor read (``on_host = True``); AN2 only CUDA tensors left unread (``!= "cpu"`` -> ``== "cuda"``); AN3
+  std 0 taken (``> 0`` -> ``>= 0``); AN4 mean held to > 0 too; AN5 finiteness unchecked; AN6 the values checked in
+  their own dtype, not the result's; AN7 host values moved to the images' device before they are read; AN8 the
+  checked values left on the host (not moved to the images' device); AN9 the entry named 1-based; AN11 the check
+  inverted (``not on_host``).
+  killed by the suite: AN1-AN3, AN5, AN6, AN9, AN11
+  (test_bad_inputs_core.py::test_normalize_refuses_a_zero_negative_or_non_finite_std_given_on_the_host). killed
+  here: AN4, AN7 (images on the meta device: the host values read after the move failed, 'Cannot copy out of meta').
+  left alive: AN8 (a CPU mean with meta images still gives a meta result; only CUDA images refuse a CPU (C,) tensor;
+  no GPU in this pass).
 """
 from __future__ import annotations
 
@@ -422,3 +437,23 @@ def test_seeded_dropout_mask_takes_every_integer_dtype_and_refuses_complex_and_b
                                       r"a torch\.bool tensor$")):
         with pytest.raises(ValueError, match=said):
             seeded_dropout_mask(bad_keys, bad_step, 0, (3,), 0.5)
+
+
+def test_normalize_takes_a_zero_or_negative_mean():
+    """AN4: only std must be > 0; a mean of 0 or below is taken: pixels (0, 255, 51) with mean (0, -0.5, 1.5) and
+    std (0.5, 0.5, 0.2): (0 - 0) / 0.5 = 0, (1 + 0.5) / 0.5 = 3, (0.2 - 1.5) / 0.2 = -6.5."""
+    imgs = torch.tensor([[[[0, 255, 51]]]], dtype=torch.uint8)
+    got = normalize(imgs, (0.0, -0.5, 1.5), (0.5, 0.5, 0.2), torch.float64)
+    assert got.flatten().tolist() == pytest.approx([0.0, 3.0, -6.5], rel=1e-12)
+
+
+def test_normalize_checks_host_values_before_moving_them_to_the_images_device():
+    """AN7: mean and std given on the host are read there, then moved to the images' device: images on the meta
+    device (another device, holding no values to read) with tuples of mean and std give a meta result of the
+    images' shape, and a bad std is still refused by entry. Read after the move, they were read from the device
+    (meta: 'Cannot copy out of meta tensor'; CUDA: a synchronisation)."""
+    imgs = torch.zeros((2, 4, 4, 3), dtype=torch.uint8, device="meta")
+    got = normalize(imgs, (0.5, 0.5, 0.5), (0.25, 0.5, 0.1))
+    assert got.device.type == "meta" and got.shape == (2, 4, 4, 3) and got.dtype == torch.float32
+    with pytest.raises(ValueError, match=r"^std must hold finite numbers > 0 .*got std\[1\] = 0$"):
+        normalize(imgs, (0.5, 0.5, 0.5), np.array([0.25, 0.0, 0.1]))

@@ -34,6 +34,13 @@ described in tests/README.md, Mutation passes):
   TW1 the check dropped; TW2 "draw" not looked for; TW3 "num_clients" not looked for; TW4 refused only when all
   three are missing; TW5 only the first missing one named. killed by the suite: TW1, TW4. killed here: TW2, TW3,
   TW5.
+
+Mutants of 652fbe7..0e9da1f (fedlib/experiments/bounds.py, f7cc0a2: theorem3_check's ``_check_local_work``; the
+pass's LW mutants of fedlib/schedules.py in test_mutation_solvers_schedules_sampling.py) (pass described in
+tests/README.md, Mutation passes): 2 mutants, run as those: 2 killed by the suite.
+  LW6 the problem's client count not passed (None: unchecked); LW7 "num_clients" not among the attributes looked
+  for. killed by the suite: LW6 (test_speedup_bounds_stragglers_inputs.py), LW7 (this file's
+  test_theorem3_check_names_every_attribute_of_local_work_that_work_lacks).
 """
 from __future__ import annotations
 

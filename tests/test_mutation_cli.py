@@ -108,6 +108,23 @@ rerun runs) (pass described in tests/README.md, Mutation passes):
   flags always hold --data=...), RD5 (load_dataset turns load_leaf's ValueError into a CLIError, itself a ValueError,
   and nothing else in the try raises one), RD12 (the whole parser parses ``run synthetic``'s arguments alike; only
   the other commands' modules are imported too).
+Mutants of 652fbe7..0e9da1f (fedlib/cli/common.py, 8bb49e8: _check_can_create and its two callers;
+fedlib/cli/__init__.py and rerun.py, 0e9da1f: _nested, an interrupted rerun reported once; with the review fix
+defb69a, rerun's --out named when its run wrote it) (pass described in tests/README.md, Mutation passes): 15 mutants
+(ids as drafted: CC9, NS6, RW3 not run), one at a time, ``pytest -x -q`` on test_cli_paths.py and this file (CC),
+test_rerun.py and this file (NS, RW): 12 killed by the suite, 2 killed here, 1 equivalent.
+  CC1 check_output_path's create test dropped; CC2 resolve_checkpoint's dropped; CC3 the temporary file not removed;
+  CC4 its descriptor not closed; CC5 the message naming the file as the folder; CC6 the whole OSError for its
+  strerror; CC7 only PermissionError caught; CC8 --checkpoint's refusal naming --out; NS1 the nested run reports its
+  own interruption (``raise`` dropped); NS2 ``_NESTED.reset(token)`` -> ``_NESTED.set(False)``; NS3 ``_nested``
+  sets False; NS4 no ``finally`` (not reset when the KeyboardInterrupt leaves); NS5 rerun's run not in
+  ``_nested()``; RW1 ``!= before`` -> ``==``; RW2 ``args.written`` never set.
+  killed by the suite: CC1-CC3, CC5, CC7, CC8 (test_cli_paths.py); NS1, NS3, NS5
+  (test_an_interrupted_rerun_says_so_once), NS4 (the same test's own run afterwards re-raised the KeyboardInterrupt,
+  which stopped pytest: exit 2); RW1, RW2 (test_a_rerun_interrupted_after_its_run_wrote_out_names_the_file, the
+  review fix's test). killed here: CC4, CC6.
+  equivalent: NS2 (reset and set(False) differ only where ``_nested()`` is entered while already nested; rerun's
+  inner command is ``run synthetic``, which nests nothing).
 """
 from __future__ import annotations
 
@@ -1400,3 +1417,35 @@ def test_rerun_leaves_data_it_cannot_read_to_the_run(tmp_path, capsys, monkeypat
     out, err = capsys.readouterr()
     assert rc == 1 and out.startswith(f"rerunning {original} (seed 0, "), (out, err)
     assert "Permission denied" in err and "rerun: the rerun of the recorded config failed (exit status 1" in err, err
+
+
+def test_the_output_folder_check_leaves_no_file_and_no_open_descriptor(tmp_path):
+    """CC3, CC4: check_output_path (--out, --json, ...) and resolve_checkpoint (--checkpoint with
+    --checkpoint-every) try the folder by creating a temporary file there: the file is removed and its descriptor
+    closed, so neither a '.r.json.*.tmp' is left in the folder nor a descriptor open per check."""
+    from fedlib.cli.common import check_output_path, resolve_checkpoint
+
+    fds = len(os.listdir("/proc/self/fd"))
+    for _ in range(3):
+        check_output_path(tmp_path / "r.json")
+        args = argparse.Namespace(checkpoint_every=1, checkpoint=tmp_path / "c.ckpt", resume=False, out=None, data=None)
+        assert resolve_checkpoint(args) == tmp_path / "c.ckpt"
+    assert list(tmp_path.iterdir()) == [] and len(os.listdir("/proc/self/fd")) == fds
+
+
+def test_the_output_folder_refusal_names_the_reason_alone(tmp_path, monkeypatch):
+    """CC6: a folder where no file can be created is refused with the system's reason alone (strerror), not the
+    whole OSError with its temporary file's name ('[Errno 30] Read-only file system: .../.r.json.abcdefgh.tmp')."""
+    import errno
+    import tempfile
+
+    from fedlib.cli.common import check_output_path
+
+    def read_only(prefix, suffix, dir):
+        raise OSError(errno.EROFS, "Read-only file system", os.path.join(dir, prefix + "abcdefgh" + suffix))
+
+    monkeypatch.setattr(tempfile, "mkstemp", read_only)
+    with pytest.raises(CLIError) as info:
+        check_output_path(tmp_path / "r.json")
+    assert str(info.value) == (f"--out {tmp_path / 'r.json'}: folder {tmp_path} is not writable: creating a file "
+                               "there failed (Read-only file system)")

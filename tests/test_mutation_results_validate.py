@@ -66,6 +66,21 @@ tests/README.md, Mutation passes):
   killed by the suite: RF2-RF4, RF6-RF8, RF13, RF15 (test_results.py). killed here: RF1, RF9-RF12, RF14.
   equivalent: RF5 (Path.cwd is os.getcwd, the working folder's physical path on POSIX, symbolic links resolved,
   as resolve() gives it).
+
+Mutants of 652fbe7..0e9da1f (fedlib/_validate.py, f3fcb2a: available_memory's least of MemAvailable and
+cgroup_available_memory, the cgroup reader; with the review fix b826f2e, v1's total_inactive_file) (pass described
+in tests/README.md, Mutation passes): 13 mutants (MV3-MV15; ids as drafted, MV1, MV2, MV16 not run), one at a time,
+``pytest -x -q`` on test_validate.py, test_mutation_validation_objects.py and this file: 7 killed by the suite, 6
+killed here, 0 equivalent.
+  MV3 ``min(known)`` -> ``max``; MV4 the cgroup's room left out of ``known``; MV5 ``_NO_LIMIT = 2**62`` -> ``2**63``
+  (v1's no-limit value read as a limit); MV6 the room not floored at 0; MV7 usage less page cache not floored at 0;
+  MV8 no page cache counted free; MV9 the group's own inactive_file before total_inactive_file (the review fix
+  reverted); MV10 unified/ read on a pure v2 mount too (``not cgroup.controllers`` dropped); MV11 a group path the
+  mount does not hold not read at the mount; MV12 the parents not read; MV13 "max" read as 0; MV14 a
+  /proc/self/cgroup line without three fields not skipped; MV15 the no-limit test dropped.
+  killed by the suite: MV3, MV4 (test_available_memory_is_the_least_of_the_machine_and_the_cgroup_limit), MV6, MV8,
+  MV12, MV13 (test_validate.py's cgroup tests), MV9 (the review fix's test). killed here: MV5, MV7, MV10, MV11, MV14,
+  MV15.
 """
 from __future__ import annotations
 
@@ -623,3 +638,72 @@ def test_results_folder_makes_nested_folders_and_refuses_a_file_or_a_committed_t
     assert results_folder("", "bench") == Path("")
     with pytest.raises(ValueError, match=r"^committed must name one folder under .*, got 5$"):
         results_folder(None, 5)
+
+
+def _cgroup_files(tmp_path, files: dict, proc: str):
+    """A fake cgroup mount under ``tmp_path/cg`` (relative path -> text) and a fake ``/proc/self/cgroup``."""
+    root = tmp_path / "cg"
+    for rel, text in files.items():
+        (root / rel).parent.mkdir(parents=True, exist_ok=True)
+        (root / rel).write_text(text)
+    (tmp_path / "proc").write_text(proc)
+    return tmp_path / "proc", root
+
+
+GIB = 2**30
+
+
+def test_cgroup_memory_takes_the_v1_no_limit_value_as_no_limit(tmp_path):
+    """MV5, MV15: cgroup v1 writes "no limit" as 2**63 rounded down to a page, 9223372036854771712 (no real limit
+    reaches 2**62): a group with it and no other limit has no room to report, None, not 9223372036854771712 - 1 GiB."""
+    from fedlib._validate import cgroup_available_memory
+
+    v1 = {"memory/box/memory.limit_in_bytes": "9223372036854771712\n", "memory/box/memory.usage_in_bytes": f"{GIB}\n"}
+    proc, root = _cgroup_files(tmp_path, v1, "4:memory:/box\n")
+    assert cgroup_available_memory(proc, root) is None
+
+
+def test_cgroup_memory_room_is_at_most_the_limit(tmp_path):
+    """MV7: the usage and memory.stat are read apart, so the page cache can exceed the usage read before it: usage
+    less cache counts as 0, and the room is the limit (4 GiB), never more (4 - (1 - 2) = 5 GiB)."""
+    from fedlib._validate import cgroup_available_memory
+
+    v2 = {"cgroup.controllers": "memory\n", "job/memory.max": f"{4 * GIB}\n", "job/memory.current": f"{GIB}\n",
+          "job/memory.stat": f"anon 0\ninactive_file {2 * GIB}\n"}
+    proc, root = _cgroup_files(tmp_path, v2, "0::/job\n")
+    assert cgroup_available_memory(proc, root) == 4 * GIB
+
+
+def test_cgroup_memory_reads_unified_only_in_the_hybrid_layout(tmp_path):
+    """MV10: on a cgroup v2 mount (cgroup.controllers at its root) a group named "unified" is a group like any
+    other: the process's group /job (4 GiB, 1 GiB used: 3 GiB of room) is read at the root, not under unified/
+    (another group's 1 GiB, unused)."""
+    from fedlib._validate import cgroup_available_memory
+
+    v2 = {"cgroup.controllers": "memory\n", "job/memory.max": f"{4 * GIB}\n", "job/memory.current": f"{GIB}\n",
+          "unified/memory.max": f"{GIB}\n", "unified/memory.current": "0\n"}
+    proc, root = _cgroup_files(tmp_path, v2, "0::/job\n")
+    assert cgroup_available_memory(proc, root) == 3 * GIB
+
+
+def test_cgroup_memory_of_a_hidden_group_path_is_read_at_the_mount_only(tmp_path):
+    """MV11: where the mount is the process's group itself (a container without a cgroup namespace of its own:
+    /proc/self/cgroup names /docker/abc, which the container's mount does not hold), the mount is read, not the
+    folders that happen to lie on the named path: a group 'docker' inside the container (a nested runtime's, 1 GiB,
+    unused) is no parent of the process. Room: 3 GiB - 1 GiB = 2 GiB, not 1 GiB."""
+    from fedlib._validate import cgroup_available_memory
+
+    v2 = {"cgroup.controllers": "memory\n", "memory.max": f"{3 * GIB}\n", "memory.current": f"{GIB}\n",
+          "docker/memory.max": f"{GIB}\n", "docker/memory.current": "0\n"}
+    proc, root = _cgroup_files(tmp_path, v2, "0::/docker/abc\n")
+    assert cgroup_available_memory(proc, root) == 2 * GIB
+
+
+def test_cgroup_memory_skips_a_line_it_cannot_read(tmp_path):
+    """MV14: a /proc/self/cgroup line that is not 'id:controllers:path' is skipped and the others read (3 GiB of
+    room), not a ValueError out of the memory check."""
+    from fedlib._validate import cgroup_available_memory
+
+    v2 = {"cgroup.controllers": "memory\n", "job/memory.max": f"{4 * GIB}\n", "job/memory.current": f"{GIB}\n"}
+    proc, root = _cgroup_files(tmp_path, v2, "garbage\n\n0::/job\n")
+    assert cgroup_available_memory(proc, root) == 3 * GIB

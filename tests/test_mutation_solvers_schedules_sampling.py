@@ -189,6 +189,16 @@ described in tests/README.md, Mutation passes):
   killed by the suite: AP1 (this file), AP4-AP9, AP11 (test_sampling.py, test_hot_paths_engines.py). killed here:
   AP2, AP3. equivalent: AP10 (the weights are finite and >= 0 by then, so max <= 0 and sum <= 0 both mean every
   weight 0, and there is at least one), AP12 (a list's str is its repr).
+
+Mutants of 652fbe7..0e9da1f (fedlib/schedules.py, f7cc0a2: ``_check_local_work``, the one check of local work of
+theorem3_check and speedup's closed forms; its callers' mutants in test_mutation_bounds_acceleration.py and
+test_mutation_speedup_stragglers.py) (pass described in tests/README.md, Mutation passes): 4 mutants (ids as
+drafted: LW5 not run), one at a time, ``pytest -x -q`` on test_speedup_bounds_stragglers_inputs.py,
+test_experiments_speedup.py, test_bounds.py, test_mutation_bounds_acceleration.py,
+test_mutation_speedup_stragglers.py and this file: 4 killed by the suite.
+  LW1 the first attribute of ``needs`` not looked for; LW2 ``num_clients is not None and`` dropped (None compared);
+  LW3 ``!=`` -> ``<`` (only local work for fewer clients refused); LW4 only the first missing attribute named.
+  killed by the suite: LW1-LW4 (test_speedup_bounds_stragglers_inputs.py).
 """
 from __future__ import annotations
 

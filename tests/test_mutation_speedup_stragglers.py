@@ -47,6 +47,13 @@ Mutants of f929b39..780545c (fedlib/experiments/speedup.py, adf2d8b: _factory_so
   sampling_bias back to ``list(solver_factory(lr))``; SF7 ``list(...)`` dropped; SF8 the message's lr unformatted;
   SF9 speedup_grid's check on ``work`` for its copies' ``w``. killed by the suite: SF2-SF6, SF8. killed here: SF1,
   SF7. equivalent: SF9 (replicate's RandomLocalWork keeps work.num_solvers, so both give the same count).
+
+Mutants of 652fbe7..0e9da1f (fedlib/experiments/speedup.py, f7cc0a2: ``_local_work`` / ``_check_work`` through
+``fedlib.schedules._check_local_work``; the LW mutants of fedlib/schedules.py in
+test_mutation_solvers_schedules_sampling.py) (pass described in tests/README.md, Mutation passes): 1 mutant (ids as
+drafted: LW9 not run), run as those: 1 killed by the suite.
+  LW8 ``_check_work`` without the problem's client count. killed by the suite: LW8
+  (test_speedup_bounds_stragglers_inputs.py).
 """
 from __future__ import annotations
 

@@ -55,6 +55,16 @@ Mutants of f929b39..780545c (fedlib/experiments/cifar10.py, aa53e14: the dry run
 tests/README.md, Mutation passes):
   TB1, TB2 '... s in all up to here' back to '... s so far' in the planned runs' / the later runs' lines. killed by
   the suite: TB1, TB2.
+
+Mutants of 652fbe7..0e9da1f (fedlib/experiments/cifar10.py, 15ad681: run_table1's ``group_config`` and
+``paused_group``'s early check of a group checkpoint's settings, ``_TABLE1_RESUME_HINT``) (pass described in
+tests/README.md, Mutation passes): 6 mutants (ids as drafted: TG6, TG8, TG9 not run), one at a time, ``pytest -x
+-q`` on this file, test_cli_table1_modes.py, test_table1_resume.py, test_mutation_cifar10_experiments.py and
+test_resume_differential.py's two table1 resume tests: 6 killed by the suite.
+  TG1 paused_group's check_config dropped; TG2 every recorded key compared (the data and cuDNN's mode, which
+  group_config lacks, too); TG3 the config of the whole todo list for the prefix's; TG4 "rounds" not in
+  group_config; TG5 path / conv recorded at their defaults too; TG7 paused_group's refusal without its hint.
+  killed by the suite: TG1, TG4, TG5, TG7 (test_resume_differential.py), TG2, TG3 (this file).
 """
 from __future__ import annotations
 

@@ -101,6 +101,20 @@ H-vs-lr singular message) (pass described in tests/README.md, Mutation passes):
   killed by the suite: FS1-FS4, FS6, FS8, FS10, FS11, FS13. killed here: FS5, FS7, FS12.
   equivalent: FS9 (_check_unique_solution raises on the outer test's own condition, rank A < d with d >= 1 from
   _check_quadratic: the mutant only builds the message for a nonsingular A too).
+
+Mutants of 652fbe7..0e9da1f (fedlib/theory.py, 834501f: ``_step_d`` and Theorem 1's terms from eta L,
+two_client_lower_bound's ``a * a``; 00f8e99: ``_power_of_two_scale`` and the rescaled quadratic_min_beta2 /
+quadratic_kappa2) (pass described in tests/README.md, Mutation passes): 14 mutants (ids as drafted: TD2, TD8, TD17
+not run), one at a time, ``pytest -x -q`` on test_theory.py, this file, test_appg_conditions.py and test_bounds.py:
+11 killed by the suite, 2 killed here, 1 equivalent.
+  TD1 ``_step_d`` without its C == 0 branch; TD3 4 -> 2; TD4, TD5 Theorem 1's third / fourth term with eta L for
+  (eta L)^2; TD6 two_client_lower_bound's overflow refusal dropped; TD7 a for a^2; TD9 tiny arrays not rescaled
+  (``2**-100 <=`` dropped); TD10 ``frexp(top)[1] - 1`` -> ``frexp(top)[1]`` (a power of two above max|x|); TD11 the
+  ``top == 0`` test dropped; TD12 quadratic_min_beta2's H not rescaled; TD13 kappa^2 times e's scale once; TD14,
+  TD15 quadratic_kappa2's H / e not rescaled; TD16 kappa^2's overflow refusal dropped.
+  killed by the suite: TD3-TD7, TD9, TD12-TD16 (test_theory.py). killed here: TD1, TD10.
+  equivalent: TD11 (an all-zero x gives 0.5 for 1: zeros divided by 0.5 are the same zeros, and the kappa^2 of an
+  all-zero e, 0, times 0.25 is 0; an infinite kappa^2 is refused before the scale is put back either way).
 """
 from __future__ import annotations
 
@@ -1023,3 +1037,23 @@ def test_fixed_point_names_lr_when_no_null_direction_is_shared_by_all_the_client
             TH.quadratic_fixed_point(H, np.ones((2, d)), [0.5, 0.5], [2, 1], lr, "fedavg")
     M, b = TH.quadratic_round_map([[[1.0]], [[-1.0]]], [[1.0], [1.0]], [0.5, 0.5], [2, 1], 0.5, "fedavg")
     assert float(1 - M[0, 0]) == 0.125
+
+
+def test_theorem1_max_beta2_with_c_zero_is_unbounded_however_large_eta_l():
+    """TD1: D = 4 eta^2 L^2 C is 0 where C = 0, whatever eta L, so no beta^2 bound (inf), even where (eta L)^2 is
+    beyond float64 (eta = L = 1e160: (eta L)^2 = 1e640): inf * 0 there gave NaN, and max(1, NaN) = 1."""
+    assert TH.theorem1_max_beta2(1e160, 1e160, 0.0) == float("inf")
+    assert TH.theorem1_max_beta2(0.1, 1.0, 0.0) == float("inf")
+
+
+def test_assumption3_constants_of_quadratics_near_the_top_of_float64():
+    """TD10: the scale divided out is a power of two at most max|H| (2**1023 for max|H| = 1.5e308); 2**1024, above
+    it, is beyond float64 (an OverflowError). H = (1, 3) * 0.5e308, e = (2, 0), w = (1/2, 1/2): beta^2_min = 5/4 and
+    kappa^2 at beta^2 = 2 is 3 by hand (tests/test_theory.py's test_assumption3_constants_of_huge_or_tiny_quadratics),
+    whatever H's scale; e = (1.5e308, 0), scaled the same way, gives kappa^2 = 3 * (1.5e308 / 2)^2, beyond float64:
+    the ValueError naming e."""
+    H, e, w = np.array([[[1.0]], [[3.0]]]) * 0.5e308, np.array([[2.0], [0.0]]), [0.5, 0.5]
+    assert TH.quadratic_min_beta2(H, w) == pytest.approx(1.25, rel=1e-14)
+    assert TH.quadratic_kappa2(H, e, w, 2.0) == pytest.approx(3.0, rel=1e-14)
+    with pytest.raises(ValueError, match=r"^e: kappa\^2 exceeds float64 \(an entry of e of 1\.5e\+308"):
+        TH.quadratic_kappa2(H, np.array([[1.5e308], [0.0]]), w, 2.0)
