@@ -16,7 +16,7 @@ Client :math:`i` uses :math:`g_i(x) + c_i^{\text{corr}}` at every local step of 
   :math:`\sum_j p_j d_j^{(t-1)} - d_i^{(t-1)}`. The two algorithms differ only in the
   aggregation (FedAvg vs FedNova weights).
 * **VRLSGD** (Liang et al. 2019) with heterogeneous steps, as paper §3 describes
-  ("replace the same local steps :math:`\tau` by :math:`\tau_i`"):
+  ("replace the same local steps :math:`\tau` in VRLSGD by different :math:`\tau_i`'s"):
   :math:`\bar c = 0` and :math:`c_i \leftarrow c_i - (\Delta_i - \Delta)/(\eta\tau_i)`,
   :math:`\Delta = \sum_j p_j\Delta_j` the FedAvg change. With equal :math:`\tau_i`, SGD and
   full participation this is exactly SCAFFOLD (under client sampling it is not: SCAFFOLD's
