@@ -494,6 +494,38 @@ def test_ctrl_c_after_a_checkpoint_names_it_and_resume_finishes(tmp_path, monkey
     assert len(read_result(out)["history"]) == 3
 
 
+@pytest.mark.parametrize("stop", ["ctrl-c", "divergence"])
+def test_a_checkpoint_kept_in_a_folder_full_by_now_is_still_named(stop, tmp_path, monkeypatch, capsys):
+    """The folder of a run's checkpoint fills up (or turns read-only) after the checkpoint of round 1 is saved; then
+    the run stops (Ctrl-C, or a divergence). Since the output checks create a temporary file in the folder
+    (8bb49e8), the handler's look for the checkpoint it kept ran those checks too, failed on the folder, and said
+    'interrupted (nothing written)' / '(nothing written)' with the checkpoint on disk; it only names the path now."""
+    import fedlib.cli.common as common
+    from fedlib.engines.batched import DivergenceError
+
+    out = tmp_path / "r.json"
+    argv = RUN[:2] + ["--rounds", "3", "--num-clients", "3", "--quiet", "--checkpoint-every", "1", "--out", str(out)]
+    real_save = fedlib.checkpoint.save_checkpoint
+
+    def full_folder(path, folder, flag):
+        raise common.CLIError(f"{flag} {path}: folder {folder} is not writable: creating a file there failed "
+                              "(No space left on device)")
+
+    def save_then_stop(*args, **kwargs):
+        real_save(*args, **kwargs)
+        monkeypatch.setattr(common, "_check_can_create", full_folder)  # the folder is full from now on
+        if stop == "ctrl-c":
+            raise KeyboardInterrupt
+        raise DivergenceError(1, "the training loss is inf (lower the learning rate)")
+
+    monkeypatch.setattr(fedlib.checkpoint, "save_checkpoint", save_then_stop)
+    assert main(argv) == (130 if stop == "ctrl-c" else 2)
+    err = capsys.readouterr().err
+    ckpt = Path(str(out) + ".ckpt")
+    assert ckpt.is_file() and not out.exists()
+    assert f"checkpoint {ckpt}" in err and "nothing written" not in err, err
+
+
 @pytest.mark.parametrize("extra", [[], ["--checkpoint-every", "1"]])
 def test_ctrl_c_before_any_file_says_nothing_written(tmp_path, monkeypatch, capsys, extra):
     def interrupt(*args, **kwargs):

@@ -260,8 +260,8 @@ def _kept_checkpoints(args: argparse.Namespace) -> list:
         if args.summary or args.list_cells or args.dry_run:  # these read; a checkpoint there is not theirs
             return []
         return sorted(Path(args.results).glob(".ckpt__*.pkl"))
-    try:
-        path = resolve_checkpoint(args)
+    try:  # not for_writing: a folder full or read-only by now still holds what the run saved before
+        path = resolve_checkpoint(args, for_writing=False)
     except CLIError:  # impossible checkpoint flags: the run stopped before writing one
         return []
     ours = getattr(args, "resume", False) or getattr(args, "checkpoint_saved", False)

@@ -296,8 +296,11 @@ def check_not_input(out: Optional[os.PathLike], data: Optional[os.PathLike], fla
                        f"{read}; the next run would read it as data")
 
 
-def resolve_checkpoint(args: argparse.Namespace) -> Optional[Path]:
-    """The checkpoint path of ``--checkpoint-every`` / ``--resume`` (``None`` when unused)."""
+def resolve_checkpoint(args: argparse.Namespace, *, for_writing: bool = True) -> Optional[Path]:
+    """The checkpoint path of ``--checkpoint-every`` / ``--resume`` (``None`` when unused). With ``for_writing``
+    (the default: before a run), ``--checkpoint-every``'s folder must take a new file (a temporary one is created and
+    removed); ``False`` only names the path (after a run: what an interrupted one kept, which a folder that has
+    since become full or read-only still holds)."""
     from ..checkpoint import default_checkpoint_path
 
     every, path, resume = getattr(args, "checkpoint_every", None), getattr(args, "checkpoint", None), \
@@ -319,12 +322,13 @@ def resolve_checkpoint(args: argparse.Namespace) -> Optional[Path]:
     folder = path.parent if str(path.parent) else Path(".")
     if not folder.is_dir():
         raise CLIError(f"--checkpoint {path}: folder {folder} " + ("is a file" if folder.exists() else "does not exist"))
-    if every is not None and not os.access(folder, os.W_OK):  # found before training, not at the first write
+    writes = every is not None and for_writing
+    if writes and not os.access(folder, os.W_OK):  # found before training, not at the first write
         raise CLIError(f"--checkpoint {path}: folder {folder} is not writable")
-    if every is not None and len(path.name.encode()) > 241:  # as check_output_path: the temporary file must fit
+    if writes and len(path.name.encode()) > 241:  # as check_output_path: the temporary file must fit
         raise CLIError(f"--checkpoint {path}: the file name is {len(path.name.encode())} bytes long; at most 241 can "
                        "be written atomically (give a shorter --checkpoint or --out)")
-    if every is not None:
+    if writes:
         _check_can_create(path, folder, "--checkpoint")
     if resume and not path.is_file():
         raise CLIError(f"--resume: checkpoint {path} not found")
