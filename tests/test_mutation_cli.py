@@ -110,7 +110,7 @@ rerun runs) (pass described in tests/README.md, Mutation passes):
   the other commands' modules are imported too).
 Mutants of 652fbe7..0e9da1f (fedlib/cli/common.py, 8bb49e8: _check_can_create and its two callers;
 fedlib/cli/__init__.py and rerun.py, 0e9da1f: _nested, an interrupted rerun reported once; with the review fix
-defb69a, rerun's --out named when its run wrote it) (pass described in tests/README.md, Mutation passes): 15 mutants
+12386b6, rerun's --out named when its run wrote it) (pass described in tests/README.md, Mutation passes): 15 mutants
 (ids as drafted: CC9, NS6, RW3 not run), one at a time, ``pytest -x -q`` on test_cli_paths.py and this file (CC),
 test_rerun.py and this file (NS, RW): 12 killed by the suite, 2 killed here, 1 equivalent.
   CC1 check_output_path's create test dropped; CC2 resolve_checkpoint's dropped; CC3 the temporary file not removed;

@@ -68,7 +68,7 @@ tests/README.md, Mutation passes):
   as resolve() gives it).
 
 Mutants of 652fbe7..0e9da1f (fedlib/_validate.py, f3fcb2a: available_memory's least of MemAvailable and
-cgroup_available_memory, the cgroup reader; with the review fix b826f2e, v1's total_inactive_file) (pass described
+cgroup_available_memory, the cgroup reader; with the review fix 472a2f0, v1's total_inactive_file) (pass described
 in tests/README.md, Mutation passes): 13 mutants (MV3-MV15; ids as drafted, MV1, MV2, MV16 not run), one at a time,
 ``pytest -x -q`` on test_validate.py, test_mutation_validation_objects.py and this file: 7 killed by the suite, 6
 killed here, 0 equivalent.
