@@ -16,10 +16,12 @@ Exit status: 0 on success; 2 for bad input — an unknown or malformed flag, an 
 flag combination (:class:`fedlib.cli.common.CLIError`), a missing or malformed data
 file (``ValueError`` naming the file), a diverged run
 (:class:`fedlib.engines.batched.DivergenceError`, naming the round), values too large for
-this machine (its memory, or 64-bit integers) — with the message
+this machine (its memory, or a container's or batch job's smaller limit; or 64-bit integers), an output
+flag whose folder takes no new file (checked before the run by creating one) — with the message
 on stderr and no output file; 1 for an unexpected internal error (traceback); 130 when
 interrupted (Ctrl-C) — the message names the run's checkpoint file when one exists
-(``--checkpoint-every``), to continue with ``--resume``.
+(``--checkpoint-every``), to continue with ``--resume``; ``rerun``'s, said once, names its ``--out``
+file where its run had written it.
 
 Under ``torchrun`` with more than one process only ``run synthetic`` runs (its clients split across the
 ranks, :mod:`fedlib.distributed`); any other command is refused with status 2 on every rank, which would each
@@ -286,7 +288,9 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     """Parse ``argv`` (default ``sys.argv[1:]``), run the command, return its exit status.
 
     With an explicit ``argv``, results record the command ``python -m fedlib <argv>``
-    (:func:`fedlib.results.recorded_command`); with ``None``, ``sys.argv``."""
+    (:func:`fedlib.results.recorded_command`); with ``None``, ``sys.argv``. Called inside another command's
+    run (``rerun``'s ``run synthetic``) it lets a ``KeyboardInterrupt`` through instead of returning 130, for the
+    outer command to report the interruption once."""
     from ..results import recorded_command
 
     if argv is None:

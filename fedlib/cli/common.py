@@ -18,8 +18,10 @@ impossible combination reported as :class:`CLIError` naming the flag),
 
 Errors: :class:`CLIError` (and ``ValueError`` from the library, e.g. a malformed data
 file, and :class:`~fedlib.engines.batched.DivergenceError`) are printed as
-``fedlib: error: ...`` on stderr with exit status 2 by :func:`fedlib.cli.main`; no
-output file is written.
+``python -m fedlib <command>: error: ...`` on stderr with exit status 2 by :func:`fedlib.cli.main`; no
+output file is written. Output flags are checked before anything runs
+(:func:`fedlib.cli.common.check_output_path`, :func:`fedlib.cli.common.resolve_checkpoint`): their folder must
+exist and take a new file, tried by creating and removing one.
 """
 from __future__ import annotations
 
@@ -471,7 +473,8 @@ def lr_schedule(args: argparse.Namespace) -> Optional[Callable[[int], float]]:
 
 
 def check_output_path(path: Optional[Path], flag: str = "--out") -> None:
-    """Fail *before* the run if the output file of ``flag`` cannot be written, or would replace a checkpoint
+    """Fail *before* the run if the output file of ``flag`` cannot be written (its folder missing, or taking no new
+    file: a temporary one is created and removed there, as the atomic write will), or would replace a checkpoint
     (a result written over ``<out>.ckpt`` destroyed the run that ``--resume`` continues)."""
     if path is None:
         return
