@@ -414,7 +414,10 @@ training is stopped and writes nothing. A group killed or paused (--checkpoint-e
 --continue-later) resumes from its checkpoint in --results only with the same cells, rounds,
 data and engine settings (--width, --precision, --path, --conv, --cudnn-benchmark: other
 convolution algorithms round differently); --cuda-graph may change (graphs replay the same
-kernels), and the result's provenance.resumed then says so."""
+kernels), and the result's provenance.resumed then says so. A checkpoint of other cells, rounds,
+--width, --precision, --path or --conv is refused (exit 2, naming the differing keys) as soon as
+it is found, before the group is announced or trained, by --dry-run too; one of other data or
+--cudnn-benchmark, when it is loaded."""
 
 
 def add_table1_parser(sub) -> argparse.ArgumentParser:

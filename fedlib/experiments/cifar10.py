@@ -760,7 +760,12 @@ def run_table1(results_dir, *, budget_seconds: float, seeds: Sequence[int] = (0,
     ``continue_later = 0`` if it is the last) resumes it. ``cudnn_bench`` trains with
     :func:`cudnn_benchmark` on, ``conv="gemm"`` with the im2col convolutions (each recorded
     in the results' engine settings when not the default; a group paused under another
-    precision, path, convolution or cuDNN search is refused, :func:`train_runs`). A group may
+    precision, path, convolution or cuDNN search is refused, :func:`train_runs`). A group's
+    checkpoint is compared with this call's settings (runs, seeds, rounds, width, precision, batch
+    size, lr decay, cells, path, convolution) as soon as it is found, a dry run's too: one of other settings is a
+    :class:`fedlib.checkpoint.CheckpointError` naming the differing keys before the group is
+    announced or its estimate made (the data and cuDNN's search are compared by
+    :func:`train_runs` when it loads the checkpoint). A group may
     be resumed with CUDA graphs switched on or off (the same kernels): its result's
     ``provenance.resumed`` then has ``cuda_graph_changed`` and lists each call's setting and
     rounds (``earlier_calls``), and its rate is not used for later estimates. A call with
