@@ -893,7 +893,9 @@ def quadratic_min_beta2(H: Any, w: Any) -> float:
     pseudo-inverse on :math:`\widetilde H`'s range when :math:`\widetilde H` is singular — which
     is all there is when :math:`\sum_i w_i H_i^2` vanishes on its null space (always, for positive
     semi-definite :math:`H_i`); otherwise no :math:`\beta^2` bounds that direction and the
-    result is ``inf``.
+    result is ``inf``. :math:`\beta^2_{\min}` does not depend on the scale of :math:`H`: it is computed on
+    :math:`H` rescaled by a power of two, so a finite :math:`H` of any magnitude (:math:`10^{-300}` to
+    :math:`10^{300}`) gives the same result.
 
     Example
     -------
@@ -936,7 +938,10 @@ def quadratic_kappa2(H: Any, e: Any, w: Any, beta2: float) -> float:
     :math:`Q`'s null space (e.g. clients with a common Hessian at :math:`\beta^2 = 1`, where
     :math:`\kappa^2 = \sum_i w_i\|\nabla F_i - \nabla\widetilde F\|^2` does not depend on
     :math:`x`; chapter 2's App. D.1 example); otherwise a :class:`ValueError`. Identical
-    clients give 0 for every :math:`\beta^2 \ge 1`.
+    clients give 0 for every :math:`\beta^2 \ge 1`. It is computed on :math:`H` and :math:`e` rescaled by
+    powers of two, so :math:`H` may be of any finite magnitude and :math:`e` of any whose :math:`\kappa^2`
+    fits in float64; a :math:`\kappa^2` beyond it (entries of :math:`e` from about :math:`10^{154}`) is a
+    :class:`ValueError` naming ``e``.
 
     Example
     -------
