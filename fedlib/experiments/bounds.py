@@ -18,7 +18,11 @@ the general update rule (eq. 4) with weights :math:`w` satisfies
 :func:`bound_check` runs the library's replica engine
 (:func:`fedlib.engines.quadratic.run_replicas`, which records
 :math:`\|\nabla\widetilde F\|^2` for the weights it is given), averages over replicas
-and rounds, and puts the measured left-hand side next to the bound. It also evaluates
+and rounds, and puts the measured left-hand side next to the bound. It records how far the run is from the
+algorithm the bound is for: the same engine call without noise, over :math:`\min(T, 10)` rounds, against the
+closed-form round map of the algorithm and local solver, momentum included
+(:func:`fedlib.theory.quadratic_round_map`; ``closed_form_gap`` of
+:class:`fedlib.experiments.bounds.Theorem1Row`, rounding error; chapter 7 asserts it). It also evaluates
 the bound as if the algorithm minimised :math:`F = \sum_i p_i F_i` (the same formula
 with :math:`p` for :math:`w`): FedAvg's :math:`\|\nabla F\|^2` must break that one once
 :math:`T` is large (Theorem 2's floor), FedNova's :math:`\widetilde F` is :math:`F`.
