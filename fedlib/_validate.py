@@ -571,8 +571,9 @@ def cgroup_available_memory(proc_cgroup: str | os.PathLike = "/proc/self/cgroup"
 
     For the process's group and each group above it (a limit set on a parent binds its children), with a limit
     :math:`\ell` (cgroup v2 ``memory.max``, v1 ``memory.limit_in_bytes``) and a usage :math:`u` (``memory.current``,
-    ``memory.usage_in_bytes``) of which :math:`c` is reclaimable page cache (``inactive_file`` of ``memory.stat``),
-    the room is :math:`\ell - (u - c)`, at least 0; the result is the least room. The groups are read where
+    ``memory.usage_in_bytes``) of which :math:`c` is reclaimable page cache (``inactive_file`` of ``memory.stat``;
+    cgroup v1's ``total_inactive_file``, the group's and its children's, where listed), the room is
+    :math:`\ell - (u - c)`, at least 0; the result is the least room. The groups are read where
     ``proc_cgroup`` (the ``/proc/self/cgroup`` of the process) says, under ``root``; a container that shows its own
     group as ``/`` is read at ``root`` itself. Without it :func:`available_memory` saw the machine's memory only,
     and a run in a container smaller than the machine was killed by the kernel (exit 137, no message) instead of
