@@ -40,7 +40,7 @@ shapes checked) (pass described in tests/README.md, Mutation passes):
   ``ndim > 1``. killed by the suite: NZ2, NZ6, NZ7, NZ9. killed here: NZ3, NZ4, NZ8, NZ10. equivalent: NZ5 (with
   ``ndim == 1`` checked first, ``numel()`` is ``shape[0]``). left alive without a test: NZ1 (on the CPU the device
   is the images' anyway, and the meta device takes a CPU operand; only a CUDA run, not available to the pass, tells
-  it apart).
+  it apart; the same change at 0e9da1f is AN8, below, killed since on fake CUDA images).
 
 Mutants of f929b39..780545c (fedlib/engines/augment.py, d859990: seeded_dropout_mask's _check_integer_tensor)
 (pass described in tests/README.md, Mutation passes):
@@ -52,7 +52,7 @@ Mutants of f929b39..780545c (fedlib/engines/augment.py, d859990: seeded_dropout_
 Mutants of 652fbe7..0e9da1f (fedlib/engines/augment.py, bc400f6: normalize's checks of mean / std values given on
 the host) (pass described in tests/README.md, Mutation passes): 10 mutants (ids as drafted: AN10 not run), one at a
 time, ``pytest -x -q`` on this file and test_bad_inputs_core.py: 7 killed by the suite, 2 killed here, 1 left alive
-without a test.
+without a test by the pass (AN8, killed here since, at 434c08a).
   AN1 every tensor read (``on_host = True``); AN2 only CUDA tensors left unread (``!= "cpu"`` -> ``== "cuda"``); AN3
   std 0 taken (``> 0`` -> ``>= 0``); AN4 mean held to > 0 too; AN5 finiteness unchecked; AN6 the values checked in
   their own dtype, not the result's; AN7 host values moved to the images' device before they are read; AN8 the
@@ -61,8 +61,12 @@ without a test.
   killed by the suite: AN1-AN3, AN5, AN6, AN9, AN11
   (test_bad_inputs_core.py::test_normalize_refuses_a_zero_negative_or_non_finite_std_given_on_the_host). killed
   here: AN4, AN7 (images on the meta device: the host values read after the move failed, 'Cannot copy out of meta').
-  left alive: AN8 (a CPU mean with meta images still gives a meta result; only CUDA images refuse a CPU (C,) tensor;
-  no GPU in this pass).
+  left alive by the pass: AN8 (a CPU mean with meta images still gives a meta result: the in-place sub_ / div_ of
+  meta images take a CPU (C,) operand, where the out-of-place sub refuses it; only CUDA images refuse a CPU (C,)
+  tensor; no GPU in this pass). Killed since (at 434c08a, no GPU either) by
+  test_normalize_moves_host_mean_and_std_to_the_images_device: images that are fake CUDA tensors (torch's
+  FakeTensorMode, on the CPU) refuse the host mean as CUDA does ('found at least two devices, cuda:0 and cpu'); the
+  real code gives a fake CUDA result. The test also runs on real CUDA images where torch sees a GPU.
 """
 from __future__ import annotations
 
@@ -457,3 +461,34 @@ def test_normalize_checks_host_values_before_moving_them_to_the_images_device():
     assert got.device.type == "meta" and got.shape == (2, 4, 4, 3) and got.dtype == torch.float32
     with pytest.raises(ValueError, match=r"^std must hold finite numbers > 0 .*got std\[1\] = 0$"):
         normalize(imgs, (0.5, 0.5, 0.5), np.array([0.25, 0.0, 0.1]))
+
+
+CUDA = [pytest.param("cuda", marks=pytest.mark.cuda)] if torch.cuda.is_available() else []
+
+
+@pytest.mark.parametrize("where", ["fake cuda"] + CUDA)
+def test_normalize_moves_host_mean_and_std_to_the_images_device(where):
+    """AN8: mean and std given on the host are checked there, then moved to the images' device (the docstring: read
+    on the host, "before they move to the images' device"). Left on the host, CUDA images refuse them (a (C,) CPU
+    operand; only a 0-d one is taken as a scalar), while CPU images are on the host anyway and meta images take a CPU
+    operand in the in-place sub_ / div_ (so the meta test above cannot tell). Without a GPU, the images are fake
+    CUDA tensors (torch's FakeTensorMode: shape, dtype and device, no values), which refuse a CPU (C,) operand as
+    CUDA does ('found at least two devices, cuda:0 and cpu'); one channel, as the mode keeps the values of a
+    one-number tensor made in it (what the host check reads), not of longer ones. Where torch sees a GPU, real CUDA
+    images too: (x / 255 - mean) / std per channel, pixels (0, 255, 51) with mean (0.5, 0.25, 0.125) and std (0.5,
+    0.25, 2): (0 - 0.5) / 0.5 = -1, (1 - 0.25) / 0.25 = 3, (0.2 - 0.125) / 2 = 0.0375."""
+    if where == "cuda":
+        imgs = torch.tensor([[[[0, 255, 51]]]], dtype=torch.uint8, device="cuda")
+        got = normalize(imgs, (0.5, 0.25, 0.125), np.array([0.5, 0.25, 2.0]), torch.float64)
+        assert got.device == imgs.device
+        assert got.cpu().flatten().tolist() == pytest.approx([-1.0, 3.0, 0.0375], rel=1e-12)
+        return
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    with FakeTensorMode():
+        imgs = torch.empty((2, 4, 4, 1), dtype=torch.uint8, device="cuda")
+        for mean, std in (((0.5,), (0.25,)), ([0.5], np.array([0.25])), (torch.tensor([0.5]), (0.25,))):
+            got = normalize(imgs, mean, std, torch.float64)
+            assert got.device == imgs.device and got.shape == (2, 4, 4, 1) and got.dtype == torch.float64
+        with pytest.raises(ValueError, match=r"^std must hold finite numbers > 0 .*got std\[0\] = 0$"):
+            normalize(imgs, (0.5,), (0.0,))    # still checked on the host
