@@ -38,6 +38,24 @@ tau = 0 for a client out of the round) (pass described in tests/README.md, Mutat
   looked for among all clients; Q5 a draw named ``work.local_steps``; Q6 ``< 1`` -> ``< 0``; Q7 a draw's steps
   without their minimum 0. killed by the suite: Q1-Q6. killed here: Q7 (a negative count of a client out of the
   round ran as 0).
+
+Mutants of 434c08a (fedlib/engines/quadratic.py: the gradient noise, ``_gradient_noise``'s draw and its use in
+run_replicas) (pass described in tests/README.md, Mutation passes): 11 mutants, one at a time, ``pytest -x -q`` on
+the 15 files that run run_replicas, gradient_noise or the bounds (test_quadratic_engine.py, this file,
+test_bounds.py, test_paper_claims.py, test_experiments_speedup.py, test_engine_differential.py,
+test_hot_paths_engines.py, ...) and ``tests/test_doctests.py -k "quadratic or bounds or speedup"``.
+  in run_replicas: N1 the round's noise times 0; N2 times 2; N3 the draw of local step 0 used at every step
+  (``noise[:, :n, k]`` -> ``noise[:, :n, 0]``); N4 round 0's draw every round. in ``_gradient_noise``: N5 twice
+  sigma; N6 zero noise; N7 one draw per replica and client, repeated at every step; N8 sigma times sqrt(d) (the
+  bound's sigma for the per-coordinate sigma_0); N9 round 0's generator every round; N10 one draw for every replica;
+  N11 uniform on [-1, 1] for the standard normal.
+  killed by the suite: N1-N4, N6, N10 (test_quadratic_engine.py::test_run_replicas_equals_reference_loop: the
+  reference loop draws with the unmutated gradient_noise, or the replicas' spread), N9
+  (test_quadratic_engine.py::test_gradient_noise_stream). killed here: N5, N7, N8, N11 (the reference loop and the
+  engine share ``_gradient_noise``; gradient_noise's own tests compare sigma = 0.5 with sigma = 1, a ratio a constant
+  factor keeps): test_run_replicas_noise_is_sigma_times_a_fresh_standard_normal_per_step_and_coordinate
+  (|mean z^2 - 1.25| = 3.78 on N5 and N8, 0.98 on N7, 0.83 on N11, against a tolerance of 0.119). It kills N1-N3,
+  N6 and N10 too, not N4 or N9 (round 0's draw: its run has one round).
 """
 from __future__ import annotations
 
@@ -382,3 +400,36 @@ def test_run_replicas_refuses_a_negative_count_for_a_client_out_of_the_round():
         run_replicas(prob, "fednova", [sgd(0.05)], Draw(), 1, sampling=only_0)
     with pytest.raises(ValueError, match=r"^work\.local_steps\(0\) must be >= 0 for every client \(client 1 has -1\)$"):
         run_replicas(prob, "fednova", [sgd(0.05)], Steps(), 1, sampling=only_0)
+
+
+# ------------------------------------------------------------ the gradient noise: mutants of 434c08a
+@pytest.mark.parametrize("aggregation", ["fedavg", "fednova"])
+def test_run_replicas_noise_is_sigma_times_a_fresh_standard_normal_per_step_and_coordinate(aggregation):
+    r"""The noise of a local step is :math:`\sigma_0\xi`, :math:`\xi \sim N(0, I_d)`, a fresh draw at every step
+    (the module docstring; chapters 7 and 8 put :math:`\sigma^2 = \sigma_0^2 d` in Theorems 1 and 3). The
+    reference-loop tests draw their noise with the same ``gradient_noise``, so a mutant of the draw itself (scaled,
+    reused every step, not normal) changes both alike; this test computes the spread by hand instead.
+
+    One client, :math:`F(x) = \tfrac12\|x\|^2` (H = I, e = 0) in d = 4, two SGD steps of :math:`\eta = 1/2` from
+    x0, :math:`\sigma_0 = 2`; with one client FedAvg and FedNova both take the client's point (c = 1). A step is
+    :math:`x \mapsto x - \eta(x + \sigma_0\xi_k) = x/2 - \xi_k`, so after the round
+    :math:`x = x_0/4 - \xi_0/2 - \xi_1`: mean :math:`x_0/4`, each coordinate of variance
+    :math:`\eta^2\sigma_0^2(1 + 1/4) = 1.25`. The N = 2000 replicas x 4 coordinates of :math:`z = x - x_0/4` are
+    independent N(0, 1.25): :math:`\overline{z^2}` has standard error :math:`1.25\sqrt{2/N} = 0.0198` and
+    :math:`\bar z` has :math:`\sqrt{1.25/N} = 0.0125`; both are held to 6 standard errors (0.119, 0.075).
+    Mutants of ``_gradient_noise`` that the rest of the suite lets through, and the variance they give: the noise
+    doubled (5.0), scaled by :math:`\sqrt d` as if :math:`\sigma` were the bound's :math:`\sigma_0\sqrt d` (5.0),
+    one draw per client reused at every step (:math:`x_0/4 - 1.5\,\xi`: 2.25), uniform on [-1, 1] (variance 1/3:
+    0.417); zero noise gives 0."""
+    from fedlib.schedules import RandomLocalWork
+
+    d, replicas, lr, sigma = 4, 2000, 0.5, 2.0
+    problem = QuadraticProblem(H=np.eye(d)[None], e=np.zeros((1, d)), p=np.array([1.0]))
+    x0 = np.array([4.0, -8.0, 2.0, 0.0])
+    run = run_replicas(problem, aggregation, [sgd(lr)], RandomLocalWork([2], [2]), 1, sigma=sigma, replicas=replicas,
+                       seed=0, x0=x0)
+    z = run.params - x0 / 4                                   # (1 - eta)^2 x0 = x0 / 4
+    n = z.size
+    variance = lr ** 2 * sigma ** 2 * (1 + (1 - lr) ** 2)     # 0.25 * 4 * 1.25 = 1.25
+    assert abs(np.mean(z ** 2) - variance) < 6 * variance * math.sqrt(2 / n)
+    assert abs(np.mean(z)) < 6 * math.sqrt(variance / n)
