@@ -226,3 +226,23 @@ def test_run_synthetic_is_not_refused_under_torchrun_nor_other_commands_with_one
     assert _exit_code(lambda: main(["rerun", "no-such-result.json"])) == 2
     err = capsys.readouterr().err
     assert "no-such-result.json" in err and "torchrun" not in err
+
+
+@pytest.mark.parametrize("argv, code, escape", [(["rerun", "--help"], 0, "\\u2014"),
+                                                (["table1", "--summary"], 0, "\\u2208")])
+def test_a_stdout_without_unicode_gets_escapes_not_an_encoding_error(monkeypatch, argv, code, escape):
+    """Under ``LC_ALL=C PYTHONIOENCODING=ascii`` (or a Windows code page) stdout cannot encode the em dash of
+    ``rerun --help`` or the table's plus-minus and set signs. Before, ``rerun --help`` failed with a
+    ``UnicodeEncodeError`` traceback and ``table1 --summary`` stopped half-printed with status 2, ``error: 'ascii'
+    codec can't encode character '\\u2208' ...``; now each writes such characters as escapes, as Python's stderr does,
+    exits as usual and leaves the stream's error handler as it found it."""
+    import io
+    import sys
+
+    stream = io.TextIOWrapper(io.BytesIO(), encoding="ascii", errors="strict")
+    monkeypatch.setattr(sys, "stdout", stream)
+    assert _exit_code(lambda: main(argv)) == code
+    stream.flush()
+    text = stream.buffer.getvalue().decode("ascii")
+    assert escape in text and stream.errors == "strict"
+    assert text.splitlines()[0].startswith("usage: python -m fedlib rerun" if argv[0] == "rerun" else "| row | E |")

@@ -293,11 +293,41 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     outer command to report the interruption once."""
     from ..results import recorded_command
 
-    if argv is None:
-        return _main(sys.argv[1:])
-    argv = list(argv)
-    with recorded_command(["python", "-m", "fedlib", *argv]):
-        return _main(argv)
+    with _escaping_stdout():
+        if argv is None:
+            return _main(sys.argv[1:])
+        argv = list(argv)
+        with recorded_command(["python", "-m", "fedlib", *argv]):
+            return _main(argv)
+
+
+@contextlib.contextmanager
+def _escaping_stdout():
+    """While a command runs, a stdout of an encoding other than UTF (``PYTHONIOENCODING=ascii``, a Windows code
+    page) writes the characters it lacks as escapes (``\\u2014``), as Python's stderr does: the help texts and
+    tables hold non-ASCII characters (an em dash, plus-minus signs), on which ``rerun --help`` failed with a
+    ``UnicodeEncodeError`` traceback and ``table1 --summary`` with ``error: 'ascii' codec can't encode ...``.
+    The stream's error handler is put back afterwards."""
+    import codecs
+
+    stream = sys.stdout
+    errors = getattr(stream, "errors", None)
+    try:
+        utf = codecs.lookup(getattr(stream, "encoding", None) or "utf-8").name.startswith("utf")
+    except LookupError:
+        utf = False
+    change = errors == "strict" and not utf and callable(getattr(stream, "reconfigure", None))
+    if change:
+        try:
+            stream.reconfigure(errors="backslashreplace")
+        except (OSError, ValueError):  # a closed or detached stream: left as it is
+            change = False
+    try:
+        yield
+    finally:
+        if change:
+            with contextlib.suppress(OSError, ValueError):  # e.g. a pipe closed by then (flushed first)
+                stream.reconfigure(errors=errors)
 
 
 def _main(argv: list) -> int:
