@@ -96,6 +96,10 @@ def _repo_root() -> Path:
     return Path(__file__).resolve().parents[1]
 
 
+#: The warnings :func:`git_commit` gave in this process (each is given once).
+_GIT_WARNED: set = set()
+
+
 def git_commit(root: Optional[os.PathLike] = None) -> tuple[str, Optional[bool]]:
     """``(commit sha, dirty)`` of the git checkout holding fedlib, or ``("unknown", None)``.
 
@@ -105,8 +109,10 @@ def git_commit(root: Optional[os.PathLike] = None) -> tuple[str, Optional[bool]]
     commit while the tree was a later one — so the caller who made the copy names its commit
     (a ``ValueError`` unless it is a full 40-hex-digit commit).
 
-    ``root`` is the checkout to read (default: the one holding fedlib); a folder without ``.git`` gives
-    ``("unknown", None)``.
+    ``root`` is the checkout to read (default: the one holding fedlib); a folder without ``.git`` (a
+    downloaded zip or tarball) gives ``("unknown", None)``, and so does a checkout whose commit ``git`` cannot
+    give (no ``git`` on ``PATH``, a folder of another owner that git refuses, a timeout), with a
+    ``UserWarning`` that says why, once a process (``python -m fedlib`` prints it as ``warning: ...``).
 
     Example
     -------
@@ -133,9 +139,28 @@ def git_commit(root: Optional[os.PathLike] = None) -> tuple[str, Optional[bool]]
                              timeout=10, check=True).stdout.strip()
         status = subprocess.run(["git", "-C", str(root), "status", "--porcelain", "--untracked-files=no"],
                                 capture_output=True, text=True, timeout=10, check=True).stdout
-    except (OSError, subprocess.SubprocessError):
+    except (OSError, subprocess.SubprocessError) as exc:
+        # a checkout whose commit git cannot give (git not installed, or refusing a folder of another owner:
+        # "detected dubious ownership") was recorded "unknown" without a word
+        message = (f"{root} is a git checkout, but its commit cannot be read ({_git_failure(exc)}): results record "
+                   "git_commit 'unknown'; FEDLIB_GIT_COMMIT=<40-hex-digit commit> names it")
+        if message not in _GIT_WARNED:  # once a process: a run reads the commit at its start, its end, ...
+            _GIT_WARNED.add(message)
+            warnings.warn(message, UserWarning, stacklevel=2)
         return "unknown", None
     return (sha or "unknown"), (bool(status.strip()) if sha else None)
+
+
+def _git_failure(exc: BaseException) -> str:
+    """Why a ``git`` call of :func:`git_commit` failed, in a few words."""
+    if isinstance(exc, FileNotFoundError):
+        return "no git command on PATH"
+    if isinstance(exc, subprocess.TimeoutExpired):
+        return f"git took over {exc.timeout:g} s"
+    if isinstance(exc, subprocess.CalledProcessError):
+        lines = [line.strip() for line in (exc.stderr or "").splitlines() if line.strip()]
+        return f"git exited {exc.returncode}" + (f": {lines[0]}" if lines else "")
+    return f"{type(exc).__name__}: {exc}"
 
 
 def _version(dist: str) -> Optional[str]:

@@ -1,5 +1,6 @@
 """Provenance (fedlib.results): the commit is the one the run started with (a change or a tree made dirty
-during the run is flagged), FEDLIB_GIT_COMMIT must be a full commit, the wall time comes from a clock that
+during the run is flagged), a checkout whose commit git cannot read is "unknown" with a warning saying why (a tree
+without .git quietly), FEDLIB_GIT_COMMIT must be a full commit, the wall time comes from a clock that
 cannot go back, and the recorded command is the one that made the result: shell-quoted, also for
 ``fedlib.cli.main(argv)``, ``rerun`` and the console script, with the folder a relative command ran in."""
 from __future__ import annotations
@@ -202,3 +203,50 @@ def test_cli_prints_a_checkout_changed_during_the_run_as_one_warning_line(monkey
     show = _one_line_warnings(lambda *a: shown.append(a))
     show(UserWarning("x"), UserWarning, "/elsewhere/numpy/core.py", 3)
     assert shown == [(shown[0][0], UserWarning, "/elsewhere/numpy/core.py", 3, None, None)]
+
+
+def _checkout_git_cannot_read(monkeypatch, tmp_path, git_script):
+    """A checkout (a folder with ``.git``) that ``fedlib.results`` reads the commit of, with ``PATH`` holding only
+    ``git_script`` as ``git`` (no git at all where it is None); the warnings given so far forgotten."""
+    import os
+
+    (tmp_path / "checkout" / ".git").mkdir(parents=True)
+    (tmp_path / "bin").mkdir()
+    if git_script is not None:
+        git = tmp_path / "bin" / "git"
+        git.write_text(git_script)
+        git.chmod(0o755)
+    monkeypatch.setenv("PATH", str(tmp_path / "bin"))
+    monkeypatch.delenv("FEDLIB_GIT_COMMIT", raising=False)
+    monkeypatch.setattr(fedlib.results, "_repo_root", lambda: tmp_path / "checkout")
+    monkeypatch.setattr(fedlib.results, "_GIT_WARNED", set(), raising=False)
+    assert os.environ["PATH"] == str(tmp_path / "bin")
+    return tmp_path / "checkout"
+
+
+@pytest.mark.parametrize("git_script, reason", [
+    (None, "no git command on PATH"),
+    ("#!/bin/sh\necho \"fatal: detected dubious ownership in repository at '$2'\" >&2\necho hint >&2\nexit 128\n",
+     "git exited 128: fatal: detected dubious ownership in repository at '{root}'")])
+def test_a_checkout_whose_commit_git_cannot_read_is_recorded_unknown_with_one_warning(monkeypatch, tmp_path, capsys,
+                                                                                    git_script, reason):
+    """A git checkout on a machine without git on PATH, or one git refuses (a folder of another owner: 'detected
+    dubious ownership'), was recorded ``git_commit: "unknown"`` with no word: the user, in a checkout, could not
+    tell why the result names no commit. Now ``run synthetic`` says why on one line, once (the commit is read at
+    the run's start and end), and still records "unknown"."""
+    root = _checkout_git_cannot_read(monkeypatch, tmp_path, git_script)
+    out = tmp_path / "r.json"
+    capsys.readouterr()
+    assert main(["run", "synthetic", "--rounds", "1", "--num-clients", "2", "--quiet", "--out", str(out)]) == 0
+    assert capsys.readouterr().err == (f"warning: {root} is a git checkout, but its commit cannot be read "
+                                       f"({reason.format(root=root)}): results record git_commit 'unknown'; "
+                                       "FEDLIB_GIT_COMMIT=<40-hex-digit commit> names it\n")
+    assert (_prov(out)["git_commit"], _prov(out)["git_dirty"]) == ("unknown", None)
+
+
+def test_a_folder_without_git_is_unknown_without_a_warning(monkeypatch, tmp_path):
+    """A tree without ``.git`` (a downloaded zip or tarball) is "unknown" quietly: there is no checkout to read."""
+    _checkout_git_cannot_read(monkeypatch, tmp_path, None)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert fedlib.results.git_commit(tmp_path / "bin") == ("unknown", None)
