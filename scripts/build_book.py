@@ -189,6 +189,60 @@ def use_venv_kernel() -> str:
     return argv0
 
 
+#: Folders under the home folder that the build's kernels write (``(variable, default, name)``): IPython's profile,
+#: Jupyter's connection files, Matplotlib's configuration and font cache.
+HOME_FOLDERS = (("IPYTHONDIR", (".ipython",), "ipython"),
+                ("JUPYTER_RUNTIME_DIR", None, "jupyter-runtime"),
+                ("MPLCONFIGDIR", None, "matplotlib"))
+
+
+def _default_home_folder(variable: str, default) -> Path:
+    if variable == "JUPYTER_RUNTIME_DIR":
+        from jupyter_core.paths import jupyter_runtime_dir
+
+        return Path(jupyter_runtime_dir())
+    if variable == "MPLCONFIGDIR":
+        return Path(os.environ.get("XDG_CONFIG_HOME") or Path.home() / ".config") / "matplotlib"
+    return Path.home().joinpath(*default)
+
+
+def _writable_folder(path: Path) -> bool:
+    import tempfile
+
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryFile(dir=path):
+            return True
+    except OSError:
+        return False
+
+
+def use_build_home_folders(layout: Layout) -> list[str]:
+    """Point each of :data:`HOME_FOLDERS` that is not set and cannot be written where it defaults to (a home
+    folder that does not exist or is read-only: ``HOME=/nonexistent`` in a container, a read-only home of a batch
+    job) at ``_build/home/<name>``; return the variables set. The kernels inherit them. Before, Matplotlib
+    printed its "created a temporary cache directory" warning into every chapter's output (the rendered pages),
+    IPython its "not a writable location" into the log, and a home that looks writable but is not (``HOME=/proc``
+    as root) stopped the build before the first chapter with IPython's ``FileNotFoundError: ... '/proc/.ipython'``."""
+    moved = []
+    for variable, default, name in HOME_FOLDERS:
+        if os.environ.get(variable):
+            continue
+        try:
+            writable = _writable_folder(_default_home_folder(variable, default))
+        except (RuntimeError, KeyError):  # Path.home(): no home folder to be found
+            writable = False
+        if not writable:
+            folder = layout.build / "home" / name
+            folder.mkdir(parents=True, exist_ok=True)
+            os.environ[variable] = str(folder)
+            moved.append(variable)
+    if moved:
+        log(f"note: the home folder ({os.environ.get('HOME', 'unset')}) cannot be written: "
+            f"{', '.join(f'{v}={os.environ[v]}' for v in moved)}", sys.stderr)
+    return moved
+
+
 def kernel_config():
     """The traitlets config of the chapters' kernel managers: CurveZMQ-encrypted sockets.
 
@@ -553,6 +607,7 @@ def main(argv: list[str] | None = None) -> int:
     layout = Layout(args.root.resolve())
     if args.chapters is not None and args.render_only:
         parser.error("--chapters executes chapters: it does not go with --render-only")
+    use_build_home_folders(layout)  # the kernels' and the renderer's folders, where the home folder cannot take them
 
     if args.render_only:
         if not layout.executed.is_dir():

@@ -317,6 +317,35 @@ def test_build_script_runs_the_chapters_over_encrypted_sockets(tmp_path):
     assert build_script().kernel_config().KernelManager.transport_encryption == "auto"
 
 
+def test_build_script_runs_with_a_home_folder_that_cannot_be_written(tmp_path):
+    """``HOME`` naming no writable folder (``/nonexistent`` in a container, a read-only home; here a file, which
+    no user can make folders under): the build gives IPython, Jupyter's connection files and Matplotlib folders
+    under ``_build/home/``, says so, and the chapter's output is what it prints. Before, Matplotlib's "mkdir -p
+    failed ... Matplotlib created a temporary cache directory ..." lines went into the chapter's output (the
+    rendered page) and IPython's "not a writable location" warning into the log; with a home that looks writable
+    but is not (``HOME=/proc`` as root) the build stopped before the first chapter with IPython's traceback
+    ``FileNotFoundError: ... '/proc/.ipython'``."""
+    import os
+
+    book = _scratch_book(tmp_path, "plot")
+    _notebook(book / "book" / "plot.ipynb",
+              "import matplotlib\nmatplotlib.use('Agg')\nimport matplotlib.pyplot as plt\nimport fedlib.plotting\n"
+              "plt.plot([0, 1])\nprint('plotted', profile)")
+    home = tmp_path / "home-is-a-file"
+    home.write_text("")
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("XDG_", "JUPYTER_", "IPYTHON", "MPL"))}
+    env.update(HOME=str(home), PYTHONPATH=str(ROOT))
+    proc = subprocess.run([sys.executable, str(BUILD_SCRIPT), "--root", str(book), "--profile", "ci", "--no-render",
+                           "--jobs", "1"], capture_output=True, text=True, timeout=300, env=env)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    executed = nbformat.read(book / "_build" / "executed" / "book" / "plot.ipynb", as_version=4)
+    printed = "".join(o.get("text", "") for c in executed.cells if c.cell_type == "code" for o in c.outputs)
+    assert printed == "plotted ci\n", printed
+    assert f"note: the home folder ({home}) cannot be written: IPYTHONDIR={book / '_build' / 'home' / 'ipython'}" \
+        in proc.stderr
+    assert "not a writable location" not in proc.stderr
+
+
 def test_build_script_reexecutes_only_the_chapters_named(tmp_path):
     """``--chapters`` executes the chapters it names (by number, stem or path) and keeps the others' executed copies,
     which must come from a passing build of the same parameters; a name that matches no chapter, a build of another
