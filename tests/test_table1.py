@@ -175,14 +175,18 @@ def test_output_into_a_closed_pipe_is_quiet(tmp_path):
     stdout buffered (no PYTHONUNBUFFERED, as run from a shell) and more than a buffer's 8 KiB of lines, the last
     lines were still buffered when the command returned, and Python's flush at exit, past main's BrokenPipeError
     handler, printed 'Exception ignored in: <_io.TextIOWrapper name='<stdout>' ...> BrokenPipeError: [Errno 32]
-    Broken pipe' (exit status 120)."""
+    Broken pipe' (exit status 120). The shell line quotes its paths: in a checkout (venv) or a results folder
+    whose path holds a space or a parenthesis ('/tmp/My Projects/fednova book (copy)/.venv/bin/python'), bash
+    split it (bash: syntax error near unexpected token, exit status 2), printed nothing, and the test failed."""
     import os
+    import shlex
     import subprocess
     import sys
 
-    results = tmp_path / ("r" * 100)  # 51 lines naming it: past the 8 KiB buffer whatever tmp_path is
-    cmd = (f"{sys.executable} -m fedlib table1 --results {results} --budget-seconds 100000 --dry-run "
-           f"--images-per-second 80000 | head -1")
+    # 51 lines naming it: past the 8 KiB buffer whatever tmp_path is; a space and parentheses, as a user's folder
+    results = tmp_path / "my results (copy)" / ("r" * 100)
+    cmd = (f"{shlex.quote(sys.executable)} -m fedlib table1 --results {shlex.quote(str(results))} "
+           "--budget-seconds 100000 --dry-run --images-per-second 80000 | head -1")
     env = {k: v for k, v in os.environ.items() if k != "PYTHONUNBUFFERED"}
     full = subprocess.run([sys.executable, "-m", "fedlib", "table1", "--results", str(results), "--budget-seconds",
                            "100000", "--dry-run", "--images-per-second", "80000"], capture_output=True, env=env,
