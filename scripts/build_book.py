@@ -63,6 +63,7 @@ import json
 import math
 import os
 import re
+import shlex
 import shutil
 import subprocess
 import sys
@@ -351,7 +352,7 @@ def render(layout: Layout) -> int:
         "--all",                            # fresh environment: every warning is re-emitted
         "-n", "-W", "--keep-going",
     ]
-    print("$ " + " ".join(cmd), flush=True)
+    print("$ " + shlex.join(cmd), flush=True)  # quoted: a line to paste, whatever the checkout's path holds
     start = time.perf_counter()
     status = subprocess.call(cmd, cwd=layout.root)
     print(f"[render] jupyter-book exited {status} in {time.perf_counter() - start:.1f} s",

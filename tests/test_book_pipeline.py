@@ -433,3 +433,22 @@ def test_build_script_runs_the_longest_chapters_first(tmp_path):
     assert [p.name for p in layout.times_json.parent.iterdir()] == [layout.times_json.name]  # no temporary left
     with pytest.raises(SystemExit):
         bb.main(["--root", str(tmp_path), "--jobs", "0"])
+
+
+def test_render_prints_jupyter_books_command_quoted_for_a_checkout_path_with_spaces(tmp_path, monkeypatch, capsys):
+    """The ``$ jupyter-book build ...`` line render() prints is the command it runs, shell-quoted: in a checkout at
+    '/tmp/My Projects/fednova book (copy)' it printed the paths bare (``" ".join``), a line that the shell splits
+    at each space and refuses at the parenthesis when pasted. The command itself (a list) always ran."""
+    import shlex
+
+    bb = build_script()
+    layout = bb.Layout(tmp_path / "My Projects" / "fednova book (copy)")
+    ran = []
+    monkeypatch.setattr(bb, "merge_streams_in_mirror", lambda layout: None)
+    monkeypatch.setattr(bb.subprocess, "call", lambda cmd, cwd: ran.append(cmd) or 1)
+    assert bb.render(layout) == 1
+    printed = [line for line in capsys.readouterr().out.splitlines() if line.startswith("$ ")]
+    assert len(ran) == 1 and len(printed) == 1
+    assert shlex.split(printed[0][2:]) == ran[0]
+    assert ran[0][1:3] == ["build", str(layout.executed)] and ran[0][ran[0].index("--path-output") + 1] == str(
+        layout.root)
