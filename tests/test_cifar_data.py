@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import os
 import pickle
+import re
+import shlex
 import urllib.error
 from pathlib import Path
 
@@ -366,6 +368,13 @@ def test_cifar10_download_without_network_says_what_to_do(tmp_path, monkeypatch)
     assert f"tar -xzf cifar-10-python.tar.gz -C {tmp_path}" in message
     assert str(tmp_path / "cifar-10-batches-py") in message
     assert isinstance(info.value.__cause__, urllib.error.URLError)
+    # a folder whose path holds a space and parentheses: the tar command is quoted, a line to paste as it is (it
+    # was '-C /tmp/.../cifar data (copy)', which the shell splits at the space and refuses at the parenthesis)
+    root = tmp_path / "cifar data (copy)"
+    with pytest.raises(OSError) as info:
+        cifar.load_cifar10(root, download=True)
+    tar = re.search(r"\(tar (.*?)\), so that", str(info.value)).group(1)
+    assert shlex.split(tar) == ["-xzf", "cifar-10-python.tar.gz", "-C", str(root)]
 
 
 def test_cifar10_download_failure_on_the_command_line(tmp_path, monkeypatch, capsys):

@@ -29,6 +29,7 @@ from __future__ import annotations
 import contextlib
 import math
 import pickle
+import shlex
 import socket
 from pathlib import Path
 from typing import NamedTuple
@@ -221,7 +222,7 @@ def _download(root: Path) -> None:
             f"CIFAR-10 download into {root} failed ({type(exc).__name__}: {exc}){waited}. Without network access "
             f"to {url}, "
             f"fetch that archive (cifar-10-python.tar.gz) on a machine that has it and extract it into {root} "
-            f"(tar -xzf cifar-10-python.tar.gz -C {root}), so that {root / BATCH_FOLDER} holds "
+            f"(tar -xzf cifar-10-python.tar.gz -C {shlex.quote(str(root))}), so that {root / BATCH_FOLDER} holds "
             f"{', '.join(TRAIN_FILES)}, {TEST_FILE}; or copy an existing '{BATCH_FOLDER}' folder there, and load "
             "it without download") from exc
 
