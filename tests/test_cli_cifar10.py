@@ -573,6 +573,29 @@ def test_bench_cifar10_passes_the_steps_it_was_given(monkeypatch, flags, steps):
     assert seen.value.args == (steps,)
 
 
+class _Width(Exception):
+    pass
+
+
+@pytest.mark.parametrize("device, flags, width", [("cpu", [], 0.03), ("cuda:0", [], 1.0), ("cpu", ["--width", "0.5"], 0.5),
+                                                  ("cuda:0", ["--width", "0.5"], 0.5)])
+def test_bench_cifar10_width_default_follows_the_device(monkeypatch, device, flags, width):
+    """Without --width the benchmark runs VGG-11 at width 0.03 on the CPU and 1 on a GPU, by the device the command
+    runs on (it was chosen by torch.cuda.is_available() when the parser was built: --device cpu on a GPU machine
+    got width 1). The device check is stubbed to say ``device``; the benchmark stops with the width it was given."""
+    import fedlib.cli.cifar10 as CLI
+    import fedlib.experiments.cifar10 as C
+
+    def record(*args, **kwargs):
+        raise _Width(kwargs["width"])
+
+    monkeypatch.setattr(CLI, "_check_device", lambda args: device)
+    monkeypatch.setattr(C, "bench_cifar10", record)
+    with pytest.raises(_Width) as seen:
+        main(["bench", "cifar10", "--repeat", "1", "--quiet", *flags])
+    assert seen.value.args == (width,)
+
+
 def test_bench_cifar10_refuses_steps_with_full_round(monkeypatch, capsys):
     """--full-round with --steps timed the whole round and dropped --steps without a word."""
     import fedlib.experiments.cifar10 as C

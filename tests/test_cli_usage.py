@@ -246,3 +246,19 @@ def test_a_stdout_without_unicode_gets_escapes_not_an_encoding_error(monkeypatch
     text = stream.buffer.getvalue().decode("ascii")
     assert escape in text and stream.errors == "strict"
     assert text.splitlines()[0].startswith("usage: python -m fedlib rerun" if argv[0] == "rerun" else "| row | E |")
+
+
+@pytest.mark.parametrize("command", [(), ("bench",), ("bench", "cifar10"), ("run", "synthetic"), ("table1",)])
+def test_help_does_not_import_torch(command):
+    """``python -m fedlib --help`` and ``bench --help`` took 3.3 s (0.3 s for the other commands): building the
+    parser imported torch, to choose ``bench cifar10``'s --width default by ``torch.cuda.is_available()``. That
+    default is now resolved by the command, from its --device."""
+    import subprocess
+    import sys
+
+    code = ("import sys\nfrom fedlib.cli import main\ntry:\n    main(sys.argv[1:] + ['--help'])\n"
+            "except SystemExit as stop:\n    assert stop.code == 0, stop.code\n"
+            "print('torch imported' if 'torch' in sys.modules else 'no torch')")
+    done = subprocess.run([sys.executable, "-c", code, *command], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines()[-1] == "no torch"

@@ -181,21 +181,17 @@ def test_run_cifar10_engine_choices():
     assert (a.cuda_graph, a.cudnn_benchmark, a.download) == (True, True, True)
 
 
-def test_bench_cifar10_defaults_and_ranges(monkeypatch):
-    import torch
-
-    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+def test_bench_cifar10_defaults_and_ranges():
     # BENCH_DESCRIPTION: --steps 20 when not given (resolved later), one warm-up then --repeat 2, one run,
-    # width 0.03 without a GPU (1 with one); fp64 is not a benchmark precision
+    # --width by the device (resolved later: 0.03 on the CPU, 1 on a GPU; test_cli_cifar10.py::
+    # test_bench_cifar10_width_default_follows_the_device); fp64 is not a benchmark precision
     a = _parse(["bench", "cifar10"])
     got = {k: getattr(a, k) for k in ("steps", "repeat", "runs", "width", "full_round", "random_images", "json",
                                       "profile", "compare", "quiet", "precision")}
-    assert got == {"steps": None, "repeat": 2, "runs": 1, "width": 0.03, "full_round": False,
+    assert got == {"steps": None, "repeat": 2, "runs": 1, "width": None, "full_round": False,
                    "random_images": False, "json": None, "profile": None, "compare": [], "quiet": False,
                    "precision": "fp32"}
     assert not hasattr(a, "num_clients")  # the split is the official one: no --num-clients
-    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
-    assert _parse(["bench", "cifar10"]).width == 1.0
     for flag in ("--steps", "--repeat", "--runs"):
         assert _parse(["bench", "cifar10", flag, "1"]).__dict__[flag[2:]] == 1
         assert _refused(["bench", "cifar10", flag, "0"]) == (

@@ -19,6 +19,7 @@ import math
 import os
 import sys
 from pathlib import Path
+from typing import Optional
 
 from ..results import RunClock, _command, _utc, make_result, write_result
 from .common import (check_torch_device, emit_bench, write_bench, ALGORITHM_FLAGS, SCHEDULE_FLAGS, CLIError, HelpFormatter, add_algorithm_args, add_device_arg,
@@ -65,10 +66,12 @@ def _add_data_args(p: argparse.ArgumentParser, *, clients: bool = True, unless: 
     return g
 
 
-def _add_engine_args(p: argparse.ArgumentParser, *, precisions=("fp32", "bf16", "fp64")) -> None:
+def _add_engine_args(p: argparse.ArgumentParser, *, precisions=("fp32", "bf16", "fp64"),
+                     width_default: Optional[float] = 1.0,
+                     width_help: str = "e.g. 0.03 for CPU tests") -> None:
     g = p.add_argument_group("engine")
-    g.add_argument("--width", type=positive_float, default=1.0,
-                   help="VGG-11 width multiplier (1 = the paper's 9.75 M parameters; e.g. 0.03 for CPU tests)")
+    g.add_argument("--width", type=positive_float, default=width_default,
+                   help=f"VGG-11 width multiplier (1 = the paper's 9.75 M parameters; {width_help})")
     g.add_argument("--precision", choices=list(precisions), default="fp32",
                    help="fp32; bf16 = autocast with float32 master weights (meant for GPUs; slow but correct on a CPU)"
                         + ("; fp64 (exactness checks)" if "fp64" in precisions else ""))
@@ -287,8 +290,8 @@ runs --steps local steps (the shrinking-prefix structure kept; --full-round for 
 round). One warm-up round per side, then --repeat timed rounds (median); evaluation
 excluded. Without --data-root the shipped sample is used; --random-images times the real
 50,000-image split (all labels ship with the repository) with random pixels, for a machine
-that does not hold the images. On a CPU use a tiny --width (default 0.03 without a GPU, 1
-with one)."""
+that does not hold the images. On a CPU use a tiny --width (the default: 0.03 when --device
+is the CPU, 1 on a GPU)."""
 
 def add_bench_parser(sub) -> argparse.ArgumentParser:
     p = sub.add_parser("cifar10", help="stacked engine vs the per-client eager loop on VGG-11",
@@ -306,7 +309,8 @@ def add_bench_parser(sub) -> argparse.ArgumentParser:
     g.add_argument("--repeat", type=int_at_least(1), default=2, help="timed rounds per side (after one warm-up)")
     g.add_argument("--runs", type=int_at_least(1), default=1,
                    help="federated runs stacked in the engine (Table 1 stacks several: `table1 --stack`)")
-    _add_engine_args(p, precisions=("fp32", "bf16"))
+    _add_engine_args(p, precisions=("fp32", "bf16"), width_default=None,
+                     width_help="default 0.03 when --device is the CPU, 1 on a GPU")
     g.add_argument("--json", type=user_path, default=None, help="write the measurements (with provenance) to this file")
     g.add_argument("--profile", type=user_path, default=None,
                    help="also profile one engine round (torch.profiler) and write its operator table to this file")
@@ -318,17 +322,10 @@ def add_bench_parser(sub) -> argparse.ArgumentParser:
                         "base = the base engine again (the comparison's own spread) "
                         "(e.g. --compare cudnn-benchmark runs=8 cudnn-benchmark+runs=8 base)")
     g.add_argument("--quiet", action="store_true", help="print nothing but errors")
-    p.set_defaults(handler=bench_cifar10_command, width=0.03 if not _has_cuda() else 1.0)
+    # the --width default follows the device, resolved by the command: deciding it here imported torch (3 s)
+    # for every --help, and gave 1.0 to --device cpu on a GPU machine
+    p.set_defaults(handler=bench_cifar10_command)
     return p
-
-
-def _has_cuda() -> bool:
-    try:
-        import torch
-
-        return torch.cuda.is_available()
-    except Exception:  # pragma: no cover
-        return False
 
 
 def bench_cifar10_command(args: argparse.Namespace) -> int:
@@ -339,6 +336,8 @@ def bench_cifar10_command(args: argparse.Namespace) -> int:
     if args.json is not None and args.profile is not None and same_file(args.json, args.profile):
         raise CLIError(f"--profile {args.profile}: is the --json file; give the profile its own name")
     device = _check_device(args)
+    if args.width is None:
+        args.width = 1.0 if device.startswith("cuda") else 0.03
     try:  # before the data is read
         parse_bench_variants(args.compare, runs=args.runs, precision=args.precision, cuda_graph=args.cuda_graph,
                              path=args.path, cudnn_bench=args.cudnn_benchmark, cuda=device.startswith("cuda"),
