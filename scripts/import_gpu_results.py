@@ -14,7 +14,8 @@ anything is written:
   to count a result of another setup as done, so one filed by mistake would block its cell;
   its recorded cell, batch size, weight decay, lr schedule, clients and partition must be the
   ones :data:`fedlib.experiments.cifar10.CELLS` / ``PAPER`` define now; it must name a commit
-  (not ``unknown``) that this repository holds, from a clean checkout unchanged during the run;
+  (not ``unknown``) that this repository holds (asked of ``git`` where ``--repo`` has ``.git``: no ``git`` on
+  ``PATH``, or a checkout it cannot read, is a failed check), from a clean checkout unchanged during the run;
   ``--smoke`` lifts the setup and commit checks for the CPU tests of the scripts; it goes to
   ``data/results/cifar10/`` (an existing file is kept unless ``--force``);
 * a benchmark must be a ``bench`` result; it goes to
@@ -78,10 +79,18 @@ def _commit_problems(doc: dict, repo: Path) -> list:
     if sha == "unknown":
         out.append("provenance names no commit (git_commit 'unknown'; pass FEDLIB_GIT_COMMIT on the device)")
     elif (repo / ".git").exists():
-        known = subprocess.run(["git", "-C", str(repo), "cat-file", "-e", f"{sha}^{{commit}}"],
-                               capture_output=True).returncode == 0
-        if not known:
-            out.append(f"commit {sha} is not in this repository")
+        from fedlib.results import _git_failure
+
+        try:  # git must read the checkout first: else "not in this repository" would hide why it failed
+            subprocess.run(["git", "-C", str(repo), "rev-parse", "--git-dir"], capture_output=True, text=True,
+                           timeout=30, check=True)
+            known = subprocess.run(["git", "-C", str(repo), "cat-file", "-e", f"{sha}^{{commit}}"],
+                                   capture_output=True, timeout=30).returncode == 0
+        except (OSError, subprocess.SubprocessError) as exc:  # no git on PATH was a FileNotFoundError traceback
+            out.append(f"commit {sha} cannot be checked against this repository ({_git_failure(exc)})")
+        else:
+            if not known:
+                out.append(f"commit {sha} is not in this repository")
     if prov.get("git_dirty"):
         out.append("the checkout had uncommitted changes (git_dirty)")
     if prov.get("git_changed_during_run"):

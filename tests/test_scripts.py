@@ -129,6 +129,32 @@ def test_import_gpu_results_refuses_a_repo_that_is_no_folder(capsys, tmp_path):
     assert _script("import_gpu_results.py").main([str(folder), "--repo", str(tmp_path / "repo"), "--tag", "t"]) == 0
     assert (tmp_path / "repo/data/results/bench/profile_eager_t.txt").read_text() == "Self CPU\n"
 
+def test_import_gpu_results_says_why_it_cannot_check_a_commit(tmp_path):
+    """A --repo with .git, but no git on PATH (here PATH holds only python): before, a FileNotFoundError traceback
+    (exit 1); now exit 2, one line naming the cause, nothing written. A .git that git cannot read is named the same
+    way (it was 'commit ... is not in this repository')."""
+    import os
+    import shutil
+    import tarfile
+
+    root = Path(__file__).resolve().parents[1]
+    name = "momentum-e2-fednova__seed0.json"
+    folder, repo, bin_ = tmp_path / "out", tmp_path / "repo", tmp_path / "bin"
+    for d in (folder, repo / ".git", bin_):
+        d.mkdir(parents=True)
+    (bin_ / "python").symlink_to(sys.executable)
+    with tarfile.open(folder / "cifar10-results.tar.gz", "w:gz") as tar:
+        tar.add(root / "data/results/cifar10" / name, arcname=name)
+    cmd = [sys.executable, str(root / "scripts/import_gpu_results.py"), str(folder), "--repo", str(repo)]
+    for path, cause in ((str(bin_), "(no git command on PATH)"), (os.environ["PATH"], "(git exited 128: fatal: ")):
+        if "git exited" in cause and shutil.which("git") is None:
+            continue
+        proc = subprocess.run(cmd, capture_output=True, text=True, env=dict(os.environ, PATH=path, LC_ALL="C"))
+        assert proc.returncode == 2 and proc.stderr.count("\n") == 1, proc.stderr
+        assert "cannot be checked against this repository " + cause in proc.stderr, proc.stderr
+        assert "(nothing written)" in proc.stderr and not (repo / "data").exists()
+
+
 def _vendor_mathjax(tmp_path, *args):
     """Run a copy of scripts/vendor_mathjax.sh in a scratch tree (it writes <tree>/book/_static/mathjax)
     with a fake npm first on PATH that logs its calls and packs a two-file MathJax 3.2.2."""
