@@ -512,7 +512,21 @@ def available_memory() -> int | None:
     """Bytes of memory a new allocation may take: the least of the machine's (``MemAvailable`` of ``/proc/meminfo``
     on Linux, else free pages times the page size, ``os.sysconf``) and the room left under the memory limits of the
     process's control groups (:func:`cgroup_available_memory`: a container's ``--memory``, a batch job's allocation);
-    ``None`` where none of them is known (the check below then passes)."""
+    ``None`` where none of them is known (the check below then passes). ``memory_room()`` says which binds."""
+    return memory_room()[0]
+
+
+#: what each binding limit of :func:`memory_room` is called in messages: "more than ...", "the flags ask for more
+#: than ..."
+MEMORY_LIMITS = {"machine": ("of memory available on this machine", "this machine holds"),
+                 "cgroup": ("of memory available to this process under its container's or batch job's limit",
+                            "this process's container or batch job allows")}
+
+
+def memory_room() -> tuple[int | None, str | None]:
+    """``(bytes, limit)``: ``available_memory()``'s bytes and the limit that binds, ``"machine"`` (the machine's
+    free memory) or ``"cgroup"`` (the room under a control group's limit, where it is no larger); ``(None, None)``
+    where neither is known."""
     machine = None
     try:
         with open("/proc/meminfo", encoding="ascii") as fh:
@@ -528,8 +542,9 @@ def available_memory() -> int | None:
         except (AttributeError, OSError, ValueError):
             pass
     limited = cgroup_available_memory()
-    known = [v for v in (machine, limited) if v is not None]
-    return min(known) if known else None
+    if limited is not None and (machine is None or limited <= machine):
+        return limited, "cgroup"
+    return (machine, "machine") if machine is not None else (None, None)
 
 
 # a cgroup v1 memory.limit_in_bytes this large (the kernel writes 2^63 rounded down to a page) means "no limit"
@@ -622,8 +637,12 @@ def check_memory(nbytes: int, what: str) -> None:
     arrays named, a lower bound: the interpreter and its libraries (0.6 GiB of resident memory once torch is
     imported) and temporaries come on top, so a run just under the limit may still be killed (``run synthetic
     --num-clients 3000``: 1.8 GiB counted, 2.0 GiB peak resident; in a 2 GiB cgroup it passed and was killed,
-    5000 clients, 2.8 GiB counted, are refused)."""
-    available = available_memory()
+    5000 clients, 2.8 GiB counted, are refused). The message names the limit that binds (``memory_room()``): the
+    machine's free memory, or the room under a container's or batch job's limit, the error's ``memory_limit``
+    (``"machine"`` or ``"cgroup"``, for ``python -m fedlib``'s own line)."""
+    available, limit = memory_room()
     if available is not None and nbytes > available:
-        raise MemoryError(f"{what} need {nbytes / 2**30:.1f} GiB, more than the {available / 2**30:.1f} GiB of "
-                          "memory available")
+        err = MemoryError(f"{what} need {nbytes / 2**30:.1f} GiB, more than the {available / 2**30:.1f} GiB "
+                          f"{MEMORY_LIMITS[limit][0]}")
+        err.memory_limit = limit  # python -m fedlib's message names it: "the flags ask for more than ..."
+        raise err

@@ -289,7 +289,7 @@ def test_a_run_whose_data_do_not_fit_in_memory_is_refused_before_it_starts(tmp_p
 
     S = importlib.import_module("fedlib.data.synthetic")  # the module (fedlib.data.synthetic is also the function)
     need = 3 * int(S._client_sizes(0, 4, None).sum()) * 61 * 8
-    monkeypatch.setattr(_validate, "available_memory", lambda: need - 1)
+    monkeypatch.setattr(_validate, "memory_room", lambda: (need - 1, "machine"))
     monkeypatch.setattr(fedlib.data, "synthetic", lambda *a, **k: pytest.fail("generated the data"))
     out = tmp_path / "r.json"
     assert main(TINY + ["--out", str(out)]) == 2
@@ -297,11 +297,32 @@ def test_a_run_whose_data_do_not_fit_in_memory_is_refused_before_it_starts(tmp_p
     total = int(S._client_sizes(0, 4, None).sum())
     assert (f"error: out of memory (--num-clients 4: the Synthetic data ({total:,} samples), held 3 times (the data "
             f"set, the problem's copy, the engine's), need {need / 2**30:.1f} GiB, more than the "
-            f"{(need - 1) / 2**30:.1f} GiB of memory available)") in err, err
+            f"{(need - 1) / 2**30:.1f} GiB of memory available on this machine); the flags ask for more than this "
+            "machine holds (") in err, err
     assert not out.exists()
-    monkeypatch.setattr(_validate, "available_memory", lambda: need)
     monkeypatch.undo()
     assert main(TINY + ["--out", str(out)]) == 0
+
+
+def test_a_refusal_in_a_container_names_its_limit_not_the_machine(tmp_path, monkeypatch, capsys):
+    """The room under a container's or batch job's memory limit, when less than the machine's free memory, is what a
+    run is refused for (fedlib._validate.cgroup_available_memory); the line said 'more than the ... GiB of memory
+    available); the flags ask for more than this machine holds' all the same, wrong in a 2 GiB container on a 128 GiB
+    machine. Now it names the container's or batch job's limit; one line."""
+    import importlib
+
+    from fedlib import _validate
+
+    S = importlib.import_module("fedlib.data.synthetic")
+    need = 3 * int(S._client_sizes(0, 4, None).sum()) * 61 * 8
+    monkeypatch.setattr(_validate, "cgroup_available_memory", lambda: need - 1)  # far under any machine's memory
+    out = tmp_path / "r.json"
+    assert main(TINY + ["--out", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "this machine" not in err, err
+    assert (f"more than the {(need - 1) / 2**30:.1f} GiB of memory available to this process under its container's "
+            "or batch job's limit); the flags ask for more than this process's container or batch job allows (") in err
+    assert not out.exists()
 
 
 def test_each_copy_of_the_data_checks_the_memory_it_takes(monkeypatch):
@@ -317,14 +338,14 @@ def test_each_copy_of_the_data_checks_the_memory_it_takes(monkeypatch):
 
     ds = synthetic(num_clients=2, num_samples=[10, 20], seed=0)
     assert _validate.available_memory() > 0
-    monkeypatch.setattr(_validate, "available_memory", lambda: 1)
+    monkeypatch.setattr(_validate, "memory_room", lambda: (1, "machine"))
     with pytest.raises(MemoryError, match=r"^the Synthetic data \(30 samples of 2 clients, dim 60\) need 0\.0 GiB"):
         synthetic(num_clients=2, num_samples=[10, 20], seed=0)
     with pytest.raises(MemoryError, match=r"^LogisticProblem's copy of .* \(30 samples\) need "):
         LogisticProblem(ds)
-    monkeypatch.setattr(_validate, "available_memory", lambda: None)
+    monkeypatch.setattr(_validate, "memory_room", lambda: (None, None))
     problem = LogisticProblem(ds)
-    monkeypatch.setattr(_validate, "available_memory", lambda: 1)
+    monkeypatch.setattr(_validate, "memory_room", lambda: (1, "cgroup"))
     with pytest.raises(MemoryError, match=r"^the batched engine's copy of the training features \(27 samples, "):
         run_batched(make_algorithm("fedavg", sgd(0.1)), problem, FixedSteps([1, 1]), 1, batch_size=5)
 

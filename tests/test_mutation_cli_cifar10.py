@@ -377,7 +377,7 @@ def test_a_handler_returning_none_exits_0(monkeypatch):
     (ValueError("data.npz: not a LEAF file"), "python -m fedlib run cifar10: error: data.npz: not a LEAF file\n"),
     (MemoryError("Unable to allocate 37.3 GiB"),
      "python -m fedlib run cifar10: error: out of memory (Unable to allocate 37.3 GiB); the flags ask for more than "
-     "this machine holds (local steps = epochs x ceil(n_i / batch size), clients, classes): use smaller values "
+     "this process could allocate (local steps = epochs x ceil(n_i / batch size), clients, classes): use smaller values "
      "(nothing written)\n"),
     (OverflowError("Python int too large to convert to C long"),
      "python -m fedlib run cifar10: error: a value is too large for the 64-bit integers it is computed with (Python "

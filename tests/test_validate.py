@@ -531,11 +531,18 @@ def test_available_memory_is_the_least_of_the_machine_and_the_cgroup_limit(monke
     assert _validate.available_memory() == pytest.approx(machine, rel=0.2)  # moves as other processes run
     monkeypatch.setattr(_validate, "cgroup_available_memory", lambda: 12345)
     assert _validate.available_memory() == 12345
-    with pytest.raises(MemoryError, match=r"^the thing need 0\.0 GiB, more than the 0\.0 GiB of memory available"):
+    assert _validate.memory_room() == (12345, "cgroup")
+    with pytest.raises(MemoryError, match=r"^the thing need 0\.0 GiB, more than the 0\.0 GiB of memory available to "
+                                          r"this process under its container's or batch job's limit$") as info:
         _validate.check_memory(12346, "the thing")
+    assert info.value.memory_limit == "cgroup"
     _validate.check_memory(12345, "the thing")
     monkeypatch.setattr(_validate, "cgroup_available_memory", lambda: 10 * machine)
     assert _validate.available_memory() == pytest.approx(machine, rel=0.2)
+    assert _validate.memory_room()[1] == "machine"
+    with pytest.raises(MemoryError, match=r"GiB of memory available on this machine$") as info:
+        _validate.check_memory(100 * machine, "the thing")
+    assert info.value.memory_limit == "machine"
 
 
 def test_cgroup_v1_memory_of_a_parent_counts_the_page_cache_of_its_children(tmp_path):

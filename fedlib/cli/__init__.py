@@ -16,8 +16,8 @@ Exit status: 0 on success; 2 for bad input — an unknown or malformed flag, an 
 flag combination (:class:`fedlib.cli.common.CLIError`), a missing or malformed data
 file (``ValueError`` naming the file), a diverged run
 (:class:`fedlib.engines.batched.DivergenceError`, naming the round), values too large for
-this machine (its memory, or a container's or batch job's smaller limit; or 64-bit integers), an output
-flag whose folder takes no new file (checked before the run by creating one) — with the message
+this machine (its memory, or a container's or batch job's smaller limit, the message names which; or 64-bit
+integers), an output flag whose folder takes no new file (checked before the run by creating one) — with the message
 on stderr and no output file; 1 for an unexpected internal error (traceback); 130 when
 interrupted (Ctrl-C) — the message names the run's checkpoint file when one exists
 (``--checkpoint-every``), to continue with ``--resume``; ``rerun``'s, said once, names its ``--out``
@@ -366,7 +366,13 @@ def _main(argv: list) -> int:
         print(f"{prog}: error: {exc}", file=sys.stderr)
         return 2
     except MemoryError as exc:  # e.g. --epochs 1000000000: billions of local steps to lay out
-        print(f"{prog}: error: out of memory ({exc}); the flags ask for more than this machine holds "
+        from .._validate import MEMORY_LIMITS
+
+        # check_memory's refusal names the limit that binds (the machine's, or a container's or batch job's); any
+        # other MemoryError is an allocation that failed, against the machine or a limit on the process (ulimit -v)
+        limit = getattr(exc, "memory_limit", None)
+        bound = MEMORY_LIMITS[limit][1] if limit in MEMORY_LIMITS else "this process could allocate"
+        print(f"{prog}: error: out of memory ({exc}); the flags ask for more than {bound} "
               "(local steps = epochs x ceil(n_i / batch size), clients, classes): use smaller values "
               "(nothing written)", file=sys.stderr)
         return 2
