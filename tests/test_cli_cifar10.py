@@ -80,7 +80,7 @@ def test_run_cifar10_resumes_from_its_checkpoint_bit_for_bit(tmp_path, monkeypat
     a run interrupted right after its round-2 checkpoint (Ctrl-C) keeps it and says so; --resume trains rounds 2..3
     and writes the unbroken run's history exactly (every field, FedNova with random epochs), its provenance saying
     where it resumed and which earlier call trained the rounds before; a fresh run refuses to replace the unfinished
-    checkpoint, --resume refuses other --rounds and a missing file."""
+    checkpoint, --resume refuses other --rounds and a missing file; --resume reads the checkpoint once."""
     import fedlib.checkpoint
 
     def command(rounds=4):
@@ -101,8 +101,11 @@ def test_run_cifar10_resumes_from_its_checkpoint_bit_for_bit(tmp_path, monkeypat
     assert rc == 2 and f"--resume: checkpoint {ckpt} is of a run of 4 rounds; give --rounds 4" in err, err
     rc, _, err = cli_exit([*flags, "--out", str(part), "--resume", "--checkpoint", str(tmp_path / "none.ckpt")])
     assert rc == 2 and "none.ckpt not found" in err, err
+    reads, real_load = [], fedlib.checkpoint.load_checkpoint
+    monkeypatch.setattr(fedlib.checkpoint, "load_checkpoint", lambda *a, **k: reads.append(a[0]) or real_load(*a, **k))
     rc, _, err = cli_exit([*flags, "--out", str(part), "--checkpoint-every", "2", "--resume"])
     assert rc == 0, err
+    assert reads == [ckpt]  # read once, its rounds checked and resumed from (before: twice, ~40 MB at full width)
     a, b = read_result(whole), read_result(part)
     assert b["history"] == a["history"]
     resumed = b["provenance"]["resumed"]

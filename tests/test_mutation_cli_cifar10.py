@@ -1033,11 +1033,12 @@ def test_checkpoint_plan_of_run_cifar10_fresh_and_resumed(tmp_path):
 
     ckpt = tmp_path / "r.json.ckpt"
     _table1_checkpoint(ckpt, 4, 4)  # a finished run's
-    assert _checkpoint_plan(_plan_args(tmp_path, checkpoint_every=2)) == (ckpt, 2, 0)
+    assert _checkpoint_plan(_plan_args(tmp_path, checkpoint_every=2)) == (ckpt, 2, 0, None)
     assert not ckpt.exists()
     _table1_checkpoint(ckpt, 1, 4)
-    assert _checkpoint_plan(_plan_args(tmp_path, resume=True)) == (ckpt, 4, 1)
-    assert _checkpoint_plan(_plan_args(tmp_path, resume=True, checkpoint_every=3)) == (ckpt, 3, 1)
+    path, every, done, doc = _checkpoint_plan(_plan_args(tmp_path, resume=True))
+    assert (path, every, done, doc["round"], doc["kind"]) == (ckpt, 4, 1, 1, "table1")  # the file, read once
+    assert _checkpoint_plan(_plan_args(tmp_path, resume=True, checkpoint_every=3))[:3] == (ckpt, 3, 1)
     ckpt.write_bytes(b"not a checkpoint")
     with pytest.raises(CheckpointError, match=rf"^--checkpoint: checkpoint {ckpt} is corrupt or not a fedlib"):
         _checkpoint_plan(_plan_args(tmp_path, resume=True))
@@ -1074,6 +1075,7 @@ def test_run_cifar10_resumed_records_where_it_resumed_and_the_earlier_calls(tmp_
     assert "4/4" in err  # initial 1, then rounds 1..3
     (kw,) = calls
     assert (kw["checkpoint"], kw["checkpoint_every"], kw["who"]) == (ckpt, 4, "--checkpoint")
+    assert kw["resume_from"]["round"] == 1  # the checkpoint as _checkpoint_plan read it: not read again
     assert sorted(kw["call_info"]) == ["command", "git_commit", "git_dirty", "started_utc"]
     assert "--resume" in kw["call_info"]["command"]
     doc = read_result(out)

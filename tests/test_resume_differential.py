@@ -390,6 +390,34 @@ def test_train_runs_resumed_after_round_k_is_the_uninterrupted_run(tiny_cifar, p
         assert _stacked_image(ck) == want, k
 
 
+def test_train_runs_resumed_from_a_checkpoint_read_by_the_caller_reads_no_file(tiny_cifar, tmp_path, monkeypatch):
+    """``resume_from`` (run cifar10 --resume reads the checkpoint to check its rounds, and train_runs read it again):
+    the checkpoint as load_checkpoint returned it resumes the run as the file does, bit for bit, and the file is
+    not read again; anything else is a ValueError before the engine is built."""
+    from fedlib.experiments import cifar10 as C
+
+    def crash(t, records, seconds):
+        raise _Crash(t)
+
+    data, parts = tiny_cifar
+    kw = dict(rounds=3, width=0.03, device="cpu", precision="fp32", batch_size=16, checkpoint_every=1)
+    full = C.train_runs(_cifar_runs(), data, parts, **kw, checkpoint=tmp_path / "full.ckpt")
+    ck = tmp_path / "k.ckpt"
+    with pytest.raises(_Crash):
+        C.train_runs(_cifar_runs(), data, parts, **kw, checkpoint=ck, callback=crash)  # after round 0
+    doc = load_checkpoint(ck, kind="table1")
+    monkeypatch.setattr(ckmod, "load_checkpoint", lambda *a, **k: pytest.fail("read the file again"))
+    res = C.train_runs(_cifar_runs(), data, parts, **kw, checkpoint=ck, resume_from=doc)
+    assert res["resumed_from"] == 1 and repr(res["histories"]) == repr(full["histories"])
+    monkeypatch.undo()
+    assert _stacked_image(ck) == _stacked_image(tmp_path / "full.ckpt")
+    for bad, message in ((dict(checkpoint=None, resume_from=doc), "resume_from needs checkpoint"),
+                         (dict(checkpoint=ck, resume_from={**doc, "kind": "run"}), "got a dict of format "),
+                         (dict(checkpoint=ck, resume_from=[doc]), "returns it, got a list")):
+        with pytest.raises(ValueError, match=message):
+            C.train_runs(_cifar_runs(), data, parts, **kw, **bad)
+
+
 # ============================================================================ python -m fedlib table1
 TABLE1 = ["table1", "--sample", "--width", "0.03", "--rounds", "2", "--device", "cpu", "--seeds", "0",
           "--cells", "hybrid-u25-fednova,momentum-vr-u25-fednova", "--stack", "2", "--checkpoint-every", "1",

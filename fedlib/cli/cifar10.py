@@ -166,26 +166,28 @@ def add_run_parser(sub) -> argparse.ArgumentParser:
 
 
 def _checkpoint_plan(args: argparse.Namespace):
-    """``(path, every, resumed_round)`` of ``--checkpoint-every`` / ``--checkpoint`` / ``--resume`` (``(None, 0,
-    0)`` without them): a fresh run refuses to replace an unfinished run's checkpoint and deletes a finished one's
-    (:func:`fedlib.experiments.cifar10.train_runs` resumes any file it finds); ``--resume`` needs the file, with
-    this run's ``--rounds`` (:func:`fedlib.cli.common.resolve_checkpoint` refuses a missing one), and without
-    ``--checkpoint-every`` writes the last round's checkpoint only."""
+    """``(path, every, resumed_round, checkpoint)`` of ``--checkpoint-every`` / ``--checkpoint`` / ``--resume``
+    (``(None, 0, 0, None)`` without them): a fresh run refuses to replace an unfinished run's checkpoint and deletes
+    a finished one's (:func:`fedlib.experiments.cifar10.train_runs` resumes any file it finds); ``--resume`` needs the
+    file, with this run's ``--rounds`` (:func:`fedlib.cli.common.resolve_checkpoint` refuses a missing one), and
+    without ``--checkpoint-every`` writes the last round's checkpoint only. ``checkpoint`` is the file's contents
+    as read here for ``--resume`` (``None`` for a fresh run), handed to train_runs, which then does not read the file
+    again (it is ~40 MB at full width)."""
     from ..checkpoint import load_checkpoint
 
     path = resolve_checkpoint(args)
     if path is None:
-        return None, 0, 0
+        return None, 0, 0, None
     if not args.resume:
         check_fresh_checkpoint(path, "table1")  # refuses an unfinished run's file, or a file of anything else
         path.unlink(missing_ok=True)  # a finished run's: train_runs would resume it and train nothing
-        return path, args.checkpoint_every, 0
+        return path, args.checkpoint_every, 0, None
     doc = load_checkpoint(path, kind="table1", who="--checkpoint")
     total = (doc.get("config") or {}).get("rounds")
     if total != args.rounds:  # the step decay of the learning rate is laid out over the run's rounds
         raise CLIError(f"--resume: checkpoint {path} is of a run of {total} rounds; give --rounds {total} to "
                        "continue it")
-    return path, args.checkpoint_every or args.rounds, int(doc["round"])
+    return path, args.checkpoint_every or args.rounds, int(doc["round"]), doc
 
 
 def run_cifar10(args: argparse.Namespace) -> int:
@@ -214,7 +216,7 @@ def run_cifar10(args: argparse.Namespace) -> int:
         raise CLIError(f"--batch-size {args.batch_size} is larger than the largest client ({largest} images); "
                        f"--batch-size {largest} already trains every client on all its images per step")
     algorithm, tau_eff_value = resolve_tau_eff(args, algorithm, [len(c) for c in parts], args.batch_size, (lo, hi))
-    ckpt, every, done = _checkpoint_plan(args)
+    ckpt, every, done, resume_from = _checkpoint_plan(args)
     name = f"{args.algorithm} seed {args.seed}"
     bar = progress_bar(args, args.rounds, args.algorithm, initial=done)
 
@@ -234,7 +236,7 @@ def run_cifar10(args: argparse.Namespace) -> int:
                              data, parts, rounds=args.rounds, width=args.width, device=device,
                              precision=args.precision, path=args.path, cuda_graph=args.cuda_graph, conv=args.conv,
                              batch_size=args.batch_size, lr_decay=args.lr_decay, callback=on_round,
-                             checkpoint=ckpt, checkpoint_every=every, who="--checkpoint",
+                             checkpoint=ckpt, checkpoint_every=every, who="--checkpoint", resume_from=resume_from,
                              call_info={"git_commit": clock.git_start[0], "git_dirty": clock.git_start[1],
                                         "command": _command(), "started_utc": _utc(clock.started)})
     except FloatingPointError as exc:

@@ -44,7 +44,7 @@ from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence
 
 import numpy as np
 
-from .._validate import check_choice, check_count, check_flag, check_int, check_sequence
+from .._validate import a_type, check_choice, check_count, check_flag, check_int, check_sequence
 
 __all__ = ["PAPER", "Cell", "CELLS", "CELL_IDS", "PAPER_VALUES", "RERUN_VALUES", "EPOCH_SETTINGS", "load_data",
            "official_partition", "mean_epochs", "round_work", "trained_images", "train_runs", "history_record", "result_name", "plan_table1", "run_table1",
@@ -329,7 +329,8 @@ def train_runs(runs: Sequence[dict], data, parts, *, rounds: int, width: float =
                batch_size: int = PAPER["batch_size"], lr_decay: str = "step",
                callback: Optional[Callable[[int, list, float], Any]] = None, checkpoint=None,
                checkpoint_every: int = 1, checkpoint_config: Optional[dict] = None,
-               save_on_stop: bool = False, call_info: Optional[dict] = None, who: str = "table1") -> dict:
+               save_on_stop: bool = False, call_info: Optional[dict] = None, who: str = "table1",
+               resume_from: Optional[dict] = None) -> dict:
     """Train several runs stacked in one engine.
 
     ``runs``: dicts with ``algorithm`` (a FederatedAlgorithm), ``epochs`` (``"2"``,
@@ -360,7 +361,9 @@ def train_runs(runs: Sequence[dict], data, parts, *, rounds: int, width: float =
     it is recorded in the checkpoint (``extra["calls"]``: the caller's ``call_info`` with
     ``cuda_graph`` and the ``rounds`` ``[first, end)`` it trained) and returned as
     ``calls_before``. ``who`` starts the checkpoint's error messages (the command or flag that resumes: ``"table1"``,
-    ``"--checkpoint"`` for ``run cifar10``).
+    ``"--checkpoint"`` for ``run cifar10``). ``resume_from`` is the file at ``checkpoint`` as the caller read it
+    already (:func:`fedlib.checkpoint.load_checkpoint` with ``kind="table1"``; ``run cifar10 --resume`` checks its
+    rounds first): resumed from as if read here (its config checked the same way), without a second read of the file.
 
     ``data`` holds the images and labels and ``parts`` the client split (one array of training-sample indices per
     client, as :func:`official_partition` returns); ``batch_size`` is :math:`B` (default 32); ``lr_decay`` is
@@ -378,6 +381,18 @@ def train_runs(runs: Sequence[dict], data, parts, *, rounds: int, width: float =
     cuda_graph, save_on_stop = check_flag("cuda_graph", cuda_graph), check_flag("save_on_stop", save_on_stop)
     # -1 meant "never" and 1.5 "every third round" without a word
     checkpoint_every = check_count("checkpoint_every", checkpoint_every, minimum=0)
+    if resume_from is not None:  # a checkpoint read by the caller (a ValueError for anything else)
+        from ..checkpoint import FORMAT
+
+        if checkpoint is None:
+            raise ValueError("resume_from needs checkpoint, the file it was read from (the run's later checkpoints "
+                             "replace it)")
+        if not isinstance(resume_from, dict) or resume_from.get("format") != FORMAT \
+                or resume_from.get("kind") != "table1":
+            got = (f"a dict of format {resume_from.get('format')!r} and kind {resume_from.get('kind')!r}"
+                   if isinstance(resume_from, dict) else a_type(resume_from))
+            raise ValueError("resume_from must be a checkpoint of train_runs as fedlib.checkpoint.load_checkpoint("
+                             f"checkpoint, kind='table1') returns it, got {got}")
     device = resolve_device(device)
     dtype = torch.float64 if precision == "fp64" else torch.float32
     prec = "bf16" if precision == "bf16" else "fp32"
@@ -406,10 +421,10 @@ def train_runs(runs: Sequence[dict], data, parts, *, rounds: int, width: float =
     if checkpoint is not None:  # the data trained on and cuDNN's mode, whatever the caller's config says
         ck_config.setdefault("data", data_fingerprint(data, parts))
         ck_config.setdefault("cudnn_benchmark", bool(torch.backends.cudnn.benchmark))
-    if checkpoint is not None and Path(checkpoint).is_file():
+    if resume_from is not None or (checkpoint is not None and Path(checkpoint).is_file()):
         from ..checkpoint import check_config, load_checkpoint
 
-        doc = load_checkpoint(checkpoint, kind="table1", who=who)
+        doc = resume_from if resume_from is not None else load_checkpoint(checkpoint, kind="table1", who=who)
         # a checkpoint of an earlier commit does not say whether cuDNN's search was on: not checked then
         current = {k: v for k, v in ck_config.items() if k != "cudnn_benchmark" or k in doc["config"]}
         check_config(checkpoint, doc["config"], current, who=who,
