@@ -159,7 +159,10 @@ def theorem1_constants(w: Any, a_vectors: Sequence[Any], tau_eff: float) -> tupl
     for FedAvg with SGD and :math:`p_i = 1/m`, :math:`A = 1`.) The max in :math:`C` runs over
     the clients with :math:`w_i > 0`: it bounds App. C's :math:`\sum_i w_i(\cdot)_i`, to which a
     client of weight 0 adds nothing (counting it would only loosen :math:`D` and refuse valid steps).
-    :math:`w` must sum to 1, as Theorem 1's weights do (a ``ValueError`` otherwise).
+    :math:`w` must sum to 1, as Theorem 1's weights do (a ``ValueError`` otherwise). Each :math:`a_i` (and the
+    entries before its last) is divided by a power of two near its largest entry where that lies outside
+    :math:`[2^{-100}, 2^{100}]`, so that no square under- or overflows: entries of any finite magnitude give
+    :math:`A` to rounding, and :math:`B`, :math:`C` their values rounded (0 or ``inf`` only past float64's range).
 
     ``w`` is the (m,) weights :math:`w_i` (non-negative, summing to 1); ``a_vectors`` holds one :math:`a_i` per client
     (non-negative, finite, each with a positive entry; lengths may differ); ``tau_eff`` is a finite number > 0.
@@ -189,17 +192,37 @@ def theorem1_constants(w: Any, a_vectors: Sequence[Any], tau_eff: float) -> tupl
     C = -np.inf
     for i, (wi, a) in enumerate(zip(w, a_vectors)):
         a = check_weights(f"a_vectors[{i}]", a)
-        l1, l2sq = a.sum(), float(np.dot(a, a))
-        if l1 <= 0:
+        if not a.sum() > 0:
             raise ValueError("a_vectors: every a_i needs a positive entry")
         # B and C from the entries before the last: ||a||_2^2 - a_{-1}^2 and ||a||_1 - a_{-1} cancelled where the
         # last entry dominates (proximal SGD with alpha -> 1: B was 0 for 1e-24, C 1e-4 relative off)
-        head = a[:-1]
+        # a and its head are divided by powers of two near their largest entries (1 for entries within 2^-100..2^100:
+        # ordinary inputs' results are bit for bit as they were), and B's and C's terms scaled back in one ldexp:
+        # the squares of entries below ~1e-162 or above ~1e154 under- or overflowed, and A was nan (0/0, inf/inf)
+        scale, head_scale = _power_of_two_scale(a), _power_of_two_scale(a[:-1])
+        a, head = a / scale, a[:-1] / head_scale
+        l1, l2sq = a.sum(), float(np.dot(a, a))
         A += wi ** 2 * l2sq / l1 ** 2
-        B += wi * float(np.dot(head, head))
+        B += _ldexp(wi * float(np.dot(head, head)), 2 * _exponent(head_scale))
         if wi > 0:
-            C = max(C, float(l1 * head.sum()))
+            C = max(C, _ldexp(float(l1 * head.sum()), _exponent(scale) + _exponent(head_scale)))
     return float(m * tau_eff * A), float(B), float(C)
+
+
+def _exponent(scale: float) -> int:
+    """``k`` of ``scale`` = :math:`2^k` (a scale of ``_power_of_two_scale``)."""
+    return math.frexp(scale)[1] - 1
+
+
+def _ldexp(x: float, k: int) -> float:
+    r""":math:`x \cdot 2^k` rounded once (to a subnormal or 0 below float64's range), ``inf`` above it (``math.ldexp``
+    raises ``OverflowError`` there); ``x`` itself for ``k = 0``."""
+    if k == 0:
+        return x
+    try:
+        return math.ldexp(x, k)
+    except OverflowError:
+        return math.inf
 
 
 class Theorem1Terms(NamedTuple):

@@ -493,6 +493,73 @@ def test_theorem1_constants_ignore_clients_of_weight_zero_in_C():
         TH.theorem1_constants([0.0, 0.0], a, 2.5)
 
 
+def _theorem1_exact(w, a_vectors, tau_eff):
+    """Theorem 1's A, B, C of float inputs in exact rational arithmetic, each rounded once to float64 (inf past its
+    range): the closed forms of theorem1_constants' docstring."""
+    from fractions import Fraction as F
+
+    def rounded(x):
+        try:
+            return float(x)
+        except OverflowError:
+            return math.inf
+
+    w = [F(float(x)) for x in w]
+    a = [[F(float(x)) for x in v] for v in a_vectors]
+    A = len(w) * F(tau_eff) * sum(wi ** 2 * sum(x * x for x in v) / sum(v) ** 2 for wi, v in zip(w, a))
+    B = sum(wi * sum(x * x for x in v[:-1]) for wi, v in zip(w, a))
+    C = max(sum(v) ** 2 - sum(v) * v[-1] for wi, v in zip(w, a) if wi > 0)
+    return rounded(A), rounded(B), rounded(C)
+
+
+@pytest.mark.parametrize("exponents", [(-700, -700), (-560, -540), (-1000, -20), (520, 530), (700, 0), (-600, 600)])
+def test_theorem1_constants_of_tiny_or_huge_a_vectors_are_the_exact_values_rounded(exponents):
+    """Entries below ~1e-162 or above ~1e154 made the squares under- or overflow: A was nan (0/0 or inf/inf; 0.99912
+    for 1e-160, 0.0 for 1e-162 where 0.7778 was right) and B, C 0 or inf where the exact value is an ordinary number
+    (a = (1e-100, 1e200): B = w 1e-200). Now each a_i is scaled by a power of two: A, B, C are the exact values of
+    the inputs rounded to float64, to a few ulps (0 or inf only where the exact value lies past float64's range)."""
+    rng = np.random.default_rng(sum(exponents) + 5000)
+    a = [rng.random(4) + 0.5, rng.random(3) + 0.5, np.array([1.0])]
+    a = [a[0] * 2.0 ** exponents[0], a[1] * 2.0 ** exponents[1], a[2] * 2.0 ** exponents[0]]
+    a.append(np.array([1e-100, 3e-101, 1e200]))  # a head far below the last entry: B = w (1e-200 + 9e-202)
+    w = np.array([0.25, 0.25, 0.25, 0.25])
+    got = TH.theorem1_constants(w, a, 1.5)
+    want = _theorem1_exact(w, a, 1.5)
+    for g, x in zip(got, want):
+        assert g == x or (math.isfinite(x) and g == pytest.approx(x, rel=1e-14, abs=0)), (got, want)
+    assert math.isfinite(got[0]) and got[1] > 0
+
+
+def test_theorem1_constants_of_ordinary_a_vectors_are_bit_for_bit_the_unscaled_sums():
+    """The scaling leaves ordinary inputs bit for bit as the sums without it gave them: entries 1e-30..1e30 (a_i not
+    scaled), also with heads down to 1e-42 (scaled by a power of two: B's and C's products and sums are exact under
+    it). An a_i whose largest entry lies outside 2^-100..2^100 is scaled for A, whose l1 ** 2 (numpy's pow) may then
+    round 1 ulp otherwise: 5 of 20,000 random cases with entries 1e-45..1e45."""
+    def unscaled(w, a_vectors, tau_eff):  # theorem1_constants' loop before the scaling
+        A = B = 0.0
+        C = -np.inf
+        for wi, a in zip(w, a_vectors):
+            l1, l2sq = a.sum(), float(np.dot(a, a))
+            head = a[:-1]
+            A += wi ** 2 * l2sq / l1 ** 2
+            B += wi * float(np.dot(head, head))
+            if wi > 0:
+                C = max(C, float(l1 * head.sum()))
+        return float(len(w) * tau_eff * A), float(B), float(C)
+
+    rng = np.random.default_rng(20201)
+    for _ in range(300):
+        m = int(rng.integers(1, 6))
+        w = rng.random(m) + 0.01
+        w /= w.sum()
+        a = [10.0 ** rng.uniform(-30, 30, size=int(rng.integers(1, 7))) for _ in range(m)]
+        if rng.random() < 0.3:  # a head far below the last entry
+            a[0][:-1] *= 1e-12
+            a[0][-1] = 10.0 ** rng.uniform(0, 30)
+        tau_eff = float(rng.uniform(0.5, 20))
+        assert TH.theorem1_constants(w, a, tau_eff) == unscaled(w, a, tau_eff)
+
+
 def test_theorem1_constants_refuses_weights_that_do_not_sum_to_one():
     """Unnormalised w scaled A (by the square) and B without a word; Theorem 1's weights sum to 1."""
     a = [np.ones(2), np.ones(4)]
