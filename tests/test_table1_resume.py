@@ -100,3 +100,27 @@ def test_a_group_resumed_with_cuda_graphs_switched_says_so(tmp_path, monkeypatch
         assert ("CUDA graphs on in an earlier call" in out) is switched
         key["num_train"] = res["config"]["engine"]["num_train"]
         assert (C._previous_rate(results, key) is None) is switched
+
+
+def test_a_paused_group_is_read_once_to_resume(tmp_path, monkeypatch):
+    """table1 read a paused group's checkpoint twice: to plan the call (paused_group: its round, its settings) and
+    again in train_runs to resume it (each read hashes the file, then unpickles it: ~80 MB per stacked run at full
+    width). The plan's reading is now handed to train_runs; the resumed result is the one resumed from the file."""
+    import fedlib.checkpoint
+    from cliutil import cli_exit
+
+    from fedlib.results import read_result
+
+    ckpt = _interrupted_after_first_checkpoint(monkeypatch, _table1_args(tmp_path))
+    real_load, reads = fedlib.checkpoint.load_checkpoint, []
+
+    def counted(path, *a, **kw):
+        reads.append(Path(path))
+        return real_load(path, *a, **kw)
+
+    monkeypatch.setattr(fedlib.checkpoint, "load_checkpoint", counted)
+    rc, out, err = cli_exit(_table1_args(tmp_path))
+    assert rc == 0, err
+    assert reads == [ckpt]
+    res = read_result(tmp_path / "sgd-e2-fedavg__seed0.json")
+    assert res["summary"]["resumed_after_round"] == 1 and len(res["history"]) == 2

@@ -874,12 +874,16 @@ def run_table1(results_dir, *, budget_seconds: float, seeds: Sequence[int] = (0,
             name = f".ckpt__{names[0]}+{len(names) - 1}-more-{digest}.pkl"
         return results_dir / name
 
+    paused_read = {}  # the checkpoint paused_group() read last, {path: document}: train_runs resumes from it
+
     def paused_group():
         """The longest prefix of ``todo`` with a checkpoint (a paused or killed group), the
         rounds it has done and the training seconds they took (``None`` if not recorded),
-        or ``(0, 0, None)``."""
+        or ``(0, 0, None)``. The checkpoint read is kept in ``paused_read`` (its file is not read again to resume
+        it: ~40 MB per stacked run at full width, more with control variates)."""
         from ..checkpoint import CheckpointError, check_config, load_checkpoint
 
+        paused_read.clear()
         for j in range(len(todo), 0, -1):
             f = ckpt_path(_run_names(todo[:j]))
             if f.is_file():
@@ -894,6 +898,7 @@ def run_table1(results_dir, *, budget_seconds: float, seeds: Sequence[int] = (0,
                 current = group_config(todo[:j])
                 saved = {k: v for k, v in doc["config"].items() if k in current}
                 check_config(f, saved, {k: current[k] for k in saved}, who="table1", hint=_TABLE1_RESUME_HINT)
+                paused_read[f] = doc
                 return j, int(doc["round"]), doc.get("extra", {}).get("seconds")
         return 0, 0, None
 
@@ -1030,6 +1035,7 @@ def run_table1(results_dir, *, budget_seconds: float, seeds: Sequence[int] = (0,
                                  path=path, cuda_graph=cuda_graph, conv=conv, callback=check,
                                  checkpoint=ckpt if use_ckpt else None, checkpoint_every=checkpoint_every,
                                  checkpoint_config=ck_config, save_on_stop=later > 0,
+                                 resume_from=paused_read.pop(ckpt, None) if use_ckpt else None,
                                  call_info={"git_commit": git_start[0], "git_dirty": git_start[1],
                                             "command": _command(), "started_utc": _utc(start)})
         except FloatingPointError as exc:
