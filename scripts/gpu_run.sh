@@ -63,6 +63,7 @@ OUT_DIR=$1
 DATA_ROOT=$2
 BUDGET=$3
 case $BUDGET in ''|*[!0-9]*) echo "BUDGET_SECONDS must be a whole number of seconds, got '$BUDGET'" >&2; exit 2;; esac
+BUDGET=$(( 10#$BUDGET ))  # in decimal: bash's arithmetic read 0600 as octal (384) and refused 0099
 
 cd "$(dirname "$0")/.."
 if [ -z "${PYTHON:-}" ]; then

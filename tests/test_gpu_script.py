@@ -6,6 +6,7 @@ the work)."""
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 import tarfile
@@ -183,3 +184,17 @@ def test_import_refuses_a_result_of_another_cell_definition_or_commit(tmp_path):
         proc = subprocess.run([sys.executable, str(ROOT / "scripts" / "import_gpu_results.py"), str(folder),
                                "--repo", str(ROOT)], capture_output=True, text=True)
         assert proc.returncode == 2 and message in proc.stderr and "nothing written" in proc.stderr, proc.stderr
+
+
+@pytest.mark.parametrize("budget", ["0600", "0099"])
+def test_a_budget_with_leading_zeros_is_read_in_decimal(tmp_path, budget):
+    """BUDGET_SECONDS passed the whole-number check with leading zeros, then bash's arithmetic read it in octal:
+    0600 gave Table 1 ~339 s instead of ~555 s, and 0099 stopped the script with 'value too great for base'. A stub
+    PYTHON (it only exits 0) shows the budget table1 is given, at once."""
+    stub = tmp_path / "python"
+    stub.write_text("#!/bin/sh\nexit 0\n")
+    stub.chmod(0o755)
+    proc = gpu_run(tmp_path / "out", tmp_path / "results", budget=budget, SKIP_BENCH="1", PYTHON=str(stub))
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    inner = int(re.search(r"table1 --budget-seconds (\d+) ", proc.stdout).group(1))
+    assert int(budget) - 45 - 5 <= inner <= int(budget) - 45, proc.stdout
