@@ -125,6 +125,31 @@ test_rerun.py and this file (NS, RW): 12 killed by the suite, 2 killed here, 1 e
   review fix's test). killed here: CC4, CC6.
   equivalent: NS2 (reset and set(False) differ only where ``_nested()`` is entered while already nested; rerun's
   inner command is ``run synthetic``, which nests nothing).
+
+Mutants of 0e9da1f..c5aa211 (fedlib/cli/__init__.py: ``_escaping_stdout``, b4b6e3b; rerun's --out named when
+interrupted after its run wrote it, 12386b6: ``main``'s message, fedlib/cli/rerun.py ``_file_state``;
+``_kept_checkpoints`` and ``resolve_checkpoint(for_writing=False)``, 434c08a) (pass described in tests/README.md,
+Mutation passes): 27 mutants, one at a time, ``pytest -x -q`` on test_cli_usage.py, this file and test_rerun.py (ES,
+WR), test_checkpoint.py, test_cli_paths.py, this file and test_rerun.py (KC, RC): 15 killed by the suite, 10 killed
+here, 3 equivalent.
+  ES1 ``errors == "strict"`` -> ``!=``; ES2 ``not utf`` -> ``utf``; ES3 the error handler not put back; ES4
+  'replace' for 'backslashreplace'; ES5 only 'utf-8' read as UTF; ES6 a stream without an encoding taken for
+  ASCII; ES7 an unknown encoding taken for UTF; ES8 no ``reconfigure`` test; ES9 a failed reconfigure raised; ES10
+  the restore's failure not suppressed; ES11 ``main()`` without argv not escaped; ES12 'strict' put back for the
+  saved handler; ES13 stderr's handler changed for stdout's. WR1 ``written is not None`` -> ``is None``; WR2
+  ``!= before`` -> ``==``; WR3 ``args.out is not None and`` dropped; WR4 ``_file_state`` the size alone; WR5 its
+  TypeError not caught; WR6 ``before = None``; WR7 the resolved path written; WR8 ``args.written`` never read. KC1
+  ``_kept_checkpoints`` with ``for_writing`` (the default); RC1 ``writes = every is not None``; RC2 ``writes =
+  for_writing``; RC3 the ``os.access`` check for any --checkpoint-every; RC4 the name-length check for any
+  --checkpoint-every; RC5 ``_check_can_create`` for any --checkpoint-every; RC6 ``for_writing`` False by default.
+  killed by the suite: ES1-ES4, ES13 (test_cli_usage.py); WR1, WR2, WR5-WR8 (test_rerun.py); KC1, RC1, RC5, RC6
+  (test_checkpoint.py). killed here: ES5-ES10
+  (test_the_stdout_error_handler_is_changed_only_for_a_strict_non_utf_stream_that_takes_it), ES11, WR4, RC2, RC3.
+  equivalent:
+  * ES12 -- the handler is changed only where it was 'strict', so 'strict' is the saved one.
+  * WR3 -- ``_file_state(None)`` is None before and after: without --out ``args.written`` is never set either way.
+  * RC4 -- a --checkpoint-every run with a name over 241 bytes is refused before it runs, so no checkpoint it kept
+    has one; without --checkpoint-every nothing is checked either way.
 """
 from __future__ import annotations
 
@@ -1449,3 +1474,152 @@ def test_the_output_folder_refusal_names_the_reason_alone(tmp_path, monkeypatch)
         check_output_path(tmp_path / "r.json")
     assert str(info.value) == (f"--out {tmp_path / 'r.json'}: folder {tmp_path} is not writable: creating a file "
                                "there failed (Read-only file system)")
+
+
+class _Stdout:
+    """A text stream as ``fedlib.cli.main`` may find in ``sys.stdout``: its ``encoding`` and ``errors``, what
+    ``reconfigure`` was asked (``fail``: the calls, by number from 1, that raise ValueError as a detached or closed
+    stream's does), and what was written."""
+
+    def __init__(self, encoding, errors="strict", fail=()):
+        self.encoding, self.errors, self.fail, self.asked, self.text = encoding, errors, fail, [], []
+
+    def write(self, text):
+        self.text.append(text)
+        return len(text)
+
+    def flush(self):
+        pass
+
+    def reconfigure(self, *, errors):
+        self.asked.append(errors)
+        if len(self.asked) in self.fail:
+            raise ValueError("underlying buffer has been detached")
+        self.errors = errors
+
+
+class _StdoutWithoutReconfigure(_Stdout):
+    reconfigure = None
+
+
+@pytest.mark.parametrize("stream, asked", [
+    (_Stdout("x-no-such-codec"), ["backslashreplace", "strict"]),
+    (_Stdout(None), []),
+    (_Stdout("utf-16"), []),
+    (_Stdout("ascii", errors="replace"), []),
+    (_StdoutWithoutReconfigure("ascii"), []),
+    (_Stdout("ascii", fail=(1,)), ["backslashreplace"]),
+    (_Stdout("ascii", fail=(2,)), ["backslashreplace", "strict"])])
+def test_the_stdout_error_handler_is_changed_only_for_a_strict_non_utf_stream_that_takes_it(monkeypatch, stream,
+                                                                                           asked):
+    """ES5-ES10 (0e9da1f..c5aa211): ``fedlib.cli.main`` sets stdout's error handler to backslashreplace while a
+    command runs only where it is 'strict', the encoding is not a UTF one and the stream has ``reconfigure``, and
+    puts 'strict' back after. An encoding Python does not know is taken for one that is not UTF (reconfigured;
+    ES7 left it strict); a stream without an encoding for a UTF-8 one (left alone; ES6 took it for ASCII); a
+    UTF-16 one is a UTF one (left alone; ES5 read only 'utf-8' as UTF); one already escaping, or without
+    ``reconfigure``, is left alone (ES8: an AttributeError); a stream whose reconfigure fails, at the start (ES9) or
+    at the end (ES10: a pipe closed by then), runs the command as usual: exit 0, the help printed."""
+    import sys
+
+    from fedlib.cli import main
+
+    monkeypatch.setattr(sys, "stdout", stream)
+    with pytest.raises(SystemExit) as stop:
+        main(["rerun", "--help"])
+    assert stop.value.code == 0 and stream.asked == asked
+    assert "".join(stream.text).startswith("usage: python -m fedlib rerun")
+
+
+def test_python_m_fedlib_escapes_on_an_ascii_stdout_without_argv_too(monkeypatch):
+    """ES11 (0e9da1f..c5aa211): ``python -m fedlib`` calls ``main()`` without argv (``sys.argv[1:]``); its stdout,
+    in ASCII under ``PYTHONIOENCODING=ascii``, gets the em dash of ``rerun --help`` as '\\u2014' too (the mutant
+    escaped only for an explicit argv: ``python -m fedlib rerun --help`` failed with a UnicodeEncodeError
+    traceback), and its error handler is 'strict' again after."""
+    import io
+    import sys
+
+    from fedlib.cli import main
+
+    stream = io.TextIOWrapper(io.BytesIO(), encoding="ascii", errors="strict")
+    monkeypatch.setattr(sys, "stdout", stream)
+    monkeypatch.setattr(sys, "argv", ["fedlib", "rerun", "--help"])
+    with pytest.raises(SystemExit) as stop:
+        main()
+    stream.flush()
+    assert stop.value.code == 0 and stream.errors == "strict"
+    assert "\\u2014" in stream.buffer.getvalue().decode("ascii")
+
+
+def test_an_out_file_rewritten_with_the_same_size_counts_as_written(tmp_path):
+    """WR4 (0e9da1f..c5aa211): rerun tells an --out file its run wrote from one it left by the file's device, inode,
+    modification time and size (``_file_state``): a result rewritten over an earlier one of the same size (a rerun
+    repeated into the same --out: the same history, times of as many digits) is atomic_write's new file, another
+    inode. The mutant compared the size alone, and its Ctrl-C after such a run said 'interrupted (nothing written)'."""
+    from fedlib._io import atomic_write
+    from fedlib.cli.rerun import _file_state
+
+    out = tmp_path / "new.json"
+    assert _file_state(out) is None and _file_state(None) is None
+    atomic_write(out, '{"history": [1.5]}')
+    before = _file_state(out)
+    atomic_write(out, '{"history": [2.5]}')
+    assert _file_state(out) != before and _file_state(out) == _file_state(out)
+
+
+_SMALL_RUN = ["run", "synthetic", "--num-clients", "3", "--rounds", "3", "--quiet"]
+
+
+def test_a_checkpoint_kept_in_a_folder_read_only_by_now_is_still_named(tmp_path, monkeypatch, capsys):
+    """RC3 (0e9da1f..c5aa211): the folder of a run's checkpoint turns read-only (``os.access`` says so) after round
+    1's checkpoint is saved, then the run is interrupted: the handler names the checkpoint kept. It looks the path
+    up without the folder checks (``for_writing=False``); the mutant kept the ``os.access`` check for any
+    --checkpoint-every, so it said 'interrupted (nothing written)' with the checkpoint on disk."""
+    import fedlib.checkpoint
+    from fedlib.cli import main
+
+    out = tmp_path / "r.json"
+    real_save, real_access = fedlib.checkpoint.save_checkpoint, os.access
+
+    def save_then_stop(*args, **kwargs):
+        real_save(*args, **kwargs)
+        monkeypatch.setattr(os, "access", lambda path, mode, **kw: (Path(path) != tmp_path or mode != os.W_OK)
+                            and real_access(path, mode, **kw))
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(fedlib.checkpoint, "save_checkpoint", save_then_stop)
+    assert main(_SMALL_RUN + ["--checkpoint-every", "1", "--out", str(out)]) == 130
+    ckpt = Path(str(out) + ".ckpt")
+    assert ckpt.is_file() and f"checkpoint {ckpt} kept" in capsys.readouterr().err
+
+
+def test_a_resume_without_checkpoint_every_reads_from_a_folder_that_takes_no_file(tmp_path, monkeypatch):
+    """RC2 (0e9da1f..c5aa211): ``--resume`` without --checkpoint-every only reads the checkpoint, so its folder need
+    not take a new file (full, or read-only: here the creation test refused for --checkpoint); the run resumes,
+    its --out in another folder. The mutant ran the folder checks for any command that names a checkpoint
+    (``writes = for_writing``) and refused the resume: '--checkpoint ...: folder ... is not writable'."""
+    import fedlib.checkpoint
+    from cliutil import ctrl_c_after_saving
+    from fedlib.cli import main
+    from fedlib.results import read_result
+
+    (tmp_path / "ckpt").mkdir()
+    (tmp_path / "out").mkdir()
+    ckpt, out = tmp_path / "ckpt" / "run.ckpt", tmp_path / "out" / "r.json"
+    real_save = ctrl_c_after_saving(monkeypatch)
+    argv = _SMALL_RUN + ["--checkpoint", str(ckpt), "--out", str(out)]
+    assert main(argv + ["--checkpoint-every", "1"]) == 130 and ckpt.is_file()
+    monkeypatch.setattr(fedlib.checkpoint, "save_checkpoint", real_save)
+    real_check = common._check_can_create
+
+    def full(path, folder, flag):
+        if flag == "--checkpoint":
+            raise CLIError(f"{flag} {path}: folder {folder} is not writable: creating a file there failed "
+                           "(No space left on device)")
+        real_check(path, folder, flag)
+
+    monkeypatch.setattr(common, "_check_can_create", full)
+    with pytest.raises(CLIError, match="No space left"):
+        common.resolve_checkpoint(argparse.Namespace(checkpoint_every=1, checkpoint=ckpt, resume=False, out=out,
+                                                     data=None))
+    assert main(argv + ["--resume"]) == 0
+    assert len(read_result(out)["history"]) == 3
