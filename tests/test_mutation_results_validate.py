@@ -81,10 +81,29 @@ killed here, 0 equivalent.
   killed by the suite: MV3, MV4 (test_available_memory_is_the_least_of_the_machine_and_the_cgroup_limit), MV6, MV8,
   MV12, MV13 (test_validate.py's cgroup tests), MV9 (the review fix's test). killed here: MV5, MV7, MV10, MV11, MV14,
   MV15.
+
+Mutants of 0e9da1f..c5aa211 (fedlib/results.py: ``git_commit``'s warning and ``_git_failure``, fa3f736;
+fedlib/_validate.py: ``_inactive_file``'s total_inactive_file, 472a2f0) (pass described in tests/README.md, Mutation
+passes): 16 mutants, one at a time, ``pytest -x -q`` on test_provenance.py, this file and test_results.py (GC),
+test_validate.py and this file (IF): 9 killed by the suite, 5 killed here, 2 equivalent.
+  GC1 warned at every read (not added to ``_GIT_WARNED``); GC2 ``not in`` -> ``in``; GC3 ``stacklevel=1``; GC4 a
+  RuntimeWarning; GC5 no 'no git command on PATH'; GC6 no timeout message; GC7 git's last stderr line; GC8 blank
+  stderr lines kept; GC9 ``exc.stderr`` without ``or ""``; GC10 another error by its text alone; GC11 git's exit
+  status dropped; GC12 the checkout holding fedlib named for ``root``. IF1 ``inactive_file`` before the total; IF2
+  a malformed memory.stat's earlier line kept (``pass`` for ``return 0``); IF3 no fall-back to ``inactive_file``;
+  IF4 the first line of a key kept (``setdefault``).
+  killed by the suite: GC1, GC2, GC5, GC7, GC11 (test_provenance.py), GC4, GC12
+  (test_git_commit_of_a_checkout_git_cannot_read_is_unknown); IF1, IF3 (test_validate.py). killed here: GC6,
+  GC8-GC10 (test_git_commit_says_once_why_git_failed), IF2.
+  equivalent:
+  * GC3 -- the warning's location: ``python -m fedlib`` prints the message alone, and ``_GIT_WARNED`` gives it once a
+    process whatever location Python's filters key on.
+  * IF4 -- memory.stat lists each key once.
 """
 from __future__ import annotations
 
 import re
+import subprocess
 import sys
 import types
 
@@ -712,3 +731,51 @@ def test_cgroup_memory_skips_a_line_it_cannot_read(tmp_path):
     v2 = {"cgroup.controllers": "memory\n", "job/memory.max": f"{4 * GIB}\n", "job/memory.current": f"{GIB}\n"}
     proc, root = _cgroup_files(tmp_path, v2, "garbage\n\n0::/job\n")
     assert cgroup_available_memory(proc, root) == 3 * GIB
+
+
+@pytest.mark.parametrize("failure, reason", [
+    (subprocess.TimeoutExpired(["git", "rev-parse", "HEAD"], 10), "git took over 10 s"),
+    (subprocess.CalledProcessError(128, ["git"], stderr="\n  \nfatal: not a git repository\nhint: run git init\n"),
+     "git exited 128: fatal: not a git repository"),
+    (subprocess.CalledProcessError(129, ["git"], stderr=None), "git exited 129"),
+    (PermissionError(13, "Permission denied"), "PermissionError: [Errno 13] Permission denied")])
+def test_git_commit_says_once_why_git_failed(tmp_path, monkeypatch, failure, reason):
+    """GC6, GC8-GC10 (0e9da1f..c5aa211): a checkout (``.git`` there) whose git call fails is ("unknown", None)
+    with one UserWarning naming the checkout and why: a timeout as 'git took over 10 s' (GC6: 'TimeoutExpired:
+    Command ... timed out ...'); git's exit status and the first line of its stderr that is not blank (GC8: the
+    blank line, 'git exited 128: '), or the status alone when git gave no stderr (GC9: an AttributeError on None);
+    any other OSError by its type and text (GC10: '[Errno 13] Permission denied' without the type). A second read of
+    the same checkout warns no more."""
+    import warnings
+
+    import fedlib.results
+
+    def fail(*args, **kwargs):
+        raise failure
+
+    (tmp_path / ".git").mkdir()
+    monkeypatch.delenv("FEDLIB_GIT_COMMIT", raising=False)
+    monkeypatch.setattr(fedlib.results, "_GIT_WARNED", set())
+    monkeypatch.setattr(fedlib.results.subprocess, "run", fail)
+    with pytest.warns(UserWarning) as record:
+        assert fedlib.results.git_commit(tmp_path) == ("unknown", None)
+    assert [str(w.message) for w in record] == [
+        f"{tmp_path} is a git checkout, but its commit cannot be read ({reason}): results record git_commit "
+        "'unknown'; FEDLIB_GIT_COMMIT=<40-hex-digit commit> names it"]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert fedlib.results.git_commit(tmp_path) == ("unknown", None)
+
+
+@pytest.mark.parametrize("stat, cache", [
+    ("inactive_file 4096\ntotal_inactive_file 1x\n", 0), ("total_inactive_file 8192\ninactive_file 4096\n", 8192),
+    ("inactive_file 4096\nactive_file 1\n", 4096)])
+def test_a_memory_stat_with_an_unreadable_page_cache_counts_none_free(tmp_path, stat, cache):
+    """IF2 (0e9da1f..c5aa211): the page cache counted free is memory.stat's ``total_inactive_file`` where listed,
+    in whatever order the lines come, else ``inactive_file``; a memory.stat with a value that cannot be read counts
+    nothing free (0, 'unknown' in the docstring), not a line read before it (IF2: the group's own 4096 for the
+    malformed total)."""
+    from fedlib._validate import _inactive_file
+
+    (tmp_path / "memory.stat").write_text(stat, encoding="ascii")
+    assert _inactive_file(tmp_path) == cache
