@@ -8,7 +8,23 @@ Mutants of 37f92d9..28127ce (third, the changed hunks of fedlib/plotting.py)
   '.' and '..' taken as names; PL4 '.PNG' taken; PL5 ``profile is not None`` -> ``profile`` in the seed folder.
   killed by the suite: PL1-PL4. equivalent: PL5 (a profile is None or matches ``[A-Za-z0-9_-]+``, so it is never
   an empty string: both tests agree).
+
+Mutants of 0e9da1f..c5aa211 (scripts/build_book.py: ``use_build_home_folders`` and its helpers, 5f96dc2; render's
+``shlex.join``, 43122d4) (pass described in tests/README.md, Mutation passes): 15 mutants, one at a time, ``pytest -x
+-q`` on test_book_pipeline.py's home-folder, quoted-command and executes-in-root tests, this file and test_scripts.py's
+bad-argument test: 9 killed by the suite, 6 killed here, 0 equivalent.
+  BB1 ``' '.join`` for ``shlex.join``; BB2 a variable the user set replaced; BB3 ``not writable`` -> ``writable``; BB4
+  a folder tried by ``mkdir`` alone; BB5 an OSError read as writable; BB6 Path.home()'s RuntimeError not caught; BB7
+  ``layout.root`` for ``layout.build``; BB8 the folder not made; BB9 the note on stdout; BB10 MPLCONFIGDIR's default
+  without XDG_CONFIG_HOME; BB11 JUPYTER_RUNTIME_DIR's default under HOME (XDG_DATA_HOME ignored); BB12 main without
+  ``use_build_home_folders``; BB13 the note when nothing moved; BB14 the variables moved not returned; BB15
+  IPYTHONDIR's default ``~/.config/ipython``.
+  killed by the suite: BB1 (test_render_prints_jupyter_books_command_quoted_for_a_checkout_path_with_spaces), BB3,
+  BB5, BB7-BB9, BB12-BB14 (test_build_script_runs_with_a_home_folder_that_cannot_be_written). killed here: BB2,
+  BB10, BB11, BB15 (test_only_the_home_folders_unset_and_unwritable_are_moved_under_the_build), BB4, BB6
+  (test_a_home_folder_that_takes_no_file_is_moved_and_no_home_at_all_too).
 """
+import pytest
 
 
 def test_merge_adjacent_streams_leaves_other_outputs_of_one_type_apart():
@@ -41,3 +57,97 @@ def test_merge_streams_in_mirror_rewrites_the_executed_notebooks_of_the_toc(tmp_
     outs = nbformat.read(tmp_path / "book" / "01_a.ipynb", as_version=4).cells[0].outputs
     assert [(o.output_type, o.text) for o in outs] == [("stream", "a\nb\n")]
     assert (tmp_path / "intro.md").read_text(encoding="utf8") == "# Intro\n"
+
+
+_HOME_VARIABLES = ("HOME", "IPYTHONDIR", "JUPYTER_RUNTIME_DIR", "MPLCONFIGDIR", "JUPYTER_DATA_DIR",
+                   "JUPYTER_PLATFORM_DIRS", "XDG_CONFIG_HOME", "XDG_DATA_HOME", "XDG_RUNTIME_DIR")
+
+
+def _unwritable_home(tmp_path, monkeypatch):
+    """build_book.py loaded, its home folder variables unset, and ``HOME`` a file (under which no folder can be
+    made): ``(module, layout)``, the layout's root under tmp_path. monkeypatch restores what the script sets."""
+    from bookutil import build_script
+
+    for variable in _HOME_VARIABLES:
+        monkeypatch.delenv(variable, raising=False)
+    tmp_path.mkdir(parents=True, exist_ok=True)
+    home = tmp_path / "home-is-a-file"
+    home.write_text("")
+    monkeypatch.setenv("HOME", str(home))
+    module = build_script()
+    return module, module.Layout(tmp_path / "book")
+
+
+def test_only_the_home_folders_unset_and_unwritable_are_moved_under_the_build(tmp_path, monkeypatch, capsys):
+    """BB2, BB10, BB11, BB15 (0e9da1f..c5aa211): with ``HOME`` unwritable, ``use_build_home_folders`` points
+    IPYTHONDIR, JUPYTER_RUNTIME_DIR and MPLCONFIGDIR at ``_build/home/<name>`` (each folder made), and says so on
+    stderr; a variable the user set is kept, writable or not (BB2 replaced it); with XDG_CONFIG_HOME and
+    XDG_DATA_HOME writable, Matplotlib's and Jupyter's runtime folders are there (Matplotlib's config, Jupyter's
+    data folder) and are not moved (BB10 tried Matplotlib's under HOME, ignoring XDG_CONFIG_HOME; BB11 Jupyter's
+    runtime folder under HOME, ignoring XDG_DATA_HOME). In a writable home whose ``.ipython`` is a file, IPython's
+    folder (``~/.ipython``) alone is moved (BB15 tried ``~/.config/ipython``)."""
+    import os
+
+    module, layout = _unwritable_home(tmp_path, monkeypatch)
+    homes = {name: layout.build / "home" / name for name in ("ipython", "jupyter-runtime", "matplotlib")}
+    assert module.use_build_home_folders(layout) == ["IPYTHONDIR", "JUPYTER_RUNTIME_DIR", "MPLCONFIGDIR"]
+    assert [os.environ[v] for v in ("IPYTHONDIR", "JUPYTER_RUNTIME_DIR", "MPLCONFIGDIR")] == \
+        [str(homes[n]) for n in ("ipython", "jupyter-runtime", "matplotlib")]
+    assert all(folder.is_dir() for folder in homes.values())
+    assert capsys.readouterr().err == (
+        f"note: the home folder ({tmp_path / 'home-is-a-file'}) cannot be written: IPYTHONDIR={homes['ipython']}, "
+        f"JUPYTER_RUNTIME_DIR={homes['jupyter-runtime']}, MPLCONFIGDIR={homes['matplotlib']}\n")
+
+    module, layout = _unwritable_home(tmp_path / "again", monkeypatch)
+    mine = tmp_path / "again" / "home-is-a-file" / "ipython"  # under the file: no folder can be made there
+    monkeypatch.setenv("IPYTHONDIR", str(mine))
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "config"))
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "data"))
+    assert module.use_build_home_folders(layout) == []
+    assert os.environ["IPYTHONDIR"] == str(mine) and "MPLCONFIGDIR" not in os.environ
+    assert (tmp_path / "config" / "matplotlib").is_dir() and (tmp_path / "data" / "jupyter" / "runtime").is_dir()
+
+    module, layout = _unwritable_home(tmp_path / "third", monkeypatch)
+    home = tmp_path / "third" / "home"
+    home.mkdir()
+    (home / ".ipython").write_text("")  # IPython's folder is a file here; the rest of the home is writable
+    monkeypatch.setenv("HOME", str(home))
+    assert module.use_build_home_folders(layout) == ["IPYTHONDIR"]
+
+
+def test_a_home_folder_that_takes_no_file_is_moved_and_no_home_at_all_too(tmp_path, monkeypatch, capsys):
+    """BB4, BB6 (0e9da1f..c5aa211): a default folder that exists but takes no new file (as root, ``/proc/self``:
+    ``HOME=/proc`` made IPython's ``FileNotFoundError``; a read-only folder otherwise) is moved: the folder is tried
+    by creating a file in it, not only by making it (BB4 took it). With no home folder to be found at all
+    (``Path.home()`` raising RuntimeError: ``HOME`` unset and no user entry), the folders under it are moved too
+    (BB6: the RuntimeError stopped the build)."""
+    import os
+    import pathlib
+
+    module, layout = _unwritable_home(tmp_path, monkeypatch)
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "config"))
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "data"))
+    if os.geteuid() == 0:
+        taking_no_file = pathlib.Path("/proc/self")
+        if not taking_no_file.is_dir():
+            pytest.skip("no /proc/self: no folder that takes no file as root")
+    else:
+        taking_no_file = tmp_path / "read-only"
+        taking_no_file.mkdir(mode=0o555)
+    real = module._default_home_folder
+    monkeypatch.setattr(module, "_default_home_folder", lambda variable, default:
+                        taking_no_file if variable == "IPYTHONDIR" else real(variable, default))
+    assert module.use_build_home_folders(layout) == ["IPYTHONDIR"]
+    assert os.environ["IPYTHONDIR"] == str(layout.build / "home" / "ipython")
+
+    module, layout = _unwritable_home(tmp_path / "again", monkeypatch)
+    monkeypatch.delenv("HOME")
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "data"))
+
+    def no_home():
+        raise RuntimeError("Could not determine home directory.")
+
+    monkeypatch.setattr(pathlib.Path, "home", staticmethod(no_home))
+    capsys.readouterr()
+    assert module.use_build_home_folders(layout) == ["IPYTHONDIR", "MPLCONFIGDIR"]
+    assert capsys.readouterr().err.startswith("note: the home folder (unset) cannot be written: IPYTHONDIR=")
