@@ -41,6 +41,17 @@ tests/README.md, Mutation passes): 2 mutants, run as those: 2 killed by the suit
   LW6 the problem's client count not passed (None: unchecked); LW7 "num_clients" not among the attributes looked
   for. killed by the suite: LW6 (test_speedup_bounds_stragglers_inputs.py), LW7 (this file's
   test_theorem3_check_names_every_attribute_of_local_work_that_work_lacks).
+
+Mutants of 0e9da1f..c5aa211 (fedlib/experiments/bounds.py, 1a9a977: ``bound_check``'s ``closed_form_gap``) (pass
+described in tests/README.md, Mutation passes): 8 mutants, one at a time, ``pytest -x -q`` on test_bounds.py, this
+file and test_speedup_bounds_stragglers_inputs.py: none killed by the suite (only chapter 7 read the gap), 8 killed
+here, 0 equivalent.
+  BD1 the round map without momentum; BD2 min(T, 1) rounds; BD3 the gap's run with the noise; BD4 the distance not
+  divided by the closed form's norm; BD5 the closed form one round short; BD6 FedAvg's map for every algorithm; BD7
+  the gap not recorded (NaN); BD8 two noiseless replicas, the second read (the same gap, one more replica's work).
+  killed here: BD1, BD3, BD5-BD7 (test_bound_checks_runs_are_the_closed_form_round_maps_of_its_algorithm), BD2,
+  BD4, BD8 (test_closed_form_gap_is_the_relative_distance_after_min_t_10_noiseless_rounds: the noiseless call's
+  rounds, sigma and replicas, and the gap of a known offset).
 """
 from __future__ import annotations
 
@@ -738,3 +749,64 @@ def test_theorem3_check_names_every_attribute_of_local_work_that_work_lacks(with
         bounds.theorem3_check(problem, _PartWork(without), [sgd(0.01)], 2, replicas=1)
     row = bounds.theorem3_check(problem, _PartWork(()), [sgd(0.01)], 2, replicas=1)
     assert row.tau_eff.tolist() == [1.5, 1.5]
+
+
+def _hand_rounds(problem, steps, lr, algorithm, rho, rounds):
+    """``rounds`` noiseless rounds from x = 0 written out: each client's tau_i heavy-ball steps (v = rho v + g,
+    y -= lr v, v from 0; rho = 0 is SGD), then FedAvg's sum_i p_i Delta_i or FedNova's
+    tau_eff sum_i p_i Delta_i / ||a_i||_1 with ||a_i||_1 = sum_{k=1..tau_i} (1 - rho^k) / (1 - rho) (tau_i for SGD)
+    and tau_eff = sum_i p_i ||a_i||_1."""
+    norms = np.array([sum(sum(rho ** j for j in range(k)) for k in range(1, t + 1)) for t in steps])
+    tau_eff = float(problem.p @ norms)
+    x = np.zeros(problem.dim)
+    for _ in range(rounds):
+        deltas = []
+        for H, e, t in zip(problem.H, problem.e, steps):
+            y, v = x.copy(), np.zeros_like(x)
+            for _ in range(t):
+                v = rho * v + (H @ y - e)
+                y = y - lr * v
+            deltas.append(x - y)
+        if algorithm == "fedavg":
+            x = x - sum(p * d for p, d in zip(problem.p, deltas))
+        else:
+            x = x - tau_eff * sum(p * d / n for p, d, n in zip(problem.p, deltas, norms))
+    return x
+
+
+@pytest.mark.parametrize("algorithm", ["fedavg", "fednova"])
+@pytest.mark.parametrize("solver", ["sgd", "momentum"])
+def test_bound_checks_runs_are_the_closed_form_round_maps_of_its_algorithm(algorithm, solver):
+    """BD1, BD3, BD5-BD7 (0e9da1f..c5aa211): ``Theorem1Row.closed_form_gap`` is rounding error (below 1e-9; chapter
+    7 asserts it) for each algorithm and local solver: the noiseless engine run is the closed-form round map of the
+    same algorithm and momentum. The mutants made it O(1): the map without momentum (BD1), the gap's run with the
+    noise (BD3), the map one round short (BD5), FedAvg's map for FedNova (BD6), or left it NaN (BD7)."""
+    problem, steps = bounds.default_setup(seed=1, dim=4)
+    row = bounds.bound_check(problem, steps, algorithm, solver, 4, lr_scale=0.005, replicas=2, seed=2)
+    assert 0.0 <= row.closed_form_gap < 1e-9, row.closed_form_gap
+
+
+@pytest.mark.parametrize("algorithm, solver, rounds", [("fednova", "momentum", 12), ("fedavg", "sgd", 3)])
+def test_closed_form_gap_is_the_relative_distance_after_min_t_10_noiseless_rounds(monkeypatch, algorithm, solver,
+                                                                                  rounds):
+    """BD2, BD4 (0e9da1f..c5aa211): the gap's engine call is one replica without noise over min(T, 10) rounds, and
+    the gap its distance to the closed form relative to the closed form's norm. Here that call's parameters are
+    moved by delta = 1e-3 (1, ..., 1), so the gap is ||delta|| / ||x_R||, x_R the R = min(T, 10) rounds written
+    out by hand (``_hand_rounds``). BD2 (min(T, 1) rounds: the gap still rounding error, but the call's rounds 1 and
+    ||delta|| / ||x_1||) and BD4 (the distance not divided by ||x_R||) give other numbers."""
+    calls = []
+    real = bounds.run_replicas
+    delta = np.full(4, 1e-3)
+
+    def moved_when_noiseless(*args, **kwargs):
+        run = real(*args, **kwargs)
+        calls.append((args[4], kwargs["sigma"], kwargs["replicas"]))
+        return run._replace(params=run.params + delta) if kwargs["sigma"] == 0 else run
+
+    monkeypatch.setattr(bounds, "run_replicas", moved_when_noiseless)
+    problem, steps = bounds.default_setup(seed=1, dim=4)
+    row = bounds.bound_check(problem, steps, algorithm, solver, rounds, lr_scale=0.01, replicas=2, seed=2)
+    R = min(rounds, 10)
+    assert calls == [(rounds, 0.5, 2), (R, 0.0, 1)]
+    x = _hand_rounds(problem, steps, row.lr, algorithm, 0.5 if solver == "momentum" else 0.0, R)
+    assert row.closed_form_gap == pytest.approx(np.linalg.norm(delta) / np.linalg.norm(x), rel=1e-9)
