@@ -20,6 +20,11 @@ equivalent.
   naming the --data folder, not train/ and test/.
   killed here: LF4 every output read as data from a folder load_leaf refuses; LF5 a link looked at by its target
   only; LF6 a link looked at by its own name only.
+
+Mutants of 0e9da1f..c5aa211 (fedlib/data/cifar10.py, 53f549c: the offline error's quoted tar command) (pass
+described in tests/README.md, Mutation passes): 3 mutants, one at a time, ``pytest -x -q`` on ``test_cifar_data.py -k
+download``: 3 killed by the suite (test_cifar10_download_without_network_says_what_to_do), 0 equivalent.
+  CF1 the folder bare again; CF2 ``root / BATCH_FOLDER`` quoted for ``root``; CF3 the folder's name alone.
 """
 from __future__ import annotations
 
