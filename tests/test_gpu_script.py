@@ -198,3 +198,21 @@ def test_a_budget_with_leading_zeros_is_read_in_decimal(tmp_path, budget):
     assert proc.returncode == 0, proc.stdout + proc.stderr
     inner = int(re.search(r"table1 --budget-seconds (\d+) ", proc.stdout).group(1))
     assert int(budget) - 45 - 5 <= inner <= int(budget) - 45, proc.stdout
+
+
+def test_results_written_while_table1_runs_are_packed_and_its_status_kept(tmp_path):
+    """The loop that waits for table1 (it looks every 0.5 s, packs every 5 s) still packs every result written,
+    the last ones after table1's end, and passes table1's exit status on. A stub PYTHON plays table1: it writes
+    one result, later a second, and exits 4."""
+    stub = tmp_path / "python"
+    stub.write_text('#!/bin/sh\nwhile [ "$#" -gt 0 ]; do [ "$1" = --results ] && R=$2; shift; done\n'
+                    'echo "{}" > "$R/a__seed0.json"; sleep 1; echo "{}" > "$R/b__seed0.json"; exit 4\n')
+    stub.chmod(0o755)
+    results = tmp_path / "results"
+    results.mkdir()
+    (results / "old__seed0.json").write_text("{}")  # present before the call: not packed
+    proc = gpu_run(tmp_path / "out", results, budget=100, SKIP_BENCH="1", PYTHON=str(stub))
+    assert proc.returncode == 4, proc.stdout + proc.stderr
+    assert "table1 exit status 4" in proc.stdout and "packed 2 new result file(s)" in proc.stdout, proc.stdout
+    with tarfile.open(tmp_path / "out" / "cifar10-results.tar.gz") as tar:
+        assert sorted(tar.getnames()) == ["a__seed0.json", "b__seed0.json"]
