@@ -65,6 +65,17 @@ def test_real_shapes_dtypes_counts(real):
 
 
 @needs_real
+def test_real_fingerprint_is_the_one_gpu_checkpoints_record(real):
+    """The fingerprint of the real CIFAR-10 and its official split, pinned: a group checkpoint written on the GPU
+    (``table1 --continue-later``) records it and is resumed only while the loader and the fingerprint still give
+    it, bit for bit (values of commit 688f388, before either was made faster)."""
+    from fedlib.experiments.cifar10 import data_fingerprint, official_partition
+
+    assert data_fingerprint(real, official_partition(real.train_labels)) == {
+        "num_train": 50000, "num_test": 10000, "sha256": "067b66aa5dee82c5b576", "split_sha256": "3c7cb00a3e0e31020ade"}
+
+
+@needs_real
 def test_real_matches_raw_pickle_layout(real):
     folder = REAL_ROOT / "cifar-10-batches-py"
     with open(folder / "data_batch_1", "rb") as fh:
