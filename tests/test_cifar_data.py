@@ -111,6 +111,27 @@ def test_fake_batches_round_trip(tmp_path):
     assert c.train_labels[4:8].tolist() == raw["labels"]
 
 
+def test_loaded_images_are_the_transposed_rows_bit_for_bit(tmp_path):
+    """The loader writes each batch's colour planes straight into the result: the same arrays as the plain
+    transpose-and-concatenate it replaced, for batches of different sizes (one empty), the images C-contiguous."""
+    folder = tmp_path / "cifar-10-batches-py"
+    folder.mkdir()
+    written = [_write_batch(folder / name, n, seed=i) for i, (name, n) in enumerate(zip(TRAIN_FILES + (TEST_FILE,),
+                                                                                       (7, 0, 3, 11, 1, 5)))]
+    got = load_cifar10(tmp_path)
+
+    def plain(batches):  # the loader's conversion before it was made faster
+        images = [np.ascontiguousarray(d.reshape(-1, 3, 32, 32).transpose(0, 2, 3, 1)) for d, _ in batches]
+        return np.concatenate(images), np.concatenate([np.asarray(labels, np.int64) for _, labels in batches])
+
+    for images, labels, batches in ((got.train_images, got.train_labels, written[:5]),
+                                    (got.test_images, got.test_labels, written[5:])):
+        want_images, want_labels = plain(batches)
+        assert images.dtype == np.uint8 and images.flags.c_contiguous and images.shape == want_images.shape
+        assert np.array_equal(images, want_images) and np.array_equal(labels, want_labels)
+        assert labels.dtype == np.int64
+
+
 def test_missing_folder_message(tmp_path):
     with pytest.raises(FileNotFoundError) as err:
         load_cifar10(tmp_path / "nowhere")

@@ -146,6 +146,24 @@ def _resolve_folder(root: Path) -> Path:
 
 def _read_batch(path: Path) -> tuple[np.ndarray, np.ndarray]:
     """One batch file as ``(images NHWC uint8, labels int64)``; ValueError naming the file."""
+    rows, labels = _read_batch_rows(path)
+    return _rows_to_nhwc(rows), labels
+
+
+def _rows_to_nhwc(rows: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
+    """Channel-planar rows ``(n, 3072)`` as NHWC images ``(n, 32, 32, 3)``, written into ``out`` when given: one
+    copy per colour plane into the interleaved layout (about twice as fast as a contiguous copy of the transposed
+    view, ``ascontiguousarray(rows.reshape(-1, 3, 32, 32).transpose(0, 2, 3, 1))``, which gives the same array)."""
+    if out is None:
+        out = np.empty((rows.shape[0],) + _IMAGE_SHAPE, dtype=np.uint8)
+    planes = rows.reshape(-1, 3, 32, 32)
+    for channel in range(3):
+        out[..., channel] = planes[:, channel]
+    return out
+
+
+def _read_batch_rows(path: Path) -> tuple[np.ndarray, np.ndarray]:
+    """One batch file as ``(rows (n, 3072) uint8, labels int64)``, checked; ValueError naming the file."""
     try:
         with open(path, "rb") as fh:
             batch = pickle.load(fh, encoding="latin1")
@@ -173,16 +191,19 @@ def _read_batch(path: Path) -> tuple[np.ndarray, np.ndarray]:
     if labels.size and (labels.min() < 0 or labels.max() >= _NUM_CLASSES):
         raise ValueError(f"{path}: labels must lie in 0..{_NUM_CLASSES - 1}, got range "
                          f"{int(labels.min())}..{int(labels.max())}")
-    # channel-planar rows -> (n, 3, 32, 32) -> NHWC
-    images = np.ascontiguousarray(data.reshape(-1, 3, 32, 32).transpose(0, 2, 3, 1))
-    return images, labels
+    return data, labels
 
 
 def _read_split(folder: Path, names) -> tuple[np.ndarray, np.ndarray]:
-    parts = [_read_batch(folder / name) for name in names]
-    if len(parts) == 1:
-        return parts[0]
-    return np.concatenate([p[0] for p in parts]), np.concatenate([p[1] for p in parts])
+    """The batches ``names`` of ``folder`` as one ``(images NHWC, labels)`` pair, in order: each batch's rows are
+    converted straight into its slice of the result (no per-batch image arrays to concatenate)."""
+    parts = [_read_batch_rows(folder / name) for name in names]
+    images = np.empty((sum(len(labels) for _, labels in parts),) + _IMAGE_SHAPE, dtype=np.uint8)
+    start = 0
+    for rows, _ in parts:
+        _rows_to_nhwc(rows, images[start:start + len(rows)])
+        start += len(rows)
+    return images, (parts[0][1] if len(parts) == 1 else np.concatenate([labels for _, labels in parts]))
 
 
 @contextlib.contextmanager
