@@ -216,3 +216,27 @@ def test_results_written_while_table1_runs_are_packed_and_its_status_kept(tmp_pa
     assert "table1 exit status 4" in proc.stdout and "packed 2 new result file(s)" in proc.stdout, proc.stdout
     with tarfile.open(tmp_path / "out" / "cifar10-results.tar.gz") as tar:
         assert sorted(tar.getnames()) == ["a__seed0.json", "b__seed0.json"]
+
+
+@pytest.mark.parametrize("settings, checked", [
+    (dict(SKIP_BENCH="1", RUN_CUDA_TESTS="0"), False),  # table1 alone: it checks the device itself
+    (dict(SKIP_BENCH="1", RUN_CUDA_TESTS="1"), True),
+    (dict(SKIP_BENCH="0", RUN_CUDA_TESTS="0"), True),
+    (dict(SKIP_BENCH="1", RUN_CUDA_TESTS="0", SKIP_TABLE1="1"), True),
+])
+def test_torchs_cuda_check_is_left_to_table1_only_when_it_is_the_calls_only_python_step(tmp_path, settings, checked):
+    """On a GPU (DEVICE=cuda) the script starts torch once to check CUDA before anything else, except in a call
+    whose only Python step is table1 (the next session's calls 3 and 4), which refuses a missing GPU at once
+    itself. A stub PYTHON records how it is started (``-c``: the check, which passes here)."""
+    calls = tmp_path / "calls.txt"
+    stub = tmp_path / "python"
+    stub.write_text(f'#!/bin/sh\necho "$1 $2 $3" | tr "\\n" " " >> {calls}\necho >> {calls}\nexit 0\n')
+    stub.chmod(0o755)
+    proc = gpu_run(tmp_path / "out", tmp_path / "results", budget=100, PYTHON=str(stub), DEVICE="cuda",
+                   BENCH_MODES="graph", **settings)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    lines = calls.read_text().splitlines()
+    torch_check = [line for line in lines if line.startswith("-c") and "import torch" in line]
+    assert bool(torch_check) == checked, lines
+    assert ("-m fedlib table1 " in lines) == (settings.get("SKIP_TABLE1") != "1"), lines
+    assert ("CUDA check left to table1" in proc.stdout) == (not checked), proc.stdout
