@@ -36,7 +36,7 @@ same, friendlier to ``torch.func`` transforms).  Inputs must be 32x32: five pool
 
 Seeded initialisation
 ---------------------
-Layers are created without initialisation (:func:`torch.nn.utils.skip_init`) and then
+Layers are created without initialisation (as :func:`torch.nn.utils.skip_init` does) and then
 initialised in layer order from one :class:`torch.Generator`, so ``vgg11(seed=s)`` gives
 the same weights for the same ``s`` on every call and never touches torch's global RNG
 (every client starts from the same model, as in the official code; the paper's text does not state the
@@ -106,6 +106,19 @@ def _resolve_generator(seed) -> torch.Generator | None:
     if isinstance(seed, torch.Generator):
         return seed
     return torch_generator(check_int("seed", seed, minimum=0), "init")
+
+
+def _uninitialised(module_cls, *args, **kwargs) -> nn.Module:
+    """``module_cls(*args, **kwargs)`` with its parameters allocated on the CPU but not initialised, as
+    :func:`torch.nn.utils.skip_init` makes it, without its ``to_empty``: that goes through torch's meta-tensor
+    machinery, which imports sympy on its first call (~0.3 s in every process that builds a model). Built on
+    the meta device, each parameter is replaced by an empty tensor of its shape, dtype and ``requires_grad``;
+    :func:`vgg11` then draws every value."""
+    module = module_cls(*args, device="meta", **kwargs)
+    for name, param in list(module.named_parameters(recurse=False)):
+        setattr(module, name, nn.Parameter(torch.empty(param.shape, dtype=param.dtype),
+                                           requires_grad=param.requires_grad))
+    return module
 
 
 def _init_conv(conv: nn.Conv2d, gen: torch.Generator | None) -> None:
@@ -189,19 +202,19 @@ def vgg11(num_classes: int = 10, width: float = 1.0, seed=None, *, dropout: floa
             layers.append(nn.MaxPool2d(kernel_size=2, stride=2))
         else:
             out_channels = scaled_width(item, width)
-            layers.append(nn.utils.skip_init(nn.Conv2d, in_channels, out_channels, kernel_size=3, padding=1))
+            layers.append(_uninitialised(nn.Conv2d, in_channels, out_channels, kernel_size=3, padding=1))
             layers.append(nn.ReLU())
             in_channels = out_channels
     hidden = scaled_width(_HIDDEN, width)
     layers += [
         nn.Flatten(),
         nn.Dropout(dropout),
-        nn.utils.skip_init(nn.Linear, in_channels, hidden),
+        _uninitialised(nn.Linear, in_channels, hidden),
         nn.ReLU(),
         nn.Dropout(dropout),
-        nn.utils.skip_init(nn.Linear, hidden, hidden),
+        _uninitialised(nn.Linear, hidden, hidden),
         nn.ReLU(),
-        nn.utils.skip_init(nn.Linear, hidden, num_classes),
+        _uninitialised(nn.Linear, hidden, num_classes),
     ]
     with torch.no_grad():
         for layer in layers:

@@ -128,3 +128,35 @@ def test_validation():
     for bad in (None, "0.3", True, float("nan")):  # None and "0.3" gave bare TypeErrors from float() / nn.Dropout
         with pytest.raises(ValueError, match="dropout must lie in"):
             vgg11(width=0.0625, dropout=bad)
+
+
+@pytest.mark.parametrize("width, seed", [(1.0, 0), (0.125, 3), (0.03, 1)])
+def test_weights_are_those_of_skip_init_layers(width, seed):
+    """The layers are allocated without torch.nn.utils.skip_init's to_empty (its meta-tensor path imported
+    sympy, ~0.3 s a process), and every value is then drawn as before: the same weights bit for bit as layers
+    made by skip_init, float32 CPU parameters that require gradients, and the global RNG untouched."""
+    import fedlib.models as models
+
+    before = torch.random.get_rng_state()
+    net = vgg11(width=width, seed=seed)
+    assert torch.equal(torch.random.get_rng_state(), before)
+    original = models._uninitialised
+    models._uninitialised = nn.utils.skip_init
+    try:
+        reference = vgg11(width=width, seed=seed)
+    finally:
+        models._uninitialised = original
+    assert [n for n, _ in net.named_parameters()] == [n for n, _ in reference.named_parameters()]
+    for p, q in zip(net.parameters(), reference.parameters()):
+        assert p.device.type == "cpu" and p.dtype == torch.float32 and p.requires_grad and torch.equal(p, q)
+
+
+def test_building_the_model_does_not_import_sympy():
+    """What made the first vgg11 of a process slow: skip_init's meta-tensor path imported sympy (torch's
+    symbolic shapes). Checked in a fresh interpreter."""
+    import subprocess
+    import sys
+
+    code = "import sys, fedlib.models as m; m.vgg11(width=0.03, seed=0); print('sympy' in sys.modules)"
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert proc.stdout.strip() == "False", proc.stdout + proc.stderr
