@@ -42,13 +42,17 @@
 # the base engine (graphs if on) against each of BENCH_COMPARE [base conv=gemm cudnn-benchmark
 # channels-first runs=8 conv=gemm+runs=8]
 # (`bench cifar10 --compare`) in one process, OUT_DIR/bench_cifar10_compare.json], BENCH_LIMIT [a sixth of the budget, at most 150 s,
-# per bench], SKIP_BENCH [0], RUN_CUDA_TESTS [1], CUDA_TESTS_LIMIT [90], RESULTS [data/results/cifar10],
+# per bench; a budget under 90 s skips the benchmark; if set, at least 15], SKIP_BENCH [0], RUN_CUDA_TESTS [1],
+# CUDA_TESTS_LIMIT [90; at least 1: RUN_CUDA_TESTS=0 skips the tests], RESULTS [data/results/cifar10],
 # SEED_RESULTS_FROM [none], CONTINUE_LATER_SECONDS [0: this is the last call; N: a call with about N
 # more seconds of Table 1 follows on this machine, so a group may pause here with a checkpoint in
 # RESULTS, which must then lie outside the tree, e.g. /tmp/table1], SKIP_TABLE1 [0], IMAGES_PER_SECOND [none: Table 1's first estimate when no bench ran here],
 # TABLE1_STACK [6 on CUDA, 2 on the CPU], TABLE1_ROUNDS [100], TABLE1_SEEDS [0,1,2],
 # TABLE1_CELLS [all, in table order], FEDLIB_GIT_COMMIT [the commit of the tree: a device copy's
 # .git may be missing or stale (it was: the session's first commit), so the caller names it].
+# Limits and counts are whole numbers; the counts (steps, runs, repeats, stack, rounds, images/s) and
+# CUDA_TESTS_LIMIT are at least 1, BENCH_LIMIT at least 15, CONTINUE_LATER_SECONDS may be 0: anything else
+# stops the call before it starts (exit 2).
 set -u -o pipefail
 
 if [ $# -eq 1 ] && { [ "$1" = --help ] || [ "$1" = -h ]; }; then  # asked for: stdout, success
@@ -86,6 +90,20 @@ for name in CONTINUE_LATER_SECONDS CUDA_TESTS_LIMIT BENCH_LIMIT BENCH_STEPS BENC
             TABLE1_STACK TABLE1_ROUNDS IMAGES_PER_SECOND; do
     case ${!name-} in *[!0-9]*) echo "$name must be a whole number, got '${!name}'" >&2; exit 2;; esac
 done
+# 0 (or 00) passes that check but counts nothing: fedlib would refuse it after the GPU check, the CUDA
+# tests and the benchmark had spent their device time (table1 --stack 0, bench --runs 0)
+for name in BENCH_STEPS BENCH_RUNS BENCH_REPEAT PROFILE_STEPS TABLE1_STACK TABLE1_ROUNDS IMAGES_PER_SECOND; do
+    case ${!name-} in ''|*[1-9]*) ;; *) echo "$name must be at least 1, got '${!name}'" >&2; exit 2;; esac
+done
+# a time limit of 0 would be `timeout 0`: no limit at all
+case ${CUDA_TESTS_LIMIT-} in ''|*[1-9]*) ;; *)
+    echo "CUDA_TESTS_LIMIT must be at least 1, got '$CUDA_TESTS_LIMIT' (0 is no time limit; RUN_CUDA_TESTS=0 skips the tests)" >&2
+    exit 2;;
+esac
+if [ -n "${BENCH_LIMIT:-}" ] && [ $(( 10#$BENCH_LIMIT )) -lt 15 ]; then
+    echo "BENCH_LIMIT must be at least 15 (seconds for each bench), got '$BENCH_LIMIT' (SKIP_BENCH=1 skips the benchmark)" >&2
+    exit 2
+fi
 KNOWN=" SKIP_BENCH SKIP_TABLE1 BENCH_LIMIT BENCH_STEPS BENCH_RUNS BENCH_REPEAT BENCH_MODES BENCH_COMPARE \
 TABLE1_STACK TABLE1_ROUNDS TABLE1_SEEDS TABLE1_CELLS CONTINUE_LATER_SECONDS "
 for name in $(compgen -e | grep -E '^(SKIP_|BENCH_|TABLE1_|CONTINUE_)' || true); do
