@@ -50,9 +50,9 @@
 # TABLE1_STACK [6 on CUDA, 2 on the CPU], TABLE1_ROUNDS [100], TABLE1_SEEDS [0,1,2],
 # TABLE1_CELLS [all, in table order], FEDLIB_GIT_COMMIT [the commit of the tree: a device copy's
 # .git may be missing or stale (it was: the session's first commit), so the caller names it].
-# Limits and counts are whole numbers; the counts (steps, runs, repeats, stack, rounds, images/s) and
-# CUDA_TESTS_LIMIT are at least 1, BENCH_LIMIT at least 15, CONTINUE_LATER_SECONDS may be 0: anything else
-# stops the call before it starts (exit 2).
+# Limits and counts are whole numbers, read in decimal (leading zeros dropped: 010 is 10, 00 is 0; at most
+# 9 digits); the counts (steps, runs, repeats, stack, rounds, images/s) and CUDA_TESTS_LIMIT are at least 1,
+# BENCH_LIMIT at least 15, CONTINUE_LATER_SECONDS may be 0: anything else stops the call before it starts (exit 2).
 set -u -o pipefail
 
 if [ $# -eq 1 ] && { [ "$1" = --help ] || [ "$1" = -h ]; }; then  # asked for: stdout, success
@@ -86,21 +86,31 @@ export PYTHONUNBUFFERED=1
 for name in SKIP_BENCH SKIP_TABLE1 RUN_CUDA_TESTS CUDA_GRAPH CUDNN_BENCHMARK; do
     case ${!name:-0} in 0|1) ;; *) echo "$name must be 0 or 1, got '${!name}'" >&2; exit 2;; esac
 done
-for name in CONTINUE_LATER_SECONDS CUDA_TESTS_LIMIT BENCH_LIMIT BENCH_STEPS BENCH_RUNS BENCH_REPEAT PROFILE_STEPS \
-            TABLE1_STACK TABLE1_ROUNDS IMAGES_PER_SECOND; do
+WHOLE_NUMBERS="CONTINUE_LATER_SECONDS CUDA_TESTS_LIMIT BENCH_LIMIT BENCH_STEPS BENCH_RUNS BENCH_REPEAT PROFILE_STEPS
+TABLE1_STACK TABLE1_ROUNDS IMAGES_PER_SECOND"
+for name in $WHOLE_NUMBERS; do
     case ${!name-} in *[!0-9]*) echo "$name must be a whole number, got '${!name}'" >&2; exit 2;; esac
 done
-# 0 (or 00) passes that check but counts nothing: fedlib would refuse it after the GPU check, the CUDA
+# in decimal from here on, without leading zeros: bash's arithmetic reads 010 as octal (8) and refuses 08
+# and 09, a string test saw CONTINUE_LATER_SECONDS=00 as not 0, and fedlib got what was typed
+for name in $WHOLE_NUMBERS; do
+    [ -n "${!name-}" ] || continue  # unset or empty: the default
+    value=${!name}
+    value=${value#"${value%%[!0]*}"}  # the leading zeros off (all of them for 0, 00: then empty)
+    if [ "${#value}" -gt 9 ]; then echo "$name must be at most 999999999, got '${!name}'" >&2; exit 2; fi
+    printf -v "$name" %s "${value:-0}"
+done
+# 0 passes that check but counts nothing: fedlib would refuse it after the GPU check, the CUDA
 # tests and the benchmark had spent their device time (table1 --stack 0, bench --runs 0)
 for name in BENCH_STEPS BENCH_RUNS BENCH_REPEAT PROFILE_STEPS TABLE1_STACK TABLE1_ROUNDS IMAGES_PER_SECOND; do
-    case ${!name-} in ''|*[1-9]*) ;; *) echo "$name must be at least 1, got '${!name}'" >&2; exit 2;; esac
+    if [ "${!name:-1}" = 0 ]; then echo "$name must be at least 1, got 0" >&2; exit 2; fi
 done
 # a time limit of 0 would be `timeout 0`: no limit at all
-case ${CUDA_TESTS_LIMIT-} in ''|*[1-9]*) ;; *)
-    echo "CUDA_TESTS_LIMIT must be at least 1, got '$CUDA_TESTS_LIMIT' (0 is no time limit; RUN_CUDA_TESTS=0 skips the tests)" >&2
-    exit 2;;
-esac
-if [ -n "${BENCH_LIMIT:-}" ] && [ $(( 10#$BENCH_LIMIT )) -lt 15 ]; then
+if [ "${CUDA_TESTS_LIMIT:-1}" = 0 ]; then
+    echo "CUDA_TESTS_LIMIT must be at least 1, got 0 (0 is no time limit; RUN_CUDA_TESTS=0 skips the tests)" >&2
+    exit 2
+fi
+if [ -n "${BENCH_LIMIT:-}" ] && [ "$BENCH_LIMIT" -lt 15 ]; then
     echo "BENCH_LIMIT must be at least 15 (seconds for each bench), got '$BENCH_LIMIT' (SKIP_BENCH=1 skips the benchmark)" >&2
     exit 2
 fi
