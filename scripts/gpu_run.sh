@@ -9,13 +9,15 @@
 # training images with random pixels, so that the benchmark times Table 1's real split on a
 # machine that is still receiving the images.
 #
-# 1. checks the GPU (nvidia-smi, torch.cuda; a call that runs only Table 1 leaves torch's check to table1);
-# 2. runs the CUDA-only engine tests (when pytest is installed), at most 90 s;
+# 1. checks the GPU (nvidia-smi at most 30 s, torch.cuda at most 120 s; exit 3 if there is no usable GPU, or
+#    no time left to check it; a call that runs only Table 1 leaves torch's check to table1);
+# 2. runs the CUDA-only engine tests (when pytest is installed), at most CUDA_TESTS_LIMIT (90 s), then
+#    ClientOptimizer's, at most 30 s;
 # 3. benchmarks the per-client eager loop against the stacked engine (width 1, bf16,
 #    BENCH_RUNS runs stacked), with CUDA graphs (OUT_DIR/bench_cifar10.json) and eager
 #    (OUT_DIR/bench_cifar10_eager.json), and profiles one short eager round
-#    (OUT_DIR/profile_eager.txt), each at most a sixth of the budget; if the graph path
-#    fails, Table 1 runs eager;
+#    (OUT_DIR/profile_eager.txt), each at most BENCH_LIMIT (a sixth of the budget, at most 150 s);
+#    if the graph path fails, Table 1 runs eager;
 # 4. runs `python -m fedlib table1` with what is left of the budget on the results folder
 #    RESULTS (default data/results/cifar10: the runs already committed there are skipped),
 #    its first time estimate from the benchmark's engine rate; with CONTINUE_LATER_SECONDS a
@@ -31,8 +33,13 @@
 # (data still incomplete) runs the tests and the benchmark with DATA_ROOT=random-images
 # SKIP_TABLE1=1, the last runs Table 1 with SKIP_BENCH=1 RUN_CUDA_TESTS=0 and
 # IMAGES_PER_SECOND from the first (data/results/bench/NOTES.md has the exact calls).
-# Everything is logged to OUT_DIR/log.txt. Each step is wrapped in `timeout`, so the script
-# ends on its own within BUDGET_SECONDS (plus a few seconds of kill grace).
+# Everything is logged to OUT_DIR/log.txt. Each step is wrapped in `timeout -k 5`, its limit (the one said
+# above) capped at what is left of the budget less 10 s, so that it ends, killed if need be, at least 5 s
+# before the budget does; a step left with less than its floor (5 s for nvidia-smi and the short checks of
+# pytest and of the bench's rate, 10 s for the torch check and the CUDA tests, 15 s for a bench step) is skipped,
+# with a log line, so no `timeout` ever gets 0 (no limit) or less. Table 1 ends 5 s before the budget at the latest (killed 10 s before it, 5 s of kill grace),
+# and is polled every 5 s. So the script ends on its own within BUDGET_SECONDS plus a few seconds (the last
+# poll, packing the results). A normal budget (a few hundred seconds) leaves every limit as said above.
 #
 # Environment (defaults in brackets): PYTHON [.venv/bin/python if present, else python3],
 # DEVICE [cuda], WIDTH [1], PRECISION [bf16], CUDA_GRAPH [1 on CUDA, else 0], CUDNN_BENCHMARK [0; 1: cuDNN's algorithm search for the bench and Table 1],
@@ -142,6 +149,19 @@ fi
 LOG=$OUT_DIR/log.txt
 START=$(date +%s)
 left() { echo $(( BUDGET - ($(date +%s) - START) )); }
+# Every step below runs under `timeout -k GRACE LIMIT`, LIMIT capped at what is left of the budget less MARGIN, so
+# that a step ends, killed if need be, at least MARGIN - GRACE seconds before the budget does; a step whose capped
+# limit is under its floor is skipped (logged), so no `timeout` ever gets 0 (no limit) or less.
+GRACE=5
+MARGIN=10
+fit() {  # fit SECONDS FLOOR: LIMIT=SECONDS, or what is left of the budget less MARGIN if that is less; false (the
+    # step is skipped) if LIMIT is then under FLOOR (under SECONDS, if that is less)
+    local cap floor
+    cap=$(( $(left) - MARGIN ))
+    floor=$(( $2 < $1 ? $2 : $1 ))
+    LIMIT=$(( $1 < cap ? $1 : cap ))
+    [ "$LIMIT" -ge "$floor" ] && [ "$LIMIT" -ge 1 ]
+}
 log() { echo "[$(date -u +%H:%M:%S) +$(( $(date +%s) - START ))s] $*" | tee -a "$LOG"; }
 
 if [ "$DATA_ROOT" = sample ]; then
@@ -183,13 +203,20 @@ log "gpu_run.sh: out=$OUT_DIR data=$DATA_ROOT budget=${BUDGET}s python=$PYTHON d
 
 # --------------------------------------------------------------------- 1. the GPU
 if [ "$ON_CUDA" = 1 ]; then
-    { timeout 30 nvidia-smi || echo "nvidia-smi failed or missing"; } 2>&1 | tee -a "$LOG"
+    if fit 30 5; then
+        { timeout -k "$GRACE" "$LIMIT" nvidia-smi || echo "nvidia-smi failed or missing"; } 2>&1 | tee -a "$LOG"
+    else
+        log "only $(left)s left: no nvidia-smi"
+    fi
     if [ "${SKIP_BENCH:-0}" = 1 ] && [ "${RUN_CUDA_TESTS:-1}" = 0 ] && [ "${SKIP_TABLE1:-0}" != 1 ]; then
         # table1 is this call's only Python step, and it refuses --device cuda at once when torch sees no CUDA GPU
         # (exit 2 before it reads the data): a check of its own would start torch and CUDA once more, ~4 s of
         # device time a call (nvidia-smi + this check took 4-5 s in the logs of 2026-11-30)
         log "torch's CUDA check left to table1 (this call's only Python step; it stops at once without a GPU)"
-    elif ! timeout 120 "$PYTHON" -c "
+    elif ! fit 120 10; then
+        log "only $(left)s left of the budget: no time for the GPU check, stopping"
+        exit 3
+    elif ! timeout -k "$GRACE" "$LIMIT" "$PYTHON" -c "
 import torch, sys
 print('torch', torch.__version__, 'cuda', torch.version.cuda, 'available', torch.cuda.is_available())
 if not torch.cuda.is_available():
@@ -206,52 +233,72 @@ fi
 # --------------------------------------------------------------------- 2. CUDA checks
 # The CUDA paths (grouped channels-last convolutions, bf16, CUDA graphs) were written and
 # tested on CPUs: run the CUDA-only tests first (engine on CUDA = engine on CPU to 1e-9 in
-# float64, CUDA graph = eager, bf16 near float32), at most 90 s.
-if [ "$ON_CUDA" = 1 ] && [ "${RUN_CUDA_TESTS:-1}" = 1 ] && "$PYTHON" -c "import pytest" 2>/dev/null; then
-    log "CUDA tests of the stacked engine"
-    timeout -k 5 "${CUDA_TESTS_LIMIT:-90}" "$PYTHON" -m pytest -q -p no:cacheprovider tests/test_stacked_engine.py -m cuda 2>&1 \
-        | tail -n 30 | tee -a "$LOG"
-    status=${PIPESTATUS[0]}
-    log "CUDA tests exit status $status"
-    if [ "$status" -ne 0 ] && [ "$status" -ne 5 ] && [ "${#GRAPH_FLAG[@]}" -gt 0 ]; then
-        GRAPH_FLAG=()
-        log "WARNING: CUDA tests failed: no CUDA graphs from here on (the failures above need a look)"
+# float64, CUDA graph = eager, bf16 near float32), at most CUDA_TESTS_LIMIT (90 s), then 30 s for ClientOptimizer.
+if [ "$ON_CUDA" = 1 ] && [ "${RUN_CUDA_TESTS:-1}" = 1 ] && fit 30 5 \
+        && timeout -k "$GRACE" "$LIMIT" "$PYTHON" -c "import pytest" 2>/dev/null; then
+    if fit "${CUDA_TESTS_LIMIT:-90}" 10; then
+        log "CUDA tests of the stacked engine, limit ${LIMIT}s"
+        timeout -k "$GRACE" "$LIMIT" "$PYTHON" -m pytest -q -p no:cacheprovider tests/test_stacked_engine.py -m cuda \
+            2>&1 | tail -n 30 | tee -a "$LOG"
+        status=${PIPESTATUS[0]}
+        log "CUDA tests exit status $status"
+        if [ "$status" -ne 0 ] && [ "$status" -ne 5 ] && [ "${#GRAPH_FLAG[@]}" -gt 0 ]; then
+            GRAPH_FLAG=()
+            log "WARNING: CUDA tests failed: no CUDA graphs from here on (the failures above need a look)"
+        fi
+    else
+        log "only $(left)s left: CUDA tests of the stacked engine skipped"
     fi
     # fedlib.optim.ClientOptimizer on CUDA (users' own loops; the engine does not use it)
-    timeout -k 5 30 "$PYTHON" -m pytest -q -p no:cacheprovider tests/test_optim.py -m cuda 2>&1 | tail -n 10 | tee -a "$LOG"
-    log "CUDA tests of ClientOptimizer exit status ${PIPESTATUS[0]}"
+    if fit 30 10; then
+        log "CUDA tests of ClientOptimizer, limit ${LIMIT}s"
+        timeout -k "$GRACE" "$LIMIT" "$PYTHON" -m pytest -q -p no:cacheprovider tests/test_optim.py -m cuda 2>&1 \
+            | tail -n 10 | tee -a "$LOG"
+        log "CUDA tests of ClientOptimizer exit status ${PIPESTATUS[0]}"
+    else
+        log "only $(left)s left: CUDA tests of ClientOptimizer skipped"
+    fi
 else
-    log "CUDA tests skipped (no CUDA device, RUN_CUDA_TESTS=0 or no pytest)"
+    log "CUDA tests skipped (no CUDA device, RUN_CUDA_TESTS=0, no pytest or no time left)"
 fi
 
 # --------------------------------------------------------------------- 3. benchmark
-# at most a sixth of the budget, at most 150 s, each. If the CUDA-graph step fails, measure the
-# eager step instead, and run Table 1 in the mode that worked.
+# at most a sixth of the budget, at most 150 s, each (BENCH_LIMIT), and at most what is left of the budget
+# less MARGIN: a step with under 15 s is skipped. If the CUDA-graph step fails, measure the eager step
+# instead, and run Table 1 in the mode that worked.
 IPS_ARGS=()
 if [ -n "${IMAGES_PER_SECOND:-}" ]; then
     case $IMAGES_PER_SECOND in *[!0-9]*) echo "IMAGES_PER_SECOND must be a whole number, got '$IMAGES_PER_SECOND'" >&2; exit 2;; esac
     IPS_ARGS=(--images-per-second "$IMAGES_PER_SECOND")
 fi
-bench() {  # bench JSON_FILE [extra flags...]
+bench() {  # bench JSON_FILE [extra flags...], under LIMIT (from fit)
     local json=$1
     shift
-    timeout -k 5 "$BENCH_LIMIT" "$PYTHON" -m fedlib bench cifar10 "${DATA_ARGS[@]}" "${ENGINE_ARGS[@]}" "$@" \
+    timeout -k "$GRACE" "$LIMIT" "$PYTHON" -m fedlib bench cifar10 "${DATA_ARGS[@]}" "${ENGINE_ARGS[@]}" "$@" \
         --steps "${BENCH_STEPS:-100}" --repeat "${BENCH_REPEAT:-2}" --runs "${BENCH_RUNS:-4}" --json "$json" 2>&1 | tee -a "$LOG"
     return "${PIPESTATUS[0]}"
 }
 engine_rate() {  # 80% of the engine images/s of a bench JSON file (nothing if unreadable): the bench
     # times local steps only, a Table 1 round also plans, aggregates and evaluates
-    "$PYTHON" -c "import json,sys; print(round(0.8 * json.load(open(sys.argv[1]))['summary']['engine_images_per_s']))" \
+    fit 30 5 || return 0
+    timeout -k "$GRACE" "$LIMIT" "$PYTHON" -c "import json,sys; print(round(0.8 * json.load(open(sys.argv[1]))['summary']['engine_images_per_s']))" \
         "$1" 2>/dev/null
 }
 BENCH_LIMIT=${BENCH_LIMIT:-$(( BUDGET / 6 < 150 ? BUDGET / 6 : 150 ))}
 BENCH_MODES=${BENCH_MODES:-graph eager profile}
+bench_step() {  # bench_step MODE WHAT: true (LIMIT set) if MODE is one of BENCH_MODES and at least 15 s of
+    # BENCH_LIMIT fit in what is left of the budget; a mode that does not fit is skipped, logged
+    [[ " $BENCH_MODES " == *" $1 "* ]] || return 1
+    fit "$BENCH_LIMIT" 15 && return 0
+    log "only $(left)s left: $2 skipped"
+    return 1
+}
 if [ "${SKIP_BENCH:-0}" = 1 ]; then
     log "SKIP_BENCH=1: no benchmark (Table 1 estimates from the results already in $RESULTS)"
 elif [ "$BENCH_LIMIT" -ge 15 ]; then
     BENCH_JSON=
-    if [ "${#GRAPH_FLAG[@]}" -gt 0 ] && [[ " $BENCH_MODES " == *" graph "* ]]; then
-        log "bench cifar10 with CUDA graphs, limit ${BENCH_LIMIT}s"
+    if [ "${#GRAPH_FLAG[@]}" -gt 0 ] && bench_step graph "the bench with CUDA graphs"; then
+        log "bench cifar10 with CUDA graphs, limit ${LIMIT}s"
         bench "$OUT_DIR/bench_cifar10.json" "${GRAPH_FLAG[@]}"
         status=$?
         log "bench exit status $status"
@@ -264,8 +311,8 @@ elif [ "$BENCH_LIMIT" -ge 15 ]; then
     fi
     # the eager step, profiled (one more round under torch.profiler): the graphs' gain, and
     # where the time goes for the next optimisation
-    if [[ " $BENCH_MODES " == *" eager "* ]]; then
-        log "bench cifar10 eager, limit ${BENCH_LIMIT}s"
+    if bench_step eager "the eager bench"; then
+        log "bench cifar10 eager, limit ${LIMIT}s"
         bench "$OUT_DIR/bench_cifar10_eager.json"
         status=$?
         log "eager bench exit status $status"
@@ -273,18 +320,18 @@ elif [ "$BENCH_LIMIT" -ge 15 ]; then
     fi
     # a short round under torch.profiler: a 100-step round of 4 x 16 models records too many
     # events (on the H200 it did not finish in 70 s)
-    if [[ " $BENCH_MODES " == *" profile "* ]]; then
-        log "profile of one eager engine round of ${PROFILE_STEPS:-10} steps, limit ${BENCH_LIMIT}s"
-        timeout -k 5 "$BENCH_LIMIT" "$PYTHON" -m fedlib bench cifar10 "${DATA_ARGS[@]}" "${ENGINE_ARGS[@]}" \
+    if bench_step profile "the profile"; then
+        log "profile of one eager engine round of ${PROFILE_STEPS:-10} steps, limit ${LIMIT}s"
+        timeout -k "$GRACE" "$LIMIT" "$PYTHON" -m fedlib bench cifar10 "${DATA_ARGS[@]}" "${ENGINE_ARGS[@]}" \
             --steps "${PROFILE_STEPS:-10}" --repeat 1 --runs "${BENCH_RUNS:-4}" --profile "$OUT_DIR/profile_eager.txt" \
             2>&1 | tee -a "$LOG"
         log "profile exit status ${PIPESTATUS[0]}"
     fi
     # speed candidates, each timed against the base engine in the same process (not a default
     # mode: a session that has its benchmark spends what is left on these)
-    if [[ " $BENCH_MODES " == *" compare "* ]]; then
+    if bench_step compare "the compare bench"; then
         read -r -a COMPARE <<< "${BENCH_COMPARE:-base conv=gemm cudnn-benchmark channels-first runs=8 conv=gemm+runs=8}"
-        log "bench cifar10 against variants: ${COMPARE[*]}, limit ${BENCH_LIMIT}s"
+        log "bench cifar10 against variants: ${COMPARE[*]}, limit ${LIMIT}s"
         bench "$OUT_DIR/bench_cifar10_compare.json" "${GRAPH_FLAG[@]}" --compare "${COMPARE[@]}"
         log "compare bench exit status $?"
     fi
@@ -332,7 +379,7 @@ else
     STACK=${TABLE1_STACK:-$([ "$ON_CUDA" = 1 ] && echo 6 || echo 2)}
     log "table1 --budget-seconds $INNER (hard limit ${HARD}s) ${GRAPH_FLAG[*]:-(eager)} stack $STACK"
     STATUS_FILE=$(mktemp)
-    ( timeout -k 5 "$HARD" "$PYTHON" -m fedlib table1 --results "$RESULTS" --budget-seconds "$INNER" \
+    ( timeout -k "$GRACE" "$HARD" "$PYTHON" -m fedlib table1 --results "$RESULTS" --budget-seconds "$INNER" \
         "${DATA_ARGS[@]}" "${ENGINE_ARGS[@]}" "${GRAPH_FLAG[@]}" "${IPS_ARGS[@]}" "${CELL_ARGS[@]}" \
         --seeds "${TABLE1_SEEDS:-0,1,2}" --stack "$STACK" --rounds "${TABLE1_ROUNDS:-100}" --checkpoint-every 0 \
         --continue-later "${CONTINUE_LATER_SECONDS:-0}" \
