@@ -38,7 +38,7 @@
 # before the budget does; a step left with less than its floor (5 s for nvidia-smi and the short checks of
 # pytest and of the bench's rate, 10 s for the torch check and the CUDA tests, 15 s for a bench step) is skipped,
 # with a log line, so no `timeout` ever gets 0 (no limit) or less. Table 1 ends 5 s before the budget at the latest (killed 10 s before it, 5 s of kill grace),
-# and is polled every 5 s. So the script ends on its own within BUDGET_SECONDS plus a few seconds (the last
+# its end noticed within 0.5 s (its new results packed every 5 s). So the script ends on its own within BUDGET_SECONDS plus a few seconds (the last
 # poll, packing the results). A normal budget (a few hundred seconds) leaves every limit as said above.
 #
 # Environment (defaults in brackets): PYTHON [.venv/bin/python if present, else python3],
