@@ -36,6 +36,16 @@ fingerprint: test_mutation_cli_cifar10.py):
   NotADirectoryError. CF5 run_table1's sha256 left out; CF6 its fingerprint left out of config.data; CF7 the split
   fingerprinted without its first client.
   killed by the suite: LB2-LB4, CF5-CF7 (test_cli_cifar10.py). killed here: LB1.
+Mutants of c5aa211..361d535 (fedlib/experiments/cifar10.py, d91c06e: train_runs' resume_from; 4f038e4:
+``data_fingerprint`` through the array's buffer, the fingerprint given in checkpoint_config) (pass described in
+tests/README.md, Mutation passes; table1's paused_read: test_mutation_table1.py):
+  RF1 resume_from without checkpoint taken; RF2 its kind not checked; RF3 its format not checked; RF4 the dict test
+  dropped (a list an AttributeError); RF5 resume_from used only while the file exists; RF6 the file read again; RF7
+  the fingerprint computed even where given; RF8 computed only where given; RF9 a non-dict named by its repr. DF1 the
+  array hashed without ``ascontiguousarray``; DF2 hashed as a uint8 view.
+  killed by the suite: RF1, RF2, RF4, RF6-RF9, DF1 (test_resume_differential.py, test_table1.py). killed here: RF3,
+  RF5 (test_train_runs_resumes_from_the_document_given_and_refuses_another_format).
+  equivalent: DF2 (a C-contiguous array's buffer holds the same bytes whatever dtype it is viewed as).
 """
 import numpy as np
 import pytest
@@ -484,3 +494,27 @@ def test_load_benchmarks_refuses_a_file_given_for_its_folder(tmp_path, monkeypat
     with pytest.raises(FileNotFoundError) as err:
         C.load_benchmarks("cifar10-bench.json")
     assert str(err.value) == f"cifar10-bench.json: no such folder (relative to the working folder {os.getcwd()})"
+
+
+def test_train_runs_resumes_from_the_document_given_and_refuses_another_format(tiny_cifar, tmp_path):
+    """``resume_from`` is the checkpoint as the caller read it: the run resumes from it even where the file has gone
+    since (moved away here; its later checkpoints are written to ``checkpoint`` again), with the rounds it recorded;
+    a document of another checkpoint format is refused by name, before the engine is built. Mutants of
+    c5aa211..361d535: RF5 (resume_from used only while the file exists: round 0 trained again), RF3 (the format not
+    checked)."""
+    from fedlib.checkpoint import load_checkpoint
+
+    parts = C.official_partition(tiny_cifar.train_labels)
+    ck = tmp_path / "g.ckpt"
+    kw = dict(rounds=2, width=0.03, device="cpu", checkpoint=ck)
+    assert C.train_runs(_one_run(), tiny_cifar, parts, **kw, callback=lambda t, r, s: False)["stopped"]
+    doc = load_checkpoint(ck, kind="table1")
+    assert doc["round"] == 1
+    ck.rename(tmp_path / "moved.ckpt")
+    res = C.train_runs(_one_run(), tiny_cifar, parts, **kw, resume_from=doc)
+    assert res["resumed_from"] == 1 and res["histories"][0][:1] == doc["extra"]["histories"][0]
+    assert [r["round"] for r in res["histories"][0]] == [0, 1] and load_checkpoint(ck, kind="table1")["round"] == 2
+    with pytest.raises(ValueError, match=r"^resume_from must be a checkpoint of train_runs as "
+                                         r"fedlib\.checkpoint\.load_checkpoint\(checkpoint, kind='table1'\) returns "
+                                         r"it, got a dict of format 'fedlib\.checkpoint/0' and kind 'table1'$"):
+        C.train_runs(_one_run(), tiny_cifar, parts, **kw, resume_from={**doc, "format": "fedlib.checkpoint/0"})

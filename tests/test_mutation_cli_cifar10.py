@@ -51,6 +51,16 @@ test_mutation_cifar10_experiments.py):
   written at once either way), OW13 (a warning's file name is its code's, absolute since Python 3.9 whatever the
   sys.path entry it was imported from), CF2 (data_fingerprint's num_train and num_test are len() of the same
   labels, the values config.data already holds).
+Mutants of c5aa211..361d535 (fedlib/cli/__init__.py, 239feab: the out-of-memory line's limit; fedlib/cli/cifar10.py,
+5f59a90: bench cifar10's --width by the device; d91c06e: _checkpoint_plan's checkpoint handed to train_runs) (pass
+described in tests/README.md, Mutation passes; train_runs' resume_from: test_mutation_cifar10_experiments.py):
+  CL1 the line with check_memory's words; CL2 a plain MemoryError read as the machine's; CL3 "this machine holds"
+  for a plain MemoryError; CL4 only the machine's limit named. W1 the two widths swapped; W2 ``device == "cuda"``
+  (cuda:0 got 0.03); W3 an explicit --width replaced; W4 bench's parser default 0.03; W5 run cifar10's default
+  None; W6 bench's --width help the run's example. CP1 _checkpoint_plan's document not returned; CP2 run_cifar10's
+  resume_from None.
+  killed by the suite: CL1-CL4 (test_cli_synthetic.py, this file), W1-W5 (test_cli_cifar10.py, this file), CP1,
+  CP2. killed here: W6 (test_width_help_gives_each_commands_default).
 """
 from __future__ import annotations
 
@@ -1166,3 +1176,19 @@ def test_main_shows_warnings_as_one_line_only_while_its_command_runs(monkeypatch
     assert cli_exit(["run", "cifar10"]) == (0, "", "")
     assert during[0] is not before and during[0].__name__ == "showwarning"
     assert warnings.showwarning is before
+
+
+def test_width_help_gives_each_commands_default():
+    """--width's help gives the command's own default: bench cifar10's by its --device (0.03 on the CPU, 1 on a
+    GPU: its default is resolved by the command, so the parser's shows none), run cifar10's the CPU tests' example
+    (its default is 1). Mutant of c5aa211..361d535: W6 (bench's help the run's example)."""
+    def width_help(command):
+        rc, out, _ = cli_exit([command, "cifar10", "--help"])
+        assert rc == 0
+        text = " ".join(out.split())
+        start = text.rindex("--width WIDTH")  # the option, after the usage line
+        return text[start:text.index("--precision", start)]
+
+    bench, run = width_help("bench"), width_help("run")
+    assert "9.75 M parameters; default 0.03 when --device is the CPU, 1 on a GPU)" in bench and "e.g." not in bench
+    assert "9.75 M parameters; e.g. 0.03 for CPU tests) (default: 1.0)" in run and "--device" not in run

@@ -25,6 +25,17 @@ Mutants of 0e9da1f..c5aa211 (fedlib/data/cifar10.py, 53f549c: the offline error'
 described in tests/README.md, Mutation passes): 3 mutants, one at a time, ``pytest -x -q`` on ``test_cifar_data.py -k
 download``: 3 killed by the suite (test_cifar10_download_without_network_says_what_to_do), 0 equivalent.
   CF1 the folder bare again; CF2 ``root / BATCH_FOLDER`` quoted for ``root``; CF3 the folder's name alone.
+Mutants of c5aa211..361d535 (fedlib/data/cifar10.py, 1d1ee6c: ``_rows_to_nhwc``, ``_read_split`` writing each batch into
+its slice) (pass described in tests/README.md, Mutation passes): 9 mutants, one at a time, ``pytest -x -q`` on
+test_cifar_data.py (the real CIFAR-10 present), this file and test_bad_inputs.py: 5 killed by the suite, 1 here, 3
+equivalent.
+  RN1 two colour planes written; RN2 the planes reversed; RN3 ``np.zeros`` for ``np.empty``; RN4 ``start`` not
+  advanced; RN5 each batch written from its start to the end; RN6 one batch's labels concatenated (copied) too; RN7
+  the images counted by rows; RN8 ``_read_batch`` returning the rows; RN9 the rows read as pixel-interleaved.
+  killed by the suite: RN1, RN2, RN4, RN5, RN9 (test_cifar_data.py). killed here: RN8
+  (test_read_batch_gives_nhwc_images_pixel_by_pixel; ``_read_batch`` is used by no loader since 1d1ee6c).
+  equivalent: RN3 (every element is written), RN6 (the same labels, copied), RN7 (``_read_batch_rows`` refuses a
+  batch whose labels and rows differ in number).
 """
 from __future__ import annotations
 
@@ -453,3 +464,17 @@ def test_nothing_is_read_as_data_from_a_folder_that_load_leaf_refuses(tmp_path):
     (tmp_path / "ds" / "test").mkdir(parents=True)
     assert _reads_as_data(tmp_path / "ds", tmp_path / "ds" / "test" / "r.json") is False
     assert _reads_as_data(tmp_path / "ds", tmp_path / "ds" / "r.json") is False
+
+
+def test_read_batch_gives_nhwc_images_pixel_by_pixel(tmp_path):
+    """``_read_batch``: one batch file as ``(images NHWC uint8, labels int64)``: pixel (y, x) of colour plane c of row
+    k (entry c * 1024 + y * 32 + x, CIFAR-10's channel-planar rows) is ``images[k, y, x, c]``. Mutant of
+    c5aa211..361d535: RN8 (the rows returned as read, ``(n, 3072)``)."""
+    rows = np.random.default_rng(8).integers(0, 256, (3, 3072), dtype=np.uint8)
+    images, labels = cf._read_batch(_batch(tmp_path / "data_batch_1", rows, [4, 0, 9]))
+    assert images.shape == (3, 32, 32, 3) and images.dtype == np.uint8 and images.flags.c_contiguous
+    for k, y, x, c in ((0, 0, 0, 0), (1, 5, 7, 2), (2, 31, 30, 1), (2, 31, 31, 2)):
+        assert images[k, y, x, c] == rows[k, c * 1024 + y * 32 + x]
+    assert all(images[k, y, x, c] == rows[k, c * 1024 + y * 32 + x]
+               for k in range(3) for y in (0, 13, 31) for x in range(32) for c in range(3))
+    assert labels.dtype == np.int64 and labels.tolist() == [4, 0, 9]

@@ -52,6 +52,15 @@ described in tests/README.md, Mutation passes):
   RS5. left alive without a test: RS4 (with every field checked, the name clause only refuses plain SGD under another
   label, LocalSolver(0.1, name="plain"), which runs as plain SGD; neither the docstring nor the message names the
   label); the clause was then removed (test_run_simulator_runs_plain_sgd_whatever_its_label).
+Mutants of c5aa211..361d535 (fedlib/models.py, 361d535: ``_uninitialised``) (pass described in tests/README.md, Mutation
+passes): 7 mutants, one at a time, ``pytest -x -q`` on test_models.py and this file: 3 killed by the suite, 4
+equivalent.
+  MU1 ``recurse=True``; MU2 ``requires_grad=False``; MU3 no dtype; MU4 built on the CPU, not the meta device; MU5
+  ``torch.empty_like(param)`` (a meta tensor); MU6 without ``list()``; MU7 ``torch.zeros``.
+  killed by the suite: MU2, MU4, MU5 (test_models.py).
+  equivalent: MU1 (Conv2d and Linear have no submodules), MU3 (the meta parameters have the default dtype, which
+  torch.empty takes; vgg11 passes none), MU6 (setattr replaces a value of ``_parameters``, no key is added or
+  removed while iterating), MU7 (vgg11 draws every value after).
 """
 from __future__ import annotations
 

@@ -99,6 +99,16 @@ test_validate.py and this file (IF): 9 killed by the suite, 5 killed here, 2 equ
   * GC3 -- the warning's location: ``python -m fedlib`` prints the message alone, and ``_GIT_WARNED`` gives it once a
     process whatever location Python's filters key on.
   * IF4 -- memory.stat lists each key once.
+Mutants of c5aa211..361d535 (fedlib/_validate.py, 239feab: ``memory_room``, ``MEMORY_LIMITS`` and check_memory's
+``memory_limit``) (pass described in tests/README.md, Mutation passes): 9 mutants, one at a time, ``pytest -x -q`` on
+test_validate.py, this file, test_cli_synthetic.py and test_mutation_cli_cifar10.py: 6 killed by the suite, 3 killed
+here.
+  MR1 a tie named the machine (``<`` for ``<=``); MR2 the larger room taken (``>=``); MR3 a known cgroup room dropped
+  where the machine's memory is unknown; MR4 ``(None, "machine")`` where nothing is known; MR5 a cgroup room named
+  the machine; MR6 the message with the CLI's words; MR7 ``memory_limit`` always "machine"; MR8 available_memory the
+  cgroup's room alone; MR9 the cgroup message without "container's or batch job's".
+  killed by the suite: MR2, MR5-MR9 (test_validate.py). killed here: MR1, MR3, MR4
+  (test_memory_room_names_the_limit_that_binds).
 """
 from __future__ import annotations
 
@@ -779,3 +789,54 @@ def test_a_memory_stat_with_an_unreadable_page_cache_counts_none_free(tmp_path, 
 
     (tmp_path / "memory.stat").write_text(stat, encoding="ascii")
     assert _inactive_file(tmp_path) == cache
+
+
+def _memory_sources(monkeypatch, machine_kib, sysconf_pages, cgroup):
+    """memory_room()'s three sources replaced: /proc/meminfo's MemAvailable (``None``: the file cannot be read),
+    ``os.sysconf``'s free pages of 4096 bytes (``None``: not known) and the cgroup room."""
+    import io
+
+    from fedlib import _validate
+
+    def fake_open(path, *args, **kwargs):
+        assert str(path) == "/proc/meminfo"
+        if machine_kib is None:
+            raise FileNotFoundError(path)
+        return io.StringIO(f"MemTotal: {4 * machine_kib} kB\nMemAvailable: {machine_kib} kB\n")
+
+    def fake_sysconf(name):
+        if sysconf_pages is None:
+            raise ValueError(name)
+        return {"SC_AVPHYS_PAGES": sysconf_pages, "SC_PAGE_SIZE": 4096}[name]
+
+    monkeypatch.setattr(_validate, "open", fake_open, raising=False)  # the module's open: builtins' is left alone
+    monkeypatch.setattr(_validate.os, "sysconf", fake_sysconf)
+    monkeypatch.setattr(_validate, "cgroup_available_memory", lambda: cgroup)
+
+
+@pytest.mark.parametrize("machine_kib, sysconf_pages, cgroup, room", [
+    (1000, None, 1000 * 1024, (1000 * 1024, "cgroup")),  # a tie: the container's limit binds (memory_room's docs)
+    (1000, None, 1000 * 1024 + 1, (1000 * 1024, "machine")),
+    (1000, None, 1000 * 1024 - 1, (1000 * 1024 - 1, "cgroup")),
+    (None, 10, None, (40960, "machine")),  # no /proc/meminfo: free pages times the page size
+    (None, None, 5000, (5000, "cgroup")),  # the machine's memory unknown: the container's room alone
+    (None, None, None, (None, None)),  # nothing known: the check passes
+])
+def test_memory_room_names_the_limit_that_binds(monkeypatch, machine_kib, sysconf_pages, cgroup, room):
+    """memory_room() is ``(bytes, limit)``: the least of the machine's free memory and the room under a cgroup's
+    limit, ``"cgroup"`` where that room is no larger (a tie included), ``"machine"`` otherwise; the cgroup's room alone
+    where the machine's is unknown; ``(None, None)`` where neither is known, and check_memory then passes.
+    Mutants of c5aa211..361d535: MR1 (a tie named the machine), MR3 (a known cgroup room dropped where the machine's
+    memory is unknown), MR4 (``(None, "machine")`` where nothing is known)."""
+    from fedlib import _validate
+
+    _memory_sources(monkeypatch, machine_kib, sysconf_pages, cgroup)
+    assert _validate.memory_room() == room
+    assert _validate.available_memory() == room[0]
+    if room[0] is None:
+        _validate.check_memory(2**62, "the thing")
+    else:
+        with pytest.raises(MemoryError) as info:
+            _validate.check_memory(room[0] + 1, "the thing")
+        assert info.value.memory_limit == room[1]
+        assert str(info.value).endswith(_validate.MEMORY_LIMITS[room[1]][0])

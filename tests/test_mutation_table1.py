@@ -65,6 +65,19 @@ test_resume_differential.py's two table1 resume tests: 6 killed by the suite.
   group_config lacks, too); TG3 the config of the whole todo list for the prefix's; TG4 "rounds" not in
   group_config; TG5 path / conv recorded at their defaults too; TG7 paused_group's refusal without its hint.
   killed by the suite: TG1, TG4, TG5, TG7 (test_resume_differential.py), TG2, TG3 (this file).
+Mutants of c5aa211..361d535 (fedlib/experiments/cifar10.py, 1be64c2: run_table1's ``paused_read``; 4f038e4: the data
+fingerprinted once a call) (pass described in tests/README.md, Mutation passes): 7 mutants, one at a time, ``pytest -x
+-q`` on test_table1_resume.py, test_table1.py's two fingerprint tests, this file, test_mutation_cifar10_experiments.py
+and test_resume_differential.py's three table1 resume tests: 4 killed by the suite, 3 equivalent.
+  PR1 paused_group's ``paused_read.clear()`` dropped; PR2 the read checkpoint not kept; PR3 ``pop`` -> ``get``; PR4
+  popped without ``if use_ckpt``; PR5 train_runs' resume_from None. FP1 the group checkpoint's config without the
+  fingerprint; FP2 the data fingerprinted again for ``trained_on``.
+  killed by the suite: PR2, PR5 (test_a_paused_group_is_read_once_to_resume), FP1, FP2
+  (test_table1_fingerprints_the_data_once_and_its_checkpoints_record_it).
+  equivalent: PR1 (an entry is kept only for the paused group, which _next_group then trains (k is the paused
+  prefix's length), popping it, or the call stops), PR3 (the entry is cleared by the next paused_group call, and
+  train_runs holds the document for the whole group anyway), PR4 (an entry for ``ckpt`` means its file was just
+  read, so ``use_ckpt`` is true).
 """
 from __future__ import annotations
 

@@ -115,6 +115,16 @@ not run), one at a time, ``pytest -x -q`` on test_theory.py, this file, test_app
   killed by the suite: TD3-TD7, TD9, TD12-TD16 (test_theory.py). killed here: TD1, TD10.
   equivalent: TD11 (an all-zero x gives 0.5 for 1: zeros divided by 0.5 are the same zeros, and the kappa^2 of an
   all-zero e, 0, times 0.25 is 0; an infinite kappa^2 is refused before the scale is put back either way).
+Mutants of c5aa211..361d535 (fedlib/theory.py, 4f35114: theorem1_constants' power-of-two scaling, ``_exponent``,
+``_ldexp``) (pass described in tests/README.md, Mutation passes): 10 mutants, one at a time, ``pytest -x -q`` on
+test_theory.py, this file, test_bounds.py, test_bad_inputs_core.py and test_closed_forms_coverage.py: 8 killed by the
+suite, 1 killed here, 1 equivalent.
+  TH1 ``_exponent`` one too large; TH2 ``_ldexp`` without its k == 0 branch; TH3 0 for inf past the range; TH4 B
+  scaled back by k, not 2k; TH5 C by twice a's exponent; TH6 the head scaled by a's scale; TH7 the head divided by
+  a's scale; TH8 ``a.sum() < 0`` (an all-zero a_i taken); TH9 C not scaled back; TH10 w_i applied after B's term is
+  scaled back.
+  killed by the suite: TH1, TH3-TH9 (test_theory.py, this file). killed here: TH10
+  (test_theorem1_constants_B_weighs_a_head_before_scaling_it_back). equivalent: TH2 (``math.ldexp(x, 0)`` is x).
 """
 from __future__ import annotations
 
@@ -1057,3 +1067,18 @@ def test_assumption3_constants_of_quadratics_near_the_top_of_float64():
     assert TH.quadratic_kappa2(H, e, w, 2.0) == pytest.approx(3.0, rel=1e-14)
     with pytest.raises(ValueError, match=r"^e: kappa\^2 exceeds float64 \(an entry of e of 1\.5e\+308"):
         TH.quadratic_kappa2(H, np.array([[1.5e308], [0.0]]), w, 2.0)
+
+
+def test_theorem1_constants_B_weighs_a_head_before_scaling_it_back():
+    """B = sum_i w_i ||a_i's head||^2 where a head's squared norm lies past float64 but its weighted share does not:
+    ||(2e154)||^2 = 4e308 > 1.8e308, w_0 4e308 = 1e308, so B is that finite number rounded (C = ||a_0||_1 times the
+    head's sum, 4e308, is inf as its exact value is). Mutant of c5aa211..361d535: TH10 (w_i applied after the scale
+    is put back: inf)."""
+    import math
+    from fractions import Fraction
+
+    w, a = [0.25, 0.75], [np.array([2e154, 1.0]), np.array([1.0, 2.0])]
+    _, B, C = TH.theorem1_constants(w, a, 1.0)
+    exact = Fraction(0.25) * Fraction(2e154) ** 2 + Fraction(0.75) * 1
+    assert math.isfinite(B) and B == pytest.approx(float(exact), rel=1e-15, abs=0)
+    assert C == math.inf

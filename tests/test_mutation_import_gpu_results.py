@@ -1,0 +1,87 @@
+"""Mutation-testing pass on ``scripts/import_gpu_results.py``'s commit check (``_commit_problems``): each test pins
+a behaviour that a surviving mutant changed without any other test failing. The script is loaded as a module and
+``git`` is played by a fake ``subprocess.run`` (no repository is read, nothing waits).
+
+Mutants of c5aa211..361d535 (scripts/import_gpu_results.py, 0bf7a78: git asked to read the checkout first, both calls
+with a 30 s timeout, git's own failures a failed check) (pass described in tests/README.md, Mutation passes):
+  IG1 rev-parse without ``check=True``; IG2 only OSError caught; IG3 only FileNotFoundError caught; IG4 cat-file
+  without its timeout; IG5 rev-parse without ``text=True``; IG6 ``returncode != 0``; IG7 no rev-parse; IG8
+  rev-parse without its timeout. 8 mutants, one at a time, ``pytest -x -q`` on test_scripts.py and
+  test_gpu_script.py's import test: 5 killed by the suite, 3 here.
+  killed by the suite: IG1, IG2, IG5, IG7 (test_import_gpu_results_says_why_it_cannot_check_a_commit), IG6
+  (test_gpu_script.py). killed here: IG3, IG4, IG8.
+"""
+from __future__ import annotations
+
+import importlib.util
+import subprocess
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+SHA = "ab" * 20
+
+
+def _script():
+    spec = importlib.util.spec_from_file_location("_import_gpu_results", ROOT / "scripts" / "import_gpu_results.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def _problems(tmp_path, monkeypatch, git):
+    """``_commit_problems`` of a clean result naming SHA, against a folder with ``.git``, ``git(argv, kwargs)``
+    playing each git call."""
+    module = _script()
+    (tmp_path / ".git").mkdir(exist_ok=True)
+    monkeypatch.setattr(subprocess, "run", lambda argv, **kwargs: git(argv, kwargs))
+    return module._commit_problems({"provenance": {"git_commit": SHA}}, tmp_path)
+
+
+@pytest.mark.parametrize("hangs", ["rev-parse", "cat-file"])
+def test_a_git_call_that_hangs_is_a_failed_check_after_its_timeout(tmp_path, monkeypatch, hangs):
+    """Both git calls of the commit check have a timeout (30 s): a git that never answers (a checkout on a dead
+    network mount) fails the check, named, instead of stopping the import for good. The fake git answers at once
+    except in the call that hangs, which times out if given a timeout (and fails the test if not: the real call
+    would wait forever). Mutants IG4 (cat-file without its timeout), IG8 (rev-parse without its)."""
+    calls = []
+
+    def git(argv, kwargs):
+        calls.append(argv[3])
+        if argv[3] == hangs:
+            if kwargs.get("timeout") is None:
+                pytest.fail(f"git {hangs} called without a timeout")
+            raise subprocess.TimeoutExpired(argv, kwargs["timeout"])
+        return subprocess.CompletedProcess(argv, 0, "", "")
+
+    assert _problems(tmp_path, monkeypatch, git) == [
+        f"commit {SHA} cannot be checked against this repository (git took over 30 s)"]
+    assert calls == ["rev-parse", "cat-file"][:calls.index(hangs) + 1]
+
+
+def test_a_git_that_cannot_be_run_is_a_failed_check(tmp_path, monkeypatch):
+    """Any OSError of starting git is a failed check named by its cause, not a traceback: a git on PATH that is no
+    executable (PermissionError), as well as none at all (FileNotFoundError, tests/test_scripts.py). Mutant IG3
+    (FileNotFoundError caught only)."""
+    def git(argv, kwargs):
+        raise PermissionError(13, "Permission denied", "git")
+
+    assert _problems(tmp_path, monkeypatch, git) == [
+        f"commit {SHA} cannot be checked against this repository (PermissionError: [Errno 13] Permission denied: "
+        "'git')"]
+
+
+def test_a_commit_git_does_not_hold_is_named_and_one_it_holds_passes(tmp_path, monkeypatch):
+    """After git has read the checkout (rev-parse), cat-file's exit status decides: 0 passes, 1 is 'not in this
+    repository'; the commit is asked as ``<sha>^{commit}``."""
+    for status, want in ((0, []), (1, [f"commit {SHA} is not in this repository"])):
+        seen = []
+
+        def git(argv, kwargs, seen=seen, status=status):
+            seen.append(argv)
+            return subprocess.CompletedProcess(argv, status if argv[3] == "cat-file" else 0, "", "")
+
+        assert _problems(tmp_path, monkeypatch, git) == want
+        assert seen == [["git", "-C", str(tmp_path), "rev-parse", "--git-dir"],
+                        ["git", "-C", str(tmp_path), "cat-file", "-e", SHA + "^{commit}"]]
