@@ -418,7 +418,7 @@ convolution algorithms round differently); --cuda-graph may change (graphs repla
 kernels), and the result's provenance.resumed then says so. A checkpoint of other cells, rounds,
 --width, --precision, --path or --conv is refused (exit 2, naming the differing keys) as soon as
 it is found, before the group is announced or trained, by --dry-run too; one of other data or
---cudnn-benchmark, when it is loaded."""
+--cudnn-benchmark when the group is resumed, after the data is read (not by --dry-run)."""
 
 
 def add_table1_parser(sub) -> argparse.ArgumentParser:

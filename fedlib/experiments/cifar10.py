@@ -353,7 +353,8 @@ def train_runs(runs: Sequence[dict], data, parts, *, rounds: int, width: float =
     over (refused if its ``checkpoint_config`` — default: the run names and seeds, each run's
     :func:`run_setup` (algorithm, solver and server hyper-parameters, epochs, participation; keyed
     by the run's index), rounds, width, precision, batch size, lr decay, the engine's path and
-    convolutions — differs, or the data it was trained on (:func:`data_fingerprint`), or whether
+    convolutions — differs, or the data it was trained on (:func:`data_fingerprint`, computed here unless
+    ``checkpoint_config`` holds it as ``"data"``, as :func:`run_table1`'s does), or whether
     cuDNN's algorithm search (``torch.backends.cudnn.benchmark``, :func:`cudnn_benchmark`) was
     on: with it cuDNN may pick other convolution algorithms, which round differently; a
     checkpoint written before this was recorded is not checked for it). CUDA graphs replay the
@@ -363,7 +364,9 @@ def train_runs(runs: Sequence[dict], data, parts, *, rounds: int, width: float =
     ``calls_before``. ``who`` starts the checkpoint's error messages (the command or flag that resumes: ``"table1"``,
     ``"--checkpoint"`` for ``run cifar10``). ``resume_from`` is the file at ``checkpoint`` as the caller read it
     already (:func:`fedlib.checkpoint.load_checkpoint` with ``kind="table1"``; ``run cifar10 --resume`` checks its
-    rounds first): resumed from as if read here (its config checked the same way), without a second read of the file.
+    rounds first, :func:`run_table1` a paused group's settings): resumed from as if read here (its config checked
+    the same way), without a second read of the file; ``resume_from`` without ``checkpoint``, or anything but such
+    a checkpoint, is a ``ValueError``.
 
     ``data`` holds the images and labels and ``parts`` the client split (one array of training-sample indices per
     client, as :func:`official_partition` returns); ``batch_size`` is :math:`B` (default 32); ``lr_decay`` is
@@ -418,8 +421,8 @@ def train_runs(runs: Sequence[dict], data, parts, *, rounds: int, width: float =
         "runs": [r.get("name", "") for r in runs], "seeds": [r["seed"] for r in runs],
         "setup": {str(j): run_setup(r) for j, r in enumerate(runs)}, "rounds": rounds, "width": width,
         "precision": precision, "batch_size": batch_size, "lr_decay": lr_decay, "path": path, "conv": conv}
-    if checkpoint is not None:  # the data trained on and cuDNN's mode, whatever the caller's config says
-        if "data" not in ck_config:  # (table1 passes the fingerprint it computed already: ~0.25 s for CIFAR-10)
+    if checkpoint is not None:  # the data trained on and cuDNN's mode, where the caller's config lacks them
+        if "data" not in ck_config:  # (table1 passes the fingerprint it computed already: ~0.14 s for CIFAR-10)
             ck_config["data"] = data_fingerprint(data, parts)
         ck_config.setdefault("cudnn_benchmark", bool(torch.backends.cudnn.benchmark))
     if resume_from is not None or (checkpoint is not None and Path(checkpoint).is_file()):
@@ -781,7 +784,8 @@ def run_table1(results_dir, *, budget_seconds: float, seeds: Sequence[int] = (0,
     size, lr decay, cells, path, convolution) as soon as it is found, a dry run's too: one of other settings is a
     :class:`fedlib.checkpoint.CheckpointError` naming the differing keys before the group is
     announced or its estimate made (the data and cuDNN's search are compared by
-    :func:`train_runs` when it loads the checkpoint). A group may
+    :func:`train_runs` when it resumes the group, from the checkpoint read when it was found: the file is read
+    once). A group may
     be resumed with CUDA graphs switched on or off (the same kernels): its result's
     ``provenance.resumed`` then has ``cuda_graph_changed`` and lists each call's setting and
     rounds (``earlier_calls``), and its rate is not used for later estimates. A call with
@@ -895,7 +899,7 @@ def run_table1(results_dir, *, budget_seconds: float, seeds: Sequence[int] = (0,
                                           "(or move it away) to train this group from round 0") from None
                 # the settings it records (rounds, width, cells, ...) are compared here, before "training ...
                 # resuming after round N" and the estimates that read its round; train_runs checks the whole config
-                # again (a key it lacks: path or conv off their defaults; the data and cuDNN's mode, which it adds)
+                # again (a key it lacks: path or conv off their defaults; the data and cuDNN's mode, added to it)
                 current = group_config(todo[:j])
                 saved = {k: v for k, v in doc["config"].items() if k in current}
                 check_config(f, saved, {k: current[k] for k in saved}, who="table1", hint=_TABLE1_RESUME_HINT)
@@ -904,9 +908,9 @@ def run_table1(results_dir, *, budget_seconds: float, seeds: Sequence[int] = (0,
         return 0, 0, None
 
     def group_config(group):
-        """The checkpoint config of ``group`` (train_runs adds the data and cuDNN's mode): the cells' definitions
-        are part of the setup, so a group paused under other ones is not resumed; another commit may resume it (a
-        session commits between its calls), and the result names every call's commit and command
+        """The checkpoint config of ``group`` (the call adds the data's fingerprint, train_runs cuDNN's mode): the
+        cells' definitions are part of the setup, so a group paused under other ones is not resumed; another commit may
+        resume it (a session commits between its calls), and the result names every call's commit and command
         (provenance.resumed.earlier_calls)."""
         config = {"runs": _run_names(group), "seeds": [p["seed"] for p in group], "rounds": rounds, "width": width,
                   "precision": precision, "batch_size": PAPER["batch_size"], "lr_decay": "step",
