@@ -33,15 +33,14 @@
 # (data still incomplete) runs the tests and the benchmark with DATA_ROOT=random-images
 # SKIP_TABLE1=1, the last runs Table 1 with SKIP_BENCH=1 RUN_CUDA_TESTS=0 and
 # IMAGES_PER_SECOND from the first (data/results/bench/NOTES.md has the exact calls).
-# Everything is logged to OUT_DIR/log.txt. Each step is wrapped in `timeout -k 5`, its limit (the one
-# said above) capped at what is left of the budget less 10 s, so that it ends, killed if need be, at
-# least 5 s before the budget does; a step left with less than its floor (5 s for nvidia-smi and the
-# short checks of pytest and of the bench's rate, 10 s for the torch check and the CUDA tests, 15 s for
-# a bench step) is skipped, with a log line, so no `timeout` ever gets 0 (no limit) or less. Table 1
-# ends 5 s before the budget at the latest (killed 10 s before it, 5 s of kill grace), its end noticed
-# within 0.5 s (its new results packed every 5 s). So the script ends on its own within BUDGET_SECONDS
-# plus a few seconds (the last poll, packing the results). A normal budget (a few hundred seconds)
-# leaves every limit as said above.
+# Everything is logged to OUT_DIR/log.txt. Each step is wrapped in `timeout -k 5`, its limit (the one said above)
+# capped at what is left of the budget less 10 s, so that it ends, killed if need be, at least 5 s before the budget
+# does; a step left with less than its floor (5 s for nvidia-smi and the short checks of pytest and of the bench's
+# rate, 10 s for the torch check and the CUDA tests, 15 s for a bench step) is skipped, with a log line (the torch
+# check instead stops the call, exit 3), so no `timeout` ever gets 0 (no limit) or less. Table 1 ends 5 s before the
+# budget at the latest (stopped 10 s before it, killed 5 s later), its end noticed within 0.5 s (its new results
+# packed every 5 s). So the script ends on its own within BUDGET_SECONDS plus a few seconds (the last poll, packing
+# the results). A normal budget (a few hundred seconds) leaves every limit as said above.
 #
 # Environment (defaults in brackets): PYTHON [.venv/bin/python if present, else python3],
 # DEVICE [cuda], WIDTH [1], PRECISION [bf16], CUDA_GRAPH [1 on CUDA, else 0], CUDNN_BENCHMARK [0; 1: cuDNN's algorithm search for the bench and Table 1],
