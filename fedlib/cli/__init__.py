@@ -16,10 +16,10 @@ Exit status: 0 on success; 2 for bad input — an unknown or malformed flag, an 
 flag combination (:class:`fedlib.cli.common.CLIError`), a missing or malformed data
 file (``ValueError`` naming the file), a diverged run
 (:class:`fedlib.engines.batched.DivergenceError`, naming the round), values too large for
-this machine (its memory, or a container's or batch job's smaller limit, the message names which; or 64-bit
-integers), an output flag whose folder takes no new file (checked before the run by creating one) — with the message
-on stderr and no output file; 1 for an unexpected internal error (traceback); 130 when
-interrupted (Ctrl-C) — the message names the run's checkpoint file when one exists
+this machine (its memory, or a container's or batch job's smaller limit, the message names which, or the
+process's own, ``ulimit -v``; or 64-bit integers), an output flag whose folder takes no new file (checked before
+the run by creating one) — with the message on stderr and no output file; 1 for an unexpected internal error
+(traceback); 130 when interrupted (Ctrl-C) — the message names the run's checkpoint file when one exists
 (``--checkpoint-every``), to continue with ``--resume``; ``rerun``'s, said once, names its ``--out``
 file where its run had written it.
 
