@@ -10,7 +10,8 @@
 # machine that is still receiving the images.
 #
 # 1. checks the GPU (nvidia-smi at most 30 s, torch.cuda at most 120 s; exit 3 if there is no usable GPU, or
-#    no time left to check it; a call that runs only Table 1 leaves torch's check to table1);
+#    no time left to check it; a call that runs only Table 1 leaves torch's check to table1, which stops at once
+#    without a GPU: exit 2, "torch sees no CUDA GPU");
 # 2. runs the CUDA-only engine tests (when pytest is installed), at most CUDA_TESTS_LIMIT (90 s), then
 #    ClientOptimizer's, at most 30 s;
 # 3. benchmarks the per-client eager loop against the stacked engine (width 1, bf16,
