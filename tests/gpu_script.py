@@ -9,6 +9,7 @@ a slower machine makes its pause more certain, not less (see that test)."""
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -42,3 +43,52 @@ def import_results(folder, repo, *extra, smoke=True):
     return subprocess.run([sys.executable, str(ROOT / "scripts" / "import_gpu_results.py"), str(folder),
                            "--repo", str(repo), "--tag", "cpu-smoke", *(["--smoke"] if smoke else []), *extra],
                           capture_output=True, text=True, timeout=120, cwd=ROOT)
+
+
+#: A stub ``timeout`` for runs of gpu_run.sh on a virtual clock (tests/test_gpu_rehearsal.py,
+#: tests/test_mutation_gpu_run.py): it records "SECOND ARGS" (one line a call; SECOND is ``date +%s`` less the
+#: number in $START_FILE, 0 without it) in $STUB_TIMEOUTS, then moves the clock $CLOCK by the seconds the first
+#: matching glob of $STUB_STEPS ("GLOB=SECONDS;...") gives its command (``hang``: the limit plus the kill grace,
+#: exit 124) and runs it.
+TIMEOUT_STUB = r"""#!/bin/bash
+start=0
+if [ -n "${START_FILE:-}" ]; then start=$(cat "$START_FILE"); fi
+echo "$(( $(date +%s) - start )) $*" | tr '\n' ' ' >> "$STUB_TIMEOUTS"
+echo >> "$STUB_TIMEOUTS"
+grace=0
+if [ "$1" = -k ]; then grace=$2; shift 2; fi
+limit=$1
+shift
+spent=0
+IFS=';' read -r -a rules <<< "${STUB_STEPS:-}"
+for rule in "${rules[@]}"; do
+    if [[ "$*" == ${rule%=*} ]]; then spent=${rule##*=}; break; fi
+done
+if [ "$spent" = hang ]; then echo $(( $(cat "$CLOCK") + limit + grace )) > "$CLOCK"; exit 124; fi
+echo $(( $(cat "$CLOCK") + spent )) > "$CLOCK"
+exec "$@"
+"""
+
+
+def write_clock_stubs(folder: Path, date_script: str) -> Path:
+    """Write the virtual clock's stubs into ``folder`` (made here; put it first on PATH): ``date`` (``date_script``,
+    in which REAL_DATE stands for the real ``date``), :data:`TIMEOUT_STUB`, and ``python`` and ``nvidia-smi`` that
+    exit 0 at once; ``folder``."""
+    folder.mkdir()
+    for name, text in {"date": date_script, "timeout": TIMEOUT_STUB, "python": "#!/bin/bash\nexit 0\n",
+                       "nvidia-smi": "#!/bin/bash\nexit 0\n"}.items():
+        (folder / name).write_text(text.replace("REAL_DATE", shutil.which("date")))
+        (folder / name).chmod(0o755)
+    return folder
+
+
+def stub_timeouts(path: Path) -> list:
+    """The calls :data:`TIMEOUT_STUB` recorded in ``path``: ``(second, grace or None, limit, [command words])``."""
+    calls = []
+    for line in Path(path).read_text().splitlines():
+        at, *words = line.split()
+        grace = None
+        if words[0] == "-k":
+            grace, words = int(words[1]), words[2:]
+        calls.append((int(at), grace, int(words[0]), words[1:]))
+    return calls

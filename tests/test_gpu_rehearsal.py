@@ -18,7 +18,7 @@ import types
 
 import numpy as np
 import pytest
-from gpu_script import ROOT
+from gpu_script import ROOT, stub_timeouts, write_clock_stubs
 
 from fedlib.experiments import cifar10 as C
 
@@ -110,43 +110,17 @@ def _parse(span):
     return settings, words[at + 3], int(words[at + 4])
 
 
-#: Stubs: ``date +%s`` is the real clock plus the seconds in $CLOCK; ``timeout`` records (virtual time, limit,
-#: command) in $STUB_TIMEOUTS, then adds the seconds the first matching glob of $STUB_STEPS
-#: ("GLOB=SECONDS;...") gives the command (``hang``: its limit plus the kill grace, exit 124) and runs it;
-#: ``python`` and ``nvidia-smi`` exit 0 at once.
-_STUBS = {
-    "date": '#!/bin/bash\nif [ "$*" = +%s ]; then echo $(( $(REAL_DATE +%s) + $(cat "$CLOCK") )); '
-            'else exec REAL_DATE "$@"; fi\n',
-    "timeout": r"""#!/bin/bash
-grace=0
-if [ "$1" = -k ]; then grace=$2; shift 2; fi
-limit=$1
-shift
-echo "$(( $(date +%s) - $(cat "$START_FILE") )) $limit $*" | tr '\n' ' ' >> "$STUB_TIMEOUTS"
-echo >> "$STUB_TIMEOUTS"
-spent=0
-IFS=';' read -r -a rules <<< "${STUB_STEPS:-}"
-for rule in "${rules[@]}"; do
-    if [[ "$*" == ${rule%=*} ]]; then spent=${rule##*=}; break; fi
-done
-if [ "$spent" = hang ]; then echo $(( $(cat "$CLOCK") + limit + grace )) > "$CLOCK"; exit 124; fi
-echo $(( $(cat "$CLOCK") + spent )) > "$CLOCK"
-exec "$@"
-""",
-    "python": '#!/bin/bash\nexit 0\n',
-    "nvidia-smi": '#!/bin/bash\nexit 0\n',
-}
+#: ``date +%s`` is the real clock plus the seconds in $CLOCK (the other stubs: tests/gpu_script.py's
+#: write_clock_stubs; ``timeout`` counts its seconds from $START_FILE's)
+_DATE = ('#!/bin/bash\nif [ "$*" = +%s ]; then echo $(( $(REAL_DATE +%s) + $(cat "$CLOCK") )); '
+         'else exec REAL_DATE "$@"; fi\n')
 
 
 def _rehearse(tmp, span_settings, data, budget, steps=""):
     """Run ``gpu_run.sh`` with the plan's settings (RESULTS moved under ``tmp``) on the stubs' virtual clock;
     (exit status, log, [(virtual second, limit, command)], virtual seconds at the end)."""
     tmp.mkdir(parents=True)
-    stubs = tmp / "stubs"
-    stubs.mkdir()
-    for name, text in _STUBS.items():
-        (stubs / name).write_text(text.replace("REAL_DATE", shutil.which("date")))
-        (stubs / name).chmod(0o755)
+    stubs = write_clock_stubs(tmp / "stubs", _DATE)
     (tmp / "clock").write_text("0\n")
     (tmp / "start").write_text(subprocess.run(["date", "+%s"], capture_output=True, text=True).stdout)
     if data == "/tmp/data":
@@ -162,10 +136,7 @@ def _rehearse(tmp, span_settings, data, budget, steps=""):
     env.pop("DEVICE", None)  # the plan's calls run on the GPU: DEVICE's default, cuda
     proc = subprocess.run(["bash", str(ROOT / "scripts/gpu_run.sh"), str(tmp / "out"), data, str(budget)],
                           env=env, capture_output=True, text=True, timeout=60, cwd=ROOT)
-    limits = []
-    for line in (tmp / "timeouts.txt").read_text().splitlines():
-        at, limit, *command = line.split()
-        limits.append((int(at), int(limit), " ".join(command)))
+    limits = [(at, limit, " ".join(command)) for at, _, limit, command in stub_timeouts(tmp / "timeouts.txt")]
     end = int((tmp / "clock").read_text()) + int(subprocess.run(["date", "+%s"], capture_output=True,
                                                                 text=True).stdout) - int((tmp / "start").read_text())
     return proc.returncode, proc.stdout + proc.stderr, limits, end

@@ -223,6 +223,10 @@ def test_results_written_while_table1_runs_are_packed_and_its_status_kept(tmp_pa
     (dict(SKIP_BENCH="1", RUN_CUDA_TESTS="1"), True),
     (dict(SKIP_BENCH="0", RUN_CUDA_TESTS="0"), True),
     (dict(SKIP_BENCH="1", RUN_CUDA_TESTS="0", SKIP_TABLE1="1"), True),
+    # a setting left unset takes its default: RUN_CUDA_TESTS 1 (the CUDA tests run), SKIP_BENCH 0 (the benchmark
+    # runs), so torch's check runs (mutants G6, G7 of tests/test_mutation_gpu_run.py: unset read as 0 / as 1)
+    (dict(SKIP_BENCH="1"), True),
+    (dict(RUN_CUDA_TESTS="0"), True),
 ])
 def test_torchs_cuda_check_is_left_to_table1_only_when_it_is_the_calls_only_python_step(tmp_path, settings, checked):
     """On a GPU (DEVICE=cuda) the script starts torch once to check CUDA before anything else, except in a call

@@ -11,8 +11,8 @@ in tests/README.md, Mutation passes):
   test_gpu_script.py's leading-zero, packing and CUDA-check tests: 2 killed by the suite, 4 here, 1 equivalent, 1
   left alive.
   killed by the suite: G1, G5 (test_gpu_script.py). killed here: G3, G8
-  (test_a_result_is_packed_while_table1_still_runs), G6, G7
-  (test_torchs_cuda_check_runs_where_a_default_adds_a_python_step).
+  (test_a_result_is_packed_while_table1_still_runs); G6, G7 by the cases with a setting left unset added to
+  test_gpu_script.py::test_torchs_cuda_check_is_left_to_table1_only_when_it_is_the_calls_only_python_step.
   equivalent: G4 (pack_new every 0.5 s packs the same files; only the work of looking changes).
   left alive: G2 (table1's end noticed within 5 s instead of 0.5 s: the same output, later; only a test on wall
   time would tell).
@@ -51,12 +51,11 @@ described in tests/README.md, Mutation passes):
 from __future__ import annotations
 
 import os
-import shutil
 import subprocess
 import tarfile
 
 import pytest
-from gpu_script import gpu_run, gpu_run_call
+from gpu_script import gpu_run, gpu_run_call, stub_timeouts, write_clock_stubs
 
 pytestmark = pytest.mark.slow
 
@@ -83,50 +82,10 @@ def test_a_result_is_packed_while_table1_still_runs(tmp_path):
         assert packed.getnames() == ["a__seed0.json"]
 
 
-@pytest.mark.parametrize("settings", [dict(SKIP_BENCH="1"), dict(RUN_CUDA_TESTS="0")])
-def test_torchs_cuda_check_runs_where_a_default_adds_a_python_step(tmp_path, settings):
-    """The CUDA check is left to table1 only where table1 is the call's only Python step; a setting left unset takes
-    its default: RUN_CUDA_TESTS unset runs the CUDA tests (default 1), SKIP_BENCH unset the benchmark (default 0),
-    so torch's check runs first. A stub PYTHON records how it is started (``-c``: the check, which passes).
-    Mutants G6 (RUN_CUDA_TESTS unset read as 0), G7 (SKIP_BENCH unset read as 1)."""
-    calls = tmp_path / "calls.txt"
-    stub = tmp_path / "python"
-    stub.write_text(f'#!/bin/sh\necho "$1 $2 $3" | tr "\\n" " " >> {calls}\necho >> {calls}\nexit 0\n')
-    stub.chmod(0o755)
-    proc = gpu_run(tmp_path / "out", tmp_path / "results", budget=100, PYTHON=str(stub), DEVICE="cuda",
-                   BENCH_MODES="graph", **settings)
-    assert proc.returncode == 0, proc.stdout + proc.stderr
-    lines = calls.read_text().splitlines()
-    assert any(line.startswith("-c") and "import torch" in line for line in lines), lines
-    assert "CUDA check left to table1" not in proc.stdout, proc.stdout
-
-
 # ------------------------------------------------ de85337, 69d34a7, 0eb588b: the caps, on a frozen virtual clock
-#: Stubs first on PATH: ``date +%s`` reads the virtual clock $CLOCK (it moves only when a step spends time);
-#: ``timeout`` records "SECOND ARGS" (one line a call) in $STUB_TIMEOUTS, then moves the clock by the seconds the
-#: first matching glob of $STUB_STEPS ("GLOB=SECONDS;...") gives its command (``hang``: the limit plus the kill
-#: grace, exit 124) and runs it; ``python`` and ``nvidia-smi`` exit 0 at once.
-_CLOCK_STUBS = {
-    "date": '#!/bin/bash\nif [ "$*" = +%s ]; then cat "$CLOCK"; else exec REAL_DATE "$@"; fi\n',
-    "timeout": r"""#!/bin/bash
-echo "$(cat "$CLOCK") $*" | tr '\n' ' ' >> "$STUB_TIMEOUTS"
-echo >> "$STUB_TIMEOUTS"
-grace=0
-if [ "$1" = -k ]; then grace=$2; shift 2; fi
-limit=$1
-shift
-spent=0
-IFS=';' read -r -a rules <<< "${STUB_STEPS:-}"
-for rule in "${rules[@]}"; do
-    if [[ "$*" == ${rule%=*} ]]; then spent=${rule##*=}; break; fi
-done
-if [ "$spent" = hang ]; then echo $(( $(cat "$CLOCK") + limit + grace )) > "$CLOCK"; exit 124; fi
-echo $(( $(cat "$CLOCK") + spent )) > "$CLOCK"
-exec "$@"
-""",
-    "python": "#!/bin/bash\nexit 0\n",
-    "nvidia-smi": "#!/bin/bash\nexit 0\n",
-}
+#: ``date +%s`` reads the virtual clock $CLOCK, which moves only when a step spends time (the other stubs:
+#: tests/gpu_script.py's write_clock_stubs, first on PATH)
+_DATE = '#!/bin/bash\nif [ "$*" = +%s ]; then cat "$CLOCK"; else exec REAL_DATE "$@"; fi\n'
 
 #: each step by the words of its command line (the first that matches)
 _STEPS = [("table1", " table1 "), ("smi", "nvidia-smi"), ("torch", "import torch"), ("pytest", "import pytest"),
@@ -138,11 +97,7 @@ def _on_the_clock(tmp, budget, steps="", **settings):
     """Run gpu_run.sh with DEVICE=cuda on the frozen clock: (exit status, output, [(second, grace, limit, step)])
     of every ``timeout -k GRACE LIMIT`` it ran (grace None when it had no -k)."""
     tmp.mkdir()
-    stubs = tmp / "stubs"
-    stubs.mkdir()
-    for name, text in _CLOCK_STUBS.items():
-        (stubs / name).write_text(text.replace("REAL_DATE", shutil.which("date")))
-        (stubs / name).chmod(0o755)
+    stubs = write_clock_stubs(tmp / "stubs", _DATE)
     (tmp / "clock").write_text("1000000\n")
     (tmp / "timeouts.txt").write_text("")
     cmd, env = gpu_run_call(tmp / "out", tmp / "results", budget=budget, DEVICE="cuda", PYTHON=str(stubs / "python"),
@@ -150,14 +105,10 @@ def _on_the_clock(tmp, budget, steps="", **settings):
                             STUB_TIMEOUTS=str(tmp / "timeouts.txt"), STUB_STEPS=steps, **settings)
     proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=60)
     calls = []
-    for line in (tmp / "timeouts.txt").read_text().splitlines():
-        at, *words = line.split()
-        grace = None
-        if words[0] == "-k":
-            grace, words = int(words[1]), words[2:]
-        command = f" {' '.join(words[1:])} "
+    for at, grace, limit, words in stub_timeouts(tmp / "timeouts.txt"):
+        command = f" {' '.join(words)} "
         step = next(name for name, pattern in _STEPS if pattern in command)
-        calls.append((int(at) - 1000000, grace, int(words[0]), step))
+        calls.append((at - 1000000, grace, limit, step))
     return proc.returncode, proc.stdout + proc.stderr, calls
 
 
