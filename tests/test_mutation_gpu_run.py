@@ -14,8 +14,8 @@ in tests/README.md, Mutation passes):
   (test_a_result_is_packed_while_table1_still_runs); G6, G7 by the cases with a setting left unset added to
   test_gpu_script.py::test_torchs_cuda_check_is_left_to_table1_only_when_it_is_the_calls_only_python_step.
   equivalent: G4 (pack_new every 0.5 s packs the same files; only the work of looking changes).
-  left alive: G2 (table1's end noticed within 5 s instead of 0.5 s: the same output, later; only a test on wall
-  time would tell).
+  left alive then: G2 (table1's end noticed within 5 s instead of 0.5 s: the same output, later); killed since by
+  test_table1s_end_is_looked_for_every_half_second (a stub ``sleep`` records the waits asked for).
 
 Mutants of 361d535..3ffdca4 (scripts/gpu_run.sh: 0 refused for the counts, CUDA_TESTS_LIMIT and BENCH_LIMIT < 15,
 de85337; every whole-number setting read in decimal once, leading zeros off, at most 9 digits, 69d34a7; every step's
@@ -51,6 +51,7 @@ described in tests/README.md, Mutation passes):
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import tarfile
 
@@ -80,6 +81,27 @@ def test_a_result_is_packed_while_table1_still_runs(tmp_path):
     assert "table1 exit status 4" in proc.stdout and "packed 1 new result file(s)" in proc.stdout, proc.stdout
     with tarfile.open(tar) as packed:
         assert packed.getnames() == ["a__seed0.json"]
+
+
+def test_table1s_end_is_looked_for_every_half_second(tmp_path):
+    """While table1 runs, the script looks every 0.5 s whether it has ended (a ``sleep 5`` kept the call, on the
+    device's time, waiting up to 5 s after table1's end). A stub ``sleep`` first on PATH records each wait it is
+    asked for, then sleeps it; the stub table1 runs 1.5 s (the real ``sleep``, by its path).
+    Mutant G2 (``sleep 5``)."""
+    real_sleep = shutil.which("sleep")
+    stubs = tmp_path / "stubs"
+    stubs.mkdir()
+    waits = tmp_path / "waits.txt"
+    (stubs / "sleep").write_text(f'#!/bin/sh\necho "$*" >> {waits}\nexec {real_sleep} "$@"\n')
+    (stubs / "sleep").chmod(0o755)
+    stub = tmp_path / "python"
+    stub.write_text(f"#!/bin/sh\n{real_sleep} 1.5\nexit 0\n")
+    stub.chmod(0o755)
+    proc = gpu_run(tmp_path / "out", tmp_path / "results", budget=100, SKIP_BENCH="1", PYTHON=str(stub),
+                   PATH=f"{stubs}{os.pathsep}{os.environ['PATH']}")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    asked = waits.read_text().split()
+    assert asked and set(asked) == {"0.5"}, asked
 
 
 # ------------------------------------------------ de85337, 69d34a7, 0eb588b: the caps, on a frozen virtual clock
