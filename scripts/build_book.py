@@ -190,21 +190,20 @@ def use_venv_kernel() -> str:
     return argv0
 
 
-#: Folders under the home folder that the build's kernels write (``(variable, default, name)``): IPython's profile,
-#: Jupyter's connection files, Matplotlib's configuration and font cache.
-HOME_FOLDERS = (("IPYTHONDIR", (".ipython",), "ipython"),
-                ("JUPYTER_RUNTIME_DIR", None, "jupyter-runtime"),
-                ("MPLCONFIGDIR", None, "matplotlib"))
+#: Folders under the home folder that the build's kernels write (``(variable, name under _build/home)``):
+#: IPython's profile, Jupyter's connection files, Matplotlib's configuration and font cache.
+HOME_FOLDERS = (("IPYTHONDIR", "ipython"), ("JUPYTER_RUNTIME_DIR", "jupyter-runtime"), ("MPLCONFIGDIR", "matplotlib"))
 
 
-def _default_home_folder(variable: str, default) -> Path:
+def _default_home_folder(variable: str) -> Path:
+    """Where the folder of ``variable`` (one of :data:`HOME_FOLDERS`) lies while the variable is not set."""
     if variable == "JUPYTER_RUNTIME_DIR":
         from jupyter_core.paths import jupyter_runtime_dir
 
         return Path(jupyter_runtime_dir())
     if variable == "MPLCONFIGDIR":
         return Path(os.environ.get("XDG_CONFIG_HOME") or Path.home() / ".config") / "matplotlib"
-    return Path.home().joinpath(*default)
+    return Path.home() / ".ipython"
 
 
 def _writable_folder(path: Path) -> bool:
@@ -226,11 +225,11 @@ def use_build_home_folders(layout: Layout) -> list[str]:
     IPython its "not a writable location" into the log, and a home that looks writable but is not (``HOME=/proc``
     as root) stopped the build before the first chapter with IPython's ``FileNotFoundError: ... '/proc/.ipython'``."""
     moved = []
-    for variable, default, name in HOME_FOLDERS:
+    for variable, name in HOME_FOLDERS:
         if os.environ.get(variable):
             continue
         try:
-            writable = _writable_folder(_default_home_folder(variable, default))
+            writable = _writable_folder(_default_home_folder(variable))
         except (RuntimeError, KeyError):  # Path.home(): no home folder to be found
             writable = False
         if not writable:

@@ -135,8 +135,8 @@ def test_a_home_folder_that_takes_no_file_is_moved_and_no_home_at_all_too(tmp_pa
         taking_no_file = tmp_path / "read-only"
         taking_no_file.mkdir(mode=0o555)
     real = module._default_home_folder
-    monkeypatch.setattr(module, "_default_home_folder", lambda variable, default:
-                        taking_no_file if variable == "IPYTHONDIR" else real(variable, default))
+    monkeypatch.setattr(module, "_default_home_folder", lambda variable:
+                        taking_no_file if variable == "IPYTHONDIR" else real(variable))
     assert module.use_build_home_folders(layout) == ["IPYTHONDIR"]
     assert os.environ["IPYTHONDIR"] == str(layout.build / "home" / "ipython")
 
