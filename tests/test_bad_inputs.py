@@ -255,10 +255,10 @@ def _bf16_fp64():
 
 
 def _cifar_batch(tmp):
-    from fedlib.data.cifar10 import _read_batch
+    from fedlib.data.cifar10 import _read_split
     path = tmp / "data_batch_1"
     path.write_bytes(pickle.dumps({"data": np.zeros((2, 5), np.uint8), "labels": [0, 1]}))
-    return _read_batch(path)
+    return _read_split(tmp, [path.name])
 
 
 API_CASES = [

@@ -33,7 +33,8 @@ equivalent.
   advanced; RN5 each batch written from its start to the end; RN6 one batch's labels concatenated (copied) too; RN7
   the images counted by rows; RN8 ``_read_batch`` returning the rows; RN9 the rows read as pixel-interleaved.
   killed by the suite: RN1, RN2, RN4, RN5, RN9 (test_cifar_data.py). killed here: RN8
-  (test_read_batch_gives_nhwc_images_pixel_by_pixel; ``_read_batch`` is used by no loader since 1d1ee6c).
+  (test_read_batch_gives_nhwc_images_pixel_by_pixel; ``_read_batch``, used by no loader since 1d1ee6c, was
+  removed since: the test reads the batch through ``_read_split``).
   equivalent: RN3 (every element is written), RN6 (the same labels, copied), RN7 (``_read_batch_rows`` refuses a
   batch whose labels and rows differ in number).
 """
@@ -263,26 +264,26 @@ def test_a_read_error_is_passed_on_as_is(tmp_path, monkeypatch):
 
     monkeypatch.setattr(cf, "open", refuse, raising=False)  # the module's open, not the builtin
     with pytest.raises(PermissionError, match="Permission denied"):
-        cf._read_batch(path)
+        cf._read_split(path.parent, [path.name])
 
 
 def test_a_dict_without_labels_is_named_with_its_keys(tmp_path):
     path = _pickle(tmp_path / "data_batch_1", {"data": _rows([0, 1]), "fine_labels": [0, 1]})
     with pytest.raises(ValueError, match="^" + re.escape(
             f"{path}: expected a dict with 'data' and 'labels' (a CIFAR-10 batch), got ['data', 'fine_labels']")):
-        cf._read_batch(path)
+        cf._read_split(path.parent, [path.name])
 
 
 def test_ragged_labels_are_refused(tmp_path):
     path = _batch(tmp_path / "data_batch_1", _rows([0, 1]), [[0, 1], [2]])
     with pytest.raises(ValueError, match="^" + re.escape(f"{path}: 'labels' is not a list of integers (")):
-        cf._read_batch(path)
+        cf._read_split(path.parent, [path.name])
 
 
 def test_float_labels_are_refused(tmp_path):
     path = _batch(tmp_path / "data_batch_1", _rows([0, 1]), [0.0, 1.0])
     with pytest.raises(ValueError, match="^" + re.escape(f"{path}: 'labels' must be integers, got dtype float64")):
-        cf._read_batch(path)
+        cf._read_split(path.parent, [path.name])
 
 
 # --------------------------------------------------------------------------- CIFAR-10: download
@@ -467,11 +468,12 @@ def test_nothing_is_read_as_data_from_a_folder_that_load_leaf_refuses(tmp_path):
 
 
 def test_read_batch_gives_nhwc_images_pixel_by_pixel(tmp_path):
-    """``_read_batch``: one batch file as ``(images NHWC uint8, labels int64)``: pixel (y, x) of colour plane c of row
-    k (entry c * 1024 + y * 32 + x, CIFAR-10's channel-planar rows) is ``images[k, y, x, c]``. Mutant of
-    c5aa211..361d535: RN8 (the rows returned as read, ``(n, 3072)``)."""
+    """One batch file read as ``(images NHWC uint8, labels int64)`` (``_read_split`` of one batch): pixel (y, x) of
+    colour plane c of row k (entry c * 1024 + y * 32 + x, CIFAR-10's channel-planar rows) is ``images[k, y, x, c]``.
+    Mutant of c5aa211..361d535: RN8 (``_read_batch``, since removed, returning the rows as read, ``(n, 3072)``)."""
     rows = np.random.default_rng(8).integers(0, 256, (3, 3072), dtype=np.uint8)
-    images, labels = cf._read_batch(_batch(tmp_path / "data_batch_1", rows, [4, 0, 9]))
+    path = _batch(tmp_path / "data_batch_1", rows, [4, 0, 9])
+    images, labels = cf._read_split(path.parent, [path.name])
     assert images.shape == (3, 32, 32, 3) and images.dtype == np.uint8 and images.flags.c_contiguous
     for k, y, x, c in ((0, 0, 0, 0), (1, 5, 7, 2), (2, 31, 30, 1), (2, 31, 31, 2)):
         assert images[k, y, x, c] == rows[k, c * 1024 + y * 32 + x]

@@ -144,23 +144,14 @@ def _resolve_folder(root: Path) -> Path:
     return root / BATCH_FOLDER
 
 
-def _read_batch(path: Path) -> tuple[np.ndarray, np.ndarray]:
-    """One batch file as ``(images NHWC uint8, labels int64)``; ValueError naming the file."""
-    rows, labels = _read_batch_rows(path)
-    return _rows_to_nhwc(rows), labels
-
-
-def _rows_to_nhwc(rows: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
-    """Channel-planar rows ``(n, 3072)`` as NHWC images ``(n, 32, 32, 3)``, written into ``out`` when given: one
+def _rows_to_nhwc(rows: np.ndarray, out: np.ndarray) -> None:
+    """Channel-planar rows ``(n, 3072)`` written into ``out`` as NHWC images ``(n, 32, 32, 3)``: one
     copy per colour plane into the interleaved layout (about four times as fast as a contiguous copy of the
     transposed view, ``ascontiguousarray(rows.reshape(-1, 3, 32, 32).transpose(0, 2, 3, 1))``, which gives the same
     array: 0.011 s against 0.040 s for a batch of 10,000 images, medians of 15 on the CPU it was written on)."""
-    if out is None:
-        out = np.empty((rows.shape[0],) + _IMAGE_SHAPE, dtype=np.uint8)
     planes = rows.reshape(-1, 3, 32, 32)
     for channel in range(3):
         out[..., channel] = planes[:, channel]
-    return out
 
 
 def _read_batch_rows(path: Path) -> tuple[np.ndarray, np.ndarray]:
