@@ -111,25 +111,57 @@ def test_fake_batches_round_trip(tmp_path):
     assert c.train_labels[4:8].tolist() == raw["labels"]
 
 
-def test_loaded_images_are_the_transposed_rows_bit_for_bit(tmp_path):
+def _plain_conversion(batches):
+    """The loader's conversion before it was made faster: each batch transposed, then all concatenated."""
+    images = [np.ascontiguousarray(d.reshape(-1, 3, 32, 32).transpose(0, 2, 3, 1)) for d, _ in batches]
+    return np.concatenate(images), np.concatenate([np.asarray(labels, np.int64) for _, labels in batches])
+
+
+@pytest.mark.parametrize("sizes", [(7, 0, 3, 11, 1, 5), (0, 2, 30, 4, 1, 0)])
+def test_loaded_images_are_the_transposed_rows_bit_for_bit(tmp_path, sizes):
     """The loader writes each batch's colour planes straight into the result: the same arrays as the plain
-    transpose-and-concatenate it replaced, for batches of different sizes (one empty), the images C-contiguous."""
+    transpose-and-concatenate it replaced, for batches of different sizes (one empty), the images C-contiguous.
+    The result is sized from the first batch: the second case (an empty first batch, then one larger than all
+    before it) grows it, and both shrink it to the rows read."""
     folder = tmp_path / "cifar-10-batches-py"
     folder.mkdir()
     written = [_write_batch(folder / name, n, seed=i) for i, (name, n) in enumerate(zip(TRAIN_FILES + (TEST_FILE,),
-                                                                                       (7, 0, 3, 11, 1, 5)))]
+                                                                                       sizes))]
     got = load_cifar10(tmp_path)
-
-    def plain(batches):  # the loader's conversion before it was made faster
-        images = [np.ascontiguousarray(d.reshape(-1, 3, 32, 32).transpose(0, 2, 3, 1)) for d, _ in batches]
-        return np.concatenate(images), np.concatenate([np.asarray(labels, np.int64) for _, labels in batches])
 
     for images, labels, batches in ((got.train_images, got.train_labels, written[:5]),
                                     (got.test_images, got.test_labels, written[5:])):
-        want_images, want_labels = plain(batches)
+        want_images, want_labels = _plain_conversion(batches)
         assert images.dtype == np.uint8 and images.flags.c_contiguous and images.shape == want_images.shape
         assert np.array_equal(images, want_images) and np.array_equal(labels, want_labels)
         assert labels.dtype == np.int64
+
+
+def test_batches_are_read_one_at_a_time(tmp_path):
+    """load_cifar10 unpickles a batch, writes its rows into the result and drops it before reading the next: the
+    peak of memory allocated while loading stays below the result plus two batches (it is about the result plus
+    one). Before, every batch of a split was held until the result was filled: on six batches of 1,000 images,
+    a peak of 10.0 batches against 8.0 allowed (294 MiB for the real data set, 206 MiB after). The arrays are
+    those of the plain conversion, bit for bit."""
+    import tracemalloc
+
+    folder = tmp_path / "cifar-10-batches-py"
+    folder.mkdir()
+    n = 1000
+    written = [_write_batch(folder / name, n, seed=i) for i, name in enumerate(TRAIN_FILES + (TEST_FILE,))]
+    batch_bytes = written[0][0].nbytes
+    tracemalloc.start()
+    try:
+        got = load_cifar10(tmp_path)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    result_bytes = sum(array.nbytes for array in got[:4])
+    assert peak < result_bytes + 2 * batch_bytes, (peak / batch_bytes, result_bytes / batch_bytes)
+    for images, labels, batches in ((got.train_images, got.train_labels, written[:5]),
+                                    (got.test_images, got.test_labels, written[5:])):
+        want_images, want_labels = _plain_conversion(batches)
+        assert np.array_equal(images, want_images) and np.array_equal(labels, want_labels)
 
 
 def test_missing_folder_message(tmp_path):
