@@ -162,7 +162,9 @@ def theorem1_constants(w: Any, a_vectors: Sequence[Any], tau_eff: float) -> tupl
     :math:`w` must sum to 1, as Theorem 1's weights do (a ``ValueError`` otherwise). Each :math:`a_i` (and the
     entries before its last) is divided by a power of two near its largest entry where that lies outside
     :math:`[2^{-100}, 2^{100}]`, so that no square under- or overflows: entries of any finite magnitude give
-    :math:`A` to rounding, and :math:`B`, :math:`C` their values rounded (0 or ``inf`` only past float64's range).
+    :math:`A` to rounding, and :math:`B`, :math:`C` their values rounded (0 or ``inf`` only past float64's range);
+    a scaled head's term of :math:`B` is :math:`w_i`'s mantissa times the scaled square, so a subnormal :math:`w_i`
+    keeps its precision too.
 
     ``w`` is the (m,) weights :math:`w_i` (non-negative, summing to 1); ``a_vectors`` holds one :math:`a_i` per client
     (non-negative, finite, each with a positive entry; lengths may differ); ``tau_eff`` is a finite number > 0.
@@ -203,7 +205,11 @@ def theorem1_constants(w: Any, a_vectors: Sequence[Any], tau_eff: float) -> tupl
         a, head = a / scale, a[:-1] / head_scale
         l1, l2sq = a.sum(), float(np.dot(a, a))
         A += wi ** 2 * l2sq / l1 ** 2
-        B += _ldexp(wi * float(np.dot(head, head)), 2 * _exponent(head_scale))
+        # a scaled head's term as w_i's mantissa times the scaled square, w_i's exponent put back with the head's:
+        # w_i * ||head / 2^e||^2 fell below float64's normal range for a subnormal w_i (< 2.2e-308), rounding the
+        # term to a few bits (B 10% off for w_i = 1.5e-323, a head of 1e93) before 2^(2e) scaled it back up
+        w_mantissa, w_exponent = math.frexp(wi) if head_scale != 1 else (wi, 0)
+        B += _ldexp(w_mantissa * float(np.dot(head, head)), 2 * _exponent(head_scale) + w_exponent)
         if wi > 0:
             C = max(C, _ldexp(float(l1 * head.sum()), _exponent(scale) + _exponent(head_scale)))
     return float(m * tau_eff * A), float(B), float(C)

@@ -530,6 +530,22 @@ def test_theorem1_constants_of_tiny_or_huge_a_vectors_are_the_exact_values_round
     assert math.isfinite(got[0]) and got[1] > 0
 
 
+@pytest.mark.parametrize("weight", [5e-324, 1.5e-323, 1e-320, 1e-310, 1e-300, 1e-290])
+def test_theorem1_constants_of_a_tiny_weight_and_a_huge_head_are_the_exact_values_rounded(weight):
+    """A client of weight below float64's normal range (2.2e-308) whose head lies above 2^100: its term of B,
+    w_i ||head||^2, is an ordinary number. It was computed as w_i times the square of the head divided by 2^e, a
+    subnormal product rounded to a few bits, then scaled back by 2^(2e): with a head near 2^600, B was 8.507e37 for
+    8.059e37 (w = 5e-324), 8.508e38 for 8.922e38 (1.5e-323) and 1e-4 relative off for 1e-320. Now w_i's mantissa and
+    exponent are taken apart: A, B, C are the exact values rounded, to a few ulps (normal weights: as before)."""
+    rng = np.random.default_rng(int(-math.log10(weight)))
+    for head_exponent in (101, 309, 600, 900):
+        a = [np.array([1.0]), (rng.random(3) + 0.5) * 2.0 ** head_exponent, rng.random(2) + 0.5]
+        w = np.array([0.5, weight, 0.5])
+        got, want = TH.theorem1_constants(w, a, 1.5), _theorem1_exact(w, a, 1.5)
+        for g, x in zip(got, want):
+            assert g == x or (math.isfinite(x) and g == pytest.approx(x, rel=1e-14, abs=0)), (head_exponent, got, want)
+
+
 def test_theorem1_constants_of_ordinary_a_vectors_are_bit_for_bit_the_unscaled_sums():
     """The scaling leaves ordinary inputs bit for bit as the sums without it gave them: entries 1e-30..1e30 (a_i not
     scaled), also with heads down to 1e-42 (scaled by a power of two: B's and C's products and sums are exact under
