@@ -12,7 +12,9 @@ Used by chapters 1, 2, 3, 4, 8 and 10, and through :mod:`fedlib.experiments.boun
 """
 from __future__ import annotations
 
+import decimal
 import math
+from decimal import Decimal
 from typing import Any, NamedTuple, Sequence
 
 import numpy as np
@@ -231,6 +233,25 @@ def _ldexp(x: float, k: int) -> float:
         return math.inf
 
 
+#: 40 significant digits and exponents to 10^(+-999999999999999999): every product, quotient and square root of
+#: float64 values (and of whole numbers beyond them, such as a number of rounds) without over- or underflow
+_DECIMAL = decimal.Context(prec=40, Emax=decimal.MAX_EMAX, Emin=decimal.MIN_EMIN, traps=[])
+
+
+def _checked(value: float, exact: Decimal) -> float:
+    r"""``value``, a quantity computed in float64, where it lies within a relative :math:`10^{-12}` of ``exact``,
+    the same quantity in 40-digit decimals (``_DECIMAL``); else ``exact`` rounded to float64 (``inf`` past its
+    range, a subnormal or 0 below it). Ordinary results, a few ulps from ``exact``, stay bit for bit as float64
+    gives them; one whose intermediates over- or underflowed (``inf``, ``nan``, 0, or a subnormal that kept a few
+    bits) gives way to the value rounded. ``value`` itself where ``exact`` is undefined (``nan``)."""
+    if exact.is_nan():
+        return float(value)
+    rounded = float(exact)
+    if value == rounded or (math.isfinite(value) and abs(value - rounded) <= 1e-12 * rounded):
+        return float(value)
+    return rounded
+
+
 class Theorem1Terms(NamedTuple):
     r"""The four terms of Theorem 1's bound (eq. 8; constants of the O(.) set to 1 by
     :func:`theorem1_bound`, App. C's by :func:`theorem1_explicit_bound`); ``total`` is their sum.
@@ -266,7 +287,9 @@ def theorem1_bound(m: int, tau_bar: float, rounds: int, tau_eff: float, A: float
     ``m`` is the number of clients (an integer :math:`\ge 1`), ``tau_bar`` :math:`\bar\tau > 0`, ``rounds``
     :math:`T \ge 1` (an integer), ``tau_eff`` :math:`\tau_{\text{eff}} > 0`; ``A``, ``B``, ``C``
     (:func:`theorem1_constants`), ``sigma2`` :math:`\sigma^2` and ``kappa2`` :math:`\kappa^2` are :math:`\ge 0`
-    (``sigma2`` and ``kappa2`` default to 1).
+    (``sigma2`` and ``kappa2`` default to 1). Each term is its value rounded to float64 (``inf`` only past its
+    range): computed in float64 and checked against 40-digit decimals, which take over where an intermediate
+    over- or underflows (a subnormal :math:`\tau_{\text{eff}}`, an :math:`m\bar\tau T` beyond float64).
 
     Example
     -------
@@ -286,9 +309,22 @@ def theorem1_bound(m: int, tau_bar: float, rounds: int, tau_eff: float, A: float
     tau_eff = check_positive("tau_eff", tau_eff)
     A, B, C = (check_nonnegative(n, v) for n, v in (("A", A), ("B", B), ("C", C)))
     sigma2, kappa2 = check_nonnegative("sigma2", sigma2), check_nonnegative("kappa2", kappa2)
-    s = np.sqrt(m * tau_bar * T)
-    return Theorem1Terms(float((tau_bar / tau_eff) / s), float(A * sigma2 / s), float(m * B * sigma2 / (tau_bar * T)),
-                         float(m * C * kappa2 / (tau_bar * T)))
+    with np.errstate(all="ignore"):  # inf / inf: replaced by the decimal value below
+        try:
+            s = np.sqrt(m * tau_bar * T)
+            terms = ((tau_bar / tau_eff) / s, A * sigma2 / s, m * B * sigma2 / (tau_bar * T),
+                     m * C * kappa2 / (tau_bar * T))
+        except OverflowError:  # a T beyond float64: 'int too large to convert to float'
+            terms = (math.nan,) * 4
+    # float64 alone: a tau_bar / tau_eff beyond float64 (tau_eff = 1e-320) made the first term inf where it is
+    # 8.7e299, an m tau_bar T beyond it every term 0 (or nan), and a T beyond it raised OverflowError
+    with decimal.localcontext(_DECIMAL):
+        m_, tau_bar_, T_, tau_eff_ = Decimal(m), Decimal(tau_bar), Decimal(T), Decimal(tau_eff)
+        s_ = (m_ * tau_bar_ * T_).sqrt()
+        A_, B_, C_, sigma2_, kappa2_ = map(Decimal, (A, B, C, sigma2, kappa2))
+        exact = ((tau_bar_ / tau_eff_) / s_, A_ * sigma2_ / s_, m_ * B_ * sigma2_ / (tau_bar_ * T_),
+                 m_ * C_ * kappa2_ / (tau_bar_ * T_))
+    return Theorem1Terms(*(_checked(float(value), x) for value, x in zip(terms, exact)))
 
 
 def _check_beta2(beta2: float) -> float:

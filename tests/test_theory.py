@@ -576,6 +576,60 @@ def test_theorem1_constants_of_ordinary_a_vectors_are_bit_for_bit_the_unscaled_s
         assert TH.theorem1_constants(w, a, tau_eff) == unscaled(w, a, tau_eff)
 
 
+def _rounded(x) -> float:
+    """The Fraction ``x`` rounded to float64, inf past its range."""
+    try:
+        return float(x)
+    except OverflowError:
+        return math.inf
+
+
+def _sqrt_fraction(x):
+    """sqrt(x) of a Fraction x > 0 to a relative 2^-120 (math.isqrt on x scaled by a power of four)."""
+    from fractions import Fraction
+
+    bits = max(0, (x.denominator.bit_length() - x.numerator.bit_length()) // 2) + 120
+    return Fraction(math.isqrt(x.numerator * 4 ** bits // x.denominator), 2 ** bits)
+
+
+def _theorem1_bound_exact(m, tau_bar, T, tau_eff, A, B, C, sigma2=1.0, kappa2=1.0):
+    """Eq. (8)'s four terms of float inputs in rational arithmetic (the square root to 2^-120), each rounded once."""
+    from fractions import Fraction as F
+
+    tau_bar, tau_eff, A, B, C, sigma2, kappa2 = map(F, (tau_bar, tau_eff, A, B, C, sigma2, kappa2))
+    s = _sqrt_fraction(m * tau_bar * T)
+    return tuple(map(_rounded, (tau_bar / tau_eff / s, A * sigma2 / s, m * B * sigma2 / (tau_bar * T),
+                                m * C * kappa2 / (tau_bar * T))))
+
+
+@pytest.mark.parametrize("args", [(4, 3.0, 10 ** 40, 1e-320, 1.0, 1.0, 1.0),
+                                  (1, 1e-10, 10 ** 30, 5e-324, 1.0, 1.0, 1.0), (1, 1e300, 10 ** 10, 1.0, 1.0, 1.0, 1.0),
+                                  (1, 1e300, 10 ** 20, 1e-10, 1e300, 1e300, 1e300),
+                                  (1, 1.0, 10 ** 400, 1.0, 1.0, 1.0, 1.0)])
+def test_theorem1_bound_where_float64_over_or_underflows_is_the_value_rounded(args):
+    """Eq. (8)'s terms are ordinary numbers where an intermediate is not: a subnormal tau_eff made tau_bar / tau_eff
+    inf (first term inf for 8.7e299, m = 4, T = 1e40, tau_eff = 1e-320; inf for 2.0e303 at tau_eff = 5e-324), an
+    m tau_bar T beyond float64 made every term 0 (1e145, 1e-155, 1e-310, 1e-310 at tau_bar = 1e300, T = 1e10) or
+    nan (inf / inf), and a T beyond float64 raised OverflowError. Now each term is the exact value rounded."""
+    got = TH.theorem1_bound(*args)
+    want = _theorem1_bound_exact(*args)
+    for g, x in zip(got, want):
+        assert g == x or (math.isfinite(x) and g == pytest.approx(x, rel=1e-14, abs=0)), (got, want)
+
+
+def test_theorem1_bound_of_ordinary_inputs_is_bit_for_bit_the_float64_formula():
+    """The decimal check leaves ordinary terms as float64 computes them: 300 random cases."""
+    rng = np.random.default_rng(88)
+    for _ in range(300):
+        m, T = int(rng.integers(1, 100)), int(10 ** rng.uniform(0, 6))
+        tau_bar, tau_eff = float(10 ** rng.uniform(-1, 3)), float(10 ** rng.uniform(-2, 3))
+        A, B, C, sigma2, kappa2 = (float(10 ** rng.uniform(-10, 10)) for _ in range(5))
+        s = np.sqrt(m * tau_bar * T)
+        plain = (float((tau_bar / tau_eff) / s), float(A * sigma2 / s), float(m * B * sigma2 / (tau_bar * T)),
+                 float(m * C * kappa2 / (tau_bar * T)))
+        assert tuple(TH.theorem1_bound(m, tau_bar, T, tau_eff, A, B, C, sigma2, kappa2)) == plain
+
+
 def test_theorem1_constants_refuses_weights_that_do_not_sum_to_one():
     """Unnormalised w scaled A (by the square) and B without a word; Theorem 1's weights sum to 1."""
     a = [np.ones(2), np.ones(4)]
