@@ -532,9 +532,10 @@ class AppGStepConditions(NamedTuple):
         return self.first_holds and self.second_holds and self.D_holds
 
 
-def _appg_inputs(L, beta2, q, tau_eff, a_vectors) -> tuple[float, float, int, float, float]:
-    r""":math:`L, \beta^2, q, \tau_{\text{eff}}` checked, and :math:`\max_i\|a_i\|_1(\|a_i\|_1 - a_{i,-1})`
-    over every given :math:`a_i`."""
+def _appg_inputs(L, beta2, q, tau_eff, a_vectors) -> tuple[float, float, int, float, float, Decimal]:
+    r""":math:`L, \beta^2, q, \tau_{\text{eff}}` checked, and :math:`C = \max_i\|a_i\|_1(\|a_i\|_1 - a_{i,-1})`
+    over every given :math:`a_i`, in float64 and in 40-digit decimals (``_DECIMAL``: the float64 product over- or
+    underflows for entries beyond about :math:`10^{\pm 154}`)."""
     L = check_positive("L", L)
     beta2 = _check_beta2(beta2)
     q = check_int("q", q, minimum=1)
@@ -542,13 +543,19 @@ def _appg_inputs(L, beta2, q, tau_eff, a_vectors) -> tuple[float, float, int, fl
     a_vectors = check_sequence("a_vectors", a_vectors, "one vector per client",
                                empty="a_vectors must hold at least one client's a_i")
     C = 0.0
+    C_exact = Decimal(0)
     for i, a in enumerate(a_vectors):
         a = check_weights(f"a_vectors[{i}]", a)
-        l1 = float(a.sum())
+        with np.errstate(over="ignore"):  # a sum beyond float64: summed in decimals below
+            l1, head_sum = float(a.sum()), float(a[:-1].sum())
         if l1 <= 0:
             raise ValueError("a_vectors: every a_i needs a positive entry")
-        C = max(C, l1 * float(a[:-1].sum()))  # not l1 - a_{-1}, which cancels where the last entry dominates
-    return L, beta2, q, tau_eff, C
+        C = max(C, l1 * head_sum)  # not l1 - a_{-1}, which cancels where the last entry dominates
+        with decimal.localcontext(_DECIMAL):
+            sums = [Decimal(x) if x < math.inf else sum(map(Decimal, v.tolist()), Decimal(0))
+                    for x, v in ((l1, a), (head_sum, a[:-1]))]
+            C_exact = max(C_exact, sums[0] * sums[1])
+    return L, beta2, q, tau_eff, C, C_exact
 
 
 def appg_step_conditions(lr: float, L: float, beta2: float, q: int, tau_eff: float,
@@ -586,7 +593,7 @@ def appg_step_conditions(lr: float, L: float, beta2: float, q: int, tau_eff: flo
     (0.15, True)
     """
     lr = check_positive("lr", lr)
-    L, beta2, q, tau_eff, C = _appg_inputs(L, beta2, q, tau_eff, a_vectors)
+    L, beta2, q, tau_eff, C, _ = _appg_inputs(L, beta2, q, tau_eff, a_vectors)
     first = 2 * tau_eff * lr * L
     second = 6 * tau_eff * lr * L * (1 + beta2 / q)
     D = _step_d(lr, L, C)
@@ -610,15 +617,28 @@ def appg_max_lr(L: float, beta2: float, q: int, tau_eff: float, a_vectors: Seque
     :math:`\tau_{\text{eff}}` themselves depend on :math:`\eta` (proximal SGD's :math:`\alpha = \eta\mu`),
     they must be recomputed at the returned step and checked again.
 
-    ``L``, ``beta2``, ``q``, ``tau_eff`` and ``a_vectors`` are checked as in :func:`appg_step_conditions`.
+    ``L``, ``beta2``, ``q``, ``tau_eff`` and ``a_vectors`` are checked as in
+    :func:`fedlib.theory.appg_step_conditions`. The result is :math:`\eta_{\max}` rounded to float64 (``inf`` only
+    past its range): computed in float64 and checked against 40-digit decimals, which take over where an
+    intermediate over- or underflows (:math:`\tau_{\text{eff}}L` or :math:`C` beyond about :math:`10^{\pm 308}`).
 
     >>> appg_max_lr(1.0, 1.0, 4, 2.0, [[1.0, 1.0]])
     0.03333333333333333
     """
-    L, beta2, q, tau_eff, C = _appg_inputs(L, beta2, q, tau_eff, a_vectors)
-    second = 1 / (12 * tau_eff * L * (1 + beta2 / q))
-    third = float("inf") if C == 0 else 1 / (2 * L * np.sqrt((12 * beta2 + 1) * C))
-    return float(min(second, third))
+    L, beta2, q, tau_eff, C, C_exact = _appg_inputs(L, beta2, q, tau_eff, a_vectors)
+    with np.errstate(divide="ignore"):  # 1 / 0: replaced by the decimal value below
+        denominator = 12 * tau_eff * L * (1 + beta2 / q)
+        second = 1 / denominator if denominator > 0 else math.inf
+        third = math.inf if C == 0 else 1 / (2 * L * np.sqrt((12 * beta2 + 1) * C))
+    # float64 alone: a tau_eff L below ~1e-308 raised ZeroDivisionError (tau_eff = L = 1e-300), one above ~1e308
+    # gave 0 for a subnormal step, and a C that over- or underflowed (a_i entries of 1e200 or 1e-200) gave a
+    # third term 0 or inf
+    with decimal.localcontext(_DECIMAL):
+        L_, beta2_ = Decimal(L), Decimal(beta2)
+        exact = 1 / (12 * Decimal(tau_eff) * L_ * (1 + beta2_ / q))
+        if C_exact > 0:
+            exact = min(exact, 1 / (2 * L_ * ((12 * beta2_ + 1) * C_exact).sqrt()))
+    return _checked(float(min(second, third)), exact)
 
 
 # ---------------------------------------------------------------- FedProx

@@ -13,6 +13,7 @@ explicit sampled bound and Lemma 5 are not in the extracted text and are not che
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 
 import numpy as np
@@ -316,3 +317,51 @@ def test_sampling_step_conditions_refuses_mismatched_inputs():
         S.sampling_step_conditions(base, work, [S.sgd(0.01), S.sgd(0.02), S.sgd(0.01), S.sgd(0.01)], 4)
     with pytest.raises(ValueError, match="^work"):
         S.sampling_step_conditions(S.replicate(base, work, 2)[0], work, S.make_solvers(0.01), 4)
+
+
+def _appg_max_lr_exact(L, beta2, q, tau_eff, a_vectors) -> float:
+    """appg_max_lr's closed form of float inputs in rational arithmetic (square root by math.isqrt to a relative
+    2^-120), rounded once to float64 (inf past its range)."""
+    from fractions import Fraction as F
+
+    def sqrt(x):
+        bits = max(0, (x.denominator.bit_length() - x.numerator.bit_length()) // 2) + 120
+        return F(math.isqrt(x.numerator * 4 ** bits // x.denominator), 2 ** bits)
+
+    L, beta2, tau_eff = F(L), F(beta2), F(tau_eff)
+    C = max(sum(map(F, a)) * sum(map(F, a[:-1])) for a in a_vectors)
+    best = 1 / (12 * tau_eff * L * (1 + beta2 / q))
+    if C > 0:
+        best = min(best, 1 / (2 * L * sqrt((12 * beta2 + 1) * C)))
+    try:
+        return float(best)
+    except OverflowError:
+        return math.inf
+
+
+@pytest.mark.parametrize("args", [(1e-300, 1.0, 4, 1e-300, [[1.0, 1.0]]), (1e-300, 1e300, 1, 1e-300, [[1.0, 1.0]]),
+                                  (1e300, 1.0, 4, 1e10, [[1.0, 1.0]]), (1.0, 1.0, 4, 1e-300, [[1e200, 1e200]]),
+                                  (1.0, 1.0, 4, 1e-250, [[1e-200, 1e-200]]),
+                                  (1.0, 1.0, 4, 1.0, [[1e308, 1e308, 1e308]])])
+def test_appg_max_lr_where_float64_over_or_underflows_is_the_value_rounded(args):
+    """App. G's largest step where an intermediate leaves float64's range: tau_eff L below ~1e-308 raised
+    ZeroDivisionError (tau_eff = L = 1e-300: 9.8e298; L = 1e-300, beta2 = 1e300: 1.02e149), tau_eff L = 1e310 gave 0
+    for the subnormal 6.7e-312, a C = ||a||_1 (||a||_1 - a_-1) beyond float64 gave 0 (a = (1e200, 1e200): 9.8e-202;
+    a sum of entries 1e308 too: 5.7e-310), and one below it a third term inf, so the second was returned (a =
+    (1e-200, 1e-200), tau_eff = 1e-250: 6.7e248 for 9.8e198). Now the exact value rounded, to a few ulps."""
+    got, want = appg_max_lr(*args), _appg_max_lr_exact(*args)
+    assert got == want or (np.isfinite(want) and got == pytest.approx(want, rel=1e-14, abs=0)), (got, want)
+
+
+def test_appg_max_lr_of_ordinary_inputs_is_bit_for_bit_the_float64_formula():
+    """The decimal check leaves ordinary steps as float64 computes them: 300 random cases."""
+    rng = np.random.default_rng(99)
+    for _ in range(300):
+        L, tau_eff = float(10 ** rng.uniform(-5, 5)), float(10 ** rng.uniform(-2, 3))
+        beta2, q = float(1 + 10 ** rng.uniform(-3, 3)), int(rng.integers(1, 50))
+        a_vectors = [rng.random(int(rng.integers(1, 6))) * 10 ** rng.uniform(-3, 3) + 1e-3
+                     for _ in range(int(rng.integers(1, 4)))]
+        C = max(float(a.sum()) * float(a[:-1].sum()) for a in a_vectors)
+        third = float("inf") if C == 0 else 1 / (2 * L * np.sqrt((12 * beta2 + 1) * C))
+        plain = float(min(1 / (12 * tau_eff * L * (1 + beta2 / q)), third))
+        assert appg_max_lr(L, beta2, q, tau_eff, a_vectors) == plain
