@@ -334,13 +334,26 @@ def _check_beta2(beta2: float) -> float:
     return beta2
 
 
-def _step_d(lr: float, L: float, C: float) -> float:
+def _step_d(lr: float, L: float, C: float, C_exact: Decimal | None = None) -> float:
     r"""App. C's and App. G's :math:`D = 4\eta^2L^2C` from the dimensionless :math:`\eta L` (float arguments,
     already checked): ``lr ** 2 * L ** 2`` raised Python's ``OverflowError`` (34, 'Numerical result out of range')
     for an ``lr`` or ``L`` beyond 1.3e154 even where :math:`\eta L` is small (``lr = 1e-160``, ``L = 1e155``), and
-    in place of the step-size ``ValueError`` where it is not. 0 where :math:`C = 0`, whatever :math:`\eta L`."""
+    in place of the step-size ``ValueError`` where it is not. 0 where :math:`C = 0`, whatever :math:`\eta L`.
+    ``C_exact``: :math:`C` in decimals where the float ``C`` may have over- or underflowed (``_appg_inputs``).
+
+    :math:`D` rounded to float64: ``4 * x * x * C`` (:math:`x = \eta L`) checked against 40-digit decimals
+    (``_checked``). Alone, :math:`x^2` underflowed below :math:`x \approx 10^{-162}` (:math:`x = 10^{-200}`,
+    :math:`C = 10^{300}`: :math:`D = 0` for :math:`4\cdot10^{-100}`, so :math:`\beta^2_{\max} = \infty`), kept
+    few bits near it (:math:`x = 10^{-160}`: :math:`D` 1e-5 relative off) and overflowed above
+    :math:`10^{154}` (:math:`x = 10^{200}`, :math:`C = 10^{-300}`: ``inf`` for :math:`4\cdot10^{100}`)."""
+    if C_exact is None:
+        C_exact = Decimal(C)
+    if C_exact == 0:
+        return 0.0
     x = lr * L
-    return 0.0 if C == 0 else 4 * x * x * C
+    with decimal.localcontext(_DECIMAL):
+        exact = 4 * (Decimal(lr) * Decimal(L)) ** 2 * C_exact
+    return _checked(4 * x * x * C, exact)
 
 
 def theorem1_max_beta2(lr: float, L: float, C: float) -> float:
@@ -452,8 +465,19 @@ def theorem1_explicit_bound(lr: float, rounds: int, *, L: float, sigma2: float, 
                          f"got {D:.4g}")
     m = w.size
     x = lr * L  # not lr ** 2 * L ** 2: OverflowError past 1.3e154 (_step_d)
-    return Theorem1Terms(float(4 * initial_gap / (lr * tau_eff * T)), float(4 * lr * L * sigma2 * A / m),
-                         float(6 * x * x * sigma2 * B), float(12 * x * x * kappa2 * C))
+    try:
+        terms = (4 * initial_gap / (lr * tau_eff * T), 4 * lr * L * sigma2 * A / m, 6 * x * x * sigma2 * B,
+                 12 * x * x * kappa2 * C)
+    except (OverflowError, ZeroDivisionError):  # a T beyond float64; an lr tau_eff T below it
+        terms = (math.nan,) * 4
+    # float64 alone, as in _step_d: x * x underflowed (lr L = 1e-200, sigma2 B = 1e300: the third term 0 for
+    # 6e-100), lr tau_eff T = 0 raised ZeroDivisionError (lr = tau_eff = 1e-200)
+    with decimal.localcontext(_DECIMAL):
+        lr_, L_, T_ = Decimal(lr), Decimal(L), Decimal(T)
+        x_ = lr_ * L_
+        exact = (4 * Decimal(initial_gap) / (lr_ * Decimal(tau_eff) * T_), 4 * x_ * Decimal(sigma2) * Decimal(A) / m,
+                 6 * x_ * x_ * Decimal(sigma2) * Decimal(B), 12 * x_ * x_ * Decimal(kappa2) * Decimal(C))
+    return Theorem1Terms(*(_checked(float(value), e) for value, e in zip(terms, exact)))
 
 
 def theorem2_bound(chi2: float, beta2: float, kappa2: float, surrogate_grad2: float) -> float:
@@ -593,10 +617,12 @@ def appg_step_conditions(lr: float, L: float, beta2: float, q: int, tau_eff: flo
     (0.15, True)
     """
     lr = check_positive("lr", lr)
-    L, beta2, q, tau_eff, C, _ = _appg_inputs(L, beta2, q, tau_eff, a_vectors)
-    first = 2 * tau_eff * lr * L
-    second = 6 * tau_eff * lr * L * (1 + beta2 / q)
-    D = _step_d(lr, L, C)
+    L, beta2, q, tau_eff, C, C_exact = _appg_inputs(L, beta2, q, tau_eff, a_vectors)
+    with decimal.localcontext(_DECIMAL):  # (products that leave float64's range: _step_d)
+        first_ = 2 * Decimal(tau_eff) * Decimal(lr) * Decimal(L)
+        first = _checked(2 * tau_eff * lr * L, first_)
+        second = _checked(6 * tau_eff * lr * L * (1 + beta2 / q), 3 * first_ * (1 + Decimal(beta2) / q))
+    D = _step_d(lr, L, C, C_exact)
     threshold = 1 / (12 * beta2 + 1)
     slack = 1 + 1e-12
     return AppGStepConditions(float(first), float(second), float(D), float(threshold), bool(first <= slack),

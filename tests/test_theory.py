@@ -630,6 +630,38 @@ def test_theorem1_bound_of_ordinary_inputs_is_bit_for_bit_the_float64_formula():
         assert tuple(TH.theorem1_bound(m, tau_bar, T, tau_eff, A, B, C, sigma2, kappa2)) == plain
 
 
+@pytest.mark.parametrize("lr, L, C", [(1e-200, 1.0, 1e300), (1e-100, 1e-100, 1e250), (1e-160, 1.0, 1e300)])
+def test_max_beta2_where_eta_l_squared_underflows_is_the_value_rounded(lr, L, C):
+    """D = 4 (eta L)^2 C with (eta L)^2 below float64's range but D in it: (eta L)^2 was 0, so D = 0 and
+    theorem1_max_beta2 returned inf (lr = 1e-200, C = 1e300: inf for 1.25e99), or a subnormal that kept a few bits
+    (lr = 1e-160: 1.2500139161765724e19 for 1.25e19). Now (1/D - 1)/2 of the exact D, to a few ulps."""
+    from fractions import Fraction as F
+
+    want = float((1 / (4 * (F(lr) * F(L)) ** 2 * F(C)) - 1) / 2)
+    assert TH.theorem1_max_beta2(lr, L, C) == pytest.approx(want, rel=1e-14, abs=0)
+
+
+def test_step_size_terms_where_float64_over_or_underflows_are_the_values_rounded():
+    """App. G's D and Theorem 1's explicit terms where a product leaves float64's range: D was 0 for 8e-100
+    (lr = 1e-200, a = (1e150, 1e150)) and inf for 8e100 (lr = 1e200, a = (1e-150, 1e-150)); with lr = tau_eff =
+    1e-200 theorem1_explicit_bound raised ZeroDivisionError (lr tau_eff T = 0), and its third and fourth terms were 0
+    for 6e-100 and 2.4e-99 ((lr L)^2 = 0 against sigma^2 = kappa^2 = 1e300). Now the exact values rounded."""
+    from fractions import Fraction as F
+
+    c = TH.appg_step_conditions(1e-200, 1.0, 1.0, 4, 1.0, [[1e150, 1e150]])
+    assert c.D == pytest.approx(float(4 * F(1e-200) ** 2 * 2 * F(1e150) ** 2), rel=1e-14, abs=0) and c.D_holds
+    c = TH.appg_step_conditions(1e200, 1.0, 1.0, 4, 1.0, [[1e-150, 1e-150]])
+    assert c.D == pytest.approx(float(4 * F(1e200) ** 2 * 2 * F(1e-150) ** 2), rel=1e-14, abs=0) and not c.D_holds
+    lr, tau_eff, gap, s2 = 1e-200, 1e-200, 1e-300, 1e300
+    got = TH.theorem1_explicit_bound(lr, 4, L=1.0, sigma2=s2, beta2=1.0, kappa2=s2, initial_gap=gap, w=[0.5, 0.5],
+                                     a_vectors=[[1.0, 1.0], [1.0, 1.0]], tau_eff=tau_eff)
+    A, B, C = TH.theorem1_constants([0.5, 0.5], [[1.0, 1.0], [1.0, 1.0]], tau_eff)
+    want = (4 * F(gap) / (F(lr) * F(tau_eff) * 4), 4 * F(lr) * F(s2) * F(A) / 2, 6 * F(lr) ** 2 * F(s2) * F(B),
+            12 * F(lr) ** 2 * F(s2) * F(C))
+    for g, x in zip(got, want):
+        assert g == pytest.approx(float(x), rel=1e-14, abs=0), (got, [float(v) for v in want])
+
+
 def test_theorem1_constants_refuses_weights_that_do_not_sum_to_one():
     """Unnormalised w scaled A (by the square) and B without a word; Theorem 1's weights sum to 1."""
     a = [np.ones(2), np.ones(4)]
