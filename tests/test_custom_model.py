@@ -7,6 +7,7 @@ proximal term, a bad dtype, a model without parameters; a StackedEngine subclass
 from __future__ import annotations
 
 import math
+import re
 
 import numpy as np
 import pytest
@@ -856,3 +857,13 @@ def test_tensor_engine_names_labels_the_model_has_no_logit_for(where):
     engine = TensorEngine(nn.Linear(6, 5).double(), _features(), bad, [_run()], rounds=1, batch_size=2,
                           test_features=_features(), test_labels=bad)  # five logits: the same labels train
     assert np.isfinite(engine.run_round()[0].test_loss)
+
+
+@pytest.mark.parametrize("seed, epochs", [("0", "2"), (-1, "2"), (1.5, "1-3"), (None, "1-3")])
+def test_train_clients_names_its_seed(seed, epochs):
+    """train_clients(..., seed=<not an integer >= 0>) is a ValueError naming ``seed``, the caller's argument.
+    Before, it was refused (for a fixed epoch count) as "runs[0].seed must be an integer >= 0": the engine's
+    RunSpec, which a caller of train_clients never built, and only after the model had been probed."""
+    xs, ys = _clients()
+    with pytest.raises(ValueError, match=rf"^seed must be an integer >= 0, got {re.escape(repr(seed))}$"):
+        train_clients(nn.Linear(6, 3), xs, ys, rounds=1, epochs=epochs, seed=seed)

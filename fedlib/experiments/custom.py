@@ -32,7 +32,7 @@ import torch
 from torch import nn
 from tqdm import tqdm
 
-from .._validate import a_type, check_agree, check_choice, check_flag, check_sequence
+from .._validate import a_type, check_agree, check_choice, check_flag, check_int, check_sequence
 from ..engines.stacked import (RunSpec, StackedEngine, _check_int_labels, _check_labels, _non_finite, _num_classes,
                                _resolve_dtype, _torch_readable, max_relative_difference, reference_run)
 
@@ -221,6 +221,7 @@ def train_clients(model: nn.Module, client_x: Sequence[Any], client_y: Sequence[
     if len(set(algorithms)) != len(algorithms):
         raise ValueError(f"algorithms must not repeat a name (one history per name), got {algorithms}")
     check_choice("lr_decay", lr_decay, ("constant", "step"))
+    seed = check_int("seed", seed)  # else named as the engine's runs[0].seed, which the caller never built
     progress = check_flag("progress", progress)  # "no" is truthy: it drew a bar (dropout: the engine checks it)
     if not isinstance(model, nn.Module):
         raise ValueError(f"model must be a torch.nn.Module, got {type(model).__name__}")
