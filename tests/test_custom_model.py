@@ -867,3 +867,19 @@ def test_train_clients_names_its_seed(seed, epochs):
     xs, ys = _clients()
     with pytest.raises(ValueError, match=rf"^seed must be an integer >= 0, got {re.escape(repr(seed))}$"):
         train_clients(nn.Linear(6, 3), xs, ys, rounds=1, epochs=epochs, seed=seed)
+
+
+@pytest.mark.parametrize("shape_of, message", [
+    (lambda y: nn.functional.one_hot(y, 3), r"^client_y\[0\] must be a 1-d tensor of n_i integer class labels, got "
+                                            r"shape \(5, 3\) \(one-hot rows\? give y\.argmax\(1\)\)$"),
+    (lambda y: y[:, None], r"^client_y\[0\] must be a 1-d tensor of n_i integer class labels, got shape \(5, 1\) "
+                           r"\(a column\? give y\[:, 0\]\)$"),
+    (lambda y: y[None, None, :], r"^client_y\[0\] must be a 1-d tensor of n_i integer class labels, got shape "
+                                 r"\(1, 1, 5\)$")])
+def test_train_clients_names_labels_that_are_not_one_per_sample(shape_of, message):
+    """Labels of a client given one-hot, as a column or with more dimensions are a ValueError naming client_y[i],
+    its shape and the usual repair. Before, all three were 'client 0: needs n_i >= 1 samples and one label per
+    sample, got (5, 6) / (5, 3)': a client with samples, named by number, with no hint at what was wrong."""
+    xs, ys = _clients()
+    with pytest.raises(ValueError, match=message):
+        train_clients(nn.Linear(6, 3), xs, [shape_of(ys[0])] + ys[1:], rounds=1)

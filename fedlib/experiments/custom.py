@@ -250,7 +250,13 @@ def train_clients(model: nn.Module, client_x: Sequence[Any], client_y: Sequence[
         if x.ndim < 2:  # a 1-d tensor of n values: n samples of one feature, or one sample of n features?
             raise ValueError(f"client_x[{i}] must be (n_i, *feature_shape), samples first, got shape {tuple(x.shape)}; "
                              "one feature per sample: client_x[i][:, None]")
-        if x.shape[0] == 0 or y.ndim != 1:
+        if y.ndim != 1:  # was "client 0: needs n_i >= 1 samples and one label per sample, got (5, 6) / (5, 3)"
+            hint = ""
+            if y.ndim == 2:
+                hint = " (a column? give y[:, 0])" if y.shape[1] == 1 else " (one-hot rows? give y.argmax(1))"
+            raise ValueError(f"client_y[{i}] must be a 1-d tensor of n_i integer class labels, got shape "
+                             f"{tuple(y.shape)}{hint}")
+        if x.shape[0] == 0:
             raise ValueError(f"client {i}: needs n_i >= 1 samples and one label per sample, got {tuple(x.shape)} / "
                              f"{tuple(y.shape)}")
         # '... one label per sample, got (4, 2) / (3,)' named neither argument
