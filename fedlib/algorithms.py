@@ -593,7 +593,8 @@ class FederatedAlgorithm:
                              "for the model and the clients (e.g. algo.init(parameters_of(model), m) with "
                              "ClientOptimizer)")
         if not tree_all_finite(agg.change):
-            raise FloatingPointError(f"round {state.round}: the aggregated update is not finite (diverged)")
+            raise FloatingPointError(f"round {state.round}: the aggregated update is not finite (diverged)"
+                                     f"{_non_finite_changes(updates)}")
         _check_state_kinds(state)
         variates = state.variates
         if variates is not None:
@@ -604,6 +605,18 @@ class FederatedAlgorithm:
         chi2 = _round_chi_square(participation.weights, agg.weights)  # both checked by aggregate
         diag = RoundDiagnostics(clients, steps, a_norms, agg.tau_eff, agg.weights, chi2)
         return ServerState(params, server_state, variates, state.round + 1, state.num_clients), diag
+
+
+def _non_finite_changes(updates: Sequence[ClientUpdate]) -> str:
+    """The end of apply's message for a non-finite aggregated update: which participants' changes hold NaN or inf
+    (at most 8 listed), ``""`` when each change is finite (the weighted sum overflowed). Before, one client's NaN
+    sample and a learning rate that overflowed every client were both only "the aggregated update is not finite"."""
+    bad = [int(u.client) for u in updates if not tree_all_finite(u.delta)]
+    if not bad:
+        return ""
+    shown = ", ".join(map(str, bad[:8])) + (", ..." if len(bad) > 8 else "")
+    return (f": the change of {len(bad)} of the {len(updates)} participating clients, [{shown}], holds NaN or inf (NaN "
+            "or inf in their data or loss, or a learning rate too large for them)")
 
 
 def _check_state_kinds(state: ServerState) -> None:

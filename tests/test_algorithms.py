@@ -578,3 +578,26 @@ def test_init_and_run_sequential_share_one_requires_grad_check():
             run_sequential(algo, None, lambda x, i, t, s: x, [0.5, 0.5], FixedSteps([1, 1]), 1,
                            initial_state=state._replace(params=tree))
     assert AL._requires_grad([np.zeros(1), torch.zeros(1), 2.0]) is None
+
+
+def test_apply_names_the_clients_whose_change_is_not_finite():
+    """A non-finite aggregated update is a FloatingPointError that names the participating clients whose change
+    holds NaN or inf (a NaN in a client's data, a learning rate too large for it) and says what to look at. Before,
+    it said only "round 0: the aggregated update is not finite (diverged)", the same for one client's NaN sample
+    as for a learning rate that overflowed every client. The message's start is kept; changes that are each finite
+    but overflow when summed keep the message as it was."""
+    algo = make_algorithm("fednova", sgd(0.1))
+    state = algo.init(np.zeros(2), num_clients=4)
+    p = np.full(4, 0.25)
+    ups = [ClientUpdate(0, np.zeros(2), 1.0, 1), ClientUpdate(1, np.array([np.nan, 0.0]), 1.0, 1),
+           ClientUpdate(2, np.ones(2), 2.0, 2), ClientUpdate(3, np.array([0.0, -np.inf]), 1.0, 1)]
+    with pytest.raises(FloatingPointError) as info:
+        algo.apply(state, full_participation(p), ups, 0.1, p)
+    assert str(info.value) == ("round 0: the aggregated update is not finite (diverged): the change of 2 of the 4 "
+                               "participating clients, [1, 3], holds NaN or inf (NaN or inf in their data or loss, "
+                               "or a learning rate too large for them)")
+    big = make_algorithm("fednova", sgd(0.1), tau_eff=1e300)  # c_i = 1e300 / 4: finite changes of 1e10 overflow
+    huge = [ClientUpdate(i, np.full(2, 1e10), 1.0, 1) for i in range(4)]
+    with pytest.raises(FloatingPointError) as info, np.errstate(over="ignore"):
+        big.apply(big.init(np.zeros(2), num_clients=4), full_participation(p), huge, 0.1, p)
+    assert str(info.value) == "round 0: the aggregated update is not finite (diverged)"

@@ -285,7 +285,10 @@ class _CheckedSGD(LocalSolver):
 
 
 @pytest.mark.parametrize("engine", ENGINES)
-@pytest.mark.parametrize("solver, detail", [(_OwnSGD, "the aggregated update is not finite (diverged)"),
+@pytest.mark.parametrize("solver, detail", [(_OwnSGD, "the aggregated update is not finite (diverged): the change of "
+                                                      "3 of the 3 participating clients, [0, 1, 2], holds NaN or inf "
+                                                      "(NaN or inf in their data or loss, or a learning rate too large "
+                                                      "for them)"),
                                             (_CheckedSGD, "the local step is not finite")])
 def test_an_own_step_that_diverges_names_its_round(prob, engine, solver, detail):
     """An own solver step that diverges in round 2 (lr 0.05 for rounds 0-1, then 1e308) stops either engine with a
