@@ -631,6 +631,8 @@ def make_epoch_schedule(num_samples, batch_size: int, epochs, seed: int = 0):
             raise ValueError(f"epochs must be a count, a string like '2' or '2-5', or a (low, high) pair, got {epochs!r}")
         # each checked here: (1, True) compared equal (True == 1) and went on to FixedEpochs as 1 epoch
         lo, hi = check_count("low", epochs[0], minimum=1), check_count("high", epochs[1], minimum=1)
+        if hi < lo:  # as '5-2' is (RandomEpochs' "high must be >= low" named no argument of the caller)
+            raise ValueError(f"epochs range must satisfy 1 <= low <= high, got {epochs!r}")
     else:  # a number: named as epochs (NaN != NaN went on to RandomEpochs' 'low must be an integer >= 1, got nan')
         lo = hi = check_count("epochs", epochs, minimum=1)
     if lo == hi:

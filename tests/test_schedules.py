@@ -93,6 +93,15 @@ def test_make_epoch_schedule_names_epochs_for_nan_and_a_pair_of_three():
     assert SC.make_epoch_schedule(N, 32, (2, 2)) == SC.FixedEpochs(N, 32, 2)
 
 
+def test_make_epoch_schedule_names_epochs_for_a_reversed_pair():
+    """A (low, high) pair with low > high is refused as the string '5-2' is, naming epochs: "epochs range must
+    satisfy 1 <= low <= high, got (5, 2)". Before, it went on to RandomEpochs, whose "high must be >= low, got low=5,
+    high=2" named no argument of train_clients' caller (who passed epochs)."""
+    with pytest.raises(ValueError, match=r"^epochs range must satisfy 1 <= low <= high, got \(5, 2\)$"):
+        SC.make_epoch_schedule(N, 32, (5, 2))
+    assert SC.make_epoch_schedule(N, 32, (2, 5), seed=1) == SC.RandomEpochs(N, 32, 2, 5, 1)
+
+
 def test_wall_clock():
     speeds = [10.0, 5.0, 1.0, 0.01]
     wc = SC.WallClock(speeds, round_seconds=2.0)
