@@ -883,3 +883,24 @@ def test_train_clients_names_labels_that_are_not_one_per_sample(shape_of, messag
     xs, ys = _clients()
     with pytest.raises(ValueError, match=message):
         train_clients(nn.Linear(6, 3), xs, [shape_of(ys[0])] + ys[1:], rounds=1)
+
+
+def test_train_clients_docstring_says_its_server_optimizer_is_plain_and_the_route_to_another():
+    """train_clients' runs use the plain server optimizer (eq. 4 as written), and its docstring says so and how to
+    run server momentum on one's own model (a RunSpec whose algorithm has it, in TensorEngine, which trains). Before,
+    the docstring named the route for a local solver object and a sampler but was silent on the server: a user
+    looking for server momentum could not tell whether train_clients had it."""
+    from fedlib.server import momentum
+    from fedlib.solvers import momentum_sgd
+
+    doc = " ".join(train_clients.__doc__.split())
+    assert "The server optimizer is plain" in doc
+    assert "RunSpec(make_algorithm(name, solver, fedlib.server.momentum(0.9)), ...)" in doc
+    xs, ys = _clients()
+    runs = train_clients(nn.Linear(6, 3), xs, ys, rounds=1, epochs="1")
+    assert [run.algorithm.server.name for run in runs["engine"].runs] == ["plain", "plain"]
+    parts = [np.arange(0, 5), np.arange(5, 22), np.arange(22, 62)]
+    spec = RunSpec(make_algorithm("fednova", momentum_sgd(0.05), momentum(0.9)), parts, FixedSteps([1, 2, 3]),
+                   lr_at=lambda t: 0.05)
+    engine = TensorEngine(nn.Linear(6, 3), torch.cat(xs), torch.cat(ys), [spec], rounds=2)
+    assert len(engine.train()) == 2 and engine.runs[0].algorithm.server.name == "momentum"

@@ -194,7 +194,10 @@ def train_clients(model: nn.Module, client_x: Sequence[Any], client_y: Sequence[
     ``RunSpec(make_algorithm(name, solver), ...)`` in :class:`TensorEngine` (a solver with the built-in
     step; give it ``lr_at=lambda t: lr`` for this function's constant rate: a ``RunSpec``'s default is the step
     decay), or your own loop with :class:`fedlib.optim.ClientOptimizer` (any solver; chapter 6).
-    Participation is full every round (your own sampler: ``RunSpec(..., sampling=sampler)``).
+    Participation is full every round (your own sampler: ``RunSpec(..., sampling=sampler)``). The server optimizer
+    is plain (eq. 4 as written); server momentum or FedAdam on your own model:
+    ``RunSpec(make_algorithm(name, solver, fedlib.server.momentum(0.9)), ...)`` in :class:`TensorEngine`, or your own
+    loop with :class:`fedlib.optim.ClientOptimizer`.
     ``dtype``: of the parameters and features, ``torch.float32`` or ``torch.float64`` (for
     :func:`reference_differences`), the model's parameters cast to it; ``None`` (default): the
     model's own dtype (a float64 model trains in float64; a float16 or bfloat16 model is refused,
