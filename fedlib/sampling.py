@@ -144,6 +144,10 @@ def _refuse_q_with_full(q) -> None:
 
 
 def _check_q(q, m, *, replace: bool) -> int:
+    if q is None:  # the default of clients_per_round: "must be an integer >= 1, got None" read as a wrong value
+        scheme = "with-replacement" if replace else "uniform"
+        raise ValueError(f"clients_per_round is required with sampling {scheme!r} (the number q of clients drawn each "
+                         "round), got None")
     q = check_int("clients_per_round", q, minimum=1)
     if not replace and q > m:
         raise ValueError(f"clients_per_round: cannot sample {q} clients without replacement from {m}")

@@ -505,3 +505,20 @@ def test_a_seed_given_for_rng_is_refused_by_name(sampler, rng):
     part = sampler(P4, 2, generator(0, "sampling", 3))
     same = SA.sample_clients("with-replacement" if sampler is SA.sample_with_replacement else "uniform", P4, 2, 0, 3)
     assert np.array_equal(part.clients, same.clients) and np.array_equal(part.weights, same.weights)
+
+
+@pytest.mark.parametrize("scheme", ["uniform", "with-replacement"])
+def test_a_sampled_scheme_without_clients_per_round_says_it_is_required(scheme):
+    """A sampled scheme given no q (clients_per_round left at its default None: sample_clients, round_participation,
+    RunSpec(sampling="uniform")) says that the scheme needs it, as the CLI's "--clients-per-round is required with
+    --sampling uniform" does. Before: "clients_per_round must be an integer >= 1, got None", as if None had been a
+    wrong value given on purpose. A wrong q keeps its message."""
+    p = np.full(4, 0.25)
+    message = (rf"^clients_per_round is required with sampling '{scheme}' \(the number q of clients drawn each "
+               r"round\), got None$")
+    with pytest.raises(ValueError, match=message):
+        SA.sample_clients(scheme, p, None, 0, 0)
+    with pytest.raises(ValueError, match=message):
+        SA.round_participation(scheme, p, None, seed=0, round_index=0)
+    with pytest.raises(ValueError, match=r"^clients_per_round must be an integer >= 1, got 0$"):
+        SA.sample_clients(scheme, p, 0, 0, 0)
