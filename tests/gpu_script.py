@@ -46,10 +46,10 @@ def import_results(folder, repo, *extra, smoke=True):
 
 
 #: A stub ``timeout`` for runs of gpu_run.sh on a virtual clock (tests/test_gpu_rehearsal.py,
-#: tests/test_mutation_gpu_run.py): it records "SECOND ARGS" (one line a call; SECOND is ``date +%s`` less the
-#: number in $START_FILE, 0 without it) in $STUB_TIMEOUTS, then moves the clock $CLOCK by the seconds the first
-#: matching glob of $STUB_STEPS ("GLOB=SECONDS;...") gives its command (``hang``: the limit plus the kill grace,
-#: exit 124) and runs it.
+#: tests/test_mutation_gpu_run.py, tests/test_gpu_script_budget.py's small budgets): it records "SECOND ARGS" (one
+#: line a call; SECOND is ``date +%s`` less the number in $START_FILE, 0 without it) in $STUB_TIMEOUTS, then moves
+#: the clock $CLOCK by the seconds the first matching glob of $STUB_STEPS ("GLOB=SECONDS;...") gives its command
+#: (``hang``: the limit plus the kill grace, exit 124) and runs it.
 TIMEOUT_STUB = r"""#!/bin/bash
 start=0
 if [ -n "${START_FILE:-}" ]; then start=$(cat "$START_FILE"); fi
