@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import runpy
-import subprocess
 import sys
 from pathlib import Path
 
@@ -11,14 +10,11 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def _run(*argv):
-    out = subprocess.run([sys.executable, *argv], cwd=ROOT, capture_output=True, text=True, timeout=300)
-    assert out.returncode == 0, out.stderr
-    return out.stdout
-
-
-def test_bench_client_optimizer_prints_a_ratio():
-    text = _run("scripts/bench_client_optimizer.py", "--width", "0.03", "--steps", "3", "--repeat", "1", "--threads", "1")
+def test_bench_client_optimizer_prints_a_ratio(capsys):
+    """Run as ``__main__`` in this process (as the tests below): a second interpreter only started torch again (and
+    torch.optim.SGD's first use imports torch._dynamo), ~10 of its ~16 s."""
+    _run_in_process("bench_client_optimizer.py", "--width", "0.03", "--steps", "3", "--repeat", "1", "--threads", "1")
+    text = capsys.readouterr().out
     assert "ClientOptimizer.step" in text and "ratio" in text
 
 
@@ -57,8 +53,10 @@ def test_bench_client_optimizer_leaves_the_global_rng_alone():
     assert torch.equal(torch.rand(3), expected)
 
 
-def test_measure_host_planning_prints_each_round():
-    text = _run("scripts/measure_host_planning.py", "--runs", "1", "--rounds", "2", "--steps", "5")
+def test_measure_host_planning_prints_each_round(capsys):
+    """In this process, as ``__main__`` (no second start of torch)."""
+    _run_in_process("measure_host_planning.py", "--runs", "1", "--rounds", "2", "--steps", "5")
+    text = capsys.readouterr().out
     assert "round 0: plan" in text and "round 1: plan" in text and "load" in text
 
 
