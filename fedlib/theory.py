@@ -243,11 +243,12 @@ def _checked(value: float, exact: Decimal) -> float:
     the same quantity in 40-digit decimals (``_DECIMAL``); else ``exact`` rounded to float64 (``inf`` past its
     range, a subnormal or 0 below it). Ordinary results, a few ulps from ``exact``, stay bit for bit as float64
     gives them; one whose intermediates over- or underflowed (``inf``, ``nan``, 0, or a subnormal that kept a few
-    bits) gives way to the value rounded. ``value`` itself where ``exact`` is undefined (``nan``)."""
+    bits) gives way to the value rounded. ``value`` itself where ``exact`` is undefined (``nan``). An ``exact``
+    beyond float64 is ``inf`` whatever ``value`` is (a relative tolerance of ``inf`` took any finite ``value``)."""
     if exact.is_nan():
         return float(value)
     rounded = float(exact)
-    if value == rounded or (math.isfinite(value) and abs(value - rounded) <= 1e-12 * rounded):
+    if value == rounded or (math.isfinite(rounded) and abs(value - rounded) <= 1e-12 * rounded):
         return float(value)
     return rounded
 

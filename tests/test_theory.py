@@ -662,6 +662,25 @@ def test_step_size_terms_where_float64_over_or_underflows_are_the_values_rounded
         assert g == pytest.approx(float(x), rel=1e-14, abs=0), (got, [float(v) for v in want])
 
 
+def test_explicit_slowdown_term_beyond_float64_is_inf_where_float64_rounded_its_denominator_up():
+    """Theorem 1's explicit first term 4 gap / (eta tau_eff T) is inf where its exact value lies beyond float64,
+    though float64 gives a finite one: eta tau_eff = 1e-200 * 1.3e-123 = 1.3e-323 rounds up to the subnormal
+    1.48e-323 (3 * 2^-1074), so 4 * 6.175e-16 over it is 1.67e308 for the exact 1.9e308. The decimal check took the
+    finite value: its tolerance, 1e-12 times the exact value rounded, was inf."""
+    from fractions import Fraction as F
+
+    lr, tau_eff, gap = 1e-200, 1.3e-123, 6.175e-16
+    assert 4 * F(gap) / (F(lr) * F(tau_eff)) > F(2) ** 1024  # beyond float64's largest finite value
+    assert math.isfinite(4 * gap / (lr * tau_eff))  # float64's own value, of the rounded-up denominator
+    got = TH.theorem1_explicit_bound(lr, 1, L=1.0, sigma2=1.0, beta2=1.0, kappa2=1.0, initial_gap=gap, w=[1.0],
+                                     a_vectors=[[1.0]], tau_eff=tau_eff)
+    assert got.slowdown_term == math.inf and got.total == math.inf
+    # an exact value just inside float64's range (gap / 1.2) is its value rounded, not float64's 1.39e308
+    got = TH.theorem1_explicit_bound(lr, 1, L=1.0, sigma2=1.0, beta2=1.0, kappa2=1.0, initial_gap=gap / 1.2, w=[1.0],
+                                     a_vectors=[[1.0]], tau_eff=tau_eff)
+    assert got.slowdown_term == pytest.approx(float(4 * F(gap / 1.2) / (F(lr) * F(tau_eff))), rel=1e-14, abs=0)
+
+
 def test_theorem1_constants_refuses_weights_that_do_not_sum_to_one():
     """Unnormalised w scaled A (by the square) and B without a word; Theorem 1's weights sum to 1."""
     a = [np.ones(2), np.ones(4)]
