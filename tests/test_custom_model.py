@@ -885,6 +885,18 @@ def test_train_clients_names_labels_that_are_not_one_per_sample(shape_of, messag
         train_clients(nn.Linear(6, 3), xs, [shape_of(ys[0])] + ys[1:], rounds=1)
 
 
+def test_train_clients_suggests_no_repair_for_labels_of_no_column():
+    """Labels of shape (n_i, 0) are refused naming client_y[i] and the shape with no repair: neither hint applies
+    (y[:, 0] and y.argmax(1) both raise on an empty second dimension). Before, they got "(one-hot rows? give
+    y.argmax(1))", the hint for rows of several columns."""
+    xs, ys = _clients()
+    with pytest.raises(ValueError, match=r"^client_y\[0\] must be a 1-d tensor of n_i integer class labels, got "
+                                         r"shape \(5, 0\)$"):
+        train_clients(nn.Linear(6, 3), xs, [ys[0][:, None][:, :0]] + ys[1:], rounds=1)
+    with pytest.raises(IndexError):  # the hint's repair would not run
+        ys[0][:, None][:, :0].argmax(1)
+
+
 def test_train_clients_docstring_says_its_server_optimizer_is_plain_and_the_route_to_another():
     """train_clients' runs use the plain server optimizer (eq. 4 as written), and its docstring says so and how to
     run server momentum on one's own model (a RunSpec whose algorithm has it, in TensorEngine, which trains). Before,

@@ -255,7 +255,7 @@ def train_clients(model: nn.Module, client_x: Sequence[Any], client_y: Sequence[
                              "one feature per sample: client_x[i][:, None]")
         if y.ndim != 1:  # was "client 0: needs n_i >= 1 samples and one label per sample, got (5, 6) / (5, 3)"
             hint = ""
-            if y.ndim == 2:
+            if y.ndim == 2 and y.shape[1] > 0:  # (n, 0): neither repair applies (argmax of no entries raises)
                 hint = " (a column? give y[:, 0])" if y.shape[1] == 1 else " (one-hot rows? give y.argmax(1))"
             raise ValueError(f"client_y[{i}] must be a 1-d tensor of n_i integer class labels, got shape "
                              f"{tuple(y.shape)}{hint}")
