@@ -93,6 +93,16 @@ Review and mutants of f9b9704..2e0d04d (fedlib/algorithms.py: _note_server_kind,
 Mutants of 2e0d04d..fb2fbe6 (fedlib/rng.py: torch_generator's device) (pass described in tests/README.md, Mutation
 passes): R1 a TypeError re-raised as torch's; R2 every error relabelled "not a torch device"; R3 only a TypeError
 caught. killed by the suite: R3. killed here: R1, R2.
+
+Mutants of 41ab8e8..3aae5f7 (fedlib/algorithms.py, eb26f0b: ``_non_finite_changes``, apply's list of the clients
+whose change is not finite) (pass described in tests/README.md, Mutation passes): 5 mutants (ids as drafted: gaps
+are drafts not run), one at a time, ``pytest -x -q`` on test_algorithms.py, this file and test_state_checks.py;
+survivors re-run against test_mutation_batched_reference.py, test_mutation_stacked.py, test_custom_model.py and
+test_mutation_quadratic_custom.py: 2 killed by the suite, 3 here, 0 equivalent.
+  NF1 seven clients listed (``bad[:7]``); NF2 ", ..." from ten bad clients on (``> 9``); NF3 the ``if not bad``
+  branch dropped (an overflowing sum of finite changes named "0 of the 4"); NF5 the participants counted as the bad
+  ones; NF6 no ", ...". killed by the suite: NF3, NF5. killed here: NF1, NF2, NF6
+  (test_apply_lists_at_most_eight_clients_whose_change_is_not_finite).
 """
 from __future__ import annotations
 
@@ -685,3 +695,18 @@ def test_torch_generator_names_a_device_of_no_device_type_and_keeps_torch_s_own_
         rng.torch_generator(0, "augment", 1, device="meta")
     assert not isinstance(info.value, ValueError) and "not a torch device" not in str(info.value)
     assert rng.torch_generator(0, "augment", 1, device=None).device == torch.device("cpu")  # torch's default
+
+
+@pytest.mark.parametrize("bad, shown", [(8, "[1, 2, 3, 4, 5, 6, 7, 8]"), (9, "[1, 2, 3, 4, 5, 6, 7, 8, ...]")])
+def test_apply_lists_at_most_eight_clients_whose_change_is_not_finite(bad, shown):
+    """apply's divergence message lists at most 8 of the clients whose change holds NaN or inf, with ", ..." after
+    them where there are more, and counts them all: of 10 clients, 8 bad (clients 1-8) are all listed, 9 bad (1-9)
+    list the first 8 and "...". Mutants: NF1 seven listed, NF2 "..." from 10 on, NF6 no "..."."""
+    algo = make_algorithm("fednova", sgd(0.1))
+    p = np.full(10, 0.1)
+    ups = [ClientUpdate(i, np.array([np.nan]) if 1 <= i <= bad else np.zeros(1), 1.0, 1) for i in range(10)]
+    with pytest.raises(FloatingPointError) as info:
+        algo.apply(algo.init(np.zeros(1), num_clients=10), full_participation(p), ups, 0.1, p)
+    assert str(info.value) == (f"round 0: the aggregated update is not finite (diverged): the change of {bad} of "
+                               f"the 10 participating clients, {shown}, holds NaN or inf (NaN or inf in their data "
+                               "or loss, or a learning rate too large for them)")

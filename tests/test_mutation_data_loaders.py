@@ -37,6 +37,22 @@ equivalent.
   removed since: the test reads the batch through ``_read_split``).
   equivalent: RN3 (every element is written), RN6 (the same labels, copied), RN7 (``_read_batch_rows`` refuses a
   batch whose labels and rows differ in number).
+Mutants of 41ab8e8..3aae5f7 (fedlib/data/cifar10.py, 2406589: ``_read_split`` reading one batch at a time, its
+result grown or shrunk with ``ndarray.resize``) (pass described in tests/README.md, Mutation passes): 7 mutants (ids
+as drafted: gaps are drafts not run), one at a time, ``pytest -x -q`` on test_cifar_data.py and this file; survivors
+re-run against test_bad_inputs.py and the doctests of fedlib.data.cifar10: 2 killed by the suite, 2 here, 3
+equivalent.
+  RS1 ``index == 0 or`` dropped; RS2 ``end >= len(images)``; RS3 room for one batch more; RS4 ``del rows`` dropped;
+  RS5 ``start > len(images)`` (the result never shrunk); RS6 the room from this batch alone (``len(rows) *
+  (len(names) - index)``, not ``end + ...``); RS7 the first resize with ``refcheck=True``.
+  killed by the suite: RS3 (test_cifar_data.py::test_batches_are_read_one_at_a_time), RS5. killed here: RS4
+  (test_a_split_holds_one_raw_batch_at_a_time), RS6 (test_a_last_batch_larger_than_the_room_left_grows_the_result).
+  equivalent: RS1 (a first batch with rows is resized by ``end > len(images)`` as well, an empty one to 0 rows, a
+  no-op); RS2 (a batch that fills the room exactly also grows it, by its size times the batches left, and the last
+  resize trims it back: the same arrays; only a transient allocation differs, and not for the official splits, whose
+  equal batches fill the room exactly at the last one, with none left); RS7 (numpy refuses the resize only for an
+  array with another reference, and none exists: the slice each batch is written into is gone; ``refcheck=False``
+  stays for a tracer or debugger holding the frame's locals).
 """
 from __future__ import annotations
 
@@ -284,6 +300,44 @@ def test_float_labels_are_refused(tmp_path):
     path = _batch(tmp_path / "data_batch_1", _rows([0, 1]), [0.0, 1.0])
     with pytest.raises(ValueError, match="^" + re.escape(f"{path}: 'labels' must be integers, got dtype float64")):
         cf._read_split(path.parent, [path.name])
+
+
+def test_a_last_batch_larger_than_the_room_left_grows_the_result(tmp_path):
+    """_read_split sizes its result from the first batch (five batches of 1 image: room for 5) and grows it for a
+    batch that does not fit: after four batches of 1 image (rows 0-3), a fifth of 9 needs rows 4-12, so 13 rows.
+    Sizing it by the batch alone, 9 times the batches left (mutant RS6), made room for 9 rows only. Image k of the
+    fifth batch is filled with 10 + k: rows 0-3 hold 0-3, rows 4-12 hold 10-18."""
+    names = [f"data_batch_{b}" for b in range(1, 6)]
+    for b, name in enumerate(names[:4]):
+        _batch(tmp_path / name, _rows([b]), [b])
+    _batch(tmp_path / names[4], _rows(range(10, 19)), [k % 10 for k in range(9)])
+    images, labels = cf._read_split(tmp_path, names)
+    assert images.shape == (13, 32, 32, 3)
+    assert images[:, 0, 0, 0].tolist() == [0, 1, 2, 3] + list(range(10, 19))
+    assert bool((images == images[:, :1, :1, :1]).all())  # every pixel and plane of an image: its one value
+    assert labels.tolist() == [0, 1, 2, 3] + list(range(9))
+
+
+def test_a_split_holds_one_raw_batch_at_a_time(tmp_path):
+    """While a split is read, one unpickled batch is held besides the result: the train split of five batches of
+    1,000 images peaks at its result plus one batch (a test batch of 10 images keeps the test split's part small).
+    Keeping the last batch's rows until the next one is unpickled (mutant RS4, no ``del rows``) held two: 2.0 batches
+    above the result against 1.0 (the bound here is 1.5)."""
+    import tracemalloc
+
+    folder = tmp_path / cf.BATCH_FOLDER
+    rng = np.random.default_rng(0)
+    for name, n in zip(cf.TRAIN_FILES + (cf.TEST_FILE,), (1000,) * 5 + (10,)):
+        _batch(folder / name, rng.integers(0, 256, size=(n, 3072), dtype=np.uint8), [k % 10 for k in range(n)])
+    batch_bytes = 1000 * 3072
+    tracemalloc.start()
+    try:
+        got = cf.load_cifar10(tmp_path)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    result_bytes = sum(array.nbytes for array in got[:4])
+    assert peak < result_bytes + 1.5 * batch_bytes, (peak - result_bytes) / batch_bytes
 
 
 # --------------------------------------------------------------------------- CIFAR-10: download

@@ -46,6 +46,19 @@ small_lr_limit's weights) (pass described in tests/README.md, Mutation passes):
 Mutants of 0571233~1..165a974 (fedlib/experiments/quadratic.py: fixed_local_steps' low/high by check_count) (pass
 described in tests/README.md, Mutation passes):
   Q1 low by check_int; Q2 high by check_int; Q3 high's minimum 1, not low. killed by the suite: Q1-Q3.
+
+Mutants of 41ab8e8..3aae5f7 (fedlib/experiments/custom.py, 9ac4aae and 49333ae: train_clients' seed and label
+checks) (pass described in tests/README.md, Mutation passes): 6 mutants (ids as drafted: gaps are drafts not run),
+one at a time, ``pytest -x -q`` on test_custom_model.py and this file; survivors re-run against test_bad_inputs.py,
+test_bad_inputs_core.py, test_mismatched_arguments.py and the doctests of fedlib.experiments.custom: 3 killed by the
+suite, 2 by a test of the pass, 1 equivalent.
+  CU2 seed's minimum 1; CU3 ``y.ndim > 1`` (a 0-d label tensor let through); CU4 the hints for ``y.ndim >= 2``; CU5
+  the column hint for ``y.shape[1] <= 1``; CU6 ``x.shape[0] < 0`` (an empty client let through); CU8 (of the fix
+  25dc162) its ``and y.shape[1] > 0`` dropped. killed by the suite: CU2, CU4, CU6. killed here: CU3
+  (test_train_clients_names_a_label_tensor_of_no_dimension); CU8 by the fix's test
+  (tests/test_custom_model.py::test_train_clients_suggests_no_repair_for_labels_of_no_column).
+  equivalent: CU5 since 25dc162, which it showed: labels of shape (n, 0) got the one-hot hint, ``y.argmax(1)``,
+  which raises on them; now they get no hint, and for ``y.shape[1] > 0`` ``<= 1`` is ``== 1``.
 """
 from __future__ import annotations
 
@@ -609,3 +622,15 @@ def test_weighted_limit_check_of_fedprox_measures_the_tenth_step_with_its_mu():
     np.testing.assert_allclose(check.target, target, rtol=1e-14)
     expected = np.linalg.norm(Q.fixed_point(prob, "fedprox", lr / 10, steps, mu) - target)
     assert check.tenth_distance == expected
+
+
+def test_train_clients_names_a_label_tensor_of_no_dimension():
+    """A client's labels given as one 0-d tensor (a single class for the whole client) are a ValueError naming
+    client_y[i] and the shape (), as other label tensors that are not 1-d are. Testing ``y.ndim > 1`` only (mutant
+    CU3 of 41ab8e8..) let it through to an IndexError ('tuple index out of range') at y.shape[0]."""
+    g = torch.Generator().manual_seed(0)
+    xs = [torch.randn(n, 6, generator=g) for n in (5, 17)]
+    ys = [torch.tensor(1), torch.randint(0, 3, (17,), generator=g)]
+    with pytest.raises(ValueError, match=r"^client_y\[0\] must be a 1-d tensor of n_i integer class labels, got "
+                                         r"shape \(\)$"):
+        train_clients(nn.Linear(6, 3), xs, ys, rounds=1)

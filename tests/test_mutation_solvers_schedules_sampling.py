@@ -199,6 +199,13 @@ test_mutation_speedup_stragglers.py and this file: 4 killed by the suite.
   LW1 the first attribute of ``needs`` not looked for; LW2 ``num_clients is not None and`` dropped (None compared);
   LW3 ``!=`` -> ``<`` (only local work for fewer clients refused); LW4 only the first missing attribute named.
   killed by the suite: LW1-LW4 (test_speedup_bounds_stragglers_inputs.py).
+
+Mutants of 41ab8e8..3aae5f7 (fedlib/sampling.py, 3aae5f7: ``_check_q``'s message for q None; fedlib/schedules.py,
+4f23d63: make_epoch_schedule's reversed (low, high) pair) (pass described in tests/README.md, Mutation passes): 3
+mutants (ids as drafted: gaps are drafts not run), one at a time, ``pytest -x -q`` on test_sampling.py /
+test_schedules.py, this file and test_bad_inputs_core.py: 3 killed by the suite.
+  SQ1 ``not q`` for ``q is None`` (q = 0 told it is required); SQ2 the schemes' names swapped; ME1 ``hi <= lo`` (an
+  equal pair refused). killed by the suite: SQ1, SQ2 (test_sampling.py), ME1 (test_schedules.py).
 """
 from __future__ import annotations
 

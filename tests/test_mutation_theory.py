@@ -125,6 +125,46 @@ suite, 1 killed here, 1 equivalent.
   scaled back.
   killed by the suite: TH1, TH3-TH9 (test_theory.py, this file). killed here: TH10
   (test_theorem1_constants_B_weighs_a_head_before_scaling_it_back). equivalent: TH2 (``math.ldexp(x, 0)`` is x).
+Mutants of 41ab8e8..3aae5f7 (fedlib/theory.py: the 40-digit decimal checks, ``_DECIMAL`` and ``_checked``, of
+theorem1_bound, _step_d, appg_step_conditions, appg_max_lr, _appg_inputs' decimal C and theorem1_explicit_bound;
+theorem1_constants' frexp of w_i) (pass described in tests/README.md, Mutation passes): 44 mutants (ids as drafted:
+gaps are drafts not run), one at a time, ``pytest -x -q`` on test_theory.py, this file, test_appg_conditions.py and
+test_bounds.py; survivors re-run against test_docstring_truth.py, test_paper_claims.py,
+test_closed_forms_coverage.py, test_anatomy_tradeoff.py, test_bad_inputs_core.py,
+test_speedup_bounds_stragglers_inputs.py and the doctests of fedlib.theory (none killed there): 27 killed by the
+suite, 11 killed here or by the fix's test, 6 equivalent.
+  TC1 the frexp never taken (the old B); TC2 the frexp taken for unscaled heads too; TC4 w_i's exponent subtracted;
+  TC5 w_i's exponent dropped. DC1 ``prec=16``; DC3 the context's default traps. CK1 the NaN branch dropped; CK2 the
+  tolerance 1e-3; CK3 ``abs`` dropped; CK4 ``value == rounded or`` dropped; CK5 ``math.isfinite(value) and``
+  dropped (at 3aae5f7; after 5031eda, ``math.isfinite(rounded) and``); CK6 the decimal value returned within the
+  tolerance. TB1 ``except ZeroDivisionError``; TB2 the OverflowError fallback 0.0 for nan; TB3 the exact second term
+  with kappa^2; TB4 the exact third term without m; TB5 s without m; TB6 the exact fourth term with sigma^2; TB9
+  theorem1_bound's errstate dropped. SD1 the ``C_exact == 0`` branch dropped; SD2 ``C == 0`` tested on the float;
+  SD3 D's exact value from the float C; SD4 its factor 2; SD5 the given C_exact replaced by Decimal(C). AS1 the first
+  quantity unchecked; AS2 the exact second without q; AS3 the second unchecked; AS4 _step_d without C_exact; AS5 the
+  exact first without L. AI1 the errstate around the sums dropped; AI2 ``x <= math.inf`` (the float sum always);
+  AI3 C_exact from ||a||_1^2; AI4 the head's sum over the whole of a; AI6 C_exact starting at 1. AM1 1 / denominator
+  unguarded; AM2 ``C > 0`` for ``C_exact > 0``; AM3 appg_max_lr's errstate dropped; AM5 the exact second bound
+  without q; AM6 the exact third bound without the + 1. EB1 ``except OverflowError`` only; EB2 the exact second term
+  without / m; EB3 the third with eta L once; EB4 the fourth with sigma^2; EB5 the first without tau_eff.
+  killed by the suite: TC1, TC4, TC5, CK2, CK3, CK6, TB1, TB3-TB6, SD4, AS2, AS5, AI2-AI4, AI6, AM1, AM2, AM5, AM6,
+  EB1-EB5. killed here: DC1 (test_values_the_decimals_take_over_are_correctly_rounded), TB9, AI1, AM3
+  (test_decimal_checked_results_beyond_float64_raise_no_warning), SD2, SD3, SD5, AS4
+  (test_appg_d_where_c_leaves_float64_is_the_value_rounded), AS1, AS3
+  (test_appg_first_and_second_where_float64_products_over_or_underflow_are_the_values_rounded); CK5 by the test of
+  the bug it showed (5031eda: a finite float64 value stood against an exact one beyond float64, the tolerance
+  1e-12 * inf being inf; at 3aae5f7 the mutant was equivalent, as the clause it dropped was the wrong one), in
+  tests/test_theory.py:
+  test_explicit_slowdown_term_beyond_float64_is_inf_where_float64_rounded_its_denominator_up.
+  equivalent: TC2 (for a head of scale 1, w_i's mantissa times ||head||^2 rounds to w_i ||head||^2's significand and
+  the ldexp back is exact, unless the term is below 2^-1022, i.e. w_i < 2^-822, where the mutant rounds twice, to 53
+  bits then to the subnormal grid, and differs only where the first rounding lands on a tie of the second); DC3 (the
+  default traps, InvalidOperation, DivisionByZero and Overflow, never fire: the inputs are finite (checked), the
+  divisors positive, and no product of float64s and a whole number in memory reaches 10^MAX_EMAX); CK1 (the exact
+  value is never NaN for the same reason); CK4 (every quantity is >= 0: a value equal to the rounded one also passes
+  the tolerance where that is finite, and where both are inf the rounded one is the value); TB2 (a fallback value
+  stands only within the tolerance of the exact one, and 0.0 is within it only where the exact value rounds to 0.0);
+  SD1 (C = 0 makes the exact D 0, and the float 4 x^2 C is 0, or nan for an infinite x, both giving way to 0.0).
 """
 from __future__ import annotations
 
@@ -1082,3 +1122,107 @@ def test_theorem1_constants_B_weighs_a_head_before_scaling_it_back():
     exact = Fraction(0.25) * Fraction(2e154) ** 2 + Fraction(0.75) * 1
     assert math.isfinite(B) and B == pytest.approx(float(exact), rel=1e-15, abs=0)
     assert C == math.inf
+
+
+# ====================================================================== 41ab8e8.. (the 40-digit decimal checks)
+def _round_fraction(x) -> float:
+    """The Fraction ``x`` >= 0 rounded to float64 once (Fraction.__float__ rounds correctly), inf past its range."""
+    try:
+        return float(x)
+    except OverflowError:
+        return float("inf")
+
+
+def _fraction_sqrt(x):
+    """sqrt(x) of a Fraction x > 0 to a relative 2^-120 (math.isqrt of x scaled by a power of four)."""
+    import math
+    from fractions import Fraction
+
+    bits = max(0, (x.denominator.bit_length() - x.numerator.bit_length()) // 2) + 120
+    return Fraction(math.isqrt(x.numerator * 4 ** bits // x.denominator), 2 ** bits)
+
+
+@pytest.mark.parametrize("lr, L, tau_eff", [(1e10, 1e-300, 1e300), (1e-300, 1e300, 1e-300)])
+def test_appg_first_and_second_where_float64_products_over_or_underflow_are_the_values_rounded(lr, L, tau_eff):
+    """App. G's first and second quantities, 2 tau_eff eta L and 6 tau_eff eta L (1 + beta^2/q), are the exact values
+    rounded where float64's left-to-right product leaves its range: 2 * 1e300 * 1e10 is inf before L = 1e-300 brings
+    it back (2e10 exactly, 6e10 * 1.75 = 1.05e11 for beta^2 = 3, q = 4), 2 * 1e-300 * 1e-300 is 0 before L = 1e300
+    (2e-300; 1.05e-299). The unchecked products gave inf and 0 (mutants AS1, AS3)."""
+    from fractions import Fraction as F
+
+    c = TH.appg_step_conditions(lr, L, 3.0, 4, tau_eff, [[1.0, 1.0]])
+    first = 2 * F(tau_eff) * F(lr) * F(L)
+    assert c.first == pytest.approx(float(first), rel=1e-14, abs=0)
+    assert c.second == pytest.approx(float(3 * first * (1 + F(3, 4))), rel=1e-14, abs=0)
+    assert c.first_holds == (first <= 1) and c.second_holds == (3 * first * F(7, 4) <= 1)
+
+
+@pytest.mark.parametrize("lr, entry", [(1e-250, 1e200), (1e150, 1e-200)])
+def test_appg_d_where_c_leaves_float64_is_the_value_rounded(lr, entry):
+    """App. G's D = 4 (eta L)^2 C with C = ||a||_1 (||a||_1 - a_-1) itself beyond float64: a = (1e200, 1e200) gives
+    C = 2e400 (inf in float64), a = (1e-200, 1e-200) C = 2e-400 (0 in float64), and with lr = 1e-250 and 1e150 (L =
+    1) D is 4e-500 * 2e400 = 8e-100 and 4e300 * 2e-400 = 8e-100, which holds (<= 1/13). D from the float C gave inf
+    and 0 (mutants AS4, SD3, SD5: _step_d given the float C only; SD2: C == 0 tested on the float)."""
+    from fractions import Fraction as F
+
+    c = TH.appg_step_conditions(lr, 1.0, 1.0, 4, 1.0, [[entry, entry]])
+    want = 4 * F(lr) ** 2 * (2 * F(entry)) * F(entry)
+    assert c.D == pytest.approx(float(want), rel=1e-14, abs=0) and c.D_holds
+
+
+def test_decimal_checked_results_beyond_float64_raise_no_warning():
+    """Where float64's intermediates leave its range, theorem1_bound, appg_max_lr and appg_step_conditions give the
+    values rounded without a numpy RuntimeWarning: inf / inf in theorem1_bound's first term (tau_bar / tau_eff =
+    1e310 over sqrt(1e320)), a sum of a_i's entries beyond float64 (three entries of 1e308), and 1 / 0 where 2 L
+    sqrt((12 beta^2 + 1) C) underflows (L = 1e-300, C = 2e-100: appg_max_lr is then its second bound, 1 / (12 * 1e-300
+    * 1.25) = 6.67e298). Mutants TB9, AI1, AM3 drop the errstate that keeps them quiet."""
+    import warnings
+    from fractions import Fraction as F
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        terms = TH.theorem1_bound(1, 1e300, 10 ** 20, 1e-10, 1e300, 1e300, 1e300)
+        big = TH.appg_max_lr(1.0, 1.0, 4, 1.0, [[1e308, 1e308, 1e308]])
+        small = TH.appg_max_lr(1e-300, 1.0, 4, 1.0, [[1e-50, 1e-50]])
+    # 1e300 / 1e-10 / sqrt(1e320) = 1e150; C = (3 * 1e308)(2 * 1e308) = 6e616: the third bound 1 / (2 sqrt(13 C)),
+    # 5.66e-310, below the second, 1 / (12 * 1.25)
+    assert terms.slowdown_term == pytest.approx(1e150, rel=1e-14, abs=0)
+    assert big == _round_fraction(1 / (2 * _fraction_sqrt(13 * (3 * F(1e308)) * (2 * F(1e308)))))
+    assert small == pytest.approx(float(1 / (12 * F(1e-300) * F(5, 4))), rel=1e-14, abs=0)
+
+
+def test_values_the_decimals_take_over_are_correctly_rounded():
+    """Where float64's intermediates leave its range, the 40-digit decimals give the exact value rounded once to
+    float64 (the same float as the exact rational value rounded; 40 digits leave a double rounding only within
+    1e-40 of a tie): theorem1_bound's four terms at T = 1e400 and at a subnormal tau_eff, appg_max_lr's two bounds,
+    App. G's D and the explicit bound's terms at lr = tau_eff = 1e-200. 16 digits (mutant DC1) are off in the last
+    bit. (a_i's sums are float64's where finite: the cases' sums are exact.)"""
+    from fractions import Fraction as F
+
+    def bound_exact(m, tau_bar, T, tau_eff, A, B, C):
+        tau_bar, tau_eff, A, B, C = map(F, (tau_bar, tau_eff, A, B, C))
+        s = _fraction_sqrt(m * tau_bar * T)
+        return tuple(map(_round_fraction, (tau_bar / tau_eff / s, A / s, m * B / (tau_bar * T),
+                                           m * C / (tau_bar * T))))
+
+    # every term from the decimals at T = 1e400 (OverflowError) and at m tau_bar T = 7e320 (inf); the first alone at
+    # tau_eff = 1e-320 (tau_bar / tau_eff inf), the other three there are float64's, a few ulps off
+    for args, terms in [((3, 7.0, 10 ** 400, 1.0, 3.0, 5.0, 11.0), 4), ((4, 3.0, 10 ** 40, 1e-320, 1.0, 1.0, 1.0), 1),
+                        ((7, 1e300, 10 ** 20, 3e-10, 1e300, 3e299, 7e299), 4)]:
+        assert tuple(TH.theorem1_bound(*args))[:terms] == bound_exact(*args)[:terms], args
+    for L, beta2, q, tau_eff, a in [(1e-300, 3.0, 7, 1e-300, [1.0, 3.0]), (3.0, 5.0, 3, 7.0, [1e200, 1e200]),
+                                    (1e300, 1.0, 4, 1e10, [1.0, 1.0])]:
+        C = sum(map(F, a)) * sum(map(F, a[:-1]))
+        want = min(1 / (12 * F(tau_eff) * F(L) * (1 + F(beta2) / q)),
+                   1 / (2 * F(L) * _fraction_sqrt((12 * F(beta2) + 1) * C)))
+        assert TH.appg_max_lr(L, beta2, q, tau_eff, [a]) == _round_fraction(want), (L, tau_eff, a)
+    c = TH.appg_step_conditions(3e-200, 1.0, 1.0, 4, 1.0, [[1e150, 1e150]])
+    assert c.D == _round_fraction(4 * F(3e-200) ** 2 * (2 * F(1e150)) * F(1e150))
+    lr, tau_eff, gap, s2, k2 = 3e-200, 1e-200, 7e-300, 1e300, 3e299
+    got = TH.theorem1_explicit_bound(lr, 3, L=1.0, sigma2=s2, beta2=1.0, kappa2=k2, initial_gap=gap, w=[0.5, 0.5],
+                                     a_vectors=[[1.0, 1.0], [1.0, 1.0]], tau_eff=tau_eff)
+    # a_i = (1, 1), w = (1/2, 1/2): A = m tau_eff sum_i w_i^2 ||a_i||^2 / ||a_i||_1^2 = tau_eff / 2, B = 1, C = 2
+    A, B, C = F(tau_eff) / 2, 1, 2
+    want = (4 * F(gap) / (F(lr) * F(tau_eff) * 3), 4 * F(lr) * F(s2) * A / 2, 6 * F(lr) ** 2 * F(s2) * B,
+            12 * F(lr) ** 2 * F(k2) * C)
+    assert tuple(got) == tuple(map(_round_fraction, want))
