@@ -883,9 +883,11 @@ def test_check_schedule_size_names_the_schedule_by_the_name_it_is_given():
 
 
 # ---------------------------------------------------------------- mutants of 8fc7fcd..0bee57f (sampling, solvers)
-def test_weight_moments_with_replacement_of_a_certain_client_raises_no_runtime_warning():
+def test_weight_moments_with_replacement_of_a_certain_client_raises_no_runtime_warning(capfd):
     """A client of weight 1 with q = 3 draws: log1p(-1) = -inf gives 1 - (1 - 1)^2 = 1 without numpy's divide-by-zero
-    RuntimeWarning (mutant SA6 of 8fc7fcd..0bee57f, the errstate around -expm1((q-1) log1p(-p)) dropped). By hand:
+    RuntimeWarning (mutant SA6 of 8fc7fcd..0bee57f, the errstate around -expm1((q-1) log1p(-p)) dropped) and
+    without its message printed: errstate(divide="print") (mutant EP1 of the negative-assertion pass) wrote
+    'Warning: divide by zero encountered in log1p' to the C stderr, which no warnings filter sees. By hand:
     presence[i, j] = p_j (1 - (1 - p_i)^2) off the diagonal, p_j on it: [[1, 0], [0, 0]]; pair = (1 - 1/3) p p^T +
     diag(p) / 3 = [[1, 0], [0, 0]]."""
     import warnings
@@ -893,6 +895,7 @@ def test_weight_moments_with_replacement_of_a_certain_client_raises_no_runtime_w
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         moments = weight_moments("with-replacement", [1.0, 0.0], 3)
+    assert capfd.readouterr() == ("", "")
     assert moments.presence.tolist() == [[1.0, 0.0], [0.0, 0.0]]
     assert moments.pair.tolist() == [[1.0, 0.0], [0.0, 0.0]]
 

@@ -899,13 +899,16 @@ def test_chi_square_keeps_a_finite_value_just_below_the_float64_maximum():
     assert TH.chi_square(p, w) == pytest.approx(float(exact), rel=1e-14, abs=0.0)
 
 
-def test_chi_square_of_huge_terms_raises_no_runtime_warning():
+def test_chi_square_of_huge_terms_raises_no_runtime_warning(capfd):
     """A term whose d_i / w_i overflows (then d_i^2 / w_i) is summed without numpy's overflow RuntimeWarning, and a
     sum beyond float64 is the ValueError alone (before 8fc7fcd: inf with a RuntimeWarning). Mutant CS5 of
     8fc7fcd..0bee57f (the errstate around _chi_square in chi_square dropped: 'overflow encountered in divide' on the
     way to a finite 1e300, and the fallback d^2 / w = 0.25 / 1e-310 overflows with a warning), a RuntimeWarning
     raised here. Expected values: the sum in Fraction of the floats given (~1e300: w_2 = 1e-320 is
-    a subnormal, 9.99989e-321)."""
+    a subnormal, 9.99989e-321).
+    Nothing is printed either (capfd): numpy's errstate(..., "print") (mutants EP15, EP16 of the negative-assertion
+    pass)
+    writes its 'Warning: ...' to the C stderr, which the warnings filter does not see, and passed before."""
     import warnings
     from fractions import Fraction
 
@@ -916,15 +919,18 @@ def test_chi_square_of_huge_terms_raises_no_runtime_warning():
         assert TH.chi_square(p, w) == pytest.approx(float(exact), rel=1e-14, abs=0.0)
         with pytest.raises(ValueError, match=r"^w: chi-square overflows float64"):
             TH.chi_square([0.5, 0.5], [1.0, 1e-310])
+    assert capfd.readouterr() == ("", "")
 
 
-def test_a_rounds_chi_square_with_an_overflowing_ratio_raises_no_runtime_warning():
+def test_a_rounds_chi_square_with_an_overflowing_ratio_raises_no_runtime_warning(capfd):
     """A round's chi^2 (_round_chi_square, which every round of FederatedAlgorithm.apply computes) calls _chi_square
     without chi_square's errstate: a term whose d_i / w_i overflows while d_i^2 / w_i is finite is summed without
     numpy's 'overflow encountered in divide' (mutant CS4 of 8fc7fcd..0bee57f, the errstate around d * (d / w)
     dropped; through chi_square the outer errstate hides it). omega = (1/2, 1/2 - 2^-30, 2^-30), w = (1/2, 1/2,
     2^-1064), both of sum 1 in float64: d_3 / w_3 ~ 2^1034 overflows, d_3^2 / w_3 ~ 2^1004 does not; expected: the sum
-    in Fraction of those floats."""
+    in Fraction of those floats.
+    Nothing is printed either (capfd): numpy's errstate(..., "print") (mutant EP15 of the negative-assertion pass)
+    writes its 'Warning: ...' to the C stderr, which the warnings filter does not see, and passed before."""
     import warnings
     from fractions import Fraction
 
@@ -933,17 +939,21 @@ def test_a_rounds_chi_square_with_an_overflowing_ratio_raises_no_runtime_warning
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         assert TH._round_chi_square(omega, w) == pytest.approx(float(exact), rel=1e-14, abs=0.0)
+    assert capfd.readouterr() == ("", "")
 
 
-def test_a_rounds_chi_square_beyond_float64_is_inf_without_a_warning():
+def test_a_rounds_chi_square_beyond_float64_is_inf_without_a_warning(capfd):
     """omega = (1/2, 1/2), w = (1, 1e-310) (sum 1 in float64): the second term (1/2)^2 / 1e-310 = 2.5e309 is beyond
     float64. A round records it as inf, silently (before: numpy's 'overflow encountered in divide' from the second
-    try, d^2 / w, every such round); chi_square itself still refuses it."""
+    try, d^2 / w, every such round); chi_square itself still refuses it.
+    Nothing is printed either (capfd): numpy's errstate(..., "print") (mutant EP16 of the negative-assertion pass)
+    writes its 'Warning: ...' to the C stderr, which the warnings filter does not see, and passed before."""
     import warnings
 
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         assert TH._round_chi_square(np.array([0.5, 0.5]), np.array([1.0, 1e-310])) == np.inf
+    assert capfd.readouterr() == ("", "")
     with pytest.raises(ValueError, match=r"^w: chi-square overflows float64"):
         TH.chi_square([0.5, 0.5], [1.0, 1e-310])
 
@@ -960,16 +970,19 @@ def test_two_client_chi_square_is_correctly_rounded(t1, t2):
     assert TH.two_client_lower_bound(t1, t2).chi2 == float(Fraction((t2 - t1) ** 2, 4 * t1 * t2))
 
 
-def test_lemma1_fixed_point_at_lr_one_raises_no_runtime_warning():
+def test_lemma1_fixed_point_at_lr_one_raises_no_runtime_warning(capfd):
     """lr = 1: K_i = 1 - 0^tau_i = 1 for every tau_i, so the limit is sum_i p_i e_i = 0.25 - 0.75 = -0.5, and the
     log1p(lr - 2) = log1p(-1) = -inf of the even branch is taken without numpy's divide-by-zero RuntimeWarning.
     Mutants LM5 (``lr < 1`` -> ``lr <= 1``: -expm1(tau log1p(-1)) = 1 alike, with the warning) and LM6 (the errstate
-    around the np.where dropped)."""
+    around the np.where dropped).
+    Nothing is printed either (capfd): numpy's errstate(..., "print") (mutant EP20 of the negative-assertion pass)
+    writes its 'Warning: ...' to the C stderr, which the warnings filter does not see, and passed before."""
     import warnings
 
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         x = TH.lemma1_fixed_point([[1.0], [-1.0]], [0.25, 0.75], [2, 3], 1.0)
+    assert capfd.readouterr() == ("", "")
     assert x.tolist() == [-0.5]
 
 
@@ -1170,12 +1183,15 @@ def test_appg_d_where_c_leaves_float64_is_the_value_rounded(lr, entry):
     assert c.D == pytest.approx(float(want), rel=1e-14, abs=0) and c.D_holds
 
 
-def test_decimal_checked_results_beyond_float64_raise_no_warning():
+def test_decimal_checked_results_beyond_float64_raise_no_warning(capfd):
     """Where float64's intermediates leave its range, theorem1_bound, appg_max_lr and appg_step_conditions give the
     values rounded without a numpy RuntimeWarning: inf / inf in theorem1_bound's first term (tau_bar / tau_eff =
     1e310 over sqrt(1e320)), a sum of a_i's entries beyond float64 (three entries of 1e308), and 1 / 0 where 2 L
     sqrt((12 beta^2 + 1) C) underflows (L = 1e-300, C = 2e-100: appg_max_lr is then its second bound, 1 / (12 * 1e-300
-    * 1.25) = 6.67e298). Mutants TB9, AI1, AM3 drop the errstate that keeps them quiet."""
+    * 1.25) = 6.67e298). Mutants TB9, AI1, AM3 drop the errstate that keeps them quiet.
+    Nothing is printed either (capfd): numpy's errstate(..., "print") (mutants EP17, EP18, EP19 of the
+    negative-assertion pass) writes its 'Warning: ...' to the C stderr, which the warnings filter does not see, and
+    passed before."""
     import warnings
     from fractions import Fraction as F
 
@@ -1184,6 +1200,7 @@ def test_decimal_checked_results_beyond_float64_raise_no_warning():
         terms = TH.theorem1_bound(1, 1e300, 10 ** 20, 1e-10, 1e300, 1e300, 1e300)
         big = TH.appg_max_lr(1.0, 1.0, 4, 1.0, [[1e308, 1e308, 1e308]])
         small = TH.appg_max_lr(1e-300, 1.0, 4, 1.0, [[1e-50, 1e-50]])
+    assert capfd.readouterr() == ("", "")
     # 1e300 / 1e-10 / sqrt(1e320) = 1e150; C = (3 * 1e308)(2 * 1e308) = 6e616: the third bound 1 / (2 sqrt(13 C)),
     # 5.66e-310, below the second, 1 / (12 * 1.25)
     assert terms.slowdown_term == pytest.approx(1e150, rel=1e-14, abs=0)

@@ -207,6 +207,21 @@ def test_gradient_noise_stream():
     assert np.all(gradient_noise(3, 4, 2, 3, 5, 2, 0.0) == 0)
 
 
+def test_a_diverging_run_of_replicas_is_the_floating_point_error_alone(capfd):
+    """A run that diverges (lr = 50, 20 local steps) stops with FloatingPointError naming its round, and says nothing
+    else: no numpy RuntimeWarning and nothing printed on the way to inf (the errstate of the recorded gradient norm and
+    of the local steps). Before this test, errstate(..., "print") there (mutants EP3, EP4 of the negative-assertion
+    pass: numpy's 'Warning: overflow encountered in ...' on the C stderr) passed the suite."""
+    import warnings
+
+    prob = random_quadratic(2, 2, seed=0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        with pytest.raises(FloatingPointError, match=r"^round \d+: the iterate is not finite \(diverged\)$"):
+            run_replicas(prob, "fednova", [sgd(50.0)], _Fixed([20, 20], [0, 0]), 50)
+    assert capfd.readouterr() == ("", "")
+
+
 def test_run_replicas_bad_inputs():
     prob = random_quadratic(2, 2, seed=0)
     work = _Fixed([1, 2], [0, 0])

@@ -415,13 +415,20 @@ def test_wall_clock_refuses_bool_or_text_probabilities(kw):
     assert WallClock([10.0], 1.0, straggler_prob=np.float64(0.5), straggler_factor=1).straggler_prob == 0.5
 
 
-def test_wallclock_steps_that_overflow_int64_are_refused():
+def test_wallclock_steps_that_overflow_int64_are_refused(capfd):
     """speeds * round_seconds past 2**63 (or inf) was cast to int64 silently: WallClock([1e300], 1e10)
-    gave -9223372036854775808 local steps (with numpy RuntimeWarnings only)."""
+    gave -9223372036854775808 local steps (with numpy RuntimeWarnings only). Now the ValueError alone: no warning,
+    nothing printed (errstate(over="print"), mutant EP21 of the negative-assertion pass, printed numpy's 'Warning:
+    overflow encountered in multiply' to the C stderr and passed before)."""
+    import warnings
+
     from fedlib.schedules import WallClock
 
-    with pytest.raises(ValueError, match="speeds: client 1 would take"):
-        WallClock([1.0, 1e300], 1e10).local_steps(0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        with pytest.raises(ValueError, match="speeds: client 1 would take"):
+            WallClock([1.0, 1e300], 1e10).local_steps(0)
+    assert capfd.readouterr() == ("", "")
     with pytest.raises(ValueError, match="speeds: client 0 would take"):
         WallClock([1e19], 1.0).local_steps(0)
     assert WallClock([0.29, 1e6], 100.0).local_steps(0).tolist() == [29, 10 ** 8]

@@ -157,15 +157,23 @@ def test_fixed_point_solver_breakdown_is_a_runtime_error_naming_the_cause(proble
         S.fixed_point_of_round(problem, "fedavg", 0.1, [6, 3, 1])
 
 
-def test_unit_scaled_names_all_zero_features():
-    """All-zero features gave a divide-by-zero warning and then 'client 0 train x contains NaN or inf'."""
+def test_unit_scaled_names_all_zero_features(capfd):
+    """All-zero features gave a divide-by-zero warning and then 'client 0 train x contains NaN or inf'. Now the
+    ValueError alone, for features too large to square too: no warning and nothing printed. Before this check
+    (mutant EP9 of the negative-assertion pass: errstate(over="print", invalid="print") printed numpy's 'Warning:
+    overflow encountered in matmul' to the C stderr) the test looked at the error only."""
+    import warnings
+
     ds = synthetic(num_clients=2, dim=3, num_classes=3, seed=0, num_samples=[10, 20])
     zero = dataclasses.replace(ds, train_x=[np.zeros_like(x) for x in ds.train_x])
-    with pytest.raises(ValueError, match="every feature is 0"):
-        S.unit_scaled(zero)
     huge = dataclasses.replace(ds, train_x=[x * 1e200 for x in ds.train_x])
-    with pytest.raises(ValueError, match="too large"):
-        S.unit_scaled(huge)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        with pytest.raises(ValueError, match="every feature is 0"):
+            S.unit_scaled(zero)
+        with pytest.raises(ValueError, match="too large"):
+            S.unit_scaled(huge)
+    assert capfd.readouterr() == ("", "")
 
 
 def test_unseen_classes_refuses_weights_that_are_not_one_per_client():
