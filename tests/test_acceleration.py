@@ -311,6 +311,28 @@ def test_closed_form_iteration_stops_where_the_run_stops():
     assert cmp.closed[-1] > 1e3 and np.all(cmp.closed[:-1] <= 1e3) and cmp.max_relative_difference < 1e-9
 
 
+
+def test_comparing_a_diverging_run_with_its_closed_form_is_nan_and_says_nothing_else(capfd):
+    """FedAvg at lr 50 with 20 local steps diverges: distances 1.36, 2.1e39, 2.2e78, 2.4e117, then inf (the norm of
+    an iterate near 1e156 overflows), and the run stops at round 7's FloatingPointError (diverged_round 8) while the
+    closed form goes on at inf for all 60 rounds. The comparison is NaN (inf - inf) and says nothing: no
+    RuntimeWarning (as errors here) and nothing printed. Before, iterate_round_maps had no errstate: numpy's 'overflow
+    encountered in dot' and 'overflow encountered in matmul' warnings on a diverging map, unlike run_variant's
+    silent inf (fixed with this test); and no test reached compare_with_closed_form's own errstate around inf - inf
+    (set to "print", mutant EP10 of the negative-assertion pass, it passed the suite)."""
+    import warnings
+
+    prob = random_quadratic(2, 2, seed=0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        cmp = A.compare_with_closed_form(prob, "fedavg", 50.0, FixedSteps([20, 20]), 60)
+    assert capfd.readouterr() == ("", "")
+    assert cmp.run.diverged and cmp.run.diverged_round == 8 and cmp.run.distances.size == 8
+    assert cmp.closed.size == 61 and np.all(np.isinf(cmp.closed[4:])) and np.all(np.isinf(cmp.run.distances[4:]))
+    np.testing.assert_allclose(cmp.run.distances[:4], cmp.closed[:4], rtol=1e-9)
+    assert cmp.closed[3] > 1e117
+    assert np.isnan(cmp.max_difference) and np.isnan(cmp.max_relative_difference)
+
 def test_probe_script_runs(tmp_path):
     """scripts/probe_scaffold_synthetic.py (the numbers behind notes on chapter 10, part 5), smoke-run."""
     import subprocess

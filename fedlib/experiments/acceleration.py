@@ -352,8 +352,9 @@ def iterate_round_maps(problem: QuadraticProblem, name: str, lr: float, schedule
                 cache.clear()
             cache[key] = variant_round_map(problem, name, lr, steps, **coefficients)
         rm = cache[key]
-        s = rm.M @ s + rm.b
-        out.append(float(np.linalg.norm(s[:d] - ref)))
+        with np.errstate(over="ignore", invalid="ignore"):  # a diverging map: inf / NaN distances, as run_variant's
+            s = rm.M @ s + rm.b
+            out.append(float(np.linalg.norm(s[:d] - ref)))
         if stop_above is not None and not out[-1] <= stop_above:
             break
     return np.asarray(out)
