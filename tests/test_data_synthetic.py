@@ -2,6 +2,8 @@
 ALPHA_MAX, and num_samples as a 0-d array."""
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import pytest
 
@@ -216,6 +218,28 @@ def test_synthetic_refuses_beta_whose_inputs_overflow():
                                              r"float64 \(inf\); choose a smaller beta"):
             _tiny_synthetic(0.0, 1.6e308)
 
+
+
+def test_synthetic_refuses_beta_whose_class_scores_overflow_and_says_nothing_else(capfd):
+    """x_i = beta Z1 + Z6 + Z_{7+i} = 1.19e308 for beta = 1e308 is finite, but its score against W = (Z2, Z3) =
+    (0.55, -1.64) is -1.94e308, beyond float64 (numpy's matmul overflows: the errstate around the draws set to
+    "raise" turns this call into FloatingPointError). The ValueError naming alpha and beta alone: no RuntimeWarning
+    (as errors here) and nothing printed. Before this test no test reached that overflow (beta = 1.6e308 overflows in
+    Python's float product, silently): errstate(over="print", invalid="print") there (mutant EP12 of the
+    negative-assertion pass: numpy's 'Warning: overflow encountered in matmul' on the C stderr) passed the suite."""
+    import warnings
+
+    z = generator(19, "data", 0).standard_normal(4)
+    x = 1e308 * float(z[1])  # Python floats: inf without a warning
+    assert math.isfinite(x) and x * float(z[3]) == -math.inf
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        with pytest.raises(ValueError) as info:
+            _tiny_synthetic(0.0, 1e308)
+    assert str(info.value) == ("alpha=0.0, beta=1e+308 are too large: client 0's class scores x^T W_k + b_k (W_k, b_k ~ "
+                               "N(u_k, 1), u_k ~ N(0, alpha^2)) overflow float64 (inf or NaN), so its labels would be "
+                               "the argmax of inf; choose a smaller alpha or beta")
+    assert capfd.readouterr() == ("", "")
 
 # --------------------------------------------------------------------------- what alpha does: ALPHA_MAX
 def test_synthetic_alpha_bound_is_float32_resolution_of_the_class_part():

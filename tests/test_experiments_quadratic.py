@@ -40,6 +40,29 @@ def test_divergence_is_marked_not_raised():
     assert run.distances[-1] > 1e4 and np.all(np.isfinite(run.params))
 
 
+
+def test_a_run_that_overflows_is_marked_by_its_floating_point_error_and_says_nothing_else(capfd):
+    """Without stop_above, FedAvg at lr 50 with 20 local steps overflows: round 7's aggregated update is not finite,
+    so the run is marked diverged at x^(8,0) (diverged_round 8, distances[0..7]) with that FloatingPointError's
+    message as its reason, and keeps the last finite iterate (about 3e273; its distance overflows the norm: inf).
+    Nothing else: no RuntimeWarning (as errors here) and nothing printed. Before this test no test reached the
+    overflow that run_quadratic's errstate guards (test_divergence_is_marked_not_raised stops at 1e4): errstate(...,
+    "print") there (mutant EP11 of the negative-assertion pass: numpy's 'Warning: overflow encountered in ...' on the
+    C stderr) passed the suite."""
+    import warnings
+
+    prob = random_quadratic(2, 2, seed=0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        run = Q.run_quadratic(prob, "fedavg", 50.0, FixedSteps([20, 20]), 60)
+    assert capfd.readouterr() == ("", "")
+    assert run.diverged and run.diverged_round == 8 and run.distances.size == 8
+    assert run.reason == ("round 7: the aggregated update is not finite (diverged): the change of 1 of the 2 "
+                          "participating clients, [1], holds NaN or inf (NaN or inf in their data or loss, or a "
+                          "learning rate too large for them)")
+    assert np.all(np.isfinite(run.params)) and np.max(np.abs(run.params)) > 1e270
+    assert np.all(np.isfinite(run.distances[:4])) and run.distances[3] > 1e117
+
 def test_tau_weighted_optimum_is_lemma1_limit_for_identity_hessians():
     prob = Q.identity_quadratic(5, 3, seed=2)
     tau = np.array([1, 2, 3, 4, 5])

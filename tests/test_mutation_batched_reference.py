@@ -249,13 +249,22 @@ def test_smallest_valid_arguments_run(prob, engine):
 
 # ----------------------------------------------------------------------------- divergence
 @pytest.mark.parametrize("engine", ENGINES)
-def test_divergence_names_the_round_of_each_cause(prob, engine):
+def test_divergence_names_the_round_of_each_cause(prob, engine, capfd):
     """A non-finite loss at the start is round -1, a non-finite training loss after round 0
-    (lr 1e307: finite update, logits overflow) is round 0, and a non-finite update in round 0
-    (lr 1e308) is round 0 — all DivergenceError, whichever engine."""
+    (lr 1e307: finite update, logits overflow) is round 0, a non-finite update in round 0
+    (lr 1e308) is round 0, and so is an aggregate that overflows from finite changes (FedNova, steps [1, 1, 8],
+    lr 6e307, evaluate=False: the two one-step clients' changes, scaled by tau_eff / a_i = 10/3, sum past float64)
+    — all DivergenceError, whichever engine, and nothing else: no RuntimeWarning (as errors here) and nothing printed.
+    Each case overflows inside one of the engine's errstate(all="ignore") (the initial and round metrics, the local
+    phase, apply, run_reference's run_sequential; each set to "raise" changes a message below). Before, the test ran
+    under its own errstate(all="ignore") and looked at the error only: each of them set to "print" (mutants EP5-EP8
+    of the negative-assertion pass: numpy's 'Warning: overflow encountered in ...' on the C stderr) passed."""
+    import warnings
+
     sched = FixedSteps([1, 1, 1])
     huge = {"W": np.zeros((60, 10)), "b": np.r_[1e308, -1e308, np.zeros(8)]}  # loss 1e308 - (-1e308) = inf
-    with np.errstate(all="ignore"):
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
         with pytest.raises(DivergenceError, match="training loss is inf") as info:
             run_engine(engine, make_algorithm("fedavg", sgd(0.05)), prob, sched, 2, batch_size=B, params=huge)
         assert info.value.round == -1
@@ -265,6 +274,14 @@ def test_divergence_names_the_round_of_each_cause(prob, engine):
         with pytest.raises(DivergenceError, match=r"diverged in round 0: .*not finite") as info:
             run_engine(engine, make_algorithm("fedavg", sgd(1e308)), prob, sched, 3, batch_size=B)
         assert info.value.round == 0
+        with pytest.raises(DivergenceError) as info:
+            run_engine(engine, make_algorithm("fednova", sgd(6e307)), prob, FixedSteps([1, 1, 8]), 3, batch_size=B,
+                       evaluate=False)
+        assert info.value.round == 0
+        assert str(info.value) == ("diverged in round 0: the aggregated update is not finite (diverged): the change of "
+                                   "1 of the 3 participating clients, [2], holds NaN or inf (NaN or inf in their data "
+                                   "or loss, or a learning rate too large for them)")
+    assert capfd.readouterr() == ("", "")
 
 
 class _OwnSGD(LocalSolver):

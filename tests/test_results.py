@@ -154,21 +154,27 @@ def test_read_result_missing_and_malformed(tmp_path):
 def test_read_result_of_a_checkpoint_says_it_is_a_checkpoint(tmp_path):
     """A checkpoint given where a result file is expected (``rerun run.json.ckpt``) is named as one, exit status 2
     as before; a pickle without the footer too. Before: "run.json.ckpt: not valid JSON ('utf-8' codec can't decode
-    byte 0x80 in position 0: invalid start byte)"."""
+    byte 0x80 in position 0: invalid start byte)". The refusal stands alone (``from None``): its traceback shows no
+    JSON error 'during handling' of which it was raised; before this check, the ``raise`` without ``from None``
+    (mutant RS1 of the negative-assertion pass) passed, the CLI printing the message alone either way."""
+    import traceback
     from cliutil import cli_exit
 
     from fedlib.checkpoint import save_checkpoint
 
     ckpt = save_checkpoint(tmp_path / "run.json.ckpt", config={"a": 1}, round_done=1, state={"x": np.arange(3.0)},
                            history=[])
-    with pytest.raises(ValueError, match=r"run.json.ckpt: is a fedlib checkpoint, not a result file"):
+    with pytest.raises(ValueError, match=r"run.json.ckpt: is a fedlib checkpoint, not a result file") as info:
         read_result(ckpt)
+    assert info.value.__suppress_context__ and info.value.__cause__ is None
+    assert "During handling" not in "".join(traceback.format_exception(info.value))
     rc, _, err = cli_exit(["rerun", str(ckpt)])
     assert rc == 2 and "is a fedlib checkpoint, not a result file" in err and "utf-8" not in err
     bare = tmp_path / "bare.ckpt"
     bare.write_bytes(ckpt.read_bytes().rsplit(b"\nfedlib-checkpoint-sha256:", 1)[0])  # without the footer
-    with pytest.raises(ValueError, match="bare.ckpt: is a fedlib checkpoint"):
+    with pytest.raises(ValueError, match="bare.ckpt: is a fedlib checkpoint") as info:
         read_result(bare)
+    assert info.value.__suppress_context__ and info.value.__cause__ is None
     other = tmp_path / "latin.json"
     other.write_bytes(b"\xe9t\xe9")  # neither JSON nor a checkpoint: the JSON error as before
     with pytest.raises(ValueError, match="latin.json: not valid JSON"):
