@@ -657,9 +657,9 @@ def appg_max_lr(L: float, beta2: float, q: int, tau_eff: float, a_vectors: Seque
         denominator = 12 * tau_eff * L * (1 + beta2 / q)
         second = 1 / denominator if denominator > 0 else math.inf
         third = math.inf if C == 0 else 1 / (2 * L * np.sqrt((12 * beta2 + 1) * C))
-    # float64 alone: a tau_eff L below ~1e-308 raised ZeroDivisionError (tau_eff = L = 1e-300), one above ~1e308
-    # gave 0 for a subnormal step, and a C that over- or underflowed (a_i entries of 1e200 or 1e-200) gave a
-    # third term 0 or inf
+    # float64 alone: a tau_eff L below ~2e-325, where 12 tau_eff L underflows to 0, raised ZeroDivisionError
+    # (tau_eff = L = 1e-300), one above ~1e308 gave 0 for a subnormal step, and a C that over- or underflowed (a_i
+    # entries of 1e200 or 1e-200) gave a third term 0 or inf
     with decimal.localcontext(_DECIMAL):
         L_, beta2_ = Decimal(L), Decimal(beta2)
         exact = 1 / (12 * Decimal(tau_eff) * L_ * (1 + beta2_ / q))

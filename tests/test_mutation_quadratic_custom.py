@@ -54,10 +54,10 @@ test_bad_inputs_core.py, test_mismatched_arguments.py and the doctests of fedlib
 suite, 2 by a test of the pass, 1 equivalent.
   CU2 seed's minimum 1; CU3 ``y.ndim > 1`` (a 0-d label tensor let through); CU4 the hints for ``y.ndim >= 2``; CU5
   the column hint for ``y.shape[1] <= 1``; CU6 ``x.shape[0] < 0`` (an empty client let through); CU8 (of the fix
-  25dc162) its ``and y.shape[1] > 0`` dropped. killed by the suite: CU2, CU4, CU6. killed here: CU3
+  16f0ee6) its ``and y.shape[1] > 0`` dropped. killed by the suite: CU2, CU4, CU6. killed here: CU3
   (test_train_clients_names_a_label_tensor_of_no_dimension); CU8 by the fix's test
   (tests/test_custom_model.py::test_train_clients_suggests_no_repair_for_labels_of_no_column).
-  equivalent: CU5 since 25dc162, which it showed: labels of shape (n, 0) got the one-hot hint, ``y.argmax(1)``,
+  equivalent: CU5 since 16f0ee6, which it showed: labels of shape (n, 0) got the one-hot hint, ``y.argmax(1)``,
   which raises on them; now they get no hint, and for ``y.shape[1] > 0`` ``<= 1`` is ``== 1``.
 """
 from __future__ import annotations

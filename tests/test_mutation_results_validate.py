@@ -264,7 +264,7 @@ def test_git_commit_of_a_checkout_git_cannot_read_is_unknown(tmp_path, monkeypat
         pytest.skip("git is not installed")
     monkeypatch.delenv("FEDLIB_GIT_COMMIT", raising=False)
     _git(tmp_path, "init", "-q")
-    # each with the warning that says why (b2676e0): it was printed in the suite's warnings summary
+    # each with the warning that says why (fa3f736): it was printed in the suite's warnings summary
     why = rf"^{re.escape(str(tmp_path))} is a git checkout, but its commit cannot be read \(git exited 128: "
     with pytest.warns(UserWarning, match=why):
         assert git_commit(tmp_path) == ("unknown", None)  # HEAD not born yet (git prints "HEAD", exit 128)

@@ -136,7 +136,7 @@ suite, 11 killed here or by the fix's test, 6 equivalent.
   TC1 the frexp never taken (the old B); TC2 the frexp taken for unscaled heads too; TC4 w_i's exponent subtracted;
   TC5 w_i's exponent dropped. DC1 ``prec=16``; DC3 the context's default traps. CK1 the NaN branch dropped; CK2 the
   tolerance 1e-3; CK3 ``abs`` dropped; CK4 ``value == rounded or`` dropped; CK5 ``math.isfinite(value) and``
-  dropped (at 3aae5f7; after 5031eda, ``math.isfinite(rounded) and``); CK6 the decimal value returned within the
+  dropped (at 3aae5f7; after 079e23d, ``math.isfinite(rounded) and``); CK6 the decimal value returned within the
   tolerance. TB1 ``except ZeroDivisionError``; TB2 the OverflowError fallback 0.0 for nan; TB3 the exact second term
   with kappa^2; TB4 the exact third term without m; TB5 s without m; TB6 the exact fourth term with sigma^2; TB9
   theorem1_bound's errstate dropped. SD1 the ``C_exact == 0`` branch dropped; SD2 ``C == 0`` tested on the float;
@@ -152,7 +152,7 @@ suite, 11 killed here or by the fix's test, 6 equivalent.
   (test_decimal_checked_results_beyond_float64_raise_no_warning), SD2, SD3, SD5, AS4
   (test_appg_d_where_c_leaves_float64_is_the_value_rounded), AS1, AS3
   (test_appg_first_and_second_where_float64_products_over_or_underflow_are_the_values_rounded); CK5 by the test of
-  the bug it showed (5031eda: a finite float64 value stood against an exact one beyond float64, the tolerance
+  the bug it showed (079e23d: a finite float64 value stood against an exact one beyond float64, the tolerance
   1e-12 * inf being inf; at 3aae5f7 the mutant was equivalent, as the clause it dropped was the wrong one), in
   tests/test_theory.py:
   test_explicit_slowdown_term_beyond_float64_is_inf_where_float64_rounded_its_denominator_up.

@@ -12,7 +12,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 def test_bench_client_optimizer_prints_a_ratio(capsys):
     """Run as ``__main__`` in this process (as the tests below): a second interpreter only started torch again (and
-    torch.optim.SGD's first use imports torch._dynamo), ~10 of its ~16 s."""
+    torch.optim.SGD's first use imports torch._dynamo), ~10 of its ~16 s without a bytecode cache."""
     _run_in_process("bench_client_optimizer.py", "--width", "0.03", "--steps", "3", "--repeat", "1", "--threads", "1")
     text = capsys.readouterr().out
     assert "ClientOptimizer.step" in text and "ratio" in text

@@ -183,15 +183,17 @@ def test_output_into_a_closed_pipe_is_quiet(tmp_path, capsys):
     import subprocess
     import sys
 
-    # 51 lines naming it, a space and parentheses as a user's folder: past the pipe's 64 KiB whatever tmp_path is,
-    # so that Python still writes after `head` has gone (with 9 KiB of lines the pipe held them all, the command
-    # often ended before `head` read its line, and the test passed without main's BrokenPipeError handler)
+    # 52 lines naming it (the estimate and 51 'would run'), a space and parentheses as a user's folder: past the
+    # pipe's 64 KiB whatever tmp_path is, so that Python still writes after `head` has gone (with 9 KiB of lines
+    # the pipe held them all, the command often ended before `head` read its line, and the test passed without
+    # main's BrokenPipeError handler)
     results = tmp_path.joinpath("my results (copy)", *["r" * 240] * 8)
     cmd = (f"{shlex.quote(sys.executable)} -m fedlib table1 --results {shlex.quote(str(results))} "
            "--budget-seconds 100000 --dry-run --images-per-second 80000 | head -1")
     env = {k: v for k, v in os.environ.items() if k != "PYTHONUNBUFFERED"}
     # the whole output's length, read in this process (the same lines as a second interpreter's; one start of
-    # torch fewer, 3-5 s): only the piped run below needs a process of its own
+    # torch fewer: the command takes 3 s without a bytecode cache, 1.6 s with make's): only the piped run below
+    # needs a process of its own
     assert main(["table1", "--results", str(results), "--budget-seconds", "100000", "--dry-run",
                  "--images-per-second", "80000"]) == 0
     full = capsys.readouterr().out.encode()
