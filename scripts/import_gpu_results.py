@@ -33,6 +33,7 @@ import sys
 import tarfile
 import tempfile
 import time
+import zlib
 from pathlib import Path
 
 NAME = re.compile(r"^(?P<cell>[a-z0-9-]+)__seed(?P<seed>\d+)\.json$")
@@ -105,12 +106,15 @@ def plan_import(folder: Path, repo: Path, tag: str, force: bool, scratch: Path, 
     moves = []
     archive = folder / "cifar10-results.tar.gz"
     if archive.is_file():
-        with tarfile.open(archive, "r:gz") as tar:
-            members = tar.getmembers()
-            for m in members:
-                if not m.isfile() or "/" in m.name or not NAME.match(m.name):
-                    raise ImportErrorList(f"{archive.name}: unexpected member {m.name!r}")
-            tar.extractall(scratch, filter="data")
+        try:  # a copy cut short (a full disk, a killed transfer) ends the gzip stream early: EOFError
+            with tarfile.open(archive, "r:gz") as tar:
+                members = tar.getmembers()
+                for m in members:
+                    if not m.isfile() or "/" in m.name or not NAME.match(m.name):
+                        raise ImportErrorList(f"{archive.name}: unexpected member {m.name!r}")
+                tar.extractall(scratch, filter="data")
+        except (tarfile.TarError, EOFError, zlib.error) as exc:
+            raise ImportErrorList(f"{archive.name}: cannot read the archive ({exc})") from None
         for m in members:
             match = NAME.match(m.name)
             src = scratch / m.name

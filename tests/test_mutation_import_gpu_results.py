@@ -85,3 +85,40 @@ def test_a_commit_git_does_not_hold_is_named_and_one_it_holds_passes(tmp_path, m
         assert _problems(tmp_path, monkeypatch, git) == want
         assert seen == [["git", "-C", str(tmp_path), "rev-parse", "--git-dir"],
                         ["git", "-C", str(tmp_path), "cat-file", "-e", SHA + "^{commit}"]]
+
+
+# ----------------------------------------------------------------------------- main: files it cannot read
+def _truncated_archive() -> bytes:
+    """A gzipped tar of one result file, cut after a third of its bytes (a copy a full disk or a killed transfer
+    cut short)."""
+    import io
+    import tarfile
+
+    body = bytes(range(256)) * 1200  # 300 KiB, little to compress
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w:gz") as tar:
+        info = tarfile.TarInfo("sgd-e2-fedavg__seed0.json")
+        info.size = len(body)
+        tar.addfile(info, io.BytesIO(body))
+    data = buffer.getvalue()
+    return data[:len(data) // 3]
+
+
+@pytest.mark.parametrize("name, contents, message", [
+    ("cifar10-results.tar.gz", b"not a gzip file", "cifar10-results.tar.gz: cannot read the archive (not a gzip"),
+    ("cifar10-results.tar.gz", _truncated_archive(),
+     "cifar10-results.tar.gz: cannot read the archive (Compressed file ended before the end-of-stream marker"),
+], ids=["no gzip archive", "archive cut short"])
+def test_a_file_the_device_call_left_unreadable_is_refused_in_one_line(tmp_path, capsys, name, contents, message):
+    """A device call's file that does not parse (a truncated copy, a full disk on the device) is refused with one
+    line naming it, exit status 2, nothing filed. Before, an archive cut short (gzip's EOFError) left main as a
+    traceback, and one that was no gzip file was refused without its name ('import_gpu_results: not a gzip file')."""
+    folder, repo = tmp_path / "device", tmp_path / "repo"
+    folder.mkdir()
+    repo.mkdir()
+    (folder / name).write_bytes(contents)
+    assert _script().main([str(folder), "--repo", str(repo)]) == 2
+    out, err = capsys.readouterr()
+    assert out == "" and err.startswith("import_gpu_results: ") and err.endswith(" (nothing written)\n")
+    assert message.format(folder=folder) in err and err.count("\n") == 1, err
+    assert list(repo.iterdir()) == []
