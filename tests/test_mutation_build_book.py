@@ -23,6 +23,33 @@ bad-argument test: 9 killed by the suite, 6 killed here, 0 equivalent.
   BB5, BB7-BB9, BB12-BB14 (test_build_script_runs_with_a_home_folder_that_cannot_be_written). killed here: BB2,
   BB10, BB11, BB15 (test_only_the_home_folders_unset_and_unwritable_are_moved_under_the_build), BB4, BB6
   (test_a_home_folder_that_takes_no_file_is_moved_and_no_home_at_all_too).
+
+Mutants of f9a8747, the error paths of the scripts other than import_gpu_results.py (in
+test_mutation_import_gpu_results.py): scripts/build_book.py (every ``except``, exit status and ``sys.exit``),
+make_cifar_sample.py, vr_spectrum.py, count_outside_accuracy.py (pass described in tests/README.md, Mutation
+passes): 25 mutants, one at a time, ``pytest -x -q`` on test_scripts.py's tests of the script, this file,
+test_book_pipeline.py's build-script tests and test_scripts_smoke.py (3 runs each for the folders that cannot be
+made or written): 16 killed by the suite, 4 killed here, 2 equivalent, 3 left alive without a test.
+  SCR10, SCR11 make_cifar_sample without FileNotFoundError / ValueError; SCR12 its ``return 0`` -> 1; SCR13
+  ``main()`` without ``raise SystemExit``; SCR14 vr_spectrum's mkdir OSError; SCR15 its ``return 0`` -> 1; SCR16
+  its SystemExit for a count that changed with the phase step -> a print; SCR17 count_outside_accuracy's ``return
+  0`` -> 1; SCR18 ``_writable_folder`` without ``except OSError``; SCR19, SCR20 ``use_build_home_folders`` without
+  RuntimeError / KeyError; SCR21 render's ``return 1`` for a table left as text -> 0; SCR22 ``default_jobs``'
+  ValueError; SCR23, SCR24 ``execution_order`` without RecursionError / OSError; SCR25, SCR26, SCR34
+  ``kept_chapters_problem`` without OSError / ValueError / RecursionError; SCR27, SCR28 the ``return 2`` of
+  --render-only without a build and of --chapters that cannot keep the others -> 1; SCR29 a failed execution's
+  ``return 1`` -> 0; SCR30 ``main()`` without ``sys.exit``; SCR31, SCR32 --jobs' and --chapters' ValueError; SCR33
+  a chapter's time not recorded.
+  killed by the suite: SCR10-SCR12, SCR14, SCR18, SCR19, SCR22-SCR25, SCR28-SCR33.
+  killed here: SCR21 (test_render_fails_when_a_table_came_out_as_text), SCR26, SCR34
+  (test_kept_chapters_with_unreadable_timings_are_refused_by_name), SCR27
+  (test_render_only_without_executed_notebooks_exits_2). Each 3 of 3 runs, and the tests pass 3 of 3 on the code.
+  equivalent:
+  * SCR13 -- make_cifar_sample's ``main`` returns 0 only (its refusals exit through ``parser.error``).
+  * SCR20 -- on Python >= 3.10 (the project's) ``Path.home()`` raises RuntimeError only: ``os.path.expanduser``
+    passes over pwd's KeyError.
+  left alive: SCR15, SCR16, SCR17 -- no test runs vr_spectrum's or count_outside_accuracy's ``main`` to its end
+  (minutes of eigenvalue counts), nor makes the count change with the phase step.
 """
 import pytest
 
@@ -151,3 +178,53 @@ def test_a_home_folder_that_takes_no_file_is_moved_and_no_home_at_all_too(tmp_pa
     capsys.readouterr()
     assert module.use_build_home_folders(layout) == ["IPYTHONDIR", "MPLCONFIGDIR"]
     assert capsys.readouterr().err.startswith("note: the home folder (unset) cannot be written: IPYTHONDIR=")
+
+
+# ----------------------------------------------------------------------------- error paths: exit statuses, bad files
+def test_render_fails_when_a_table_came_out_as_text(tmp_path, monkeypatch, capsys):
+    """jupyter-book's exit status 0 is not enough: a Markdown table the renderer left as text makes ``render``
+    return 1 (and say which page). Mutant: that ``return 1`` -> ``return 0``: the build passed with the broken
+    table (the tests read ``unrendered_tables`` alone, or need the real book)."""
+    import subprocess
+
+    from bookutil import build_script
+
+    module = build_script()
+    layout = module.Layout(tmp_path / "book")
+    monkeypatch.setattr(module, "merge_streams_in_mirror", lambda layout: None)
+    monkeypatch.setattr(subprocess, "call", lambda cmd, cwd=None: 0)
+    monkeypatch.setattr(module, "unrendered_tables", lambda html: [("ch01.html", "| a | b |")])
+    assert module.render(layout) == 1
+    assert "ch01.html: a Markdown table came out as text: | a | b |" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("contents", ["{not json", "[" * 100000], ids=["not JSON", "nested too deeply"])
+def test_kept_chapters_with_unreadable_timings_are_refused_by_name(tmp_path, contents):
+    """``--chapters`` with an earlier build's timings file that does not parse (cut short, or nested past the
+    recursion limit) is refused naming the file as missing or unreadable, not a traceback. Mutants: the
+    ``except (OSError, ValueError, RecursionError)`` of ``kept_chapters_problem`` without ValueError or without
+    RecursionError (the tests had no timings file, an OSError, or a readable one)."""
+    from bookutil import build_script
+
+    module = build_script()
+    layout = module.Layout(tmp_path / "book")
+    layout.times_json.parent.mkdir(parents=True, exist_ok=True)
+    layout.times_json.write_text(contents)
+    problem = module.kept_chapters_problem(layout, ["a.ipynb", "b.ipynb"], ["a.ipynb"], {"profile": "quick"})
+    assert problem is not None and "is missing or unreadable: no earlier build to keep chapters from" in problem
+
+
+def test_render_only_without_executed_notebooks_exits_2(tmp_path, monkeypatch, capsys):
+    """``--render-only`` before anything was executed is a usage error: exit status 2 and the folder named.
+    Mutant: that ``return 2`` -> ``return 1`` (no test ran --render-only without a build)."""
+    from bookutil import build_script
+
+    for variable in _HOME_VARIABLES:  # writable folders of their own: nothing to move under the build
+        monkeypatch.setenv(variable, str(tmp_path / variable.lower()))
+    root = tmp_path / "book"
+    root.mkdir()
+    (root / "_toc.yml").write_text("format: jb-book\nroot: intro\n")
+    (root / "_config.yml").write_text("title: t\n")
+    module = build_script()
+    assert module.main(["--root", str(root), "--render-only"]) == 2
+    assert f"error: {module.Layout(root).executed} does not exist; execute first" in capsys.readouterr().err

@@ -150,6 +150,47 @@ here, 3 equivalent.
   * WR3 -- ``_file_state(None)`` is None before and after: without --out ``args.written`` is never set either way.
   * RC4 -- a --checkpoint-every run with a name over 241 bytes is refused before it runs, so no checkpoint it kept
     has one; without --checkpoint-every nothing is checked either way.
+
+Mutants of f9a8747, the error paths (fedlib/cli/__init__.py: every ``except`` of ``main``, ``_load``, ``_is_option``,
+``_torchrun_world_size``, ``_kept_checkpoints``, ``_escaping_stdout``, ``_nested`` and every exit status;
+fedlib/cli/__main__.py; fedlib/cli/common.py, rerun.py, synthetic.py: their ``except`` clauses, clean-ups and exit
+statuses) (pass described in tests/README.md, Mutation passes; fedlib/cli/cifar10.py's in
+test_mutation_cli_cifar10.py): 77 mutants, one at a time, ``pytest -x -q`` on the files that name the code (3
+runs each where a test uses a pipe, a signal or a file system failure): 68 killed by the suite, 4 killed by a test
+of the pass, 4 equivalent, 1 left alive without a test (SYN12).
+  MAI1 ``_load`` without ``except ModuleNotFoundError``; MAI2 every ModuleNotFoundError read as the command's own;
+  MAI3 ``_is_option`` a non-number False; MAI4-MAI17, MAI23, MAI25 each ``except`` of main -> ``except
+  ZeroDivisionError`` or its exit status changed (torchrun guard, WORLD_SIZE, DivergenceError, CLIError/ValueError,
+  MemoryError, OverflowError, KeyboardInterrupt and ``_NESTED``, 130, 141, OSError's 1); MAI18 no BrokenPipeError
+  handler; MAI19 no ``os.dup2`` onto os.devnull; MAI20 its ``except (OSError, ValueError)`` narrowed; MAI21 no
+  ``sys.stdout`` swap; MAI22 the swap's ``except OSError`` narrowed; MAI24 no OSError handler; MAI26 main's
+  ``sys.stdout.flush()`` dropped; MAI27-MAI30 ``_escaping_stdout``'s LookupError, reconfigure and restore; MAI31
+  ``_nested`` not reset; MAI32 ``__main__`` without ``sys.exit``; MAI34 MAI19 and MAI21 together. COM1-COM13
+  common's argparse types, ``check_fresh_checkpoint``, ``build_algorithm``, ``resolve_epochs``,
+  ``_check_can_create`` (its ``except OSError``, unlink, close), ``emit_bench``'s status. RER1-RER16 rerun's
+  ``_check_argv``, ``_data_mismatch``, ``_file_state``, the nested run's SystemExit and status, its
+  KeyboardInterrupt, ``args.written`` and the statuses 0 / 1. SYN1-SYN15 run synthetic's data, device and
+  WORLD_SIZE errors, the per-rank ``except Exception`` and its re-raises, the checkpoint write's, RankStopped,
+  ``destroy_process_group``, the statuses and the bar's ``close``.
+  killed by the suite: MAI1-MAI18, MAI20, MAI23-MAI25, MAI27-MAI32 (MAI1, MAI2 by test_mutation_cli_cifar10.py's
+  ``_load`` tests; MAI15, MAI31 let the KeyboardInterrupt stop pytest: exit 2), COM1-COM13, RER1, RER2, RER5-RER16,
+  SYN1-SYN11, SYN13, SYN14 (SYN11 by test_distributed.py's progress-bar test).
+  killed here: MAI26 (test_output_still_buffered_when_the_reader_has_gone_exits_141_quietly: the closed-pipe test
+  of test_table1.py fails while printing, before main's flush), MAI34
+  (test_lines_flushed_into_a_closed_pipe_exit_141_quietly and the test above: table1 --dry-run prints without
+  flushing, so its failed write left nothing buffered, and the pipeline's status it read was head's), SYN15
+  (test_run_synthetic_closes_its_progress_bar_before_the_error_of_a_diverged_run); MAI22 in
+  test_mutation_cli_cifar10.py (test_a_closed_pipe_exits_141_quietly_where_no_file_can_be_opened). Each 3 of 3
+  runs, and the tests pass 3 of 3 on the code.
+  equivalent:
+  * MAI19, MAI21 -- either redirection alone keeps Python's flush at exit quiet (CPython 3.11: the original
+    stdout, no longer ``sys.stdout``, is not flushed at exit); the two together are MAI34.
+  * RER3 -- ``load_dataset``'s ValueErrors are CLIErrors (as RD5 of c94cc84..457d1a7), so ``except (CLIError,
+    OSError)`` catches them all; RER4 -- CLIError is a ValueError, so ``except (ValueError, OSError)`` catches it.
+  left alive: SYN12 (run synthetic's ``dist.destroy_process_group()`` dropped): ``init_from_env``'s exit handler
+  destroys the group when the process ends, so only a caller that goes on in the same process after a
+  ``--distributed`` run (a second one) would meet the group still there; not tested (test_distributed.py passed
+  whole).
 """
 from __future__ import annotations
 
@@ -1623,3 +1664,75 @@ def test_a_resume_without_checkpoint_every_reads_from_a_folder_that_takes_no_fil
                                                      data=None))
     assert main(argv + ["--resume"]) == 0
     assert len(read_result(out)["history"]) == 3
+
+
+# ----------------------------------------------------------------------------- main: a reader that went away
+def _run_into_a_closed_pipe(handler_body: str, *, read_first: bool) -> tuple:
+    """``(exit status, stderr)`` of ``python -m fedlib run cifar10`` in a new interpreter (stdout buffered: no
+    PYTHONUNBUFFERED, as from a shell) whose handler, ``run_cifar10``, runs ``handler_body`` (given ``args``),
+    its stdout a pipe of this process: the test reads the first line (``read_first``) and closes its end, and only
+    then closes the child's stdin, for a handler that waits for that (``sys.stdin.read()``)."""
+    import subprocess
+    import sys
+    import textwrap
+
+    code = ("import sys\nimport fedlib.cli as cli\nimport fedlib.cli.cifar10 as c10\n\n"
+            "def run_cifar10(args):\n" + textwrap.indent(textwrap.dedent(handler_body), "    ") + "\n"
+            "c10.run_cifar10 = run_cifar10\nsys.exit(cli.main(['run', 'cifar10']))\n")
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONUNBUFFERED"}
+    proc = subprocess.Popen([sys.executable, "-c", code], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, env=env)
+    try:
+        if read_first:
+            proc.stdout.readline()
+        proc.stdout.close()  # the reader goes away (`| head -1`)
+        proc.stdin.close()
+        err = proc.stderr.read().decode()
+        return proc.wait(timeout=120), err
+    finally:
+        proc.kill()
+        proc.wait()
+
+
+def test_lines_flushed_into_a_closed_pipe_exit_141_quietly():
+    """A command printing line by line with ``flush=True`` (``info``, table1's log) into a pipe whose reader went
+    away exits 141 with nothing on stderr. The line that failed stays in stdout's buffer; main's BrokenPipeError
+    handler points stdout at os.devnull so that Python's flush at exit does not fail again. Without that (the dup2
+    and the ``sys.stdout`` swap both dropped: each alone is enough) Python printed 'Exception ignored in:
+    <_io.TextIOWrapper name='<stdout>' ...> BrokenPipeError' and exited 120. test_table1.py's closed-pipe test did
+    not show it: table1 --dry-run prints without flushing, so its failed write left nothing buffered, and the
+    pipeline's status it reads is head's, not Python's. 20,000 lines of 70 bytes are past any pipe's buffer (1 MiB
+    at most by default), so the child still writes after this test has closed its end."""
+    status, err = _run_into_a_closed_pipe("""
+        for i in range(20000):
+            print(f"line {i:05d}" + " x" * 30, flush=True)
+        return 0
+    """, read_first=True)
+    assert (status, err) == (141, "")
+
+
+def test_output_still_buffered_when_the_reader_has_gone_exits_141_quietly():
+    """Output that a command leaves in stdout's buffer (less than its 8 KiB, not flushed) when the pipe's reader
+    has gone fails in main's own ``sys.stdout.flush()``, inside its BrokenPipeError handler: exit 141, stderr
+    empty. Without that flush the command returned 0 and Python's flush at exit failed: 'Exception ignored ...
+    BrokenPipeError', exit 120; no test wrote after the reader had gone (table1 --dry-run's closed-pipe test fails
+    while printing, before it). The handler here waits for this test to close its end of the pipe (stdin's end
+    of file comes after), so the order is fixed, not a race."""
+    status, err = _run_into_a_closed_pipe("""
+        sys.stdin.read()  # the reader has gone by now
+        print("a few lines, still buffered")
+        return 0
+    """, read_first=False)
+    assert (status, err) == (141, "")
+
+
+def test_run_synthetic_closes_its_progress_bar_before_the_error_of_a_diverged_run():
+    """A run that diverges under --progress closes its bar (its last line ends) before main prints the error, so
+    the error starts a line of its own. Mutant: the ``finally``'s ``bar.close()`` dropped: the error was written
+    after the bar's last carriage return, on the bar's line (no test ran a failing run with --progress)."""
+    # with an L2 penalty a huge lr blows up geometrically (test_cli_synthetic.py's divergence test)
+    rc, out, err = cli_exit([*SYN[:-1], "20", "--lr", "1e6", "--l2", "0.001", "--progress"])
+    assert (rc, out) == (2, "")
+    bar, error = err.rsplit("\n", 2)[:2]
+    assert "/20" in bar  # the bar's last state, then the line it ends
+    assert error.startswith("python -m fedlib run synthetic: error: ") and "diverged in round" in error, err

@@ -61,6 +61,27 @@ described in tests/README.md, Mutation passes; train_runs' resume_from: test_mut
   resume_from None.
   killed by the suite: CL1-CL4 (test_cli_synthetic.py, this file), W1-W5 (test_cli_cifar10.py, this file), CP1,
   CP2. killed here: W6 (test_width_help_gives_each_commands_default).
+Mutants of f9a8747, the error paths (fedlib/cli/cifar10.py: every ``except``, clean-up and exit status of run
+cifar10, bench cifar10 and table1; main's in test_mutation_cli.py) (pass described in tests/README.md, Mutation
+passes): 29 mutants (CIF30 drafted, not run), one at a time, ``pytest -x -q`` on this file, test_cli_cifar10.py,
+test_cli_table1_modes.py, test_table1.py and test_cli_paths.py (3 runs each for the unmakeable --results folder):
+23 killed by the suite, 2 killed here, 4 equivalent.
+  CIF1, CIF2 ``load_data_from_args``' FileNotFoundError / ValueError not caught; CIF3, CIF4 ``_check_device``
+  without RuntimeError / TypeError; CIF5 a finished run's checkpoint not deleted; CIF6 the partition's ValueError;
+  CIF7, CIF8 the divergence's FloatingPointError and its kept checkpoint; CIF9 run cifar10's bar not closed; CIF10,
+  CIF11 bench's --compare and --random-images errors; CIF12-CIF14 bench's KeyboardInterrupt, its re-raise, its 130;
+  CIF15 --seeds; CIF16, CIF18, CIF21, CIF29 table1's statuses 0 -> 1; CIF17, CIF19, CIF20, CIF26-CIF28 table1's
+  OtherSetupError / CheckpointError / FloatingPointError; CIF22 --results' mkdir OSError; CIF23 the clean-up's
+  ``except CLIError``; CIF24 no ``rmdir``; CIF25 ``break`` -> ``continue``.
+  killed by the suite: CIF1, CIF3, CIF5-CIF8, CIF10-CIF19, CIF21-CIF24, CIF26, CIF27, CIF29.
+  killed here: CIF2 (test_table1_refused_for_an_unreadable_data_root_names_it_and_leaves_no_results_folder: the
+  tests gave a missing --data-root only), CIF9
+  (test_run_cifar10_closes_its_progress_bar_before_the_error_of_a_diverged_run); also main's MAI22 (test_a_closed_pipe_exits_141_quietly_where_no_file_can_be_opened). Each 3 of 3
+  runs, and the tests pass 3 of 3 on the code.
+  equivalent:
+  * CIF4 -- ``torch.device`` of a string (``resolve_device`` returns ``str(device)``) raises RuntimeError only.
+  * CIF20, CIF28 -- CheckpointError is a ValueError: main prints ``str(exc)`` with exit status 2 either way.
+  * CIF25 -- a folder whose ``rmdir`` failed is still in its parent, whose ``rmdir`` then fails too.
 """
 from __future__ import annotations
 
@@ -1192,3 +1213,66 @@ def test_width_help_gives_each_commands_default():
     bench, run = width_help("bench"), width_help("run")
     assert "9.75 M parameters; default 0.03 when --device is the CPU, 1 on a GPU)" in bench and "e.g." not in bench
     assert "9.75 M parameters; e.g. 0.03 for CPU tests) (default: 1.0)" in run and "--device" not in run
+
+
+def test_a_closed_pipe_exits_141_quietly_where_no_file_can_be_opened(monkeypatch):
+    """A closed pipe met when the process has no file descriptor left (EMFILE: ``os.open`` and ``open`` of
+    os.devnull fail) still exits 141 with nothing on stderr: stdout is left as it is. Mutant: the ``except OSError``
+    around ``open(os.devnull, "w")`` -> ``except ZeroDivisionError``: the EMFILE went out of main as a traceback
+    (no test made that open fail: it never fails short of the descriptor limit)."""
+    import errno
+
+    def no_descriptor_left(*args, **kwargs):
+        raise OSError(errno.EMFILE, "Too many open files")
+
+    def out_of_descriptors(args):  # from the handler on: the parser's imports open files
+        monkeypatch.setattr(cli.os, "open", no_descriptor_left)
+        monkeypatch.setattr(cli, "open", no_descriptor_left, raising=False)  # main's lookup of the builtin
+
+    _handler_raising(monkeypatch, BrokenPipeError(), out_of_descriptors)
+    monkeypatch.setattr(sys, "stdout", sys.stdout)  # main points it elsewhere where it can: restored below
+    try:
+        got = cli_exit(["run", "cifar10"])
+    finally:
+        monkeypatch.undo()
+    assert got == (141, "", "")
+
+
+def test_table1_refused_for_an_unreadable_data_root_names_it_and_leaves_no_results_folder(tmp_path, fake_table1):
+    """A --data-root whose batch files are no CIFAR-10 batches (``load_cifar10``'s ValueError) is refused naming
+    the flag, as a missing one is, and the --results folders this call made are removed: the ValueError becomes
+    the CLIError that table1's clean-up catches (mutant: ``except ValueError`` in ``load_data_from_args`` ->
+    ``except ZeroDivisionError``: main reported the bare ValueError, without '--data-root: ', and the empty
+    folders stayed; only the missing-folder FileNotFoundError was tested)."""
+    batches = tmp_path / "root" / "cifar-10-batches-py"
+    batches.mkdir(parents=True)
+    for name in ("batches.meta", *(f"data_batch_{i}" for i in range(1, 6)), "test_batch"):
+        (batches / name).write_bytes(b"not a pickle")
+    (tmp_path / "kept").mkdir()
+    res = tmp_path / "kept" / "new" / "results"
+    err = _error(["table1", "--results", str(res), "--budget-seconds", "1", "--device", "cpu", "--data-root",
+                  str(tmp_path / "root")])
+    assert err.startswith("python -m fedlib table1: error: --data-root: "), err
+    assert "not a readable CIFAR-10 batch file" in err
+    assert not (tmp_path / "kept" / "new").exists()  # the folder that was there stays, the ones made go
+    assert fake_table1 == []
+
+
+def test_run_cifar10_closes_its_progress_bar_before_the_error_of_a_diverged_run(tmp_path, monkeypatch):
+    """A run that diverges after some rounds under --progress closes its bar (tqdm's last line ends) before main
+    prints the error, so the error starts a line of its own. Mutant: the ``finally`` closing the bar dropped: the
+    error was written after the bar's last carriage return, on the bar's line (only the successful bar was tested,
+    which tqdm's garbage collection closed soon enough)."""
+    import fedlib.experiments.cifar10 as C
+
+    def diverge(runs, data, parts, *, rounds, callback=None, **kw):
+        callback(0, [argparse.Namespace(train_loss=2.5, test_accuracy=0.125)], 1.0)
+        raise FloatingPointError("training loss is nan at round 1")
+
+    monkeypatch.setattr(C, "train_runs", diverge)
+    rc, stdout, err = cli_exit(["run", "cifar10", *TINY, "--rounds", "3", "--algorithm", "fedavg", "--progress"])
+    assert (rc, stdout) == (2, "")
+    bar, error = err.rsplit("\n", 2)[:2]
+    assert "1/3" in bar and "acc=0.125" in bar  # the bar's last state, then the line it ends
+    assert error == ("python -m fedlib run cifar10: error: run cifar10 (fedavg seed 0): training loss is nan at "
+                     "round 1; nothing written")

@@ -10,6 +10,19 @@ with a 30 s timeout, git's own failures a failed check) (pass described in tests
   test_gpu_script.py's import test: 5 killed by the suite, 3 here.
   killed by the suite: IG1, IG2, IG5, IG7 (test_import_gpu_results_says_why_it_cannot_check_a_commit), IG6
   (test_gpu_script.py). killed here: IG3, IG4, IG8.
+Mutants of f9a8747, the error paths (scripts/import_gpu_results.py: ``_load``'s ValueError, ``_commit_problems``'
+git failures, main's exit statuses and ``except (ImportErrorList, tarfile.TarError)``, ``sys.exit``) (pass described
+in tests/README.md, Mutation passes; the other scripts' in test_mutation_build_book.py): 9 mutants, one at a time,
+``pytest -x -q`` on test_scripts.py, this file and test_gpu_script.py (its import test): 6 killed by the suite, 3
+killed here.
+  SCR1 ``_load`` without ``except ValueError``; SCR2, SCR3 the git check without OSError / SubprocessError; SCR4,
+  SCR5 the bad --tag's and the missing folder's ``return 2`` -> 1; SCR6 main without TarError; SCR7 the refusal's
+  ``return 2`` -> 1; SCR8 ``return 0`` -> 1; SCR9 ``main()`` without ``sys.exit``.
+  killed by the suite: SCR2, SCR3, SCR6-SCR9. SCR6 (test_gpu_script.py) showed main's one line for an archive that
+  was no gzip file naming no file, and an archive cut short (EOFError) a traceback: fixed in 83c1a6d, with
+  test_a_file_the_device_call_left_unreadable_is_refused_in_one_line.
+  killed here: SCR1 (the same test's unreadable result), SCR4, SCR5
+  (test_a_bad_tag_or_a_missing_folder_exits_2_before_anything_is_read). Each 3 of 3 runs.
 """
 from __future__ import annotations
 
@@ -105,14 +118,17 @@ def _truncated_archive() -> bytes:
 
 
 @pytest.mark.parametrize("name, contents, message", [
+    ("bench_cifar10.json", b"not json", "bench_cifar10.json: {folder}/bench_cifar10.json: not valid JSON"),
     ("cifar10-results.tar.gz", b"not a gzip file", "cifar10-results.tar.gz: cannot read the archive (not a gzip"),
     ("cifar10-results.tar.gz", _truncated_archive(),
      "cifar10-results.tar.gz: cannot read the archive (Compressed file ended before the end-of-stream marker"),
-], ids=["no gzip archive", "archive cut short"])
+], ids=["unreadable result", "no gzip archive", "archive cut short"])
 def test_a_file_the_device_call_left_unreadable_is_refused_in_one_line(tmp_path, capsys, name, contents, message):
     """A device call's file that does not parse (a truncated copy, a full disk on the device) is refused with one
     line naming it, exit status 2, nothing filed. Before, an archive cut short (gzip's EOFError) left main as a
-    traceback, and one that was no gzip file was refused without its name ('import_gpu_results: not a gzip file')."""
+    traceback, and one that was no gzip file was refused without its name ('import_gpu_results: not a gzip file').
+    Mutant: ``_load``'s ``except ValueError`` -> ``except ZeroDivisionError`` (read_result's ValueError left main
+    as a traceback: the tests gave readable files only)."""
     folder, repo = tmp_path / "device", tmp_path / "repo"
     folder.mkdir()
     repo.mkdir()
@@ -121,4 +137,21 @@ def test_a_file_the_device_call_left_unreadable_is_refused_in_one_line(tmp_path,
     out, err = capsys.readouterr()
     assert out == "" and err.startswith("import_gpu_results: ") and err.endswith(" (nothing written)\n")
     assert message.format(folder=folder) in err and err.count("\n") == 1, err
+    assert list(repo.iterdir()) == []
+
+
+@pytest.mark.parametrize("flags, message", [
+    (["--tag", "h200 run"], "--tag must be letters, digits and '-', got 'h200 run'"),
+    ([], "{folder}: not a folder"),
+], ids=["bad tag", "no folder"])
+def test_a_bad_tag_or_a_missing_folder_exits_2_before_anything_is_read(tmp_path, capsys, flags, message):
+    """A --tag that cannot name files, or a device folder that is not there, is a bad argument: exit status 2 (as
+    argparse's), its one line on stderr, nothing filed. Mutants: either ``return 2`` -> ``return 1`` (the tests
+    read the message only)."""
+    folder, repo = tmp_path / "device", tmp_path / "repo"
+    repo.mkdir()
+    if flags:
+        folder.mkdir()
+    assert _script().main([str(folder), "--repo", str(repo), *flags]) == 2
+    assert capsys.readouterr() == ("", message.format(folder=folder) + "\n")
     assert list(repo.iterdir()) == []

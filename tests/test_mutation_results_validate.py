@@ -109,9 +109,33 @@ here.
   cgroup's room alone; MR9 the cgroup message without "container's or batch job's".
   killed by the suite: MR2, MR5-MR9 (test_validate.py). killed here: MR1, MR3, MR4
   (test_memory_room_names_the_limit_that_binds).
+Mutants of f9a8747, the error paths (fedlib/_io.py: every ``except`` and clean-up of the atomic writes and
+``read_json``; fedlib/results.py: ``write_result``'s refusals, ``read_result``'s checkpoint branch, ``_is_checkpoint``,
+``git_commit``'s failures) (pass described in tests/README.md, Mutation passes): 21 mutants, one at a time,
+``pytest -x -q`` on test_checkpoint_io.py, test_results.py, test_data_leaf.py, test_checkpoint.py, this file and
+test_mutation_cli.py / test_provenance.py where they name the code: 15 killed by the suite, 5 killed here, 1
+equivalent.
+  IOW1 ``_mode_for`` without FileNotFoundError; IOW2 ``_stage``'s ``except BaseException`` -> ``Exception``; IOW3
+  ``_stage``'s unlink dropped; IOW4, IOW5 ``_fsync_folder``'s ``except OSError`` around ``os.open`` / ``os.fsync``
+  narrowed; IOW6 the folder's descriptor not closed; IOW7 ``_unlink`` without FileNotFoundError; IOW8
+  ``staged = []`` after the renames dropped; IOW9 the ``finally``'s unlink dropped; IOW10-IOW13 ``read_json``'s
+  FileNotFoundError, UnicodeDecodeError, RecursionError, OSError; IOW14 ``os.rename`` for ``os.replace``. RES1,
+  RES2 ``write_result``'s folder checks; RES3 ``read_result`` without its ValueError branch; RES4 ``_is_checkpoint``
+  True on an OSError; RES5 the text not serialised before the disk; RES6, RES7 ``git_commit`` without
+  SubprocessError / OSError.
+  killed by the suite: IOW1, IOW3, IOW9-IOW14, RES1-RES7.
+  killed here: IOW2 (test_an_atomic_write_interrupted_by_ctrl_c_leaves_the_old_file_and_no_temporary_file), IOW4,
+  IOW5, IOW6 (test_an_atomic_write_where_the_folder_cannot_be_opened_or_synced_still_writes: on Linux a folder
+  opens and syncs, so no test reached the branches), IOW7
+  (test_a_failed_second_rename_of_atomic_write_all_raises_its_own_error_and_leaves_no_temporary_file). Each 3 of 3
+  runs, and the tests pass 3 of 3 on the code.
+  equivalent:
+  * IOW8 -- after the renames the temporary names are gone; the ``finally``'s unlink of each is a FileNotFoundError
+    that ``_unlink`` passes over.
 """
 from __future__ import annotations
 
+import os
 import re
 import subprocess
 import sys
@@ -840,3 +864,86 @@ def test_memory_room_names_the_limit_that_binds(monkeypatch, machine_kib, syscon
             _validate.check_memory(room[0] + 1, "the thing")
         assert info.value.memory_limit == room[1]
         assert str(info.value).endswith(_validate.MEMORY_LIMITS[room[1]][0])
+
+
+# ----------------------------------------------------------------------------- fedlib._io: atomic writes
+def test_an_atomic_write_interrupted_by_ctrl_c_leaves_the_old_file_and_no_temporary_file(tmp_path):
+    """A Ctrl-C while a streamed write runs (a checkpoint's pickling: ``KeyboardInterrupt``, no ``Exception``)
+    removes the temporary file and leaves the target as it was. Mutant: ``_stage``'s ``except BaseException`` ->
+    ``except Exception``: the half-written '.r.json.<8 characters>.tmp' stayed in the folder (only a failing
+    ``OSError`` write was tested)."""
+    from fedlib._io import atomic_write
+
+    target = tmp_path / "r.json"
+    target.write_text("old")
+
+    def interrupted(fh):
+        fh.write(b"half a file")
+        raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        atomic_write(target, interrupted)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["r.json"] and target.read_text() == "old"
+
+
+@pytest.mark.parametrize("refused", ["open", "fsync"])
+def test_an_atomic_write_where_the_folder_cannot_be_opened_or_synced_still_writes(tmp_path, monkeypatch, refused):
+    """Where a folder cannot be opened (Windows) or refuses fsync (some file systems: EINVAL), the write is done
+    all the same, the rename being the atomic step, and no descriptor is left open. Mutants: ``_fsync_folder``'s
+    ``except OSError`` around ``os.open`` or around ``os.fsync`` -> ``except ZeroDivisionError``: the write
+    failed after its rename (on Linux the folder opens and syncs, so no test reached either branch)."""
+    import errno
+    import stat
+
+    import fedlib._io as io_
+
+    real_open, real_fsync = os.open, os.fsync
+
+    def open_(path, flags, *args, **kwargs):
+        if refused == "open" and flags & getattr(os, "O_DIRECTORY", 0):
+            raise OSError(errno.EACCES, "Permission denied", str(path))
+        return real_open(path, flags, *args, **kwargs)
+
+    def fsync(fd):
+        if refused == "fsync" and stat.S_ISDIR(os.fstat(fd).st_mode):
+            raise OSError(errno.EINVAL, "Invalid argument")
+        return real_fsync(fd)
+
+    monkeypatch.setattr(io_.os, "open", open_)
+    monkeypatch.setattr(io_.os, "fsync", fsync)
+    before = len(os.listdir("/proc/self/fd"))
+    try:
+        written = io_.atomic_write(tmp_path / "r.json", "new")
+    finally:
+        monkeypatch.undo()
+    assert written == tmp_path / "r.json" and written.read_text() == "new"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["r.json"]
+    assert len(os.listdir("/proc/self/fd")) == before  # the folder's descriptor closed too
+
+
+def test_a_failed_second_rename_of_atomic_write_all_raises_its_own_error_and_leaves_no_temporary_file(
+        tmp_path, monkeypatch):
+    """``atomic_write_all``: when the second rename fails (a disk error), its OSError is what the caller gets and
+    no temporary file stays; the clean-up passes over the first file's temporary name, which its rename already
+    took. Mutant: ``_unlink``'s ``except FileNotFoundError`` -> ``except ZeroDivisionError``: the clean-up's
+    FileNotFoundError for that name replaced the rename's error (the tests failed a single file's rename only)."""
+    import errno
+
+    import fedlib._io as io_
+
+    real_replace = os.replace
+    calls = []
+
+    def replace(src, dst):
+        calls.append(dst)
+        if len(calls) == 2:
+            raise OSError(errno.EIO, "Input/output error", str(dst))
+        return real_replace(src, dst)
+
+    (tmp_path / "b.txt").write_text("old b")
+    monkeypatch.setattr(io_.os, "replace", replace)
+    with pytest.raises(OSError) as caught:
+        io_.atomic_write_all([(tmp_path / "a.txt", "new a"), (tmp_path / "b.txt", "new b")])
+    assert caught.value.errno == errno.EIO
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a.txt", "b.txt"]
+    assert (tmp_path / "a.txt").read_text() == "new a" and (tmp_path / "b.txt").read_text() == "old b"
