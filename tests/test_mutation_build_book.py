@@ -24,7 +24,7 @@ bad-argument test: 9 killed by the suite, 6 killed here, 0 equivalent.
   BB10, BB11, BB15 (test_only_the_home_folders_unset_and_unwritable_are_moved_under_the_build), BB4, BB6
   (test_a_home_folder_that_takes_no_file_is_moved_and_no_home_at_all_too).
 
-Mutants of f9a8747, the error paths of the scripts other than import_gpu_results.py (in
+Mutants of c28e9dd, the error paths of the scripts other than import_gpu_results.py (in
 test_mutation_import_gpu_results.py): scripts/build_book.py (every ``except``, exit status and ``sys.exit``),
 make_cifar_sample.py, vr_spectrum.py, count_outside_accuracy.py (pass described in tests/README.md, Mutation
 passes): 25 mutants, one at a time, ``pytest -x -q`` on test_scripts.py's tests of the script, this file,

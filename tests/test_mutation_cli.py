@@ -151,7 +151,7 @@ here, 3 equivalent.
   * RC4 -- a --checkpoint-every run with a name over 241 bytes is refused before it runs, so no checkpoint it kept
     has one; without --checkpoint-every nothing is checked either way.
 
-Mutants of f9a8747, the error paths (fedlib/cli/__init__.py: every ``except`` of ``main``, ``_load``, ``_is_option``,
+Mutants of c28e9dd, the error paths (fedlib/cli/__init__.py: every ``except`` of ``main``, ``_load``, ``_is_option``,
 ``_torchrun_world_size``, ``_kept_checkpoints``, ``_escaping_stdout``, ``_nested`` and every exit status;
 fedlib/cli/__main__.py; fedlib/cli/common.py, rerun.py, synthetic.py: their ``except`` clauses, clean-ups and exit
 statuses) (pass described in tests/README.md, Mutation passes; fedlib/cli/cifar10.py's in

@@ -61,7 +61,7 @@ described in tests/README.md, Mutation passes; train_runs' resume_from: test_mut
   resume_from None.
   killed by the suite: CL1-CL4 (test_cli_synthetic.py, this file), W1-W5 (test_cli_cifar10.py, this file), CP1,
   CP2. killed here: W6 (test_width_help_gives_each_commands_default).
-Mutants of f9a8747, the error paths (fedlib/cli/cifar10.py: every ``except``, clean-up and exit status of run
+Mutants of c28e9dd, the error paths (fedlib/cli/cifar10.py: every ``except``, clean-up and exit status of run
 cifar10, bench cifar10 and table1; main's in test_mutation_cli.py) (pass described in tests/README.md, Mutation
 passes): 29 mutants (CIF30 drafted, not run), one at a time, ``pytest -x -q`` on this file, test_cli_cifar10.py,
 test_cli_table1_modes.py, test_table1.py and test_cli_paths.py (3 runs each for the unmakeable --results folder):

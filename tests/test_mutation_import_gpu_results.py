@@ -10,7 +10,7 @@ with a 30 s timeout, git's own failures a failed check) (pass described in tests
   test_gpu_script.py's import test: 5 killed by the suite, 3 here.
   killed by the suite: IG1, IG2, IG5, IG7 (test_import_gpu_results_says_why_it_cannot_check_a_commit), IG6
   (test_gpu_script.py). killed here: IG3, IG4, IG8.
-Mutants of f9a8747, the error paths (scripts/import_gpu_results.py: ``_load``'s ValueError, ``_commit_problems``'
+Mutants of c28e9dd, the error paths (scripts/import_gpu_results.py: ``_load``'s ValueError, ``_commit_problems``'
 git failures, main's exit statuses and ``except (ImportErrorList, tarfile.TarError)``, ``sys.exit``) (pass described
 in tests/README.md, Mutation passes; the other scripts' in test_mutation_build_book.py): 9 mutants, one at a time,
 ``pytest -x -q`` on test_scripts.py, this file and test_gpu_script.py (its import test): 6 killed by the suite, 3
@@ -19,7 +19,7 @@ killed here.
   SCR5 the bad --tag's and the missing folder's ``return 2`` -> 1; SCR6 main without TarError; SCR7 the refusal's
   ``return 2`` -> 1; SCR8 ``return 0`` -> 1; SCR9 ``main()`` without ``sys.exit``.
   killed by the suite: SCR2, SCR3, SCR6-SCR9. SCR6 (test_gpu_script.py) showed main's one line for an archive that
-  was no gzip file naming no file, and an archive cut short (EOFError) a traceback: fixed in 83c1a6d, with
+  was no gzip file naming no file, and an archive cut short (EOFError) a traceback: fixed in 3d171b1, with
   test_a_file_the_device_call_left_unreadable_is_refused_in_one_line.
   killed here: SCR1 (the same test's unreadable result), SCR4, SCR5
   (test_a_bad_tag_or_a_missing_folder_exits_2_before_anything_is_read). Each 3 of 3 runs.

@@ -109,7 +109,7 @@ here.
   cgroup's room alone; MR9 the cgroup message without "container's or batch job's".
   killed by the suite: MR2, MR5-MR9 (test_validate.py). killed here: MR1, MR3, MR4
   (test_memory_room_names_the_limit_that_binds).
-Mutants of f9a8747, the error paths (fedlib/_io.py: every ``except`` and clean-up of the atomic writes and
+Mutants of c28e9dd, the error paths (fedlib/_io.py: every ``except`` and clean-up of the atomic writes and
 ``read_json``; fedlib/results.py: ``write_result``'s refusals, ``read_result``'s checkpoint branch, ``_is_checkpoint``,
 ``git_commit``'s failures) (pass described in tests/README.md, Mutation passes): 21 mutants, one at a time,
 ``pytest -x -q`` on test_checkpoint_io.py, test_results.py, test_data_leaf.py, test_checkpoint.py, this file and
