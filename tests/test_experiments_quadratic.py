@@ -44,8 +44,8 @@ def test_divergence_is_marked_not_raised():
 def test_a_run_that_overflows_is_marked_by_its_floating_point_error_and_says_nothing_else(capfd):
     """Without stop_above, FedAvg at lr 50 with 20 local steps overflows: round 7's aggregated update is not finite,
     so the run is marked diverged at x^(8,0) (diverged_round 8, distances[0..7]) with that FloatingPointError's
-    message as its reason, and keeps the last finite iterate (about 3e273; its distance overflows the norm: inf).
-    Nothing else: no RuntimeWarning (as errors here) and nothing printed. Before this test no test reached the
+    message as its reason, and keeps the last finite iterate (about 3e273; its distance, 3.2e273, is recorded: it
+    was inf, with distances[4..7], before np.linalg.norm's overflow past 1.3e154 was scaled away). Nothing else: no RuntimeWarning (as errors here) and nothing printed. Before this test no test reached the
     overflow that run_quadratic's errstate guards (test_divergence_is_marked_not_raised stops at 1e4): errstate(...,
     "print") there (mutant EP11 of the negative-assertion pass: numpy's 'Warning: overflow encountered in ...' on the
     C stderr) passed the suite."""
@@ -61,7 +61,35 @@ def test_a_run_that_overflows_is_marked_by_its_floating_point_error_and_says_not
                           "participating clients, [1], holds NaN or inf (NaN or inf in their data or loss, or a "
                           "learning rate too large for them)")
     assert np.all(np.isfinite(run.params)) and np.max(np.abs(run.params)) > 1e270
-    assert np.all(np.isfinite(run.distances[:4])) and run.distances[3] > 1e117
+    assert np.all(np.isfinite(run.distances)) and run.distances[3] > 1e117 and run.distances[7] > 1e273
+
+
+def _doubling_problem():
+    """Two clients F_i(x) = |x|^2 / 2 (H_i = I, x* = 0): FedAvg at lr 3 with one local step maps x to -2x, so from
+    x0 = (3, -4) the distance at x^(t,0) is exactly 5 * 2^t (a float64 up to t = 1021)."""
+    return QuadraticProblem(np.stack([np.eye(2)] * 2), np.zeros((2, 2)), np.array([0.5, 0.5]))
+
+
+def test_a_diverging_runs_distances_are_exact_past_where_the_squared_norm_overflows():
+    """distances[t] = ||x^(t,0) - x*|| = 5 * 2^t to the bit for every finite iterate, up to round 1021, whose
+    update is not finite. Before, np.linalg.norm's sqrt(x.x) overflowed once 5 * 2^t > 1.3e154: distances[510..1021]
+    (512 of the 1022) were inf for iterates that were finite."""
+    run = Q.run_quadratic(_doubling_problem(), "fedavg", 3.0, FixedSteps([1, 1]), 1100, x0=[3.0, -4.0])
+    assert run.diverged and run.diverged_round == 1022 and run.distances.size == 1022
+    assert run.distances.tolist() == [5.0 * 2.0 ** t for t in range(1022)]
+
+
+def test_stop_above_past_the_squared_norms_overflow_stops_at_the_first_distance_above_it():
+    """stop_above = 1e200 stops at the first x^(t,0) with 5 * 2^t > 1e200: t = 663 (1.91e200; 5 * 2^662 is 9.6e199).
+    Before, the distance was inf already at t = 510 (truly 1.68e154), which 'exceeded' 1e200: diverged_round 510."""
+    from fractions import Fraction
+
+    run = Q.run_quadratic(_doubling_problem(), "fedavg", 3.0, FixedSteps([1, 1]), 700, x0=[3.0, -4.0],
+                          stop_above=1e200)
+    first = next(t for t in range(700) if 5 * 2 ** t > Fraction(1e200))
+    assert first == 663
+    assert run.diverged and run.diverged_round == first and run.reason == "distance > 1e+200"
+    assert run.distances.tolist() == [5.0 * 2.0 ** t for t in range(first + 1)]
 
 def test_tau_weighted_optimum_is_lemma1_limit_for_identity_hessians():
     prob = Q.identity_quadratic(5, 3, seed=2)

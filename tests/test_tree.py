@@ -374,3 +374,55 @@ def test_tree_map_mismatch_message_lists_plain_keys_and_says_an_before_a_vowel()
     with pytest.raises(ValueError) as err:
         tree_map(lambda x, y: x + y, {"w": 1.0}, [1.0])
     assert str(err.value) == "tree structures differ: a dict (keys ['w']) is paired with a list, not a dict"
+
+
+def _exact_norm(x) -> float:
+    """sqrt(sum x_i^2) of the float64 values, summed exactly (fractions) and rooted to within one ulp (isqrt)."""
+    import math
+    from fractions import Fraction
+
+    s = sum(Fraction(float(v)) ** 2 for v in np.ravel(x))
+    k = 1200  # 2^-1200 is far below the spacing of any float64 norm of these values
+    return float(Fraction(math.isqrt(s.numerator * 4 ** k // s.denominator), 2 ** k))
+
+
+def test_scaled_norm_is_np_linalg_norm_to_the_bit_where_that_is_finite():
+    """Ordinary values (norms 1e-140 .. 1e150, 1 to 1000 entries, whole arrays and along either axis, zeros, NaN and
+    inf entries): _scaled_norm returns np.linalg.norm's value itself, so no recorded distance changes."""
+    rng = np.random.default_rng(0)
+    for d in (1, 2, 3, 20, 1000):
+        for exponent in (-140, -3, 0, 5, 150):
+            x = rng.standard_normal((4, d)) * 10.0 ** exponent
+            assert T._scaled_norm(x[0]) == np.linalg.norm(x[0])
+            assert T._scaled_norm(x) == np.linalg.norm(x)
+            for axis in (0, 1):
+                np.testing.assert_array_equal(T._scaled_norm(x, axis=axis), np.linalg.norm(x, axis=axis), strict=True)
+    odd = np.array([[0.0, 0.0], [np.nan, 1.0], [np.inf, 1.0], [-np.inf, np.nan], [3.0, 4.0]])
+    np.testing.assert_array_equal(T._scaled_norm(odd, axis=1), [0.0, np.nan, np.inf, np.nan, 5.0])
+    assert np.isnan(T._scaled_norm(odd[1])) and T._scaled_norm(odd[2]) == np.inf
+
+
+def test_scaled_norm_of_finite_values_past_the_squared_overflow_is_exact():
+    """Norms of 1e154 .. 1e308: np.linalg.norm's sqrt(x . x) overflows to inf past ~1.3e154 (x . x > 1.8e308);
+    _scaled_norm's is finite and within 2 ulps of the exact norm (fractions), whole or row by row, without a warning;
+    inf only where the norm itself passes the float64 maximum ((1.5e308, 1.5e308): 2.1e308)."""
+    import warnings
+
+    rng = np.random.default_rng(1)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        for d in (1, 2, 3, 50):
+            for size in (2e154, 1e200, 1e300, 1.7e308):
+                x = rng.standard_normal(d)
+                x = x / np.linalg.norm(x) * size
+                with np.errstate(over="ignore"):
+                    assert np.linalg.norm(x) == np.inf
+                want = _exact_norm(x)
+                assert abs(T._scaled_norm(x) - want) <= 2 * np.spacing(want)
+                rows = np.stack([x, np.full(d, 1.5), x / 2])
+                got = T._scaled_norm(rows, axis=1)
+                assert got[1] == np.linalg.norm(rows[1])  # the ordinary row as it was
+                assert abs(got[0] - want) <= 2 * np.spacing(want)
+                assert abs(got[2] - _exact_norm(x / 2)) <= np.spacing(want)
+        assert T._scaled_norm(np.array([1.5e308, 1.5e308])) == np.inf
+        assert T._scaled_norm(np.array([[1.5e308, 1.5e308], [1e308, 1e307]]), axis=1)[0] == np.inf

@@ -32,6 +32,7 @@ from ..rng import generator
 from ..schedules import check_schedule_size
 from ..solvers import proximal_sgd, sgd
 from ..theory import _radius_or_inf, quadratic_fixed_point, quadratic_global_optimum, quadratic_round_map
+from ..tree import _scaled_norm
 
 __all__ = [
     "LABELS",
@@ -138,7 +139,7 @@ def run_quadratic(problem: QuadraticProblem, name: str, lr: float, schedule, rou
     last = [x0]
 
     def metric(x, t):
-        d = float(np.linalg.norm(x - ref))
+        d = float(_scaled_norm(x - ref))  # np.linalg.norm: inf past ~1.3e154, so 1e160 > stop_above = 1e200
         dist.append(d)
         if np.all(np.isfinite(x)):
             last[0] = x
