@@ -314,25 +314,35 @@ def test_closed_form_iteration_stops_where_the_run_stops():
 
 def test_comparing_a_diverging_run_with_its_closed_form_is_nan_and_says_nothing_else(capfd):
     """FedAvg at lr 50 with 20 local steps diverges: distances 1.36, 2.1e39, 2.2e78, 2.4e117, 2.6e156 .. 3.2e273, and
-    the run stops at round 7's FloatingPointError (diverged_round 8) while the closed form's distances are inf from
-    round 4 on (np.linalg.norm's sqrt(x.x) overflows past 1.3e154; the run's did too, before _scaled_norm). The
-    comparison is inf (finite - inf), its relative form NaN (inf / inf), and says nothing: no
-    RuntimeWarning (as errors here) and nothing printed. Before, iterate_round_maps had no errstate: numpy's 'overflow
-    encountered in dot' and 'overflow encountered in matmul' warnings on a diverging map, unlike run_variant's
-    silent inf (fixed with this test); and no test reached compare_with_closed_form's own errstate around inf - inf
-    (set to "print", mutant EP10 of the negative-assertion pass, it passed the suite)."""
+    the run stops at round 7's FloatingPointError (diverged_round 8) while the closed form goes on, its distances
+    finite to round 7 as the run's and inf/NaN after (its iterate overflows). Over the 8 rounds the run completed
+    the two agree to 7.9e-15 relative (max_difference 2.5e259, at 3.2e273). Before _scaled_norm, np.linalg.norm's
+    sqrt(x.x) overflowed past 1.3e154: both were inf from round 4 on and the comparison NaN (inf - inf). A NaN
+    comparison is still reached where both distances pass the float64 maximum: x* = (1.5e308, 1.5e308) is 2.1e308
+    from the start, inf for the run and the closed form. Neither says anything: no RuntimeWarning (as errors here)
+    and nothing printed. Before, iterate_round_maps had no errstate: numpy's 'overflow encountered in dot' and
+    'overflow encountered in matmul' warnings on a diverging map, unlike run_variant's silent inf (fixed with this
+    test); and no test reached compare_with_closed_form's own errstate around inf - inf (set to "print", mutant
+    EP10 of the negative-assertion pass, it passed the suite)."""
     import warnings
 
+    from fedlib.problems.quadratic import QuadraticProblem
+
     prob = random_quadratic(2, 2, seed=0)
+    far = QuadraticProblem(np.stack([np.eye(2)] * 2), np.full((2, 2), 1.5e308), np.array([0.5, 0.5]))  # x* = e
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         cmp = A.compare_with_closed_form(prob, "fedavg", 50.0, FixedSteps([20, 20]), 60)
+        overflowing = A.compare_with_closed_form(far, "fedavg", 0.5, FixedSteps([1, 1]), 3)
     assert capfd.readouterr() == ("", "")
     assert cmp.run.diverged and cmp.run.diverged_round == 8 and cmp.run.distances.size == 8
-    assert cmp.closed.size == 61 and np.all(np.isinf(cmp.closed[4:])) and np.all(np.isfinite(cmp.run.distances))
-    np.testing.assert_allclose(cmp.run.distances[:4], cmp.closed[:4], rtol=1e-9)
-    assert cmp.closed[3] > 1e117
-    assert cmp.max_difference == np.inf and np.isnan(cmp.max_relative_difference)
+    assert cmp.closed.size == 61 and np.all(np.isfinite(cmp.closed[:8])) and not np.any(np.isfinite(cmp.closed[8:]))
+    np.testing.assert_allclose(cmp.run.distances, cmp.closed[:8], rtol=1e-12)
+    assert cmp.closed[3] > 1e117 and cmp.closed[7] > 1e273
+    assert 0 < cmp.max_difference < np.inf and cmp.max_relative_difference < 1e-12
+    assert overflowing.run.distances[0] == overflowing.closed[0] == np.inf and not overflowing.run.diverged
+    assert np.isnan(overflowing.max_difference) and np.isnan(overflowing.max_relative_difference)
+
 
 def test_probe_script_runs(tmp_path):
     """scripts/probe_scaffold_synthetic.py (the numbers behind notes on chapter 10, part 5), smoke-run."""
@@ -453,6 +463,29 @@ def test_iterate_round_maps_checks_reference_as_run_variant_does(reference):
         A.iterate_round_maps(prob, "fedavg", 0.05, FixedSteps([1, 3, 6]), 3, reference=reference)
     with pytest.raises(ValueError, match="reference"):
         A.run_variant(prob, "fedavg", 0.05, FixedSteps([1, 3, 6]), 3, reference=reference)
+
+
+def test_iterate_round_maps_distances_are_exact_past_where_the_squared_norm_overflows():
+    """Two clients H_i = I, x* = 0, FedAvg at lr 3 with one step: x -> -2x, so from x0 = (3, -4) the distance is
+    exactly 5 * 2^t, a float64 to t = 1021, and run_variant's: all 1022 to the bit, and stop_above = 1e200 ends
+    after t = 663 (1.91e200, the first above it), where run_variant stops. Before, np.linalg.norm's sqrt(x.x)
+    overflowed once 5 * 2^t > 1.3e154: t = 510..1021 (512 of them) were inf, and stop_above = 1e200 ended at 510."""
+    import warnings
+
+    from fedlib.problems.quadratic import QuadraticProblem
+
+    prob = QuadraticProblem(np.stack([np.eye(2)] * 2), np.zeros((2, 2)), np.array([0.5, 0.5]))
+    exact = [5.0 * 2.0 ** t for t in range(1022)]
+    assert A.iterate_round_maps(prob, "fedavg", 3.0, FixedSteps([1, 1]), 1021, x0=[3.0, -4.0]).tolist() == exact
+    stopped = A.iterate_round_maps(prob, "fedavg", 3.0, FixedSteps([1, 1]), 1021, x0=[3.0, -4.0], stop_above=1e200)
+    assert stopped.tolist() == exact[:664]
+    run = A.run_variant(prob, "fedavg", 3.0, FixedSteps([1, 1]), 1021, x0=[3.0, -4.0], stop_above=1e200)
+    assert run.diverged_round == 663 and run.distances.tolist() == exact[:664]
+    big = np.array([3e200, -4e200])  # a start past 1.3e154: its distance (5e200 to 2 ulps), no overflow warning
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        start = A.iterate_round_maps(prob, "fedavg", 3.0, FixedSteps([1, 1]), 0, x0=big)
+    assert start.size == 1 and abs(start[0] - 5e200) <= 2 * np.spacing(5e200)
 
 
 def test_closed_form_start_must_be_finite():

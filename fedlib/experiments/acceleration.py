@@ -59,6 +59,7 @@ from ..server import momentum as server_momentum
 from ..solvers import momentum_sgd, sgd
 from ..theory import (VR_ALGORITHMS, _radius_or_inf, _round_map_terms, _vr_fixed_point_system, _vr_round_map_terms,
                       quadratic_global_optimum, server_momentum_round_map, spectral_radius)
+from ..tree import _scaled_norm
 from .quadratic import QuadraticRun, run_quadratic
 from .surrogate import flat_directions, newton_minimize
 
@@ -340,7 +341,7 @@ def iterate_round_maps(problem: QuadraticProblem, name: str, lr: float, schedule
     ref = problem.optimum() if reference is None else check_finite_array("reference", reference, shape=(problem.dim,))
     s = initial_state(problem, name, x0)
     d = problem.dim
-    out = [float(np.linalg.norm(s[:d] - ref))]
+    out = [float(_scaled_norm(s[:d] - ref))]  # np.linalg.norm's: inf past ~1.3e154, as run_variant's was
     if stop_above is not None and not out[0] <= stop_above:  # run_variant checks the start too
         return np.asarray(out)
     cache: dict = {}
@@ -354,7 +355,7 @@ def iterate_round_maps(problem: QuadraticProblem, name: str, lr: float, schedule
         rm = cache[key]
         with np.errstate(over="ignore", invalid="ignore"):  # a diverging map: inf / NaN distances, as run_variant's
             s = rm.M @ s + rm.b
-            out.append(float(np.linalg.norm(s[:d] - ref)))
+            out.append(float(_scaled_norm(s[:d] - ref)))
         if stop_above is not None and not out[-1] <= stop_above:
             break
     return np.asarray(out)
