@@ -222,6 +222,28 @@ def test_a_diverging_run_of_replicas_is_the_floating_point_error_alone(capfd):
     assert capfd.readouterr() == ("", "")
 
 
+def test_a_diverging_runs_distances_are_exact_past_where_the_squared_norm_overflows():
+    """Two clients H_i = I, x* = 0, FedAvg at lr 3 with one step: x -> -2x, so from x0 = (3, -4) the iterate is
+    exactly (-2)^t (3, -4), finite to t = 1021: distance[t] = 5 * 2^t to the bit, the distance to x~ = (3, 4) within
+    2 ulps of the exact one (isqrt of the integer sum of squares), in both replicas. grad_norm2 = 25 * 4^t is inf
+    exactly where that passes the float64 maximum (t >= 510): a squared norm that is itself too large. Before,
+    np.linalg.norm's sqrt(x.x) overflowed there too: distance and surrogate_distance were inf for t = 510..1021 (512
+    rows of 1022) while the iterate was finite."""
+    import math
+    from fractions import Fraction
+
+    prob = QuadraticProblem(np.stack([np.eye(2)] * 2), np.zeros((2, 2)), np.array([0.5, 0.5]))
+    run = run_replicas(prob, "fedavg", [sgd(3.0)], FixedSteps([1, 1]), 1021, x0=[3.0, -4.0], replicas=2,
+                       surrogate=[3.0, 4.0])
+    assert run.distance.tolist() == [[5.0 * 2.0 ** t] * 2 for t in range(1022)]
+    for t in range(1022):
+        a, b = 3 * (-2) ** t - 3, -4 * (-2) ** t - 4
+        exact = float(Fraction(math.isqrt((a * a + b * b) << 200), 1 << 100))
+        assert np.all(np.abs(run.surrogate_distance[t] - exact) <= 2 * np.spacing(exact)), t
+    too_large = np.array([25 * 4 ** t > Fraction(np.finfo(np.float64).max) for t in range(1022)])
+    assert too_large.argmax() == 510 and np.array_equal(np.isinf(run.grad_norm2), np.stack([too_large] * 2, axis=1))
+
+
 def test_run_replicas_bad_inputs():
     prob = random_quadratic(2, 2, seed=0)
     work = _Fixed([1, 2], [0, 0])

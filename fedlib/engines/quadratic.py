@@ -58,6 +58,7 @@ from ..rule import AGGREGATIONS, _effective_weights_checked, aggregation_coeffic
 from ..sampling import _sample_clients_again, check_sampling, round_participation
 from ..solvers import LocalSolver, check_builtin_step, check_own_step, check_shared_lr
 from ..theory import _round_chi_square
+from ..tree import _scaled_norm
 
 __all__ = ["ReplicaRun", "gradient_noise", "noisy_grad_fn", "client_solvers", "run_replicas"]
 
@@ -361,12 +362,13 @@ def run_replicas(problem: QuadraticProblem, aggregation: str, solvers: Sequence[
     surrogate_grad_norm2 = None if surrogate_weights is None else np.empty((rounds + 1, replicas))
 
     def record(row, xs):
-        with np.errstate(over="ignore"):  # a run on its way to diverging records inf
+        with np.errstate(over="ignore"):  # a run on its way to diverging: inf once a squared norm passes 1.8e308
             g = xs @ h_bar.T - e_bar
             grad_norm2[row] = np.einsum("rd,rd->r", g, g)
-            distance[row] = np.linalg.norm(xs - x_star, axis=1)
+            # not np.linalg.norm: its sqrt(x.x) is inf past ~1.3e154, for a distance that is finite
+            distance[row] = _scaled_norm(xs - x_star, axis=1)
             if x_tilde is not None:
-                surrogate_distance[row] = np.linalg.norm(xs - x_tilde, axis=1)
+                surrogate_distance[row] = _scaled_norm(xs - x_tilde, axis=1)
             if surrogate_grad_norm2 is not None:
                 gs = xs @ h_sur.T - e_sur
                 surrogate_grad_norm2[row] = np.einsum("rd,rd->r", gs, gs)
