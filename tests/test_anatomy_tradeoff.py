@@ -10,6 +10,7 @@ import pytest
 
 from fedlib import anatomy, solvers, theory, tradeoff
 from fedlib.problems import random_quadratic
+from fedlib.problems.quadratic import QuadraticProblem
 from fedlib.report import markdown_table
 
 ALL = [solvers.sgd(0.1, 1e-3), solvers.decayed_sgd(0.1, gamma=0.9), solvers.proximal_sgd(0.1, 0.5),
@@ -73,6 +74,24 @@ def test_sweep_matches_round_map():
     nova = tradeoff.closed_form_distances(pb, steps, 0.01, grid, [7], "fednova", "local_steps")[0]
     assert np.allclose(sweep.fednova, nova, rtol=1e-10)
     assert 0 < tradeoff.round_contraction(pb, steps, 0.01, 0.1) < 1
+
+
+def test_sweep_and_closed_form_distances_are_exact_past_where_the_squared_norm_overflows():
+    """Two clients H_i = I, x* = 0, lr 3 with one local step: FedAvg, FedProx (its proximal term is 0 at the first
+    step) and FedNova (tau_eff = 1) all map x to -2x, so from (3, -4) the distance after T rounds is exactly 5 * 2^T:
+    6.7e154 at T = 512, finite and to the bit from both, with no overflow warning. Before, np.linalg.norm's
+    sqrt(x.x) overflowed once 5 * 2^T > 1.3e154: fedprox_sweep gave inf for all three, closed_form_distances inf
+    from T = 510 on, and 'overflow encountered in dot' warnings."""
+    import warnings
+
+    pb = QuadraticProblem(np.stack([np.eye(2)] * 2), np.zeros((2, 2)), np.array([0.5, 0.5]))
+    x0 = np.array([3.0, -4.0])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        sweep = tradeoff.fedprox_sweep(pb, [1, 1], 3.0, [1.0], 512, params=x0)
+        closed = tradeoff.closed_form_distances(pb, [1, 1], 3.0, [0.0, 1.0], [0, 509, 510, 512], params=x0)
+    assert sweep.fedavg == sweep.fedprox[0] == sweep.fednova[0] == 5.0 * 2.0 ** 512
+    assert closed.tolist() == [[5.0 * 2.0 ** t] * 2 for t in (0, 509, 510, 512)]
 
 
 def test_mu_for_alpha_and_table():
