@@ -444,15 +444,34 @@ def run_replicas(problem: QuadraticProblem, aggregation: str, solvers: Sequence[
 
 
 def _local_steps(xl, u, x_start, H, e, noise, tau, lr_table, rho_i, mu_i) -> None:
-    """All local steps of a round, in place on ``xl`` (iterates) and ``u`` (momentum buffers)."""
-    for k in range(int(tau[0])):
-        n = int(np.count_nonzero(tau > k))  # clients still running: a prefix (tau sorted descending)
-        xs, us = xl[:, :n], u[:, :n]
-        g = np.matmul(H[:n], xs[..., None])[..., 0] - e[:n] + noise[:, :n, k]
-        us *= rho_i[:, :n]
-        us += g
-        direction = us + mu_i[:, :n] * (xs - x_start[:, :n])
-        xs -= lr_table[:n, k][None, :, None] * direction
+    r"""All local steps of a round, in place on ``xl`` (iterates) and ``u`` (momentum buffers).
+
+    Step :math:`k` runs the :math:`n_k = \#\{i: \tau_i > k\}` clients still running (a prefix: ``tau`` is sorted
+    descending), every replica at once: :math:`g = H_i x - e_i + \sigma\xi_{i,k}`, :math:`u \leftarrow \rho_i u + g`,
+    :math:`x \leftarrow x - \eta s_{i,k}\,(u + \mu_i (x - x^{(t,0)}))`. The views of a run of steps with the same
+    :math:`n_k` are taken once, and each line's sums and products after its first are taken in place: the operations
+    of the expressions with temporaries, in their order (a product or sum with its operands swapped is the same
+    number; a NaN's payload aside, and a non-finite iterate stops the run), hence the same bits, with half the
+    calls per step. ``x_start`` is :math:`x^{(t,0)}` of shape ``(replicas, 1, d)`` or ``(replicas, q, d)``."""
+    K = int(tau[0])
+    active = np.searchsorted(-tau, -np.arange(K), side="left")  # n_k = #{tau_i > k}, non-increasing
+    bounds = [0] + (np.flatnonzero(active[1:] != active[:-1]) + 1).tolist() + [K]  # runs of equal n_k
+    lr_cols = lr_table.T[:, None, :, None]  # (K, 1, q, 1): step k's sizes, broadcast over replicas and d
+    for k0, k1 in zip(bounds[:-1], bounds[1:]):
+        n = int(active[k0])
+        xs, us, xs_col = xl[:, :n], u[:, :n], xl[:, :n, :, None]
+        Hn, en, rho_n, mu_n, xst, noise_n = H[:n], e[:n], rho_i[:, :n], mu_i[:, :n], x_start[:, :n], noise[:, :n]
+        for k in range(k0, k1):
+            g = np.matmul(Hn, xs_col)[..., 0]
+            g -= en
+            g += noise_n[:, :, k]
+            us *= rho_n
+            us += g
+            step = xs - xst
+            step *= mu_n
+            step += us  # the direction u + mu (x - x_start)
+            step *= lr_cols[k, :, :n]
+            xs -= step
 
 
 def _step_sizes(solver: LocalSolver, tau_max: int, cache: dict, key: int) -> np.ndarray:
