@@ -56,6 +56,7 @@ from ..problems.quadratic import QuadraticProblem
 from ..rng import generator
 from ..rule import AGGREGATIONS, _effective_weights_checked, aggregation_coefficients, effective_weights
 from ..sampling import _sample_clients_again, check_sampling, round_participation
+from ..schedules import RandomLocalWork
 from ..solvers import LocalSolver, check_builtin_step, check_own_step, check_shared_lr
 from ..theory import _round_chi_square
 from ..tree import _scaled_norm
@@ -340,6 +341,9 @@ def run_replicas(problem: QuadraticProblem, aggregation: str, solvers: Sequence[
         else:
             tau_eff = check_positive("tau_eff", tau_eff)
     m, d = problem.num_clients, problem.dim
+    # RandomLocalWork's own draw hands out int64 steps >= 1 and solver numbers in 0..num_solvers-1, one per client
+    # (checked when it was made): for m clients, what the checks of each round would return, so they are not made
+    trusted = type(work) is RandomLocalWork and work.num_clients == m
     x = np.zeros((replicas, d)) if x0 is None else np.broadcast_to(
         check_finite_array("x0", x0, shape=(d,)), (replicas, d)).copy()
     p = problem.p
@@ -353,7 +357,7 @@ def run_replicas(problem: QuadraticProblem, aggregation: str, solvers: Sequence[
     rho = np.array([s.momentum for s in solvers])
     mu = np.array([s.mu for s in solvers])
     a_norm_cache: dict = {}
-    lr_cache: dict = {}
+    lr_cache: list = [np.empty((len(solvers), 0))]
     p64 = np.asarray(p, dtype=np.float64)  # what round 0's check of p returns: later rounds draw with it
 
     grad_norm2 = np.empty((rounds + 1, replicas))
@@ -383,8 +387,9 @@ def run_replicas(problem: QuadraticProblem, aggregation: str, solvers: Sequence[
         if drawn:
             steps, choice = work.draw(t)
             steps_name = f"work.draw({t}): steps"
-            steps = check_int_array(steps_name, steps, size=m, minimum=0)
-            choice = check_int_array(f"work.draw({t}): solver numbers", choice, size=m, minimum=0)
+            if not trusted:
+                steps = check_int_array(steps_name, steps, size=m, minimum=0)
+                choice = check_int_array(f"work.draw({t}): solver numbers", choice, size=m, minimum=0)
         else:  # a schedule: every client runs the one solver
             steps_name = f"work.local_steps({t})"
             steps = check_int_array(steps_name, work.local_steps(t), size=m, minimum=0)
@@ -410,11 +415,11 @@ def run_replicas(problem: QuadraticProblem, aggregation: str, solvers: Sequence[
         tau_max = int(tau[0])
         noise = _gradient_noise(seed, t, replicas, order.size, tau_max, d, sigma)[:, by_steps]
         H, e = problem.H[order], problem.e[order]
-        lr_table = np.stack([_step_sizes(solvers[j], tau_max, lr_cache, j) for j in sol])  # (participants, tau_max)
+        lr_table = _step_sizes(solvers, tau_max, lr_cache)[sol, :tau_max]  # (participants, tau_max)
         rho_i, mu_i = rho[sol][None, :, None], mu[sol][None, :, None]
-        x_start = np.broadcast_to(x[:, None, :], (replicas, order.size, d))
-        xl = x_start.copy()
-        u = np.zeros_like(xl)
+        x_start = x[:, None, :]  # (replicas, 1, d): broadcast over the participants
+        xl = np.repeat(x_start, order.size, axis=1)
+        u = np.zeros(xl.shape)
         a_norms = np.array([_a_norm(solvers[j], tk, a_norm_cache, j) for j, tk in zip(sol.tolist(), tau.tolist())])
         policy = float(p[order] @ a_norms) if tau_eff == "selected_p" else tau_eff
         if a_norms.min() > 0 and a_norms.max() < math.inf and (policy is None or 0 < policy < math.inf):
@@ -474,12 +479,13 @@ def _local_steps(xl, u, x_start, H, e, noise, tau, lr_table, rho_i, mu_i) -> Non
             xs -= step
 
 
-def _step_sizes(solver: LocalSolver, tau_max: int, cache: dict, key: int) -> np.ndarray:
-    """``solver``'s first ``tau_max`` step sizes, remembered in ``cache`` per solver number ``key``."""
-    have = cache.get(key)
-    if have is None or have.size < tau_max:
-        have = cache[key] = np.array([solver.step_size(k) for k in range(tau_max)])
-    return have[:tau_max]
+def _step_sizes(solvers: Sequence[LocalSolver], tau_max: int, cache: list) -> np.ndarray:
+    """The table ``(len(solvers), >= tau_max)``: row ``j`` holds ``solvers[j]``'s step sizes ``step_size(k)``,
+    ``k = 0, 1, ...``; remembered in ``cache[0]`` and redrawn wider when a round needs more steps."""
+    have = cache[0]
+    if have.shape[1] < tau_max:
+        have = cache[0] = np.array([[solver.step_size(k) for k in range(tau_max)] for solver in solvers])
+    return have
 
 
 def _a_norm(solver: LocalSolver, tau: int, cache: dict, key: int) -> float:
