@@ -56,6 +56,38 @@ test_hot_paths_engines.py, ...) and ``tests/test_doctests.py -k "quadratic or bo
   factor keeps): test_run_replicas_noise_is_sigma_times_a_fresh_standard_normal_per_step_and_coordinate
   (|mean z^2 - 1.25| = 3.78 on N5 and N8, 0.98 on N7, 0.83 on N11, against a tolerance of 0.119). It kills N1-N3,
   N6 and N10 too, not N4 or N9 (round 0's draw: its run has one round).
+
+Mutants of 94865bc..906afc1 (fedlib/engines/quadratic.py: run_replicas' ``_local_steps`` by runs of equal active
+counts with in-place operations, ``_step_sizes``' per-run table, the ``trusted`` draw of a plain RandomLocalWork,
+x^(t,0) broadcast, ``np.repeat``; record's distances by ``fedlib.tree._scaled_norm``) (pass described in
+tests/README.md, Mutation passes): 34 mutants, one at a time, ``pytest -x -q`` on test_quadratic_engine.py, this
+file, test_hot_paths_engines.py, test_bounds.py, test_experiments_speedup.py, test_mutation_speedup_stragglers.py,
+test_extensions.py and test_engine_differential.py.
+  in ``_local_steps``: RR1 ``active`` by ``side="right"`` (#{tau_i >= k}); RR2 by ``np.arange(1, K + 1)``; RR3
+  ``bounds`` without its last ``K`` (the last run dropped); RR4 the run boundaries without ``+ 1``; RR5 ``bounds``
+  from 1; RR6 ``n = active[k1 - 1]``; RR7 ``step *= mu_n`` dropped; RR8 ``g += noise`` before ``g -= en``; RR9
+  ``us += g`` before ``us *= rho_n``; RR10 rho and mu swapped; RR11 ``lr_cols[k0]`` (the run's first step size
+  throughout); RR12 ``lr_cols[k - k0]``; RR13 the steps' columns reversed; RR14 ``x - x`` for ``x - x_start``;
+  RR15 ``step -= us``; RR16 the run's first noise throughout; RR17 the boundaries by ``active[1:] < active[:-1]``.
+  in run_replicas: RS1 ``x_start = x[None]`` ((1, replicas, d)); RS2 ``x_start`` the local iterates ``xl``; RS3
+  ``x_start`` copied; RS4 the table redrawn when it has exactly enough steps (``<=``); RS5 redrawn only when wider
+  (``>``); RS6 drawn once (``== 0``); RS7 never kept in the cache; RS8 ``[sol]`` without ``:tau_max``; RS9 the
+  participants' solver numbers reversed; RS10 ``isinstance`` for ``type(work) is``; RS11 trusted for any
+  ``num_clients``; RS12 for ``num_clients >= m``; RS13 ``if trusted`` for ``if not trusted``; RS14 ``np.asarray``
+  of the draw's steps first; RS15 ``u`` of ``x_start``'s shape; RD1 / RD2 record's distance / surrogate distance by
+  np.linalg.norm again.
+  killed by the suite: RR1-RR5, RR7, RR9-RR16, RS1, RS2, RS5, RS6, RS9, RS13, RS15
+  (test_quadratic_engine.py::test_run_replicas_equals_reference_loop; RS13 by
+  test_run_replicas_names_the_work_draw_when_it_gives_the_wrong_number_of_steps), RD1, RD2
+  (test_a_diverging_runs_distances_are_exact_past_where_the_squared_norm_overflows).
+  killed here: RR8 (within the reference loop's 1e-12, not the claimed bits):
+  test_run_replicas_local_steps_are_the_recurrence_with_temporaries_to_the_bit; RS4, RS7 (the same numbers, the
+  table redrawn): test_run_replicas_step_size_table_is_kept_and_widened_only_for_more_steps; RS10-RS12:
+  test_run_replicas_checks_the_draw_of_a_random_local_work_subclass_or_of_one_for_other_clients.
+  equivalent: RR6 (``active`` is constant over a run); RR17 (``active`` is non-increasing: tau sorted descending);
+  RS3 (``x_start`` is never written); RS8 (the table's columns past tau_max are never read: ``lr_cols[k]``,
+  k < tau_max); RS14 (RandomLocalWork's draw is already an int64 array; a draw that is not goes through
+  check_int_array).
 """
 from __future__ import annotations
 
@@ -435,3 +467,83 @@ def test_run_replicas_noise_is_sigma_times_a_fresh_standard_normal_per_step_and_
     variance = lr ** 2 * sigma ** 2 * (1 + (1 - lr) ** 2)     # 0.25 * 4 * 1.25 = 1.25
     assert abs(np.mean(z ** 2) - variance) < 6 * variance * math.sqrt(2 / n)
     assert abs(np.mean(z)) < 6 * math.sqrt(variance / n)
+
+
+# ====================================================================== 94865bc..906afc1: the faster run_replicas
+def test_run_replicas_local_steps_are_the_recurrence_with_temporaries_to_the_bit():
+    r"""``_local_steps`` (in place, the views of each run of steps with the same number of active clients taken
+    once) claims the bits of the recurrence written with temporaries, in its order: step k runs the clients with
+    :math:`\tau_i > k`, :math:`g = (H_i x - e_i) + \sigma\xi_{i,k}`, :math:`u \leftarrow \rho_i u + g`,
+    :math:`x \leftarrow x - s_{i,k}(u + \mu_i(x - x^{(t,0)}))`. The plain loop below is that recurrence; the
+    reference-loop tests hold the engine to 1e-12 only, which a reordered sum passes. Random H, e, noise, step sizes,
+    momentum and prox, tau = (6, 4, 4, 2, 1) (n_k = 5, 4, 3, 3, 1, 1: runs of 1, 1, 2 and 2 steps), 3 replicas:
+    iterates and momentum buffers equal to the bit. Kills RR8 (the noise added before e is subtracted)."""
+    from fedlib.engines.quadratic import _local_steps
+
+    rng = np.random.default_rng(4)
+    r, q, d = 3, 5, 3
+    tau = np.array([6, 4, 4, 2, 1])
+    K = int(tau[0])
+    H = rng.standard_normal((q, d, d))
+    e, noise = rng.standard_normal((q, d)), rng.standard_normal((r, q, K, d))
+    lr = rng.uniform(0.01, 0.3, (q, K))
+    rho, mu = rng.uniform(0, 0.9, q)[None, :, None], rng.uniform(0, 2, q)[None, :, None]
+    x_start = rng.standard_normal((r, 1, d))
+    xl, u = np.repeat(x_start, q, axis=1), np.zeros((r, q, d))
+    _local_steps(xl, u, x_start, H, e, noise, tau, lr, rho, mu)
+    x, v = np.repeat(x_start, q, axis=1), np.zeros((r, q, d))
+    for k in range(K):
+        n = int(np.sum(tau > k))
+        g = np.matmul(H[:n], x[:, :n, :, None])[..., 0] - e[:n] + noise[:, :n, k]
+        v[:, :n] = rho[:, :n] * v[:, :n] + g
+        x[:, :n] = x[:, :n] - lr[:n, k][None, :, None] * (v[:, :n] + mu[:, :n] * (x[:, :n] - x_start))
+    assert np.array_equal(xl, x) and np.array_equal(u, v)
+    assert not np.array_equal(xl[:, 0], xl[:, 1])  # the clients did run apart
+
+
+def test_run_replicas_step_size_table_is_kept_and_widened_only_for_more_steps():
+    """``_step_sizes`` keeps the table (solvers x steps) in ``cache[0]``: a round needing no more steps than it holds
+    gets the same array back, not a redrawn one; a round needing more gets a wider one, row j solver j's step sizes.
+    decayed_sgd(0.5, gamma=0.5): 0.5, 0.25, 0.125, ... (powers of two, exact). Kills RS4 (redrawn when it has
+    exactly enough steps) and RS7 (never kept)."""
+    from fedlib.engines.quadratic import _step_sizes
+    from fedlib.solvers import decayed_sgd
+
+    solvers = [decayed_sgd(0.5, gamma=0.5), sgd(0.5)]
+    cache = [np.empty((2, 0))]
+    three = _step_sizes(solvers, 3, cache)
+    assert three.tolist() == [[0.5, 0.25, 0.125], [0.5, 0.5, 0.5]] and cache[0] is three
+    assert _step_sizes(solvers, 3, cache) is three and _step_sizes(solvers, 1, cache) is three
+    five = _step_sizes(solvers, 5, cache)
+    assert five.tolist() == [[0.5, 0.25, 0.125, 0.0625, 0.03125], [0.5] * 5] and cache[0] is five
+    assert _step_sizes(solvers, 4, cache) is five
+
+
+def test_run_replicas_checks_the_draw_of_a_random_local_work_subclass_or_of_one_for_other_clients():
+    """Only a plain RandomLocalWork made for the problem's m clients skips the per-round checks of its draw (its own
+    draw gives m int64 steps >= 1 and solver numbers < num_solvers). A subclass's draw is checked: one giving
+    solver number -1 (which would index the last solver) or steps 2.5 is refused by name. A RandomLocalWork for 3 or
+    1 clients on a 2-client problem is refused naming the count, not run on its first two draws or failing in an
+    index. Kills RS10 (a subclass trusted), RS11 (trusted for any number of clients) and RS12 (for more)."""
+    from fedlib.schedules import RandomLocalWork
+
+    prob = QuadraticProblem(np.ones((2, 1, 1)), np.array([[1.0], [-1.0]]), np.array([0.5, 0.5]))
+
+    class BelowZero(RandomLocalWork):
+        def draw(self, t):
+            steps, choice = super().draw(t)
+            return steps, choice - 1
+
+    class Halves(RandomLocalWork):
+        def draw(self, t):
+            steps, choice = super().draw(t)
+            return steps + 0.5, choice
+
+    with pytest.raises(ValueError, match=r"^work\.draw\(0\): solver numbers must be >= 0 for every client"):
+        run_replicas(prob, "fedavg", [sgd(0.5), sgd(0.5)], BelowZero([1, 1], [2, 2]), 1)  # numbers 0 - 1
+    with pytest.raises(ValueError, match=r"^work\.draw\(0\): steps must hold whole numbers, got array\(\[2\.5, 2\.5"):
+        run_replicas(prob, "fedavg", [sgd(0.5)], Halves([2, 2], [2, 2]), 1)  # steps 2 + 0.5
+    for low in ([1, 1, 1], [1]):
+        with pytest.raises(ValueError, match=rf"^work\.draw\(0\): steps must have 2 entries \(one per client\), "
+                                             rf"got {len(low)}$"):
+            run_replicas(prob, "fedavg", [sgd(0.5)], RandomLocalWork(low, [2] * len(low)), 1)
