@@ -200,3 +200,39 @@ def test_surrogate_sweep_and_lr_sweep_refuse_lrs_that_are_no_sequence():
             S.surrogate_sweep(prob, [2, 3, 4], bad)
         with pytest.raises(ValueError, match="lrs must be a sequence"):
             SY.lr_sweep(prob, SY.SETTINGS[0], {"FedAvg": SY.fedavg_sgd}, bad, [0], 1)
+
+
+def _chapter7(seed):
+    """Chapter 7's instance at the ci sizes: Synthetic(1,1), six clients, unit-scaled, l2 = 0.1."""
+    raw = synthetic(num_clients=6, seed=seed, num_samples=[40, 80, 120, 200, 300, 500])
+    return LogisticProblem(S.unit_scaled(S.observed_classes(raw)), l2=0.1)
+
+
+CH7_TAU = [20, 12, 8, 4, 2, 1]
+
+
+def test_fixed_point_from_zeros_that_runs_away_is_refused_not_a_false_root():
+    """Chapter 7 at seed 17, FedNova at lr 0.0125: Newton-Krylov from zeros ran away to a bias of 3e13, where a
+    round's update is lost to rounding; the residual (4e-16) passed the tolerance (2.6e-15) and the chapter reported
+    a distance of 3.5e13 to argmin F. Such a point is now a RuntimeError saying so, never a root."""
+    problem = _chapter7(17)
+    try:
+        x, res = S.fixed_point_of_round(problem, "fednova", 0.0125, CH7_TAU)
+    except RuntimeError as exc:
+        assert "lost to rounding" in str(exc) or "did not converge" in str(exc), exc
+    else:  # a genuine point: near argmin F (0.004 at seed 17), not 3.5e13 away
+        x_f, _ = S.weighted_minimizer(problem, problem.p)
+        assert np.linalg.norm(S.canonical(x) - S.canonical(x_f)) < 0.1 and res < 1e-13
+
+
+def test_a_root_where_the_tolerance_is_below_rounding_is_refused(problem, monkeypatch):
+    """The guard itself: a 'root' with max|x| = 1e20 (rounding 2e4 per round) whatever its residual."""
+    import scipy.optimize
+
+    def fake_root(fun, x0, **kwargs):
+        return scipy.optimize.OptimizeResult(x=np.full_like(x0, 1e20), success=True, message="ok")
+
+    monkeypatch.setattr(scipy.optimize, "root", fake_root)
+    with pytest.raises(RuntimeError, match=r"fixed point of fedavg \(lr 0.1\): .*max\|x\| = 1e\+20.*lost to "
+                                           r"rounding, not a fixed point"):
+        S.fixed_point_of_round(problem, "fedavg", 0.1, [6, 3, 1])
