@@ -235,12 +235,21 @@ def _solve(fun, x0: np.ndarray, tol: float, scale: float, what: str) -> np.ndarr
 
 
 def fixed_point_of_round(problem: LogisticProblem, algorithm: str, lr: float, local_steps: Sequence[int],
-                         tol: float = 1e-13) -> tuple[dict, float]:
+                         tol: float = 1e-13, start: Optional[dict] = None) -> tuple[dict, float]:
     r"""The limit :math:`\tilde x = \Phi(\tilde x)` of ``algorithm`` (see :func:`round_map`)
     and its residual :math:`\|\Phi(\tilde x) - \tilde x\|` (one more real round).
 
     ``tol`` is relative: the solve stops when :math:`\|\Phi(x) - x\|_\infty \le`
-    ``tol`` :math:`\cdot \|\Phi(x_0) - x_0\|_2`, the first round's step from the initial point.
+    ``tol`` :math:`\cdot \|\Phi(x_0) - x_0\|_2`, the first round's step from the initial point
+    :math:`x_0` (``problem.init_params()``, whatever ``start`` is: a start near the limit must not shrink
+    the tolerance).
+
+    ``start``: where Newton-Krylov starts, packed parameters ``{"W": (d, C), "b": (C,)}`` like the result
+    (finite, of the model's shape; ``ValueError`` otherwise); default ``None``, the initial point :math:`x_0`.
+    A start near the limit avoids a runaway: :func:`surrogate_sweep` starts FedNova from
+    :math:`\arg\min F` and FedAvg from :math:`\arg\min\widetilde F`, where the limits go as
+    :math:`\eta \to 0`; from zeros, FedNova's solve at chapter 7's seed 17 (:math:`\eta = 0.0125`) ran away
+    to :math:`\|x\|_\infty = 1.6 \cdot 10^{14}` and at seeds 7 and 23 did not converge.
 
     ``problem``, ``algorithm``, ``lr`` (:math:`\eta > 0`) and ``local_steps`` (:math:`\tau_i`, one whole number
     :math:`\ge 1` per client) are :func:`round_map`'s. A class that no training sample has is a ``ValueError``
@@ -251,9 +260,15 @@ def fixed_point_of_round(problem: LogisticProblem, algorithm: str, lr: float, lo
     phi = round_map(problem, algorithm, lr, local_steps)
     _refuse_unseen_classes(problem, None, f"fixed point of {algorithm} (lr {lr})")
     x0 = pack_params(problem.init_params()).ravel()
-    scale = float(np.linalg.norm(phi(x0) - x0))
-    x = _solve(lambda v: phi(v) - v, x0, tol, scale, f"fixed point of {algorithm} (lr {lr})")
     shape = pack_params(problem.init_params()).shape
+    scale = float(np.linalg.norm(phi(x0) - x0))
+    if start is not None:
+        theta = np.asarray(pack_params(start), dtype=np.float64)
+        if theta.shape != shape or not np.all(np.isfinite(theta)):
+            raise ValueError(f"start must be finite parameters of the model's shape {shape} (packed), got shape "
+                             f"{theta.shape}" + ("" if theta.shape != shape else " with non-finite entries"))
+        x0 = theta.ravel()
+    x = _solve(lambda v: phi(v) - v, x0, tol, scale, f"fixed point of {algorithm} (lr {lr})")
     return unpack_params(x.reshape(shape)), float(np.linalg.norm(phi(x) - x))
 
 
@@ -383,7 +398,10 @@ def surrogate_sweep(problem: LogisticProblem, local_steps: Sequence[int], lrs: S
     points and ``{"w", "p", "F_min", "surrogate_min", "gap"}`` (FedAvg's weights
     :math:`w_i = p_i\tau_i/\sum_j p_j\tau_j`, the two minimisers and their distance).
     ``lrs``: one or more step sizes > 0 (chapter 7 fits a slope over them; none gave no point
-    and a failed fit later), refused by name before any solve.
+    and a failed fit later), refused by name before any solve. Each fixed point is solved for from the
+    minimiser its limit approaches as :math:`\eta \to 0` (:func:`fixed_point_of_round`'s ``start``: FedNova
+    from :math:`\arg\min F`, FedAvg from :math:`\arg\min\widetilde F`), not from zeros, where the solve
+    can run away.
 
     ``problem`` is a :class:`~fedlib.problems.logistic.LogisticProblem`, ``local_steps`` the :math:`\tau_i` (one whole
     number :math:`\ge 1` per client) and ``algorithms`` names from ``"fedavg"`` and ``"fednova"`` (default both; any
@@ -402,7 +420,8 @@ def surrogate_sweep(problem: LogisticProblem, local_steps: Sequence[int], lrs: S
     points = []
     for lr in lrs:
         for name in algorithms:
-            x, res = fixed_point_of_round(problem, name, lr, tau)
+            # from the minimiser the limit approaches as lr -> 0 (from zeros it can run away: seed 17 of chapter 7)
+            x, res = fixed_point_of_round(problem, name, lr, tau, start=x_f if name == "fednova" else x_s)
             v = canonical(x)
             G = client_gradients(problem, x)
             points.append(SurrogatePoint(name, float(lr), res, float(np.linalg.norm(v - vf)),
