@@ -230,7 +230,8 @@ def _solve(fun, x0: np.ndarray, tol: float, scale: float, what: str) -> np.ndarr
         raise RuntimeError(f"{what}: Newton-Krylov stopped at a point with max|x| = "
                            f"{np.max(np.abs(sol.x), initial=0.0):.3g}, where the rounding of one round "
                            f"({rounding:.3g}) exceeds the tolerance {tol:g} x {scale:.3g}: an update lost to "
-                           "rounding, not a fixed point (the solve ran away; start it nearer the limit)")
+                           "rounding, not a fixed point (the solve ran away: start it nearer the limit; for a limit "
+                           "this large, a larger tol)")
     return sol.x
 
 
