@@ -225,10 +225,11 @@ def _solve(fun, x0: np.ndarray, tol: float, scale: float, what: str) -> np.ndarr
                            f"far below 1/L, features in large units) needs unit-scaled features") from exc
     if not sol.success:
         raise RuntimeError(f"{what}: Newton-Krylov did not converge to {tol:g} x {scale:.3g} ({sol.message})")
-    rounding = float(np.finfo(np.float64).eps * np.max(np.abs(sol.x), initial=0.0))
+    largest = float(np.max(np.abs(sol.x), initial=0.0))
+    rounding = float(np.finfo(np.float64).eps) * largest
     if not rounding <= tol * scale:  # NaN included
         raise RuntimeError(f"{what}: Newton-Krylov stopped at a point with max|x| = "
-                           f"{np.max(np.abs(sol.x), initial=0.0):.3g}, where the rounding of one round "
+                           f"{largest:.3g}, where the rounding of one round "
                            f"({rounding:.3g}) exceeds the tolerance {tol:g} x {scale:.3g}: an update lost to "
                            "rounding, not a fixed point (the solve ran away: start it nearer the limit; for a limit "
                            "this large, a larger tol)")
@@ -260,8 +261,8 @@ def fixed_point_of_round(problem: LogisticProblem, algorithm: str, lr: float, lo
     check_instance("problem", problem, LogisticProblem)
     phi = round_map(problem, algorithm, lr, local_steps)
     _refuse_unseen_classes(problem, None, f"fixed point of {algorithm} (lr {lr})")
-    x0 = pack_params(problem.init_params()).ravel()
-    shape = pack_params(problem.init_params()).shape
+    theta0 = pack_params(problem.init_params())
+    x0, shape = theta0.ravel(), theta0.shape
     scale = float(np.linalg.norm(phi(x0) - x0))
     if start is not None:
         theta = np.asarray(pack_params(start), dtype=np.float64)
