@@ -248,6 +248,21 @@ def test_sweep_starts_each_solve_at_its_minimiser_and_finds_the_genuine_limit():
     assert point.dist_to_surrogate_min == pytest.approx(info["gap"], rel=0.1)
 
 
+def test_sweep_tol_reaches_the_fixed_point_where_the_default_is_below_rounding():
+    """Chapter 7 at seed 1, FedAvg at lr 0.003125: the first round's step is 0.0067, so the default tolerance
+    1e-13 x 0.0067 is below the rounding of a round at max|x| = 3.9 (8.7e-16) and the solve is refused, saying so;
+    surrogate_sweep's tol=1e-12 reaches the limit, which is O(lr) from argmin F~ (half of its distance at 2 lr)."""
+    problem = _chapter7(1)
+    with pytest.raises(RuntimeError, match="lost to rounding"):
+        S.surrogate_sweep(problem, CH7_TAU, [0.003125], algorithms=["fedavg"])
+    points, info = S.surrogate_sweep(problem, CH7_TAU, [0.00625, 0.003125], algorithms=["fedavg"], tol=1e-12)
+    big, small = points
+    assert small.residual < 1e-13 and big.residual < 1e-13
+    assert 0.45 < small.dist_to_surrogate_min / big.dist_to_surrogate_min < 0.55
+    with pytest.raises(ValueError, match="tol"):
+        S.surrogate_sweep(problem, CH7_TAU, [0.1], tol=0.0)
+
+
 # scipy's first stopping test computes inf / inf (no step yet) when the start is already a root: harmless
 @pytest.mark.filterwarnings("ignore:invalid value encountered in scalar divide:RuntimeWarning")
 def test_fixed_point_start_changes_where_the_solve_starts_not_its_tolerance(problem, monkeypatch):

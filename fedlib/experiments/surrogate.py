@@ -395,7 +395,7 @@ class SurrogatePoint(NamedTuple):
 
 
 def surrogate_sweep(problem: LogisticProblem, local_steps: Sequence[int], lrs: Sequence[float],
-                    algorithms: Sequence[str] = ALGORITHMS) -> tuple[List[SurrogatePoint], dict]:
+                    algorithms: Sequence[str] = ALGORITHMS, tol: float = 1e-13) -> tuple[List[SurrogatePoint], dict]:
     r"""Every algorithm's limit for every ``lr``, against the two minimisers. Returns the
     points and ``{"w", "p", "F_min", "surrogate_min", "gap"}`` (FedAvg's weights
     :math:`w_i = p_i\tau_i/\sum_j p_j\tau_j`, the two minimisers and their distance).
@@ -407,8 +407,15 @@ def surrogate_sweep(problem: LogisticProblem, local_steps: Sequence[int], lrs: S
 
     ``problem`` is a :class:`~fedlib.problems.logistic.LogisticProblem`, ``local_steps`` the :math:`\tau_i` (one whole
     number :math:`\ge 1` per client) and ``algorithms`` names from ``"fedavg"`` and ``"fednova"`` (default both; any
-    other is a ``ValueError``)."""
+    other is a ``ValueError``). ``tol`` is :func:`fixed_point_of_round`'s, relative to the first round's step,
+    which shrinks with :math:`\eta` while the rounding of a round (:math:`\varepsilon\|x\|_\infty`) does not:
+    below some :math:`\eta` the default is no longer resolvable and the solve is refused (a ``RuntimeError``
+    that says so). The error it leaves in :math:`x` is about the residual over the round map's contraction
+    :math:`1 - \rho \propto \eta`, so the same ``tol`` means the same accuracy at every :math:`\eta`; chapter 7
+    takes ``1e-12`` for its smallest step sizes (at seeds 1 and 2, :math:`\eta = 0.003125`, the default's
+    tolerance is below the rounding of a round)."""
     check_instance("problem", problem, LogisticProblem)
+    tol = check_positive("tol", tol)
     tau = check_local_steps("local_steps", local_steps, size=problem.num_clients)
     lrs = [check_positive("lrs", lr) for lr in check_sequence("lrs", lrs, "step sizes")]
     if not lrs:
@@ -423,7 +430,7 @@ def surrogate_sweep(problem: LogisticProblem, local_steps: Sequence[int], lrs: S
     for lr in lrs:
         for name in algorithms:
             # from the minimiser the limit approaches as lr -> 0 (from zeros it can run away: seed 17 of chapter 7)
-            x, res = fixed_point_of_round(problem, name, lr, tau, start=x_f if name == "fednova" else x_s)
+            x, res = fixed_point_of_round(problem, name, lr, tau, tol=tol, start=x_f if name == "fednova" else x_s)
             v = canonical(x)
             G = client_gradients(problem, x)
             points.append(SurrogatePoint(name, float(lr), res, float(np.linalg.norm(v - vf)),
