@@ -276,3 +276,115 @@ def test_run_strategy_sync_steps_is_a_whole_number(small_problem):
     for bad in (1.5, True, float("nan")):
         with pytest.raises(ValueError, match=r"^sync_steps must be a whole number >= 1, got "):
             ST.run_strategy(small_problem, clock, "wait-for-all", 1, [0], sync_steps=bad)
+
+
+def test_smoothed_loss_at_is_the_median_of_the_last_rounds_finished_by_then():
+    """The median over the last ``fraction`` of the rounds finished by ``seconds`` (at least one; the initial loss
+    before the first): a one-round spike (9.0 at 3 s) no longer decides what loss_at reads; at ``inf`` it is
+    smoothed_end_loss."""
+    c = _curves([[3.0, 2.0, 1.0, 9.0, 1.5, 0.5], [3.0, 2.5, 2.0, 1.5, 1.0, 0.5]], [[0, 1, 2, 3, 4, 5]] * 2)
+    np.testing.assert_array_equal(ST.loss_at(c, 3.5), [9.0, 1.5])
+    np.testing.assert_array_equal(ST.smoothed_loss_at(c, 3.5, fraction=1.0), [2.0, 2.0])   # rounds 1-3
+    np.testing.assert_array_equal(ST.smoothed_loss_at(c, 3.5, fraction=0.5), [5.0, 1.75])  # round(1.5) = 2: 2-3
+    np.testing.assert_array_equal(ST.smoothed_loss_at(c, 4.0, fraction=0.5), [5.25, 1.25])  # rounds 3-4
+    np.testing.assert_array_equal(ST.smoothed_loss_at(c, 3.5, fraction=0.01), [9.0, 1.5])  # the last round alone
+    np.testing.assert_array_equal(ST.smoothed_loss_at(c, 0.5, fraction=1.0), [3.0, 3.0])   # none yet: the start
+    for f in (0.05, 0.4, 1.0):
+        np.testing.assert_array_equal(ST.smoothed_loss_at(c, np.inf, f), ST.smoothed_end_loss(c, f))
+    with pytest.raises(ValueError, match="seconds"):
+        ST.smoothed_loss_at(c, -1.0)
+    with pytest.raises(ValueError, match="fraction"):
+        ST.smoothed_loss_at(c, 3.0, fraction=0.0)
+
+
+def test_run_strategy_records_mean_weights_and_the_tail_averaged_models_client_losses(small_problem):
+    """``weights``: the rounds' w^(t) averaged (p for wait-for-all and FedNova); ``end_client_losses``: F_i at the
+    mean of the parameters after each of the last ``end_fraction`` of the rounds, from the engine run directly."""
+    from fedlib.problems.logistic import unpack_params
+
+    clock = ST.make_clock(small_problem.num_clients, seed=1, median_speed=6.0, round_seconds=1.0)
+    rounds, p = 4, small_problem.p
+
+    def keeper():  # a list and an on_round_end that appends every round's parameters to it
+        kept = []
+        return kept, lambda state, history, initial: kept.append(np.array(state.params))
+    for strategy in ST.STRATEGIES:
+        c = ST.run_strategy(small_problem, clock, strategy, rounds, [3], lr=0.05, end_fraction=0.5)
+        run_clock = dataclasses.replace(clock, seed=3)
+        schedule = FixedSteps([ST.sync_steps_of(clock)] * 4) if strategy == "wait-for-all" else run_clock
+        kept, hook = keeper()
+        run = run_batched(make_algorithm("fednova" if "nova" in strategy else "fedavg", sgd(0.05)), small_problem,
+                          schedule, rounds, batch_size=20, seed=3, on_round_end=hook)
+        mean = unpack_params((kept[2] + kept[3]) / 2)  # the last 2 of 4 rounds
+        np.testing.assert_allclose(c.end_client_losses[0], [small_problem.client_loss(mean, i) for i in range(4)],
+                                   rtol=1e-12)
+        np.testing.assert_allclose(c.weights[0], np.mean([h["weights"] for h in run.history], axis=0), rtol=1e-12)
+        if strategy == "fedavg-fixed-time":
+            assert np.max(np.abs(c.weights[0] - p)) > 1e-3
+        else:
+            np.testing.assert_allclose(c.weights[0], p, rtol=1e-12)
+        last = ST.run_strategy(small_problem, clock, strategy, rounds, [3], lr=0.05, end_fraction=0.01)
+        np.testing.assert_allclose(last.end_client_losses[0],
+                                   [small_problem.client_loss(run.params, i) for i in range(4)], rtol=1e-12)
+    with pytest.raises(ValueError, match="end_fraction"):
+        ST.run_strategy(small_problem, clock, "wait-for-all", 2, [0], end_fraction=0.0)
+
+
+def _ends(client_losses, weights, seeds=None, strategy="fedavg-fixed-time"):
+    client_losses = np.atleast_2d(np.asarray(client_losses, dtype=float))
+    seeds = tuple(range(len(client_losses))) if seeds is None else tuple(seeds)
+    return _seeded_curves([[1.0, 0.5]] * len(client_losses), [[0, 1]] * len(client_losses), seeds, strategy)._replace(
+        weights=np.atleast_2d(np.asarray(weights, dtype=float)), end_client_losses=client_losses)
+
+
+def test_objective_shift_and_its_spread_by_hand():
+    """p = (1/2, 1/2), FedAvg's mean weights (3/4, 1/4): sum_i (p_i - w_i)(F_i(x_avg) - F_i(x_nova)) with F(avg) =
+    (1, 3) and F(nova) = (2, 2) is (-1/4)(-1) + (1/4)(1) = 1/2, = [F(x_avg) - F(x_nova)] - [F~(x_avg) - F~(x_nova)];
+    a FedAvg that favours the client it weights more is positive, the mirror image negative. The spread: the same
+    sum between two runs of one strategy, the largest in magnitude."""
+    p = np.array([0.5, 0.5])
+    avg = _ends([[1.0, 3.0], [1.0, 2.0]], [[0.75, 0.25], [0.5, 0.5]])
+    nova = _ends([[2.0, 2.0], [2.0, 2.0]], [p, p], strategy="fednova-fixed-time")
+    np.testing.assert_allclose(ST.objective_shift(avg, nova, p), [0.5, 0.0], atol=1e-15)
+    w = np.array([0.75, 0.25])
+    gap = (p @ [1.0, 3.0] - p @ [2.0, 2.0]) - (w @ [1.0, 3.0] - w @ [2.0, 2.0])
+    assert ST.objective_shift(avg, nova, p)[0] == pytest.approx(gap, abs=1e-15)
+    mirror = _ends([[3.0, 1.0]], [[0.75, 0.25]])
+    assert ST.objective_shift(mirror, _ends([[2.0, 2.0]], [p], strategy="fednova-fixed-time"), p)[0] == -0.5
+    # spread: seeds 0, 1 of FedAvg differ by (0, 1): |(-1/4)(0) + (1/4)(-1)| from seed 0's weights, 0 from seed 1's
+    # (its weights are p); FedNova's two runs agree
+    assert ST.objective_shift_spread(avg, nova, p) == pytest.approx(0.25, abs=1e-15)
+    nova2 = _ends([[2.0, 2.0], [2.0, 1.0]], [p, p], strategy="fednova-fixed-time")
+    assert ST.objective_shift_spread(avg, nova2, p) == pytest.approx(0.25, abs=1e-15)
+    nova3 = _ends([[2.0, 2.0], [3.0, 1.0]], [p, p], strategy="fednova-fixed-time")  # (-1/4)(-1) + (1/4)(1), seed 0
+    assert ST.objective_shift_spread(avg, nova3, p) == pytest.approx(0.5, abs=1e-15)
+
+
+def test_objective_shift_refuses_what_it_cannot_compare():
+    p = np.array([0.5, 0.5])
+    avg = _ends([[1.0, 3.0], [1.0, 2.0]], [[0.75, 0.25], [0.5, 0.5]])
+    nova = _ends([[2.0, 2.0], [2.0, 2.0]], [p, p], strategy="fednova-fixed-time")
+    with pytest.raises(ValueError, match="fedavg: curves without end_client_losses"):
+        ST.objective_shift(avg._replace(end_client_losses=None), nova, p)
+    with pytest.raises(ValueError, match="fednova: curves without end_client_losses"):
+        ST.objective_shift(avg, nova._replace(weights=None), p)
+    with pytest.raises(ValueError, match="seeds"):
+        ST.objective_shift(avg, nova._replace(seeds=(0, 5)), p)
+    with pytest.raises(ValueError, match="p: "):
+        ST.objective_shift(avg, nova, np.array([0.2, 0.3, 0.5]))
+    with pytest.raises(ValueError, match="at least two seeds"):
+        ST.objective_shift_spread(_ends([[1.0, 3.0]], [[0.75, 0.25]]), _ends([[2.0, 2.0]], [p]), p)
+
+
+def test_summary_writes_the_shift_and_the_lead_to_the_end():
+    c = {k: ST.StragglerCurves(k, (0, 1), np.array([[2.0, 1.0, 0.5]] * 2), np.array([[0.0, 1.0, 2.0]] * 2),
+                               np.array([[0.1, 0.2]] * 2), np.array([3.0] * 2))
+         for k in ST.STRATEGIES}
+    ends = {k: ST.smoothed_end_loss(v) for k, v in c.items()}
+    times = {k: np.array([1.0, 1.0]) for k in c}
+    text = ST.summary_markdown(c, 2.0, 0.6, times, ends, np.array([2, 0]), shift=np.array([0.1234, 0.05]),
+                               spread=0.0071)
+    assert "was 0.1234, 0.0500 per seed" in text and "against at most 0.0071 between two runs" in text
+    assert "until round 2, 0 (per seed; 0: never, 2: to the end)" in text
+    assert "against at most" not in ST.summary_markdown(c, 2.0, 0.6, times, ends, None, shift=np.array([0.1, 0.2]))
+    assert "drifts towards its surrogate" not in ST.summary_markdown(c, 2.0, 0.6, times, ends, None)
