@@ -61,6 +61,27 @@ def test_paired_displacement_error_of_a_run_matches_its_rows():
         assert S.paired_displacement_error(rows, 4, 60, choice) == pytest.approx(want, rel=1e-8)
 
 
+def test_sampling_bias_distances_stay_finite_past_the_norm_overflow(monkeypatch):
+    """Averaged iterates of size 1e200 (a divergent step, still finite): np.linalg.norm overflowed to inf there
+    (its sqrt(x.x) passes 1e308); sampling_bias's distances are _scaled_norm's, finite and right to rounding. Where
+    np.linalg.norm is finite they are its values bit for bit (the test above and the chapter)."""
+    base, work = S.base_setup(seed=0, dim=3)
+    x_star = base.optimum()
+    real = S.run_replicas
+    huge = np.array([3e200, -4e200, 0.0])
+
+    def blown_up(*args, **kwargs):
+        run = real(*args, **kwargs)
+        return run._replace(mean_params=np.array([x_star + huge]))
+
+    monkeypatch.setattr(S, "run_replicas", blown_up)
+    rows = S.sampling_bias(base, work, [4], [5], seeds=2, tau_effs=("population",))
+    (row,) = rows
+    with np.errstate(over="ignore"):
+        assert np.isinf(np.linalg.norm(huge))  # what the distances were
+    assert row.distance == pytest.approx(5e200, rel=1e-12) and row.off_prediction == pytest.approx(5e200, rel=1e-12)
+
+
 @pytest.mark.parametrize("problem_seed", [2])
 def test_chapter8_paired_check_holds_at_q4_on_other_problem_seeds(problem_seed):
     """Chapter 8's setting (dim 10, c = 0.5, 3 sampling seeds from the problem seed) at q = 4 and its shorter

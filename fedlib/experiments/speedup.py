@@ -68,6 +68,7 @@ from ..schedules import RandomLocalWork, _check_local_work
 from ..solvers import LocalSolver, check_shared_lr, decayed_sgd, momentum_sgd, proximal_sgd, sgd
 from ..theory import (AppGStepConditions, appg_max_lr, appg_step_conditions, chi_square, quadratic_global_optimum,
                       quadratic_min_beta2, quadratic_smoothness)
+from ..tree import _scaled_norm
 from . import run_seeds
 from .quadratic import surrogate_optimum
 
@@ -708,10 +709,11 @@ def sampling_bias(problem: QuadraticProblem, work: RandomLocalWork, clients_per_
                 means = [run_replicas(problem, "fednova", solvers, work, int(T), seed=s, sampling=scheme,
                                       clients_per_round=int(q), tau_eff=policy).mean_params[0]
                          for s in run_seeds(seed, seeds)]
-                dist = [float(np.linalg.norm(x - x_star)) for x in means]
+                # distances as run_replicas' (_scaled_norm: np.linalg.norm's value, finite past its ~1.3e154 too)
+                dist = [float(_scaled_norm(x - x_star)) for x in means]
                 rows.append(BiasRow(int(q), int(T), lr, choice, float(np.mean(dist)),
-                                    float(np.std(dist, ddof=1) / math.sqrt(seeds)), float(np.linalg.norm(x_c - x_star)),
-                                    float(np.mean([np.linalg.norm(x - x_c) for x in means])),
+                                    float(np.std(dist, ddof=1) / math.sqrt(seeds)), float(_scaled_norm(x_c - x_star)),
+                                    float(np.mean([_scaled_norm(x - x_c) for x in means])),
                                     chi_square(problem.p, c / c.sum()), float(c.sum() / fixed), np.array(means), x_c))
     return rows
 
