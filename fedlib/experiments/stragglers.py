@@ -159,7 +159,7 @@ def run_strategy(problem: LogisticProblem, clock: WallClock, strategy: str, roun
     if not seeds:
         raise ValueError("seeds must name at least one run seed")
     _check_fraction("end_fraction", end_fraction)
-    tail = max(1, int(round(end_fraction * rounds)))
+    tail = _tail_rounds(end_fraction, rounds)
     losses, seconds, chi2, steps, weights, client_losses = [], [], [], [], [], []
     for seed in seeds:
         run_clock = dataclasses.replace(clock, seed=int(seed))
@@ -208,10 +208,21 @@ def loss_at(curves: StragglerCurves, seconds: float) -> np.ndarray:
     :math:`\ge 0`; ``inf``: the last round).
 
     ``curves`` is a :class:`StragglerCurves` of :func:`run_strategy`."""
+    idx = _rounds_finished(curves, seconds)
+    return curves.losses[np.arange(len(idx)), idx]
+
+
+def _rounds_finished(curves: StragglerCurves, seconds: float) -> np.ndarray:
+    """Per seed: how many rounds had finished by wall-clock time ``seconds`` (a time >= 0, checked), the index of
+    the loss reached then."""
     if not _is_number(seconds) or seconds != seconds or seconds < 0:  # != itself: NaN (np.isnan fails on 10**20)
         raise ValueError(f"seconds must be a wall-clock time >= 0, got {seconds!r}")
-    idx = np.array([np.searchsorted(s, seconds, side="right") - 1 for s in curves.seconds])
-    return curves.losses[np.arange(len(idx)), idx]
+    return np.array([np.searchsorted(s, seconds, side="right") - 1 for s in curves.seconds])
+
+
+def _tail_rounds(fraction: float, rounds: int) -> int:
+    """The last ``fraction`` of ``rounds`` rounds, as a count: at least one."""
+    return max(1, int(round(fraction * rounds)))
 
 
 def smoothed_loss_at(curves: StragglerCurves, seconds: float, fraction: float = 0.05) -> np.ndarray:
@@ -221,14 +232,8 @@ def smoothed_loss_at(curves: StragglerCurves, seconds: float, fraction: float = 
 
     ``curves`` is a :class:`StragglerCurves` of :func:`run_strategy`."""
     _check_fraction("fraction", fraction)
-    if not _is_number(seconds) or seconds != seconds or seconds < 0:  # != itself: NaN
-        raise ValueError(f"seconds must be a wall-clock time >= 0, got {seconds!r}")
-    out = []
-    for loss, sec in zip(curves.losses, curves.seconds):
-        done = int(np.searchsorted(sec, seconds, side="right")) - 1  # rounds finished by then
-        start = done + 1 - max(1, int(round(fraction * done))) if done else 0
-        out.append(np.median(loss[start:done + 1]))
-    return np.array(out)
+    return np.array([np.median(loss[done + 1 - _tail_rounds(fraction, done) if done else 0:done + 1])
+                     for loss, done in zip(curves.losses, _rounds_finished(curves, seconds))])
 
 
 def time_to_reach(curves: StragglerCurves, target: float) -> np.ndarray:
@@ -258,7 +263,7 @@ def smoothed_end_loss(curves: StragglerCurves, fraction: float = 0.05) -> np.nda
 
     ``curves`` is a :class:`StragglerCurves` of :func:`run_strategy`."""
     _check_fraction("fraction", fraction)
-    tail = max(1, int(round(fraction * (curves.losses.shape[1] - 1))))
+    tail = _tail_rounds(fraction, curves.losses.shape[1] - 1)
     return np.median(curves.losses[:, -tail:], axis=1)
 
 
