@@ -290,6 +290,53 @@ def test_rate_check_and_comparison_helpers():
     assert lims["fednova"][1] > 1.5 * lims["fednova"][0] and np.all(lims["fednova-vr"] < 1e-10)
 
 
+def _two_modes():
+    """One client, H = diag(1, 2), e = (1, 1): x* = (1, 1/2); FedAvg with lr 0.1 and 3 steps has the round map
+    diag(0.9^3, 0.8^3) = diag(0.729, 0.512) towards x* (one client: no drift), and x_0 = 0 starts at error -x*."""
+    from fedlib.problems.quadratic import QuadraticProblem
+
+    return QuadraticProblem(H=np.array([np.diag([1.0, 2.0])]), e=np.array([[1.0, 1.0]]), p=np.array([1.0]))
+
+
+@pytest.mark.parametrize("name,beta", [("fedavg", 0.0), ("fedavg-servermom", 0.5), ("fednova-servermom", 0.9)])
+def test_rate_check_predicted_and_asymptotic_by_hand(name, beta):
+    """Each mode mu in (0.729, 0.512) of _two_modes with server momentum beta is the heavy ball
+    e_{t+1} = (mu + beta) e_t - beta e_{t-1}, e_{-1} = e_0 (empty buffer); its roots r^2 - (mu + beta) r + beta = 0
+    are complex for beta = 0.5 and 0.9 (|r| = sqrt(beta) for both modes: they beat), so the run's fitted rate is off
+    the radius while the closed form's contraction on the same window (predicted) is the run's, and over 2^30 rounds
+    (asymptotic) the radius."""
+    prob = _two_modes()
+    rc = A.rate_check(prob, name, 0.1, [3], 2000, server_beta=beta)
+    mus, e0 = np.array([0.729, 0.512]), np.array([-1.0, -0.5])
+    radius = 0.729 if beta == 0 else np.sqrt(beta)
+    assert rc.radius == pytest.approx(radius, rel=1e-12)
+    assert rc.asymptotic == pytest.approx(radius, rel=1e-9)
+    errors, prev, e = [e0], e0, e0
+    for _ in range(rc.window[1]):
+        prev, e = e, (mus + beta) * e - beta * prev
+        errors.append(e)
+    hand = A.measured_rate(np.linalg.norm(errors, axis=1), *rc.window)
+    assert rc.predicted == pytest.approx(hand, rel=1e-12)
+    assert rc.measured == pytest.approx(rc.predicted, rel=1e-5)
+    if name == "fedavg-servermom":  # the beats: the window's fit is off the radius by more than the run's rounding
+        assert abs(rc.measured / rc.radius - 1) > 1e-3
+
+
+def test_rate_check_predicted_is_the_closed_form_iteration():
+    """On random instances, with a floor (1e-6) far above rounding, the run, the closed-form iteration
+    (iterate_round_maps towards the limit) and predicted agree on the window; asymptotic is the radius."""
+    for seed in range(3):
+        prob, steps, _ = _random_setting(40 + seed, m=5, d=4)
+        for name, coefficients in (("fednova", {}), ("scaffold", {}), ("fednova-hybrid", dict(server_beta=0.6))):
+            rc = A.rate_check(prob, name, 0.05, steps, 3000, floor=1e-6, **coefficients)
+            limit = A.variant_limit(prob, name, 0.05, steps, **coefficients)
+            closed = A.iterate_round_maps(prob, name, 0.05, FixedSteps(steps), rc.window[1] - 1, reference=limit,
+                                          **coefficients)
+            assert rc.predicted == pytest.approx(A.measured_rate(closed, *rc.window), rel=1e-9), (seed, name)
+            assert rc.measured == pytest.approx(rc.predicted, rel=1e-7), (seed, name)
+            assert rc.asymptotic == pytest.approx(rc.radius, rel=1e-6), (seed, name)
+
+
 def test_logistic_losses_equal_steps_make_scaffold_and_fednova_vr_one_algorithm():
     from fedlib.data.synthetic import synthetic
     from fedlib.problems.logistic import LogisticProblem

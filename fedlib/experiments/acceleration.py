@@ -79,6 +79,7 @@ __all__ = [
     "Comparison",
     "compare_with_closed_form",
     "RateCheck",
+    "ASYMPTOTIC_SQUARINGS",
     "rate_check",
     "limit_distances",
     "ROUNDING_THRESHOLD",
@@ -311,6 +312,14 @@ def vr_limit(problem: QuadraticProblem, name: str, local_steps: Any = None, weig
 def _limit_and_radius(problem: QuadraticProblem, name: str, lr: float, local_steps: Any,
                       **coefficients) -> tuple[np.ndarray, float]:
     """:func:`variant_limit` and :func:`variant_radius` from one round map."""
+    state, rho, rm = _fixed_state_and_radius(problem, name, lr, local_steps, **coefficients)
+    return state[:rm.dim], rho
+
+
+def _fixed_state_and_radius(problem: QuadraticProblem, name: str, lr: float, local_steps: Any,
+                            **coefficients) -> tuple[np.ndarray, float, RoundMap]:
+    """The whole fixed state :math:`s^*` of the round map (model, variates, :math:`x_{t-1} = x^*` with server
+    momentum), its spectral radius and the :class:`RoundMap`; a radius >= 1 is a ``ValueError``."""
     algorithm = _variant(name).algorithm
     if algorithm == "vrlsgd":
         raise ValueError(f"name: VRLSGD's limit depends on its initial variates, got {name!r}; iterate the round maps "
@@ -321,7 +330,10 @@ def _limit_and_radius(problem: QuadraticProblem, name: str, lr: float, local_ste
     if rho >= 1:
         raise ValueError(f"lr: the rounds of {name} do not converge (spectral radius {rho:.4g} >= 1)")
     system = _vr_fixed_point_system(M, A) if algorithm in VR_ALGORITHMS else A
-    return np.linalg.solve(system, b)[:rm.dim], rho
+    state = np.linalg.solve(system, b)
+    if rm.M.shape[0] > state.size:  # server momentum: x_{t-1} = x_t at the fixed point
+        state = np.concatenate([state, state[:rm.dim]])
+    return state, rho, rm
 
 
 def iterate_round_maps(problem: QuadraticProblem, name: str, lr: float, schedule, rounds: int, *, x0: Any = None,
@@ -435,20 +447,59 @@ def compare_with_closed_form(problem: QuadraticProblem, name: str, lr: float, sc
 class RateCheck(NamedTuple):
     r"""The spectral radius of a variant's round map next to the per-round contraction of
     its run towards the closed-form limit (``measured``, on rounds ``window``), and the
-    limit's distance to :math:`x^*` (``limit_distance``). ``name`` is the variant."""
+    limit's distance to :math:`x^*` (``limit_distance``). ``name`` is the variant.
+
+    ``predicted`` is the contraction of the closed form from the same start on the same window:
+    :func:`measured_rate` of :math:`\|[M^t(s_0 - s^*)]_x\|` (:math:`s^*` the fixed state, :math:`[\cdot]_x` the
+    model block), which has no rounding floor (:math:`M^t e` is iterated without adding :math:`b`). ``asymptotic``
+    is the contraction of that same error over :math:`T = 2^{30}` rounds,
+    :math:`(\|[M^T(s_0 - s^*)]_x\| / \|[s_0 - s^*]_x\|)^{1/T}` (Gelfand: it tends to the spectral radius,
+    whatever modes share its modulus), with :math:`M^T` from 30 normalised squarings.
+
+    A finite window blends the slowest modes with the next ones (several eigenvalues of the same modulus beat, as
+    server momentum's :math:`|r| = \sqrt\beta` do), so ``measured`` may sit a few per cent from ``radius``:
+    ``measured`` = ``predicted`` says the run contracts as its closed form does, ``asymptotic`` = ``radius`` that the
+    closed form's contraction is the radius (chapter 10, part 3)."""
 
     name: str
     radius: float
     measured: float
     window: tuple
     limit_distance: float
+    predicted: float
+    asymptotic: float
+
+
+#: The number of squarings behind ``RateCheck.asymptotic``, :math:`\log_2 T` of its :math:`T = 2^{30}` rounds.
+ASYMPTOTIC_SQUARINGS = 30
+
+
+def _closed_form_rates(M: np.ndarray, error: np.ndarray, dim: int, start: int, stop: int) -> tuple[float, float]:
+    """``predicted`` and ``asymptotic`` of :class:`RateCheck` for the error ``error`` = :math:`s_0 - s^*`."""
+    norms = [_scaled_norm(error[:dim])]
+    e = error
+    for _ in range(stop - 1):  # distances 0 .. stop - 1, as the run's window reads them
+        e = M @ e
+        norms.append(_scaled_norm(e[:dim]))
+    predicted = measured_rate(norms, start, stop)
+    # M^T = exp(log_scale) P, squared and renormalised: no overflow nor underflow however small the radius
+    log_scale, P = 0.0, M
+    for _ in range(ASYMPTOTIC_SQUARINGS):
+        n = float(np.linalg.norm(P))
+        P, log_scale = P / n, log_scale + math.log(n)
+        P, log_scale = P @ P, 2 * log_scale
+    rounds = 2 ** ASYMPTOTIC_SQUARINGS
+    end = _scaled_norm((P @ error)[:dim])
+    asymptotic = math.exp((log_scale + math.log(end) - math.log(norms[0])) / rounds) if end > 0 else 0.0
+    return predicted, asymptotic
 
 
 def rate_check(problem: QuadraticProblem, name: str, lr: float, local_steps: Any, rounds: int, *,
                floor: float = 1e-12, **coefficients) -> RateCheck:
     r"""Run ``name`` with fixed ``local_steps`` and measure its contraction towards
     :func:`variant_limit`: from the middle of the rounds before the distance fell below
-    ``floor`` times the first one (rounding error) to that round. Runs at most ``rounds``
+    ``floor`` times the first one (rounding error) to that round; next to it, the closed form's contraction on the
+    same window and over :math:`2^{30}` rounds (:class:`RateCheck`). Runs at most ``rounds``
     rounds, and not much more than the spectral radius says the floor needs. ``problem``, ``name``, ``lr``,
     ``local_steps`` and the ``coefficients`` are :func:`variant_limit`'s (a spectral radius of 0 is a ``ValueError``
     naming ``lr``: no rate to measure); ``rounds`` >= 2 and ``floor`` in (0, 1)."""
@@ -461,7 +512,8 @@ def rate_check(problem: QuadraticProblem, name: str, lr: float, local_steps: Any
     if checked == 0:
         raise ValueError(f"floor must lie in (0, 1), got {plain(floor)!r}")
     floor = checked
-    limit, radius = _limit_and_radius(problem, name, lr, local_steps, **coefficients)
+    state, radius, rm = _fixed_state_and_radius(problem, name, lr, local_steps, **coefficients)
+    limit = state[:rm.dim]
     if radius == 0:
         raise ValueError(f"lr: the round map of {name} has spectral radius 0 (one round reaches the limit): "
                          "there is no rate to measure")
@@ -472,8 +524,9 @@ def rate_check(problem: QuadraticProblem, name: str, lr: float, local_steps: Any
     below = np.flatnonzero(d < floor * d[0])
     stop = int(below[0]) + 1 if below.size else d.size
     start = stop // 2
+    predicted, asymptotic = _closed_form_rates(rm.M, initial_state(problem, name) - state, rm.dim, start, stop)
     return RateCheck(name, radius, measured_rate(d, start, stop), (start, stop),
-                     float(np.linalg.norm(limit - problem.optimum())))
+                     float(np.linalg.norm(limit - problem.optimum())), predicted, asymptotic)
 
 
 def limit_distances(problem: QuadraticProblem, names: Sequence[str], lrs: Sequence[float], local_steps: Any,
