@@ -8,6 +8,7 @@ every eigenvalue of the dense matrix."""
 from __future__ import annotations
 
 import dataclasses
+import re
 import runpy
 from pathlib import Path
 
@@ -572,6 +573,25 @@ def test_count_outside_progress_must_be_true_or_false(capsys, value):
     assert capsys.readouterr().err == ""
     assert T.quadratic_vr_count_outside(H, [1.0], [1], 0.1, "scaffold", 0.7, progress=np.False_) == \
         T.quadratic_vr_count_outside(H, [1.0], [1], 0.1, "scaffold", 0.7)
+
+
+def test_vr_spectrum_script_stops_when_the_count_changes_with_the_phase_step(monkeypatch, tmp_path):
+    """A count that differs between the phase steps 0.8 and 0.4 (a turn of the argument skipped) stops
+    scripts/vr_spectrum.py with the counts and nothing written (mutant SCR16 of test_mutation_build_book.py:
+    that SystemExit made a print)."""
+    true_count = A.linearised_vr_count_outside
+
+    def skipping(*args, max_phase_step, **kwargs):
+        c = true_count(*args, max_phase_step=max_phase_step, **kwargs)
+        return c._replace(outside=c.outside + 2) if max_phase_step == 0.8 else c
+
+    monkeypatch.setattr(A, "linearised_vr_count_outside", skipping)
+    message = _run_script("vr_spectrum.py", "--smoke", "--algorithms", "fednova-vr", "--out", str(tmp_path))
+    found = re.fullmatch(r"fednova-vr: the count at \|sigma\| = .* changed with the phase step \(\[(\d+), (\d+)\] at "
+                         r"\[0.8, 0.4\]\); lower it further", str(message))
+    assert found, message
+    assert int(found[1]) == int(found[2]) + 2
+    assert not list(tmp_path.iterdir())
 
 
 def test_vr_spectrum_script_counts_and_reader(small_logistic, tmp_path):
