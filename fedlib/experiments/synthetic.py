@@ -63,7 +63,9 @@ PAPER = {"alpha": 1.0, "beta": 1.0, "num_clients": 30, "batch_size": 20, "lr": 0
 PROFILES = {
     # Figure 5 and the momentum comparison at 60 rounds: at 20, FedNova's early overshoot left it above FedAvg at the
     # end (median of the last quarter) of 12 of 60 run seeds under sampling, and of 6 of 60 with local momentum (seed
-    # audit, 2026-12-05); at 60 rounds of none (and at 200 of none of 30 under sampling). replacement_lrs: the
+    # audit, 2026-12-05); at 60 rounds of none (and at 200 of none of 30 under sampling). With local momentum at 60
+    # rounds, a burst of FedNova's filled the last quarter of 3 of run seeds 0-239 (audit of 2026-12-06): chapter 4
+    # compares that pair on the last half of the rounds (FedNova / FedAvg <= 0.62 there). replacement_lrs: the
     # client learning rates of the sampling-with-replacement sweep (lr_sweep); the chapter asserts at its two ends
     # only, so ci runs those (its 900 rounds per seed and algorithm at four rates were 99 of the chapter's 146 s)
     "ci": {"rounds": 60, "seeds": (0, 1, 2), "solver_rounds": 60, "sweep_rounds": 20, "replacement_lrs": (0.02, 0.0025)},
