@@ -320,7 +320,8 @@ def _fixed_state_and_radius(problem: QuadraticProblem, name: str, lr: float, loc
                             **coefficients) -> tuple[np.ndarray, float, RoundMap]:
     """The whole fixed state :math:`s^*` of the round map (model, variates, :math:`x_{t-1} = x^*` with server
     momentum), its spectral radius and the :class:`RoundMap`; a radius >= 1 is a ``ValueError``."""
-    algorithm = _variant(name).algorithm
+    variant = _variant(name)
+    algorithm = variant.algorithm
     if algorithm == "vrlsgd":
         raise ValueError(f"name: VRLSGD's limit depends on its initial variates, got {name!r}; iterate the round maps "
                          "(iterate_round_maps, run_variant)")
@@ -331,7 +332,7 @@ def _fixed_state_and_radius(problem: QuadraticProblem, name: str, lr: float, loc
         raise ValueError(f"lr: the rounds of {name} do not converge (spectral radius {rho:.4g} >= 1)")
     system = _vr_fixed_point_system(M, A) if algorithm in VR_ALGORITHMS else A
     state = np.linalg.solve(system, b)
-    if rm.M.shape[0] > state.size:  # server momentum: x_{t-1} = x_t at the fixed point
+    if variant.server_momentum:  # x_{t-1} = x_t at the fixed point
         state = np.concatenate([state, state[:rm.dim]])
     return state, rho, rm
 
