@@ -665,6 +665,32 @@ def test_init_from_env_registers_its_exit_handler_once_per_process(tmp_path):
     assert _without_gloo_banner(done.stdout).splitlines() == ["exit handler calls: 1"], done.stdout
 
 
+def test_run_synthetic_distributed_destroys_its_group_before_it_returns(tmp_path):
+    """``run synthetic --distributed`` under a one-process group, twice in one process (as a notebook or a script
+    calling ``fedlib.cli.main`` can): each run leaves no group behind when it returns, so the second initialises
+    its own. Without the CLI's ``destroy_process_group`` (mutant SYN12 of test_mutation_cli.py) the first run's
+    group outlived it (``init_from_env``'s exit handler only destroys it at the end of the process)."""
+    script = tmp_path / "twice.py"
+    script.write_text(
+        "import sys\n"
+        "import torch.distributed as dist\n"
+        "from fedlib.cli import main\n"
+        "for k in range(2):\n"
+        "    rc = main(['run', 'synthetic', '--num-clients', '3', '--rounds', '2', '--distributed', '--quiet',\n"
+        "               '--out', sys.argv[1] + f'/r{k}.json'])\n"
+        "    print('run', k, 'status', rc, 'initialised after:', dist.is_initialized(), flush=True)\n")
+    env = dict(_env(), WORLD_SIZE="1", RANK="0", LOCAL_RANK="0", MASTER_ADDR="127.0.0.1", MASTER_PORT=str(_free_port()))
+    done = subprocess.run([sys.executable, str(script), str(tmp_path)], env=env, capture_output=True, text=True,
+                          timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert _without_gloo_banner(done.stdout).splitlines() == [
+        "run 0 status 0 initialised after: False", "run 1 status 0 initialised after: False"], done.stdout
+    first, second = (json.loads((tmp_path / f"r{k}.json").read_text()) for k in range(2))
+    assert first["config"]["world_size"] == second["config"]["world_size"] == 1
+    untimed = [[{k: v for k, v in h.items() if k != "time_s"} for h in r["history"]] for r in (first, second)]
+    assert untimed[0] == untimed[1]  # the same run twice: the second group is as good as the first
+
+
 # ---------------------------------------------------------------- distributed_apply = apply, inputs included
 def _client_updates(m, tree=False, seed=0):
     from fedlib.algorithms import ClientUpdate
