@@ -318,6 +318,7 @@ def test_run_strategy_records_mean_weights_and_the_tail_averaged_models_client_l
         mean = unpack_params((kept[2] + kept[3]) / 2)  # the last 2 of 4 rounds
         np.testing.assert_allclose(c.end_client_losses[0], [small_problem.client_loss(mean, i) for i in range(4)],
                                    rtol=1e-12)
+        assert c.end_rounds == 2
         np.testing.assert_allclose(c.weights[0], np.mean([h["weights"] for h in run.history], axis=0), rtol=1e-12)
         if strategy == "fedavg-fixed-time":
             assert np.max(np.abs(c.weights[0] - p)) > 1e-3
@@ -326,6 +327,7 @@ def test_run_strategy_records_mean_weights_and_the_tail_averaged_models_client_l
         last = ST.run_strategy(small_problem, clock, strategy, rounds, [3], lr=0.05, end_fraction=0.01)
         np.testing.assert_allclose(last.end_client_losses[0],
                                    [small_problem.client_loss(run.params, i) for i in range(4)], rtol=1e-12)
+        assert last.end_rounds == 1  # 1% of 4 rounds: at least the last one
     with pytest.raises(ValueError, match="end_fraction"):
         ST.run_strategy(small_problem, clock, "wait-for-all", 2, [0], end_fraction=0.0)
 
@@ -374,6 +376,11 @@ def test_objective_shift_refuses_what_it_cannot_compare():
         ST.objective_shift(avg, nova, np.array([0.2, 0.3, 0.5]))
     with pytest.raises(ValueError, match="at least two seeds"):
         ST.objective_shift_spread(_ends([[1.0, 3.0]], [[0.75, 0.25]]), _ends([[2.0, 2.0]], [p]), p)
+    # models averaged over other windows are not compared (the chapter runs both strategies with one end_fraction)
+    with pytest.raises(ValueError, match="last 10 rounds, fedavg's over 20"):
+        ST.objective_shift(avg._replace(end_rounds=20), nova._replace(end_rounds=10), p)
+    assert ST.objective_shift(avg._replace(end_rounds=20), nova._replace(end_rounds=20), p).tolist() == \
+        ST.objective_shift(avg, nova, p).tolist()
 
 
 def test_summary_writes_the_shift_and_the_lead_to_the_end():
@@ -384,7 +391,11 @@ def test_summary_writes_the_shift_and_the_lead_to_the_end():
     times = {k: np.array([1.0, 1.0]) for k in c}
     text = ST.summary_markdown(c, 2.0, 0.6, times, ends, np.array([2, 0]), shift=np.array([0.1234, 0.05]),
                                spread=0.0071)
-    assert "was 0.1234, 0.0500 per seed" in text and "against at most 0.0071 between two runs" in text
+    assert "was 0.1234, 0.0500 per seed, against at most 0.0071 between two runs" in text
+    # the window the models were averaged over, as the curves record it (run_strategy's end_rounds)
+    averaged = {k: v._replace(end_rounds=20) for k, v in c.items()}
+    assert "per seed (each model averaged over its last 20 rounds), against at most 0.0071" in ST.summary_markdown(
+        averaged, 2.0, 0.6, times, ends, None, shift=np.array([0.1234, 0.05]), spread=0.0071)
     assert "until round 2, 0 (per seed; 0: never, 2: to the end)" in text
     assert "against at most" not in ST.summary_markdown(c, 2.0, 0.6, times, ends, None, shift=np.array([0.1, 0.2]))
     assert "drifts towards its surrogate" not in ST.summary_markdown(c, 2.0, 0.6, times, ends, None)

@@ -101,8 +101,9 @@ class StragglerCurves(NamedTuple):
     (0 first); ``chi2`` (seeds, rounds), :math:`\chi^2(p\|w)` of every round's weights;
     ``mean_steps`` (seeds,), :math:`\bar\tau` averaged over the rounds; ``weights`` (seeds, m), the aggregation
     weights :math:`w^{(t)}` averaged over the rounds, :math:`\bar w`; ``end_client_losses`` (seeds, m),
-    :math:`F_i` at the parameters averaged over the last rounds (:func:`run_strategy`'s ``end_fraction``).
-    The last two are ``None`` in curves built without them."""
+    :math:`F_i` at the parameters averaged over the last rounds; ``end_rounds``, how many rounds that average spans
+    (:func:`run_strategy`'s ``end_fraction`` of them, at least one). The last three are ``None`` in curves built
+    without them."""
 
     strategy: str
     seeds: tuple
@@ -112,6 +113,7 @@ class StragglerCurves(NamedTuple):
     mean_steps: np.ndarray
     weights: Optional[np.ndarray] = None
     end_client_losses: Optional[np.ndarray] = None
+    end_rounds: Optional[int] = None
 
     @property
     def label(self) -> str:
@@ -180,7 +182,8 @@ def run_strategy(problem: LogisticProblem, clock: WallClock, strategy: str, roun
         chi2.append([h["chi2"] for h in run.history])
         steps.append(np.mean([np.mean(h["local_steps"]) for h in run.history]))
     return StragglerCurves(strategy, tuple(int(s) for s in seeds), np.array(losses), np.array(seconds),
-                           np.array(chi2), np.array(steps), np.array(weights), np.array(client_losses))
+                           np.array(chi2), np.array(steps), np.array(weights), np.array(client_losses),
+                           int(tail))
 
 
 def run_strategies(problem: LogisticProblem, clock: WallClock, rounds: int, seeds: Sequence[int], *,
@@ -281,6 +284,9 @@ def _shift_inputs(fedavg: StragglerCurves, fednova: StragglerCurves, p) -> tuple
     if tuple(fednova.seeds) != tuple(fedavg.seeds):
         raise ValueError(f"fednova: seeds {tuple(fednova.seeds)}, fedavg has {tuple(fedavg.seeds)} (runs are compared "
                          "seed by seed)")
+    if fedavg.end_rounds != fednova.end_rounds:
+        raise ValueError(f"fednova: models averaged over the last {fednova.end_rounds} rounds, fedavg's over "
+                         f"{fedavg.end_rounds} (run both with one end_fraction and rounds)")
     p = np.asarray(p, dtype=float)
     if p.ndim != 1 or avg.shape[1] != p.size or nova.shape != avg.shape:
         raise ValueError(f"p: {p.shape} client weights, the end client losses are {avg.shape} (fedavg) and "
@@ -376,8 +382,8 @@ def summary_markdown(runs: Mapping[str, StragglerCurves], end_seconds: float, ta
                      shift: Optional[np.ndarray] = None, spread: Optional[float] = None) -> str:
     """Chapter 9's summary, written from the measured curves (``lead_window``: the running-mean
     window ``lead_rounds`` came from, :func:`last_lead_round`'s ``window``; ``end_fraction``: the
-    ``fraction`` of :func:`smoothed_end_loss` that gave ``ends``, and of :func:`smoothed_loss_at` and
-    :func:`run_strategy`'s ``end_fraction``).
+    ``fraction`` of :func:`smoothed_end_loss` that gave ``ends``, and of :func:`smoothed_loss_at`; the models in
+    ``shift`` are averaged over the rounds FedAvg's curves record, ``end_rounds``).
 
     ``runs`` is :func:`run_strategies`' result (the three strategies); ``end_seconds`` the wall-clock time the losses
     are compared at (:func:`smoothed_loss_at`); ``target`` the loss of ``times``, the :func:`time_to_reach` per
@@ -406,11 +412,13 @@ def summary_markdown(runs: Mapping[str, StragglerCurves], end_seconds: float, ta
     ]
     if shift is not None:
         against = "" if spread is None else f", against at most {spread:.4f} between two runs of the same strategy"
+        # the models' average, as run_strategy recorded it (curves built without it: not said)
+        averaged = "" if avg.end_rounds is None else f" (each model averaged over its last {avg.end_rounds} rounds)"
         lines.append(
             f"- **FedAvg drifts towards its surrogate** $\\tilde F = \\sum_i \\bar w_i F_i$ ($\\bar w$: its weights "
             f"averaged over the rounds): $\\sum_i (p_i - \\bar w_i)(F_i(x_{{\\text{{avg}}}}) - "
-            f"F_i(x_{{\\text{{nova}}}}))$ was {', '.join(f'{v:.4f}' for v in np.ravel(shift))} per seed (each model "
-            f"averaged over its last {100 * end_fraction:g}% of rounds){against}: compared with FedNova's model, "
+            f"F_i(x_{{\\text{{nova}}}}))$ was {', '.join(f'{v:.4f}' for v in np.ravel(shift))} per seed{averaged}"
+            f"{against}: compared with FedNova's model, "
             "FedAvg's does worse on the slow clients it weights less than $p$ than on the fast ones it weights more.")
     if lead_rounds is not None:
         if np.all(lead_rounds == 0):
