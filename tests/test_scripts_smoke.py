@@ -72,3 +72,60 @@ def test_measure_sampling_slopes_script_runs_tiny(capsys):
     out = capsys.readouterr().out
     assert out.startswith("problem seed 0: slope -") and "against q_eff tau T" in out
     assert "(flatter than -1/2 at " in out and "of 1); against q_eff tau T: " in out
+
+
+# --------------------------------------------------------------------------- scripts/measure_chapter_margins.py
+def _margins():
+    """scripts/measure_chapter_margins.py as a module (the numbers of chapters 2's and 9's margin comments)."""
+    return runpy.run_path(str(Path(__file__).resolve().parents[1] / "scripts" / "measure_chapter_margins.py"),
+                          run_name="measure_chapter_margins")
+
+
+def test_measure_chapter_margins_takes_the_chapter_setup_from_its_notebook():
+    """The parameters cell and the sizing cell run with the seed and profile set as papermill sets them."""
+    setup = _margins()["chapter_setup"]
+    ci, full = setup("ch02", 3, "ci", cells=2), setup("ch02", 3, "full", cells=2)
+    assert (ci["seed"], ci["fp_instances"], ci["fp_clients"], ci["fp_dim"]) == (3, 10, 8, 10)
+    assert (full["fp_clients"], full["fp_dim"], full["fig2_rounds"]) == (16, 20, 1000)
+    ch09 = setup("ch09", 5, "ci", cells=2)
+    assert ch09["rounds"] == 200 and ch09["clock"].seed == 5 and ch09["problem"].num_clients == 30
+
+
+def test_measure_chapter_margins_ch02_matches_the_chapters_simulated_distances(capsys):
+    """Its closed-form distances are the chapter's fixed-point check (the simulated limits, to 1e-10) summed over the
+    instances; printed with the median and the worst seeds."""
+    import numpy as np
+
+    from fedlib.experiments import quadratic as Q
+    from fedlib.problems import random_quadratic
+
+    m = _margins()
+    q = m["ch02_quantities"](1, "ci")
+    total = dict.fromkeys(Q.CLOSED_FORM, 0.0)
+    for k in range(10):
+        prob = random_quadratic(8, 10, seed=Q.instance_seed(1, k))
+        for c in Q.fixed_point_check(prob, Q.fixed_local_steps(1, k, 8, 1, 10), 0.05, 1.0):
+            total[c.name] += c.dist_to_opt
+    assert q["fixed points: sum d_nova / sum d_avg"] == pytest.approx(total["fednova"] / total["fedavg"], rel=1e-8)
+    assert q["fixed points: sum d_prox / sum d_avg"] == pytest.approx(total["fedprox"] / total["fedavg"], rel=1e-8)
+    assert 0.9 < q["Figure 2: radius min"] <= q["Figure 2: radius max"] < 1 and np.isfinite(list(q.values())).all()
+    m["main"](["ch02", "--seeds", "1", "2"])
+    out = capsys.readouterr().out.splitlines()
+    assert out[0] == "ch02, ci profile, chapter seeds 1-2:" and len(out) == 1 + len(q)
+    assert out[1].startswith("  fixed points: sum d_nova / sum d_avg: median ") and "(seed 1)" in out[1]
+
+
+def test_measure_chapter_margins_orders_the_worst_seeds():
+    """Largest first, but smallest first for the quantities whose small values are the risk."""
+    summarise = _margins()["summarise"]
+    lines = summarise({0: {"a ratio": 0.2, "radius min": 0.95}, 1: {"a ratio": 0.4, "radius min": 0.93}})
+    assert lines == ["a ratio: median 0.3; worst 0.4 (seed 1), 0.2 (seed 0)",
+                     "radius min: median 0.94; worst 0.93 (seed 1), 0.95 (seed 0)"]
+
+
+@pytest.mark.slow
+def test_measure_chapter_margins_ch09_is_the_chapters_claim_2(capsys):
+    """At chapter seed 98 (ci) the chapter printed shifts 0.1015, 0.1108, 0.0931 and a spread of 0.0105."""
+    _margins()["main"](["ch09", "--seeds", "98", "98"])
+    out = capsys.readouterr().out.splitlines()
+    assert out[1].startswith("  claim 2: min shift / spread: median 8.8") and out[1].endswith("(seed 98)"), out
