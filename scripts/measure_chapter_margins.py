@@ -94,19 +94,19 @@ def ch02_quantities(seed: int, profile: str) -> dict:
     wprob = random_quadratic(m, ns["weights_dim"], seed=Q.instance_seed(seed, 0, purpose="unequal_weights"), p=p)
     wtau = Q.fixed_local_steps(seed, 0, m, lo, hi, purpose="unequal_weights_steps")
     for n in ("fedavg", "fednova"):
-        target = Q.small_lr_limit(wprob, n, wtau)
-        at_lr = norm(Q.fixed_point(wprob, n, ns["weights_lr"], wtau) - target)
+        limit, target = Q.fixed_point(wprob, n, ns["weights_lr"], wtau), Q.small_lr_limit(wprob, n, wtau)
+        at_lr = norm(limit - target)
         out[f"unequal p: {n} |d(eta) / d(eta / 10) - 10|"] = abs(
             at_lr / norm(Q.fixed_point(wprob, n, ns["weights_lr"] / 10, wtau) - target) - 10)
         out[f"unequal p: {n} d(target) / d(p = 1/m point)"] = at_lr / norm(
-            Q.fixed_point(wprob, n, ns["weights_lr"], wtau) - Q.small_lr_limit(wprob, n, wtau, weights=np.full(m, 1 / m)))
+            limit - Q.small_lr_limit(wprob, n, wtau, weights=np.full(m, 1 / m)))
     # Figure 2 (cells 20, 24-25): closed-form distances and the round maps' radii
     fprob = random_quadratic(ns["fig2_clients"], ns["fig2_dim"], seed=Q.instance_seed(seed, 0, purpose="figure2"))
     ftau = Q.fixed_local_steps(seed, 0, ns["fig2_clients"], lo, hi, purpose="figure2_steps")
     x_star = fprob.optimum()
     closed, radii = {}, []
+    mus = {n: ns["fig2_mu"] if n == "fedprox" else 0.0 for n in Q.CLOSED_FORM}
     for key, steps in (("equal", np.full(ns["fig2_clients"], ns["tau_equal"])), ("fixed", ftau)):
-        mus = {n: ns["fig2_mu"] if n == "fedprox" else 0.0 for n in Q.CLOSED_FORM}
         closed[key] = {n: norm(Q.fixed_point(fprob, n, ns["fig2_lr"], steps, mus[n]) - x_star) for n in Q.CLOSED_FORM}
         radii += [Q.round_map_radius(fprob, n, ns["fig2_lr"], steps, mus[n]) for n in Q.CLOSED_FORM]
     out["Figure 2: largest equal-tau distance / FedAvg's fixed-tau distance"] = (
@@ -127,7 +127,7 @@ def ch09_quantities(seed: int, profile: str) -> dict:
     runs = {s: ST.run_strategy(ns["problem"], ns["clock"], s, ns["rounds"], ns["seeds"], lr=ns["lr"],
                                end_fraction=ns["model_average_fraction"])
             for s in ("fedavg-fixed-time", "fednova-fixed-time")}
-    p = ns["problem"].num_samples / ns["problem"].num_samples.sum()
+    p = ns["problem"].p
     avg, nova = runs["fedavg-fixed-time"], runs["fednova-fixed-time"]
     shift, spread = ST.objective_shift(avg, nova, p), ST.objective_shift_spread(avg, nova, p)
     return {"claim 2: min shift / spread": float(np.min(shift) / spread)}
