@@ -473,6 +473,22 @@ def test_end_loss_refuses_a_tail_outside_the_rounds(tail, match):
     np.testing.assert_array_equal(S.end_loss(c, np.int64(1)), [1.0])
 
 
+def test_end_loss_mean_counts_every_round_of_the_window():
+    """Rounds 3, 1, 8, 1 after an initial 9 (a burst in the third): the median over the last 3 rounds is 1 whatever
+    the burst, the mean is 10/3; over all 4 rounds 1.0 and 13/4 (the initial 9 never enters). A mean taken as the
+    median, or over the initial loss, would give other numbers."""
+    c = _curves([[9.0, 3.0, 1.0, 8.0, 1.0], [9.0, 2.0, 2.0, 2.0, 2.0]])
+    np.testing.assert_array_equal(S.end_loss(c, 3), [1.0, 2.0])
+    np.testing.assert_allclose(S.end_loss(c, 3, statistic="mean"), [10 / 3, 2.0], rtol=1e-15)
+    np.testing.assert_allclose(S.end_loss(c, 4, statistic="mean"), [13 / 4, 2.0], rtol=1e-15)
+    np.testing.assert_array_equal(S.end_loss(c, statistic="mean"), [1.0, 2.0])   # tail None: the final loss
+    with pytest.raises(ValueError, match=r"^tail: the mean over the last 5 rounds of a 4-round run would take in"):
+        S.end_loss(c, 5, statistic="mean")
+    for bad in ("average", "Mean", None, 1):
+        with pytest.raises(ValueError, match=r"^statistic must be one of \['mean', 'median'\], got "):
+            S.end_loss(c, 2, statistic=bad)
+
+
 # ------------------------------------------------------------------------ mutants of 37f92d9..d2bb791
 def _c(*rows):
     """Curves of one seed (0,) with the training losses ``rows`` (round 0 first)."""

@@ -76,7 +76,7 @@ def test_measure_sampling_slopes_script_runs_tiny(capsys):
 
 # --------------------------------------------------------------------------- scripts/measure_chapter_margins.py
 def _margins():
-    """scripts/measure_chapter_margins.py as a module (the numbers of chapters 2's and 9's margin comments)."""
+    """scripts/measure_chapter_margins.py as a module (the numbers of chapters 2's, 4's and 9's margin comments)."""
     return runpy.run_path(str(Path(__file__).resolve().parents[1] / "scripts" / "measure_chapter_margins.py"),
                           run_name="measure_chapter_margins")
 
@@ -89,6 +89,9 @@ def test_measure_chapter_margins_takes_the_chapter_setup_from_its_notebook():
     assert (full["fp_clients"], full["fp_dim"], full["fig2_rounds"]) == (16, 20, 1000)
     ch09 = setup("ch09", 5, "ci", cells=2)
     assert ch09["rounds"] == 200 and ch09["clock"].seed == 5 and ch09["problem"].num_clients == 30
+    ch04 = setup("ch04", 3, "ci", cells=3)   # parameters, sizes, the problem
+    assert (ch04["seeds"], ch04["rounds"], tuple(ch04["replacement_lrs"])) == ((9, 10, 11), 60, (0.02, 0.0025))
+    assert ch04["prob"].num_clients == 30 and setup("ch04", 3, "full", cells=3)["rounds"] == 200
 
 
 def test_measure_chapter_margins_ch02_matches_the_chapters_simulated_distances(capsys):
@@ -129,3 +132,16 @@ def test_measure_chapter_margins_ch09_is_the_chapters_claim_2(capsys):
     _margins()["main"](["ch09", "--seeds", "98", "98"])
     out = capsys.readouterr().out.splitlines()
     assert out[1].startswith("  claim 2: min shift / spread: median 8.8") and out[1].endswith("(seed 98)"), out
+
+
+@pytest.mark.slow
+def test_measure_chapter_margins_ch04_is_the_chapters_comparison_under_sampling(capsys):
+    """At chapter seed 82 (ci) the chapter's first table printed mean losses over the last 30 rounds of 1.3447 (FedAvg),
+    4.0794 (FedNova) and 3.6557 (sampled tau_eff) with replacement, 0.5201 and 105.2920 under scheme (ii): ratios 3.034,
+    2.719 and 202.4 (the final losses asserted before had FedNova below FedAvg there, 1.2762 against 1.3334)."""
+    _margins()["main"](["ch04", "--seeds", "82", "82", "--no-lr-sweep"])
+    out = capsys.readouterr().out.splitlines()
+    assert out[0] == "ch04, ci profile, chapter seeds 82-82:" and len(out) == 4, out
+    assert out[1].startswith("  (i): FedNova / FedAvg (asserted > 1): median 3.034"), out
+    assert out[2].startswith("  (i): sampled tau_eff / FedAvg (asserted > 1): median 2.719"), out
+    assert out[3].startswith("  (ii): sampled / population tau_eff (asserted > 2): median 202.4"), out
