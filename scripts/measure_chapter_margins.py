@@ -16,8 +16,9 @@ over the instances), Lemma 1's slopes, the unequal-weights limits and Figure 2's
 ch04: the sampling-with-replacement section (the asserts of its two tables): under scheme (i) FedNova (population and
 sampled tau_eff) against FedAvg, under scheme (ii) the sampled tau_eff against the population one, each the mean over
 the run seeds of the mean loss over the last half of the rounds, and the learning-rate sweep's smallest rate (the
-largest FedNova / FedAvg of a run seed; its first rate, the paper's 0.02 in both profiles, repeats the (i) runs). The sweep's 8x longer runs are most of its time: about a minute a seed at ci
-on one core, ten seconds with ``--no-lr-sweep``.
+largest FedNova / FedAvg of a run seed; its first rate, the paper's 0.02 in both profiles, repeats the (i) runs). The
+sweep's 8x longer runs are most of its time: about a minute a seed at ci on one core, ten seconds with
+``--no-lr-sweep``.
 ch09: claim 2's FedAvg drift towards its surrogate against its noise between runs of one strategy, the smallest
 of the seeds' shift / spread (the chapter asserts every shift > 2 x spread), from the chapter's FedAvg and FedNova
 runs with fixed-length rounds (``run_strategy``).
