@@ -1,9 +1,12 @@
-"""The seed sweeps behind chapters 2's, 4's and 9's comments on their asserts' margins, over chapter seeds.
+"""The seed sweeps behind chapters 2's, 4's, 7's, 9's and 10's comments on their asserts' margins, over chapter seeds.
 
     PYTHONPATH=. .venv/bin/python scripts/measure_chapter_margins.py ch02 --seeds 0 1999                 # ci sizes
     PYTHONPATH=. .venv/bin/python scripts/measure_chapter_margins.py ch02 --seeds 0 299 --profile full
     PYTHONPATH=. .venv/bin/python scripts/measure_chapter_margins.py ch04 --seeds 0 299                  # ci sizes
+    PYTHONPATH=. .venv/bin/python scripts/measure_chapter_margins.py ch04 --seeds 0 99 --figure5 --no-lr-sweep
+    PYTHONPATH=. .venv/bin/python scripts/measure_chapter_margins.py ch07 --seeds 0 499 --no-bounds      # ci sizes
     PYTHONPATH=. .venv/bin/python scripts/measure_chapter_margins.py ch09 --seeds 0 399                  # ci sizes
+    PYTHONPATH=. .venv/bin/python scripts/measure_chapter_margins.py ch10 --seeds 0 199                  # ci sizes
 
 The setup is the chapter's own: its parameters cell and the cell that sizes the profile are executed from the
 notebook for every seed, so the script follows an edited chapter. For each quantity an assert compares with a
@@ -18,10 +21,18 @@ sampled tau_eff) against FedAvg, under scheme (ii) the sampled tau_eff against t
 the run seeds of the mean loss over the last half of the rounds, and the learning-rate sweep's smallest rate (the
 largest FedNova / FedAvg of a run seed; its first rate, the paper's 0.02 in both profiles, repeats the (i) runs). The
 sweep's 8x longer runs are most of its time: about a minute a seed at ci on one core, ten seconds with
-``--no-lr-sweep``.
+``--no-lr-sweep``. ``--figure5`` adds Figure 5's claims (FedNova against FedAvg and FedProx per setting, its rounds to
+FedAvg's end, the tuned mu inside its grid) and the local-solver comparison, about 25 s more a seed.
+ch07: the limits' log-log slopes over the four smallest step sizes (their room to the band (0.9, 1.2) at both ends)
+and the ratios of distances at the smallest step size; with the bounds (Theorem 1 and 2 runs, about 70 s a seed at ci;
+``--no-bounds`` leaves them out, about 6 s a seed) the smallest bound / measured and FedAvg's floor above the bound
+read for F at the largest T.
 ch09: claim 2's FedAvg drift towards its surrogate against its noise between runs of one strategy, the smallest
 of the seeds' shift / spread (the chapter asserts every shift > 2 x spread), from the chapter's FedAvg and FedNova
 runs with fixed-length rounds (``run_strategy``).
+ch10: the asserts of parts 5 and 6 that change with the chapter seed (its run seeds and perturbations): the
+Synthetic(1,1) end losses' ratios (largest or smallest over the run seeds), SCAFFOLD's and FedNova-VR's loss rises,
+and the perturbation runs' growth per round; about 45 s a seed at ci (the logistic optimum is solved once).
 """
 from __future__ import annotations
 
@@ -38,14 +49,20 @@ from fedlib.cli.common import int_at_least
 
 BOOK = Path(__file__).resolve().parents[1] / "book"
 NOTEBOOKS = {"ch02": "02_quadratic_inconsistency.ipynb", "ch04": "04_synthetic_logistic.ipynb",
-             "ch09": "09_stragglers.ipynb"}
+             "ch07": "07_surrogate_logistic.ipynb", "ch09": "09_stragglers.ipynb", "ch10": "10_acceleration.ipynb"}
 
 
-def chapter_setup(chapter: str, seed: int, profile: str, cells: int) -> dict:
-    """The namespace of the chapter's first ``cells`` code cells (parameters first) run with ``seed`` and
-    ``profile`` set after its parameters cell, as papermill sets them; their printing is dropped."""
+def chapter_setup(chapter: str, seed: int, profile: str, cells: int | tuple[int, ...]) -> dict:
+    """The namespace of the chapter's first ``cells`` code cells (parameters first), or of the code cells at the
+    positions ``cells`` (counting code cells from 0, the parameters cell, which must come first), run with ``seed``
+    and ``profile`` set after its parameters cell, as papermill sets them; their printing is dropped."""
     nb = json.loads((BOOK / NOTEBOOKS[chapter]).read_text())
-    code = ["".join(c["source"]) for c in nb["cells"] if c["cell_type"] == "code"][:cells]
+    every = ["".join(c["source"]) for c in nb["cells"] if c["cell_type"] == "code"]
+    if isinstance(cells, int):
+        cells = tuple(range(cells))
+    if not cells or cells[0] != 0:
+        raise ValueError(f"cells {cells}: the parameters cell (0) comes first")
+    code = [every[k] for k in cells]
     ns: dict = {}
     with contextlib.redirect_stdout(io.StringIO()):
         exec(code[0], ns)  # noqa: S102 - the repository's own notebook
@@ -127,16 +144,17 @@ def ch02_quantities(seed: int, profile: str) -> dict:
     return out
 
 
-def ch04_quantities(seed: int, profile: str, lr_sweep: bool = True) -> dict:
+def ch04_quantities(seed: int, profile: str, lr_sweep: bool = True, figure5: bool = False) -> dict:
     """Chapter 4's sampling-with-replacement asserts at ``seed``: ratios of the mean loss over the last half of the
     rounds (means over the run seeds; the chapter asserts each ``> 1`` or ``> 2``, and the smallest rate's per-seed
-    ratios ``< 1``)."""
+    ratios ``< 1``). With ``figure5`` first Figure 5's claims (:func:`ch04_figure5_quantities`)."""
     import dataclasses
 
     from fedlib.experiments import synthetic as S
     from fedlib.solvers import sgd
 
     ns = chapter_setup("ch04", seed, profile, cells=3)
+    out = ch04_figure5_quantities(seed, profile) if figure5 else {}
     prob, seeds, rounds = ns["prob"], ns["seeds"], ns["rounds"]
     _, _, partial = S.SETTINGS
     with_repl = dataclasses.replace(partial, name="partial-wr", sampling="with-replacement")
@@ -150,9 +168,9 @@ def ch04_quantities(seed: int, profile: str, lr_sweep: bool = True) -> dict:
     half = max(1, rounds // 2)
     later = {k: S.end_loss(c, half, statistic="mean").mean() for k, c in runs.items()}
     wr, ii = (lambda a: later["partial-wr", a]), (lambda a: later["partial", a])
-    out = {"(i): FedNova / FedAvg (asserted > 1)": wr("FedNova") / wr("FedAvg"),
-           "(i): sampled tau_eff / FedAvg (asserted > 1)": wr("sampled") / wr("FedAvg"),
-           "(ii): sampled / population tau_eff (asserted > 2)": ii("sampled") / ii("FedNova")}
+    out.update({"(i): FedNova / FedAvg (asserted > 1)": wr("FedNova") / wr("FedAvg"),
+                "(i): sampled tau_eff / FedAvg (asserted > 1)": wr("sampled") / wr("FedAvg"),
+                "(ii): sampled / population tau_eff (asserted > 2)": ii("sampled") / ii("FedNova")})
     if lr_sweep:
         lr = tuple(ns["replacement_lrs"])[-1]
         sweep = S.lr_sweep(prob, with_repl, {"FedAvg": S.fedavg_sgd, "FedNova": S.fednova_sgd}, [lr], seeds, rounds)
@@ -160,6 +178,88 @@ def ch04_quantities(seed: int, profile: str, lr_sweep: bool = True) -> dict:
         ends = {a: S.end_loss(sweep[lr, a], swept_half, statistic="mean") for a in ("FedAvg", "FedNova")}
         out[f"lr {lr:g}: largest FedNova / FedAvg of a run seed (asserted < 1)"] = float(
             np.max(ends["FedNova"] / ends["FedAvg"]))
+    return out
+
+
+def ch04_figure5_quantities(seed: int, profile: str) -> dict:
+    """Chapter 4's Figure 5 claims at ``seed`` (the chapter's own FedProx mu sweep and grid of runs, executed from
+    the notebook): per setting the smallest FedAvg / FedNova of a run seed's median loss over the last quarter of the
+    rounds, FedProx's against FedNova's (means over the run seeds), FedNova's rounds to FedAvg's end under full
+    participation; the tuned mu's place in its grid; and the local-solver comparison's per-seed ratios (momentum over
+    the last half of the rounds, proximal over the last quarter)."""
+    from fedlib.experiments import synthetic as S
+    from fedlib.solvers import momentum_sgd, proximal_sgd
+
+    ns = chapter_setup("ch04", seed, profile, cells=5)  # parameters, sizes, the problem, the mu sweep, Figure 5's runs
+    grid, rounds, mu, mu_grid = ns["grid"], ns["rounds"], ns["mu"], tuple(ns["mu_grid"])
+    place = mu_grid.index(mu)
+    out = {"FedProx's mu: grid steps from the grid's ends (asserted > 0)": min(place, len(mu_grid) - 1 - place)}
+    tail = max(1, rounds // 4)
+    for setting in S.SETTINGS:
+        s = setting.name
+        end = {a: S.end_loss(grid[s, a], tail) for a in ("FedAvg", "FedProx", "FedNova")}
+        out[f"Figure 5, {s}: smallest FedAvg / FedNova of a run seed (asserted > 1)"] = np.min(
+            end["FedAvg"] / end["FedNova"])
+        out[f"Figure 5, {s}: FedProx / FedNova (asserted > 1)"] = end["FedProx"].mean() / end["FedNova"].mean()
+        if setting.sampling == "full":
+            out[f"Figure 5, {s}: FedNova's largest rounds to FedAvg's end / rounds (asserted <= 0.5)"] = np.max(
+                S.rounds_to_reach(grid[s, "FedNova"], end["FedAvg"])) / rounds
+    _, random_, _ = S.SETTINGS  # the local-solver comparison (the chapter's code cell 9, without its figure)
+    lr, rho = ns["momentum_lr"], ns["momentum"]
+    solvers = {"FedAvg momentum": S.with_solver("fedavg", momentum_sgd(lr, rho)),
+               "FedNova momentum": S.with_solver("fednova", momentum_sgd(lr, rho)),
+               "FedProx": S.with_solver("fedavg", proximal_sgd(S.PAPER["lr"], mu)),
+               "FedNova prox": S.with_solver("fednova", proximal_sgd(S.PAPER["lr"], mu))}
+    solver_rounds = ns["solver_rounds"]
+    runs = S.run_grid(ns["prob"], [random_], solvers, ns["seeds"], solver_rounds)
+
+    def ratio(a, b, window):
+        return S.end_loss(runs["random", a], window) / S.end_loss(runs["random", b], window)
+    out["local momentum: largest FedNova / FedAvg of a run seed, last half (asserted < 1)"] = np.max(
+        ratio("FedNova momentum", "FedAvg momentum", max(1, solver_rounds // 2)))
+    out["proximal: largest FedNova / FedProx of a run seed, last quarter (asserted < 1)"] = np.max(
+        ratio("FedNova prox", "FedProx", max(1, solver_rounds // 4)))
+    return out
+
+
+def ch07_quantities(seed: int, profile: str, bounds: bool = True) -> dict:
+    """Chapter 7's asserts at ``seed``: the limits' log-log slopes over the four smallest step sizes (their room to
+    the asserted band's ends), the distances at the smallest step size, and, with ``bounds``, Theorem 1's and
+    2's bounds against the measured gradients and FedAvg's floor at the largest ``T``."""
+    ns = chapter_setup("ch07", seed, profile, cells=2)  # cell 2 computes the limits
+    points, info, lrs = ns["points"], ns["info"], ns["lrs"]
+    fit_lrs = sorted(lrs)[:4]  # the chapter's fit
+
+    def slope(name, key):
+        pts = [p for p in points if p.algorithm == name and p.lr in fit_lrs]
+        return float(np.polyfit(np.log([p.lr for p in pts]), np.log([getattr(p, key) for p in pts]), 1)[0])
+
+    small = {p.algorithm: p for p in points if p.lr == min(lrs)}
+    out = {"largest fixed-point residual (asserted < 1e-10)": max(p.residual for p in points)}
+    for name, key, shown in (("fedavg", "dist_to_surrogate_min", "FedAvg's slope to argmin F~"),
+                             ("fednova", "dist_to_F_min", "FedNova's slope to argmin F")):
+        s = slope(name, key)
+        out[f"{shown} - 0.9 (asserted > 0)"], out[f"1.2 - {shown} (asserted > 0)"] = s - 0.9, 1.2 - s
+    out["smallest eta: FedAvg's distance to argmin F / the minimisers' gap (asserted > 0.5)"] = (
+        small["fedavg"].dist_to_F_min / info["gap"])
+    out["smallest eta: FedAvg's distance to argmin F / to argmin F~ (asserted > 5)"] = (
+        small["fedavg"].dist_to_F_min / small["fedavg"].dist_to_surrogate_min)
+    out["smallest eta: FedNova's distance to argmin F~ / to argmin F (asserted > 5)"] = (
+        small["fednova"].dist_to_surrogate_min / small["fednova"].dist_to_F_min)
+    if bounds:
+        from fedlib.experiments import bounds as B
+
+        quad, steps = B.default_setup(seed=seed)
+        rows = [B.bound_check(quad, steps, a, solver, T, replicas=ns["bound_replicas"], seed=seed)
+                for a in ("fedavg", "fednova") for solver in ("sgd", "momentum") for T in ns["bound_rounds"]]
+        out["Theorem 1: smallest bound / measured (asserted > 1)"] = min(r.ratio for r in rows)
+        out["Theorem 2: smallest bound / measured E||grad F||^2 (asserted > 1)"] = min(
+            r.theorem2_bound / r.true_measured for r in rows)
+        out["largest T: FedAvg's smallest E||grad F||^2 / the bound read for F (asserted > 1)"] = min(
+            r.true_measured / r.true_bound.total for r in rows
+            if r.algorithm == "fedavg" and r.rounds == max(ns["bound_rounds"]))
+        out["largest gap between a run and its closed-form round map (asserted < 1e-9)"] = max(
+            r.closed_form_gap for r in rows)
     return out
 
 
@@ -178,7 +278,63 @@ def ch09_quantities(seed: int, profile: str) -> dict:
     return {"claim 2: min shift / spread": float(np.min(shift) / spread)}
 
 
-SMALL_IS_WORSE = ("radius min", "min shift / spread", "(asserted > 1)", "(asserted > 2)")
+def ch10_quantities(seed: int, profile: str) -> dict:
+    """Chapter 10's asserts that depend on run seeds (parts 5 and 6): the Synthetic(1,1) end losses of the four
+    algorithms under its three step schedules (largest or smallest ratio over the run seeds, per rate), SCAFFOLD's and
+    FedNova-VR's loss rises, and the perturbation runs' growth per round and end / start. Parts 1-4 (the quadratic's
+    closed forms) are measured in the chapter's own comments."""
+    from fedlib.experiments import acceleration as A
+
+    ns = chapter_setup("ch10", seed, profile, cells=(0, 1, 15))  # parameters, setup, the Synthetic(1,1) runs
+    syn, syn_runs, syn_end, syn_steps = ns["syn"], ns["syn_runs"], ns["syn_end"], ns["syn_steps"]
+    hetero, equal, capped = list(ns["syn_schedules"])
+    out = {}
+    for lr in ns["synthetic_lrs"]:
+        e = {n: syn_end[lr, hetero, n] for n in ns["syn_names"]}
+        out[f"lr {lr:g}, E = 2: largest FedNova-VR / FedAvg (asserted < 1)"] = np.max(e["fednova-vr"] / e["fedavg"])
+        out[f"lr {lr:g}, E = 2: largest FedNova-VR / SCAFFOLD (asserted < 1)"] = np.max(e["fednova-vr"] / e["scaffold"])
+        out[f"lr {lr:g}, E = 2: largest FedNova-VR / FedNova (asserted < 1.05)"] = np.max(
+            e["fednova-vr"] / e["fednova"])
+        out[f"lr {lr:g}, equal steps: largest SCAFFOLD / FedAvg (asserted < 1)"] = np.max(
+            syn_end[lr, equal, "scaffold"] / syn_end[lr, equal, "fedavg"])
+        out[f"lr {lr:g}, capped: largest |SCAFFOLD / FedNova-VR - 1| (asserted < 0.05)"] = np.max(
+            np.abs(syn_end[lr, capped, "scaffold"] / syn_end[lr, capped, "fednova-vr"] - 1))
+    lr_plot = ns["synthetic_lrs"][-1]
+    out[f"lr {lr_plot:g}, E = 2: smallest SCAFFOLD / FedAvg (asserted > 1)"] = np.min(
+        syn_end[lr_plot, hetero, "scaffold"] / syn_end[lr_plot, hetero, "fedavg"])
+    median = {n: np.median(syn_runs[lr_plot, hetero, n], axis=0) for n in ("scaffold", "fednova-vr")}
+    rises = {n: np.diff(c) / c[:-1] for n, c in median.items()}
+    out["SCAFFOLD's rounds whose median loss rises by > 10 % (asserted >= 3)"] = int(np.sum(rises["scaffold"] > 0.1))
+    out["FedNova-VR's largest rise of its median loss in a round (asserted <= 0.1)"] = float(rises["fednova-vr"].max())
+    opt = _logistic_optimum(syn)
+    names = {hetero: "E = 2", equal: "equal steps", capped: "capped"}
+    for sk, n in [(hetero, "scaffold"), (hetero, "fednova-vr"), (equal, "scaffold"), (capped, "scaffold")]:
+        run = A.perturbation_growth(syn, opt, n, lr_plot, syn_steps[sk], ns["linearised_rounds"], size=1e-7, seed=seed)
+        label = f"perturbation, {names[sk]}, {A.VARIANTS[n].label}"
+        sign = ">" if (sk, n) == (hetero, "scaffold") else "<"  # SCAFFOLD's E = 2 rounds leave x*, the others return
+        out[f"{label}: growth per round (asserted {sign} 1)"] = run.rate
+        if sk == hetero:
+            out[f"{label}: end / start (asserted {sign} 1)"] = run.distances[-1] / run.distances[0]
+        else:  # the controls' transient
+            out[f"{label}: largest distance / start (asserted > 1)"] = run.distances.max() / run.distances[0]
+    return out
+
+
+_OPTIMA: dict = {}
+
+
+def _logistic_optimum(problem):
+    """``acceleration.logistic_optimum(problem)``, solved once per training set (chapter 10's problem is the same at
+    every chapter seed)."""
+    from fedlib.experiments import acceleration as A
+
+    key = (problem.l2, problem.p.tobytes(), problem.train_x.tobytes(), problem.train_y.tobytes())
+    if key not in _OPTIMA:
+        _OPTIMA[key] = A.logistic_optimum(problem)
+    return _OPTIMA[key]
+SMALL_IS_WORSE = ("radius min", "min shift / spread", "(asserted > 0)", "(asserted > 0.5)", "(asserted > 1)",
+                  "(asserted > 2)", "(asserted > 5)",
+                  "(asserted >= 3)")
 
 
 def summarise(per_seed: dict) -> list[str]:
@@ -200,14 +356,24 @@ def main(argv=None) -> None:
     ap.add_argument("--profile", choices=("ci", "full"), default="ci")
     ap.add_argument("--no-lr-sweep", action="store_true",
                     help="ch04: leave out the learning-rate sweep's smallest rate (most of the time)")
+    ap.add_argument("--figure5", action="store_true",
+                    help="ch04: also Figure 5's claims and the local-solver comparison (about 30 s a seed at ci)")
+    ap.add_argument("--no-bounds", action="store_true",
+                    help="ch07: leave out the Theorem 1 and 2 runs (most of the time)")
     args = ap.parse_args(argv)
     first, last = args.seeds
     if last < first:
         ap.error(f"--seeds {first} {last}: LAST must be >= FIRST")
     if args.no_lr_sweep and args.chapter != "ch04":
         ap.error(f"--no-lr-sweep: only chapter 4 has a learning-rate sweep, not {args.chapter}")
-    measure = {"ch02": ch02_quantities, "ch09": ch09_quantities,
-               "ch04": lambda seed, profile: ch04_quantities(seed, profile, lr_sweep=not args.no_lr_sweep)}
+    if args.figure5 and args.chapter != "ch04":
+        ap.error(f"--figure5: only chapter 4 has Figure 5, not {args.chapter}")
+    if args.no_bounds and args.chapter != "ch07":
+        ap.error(f"--no-bounds: only chapter 7 runs the bounds, not {args.chapter}")
+    measure = {"ch02": ch02_quantities, "ch09": ch09_quantities, "ch10": ch10_quantities,
+               "ch04": lambda seed, profile: ch04_quantities(seed, profile, lr_sweep=not args.no_lr_sweep,
+                                                               figure5=args.figure5),
+               "ch07": lambda seed, profile: ch07_quantities(seed, profile, bounds=not args.no_bounds)}
     from tqdm.auto import tqdm
 
     seeds = tqdm(range(first, last + 1), desc=args.chapter, unit="seed", file=sys.stderr,

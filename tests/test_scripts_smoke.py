@@ -92,6 +92,11 @@ def test_measure_chapter_margins_takes_the_chapter_setup_from_its_notebook():
     ch04 = setup("ch04", 3, "ci", cells=3)   # parameters, sizes, the problem
     assert (ch04["seeds"], ch04["rounds"], tuple(ch04["replacement_lrs"])) == ((9, 10, 11), 60, (0.02, 0.0025))
     assert ch04["prob"].num_clients == 30 and setup("ch04", 3, "full", cells=3)["rounds"] == 200
+    ch10 = setup("ch10", 4, "full", cells=(0, 1))  # code cells by position
+    assert (ch10["seed"], ch10["synthetic_rounds"], ch10["synthetic_lrs"]) == (4, 200, [0.005, 0.02])
+    for cells in ((1, 2), ()):
+        with pytest.raises(ValueError, match="the parameters cell"):
+            setup("ch10", 4, "ci", cells=cells)
 
 
 def test_measure_chapter_margins_ch02_matches_the_chapters_simulated_distances(capsys):
@@ -116,6 +121,75 @@ def test_measure_chapter_margins_ch02_matches_the_chapters_simulated_distances(c
     out = capsys.readouterr().out.splitlines()
     assert out[0] == "ch02, ci profile, chapter seeds 1-2:" and len(out) == 1 + len(q)
     assert out[1].startswith("  fixed points: sum d_nova / sum d_avg: median ") and "(seed 1)" in out[1]
+
+
+@pytest.mark.slow
+def test_measure_chapter_margins_ch04_figure5_is_the_chapters_claims(capsys):
+    """At chapter seed 59 (ci) the chapter printed FedAvg / FedNova at the end 2.95 2.99 2.94 (fixed), 3.63 3.63 3.71
+    (random), 1.46 2.75 3.50 (partial), FedProx's mu = 1 (the grid 0.01, 0.1, 1, 10), and FedNova reaching FedAvg's end
+    in 2 of 60 rounds at every run seed with full participation."""
+    _margins()["main"](["ch04", "--seeds", "59", "59", "--figure5", "--no-lr-sweep"])
+    out = dict(line.strip().split(": median ") for line in capsys.readouterr().out.splitlines()[1:])
+    median = {k: float(v.split(";")[0]) for k, v in out.items()}
+    assert median["FedProx's mu: grid steps from the grid's ends (asserted > 0)"] == 1
+    for setting, smallest in (("fixed", 2.94), ("random", 3.63), ("partial", 1.46)):
+        shown = median[f"Figure 5, {setting}: smallest FedAvg / FedNova of a run seed (asserted > 1)"]
+        assert shown == pytest.approx(smallest, abs=0.005), (setting, shown)
+    for setting in ("fixed", "random"):
+        assert median[f"Figure 5, {setting}: FedNova's largest rounds to FedAvg's end / rounds (asserted <= 0.5)"] == (
+            pytest.approx(2 / 60, abs=1e-4))
+    assert 0 < median["local momentum: largest FedNova / FedAvg of a run seed, last half (asserted < 1)"] < 1
+    assert len(median) == 11 + 3  # Figure 5 and the solvers, then the sampling-with-replacement tables
+
+
+def test_measure_chapter_margins_ch07_is_the_chapters_slopes_and_bounds():
+    """Without the bounds: at chapter seed 444 (ci) the chapter printed the slopes 0.997 (FedAvg to argmin F~) and 0.982
+    (FedNova to argmin F; fitted over 0.003125-0.025 before, 0.885 failed the band's 0.9). The bounds' quantities are
+    those of the library's rows (here with T = 250, 500 and 2 replicas in place of the chapter's sizes)."""
+    import numpy as np
+
+    from fedlib.experiments import bounds
+
+    m = _margins()
+    q = m["ch07_quantities"](444, "ci", bounds=False)
+    assert q["FedAvg's slope to argmin F~ - 0.9 (asserted > 0)"] + 0.9 == pytest.approx(0.997, abs=5e-4)
+    assert q["FedNova's slope to argmin F - 0.9 (asserted > 0)"] + 0.9 == pytest.approx(0.982, abs=5e-4)
+    assert q["1.2 - FedNova's slope to argmin F (asserted > 0)"] == pytest.approx(1.2 - 0.982, abs=5e-4)
+    assert q["largest fixed-point residual (asserted < 1e-10)"] < 1e-10 and len(q) == 8
+    chapter_setup = m["ch07_quantities"].__globals__["chapter_setup"]
+
+    def smaller(*args, **kwargs):
+        return {**chapter_setup(*args, **kwargs), "bound_rounds": (250, 500), "bound_replicas": 2}
+    m["ch07_quantities"].__globals__["chapter_setup"] = smaller
+    q = m["ch07_quantities"](3, "ci")
+    quad, steps = bounds.default_setup(seed=3)
+    rows = [bounds.bound_check(quad, steps, a, s, T, replicas=2, seed=3)
+            for a in ("fedavg", "fednova") for s in ("sgd", "momentum") for T in (250, 500)]
+    assert q["Theorem 1: smallest bound / measured (asserted > 1)"] == min(r.ratio for r in rows)
+    floor = [r.true_measured / r.true_bound.total for r in rows if r.algorithm == "fedavg" and r.rounds == 500]
+    assert q["largest T: FedAvg's smallest E||grad F||^2 / the bound read for F (asserted > 1)"] == min(floor)
+    assert len(floor) == 2 and len(q) == 12 and np.isfinite(list(q.values())).all()
+
+
+@pytest.mark.slow
+def test_measure_chapter_margins_ch10_is_the_chapters_parts_5_and_6(capsys):
+    """At chapter seed 99 (ci) the chapter's table of end losses (E = 2, three run seeds) printed FedNova-VR 0.372 /
+    0.370 / 0.374 against FedAvg 1.145 / 1.142 / 1.142, FedNova 0.383 / 0.385 / 0.387, SCAFFOLD 1.903 / 1.870 / 1.957;
+    its perturbation runs grew by 1.0918 (SCAFFOLD) and 0.9947 (FedNova-VR) per round, 0.9882 and 0.9612 in the
+    controls (equal steps, capped)."""
+    _margins()["main"](["ch10", "--seeds", "99", "99"])
+    out = dict(line.strip().split(": median ") for line in capsys.readouterr().out.splitlines()[1:])
+    median = {k: float(v.split(";")[0]) for k, v in out.items()}
+    ratio = pytest.approx  # of losses printed to 3 decimals
+    assert median["lr 0.02, E = 2: largest FedNova-VR / FedAvg (asserted < 1)"] == ratio(0.374 / 1.142, rel=3e-3)
+    assert median["lr 0.02, E = 2: largest FedNova-VR / FedNova (asserted < 1.05)"] == ratio(0.372 / 0.383, rel=3e-3)
+    assert median["lr 0.02, E = 2: smallest SCAFFOLD / FedAvg (asserted > 1)"] == ratio(1.870 / 1.142, rel=3e-3)
+    rates = {"E = 2, SCAFFOLD": 1.0918, "E = 2, FedNova-VR": 0.9947, "equal steps, SCAFFOLD": 0.9882,
+             "capped, SCAFFOLD": 0.9612}
+    for label, rate in rates.items():
+        shown = next(k for k in median if k.startswith(f"perturbation, {label}: growth per round"))
+        assert median[shown] == pytest.approx(rate, abs=6e-4), (label, median[shown])  # printed to 4 digits
+    assert len(median) == 16
 
 
 def test_measure_chapter_margins_orders_the_worst_seeds():

@@ -263,6 +263,19 @@ def test_sweep_tol_reaches_the_fixed_point_where_the_default_is_below_rounding()
         S.surrogate_sweep(problem, CH7_TAU, [0.1], tol=0.0)
 
 
+def test_sweep_tol_of_chapter7_resolves_its_smallest_step_size():
+    """Chapter 7 at seed 11, FedAvg at lr 0.00078125 (its smallest step size since the slopes are fitted over the four
+    smallest): at max|x| = 4.69 a round rounds to 1.04e-15, above 1e-12 x the first step 0.000871, so the chapter's
+    old tol is refused; its tol 1e-11 reaches the limit, O(lr) from argmin F~ (half of its distance at 2 lr)."""
+    problem = _chapter7(11)
+    with pytest.raises(RuntimeError, match="lost to rounding"):
+        S.surrogate_sweep(problem, CH7_TAU, [0.00078125], algorithms=["fedavg"], tol=1e-12)
+    points, _ = S.surrogate_sweep(problem, CH7_TAU, [0.0015625, 0.00078125], algorithms=["fedavg"], tol=1e-11)
+    big, small = points
+    assert small.residual < 1e-11 and big.residual < 1e-11
+    assert 0.49 < small.dist_to_surrogate_min / big.dist_to_surrogate_min < 0.51
+
+
 # scipy's first stopping test computes inf / inf (no step yet) when the start is already a root: harmless
 @pytest.mark.filterwarnings("ignore:invalid value encountered in scalar divide:RuntimeWarning")
 def test_fixed_point_start_changes_where_the_solve_starts_not_its_tolerance(problem, monkeypatch):

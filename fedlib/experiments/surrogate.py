@@ -412,8 +412,8 @@ def surrogate_sweep(problem: LogisticProblem, local_steps: Sequence[int], lrs: S
     below some :math:`\eta` the default is no longer resolvable and the solve is refused (a ``RuntimeError``
     that says so). The error it leaves in :math:`x` is about the residual over the round map's contraction
     :math:`1 - \rho \propto \eta`, so the same ``tol`` means the same accuracy at every :math:`\eta`; chapter 7
-    takes ``1e-12`` for its smallest step sizes (at seeds 1 and 2, :math:`\eta = 0.003125`, the default's
-    tolerance is below the rounding of a round)."""
+    takes ``1e-11`` for its smallest step sizes (at seeds 1 and 2, :math:`\eta = 0.003125`, the default's
+    tolerance is below the rounding of a round, and at seed 11, :math:`\eta = 0.00078125`, ``1e-12`` is)."""
     check_instance("problem", problem, LogisticProblem)
     tol = check_positive("tol", tol)
     tau = check_local_steps("local_steps", local_steps, size=problem.num_clients)
