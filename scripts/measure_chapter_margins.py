@@ -153,8 +153,9 @@ def ch04_quantities(seed: int, profile: str, lr_sweep: bool = True, figure5: boo
     from fedlib.experiments import synthetic as S
     from fedlib.solvers import sgd
 
-    ns = chapter_setup("ch04", seed, profile, cells=3)
-    out = ch04_figure5_quantities(seed, profile) if figure5 else {}
+    # parameters, sizes, the problem; with figure5 also the mu sweep and Figure 5's runs
+    ns = chapter_setup("ch04", seed, profile, cells=5 if figure5 else 3)
+    out = ch04_figure5_quantities(ns) if figure5 else {}
     prob, seeds, rounds = ns["prob"], ns["seeds"], ns["rounds"]
     _, _, partial = S.SETTINGS
     with_repl = dataclasses.replace(partial, name="partial-wr", sampling="with-replacement")
@@ -181,16 +182,16 @@ def ch04_quantities(seed: int, profile: str, lr_sweep: bool = True, figure5: boo
     return out
 
 
-def ch04_figure5_quantities(seed: int, profile: str) -> dict:
-    """Chapter 4's Figure 5 claims at ``seed`` (the chapter's own FedProx mu sweep and grid of runs, executed from
-    the notebook): per setting the smallest FedAvg / FedNova of a run seed's median loss over the last quarter of the
-    rounds, FedProx's against FedNova's (means over the run seeds), FedNova's rounds to FedAvg's end under full
-    participation; the tuned mu's place in its grid; and the local-solver comparison's per-seed ratios (momentum over
-    the last half of the rounds, proximal over the last quarter)."""
+def ch04_figure5_quantities(ns: dict) -> dict:
+    """Chapter 4's Figure 5 claims from ``ns``, the namespace of its first five code cells at a chapter seed
+    (:func:`chapter_setup`: the chapter's own FedProx mu sweep and grid of runs): per setting the smallest FedAvg /
+    FedNova of a run seed's median loss over the last quarter of the rounds, FedProx's against FedNova's (means over
+    the run seeds), FedNova's rounds to FedAvg's end under full participation; the tuned mu's place in its grid; and
+    the local-solver comparison's per-seed ratios (momentum over the last half of the rounds, proximal over the last
+    quarter)."""
     from fedlib.experiments import synthetic as S
     from fedlib.solvers import momentum_sgd, proximal_sgd
 
-    ns = chapter_setup("ch04", seed, profile, cells=5)  # parameters, sizes, the problem, the mu sweep, Figure 5's runs
     grid, rounds, mu, mu_grid = ns["grid"], ns["rounds"], ns["mu"], tuple(ns["mu_grid"])
     place = mu_grid.index(mu)
     out = {"FedProx's mu: grid steps from the grid's ends (asserted > 0)": min(place, len(mu_grid) - 1 - place)}
@@ -332,9 +333,10 @@ def _logistic_optimum(problem):
     if key not in _OPTIMA:
         _OPTIMA[key] = A.logistic_optimum(problem)
     return _OPTIMA[key]
+
+
 SMALL_IS_WORSE = ("radius min", "min shift / spread", "(asserted > 0)", "(asserted > 0.5)", "(asserted > 1)",
-                  "(asserted > 2)", "(asserted > 5)",
-                  "(asserted >= 3)")
+                  "(asserted > 2)", "(asserted > 5)", "(asserted >= 3)")
 
 
 def summarise(per_seed: dict) -> list[str]:

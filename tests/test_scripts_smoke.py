@@ -76,9 +76,16 @@ def test_measure_sampling_slopes_script_runs_tiny(capsys):
 
 # --------------------------------------------------------------------------- scripts/measure_chapter_margins.py
 def _margins():
-    """scripts/measure_chapter_margins.py as a module (the numbers of chapters 2's, 4's and 9's margin comments)."""
+    """scripts/measure_chapter_margins.py as a module (the numbers of chapters 2's, 4's, 7's, 9's and 10's margin
+    comments)."""
     return runpy.run_path(str(Path(__file__).resolve().parents[1] / "scripts" / "measure_chapter_margins.py"),
                           run_name="measure_chapter_margins")
+
+
+def _printed_medians(capsys) -> dict:
+    """The medians main() printed, by quantity (one seed: the seed's own values, to 4 significant digits)."""
+    lines = capsys.readouterr().out.splitlines()[1:]
+    return {name: float(rest.split(";")[0]) for name, rest in (line.strip().split(": median ") for line in lines)}
 
 
 def test_measure_chapter_margins_takes_the_chapter_setup_from_its_notebook():
@@ -129,8 +136,7 @@ def test_measure_chapter_margins_ch04_figure5_is_the_chapters_claims(capsys):
     (random), 1.46 2.75 3.50 (partial), FedProx's mu = 1 (the grid 0.01, 0.1, 1, 10), and FedNova reaching FedAvg's end
     in 2 of 60 rounds at every run seed with full participation."""
     _margins()["main"](["ch04", "--seeds", "59", "59", "--figure5", "--no-lr-sweep"])
-    out = dict(line.strip().split(": median ") for line in capsys.readouterr().out.splitlines()[1:])
-    median = {k: float(v.split(";")[0]) for k, v in out.items()}
+    median = _printed_medians(capsys)
     assert median["FedProx's mu: grid steps from the grid's ends (asserted > 0)"] == 1
     for setting, smallest in (("fixed", 2.94), ("random", 3.63), ("partial", 1.46)):
         shown = median[f"Figure 5, {setting}: smallest FedAvg / FedNova of a run seed (asserted > 1)"]
@@ -178,8 +184,7 @@ def test_measure_chapter_margins_ch10_is_the_chapters_parts_5_and_6(capsys):
     its perturbation runs grew by 1.0918 (SCAFFOLD) and 0.9947 (FedNova-VR) per round, 0.9882 and 0.9612 in the
     controls (equal steps, capped)."""
     _margins()["main"](["ch10", "--seeds", "99", "99"])
-    out = dict(line.strip().split(": median ") for line in capsys.readouterr().out.splitlines()[1:])
-    median = {k: float(v.split(";")[0]) for k, v in out.items()}
+    median = _printed_medians(capsys)
     ratio = pytest.approx  # of losses printed to 3 decimals
     assert median["lr 0.02, E = 2: largest FedNova-VR / FedAvg (asserted < 1)"] == ratio(0.374 / 1.142, rel=3e-3)
     assert median["lr 0.02, E = 2: largest FedNova-VR / FedNova (asserted < 1.05)"] == ratio(0.372 / 0.383, rel=3e-3)
