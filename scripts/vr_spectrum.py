@@ -23,6 +23,8 @@ next to 1). Two ways to do it here, both writing into ``--out`` (default
 
     python scripts/vr_spectrum.py --algorithms fednova-vr     # the count behind chapter 10
     python scripts/vr_spectrum.py --algorithms scaffold --radius 1.0
+    python scripts/vr_spectrum.py --algorithms scaffold --steps equal   # part 5's controls (SCAFFOLD only)
+    python scripts/vr_spectrum.py --algorithms scaffold --steps capped
     python scripts/vr_spectrum.py --method dense               # every eigenvalue (hours)
     python scripts/vr_spectrum.py --lr 0.005 --out /tmp/lr0.005   # for chapter 10 run with synthetic_lrs=[0.005]
     python scripts/vr_spectrum.py --smoke --out /tmp/s          # a 3-client problem in seconds
@@ -46,13 +48,19 @@ from fedlib.results import make_provenance, make_result, write_result
 PHASE_STEPS = (0.8, 0.4)
 
 
-def chapter_problem(lr: float):
-    """Chapter 10, part 6: Synthetic(1,1), 30 clients, local GD for E = 2 epochs of batch 20 at ``lr``."""
+#: How each ``--steps`` setting is described in the records (``fedlib.experiments.acceleration.vr_step_settings``).
+STEP_SETTINGS = {"e2": "E = 2, batch 20", "equal": "every client the median of E = 2's steps",
+                 "capped": "E = 2, batch 20, the largest client capped at {cap} steps"}
+
+
+def chapter_problem(lr: float, steps: str = "e2", cap: int = 40):
+    """Chapter 10, parts 5 and 6: Synthetic(1,1), 30 clients, local GD at ``lr`` with part 5's local steps
+    ``steps`` (E = 2 epochs of batch 20, or one of its two controls)."""
     from fedlib.experiments.synthetic import make_problem
-    from fedlib.schedules import steps_per_epoch
 
     problem = make_problem()
-    return problem, 2 * steps_per_epoch(problem.num_samples, 20), lr, "Synthetic(1,1), data seed 0, E = 2, batch 20"
+    local_steps = A.vr_step_settings(problem.num_samples, problem.p, cap=cap)[steps]
+    return problem, local_steps, lr, "Synthetic(1,1), data seed 0, " + STEP_SETTINGS[steps].format(cap=cap)
 
 
 def smoke_problem():
@@ -86,7 +94,7 @@ def write_dense(problem, optimum, name: str, lr: float, steps, setting: str, out
 
 
 def write_count(problem, optimum, name: str, lr: float, steps, setting: str, out: Path, slack: float,
-                radii: list[float], progress: bool) -> None:
+                radii: list[float], progress: bool, steps_name: str = "e2") -> None:
     """The eigenvalue nearest 1 and the counts outside the circles: ``<name>-count.json``."""
     started = time.time()
     nearest = complex(A.linearised_vr_eigenvalues(problem, optimum, name, lr, steps, k=1, near=1.0)[0])
@@ -110,12 +118,12 @@ def write_count(problem, optimum, name: str, lr: float, steps, setting: str, out
         counts.append({"radius": c.radius, "outside": c.outside, "inside": c.inside,
                        "evaluations": [c.evaluations for c, _ in passes], "seconds": [t for _, t in passes]})
     finished = time.time()
-    config = {"algorithm": name, "lr": lr, "local_steps": np.asarray(steps).tolist(), "problem": setting,
-              "rows": counts[0]["outside"] + counts[0]["inside"], "method": "contour", "slack": slack,
+    config = {"algorithm": name, "lr": lr, "steps": steps_name, "local_steps": np.asarray(steps).tolist(),
+              "problem": setting, "rows": counts[0]["outside"] + counts[0]["inside"], "method": "contour", "slack": slack,
               "deflate": "gradient-descent", "max_phase_step": list(PHASE_STEPS)}
     summary = {"nearest_one": [nearest.real, nearest.imag], "counts": counts,
                "radius_bounds": [abs(nearest), first] if counts[0]["outside"] == 0 else None}
-    write_result(out / f"{name}-count.json", make_result(config, None, make_provenance(started, finished),
+    write_result(A.vr_count_path(out, name, steps_name), make_result(config, None, make_provenance(started, finished),
                                                            kind="linearised-count", summary=summary))
 
 
@@ -128,6 +136,12 @@ def main(argv=None) -> int:
                         help="contour: count the eigenvalues outside circles (default); dense: all of them by LAPACK")
     parser.add_argument("--lr", type=float, default=0.02,
                         help="client learning rate (default 0.02: chapter 10's synthetic_lrs[-1] in both profiles)")
+    parser.add_argument("--steps", choices=list(A.VR_STEP_SETTINGS), default="e2",
+                        help="contour: part 5's local steps: e2 (E = 2, the default), or its controls equal (every "
+                             "client the median) and capped (the largest client stopped after --cap steps); a "
+                             "setting other than e2 writes <algorithm>-<steps>-count.json")
+    parser.add_argument("--cap", type=int, default=None,
+                        help="with --steps capped: the largest client's steps (default 40, chapter 10's big_cap)")
     parser.add_argument("--slack", type=float, default=1e-3,
                         help="contour: the first circle's radius is |l1| + slack (1 - |l1|), l1 the eigenvalue "
                              "nearest 1 (default 1e-3)")
@@ -145,6 +159,14 @@ def main(argv=None) -> int:
         parser.error(f"--radius must be finite numbers > 0, got {args.radius}")
     if args.method == "dense" and (args.radius or args.slack != 1e-3 or args.progress):
         parser.error("--radius, --slack and --progress go with --method contour")
+    if args.cap is not None and args.steps != "capped":
+        parser.error("--cap goes with --steps capped")
+    if args.cap is not None and args.cap < 1:
+        parser.error(f"--cap must be a whole number >= 1, got {args.cap}")
+    if args.method == "dense" and args.steps != "e2":
+        parser.error("--steps goes with --method contour")
+    if args.smoke and args.steps != "e2":
+        parser.error("--smoke runs the 3-client problem at its own local steps (2, 4, 40); drop --steps")
     if args.smoke and args.lr != 0.02:
         parser.error("--smoke runs the 3-client problem at its own lr 1.0; drop --lr")
     if args.out.exists() and not args.out.is_dir():  # was a FileExistsError after the optimum was computed
@@ -153,7 +175,8 @@ def main(argv=None) -> int:
         args.out.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         parser.error(f"--out {args.out}: cannot make the folder ({exc.strerror or exc})")
-    problem, steps, lr, setting = smoke_problem() if args.smoke else chapter_problem(args.lr)
+    problem, steps, lr, setting = (smoke_problem() if args.smoke
+                                   else chapter_problem(args.lr, args.steps, 40 if args.cap is None else args.cap))
     t0 = time.perf_counter()
     optimum = A.logistic_optimum(problem)
     print(f"x*: {optimum.newton_steps} Newton steps in {time.perf_counter() - t0:.1f} s; "
@@ -162,7 +185,8 @@ def main(argv=None) -> int:
         if args.method == "dense":
             write_dense(problem, optimum, name, lr, steps, setting, args.out)
         else:
-            write_count(problem, optimum, name, lr, steps, setting, args.out, args.slack, args.radius, args.progress)
+            write_count(problem, optimum, name, lr, steps, setting, args.out, args.slack, args.radius, args.progress,
+                        args.steps)
     return 0
 
 

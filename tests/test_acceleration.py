@@ -584,6 +584,67 @@ def test_read_vr_count_names_a_missing_field(tmp_path, drop):
         A.read_vr_count(tmp_path, "scaffold")
 
 
+def test_vr_step_settings_are_chapter_10s():
+    """Part 5's three settings on the chapter's Synthetic(1,1): E = 2 from 6 to 582 steps (the 582 the largest
+    client's), every client the median 12, and E = 2 with the largest client stopped at the cap."""
+    from fedlib.experiments.synthetic import make_problem
+    from fedlib.schedules import steps_per_epoch
+
+    syn = make_problem()
+    s = A.vr_step_settings(syn.num_samples, syn.p)
+    assert set(s) == set(A.VR_STEP_SETTINGS) and all(v.dtype == np.int64 for v in s.values())
+    big = int(np.argmax(syn.p))
+    assert np.array_equal(s["e2"], 2 * steps_per_epoch(syn.num_samples, 20)) and s["e2"][big] == 582
+    assert s["equal"].tolist() == [int(np.median(s["e2"]))] * 30 == [12] * 30
+    assert s["capped"][big] == 40 and np.array_equal(np.delete(s["capped"], big), np.delete(s["e2"], big))
+    assert A.vr_step_settings(syn.num_samples, syn.p, cap=1000)["capped"][big] == 582  # a cap above tau_i: tau_i
+    odd = A.vr_step_settings([10, 30, 50], [0.5, 0.2, 0.3], batch_size=10, epochs=3, cap=2)  # by hand
+    assert [odd[k].tolist() for k in A.VR_STEP_SETTINGS] == [[3, 9, 15], [9, 9, 9], [2, 9, 15]]
+
+
+@pytest.mark.parametrize("kwargs,match", [(dict(cap=0), "cap"), (dict(epochs=0), "epochs"),
+                                          (dict(batch_size=0), "batch_size"), (dict(cap=2.5), "cap"),
+                                          (dict(p=[0.5, 0.5]), "one weight per client"),
+                                          (dict(p=[0.5, np.nan, 0.5]), "p")])
+def test_vr_step_settings_refuse_bad_input(kwargs, match):
+    args = dict(num_samples=[10, 20, 30], p=[0.2, 0.3, 0.5]) | kwargs
+    with pytest.raises(ValueError, match=match):
+        A.vr_step_settings(**args)
+
+
+def test_read_vr_count_reads_each_step_setting(tmp_path):
+    """A count of part 5's controls lives in <name>-<steps>-count.json and says whose steps it counted; the stored
+    E = 2 records predate the field and read as "e2"."""
+    import json
+    from pathlib import Path
+
+    assert A.vr_count_path(tmp_path, "scaffold").name == "scaffold-count.json"
+    assert A.vr_count_path(str(tmp_path), "fednova-vr", "capped") == tmp_path / "fednova-vr-capped-count.json"
+    with pytest.raises(ValueError, match="steps must be one of"):
+        A.vr_count_path(tmp_path, "scaffold", "E = 2")
+    with pytest.raises(ValueError, match="steps must be one of"):
+        A.read_vr_count(tmp_path, "scaffold", steps="median")
+    stored = Path(__file__).resolve().parents[1] / "data" / "results" / "linearised"
+    old = json.loads((stored / "fednova-vr-count.json").read_text())
+    assert "steps" not in old["config"] and A.read_vr_count(stored, "fednova-vr")["summary"] == old["summary"]
+    record = json.loads(json.dumps(old))
+    record["config"]["steps"] = "equal"
+    A.vr_count_path(tmp_path, "scaffold", "equal").write_text(json.dumps(record))
+    assert A.read_vr_count(tmp_path, "scaffold", "equal")["config"]["steps"] == "equal"
+    with pytest.raises(ValueError, match="not found|No such file"):
+        A.read_vr_count(tmp_path, "scaffold")  # the e2 file is not there
+    A.vr_count_path(tmp_path, "scaffold", "capped").write_text(json.dumps(record))  # a file under another's name
+    with pytest.raises(ValueError, match="a count for the local steps 'equal', not 'capped'"):
+        A.read_vr_count(tmp_path, "scaffold", "capped")
+    A.vr_count_path(tmp_path, "scaffold").write_text(json.dumps(record))
+    with pytest.raises(ValueError, match="a count for the local steps 'equal', not 'e2'"):
+        A.read_vr_count(tmp_path, "scaffold")
+    record["config"]["steps"] = None  # present, so not the old records' "e2"
+    A.vr_count_path(tmp_path, "scaffold").write_text(json.dumps(record))
+    with pytest.raises(ValueError, match="a count for the local steps None, not 'e2'"):
+        A.read_vr_count(tmp_path, "scaffold")
+
+
 def test_read_vr_spectrum_names_a_missing_field(tmp_path):
     import json
     from pathlib import Path

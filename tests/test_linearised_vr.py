@@ -603,6 +603,7 @@ def test_vr_spectrum_script_counts_and_reader(small_logistic, tmp_path):
     problem, opt = small_logistic
     for name in ("scaffold", "fednova-vr"):
         record = A.read_vr_count(tmp_path, name)
+        assert record["config"]["steps"] == "e2" and record["config"]["local_steps"] == [2, 4, 40]
         every = np.linalg.eigvals(A.linearised_vr_matrix(problem, opt, name, 1.0, [2, 4, 40]))
         counts = record["summary"]["counts"]
         assert [c["radius"] for c in counts][1:] == [1.0] and record["config"]["rows"] == 48
@@ -666,8 +667,22 @@ def test_linearised_count_deflates_gradient_descent(small_logistic):
         A.linearised_vr_count_outside(problem, opt, "fednova-vr", 1.0, [2, 4, 40], radius, deflate="newton")
 
 
+def test_vr_spectrum_script_counts_part_5s_controls():
+    """--steps picks part 5's local steps on the chapter's problem (the counts themselves take minutes: they are
+    data/results/linearised/scaffold-{equal,capped}-count.json, which chapter 10 checks against its own lambda_1)."""
+    script = runpy.run_path(str(SCRIPTS / "vr_spectrum.py"), run_name="vr_spectrum")
+    for steps, cap, big_steps, described in [("e2", 40, 582, "E = 2, batch 20"), ("equal", 40, 12, "median"),
+                                             ("capped", 40, 40, "capped at 40 steps"),
+                                             ("capped", 7, 7, "capped at 7 steps")]:
+        problem, local_steps, lr, setting = script["chapter_problem"](0.02, steps, cap)
+        assert lr == 0.02 and local_steps[int(np.argmax(problem.p))] == big_steps and described in setting, steps
+        assert np.array_equal(local_steps, A.vr_step_settings(problem.num_samples, problem.p, cap=cap)[steps])
+
+
 @pytest.mark.parametrize("args", [["--slack", "0"], ["--slack", "1.5"], ["--radius", "-1"], ["--radius", "nan"],
-                                  ["--method", "dense", "--radius", "1.0"], ["--lr", "0"]])
+                                  ["--method", "dense", "--radius", "1.0"], ["--lr", "0"], ["--steps", "equal"],
+                                  ["--cap", "5"], ["--steps", "capped", "--cap", "0"], ["--steps", "median"],
+                                  ["--method", "dense", "--steps", "capped"]])
 def test_vr_spectrum_script_refuses_bad_arguments(args, tmp_path, capsys):
     assert _run_script("vr_spectrum.py", "--smoke", *args, "--out", str(tmp_path)) == 2
     assert "error:" in capsys.readouterr().err and not any(tmp_path.iterdir())

@@ -97,6 +97,9 @@ __all__ = [
     "spectrum_summary",
     "read_vr_spectrum",
     "read_vr_count",
+    "VR_STEP_SETTINGS",
+    "vr_step_settings",
+    "vr_count_path",
     "Perturbation",
     "perturbation_growth",
     "STYLES",
@@ -833,19 +836,68 @@ def read_vr_spectrum(folder: Any, name: str) -> tuple[np.ndarray, dict]:
     return vals, record
 
 
-def read_vr_count(folder: Any, name: str) -> dict:
-    r"""The result record ``<name>-count.json`` written by ``scripts/vr_spectrum.py --method contour``
-    in ``folder``: ``summary["nearest_one"]`` (the eigenvalue nearest 1, ``[re, im]``),
+#: The local-step settings of chapter 10, part 5 (:func:`vr_step_settings`), as ``scripts/vr_spectrum.py --steps``
+#: and :func:`read_vr_count` name them.
+VR_STEP_SETTINGS = ("e2", "equal", "capped")
+
+
+def vr_step_settings(num_samples: Any, p: Any, *, batch_size: int = 20, epochs: int = 2,
+                     cap: int = 40) -> dict[str, np.ndarray]:
+    r"""Chapter 10, part 5's three local-step settings (:data:`VR_STEP_SETTINGS`), fixed per client:
+
+    * ``"e2"``: every client runs ``epochs`` epochs of batch ``batch_size``,
+      :math:`\tau_i = E\lceil n_i/B\rceil` (:func:`fedlib.schedules.steps_per_epoch`);
+    * ``"equal"``: every client runs the median of those, rounded down. With equal :math:`\tau_i`,
+      :math:`\tau_{\text{eff}}p_i/\|a_i\|_1 = p_i` and SCAFFOLD and FedNova-VR are one algorithm;
+    * ``"capped"``: ``"e2"``, but the client with the largest :math:`p_i` (the first of them if
+      several) stops after :math:`\min(\tau_i, \text{cap})` steps.
+
+    ``num_samples`` are the (m,) :math:`n_i`; ``p`` the (m,) weights (only their argmax is used);
+    ``batch_size``, ``epochs`` and ``cap`` integers :math:`\ge 1`. Returns (m,) ``int64`` arrays.
+
+    Example
+    -------
+    >>> s = vr_step_settings([50, 300, 100], [0.1, 0.6, 0.3], cap=10)
+    >>> s["e2"].tolist(), s["equal"].tolist(), s["capped"].tolist()
+    ([6, 30, 10], [10, 10, 10], [6, 10, 10])
+    """
+    from ..schedules import steps_per_epoch
+
+    epochs = check_int("epochs", epochs, minimum=1)
+    cap = check_int("cap", cap, minimum=1)
+    tau = epochs * steps_per_epoch(np.asarray(num_samples), batch_size)
+    p = check_finite_array("p", p)
+    if p.shape != tau.shape:
+        raise ValueError(f"p must hold one weight per client ({tau.size}), got shape {p.shape}")
+    capped = tau.copy()
+    big = int(np.argmax(p))
+    capped[big] = min(int(tau[big]), cap)
+    return {"e2": tau, "equal": np.full(tau.size, int(np.median(tau)), dtype=np.int64), "capped": capped}
+
+
+def vr_count_path(folder: Any, name: str, steps: str = "e2"):
+    """Where ``scripts/vr_spectrum.py --steps <steps>`` writes ``name``'s count in ``folder``:
+    ``<name>-count.json`` for ``"e2"``, ``<name>-<steps>-count.json`` for the other
+    :data:`VR_STEP_SETTINGS`."""
+    from pathlib import Path
+
+    check_choice("name", name, LINEARISED_VR)
+    check_choice("steps", steps, VR_STEP_SETTINGS)
+    return Path(folder) / (f"{name}-count.json" if steps == "e2" else f"{name}-{steps}-count.json")
+
+
+def read_vr_count(folder: Any, name: str, steps: str = "e2") -> dict:
+    r"""The result record :func:`vr_count_path` written by ``scripts/vr_spectrum.py --method contour``
+    in ``folder`` for the local-step setting ``steps`` (:data:`VR_STEP_SETTINGS`; ``config["steps"]``
+    must name it, and a record without that field is one of ``"e2"``, the only setting before it):
+    ``summary["nearest_one"]`` (the eigenvalue nearest 1, ``[re, im]``),
     ``summary["counts"]`` (per circle: ``radius``, ``outside``, ``inside``, and per phase step
     ``evaluations`` and ``seconds``) and ``summary["radius_bounds"]`` (``[|lambda_1|, r]`` when
     no eigenvalue lies outside the first circle, else ``None``), with provenance. Raises
     ``ValueError`` if it is missing or does not add up."""
-    from pathlib import Path
-
     from ..results import read_result
 
-    check_choice("name", name, LINEARISED_VR)
-    path = Path(folder) / f"{name}-count.json"
+    path = vr_count_path(folder, name, steps)
     record = read_result(path)
     if record.get("kind") != "linearised-count":
         raise ValueError(f"{path}: kind must be 'linearised-count', got {record.get('kind')!r}")
@@ -856,9 +908,12 @@ def read_vr_count(folder: Any, name: str) -> dict:
                                 for c in counts)
         first_radius = None if bad else counts[0]["radius"]
         lower = math.hypot(*nearest)
+        stored_steps = record["config"].get("steps", "e2")
     except (KeyError, TypeError) as exc:
         raise ValueError(f"{path}: not a record of scripts/vr_spectrum.py --method contour "
                          f"(a field is missing or of the wrong type: {exc!r})") from None
+    if stored_steps != steps:
+        raise ValueError(f"{path}: a count for the local steps {stored_steps!r}, not {steps!r}")
     if bad:
         raise ValueError(f"{path}: every count must split the {rows} eigenvalues into outside + inside")
     expected = [lower, first_radius] if counts[0]["outside"] == 0 else None
