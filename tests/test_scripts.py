@@ -400,7 +400,7 @@ def test_check_ranges_names_a_missing_interpreter(tmp_path):
 
 
 @pytest.mark.parametrize("flags, message", [
-    (["ch03"], "argument chapter: invalid choice: 'ch03' (choose from ch02, ch04, ch07, ch09, ch10)"),
+    (["ch03"], "argument chapter: invalid choice: 'ch03' (choose from ch02, ch04, ch07, ch08, ch09, ch10)"),
     (["ch02", "--no-lr-sweep"], "--no-lr-sweep: only chapter 4 has a learning-rate sweep, not ch02"),
     (["ch10", "--no-bounds"], "--no-bounds: only chapter 7 runs the bounds, not ch10"),
     (["ch07", "--figure5"], "--figure5: only chapter 4 has Figure 5, not ch07"),
@@ -412,6 +412,6 @@ def test_measure_chapter_margins_refuses_bad_arguments(capsys, flags, message):
     """Exit 2 before any seed runs (argparse's choices quoted or not, as Python versions print them)."""
     code, err = _exit_code_and_stderr(_script("measure_chapter_margins.py").main, flags, capsys)
     said = err.splitlines()[-1].split(": error: ", 1)[1]
-    for word in ("ci", "full", "ch02", "ch04", "ch07", "ch09", "ch10"):
+    for word in ("ci", "full", "ch02", "ch04", "ch07", "ch08", "ch09", "ch10"):
         said = said.replace(f"'{word}'", word)
     assert code == 2 and said == message, err

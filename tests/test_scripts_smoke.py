@@ -76,7 +76,7 @@ def test_measure_sampling_slopes_script_runs_tiny(capsys):
 
 # --------------------------------------------------------------------------- scripts/measure_chapter_margins.py
 def _margins():
-    """scripts/measure_chapter_margins.py as a module (the numbers of chapters 2's, 4's, 7's, 9's and 10's margin
+    """scripts/measure_chapter_margins.py as a module (the numbers of chapters 2's, 4's, 7's, 8's, 9's and 10's margin
     comments)."""
     return runpy.run_path(str(Path(__file__).resolve().parents[1] / "scripts" / "measure_chapter_margins.py"),
                           run_name="measure_chapter_margins")
@@ -175,6 +175,20 @@ def test_measure_chapter_margins_ch07_is_the_chapters_slopes_and_bounds():
     floor = [r.true_measured / r.true_bound.total for r in rows if r.algorithm == "fedavg" and r.rounds == 500]
     assert q["largest T: FedAvg's smallest E||grad F||^2 / the bound read for F (asserted > 1)"] == min(floor)
     assert len(floor) == 2 and len(q) == 12 and np.isfinite(list(q.values())).all()
+
+
+def test_measure_chapter_margins_ch08_is_the_chapters_part_1(capsys):
+    """At chapter seed 0 (ci, T = 100 to 6400) the chapter printed the slopes 0.943 (FedNova to x*) and 0.543 (FedAvg
+    to x~), FedAvg 0.978 of |x* - x~| from x* and 26.8 times farther than FedNova at the smallest eta."""
+    q = _margins()["ch08_quantities"](0, "ci")
+    assert q["FedNova's slope to x* - 0.8 (asserted > 0)"] + 0.8 == pytest.approx(0.943, abs=5e-4)
+    assert q["1.2 - FedNova's slope to x* (asserted > 0)"] == pytest.approx(1.2 - 0.943, abs=5e-4)
+    assert q["FedAvg's slope to x~ (asserted > 0.25)"] == pytest.approx(0.543, abs=5e-4)
+    assert q["smallest eta: FedAvg's distance to x* / |x* - x~| (asserted > 0.75)"] == pytest.approx(0.978, abs=5e-4)
+    assert q["smallest eta: FedAvg's distance to x* / FedNova's (asserted > 10)"] == pytest.approx(26.8, abs=0.05)
+    assert q["largest FedNova distance at the next T / at this T (asserted < 1)"] < 1 and len(q) == 7
+    _margins()["main"](["ch08", "--seeds", "0", "0"])
+    assert _printed_medians(capsys)["FedAvg's slope to x~ (asserted > 0.25)"] == pytest.approx(0.543, abs=5e-4)
 
 
 @pytest.mark.slow
