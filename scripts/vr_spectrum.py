@@ -95,7 +95,8 @@ def write_dense(problem, optimum, name: str, lr: float, steps, setting: str, out
 
 def write_count(problem, optimum, name: str, lr: float, steps, setting: str, out: Path, slack: float,
                 radii: list[float], progress: bool, steps_name: str = "e2") -> None:
-    """The eigenvalue nearest 1 and the counts outside the circles: ``<name>-count.json``."""
+    """The eigenvalue nearest 1 and the counts outside the circles, for the local-step setting ``steps_name``:
+    ``A.vr_count_path(out, name, steps_name)``."""
     started = time.time()
     nearest = complex(A.linearised_vr_eigenvalues(problem, optimum, name, lr, steps, k=1, near=1.0)[0])
     first = abs(nearest) + slack * (1 - abs(nearest))
@@ -119,12 +120,12 @@ def write_count(problem, optimum, name: str, lr: float, steps, setting: str, out
                        "evaluations": [c.evaluations for c, _ in passes], "seconds": [t for _, t in passes]})
     finished = time.time()
     config = {"algorithm": name, "lr": lr, "steps": steps_name, "local_steps": np.asarray(steps).tolist(),
-              "problem": setting, "rows": counts[0]["outside"] + counts[0]["inside"], "method": "contour", "slack": slack,
-              "deflate": "gradient-descent", "max_phase_step": list(PHASE_STEPS)}
+              "problem": setting, "rows": counts[0]["outside"] + counts[0]["inside"], "method": "contour",
+              "slack": slack, "deflate": "gradient-descent", "max_phase_step": list(PHASE_STEPS)}
     summary = {"nearest_one": [nearest.real, nearest.imag], "counts": counts,
                "radius_bounds": [abs(nearest), first] if counts[0]["outside"] == 0 else None}
-    write_result(A.vr_count_path(out, name, steps_name), make_result(config, None, make_provenance(started, finished),
-                                                           kind="linearised-count", summary=summary))
+    record = make_result(config, None, make_provenance(started, finished), kind="linearised-count", summary=summary)
+    write_result(A.vr_count_path(out, name, steps_name), record)
 
 
 def main(argv=None) -> int:
