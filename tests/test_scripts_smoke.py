@@ -191,6 +191,26 @@ def test_measure_chapter_margins_ch08_is_the_chapters_part_1(capsys):
     assert _printed_medians(capsys)["FedAvg's slope to x~ (asserted > 0.25)"] == pytest.approx(0.543, abs=5e-4)
 
 
+def test_measure_chapter_margins_ch08_speedup_is_the_chapters_part_2(capsys):
+    """At chapter seed 0 (ci) the chapter printed FedNova's slope -0.480 against m tau T, 1.03 at its one equal budget,
+    and at the largest budget FedAvg 0.717, FedNova 0.06916 +- 0.001439 against the floor ||grad F(x~)||^2 = 0.725."""
+    _margins()["main"](["ch08", "--seeds", "0", "0", "--speedup"])
+    q = _printed_medians(capsys)
+    assert q["FedNova's slope against m tau T + 0.6 (asserted > 0)"] == pytest.approx(0.6 - 0.480, abs=5e-4)
+    assert q["-0.4 - FedNova's slope against m tau T (asserted > 0)"] == pytest.approx(0.480 - 0.4, abs=5e-4)
+    assert q["largest / smallest error at an equal m tau T (asserted < 1.5)"] == pytest.approx(1.03, abs=5e-3)
+    assert q["largest budget: (floor - FedNova) / FedNova's standard error (asserted > 3)"] == pytest.approx(
+        (0.725 - 0.06916) / 0.001439, rel=2e-3)
+    assert q["largest budget: FedAvg / floor (asserted > 0.85)"] == pytest.approx(0.717 / 0.725, rel=2e-3)
+    assert q["largest budget: (FedAvg - 1.1 floor) / FedNova (asserted < 1)"] == pytest.approx(
+        (0.717 - 1.1 * 0.725) / 0.0692, abs=0.02)
+    assert q["floor ||grad F(x~)||^2 / FedNova at the largest budget"] == pytest.approx(0.725 / 0.0692, rel=2e-3)
+    assert len(q) == 7
+    with pytest.raises(SystemExit):
+        _margins()["main"](["ch07", "--seeds", "0", "0", "--speedup"])
+    assert "--speedup: only chapter 8" in capsys.readouterr().err
+
+
 @pytest.mark.slow
 def test_measure_chapter_margins_ch10_is_the_chapters_parts_5_and_6(capsys):
     """At chapter seed 99 (ci) the chapter's table of end losses (E = 2, three run seeds) printed FedNova-VR 0.372 /
