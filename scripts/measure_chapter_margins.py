@@ -439,7 +439,8 @@ def main(argv=None) -> None:
         ap.error(f"--speedup: only chapter 8 has part 2's linear speedup, not {args.chapter}")
     if args.no_bounds and args.chapter != "ch07":
         ap.error(f"--no-bounds: only chapter 7 runs the bounds, not {args.chapter}")
-    measure = {"ch02": ch02_quantities, "ch08": ch08_speedup_quantities if args.speedup else ch08_quantities, "ch09": ch09_quantities, "ch10": ch10_quantities,
+    measure = {"ch02": ch02_quantities, "ch09": ch09_quantities, "ch10": ch10_quantities,
+               "ch08": ch08_speedup_quantities if args.speedup else ch08_quantities,
                "ch04": lambda seed, profile: ch04_quantities(seed, profile, lr_sweep=not args.no_lr_sweep,
                                                                figure5=args.figure5),
                "ch07": lambda seed, profile: ch07_quantities(seed, profile, bounds=not args.no_bounds)}

@@ -206,9 +206,6 @@ def test_measure_chapter_margins_ch08_speedup_is_the_chapters_part_2(capsys):
         (0.717 - 1.1 * 0.725) / 0.0692, abs=0.02)
     assert q["floor ||grad F(x~)||^2 / FedNova at the largest budget"] == pytest.approx(0.725 / 0.0692, rel=2e-3)
     assert len(q) == 7
-    with pytest.raises(SystemExit):
-        _margins()["main"](["ch07", "--seeds", "0", "0", "--speedup"])
-    assert "--speedup: only chapter 8" in capsys.readouterr().err
 
 
 @pytest.mark.slow
