@@ -689,3 +689,58 @@ def test_solver_factory_gives_exactly_one_solver_per_solver_number_in_any_iterab
     listed = S.consistency_sweep(problem, work, [2], solver_factory=S.make_solvers)
     generated = S.consistency_sweep(problem, work, [2], solver_factory=lambda lr: (s for s in S.make_solvers(lr)))
     assert generated == listed
+
+
+# ---------------------------- equal budgets among cells with T >= k m (chapter 8, full seed 16)
+def test_equal_budget_ratios_min_rounds_per_client_keeps_t_at_least_k_m():
+    """At the full profile, seed 16, the m = 64, T = 256 cell (T = 4m; the bound's m / (tau T) terms 16 times those
+    of m = 4, T = 4096) was 1.69 times the m = 4 cell of its budget: chapter 8 compares cells with T >= 16 m."""
+    rows = [_row(4, 4096, 0.0778), _row(16, 1024, 0.0848), _row(64, 256, 0.131), _row(16, 4096, 0.04),
+            _row(64, 1024, 0.045), _row(64, 4096, 0.02)]
+    assert [round(g[2], 3) for g in S.equal_budget_ratios(rows)] == [1.684, 1.125]
+    groups = S.equal_budget_ratios(rows, min_rounds_per_client=16)
+    assert [g[1] for g in groups] == [[(4, 4096, 0.0778), (16, 1024, 0.0848)], [(16, 4096, 0.04), (64, 1024, 0.045)]]
+    assert groups[0][2] == pytest.approx(0.0848 / 0.0778)
+    # T = k m exactly is kept; one cell over the line drops the group it would leave alone
+    assert len(S.equal_budget_ratios(rows, min_rounds_per_client=16.0001)) == 1
+    assert S.equal_budget_ratios(rows, min_rounds_per_client=65) == []  # only m = 4, T = 4096 left in its group
+    with pytest.raises(ValueError, match="min_rounds_per_client"):
+        S.equal_budget_ratios(rows, min_rounds_per_client=-1)
+
+
+def test_equal_budget_table_marks_the_cells_left_out():
+    rows = [_row(4, 4096, 0.0778), _row(16, 1024, 0.0848), _row(64, 256, 0.131), _row(4, 256, 0.4), _row(16, 64, 0.5)]
+    table = S.equal_budget_table(rows, 16)
+    assert [r[0] for r in table] == [1024.0, 16384.0]
+    assert table[0][1] == "m=4, T=256: 0.4; m=16, T=64: 0.5 (not compared)" and table[0][2] == 1.25
+    assert table[0][3] == "—"  # one cell left: nothing compared
+    assert table[1][1] == "m=4, T=4096: 0.0778; m=16, T=1024: 0.0848; m=64, T=256: 0.131 (not compared)"
+    assert table[1][2] == pytest.approx(0.131 / 0.0778) and table[1][3] == pytest.approx(0.0848 / 0.0778)
+    assert S.equal_budget_table(rows, 16, label="q")[0][1].startswith("q=4, T=256: 0.4; q=16")
+
+
+def test_summaries_name_the_rounds_condition():
+    cons = [S.ConsistencyRow(100, 0.1, 0.2, 0.01, 0.5, 0.3, 0.3, 0.6, 0.7)]
+    grid = [_row(4, 100, 1.0), _row(16, 25, 1.1)]
+    groups = S.equal_budget_ratios(grid)
+    assert "Cells with the same $m\\tilde\\tau T$ — more" in S.summary_markdown(cons, grid, 1.0, 0.5, -0.5, groups)
+    text = S.summary_markdown(cons, grid, 1.0, 0.5, -0.5, groups, min_rounds_per_client=16)
+    assert "Cells with the same $m\\tilde\\tau T$ and $T \\ge 16m$ — more" in text
+    big = [_srow(256, 4, 1024, 0.2, 3.95), _srow(256, 16, 1024, 0.1, 15.1)]
+    small = [_srow(4, 4, 1024, 0.3, 2.29), _srow(4, 16, 1024, 0.25, 3.37)]
+    sgroups = [(1e4, [(4, 4096, 0.2), (16, 1024, 0.21)], 1.05)]
+    assert "same $q\\tilde\\tau T$ agreed" in S.sampling_summary(big, small, -0.5, sgroups, 2.0, 1.2, 4, 16)
+    text = S.sampling_summary(big, small, -0.5, sgroups, 2.0, 1.2, 4, 16, min_rounds_per_client=16)
+    assert "same $q\\tilde\\tau T$ and $T \\ge 16q$ agreed" in text
+
+
+def test_left_out_not_above_names_the_groups_where_a_left_out_cell_is_not_higher():
+    rows = [_row(4, 4096, 0.0778), _row(16, 1024, 0.0848), _row(64, 256, 0.131), _row(16, 4096, 0.04),
+            _row(64, 1024, 0.045)]
+    assert S.left_out_not_above(rows, 16) == []  # (64, 1024): T = 16 m is compared, not left out
+    assert S.left_out_not_above(rows, 17) == []  # (64, 1024) left out and above (16, 4096)
+    low = rows[:2] + [_row(64, 256, 0.0848)] + rows[3:]  # equal to the larger compared cell: not above
+    assert S.left_out_not_above(low, 16) == [(16384.0, [(4, 4096, 0.0778), (16, 1024, 0.0848), (64, 256, 0.0848)])]
+    # a group with nothing compared, or nothing left out, is not checked
+    assert S.left_out_not_above([_row(64, 256, 0.01), _row(16, 1024, 0.02)], 1000) == []
+    assert S.left_out_not_above([_row(64, 256, 0.01), _row(16, 1024, 0.02)], 0) == []

@@ -87,6 +87,8 @@ __all__ = [
     "SpeedupRow",
     "speedup_grid",
     "equal_budget_ratios",
+    "equal_budget_table",
+    "left_out_not_above",
     "SamplingRow",
     "participant_mean_steps",
     "population_tau_eff",
@@ -794,14 +796,33 @@ def plot_bias(ax, rows: Sequence[BiasRow], x_star: np.ndarray, clients: int, rou
     ax.legend(fontsize=7, loc="lower left")
 
 
-def equal_budget_ratios(rows: Sequence[SpeedupRow], algorithm: str = "fednova", rtol: float = 0.05) -> list[tuple]:
+def equal_budget_ratios(rows: Sequence[SpeedupRow], algorithm: str = "fednova", rtol: float = 0.05,
+                        min_rounds_per_client: float = 0.0) -> list[tuple]:
     r"""Groups of cells with the same :math:`m\tilde\tau T` (within ``rtol``; e.g. :math:`4m`
     clients for :math:`T/4` rounds): ``(budget, [(m, T, mean_grad2), ...], max/min)`` for
     every group of two or more — linear speedup says the ratio is close to 1. ``rows`` are :func:`speedup_grid`'s
-    (or :func:`sampling_grid`'s); only those of ``algorithm`` (``"fedavg"`` or ``"fednova"``) count."""
+    (or :func:`sampling_grid`'s, :math:`m` then being :math:`q`); only those of ``algorithm`` (``"fedavg"`` or
+    ``"fednova"``) count.
+
+    ``min_rounds_per_client`` :math:`k \ge 0` keeps only the cells with :math:`T \ge k\,m` (default 0: all).
+    Linear speedup is a statement about the leading term of Theorem 1's bound (eq. 8) at
+    :math:`\eta = \sqrt{m/(\bar\tau T)}`, :math:`\mathcal O(1/\sqrt{m\bar\tau T})`, the same for every cell of a
+    group; its other two terms are :math:`\mathcal O(m/(\bar\tau T))` and grow as :math:`m^2` along a group (256
+    times from :math:`m = 4, T = 4096` to :math:`m = 64, T = 256`), so "for :math:`T` sufficiently large" (§4.2)
+    needs :math:`m/T` bounded. Chapter 8 compares cells with :math:`T \ge 16m`.
+
+    >>> rows = [SpeedupRow("fednova", m, T, 1.0, 0.1, e, 0.0) for m, T, e in
+    ...         [(4, 4096, 0.08), (16, 1024, 0.085), (64, 256, 0.13)]]
+    >>> [(b, round(r, 3)) for b, _, r in equal_budget_ratios(rows)]
+    [(16384.0, 1.625)]
+    >>> [(b, round(r, 3)) for b, _, r in equal_budget_ratios(rows, min_rounds_per_client=16)]
+    [(16384.0, 1.062)]
+    """
     check_choice("algorithm", algorithm, AGGREGATIONS)
     check_nonnegative("rtol", rtol)
-    cells = sorted((r for r in rows if r.algorithm == algorithm), key=lambda r: r.budget)
+    check_nonnegative("min_rounds_per_client", min_rounds_per_client)
+    cells = sorted((r for r in rows if r.algorithm == algorithm and r.rounds >= min_rounds_per_client * r.clients),
+                   key=lambda r: r.budget)
     groups: list[list[SpeedupRow]] = []
     for r in cells:
         if groups and abs(r.budget / groups[-1][0].budget - 1) <= rtol:
@@ -814,6 +835,48 @@ def equal_budget_ratios(rows: Sequence[SpeedupRow], algorithm: str = "fednova", 
             vals = [r.mean_grad2 for r in g]
             out.append((g[0].budget, [(r.clients, r.rounds, r.mean_grad2) for r in g], max(vals) / min(vals)))
     return out
+
+
+def left_out_not_above(rows: Sequence[SpeedupRow], min_rounds_per_client: float, algorithm: str = "fednova",
+                       rtol: float = 0.05) -> list[tuple]:
+    r"""The equal-budget groups (:func:`equal_budget_ratios` over all the cells) in which a cell left out of the
+    comparison (:math:`T < k\,m`, ``min_rounds_per_client`` :math:`k`) is *not* above every compared cell:
+    ``(budget, [(m, T, mean_grad2), ...])`` each; empty when every left-out cell lies above its group's compared
+    cells, as the bound's terms in :math:`m/(\bar\tau T)` (positive, largest for the cells left out) predict.
+    Groups with no cell left out, or none compared, are not checked. ``rows``, ``algorithm`` and ``rtol`` are
+    :func:`equal_budget_ratios`'; chapter 8 asserts the list empty in parts 2 and 3.
+
+    >>> rows = [SpeedupRow("fednova", m, T, 1.0, 0.1, e, 0.0) for m, T, e in
+    ...         [(4, 4096, 0.08), (16, 1024, 0.085), (64, 256, 0.13)]]
+    >>> left_out_not_above(rows, 16)
+    []
+    >>> left_out_not_above(rows[:2] + [rows[2]._replace(mean_grad2=0.082)], 16)
+    [(16384.0, [(4, 4096, 0.08), (16, 1024, 0.085), (64, 256, 0.082)])]
+    """
+    out = []
+    for budget, cells, _ in equal_budget_ratios(rows, algorithm, rtol):
+        left_out = [v for m, T, v in cells if T < min_rounds_per_client * m]
+        kept = [v for m, T, v in cells if T >= min_rounds_per_client * m]
+        if left_out and kept and min(left_out) <= max(kept):
+            out.append((budget, cells))
+    return out
+
+
+def equal_budget_table(rows: Sequence[SpeedupRow], min_rounds_per_client: float, algorithm: str = "fednova",
+                       rtol: float = 0.05, label: str = "m") -> list[list]:
+    r"""Chapter 8's table of the equal-budget groups: one row ``[budget, cells, ratio over all, ratio compared]``
+    per group of :func:`equal_budget_ratios` over all the cells, where ``cells`` lists every cell
+    (``"m=4, T=4096: 0.0778"``, ``label`` naming :math:`m`; ``"q"`` for sampling rows), those with
+    :math:`T < k\,m` (``min_rounds_per_client`` :math:`k`) marked "not compared", and the last entry is the group's
+    ratio over the compared cells (largest / smallest; ``"—"`` where fewer than two are left). ``rows``,
+    ``algorithm`` and ``rtol`` are :func:`equal_budget_ratios`'."""
+    table = []
+    for budget, cells, ratio in equal_budget_ratios(rows, algorithm, rtol):
+        text = "; ".join(f"{label}={m}, T={T}: {v:.4g}" + ("" if T >= min_rounds_per_client * m else " (not compared)")
+                         for m, T, v in cells)
+        kept = [v for m, T, v in cells if T >= min_rounds_per_client * m]
+        table.append([budget, text, ratio, max(kept) / min(kept) if len(kept) > 1 else "—"])
+    return table
 
 
 def plot_consistency(axes, rows: Sequence[ConsistencyRow]) -> None:
@@ -914,7 +977,7 @@ def plot_sampling(axes, rows: Sequence[SamplingRow], rounds: int) -> None:
 
 def summary_markdown(consistency: Sequence[ConsistencyRow], grid: Sequence[SpeedupRow], slope_fednova: float,
                      slope_fedavg_surrogate: float, slope_speedup: float, groups: Sequence[tuple],
-                     check: Optional["EngineCheck"] = None) -> str:
+                     check: Optional["EngineCheck"] = None, *, min_rounds_per_client: float = 0.0) -> str:
     r"""Chapter 8's summary, written from the measured rows (nothing typed in by hand).
 
     ``consistency`` are :func:`consistency_sweep`'s rows (at least one; the first and last are quoted) and
@@ -922,7 +985,9 @@ def summary_markdown(consistency: Sequence[ConsistencyRow], grid: Sequence[Speed
     against the step size of FedNova's distance to :math:`x^*` and FedAvg's to the surrogate's minimiser
     :math:`\tilde x`, and ``slope_speedup`` the log-log slope of FedNova's ``mean_grad2`` (not a distance)
     against the budget :math:`m\tilde\tau T`. ``groups`` are :func:`equal_budget_ratios`' (none: that
-    sentence is left out); ``check`` an :class:`EngineCheck` (``None``: its line is left out)."""
+    sentence is left out); ``check`` an :class:`EngineCheck` (``None``: its line is left out);
+    ``min_rounds_per_client`` the :math:`k` the groups were formed with (cells with :math:`T \ge km`; 0, the default,
+    names no condition)."""
     first, last = consistency[0], consistency[-1]
     nova = [r for r in grid if r.algorithm == "fednova"]
     avg = [r for r in grid if r.algorithm == "fedavg"]
@@ -944,7 +1009,8 @@ def summary_markdown(consistency: Sequence[ConsistencyRow], grid: Sequence[Speed
             f"slope {slope_speedup:.3f} against $m\\tilde\\tau T$ over $m = {min(r.clients for r in nova)}, \\dots, "
             f"{max(r.clients for r in nova)}$ and $T = {min(r.rounds for r in nova)}, \\dots, {max(r.rounds for r in nova)}$ "
             f"(Theorem 3: $-1/2$)."
-            + (f" Cells with the same $m\\tilde\\tau T$ — more clients, proportionally fewer rounds — agreed within "
+            + (f" Cells with the same $m\\tilde\\tau T${_rounds_condition(min_rounds_per_client, 'm')} — more "
+               f"clients, proportionally fewer rounds — agreed within "
                f"a factor {worst[2]:.2f} at worst ({'; '.join(f'm={m}, T={T}: {v:.3g}' for m, T, v in worst[1])}). "
                f"Theorem 3's rate is the bound's leading term for large $T$: with this $\\eta$ its other two terms fall "
                f"as $m/(\\tilde\\tau T)$, faster than $1/\\sqrt{{m\\tilde\\tau T}}$ (App. E's "
@@ -994,14 +1060,16 @@ def sampling_gain_stderr(rows: Sequence[SamplingRow], population: int, rounds: i
 
 def sampling_summary(big: Sequence[SamplingRow], small: Sequence[SamplingRow], slope: float,
                      groups: Sequence[tuple], gain_big: float, gain_small: float, q_from: int, q_to: int,
-                     bias: Sequence[BiasRow] = (), *, slope_eff: Optional[float] = None) -> str:
+                     bias: Sequence[BiasRow] = (), *, slope_eff: Optional[float] = None,
+                     min_rounds_per_client: float = 0.0) -> str:
     r"""Chapter 8's summary of the client-sampling part, from the measured rows; with ``bias``
     (:func:`sampling_bias`'s rows), also the distances of the three ``tau_eff`` choices and, at the
     longest :math:`T`, the :func:`paired_displacement_error` of each sample-dependent choice and
     :math:`q` whose rows allow it. ``slope`` is the log-log slope against :math:`q\tilde\tau T`;
     ``slope_eff``, where given, the one against :math:`q_{\text{eff}}\tilde\tau T`, which chapter 8
     asserts (the text then names it as the asserted one). ``groups`` are :func:`equal_budget_ratios` of the rows
-    (none: that clause is left out).
+    (none: that clause is left out), formed with ``min_rounds_per_client`` :math:`k` (cells with :math:`T \ge kq`;
+    0, the default, names no condition).
 
     ``big`` and ``small`` are :func:`sampling_grid` rows of one population each, sampled with replacement
     (the scheme the text and its :math:`q_{\text{eff}}` formula describe), each with cells at ``q_from``
@@ -1021,7 +1089,8 @@ def sampling_summary(big: Sequence[SamplingRow], small: Sequence[SamplingRow], s
         + f" over $q = {min(r.clients for r in big)}, \\dots, "
         f"{max(r.clients for r in big)}$ and $T = {min(r.rounds for r in big)}, \\dots, {max(r.rounds for r in big)}$ "
         f"(App. G: $-1/2$)"
-        + (f"; cells with the same $q\\tilde\\tau T$ agreed within a factor {worst[2]:.2f} at worst "
+        + (f"; cells with the same $q\\tilde\\tau T${_rounds_condition(min_rounds_per_client, 'q')} agreed within a "
+           f"factor {worst[2]:.2f} at worst "
            f"({'; '.join(f'q={q}, T={T}: {v:.3g}' for q, T, v in worst[1])})." if worst else "."),
         f"- **Where the speedup stops.** A client drawn $k$ times trains once, with weight $k/q$ (the proof of App. G "
         f"indexes mini-batches by client), so the average is worth $q_{{\\text{{eff}}}} = q/(1 + (q-1)\\|p\\|_2^2)$ "
@@ -1053,6 +1122,11 @@ def sampling_summary(big: Sequence[SamplingRow], small: Sequence[SamplingRow], s
                 + f"; with the population value $\\sum_i p_i\\,\\mathbb E\\|a_i\\|_1$ (used in all the runs above) "
                 f"{fixed_short.distance:.3g} → {fixed_long.distance:.3g}." + _paired_sentence(bias, T_long))
     return "\n".join(lines)
+
+
+def _rounds_condition(min_rounds_per_client: float, label: str) -> str:
+    """The summaries' clause naming the cells an equal-budget comparison kept (none for 0)."""
+    return f" and $T \\ge {min_rounds_per_client:g}{label}$" if min_rounds_per_client > 0 else ""
 
 
 def _summary_population(name: str, rows: Sequence[SamplingRow], q_from: int, q_to: int) -> int:
