@@ -744,3 +744,13 @@ def test_left_out_not_above_names_the_groups_where_a_left_out_cell_is_not_higher
     # a group with nothing compared, or nothing left out, is not checked
     assert S.left_out_not_above([_row(64, 256, 0.01), _row(16, 1024, 0.02)], 1000) == []
     assert S.left_out_not_above([_row(64, 256, 0.01), _row(16, 1024, 0.02)], 0) == []
+
+
+def test_left_out_ratios_smallest_left_out_over_largest_compared():
+    rows = [_row(4, 4096, 0.0778), _row(16, 1024, 0.0848), _row(64, 256, 0.131), _row(16, 4096, 0.04),
+            _row(64, 1024, 0.045)]
+    ((budget, cells, ratio),) = S.left_out_ratios(rows, 16)
+    assert budget == 16384.0 and len(cells) == 3 and ratio == pytest.approx(0.131 / 0.0848)
+    both = S.left_out_ratios(rows, 17)  # (64, 1024) left out as well
+    assert [round(r, 4) for _, _, r in both] == [round(0.131 / 0.0848, 4), round(0.045 / 0.04, 4)]
+    assert S.left_out_ratios(rows, 0) == [] and S.left_out_ratios(rows, 2000) == []

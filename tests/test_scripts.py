@@ -102,6 +102,7 @@ def test_measure_bias_limit_refuses_bad_arguments(capsys, flags, message):
     (["--seeds", "1"], "argument --seeds: must be >= 2, got 1"),
     (["--replicas", "0"], "argument --replicas: must be >= 1, got 0"),
     (["--problem-seeds", "-1"], "argument --problem-seeds: must be >= 0, got -1"),
+    (["--min-rounds-per-client", "-1"], "argument --min-rounds-per-client: must be a finite number >= 0, got '-1'"),
     (["--clients", "2", "--rounds", "16"],
      "--clients 2 and --rounds 16: give two different q or two different T (a slope needs two budgets)"),
     (["--clients", "2", "2", "--rounds", "16", "16"],

@@ -72,6 +72,13 @@ def test_measure_sampling_slopes_script_runs_tiny(capsys):
     out = capsys.readouterr().out
     assert out.startswith("problem seed 0: slope -") and "against q_eff tau T" in out
     assert "(flatter than -1/2 at " in out and "of 1); against q_eff tau T: " in out
+    # the equal budgets: with T >= 16 q (the default) no two cells share a budget here (q = 2, 4; T = 16, 32: T < 16 q
+    # for all but q = 2, T = 32), so nothing is compared; over all cells q = 2, T = 32 and q = 4, T = 16 are
+    assert "largest / smallest nan with T >= 16 q" in out and "equal q tau T, largest / smallest: with T >= 16 q" in out
+    main(["--problem-seeds", "0", "--copies", "1", "--clients", "2", "4", "--rounds", "16", "32", "--seeds", "2",
+          "--replicas", "1", "--min-rounds-per-client", "4"])
+    out = capsys.readouterr().out  # T >= 4 q: q = 2, T = 16 and 32; q = 4, T = 16 and 32: the one group compared
+    assert "with T >= 4 q (asserted < 1.5)" in out and "largest / smallest nan" not in out
 
 
 # --------------------------------------------------------------------------- scripts/measure_chapter_margins.py

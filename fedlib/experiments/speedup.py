@@ -88,6 +88,7 @@ __all__ = [
     "speedup_grid",
     "equal_budget_ratios",
     "equal_budget_table",
+    "left_out_ratios",
     "left_out_not_above",
     "SamplingRow",
     "participant_mean_steps",
@@ -837,14 +838,30 @@ def equal_budget_ratios(rows: Sequence[SpeedupRow], algorithm: str = "fednova", 
     return out
 
 
+def left_out_ratios(rows: Sequence[SpeedupRow], min_rounds_per_client: float, algorithm: str = "fednova",
+                    rtol: float = 0.05) -> list[tuple]:
+    r"""For each equal-budget group (:func:`equal_budget_ratios` over all the cells) with both a cell left out of the
+    comparison (:math:`T < k\,m`, ``min_rounds_per_client`` :math:`k`) and a compared one:
+    ``(budget, [(m, T, mean_grad2), ...], ratio)``, ``ratio`` the smallest left-out error over the largest compared
+    one (above 1: every left-out cell lies above every compared cell). ``rows``, ``algorithm`` and ``rtol`` are
+    :func:`equal_budget_ratios`'."""
+    out = []
+    for budget, cells, _ in equal_budget_ratios(rows, algorithm, rtol):
+        left_out = [v for m, T, v in cells if T < min_rounds_per_client * m]
+        kept = [v for m, T, v in cells if T >= min_rounds_per_client * m]
+        if left_out and kept:
+            out.append((budget, cells, min(left_out) / max(kept)))
+    return out
+
+
 def left_out_not_above(rows: Sequence[SpeedupRow], min_rounds_per_client: float, algorithm: str = "fednova",
                        rtol: float = 0.05) -> list[tuple]:
     r"""The equal-budget groups (:func:`equal_budget_ratios` over all the cells) in which a cell left out of the
     comparison (:math:`T < k\,m`, ``min_rounds_per_client`` :math:`k`) is *not* above every compared cell:
-    ``(budget, [(m, T, mean_grad2), ...])`` each; empty when every left-out cell lies above its group's compared
-    cells, as the bound's terms in :math:`m/(\bar\tau T)` (positive, largest for the cells left out) predict.
-    Groups with no cell left out, or none compared, are not checked. ``rows``, ``algorithm`` and ``rtol`` are
-    :func:`equal_budget_ratios`'; chapter 8 asserts the list empty in parts 2 and 3.
+    ``(budget, [(m, T, mean_grad2), ...])`` each (:func:`left_out_ratios` at most 1); empty when every left-out cell
+    lies above its group's compared cells, as the bound's terms in :math:`m/(\bar\tau T)` (positive, largest for
+    the cells left out) predict. Groups with no cell left out, or none compared, are not checked. ``rows``,
+    ``algorithm`` and ``rtol`` are :func:`equal_budget_ratios`'; chapter 8 asserts the list empty in parts 2 and 3.
 
     >>> rows = [SpeedupRow("fednova", m, T, 1.0, 0.1, e, 0.0) for m, T, e in
     ...         [(4, 4096, 0.08), (16, 1024, 0.085), (64, 256, 0.13)]]
@@ -853,13 +870,8 @@ def left_out_not_above(rows: Sequence[SpeedupRow], min_rounds_per_client: float,
     >>> left_out_not_above(rows[:2] + [rows[2]._replace(mean_grad2=0.082)], 16)
     [(16384.0, [(4, 4096, 0.08), (16, 1024, 0.085), (64, 256, 0.082)])]
     """
-    out = []
-    for budget, cells, _ in equal_budget_ratios(rows, algorithm, rtol):
-        left_out = [v for m, T, v in cells if T < min_rounds_per_client * m]
-        kept = [v for m, T, v in cells if T >= min_rounds_per_client * m]
-        if left_out and kept and min(left_out) <= max(kept):
-            out.append((budget, cells))
-    return out
+    return [(budget, cells) for budget, cells, ratio in left_out_ratios(rows, min_rounds_per_client, algorithm, rtol)
+            if ratio <= 1]
 
 
 def equal_budget_table(rows: Sequence[SpeedupRow], min_rounds_per_client: float, algorithm: str = "fednova",
