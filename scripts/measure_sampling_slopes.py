@@ -79,5 +79,6 @@ def main(argv=None) -> None:
           f"{over_seeds(np.max, 1):.3f}; left-out cells at least {over_seeds(np.min, 2):.3f} times the largest "
           f"compared one")
 
+
 if __name__ == "__main__":
     main()

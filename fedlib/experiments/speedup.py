@@ -797,6 +797,12 @@ def plot_bias(ax, rows: Sequence[BiasRow], x_star: np.ndarray, clients: int, rou
     ax.legend(fontsize=7, loc="lower left")
 
 
+def _compared(clients: int, rounds: int, min_rounds_per_client: float) -> bool:
+    """Whether a cell of ``clients`` :math:`m` (or :math:`q`) and ``rounds`` :math:`T` enters the equal-budget
+    comparison: :math:`T \\ge k\\,m`, ``min_rounds_per_client`` :math:`k` (the one place of that rule)."""
+    return rounds >= min_rounds_per_client * clients
+
+
 def equal_budget_ratios(rows: Sequence[SpeedupRow], algorithm: str = "fednova", rtol: float = 0.05,
                         min_rounds_per_client: float = 0.0) -> list[tuple]:
     r"""Groups of cells with the same :math:`m\tilde\tau T` (within ``rtol``; e.g. :math:`4m`
@@ -822,7 +828,8 @@ def equal_budget_ratios(rows: Sequence[SpeedupRow], algorithm: str = "fednova", 
     check_choice("algorithm", algorithm, AGGREGATIONS)
     check_nonnegative("rtol", rtol)
     check_nonnegative("min_rounds_per_client", min_rounds_per_client)
-    cells = sorted((r for r in rows if r.algorithm == algorithm and r.rounds >= min_rounds_per_client * r.clients),
+    cells = sorted((r for r in rows
+                    if r.algorithm == algorithm and _compared(r.clients, r.rounds, min_rounds_per_client)),
                    key=lambda r: r.budget)
     groups: list[list[SpeedupRow]] = []
     for r in cells:
@@ -847,8 +854,8 @@ def left_out_ratios(rows: Sequence[SpeedupRow], min_rounds_per_client: float, al
     :func:`equal_budget_ratios`'."""
     out = []
     for budget, cells, _ in equal_budget_ratios(rows, algorithm, rtol):
-        left_out = [v for m, T, v in cells if T < min_rounds_per_client * m]
-        kept = [v for m, T, v in cells if T >= min_rounds_per_client * m]
+        left_out = [v for m, T, v in cells if not _compared(m, T, min_rounds_per_client)]
+        kept = [v for m, T, v in cells if _compared(m, T, min_rounds_per_client)]
         if left_out and kept:
             out.append((budget, cells, min(left_out) / max(kept)))
     return out
@@ -884,9 +891,9 @@ def equal_budget_table(rows: Sequence[SpeedupRow], min_rounds_per_client: float,
     ``algorithm`` and ``rtol`` are :func:`equal_budget_ratios`'."""
     table = []
     for budget, cells, ratio in equal_budget_ratios(rows, algorithm, rtol):
-        text = "; ".join(f"{label}={m}, T={T}: {v:.4g}" + ("" if T >= min_rounds_per_client * m else " (not compared)")
-                         for m, T, v in cells)
-        kept = [v for m, T, v in cells if T >= min_rounds_per_client * m]
+        text = "; ".join(f"{label}={m}, T={T}: {v:.4g}" + ("" if _compared(m, T, min_rounds_per_client) else
+                                                             " (not compared)") for m, T, v in cells)
+        kept = [v for m, T, v in cells if _compared(m, T, min_rounds_per_client)]
         table.append([budget, text, ratio, max(kept) / min(kept) if len(kept) > 1 else "—"])
     return table
 
