@@ -9,6 +9,7 @@
     PYTHONPATH=. .venv/bin/python scripts/measure_chapter_margins.py ch08 --seeds 0 999 --speedup
     PYTHONPATH=. .venv/bin/python scripts/measure_chapter_margins.py ch09 --seeds 0 399                  # ci sizes
     PYTHONPATH=. .venv/bin/python scripts/measure_chapter_margins.py ch10 --seeds 0 199                  # ci sizes
+    PYTHONPATH=. .venv/bin/python scripts/measure_chapter_margins.py ch10 --seeds 0 9 --profile full --perturbation-only
 
 The setup is the chapter's own: its parameters cell and the cell that sizes the profile are executed from the
 notebook for every seed, so the script follows an edited chapter. For each quantity an assert compares with a
@@ -40,6 +41,7 @@ runs with fixed-length rounds (``run_strategy``).
 ch10: the asserts of parts 5 and 6 that change with the chapter seed (its run seeds and perturbations): the
 Synthetic(1,1) end losses' ratios (largest or smallest over the run seeds), SCAFFOLD's and FedNova-VR's loss rises,
 and the perturbation runs' growth per round; about 45 s a seed at ci (the logistic optimum is solved once).
+``--perturbation-only`` runs part 6's perturbations alone, about 35 s a seed at ci, 45 s at full (190 s with part 5).
 """
 from __future__ import annotations
 
@@ -349,15 +351,41 @@ def ch09_quantities(seed: int, profile: str) -> dict:
     return {"claim 2: min shift / spread": float(np.min(shift) / spread)}
 
 
-def ch10_quantities(seed: int, profile: str) -> dict:
+def ch10_quantities(seed: int, profile: str, synthetic: bool = True) -> dict:
     """Chapter 10's asserts that depend on run seeds (parts 5 and 6): the Synthetic(1,1) end losses of the four
     algorithms under its three step schedules (largest or smallest ratio over the run seeds, per rate), SCAFFOLD's and
     FedNova-VR's loss rises, and the perturbation runs' growth per round and end / start. Parts 1-4 (the quadratic's
-    closed forms) are measured in the chapter's own comments."""
+    closed forms) are measured in the chapter's own comments. ``synthetic=False``: part 6's perturbation runs only,
+    on the local steps of ``acceleration.vr_step_settings`` with the chapter's cap (those the chapter takes)."""
     from fedlib.experiments import acceleration as A
 
-    ns = chapter_setup("ch10", seed, profile, cells=(0, 1, 15))  # parameters, setup, the Synthetic(1,1) runs
-    syn, syn_runs, syn_end, syn_steps = ns["syn"], ns["syn_runs"], ns["syn_end"], ns["syn_steps"]
+    if synthetic:
+        ns = chapter_setup("ch10", seed, profile, cells=(0, 1, 15))  # parameters, setup, the Synthetic(1,1) runs
+        out = _ch10_synthetic(ns)
+        syn, steps = ns["syn"], ns["step_settings"]
+    else:
+        from fedlib.experiments.synthetic import make_problem
+
+        ns = chapter_setup("ch10", seed, profile, cells=(0, 1))  # parameters, setup
+        out, syn = {}, make_problem()
+        steps = A.vr_step_settings(syn.num_samples, syn.p, cap=ns["big_cap"])
+    lr_plot, opt = ns["synthetic_lrs"][-1], _logistic_optimum(syn)
+    names = {"e2": "E = 2", "equal": "equal steps", "capped": "capped"}
+    for sk, n in [("e2", "scaffold"), ("e2", "fednova-vr"), ("equal", "scaffold"), ("capped", "scaffold")]:
+        run = A.perturbation_growth(syn, opt, n, lr_plot, steps[sk], ns["linearised_rounds"], size=1e-7, seed=seed)
+        label = f"perturbation, {names[sk]}, {A.VARIANTS[n].label}"
+        sign = ">" if (sk, n) == ("e2", "scaffold") else "<"  # SCAFFOLD's E = 2 rounds leave x*, the others return
+        out[f"{label}: growth per round (asserted {sign} 1)"] = run.rate
+        if sk == "e2":
+            out[f"{label}: end / start (asserted {sign} 1)"] = run.distances[-1] / run.distances[0]
+        else:  # the controls' transient
+            out[f"{label}: largest distance / start (asserted > 1)"] = run.distances.max() / run.distances[0]
+    return out
+
+
+def _ch10_synthetic(ns: dict) -> dict:
+    """Part 5's quantities from the chapter's Synthetic(1,1) runs (the namespace of its cells)."""
+    syn_runs, syn_end = ns["syn_runs"], ns["syn_end"]
     hetero, equal, capped = list(ns["syn_schedules"])
     out = {}
     for lr in ns["synthetic_lrs"]:
@@ -377,17 +405,6 @@ def ch10_quantities(seed: int, profile: str) -> dict:
     rises = {n: np.diff(c) / c[:-1] for n, c in median.items()}
     out["SCAFFOLD's rounds whose median loss rises by > 10 % (asserted >= 3)"] = int(np.sum(rises["scaffold"] > 0.1))
     out["FedNova-VR's largest rise of its median loss in a round (asserted <= 0.1)"] = float(rises["fednova-vr"].max())
-    opt = _logistic_optimum(syn)
-    names = {hetero: "E = 2", equal: "equal steps", capped: "capped"}
-    for sk, n in [(hetero, "scaffold"), (hetero, "fednova-vr"), (equal, "scaffold"), (capped, "scaffold")]:
-        run = A.perturbation_growth(syn, opt, n, lr_plot, syn_steps[sk], ns["linearised_rounds"], size=1e-7, seed=seed)
-        label = f"perturbation, {names[sk]}, {A.VARIANTS[n].label}"
-        sign = ">" if (sk, n) == (hetero, "scaffold") else "<"  # SCAFFOLD's E = 2 rounds leave x*, the others return
-        out[f"{label}: growth per round (asserted {sign} 1)"] = run.rate
-        if sk == hetero:
-            out[f"{label}: end / start (asserted {sign} 1)"] = run.distances[-1] / run.distances[0]
-        else:  # the controls' transient
-            out[f"{label}: largest distance / start (asserted > 1)"] = run.distances.max() / run.distances[0]
     return out
 
 
@@ -435,6 +452,8 @@ def main(argv=None) -> None:
                     help="ch08: part 2 (linear speedup) instead of part 1 (about 2 s a seed at ci)")
     ap.add_argument("--no-bounds", action="store_true",
                     help="ch07: leave out the Theorem 1 and 2 runs (most of the time)")
+    ap.add_argument("--perturbation-only", action="store_true",
+                    help="ch10: part 6's perturbation runs only, not part 5's Synthetic(1,1) runs (most of the time)")
     args = ap.parse_args(argv)
     first, last = args.seeds
     if last < first:
@@ -447,7 +466,10 @@ def main(argv=None) -> None:
         ap.error(f"--speedup: only chapter 8 has part 2's linear speedup, not {args.chapter}")
     if args.no_bounds and args.chapter != "ch07":
         ap.error(f"--no-bounds: only chapter 7 runs the bounds, not {args.chapter}")
-    measure = {"ch02": ch02_quantities, "ch09": ch09_quantities, "ch10": ch10_quantities,
+    if args.perturbation_only and args.chapter != "ch10":
+        ap.error(f"--perturbation-only: only chapter 10 has part 6's perturbation runs, not {args.chapter}")
+    measure = {"ch02": ch02_quantities, "ch09": ch09_quantities,
+               "ch10": lambda seed, profile: ch10_quantities(seed, profile, synthetic=not args.perturbation_only),
                "ch08": ch08_speedup_quantities if args.speedup else ch08_quantities,
                "ch04": lambda seed, profile: ch04_quantities(seed, profile, lr_sweep=not args.no_lr_sweep,
                                                                figure5=args.figure5),

@@ -406,6 +406,7 @@ def test_check_ranges_names_a_missing_interpreter(tmp_path):
     (["ch10", "--no-bounds"], "--no-bounds: only chapter 7 runs the bounds, not ch10"),
     (["ch07", "--figure5"], "--figure5: only chapter 4 has Figure 5, not ch07"),
     (["ch07", "--speedup"], "--speedup: only chapter 8 has part 2's linear speedup, not ch07"),
+    (["ch08", "--perturbation-only"], "--perturbation-only: only chapter 10 has part 6's perturbation runs, not ch08"),
     (["ch02", "--seeds", "5", "4"], "--seeds 5 4: LAST must be >= FIRST"),
     (["ch02", "--seeds", "-1", "4"], "argument --seeds: must be >= 0, got -1"),
     (["ch02", "--profile", "fast"], "argument --profile: invalid choice: 'fast' (choose from ci, full)"),

@@ -236,6 +236,19 @@ def test_measure_chapter_margins_ch10_is_the_chapters_parts_5_and_6(capsys):
     assert len(median) == 16
 
 
+@pytest.mark.slow
+def test_measure_chapter_margins_ch10_perturbation_only_is_part_6_alone(capsys):
+    """--perturbation-only: the same four perturbation runs at chapter seed 99 (ci), without part 5's losses."""
+    _margins()["main"](["ch10", "--seeds", "99", "99", "--perturbation-only"])
+    median = _printed_medians(capsys)
+    rates = {"E = 2, SCAFFOLD": 1.0918, "E = 2, FedNova-VR": 0.9947, "equal steps, SCAFFOLD": 0.9882,
+             "capped, SCAFFOLD": 0.9612}
+    for label, rate in rates.items():
+        shown = f"perturbation, {label}: growth per round (asserted {'>' if label == 'E = 2, SCAFFOLD' else '<'} 1)"
+        assert median[shown] == pytest.approx(rate, abs=6e-4), (label, median[shown])
+    assert len(median) == 8 and all(k.startswith("perturbation, ") for k in median)
+
+
 def test_measure_chapter_margins_orders_the_worst_seeds():
     """Largest first, but smallest first for the quantities whose small values are the risk."""
     summarise = _margins()["summarise"]
