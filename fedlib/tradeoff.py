@@ -16,6 +16,8 @@ first term of Theorem 1).
 * :func:`fedprox_curves` — the closed forms on a grid of :math:`\alpha`;
 * :func:`measured_fedprox_weights` — the same from real proximal-SGD runs (online
   :math:`\|a_i\|_1` fed to :func:`fedlib.rule.fedavg_weights`);
+* :func:`probed_fedprox_weights` — the same from the changes :math:`\Delta_i` of the solver's own steps
+  (:math:`a_i` read off a probe, :func:`fedlib.anatomy.probe_a_vector`), not from its counter;
 * :func:`fedprox_sweep` — distance to :math:`x^*` after :math:`T` rounds on a quadratic,
   FedProx for every :math:`\alpha` and FedNova with the same proximal solver and
   :math:`\tau_{\text{eff}} = \sum_i p_i\tau_i`, with :func:`fedlib.engines.reference.run_sequential`;
@@ -34,6 +36,7 @@ import numpy as np
 from ._validate import (bool_entry, check_count, check_finite_array, check_in_range, check_instance, check_int,
                         check_local_steps, check_positive, check_sequence, is_bool)
 from .algorithms import make_algorithm
+from .anatomy import probe_a_vector
 from .engines.reference import run_sequential
 from .problems.quadratic import QuadraticProblem
 from .rule import fedavg_weights
@@ -43,7 +46,8 @@ from .theory import (Theorem1Terms, _radius_or_inf, chi_square, fedprox_weights,
                      theorem1_bound, theorem1_constants)
 from .tree import _scaled_norm
 
-__all__ = ["FedProxCurves", "fedprox_curves", "measured_fedprox_weights", "mu_for_alpha", "Sweep",
+__all__ = ["FedProxCurves", "fedprox_curves", "measured_fedprox_weights", "probed_fedprox_weights", "mu_for_alpha",
+           "Sweep",
            "fedprox_sweep", "closed_form_distances", "round_contraction", "fedprox_bound", "fedprox_bound_best_alpha"]
 
 
@@ -115,6 +119,23 @@ def measured_fedprox_weights(problem: QuadraticProblem, local_steps: Any, lr: fl
     a_norms = np.array([solver.run(x0, lambda x, k, i=i: problem.grad(x, i), int(steps[i])).a_norm
                         for i in range(problem.num_clients)])
     tau_eff, w = fedavg_weights(problem.p, a_norms)
+    return tau_eff, w, a_norms
+
+
+def probed_fedprox_weights(p: Any, local_steps: Any, lr: float, alpha: float) -> tuple[float, np.ndarray, np.ndarray]:
+    r"""``(tau_eff, w, a_norms)`` of FedAvg's rule (eq. 6) with each :math:`\|a_i\|_1` measured from the parameter
+    change of proximal SGD's own steps (:math:`\mu = \alpha/\eta`): :func:`fedlib.anatomy.probe_a_vector` runs
+    the solver's ``update`` for :math:`\tau_i` steps on a :math:`\tau_i`-vector whose gradient at step :math:`k` is
+    :math:`e_k`, so :math:`\Delta_i = -\eta G_i a_i` with :math:`G_i = I` gives :math:`a_i = -\Delta_i/\eta`. Unlike
+    :func:`measured_fedprox_weights` (the solver's running counter :math:`A \leftarrow (1-\alpha)A + 1`), this reads
+    the steps themselves; both should equal eq. 7 (chapter 3 asserts it).
+
+    ``p`` is the (m,) client weights, ``local_steps`` the (m,) :math:`\tau_i` (whole numbers :math:`\ge 1`),
+    ``lr`` :math:`\eta > 0` and ``alpha`` :math:`\alpha \in [0, 1]`."""
+    steps = check_local_steps("local_steps", local_steps)
+    solver = proximal_sgd(lr, mu_for_alpha(alpha, lr))
+    a_norms = np.array([probe_a_vector(solver, int(t)).sum() for t in steps])
+    tau_eff, w = fedavg_weights(p, a_norms)
     return tau_eff, w, a_norms
 
 

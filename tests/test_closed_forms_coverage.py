@@ -25,7 +25,8 @@ compares the closed form with the library's own operational path:
 * :func:`official_inplace_a_vector` against the official in-place dynamics run by the library's
   momentum solver, and bit for bit against its former O(tau^2) loop of one run per entry, and
   :func:`official_counter_a_norm` where it is right (one feature);
-* :func:`fedprox_curves` against real proximal-SGD runs (:func:`measured_fedprox_weights`), and
+* :func:`fedprox_curves` against real proximal-SGD runs (:func:`measured_fedprox_weights`, the solver's counter,
+  and :func:`probed_fedprox_weights`, its steps' changes), and
   :func:`closed_form_distances` against real FedProx / FedNova rounds on random quadratics.
 """
 from __future__ import annotations
@@ -403,10 +404,16 @@ def test_fedprox_curves_are_those_of_real_proximal_runs(seed):
     curves = tradeoff.fedprox_curves(p, steps, alphas)
     problem = random_quadratic(m, 2, seed=seed, p=p)
     for k, alpha in enumerate(alphas):
-        tau_eff, w, _ = tradeoff.measured_fedprox_weights(problem, steps, 0.01, float(alpha))
+        tau_eff, w, counted = tradeoff.measured_fedprox_weights(problem, steps, 0.01, float(alpha))
         assert curves.tau_eff[k] == pytest.approx(tau_eff, rel=1e-11)
         assert curves.chi2[k] == pytest.approx(theory.chi_square(p, w), rel=1e-9, abs=1e-15)
         assert curves.slowdown[k] == pytest.approx(steps.mean() / tau_eff, rel=1e-11)
+        # the same from the changes the solver's steps make (a_i = -Delta_i / eta on a probe), not its counter
+        probed_tau_eff, probed_w, probed = tradeoff.probed_fedprox_weights(p, steps, 0.01, float(alpha))
+        np.testing.assert_allclose(probed, counted, rtol=1e-12)
+        np.testing.assert_allclose(probed, (1 - (1 - alpha) ** steps) / alpha, rtol=1e-12)
+        assert curves.tau_eff[k] == pytest.approx(probed_tau_eff, rel=1e-11)
+        np.testing.assert_allclose(probed_w, w, rtol=1e-11)
 
 
 @pytest.mark.parametrize("seed", range(3))
