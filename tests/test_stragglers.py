@@ -284,6 +284,8 @@ def test_smoothed_loss_at_is_the_median_of_the_last_rounds_finished_by_then():
     smoothed_end_loss."""
     c = _curves([[3.0, 2.0, 1.0, 9.0, 1.5, 0.5], [3.0, 2.5, 2.0, 1.5, 1.0, 0.5]], [[0, 1, 2, 3, 4, 5]] * 2)
     np.testing.assert_array_equal(ST.loss_at(c, 3.5), [9.0, 1.5])
+    assert ST.rounds_finished(c, 3.5).tolist() == [3, 3] and ST.rounds_finished(c, 3.0).tolist() == [3, 3]
+    assert ST.rounds_finished(c, 0.5).tolist() == [0, 0] and ST.rounds_finished(c, np.inf).tolist() == [5, 5]
     np.testing.assert_array_equal(ST.smoothed_loss_at(c, 3.5, fraction=1.0), [2.0, 2.0])   # rounds 1-3
     np.testing.assert_array_equal(ST.smoothed_loss_at(c, 3.5, fraction=0.5), [5.0, 1.75])  # round(1.5) = 2: 2-3
     np.testing.assert_array_equal(ST.smoothed_loss_at(c, 4.0, fraction=0.5), [5.25, 1.25])  # rounds 3-4
@@ -298,7 +300,7 @@ def test_smoothed_loss_at_is_the_median_of_the_last_rounds_finished_by_then():
 
 
 def test_run_strategy_records_mean_weights_and_the_tail_averaged_models_client_losses(small_problem):
-    """``weights``: the rounds' w^(t) averaged (p for wait-for-all and FedNova); ``end_client_losses``: F_i at the
+    """``weights``: the rounds' w^(t) averaged, each by its tau_eff^(t) (p for wait-for-all and FedNova); ``end_client_losses``: F_i at the
     mean of the parameters after each of the last ``end_fraction`` of the rounds, from the engine run directly."""
     from fedlib.problems.logistic import unpack_params
 
@@ -319,9 +321,13 @@ def test_run_strategy_records_mean_weights_and_the_tail_averaged_models_client_l
         np.testing.assert_allclose(c.end_client_losses[0], [small_problem.client_loss(mean, i) for i in range(4)],
                                    rtol=1e-12)
         assert c.end_rounds == 2
-        np.testing.assert_allclose(c.weights[0], np.mean([h["weights"] for h in run.history], axis=0), rtol=1e-12)
         if strategy == "fedavg-fixed-time":
+            # each round's w^(t) = p tau^(t) / (p . tau^(t)) counted by its tau_eff^(t) = p . tau^(t): the steps summed
+            steps = np.sum([h["local_steps"] for h in run.history], axis=0)
+            np.testing.assert_allclose(c.weights[0], p * steps / (p @ steps), rtol=1e-12)
             assert np.max(np.abs(c.weights[0] - p)) > 1e-3
+            # not the plain mean of the rounds' w^(t), which differs where tau_eff^(t) varies between rounds
+            assert np.max(np.abs(c.weights[0] - np.mean([h["weights"] for h in run.history], axis=0))) > 1e-6
         else:
             np.testing.assert_allclose(c.weights[0], p, rtol=1e-12)
         last = ST.run_strategy(small_problem, clock, strategy, rounds, [3], lr=0.05, end_fraction=0.01)
@@ -392,6 +398,8 @@ def test_summary_writes_the_shift_and_the_lead_to_the_end():
     text = ST.summary_markdown(c, 2.0, 0.6, times, ends, np.array([2, 0]), shift=np.array([0.1234, 0.05]),
                                spread=0.0071)
     assert "was 0.1234, 0.0500 per seed, against at most 0.0071 between two runs" in text
+    # at 2.0 s each strategy has finished 2 rounds (the window of the median, 5 % of them, is the last one)
+    assert "its loss was 0.500 after 2 rounds, against 0.500 for FedNova with fixed-length rounds after 2 (" in text
     # the window the models were averaged over, as the curves record it (run_strategy's end_rounds)
     averaged = {k: v._replace(end_rounds=20) for k, v in c.items()}
     assert "per seed (each model averaged over its last 20 rounds), against at most 0.0071" in ST.summary_markdown(

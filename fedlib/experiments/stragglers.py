@@ -56,8 +56,8 @@ from ..schedules import FixedSteps, WallClock, whole_steps
 from ..solvers import sgd
 
 __all__ = ["STRATEGIES", "LABELS", "make_clock", "sync_steps_of", "StragglerCurves", "run_strategy",
-           "run_strategies", "loss_at", "smoothed_loss_at", "time_to_reach", "smoothed_end_loss", "objective_shift",
-           "objective_shift_spread", "last_lead_round", "plot_loss_vs_time", "summary_markdown"]
+           "run_strategies", "loss_at", "rounds_finished", "smoothed_loss_at", "time_to_reach", "smoothed_end_loss",
+           "objective_shift", "objective_shift_spread", "last_lead_round", "plot_loss_vs_time", "summary_markdown"]
 
 #: The three strategies, in the chapter's order.
 STRATEGIES = ("wait-for-all", "fedavg-fixed-time", "fednova-fixed-time")
@@ -100,7 +100,9 @@ class StragglerCurves(NamedTuple):
     ``seconds`` (seeds, rounds + 1), the wall-clock time at which each loss is reached
     (0 first); ``chi2`` (seeds, rounds), :math:`\chi^2(p\|w)` of every round's weights;
     ``mean_steps`` (seeds,), :math:`\bar\tau` averaged over the rounds; ``weights`` (seeds, m), the aggregation
-    weights :math:`w^{(t)}` averaged over the rounds, :math:`\bar w`; ``end_client_losses`` (seeds, m),
+    weights :math:`w^{(t)}` averaged over the rounds, each round by its :math:`\tau_{\text{eff}}^{(t)}` (the length
+    of its step), :math:`\bar w = \sum_t \tau_{\text{eff}}^{(t)} w^{(t)} / \sum_t \tau_{\text{eff}}^{(t)}`, for
+    FedAvg :math:`\bar w_i = p_i\sum_t\tau_i^{(t)} / \sum_t\sum_j p_j\tau_j^{(t)}`; ``end_client_losses`` (seeds, m),
     :math:`F_i` at the parameters averaged over the last rounds; ``end_rounds``, how many rounds that average spans
     (:func:`run_strategy`'s ``end_fraction`` of them, at least one). The last three are ``None`` in curves built
     without them."""
@@ -176,7 +178,7 @@ def run_strategy(problem: LogisticProblem, clock: WallClock, strategy: str, roun
                           seed=int(seed), on_round_end=keep)
         end_params = unpack_params(np.mean(last, axis=0))
         client_losses.append([problem.client_loss(end_params, i) for i in range(problem.num_clients)])
-        weights.append(np.mean([h["weights"] for h in run.history], axis=0))
+        weights.append(_step_weighted_mean_weights(run.history))
         losses.append([run.initial["train_loss"]] + [h["train_loss"] for h in run.history])
         seconds.append(np.concatenate([[0.0], np.cumsum(durations)]))
         chi2.append([h["chi2"] for h in run.history])
@@ -184,6 +186,17 @@ def run_strategy(problem: LogisticProblem, clock: WallClock, strategy: str, roun
     return StragglerCurves(strategy, tuple(int(s) for s in seeds), np.array(losses), np.array(seconds),
                            np.array(chi2), np.array(steps), np.array(weights), np.array(client_losses),
                            int(tail))
+
+
+def _step_weighted_mean_weights(history: Sequence[dict]) -> np.ndarray:
+    r""":math:`\bar w = \sum_t \tau_{\text{eff}}^{(t)} w^{(t)} / \sum_t \tau_{\text{eff}}^{(t)}` of a run's rounds
+    (their ``tau_eff`` and ``weights``): round :math:`t` moves the model by
+    :math:`-\eta\,\tau_{\text{eff}}^{(t)}\sum_i w_i^{(t)}\nabla F_i` (full gradients), so over the run the
+    clients' gradients count in proportion to :math:`\sum_t \tau_{\text{eff}}^{(t)} w_i^{(t)}`, for FedAvg
+    :math:`p_i\sum_t \tau_i^{(t)}`; the objective the rounds drift to weights them so, not by the plain mean of
+    the :math:`w^{(t)}` (which gives a round of few steps the weight of a long one)."""
+    tau_eff = np.array([h["tau_eff"] for h in history], dtype=float)
+    return tau_eff @ np.array([h["weights"] for h in history], dtype=float) / tau_eff.sum()
 
 
 def run_strategies(problem: LogisticProblem, clock: WallClock, rounds: int, seeds: Sequence[int], *,
@@ -211,13 +224,16 @@ def loss_at(curves: StragglerCurves, seconds: float) -> np.ndarray:
     :math:`\ge 0`; ``inf``: the last round).
 
     ``curves`` is a :class:`StragglerCurves` of :func:`run_strategy`."""
-    idx = _rounds_finished(curves, seconds)
+    idx = rounds_finished(curves, seconds)
     return curves.losses[np.arange(len(idx)), idx]
 
 
-def _rounds_finished(curves: StragglerCurves, seconds: float) -> np.ndarray:
-    """Per seed: how many rounds had finished by wall-clock time ``seconds`` (a time >= 0, checked), the index of
-    the loss reached then."""
+def rounds_finished(curves: StragglerCurves, seconds: float) -> np.ndarray:
+    r"""Per seed: how many rounds had finished by wall-clock time ``seconds`` (a time :math:`\ge 0`), the index in
+    ``curves.losses`` of the loss reached then (chapter 9: how many rounds :func:`smoothed_loss_at`'s share of them
+    spans).
+
+    ``curves`` is a :class:`StragglerCurves` of :func:`run_strategy`."""
     if not _is_number(seconds) or seconds != seconds or seconds < 0:  # != itself: NaN (np.isnan fails on 10**20)
         raise ValueError(f"seconds must be a wall-clock time >= 0, got {seconds!r}")
     return np.array([np.searchsorted(s, seconds, side="right") - 1 for s in curves.seconds])
@@ -236,7 +252,7 @@ def smoothed_loss_at(curves: StragglerCurves, seconds: float, fraction: float = 
     ``curves`` is a :class:`StragglerCurves` of :func:`run_strategy`."""
     _check_fraction("fraction", fraction)
     return np.array([np.median(loss[done + 1 - _tail_rounds(fraction, done) if done else 0:done + 1])
-                     for loss, done in zip(curves.losses, _rounds_finished(curves, seconds))])
+                     for loss, done in zip(curves.losses, rounds_finished(curves, seconds))])
 
 
 def time_to_reach(curves: StragglerCurves, target: float) -> np.ndarray:
@@ -296,13 +312,15 @@ def _shift_inputs(fedavg: StragglerCurves, fednova: StragglerCurves, p) -> tuple
 
 def objective_shift(fedavg: StragglerCurves, fednova: StragglerCurves, p) -> np.ndarray:
     r"""Per seed: :math:`\sum_i (p_i - \bar w_i)\,(F_i(x_{\text{avg}}) - F_i(x_{\text{nova}}))`, with
-    :math:`\bar w` FedAvg's weights averaged over its rounds and :math:`x` each run's model at the end
+    :math:`\bar w` FedAvg's weights averaged over its rounds (:class:`StragglerCurves`' ``weights``, each round by its
+    :math:`\tau_{\text{eff}}^{(t)}`) and :math:`x` each run's model at the end
     (``end_client_losses``). It is :math:`[F(x_{\text{avg}}) - F(x_{\text{nova}})] - [\tilde F(x_{\text{avg}}) -
     \tilde F(x_{\text{nova}})]` with :math:`F = \sum_i p_i F_i` and FedAvg's surrogate
     :math:`\tilde F = \sum_i \bar w_i F_i`: positive when, compared with FedNova's model, FedAvg's does worse on the
-    clients it weights less than :math:`p` (the slow ones) than on those it weights more. If each model minimised its
-    own objective (FedAvg :math:`\tilde F`, FedNova :math:`F`), it would be :math:`\ge 0`: the sum of
-    :math:`\tilde F(x_{\text{nova}}) - \tilde F(x_{\text{avg}}) \ge 0` and
+    clients it weights less than :math:`p` (the slow ones: :math:`\bar w_i < p_i` when client :math:`i`'s mean
+    :math:`\tau_i^{(t)}` is below the rounds' mean :math:`\sum_j p_j\tau_j^{(t)}`) than on those it weights more. If
+    each model minimised its own objective (FedAvg :math:`\tilde F`, FedNova :math:`F`), it would be :math:`\ge 0`:
+    the sum of :math:`\tilde F(x_{\text{nova}}) - \tilde F(x_{\text{avg}}) \ge 0` and
     :math:`F(x_{\text{avg}}) - F(x_{\text{nova}}) \ge 0`. With one objective for both it is noise around 0
     (:func:`objective_shift_spread`).
 
@@ -398,10 +416,11 @@ def summary_markdown(runs: Mapping[str, StragglerCurves], end_seconds: float, ta
         f"- **Waiting for the slowest client** (every client {int(round(wait.mean_steps[0]))} steps) made a round last "
         f"{per_round:.1f} s on average instead of {avg.seconds[:, -1].mean() / (avg.seconds.shape[1] - 1):.2f} s. "
         f"At {end_seconds:.0f} s — when the fixed-length runs ended — its loss was "
-        f"{smoothed_loss_at(wait, end_seconds, end_fraction).mean():.3f}, against "
-        f"{smoothed_loss_at(nova, end_seconds, end_fraction).mean():.3f} for FedNova with fixed-length rounds "
-        f"(each the median of the last {100 * end_fraction:g}% of the rounds finished by then; means over "
-        f"{len(wait.seeds)} seeds).",
+        f"{smoothed_loss_at(wait, end_seconds, end_fraction).mean():.3f} after "
+        f"{rounds_finished(wait, end_seconds).mean():.0f} rounds, against "
+        f"{smoothed_loss_at(nova, end_seconds, end_fraction).mean():.3f} for FedNova with fixed-length rounds after "
+        f"{rounds_finished(nova, end_seconds).mean():.0f} (each the median of the last {100 * end_fraction:g}% of the "
+        f"rounds finished by then, at least the last; means over {len(wait.seeds)} seeds).",
         f"- To reach a loss of {target:.3f}, waiting for all took {np.median(ratio):.1f}× the wall-clock time of "
         f"FedNova with fixed-length rounds (median over seeds; {', '.join(f'{r:.1f}×' for r in ratio)}).",
         f"- **Fixed-length rounds, FedAvg vs FedNova.** FedAvg weights clients by the steps they finished "
@@ -416,8 +435,9 @@ def summary_markdown(runs: Mapping[str, StragglerCurves], end_seconds: float, ta
         averaged = "" if avg.end_rounds is None else f" (each model averaged over its last {avg.end_rounds} rounds)"
         lines.append(
             f"- **FedAvg drifts towards its surrogate** $\\tilde F = \\sum_i \\bar w_i F_i$ ($\\bar w$: its weights "
-            f"averaged over the rounds): $\\sum_i (p_i - \\bar w_i)(F_i(x_{{\\text{{avg}}}}) - "
-            f"F_i(x_{{\\text{{nova}}}}))$ was {', '.join(f'{v:.4f}' for v in np.ravel(shift))} per seed{averaged}"
+            f"averaged over the rounds, each by its $\\tau_{{\\text{{eff}}}}$): "
+            f"$\\sum_i (p_i - \\bar w_i)(F_i(x_{{\\text{{avg}}}}) - F_i(x_{{\\text{{nova}}}}))$ was "
+            f"{', '.join(f'{v:.4f}' for v in np.ravel(shift))} per seed{averaged}"
             f"{against}: compared with FedNova's model, "
             "FedAvg's does worse on the slow clients it weights less than $p$ than on the fast ones it weights more.")
     if lead_rounds is not None:
