@@ -286,8 +286,36 @@ def test_rate_check_and_comparison_helpers():
                                                              - prob.optimum()), rel=1e-10)
     cmp = A.compare_with_closed_form(prob, "scaffold", 0.05, FixedSteps(steps), 30)
     assert cmp.max_difference < 1e-12 and cmp.closed.size == 31
+    # the last models themselves: the run's x_30 against the round map iterated by hand from (0, zero variates)
+    rm, state = A.variant_round_map(prob, "scaffold", 0.05, steps), A.initial_state(prob, "scaffold")
+    for _ in range(30):
+        state = rm.M @ state + rm.b
+    x_star = prob.optimum()
+    by_hand = np.linalg.norm(cmp.run.params - state[:3]) / max(np.linalg.norm(x_star), np.linalg.norm(state[:3] - x_star))
+    assert cmp.final_relative_difference == pytest.approx(by_hand, rel=1e-6, abs=1e-15)
+    assert cmp.final_relative_difference < 1e-12
+    # server momentum: the run ends at the limit of the map without it, to rounding (closest), not only at its distance
+    assert rc.closest < 1e-11
     lims = A.limit_distances(prob, ["fednova", "fednova-vr"], [0.01, 0.02], steps)
     assert lims["fednova"][1] > 1.5 * lims["fednova"][0] and np.all(lims["fednova-vr"] < 1e-10)
+
+
+def test_rate_check_closest_is_the_runs_own_distance_to_the_limit(monkeypatch):
+    """closest = min_t ||x_t - limit|| / ||x_0 - limit|| from the run: a limit 1e-3 off the true one in every
+    coordinate (a map whose fixed point moved, say) leaves the run's closest near sqrt(3) 1e-3 / ||x_0 - limit||
+    (a little below: the run may pass nearer on its way), far from rounding level."""
+    prob, steps, _ = _random_setting(14, m=4, d=3)
+    true = A.rate_check(prob, "fednova-servermom", 0.05, steps, 400, server_beta=0.5)
+    assert true.closest < 1e-11
+    fixed = A._fixed_state_and_radius
+
+    def shifted(*args, **kwargs):
+        state, radius, rm = fixed(*args, **kwargs)
+        return state + 1e-3, radius, rm
+    monkeypatch.setattr(A, "_fixed_state_and_radius", shifted)
+    off = A.rate_check(prob, "fednova-servermom", 0.05, steps, 400, server_beta=0.5)
+    x0_gap = np.linalg.norm(A.variant_limit(prob, "fednova", 0.05, steps) + 1e-3)  # x_0 = 0
+    assert 0.5 * 1e-3 * np.sqrt(3) / x0_gap < off.closest <= 1e-3 * np.sqrt(3) / x0_gap * (1 + 1e-6)
 
 
 def _two_modes():
@@ -387,6 +415,7 @@ def test_comparing_a_diverging_run_with_its_closed_form_is_nan_and_says_nothing_
     np.testing.assert_allclose(cmp.run.distances, cmp.closed[:8], rtol=1e-12)
     assert cmp.closed[3] > 1e117 and cmp.closed[7] > 1e273
     assert 0 < cmp.max_difference < np.inf and cmp.max_relative_difference < 1e-12
+    assert cmp.final_relative_difference < 1e-12  # the run's last model (round 7) against the closed form's round 7
     assert overflowing.run.distances[0] == overflowing.closed[0] == np.inf and not overflowing.run.diverged
     assert np.isnan(overflowing.max_difference) and np.isnan(overflowing.max_relative_difference)
 

@@ -349,6 +349,14 @@ def iterate_round_maps(problem: QuadraticProblem, name: str, lr: float, schedule
     ``x0`` and ``reference`` must be finite vectors of the problem's dimension, as for
     :func:`run_variant`; ``name``, ``lr`` and the ``coefficients`` are :func:`variant_round_map`'s, and ``rounds``
     :math:`T` is an integer >= 0."""
+    return _iterate_round_maps(problem, name, lr, schedule, rounds, x0=x0, reference=reference,
+                               stop_above=stop_above, **coefficients)[0]
+
+
+def _iterate_round_maps(problem: QuadraticProblem, name: str, lr: float, schedule, rounds: int, *, x0: Any = None,
+                        reference: Any = None, stop_above: Optional[float] = None,
+                        **coefficients) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`iterate_round_maps`' distances and the models :math:`x_t` they measure, one row per distance."""
     check_instance("problem", problem, QuadraticProblem)
     check_schedule_size(schedule, problem.num_clients, "the problem")
     rounds = check_int("rounds", rounds, minimum=0)
@@ -358,8 +366,9 @@ def iterate_round_maps(problem: QuadraticProblem, name: str, lr: float, schedule
     s = initial_state(problem, name, x0)
     d = problem.dim
     out = [float(_scaled_norm(s[:d] - ref))]  # np.linalg.norm's: inf past ~1.3e154, as run_variant's was
+    xs = [s[:d]]
     if stop_above is not None and not out[0] <= stop_above:  # run_variant checks the start too
-        return np.asarray(out)
+        return np.asarray(out), np.array(xs)
     cache: dict = {}
     for t in range(rounds):
         steps = round_local_steps(schedule, t, problem.num_clients, "the problem")
@@ -372,9 +381,10 @@ def iterate_round_maps(problem: QuadraticProblem, name: str, lr: float, schedule
         with np.errstate(over="ignore", invalid="ignore"):  # a diverging map: inf / NaN distances, as run_variant's
             s = rm.M @ s + rm.b
             out.append(float(_scaled_norm(s[:d] - ref)))
+        xs.append(s[:d])
         if stop_above is not None and not out[-1] <= stop_above:
             break
-    return np.asarray(out)
+    return np.asarray(out), np.array(xs)
 
 
 def run_variant(problem: QuadraticProblem, name: str, lr: float, schedule, rounds: int, *, x0: Any = None,
@@ -415,17 +425,21 @@ def measured_rate(distances: Sequence[float], start: int, stop: Optional[int] = 
 
 
 class Comparison(NamedTuple):
-    """A run of the library (:func:`run_variant`) next to its closed form
+    r"""A run of the library (:func:`run_variant`) next to its closed form
     (:func:`iterate_round_maps`): both distance series and their largest difference.
 
     ``name`` is the variant; ``max_difference`` and ``max_relative_difference`` are as in
-    :func:`compare_with_closed_form` (NaN when a distance is)."""
+    :func:`compare_with_closed_form` (NaN when a distance is); ``final_relative_difference`` compares the models
+    themselves, not their distances: :math:`\|x_T^{\text{run}} - x_T^{\text{closed}}\|` at the last round both
+    reached, relative to :math:`\max(\|x^*\|, \|x_T^{\text{closed}} - x^*\|)` (a distance can agree where the
+    model does not: any point of the sphere around :math:`x^*`)."""
 
     name: str
     run: QuadraticRun
     closed: np.ndarray
     max_difference: float
     max_relative_difference: float
+    final_relative_difference: float = float("nan")
 
 
 def compare_with_closed_form(problem: QuadraticProblem, name: str, lr: float, schedule, rounds: int, *,
@@ -433,19 +447,28 @@ def compare_with_closed_form(problem: QuadraticProblem, name: str, lr: float, sc
     r"""Run variant ``name`` and iterate its closed-form round maps over the same rounds
     (distances to :math:`x^*`); ``max_difference`` over the rounds the run completed, and
     ``max_relative_difference``, each round's difference divided by
-    :math:`\max(\|x^*\|, \text{distance})` (for runs that grow). ``rounds`` >= 1: with 0 the
+    :math:`\max(\|x^*\|, \text{distance})` (for runs that grow); ``final_relative_difference``, the last models
+    themselves (:class:`Comparison`). ``rounds`` >= 1: with 0 the
     comparison is of the common start alone, a difference of 0 that checks no round map.
     ``problem``, ``lr``, ``schedule``, ``stop_above`` and the ``coefficients`` are :func:`run_variant`'s (the closed
     form stops at the same ``stop_above``)."""
     check_instance("problem", problem, QuadraticProblem)
     rounds = check_int("rounds", rounds, minimum=1)
     run = run_variant(problem, name, lr, schedule, rounds, stop_above=stop_above, **coefficients)
-    closed = iterate_round_maps(problem, name, lr, schedule, rounds, stop_above=stop_above, **coefficients)
+    closed, closed_xs = _iterate_round_maps(problem, name, lr, schedule, rounds, stop_above=stop_above,
+                                            **coefficients)
     n = min(run.distances.size, closed.size)
+    x_star = problem.optimum()
     with np.errstate(invalid="ignore", over="ignore"):
+        scale = np.linalg.norm(x_star)
         gap = np.abs(run.distances[:n] - closed[:n])
-        rel = gap / np.maximum(np.linalg.norm(problem.optimum()), closed[:n])
-    return Comparison(name, run, closed, float(np.max(gap)), float(np.max(rel)))
+        rel = gap / np.maximum(scale, closed[:n])
+        final = float("nan")  # the closed form stopped before the run's last round: no common last model
+        if run.distances.size <= closed.size:  # run.params is x_t at t = run.distances.size - 1
+            closed_x = closed_xs[run.distances.size - 1]
+            final = float(_scaled_norm(np.asarray(run.params, dtype=float).ravel() - closed_x)
+                          / max(scale, float(_scaled_norm(closed_x - x_star))))
+    return Comparison(name, run, closed, float(np.max(gap)), float(np.max(rel)), final)
 
 
 class RateCheck(NamedTuple):
@@ -463,7 +486,12 @@ class RateCheck(NamedTuple):
     A finite window blends the slowest modes with the next ones (several eigenvalues of the same modulus beat, as
     server momentum's :math:`|r| = \sqrt\beta` do), so ``measured`` may sit a few per cent from ``radius``:
     ``measured`` = ``predicted`` says the run contracts as its closed form does, ``asymptotic`` = ``radius`` that the
-    closed form's contraction is the radius (chapter 10, part 3)."""
+    closed form's contraction is the radius (chapter 10, part 3).
+
+    ``closest`` is the run's smallest distance to that limit relative to its first, :math:`\min_t\|x_t - \tilde
+    x\| / \|x_0 - \tilde x\|`: the limit is solved from the round map *without* server momentum (which moves no
+    fixed point, :func:`variant_limit`), so with server momentum a ``closest`` at rounding level (below ``floor``)
+    is the run's own evidence that it ends there, not a property of how the limit was computed."""
 
     name: str
     radius: float
@@ -472,6 +500,7 @@ class RateCheck(NamedTuple):
     limit_distance: float
     predicted: float
     asymptotic: float
+    closest: float = float("nan")
 
 
 #: The number of squarings behind ``RateCheck.asymptotic``, :math:`\log_2 T` of its :math:`T = 2^{30}` rounds.
@@ -530,7 +559,7 @@ def rate_check(problem: QuadraticProblem, name: str, lr: float, local_steps: Any
     start = stop // 2
     predicted, asymptotic = _closed_form_rates(rm.M, initial_state(problem, name) - state, rm.dim, start, stop)
     return RateCheck(name, radius, measured_rate(d, start, stop), (start, stop),
-                     float(np.linalg.norm(limit - problem.optimum())), predicted, asymptotic)
+                     float(np.linalg.norm(limit - problem.optimum())), predicted, asymptotic, float(np.min(d) / d[0]))
 
 
 def limit_distances(problem: QuadraticProblem, names: Sequence[str], lrs: Sequence[float], local_steps: Any,
