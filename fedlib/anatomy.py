@@ -11,6 +11,9 @@ measurement, all on the real :class:`fedlib.solvers.LocalSolver` step:
 * :func:`probe_a_vector` reads :math:`a_i` off a run on a probe problem whose gradient
   at local step :math:`k` is the unit vector :math:`e_k` (independent of the
   parameters): then :math:`G_i = I` and :math:`\Delta_i = -\eta a_i` exactly.
+* :func:`check_server_step` runs one round of FedAvg or FedNova through the library (clients' local runs,
+  ``client_final``, ``apply``) and compares the change of the global model with eq. 4 written out from the
+  recorded gradients and the closed-form :math:`a_i`: the step the server applies, not only the weights it reports.
 * :func:`official_counter_a_norm` is the running counter of the official FedNova code
   for momentum + prox (momentum counter first, then prox counter), :func:`official_counter_excess`
   its overshoot of the true :math:`\|a_i\|_1` in closed form (relatively :math:`|1-\alpha-\rho|` in the
@@ -51,6 +54,8 @@ __all__ = [
     "relative_error",
     "RuleCheck",
     "check_update_rule",
+    "ServerStepCheck",
+    "check_server_step",
     "a_norm_curves",
     "probe_a_vector",
     "official_counter_a_norm",
@@ -148,6 +153,73 @@ def check_update_rule(solver: LocalSolver, params: np.ndarray, grad_fn: Callable
     closed = solver.a_norm(local_steps)
     return RuleCheck(relative_error(rebuilt, trace.delta), abs(trace.a_norm - closed) / closed, closed,
                      float(np.linalg.norm(trace.delta)))
+
+
+class ServerStepCheck(NamedTuple):
+    r"""Result of :func:`check_server_step`: ``relative_error`` of the library's change of the global model against
+    eq. 4 written out (:math:`\|x_{\text{lib}} - x_{\text{eq. 4}}\|_2 / \|x_{\text{eq. 4}} - x^{(t,0)}\|_2`), and
+    ``tau_eff`` and ``weights``, the :math:`\tau_{\text{eff}}` and :math:`w` that the written-out step used (eq. 6
+    for FedAvg; :math:`w = p` for FedNova)."""
+
+    relative_error: float
+    tau_eff: float
+    weights: np.ndarray
+
+
+def check_server_step(name: str, solver: LocalSolver, clients: list, local_steps: Any, p: Any,
+                      params: np.ndarray) -> ServerStepCheck:
+    r"""One round of ``name`` (``"fedavg"`` or ``"fednova"``, with ``solver`` as every client's local solver) from
+    the flat vector ``params``, every client of ``clients`` taking part with its ``local_steps[i]`` steps, run
+    through the library: :func:`fedlib.algorithms.make_algorithm`'s ``client_init``, the solver's ``update`` on the
+    client's gradients (``clients[i].grad(x, k)``), ``client_final`` and ``apply``. Next to it, eq. 4 written out
+    from the effective gradients recorded on the way (gradient plus weight decay, the columns of :math:`G_i`) and
+    the closed-form :math:`a_i` (:meth:`~fedlib.solvers.LocalSolver.a_vector`):
+
+    .. math::
+
+        x^{(t+1,0)} - x^{(t,0)} = -\tau_{\text{eff}}\sum_i w_i\,\eta\,\frac{G_i a_i}{\|a_i\|_1},
+
+    with eq. 6's :math:`\tau_{\text{eff}} = \sum_i p_i\|a_i\|_1`, :math:`w_i = p_i\|a_i\|_1/\tau_{\text{eff}}` for
+    FedAvg, and :math:`w_i = p_i` with the same :math:`\tau_{\text{eff}}` for FedNova. A server that reported
+    :math:`w = p` but applied other coefficients (e.g. :math:`p_i/\|a_i\|_1` normalised to sum to 1) fails here,
+    where a check of the reported weights passes. Used by chapter 1.
+
+    ``clients`` are objects with ``grad(x, k)`` (e.g. :func:`traced_clients`), ``local_steps`` their :math:`\tau_i`
+    (whole numbers :math:`\ge 1`, one per client), ``p`` their weights (summing to 1)."""
+    from .algorithms import make_algorithm  # not at import: fedlib.algorithms need not load with this module
+    from .sampling import full_participation
+
+    check_instance("solver", solver, LocalSolver)
+    if name not in ("fedavg", "fednova"):
+        raise ValueError(f"name must be 'fedavg' or 'fednova', got {name!r}")
+    steps = [check_count(f"local_steps[{i}]", t, minimum=1) for i, t in enumerate(local_steps)]
+    if len(steps) != len(clients):
+        raise ValueError(f"local_steps: {len(steps)} step counts for {len(clients)} clients")
+    p = np.asarray(p, dtype=np.float64)
+    x0 = np.asarray(params, dtype=np.float64)
+    if x0.ndim != 1:
+        raise ValueError(f"params must be a flat 1-d vector, got shape {x0.shape}")
+    algo = make_algorithm(name, solver)
+    server = algo.init(x0, len(clients))
+    updates, by_hand, norms = [], [], []
+    for i, (client, tau) in enumerate(zip(clients, steps)):
+        state = algo.client_init(server, i)
+        G = np.empty((x0.size, tau))
+        for k in range(tau):
+            g = np.asarray(client.grad(state.params, k), dtype=np.float64)
+            G[:, k] = g + solver.weight_decay * state.params
+            state = algo.solver.update(state, g)
+        updates.append(algo.client_final(server, i, state))
+        a = solver.a_vector(tau)
+        norms.append(a.sum())
+        by_hand.append(G @ a / a.sum())  # d_i
+    new, _ = algo.apply(server, full_participation(p), updates, solver.lr, p)
+    norms = np.array(norms)
+    tau_eff = float(p @ norms)
+    w = p * norms / tau_eff if name == "fedavg" else p.copy()
+    change = -tau_eff * solver.lr * (w @ np.array(by_hand))
+    err = float(np.linalg.norm(np.asarray(new.params, dtype=np.float64) - (x0 + change)) / np.linalg.norm(change))
+    return ServerStepCheck(err, tau_eff, w)
 
 
 def a_norm_curves(solver: LocalSolver, max_steps: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

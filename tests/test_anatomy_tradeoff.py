@@ -334,3 +334,57 @@ def test_scalar_step_counts_are_whole_numbers(name, call):
     for bad in (1.5, True, float("nan")):
         with pytest.raises(ValueError, match=rf"^{name} must be a whole number >= 1, got "):
             call(bad)
+
+
+@pytest.mark.parametrize("name", ["fedavg", "fednova"])
+def test_check_server_step_is_eq4_written_out_and_catches_a_step_the_weights_do_not_show(name, monkeypatch):
+    """One round through the library equals eq. 4 from the recorded G_i and closed-form a_i for all five solvers
+    (weight decay included), with eq. 6's tau_eff and w (FedAvg) or w = p (FedNova). A server that reports the same
+    weights but applies other coefficients is caught, the step off by far more than rounding: FedNova's
+    p_i / ||a_i||_1 normalised to sum to 1 (the harmonic-mean mistake of other implementations), FedAvg's unweighted
+    mean of the changes."""
+    from fedlib import rule
+    from fedlib.data import synthetic
+    from fedlib.schedules import FixedEpochs
+
+    data = synthetic(1.0, 1.0, seed=3)
+    clients = anatomy.traced_clients(data, 5, 20, 3)
+    n = np.array(data.num_samples[:5])
+    p, taus = n / n.sum(), FixedEpochs(n, 20, 1).local_steps(0)
+    assert len(set(taus.tolist())) > 1  # heterogeneous: FedAvg's w differs from p
+    x0 = clients[0].init_params()
+    for solver in anatomy.solver_family(0.05, 0.9, 0.05, 0.95, 1e-3).values():
+        check = anatomy.check_server_step(name, solver, clients, taus, p, x0)
+        assert check.relative_error < 1e-12, (solver, check.relative_error)
+        norms = np.array([solver.a_norm(int(t)) for t in taus])
+        assert check.tau_eff == pytest.approx(p @ norms, rel=1e-12)
+        np.testing.assert_allclose(check.weights, p * norms / (p @ norms) if name == "fedavg" else p, rtol=1e-12)
+    summed = rule.tree_weighted_sum
+    if name == "fednova":  # c_i = tau_eff p_i / ||a_i||_1 normalised to sum to 1 (FedAvg's c_i = p_i sum to 1)
+        def mistaken(deltas, c):
+            return summed(deltas, np.asarray(c) / np.sum(c))
+    else:  # an unweighted mean of the changes, c_i = 1/m
+        def mistaken(deltas, c):
+            return summed(deltas, np.full(len(c), 1 / len(c)))
+    monkeypatch.setattr(rule, "tree_weighted_sum", mistaken)
+    wrong = anatomy.check_server_step(name, anatomy.solver_family(0.05, 0.9, 0.05, 0.95, 0.0)["SGD"], clients, taus,
+                                      p, x0)
+    assert wrong.relative_error > 0.1, wrong.relative_error
+
+
+def test_check_server_step_refuses_what_it_cannot_run():
+    from fedlib.data import synthetic
+    from fedlib.solvers import sgd
+
+    clients = anatomy.traced_clients(synthetic(1.0, 1.0, seed=0), 2, 20, 0)
+    x0 = clients[0].init_params()
+    with pytest.raises(ValueError, match="^name must be 'fedavg' or 'fednova', got 'scaffold'"):
+        anatomy.check_server_step("scaffold", sgd(0.1), clients, [1, 2], [0.5, 0.5], x0)
+    with pytest.raises(ValueError, match="^local_steps: 1 step counts for 2 clients"):
+        anatomy.check_server_step("fedavg", sgd(0.1), clients, [1], [0.5, 0.5], x0)
+    with pytest.raises(ValueError, match=r"^local_steps\[1\]"):
+        anatomy.check_server_step("fedavg", sgd(0.1), clients, [1, 0], [0.5, 0.5], x0)
+    with pytest.raises(ValueError, match="^params must be a flat 1-d vector"):
+        anatomy.check_server_step("fedavg", sgd(0.1), clients, [1, 2], [0.5, 0.5], x0[None])
+    with pytest.raises(ValueError, match="^solver"):
+        anatomy.check_server_step("fedavg", "sgd", clients, [1, 2], [0.5, 0.5], x0)
