@@ -92,13 +92,20 @@ def trace_local_run(solver: LocalSolver, params: np.ndarray, grad_fn: Callable[[
     x0 = np.asarray(params, dtype=np.float64)
     if x0.ndim != 1:
         raise ValueError(f"params must be a flat 1-d vector, got shape {x0.shape}")
-    G = np.empty((x0.size, tau))
-    state = solver.init(x0)
+    G, state = _traced_steps(solver, solver.init(x0), grad_fn, tau)
+    return LocalTrace(G, state.params - x0, float(state.a_norm), state)
+
+
+def _traced_steps(solver: LocalSolver, state: SolverState, grad_fn: Callable[[np.ndarray, int], np.ndarray],
+                  tau: int) -> tuple[np.ndarray, SolverState]:
+    r"""``tau`` steps of ``solver`` from ``state``: the (P, tau) effective gradients :math:`g_k + \lambda x_k` (the
+    columns of :math:`G_i`) and the final state."""
+    G = np.empty((np.size(state.params), tau))
     for k in range(tau):
         g = np.asarray(grad_fn(state.params, k), dtype=np.float64)
         G[:, k] = g + solver.weight_decay * state.params
         state = solver.update(state, g)
-    return LocalTrace(G, state.params - x0, float(state.a_norm), state)
+    return G, state
 
 
 def delta_from_rule(G: np.ndarray, a: np.ndarray, lr: float) -> np.ndarray:
@@ -203,16 +210,11 @@ def check_server_step(name: str, solver: LocalSolver, clients: list, local_steps
     server = algo.init(x0, len(clients))
     updates, by_hand, norms = [], [], []
     for i, (client, tau) in enumerate(zip(clients, steps)):
-        state = algo.client_init(server, i)
-        G = np.empty((x0.size, tau))
-        for k in range(tau):
-            g = np.asarray(client.grad(state.params, k), dtype=np.float64)
-            G[:, k] = g + solver.weight_decay * state.params
-            state = algo.solver.update(state, g)
+        G, state = _traced_steps(algo.solver, algo.client_init(server, i), client.grad, tau)
         updates.append(algo.client_final(server, i, state))
         a = solver.a_vector(tau)
         norms.append(a.sum())
-        by_hand.append(G @ a / a.sum())  # d_i
+        by_hand.append(G @ a / norms[-1])  # d_i
     new, _ = algo.apply(server, full_participation(p), updates, solver.lr, p)
     norms = np.array(norms)
     tau_eff = float(p @ norms)

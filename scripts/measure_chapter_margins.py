@@ -213,13 +213,13 @@ def ch04_figure5_quantities(ns: dict) -> dict:
         out[f"Figure 5, {s}: smallest FedAvg / FedNova of a run seed (asserted > 1)"] = np.min(
             end["FedAvg"] / end["FedNova"])
         out[f"Figure 5, {s}: FedProx / FedNova (asserted > 1)"] = end["FedProx"].mean() / end["FedNova"].mean()
+        nova_rounds = S.rounds_to_reach(grid[s, "FedNova"], end["FedAvg"])
         if setting.sampling == "full":
             out[f"Figure 5, {s}: FedNova's largest rounds to FedAvg's end / rounds (asserted <= 0.5)"] = np.max(
-                S.rounds_to_reach(grid[s, "FedNova"], end["FedAvg"])) / rounds
+                nova_rounds) / rounds
         if s == "fixed":  # equal epochs: FedNova against FedAvg's own rounds to FedAvg's end, per run seed
             out["Figure 5, fixed: largest FedNova / FedAvg rounds to FedAvg's end (asserted <= 0.5)"] = np.max(
-                S.rounds_to_reach(grid[s, "FedNova"], end["FedAvg"]) / S.rounds_to_reach(grid[s, "FedAvg"],
-                                                                                          end["FedAvg"]))
+                nova_rounds / S.rounds_to_reach(grid[s, "FedAvg"], end["FedAvg"]))
     _, random_, _ = S.SETTINGS  # the local-solver comparison (the chapter's code cell 9, without its figure)
     lr, rho = ns["momentum_lr"], ns["momentum"]
     solvers = {"FedAvg momentum": S.with_solver("fedavg", momentum_sgd(lr, rho)),

@@ -354,9 +354,10 @@ def iterate_round_maps(problem: QuadraticProblem, name: str, lr: float, schedule
 
 
 def _iterate_round_maps(problem: QuadraticProblem, name: str, lr: float, schedule, rounds: int, *, x0: Any = None,
-                        reference: Any = None, stop_above: Optional[float] = None,
-                        **coefficients) -> tuple[np.ndarray, np.ndarray]:
-    """:func:`iterate_round_maps`' distances and the models :math:`x_t` they measure, one row per distance."""
+                        reference: Any = None, stop_above: Optional[float] = None, keep_round: Optional[int] = None,
+                        **coefficients) -> tuple[np.ndarray, Optional[np.ndarray]]:
+    """:func:`iterate_round_maps`' distances and the model :math:`x_t` at round ``keep_round`` (``None`` when not
+    asked for or not reached)."""
     check_instance("problem", problem, QuadraticProblem)
     check_schedule_size(schedule, problem.num_clients, "the problem")
     rounds = check_int("rounds", rounds, minimum=0)
@@ -366,9 +367,9 @@ def _iterate_round_maps(problem: QuadraticProblem, name: str, lr: float, schedul
     s = initial_state(problem, name, x0)
     d = problem.dim
     out = [float(_scaled_norm(s[:d] - ref))]  # np.linalg.norm's: inf past ~1.3e154, as run_variant's was
-    xs = [s[:d]]
+    kept = s[:d] if keep_round == 0 else None
     if stop_above is not None and not out[0] <= stop_above:  # run_variant checks the start too
-        return np.asarray(out), np.array(xs)
+        return np.asarray(out), kept
     cache: dict = {}
     for t in range(rounds):
         steps = round_local_steps(schedule, t, problem.num_clients, "the problem")
@@ -381,10 +382,11 @@ def _iterate_round_maps(problem: QuadraticProblem, name: str, lr: float, schedul
         with np.errstate(over="ignore", invalid="ignore"):  # a diverging map: inf / NaN distances, as run_variant's
             s = rm.M @ s + rm.b
             out.append(float(_scaled_norm(s[:d] - ref)))
-        xs.append(s[:d])
+        if t + 1 == keep_round:
+            kept = s[:d]
         if stop_above is not None and not out[-1] <= stop_above:
             break
-    return np.asarray(out), np.array(xs)
+    return np.asarray(out), kept
 
 
 def run_variant(problem: QuadraticProblem, name: str, lr: float, schedule, rounds: int, *, x0: Any = None,
@@ -455,8 +457,9 @@ def compare_with_closed_form(problem: QuadraticProblem, name: str, lr: float, sc
     check_instance("problem", problem, QuadraticProblem)
     rounds = check_int("rounds", rounds, minimum=1)
     run = run_variant(problem, name, lr, schedule, rounds, stop_above=stop_above, **coefficients)
-    closed, closed_xs = _iterate_round_maps(problem, name, lr, schedule, rounds, stop_above=stop_above,
-                                            **coefficients)
+    last = run.distances.size - 1  # run.params is x_t at this round
+    closed, closed_x = _iterate_round_maps(problem, name, lr, schedule, rounds, stop_above=stop_above,
+                                           keep_round=last, **coefficients)
     n = min(run.distances.size, closed.size)
     x_star = problem.optimum()
     with np.errstate(invalid="ignore", over="ignore"):
@@ -464,8 +467,7 @@ def compare_with_closed_form(problem: QuadraticProblem, name: str, lr: float, sc
         gap = np.abs(run.distances[:n] - closed[:n])
         rel = gap / np.maximum(scale, closed[:n])
         final = float("nan")  # the closed form stopped before the run's last round: no common last model
-        if run.distances.size <= closed.size:  # run.params is x_t at t = run.distances.size - 1
-            closed_x = closed_xs[run.distances.size - 1]
+        if closed_x is not None:
             final = float(_scaled_norm(np.asarray(run.params, dtype=float).ravel() - closed_x)
                           / max(scale, float(_scaled_norm(closed_x - x_star))))
     return Comparison(name, run, closed, float(np.max(gap)), float(np.max(rel)), final)
